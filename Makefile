@@ -1,0 +1,39 @@
+# Two commands do all the set-up:  `make demo` (the main job) and `make test`.
+# Both create .venv, install the package and make sure a WebGPU adapter exists
+# (installing Mesa's software Vulkan driver with apt when wgpu finds none).
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+export XDG_RUNTIME_DIR ?= /tmp
+
+.PHONY: setup gpu demo test bench info clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+gpu: setup
+	$(BIN)/python -m webnn_gpu.setup_gpu
+
+demo: gpu
+	$(BIN)/python examples/background_blur.py
+
+test: gpu
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: gpu
+	$(BIN)/python -m pytest benchmarks --benchmark-enable $(PYTEST_ARGS)
+
+info: gpu
+	$(BIN)/webnn-gpu info
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,1 @@
+"""WGSL kernel templates (Jinja2), one subfolder per kernel family; shipped inside the package."""
