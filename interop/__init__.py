@@ -10,7 +10,7 @@
 The rules (ordering, held work, errors, the slow path across devices) are in docs/interop.md.
 """
 
-from .record import record, tensor_from_buffer
+from .recording import record, tensor_from_buffer
 from .rental import (
     RENT_USAGE,
     Rental,

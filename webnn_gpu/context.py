@@ -531,15 +531,15 @@ class MLContext:
             NotSupportedError: another device with ``allow_copy=False``.
             OperationError: the slow path's copy failed.
         """
-        from .interop import rental
+        from .interop.rental import export_to_gpu
 
-        return rental.export_to_gpu(self, tensor, device, allow_copy=allow_copy)
+        return export_to_gpu(self, tensor, device, allow_copy=allow_copy)
 
     async def export_to_gpu_async(self, tensor: MLTensor, device=None, *, allow_copy: bool = True):
         """Awaitable twin of :meth:`export_to_gpu`."""
-        from .interop import rental
+        from .interop.rental import export_to_gpu_async
 
-        return await rental.export_to_gpu_async(self, tensor, device, allow_copy=allow_copy)
+        return await export_to_gpu_async(self, tensor, device, allow_copy=allow_copy)
 
     def record(self, encoder, graph: MLGraph, inputs: Mapping, outputs: Mapping) -> None:
         """Write the graph's kernels into the caller's ``wgpu.GPUCommandEncoder``.
@@ -563,9 +563,9 @@ class MLContext:
                 another device or with held work.
             OperationError: the encoder refused the commands (finished, or a pass open).
         """
-        from .interop import record
+        from .interop.recording import record
 
-        record.record(self, encoder, graph, inputs, outputs)
+        record(self, encoder, graph, inputs, outputs)
 
     def tensor_from_buffer(self, buffer, descriptor: Mapping, **kwargs) -> MLTensor:
         """Wrap the caller's ``wgpu.GPUBuffer`` as an MLTensor without a copy.
@@ -587,9 +587,9 @@ class MLContext:
             MLTypeError: not a buffer, another device, too small, missing usage, bad descriptor.
             InvalidStateError: the context is destroyed or the buffer is mapped.
         """
-        from .interop import record
+        from .interop.recording import tensor_from_buffer
 
-        return record.tensor_from_buffer(self, buffer, descriptor, **kwargs)
+        return tensor_from_buffer(self, buffer, descriptor, **kwargs)
 
     # ------------------------------------------------------------------ support
     # IDL: MLOpSupportLimits opSupportLimits();

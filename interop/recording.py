@@ -52,8 +52,8 @@ def _buffer_key(buffer) -> tuple:
 
 
 def _usage_names(usage: int) -> str:
-    names = [f.name for f in (_U.MAP_READ, _U.MAP_WRITE, _U.COPY_SRC, _U.COPY_DST, _U.INDEX, _U.VERTEX, _U.UNIFORM,
-                              _U.STORAGE, _U.INDIRECT, _U.QUERY_RESOLVE) if usage & f]
+    names = [n for n in ("MAP_READ", "MAP_WRITE", "COPY_SRC", "COPY_DST", "INDEX", "VERTEX", "UNIFORM", "STORAGE",
+                         "INDIRECT", "QUERY_RESOLVE") if usage & getattr(_U, n)]
     return " | ".join(names) or "none"
 
 
