@@ -52,7 +52,7 @@ def _buffer_key(buffer) -> tuple:
 
 
 def _usage_names(usage: int) -> str:
-    names = [n for n in ("MAP_READ", "MAP_WRITE", "COPY_SRC", "COPY_DST", "INDEX", "VERTEX", "UNIFORM", "STORAGE",
+    names = [n for n in ("STORAGE", "COPY_SRC", "COPY_DST", "MAP_READ", "MAP_WRITE", "UNIFORM", "INDEX", "VERTEX",
                          "INDIRECT", "QUERY_RESOLVE") if usage & getattr(_U, n)]
     return " | ".join(names) or "none"
 
