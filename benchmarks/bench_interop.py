@@ -36,6 +36,7 @@ import wgpu
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 
 import webnn_gpu as webnn  # noqa: E402
+import webnn_gpu.interop  # noqa: E402,F401
 
 SIZES = {"full": (100, 100, 100), "small": (16, 16, 16)}  # (channels, height, width)
 VARIANTS = ("wgsl", "readback", "rental", "webnn", "recorded")
@@ -274,6 +275,53 @@ def measure(size: str = "full", repeat: int = 5, ctx=None) -> dict:
     return times
 
 
+def measure_rental(shape=(1, 100, 100, 100), repeat: int = 7, ctx=None) -> dict:
+    """Milliseconds to rent and to return a float32 tensor: zero-copy (the context's device)
+    and the slow path (another device: copy through the CPU, fenced by mapped reads), and a
+    plain ``read_tensor`` of it for scale. Medians of ``repeat``."""
+    own = ctx is None
+    ctx = ctx or webnn.ml.create_context()
+    other = wgpu.gpu.request_adapter_sync(power_preference="high-performance").request_device_sync(
+        label="bench caller device")
+    t = ctx.create_tensor({"data_type": "float32", "shape": list(shape), "writable": True, "readable": True,
+                           "importable_to_webgpu": True})
+    ctx.write_tensor(t, np.ones(shape, np.float32))
+    result = {}
+    try:
+        for name, device in (("same device", ctx.device), ("other device", other)):
+            rent, back = [], []
+            for i in range(repeat + 1):
+                t0 = time.perf_counter()
+                r = webnn.interop.import_external_buffer(device, t)
+                t1 = time.perf_counter()
+                r.release()
+                t2 = time.perf_counter()
+                if i:  # the first round warms up
+                    rent.append((t1 - t0) * 1e3)
+                    back.append((t2 - t1) * 1e3)
+            result[name] = (statistics.median(rent), statistics.median(back))
+        reads = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            ctx.read_tensor(t)
+            reads.append((time.perf_counter() - t0) * 1e3)
+        result["read_tensor"] = (statistics.median(reads), 0.0)
+    finally:
+        t.destroy()
+        other.destroy()
+        if own:
+            ctx.destroy()
+    return result
+
+
+def rental_table(result: dict, nbytes: int) -> str:
+    lines = [f"{'rental of ' + format(nbytes, ',') + ' bytes':28s} {'rent ms':>9s} {'return ms':>10s}"]
+    for name, (rent, back) in result.items():
+        lines.append(f"{name:28s} {rent:9.3f} {back:10.3f}" if name != "read_tensor"
+                     else f"{'(read_tensor, for scale)':28s} {rent:9.3f}")
+    return "\n".join(lines)
+
+
 def table(times: dict) -> str:
     base = times["readback"]
     names = {"wgsl": "1 all in the user's WGSL", "readback": "2 WebNN conv2d -> NumPy -> user's WGSL",
@@ -295,6 +343,12 @@ def main(argv=None) -> int:
     c, h, w = SIZES[args.size]
     print(f"conv2d [1,{c},{h},{w}] x [{c},{c},3,3] + bias + relu on {info.get('device', '?')} "
           f"({info.get('backend_type', '?')}); median of {args.repeat}")
+    print(rental_table(measure_rental((1, c, h, w), max(args.repeat, 3), ctx), 4 * c * h * w))
+    print()
+    if not hasattr(webnn.MLGraphBuilder, "conv2d"):
+        print("four-way comparison: needs the conv2d operator (it lands with the linalg branch)")
+        ctx.destroy()
+        return 1
     times = measure(args.size, args.repeat, ctx)
     print(table(times))
     ctx.destroy()
@@ -308,6 +362,21 @@ def workload():
     wl = Workload(ctx, os.environ.get("WEBNN_BENCH_SIZE", "full"))
     yield wl
     wl.destroy()
+    ctx.destroy()
+
+
+@pytest.mark.parametrize("where", ["same", "other"])
+def test_rental_round_trip(benchmark, where):
+    """Rent and return a [1, 100, 100, 100] float32 tensor: zero-copy vs the slow path."""
+    ctx = webnn.ml.create_context()
+    device = ctx.device if where == "same" else wgpu.gpu.request_adapter_sync().request_device_sync()
+    t = ctx.create_tensor({"data_type": "float32", "shape": [1, 100, 100, 100], "importable_to_webgpu": True})
+
+    def round_trip():
+        webnn.interop.import_external_buffer(device, t).release()
+
+    benchmark.pedantic(round_trip, rounds=10, warmup_rounds=1)
+    t.destroy()
     ctx.destroy()
 
 

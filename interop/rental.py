@@ -143,8 +143,8 @@ class Rental:
             try:
                 if self.copied:
                     try:
-                        data = _read_back(self.device, self._buffer, self.tensor._size)
-                        ctx._timeline.restore(self.tensor, data)
+                        _read_back(self.device, self._buffer, self.tensor._size,
+                                   lambda data: ctx._timeline.restore(self.tensor, data))
                     except Exception as exc:  # noqa: BLE001 - the tensor must be returned anyway
                         failure = exc
                     finally:
@@ -218,11 +218,14 @@ def _finish_copy(op: str, rental: Rental, staging) -> Rental:
     tensor = rental.tensor
     ctx = tensor._context
     try:
-        data = bytes(staging.read_mapped(0, tensor._size, copy=True))
-        staging.unmap()
-        ctx._staging.release(staging)
-        rental._buffer = rental.device.create_buffer_with_data(
-            data=data, usage=RENT_USAGE, label=f"rental of {tensor._label or tensor!r}")
+        try:
+            mv = staging.read_mapped(0, tensor._size, copy=False)
+            rental._buffer = rental.device.create_buffer_with_data(
+                data=mv, usage=RENT_USAGE, label=f"rental of {tensor._label or tensor!r}")
+            del mv
+        finally:
+            staging.unmap()
+            ctx._staging.release(staging)
     except Exception as exc:  # noqa: BLE001 - a wgpu error must not escape; give the tensor back
         _abort(op, rental, exc)
     return rental
@@ -307,17 +310,21 @@ async def export_to_gpu_async(context, tensor: MLTensor, device=None, *, allow_c
 
 
 # ---------------------------------------------------------------------- fences
-def _read_back(device, buffer, size: int) -> bytes:
-    """Copy ``buffer`` into a mapped staging buffer on its device; mapping is the fence."""
+def _read_back(device, buffer, size: int, consume) -> None:
+    """Copy ``buffer`` into a staging buffer on its device and map it (mapping is the fence:
+    it completes after every submit made on that queue before), then ``consume(memoryview)``."""
     staging = device.create_buffer(size=size, usage=_MAP_READ, label="rental read-back")
     try:
         enc = device.create_command_encoder(label="rental read-back")
         enc.copy_buffer_to_buffer(buffer, 0, staging, 0, size)
         device.queue.submit([enc.finish()])
         staging.map_sync(wgpu.MapMode.READ, 0, size)
-        data = bytes(staging.read_mapped(0, size, copy=True))
-        staging.unmap()
-        return data
+        try:
+            mv = staging.read_mapped(0, size, copy=False)
+            consume(mv)
+            del mv
+        finally:
+            staging.unmap()
     finally:
         staging.destroy()
 

@@ -132,8 +132,8 @@ class Timeline:
         self._rented[tensor] = rental
         tensor._rental = rental
 
-    def restore(self, tensor, data: bytes) -> None:
-        """Write a returned rental's bytes back into ``tensor`` (before any held work on it)."""
+    def restore(self, tensor, data) -> None:
+        """Write a returned rental's bytes (a bytes-like) back into ``tensor``, before its held work."""
         self._check("exportToGPU")
         self.queue.write_buffer(tensor._buffer, 0, data)
         self.queue.submit([])
