@@ -7,13 +7,13 @@
 * ``MLContext.tensor_from_buffer(buffer, descriptor)`` wraps the caller's ``GPUBuffer`` as
   an MLTensor without a copy.
 
-Why a method that writes into the caller's encoder and not the old ``MLCommandEncoder``
-(https://github.com/webmachinelearning/webnn/pull/251): an MLCommandEncoder produced its own
-``GPUCommandBuffer`` for the caller to submit, which needs WebGPU to accept command buffers it
-did not record (the WebGPU group refused that; wgpu-py cannot make one either). Here WebNN and
-the caller share one device and queue, so writing our compute passes into the caller's
-encoder gives the same single submit with nothing new on the WebGPU side, and needs no
-``initializeGraph`` step: constants were uploaded by ``build()``.
+Why a method that writes into the caller's encoder and not the ``MLCommandEncoder`` of
+WebNN PR #255: that encoder produced its own ``GPUCommandBuffer`` for the caller to submit,
+which WebGPU implementations do not accept from outside (the group dropped it for sharing the
+device's queue); wgpu-py cannot make one either. Here WebNN and the caller share one device
+and queue, so writing our compute passes into the caller's encoder gives the same single
+submit with nothing new on the WebGPU side, and needs no ``initializeGraph`` step: constants
+were uploaded by ``build()``.
 """
 
 from __future__ import annotations
@@ -157,8 +157,8 @@ def record(context, encoder, graph, inputs: Mapping, outputs: Mapping) -> None:
         try:
             g._encode(encoder, ins, outs, ("record",) + tuple(key_in) + (None,) + tuple(key_out))
         except Exception as exc:  # noqa: BLE001 - a wgpu error must not escape
-            raise OperationError(f"{op}: recording the graph into the encoder failed (is it finished, or is a "
-                                 f"pass of yours still open?): {exc}") from exc
+            raise OperationError(f"{op}: recording the graph into the encoder failed (is it finished?): "
+                                 f"{exc}") from exc
 
 
 def tensor_from_buffer(context, buffer, descriptor: Mapping, **kwargs) -> MLTensor:

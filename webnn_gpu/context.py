@@ -549,8 +549,8 @@ class MLContext:
         submitted here; ordering against WebNN's own timeline is by your submit.
 
         Arguments:
-            encoder (wgpu.GPUCommandEncoder): an open encoder of the context's device (no
-                pass of yours open).
+            encoder (wgpu.GPUCommandEncoder): an unfinished encoder of the context's device;
+                end your own pass first (wgpu reports an open pass only at ``finish()``).
             graph (MLGraph): a graph of this context.
             inputs, outputs (dict[str, MLTensor | wgpu.GPUBuffer]): one per graph input and
                 output; a buffer must be of the context's device, at least the operand's
@@ -561,7 +561,7 @@ class MLContext:
             MLTypeError: wrong names, shapes, sizes, usages or devices; the same buffer twice.
             InvalidStateError: a destroyed graph, tensor or context; a tensor rented to
                 another device or with held work.
-            OperationError: the encoder refused the commands (finished, or a pass open).
+            OperationError: the encoder refused the commands (it is finished).
         """
         from .interop.recording import record
 
