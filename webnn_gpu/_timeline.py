@@ -100,10 +100,6 @@ class Timeline:
             return
         run()
 
-    def is_rented(self, tensor) -> bool:
-        """Whether ``tensor`` is rented to WebGPU."""
-        return tensor in self._rented
-
     def has_held_work(self, tensor) -> bool:
         """Whether WebNN work on ``tensor`` is waiting for a rental to be returned."""
         return tensor in self._held_on

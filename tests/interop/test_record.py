@@ -8,6 +8,7 @@ import wgpu
 from _user_gpu import AFFINE_INPLACE_WGSL, AFFINE_WGSL, IO, f32_tensor, read_f32, user_pass
 
 import webnn_gpu as webnn
+from webnn_gpu import interop
 
 N = 64
 _U = wgpu.BufferUsage
@@ -174,7 +175,7 @@ def test_record_refuses_tensors_held_or_rented_elsewhere(ctx, device2, scale_gra
         ctx.dispatch(scale_graph, {"x": a}, {"y": b})  # held
         with pytest.raises(webnn.InvalidStateError, match="held"):
             ctx.record(ctx.device.create_command_encoder(), scale_graph, {"x": b}, {"y": out})
-    with webnn.interop.import_external_buffer(device2, a):
+    with interop.import_external_buffer(device2, a):
         with pytest.raises(webnn.InvalidStateError, match="rented to another device"):
             ctx.record(ctx.device.create_command_encoder(), scale_graph, {"x": a}, {"y": out})
     a.destroy()
