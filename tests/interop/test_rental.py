@@ -350,3 +350,76 @@ def test_callers_device_lost_before_or_during_a_rental():
     np.testing.assert_array_equal(ctx.read_tensor(t), data())
     np.testing.assert_array_equal(ctx.read_tensor(out), data() * 2)  # the held dispatch ran
     ctx.destroy()
+
+
+# ---------------------------------------------------------------- randomized ordering
+def test_random_sequences_follow_the_hold_rules(ctx):
+    """Random writes, dispatches, rentals, caller passes, returns and reads on four tensors,
+    against an event model written from the rules: a WebNN call runs as soon as none of its
+    tensors is rented and no earlier pending call shares a tensor with it; the caller's pass
+    runs at once. Values are small integers in float32, so every result is exact."""
+    rng = np.random.default_rng(2024)
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [N]})
+    inc = b.build({"y": b.add(x, b.constant("float32", 1.0))})
+    ts = [f32_tensor(ctx, readable=True, writable=True, importable_to_webgpu=True) for _ in range(4)]
+    model = [np.zeros(N) for _ in ts]
+    pending: list = []  # (tensor indices, function on the model), in call order
+    rentals: dict = {}
+
+    def settle():
+        k = 0
+        while k < len(pending):
+            idx, fn = pending[k]
+            blocked = any(i in rentals for i in idx) or any(set(idx) & set(p[0]) for p in pending[:k])
+            if blocked:
+                k += 1
+                continue
+            fn()
+            pending.pop(k)
+            k = 0
+
+    def busy(i):
+        return i in rentals or any(i in p[0] for p in pending)
+
+    for _ in range(120):
+        action = rng.choice(["write", "dispatch", "rent", "caller", "release", "read"], p=[.15, .25, .15, .15, .15, .15])
+        i, j = (int(v) for v in rng.choice(4, size=2, replace=False))
+        if action == "write":
+            v = rng.integers(-50, 50, N).astype(np.float32)
+            ctx.write_tensor(ts[i], v)
+            pending.append(((i,), lambda i=i, v=v: model.__setitem__(i, v.astype(np.float64))))
+        elif action == "dispatch":
+            ctx.dispatch(inc, {"x": ts[i]}, {"y": ts[j]})
+            pending.append(((i, j), lambda i=i, j=j: model.__setitem__(j, model[i] + 1)))
+        elif action == "rent":
+            if i in rentals:
+                with pytest.raises(webnn.InvalidStateError, match="already rented"):
+                    ctx.export_to_gpu(ts[i])
+            elif busy(i):
+                with pytest.raises(webnn.InvalidStateError, match="held"):
+                    ctx.export_to_gpu(ts[i])
+            else:
+                rentals[i] = ctx.export_to_gpu(ts[i])
+        elif action == "caller" and rentals:
+            i = sorted(rentals)[int(rng.integers(len(rentals)))]
+            run_user_pass(ctx.device, AFFINE_INPLACE_WGSL, [rentals[i].buffer], N, scale=-1.0, offset=5.0)
+            model[i] = -model[i] + 5
+        elif action == "release" and rentals:
+            i = sorted(rentals)[int(rng.integers(len(rentals)))]
+            rentals.pop(i).release()
+        elif action == "read":
+            if busy(i):
+                with pytest.raises(webnn.InvalidStateError):
+                    ctx.read_tensor(ts[i])
+            else:
+                np.testing.assert_array_equal(ctx.read_tensor(ts[i]), model[i])
+        settle()
+        assert ctx._timeline.held_count == len(pending)
+    for i in sorted(rentals):
+        rentals.pop(i).release()
+        settle()
+    assert not pending and ctx._timeline.held_count == 0
+    for t, want in zip(ts, model):
+        np.testing.assert_array_equal(ctx.read_tensor(t), want)
+        t.destroy()
