@@ -45,7 +45,8 @@ _U32 = 2**32
 def raw_literal(value, data_type: str) -> str:
     """WGSL expression of ``value`` (already representable in ``data_type``) as its raw storage type.
 
-    float32 and float16 are written as bit patterns, so NaN, infinities and -0.0 survive.
+    float32 is written as its bit pattern and float16 as an exact decimal (or, for NaN and
+    infinities, converted from float32), so NaN, infinities and -0.0 survive.
     """
     info = _dtypes.info(data_type)
     bits = np.array([value], dtype=info.numpy).view(np.uint8)
@@ -53,7 +54,12 @@ def raw_literal(value, data_type: str) -> str:
     if data_type == "float32":
         return f"bitcast<f32>({word:#x}u)"
     if data_type == "float16":
-        return f"bitcast<vec2<f16>>({word:#x}u).x"
+        # Naga cannot index bitcast<vec2<f16>>(u32): finite values are exact decimal
+        # literals, NaN and infinities convert from their f32 twins.
+        v = float(np.float16(value))
+        if math.isfinite(v):
+            return f"f16({v!r})"
+        return f"f16(bitcast<f32>({int(np.float32(v).view(np.uint32)):#x}u))"
     if data_type == "int32":
         return f"bitcast<i32>({word:#x}u)"
     if info.packing == "wide":
