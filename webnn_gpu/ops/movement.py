@@ -483,8 +483,8 @@ def lower_tile(node, lc) -> None:
         lc.alias(dst, src)
         return
     st = strides(src.shape)
-    dims = [lin(st[d]) if src.shape[d] == dst.shape[d] else {"kind": "mod", "stride": st[d], "size": src.shape[d]}
-            for d in range(len(st))]
+    dims = [lin(st[d]) if src.shape[d] == dst.shape[d] else lin(0) if src.shape[d] == 1
+            else {"kind": "mod", "stride": st[d], "size": src.shape[d]} for d in range(len(st))]
     remap(lc, src, dst, dst.shape, dims)
 
 
