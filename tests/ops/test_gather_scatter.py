@@ -202,7 +202,8 @@ def test_scatter_spec_examples_and_last_update_wins(ctx):
     assert_moved(out, np.array([0, -3, 2, -9, -1, 5, 6, -4], np.float32))
     x3 = np.arange(6, dtype=np.float32).reshape(3, 2)
     out = run_graph(ctx, lambda b, o: {"y": b.scatter_nd(o["x"], o["i"], o["u"])},
-                    {"x": x3, "i": np.array([[2], [0]], np.uint32), "u": np.array([[-1, -2], [-3, -4]], np.float32)})["y"]
+                    {"x": x3, "i": np.array([[2], [0]], np.uint32),
+                     "u": np.array([[-1, -2], [-3, -4]], np.float32)})["y"]
     assert_moved(out, np.array([[-3, -4], [2, 3], [-1, -2]], np.float32))
 
 
@@ -271,7 +272,8 @@ def test_validation_errors(ctx):
         (lambda: b.gather_elements(x, idx("e1", "int32", [2, 3])), "gather_elements", "indices", "rank-3"),
         (lambda: b.gather_elements(x, idx("e2", "int32", [2, 4, 4]), axis=2), "gather_elements", "indices"),
         (lambda: b.gather_elements(x, idx("e3", "uint32", [2, 3, 4]), axis=-1), "gather_elements", "axis"),
-        (lambda: b.gather_nd(x, idx("n1", "int32", [2, 4])), "gather_nd", "indices", "last dimension <= the input's rank"),
+        (lambda: b.gather_nd(x, idx("n1", "int32", [2, 4])), "gather_nd", "indices",
+         "last dimension <= the input's rank"),
         (lambda: b.gather_nd(x, idx("n2", "int32", [])), "gather_nd", "indices", "rank >= 1"),
         (lambda: b.gather_nd(s, idx("n3", "int32", [1])), "gather_nd", "input", "rank >= 1"),
         (lambda: b.scatter_elements(x, idx("s1", "int64", [2, 3, 2]), idx("u1", "float16", [2, 3, 2]), axis=2),

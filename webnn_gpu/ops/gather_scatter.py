@@ -24,7 +24,6 @@ from the input or from the winning update.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 from .. import _validate as V
 from .._kernels import strides
