@@ -151,10 +151,32 @@ class MLGraphBuilder:
                 f"adapter (supported: {', '.join(self._context._supported_data_types)})"
             )
 
+    def _check_int64_compute(self, op: str, label: str, inputs, outputs) -> None:
+        """Refuse int64/uint64 for an operator that computes on them when the adapter lacks
+        ``shader-int64`` (NotSupportedError), exactly as ``op_support_limits()`` reports it."""
+        if "shader-int64" in self._context._features:
+            return
+        from .ops._registry import SUPPORT
+
+        s = SUPPORT.get(op)
+        if s is None or not s.int64_compute:
+            return
+        names = list(s.operands)
+        args = [(names[i] if len(names) == len(inputs) else f"inputs[{i}]", v.data_type)
+                for i, v in enumerate(inputs) if v is not None]
+        args += [("output", dt) for dt, _ in outputs]
+        for arg, dt in args:
+            if dt in ("int64", "uint64"):
+                raise NotSupportedError(
+                    f"{where(op, label)}: argument {arg!r}: data type {dt!r} needs the adapter feature "
+                    f"'shader-int64' for this operator, and this adapter lacks it (see op_support_limits())"
+                )
+
     def _emit(self, op: str, inputs: list[Value | None], outputs: list[tuple[str, tuple[int, ...]]],
               attrs: dict | None = None, label: str = "") -> list[MLOperand]:
         """Append a node and return operands for its outputs."""
         limit = self._context._max_binding_size
+        self._check_int64_compute(op, label, inputs, outputs)
         out_values = []
         for i, (dt, shp) in enumerate(outputs):
             self._check_data_type(op, label, "output" if len(outputs) == 1 else f"output {i}", dt)
