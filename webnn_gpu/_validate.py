@@ -191,8 +191,19 @@ def unidirectional_broadcast(op, label, arg, src, dst) -> None:
 def array_data(op, label, arg, data, data_type_: str, shp) -> np.ndarray:
     """Copy user data for a tensor of ``data_type_``/``shp`` into a new contiguous array.
 
-    Accepts a NumPy array of exactly the dtype, or a bytes-like of exactly the byte
-    length. Raises DataError otherwise.
+    Accepts:
+
+    * a NumPy array of exactly the dtype and element count, in any shape and memory layout
+      (a non-contiguous array is copied in C order, as ``np.ascontiguousarray`` reads it);
+    * any C-contiguous buffer (bytes, bytearray, memoryview, array.array, ...) of exactly the
+      byte length. A buffer of raw bytes (format ``"B"``) holds any data type; a typed buffer
+      (a memoryview or array.array of another format) must have the data type's element type.
+
+    The data is copied now: changing it after the call changes nothing.
+
+    Raises:
+        DataError: the wrong dtype, element type, element count or byte length; a strided
+            (non-contiguous) buffer; a released (detached) memoryview; not array data at all.
     """
     info = _dtypes.info(data_type_)
     n = element_count(shp)
@@ -208,17 +219,31 @@ def array_data(op, label, arg, data, data_type_: str, shp) -> np.ndarray:
                 f"got {data.size} (shape {list(data.shape)})"
             )
         return np.array(data, dtype=info.numpy, order="C", copy=True).reshape(-1)
-    if isinstance(data, (bytes, bytearray, memoryview)):
+    try:
         mv = memoryview(data)
-        if mv.nbytes != n * info.itemsize:
+    except TypeError:
+        raise DataError(
+            f"{where(op, label)}: argument {arg!r}: expected a numpy.ndarray or bytes-like of "
+            f"{data_type_} data, got {type(data).__name__}"
+        ) from None
+    except ValueError as exc:  # a released memoryview
+        raise DataError(f"{where(op, label)}: argument {arg!r}: expected a live buffer, got a released "
+                        f"(detached) buffer: {exc}") from None
+    if mv.format not in ("B", "c"):
+        try:
+            elem = np.dtype(mv.format)
+        except TypeError:
+            elem = None
+        if elem != info.numpy:
             raise DataError(
-                f"{where(op, label)}: argument {arg!r}: expected {n * info.itemsize} bytes "
-                f"({data_type_} {list(shp)}), got {mv.nbytes}"
+                f"{where(op, label)}: argument {arg!r}: expected raw bytes or {data_type_} elements, "
+                f"got a buffer of format {mv.format!r}"
             )
-        if not mv.c_contiguous:
-            raise DataError(f"{where(op, label)}: argument {arg!r}: expected contiguous data, got a strided view")
-        return np.frombuffer(mv.tobytes(), dtype=info.numpy).copy()
-    raise DataError(
-        f"{where(op, label)}: argument {arg!r}: expected a numpy.ndarray or bytes-like of "
-        f"{data_type_} data, got {type(data).__name__}"
-    )
+    if mv.nbytes != n * info.itemsize:
+        raise DataError(
+            f"{where(op, label)}: argument {arg!r}: expected {n * info.itemsize} bytes "
+            f"({data_type_} {list(shp)}), got {mv.nbytes}"
+        )
+    if not mv.c_contiguous:
+        raise DataError(f"{where(op, label)}: argument {arg!r}: expected contiguous data, got a strided view")
+    return np.frombuffer(mv.cast("B"), dtype=info.numpy).copy()

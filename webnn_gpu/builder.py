@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -263,7 +264,7 @@ class MLGraphBuilder:
             arr = args[0]
             dt = _dtypes.from_numpy(arr.dtype)
             if dt is None:
-                raise DataError(f"constant: argument 'data': NumPy dtype {arr.dtype} has no WebNN data type "
+                raise DataError(f"{where(op, label)}: argument 'data': NumPy dtype {arr.dtype} has no WebNN data type "
                                 f"(expected one of {', '.join(str(_dtypes.info(d).numpy) for d in _dtypes.DATA_TYPES)})")
             return self.constant({"data_type": dt, "shape": list(arr.shape)}, arr, label=label)
         if len(args) == 2 and isinstance(args[0], str):
@@ -273,12 +274,22 @@ class MLGraphBuilder:
                 V.fail(op, label, "value", "a number", val)
             info = _dtypes.info(dt)
             if not info.is_float:
-                if not float(val).is_integer():
+                if isinstance(val, (float, np.floating)) and not float(val).is_integer():
                     V.fail(op, label, "value", f"an integer for data type {dt}", val)
                 ii = np.iinfo(info.numpy)
                 if not ii.min <= int(val) <= ii.max:
-                    raise DataError(f"constant: argument 'value': expected a value in [{ii.min}, {ii.max}] for {dt}, got {val}")
-            arr = np.array([val], dtype=info.numpy).reshape(())
+                    raise DataError(f"{where(op, label)}: argument 'value': expected a value in "
+                                    f"[{ii.min}, {ii.max}] for {dt}, got {val}")
+                arr = np.array(int(val), dtype=info.numpy)
+            else:
+                # rounds to nearest; a value past the type's range becomes an infinity (WebIDL
+                # "unrestricted float"), whatever np.seterr says
+                try:
+                    f = float(val)
+                except OverflowError:  # a Python int beyond float64
+                    f = float("inf") if val > 0 else float("-inf")
+                with np.errstate(over="ignore"):
+                    arr = np.array(f, dtype=info.numpy)
             return self.constant({"data_type": dt, "shape": []}, arr, label=label)
         if len(args) == 2:
             dt, shp, _ = V.descriptor(op, label, "descriptor", args[0])
@@ -297,7 +308,8 @@ class MLGraphBuilder:
         """Compile the graph that computes ``outputs`` (blocking twin of the spec's promise).
 
         Arguments:
-            outputs (dict[str, MLOperand]): named outputs; at least one.
+            outputs (Mapping[str, MLOperand]): named outputs; at least one. Names are unique
+                (they are the keys); one operand may be output under several names.
 
         Returns:
             MLGraph: the compiled graph, ready for ``compute`` and ``dispatch``.
@@ -310,7 +322,7 @@ class MLGraphBuilder:
         """
         op = "build"
         self._check_usable(op)
-        if not isinstance(outputs, dict) or not outputs:
+        if not isinstance(outputs, Mapping) or not outputs:
             V.fail(op, "", "outputs", "a non-empty dict of name -> MLOperand", outputs)
         named: dict[str, Value] = {}
         for name, operand in outputs.items():

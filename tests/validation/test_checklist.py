@@ -144,3 +144,142 @@ def test_int64_data_movement_works_without_shader_int64(bare_ctx):
     out = bare_ctx.compute(g, {"x": xv, "c": np.array([[1, 0], [0, 1]], np.uint8)})
     np.testing.assert_array_equal(out["t"], xv.T)
     np.testing.assert_array_equal(out["w"], np.where([[1, 0], [0, 1]], xv, xv[::-1, ::-1]))
+
+
+# ---------------------------------------------------------------- constant data
+def test_constant_data_wrong_length_both_ways_and_wrong_element_type(ctx):
+    b = webnn.MLGraphBuilder(ctx)
+    desc = {"data_type": "float32", "shape": [2, 3]}
+    for data, words in [
+        (np.zeros(5, np.float32), ("expected 6 elements", "got 5")),
+        (np.zeros(7, np.float32), ("expected 6 elements", "got 7")),
+        (b"\0" * 23, ("expected 24 bytes", "got 23")),
+        (bytearray(25), ("expected 24 bytes", "got 25")),
+        (np.zeros(6, np.float64), ("dtype float32", "got dtype float64")),
+        (np.zeros(6, np.int32), ("dtype float32", "got dtype int32")),
+        (np.zeros(6, ">f4"), ("dtype float32",)),  # big-endian: a different element type
+        (array.array("i", range(6)), ("float32 elements", "format 'i'")),
+        (memoryview(np.zeros(6, np.float64)).cast("B").cast("d"), ("float32 elements", "format 'd'")),
+        ([0.0] * 6, ("numpy.ndarray or bytes-like", "got list")),
+        ("abcdefghijklmnopqrstuvwx", ("numpy.ndarray or bytes-like", "got str")),
+    ]:
+        _raises(b, DataError, lambda: b.constant(desc, data, label="w"), "constant ['w']", "'data'", *words)
+    _usable(ctx, b)
+
+
+def test_constant_data_layouts_accepted_copied_or_refused(ctx):
+    """ndarrays in any layout are copied in C order; other buffers must be contiguous."""
+    base = np.arange(12, dtype=np.float32).reshape(3, 4)
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [2, 3]})
+    desc = {"data_type": "float32", "shape": [2, 3]}
+    sources = {
+        "transposed": (base[:2, :3].T, base[:2, :3].T.reshape(-1)),   # non-contiguous ndarray
+        "strided": (base[:, ::2], base[:, ::2].reshape(-1)),
+        "fortran": (np.asfortranarray(base[:2, :3]), base[:2, :3].reshape(-1)),
+        "bytes": (base[0, :].tobytes() + base[1, :2].tobytes(), base.reshape(-1)[:6]),
+        "bytearray": (bytearray(base.reshape(-1)[:6].tobytes()), base.reshape(-1)[:6]),
+        "typed_array": (array.array("f", range(6)), np.arange(6, dtype=np.float32)),
+        "memoryview_2d": (memoryview(base[:2, :3].copy()), base[:2, :3].reshape(-1)),
+    }
+    sources = {name: (data, np.array(expected, np.float32)) for name, (data, expected) in sources.items()}
+    consts = {name: b.constant(desc, data) for name, (data, _) in sources.items()}
+    # the data was copied at the call: changing it afterwards changes nothing
+    sources["bytearray"][0][:] = b"\xff" * 24
+    base[:] = -1
+    _raises(b, DataError, lambda: b.constant(desc, memoryview(np.arange(12, dtype=np.float32))[::2]),
+            "constant", "contiguous", "strided")
+    _raises(b, DataError, lambda: b.constant({"data_type": "uint8", "shape": [6]}, memoryview(bytes(12))[::2]),
+            "constant", "contiguous")
+    g = b.build({name: b.add(x, c) for name, c in consts.items()})
+    out = ctx.compute(g, {"x": np.zeros((2, 3), np.float32)})
+    for name, (_, expected) in sources.items():
+        np.testing.assert_array_equal(out[name].reshape(-1), expected, err_msg=name)
+
+
+def test_released_memoryview_is_a_data_error_everywhere(ctx):
+    mv = memoryview(bytearray(16))
+    mv.release()
+    b = webnn.MLGraphBuilder(ctx)
+    _raises(b, DataError, lambda: b.constant(F32, mv), "constant", "'data'", "released (detached)")
+    _raises(None, DataError, lambda: ctx.create_constant_tensor(F32, mv), "createConstantTensor", "released")
+    t = ctx.create_tensor({**F32, "writable": True, "readable": True})
+    ctx.write_tensor(t, np.arange(4, dtype=np.float32))
+    _raises(None, DataError, lambda: ctx.write_tensor(t, mv), "writeTensor", "'data'", "released")
+    np.testing.assert_array_equal(ctx.read_tensor(t), np.arange(4))  # nothing lost
+    t.destroy()
+
+
+def test_scalar_constants_range_and_overflow(ctx):
+    b = webnn.MLGraphBuilder(ctx)
+    _raises(b, DataError, lambda: b.constant("int8", 128, label="k"), "constant ['k']", "[-128, 127]", "128")
+    _raises(b, DataError, lambda: b.constant("uint32", -1), "constant", "[0, 4294967295]")
+    _raises(b, DataError, lambda: b.constant("int64", 2**63), "constant", "int64")
+    _raises(b, MLTypeError, lambda: b.constant("int32", 1.5), "constant", "'value'", "an integer")
+    _raises(b, MLTypeError, lambda: b.constant("int32", float("nan")), "constant", "'value'")
+    _raises(b, MLTypeError, lambda: b.constant("float32", True), "constant", "'value'", "a number")
+    _raises(b, MLTypeError, lambda: b.constant("float32", "1"), "constant", "'value'")
+    _raises(b, MLTypeError, lambda: b.constant("bool", 1), "constant", "'type'", "float32")
+    _raises(b, MLTypeError, lambda: b.constant(np.float32, 1), "constant", "'descriptor'")
+    # floats round to nearest; beyond the type's range they become infinities (np.seterr is "raise" here)
+    x = b.input("x", {"data_type": "float16", "shape": [1]})
+    vals = {"big16": ("float16", 70000.0), "neg16": ("float16", -1e300), "big32": ("float32", 1e40),
+            "huge_int": ("float32", 10**400), "u64": ("uint64", 2**64 - 1), "i64": ("int64", -(2**63))}
+    outs = {}
+    for name, (dt, v) in vals.items():
+        c = b.constant(dt, v)
+        outs[name] = b.add(c, c) if dt.startswith("float") else b.identity(c)
+    outs["x"] = b.neg(x)
+    g = b.build(outs)
+    got = ctx.compute(g, {"x": np.ones(1, np.float16)})
+    assert got["big16"] == np.inf and got["neg16"] == -np.inf and got["big32"] == np.inf
+    assert got["huge_int"] == np.inf
+    assert got["u64"] == np.uint64(2**64 - 1) and got["i64"] == np.int64(-(2**63))
+
+
+# ---------------------------------------------------------------- names and build()
+def test_input_names_and_failed_input_calls_register_nothing(ctx):
+    b = webnn.MLGraphBuilder(ctx)
+    b.input("x", F32)
+    _raises(b, MLTypeError, lambda: b.input("", F32, label="in"), "input ['in']", "'name'", "non-empty")
+    _raises(b, MLTypeError, lambda: b.input(None, F32), "input", "'name'")
+    _raises(b, MLTypeError, lambda: b.input("x", F32), "input", "'name'", "not used by another input", "'x'")
+    # a name that fails later checks is not taken: it can be used afterwards
+    _raises(b, MLTypeError, lambda: b.input("y", {"data_type": "float32", "shape": [0]}), "input", "shape")
+    _raises(b, NotSupportedError, lambda: b.input("y", {"data_type": "float32", "shape": [1 << 30]}),
+            "input", "maxStorageBufferBindingSize")
+    _raises(b, MLTypeError, lambda: b.input("y", F32, lable="typo"), "input", "unknown option", "'lable'")
+    y = b.input("y", {"data_type": "int32", "shape": [3]})
+    assert y.shape == (3,)
+
+
+def test_build_outputs_names_and_values(ctx):
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", F32)
+    y = b.relu(x)
+    other = webnn.MLGraphBuilder(ctx)
+    oy = other.relu(other.input("x", F32))
+    _raises(b, MLTypeError, lambda: b.build({}), "build", "'outputs'", "non-empty")
+    _raises(b, MLTypeError, lambda: b.build([("y", y)]), "build", "'outputs'")
+    _raises(b, MLTypeError, lambda: b.build(None), "build", "'outputs'")
+    _raises(b, MLTypeError, lambda: b.build({"": y}), "build", "non-empty string names")
+    _raises(b, MLTypeError, lambda: b.build({1: y}), "build", "non-empty string names")
+    _raises(b, MLTypeError, lambda: b.build({"y": np.zeros(4, np.float32)}), "build", "outputs['y']", "an MLOperand")
+    _raises(b, MLTypeError, lambda: b.build({"y": None}), "build", "outputs['y']", "an MLOperand")
+    _raises(b, MLTypeError, lambda: b.build({"y": oy}), "build", "outputs['y']", "another builder")
+    _raises(b, MLTypeError, lambda: b.build({"y": y, "x": x}), "build", "outputs['x']", "not an input")
+    _raises(b, MLTypeError, lambda: b.build({"c": b.constant(np.ones(4, np.float32))}), "build", "constant")
+    with pytest.raises(TypeError, match="bogus"):
+        b.build({"y": y}, bogus=1)  # Python's own TypeError for a method without options
+    # "duplicate output names" cannot happen (the names are keys); one operand under two
+    # names, and an output named like an input, are allowed; any Mapping works
+    import types
+
+    g = b.build(types.MappingProxyType({"y": y, "y2": y, "x": b.neg(x)}))
+    out = ctx.compute(g, {"x": np.array([-1, 2, -3, 4], np.float32)})
+    np.testing.assert_array_equal(out["y"], [0, 2, 0, 4])
+    np.testing.assert_array_equal(out["y2"], out["y"])
+    np.testing.assert_array_equal(out["x"], [1, -2, 3, -4])
+    _raises(b, InvalidStateError, lambda: b.build({"y": y}), "build", "already built")
+    _raises(b, InvalidStateError, lambda: b.input("z", F32), "input", "already built")
+    _raises(b, InvalidStateError, lambda: b.constant("float32", 1.0), "constant", "already built")
