@@ -113,6 +113,7 @@ class _StagingPool:
         self.device = device
         self._free: dict[int, list] = defaultdict(list)
         self._lock = threading.Lock()
+        self._closed = False
 
     def acquire(self, size: int):
         cls = 1 << max(8, (size - 1).bit_length())
@@ -123,6 +124,10 @@ class _StagingPool:
 
     def release(self, buf) -> None:
         with self._lock:
+            if self._closed:  # the context is gone: nothing to pool for
+                with contextlib.suppress(Exception):
+                    buf.destroy()
+                return
             bucket = self._free[buf.size]
             if len(bucket) < 4:
                 bucket.append(buf)
@@ -131,6 +136,7 @@ class _StagingPool:
 
     def clear(self) -> None:
         with self._lock:
+            self._closed = True
             for bucket in self._free.values():
                 for b in bucket:
                     b.destroy()
@@ -221,6 +227,9 @@ class MLContext:
                 raise InvalidStateError(f"{op}: the device was lost; the MLContext is no longer usable") from exc
             raise
         except Exception as exc:  # wgpu raises GPUValidationError, GPUOutOfMemoryError, ...
+            if self._destroyed:  # destroyed (or lost) while the call was under way
+                raise InvalidStateError(f"{op}: the MLContext was destroyed or lost while the call was "
+                                        f"pending") from exc
             if _is_device_lost(exc):
                 self._mark_lost(str(exc))
                 raise InvalidStateError(f"{op}: the device was lost; the MLContext is no longer usable") from exc
@@ -391,10 +400,7 @@ class MLContext:
         try:
             with self._guard(op):
                 staging.map_sync(wgpu.MapMode.READ, 0, t._size)
-            if t._destroyed or self._destroyed:
-                staging.unmap()
-                raise InvalidStateError(f"{op}: the MLTensor was destroyed while the read was pending")
-            return self._finish_read(t, staging, out)
+                return self._finish_read(op, t, staging, out)
         finally:
             self._staging.release(staging)
 
@@ -407,10 +413,7 @@ class MLContext:
         try:
             with self._guard(op):
                 await staging.map_async(wgpu.MapMode.READ, 0, t._size)
-            if t._destroyed or self._destroyed:
-                staging.unmap()
-                raise InvalidStateError(f"{op}: the MLTensor was destroyed while the read was pending")
-            return self._finish_read(t, staging, out)
+                return self._finish_read(op, t, staging, out)
         finally:
             self._staging.release(staging)
 
@@ -430,7 +433,13 @@ class MLContext:
                 )
         return t, out
 
-    def _finish_read(self, t: MLTensor, staging, out):
+    def _finish_read(self, op: str, t: MLTensor, staging, out):
+        """Copy a mapped staging buffer out; a tensor or context destroyed meanwhile rejects."""
+        if t._destroyed or self._destroyed:
+            with contextlib.suppress(Exception):  # the device may be gone with the context
+                staging.unmap()
+            what = "MLTensor" if not self._destroyed else "MLContext"
+            raise InvalidStateError(f"{op}: the {what} was destroyed or lost while the read was pending")
         info = _dtypes.info(t.data_type)
         n = V.element_count(t.shape)
         try:

@@ -283,3 +283,40 @@ def test_build_outputs_names_and_values(ctx):
     _raises(b, InvalidStateError, lambda: b.build({"y": y}), "build", "already built")
     _raises(b, InvalidStateError, lambda: b.input("z", F32), "input", "already built")
     _raises(b, InvalidStateError, lambda: b.constant("float32", 1.0), "constant", "already built")
+
+
+# ---------------------------------------------------------------- pending reads
+def _pending_read(ctx, then):
+    """Start read_tensor_async, run ``then(tensor)`` while it is pending, await it."""
+    t = ctx.create_tensor({"data_type": "float32", "shape": [1 << 18], "readable": True, "writable": True})
+    ctx.write_tensor(t, np.ones(1 << 18, np.float32))
+
+    async def main():
+        task = asyncio.ensure_future(ctx.read_tensor_async(t))
+        await asyncio.sleep(0)  # the read is posted and waits for its map
+        then(t)
+        return await task
+
+    return asyncio.run(main())
+
+
+def test_pending_read_rejects_when_the_tensor_is_destroyed(ctx):
+    with pytest.raises(InvalidStateError, match="readTensor.*MLTensor was destroyed"):
+        _pending_read(ctx, lambda t: t.destroy())
+    _usable(ctx)
+
+
+def test_pending_read_rejects_when_the_context_is_destroyed():
+    c = webnn.ml.create_context()
+    with pytest.raises(InvalidStateError, match="readTensor.*MLContext was destroyed"):
+        _pending_read(c, lambda t: c.destroy())
+    _raises(None, InvalidStateError, lambda: c.create_tensor(F32), "createTensor", "destroyed")
+
+
+def test_pending_read_rejects_when_the_shared_device_is_lost():
+    device = wgpu.gpu.request_adapter_sync().request_device_sync()
+    c = webnn.ml.create_context(device)
+    with pytest.raises(InvalidStateError, match="readTensor.*(lost|destroyed)"):
+        _pending_read(c, lambda t: device.destroy())
+    assert c.lost.done() and "lost" in c.lost.result()
+    _raises(None, InvalidStateError, lambda: c.create_tensor(F32), "createTensor")
