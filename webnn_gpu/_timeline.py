@@ -15,6 +15,7 @@ too. Work on other tensors runs at once.
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 
 import numpy as np
@@ -25,6 +26,8 @@ from . import _validate as V
 from .errors import InvalidStateError, OperationError
 
 _MAP_READ = wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
+#: seconds between checks that the device still exists while waiting for a map
+_WATCH_S = 0.05
 _IO = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
 
 
@@ -69,6 +72,49 @@ class Timeline:
         enc = self.device.create_command_encoder(label="dispatch")
         graph._encode(enc, {n: t._buffer for n, t in ins.items()}, {n: t._buffer for n, t in outs.items()}, key)
         self.submit([enc.finish()], list(ins.values()) + list(outs.values()))
+
+    # ------------------------------------------------------------------ waiting for maps
+    def device_stopped(self) -> bool:
+        """Whether a pending map can never resolve: the context is gone, or its device was
+        destroyed (wgpu-py then stops the thread that polls it, so the map would wait forever)."""
+        return bool(self._closed) or self.ctx._destroyed or getattr(self.device, "_poller", True) is None
+
+    def _stopped(self, op: str):
+        if not self.ctx._destroyed:
+            self.ctx._mark_lost("the device was destroyed")
+        return InvalidStateError(f"{op}: the MLContext was destroyed or lost while the read was pending")
+
+    def map_read(self, staging, size: int, op: str) -> None:
+        """``staging.map_sync(READ)`` that raises InvalidStateError instead of hanging when the
+        context is destroyed or its device lost meanwhile (from another thread).
+
+        wgpu-py 0.32 has no public wait with a timeout; we use its promise's thread event when
+        it has one, and a plain wait otherwise.
+        """
+        promise = staging.map_async(wgpu.MapMode.READ, 0, size)
+        event = getattr(promise, "_thread_event", None)
+        if event is not None:
+            while not event.wait(_WATCH_S):
+                if self.device_stopped():
+                    raise self._stopped(op)
+        promise.sync_wait()
+
+    async def map_read_async(self, staging, size: int, op: str) -> None:
+        """Awaitable :meth:`map_read`; never blocks the event loop."""
+        promise = staging.map_async(wgpu.MapMode.READ, 0, size)
+
+        async def wait():
+            await promise
+
+        task = asyncio.ensure_future(wait())
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=_WATCH_S)
+            if done:
+                task.result()
+                return
+            if self.device_stopped():
+                task.cancel()
+                raise self._stopped(op)
 
     def read_start(self, tensor):
         """Queue a copy of ``tensor`` into a staging buffer; the caller maps and releases it.
@@ -170,7 +216,7 @@ class Timeline:
         staging = self.ctx._staging.acquire(4)
         enc = self.device.create_command_encoder(label="wait")
         self.queue.submit([enc.finish()])
-        staging.map_sync(wgpu.MapMode.READ, 0, 4)
+        self.map_read(staging, 4, "wait")
         staging.unmap()
         self.ctx._staging.release(staging)
 
@@ -199,7 +245,7 @@ class Timeline:
         for name, (offset, size) in io.layout.items():
             enc.copy_buffer_to_buffer(io.outs[name], 0, io.staging, offset, size)
         self.queue.submit([enc.finish()])
-        io.staging.map_sync(wgpu.MapMode.READ, 0, io.total)
+        self.map_read(io.staging, io.total, "compute")
         result = {}
         try:
             mv = io.staging.read_mapped(0, io.total, copy=False)

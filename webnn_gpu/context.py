@@ -240,6 +240,8 @@ class MLContext:
         log.error("webnn-gpu: device lost: %s", message.splitlines()[0] if message else "")
         self._destroyed = True
         self._timeline.close("the device was lost")
+        with contextlib.suppress(Exception):
+            self._staging.clear()
         if not self._lost_future.done():
             self._lost_future.set_result(f"lost: {message}")
 
@@ -399,7 +401,7 @@ class MLContext:
             staging = self._timeline.read_start(t)
         try:
             with self._guard(op):
-                staging.map_sync(wgpu.MapMode.READ, 0, t._size)
+                self._timeline.map_read(staging, t._size, op)
                 return self._finish_read(op, t, staging, out)
         finally:
             self._staging.release(staging)
@@ -412,7 +414,7 @@ class MLContext:
             staging = self._timeline.read_start(t)
         try:
             with self._guard(op):
-                await staging.map_async(wgpu.MapMode.READ, 0, t._size)
+                await self._timeline.map_read_async(staging, t._size, op)
                 return self._finish_read(op, t, staging, out)
         finally:
             self._staging.release(staging)
@@ -503,6 +505,9 @@ class MLContext:
         result = {}
         for name, v in declared.items():
             t = self._own_tensor(op, f"{arg}[{name!r}]", given[name])
+            if arg == "outputs" and t.constant:
+                V.fail(op, "", f"{arg}[{name!r}]", "a tensor that is not constant (constant tensors are immutable)",
+                       "a constant tensor")
             if t.data_type != v.data_type or t.shape != v.shape:
                 V.fail(op, "", f"{arg}[{name!r}]", f"a {v.data_type} tensor of shape {list(v.shape)}",
                        f"a {t.data_type} tensor of shape {list(t.shape)}")

@@ -87,6 +87,7 @@ class MLGraph:
         # Slots: inputs, constants, outputs, temporaries.
         slot: dict[int, _Slot] = {}
         self._buffers: list = []  # constant and arena buffers, owned by the graph
+        self._const_tensors: list = []  # constant MLTensors bound (they outlive their destroy())
         for name, v in self._inputs.items():
             slot[v.id] = _Slot("in", name)
         out_copies: list[tuple[object, str]] = []
@@ -108,7 +109,10 @@ class MLGraph:
         for r in consts.values():
             slot[r.id] = _Slot("const", len(self._buffers))
             if r.tensor is not None:
+                if r.tensor._destroyed:
+                    raise InvalidStateError(f"build: the constant MLTensor {r.tensor!r} was destroyed before build()")
                 self._buffers.append(r.tensor._buffer)
+                self._const_tensors.append(r.tensor)
             else:
                 self._buffers.append(_upload(device, r.data, f"constant {r}"))
 
@@ -175,6 +179,8 @@ class MLGraph:
             if isinstance(step, KernelStep) and all(slot[root(v).id].kind in ("const", "tmp") for v in step.values):
                 self._static_groups[i] = self._make_bind_group(step, {}, {})
         self._compute_io = None  # lazily created buffers for compute()
+        for t in self._const_tensors:
+            t._use_in(self)
         if log.isEnabledFor(logging.DEBUG):
             for step in steps:
                 log.debug("step %s", step.label if isinstance(step, CopyStep) else f"{step.label} {step.template} {step.groups}")
@@ -212,6 +218,9 @@ class MLGraph:
         # Buffers are released when the queued work holding them is done (wgpu refcounts).
         self._buffers = []
         self._compute_io = None
+        for t in self._const_tensors:
+            t._release_from(self)
+        self._const_tensors = []
 
     @property
     def destroyed(self) -> bool:

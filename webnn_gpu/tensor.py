@@ -11,6 +11,7 @@ byte layout, so reads and writes move raw bytes.
 from __future__ import annotations
 
 import itertools
+import weakref
 from typing import TYPE_CHECKING
 
 import wgpu
@@ -54,6 +55,8 @@ class MLTensor:
         self._nbytes = _dtypes.byte_length(data_type, self._shape)
         self._size = _dtypes.buffer_size(data_type, self._shape)
         self._owns_buffer = buffer is None
+        self._retired = False
+        self._graphs: weakref.WeakSet = weakref.WeakSet()  # built graphs using it as a constant
         self._buffer = buffer if buffer is not None else context.device.create_buffer(
             size=self._size, usage=USAGE, label=label or f"MLTensor {data_type}{list(self._shape)}"
         )
@@ -127,7 +130,9 @@ class MLTensor:
         """Release the tensor's memory. Idempotent.
 
         Work already queued that uses the tensor completes; pending reads fail with
-        InvalidStateError. Raises InvalidStateError while the tensor is rented.
+        InvalidStateError. A constant tensor that built graphs use stays in memory until the
+        last of those graphs is destroyed (the graphs keep working). Raises
+        InvalidStateError while the tensor is rented.
         """
         if self._destroyed:
             return
@@ -135,9 +140,25 @@ class MLTensor:
             raise InvalidStateError("MLTensor.destroy: the tensor is rented to WebGPU; release the rental first")
         self._destroyed = True
         self._context._forget_tensor(self)
-        if self._owns_buffer:
-            # Let queued work (held work too) finish first: destroy after the queue drains.
-            self._context._timeline.retire(self)
+        self._retire()
+
+    def _retire(self) -> None:
+        """Free the buffer after the work queued on it, unless a live graph holds it as a constant."""
+        if not self._owns_buffer or self._retired or any(not g._destroyed for g in self._graphs):
+            return
+        self._retired = True
+        # Let queued work (held work too) finish first: destroy after the queue drains.
+        self._context._timeline.retire(self)
+
+    def _use_in(self, graph) -> None:
+        """``graph`` binds this constant tensor: its memory lives until the graph is destroyed."""
+        self._graphs.add(graph)
+
+    def _release_from(self, graph) -> None:
+        """``graph`` is destroyed: free the buffer if the tensor was destroyed and no graph uses it."""
+        self._graphs.discard(graph)
+        if self._destroyed:
+            self._retire()
 
     def _check_usable(self, op: str) -> None:
         if self._destroyed:

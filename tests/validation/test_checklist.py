@@ -11,6 +11,8 @@ from __future__ import annotations
 import array
 import asyncio
 import inspect
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -286,37 +288,266 @@ def test_build_outputs_names_and_values(ctx):
 
 
 # ---------------------------------------------------------------- pending reads
-def _pending_read(ctx, then):
-    """Start read_tensor_async, run ``then(tensor)`` while it is pending, await it."""
-    t = ctx.create_tensor({"data_type": "float32", "shape": [1 << 18], "readable": True, "writable": True})
-    ctx.write_tensor(t, np.ones(1 << 18, np.float32))
+def _busy_tensor(ctx):
+    """A readable tensor that ~0.1 s of queued GPU work writes: a read of it stays pending."""
+    n = 1 << 20
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [n]})
+    v = x
+    for _ in range(12):
+        v = b.sin(b.exp(b.cos(v)))
+    g = b.build({"y": v})
+    ti = ctx.create_tensor({"data_type": "float32", "shape": [n], "writable": True})
+    to = ctx.create_tensor({"data_type": "float32", "shape": [n], "readable": True})
+    ctx.dispatch(g, {"x": ti}, {"y": to})
+    return to
+
+
+def _pending_read_async(ctx, then):
+    """Start read_tensor_async of busy work, run ``then(tensor)`` while it is pending, await it."""
 
     async def main():
+        t = _busy_tensor(ctx)
         task = asyncio.ensure_future(ctx.read_tensor_async(t))
         await asyncio.sleep(0)  # the read is posted and waits for its map
         then(t)
-        return await task
+        return await asyncio.wait_for(task, 30)
 
     return asyncio.run(main())
 
 
+def _pending_in_thread(ctx, call, then):
+    """Run ``call(tensor)`` in a thread, ``then(tensor)`` meanwhile; the call's exception."""
+    t = _busy_tensor(ctx)
+    box = {}
+
+    def worker():
+        try:
+            box["result"] = call(t)
+        except Exception as exc:  # noqa: BLE001 - checked by the test
+            box["error"] = exc
+
+    th = threading.Thread(target=worker)
+    th.start()
+    time.sleep(0.02)
+    then(t)
+    th.join(30)
+    assert not th.is_alive(), "the pending call hangs"
+    return box.get("error")
+
+
 def test_pending_read_rejects_when_the_tensor_is_destroyed(ctx):
     with pytest.raises(InvalidStateError, match="readTensor.*MLTensor was destroyed"):
-        _pending_read(ctx, lambda t: t.destroy())
+        _pending_read_async(ctx, lambda t: t.destroy())
+    err = _pending_in_thread(ctx, lambda t: ctx.read_tensor(t), lambda t: t.destroy())
+    assert isinstance(err, InvalidStateError) and "MLTensor was destroyed" in str(err), err
     _usable(ctx)
 
 
-def test_pending_read_rejects_when_the_context_is_destroyed():
+@pytest.mark.parametrize("mode", ["async", "thread"])
+def test_pending_read_rejects_when_the_context_is_destroyed(mode):
     c = webnn.ml.create_context()
-    with pytest.raises(InvalidStateError, match="readTensor.*MLContext was destroyed"):
-        _pending_read(c, lambda t: c.destroy())
+    if mode == "async":
+        with pytest.raises(InvalidStateError, match="readTensor.*MLContext was destroyed"):
+            _pending_read_async(c, lambda t: c.destroy())
+    else:
+        err = _pending_in_thread(c, lambda t: c.read_tensor(t), lambda t: c.destroy())
+        assert isinstance(err, InvalidStateError) and "MLContext was destroyed" in str(err), err
     _raises(None, InvalidStateError, lambda: c.create_tensor(F32), "createTensor", "destroyed")
 
 
-def test_pending_read_rejects_when_the_shared_device_is_lost():
+@pytest.mark.parametrize("mode", ["async", "thread", "compute"])
+def test_pending_work_rejects_when_the_shared_device_is_destroyed(mode):
     device = wgpu.gpu.request_adapter_sync().request_device_sync()
     c = webnn.ml.create_context(device)
-    with pytest.raises(InvalidStateError, match="readTensor.*(lost|destroyed)"):
-        _pending_read(c, lambda t: device.destroy())
+    if mode == "async":
+        with pytest.raises(InvalidStateError, match="readTensor.*(lost|destroyed)"):
+            _pending_read_async(c, lambda t: device.destroy())
+    else:
+        b = webnn.MLGraphBuilder(c)
+        x = b.input("x", {"data_type": "float32", "shape": [1 << 20]})
+        v = x
+        for _ in range(12):
+            v = b.sin(b.exp(b.cos(v)))
+        g = b.build({"y": v})
+        data = np.zeros(1 << 20, np.float32)
+        call = (lambda t: c.read_tensor(t)) if mode == "thread" else (lambda t: c.compute(g, {"x": data}))
+        err = _pending_in_thread(c, call, lambda t: device.destroy())
+        assert isinstance(err, InvalidStateError) and ("lost" in str(err) or "destroyed" in str(err)), err
     assert c.lost.done() and "lost" in c.lost.result()
     _raises(None, InvalidStateError, lambda: c.create_tensor(F32), "createTensor")
+
+
+# ---------------------------------------------------------------- constant tensors and destroy
+def test_constant_tensor_destroyed_after_build_keeps_the_graph_working(ctx):
+    c = ctx.create_constant_tensor({"data_type": "float32", "shape": [3]}, np.array([1, 2, 3], np.float32))
+    graphs = []
+    for _ in range(2):  # two graphs share the constant's buffer
+        b = webnn.MLGraphBuilder(ctx)
+        x = b.input("x", {"data_type": "float32", "shape": [3]})
+        graphs.append(b.build({"y": b.mul(x, b.constant(c))}))
+    c.destroy()
+    c.destroy()
+    ctx._drain_retired()
+    _raises(None, InvalidStateError, lambda: webnn.MLGraphBuilder(ctx).constant(c), "constant", "destroyed")
+    for g in graphs:
+        np.testing.assert_array_equal(ctx.compute(g, {"x": np.full(3, 2, np.float32)})["y"], [2, 4, 6])
+    graphs[0].destroy()
+    ti = ctx.create_tensor({"data_type": "float32", "shape": [3], "writable": True})
+    to = ctx.create_tensor({"data_type": "float32", "shape": [3], "readable": True})
+    ctx.write_tensor(ti, np.ones(3, np.float32))
+    ctx.dispatch(graphs[1], {"x": ti}, {"y": to})
+    np.testing.assert_array_equal(ctx.read_tensor(to), [1, 2, 3])
+    assert not c._retired
+    graphs[1].destroy()  # the last user: now the buffer goes
+    assert c._retired
+
+
+def test_constant_tensor_destroyed_before_build(ctx):
+    c = ctx.create_constant_tensor({"data_type": "float32", "shape": [3]}, np.ones(3, np.float32))
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [3]})
+    y = b.add(x, b.constant(c))
+    c.destroy()
+    _raises(b, InvalidStateError, lambda: b.build({"y": y}), "build", "destroyed before build")
+    g = b.build({"y": b.neg(x)})  # the builder is still usable
+    np.testing.assert_array_equal(ctx.compute(g, {"x": np.ones(3, np.float32)})["y"], [-1, -1, -1])
+
+
+# ---------------------------------------------------------------- dispatch and tensors
+@pytest.fixture
+def other_ctx():
+    c = webnn.ml.create_context()
+    yield c
+    c.destroy()
+
+
+def test_dispatch_refuses_every_misuse_and_changes_nothing(ctx, other_ctx):
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [2, 2]})
+    k = b.input("k", {"data_type": "float32", "shape": [2, 2]})
+    g = b.build({"y": b.add(x, k), "z": b.sub(x, k)})
+
+    def tensor(shape=(2, 2), dt="float32", c=ctx, **flags):
+        return c.create_tensor({"data_type": dt, "shape": list(shape), "readable": True, "writable": True, **flags})
+
+    tx, tk, ty, tz = tensor(), tensor(), tensor(), tensor()
+    ctx.write_tensor(tx, np.full((2, 2), 3, np.float32))
+    ctx.write_tensor(tk, np.full((2, 2), 1, np.float32))
+    ctx.write_tensor(ty, np.full((2, 2), 7, np.float32))
+    ins, outs = {"x": tx, "k": tk}, {"y": ty, "z": tz}
+    const = ctx.create_constant_tensor({"data_type": "float32", "shape": [2, 2]}, np.ones((2, 2), np.float32))
+    cases = [
+        (lambda: ctx.dispatch(g, {}, {}), "'inputs'", "missing ['k', 'x']"),
+        (lambda: ctx.dispatch(g, {"x": tx}, outs), "'inputs'", "missing ['k']"),
+        (lambda: ctx.dispatch(g, {"x": tx, "K": tk}, outs), "'inputs'", "missing ['k'], unknown ['K']"),
+        (lambda: ctx.dispatch(g, {**ins, "w": tk}, outs), "'inputs'", "unknown ['w']"),
+        (lambda: ctx.dispatch(g, ins, {"y": ty}), "'outputs'", "missing ['z']"),
+        (lambda: ctx.dispatch(g, ins, {**outs, "x": tx}), "'outputs'", "unknown ['x']"),
+        (lambda: ctx.dispatch(g, [tx, tk], outs), "'inputs'", "a dict of name -> MLTensor"),
+        (lambda: ctx.dispatch(g, ins, None), "'outputs'", "a dict"),
+        (lambda: ctx.dispatch(g, {"x": None, "k": tk}, outs), "inputs['x']", "an MLTensor", "None"),
+        (lambda: ctx.dispatch(g, ins, {"y": ty, "z": np.zeros((2, 2), np.float32)}), "outputs['z']", "an MLTensor"),
+        (lambda: ctx.dispatch(g, {"x": tensor(dt="int32"), "k": tk}, outs), "inputs['x']",
+         "a float32 tensor of shape [2, 2]", "int32"),
+        (lambda: ctx.dispatch(g, {"x": tensor((4,)), "k": tk}, outs), "inputs['x']", "shape [2, 2]", "[4]"),
+        (lambda: ctx.dispatch(g, {"x": tensor((1, 2, 2)), "k": tk}, outs), "inputs['x']", "[1, 2, 2]"),
+        (lambda: ctx.dispatch(g, ins, {"y": tensor((2, 3)), "z": tz}), "outputs['y']", "[2, 3]"),
+        (lambda: ctx.dispatch(g, ins, {"y": ty, "z": ty}), "'outputs'", "distinct tensors", "the same tensor twice"),
+        (lambda: ctx.dispatch(g, ins, {"y": tx, "z": tz}), "inputs['x']", "both input and output"),
+        (lambda: ctx.dispatch(g, ins, {"y": const, "z": tz}), "outputs['y']", "not constant"),
+        (lambda: ctx.dispatch(g, {"x": tensor(c=other_ctx), "k": tk}, outs), "inputs['x']", "another context"),
+        (lambda: ctx.dispatch("g", ins, outs), "'graph'", "an MLGraph"),
+    ]
+    for fn, *words in cases:
+        _raises(None, MLTypeError, fn, "dispatch", *words)
+    other_b = webnn.MLGraphBuilder(other_ctx)
+    og = other_b.build({"y": other_b.relu(other_b.input("x", {"data_type": "float32", "shape": [2, 2]}))})
+    _raises(None, MLTypeError, lambda: ctx.dispatch(og, {"x": tx}, {"y": ty}), "dispatch", "another context")
+    # nothing was written by the failed calls
+    np.testing.assert_array_equal(ctx.read_tensor(ty), np.full((2, 2), 7))
+    # allowed: a constant tensor as an input, one tensor as two inputs
+    ctx.dispatch(g, {"x": const, "k": const}, outs)
+    np.testing.assert_array_equal(ctx.read_tensor(ty), np.full((2, 2), 2))
+    np.testing.assert_array_equal(ctx.read_tensor(tz), np.zeros((2, 2)))
+    ctx.dispatch(g, ins, outs)
+    np.testing.assert_array_equal(ctx.read_tensor(ty), np.full((2, 2), 4))
+    dead = tensor()
+    dead.destroy()
+    _raises(None, InvalidStateError, lambda: ctx.dispatch(g, {"x": dead, "k": tk}, outs), "dispatch", "destroyed")
+    _raises(None, InvalidStateError, lambda: ctx.dispatch(g, ins, {"y": ty, "z": dead}), "dispatch", "destroyed")
+    np.testing.assert_array_equal(ctx.read_tensor(ty), np.full((2, 2), 4))
+
+
+def test_tensor_calls_after_their_context_is_destroyed():
+    c = webnn.ml.create_context()
+    t = c.create_tensor({"data_type": "float32", "shape": [2], "readable": True, "writable": True})
+    b = webnn.MLGraphBuilder(c)
+    x = b.input("x", {"data_type": "float32", "shape": [2]})
+    y = b.relu(x)
+    g = webnn.MLGraphBuilder(c)
+    gx = g.input("x", {"data_type": "float32", "shape": [2]})
+    graph = g.build({"y": g.neg(gx)})
+    c.destroy()
+    for fn, op in [
+        (lambda: c.write_tensor(t, np.zeros(2, np.float32)), "writeTensor"),
+        (lambda: c.read_tensor(t), "readTensor"),
+        (lambda: c.dispatch(graph, {"x": t}, {"y": t}), "dispatch"),
+        (lambda: c.compute(graph, {"x": np.zeros(2, np.float32)}), "compute"),
+        (lambda: c.create_constant_tensor(F32, np.zeros(4, np.float32)), "createConstantTensor"),
+        (lambda: b.relu(y), "relu"),  # an operand whose context is destroyed
+        (lambda: b.input("z", F32), "input"),
+        (lambda: b.build({"y": y}), "build"),
+        (lambda: t.buffer, "buffer"),
+    ]:
+        _raises(None, InvalidStateError, fn, op, "destroyed")
+    t.destroy()  # idempotent, also after the context is gone
+    graph.destroy()
+    graph.destroy()
+    c.destroy()
+
+
+def test_write_tensor_misuse(ctx, other_ctx):
+    t = ctx.create_tensor({"data_type": "int32", "shape": [2, 2], "readable": True, "writable": True})
+    ctx.write_tensor(t, np.arange(4, dtype=np.int32))
+    ro = ctx.create_tensor({"data_type": "int32", "shape": [4], "readable": True})
+    theirs = other_ctx.create_tensor({"data_type": "int32", "shape": [2, 2], "writable": True})
+    const = ctx.create_constant_tensor({"data_type": "int32", "shape": [4]}, np.ones(4, np.int32))
+    for fn, cls, words in [
+        (lambda: ctx.write_tensor(t, np.zeros(3, np.int32)), DataError, ("expected 4 elements",)),
+        (lambda: ctx.write_tensor(t, np.zeros(5, np.int32)), DataError, ("got 5",)),
+        (lambda: ctx.write_tensor(t, b"\0" * 15), DataError, ("expected 16 bytes", "got 15")),
+        (lambda: ctx.write_tensor(t, b"\0" * 17), DataError, ("got 17",)),
+        (lambda: ctx.write_tensor(t, np.zeros(4, np.uint32)), DataError, ("dtype int32", "uint32")),
+        (lambda: ctx.write_tensor(t, array.array("f", [0] * 4)), DataError, ("format 'f'",)),
+        (lambda: ctx.write_tensor(t, memoryview(bytes(32))[::2]), DataError, ("contiguous",)),
+        (lambda: ctx.write_tensor(ro, np.zeros(4, np.int32)), MLTypeError, ("writable=True",)),
+        (lambda: ctx.write_tensor(const, np.zeros(4, np.int32)), MLTypeError, ("writable=True",)),
+        (lambda: ctx.write_tensor(theirs, np.zeros(4, np.int32)), MLTypeError, ("another context",)),
+        (lambda: ctx.write_tensor(None, np.zeros(4, np.int32)), MLTypeError, ("an MLTensor",)),
+        (lambda: ctx.read_tensor(theirs), MLTypeError, ("another context",)),
+        (lambda: ctx.read_tensor(t, out=np.zeros(4, np.float32)), DataError, ("'out'",)),
+        (lambda: ctx.read_tensor(t, out=np.zeros((4, 2), np.int32)[:, 0]), DataError, ("C-contiguous",)),
+    ]:
+        _raises(None, cls, fn, *words)
+    np.testing.assert_array_equal(ctx.read_tensor(t), np.arange(4).reshape(2, 2))  # no data lost
+    # a non-contiguous ndarray of the right dtype is copied, like for constants
+    ctx.write_tensor(t, np.arange(8, dtype=np.int32).reshape(2, 4)[:, ::2])
+    np.testing.assert_array_equal(ctx.read_tensor(t), [[0, 2], [4, 6]])
+
+
+def test_work_queued_before_destroy_completes(ctx):
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [1024]})
+    g = b.build({"y": b.mul(b.add(x, x), b.constant(np.full(1024, 3, np.float32)))})
+    data = np.arange(1024, dtype=np.float32)
+    ti = ctx.create_tensor({"data_type": "float32", "shape": [1024], "writable": True})
+    to = ctx.create_tensor({"data_type": "float32", "shape": [1024], "readable": True})
+    ctx.write_tensor(ti, data)
+    ctx.dispatch(g, {"x": ti}, {"y": to})
+    ti.destroy()  # the input of queued work
+    g.destroy()  # the graph of queued work
+    ctx._drain_retired()
+    np.testing.assert_array_equal(ctx.read_tensor(to), data * 6)
+    _raises(None, InvalidStateError, lambda: ctx.compute(g, {"x": data}), "compute", "MLGraph has been destroyed")
+    _raises(None, InvalidStateError, lambda: ctx.write_tensor(ti, data), "writeTensor", "destroyed")
