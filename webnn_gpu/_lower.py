@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from . import _kernels
 from ._kernels import Binding, KernelContext, workgroups
 from .builder import Value
+from .errors import NotSupportedError
 
 if TYPE_CHECKING:
     from .builder import Node
@@ -74,6 +75,12 @@ class LowerContext:
         """
         bindings = [Binding(name, v.data_type) for name, v in inputs]
         bindings += [Binding(name, v.data_type, output=True) for name, v in outputs]
+        max_buffers = int(self.limits.get("max-storage-buffers-per-shader-stage", 8))
+        if len(bindings) > max_buffers:
+            raise NotSupportedError(
+                f"{self.label}: kernel {template!r} binds {len(bindings)} storage buffers, more than this "
+                f"device's maxStorageBuffersPerShaderStage ({max_buffers})"
+            )
         kc = KernelContext(template, bindings, int(n), workgroup, self.features, dict(variables))
         wgsl = kc.render()
         if groups is None:

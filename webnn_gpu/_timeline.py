@@ -242,27 +242,30 @@ class Timeline:
             self.queue.write_buffer(io.ins[name], 0, raw + b"\0" * pad if pad else raw)
         enc = self.device.create_command_encoder(label="compute")
         graph._encode(enc, io.ins, io.outs, ("compute",))
-        for name, (offset, size) in io.layout.items():
-            enc.copy_buffer_to_buffer(io.outs[name], 0, io.staging, offset, size)
+        for name, (k, offset, size) in io.layout.items():
+            enc.copy_buffer_to_buffer(io.outs[name], 0, io.staging[k], offset, size)
         self.queue.submit([enc.finish()])
-        self.map_read(io.staging, io.total, "compute")
         result = {}
-        try:
-            mv = io.staging.read_mapped(0, io.total, copy=False)
-            for name, v in graph._outputs.items():
-                offset, _ = io.layout[name]
-                info = _dtypes.info(v.data_type)
-                n = V.element_count(v.shape)
-                flat = np.frombuffer(mv, dtype=info.numpy, count=n, offset=offset)
-                if name in out_arrays:
-                    out_arrays[name].reshape(-1)[...] = flat
-                    result[name] = out_arrays[name]
-                else:
-                    result[name] = flat.copy().reshape(v.shape)
-                del flat
-            del mv
-        finally:
-            io.staging.unmap()
+        for k, (staging, total) in enumerate(zip(io.staging, io.totals)):
+            self.map_read(staging, total, "compute")
+            try:
+                mv = staging.read_mapped(0, total, copy=False)
+                for name, v in graph._outputs.items():
+                    kk, offset, _ = io.layout[name]
+                    if kk != k:
+                        continue
+                    info = _dtypes.info(v.data_type)
+                    n = V.element_count(v.shape)
+                    flat = np.frombuffer(mv, dtype=info.numpy, count=n, offset=offset)
+                    if name in out_arrays:
+                        out_arrays[name].reshape(-1)[...] = flat
+                        result[name] = out_arrays[name]
+                    else:
+                        result[name] = flat.copy().reshape(v.shape)
+                    del flat
+                del mv
+            finally:
+                staging.unmap()
         return result
 
 
@@ -278,18 +281,27 @@ class _Held:
 
 
 class _ComputeIO:
-    """The buffers ``compute()`` reuses for one graph: inputs, outputs, one staging buffer."""
+    """The buffers ``compute()`` reuses for one graph: inputs, outputs, and staging buffers
+    that the outputs are read back through (one, unless their total passes maxBufferSize)."""
 
     def __init__(self, device, graph):
-        self.ins = {n: device.create_buffer(size=_dtypes.buffer_size(v.data_type, v.shape), usage=_IO,
-                                            label=f"compute input {n}") for n, v in graph._inputs.items()}
-        self.outs = {n: device.create_buffer(size=_dtypes.buffer_size(v.data_type, v.shape), usage=_IO,
-                                             label=f"compute output {n}") for n, v in graph._outputs.items()}
-        self.layout = {}
-        offset = 0
+        from .graph import allocate
+
+        def buffer(what, size, usage):
+            return allocate(what, size, lambda: device.create_buffer(size=size, usage=usage, label=what), "compute")
+
+        self.ins = {n: buffer(f"compute input {n!r}", _dtypes.buffer_size(v.data_type, v.shape), _IO)
+                    for n, v in graph._inputs.items()}
+        self.outs = {n: buffer(f"compute output {n!r}", _dtypes.buffer_size(v.data_type, v.shape), _IO)
+                     for n, v in graph._outputs.items()}
+        limit = int(graph._context._limits.get("max-buffer-size", 1 << 28)) // 4 * 4
+        self.layout = {}  # name -> (staging index, offset, size)
+        self.totals = [0]
         for n, v in graph._outputs.items():
             size = _dtypes.buffer_size(v.data_type, v.shape)
-            self.layout[n] = (offset, size)
-            offset += size
-        self.total = max(offset, 4)
-        self.staging = device.create_buffer(size=self.total, usage=_MAP_READ, label="compute staging")
+            if self.totals[-1] and self.totals[-1] + size > limit:
+                self.totals.append(0)
+            self.layout[n] = (len(self.totals) - 1, self.totals[-1], size)
+            self.totals[-1] += size
+        self.totals = [max(t, 4) for t in self.totals]
+        self.staging = [buffer("compute staging", t, _MAP_READ) for t in self.totals]

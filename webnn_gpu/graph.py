@@ -20,7 +20,7 @@ import wgpu
 
 from . import _dtypes
 from ._lower import CopyStep, KernelStep, LowerContext
-from .errors import InvalidStateError, NotSupportedError, where
+from .errors import InvalidStateError, NotSupportedError, OperationError, where
 
 log = logging.getLogger("webnn_gpu")
 
@@ -114,7 +114,8 @@ class MLGraph:
                 self._buffers.append(r.tensor._buffer)
                 self._const_tensors.append(r.tensor)
             else:
-                self._buffers.append(_upload(device, r.data, f"constant {r}"))
+                self._buffers.append(allocate(f"constant {r}", _dtypes.buffer_size(r.data_type, r.shape),
+                                              lambda r=r: _upload(device, r.data, f"constant {r}")))
 
         # Liveness of op values and temps, in step order; greedy best-fit arena.
         first: dict[int, int] = {}
@@ -155,7 +156,9 @@ class MLGraph:
                 size, bi = best
             else:
                 size, bi = need, len(self._buffers)
-                self._buffers.append(device.create_buffer(size=need, usage=_STORAGE, label=f"arena {bi}"))
+                what = f"intermediate values (arena {bi}, first {v!r}{_made_by(v)})"
+                self._buffers.append(allocate(what, need, lambda: device.create_buffer(
+                    size=need, usage=_STORAGE, label=f"arena {bi}")))
                 self._arena_bytes += need
             slot[vid] = _Slot("tmp", bi)
             live.append((last[vid], size, bi))
@@ -314,6 +317,20 @@ def _step_values(step):
     if isinstance(step, KernelStep):
         return step.values
     return [v for v in (step.src, step.dst) if not isinstance(v, _OutRef)]
+
+
+def allocate(what: str, nbytes: int, create, op: str = "build"):
+    """``create()`` a GPU buffer; a failure (out of memory, a device limit) becomes an
+    OperationError that says what the buffer was for and how many bytes it needed."""
+    try:
+        return create()
+    except Exception as exc:  # wgpu raises GPUValidationError, GPUOutOfMemoryError, ...
+        raise OperationError(f"{op}: allocating {nbytes} bytes for {what}: {type(exc).__name__}: {exc}") from exc
+
+
+def _made_by(v) -> str:
+    node = getattr(v, "producer", None)
+    return f" made by {where(node.op, node.label)}" if node is not None else ""
 
 
 def _upload(device, data: np.ndarray, label: str):

@@ -551,3 +551,180 @@ def test_work_queued_before_destroy_completes(ctx):
     np.testing.assert_array_equal(ctx.read_tensor(to), data * 6)
     _raises(None, InvalidStateError, lambda: ctx.compute(g, {"x": data}), "compute", "MLGraph has been destroyed")
     _raises(None, InvalidStateError, lambda: ctx.write_tensor(ti, data), "writeTensor", "destroyed")
+
+
+# ---------------------------------------------------------------- sizes, device limits, out of memory
+def test_sizes_past_the_binding_limit_are_refused_up_front(ctx):
+    limit = ctx.limits["max-storage-buffer-binding-size"]
+    assert ctx.op_support_limits()["max_tensor_byte_length"] == limit
+    b = webnn.MLGraphBuilder(ctx)
+    big = [2**32 - 1] * 8  # 2**256 elements: Python ints do not overflow, the check sees it all
+    for shape in (big, [limit // 4 + 1], [limit // 2, 2], [65536, 65536]):
+        desc = {"data_type": "float32", "shape": shape}
+        for fn, op in [(lambda: b.input("x", desc), "input"),
+                       (lambda: b.constant(desc, b""), "constant"),
+                       (lambda: ctx.create_tensor(desc), "createTensor"),
+                       (lambda: ctx.create_constant_tensor(desc, b""), "createConstantTensor")]:
+            e = _raises(b, NotSupportedError, fn, op, "maxStorageBufferBindingSize", str(limit))
+            assert "bytes" in str(e)
+    # exactly at the limit passes the check (no allocation here: input() only describes)
+    assert b.input("edge", {"data_type": "int8", "shape": [limit]}).shape == (limit,)
+    # results past the limit: broadcasting, expand, tile, pad, concat, gather
+    x = b.input("x", {"data_type": "float32", "shape": [1 << 14, 1]})
+    y = b.input("y", {"data_type": "float32", "shape": [1, 1 << 14]})
+    _raises(b, NotSupportedError, lambda: b.add(x, y, label="outer"), "add ['outer']", "'output'",
+            "maxStorageBufferBindingSize")
+    _raises(b, NotSupportedError, lambda: b.expand(x, [1 << 14, 1 << 14]), "expand", "maxStorageBufferBindingSize")
+    _raises(b, NotSupportedError, lambda: b.tile(x, [1, 1 << 14]), "tile", "maxStorageBufferBindingSize")
+    _raises(b, NotSupportedError, lambda: b.pad(x, [0, 0], [0, 1 << 14]), "pad", "maxStorageBufferBindingSize")
+    _raises(b, NotSupportedError, lambda: b.concat([x] * 2049, 1), "concat", "maxStorageBufferBindingSize")
+    idx = b.input("i", {"data_type": "int32", "shape": [1 << 14]})
+    _raises(b, NotSupportedError, lambda: b.gather(x, idx, axis=1), "gather", "maxStorageBufferBindingSize")
+    _usable(ctx, b)
+
+
+def test_rank_above_the_maximum_every_rank(ctx):
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [1] * V.MAX_RANK})
+    for rank in range(V.MAX_RANK + 1, 2 * V.MAX_RANK + 2):
+        shape = [1] * rank
+        desc = {"data_type": "float32", "shape": shape}
+        for fn, op, arg in [
+            (lambda: b.input(f"r{rank}", desc), "input", "descriptor.shape"),
+            (lambda: b.constant(desc, np.zeros(1, np.float32)), "constant", "descriptor.shape"),
+            (lambda: ctx.create_tensor(desc), "createTensor", "descriptor.shape"),
+            (lambda: b.reshape(x, shape), "reshape", "new_shape"),
+            (lambda: b.expand(x, shape), "expand", "new_shape"),
+        ]:
+            _raises(b, MLTypeError, fn, op, arg, f"rank <= {V.MAX_RANK}")
+    _raises(b, MLTypeError, lambda: b.constant(np.zeros([1] * 9, np.float32)), "constant", "rank <= 8")
+    for extra in range(1, 4):  # gather's output rank is input rank + indices rank - 1
+        idx = b.input(f"i{extra}", {"data_type": "int32", "shape": [1] * (extra + 1)})
+        _raises(b, MLTypeError, lambda: b.gather(x, idx), "gather", "output rank <= 8")
+
+
+def test_ranks_below_the_per_op_minimum_every_rank(ctx):
+    limits = ctx.op_support_limits()
+    b = webnn.MLGraphBuilder(ctx)
+    i32 = b.input("i", {"data_type": "int32", "shape": [1]})
+    calls = {  # op -> call with an input of the rank under test
+        "pad": lambda x: b.pad(x, [0] * x.rank, [0] * x.rank),
+        "triangular": lambda x: b.triangular(x),
+        "concat": lambda x: b.concat([x, x], 0),
+        "split": lambda x: b.split(x, 1),
+        "gather": lambda x: b.gather(x, i32),
+        "gather_elements": lambda x: b.gather_elements(x, i32),
+        "gather_nd": lambda x: b.gather_nd(x, i32),
+        "scatter_elements": lambda x: b.scatter_elements(x, i32, i32),
+        "scatter_nd": lambda x: b.scatter_nd(x, i32, x),
+    }
+    for op, call in calls.items():
+        low = limits[op]["input" if "input" in limits[op] else "inputs"]["rank_range"]["min"]
+        assert low >= 1, op
+        for rank in range(low):
+            x = b.input(f"{op}{rank}", {"data_type": "float32", "shape": [1] * rank})
+            _raises(b, MLTypeError, lambda: call(x), op, "rank" if op != "concat" else "axis")
+
+
+def test_compute_reads_outputs_past_max_buffer_size_through_several_staging_buffers(ctx, monkeypatch):
+    monkeypatch.setitem(ctx._limits, "max-buffer-size", 64)
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [8]})  # 32 bytes per output
+    g = b.build({"a": b.neg(x), "b": b.abs(x), "c": b.relu(x), "d": b.cast(x, "int8")})
+    data = np.array([-3, -2, -1, 0, 1, 2, 3, 4], np.float32)
+    out = ctx.compute(g, {"x": data})
+    assert len(g._compute_io.staging) == 2 and max(g._compute_io.totals) <= 64
+    np.testing.assert_array_equal(out["a"], -data)
+    np.testing.assert_array_equal(out["b"], np.abs(data))
+    np.testing.assert_array_equal(out["c"], np.maximum(data, 0))
+    np.testing.assert_array_equal(out["d"], data.astype(np.int8))
+
+
+def test_allocation_failures_name_the_bytes_and_leave_the_context_usable(monkeypatch):
+    """Out of memory is simulated by allocations past maxBufferSize that our up-front check
+    is told to let through: wgpu refuses them without touching host memory."""
+    c = webnn.ml.create_context()
+    max_buffer = c.limits["max-buffer-size"]
+    monkeypatch.setattr(c, "_max_binding_size", 1 << 40)
+    n = max_buffer // 4 + 1
+    e = _raises(None, OperationError, lambda: c.create_tensor({"data_type": "float32", "shape": [n]}, label="big"),
+                "createTensor", f"allocating {(n * 4 + 3) // 4 * 4} bytes", "float32 tensor")
+    assert not isinstance(e, InvalidStateError)
+    b = webnn.MLGraphBuilder(c)
+    x = b.input("x", {"data_type": "float32", "shape": [1]})
+    huge = b.relu(b.expand(x, [n]), label="wide")  # an intermediate past maxBufferSize
+    y = b.neg(b.slice(huge, [0], [4]))
+    _raises(b, OperationError, lambda: b.build({"y": y}), "build", f"allocating {n * 4} bytes",
+            "intermediate values", "expand")
+    # nothing is left broken: the builder and the context still work
+    _usable(c, b)
+    t = c.create_tensor({"data_type": "float32", "shape": [4], "readable": True, "writable": True})
+    c.write_tensor(t, np.arange(4, dtype=np.float32))
+    np.testing.assert_array_equal(c.read_tensor(t), np.arange(4))
+    c.destroy()
+
+
+def test_workgroups_fold_into_two_dimensions_and_never_truncate():
+    for lim in (1, 2, 3, 7, 65535):
+        limits = {"max-compute-workgroups-per-dimension": lim}
+        ns = set(range(1, min(lim * lim, 200) + 1)) | {lim * lim, lim * lim - 1, lim + 1, max(1, lim * lim // 3)}
+        for n in sorted(x for x in ns if 1 <= x <= lim * lim):
+            x, y, z = _kernels.workgroups(n, limits)
+            assert z == 1 and 1 <= x <= lim and 1 <= y <= lim, (lim, n, (x, y))
+            assert n <= x * y < n + y, (lim, n, (x, y))  # covers every group, wastes < one row
+        with pytest.raises(NotSupportedError, match=r"relu \['r'\].*maxComputeWorkgroupsPerDimension"):
+            _kernels.workgroups(lim * lim + 1, limits, "relu ['r']")
+    assert _kernels.workgroups(0, {}) == (1, 1, 1)
+
+
+def test_kernels_run_folded_grids_and_refuse_past_the_limit(ctx, rng, monkeypatch):
+    """With maxComputeWorkgroupsPerDimension lowered to 3, small tensors take the 2-D path
+    that only huge ones reach on a real device: results must still be exact."""
+    monkeypatch.setitem(ctx._limits, "max-compute-workgroups-per-dimension", 3)
+    n = 5 * 256 + 17  # 6 workgroups of 256 -> a (3, 2) grid
+    a = rng.standard_normal(n).astype(np.float32)
+    v4 = rng.standard_normal((n - 17) * 4 // 4).astype(np.float32).reshape(-1, 4)  # vec4 kernel
+    idx = rng.integers(-n, n, n).astype(np.int32)
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [n]})
+    w = b.input("w", {"data_type": "float32", "shape": list(v4.shape)})
+    i = b.input("i", {"data_type": "int32", "shape": [n]})
+    g = b.build({"relu": b.relu(x), "add4": b.add(w, w), "rev": b.reverse(x),
+                 "gather": b.gather(x, i), "t": b.transpose(w)})
+    assert any(s.groups[1] > 1 for s in g._steps if hasattr(s, "groups"))
+    out = ctx.compute(g, {"x": a, "w": v4, "i": idx})
+    np.testing.assert_array_equal(out["relu"], np.maximum(a, 0))
+    np.testing.assert_array_equal(out["add4"], v4 + v4)
+    np.testing.assert_array_equal(out["rev"], a[::-1])
+    np.testing.assert_array_equal(out["gather"], a[np.where(idx < 0, idx + n, idx)])
+    np.testing.assert_array_equal(out["t"], v4.T)
+    b2 = webnn.MLGraphBuilder(ctx)
+    x2 = b2.input("x", {"data_type": "float32", "shape": [9 * 256 + 1]})  # 10 groups > 3 * 3
+    y2 = b2.sigmoid(x2, label="act")
+    _raises(b2, NotSupportedError, lambda: b2.build({"y": y2}),
+            "sigmoid ['act']", "maxComputeWorkgroupsPerDimension")
+
+
+def test_storage_buffers_per_stage_are_respected(ctx, rng, monkeypatch):
+    monkeypatch.setitem(ctx._limits, "max-storage-buffers-per-shader-stage", 4)
+    k = 12
+    xs = [rng.standard_normal((3, 4)).astype(np.float32) for _ in range(k)]
+    b = webnn.MLGraphBuilder(ctx)
+    ins = [b.input(f"x{j}", {"data_type": "float32", "shape": [3, 4]}) for j in range(k)]
+    total = ins[0]
+    for op in ins[1:]:
+        total = b.add(total, b.mul(op, op))  # one long fusible chain with 12 distinct inputs
+    g = b.build({"sum": total, "cat": b.concat(ins, 1)})
+    assert all(len(s.values) <= 4 for s in g._steps if hasattr(s, "values"))
+    out = ctx.compute(g, {f"x{j}": xs[j] for j in range(k)})
+    ref = xs[0].astype(np.float64) + sum(x.astype(np.float64) ** 2 for x in xs[1:])
+    np.testing.assert_allclose(out["sum"], ref, rtol=1e-5)
+    np.testing.assert_array_equal(out["cat"], np.concatenate(xs, 1))
+    # a kernel that cannot be split refuses clearly instead of failing in wgpu
+    monkeypatch.setitem(ctx._limits, "max-storage-buffers-per-shader-stage", 3)
+    b = webnn.MLGraphBuilder(ctx)
+    c = b.input("c", {"data_type": "uint8", "shape": [4]})
+    t = b.input("t", {"data_type": "float32", "shape": [4]})
+    y = b.where(c, t, b.neg(t), label="sel")
+    _raises(b, NotSupportedError, lambda: b.build({"y": y}), "where ['sel']", "binds 4 storage buffers",
+            "maxStorageBuffersPerShaderStage (3)")
