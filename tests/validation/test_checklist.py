@@ -728,3 +728,143 @@ def test_storage_buffers_per_stage_are_respected(ctx, rng, monkeypatch):
     y = b.where(c, t, b.neg(t), label="sel")
     _raises(b, NotSupportedError, lambda: b.build({"y": y}), "where ['sel']", "binds 4 storage buffers",
             "maxStorageBuffersPerShaderStage (3)")
+
+
+# ---------------------------------------------------------------- operands in every slot, unknown options
+MAIN_OP_MODULES = ("webnn_gpu.ops.elementwise", "webnn_gpu.ops.movement", "webnn_gpu.ops.gather_scatter")
+
+#: op -> call(b, get); get(slot, data_type="float32", shape=(2, 2)) gives the operand for a slot
+_CALLS = {
+    "cast": lambda b, get: b.cast(get("input"), "int32"),
+    "clamp": lambda b, get: b.clamp(get("input"), min_value=0),
+    "concat": lambda b, get: b.concat([get("inputs[0]"), get("inputs[1]")], 0),
+    "expand": lambda b, get: b.expand(get("input"), [3, 2, 2]),
+    "gather": lambda b, get: b.gather(get("input"), get("indices", "int32", (2,))),
+    "gather_elements": lambda b, get: b.gather_elements(get("input"), get("indices", "int32")),
+    "gather_nd": lambda b, get: b.gather_nd(get("input"), get("indices", "int32", (1, 2))),
+    "pad": lambda b, get: b.pad(get("input"), [1, 0], [0, 1]),
+    "reshape": lambda b, get: b.reshape(get("input"), [4]),
+    "reverse": lambda b, get: b.reverse(get("input")),
+    "scatter_elements": lambda b, get: b.scatter_elements(get("input"), get("indices", "int32"), get("updates")),
+    "scatter_nd": lambda b, get: b.scatter_nd(get("input"), get("indices", "int32", (1, 2)),
+                                               get("updates", "float32", (1,))),
+    "slice": lambda b, get: b.slice(get("input"), [0, 1], [2, 1]),
+    "split": lambda b, get: b.split(get("input"), 2),
+    "tile": lambda b, get: b.tile(get("input"), [1, 2]),
+    "transpose": lambda b, get: b.transpose(get("input")),
+    "triangular": lambda b, get: b.triangular(get("input")),
+    "where": lambda b, get: b.where(get("condition", "uint8"), get("true_value"), get("false_value")),
+}
+
+
+def _all_calls(ctx):
+    calls = dict(_CALLS)
+    types = {"logical_and": "uint8", "logical_or": "uint8", "logical_xor": "uint8", "logical_not": "uint8"}
+    for op, names in _simple_ops(ctx).items():
+        if op not in calls:
+            dt = types.get(op, "float32")
+            calls[op] = lambda b, get, op=op, names=names, dt=dt: getattr(b, op)(*(get(n, dt) for n in names))
+    return calls
+
+
+def test_every_operator_on_main_is_covered_by_the_slot_table(ctx):
+    on_main = {n for n in dir(webnn.MLGraphBuilder) if not n.startswith("_")
+               and getattr(getattr(webnn.MLGraphBuilder, n), "__module__", "") in MAIN_OP_MODULES}
+    assert on_main - set(_all_calls(ctx)) == set()
+
+
+def _slots(ctx, call) -> dict:
+    """slot -> (data_type, shape) that a valid ``call`` asks for, in call order."""
+    b = webnn.MLGraphBuilder(ctx)
+    slots = {}
+
+    def record(slot, dt="float32", shape=(2, 2)):
+        slots[slot] = (dt, tuple(shape))
+        return b.input(f"s{len(slots)}", {"data_type": dt, "shape": list(shape)})
+
+    call(b, record)  # the call is valid with operands of this builder
+    return slots
+
+
+def test_an_operand_of_another_builder_is_refused_in_every_slot(ctx):
+    calls = {op: (call, _slots(ctx, call)) for op, call in sorted(_all_calls(ctx).items())}
+    kinds = sorted({t for _, slots in calls.values() for t in slots.values()})
+    other = webnn.MLGraphBuilder(ctx)  # a live builder
+    built = webnn.MLGraphBuilder(ctx)  # one that has built its graph
+    foreign = {(src, t): s.input(f"f{src}{k}", {"data_type": t[0], "shape": list(t[1])})
+               for src, s in (("other", other), ("built", built)) for k, t in enumerate(kinds)}
+    built.build({"y": built.relu(foreign[("built", ("float32", (2, 2)))])})
+    checked = 0
+    for op, (call, slots) in calls.items():
+        for bad in slots:
+            for src in ("other", "built"):
+                b = webnn.MLGraphBuilder(ctx)
+                ops = {slot: foreign[(src, t)] if slot == bad else
+                       b.input(slot, {"data_type": t[0], "shape": list(t[1])}) for slot, t in slots.items()}
+                _raises(b, MLTypeError, lambda: call(b, lambda slot, *_: ops[slot]), op, bad, "another builder")
+                checked += 1
+    assert checked > 100
+
+
+def test_a_built_builder_refuses_every_operator(ctx):
+    b = webnn.MLGraphBuilder(ctx)
+    pool = {}
+
+    def get(slot, dt="float32", shape=(2, 2)):
+        key = (dt, tuple(shape))
+        if key not in pool:
+            pool[key] = b.input(f"p{len(pool)}", {"data_type": dt, "shape": list(shape)})
+        return pool[key]
+
+    calls = _all_calls(ctx)
+    for call in calls.values():  # create every operand first
+        call(b, get)
+    b.build({"y": b.relu(get("x"))})
+    for op, call in sorted(calls.items()):
+        _raises(b, InvalidStateError, lambda: call(b, get), op, "already built")
+
+
+def test_unknown_keyword_arguments_are_refused_everywhere(ctx):
+    b = webnn.MLGraphBuilder(ctx)
+    pool = {}
+
+    def get(slot, dt="float32", shape=(2, 2)):
+        key = (dt, tuple(shape))
+        if key not in pool:
+            pool[key] = b.input(f"p{len(pool)}", {"data_type": dt, "shape": list(shape)})
+        return pool[key]
+
+    calls = _all_calls(ctx)
+    for call in calls.values():  # create every operand first
+        call(b, get)
+    for op, call in sorted(calls.items()):
+        real = getattr(webnn.MLGraphBuilder, op)
+
+        def with_bogus(*args, real=real, **kwargs):
+            return real(b, *args, bogus_option=1, **kwargs)
+
+        class Wrapped:
+            def __getattr__(self, name, op=op, with_bogus=with_bogus):
+                return with_bogus if name == op else getattr(b, name)
+
+        _raises(b, MLTypeError, lambda: call(Wrapped(), get), op, "unknown option", "'bogus_option'")
+    _raises(b, MLTypeError, lambda: b.input("z", F32, bogus=1), "input", "unknown option")
+    _raises(b, MLTypeError, lambda: b.constant("float32", 1.0, bogus=1), "constant", "unknown option")
+    _raises(None, MLTypeError, lambda: ctx.create_tensor(F32, bogus=1), "createTensor", "unknown option")
+    _raises(None, MLTypeError, lambda: ctx.create_constant_tensor(F32, bytes(16), bogus=1), "createConstantTensor",
+            "unknown option")
+    t = ctx.create_tensor({**F32, "readable": True, "writable": True})
+    g = b.build({"y": b.relu(get("x"))})
+    for fn in (lambda: ctx.write_tensor(t, bytes(16), bogus=1), lambda: ctx.read_tensor(t, bogus=1),
+               lambda: ctx.dispatch(g, {}, {}, bogus=1), lambda: ctx.compute(g, {}, bogus=1),
+               lambda: webnn.ml.create_context(bogus=1), lambda: webnn.MLGraphBuilder(ctx, bogus=1),
+               lambda: b.build({}, bogus=1)):
+        with pytest.raises(TypeError, match="bogus"):  # Python's own TypeError names the keyword
+            fn()
+    # unknown descriptor keys, everywhere a descriptor is taken
+    b = webnn.MLGraphBuilder(ctx)
+    for fn, op in [(lambda: b.input("d", {**F32, "dimensions": [4]}), "input"),
+                   (lambda: b.constant({**F32, "dataType": "float32"}, bytes(16)), "constant"),
+                   (lambda: ctx.create_tensor({**F32, "exportable": True}), "createTensor"),
+                   (lambda: ctx.create_constant_tensor({**F32, "readable": True}, bytes(16)), "createConstantTensor")]:
+        _raises(None, MLTypeError, fn, op, "unknown key")
