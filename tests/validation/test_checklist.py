@@ -868,3 +868,35 @@ def test_unknown_keyword_arguments_are_refused_everywhere(ctx):
                    (lambda: ctx.create_tensor({**F32, "exportable": True}), "createTensor"),
                    (lambda: ctx.create_constant_tensor({**F32, "readable": True}, bytes(16)), "createConstantTensor")]:
         _raises(None, MLTypeError, fn, op, "unknown key")
+
+
+# ---------------------------------------------------------------- descriptors
+def test_descriptor_data_types_shapes_and_flags(ctx):
+    b = webnn.MLGraphBuilder(ctx)
+    valid = ", ".join(_dtypes.DATA_TYPES)
+    places = [(lambda d: b.input("x", d), "input"), (lambda d: b.constant(d, bytes(8)), "constant"),
+              (lambda d: ctx.create_tensor(d), "createTensor"),
+              (lambda d: ctx.create_constant_tensor(d, bytes(8)), "createConstantTensor")]
+    for bad in (np.float32, np.dtype("float32"), "bool", "Float32", "float64", "", None, 1):
+        for fn, op in places:
+            _raises(b, MLTypeError, lambda: fn({"data_type": bad, "shape": [2]}), op, "descriptor.data_type", valid)
+    for bad in ([0], [2, 0], [-1], [2.0], [2.5], [True], [np.bool_(True)], [2**32], [np.uint64(2**32)],
+                [1, 2**40], "ab", 2, None, [[2]], [None]):
+        for fn, op in places:
+            _raises(b, MLTypeError, lambda: fn({"data_type": "float32", "shape": bad}), op, "shape")
+    for bad in (["float32", [2]], ("float32", [2]), "float32", None):
+        for fn, op in places:
+            if not (op == "constant" and bad == "float32"):  # that is constant(type, value)
+                _raises(b, MLTypeError, lambda: fn(bad), op, "'descriptor'")
+    # accepted: tuples, NumPy integers, a NumPy array as the shape, the largest dimension
+    for shape in ((2,), [np.int64(2)], np.array([2]), [np.uint8(2)]):
+        assert b.input(f"ok{len(b._inputs)}", {"data_type": "float32", "shape": shape}).shape == (2,)
+    # the largest dimension is a valid dimension: what refuses it here is the size
+    _raises(b, NotSupportedError, lambda: b.input("wide", {"data_type": "uint8", "shape": [2**32 - 1]}), "input",
+            "maxStorageBufferBindingSize")
+    for flag in ("readable", "writable", "importable_to_webgpu", "exportable_to_gpu"):
+        for bad in (1, 0, "yes", None, 1.0):
+            _raises(None, MLTypeError, lambda: ctx.create_tensor({**F32, flag: bad}), "createTensor",
+                    f"descriptor.{flag}", "a bool")
+        assert ctx.create_tensor({**F32, flag: np.bool_(True)}).data_type == "float32"
+    _usable(ctx, b)
