@@ -1,7 +1,19 @@
 """Hypothesis fuzzing: random valid graphs against NumPy, random invalid calls against our errors.
 
 CI runs a bounded number of examples; ``pytest -m soak`` runs the same properties for longer
-(``WEBNN_GPU_SOAK_SECONDS``, default 600, per property).
+(``WEBNN_GPU_SOAK_SECONDS``, default 600, per property), in fresh batches of 200 examples.
+
+Properties:
+
+* random element-wise graphs (a chain of unary/binary ops with broadcasting) against NumPy;
+* invalid descriptors: a clean MLTypeError and a usable context;
+* broadcasting: refused exactly when NumPy refuses;
+* random data-movement and gather/scatter calls (reshape, transpose, expand, slice, split,
+  tile, reverse, pad, concat, gather, gather_elements, scatter_elements, triangular) with
+  arguments that are valid, just invalid (one element off, repeated, one too many or too few)
+  or of the wrong kind: an independent NumPy oracle decides. Refused calls must raise an
+  MLTypeError naming the operator, its label and an argument, and leave the builder unchanged;
+  accepted ones must give NumPy's shape and, after build, NumPy's bytes.
 """
 
 from __future__ import annotations
@@ -10,7 +22,7 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import webnn_gpu as webnn
@@ -149,20 +161,393 @@ def test_non_broadcastable_shapes_are_refused(ctx, shape_a, shape_b, op):
             getattr(b, op)(a, c)
 
 
-@pytest.mark.soak
-def test_soak_random_graphs(ctx):
+# ---------------------------------------------------------------- movement / gather calls, valid or not
+#: data types the movement fuzzing runs in (pure data movement: exact for every type)
+_MOVE_TYPES = ("float32", "float16", "int8", "uint64", "int32")
+_U32 = 2**32 - 1
+
+
+class Invalid(Exception):
+    """The oracle's verdict: the call must be refused (MLTypeError)."""
+
+
+class TooBig(Exception):
+    """The oracle's verdict: valid, but the result passes the device's binding size
+    (NotSupportedError)."""
+
+
+def _fits(shape, dtype, limit):
+    """Refuse (TooBig) a result of more than ``limit`` bytes, before NumPy would allocate it."""
+    if int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize > limit:
+        raise TooBig
+
+
+def _ints(v, n=None, lo=None, hi=None):
+    """The oracle's own argument check: a list of ints (not bools) of length n within [lo, hi]."""
+    if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple)):
+        raise Invalid
+    if n is not None and len(v) != n:
+        raise Invalid
+    for e in v:
+        if isinstance(e, bool) or not isinstance(e, int) or (lo is not None and e < lo) or (hi is not None and e > hi):
+            raise Invalid
+    return list(v)
+
+
+def _shape_ok(v):
+    s = _ints(v, lo=1, hi=_U32)
+    if len(s) > 8:
+        raise Invalid
+    return s
+
+
+def _norm(i, dim):
+    i = int(i) + dim if i < 0 else int(i)
+    return min(max(i, 0), dim - 1)
+
+
+def _fill(value, dtype):
+    """pad's value in the input's type: floats round, integers truncate and saturate."""
+    if dtype.kind == "f":
+        return dtype.type(value)
+    ii = np.iinfo(dtype)
+    return dtype.type(min(max(int(value), int(ii.min)), int(ii.max)))
+
+
+def _axis(ax, r):
+    if r == 0 or isinstance(ax, bool) or not isinstance(ax, int) or not 0 <= ax < r:
+        raise Invalid
+    return ax
+
+
+def _oracle(op, x, args, extra, limit):
+    """What NumPy says the call gives (a list of arrays), or Invalid. Written from the spec,
+    independently of webnn_gpu's checks. ``extra``: the other operands ("o" a concat partner,
+    "i" indices, "u" updates)."""
+    r = x.ndim
+    if op == "reshape":
+        s = _shape_ok(args["new_shape"])
+        if int(np.prod(s, dtype=object)) != x.size:
+            raise Invalid
+        return [x.reshape(s)]
+    if op == "transpose":
+        p = args.get("permutation")
+        p = list(range(r))[::-1] if p is None else _ints(p, r)
+        if sorted(p) != list(range(r)):
+            raise Invalid
+        return [np.transpose(x, p)]
+    if op == "expand":
+        s = _shape_ok(args["new_shape"])
+        if len(s) < r or any(a not in (1, b) for a, b in zip(x.shape[::-1], s[::-1])):
+            raise Invalid
+        _fits(s, x.dtype, limit)
+        return [np.broadcast_to(x, s)]
+    if op == "slice":
+        st, sz = _ints(args["starts"], r, lo=0), _ints(args["sizes"], r, lo=1)
+        k = [1] * r if args.get("strides") is None else _ints(args["strides"], r, lo=1)
+        if any(a + b > d for a, b, d in zip(st, sz, x.shape)):
+            raise Invalid
+        return [x[tuple(slice(a, a + b, c) for a, b, c in zip(st, sz, k))]]
+    if op == "split":
+        ax = _axis(args.get("axis", 0), r)
+        sp, dim = args["splits"], x.shape[ax]
+        if isinstance(sp, int) and not isinstance(sp, bool):
+            if sp < 1 or dim % sp:
+                raise Invalid
+            sizes = [dim // sp] * sp
+        else:
+            sizes = _ints(sp, lo=1)
+            if not sizes or sum(sizes) != dim:
+                raise Invalid
+        return np.split(x, np.cumsum(sizes)[:-1], axis=ax)
+    if op == "tile":
+        reps = _ints(args["repetitions"], r, lo=1, hi=_U32)
+        out = [d * k for d, k in zip(x.shape, reps)]
+        if any(d > _U32 for d in out):
+            raise Invalid
+        _fits(out, x.dtype, limit)
+        return [np.tile(x, reps) if r else x.copy()]
+    if op == "reverse":
+        axes = args.get("axes")
+        axes = list(range(r)) if axes is None else _ints(axes, lo=0, hi=r - 1)
+        if len(set(axes)) != len(axes):
+            raise Invalid
+        return [np.flip(x, axes) if axes else x.copy()]
+    if op == "pad":
+        if r == 0:
+            raise Invalid
+        beg, end = _ints(args["beginning_padding"], r, lo=0, hi=_U32), _ints(args["ending_padding"], r, lo=0, hi=_U32)
+        mode = args.get("mode", "constant")
+        if mode not in ("constant", "edge", "reflection"):
+            raise Invalid
+        if mode == "reflection" and any(b >= d or e >= d for b, e, d in zip(beg, end, x.shape)):
+            raise Invalid
+        out = [d + b + e for d, b, e in zip(x.shape, beg, end)]
+        if any(d > _U32 for d in out):
+            raise Invalid
+        _fits(out, x.dtype, limit)
+        pw = list(zip(beg, end))
+        if mode == "constant":
+            return [np.pad(x, pw, mode="constant", constant_values=_fill(args.get("value", 0), x.dtype))]
+        return [np.pad(x, pw, mode="edge" if mode == "edge" else "reflect")]
+    if op == "concat":
+        ax, other = _axis(args["axis"], r), extra["o"]
+        if other.ndim != r or any(a != b for d, (a, b) in enumerate(zip(x.shape, other.shape)) if d != ax):
+            raise Invalid
+        return [np.concatenate([x, other], ax)]
+    if op == "gather":
+        ax, ind = _axis(args.get("axis", 0), r), extra["i"]
+        if r + ind.ndim - 1 > 8:
+            raise Invalid
+        idx = np.vectorize(lambda i: _norm(i, x.shape[ax]), otypes=[np.int64])(ind)
+        return [np.take(x, idx.reshape(ind.shape), axis=ax)]
+    if op in ("gather_elements", "scatter_elements"):
+        ax, ind = _axis(args.get("axis", 0), r), extra["i"]
+        if ind.ndim != r or any(a != b for d, (a, b) in enumerate(zip(x.shape, ind.shape)) if d != ax):
+            raise Invalid
+        if op == "gather_elements":
+            out = np.empty(ind.shape, x.dtype)
+            for c in np.ndindex(*ind.shape):
+                out[c] = x[c[:ax] + (_norm(ind[c], x.shape[ax]),) + c[ax + 1:]]
+            return [out]
+        upd = extra["u"]
+        if upd.shape != ind.shape:
+            raise Invalid
+        out = x.copy()
+        for c in np.ndindex(*ind.shape):  # row-major: a later update of one element wins
+            out[c[:ax] + (_norm(ind[c], x.shape[ax]),) + c[ax + 1:]] = upd[c]
+        return [out]
+    if op == "triangular":
+        if r < 2:
+            raise Invalid
+        d = args.get("diagonal", 0)
+        if isinstance(d, bool) or not isinstance(d, int) or not -(2**31) <= d < 2**31:
+            raise Invalid
+        up = args.get("upper", True)
+        if not isinstance(up, bool):
+            raise Invalid
+        rows, cols = np.indices(x.shape[-2:])
+        keep = (cols - rows >= d) if up else (cols - rows <= d)
+        return [np.where(keep, x, np.zeros((), x.dtype))]
+    raise AssertionError(op)
+
+
+def _maybe_bad_ints(n, lo, hi):
+    """Lists that are often valid and sometimes not: wrong length, out of range, not ints."""
+    good = st.lists(st.integers(lo, hi), min_size=n, max_size=n)
+    bad_len = st.lists(st.integers(lo, hi), min_size=max(0, n - 1), max_size=n + 1)
+    bad_val = st.lists(st.one_of(st.integers(lo - 2, hi + 2), st.just(True), st.just(1.5), st.just(2**40)),
+                       min_size=n, max_size=n)
+    return st.one_of(good, good, good, good, good, bad_len, bad_val, st.sampled_from(["0", None, 2]))
+
+
+def _near(valid):
+    """``valid`` (a list), or one small mutation of it: an element +-1, one repeated, one
+    dropped, one added. Most mutations are invalid, and only just."""
+    v = list(valid)
+    out = [v, v, v]
+    for i in range(len(v)):
+        out += [v[:i] + [v[i] + 1] + v[i + 1:], v[:i] + [v[i] - 1] + v[i + 1:]]
+        if i:
+            out.append(v[:i] + [v[0]] + v[i + 1:])
+    out += [v[:-1], v + [1], v + [0]]
+    return st.sampled_from(out)
+
+
+@st.composite
+def _movement_calls(draw):
+    rank = draw(st.integers(0, 4))
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank)))
+    dt = draw(st.sampled_from(_MOVE_TYPES))
+    op = draw(st.sampled_from(["reshape", "transpose", "expand", "slice", "split", "tile", "reverse", "pad",
+                               "concat", "gather", "gather_elements", "scatter_elements", "triangular"]))
+    extra = {}  # name -> (data type, shape, values or None)
+    args = {}
+    dims = list(shape)
+    if op == "reshape":
+        size = int(np.prod(shape, dtype=np.int64))
+        good = st.sampled_from([[size], [1, size], [size, 1], []] if size == 1 else [[size], [1, size], [size, 1]])
+        args["new_shape"] = draw(st.one_of(good, good, _maybe_bad_ints(draw(st.integers(0, 3)), 0, 6),
+                                           good.flatmap(_near)))
+    elif op == "transpose":
+        perm = draw(st.permutations(list(range(rank))))
+        args["permutation"] = draw(st.one_of(st.just(None), _near(perm), _maybe_bad_ints(rank, -1, rank)))
+    elif op == "expand":
+        lead = draw(st.lists(st.integers(1, 3), max_size=2))
+        new = lead + [draw(st.sampled_from([d, d, 3])) if d == 1 else d for d in dims]
+        args["new_shape"] = draw(st.one_of(_near(new), _maybe_bad_ints(rank + 1, 0, 4)))
+    elif op == "slice":
+        starts = [draw(st.integers(0, d - 1)) for d in dims]
+        sizes = [draw(st.integers(1, d - s)) for d, s in zip(dims, starts)]
+        args["starts"] = draw(st.one_of(st.just(starts), _near(starts), _maybe_bad_ints(rank, -1, 4)))
+        args["sizes"] = draw(st.one_of(st.just(sizes), _near(sizes), _maybe_bad_ints(rank, 0, 5)))
+        if draw(st.booleans()):
+            args["strides"] = draw(st.one_of(_maybe_bad_ints(rank, 1, 3), _maybe_bad_ints(rank, 0, 3)))
+    elif op == "split":
+        args["axis"] = draw(st.one_of(st.integers(0, max(rank - 1, 0)), st.integers(-1, rank + 1), st.just(True)))
+        ax = args["axis"] if isinstance(args["axis"], int) and 0 <= args["axis"] < rank else 0
+        dim = dims[ax] if rank else 1
+        args["splits"] = draw(st.one_of(st.integers(0, dim + 1), st.sampled_from([[dim], [1, dim - 1], [dim, 1]]),
+                                        _near([1] * dim), _maybe_bad_ints(2, 0, dim)))
+    elif op == "tile":
+        args["repetitions"] = draw(st.one_of(_maybe_bad_ints(rank, 1, 3), _near([1] * rank)))
+    elif op == "reverse":
+        args["axes"] = draw(st.one_of(st.just(None), st.lists(st.integers(-1, rank), max_size=rank + 1),
+                                      st.permutations(list(range(rank))).flatmap(_near)))
+    elif op == "pad":
+        args["beginning_padding"] = draw(st.one_of(_maybe_bad_ints(rank, 0, 3), _near([d - 1 for d in dims])))
+        args["ending_padding"] = draw(st.one_of(_maybe_bad_ints(rank, 0, 3), _near([0] * rank)))
+        args["mode"] = draw(st.sampled_from(["constant", "edge", "reflection", "reflection", "reflect"]))
+        args["value"] = draw(st.sampled_from([0, 1, -2, 0.5]))
+    elif op == "concat":
+        args["axis"] = draw(st.one_of(st.integers(0, max(rank - 1, 0)), st.integers(-1, rank)))
+        ax = args["axis"] if 0 <= args["axis"] < rank else 0
+        oshape = [draw(st.integers(1, 3)) if d == ax else dims[d] for d in range(rank)]
+        if draw(st.integers(0, 3)) == 0:  # sometimes a mismatching partner
+            oshape = draw(st.lists(st.integers(1, 3), min_size=max(rank - 1, 0), max_size=rank + 1))
+        extra["o"] = (dt, tuple(oshape), None)
+    elif op == "gather":
+        args["axis"] = draw(st.one_of(st.integers(0, max(rank - 1, 0)), st.integers(-1, rank)))
+        ax = args["axis"] if 0 <= args["axis"] < rank else 0
+        ishape = tuple(draw(st.lists(st.integers(1, 3), max_size=draw(st.sampled_from([2, 6])))))
+        extra["i"] = ("int32", ishape, _index_values(draw, ishape, dims[ax] if rank else 1))
+    elif op in ("gather_elements", "scatter_elements"):
+        args["axis"] = draw(st.one_of(st.integers(0, max(rank - 1, 0)), st.integers(-1, rank)))
+        ax = args["axis"] if 0 <= args["axis"] < rank else 0
+        ishape = [draw(st.integers(1, 3)) if d == ax else dims[d] for d in range(rank)]
+        ishape = tuple(draw(st.one_of(st.just(ishape), st.just(ishape), _near(ishape))))
+        if any(d < 1 for d in ishape):
+            ishape = tuple(dims)
+        extra["i"] = ("int32", ishape, _index_values(draw, ishape, dims[ax] if rank else 1))
+        if op == "scatter_elements":
+            extra["u"] = (dt, tuple(draw(st.one_of(st.just(list(ishape)), st.just(list(ishape)),
+                                                   _near(list(ishape))).filter(lambda u: min(u, default=1) >= 1))),
+                          None)
+    elif op == "triangular":
+        args["upper"] = draw(st.sampled_from([True, False, 1]))
+        args["diagonal"] = draw(st.one_of(st.integers(-3, 3), st.just(2**31), st.just(0.5)))
+    n_calls = draw(st.integers(1, 3))
+    return op, shape, dt, args, extra, n_calls, draw(st.integers(0, 2**16))
+
+
+def _index_values(draw, shape, dim):
+    """Index values in range (negative ones count from the end), sometimes past either end."""
+    n = int(np.prod(shape, dtype=np.int64))
+    vals = draw(st.lists(st.one_of(st.integers(-dim, dim - 1), st.integers(-dim, dim - 1),
+                                   st.sampled_from([-dim - 5, dim, dim + 7])), min_size=n, max_size=n))
+    return np.array(vals, np.int32).reshape(shape)
+
+
+_ARG_NAMES = {"reshape": ["new_shape"], "transpose": ["permutation"], "expand": ["new_shape"],
+              "slice": ["starts", "sizes", "strides"], "split": ["splits", "axis"], "tile": ["repetitions"],
+              "reverse": ["axes"], "pad": ["beginning_padding", "ending_padding", "mode", "input"],
+              "concat": ["axis", "inputs"], "gather": ["axis", "indices", "input"],
+              "gather_elements": ["axis", "indices", "input"], "scatter_elements": ["axis", "indices", "updates"],
+              "triangular": ["input", "upper", "diagonal"]}
+
+
+def _random_array(rng, dt, shape):
+    npdt = np.dtype(webnn._dtypes.info(dt).numpy)
+    if npdt.kind == "f":
+        with np.errstate(under="ignore"):
+            return rng.standard_normal(shape).astype(npdt)
+    ii = np.iinfo(npdt)
+    return rng.integers(max(ii.min, -100), min(ii.max, 100), size=shape, endpoint=True).astype(npdt)
+
+
+def _check_movement_call(ctx, call):
+    op, shape, dt, args, extra_desc, n_calls, seed = call
+    rng = np.random.default_rng(seed)
+    x = _random_array(rng, dt, shape)
+    extra = {n: (vals if vals is not None else _random_array(rng, edt, eshape))
+             for n, (edt, eshape, vals) in extra_desc.items()}
+    b = webnn.MLGraphBuilder(ctx)
+    xo = b.input("x", {"data_type": dt, "shape": list(shape)})
+    eo = {n: b.input(n, {"data_type": extra_desc[n][0], "shape": list(a.shape)}) for n, a in extra.items()}
+    feeds = {"x": x, **extra}
+    try:
+        expected = _oracle(op, x, args, extra, ctx.limits["max-storage-buffer-binding-size"])
+    except (Invalid, TooBig) as verdict:
+        expected = verdict
+    event(f"{op} {type(expected).__name__ if isinstance(expected, Exception) else 'valid'}")
+    outputs = {}
+    for k in range(n_calls):  # the same call several times on one builder: errors change nothing
+        before = (len(b._nodes), dict(b._inputs))
+        try:
+            if op == "concat":
+                got = b.concat([xo, eo["o"]], args["axis"], label=f"c{k}")
+            elif op in ("gather", "gather_elements"):
+                got = getattr(b, op)(xo, eo["i"], axis=args["axis"], label=f"g{k}")
+            elif op == "scatter_elements":
+                got = b.scatter_elements(xo, eo["i"], eo["u"], axis=args["axis"], label=f"s{k}")
+            else:
+                pos = _POSITIONAL.get(op, [])
+                got = getattr(b, op)(xo, *[args[a] for a in pos],
+                                     **{a: v for a, v in args.items() if a not in pos}, label=f"k{k}")
+        except (webnn.MLTypeError, webnn.NotSupportedError) as exc:
+            msg = str(exc)
+            want = webnn.MLTypeError if isinstance(expected, Invalid) else webnn.NotSupportedError
+            assert isinstance(expected, Exception), f"{op}{args} on {shape}: refused but NumPy accepts it: {msg}"
+            assert isinstance(exc, want), f"{op}{args} on {shape}: {type(exc).__name__}, not {want.__name__}: {msg}"
+            named = ["maxStorageBufferBindingSize"] if want is webnn.NotSupportedError else _ARG_NAMES[op]
+            assert msg.startswith(f"{op} ['") and any(repr(a) in msg or f"{a}[" in msg for a in named), msg
+            assert (len(b._nodes), dict(b._inputs)) == before, "a failed call changed the builder"
+            continue
+        assert not isinstance(expected, Exception), f"{op}{args} on {shape}: accepted but {expected!r} per the spec"
+        got = got if isinstance(got, list) else [got]
+        assert [g.shape for g in got] == [e.shape for e in expected]
+        outputs.update({f"out{k}_{j}": g for j, g in enumerate(got)})
+    # the builder is still usable; what was accepted computes what NumPy computes
+    outputs["alive"] = b.identity(xo)
+    g = b.build(outputs)
+    res = ctx.compute(g, {n: feeds[n] for n in g.inputs})
+    g.destroy()
+    np.testing.assert_array_equal(res["alive"], x)
+    for name, val in res.items():
+        if name != "alive":
+            j = int(name.split("_")[1])
+            want = np.ascontiguousarray(expected[j]).reshape(-1).view(np.uint8)
+            np.testing.assert_array_equal(val.reshape(-1).view(np.uint8), want, err_msg=f"{op}{args} on {shape} {dt}")
+
+
+_POSITIONAL = {"reshape": ["new_shape"], "expand": ["new_shape"], "slice": ["starts", "sizes"], "split": ["splits"],
+               "tile": ["repetitions"], "pad": ["beginning_padding", "ending_padding"]}
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(call=_movement_calls())
+def test_random_movement_and_gather_calls_match_numpy_or_fail_cleanly(ctx, call):
+    _check_movement_call(ctx, call)
+
+
+def _soak(prop) -> int:
+    """Run a Hypothesis property in fresh batches until SOAK_SECONDS have passed."""
     import time
 
-    run = settings(max_examples=10**9, deadline=None, suppress_health_check=list(HealthCheck))
+    batch = settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))(prop)
     stop = time.monotonic() + SOAK_SECONDS
+    batches = 0
+    while time.monotonic() < stop:
+        batch()  # each call draws fresh random examples
+        batches += 1
+    return batches
 
-    @run
+
+@pytest.mark.soak
+def test_soak_random_graphs(ctx):
     @given(program=_programs())
     def prop(program):
-        if time.monotonic() > stop:
-            return
         with np.errstate(all="ignore"):
             got, ref = _run_program(ctx, program)
             np.testing.assert_allclose(got, ref, rtol=2e-5, atol=2e-5)
 
-    prop()
+    assert _soak(prop) >= 1
+
+
+@pytest.mark.soak
+def test_soak_movement_and_gather_calls(ctx):
+    @given(call=_movement_calls())
+    def prop(call):
+        _check_movement_call(ctx, call)
+
+    assert _soak(prop) >= 1
