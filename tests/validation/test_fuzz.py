@@ -13,7 +13,11 @@ Properties:
   arguments that are valid, just invalid (one element off, repeated, one too many or too few)
   or of the wrong kind: an independent NumPy oracle decides. Refused calls must raise an
   MLTypeError naming the operator, its label and an argument, and leave the builder unchanged;
-  accepted ones must give NumPy's shape and, after build, NumPy's bytes.
+  accepted ones must give NumPy's shape and, after build, NumPy's bytes;
+* random sequences of writes (right data, bytes, wrong length or dtype, released buffers),
+  reads, dispatches (tensors of wrong shape or dtype, destroyed, one tensor as input and
+  output) and destroys over a few tensors with random flags, against a model of their
+  contents: every misuse raises the right class and no tensor loses or changes data.
 """
 
 from __future__ import annotations
@@ -520,6 +524,102 @@ def test_random_movement_and_gather_calls_match_numpy_or_fail_cleanly(ctx, call)
     _check_movement_call(ctx, call)
 
 
+# ---------------------------------------------------------------- tensors, writes, reads, dispatch, destroy
+_TENSOR_KINDS = [("float32", (4,)), ("int32", (4,)), ("float32", (2, 2))]
+
+
+@st.composite
+def _tensor_programs(draw):
+    often = st.sampled_from([True, True, True, False])
+    kinds = draw(st.lists(st.tuples(st.sampled_from([0, 0, 0, 1, 2]), often, often), min_size=2, max_size=4))
+    n = len(kinds)
+    step = st.one_of(
+        st.tuples(st.just("write"), st.integers(0, n - 1),
+                  st.sampled_from(["ok", "ok", "bytes", "short", "long", "dtype", "released", "list"])),
+        st.tuples(st.just("read"), st.integers(0, n - 1), st.just(None)),
+        st.tuples(st.just("dispatch"), st.tuples(*[st.integers(0, n - 1)] * 3), st.just(None)),
+        st.tuples(st.just("destroy"), st.integers(0, n - 1), st.just(None)),
+    )
+    return kinds, draw(st.lists(step, min_size=1, max_size=12)), draw(st.integers(0, 2**16))
+
+
+def _check_tensor_program(ctx, graph, program):
+    """Run the steps against a model of the tensors: the right error class for every misuse,
+    and no data changed or lost by a failed call."""
+    kinds, steps, seed = program
+    rng = np.random.default_rng(seed)
+    model = []
+    for kind, readable, writable in kinds:
+        dt, shape = _TENSOR_KINDS[kind]
+        t = ctx.create_tensor({"data_type": dt, "shape": list(shape), "readable": readable, "writable": writable})
+        model.append({"t": t, "dt": dt, "shape": shape, "r": readable, "w": writable, "dead": False,
+                      "value": np.zeros(shape, webnn._dtypes.info(dt).numpy)})
+    for what, arg, how in steps:
+        if what == "write":
+            m = model[arg]
+            npdt = webnn._dtypes.info(m["dt"]).numpy
+            value = rng.integers(-50, 50, m["shape"]).astype(npdt)
+            data = {"ok": value, "bytes": value.tobytes(), "short": value.reshape(-1)[:-1],
+                    "long": np.concatenate([value.reshape(-1), value.reshape(-1)[:1]]),
+                    "dtype": value.astype(np.float64), "list": value.tolist()}.get(how)
+            if how == "released":
+                data = memoryview(value.tobytes())
+                data.release()
+            want = (webnn.InvalidStateError if m["dead"] else webnn.MLTypeError if not m["w"]
+                    else None if how in ("ok", "bytes") else webnn.DataError)
+            call = lambda m=m, data=data: ctx.write_tensor(m["t"], data)  # noqa: E731
+        elif what == "read":
+            m = model[arg]
+            want = webnn.InvalidStateError if m["dead"] else webnn.MLTypeError if not m["r"] else None
+            call = lambda m=m: np.testing.assert_array_equal(ctx.read_tensor(m["t"]), m["value"])  # noqa: E731
+        elif what == "dispatch":
+            mx, mk, my = (model[i] for i in arg)
+            want = None
+            for m in (mx, mk, my):  # the order dispatch checks in: inputs x, k, then output y
+                if want is None and m["dead"]:
+                    want = webnn.InvalidStateError
+                elif want is None and (m["dt"], m["shape"]) != ("float32", (4,)):
+                    want = webnn.MLTypeError
+            if want is None and (my is mx or my is mk):
+                want = webnn.MLTypeError
+            call = lambda mx=mx, mk=mk, my=my: ctx.dispatch(graph, {"x": mx["t"], "k": mk["t"]},  # noqa: E731
+                                                             {"y": my["t"]})
+        else:
+            m = model[arg]
+            want = None
+            call = m["t"].destroy
+        if want is None:
+            call()
+            if what == "write":
+                m["value"] = value
+            elif what == "dispatch":
+                my["value"] = mx["value"] * 2 + mk["value"]
+            elif what == "destroy":
+                m["dead"] = True
+        else:
+            with pytest.raises(want):
+                call()
+    for m in model:  # nothing was lost
+        if m["r"] and not m["dead"]:
+            np.testing.assert_array_equal(ctx.read_tensor(m["t"]), m["value"])
+        m["t"].destroy()
+
+
+_GRAPHS: dict = {}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(program=_tensor_programs())
+def test_random_tensor_misuse_keeps_every_tensor_right(ctx, program):
+    graph = _GRAPHS.get(id(ctx))
+    if graph is None or graph.destroyed:
+        b = webnn.MLGraphBuilder(ctx)
+        x = b.input("x", {"data_type": "float32", "shape": [4]})
+        k = b.input("k", {"data_type": "float32", "shape": [4]})
+        graph = _GRAPHS[id(ctx)] = b.build({"y": b.add(b.mul(x, b.constant("float32", 2.0)), k)})
+    _check_tensor_program(ctx, graph, program)
+
+
 def _soak(prop) -> int:
     """Run a Hypothesis property in fresh batches until SOAK_SECONDS have passed."""
     import time
@@ -549,5 +649,19 @@ def test_soak_movement_and_gather_calls(ctx):
     @given(call=_movement_calls())
     def prop(call):
         _check_movement_call(ctx, call)
+
+    assert _soak(prop) >= 1
+
+
+@pytest.mark.soak
+def test_soak_tensor_misuse(ctx):
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [4]})
+    k = b.input("k", {"data_type": "float32", "shape": [4]})
+    graph = b.build({"y": b.add(b.mul(x, b.constant("float32", 2.0)), k)})
+
+    @given(program=_tensor_programs())
+    def prop(program):
+        _check_tensor_program(ctx, graph, program)
 
     assert _soak(prop) >= 1
