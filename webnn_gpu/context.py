@@ -524,7 +524,8 @@ class MLContext:
             graph (MLGraph): a graph of this context.
             inputs (dict[str, np.ndarray]): one array per graph input, of its dtype and
                 element count.
-            outputs (dict[str, np.ndarray] | None): arrays to fill (optional, any subset).
+            outputs (dict[str, np.ndarray] | None): arrays to fill (optional, any subset): writable,
+                C-contiguous, of the output's dtype and element count (any shape).
 
         Returns:
             dict[str, np.ndarray]: every output, shaped as the graph's output operand.
@@ -551,9 +552,12 @@ class MLContext:
             for name, arr in outputs.items():
                 v = g._outputs[name]
                 info = _dtypes.info(v.data_type)
-                if not isinstance(arr, np.ndarray) or arr.dtype != info.numpy or arr.size != V.element_count(v.shape):
-                    raise DataError(f"{op}: argument 'outputs[{name!r}]': expected a {info.numpy} array of "
-                                    f"{V.element_count(v.shape)} elements, got {V._show(arr)}")
+                if not isinstance(arr, np.ndarray) or arr.dtype != info.numpy or arr.size != V.element_count(v.shape) \
+                        or not arr.flags.c_contiguous or not arr.flags.writeable:
+                    raise DataError(f"{op}: argument 'outputs[{name!r}]': expected a writable C-contiguous "
+                                    f"{info.numpy} array of {V.element_count(v.shape)} elements, got {V._show(arr)}"
+                                    + ("" if not isinstance(arr, np.ndarray) else
+                                       f" (C-contiguous: {arr.flags.c_contiguous}, writable: {arr.flags.writeable})"))
         with self._lock, self._guard(op):
             result = self._timeline.compute(g, arrays, dict(outputs or {}))
             if _env.PROFILE:

@@ -900,3 +900,50 @@ def test_descriptor_data_types_shapes_and_flags(ctx):
                     f"descriptor.{flag}", "a bool")
         assert ctx.create_tensor({**F32, flag: np.bool_(True)}).data_type == "float32"
     _usable(ctx, b)
+
+
+def test_compute_misuse(ctx):
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [2, 2]})
+    g = b.build({"y": b.neg(x)})
+    good = np.arange(4, dtype=np.float32).reshape(2, 2)
+    ro = np.zeros(4, np.float32)
+    ro.flags.writeable = False
+    for fn, cls, words in [
+        (lambda: ctx.compute(g, {}), MLTypeError, ("'inputs'", "missing ['x']")),
+        (lambda: ctx.compute(g, {"x": good, "z": good}), MLTypeError, ("unknown ['z']",)),
+        (lambda: ctx.compute(g, [good]), MLTypeError, ("'inputs'",)),
+        (lambda: ctx.compute(g, {"x": good[:1]}), DataError, ("inputs['x']", "expected 4 elements")),
+        (lambda: ctx.compute(g, {"x": good.astype(np.float64)}), DataError, ("dtype float32",)),
+        (lambda: ctx.compute(g, {"x": "abcd"}), DataError, ("inputs['x']",)),
+        (lambda: ctx.compute(g, {"x": good}, {"z": good}), MLTypeError, ("'outputs'",)),
+        (lambda: ctx.compute(g, {"x": good}, {"y": np.zeros(4, np.float64)}), DataError, ("outputs['y']",)),
+        (lambda: ctx.compute(g, {"x": good}, {"y": np.zeros(5, np.float32)}), DataError, ("outputs['y']",)),
+        (lambda: ctx.compute(g, {"x": good}, {"y": np.zeros((2, 4), np.float32)[:, ::2]}), DataError,
+         ("C-contiguous: False",)),
+        (lambda: ctx.compute(g, {"x": good}, {"y": ro}), DataError, ("writable: False",)),
+    ]:
+        _raises(None, cls, fn, "compute", *words)
+    out = np.empty(4, np.float32)  # any shape with the element count
+    assert ctx.compute(g, {"x": good}, {"y": out})["y"] is out
+    np.testing.assert_array_equal(out, -good.reshape(-1))
+    # Python numbers and lists are taken only when exactly representable
+    np.testing.assert_array_equal(ctx.compute(g, {"x": [[1, 2], [3, 4]]})["y"], [[-1, -2], [-3, -4]])
+    _raises(None, DataError, lambda: ctx.compute(g, {"x": [[1, 2], [3, 2**40 + 1]]}), "compute", "inputs['x']")
+
+
+def test_mismatched_data_types_between_operands(ctx):
+    pairs = 0
+    for op, names in sorted(_simple_ops(ctx).items()):
+        data = [n for n in names if n != "condition"]
+        if len(data) < 2:
+            continue
+        dt = "uint8" if op.startswith("logical") else "float32"
+        other = "int8" if dt == "uint8" else "float16"
+        for bad in data[1:]:
+            b = webnn.MLGraphBuilder(ctx)
+            args = [b.input(n, {"data_type": other if n == bad else "uint8" if n == "condition" else dt,
+                                "shape": [2]}) for n in names]
+            _raises(b, MLTypeError, lambda: getattr(b, op)(*args, label="m"), f"{op} ['m']", repr(bad), dt, other)
+            pairs += 1
+    assert pairs >= 15
