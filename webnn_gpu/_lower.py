@@ -75,6 +75,11 @@ class LowerContext:
         """
         bindings = [Binding(name, v.data_type) for name, v in inputs]
         bindings += [Binding(name, v.data_type, output=True) for name, v in outputs]
+        for key, name in (("max-compute-invocations-per-workgroup", "maxComputeInvocationsPerWorkgroup"),
+                          ("max-compute-workgroup-size-x", "maxComputeWorkgroupSizeX")):
+            if workgroup > int(self.limits.get(key, 256)):
+                raise NotSupportedError(f"{self.label}: kernel {template!r} needs {workgroup} invocations per "
+                                        f"workgroup, more than this device's {name} ({self.limits.get(key, 256)})")
         max_buffers = int(self.limits.get("max-storage-buffers-per-shader-stage", 8))
         if len(bindings) > max_buffers:
             raise NotSupportedError(

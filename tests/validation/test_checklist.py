@@ -947,3 +947,13 @@ def test_mismatched_data_types_between_operands(ctx):
             _raises(b, MLTypeError, lambda: getattr(b, op)(*args, label="m"), f"{op} ['m']", repr(bad), dt, other)
             pairs += 1
     assert pairs >= 15
+
+
+@pytest.mark.parametrize("limit", ["max-compute-invocations-per-workgroup", "max-compute-workgroup-size-x"])
+def test_workgroup_size_past_the_device_limit_is_refused(ctx, monkeypatch, limit):
+    monkeypatch.setitem(ctx._limits, limit, 128)
+    b = webnn.MLGraphBuilder(ctx)
+    y = b.relu(b.input("x", {"data_type": "float32", "shape": [1000]}), label="r")
+    name = {"max-compute-invocations-per-workgroup": "maxComputeInvocationsPerWorkgroup",
+            "max-compute-workgroup-size-x": "maxComputeWorkgroupSizeX"}[limit]
+    _raises(b, NotSupportedError, lambda: b.build({"y": y}), "relu ['r']", "256 invocations", f"{name} (128)")
