@@ -44,9 +44,16 @@ class Timeline:
         self._held_on: set = set()  # tensors touched by held work
 
     # ------------------------------------------------------------------ posting
-    def _check(self, op: str) -> None:
+    def _check(self, op: str, tensors=(), graph=None) -> None:
+        """Refuse work on a closed timeline, or on a graph or tensor destroyed by another thread
+        since the caller checked it (callers hold the context lock, as destroy() does)."""
         if self._closed:
             raise InvalidStateError(f"{op}: {self._closed}")
+        if graph is not None and graph._destroyed:
+            raise InvalidStateError(f"{op}: the MLGraph has been destroyed")
+        for t in tensors:
+            if t._destroyed:
+                raise InvalidStateError(f"{op}: the MLTensor has been destroyed")
 
     def submit(self, command_buffers: list, tensors=()) -> None:
         """Submit command buffers that touch ``tensors`` (held while one of them is rented)."""
@@ -54,7 +61,7 @@ class Timeline:
 
     def write(self, tensor, data: bytes) -> None:
         """Queue ``data`` into ``tensor``'s buffer (held while the tensor is rented)."""
-        self._check("writeTensor")
+        self._check("writeTensor", (tensor,))
 
         def run():
             self.queue.write_buffer(tensor._buffer, 0, data)
@@ -68,7 +75,7 @@ class Timeline:
         The command buffer is recorded now, so held work does not depend on the graph
         staying alive until the rental is returned.
         """
-        self._check("dispatch")
+        self._check("dispatch", [*ins.values(), *outs.values()], graph)
         enc = self.device.create_command_encoder(label="dispatch")
         graph._encode(enc, {n: t._buffer for n, t in ins.items()}, {n: t._buffer for n, t in outs.items()}, key)
         self.submit([enc.finish()], list(ins.values()) + list(outs.values()))
@@ -123,7 +130,7 @@ class Timeline:
             InvalidStateError: the tensor is rented, or work on it is held behind a rental
                 (waiting would never end: the rental is returned by the caller's thread).
         """
-        self._check("readTensor")
+        self._check("readTensor", (tensor,))
         self._check_not_held("readTensor", tensor)
         staging = self.ctx._staging.acquire(tensor._size)
         enc = self.device.create_command_encoder(label="readTensor")
@@ -232,7 +239,7 @@ class Timeline:
     # ------------------------------------------------------------------ compute()
     def compute(self, graph, arrays: dict, out_arrays: dict) -> dict:
         """Upload, dispatch and read back in one submission (``MLContext.compute``)."""
-        self._check("compute")
+        self._check("compute", (), graph)
         io = graph._compute_io
         if io is None:
             io = graph._compute_io = _ComputeIO(self.device, graph)

@@ -215,6 +215,10 @@ class MLGraph:
         """Release the graph's GPU memory. Idempotent; work already queued completes."""
         if self._destroyed:
             return
+        with self._context._lock:  # not while another thread records this graph
+            self._destroy()
+
+    def _destroy(self) -> None:
         self._destroyed = True
         self._bind_cache.clear()
         self._static_groups.clear()

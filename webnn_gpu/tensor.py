@@ -148,7 +148,8 @@ class MLTensor:
             return
         self._retired = True
         # Let queued work (held work too) finish first: destroy after the queue drains.
-        self._context._timeline.retire(self)
+        with self._context._lock:
+            self._context._timeline.retire(self)
 
     def _use_in(self, graph) -> None:
         """``graph`` binds this constant tensor: its memory lives until the graph is destroyed."""

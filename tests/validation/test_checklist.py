@@ -957,3 +957,40 @@ def test_workgroup_size_past_the_device_limit_is_refused(ctx, monkeypatch, limit
     name = {"max-compute-invocations-per-workgroup": "maxComputeInvocationsPerWorkgroup",
             "max-compute-workgroup-size-x": "maxComputeWorkgroupSizeX"}[limit]
     _raises(b, NotSupportedError, lambda: b.build({"y": y}), "relu ['r']", "256 invocations", f"{name} (128)")
+
+
+@pytest.mark.parametrize("victim", ["graph", "tensor"])
+def test_destroy_from_another_thread_while_dispatching(ctx, victim):
+    """Calls racing a destroy() see either success or InvalidStateError, nothing else."""
+    for _ in range(5):
+        b = webnn.MLGraphBuilder(ctx)
+        x = b.input("x", {"data_type": "float32", "shape": [256]})
+        g = b.build({"y": b.add(x, b.constant(np.ones(256, np.float32)))})
+        ti = ctx.create_tensor({"data_type": "float32", "shape": [256], "writable": True})
+        to = ctx.create_tensor({"data_type": "float32", "shape": [256], "readable": True})
+        ctx.write_tensor(ti, np.arange(256, dtype=np.float32))
+        errors, done = [], threading.Event()
+
+        def worker():
+            data = np.zeros(256, np.float32)
+            while not done.is_set():
+                for call in (lambda: ctx.dispatch(g, {"x": ti}, {"y": to}), lambda: ctx.write_tensor(ti, data),
+                             lambda: ctx.compute(g, {"x": data})):
+                    try:
+                        call()
+                    except InvalidStateError:
+                        pass
+                    except Exception as exc:  # noqa: BLE001 - the failure under test
+                        errors.append(exc)
+
+        th = threading.Thread(target=worker)
+        th.start()
+        time.sleep(0.01)
+        (g if victim == "graph" else ti).destroy()
+        time.sleep(0.01)
+        done.set()
+        th.join(30)
+        assert not th.is_alive() and not errors, errors
+        to.destroy()
+        g.destroy()
+    _usable(ctx)
