@@ -17,6 +17,14 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))  # the helper modules bes
 
 from webnn_gpu import models  # noqa: E402
 
+@pytest.fixture(autouse=True)
+def _numpy_underflow_is_fine():
+    """Underflow to zero is harmless here (sigmoid tails, assert_allclose on tiny values);
+    overflow and invalid still raise (tests/conftest.py)."""
+    with np.errstate(under="ignore"):
+        yield
+
+
 #: Model name -> (input height, input width).
 SELFIE_MODELS = {
     "selfie-segmentation": (256, 256),

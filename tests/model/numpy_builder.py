@@ -157,6 +157,14 @@ class NumpyBuilder:
     def sigmoid(self, x, *, label=""): return self._unary("sigmoid", lambda v: 0.5 * (1 + np.tanh(0.5 * v)), x, label=label)
     def tanh(self, x, *, label=""): return self._unary("tanh", np.tanh, x, label=label)
     def exp(self, x, *, label=""): return self._unary("exp", np.exp, x, label=label)
+    def log(self, x, *, label=""): return self._unary("log", np.log, x, label=label)
+    def sqrt(self, x, *, label=""): return self._unary("sqrt", np.sqrt, x, label=label)
+    def abs(self, x, *, label=""): return self._unary("abs", np.abs, x, label=label)
+    def neg(self, x, *, label=""): return self._unary("neg", np.negative, x, label=label)
+    def sin(self, x, *, label=""): return self._unary("sin", np.sin, x, label=label)
+    def cos(self, x, *, label=""): return self._unary("cos", np.cos, x, label=label)
+    def floor(self, x, *, label=""): return self._unary("floor", np.floor, x, label=label)
+    def ceil(self, x, *, label=""): return self._unary("ceil", np.ceil, x, label=label)
 
     def hard_swish(self, x, *, label=""):
         return self._unary("hard_swish", lambda v: v * np.clip(v + 3, 0, 6) / 6, x, label=label)
@@ -213,6 +221,12 @@ class NumpyBuilder:
 
     def reduce_max(self, x, *, axes, keep_dimensions=False, label=""):
         return self._reduce("reduce_max", np.max, x, axes, keep_dimensions, label)
+
+    def reduce_min(self, x, *, axes, keep_dimensions=False, label=""):
+        return self._reduce("reduce_min", np.min, x, axes, keep_dimensions, label)
+
+    def reduce_product(self, x, *, axes, keep_dimensions=False, label=""):
+        return self._reduce("reduce_product", np.prod, x, axes, keep_dimensions, label)
 
     # -- resampling and shapes
     def resample2d(self, x, *, mode="nearest-neighbor", sizes=None, scales=None, axes=(2, 3), label=""):

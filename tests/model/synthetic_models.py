@@ -211,3 +211,50 @@ def dequantize_fp16_and_int8_weights():
     out = m.op("ADD", [y, deq], [1, 6, 6, 4])
     m.output(out)
     return m.finish(), [_f32(rng, 1, 6, 6, 3)]
+
+
+@case
+def unary_and_binary_math():
+    rng = _rng(14)
+    m = ModelMaker()
+    shape = [2, 3, 5]
+    x = m.input(shape)
+    y = m.input(shape)
+    e = m.op("EXP", [m.op("NEG", [m.op("ABS", [x], shape)], shape)], shape)  # in (0, 1]
+    lg = m.op("LOG", [m.op("ADD", [e, m.const(np.float32(1.0))], shape)], shape)
+    sq = m.op("SQRT", [e], shape)
+    trig = m.op("ADD", [m.op("SIN", [x], shape), m.op("COS", [y], shape)], shape)
+    rounding = m.op("ADD", [m.op("FLOOR", [x], shape), m.op("CEIL", [y], shape)], shape)
+    mx = m.op("MAXIMUM", [x, y], shape)
+    mn = m.op("MINIMUM", [x, m.const(_f32(rng, 5))], shape)
+    pw = m.op("POW", [sq, m.const(np.array([0.5, 2.0, 3.0, 1.5, -1.0], np.float32))], shape)
+    total = lg
+    for t in (sq, trig, rounding, mx, mn, pw):
+        total = m.op("ADD", [total, t], shape)
+    m.output(total)
+    return m.finish(), [_f32(rng, *shape, scale=2.0), _f32(rng, *shape, scale=2.0)]
+
+
+@case
+def reductions_and_reshapes():
+    rng = _rng(15)
+    m = ModelMaker()
+    x = m.input([2, 4, 3])
+    axes = m.const(np.array([1], np.int32))
+    s = m.op("SUM", [x, axes], [2, 1, 3], options=dict(keepDims=True))
+    mx = m.op("REDUCE_MAX", [x, axes], [2, 1, 3], options=dict(keepDims=True))
+    mn = m.op("REDUCE_MIN", [x, m.const(np.array([-1, 1], np.int32))], [2], options=dict(keepDims=False))
+    pr = m.op("REDUCE_PROD", [x, axes], [2, 1, 3], options=dict(keepDims=True))
+    sq = m.op("SQUEEZE", [m.op("ADD", [m.op("ADD", [s, mx], [2, 1, 3]), pr], [2, 1, 3])], [2, 3],
+              options=dict(squeezeDims=[1]))
+    ex = m.op("EXPAND_DIMS", [mn, m.const(np.array(1, np.int32))], [2, 1])
+    out1 = m.op("ADD", [sq, ex], [2, 3])
+    pad = m.op("MIRROR_PAD", [x, m.const(np.array([[0, 0], [1, 2], [2, 1]], np.int32))], [2, 7, 6],
+               options=dict(mode=0))
+    pad2 = m.op("PADV2", [pad, m.const(np.array([[1, 0], [0, 1], [0, 0]], np.int32)),
+                          m.const(np.array([-2.5], np.float32))], [3, 8, 6])
+    pre = m.op("PRELU", [pad2, m.const(_f32(rng, 6))], [3, 8, 6])
+    r01 = m.op("RELU_0_TO_1", [pre], [3, 8, 6])
+    mm = m.op("BATCH_MATMUL", [r01, m.const(_f32(rng, 3, 5, 6))], [3, 8, 5], options=dict(adjX=False, adjY=True))
+    m.output(out1, mm)
+    return m.finish(), [_f32(rng, 2, 4, 3, scale=1.5)]

@@ -327,3 +327,14 @@ def test_supported_ops_table_lists_the_brief():
                  "Convolution2DTransposeBias", "TRANSPOSE_CONV"]:
         assert name in table, name
     assert RELU == ops.ACT_RELU
+
+
+def test_docs_table_lists_every_supported_op():
+    import pathlib
+    import re
+
+    doc = (pathlib.Path(__file__).parents[2] / "docs" / "model_loading.md").read_text()
+    table = doc.split("## Supported TFLite operators", 1)[1].split("###", 1)[0]
+    documented = set(re.findall(r"`([A-Za-z0-9_]+)`", table.split("| --- | --- |", 1)[1]))
+    missing = set(wtflite.supported_ops()) - documented
+    assert not missing, f"docs/model_loading.md does not list {sorted(missing)}"

@@ -45,6 +45,22 @@ _OPTIONS = {
     "DEQUANTIZE": "DequantizeOptions",
     "SQUARED_DIFFERENCE": "SquaredDifferenceOptions",
     "LEAKY_RELU": "LeakyReluOptions",
+    "SUM": "ReducerOptions",
+    "REDUCE_MAX": "ReducerOptions",
+    "REDUCE_MIN": "ReducerOptions",
+    "REDUCE_PROD": "ReducerOptions",
+    "SQUEEZE": "SqueezeOptions",
+    "EXPAND_DIMS": "ExpandDimsOptions",
+    "MIRROR_PAD": "MirrorPadOptions",
+    "PADV2": "PadV2Options",
+    "BATCH_MATMUL": "BatchMatMulOptions",
+    "MAXIMUM": "MaximumMinimumOptions",
+    "MINIMUM": "MaximumMinimumOptions",
+    "POW": "PowOptions",
+    "EXP": "ExpOptions",
+    "NEG": "NegOptions",
+    "ABS": "AbsOptions",
+    "COS": "CosOptions",
 }
 
 

@@ -248,6 +248,12 @@ def convert(model: ModelInfo, builder: Any, dtype: str = "float32") -> Converted
                            f"(supported: {', '.join(sorted(HANDLERS))})")
         try:
             handler(cv, op)
+        except AttributeError as exc:
+            if getattr(exc, "obj", None) is not builder:
+                raise
+            raise _located(NotSupportedError,
+                           f"{cv.where(op)}: this MLGraphBuilder has no method {exc.name!r}, "
+                           f"which {op.name} needs") from exc
         except (WebNNError, TypeError, ValueError, NotImplementedError) as exc:
             if getattr(exc, "_tflite_located", False):
                 raise
