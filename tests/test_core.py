@@ -262,7 +262,10 @@ def test_outputs_that_alias_or_repeat(ctx):
     np.testing.assert_array_equal(out["c"], [1, 2, 3])
 
 
-def test_dead_code_and_memory_reuse(ctx):
+def test_dead_code_and_memory_reuse(ctx, monkeypatch):
+    from webnn_gpu import _compiler
+
+    monkeypatch.setattr(_compiler, "PASSES", [_compiler.dead_code])  # no fusion: 12 kernels
     b = webnn.MLGraphBuilder(ctx)
     x = b.input("x", {"data_type": "float32", "shape": [1024]})
     unused = b.input("unused", {"data_type": "float32", "shape": [2]})
@@ -281,6 +284,26 @@ def test_dead_code_and_memory_reuse(ctx):
     for _ in range(6):
         r = r * r + ref
     np.testing.assert_allclose(ctx.compute(g, {"x": data})["y"], r, rtol=1e-5)
+
+
+def test_elementwise_chain_fuses_into_one_kernel(ctx):
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [64]})
+    k = b.input("k", {"data_type": "int8", "shape": [64]})
+    v = x
+    for _ in range(3):
+        v = b.add(b.mul(v, v), x)
+    w = b.cast(b.add(k, k), "float32")  # the int8 intermediate wraps exactly like a stored one
+    g = b.build({"y": b.sigmoid(v), "w": w})
+    assert g.kernel_count == 2
+    data = np.linspace(-1, 1, 64).astype(np.float32)
+    kd = (np.arange(-32, 32, dtype=np.int16) * 4).astype(np.int8)
+    r = data.astype(np.float64)
+    for _ in range(3):
+        r = r * r + data
+    out = ctx.compute(g, {"x": data, "k": kd})
+    np.testing.assert_allclose(out["y"], 1 / (1 + np.exp(-r)), rtol=1e-5)
+    np.testing.assert_array_equal(out["w"], (kd.astype(np.int16) * 2).astype(np.int8).astype(np.float32))
 
 
 def test_large_elementwise_past_65535_workgroups(ctx):
@@ -334,3 +357,23 @@ def test_cli_info():
                        timeout=300)
     assert r.returncode == 0, r.stderr
     assert "backend:" in r.stdout and "relu" in r.stdout
+
+
+@pytest.mark.parametrize("variant", ["vec4", "scalar"])
+@pytest.mark.parametrize("data_type", ["float32", "float16", "int32", "uint32"])
+def test_elementwise_vec4_and_scalar_kernels_agree_with_numpy(ctx, rng, monkeypatch, variant, data_type):
+    if variant == "scalar":
+        monkeypatch.setenv("WEBNN_GPU_FORCE_ELEMENTWISE", "scalar")
+    np_t = _dtypes.info(data_type).numpy
+    a = (rng.integers(0, 20, (3, 5, 8)) - (0 if data_type == "uint32" else 10)).astype(np_t)
+    bias = rng.integers(0, 5, (8,)).astype(np_t)  # vec4 load along the last dim
+    col = rng.integers(0, 5, (5, 1)).astype(np_t)  # broadcast along the last dim: scalar load
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": data_type, "shape": [3, 5, 8]})
+    g = b.build({"y": b.mul(b.add(x, b.constant(bias)), b.constant(col)), "m": b.max(x, b.constant(col))})
+    out = ctx.compute(g, {"x": a})
+    kernels = [s.template for s in g._steps]
+    assert all(t.endswith("map4.wgsl" if variant == "vec4" else "map.wgsl") for t in kernels), kernels
+    ref = (a.astype(np.float64) + bias) * col
+    np.testing.assert_array_equal(out["y"], ref.astype(np_t))
+    np.testing.assert_array_equal(out["m"], np.maximum(a, col))
