@@ -437,8 +437,14 @@ def lower_conv_transpose2d(node, lc) -> None:
     g = _geometry(node)
     ep = _conv_epilogue(node, out, layout)
     opg = g["O"] // g["G"]
+    I = g["C"] // g["G"]
     to = 4 if opg % 4 == 0 else 1
-    fs = filter_strides(f.shape, node.attrs["filter_layout"])
+    flayout = node.attrs["filter_layout"]
+    vec = layout == "nhwc" and I % 4 == 0
+    if vec and constant_array(f) is not None:
+        f, flayout = _relayout(lc, f, flayout, "hwoi"), "hwoi"  # input channels innermost: vec4 loads
+    vec = vec and flayout == "hwoi"
+    fs = filter_strides(f.shape, flayout)
     lc.kernel("conv/transpose.wgsl", [("x", x), ("f", f)] + ep.operands, [("out", out)],
               g["NB"] * (g["O"] // to) * g["OH"] * g["OW"], workgroup=WORKGROUP, T=wgsl_type(out.data_type), TO=to,
-              OPG=opg, I=g["C"] // g["G"], f_si=fs["i"], f_so=fs["o"], f_sh=fs["h"], f_sw=fs["w"], ep=ep, **g)
+              OPG=opg, I=I, vec=vec, f_si=fs["i"], f_so=fs["o"], f_sh=fs["h"], f_sw=fs["w"], ep=ep, **g)
