@@ -38,7 +38,7 @@ from .._kernels import strides
 from ..builder import MLGraphBuilder, MLOperand, Value
 from . import _epilogue
 from ._registry import builder_method, lowering, support
-from .linalg import FLOATS, constant_array, make_constant, tile_kernel, wgsl_type
+from .linalg import FLOATS, Shown, constant_array, make_constant, tile_kernel, wgsl_type
 
 INPUT_LAYOUTS = ("nchw", "nhwc")
 CONV2D_FILTER_LAYOUTS = ("oihw", "hwio", "ohwi", "ihwo")
@@ -100,9 +100,9 @@ def _operands(self, op, label, input, filter, bias):
     if vi.data_type not in FLOATS:
         V.fail(op, label, "input", "an operand of data type float32 or float16", vi.data_type)
     if len(vi.shape) != 4:
-        V.fail(op, label, "input", "a 4-D operand", f"shape {list(vi.shape)}")
+        V.fail(op, label, "input", "a 4-D operand", Shown(f"shape {list(vi.shape)}"))
     if len(vf.shape) != 4:
-        V.fail(op, label, "filter", "a 4-D operand", f"shape {list(vf.shape)}")
+        V.fail(op, label, "filter", "a 4-D operand", Shown(f"shape {list(vf.shape)}"))
     if vf.data_type != vi.data_type:
         V.fail(op, label, "filter", f"the data type of 'input' ({vi.data_type})", vf.data_type)
     return vi, vf, vb
@@ -114,7 +114,7 @@ def _check_bias(op, label, vb, vi, out_channels):
     if vb.data_type != vi.data_type:
         V.fail(op, label, "bias", f"the data type of 'input' ({vi.data_type})", vb.data_type)
     if tuple(vb.shape) != (out_channels,):
-        V.fail(op, label, "bias", f"shape [{out_channels}] (the output channels)", f"shape {list(vb.shape)}")
+        V.fail(op, label, "bias", f"shape [{out_channels}] (the output channels)", Shown(f"shape {list(vb.shape)}"))
 
 
 def _effective(op, label, k, d, axis):
@@ -186,7 +186,7 @@ def conv2d(self: MLGraphBuilder, input: MLOperand, filter: MLOperand, *, padding
         V.fail(op, label, "groups", f"a divisor of the output channels ({o}, from the {filter_layout} filter)", groups)
     if fd["i"] != c // groups:
         V.fail(op, label, "filter", f"{c // groups} input channels (input channels {c} / groups {groups}) in its "
-               f"{filter_layout} shape", f"shape {list(vf.shape)} with {fd['i']} input channels")
+               f"{filter_layout} shape", Shown(f"shape {list(vf.shape)} with {fd['i']} input channels"))
     _check_bias(op, label, vb, vi, o)
     oh = _conv_out(op, label, h, fd["h"], padding[0], padding[1], strides_[0], dilations[0], "height")
     ow = _conv_out(op, label, w, fd["w"], padding[2], padding[3], strides_[1], dilations[1], "width")
@@ -394,7 +394,7 @@ def conv_transpose2d(self: MLGraphBuilder, input: MLOperand, filter: MLOperand, 
     fd = filter_dims(vf.shape, filter_layout)
     if fd["i"] != c:
         V.fail(op, label, "filter", f"{c} input channels (the input's) in its {filter_layout} shape",
-               f"shape {list(vf.shape)} with {fd['i']} input channels")
+               Shown(f"shape {list(vf.shape)} with {fd['i']} input channels"))
     if c % groups:
         V.fail(op, label, "groups", f"a divisor of the input channels ({c})", groups)
     o = fd["o"] * groups

@@ -42,6 +42,13 @@ MIN_INVOCATIONS = 256
 
 
 # ---------------------------------------------------------------- helpers shared with conv
+class Shown(str):
+    """Text shown as-is (not quoted) as the 'given' part of an error message."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
 def constant_array(v: Value) -> np.ndarray | None:
     """The data of a constant Value as an ndarray of its shape (None when not a host constant)."""
     if v is None or v.kind != "constant" or v.data is None:
@@ -208,9 +215,9 @@ def matmul(self: MLGraphBuilder, a: MLOperand, b: MLOperand, *, label: str = "",
     va, vb = _float_pair(self, op, label, a, b)
     for arg, v in (("a", va), ("b", vb)):
         if len(v.shape) < 2:
-            V.fail(op, label, arg, "an operand of rank >= 2", f"shape {list(v.shape)}")
+            V.fail(op, label, arg, "an operand of rank >= 2", Shown(f"shape {list(v.shape)}"))
     if va.shape[-1] != vb.shape[-2]:
-        V.fail(op, label, "b", f"shape[-2] equal to a.shape[-1] ({va.shape[-1]})", f"shape {list(vb.shape)}")
+        V.fail(op, label, "b", f"shape[-2] equal to a.shape[-1] ({va.shape[-1]})", Shown(f"shape {list(vb.shape)}"))
     batch = V.broadcast_shapes(op, label, va.shape[:-2], vb.shape[:-2])
     shape = tuple(batch) + (va.shape[-2], vb.shape[-1])
     return self._emit1(op, [va, vb], va.data_type, shape, label=label)
@@ -277,12 +284,12 @@ def gemm(self: MLGraphBuilder, a: MLOperand, b: MLOperand, *, c: MLOperand | Non
     b_transpose = V.bool_value(op, label, "b_transpose", b_transpose)
     for arg, v in (("a", va), ("b", vb)):
         if len(v.shape) != 2:
-            V.fail(op, label, arg, "a 2-D operand", f"shape {list(v.shape)}")
+            V.fail(op, label, arg, "a 2-D operand", Shown(f"shape {list(v.shape)}"))
     M, K = va.shape[::-1] if a_transpose else va.shape
     Kb, N = vb.shape[::-1] if b_transpose else vb.shape
     if K != Kb:
         V.fail(op, label, "b", f"{'shape[1]' if b_transpose else 'shape[0]'} equal to the inner dimension of a ({K})",
-               f"shape {list(vb.shape)}{' with b_transpose' if b_transpose else ''}")
+               Shown(f"shape {list(vb.shape)}{' with b_transpose' if b_transpose else ''}"))
     if vc is not None:
         if vc.data_type != va.data_type:
             V.fail(op, label, "c", f"the data type of 'a' ({va.data_type})", vc.data_type)
