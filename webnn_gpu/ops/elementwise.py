@@ -14,11 +14,12 @@ kernel (see :func:`expression`).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from .. import _dtypes
+from .. import _dtypes, _env
 from .. import _validate as V
 from .._kernels import broadcast_strides, strides
 from ..builder import MLGraphBuilder, MLOperand
@@ -196,6 +197,8 @@ def _cast_range(data_type: str) -> tuple[str, str]:
 
 
 ELEMENTWISE_OPS = set(_TABLE) | set(_OPTION_OPS) | {"clamp", "cast"}
+#: ops the fusion pass may chain into one kernel (all compute-typed, one output)
+FUSIBLE = ELEMENTWISE_OPS - {"identity"}
 
 
 # ---------------------------------------------------------------- lowering
@@ -208,19 +211,74 @@ def lower_elementwise(node, lc) -> None:
     _map_kernel(lc, node.inputs, out, stmts, expr, funcs)
 
 
+_NAME = re.compile(r"\b(v\d+|s\d+|cf\d*_\w+)\b")
+
+
+def _vec4_ok(inputs, out) -> bool:
+    """Whether the four-lanes-per-invocation kernel applies (see map4.wgsl)."""
+    if _env.force("elementwise") == "scalar":
+        return False
+    if not out.shape or out.shape[-1] % 4 or any(_dtypes.info(v.data_type).packing != "plain"
+                                                 for v in [*inputs, out]):
+        return False
+    return all(broadcast_strides(v.shape, out.shape)[-1] in (0, 1) for v in inputs)
+
+
 def _map_kernel(lc, inputs, out, stmts, expr, funcs, *, raw=False) -> None:
     out_shape = out.shape
+    by_type: dict[str, list[str]] = {}
+    for T, name in sorted(funcs):
+        by_type.setdefault(T, []).append(name)
+    needs_f16 = any(T == "f16" for T in by_type)
+    if not raw and _vec4_ok(inputs, out):
+        loads = []
+        for i, v in enumerate(inputs):
+            st = broadcast_strides(v.shape, out_shape)
+            loads.append({"name": f"in{i}", "var": f"v{i}", "strides": st,
+                          "same": tuple(v.shape) == tuple(out_shape), "vec": st[-1] == 1})
+        lanes, results = [], []
+        for lane in range(4):
+            rename = lambda m, lane=lane: f"{m.group(1)}_l{lane}"  # noqa: E731
+            lanes.append([_NAME.sub(rename, line) for line in stmts])
+            results.append(_NAME.sub(rename, expr))
+        lc.kernel("elementwise/map4.wgsl", [(f"in{i}", v) for i, v in enumerate(inputs)], [("out", out)],
+                  out.size // 4, loads=loads, out_strides=strides(out_shape), functions=sorted(by_type.items()),
+                  lanes=lanes, results=results, needs_f16=needs_f16)
+        return
     ins = []
     for i, v in enumerate(inputs):
         st = broadcast_strides(v.shape, out_shape)
         ins.append({"name": f"in{i}", "var": f"v{i}", "strides": st, "same": tuple(v.shape) == tuple(out_shape),
                     "raw": raw})
-    by_type: dict[str, list[str]] = {}
-    for T, name in sorted(funcs):
-        by_type.setdefault(T, []).append(name)
     lc.kernel("elementwise/map.wgsl", [(f"in{i}", v) for i, v in enumerate(inputs)], [("out", out)], out.size,
               loads=ins, out_strides=strides(out_shape), functions=sorted(by_type.items()), body=stmts,
-              result=expr, raw_out=raw, needs_f16=any(T == "f16" for T in by_type))
+              result=expr, raw_out=raw, needs_f16=needs_f16)
+
+
+@lowering("fused_elementwise")
+def lower_fused(node, lc) -> None:
+    """A chain of element-wise steps in one kernel (made by the compiler's fusion pass).
+
+    Each step's value is kept in its compute type; an int8/uint8 intermediate is wrapped to
+    8 bits exactly as storing and reloading it would.
+    """
+    out = node.outputs[0]
+    stmts: list[str] = []
+    funcs: set = set()
+    program = node.attrs["program"]
+    for j, (step, refs) in enumerate(program):
+        args = [f"v{k}" if kind == "in" else f"s{k}" for kind, k in refs]
+        pre, expr, f = expression(step, args)
+        funcs |= f
+        stmts += [line.replace("cf_", f"cf{j}_") for line in pre]
+        expr = expr.replace("cf_", f"cf{j}_")
+        dt = step.outputs[0].data_type
+        if j < len(program) - 1 and dt == "int8":
+            expr = f"bitcast<i32>(bitcast<u32>({expr}) << 24u) >> 24u"
+        elif j < len(program) - 1 and dt == "uint8":
+            expr = f"({expr}) & 0xffu"
+        stmts.append(f"let s{j} = {expr};")
+    _map_kernel(lc, node.inputs, out, stmts, f"s{len(program) - 1}", funcs)
 
 
 @lowering("identity")
