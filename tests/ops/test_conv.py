@@ -14,7 +14,7 @@ import pytest
 
 import webnn_gpu as webnn
 from helpers import run_graph
-from webnn_gpu.errors import MLTypeError
+from webnn_gpu.errors import MLTypeError, OperationError
 from webnn_gpu.ops import _epilogue
 
 CONV_FILTER = {"oihw": (0, 1, 2, 3), "hwio": (2, 3, 1, 0), "ohwi": (0, 2, 3, 1), "ihwo": (1, 2, 3, 0)}
@@ -212,7 +212,7 @@ def test_conv2d_variant_choice(ctx, force, name, variant, template):
 
 def test_conv2d_bad_forced_variant(ctx, force):
     force("conv", "winograd")
-    with pytest.raises(ValueError, match="WEBNN_GPU_FORCE_CONV='winograd'"):
+    with pytest.raises(OperationError, match="WEBNN_GPU_FORCE_CONV='winograd'"):
         _templates(ctx, CONV_CASES["wpt-like"])
 
 

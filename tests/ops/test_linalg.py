@@ -13,7 +13,7 @@ import pytest
 
 import webnn_gpu as webnn
 from helpers import run_graph
-from webnn_gpu.errors import MLTypeError
+from webnn_gpu.errors import MLTypeError, OperationError
 from webnn_gpu.ops import _epilogue
 
 MATMUL_VARIANTS = ["", "naive", "tile", "tile_scalar"]
@@ -194,7 +194,7 @@ def test_epilogue_errors(ctx):
     x = bld.input("x", {"data_type": "float32", "shape": [2, 2]})
     y = bld.matmul(x, x)
     y._value.producer.attrs["epilogue"] = [{"op": "frobnicate"}]
-    with pytest.raises(ValueError, match="frobnicate"):
+    with pytest.raises(OperationError, match="frobnicate"):
         bld.build({"y": y})
 
 
