@@ -102,6 +102,8 @@ CONV_CASES = {
     "depthwise-c6-dilated": conv_case(1, 6, 10, 9, 6, 3, 3, (2, 2, 2, 2), dilations=(2, 2), groups=6,
                                       input_layout="nhwc", filter_layout="oihw"),
     "depthwise-nchw": conv_case(1, 4, 6, 6, 4, 2, 2, groups=4),
+    "depthwise-7x7-s2": conv_case(1, 8, 17, 15, 8, 7, 7, (3, 3, 3, 3), (2, 2), groups=8, input_layout="nhwc",
+                                  filter_layout="ihwo", bias=True),
     "input-filter": conv_case(1, 8, 7, 6, 8, 3, 3, (1, 1, 1, 1), input_layout="nhwc", filter_layout="ohwi",
                               constant=False),
     "input-filter-dw": conv_case(1, 8, 7, 6, 8, 3, 3, (1, 1, 1, 1), groups=8, input_layout="nhwc",

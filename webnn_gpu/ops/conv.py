@@ -46,6 +46,10 @@ CONV_TRANSPOSE2D_FILTER_LAYOUTS = ("iohw", "hwoi", "ohwi")
 CONV_VARIANTS = ("direct", "gemm", "pointwise", "depthwise")
 #: Invocations per workgroup of the conv kernels.
 WORKGROUP = 64
+#: Output rows and columns per invocation of the depthwise kernel.
+DW_TH, DW_TW = 4, 4
+#: Largest (input rows x input columns) one depthwise invocation loads (register budget).
+DW_MAX_LOADS = 128
 
 
 # ---------------------------------------------------------------- shapes and validation
@@ -256,8 +260,9 @@ def _conv_variant(g: dict, layout: str) -> str:
         raise ValueError(f"WEBNN_GPU_FORCE_CONV={forced!r}: expected one of {', '.join(CONV_VARIANTS)}")
     pointwise = (g["KH"] == g["KW"] == 1 and g["sh"] == g["sw"] == 1 and g["pt"] == g["pl"] == 0
                  and g["OH"] == g["H"] and g["OW"] == g["W"] and g["G"] == 1)
-    depthwise = (layout == "nhwc" and g["G"] == g["C"] == g["O"] and g["KW"] <= 8
-                 and len(_segment(g, 4)) <= 40)
+    th, tw = _depthwise_block(g)
+    depthwise = (layout == "nhwc" and g["G"] == g["C"] == g["O"] and g["KH"] * g["KW"] <= 49
+                 and len(_segment(g, tw)) * len(_rows(g, th)) <= DW_MAX_LOADS)
     if forced == "pointwise" and pointwise or forced == "depthwise" and depthwise or forced in ("gemm", "direct"):
         return forced
     if pointwise:
@@ -270,7 +275,29 @@ def _conv_variant(g: dict, layout: str) -> str:
 
 
 def _segment(g: dict, tw: int) -> list[int]:
+    """Input column offsets (from ow0 * sw - pl) that TW outputs of one row read."""
     return sorted({p * g["sw"] + kw * g["dw"] for p in range(tw) for kw in range(g["KW"])})
+
+
+def _rows(g: dict, th: int) -> list[tuple[int, list[tuple[int, int]]]]:
+    """Input rows (from oh0 * sh - pt) that TH output rows read, each with its (output row, tap) uses."""
+    uses: dict[int, list[tuple[int, int]]] = {}
+    for t in range(th):
+        for kh in range(g["KH"]):
+            uses.setdefault(t * g["sh"] + kh * g["dh"], []).append((t, kh))
+    return sorted(uses.items())
+
+
+def _depthwise_block(g: dict) -> tuple[int, int]:
+    """(TH, TW) output pixels per depthwise invocation: 4 x 4, smaller for small images and
+    for windows whose loaded rows x columns would not fit in registers."""
+    th, tw = min(DW_TH, g["OH"]), min(DW_TW, g["OW"])
+    while len(_rows(g, th)) * len(_segment(g, tw)) > DW_MAX_LOADS and th * tw > 1:
+        if th >= tw:
+            th = max(1, th // 2)
+        else:
+            tw = max(1, tw // 2)
+    return th, tw
 
 
 @lowering("conv2d")
@@ -294,12 +321,12 @@ def lower_conv2d(node, lc) -> None:
     if variant == "depthwise":
         ep = _conv_epilogue(node, out, layout)
         w = _relayout(lc, f, flayout, "hwio")  # [KH, KW, 1, C] == [KH, KW, C]
-        tw = 4 if g["OW"] >= 4 else g["OW"]
+        th, tw = _depthwise_block(g)
         c4 = -(-g["C"] // 4)
-        owb = -(-g["OW"] // tw)
+        ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
         lc.kernel("conv/depthwise.wgsl", [("x", x), ("f", w)] + ep.operands, [("out", out)],
-                  g["NB"] * g["OH"] * owb * c4, workgroup=WORKGROUP, T=T, vec=g["C"] % 4 == 0, C4=c4, TW=tw,
-                  OWB=owb, seg=_segment(g, tw), order="c", ep=ep,
+                  g["NB"] * ohb * owb * c4, workgroup=WORKGROUP, T=T, vec=g["C"] % 4 == 0, C4=c4, TH=th, TW=tw,
+                  OHB=ohb, OWB=owb, rows=_rows(g, th), seg=_segment(g, tw), ep=ep,
                   **{k: g[k] for k in ("C", "H", "W", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw", "pt", "pl")})
         return
     G, C, O = g["G"], g["C"], g["O"]

@@ -39,6 +39,10 @@ FLOATS = ("float32", "float16")
 TILE_WORKGROUP = 64
 #: Aim for at least this many invocations before growing tiles (2 cores x a few workgroups).
 MIN_INVOCATIONS = 256
+#: Largest register tile (rows, vec4 column blocks) per invocation.
+TILE_M, TILE_N4 = 8, 4
+#: "n": consecutive invocations take consecutive column tiles; "m": consecutive row tiles.
+TILE_ORDER = "n"
 
 
 # ---------------------------------------------------------------- helpers shared with conv
@@ -73,7 +77,7 @@ def choose_tile(M: int, N: int, batches: int, force: str = "") -> tuple[int, int
     Smaller tiles keep at least :data:`MIN_INVOCATIONS` invocations busy on small products.
     """
     n4 = -(-N // 4)
-    tm, tn4 = min(8, M), min(4, n4)
+    tm, tn4 = min(TILE_M, M), min(TILE_N4, n4)
 
     def count(tm_, tn4_):
         return batches * -(-M // tm_) * -(-n4 // tn4_)
@@ -93,7 +97,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
                 b_ks: int, b_ns: int = 1, b_vec: bool = False, b_cols: int | None = None,
                 o_P: int, o_sn: int, o_sp: int, o_so: int, KH: int = 1, KW: int = 1, KC: int,
                 conv: dict | None = None, epilogue=None, tile: tuple[int, int] | None = None,
-                order: str = "n", group_cols: int = 0) -> None:
+                order: str | None = None, group_cols: int = 0) -> None:
     """Add one ``matmul/tile.wgsl`` launch (see the template header for every argument).
 
     ``a_vec`` / ``b_vec`` / vec4 stores are only used when the addressing is aligned; callers
@@ -116,6 +120,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     out_vec = (o_so == 1 and N % 4 == 0 and o_sp % 4 == 0 and (o_sn % 4 == 0 or o_P >= M)
                and all(s % 4 == 0 for s in o_bst))
     ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
+    order = order or TILE_ORDER
     n_inv = batches * tiles_m * tiles_n
     variables = dict(
         T=wgsl_type(out.data_type), needs_f16=False, TM=TM, TN4=TN4, order=order, M=M, N=N, tiles_m=tiles_m,
