@@ -89,6 +89,8 @@ CONV_CASES = {
                               bias=True),
     "grouped-nchw": conv_case(2, 8, 9, 11, 12, 3, 2, (2, 0, 1, 2), (2, 1), (1, 2), groups=4, filter_layout="hwio",
                               bias=True),
+    "nchw-3x3-c8": conv_case(2, 8, 7, 9, 6, 3, 3, (1, 1, 1, 1), (1, 2), bias=True),
+    "grouped-nchw-i4": conv_case(1, 8, 6, 6, 4, 3, 3, (1, 0, 1, 0), groups=2, filter_layout="ohwi", bias=True),
     "grouped-nhwc-vec": conv_case(1, 16, 7, 9, 8, 3, 3, (1, 1, 1, 1), groups=2, input_layout="nhwc",
                                   filter_layout="hwio", bias=True),
     "pointwise-nhwc": conv_case(2, 16, 9, 7, 24, 1, 1, input_layout="nhwc", filter_layout="ohwi", bias=True),

@@ -71,10 +71,10 @@ def wgsl_type(data_type: str) -> str:
     return "f16" if data_type == "float16" else "f32"
 
 
-def choose_tile(M: int, N: int, batches: int, force: str = "") -> tuple[int, int]:
-    """(TM, TN4) for an M x N output per batch item: 8 x 16 when the work is large enough.
-
-    Smaller tiles keep at least :data:`MIN_INVOCATIONS` invocations busy on small products.
+def choose_tile(M: int, N: int, batches: int) -> tuple[int, int]:
+    """(TM, TN4) for an M x N output per batch item: the largest tile (:data:`TILE_M` rows x
+    :data:`TILE_N4` vec4 columns) when the work is large enough; smaller tiles keep at least
+    :data:`MIN_INVOCATIONS` invocations busy on small products.
     """
     n4 = -(-N // 4)
     tm, tn4 = min(TILE_M, M), min(TILE_N4, n4)
