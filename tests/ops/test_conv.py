@@ -321,7 +321,7 @@ def _hswish(v):
 
 @pytest.mark.parametrize("name, variant", [("pointwise-nhwc", ""), ("pointwise-nchw", ""), ("depthwise-3x3", ""),
                                            ("nhwc-3x3-c16", "gemm"), ("grouped-nchw", "direct"),
-                                           ("grouped-nchw", "gemm"), ("float16-nhwc", "")])
+                                           ("grouped-nchw", "gemm"), ("nchw-3x3-c8", "gemm"), ("float16-nhwc", "")])
 def test_conv2d_epilogue(ctx, rng, force, name, variant):
     """Bias, then hard-swish, then a residual add of a same-shaped tensor, then clamp."""
     force("conv", variant)
