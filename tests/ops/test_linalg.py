@@ -266,3 +266,19 @@ def test_support_limits(ctx):
     assert lim["matmul"]["a"]["rank_range"] == {"min": 2, "max": 8}
     assert lim["gemm"]["c"]["rank_range"] == {"min": 0, "max": 2}
     assert set(lim["gemm"]["a"]["data_types"]) == {"float32", "float16"} & set(ctx.supported_data_types)
+
+
+@pytest.mark.parametrize("tile, order", [((8, 4), "n"), ((4, 2), "m"), ((16, 1), "n")])
+def test_tile_shapes_and_orders(ctx, rng, force, monkeypatch, tile, order):
+    """Other register tiles and invocation orders of the tile kernel (tuning knobs) stay exact."""
+    from webnn_gpu.ops import linalg
+
+    force("matmul", "tile")
+    monkeypatch.setattr(linalg, "TILE_M", tile[0])
+    monkeypatch.setattr(linalg, "TILE_N4", tile[1])
+    monkeypatch.setattr(linalg, "TILE_ORDER", order)
+    for sa, sb in [((37, 41), (41, 23)), ((3, 70, 16), (16, 36))]:
+        a, b = data(rng, sa, np.float32), data(rng, sb, np.float32)
+        out = run_graph(ctx, lambda bld, o: {"y": bld.matmul(o["a"], o["b"])}, {"a": a, "b": b}, tensor_path=False)["y"]
+        ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+        check(out, ref, np.matmul(np.abs(a), np.abs(b)).astype(np.float64), sa[-1], np.float32, f"{tile} {order}")

@@ -40,9 +40,9 @@ TILE_WORKGROUP = 64
 #: Aim for at least this many invocations before growing tiles (2 cores x a few workgroups).
 MIN_INVOCATIONS = 256
 #: Largest register tile (rows, vec4 column blocks) per invocation.
-TILE_M, TILE_N4 = 8, 4
+TILE_M, TILE_N4 = 16, 4
 #: "n": consecutive invocations take consecutive column tiles; "m": consecutive row tiles.
-TILE_ORDER = "n"
+TILE_ORDER = "m"
 
 
 # ---------------------------------------------------------------- helpers shared with conv
