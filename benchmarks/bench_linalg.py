@@ -86,7 +86,8 @@ class RawMatmul:
         module = device.create_shader_module(code=NAIVE_WGSL)
         self.pipeline = device.create_compute_pipeline(layout="auto", compute={"module": module, "entry_point": "main"})
         self.group = device.create_bind_group(layout=self.pipeline.get_bind_group_layout(0), entries=[
-            {"binding": i, "resource": {"buffer": buf, "offset": 0, "size": buf.size}} for i, buf in enumerate(self.bufs)])
+            {"binding": i, "resource": {"buffer": buf, "offset": 0, "size": buf.size}}
+            for i, buf in enumerate(self.bufs)])
         self.run()
 
     reps = 1  # about 5 s per dispatch on lavapipe
@@ -117,7 +118,8 @@ def _convt(rng, wshape, **opts):
 def conv_cases(rng):
     """name -> (input shape, build, flops)."""
     return {
-        "pointwise [1,128,128,16]->32": ((1, 128, 128, 16), _conv(rng, (32, 1, 1, 16), "ohwi"), 2 * 128 * 128 * 16 * 32),
+        "pointwise [1,128,128,16]->32": ((1, 128, 128, 16), _conv(rng, (32, 1, 1, 16), "ohwi"),
+                                         2 * 128 * 128 * 16 * 32),
         "pointwise [1,32,32,96]->32": ((1, 32, 32, 96), _conv(rng, (32, 1, 1, 96), "ohwi"), 2 * 32 * 32 * 96 * 32),
         "depthwise 3x3 s1 [1,64,64,72]": ((1, 64, 64, 72), _conv(rng, (3, 3, 1, 72), "hwio", groups=72,
                                                                  padding=[1, 1, 1, 1]), 2 * 64 * 64 * 72 * 9),

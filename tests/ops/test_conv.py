@@ -38,7 +38,9 @@ def ref_conv2d(x, w, padding=(0, 0, 0, 0), strides=(1, 1), dilations=(1, 1), gro
         for kh in range(kh_):
             for kw in range(kw_):
                 r0, c0 = kh * dilations[0], kw * dilations[1]
-                patch = xs[:, :, r0:r0 + strides[0] * (oh - 1) + 1:strides[0], c0:c0 + strides[1] * (ow - 1) + 1:strides[1]]
+                rows = slice(r0, r0 + strides[0] * (oh - 1) + 1, strides[0])
+                cols = slice(c0, c0 + strides[1] * (ow - 1) + 1, strides[1])
+                patch = xs[:, :, rows, cols]
                 out[:, g * opg:(g + 1) * opg] += np.einsum("nihw,oi->nohw", patch, ws[:, :, kh, kw])
     return out
 
@@ -195,7 +197,8 @@ def _templates(ctx, case) -> set[str]:
     x = bld.input("x", {"data_type": dt, "shape": shape})
     w = bld.input("w", {"data_type": dt, "shape": [int(d) for d in wshape]})
     y = bld.conv2d(x, w, groups=case["groups"], input_layout=case["input_layout"],
-                   filter_layout=case["filter_layout"], **{k: list(case[k]) for k in ("padding", "strides", "dilations")})
+                   filter_layout=case["filter_layout"],
+                   **{k: list(case[k]) for k in ("padding", "strides", "dilations")})
     g = bld.build({"y": y})
     return {s.template for s in g._steps if hasattr(s, "template")}
 
@@ -361,7 +364,8 @@ def _ops(ctx, **shapes):
 CONV2D_ERRORS = [
     (dict(x=[1, 5, 5]), {}, "'input': expected a 4-D operand, got shape \\[1, 5, 5\\]"),
     (dict(w=[3, 3]), {}, "'filter': expected a 4-D operand"),
-    (dict(x=("int32", [1, 1, 5, 5]), w=("int32", [1, 1, 3, 3])), {}, "'input': expected an operand of data type float32"),
+    (dict(x=("int32", [1, 1, 5, 5]), w=("int32", [1, 1, 3, 3])), {},
+     "'input': expected an operand of data type float32"),
     (dict(w=("float16", [1, 1, 3, 3])), {}, "'filter': expected the data type of 'input' \\(float32\\)"),
     ({}, dict(padding=[1, 1]), "'padding': expected 4 integers >= 0"),
     ({}, dict(padding=[1, -1, 0, 0]), "'padding': expected 4 integers >= 0"),
@@ -372,7 +376,8 @@ CONV2D_ERRORS = [
     ({}, dict(dilations=[0, 1]), "'dilations': expected 2 integers >= 1"),
     ({}, dict(groups=0), "'groups': expected an integer in \\[1, "),
     ({}, dict(groups=True), "'groups'"),
-    (dict(x=[1, 4, 5, 5], w=[3, 1, 2, 2]), dict(groups=3), "'groups': expected a divisor of the input channels \\(4\\)"),
+    (dict(x=[1, 4, 5, 5], w=[3, 1, 2, 2]), dict(groups=3),
+     "'groups': expected a divisor of the input channels \\(4\\)"),
     (dict(x=[1, 4, 5, 5], w=[3, 2, 2, 2]), dict(groups=2), "'groups': expected a divisor of the output channels \\(3"),
     (dict(x=[1, 4, 5, 5], w=[2, 4, 2, 2]), dict(groups=2), "'filter': expected 2 input channels"),
     ({}, dict(bias=[2]), "'bias': expected shape \\[1\\]"),

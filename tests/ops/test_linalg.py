@@ -19,10 +19,6 @@ from webnn_gpu.ops import _epilogue
 MATMUL_VARIANTS = ["", "naive", "tile", "tile_scalar"]
 
 
-def dt_name(dt) -> str:
-    return webnn._dtypes.from_numpy(np.dtype(dt))
-
-
 def check(got, ref, absref, k, dtype, what=""):
     """Elementwise bound: f32 accumulation error plus the output's rounding."""
     got = np.asarray(got).astype(np.float64)
@@ -230,7 +226,8 @@ def test_matmul_validation(ctx, a, b, match):
 def test_matmul_label_and_foreign_operand(ctx):
     bld, o = _builder(ctx, a=[2, 2])
     other, oo = _builder(ctx, b=[2, 2])
-    with pytest.raises(MLTypeError, match=r"matmul \['mm'\]: argument 'b': expected an MLOperand of this MLGraphBuilder"):
+    with pytest.raises(MLTypeError,
+                       match=r"matmul \['mm'\]: argument 'b': expected an MLOperand of this MLGraphBuilder"):
         bld.matmul(o["a"], oo["b"], label="mm")
     with pytest.raises(MLTypeError, match="unknown option"):
         bld.matmul(o["a"], o["a"], transpose=True)

@@ -173,7 +173,8 @@ def _operand_index(node, n, v, axis, out_shape, out_strides, chan_axis) -> str:
         return f"((o / {out_strides[axis]}u) % {out_shape[axis]}u)"
     shp = tuple(v.shape)
     if len(shp) > rank or any(s != d and s != 1 for s, d in zip(reversed(shp), reversed(out_shape))):
-        raise ValueError(f"{node.op}: epilogue step {n}: operand shape {list(shp)} does not broadcast to {list(out_shape)}")
+        raise ValueError(f"{node.op}: epilogue step {n}: operand shape {list(shp)} does not broadcast to "
+                         f"{list(out_shape)}")
     if (1,) * (rank - len(shp)) + shp == out_shape:
         return "o"
     bst = broadcast_strides(shp, out_shape)
