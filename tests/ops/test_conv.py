@@ -256,6 +256,12 @@ CONVT_CASES = {
                                input_layout="nhwc", constant=False, bias=True),
     "float16": convt_case(1, 8, 6, 6, 4, 3, 3, (1, 1, 1, 1), (2, 2), groups=2, input_layout="nhwc",
                           filter_layout="hwoi", bias=True, dtype=np.float16),
+    # filter size == stride: the taps tile the output (conv/transpose_tiled.wgsl)
+    "tiled-crop-nchw": convt_case(1, 6, 5, 4, 4, 2, 3, (1, 0, 0, 2), (2, 3), groups=2, bias=True),
+    "tiled-nhwc-f16": convt_case(2, 8, 3, 4, 8, 3, 3, strides=(3, 3), input_layout="nhwc", filter_layout="ohwi",
+                                 bias=True, dtype=np.float16),
+    "tiled-input-filter": convt_case(1, 8, 4, 5, 2, 2, 2, (0, 1, 1, 0), (2, 2), input_layout="nhwc",
+                                     filter_layout="hwoi", constant=False),
 }
 for _il in ("nchw", "nhwc"):
     for _fl in CONVT_FILTER:
@@ -305,8 +311,18 @@ def run_convt(ctx, rng, case, *, epilogue=None, tensor_path=False):
     return got, ref, absref, case["kh"] * case["kw"] * case["c"] // case["groups"]
 
 
-@pytest.mark.parametrize("name", list(CONVT_CASES))
-def test_conv_transpose2d(ctx, rng, name):
+def tiled(case) -> bool:
+    """Whether conv_transpose2d runs the tiled kernel (filter size == stride, nothing dilated
+    or added by output padding)."""
+    return (case["kh"], case["kw"]) == tuple(case["strides"]) and case["dilations"] == (1, 1) \
+        and case["output_padding"] == (0, 0) and case["output_sizes"] is None
+
+
+@pytest.mark.parametrize("name, variant", [(n, v) for n, c in CONVT_CASES.items()
+                                           for v in ([""] + (["direct"] if tiled(c) else []))],
+                         ids=lambda p: p or "auto")
+def test_conv_transpose2d(ctx, rng, force, name, variant):
+    force("conv_transpose", variant)
     case = CONVT_CASES[name]
     got, ref, absref, k = run_convt(ctx, rng, case, tensor_path=name == "nhwc-vec-o4")
     check(got, ref, absref, k, case["dtype"], name)

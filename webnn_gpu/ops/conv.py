@@ -22,7 +22,10 @@ time (and its columns padded to a multiple of 4 so they load as vec4); another f
 through a small permute kernel (``shaders/conv/permute.wgsl``).
 
 conv_transpose2d runs ``shaders/conv/transpose.wgsl``, a direct gather over the taps that
-reach each output pixel, for every layout pair and groups.
+reach each output pixel, for every layout pair and groups; when the filter size equals the
+stride (an upsampling layer: each output pixel gets exactly one tap) it runs
+``shaders/conv/transpose_tiled.wgsl`` instead, which reads each input pixel once and writes
+its whole KH x KW footprint (``WEBNN_GPU_FORCE_CONV_TRANSPOSE=direct`` forces the gather).
 
 Bias is the first step of the fused epilogue (:mod:`webnn_gpu.ops._epilogue`), followed by
 ``node.attrs["epilogue"]``. float16 computes with f32 accumulation.
@@ -475,7 +478,7 @@ support("conv_transpose2d", {"input": (FLOATS, (4, 4)), "filter": (FLOATS, (4, 4
 
 @lowering("conv_transpose2d")
 def lower_conv_transpose2d(node, lc) -> None:
-    """conv_transpose2d: the direct gather kernel, filter read through its strides."""
+    """conv_transpose2d: the tiled kernel when the taps tile the output, else the gather."""
     x, f = node.inputs[0], node.inputs[1]
     out = node.outputs[0]
     layout = node.attrs["input_layout"]
@@ -490,6 +493,18 @@ def lower_conv_transpose2d(node, lc) -> None:
         f, flayout = _relayout(lc, f, flayout, "hwoi"), "hwoi"  # input channels innermost: vec4 loads
     vec = vec and flayout == "hwoi"
     fs = filter_strides(f.shape, flayout)
+    a = node.attrs
+    tiled = (g["KH"] == g["sh"] and g["KW"] == g["sw"] and g["dh"] == g["dw"] == 1 and g["KH"] * g["KW"] <= 16
+             and g["OH"] == g["H"] * g["sh"] - a["padding"][0] - a["padding"][1]
+             and g["OW"] == g["W"] * g["sw"] - a["padding"][2] - a["padding"][3])
+    forced = _env.force("conv_transpose")
+    if forced and forced not in ("direct", "tiled"):
+        raise ValueError(f"WEBNN_GPU_FORCE_CONV_TRANSPOSE={forced!r}: expected direct or tiled")
+    if tiled and forced != "direct":
+        lc.kernel("conv/transpose_tiled.wgsl", [("x", x), ("f", f)] + ep.operands, [("out", out)],
+                  g["NB"] * (g["O"] // to) * g["H"] * g["W"], workgroup=WORKGROUP, T=wgsl_type(out.data_type),
+                  TO=to, OPG=opg, I=I, vec=vec, f_si=fs["i"], f_so=fs["o"], f_sh=fs["h"], f_sw=fs["w"], ep=ep, **g)
+        return
     lc.kernel("conv/transpose.wgsl", [("x", x), ("f", f)] + ep.operands, [("out", out)],
               g["NB"] * (g["O"] // to) * g["OH"] * g["OW"], workgroup=WORKGROUP, T=wgsl_type(out.data_type), TO=to,
               OPG=opg, I=I, vec=vec, f_si=fs["i"], f_so=fs["o"], f_sh=fs["h"], f_sw=fs["w"], ep=ep, **g)
