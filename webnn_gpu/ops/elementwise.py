@@ -63,7 +63,8 @@ _ew(
     EW("pow", 2, "fpow_{T}({a}, {b})", NUMERIC, funcs=("fpow",), int_expr="ipow_{T}({a}, {b})",
        int_funcs=("ipow",), doc="a raised to b, broadcasting (negative bases with integer exponents keep their sign)."),
     EW("equal", 2, "select(0u, 1u, {a} == {b})", NUMERIC, out="uint8", doc="1 where a == b, else 0 (uint8)."),
-    EW("not_equal", 2, "select(0u, 1u, {a} != {b})", NUMERIC, out="uint8", doc="1 where a != b, else 0 (uint8)."),
+    # not (a == b): `a != b` is folded to an ordered comparison by some drivers (NaN != NaN gave 0).
+    EW("not_equal", 2, "select(1u, 0u, {a} == {b})", NUMERIC, out="uint8", doc="1 where a != b, else 0 (uint8)."),
     EW("greater", 2, "select(0u, 1u, {a} > {b})", NUMERIC, out="uint8", doc="1 where a > b, else 0 (uint8)."),
     EW("greater_or_equal", 2, "select(0u, 1u, {a} >= {b})", NUMERIC, out="uint8", doc="1 where a >= b (uint8)."),
     EW("lesser", 2, "select(0u, 1u, {a} < {b})", NUMERIC, out="uint8", doc="1 where a < b, else 0 (uint8)."),
@@ -99,9 +100,10 @@ _ew(
     EW("tanh", 1, "tanh_{T}({a})", FLOATS, funcs=("tanh",), doc="Hyperbolic tangent."),
     EW("gelu", 1, "gelu_{T}({a})", FLOATS, funcs=("gelu",), doc="0.5 x (1 + erf(x / sqrt(2)))."),
     EW("softplus", 1, "softplus_{T}({a})", FLOATS, funcs=("softplus",), doc="log(1 + exp(x))."),
-    EW("softsign", 1, "{a} / ({T}(1) + abs({a}))", FLOATS, doc="x / (1 + |x|)."),
-    EW("hard_swish", 1, "{a} * max({T}(0), min({T}(6), {a} + {T}(3))) / {T}(6)", FLOATS,
-       doc="x * max(0, min(6, x + 3)) / 6."),
+    EW("softsign", 1, "select({a} / ({T}(1) + abs({a})), sign({a}), is_inf_{T}({a}))", FLOATS, funcs=("is_inf",),
+       doc="x / (1 + |x|)."),
+    EW("hard_swish", 1, "select({a} * max({T}(0), min({T}(6), {a} + {T}(3))) / {T}(6), {T}(0), {a} <= {T}(-3))",
+       FLOATS, doc="x * max(0, min(6, x + 3)) / 6."),
     EW("prelu", 2, "select({b} * {a}, {a}, {a} >= {T}(0))", SIGNED, doc="x where x >= 0 else slope * x (slope broadcasts)."),
 )
 
@@ -126,8 +128,13 @@ def literal(value, data_type: str) -> str:
         else:
             f32 = f"f32({float(np.float32(v))!r})"
         return f32 if info.compute == "f32" else f"f16({f32})"
-    lo, hi = np.iinfo(info.numpy).min, np.iinfo(info.numpy).max
-    v = int(min(max(int(value), lo), hi)) if not (isinstance(value, float) and math.isnan(value)) else 0
+    lo, hi = int(np.iinfo(info.numpy).min), int(np.iinfo(info.numpy).max)
+    if isinstance(value, float) and math.isnan(value):
+        v = 0
+    elif isinstance(value, float) and math.isinf(value):
+        v = hi if value > 0 else lo
+    else:
+        v = min(max(int(value), lo), hi)
     return {"i32": f"i32({v})", "u32": f"{v}u", "i64": f"{v}li", "u64": f"{v}lu"}[info.compute]
 
 
@@ -176,22 +183,35 @@ def expression(node, args: list[str]) -> tuple[list[str], str, set[tuple[str, st
             return [], a, funcs
         if src.is_float and not _dtypes.info(attrs["to"]).is_float:
             # Float to integer: truncate toward zero, NaN -> 0, saturate to the target range.
-            lo, hi = _cast_range(attrs["to"])
+            # NaN is found by its bits (`x != x` can be folded away); values at or past the
+            # first float beyond the range's top give its maximum exactly.
+            lo, hi, limit, top = _cast_range(attrs["to"])
+            conv = f"{to}(clamp(trunc(cf_{a}), {lo}, {hi}))"
+            if limit is not None:
+                conv = f"select({top}, {conv}, cf_{a} < {limit})"
             return [f"let cf_{a} = f32({a});"], (
-                f"{to}(select(clamp(trunc(cf_{a}), {lo}, {hi}), 0.0, cf_{a} != cf_{a}))"), funcs
+                f"select({conv}, {to}(0), (bitcast<u32>(cf_{a}) & 0x7fffffffu) > 0x7f800000u)"), funcs
+        if to == "u64" and src.compute == "i32":
+            return [], f"u64(i64({a}))", funcs  # sign-extend before reinterpreting (int8/int32 -> uint64)
         return [], f"{to}({a})", funcs
     raise KeyError(op)
 
 
-def _cast_range(data_type: str) -> tuple[str, str]:
-    # Largest f32 values that convert without overflow into the target's compute type.
+def _cast_range(data_type: str) -> tuple[str, str, str | None, str | None]:
+    """(lo, hi, limit, top) of a float -> integer cast.
+
+    lo/hi: the f32 clamp bounds (the target's range, or the largest f32 below its top where
+    the top is not an f32); limit: the first f32 past the top (values >= limit give ``top``,
+    the target's maximum as a WGSL literal), None where hi is the top itself.
+    """
     return {
-        "int32": ("-2147483648.0", "2147483520.0"),
-        "uint32": ("0.0", "4294967040.0"),
-        "int8": ("-2147483648.0", "2147483520.0"),
-        "uint8": ("0.0", "4294967040.0"),
-        "int64": ("-9.2233720e18", "9.2233715e18"),
-        "uint64": ("0.0", "1.8446743e19"),
+        "int8": ("-128.0", "127.0", None, None),
+        "uint8": ("0.0", "255.0", None, None),
+        "int32": ("-2147483648.0", "2147483520.0", "2147483648.0", "i32(2147483647)"),
+        "uint32": ("0.0", "4294967040.0", "4294967296.0", "4294967295u"),
+        "int64": ("-9223372036854775808.0", "9223371487098961920.0", "9223372036854775808.0",
+                  "9223372036854775807li"),
+        "uint64": ("0.0", "18446742974197923840.0", "18446744073709551616.0", "18446744073709551615lu"),
     }[data_type]
 
 
@@ -361,6 +381,12 @@ for _name, (_types, _defaults, _doc) in _OPTION_OPS.items():
     support(_name, {"input": (_types, (0, MAX_RANK))}, (_types, (0, MAX_RANK)))
 
 
+def _bound(op, label, arg, value) -> int | float:
+    """A clamp bound: integers stay exact Python ints (int64 bounds beyond 2**53), others float."""
+    V.float_value(op, label, arg, value)  # type check
+    return int(value) if V.is_int(value) else float(value)
+
+
 @builder_method
 def clamp(self: MLGraphBuilder, input: MLOperand, *, min_value=None, max_value=None, label: str = "",
           **kwargs) -> MLOperand:
@@ -384,8 +410,8 @@ def clamp(self: MLGraphBuilder, input: MLOperand, *, min_value=None, max_value=N
     V.check_kwargs(op, label, kwargs)
     self._check_usable(op, label)
     v = self._operand(op, label, "input", input)
-    lo = None if min_value is None else V.float_value(op, label, "min_value", min_value)
-    hi = None if max_value is None else V.float_value(op, label, "max_value", max_value)
+    lo = None if min_value is None else _bound(op, label, "min_value", min_value)
+    hi = None if max_value is None else _bound(op, label, "max_value", max_value)
     if lo is not None and hi is not None and lo > hi:
         V.fail(op, label, "min_value", f"a value <= max_value ({hi})", lo)
     return self._emit1(op, [v], v.data_type, v.shape, {"min_value": lo, "max_value": hi}, label=label)
