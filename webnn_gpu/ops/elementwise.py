@@ -82,7 +82,7 @@ _ew(
     EW("ceil", 1, "ceil({a})", FLOATS, doc="Round up."),
     EW("floor", 1, "floor({a})", FLOATS, doc="Round down."),
     EW("round_even", 1, "round({a})", FLOATS, doc="Round to nearest, ties to even."),
-    EW("exp", 1, "exp({a})", FLOATS, doc="e**x."),
+    EW("exp", 1, "exp_acc_{T}({a})", FLOATS, funcs=("exp_acc",), doc="e**x."),
     EW("log", 1, "log({a})", FLOATS, doc="Natural logarithm."),
     EW("sqrt", 1, "sqrt({a})", FLOATS, doc="Square root."),
     EW("sin", 1, "sin({a})", FLOATS, doc="Sine."),
@@ -135,7 +135,16 @@ def literal(value, data_type: str) -> str:
         v = hi if value > 0 else lo
     else:
         v = min(max(int(value), lo), hi)
+    if info.compute == "i64" and v == lo:
+        return "(-9223372036854775807li - 1li)"  # the literal 9223372036854775808li does not parse
     return {"i32": f"i32({v})", "u32": f"{v}u", "i64": f"{v}li", "u64": f"{v}lu"}[info.compute]
+
+
+#: float16 ops evaluated in f32 and rounded once: lavapipe's f16 exp/log are 3-4 ULP (float16)
+#: off, and f16 intermediates of multi-step formulas (alpha * x + beta, ...) lose accuracy by
+#: cancellation. Single correctly rounded operations (add, mul, ...) stay in f16.
+PROMOTE_F16 = {"exp", "log", "sqrt", "sin", "cos", "tan", "erf", "reciprocal", "sigmoid", "tanh", "gelu",
+               "softplus", "softsign", "hard_swish", "elu", "leaky_relu", "hard_sigmoid", "linear", "pow"}
 
 
 def expression(node, args: list[str]) -> tuple[list[str], str, set[tuple[str, str]]]:
@@ -146,6 +155,15 @@ def expression(node, args: list[str]) -> tuple[list[str], str, set[tuple[str, st
     """
     op = node.op
     in_type = node.inputs[0].data_type if node.op != "where" else node.inputs[1].data_type
+    if in_type == "float16" and op in PROMOTE_F16:
+        stmts, expr, funcs = _expression(node, [f"f32({x})" for x in args], "float32")
+        return stmts, f"f16({expr})", funcs
+    return _expression(node, args, in_type)
+
+
+def _expression(node, args: list[str], in_type: str) -> tuple[list[str], str, set[tuple[str, str]]]:
+    """:func:`expression` with ``args`` of the compute type of ``in_type``."""
+    op = node.op
     T = _dtypes.info(in_type).compute
     funcs: set[tuple[str, str]] = set()
     names = dict(zip("abc", args))
@@ -193,6 +211,8 @@ def expression(node, args: list[str]) -> tuple[list[str], str, set[tuple[str, st
                 f"select({conv}, {to}(0), (bitcast<u32>(cf_{a}) & 0x7fffffffu) > 0x7f800000u)"), funcs
         if to == "u64" and src.compute == "i32":
             return [], f"u64(i64({a}))", funcs  # sign-extend before reinterpreting (int8/int32 -> uint64)
+        if to == "i64" and src.compute == "u32":
+            return [], f"i64(u64({a}))", funcs  # zero-extend (uint8/uint32 -> int64; i64(u32) sign-extends)
         return [], f"{to}({a})", funcs
     raise KeyError(op)
 
