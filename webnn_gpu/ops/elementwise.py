@@ -9,6 +9,19 @@ operands ``{a}``, ``{b}``, ``{c}`` (and ``{T}``, the compute type), its data typ
 the helpers of ``shaders/_lib/activations.wgsl`` it calls. One template,
 ``elementwise/map.wgsl``, runs them all; the fusion pass chains these expressions into one
 kernel (see :func:`expression`).
+
+Semantics where the spec is silent (covered by tests/ops/test_elementwise.py):
+
+* Integers: add, sub, mul, neg, abs and pow wrap (two's complement); division truncates
+  toward zero and ``x / 0`` is ``x``; pow with a negative exponent is 1 for base 1, +-1 for
+  base -1, else 0.
+* cast: float -> integer truncates toward zero, saturates to the target range and maps NaN
+  to 0; integer -> integer keeps the low bits (wraps); to float rounds to nearest.
+* NaN: arithmetic, comparisons (``not_equal`` is true) and transcendental functions
+  propagate it like IEEE 754; max, min, clamp and relu follow WGSL's max/min, which return the
+  other operand when one is NaN; sign(NaN) is 0.
+* float16: single correctly rounded operations run in f16; transcendental functions and
+  multi-step activations (:data:`PROMOTE_F16`) run in f32 and round once.
 """
 
 from __future__ import annotations
