@@ -109,6 +109,32 @@ def test_dequantize_layouts(ctx, rng, qtype, ftype):
         np.testing.assert_array_equal(got[~finite], expected[~finite])
 
 
+# WPT vectors: web-platform-tests webnn/conformance_tests/quantizeLinear.https.any.js
+# (3-Clause BSD License): (input, input shape, scale, zero point, parameter shape, expected)
+_WPT_X = [-2.549168109893799, -4.794857501983643, 8.413617134094238, 6.108623504638672]
+WPT_QUANTIZE = [
+    (_WPT_X, [4], [9.343092918395996, 0.2800687253475189, 4.617084980010986, 1.1202747821807861],
+     [128] * 4, [4], [128, 111, 130, 133]),
+    (_WPT_X, [4], [9.343092918395996, 0.2800687253475189, -4.617084980010986, 1.1202747821807861],
+     [128] * 4, [4], [128, 111, 126, 133]),
+    (_WPT_X, [2, 2], [9.343092918395996], [128], [1, 1], [128, 127, 129, 129]),
+    (_WPT_X, [1, 1, 2, 2], [0.2800687253475189, 4.617084980010986], [128, 128], [1, 1, 2, 1], [119, 111, 130, 129]),
+    (_WPT_X, [1, 4, 1], [0.2800687253475189, -4.617084980010986], [128, 189], [1, 2, 1], [119, 111, 187, 188]),
+]
+
+
+@pytest.mark.parametrize("x, shape, s, z, pshape, want", WPT_QUANTIZE)
+def test_wpt_quantize_vectors(ctx, x, shape, s, z, pshape, want):
+    x = np.array(x, np.float32).reshape(shape)
+    s = np.array(s, np.float32).reshape(pshape)
+    z = np.array(z, np.uint8).reshape(pshape)
+    got = _run_q(ctx, x, s, z)
+    np.testing.assert_array_equal(got.ravel(), want)
+    np.testing.assert_array_equal(ref_quantize(x, s, z).ravel(), want)  # the reference agrees
+    dq = _run_dq(ctx, got, s, z)
+    np.testing.assert_allclose(dq, ref_dequantize(got, s, z), rtol=1e-7)
+
+
 def test_quantize_rounds_half_to_even(ctx):
     x = np.array([0.5, 1.5, 2.5, 3.5, -0.5, -1.5, -2.5, -3.5, 0.49999997, 1.25, -1.25, 2.75], np.float32)
     for scale, zp in [(1.0, 0), (0.5, 0), (1.0, 10), (0.25, -7)]:
