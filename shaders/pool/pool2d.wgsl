@@ -14,6 +14,7 @@
     axes         {"n","c","h","w"} -> position of that dimension in the layout
     in_st        {"n","c","h","w"} -> input element stride of that dimension
     H, W, WH, WW, SH, SW, DH, DW, PT, PL, M (output elements)
+    empty_max    the max pool's value for a window entirely in the padding (the data type's lowest)
   Bindings: src, out.
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guards idx < M (thread) or g < M (group).
 -#}
@@ -70,7 +71,11 @@ fn finish(o: u32, w: Win, a: {{ A }}) {
 {% elif kind == "l2" %}
   store_out(o, {{ out_T }}(sqrt(a)));
 {% else %}
-  store_out(o, {{ out_T }}(a));
+  var m = a;
+  if (inside(w.h0, {{ DH }}u, {{ WH }}u, {{ H }}) * inside(w.w0, {{ DW }}u, {{ WW }}u, {{ W }}) == 0u) {
+    m = {{ empty_max }};
+  }
+  store_out(o, {{ out_T }}(m));
 {% endif %}
 }
 

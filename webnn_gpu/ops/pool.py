@@ -27,6 +27,10 @@ from .reduce import ACC, lower_reduction
 
 FLOATS = ("float32", "float16")
 KINDS = {"average_pool2d": ("avg", FLOATS), "l2_pool2d": ("l2", FLOATS), "max_pool2d": ("max", ALL)}
+#: the max pool's value for a window entirely in the padding: the lowest value of the data type
+EMPTY_MAX = {"float32": "bitcast<f32>(0xff800000u)", "float16": "bitcast<f32>(0xff800000u)", "int8": "-128i",
+             "uint8": "0u", "int32": "i32(-2147483647 - 1)", "uint32": "0u", "int64": "(-9223372036854775807li - 1li)",
+             "uint64": "0lu"}
 #: windows with more positions than this use one workgroup per output element
 GROUP_WINDOW = 256
 
@@ -140,5 +144,5 @@ def lower_pool(node, lc) -> None:
               mode="group" if group else "thread", kind=kind, A=ACC[x.data_type], out_T=_dtypes.info(out.data_type).compute,
               out_strides=row_strides(out.shape), axes=axes, in_st={d: ist[i] for d, i in axes.items()}, H=H, W=W,
               WH=WH, WW=WW, SH=a["strides"][0], SW=a["strides"][1], DH=DH, DW=DW, PT=a["padding"][0],
-              PL=a["padding"][2], M=M)
+              PL=a["padding"][2], M=M, empty_max=EMPTY_MAX.get(x.data_type, "0u"))
 
