@@ -121,7 +121,8 @@ def test_reduce_rank0_and_size1(ctx, name):
 
     def build(b, ops):
         f = getattr(b, name)
-        return {"a": f(ops["s"]), "b": f(ops["s"], axes=[]), "c": f(ops["t"]), "d": f(ops["t"], axes=[1], keep_dimensions=True)}
+        return {"a": f(ops["s"]), "b": f(ops["s"], axes=[]), "c": f(ops["t"]),
+                "d": f(ops["t"], axes=[1], keep_dimensions=True)}
 
     out = run_graph(ctx, build, {"s": x0, "t": x1})
     assert out["a"].shape == () and out["b"].shape == () and out["c"].shape == () and out["d"].shape == (1, 1, 1)
@@ -172,7 +173,8 @@ def test_reduce_max_min_integers(ctx, rng, dtype):
     x[0, 0, 0], x[1, 1, 1] = info.min, info.max
 
     def build(b, ops):
-        return {"max": b.reduce_max(ops["x"], axes=[1]), "min": b.reduce_min(ops["x"], axes=[0, 2], keep_dimensions=True),
+        return {"max": b.reduce_max(ops["x"], axes=[1]),
+                "min": b.reduce_min(ops["x"], axes=[0, 2], keep_dimensions=True),
                 "gmax": b.reduce_max(ops["x"]), "gmin": b.reduce_min(ops["x"])}
 
     out = run_graph(ctx, build, {"x": x})
@@ -330,7 +332,8 @@ def test_cumulative_sum_every_option(ctx, rng, dtype):
     cases = [(a, ex, rev) for a in (0, 1, 2) for ex in (False, True) for rev in (False, True)]
 
     def build(b, o):
-        return {f"y{i}": b.cumulative_sum(o["x"], a, exclusive=ex, reversed=rev) for i, (a, ex, rev) in enumerate(cases)}
+        return {f"y{i}": b.cumulative_sum(o["x"], a, exclusive=ex, reversed=rev)
+                for i, (a, ex, rev) in enumerate(cases)}
 
     out = run_graph(ctx, build, {"x": x})
     for i, (a, ex, rev) in enumerate(cases):
@@ -363,7 +366,8 @@ def test_reduce_validation_errors(ctx):
     x = b.input("x", {"data_type": "float32", "shape": [2, 3, 4]})
     i = b.input("i", {"data_type": "int32", "shape": [2, 3]})
     s = b.input("s", {"data_type": "float32", "shape": []})
-    with pytest.raises(webnn.MLTypeError, match=r"reduce_mean \['m'\]: argument 'input': expected .*float32.*got 'int32'"):
+    with pytest.raises(webnn.MLTypeError,
+                       match=r"reduce_mean \['m'\]: argument 'input': expected .*float32.*got 'int32'"):
         b.reduce_mean(i, label="m")
     for bad in ([3], [-1], [0, 0], [1.0], "0", 1):
         with pytest.raises(webnn.MLTypeError, match="reduce_sum: argument 'axes'"):

@@ -141,7 +141,8 @@ def lower_pool(node, lc) -> None:
     wg = 64 if group else 256
     lc.kernel("pool/pool2d.wgsl", [("src", x)], [("out", out)], M,
               groups=workgroups(M, lc.limits, lc.label) if group else None, workgroup=wg,
-              mode="group" if group else "thread", kind=kind, A=ACC[x.data_type], out_T=_dtypes.info(out.data_type).compute,
+              mode="group" if group else "thread", kind=kind, A=ACC[x.data_type],
+              out_T=_dtypes.info(out.data_type).compute,
               out_strides=row_strides(out.shape), axes=axes, in_st={d: ist[i] for d, i in axes.items()}, H=H, W=W,
               WH=WH, WW=WW, SH=a["strides"][0], SW=a["strides"][1], DH=DH, DW=DW, PT=a["padding"][0],
               PL=a["padding"][2], M=M, empty_max=EMPTY_MAX.get(x.data_type, "0u"))
