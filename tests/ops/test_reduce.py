@@ -414,3 +414,24 @@ def test_reduce_support_limits(ctx):
     assert "int8" in lim["reduce_max"]["input"]["data_types"]
     assert lim["arg_max"]["output"]["data_types"] == ["int32", "int64"]
     assert lim["cumulative_sum"]["input"]["rank_range"] == {"min": 1, "max": 8}
+
+
+def test_int64_arithmetic_needs_shader_int64():
+    """Without shader-int64, int64 reductions are refused at build time (NotSupportedError); an
+    int64 arg_max output needs no int64 arithmetic (indices are stored as raw word pairs)."""
+    c = webnn.ml.create_context()
+    try:
+        c._features = frozenset(c._features - {"shader-int64"})  # simulate an adapter without it
+        b = webnn.MLGraphBuilder(c)
+        i64 = b.input("i64", {"data_type": "int64", "shape": [1, 1, 4, 4]})
+        u64 = b.input("u64", {"data_type": "uint64", "shape": [4]})
+        for call in (lambda: b.reduce_sum(i64), lambda: b.reduce_max(u64), lambda: b.arg_min(i64, 3),
+                     lambda: b.cumulative_sum(u64, 0), lambda: b.max_pool2d(i64)):
+            with pytest.raises(webnn.NotSupportedError, match="shader-int64"):
+                call()
+        x = b.input("x", {"data_type": "float32", "shape": [3, 5]})
+        g = b.build({"y": b.arg_max(x, 1, output_data_type="int64")})
+        data = np.array([[0, 3, 1, 3, 2], [9, 8, 7, 6, 5], [1, 1, 1, 1, 4]], np.float32)
+        np.testing.assert_array_equal(c.compute(g, {"x": data})["y"], np.array([1, 0, 4], np.int64))
+    finally:
+        c.destroy()

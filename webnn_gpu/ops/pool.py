@@ -23,7 +23,7 @@ from .._kernels import strides as row_strides
 from .._kernels import workgroups
 from ..builder import MLGraphBuilder, MLOperand
 from ._registry import ALL, builder_method, lowering, support
-from .reduce import ACC, lower_reduction
+from .reduce import ACC, check_int64_compute, lower_reduction
 
 FLOATS = ("float32", "float16")
 KINDS = {"average_pool2d": ("avg", FLOATS), "l2_pool2d": ("l2", FLOATS), "max_pool2d": ("max", ALL)}
@@ -52,6 +52,7 @@ def _make_pool(name: str):
         x = self._operand(op, label, "input", input)
         if x.data_type not in types:
             V.fail(op, label, "input", f"an operand of data type one of {', '.join(types)}", x.data_type)
+        check_int64_compute(self, op, label, "input", x)
         if len(x.shape) != 4:
             V.fail(op, label, "input", "a 4-D operand", list(x.shape))
         if layout not in ("nchw", "nhwc"):

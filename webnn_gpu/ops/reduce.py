@@ -29,6 +29,7 @@ from .. import _dtypes
 from .. import _validate as V
 from .._kernels import strides, workgroups
 from ..builder import MLGraphBuilder, MLOperand
+from ..errors import NotSupportedError, where
 from ._registry import ALL, builder_method, lowering, support
 
 FLOATS = ("float32", "float16")
@@ -198,6 +199,13 @@ def _check_type(op, label, arg, v, types) -> None:
         V.fail(op, label, arg, f"an operand of data type one of {', '.join(types)}", v.data_type)
 
 
+def check_int64_compute(builder: MLGraphBuilder, op: str, label: str, arg: str, v) -> None:
+    """Refuse int64/uint64 arithmetic on an adapter without shader-int64 (NotSupportedError)."""
+    if v.data_type in ("int64", "uint64") and "shader-int64" not in builder._context._features:
+        raise NotSupportedError(f"{where(op, label)}: argument {arg!r}: {v.data_type} arithmetic needs the adapter "
+                                f"feature 'shader-int64', which this adapter lacks")
+
+
 def reduced_shape(shape, axes, keep: bool) -> tuple[int, ...]:
     """The spec's "calculate reduction output sizes"."""
     if keep:
@@ -213,6 +221,7 @@ def _make_reduce(r: Reducer):
         self._check_usable(op, label)
         v = self._operand(op, label, "input", input)
         _check_type(op, label, "input", v, r.types)
+        check_int64_compute(self, op, label, "input", v)
         rank = len(v.shape)
         ax = list(range(rank)) if axes is None else V.axes(op, label, "axes", axes, rank)
         keep = V.bool_value(op, label, "keep_dimensions", keep_dimensions)
@@ -248,6 +257,7 @@ def _arg_method(name: str):
         V.check_kwargs(op, label, kwargs, ["keep_dimensions", "output_data_type"])
         self._check_usable(op, label)
         v = self._operand(op, label, "input", input)
+        check_int64_compute(self, op, label, "input", v)
         ax = V.axis(op, label, "axis", axis, len(v.shape))
         keep = V.bool_value(op, label, "keep_dimensions", keep_dimensions)
         dt = V.data_type(op, label, "output_data_type", output_data_type)
@@ -314,6 +324,7 @@ def cumulative_sum(self: MLGraphBuilder, input: MLOperand, axis: int, *, exclusi
     self._check_usable(op, label)
     v = self._operand(op, label, "input", input)
     _check_type(op, label, "input", v, SUM_TYPES)
+    check_int64_compute(self, op, label, "input", v)
     ax = V.axis(op, label, "axis", axis, len(v.shape))
     ex = V.bool_value(op, label, "exclusive", exclusive)
     rev = V.bool_value(op, label, "reversed", reversed)
