@@ -211,19 +211,21 @@ def test_reduce_log_sum_exp_is_stable_for_large_values(ctx, rng):
 
 
 def test_reduce_large_extent_is_split_and_exact_enough(ctx, rng):
-    """One output over 2**20 values (the split two-pass path) and 66,000 outputs of 72 values
-    (one workgroup each: more than 65,535 workgroups, folded into 2-D)."""
+    """One output over 2**20 values (the split two-pass path), 300 outputs of 9,000 values (a
+    workgroup each) and 4.3 million outputs of 2 values (one invocation each: more than 65,535
+    workgroups of 64, folded into 2-D)."""
     n = 1 << 20
     x = rng.standard_normal(n).astype(np.float32)
     x[777_777] = 50.0
-    y = (rng.standard_normal((66_000, 72)) + 1).astype(np.float32)
+    y = (rng.standard_normal((4_300_000, 2)) + 1).astype(np.float32)
+    z = rng.standard_normal((300, 9000)).astype(np.float32)
 
     def build(b, o):
         return {"sum": b.reduce_sum(o["x"]), "mean": b.reduce_mean(o["x"]), "max": b.reduce_max(o["x"]),
                 "argmax": b.arg_max(o["x"], 0), "l2": b.reduce_l2(o["x"]), "rows": b.reduce_sum(o["y"], axes=[1]),
-                "rowmax": b.arg_max(o["y"], 1)}
+                "rowmax": b.arg_max(o["y"], 1), "zmean": b.reduce_mean(o["z"], axes=[1])}
 
-    out = run_graph(ctx, build, {"x": x, "y": y}, tensor_path=False)
+    out = run_graph(ctx, build, {"x": x, "y": y, "z": z}, tensor_path=False)
     xd = x.astype(np.float64)
     # pairwise-ish accumulation: far better than K ULP
     assert_close(out["sum"], xd.sum(), atol=np.abs(xd).sum() * 1e-6)
@@ -231,8 +233,10 @@ def test_reduce_large_extent_is_split_and_exact_enough(ctx, rng):
     assert out["max"] == 50.0 and out["argmax"] == 777_777
     assert_close(out["l2"], np.sqrt((xd * xd).sum()), atol=0, rtol=1e-6)
     yd = y.astype(np.float64)
-    assert_close(out["rows"], yd.sum(axis=1), atol=np.abs(yd).sum(axis=1).max() * 72 * F32_EPS)
+    np.testing.assert_array_equal(out["rows"], (y[:, 0] + y[:, 1]))  # one f32 addition: exact
     np.testing.assert_array_equal(out["rowmax"], np.argmax(y, axis=1))
+    zd = z.astype(np.float64)
+    assert_close(out["zmean"], zd.mean(axis=1), atol=np.abs(zd).mean(axis=1).max() * 1e-6)
 
 
 def test_reduce_float16_accumulates_in_f32(ctx):
@@ -303,6 +307,23 @@ def test_arg_ties_pick_the_first_index(ctx):
     np.testing.assert_array_equal(out["a"], [0, 0])
     np.testing.assert_array_equal(out["b"], [1, 0])
     np.testing.assert_array_equal(out["c"], [0, 1, 0, 0])
+
+
+def test_arg_min_max_long_axis(ctx, rng):
+    """Axes of 300 values run one workgroup per output; ties and NaN still follow the rules."""
+    f = rng.integers(-5, 5, size=(3, 300)).astype(np.float32)
+    f[1, 150] = np.nan
+    f[1, 200] = np.nan
+    i = rng.integers(-5, 5, size=(300, 4)).astype(np.int32)
+    out = run_graph(ctx, lambda b, o: {"fmax": b.arg_max(o["f"], 1), "fmin": b.arg_min(o["f"], 1),
+                                       "imax": b.arg_max(o["i"], 0), "imin": b.arg_min(o["i"], 0,
+                                                                                      output_data_type="int64")},
+                    {"f": f, "i": i})
+    np.testing.assert_array_equal(out["fmax"], ref_arg(f, 1, True, False))
+    np.testing.assert_array_equal(out["fmin"], ref_arg(f, 1, False, False))
+    assert out["fmax"][1] == 150 and out["fmin"][1] == 150
+    np.testing.assert_array_equal(out["imax"], np.argmax(i, axis=0))
+    np.testing.assert_array_equal(out["imin"], np.argmin(i, axis=0))
 
 
 # ---------------------------------------------------------------- cumulative_sum

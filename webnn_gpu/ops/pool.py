@@ -3,8 +3,9 @@
 Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-pool2d
 
 One template, ``pool/pool2d.wgsl``, serves the three: one invocation per output element for
-small windows, one workgroup per output element (invocations striding over the window,
-combined by a shared-memory tree) for windows of more than 256 positions. A global pool (the
+small windows or many outputs, one workgroup per output element (invocations striding over the
+window, combined by a shared-memory tree) for windows of more than 256 positions and fewer
+than 1024 outputs. A global pool (the
 window is the whole input plane, no padding) is lowered as a reduction (``reduce_mean``,
 ``reduce_l2``, ``reduce_max`` over the spatial axes), which splits a large plane over many
 workgroups.
@@ -31,7 +32,7 @@ KINDS = {"average_pool2d": ("avg", FLOATS), "l2_pool2d": ("l2", FLOATS), "max_po
 EMPTY_MAX = {"float32": "bitcast<f32>(0xff800000u)", "float16": "bitcast<f32>(0xff800000u)", "int8": "-128i",
              "uint8": "0u", "int32": "i32(-2147483647 - 1)", "uint32": "0u", "int64": "(-9223372036854775807li - 1li)",
              "uint64": "0lu"}
-#: windows with more positions than this use one workgroup per output element
+#: windows with more positions than this (and fewer than 1024 outputs) use one workgroup per output
 GROUP_WINDOW = 256
 
 
@@ -138,7 +139,7 @@ def lower_pool(node, lc) -> None:
         return
     ist = row_strides(x.shape)
     M = out.size
-    group = WH * WW > GROUP_WINDOW
+    group = WH * WW > GROUP_WINDOW and M < 1024
     wg = 64 if group else 256
     lc.kernel("pool/pool2d.wgsl", [("src", x)], [("out", out)], M,
               groups=workgroups(M, lc.limits, lc.label) if group else None, workgroup=wg,
