@@ -112,6 +112,20 @@ def _run(ctx, build, **inputs) -> dict:
     return run_graph(ctx, build, inputs)
 
 
+@pytest.fixture(params=["scalar", "vec4"])
+def mode(request, monkeypatch):
+    """Run a test with the one-element kernel (map.wgsl) and with the four-lane kernel
+    (map4.wgsl, chosen when the last dimension is a multiple of 4 and types are 16/32-bit)."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_ELEMENTWISE", "scalar" if request.param == "scalar" else "")
+    return request.param
+
+
+def _pad4(x: np.ndarray) -> np.ndarray:
+    """A 1-D array padded (with its own first elements) to a multiple of 4."""
+    x = x.ravel()
+    return np.concatenate([x, x[:(-x.size) % 4]]) if x.size % 4 else x
+
+
 # ---------------------------------------------------------------- references
 def ref_binary(op: str, a: np.ndarray, b: np.ndarray, dtype: str):
     """float64 for floats; exact integer arithmetic with wrap-around for integers."""
@@ -159,8 +173,8 @@ def _binary_inputs(dtype, rng, shape_a, shape_b):
 
 # ---------------------------------------------------------------- binary ops
 @pytest.mark.parametrize("dtype", ALL)
-def test_binary_ops_every_type(ctx, rng, dtype):
-    a, b = _binary_inputs(dtype, rng, (3, 1, 5), (4, 1))
+def test_binary_ops_every_type(ctx, rng, dtype, mode):
+    a, b = _binary_inputs(dtype, rng, (3, 1, 5 if mode == "scalar" else 8), (4, 1))
     # pow: positive bases (and small exponents for integers, so results are not all 0 or wrapped)
     if _dtypes.info(dtype).is_float:
         pa, pb = np.abs(a) / 4 + np.asarray(0.5, dtype), (b / 4).astype(dtype)
@@ -317,7 +331,7 @@ UNARY_CASES = [(op, dt) for op, (_, _, types) in UNARY.items() for dt in types]
 
 
 @pytest.mark.parametrize("op, dtype", UNARY_CASES)
-def test_unary(ctx, rng, op, dtype):
+def test_unary(ctx, rng, op, dtype, mode):
     fn, rng_, types = UNARY[op]
     if _dtypes.info(dtype).is_float:
         lo, hi = rng_ or (-10, 10)
@@ -332,6 +346,7 @@ def test_unary(ctx, rng, op, dtype):
         ii = np.iinfo(dtype)
         x = np.concatenate([sample(dtype, (60,), rng), np.array([ii.min, ii.max, 0, 1, -1 if ii.min < 0 else 2],
                                                                    dtype)])
+    x = _pad4(x) if mode == "vec4" else x
     out = _run(ctx, lambda b, o: {"y": getattr(b, op)(o["x"])}, x=x)["y"]
     if _dtypes.info(dtype).is_float:
         with np.errstate(all="ignore"):
@@ -342,8 +357,8 @@ def test_unary(ctx, rng, op, dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_unary_nan_and_infinity(ctx, dtype):
-    x = np.array([np.nan, np.inf, -np.inf], dtype)
+def test_unary_nan_and_infinity(ctx, dtype, mode):
+    x = np.array([np.nan, np.inf, -np.inf] + ([np.nan] if mode == "vec4" else []), dtype)
     ops = ["abs", "neg", "ceil", "floor", "round_even", "exp", "log", "sqrt", "sin", "cos", "erf", "reciprocal",
            "identity", "sigmoid", "tanh", "gelu", "softplus", "softsign", "hard_swish", "elu", "leaky_relu", "linear"]
 
@@ -362,9 +377,10 @@ def test_unary_nan_and_infinity(ctx, dtype):
         "elu": [np.nan, np.inf, -1], "leaky_relu": [np.nan, np.inf, -np.inf], "linear": [np.nan, np.inf, -np.inf],
     }
     for op, want in ref.items():
-        check(op, out[op], np.asarray(want, np.float64), dtype, "NaN/inf")
-    np.testing.assert_array_equal(out["is_nan"], [1, 0, 0])
-    np.testing.assert_array_equal(out["is_infinite"], [0, 1, 1])
+        want = np.asarray(want, np.float64)
+        check(op, out[op], _pad4(want) if mode == "vec4" else want, dtype, "NaN/inf")
+    np.testing.assert_array_equal(out["is_nan"][:3], [1, 0, 0])
+    np.testing.assert_array_equal(out["is_infinite"][:3], [0, 1, 1])
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -394,8 +410,8 @@ ACTIVATIONS = [
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("op, opts, fn", ACTIVATIONS, ids=[f"{a[0]}-{a[1]}" for a in ACTIVATIONS])
-def test_activations_with_options(ctx, rng, dtype, op, opts, fn):
-    x = np.concatenate([sample(dtype, (70,), rng), _small_magnitudes(dtype, rng, 30)])
+def test_activations_with_options(ctx, rng, dtype, op, opts, fn, mode):
+    x = np.concatenate([sample(dtype, (70,), rng), _small_magnitudes(dtype, rng, 30 if mode == "vec4" else 31)])
     out = _run(ctx, lambda b, o: {"y": getattr(b, op)(o["x"], **opts)}, x=x)["y"]
     with np.errstate(all="ignore"):
         want = fn(x.astype(np.float64))
@@ -481,8 +497,9 @@ def ref_cast(x: np.ndarray, to: str):
 
 
 @pytest.mark.parametrize("src", ALL)
-def test_cast_all_pairs(ctx, src):
+def test_cast_all_pairs(ctx, src, mode):
     x = _cast_inputs(src)
+    x = _pad4(x) if mode == "vec4" else x
     out = _run(ctx, lambda b, o: {to: b.cast(o["x"], to) for to in ALL}, x=x)
     for to in ALL:
         # int -> float: the float64 reference is the exact integer; WPT allows 1 ULP
