@@ -278,12 +278,38 @@ def _vec4_ok(inputs, out) -> bool:
 
 
 def _map_kernel(lc, inputs, out, stmts, expr, funcs, *, raw=False) -> None:
+    """Emit the map kernel, in chunks when a tensor exceeds maxStorageBufferBindingSize.
+
+    A chunk binds the output and every input of the output's shape at the chunk's byte
+    offset; broadcast inputs are bound whole.
+    """
+    limit = int(lc.limits.get("max-storage-buffer-binding-size", 128 << 20))
+    same = [tuple(v.shape) == tuple(out.shape) for v in inputs]
+    big = max(_dtypes.buffer_size(v.data_type, v.shape) for v in [out, *[v for v, s in zip(inputs, same) if s]])
+    if big <= limit:
+        _map_chunk(lc, inputs, out, stmts, expr, funcs, raw, 0, out.size, None)
+        return
+    itemsize = max(_dtypes.info(v.data_type).itemsize for v in [out, *[v for v, s in zip(inputs, same) if s]])
+    chunk = (limit // itemsize) // 4096 * 4096
+    for base in range(0, out.size, chunk):
+        n = min(chunk, out.size - base)
+        ranges = []
+        for v, s in [*zip(inputs, same), (out, True)]:
+            if s:
+                isz = _dtypes.info(v.data_type).itemsize
+                ranges.append((base * isz, max(4, (n * isz + 3) // 4 * 4)))
+            else:
+                ranges.append(None)
+        _map_chunk(lc, inputs, out, stmts, expr, funcs, raw, base, n, ranges)
+
+
+def _map_chunk(lc, inputs, out, stmts, expr, funcs, raw, base, count, ranges) -> None:
     out_shape = out.shape
     by_type: dict[str, list[str]] = {}
     for T, name in sorted(funcs):
         by_type.setdefault(T, []).append(name)
     needs_f16 = any(T == "f16" for T in by_type)
-    if not raw and _vec4_ok(inputs, out):
+    if not raw and _vec4_ok(inputs, out) and count % 4 == 0:
         loads = []
         for i, v in enumerate(inputs):
             st = broadcast_strides(v.shape, out_shape)
@@ -295,17 +321,17 @@ def _map_kernel(lc, inputs, out, stmts, expr, funcs, *, raw=False) -> None:
             lanes.append([_NAME.sub(rename, line) for line in stmts])
             results.append(_NAME.sub(rename, expr))
         lc.kernel("elementwise/map4.wgsl", [(f"in{i}", v) for i, v in enumerate(inputs)], [("out", out)],
-                  out.size // 4, loads=loads, out_strides=strides(out_shape), functions=sorted(by_type.items()),
-                  lanes=lanes, results=results, needs_f16=needs_f16)
+                  count // 4, loads=loads, out_strides=strides(out_shape), functions=sorted(by_type.items()),
+                  lanes=lanes, results=results, needs_f16=needs_f16, base=base, ranges=ranges)
         return
     ins = []
     for i, v in enumerate(inputs):
         st = broadcast_strides(v.shape, out_shape)
         ins.append({"name": f"in{i}", "var": f"v{i}", "strides": st, "same": tuple(v.shape) == tuple(out_shape),
                     "raw": raw})
-    lc.kernel("elementwise/map.wgsl", [(f"in{i}", v) for i, v in enumerate(inputs)], [("out", out)], out.size,
+    lc.kernel("elementwise/map.wgsl", [(f"in{i}", v) for i, v in enumerate(inputs)], [("out", out)], count,
               loads=ins, out_strides=strides(out_shape), functions=sorted(by_type.items()), body=stmts,
-              result=expr, raw_out=raw, needs_f16=needs_f16)
+              result=expr, raw_out=raw, needs_f16=needs_f16, base=base, ranges=ranges)
 
 
 @lowering("fused_elementwise")
