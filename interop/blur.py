@@ -31,6 +31,7 @@ from webnn_gpu.errors import DataError, MLTypeError, NotSupportedError, Operatio
 
 __all__ = [
     "BackgroundBlur",
+    "KeySegmenter",
     "gaussian_weights",
     "default_sigma",
     "default_factor",
@@ -541,3 +542,63 @@ class BackgroundBlur:
         if inference is not None:
             inference(encoder)
         self.record_postprocess(encoder, model_output, timestamp_writes=postprocess_timestamps)
+
+
+class KeySegmenter:
+    """A stand-in segmenter for tests and benchmarks without a model: a colour key.
+
+    Has the segmenter interface the demo uses (``input_size``, ``mask_size``, ``dtype``,
+    ``record(encoder, model_input, model_output)``) and marks clearly red pixels as
+    person (``shaders/key_mask.wgsl``), so the whole pipeline runs without WebNN.
+
+    Arguments:
+        device (wgpu.GPUDevice): the device.
+        width, height (int): the tensors' spatial size; default 256 x 256.
+        dtype ("float32" | "float16"): the tensors' element type.
+    """
+
+    name = "colour key (stand-in for tests)"
+
+    def __init__(
+        self, device: wgpu.GPUDevice, width: int = 256, height: int = 256, *,
+        dtype: ModelDType = "float32",
+    ) -> None:
+        if dtype not in ("float32", "float16"):
+            raise MLTypeError(f"KeySegmenter: dtype must be 'float32' or 'float16', given {dtype!r}")
+        self.device = device
+        self.input_size = self.mask_size = (_check_size("width", width), _check_size("height", height))
+        self.dtype: ModelDType = dtype
+        n = self.input_size[0] * self.input_size[1]
+        self._words = n if dtype == "float32" else -(-n // 2)
+        code = render_shader(
+            "key_mask.wgsl", n_pixels=n, n_words=self._words, dtype=dtype,
+            workgroup_size=WORKGROUP_SIZE,
+        )
+        module = device.create_shader_module(label="key-segmenter", code=code)
+        self._pipeline = device.create_compute_pipeline(
+            label="key-segmenter", layout="auto", compute={"module": module, "entry_point": "main"}
+        )
+        self._groups: dict[tuple[wgpu.GPUBuffer, wgpu.GPUBuffer], wgpu.GPUBindGroup] = {}
+        self._max_groups = int(device.limits["max-compute-workgroups-per-dimension"])
+
+    def record(
+        self, encoder: wgpu.GPUCommandEncoder, model_input: wgpu.GPUBuffer,
+        model_output: wgpu.GPUBuffer,
+    ) -> None:
+        """Record the mask computation (one compute pass) into ``encoder``."""
+        key = (model_input, model_output)
+        group = self._groups.get(key)
+        if group is None:
+            self._groups.clear()
+            group = self._groups[key] = self.device.create_bind_group(
+                layout=self._pipeline.get_bind_group_layout(0),
+                entries=[
+                    {"binding": 0, "resource": {"buffer": model_input}},
+                    {"binding": 1, "resource": {"buffer": model_output}},
+                ],
+            )
+        pass_ = encoder.begin_compute_pass(label="key-segmenter")
+        pass_.set_pipeline(self._pipeline)
+        pass_.set_bind_group(0, group)
+        pass_.dispatch_workgroups(*dispatch_size(self._words, WORKGROUP_SIZE, self._max_groups), 1)
+        pass_.end()
