@@ -16,6 +16,7 @@ See docs/demo.md.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
 from collections import deque
@@ -181,8 +182,8 @@ def load_segmenter(device: wgpu.GPUDevice, model_path: str | Path, dtype: str) -
         ValueError: the model is not an image segmenter.
     """
     import webnn_gpu as webnn
-    from webnn_gpu import tflite
 
+    tflite = importlib.import_module("webnn_gpu.tflite")
     ctx = webnn.ml.create_context(device)
     model = tflite.load(Path(model_path), ctx, dtype=dtype)
     return WebNNSegmenter(ctx, model, name=Path(model_path).name)
@@ -403,7 +404,7 @@ def process_video(
         RunStats: frames, wall time and per-stage times.
     """
     stats = RunStats()
-    originals: deque[np.ndarray] = deque()
+    in_flight: deque[tuple[int, np.ndarray]] = deque()  # (ticket, original frame)
     out = np.empty((pipeline.height, pipeline.width, 3), np.uint8)
     index = 0
     start = time.perf_counter()
@@ -411,7 +412,7 @@ def process_video(
     def drain_one() -> None:
         nonlocal index
         t0 = time.perf_counter()
-        ticket = index
+        ticket, original = in_flight.popleft()
         blurred, gpu = pipeline.collect(ticket, out)
         t1 = time.perf_counter()
         sink(blurred)
@@ -422,10 +423,9 @@ def process_video(
             stats.gpu_timed_frames += 1
             for k, v in gpu.items():
                 stats.stages[k] += v
-        original = originals.popleft()
         stats.frames += 1
         if on_frame is not None:
-            on_frame(ticket, original, blurred)
+            on_frame(index, original, blurred)
         if progress is not None:
             progress.update(1)
         index += 1
@@ -441,12 +441,12 @@ def process_video(
                 break
             if pipeline.outstanding >= pipeline.in_flight:
                 drain_one()
-            pipeline.submit(frame)
+            ticket = pipeline.submit(frame)
             stats.stages["upload"] += pipeline.last_submit_times["upload"]
-            originals.append(frame)
+            in_flight.append((ticket, frame))
             submitted += 1
     finally:
-        while pipeline.outstanding:
+        while in_flight:
             drain_one()
         stats.seconds = time.perf_counter() - start
     return stats
@@ -495,8 +495,7 @@ def _size_arg(text: str) -> tuple[int, int]:
 
 
 def _fetch(name: str) -> Path:
-    from webnn_gpu import models
-
+    models = importlib.import_module("webnn_gpu.models")
     return Path(models.fetch(name))
 
 
@@ -554,19 +553,24 @@ def run(args: argparse.Namespace) -> int:
             total = min(total, args.max_frames) if total else args.max_frames
         from tqdm import tqdm
 
-        interrupted = False
-        with VideoWriter(output, info.width, info.height, fps=info.fps or 30.0) as writer, \
-                tqdm(total=total, unit="frame", disable=args.no_progress, file=sys.stderr) as bar:
-            try:
+        stats: RunStats | None = None
+        writer = VideoWriter(output, info.width, info.height, fps=info.fps or 30.0)
+        try:
+            with tqdm(total=total, unit="frame", disable=args.no_progress, file=sys.stderr) as bar:
                 stats = process_video(reader, pipeline, writer.write, max_frames=args.max_frames,
                                       on_frame=on_frame, progress=bar)
-            except KeyboardInterrupt:
-                interrupted = True
-                stats = None
-        if preview is not None:
-            preview.close()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            t0 = time.perf_counter()
+            writer.close()  # FFmpeg finishes encoding and writes the MP4 index: part of "encode"
+            if stats is not None:
+                stats.stages["encode"] += time.perf_counter() - t0
+                stats.seconds += time.perf_counter() - t0
+            if preview is not None:
+                preview.close()
 
-    if interrupted or stats is None:
+    if stats is None:
         say(f"interrupted; {writer.frames_written} frames written to {output.resolve()}")
         return 130
     print(stats.report())

@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import struct
@@ -40,6 +41,16 @@ __all__ = [
 ]
 
 Source = Union[str, os.PathLike, int]
+
+
+class _DropSizeNotice(logging.Filter):
+    """imageio-ffmpeg logs a warning whenever frames are read scaled; here that is asked for."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("The frame size for reading")
+
+
+logging.getLogger("imageio_ffmpeg").addFilter(_DropSizeNotice())
 
 
 def _imageio_ffmpeg():
