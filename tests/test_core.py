@@ -262,7 +262,10 @@ def test_outputs_that_alias_or_repeat(ctx):
     np.testing.assert_array_equal(out["c"], [1, 2, 3])
 
 
-def test_dead_code_and_memory_reuse(ctx):
+def test_dead_code_and_memory_reuse(ctx, monkeypatch):
+    from webnn_gpu import _compiler
+
+    monkeypatch.setattr(_compiler, "PASSES", [_compiler.dead_code])  # no fusion: 12 kernels
     b = webnn.MLGraphBuilder(ctx)
     x = b.input("x", {"data_type": "float32", "shape": [1024]})
     unused = b.input("unused", {"data_type": "float32", "shape": [2]})
@@ -281,6 +284,26 @@ def test_dead_code_and_memory_reuse(ctx):
     for _ in range(6):
         r = r * r + ref
     np.testing.assert_allclose(ctx.compute(g, {"x": data})["y"], r, rtol=1e-5)
+
+
+def test_elementwise_chain_fuses_into_one_kernel(ctx):
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [64]})
+    k = b.input("k", {"data_type": "int8", "shape": [64]})
+    v = x
+    for _ in range(3):
+        v = b.add(b.mul(v, v), x)
+    w = b.cast(b.add(k, k), "float32")  # the int8 intermediate wraps exactly like a stored one
+    g = b.build({"y": b.sigmoid(v), "w": w})
+    assert g.kernel_count == 2
+    data = np.linspace(-1, 1, 64).astype(np.float32)
+    kd = (np.arange(-32, 32, dtype=np.int16) * 4).astype(np.int8)
+    r = data.astype(np.float64)
+    for _ in range(3):
+        r = r * r + data
+    out = ctx.compute(g, {"x": data, "k": kd})
+    np.testing.assert_allclose(out["y"], 1 / (1 + np.exp(-r)), rtol=1e-5)
+    np.testing.assert_array_equal(out["w"], (kd.astype(np.int16) * 2).astype(np.int8).astype(np.float32))
 
 
 def test_large_elementwise_past_65535_workgroups(ctx):
