@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable, Iterator, Protocol
 import numpy as np
 import wgpu
 
+from webnn_gpu.errors import WebNNError
 from webnn_gpu.interop.blur import BackgroundBlur, ModelDType
 from webnn_gpu.video import (
     PreviewUnavailable,
@@ -525,6 +526,9 @@ def run(args: argparse.Namespace) -> int:
             segmenter = load_segmenter(device, model_path, args.dtype)
         except ModuleNotFoundError as exc:
             say(f"error: this build lacks {exc.name} (the TFLite loader)")
+            return 1
+        except (WebNNError, OSError, ValueError) as exc:
+            say(f"error: cannot load the model {str(model_path)!r}: {exc}")
             return 1
         pipeline = BlurPipeline(device, info.width, info.height, segmenter, sigma=args.sigma)
         output = Path(args.output)
