@@ -476,7 +476,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", type=_size_arg, default=None, metavar="WxH",
                         help="scale frames to this size, e.g. 1280x720 (default: the input's)")
     parser.add_argument("--sigma", type=float, default=None,
-                        help="blur strength in pixels (default: 1.5%% of the longer side)")
+                        help="blur strength in pixels (default: 2.5%% of the longer side)")
     parser.add_argument("--snapshot", default=None, metavar="PATH",
                         help="also write a PNG of one frame, before | after, side by side")
     parser.add_argument("--snapshot-frame", type=int, default=0, metavar="N",
