@@ -21,7 +21,7 @@ from collections.abc import Mapping
 import numpy as np
 import wgpu
 
-from . import _dtypes
+from . import _dtypes, _env
 from . import _validate as V
 from ._kernels import PipelineCache
 from .errors import DataError, InvalidStateError, NotSupportedError, OperationError, WebNNError, where
@@ -541,7 +541,12 @@ class MLContext:
                     raise DataError(f"{op}: argument 'outputs[{name!r}]': expected a {info.numpy} array of "
                                     f"{V.element_count(v.shape)} elements, got {V._show(arr)}")
         with self._lock, self._guard(op):
-            return self._timeline.compute(g, arrays, dict(outputs or {}))
+            result = self._timeline.compute(g, arrays, dict(outputs or {}))
+            if _env.PROFILE:
+                from .profile import format_table, profile_graph
+
+                log.info("kernel timings:\n%s", format_table(profile_graph(self, g, arrays, repeats=3)))
+            return result
 
     async def compute_async(self, graph: MLGraph, inputs: Mapping, outputs: Mapping | None = None) -> dict:
         """Awaitable twin of :meth:`compute` (runs in a worker thread; the loop is not blocked)."""
