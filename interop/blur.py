@@ -245,10 +245,12 @@ class BackgroundBlur:
         limits = device.limits
         self._max_groups = int(limits["max-compute-workgroups-per-dimension"])
         max_binding = int(limits["max-storage-buffer-binding-size"])
-        if 16 * n_pixels > max_binding:
+        n_low = self.low_width * self.low_height
+        largest = max(4 * n_pixels, 4 * self.frame_words, 16 * n_low)  # mask / frame / grid
+        if largest > max_binding:
             raise NotSupportedError(
-                f"BackgroundBlur: a {self.width}x{self.height} frame needs {16 * n_pixels} bytes "
-                f"per float4 buffer, more than the device's max-storage-buffer-binding-size "
+                f"BackgroundBlur: a {self.width}x{self.height} frame needs a {largest}-byte "
+                f"buffer, more than the device's max-storage-buffer-binding-size "
                 f"({max_binding}); use a smaller --size"
             )
 
@@ -257,7 +259,6 @@ class BackgroundBlur:
 
         self.frame_buffer = buffer("frame", 4 * self.frame_words)
         self.mask_buffer = buffer("mask", 4 * n_pixels)
-        n_low = self.low_width * self.low_height
         self.src_buffer = buffer("blur-src", 16 * n_low)
         self.plain_buffer = buffer("blur-plain", 16 * n_low)
         self.tmp_buffer = buffer("blur-tmp", 16 * n_low)

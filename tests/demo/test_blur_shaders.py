@@ -260,3 +260,20 @@ def test_bad_arguments(device):
         blur.record_preprocess(device.create_command_encoder(), small)
     with pytest.raises(MLTypeError, match="wgpu.GPUBuffer"):
         blur.record_postprocess(device.create_command_encoder(), np.zeros(16))
+
+
+def test_frame_larger_than_the_binding_limit(device):
+    class SmallDevice:  # the real device, with a smaller max-storage-buffer-binding-size
+        def __init__(self, dev):
+            self._dev = dev
+            self.limits = {**dev.limits, "max-storage-buffer-binding-size": 4096}
+
+        def __getattr__(self, name):
+            return getattr(self._dev, name)
+
+    kw = dict(model_width=8, model_height=8, sigma=9.0, factor=3)
+    BackgroundBlur(SmallDevice(device), 32, 32, **kw)  # the mask, 4 * 32 * 32 bytes, fits
+    with pytest.raises(NotSupportedError, match="max-storage-buffer-binding-size"):
+        BackgroundBlur(SmallDevice(device), 33, 32, **kw)
+    with pytest.raises(NotSupportedError, match="16384-byte"):  # the full-resolution grid
+        BackgroundBlur(SmallDevice(device), 32, 32, model_width=8, model_height=8, factor=1)

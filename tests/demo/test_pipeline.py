@@ -170,3 +170,59 @@ def test_cli_errors(tmp_path, capsys):
         parser.parse_args(["--size", "12"])
     args = parser.parse_args(["--max-frames", "0"])
     assert demo.run(args) == 2
+
+
+class _FakeContext:
+    """An MLContext stand-in whose record() runs the colour key on the buffers it is given."""
+
+    def __init__(self, device, key: KeySegmenter):
+        self.device, self.key, self.calls = device, key, []
+
+    def record(self, encoder, graph, inputs, outputs):
+        self.calls.append((graph, dict(inputs), dict(outputs)))
+        self.key.record(encoder, inputs["input_1"], outputs["activation_10"])
+
+
+def _model(outputs: dict, dtype: str = "float32", input_shape=(1, 32, 32, 3)):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        graph="the-graph",
+        inputs={"input_1": {"data_type": dtype, "shape": list(input_shape)}},
+        outputs={k: {"data_type": dtype, "shape": list(v)} for k, v in outputs.items()},
+    )
+
+
+def test_webnn_segmenter_records_the_graph_with_the_pipeline_buffers(device):
+    h, w = 32, 48
+    frames = _scene(3, h, w)
+    ctx = _FakeContext(device, KeySegmenter(device, 32, 32))
+    # a second output the demo does not use still gets a buffer of its own
+    model = _model({"activation_10": (1, 32, 32, 1), "aux": (1, 8)})
+    seg = demo.WebNNSegmenter(ctx, model, name="fake")
+    assert (seg.input_size, seg.mask_size, seg.dtype) == ((32, 32), (32, 32), "float32")
+    pipe = demo.BlurPipeline(device, w, h, seg, sigma=2.0)
+    got: list[np.ndarray] = []
+    demo.process_video(frames, pipe, lambda f: got.append(f.copy()))
+    assert len(ctx.calls) == 3
+    graph, inputs, outputs = ctx.calls[0]
+    assert graph == "the-graph"
+    assert inputs == {"input_1": pipe.model_input}
+    assert outputs["activation_10"] is pipe.model_output and outputs["aux"].size == 32
+    want, _ = _reference(frames[0], 32, 32, 2.0, pipe.blur.factor)
+    assert np.abs(got[0].astype(int) - want.astype(int)).max() <= 1
+
+
+@pytest.mark.parametrize(
+    "outputs, input_shape, dtype, match",
+    [
+        ({"m": (1, 32, 32, 1)}, (1, 32, 32, 4), "float32", "NHWC"),
+        ({"m": (1, 32, 32, 2)}, (1, 32, 32, 3), "float32", "one mask output"),
+        ({"a": (1, 32, 32, 1), "b": (1, 16, 16, 1)}, (1, 32, 32, 3), "float32", "one mask output"),
+        ({"m": (1, 32, 32, 1)}, (1, 32, 32, 3), "int32", "float32 or float16"),
+    ],
+)
+def test_webnn_segmenter_rejects_other_models(device, outputs, input_shape, dtype, match):
+    ctx = _FakeContext(device, None)
+    with pytest.raises(ValueError, match=match):
+        demo.WebNNSegmenter(ctx, _model(outputs, dtype, input_shape))
