@@ -89,8 +89,10 @@ def test_person_stays_sharp_background_blurred(masks_and_outputs, clip_frames):
         for frame, m, out in zip(clip_frames, masks, outs):
             change = np.abs(out.astype(np.int16) - frame.astype(np.int16)).mean(-1)
             person, background = change[m > 0.5].mean(), change[m < 0.1].mean()
-            assert person < 0.25 * background, f"{dtype}: person {person:.2f}, bg {background:.2f}"
-            assert background > 2.0, f"{dtype}: background barely changed ({background:.2f})"
+            # (the float64 NumPy run of the same model through the loader gives person ~0.5,
+            # background ~17 grey levels on these frames)
+            assert person < 0.1 * background, f"{dtype}: person {person:.2f}, bg {background:.2f}"
+            assert background > 5.0, f"{dtype}: background barely changed ({background:.2f})"
 
 
 def test_float16_matches_float32(masks_and_outputs):
