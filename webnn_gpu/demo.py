@@ -446,10 +446,24 @@ def process_video(
             stats.stages["upload"] += pipeline.last_submit_times["upload"]
             in_flight.append((ticket, frame))
             submitted += 1
-    finally:
+    except KeyboardInterrupt:
+        # Ctrl-C (e.g. ending a camera run): the frames in flight still go to the sink
         while in_flight:
             drain_one()
         stats.seconds = time.perf_counter() - start
+        raise
+    except BaseException:
+        # something failed (the sink, the GPU): unmap the staging buffers, drop the frames
+        while in_flight:
+            ticket, _ = in_flight.popleft()
+            try:
+                pipeline.collect(ticket)
+            except Exception:  # the original error is the one to report
+                pass
+        raise
+    while in_flight:
+        drain_one()
+    stats.seconds = time.perf_counter() - start
     return stats
 
 

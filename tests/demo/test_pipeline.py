@@ -226,3 +226,42 @@ def test_webnn_segmenter_rejects_other_models(device, outputs, input_shape, dtyp
     ctx = _FakeContext(device, None)
     with pytest.raises(ValueError, match=match):
         demo.WebNNSegmenter(ctx, _model(outputs, dtype, input_shape))
+
+
+def test_a_failing_sink_leaves_the_pipeline_usable(device):
+    frames = _scene(4, 16, 24)
+    pipe = demo.BlurPipeline(device, 24, 16, KeySegmenter(device, 8, 8), sigma=1.0)
+
+    def broken(frame):
+        raise OSError("FFmpeg went away")
+
+    with pytest.raises(OSError, match="went away"):
+        demo.process_video(frames, pipe, broken)
+    assert pipe.outstanding == 0
+    got = []
+    assert demo.process_video(frames, pipe, got.append).frames == 4  # still usable
+
+
+def test_ctrl_c_still_writes_the_frames_in_flight(device):
+    frames = _scene(5, 16, 24)
+    pipe = demo.BlurPipeline(device, 24, 16, KeySegmenter(device, 8, 8), sigma=1.0)
+    written = []
+
+    def frames_then_ctrl_c():
+        yield from frames[:3]
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        demo.process_video(frames_then_ctrl_c(), pipe, lambda f: written.append(f.copy()))
+    assert len(written) == 3 and pipe.outstanding == 0
+
+
+def test_cli_router_has_the_blur_command(capsys):
+    from webnn_gpu import cli
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["blur", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for option in ("--snapshot", "--preview", "--max-frames", "--dtype", "--size", "--model"):
+        assert option in out
