@@ -535,7 +535,11 @@ def run(args: argparse.Namespace) -> int:
 
     with reader:
         info = reader.info
-        device = create_device()
+        try:
+            device = create_device()
+        except RuntimeError as exc:
+            say(f"error: {exc}")
+            return 1
         try:
             segmenter = load_segmenter(device, model_path, args.dtype)
         except ModuleNotFoundError as exc:
