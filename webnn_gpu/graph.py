@@ -102,6 +102,9 @@ class MLGraph:
                 r = root(v)
                 if r.kind == "constant" and r.id not in slot:
                     consts[r.id] = r
+        for r, _ in out_copies:  # an output that is a view (reshape, ...) of a constant
+            if r.kind == "constant" and r.id not in slot:
+                consts[r.id] = r
         for r in consts.values():
             slot[r.id] = _Slot("const", len(self._buffers))
             if r.tensor is not None:
