@@ -13,11 +13,13 @@ os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 
 @pytest.fixture(scope="session")
 def device() -> wgpu.GPUDevice:
-    """A wgpu device with timestamp queries when the adapter has them."""
-    adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
-    assert adapter is not None, "no WebGPU adapter: run `make gpu` (installs Mesa's lavapipe)"
-    features = [f for f in ("timestamp-query",) if f in adapter.features]
-    return adapter.request_device_sync(required_features=features)
+    """The device the demo makes (shader-f16, timestamp queries... when the adapter has them).
+
+    Raises (fails the tests, never skips) when there is no adapter.
+    """
+    from webnn_gpu.demo import create_device
+
+    return create_device()
 
 
 @pytest.fixture(autouse=True)

@@ -265,3 +265,45 @@ def test_cli_router_has_the_blur_command(capsys):
     out = capsys.readouterr().out
     for option in ("--snapshot", "--preview", "--max-frames", "--dtype", "--size", "--model"):
         assert option in out
+
+
+def _webnn_key_model(ctx, h: int, w: int, dtype: str):
+    """The colour key of KeySegmenter built as a real WebNN graph (slice, reduce_max, clamp)."""
+    import webnn_gpu as webnn
+    from types import SimpleNamespace
+
+    b = webnn.MLGraphBuilder(ctx)
+    desc = {"data_type": dtype, "shape": [1, h, w, 3]}
+    x = b.input("input_1", desc)
+    r = b.slice(x, [0, 0, 0, 0], [1, h, w, 1])
+    gb = b.reduce_max(b.slice(x, [0, 0, 0, 1], [1, h, w, 2]), axes=[3], keep_dimensions=True)
+    np_dtype = np.dtype(dtype)
+    c = lambda v: b.constant(np.full([1, 1, 1, 1], v, np_dtype))  # noqa: E731
+    mask = b.clamp(b.mul(b.sub(b.sub(r, gb), c(0.2)), c(5.0)), min_value=0.0, max_value=1.0)
+    graph = b.build({"activation_10": mask})
+    return SimpleNamespace(
+        graph=graph, inputs={"input_1": desc},
+        outputs={"activation_10": {"data_type": dtype, "shape": [1, h, w, 1]}},
+    )
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_webnn_graph_recorded_into_the_frame_encoder(device, dtype):
+    """The real WebNN path: a context on the demo's device, ctx.record into its encoder."""
+    import webnn_gpu as webnn
+
+    h, w = 48, 80
+    frames = _scene(3, h, w)
+    ctx = webnn.ml.create_context(device)
+    seg = demo.WebNNSegmenter(ctx, _webnn_key_model(ctx, 32, 40, dtype), name="webnn key")
+    pipe = demo.BlurPipeline(device, w, h, seg, sigma=3.0)
+    got: list[np.ndarray] = []
+    stats = demo.process_video(frames, pipe, lambda f: got.append(f.copy()))
+    assert stats.frames == 3
+    for frame, out in zip(frames, got):
+        want, _ = _reference(frame, 32, 40, 3.0, pipe.blur.factor)
+        diff = np.abs(out.astype(int) - want.astype(int))
+        if dtype == "float32":
+            assert diff.max() <= 1 and (diff == 0).mean() >= 0.99
+        else:
+            assert np.percentile(diff, 99) <= 2 and diff.mean() < 0.1
