@@ -99,8 +99,9 @@ def test_float16_matches_float32(masks_and_outputs):
     m32, _ = masks_and_outputs["float32"]
     m16, _ = masks_and_outputs["float16"]
     for a, b in zip(m32, m16):
-        assert np.abs(a - b).mean() < 0.02
-        assert ((a > 0.5) != (b > 0.5)).mean() < 0.02
+        # (measured: mean difference ~1e-4, ~1e-4 of the pixels on the other side of 0.5)
+        assert np.abs(a - b).mean() < 0.005
+        assert ((a > 0.5) != (b > 0.5)).mean() < 0.005
 
 
 def test_cli_defaults_fetch_clip_and_model(tmp_path, capsys):
