@@ -22,7 +22,9 @@ of dicts, applied in order to the value ``x``:
     ``beta * c``).
 
 Operands are appended to ``node.inputs`` (see :func:`attach`); the graph binds every input
-of a node and the dead-code pass keeps them alive, so nothing else is needed. The whole
+of a node and the dead-code pass keeps them alive, so nothing else is needed. An operand must
+be computed before the node in the node list (a fusion pass that folds ``add(conv, skip)``
+into the conv must keep ``skip``'s producer ahead of it). The whole
 chain is computed in f32 (float16 outputs are rounded once, at the store), reusing the
 expressions and the ``shaders/_lib/activations.wgsl`` helpers of the standalone
 element-wise kernels. A kernel's own options come first: conv's bias and gemm's alpha and
