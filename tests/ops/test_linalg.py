@@ -279,3 +279,30 @@ def test_tile_shapes_and_orders(ctx, rng, force, monkeypatch, tile, order):
         out = run_graph(ctx, lambda bld, o: {"y": bld.matmul(o["a"], o["b"])}, {"a": a, "b": b}, tensor_path=False)["y"]
         ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
         check(out, ref, np.matmul(np.abs(a), np.abs(b)).astype(np.float64), sa[-1], np.float32, f"{tile} {order}")
+
+
+EPILOGUE_STEPS = [
+    ({"op": "tanh"}, np.tanh),
+    ({"op": "elu", "alpha": 0.5}, lambda x: np.where(x > 0, x, 0.5 * np.expm1(np.minimum(x, 0)))),
+    ({"op": "leaky_relu", "alpha": 0.1}, lambda x: np.where(x >= 0, x, 0.1 * x)),
+    ({"op": "hard_sigmoid"}, lambda x: np.clip(0.2 * x + 0.5, 0, 1)),
+    ({"op": "softsign"}, lambda x: x / (1 + np.abs(x))),
+    ({"op": "mul", "operand": 0}, lambda x, y: x * y),
+    ({"op": "max", "operand": 0}, lambda x, y: np.maximum(x, y)),
+    ({"op": "div", "operand": 0, "reverse": True}, lambda x, y: y / x),
+    ({"op": "sub", "operand": 0, "scale": -2.0}, lambda x, y: x + 2.0 * y),
+]
+
+
+@pytest.mark.parametrize("step, fn", EPILOGUE_STEPS, ids=lambda s: s["op"] if isinstance(s, dict) else "")
+def test_epilogue_ops(ctx, rng, step, fn):
+    a, b = data(rng, (6, 8), np.float32), data(rng, (8, 12), np.float32)
+    y = rng.uniform(0.5, 2, (1, 12)).astype(np.float32)  # broadcast along rows; away from 0 for div
+    binary = "operand" in step
+    out = run_graph(ctx, lambda bld, o: {"z": _fused(bld, bld.matmul(o["a"], o["b"]), [step],
+                                                      [o["y"]] if binary else [])},
+                    {"a": a, "b": b, "y": y} if binary else {"a": a, "b": b}, tensor_path=False)["z"]
+    x = a.astype(np.float64) @ b
+    with np.errstate(all="ignore"):
+        want = fn(x, y.astype(np.float64)) if binary else fn(x)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-6)
