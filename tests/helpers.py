@@ -1,0 +1,68 @@
+"""Test helpers: run a graph both ways (compute and the tensor timeline) and compare."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import webnn_gpu as webnn
+
+
+def run_graph(ctx, build, inputs: dict, *, tensor_path: bool = True) -> dict:
+    """Build a graph with ``build(builder, operands) -> {name: MLOperand}`` and run it.
+
+    ``inputs`` maps names to arrays (their dtype/shape make the input descriptors). The
+    graph runs through ``ctx.compute`` and, unless ``tensor_path`` is False, through
+    ``create_tensor`` / ``write_tensor`` / ``dispatch`` / ``read_tensor``; both results must be
+    bit-identical. Returns the compute() outputs.
+    """
+    b = webnn.MLGraphBuilder(ctx)
+    ops = {
+        name: b.input(name, {"data_type": webnn._dtypes.from_numpy(a.dtype), "shape": list(a.shape)})
+        for name, a in inputs.items()
+    }
+    outs = build(b, ops)
+    graph = b.build(outs)
+    result = ctx.compute(graph, {n: inputs[n] for n in graph.inputs})
+    if tensor_path:
+        ins = {}
+        for name in graph.inputs:
+            a = inputs[name]
+            t = ctx.create_tensor({"data_type": webnn._dtypes.from_numpy(a.dtype), "shape": list(a.shape),
+                                   "writable": True})
+            ctx.write_tensor(t, a)
+            ins[name] = t
+        outs_t = {n: ctx.create_tensor({**d, "readable": True}) for n, d in graph.outputs.items()}
+        ctx.dispatch(graph, ins, outs_t)
+        for name, t in outs_t.items():
+            got = ctx.read_tensor(t)
+            np.testing.assert_array_equal(
+                got.view(np.uint8), result[name].view(np.uint8), err_msg=f"tensor path differs for {name!r}"
+            )
+            t.destroy()
+        for t in ins.values():
+            t.destroy()
+    graph.destroy()
+    return result
+
+
+def assert_close(actual, expected, *, atol: float, rtol: float = 0.0, err_msg: str = "") -> None:
+    """Compare to a float64 reference: NaNs must match, infinities must match exactly."""
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape} {err_msg}"
+    with np.errstate(all="ignore"):
+        np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64), atol=atol, rtol=rtol,
+                                   equal_nan=True, err_msg=err_msg)
+
+
+def ulp_distance(actual, expected) -> np.ndarray:
+    """ULP distance between float32 or float16 arrays (as WPT computes it)."""
+    actual = np.asarray(actual)
+    expected = np.asarray(expected).astype(actual.dtype)
+    bits = {np.dtype(np.float32): np.int32, np.dtype(np.float16): np.int16}[actual.dtype]
+    a = actual.view(bits).astype(np.int64)
+    e = expected.view(bits).astype(np.int64)
+    top = np.int64(np.iinfo(bits).min)
+    a = np.where(a < 0, top - a, a)
+    e = np.where(e < 0, top - e, e)
+    return np.abs(a - e)

@@ -1,0 +1,30 @@
+"""Debug knobs read from the environment once, at import.
+
+* ``WEBNN_GPU_DEBUG=1|2|3``: 1 logs the graph after the compiler passes, 2 also the kernel
+  list with dispatch sizes, 3 also dumps every WGSL kernel to ``WEBNN_GPU_DUMP_DIR``.
+* ``WEBNN_GPU_FORCE_<ALGO>=<variant>``: force a kernel variant (see :func:`force`).
+* ``WEBNN_GPU_PROFILE=1``: time each kernel with timestamp queries.
+
+Everything is logged through ``logging.getLogger("webnn_gpu")``; nothing is printed.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def _int(name: str, default: int = 0) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+DEBUG = _int("WEBNN_GPU_DEBUG")
+DUMP_DIR = os.environ.get("WEBNN_GPU_DUMP_DIR", "")
+PROFILE = _int("WEBNN_GPU_PROFILE")
+
+
+def force(algo: str) -> str:
+    """The variant forced for ``algo`` by ``WEBNN_GPU_FORCE_<ALGO>`` ("" when not forced)."""
+    return os.environ.get(f"WEBNN_GPU_FORCE_{algo.upper()}", "").strip().lower()

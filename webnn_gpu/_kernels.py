@@ -1,0 +1,231 @@
+"""The kernel system: Jinja2 WGSL templates, their typed context, and the pipeline cache.
+
+Templates live in ``shaders/<family>/<name>.wgsl`` and open with a contract header (the
+context variables they need, the binding layout, the workgroup shape). They are rendered
+with ``StrictUndefined``, so a missing variable fails when the graph is built, never as
+broken WGSL. ``shaders/_lib/`` holds the shared macros: binding declarations with
+load/store helpers for every data type (``io.wgsl``), index math (``index.wgsl``) and the
+activation snippets used by standalone and fused kernels (``activations.wgsl``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+
+from . import _dtypes
+from ._env import DEBUG, DUMP_DIR
+from .errors import NotSupportedError, OperationError, where
+
+log = logging.getLogger("webnn_gpu")
+
+#: Invocations per workgroup of the 1-D kernels.
+WORKGROUP = 256
+
+
+def _shader_root() -> Path:
+    try:
+        import webnn_gpu.shaders as pkg
+
+        return Path(pkg.__file__).parent
+    except ImportError:  # running from a source tree that is not installed
+        return Path(__file__).resolve().parent.parent / "shaders"
+
+
+_env = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(str(_shader_root())),
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+    autoescape=False,
+)
+
+
+@dataclass
+class Binding:
+    """One storage buffer of a kernel as templates see it."""
+
+    name: str
+    data_type: str
+    output: bool = False
+
+    @property
+    def info(self) -> _dtypes.DTypeInfo:
+        """The data type's storage/compute description."""
+        return _dtypes.info(self.data_type)
+
+    @property
+    def packing(self) -> str:
+        """"plain", "byte" or "wide"."""
+        return self.info.packing
+
+    @property
+    def storage(self) -> str:
+        """WGSL element type of the storage array."""
+        return self.info.storage
+
+    @property
+    def compute(self) -> str:
+        """WGSL scalar type values are computed in."""
+        return self.info.compute
+
+    @property
+    def raw(self) -> str:
+        """WGSL type of one element moved as-is (for data-movement kernels)."""
+        return {"plain": self.info.storage, "byte": "u32", "wide": "vec2<u32>"}[self.packing]
+
+
+@dataclass
+class KernelContext:
+    """What every template gets: bindings, element count, workgroup size, enables.
+
+    Op-specific variables go in ``vars``; templates only format these values.
+    """
+
+    template: str
+    bindings: list[Binding]
+    n: int
+    workgroup: int = WORKGROUP
+    features: frozenset = frozenset()
+    vars: dict = field(default_factory=dict)
+
+    @property
+    def enables(self) -> list[str]:
+        """WGSL ``enable`` lines the bindings' data types need."""
+        lines = []
+        if any(b.data_type == "float16" for b in self.bindings) or self.vars.get("needs_f16"):
+            lines.append("enable f16;")
+        return lines
+
+    def render(self) -> str:
+        """The WGSL text of the kernel."""
+        for b in self.bindings:
+            feat = b.info.feature
+            if feat and feat not in self.features and b.packing != "wide":
+                raise NotSupportedError(f"data type {b.data_type} needs the adapter feature {feat!r}")
+        tpl = _env.get_template(self.template)
+        return tpl.render(k=self, b={x.name: x for x in self.bindings}, int64=("shader-int64" in self.features),
+                          **self.vars)
+
+
+def render(template: str, **variables) -> str:
+    """Render a template with plain variables (for the interop and demo shaders)."""
+    return _env.get_template(template).render(**variables)
+
+
+def workgroups(n_groups: int, limits: dict, what: str = "kernel") -> tuple[int, int, int]:
+    """Fold ``n_groups`` workgroups into (x, y, 1) within maxComputeWorkgroupsPerDimension.
+
+    Kernels recover the linear workgroup index as ``wid.x + wid.y * num_workgroups.x``
+    and must guard with ``if (idx >= N) { return; }``.
+
+    Raises:
+        NotSupportedError: more work than x*y can address.
+    """
+    lim = int(limits.get("max-compute-workgroups-per-dimension", 65535))
+    if n_groups <= lim:
+        return (max(1, n_groups), 1, 1)
+    y = math.ceil(n_groups / lim)
+    if y > lim:
+        raise NotSupportedError(
+            f"{what}: {n_groups} workgroups exceed maxComputeWorkgroupsPerDimension**2 = {lim * lim}"
+        )
+    x = math.ceil(n_groups / y)
+    return (x, y, 1)
+
+
+class PipelineCache:
+    """Compute pipelines keyed by a hash of their WGSL text and entry point (LRU).
+
+    Identical shader text shares one pipeline across every graph of a context.
+    """
+
+    def __init__(self, device, capacity: int = 4096):
+        self.device = device
+        self.capacity = capacity
+        self._items: OrderedDict[str, object] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(wgsl: str, entry: str = "main") -> str:
+        """The cache key of a shader text and entry point."""
+        return hashlib.sha1(f"{entry}\0{wgsl}".encode()).hexdigest()
+
+    def get(self, wgsl: str, *, template: str = "", label: str = "", entry: str = "main"):
+        """The pipeline of ``wgsl``, compiling it on a miss.
+
+        Raises:
+            OperationError: the shader or pipeline failed to compile, with the template name,
+                the op label, a WGSL excerpt and the wgpu message.
+        """
+        k = self.key(wgsl, entry)
+        pipe = self._items.get(k)
+        if pipe is not None:
+            self.hits += 1
+            self._items.move_to_end(k)
+            return pipe
+        self.misses += 1
+        if DEBUG >= 3 and DUMP_DIR:
+            Path(DUMP_DIR).mkdir(parents=True, exist_ok=True)
+            (Path(DUMP_DIR) / f"{k[:12]}_{template.replace('/', '_')}").write_text(wgsl)
+        try:
+            module = self.device.create_shader_module(code=wgsl, label=f"{label or template}")
+            pipe = self.device.create_compute_pipeline(
+                layout="auto", compute={"module": module, "entry_point": entry}, label=label or template
+            )
+        except Exception as exc:  # wgpu raises GPUValidationError and friends
+            raise OperationError(
+                f"{label or template}: our kernel failed to compile (template {template!r}): {exc}\n"
+                f"--- WGSL excerpt ---\n{_excerpt(wgsl, str(exc))}"
+            ) from exc
+        self._items[k] = pipe
+        if len(self._items) > self.capacity:
+            self._items.popitem(last=False)
+        return pipe
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def _excerpt(wgsl: str, message: str, context: int = 4) -> str:
+    import re
+
+    lines = wgsl.splitlines()
+    m = re.search(r"wgsl:(\d+):", message)
+    if m:
+        i = int(m.group(1)) - 1
+        lo, hi = max(0, i - context), min(len(lines), i + context + 1)
+    else:
+        lo, hi = 0, min(len(lines), 2 * context + 1)
+    return "\n".join(f"{j + 1:4d} | {lines[j]}" for j in range(lo, hi))
+
+
+def op_where(node) -> str:
+    """``op [label]`` of a node, for messages and GPU object labels."""
+    return where(node.op, node.label)
+
+
+def strides(shape) -> list[int]:
+    """Row-major element strides of a shape."""
+    out = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        out[i] = out[i + 1] * int(shape[i + 1])
+    return out
+
+
+def broadcast_strides(in_shape, out_shape) -> list[int]:
+    """Strides to index an input broadcast to ``out_shape`` (0 where broadcast)."""
+    r = len(out_shape)
+    padded = [1] * (r - len(in_shape)) + list(in_shape)
+    st = strides(padded)
+    return [0 if padded[i] == 1 and out_shape[i] != 1 else st[i] for i in range(r)]
+
+

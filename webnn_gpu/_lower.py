@@ -1,0 +1,100 @@
+"""Lowering: how a graph node becomes kernel launches and buffer copies.
+
+A lowering function (registered with :func:`webnn_gpu.ops._registry.lowering`) receives the
+node and a :class:`LowerContext`, and calls ``lc.kernel(...)`` once per kernel it needs,
+``lc.alias(out, src)`` for views (reshape), ``lc.copy(src, dst)`` for plain byte copies and
+``lc.temp(...)`` for scratch values that live only while the node runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from . import _kernels
+from ._kernels import Binding, KernelContext, workgroups
+from .builder import Value
+
+if TYPE_CHECKING:
+    from .builder import Node
+
+
+@dataclass
+class KernelStep:
+    """One compute dispatch: a pipeline, its bound values and workgroup counts."""
+
+    template: str
+    wgsl: str
+    values: list[Value]
+    groups: tuple[int, int, int]
+    label: str
+    pipeline: object = None
+    node: object = None
+
+
+@dataclass
+class CopyStep:
+    """A buffer-to-buffer copy of ``nbytes`` bytes (outside compute passes)."""
+
+    src: Value
+    dst: Value
+    nbytes: int
+    label: str = ""
+    node: object = None
+
+
+@dataclass
+class LowerContext:
+    """What a lowering function works with. See the module docstring."""
+
+    node: Node
+    features: frozenset
+    limits: dict
+    steps: list = field(default_factory=list)
+    aliases: dict = field(default_factory=dict)  # value id -> source Value
+    temps: list = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """``op [label]`` of the node."""
+        return _kernels.op_where(self.node)
+
+    def kernel(self, template: str, inputs: list[tuple[str, Value]], outputs: list[tuple[str, Value]],
+               n: int, *, groups: tuple[int, int, int] | None = None, workgroup: int = _kernels.WORKGROUP,
+               **variables) -> KernelStep:
+        """Add a kernel launch.
+
+        Arguments:
+            template: path under ``shaders/``, e.g. ``"elementwise/map.wgsl"``.
+            inputs / outputs: (binding name, Value) in binding order (inputs first).
+            n: invocations the kernel guards against (``if (idx >= n) { return; }``).
+            groups: explicit workgroup counts; by default ceil(n / workgroup), folded to 2-D.
+            workgroup: invocations per workgroup.
+            variables: template-specific context.
+        """
+        bindings = [Binding(name, v.data_type) for name, v in inputs]
+        bindings += [Binding(name, v.data_type, output=True) for name, v in outputs]
+        kc = KernelContext(template, bindings, int(n), workgroup, self.features, dict(variables))
+        wgsl = kc.render()
+        if groups is None:
+            groups = workgroups(-(-int(n) // workgroup), self.limits, self.label)
+        step = KernelStep(template, wgsl, [v for _, v in inputs] + [v for _, v in outputs], tuple(groups),
+                          self.label, node=self.node)
+        self.steps.append(step)
+        return step
+
+    def copy(self, src: Value, dst: Value) -> None:
+        """Copy ``src``'s bytes into ``dst`` (same byte length)."""
+        from ._dtypes import buffer_size
+
+        self.steps.append(CopyStep(src, dst, buffer_size(src.data_type, src.shape), self.label, node=self.node))
+
+    def alias(self, out: Value, src: Value) -> None:
+        """Make ``out`` a view of ``src``'s buffer (same bytes, e.g. reshape)."""
+        self.aliases[out.id] = src
+
+    def temp(self, data_type: str, shape) -> Value:
+        """A scratch value for this node's kernels."""
+        v = Value(data_type, tuple(shape), "op")
+        self.temps.append(v)
+        return v

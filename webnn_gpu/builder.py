@@ -1,0 +1,317 @@
+"""MLGraphBuilder and MLOperand: building a WebNN graph.
+
+Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder
+
+The builder records a graph IR (:class:`Node` / :class:`Value`). Operator methods are
+defined next to their kernels in ``webnn_gpu/ops/<family>.py`` and attached to
+:class:`MLGraphBuilder` by :func:`webnn_gpu.ops._registry.builder_method`; this module holds
+what every graph needs: inputs, constants and ``build``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import _dtypes
+from . import _validate as V
+from .errors import DataError, InvalidStateError, MLTypeError, NotSupportedError, where
+
+if TYPE_CHECKING:
+    from .context import MLContext
+    from .graph import MLGraph
+    from .tensor import MLTensor
+
+_ids = itertools.count()
+
+
+@dataclass(eq=False)
+class Value:
+    """One tensor value of the graph IR: its type, and what produces it."""
+
+    data_type: str
+    shape: tuple[int, ...]
+    kind: str  # "input", "constant" or "op"
+    name: str = ""  # input name
+    data: np.ndarray | None = None  # constant data (flat, its NumPy dtype)
+    tensor: Any = None  # constant MLTensor (create_constant_tensor)
+    producer: Node | None = None
+    id: int = field(default_factory=lambda: next(_ids))
+
+    @property
+    def size(self) -> int:
+        """Element count."""
+        return V.element_count(self.shape)
+
+    def __repr__(self) -> str:
+        return f"%{self.id}:{self.data_type}{list(self.shape)}"
+
+
+@dataclass(eq=False)
+class Node:
+    """One operator application of the graph IR."""
+
+    op: str
+    inputs: list[Value | None]
+    outputs: list[Value]
+    attrs: dict
+    label: str = ""
+    id: int = field(default_factory=lambda: next(_ids))
+
+    def __repr__(self) -> str:
+        return f"{self.op}({', '.join(map(repr, self.inputs))}) -> {self.outputs}"
+
+
+class MLOperand:
+    """An operand of a graph under construction (the spec's MLOperand).
+
+    Attributes:
+        data_type (str): the spec's data type string.
+        shape (tuple[int, ...]): the dimensions.
+    """
+
+    __slots__ = ("_builder", "_value")
+
+    def __init__(self, builder: MLGraphBuilder, value: Value):
+        self._builder = builder
+        self._value = value
+
+    # IDL: readonly attribute MLOperandDataType dataType;
+    @property
+    def data_type(self) -> str:
+        """The operand's data type (``"float32"``, ...)."""
+        return self._value.data_type
+
+    # IDL: readonly attribute FrozenArray<[EnforceRange] unsigned long> shape;
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The operand's shape."""
+        return self._value.shape
+
+    @property
+    def rank(self) -> int:
+        """Number of dimensions."""
+        return len(self._value.shape)
+
+    def __repr__(self) -> str:
+        return f"<MLOperand {self.data_type} {list(self.shape)}>"
+
+
+class MLGraphBuilder:
+    """Builds a computational graph for one :class:`MLContext` (the spec's MLGraphBuilder).
+
+    Arguments:
+        context (MLContext): the context the graph will run on.
+
+    A builder builds one graph: ``build()`` may be called once.
+    """
+
+    # IDL: constructor(MLContext context);
+    def __init__(self, context: MLContext):
+        from .context import MLContext
+
+        if not isinstance(context, MLContext):
+            raise MLTypeError(f"MLGraphBuilder: argument 'context': expected an MLContext, got {type(context).__name__}")
+        context._check_alive("MLGraphBuilder")
+        self._context = context
+        self._nodes: list[Node] = []
+        self._inputs: dict[str, Value] = {}
+        self._built = False
+
+    @property
+    def context(self) -> MLContext:
+        """The context this builder builds for."""
+        return self._context
+
+    # ----------------------------------------------------------------- plumbing for ops
+    def _check_usable(self, op: str, label: str = "") -> None:
+        if self._built:
+            raise InvalidStateError(f"{where(op, label)}: this MLGraphBuilder has already built its graph")
+        self._context._check_alive(where(op, label))
+
+    def _operand(self, op: str, label: str, arg: str, x, *, optional: bool = False) -> Value | None:
+        """The Value of an MLOperand argument, checking it belongs to this builder."""
+        if x is None and optional:
+            return None
+        if not isinstance(x, MLOperand):
+            V.fail(op, label, arg, "an MLOperand", x)
+        if x._builder is not self:
+            V.fail(op, label, arg, "an MLOperand of this MLGraphBuilder", "an operand of another builder")
+        return x._value
+
+    def _check_data_type(self, op: str, label: str, arg: str, data_type: str) -> None:
+        """Refuse a data type this adapter cannot hold (NotSupportedError)."""
+        if data_type not in self._context._supported_data_types:
+            raise NotSupportedError(
+                f"{where(op, label)}: argument {arg!r}: data type {data_type!r} is not supported on this "
+                f"adapter (supported: {', '.join(self._context._supported_data_types)})"
+            )
+
+    def _emit(self, op: str, inputs: list[Value | None], outputs: list[tuple[str, tuple[int, ...]]],
+              attrs: dict | None = None, label: str = "") -> list[MLOperand]:
+        """Append a node and return operands for its outputs."""
+        limit = self._context._max_binding_size
+        out_values = []
+        for i, (dt, shp) in enumerate(outputs):
+            self._check_data_type(op, label, "output" if len(outputs) == 1 else f"output {i}", dt)
+            V.size_limit(op, label, "output", dt, shp, limit)
+            out_values.append(Value(dt, tuple(shp), "op"))
+        node = Node(op, list(inputs), out_values, dict(attrs or {}), label or "")
+        for v in out_values:
+            v.producer = node
+        self._nodes.append(node)
+        return [MLOperand(self, v) for v in out_values]
+
+    def _emit1(self, op: str, inputs, data_type: str, shape, attrs=None, label: str = "") -> MLOperand:
+        return self._emit(op, inputs, [(data_type, tuple(shape))], attrs, label)[0]
+
+    # ----------------------------------------------------------------- inputs & constants
+    # IDL: MLOperand input(USVString name, MLOperandDescriptor descriptor);
+    def input(self, name: str, descriptor: dict, **kwargs) -> MLOperand:
+        """Declare a named graph input.
+
+        Arguments:
+            name (str): the input's name, unique in this builder, not empty.
+            descriptor (dict): ``{"data_type": str, "shape": list[int]}``.
+
+        Returns:
+            MLOperand: the input operand.
+
+        Raises:
+            MLTypeError: an empty or duplicate name, or an invalid descriptor.
+            NotSupportedError: a data type or size this adapter cannot hold.
+            InvalidStateError: the builder has built its graph, or the context is gone.
+        """
+        op, label = "input", kwargs.pop("label", "") or ""
+        V.check_kwargs(op, label, kwargs)
+        self._check_usable(op, label)
+        if not isinstance(name, str) or not name:
+            V.fail(op, label, "name", "a non-empty string", name)
+        if name in self._inputs:
+            V.fail(op, label, "name", "a name not used by another input of this builder", name)
+        dt, shp, _ = V.descriptor(op, label, "descriptor", descriptor)
+        self._check_data_type(op, label, "descriptor.data_type", dt)
+        V.size_limit(op, label, "descriptor", dt, shp, self._context._max_binding_size)
+        value = Value(dt, shp, "input", name=name)
+        self._inputs[name] = value
+        return MLOperand(self, value)
+
+    # IDL: MLOperand constant(MLOperandDescriptor descriptor, AllowSharedBufferSource buffer);
+    # IDL: MLOperand constant(MLOperandDataType type, MLNumber value);
+    # IDL: MLOperand constant(MLTensor tensor);
+    def constant(self, *args, **kwargs) -> MLOperand:
+        """Create a constant operand.
+
+        Forms:
+            ``constant(descriptor, data)``: the spec form; ``data`` is an ndarray of the
+            descriptor's dtype (any shape with the right element count) or a bytes-like of
+            the exact byte length. The data is copied now.
+            ``constant(data_type, value)``: a scalar (shape ``[]``) of ``data_type``.
+            ``constant(tensor)``: an MLTensor made by ``create_constant_tensor``.
+            ``constant(ndarray)``: convenience; descriptor taken from the array.
+
+        Returns:
+            MLOperand: the constant operand.
+
+        Raises:
+            MLTypeError: invalid descriptor or arguments.
+            DataError: data of the wrong size or element type.
+            NotSupportedError: a data type this adapter cannot hold.
+        """
+        op = "constant"
+        label = kwargs.pop("label", "") or ""
+        V.check_kwargs(op, label, kwargs)
+        self._check_usable(op, label)
+        from .tensor import MLTensor
+
+        if len(args) == 1 and isinstance(args[0], MLTensor):
+            t = args[0]
+            t._check_usable(op)
+            if t._context is not self._context:
+                V.fail(op, label, "tensor", "an MLTensor of this builder's context", "a tensor of another context")
+            if not t.constant:
+                V.fail(op, label, "tensor", "a constant MLTensor (create_constant_tensor)", t)
+            value = Value(t.data_type, t.shape, "constant", tensor=t)
+            return MLOperand(self, value)
+        if len(args) == 1 and isinstance(args[0], np.ndarray):
+            arr = args[0]
+            dt = _dtypes.from_numpy(arr.dtype)
+            if dt is None:
+                raise DataError(f"constant: argument 'data': NumPy dtype {arr.dtype} has no WebNN data type "
+                                f"(expected one of {', '.join(str(_dtypes.info(d).numpy) for d in _dtypes.DATA_TYPES)})")
+            return self.constant({"data_type": dt, "shape": list(arr.shape)}, arr, label=label)
+        if len(args) == 2 and isinstance(args[0], str):
+            dt = V.data_type(op, label, "type", args[0])
+            val = args[1]
+            if isinstance(val, (bool, np.bool_)) or not isinstance(val, (int, float, np.number)):
+                V.fail(op, label, "value", "a number", val)
+            info = _dtypes.info(dt)
+            if not info.is_float:
+                if not float(val).is_integer():
+                    V.fail(op, label, "value", f"an integer for data type {dt}", val)
+                ii = np.iinfo(info.numpy)
+                if not ii.min <= int(val) <= ii.max:
+                    raise DataError(f"constant: argument 'value': expected a value in [{ii.min}, {ii.max}] for {dt}, got {val}")
+            arr = np.array([val], dtype=info.numpy).reshape(())
+            return self.constant({"data_type": dt, "shape": []}, arr, label=label)
+        if len(args) == 2:
+            dt, shp, _ = V.descriptor(op, label, "descriptor", args[0])
+            self._check_data_type(op, label, "descriptor.data_type", dt)
+            V.size_limit(op, label, "descriptor", dt, shp, self._context._max_binding_size)
+            data = V.array_data(op, label, "data", args[1], dt, shp)
+            return MLOperand(self, Value(dt, shp, "constant", data=data))
+        raise MLTypeError(
+            "constant: expected constant(descriptor, data), constant(data_type, value), constant(tensor) "
+            f"or constant(ndarray), got {len(args)} positional argument(s)"
+        )
+
+    # ----------------------------------------------------------------- build
+    # IDL: Promise<MLGraph> build(MLNamedOperands outputs);
+    def build(self, outputs: dict) -> MLGraph:
+        """Compile the graph that computes ``outputs`` (blocking twin of the spec's promise).
+
+        Arguments:
+            outputs (dict[str, MLOperand]): named outputs; at least one.
+
+        Returns:
+            MLGraph: the compiled graph, ready for ``compute`` and ``dispatch``.
+
+        Raises:
+            MLTypeError: no outputs, a non-operand value, an input or constant as output, an
+                operand of another builder.
+            InvalidStateError: ``build`` was called before on this builder.
+            OperationError: a kernel failed to compile on the device.
+        """
+        op = "build"
+        self._check_usable(op)
+        if not isinstance(outputs, dict) or not outputs:
+            V.fail(op, "", "outputs", "a non-empty dict of name -> MLOperand", outputs)
+        named: dict[str, Value] = {}
+        for name, operand in outputs.items():
+            if not isinstance(name, str) or not name:
+                V.fail(op, "", "outputs", "non-empty string names", name)
+            value = self._operand(op, "", f"outputs[{name!r}]", operand)
+            if value.kind != "op":
+                V.fail(op, "", f"outputs[{name!r}]", "an operand computed by an operator (not an input or constant)",
+                       f"an {value.kind} operand")
+            named[name] = value
+        from .graph import MLGraph
+
+        graph = MLGraph._compile(self._context, self._nodes, self._inputs, named)
+        self._built = True
+        return graph
+
+    async def build_async(self, outputs: dict) -> MLGraph:
+        """Awaitable twin of :meth:`build` (compiles in a worker thread)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.build, outputs)
+
+
+def _ensure_ops_registered() -> None:
+    from . import ops  # noqa: F401  (attaches the operator methods)
+
+
+_ensure_ops_registered()

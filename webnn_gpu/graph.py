@@ -1,0 +1,298 @@
+"""MLGraph: a compiled graph, and the plan that runs it.
+
+Spec: https://www.w3.org/TR/webnn/#api-mlgraph
+
+``build()`` runs the compiler passes over the builder's IR, lowers every node to kernels
+(:mod:`webnn_gpu._lower`), uploads constants, plans intermediate buffers by liveness (one
+arena buffer serves many values whose lifetimes do not overlap) and creates every pipeline.
+A dispatch then records all kernels into one command buffer, in as few compute passes as
+the buffer copies allow.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+import wgpu
+
+from . import _dtypes
+from ._lower import CopyStep, KernelStep, LowerContext
+from .errors import InvalidStateError, NotSupportedError, where
+
+log = logging.getLogger("webnn_gpu")
+
+_STORAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+
+
+@dataclass
+class _Slot:
+    kind: str  # "in", "out", "const", "tmp"
+    key: object  # input/output name, or index into the graph's buffer list
+
+    def __hash__(self):
+        return hash((self.kind, self.key))
+
+
+class MLGraph:
+    """A compiled WebNN graph (the spec's MLGraph); made by ``MLGraphBuilder.build``.
+
+    Run it with ``MLContext.compute`` or ``MLContext.dispatch``. ``inputs`` and ``outputs``
+    describe its named operands.
+    """
+
+    def __init__(self):  # use MLGraphBuilder.build
+        self._destroyed = True
+
+    # ------------------------------------------------------------------ build
+    @classmethod
+    def _compile(cls, context, nodes, inputs: dict, outputs: dict) -> MLGraph:
+        from . import _compiler
+        from .ops._registry import LOWERINGS
+
+        self = cls.__new__(cls)
+        self._context = context
+        self._destroyed = False
+        device = context.device
+
+        nodes = _compiler.run_passes(nodes, outputs, context)
+        used_inputs = {v.id for n in nodes for v in n.inputs if v is not None and v.kind == "input"}
+        used_inputs |= {v.id for v in outputs.values() if v.kind == "input"}
+        self._inputs = {name: v for name, v in inputs.items() if v.id in used_inputs}
+        self._outputs = dict(outputs)
+
+        # Lower every node.
+        steps: list = []
+        aliases: dict[int, object] = {}
+        node_temps: list[tuple[int, int, list]] = []
+        for node in nodes:
+            lower = LOWERINGS.get(node.op)
+            if lower is None:
+                raise NotSupportedError(f"{where(node.op, node.label)}: this operator has no kernel yet")
+            lc = LowerContext(node, context._features, context._limits)
+            start = len(steps)
+            lower(node, lc)
+            steps.extend(lc.steps)
+            aliases.update(lc.aliases)
+            if lc.temps:
+                node_temps.append((start, max(len(steps) - 1, start), lc.temps))
+
+        def root(v):
+            while v.id in aliases:
+                v = aliases[v.id]
+            return v
+
+        # Slots: inputs, constants, outputs, temporaries.
+        slot: dict[int, _Slot] = {}
+        self._buffers: list = []  # constant and arena buffers, owned by the graph
+        for name, v in self._inputs.items():
+            slot[v.id] = _Slot("in", name)
+        out_copies: list[tuple[object, str]] = []
+        for name, v in outputs.items():
+            r = root(v)
+            if r.kind == "op" and r.id not in slot:
+                slot[r.id] = _Slot("out", name)
+            else:
+                out_copies.append((r, name))
+        consts = {}
+        for step in steps:
+            for v in _step_values(step):
+                r = root(v)
+                if r.kind == "constant" and r.id not in slot:
+                    consts[r.id] = r
+        for r in consts.values():
+            slot[r.id] = _Slot("const", len(self._buffers))
+            if r.tensor is not None:
+                self._buffers.append(r.tensor._buffer)
+            else:
+                self._buffers.append(_upload(device, r.data, f"constant {r}"))
+
+        # Liveness of op values and temps, in step order; greedy best-fit arena.
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+        values: dict[int, object] = {}
+        for i, step in enumerate(steps):
+            for v in _step_values(step):
+                r = root(v)
+                if r.id in slot:
+                    continue
+                values[r.id] = r
+                first.setdefault(r.id, i)
+                last[r.id] = i
+        for start, end, temps in node_temps:
+            for t in temps:
+                if t.id in values:
+                    first[t.id] = min(first[t.id], start)
+                    last[t.id] = max(last[t.id], end)
+        order = sorted(values, key=lambda vid: (first[vid], -_dtypes.buffer_size(values[vid].data_type, values[vid].shape)))
+        free: list[tuple[int, int]] = []  # (size, buffer index)
+        live: list[tuple[int, int, int]] = []  # (last step, size, buffer index)
+        self._arena_bytes = 0
+        self._peak_bytes_live = 0
+        for vid in order:
+            v = values[vid]
+            need = _dtypes.buffer_size(v.data_type, v.shape)
+            still = []
+            for end, size, bi in live:
+                if end < first[vid]:
+                    free.append((size, bi))
+                else:
+                    still.append((end, size, bi))
+            live = still
+            fit = [f for f in free if f[0] >= need]
+            if fit:
+                best = min(fit)
+                free.remove(best)
+                size, bi = best
+            else:
+                size, bi = need, len(self._buffers)
+                self._buffers.append(device.create_buffer(size=need, usage=_STORAGE, label=f"arena {bi}"))
+                self._arena_bytes += need
+            slot[vid] = _Slot("tmp", bi)
+            live.append((last[vid], size, bi))
+            live_bytes = sum(s for _, s, _ in live)
+            self._peak_bytes_live = max(self._peak_bytes_live, live_bytes)
+
+        for r, name in out_copies:
+            steps.append(CopyStep(r, _OutRef(name), _dtypes.buffer_size(r.data_type, r.shape), f"output {name!r}"))
+
+        # Pipelines and bind groups.
+        cache = context._pipelines
+        for step in steps:
+            if isinstance(step, KernelStep):
+                step.pipeline = cache.get(step.wgsl, template=step.template, label=step.label)
+        self._steps = steps
+        self._slot = slot
+        self._root = root
+        self._bind_cache: OrderedDict = OrderedDict()
+        self._static_groups: dict[int, object] = {}
+        for i, step in enumerate(steps):
+            if isinstance(step, KernelStep) and all(slot[root(v).id].kind in ("const", "tmp") for v in step.values):
+                self._static_groups[i] = self._make_bind_group(step, {}, {})
+        self._compute_io = None  # lazily created buffers for compute()
+        if log.isEnabledFor(logging.DEBUG):
+            for step in steps:
+                log.debug("step %s", step.label if isinstance(step, CopyStep) else f"{step.label} {step.template} {step.groups}")
+        return self
+
+    # ------------------------------------------------------------------ public
+    @property
+    def inputs(self) -> dict:
+        """Input descriptors: name -> ``{"data_type", "shape"}``."""
+        return {n: {"data_type": v.data_type, "shape": list(v.shape)} for n, v in self._inputs.items()}
+
+    @property
+    def outputs(self) -> dict:
+        """Output descriptors: name -> ``{"data_type", "shape"}``."""
+        return {n: {"data_type": v.data_type, "shape": list(v.shape)} for n, v in self._outputs.items()}
+
+    @property
+    def kernel_count(self) -> int:
+        """Number of kernel launches per dispatch."""
+        return sum(isinstance(s, KernelStep) for s in self._steps)
+
+    @property
+    def context(self):
+        """The MLContext this graph was built for."""
+        return self._context
+
+    # IDL: undefined destroy();
+    def destroy(self) -> None:
+        """Release the graph's GPU memory. Idempotent; work already queued completes."""
+        if self._destroyed:
+            return
+        self._destroyed = True
+        self._bind_cache.clear()
+        self._static_groups.clear()
+        # Buffers are released when the queued work holding them is done (wgpu refcounts).
+        self._buffers = []
+        self._compute_io = None
+
+    @property
+    def destroyed(self) -> bool:
+        """True after :meth:`destroy`."""
+        return self._destroyed
+
+    def _check_usable(self, op: str) -> None:
+        if self._destroyed:
+            raise InvalidStateError(f"{op}: the MLGraph has been destroyed")
+
+    # ------------------------------------------------------------------ encoding
+    def _buffer_of(self, v, ins: dict, outs: dict):
+        if isinstance(v, _OutRef):
+            return outs[v.name]
+        s = self._slot[self._root(v).id]
+        if s.kind == "in":
+            return ins[s.key]
+        if s.kind == "out":
+            return outs[s.key]
+        return self._buffers[s.key]
+
+    def _make_bind_group(self, step: KernelStep, ins: dict, outs: dict):
+        entries = []
+        for i, v in enumerate(step.values):
+            buf = self._buffer_of(v, ins, outs)
+            entries.append({"binding": i, "resource": {"buffer": buf, "offset": 0,
+                                                       "size": _dtypes.buffer_size(v.data_type, v.shape)}})
+        return self._context.device.create_bind_group(
+            layout=step.pipeline.get_bind_group_layout(0), entries=entries, label=step.label
+        )
+
+    def _encode(self, encoder, ins: dict, outs: dict, io_key) -> None:
+        """Record every step into ``encoder``; ``ins``/``outs`` map names to GPUBuffers."""
+        cpass = None
+        current = None
+        for i, step in enumerate(self._steps):
+            if isinstance(step, KernelStep):
+                group = self._static_groups.get(i)
+                if group is None:
+                    key = (i, io_key)
+                    group = self._bind_cache.get(key)
+                    if group is None:
+                        group = self._make_bind_group(step, ins, outs)
+                        self._bind_cache[key] = group
+                        if len(self._bind_cache) > 256:
+                            self._bind_cache.popitem(last=False)
+                    else:
+                        self._bind_cache.move_to_end(key)
+                if cpass is None:
+                    cpass = encoder.begin_compute_pass()
+                    current = None
+                if step.pipeline is not current:
+                    cpass.set_pipeline(step.pipeline)
+                    current = step.pipeline
+                cpass.set_bind_group(0, group)
+                cpass.dispatch_workgroups(*step.groups)
+            else:
+                if cpass is not None:
+                    cpass.end()
+                    cpass = None
+                src = self._buffer_of(step.src, ins, outs)
+                dst = self._buffer_of(step.dst, ins, outs)
+                encoder.copy_buffer_to_buffer(src, 0, dst, 0, step.nbytes)
+        if cpass is not None:
+            cpass.end()
+
+
+@dataclass(frozen=True)
+class _OutRef:
+    """A graph output buffer as the destination of a copy step."""
+
+    name: str
+    data_type: str = ""
+    shape: tuple = ()
+
+
+def _step_values(step):
+    if isinstance(step, KernelStep):
+        return step.values
+    return [v for v in (step.src, step.dst) if not isinstance(v, _OutRef)]
+
+
+def _upload(device, data: np.ndarray, label: str):
+    raw = np.ascontiguousarray(data).tobytes()
+    pad = (-len(raw)) % 4 or (4 if not raw else 0)
+    return device.create_buffer_with_data(data=raw + b"\0" * pad, usage=_STORAGE, label=label)
+
