@@ -1,7 +1,8 @@
 """Fixtures and reporting of the WPT conformance replay.
 
-* ``wpt_context``: one ``MLContext`` for the whole session (creating it fails the
-  tests, never skips them, when there is no adapter).
+* ``wpt_context``: one ``MLContext`` for the whole session, the ``ctx`` of
+  ``tests/conftest.py`` (creating it fails the tests, never skips them, when
+  there is no adapter).
 * At the end of a run that replayed vectors, one line with the time spent per
   phase (graph building, ``compute()``, the tensor path); with ``WPT_REPORT=1``
   also a table per operator: passed, failed, expected failures, and the first
@@ -30,11 +31,9 @@ def wpt_webnn():
 
 
 @pytest.fixture(scope="session")
-def wpt_context(wpt_webnn):
-    """One ``MLContext`` shared by every vector of the session."""
-    ctx = wpt_webnn.ml.create_context()
-    yield ctx
-    ctx.destroy()
+def wpt_context(ctx):
+    """One ``MLContext`` shared by every vector: the session context of ``tests/conftest.py``."""
+    return ctx
 
 
 def _message(report) -> str:
@@ -83,7 +82,7 @@ def pytest_terminal_summary(terminalreporter):
         outcomes = _RESULTS[op]
         seconds = sum(wpt.TIMINGS.get(op, {}).values())
         failed = outcomes.get("failed", [])
-        first = f"{failed[0][0]}: {failed[0][1]}" if failed else ""
+        first = f"{failed[0][0]}: {failed[0][1]}".replace("\n", " | ") if failed else ""
         write(
             f"{op:24} {len(outcomes.get('passed', [])):5d} {len(failed):5d} "
             f"{len(outcomes.get('xfailed', [])):5d} {seconds:5.1f}s  {first[:400]}"
