@@ -36,7 +36,7 @@ def run_graph(ctx, build, inputs: dict, *, tensor_path: bool = True) -> dict:
         for name, t in outs_t.items():
             got = ctx.read_tensor(t)
             np.testing.assert_array_equal(
-                got.view(np.uint8), result[name].view(np.uint8), err_msg=f"tensor path differs for {name!r}"
+                got.reshape(-1).view(np.uint8), result[name].reshape(-1).view(np.uint8), err_msg=f"tensor path differs for {name!r}"
             )
             t.destroy()
         for t in ins.values():

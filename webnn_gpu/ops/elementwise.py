@@ -196,6 +196,8 @@ def _cast_range(data_type: str) -> tuple[str, str]:
 
 
 ELEMENTWISE_OPS = set(_TABLE) | set(_OPTION_OPS) | {"clamp", "cast"}
+#: ops the fusion pass may chain into one kernel (all compute-typed, one output)
+FUSIBLE = ELEMENTWISE_OPS - {"identity"}
 
 
 # ---------------------------------------------------------------- lowering
@@ -221,6 +223,32 @@ def _map_kernel(lc, inputs, out, stmts, expr, funcs, *, raw=False) -> None:
     lc.kernel("elementwise/map.wgsl", [(f"in{i}", v) for i, v in enumerate(inputs)], [("out", out)], out.size,
               loads=ins, out_strides=strides(out_shape), functions=sorted(by_type.items()), body=stmts,
               result=expr, raw_out=raw, needs_f16=any(T == "f16" for T in by_type))
+
+
+@lowering("fused_elementwise")
+def lower_fused(node, lc) -> None:
+    """A chain of element-wise steps in one kernel (made by the compiler's fusion pass).
+
+    Each step's value is kept in its compute type; an int8/uint8 intermediate is wrapped to
+    8 bits exactly as storing and reloading it would.
+    """
+    out = node.outputs[0]
+    stmts: list[str] = []
+    funcs: set = set()
+    program = node.attrs["program"]
+    for j, (step, refs) in enumerate(program):
+        args = [f"v{k}" if kind == "in" else f"s{k}" for kind, k in refs]
+        pre, expr, f = expression(step, args)
+        funcs |= f
+        stmts += [line.replace("cf_", f"cf{j}_") for line in pre]
+        expr = expr.replace("cf_", f"cf{j}_")
+        dt = step.outputs[0].data_type
+        if j < len(program) - 1 and dt == "int8":
+            expr = f"bitcast<i32>(bitcast<u32>({expr}) << 24u) >> 24u"
+        elif j < len(program) - 1 and dt == "uint8":
+            expr = f"({expr}) & 0xffu"
+        stmts.append(f"let s{j} = {expr};")
+    _map_kernel(lc, node.inputs, out, stmts, f"s{len(program) - 1}", funcs)
 
 
 @lowering("identity")

@@ -1,0 +1,61 @@
+"""``webnn-gpu info``: the adapter, backend, features, limits, data types and operator support."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``webnn-gpu info``."""
+    parser.add_argument("--ops", action="store_true", help="print the operator support table")
+    parser.add_argument("--json", action="store_true", help="print everything as JSON")
+
+
+def collect(ctx) -> dict:
+    """Everything ``info`` reports, as a dict."""
+    info = ctx.adapter_info
+    keep = ("max-storage-buffer-binding-size", "max-buffer-size", "max-storage-buffers-per-shader-stage",
+            "max-compute-workgroup-storage-size", "max-compute-invocations-per-workgroup",
+            "max-compute-workgroups-per-dimension")
+    return {
+        "adapter": {k: info.get(k) for k in ("vendor", "device", "description", "adapter_type", "backend_type")},
+        "features": sorted(ctx.features),
+        "limits": {k: ctx.limits.get(k) for k in keep},
+        "data_types": list(ctx.supported_data_types),
+        "op_support_limits": ctx.op_support_limits(),
+    }
+
+
+def run(args) -> int:
+    """Print the report; returns 0."""
+    import json
+
+    import webnn_gpu as webnn
+
+    ctx = webnn.ml.create_context()
+    data = collect(ctx)
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    a = data["adapter"]
+    print(f"adapter:    {a['device']} ({a['vendor']}, {a['adapter_type']})")
+    print(f"backend:    {a['backend_type']}  {a['description'] or ''}")
+    print(f"features:   {', '.join(data['features'])}")
+    for k, v in data["limits"].items():
+        print(f"limit:      {k} = {v}")
+    print(f"data types: {', '.join(data['data_types'])}")
+    limits = data["op_support_limits"]
+    ops = sorted(k for k, v in limits.items() if isinstance(v, dict) and k not in ("input", "constant", "output"))
+    print(f"operators:  {len(ops)}")
+    if args.ops:
+        print()
+        width = max(len(o) for o in ops) + 2
+        for op in ops:
+            first = True
+            for operand, lim in limits[op].items():
+                rr = lim["rank_range"]
+                print(f"{op if first else '':<{width}}{operand:<22}ranks {rr['min']}-{rr['max']:<3} "
+                      f"{', '.join(lim['data_types'])}")
+                first = False
+    ctx.destroy()
+    return 0
