@@ -357,3 +357,23 @@ def test_cli_info():
                        timeout=300)
     assert r.returncode == 0, r.stderr
     assert "backend:" in r.stdout and "relu" in r.stdout
+
+
+@pytest.mark.parametrize("variant", ["vec4", "scalar"])
+@pytest.mark.parametrize("data_type", ["float32", "float16", "int32", "uint32"])
+def test_elementwise_vec4_and_scalar_kernels_agree_with_numpy(ctx, rng, monkeypatch, variant, data_type):
+    if variant == "scalar":
+        monkeypatch.setenv("WEBNN_GPU_FORCE_ELEMENTWISE", "scalar")
+    np_t = _dtypes.info(data_type).numpy
+    a = (rng.integers(0, 20, (3, 5, 8)) - (0 if data_type == "uint32" else 10)).astype(np_t)
+    bias = rng.integers(0, 5, (8,)).astype(np_t)  # vec4 load along the last dim
+    col = rng.integers(0, 5, (5, 1)).astype(np_t)  # broadcast along the last dim: scalar load
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": data_type, "shape": [3, 5, 8]})
+    g = b.build({"y": b.mul(b.add(x, b.constant(bias)), b.constant(col)), "m": b.max(x, b.constant(col))})
+    out = ctx.compute(g, {"x": a})
+    kernels = [s.template for s in g._steps]
+    assert all(t.endswith("map4.wgsl" if variant == "vec4" else "map.wgsl") for t in kernels), kernels
+    ref = (a.astype(np.float64) + bias) * col
+    np.testing.assert_array_equal(out["y"], ref.astype(np_t))
+    np.testing.assert_array_equal(out["m"], np.maximum(a, col))

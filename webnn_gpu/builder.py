@@ -301,7 +301,8 @@ class MLGraphBuilder:
             named[name] = value
         from .graph import MLGraph
 
-        graph = MLGraph._compile(self._context, self._nodes, self._inputs, named)
+        with self._context._lock, self._context._guard(op, "compiling the graph"):
+            graph = MLGraph._compile(self._context, self._nodes, self._inputs, named)
         self._built = True
         return graph
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import logging
 import os
 import threading
 from collections import defaultdict
@@ -19,10 +21,10 @@ from collections.abc import Mapping
 import numpy as np
 import wgpu
 
-from . import _dtypes
+from . import _dtypes, _env
 from . import _validate as V
 from ._kernels import PipelineCache
-from .errors import DataError, InvalidStateError, NotSupportedError, where
+from .errors import DataError, InvalidStateError, NotSupportedError, OperationError, WebNNError, where
 from .graph import MLGraph
 from .tensor import MLTensor
 
@@ -42,6 +44,12 @@ _WANTED_LIMITS = (
     "max-compute-workgroups-per-dimension",
 )
 _MAP_READ = wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
+log = logging.getLogger("webnn_gpu")
+
+
+def _is_device_lost(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "device is lost" in text or "device lost" in text or "devicelost" in text
 
 
 class ML:
@@ -197,6 +205,35 @@ class MLContext:
         if self._destroyed:
             raise InvalidStateError(f"{op}: the MLContext has been destroyed or lost")
 
+    @contextlib.contextmanager
+    def _guard(self, op: str, what: str = ""):
+        """Turn wgpu failures inside the block into our errors.
+
+        A lost device resolves :attr:`lost`, makes every later call raise
+        InvalidStateError and is reported as such (never as out-of-memory); any other
+        wgpu error becomes an OperationError naming ``op`` and ``what``.
+        """
+        try:
+            yield
+        except WebNNError as exc:
+            if isinstance(exc, OperationError) and _is_device_lost(exc):
+                self._mark_lost(str(exc))
+                raise InvalidStateError(f"{op}: the device was lost; the MLContext is no longer usable") from exc
+            raise
+        except Exception as exc:  # wgpu raises GPUValidationError, GPUOutOfMemoryError, ...
+            if _is_device_lost(exc):
+                self._mark_lost(str(exc))
+                raise InvalidStateError(f"{op}: the device was lost; the MLContext is no longer usable") from exc
+            raise OperationError(f"{op}: {what + ': ' if what else ''}{type(exc).__name__}: {exc}") from exc
+
+    def _mark_lost(self, message: str) -> None:
+        """The device is gone: resolve ``lost`` and refuse everything from now on."""
+        log.error("webnn-gpu: device lost: %s", message.splitlines()[0] if message else "")
+        self._destroyed = True
+        self._timeline.close("the device was lost")
+        if not self._lost_future.done():
+            self._lost_future.set_result(f"lost: {message}")
+
     # IDL: undefined destroy();
     def destroy(self) -> None:
         """Destroy the context: its tensors and graphs become unusable. Idempotent.
@@ -261,7 +298,7 @@ class MLContext:
         flags = {k: V.bool_value(op, label, f"descriptor.{k}", v) for k, v in extra.items()}
         self._check_type(op, label, dt)
         V.size_limit(op, label, "descriptor", dt, shape, self._max_binding_size)
-        with self._lock:
+        with self._lock, self._guard(op, f"allocating {_dtypes.buffer_size(dt, shape)} bytes for a {dt} tensor {list(shape)}"):
             t = MLTensor(self, dt, shape, readable=flags.get("readable", False), writable=flags.get("writable", False),
                          importable_to_webgpu=flags.get("importable_to_webgpu", False) or flags.get("exportable_to_gpu", False),
                          label=label)
@@ -288,7 +325,7 @@ class MLContext:
         self._check_type(op, label, dt)
         V.size_limit(op, label, "descriptor", dt, shape, self._max_binding_size)
         arr = V.array_data(op, label, "data", data, dt, shape)
-        with self._lock:
+        with self._lock, self._guard(op, f"allocating a {dt} constant tensor {list(shape)}"):
             t = MLTensor(self, dt, shape, constant=True, label=label)
             self._tensors.add(t)
             self._timeline.write(t, _padded_bytes(arr))
@@ -326,7 +363,7 @@ class MLContext:
         if not t.writable:
             V.fail(op, "", "tensor", "a tensor created with writable=True", t)
         arr = V.array_data(op, "", "data", data, t.data_type, t.shape)
-        with self._lock:
+        with self._lock, self._guard(op):
             self._timeline.write(t, _padded_bytes(arr))
 
     # IDL: Promise<ArrayBuffer> readTensor(MLTensor tensor);
@@ -349,9 +386,14 @@ class MLContext:
         """
         op = "readTensor"
         t, out = self._prepare_read(op, tensor, out)
-        staging = self._timeline.read_start(t)
+        with self._lock, self._guard(op):
+            staging = self._timeline.read_start(t)
         try:
-            staging.map_sync(wgpu.MapMode.READ, 0, t._size)
+            with self._guard(op):
+                staging.map_sync(wgpu.MapMode.READ, 0, t._size)
+            if t._destroyed or self._destroyed:
+                staging.unmap()
+                raise InvalidStateError(f"{op}: the MLTensor was destroyed while the read was pending")
             return self._finish_read(t, staging, out)
         finally:
             self._staging.release(staging)
@@ -360,9 +402,11 @@ class MLContext:
         """Awaitable twin of :meth:`read_tensor`; does not block the event loop."""
         op = "readTensor"
         t, out = self._prepare_read(op, tensor, out)
-        staging = self._timeline.read_start(t)
+        with self._lock, self._guard(op):
+            staging = self._timeline.read_start(t)
         try:
-            await staging.map_async(wgpu.MapMode.READ, 0, t._size)
+            with self._guard(op):
+                await staging.map_async(wgpu.MapMode.READ, 0, t._size)
             if t._destroyed or self._destroyed:
                 staging.unmap()
                 raise InvalidStateError(f"{op}: the MLTensor was destroyed while the read was pending")
@@ -427,7 +471,7 @@ class MLContext:
                 V.fail(op, "", f"inputs[{name!r}]", "a tensor that is not also an output of this dispatch",
                        "a tensor used as both input and output")
         key = tuple(t._serial for t in ins.values()) + (None,) + tuple(t._serial for t in outs.values())
-        with self._lock:
+        with self._lock, self._guard(op):
             self._timeline.dispatch(g, ins, outs, key)
 
     def _own_graph(self, op, graph) -> MLGraph:
@@ -496,12 +540,105 @@ class MLContext:
                 if not isinstance(arr, np.ndarray) or arr.dtype != info.numpy or arr.size != V.element_count(v.shape):
                     raise DataError(f"{op}: argument 'outputs[{name!r}]': expected a {info.numpy} array of "
                                     f"{V.element_count(v.shape)} elements, got {V._show(arr)}")
-        with self._lock:
-            return self._timeline.compute(g, arrays, dict(outputs or {}))
+        with self._lock, self._guard(op):
+            result = self._timeline.compute(g, arrays, dict(outputs or {}))
+            if _env.PROFILE:
+                from .profile import format_table, profile_graph
+
+                log.info("kernel timings:\n%s", format_table(profile_graph(self, g, arrays, repeats=3)))
+            return result
 
     async def compute_async(self, graph: MLGraph, inputs: Mapping, outputs: Mapping | None = None) -> dict:
         """Awaitable twin of :meth:`compute` (runs in a worker thread; the loop is not blocked)."""
         return await asyncio.get_running_loop().run_in_executor(None, self.compute, graph, inputs, outputs)
+
+    # ------------------------------------------------------------------ WebGPU interop
+    # (implemented in webnn_gpu.interop; see docs/interop.md)
+    # IDL: Promise<GPUBuffer> exportToGPU(MLTensor tensor);
+    def export_to_gpu(self, tensor: MLTensor, device=None, *, allow_copy: bool = True):
+        """Rent ``tensor`` to WebGPU code with exclusive read/write access (blocking twin).
+
+        Renting orders after all WebNN work already posted on the tensor. While rented,
+        ``write_tensor`` and ``dispatch`` calls touching it are held on the timeline and run
+        in call order when the rental is returned; ``read_tensor`` of it raises.
+
+        Arguments:
+            tensor (MLTensor): a tensor of this context created with ``importable_to_webgpu``
+                (alias ``exportable_to_gpu``).
+            device (wgpu.GPUDevice | None): where to use it; default the context's device
+                (zero copies). Another device takes the slow path (copy through the CPU).
+            allow_copy (bool): when False, another device raises instead of copying.
+
+        Returns:
+            webnn_gpu.interop.Rental: ``.buffer`` is the ``wgpu.GPUBuffer``; a context
+            manager (leaving it, or ``.release()``, returns the tensor).
+
+        Raises:
+            MLTypeError: not importable, another context's tensor, not a device.
+            InvalidStateError: destroyed, already rented, or work on it is held behind
+                another rental.
+            NotSupportedError: another device with ``allow_copy=False``.
+            OperationError: the slow path's copy failed.
+        """
+        from .interop.rental import export_to_gpu
+
+        return export_to_gpu(self, tensor, device, allow_copy=allow_copy)
+
+    async def export_to_gpu_async(self, tensor: MLTensor, device=None, *, allow_copy: bool = True):
+        """Awaitable twin of :meth:`export_to_gpu`."""
+        from .interop.rental import export_to_gpu_async
+
+        return await export_to_gpu_async(self, tensor, device, allow_copy=allow_copy)
+
+    def record(self, encoder, graph: MLGraph, inputs: Mapping, outputs: Mapping) -> None:
+        """Write the graph's kernels into the caller's ``wgpu.GPUCommandEncoder``.
+
+        A convenience beyond the spec (DESIGN §2, model 4): your passes, the inference and
+        your post-processing go out in one ``queue.submit``, which you make. Nothing is
+        submitted here; ordering against WebNN's own timeline is by your submit.
+
+        Arguments:
+            encoder (wgpu.GPUCommandEncoder): an unfinished encoder of the context's device;
+                end your own pass first (wgpu reports an open pass only at ``finish()``).
+            graph (MLGraph): a graph of this context.
+            inputs, outputs (dict[str, MLTensor | wgpu.GPUBuffer]): one per graph input and
+                output; a buffer must be of the context's device, at least the operand's
+                byte length (padded to 4) and have STORAGE usage (plus COPY_SRC/COPY_DST
+                where the graph copies it).
+
+        Raises:
+            MLTypeError: wrong names, shapes, sizes, usages or devices; the same buffer twice.
+            InvalidStateError: a destroyed graph, tensor or context; a tensor rented to
+                another device or with held work.
+            OperationError: the encoder refused the commands (it is finished).
+        """
+        from .interop.recording import record
+
+        record(self, encoder, graph, inputs, outputs)
+
+    def tensor_from_buffer(self, buffer, descriptor: Mapping, **kwargs) -> MLTensor:
+        """Wrap the caller's ``wgpu.GPUBuffer`` as an MLTensor without a copy.
+
+        A convenience beyond the spec. The tensor uses the buffer as it is (no zero fill);
+        destroying the tensor does not destroy the buffer.
+
+        Arguments:
+            buffer (wgpu.GPUBuffer): of the context's device, unmapped, with usage
+                STORAGE | COPY_SRC | COPY_DST and at least the tensor's byte length
+                (padded to 4).
+            descriptor (dict): as ``create_tensor``: ``data_type``, ``shape``, optional
+                ``readable``, ``writable``, ``importable_to_webgpu``.
+
+        Returns:
+            MLTensor
+
+        Raises:
+            MLTypeError: not a buffer, another device, too small, missing usage, bad descriptor.
+            InvalidStateError: the context is destroyed or the buffer is mapped.
+        """
+        from .interop.recording import tensor_from_buffer
+
+        return tensor_from_buffer(self, buffer, descriptor, **kwargs)
 
     # ------------------------------------------------------------------ support
     # IDL: MLOpSupportLimits opSupportLimits();

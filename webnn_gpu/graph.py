@@ -102,6 +102,9 @@ class MLGraph:
                 r = root(v)
                 if r.kind == "constant" and r.id not in slot:
                     consts[r.id] = r
+        for r, _ in out_copies:  # an output that is a view (reshape, ...) of a constant
+            if r.kind == "constant" and r.id not in slot:
+                consts[r.id] = r
         for r in consts.values():
             slot[r.id] = _Slot("const", len(self._buffers))
             if r.tensor is not None:
@@ -240,10 +243,15 @@ class MLGraph:
             layout=step.pipeline.get_bind_group_layout(0), entries=entries, label=step.label
         )
 
-    def _encode(self, encoder, ins: dict, outs: dict, io_key) -> None:
-        """Record every step into ``encoder``; ``ins``/``outs`` map names to GPUBuffers."""
+    def _encode(self, encoder, ins: dict, outs: dict, io_key, query_set=None) -> None:
+        """Record every step into ``encoder``; ``ins``/``outs`` map names to GPUBuffers.
+
+        With a timestamp ``query_set`` (profiling), each kernel gets a compute pass of its own
+        whose beginning and end are written to queries 2k and 2k+1.
+        """
         cpass = None
         current = None
+        k = 0
         for i, step in enumerate(self._steps):
             if isinstance(step, KernelStep):
                 group = self._static_groups.get(i)
@@ -257,7 +265,15 @@ class MLGraph:
                             self._bind_cache.popitem(last=False)
                     else:
                         self._bind_cache.move_to_end(key)
-                if cpass is None:
+                if query_set is not None:
+                    if cpass is not None:
+                        cpass.end()
+                    cpass = encoder.begin_compute_pass(timestamp_writes={
+                        "query_set": query_set, "beginning_of_pass_write_index": 2 * k,
+                        "end_of_pass_write_index": 2 * k + 1})
+                    current = None
+                    k += 1
+                elif cpass is None:
                     cpass = encoder.begin_compute_pass()
                     current = None
                 if step.pipeline is not current:

@@ -14,11 +14,12 @@ kernel (see :func:`expression`).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from .. import _dtypes
+from .. import _dtypes, _env
 from .. import _validate as V
 from .._kernels import broadcast_strides, strides
 from ..builder import MLGraphBuilder, MLOperand
@@ -210,19 +211,48 @@ def lower_elementwise(node, lc) -> None:
     _map_kernel(lc, node.inputs, out, stmts, expr, funcs)
 
 
+_NAME = re.compile(r"\b(v\d+|s\d+|cf\d*_\w+)\b")
+
+
+def _vec4_ok(inputs, out) -> bool:
+    """Whether the four-lanes-per-invocation kernel applies (see map4.wgsl)."""
+    if _env.force("elementwise") == "scalar":
+        return False
+    if not out.shape or out.shape[-1] % 4 or any(_dtypes.info(v.data_type).packing != "plain"
+                                                 for v in [*inputs, out]):
+        return False
+    return all(broadcast_strides(v.shape, out.shape)[-1] in (0, 1) for v in inputs)
+
+
 def _map_kernel(lc, inputs, out, stmts, expr, funcs, *, raw=False) -> None:
     out_shape = out.shape
+    by_type: dict[str, list[str]] = {}
+    for T, name in sorted(funcs):
+        by_type.setdefault(T, []).append(name)
+    needs_f16 = any(T == "f16" for T in by_type)
+    if not raw and _vec4_ok(inputs, out):
+        loads = []
+        for i, v in enumerate(inputs):
+            st = broadcast_strides(v.shape, out_shape)
+            loads.append({"name": f"in{i}", "var": f"v{i}", "strides": st,
+                          "same": tuple(v.shape) == tuple(out_shape), "vec": st[-1] == 1})
+        lanes, results = [], []
+        for lane in range(4):
+            rename = lambda m, lane=lane: f"{m.group(1)}_l{lane}"  # noqa: E731
+            lanes.append([_NAME.sub(rename, line) for line in stmts])
+            results.append(_NAME.sub(rename, expr))
+        lc.kernel("elementwise/map4.wgsl", [(f"in{i}", v) for i, v in enumerate(inputs)], [("out", out)],
+                  out.size // 4, loads=loads, out_strides=strides(out_shape), functions=sorted(by_type.items()),
+                  lanes=lanes, results=results, needs_f16=needs_f16)
+        return
     ins = []
     for i, v in enumerate(inputs):
         st = broadcast_strides(v.shape, out_shape)
         ins.append({"name": f"in{i}", "var": f"v{i}", "strides": st, "same": tuple(v.shape) == tuple(out_shape),
                     "raw": raw})
-    by_type: dict[str, list[str]] = {}
-    for T, name in sorted(funcs):
-        by_type.setdefault(T, []).append(name)
     lc.kernel("elementwise/map.wgsl", [(f"in{i}", v) for i, v in enumerate(inputs)], [("out", out)], out.size,
               loads=ins, out_strides=strides(out_shape), functions=sorted(by_type.items()), body=stmts,
-              result=expr, raw_out=raw, needs_f16=any(T == "f16" for T in by_type))
+              result=expr, raw_out=raw, needs_f16=needs_f16)
 
 
 @lowering("fused_elementwise")

@@ -1,0 +1,71 @@
+"""Every intentional difference between webnn-gpu's Python API and the WebNN spec, with why.
+
+The spec is https://www.w3.org/TR/webnn/. Naming follows wgpu-py (camelCase -> snake_case,
+spec strings for enums, keyword-only options). ``DIFFERENCES`` is also rendered into the
+README's "Differences from the spec" section; keep the two in step.
+"""
+
+from __future__ import annotations
+
+DIFFERENCES: dict[str, str] = {
+    "MLContext.compute": (
+        "Kept (removed from the current spec): runs a graph on NumPy arrays and returns NumPy "
+        "arrays in one submission. The convenient immediate model for Python users."
+    ),
+    "blocking twins": (
+        "Every Promise-returning method (create_context, build, read_tensor, compute, create_tensor) "
+        "has a blocking plain name and an ``_async`` twin, as in wgpu-py."
+    ),
+    "MLGraphBuilder.constant(ndarray)": (
+        "Convenience overload: the descriptor is taken from the array's dtype and shape."
+    ),
+    "MLTensor.buffer": (
+        "An MLTensor is backed by a wgpu.GPUBuffer with STORAGE | COPY_SRC | COPY_DST usage; "
+        "``tensor.buffer`` exposes it (use it only while rented, see webnn_gpu.interop)."
+    ),
+    "rented tensors": (
+        "The MLTensor explainer's semantics: dispatch and write_tensor on a rented tensor are held "
+        "on the timeline until the rental is returned (the newest spec text makes them fail); "
+        "read_tensor of a rented tensor raises InvalidStateError."
+    ),
+    "held work and reads": (
+        "read_tensor of a tensor whose WebNN work is held behind a rental, renting such a tensor, "
+        "and recording it raise InvalidStateError instead of waiting (the rental is returned by the "
+        "caller's own thread, so waiting would never end)."
+    ),
+    "MLContext.export_to_gpu": (
+        "Returns a webnn_gpu.interop.Rental (``.buffer`` is the wgpu.GPUBuffer; a context manager; "
+        "``.release()``) instead of a GPUBuffer whose destroy() returns it: wgpu-py's GPUBuffer cannot "
+        "carry the return hook. Extra ``device=`` (rent to another device: copied through the CPU, "
+        "documented as the slow path) and ``allow_copy=``; blocking, with an ``_async`` twin."
+    ),
+    "interop.import_external_buffer(device, tensor)": (
+        "The MLTensor explainer's GPUDevice.importExternalBuffer as a function of webnn_gpu.interop "
+        "(we cannot add methods to wgpu.GPUDevice); same Rental as export_to_gpu."
+    ),
+    "MLContext.record(encoder, graph, inputs, outputs)": (
+        "An addition: writes the graph's kernels into the caller's wgpu.GPUCommandEncoder (one submit "
+        "for the caller's passes and the inference) instead of the withdrawn MLCommandEncoder; inputs "
+        "and outputs may be MLTensors or plain GPUBuffers."
+    ),
+    "MLContext.tensor_from_buffer(buffer, descriptor)": (
+        "An addition: wraps the caller's GPUBuffer (STORAGE | COPY_SRC | COPY_DST) as an MLTensor "
+        "without a copy; the tensor does not destroy it."
+    ),
+    "read_tensor(out=)": "Reads into a caller's NumPy array instead of an ArrayBufferView.",
+    "MLGraph.inputs / MLGraph.outputs": "Descriptors of the compiled graph's named operands (an addition).",
+    "MLContext.lost": "A concurrent.futures.Future instead of a Promise.",
+    "errors": (
+        "DOMExceptions become Python classes that subclass the built-in a Python user catches: "
+        "MLTypeError(TypeError), DataError(ValueError), InvalidStateError(RuntimeError), "
+        "OperationError(RuntimeError), NotSupportedError(NotImplementedError)."
+    ),
+    "graph inputs": (
+        "A graph's inputs are the builder inputs its outputs depend on; dispatch/compute ask for "
+        "exactly those names."
+    ),
+    "cast float -> integer": (
+        "Truncates toward zero, saturates to the target range and maps NaN to 0 (implementation-"
+        "defined in the spec); integer narrowing keeps the low bits."
+    ),
+}

@@ -1,0 +1,699 @@
+"""Data-movement operators: reshape, transpose, expand, slice, concat, split, tile, reverse,
+pad and triangular.
+
+Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-reshape-method (and -transpose, -expand,
+-slice, -concat, -split, -tile, -reverse-method, -pad, -triangular).
+
+None of these operators computes: every output element is one input element (or a fill
+value) moved as raw bits, so they are exact for all eight data types and need no
+``shader-int64`` (int64/uint64 move as ``vec2<u32>``).
+
+* ``reshape`` is a view: its lowering aliases the input's buffer (zero cost).
+* Every other operator is an *index map* run by one template, ``layout/remap.wgsl``: per
+  iterated dimension, a term of the source (or destination) index: linear (``c * stride``,
+  which covers transpose, expand, slice with strides, split and reverse through negative
+  strides), modular (tile) or padded (pad's three modes), plus an optional triangular mask.
+  :func:`remap` coalesces dimensions that stay contiguous, so a concat along the first axis
+  is a 1-D copy loop.
+* A map that leaves the bytes where they are (expand to the same shape, a full slice, a
+  transpose that only moves size-1 dimensions, ...) becomes an alias, like reshape.
+* concat runs one kernel per input, each placing its input into its slab of the output, and
+  split one kernel per output; so no kernel binds more than two storage buffers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from .. import _dtypes
+from .. import _validate as V
+from .._kernels import strides
+
+_strides = strides  # ``slice`` has a keyword argument named ``strides``
+from ..builder import MLGraphBuilder, MLOperand
+from ._registry import ALL, builder_method, lowering, support
+
+MAX_RANK = V.MAX_RANK
+PAD_MODES = ("constant", "edge", "reflection")
+_U32 = 2**32
+
+
+# ---------------------------------------------------------------- shared lowering helpers
+def raw_literal(value, data_type: str) -> str:
+    """WGSL expression of ``value`` (already representable in ``data_type``) as its raw storage type.
+
+    float32 is written as its bit pattern and float16 as an exact decimal (or, for NaN and
+    infinities, converted from float32), so NaN, infinities and -0.0 survive.
+    """
+    info = _dtypes.info(data_type)
+    bits = np.array([value], dtype=info.numpy).view(np.uint8)
+    word = int.from_bytes(bits.tobytes(), "little")
+    if data_type == "float32":
+        return f"bitcast<f32>({word:#x}u)"
+    if data_type == "float16":
+        # Naga cannot index bitcast<vec2<f16>>(u32): finite values are exact decimal
+        # literals, NaN and infinities convert from their f32 twins.
+        v = float(np.float16(value))
+        if math.isfinite(v):
+            return f"f16({v!r})"
+        return f"f16(bitcast<f32>({int(np.float32(v).view(np.uint32)):#x}u))"
+    if data_type == "int32":
+        return f"bitcast<i32>({word:#x}u)"
+    if info.packing == "wide":
+        return f"vec2<u32>({word & 0xFFFFFFFF:#x}u, {word >> 32:#x}u)"
+    return f"{word:#x}u"  # uint32, and the byte of int8/uint8
+
+
+def lin(stride: int) -> dict:
+    """A linear term ``c * stride`` of an index map (``stride`` may be negative)."""
+    return {"kind": "lin", "stride": int(stride)}
+
+
+def coalesce(shape: Sequence[int], dims: list[dict]) -> tuple[list[int], list[dict]]:
+    """Drop size-1 linear dimensions and merge neighbours that stay contiguous.
+
+    Two linear dimensions d, d+1 of the iterated shape merge when
+    ``stride[d] == stride[d+1] * shape[d+1]``: their joint coordinate then addresses the
+    source with the inner stride alone.
+    """
+    out_shape: list[int] = []
+    out_dims: list[dict] = []
+    for size, d in zip(shape, dims):
+        if d["kind"] == "lin" and size == 1:
+            continue
+        if (out_dims and d["kind"] == "lin" and out_dims[-1]["kind"] == "lin"
+                and out_dims[-1]["stride"] == d["stride"] * size):
+            out_shape[-1] *= size
+            out_dims[-1] = lin(d["stride"])
+        else:
+            out_shape.append(int(size))
+            out_dims.append(dict(d))
+    return out_shape, out_dims
+
+
+def remap(lc, src, dst, iter_shape, dims: list[dict], *, base: int = 0, place: bool = False,
+          fill=None, mask: dict | None = None) -> None:
+    """Add one ``layout/remap.wgsl`` kernel (see the template's contract header).
+
+    Arguments:
+        lc: the LowerContext.
+        src, dst: the input and output Values.
+        iter_shape: the shape iterated (the output's, or the input's when ``place``).
+        dims: one term per iterated dimension (:func:`lin`, ``{"kind": "mod", ...}``,
+            ``{"kind": "pad", ...}``).
+        base: constant element offset of the mapped index.
+        place: write ``dst[map(idx)] = src[idx]`` instead of ``dst[idx] = src[map(idx)]``.
+        fill: the value stored where padding or the mask applies (in dst's data type).
+        mask: triangular mask ``{row, col, upper, diagonal}`` over iterated dimensions.
+    """
+    if mask is None:
+        iter_shape, dims = coalesce(iter_shape, dims)
+    for d in dims:
+        d["stride"] = d["stride"] % _U32
+    needs_valid = mask is not None or any(d["kind"] == "pad" and d["mode"] == "constant" for d in dims)
+    n = math.prod(iter_shape) if iter_shape else 1
+    lc.kernel("layout/remap.wgsl", [("src", src)], [("dst", dst)], n,
+              place=place, coord_strides=strides(iter_shape), dims=dims, base=base % _U32,
+              needs_valid=needs_valid, fill=raw_literal(fill if fill is not None else 0, dst.data_type),
+              mask=mask)
+
+
+def _is_alias(node) -> bool:
+    return node.attrs.get("alias", False)
+
+
+# ---------------------------------------------------------------- reshape
+@builder_method
+def reshape(self: MLGraphBuilder, input: MLOperand, new_shape: Sequence[int], *, label: str = "",
+            **kwargs) -> MLOperand:
+    """Give a tensor a new shape with the same elements in the same order (a free view).
+
+    Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-reshape-method
+
+    Arguments:
+        input (MLOperand): any data type, any rank.
+        new_shape (Sequence[int]): the output shape (``[]`` for a scalar); its element count
+            must equal the input's.
+        label (str): a name for errors and GPU objects.
+
+    Returns:
+        MLOperand: ``new_shape``, the input's data type. It shares the input's buffer.
+
+    Raises:
+        MLTypeError: an invalid shape or an element count that differs from the input's.
+        InvalidStateError: the builder has built its graph, or the context is gone.
+    """
+    # IDL: MLOperand reshape(MLOperand input, sequence<[EnforceRange] unsigned long> newShape,
+    #                        optional MLOperatorOptions options = {});
+    op = "reshape"
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    v = self._operand(op, label, "input", input)
+    shape = V.shape(op, label, "new_shape", new_shape)
+    if V.element_count(shape) != v.size:
+        V.fail(op, label, "new_shape", f"a shape of {v.size} elements like the input {list(v.shape)}",
+               f"{list(shape)} ({V.element_count(shape)} elements)")
+    return self._emit1(op, [v], v.data_type, shape, {"alias": True}, label=label)
+
+
+@lowering("reshape")
+def lower_reshape(node, lc) -> None:
+    """reshape: a view of the input's buffer."""
+    lc.alias(node.outputs[0], node.inputs[0])
+
+
+# ---------------------------------------------------------------- transpose
+@builder_method
+def transpose(self: MLGraphBuilder, input: MLOperand, *, permutation: Sequence[int] | None = None,
+              label: str = "", **kwargs) -> MLOperand:
+    """Permute the dimensions of a tensor.
+
+    Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-transpose
+
+    Output dimension ``d`` is input dimension ``permutation[d]``.
+
+    Arguments:
+        input (MLOperand): any data type, any rank.
+        permutation (Sequence[int] | None): a permutation of ``range(rank)``; default
+            ``[rank-1, ..., 0]`` (reverses the dimensions).
+        label (str): a name for errors and GPU objects.
+
+    Returns:
+        MLOperand: the permuted tensor, the input's data type.
+
+    Raises:
+        MLTypeError: a permutation of the wrong length, out of range or with duplicates.
+    """
+    # IDL: MLOperand transpose(MLOperand input, optional MLTransposeOptions options = {});
+    op = "transpose"
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    v = self._operand(op, label, "input", input)
+    r = len(v.shape)
+    if permutation is None:
+        perm = list(range(r - 1, -1, -1))
+    else:
+        perm = V.int_list(op, label, "permutation", permutation, length=r, lo=0, hi=r - 1)
+        if sorted(perm) != list(range(r)):
+            V.fail(op, label, "permutation", f"a permutation of 0..{r - 1} (no duplicates)", permutation)
+    shape = tuple(v.shape[p] for p in perm)
+    moved = [p for p in perm if v.shape[p] != 1]
+    return self._emit1(op, [v], v.data_type, shape, {"permutation": perm, "alias": moved == sorted(moved)},
+                       label=label)
+
+
+@lowering("transpose")
+def lower_transpose(node, lc) -> None:
+    """transpose: output coordinate d walks input dimension permutation[d]."""
+    src, dst = node.inputs[0], node.outputs[0]
+    if _is_alias(node):
+        lc.alias(dst, src)
+        return
+    st = strides(src.shape)
+    remap(lc, src, dst, dst.shape, [lin(st[p]) for p in node.attrs["permutation"]])
+
+
+# ---------------------------------------------------------------- expand
+@builder_method
+def expand(self: MLGraphBuilder, input: MLOperand, new_shape: Sequence[int], *, label: str = "",
+           **kwargs) -> MLOperand:
+    """Broadcast a tensor to a new shape (NumPy's ``broadcast_to``).
+
+    Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-expand
+
+    The input must be unidirectionally broadcastable to ``new_shape``: aligned from the
+    right, each input dimension is 1 or equal to the new one, and ``new_shape`` has at least
+    the input's rank.
+
+    Arguments:
+        input (MLOperand): any data type, any rank.
+        new_shape (Sequence[int]): the output shape.
+        label (str): a name for errors and GPU objects.
+
+    Returns:
+        MLOperand: ``new_shape``, the input's data type.
+
+    Raises:
+        MLTypeError: an invalid shape, or one the input does not broadcast to.
+    """
+    # IDL: MLOperand expand(MLOperand input, sequence<[EnforceRange] unsigned long> newShape,
+    #                       optional MLOperatorOptions options = {});
+    op = "expand"
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    v = self._operand(op, label, "input", input)
+    shape = V.shape(op, label, "new_shape", new_shape)
+    ok = len(v.shape) <= len(shape) and all(s in (1, d) for s, d in zip(reversed(v.shape), reversed(shape)))
+    if not ok:
+        V.fail(op, label, "new_shape", f"a shape the input shape {list(v.shape)} broadcasts to "
+               "(same or higher rank; each input dimension 1 or equal, aligned from the right)", list(new_shape))
+    return self._emit1(op, [v], v.data_type, shape, {"alias": v.size == V.element_count(shape)}, label=label)
+
+
+@lowering("expand")
+def lower_expand(node, lc) -> None:
+    """expand: stride 0 along broadcast dimensions."""
+    src, dst = node.inputs[0], node.outputs[0]
+    if _is_alias(node):
+        lc.alias(dst, src)
+        return
+    r = len(dst.shape)
+    padded = (1,) * (r - len(src.shape)) + tuple(src.shape)
+    st = strides(padded)
+    remap(lc, src, dst, dst.shape, [lin(0 if padded[d] == 1 else st[d]) for d in range(r)])
+
+
+# ---------------------------------------------------------------- slice
+@builder_method
+def slice(self: MLGraphBuilder, input: MLOperand, starts: Sequence[int], sizes: Sequence[int], *,
+          strides: Sequence[int] | None = None, label: str = "", **kwargs) -> MLOperand:
+    """Take a (strided) window of a tensor.
+
+    Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-slice
+
+    Along dimension d the window covers ``starts[d] .. starts[d] + sizes[d] - 1`` and keeps
+    every ``strides[d]``-th element of it, so the output has ``ceil(sizes[d] / strides[d])``
+    elements there (NumPy ``x[s:s+n:k]``).
+
+    Arguments:
+        input (MLOperand): any data type, any rank (a scalar takes ``[]``, ``[]``).
+        starts (Sequence[int]): one start per dimension, ``0 <= start``.
+        sizes (Sequence[int]): one window length per dimension, ``>= 1`` and
+            ``starts[d] + sizes[d] <= input.shape[d]``.
+        strides (Sequence[int] | None): one step per dimension, ``>= 1``; default all 1.
+        label (str): a name for errors and GPU objects.
+
+    Returns:
+        MLOperand: the window, the input's data type and rank.
+
+    Raises:
+        MLTypeError: lists of the wrong length, zero sizes or strides, a window past the end.
+    """
+    # IDL: MLOperand slice(MLOperand input, sequence<[EnforceRange] unsigned long> starts,
+    #                      sequence<[EnforceRange] unsigned long> sizes, optional MLSliceOptions options = {});
+    op = "slice"
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    v = self._operand(op, label, "input", input)
+    r = len(v.shape)
+    st = V.int_list(op, label, "starts", starts, length=r, lo=0)
+    sz = V.int_list(op, label, "sizes", sizes, length=r, lo=1)
+    step = [1] * r if strides is None else V.int_list(op, label, "strides", strides, length=r, lo=1)
+    for d in range(r):
+        if st[d] + sz[d] > v.shape[d]:
+            V.fail(op, label, "sizes", f"starts[{d}] + sizes[{d}] <= input dimension {d} ({v.shape[d]})",
+                   f"starts[{d}] = {st[d]}, sizes[{d}] = {sz[d]}")
+    shape = tuple(-(-sz[d] // step[d]) for d in range(r))
+    return self._emit1(op, [v], v.data_type, shape,
+                       {"starts": st, "strides": step, "alias": shape == tuple(v.shape)}, label=label)
+
+
+@lowering("slice")
+def lower_slice(node, lc) -> None:
+    """slice: base offset of the window's first element, strides scaled by the steps."""
+    src, dst = node.inputs[0], node.outputs[0]
+    if _is_alias(node):
+        lc.alias(dst, src)
+        return
+    st = _strides(src.shape)
+    base = sum(s * t for s, t in zip(node.attrs["starts"], st))
+    remap(lc, src, dst, dst.shape, [lin(k * t) for k, t in zip(node.attrs["strides"], st)], base=base)
+
+
+# ---------------------------------------------------------------- concat
+@builder_method
+def concat(self: MLGraphBuilder, inputs: Sequence[MLOperand], axis: int, *, label: str = "",
+           **kwargs) -> MLOperand:
+    """Join tensors along one axis.
+
+    Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-concat
+
+    Arguments:
+        inputs (Sequence[MLOperand]): one or more operands of the same data type and rank,
+            whose dimensions agree except along ``axis``.
+        axis (int): the axis to join along, in ``[0, rank)``.
+        label (str): a name for errors and GPU objects.
+
+    Returns:
+        MLOperand: the joined tensor; its ``axis`` dimension is the sum of the inputs'.
+
+    Raises:
+        MLTypeError: no inputs, a non-operand, mismatched data types, ranks or dimensions, an
+            axis out of range, a joined dimension past 2**32 - 1.
+    """
+    # IDL: MLOperand concat(sequence<MLOperand> inputs, [EnforceRange] unsigned long axis,
+    #                       optional MLOperatorOptions options = {});
+    op = "concat"
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    if isinstance(inputs, (str, bytes, MLOperand)) or not isinstance(inputs, Sequence) or not inputs:
+        V.fail(op, label, "inputs", "a non-empty sequence of MLOperands", inputs)
+    vals = [self._operand(op, label, f"inputs[{i}]", x) for i, x in enumerate(inputs)]
+    first = vals[0]
+    r = len(first.shape)
+    ax = V.axis(op, label, "axis", axis, r)
+    total = 0
+    for i, v in enumerate(vals):
+        if v.data_type != first.data_type:
+            V.fail(op, label, f"inputs[{i}]", f"data type {first.data_type} (that of inputs[0])", v.data_type)
+        if len(v.shape) != r or any(v.shape[d] != first.shape[d] for d in range(r) if d != ax):
+            V.fail(op, label, f"inputs[{i}]",
+                   f"a rank-{r} shape equal to inputs[0]'s {list(first.shape)} except along axis {ax}", list(v.shape))
+        total += v.shape[ax]
+    if total > V.MAX_DIM:
+        V.fail(op, label, "inputs", f"a joined dimension <= {V.MAX_DIM}", total)
+    shape = tuple(total if d == ax else first.shape[d] for d in range(r))
+    return self._emit1(op, vals, first.data_type, shape, {"axis": ax, "alias": len(vals) == 1}, label=label)
+
+
+@lowering("concat")
+def lower_concat(node, lc) -> None:
+    """concat: one kernel per input placing it at its offset along the axis."""
+    dst = node.outputs[0]
+    if _is_alias(node):
+        lc.alias(dst, node.inputs[0])
+        return
+    ax = node.attrs["axis"]
+    ost = strides(dst.shape)
+    offset = 0
+    for src in node.inputs:
+        remap(lc, src, dst, src.shape, [lin(s) for s in ost], base=offset * ost[ax], place=True)
+        offset += src.shape[ax]
+
+
+# ---------------------------------------------------------------- split
+@builder_method
+def split(self: MLGraphBuilder, input: MLOperand, splits: int | Sequence[int], *, axis: int = 0,
+          label: str = "", **kwargs) -> list[MLOperand]:
+    """Split a tensor into several along one axis.
+
+    Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-split
+
+    Arguments:
+        input (MLOperand): any data type, rank >= 1.
+        splits (int | Sequence[int]): a number of equal parts (it must divide the axis
+            dimension), or the size of each part (positive, summing to the axis dimension).
+        axis (int): the axis to split, in ``[0, rank)``; default 0.
+        label (str): a name for errors and GPU objects.
+
+    Returns:
+        list[MLOperand]: the parts in order, each the input's data type and rank.
+
+    Raises:
+        MLTypeError: an axis out of range, a count that is 0 or does not divide the dimension,
+            sizes that are not positive or do not sum to the dimension.
+    """
+    # IDL: sequence<MLOperand> split(MLOperand input,
+    #     ([EnforceRange] unsigned long or sequence<[EnforceRange] unsigned long>) splits,
+    #     optional MLSplitOptions options = {});
+    op = "split"
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    v = self._operand(op, label, "input", input)
+    r = len(v.shape)
+    ax = V.axis(op, label, "axis", axis, r)
+    dim = v.shape[ax]
+    if V.is_int(splits):
+        if splits < 1 or dim % splits:
+            V.fail(op, label, "splits", f"a positive number of parts dividing dimension {ax} ({dim})", splits)
+        sizes = [dim // int(splits)] * int(splits)
+    else:
+        sizes = V.int_list(op, label, "splits", splits, lo=1)
+        if not sizes or sum(sizes) != dim:
+            V.fail(op, label, "splits", f"positive sizes summing to dimension {ax} ({dim})", splits)
+    outs = [(v.data_type, tuple(s if d == ax else v.shape[d] for d in range(r))) for s in sizes]
+    return self._emit(op, [v], outs, {"axis": ax, "sizes": sizes}, label=label)
+
+
+@lowering("split")
+def lower_split(node, lc) -> None:
+    """split: one slice kernel per output (an alias when there is a single part)."""
+    src = node.inputs[0]
+    if len(node.outputs) == 1:
+        lc.alias(node.outputs[0], src)
+        return
+    ax = node.attrs["axis"]
+    st = strides(src.shape)
+    offset = 0
+    for dst in node.outputs:
+        remap(lc, src, dst, dst.shape, [lin(s) for s in st], base=offset * st[ax])
+        offset += dst.shape[ax]
+
+
+# ---------------------------------------------------------------- tile
+@builder_method
+def tile(self: MLGraphBuilder, input: MLOperand, repetitions: Sequence[int], *, label: str = "",
+         **kwargs) -> MLOperand:
+    """Repeat a tensor along each dimension (NumPy ``tile`` with one count per dimension).
+
+    Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-tile
+
+    Arguments:
+        input (MLOperand): any data type, any rank.
+        repetitions (Sequence[int]): one count >= 1 per dimension.
+        label (str): a name for errors and GPU objects.
+
+    Returns:
+        MLOperand: dimension d is ``input.shape[d] * repetitions[d]``; the input's data type.
+
+    Raises:
+        MLTypeError: a list of the wrong length, a zero count, a dimension past 2**32 - 1.
+    """
+    # IDL: MLOperand tile(MLOperand input, sequence<unsigned long> repetitions,
+    #                     optional MLOperatorOptions options = {});
+    op = "tile"
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    v = self._operand(op, label, "input", input)
+    reps = V.int_list(op, label, "repetitions", repetitions, length=len(v.shape), lo=1, hi=V.MAX_DIM)
+    shape = tuple(s * k for s, k in zip(v.shape, reps))
+    if any(d > V.MAX_DIM for d in shape):
+        V.fail(op, label, "repetitions", f"output dimensions <= {V.MAX_DIM}", f"{list(reps)} (output {list(shape)})")
+    return self._emit1(op, [v], v.data_type, shape, {"alias": shape == tuple(v.shape)}, label=label)
+
+
+@lowering("tile")
+def lower_tile(node, lc) -> None:
+    """tile: coordinate modulo the input dimension along repeated dimensions."""
+    src, dst = node.inputs[0], node.outputs[0]
+    if _is_alias(node):
+        lc.alias(dst, src)
+        return
+    st = strides(src.shape)
+    dims = [lin(st[d]) if src.shape[d] == dst.shape[d] else lin(0) if src.shape[d] == 1
+            else {"kind": "mod", "stride": st[d], "size": src.shape[d]} for d in range(len(st))]
+    remap(lc, src, dst, dst.shape, dims)
+
+
+# ---------------------------------------------------------------- reverse
+@builder_method
+def reverse(self: MLGraphBuilder, input: MLOperand, *, axes: Sequence[int] | None = None, label: str = "",
+            **kwargs) -> MLOperand:
+    """Reverse the order of elements along some axes (NumPy ``flip``).
+
+    Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-reverse-method
+
+    Arguments:
+        input (MLOperand): any data type, any rank.
+        axes (Sequence[int] | None): distinct axes in ``[0, rank)``; default all of them;
+            ``[]`` reverses nothing.
+        label (str): a name for errors and GPU objects.
+
+    Returns:
+        MLOperand: the same shape and data type.
+
+    Raises:
+        MLTypeError: axes out of range or duplicated.
+    """
+    # IDL: MLOperand reverse(MLOperand input, optional MLReverseOptions options = {});
+    op = "reverse"
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    v = self._operand(op, label, "input", input)
+    r = len(v.shape)
+    ax = list(range(r)) if axes is None else V.axes(op, label, "axes", axes, r)
+    effective = sorted(a for a in ax if v.shape[a] > 1)
+    return self._emit1(op, [v], v.data_type, v.shape, {"axes": effective, "alias": not effective}, label=label)
+
+
+@lowering("reverse")
+def lower_reverse(node, lc) -> None:
+    """reverse: start at the far end of reversed axes and walk them with a negative stride."""
+    src, dst = node.inputs[0], node.outputs[0]
+    if _is_alias(node):
+        lc.alias(dst, src)
+        return
+    st = strides(src.shape)
+    base = 0
+    dims = []
+    for d, s in enumerate(st):
+        if d in node.attrs["axes"]:
+            base += (src.shape[d] - 1) * s
+            dims.append(lin(-s))
+        else:
+            dims.append(lin(s))
+    remap(lc, src, dst, dst.shape, dims, base=base)
+
+
+# ---------------------------------------------------------------- pad
+def cast_number(value, data_type: str):
+    """``value`` as a NumPy scalar of ``data_type`` (the spec's casting of an MLNumber).
+
+    Floats round to nearest (overflow gives an infinity). Integers: a non-integral value is
+    truncated toward zero, NaN becomes 0, and the result saturates to the type's range.
+    """
+    info = _dtypes.info(data_type)
+    if info.is_float:
+        with np.errstate(over="ignore"):
+            return info.numpy.type(value)
+    ii = np.iinfo(info.numpy)
+    if isinstance(value, (float, np.floating)):
+        if math.isnan(value):
+            return info.numpy.type(0)
+        if math.isinf(value):
+            return info.numpy.type(ii.max if value > 0 else ii.min)
+        value = math.trunc(value)
+    return info.numpy.type(min(max(int(value), int(ii.min)), int(ii.max)))
+
+
+@builder_method
+def pad(self: MLGraphBuilder, input: MLOperand, beginning_padding: Sequence[int], ending_padding: Sequence[int],
+        *, mode: str = "constant", value=0, label: str = "", **kwargs) -> MLOperand:
+    """Add values around a tensor.
+
+    Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-pad
+
+    Modes: ``"constant"`` fills with ``value``; ``"edge"`` repeats the border element;
+    ``"reflection"`` mirrors without repeating the border (NumPy ``pad(mode="reflect")``),
+    so its paddings must be smaller than the dimension.
+
+    Arguments:
+        input (MLOperand): any data type, rank >= 1.
+        beginning_padding (Sequence[int]): elements added before, one count >= 0 per dimension.
+        ending_padding (Sequence[int]): elements added after, one count >= 0 per dimension.
+        mode (str): ``"constant"`` (default), ``"edge"`` or ``"reflection"``.
+        value (float | int): the constant fill (default 0), cast to the input's data type:
+            floats round to nearest; for integer types it is truncated toward zero and
+            saturated to the type's range (NaN gives 0).
+        label (str): a name for errors and GPU objects.
+
+    Returns:
+        MLOperand: dimension d grows by ``beginning_padding[d] + ending_padding[d]``.
+
+    Raises:
+        MLTypeError: a scalar input, lists of the wrong length or with negative counts, an
+            unknown mode, a non-number value, reflection padding >= the dimension, a
+            dimension past 2**32 - 1.
+    """
+    # IDL: MLOperand pad(MLOperand input, sequence<[EnforceRange] unsigned long> beginningPadding,
+    #                    sequence<[EnforceRange] unsigned long> endingPadding, optional MLPadOptions options = {});
+    op = "pad"
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    v = self._operand(op, label, "input", input)
+    r = len(v.shape)
+    if r == 0:
+        V.fail(op, label, "input", "an operand of rank >= 1", "a scalar (rank 0)")
+    beg = V.int_list(op, label, "beginning_padding", beginning_padding, length=r, lo=0, hi=V.MAX_DIM)
+    end = V.int_list(op, label, "ending_padding", ending_padding, length=r, lo=0, hi=V.MAX_DIM)
+    if not isinstance(mode, str) or mode not in PAD_MODES:
+        V.fail(op, label, "mode", f"one of {', '.join(map(repr, PAD_MODES))}", mode)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        V.fail(op, label, "value", "a number", value)
+    if mode == "reflection":
+        for d in range(r):
+            if beg[d] >= v.shape[d] or end[d] >= v.shape[d]:
+                V.fail(op, label, "beginning_padding" if beg[d] >= v.shape[d] else "ending_padding",
+                       f"reflection paddings smaller than input dimension {d} ({v.shape[d]})",
+                       f"{beg[d]} before, {end[d]} after")
+    shape = tuple(s + b + e for s, b, e in zip(v.shape, beg, end))
+    if any(d > V.MAX_DIM for d in shape):
+        V.fail(op, label, "ending_padding", f"output dimensions <= {V.MAX_DIM}", list(shape))
+    fill = cast_number(value, v.data_type)
+    return self._emit1(op, [v], v.data_type, shape,
+                       {"beginning_padding": beg, "ending_padding": end, "mode": mode, "value": fill,
+                        "alias": shape == tuple(v.shape)}, label=label)
+
+
+@lowering("pad")
+def lower_pad(node, lc) -> None:
+    """pad: padded dimensions map ``c - begin`` back into the input by the mode."""
+    src, dst = node.inputs[0], node.outputs[0]
+    if _is_alias(node):
+        lc.alias(dst, src)
+        return
+    a = node.attrs
+    st = strides(src.shape)
+    dims = []
+    for d, s in enumerate(st):
+        if a["beginning_padding"][d] == 0 and a["ending_padding"][d] == 0:
+            dims.append(lin(s))
+        else:
+            last = src.shape[d] - 1
+            dims.append({"kind": "pad", "stride": s, "begin": a["beginning_padding"][d], "last": last,
+                         "reflect": 2 * last, "mode": a["mode"]})
+    remap(lc, src, dst, dst.shape, dims, fill=a["value"])
+
+
+# ---------------------------------------------------------------- triangular
+@builder_method
+def triangular(self: MLGraphBuilder, input: MLOperand, *, upper: bool = True, diagonal: int = 0,
+               label: str = "", **kwargs) -> MLOperand:
+    """Keep the upper or lower triangle of the last two dimensions, zero the rest.
+
+    Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-triangular
+
+    Element (i, j) of each matrix is kept when ``j - i >= diagonal`` (upper, NumPy
+    ``triu(k=diagonal)``) or ``j - i <= diagonal`` (lower, ``tril(k=diagonal)``).
+
+    Arguments:
+        input (MLOperand): any data type, rank >= 2 (leading dimensions are a batch).
+        upper (bool): keep the upper triangle (default) or the lower one.
+        diagonal (int): how many diagonals above (positive) or below (negative) the main
+            one the boundary moves; a 32-bit signed integer.
+        label (str): a name for errors and GPU objects.
+
+    Returns:
+        MLOperand: the same shape and data type.
+
+    Raises:
+        MLTypeError: a rank below 2, a non-bool ``upper``, a non-integer ``diagonal``.
+    """
+    # IDL: MLOperand triangular(MLOperand input, optional MLTriangularOptions options = {});
+    op = "triangular"
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    v = self._operand(op, label, "input", input)
+    r = len(v.shape)
+    if r < 2:
+        V.fail(op, label, "input", "an operand of rank >= 2", f"rank {r} (shape {list(v.shape)})")
+    up = V.bool_value(op, label, "upper", upper)
+    dg = V.int_value(op, label, "diagonal", diagonal, lo=-(2**31), hi=2**31 - 1)
+    return self._emit1(op, [v], v.data_type, v.shape, {"upper": up, "diagonal": dg}, label=label)
+
+
+@lowering("triangular")
+def lower_triangular(node, lc) -> None:
+    """triangular: an identity map with a mask over the last two coordinates."""
+    src, dst = node.inputs[0], node.outputs[0]
+    r = len(src.shape)
+    rows, cols = src.shape[-2], src.shape[-1]
+    dg, up = node.attrs["diagonal"], node.attrs["upper"]
+    # A diagonal beyond the matrix keeps everything or nothing; clamp it so the i32 compare in
+    # the kernel cannot overflow (the result is the same).
+    dg = max(min(dg, cols), -rows)
+    remap(lc, src, dst, dst.shape, [lin(s) for s in strides(src.shape)], fill=0,
+          mask={"row": r - 2, "col": r - 1, "upper": up, "diagonal": dg})
+
+
+# ---------------------------------------------------------------- support records
+_ANY = (0, MAX_RANK)
+_R1 = (1, MAX_RANK)
+for _op, _ranks in (("reshape", _ANY), ("transpose", _ANY), ("expand", _ANY), ("slice", _ANY), ("tile", _ANY),
+                    ("reverse", _ANY), ("pad", _R1), ("triangular", (2, MAX_RANK))):
+    support(_op, {"input": (ALL, _ranks)}, (ALL, _ranks), int64_compute=False)
+support("concat", {"inputs": (ALL, _R1)}, (ALL, _R1), int64_compute=False)
+support("split", {"input": (ALL, _R1)}, (ALL, _R1), output_name="outputs", int64_compute=False)

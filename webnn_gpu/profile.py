@@ -1,0 +1,111 @@
+"""Per-kernel GPU timings with timestamp queries (``WEBNN_GPU_PROFILE=1``, ``webnn-gpu profile``).
+
+Each kernel of the graph runs in a compute pass of its own with timestamps at its beginning
+and end, so the numbers include a pass's fixed cost; they rank kernels, they do not add up to
+the latency of a normal dispatch (which records all kernels into one pass).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections import defaultdict
+
+import numpy as np
+import wgpu
+
+from . import _dtypes
+from ._lower import KernelStep
+from .errors import NotSupportedError
+
+log = logging.getLogger("webnn_gpu")
+
+
+def profile_graph(ctx, graph, inputs: dict, repeats: int = 10) -> list[dict]:
+    """Time every kernel of ``graph`` on ``inputs`` (name -> ndarray), ``repeats`` times.
+
+    Returns:
+        list[dict]: one row per kernel in execution order: ``label``, ``template``,
+        ``groups`` (workgroup counts) and ``us`` (median microseconds).
+
+    Raises:
+        NotSupportedError: the device has no ``timestamp-query`` feature.
+    """
+    if "timestamp-query" not in ctx.features:
+        raise NotSupportedError("profile: this device has no 'timestamp-query' feature")
+    kernels = [s for s in graph._steps if isinstance(s, KernelStep)]
+    n = max(1, len(kernels))
+    device = ctx.device
+    qs = device.create_query_set(type=wgpu.QueryType.timestamp, count=2 * n)
+    usage = wgpu.BufferUsage
+    resolve = device.create_buffer(size=16 * n, usage=usage.QUERY_RESOLVE | usage.COPY_SRC)
+    staging = device.create_buffer(size=16 * n, usage=usage.MAP_READ | usage.COPY_DST)
+    io = {}
+    for name, v in graph._inputs.items():
+        buf = device.create_buffer(size=_dtypes.buffer_size(v.data_type, v.shape),
+                                   usage=usage.STORAGE | usage.COPY_DST | usage.COPY_SRC)
+        raw = np.ascontiguousarray(inputs[name], dtype=_dtypes.info(v.data_type).numpy).tobytes()
+        device.queue.write_buffer(buf, 0, raw + b"\0" * ((-len(raw)) % 4))
+        io[name] = buf
+    outs = {name: device.create_buffer(size=_dtypes.buffer_size(v.data_type, v.shape),
+                                       usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
+            for name, v in graph._outputs.items()}
+    samples = defaultdict(list)
+    for _ in range(repeats):
+        enc = device.create_command_encoder(label="profile")
+        graph._encode(enc, io, outs, ("profile",), query_set=qs)
+        enc.resolve_query_set(qs, 0, 2 * n, resolve, 0)
+        enc.copy_buffer_to_buffer(resolve, 0, staging, 0, 16 * n)
+        device.queue.submit([enc.finish()])
+        staging.map_sync(wgpu.MapMode.READ)
+        ticks = np.frombuffer(staging.read_mapped(copy=True), dtype=np.uint64)
+        staging.unmap()
+        for k in range(len(kernels)):
+            samples[k].append(float(ticks[2 * k + 1] - ticks[2 * k]) / 1000.0)  # ns -> us
+    rows = [{"label": s.label, "template": s.template, "groups": s.groups, "us": float(np.median(samples[k]))}
+            for k, s in enumerate(kernels)]
+    for b in (resolve, staging, *io.values(), *outs.values()):
+        b.destroy()
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    """A text table of :func:`profile_graph` rows, slowest operators summed at the end."""
+    total = sum(r["us"] for r in rows) or 1.0
+    lines = [f"{'#':>3}  {'us':>9}  {'%':>5}  {'kernel':<28} label"]
+    for i, r in enumerate(rows):
+        lines.append(f"{i:>3}  {r['us']:>9.1f}  {100 * r['us'] / total:>5.1f}  {r['template']:<28} {r['label']}")
+    by_template = defaultdict(float)
+    for r in rows:
+        by_template[r["template"]] += r["us"]
+    lines.append(f"total {total:.1f} us over {len(rows)} kernels; by template:")
+    for t, us in sorted(by_template.items(), key=lambda kv: -kv[1]):
+        lines.append(f"  {t:<28} {us:>9.1f} us  {100 * us / total:>5.1f}%")
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``webnn-gpu profile``."""
+    parser.add_argument("model", help="a .tflite file, or a name known to 'webnn-gpu fetch'")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float16"])
+    parser.add_argument("--repeats", type=int, default=10)
+
+
+def run(args) -> int:
+    """Load the model, time its kernels on random input, print the table."""
+    import os
+
+    import webnn_gpu as webnn
+
+    path = args.model
+    if not os.path.exists(path):
+        from .models import fetch
+
+        path = fetch(path)
+    ctx = webnn.ml.create_context()
+    model = webnn.load(path, ctx, dtype=args.dtype)
+    rng = np.random.default_rng(0)
+    inputs = {n: rng.random(d["shape"]).astype(_dtypes.info(d["data_type"]).numpy)
+              for n, d in model.graph.inputs.items()}
+    print(format_table(profile_graph(ctx, model.graph, inputs, args.repeats)))
+    return 0
