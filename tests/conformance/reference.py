@@ -24,7 +24,12 @@ FLOAT_INPUT = np.float64
 
 
 def _f(x: np.ndarray) -> np.ndarray:
-    return x.astype(np.float64) if x.dtype.kind == "f" else x
+    if x.dtype.kind != "f":
+        return x
+    if x.ndim and not any(x.strides):
+        # A scalar fill (a broadcast view): convert one element, keep the view.
+        return np.broadcast_to(x.reshape(-1)[:1].astype(np.float64).reshape(()), x.shape)
+    return x.astype(np.float64)
 
 
 # ---------------------------------------------------------------------------------------
@@ -312,7 +317,11 @@ def evaluate(vector: wpt.Vector) -> dict[str, np.ndarray]:
     """
     operands: dict[str, Any] = {}
     for name, entry in vector.graph["inputs"].items():
-        operands[name] = wpt.decode_data(entry["data"], entry["descriptor"])
+        if isinstance(entry["data"], list):
+            operands[name] = wpt.decode_data(entry["data"], entry["descriptor"])
+        else:  # a scalar fill: a read-only broadcast view costs no memory
+            one = wpt.decode_data([entry["data"]], {**entry["descriptor"], "shape": [1]})
+            operands[name] = np.broadcast_to(one.reshape(()), tuple(entry["descriptor"]["shape"]))
     evaluator = _Evaluator()
     with np.errstate(all="ignore"):
         for operator in vector.graph["operators"]:
