@@ -64,6 +64,14 @@ DIFFERENCES: dict[str, str] = {
         "A graph's inputs are the builder inputs its outputs depend on; dispatch/compute ask for "
         "exactly those names."
     ),
+    "conv2d groups": (
+        "Output channels that groups does not divide raise MLTypeError (the spec checks only the "
+        "input channels; a group's output channels are then undefined)."
+    ),
+    "conv_transpose2d groups": (
+        "Input channels that groups does not divide raise MLTypeError (the spec checks only that the "
+        "filter's input channels equal the input's; the channels of a group are then undefined)."
+    ),
     "cast float -> integer": (
         "Truncates toward zero, saturates to the target range and maps NaN to 0 (implementation-"
         "defined in the spec); integer narrowing keeps the low bits."
