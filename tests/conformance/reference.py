@@ -52,11 +52,11 @@ def _div(a, b):
 
 def _clamp(x, min_value=None, max_value=None):
     out = _f(x)
-    if min_value is not None and not (isinstance(min_value, float) and math.isnan(min_value)):
-        out = np.where(out < min_value, np.asarray(min_value).astype(out.dtype) if out.dtype.kind != "f" else min_value, out)
-    if max_value is not None and not (isinstance(max_value, float) and math.isnan(max_value)):
-        out = np.where(out > max_value, np.asarray(max_value).astype(out.dtype) if out.dtype.kind != "f" else max_value, out)
-    return out.astype(x.dtype) if x.dtype.kind != "f" else out
+    for bound, pick in ((min_value, np.maximum), (max_value, np.minimum)):
+        if bound is None or (isinstance(bound, float) and math.isnan(bound)):
+            continue  # a NaN bound is ignored, as WPT's "minValue as NaN" vectors expect
+        out = pick(out, bound if out.dtype.kind == "f" else np.asarray(bound).astype(out.dtype))
+    return out
 
 
 def _cast(x, data_type):
