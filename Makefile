@@ -24,7 +24,7 @@ gpu: setup
 	$(BIN)/python -m webnn_gpu.setup_gpu
 
 demo: gpu
-	$(BIN)/python examples/quickstart.py
+	$(BIN)/python examples/background_blur.py
 
 test: gpu
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -29,5 +29,5 @@ def rng():
 @pytest.fixture(autouse=True)
 def _numpy_errors():
     """Make NumPy reference code raise on overflow/invalid unless a test opts out."""
-    with np.errstate(all="raise"):
+    with np.errstate(all="raise", under="ignore"):
         yield

@@ -122,7 +122,7 @@ def test_tensor_errors(ctx):
         ctx.create_tensor({"data_type": "bool", "shape": [4]})
     with pytest.raises(webnn.MLTypeError, match="dimensions"):
         ctx.create_tensor({"data_type": "float32", "shape": [0]})
-    with pytest.raises(webnn.NotSupportedError, match="maxStorageBufferBindingSize"):
+    with pytest.raises(webnn.NotSupportedError, match="maxBufferSize"):
         ctx.create_tensor({"data_type": "float32", "shape": [1 << 30]})
     w.destroy()
     with pytest.raises(webnn.InvalidStateError, match="destroyed"):
@@ -377,3 +377,29 @@ def test_elementwise_vec4_and_scalar_kernels_agree_with_numpy(ctx, rng, monkeypa
     ref = (a.astype(np.float64) + bias) * col
     np.testing.assert_array_equal(out["y"], ref.astype(np_t))
     np.testing.assert_array_equal(out["m"], np.maximum(a, col))
+
+
+def test_elementwise_past_the_binding_limit_is_split_into_chunks(ctx):
+    limit = ctx.limits["max-storage-buffer-binding-size"]
+    rows = limit // (4 * 4096) + 1  # one row past the limit
+    shape = [rows, 4096]
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": shape})
+    col = np.arange(rows, dtype=np.float32).reshape(rows, 1)
+    g = b.build({"y": b.add(b.mul(x, b.constant("float32", 2.0)), b.constant(col))})
+    assert g.kernel_count >= 2
+    data = np.ones(shape, np.float32)
+    data[-1, -1] = 5
+    y = ctx.compute(g, {"x": data})["y"]
+    np.testing.assert_array_equal(y[:, 0], col[:, 0] + 2)
+    assert y[-1, -1] == 10 + col[-1, 0] and y[-1, -2] == 2 + col[-1, 0]
+
+
+def test_a_kernel_that_cannot_split_refuses_at_build(ctx):
+    limit = ctx.limits["max-storage-buffer-binding-size"]
+    shape = [limit // (4 * 4096) + 1, 4096]
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": shape})
+    y = b.transpose(x, label="big")
+    with pytest.raises(webnn.NotSupportedError, match=r"transpose \['big'\].*maxStorageBufferBindingSize"):
+        b.build({"y": y})

@@ -64,6 +64,32 @@ DIFFERENCES: dict[str, str] = {
         "A graph's inputs are the builder inputs its outputs depend on; dispatch/compute ask for "
         "exactly those names."
     ),
+    "conv2d groups": (
+        "Output channels that groups does not divide raise MLTypeError (the spec checks only the "
+        "input channels; a group's output channels are then undefined)."
+    ),
+    "conv_transpose2d groups": (
+        "Input channels that groups does not divide raise MLTypeError (the spec checks only that the "
+        "filter's input channels equal the input's; the channels of a group are then undefined)."
+    ),
+    "gather / scatter indices": (
+        "Negative indices count from the end, then every index is clamped into [0, dim - 1], so "
+        "nothing is read or written outside a buffer (WPT's out-of-bound vectors expect clamping)."
+    ),
+    "scatter duplicates": "When several updates target one element, the last in row-major order wins.",
+    "pad value": "Converted to integer input types by truncation toward zero and saturation (NaN -> 0).",
+    "quantize_linear": (
+        "Zero points int8, uint8, int32 and uint32; int4/uint4 are not supported. NaN quantizes to "
+        "the zero point. Scales of lower rank than the input are right-aligned."
+    ),
+    "NaN in max/min/clamp/relu": "Follow WGSL: when one operand is NaN the other is returned; sign(NaN) is 0.",
+    "float16 arithmetic": (
+        "Transcendental functions on float16 compute in f32 and round once (more accurate than f16)."
+    ),
+    "average_pool2d windows entirely in padding": (
+        "Give 0 for average and L2 pooling and the type's lowest value for max pooling (undefined in "
+        "the spec; reachable with rounding_type='ceil')."
+    ),
     "cast float -> integer": (
         "Truncates toward zero, saturates to the target range and maps NaN to 0 (implementation-"
         "defined in the spec); integer narrowing keeps the low bits."

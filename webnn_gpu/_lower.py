@@ -31,6 +31,8 @@ class KernelStep:
     label: str
     pipeline: object = None
     node: object = None
+    #: per binding (byte offset, byte size) into its buffer, or None for the whole value
+    ranges: list | None = None
 
 
 @dataclass
@@ -62,7 +64,7 @@ class LowerContext:
 
     def kernel(self, template: str, inputs: list[tuple[str, Value]], outputs: list[tuple[str, Value]],
                n: int, *, groups: tuple[int, int, int] | None = None, workgroup: int = _kernels.WORKGROUP,
-               **variables) -> KernelStep:
+               ranges: list | None = None, **variables) -> KernelStep:
         """Add a kernel launch.
 
         Arguments:
@@ -71,8 +73,25 @@ class LowerContext:
             n: invocations the kernel guards against (``if (idx >= n) { return; }``).
             groups: explicit workgroup counts; by default ceil(n / workgroup), folded to 2-D.
             workgroup: invocations per workgroup.
+            ranges: per binding (byte offset, byte size) to bind part of a value (chunked
+                kernels); offsets must be multiples of minStorageBufferOffsetAlignment.
             variables: template-specific context.
+
+        Raises:
+            NotSupportedError: a binding larger than maxStorageBufferBindingSize (the lowering
+                must split such work itself).
         """
+        from ._dtypes import buffer_size
+        from .errors import NotSupportedError
+
+        limit = int(self.limits.get("max-storage-buffer-binding-size", 128 << 20))
+        for i, (name, v) in enumerate([*inputs, *outputs]):
+            size = ranges[i][1] if ranges and ranges[i] else buffer_size(v.data_type, v.shape)
+            if size > limit:
+                raise NotSupportedError(
+                    f"{self.label}: operand {name!r} ({v.data_type} {list(v.shape)}, {size} bytes) exceeds this "
+                    f"device's maxStorageBufferBindingSize of {limit} bytes, and this kernel cannot split its work"
+                )
         bindings = [Binding(name, v.data_type) for name, v in inputs]
         bindings += [Binding(name, v.data_type, output=True) for name, v in outputs]
         for key, name in (("max-compute-invocations-per-workgroup", "maxComputeInvocationsPerWorkgroup"),
@@ -91,7 +110,7 @@ class LowerContext:
         if groups is None:
             groups = workgroups(-(-int(n) // workgroup), self.limits, self.label)
         step = KernelStep(template, wgsl, [v for _, v in inputs] + [v for _, v in outputs], tuple(groups),
-                          self.label, node=self.node)
+                          self.label, node=self.node, ranges=ranges)
         self.steps.append(step)
         return step
 

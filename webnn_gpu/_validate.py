@@ -134,13 +134,13 @@ def element_count(shp) -> int:
     return math.prod(shp) if shp else 1
 
 
-def size_limit(op, label, arg, data_type_: str, shp, limit: int) -> None:
-    """Refuse a tensor whose byte length exceeds the device's binding limit."""
+def size_limit(op, label, arg, data_type_: str, shp, limit: int, limit_name: str = "maxBufferSize") -> None:
+    """Refuse a tensor whose byte length exceeds a device limit (NotSupportedError naming it)."""
     n = _dtypes.byte_length(data_type_, shp)
     if n > limit:
         raise NotSupportedError(
             f"{where(op, label)}: argument {arg!r}: a tensor of {n} bytes ({data_type_} {list(shp)}) "
-            f"exceeds this device's maxStorageBufferBindingSize of {limit} bytes"
+            f"exceeds this device's {limit_name} of {limit} bytes"
         )
 
 

@@ -176,7 +176,7 @@ class MLGraphBuilder:
     def _emit(self, op: str, inputs: list[Value | None], outputs: list[tuple[str, tuple[int, ...]]],
               attrs: dict | None = None, label: str = "") -> list[MLOperand]:
         """Append a node and return operands for its outputs."""
-        limit = self._context._max_binding_size
+        limit = self._context._max_tensor_bytes
         self._check_int64_compute(op, label, inputs, outputs)
         out_values = []
         for i, (dt, shp) in enumerate(outputs):
@@ -218,7 +218,7 @@ class MLGraphBuilder:
             V.fail(op, label, "name", "a name not used by another input of this builder", name)
         dt, shp, _ = V.descriptor(op, label, "descriptor", descriptor)
         self._check_data_type(op, label, "descriptor.data_type", dt)
-        V.size_limit(op, label, "descriptor", dt, shp, self._context._max_binding_size)
+        V.size_limit(op, label, "descriptor", dt, shp, self._context._max_tensor_bytes)
         value = Value(dt, shp, "input", name=name)
         self._inputs[name] = value
         return MLOperand(self, value)
@@ -294,7 +294,7 @@ class MLGraphBuilder:
         if len(args) == 2:
             dt, shp, _ = V.descriptor(op, label, "descriptor", args[0])
             self._check_data_type(op, label, "descriptor.data_type", dt)
-            V.size_limit(op, label, "descriptor", dt, shp, self._context._max_binding_size)
+            V.size_limit(op, label, "descriptor", dt, shp, self._context._max_tensor_bytes)
             data = V.array_data(op, label, "data", args[1], dt, shp)
             return MLOperand(self, Value(dt, shp, "constant", data=data))
         raise MLTypeError(

@@ -163,6 +163,9 @@ class MLContext:
         self._features = frozenset(device.features)
         self._limits = dict(device.limits)
         self._max_binding_size = int(self._limits.get("max-storage-buffer-binding-size", 128 << 20))
+        # Tensors may be as large as a buffer; a kernel that binds more than
+        # maxStorageBufferBindingSize at once splits its work or refuses at build().
+        self._max_tensor_bytes = int(self._limits.get("max-buffer-size", self._max_binding_size))
         self._supported_data_types = tuple(
             dt for dt in _dtypes.DATA_TYPES if dt != "float16" or "shader-f16" in self._features
         )
@@ -308,7 +311,7 @@ class MLContext:
                                                     "exportable_to_gpu"))
         flags = {k: V.bool_value(op, label, f"descriptor.{k}", v) for k, v in extra.items()}
         self._check_type(op, label, dt)
-        V.size_limit(op, label, "descriptor", dt, shape, self._max_binding_size)
+        V.size_limit(op, label, "descriptor", dt, shape, self._max_tensor_bytes)
         with self._lock, self._guard(op, f"allocating {_dtypes.buffer_size(dt, shape)} bytes for a {dt} tensor {list(shape)}"):
             t = MLTensor(self, dt, shape, readable=flags.get("readable", False), writable=flags.get("writable", False),
                          importable_to_webgpu=flags.get("importable_to_webgpu", False) or flags.get("exportable_to_gpu", False),
@@ -334,7 +337,7 @@ class MLContext:
         self._check_alive(op)
         dt, shape, _ = V.descriptor(op, label, "descriptor", descriptor)
         self._check_type(op, label, dt)
-        V.size_limit(op, label, "descriptor", dt, shape, self._max_binding_size)
+        V.size_limit(op, label, "descriptor", dt, shape, self._max_tensor_bytes)
         arr = V.array_data(op, label, "data", data, dt, shape)
         with self._lock, self._guard(op, f"allocating a {dt} constant tensor {list(shape)}"):
             t = MLTensor(self, dt, shape, constant=True, label=label)
@@ -675,7 +678,7 @@ class MLContext:
         rank = {"min": 0, "max": V.MAX_RANK}
         limits = {
             "preferred_input_layout": "nchw",
-            "max_tensor_byte_length": self._max_binding_size,
+            "max_tensor_byte_length": self._max_tensor_bytes,
             "input": {"data_types": all_types, "rank_range": dict(rank)},
             "constant": {"data_types": all_types, "rank_range": dict(rank)},
             "output": {"data_types": all_types, "rank_range": dict(rank)},

@@ -253,8 +253,9 @@ class MLGraph:
         entries = []
         for i, v in enumerate(step.values):
             buf = self._buffer_of(v, ins, outs)
-            entries.append({"binding": i, "resource": {"buffer": buf, "offset": 0,
-                                                       "size": _dtypes.buffer_size(v.data_type, v.shape)}})
+            offset, size = (step.ranges[i] if step.ranges and step.ranges[i]
+                            else (0, _dtypes.buffer_size(v.data_type, v.shape)))
+            entries.append({"binding": i, "resource": {"buffer": buf, "offset": offset, "size": size}})
         return self._context.device.create_bind_group(
             layout=step.pipeline.get_bind_group_layout(0), entries=entries, label=step.label
         )

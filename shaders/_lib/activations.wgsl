@@ -1,39 +1,77 @@
 {#-
   Scalar math shared by the standalone element-wise kernels and the fused epilogues of
   conv2d / matmul / gemm. defs(T, names) emits `fn NAME_T(x: T) -> T` for each NAME in
-  `names` (T is f32 or f16); expressions then call e.g. `sigmoid_f32(x)`.
-  Precision notes: expm1 and log1p use Kahan's tricks, erf a series near 0 and a Chebyshev
-  erfc (fractional error < 1.2e-7) elsewhere, so elu, softplus and gelu stay within WPT ULPs.
+  `names` (T is f32 or f16); expressions then call e.g. `sigmoid_f32(x)`. Helpers a name
+  needs (exp_acc, erfc_pos) are emitted once per call.
+  Precision notes: exp_acc is exp() with Cody-Waite range reduction (lavapipe's exp(x) is
+  exp2(x * log2 e), off by about |x| ULPs); expm1 (|x| < 0.5), log1p (-0.2 < x < 0.25) and
+  tanh (|x| < 0.25) use short series near 0, where exp(x) - 1 and log(1 + x) cancel (and
+  lavapipe's log() is only accurate to about 6e-8 absolute near 1, which defeats Kahan's
+  log-based tricks); erfc_pos is a Chebyshev erfc (fractional error < 1.2e-7) whose
+  exp(-z^2) takes z^2 as an exact head plus a small tail, erf a series near 0, so elu,
+  sigmoid, softplus, tanh, erf and gelu stay within a few ULPs.
 -#}
 {% macro defs(T, names) %}
 {% set big = "60000.0" if T == "f16" else "3.0e38" %}
+{% if names | select("in", ["exp_acc", "expm1", "erfc", "erf", "gelu", "sigmoid", "softplus"]) | list %}
+fn exp_acc_{{ T }}(x: f32) -> f32 {
+  // exp(x) = 2^k exp(r), r = x - k ln2 (ln2 in two parts, k ln2_hi exact), |r| <= 0.35.
+  if ((bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u) { return x; }
+  if (x > 88.72284) { return bitcast<f32>(0x7f800000u); }
+  if (x < -103.97209) { return 0.0; }
+  let k = round(x * 1.4426950408889634);
+  let r = (x - k * 0.693145751953125) - k * 1.4286068203094172e-06;
+  let p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 +
+          r * (1.0 / 5040.0)))))));
+  return ldexp(p, i32(k));
+}
+{% endif %}
+{% if names | select("in", ["erfc", "erf", "gelu"]) | list %}
+fn erfc_pos_{{ T }}(z: f32, zz_head: f32, zz_tail: f32) -> f32 {
+  // erfc(z) for z >= 0 (Numerical Recipes' erfcc); z^2 = zz_head + zz_tail with zz_head
+  // exact, so exp(-z^2) does not inherit the rounding error of z * z (2 z^2 ULPs).
+  if (z >= 10.0) { return 0.0; }
+  let t = 1.0 / (1.0 + 0.5 * z);
+  let q = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
+          t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 +
+          t * (-0.82215223 + t * 0.17087277))))))));
+  return t * exp_acc_{{ T }}(-zz_head) * exp_acc_{{ T }}(q - zz_tail);
+}
+fn head12_{{ T }}(x: f32) -> f32 {
+  // x with its 12 leading significant bits: its square is exact in f32.
+  return bitcast<f32>(bitcast<u32>(x) & 0xfffff000u);
+}
+{% endif %}
 {% for name in names %}
-{% if name == "expm1" %}
+{% if name == "exp_acc" %}
+{% elif name == "expm1" %}
 fn expm1_{{ T }}(x: {{ T }}) -> {{ T }} {
-  let u = f32(exp(f32(x)));
   let xf = f32(x);
-  if (u == 1.0) { return x; }
-  let um1 = u - 1.0;
-  if (um1 == -1.0) { return {{ T }}(-1.0); }
-  if (abs(xf) > 0.5) { return {{ T }}(um1); }
-  return {{ T }}(um1 * xf / log(u));
+  if (abs(xf) < 0.5) {
+    // Taylor series to x^8 / 8!: the first omitted term is < 1.5e-8 of the result.
+    return {{ T }}(xf * (1.0 + xf * (0.5 + xf * (1.0 / 6.0 + xf * (1.0 / 24.0 + xf * (1.0 / 120.0 +
+           xf * (1.0 / 720.0 + xf * (1.0 / 5040.0 + xf * (1.0 / 40320.0)))))))));
+  }
+  return {{ T }}(exp_acc_{{ T }}(xf) - 1.0);
 }
 {% elif name == "log1p" %}
 fn log1p_{{ T }}(x: {{ T }}) -> {{ T }} {
   let xf = f32(x);
-  let u = 1.0 + xf;
-  if (u == 1.0) { return x; }
-  return {{ T }}(log(u) * xf / (u - 1.0));
+  if (xf > -0.2 && xf < 0.25) {
+    // log(1 + x) = 2 atanh(s), s = x / (2 + x), |s| < 0.12: six terms of the odd series.
+    let s = xf / (2.0 + xf);
+    let s2 = s * s;
+    return {{ T }}(2.0 * s * (1.0 + s2 * (1.0 / 3.0 + s2 * (1.0 / 5.0 + s2 * (1.0 / 7.0 + s2 * (1.0 / 9.0 +
+           s2 * (1.0 / 11.0)))))));
+  }
+  return {{ T }}(log(1.0 + xf));
 }
 {% elif name == "erfc" %}
 fn erfc_{{ T }}(x: {{ T }}) -> {{ T }} {
   let xf = f32(x);
   let z = abs(xf);
-  let t = 1.0 / (1.0 + 0.5 * z);
-  let p = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
-          t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 +
-          t * (-0.82215223 + t * 0.17087277))))))));
-  let r = t * exp(p);
+  let zh = head12_{{ T }}(z);
+  let r = erfc_pos_{{ T }}(z, zh * zh, (z - zh) * (z + zh));
   return {{ T }}(select(2.0 - r, r, xf >= 0.0));
 }
 {% elif name == "erf" %}
@@ -46,11 +84,8 @@ fn erf_{{ T }}(x: {{ T }}) -> {{ T }} {
             x2 * (-1.0 / 1320.0 + x2 * (1.0 / 9360.0)))))));
     return {{ T }}(1.1283791670955126 * s);
   }
-  let t = 1.0 / (1.0 + 0.5 * z);
-  let p = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
-          t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 +
-          t * (-0.82215223 + t * 0.17087277))))))));
-  let r = 1.0 - t * exp(p);
+  let zh = head12_{{ T }}(z);
+  let r = 1.0 - erfc_pos_{{ T }}(z, zh * zh, (z - zh) * (z + zh));
   return {{ T }}(select(-r, r, xf >= 0.0));
 }
 {% elif name == "gelu" %}
@@ -58,12 +93,10 @@ fn gelu_{{ T }}(x: {{ T }}) -> {{ T }} {
   let xf = f32(x);
   let z = -xf * 0.7071067811865476;
   // gelu(x) = 0.5 x erfc(-x / sqrt(2)); erfc keeps relative precision for negative x.
+  // z^2 = x^2 / 2 is formed from x (exact head), not from the rounded z.
   let a = abs(z);
-  let t = 1.0 / (1.0 + 0.5 * a);
-  let p = -a * a - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
-          t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 +
-          t * (-0.82215223 + t * 0.17087277))))))));
-  let r = t * exp(p);
+  let xh = head12_{{ T }}(xf);
+  let r = erfc_pos_{{ T }}(a, 0.5 * (xh * xh), 0.5 * ((xf - xh) * (xf + xh)));
   var e = select(2.0 - r, r, z >= 0.0);
   if (a < 0.5) {
     let z2 = z * z;
@@ -71,50 +104,68 @@ fn gelu_{{ T }}(x: {{ T }}) -> {{ T }} {
             z2 * (-1.0 / 1320.0))))));
     e = 1.0 - 1.1283791670955126 * s;
   }
-  return {{ T }}(0.5 * xf * e);
+  // e underflows to 0 for x < -13: the result is -0 (not -inf * 0 = NaN at x = -inf).
+  return {{ T }}(select(0.5 * xf * e, -0.0, e == 0.0));
 }
 {% elif name == "sigmoid" %}
 fn sigmoid_{{ T }}(x: {{ T }}) -> {{ T }} {
   let xf = f32(x);
-  let e = exp(-abs(xf));
+  let e = exp_acc_{{ T }}(-abs(xf));
   let p = 1.0 / (1.0 + e);
   return {{ T }}(select(e * p, p, xf >= 0.0));
 }
 {% elif name == "tanh" %}
 fn tanh_{{ T }}(x: {{ T }}) -> {{ T }} {
-  return {{ T }}(tanh(clamp(f32(x), -20.0, 20.0)));
+  let xf = f32(x);
+  // clamp() would turn NaN into -20: pass NaN through.
+  if ((bitcast<u32>(xf) & 0x7fffffffu) > 0x7f800000u) { return x; }
+  if (abs(xf) < 0.25) {
+    // tanh(x) = e / (e + 2) with e = expm1(2x) from its series (native tanh loses all
+    // relative precision near 0).
+    let y = 2.0 * xf;
+    let e = y * (1.0 + y * (0.5 + y * (1.0 / 6.0 + y * (1.0 / 24.0 + y * (1.0 / 120.0 + y * (1.0 / 720.0 +
+            y * (1.0 / 5040.0 + y * (1.0 / 40320.0))))))));
+    return {{ T }}(e / (e + 2.0));
+  }
+  return {{ T }}(tanh(clamp(xf, -20.0, 20.0)));
 }
 {% elif name == "softplus" %}
 fn softplus_{{ T }}(x: {{ T }}) -> {{ T }} {
   let xf = f32(x);
-  let e = exp(-abs(xf));
-  let u = 1.0 + e;
-  let l = select(log(u) * e / (u - 1.0), e, u == 1.0);
+  // max(x, 0) + log1p(exp(-|x|)), log1p by the series of log1p_ (above) for e < 0.25.
+  let e = exp_acc_{{ T }}(-abs(xf));
+  var l = log(1.0 + e);
+  if (e < 0.25) {
+    let s = e / (2.0 + e);
+    let s2 = s * s;
+    l = 2.0 * s * (1.0 + s2 * (1.0 / 3.0 + s2 * (1.0 / 5.0 + s2 * (1.0 / 7.0 + s2 * (1.0 / 9.0 + s2 * (1.0 / 11.0))))));
+  }
   return {{ T }}(max(xf, 0.0) + l);
 }
 {% elif name == "is_nan" %}
 fn is_nan_{{ T }}(x: {{ T }}) -> bool {
-{% if T == "f16" %}
-  return (bitcast<u32>(vec2<f16>(x, 0.0h)) & 0x7fffu) > 0x7c00u;
-{% else %}
-  return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
-{% endif %}
+  // Bit test (x != x may be folded away); f16 widens to f32 exactly, NaN and infinities included.
+  return (bitcast<u32>(f32(x)) & 0x7fffffffu) > 0x7f800000u;
 }
 {% elif name == "is_inf" %}
 fn is_inf_{{ T }}(x: {{ T }}) -> bool {
-{% if T == "f16" %}
-  return (bitcast<u32>(vec2<f16>(x, 0.0h)) & 0x7fffu) == 0x7c00u;
-{% else %}
-  return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u;
-{% endif %}
+  return (bitcast<u32>(f32(x)) & 0x7fffffffu) == 0x7f800000u;
 }
 {% elif name == "fpow" %}
 fn fpow_{{ T }}(a: {{ T }}, b: {{ T }}) -> {{ T }} {
+  // C pow() semantics; WGSL pow(x, y) = exp2(y * log2(x)) is undefined for x = 0 and gives
+  // NaN for pow(1, NaN) and pow(+-1, +-inf).
   let af = f32(a);
   let bf = f32(b);
-  if (bf == 0.0) { return {{ T }}(1.0); }
-  let r = pow(abs(af), bf);
-  if (af >= 0.0) { return {{ T }}(r); }
+  if (bf == 0.0 || af == 1.0) { return {{ T }}(1.0); }
+  // NaN in, NaN out (lavapipe's pow(NaN, 2) is 0).
+  if ((bitcast<u32>(af) & 0x7fffffffu) > 0x7f800000u) { return a; }
+  if ((bitcast<u32>(bf) & 0x7fffffffu) > 0x7f800000u) { return b; }
+  let ax = abs(af);
+  var r = pow(ax, bf);
+  if (ax == 0.0) { r = select(0.0, bitcast<f32>(0x7f800000u), bf < 0.0); }
+  if (ax == 1.0 && abs(bf) == bitcast<f32>(0x7f800000u)) { r = 1.0; }
+  if ((bitcast<u32>(af) & 0x80000000u) == 0u) { return {{ T }}(r); }
   if (floor(bf) != bf) { return {{ T }}(bitcast<f32>(0x7fc00000u)); }
   let odd = (abs(bf) < 16777216.0) && (abs(bf - 2.0 * floor(bf * 0.5)) == 1.0);
   return {{ T }}(select(r, -r, odd));

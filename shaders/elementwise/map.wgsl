@@ -11,6 +11,8 @@
     body        WGSL statements computing the result from the input variables
     result      the expression stored
     raw_out     store with store_raw_ (data movement) instead of store_
+    base        first output element of this chunk (0 unless a huge tensor is split into
+                chunks; "same" inputs and the output are then bound at the chunk's offset)
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guarded by idx < k.n.
 -#}
 {% import "_lib/io.wgsl" as io %}
@@ -25,7 +27,8 @@
 {% endfor %}
 {{ io.main_header(k) }}
 {% if loads | rejectattr("same") | list %}
-{{ ix.coords("c", "idx", out_strides) }}
+  let gi = idx + {{ base }}u;
+{{ ix.coords("c", "gi", out_strides) }}
 {% endif %}
 {% for inp in loads %}
   let {{ inp.var }} = load_{{ "raw_" if inp.raw else "" }}{{ inp.name }}({{ "idx" if inp.same else ix.dot("c", inp.strides) }});

@@ -11,6 +11,7 @@
     functions   [(T, [name, ...])] helpers from _lib/activations.wgsl
     lanes       [[statements of lane 0], ..., [lane 3]]: the body with per-lane names
     results     [result expression of lane 0, ..., lane 3]
+    base        first output element of this chunk (see map.wgsl)
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guarded by idx < k.n.
 -#}
 {% import "_lib/io.wgsl" as io %}
@@ -32,7 +33,7 @@
 {{ act.defs(T, names) }}
 {% endfor %}
 {{ io.main_header(k) }}
-  let e0 = idx * 4u;
+  let e0 = {{ base }}u + idx * 4u;
 {% if loads | rejectattr("same") | list %}
 {{ ix.coords("c", "e0", out_strides) }}
 {% endif %}

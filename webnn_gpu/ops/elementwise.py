@@ -9,6 +9,19 @@ operands ``{a}``, ``{b}``, ``{c}`` (and ``{T}``, the compute type), its data typ
 the helpers of ``shaders/_lib/activations.wgsl`` it calls. One template,
 ``elementwise/map.wgsl``, runs them all; the fusion pass chains these expressions into one
 kernel (see :func:`expression`).
+
+Semantics where the spec is silent (covered by tests/ops/test_elementwise.py):
+
+* Integers: add, sub, mul, neg, abs and pow wrap (two's complement); division truncates
+  toward zero and ``x / 0`` is ``x``; pow with a negative exponent is 1 for base 1, +-1 for
+  base -1, else 0.
+* cast: float -> integer truncates toward zero, saturates to the target range and maps NaN
+  to 0; integer -> integer keeps the low bits (wraps); to float rounds to nearest.
+* NaN: arithmetic, comparisons (``not_equal`` is true) and transcendental functions
+  propagate it like IEEE 754; max, min, clamp and relu follow WGSL's max/min, which return the
+  other operand when one is NaN; sign(NaN) is 0.
+* float16: single correctly rounded operations run in f16; transcendental functions and
+  multi-step activations (:data:`PROMOTE_F16`) run in f32 and round once.
 """
 
 from __future__ import annotations
@@ -64,7 +77,8 @@ _ew(
     EW("pow", 2, "fpow_{T}({a}, {b})", NUMERIC, funcs=("fpow",), int_expr="ipow_{T}({a}, {b})",
        int_funcs=("ipow",), doc="a raised to b, broadcasting (negative bases with integer exponents keep their sign)."),
     EW("equal", 2, "select(0u, 1u, {a} == {b})", NUMERIC, out="uint8", doc="1 where a == b, else 0 (uint8)."),
-    EW("not_equal", 2, "select(0u, 1u, {a} != {b})", NUMERIC, out="uint8", doc="1 where a != b, else 0 (uint8)."),
+    # not (a == b): `a != b` is folded to an ordered comparison by some drivers (NaN != NaN gave 0).
+    EW("not_equal", 2, "select(1u, 0u, {a} == {b})", NUMERIC, out="uint8", doc="1 where a != b, else 0 (uint8)."),
     EW("greater", 2, "select(0u, 1u, {a} > {b})", NUMERIC, out="uint8", doc="1 where a > b, else 0 (uint8)."),
     EW("greater_or_equal", 2, "select(0u, 1u, {a} >= {b})", NUMERIC, out="uint8", doc="1 where a >= b (uint8)."),
     EW("lesser", 2, "select(0u, 1u, {a} < {b})", NUMERIC, out="uint8", doc="1 where a < b, else 0 (uint8)."),
@@ -82,7 +96,7 @@ _ew(
     EW("ceil", 1, "ceil({a})", FLOATS, doc="Round up."),
     EW("floor", 1, "floor({a})", FLOATS, doc="Round down."),
     EW("round_even", 1, "round({a})", FLOATS, doc="Round to nearest, ties to even."),
-    EW("exp", 1, "exp({a})", FLOATS, doc="e**x."),
+    EW("exp", 1, "exp_acc_{T}({a})", FLOATS, funcs=("exp_acc",), doc="e**x."),
     EW("log", 1, "log({a})", FLOATS, doc="Natural logarithm."),
     EW("sqrt", 1, "sqrt({a})", FLOATS, doc="Square root."),
     EW("sin", 1, "sin({a})", FLOATS, doc="Sine."),
@@ -100,9 +114,10 @@ _ew(
     EW("tanh", 1, "tanh_{T}({a})", FLOATS, funcs=("tanh",), doc="Hyperbolic tangent."),
     EW("gelu", 1, "gelu_{T}({a})", FLOATS, funcs=("gelu",), doc="0.5 x (1 + erf(x / sqrt(2)))."),
     EW("softplus", 1, "softplus_{T}({a})", FLOATS, funcs=("softplus",), doc="log(1 + exp(x))."),
-    EW("softsign", 1, "{a} / ({T}(1) + abs({a}))", FLOATS, doc="x / (1 + |x|)."),
-    EW("hard_swish", 1, "{a} * max({T}(0), min({T}(6), {a} + {T}(3))) / {T}(6)", FLOATS,
-       doc="x * max(0, min(6, x + 3)) / 6."),
+    EW("softsign", 1, "select({a} / ({T}(1) + abs({a})), sign({a}), is_inf_{T}({a}))", FLOATS, funcs=("is_inf",),
+       doc="x / (1 + |x|)."),
+    EW("hard_swish", 1, "select({a} * max({T}(0), min({T}(6), {a} + {T}(3))) / {T}(6), {T}(0), {a} <= {T}(-3))",
+       FLOATS, doc="x * max(0, min(6, x + 3)) / 6."),
     EW("prelu", 2, "select({b} * {a}, {a}, {a} >= {T}(0))", SIGNED, doc="x where x >= 0 else slope * x (slope broadcasts)."),
 )
 
@@ -127,9 +142,23 @@ def literal(value, data_type: str) -> str:
         else:
             f32 = f"f32({float(np.float32(v))!r})"
         return f32 if info.compute == "f32" else f"f16({f32})"
-    lo, hi = np.iinfo(info.numpy).min, np.iinfo(info.numpy).max
-    v = int(min(max(int(value), lo), hi)) if not (isinstance(value, float) and math.isnan(value)) else 0
+    lo, hi = int(np.iinfo(info.numpy).min), int(np.iinfo(info.numpy).max)
+    if isinstance(value, float) and math.isnan(value):
+        v = 0
+    elif isinstance(value, float) and math.isinf(value):
+        v = hi if value > 0 else lo
+    else:
+        v = min(max(int(value), lo), hi)
+    if info.compute == "i64" and v == lo:
+        return "(-9223372036854775807li - 1li)"  # the literal 9223372036854775808li does not parse
     return {"i32": f"i32({v})", "u32": f"{v}u", "i64": f"{v}li", "u64": f"{v}lu"}[info.compute]
+
+
+#: float16 ops evaluated in f32 and rounded once: lavapipe's f16 exp/log are 3-4 ULP (float16)
+#: off, and f16 intermediates of multi-step formulas (alpha * x + beta, ...) lose accuracy by
+#: cancellation. Single correctly rounded operations (add, mul, ...) stay in f16.
+PROMOTE_F16 = {"exp", "log", "sqrt", "sin", "cos", "tan", "erf", "reciprocal", "sigmoid", "tanh", "gelu",
+               "softplus", "softsign", "hard_swish", "elu", "leaky_relu", "hard_sigmoid", "linear", "pow"}
 
 
 def expression(node, args: list[str]) -> tuple[list[str], str, set[tuple[str, str]]]:
@@ -140,6 +169,15 @@ def expression(node, args: list[str]) -> tuple[list[str], str, set[tuple[str, st
     """
     op = node.op
     in_type = node.inputs[0].data_type if node.op != "where" else node.inputs[1].data_type
+    if in_type == "float16" and op in PROMOTE_F16:
+        stmts, expr, funcs = _expression(node, [f"f32({x})" for x in args], "float32")
+        return stmts, f"f16({expr})", funcs
+    return _expression(node, args, in_type)
+
+
+def _expression(node, args: list[str], in_type: str) -> tuple[list[str], str, set[tuple[str, str]]]:
+    """:func:`expression` with ``args`` of the compute type of ``in_type``."""
+    op = node.op
     T = _dtypes.info(in_type).compute
     funcs: set[tuple[str, str]] = set()
     names = dict(zip("abc", args))
@@ -177,22 +215,37 @@ def expression(node, args: list[str]) -> tuple[list[str], str, set[tuple[str, st
             return [], a, funcs
         if src.is_float and not _dtypes.info(attrs["to"]).is_float:
             # Float to integer: truncate toward zero, NaN -> 0, saturate to the target range.
-            lo, hi = _cast_range(attrs["to"])
+            # NaN is found by its bits (`x != x` can be folded away); values at or past the
+            # first float beyond the range's top give its maximum exactly.
+            lo, hi, limit, top = _cast_range(attrs["to"])
+            conv = f"{to}(clamp(trunc(cf_{a}), {lo}, {hi}))"
+            if limit is not None:
+                conv = f"select({top}, {conv}, cf_{a} < {limit})"
             return [f"let cf_{a} = f32({a});"], (
-                f"{to}(select(clamp(trunc(cf_{a}), {lo}, {hi}), 0.0, cf_{a} != cf_{a}))"), funcs
+                f"select({conv}, {to}(0), (bitcast<u32>(cf_{a}) & 0x7fffffffu) > 0x7f800000u)"), funcs
+        if to == "u64" and src.compute == "i32":
+            return [], f"u64(i64({a}))", funcs  # sign-extend before reinterpreting (int8/int32 -> uint64)
+        if to == "i64" and src.compute == "u32":
+            return [], f"i64(u64({a}))", funcs  # zero-extend (uint8/uint32 -> int64; i64(u32) sign-extends)
         return [], f"{to}({a})", funcs
     raise KeyError(op)
 
 
-def _cast_range(data_type: str) -> tuple[str, str]:
-    # Largest f32 values that convert without overflow into the target's compute type.
+def _cast_range(data_type: str) -> tuple[str, str, str | None, str | None]:
+    """(lo, hi, limit, top) of a float -> integer cast.
+
+    lo/hi: the f32 clamp bounds (the target's range, or the largest f32 below its top where
+    the top is not an f32); limit: the first f32 past the top (values >= limit give ``top``,
+    the target's maximum as a WGSL literal), None where hi is the top itself.
+    """
     return {
-        "int32": ("-2147483648.0", "2147483520.0"),
-        "uint32": ("0.0", "4294967040.0"),
-        "int8": ("-2147483648.0", "2147483520.0"),
-        "uint8": ("0.0", "4294967040.0"),
-        "int64": ("-9.2233720e18", "9.2233715e18"),
-        "uint64": ("0.0", "1.8446743e19"),
+        "int8": ("-128.0", "127.0", None, None),
+        "uint8": ("0.0", "255.0", None, None),
+        "int32": ("-2147483648.0", "2147483520.0", "2147483648.0", "i32(2147483647)"),
+        "uint32": ("0.0", "4294967040.0", "4294967296.0", "4294967295u"),
+        "int64": ("-9223372036854775808.0", "9223371487098961920.0", "9223372036854775808.0",
+                  "9223372036854775807li"),
+        "uint64": ("0.0", "18446742974197923840.0", "18446744073709551616.0", "18446744073709551615lu"),
     }[data_type]
 
 
@@ -225,12 +278,38 @@ def _vec4_ok(inputs, out) -> bool:
 
 
 def _map_kernel(lc, inputs, out, stmts, expr, funcs, *, raw=False) -> None:
+    """Emit the map kernel, in chunks when a tensor exceeds maxStorageBufferBindingSize.
+
+    A chunk binds the output and every input of the output's shape at the chunk's byte
+    offset; broadcast inputs are bound whole.
+    """
+    limit = int(lc.limits.get("max-storage-buffer-binding-size", 128 << 20))
+    same = [tuple(v.shape) == tuple(out.shape) for v in inputs]
+    big = max(_dtypes.buffer_size(v.data_type, v.shape) for v in [out, *[v for v, s in zip(inputs, same) if s]])
+    if big <= limit:
+        _map_chunk(lc, inputs, out, stmts, expr, funcs, raw, 0, out.size, None)
+        return
+    itemsize = max(_dtypes.info(v.data_type).itemsize for v in [out, *[v for v, s in zip(inputs, same) if s]])
+    chunk = (limit // itemsize) // 4096 * 4096
+    for base in range(0, out.size, chunk):
+        n = min(chunk, out.size - base)
+        ranges = []
+        for v, s in [*zip(inputs, same), (out, True)]:
+            if s:
+                isz = _dtypes.info(v.data_type).itemsize
+                ranges.append((base * isz, max(4, (n * isz + 3) // 4 * 4)))
+            else:
+                ranges.append(None)
+        _map_chunk(lc, inputs, out, stmts, expr, funcs, raw, base, n, ranges)
+
+
+def _map_chunk(lc, inputs, out, stmts, expr, funcs, raw, base, count, ranges) -> None:
     out_shape = out.shape
     by_type: dict[str, list[str]] = {}
     for T, name in sorted(funcs):
         by_type.setdefault(T, []).append(name)
     needs_f16 = any(T == "f16" for T in by_type)
-    if not raw and _vec4_ok(inputs, out):
+    if not raw and _vec4_ok(inputs, out) and count % 4 == 0:
         loads = []
         for i, v in enumerate(inputs):
             st = broadcast_strides(v.shape, out_shape)
@@ -242,17 +321,17 @@ def _map_kernel(lc, inputs, out, stmts, expr, funcs, *, raw=False) -> None:
             lanes.append([_NAME.sub(rename, line) for line in stmts])
             results.append(_NAME.sub(rename, expr))
         lc.kernel("elementwise/map4.wgsl", [(f"in{i}", v) for i, v in enumerate(inputs)], [("out", out)],
-                  out.size // 4, loads=loads, out_strides=strides(out_shape), functions=sorted(by_type.items()),
-                  lanes=lanes, results=results, needs_f16=needs_f16)
+                  count // 4, loads=loads, out_strides=strides(out_shape), functions=sorted(by_type.items()),
+                  lanes=lanes, results=results, needs_f16=needs_f16, base=base, ranges=ranges)
         return
     ins = []
     for i, v in enumerate(inputs):
         st = broadcast_strides(v.shape, out_shape)
         ins.append({"name": f"in{i}", "var": f"v{i}", "strides": st, "same": tuple(v.shape) == tuple(out_shape),
                     "raw": raw})
-    lc.kernel("elementwise/map.wgsl", [(f"in{i}", v) for i, v in enumerate(inputs)], [("out", out)], out.size,
+    lc.kernel("elementwise/map.wgsl", [(f"in{i}", v) for i, v in enumerate(inputs)], [("out", out)], count,
               loads=ins, out_strides=strides(out_shape), functions=sorted(by_type.items()), body=stmts,
-              result=expr, raw_out=raw, needs_f16=needs_f16)
+              result=expr, raw_out=raw, needs_f16=needs_f16, base=base, ranges=ranges)
 
 
 @lowering("fused_elementwise")
@@ -401,6 +480,12 @@ for _name, (_types, _defaults, _doc) in _OPTION_OPS.items():
     support(_name, {"input": (_types, (0, MAX_RANK))}, (_types, (0, MAX_RANK)))
 
 
+def _bound(op, label, arg, value) -> int | float:
+    """A clamp bound: integers stay exact Python ints (int64 bounds beyond 2**53), others float."""
+    V.float_value(op, label, arg, value)  # type check
+    return int(value) if V.is_int(value) else float(value)
+
+
 @builder_method
 def clamp(self: MLGraphBuilder, input: MLOperand, *, min_value=None, max_value=None, label: str = "",
           **kwargs) -> MLOperand:
@@ -424,8 +509,8 @@ def clamp(self: MLGraphBuilder, input: MLOperand, *, min_value=None, max_value=N
     V.check_kwargs(op, label, kwargs)
     self._check_usable(op, label)
     v = self._operand(op, label, "input", input)
-    lo = None if min_value is None else V.float_value(op, label, "min_value", min_value)
-    hi = None if max_value is None else V.float_value(op, label, "max_value", max_value)
+    lo = None if min_value is None else _bound(op, label, "min_value", min_value)
+    hi = None if max_value is None else _bound(op, label, "max_value", max_value)
     if lo is not None and hi is not None and lo > hi:
         V.fail(op, label, "min_value", f"a value <= max_value ({hi})", lo)
     return self._emit1(op, [v], v.data_type, v.shape, {"min_value": lo, "max_value": hi}, label=label)

@@ -1,0 +1,94 @@
+{#-
+  conv/transpose_tiled.wgsl: conv_transpose2d when the taps tile the output exactly
+  (filter size == stride, no dilation, no output padding): every output pixel receives exactly
+  one input pixel through one tap. Each invocation reads one input pixel's channels once and
+  writes its KH x KW x TO outputs (an upsampling conv, like the segmenter's last layer).
+
+  Context:
+    T              storage type ("f32" or "f16"); accumulation in f32
+    vec            input and filter read as vec4 along the input channels (NHWC input, hwoi filter,
+                   I a multiple of 4)
+    TO             output channels per invocation (4 when out_channels/groups % 4 == 0, else 1)
+    NB, H, W       batches and input size; OH, OW output size; O output channels; OPG = O / groups;
+                   I = C / groups; KH, KW window (== strides); pt, pl leading padding (cropped)
+    in_sn, in_sc, in_sh, in_sw   input element strides
+    f_si, f_so, f_sh, f_sw      filter element strides
+    o_sn, o_sc, o_sh, o_sw      output element strides
+    ep             fused epilogue (webnn_gpu/ops/_epilogue.py); channel = output channel
+  Bindings: input, filter, epilogue operands..., out.
+  Workgroup: (k.workgroup, 1, 1); invocations NB * (O / TO) * H * W, input column fastest.
+-#}
+{% import "_lib/tile.wgsl" as tl %}
+{% if T == "f16" %}
+enable f16;
+{% endif %}
+{{ tl.decl(0, "x", T, vec, false) }}
+{{ tl.decl(1, "f", T, vec, false) }}
+{{ tl.epilogue_decls(ep, 2) }}
+{{ tl.decl(2 + ep.operands | length, "out", T, false, true) }}
+{{ tl.epilogue_fns(ep) }}
+
+@compute @workgroup_size({{ k.workgroup }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
+  if (idx >= {{ k.n }}u) { return; }
+  var r = idx;
+  let iw = r % {{ W }}u; r = r / {{ W }}u;
+  let ih = r % {{ H }}u; r = r / {{ H }}u;
+  let ob = r % {{ O // TO }}u;
+  let n = r / {{ O // TO }}u;
+  let o0 = ob * {{ TO }}u;
+  let g = o0 / {{ OPG }}u;
+  let xp = n * {{ in_sn }}u + g * {{ I * in_sc }}u + ih * {{ in_sh }}u + iw * {{ in_sw }}u;
+  let fb = g * {{ I * f_si }}u + (o0 - g * {{ OPG }}u) * {{ f_so }}u;
+{% for kh in range(KH) %}
+{% for kw in range(KW) %}
+{% for t in range(TO) %}
+  var acc{{ kh }}_{{ kw }}_{{ t }} = 0.0;
+{% endfor %}
+{% endfor %}
+{% endfor %}
+{% if vec %}
+  for (var ci = 0u; ci < {{ I }}u; ci = ci + 4u) {
+    let xv = vec4<f32>(x[(xp + ci) / 4u]);
+{% for kh in range(KH) %}
+{% for kw in range(KW) %}
+{% for t in range(TO) %}
+    acc{{ kh }}_{{ kw }}_{{ t }} = acc{{ kh }}_{{ kw }}_{{ t }} + dot(xv, vec4<f32>(f[(fb + ci + {{ kh * f_sh + kw * f_sw + t * f_so }}u) / 4u]));
+{% endfor %}
+{% endfor %}
+{% endfor %}
+  }
+{% else %}
+  for (var ci = 0u; ci < {{ I }}u; ci = ci + 1u) {
+    let xv = f32(x[xp + ci * {{ in_sc }}u]);
+    let fc = fb + ci * {{ f_si }}u;
+{% for kh in range(KH) %}
+{% for kw in range(KW) %}
+{% for t in range(TO) %}
+    acc{{ kh }}_{{ kw }}_{{ t }} = acc{{ kh }}_{{ kw }}_{{ t }} + xv * f32(f[fc + {{ kh * f_sh + kw * f_sw + t * f_so }}u]);
+{% endfor %}
+{% endfor %}
+{% endfor %}
+  }
+{% endif %}
+{% for kh in range(KH) %}
+  {
+    let oh = i32(ih * {{ KH }}u + {{ kh }}u) - {{ pt }};
+{% for kw in range(KW) %}
+    {
+      let ow = i32(iw * {{ KW }}u + {{ kw }}u) - {{ pl }};
+      if (u32(oh) < {{ OH }}u && u32(ow) < {{ OW }}u) {
+        let ob0 = n * {{ o_sn }}u + u32(oh) * {{ o_sh }}u + u32(ow) * {{ o_sw }}u;
+{% for t in range(TO) %}
+        {
+          let o = ob0 + (o0 + {{ t }}u) * {{ o_sc }}u;
+          out[o] = {{ T }}({{ tl.apply(ep, "acc" ~ kh ~ "_" ~ kw ~ "_" ~ t, "o", "o0 + " ~ t ~ "u") }});
+        }
+{% endfor %}
+      }
+    }
+{% endfor %}
+  }
+{% endfor %}
+}

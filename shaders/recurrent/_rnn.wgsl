@@ -1,0 +1,23 @@
+{#-
+  Shared by the recurrent step kernels.
+
+  act(name, x): the WGSL f32 expression of activation `name` ("relu", "sigmoid", "tanh")
+    applied to the expression x (sigmoid_f32 / tanh_f32 come from _lib/activations.wgsl).
+  time(direction, T): the expression of the time index read and written by step `s` for
+    direction `d` ("forward": s, "backward": T-1-s, "both": forward for d = 0, backward for 1).
+  locate(H, B): declares j (hidden unit), b (batch), d (direction) and db = d * B + b of `idx`.
+-#}
+{% macro act(name, x) -%}
+{% if name == "relu" %}max({{ x }}, 0.0){% elif name == "sigmoid" %}sigmoid_f32({{ x }}){% else %}tanh_f32({{ x }}){% endif %}
+{%- endmacro %}
+
+{% macro time(direction, T) -%}
+{% if direction == "forward" %}s{% elif direction == "backward" %}({{ T }}u - 1u - s){% else %}select(s, {{ T }}u - 1u - s, d == 1u){% endif %}
+{%- endmacro %}
+
+{% macro locate(H, B) %}
+  let j = idx % {{ H }}u;
+  let db = idx / {{ H }}u;
+  let b = db % {{ B }}u;
+  let d = db / {{ B }}u;
+{% endmacro %}

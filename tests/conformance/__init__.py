@@ -1,0 +1,1 @@
+"""Replay of the WebNN web-platform-tests conformance vectors (see wpt.py and data/SOURCE.md)."""

@@ -1,0 +1,532 @@
+"""gru, gru_cell, lstm, lstm_cell against float64 NumPy references written from the spec's
+equations (loops over time and directions, np.matmul per gate), plus two WPT vectors.
+
+WPT vectors: web-platform-tests webnn/conformance_tests/gru.https.any.js and
+lstm.https.any.js (3-Clause BSD License).
+
+Tolerances: |got - ref| <= atol + rtol * |ref| with (2e-5, 2e-5) for float32 (f32 dot products
+and activations over a few steps) and (1e-3, 2e-3) for float16 (the kernels keep the state in
+f32, so the error is about the final rounding to float16).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import webnn_gpu as webnn
+from helpers import assert_close, run_graph
+from webnn_gpu.errors import MLTypeError
+
+TOL = {"float32": dict(atol=2e-5, rtol=2e-5), "float16": dict(atol=1e-3, rtol=2e-3)}
+ACT = {
+    "relu": lambda v: np.maximum(v, 0.0),
+    "sigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)),
+    "tanh": np.tanh,
+}
+
+
+def _block(m, layout: str, gate: str, hidden: int):
+    """Rows of gate `gate` (a letter of `layout`) in a weight [G*H, K] or bias [G*H]."""
+    i = layout.index(gate)
+    return m[i * hidden:(i + 1) * hidden]
+
+
+def _f64(a):
+    return None if a is None else np.asarray(a, np.float64)
+
+
+# ---------------------------------------------------------------- references
+def ref_gru_cell(x, w, r, h, hidden, bias=None, rbias=None, reset_after=True, layout="zrn",
+                 acts=("sigmoid", "tanh")):
+    x, w, r, h = map(_f64, (x, w, r, h))
+    bias = np.zeros(3 * hidden) if bias is None else _f64(bias)
+    rbias = np.zeros(3 * hidden) if rbias is None else _f64(rbias)
+    f, g = ACT[acts[0]], ACT[acts[1]]
+
+    def gate(name):
+        return (x @ _block(w, layout, name, hidden).T, h @ _block(r, layout, name, hidden).T,
+                _block(bias, layout, name, hidden), _block(rbias, layout, name, hidden))
+
+    xz, hz, bz, rbz = gate("z")
+    xr, hr, br, rbr = gate("r")
+    z = f(xz + hz + bz + rbz)
+    rr = f(xr + hr + br + rbr)
+    xn, _, bn, rbn = gate("n")
+    rn = _block(r, layout, "n", hidden)
+    if reset_after:
+        n = g(xn + bn + rr * (h @ rn.T + rbn))
+    else:
+        n = g(xn + bn + (rr * h) @ rn.T + rbn)
+    return z * h + (1.0 - z) * n
+
+
+def ref_lstm_cell(x, w, r, h, c, hidden, bias=None, rbias=None, peep=None, layout="iofg",
+                  acts=("sigmoid", "tanh", "tanh")):
+    x, w, r, h, c = map(_f64, (x, w, r, h, c))
+    bias = np.zeros(4 * hidden) if bias is None else _f64(bias)
+    rbias = np.zeros(4 * hidden) if rbias is None else _f64(rbias)
+    peep = np.zeros(3 * hidden) if peep is None else _f64(peep)
+    f, g, hh = (ACT[a] for a in acts)
+
+    def pre(name):
+        return (x @ _block(w, layout, name, hidden).T + h @ _block(r, layout, name, hidden).T
+                + _block(bias, layout, name, hidden) + _block(rbias, layout, name, hidden))
+
+    i = f(pre("i") + c * _block(peep, "iof", "i", hidden))
+    o = f(pre("o") + c * _block(peep, "iof", "o", hidden))
+    fg = f(pre("f") + c * _block(peep, "iof", "f", hidden))
+    gg = g(pre("g"))
+    ct = fg * c + i * gg
+    return o * hh(ct), ct
+
+
+def _run_directions(x, steps, direction, step_fn, state0):
+    dirs = 2 if direction == "both" else 1
+    finals, seq = [], [[None] * dirs for _ in range(steps)]
+    for d in range(dirs):
+        state = state0(d)
+        backward = direction == "backward" or d == 1
+        for s in range(steps):
+            t = steps - 1 - s if backward else s
+            state = step_fn(d, x[t], state)
+            seq[t][d] = state
+        finals.append(state)
+    return finals, seq
+
+
+def ref_gru(x, w, r, steps, hidden, bias=None, rbias=None, h0=None, reset_after=True, direction="forward",
+            layout="zrn", acts=("sigmoid", "tanh")):
+    batch = x.shape[1]
+
+    def step(d, xt, h):
+        return ref_gru_cell(xt, w[d], r[d], h, hidden, None if bias is None else bias[d],
+                            None if rbias is None else rbias[d], reset_after, layout, acts)
+
+    finals, seq = _run_directions(_f64(x), steps, direction, step,
+                                  lambda d: np.zeros((batch, hidden)) if h0 is None else _f64(h0[d]))
+    return np.stack(finals), np.array(seq)
+
+
+def ref_lstm(x, w, r, steps, hidden, bias=None, rbias=None, peep=None, h0=None, c0=None, direction="forward",
+             layout="iofg", acts=("sigmoid", "tanh", "tanh")):
+    batch = x.shape[1]
+
+    def step(d, xt, hc):
+        return ref_lstm_cell(xt, w[d], r[d], hc[0], hc[1], hidden, *(None if a is None else a[d]
+                                                                     for a in (bias, rbias, peep)), layout, acts)
+
+    def init(d):
+        z = np.zeros((batch, hidden))
+        return (z if h0 is None else _f64(h0[d]), z if c0 is None else _f64(c0[d]))
+
+    finals, seq = _run_directions(_f64(x), steps, direction, step, init)
+    return (np.stack([f[0] for f in finals]), np.stack([f[1] for f in finals]),
+            np.array([[hc[0] for hc in row] for row in seq]))
+
+
+# ---------------------------------------------------------------- helpers
+def _rand(rng, shape, dtype, scale=0.5):
+    with np.errstate(under="ignore"):
+        return np.asarray(rng.uniform(-scale, scale, shape)).astype(dtype)
+
+
+def _check(got, want, dtype, what=""):
+    assert got.dtype == np.dtype(dtype), what
+    assert_close(got, want, **TOL[dtype], err_msg=what)
+
+
+# ---------------------------------------------------------------- WPT vectors
+def test_wpt_gru_backward_return_sequence(ctx):
+    f = np.float32
+    x = np.array([1, 2, 2, 1, 1, 1, 3, 4, 1, 2, 1, 1], f).reshape(2, 3, 2)
+    w = np.array([1, -1, 2, -2, 0.5, -0.5, 0, 0.1] * 3, f).reshape(1, 12, 2)
+    r = np.full((1, 12, 4), 0.1, f)
+    bias = np.array([1, 2, 1, 2, 1, 1, 1, 1, 0.5, 0.5, 0.5, 0.5], f).reshape(1, 12)
+
+    def build(b, o):
+        outs = b.gru(o["x"], o["w"], o["r"], 2, 4, bias=o["b"], recurrent_bias=o["b"], reset_after=False,
+                     return_sequence=True, direction="backward", activations=["relu", "relu"])
+        return {"h": outs[0], "seq": outs[1]}
+
+    out = run_graph(ctx, build, {"x": x, "w": w, "r": r, "b": bias})
+    want_h = [0, 0, -0.24974998831748963, -18.59588623046875, -2.0657243728637697, -10.551867485046387,
+              -1.3937838077545167, -15.2454833984375, -1.1589999198913575, -9.476999282836914,
+              -1.1589999198913575, -11.319169044494629]
+    want_seq = want_h + [0, 0, -0.25, -4.760000228881836, 0, 0, -0.25, -3.8399999141693117, -1, -3, -1,
+                         -3.4100000858306886]
+    assert_close(out["h"].ravel(), want_h, atol=1e-5, rtol=1e-6)
+    assert_close(out["seq"].ravel(), want_seq, atol=1e-5, rtol=1e-6)
+    assert out["seq"].shape == (2, 1, 3, 4)
+    # The float64 reference agrees with the vector.
+    h, seq = ref_gru(x, w, r, 2, 4, bias, bias, reset_after=False, direction="backward", acts=("relu", "relu"))
+    assert_close(h.ravel(), want_h, atol=1e-5, rtol=1e-6)
+    assert_close(seq.ravel(), want_seq, atol=1e-5, rtol=1e-6)
+
+
+def test_wpt_lstm_relu(ctx):
+    f = np.float32
+    x = np.array([1, 2, 2, 1], f).reshape(1, 2, 2)
+    w = np.array([1, -1, 2, -2] * 4, f).reshape(1, 8, 2)
+    r = np.full((1, 8, 2), 0.1, f)
+    bias = np.array([1, 2, 1, 2, 1, 2, 1, 2], f).reshape(1, 8)
+    peep = np.zeros((1, 6), f)
+
+    def build(b, o):
+        h, c, seq = b.lstm(o["x"], o["w"], o["r"], 1, 2, bias=o["b"], recurrent_bias=o["b"],
+                           peephole_weight=o["p"], return_sequence=True, activations=["relu"] * 3)
+        return {"h": h, "c": c, "seq": seq}
+
+    out = run_graph(ctx, build, {"x": x, "w": w, "r": r, "b": bias, "p": peep})
+    np.testing.assert_allclose(out["h"].ravel(), [1, 8, 27, 216], rtol=1e-6)
+    np.testing.assert_allclose(out["c"].ravel(), [1, 4, 9, 36], rtol=1e-6)
+    np.testing.assert_allclose(out["seq"].ravel(), [1, 8, 27, 216], rtol=1e-6)
+
+
+# ---------------------------------------------------------------- gru
+GRU_CASES = list(itertools.product(["forward", "backward", "both"], [True, False], ["zrn", "rzn"]))
+ACT_PAIRS = [("sigmoid", "tanh"), ("tanh", "relu"), ("sigmoid", "sigmoid"), ("relu", "tanh")]
+
+
+@pytest.mark.parametrize("direction, reset_after, layout", GRU_CASES)
+def test_gru_options(ctx, rng, direction, reset_after, layout):
+    steps, batch, isz, hidden = 3, 2, 3, 4
+    nd = 2 if direction == "both" else 1
+    case = GRU_CASES.index((direction, reset_after, layout))
+    acts = ACT_PAIRS[case % len(ACT_PAIRS)]
+    with_bias, with_rbias, with_h0, seq = case % 2 == 0, case % 3 != 1, case % 4 < 2, case % 5 != 3
+    dt = "float32"
+    inputs = {"x": _rand(rng, (steps, batch, isz), dt, 1.0), "w": _rand(rng, (nd, 3 * hidden, isz), dt),
+              "r": _rand(rng, (nd, 3 * hidden, hidden), dt)}
+    if with_bias:
+        inputs["b"] = _rand(rng, (nd, 3 * hidden), dt)
+    if with_rbias:
+        inputs["rb"] = _rand(rng, (nd, 3 * hidden), dt)
+    if with_h0:
+        inputs["h0"] = _rand(rng, (nd, batch, hidden), dt)
+
+    def build(b, o):
+        outs = b.gru(o["x"], o["w"], o["r"], steps, hidden, bias=o.get("b"), recurrent_bias=o.get("rb"),
+                     initial_hidden_state=o.get("h0"), reset_after=reset_after, return_sequence=seq,
+                     direction=direction, layout=layout, activations=list(acts), label="g")
+        assert len(outs) == (2 if seq else 1)
+        return {"h": outs[0], **({"seq": outs[1]} if seq else {})}
+
+    out = run_graph(ctx, build, inputs)
+    h, s = ref_gru(inputs["x"], inputs["w"], inputs["r"], steps, hidden, inputs.get("b"), inputs.get("rb"),
+                   inputs.get("h0"), reset_after, direction, layout, acts)
+    _check(out["h"], h, dt, "hidden")
+    if seq:
+        assert out["seq"].shape == (steps, nd, batch, hidden)
+        _check(out["seq"], s, dt, "sequence")
+
+
+@pytest.mark.parametrize("reset_after", [True, False])
+def test_gru_float16(ctx, rng, reset_after):
+    steps, batch, isz, hidden = 4, 3, 5, 6
+    dt = "float16"
+    inputs = {"x": _rand(rng, (steps, batch, isz), dt, 1.0), "w": _rand(rng, (2, 3 * hidden, isz), dt),
+              "r": _rand(rng, (2, 3 * hidden, hidden), dt), "b": _rand(rng, (2, 3 * hidden), dt),
+              "rb": _rand(rng, (2, 3 * hidden), dt), "h0": _rand(rng, (2, batch, hidden), dt)}
+
+    def build(b, o):
+        h, s = b.gru(o["x"], o["w"], o["r"], steps, hidden, bias=o["b"], recurrent_bias=o["rb"],
+                     initial_hidden_state=o["h0"], reset_after=reset_after, return_sequence=True, direction="both")
+        return {"h": h, "seq": s}
+
+    out = run_graph(ctx, build, inputs)
+    h, s = ref_gru(inputs["x"], inputs["w"], inputs["r"], steps, hidden, inputs["b"], inputs["rb"], inputs["h0"],
+                   reset_after, "both")
+    _check(out["h"], h, dt)
+    _check(out["seq"], s, dt)
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16"])
+@pytest.mark.parametrize("reset_after, layout, acts", [(True, "zrn", None), (False, "rzn", ["relu", "tanh"]),
+                                                       (True, "rzn", ["tanh", "sigmoid"])])
+def test_gru_cell(ctx, rng, dt, reset_after, layout, acts):
+    batch, isz, hidden = 3, 4, 5
+    inputs = {"x": _rand(rng, (batch, isz), dt, 1.0), "w": _rand(rng, (3 * hidden, isz), dt),
+              "r": _rand(rng, (3 * hidden, hidden), dt), "h": _rand(rng, (batch, hidden), dt),
+              "b": _rand(rng, (3 * hidden,), dt), "rb": _rand(rng, (3 * hidden,), dt)}
+
+    def build(b, o):
+        kw = {} if acts is None else {"activations": acts}
+        y = b.gru_cell(o["x"], o["w"], o["r"], o["h"], hidden, bias=o["b"], recurrent_bias=o["rb"],
+                       reset_after=reset_after, layout=layout, **kw)
+        assert y.shape == (batch, hidden) and y.data_type == dt
+        return {"y": y, "y2": b.gru_cell(o["x"], o["w"], o["r"], o["h"], hidden)}
+
+    out = run_graph(ctx, build, inputs)
+    want = ref_gru_cell(inputs["x"], inputs["w"], inputs["r"], inputs["h"], hidden, inputs["b"], inputs["rb"],
+                        reset_after, layout, acts or ("sigmoid", "tanh"))
+    _check(out["y"], want, dt)
+    _check(out["y2"], ref_gru_cell(inputs["x"], inputs["w"], inputs["r"], inputs["h"], hidden), dt)
+
+
+# ---------------------------------------------------------------- lstm
+LSTM_CASES = list(itertools.product(["forward", "backward", "both"], ["iofg", "ifgo"]))
+ACT_TRIPLES = [("sigmoid", "tanh", "tanh"), ("relu", "tanh", "sigmoid"), ("tanh", "relu", "relu")]
+
+
+@pytest.mark.parametrize("direction, layout", LSTM_CASES)
+def test_lstm_options(ctx, rng, direction, layout):
+    steps, batch, isz, hidden = 3, 2, 3, 4
+    nd = 2 if direction == "both" else 1
+    case = LSTM_CASES.index((direction, layout))
+    acts = ACT_TRIPLES[case % 3]
+    flags = [(case >> k) & 1 == 0 for k in range(5)]  # bias, rbias, peephole, h0, c0
+    seq = case != 1
+    dt = "float32"
+    inputs = {"x": _rand(rng, (steps, batch, isz), dt, 1.0), "w": _rand(rng, (nd, 4 * hidden, isz), dt),
+              "r": _rand(rng, (nd, 4 * hidden, hidden), dt)}
+    for name, shape, on in [("b", (nd, 4 * hidden), flags[0]), ("rb", (nd, 4 * hidden), flags[1]),
+                            ("p", (nd, 3 * hidden), flags[2]), ("h0", (nd, batch, hidden), flags[3]),
+                            ("c0", (nd, batch, hidden), flags[4])]:
+        if on:
+            inputs[name] = _rand(rng, shape, dt)
+
+    def build(b, o):
+        outs = b.lstm(o["x"], o["w"], o["r"], steps, hidden, bias=o.get("b"), recurrent_bias=o.get("rb"),
+                      peephole_weight=o.get("p"), initial_hidden_state=o.get("h0"), initial_cell_state=o.get("c0"),
+                      return_sequence=seq, direction=direction, layout=layout, activations=acts)
+        assert len(outs) == (3 if seq else 2)
+        return dict(zip(["h", "c", "seq"], outs))
+
+    out = run_graph(ctx, build, inputs)
+    h, c, s = ref_lstm(inputs["x"], inputs["w"], inputs["r"], steps, hidden, inputs.get("b"), inputs.get("rb"),
+                       inputs.get("p"), inputs.get("h0"), inputs.get("c0"), direction, layout, acts)
+    _check(out["h"], h, dt, "hidden")
+    _check(out["c"], c, dt, "cell")
+    if seq:
+        _check(out["seq"], s, dt, "sequence")
+
+
+def test_lstm_float16_all_options(ctx, rng):
+    steps, batch, isz, hidden = 5, 2, 4, 3
+    dt = "float16"
+    nd = 2
+    inputs = {"x": _rand(rng, (steps, batch, isz), dt, 1.0), "w": _rand(rng, (nd, 4 * hidden, isz), dt),
+              "r": _rand(rng, (nd, 4 * hidden, hidden), dt), "b": _rand(rng, (nd, 4 * hidden), dt),
+              "rb": _rand(rng, (nd, 4 * hidden), dt), "p": _rand(rng, (nd, 3 * hidden), dt),
+              "h0": _rand(rng, (nd, batch, hidden), dt), "c0": _rand(rng, (nd, batch, hidden), dt)}
+
+    def build(b, o):
+        h, c, s = b.lstm(o["x"], o["w"], o["r"], steps, hidden, bias=o["b"], recurrent_bias=o["rb"],
+                         peephole_weight=o["p"], initial_hidden_state=o["h0"], initial_cell_state=o["c0"],
+                         return_sequence=True, direction="both", layout="ifgo")
+        return {"h": h, "c": c, "seq": s}
+
+    out = run_graph(ctx, build, inputs)
+    h, c, s = ref_lstm(inputs["x"], inputs["w"], inputs["r"], steps, hidden, inputs["b"], inputs["rb"], inputs["p"],
+                       inputs["h0"], inputs["c0"], "both", "ifgo")
+    _check(out["h"], h, dt)
+    _check(out["c"], c, dt)
+    _check(out["seq"], s, dt)
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16"])
+@pytest.mark.parametrize("layout, acts, full", [("iofg", None, True), ("ifgo", ["tanh", "sigmoid", "relu"], True),
+                                                ("iofg", None, False)])
+def test_lstm_cell(ctx, rng, dt, layout, acts, full):
+    batch, isz, hidden = 2, 3, 4
+    inputs = {"x": _rand(rng, (batch, isz), dt, 1.0), "w": _rand(rng, (4 * hidden, isz), dt),
+              "r": _rand(rng, (4 * hidden, hidden), dt), "h": _rand(rng, (batch, hidden), dt),
+              "c": _rand(rng, (batch, hidden), dt)}
+    if full:
+        inputs.update(b=_rand(rng, (4 * hidden,), dt), rb=_rand(rng, (4 * hidden,), dt),
+                      p=_rand(rng, (3 * hidden,), dt))
+
+    def build(b, o):
+        kw = {} if acts is None else {"activations": acts}
+        h, c = b.lstm_cell(o["x"], o["w"], o["r"], o["h"], o["c"], hidden, bias=o.get("b"),
+                           recurrent_bias=o.get("rb"), peephole_weight=o.get("p"), layout=layout, **kw)
+        return {"h": h, "c": c}
+
+    out = run_graph(ctx, build, inputs)
+    h, c = ref_lstm_cell(inputs["x"], inputs["w"], inputs["r"], inputs["h"], inputs["c"], hidden, inputs.get("b"),
+                         inputs.get("rb"), inputs.get("p"), layout, acts or ("sigmoid", "tanh", "tanh"))
+    _check(out["h"], h, dt)
+    _check(out["c"], c, dt)
+
+
+def test_longer_sequences_share_one_step_pipeline(ctx, rng):
+    steps, batch, isz, hidden = 24, 3, 8, 16
+    dt = "float32"
+    inputs = {"x": _rand(rng, (steps, batch, isz), dt, 1.0), "w": _rand(rng, (2, 4 * hidden, isz), dt, 0.3),
+              "r": _rand(rng, (2, 4 * hidden, hidden), dt, 0.3), "b": _rand(rng, (2, 4 * hidden), dt),
+              "gw": _rand(rng, (1, 3 * hidden, isz), dt, 0.3), "gr": _rand(rng, (1, 3 * hidden, hidden), dt, 0.3)}
+    b = webnn.MLGraphBuilder(ctx)
+    ops = {n: b.input(n, {"data_type": dt, "shape": list(a.shape)}) for n, a in inputs.items()}
+    h, c, s = b.lstm(ops["x"], ops["w"], ops["r"], steps, hidden, bias=ops["b"], return_sequence=True,
+                     direction="both")
+    (gh,) = b.gru(ops["x"], ops["gw"], ops["gr"], steps, hidden, reset_after=False, direction="backward")
+    misses = ctx._pipelines.misses
+    graph = b.build({"h": h, "c": c, "seq": s, "gh": gh})
+    # project + init + steps + finish per op; the steps reuse one pipeline per kernel variant.
+    assert graph.kernel_count == (steps + 3) + (2 * steps + 3)
+    assert ctx._pipelines.misses - misses <= 9  # lstm: 4 kernel texts, gru (reset_after=False): 5
+    out = ctx.compute(graph, inputs)
+    rh, rc, rs = ref_lstm(inputs["x"], inputs["w"], inputs["r"], steps, hidden, inputs["b"], direction="both")
+    _check(out["h"], rh, dt)
+    _check(out["c"], rc, dt)
+    _check(out["seq"], rs, dt)
+    rg, _ = ref_gru(inputs["x"], inputs["gw"], inputs["gr"], steps, hidden, reset_after=False, direction="backward")
+    _check(out["gh"], rg, dt)
+
+
+# ---------------------------------------------------------------- validation
+def _gru_operands(builder, nd=1, steps=2, batch=3, isz=4, hidden=5, dt="float32", **over):
+    shapes = {"x": (steps, batch, isz), "w": (nd, 3 * hidden, isz), "r": (nd, 3 * hidden, hidden),
+              "b": (nd, 3 * hidden), "rb": (nd, 3 * hidden), "h0": (nd, batch, hidden)}
+    out = {}
+    n = len(builder._inputs)
+    for name, shape in shapes.items():
+        d, s = over.get(name, (dt, shape))
+        out[name] = builder.input(f"{name}{n}", {"data_type": d, "shape": list(s)})
+    return out
+
+
+def _lstm_operands(builder, nd=1, steps=2, batch=3, isz=4, hidden=5, dt="float32", **over):
+    shapes = {"x": (steps, batch, isz), "w": (nd, 4 * hidden, isz), "r": (nd, 4 * hidden, hidden),
+              "b": (nd, 4 * hidden), "rb": (nd, 4 * hidden), "p": (nd, 3 * hidden), "h0": (nd, batch, hidden),
+              "c0": (nd, batch, hidden)}
+    out = {}
+    n = len(builder._inputs)
+    for name, shape in shapes.items():
+        d, s = over.get(name, (dt, shape))
+        out[name] = builder.input(f"{name}{n}", {"data_type": d, "shape": list(s)})
+    return out
+
+
+GRU_ERRORS = [
+    (dict(over=dict(x=("int32", (2, 3, 4)))), {}, "input", "float32 or float16"),
+    (dict(over=dict(w=("float16", (1, 15, 4)))), {}, "weight", "the data type of 'input'"),
+    (dict(over=dict(h0=("float16", (1, 3, 5)))), {}, "initial_hidden_state", "the data type of 'input'"),
+    (dict(over=dict(x=("float32", (2, 3)))), {}, "input", "3-D"),
+    (dict(over=dict(w=("float32", (1, 15, 3)))), {}, "weight", "shape [1, 15, 4]"),
+    (dict(over=dict(w=("float32", (15, 4)))), {}, "weight", "shape [1, 15, 4]"),
+    (dict(over=dict(r=("float32", (1, 15, 4)))), {}, "recurrent_weight", "shape [1, 15, 5]"),
+    (dict(over=dict(b=("float32", (1, 14)))), {}, "bias", "shape [1, 15]"),
+    (dict(over=dict(b=("float32", (15,)))), {}, "bias", "shape [1, 15]"),
+    (dict(over=dict(rb=("float32", (2, 15)))), {}, "recurrent_bias", "shape [1, 15]"),
+    (dict(over=dict(h0=("float32", (1, 3, 4)))), {}, "initial_hidden_state", "shape [1, 3, 5]"),
+    (dict(over=dict(h0=("float32", (3, 5)))), {}, "initial_hidden_state", "shape [1, 3, 5]"),
+    ({}, dict(steps=0), "steps", "an integer in [1,"),
+    ({}, dict(steps=3), "steps", "input.shape[0] (2)"),
+    ({}, dict(hidden_size=0), "hidden_size", "an integer in [1,"),
+    ({}, dict(hidden_size=2**31), "hidden_size", "3 * hidden_size"),
+    ({}, dict(hidden_size=4.0), "hidden_size", "an integer"),
+    ({}, dict(activations=["sigmoid"]), "activations", "a sequence of 2"),
+    ({}, dict(activations=["sigmoid", "gelu"]), "activations", "a sequence of 2"),
+    ({}, dict(activations="tanh"), "activations", "a sequence of 2"),
+    ({}, dict(direction="sideways"), "direction", "'forward', 'backward', 'both'"),
+    ({}, dict(direction="both"), "weight", "shape [2, 15, 4]"),
+    ({}, dict(layout="ifgo"), "layout", "'zrn', 'rzn'"),
+    ({}, dict(reset_after=1), "reset_after", "a bool"),
+    ({}, dict(return_sequence="yes"), "return_sequence", "a bool"),
+]
+
+
+@pytest.mark.parametrize("make, kw, arg, text", GRU_ERRORS)
+def test_gru_validation(ctx, make, kw, arg, text):
+    b = webnn.MLGraphBuilder(ctx)
+    o = _gru_operands(b, **make.get("over", {}))
+    args = dict(steps=2, hidden_size=5, bias=o["b"], recurrent_bias=o["rb"], initial_hidden_state=o["h0"])
+    args.update(kw)
+    with pytest.raises(MLTypeError) as info:
+        b.gru(o["x"], o["w"], o["r"], args.pop("steps"), args.pop("hidden_size"), label="enc", **args)
+    msg = str(info.value)
+    assert msg.startswith("gru ['enc']") and f"'{arg}'" in msg and text in msg, msg
+    # A failed call changes nothing: a valid call still works.
+    good = _gru_operands(b)
+    assert b.gru(good["x"], good["w"], good["r"], 2, 5)[0].shape == (1, 3, 5)
+
+
+LSTM_ERRORS = [
+    (dict(over=dict(x=("uint8", (2, 3, 4)))), {}, "input", "float32 or float16"),
+    (dict(over=dict(p=("float16", (1, 15)))), {}, "peephole_weight", "the data type of 'input'"),
+    (dict(over=dict(c0=("float16", (1, 3, 5)))), {}, "initial_cell_state", "the data type of 'input'"),
+    (dict(over=dict(w=("float32", (1, 15, 4)))), {}, "weight", "shape [1, 20, 4]"),
+    (dict(over=dict(r=("float32", (1, 20, 4)))), {}, "recurrent_weight", "shape [1, 20, 5]"),
+    (dict(over=dict(b=("float32", (1, 15)))), {}, "bias", "shape [1, 20]"),
+    (dict(over=dict(rb=("float32", (1, 20, 1)))), {}, "recurrent_bias", "shape [1, 20]"),
+    (dict(over=dict(p=("float32", (1, 20)))), {}, "peephole_weight", "shape [1, 15]"),
+    (dict(over=dict(h0=("float32", (1, 2, 5)))), {}, "initial_hidden_state", "shape [1, 3, 5]"),
+    (dict(over=dict(c0=("float32", (1, 3, 6)))), {}, "initial_cell_state", "shape [1, 3, 5]"),
+    (dict(over=dict(x=("float32", (2, 3, 4, 1)))), {}, "input", "3-D"),
+    ({}, dict(steps=1), "steps", "input.shape[0] (2)"),
+    ({}, dict(hidden_size=2**30), "hidden_size", "4 * hidden_size"),
+    ({}, dict(activations=["sigmoid", "tanh"]), "activations", "a sequence of 3"),
+    ({}, dict(layout="zrn"), "layout", "'iofg', 'ifgo'"),
+    ({}, dict(direction="both"), "weight", "shape [2, 20, 4]"),
+]
+
+
+@pytest.mark.parametrize("make, kw, arg, text", LSTM_ERRORS)
+def test_lstm_validation(ctx, make, kw, arg, text):
+    b = webnn.MLGraphBuilder(ctx)
+    o = _lstm_operands(b, **make.get("over", {}))
+    args = dict(steps=2, hidden_size=5, bias=o["b"], recurrent_bias=o["rb"], peephole_weight=o["p"],
+                initial_hidden_state=o["h0"], initial_cell_state=o["c0"])
+    args.update(kw)
+    with pytest.raises(MLTypeError) as info:
+        b.lstm(o["x"], o["w"], o["r"], args.pop("steps"), args.pop("hidden_size"), label="dec", **args)
+    msg = str(info.value)
+    assert msg.startswith("lstm ['dec']") and f"'{arg}'" in msg and text in msg, msg
+
+
+def test_cell_validation(ctx):
+    b = webnn.MLGraphBuilder(ctx)
+    mk = lambda n, s, d="float32": b.input(n, {"data_type": d, "shape": list(s)})  # noqa: E731
+    x, w, r, h = mk("x", (3, 4)), mk("w", (15, 4)), mk("r", (15, 5)), mk("h", (3, 5))
+    assert b.gru_cell(x, w, r, h, 5).shape == (3, 5)
+    cases = [
+        (lambda: b.gru_cell(mk("x3", (1, 3, 4)), w, r, h, 5, label="c"), "input", "2-D"),
+        (lambda: b.gru_cell(x, w, r, mk("h2", (3, 4)), 5, label="c"), "hidden_state", "shape [3, 5]"),
+        (lambda: b.gru_cell(x, w, r, h, 4, label="c"), "weight", "shape [12, 4]"),
+        (lambda: b.gru_cell(x, w, r, h, 5, bias=mk("b", (1, 15)), label="c"), "bias", "shape [15]"),
+        (lambda: b.gru_cell(x, w, r, h, 5, recurrent_bias=mk("rb", (14,)), label="c"), "recurrent_bias",
+         "shape [15]"),
+        (lambda: b.gru_cell(x, w, r, h, 5, activations=["relu"] * 3, label="c"), "activations", "sequence of 2"),
+        (lambda: b.gru_cell(x, w, r, h, 5, direction="forward", label="c"), None, "unknown option"),
+    ]
+    lw, lr, c = mk("lw", (20, 4)), mk("lr", (20, 5)), mk("c", (3, 5))
+    hs, cs = b.lstm_cell(x, lw, lr, h, c, 5)
+    assert hs.shape == cs.shape == (3, 5)
+    cases += [
+        (lambda: b.lstm_cell(x, lw, lr, h, mk("c2", (3, 5), "float16"), 5, label="c"), "cell_state",
+         "the data type of 'input'"),
+        (lambda: b.lstm_cell(x, lw, lr, h, c, 5, peephole_weight=mk("p", (20,)), label="c"), "peephole_weight",
+         "shape [15]"),
+        (lambda: b.lstm_cell(x, lw, lr, h, c, 5, bias=mk("lb", (15,)), label="c"), "bias", "shape [20]"),
+        (lambda: b.lstm_cell(x, w, lr, h, c, 5, label="c"), "weight", "shape [20, 4]"),
+        (lambda: b.lstm_cell(x, lw, lr, h, c, 5, activations=["relu"] * 2, label="c"), "activations",
+         "sequence of 3"),
+    ]
+    for fn, arg, text in cases:
+        with pytest.raises(MLTypeError) as info:
+            fn()
+        msg = str(info.value)
+        assert "['c']" in msg and (arg is None or f"'{arg}'" in msg) and text in msg, msg
+
+
+def test_foreign_operand_in_options(ctx):
+    b, other = webnn.MLGraphBuilder(ctx), webnn.MLGraphBuilder(ctx)
+    o, f = _gru_operands(b), _gru_operands(other)
+    with pytest.raises(MLTypeError, match=r"gru.*'initial_hidden_state'.*another builder"):
+        b.gru(o["x"], o["w"], o["r"], 2, 5, initial_hidden_state=f["h0"])
+    with pytest.raises(MLTypeError, match=r"gru.*'recurrent_bias'.*another builder"):
+        b.gru(o["x"], o["w"], o["r"], 2, 5, recurrent_bias=f["rb"])
+    lo, lf = _lstm_operands(b), _lstm_operands(other)
+    with pytest.raises(MLTypeError, match=r"lstm.*'peephole_weight'.*another builder"):
+        b.lstm(lo["x"], lo["w"], lo["r"], 2, 5, peephole_weight=lf["p"])
+
+
+def test_op_support_limits(ctx):
+    lim = ctx.op_support_limits()
+    assert lim["gru"]["initial_hidden_state"]["data_types"] == ["float32", "float16"]
+    assert lim["lstm"]["outputs"]["rank_range"] == {"min": 3, "max": 4}
+    assert lim["lstm_cell"]["peephole_weight"]["rank_range"] == {"min": 1, "max": 1}

@@ -1,0 +1,495 @@
+"""Recurrent operators: gru, gru_cell, lstm, lstm_cell.
+
+Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-gru (and -grucell, -lstm, -lstmcell)
+
+The equations are the spec's (its emulation code in terms of matmul, add, mul and the
+activations), with gate row offsets from ``layout``:
+
+* GRU (``zrn``: update z, reset r, new n; ``rzn``: r, z, n)::
+
+      z = f(x Wz' + h Rz' + bz + rbz)        r = f(x Wr' + h Rr' + br + rbr)
+      n = g(x Wn' + bn + r * (h Rn' + rbn))  if reset_after (the default)
+      n = g(x Wn' + bn + (r * h) Rn' + rbn)  otherwise
+      h = z * h + (1 - z) * n
+
+* LSTM (``iofg`` or ``ifgo``; the peephole weight is always ordered i, o, f and multiplies
+  the *previous* cell state, as in the spec)::
+
+      i = f(x Wi' + h Ri' + bi + rbi + pi * c)   o = f(x Wo' + h Ro' + bo + rbo + po * c)
+      f = f(x Wf' + h Rf' + bf + rbf + pf * c)   g = g(x Wg' + h Rg' + bg + rbg)
+      c = f * c + i * g                          h = o * h2(c)
+
+  with ``activations = [f, g(, h2)]`` from ``"relu"``, ``"sigmoid"``, ``"tanh"`` (defaults
+  sigmoid, tanh (, tanh)).
+
+For ``direction="backward"`` the time steps run from last to first, ``"both"`` runs a forward
+(direction 0) and a backward (direction 1) network. The returned sequence holds, at time
+index t, the state each direction produced from input t (the WPT vectors' order).
+
+Kernels (``shaders/recurrent/``) rather than a decomposition into ~20 builder ops per step:
+one ``project`` kernel computes x W' + biases for every step and direction at once, ``init``
+loads the initial state (or zeros) into an f32 state buffer, then one ``gru_step`` (two with
+``reset_after=False``) or ``lstm_step`` kernel per time step updates the state (both
+directions in one launch, ping-ponging two state buffers; each launch reads its step index
+from a tiny constant, so every step shares one pipeline), and ``finish`` writes the final
+state in the operands' data type. Dot products accumulate in f32 and the state stays in f32
+between steps, also for float16 operands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .. import _validate as V
+from ..builder import MLGraphBuilder, MLOperand, Value
+from ._registry import builder_method, lowering, support
+
+FLOATS = ("float32", "float16")
+ACTIVATIONS = ("relu", "sigmoid", "tanh")
+DIRECTIONS = ("forward", "backward", "both")
+GRU_LAYOUTS = ("zrn", "rzn")
+LSTM_LAYOUTS = ("iofg", "ifgo")
+
+
+# ---------------------------------------------------------------- validation helpers
+def _enum(op, label, arg, value, allowed) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        V.fail(op, label, arg, "one of " + ", ".join(repr(a) for a in allowed), value)
+    return value
+
+
+def _activations(op, label, value, count: int, default: Sequence[str]) -> list[str]:
+    if value is None:
+        return list(default)
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        V.fail(op, label, "activations", f"a sequence of {count} of {', '.join(ACTIVATIONS)}", value)
+    if len(value) != count or any(not isinstance(a, str) or a not in ACTIVATIONS for a in value):
+        V.fail(op, label, "activations", f"a sequence of {count} of {', '.join(ACTIVATIONS)}", value)
+    return list(value)
+
+
+def _size(op, label, arg, value, gates: int) -> int:
+    n = V.int_value(op, label, arg, value, lo=1, hi=V.MAX_DIM)
+    if arg == "hidden_size" and gates * n > V.MAX_DIM:
+        V.fail(op, label, arg, f"a value with {gates} * hidden_size <= {V.MAX_DIM}", value)
+    return n
+
+
+class _Checker:
+    """Checks the operands of one recurrent call against the first operand's data type."""
+
+    def __init__(self, builder: MLGraphBuilder, op: str, label: str):
+        self.b, self.op, self.label = builder, op, label
+        self.dtype: str | None = None
+
+    def operand(self, arg: str, x, *, optional: bool = False) -> Value | None:
+        v = self.b._operand(self.op, self.label, arg, x, optional=optional)
+        if v is None:
+            return None
+        if self.dtype is None:
+            if v.data_type not in FLOATS:
+                V.fail(self.op, self.label, arg, "an operand of data type float32 or float16", v.data_type)
+            self.dtype = v.data_type
+        elif v.data_type != self.dtype:
+            V.fail(self.op, self.label, arg, f"the data type of 'input' ({self.dtype})", v.data_type)
+        return v
+
+    def shape(self, arg: str, v: Value | None, want: Sequence[int], what: str) -> None:
+        if v is not None and tuple(v.shape) != tuple(want):
+            V.fail(self.op, self.label, arg, f"shape {list(want)} ({what})", list(v.shape))
+
+
+def _rank(c: _Checker, arg: str, v: Value, rank: int, what: str) -> None:
+    if len(v.shape) != rank:
+        V.fail(c.op, c.label, arg, f"a {rank}-D operand ({what})", list(v.shape))
+
+
+# ---------------------------------------------------------------- gru / gru_cell
+# IDL: sequence<MLOperand> gru(MLOperand input, MLOperand weight, MLOperand recurrentWeight,
+#          [EnforceRange] unsigned long steps, [EnforceRange] unsigned long hiddenSize,
+#          optional MLGruOptions options = {});
+@builder_method
+def gru(self: MLGraphBuilder, input: MLOperand, weight: MLOperand, recurrent_weight: MLOperand, steps: int,
+        hidden_size: int, *, bias: MLOperand | None = None, recurrent_bias: MLOperand | None = None,
+        initial_hidden_state: MLOperand | None = None, reset_after: bool = True, return_sequence: bool = False,
+        direction: str = "forward", layout: str = "zrn", activations: Sequence[str] | None = None,
+        label: str = "", **kwargs) -> list[MLOperand]:
+    """A gated recurrent unit network over ``steps`` time steps.
+
+    Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-gru
+
+    Arguments:
+        input (MLOperand): float32 or float16, ``[steps, batch_size, input_size]``.
+        weight (MLOperand): ``[num_directions, 3 * hidden_size, input_size]``, gate rows in
+            ``layout`` order.
+        recurrent_weight (MLOperand): ``[num_directions, 3 * hidden_size, hidden_size]``.
+        steps (int): the number of time steps (> 0, ``input.shape[0]``).
+        hidden_size (int): the size of the hidden state (> 0).
+        bias, recurrent_bias (MLOperand | None): ``[num_directions, 3 * hidden_size]``;
+            default zeros.
+        initial_hidden_state (MLOperand | None): ``[num_directions, batch_size, hidden_size]``;
+            default zeros.
+        reset_after (bool): apply the reset gate after the recurrent product (default True).
+        return_sequence (bool): also return the state of every step (default False).
+        direction (str): ``"forward"`` (default), ``"backward"`` or ``"both"``
+            (num_directions = 2).
+        layout (str): gate order ``"zrn"`` (default) or ``"rzn"``.
+        activations (sequence[str] | None): two of ``"relu"``, ``"sigmoid"``, ``"tanh"``: for
+            the update/reset gates and the new gate (default sigmoid, tanh).
+        label (str): a name for errors and GPU objects.
+
+    Returns:
+        list[MLOperand]: the last hidden state ``[num_directions, batch_size, hidden_size]``,
+        then (with ``return_sequence``) every step's ``[steps, num_directions, batch_size,
+        hidden_size]``.
+
+    Raises:
+        MLTypeError: a data type other than float32/float16 or mismatched data types, a wrong
+            rank or shape, steps or hidden_size of 0 or not matching, a bad option value, an
+            operand of another builder, an unknown option.
+        InvalidStateError: the builder has built its graph, or the context is gone.
+    """
+    op = "gru"
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    c = _Checker(self, op, label)
+    vx = c.operand("input", input)
+    vw = c.operand("weight", weight)
+    vr = c.operand("recurrent_weight", recurrent_weight)
+    vb = c.operand("bias", bias, optional=True)
+    vrb = c.operand("recurrent_bias", recurrent_bias, optional=True)
+    vh = c.operand("initial_hidden_state", initial_hidden_state, optional=True)
+    steps = _size(op, label, "steps", steps, 1)
+    hidden = _size(op, label, "hidden_size", hidden_size, 3)
+    reset_after = V.bool_value(op, label, "reset_after", reset_after)
+    return_sequence = V.bool_value(op, label, "return_sequence", return_sequence)
+    direction = _enum(op, label, "direction", direction, DIRECTIONS)
+    layout = _enum(op, label, "layout", layout, GRU_LAYOUTS)
+    acts = _activations(op, label, activations, 2, ("sigmoid", "tanh"))
+    nd = 2 if direction == "both" else 1
+    _rank(c, "input", vx, 3, "[steps, batch_size, input_size]")
+    if vx.shape[0] != steps:
+        V.fail(op, label, "steps", f"input.shape[0] ({vx.shape[0]})", steps)
+    batch, isz = vx.shape[1], vx.shape[2]
+    c.shape("weight", vw, (nd, 3 * hidden, isz), "[num_directions, 3 * hidden_size, input_size]")
+    c.shape("recurrent_weight", vr, (nd, 3 * hidden, hidden), "[num_directions, 3 * hidden_size, hidden_size]")
+    c.shape("bias", vb, (nd, 3 * hidden), "[num_directions, 3 * hidden_size]")
+    c.shape("recurrent_bias", vrb, (nd, 3 * hidden), "[num_directions, 3 * hidden_size]")
+    c.shape("initial_hidden_state", vh, (nd, batch, hidden), "[num_directions, batch_size, hidden_size]")
+    outs = [(c.dtype, (nd, batch, hidden))]
+    if return_sequence:
+        outs.append((c.dtype, (steps, nd, batch, hidden)))
+    attrs = dict(steps=steps, hidden_size=hidden, reset_after=reset_after, return_sequence=return_sequence,
+                 direction=direction, layout=layout, activations=acts)
+    return self._emit(op, [vx, vw, vr, vb, vrb, vh], outs, attrs, label=label)
+
+
+# IDL: MLOperand gruCell(MLOperand input, MLOperand weight, MLOperand recurrentWeight,
+#          MLOperand hiddenState, [EnforceRange] unsigned long hiddenSize,
+#          optional MLGruCellOptions options = {});
+@builder_method
+def gru_cell(self: MLGraphBuilder, input: MLOperand, weight: MLOperand, recurrent_weight: MLOperand,
+             hidden_state: MLOperand, hidden_size: int, *, bias: MLOperand | None = None,
+             recurrent_bias: MLOperand | None = None, reset_after: bool = True, layout: str = "zrn",
+             activations: Sequence[str] | None = None, label: str = "", **kwargs) -> MLOperand:
+    """One time step of a gated recurrent unit.
+
+    Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-grucell
+
+    Arguments:
+        input (MLOperand): float32 or float16, ``[batch_size, input_size]``.
+        weight (MLOperand): ``[3 * hidden_size, input_size]``, gate rows in ``layout`` order.
+        recurrent_weight (MLOperand): ``[3 * hidden_size, hidden_size]``.
+        hidden_state (MLOperand): ``[batch_size, hidden_size]``.
+        hidden_size (int): the size of the hidden state (> 0).
+        bias, recurrent_bias (MLOperand | None): ``[3 * hidden_size]``; default zeros.
+        reset_after (bool): apply the reset gate after the recurrent product (default True).
+        layout (str): gate order ``"zrn"`` (default) or ``"rzn"``.
+        activations (sequence[str] | None): two of ``"relu"``, ``"sigmoid"``, ``"tanh"``
+            (default sigmoid, tanh).
+        label (str): a name for errors and GPU objects.
+
+    Returns:
+        MLOperand: the new hidden state ``[batch_size, hidden_size]``.
+
+    Raises:
+        MLTypeError: a data type other than float32/float16 or mismatched data types, a wrong
+            rank or shape, hidden_size of 0, a bad option value, an operand of another
+            builder, an unknown option.
+        InvalidStateError: the builder has built its graph, or the context is gone.
+    """
+    op = "gru_cell"
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    c = _Checker(self, op, label)
+    vx = c.operand("input", input)
+    vw = c.operand("weight", weight)
+    vr = c.operand("recurrent_weight", recurrent_weight)
+    vh = c.operand("hidden_state", hidden_state)
+    vb = c.operand("bias", bias, optional=True)
+    vrb = c.operand("recurrent_bias", recurrent_bias, optional=True)
+    hidden = _size(op, label, "hidden_size", hidden_size, 3)
+    reset_after = V.bool_value(op, label, "reset_after", reset_after)
+    layout = _enum(op, label, "layout", layout, GRU_LAYOUTS)
+    acts = _activations(op, label, activations, 2, ("sigmoid", "tanh"))
+    _rank(c, "input", vx, 2, "[batch_size, input_size]")
+    batch, isz = vx.shape
+    c.shape("weight", vw, (3 * hidden, isz), "[3 * hidden_size, input_size]")
+    c.shape("recurrent_weight", vr, (3 * hidden, hidden), "[3 * hidden_size, hidden_size]")
+    c.shape("hidden_state", vh, (batch, hidden), "[batch_size, hidden_size]")
+    c.shape("bias", vb, (3 * hidden,), "[3 * hidden_size]")
+    c.shape("recurrent_bias", vrb, (3 * hidden,), "[3 * hidden_size]")
+    attrs = dict(steps=1, hidden_size=hidden, reset_after=reset_after, return_sequence=False,
+                 direction="forward", layout=layout, activations=acts)
+    return self._emit1(op, [vx, vw, vr, vb, vrb, vh], c.dtype, (batch, hidden), attrs, label=label)
+
+
+# ---------------------------------------------------------------- lstm / lstm_cell
+# IDL: sequence<MLOperand> lstm(MLOperand input, MLOperand weight, MLOperand recurrentWeight,
+#          [EnforceRange] unsigned long steps, [EnforceRange] unsigned long hiddenSize,
+#          optional MLLstmOptions options = {});
+@builder_method
+def lstm(self: MLGraphBuilder, input: MLOperand, weight: MLOperand, recurrent_weight: MLOperand, steps: int,
+         hidden_size: int, *, bias: MLOperand | None = None, recurrent_bias: MLOperand | None = None,
+         peephole_weight: MLOperand | None = None, initial_hidden_state: MLOperand | None = None,
+         initial_cell_state: MLOperand | None = None, return_sequence: bool = False, direction: str = "forward",
+         layout: str = "iofg", activations: Sequence[str] | None = None, label: str = "",
+         **kwargs) -> list[MLOperand]:
+    """A long short-term memory network over ``steps`` time steps.
+
+    Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-lstm
+
+    Arguments:
+        input (MLOperand): float32 or float16, ``[steps, batch_size, input_size]``.
+        weight (MLOperand): ``[num_directions, 4 * hidden_size, input_size]``, gate rows in
+            ``layout`` order.
+        recurrent_weight (MLOperand): ``[num_directions, 4 * hidden_size, hidden_size]``.
+        steps (int): the number of time steps (> 0, ``input.shape[0]``).
+        hidden_size (int): the size of the hidden state (> 0).
+        bias, recurrent_bias (MLOperand | None): ``[num_directions, 4 * hidden_size]``;
+            default zeros.
+        peephole_weight (MLOperand | None): ``[num_directions, 3 * hidden_size]`` in i, o, f
+            order; default zeros.
+        initial_hidden_state, initial_cell_state (MLOperand | None):
+            ``[num_directions, batch_size, hidden_size]``; default zeros.
+        return_sequence (bool): also return the hidden state of every step (default False).
+        direction (str): ``"forward"`` (default), ``"backward"`` or ``"both"``.
+        layout (str): gate order ``"iofg"`` (default) or ``"ifgo"``.
+        activations (sequence[str] | None): three of ``"relu"``, ``"sigmoid"``, ``"tanh"``:
+            for the input/forget/output gates, the cell gate, and the cell state before the
+            output gate (default sigmoid, tanh, tanh).
+        label (str): a name for errors and GPU objects.
+
+    Returns:
+        list[MLOperand]: the last hidden state and the last cell state, each
+        ``[num_directions, batch_size, hidden_size]``, then (with ``return_sequence``) every
+        step's hidden state ``[steps, num_directions, batch_size, hidden_size]``.
+
+    Raises:
+        MLTypeError: a data type other than float32/float16 or mismatched data types, a wrong
+            rank or shape, steps or hidden_size of 0 or not matching, a bad option value, an
+            operand of another builder, an unknown option.
+        InvalidStateError: the builder has built its graph, or the context is gone.
+    """
+    op = "lstm"
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    c = _Checker(self, op, label)
+    vx = c.operand("input", input)
+    vw = c.operand("weight", weight)
+    vr = c.operand("recurrent_weight", recurrent_weight)
+    vb = c.operand("bias", bias, optional=True)
+    vrb = c.operand("recurrent_bias", recurrent_bias, optional=True)
+    vp = c.operand("peephole_weight", peephole_weight, optional=True)
+    vh = c.operand("initial_hidden_state", initial_hidden_state, optional=True)
+    vc = c.operand("initial_cell_state", initial_cell_state, optional=True)
+    steps = _size(op, label, "steps", steps, 1)
+    hidden = _size(op, label, "hidden_size", hidden_size, 4)
+    return_sequence = V.bool_value(op, label, "return_sequence", return_sequence)
+    direction = _enum(op, label, "direction", direction, DIRECTIONS)
+    layout = _enum(op, label, "layout", layout, LSTM_LAYOUTS)
+    acts = _activations(op, label, activations, 3, ("sigmoid", "tanh", "tanh"))
+    nd = 2 if direction == "both" else 1
+    _rank(c, "input", vx, 3, "[steps, batch_size, input_size]")
+    if vx.shape[0] != steps:
+        V.fail(op, label, "steps", f"input.shape[0] ({vx.shape[0]})", steps)
+    batch, isz = vx.shape[1], vx.shape[2]
+    c.shape("weight", vw, (nd, 4 * hidden, isz), "[num_directions, 4 * hidden_size, input_size]")
+    c.shape("recurrent_weight", vr, (nd, 4 * hidden, hidden), "[num_directions, 4 * hidden_size, hidden_size]")
+    c.shape("bias", vb, (nd, 4 * hidden), "[num_directions, 4 * hidden_size]")
+    c.shape("recurrent_bias", vrb, (nd, 4 * hidden), "[num_directions, 4 * hidden_size]")
+    c.shape("peephole_weight", vp, (nd, 3 * hidden), "[num_directions, 3 * hidden_size]")
+    c.shape("initial_hidden_state", vh, (nd, batch, hidden), "[num_directions, batch_size, hidden_size]")
+    c.shape("initial_cell_state", vc, (nd, batch, hidden), "[num_directions, batch_size, hidden_size]")
+    outs = [(c.dtype, (nd, batch, hidden)), (c.dtype, (nd, batch, hidden))]
+    if return_sequence:
+        outs.append((c.dtype, (steps, nd, batch, hidden)))
+    attrs = dict(steps=steps, hidden_size=hidden, return_sequence=return_sequence, direction=direction,
+                 layout=layout, activations=acts)
+    return self._emit(op, [vx, vw, vr, vb, vrb, vp, vh, vc], outs, attrs, label=label)
+
+
+# IDL: sequence<MLOperand> lstmCell(MLOperand input, MLOperand weight, MLOperand recurrentWeight,
+#          MLOperand hiddenState, MLOperand cellState, [EnforceRange] unsigned long hiddenSize,
+#          optional MLLstmCellOptions options = {});
+@builder_method
+def lstm_cell(self: MLGraphBuilder, input: MLOperand, weight: MLOperand, recurrent_weight: MLOperand,
+              hidden_state: MLOperand, cell_state: MLOperand, hidden_size: int, *, bias: MLOperand | None = None,
+              recurrent_bias: MLOperand | None = None, peephole_weight: MLOperand | None = None,
+              layout: str = "iofg", activations: Sequence[str] | None = None, label: str = "",
+              **kwargs) -> list[MLOperand]:
+    """One time step of a long short-term memory network.
+
+    Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-lstmcell
+
+    Arguments:
+        input (MLOperand): float32 or float16, ``[batch_size, input_size]``.
+        weight (MLOperand): ``[4 * hidden_size, input_size]``, gate rows in ``layout`` order.
+        recurrent_weight (MLOperand): ``[4 * hidden_size, hidden_size]``.
+        hidden_state, cell_state (MLOperand): ``[batch_size, hidden_size]``.
+        hidden_size (int): the size of the hidden state (> 0).
+        bias, recurrent_bias (MLOperand | None): ``[4 * hidden_size]``; default zeros.
+        peephole_weight (MLOperand | None): ``[3 * hidden_size]`` in i, o, f order.
+        layout (str): gate order ``"iofg"`` (default) or ``"ifgo"``.
+        activations (sequence[str] | None): three of ``"relu"``, ``"sigmoid"``, ``"tanh"``
+            (default sigmoid, tanh, tanh).
+        label (str): a name for errors and GPU objects.
+
+    Returns:
+        list[MLOperand]: the new hidden state and the new cell state, each
+        ``[batch_size, hidden_size]``.
+
+    Raises:
+        MLTypeError: a data type other than float32/float16 or mismatched data types, a wrong
+            rank or shape, hidden_size of 0, a bad option value, an operand of another
+            builder, an unknown option.
+        InvalidStateError: the builder has built its graph, or the context is gone.
+    """
+    op = "lstm_cell"
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    c = _Checker(self, op, label)
+    vx = c.operand("input", input)
+    vw = c.operand("weight", weight)
+    vr = c.operand("recurrent_weight", recurrent_weight)
+    vh = c.operand("hidden_state", hidden_state)
+    vc = c.operand("cell_state", cell_state)
+    vb = c.operand("bias", bias, optional=True)
+    vrb = c.operand("recurrent_bias", recurrent_bias, optional=True)
+    vp = c.operand("peephole_weight", peephole_weight, optional=True)
+    hidden = _size(op, label, "hidden_size", hidden_size, 4)
+    layout = _enum(op, label, "layout", layout, LSTM_LAYOUTS)
+    acts = _activations(op, label, activations, 3, ("sigmoid", "tanh", "tanh"))
+    _rank(c, "input", vx, 2, "[batch_size, input_size]")
+    batch, isz = vx.shape
+    c.shape("weight", vw, (4 * hidden, isz), "[4 * hidden_size, input_size]")
+    c.shape("recurrent_weight", vr, (4 * hidden, hidden), "[4 * hidden_size, hidden_size]")
+    c.shape("hidden_state", vh, (batch, hidden), "[batch_size, hidden_size]")
+    c.shape("cell_state", vc, (batch, hidden), "[batch_size, hidden_size]")
+    c.shape("bias", vb, (4 * hidden,), "[4 * hidden_size]")
+    c.shape("recurrent_bias", vrb, (4 * hidden,), "[4 * hidden_size]")
+    c.shape("peephole_weight", vp, (3 * hidden,), "[3 * hidden_size]")
+    attrs = dict(steps=1, hidden_size=hidden, return_sequence=False, direction="forward", layout=layout,
+                 activations=acts)
+    outs = [(c.dtype, (batch, hidden)), (c.dtype, (batch, hidden))]
+    return self._emit(op, [vx, vw, vr, vb, vrb, vp, vh, vc], outs, attrs, label=label)
+
+
+_F = FLOATS
+support("gru", {"input": (_F, (3, 3)), "weight": (_F, (3, 3)), "recurrent_weight": (_F, (3, 3)),
+                "bias": (_F, (2, 2)), "recurrent_bias": (_F, (2, 2)), "initial_hidden_state": (_F, (3, 3))},
+        (_F, (3, 4)), output_name="outputs")
+support("gru_cell", {"input": (_F, (2, 2)), "weight": (_F, (2, 2)), "recurrent_weight": (_F, (2, 2)),
+                     "hidden_state": (_F, (2, 2)), "bias": (_F, (1, 1)), "recurrent_bias": (_F, (1, 1))},
+        (_F, (2, 2)))
+support("lstm", {"input": (_F, (3, 3)), "weight": (_F, (3, 3)), "recurrent_weight": (_F, (3, 3)),
+                 "bias": (_F, (2, 2)), "recurrent_bias": (_F, (2, 2)), "peephole_weight": (_F, (2, 2)),
+                 "initial_hidden_state": (_F, (3, 3)), "initial_cell_state": (_F, (3, 3))},
+        (_F, (3, 4)), output_name="outputs")
+support("lstm_cell", {"input": (_F, (2, 2)), "weight": (_F, (2, 2)), "recurrent_weight": (_F, (2, 2)),
+                      "hidden_state": (_F, (2, 2)), "cell_state": (_F, (2, 2)), "bias": (_F, (1, 1)),
+                      "recurrent_bias": (_F, (1, 1)), "peephole_weight": (_F, (1, 1))},
+        (_F, (2, 2)), output_name="outputs")
+
+
+# ---------------------------------------------------------------- lowering
+#: gate -> row-block index in the weight, per layout
+_GATE_INDEX = {
+    "zrn": {"z": 0, "r": 1, "n": 2},
+    "rzn": {"r": 0, "z": 1, "n": 2},
+    "iofg": {"i": 0, "o": 1, "f": 2, "g": 3},
+    "ifgo": {"i": 0, "f": 1, "g": 2, "o": 3},
+}
+
+
+def _step_constant(s: int) -> Value:
+    """A one-element uint32 constant holding the step index ``s`` (bound by that step's kernel)."""
+    return Value("uint32", (1,), "constant", data=np.array([s], np.uint32))
+
+
+@lowering("gru", "gru_cell", "lstm", "lstm_cell")
+def lower_recurrent(node, lc) -> None:
+    """project, init, one step kernel (two for GRU with reset_after=False) per step, finish."""
+    is_lstm = node.op.startswith("lstm")
+    a = node.attrs
+    if is_lstm:
+        vx, vw, vr, vb, vrb, vp, vh, vc = node.inputs
+    else:
+        vx, vw, vr, vb, vrb, vh = node.inputs
+        vp = vc = None
+    hidden, steps = a["hidden_size"], a["steps"]
+    gates = 4 if is_lstm else 3
+    gh = gates * hidden
+    nd = 2 if a["direction"] == "both" else 1
+    batch, isz = vx.shape[-2], vx.shape[-1]
+    reset_after = a.get("reset_after", True)
+    # Recurrent biases fold into the projection except GRU's new gate with reset_after.
+    fold_limit = 2 * hidden if (not is_lstm and reset_after) else gh
+    common = dict(H=hidden, B=batch, T=steps, D=nd, GH=gh, I=isz, direction=a["direction"])
+
+    proj = lc.temp("float32", (nd, steps, batch, gh))
+    ins = [("x", vx), ("w", vw)] + ([("bias", vb)] if vb is not None else []) + \
+        ([("rbias", vrb)] if vrb is not None else [])
+    lc.kernel("recurrent/project.wgsl", ins, [("proj", proj)], nd * steps * batch * gh,
+              has_bias=vb is not None, has_rbias=vrb is not None, fold_limit=fold_limit, **common)
+
+    n_state = 2 if is_lstm else 1
+    states = [lc.temp("float32", (n_state, nd, batch, hidden)) for _ in range(2)]
+    init_ins = ([("h0", vh)] if vh is not None else []) + ([("c0", vc)] if vc is not None else [])
+    lc.kernel("recurrent/init.wgsl", init_ins, [("state", states[0])], n_state * nd * batch * hidden,
+              has_h0=vh is not None, has_c0=vc is not None, n_state=n_state, **common)
+
+    seq = node.outputs[-1] if a["return_sequence"] else None
+    acts = a["activations"]
+    gate = _GATE_INDEX[a["layout"]]
+    n = nd * batch * hidden
+    rh = None if (is_lstm or reset_after) else lc.temp("float32", (nd, batch, hidden))
+    for s in range(steps):
+        src, dst = states[s % 2], states[(s + 1) % 2]
+        step = _step_constant(s)
+        outs = [("state_out", dst)] + ([("seq", seq)] if seq is not None else [])
+        if is_lstm:
+            ins = [("step", step), ("proj", proj), ("r", vr)] + ([("peep", vp)] if vp is not None else []) + \
+                [("state_in", src)]
+            lc.kernel("recurrent/lstm_step.wgsl", ins, outs, n, gate=gate, acts=acts, has_peep=vp is not None,
+                      has_seq=seq is not None, **common)
+            continue
+        if rh is not None:
+            lc.kernel("recurrent/gru_step.wgsl", [("step", step), ("proj", proj), ("r", vr), ("state_in", src)],
+                      [("rh", rh)], n, phase="reset", gate=gate, acts=acts, reset_after=False, has_rbias=False,
+                      has_seq=False, **common)
+        ins = [("step", step), ("proj", proj), ("r", vr)]
+        if reset_after and vrb is not None:
+            ins.append(("rbias", vrb))
+        ins.append(("state_in", src))
+        if rh is not None:
+            ins.append(("rh", rh))
+        lc.kernel("recurrent/gru_step.wgsl", ins, outs, n, phase="update", gate=gate, acts=acts,
+                  reset_after=reset_after, has_rbias=reset_after and vrb is not None, has_seq=seq is not None,
+                  **common)
+
+    final = states[steps % 2]
+    outs = [("out_h", node.outputs[0])] + ([("out_c", node.outputs[1])] if is_lstm else [])
+    lc.kernel("recurrent/finish.wgsl", [("state", final)], outs, n, n_state=n_state, **common)
