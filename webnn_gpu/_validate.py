@@ -135,11 +135,16 @@ def element_count(shp) -> int:
 
 
 def size_limit(op, label, arg, data_type_: str, shp, limit: int, limit_name: str = "maxBufferSize") -> None:
-    """Refuse a tensor whose byte length exceeds a device limit (NotSupportedError naming it)."""
+    """Refuse a tensor whose buffer would exceed a device limit (NotSupportedError naming it).
+
+    The buffer is the byte length padded to a multiple of 4 (maxBufferSize need not be one).
+    """
     n = _dtypes.byte_length(data_type_, shp)
-    if n > limit:
+    padded = _dtypes.buffer_size(data_type_, shp)
+    if padded > limit:
         raise NotSupportedError(
-            f"{where(op, label)}: argument {arg!r}: a tensor of {n} bytes ({data_type_} {list(shp)}) "
+            f"{where(op, label)}: argument {arg!r}: a tensor of {n} bytes"
+            f"{f' ({padded} padded to whole words)' if padded != n else ''} ({data_type_} {list(shp)}) "
             f"exceeds this device's {limit_name} of {limit} bytes"
         )
 
