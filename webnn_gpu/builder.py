@@ -153,8 +153,13 @@ class MLGraphBuilder:
             )
 
     def _check_int64_compute(self, op: str, label: str, inputs, outputs) -> None:
-        """Refuse int64/uint64 for an operator that computes on them when the adapter lacks
-        ``shader-int64`` (NotSupportedError), exactly as ``op_support_limits()`` reports it."""
+        """Refuse int64/uint64 operands of an operator that computes on them when the adapter
+        lacks ``shader-int64`` (NotSupportedError), as ``op_support_limits()`` reports it.
+
+        Outputs are checked for ``cast`` only: converting *to* int64 needs 64-bit arithmetic,
+        while other operators with an int64 output and no int64 operand (arg_max, arg_min)
+        store it as raw word pairs.
+        """
         if "shader-int64" in self._context._features:
             return
         from .ops._registry import SUPPORT
@@ -165,7 +170,8 @@ class MLGraphBuilder:
         names = list(s.operands)
         args = [(names[i] if len(names) == len(inputs) else f"inputs[{i}]", v.data_type)
                 for i, v in enumerate(inputs) if v is not None]
-        args += [("output", dt) for dt, _ in outputs]
+        if op == "cast":
+            args += [("output", dt) for dt, _ in outputs]
         for arg, dt in args:
             if dt in ("int64", "uint64"):
                 raise NotSupportedError(
