@@ -383,31 +383,21 @@ def _check_type(b, op, label, arg, v, types) -> None:
 
 
 def _make_binary(row: EW):
-    an, bn = ("input", "slope") if row.name == "prelu" else ("a", "b")  # the spec's argument names
-
-    def binary(self: MLGraphBuilder, a: MLOperand, b: MLOperand, label: str, kwargs: dict) -> MLOperand:
+    def method(self: MLGraphBuilder, a: MLOperand, b: MLOperand, *, label: str = "", **kwargs) -> MLOperand:
         op = row.name
         V.check_kwargs(op, label, kwargs)
         self._check_usable(op, label)
-        va = self._operand(op, label, an, a)
-        vb = self._operand(op, label, bn, b)
-        _check_type(self, op, label, an, va, row.types)
+        va = self._operand(op, label, "a", a)
+        vb = self._operand(op, label, "b", b)
+        _check_type(self, op, label, "a", va, row.types)
         if vb.data_type != va.data_type:
-            V.fail(op, label, bn, f"the data type of {an!r} ({va.data_type})", vb.data_type)
+            V.fail(op, label, "b", f"the data type of 'a' ({va.data_type})", vb.data_type)
         if op == "prelu":
             V.unidirectional_broadcast(op, label, "slope", vb.shape, va.shape)
             shape = va.shape
         else:
             shape = V.broadcast_shapes(op, label, va.shape, vb.shape)
         return self._emit1(op, [va, vb], row.out or va.data_type, shape, label=label)
-
-    if row.name == "prelu":
-        def method(self: MLGraphBuilder, input: MLOperand, slope: MLOperand, *, label: str = "",
-                   **kwargs) -> MLOperand:
-            return binary(self, input, slope, label, kwargs)
-    else:
-        def method(self: MLGraphBuilder, a: MLOperand, b: MLOperand, *, label: str = "", **kwargs) -> MLOperand:
-            return binary(self, a, b, label, kwargs)
 
     method.__name__ = row.name
     method.__qualname__ = f"MLGraphBuilder.{row.name}"
