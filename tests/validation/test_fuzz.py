@@ -176,13 +176,14 @@ class Invalid(Exception):
 
 
 class TooBig(Exception):
-    """The oracle's verdict: valid, but the result passes the device's binding size
+    """The oracle's verdict: valid, but the result passes the device's maxBufferSize
     (NotSupportedError)."""
 
 
 def _fits(shape, dtype, limit):
-    """Refuse (TooBig) a result of more than ``limit`` bytes, before NumPy would allocate it."""
-    if int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize > limit:
+    """Refuse (TooBig) a result whose buffer (padded to whole words) passes ``limit`` bytes,
+    before NumPy would allocate it."""
+    if (int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize + 3) // 4 * 4 > limit:
         raise TooBig
 
 
@@ -470,7 +471,7 @@ def _check_movement_call(ctx, call):
     eo = {n: b.input(n, {"data_type": extra_desc[n][0], "shape": list(a.shape)}) for n, a in extra.items()}
     feeds = {"x": x, **extra}
     try:
-        expected = _oracle(op, x, args, extra, ctx.limits["max-storage-buffer-binding-size"])
+        expected = _oracle(op, x, args, extra, ctx.limits["max-buffer-size"])
     except (Invalid, TooBig) as verdict:
         expected = verdict
     event(f"{op} {type(expected).__name__ if isinstance(expected, Exception) else 'valid'}")
@@ -493,7 +494,7 @@ def _check_movement_call(ctx, call):
             want = webnn.MLTypeError if isinstance(expected, Invalid) else webnn.NotSupportedError
             assert isinstance(expected, Exception), f"{op}{args} on {shape}: refused but NumPy accepts it: {msg}"
             assert isinstance(exc, want), f"{op}{args} on {shape}: {type(exc).__name__}, not {want.__name__}: {msg}"
-            named = ["maxStorageBufferBindingSize"] if want is webnn.NotSupportedError else _ARG_NAMES[op]
+            named = ["maxBufferSize"] if want is webnn.NotSupportedError else _ARG_NAMES[op]
             assert msg.startswith(f"{op} ['") and any(repr(a) in msg or f"{a}[" in msg for a in named), msg
             assert (len(b._nodes), dict(b._inputs)) == before, "a failed call changed the builder"
             continue
