@@ -8,6 +8,7 @@ node and a :class:`LowerContext`, and calls ``lc.kernel(...)`` once per kernel i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,29 @@ from .errors import NotSupportedError
 
 if TYPE_CHECKING:
     from .builder import Node
+
+
+_SCALAR_BYTES = {"f16": 2, "f32": 4, "i32": 4, "u32": 4, "bool": 4}
+_WORKGROUP_VAR = re.compile(r"var<workgroup>\s+\w+\s*:\s*(.+?);")
+
+
+def _type_bytes(t: str) -> int:
+    """Bytes of a WGSL type made of scalars, vectors and fixed-size arrays (0 if unknown)."""
+    t = t.strip()
+    m = re.fullmatch(r"array<\s*(.+)\s*,\s*(\d+)u?\s*>", t)
+    if m:
+        return _type_bytes(m.group(1)) * int(m.group(2))
+    m = re.fullmatch(r"vec([234])<\s*(\w+)\s*>", t)
+    if m:
+        lanes = int(m.group(1))
+        return _SCALAR_BYTES.get(m.group(2), 0) * (4 if lanes == 3 else lanes)
+    m = re.fullmatch(r"atomic<\s*(\w+)\s*>", t)
+    return _SCALAR_BYTES.get(m.group(1) if m else t, 0)
+
+
+def workgroup_storage_bytes(wgsl: str) -> int:
+    """Bytes of ``var<workgroup>`` memory a shader declares (types we cannot size count 0)."""
+    return sum(_type_bytes(t) for t in _WORKGROUP_VAR.findall(wgsl))
 
 
 @dataclass
@@ -107,6 +131,13 @@ class LowerContext:
             )
         kc = KernelContext(template, bindings, int(n), workgroup, self.features, dict(variables))
         wgsl = kc.render()
+        shared = workgroup_storage_bytes(wgsl)
+        max_shared = int(self.limits.get("max-compute-workgroup-storage-size", 16384))
+        if shared > max_shared:
+            raise NotSupportedError(
+                f"{self.label}: kernel {template!r} needs {shared} bytes of workgroup memory, more than this "
+                f"device's maxComputeWorkgroupStorageSize ({max_shared})"
+            )
         if groups is None:
             groups = workgroups(-(-int(n) // workgroup), self.limits, self.label)
         step = KernelStep(template, wgsl, [v for _, v in inputs] + [v for _, v in outputs], tuple(groups),

@@ -1068,3 +1068,22 @@ def test_destroy_from_another_thread_while_dispatching(ctx, victim):
         to.destroy()
         g.destroy()
     _usable(ctx)
+
+
+def test_workgroup_memory_past_the_device_limit_is_refused(ctx, monkeypatch):
+    from webnn_gpu._lower import workgroup_storage_bytes
+
+    assert workgroup_storage_bytes("var<workgroup> a: array<f32, 256>;\nvar<workgroup> b: array<vec2<u32>, 8>;") \
+        == 256 * 4 + 8 * 8
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [4, 1 << 16]})
+    y = b.reduce_sum(x, axes=[1], label="sum")
+    g = b.build({"y": y})  # within the real limit
+    shared = max(workgroup_storage_bytes(s.wgsl) for s in g._steps if hasattr(s, "wgsl"))
+    assert 0 < shared <= ctx.limits["max-compute-workgroup-storage-size"]
+    monkeypatch.setitem(ctx._limits, "max-compute-workgroup-storage-size", shared - 1)
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [4, 1 << 16]})
+    y = b.reduce_sum(x, axes=[1], label="sum")
+    _raises(b, NotSupportedError, lambda: b.build({"y": y}), "reduce_sum ['sum']", f"{shared} bytes of workgroup memory",
+            f"maxComputeWorkgroupStorageSize ({shared - 1})")
