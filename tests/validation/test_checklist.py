@@ -11,6 +11,7 @@ from __future__ import annotations
 import array
 import asyncio
 import inspect
+import re
 import threading
 import time
 
@@ -337,10 +338,11 @@ def _pending_in_thread(ctx, call, then):
 
 
 def test_pending_read_rejects_when_the_tensor_is_destroyed(ctx):
-    with pytest.raises(InvalidStateError, match="readTensor.*MLTensor was destroyed"):
+    with pytest.raises(InvalidStateError, match="readTensor.*MLTensor (was|has been) destroyed"):
         _pending_read_async(ctx, lambda t: t.destroy())
     err = _pending_in_thread(ctx, lambda t: ctx.read_tensor(t), lambda t: t.destroy())
-    assert isinstance(err, InvalidStateError) and "MLTensor was destroyed" in str(err), err
+    # (on a loaded machine the thread may only start reading after the destroy)
+    assert isinstance(err, InvalidStateError) and re.search("MLTensor (was|has been) destroyed", str(err)), err
     _usable(ctx)
 
 
@@ -348,11 +350,11 @@ def test_pending_read_rejects_when_the_tensor_is_destroyed(ctx):
 def test_pending_read_rejects_when_the_context_is_destroyed(mode):
     c = webnn.ml.create_context()
     if mode == "async":
-        with pytest.raises(InvalidStateError, match="readTensor.*MLContext was destroyed"):
+        with pytest.raises(InvalidStateError, match="readTensor.*MLContext (was|has been) destroyed"):
             _pending_read_async(c, lambda t: c.destroy())
     else:
         err = _pending_in_thread(c, lambda t: c.read_tensor(t), lambda t: c.destroy())
-        assert isinstance(err, InvalidStateError) and "MLContext was destroyed" in str(err), err
+        assert isinstance(err, InvalidStateError) and re.search("MLContext (was|has been) destroyed", str(err)), err
     _raises(None, InvalidStateError, lambda: c.create_tensor(F32), "createTensor", "destroyed")
 
 
@@ -822,7 +824,8 @@ _CALLS = {
         get("input", "float32", (2, 3)), get("weight", "float32", (16, 3)),
         get("recurrent_weight", "float32", (16, 4)), get("hidden_state", "float32", (2, 4)),
         get("cell_state", "float32", (2, 4)), 4, bias=get("bias", "float32", (16,)),
-        recurrent_bias=get("recurrent_bias", "float32", (16,)), peephole_weight=get("peephole_weight", "float32", (12,))),
+        recurrent_bias=get("recurrent_bias", "float32", (16,)),
+        peephole_weight=get("peephole_weight", "float32", (12,))),
     "arg_max": lambda b, get: b.arg_max(get("input"), 0),
     "arg_min": lambda b, get: b.arg_min(get("input"), 0),
     "cumulative_sum": lambda b, get: b.cumulative_sum(get("input"), 0),
@@ -1085,5 +1088,6 @@ def test_workgroup_memory_past_the_device_limit_is_refused(ctx, monkeypatch):
     b = webnn.MLGraphBuilder(ctx)
     x = b.input("x", {"data_type": "float32", "shape": [4, 1 << 16]})
     y = b.reduce_sum(x, axes=[1], label="sum")
-    _raises(b, NotSupportedError, lambda: b.build({"y": y}), "reduce_sum ['sum']", f"{shared} bytes of workgroup memory",
+    _raises(b, NotSupportedError, lambda: b.build({"y": y}), "reduce_sum ['sum']",
+            f"{shared} bytes of workgroup memory",
             f"maxComputeWorkgroupStorageSize ({shared - 1})")
