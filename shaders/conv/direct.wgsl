@@ -1,0 +1,70 @@
+{#-
+  conv/direct.wgsl: direct 2-D convolution for any layout pair and any groups. Each invocation
+  computes TO consecutive output channels (of one group) at one output pixel, looping over the
+  group's input channels and the filter window; input and filter are read through their
+  element strides, so no re-layout is needed. The general fallback (WEBNN_GPU_FORCE_CONV=direct).
+
+  Context:
+    T              storage type ("f32" or "f16"); accumulation in f32
+    TO             output channels per invocation (4 when out_channels/groups % 4 == 0, else 1)
+    NB, OH, OW     batches and output size; O output channels; OPG = O / groups; I = C / groups
+    H, W           input size; KH, KW window; sh, sw strides; dh, dw dilations; pt, pl padding
+    in_sn, in_sc, in_sh, in_sw   input element strides (batch, channel, row, column)
+    f_so, f_si, f_sh, f_sw      filter element strides (out channel, in channel, row, column)
+    o_sn, o_sc, o_sh, o_sw      output element strides
+    ep             fused epilogue (webnn_gpu/ops/_epilogue.py); channel = output channel
+  Bindings: input, filter, epilogue operands..., out.
+  Workgroup: (k.workgroup, 1, 1); invocations NB * (O / TO) * OH * OW, output column fastest.
+-#}
+{% import "_lib/tile.wgsl" as tl %}
+{% if T == "f16" %}
+enable f16;
+{% endif %}
+{{ tl.decl(0, "x", T, false, false) }}
+{{ tl.decl(1, "f", T, false, false) }}
+{{ tl.epilogue_decls(ep, 2) }}
+{{ tl.decl(2 + ep.operands | length, "out", T, false, true) }}
+{{ tl.epilogue_fns(ep) }}
+
+@compute @workgroup_size({{ k.workgroup }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
+  if (idx >= {{ k.n }}u) { return; }
+  var r = idx;
+  let ow = r % {{ OW }}u; r = r / {{ OW }}u;
+  let oh = r % {{ OH }}u; r = r / {{ OH }}u;
+  let ob = r % {{ O // TO }}u;
+  let n = r / {{ O // TO }}u;
+  let o0 = ob * {{ TO }}u;
+  let g = o0 / {{ OPG }}u;
+  let xb = n * {{ in_sn }}u + g * {{ I * in_sc }}u;
+  let fb = o0 * {{ f_so }}u;
+  let ih0 = i32(oh * {{ sh }}u) - {{ pt }};
+  let iw0 = i32(ow * {{ sw }}u) - {{ pl }};
+{% for t in range(TO) %}
+  var acc{{ t }} = 0.0;
+{% endfor %}
+  for (var kh = 0u; kh < {{ KH }}u; kh = kh + 1u) {
+    let ih = ih0 + i32(kh * {{ dh }}u);
+    if (u32(ih) >= {{ H }}u) { continue; }
+    for (var kw = 0u; kw < {{ KW }}u; kw = kw + 1u) {
+      let iw = iw0 + i32(kw * {{ dw }}u);
+      if (u32(iw) >= {{ W }}u) { continue; }
+      let xp = xb + u32(ih) * {{ in_sh }}u + u32(iw) * {{ in_sw }}u;
+      let fp = fb + kh * {{ f_sh }}u + kw * {{ f_sw }}u;
+      for (var ci = 0u; ci < {{ I }}u; ci = ci + 1u) {
+        let xv = f32(x[xp + ci * {{ in_sc }}u]);
+{% for t in range(TO) %}
+        acc{{ t }} = acc{{ t }} + xv * f32(f[fp + ci * {{ f_si }}u + {{ t * f_so }}u]);
+{% endfor %}
+      }
+    }
+  }
+  let ob0 = n * {{ o_sn }}u + oh * {{ o_sh }}u + ow * {{ o_sw }}u;
+{% for t in range(TO) %}
+  {
+    let o = ob0 + (o0 + {{ t }}u) * {{ o_sc }}u;
+    out[o] = {{ T }}({{ tl.apply(ep, "acc" ~ t, "o", "o0 + " ~ t ~ "u") }});
+  }
+{% endfor %}
+}

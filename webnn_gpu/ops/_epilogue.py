@@ -1,0 +1,168 @@
+"""Fused epilogues: element-wise steps applied to each output value of conv2d,
+conv_transpose2d, matmul and gemm before the kernel stores it.
+
+A compiler pass (or a test) puts the steps in ``node.attrs["epilogue"]``; the kernels of
+:mod:`webnn_gpu.ops.linalg` and :mod:`webnn_gpu.ops.conv` apply them. The format is a list
+of dicts, applied in order to the value ``x``:
+
+``{"op": NAME, **options}``
+    A unary element-wise operator of :mod:`webnn_gpu.ops.elementwise` (``"relu"``,
+    ``"sigmoid"``, ``"tanh"``, ``"hard_swish"``, ``"gelu"``, ...). Operators with options
+    carry them as keys with the builder's names and defaults: ``{"op": "clamp",
+    "min_value": 0.0, "max_value": 6.0}``, ``{"op": "leaky_relu", "alpha": 0.1}``,
+    ``{"op": "linear", "alpha": 2.0, "beta": 1.0}``, ``elu``, ``hard_sigmoid``.
+``{"op": NAME, "input": i}``
+    A binary element-wise operator (``"add"``, ``"sub"``, ``"mul"``, ``"div"``, ``"max"``,
+    ``"min"``, ``"pow"``) of ``x`` and ``node.inputs[i]``, whose data type is the output's.
+    Without ``"axis"`` the operand's shape broadcasts to the output shape (NumPy rules; a
+    same-shaped operand, e.g. a residual add, is read at the output's own index). With
+    ``"axis": a`` the operand is 1-D and is read at the output coordinate along axis ``a``
+    (a bias: axis 1 for NCHW outputs, 3 for NHWC). ``"reverse": True`` puts the operand
+    first (``input - x``); ``"scale": s`` multiplies the operand by ``s`` first (gemm's
+    ``beta * c``).
+
+The lowering appends any operand it needs to ``node.inputs`` before the pass runs; the
+graph binds every input of a node, so nothing else is needed. The whole chain is computed in
+f32 (float16 outputs are rounded once, at the store), reusing the expressions and the
+``shaders/_lib/activations.wgsl`` helpers of the standalone element-wise kernels.
+
+Kernels call the generated ``fn epilogue(x: f32, o: u32, ch: u32) -> f32`` with the output's
+linear index ``o`` and, when they know it cheaply, the coordinate ``ch`` along
+``chan_axis`` (the channel or column axis), which bias-like steps on that axis use directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+from .._kernels import broadcast_strides, strides
+from .elementwise import _OPTION_OPS, _TABLE, expression, literal
+
+#: Binary element-wise operators allowed as epilogue steps.
+BINARY = ("add", "sub", "mul", "div", "max", "min", "pow")
+
+
+@dataclass
+class Epilogue:
+    """The WGSL of one kernel's epilogue.
+
+    Attributes:
+        operands: (binding name, Value) pairs the kernel binds after its main inputs.
+        functions: (T, [helper names]) for ``act.defs``.
+        code: WGSL declaring ``fn epilogue(x: f32, o: u32, ch: u32) -> f32``.
+        empty: True when there are no steps (kernels may skip the call).
+    """
+
+    operands: list = field(default_factory=list)
+    functions: list = field(default_factory=list)
+    code: str = ""
+    empty: bool = True
+
+
+def steps_of(node) -> list[dict]:
+    """The epilogue steps of a node (``attrs["epilogue"]``, a list; empty by default)."""
+    steps = node.attrs.get("epilogue") or []
+    if not isinstance(steps, (list, tuple)):
+        raise ValueError(f"{node.op}: attrs['epilogue'] must be a list of steps, got {type(steps).__name__}")
+    return list(steps)
+
+
+def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_binding: str = "e") -> Epilogue:
+    """Compile ``steps`` for a kernel writing ``out`` (a Value) of ``node``.
+
+    Arguments:
+        node: the graph node (its ``inputs`` hold the operands steps refer to).
+        out: the output Value.
+        steps: the steps (see the module docstring).
+        chan_axis: the output axis whose coordinate the kernel passes as ``ch``.
+        first_binding: prefix of the operand binding names.
+
+    Returns:
+        Epilogue: operands to bind, helper functions and the WGSL code.
+
+    Raises:
+        ValueError: an unknown op, a missing or misshaped operand (a bug of the caller).
+    """
+    ep = Epilogue()
+    out_shape = tuple(out.shape)
+    out_strides = strides(out_shape)
+    f32_value = SimpleNamespace(data_type="float32")
+    funcs: set[tuple[str, str]] = set()
+    lines = ["fn epilogue(ev0: f32, o: u32, ch: u32) -> f32 {", "  var ev = ev0;"]
+    bound: dict[int, str] = {}
+    for n, step in enumerate(steps):
+        if not isinstance(step, dict) or not isinstance(step.get("op"), str):
+            raise ValueError(f"{node.op}: epilogue step {n} must be a dict with an 'op' string, got {step!r}")
+        op = step["op"]
+        if "input" in step:
+            if op not in BINARY:
+                raise ValueError(f"{node.op}: epilogue step {n}: {op!r} is not a binary op ({', '.join(BINARY)})")
+            i = step["input"]
+            if not isinstance(i, int) or not 0 <= i < len(node.inputs) or node.inputs[i] is None:
+                raise ValueError(f"{node.op}: epilogue step {n}: 'input' {i!r} is not an input of the node")
+            v = node.inputs[i]
+            if v.data_type != out.data_type:
+                raise ValueError(f"{node.op}: epilogue step {n}: operand data type {v.data_type} != {out.data_type}")
+            if i not in bound:
+                bound[i] = f"{first_binding}{len(bound)}"
+                ep.operands.append((bound[i], v))
+            name = bound[i]
+            index = _operand_index(node, n, v, step.get("axis"), out_shape, out_strides, chan_axis)
+            y = f"f32({name}[{index}])"
+            if "scale" in step:
+                y = f"({literal(step['scale'], 'float32')} * {y})"
+            args = [y, "ev"] if step.get("reverse") else ["ev", y]
+            fake = SimpleNamespace(op=op, inputs=[f32_value, f32_value], attrs={})
+            stmts, expr, fs = expression(fake, args)
+        else:
+            if op in _OPTION_OPS:
+                attrs = {k: float(step.get(k, d)) for k, d in _OPTION_OPS[op][1].items()}
+            elif op == "clamp":
+                attrs = {"min_value": step.get("min_value"), "max_value": step.get("max_value")}
+            elif op in _TABLE and _TABLE[op].arity == 1 and _TABLE[op].out is None and "float32" in _TABLE[op].types:
+                attrs = {}
+            else:
+                raise ValueError(f"{node.op}: epilogue step {n}: {op!r} is not a float unary element-wise op")
+            fake = SimpleNamespace(op=op, inputs=[f32_value], attrs=attrs)
+            stmts, expr, fs = expression(fake, ["ev"])
+        funcs |= fs
+        lines.append("  {")
+        lines += [f"    {s}" for s in stmts]
+        lines.append(f"    ev = {expr};")
+        lines.append("  }")
+    lines += ["  return ev;", "}"]
+    by_type: dict[str, list[str]] = {}
+    for T, name in sorted(funcs):
+        by_type.setdefault(T, []).append(name)
+    ep.functions = sorted(by_type.items())
+    ep.code = "\n".join(lines)
+    ep.empty = not steps
+    return ep
+
+
+def _operand_index(node, n, v, axis, out_shape, out_strides, chan_axis) -> str:
+    """WGSL index expression of an epilogue operand for the output element ``o``."""
+    rank = len(out_shape)
+    if axis is not None:
+        if not isinstance(axis, int) or not 0 <= axis < rank or len(v.shape) != 1 or v.shape[0] != out_shape[axis]:
+            raise ValueError(f"{node.op}: epilogue step {n}: an 'axis' operand must be 1-D of the output's size "
+                             f"along that axis ({out_shape}, axis {axis}), got shape {list(v.shape)}")
+        if axis == chan_axis:
+            return "ch"
+        return f"((o / {out_strides[axis]}u) % {out_shape[axis]}u)"
+    shp = tuple(v.shape)
+    if len(shp) > rank or any(s != d and s != 1 for s, d in zip(reversed(shp), reversed(out_shape))):
+        raise ValueError(f"{node.op}: epilogue step {n}: operand shape {list(shp)} does not broadcast to {list(out_shape)}")
+    if (1,) * (rank - len(shp)) + shp == out_shape:
+        return "o"
+    bst = broadcast_strides(shp, out_shape)
+    terms = []
+    for d in range(rank):
+        if bst[d] == 0:
+            continue
+        coord = f"((o / {out_strides[d]}u) % {out_shape[d]}u)" if d > 0 else f"(o / {out_strides[d]}u)"
+        if d == chan_axis:
+            coord = "ch"
+        terms.append(coord if bst[d] == 1 else f"{coord} * {bst[d]}u")
+    return " + ".join(terms) if terms else "0u"

@@ -1,0 +1,450 @@
+"""Convolutions: conv2d and conv_transpose2d.
+
+Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-conv2d,
+https://www.w3.org/TR/webnn/#api-mlgraphbuilder-convtranspose2d
+
+conv2d variants, chosen by shape (``WEBNN_GPU_FORCE_CONV=<variant>`` forces one where it
+applies, and falls back to the automatic choice where it does not):
+
+* ``pointwise``: 1x1 filter, stride 1, no padding, one group: a plain matmul on the tile
+  kernel (NHWC: ``[N*H*W, C] x [C, O]``; NCHW: ``[O, C] x [N, C, H*W]``).
+* ``depthwise``: groups == input channels == output channels on NHWC
+  (``shaders/conv/depthwise.wgsl``): vec4 of channels x several output columns per invocation,
+  input columns loaded once per filter row.
+* ``gemm``: implicit GEMM on the tile kernel (``shaders/matmul/tile.wgsl``), the input patch
+  gathered on the fly (no im2col buffer); any layout pair, any groups.
+* ``direct``: ``shaders/conv/direct.wgsl``, the general fallback reading everything through
+  strides.
+
+The filter is wanted as ``hwio`` (``[KH * KW * C/groups, O]``, the B matrix of the implicit
+GEMM) or ``[KH, KW, C]`` for depthwise: a constant filter is re-laid out on the CPU at build
+time (and its columns padded to a multiple of 4 so they load as vec4); another filter goes
+through a small permute kernel (``shaders/conv/permute.wgsl``).
+
+conv_transpose2d runs ``shaders/conv/transpose.wgsl``, a direct gather over the taps that
+reach each output pixel, for every layout pair and groups.
+
+Bias is the first step of the fused epilogue (:mod:`webnn_gpu.ops._epilogue`), followed by
+``node.attrs["epilogue"]``. float16 computes with f32 accumulation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _env
+from .. import _validate as V
+from .._kernels import strides
+from ..builder import MLGraphBuilder, MLOperand, Value
+from . import _epilogue
+from ._registry import builder_method, lowering, support
+from .linalg import FLOATS, constant_array, make_constant, tile_kernel, wgsl_type
+
+INPUT_LAYOUTS = ("nchw", "nhwc")
+CONV2D_FILTER_LAYOUTS = ("oihw", "hwio", "ohwi", "ihwo")
+CONV_TRANSPOSE2D_FILTER_LAYOUTS = ("iohw", "hwoi", "ohwi")
+CONV_VARIANTS = ("direct", "gemm", "pointwise", "depthwise")
+#: Invocations per workgroup of the conv kernels.
+WORKGROUP = 64
+
+
+# ---------------------------------------------------------------- shapes and validation
+def input_dims(shape, layout: str) -> tuple[int, int, int, int]:
+    """(N, C, H, W) of a 4-D input in ``layout``."""
+    if layout == "nchw":
+        n, c, h, w = shape
+    else:
+        n, h, w, c = shape
+    return n, c, h, w
+
+
+def input_strides(shape, layout: str) -> dict:
+    """Element strides ``in_sn, in_sc, in_sh, in_sw`` of a 4-D input in ``layout``."""
+    st = strides(shape)
+    pos = {"nchw": "nchw", "nhwc": "nhwc"}[layout]
+    return {f"in_s{ch}": st[pos.index(ch)] for ch in "nchw"}
+
+
+def filter_dims(shape, layout: str) -> dict:
+    """The filter's dimensions by letter (``o``, ``i``, ``h``, ``w``) for a layout string."""
+    return {ch: shape[k] for k, ch in enumerate(layout)}
+
+
+def filter_strides(shape, layout: str) -> dict:
+    """The filter's element strides by letter for a layout string."""
+    st = strides(shape)
+    return {ch: st[k] for k, ch in enumerate(layout)}
+
+
+def _enum(op, label, arg, value, allowed):
+    if not isinstance(value, str) or value not in allowed:
+        V.fail(op, label, arg, f"one of {', '.join(map(repr, allowed))}", value)
+    return value
+
+
+def _window_options(op, label, padding, strides_, dilations, groups):
+    padding = V.int_list(op, label, "padding", [0, 0, 0, 0] if padding is None else padding, length=4, lo=0,
+                         hi=V.MAX_DIM)
+    strides_ = V.int_list(op, label, "strides", [1, 1] if strides_ is None else strides_, length=2, lo=1,
+                          hi=V.MAX_DIM)
+    dilations = V.int_list(op, label, "dilations", [1, 1] if dilations is None else dilations, length=2, lo=1,
+                           hi=V.MAX_DIM)
+    groups = V.int_value(op, label, "groups", groups, lo=1, hi=V.MAX_DIM)
+    return padding, strides_, dilations, groups
+
+
+def _operands(self, op, label, input, filter, bias):
+    vi = self._operand(op, label, "input", input)
+    vf = self._operand(op, label, "filter", filter)
+    vb = self._operand(op, label, "bias", bias, optional=True)
+    if vi.data_type not in FLOATS:
+        V.fail(op, label, "input", "an operand of data type float32 or float16", vi.data_type)
+    if len(vi.shape) != 4:
+        V.fail(op, label, "input", "a 4-D operand", f"shape {list(vi.shape)}")
+    if len(vf.shape) != 4:
+        V.fail(op, label, "filter", "a 4-D operand", f"shape {list(vf.shape)}")
+    if vf.data_type != vi.data_type:
+        V.fail(op, label, "filter", f"the data type of 'input' ({vi.data_type})", vf.data_type)
+    return vi, vf, vb
+
+
+def _check_bias(op, label, vb, vi, out_channels):
+    if vb is None:
+        return
+    if vb.data_type != vi.data_type:
+        V.fail(op, label, "bias", f"the data type of 'input' ({vi.data_type})", vb.data_type)
+    if tuple(vb.shape) != (out_channels,):
+        V.fail(op, label, "bias", f"shape [{out_channels}] (the output channels)", f"shape {list(vb.shape)}")
+
+
+def _effective(op, label, k, d, axis):
+    eff = (k - 1) * d + 1
+    if eff > V.MAX_DIM:
+        V.fail(op, label, "dilations", f"an effective filter {axis} ((size - 1) * dilation + 1) <= {V.MAX_DIM}",
+               f"{eff} (filter {axis} {k}, dilation {d})")
+    return eff
+
+
+def _conv_out(op, label, size, k, pb, pe, s, d, axis):
+    eff = _effective(op, label, k, d, axis)
+    num = size - eff + pb + pe
+    if num < 0:
+        V.fail(op, label, "filter", f"an effective filter {axis} ({eff}) no larger than the padded input {axis} "
+               f"({size} + {pb} + {pe})", f"an output {axis} of {(num // s) + 1 if num > -s else 0}")
+    out = num // s + 1
+    if out > V.MAX_DIM:
+        V.fail(op, label, "padding", f"an output {axis} <= {V.MAX_DIM}", out)
+    return out
+
+
+# ---------------------------------------------------------------- conv2d
+# IDL: MLOperand conv2d(MLOperand input, MLOperand filter, optional MLConv2dOptions options = {});
+@builder_method
+def conv2d(self: MLGraphBuilder, input: MLOperand, filter: MLOperand, *, padding=None, strides=None,
+           dilations=None, groups: int = 1, input_layout: str = "nchw", filter_layout: str = "oihw",
+           bias: MLOperand | None = None, label: str = "", **kwargs) -> MLOperand:
+    """2-D convolution of a 4-D input with a 4-D filter.
+
+    Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-conv2d
+
+    Arguments:
+        input (MLOperand): float32 or float16, ``[N, C, H, W]`` (nchw) or ``[N, H, W, C]`` (nhwc).
+        filter (MLOperand): same data type; ``oihw``, ``hwio``, ``ohwi`` or ``ihwo`` with
+            ``i = C / groups``.
+        padding (list[int]): ``[begin_h, end_h, begin_w, end_w]`` (default zeros).
+        strides (list[int]): ``[stride_h, stride_w]``, each >= 1 (default ones).
+        dilations (list[int]): ``[dilation_h, dilation_w]``, each >= 1 (default ones).
+        groups (int): >= 1, dividing the input and output channels (default 1).
+        input_layout (str): ``"nchw"`` (default) or ``"nhwc"``; the output has the same layout.
+        filter_layout (str): ``"oihw"`` (default), ``"hwio"``, ``"ohwi"`` or ``"ihwo"``.
+        bias (MLOperand | None): ``[O]``, same data type, added to every output.
+        label (str): a name for errors and GPU objects.
+
+    Returns:
+        MLOperand: ``[N, O, OH, OW]`` or ``[N, OH, OW, O]`` with
+        ``OH = floor((H - (KH - 1) * dilation_h - 1 + begin_h + end_h) / stride_h) + 1``.
+
+    Raises:
+        MLTypeError: wrong ranks or data types; option lists of the wrong length; zero
+            strides, dilations or groups; channels not divisible by groups; filter input
+            channels != C / groups; a bias not ``[O]``; an effective filter overflow or a
+            non-positive output size; unknown layouts or options.
+    """
+    op = "conv2d"
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    vi, vf, vb = _operands(self, op, label, input, filter, bias)
+    padding, strides_, dilations, groups = _window_options(op, label, padding, strides, dilations, groups)
+    input_layout = _enum(op, label, "input_layout", input_layout, INPUT_LAYOUTS)
+    filter_layout = _enum(op, label, "filter_layout", filter_layout, CONV2D_FILTER_LAYOUTS)
+    n, c, h, w = input_dims(vi.shape, input_layout)
+    fd = filter_dims(vf.shape, filter_layout)
+    o = fd["o"]
+    if c % groups:
+        V.fail(op, label, "groups", f"a divisor of the input channels ({c})", groups)
+    if o % groups:
+        V.fail(op, label, "groups", f"a divisor of the output channels ({o}, from the {filter_layout} filter)", groups)
+    if fd["i"] != c // groups:
+        V.fail(op, label, "filter", f"{c // groups} input channels (input channels {c} / groups {groups}) in its "
+               f"{filter_layout} shape", f"shape {list(vf.shape)} with {fd['i']} input channels")
+    _check_bias(op, label, vb, vi, o)
+    oh = _conv_out(op, label, h, fd["h"], padding[0], padding[1], strides_[0], dilations[0], "height")
+    ow = _conv_out(op, label, w, fd["w"], padding[2], padding[3], strides_[1], dilations[1], "width")
+    shape = (n, o, oh, ow) if input_layout == "nchw" else (n, oh, ow, o)
+    attrs = {"padding": padding, "strides": strides_, "dilations": dilations, "groups": groups,
+             "input_layout": input_layout, "filter_layout": filter_layout}
+    inputs = [vi, vf] + ([vb] if vb is not None else [])
+    return self._emit1(op, inputs, vi.data_type, shape, attrs, label=label)
+
+
+support("conv2d", {"input": (FLOATS, (4, 4)), "filter": (FLOATS, (4, 4)), "bias": (FLOATS, (1, 1))},
+        (FLOATS, (4, 4)))
+
+
+def _geometry(node) -> dict:
+    """Sizes, strides and options of a conv2d / conv_transpose2d node, by name."""
+    a = node.attrs
+    x, f = node.inputs[0], node.inputs[1]
+    out = node.outputs[0]
+    n, c, h, w = input_dims(x.shape, a["input_layout"])
+    _, o, oh, ow = input_dims(out.shape, a["input_layout"])
+    fd = filter_dims(f.shape, a["filter_layout"])
+    ost = input_strides(out.shape, a["input_layout"])
+    return dict(NB=n, C=c, H=h, W=w, O=o, OH=oh, OW=ow, KH=fd["h"], KW=fd["w"], G=a["groups"],
+                sh=a["strides"][0], sw=a["strides"][1], dh=a["dilations"][0], dw=a["dilations"][1],
+                pt=a["padding"][0], pl=a["padding"][2], **input_strides(x.shape, a["input_layout"]),
+                o_sn=ost["in_sn"], o_sc=ost["in_sc"], o_sh=ost["in_sh"], o_sw=ost["in_sw"])
+
+
+def _conv_epilogue(node, out, layout: str, chan_axis_known: bool = True):
+    """Bias (input 2) as the first epilogue step, then the node's own steps."""
+    axis = 1 if layout == "nchw" else 3
+    steps = []
+    if len(node.inputs) > 2 and node.inputs[2] is not None:
+        steps.append({"op": "add", "input": 2, "axis": axis})
+    steps += _epilogue.steps_of(node)
+    return _epilogue.build(node, out, steps, chan_axis=axis if chan_axis_known else None)
+
+
+def _relayout(lc, f: Value, layout: str, target: str, pad_last_to: int | None = None) -> Value:
+    """The filter ``f`` in ``target`` letter order (e.g. "hwio"): a repacked constant when the
+    data is on the host (last axis zero-padded to ``pad_last_to``), else a permute kernel."""
+    if layout == target and pad_last_to is None:
+        return f
+    perm = [layout.index(ch) for ch in target]
+    data = constant_array(f)
+    if data is not None:
+        arr = np.transpose(data, perm)
+        if pad_last_to is not None and pad_last_to != arr.shape[-1]:
+            padded = np.zeros(arr.shape[:-1] + (pad_last_to,), dtype=arr.dtype)
+            padded[..., :arr.shape[-1]] = arr
+            arr = padded
+        return make_constant(arr, f.data_type)
+    if layout == target:
+        return f
+    shape = [f.shape[p] for p in perm]
+    tmp = lc.temp(f.data_type, shape)
+    fst = strides(f.shape)
+    lc.kernel("conv/permute.wgsl", [("in", f)], [("out", tmp)], tmp.size, out_strides=strides(shape),
+              in_strides=[fst[p] for p in perm])
+    return tmp
+
+
+def _conv_variant(g: dict, layout: str) -> str:
+    forced = _env.force("conv")
+    if forced and forced not in CONV_VARIANTS:
+        raise ValueError(f"WEBNN_GPU_FORCE_CONV={forced!r}: expected one of {', '.join(CONV_VARIANTS)}")
+    pointwise = (g["KH"] == g["KW"] == 1 and g["sh"] == g["sw"] == 1 and g["pt"] == g["pl"] == 0
+                 and g["OH"] == g["H"] and g["OW"] == g["W"] and g["G"] == 1)
+    depthwise = (layout == "nhwc" and g["G"] == g["C"] == g["O"] and g["KW"] <= 8
+                 and len(_segment(g, 4)) <= 40)
+    if forced == "pointwise" and pointwise or forced == "depthwise" and depthwise or forced in ("gemm", "direct"):
+        return forced
+    if pointwise:
+        return "pointwise"
+    if depthwise:
+        return "depthwise"
+    if g["G"] == 1 or (g["C"] // g["G"] >= 4 and g["O"] // g["G"] >= 4):
+        return "gemm"
+    return "direct"
+
+
+def _segment(g: dict, tw: int) -> list[int]:
+    return sorted({p * g["sw"] + kw * g["dw"] for p in range(tw) for kw in range(g["KW"])})
+
+
+@lowering("conv2d")
+def lower_conv2d(node, lc) -> None:
+    """conv2d: pointwise, depthwise, implicit-GEMM or direct kernel (see the module docstring)."""
+    x, f = node.inputs[0], node.inputs[1]
+    out = node.outputs[0]
+    layout, flayout = node.attrs["input_layout"], node.attrs["filter_layout"]
+    g = _geometry(node)
+    variant = _conv_variant(g, layout)
+    T = wgsl_type(out.data_type)
+    if variant == "direct":
+        ep = _conv_epilogue(node, out, layout)
+        opg = g["O"] // g["G"]
+        to = 4 if opg % 4 == 0 else 1
+        fs = filter_strides(f.shape, flayout)
+        lc.kernel("conv/direct.wgsl", [("x", x), ("f", f)] + ep.operands, [("out", out)],
+                  g["NB"] * (g["O"] // to) * g["OH"] * g["OW"], workgroup=WORKGROUP, T=T, TO=to, OPG=opg,
+                  I=g["C"] // g["G"], f_so=fs["o"], f_si=fs["i"], f_sh=fs["h"], f_sw=fs["w"], ep=ep, **g)
+        return
+    if variant == "depthwise":
+        ep = _conv_epilogue(node, out, layout)
+        w = _relayout(lc, f, flayout, "hwio")  # [KH, KW, 1, C] == [KH, KW, C]
+        tw = 4 if g["OW"] >= 4 else g["OW"]
+        c4 = -(-g["C"] // 4)
+        owb = -(-g["OW"] // tw)
+        lc.kernel("conv/depthwise.wgsl", [("x", x), ("f", w)] + ep.operands, [("out", out)],
+                  g["NB"] * g["OH"] * owb * c4, workgroup=WORKGROUP, T=T, vec=g["C"] % 4 == 0, C4=c4, TW=tw,
+                  OWB=owb, seg=_segment(g, tw), order="c", ep=ep,
+                  **{k: g[k] for k in ("C", "H", "W", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw", "pt", "pl")})
+        return
+    G, C, O = g["G"], g["C"], g["O"]
+    I, OPG = C // G, O // G
+    P = g["OH"] * g["OW"]
+    if variant == "pointwise" and layout == "nchw":
+        # out[n] = W[O, C] x X[n][C, H*W]: A is the filter (hwio -> [C, O], read transposed).
+        wa = _relayout(lc, f, flayout, "oihw")
+        tile_kernel(lc, wa, x, out, M=O, N=P, batch_shape=[g["NB"]], a_bst=[0], b_bst=[C * P], o_bst=[O * P],
+                    a_rs=C, a_ks=1, a_vec=True, b_ks=P, b_ns=1, b_vec=True, o_P=O, o_sn=0, o_sp=P, o_so=1, KC=C,
+                    epilogue=_conv_epilogue(node, out, layout, chan_axis_known=False))
+        return
+    ep = _conv_epilogue(node, out, layout)
+    o4 = -(-O // 4) * 4
+    pad = o4 if G == 1 and o4 != O and constant_array(f) is not None else None
+    w = _relayout(lc, f, flayout, "hwio", pad_last_to=pad)
+    wcols = pad or O
+    if layout == "nhwc":
+        o_P, o_sn, o_sp, o_so = P, P * O, O, 1
+    else:
+        o_P, o_sn, o_sp, o_so = P, O * P, 1, P
+    if variant == "pointwise":
+        M = g["NB"] * P
+        tile_kernel(lc, x, w, out, M=M, N=O, batch_shape=[], a_bst=[], b_bst=[], o_bst=[], a_rs=C, a_ks=1,
+                    a_vec=True, b_ks=wcols, b_ns=1, b_vec=True, b_cols=wcols, o_P=M, o_sn=0, o_sp=O, o_so=1, KC=C,
+                    epilogue=ep)
+        return
+    conv = dict(P=P, OW=g["OW"], H=g["H"], W=g["W"], sh=g["sh"], sw=g["sw"], dh=g["dh"], dw=g["dw"], pt=g["pt"],
+                pl=g["pl"], in_sn=g["in_sn"], in_sh=g["in_sh"], in_sw=g["in_sw"])
+    tile_kernel(lc, x, w, out, M=g["NB"] * P, N=OPG, batch_shape=[G], a_bst=[I * g["in_sc"]], b_bst=[OPG],
+                o_bst=[OPG * o_so], a_mode="im2col", a_ks=g["in_sc"], a_vec=True, b_ks=wcols, b_ns=1, b_vec=True,
+                b_cols=wcols if G == 1 else OPG, o_P=o_P, o_sn=o_sn, o_sp=o_sp, o_so=o_so, KH=g["KH"], KW=g["KW"],
+                KC=I, conv=conv, epilogue=ep, group_cols=OPG)
+
+
+# ---------------------------------------------------------------- conv_transpose2d
+# IDL: MLOperand convTranspose2d(MLOperand input, MLOperand filter,
+# IDL:                           optional MLConvTranspose2dOptions options = {});
+@builder_method
+def conv_transpose2d(self: MLGraphBuilder, input: MLOperand, filter: MLOperand, *, padding=None, strides=None,
+                     dilations=None, output_padding=None, output_sizes=None, groups: int = 1,
+                     input_layout: str = "nchw", filter_layout: str = "iohw", bias: MLOperand | None = None,
+                     label: str = "", **kwargs) -> MLOperand:
+    """2-D transposed convolution (the gradient of conv2d with respect to its input).
+
+    Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-convtranspose2d
+
+    Arguments:
+        input (MLOperand): float32 or float16, ``[N, C, H, W]`` (nchw) or ``[N, H, W, C]`` (nhwc).
+        filter (MLOperand): same data type; ``iohw`` (default), ``hwoi`` or ``ohwi`` with
+            ``i = C`` and ``o = output channels / groups``.
+        padding (list[int]): ``[begin_h, end_h, begin_w, end_w]`` removed from the output.
+        strides (list[int]): ``[stride_h, stride_w]``, each >= 1.
+        dilations (list[int]): ``[dilation_h, dilation_w]``, each >= 1.
+        output_padding (list[int]): ``[h, w]`` added to the output size, each < its stride
+            (ignored when ``output_sizes`` is given).
+        output_sizes (list[int] | None): ``[OH, OW]``, each in ``[computed, computed + stride)``.
+        groups (int): >= 1, dividing the input channels.
+        input_layout (str): ``"nchw"`` (default) or ``"nhwc"``.
+        filter_layout (str): ``"iohw"`` (default), ``"hwoi"`` or ``"ohwi"``.
+        bias (MLOperand | None): ``[O]``, same data type.
+        label (str): a name for errors and GPU objects.
+
+    Returns:
+        MLOperand: ``OH = (H - 1) * stride_h + (KH - 1) * dilation_h + 1 - begin_h - end_h
+        + output_padding_h`` (or ``output_sizes``), in the input layout.
+
+    Raises:
+        MLTypeError: wrong ranks or data types; option lists of the wrong length; zero
+            strides, dilations or groups; ``output_padding`` >= stride; ``output_sizes``
+            outside their valid range; filter input channels != C; input channels not
+            divisible by groups; a bias not ``[O]``; a non-positive output size; unknown
+            layouts or options.
+    """
+    op = "conv_transpose2d"
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    vi, vf, vb = _operands(self, op, label, input, filter, bias)
+    padding, strides_, dilations, groups = _window_options(op, label, padding, strides, dilations, groups)
+    output_padding = V.int_list(op, label, "output_padding", [0, 0] if output_padding is None else output_padding,
+                                length=2, lo=0, hi=V.MAX_DIM)
+    if output_sizes is not None:
+        output_sizes = V.int_list(op, label, "output_sizes", output_sizes, length=2, lo=1, hi=V.MAX_DIM)
+    else:
+        for d, axis in enumerate(("height", "width")):
+            if output_padding[d] >= strides_[d]:
+                V.fail(op, label, "output_padding", f"values smaller than the strides {strides_} ({axis})",
+                       output_padding)
+    input_layout = _enum(op, label, "input_layout", input_layout, INPUT_LAYOUTS)
+    filter_layout = _enum(op, label, "filter_layout", filter_layout, CONV_TRANSPOSE2D_FILTER_LAYOUTS)
+    n, c, h, w = input_dims(vi.shape, input_layout)
+    fd = filter_dims(vf.shape, filter_layout)
+    if fd["i"] != c:
+        V.fail(op, label, "filter", f"{c} input channels (the input's) in its {filter_layout} shape",
+               f"shape {list(vf.shape)} with {fd['i']} input channels")
+    if c % groups:
+        V.fail(op, label, "groups", f"a divisor of the input channels ({c})", groups)
+    o = fd["o"] * groups
+    if o > V.MAX_DIM:
+        V.fail(op, label, "groups", f"output channels (filter {fd['o']} x groups) <= {V.MAX_DIM}", groups)
+    _check_bias(op, label, vb, vi, o)
+    sizes = []
+    for d, (size, k, axis) in enumerate(((h, fd["h"], "height"), (w, fd["w"], "width"))):
+        eff = _effective(op, label, k, dilations[d], axis)
+        calc = (size - 1) * strides_[d] + eff - padding[2 * d] - padding[2 * d + 1]
+        if output_sizes is not None:
+            if not calc <= output_sizes[d] < calc + strides_[d]:
+                V.fail(op, label, "output_sizes", f"an output {axis} in [{calc}, {calc + strides_[d]}) "
+                       f"(computed size .. computed size + stride)", output_sizes)
+            out = output_sizes[d]
+        else:
+            out = calc + output_padding[d]
+        if not 1 <= out <= V.MAX_DIM:
+            V.fail(op, label, "padding", f"a positive output {axis} ((H - 1) * stride + effective filter - "
+                   f"padding + output_padding)", out)
+        sizes.append(out)
+    shape = (n, o, *sizes) if input_layout == "nchw" else (n, *sizes, o)
+    attrs = {"padding": padding, "strides": strides_, "dilations": dilations, "groups": groups,
+             "input_layout": input_layout, "filter_layout": filter_layout, "output_padding": output_padding,
+             "output_sizes": output_sizes}
+    inputs = [vi, vf] + ([vb] if vb is not None else [])
+    return self._emit1(op, inputs, vi.data_type, shape, attrs, label=label)
+
+
+support("conv_transpose2d", {"input": (FLOATS, (4, 4)), "filter": (FLOATS, (4, 4)), "bias": (FLOATS, (1, 1))},
+        (FLOATS, (4, 4)))
+
+
+@lowering("conv_transpose2d")
+def lower_conv_transpose2d(node, lc) -> None:
+    """conv_transpose2d: the direct gather kernel, filter read through its strides."""
+    x, f = node.inputs[0], node.inputs[1]
+    out = node.outputs[0]
+    layout = node.attrs["input_layout"]
+    g = _geometry(node)
+    ep = _conv_epilogue(node, out, layout)
+    opg = g["O"] // g["G"]
+    I = g["C"] // g["G"]
+    to = 4 if opg % 4 == 0 else 1
+    flayout = node.attrs["filter_layout"]
+    vec = layout == "nhwc" and I % 4 == 0
+    if vec and constant_array(f) is not None:
+        f, flayout = _relayout(lc, f, flayout, "hwoi"), "hwoi"  # input channels innermost: vec4 loads
+    vec = vec and flayout == "hwoi"
+    fs = filter_strides(f.shape, flayout)
+    lc.kernel("conv/transpose.wgsl", [("x", x), ("f", f)] + ep.operands, [("out", out)],
+              g["NB"] * (g["O"] // to) * g["OH"] * g["OW"], workgroup=WORKGROUP, T=wgsl_type(out.data_type), TO=to,
+              OPG=opg, I=I, vec=vec, f_si=fs["i"], f_so=fs["o"], f_sh=fs["h"], f_sw=fs["w"], ep=ep, **g)

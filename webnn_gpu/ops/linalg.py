@@ -1,0 +1,325 @@
+"""Linear algebra: matmul and gemm, and the register-blocked tile kernel conv2d shares.
+
+Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-matmul,
+https://www.w3.org/TR/webnn/#api-mlgraphbuilder-gemm
+
+Kernels (``shaders/matmul/``):
+
+* ``tile.wgsl``: each invocation computes a TM x 4*TN4 tile of outputs in f32 vec4
+  accumulators, reading vec4 straight from storage when the operand is aligned (on lavapipe
+  this beats workgroup-memory tiling; DESIGN.md section 6). The same kernel runs conv2d as an
+  implicit GEMM (:func:`tile_kernel`). Constant operands are re-laid out at build time
+  (transposed for gemm's ``b_transpose``, columns padded to a multiple of 4) so their loads
+  are vec4.
+* ``naive.wgsl``: one output per invocation; for tiny products and as a cross-check.
+
+``WEBNN_GPU_FORCE_MATMUL`` = ``naive`` | ``tile`` | ``tile_scalar`` (tile with scalar loads)
+forces a variant (tests use it to cover each one).
+
+Both kernels apply the fused epilogue of ``node.attrs["epilogue"]``
+(:mod:`webnn_gpu.ops._epilogue`): the column index is the channel passed to bias-like steps.
+float16 operands are read as f16 and accumulated in f32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _env
+from .. import _validate as V
+from .._kernels import strides
+from ..builder import MLGraphBuilder, MLOperand, Value
+from . import _epilogue
+from ._registry import builder_method, lowering, support
+
+FLOATS = ("float32", "float16")
+#: Invocations per workgroup of the tile kernels.
+TILE_WORKGROUP = 64
+#: Aim for at least this many invocations before growing tiles (2 cores x a few workgroups).
+MIN_INVOCATIONS = 256
+
+
+# ---------------------------------------------------------------- helpers shared with conv
+def constant_array(v: Value) -> np.ndarray | None:
+    """The data of a constant Value as an ndarray of its shape (None when not a host constant)."""
+    if v is None or v.kind != "constant" or v.data is None:
+        return None
+    return v.data.reshape(v.shape)
+
+
+def make_constant(data: np.ndarray, data_type: str) -> Value:
+    """A new constant Value (uploaded with the graph) holding ``data``."""
+    arr = np.ascontiguousarray(data)
+    return Value(data_type, tuple(arr.shape), "constant", data=arr.reshape(-1).copy())
+
+
+def wgsl_type(data_type: str) -> str:
+    """WGSL storage scalar of a float data type."""
+    return "f16" if data_type == "float16" else "f32"
+
+
+def choose_tile(M: int, N: int, batches: int, force: str = "") -> tuple[int, int]:
+    """(TM, TN4) for an M x N output per batch item: 8 x 16 when the work is large enough.
+
+    Smaller tiles keep at least :data:`MIN_INVOCATIONS` invocations busy on small products.
+    """
+    n4 = -(-N // 4)
+    tm, tn4 = min(8, M), min(4, n4)
+
+    def count(tm_, tn4_):
+        return batches * -(-M // tm_) * -(-n4 // tn4_)
+
+    while count(tm, tn4) < MIN_INVOCATIONS and (tm > 2 or tn4 > 1):
+        if tm >= 2 * tn4 and tm > 2:
+            tm = max(2, tm // 2)
+        elif tn4 > 1:
+            tn4 //= 2
+        else:
+            tm = max(2, tm // 2)
+    return tm, tn4
+
+
+def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_shape, a_bst, b_bst, o_bst,
+                a_mode: str = "dense", a_rs: int = 0, a_ks: int = 1, a_vec: bool = False,
+                b_ks: int, b_ns: int = 1, b_vec: bool = False, b_cols: int | None = None,
+                o_P: int, o_sn: int, o_sp: int, o_so: int, KH: int = 1, KW: int = 1, KC: int,
+                conv: dict | None = None, epilogue=None, tile: tuple[int, int] | None = None,
+                order: str = "n", group_cols: int = 0) -> None:
+    """Add one ``matmul/tile.wgsl`` launch (see the template header for every argument).
+
+    ``a_vec`` / ``b_vec`` / vec4 stores are only used when the addressing is aligned; callers
+    pass what they want and this function drops what the geometry does not allow.
+    """
+    batch_shape = list(batch_shape)
+    batches = math.prod(batch_shape) if batch_shape else 1
+    b_cols = N if b_cols is None else b_cols
+    if tile is None:
+        tile = choose_tile(M, N, batches)
+    TM, TN4 = tile
+    tiles_m = -(-M // TM)
+    tiles_n = -(-(-(-N // 4)) // TN4)
+    a_vec = a_vec and a_ks == 1 and KC % 4 == 0 and all(s % 4 == 0 for s in a_bst)
+    if a_mode == "dense":
+        a_vec = a_vec and a_rs % 4 == 0
+    else:
+        a_vec = a_vec and all(conv[k] % 4 == 0 for k in ("in_sn", "in_sh", "in_sw"))
+    b_vec = b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols % 4 == 0 and all(s % 4 == 0 for s in b_bst)
+    out_vec = (o_so == 1 and N % 4 == 0 and o_sp % 4 == 0 and (o_sn % 4 == 0 or o_P >= M)
+               and all(s % 4 == 0 for s in o_bst))
+    ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
+    n_inv = batches * tiles_m * tiles_n
+    variables = dict(
+        T=wgsl_type(out.data_type), needs_f16=False, TM=TM, TN4=TN4, order=order, M=M, N=N, tiles_m=tiles_m,
+        tiles_n=tiles_n, batch_strides=strides(batch_shape), a_bst=list(a_bst), b_bst=list(b_bst),
+        o_bst=list(o_bst), KH=KH, KW=KW, KC=KC, KC4=KC // 4 * 4, a_mode=a_mode, a_rs=a_rs, a_ks=a_ks,
+        a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
+        o_so=o_so, out_vec=out_vec, ep=ep, group_cols=group_cols,
+    )
+    if a_mode == "im2col":
+        variables.update(conv)
+    else:
+        variables.update(P=1, OW=1, in_sn=0, in_sh=0, in_sw=0, H=1, W=1, sh=1, sw=1, dh=1, dw=1, pt=0, pl=0)
+    lc.kernel("matmul/tile.wgsl", [("a", a), ("b", b)] + ep.operands, [("out", out)], n_inv,
+              workgroup=TILE_WORKGROUP, **variables)
+
+
+def _batch_offsets(shape, batch_shape, matrix_size: int) -> list[int]:
+    """Element offsets per batch coordinate of an operand broadcast to ``batch_shape``."""
+    r = len(batch_shape)
+    own = [1] * (r - len(shape)) + list(shape)
+    st = strides(own)
+    return [0 if own[d] == 1 and batch_shape[d] != 1 else st[d] * matrix_size for d in range(r)]
+
+
+def _matmul_variant() -> str:
+    forced = _env.force("matmul")
+    if forced and forced not in ("naive", "tile", "tile_scalar"):
+        raise ValueError(f"WEBNN_GPU_FORCE_MATMUL={forced!r}: expected naive, tile or tile_scalar")
+    return forced
+
+
+def _lower_product(node, lc, a: Value, b: Value, *, M, N, K, batch_shape, a_bst, b_bst, a_rs, a_ks, b_ks, b_ns,
+                   steps, b_cols=None) -> None:
+    """Lower out = A x B (+ epilogue steps) with the chosen variant."""
+    out = node.outputs[0]
+    ep = _epilogue.build(node, out, steps, chan_axis=len(out.shape) - 1)
+    variant = _matmul_variant()
+    o_bst = [s * M * N for s in strides(batch_shape)]
+    if variant == "naive" or (not variant and M * N * math.prod(batch_shape or [1]) < 64 and K <= 64):
+        lc.kernel("matmul/naive.wgsl", [("a", a), ("b", b)] + ep.operands, [("out", out)], out.size,
+                  T=wgsl_type(out.data_type), M=M, N=N, K=K, batch_strides=strides(batch_shape), a_bst=a_bst,
+                  b_bst=b_bst, a_rs=a_rs, a_ks=a_ks, b_ks=b_ks, b_ns=b_ns, ep=ep)
+        return
+    vec = variant != "tile_scalar"
+    tile_kernel(lc, a, b, out, M=M, N=N, batch_shape=batch_shape, a_bst=a_bst, b_bst=b_bst, o_bst=o_bst,
+                a_rs=a_rs, a_ks=a_ks, a_vec=vec, b_ks=b_ks, b_ns=b_ns, b_vec=vec, b_cols=b_cols,
+                o_P=M, o_sn=0, o_sp=N, o_so=1, KC=K, epilogue=ep)
+
+
+def _pack_b(b: Value, K: int, N: int, transposed: bool):
+    """A constant B re-laid out as row-major [K, N4] (N padded to a multiple of 4), or None."""
+    data = constant_array(b)
+    if data is None:
+        return None
+    mat = data.T if transposed else data
+    n4 = -(-N // 4) * 4
+    if not transposed and n4 == N:
+        return None  # already what the kernel wants
+    packed = np.zeros((K, n4), dtype=data.dtype)
+    packed[:, :N] = mat
+    return make_constant(packed, b.data_type), n4
+
+
+# ---------------------------------------------------------------- matmul
+def _float_pair(self, op, label, a, b, arg_a="a", arg_b="b"):
+    va = self._operand(op, label, arg_a, a)
+    vb = self._operand(op, label, arg_b, b)
+    if va.data_type not in FLOATS:
+        V.fail(op, label, arg_a, "an operand of data type float32 or float16", va.data_type)
+    if vb.data_type != va.data_type:
+        V.fail(op, label, arg_b, f"the data type of {arg_a!r} ({va.data_type})", vb.data_type)
+    return va, vb
+
+
+# IDL: MLOperand matmul(MLOperand a, MLOperand b, optional MLOperatorOptions options = {});
+@builder_method
+def matmul(self: MLGraphBuilder, a: MLOperand, b: MLOperand, *, label: str = "", **kwargs) -> MLOperand:
+    """Matrix product of the last two dimensions, broadcasting the leading (batch) ones.
+
+    Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-matmul
+
+    Arguments:
+        a (MLOperand): float32 or float16, shape ``[..., M, K]`` (rank >= 2).
+        b (MLOperand): same data type, shape ``[..., K, N]`` (rank >= 2).
+        label (str): a name for errors and GPU objects.
+
+    Returns:
+        MLOperand: shape ``broadcast(a[:-2], b[:-2]) + [M, N]``, the data type of ``a``.
+
+    Raises:
+        MLTypeError: a rank below 2, mismatched data types, a non-float data type,
+            ``a.shape[-1] != b.shape[-2]``, batch dimensions that do not broadcast.
+    """
+    op = "matmul"
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    va, vb = _float_pair(self, op, label, a, b)
+    for arg, v in (("a", va), ("b", vb)):
+        if len(v.shape) < 2:
+            V.fail(op, label, arg, "an operand of rank >= 2", f"shape {list(v.shape)}")
+    if va.shape[-1] != vb.shape[-2]:
+        V.fail(op, label, "b", f"shape[-2] equal to a.shape[-1] ({va.shape[-1]})", f"shape {list(vb.shape)}")
+    batch = V.broadcast_shapes(op, label, va.shape[:-2], vb.shape[:-2])
+    shape = tuple(batch) + (va.shape[-2], vb.shape[-1])
+    return self._emit1(op, [va, vb], va.data_type, shape, label=label)
+
+
+support("matmul", {"a": (FLOATS, (2, V.MAX_RANK)), "b": (FLOATS, (2, V.MAX_RANK))}, (FLOATS, (2, V.MAX_RANK)))
+
+
+@lowering("matmul")
+def lower_matmul(node, lc) -> None:
+    """matmul: the tile kernel over the broadcast batch (constant b packed when unaligned)."""
+    a, b = node.inputs[0], node.inputs[1]
+    out = node.outputs[0]
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch_shape = list(out.shape[:-2])
+    b_ks, b_cols = N, None
+    if len(b.shape) == 2:
+        packed = _pack_b(b, K, N, False)
+        if packed is not None:
+            b, b_cols = packed
+            b_ks = b_cols
+    _lower_product(node, lc, a, b, M=M, N=N, K=K, batch_shape=batch_shape,
+                   a_bst=_batch_offsets(a.shape[:-2], batch_shape, M * K),
+                   b_bst=_batch_offsets(b.shape[:-2], batch_shape, K * (b_cols or N)),
+                   a_rs=K, a_ks=1, b_ks=b_ks, b_ns=1, steps=_epilogue.steps_of(node), b_cols=b_cols)
+
+
+# ---------------------------------------------------------------- gemm
+# IDL: MLOperand gemm(MLOperand a, MLOperand b, optional MLGemmOptions options = {});
+@builder_method
+def gemm(self: MLGraphBuilder, a: MLOperand, b: MLOperand, *, c: MLOperand | None = None, alpha: float = 1.0,
+         beta: float = 1.0, a_transpose: bool = False, b_transpose: bool = False, label: str = "",
+         **kwargs) -> MLOperand:
+    """General matrix multiplication: ``alpha * A' x B' + beta * c``.
+
+    Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-gemm
+
+    Arguments:
+        a (MLOperand): 2-D float32 or float16, ``[M, K]`` (``[K, M]`` with ``a_transpose``).
+        b (MLOperand): 2-D, same data type, ``[K, N]`` (``[N, K]`` with ``b_transpose``).
+        c (MLOperand | None): same data type, unidirectionally broadcastable to ``[M, N]``.
+        alpha (float): multiplies the product (default 1).
+        beta (float): multiplies ``c`` (default 1).
+        a_transpose (bool): use the transpose of ``a``.
+        b_transpose (bool): use the transpose of ``b``.
+        label (str): a name for errors and GPU objects.
+
+    Returns:
+        MLOperand: ``[M, N]`` of the data type of ``a``.
+
+    Raises:
+        MLTypeError: ranks other than 2, mismatched or non-float data types, mismatched
+            inner dimensions, a ``c`` that does not broadcast to ``[M, N]``, non-number
+            ``alpha``/``beta``, non-bool transposes.
+    """
+    op = "gemm"
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    va, vb = _float_pair(self, op, label, a, b)
+    vc = self._operand(op, label, "c", c, optional=True)
+    alpha = V.float_value(op, label, "alpha", alpha)
+    beta = V.float_value(op, label, "beta", beta)
+    a_transpose = V.bool_value(op, label, "a_transpose", a_transpose)
+    b_transpose = V.bool_value(op, label, "b_transpose", b_transpose)
+    for arg, v in (("a", va), ("b", vb)):
+        if len(v.shape) != 2:
+            V.fail(op, label, arg, "a 2-D operand", f"shape {list(v.shape)}")
+    M, K = va.shape[::-1] if a_transpose else va.shape
+    Kb, N = vb.shape[::-1] if b_transpose else vb.shape
+    if K != Kb:
+        V.fail(op, label, "b", f"{'shape[1]' if b_transpose else 'shape[0]'} equal to the inner dimension of a ({K})",
+               f"shape {list(vb.shape)}{' with b_transpose' if b_transpose else ''}")
+    if vc is not None:
+        if vc.data_type != va.data_type:
+            V.fail(op, label, "c", f"the data type of 'a' ({va.data_type})", vc.data_type)
+        V.unidirectional_broadcast(op, label, "c", vc.shape, (M, N))
+    attrs = {"alpha": alpha, "beta": beta, "a_transpose": a_transpose, "b_transpose": b_transpose}
+    inputs = [va, vb] + ([vc] if vc is not None else [])
+    return self._emit1(op, inputs, va.data_type, (M, N), attrs, label=label)
+
+
+support("gemm", {"a": (FLOATS, (2, 2)), "b": (FLOATS, (2, 2)), "c": (FLOATS, (0, 2))}, (FLOATS, (2, 2)))
+
+
+@lowering("gemm")
+def lower_gemm(node, lc) -> None:
+    """gemm: the tile kernel; alpha and beta * c become the first epilogue steps."""
+    a, b = node.inputs[0], node.inputs[1]
+    at, bt = node.attrs["a_transpose"], node.attrs["b_transpose"]
+    M, N = node.outputs[0].shape
+    K = a.shape[0] if at else a.shape[1]
+    if at:
+        packed_a = constant_array(a)
+        if packed_a is not None:
+            a, at = make_constant(packed_a.T, a.data_type), False
+    a_rs, a_ks = (1, M) if at else (K, 1)
+    b_cols = None
+    packed = _pack_b(b, K, N, bt)
+    if packed is not None:
+        b, b_cols = packed
+        b_ks, b_ns = b_cols, 1
+    else:
+        b_ks, b_ns = (1, K) if bt else (N, 1)
+    steps = []
+    if node.attrs["alpha"] != 1.0:
+        steps.append({"op": "linear", "alpha": node.attrs["alpha"], "beta": 0.0})
+    if len(node.inputs) > 2 and node.inputs[2] is not None:
+        beta = node.attrs["beta"]
+        steps.append({"op": "add", "input": 2, **({"scale": beta} if beta != 1.0 else {})})
+    steps += _epilogue.steps_of(node)
+    _lower_product(node, lc, a, b, M=M, N=N, K=K, batch_shape=[], a_bst=[], b_bst=[], a_rs=a_rs, a_ks=a_ks,
+                   b_ks=b_ks, b_ns=b_ns, steps=steps, b_cols=b_cols)

@@ -1,0 +1,149 @@
+"""Pooling: average_pool2d, l2_pool2d, max_pool2d.
+
+Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-pool2d
+
+One template, ``pool/pool2d.wgsl``, serves the three: one invocation per output element for
+small windows, one workgroup per output element (invocations striding over the window,
+combined by a shared-memory tree) for windows of more than 256 positions. A global pool (the
+window is the whole input plane, no padding) is lowered as a reduction (``reduce_mean``,
+``reduce_l2``, ``reduce_max`` over the spatial axes), which splits a large plane over many
+workgroups.
+
+Padding positions are skipped, never read: the average divides by the number of window
+positions inside the input (the spec's "exclude padding"). A window that lies entirely in the
+padding (possible with ``rounding_type="ceil"`` or padding larger than the window) gives 0 for
+the average and L2 pools and the lowest value of the type (-inf for floats) for the max pool.
+"""
+
+from __future__ import annotations
+
+from .. import _dtypes
+from .. import _validate as V
+from .._kernels import strides as row_strides
+from .._kernels import workgroups
+from ..builder import MLGraphBuilder, MLOperand
+from ._registry import ALL, builder_method, lowering, support
+from .reduce import ACC, lower_reduction
+
+FLOATS = ("float32", "float16")
+KINDS = {"average_pool2d": ("avg", FLOATS), "l2_pool2d": ("l2", FLOATS), "max_pool2d": ("max", ALL)}
+#: the max pool's value for a window entirely in the padding: the lowest value of the data type
+EMPTY_MAX = {"float32": "bitcast<f32>(0xff800000u)", "float16": "bitcast<f32>(0xff800000u)", "int8": "-128i",
+             "uint8": "0u", "int32": "i32(-2147483647 - 1)", "uint32": "0u", "int64": "(-9223372036854775807li - 1li)",
+             "uint64": "0lu"}
+#: windows with more positions than this use one workgroup per output element
+GROUP_WINDOW = 256
+
+
+def _out_size(size: int, window: int, dilation: int, pad0: int, pad1: int, stride: int, ceil: bool) -> int:
+    num = size - ((window - 1) * dilation + 1) + pad0 + pad1
+    return (-(-num // stride) if ceil else num // stride) + 1
+
+
+def _make_pool(name: str):
+    kind, types = KINDS[name]
+
+    def method(self: MLGraphBuilder, input: MLOperand, *, window_dimensions=None, padding=None, strides=None,
+               dilations=None, layout: str = "nchw", rounding_type: str = "floor", output_sizes=None,
+               label: str = "", **kwargs) -> MLOperand:
+        op = name
+        V.check_kwargs(op, label, kwargs)
+        self._check_usable(op, label)
+        x = self._operand(op, label, "input", input)
+        if x.data_type not in types:
+            V.fail(op, label, "input", f"an operand of data type one of {', '.join(types)}", x.data_type)
+        if len(x.shape) != 4:
+            V.fail(op, label, "input", "a 4-D operand", list(x.shape))
+        if layout not in ("nchw", "nhwc"):
+            V.fail(op, label, "layout", "'nchw' or 'nhwc'", layout)
+        if rounding_type not in ("floor", "ceil"):
+            V.fail(op, label, "rounding_type", "'floor' or 'ceil'", rounding_type)
+        if layout == "nchw":
+            n, c, h, w = x.shape
+        else:
+            n, h, w, c = x.shape
+        win = [h, w] if window_dimensions is None else V.int_list(op, label, "window_dimensions", window_dimensions,
+                                                                  length=2, lo=1, hi=V.MAX_DIM)
+        pad = [0, 0, 0, 0] if padding is None else V.int_list(op, label, "padding", padding, length=4, lo=0,
+                                                              hi=V.MAX_DIM)
+        st = [1, 1] if strides is None else V.int_list(op, label, "strides", strides, length=2, lo=1, hi=V.MAX_DIM)
+        dil = [1, 1] if dilations is None else V.int_list(op, label, "dilations", dilations, length=2, lo=1,
+                                                          hi=V.MAX_DIM)
+        floor_hw = [_out_size(h, win[0], dil[0], pad[0], pad[1], st[0], False),
+                    _out_size(w, win[1], dil[1], pad[2], pad[3], st[1], False)]
+        ceil_hw = [_out_size(h, win[0], dil[0], pad[0], pad[1], st[0], True),
+                   _out_size(w, win[1], dil[1], pad[2], pad[3], st[1], True)]
+        if output_sizes is not None:
+            out_hw = V.int_list(op, label, "output_sizes", output_sizes, length=2, lo=1, hi=V.MAX_DIM)
+            if out_hw != floor_hw and out_hw != ceil_hw:
+                V.fail(op, label, "output_sizes", f"{floor_hw} (floor) or {ceil_hw} (ceil) for these window, "
+                       f"padding, strides and dilations", out_hw)
+        else:
+            out_hw = ceil_hw if rounding_type == "ceil" else floor_hw
+        for d, size in zip("hw", out_hw):
+            if not 1 <= size <= V.MAX_DIM:
+                V.fail(op, label, "window_dimensions",
+                       f"a window (with padding {pad}, strides {st}, dilations {dil}) giving an output "
+                       f"{'height' if d == 'h' else 'width'} in [1, {V.MAX_DIM}] for input {list(x.shape)}",
+                       f"{win} (output size {size})")
+        out_shape = (n, c, *out_hw) if layout == "nchw" else (n, *out_hw, c)
+        attrs = {"window": win, "padding": pad, "strides": st, "dilations": dil, "layout": layout}
+        return self._emit1(op, [x], x.data_type, out_shape, attrs, label=label)
+
+    what = {"avg": "average", "l2": "L2 norm (square root of the sum of squares)", "max": "maximum"}[kind]
+    method.__name__ = name
+    method.__qualname__ = f"MLGraphBuilder.{name}"
+    method.__doc__ = (
+        f"The {what} of each window of a 4-D input.\n\n"
+        f"Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-pool2d\n\n"
+        f"Arguments:\n"
+        f"    input (MLOperand): {', '.join(types)}; 4-D in ``layout``.\n"
+        f"    window_dimensions (Sequence[int] | None): [height, width]; default the input's spatial size\n"
+        f"        (a global pool).\n"
+        f"    padding (Sequence[int] | None): [top, bottom, left, right]; default zeros. Padding positions\n"
+        f"        are excluded (the average divides by the positions inside the input).\n"
+        f"    strides (Sequence[int] | None): [height, width]; default [1, 1].\n"
+        f"    dilations (Sequence[int] | None): [height, width]; default [1, 1].\n"
+        f"    layout (str): \"nchw\" (default) or \"nhwc\".\n"
+        f"    rounding_type (str): \"floor\" (default) or \"ceil\" for the output size.\n"
+        f"    output_sizes (Sequence[int] | None): [height, width]; must be the floor or the ceil size;\n"
+        f"        overrides rounding_type.\n"
+        f"    label (str): a name for errors and GPU objects.\n\n"
+        f"Returns:\n    MLOperand: the pooled 4-D tensor, same data type and layout.\n\n"
+        f"Raises:\n    MLTypeError: an unsupported data type, a non-4-D input, option lists of the wrong length or\n"
+        f"        with zeros, output sizes that match neither rounding, a window that gives no output.\n"
+    )
+    return method
+
+
+for _name in KINDS:
+    builder_method(_make_pool(_name))
+    support(_name, {"input": (KINDS[_name][1], (4, 4))}, (KINDS[_name][1], (4, 4)))
+
+
+@lowering(*KINDS)
+def lower_pool(node, lc) -> None:
+    """A global pool is a reduction; other pools run pool/pool2d.wgsl."""
+    x, out = node.inputs[0], node.outputs[0]
+    a = node.attrs
+    kind = KINDS[node.op][0]
+    layout = a["layout"]
+    axes = {"n": 0, "c": 1, "h": 2, "w": 3} if layout == "nchw" else {"n": 0, "h": 1, "w": 2, "c": 3}
+    H, W = x.shape[axes["h"]], x.shape[axes["w"]]
+    (WH, WW), (DH, DW) = a["window"], a["dilations"]
+    if [WH, WW] == [H, W] and a["padding"] == [0, 0, 0, 0] and (DH == 1 or WH == 1) and (DW == 1 or WW == 1):
+        name = {"avg": "reduce_mean", "l2": "reduce_l2", "max": "reduce_max"}[kind]
+        lower_reduction(lc, name, x, out, [axes["h"], axes["w"]])
+        return
+    ist = row_strides(x.shape)
+    M = out.size
+    group = WH * WW > GROUP_WINDOW
+    wg = 64 if group else 256
+    lc.kernel("pool/pool2d.wgsl", [("src", x)], [("out", out)], M,
+              groups=workgroups(M, lc.limits, lc.label) if group else None, workgroup=wg,
+              mode="group" if group else "thread", kind=kind, A=ACC[x.data_type],
+              out_T=_dtypes.info(out.data_type).compute,
+              out_strides=row_strides(out.shape), axes=axes, in_st={d: ist[i] for d, i in axes.items()}, H=H, W=W,
+              WH=WH, WW=WW, SH=a["strides"][0], SW=a["strides"][1], DH=DH, DW=DW, PT=a["padding"][0],
+              PL=a["padding"][2], M=M, empty_max=EMPTY_MAX.get(x.data_type, "0u"))
+

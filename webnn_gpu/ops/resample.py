@@ -1,0 +1,99 @@
+"""resample2d: nearest-neighbor and bilinear resampling of two axes.
+
+Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-resample2d-method
+
+Coordinates use half-pixel centers, as the spec's transformation (and TFLite's
+RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR with ``half_pixel_centers``):
+``u = clamp((o + 0.5) * inputSize / outputSize - 0.5, 0, inputSize - 1)``. The scale is
+always outputSize / inputSize of the final sizes (also when ``scales`` was given and the
+size was rounded down). Nearest-neighbor takes ``ceil(u - 0.5)`` (ties go to the lower
+index), computed in exact integer arithmetic; linear interpolates the four neighbours
+``floor(u)`` / ``ceil(u)`` in f32. One kernel, ``resample/resample2d.wgsl``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _dtypes
+from .. import _validate as V
+from .._kernels import strides
+from ..builder import MLGraphBuilder, MLOperand
+from ._registry import builder_method, lowering, support
+
+FLOATS = ("float32", "float16")
+MODES = ("nearest-neighbor", "linear")
+
+
+@builder_method
+def resample2d(self: MLGraphBuilder, input: MLOperand, *, mode: str = "nearest-neighbor", scales=None, sizes=None,
+               axes=None, label: str = "", **kwargs) -> MLOperand:
+    """Resample two axes of a 4-D tensor to new sizes.
+
+    Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder-resample2d-method
+
+    Arguments:
+        input (MLOperand): float32 or float16, 4-D.
+        mode (str): "nearest-neighbor" (default) or "linear" (bilinear, half-pixel centers).
+        scales (Sequence[float] | None): two factors > 0 for ``axes``; the new size is
+            ``floor(size * scale)``. Default [1.0, 1.0]. Ignored when ``sizes`` is given.
+        sizes (Sequence[int] | None): the two new sizes (>= 1) for ``axes``.
+        axes (Sequence[int] | None): two distinct axes in [0, 4); default [2, 3].
+        label (str): a name for errors and GPU objects.
+
+    Returns:
+        MLOperand: the resampled tensor, same data type.
+
+    Raises:
+        MLTypeError: an unsupported data type, a non-4-D input, a bad mode, scales or sizes of
+            the wrong length or not positive, axes out of range or duplicated, an output size of 0.
+    """
+    op = "resample2d"
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    x = self._operand(op, label, "input", input)
+    if x.data_type not in FLOATS:
+        V.fail(op, label, "input", "an operand of data type one of float32, float16", x.data_type)
+    if len(x.shape) != 4:
+        V.fail(op, label, "input", "a 4-D operand", list(x.shape))
+    if mode not in MODES:
+        V.fail(op, label, "mode", "'nearest-neighbor' or 'linear'", mode)
+    if scales is None:
+        sc = [1.0, 1.0]
+    else:
+        if isinstance(scales, (str, bytes)) or not hasattr(scales, "__len__") or len(scales) != 2:
+            V.fail(op, label, "scales", "2 numbers > 0", scales)
+        sc = [V.float_value(op, label, "scales", s) for s in scales]
+        sc = [float(np.float32(s)) for s in sc]  # the IDL's sequence<float>
+        if not all(s > 0 and math.isfinite(s) for s in sc):
+            V.fail(op, label, "scales", "2 finite numbers > 0", list(scales))
+    sz = None if sizes is None else V.int_list(op, label, "sizes", sizes, length=2, lo=1, hi=V.MAX_DIM)
+    ax = [2, 3] if axes is None else V.axes(op, label, "axes", axes, 4)
+    if len(ax) != 2:
+        V.fail(op, label, "axes", "2 distinct axes in [0, 3]", axes)
+    shape = list(x.shape)
+    for i, a in enumerate(ax):
+        size = sz[i] if sz is not None else math.floor(x.shape[a] * sc[i])
+        if not 1 <= size <= V.MAX_DIM:
+            V.fail(op, label, "scales", f"scales giving output sizes in [1, {V.MAX_DIM}] for input {list(x.shape)}",
+                   f"{sc} (size {size} for axis {a})")
+        shape[a] = size
+    return self._emit1(op, [x], x.data_type, shape, {"mode": mode, "axes": ax}, label=label)
+
+
+support("resample2d", {"input": (FLOATS, (4, 4))}, (FLOATS, (4, 4)))
+
+
+@lowering("resample2d")
+def lower_resample2d(node, lc) -> None:
+    """resample2d: one resample2d.wgsl kernel, one invocation per output element."""
+    x, out = node.inputs[0], node.outputs[0]
+    ax = node.attrs["axes"]
+    sizes_in = [x.shape[a] for a in ax]
+    sizes_out = [out.shape[a] for a in ax]
+    exact = all((2 * o + 1) * i < 2**31 for i, o in zip(sizes_in, sizes_out))
+    lc.kernel("resample/resample2d.wgsl", [("src", x)], [("out", out)], out.size, mode=node.attrs["mode"],
+              out_strides=strides(out.shape), in_st=strides(x.shape), ax=ax, sizes_in=sizes_in, sizes_out=sizes_out,
+              exact=exact, out_T=_dtypes.info(out.data_type).compute)

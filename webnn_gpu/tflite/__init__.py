@@ -1,0 +1,169 @@
+"""Load TensorFlow Lite (.tflite) models as WebNN graphs.
+
+``load(path_or_bytes, context)`` reads the flatbuffer with the ``tflite`` package and
+builds an :class:`MLGraph` through the public :class:`MLGraphBuilder` API only: one
+TFLite operator becomes one (or a few) WebNN operators, the weights become
+``builder.constant(...)`` operands, and the layout stays TFLite's NHWC. See
+``docs/model_loading.md`` for the table of supported operators.
+
+Example::
+
+    import webnn_gpu as webnn
+    from webnn_gpu import models, tflite
+
+    ctx = webnn.ml.create_context()
+    model = tflite.load(models.fetch("selfie-segmentation"), ctx)
+    mask = model.compute({"input_1": image})["activation_10"]     # NHWC, float32
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import numpy as np
+
+from ..errors import MLTypeError
+from .convert import GRAPH_DTYPES, convert
+from .ops import MAPPED_TO
+from .reader import ModelInfo, OperatorInfo, TensorInfo, read_model, read_source
+
+__all__ = [
+    "load",
+    "LoadedModel",
+    "read_model",
+    "convert",
+    "supported_ops",
+    "ModelInfo",
+    "OperatorInfo",
+    "TensorInfo",
+]
+
+
+def supported_ops() -> dict[str, str]:
+    """The TFLite operators the loader maps, with the WebNN builder methods they become.
+
+    Returns:
+        dict[str, str]: op name (builtin code name or custom code) -> WebNN description.
+    """
+    return dict(sorted(MAPPED_TO.items()))
+
+
+@dataclasses.dataclass
+class LoadedModel:
+    """A TFLite model built as a WebNN graph.
+
+    Attributes:
+        graph: the built ``MLGraph``.
+        context: the ``MLContext`` it was built for.
+        inputs: input name -> ``{"data_type", "shape"}``, in the model's order.
+        outputs: output name -> ``{"data_type", "shape"}``, in the model's order.
+        dtype: the float type the graph was built in (``"float32"`` or ``"float16"``).
+        layout: ``"nhwc"``: tensors keep TFLite's layout (batch, height, width, channels).
+        op_counts: TFLite operator name -> how many the model has.
+        description: the model's description string.
+    """
+
+    graph: Any
+    context: Any
+    inputs: dict[str, dict[str, Any]]
+    outputs: dict[str, dict[str, Any]]
+    dtype: str
+    layout: str
+    op_counts: dict[str, int]
+    description: str = ""
+
+    @property
+    def input_names(self) -> list[str]:
+        """The input names, in the model's order."""
+        return list(self.inputs)
+
+    @property
+    def output_names(self) -> list[str]:
+        """The output names, in the model's order."""
+        return list(self.outputs)
+
+    def compute(self, inputs: dict[str, np.ndarray] | np.ndarray) -> dict[str, np.ndarray]:
+        """Run the graph once with ``context.compute`` (a convenience).
+
+        Arguments:
+            inputs: name -> array, or a single array for a model with one input. Arrays
+                are converted to the input's data type (e.g. float16 for a float16 graph).
+
+        Returns:
+            dict[str, np.ndarray]: output name -> array.
+
+        Raises:
+            MLTypeError: a single array for a model with several inputs, or unknown names.
+            The context's own errors.
+        """
+        if not isinstance(inputs, dict):
+            if len(self.inputs) != 1:
+                raise MLTypeError(f"LoadedModel.compute: the model has inputs {self.input_names}; "
+                                  "pass a dict name -> array")
+            inputs = {self.input_names[0]: inputs}
+        unknown = set(inputs) - set(self.inputs)
+        if unknown:
+            raise MLTypeError(f"LoadedModel.compute: unknown input names {sorted(unknown)}; "
+                              f"expected {self.input_names}")
+        arrays = {name: np.ascontiguousarray(value, dtype=np.dtype(self.inputs[name]["data_type"]))
+                  for name, value in inputs.items()}
+        return self.context.compute(self.graph, arrays)
+
+
+def load(
+    source: str | os.PathLike | bytes,
+    context: Any,
+    *,
+    dtype: str = "float32",
+) -> LoadedModel:
+    """Build a WebNN graph from a .tflite model.
+
+    Arguments:
+        source (str | os.PathLike | bytes): the model file's path, or its bytes.
+        context (MLContext): the context to build the graph for.
+        dtype (str): ``"float32"`` (default) or ``"float16"``: the type of every float
+            tensor of the graph, its inputs, constants and outputs included. float16
+            weights stored in the model (DEQUANTIZE of float16 constants) are used as
+            they are in float16 graphs and widened exactly in float32 ones.
+
+    Returns:
+        LoadedModel: the graph, its input and output descriptors, and the op counts.
+
+    Raises:
+        MLTypeError: ``source`` or ``dtype`` of the wrong kind.
+        DataError: not a TFLite model, or a malformed one.
+        NotSupportedError: an operator (named with its index), option, data type or
+            dynamic shape the loader cannot map exactly.
+        OSError: the file cannot be read.
+        ModuleNotFoundError: the ``tflite`` package is missing (``pip install 'webnn-gpu[model]'``).
+        The builder's errors (with the TFLite operator named in the message).
+    """
+    if dtype not in GRAPH_DTYPES:
+        raise MLTypeError(f"tflite.load: dtype must be one of {list(GRAPH_DTYPES)}, got {dtype!r}")
+    try:
+        data = read_source(source)
+    except TypeError as exc:
+        raise MLTypeError(str(exc)) from None
+    model = read_model(data)
+
+    import webnn_gpu  # the engine's public API; imported here so reading needs no GPU
+
+    builder = webnn_gpu.MLGraphBuilder(context)
+    converted = convert(model, builder, dtype)
+    graph = builder.build(converted.outputs)
+    outputs = {
+        name: {"data_type": operand.data_type, "shape": [int(d) for d in operand.shape]}
+        for name, operand in converted.outputs.items()
+    }
+    return LoadedModel(
+        graph=graph,
+        context=context,
+        inputs=converted.inputs,
+        outputs=outputs,
+        dtype=dtype,
+        layout="nhwc",
+        op_counts=model.op_counts(),
+        description=model.description,
+    )

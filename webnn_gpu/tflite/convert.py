@@ -1,0 +1,276 @@
+"""Walk a :class:`~.reader.ModelInfo` and emit WebNN builder calls (the conversion state).
+
+:func:`convert` works with any object that has the ``MLGraphBuilder`` methods, so the
+mapping can be checked without a GPU; :func:`webnn_gpu.tflite.load` passes the real
+builder of a context.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from ..errors import DataError, MLTypeError, NotSupportedError, WebNNError
+from .ops import HANDLERS
+from .reader import ModelInfo, OperatorInfo, TensorInfo
+
+__all__ = ["Converter", "Converted", "convert", "GRAPH_DTYPES"]
+
+#: The float data types a model can be built in.
+GRAPH_DTYPES = ("float32", "float16")
+
+_FLOAT_TYPES = {"FLOAT32", "FLOAT16", "FLOAT64"}
+#: TFLite run-time tensor types -> WebNN data types (float types follow the graph dtype).
+_INT_TYPES = {"INT32": "int32", "UINT32": "uint32", "INT64": "int64", "UINT64": "uint64",
+              "INT8": "int8", "UINT8": "uint8"}
+
+
+@dataclasses.dataclass
+class Converted:
+    """What :func:`convert` produced.
+
+    Attributes:
+        outputs: output name -> builder operand, in the model's output order.
+        inputs: input name -> descriptor ``{"data_type", "shape"}``, in the model's order.
+        input_tensors / output_tensors: name -> TFLite tensor index.
+    """
+
+    outputs: dict[str, Any]
+    inputs: dict[str, dict[str, Any]]
+    input_tensors: dict[str, int]
+    output_tensors: dict[str, int]
+
+
+def _located(exc_type: type[Exception], message: str) -> Exception:
+    """An exception whose message already names the TFLite operator (not wrapped again)."""
+    exc = exc_type(message)
+    exc._tflite_located = True  # type: ignore[attr-defined]
+    return exc
+
+
+class Converter:
+    """The state of one conversion: operands made so far, folded constants, the graph dtype.
+
+    Handlers in :mod:`.ops` use these methods; they never touch the flatbuffer directly.
+    """
+
+    def __init__(self, model: ModelInfo, builder: Any, dtype: str) -> None:
+        self.model = model
+        self.builder = builder
+        self.float_type = dtype
+        self._np_float = np.dtype(np.float16 if dtype == "float16" else np.float32)
+        self._operands: dict[int, Any] = {}
+        self._folded: dict[int, np.ndarray] = {}  # constants computed at load time (DEQUANTIZE)
+
+    # -- naming and errors
+    @staticmethod
+    def label(op: OperatorInfo) -> str:
+        """The WebNN ``label`` of the operator's builder calls, e.g. ``"CONV_2D#2"``."""
+        return f"{op.name}#{op.index}"
+
+    @staticmethod
+    def where(op: OperatorInfo) -> str:
+        return f"tflite.load: operator #{op.index} {op.name}"
+
+    def unsupported(self, op: OperatorInfo, what: str) -> Exception:
+        """A NotSupportedError naming the operator and what about it is not supported."""
+        return _located(NotSupportedError, f"{self.where(op)}: {what} is not supported")
+
+    def malformed(self, op: OperatorInfo, what: str) -> Exception:
+        """A DataError naming the operator and what is wrong with the model."""
+        return _located(DataError, f"{self.where(op)}: malformed model: {what}")
+
+    def require_positive(self, op: OperatorInfo, **values: list[int]) -> None:
+        for name, vals in values.items():
+            if any(int(v) < 1 for v in vals):
+                raise self.malformed(op, f"{name} {list(vals)} (expected values >= 1)")
+
+    # -- tensors
+    def tensor(self, op: OperatorInfo, i: int) -> TensorInfo:
+        """The TFLite tensor of input ``i`` of ``op``."""
+        if i >= len(op.inputs) or op.inputs[i] < 0:
+            raise self.malformed(op, f"input {i} is missing (the operator has {len(op.inputs)} inputs)")
+        return self.model.tensors[op.inputs[i]]
+
+    def out_tensor(self, op: OperatorInfo, j: int = 0) -> TensorInfo:
+        """The TFLite tensor of output ``j`` of ``op``."""
+        if j >= len(op.outputs):
+            raise self.malformed(op, f"output {j} is missing")
+        return self.model.tensors[op.outputs[j]]
+
+    def axis(self, op: OperatorInfo, axis: int, rank: int) -> int:
+        """``axis`` made non-negative for a tensor of rank ``rank``."""
+        if not -rank <= axis < rank:
+            raise self.malformed(op, f"axis {axis} out of range for rank {rank}")
+        return axis % rank
+
+    def value(self, op: OperatorInfo, i: int) -> np.ndarray:
+        """The constant value of input ``i`` (a parameter such as a shape or axes)."""
+        t = self.tensor(op, i)
+        if t.index in self._folded:
+            return self._folded[t.index]
+        if t.data is None:
+            raise self.unsupported(op, f"a run-time value for input {i} ({t.name!r}); it must be a constant")
+        return t.data
+
+    def operand(self, op: OperatorInfo, i: int) -> Any:
+        """The builder operand of input ``i``: an earlier result, a graph input or a constant."""
+        t = self.tensor(op, i)
+        if t.index in self._operands:
+            return self._operands[t.index]
+        if t.index in self._folded or t.data is not None:
+            operand = self._constant(op, t)
+            self._operands[t.index] = operand
+            return operand
+        raise self.malformed(op, f"input {i} ({t.name!r}) is neither a graph input, a constant "
+                                 "nor the result of an earlier operator")
+
+    def optional_operand(self, op: OperatorInfo, i: int) -> Any | None:
+        """Like :meth:`operand`, or None when the optional input ``i`` is omitted."""
+        if i >= len(op.inputs) or op.inputs[i] < 0:
+            return None
+        return self.operand(op, i)
+
+    def _constant(self, op: OperatorInfo, t: TensorInfo) -> Any:
+        value = self._folded.get(t.index)
+        if value is None:
+            if t.quantization is not None and t.type_name not in _FLOAT_TYPES:
+                raise self.unsupported(op, f"quantized tensor {t.name!r} ({t.type_name}) used directly "
+                                           "(only DEQUANTIZE of constant weights is supported)")
+            value = t.data
+        assert value is not None
+        if value.dtype.kind == "f":
+            data_type = self.float_type
+            if value.dtype != self._np_float:
+                cast = value.astype(self._np_float)
+                if not np.isfinite(cast).all() and np.isfinite(value).all():
+                    raise self.unsupported(op, f"constant {t.name!r} whose values exceed the {data_type} range")
+                value = cast
+        else:
+            data_type = _INT_TYPES.get(t.type_name) or {np.dtype(np.int32): "int32",
+                                                       np.dtype(np.int64): "int64"}.get(value.dtype)
+            if data_type is None:
+                raise self.unsupported(op, f"constant {t.name!r} of type {t.type_name}")
+        value = np.ascontiguousarray(value)
+        return self.builder.constant({"data_type": data_type, "shape": list(value.shape)}, value)
+
+    def scalar_constant(self, v: float, data_type: str) -> Any:
+        """A rank-0 constant operand."""
+        arr = np.asarray(v, dtype=np.float16 if data_type == "float16" else np.float32)
+        return self.builder.constant({"data_type": data_type, "shape": []}, arr)
+
+    def set_output(self, op: OperatorInfo, operand: Any, j: int = 0) -> None:
+        """Record ``operand`` as output ``j`` of ``op``, checking the shape the model declares."""
+        t = self.out_tensor(op, j)
+        got = tuple(int(d) for d in operand.shape)
+        if got != tuple(t.shape):
+            raise self.malformed(op, f"the model declares output {t.name!r} of shape {list(t.shape)}, "
+                                     f"the WebNN operators give {list(got)}")
+        self._operands[t.index] = operand
+
+    def set_constant(self, op: OperatorInfo, value: np.ndarray, j: int = 0) -> None:
+        """Record a value computed at load time as output ``j`` of ``op``."""
+        t = self.out_tensor(op, j)
+        if tuple(value.shape) != tuple(t.shape):
+            raise self.malformed(op, f"folded constant of shape {list(value.shape)} for output "
+                                     f"{t.name!r} of shape {list(t.shape)}")
+        self._folded[t.index] = value
+
+    # -- graph inputs
+    def declare_input(self, t: TensorInfo, name: str) -> dict[str, Any]:
+        if t.is_dynamic:
+            raise _located(NotSupportedError, f"tflite.load: input {t.name!r} has dynamic shape "
+                                              f"{list(t.shape_signature or ())}; only static shapes are supported")
+        if t.quantization is not None and t.type_name not in _FLOAT_TYPES:
+            raise _located(NotSupportedError, f"tflite.load: input {t.name!r} is quantized ({t.type_name}); "
+                                              "quantized models are not supported")
+        if t.type_name in _FLOAT_TYPES:
+            data_type = self.float_type
+        elif t.type_name in _INT_TYPES:
+            data_type = _INT_TYPES[t.type_name]
+        else:
+            raise _located(NotSupportedError, f"tflite.load: input {t.name!r} of type {t.type_name}")
+        desc = {"data_type": data_type, "shape": [int(d) for d in t.shape]}
+        self._operands[t.index] = self.builder.input(name, desc)
+        return desc
+
+
+def _unique_names(model: ModelInfo, indices: tuple[int, ...], prefix: str, taken: set[str]) -> list[str]:
+    names = []
+    for k, ti in enumerate(indices):
+        name = model.tensors[ti].name or f"{prefix}{k}"
+        if name in taken:
+            name = f"{prefix}{k}"
+            while name in taken:
+                name += "_"
+        taken.add(name)
+        names.append(name)
+    return names
+
+
+def convert(model: ModelInfo, builder: Any, dtype: str = "float32") -> Converted:
+    """Emit the builder calls for ``model`` and return the output operands (no ``build()``).
+
+    Arguments:
+        model (ModelInfo): a model read by :func:`~.reader.read_model`.
+        builder: an ``MLGraphBuilder`` (or any object with its methods).
+        dtype (str): ``"float32"`` or ``"float16"``: the type of every float tensor of
+            the graph (inputs, constants, outputs). Default ``"float32"``.
+
+    Returns:
+        Converted: outputs (name -> operand) and input descriptors.
+
+    Raises:
+        MLTypeError: ``dtype`` is not one of :data:`GRAPH_DTYPES`.
+        NotSupportedError: an operator, option or tensor type the loader cannot map,
+            naming the op code and the operator's index.
+        DataError: the model is inconsistent (a shape that does not follow, a missing input).
+        The builder's own errors, with the TFLite operator named in the message.
+    """
+    if dtype not in GRAPH_DTYPES:
+        raise MLTypeError(f"tflite.load: dtype must be one of {list(GRAPH_DTYPES)}, got {dtype!r}")
+    if not model.outputs:
+        raise DataError("tflite.load: the model's main subgraph has no outputs")
+    cv = Converter(model, builder, dtype)
+    taken: set[str] = set()
+    input_names = _unique_names(model, model.inputs, "input_", taken)
+    output_names = _unique_names(model, model.outputs, "output_", taken)
+    inputs = {name: cv.declare_input(model.tensors[ti], name) for name, ti in zip(input_names, model.inputs)}
+
+    for op in model.operators:
+        handler = HANDLERS.get(op.name)
+        if handler is None:
+            what = f"custom op {op.custom_code!r}" if op.opcode == "CUSTOM" else f"op code {op.opcode}"
+            raise _located(NotSupportedError,
+                           f"tflite.load: operator #{op.index} {op.name}: {what} is not supported "
+                           f"(supported: {', '.join(sorted(HANDLERS))})")
+        try:
+            handler(cv, op)
+        except AttributeError as exc:
+            if getattr(exc, "obj", None) is not builder:
+                raise
+            raise _located(NotSupportedError,
+                           f"{cv.where(op)}: this MLGraphBuilder has no method {exc.name!r}, "
+                           f"which {op.name} needs") from exc
+        except (WebNNError, TypeError, ValueError, NotImplementedError) as exc:
+            if getattr(exc, "_tflite_located", False):
+                raise
+            raise _located(type(exc) if isinstance(exc, WebNNError) else
+                           MLTypeError if isinstance(exc, TypeError) else
+                           DataError if isinstance(exc, ValueError) else NotSupportedError,
+                           f"{cv.where(op)} (label {cv.label(op)!r}): {exc}") from exc
+
+    outputs: dict[str, Any] = {}
+    for name, ti in zip(output_names, model.outputs):
+        if ti not in cv._operands or ti in model.inputs:
+            raise _located(NotSupportedError, f"tflite.load: model output {name!r} is not computed by any "
+                                              "operator (a constant or an input passed through)")
+        outputs[name] = cv._operands[ti]
+    return Converted(
+        outputs=outputs,
+        inputs=inputs,
+        input_tensors=dict(zip(input_names, model.inputs)),
+        output_tensors=dict(zip(output_names, model.outputs)),
+    )

@@ -1,0 +1,333 @@
+"""Read a .tflite flatbuffer into plain Python objects (no GPU, no builder).
+
+The ``tflite`` package (generated from TensorFlow Lite's ``schema.fbs``) gives raw
+flatbuffer accessors; this module turns the main subgraph into :class:`ModelInfo`:
+tensors with their shape, element type and constant data, and operators with their
+op code name, inputs, outputs and options.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+from typing import Any
+
+import numpy as np
+
+from ..errors import DataError
+
+try:  # the PyPI package generated from schema.fbs (extras "model", "demo", "test")
+    import tflite as _fb
+except ModuleNotFoundError as _exc:  # pragma: no cover - depends on the environment
+    _fb = None
+    _IMPORT_ERROR: ModuleNotFoundError | None = _exc
+else:
+    _IMPORT_ERROR = None
+
+__all__ = ["TensorInfo", "OperatorInfo", "ModelInfo", "read_model", "read_source", "TFLITE_TYPES"]
+
+#: TFLite TensorType name -> NumPy dtype (None: not representable here).
+TFLITE_TYPES: dict[str, np.dtype | None] = {
+    "FLOAT32": np.dtype(np.float32),
+    "FLOAT16": np.dtype(np.float16),
+    "FLOAT64": np.dtype(np.float64),
+    "INT32": np.dtype(np.int32),
+    "UINT32": np.dtype(np.uint32),
+    "INT64": np.dtype(np.int64),
+    "UINT64": np.dtype(np.uint64),
+    "INT16": np.dtype(np.int16),
+    "UINT16": np.dtype(np.uint16),
+    "INT8": np.dtype(np.int8),
+    "UINT8": np.dtype(np.uint8),
+    "BOOL": np.dtype(np.bool_),
+    "STRING": None,
+    "COMPLEX64": None,
+    "COMPLEX128": None,
+    "RESOURCE": None,
+    "VARIANT": None,
+    "INT4": None,
+    "BFLOAT16": None,
+}
+
+
+def _require_tflite() -> Any:
+    if _fb is None:
+        raise ModuleNotFoundError(
+            "loading .tflite models needs the 'tflite' package: pip install 'webnn-gpu[model]'"
+        ) from _IMPORT_ERROR
+    return _fb
+
+
+def _enum_names(enum_cls: type) -> dict[int, str]:
+    return {v: k for k, v in vars(enum_cls).items() if not k.startswith("_") and isinstance(v, int)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Quantization:
+    """Affine quantization of a tensor: ``real = (q - zero_point) * scale``."""
+
+    scale: np.ndarray
+    zero_point: np.ndarray
+    axis: int
+
+
+@dataclasses.dataclass
+class TensorInfo:
+    """One tensor of the subgraph.
+
+    Attributes:
+        index: position in the subgraph's tensor list.
+        name: the tensor's name (may be empty).
+        shape: static shape (``()`` for a scalar).
+        shape_signature: shape with ``-1`` for dynamic dimensions, when the model has one.
+        type_name: the TFLite type name, e.g. ``"FLOAT32"``.
+        data: the constant contents (shaped, native dtype), or None for a run-time tensor.
+        quantization: affine quantization parameters, or None.
+    """
+
+    index: int
+    name: str
+    shape: tuple[int, ...]
+    shape_signature: tuple[int, ...] | None
+    type_name: str
+    data: np.ndarray | None
+    quantization: Quantization | None
+
+    @property
+    def is_constant(self) -> bool:
+        """True when the tensor's value is stored in the model."""
+        return self.data is not None
+
+    @property
+    def is_dynamic(self) -> bool:
+        """True when some dimension is only known at run time."""
+        return self.shape_signature is not None and any(d < 0 for d in self.shape_signature)
+
+
+@dataclasses.dataclass
+class OperatorInfo:
+    """One operator of the subgraph.
+
+    Attributes:
+        index: position in the subgraph's operator list (execution order).
+        opcode: the builtin operator name, e.g. ``"CONV_2D"``, or ``"CUSTOM"``.
+        custom_code: the custom op's name for ``CUSTOM`` (e.g. ``"Convolution2DTransposeBias"``).
+        version: the operator code's version.
+        inputs: tensor indices (``-1`` for an omitted optional input).
+        outputs: tensor indices.
+        custom_options: the raw custom options bytes, or None.
+    """
+
+    index: int
+    opcode: str
+    custom_code: str | None
+    version: int
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    custom_options: bytes | None
+    _fb_op: Any = dataclasses.field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        """The custom op's name for custom ops, else the builtin op code name."""
+        return self.custom_code if self.opcode == "CUSTOM" and self.custom_code else self.opcode
+
+    def options(self, options_cls: type) -> Any:
+        """The builtin options table read as ``options_cls`` (e.g. ``tflite.Conv2DOptions``).
+
+        Returns None when the operator stores no options (every field then has its
+        schema default, which callers apply).
+        """
+        if self._fb_op is None:
+            return None
+        table = self._fb_op.BuiltinOptions()
+        if table is None:
+            return None
+        opts = options_cls()
+        opts.Init(table.Bytes, table.Pos)
+        return opts
+
+
+@dataclasses.dataclass
+class ModelInfo:
+    """The main subgraph of a TFLite model.
+
+    Attributes:
+        version: the schema version (3 for every current model).
+        description: the model's description string.
+        tensors: every tensor, by index.
+        operators: the operators in execution order.
+        inputs / outputs: the subgraph's input and output tensor indices.
+        subgraph_count: how many subgraphs the model has (only the first is read).
+    """
+
+    version: int
+    description: str
+    tensors: list[TensorInfo]
+    operators: list[OperatorInfo]
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    subgraph_count: int
+
+    def op_counts(self) -> dict[str, int]:
+        """How many operators of each name the model has, most frequent first."""
+        counts: dict[str, int] = {}
+        for op in self.operators:
+            counts[op.name] = counts.get(op.name, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def read_source(source: str | os.PathLike | bytes | bytearray | memoryview) -> bytes:
+    """The bytes of a model given as a path or as bytes.
+
+    Raises:
+        TypeError: ``source`` is of another type.
+        OSError: the file cannot be read.
+    """
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source)
+    if isinstance(source, (str, os.PathLike)):
+        return pathlib.Path(source).read_bytes()
+    raise TypeError(
+        f"tflite.load: source must be a path (str or os.PathLike) or bytes, got {type(source).__name__}"
+    )
+
+
+def _as_tuple(arr: Any) -> tuple[int, ...]:
+    # The generated accessors return the int 0 for an absent vector.
+    if isinstance(arr, np.ndarray):
+        return tuple(int(v) for v in arr)
+    return ()
+
+
+def read_model(data: bytes) -> ModelInfo:
+    """Parse a .tflite flatbuffer into a :class:`ModelInfo` (first subgraph).
+
+    Arguments:
+        data (bytes): the whole .tflite file.
+
+    Returns:
+        ModelInfo: tensors (with constant data) and operators of the main subgraph.
+
+    Raises:
+        DataError: the bytes are not a TFLite flatbuffer, or it is malformed
+            (a buffer outside the file, a tensor index out of range, ...).
+        ModuleNotFoundError: the ``tflite`` package is not installed.
+    """
+    fb = _require_tflite()
+    if len(data) < 8 or data[4:8] != b"TFL3":
+        raise DataError(
+            "tflite.load: not a TFLite model (expected the flatbuffer identifier 'TFL3' at "
+            f"bytes 4..8, got {data[4:8]!r})"
+        )
+    try:
+        return _read_model(fb, data)
+    except DataError:
+        raise
+    except Exception as exc:  # the generated accessors raise anything on corrupt input
+        raise DataError(f"tflite.load: malformed TFLite flatbuffer: {type(exc).__name__}: {exc}") from exc
+
+
+def _read_model(fb: Any, data: bytes) -> ModelInfo:
+    model = fb.Model.GetRootAsModel(data, 0)
+    if model.SubgraphsLength() < 1:
+        raise DataError("tflite.load: the model has no subgraph")
+    type_names = _enum_names(fb.TensorType)
+    op_names = _enum_names(fb.BuiltinOperator)
+
+    opcodes: list[tuple[str, str | None, int]] = []
+    for i in range(model.OperatorCodesLength()):
+        oc = model.OperatorCodes(i)
+        # Schema rule: the real code is the larger of the two fields (the int8
+        # deprecated field saturates at 127, PLACEHOLDER_FOR_GREATER_OP_CODES).
+        code = max(int(oc.BuiltinCode()), int(oc.DeprecatedBuiltinCode()))
+        name = op_names.get(code, f"BUILTIN_{code}")
+        custom = oc.CustomCode()
+        opcodes.append((name, custom.decode("utf-8", "replace") if custom is not None else None, int(oc.Version())))
+
+    sub = model.Subgraphs(0)
+    n_buffers = model.BuffersLength()
+    tensors: list[TensorInfo] = []
+    for ti in range(sub.TensorsLength()):
+        t = sub.Tensors(ti)
+        type_code = int(t.Type())
+        type_name = type_names.get(type_code, f"TYPE_{type_code}")
+        shape = _as_tuple(t.ShapeAsNumpy())
+        signature = _as_tuple(t.ShapeSignatureAsNumpy()) if not t.ShapeSignatureIsNone() else None
+        raw_name = t.Name()
+        name = raw_name.decode("utf-8", "replace") if raw_name is not None else ""
+
+        buffer_index = int(t.Buffer())
+        contents: np.ndarray | None = None
+        if buffer_index > 0:
+            if buffer_index >= n_buffers:
+                raise DataError(f"tflite.load: tensor {ti} ({name!r}) uses buffer {buffer_index}, "
+                                f"but the model has {n_buffers} buffers")
+            buf = model.Buffers(buffer_index)
+            raw: bytes | None = None
+            offset, size = int(buf.Offset()), int(buf.Size())
+            if offset > 1:  # large models keep buffers after the flatbuffer
+                if offset + size > len(data):
+                    raise DataError(f"tflite.load: buffer {buffer_index} ({offset}+{size}) lies outside "
+                                    f"the {len(data)}-byte file")
+                raw = data[offset:offset + size]
+            elif buf.DataLength() > 0:
+                raw = buf.DataAsNumpy().tobytes()
+            if raw:
+                contents = _decode_buffer(raw, type_name, shape, ti, name)
+
+        quant = None
+        q = t.Quantization()
+        if q is not None and q.ScaleLength() > 0:
+            zp = q.ZeroPointAsNumpy() if q.ZeroPointLength() > 0 else np.zeros(q.ScaleLength(), np.int64)
+            quant = Quantization(
+                scale=np.asarray(q.ScaleAsNumpy(), np.float64),
+                zero_point=np.asarray(zp, np.int64),
+                axis=int(q.QuantizedDimension()),
+            )
+        tensors.append(TensorInfo(ti, name, shape, signature, type_name, contents, quant))
+
+    operators: list[OperatorInfo] = []
+    n_tensors = len(tensors)
+    for oi in range(sub.OperatorsLength()):
+        op = sub.Operators(oi)
+        code_index = int(op.OpcodeIndex())
+        if not 0 <= code_index < len(opcodes):
+            raise DataError(f"tflite.load: operator {oi} uses op code {code_index}, "
+                            f"but the model has {len(opcodes)}")
+        opcode, custom_code, version = opcodes[code_index]
+        inputs = _as_tuple(op.InputsAsNumpy())
+        outputs = _as_tuple(op.OutputsAsNumpy())
+        for t_index in inputs + outputs:
+            if t_index >= n_tensors or t_index < -1:
+                raise DataError(f"tflite.load: operator {oi} ({opcode}) refers to tensor {t_index}, "
+                                f"but the subgraph has {n_tensors}")
+        custom_options = op.CustomOptionsAsNumpy().tobytes() if op.CustomOptionsLength() > 0 else None
+        if custom_options is None and int(op.LargeCustomOptionsOffset()) > 1:
+            off, size = int(op.LargeCustomOptionsOffset()), int(op.LargeCustomOptionsSize())
+            custom_options = data[off:off + size]
+        operators.append(OperatorInfo(oi, opcode, custom_code, version, inputs, outputs, custom_options, op))
+
+    description = model.Description()
+    return ModelInfo(
+        version=int(model.Version()),
+        description=description.decode("utf-8", "replace") if description is not None else "",
+        tensors=tensors,
+        operators=operators,
+        inputs=_as_tuple(sub.InputsAsNumpy()),
+        outputs=_as_tuple(sub.OutputsAsNumpy()),
+        subgraph_count=int(model.SubgraphsLength()),
+    )
+
+
+def _decode_buffer(raw: bytes, type_name: str, shape: tuple[int, ...], index: int, name: str) -> np.ndarray:
+    dtype = TFLITE_TYPES.get(type_name)
+    if dtype is None:
+        raise DataError(f"tflite.load: tensor {index} ({name!r}) holds constant data of type {type_name}, "
+                        "which this loader cannot read")
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if len(raw) != count * dtype.itemsize:
+        raise DataError(f"tflite.load: tensor {index} ({name!r}) of shape {list(shape)} and type {type_name} "
+                        f"needs {count * dtype.itemsize} bytes, its buffer has {len(raw)}")
+    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
