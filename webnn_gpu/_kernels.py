@@ -153,6 +153,9 @@ class PipelineCache:
         self._items: OrderedDict[str, object] = OrderedDict()
         self.hits = 0
         self.misses = 0
+        #: ids of pipelines that have run once (lazy drivers such as lavapipe compile the
+        #: machine code at a pipeline's first dispatch; ``MLGraph`` warms new ones at build)
+        self.warm: set[int] = set()
 
     @staticmethod
     def key(wgsl: str, entry: str = "main") -> str:
@@ -188,7 +191,7 @@ class PipelineCache:
             ) from exc
         self._items[k] = pipe
         if len(self._items) > self.capacity:
-            self._items.popitem(last=False)
+            self.warm.discard(id(self._items.popitem(last=False)[1]))
         return pipe
 
     def __len__(self) -> int:
