@@ -28,6 +28,30 @@ DIFFERENCES: dict[str, str] = {
         "on the timeline until the rental is returned (the newest spec text makes them fail); "
         "read_tensor of a rented tensor raises InvalidStateError."
     ),
+    "held work and reads": (
+        "read_tensor of a tensor whose WebNN work is held behind a rental, renting such a tensor, "
+        "and recording it raise InvalidStateError instead of waiting (the rental is returned by the "
+        "caller's own thread, so waiting would never end)."
+    ),
+    "MLContext.export_to_gpu": (
+        "Returns a webnn_gpu.interop.Rental (``.buffer`` is the wgpu.GPUBuffer; a context manager; "
+        "``.release()``) instead of a GPUBuffer whose destroy() returns it: wgpu-py's GPUBuffer cannot "
+        "carry the return hook. Extra ``device=`` (rent to another device: copied through the CPU, "
+        "documented as the slow path) and ``allow_copy=``; blocking, with an ``_async`` twin."
+    ),
+    "interop.import_external_buffer(device, tensor)": (
+        "The MLTensor explainer's GPUDevice.importExternalBuffer as a function of webnn_gpu.interop "
+        "(we cannot add methods to wgpu.GPUDevice); same Rental as export_to_gpu."
+    ),
+    "MLContext.record(encoder, graph, inputs, outputs)": (
+        "An addition: writes the graph's kernels into the caller's wgpu.GPUCommandEncoder (one submit "
+        "for the caller's passes and the inference) instead of the withdrawn MLCommandEncoder; inputs "
+        "and outputs may be MLTensors or plain GPUBuffers."
+    ),
+    "MLContext.tensor_from_buffer(buffer, descriptor)": (
+        "An addition: wraps the caller's GPUBuffer (STORAGE | COPY_SRC | COPY_DST) as an MLTensor "
+        "without a copy; the tensor does not destroy it."
+    ),
     "read_tensor(out=)": "Reads into a caller's NumPy array instead of an ArrayBufferView.",
     "MLGraph.inputs / MLGraph.outputs": "Descriptors of the compiled graph's named operands (an addition).",
     "MLContext.lost": "A concurrent.futures.Future instead of a Promise.",
@@ -39,6 +63,14 @@ DIFFERENCES: dict[str, str] = {
     "graph inputs": (
         "A graph's inputs are the builder inputs its outputs depend on; dispatch/compute ask for "
         "exactly those names."
+    ),
+    "conv2d groups": (
+        "Output channels that groups does not divide raise MLTypeError (the spec checks only the "
+        "input channels; a group's output channels are then undefined)."
+    ),
+    "conv_transpose2d groups": (
+        "Input channels that groups does not divide raise MLTypeError (the spec checks only that the "
+        "filter's input channels equal the input's; the channels of a group are then undefined)."
     ),
     "cast float -> integer": (
         "Truncates toward zero, saturates to the target range and maps NaN to 0 (implementation-"

@@ -6,18 +6,23 @@ without any CPU wait. ``write_buffer`` stages its data until the next submit, so
 not followed by work is flushed with an empty submit (otherwise a loop of writes would pile
 up staging memory).
 
-This class is the one place that touches the queue; the interop layer extends it to hold
-work on tensors rented to WebGPU.
+This class is the one place that touches the queue. It also holds work on tensors rented to
+WebGPU (:mod:`webnn_gpu.interop`): while a tensor is rented, a write or dispatch that touches
+it is kept here, already recorded, and submitted in call order when the rental is returned.
+Per-tensor order is kept: a later call that touches a tensor touched by held work is held
+too. Work on other tensors runs at once.
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 import numpy as np
 import wgpu
 
 from . import _dtypes
 from . import _validate as V
-from .errors import InvalidStateError
+from .errors import InvalidStateError, OperationError
 
 _MAP_READ = wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
 _IO = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
@@ -31,6 +36,9 @@ class Timeline:
         self.device = context.device
         self.queue = context.device.queue
         self._closed = ""
+        self._rented: dict = {}  # MLTensor -> rental (webnn_gpu.interop.Rental)
+        self._held: deque[_Held] = deque()  # work waiting for rentals, in call order
+        self._held_on: set = set()  # tensors touched by held work
 
     # ------------------------------------------------------------------ posting
     def _check(self, op: str) -> None:
@@ -38,30 +46,122 @@ class Timeline:
             raise InvalidStateError(f"{op}: {self._closed}")
 
     def submit(self, command_buffers: list, tensors=()) -> None:
-        """Submit command buffers that touch ``tensors``."""
-        self.queue.submit(command_buffers)
+        """Submit command buffers that touch ``tensors`` (held while one of them is rented)."""
+        self._post("submit", tensors, lambda: self.queue.submit(command_buffers))
 
     def write(self, tensor, data: bytes) -> None:
-        """Queue ``data`` into ``tensor``'s buffer."""
+        """Queue ``data`` into ``tensor``'s buffer (held while the tensor is rented)."""
         self._check("writeTensor")
-        self.queue.write_buffer(tensor._buffer, 0, data)
-        self.queue.submit([])
+
+        def run():
+            self.queue.write_buffer(tensor._buffer, 0, data)
+            self.queue.submit([])
+
+        self._post("writeTensor", (tensor,), run)
 
     def dispatch(self, graph, ins: dict, outs: dict, key) -> None:
-        """Record the graph with tensors bound and submit it."""
+        """Record the graph with tensors bound and submit it (held while a tensor is rented).
+
+        The command buffer is recorded now, so held work does not depend on the graph
+        staying alive until the rental is returned.
+        """
         self._check("dispatch")
         enc = self.device.create_command_encoder(label="dispatch")
         graph._encode(enc, {n: t._buffer for n, t in ins.items()}, {n: t._buffer for n, t in outs.items()}, key)
         self.submit([enc.finish()], list(ins.values()) + list(outs.values()))
 
     def read_start(self, tensor):
-        """Queue a copy of ``tensor`` into a staging buffer; the caller maps and releases it."""
+        """Queue a copy of ``tensor`` into a staging buffer; the caller maps and releases it.
+
+        Raises:
+            InvalidStateError: the tensor is rented, or work on it is held behind a rental
+                (waiting would never end: the rental is returned by the caller's thread).
+        """
         self._check("readTensor")
+        self._check_not_held("readTensor", tensor)
         staging = self.ctx._staging.acquire(tensor._size)
         enc = self.device.create_command_encoder(label="readTensor")
         enc.copy_buffer_to_buffer(tensor._buffer, 0, staging, 0, tensor._size)
-        self.submit([enc.finish()], [tensor])
+        self.queue.submit([enc.finish()])
         return staging
+
+    def retire(self, tensor) -> None:
+        """Destroy a destroyed tensor's buffer after the work queued on it (held work too)."""
+        buffer = tensor._buffer
+        self._post("destroy", (tensor,), lambda: self.ctx._retire_buffer(buffer))
+
+    # ------------------------------------------------------------------ rentals
+    def _post(self, what: str, tensors, run) -> None:
+        """Run ``run`` now, or hold it when it touches a rented tensor or one with held work."""
+        if (self._rented or self._held) and any(t in self._rented or t in self._held_on for t in tensors):
+            tensors = tuple(tensors)
+            self._held.append(_Held(what, tensors, run))
+            self._held_on.update(tensors)
+            return
+        run()
+
+    def has_held_work(self, tensor) -> bool:
+        """Whether WebNN work on ``tensor`` is waiting for a rental to be returned."""
+        return tensor in self._held_on
+
+    @property
+    def held_count(self) -> int:
+        """Number of calls waiting for rentals to be returned."""
+        return len(self._held)
+
+    def _check_not_held(self, op: str, tensor) -> None:
+        if tensor in self._rented:
+            raise InvalidStateError(f"{op}: the MLTensor is rented to WebGPU; release the rental before "
+                                    f"using it from WebNN")
+        if tensor in self._held_on:
+            raise InvalidStateError(f"{op}: WebNN work on this MLTensor is held until a rented tensor it "
+                                    f"depends on is released; release the rental first")
+
+    def rent(self, tensor, rental) -> None:
+        """Mark ``tensor`` rented: later WebNN work touching it is held until :meth:`unrent`.
+
+        Renting orders after all WebNN work already submitted on the tensor (one queue);
+        work still held on it would never run first, so that is refused.
+        """
+        self._check("exportToGPU")
+        self._check_not_held("exportToGPU", tensor)
+        self._rented[tensor] = rental
+        tensor._rental = rental
+
+    def restore(self, tensor, data) -> None:
+        """Write a returned rental's bytes (a bytes-like) back into ``tensor``, before its held work."""
+        self._check("exportToGPU")
+        self.queue.write_buffer(tensor._buffer, 0, data)
+        self.queue.submit([])
+
+    def unrent(self, tensor) -> None:
+        """Return ``tensor`` to WebNN and submit, in call order, the held work that can now run.
+
+        Raises:
+            OperationError: submitting held work failed (the rest was still submitted).
+        """
+        self._rented.pop(tensor, None)
+        tensor._rental = None
+        if self._held:
+            self._flush()
+
+    def _flush(self) -> None:
+        blocked = set(self._rented)
+        keep: deque[_Held] = deque()
+        errors = []
+        for h in self._held:
+            if any(t in blocked for t in h.tensors):
+                keep.append(h)
+                blocked.update(h.tensors)
+                continue
+            try:
+                h.run()
+            except Exception as exc:  # noqa: BLE001 - report after submitting the rest
+                errors.append(f"{h.what}: {exc}")
+        self._held = keep
+        self._held_on = {t for h in keep for t in h.tensors}
+        if errors:
+            raise OperationError("held WebNN work failed when the rental was returned: " + "; ".join(errors))
 
     def wait_idle(self) -> None:
         """Block until all submitted work is done (maps a tiny buffer after it)."""
@@ -75,8 +175,13 @@ class Timeline:
         self.ctx._staging.release(staging)
 
     def close(self, reason: str) -> None:
-        """Refuse all later work with InvalidStateError(reason)."""
+        """Refuse all later work with InvalidStateError(reason); held work is dropped."""
         self._closed = reason
+        self._held.clear()
+        self._held_on.clear()
+        for t in list(self._rented):
+            t._rental = None
+        self._rented.clear()
 
     # ------------------------------------------------------------------ compute()
     def compute(self, graph, arrays: dict, out_arrays: dict) -> dict:
@@ -113,6 +218,17 @@ class Timeline:
         finally:
             io.staging.unmap()
         return result
+
+
+class _Held:
+    """A call held behind a rental: what it was, the tensors it touches, how to submit it."""
+
+    __slots__ = ("what", "tensors", "run")
+
+    def __init__(self, what: str, tensors: tuple, run):
+        self.what = what
+        self.tensors = tensors
+        self.run = run
 
 
 class _ComputeIO:

@@ -552,6 +552,94 @@ class MLContext:
         """Awaitable twin of :meth:`compute` (runs in a worker thread; the loop is not blocked)."""
         return await asyncio.get_running_loop().run_in_executor(None, self.compute, graph, inputs, outputs)
 
+    # ------------------------------------------------------------------ WebGPU interop
+    # (implemented in webnn_gpu.interop; see docs/interop.md)
+    # IDL: Promise<GPUBuffer> exportToGPU(MLTensor tensor);
+    def export_to_gpu(self, tensor: MLTensor, device=None, *, allow_copy: bool = True):
+        """Rent ``tensor`` to WebGPU code with exclusive read/write access (blocking twin).
+
+        Renting orders after all WebNN work already posted on the tensor. While rented,
+        ``write_tensor`` and ``dispatch`` calls touching it are held on the timeline and run
+        in call order when the rental is returned; ``read_tensor`` of it raises.
+
+        Arguments:
+            tensor (MLTensor): a tensor of this context created with ``importable_to_webgpu``
+                (alias ``exportable_to_gpu``).
+            device (wgpu.GPUDevice | None): where to use it; default the context's device
+                (zero copies). Another device takes the slow path (copy through the CPU).
+            allow_copy (bool): when False, another device raises instead of copying.
+
+        Returns:
+            webnn_gpu.interop.Rental: ``.buffer`` is the ``wgpu.GPUBuffer``; a context
+            manager (leaving it, or ``.release()``, returns the tensor).
+
+        Raises:
+            MLTypeError: not importable, another context's tensor, not a device.
+            InvalidStateError: destroyed, already rented, or work on it is held behind
+                another rental.
+            NotSupportedError: another device with ``allow_copy=False``.
+            OperationError: the slow path's copy failed.
+        """
+        from .interop.rental import export_to_gpu
+
+        return export_to_gpu(self, tensor, device, allow_copy=allow_copy)
+
+    async def export_to_gpu_async(self, tensor: MLTensor, device=None, *, allow_copy: bool = True):
+        """Awaitable twin of :meth:`export_to_gpu`."""
+        from .interop.rental import export_to_gpu_async
+
+        return await export_to_gpu_async(self, tensor, device, allow_copy=allow_copy)
+
+    def record(self, encoder, graph: MLGraph, inputs: Mapping, outputs: Mapping) -> None:
+        """Write the graph's kernels into the caller's ``wgpu.GPUCommandEncoder``.
+
+        A convenience beyond the spec (DESIGN §2, model 4): your passes, the inference and
+        your post-processing go out in one ``queue.submit``, which you make. Nothing is
+        submitted here; ordering against WebNN's own timeline is by your submit.
+
+        Arguments:
+            encoder (wgpu.GPUCommandEncoder): an unfinished encoder of the context's device;
+                end your own pass first (wgpu reports an open pass only at ``finish()``).
+            graph (MLGraph): a graph of this context.
+            inputs, outputs (dict[str, MLTensor | wgpu.GPUBuffer]): one per graph input and
+                output; a buffer must be of the context's device, at least the operand's
+                byte length (padded to 4) and have STORAGE usage (plus COPY_SRC/COPY_DST
+                where the graph copies it).
+
+        Raises:
+            MLTypeError: wrong names, shapes, sizes, usages or devices; the same buffer twice.
+            InvalidStateError: a destroyed graph, tensor or context; a tensor rented to
+                another device or with held work.
+            OperationError: the encoder refused the commands (it is finished).
+        """
+        from .interop.recording import record
+
+        record(self, encoder, graph, inputs, outputs)
+
+    def tensor_from_buffer(self, buffer, descriptor: Mapping, **kwargs) -> MLTensor:
+        """Wrap the caller's ``wgpu.GPUBuffer`` as an MLTensor without a copy.
+
+        A convenience beyond the spec. The tensor uses the buffer as it is (no zero fill);
+        destroying the tensor does not destroy the buffer.
+
+        Arguments:
+            buffer (wgpu.GPUBuffer): of the context's device, unmapped, with usage
+                STORAGE | COPY_SRC | COPY_DST and at least the tensor's byte length
+                (padded to 4).
+            descriptor (dict): as ``create_tensor``: ``data_type``, ``shape``, optional
+                ``readable``, ``writable``, ``importable_to_webgpu``.
+
+        Returns:
+            MLTensor
+
+        Raises:
+            MLTypeError: not a buffer, another device, too small, missing usage, bad descriptor.
+            InvalidStateError: the context is destroyed or the buffer is mapped.
+        """
+        from .interop.recording import tensor_from_buffer
+
+        return tensor_from_buffer(self, buffer, descriptor, **kwargs)
+
     # ------------------------------------------------------------------ support
     # IDL: MLOpSupportLimits opSupportLimits();
     def op_support_limits(self) -> dict:

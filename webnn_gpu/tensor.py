@@ -136,8 +136,8 @@ class MLTensor:
         self._destroyed = True
         self._context._forget_tensor(self)
         if self._owns_buffer:
-            # Let queued work finish first: destroy after the queue drains.
-            self._context._retire_buffer(self._buffer)
+            # Let queued work (held work too) finish first: destroy after the queue drains.
+            self._context._timeline.retire(self)
 
     def _check_usable(self, op: str) -> None:
         if self._destroyed:

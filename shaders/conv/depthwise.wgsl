@@ -1,19 +1,21 @@
 {#-
   conv/depthwise.wgsl: depthwise conv2d (groups == input channels == output channels) on NHWC.
-  Each invocation computes 4 channels (one vec4) at TW consecutive output columns of one row.
-  Per filter row it loads, once, the input columns the TW outputs share (offsets `seg` from
-  ow0 * sw - pl) and reuses them for every tap.
+  Each invocation computes 4 channels (one vec4) for a TH x TW block of output pixels. The
+  KH x KW filter taps are loaded once into registers; each input row the block touches is
+  loaded once (only the columns `seg` that some output uses) and reused for every output row
+  and tap that reads it. Out-of-image rows and columns read as zero (padding).
 
   Context:
     T            storage type ("f32" or "f16"); accumulation in f32
     vec          C % 4 == 0: input, filter and output read/written as vec4 (else scalar, clamped)
-    C, C4        channels, ceil(C / 4); NB, H, W input; OH, OW output; TW, OWB = ceil(OW / TW)
+    C, C4        channels, ceil(C / 4); H, W input; OH, OW output
+    TH, TW       output rows and columns per invocation; OHB, OWB = ceil(OH / TH), ceil(OW / TW)
     KH, KW       window; sh, sw strides; dh, dw dilations; pt, pl leading padding
-    seg          sorted distinct offsets p * sw + kw * dw (p < TW, kw < KW) of the loaded columns
-    order        "c": consecutive invocations take consecutive channel blocks, "w": column blocks
+    rows         [(r, [(t, kh), ...])]: input row r (from oh0 * sh - pt) feeds output row t via tap kh
+    seg          sorted distinct column offsets p * sw + kw * dw (p < TW, kw < KW) from ow0 * sw - pl
     ep           fused epilogue (webnn_gpu/ops/_epilogue.py); channel = c
   Bindings: input (NHWC), filter ([KH, KW, C]), epilogue operands..., out (NHWC).
-  Workgroup: (k.workgroup, 1, 1); invocations NB * OH * OWB * C4.
+  Workgroup: (k.workgroup, 1, 1); invocations NB * OHB * OWB * C4, channel block fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
 {% if T == "f16" %}
@@ -43,41 +45,52 @@ fn ld_f(i: u32, cb: u32) -> vec4<f32> {
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
   if (idx >= {{ k.n }}u) { return; }
-{% if order == "c" %}
   let cb = idx % {{ C4 }}u;
   var r = idx / {{ C4 }}u;
   let wb = r % {{ OWB }}u; r = r / {{ OWB }}u;
-{% else %}
-  let wb = idx % {{ OWB }}u;
-  var r = idx / {{ OWB }}u;
-  let cb = r % {{ C4 }}u; r = r / {{ C4 }}u;
-{% endif %}
-  let oh = r % {{ OH }}u;
-  let n = r / {{ OH }}u;
+  let hb = r % {{ OHB }}u;
+  let n = r / {{ OHB }}u;
+  let oh0 = hb * {{ TH }}u;
   let ow0 = wb * {{ TW }}u;
+  let ih0 = i32(oh0 * {{ sh }}u) - {{ pt }};
   let iw0 = i32(ow0 * {{ sw }}u) - {{ pl }};
-{% for p in range(TW) %}
-  var acc{{ p }} = vec4<f32>(0.0);
-{% endfor %}
-  for (var kh = 0u; kh < {{ KH }}u; kh = kh + 1u) {
-    let ih = i32(oh * {{ sh }}u) - {{ pt }} + i32(kh * {{ dh }}u);
-    if (u32(ih) >= {{ H }}u) { continue; }
-    let row = (n * {{ H }}u + u32(ih)) * {{ W }}u;
-{% for j in seg %}
-    let iw{{ j }} = iw0 + {{ j }};
-    let x{{ j }} = select(vec4<f32>(0.0), ld_x(row + u32(max(iw{{ j }}, 0)), cb), u32(iw{{ j }}) < {{ W }}u);
-{% endfor %}
+{% for kh in range(KH) %}
 {% for kw in range(KW) %}
-    let w{{ kw }} = ld_f(kh * {{ KW }}u + {{ kw }}u, cb);
+  let w{{ kh }}_{{ kw }} = ld_f({{ kh * KW + kw }}u, cb);
+{% endfor %}
+{% endfor %}
+{% for j in seg %}
+  let cx{{ j }} = iw0 + {{ j }};
+  let cok{{ j }} = u32(cx{{ j }}) < {{ W }}u;
+  let ci{{ j }} = u32(clamp(cx{{ j }}, 0, {{ W - 1 }}));
+{% endfor %}
+{% for t in range(TH) %}
 {% for p in range(TW) %}
-    acc{{ p }} = acc{{ p }} + x{{ p * sw + kw * dw }} * w{{ kw }};
+  var acc{{ t }}_{{ p }} = vec4<f32>(0.0);
+{% endfor %}
+{% endfor %}
+{% for r, uses in rows %}
+  {
+    let y = ih0 + {{ r }};
+    let rok = u32(y) < {{ H }}u;
+    let row = (n * {{ H }}u + u32(clamp(y, 0, {{ H - 1 }}))) * {{ W }}u;
+{% for j in seg %}
+    let x{{ j }} = select(vec4<f32>(0.0), ld_x(row + ci{{ j }}, cb), rok && cok{{ j }});
+{% endfor %}
+{% for t, kh in uses %}
+{% for kw in range(KW) %}
+{% for p in range(TW) %}
+    acc{{ t }}_{{ p }} = acc{{ t }}_{{ p }} + x{{ p * sw + kw * dw }} * w{{ kh }}_{{ kw }};
+{% endfor %}
 {% endfor %}
 {% endfor %}
   }
+{% endfor %}
+{% for t in range(TH) %}
 {% for p in range(TW) %}
-  if (ow0 + {{ p }}u < {{ OW }}u) {
-    let pix = (n * {{ OH }}u + oh) * {{ OW }}u + ow0 + {{ p }}u;
-    let v = acc{{ p }};
+  if (oh0 + {{ t }}u < {{ OH }}u && ow0 + {{ p }}u < {{ OW }}u) {
+    let pix = (n * {{ OH }}u + oh0 + {{ t }}u) * {{ OW }}u + ow0 + {{ p }}u;
+    let v = acc{{ t }}_{{ p }};
 {% if vec %}
     let o = pix * {{ C }}u + cb * 4u;
     out[pix * {{ C4 }}u + cb] = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u") }}{{ ", " if not loop.last }}{% endfor %}));
@@ -90,5 +103,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% endif %}
   }
+{% endfor %}
 {% endfor %}
 }

@@ -21,12 +21,14 @@ of dicts, applied in order to the value ``x``:
     first (``input - x``); ``"scale": s`` multiplies the operand by ``s`` first (gemm's
     ``beta * c``).
 
-The lowering appends any operand it needs to ``node.inputs`` before the pass runs; the
-graph binds every input of a node, so nothing else is needed. The whole chain is computed in
-f32 (float16 outputs are rounded once, at the store), reusing the expressions and the
-``shaders/_lib/activations.wgsl`` helpers of the standalone element-wise kernels.
+Operands are appended to ``node.inputs`` (see :func:`attach`); the graph binds every input
+of a node and the dead-code pass keeps them alive, so nothing else is needed. The whole
+chain is computed in f32 (float16 outputs are rounded once, at the store), reusing the
+expressions and the ``shaders/_lib/activations.wgsl`` helpers of the standalone
+element-wise kernels. A kernel's own options come first: conv's bias and gemm's alpha and
+``beta * c`` are steps the lowering puts before the node's steps.
 
-Kernels call the generated ``fn epilogue(x: f32, o: u32, ch: u32) -> f32`` with the output's
+Kernels call the generated ``fn epilogue(ev0: f32, o: u32, ch: u32) -> f32`` with the output's
 linear index ``o`` and, when they know it cheaply, the coordinate ``ch`` along
 ``chan_axis`` (the channel or column axis), which bias-like steps on that axis use directly.
 """
@@ -58,6 +60,24 @@ class Epilogue:
     functions: list = field(default_factory=list)
     code: str = ""
     empty: bool = True
+
+
+def attach(node, steps: list[dict], operands=()) -> None:
+    """Append ``steps`` to a node's epilogue; ``operands`` (Values) become new node inputs.
+
+    A step's ``"input"`` may name an operand by its position in ``operands`` as
+    ``{"operand": k}`` instead of a node input index; it is rewritten to the index the
+    operand gets in ``node.inputs``. (The helper for the fusion pass and for tests.)
+    """
+    base = len(node.inputs)
+    node.inputs.extend(operands)
+    out = []
+    for step in steps:
+        step = dict(step)
+        if "operand" in step:
+            step["input"] = base + step.pop("operand")
+        out.append(step)
+    node.attrs["epilogue"] = steps_of(node) + out
 
 
 def steps_of(node) -> list[dict]:
@@ -153,7 +173,8 @@ def _operand_index(node, n, v, axis, out_shape, out_strides, chan_axis) -> str:
         return f"((o / {out_strides[axis]}u) % {out_shape[axis]}u)"
     shp = tuple(v.shape)
     if len(shp) > rank or any(s != d and s != 1 for s, d in zip(reversed(shp), reversed(out_shape))):
-        raise ValueError(f"{node.op}: epilogue step {n}: operand shape {list(shp)} does not broadcast to {list(out_shape)}")
+        raise ValueError(f"{node.op}: epilogue step {n}: operand shape {list(shp)} does not broadcast to "
+                         f"{list(out_shape)}")
     if (1,) * (rank - len(shp)) + shp == out_shape:
         return "o"
     bst = broadcast_strides(shp, out_shape)

@@ -38,7 +38,7 @@ from .._kernels import strides
 from ..builder import MLGraphBuilder, MLOperand, Value
 from . import _epilogue
 from ._registry import builder_method, lowering, support
-from .linalg import FLOATS, constant_array, make_constant, tile_kernel, wgsl_type
+from .linalg import FLOATS, Shown, constant_array, make_constant, tile_kernel, wgsl_type
 
 INPUT_LAYOUTS = ("nchw", "nhwc")
 CONV2D_FILTER_LAYOUTS = ("oihw", "hwio", "ohwi", "ihwo")
@@ -46,6 +46,12 @@ CONV_TRANSPOSE2D_FILTER_LAYOUTS = ("iohw", "hwoi", "ohwi")
 CONV_VARIANTS = ("direct", "gemm", "pointwise", "depthwise")
 #: Invocations per workgroup of the conv kernels.
 WORKGROUP = 64
+#: Output rows and columns per invocation of the depthwise kernel.
+DW_TH, DW_TW = 4, 4
+#: NCHW implicit GEMM reads an NHWC copy of the input when the channels allow vec4 loads.
+NCHW_TO_NHWC = True
+#: Largest (input rows x input columns) one depthwise invocation loads (register budget).
+DW_MAX_LOADS = 128
 
 
 # ---------------------------------------------------------------- shapes and validation
@@ -100,9 +106,9 @@ def _operands(self, op, label, input, filter, bias):
     if vi.data_type not in FLOATS:
         V.fail(op, label, "input", "an operand of data type float32 or float16", vi.data_type)
     if len(vi.shape) != 4:
-        V.fail(op, label, "input", "a 4-D operand", f"shape {list(vi.shape)}")
+        V.fail(op, label, "input", "a 4-D operand", Shown(f"shape {list(vi.shape)}"))
     if len(vf.shape) != 4:
-        V.fail(op, label, "filter", "a 4-D operand", f"shape {list(vf.shape)}")
+        V.fail(op, label, "filter", "a 4-D operand", Shown(f"shape {list(vf.shape)}"))
     if vf.data_type != vi.data_type:
         V.fail(op, label, "filter", f"the data type of 'input' ({vi.data_type})", vf.data_type)
     return vi, vf, vb
@@ -114,7 +120,7 @@ def _check_bias(op, label, vb, vi, out_channels):
     if vb.data_type != vi.data_type:
         V.fail(op, label, "bias", f"the data type of 'input' ({vi.data_type})", vb.data_type)
     if tuple(vb.shape) != (out_channels,):
-        V.fail(op, label, "bias", f"shape [{out_channels}] (the output channels)", f"shape {list(vb.shape)}")
+        V.fail(op, label, "bias", f"shape [{out_channels}] (the output channels)", Shown(f"shape {list(vb.shape)}"))
 
 
 def _effective(op, label, k, d, axis):
@@ -186,7 +192,7 @@ def conv2d(self: MLGraphBuilder, input: MLOperand, filter: MLOperand, *, padding
         V.fail(op, label, "groups", f"a divisor of the output channels ({o}, from the {filter_layout} filter)", groups)
     if fd["i"] != c // groups:
         V.fail(op, label, "filter", f"{c // groups} input channels (input channels {c} / groups {groups}) in its "
-               f"{filter_layout} shape", f"shape {list(vf.shape)} with {fd['i']} input channels")
+               f"{filter_layout} shape", Shown(f"shape {list(vf.shape)} with {fd['i']} input channels"))
     _check_bias(op, label, vb, vi, o)
     oh = _conv_out(op, label, h, fd["h"], padding[0], padding[1], strides_[0], dilations[0], "height")
     ow = _conv_out(op, label, w, fd["w"], padding[2], padding[3], strides_[1], dilations[1], "width")
@@ -250,14 +256,25 @@ def _relayout(lc, f: Value, layout: str, target: str, pad_last_to: int | None = 
     return tmp
 
 
+def _to_nhwc(lc, x: Value) -> Value:
+    """An NHWC copy (a temp of this node) of the NCHW activation ``x``."""
+    n, c, h, w = x.shape
+    tmp = lc.temp(x.data_type, (n, h, w, c))
+    xs = strides(x.shape)
+    lc.kernel("conv/permute.wgsl", [("in", x)], [("out", tmp)], tmp.size, out_strides=strides(tmp.shape),
+              in_strides=[xs[0], xs[2], xs[3], xs[1]])
+    return tmp
+
+
 def _conv_variant(g: dict, layout: str) -> str:
     forced = _env.force("conv")
     if forced and forced not in CONV_VARIANTS:
         raise ValueError(f"WEBNN_GPU_FORCE_CONV={forced!r}: expected one of {', '.join(CONV_VARIANTS)}")
     pointwise = (g["KH"] == g["KW"] == 1 and g["sh"] == g["sw"] == 1 and g["pt"] == g["pl"] == 0
                  and g["OH"] == g["H"] and g["OW"] == g["W"] and g["G"] == 1)
-    depthwise = (layout == "nhwc" and g["G"] == g["C"] == g["O"] and g["KW"] <= 8
-                 and len(_segment(g, 4)) <= 40)
+    th, tw = _depthwise_block(g)
+    depthwise = (layout == "nhwc" and g["G"] == g["C"] == g["O"] and g["KH"] * g["KW"] <= 49
+                 and len(_segment(g, tw)) * len(_rows(g, th)) <= DW_MAX_LOADS)
     if forced == "pointwise" and pointwise or forced == "depthwise" and depthwise or forced in ("gemm", "direct"):
         return forced
     if pointwise:
@@ -270,7 +287,29 @@ def _conv_variant(g: dict, layout: str) -> str:
 
 
 def _segment(g: dict, tw: int) -> list[int]:
+    """Input column offsets (from ow0 * sw - pl) that TW outputs of one row read."""
     return sorted({p * g["sw"] + kw * g["dw"] for p in range(tw) for kw in range(g["KW"])})
+
+
+def _rows(g: dict, th: int) -> list[tuple[int, list[tuple[int, int]]]]:
+    """Input rows (from oh0 * sh - pt) that TH output rows read, each with its (output row, tap) uses."""
+    uses: dict[int, list[tuple[int, int]]] = {}
+    for t in range(th):
+        for kh in range(g["KH"]):
+            uses.setdefault(t * g["sh"] + kh * g["dh"], []).append((t, kh))
+    return sorted(uses.items())
+
+
+def _depthwise_block(g: dict) -> tuple[int, int]:
+    """(TH, TW) output pixels per depthwise invocation: 4 x 4, smaller for small images and
+    for windows whose loaded rows x columns would not fit in registers."""
+    th, tw = min(DW_TH, g["OH"]), min(DW_TW, g["OW"])
+    while len(_rows(g, th)) * len(_segment(g, tw)) > DW_MAX_LOADS and th * tw > 1:
+        if th >= tw:
+            th = max(1, th // 2)
+        else:
+            tw = max(1, tw // 2)
+    return th, tw
 
 
 @lowering("conv2d")
@@ -294,12 +333,12 @@ def lower_conv2d(node, lc) -> None:
     if variant == "depthwise":
         ep = _conv_epilogue(node, out, layout)
         w = _relayout(lc, f, flayout, "hwio")  # [KH, KW, 1, C] == [KH, KW, C]
-        tw = 4 if g["OW"] >= 4 else g["OW"]
+        th, tw = _depthwise_block(g)
         c4 = -(-g["C"] // 4)
-        owb = -(-g["OW"] // tw)
+        ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
         lc.kernel("conv/depthwise.wgsl", [("x", x), ("f", w)] + ep.operands, [("out", out)],
-                  g["NB"] * g["OH"] * owb * c4, workgroup=WORKGROUP, T=T, vec=g["C"] % 4 == 0, C4=c4, TW=tw,
-                  OWB=owb, seg=_segment(g, tw), order="c", ep=ep,
+                  g["NB"] * ohb * owb * c4, workgroup=WORKGROUP, T=T, vec=g["C"] % 4 == 0, C4=c4, TH=th, TW=tw,
+                  OHB=ohb, OWB=owb, rows=_rows(g, th), seg=_segment(g, tw), ep=ep,
                   **{k: g[k] for k in ("C", "H", "W", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw", "pt", "pl")})
         return
     G, C, O = g["G"], g["C"], g["O"]
@@ -327,10 +366,16 @@ def lower_conv2d(node, lc) -> None:
                     a_vec=True, b_ks=wcols, b_ns=1, b_vec=True, b_cols=wcols, o_P=M, o_sn=0, o_sp=O, o_so=1, KC=C,
                     epilogue=ep)
         return
+    ist = {k: g[k] for k in ("in_sn", "in_sc", "in_sh", "in_sw")}
+    if layout == "nchw" and I % 4 == 0 and NCHW_TO_NHWC:
+        # Gather the patches from an NHWC copy of the input: vec4 loads along the channels
+        # beat four strided scalar loads by more than the copy costs.
+        x = _to_nhwc(lc, x)
+        ist = input_strides(x.shape, "nhwc")
     conv = dict(P=P, OW=g["OW"], H=g["H"], W=g["W"], sh=g["sh"], sw=g["sw"], dh=g["dh"], dw=g["dw"], pt=g["pt"],
-                pl=g["pl"], in_sn=g["in_sn"], in_sh=g["in_sh"], in_sw=g["in_sw"])
-    tile_kernel(lc, x, w, out, M=g["NB"] * P, N=OPG, batch_shape=[G], a_bst=[I * g["in_sc"]], b_bst=[OPG],
-                o_bst=[OPG * o_so], a_mode="im2col", a_ks=g["in_sc"], a_vec=True, b_ks=wcols, b_ns=1, b_vec=True,
+                pl=g["pl"], in_sn=ist["in_sn"], in_sh=ist["in_sh"], in_sw=ist["in_sw"])
+    tile_kernel(lc, x, w, out, M=g["NB"] * P, N=OPG, batch_shape=[G], a_bst=[I * ist["in_sc"]], b_bst=[OPG],
+                o_bst=[OPG * o_so], a_mode="im2col", a_ks=ist["in_sc"], a_vec=True, b_ks=wcols, b_ns=1, b_vec=True,
                 b_cols=wcols if G == 1 else OPG, o_P=o_P, o_sn=o_sn, o_sp=o_sp, o_so=o_so, KH=g["KH"], KW=g["KW"],
                 KC=I, conv=conv, epilogue=ep, group_cols=OPG)
 
@@ -394,7 +439,7 @@ def conv_transpose2d(self: MLGraphBuilder, input: MLOperand, filter: MLOperand, 
     fd = filter_dims(vf.shape, filter_layout)
     if fd["i"] != c:
         V.fail(op, label, "filter", f"{c} input channels (the input's) in its {filter_layout} shape",
-               f"shape {list(vf.shape)} with {fd['i']} input channels")
+               Shown(f"shape {list(vf.shape)} with {fd['i']} input channels"))
     if c % groups:
         V.fail(op, label, "groups", f"a divisor of the input channels ({c})", groups)
     o = fd["o"] * groups

@@ -39,9 +39,20 @@ FLOATS = ("float32", "float16")
 TILE_WORKGROUP = 64
 #: Aim for at least this many invocations before growing tiles (2 cores x a few workgroups).
 MIN_INVOCATIONS = 256
+#: Largest register tile (rows, vec4 column blocks) per invocation.
+TILE_M, TILE_N4 = 16, 4
+#: "n": consecutive invocations take consecutive column tiles; "m": consecutive row tiles.
+TILE_ORDER = "m"
 
 
 # ---------------------------------------------------------------- helpers shared with conv
+class Shown(str):
+    """Text shown as-is (not quoted) as the 'given' part of an error message."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
 def constant_array(v: Value) -> np.ndarray | None:
     """The data of a constant Value as an ndarray of its shape (None when not a host constant)."""
     if v is None or v.kind != "constant" or v.data is None:
@@ -60,13 +71,13 @@ def wgsl_type(data_type: str) -> str:
     return "f16" if data_type == "float16" else "f32"
 
 
-def choose_tile(M: int, N: int, batches: int, force: str = "") -> tuple[int, int]:
-    """(TM, TN4) for an M x N output per batch item: 8 x 16 when the work is large enough.
-
-    Smaller tiles keep at least :data:`MIN_INVOCATIONS` invocations busy on small products.
+def choose_tile(M: int, N: int, batches: int) -> tuple[int, int]:
+    """(TM, TN4) for an M x N output per batch item: the largest tile (:data:`TILE_M` rows x
+    :data:`TILE_N4` vec4 columns) when the work is large enough; smaller tiles keep at least
+    :data:`MIN_INVOCATIONS` invocations busy on small products.
     """
     n4 = -(-N // 4)
-    tm, tn4 = min(8, M), min(4, n4)
+    tm, tn4 = min(TILE_M, M), min(TILE_N4, n4)
 
     def count(tm_, tn4_):
         return batches * -(-M // tm_) * -(-n4 // tn4_)
@@ -86,7 +97,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
                 b_ks: int, b_ns: int = 1, b_vec: bool = False, b_cols: int | None = None,
                 o_P: int, o_sn: int, o_sp: int, o_so: int, KH: int = 1, KW: int = 1, KC: int,
                 conv: dict | None = None, epilogue=None, tile: tuple[int, int] | None = None,
-                order: str = "n", group_cols: int = 0) -> None:
+                order: str | None = None, group_cols: int = 0) -> None:
     """Add one ``matmul/tile.wgsl`` launch (see the template header for every argument).
 
     ``a_vec`` / ``b_vec`` / vec4 stores are only used when the addressing is aligned; callers
@@ -109,6 +120,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     out_vec = (o_so == 1 and N % 4 == 0 and o_sp % 4 == 0 and (o_sn % 4 == 0 or o_P >= M)
                and all(s % 4 == 0 for s in o_bst))
     ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
+    order = order or TILE_ORDER
     n_inv = batches * tiles_m * tiles_n
     variables = dict(
         T=wgsl_type(out.data_type), needs_f16=False, TM=TM, TN4=TN4, order=order, M=M, N=N, tiles_m=tiles_m,
@@ -208,9 +220,9 @@ def matmul(self: MLGraphBuilder, a: MLOperand, b: MLOperand, *, label: str = "",
     va, vb = _float_pair(self, op, label, a, b)
     for arg, v in (("a", va), ("b", vb)):
         if len(v.shape) < 2:
-            V.fail(op, label, arg, "an operand of rank >= 2", f"shape {list(v.shape)}")
+            V.fail(op, label, arg, "an operand of rank >= 2", Shown(f"shape {list(v.shape)}"))
     if va.shape[-1] != vb.shape[-2]:
-        V.fail(op, label, "b", f"shape[-2] equal to a.shape[-1] ({va.shape[-1]})", f"shape {list(vb.shape)}")
+        V.fail(op, label, "b", f"shape[-2] equal to a.shape[-1] ({va.shape[-1]})", Shown(f"shape {list(vb.shape)}"))
     batch = V.broadcast_shapes(op, label, va.shape[:-2], vb.shape[:-2])
     shape = tuple(batch) + (va.shape[-2], vb.shape[-1])
     return self._emit1(op, [va, vb], va.data_type, shape, label=label)
@@ -277,12 +289,12 @@ def gemm(self: MLGraphBuilder, a: MLOperand, b: MLOperand, *, c: MLOperand | Non
     b_transpose = V.bool_value(op, label, "b_transpose", b_transpose)
     for arg, v in (("a", va), ("b", vb)):
         if len(v.shape) != 2:
-            V.fail(op, label, arg, "a 2-D operand", f"shape {list(v.shape)}")
+            V.fail(op, label, arg, "a 2-D operand", Shown(f"shape {list(v.shape)}"))
     M, K = va.shape[::-1] if a_transpose else va.shape
     Kb, N = vb.shape[::-1] if b_transpose else vb.shape
     if K != Kb:
         V.fail(op, label, "b", f"{'shape[1]' if b_transpose else 'shape[0]'} equal to the inner dimension of a ({K})",
-               f"shape {list(vb.shape)}{' with b_transpose' if b_transpose else ''}")
+               Shown(f"shape {list(vb.shape)}{' with b_transpose' if b_transpose else ''}"))
     if vc is not None:
         if vc.data_type != va.data_type:
             V.fail(op, label, "c", f"the data type of 'a' ({va.data_type})", vc.data_type)
