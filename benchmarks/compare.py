@@ -168,126 +168,158 @@ def _time_best(fn, rounds: int) -> float:
     return best
 
 
-def dispatch_overhead(args, n: int = 256, kernels: int = 64, rounds: int = 30) -> dict:
-    """Per-kernel and per-dispatch cost of webnn-gpu vs bare wgpu (Fibonacci chains)."""
-    import wgpu
+class FibChains:
+    """Fibonacci chains of ``n``-element float32 adds, as webnn-gpu graphs and as bare wgpu.
 
-    import webnn_gpu as webnn
+    ``webnn(k)`` / ``bare(k)``: a function running a chain of ``k`` adds (one kernel each:
+    build with ``WEBNN_GPU_PASSES=-fuse_elementwise``) in one dispatch / one compute pass and
+    reading the result. ``webnn_chained(k)`` / ``bare_chained(k)``: ``k`` dispatches of a
+    one-add graph (one submit each), each step's output the next step's input.
+    """
 
-    os.environ["WEBNN_GPU_PASSES"] = "-fuse_elementwise"  # one kernel per add
-    ctx = webnn.ml.create_context()
-    dev = ctx.device
-    f0, f1 = np.zeros(n, np.float32), np.ones(n, np.float32)
+    def __init__(self, ctx, n: int = 256):
+        import wgpu
 
-    def webnn_chain(k):
+        self.ctx, self.n, self.dev = ctx, n, ctx.device
+        self.f0, self.f1 = np.zeros(n, np.float32), np.ones(n, np.float32)
+        self.usage = wgpu.BufferUsage
+        self.pipe = self.dev.create_compute_pipeline(layout="auto", compute={
+            "module": self.dev.create_shader_module(code=ADD_WGSL.replace("NN", f"{n}u")), "entry_point": "main"})
+        self.staging = self.dev.create_buffer(size=4 * n, usage=self.usage.MAP_READ | self.usage.COPY_DST)
+
+    def want(self, k: int) -> np.ndarray:
+        fib = [np.float32(0), np.float32(1)]
+        for _ in range(k):
+            fib.append(np.float32(fib[-1] + fib[-2]))
+        return np.full(self.n, fib[-1], np.float32)
+
+    def _read(self, buf):
+        import wgpu
+
+        enc = self.dev.create_command_encoder()
+        enc.copy_buffer_to_buffer(buf, 0, self.staging, 0, 4 * self.n)
+        self.dev.queue.submit([enc.finish()])
+        self.staging.map_sync(wgpu.MapMode.READ)
+        out = np.frombuffer(self.staging.read_mapped(copy=True), np.float32)
+        self.staging.unmap()
+        return out
+
+    def _group(self, bufs):
+        return self.dev.create_bind_group(layout=self.pipe.get_bind_group_layout(0), entries=[
+            {"binding": j, "resource": {"buffer": b, "offset": 0, "size": 4 * self.n}} for j, b in enumerate(bufs)])
+
+    def _tensors(self):
+        desc = {"data_type": "float32", "shape": [self.n], "writable": True, "readable": True}
+        ts = [self.ctx.create_tensor(desc) for _ in range(3)]
+        self.ctx.write_tensor(ts[0], self.f0)
+        self.ctx.write_tensor(ts[1], self.f1)
+        return ts
+
+    def webnn(self, k: int):
+        import webnn_gpu as webnn
+
+        ctx = self.ctx
         b = webnn.MLGraphBuilder(ctx)
-        a0 = b.input("a", {"data_type": "float32", "shape": [n]})
-        a1 = b.input("b", {"data_type": "float32", "shape": [n]})
+        a0 = b.input("a", {"data_type": "float32", "shape": [self.n]})
+        a1 = b.input("b", {"data_type": "float32", "shape": [self.n]})
         for _ in range(k):
             a0, a1 = a1, b.add(a0, a1)
         g = b.build({"y": a1})
-        assert g.kernel_count == k
-        ta = ctx.create_tensor({"data_type": "float32", "shape": [n], "writable": True})
-        tb = ctx.create_tensor({"data_type": "float32", "shape": [n], "writable": True})
-        ty = ctx.create_tensor({"data_type": "float32", "shape": [n], "readable": True})
-        ctx.write_tensor(ta, f0)
-        ctx.write_tensor(tb, f1)
+        if g.kernel_count != k:
+            raise RuntimeError(f"expected {k} kernels, got {g.kernel_count} (is WEBNN_GPU_PASSES=-fuse_elementwise set?)")
+        ta, tb, ty = self._tensors()
 
         def run():
             ctx.dispatch(g, {"a": ta, "b": tb}, {"y": ty})
             return ctx.read_tensor(ty)
         return run
 
-    usage = wgpu.BufferUsage
-    pipe = dev.create_compute_pipeline(layout="auto", compute={
-        "module": dev.create_shader_module(code=ADD_WGSL.replace("NN", f"{n}u")), "entry_point": "main"})
-    staging = dev.create_buffer(size=4 * n, usage=usage.MAP_READ | usage.COPY_DST)
-
-    def bare_chain(k):
-        bufs = [dev.create_buffer_with_data(data=f0.tobytes(), usage=usage.STORAGE),
-                dev.create_buffer_with_data(data=f1.tobytes(), usage=usage.STORAGE)]
-        bufs += [dev.create_buffer(size=4 * n, usage=usage.STORAGE | usage.COPY_SRC) for _ in range(k)]
-        groups = [dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
-            {"binding": j, "resource": {"buffer": bufs[i + j], "offset": 0, "size": 4 * n}} for j in range(3)])
-            for i in range(k)]
+    def bare(self, k: int):
+        dev, u = self.dev, self.usage
+        bufs = [dev.create_buffer_with_data(data=self.f0.tobytes(), usage=u.STORAGE),
+                dev.create_buffer_with_data(data=self.f1.tobytes(), usage=u.STORAGE)]
+        bufs += [dev.create_buffer(size=4 * self.n, usage=u.STORAGE | u.COPY_SRC) for _ in range(k)]
+        groups = [self._group(bufs[i:i + 3]) for i in range(k)]
 
         def run():
             enc = dev.create_command_encoder()
             cp = enc.begin_compute_pass()
-            cp.set_pipeline(pipe)
+            cp.set_pipeline(self.pipe)
             for g in groups:
                 cp.set_bind_group(0, g)
-                cp.dispatch_workgroups(-(-n // 64))
+                cp.dispatch_workgroups(-(-self.n // 64))
             cp.end()
-            enc.copy_buffer_to_buffer(bufs[-1], 0, staging, 0, 4 * n)
             dev.queue.submit([enc.finish()])
-            staging.map_sync(wgpu.MapMode.READ)
-            out = np.frombuffer(staging.read_mapped(copy=True), np.float32)
-            staging.unmap()
-            return out
+            return self._read(bufs[-1])
         return run
 
-    fib = [0.0, 1.0]
-    for _ in range(kernels):
-        fib.append(np.float32(fib[-1]) + np.float32(fib[-2]))
-    want = np.full(n, fib[-1], np.float32)
-    np.testing.assert_allclose(webnn_chain(kernels)(), want, rtol=1e-6)
-    np.testing.assert_allclose(bare_chain(kernels)(), want, rtol=1e-6)
+    def webnn_chained(self, k: int):
+        import webnn_gpu as webnn
 
-    res = {}
-    for name, mk in (("webnn-gpu", webnn_chain), ("bare wgpu", bare_chain)):
-        t1 = _time_best(mk(1), rounds)
-        tk = _time_best(mk(kernels), rounds)
-        res[name] = {"one_kernel_us": t1 * 1e6, "per_kernel_us": (tk - t1) / (kernels - 1) * 1e6}
+        ctx = self.ctx
+        b = webnn.MLGraphBuilder(ctx)
+        x0 = b.input("a", {"data_type": "float32", "shape": [self.n]})
+        x1 = b.input("b", {"data_type": "float32", "shape": [self.n]})
+        step = b.build({"y": b.add(x0, x1)})
+        ts = self._tensors()
 
-    # chained inference: one dispatch() per step, each step's output the next step's input
-    b = webnn.MLGraphBuilder(ctx)
-    x0 = b.input("a", {"data_type": "float32", "shape": [n]})
-    x1 = b.input("b", {"data_type": "float32", "shape": [n]})
-    step = b.build({"y": b.add(x0, x1)})
-    ts = [ctx.create_tensor({"data_type": "float32", "shape": [n], "writable": True, "readable": True})
-          for _ in range(3)]
-    ctx.write_tensor(ts[0], f0)
-    ctx.write_tensor(ts[1], f1)
+        def run():
+            ctx.write_tensor(ts[0], self.f0)
+            ctx.write_tensor(ts[1], self.f1)
+            a, bb, c = ts
+            for _ in range(k):
+                ctx.dispatch(step, {"a": a, "b": bb}, {"y": c})
+                a, bb, c = bb, c, a
+            return ctx.read_tensor(bb)
+        return run
 
-    def chained():
-        a, bb, c = ts
-        for _ in range(kernels):
-            ctx.dispatch(step, {"a": a, "b": bb}, {"y": c})
-            a, bb, c = bb, c, a
-        return ctx.read_tensor(bb)
+    def bare_chained(self, k: int):
+        dev, u = self.dev, self.usage
+        bufs = [dev.create_buffer(size=4 * self.n, usage=u.STORAGE | u.COPY_SRC | u.COPY_DST) for _ in range(3)]
+        rot = [self._group([bufs[i % 3], bufs[(i + 1) % 3], bufs[(i + 2) % 3]]) for i in range(3)]
 
-    bufs = [dev.create_buffer_with_data(data=f0.tobytes(), usage=usage.STORAGE | usage.COPY_SRC),
-            dev.create_buffer_with_data(data=f1.tobytes(), usage=usage.STORAGE | usage.COPY_SRC),
-            dev.create_buffer(size=4 * n, usage=usage.STORAGE | usage.COPY_SRC)]
-    rot = {}
-    for i in range(3):
-        a, bb, c = bufs[i % 3], bufs[(i + 1) % 3], bufs[(i + 2) % 3]
-        rot[i] = dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
-            {"binding": j, "resource": {"buffer": buf, "offset": 0, "size": 4 * n}} for j, buf in enumerate((a, bb, c))])
+        def run():
+            dev.queue.write_buffer(bufs[0], 0, self.f0.tobytes())
+            dev.queue.write_buffer(bufs[1], 0, self.f1.tobytes())
+            for i in range(k):
+                enc = dev.create_command_encoder()
+                cp = enc.begin_compute_pass()
+                cp.set_pipeline(self.pipe)
+                cp.set_bind_group(0, rot[i % 3])
+                cp.dispatch_workgroups(-(-self.n // 64))
+                cp.end()
+                dev.queue.submit([enc.finish()])
+            return self._read(bufs[(k + 1) % 3])
+        return run
 
-    def bare_chained():
-        for i in range(kernels):
-            enc = dev.create_command_encoder()
-            cp = enc.begin_compute_pass()
-            cp.set_pipeline(pipe)
-            cp.set_bind_group(0, rot[i % 3])
-            cp.dispatch_workgroups(-(-n // 64))
-            cp.end()
-            dev.queue.submit([enc.finish()])
-        enc = dev.create_command_encoder()
-        enc.copy_buffer_to_buffer(bufs[(kernels + 1) % 3], 0, staging, 0, 4 * n)
-        dev.queue.submit([enc.finish()])
-        staging.map_sync(wgpu.MapMode.READ)
-        out = np.frombuffer(staging.read_mapped(copy=True), np.float32)
-        staging.unmap()
-        return out
 
-    np.testing.assert_allclose(chained(), want, rtol=1e-6)
-    np.testing.assert_allclose(bare_chained(), want, rtol=1e-6)
-    res["webnn-gpu"]["per_dispatch_us"] = _time_best(chained, rounds // 3) / kernels * 1e6
-    res["bare wgpu"]["per_dispatch_us"] = _time_best(bare_chained, rounds // 3) / kernels * 1e6
-    del os.environ["WEBNN_GPU_PASSES"]
+def dispatch_overhead(args, n: int = 256, kernels: int = 64, rounds: int = 30) -> dict:
+    """Per-kernel and per-dispatch cost of webnn-gpu vs bare wgpu (Fibonacci chains)."""
+    import webnn_gpu as webnn
+
+    old = os.environ.get("WEBNN_GPU_PASSES")
+    os.environ["WEBNN_GPU_PASSES"] = "-fuse_elementwise"  # one kernel per add
+    ctx = webnn.ml.create_context()
+    try:
+        fc = FibChains(ctx, n)
+        want = fc.want(kernels)
+        res = {}
+        for name, chain, chained in (("webnn-gpu", fc.webnn, fc.webnn_chained),
+                                     ("bare wgpu", fc.bare, fc.bare_chained)):
+            run_k = chain(kernels)
+            np.testing.assert_allclose(run_k(), want, rtol=1e-6)
+            run_c = chained(kernels)
+            np.testing.assert_allclose(run_c(), want, rtol=1e-6)
+            t1 = _time_best(chain(1), rounds)
+            tk = _time_best(run_k, rounds)
+            res[name] = {"one_kernel_us": t1 * 1e6, "per_kernel_us": (tk - t1) / (kernels - 1) * 1e6,
+                         "per_dispatch_us": _time_best(run_c, max(3, rounds // 3)) / kernels * 1e6}
+    finally:
+        if old is None:
+            os.environ.pop("WEBNN_GPU_PASSES", None)
+        else:
+            os.environ["WEBNN_GPU_PASSES"] = old
+        ctx.destroy()
 
     print(f"\nDispatch overhead ({n}-element adds, chains of {kernels}; best of {rounds} rounds)")
     print(f"{'':12s} {'1-kernel graph':>16s} {'per extra kernel':>17s} {'per dispatch()':>15s}  (us)")
@@ -297,7 +329,6 @@ def dispatch_overhead(args, n: int = 256, kernels: int = 64, rounds: int = 30) -
     d = res["webnn-gpu"]["per_dispatch_us"] / res["bare wgpu"]["per_dispatch_us"]
     print(f"  per-kernel cost webnn-gpu / bare wgpu: {k:.2f} (target <= 1.3: {'met' if k <= 1.3 else 'NOT met'})")
     print(f"  per-dispatch cost webnn-gpu / bare wgpu (one submit per step): {d:.2f}")
-    ctx.destroy()
     return {"dispatch": res, "per_kernel_ratio": k, "per_dispatch_ratio": d}
 
 
