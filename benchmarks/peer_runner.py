@@ -4,14 +4,14 @@ A peer runs under its own Python (a virtual environment made by :mod:`benchmarks
 and imports only NumPy and the peer; ``webnn`` (this project) runs under the project's
 Python. Each runtime runs in a process of its own, so they never share threads. Usage::
 
-    python peer_runner.py RUNTIME MODEL_PATH --threads N --warmup W --repeats R [--dtype float32]
+    python peer_runner.py RUNTIME MODEL_PATH --threads N --warmup W --repeats R [--dtype float32] [--input X.npy]
 
 RUNTIME is one of ``litert-xnnpack`` (LiteRT's interpreter with its default XNNPACK
 delegate), ``litert-webgpu`` (LiteRT's CompiledModel on its WebGPU accelerator, Dawn),
 ``ort-cpu`` (ONNX Runtime, CPU execution provider), ``ort-webgpu`` (ONNX Runtime's
 WebGPU execution provider, Dawn) or ``webnn`` (webnn-gpu: ``write_tensor``, ``dispatch``,
 ``read_tensor``; ``--dtype float16`` builds the graph in float16). Every run is timed from handing the input over to having
-the output in host memory (dispatch-to-read), on one fixed random input in [0, 1].
+the output in host memory (dispatch-to-read), on one fixed input (``--input``, else random).
 
 Printed: ``{"runtime", "ms": [...per run...], "output": [every n-th value, 4096 of them],
 "output_size", ...runtime details}``;
@@ -28,7 +28,13 @@ import time
 import numpy as np
 
 
+INPUT: np.ndarray | None = None  # set by --input: the image every runtime gets
+
+
 def _input(shape, dtype):
+    """The benchmark input: the --input array, or a fixed random one in [0, 1]."""
+    if INPUT is not None:
+        return INPUT.reshape(shape).astype(dtype)
     return np.random.default_rng(0).random(shape).astype(dtype)
 
 
@@ -152,7 +158,11 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--repeats", type=int, default=30)
     p.add_argument("--dtype", default="float32", choices=["float32", "float16"], help="webnn only")
+    p.add_argument("--input", help="a .npy file with the input (default: random in [0, 1])")
     a = p.parse_args(argv)
+    global INPUT
+    if a.input:
+        INPUT = np.load(a.input)
     try:
         kw = {"dtype": a.dtype} if a.runtime == "webnn" else {}
         times, y, info = RUNTIMES[a.runtime](a.model, a.threads, a.warmup, a.repeats, **kw)

@@ -183,6 +183,21 @@ def selfie_onnx() -> Path:
     return out
 
 
+def selfie_input() -> Path:
+    """A real photo for the selfie model (scikit-image's astronaut, 256x256 RGB in [0, 1]) as .npy,
+    so that the runtimes' masks have something to agree on (a random input gives a mask of ~0)."""
+    out = CACHE / "selfie_input_astronaut.npy"
+    if not out.exists():
+        import numpy as np
+        from skimage import data
+        from skimage.transform import resize
+
+        img = resize(data.astronaut().astype(np.float32) / 255.0, (256, 256), order=1, anti_aliasing=True)
+        CACHE.mkdir(parents=True, exist_ok=True)
+        np.save(out, img.astype(np.float32)[None])
+    return out
+
+
 # ---------------------------------------------------------------- running
 RUNNER = Path(__file__).resolve().parent / "peer_runner.py"
 
