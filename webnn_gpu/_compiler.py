@@ -172,8 +172,9 @@ _MOVE_FOLDERS = {
     "identity": lambda n, a: a,
     "transpose": lambda n, a: np.transpose(a, n.attrs["permutation"]),
     "expand": lambda n, a: np.broadcast_to(a, n.outputs[0].shape),
-    "slice": lambda n, a: a[tuple(slice(s, s + z, t) for s, z, t in zip(n.attrs["starts"], n.outputs[0].shape,
-                                                                        n.attrs["strides"]))],
+    # slice: sizes are not in attrs; the output shape and the strides give the stop
+    "slice": lambda n, a: a[tuple(slice(s, s + (d - 1) * t + 1, t) for s, d, t in zip(
+        n.attrs["starts"], n.outputs[0].shape, n.attrs["strides"]))],
     "concat": lambda n, *xs: np.concatenate(xs, axis=n.attrs["axis"]),
     "reverse": lambda n, a: np.flip(a, axis=tuple(n.attrs["axes"])) if n.attrs["axes"] else a,
     "cast": _fold_cast,
@@ -192,11 +193,6 @@ def _fold_one(node) -> np.ndarray | None:
     if node.op in _MOVE_FOLDERS:
         if out.data_type in ("int4", "uint4") or any(v.data_type in ("int4", "uint4") for v in node.inputs):
             return None
-        if node.op == "slice":  # sizes are not in attrs: recover them from the output shape and strides
-            arrays = [arrays[0]]
-            st, step = node.attrs["starts"], node.attrs["strides"]
-            idx = tuple(slice(s, s + (d - 1) * t + 1, t) for s, d, t in zip(st, out.shape, step))
-            return arrays[0][idx]
         return _MOVE_FOLDERS[node.op](node, *arrays)
     if node.op in _FLOAT_FOLDERS:
         if out.data_type not in ("float32", "float16") or any(v.data_type != out.data_type for v in node.inputs):
@@ -339,8 +335,10 @@ def fuse_hard_swish(nodes: list, outputs: dict, context=None) -> list:
 
 
 # ---------------------------------------------------------------- epilogue fusion
-#: operators whose kernels apply ``attrs["epilogue"]``
-EPILOGUE_HOSTS = ("conv2d", "conv_transpose2d", "matmul", "gemm")
+#: operators whose kernels apply ``attrs["epilogue"]``, with the number of input slots their
+#: own operands take (conv bias and gemm's c are optional inputs at index 2: epilogue operands
+#: go after them, the slot stays None when the option is absent)
+EPILOGUE_HOSTS = {"conv2d": 3, "conv_transpose2d": 3, "matmul": 2, "gemm": 3}
 
 
 def _epilogue_step(host, v, consumer):
@@ -431,6 +429,7 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
                 if idx is None:
                     if len({x.id for x in inputs if x is not None}) + 2 > max_bindings:
                         break
+                    inputs += [None] * (EPILOGUE_HOSTS[host.op] - len(inputs))
                     inputs.append(operand)
                     idx = len(inputs) - 1
                 step["input"] = idx

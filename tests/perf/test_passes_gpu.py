@@ -78,6 +78,26 @@ def test_matmul_epilogue_matches_unfused(ctx, rng, monkeypatch):
     np.testing.assert_allclose(fused, unfused, atol=1e-6, rtol=1e-6)
 
 
+@pytest.mark.parametrize("op", ["conv2d", "conv_transpose2d", "gemm"])
+def test_epilogue_operand_of_a_host_without_its_optional_input(ctx, rng, op):
+    """No bias (conv) / no c (gemm): the fused operand must not be taken for one."""
+    if op == "gemm":
+        a = rng.standard_normal((6, 5)).astype(np.float32)
+        bm = rng.standard_normal((5, 4)).astype(np.float32)
+        s = rng.standard_normal((1, 4)).astype(np.float32)
+        got = run_graph(ctx, lambda b, o: {"y": b.mul(b.gemm(o["a"], b.constant(bm)), b.constant(s))}, {"a": a})["y"]
+        np.testing.assert_allclose(got, (a.astype(np.float64) @ bm) * s, rtol=1e-5, atol=1e-5)
+        return
+    x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((4, 4, 1, 1)).astype(np.float32)  # oihw / iohw: 1x1, so both are x @ w
+    s = rng.standard_normal((1, 4, 1, 1)).astype(np.float32)
+    conv = getattr(webnn.MLGraphBuilder, op)
+    got = run_graph(ctx, lambda b, o: {"y": b.add(conv(b, o["x"], b.constant(w)), b.constant(s))}, {"x": x})["y"]
+    wm = w[:, :, 0, 0].astype(np.float64)
+    mix = np.einsum("oi,nihw->nohw", wm, x) if op == "conv2d" else np.einsum("io,nihw->nohw", wm, x)
+    np.testing.assert_allclose(got, mix + s, rtol=1e-5, atol=1e-5)
+
+
 def test_passes_can_be_switched_off(ctx, monkeypatch):
     x = np.ones((1, 4, 4, 4), np.float32)
 

@@ -49,8 +49,29 @@ def test_binary_operand_is_appended_and_reverse_is_recorded():
     out = _compiler.fuse_epilogue(nodes, {"y": y})
     assert len(out) == 1
     node = out[0]
-    assert node.inputs[2] is bias and node.inputs[3] is res
-    assert node.attrs["epilogue"] == [{"op": "sub", "reverse": True, "input": 2}, {"op": "mul", "input": 3}]
+    assert node.inputs[2] is None, "index 2 is the conv's own (absent) bias"
+    assert node.inputs[3] is bias and node.inputs[4] is res
+    assert node.attrs["epilogue"] == [{"op": "sub", "reverse": True, "input": 3}, {"op": "mul", "input": 4}]
+
+
+def test_optional_operand_slots_stay_free():
+    # conv2d's bias and gemm's c live at input 2: an epilogue operand of a host without them
+    # goes to index 3, index 2 stays None
+    x, scale = _v((1, 8, 4, 4), kind="input"), _c(2.0, (1, 8, 1, 1))
+    c, y = _v((1, 8, 4, 4)), _v((1, 8, 4, 4))
+    conv = _n("conv2d", [x, _c(0.5, (8, 8, 3, 3))], c, padding=[1, 1, 1, 1], strides=[1, 1], dilations=[1, 1],
+              groups=1, input_layout="nchw", filter_layout="oihw")
+    out = _compiler.fuse_epilogue([conv, _n("mul", [c, scale], y)], {"y": y})
+    assert out[0].inputs[2] is None and out[0].inputs[3] is scale
+    assert out[0].attrs["epilogue"] == [{"op": "mul", "input": 3}]
+    a, b, r = _v((4, 8), kind="input"), _v((8, 16), kind="input"), _v((4, 16), kind="input")
+    g, y = _v((4, 16)), _v((4, 16))
+    gemm = _n("gemm", [a, b], g, alpha=1.0, beta=1.0, a_transpose=False, b_transpose=False)
+    out = _compiler.fuse_epilogue([gemm, _n("add", [g, r], y)], {"y": y})
+    assert out[0].inputs == [a, b, None, r]
+    m, y = _v((4, 16)), _v((4, 16))
+    out = _compiler.fuse_epilogue([_n("matmul", [a, b], m), _n("add", [m, r], y)], {"y": y})
+    assert out[0].inputs == [a, b, r]
 
 
 def test_activations_with_options_and_clamp():
@@ -111,7 +132,7 @@ def test_binding_limit_is_respected():
         acc = nxt
     out = _compiler.fuse_epilogue(nodes, {"y": acc})
     host = out[0]
-    bindings = len({v.id for v in host.inputs}) + 1
+    bindings = len({v.id for v in host.inputs if v is not None}) + 1
     assert bindings <= 7
     assert len(out) > 1
 
