@@ -4,8 +4,7 @@ Nothing here runs at import of webnn-gpu, and nothing is fetched from anywhere b
 (pip) and Debian (apt). Everything lands in :data:`CACHE`
 (``$WEBNN_GPU_BENCH_CACHE``, default ``$XDG_CACHE_HOME/webnn-gpu/bench``):
 
-* one virtual environment per peer (:data:`VENVS`): LiteRT (``ai-edge-litert``), ONNX
-  Runtime CPU (``onnxruntime``), ONNX Runtime with its WebGPU execution provider
+* one virtual environment per peer (:data:`VENVS`): ONNX Runtime CPU (``onnxruntime``), ONNX Runtime with its WebGPU execution provider
   (``onnxruntime-webgpu``, Dawn; it installs the same ``onnxruntime`` module, hence its own
   environment), and the TFLite -> ONNX converter (``tf2onnx``, which needs TensorFlow);
 * Mesa 25's lavapipe (:func:`mesa25`): Debian bookworm-backports' ``mesa-vulkan-drivers``
@@ -33,9 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("WEBNN_GPU_BENCH_CACHE")
              or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "webnn-gpu" / "bench")
 
-#: peer name -> pip requirements of its virtual environment (pinned: numbers must be comparable)
+#: peer name -> pip requirements of its virtual environment (pinned: numbers must be comparable).
+#: LiteRT (``ai-edge-litert``) is a test dependency of the project and runs under its Python.
 VENVS = {
-    "litert": ["ai-edge-litert==2.3.0", "numpy"],
     "ort-cpu": ["onnxruntime==1.31.1", "numpy"],
     "ort-webgpu": ["onnxruntime-webgpu==1.27.0", "numpy"],
     "tf2onnx": ["tf2onnx==1.17.0", "tensorflow-cpu==2.21.0"],
