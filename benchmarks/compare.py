@@ -141,7 +141,9 @@ def selfie(args) -> dict:
                 print(f"  {label:50s} n/a")
                 continue
             ratios[label] = a / b
-            verdict = "" if target is None else (" target <= %.2f: %s" % (target, "met" if a / b <= target else "NOT met"))
+            verdict = ""
+            if target is not None:
+                verdict = " target <= %.2f: %s" % (target, "met" if a / b <= target else "NOT met")
             print(f"  {label:50s} {a / b:6.2f}{verdict}")
     return {"rows": [(n, d, r if isinstance(r, str) else {k: v for k, v in r.items() if k != "output"})
                      for n, d, r in rows], "ratios": ratios}
@@ -228,7 +230,8 @@ class FibChains:
             a0, a1 = a1, b.add(a0, a1)
         g = b.build({"y": a1})
         if g.kernel_count != k:
-            raise RuntimeError(f"expected {k} kernels, got {g.kernel_count} (is WEBNN_GPU_PASSES=-fuse_elementwise set?)")
+            raise RuntimeError(f"expected {k} kernels, got {g.kernel_count} "
+                               "(is WEBNN_GPU_PASSES=-fuse_elementwise set?)")
         ta, tb, ty = self._tensors()
 
         def run():

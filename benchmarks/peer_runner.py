@@ -4,14 +4,15 @@ A peer runs under its own Python (a virtual environment made by :mod:`benchmarks
 and imports only NumPy and the peer; ``webnn`` (this project) runs under the project's
 Python. Each runtime runs in a process of its own, so they never share threads. Usage::
 
-    python peer_runner.py RUNTIME MODEL_PATH --threads N --warmup W --repeats R [--dtype float32] [--input X.npy]
+    python peer_runner.py RUNTIME MODEL --threads N --warmup W --repeats R [--dtype float32] [--input X.npy]
 
 RUNTIME is one of ``litert-xnnpack`` (LiteRT's interpreter with its default XNNPACK
 delegate), ``litert-webgpu`` (LiteRT's CompiledModel on its WebGPU accelerator, Dawn),
 ``ort-cpu`` (ONNX Runtime, CPU execution provider), ``ort-webgpu`` (ONNX Runtime's
 WebGPU execution provider, Dawn) or ``webnn`` (webnn-gpu: ``write_tensor``, ``dispatch``,
-``read_tensor``; ``--dtype float16`` builds the graph in float16). Every run is timed from handing the input over to having
-the output in host memory (dispatch-to-read), on one fixed input (``--input``, else random).
+``read_tensor``; ``--dtype float16`` builds the graph in float16). Every run is timed from
+handing the input over to having the output in host memory (dispatch-to-read), on one fixed
+input (``--input``, else random in [0, 1]).
 
 Printed: ``{"runtime", "ms": [...per run...], "output": [every n-th value, 4096 of them],
 "output_size", ...runtime details}``;

@@ -4,7 +4,8 @@ Nothing here runs at import of webnn-gpu, and nothing is fetched from anywhere b
 (pip) and Debian (apt). Everything lands in :data:`CACHE`
 (``$WEBNN_GPU_BENCH_CACHE``, default ``$XDG_CACHE_HOME/webnn-gpu/bench``):
 
-* one virtual environment per peer (:data:`VENVS`): ONNX Runtime CPU (``onnxruntime``), ONNX Runtime with its WebGPU execution provider
+* one virtual environment per peer (:data:`VENVS`): ONNX Runtime CPU (``onnxruntime``),
+  ONNX Runtime with its WebGPU execution provider
   (``onnxruntime-webgpu``, Dawn; it installs the same ``onnxruntime`` module, hence its own
   environment), and the TFLite -> ONNX converter (``tf2onnx``, which needs TensorFlow);
 * Mesa 25's lavapipe (:func:`mesa25`): Debian bookworm-backports' ``mesa-vulkan-drivers``
@@ -120,7 +121,8 @@ def mesa25() -> dict:
                 "-o=APT::Sandbox::User=root"]
         _run(["apt-get", *opts, "update"], what="apt-get update (private lists, bookworm-backports)")
         wanted = [f"{p}/bookworm-backports" for p in MESA25_PACKAGES]
-        deps = _run(["apt-cache", *opts, "show", "mesa-vulkan-drivers/bookworm-backports"], what="apt-cache show").stdout
+        deps = _run(["apt-cache", *opts, "show", "mesa-vulkan-drivers/bookworm-backports"],
+                    what="apt-cache show").stdout
         m = re.search(r"^Depends:\s*(.+)$", deps, re.M)
         for dep in (m.group(1).split(",") if m else []):
             name = dep.split("|")[0].strip().split()[0]
