@@ -3,8 +3,20 @@
 Each pass takes and returns the node list (in a valid topological order). Passes:
 
 * :func:`dead_code`: keep only nodes that contribute to an output.
+* :func:`fold_constants`: nodes whose inputs are all host constants are evaluated with NumPy
+  at build time, for the operators where NumPy gives exactly the kernel's result (data
+  movement, exact widening casts, float add/sub/mul/div/max/min/neg/abs/relu/clamp).
+* :func:`fuse_hard_swish`: the sequence ``x * clamp(x + 3, 0, 6) / 6`` becomes one
+  ``hard_swish`` node.
+* :func:`fuse_epilogue`: bias adds, activations and following same-shaped element-wise ops
+  (a residual add) are folded into ``attrs["epilogue"]`` of conv2d, conv_transpose2d,
+  matmul and gemm (format: :mod:`webnn_gpu.ops._epilogue`).
 * :func:`fuse_elementwise`: chains of element-wise nodes become one ``fused_elementwise``
   node (one kernel, no intermediate buffers).
+
+A pass never mutates the nodes it receives (a failed ``build()`` leaves the builder usable):
+a node it changes is replaced by a copy. ``WEBNN_GPU_PASSES=-fuse_epilogue,-fold_constants``
+switches passes off by name (for benchmarks and debugging).
 
 Views (reshape) cost nothing at run time: their lowering aliases the input's buffer.
 """
@@ -12,6 +24,9 @@ Views (reshape) cost nothing at run time: their lowering aliases the input's buf
 from __future__ import annotations
 
 import logging
+import os
+
+import numpy as np
 
 from ._env import DEBUG
 
@@ -113,13 +128,349 @@ def fuse_elementwise(nodes: list, outputs: dict, context=None) -> list:
     return result
 
 
-PASSES = [dead_code, fuse_elementwise]
+# ---------------------------------------------------------------- constant folding
+def _fold_cast(node, x: np.ndarray) -> np.ndarray | None:
+    """Exact casts only: float16 -> float32, and integers into a type holding every value."""
+    from . import _dtypes
+
+    src, dst = node.inputs[0].data_type, node.attrs["to"]
+    if src == dst:
+        return x
+    exact = {("float16", "float32")}
+    exact |= {(s, d) for s in ("int8", "uint8") for d in ("float16", "float32", "int32", "int64")}
+    exact |= {("uint8", "uint32"), ("uint8", "uint64"), ("uint32", "uint64"), ("uint32", "int64"),
+              ("int32", "int64")}
+    if (src, dst) not in exact:
+        return None
+    return x.astype(_dtypes.info(dst).numpy)
+
+
+def _fold_clamp(x: np.ndarray, node) -> np.ndarray:
+    lo, hi = node.attrs.get("min_value"), node.attrs.get("max_value")
+    if lo is not None:
+        x = np.maximum(x, x.dtype.type(lo))
+    if hi is not None:
+        x = np.minimum(x, x.dtype.type(hi))
+    return x
+
+
+#: op -> NumPy evaluation over the input arrays (None: not foldable for these inputs)
+_FLOAT_FOLDERS = {
+    "add": lambda n, a, b: a + b,
+    "sub": lambda n, a, b: a - b,
+    "mul": lambda n, a, b: a * b,
+    "div": lambda n, a, b: a / b,
+    "max": lambda n, a, b: np.maximum(a, b),
+    "min": lambda n, a, b: np.minimum(a, b),
+    "neg": lambda n, a: -a,
+    "abs": lambda n, a: np.abs(a),
+    "relu": lambda n, a: np.maximum(a, a.dtype.type(0)),
+    "clamp": lambda n, a: _fold_clamp(a, n),
+}
+_MOVE_FOLDERS = {
+    "reshape": lambda n, a: a,
+    "identity": lambda n, a: a,
+    "transpose": lambda n, a: np.transpose(a, n.attrs["permutation"]),
+    "expand": lambda n, a: np.broadcast_to(a, n.outputs[0].shape),
+    # slice: sizes are not in attrs; the output shape and the strides give the stop
+    "slice": lambda n, a: a[tuple(slice(s, s + (d - 1) * t + 1, t) for s, d, t in zip(
+        n.attrs["starts"], n.outputs[0].shape, n.attrs["strides"]))],
+    "concat": lambda n, *xs: np.concatenate(xs, axis=n.attrs["axis"]),
+    "reverse": lambda n, a: np.flip(a, axis=tuple(n.attrs["axes"])) if n.attrs["axes"] else a,
+    "cast": _fold_cast,
+}
+#: operators :func:`fold_constants` evaluates (on float data only for the arithmetic ones)
+FOLDABLE = set(_FLOAT_FOLDERS) | set(_MOVE_FOLDERS)
+#: a folded constant may grow past its inputs (expand) only up to this many bytes
+FOLD_GROWTH_BYTES = 1 << 20
+
+
+def _fold_one(node) -> np.ndarray | None:
+    from . import _dtypes
+
+    arrays = [v.data.reshape(v.shape) for v in node.inputs]
+    out = node.outputs[0]
+    if node.op in _MOVE_FOLDERS:
+        if out.data_type in ("int4", "uint4") or any(v.data_type in ("int4", "uint4") for v in node.inputs):
+            return None
+        return _MOVE_FOLDERS[node.op](node, *arrays)
+    if node.op in _FLOAT_FOLDERS:
+        if out.data_type not in ("float32", "float16") or any(v.data_type != out.data_type for v in node.inputs):
+            return None
+        if any(np.isnan(a).any() for a in arrays):  # WGSL max/min of NaN is not NumPy's
+            return None
+        with np.errstate(all="ignore"):
+            res = _FLOAT_FOLDERS[node.op](node, *arrays)
+        return np.asarray(res, dtype=_dtypes.info(out.data_type).numpy)
+    return None
+
+
+def fold_constants(nodes: list, outputs: dict, context=None) -> list:
+    """Evaluate nodes whose inputs are all host constants with NumPy, at build time.
+
+    Only operators of :data:`FOLDABLE`, whose NumPy evaluation is exactly what the kernel
+    would compute: data movement, exact casts and IEEE float arithmetic (no NaN inputs).
+    Nodes producing a graph output are kept (outputs are computed values), and a result
+    may not grow past its inputs by more than :data:`FOLD_GROWTH_BYTES`.
+    """
+    from . import _dtypes
+    from .builder import Node, Value
+
+    out_ids = {v.id for v in outputs.values()}
+    replace: dict[int, Value] = {}
+    result = []
+    for node in nodes:
+        if any(v is not None and v.id in replace for v in node.inputs):
+            node = Node(node.op, [replace.get(v.id, v) if v is not None else None for v in node.inputs],
+                        node.outputs, dict(node.attrs), node.label)
+        foldable = (node.op in FOLDABLE and len(node.outputs) == 1 and node.outputs[0].id not in out_ids
+                    and node.inputs and all(v is not None and v.kind == "constant" and v.data is not None
+                                            for v in node.inputs))
+        if foldable:
+            out = node.outputs[0]
+            in_bytes = sum(_dtypes.buffer_size(v.data_type, v.shape) for v in node.inputs)
+            if _dtypes.buffer_size(out.data_type, out.shape) > max(in_bytes, FOLD_GROWTH_BYTES):
+                foldable = False
+        arr = _fold_one(node) if foldable else None
+        if arr is None:
+            result.append(node)
+            continue
+        out = node.outputs[0]
+        arr = np.ascontiguousarray(arr, dtype=_dtypes.info(out.data_type).numpy).reshape(out.shape)
+        replace[out.id] = Value(out.data_type, tuple(out.shape), "constant", data=arr.reshape(-1).copy())
+        if DEBUG >= 2:
+            log.debug("fold_constants: %s [%s] evaluated at build time", node.op, node.label)
+    return result
+
+
+# ---------------------------------------------------------------- hard-swish sequence
+def _const_all(v, value: float, rel: float = 0.0) -> bool:
+    """Whether ``v`` is a host constant whose every element equals ``value`` (within ``rel``)."""
+    if v is None or v.kind != "constant" or v.data is None or v.data.size == 0:
+        return False
+    d = v.data.astype(np.float64)
+    return bool(np.all(np.abs(d - value) <= rel * abs(value)))
+
+
+def fuse_hard_swish(nodes: list, outputs: dict, context=None) -> list:
+    """Rewrite ``x * clamp(x + 3, 0, 6) / 6`` as one ``hard_swish(x)`` node.
+
+    Matched forms (float data; constants may be scalars or any broadcast shape that leaves
+    the shape of ``x`` unchanged): ``add(x, 3)`` (either order) -> ``clamp(0, 6)`` ->
+    ``mul`` with ``x`` (either order) -> ``div(., 6)`` or ``mul(., 1/6)``; or the division
+    applied to the clamp before the multiply. Every intermediate must have only its one
+    consumer in the pattern and not be a graph output. ``hard_swish`` computes
+    ``x * clamp(x + 3, 0, 6) / 6`` in that order, so the first form is bit-exact.
+    """
+    from .builder import Node
+
+    out_ids = {v.id for v in outputs.values()}
+    consumers: dict[int, list] = {}
+    for node in nodes:
+        for v in {id(v): v for v in node.inputs if v is not None}.values():
+            consumers.setdefault(v.id, []).append(node)
+
+    def only(v, op):
+        """The single consumer of ``v`` when it has op ``op`` and ``v`` is no output."""
+        cs = consumers.get(v.id, [])
+        if len(cs) != 1 or v.id in out_ids or cs[0].op != op:
+            return None
+        return cs[0]
+
+    def other(node, v):
+        a, b = node.inputs
+        return b if a is v else a if b is v else None
+
+    def is_sixth(node, v):  # node is div(v, 6) or mul(v, 1/6) / mul(1/6, v)
+        if node.op == "div":
+            return node.inputs[0] is v and _const_all(node.inputs[1], 6.0)
+        if node.op == "mul":
+            c = other(node, v)
+            return c is not None and c is not v and _const_all(c, 1.0 / 6.0, rel=1e-6)
+        return False
+
+    def same_shape(node, x):
+        return tuple(node.outputs[0].shape) == tuple(x.shape) and node.outputs[0].data_type == x.data_type
+
+    removed: set[int] = set()
+    replaced: dict[int, Node] = {}  # id of the last node of a match -> its hard_swish node
+    for add in nodes:
+        if add.op != "add" or add.id in removed or add.outputs[0].data_type not in ("float32", "float16"):
+            continue
+        x = None
+        for cand in add.inputs:
+            c = other(add, cand)
+            if c is not None and c is not cand and _const_all(c, 3.0) and same_shape(add, cand):
+                x = cand
+        if x is None:
+            continue
+        clamp = only(add.outputs[0], "clamp")
+        if clamp is None or clamp.attrs.get("min_value") != 0.0 or clamp.attrs.get("max_value") != 6.0:
+            continue
+        c_out = clamp.outputs[0]
+        cs = consumers.get(c_out.id, [])
+        if len(cs) != 1 or c_out.id in out_ids:
+            continue
+        nxt = cs[0]
+        if nxt.op == "mul" and other(nxt, c_out) is x and same_shape(nxt, x):
+            cs2 = consumers.get(nxt.outputs[0].id, [])
+            if len(cs2) != 1 or nxt.outputs[0].id in out_ids or not is_sixth(cs2[0], nxt.outputs[0]):
+                continue
+            chain, last = [add, clamp, nxt], cs2[0]
+        elif is_sixth(nxt, c_out):
+            cs2 = consumers.get(nxt.outputs[0].id, [])
+            if (len(cs2) != 1 or nxt.outputs[0].id in out_ids or cs2[0].op != "mul"
+                    or other(cs2[0], nxt.outputs[0]) is not x):
+                continue
+            chain, last = [add, clamp, nxt], cs2[0]
+        else:
+            continue
+        if not same_shape(last, x):
+            continue
+        removed.update(n.id for n in chain)
+        replaced[last.id] = Node("hard_swish", [x], list(last.outputs), {}, last.label or add.label)
+    if not replaced:
+        return nodes
+    return [replaced.get(n.id, n) for n in nodes if n.id not in removed]
+
+
+# ---------------------------------------------------------------- epilogue fusion
+#: operators whose kernels apply ``attrs["epilogue"]``, with the number of input slots their
+#: own operands take (conv bias and gemm's c are optional inputs at index 2: epilogue operands
+#: go after them, the slot stays None when the option is absent)
+EPILOGUE_HOSTS = {"conv2d": 3, "conv_transpose2d": 3, "matmul": 2, "gemm": 3}
+
+
+def _epilogue_step(host, v, consumer):
+    """The epilogue step (and operand to bind, or None) for ``consumer`` of ``host``'s value ``v``."""
+    from .ops import _epilogue
+    from .ops.elementwise import _OPTION_OPS, _TABLE
+
+    out = consumer.outputs[0]
+    if out.data_type != v.data_type or tuple(out.shape) != tuple(v.shape) or len(consumer.outputs) != 1:
+        return None
+    op = consumer.op
+    if len(consumer.inputs) == 1:
+        if op in _OPTION_OPS:
+            return {"op": op, **{k: consumer.attrs[k] for k in _OPTION_OPS[op][1]}}, None
+        if op == "clamp":
+            return {"op": "clamp", "min_value": consumer.attrs.get("min_value"),
+                    "max_value": consumer.attrs.get("max_value")}, None
+        row = _TABLE.get(op)
+        if row is not None and row.arity == 1 and row.out is None and "float32" in row.types and op != "identity":
+            return {"op": op}, None
+        return None
+    if op in _epilogue.BINARY and len(consumer.inputs) == 2:
+        a, b = consumer.inputs
+        if a is v and b is v:
+            return None
+        operand = b if a is v else a
+        if operand.data_type != v.data_type or len(operand.shape) > len(v.shape):
+            return None
+        if any(s not in (1, d) for s, d in zip(reversed(operand.shape), reversed(v.shape))):
+            return None
+        step = {"op": op}
+        if b is v:
+            step["reverse"] = True
+        return step, operand
+    return None
+
+
+def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
+    """Fold the element-wise consumers of conv2d, conv_transpose2d, matmul and gemm into them.
+
+    Following the host's value through single consumers that are not graph outputs: each
+    float unary element-wise op (relu, clamp, sigmoid, hard_swish, ...) and each binary one
+    (add, sub, mul, div, max, min, pow) whose other operand broadcasts to the host's output
+    shape (a bias, a residual) becomes a step of ``attrs["epilogue"]``; a binary step's
+    operand is appended to the host's inputs. The fused host takes the place of the last
+    absorbed consumer (so a residual computed after the host is ready) and produces its
+    value. Bindings stay within the device's storage-buffer limit.
+
+    Without the epilogue module (the linalg kernels), the pass changes nothing.
+    """
+    try:
+        from .ops import _epilogue  # noqa: F401
+    except ImportError:  # the conv/matmul kernels (and their epilogue hook) are not installed
+        return nodes
+    from .builder import Node
+
+    max_bindings = 8
+    if context is not None:
+        max_bindings = int(context.limits.get("max-storage-buffers-per-shader-stage", 8))
+    max_bindings -= 1  # the tile kernels may bind one more buffer (e.g. a re-laid-out filter)
+    out_ids = {v.id for v in outputs.values()}
+    consumers: dict[int, list] = {}
+    for node in nodes:
+        for v in {v.id: v for v in node.inputs if v is not None}.values():
+            consumers.setdefault(v.id, []).append(node)
+    absorbed: set[int] = set()
+    placed: dict[int, Node] = {}  # id of the last absorbed consumer -> fused host
+    dropped: set[int] = set()  # hosts moved to a later position
+    for host in nodes:
+        if host.op not in EPILOGUE_HOSTS or host.id in absorbed or len(host.outputs) != 1:
+            continue
+        if host.outputs[0].data_type not in ("float32", "float16"):
+            continue
+        inputs = list(host.inputs)
+        steps = list(host.attrs.get("epilogue") or [])
+        v = host.outputs[0]
+        last = None
+        while True:
+            cs = consumers.get(v.id, [])
+            if len(cs) != 1 or v.id in out_ids or cs[0].id in absorbed or cs[0].op in EPILOGUE_HOSTS:
+                break
+            got = _epilogue_step(host, v, cs[0])
+            if got is None:
+                break
+            step, operand = got
+            if operand is not None:
+                idx = next((i for i, x in enumerate(inputs) if x is operand), None)
+                if idx is None:
+                    if len({x.id for x in inputs if x is not None}) + 2 > max_bindings:
+                        break
+                    inputs += [None] * (EPILOGUE_HOSTS[host.op] - len(inputs))
+                    inputs.append(operand)
+                    idx = len(inputs) - 1
+                step["input"] = idx
+            steps.append(step)
+            last = cs[0]
+            absorbed.add(last.id)
+            v = last.outputs[0]
+        if last is None:
+            continue
+        attrs = dict(host.attrs)
+        attrs["epilogue"] = steps
+        placed[last.id] = Node(host.op, inputs, [v], attrs, host.label)
+        dropped.add(host.id)
+        if DEBUG >= 2:
+            log.debug("fuse_epilogue: %s [%s] absorbs %s", host.op, host.label, [s["op"] for s in steps])
+    if not placed:
+        return nodes
+    result = []
+    for node in nodes:
+        if node.id in dropped:
+            continue
+        if node.id in placed:
+            result.append(placed[node.id])
+        elif node.id not in absorbed:
+            result.append(node)
+    return result
+
+
+PASSES = [dead_code, fold_constants, fuse_hard_swish, fuse_epilogue, fuse_elementwise]
+
+
+def _enabled(p) -> bool:
+    off = {s.strip().lstrip("-") for s in os.environ.get("WEBNN_GPU_PASSES", "").split(",") if s.strip()}
+    return p.__name__ not in off or p is dead_code
 
 
 def run_passes(nodes: list, outputs: dict, context=None) -> list:
-    """Run every pass of :data:`PASSES` in order."""
+    """Run every pass of :data:`PASSES` in order (minus those ``WEBNN_GPU_PASSES`` switches off)."""
     for p in PASSES:
-        nodes = p(nodes, outputs, context)
+        if _enabled(p):
+            nodes = p(nodes, outputs, context)
     if DEBUG >= 1:
         log.info("graph after passes (%d nodes):\n%s", len(nodes), "\n".join(map(repr, nodes)))
     return nodes

@@ -10,14 +10,17 @@ activation snippets used by standalone and fused kernels (``activations.wgsl``).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import jinja2
+import numpy as np
 
 from . import _dtypes
 from ._env import DEBUG, DUMP_DIR
@@ -105,14 +108,66 @@ class KernelContext:
         return lines
 
     def render(self) -> str:
-        """The WGSL text of the kernel."""
+        """The WGSL text of the kernel (memoized on the context's contents, see :func:`_freeze`)."""
         for b in self.bindings:
             feat = b.info.feature
             if feat and feat not in self.features and b.packing != "wide":
                 raise NotSupportedError(f"data type {b.data_type} needs the adapter feature {feat!r}")
+        try:
+            key = (self.template, tuple((b.name, b.data_type, b.output) for b in self.bindings), self.n,
+                   self.workgroup, tuple(sorted(self.features)), _freeze(self.vars))
+        except _Unfrozen:
+            key = None
+        if key is not None:
+            text = _RENDERED.get(key)
+            if text is not None:
+                _RENDERED.move_to_end(key)
+                return text
         tpl = _env.get_template(self.template)
-        return tpl.render(k=self, b={x.name: x for x in self.bindings}, int64=("shader-int64" in self.features),
+        text = tpl.render(k=self, b={x.name: x for x in self.bindings}, int64=("shader-int64" in self.features),
                           **self.vars)
+        if key is not None:
+            _RENDERED[key] = text
+            if len(_RENDERED) > RENDER_CACHE_SIZE:
+                _RENDERED.popitem(last=False)
+        return text
+
+
+#: rendered WGSL by template context (templates are pure functions of their context, so a
+#: second build of the same graph renders nothing)
+_RENDERED: OrderedDict = OrderedDict()
+RENDER_CACHE_SIZE = 4096
+
+
+class _Unfrozen(Exception):
+    """A template variable with no value-based key: render without the cache."""
+
+
+def _freeze(x):
+    """A hashable key equal for template contexts that render the same text.
+
+    Graph values count by data type and shape (templates never see their identity);
+    dataclasses and namespaces by their fields; arrays by dtype, shape and bytes.
+    """
+    if x is None or isinstance(x, (str, bool, int, float)):
+        return (type(x).__name__, x)
+    if isinstance(x, (list, tuple)):
+        return tuple(_freeze(i) for i in x)
+    if isinstance(x, dict):
+        return ("d",) + tuple(sorted((str(k), _freeze(v)) for k, v in x.items()))
+    if isinstance(x, (set, frozenset)):
+        return ("s",) + tuple(sorted((_freeze(i) for i in x), key=repr))
+    if all(hasattr(x, a) for a in ("data_type", "shape", "kind", "producer")):  # a graph Value
+        return ("V", x.data_type, tuple(x.shape))
+    if isinstance(x, np.ndarray):
+        return ("A", str(x.dtype), x.shape, x.tobytes())
+    if isinstance(x, np.generic):
+        return (type(x).__name__, x.item())
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return (type(x).__name__,) + tuple((f.name, _freeze(getattr(x, f.name))) for f in dataclasses.fields(x))
+    if isinstance(x, SimpleNamespace):
+        return ("ns", _freeze(vars(x)))
+    raise _Unfrozen(type(x).__name__)
 
 
 def render(template: str, **variables) -> str:
@@ -153,6 +208,9 @@ class PipelineCache:
         self._items: OrderedDict[str, object] = OrderedDict()
         self.hits = 0
         self.misses = 0
+        #: ids of pipelines that have run once (lazy drivers such as lavapipe compile the
+        #: machine code at a pipeline's first dispatch; ``MLGraph`` warms new ones at build)
+        self.warm: set[int] = set()
 
     @staticmethod
     def key(wgsl: str, entry: str = "main") -> str:
@@ -188,7 +246,7 @@ class PipelineCache:
             ) from exc
         self._items[k] = pipe
         if len(self._items) > self.capacity:
-            self._items.popitem(last=False)
+            self.warm.discard(id(self._items.popitem(last=False)[1]))
         return pipe
 
     def __len__(self) -> int:

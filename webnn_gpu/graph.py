@@ -12,6 +12,7 @@ the buffer copies allow.
 from __future__ import annotations
 
 import logging
+import os
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -184,10 +185,50 @@ class MLGraph:
         self._compute_io = None  # lazily created buffers for compute()
         for t in self._const_tensors:
             t._use_in(self)
+        if os.environ.get("WEBNN_GPU_WARMUP", "1") != "0":
+            self._warm_up()
         if log.isEnabledFor(logging.DEBUG):
             for step in steps:
                 log.debug("step %s", step.label if isinstance(step, CopyStep) else f"{step.label} {step.template} {step.groups}")
         return self
+
+    def _warm_up(self) -> None:
+        """Run every pipeline not run before once, one workgroup each, and wait.
+
+        Software drivers (lavapipe/llvmpipe) JIT-compile a pipeline's machine code at its first
+        dispatch, not at creation; doing it here keeps that cost in ``build()`` (where a GPU
+        driver compiles too) instead of the first inference. One workgroup writes a subset of
+        what a full dispatch writes; inputs and outputs are scratch buffers (zeros).
+        """
+        cache = self._context._pipelines
+        todo = {}
+        for i, step in enumerate(self._steps):
+            if isinstance(step, KernelStep) and id(step.pipeline) not in cache.warm and id(step.pipeline) not in todo:
+                todo[id(step.pipeline)] = i
+        if not todo:
+            return
+        device = self._context.device
+        ins = {n: device.create_buffer(size=_dtypes.buffer_size(v.data_type, v.shape), usage=_STORAGE)
+               for n, v in self._inputs.items()}
+        outs = {n: device.create_buffer(size=_dtypes.buffer_size(v.data_type, v.shape), usage=_STORAGE)
+                for n, v in self._outputs.items()}
+        fence = device.create_buffer(size=4, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        enc = device.create_command_encoder(label="warm-up")
+        cpass = enc.begin_compute_pass(label="warm-up")
+        for i in todo.values():
+            step = self._steps[i]
+            group = self._static_groups.get(i) or self._make_bind_group(step, ins, outs)
+            cpass.set_pipeline(step.pipeline)
+            cpass.set_bind_group(0, group)
+            cpass.dispatch_workgroups(1, 1, 1)
+        cpass.end()
+        enc.clear_buffer(fence)
+        device.queue.submit([enc.finish()])
+        fence.map_sync(wgpu.MapMode.READ)  # done when the submission is
+        fence.unmap()
+        for b in (fence, *ins.values(), *outs.values()):
+            b.destroy()
+        cache.warm.update(todo)
 
     # ------------------------------------------------------------------ public
     @property

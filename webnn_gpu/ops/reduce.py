@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .. import _dtypes
+from .. import _dtypes, _env
 from .. import _validate as V
 from .._kernels import strides, workgroups
 from ..builder import MLGraphBuilder, MLOperand
@@ -146,6 +146,10 @@ def reduce_kernels(lc, src, out, axes, *, combine: str, map_expr: str = "", fina
     out_T = _dtypes.info(out.data_type).compute
     common = dict(A=A, combine=combine, M=M, count=f"{K}.0", arg=arg, out_T=out_T,
                   out_raw64=arg and out.data_type == "int64", shift=shift is not None)
+    if not arg and shift is None and len(kept) == 1 and kept[0][1] == 1 and len(red) == 1 and red[0][1] == M \
+            and M >= 4 and _env.force("reduce") != "group":
+        _column_kernels(lc, src, out, M, K, A, combine, map_expr, final_expr, common["count"], out_T)
+        return
     mode, wg, S = plan(M, K)
     shift_in = [("shift", shift)] if shift is not None else []
     geometry = dict(kept_rm=_rm(kept), kept_st=[t for _, t in kept], red_rm=_rm(red), red_st=[t for _, t in red])
@@ -173,6 +177,31 @@ def reduce_kernels(lc, src, out, axes, *, combine: str, map_expr: str = "", fina
               groups=None if mode2 == "thread" else workgroups(M, lc.limits, lc.label), workgroup=wg2, mode=mode2,
               S=1, K=S, chunk=S, linear=True, map_expr="", final_expr=final_expr,
               kept_rm=[], kept_st=[], red_rm=[], red_st=[], **common)
+
+
+#: invocations the column kernel aims for (enough to keep every llvmpipe thread busy)
+COLUMN_INVOCATIONS = 2048
+#: sources up to this many elements are reduced in one pass (a second dispatch costs more)
+COLUMN_ONE_PASS = 32768
+
+
+def _column_kernels(lc, src, out, M, K, A, combine, map_expr, final_expr, count, out_T) -> None:
+    """Reduce the rows of a row-major [K, M] source (``reduce/columns.wgsl``): one pass, or a
+    pass of row splits into a [S, M] partial buffer and a second pass over it. No barriers,
+    neighbouring invocations read neighbouring columns (a global pool of an NHWC tensor)."""
+    S = 1 if K * M <= COLUMN_ONE_PASS else max(1, min(math.ceil(K / 32), math.ceil(COLUMN_INVOCATIONS / M)))
+    chunk = math.ceil(K / S)
+    S = math.ceil(K / chunk)
+    common = dict(M=M, A=A, combine=combine, count=count)
+    if S == 1:
+        lc.kernel("reduce/columns.wgsl", [("src", src)], [("out", out)], M, K=K, S=1, chunk=K, map_expr=map_expr,
+                  final_expr=final_expr, out_T=out_T, workgroup=64, **common)
+        return
+    part = lc.temp(ACC_DTYPE[A], (S, M))
+    lc.kernel("reduce/columns.wgsl", [("src", src)], [("out", part)], M * S, K=K, S=S, chunk=chunk,
+              map_expr=map_expr, final_expr="", out_T=A, workgroup=64, **common)
+    lc.kernel("reduce/columns.wgsl", [("src", part)], [("out", out)], M, K=S, S=1, chunk=S, map_expr="",
+              final_expr=final_expr, out_T=out_T, workgroup=64, **common)
 
 
 def lower_reduction(lc, name: str, src, out, axes) -> None:

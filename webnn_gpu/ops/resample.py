@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from .. import _dtypes
+from .. import _dtypes, _env
 from .. import _validate as V
 from .._kernels import strides
 from ..builder import MLGraphBuilder, MLOperand
@@ -94,6 +94,14 @@ def lower_resample2d(node, lc) -> None:
     sizes_in = [x.shape[a] for a in ax]
     sizes_out = [out.shape[a] for a in ax]
     exact = all((2 * o + 1) * i < 2**31 for i, o in zip(sizes_in, sizes_out))
+    if 3 not in ax and out.shape[3] % 4 == 0 and _env.force("resample") != "scalar":
+        # Four channels per invocation (NHWC): the same coordinates serve a whole vec4.
+        v4 = [*out.shape[:3], out.shape[3] // 4]
+        lc.kernel("resample/resample2d_vec4.wgsl", [("src", x)], [("out", out)], out.size // 4,
+                  mode=node.attrs["mode"], out_strides=strides(v4), in_st=strides([*x.shape[:3], x.shape[3] // 4]),
+                  ax=ax, sizes_in=sizes_in, sizes_out=sizes_out, exact=exact,
+                  out_T=_dtypes.info(out.data_type).compute)
+        return
     lc.kernel("resample/resample2d.wgsl", [("src", x)], [("out", out)], out.size, mode=node.attrs["mode"],
               out_strides=strides(out.shape), in_st=strides(x.shape), ax=ax, sizes_in=sizes_in, sizes_out=sizes_out,
               exact=exact, out_T=_dtypes.info(out.data_type).compute)

@@ -1,0 +1,120 @@
+"""The compiler passes on the GPU: fused graphs give the unfused results (NumPy float64
+references) in fewer kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import webnn_gpu as webnn
+from webnn_gpu import _compiler
+
+from helpers import run_graph
+
+
+def _conv_nhwc(x, w_ohwi, bias, pad):
+    """Plain NumPy float64 conv2d, NHWC input, OHWI filter, stride 1."""
+    x = np.pad(x.astype(np.float64), ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    n, h, wd, c = x.shape
+    o, kh, kw, _ = w_ohwi.shape
+    oh, ow = h - kh + 1, wd - kw + 1
+    out = np.zeros((n, oh, ow, o))
+    for i in range(kh):
+        for j in range(kw):
+            out += np.einsum("nhwc,oc->nhwo", x[:, i:i + oh, j:j + ow, :], w_ohwi[:, i, j, :].astype(np.float64))
+    return out + bias.astype(np.float64)
+
+
+def _hswish(x):
+    return x * np.clip(x + 3, 0, 6) / 6
+
+
+def _sigmoid(x):
+    with np.errstate(over="ignore", under="ignore"):
+        return 1 / (1 + np.exp(-x))
+
+
+@pytest.mark.parametrize("dt,tol", [("float32", 2e-5), ("float16", 2e-2)])
+def test_conv_with_bias_hard_swish_sequence_and_residual(ctx, rng, dt, tol):
+    npdt = np.float32 if dt == "float32" else np.float16
+    x = rng.standard_normal((1, 9, 7, 8)).astype(npdt)
+    w16 = (rng.standard_normal((8, 3, 3, 8)) * 0.2).astype(np.float16)  # float16 weights, cast at build time
+    bias = rng.standard_normal(8).astype(npdt)
+
+    def build(b, ops):
+        xin = ops["x"]
+        w = b.cast(b.constant(w16), dt)
+        c = b.conv2d(xin, w, padding=[1, 1, 1, 1], input_layout="nhwc", filter_layout="ohwi",
+                     bias=b.constant(bias))
+        three, six = b.constant(dt, 3.0), b.constant(dt, 6.0)
+        hs = b.div(b.mul(c, b.clamp(b.add(c, three), min_value=0.0, max_value=6.0)), six)
+        return {"y": b.sigmoid(b.add(hs, xin))}
+
+    got = run_graph(ctx, build, {"x": x})["y"]
+    ref = _sigmoid(_hswish(_conv_nhwc(x, w16.astype(np.float64), bias, 1)) + x.astype(np.float64))
+    np.testing.assert_allclose(got.astype(np.float64), ref, atol=tol, rtol=tol)
+
+    b = webnn.MLGraphBuilder(ctx)
+    g = build(b, {"x": b.input("x", {"data_type": dt, "shape": list(x.shape)})})
+    graph = b.build(g)
+    assert graph.kernel_count == 1, "cast folded, hard-swish, residual add and sigmoid fused into the conv"
+    graph.destroy()
+
+
+def test_matmul_epilogue_matches_unfused(ctx, rng, monkeypatch):
+    a = rng.standard_normal((5, 12)).astype(np.float32)
+    bm = rng.standard_normal((12, 8)).astype(np.float32)
+    r = rng.standard_normal((5, 8)).astype(np.float32)
+
+    def build(b, ops):
+        m = b.matmul(ops["a"], b.constant(bm))
+        return {"y": b.max(b.sub(ops["r"], b.relu(m)), b.constant("float32", -0.5))}
+
+    fused = run_graph(ctx, build, {"a": a, "r": r})["y"]
+    ref = np.maximum(r - np.maximum(a.astype(np.float64) @ bm, 0), -0.5)
+    np.testing.assert_allclose(fused, ref, atol=1e-5, rtol=1e-5)
+    monkeypatch.setenv("WEBNN_GPU_PASSES", "-fuse_epilogue")
+    unfused = run_graph(ctx, build, {"a": a, "r": r})["y"]
+    np.testing.assert_allclose(fused, unfused, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["conv2d", "conv_transpose2d", "gemm"])
+def test_epilogue_operand_of_a_host_without_its_optional_input(ctx, rng, op):
+    """No bias (conv) / no c (gemm): the fused operand must not be taken for one."""
+    if op == "gemm":
+        a = rng.standard_normal((6, 5)).astype(np.float32)
+        bm = rng.standard_normal((5, 4)).astype(np.float32)
+        s = rng.standard_normal((1, 4)).astype(np.float32)
+        got = run_graph(ctx, lambda b, o: {"y": b.mul(b.gemm(o["a"], b.constant(bm)), b.constant(s))}, {"a": a})["y"]
+        np.testing.assert_allclose(got, (a.astype(np.float64) @ bm) * s, rtol=1e-5, atol=1e-5)
+        return
+    x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((4, 4, 1, 1)).astype(np.float32)  # oihw / iohw: 1x1, so both are x @ w
+    s = rng.standard_normal((1, 4, 1, 1)).astype(np.float32)
+    conv = getattr(webnn.MLGraphBuilder, op)
+    got = run_graph(ctx, lambda b, o: {"y": b.add(conv(b, o["x"], b.constant(w)), b.constant(s))}, {"x": x})["y"]
+    wm = w[:, :, 0, 0].astype(np.float64)
+    mix = np.einsum("oi,nihw->nohw", wm, x) if op == "conv2d" else np.einsum("io,nihw->nohw", wm, x)
+    np.testing.assert_allclose(got, mix + s, rtol=1e-5, atol=1e-5)
+
+
+def test_passes_can_be_switched_off(ctx, monkeypatch):
+    x = np.ones((1, 4, 4, 4), np.float32)
+
+    def build(b, ops):
+        c = b.conv2d(ops["x"], b.constant(np.ones((4, 1, 1, 4), np.float32)), input_layout="nhwc",
+                     filter_layout="ohwi")
+        return {"y": b.relu(c)}
+
+    def kernels():
+        b = webnn.MLGraphBuilder(ctx)
+        g = b.build(build(b, {"x": b.input("x", {"data_type": "float32", "shape": [1, 4, 4, 4]})}))
+        n = g.kernel_count
+        g.destroy()
+        return n
+
+    assert kernels() == 1
+    monkeypatch.setenv("WEBNN_GPU_PASSES", "-fuse_epilogue")
+    assert kernels() == 2
+    np.testing.assert_array_equal(run_graph(ctx, build, {"x": x})["y"], np.full((1, 4, 4, 4), 4, np.float32))
+    assert "fuse_epilogue" in [p.__name__ for p in _compiler.PASSES]
