@@ -208,10 +208,14 @@ class MLGraph:
         if not todo:
             return
         device = self._context.device
-        ins = {n: device.create_buffer(size=_dtypes.buffer_size(v.data_type, v.shape), usage=_STORAGE)
-               for n, v in self._inputs.items()}
-        outs = {n: device.create_buffer(size=_dtypes.buffer_size(v.data_type, v.shape), usage=_STORAGE)
-                for n, v in self._outputs.items()}
+
+        def scratch(what, v):
+            size = _dtypes.buffer_size(v.data_type, v.shape)
+            return allocate(f"warm-up scratch for {what}", size,
+                            lambda: device.create_buffer(size=size, usage=_STORAGE))
+
+        ins = {n: scratch(f"input {n!r}", v) for n, v in self._inputs.items()}
+        outs = {n: scratch(f"output {n!r}", v) for n, v in self._outputs.items()}
         fence = device.create_buffer(size=4, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
         enc = device.create_command_encoder(label="warm-up")
         cpass = enc.begin_compute_pass(label="warm-up")
@@ -224,7 +228,7 @@ class MLGraph:
         cpass.end()
         enc.clear_buffer(fence)
         device.queue.submit([enc.finish()])
-        fence.map_sync(wgpu.MapMode.READ)  # done when the submission is
+        self._context._timeline.map_read(fence, 4, "build")  # done when the submission is (never hangs)
         fence.unmap()
         for b in (fence, *ins.values(), *outs.values()):
             b.destroy()
