@@ -609,7 +609,7 @@ def test_validation_binary(ctx):
     other = webnn.MLGraphBuilder(ctx)
     _raises(lambda: b.max(x, _op(other, "z"), label="l"), "max", "l", "b", "another builder")
     _raises(lambda: b.prelu(x, _op(b, "s", shape=(3, 2, 3)), label="l"), "prelu", "l", "slope", "broadcastable")
-    _raises(lambda: b.prelu(_op(b, "u", "uint32"), _op(b, "s", "uint32"), label="l"), "prelu", "l", "a", "float32")
+    _raises(lambda: b.prelu(_op(b, "u", "uint32"), _op(b, "s", "uint32"), label="l"), "prelu", "l", "input", "float32")
     # a failed call leaves the builder usable
     assert b.add(x, x).shape == (2, 3)
 

@@ -382,22 +382,32 @@ def _check_type(b, op, label, arg, v, types) -> None:
         V.fail(op, label, arg, f"an operand of data type {_types_msg(types)}", v.data_type)
 
 
+def _binary(self: MLGraphBuilder, row: EW, a, b, label: str, kwargs: dict, names: tuple[str, str]) -> MLOperand:
+    op = row.name
+    na, nb = names
+    V.check_kwargs(op, label, kwargs)
+    self._check_usable(op, label)
+    va = self._operand(op, label, na, a)
+    vb = self._operand(op, label, nb, b)
+    _check_type(self, op, label, na, va, row.types)
+    if vb.data_type != va.data_type:
+        V.fail(op, label, nb, f"the data type of {na!r} ({va.data_type})", vb.data_type)
+    if op == "prelu":
+        V.unidirectional_broadcast(op, label, nb, vb.shape, va.shape)
+        shape = va.shape
+    else:
+        shape = V.broadcast_shapes(op, label, va.shape, vb.shape, na, nb)
+    return self._emit1(op, [va, vb], row.out or va.data_type, shape, label=label)
+
+
 def _make_binary(row: EW):
-    def method(self: MLGraphBuilder, a: MLOperand, b: MLOperand, *, label: str = "", **kwargs) -> MLOperand:
-        op = row.name
-        V.check_kwargs(op, label, kwargs)
-        self._check_usable(op, label)
-        va = self._operand(op, label, "a", a)
-        vb = self._operand(op, label, "b", b)
-        _check_type(self, op, label, "a", va, row.types)
-        if vb.data_type != va.data_type:
-            V.fail(op, label, "b", f"the data type of 'a' ({va.data_type})", vb.data_type)
-        if op == "prelu":
-            V.unidirectional_broadcast(op, label, "slope", vb.shape, va.shape)
-            shape = va.shape
-        else:
-            shape = V.broadcast_shapes(op, label, va.shape, vb.shape)
-        return self._emit1(op, [va, vb], row.out or va.data_type, shape, label=label)
+    if row.name == "prelu":
+        def method(self: MLGraphBuilder, input: MLOperand, slope: MLOperand, *, label: str = "",
+                   **kwargs) -> MLOperand:
+            return _binary(self, row, input, slope, label, kwargs, ("input", "slope"))
+    else:
+        def method(self: MLGraphBuilder, a: MLOperand, b: MLOperand, *, label: str = "", **kwargs) -> MLOperand:
+            return _binary(self, row, a, b, label, kwargs, ("a", "b"))
 
     method.__name__ = row.name
     method.__qualname__ = f"MLGraphBuilder.{row.name}"
