@@ -243,7 +243,7 @@ def _rent_sync(op, device, tensor, context, allow_copy) -> Rental:
     rental, staging = _rent(op, device, tensor, context, allow_copy)
     if staging is not None:
         try:
-            context._timeline.map_read(staging, tensor._size, op)
+            tensor._context._timeline.map_read(staging, tensor._size, op)
         except Exception as exc:  # noqa: BLE001
             _abort(op, rental, exc)
         _finish_copy(op, rental, staging)
@@ -254,7 +254,7 @@ async def _rent_async(op, device, tensor, context, allow_copy) -> Rental:
     rental, staging = _rent(op, device, tensor, context, allow_copy)
     if staging is not None:
         try:
-            await context._timeline.map_read_async(staging, tensor._size, op)
+            await tensor._context._timeline.map_read_async(staging, tensor._size, op)
         except Exception as exc:  # noqa: BLE001
             _abort(op, rental, exc)
         _finish_copy(op, rental, staging)
