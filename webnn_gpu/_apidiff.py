@@ -60,6 +60,10 @@ DIFFERENCES: dict[str, str] = {
         "MLTypeError(TypeError), DataError(ValueError), InvalidStateError(RuntimeError), "
         "OperationError(RuntimeError), NotSupportedError(NotImplementedError)."
     ),
+    "error classes for sizes": (
+        "Data of the wrong byte length is a DataError (the spec throws TypeError) and a tensor past "
+        "maxTensorByteLength a NotSupportedError naming the device limit (the spec: TypeError)."
+    ),
     "graph inputs": (
         "A graph's inputs are the builder inputs its outputs depend on; dispatch/compute ask for "
         "exactly those names."
