@@ -10,9 +10,6 @@ Two ways, both checked against NumPy:
    it back to WebNN, which then reads it.
 2. Recording. One command encoder holds the inference (``ctx.record``, writing into a
    plain ``GPUBuffer`` of yours) and your pass, and goes out in one ``queue.submit``.
-
-(While the conv2d operator is not in the engine yet, WebNN's step is a per-channel scale,
-``mul``, so the example runs; it uses conv2d as soon as ``MLGraphBuilder.conv2d`` exists.)
 """
 
 from __future__ import annotations
@@ -51,17 +48,12 @@ def conv2d_reference(x, w):
     return np.einsum("nchwij,ocij->nohw", windows, w.astype(np.float64))
 
 
-def build_webnn_step(ctx, weights, scale):
-    """The WebNN graph: conv2d (or, until the engine has it, a per-channel scale)."""
+def build_webnn_step(ctx, weights):
+    """The WebNN graph: a 3x3 conv2d with padding 1, and its NumPy reference."""
     b = webnn.MLGraphBuilder(ctx)
     x = b.input("x", {"data_type": "float32", "shape": [N, C, H, W]})
-    if hasattr(b, "conv2d"):
-        y = b.conv2d(x, b.constant(weights), padding=[1, 1, 1, 1], label="conv")
-        reference = lambda xv: conv2d_reference(xv, weights)  # noqa: E731
-    else:
-        y = b.mul(x, b.constant(scale.reshape(1, C, 1, 1)), label="scale (conv2d stand-in)")
-        reference = lambda xv: xv.astype(np.float64) * scale.reshape(1, C, 1, 1)  # noqa: E731
-    return b.build({"y": y}), reference, "conv2d" if hasattr(b, "conv2d") else "mul"
+    y = b.conv2d(x, b.constant(weights), padding=[1, 1, 1, 1], label="conv")
+    return b.build({"y": y}), (lambda xv: conv2d_reference(xv, weights)), "conv2d"
 
 
 class BiasRelu:
@@ -93,12 +85,11 @@ def main() -> int:
     rng = np.random.default_rng(7)
     x = rng.standard_normal((N, C, H, W)).astype(np.float32)
     weights = (rng.standard_normal((C, C, 3, 3)) / 12).astype(np.float32)
-    scale = rng.standard_normal(C).astype(np.float32)
     bias = rng.standard_normal(C).astype(np.float32)
 
     ctx = webnn.ml.create_context()
     device = ctx.device
-    graph, reference, what = build_webnn_step(ctx, weights, scale)
+    graph, reference, what = build_webnn_step(ctx, weights)
     expected = np.maximum(reference(x) + bias.reshape(1, C, 1, 1).astype(np.float64), 0.0)
     post = BiasRelu(device, bias)
     ok = True
