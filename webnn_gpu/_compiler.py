@@ -386,13 +386,7 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
     operand is appended to the host's inputs. The fused host takes the place of the last
     absorbed consumer (so a residual computed after the host is ready) and produces its
     value. Bindings stay within the device's storage-buffer limit.
-
-    Without the epilogue module (the linalg kernels), the pass changes nothing.
     """
-    try:
-        from .ops import _epilogue  # noqa: F401
-    except ImportError:  # the conv/matmul kernels (and their epilogue hook) are not installed
-        return nodes
     from .builder import Node
 
     max_bindings = 8

@@ -106,7 +106,6 @@ class LowerContext:
                 must split such work itself).
         """
         from ._dtypes import buffer_size
-        from .errors import NotSupportedError
 
         limit = int(self.limits.get("max-storage-buffer-binding-size", 128 << 20))
         for i, (name, v) in enumerate([*inputs, *outputs]):

@@ -31,7 +31,6 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Sequence
 
 from .errors import DataError, WebNNError
 

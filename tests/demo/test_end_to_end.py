@@ -14,32 +14,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 
 import numpy as np
 import pytest
 
-import webnn_gpu as webnn
 from webnn_gpu import demo
 from webnn_gpu.video import VideoReader
 
-#: builder methods the selfie model's operators become (CONV_2D, DEPTHWISE_CONV_2D,
-#: AVERAGE_POOL_2D, RESIZE_BILINEAR, Convolution2DTransposeBias)
-MODEL_OPS = ("conv2d", "average_pool2d", "resample2d", "conv_transpose2d")
-
-
-def _missing() -> list[str]:
-    missing = [m for m in ("webnn_gpu.models", "webnn_gpu.tflite") if importlib.util.find_spec(m) is None]
-    missing += [f"MLGraphBuilder.{op}" for op in MODEL_OPS if not hasattr(webnn.MLGraphBuilder, op)]
-    if not hasattr(webnn.MLContext, "record"):
-        missing.append("MLContext.record")
-    return missing
-
-
-MISSING = _missing()
-pytestmark = pytest.mark.xfail(
-    bool(MISSING), reason=f"not on main yet: {', '.join(MISSING)}", strict=True
-)
 FRAMES = 3
 
 

@@ -232,7 +232,6 @@ def test_reduce_large_extent_is_split_and_exact_enough(ctx, rng):
     assert_close(out["mean"], xd.mean(), atol=np.abs(xd).mean() * 1e-6)
     assert out["max"] == 50.0 and out["argmax"] == 777_777
     assert_close(out["l2"], np.sqrt((xd * xd).sum()), atol=0, rtol=1e-6)
-    yd = y.astype(np.float64)
     np.testing.assert_array_equal(out["rows"], (y[:, 0] + y[:, 1]))  # one f32 addition: exact
     np.testing.assert_array_equal(out["rowmax"], np.argmax(y, axis=1))
     zd = z.astype(np.float64)

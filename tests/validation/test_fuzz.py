@@ -46,7 +46,7 @@ UNARY = {
     "relu": lambda x: np.maximum(x, 0),
     "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
     "tanh": np.tanh,
-    "exp": lambda x: np.exp(np.clip(x, -30, 30)),
+    "exp": np.exp,
     "softsign": lambda x: x / (1 + np.abs(x)),
     "floor": np.floor,
 }
@@ -110,7 +110,15 @@ def _run_program(ctx, program):
 def test_random_elementwise_graphs_match_numpy(ctx, program):
     with np.errstate(all="ignore"):
         got, ref = _run_program(ctx, program)
-        np.testing.assert_allclose(got, ref, rtol=2e-5, atol=2e-5)
+        _assert_float32_close(got, ref)
+
+
+def _assert_float32_close(got, ref):
+    """Compare with the float64 reference rounded to float32 (so overflow to inf matches);
+    chains of exp amplify float32 rounding, hence the 1e-4 relative tolerance."""
+    with np.errstate(all="ignore"):
+        expected = np.asarray(ref).astype(np.float32)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=2e-5)
 
 
 _BAD_DESCRIPTORS = st.one_of(
@@ -640,7 +648,7 @@ def test_soak_random_graphs(ctx):
     def prop(program):
         with np.errstate(all="ignore"):
             got, ref = _run_program(ctx, program)
-            np.testing.assert_allclose(got, ref, rtol=2e-5, atol=2e-5)
+            _assert_float32_close(got, ref)
 
     assert _soak(prop) >= 1
 
