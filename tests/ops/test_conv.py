@@ -96,6 +96,11 @@ CONV_CASES = {
     "grouped-nhwc-vec": conv_case(1, 16, 7, 9, 8, 3, 3, (1, 1, 1, 1), groups=2, input_layout="nhwc",
                                   filter_layout="hwio", bias=True),
     "pointwise-nhwc": conv_case(2, 16, 9, 7, 24, 1, 1, input_layout="nhwc", filter_layout="ohwi", bias=True),
+    # small products (matmul/small.wgsl): squeeze-and-excitation 1x1 convs on pooled features
+    "pointwise-se-nhwc": conv_case(1, 24, 1, 1, 10, 1, 1, input_layout="nhwc", filter_layout="ohwi", bias=True),
+    "pointwise-se-nchw": conv_case(2, 9, 2, 2, 6, 1, 1, bias=True),
+    "pointwise-se-f16": conv_case(1, 16, 1, 1, 8, 1, 1, input_layout="nhwc", filter_layout="hwio", bias=True,
+                                  dtype=np.float16),
     "pointwise-nhwc-o5": conv_case(1, 12, 6, 7, 5, 1, 1, input_layout="nhwc", filter_layout="hwio"),
     "pointwise-nchw": conv_case(2, 8, 6, 6, 12, 1, 1, bias=True),
     "pointwise-nchw-odd": conv_case(1, 5, 5, 3, 7, 1, 1, filter_layout="ihwo", bias=True),
@@ -205,6 +210,8 @@ def _templates(ctx, case) -> set[str]:
 
 @pytest.mark.parametrize("name, variant, template", [
     ("pointwise-nhwc", "", "matmul/tile.wgsl"),
+    ("pointwise-se-nhwc", "", "matmul/small.wgsl"),
+    ("pointwise-se-nchw", "", "matmul/small.wgsl"),
     ("depthwise-3x3", "", "conv/depthwise.wgsl"),
     ("nhwc-3x3-c16", "", "matmul/tile.wgsl"),
     ("depthwise-nchw", "", "conv/direct.wgsl"),
@@ -339,6 +346,7 @@ def _hswish(v):
 
 
 @pytest.mark.parametrize("name, variant", [("pointwise-nhwc", ""), ("pointwise-nchw", ""), ("depthwise-3x3", ""),
+                                           ("pointwise-se-nhwc", ""), ("pointwise-se-nchw", ""),
                                            ("nhwc-3x3-c16", "gemm"), ("grouped-nchw", "direct"),
                                            ("grouped-nchw", "gemm"), ("nchw-3x3-c8", "gemm"), ("float16-nhwc", "")])
 def test_conv2d_epilogue(ctx, rng, force, name, variant):

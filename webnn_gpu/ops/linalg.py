@@ -12,9 +12,15 @@ Kernels (``shaders/matmul/``):
   (transposed for gemm's ``b_transpose``, columns padded to a multiple of 4) so their loads
   are vec4.
 * ``naive.wgsl``: one output per invocation; for tiny products and as a cross-check.
+* ``small.wgsl``: one output per invocation with every size and stride read from a u32
+  parameter buffer, so a single pipeline serves all small products (at most
+  :data:`SMALL_MAX_OUTPUTS` outputs, one batch dimension, dense A) of a graph: the
+  squeeze-and-excitation 1x1 convs of a MobileNet-style model no longer compile one tile
+  kernel per shape (cold start); they are dispatch-bound either way.
 
-``WEBNN_GPU_FORCE_MATMUL`` = ``naive`` | ``tile`` | ``tile_scalar`` (tile with scalar loads)
-forces a variant (tests use it to cover each one).
+``WEBNN_GPU_FORCE_MATMUL`` = ``naive`` | ``tile`` | ``tile_scalar`` (tile with scalar loads) |
+``small`` forces a variant of matmul and gemm (tests use it to cover each one; ``small``
+falls back to the tile kernel where it does not apply, ``tile`` and ``tile_scalar`` turn it off).
 
 Both kernels apply the fused epilogue of ``node.attrs["epilogue"]``
 (:mod:`webnn_gpu.ops._epilogue`): the column index is the channel passed to bias-like steps.
@@ -43,6 +49,12 @@ MIN_INVOCATIONS = 256
 TILE_M, TILE_N4 = 16, 4
 #: "n": consecutive invocations take consecutive column tiles; "m": consecutive row tiles.
 TILE_ORDER = "m"
+#: Products with at most this many outputs (and one batch dimension at most) run
+#: ``matmul/small.wgsl``, whose sizes come from a parameter buffer: one pipeline for every
+#: such shape (cold start) instead of one tile kernel per shape; they are dispatch-bound anyway.
+SMALL_MAX_OUTPUTS = 512
+#: ... and at most this many multiply-adds per output.
+SMALL_MAX_K = 1024
 
 
 # ---------------------------------------------------------------- helpers shared with conv
@@ -97,14 +109,25 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
                 b_ks: int, b_ns: int = 1, b_vec: bool = False, b_cols: int | None = None,
                 o_P: int, o_sn: int, o_sp: int, o_so: int, KH: int = 1, KW: int = 1, KC: int,
                 conv: dict | None = None, epilogue=None, tile: tuple[int, int] | None = None,
-                order: str | None = None, group_cols: int = 0) -> None:
-    """Add one ``matmul/tile.wgsl`` launch (see the template header for every argument).
+                order: str | None = None, group_cols: int = 0, small_ok: bool = True) -> None:
+    """Add one ``matmul/tile.wgsl`` launch (see the template header for every argument), or
+    a ``matmul/small.wgsl`` one for a small dense product when ``small_ok``.
 
     ``a_vec`` / ``b_vec`` / vec4 stores are only used when the addressing is aligned; callers
     pass what they want and this function drops what the geometry does not allow.
     """
     batch_shape = list(batch_shape)
     batches = math.prod(batch_shape) if batch_shape else 1
+    if (small_ok and tile is None and a_mode == "dense" and len(batch_shape) <= 1
+            and M * N * batches <= SMALL_MAX_OUTPUTS and KC <= SMALL_MAX_K):
+        ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
+        bst = (list(a_bst) or [0], list(b_bst) or [0], list(o_bst) or [0])
+        params = [M * N * batches, M, N, KC, a_rs, a_ks, b_ks, b_ns, o_P, o_sn, o_sp, o_so,
+                  bst[0][0], bst[1][0], bst[2][0], group_cols]
+        prm = make_constant(np.array(params, dtype=np.uint32), "uint32")
+        lc.kernel("matmul/small.wgsl", [("a", a), ("b", b)] + ep.operands + [("prm", prm)], [("out", out)],
+                  M * N * batches, workgroup=TILE_WORKGROUP, T=wgsl_type(out.data_type), ep=ep)
+        return
     b_cols = N if b_cols is None else b_cols
     if tile is None:
         tile = choose_tile(M, N, batches)
@@ -147,8 +170,8 @@ def _batch_offsets(shape, batch_shape, matrix_size: int) -> list[int]:
 
 def _matmul_variant() -> str:
     forced = _env.force("matmul")
-    if forced and forced not in ("naive", "tile", "tile_scalar"):
-        raise ValueError(f"WEBNN_GPU_FORCE_MATMUL={forced!r}: expected naive, tile or tile_scalar")
+    if forced and forced not in ("naive", "tile", "tile_scalar", "small"):
+        raise ValueError(f"WEBNN_GPU_FORCE_MATMUL={forced!r}: expected naive, tile, tile_scalar or small")
     return forced
 
 
@@ -167,7 +190,7 @@ def _lower_product(node, lc, a: Value, b: Value, *, M, N, K, batch_shape, a_bst,
     vec = variant != "tile_scalar"
     tile_kernel(lc, a, b, out, M=M, N=N, batch_shape=batch_shape, a_bst=a_bst, b_bst=b_bst, o_bst=o_bst,
                 a_rs=a_rs, a_ks=a_ks, a_vec=vec, b_ks=b_ks, b_ns=b_ns, b_vec=vec, b_cols=b_cols,
-                o_P=M, o_sn=0, o_sp=N, o_so=1, KC=K, epilogue=ep)
+                o_P=M, o_sn=0, o_sp=N, o_so=1, KC=K, epilogue=ep, small_ok=variant in ("", None, "small"))
 
 
 def _pack_b(b: Value, K: int, N: int, transposed: bool):
