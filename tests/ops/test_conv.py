@@ -267,6 +267,10 @@ CONVT_CASES = {
     "tiled-crop-nchw": convt_case(1, 6, 5, 4, 4, 2, 3, (1, 0, 0, 2), (2, 3), groups=2, bias=True),
     "tiled-nhwc-f16": convt_case(2, 8, 3, 4, 8, 3, 3, strides=(3, 3), input_layout="nhwc", filter_layout="ohwi",
                                  bias=True, dtype=np.float16),
+    # a small constant filter with every output channel in one invocation: weights baked in
+    "tiled-baked-nchw-c6": convt_case(1, 6, 5, 4, 3, 2, 2, (1, 0, 0, 1), (2, 2), bias=True),
+    "tiled-baked-f16": convt_case(1, 8, 3, 3, 2, 2, 2, strides=(2, 2), input_layout="nhwc", filter_layout="iohw",
+                                  bias=True, dtype=np.float16),
     "tiled-input-filter": convt_case(1, 8, 4, 5, 2, 2, 2, (0, 1, 1, 0), (2, 2), input_layout="nhwc",
                                      filter_layout="hwoi", constant=False),
 }
@@ -326,7 +330,7 @@ def tiled(case) -> bool:
 
 
 @pytest.mark.parametrize("name, variant", [(n, v) for n, c in CONVT_CASES.items()
-                                           for v in ([""] + (["direct"] if tiled(c) else []))],
+                                           for v in ([""] + (["direct", "tiled"] if tiled(c) else []))],
                          ids=lambda p: p or "auto")
 def test_conv_transpose2d(ctx, rng, force, name, variant):
     force("conv_transpose", variant)
