@@ -43,6 +43,13 @@ enable f16;
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
   if (idx >= {{ k.n }}u) { return; }
+{% if batch_strides | length == 0 and tiles_n == 1 %}
+  // One batch item, one column tile: B's addresses are the same in every invocation (uniform
+  // loads for the driver).
+  let bidx = 0u;
+  let tn = 0u;
+  let tm = idx;
+{% else %}
   let bidx = idx / {{ tiles_m * tiles_n }}u;
   let t = idx - bidx * {{ tiles_m * tiles_n }}u;
 {% if order == "n" %}
@@ -51,6 +58,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% else %}
   let tn = t / {{ tiles_m }}u;
   let tm = t - tn * {{ tiles_m }}u;
+{% endif %}
 {% endif %}
 {{ ix.coords("bc", "bidx", batch_strides) }}
   let a_off = {{ ix.dot("bc", a_bst) }};
