@@ -224,6 +224,30 @@ def test_conv2d_variant_choice(ctx, force, name, variant, template):
     assert template in _templates(ctx, CONV_CASES[name])
 
 
+@pytest.mark.parametrize("name", ["depthwise-3x3", "depthwise-5x5-s2", "depthwise-c6-dilated"])
+def test_conv2d_depthwise_integer_division(ctx, rng, force, monkeypatch, name):
+    """The depthwise kernel's integer-division index split (used past DW_FDIV_MAX invocations)."""
+    from webnn_gpu.ops import conv
+    monkeypatch.setattr(conv, "DW_FDIV_MAX", 0)
+    force("conv", "depthwise")
+    case = CONV_CASES[name]
+    got, ref, absref, k = run_conv(ctx, rng, case)
+    check(got, ref, absref, k, case["dtype"], f"{name} [integer division]")
+
+
+def test_conv2d_depthwise_shares_pipelines(ctx):
+    """Depthwise layers that differ only in size, channels or padding share one pipeline."""
+    texts = set()
+    for h, w, c, pad in ((9, 7, 8, (1, 1, 1, 1)), (16, 12, 20, (1, 1, 1, 1)), (5, 6, 12, (0, 1, 1, 0))):
+        bld = webnn.MLGraphBuilder(ctx)
+        x = bld.input("x", {"data_type": "float32", "shape": [1, h, w, c]})
+        y = bld.conv2d(x, bld.constant(np.ones((3, 3, 1, c), np.float32)), padding=list(pad), groups=c,
+                       input_layout="nhwc", filter_layout="hwio")
+        g = bld.build({"y": y})
+        texts |= {s.wgsl for s in g._steps if getattr(s, "template", "") == "conv/depthwise.wgsl"}
+    assert len(texts) == 1
+
+
 def test_conv2d_bad_forced_variant(ctx, force):
     force("conv", "winograd")
     with pytest.raises(OperationError, match="WEBNN_GPU_FORCE_CONV='winograd'"):

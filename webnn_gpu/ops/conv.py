@@ -10,7 +10,8 @@ applies, and falls back to the automatic choice where it does not):
   kernel (NHWC: ``[N*H*W, C] x [C, O]``; NCHW: ``[O, C] x [N, C, H*W]``).
 * ``depthwise``: groups == input channels == output channels on NHWC
   (``shaders/conv/depthwise.wgsl``): vec4 of channels x several output columns per invocation,
-  input columns loaded once per filter row.
+  input columns loaded once per filter row. Sizes and padding come from a parameter buffer:
+  one pipeline per (window, strides, dilations, block, epilogue), whatever the image size.
 * ``gemm``: implicit GEMM on the tile kernel (``shaders/matmul/tile.wgsl``), the input patch
   gathered on the fly (no im2col buffer); any layout pair, any groups.
 * ``direct``: ``shaders/conv/direct.wgsl``, the general fallback reading everything through
@@ -59,6 +60,9 @@ DW_TH, DW_TW = 4, 4
 NCHW_TO_NHWC = True
 #: Largest (input rows x input columns) one depthwise invocation loads (register budget).
 DW_MAX_LOADS = 128
+#: The depthwise kernel splits its invocation index with f32 divisions below this many
+#: invocations (exact there), with integer divisions above.
+DW_FDIV_MAX = 1 << 20
 #: Largest constant filter (elements) the tiled conv_transpose2d bakes into its shader.
 TRANSPOSE_BAKE_MAX = 256
 
@@ -345,10 +349,13 @@ def lower_conv2d(node, lc) -> None:
         th, tw = _depthwise_block(g)
         c4 = -(-g["C"] // 4)
         ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
-        lc.kernel("conv/depthwise.wgsl", [("x", x), ("f", w)] + ep.operands, [("out", out)],
-                  g["NB"] * ohb * owb * c4, workgroup=WORKGROUP, T=T, vec=g["C"] % 4 == 0, C4=c4, TH=th, TW=tw,
-                  OHB=ohb, OWB=owb, rows=_rows(g, th), seg=_segment(g, tw), ep=ep,
-                  **{k: g[k] for k in ("C", "H", "W", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw", "pt", "pl")})
+        n_inv = g["NB"] * ohb * owb * c4
+        prm = make_constant(np.array([n_inv, c4, g["C"], owb, ohb, g["H"], g["W"], g["OH"], g["OW"], g["pt"],
+                                      g["pl"]], dtype=np.uint32), "uint32")
+        lc.kernel("conv/depthwise.wgsl", [("x", x), ("f", w)] + ep.operands + [("prm", prm)], [("out", out)],
+                  n_inv, workgroup=WORKGROUP, T=T, vec=g["C"] % 4 == 0, TH=th, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
+                  rows=_rows(g, th),
+                  seg=_segment(g, tw), ep=ep, **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
         return
     G, C, O = g["G"], g["C"], g["O"]
     I, OPG = C // G, O // G
