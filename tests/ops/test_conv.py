@@ -248,6 +248,24 @@ def test_conv2d_depthwise_shares_pipelines(ctx):
     assert len(texts) == 1
 
 
+def test_conv2d_pointwise_shares_pipelines(ctx, rng):
+    """Pointwise layers that differ in image size and input channels share one tile pipeline
+    (sizes from the parameter buffer), and each computes its own result."""
+    texts = set()
+    for h, w, c in ((64, 64, 16), (128, 32, 24), (80, 64, 36)):
+        x = rng.uniform(-1, 1, (1, h, w, c)).astype(np.float32)
+        wt = rng.uniform(-1, 1, (16, 1, 1, c)).astype(np.float32)
+        bld = webnn.MLGraphBuilder(ctx)
+        xi = bld.input("x", {"data_type": "float32", "shape": [1, h, w, c]})
+        y = bld.conv2d(xi, bld.constant(wt), input_layout="nhwc", filter_layout="ohwi")
+        g = bld.build({"y": y})
+        texts |= {s.wgsl for s in g._steps if getattr(s, "template", "") == "matmul/tile.wgsl"}
+        got = ctx.compute(g, {"x": x})["y"]
+        ref = x.astype(np.float64) @ wt[:, 0, 0, :].T.astype(np.float64)
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    assert len(texts) == 1
+
+
 def test_conv2d_bad_forced_variant(ctx, force):
     force("conv", "winograd")
     with pytest.raises(OperationError, match="WEBNN_GPU_FORCE_CONV='winograd'"):

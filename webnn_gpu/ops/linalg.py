@@ -49,6 +49,9 @@ MIN_INVOCATIONS = 256
 TILE_M, TILE_N4 = 16, 4
 #: "n": consecutive invocations take consecutive column tiles; "m": consecutive row tiles.
 TILE_ORDER = "m"
+#: Dense, unbatched, aligned products read their sizes from a parameter buffer
+#: (``dyn`` in ``matmul/tile.wgsl``): one pipeline per tile shape and epilogue, not per size.
+TILE_DYNAMIC = True
 #: Products with at most this many outputs (and one batch dimension at most) run
 #: ``matmul/small.wgsl``, whose sizes come from a parameter buffer: one pipeline for every
 #: such shape (cold start) instead of one tile kernel per shape; they are dispatch-bound anyway.
@@ -145,18 +148,25 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
     order = order or TILE_ORDER
     n_inv = batches * tiles_m * tiles_n
+    dyn = (TILE_DYNAMIC and a_mode == "dense" and not batch_shape and a_vec and b_vec and out_vec and a_ks == 1
+           and b_ns == 1 and o_so == 1 and (o_sn == 0 or o_P >= M) and KH == KW == 1 and not group_cols
+           and order == "m")
     variables = dict(
         T=wgsl_type(out.data_type), needs_f16=False, TM=TM, TN4=TN4, order=order, M=M, N=N, tiles_m=tiles_m,
         tiles_n=tiles_n, batch_strides=strides(batch_shape), a_bst=list(a_bst), b_bst=list(b_bst),
         o_bst=list(o_bst), KH=KH, KW=KW, KC=KC, KC4=KC // 4 * 4, a_mode=a_mode, a_rs=a_rs, a_ks=a_ks,
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
-        o_so=o_so, out_vec=out_vec, ep=ep, group_cols=group_cols,
+        o_so=o_so, out_vec=out_vec, ep=ep, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
     )
+    inputs = [("a", a), ("b", b)] + ep.operands
+    if dyn:
+        prm = [n_inv, M, N, KC // 4 * 4, a_rs, b_ks, b_cols, o_sp, tiles_m]
+        inputs.append(("prm", make_constant(np.array(prm, dtype=np.uint32), "uint32")))
     if a_mode == "im2col":
         variables.update(conv)
     else:
         variables.update(P=1, OW=1, in_sn=0, in_sh=0, in_sw=0, H=1, W=1, sh=1, sw=1, dh=1, dw=1, pt=0, pl=0)
-    lc.kernel("matmul/tile.wgsl", [("a", a), ("b", b)] + ep.operands, [("out", out)], n_inv,
+    lc.kernel("matmul/tile.wgsl", inputs, [("out", out)], n_inv,
               workgroup=TILE_WORKGROUP, **variables)
 
 
