@@ -4,17 +4,22 @@
   KH x KW filter taps are loaded once into registers; each input row the block touches is
   loaded once (only the columns `seg` that some output uses) and reused for every output row
   and tap that reads it. Out-of-image rows and columns read as zero (padding).
+  The sizes and the leading padding come from a u32 parameter buffer, so layers that differ
+  only in their image size, channels or padding share one pipeline (cold start); the unrolled
+  structure (window, strides, dilations, block) is baked in.
 
   Context:
     T            storage type ("f32" or "f16"); accumulation in f32
     vec          C % 4 == 0: input, filter and output read/written as vec4 (else scalar, clamped)
-    C, C4        channels, ceil(C / 4); H, W input; OH, OW output
-    TH, TW       output rows and columns per invocation; OHB, OWB = ceil(OH / TH), ceil(OW / TW)
-    KH, KW       window; sh, sw strides; dh, dw dilations; pt, pl leading padding
+    TH, TW       output rows and columns per invocation
+    fdiv         invocations < 2^20: the index is split with f32 divisions (exact there)
+    KH, KW       window; sh, sw strides; dh, dw dilations
     rows         [(r, [(t, kh), ...])]: input row r (from oh0 * sh - pt) feeds output row t via tap kh
     seg          sorted distinct column offsets p * sw + kw * dw (p < TW, kw < KW) from ow0 * sw - pl
     ep           fused epilogue (webnn_gpu/ops/_epilogue.py); channel = c
-  Bindings: input (NHWC), filter ([KH, KW, C]), epilogue operands..., out (NHWC).
+  Parameters (binding `prm`, u32): 0 invocations  1 C4 = ceil(C / 4)  2 C  3 OWB = ceil(OW / TW)
+    4 OHB = ceil(OH / TH)  5 H  6 W  7 OH  8 OW  9 pt  10 pl (leading padding)
+  Bindings: input (NHWC), filter ([KH, KW, C]), epilogue operands..., prm, out (NHWC).
   Workgroup: (k.workgroup, 1, 1); invocations NB * OHB * OWB * C4, channel block fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
@@ -24,36 +29,52 @@ enable f16;
 {{ tl.decl(0, "x", T, vec, false) }}
 {{ tl.decl(1, "f", T, vec, false) }}
 {{ tl.epilogue_decls(ep, 2) }}
-{{ tl.decl(2 + ep.operands | length, "out", T, vec, true) }}
+@group(0) @binding({{ 2 + ep.operands | length }}) var<storage, read> prm: array<u32>;
+{{ tl.decl(3 + ep.operands | length, "out", T, vec, true) }}
 {{ tl.epilogue_fns(ep) }}
 
 {% if vec %}
-fn ld_x(i: u32, cb: u32) -> vec4<f32> { return vec4<f32>(x[i * {{ C4 }}u + cb]); }
-fn ld_f(i: u32, cb: u32) -> vec4<f32> { return vec4<f32>(f[i * {{ C4 }}u + cb]); }
+fn ld_x(i: u32, cb: u32) -> vec4<f32> { return vec4<f32>(x[i * prm[1] + cb]); }
+fn ld_f(i: u32, cb: u32) -> vec4<f32> { return vec4<f32>(f[i * prm[1] + cb]); }
 {% else %}
 fn ld_x(i: u32, cb: u32) -> vec4<f32> {
-  let b = i * {{ C }}u;
-  return vec4<f32>({% for c in range(4) %}f32(x[b + min(cb * 4u + {{ c }}u, {{ C - 1 }}u)]){{ ", " if not loop.last }}{% endfor %});
+  let b = i * prm[2];
+  return vec4<f32>({% for c in range(4) %}f32(x[b + min(cb * 4u + {{ c }}u, prm[2] - 1u)]){{ ", " if not loop.last }}{% endfor %});
 }
 fn ld_f(i: u32, cb: u32) -> vec4<f32> {
-  let b = i * {{ C }}u;
-  return vec4<f32>({% for c in range(4) %}f32(f[b + min(cb * 4u + {{ c }}u, {{ C - 1 }}u)]){{ ", " if not loop.last }}{% endfor %});
+  let b = i * prm[2];
+  return vec4<f32>({% for c in range(4) %}f32(f[b + min(cb * 4u + {{ c }}u, prm[2] - 1u)]){{ ", " if not loop.last }}{% endfor %});
 }
 {% endif %}
 
 @compute @workgroup_size({{ k.workgroup }})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
-  if (idx >= {{ k.n }}u) { return; }
-  let cb = idx % {{ C4 }}u;
-  var r = idx / {{ C4 }}u;
-  let wb = r % {{ OWB }}u; r = r / {{ OWB }}u;
-  let hb = r % {{ OHB }}u;
-  let n = r / {{ OHB }}u;
+  if (idx >= prm[0]) { return; }
+  let C4 = prm[1];
+  let C = prm[2];
+  let H = prm[5];
+  let W = prm[6];
+  let OH = prm[7];
+  let OW = prm[8];
+{% if fdiv %}
+  // Quotients through f32, exact for dividends below 2^20 (fdiv): x86 has no vector integer
+  // division, so runtime divisors would otherwise cost a scalar division per lane.
+  let r0 = u32((f32(idx) + 0.5) / f32(C4));
+  let r1 = u32((f32(r0) + 0.5) / f32(prm[3]));
+  let n = u32((f32(r1) + 0.5) / f32(prm[4]));
+{% else %}
+  let r0 = idx / C4;
+  let r1 = r0 / prm[3];
+  let n = r1 / prm[4];
+{% endif %}
+  let cb = idx - r0 * C4;
+  let wb = r0 - r1 * prm[3];
+  let hb = r1 - n * prm[4];
   let oh0 = hb * {{ TH }}u;
   let ow0 = wb * {{ TW }}u;
-  let ih0 = i32(oh0 * {{ sh }}u) - {{ pt }};
-  let iw0 = i32(ow0 * {{ sw }}u) - {{ pl }};
+  let ih0 = i32(oh0 * {{ sh }}u) - i32(prm[9]);
+  let iw0 = i32(ow0 * {{ sw }}u) - i32(prm[10]);
 {% for kh in range(KH) %}
 {% for kw in range(KW) %}
   let w{{ kh }}_{{ kw }} = ld_f({{ kh * KW + kw }}u, cb);
@@ -61,8 +82,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% for j in seg %}
   let cx{{ j }} = iw0 + {{ j }};
-  let cok{{ j }} = u32(cx{{ j }}) < {{ W }}u;
-  let ci{{ j }} = u32(clamp(cx{{ j }}, 0, {{ W - 1 }}));
+  let cok{{ j }} = u32(cx{{ j }}) < W;
+  let ci{{ j }} = select(0u, u32(cx{{ j }}), cok{{ j }});
 {% endfor %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
@@ -72,8 +93,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for r, uses in rows %}
   {
     let y = ih0 + {{ r }};
-    let rok = u32(y) < {{ H }}u;
-    let row = (n * {{ H }}u + u32(clamp(y, 0, {{ H - 1 }}))) * {{ W }}u;
+    let rok = u32(y) < H;
+    let row = (n * H + select(0u, u32(y), rok)) * W;
 {% for j in seg %}
     let x{{ j }} = select(vec4<f32>(0.0), ld_x(row + ci{{ j }}, cb), rok && cok{{ j }});
 {% endfor %}
@@ -88,16 +109,16 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
-  if (oh0 + {{ t }}u < {{ OH }}u && ow0 + {{ p }}u < {{ OW }}u) {
-    let pix = (n * {{ OH }}u + oh0 + {{ t }}u) * {{ OW }}u + ow0 + {{ p }}u;
+  if (oh0 + {{ t }}u < OH && ow0 + {{ p }}u < OW) {
+    let pix = (n * OH + oh0 + {{ t }}u) * OW + ow0 + {{ p }}u;
     let v = acc{{ t }}_{{ p }};
 {% if vec %}
-    let o = pix * {{ C }}u + cb * 4u;
-    out[pix * {{ C4 }}u + cb] = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u") }}{{ ", " if not loop.last }}{% endfor %}));
+    let o = pix * C + cb * 4u;
+    out[pix * C4 + cb] = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u") }}{{ ", " if not loop.last }}{% endfor %}));
 {% else %}
 {% for c in range(4) %}
-    if (cb * 4u + {{ c }}u < {{ C }}u) {
-      let o = pix * {{ C }}u + cb * 4u + {{ c }}u;
+    if (cb * 4u + {{ c }}u < C) {
+      let o = pix * C + cb * 4u + {{ c }}u;
       out[o] = {{ T }}({{ tl.apply(ep, "v." ~ "xyzw"[c], "o", "cb * 4u + " ~ c ~ "u") }});
     }
 {% endfor %}

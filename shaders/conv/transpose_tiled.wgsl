@@ -15,17 +15,23 @@
     f_si, f_so, f_sh, f_sw      filter element strides
     o_sn, o_sc, o_sh, o_sw      output element strides
     ep             fused epilogue (webnn_gpu/ops/_epilogue.py); channel = output channel
-  Bindings: input, filter, epilogue operands..., out.
+    wconst         None, or the constant filter as WGSL literals wconst[kh][kw][t][ci] (one group,
+                   TO == O, a small filter): the weights are baked into the shader, so an invocation
+                   only loads its input pixel (storage loads dominate on lavapipe)
+  Bindings: input, filter (not with wconst), epilogue operands..., out.
   Workgroup: (k.workgroup, 1, 1); invocations NB * (O / TO) * H * W, input column fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
 {% if T == "f16" %}
 enable f16;
 {% endif %}
+{% set nf = 1 if wconst else 2 %}
 {{ tl.decl(0, "x", T, vec, false) }}
+{% if not wconst %}
 {{ tl.decl(1, "f", T, vec, false) }}
-{{ tl.epilogue_decls(ep, 2) }}
-{{ tl.decl(2 + ep.operands | length, "out", T, false, true) }}
+{% endif %}
+{{ tl.epilogue_decls(ep, nf) }}
+{{ tl.decl(nf + ep.operands | length, "out", T, false, true) }}
 {{ tl.epilogue_fns(ep) }}
 
 @compute @workgroup_size({{ k.workgroup }})
@@ -48,7 +54,24 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% endfor %}
 {% endfor %}
+{% if wconst %}
+{% for c4 in range(0, I, 4) %}
+  {
 {% if vec %}
+    let xv = vec4<f32>(x[(xp + {{ c4 }}u) / 4u]);
+{% else %}
+    let xv = vec4<f32>({% for c in range(4) %}{% if c4 + c < I %}f32(x[xp + {{ (c4 + c) * in_sc }}u]){% else %}0.0{% endif %}{{ ", " if not loop.last }}{% endfor %});
+{% endif %}
+{% for kh in range(KH) %}
+{% for kw in range(KW) %}
+{% for t in range(TO) %}
+    acc{{ kh }}_{{ kw }}_{{ t }} = acc{{ kh }}_{{ kw }}_{{ t }} + dot(xv, vec4<f32>({% for c in range(4) %}{{ wconst[kh][kw][t][c4 + c] if c4 + c < I else "0.0" }}{{ ", " if not loop.last }}{% endfor %}));
+{% endfor %}
+{% endfor %}
+{% endfor %}
+  }
+{% endfor %}
+{% elif vec %}
   for (var ci = 0u; ci < {{ I }}u; ci = ci + 4u) {
     let xv = vec4<f32>(x[(xp + ci) / 4u]);
 {% for kh in range(KH) %}

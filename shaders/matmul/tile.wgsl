@@ -25,7 +25,12 @@
     out_vec      vec4 stores (o_so == 1, offsets multiples of 4, N multiple of 4)
     ep           the fused epilogue (webnn_gpu/ops/_epilogue.py), channel = n + bidx * group_cols
     group_cols   output columns per batch item when the batch is conv groups (else 0)
-  Bindings: a, b, epilogue operands..., out.
+    dyn          M, N, KC4, a_rs, b_ks, b_cols, o_sp and tiles_m come from the u32 parameter buffer
+                 `prm` ([invocations, M, N, KC4, a_rs, b_ks, b_cols, o_sp, tiles_m]) instead of the
+                 text: dense, unbatched, aligned products (pointwise convs, matmuls) of any size
+                 share one pipeline per (tile, K % 4, tiles_n == 1, epilogue); their values in the
+                 context are then not used
+  Bindings: a, b, epilogue operands..., prm (dyn only), out.
   Workgroup: (k.workgroup, 1, 1), 2-D folded dispatch over batches * tiles_m * tiles_n invocations.
 -#}
 {% import "_lib/index.wgsl" as ix %}
@@ -36,13 +41,38 @@ enable f16;
 {{ tl.decl(0, "a", T, a_vec, false) }}
 {{ tl.decl(1, "b", T, b_vec, false) }}
 {{ tl.epilogue_decls(ep, 2) }}
-{{ tl.decl(2 + ep.operands | length, "out", T, out_vec, true) }}
+{% if dyn %}
+@group(0) @binding({{ 2 + ep.operands | length }}) var<storage, read> prm: array<u32>;
+{% endif %}
+{{ tl.decl(2 + ep.operands | length + (1 if dyn else 0), "out", T, out_vec, true) }}
 {{ tl.epilogue_fns(ep) }}
 
 @compute @workgroup_size({{ k.workgroup }})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
+{% if dyn %}
+  if (idx >= prm[0]) { return; }
+  let M_ = prm[1];
+  let N_ = prm[2];
+  let KC4_ = prm[3];
+  let a_rs_ = prm[4];
+  let b_ks_ = prm[5];
+  let b_cols_ = prm[6];
+  let o_sp_ = prm[7];
+{% else %}
   if (idx >= {{ k.n }}u) { return; }
+{% endif %}
+{% if dyn and not tiles_n1 %}
+  let bidx = 0u;
+  let tn = idx / prm[8];
+  let tm = idx - tn * prm[8];
+{% elif (dyn and tiles_n1) or (not dyn and batch_strides | length == 0 and tiles_n == 1) %}
+  // One batch item, one column tile: B's addresses are the same in every invocation (uniform
+  // loads for the driver).
+  let bidx = 0u;
+  let tn = 0u;
+  let tm = idx;
+{% else %}
   let bidx = idx / {{ tiles_m * tiles_n }}u;
   let t = idx - bidx * {{ tiles_m * tiles_n }}u;
 {% if order == "n" %}
@@ -52,6 +82,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let tn = t / {{ tiles_m }}u;
   let tm = t - tn * {{ tiles_m }}u;
 {% endif %}
+{% endif %}
 {{ ix.coords("bc", "bidx", batch_strides) }}
   let a_off = {{ ix.dot("bc", a_bst) }};
   let b_off = {{ ix.dot("bc", b_bst) }};
@@ -60,8 +91,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let n0 = tn * {{ 4 * TN4 }}u;
 {# ---- per-row addressing of A ---- #}
 {% for i in range(TM) %}
+{% if dyn %}
+  let mr{{ i }} = min(m0 + {{ i }}u, M_ - 1u);
+  let ar{{ i }} = a_off + mr{{ i }} * a_rs_;
+{% else %}
   let mr{{ i }} = min(m0 + {{ i }}u, {{ M - 1 }}u);
-{% if a_mode == "dense" %}
+{% endif %}
+{% if dyn %}
+{% elif a_mode == "dense" %}
   let ar{{ i }} = a_off + mr{{ i }} * {{ a_rs }}u;
 {% else %}
   let img{{ i }} = mr{{ i }} / {{ P }}u;
@@ -76,7 +113,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {# ---- per-column addressing of B ---- #}
 {% if b_vec %}
 {% for j in range(TN4) %}
-  let bn{{ j }} = min(n0 + {{ 4 * j }}u, {{ b_cols - 4 }}u) / 4u;
+  let bn{{ j }} = min(n0 + {{ 4 * j }}u, {% if dyn %}b_cols_ - 4u{% else %}{{ b_cols - 4 }}u{% endif %}) / 4u;
 {% endfor %}
 {% else %}
 {% for j in range(TN4) %}
@@ -100,7 +137,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% else %}
   { let kw = 0u;
 {% endif %}
+{% if dyn %}
+    let kb = b_off;
+{% else %}
     let kb = b_off + (kh * {{ KW }}u + kw) * {{ KC * b_ks }}u;
+{% endif %}
 {% if a_mode == "im2col" %}
 {% for i in range(TM) %}
     let y{{ i }} = ih{{ i }} + i32(kh * {{ dh }}u);
@@ -118,7 +159,7 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {%- endmacro %}
 {% macro b_load(r, j, kexpr) %}
 {% if b_vec %}
-vec4<f32>(b[(kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }}u) / 4u + bn{{ j }}])
+vec4<f32>(b[(kb + ({{ kexpr }} + {{ r }}u) * {% if dyn %}b_ks_{% else %}{{ b_ks }}u{% endif %}) / 4u + bn{{ j }}])
 {%- else %}
 vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }}u + bn{{ j }}_{{ c }}]){{ ", " if not loop.last }}{% endfor %})
 {%- endif %}
@@ -141,28 +182,37 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
 {% endfor %}
 {% endfor %}
 {% endmacro %}
-{% if KC4 > 0 %}
+{% if dyn %}
+    for (var kc = 0u; kc < KC4_; kc = kc + 4u) {
+{{ body("kc", false) }}
+    }
+{% elif KC4 > 0 %}
     for (var kc = 0u; kc < {{ KC4 }}u; kc = kc + 4u) {
 {{ body("kc", false) }}
     }
 {% endif %}
 {% if KC % 4 != 0 %}
     {
-{{ body(KC4 ~ "u", true) }}
+{{ body("KC4_" if dyn else KC4 ~ "u", true) }}
     }
 {% endif %}
   }
   }
 {# ---- epilogue and stores ---- #}
 {% for i in range(TM) %}
+{% if dyn %}
+  if (m0 + {{ i }}u < M_) {
+    let orow = o_off + (m0 + {{ i }}u) * o_sp_;
+{% else %}
   if (m0 + {{ i }}u < {{ M }}u) {
     let orow = o_off + ((m0 + {{ i }}u) / {{ o_P }}u) * {{ o_sn }}u + ((m0 + {{ i }}u) % {{ o_P }}u) * {{ o_sp }}u;
+{% endif %}
 {% for j in range(TN4) %}
     {
       let n = n0 + {{ 4 * j }}u;
       let ch = n + bidx * {{ group_cols }}u;
 {% if out_vec %}
-      if (n < {{ N }}u) {
+      if (n < {% if dyn %}N_{% else %}{{ N }}u{% endif %}) {
         let o = orow + n;
         let v = c{{ i }}_{{ j }};
         out[o / 4u] = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "ch + " ~ c ~ "u") }}{{ ", " if not loop.last }}{% endfor %}));

@@ -96,6 +96,11 @@ CONV_CASES = {
     "grouped-nhwc-vec": conv_case(1, 16, 7, 9, 8, 3, 3, (1, 1, 1, 1), groups=2, input_layout="nhwc",
                                   filter_layout="hwio", bias=True),
     "pointwise-nhwc": conv_case(2, 16, 9, 7, 24, 1, 1, input_layout="nhwc", filter_layout="ohwi", bias=True),
+    # small products (matmul/small.wgsl): squeeze-and-excitation 1x1 convs on pooled features
+    "pointwise-se-nhwc": conv_case(1, 24, 1, 1, 10, 1, 1, input_layout="nhwc", filter_layout="ohwi", bias=True),
+    "pointwise-se-nchw": conv_case(2, 9, 2, 2, 6, 1, 1, bias=True),
+    "pointwise-se-f16": conv_case(1, 16, 1, 1, 8, 1, 1, input_layout="nhwc", filter_layout="hwio", bias=True,
+                                  dtype=np.float16),
     "pointwise-nhwc-o5": conv_case(1, 12, 6, 7, 5, 1, 1, input_layout="nhwc", filter_layout="hwio"),
     "pointwise-nchw": conv_case(2, 8, 6, 6, 12, 1, 1, bias=True),
     "pointwise-nchw-odd": conv_case(1, 5, 5, 3, 7, 1, 1, filter_layout="ihwo", bias=True),
@@ -205,6 +210,8 @@ def _templates(ctx, case) -> set[str]:
 
 @pytest.mark.parametrize("name, variant, template", [
     ("pointwise-nhwc", "", "matmul/tile.wgsl"),
+    ("pointwise-se-nhwc", "", "matmul/small.wgsl"),
+    ("pointwise-se-nchw", "", "matmul/small.wgsl"),
     ("depthwise-3x3", "", "conv/depthwise.wgsl"),
     ("nhwc-3x3-c16", "", "matmul/tile.wgsl"),
     ("depthwise-nchw", "", "conv/direct.wgsl"),
@@ -215,6 +222,48 @@ def _templates(ctx, case) -> set[str]:
 def test_conv2d_variant_choice(ctx, force, name, variant, template):
     force("conv", variant)
     assert template in _templates(ctx, CONV_CASES[name])
+
+
+@pytest.mark.parametrize("name", ["depthwise-3x3", "depthwise-5x5-s2", "depthwise-c6-dilated"])
+def test_conv2d_depthwise_integer_division(ctx, rng, force, monkeypatch, name):
+    """The depthwise kernel's integer-division index split (used past DW_FDIV_MAX invocations)."""
+    from webnn_gpu.ops import conv
+    monkeypatch.setattr(conv, "DW_FDIV_MAX", 0)
+    force("conv", "depthwise")
+    case = CONV_CASES[name]
+    got, ref, absref, k = run_conv(ctx, rng, case)
+    check(got, ref, absref, k, case["dtype"], f"{name} [integer division]")
+
+
+def test_conv2d_depthwise_shares_pipelines(ctx):
+    """Depthwise layers that differ only in size, channels or padding share one pipeline."""
+    texts = set()
+    for h, w, c, pad in ((9, 7, 8, (1, 1, 1, 1)), (16, 12, 20, (1, 1, 1, 1)), (5, 6, 12, (0, 1, 1, 0))):
+        bld = webnn.MLGraphBuilder(ctx)
+        x = bld.input("x", {"data_type": "float32", "shape": [1, h, w, c]})
+        y = bld.conv2d(x, bld.constant(np.ones((3, 3, 1, c), np.float32)), padding=list(pad), groups=c,
+                       input_layout="nhwc", filter_layout="hwio")
+        g = bld.build({"y": y})
+        texts |= {s.wgsl for s in g._steps if getattr(s, "template", "") == "conv/depthwise.wgsl"}
+    assert len(texts) == 1
+
+
+def test_conv2d_pointwise_shares_pipelines(ctx, rng):
+    """Pointwise layers that differ in image size and input channels share one tile pipeline
+    (sizes from the parameter buffer), and each computes its own result."""
+    texts = set()
+    for h, w, c in ((64, 64, 16), (128, 32, 24), (80, 64, 36)):
+        x = rng.uniform(-1, 1, (1, h, w, c)).astype(np.float32)
+        wt = rng.uniform(-1, 1, (16, 1, 1, c)).astype(np.float32)
+        bld = webnn.MLGraphBuilder(ctx)
+        xi = bld.input("x", {"data_type": "float32", "shape": [1, h, w, c]})
+        y = bld.conv2d(xi, bld.constant(wt), input_layout="nhwc", filter_layout="ohwi")
+        g = bld.build({"y": y})
+        texts |= {s.wgsl for s in g._steps if getattr(s, "template", "") == "matmul/tile.wgsl"}
+        got = ctx.compute(g, {"x": x})["y"]
+        ref = x.astype(np.float64) @ wt[:, 0, 0, :].T.astype(np.float64)
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    assert len(texts) == 1
 
 
 def test_conv2d_bad_forced_variant(ctx, force):
@@ -260,6 +309,10 @@ CONVT_CASES = {
     "tiled-crop-nchw": convt_case(1, 6, 5, 4, 4, 2, 3, (1, 0, 0, 2), (2, 3), groups=2, bias=True),
     "tiled-nhwc-f16": convt_case(2, 8, 3, 4, 8, 3, 3, strides=(3, 3), input_layout="nhwc", filter_layout="ohwi",
                                  bias=True, dtype=np.float16),
+    # a small constant filter with every output channel in one invocation: weights baked in
+    "tiled-baked-nchw-c6": convt_case(1, 6, 5, 4, 3, 2, 2, (1, 0, 0, 1), (2, 2), bias=True),
+    "tiled-baked-f16": convt_case(1, 8, 3, 3, 2, 2, 2, strides=(2, 2), input_layout="nhwc", filter_layout="iohw",
+                                  bias=True, dtype=np.float16),
     "tiled-input-filter": convt_case(1, 8, 4, 5, 2, 2, 2, (0, 1, 1, 0), (2, 2), input_layout="nhwc",
                                      filter_layout="hwoi", constant=False),
 }
@@ -319,7 +372,7 @@ def tiled(case) -> bool:
 
 
 @pytest.mark.parametrize("name, variant", [(n, v) for n, c in CONVT_CASES.items()
-                                           for v in ([""] + (["direct"] if tiled(c) else []))],
+                                           for v in ([""] + (["direct", "tiled"] if tiled(c) else []))],
                          ids=lambda p: p or "auto")
 def test_conv_transpose2d(ctx, rng, force, name, variant):
     force("conv_transpose", variant)
@@ -339,6 +392,7 @@ def _hswish(v):
 
 
 @pytest.mark.parametrize("name, variant", [("pointwise-nhwc", ""), ("pointwise-nchw", ""), ("depthwise-3x3", ""),
+                                           ("pointwise-se-nhwc", ""), ("pointwise-se-nchw", ""),
                                            ("nhwc-3x3-c16", "gemm"), ("grouped-nchw", "direct"),
                                            ("grouped-nchw", "gemm"), ("nchw-3x3-c8", "gemm"), ("float16-nhwc", "")])
 def test_conv2d_epilogue(ctx, rng, force, name, variant):

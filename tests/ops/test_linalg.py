@@ -16,7 +16,7 @@ from helpers import run_graph
 from webnn_gpu.errors import MLTypeError, OperationError
 from webnn_gpu.ops import _epilogue
 
-MATMUL_VARIANTS = ["", "naive", "tile", "tile_scalar"]
+MATMUL_VARIANTS = ["", "naive", "tile", "tile_scalar", "small"]
 
 
 def check(got, ref, absref, k, dtype, what=""):
@@ -56,6 +56,7 @@ MATMUL_SHAPES = [
     ((2, 1, 17, 8), (3, 8, 12)),  # rank 4 x rank 3 broadcast
     ((1, 100), (100, 36)),  # M = 1
     ((130, 20), (20, 9)),  # tile edges in M, padded N
+    ((3, 5, 70), (3, 70, 6)),  # one batch dimension, small product (matmul/small.wgsl)
 ]
 
 
@@ -156,13 +157,13 @@ def _fused(bld, y, steps, operands=()):
     return y
 
 
-@pytest.mark.parametrize("variant", ["naive", "tile", "tile_scalar"])
+@pytest.mark.parametrize("variant", ["naive", "tile", "tile_scalar", "small"])
 def test_matmul_epilogue(ctx, rng, force, variant):
     force("matmul", variant)
-    a, b = data(rng, (2, 19, 12), np.float32), data(rng, (12, 20), np.float32)
-    res = data(rng, (2, 19, 20), np.float32)
+    a, b = data(rng, (2, 9, 12), np.float32), data(rng, (12, 20), np.float32)
+    res = data(rng, (2, 9, 20), np.float32)
     bias = data(rng, (20,), np.float32)
-    row = data(rng, (19, 1), np.float32)
+    row = data(rng, (9, 1), np.float32)
     steps = [{"op": "add", "operand": 1, "axis": 2}, {"op": "hard_swish"}, {"op": "add", "operand": 0},
              {"op": "sub", "operand": 2, "reverse": True}, {"op": "clamp", "min_value": -1.0, "max_value": 1.5},
              {"op": "linear", "alpha": 2.0, "beta": 0.5}]

@@ -10,7 +10,8 @@ applies, and falls back to the automatic choice where it does not):
   kernel (NHWC: ``[N*H*W, C] x [C, O]``; NCHW: ``[O, C] x [N, C, H*W]``).
 * ``depthwise``: groups == input channels == output channels on NHWC
   (``shaders/conv/depthwise.wgsl``): vec4 of channels x several output columns per invocation,
-  input columns loaded once per filter row.
+  input columns loaded once per filter row. Sizes and padding come from a parameter buffer:
+  one pipeline per (window, strides, dilations, block, epilogue), whatever the image size.
 * ``gemm``: implicit GEMM on the tile kernel (``shaders/matmul/tile.wgsl``), the input patch
   gathered on the fly (no im2col buffer); any layout pair, any groups.
 * ``direct``: ``shaders/conv/direct.wgsl``, the general fallback reading everything through
@@ -26,6 +27,9 @@ reach each output pixel, for every layout pair and groups; when the filter size 
 stride (an upsampling layer: each output pixel gets exactly one tap) it runs
 ``shaders/conv/transpose_tiled.wgsl`` instead, which reads each input pixel once and writes
 its whole KH x KW footprint (``WEBNN_GPU_FORCE_CONV_TRANSPOSE=direct`` forces the gather).
+A small constant filter with at most 4 output channels and one group (the segmenter's last
+layer, 16 -> 1) is baked into that shader as literals, so an invocation loads only its input
+pixel (2.4x faster on lavapipe; ``WEBNN_GPU_FORCE_CONV_TRANSPOSE=tiled`` keeps the loads).
 
 Bias is the first step of the fused epilogue (:mod:`webnn_gpu.ops._epilogue`), followed by
 ``node.attrs["epilogue"]``. float16 computes with f32 accumulation.
@@ -41,6 +45,7 @@ from .._kernels import strides
 from ..builder import MLGraphBuilder, MLOperand, Value
 from . import _epilogue
 from ._registry import builder_method, lowering, support
+from .elementwise import literal
 from .linalg import FLOATS, Shown, constant_array, make_constant, tile_kernel, wgsl_type
 
 INPUT_LAYOUTS = ("nchw", "nhwc")
@@ -55,6 +60,11 @@ DW_TH, DW_TW = 4, 4
 NCHW_TO_NHWC = True
 #: Largest (input rows x input columns) one depthwise invocation loads (register budget).
 DW_MAX_LOADS = 128
+#: The depthwise kernel splits its invocation index with f32 divisions below this many
+#: invocations (exact there), with integer divisions above.
+DW_FDIV_MAX = 1 << 20
+#: Largest constant filter (elements) the tiled conv_transpose2d bakes into its shader.
+TRANSPOSE_BAKE_MAX = 256
 
 
 # ---------------------------------------------------------------- shapes and validation
@@ -339,10 +349,13 @@ def lower_conv2d(node, lc) -> None:
         th, tw = _depthwise_block(g)
         c4 = -(-g["C"] // 4)
         ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
-        lc.kernel("conv/depthwise.wgsl", [("x", x), ("f", w)] + ep.operands, [("out", out)],
-                  g["NB"] * ohb * owb * c4, workgroup=WORKGROUP, T=T, vec=g["C"] % 4 == 0, C4=c4, TH=th, TW=tw,
-                  OHB=ohb, OWB=owb, rows=_rows(g, th), seg=_segment(g, tw), ep=ep,
-                  **{k: g[k] for k in ("C", "H", "W", "OH", "OW", "KH", "KW", "sh", "sw", "dh", "dw", "pt", "pl")})
+        n_inv = g["NB"] * ohb * owb * c4
+        prm = make_constant(np.array([n_inv, c4, g["C"], owb, ohb, g["H"], g["W"], g["OH"], g["OW"], g["pt"],
+                                      g["pl"]], dtype=np.uint32), "uint32")
+        lc.kernel("conv/depthwise.wgsl", [("x", x), ("f", w)] + ep.operands + [("prm", prm)], [("out", out)],
+                  n_inv, workgroup=WORKGROUP, T=T, vec=g["C"] % 4 == 0, TH=th, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
+                  rows=_rows(g, th),
+                  seg=_segment(g, tw), ep=ep, **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
         return
     G, C, O = g["G"], g["C"], g["O"]
     I, OPG = C // G, O // G
@@ -501,9 +514,19 @@ def lower_conv_transpose2d(node, lc) -> None:
     if forced and forced not in ("direct", "tiled"):
         raise ValueError(f"WEBNN_GPU_FORCE_CONV_TRANSPOSE={forced!r}: expected direct or tiled")
     if tiled and forced != "direct":
-        lc.kernel("conv/transpose_tiled.wgsl", [("x", x), ("f", f)] + ep.operands, [("out", out)],
+        wconst = None
+        data = constant_array(f)
+        if (data is not None and g["G"] == 1 and g["O"] <= 4 and data.size <= TRANSPOSE_BAKE_MAX
+                and forced != "tiled"):
+            # [kh][kw][t][ci] literals: every output channel in one invocation, no filter loads.
+            to = g["O"]
+            hwoi = np.transpose(data, [flayout.index(ch) for ch in "hwoi"]).astype(np.float32)
+            wconst = [[[[literal(v, "float32") for v in hwoi[kh, kw, t]] for t in range(to)]
+                       for kw in range(g["KW"])] for kh in range(g["KH"])]
+        lc.kernel("conv/transpose_tiled.wgsl", [("x", x)] + ([] if wconst else [("f", f)]) + ep.operands, [("out", out)],
                   g["NB"] * (g["O"] // to) * g["H"] * g["W"], workgroup=WORKGROUP, T=wgsl_type(out.data_type),
-                  TO=to, OPG=opg, I=I, vec=vec, f_si=fs["i"], f_so=fs["o"], f_sh=fs["h"], f_sw=fs["w"], ep=ep, **g)
+                  TO=to, OPG=opg, I=I, vec=vec, f_si=fs["i"], f_so=fs["o"], f_sh=fs["h"], f_sw=fs["w"], ep=ep,
+                  wconst=wconst, **g)
         return
     lc.kernel("conv/transpose.wgsl", [("x", x), ("f", f)] + ep.operands, [("out", out)],
               g["NB"] * (g["O"] // to) * g["OH"] * g["OW"], workgroup=WORKGROUP, T=wgsl_type(out.data_type), TO=to,

@@ -10,11 +10,20 @@ Kernels (``shaders/matmul/``):
   this beats workgroup-memory tiling; DESIGN.md section 6). The same kernel runs conv2d as an
   implicit GEMM (:func:`tile_kernel`). Constant operands are re-laid out at build time
   (transposed for gemm's ``b_transpose``, columns padded to a multiple of 4) so their loads
-  are vec4.
+  are vec4. Dense, unbatched, aligned products (the pointwise convs of a model, most
+  matmuls) read M, N, K and their strides from a small parameter buffer (``dyn``), so they
+  share one pipeline per tile shape and epilogue instead of compiling one per size (cold
+  start; no measurable change in kernel time on lavapipe).
 * ``naive.wgsl``: one output per invocation; for tiny products and as a cross-check.
+* ``small.wgsl``: one output per invocation with every size and stride read from a u32
+  parameter buffer, so a single pipeline serves all small products (at most
+  :data:`SMALL_MAX_OUTPUTS` outputs, one batch dimension, dense A) of a graph: the
+  squeeze-and-excitation 1x1 convs of a MobileNet-style model no longer compile one tile
+  kernel per shape (cold start); they are dispatch-bound either way.
 
-``WEBNN_GPU_FORCE_MATMUL`` = ``naive`` | ``tile`` | ``tile_scalar`` (tile with scalar loads)
-forces a variant (tests use it to cover each one).
+``WEBNN_GPU_FORCE_MATMUL`` = ``naive`` | ``tile`` | ``tile_scalar`` (tile with scalar loads) |
+``small`` forces a variant of matmul and gemm (tests use it to cover each one; ``small``
+falls back to the tile kernel where it does not apply, ``tile`` and ``tile_scalar`` turn it off).
 
 Both kernels apply the fused epilogue of ``node.attrs["epilogue"]``
 (:mod:`webnn_gpu.ops._epilogue`): the column index is the channel passed to bias-like steps.
@@ -43,6 +52,15 @@ MIN_INVOCATIONS = 256
 TILE_M, TILE_N4 = 16, 4
 #: "n": consecutive invocations take consecutive column tiles; "m": consecutive row tiles.
 TILE_ORDER = "m"
+#: Dense, unbatched, aligned products read their sizes from a parameter buffer
+#: (``dyn`` in ``matmul/tile.wgsl``): one pipeline per tile shape and epilogue, not per size.
+TILE_DYNAMIC = True
+#: Products with at most this many outputs (and one batch dimension at most) run
+#: ``matmul/small.wgsl``, whose sizes come from a parameter buffer: one pipeline for every
+#: such shape (cold start) instead of one tile kernel per shape; they are dispatch-bound anyway.
+SMALL_MAX_OUTPUTS = 512
+#: ... and at most this many multiply-adds per output.
+SMALL_MAX_K = 1024
 
 
 # ---------------------------------------------------------------- helpers shared with conv
@@ -97,14 +115,25 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
                 b_ks: int, b_ns: int = 1, b_vec: bool = False, b_cols: int | None = None,
                 o_P: int, o_sn: int, o_sp: int, o_so: int, KH: int = 1, KW: int = 1, KC: int,
                 conv: dict | None = None, epilogue=None, tile: tuple[int, int] | None = None,
-                order: str | None = None, group_cols: int = 0) -> None:
-    """Add one ``matmul/tile.wgsl`` launch (see the template header for every argument).
+                order: str | None = None, group_cols: int = 0, small_ok: bool = True) -> None:
+    """Add one ``matmul/tile.wgsl`` launch (see the template header for every argument), or
+    a ``matmul/small.wgsl`` one for a small dense product when ``small_ok``.
 
     ``a_vec`` / ``b_vec`` / vec4 stores are only used when the addressing is aligned; callers
     pass what they want and this function drops what the geometry does not allow.
     """
     batch_shape = list(batch_shape)
     batches = math.prod(batch_shape) if batch_shape else 1
+    if (small_ok and tile is None and a_mode == "dense" and len(batch_shape) <= 1
+            and M * N * batches <= SMALL_MAX_OUTPUTS and KC <= SMALL_MAX_K):
+        ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
+        bst = (list(a_bst) or [0], list(b_bst) or [0], list(o_bst) or [0])
+        params = [M * N * batches, M, N, KC, a_rs, a_ks, b_ks, b_ns, o_P, o_sn, o_sp, o_so,
+                  bst[0][0], bst[1][0], bst[2][0], group_cols]
+        prm = make_constant(np.array(params, dtype=np.uint32), "uint32")
+        lc.kernel("matmul/small.wgsl", [("a", a), ("b", b)] + ep.operands + [("prm", prm)], [("out", out)],
+                  M * N * batches, workgroup=TILE_WORKGROUP, T=wgsl_type(out.data_type), ep=ep)
+        return
     b_cols = N if b_cols is None else b_cols
     if tile is None:
         tile = choose_tile(M, N, batches)
@@ -122,18 +151,25 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
     order = order or TILE_ORDER
     n_inv = batches * tiles_m * tiles_n
+    dyn = (TILE_DYNAMIC and a_mode == "dense" and not batch_shape and a_vec and b_vec and out_vec and a_ks == 1
+           and b_ns == 1 and o_so == 1 and (o_sn == 0 or o_P >= M) and KH == KW == 1 and not group_cols
+           and order == "m")
     variables = dict(
         T=wgsl_type(out.data_type), needs_f16=False, TM=TM, TN4=TN4, order=order, M=M, N=N, tiles_m=tiles_m,
         tiles_n=tiles_n, batch_strides=strides(batch_shape), a_bst=list(a_bst), b_bst=list(b_bst),
         o_bst=list(o_bst), KH=KH, KW=KW, KC=KC, KC4=KC // 4 * 4, a_mode=a_mode, a_rs=a_rs, a_ks=a_ks,
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
-        o_so=o_so, out_vec=out_vec, ep=ep, group_cols=group_cols,
+        o_so=o_so, out_vec=out_vec, ep=ep, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
     )
+    inputs = [("a", a), ("b", b)] + ep.operands
+    if dyn:
+        prm = [n_inv, M, N, KC // 4 * 4, a_rs, b_ks, b_cols, o_sp, tiles_m]
+        inputs.append(("prm", make_constant(np.array(prm, dtype=np.uint32), "uint32")))
     if a_mode == "im2col":
         variables.update(conv)
     else:
         variables.update(P=1, OW=1, in_sn=0, in_sh=0, in_sw=0, H=1, W=1, sh=1, sw=1, dh=1, dw=1, pt=0, pl=0)
-    lc.kernel("matmul/tile.wgsl", [("a", a), ("b", b)] + ep.operands, [("out", out)], n_inv,
+    lc.kernel("matmul/tile.wgsl", inputs, [("out", out)], n_inv,
               workgroup=TILE_WORKGROUP, **variables)
 
 
@@ -147,8 +183,8 @@ def _batch_offsets(shape, batch_shape, matrix_size: int) -> list[int]:
 
 def _matmul_variant() -> str:
     forced = _env.force("matmul")
-    if forced and forced not in ("naive", "tile", "tile_scalar"):
-        raise ValueError(f"WEBNN_GPU_FORCE_MATMUL={forced!r}: expected naive, tile or tile_scalar")
+    if forced and forced not in ("naive", "tile", "tile_scalar", "small"):
+        raise ValueError(f"WEBNN_GPU_FORCE_MATMUL={forced!r}: expected naive, tile, tile_scalar or small")
     return forced
 
 
@@ -167,7 +203,7 @@ def _lower_product(node, lc, a: Value, b: Value, *, M, N, K, batch_shape, a_bst,
     vec = variant != "tile_scalar"
     tile_kernel(lc, a, b, out, M=M, N=N, batch_shape=batch_shape, a_bst=a_bst, b_bst=b_bst, o_bst=o_bst,
                 a_rs=a_rs, a_ks=a_ks, a_vec=vec, b_ks=b_ks, b_ns=b_ns, b_vec=vec, b_cols=b_cols,
-                o_P=M, o_sn=0, o_sp=N, o_so=1, KC=K, epilogue=ep)
+                o_P=M, o_sn=0, o_sp=N, o_so=1, KC=K, epilogue=ep, small_ok=variant in ("", None, "small"))
 
 
 def _pack_b(b: Value, K: int, N: int, transposed: bool):
