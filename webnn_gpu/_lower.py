@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import _kernels
 from ._kernels import Binding, KernelContext, workgroups
@@ -51,10 +51,10 @@ class KernelStep:
     template: str
     wgsl: str
     values: list[Value]
-    groups: tuple[int, int, int]
+    groups: tuple[int, ...]
     label: str
-    pipeline: object = None
-    node: object = None
+    pipeline: Any = None
+    node: Any = None
     #: per binding (byte offset, byte size) into its buffer, or None for the whole value
     ranges: list | None = None
 
@@ -63,11 +63,11 @@ class KernelStep:
 class CopyStep:
     """A buffer-to-buffer copy of ``nbytes`` bytes (outside compute passes)."""
 
-    src: Value
-    dst: Value
+    src: Any  # a Value (or a graph output reference)
+    dst: Any
     nbytes: int
     label: str = ""
-    node: object = None
+    node: Any = None
 
 
 @dataclass

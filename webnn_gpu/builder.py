@@ -14,7 +14,7 @@ import asyncio
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
@@ -57,7 +57,8 @@ class Node:
     """One operator application of the graph IR."""
 
     op: str
-    inputs: list[Value | None]
+    #: operand values in the op's positional order (lowerings may rely on every entry being set)
+    inputs: list[Value]
     outputs: list[Value]
     attrs: dict
     label: str = ""
@@ -134,6 +135,12 @@ class MLGraphBuilder:
             raise InvalidStateError(f"{where(op, label)}: this MLGraphBuilder has already built its graph")
         self._context._check_alive(where(op, label))
 
+    @overload
+    def _operand(self, op: str, label: str, arg: str, x, *, optional: Literal[False] = False) -> Value: ...
+
+    @overload
+    def _operand(self, op: str, label: str, arg: str, x, *, optional: bool) -> Value | None: ...
+
     def _operand(self, op: str, label: str, arg: str, x, *, optional: bool = False) -> Value | None:
         """The Value of an MLOperand argument, checking it belongs to this builder."""
         if x is None and optional:
@@ -179,7 +186,7 @@ class MLGraphBuilder:
                     f"'shader-int64' for this operator, and this adapter lacks it (see op_support_limits())"
                 )
 
-    def _emit(self, op: str, inputs: list[Value | None], outputs: list[tuple[str, tuple[int, ...]]],
+    def _emit(self, op: str, inputs: list, outputs: list[tuple[str, tuple[int, ...]]],
               attrs: dict | None = None, label: str = "") -> list[MLOperand]:
         """Append a node and return operands for its outputs."""
         limit = self._context._max_tensor_bytes

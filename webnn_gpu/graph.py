@@ -14,13 +14,16 @@ from __future__ import annotations
 import logging
 import os
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import wgpu
 
 from . import _dtypes
 from ._lower import CopyStep, KernelStep, LowerContext
+from .builder import Value
 from .errors import InvalidStateError, NotSupportedError, OperationError, where
 
 log = logging.getLogger("webnn_gpu")
@@ -31,7 +34,7 @@ _STORAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsa
 @dataclass
 class _Slot:
     kind: str  # "in", "out", "const", "tmp"
-    key: object  # input/output name, or index into the graph's buffer list
+    key: Any  # input/output name, or index into the graph's buffer list
 
     def __hash__(self):
         return hash((self.kind, self.key))
@@ -44,7 +47,22 @@ class MLGraph:
     describe its named operands.
     """
 
-    def __init__(self):  # use MLGraphBuilder.build
+    _context: Any
+    _destroyed: bool
+    _inputs: dict[str, Value]
+    _outputs: dict[str, Value]
+    _buffers: list
+    _const_tensors: list
+    _steps: list
+    _slot: dict[int, _Slot]
+    _root: Callable[[Any], Any]
+    _bind_cache: OrderedDict
+    _static_groups: dict[int, Any]
+    _compute_io: Any
+    _arena_bytes: int
+    _peak_bytes_live: int
+
+    def __init__(self) -> None:  # use MLGraphBuilder.build
         self._destroyed = True
 
     # ------------------------------------------------------------------ build
@@ -66,7 +84,7 @@ class MLGraph:
 
         # Lower every node.
         steps: list = []
-        aliases: dict[int, object] = {}
+        aliases: dict[int, Value] = {}
         node_temps: list[tuple[int, int, list]] = []
         for node in nodes:
             lower = LOWERINGS.get(node.op)
@@ -87,11 +105,11 @@ class MLGraph:
 
         # Slots: inputs, constants, outputs, temporaries.
         slot: dict[int, _Slot] = {}
-        self._buffers: list = []  # constant and arena buffers, owned by the graph
-        self._const_tensors: list = []  # constant MLTensors bound (they outlive their destroy())
+        self._buffers = []  # constant and arena buffers, owned by the graph
+        self._const_tensors = []  # constant MLTensors bound (they outlive their destroy())
         for name, v in self._inputs.items():
             slot[v.id] = _Slot("in", name)
-        out_copies: list[tuple[object, str]] = []
+        out_copies: list[tuple[Value, str]] = []
         for name, v in outputs.items():
             r = root(v)
             if r.kind == "op" and r.id not in slot:
@@ -121,7 +139,7 @@ class MLGraph:
         # Liveness of op values and temps, in step order; greedy best-fit arena.
         first: dict[int, int] = {}
         last: dict[int, int] = {}
-        values: dict[int, object] = {}
+        values: dict[int, Value] = {}
         for i, step in enumerate(steps):
             for v in _step_values(step):
                 r = root(v)
@@ -177,8 +195,8 @@ class MLGraph:
         self._steps = steps
         self._slot = slot
         self._root = root
-        self._bind_cache: OrderedDict = OrderedDict()
-        self._static_groups: dict[int, object] = {}
+        self._bind_cache = OrderedDict()
+        self._static_groups = {}
         for i, step in enumerate(steps):
             if isinstance(step, KernelStep) and all(slot[root(v).id].kind in ("const", "tmp") for v in step.values):
                 self._static_groups[i] = self._make_bind_group(step, {}, {})
