@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -155,7 +157,7 @@ def _fold_clamp(x: np.ndarray, node) -> np.ndarray:
 
 
 #: op -> NumPy evaluation over the input arrays (None: not foldable for these inputs)
-_FLOAT_FOLDERS = {
+_FLOAT_FOLDERS: dict[str, Callable[..., Any]] = {
     "add": lambda n, a, b: a + b,
     "sub": lambda n, a, b: a - b,
     "mul": lambda n, a, b: a * b,

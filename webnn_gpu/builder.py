@@ -57,8 +57,10 @@ class Node:
     """One operator application of the graph IR."""
 
     op: str
-    #: operand values in the op's positional order (lowerings may rely on every entry being set)
-    inputs: list[Value]
+    #: operand values in the op's positional order; ``None`` stands for an absent optional
+    #: operand (e.g. a normalization's scale). Typed ``Any`` so lowerings of ops without
+    #: optional operands need no narrowing.
+    inputs: list[Any]
     outputs: list[Value]
     attrs: dict
     label: str = ""
@@ -186,7 +188,7 @@ class MLGraphBuilder:
                     f"'shader-int64' for this operator, and this adapter lacks it (see op_support_limits())"
                 )
 
-    def _emit(self, op: str, inputs: list, outputs: list[tuple[str, tuple[int, ...]]],
+    def _emit(self, op: str, inputs: list, outputs: list,
               attrs: dict | None = None, label: str = "") -> list[MLOperand]:
         """Append a node and return operands for its outputs."""
         limit = self._context._max_tensor_bytes

@@ -78,7 +78,7 @@ def format_table(rows: list[dict]) -> str:
     lines = [f"{'#':>3}  {'us':>9}  {'%':>5}  {'kernel':<28} label"]
     for i, r in enumerate(rows):
         lines.append(f"{i:>3}  {r['us']:>9.1f}  {100 * r['us'] / total:>5.1f}  {r['template']:<28} {r['label']}")
-    by_template = defaultdict(float)
+    by_template: defaultdict[str, float] = defaultdict(float)
     for r in rows:
         by_template[r["template"]] += r["us"]
     lines.append(f"total {total:.1f} us over {len(rows)} kernels; by template:")

@@ -24,7 +24,7 @@ import sys
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Union
+from typing import Any, Iterator, Union
 
 import numpy as np
 
@@ -285,7 +285,7 @@ class VideoWriter:
                     f"VideoWriter.write: frame must be uint8 ({self.height}, {self.width}, 3), "
                     f"given {frame.dtype} {frame.shape}"
                 )
-            data = np.ascontiguousarray(frame)
+            data: np.ndarray | memoryview = np.ascontiguousarray(frame)
         else:
             data = memoryview(frame).cast("B")
             if data.nbytes != 3 * self.width * self.height:
@@ -393,7 +393,7 @@ class PreviewWindow:
         self._root.protocol("WM_DELETE_WINDOW", self.close)
         self._label = tkinter.Label(self._root)
         self._label.pack()
-        self._photo = None
+        self._photo: Any = None
         self.closed = False
 
     def show(self, frame: np.ndarray) -> None:

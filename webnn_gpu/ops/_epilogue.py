@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import SimpleNamespace
+from typing import Any
 
 from .._kernels import broadcast_strides, strides
 from .elementwise import _OPTION_OPS, _TABLE, expression, literal
@@ -139,7 +140,7 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
             stmts, expr, fs = expression(fake, args)
         else:
             if op in _OPTION_OPS:
-                attrs = {k: float(step.get(k, d)) for k, d in _OPTION_OPS[op][1].items()}
+                attrs: dict[str, Any] = {k: float(step.get(k, d)) for k, d in _OPTION_OPS[op][1].items()}
             elif op == "clamp":
                 attrs = {"min_value": step.get("min_value"), "max_value": step.get("max_value")}
             elif op in _TABLE and _TABLE[op].arity == 1 and _TABLE[op].out is None and "float32" in _TABLE[op].types:

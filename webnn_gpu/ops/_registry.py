@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .._dtypes import DATA_TYPES
@@ -49,7 +49,7 @@ def lowering(*ops: str) -> Callable:
     return deco
 
 
-def support(op: str, operands: dict[str, tuple[Sequence[str], tuple[int, int]]],
+def support(op: str, operands: Mapping[str, tuple[Sequence[str], tuple[int, int]]],
             output: tuple[Sequence[str], tuple[int, int]] | None = None, output_name: str = "output", int64_compute: bool = True) -> OpSupport:
     """Record what ``op`` accepts: ``operands`` maps a name to (data types, (min rank, max rank))."""
     s = OpSupport(op, int64_compute=int64_compute)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -293,13 +294,13 @@ def _map_kernel(lc, inputs, out, stmts, expr, funcs, *, raw=False) -> None:
     chunk = (limit // itemsize) // 4096 * 4096
     for base in range(0, out.size, chunk):
         n = min(chunk, out.size - base)
-        ranges = []
+        ranges: list[tuple[int, int] | None] = []
         for v, s in [*zip(inputs, same), (out, True)]:
             if s:
                 isz = _dtypes.info(v.data_type).itemsize
                 ranges.append((base * isz, max(4, (n * isz + 3) // 4 * 4)))
             else:
-                ranges.append(None)
+                ranges.append(None)  # a broadcast input: bound whole
         _map_chunk(lc, inputs, out, stmts, expr, funcs, raw, base, n, ranges)
 
 
@@ -400,14 +401,15 @@ def _binary(self: MLGraphBuilder, row: EW, a, b, label: str, kwargs: dict, names
     return self._emit1(op, [va, vb], row.out or va.data_type, shape, label=label)
 
 
-def _make_binary(row: EW):
-    if row.name == "prelu":
-        def method(self: MLGraphBuilder, input: MLOperand, slope: MLOperand, *, label: str = "",
-                   **kwargs) -> MLOperand:
-            return _binary(self, row, input, slope, label, kwargs, ("input", "slope"))
-    else:
-        def method(self: MLGraphBuilder, a: MLOperand, b: MLOperand, *, label: str = "", **kwargs) -> MLOperand:
-            return _binary(self, row, a, b, label, kwargs, ("a", "b"))
+def _make_binary(row: EW) -> Callable[..., MLOperand]:
+    def prelu_method(self: MLGraphBuilder, input: MLOperand, slope: MLOperand, *, label: str = "",
+                     **kwargs) -> MLOperand:
+        return _binary(self, row, input, slope, label, kwargs, ("input", "slope"))
+
+    def binary_method(self: MLGraphBuilder, a: MLOperand, b: MLOperand, *, label: str = "", **kwargs) -> MLOperand:
+        return _binary(self, row, a, b, label, kwargs, ("a", "b"))
+
+    method = prelu_method if row.name == "prelu" else binary_method
 
     method.__name__ = row.name
     method.__qualname__ = f"MLGraphBuilder.{row.name}"

@@ -144,6 +144,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     if a_mode == "dense":
         a_vec = a_vec and a_rs % 4 == 0
     else:
+        assert conv is not None  # im2col mode always comes with the conv geometry
         a_vec = a_vec and all(conv[k] % 4 == 0 for k in ("in_sn", "in_sh", "in_sw"))
     b_vec = b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols % 4 == 0 and all(s % 4 == 0 for s in b_bst)
     out_vec = (o_so == 1 and N % 4 == 0 and o_sp % 4 == 0 and (o_sn % 4 == 0 or o_P >= M)
@@ -163,10 +164,10 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     )
     inputs = [("a", a), ("b", b)] + ep.operands
     if dyn:
-        prm = [n_inv, M, N, KC // 4 * 4, a_rs, b_ks, b_cols, o_sp, tiles_m]
-        inputs.append(("prm", make_constant(np.array(prm, dtype=np.uint32), "uint32")))
+        sizes = [n_inv, M, N, KC // 4 * 4, a_rs, b_ks, b_cols, o_sp, tiles_m]
+        inputs.append(("prm", make_constant(np.array(sizes, dtype=np.uint32), "uint32")))
     if a_mode == "im2col":
-        variables.update(conv)
+        variables.update(conv or {})
     else:
         variables.update(P=1, OW=1, in_sn=0, in_sh=0, in_sw=0, H=1, W=1, sh=1, sw=1, dh=1, dw=1, pt=0, pl=0)
     lc.kernel("matmul/tile.wgsl", inputs, [("out", out)], n_inv,

@@ -417,9 +417,10 @@ def split(self: MLGraphBuilder, input: MLOperand, splits: int | Sequence[int], *
     ax = V.axis(op, label, "axis", axis, r)
     dim = v.shape[ax]
     if V.is_int(splits):
-        if splits < 1 or dim % splits:
+        parts = int(splits)  # type: ignore[arg-type]  # is_int narrowed it
+        if parts < 1 or dim % parts:
             V.fail(op, label, "splits", f"a positive number of parts dividing dimension {ax} ({dim})", splits)
-        sizes = [dim // int(splits)] * int(splits)
+        sizes = [dim // parts] * parts
     else:
         sizes = V.int_list(op, label, "splits", splits, lo=1)
         if not sizes or sum(sizes) != dim:
@@ -555,7 +556,7 @@ def cast_number(value, data_type: str):
             return info.numpy.type(0)
         if math.isinf(value):
             return info.numpy.type(ii.max if value > 0 else ii.min)
-        value = math.trunc(value)
+        value = math.trunc(float(value))
     return info.numpy.type(min(max(int(value), int(ii.min)), int(ii.max)))
 
 

@@ -39,6 +39,7 @@ between steps, also for float16 operands.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal, overload
 
 import numpy as np
 
@@ -82,13 +83,19 @@ class _Checker:
 
     def __init__(self, builder: MLGraphBuilder, op: str, label: str):
         self.b, self.op, self.label = builder, op, label
-        self.dtype: str | None = None
+        self.dtype: str = ""  # set by the first (required) operand
+
+    @overload
+    def operand(self, arg: str, x, *, optional: Literal[False] = False) -> Value: ...
+
+    @overload
+    def operand(self, arg: str, x, *, optional: bool) -> Value | None: ...
 
     def operand(self, arg: str, x, *, optional: bool = False) -> Value | None:
         v = self.b._operand(self.op, self.label, arg, x, optional=optional)
         if v is None:
             return None
-        if self.dtype is None:
+        if not self.dtype:
             if v.data_type not in FLOATS:
                 V.fail(self.op, self.label, arg, "an operand of data type float32 or float16", v.data_type)
             self.dtype = v.data_type
@@ -178,7 +185,7 @@ def gru(self: MLGraphBuilder, input: MLOperand, weight: MLOperand, recurrent_wei
     c.shape("bias", vb, (nd, 3 * hidden), "[num_directions, 3 * hidden_size]")
     c.shape("recurrent_bias", vrb, (nd, 3 * hidden), "[num_directions, 3 * hidden_size]")
     c.shape("initial_hidden_state", vh, (nd, batch, hidden), "[num_directions, batch_size, hidden_size]")
-    outs = [(c.dtype, (nd, batch, hidden))]
+    outs: list[tuple[str, tuple[int, ...]]] = [(c.dtype, (nd, batch, hidden))]
     if return_sequence:
         outs.append((c.dtype, (steps, nd, batch, hidden)))
     attrs = dict(steps=steps, hidden_size=hidden, reset_after=reset_after, return_sequence=return_sequence,
@@ -323,7 +330,7 @@ def lstm(self: MLGraphBuilder, input: MLOperand, weight: MLOperand, recurrent_we
     c.shape("peephole_weight", vp, (nd, 3 * hidden), "[num_directions, 3 * hidden_size]")
     c.shape("initial_hidden_state", vh, (nd, batch, hidden), "[num_directions, batch_size, hidden_size]")
     c.shape("initial_cell_state", vc, (nd, batch, hidden), "[num_directions, batch_size, hidden_size]")
-    outs = [(c.dtype, (nd, batch, hidden)), (c.dtype, (nd, batch, hidden))]
+    outs: list[tuple[str, tuple[int, ...]]] = [(c.dtype, (nd, batch, hidden)), (c.dtype, (nd, batch, hidden))]
     if return_sequence:
         outs.append((c.dtype, (steps, nd, batch, hidden)))
     attrs = dict(steps=steps, hidden_size=hidden, return_sequence=return_sequence, direction=direction,

@@ -141,6 +141,7 @@ class Converter:
                                            "(only DEQUANTIZE of constant weights is supported)")
             value = t.data
         assert value is not None
+        data_type: str | None
         if value.dtype.kind == "f":
             data_type = self.float_type
             if value.dtype != self._np_float:
