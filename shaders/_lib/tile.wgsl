@@ -8,6 +8,12 @@
   epilogue_fns(ep): the activation helpers and `fn epilogue(x: f32, o: u32, ch: u32) -> f32`.
   apply(ep, v, o, ch): the expression applying the epilogue to the f32 value v (v itself when
     the epilogue is empty).
+  prologue(k, T, names, vec, ep): everything before a kernel's body: `enable f16;` for f16,
+    the inputs `names` (bindings 0..), the epilogue operands, `out` (read_write, scalar), the
+    epilogue helpers, and the entry point up to `idx` (guarded by idx < k.n).
+  decode_out(w, h, O, TO, OPG, wv, hv): splits idx into the column `wv` (of w), row `hv` (of
+    h), output-channel block `ob` (TO channels each, O in all), batch `n`, first channel `o0`
+    and group `g` (OPG output channels per group); column fastest.
 -#}
 {% macro decl(index, name, T, vec, output) %}
 @group(0) @binding({{ index }}) var<storage, {{ "read_write" if output else "read" }}> {{ name }}: array<{{ "vec4<" ~ T ~ ">" if vec else T }}>;
@@ -32,3 +38,30 @@
 {% macro apply(ep, v, o, ch) -%}
 {{ v if ep.empty else "epilogue(" ~ v ~ ", " ~ o ~ ", " ~ ch ~ ")" }}
 {%- endmacro %}
+
+{% macro prologue(k, T, names, vec, ep) %}
+{% if T == "f16" %}
+enable f16;
+{% endif %}
+{% for name in names %}
+{{ decl(loop.index0, name, T, vec, false) }}
+{% endfor %}
+{{ epilogue_decls(ep, names | length) }}
+{{ decl(names | length + ep.operands | length, "out", T, false, true) }}
+{{ epilogue_fns(ep) }}
+
+@compute @workgroup_size({{ k.workgroup }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
+  if (idx >= {{ k.n }}u) { return; }
+{% endmacro %}
+
+{% macro decode_out(w, h, O, TO, OPG, wv, hv) %}
+  var r = idx;
+  let {{ wv }} = r % {{ w }}u; r = r / {{ w }}u;
+  let {{ hv }} = r % {{ h }}u; r = r / {{ h }}u;
+  let ob = r % {{ O // TO }}u;
+  let n = r / {{ O // TO }}u;
+  let o0 = ob * {{ TO }}u;
+  let g = o0 / {{ OPG }}u;
+{% endmacro %}

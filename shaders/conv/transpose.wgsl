@@ -19,26 +19,8 @@
   Workgroup: (k.workgroup, 1, 1); invocations NB * (O / TO) * OH * OW, output column fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
-{% if T == "f16" %}
-enable f16;
-{% endif %}
-{{ tl.decl(0, "x", T, vec, false) }}
-{{ tl.decl(1, "f", T, vec, false) }}
-{{ tl.epilogue_decls(ep, 2) }}
-{{ tl.decl(2 + ep.operands | length, "out", T, false, true) }}
-{{ tl.epilogue_fns(ep) }}
-
-@compute @workgroup_size({{ k.workgroup }})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
-  if (idx >= {{ k.n }}u) { return; }
-  var r = idx;
-  let ow = r % {{ OW }}u; r = r / {{ OW }}u;
-  let oh = r % {{ OH }}u; r = r / {{ OH }}u;
-  let ob = r % {{ O // TO }}u;
-  let n = r / {{ O // TO }}u;
-  let o0 = ob * {{ TO }}u;
-  let g = o0 / {{ OPG }}u;
+{{ tl.prologue(k, T, ["x", "f"], vec, ep) }}
+{{ tl.decode_out(OW, OH, O, TO, OPG, "ow", "oh") }}
   let xb = n * {{ in_sn }}u + g * {{ I * in_sc }}u;
   let fb = g * {{ I * f_si }}u + (o0 - g * {{ OPG }}u) * {{ f_so }}u;
 {% for t in range(TO) %}

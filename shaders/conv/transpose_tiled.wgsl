@@ -22,29 +22,8 @@
   Workgroup: (k.workgroup, 1, 1); invocations NB * (O / TO) * H * W, input column fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
-{% if T == "f16" %}
-enable f16;
-{% endif %}
-{% set nf = 1 if wconst else 2 %}
-{{ tl.decl(0, "x", T, vec, false) }}
-{% if not wconst %}
-{{ tl.decl(1, "f", T, vec, false) }}
-{% endif %}
-{{ tl.epilogue_decls(ep, nf) }}
-{{ tl.decl(nf + ep.operands | length, "out", T, false, true) }}
-{{ tl.epilogue_fns(ep) }}
-
-@compute @workgroup_size({{ k.workgroup }})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
-  if (idx >= {{ k.n }}u) { return; }
-  var r = idx;
-  let iw = r % {{ W }}u; r = r / {{ W }}u;
-  let ih = r % {{ H }}u; r = r / {{ H }}u;
-  let ob = r % {{ O // TO }}u;
-  let n = r / {{ O // TO }}u;
-  let o0 = ob * {{ TO }}u;
-  let g = o0 / {{ OPG }}u;
+{{ tl.prologue(k, T, ["x"] if wconst else ["x", "f"], vec, ep) }}
+{{ tl.decode_out(W, H, O, TO, OPG, "iw", "ih") }}
   let xp = n * {{ in_sn }}u + g * {{ I * in_sc }}u + ih * {{ in_sh }}u + iw * {{ in_sw }}u;
   let fb = g * {{ I * f_si }}u + (o0 - g * {{ OPG }}u) * {{ f_so }}u;
 {% for kh in range(KH) %}

@@ -13,19 +13,7 @@
 -#}
 {% import "_lib/index.wgsl" as ix %}
 {% import "_lib/tile.wgsl" as tl %}
-{% if T == "f16" %}
-enable f16;
-{% endif %}
-{{ tl.decl(0, "a", T, false, false) }}
-{{ tl.decl(1, "b", T, false, false) }}
-{{ tl.epilogue_decls(ep, 2) }}
-{{ tl.decl(2 + ep.operands | length, "out", T, false, true) }}
-{{ tl.epilogue_fns(ep) }}
-
-@compute @workgroup_size({{ k.workgroup }})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
-  if (idx >= {{ k.n }}u) { return; }
+{{ tl.prologue(k, T, ["a", "b"], false, ep) }}
   let bidx = idx / {{ M * N }}u;
   let mn = idx - bidx * {{ M * N }}u;
   let m = mn / {{ N }}u;
