@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
 
     Each subcommand module provides ``add_arguments(parser)`` and ``run(args) -> int``.
     """
-    parser = argparse.ArgumentParser(prog="webnn-gpu", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="webnn-gpu", description="webnn-gpu: the W3C WebNN API on any GPU through WebGPU.")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in _COMMANDS.items():
         p = sub.add_parser(name, help=help_text)
