@@ -35,6 +35,20 @@ INDEX_TYPES = ("int32", "uint32", "int64")
 
 
 # ---------------------------------------------------------------- validation helpers
+def _elements_axis(op: str, label: str, v, ind, axis) -> int:
+    """Check gather_elements/scatter_elements indices: the input's rank and shape except along
+    ``axis``; returns the axis."""
+    r = len(v.shape)
+    ax = V.axis(op, label, "axis", axis, r)
+    expected = list(v.shape)
+    if len(ind.shape) == r:
+        expected[ax] = ind.shape[ax]
+    if tuple(ind.shape) != tuple(expected):
+        V.fail(op, label, "indices", f"a rank-{r} shape equal to the input's {list(v.shape)} except along axis {ax}",
+               list(ind.shape))
+    return ax
+
+
 def _indices(b, op, label, indices):
     v = b._operand(op, label, "indices", indices)
     if v.data_type not in INDEX_TYPES:
@@ -123,14 +137,7 @@ def gather_elements(self: MLGraphBuilder, input: MLOperand, indices: MLOperand, 
     self._check_usable(op, label)
     v = self._operand(op, label, "input", input)
     ind = _indices(self, op, label, indices)
-    r = len(v.shape)
-    ax = V.axis(op, label, "axis", axis, r)
-    expected = list(v.shape)
-    if len(ind.shape) == r:
-        expected[ax] = ind.shape[ax]
-    if tuple(ind.shape) != tuple(expected):
-        V.fail(op, label, "indices", f"a rank-{r} shape equal to the input's {list(v.shape)} except along axis {ax}",
-               list(ind.shape))
+    ax = _elements_axis(op, label, v, ind, axis)
     return self._emit1(op, [v, ind], v.data_type, ind.shape, {"axis": ax}, label=label)
 
 
@@ -253,14 +260,7 @@ def scatter_elements(self: MLGraphBuilder, input: MLOperand, indices: MLOperand,
     self._check_usable(op, label)
     v = self._operand(op, label, "input", input)
     ind = _indices(self, op, label, indices)
-    r = len(v.shape)
-    ax = V.axis(op, label, "axis", axis, r)
-    expected = list(v.shape)
-    if len(ind.shape) == r:
-        expected[ax] = ind.shape[ax]
-    if tuple(ind.shape) != tuple(expected):
-        V.fail(op, label, "indices", f"a rank-{r} shape equal to the input's {list(v.shape)} except along axis {ax}",
-               list(ind.shape))
+    ax = _elements_axis(op, label, v, ind, axis)
     u = _updates(self, op, label, updates, v, ind.shape)
     return self._emit1(op, [v, ind, u], v.data_type, v.shape, {"axis": ax}, label=label)
 
