@@ -41,6 +41,7 @@ const SCALE_Y: f32 = {{ scale_y }};
 
 {% include "_rgb8.wgsl" %}
 {% include "_index.wgsl" %}
+{% include "_bilinear.wgsl" %}
 
 // Element e of the NHWC tensor: channel e % 3 of model pixel e / 3, bilinear from the frame.
 fn sample(e: u32) -> f32 {
@@ -48,21 +49,14 @@ fn sample(e: u32) -> f32 {
     let q = e / 3u;
     let x = q % MW;
     let y = q / MW;
-    let sx = clamp((f32(x) + 0.5) * SCALE_X - 0.5, 0.0, f32(W - 1u));
-    let sy = clamp((f32(y) + 0.5) * SCALE_Y - 0.5, 0.0, f32(H - 1u));
-    let x0 = u32(floor(sx));
-    let y0 = u32(floor(sy));
-    let x1 = min(x0 + 1u, W - 1u);
-    let y1 = min(y0 + 1u, H - 1u);
-    let fx = sx - f32(x0);
-    let fy = sy - f32(y0);
-    let v00 = f32(rgb8_byte(3u * (y0 * W + x0) + c));
-    let v01 = f32(rgb8_byte(3u * (y0 * W + x1) + c));
-    let v10 = f32(rgb8_byte(3u * (y1 * W + x0) + c));
-    let v11 = f32(rgb8_byte(3u * (y1 * W + x1) + c));
-    let top = mix(v00, v01, fx);
-    let bottom = mix(v10, v11, fx);
-    return mix(top, bottom, fy) / 255.0;
+    let t = bilinear_taps(x, y, SCALE_X, SCALE_Y, W, H);
+    let v00 = f32(rgb8_byte(3u * (t.y0 * W + t.x0) + c));
+    let v01 = f32(rgb8_byte(3u * (t.y0 * W + t.x1) + c));
+    let v10 = f32(rgb8_byte(3u * (t.y1 * W + t.x0) + c));
+    let v11 = f32(rgb8_byte(3u * (t.y1 * W + t.x1) + c));
+    let top = mix(v00, v01, t.fx);
+    let bottom = mix(v10, v11, t.fx);
+    return mix(top, bottom, t.fy) / 255.0;
 }
 
 @compute @workgroup_size({{ workgroup_size }}, 1, 1)

@@ -32,6 +32,7 @@ const SCALE_X: f32 = {{ scale_x }};
 const SCALE_Y: f32 = {{ scale_y }};
 
 {% include "_index.wgsl" %}
+{% include "_bilinear.wgsl" %}
 
 fn load(i: u32) -> f32 {
 {%- if dtype == "float16" %}
@@ -49,15 +50,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>,
     if (p >= W * H) { return; }
     let x = p % W;
     let y = p / W;
-    let sx = clamp((f32(x) + 0.5) * SCALE_X - 0.5, 0.0, f32(MW - 1u));
-    let sy = clamp((f32(y) + 0.5) * SCALE_Y - 0.5, 0.0, f32(MH - 1u));
-    let x0 = u32(floor(sx));
-    let y0 = u32(floor(sy));
-    let x1 = min(x0 + 1u, MW - 1u);
-    let y1 = min(y0 + 1u, MH - 1u);
-    let fx = sx - f32(x0);
-    let fy = sy - f32(y0);
-    let top = mix(load(y0 * MW + x0), load(y0 * MW + x1), fx);
-    let bottom = mix(load(y1 * MW + x0), load(y1 * MW + x1), fx);
-    mask[p] = clamp(mix(top, bottom, fy), 0.0, 1.0);
+    let t = bilinear_taps(x, y, SCALE_X, SCALE_Y, MW, MH);
+    let top = mix(load(t.y0 * MW + t.x0), load(t.y0 * MW + t.x1), t.fx);
+    let bottom = mix(load(t.y1 * MW + t.x0), load(t.y1 * MW + t.x1), t.fx);
+    mask[p] = clamp(mix(top, bottom, t.fy), 0.0, 1.0);
 }
