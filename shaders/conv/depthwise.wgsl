@@ -16,7 +16,8 @@
     KH, KW       window; sh, sw strides; dh, dw dilations
     rows         [(r, [(t, kh), ...])]: input row r (from oh0 * sh - pt) feeds output row t via tap kh
     seg          sorted distinct column offsets p * sw + kw * dw (p < TW, kw < KW) from ow0 * sw - pl
-    ep           fused epilogue (webnn_gpu/ops/_epilogue.py); channel = c
+    ep           fused epilogue (webnn_gpu/ops/_epilogue.py); channel = c; operands read at the
+                 channel (a bias) are loaded once per invocation (q0..q3)
   Parameters (binding `prm`, u32): 0 invocations  1 C4 = ceil(C / 4)  2 C  3 OWB = ceil(OW / TW)
     4 OHB = ceil(OH / TH)  5 H  6 W  7 OH  8 OW  9 pt  10 pl (leading padding)
   Bindings: input (NHWC), filter ([KH, KW, C]), epilogue operands..., prm, out (NHWC).
@@ -34,16 +35,16 @@ enable f16;
 {{ tl.epilogue_fns(ep) }}
 
 {% if vec %}
-fn ld_x(i: u32, cb: u32) -> vec4<f32> { return vec4<f32>(x[i * prm[1] + cb]); }
-fn ld_f(i: u32, cb: u32) -> vec4<f32> { return vec4<f32>(f[i * prm[1] + cb]); }
+fn ld_x(i: u32, cb: u32, C4: u32, C: u32) -> vec4<f32> { return vec4<f32>(x[i * C4 + cb]); }
+fn ld_f(i: u32, cb: u32, C4: u32, C: u32) -> vec4<f32> { return vec4<f32>(f[i * C4 + cb]); }
 {% else %}
-fn ld_x(i: u32, cb: u32) -> vec4<f32> {
-  let b = i * prm[2];
-  return vec4<f32>({% for c in range(4) %}f32(x[b + min(cb * 4u + {{ c }}u, prm[2] - 1u)]){{ ", " if not loop.last }}{% endfor %});
+fn ld_x(i: u32, cb: u32, C4: u32, C: u32) -> vec4<f32> {
+  let b = i * C;
+  return vec4<f32>({% for c in range(4) %}f32(x[b + min(cb * 4u + {{ c }}u, C - 1u)]){{ ", " if not loop.last }}{% endfor %});
 }
-fn ld_f(i: u32, cb: u32) -> vec4<f32> {
-  let b = i * prm[2];
-  return vec4<f32>({% for c in range(4) %}f32(f[b + min(cb * 4u + {{ c }}u, prm[2] - 1u)]){{ ", " if not loop.last }}{% endfor %});
+fn ld_f(i: u32, cb: u32, C4: u32, C: u32) -> vec4<f32> {
+  let b = i * C;
+  return vec4<f32>({% for c in range(4) %}f32(f[b + min(cb * 4u + {{ c }}u, C - 1u)]){{ ", " if not loop.last }}{% endfor %});
 }
 {% endif %}
 
@@ -57,27 +58,29 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let W = prm[6];
   let OH = prm[7];
   let OW = prm[8];
+  let OWB = prm[3];
+  let OHB = prm[4];
 {% if fdiv %}
   // Quotients through f32, exact for dividends below 2^20 (fdiv): x86 has no vector integer
   // division, so runtime divisors would otherwise cost a scalar division per lane.
   let r0 = u32((f32(idx) + 0.5) / f32(C4));
-  let r1 = u32((f32(r0) + 0.5) / f32(prm[3]));
-  let n = u32((f32(r1) + 0.5) / f32(prm[4]));
+  let r1 = u32((f32(r0) + 0.5) / f32(OWB));
+  let n = u32((f32(r1) + 0.5) / f32(OHB));
 {% else %}
   let r0 = idx / C4;
-  let r1 = r0 / prm[3];
-  let n = r1 / prm[4];
+  let r1 = r0 / OWB;
+  let n = r1 / OHB;
 {% endif %}
   let cb = idx - r0 * C4;
-  let wb = r0 - r1 * prm[3];
-  let hb = r1 - n * prm[4];
+  let wb = r0 - r1 * OWB;
+  let hb = r1 - n * OHB;
   let oh0 = hb * {{ TH }}u;
   let ow0 = wb * {{ TW }}u;
   let ih0 = i32(oh0 * {{ sh }}u) - i32(prm[9]);
   let iw0 = i32(ow0 * {{ sw }}u) - i32(prm[10]);
 {% for kh in range(KH) %}
 {% for kw in range(KW) %}
-  let w{{ kh }}_{{ kw }} = ld_f({{ kh * KW + kw }}u, cb);
+  let w{{ kh }}_{{ kw }} = ld_f({{ kh * KW + kw }}u, cb, C4, C);
 {% endfor %}
 {% endfor %}
 {% for j in seg %}
@@ -96,7 +99,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let rok = u32(y) < H;
     let row = (n * H + select(0u, u32(y), rok)) * W;
 {% for j in seg %}
-    let x{{ j }} = select(vec4<f32>(0.0), ld_x(row + ci{{ j }}, cb), rok && cok{{ j }});
+    let x{{ j }} = select(vec4<f32>(0.0), ld_x(row + ci{{ j }}, cb, C4, C), rok && cok{{ j }});
 {% endfor %}
 {% for t, kh in uses %}
 {% for kw in range(KW) %}
@@ -107,6 +110,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
   }
 {% endfor %}
+{% for c in range(4) %}
+  {{ tl.hoist_q(ep, "q" ~ c, "min(cb * 4u + " ~ c ~ "u, C - 1u)") }}
+{% endfor %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
   if (oh0 + {{ t }}u < OH && ow0 + {{ p }}u < OW) {
@@ -114,12 +120,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let v = acc{{ t }}_{{ p }};
 {% if vec %}
     let o = pix * C + cb * 4u;
-    out[pix * C4 + cb] = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u") }}{{ ", " if not loop.last }}{% endfor %}));
+    out[pix * C4 + cb] = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u", "q" ~ c) }}{{ ", " if not loop.last }}{% endfor %}));
 {% else %}
 {% for c in range(4) %}
     if (cb * 4u + {{ c }}u < C) {
       let o = pix * C + cb * 4u + {{ c }}u;
-      out[o] = {{ T }}({{ tl.apply(ep, "v." ~ "xyzw"[c], "o", "cb * 4u + " ~ c ~ "u") }});
+      out[o] = {{ T }}({{ tl.apply(ep, "v." ~ "xyzw"[c], "o", "cb * 4u + " ~ c ~ "u", "q" ~ c) }});
     }
 {% endfor %}
 {% endif %}

@@ -23,7 +23,8 @@
     b_cols       columns of B that may be read (N, or N padded to a multiple of 4 for packed constants)
     o_P, o_sn, o_sp, o_so  out[m, n] = out[(m / o_P) * o_sn + (m % o_P) * o_sp + n * o_so]
     out_vec      vec4 stores (o_so == 1, offsets multiples of 4, N multiple of 4)
-    ep           the fused epilogue (webnn_gpu/ops/_epilogue.py), channel = n + bidx * group_cols
+    ep           the fused epilogue (webnn_gpu/ops/_epilogue.py), channel = n + bidx * group_cols;
+                 operands read at the channel (a bias) are loaded once per column (q{j}_{c})
     group_cols   output columns per batch item when the batch is conv groups (else 0)
     dyn          M, N, KC4, a_rs, b_ks, b_cols, o_sp and tiles_m come from the u32 parameter buffer
                  `prm` ([invocations, M, N, KC4, a_rs, b_ks, b_cols, o_sp, tiles_m]) instead of the
@@ -199,6 +200,13 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
   }
   }
 {# ---- epilogue and stores ---- #}
+{% if ep.chan %}
+{% for j in range(TN4) %}
+{% for c in range(4) %}
+  {{ tl.hoist_q(ep, "q" ~ j ~ "_" ~ c, "min(n0 + " ~ (4 * j + c) ~ "u, " ~ ("N_" if dyn else N ~ "u") ~ " - 1u) + bidx * " ~ group_cols ~ "u") }}
+{% endfor %}
+{% endfor %}
+{% endif %}
 {% for i in range(TM) %}
 {% if dyn %}
   if (m0 + {{ i }}u < M_) {
@@ -215,13 +223,13 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
       if (n < {% if dyn %}N_{% else %}{{ N }}u{% endif %}) {
         let o = orow + n;
         let v = c{{ i }}_{{ j }};
-        out[o / 4u] = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "ch + " ~ c ~ "u") }}{{ ", " if not loop.last }}{% endfor %}));
+        out[o / 4u] = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %}));
       }
 {% else %}
 {% for c in range(4) %}
       if (n + {{ c }}u < {{ N }}u) {
         let o = orow + (n + {{ c }}u) * {{ o_so }}u;
-        out[o] = {{ T }}({{ tl.apply(ep, "c" ~ i ~ "_" ~ j ~ "." ~ "xyzw"[c], "o", "ch + " ~ c ~ "u") }});
+        out[o] = {{ T }}({{ tl.apply(ep, "c" ~ i ~ "_" ~ j ~ "." ~ "xyzw"[c], "o", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c) }});
       }
 {% endfor %}
 {% endif %}

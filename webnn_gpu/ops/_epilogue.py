@@ -33,6 +33,11 @@ element-wise kernels. A kernel's own options come first: conv's bias and gemm's 
 Kernels call the generated ``fn epilogue(ev0: f32, o: u32, ch: u32) -> f32`` with the output's
 linear index ``o`` and, when they know it cheaply, the coordinate ``ch`` along
 ``chan_axis`` (the channel or column axis), which bias-like steps on that axis use directly.
+Operands read at ``ch`` alone are loaded by ``ep_q(ch)`` into a struct passed as a fourth
+argument (``Epilogue.chan``): a kernel storing a tile of outputs loads a bias once per
+column instead of once per output (on lavapipe every storage load is a per-lane loop, and
+those loads were a fifth of a pointwise convolution's time). ``tile.apply`` passes
+``ep_q(ch)`` itself when the kernel has nothing hoisted.
 """
 
 from __future__ import annotations
@@ -55,14 +60,21 @@ class Epilogue:
     Attributes:
         operands: (binding name, Value) pairs the kernel binds after its main inputs.
         functions: (T, [helper names]) for ``act.defs``.
-        code: WGSL declaring ``fn epilogue(x: f32, o: u32, ch: u32) -> f32``.
+        code: WGSL declaring ``fn epilogue(x: f32, o: u32, ch: u32) -> f32`` (or, with
+            ``chan``, ``fn epilogue(x: f32, o: u32, ch: u32, q: EpQ) -> f32`` and
+            ``fn ep_q(ch: u32) -> EpQ``).
         empty: True when there are no steps (kernels may skip the call).
+        chan: see the attribute.
     """
 
     operands: list = field(default_factory=list)
     functions: list = field(default_factory=list)
     code: str = ""
     empty: bool = True
+    #: True when some operand is read at the channel ``ch`` alone (a bias): ``epilogue`` then
+    #: takes a fourth argument, the ``EpQ`` those values, made by ``ep_q(ch)``, so a kernel
+    #: whose invocations store many outputs of the same channels loads them once.
+    chan: bool = False
 
 
 def attach(node, steps: list[dict], operands=()) -> None:
@@ -114,6 +126,7 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
     funcs: set[tuple[str, str]] = set()
     lines = ["fn epilogue(ev0: f32, o: u32, ch: u32) -> f32 {", "  var ev = ev0;"]
     bound: dict[int, str] = {}
+    chan_reads: list[str] = []  # operands read at `ch` alone, in EpQ order
     for n, step in enumerate(steps):
         if not isinstance(step, dict) or not isinstance(step.get("op"), str):
             raise ValueError(f"{node.op}: epilogue step {n} must be a dict with an 'op' string, got {step!r}")
@@ -132,7 +145,12 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
                 ep.operands.append((bound[i], v))
             name = bound[i]
             index = _operand_index(node, n, v, step.get("axis"), out_shape, out_strides, chan_axis)
-            y = f"f32({name}[{index}])"
+            if index == "ch":
+                if name not in chan_reads:
+                    chan_reads.append(name)
+                y = f"q.q{chan_reads.index(name)}"
+            else:
+                y = f"f32({name}[{index}])"
             if "scale" in step:
                 y = f"({literal(step['scale'], 'float32')} * {y})"
             args = [y, "ev"] if step.get("reverse") else ["ev", y]
@@ -155,6 +173,13 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
         lines.append(f"    ev = {expr};")
         lines.append("  }")
     lines += ["  return ev;", "}"]
+    if chan_reads:
+        lines[0] = "fn epilogue(ev0: f32, o: u32, ch: u32, q: EpQ) -> f32 {"
+        fields = ", ".join(f"q{k}: f32" for k in range(len(chan_reads)))
+        loads = ", ".join(f"f32({name}[ch])" for name in chan_reads)
+        lines = [f"struct EpQ {{ {fields} }}",
+                 f"fn ep_q(ch: u32) -> EpQ {{ return EpQ({loads}); }}"] + lines
+        ep.chan = True
     by_type: dict[str, list[str]] = {}
     for T, name in sorted(funcs):
         by_type.setdefault(T, []).append(name)
