@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import logging
 import math
+import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +42,26 @@ def _shader_root() -> Path:
         return Path(__file__).resolve().parent.parent / "shaders"
 
 
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    """Compiled templates kept on disk (``<cache dir>/jinja-<version>``): compiling the
+    templates a graph uses takes ~0.3 s per process, loading them a few ms. Jinja checks each
+    entry against the template's source, so edited templates recompile. None (no disk cache)
+    when the directory cannot be created or ``WEBNN_GPU_TEMPLATE_CACHE=0``."""
+    if os.environ.get("WEBNN_GPU_TEMPLATE_CACHE", "1") == "0":
+        return None
+    from .models import cache_dir
+
+    path = cache_dir() / f"jinja-{jinja2.__version__}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return jinja2.FileSystemBytecodeCache(str(path))
+
+
 _env = jinja2.Environment(
     loader=jinja2.FileSystemLoader(str(_shader_root())),
+    bytecode_cache=_bytecode_cache(),
     undefined=jinja2.StrictUndefined,
     trim_blocks=True,
     lstrip_blocks=True,

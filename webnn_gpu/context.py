@@ -21,7 +21,7 @@ from collections.abc import Mapping
 import numpy as np
 import wgpu
 
-from . import _dtypes, _env
+from . import _dtypes, _env, _startup
 from . import _validate as V
 from ._kernels import PipelineCache
 from .errors import DataError, InvalidStateError, NotSupportedError, OperationError, WebNNError, where
@@ -84,6 +84,7 @@ class ML:
             if not isinstance(gpu_device, wgpu.GPUDevice):
                 V.fail(op, "", "gpu_device", "a wgpu.GPUDevice", gpu_device)
             return MLContext(gpu_device, shared=True, power_preference=power_preference)
+        _startup.apply()  # before wgpu-py's first descriptors: its cffi types parse faster
         wgpu_pref = "low-power" if power_preference == "low-power" else "high-performance"
         if device_type == "cpu":
             wgpu_pref = "low-power"
@@ -169,6 +170,7 @@ class MLContext:
         self._supported_data_types = tuple(
             dt for dt in _dtypes.DATA_TYPES if dt != "float16" or "shader-f16" in self._features
         )
+        _startup.apply()  # before the first pipeline: wgpu-py's cffi types parse faster
         self._pipelines = PipelineCache(device)
         self._staging = _StagingPool(device)
         self._lock = threading.RLock()

@@ -1,0 +1,113 @@
+"""webnn_gpu._startup: wgpu-py's cffi types parse to the same types, faster."""
+
+import cffi
+import pytest
+
+from webnn_gpu import _startup
+
+# The struct, pointer, array, function-pointer and enum types wgpu-py asks cffi for.
+TYPES = [
+    "WGPUComputePipelineDescriptor *", "WGPUBindGroupEntry[]", "WGPUBindGroupDescriptor *",
+    "WGPUBufferMapCallback", "WGPUShaderModuleWGSLDescriptor *", "WGPUFeatureName[]",
+    "WGPUCommandBuffer[]", "WGPULimits *", "uint32_t[]", "char *", "WGPUTextureFormat *",
+]
+
+
+def _wgpu_ffis():
+    from wgpu.backends.wgpu_native._ffi import get_wgpu_header
+
+    plain, patched = cffi.FFI(), cffi.FFI()
+    for ffi in (plain, patched):
+        ffi.cdef(get_wgpu_header())
+    assert _startup.speed_up_cffi_types(patched)
+    return plain, patched
+
+
+def test_wgpu_types_parse_the_same():
+    plain, patched = _wgpu_ffis()
+    known = [t for t in TYPES if _parses(plain, t)]
+    assert len(known) >= 8, known  # the header names most of them (names move between versions)
+    for t in known:
+        a, b = plain.typeof(t), patched.typeof(t)
+        assert a.cname == b.cname and a.kind == b.kind, t
+        if a.kind in ("struct", "pointer", "primitive", "enum"):
+            item = a.item if a.kind == "pointer" else a
+            assert plain.sizeof(item) == patched.sizeof(b.item if b.kind == "pointer" else b), t
+
+
+def _parses(ffi, t):
+    try:
+        ffi.typeof(t)
+        return True
+    except (cffi.CDefError, cffi.FFIError):
+        return False
+
+
+def test_unknown_names_still_fail_the_same_way():
+    plain, patched = _wgpu_ffis()
+    for t in ("WGPUNoSuchThing *", "struct WGPUNoSuchThing *x y"):
+        with pytest.raises(Exception) as a:
+            plain.typeof(t)
+        with pytest.raises(Exception) as b:
+            patched.typeof(t)
+        assert type(a.value) is type(b.value), t
+
+
+def test_a_typedef_named_in_the_string_changes_how_it_parses():
+    # "T * x" is a declaration only when T is a type name: the kept typedefs must be the ones
+    # the string mentions, or pycparser would misread it.
+    ffi = cffi.FFI()
+    ffi.cdef("typedef struct { int a; double b; } T; typedef T U[3]; typedef int (*F)(T *, U);")
+    assert _startup.speed_up_cffi_types(ffi)
+    assert ffi.sizeof("T") == ffi.sizeof("struct { int a; double b; }")
+    assert ffi.typeof("U *").item.length == 3
+    assert ffi.typeof("F").kind == "function"
+
+
+def test_only_the_mentioned_typedefs_are_declared(monkeypatch):
+    from cffi import cparser
+
+    seen = []
+    real = cparser._get_parser()
+    monkeypatch.setattr(cparser, "_get_parser", lambda: _Recorder(real, seen))
+    plain, patched = _wgpu_ffis()
+    assert _startup.speed_up_cffi_types(patched)  # a second call keeps one wrapper
+    seen.clear()
+    plain.typeof("WGPUBindGroupDescriptor *")
+    patched.typeof("WGPUBindGroupDescriptor *")
+    unpatched_count, patched_count = (src.count("typedef int ") for src in seen)
+    assert unpatched_count > 300  # every typedef of wgpu.h: what made each new type cost ~40 ms
+    assert patched_count <= 3
+
+
+class _Recorder:
+    def __init__(self, parser, seen):
+        self._parser, self._seen = parser, seen
+
+    def parse(self, source, *args, **kwargs):
+        self._seen.append(source)
+        return self._parser.parse(source, *args, **kwargs)
+
+
+def test_an_ffi_without_the_expected_internals_is_left_alone():
+    class Odd:
+        pass
+
+    assert not _startup.speed_up_cffi_types(Odd())
+
+
+def test_compiled_templates_are_kept_on_disk_and_render_the_same(tmp_path, monkeypatch):
+    import jinja2
+
+    from webnn_gpu import _kernels
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    texts = []
+    for _ in range(2):  # the first environment compiles and stores, the second loads
+        env = jinja2.Environment(loader=_kernels._env.loader, bytecode_cache=_kernels._bytecode_cache(),
+                                 undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        texts.append(env.get_template("_lib/io.wgsl").module)
+    assert list((tmp_path / "webnn-gpu").glob("jinja-*/*.cache"))
+    assert dir(texts[0]) == dir(texts[1])
+    monkeypatch.setenv("WEBNN_GPU_TEMPLATE_CACHE", "0")
+    assert _kernels._bytecode_cache() is None
