@@ -46,8 +46,9 @@ from ._registry import builder_method, lowering, support
 FLOATS = ("float32", "float16")
 #: Invocations per workgroup of the tile kernels.
 TILE_WORKGROUP = 64
-#: Aim for at least this many invocations before growing tiles (2 cores x a few workgroups).
-MIN_INVOCATIONS = 256
+#: Aim for at least this many invocations (one workgroup) before growing tiles: smaller
+#: products are dispatch-bound, and bigger tiles load each input fewer times.
+MIN_INVOCATIONS = 64
 #: Largest register tile (rows, vec4 column blocks) per invocation.
 TILE_M, TILE_N4 = 16, 4
 #: "n": consecutive invocations take consecutive column tiles; "m": consecutive row tiles.
@@ -90,23 +91,31 @@ def wgsl_type(data_type: str) -> str:
 
 
 def choose_tile(M: int, N: int, batches: int) -> tuple[int, int]:
-    """(TM, TN4) for an M x N output per batch item: the largest tile (:data:`TILE_M` rows x
-    :data:`TILE_N4` vec4 columns) when the work is large enough; smaller tiles keep at least
-    :data:`MIN_INVOCATIONS` invocations busy on small products.
+    """(TM, TN4) for an M x N output per batch item.
+
+    The column block TN4 divides ceil(N / 4) (no half-empty column tiles; when it is all of
+    N, every invocation reads the same B and the driver's loads are uniform), as large as
+    :data:`TILE_N4`; TM is :data:`TILE_M` rows or fewer. Among those, the largest tile that
+    still gives :data:`MIN_INVOCATIONS` invocations; products too small for that take the
+    tile with the most invocations (down to 2 x 1). Measured on lavapipe over the selfie
+    model's pointwise convolutions (docs/performance.md): on N = 24, 72 or 128-deep products
+    this is up to 1.45x faster than a fixed 16 x 4 tile cut down for invocations.
     """
     n4 = -(-N // 4)
-    tm, tn4 = min(TILE_M, M), min(TILE_N4, n4)
 
     def count(tm_, tn4_):
         return batches * -(-M // tm_) * -(-n4 // tn4_)
 
-    while count(tm, tn4) < MIN_INVOCATIONS and (tm > 2 or tn4 > 1):
-        if tm >= 2 * tn4 and tm > 2:
-            tm = max(2, tm // 2)
-        elif tn4 > 1:
-            tn4 //= 2
-        else:
-            tm = max(2, tm // 2)
+    divisors = [d for d in range(min(TILE_N4, n4), 0, -1) if n4 % d == 0]
+    rows = sorted({min(TILE_M, M), min(12, M), min(8, M)}, reverse=True)
+    tiles = sorted(((tm, tn4) for tn4 in divisors for tm in rows),
+                   key=lambda t: (t[0] * t[1], t[0]), reverse=True)
+    for tm, tn4 in tiles:
+        if count(tm, tn4) >= MIN_INVOCATIONS:
+            return tm, tn4
+    tm, tn4 = tiles[-1]
+    while count(tm, tn4) < MIN_INVOCATIONS and tm > 2:
+        tm = max(2, tm // 2)
     return tm, tn4
 
 
