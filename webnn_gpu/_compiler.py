@@ -11,6 +11,8 @@ Each pass takes and returns the node list (in a valid topological order). Passes
 * :func:`fuse_epilogue`: bias adds, activations and following same-shaped element-wise ops
   (a residual add) are folded into ``attrs["epilogue"]`` of conv2d, conv_transpose2d,
   matmul and gemm (format: :mod:`webnn_gpu.ops._epilogue`).
+* :func:`fuse_input_scale`: a per-channel ``mul`` in front of a pointwise conv2d (the
+  squeeze-and-excite scale) is applied by the conv as it loads its input.
 * :func:`fuse_elementwise`: chains of element-wise nodes become one ``fused_elementwise``
   node (one kernel, no intermediate buffers).
 
@@ -454,7 +456,57 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
     return result
 
 
-PASSES = [dead_code, fold_constants, fuse_hard_swish, fuse_epilogue, fuse_elementwise]
+def fuse_input_scale(nodes: list, outputs: dict, context=None) -> list:
+    """Fold ``mul(x, s)`` into the pointwise conv2d that alone consumes it, when ``s`` holds
+    one value per channel: the conv multiplies each input vector by ``s`` as it loads it
+    (``attrs["input_scale"]`` = the index of ``s`` in its inputs). That is MobileNetV3's
+    squeeze-and-excite: its scaled activations were written once and read once more, a kernel
+    of their own, for a multiply the conv does in registers.
+    """
+    from .builder import Node
+    from .ops.conv import input_scale_ok
+
+    max_bindings = 8
+    if context is not None:
+        max_bindings = int(context.limits.get("max-storage-buffers-per-shader-stage", 8))
+    out_ids = {v.id for v in outputs.values()}
+    consumers: dict[int, list] = {}
+    for node in nodes:
+        for v in {v.id: v for v in node.inputs if v is not None}.values():
+            consumers.setdefault(v.id, []).append(node)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for node in nodes:
+        if node.op != "mul" or len(node.inputs) != 2 or node.outputs[0].id in out_ids:
+            continue
+        y = node.outputs[0]
+        cs = consumers.get(y.id, [])
+        if len(cs) != 1 or cs[0].op != "conv2d" or cs[0].id in replaced or "input_scale" in cs[0].attrs:
+            continue
+        conv = cs[0]
+        if conv.inputs[0] is not y or any(v is y for v in conv.inputs[1:]):
+            continue
+        a, b = node.inputs
+        pick = [(x, s) for x, s in ((a, b), (b, a)) if tuple(x.shape) == tuple(y.shape) and x.data_type == y.data_type]
+        if not pick or not input_scale_ok(conv, pick[0][1]):
+            continue
+        x, s = pick[0]
+        inputs = [x] + list(conv.inputs[1:]) + [s]
+        # the conv's own bindings plus a re-laid-out filter, the parameters and the output
+        if len({v.id for v in inputs if v is not None}) + 3 > max_bindings:
+            continue
+        attrs = dict(conv.attrs)
+        attrs["input_scale"] = len(inputs) - 1
+        replaced[conv.id] = Node(conv.op, inputs, list(conv.outputs), attrs, conv.label)
+        dropped.add(node.id)
+        if DEBUG >= 2:
+            log.debug("fuse_input_scale: conv2d [%s] absorbs mul [%s]", conv.label, node.label)
+    if not replaced:
+        return nodes
+    return [replaced.get(n.id, n) for n in nodes if n.id not in dropped]
+
+
+PASSES = [dead_code, fold_constants, fuse_hard_swish, fuse_epilogue, fuse_input_scale, fuse_elementwise]
 
 
 def _enabled(p) -> bool:

@@ -118,3 +118,74 @@ def test_passes_can_be_switched_off(ctx, monkeypatch):
     assert kernels() == 2
     np.testing.assert_array_equal(run_graph(ctx, build, {"x": x})["y"], np.full((1, 4, 4, 4), 4, np.float32))
     assert "fuse_epilogue" in [p.__name__ for p in _compiler.PASSES]
+
+
+def _se_block(b, x, C, w1, w2, pw, bias, dt, *, scale_first=False):
+    """MobileNetV3's squeeze-and-excite then the pointwise projection (NHWC)."""
+    pooled = b.average_pool2d(x, layout="nhwc")
+    h = b.relu(b.conv2d(pooled, b.constant(w1.astype(dt)), input_layout="nhwc", filter_layout="ohwi"))
+    s = b.sigmoid(b.conv2d(h, b.constant(w2.astype(dt)), input_layout="nhwc", filter_layout="ohwi"))
+    scaled = b.mul(s, x) if scale_first else b.mul(x, s)
+    return b.conv2d(scaled, b.constant(pw.astype(dt)), input_layout="nhwc", filter_layout="ohwi",
+                    bias=b.constant(bias.astype(dt)))
+
+
+def _se_ref(x, w1, w2, pw, bias):
+    x = x.astype(np.float64)
+    pooled = x.mean(axis=(1, 2), keepdims=True)
+    h = np.maximum(np.einsum("nhwc,oc->nhwo", pooled, w1[:, 0, 0, :].astype(np.float64)), 0)
+    s = _sigmoid(np.einsum("nhwc,oc->nhwo", h, w2[:, 0, 0, :].astype(np.float64)))
+    return np.einsum("nhwc,oc->nhwo", x * s, pw[:, 0, 0, :].astype(np.float64)) + bias
+
+
+@pytest.mark.parametrize("dt,tol", [("float32", 2e-5), ("float16", 2e-2)])
+@pytest.mark.parametrize("scale_first", [False, True])
+def test_squeeze_and_excite_scale_folds_into_the_projection(ctx, rng, dt, tol, scale_first):
+    npdt = np.float32 if dt == "float32" else np.float16
+    C, O = 24, 16
+    x = rng.standard_normal((1, 12, 10, C)).astype(npdt)
+    w1, w2 = rng.standard_normal((8, 1, 1, C)) * 0.3, rng.standard_normal((C, 1, 1, 8)) * 0.3
+    pw, bias = rng.standard_normal((O, 1, 1, C)) * 0.3, rng.standard_normal(O)
+    got = run_graph(ctx, lambda b, ops: {"y": _se_block(b, ops["x"], C, w1, w2, pw, bias, npdt,
+                                                        scale_first=scale_first)}, {"x": x})["y"]
+    ref = _se_ref(x, w1.astype(npdt), w2.astype(npdt), pw.astype(npdt), bias.astype(npdt))
+    np.testing.assert_allclose(got.astype(np.float64), ref, atol=tol, rtol=tol)
+
+    b = webnn.MLGraphBuilder(ctx)
+    y = _se_block(b, b.input("x", {"data_type": dt, "shape": list(x.shape)}), C, w1, w2, pw, bias, npdt,
+                  scale_first=scale_first)
+    fused = b.build({"y": y})
+    assert "mul" not in {s.node.op for s in fused._steps if getattr(s, "node", None) is not None}
+
+
+def test_scale_stays_a_kernel_where_the_conv_cannot_take_it(ctx, rng, monkeypatch):
+    """C % 4 != 0, a scale that varies over pixels, a scaled value used twice, and the pass off."""
+    x = rng.standard_normal((1, 6, 6, 8)).astype(np.float32)
+    x6 = rng.standard_normal((1, 6, 6, 6)).astype(np.float32)
+    pw8, pw6 = rng.standard_normal((4, 1, 1, 8)).astype(np.float32), rng.standard_normal((4, 1, 1, 6)).astype(np.float32)
+    s8 = rng.standard_normal((1, 1, 1, 8)).astype(np.float32)
+    s6 = rng.standard_normal((1, 1, 1, 6)).astype(np.float32)
+    sp = rng.standard_normal((1, 6, 6, 1)).astype(np.float32)
+
+    def conv(b, v, w):
+        return b.conv2d(v, b.constant(w), input_layout="nhwc", filter_layout="ohwi")
+
+    def ref_conv(v, w):
+        return np.einsum("nhwc,oc->nhwo", v.astype(np.float64), w[:, 0, 0, :].astype(np.float64))
+
+    cases = {
+        "channels not a multiple of 4": (lambda b, o: {"y": conv(b, b.mul(o["x6"], b.constant(s6)), pw6)},
+                                         {"y": ref_conv(x6 * s6, pw6)}),
+        "per-pixel scale": (lambda b, o: {"y": conv(b, b.mul(o["x"], b.constant(sp)), pw8)},
+                            {"y": ref_conv(x * sp, pw8)}),
+        "scaled value also an output": (lambda b, o: (lambda m: {"y": conv(b, m, pw8), "m": m})(
+                                        b.mul(o["x"], b.constant(s8))), {"y": ref_conv(x * s8, pw8), "m": x * s8}),
+    }
+    for name, (build, refs) in cases.items():
+        got = run_graph(ctx, build, {"x": x, "x6": x6})
+        for k, ref in refs.items():
+            np.testing.assert_allclose(got[k], ref, atol=1e-5, rtol=1e-5, err_msg=name)
+        b = webnn.MLGraphBuilder(ctx)
+        g = b.build(build(b, {"x": b.input("x", {"data_type": "float32", "shape": [1, 6, 6, 8]}),
+                              "x6": b.input("x6", {"data_type": "float32", "shape": [1, 6, 6, 6]})}))
+        assert "mul" in {s.node.op for s in g._steps if getattr(s, "node", None) is not None}, name
