@@ -15,6 +15,7 @@ import hashlib
 import logging
 import math
 import os
+import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -306,3 +307,23 @@ def broadcast_strides(in_shape, out_shape) -> list[int]:
     return [0 if padded[i] == 1 and out_shape[i] != 1 else st[i] for i in range(r)]
 
 
+
+
+#: Kernel tuning profiles (see :func:`tuning_profile`).
+LANE_LOOP, DEFAULT_TUNING = "lane-loop", "default"
+
+
+def tuning_profile(adapter_info: dict) -> str:
+    """The kernel-tuning profile of an adapter.
+
+    ``"lane-loop"``: Mesa's llvmpipe/lavapipe before 24, which runs every storage-buffer load
+    and store as a loop over the SIMD lanes (even when all lanes read one address), so tiles
+    that load each weight once for more output rows win. ``"default"``: everything else,
+    including lavapipe from Mesa 24 on (gathers, and scalar loads for uniform addresses),
+    where smaller register tiles win. Measured on Mesa 22.3 and 25.0 (docs/performance.md).
+    """
+    desc = f"{adapter_info.get('device', '')} {adapter_info.get('description', '')}"
+    m = re.search(r"Mesa (\d+)\.", desc)
+    if "llvmpipe" in desc and m and int(m.group(1)) < 24:
+        return LANE_LOOP
+    return DEFAULT_TUNING

@@ -77,6 +77,8 @@ class LowerContext:
     node: Node
     features: frozenset
     limits: dict
+    #: the adapter's kernel-tuning profile (:func:`webnn_gpu._kernels.tuning_profile`)
+    tuning: str = _kernels.DEFAULT_TUNING
     steps: list = field(default_factory=list)
     aliases: dict = field(default_factory=dict)  # value id -> source Value
     temps: list = field(default_factory=list)

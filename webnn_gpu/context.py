@@ -23,7 +23,7 @@ import wgpu
 
 from . import _dtypes, _env, _startup
 from . import _validate as V
-from ._kernels import PipelineCache
+from ._kernels import PipelineCache, tuning_profile
 from .errors import DataError, InvalidStateError, NotSupportedError, OperationError, WebNNError, where
 from .graph import MLGraph
 from .tensor import MLTensor
@@ -172,6 +172,7 @@ class MLContext:
         )
         _startup.apply()  # before the first pipeline: wgpu-py's cffi types parse faster
         self._pipelines = PipelineCache(device)
+        self._tuning = tuning_profile(self.adapter_info)
         self._staging = _StagingPool(device)
         self._lock = threading.RLock()
         self._destroyed = False

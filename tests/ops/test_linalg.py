@@ -272,8 +272,7 @@ def test_tile_shapes_and_orders(ctx, rng, force, monkeypatch, tile, order):
     from webnn_gpu.ops import linalg
 
     force("matmul", "tile")
-    monkeypatch.setattr(linalg, "TILE_M", tile[0])
-    monkeypatch.setattr(linalg, "TILE_N4", tile[1])
+    monkeypatch.setattr(linalg, "TILE_MAX", {"lane-loop": tile, "default": tile})
     monkeypatch.setattr(linalg, "TILE_ORDER", order)
     for sa, sb in [((37, 41), (41, 23)), ((3, 70, 16), (16, 36))]:
         a, b = data(rng, sa, np.float32), data(rng, sb, np.float32)
@@ -307,3 +306,29 @@ def test_epilogue_ops(ctx, rng, step, fn):
     with np.errstate(all="ignore"):
         want = fn(x, y.astype(np.float64)) if binary else fn(x)
     np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-6)
+
+
+def test_tile_choice_divides_the_columns_and_keeps_a_workgroup_busy():
+    from webnn_gpu.ops.linalg import MIN_INVOCATIONS, TILE_MAX, choose_tile
+
+    for tuning, (max_m, max_n4) in TILE_MAX.items():
+        for M, N, batches in [(16384, 16, 1), (4096, 72, 1), (1024, 24, 1), (1024, 88, 1), (256, 32, 1),
+                              (1 << 20, 1024, 1), (1024, 1024, 1), (64, 64, 3)]:
+            tm, tn4 = choose_tile(M, N, batches, tuning)
+            n4 = -(-N // 4)
+            assert n4 % tn4 == 0 and tn4 <= max_n4 and tm <= max_m, (tuning, M, N, tm, tn4)
+            assert batches * -(-M // tm) * (n4 // tn4) >= MIN_INVOCATIONS, (tuning, M, N, tm, tn4)
+        assert choose_tile(1024, 1024, 1, tuning) == (max_m, max(d for d in range(1, max_n4 + 1) if 256 % d == 0))
+        tm, tn4 = choose_tile(3, 5, 1, tuning)  # too small for a workgroup: the smallest tile
+        assert (tm, tn4) == (2, 1)
+
+
+def test_tuning_profile_from_the_adapter():
+    from webnn_gpu._kernels import tuning_profile
+
+    assert tuning_profile({"device": "llvmpipe (LLVM 15.0.6, 256 bits)",
+                           "description": "Mesa 22.3.6 (LLVM 15.0.6)"}) == "lane-loop"
+    assert tuning_profile({"device": "llvmpipe (LLVM 15.0.6, 256 bits)",
+                           "description": "Mesa 25.0.7-2~bpo12+1 (LLVM 15.0.6)"}) == "default"
+    assert tuning_profile({"device": "NVIDIA GeForce RTX 4090", "description": "560.35.03"}) == "default"
+    assert tuning_profile({}) == "default"

@@ -49,8 +49,9 @@ TILE_WORKGROUP = 64
 #: Aim for at least this many invocations (one workgroup) before growing tiles: smaller
 #: products are dispatch-bound, and bigger tiles load each input fewer times.
 MIN_INVOCATIONS = 64
-#: Largest register tile (rows, vec4 column blocks) per invocation.
-TILE_M, TILE_N4 = 16, 4
+#: Largest register tile (rows, vec4 column blocks) per invocation, per tuning profile
+#: (:func:`webnn_gpu._kernels.tuning_profile`).
+TILE_MAX = {"lane-loop": (16, 4), "default": (8, 3)}
 #: "n": consecutive invocations take consecutive column tiles; "m": consecutive row tiles.
 TILE_ORDER = "m"
 #: Dense, unbatched, aligned products read their sizes from a parameter buffer
@@ -90,24 +91,25 @@ def wgsl_type(data_type: str) -> str:
     return "f16" if data_type == "float16" else "f32"
 
 
-def choose_tile(M: int, N: int, batches: int) -> tuple[int, int]:
+def choose_tile(M: int, N: int, batches: int, tuning: str = "default") -> tuple[int, int]:
     """(TM, TN4) for an M x N output per batch item.
 
     The column block TN4 divides ceil(N / 4) (no half-empty column tiles; when it is all of
-    N, every invocation reads the same B and the driver's loads are uniform), as large as
-    :data:`TILE_N4`; TM is :data:`TILE_M` rows or fewer. Among those, the largest tile that
-    still gives :data:`MIN_INVOCATIONS` invocations; products too small for that take the
-    tile with the most invocations (down to 2 x 1). Measured on lavapipe over the selfie
+    N, every invocation reads the same B and the driver's loads are uniform), at most the
+    profile's :data:`TILE_MAX` columns; TM is at most its rows. Among those, the largest tile
+    that still gives :data:`MIN_INVOCATIONS` invocations; products too small for that take
+    the tile with the most invocations (down to 2 x 1). Measured on lavapipe over the selfie
     model's pointwise convolutions (docs/performance.md): on N = 24, 72 or 128-deep products
     this is up to 1.45x faster than a fixed 16 x 4 tile cut down for invocations.
     """
     n4 = -(-N // 4)
+    max_m, max_n4 = TILE_MAX.get(tuning, TILE_MAX["default"])
 
     def count(tm_, tn4_):
         return batches * -(-M // tm_) * -(-n4 // tn4_)
 
-    divisors = [d for d in range(min(TILE_N4, n4), 0, -1) if n4 % d == 0]
-    rows = sorted({min(TILE_M, M), min(12, M), min(8, M)}, reverse=True)
+    divisors = [d for d in range(min(max_n4, n4), 0, -1) if n4 % d == 0]
+    rows = sorted({min(r, M) for r in (max_m, 12, 8) if r <= max_m}, reverse=True)
     tiles = sorted(((tm, tn4) for tn4 in divisors for tm in rows),
                    key=lambda t: (t[0] * t[1], t[0]), reverse=True)
     for tm, tn4 in tiles:
@@ -146,7 +148,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         return
     b_cols = N if b_cols is None else b_cols
     if tile is None:
-        tile = choose_tile(M, N, batches)
+        tile = choose_tile(M, N, batches, lc.tuning)
     TM, TN4 = tile
     tiles_m = -(-M // TM)
     tiles_n = -(-(-(-N // 4)) // TN4)
