@@ -235,6 +235,20 @@ def test_conv2d_depthwise_integer_division(ctx, rng, force, monkeypatch, name):
     check(got, ref, absref, k, case["dtype"], f"{name} [integer division]")
 
 
+@pytest.mark.parametrize("tuning", ["lane-loop", "default"])
+@pytest.mark.parametrize("name", ["depthwise-3x3", "depthwise-5x5-s2", "depthwise-7x7-s2", "float16-dw",
+                                  "pointwise-nhwc", "nhwc-3x3-c16", "float16-pointwise"])
+def test_conv2d_under_each_tuning_profile(ctx, rng, monkeypatch, tuning, name):
+    """The tile and depthwise blocks another adapter's tuning profile picks stay exact (the
+    suite's lavapipe picks one profile; this runs the other's kernels too)."""
+    if name.startswith("float16") and "float16" not in ctx.supported_data_types:
+        pytest.skip("no shader-f16")
+    monkeypatch.setattr(ctx, "_tuning", tuning)
+    case = CONV_CASES[name]
+    got, ref, absref, k = run_conv(ctx, rng, case)
+    check(got, ref, absref, k, case["dtype"], f"{name} [{tuning}]")
+
+
 def test_conv2d_depthwise_shares_pipelines(ctx):
     """Depthwise layers that differ only in size, channels or padding share one pipeline."""
     texts = set()

@@ -54,8 +54,9 @@ CONV_TRANSPOSE2D_FILTER_LAYOUTS = ("iohw", "hwoi", "ohwi")
 CONV_VARIANTS = ("direct", "gemm", "pointwise", "depthwise")
 #: Invocations per workgroup of the conv kernels.
 WORKGROUP = 64
-#: Output rows and columns per invocation of the depthwise kernel.
-DW_TH, DW_TW = 4, 4
+#: Output rows and columns per invocation of the depthwise kernel, per tuning profile
+#: (:func:`webnn_gpu._kernels.tuning_profile`; measured on lavapipe, Mesa 22.3 and 25.0).
+DW_BLOCK = {"lane-loop": (4, 4), "default": (8, 4)}
 #: NCHW implicit GEMM reads an NHWC copy of the input when the channels allow vec4 loads.
 NCHW_TO_NHWC = True
 #: Largest (input rows x input columns) one depthwise invocation loads (register budget).
@@ -279,13 +280,13 @@ def _to_nhwc(lc, x: Value) -> Value:
     return tmp
 
 
-def _conv_variant(g: dict, layout: str) -> str:
+def _conv_variant(g: dict, layout: str, tuning: str = "default") -> str:
     forced = _env.force("conv")
     if forced and forced not in CONV_VARIANTS:
         raise ValueError(f"WEBNN_GPU_FORCE_CONV={forced!r}: expected one of {', '.join(CONV_VARIANTS)}")
     pointwise = (g["KH"] == g["KW"] == 1 and g["sh"] == g["sw"] == 1 and g["pt"] == g["pl"] == 0
                  and g["OH"] == g["H"] and g["OW"] == g["W"] and g["G"] == 1)
-    th, tw = _depthwise_block(g)
+    th, tw = _depthwise_block(g, tuning)
     depthwise = (layout == "nhwc" and g["G"] == g["C"] == g["O"] and g["KH"] * g["KW"] <= 49
                  and len(_segment(g, tw)) * len(_rows(g, th)) <= DW_MAX_LOADS)
     if forced == "pointwise" and pointwise or forced == "depthwise" and depthwise or forced in ("gemm", "direct"):
@@ -313,10 +314,12 @@ def _rows(g: dict, th: int) -> list[tuple[int, list[tuple[int, int]]]]:
     return sorted(uses.items())
 
 
-def _depthwise_block(g: dict) -> tuple[int, int]:
-    """(TH, TW) output pixels per depthwise invocation: 4 x 4, smaller for small images and
-    for windows whose loaded rows x columns would not fit in registers."""
-    th, tw = min(DW_TH, g["OH"]), min(DW_TW, g["OW"])
+def _depthwise_block(g: dict, tuning: str = "default") -> tuple[int, int]:
+    """(TH, TW) output pixels per depthwise invocation: the profile's :data:`DW_BLOCK`,
+    smaller for small images and for windows whose loaded rows x columns would not fit in
+    registers."""
+    th, tw = DW_BLOCK.get(tuning, DW_BLOCK["default"])
+    th, tw = min(th, g["OH"]), min(tw, g["OW"])
     while len(_rows(g, th)) * len(_segment(g, tw)) > DW_MAX_LOADS and th * tw > 1:
         if th >= tw:
             th = max(1, th // 2)
@@ -347,7 +350,7 @@ def lower_conv2d(node, lc) -> None:
     out = node.outputs[0]
     layout, flayout = node.attrs["input_layout"], node.attrs["filter_layout"]
     g = _geometry(node)
-    variant = _conv_variant(g, layout)
+    variant = _conv_variant(g, layout, lc.tuning)
     T = wgsl_type(out.data_type)
     scale = node.inputs[node.attrs["input_scale"]] if "input_scale" in node.attrs else None
     if scale is not None and not (variant == "pointwise" and layout == "nhwc"):
@@ -364,7 +367,7 @@ def lower_conv2d(node, lc) -> None:
     if variant == "depthwise":
         ep = _conv_epilogue(node, out, layout)
         w = _relayout(lc, f, flayout, "hwio")  # [KH, KW, 1, C] == [KH, KW, C]
-        th, tw = _depthwise_block(g)
+        th, tw = _depthwise_block(g, lc.tuning)
         c4 = -(-g["C"] // 4)
         ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
         n_inv = g["NB"] * ohb * owb * c4
