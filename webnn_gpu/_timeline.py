@@ -59,9 +59,12 @@ class Timeline:
         """Submit command buffers that touch ``tensors`` (held while one of them is rented)."""
         self._post("submit", tensors, lambda: self.queue.submit(command_buffers))
 
-    def write(self, tensor, data: bytes) -> None:
-        """Queue ``data`` into ``tensor``'s buffer (held while the tensor is rented)."""
+    def write(self, tensor, data) -> None:
+        """Queue ``data`` (bytes, or a flat C-contiguous ndarray the caller may change once this
+        returns) into ``tensor``'s buffer; held, while the tensor is rented, as a copy."""
         self._check("writeTensor", (tensor,))
+        if self._holds((tensor,)) or not _whole_words(data):
+            data = padded_bytes(data)  # a snapshot: the caller's array may change before it runs
 
         def run():
             self.queue.write_buffer(tensor._buffer, 0, data)
@@ -144,9 +147,13 @@ class Timeline:
         self._post("destroy", (tensor,), lambda: self.ctx._retire_buffer(buffer))
 
     # ------------------------------------------------------------------ rentals
+    def _holds(self, tensors) -> bool:
+        """Whether work touching ``tensors`` would be held now (see :meth:`_post`)."""
+        return bool(self._rented or self._held) and any(t in self._rented or t in self._held_on for t in tensors)
+
     def _post(self, what: str, tensors, run) -> None:
         """Run ``run`` now, or hold it when it touches a rented tensor or one with held work."""
-        if (self._rented or self._held) and any(t in self._rented or t in self._held_on for t in tensors):
+        if self._holds(tensors):
             tensors = tuple(tensors)
             self._held.append(_Held(what, tensors, run))
             self._held_on.update(tensors)
@@ -244,9 +251,7 @@ class Timeline:
         if io is None:
             io = graph._compute_io = _ComputeIO(self.device, graph)
         for name, arr in arrays.items():
-            raw = arr.tobytes()
-            pad = (-len(raw)) % 4
-            self.queue.write_buffer(io.ins[name], 0, raw + b"\0" * pad if pad else raw)
+            self.queue.write_buffer(io.ins[name], 0, arr if _whole_words(arr) else padded_bytes(arr))
         enc = self.device.create_command_encoder(label="compute")
         graph._encode(enc, io.ins, io.outs, ("compute",))
         for name, (k, offset, size) in io.layout.items():
@@ -274,6 +279,21 @@ class Timeline:
             finally:
                 staging.unmap()
         return result
+
+
+def _whole_words(data) -> bool:
+    """Whether ``data`` can go to ``write_buffer`` as is: a non-empty whole number of 4-byte
+    words (WebGPU's copy granularity)."""
+    n = memoryview(data).nbytes
+    return n > 0 and n % 4 == 0
+
+
+def padded_bytes(data) -> bytes:
+    """A copy of ``data`` (bytes-like or ndarray) padded with zeros to whole 4-byte words
+    (at least one)."""
+    raw = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
+    pad = (-len(raw)) % 4 or (0 if raw else 4)
+    return raw + b"\0" * pad if pad else raw
 
 
 class _Held:

@@ -193,8 +193,10 @@ def unidirectional_broadcast(op, label, arg, src, dst) -> None:
             fail(op, label, arg, f"a shape broadcastable to {list(dst)}", list(src))
 
 
-def array_data(op, label, arg, data, data_type_: str, shp) -> np.ndarray:
-    """Copy user data for a tensor of ``data_type_``/``shp`` into a new contiguous array.
+def array_data(op, label, arg, data, data_type_: str, shp, *, copy: bool = True) -> np.ndarray:
+    """Copy user data for a tensor of ``data_type_``/``shp`` into a new contiguous array
+    (with ``copy=False``: a flat C-contiguous view of it when it already is one, for callers
+    that copy it themselves before returning, as ``queue.write_buffer`` does).
 
     Accepts:
 
@@ -223,6 +225,8 @@ def array_data(op, label, arg, data, data_type_: str, shp) -> np.ndarray:
                 f"{where(op, label)}: argument {arg!r}: expected {n} elements ({data_type_} {list(shp)}), "
                 f"got {data.size} (shape {list(data.shape)})"
             )
+        if not copy:
+            return np.ascontiguousarray(data).reshape(-1)
         return np.array(data, dtype=info.numpy, order="C", copy=True).reshape(-1)
     try:
         mv = memoryview(data)
@@ -251,4 +255,5 @@ def array_data(op, label, arg, data, data_type_: str, shp) -> np.ndarray:
         )
     if not mv.c_contiguous:
         raise DataError(f"{where(op, label)}: argument {arg!r}: expected contiguous data, got a strided view")
-    return np.frombuffer(mv.cast("B"), dtype=info.numpy).copy()
+    flat = np.frombuffer(mv.cast("B"), dtype=info.numpy)
+    return flat.copy() if copy else flat

@@ -345,7 +345,7 @@ class MLContext:
         with self._lock, self._guard(op, f"allocating a {dt} constant tensor {list(shape)}"):
             t = MLTensor(self, dt, shape, constant=True, label=label)
             self._tensors.add(t)
-            self._timeline.write(t, _padded_bytes(arr))
+            self._timeline.write(t, arr)
         return t
 
     def _check_type(self, op, label, dt) -> None:
@@ -379,9 +379,11 @@ class MLContext:
         t = self._own_tensor(op, "tensor", tensor)
         if not t.writable:
             V.fail(op, "", "tensor", "a tensor created with writable=True", t)
-        arr = V.array_data(op, "", "data", data, t.data_type, t.shape)
+        # No copy here: the timeline's write_buffer copies before this returns (and held
+        # writes snapshot the data).
+        arr = V.array_data(op, "", "data", data, t.data_type, t.shape, copy=False)
         with self._lock, self._guard(op):
-            self._timeline.write(t, _padded_bytes(arr))
+            self._timeline.write(t, arr)
 
     # IDL: Promise<ArrayBuffer> readTensor(MLTensor tensor);
     # IDL: Promise<undefined> readTensor(MLTensor tensor, AllowSharedBufferSource outputData);
@@ -550,7 +552,9 @@ class MLContext:
         extra = sorted(set(inputs) - set(g._inputs))
         if missing or extra:
             V.fail(op, "", "inputs", f"exactly the names {sorted(g._inputs)}", f"missing {missing}, unknown {extra}")
-        arrays = {name: V.array_data(op, "", f"inputs[{name!r}]", _as_array(inputs[name], v.data_type), v.data_type, v.shape)
+        # Views, not copies: the timeline uploads them before compute() returns.
+        arrays = {name: V.array_data(op, "", f"inputs[{name!r}]", _as_array(inputs[name], v.data_type), v.data_type,
+                                     v.shape, copy=False)
                   for name, v in g._inputs.items()}
         if outputs is not None:
             if not isinstance(outputs, Mapping) or set(outputs) - set(g._outputs):
@@ -696,14 +700,6 @@ class MLContext:
                                       "rank_range": {"min": lim["rank_range"][0], "max": lim["rank_range"][1]}}
             limits[name] = entry
         return limits
-
-
-def _padded_bytes(arr: np.ndarray) -> bytes:
-    raw = arr.tobytes()
-    pad = (-len(raw)) % 4
-    if not raw:
-        pad = 4
-    return raw + b"\0" * pad if pad else raw
 
 
 def _as_array(x, data_type):

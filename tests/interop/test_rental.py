@@ -423,3 +423,18 @@ def test_random_sequences_follow_the_hold_rules(ctx):
     for t, want in zip(ts, model):
         np.testing.assert_array_equal(ctx.read_tensor(t), want)
         t.destroy()
+
+
+def test_a_write_held_behind_a_rental_keeps_the_data_of_the_call(ctx):
+    """write_tensor copies the caller's data at the call even when the write is held (the
+    array may change, or be reused for the next frame, before the rental is returned)."""
+    t = f32_tensor(ctx, importable_to_webgpu=True, readable=True, writable=True)
+    frame = data(1.0)
+    with interop.import_external_buffer(ctx.device, t):
+        ctx.write_tensor(t, frame)
+        assert ctx._timeline.held_count == 1
+        frame[...] = -7.0  # the caller reuses its array before releasing the rental
+    np.testing.assert_array_equal(ctx.read_tensor(t).reshape(-1), data(1.0).reshape(-1))
+    ctx.write_tensor(t, frame)  # and a write that runs at once copies too
+    frame[...] = 3.0
+    np.testing.assert_array_equal(ctx.read_tensor(t).reshape(-1), np.full(frame.size, -7.0, np.float32))
