@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import webnn_gpu as webnn
+
 from helpers import run_graph
 
 
@@ -99,5 +101,38 @@ def test_the_tuned_kernels_are_the_ones_chosen(ctx):
                  "r": b.resample2d(x, mode="linear", sizes=[256, 256], axes=[1, 2])})
     templates = [s.template for s in g._steps if hasattr(s, "template")]
     assert templates.count("reduce/columns.wgsl") == 2  # row splits, then their partials
-    assert "resample/resample2d_vec4.wgsl" in templates
+    assert "resample/resample2d_x2.wgsl" in templates
     g.destroy()
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16"])
+@pytest.mark.parametrize("shape, axes", [((2, 9, 7, 8), [1, 2]), ((1, 1, 1, 4), [1, 2]), ((3, 2, 5, 4), [0, 2]),
+                                         ((1, 16, 16, 128), [1, 2])])
+def test_resample_doubling_kernel_is_bit_identical_to_the_others(ctx, rng, monkeypatch, dt, shape, axes):
+    """resample2d_x2.wgsl (2 x 2 outputs per invocation) against the vec4 and scalar kernels,
+    borders and 1-pixel axes included; and against float64 NumPy."""
+    npdt = np.float32 if dt == "float32" else np.float16
+    with np.errstate(under="ignore"):
+        x = rng.standard_normal(shape).astype(npdt)
+    sizes = [2 * shape[a] for a in axes]
+
+    def build(b, o):
+        return {"y": b.resample2d(o["x"], mode="linear", sizes=sizes, axes=axes)}
+
+    def templates():
+        b = webnn.MLGraphBuilder(ctx)
+        g = b.build(build(b, {"x": b.input("x", {"data_type": dt, "shape": list(shape)})}))
+        return [s.template for s in g._steps if hasattr(s, "template")]
+
+    outs = {}
+    for force in ("", "vec4", "scalar"):
+        monkeypatch.setenv("WEBNN_GPU_FORCE_RESAMPLE", force)
+        outs[force or "x2"] = run_graph(ctx, build, {"x": x})["y"]
+        if not force:
+            assert templates() == ["resample/resample2d_x2.wgsl"]
+    for k in ("vec4", "scalar"):
+        np.testing.assert_array_equal(outs["x2"].view(np.uint8), outs[k].view(np.uint8), err_msg=k)
+    if axes == [1, 2]:
+        tol = 1e-5 if dt == "float32" else 2e-3
+        np.testing.assert_allclose(outs["x2"].astype(np.float64),
+                                   _resample_linear_ref(x.astype(np.float64), *sizes), atol=tol, rtol=tol)

@@ -88,13 +88,31 @@ support("resample2d", {"input": (FLOATS, (4, 4))}, (FLOATS, (4, 4)))
 
 @lowering("resample2d")
 def lower_resample2d(node, lc) -> None:
-    """resample2d: one resample2d.wgsl kernel, one invocation per output element."""
+    """resample2d: resample2d_x2.wgsl for a linear doubling of channels-last data (2 x 2 outputs
+    per invocation), resample2d_vec4.wgsl for other channels-last data (4 channels per
+    invocation), else resample2d.wgsl (one invocation per output element).
+    ``WEBNN_GPU_FORCE_RESAMPLE=scalar|vec4|x2`` forces one (where it applies)."""
     x, out = node.inputs[0], node.outputs[0]
     ax = node.attrs["axes"]
     sizes_in = [x.shape[a] for a in ax]
     sizes_out = [out.shape[a] for a in ax]
     exact = all((2 * o + 1) * i < 2**31 for i, o in zip(sizes_in, sizes_out))
-    if 3 not in ax and out.shape[3] % 4 == 0 and _env.force("resample") != "scalar":
+    forced = _env.force("resample")
+    if forced and forced not in ("scalar", "vec4", "x2"):
+        raise ValueError(f"WEBNN_GPU_FORCE_RESAMPLE={forced!r}: expected scalar, vec4 or x2")
+    vec4 = 3 not in ax and out.shape[3] % 4 == 0 and forced != "scalar"
+    if (vec4 and forced != "vec4" and node.attrs["mode"] == "linear"
+            and sizes_out == [2 * n for n in sizes_in] and all((2 * o + 1) * n < 2**24 for n, o in zip(sizes_in, sizes_out))):
+        # Exact doubling (the segmenter's upsampling): 2 x 2 outputs per invocation.
+        blk = [*out.shape[:3], out.shape[3] // 4]
+        for a, n in zip(ax, sizes_in):
+            blk[a] = n
+        lc.kernel("resample/resample2d_x2.wgsl", [("src", x)], [("out", out)], out.size // 16,
+                  blk_strides=strides(blk), in_st=strides([*x.shape[:3], x.shape[3] // 4]),
+                  out_st=strides([*out.shape[:3], out.shape[3] // 4]), ax=ax, sizes_in=sizes_in,
+                  out_T=_dtypes.info(out.data_type).compute)
+        return
+    if vec4:
         # Four channels per invocation (NHWC): the same coordinates serve a whole vec4.
         v4 = [*out.shape[:3], out.shape[3] // 4]
         lc.kernel("resample/resample2d_vec4.wgsl", [("src", x)], [("out", out)], out.size // 4,
