@@ -11,8 +11,9 @@ Each pass takes and returns the node list (in a valid topological order). Passes
 * :func:`fuse_epilogue`: bias adds, activations and following same-shaped element-wise ops
   (a residual add) are folded into ``attrs["epilogue"]`` of conv2d, conv_transpose2d,
   matmul and gemm (format: :mod:`webnn_gpu.ops._epilogue`).
-* :func:`fuse_input_scale`: a per-channel ``mul`` in front of a pointwise conv2d (the
-  squeeze-and-excite scale) is applied by the conv as it loads its input.
+* :func:`fuse_conv_input`: a per-channel ``mul`` (the squeeze-and-excite scale), a same-shaped
+  ``add`` (a skip connection) or both in front of a pointwise conv2d are applied by the conv
+  as it loads its input.
 * :func:`fuse_elementwise`: chains of element-wise nodes become one ``fused_elementwise``
   node (one kernel, no intermediate buffers).
 
@@ -456,57 +457,97 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
     return result
 
 
-def fuse_input_scale(nodes: list, outputs: dict, context=None) -> list:
-    """Fold ``mul(x, s)`` into the pointwise conv2d that alone consumes it, when ``s`` holds
-    one value per channel: the conv multiplies each input vector by ``s`` as it loads it
-    (``attrs["input_scale"]`` = the index of ``s`` in its inputs). That is MobileNetV3's
-    squeeze-and-excite: its scaled activations were written once and read once more, a kernel
-    of their own, for a multiply the conv does in registers.
+def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
+    """Fold the element-wise op that makes a pointwise conv2d's input into the conv, which
+    applies it as it loads that input: ``mul(x, s)`` with ``s`` one value per channel
+    (``attrs["input_scale"]``: MobileNetV3's squeeze-and-excite), ``add(x, r)`` with ``r`` of
+    the input's shape (``attrs["input_add"]``: a skip connection), or ``add(mul(x, s), r)``
+    (both: the segmenter's decoder). The attributes hold the operands' indices in the conv's
+    inputs. The folded values were written once and read once more, a kernel of their own,
+    for arithmetic the conv does in registers. Each folded node must feed only that conv.
     """
     from .builder import Node
-    from .ops.conv import input_scale_ok
+    from .ops.conv import input_prologue_ok
 
     max_bindings = 8
     if context is not None:
         max_bindings = int(context.limits.get("max-storage-buffers-per-shader-stage", 8))
     out_ids = {v.id for v in outputs.values()}
     consumers: dict[int, list] = {}
+    producer: dict[int, Any] = {}
     for node in nodes:
         for v in {v.id: v for v in node.inputs if v is not None}.values():
             consumers.setdefault(v.id, []).append(node)
+        for v in node.outputs:
+            producer[v.id] = node
+
+    def only_feeds(v, node) -> bool:
+        cs = consumers.get(v.id, [])
+        return v.id not in out_ids and len(cs) == 1 and cs[0] is node
+
+    def scaled(v, consumer):
+        """(x, s) when v = mul(x, s) feeds only ``consumer``, s per channel; else None."""
+        m = producer.get(v.id)
+        if m is None or m.op != "mul" or len(m.inputs) != 2 or not only_feeds(v, consumer):
+            return None
+        a, b = m.inputs
+        for x, s in ((a, b), (b, a)):
+            if tuple(x.shape) == tuple(v.shape) and x.data_type == v.data_type and tuple(s.shape) != tuple(v.shape):
+                return m, x, s
+        return None
+
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
-    for node in nodes:
-        if node.op != "mul" or len(node.inputs) != 2 or node.outputs[0].id in out_ids:
+    for conv in nodes:
+        if conv.op != "conv2d" or conv.inputs[0] is None or "input_scale" in conv.attrs or "input_add" in conv.attrs:
             continue
-        y = node.outputs[0]
-        cs = consumers.get(y.id, [])
-        if len(cs) != 1 or cs[0].op != "conv2d" or cs[0].id in replaced or "input_scale" in cs[0].attrs:
+        y = conv.inputs[0]
+        if any(v is y for v in conv.inputs[1:]) or not only_feeds(y, conv):
             continue
-        conv = cs[0]
-        if conv.inputs[0] is not y or any(v is y for v in conv.inputs[1:]):
+        fused, x, s, r = [], None, None, None
+        got = scaled(y, conv)
+        if got is not None:
+            m, x, s = got
+            fused = [m]
+        else:
+            add = producer.get(y.id)
+            if add is None or add.op != "add" or len(add.inputs) != 2:
+                continue
+            a, b = add.inputs
+            same = [v.data_type == y.data_type and tuple(v.shape) == tuple(y.shape) for v in (a, b)]
+            if a is b or not all(same):
+                continue
+            for u, w in ((a, b), (b, a)):  # a scaled operand first, wherever it is
+                inner = scaled(u, add)
+                if inner is not None:
+                    m, x, s = inner
+                    fused, r = [add, m], w
+                    break
+            else:
+                fused, x, r = [add], a, b
+        if not input_prologue_ok(conv, scale=s, residual=r):
             continue
-        a, b = node.inputs
-        pick = [(x, s) for x, s in ((a, b), (b, a)) if tuple(x.shape) == tuple(y.shape) and x.data_type == y.data_type]
-        if not pick or not input_scale_ok(conv, pick[0][1]):
-            continue
-        x, s = pick[0]
-        inputs = [x] + list(conv.inputs[1:]) + [s]
+        extra = [v for v in (s, r) if v is not None]
+        inputs = [x] + list(conv.inputs[1:]) + extra
         # the conv's own bindings plus a re-laid-out filter, the parameters and the output
         if len({v.id for v in inputs if v is not None}) + 3 > max_bindings:
             continue
         attrs = dict(conv.attrs)
-        attrs["input_scale"] = len(inputs) - 1
+        base = len(conv.inputs)
+        if s is not None:
+            attrs["input_scale"] = base
+        if r is not None:
+            attrs["input_add"] = base + (1 if s is not None else 0)
         replaced[conv.id] = Node(conv.op, inputs, list(conv.outputs), attrs, conv.label)
-        dropped.add(node.id)
+        dropped.update(n.id for n in fused)
         if DEBUG >= 2:
-            log.debug("fuse_input_scale: conv2d [%s] absorbs mul [%s]", conv.label, node.label)
+            log.debug("fuse_conv_input: conv2d [%s] absorbs %s", conv.label, [n.op for n in fused])
     if not replaced:
         return nodes
     return [replaced.get(n.id, n) for n in nodes if n.id not in dropped]
 
 
-PASSES = [dead_code, fold_constants, fuse_hard_swish, fuse_epilogue, fuse_input_scale, fuse_elementwise]
+PASSES = [dead_code, fold_constants, fuse_hard_swish, fuse_epilogue, fuse_conv_input, fuse_elementwise]
 
 
 def _enabled(p) -> bool:

@@ -19,7 +19,8 @@
     a_ks         k stride of A (in_sc for im2col)
     a_vec        A read as vec4 along k (a_ks == 1, offsets multiples of 4)
     a_scale      A[m, k] is multiplied by asc[k] as it is loaded (dense, a_vec; a squeeze-and-excite
-                 scale folded into the next pointwise conv by the fuse_input_scale pass)
+                 scale folded into the next pointwise conv by the fuse_conv_input pass)
+    a_add        ... and ares[m, k] (A's shape) is added after the scale (a skip connection)
     b_ks, b_ns   B[k, n] = b[k * b_ks + n * b_ns]; row k = (kh * KW + kw) * KC + c
     b_vec        B read as vec4 along n (b_ns == 1, b_ks and offsets multiples of 4)
     b_cols       columns of B that may be read (N, or N padded to a multiple of 4 for packed constants)
@@ -33,7 +34,7 @@
                  text: dense, unbatched, aligned products (pointwise convs, matmuls) of any size
                  share one pipeline per (tile, K % 4, tiles_n == 1, epilogue); their values in the
                  context are then not used
-  Bindings: a, b, epilogue operands..., asc (a_scale only), prm (dyn only), out.
+  Bindings: a, b, epilogue operands..., asc (a_scale only), ares (a_add only), prm (dyn only), out.
   Workgroup: (k.workgroup, 1, 1), 2-D folded dispatch over batches * tiles_m * tiles_n invocations.
 -#}
 {% import "_lib/index.wgsl" as ix %}
@@ -45,9 +46,13 @@ enable f16;
 {{ tl.decl(1, "b", T, b_vec, false) }}
 {{ tl.epilogue_decls(ep, 2) }}
 {% set sc_at = 2 + ep.operands | length %}
-{% set prm_at = sc_at + (1 if a_scale else 0) %}
+{% set res_at = sc_at + (1 if a_scale else 0) %}
+{% set prm_at = res_at + (1 if a_add else 0) %}
 {% if a_scale %}
 {{ tl.decl(sc_at, "asc", T, true, false) }}
+{% endif %}
+{% if a_add %}
+{{ tl.decl(res_at, "ares", T, true, false) }}
 {% endif %}
 {% if dyn %}
 @group(0) @binding({{ prm_at }}) var<storage, read> prm: array<u32>;
@@ -185,8 +190,8 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
 {% for i in range(TM) %}
 {% if a_mode == "im2col" %}
       let a{{ i }} = select(vec4<f32>(0.0), {{ a_load(i, kexpr, tail) }}, ok{{ i }});
-{% elif a_scale %}
-      let a{{ i }} = {{ a_load(i, kexpr, tail) }} * sc;
+{% elif a_scale or a_add %}
+      let a{{ i }} = {{ a_load(i, kexpr, tail) }}{{ " * sc" if a_scale }}{{ (" + vec4<f32>(ares[(ar" ~ i ~ " + " ~ kexpr ~ ") / 4u])") if a_add }};
 {% else %}
       let a{{ i }} = {{ a_load(i, kexpr, tail) }};
 {% endif %}

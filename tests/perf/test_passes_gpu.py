@@ -189,3 +189,47 @@ def test_scale_stays_a_kernel_where_the_conv_cannot_take_it(ctx, rng, monkeypatc
         g = b.build(build(b, {"x": b.input("x", {"data_type": "float32", "shape": [1, 6, 6, 8]}),
                               "x6": b.input("x6", {"data_type": "float32", "shape": [1, 6, 6, 6]})}))
         assert "mul" in {s.node.op for s in g._steps if getattr(s, "node", None) is not None}, name
+
+
+@pytest.mark.parametrize("dt,tol", [("float32", 2e-5), ("float16", 2e-2)])
+@pytest.mark.parametrize("form", ["x*s+r", "r+s*x", "x+r"])
+def test_decoder_scale_and_skip_fold_into_the_next_pointwise_conv(ctx, rng, dt, tol, form):
+    """add(mul(x, s), r) (the segmenter's decoder) and add(x, r) in front of a 1x1 conv."""
+    npdt = np.float32 if dt == "float32" else np.float16
+    C, O = 16, 8
+    x = rng.standard_normal((1, 16, 12, C)).astype(npdt)  # past the small-product kernel
+    r = rng.standard_normal((1, 16, 12, C)).astype(npdt)
+    s = rng.standard_normal((1, 1, 1, C)).astype(npdt)
+    pw, bias = (rng.standard_normal((O, 1, 1, C)) * 0.3).astype(npdt), rng.standard_normal(O).astype(npdt)
+
+    def build(b, o):
+        sc = b.constant(s)
+        v = {"x*s+r": lambda: b.add(b.mul(o["x"], sc), o["r"]), "r+s*x": lambda: b.add(o["r"], b.mul(sc, o["x"])),
+             "x+r": lambda: b.add(o["x"], o["r"])}[form]()
+        return {"y": b.relu(b.conv2d(v, b.constant(pw), input_layout="nhwc", filter_layout="ohwi",
+                                     bias=b.constant(bias)))}
+
+    got = run_graph(ctx, build, {"x": x, "r": r})["y"]
+    x64, r64, s64 = x.astype(np.float64), r.astype(np.float64), s.astype(np.float64)
+    v = x64 + r64 if form == "x+r" else x64 * s64 + r64
+    ref = np.maximum(np.einsum("nhwc,oc->nhwo", v, pw[:, 0, 0, :].astype(np.float64)) + bias, 0)
+    np.testing.assert_allclose(got.astype(np.float64), ref, atol=tol, rtol=tol)
+
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {n: b.input(n, {"data_type": dt, "shape": list(x.shape)}) for n in ("x", "r")}))
+    assert [s.template for s in g._steps if hasattr(s, "template")] == ["matmul/tile.wgsl"]
+
+
+def test_skip_add_used_twice_stays_a_kernel(ctx, rng):
+    x = rng.standard_normal((1, 4, 4, 8)).astype(np.float32)
+    r = rng.standard_normal((1, 4, 4, 8)).astype(np.float32)
+    pw = rng.standard_normal((4, 1, 1, 8)).astype(np.float32)
+
+    def build(b, o):
+        v = b.add(o["x"], o["r"])
+        return {"y": b.conv2d(v, b.constant(pw), input_layout="nhwc", filter_layout="ohwi"), "v": b.relu(v)}
+
+    got = run_graph(ctx, build, {"x": x, "r": r})
+    ref = np.einsum("nhwc,oc->nhwo", x.astype(np.float64) + r, pw[:, 0, 0, :].astype(np.float64))
+    np.testing.assert_allclose(got["y"], ref, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(got["v"], np.maximum(x + r, 0), atol=1e-6)

@@ -182,4 +182,4 @@ def test_hard_swish_sequence_with_wrong_constants_or_shared_values_stays():
 def test_pass_list_order():
     names = [p.__name__ for p in _compiler.PASSES]
     assert names.index("fold_constants") < names.index("fuse_hard_swish") < names.index("fuse_epilogue") \
-        < names.index("fuse_input_scale") < names.index("fuse_elementwise")
+        < names.index("fuse_conv_input") < names.index("fuse_elementwise")

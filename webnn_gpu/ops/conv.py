@@ -328,16 +328,22 @@ def _depthwise_block(g: dict, tuning: str = "default") -> tuple[int, int]:
     return th, tw
 
 
-def input_scale_ok(node, scale) -> bool:
-    """Whether conv2d ``node`` can multiply its input by ``scale`` as it loads it
-    (``attrs["input_scale"]``, set by the compiler's ``fuse_input_scale`` pass): a pointwise
-    NHWC convolution on the tile kernel, channels a multiple of 4, ``scale`` one value per
-    input channel (shape [..., C] with ones before)."""
+def input_prologue_ok(node, scale=None, residual=None) -> bool:
+    """Whether conv2d ``node`` can apply ``x * scale + residual`` (either may be None) to its
+    input as it loads it (``attrs["input_scale"]`` / ``["input_add"]``, set by the compiler's
+    ``fuse_conv_input`` pass): a pointwise NHWC convolution on the tile kernel, channels a
+    multiple of 4, ``scale`` one value per input channel (shape [..., C], ones before), and
+    ``residual`` of the input's shape, all of the output's data type."""
     x, out = node.inputs[0], node.outputs[0]
-    if node.attrs.get("input_layout") != "nhwc" or out.data_type not in FLOATS or scale.data_type != out.data_type:
+    if node.attrs.get("input_layout") != "nhwc" or out.data_type not in FLOATS:
         return False
     C = x.shape[3]
-    if C % 4 or tuple(scale.shape)[-1:] != (C,) or any(d != 1 for d in scale.shape[:-1]):
+    if C % 4:
+        return False
+    if scale is not None and (scale.data_type != out.data_type or tuple(scale.shape)[-1:] != (C,)
+                              or any(d != 1 for d in scale.shape[:-1])):
+        return False
+    if residual is not None and (residual.data_type != out.data_type or tuple(residual.shape) != tuple(x.shape)):
         return False
     g = _geometry(node)
     return _conv_variant(g, "nhwc") == "pointwise" and g["NB"] * g["OH"] * g["OW"] * g["O"] > SMALL_MAX_OUTPUTS
@@ -353,8 +359,9 @@ def lower_conv2d(node, lc) -> None:
     variant = _conv_variant(g, layout, lc.tuning)
     T = wgsl_type(out.data_type)
     scale = node.inputs[node.attrs["input_scale"]] if "input_scale" in node.attrs else None
-    if scale is not None and not (variant == "pointwise" and layout == "nhwc"):
-        raise AssertionError(f"{lc.label}: input_scale on a {variant} {layout} conv2d")  # see input_scale_ok
+    residual = node.inputs[node.attrs["input_add"]] if "input_add" in node.attrs else None
+    if (scale is not None or residual is not None) and not (variant == "pointwise" and layout == "nhwc"):
+        raise AssertionError(f"{lc.label}: an input prologue on a {variant} {layout} conv2d")  # input_prologue_ok
     if variant == "direct":
         ep = _conv_epilogue(node, out, layout)
         opg = g["O"] // g["G"]
@@ -401,9 +408,8 @@ def lower_conv2d(node, lc) -> None:
         M = g["NB"] * P
         tile_kernel(lc, x, w, out, M=M, N=O, batch_shape=[], a_bst=[], b_bst=[], o_bst=[], a_rs=C, a_ks=1,
                     a_vec=True, b_ks=wcols, b_ns=1, b_vec=True, b_cols=wcols, o_P=M, o_sn=0, o_sp=O, o_so=1, KC=C,
-                    epilogue=ep, a_scale=scale)
+                    epilogue=ep, a_scale=scale, a_add=residual)
         return
-    assert scale is None, "fuse_input_scale only targets pointwise NHWC convolutions"
     ist = {k: g[k] for k in ("in_sn", "in_sc", "in_sh", "in_sw")}
     if layout == "nchw" and I % 4 == 0 and NCHW_TO_NHWC:
         # Gather the patches from an NHWC copy of the input: vec4 loads along the channels

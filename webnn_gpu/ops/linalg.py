@@ -127,7 +127,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
                 o_P: int, o_sn: int, o_sp: int, o_so: int, KH: int = 1, KW: int = 1, KC: int,
                 conv: dict | None = None, epilogue=None, tile: tuple[int, int] | None = None,
                 order: str | None = None, group_cols: int = 0, small_ok: bool = True,
-                a_scale: Value | None = None) -> None:
+                a_scale: Value | None = None, a_add: Value | None = None) -> None:
     """Add one ``matmul/tile.wgsl`` launch (see the template header for every argument), or
     a ``matmul/small.wgsl`` one for a small dense product when ``small_ok``.
 
@@ -136,7 +136,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     """
     batch_shape = list(batch_shape)
     batches = math.prod(batch_shape) if batch_shape else 1
-    if (small_ok and a_scale is None and tile is None and a_mode == "dense" and len(batch_shape) <= 1
+    if (small_ok and a_scale is None and a_add is None and tile is None and a_mode == "dense" and len(batch_shape) <= 1
             and M * N * batches <= SMALL_MAX_OUTPUTS and KC <= SMALL_MAX_K):
         ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
         bst = (list(a_bst) or [0], list(b_bst) or [0], list(o_bst) or [0])
@@ -161,8 +161,8 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     b_vec = b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols % 4 == 0 and all(s % 4 == 0 for s in b_bst)
     out_vec = (o_so == 1 and N % 4 == 0 and o_sp % 4 == 0 and (o_sn % 4 == 0 or o_P >= M)
                and all(s % 4 == 0 for s in o_bst))
-    if a_scale is not None and not (a_vec and a_mode == "dense"):
-        raise AssertionError(f"{lc.label}: an input scale needs dense vec4 loads of A")  # the pass checks this
+    if (a_scale is not None or a_add is not None) and not (a_vec and a_mode == "dense"):
+        raise AssertionError(f"{lc.label}: an input prologue needs dense vec4 loads of A")  # the pass checks this
     ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
     order = order or TILE_ORDER
     n_inv = batches * tiles_m * tiles_n
@@ -175,9 +175,10 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         o_bst=list(o_bst), KH=KH, KW=KW, KC=KC, KC4=KC // 4 * 4, a_mode=a_mode, a_rs=a_rs, a_ks=a_ks,
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
-        a_scale=a_scale is not None,
+        a_scale=a_scale is not None, a_add=a_add is not None,
     )
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
+    inputs += [("ares", a_add)] if a_add is not None else []
     if dyn:
         sizes = [n_inv, M, N, KC // 4 * 4, a_rs, b_ks, b_cols, o_sp, tiles_m]
         inputs.append(("prm", make_constant(np.array(sizes, dtype=np.uint32), "uint32")))
