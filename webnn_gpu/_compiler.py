@@ -14,6 +14,8 @@ Each pass takes and returns the node list (in a valid topological order). Passes
 * :func:`fuse_conv_input`: a per-channel ``mul`` (the squeeze-and-excite scale), a same-shaped
   ``add`` (a skip connection) or both in front of a pointwise conv2d are applied by the conv
   as it loads its input.
+* :func:`fuse_pool_input`: a same-shaped ``add`` that only a global average pool reads is
+  summed by the pool's reduction as it loads.
 * :func:`fuse_elementwise`: chains of element-wise nodes become one ``fused_elementwise``
   node (one kernel, no intermediate buffers).
 
@@ -547,7 +549,52 @@ def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
     return [replaced.get(n.id, n) for n in nodes if n.id not in dropped]
 
 
-PASSES = [dead_code, fold_constants, fuse_hard_swish, fuse_epilogue, fuse_conv_input, fuse_elementwise]
+def fuse_pool_input(nodes: list, outputs: dict, context=None) -> list:
+    """Fold ``add(a, b)`` (same shapes) into the global average pool that alone consumes it:
+    the pool's reduction reads both and adds them (``attrs["input_add"]`` = the index of ``b``
+    in its inputs). The segmenter's decoder pools a skip connection's sum that nothing else
+    reads; the sum was written and read back for nothing.
+    """
+    from .builder import Node
+    from .ops.pool import input_add_ok
+
+    out_ids = {v.id for v in outputs.values()}
+    consumers: dict[int, list] = {}
+    producer: dict[int, Any] = {}
+    for node in nodes:
+        for v in {v.id: v for v in node.inputs if v is not None}.values():
+            consumers.setdefault(v.id, []).append(node)
+        for v in node.outputs:
+            producer[v.id] = node
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for pool in nodes:
+        if pool.op != "average_pool2d" or "input_add" in pool.attrs:
+            continue
+        y = pool.inputs[0]
+        add = producer.get(y.id)
+        cs = consumers.get(y.id, [])
+        if add is None or add.op != "add" or y.id in out_ids or len(cs) != 1 or cs[0] is not pool:
+            continue
+        a, b = add.inputs
+        if a is b or tuple(a.shape) != tuple(y.shape) or a.data_type != y.data_type:
+            continue
+        probe = Node(pool.op, [a], pool.outputs, pool.attrs, pool.label)
+        if not input_add_ok(probe, b):
+            continue
+        attrs = dict(pool.attrs)
+        attrs["input_add"] = 1
+        replaced[pool.id] = Node(pool.op, [a, b], list(pool.outputs), attrs, pool.label)
+        dropped.add(add.id)
+        if DEBUG >= 2:
+            log.debug("fuse_pool_input: %s [%s] absorbs add [%s]", pool.op, pool.label, add.label)
+    if not replaced:
+        return nodes
+    return [replaced.get(n.id, n) for n in nodes if n.id not in dropped]
+
+
+PASSES = [dead_code, fold_constants, fuse_hard_swish, fuse_epilogue, fuse_conv_input, fuse_pool_input,
+          fuse_elementwise]
 
 
 def _enabled(p) -> bool:

@@ -15,7 +15,9 @@
                     for a second pass of this kernel
     count           the number of reduced values, a WGSL float literal
     out_T           compute type of the output binding
-  Bindings: src, out.
+    two             each value is src + src2 (a second source of src's shape: a skip add fused
+                    into a global pool by the fuse_pool_input pass)
+  Bindings: src, src2 (two only), out.
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guarded by idx < M * S (k.n).
 -#}
 {% import "_lib/io.wgsl" as io %}
@@ -33,7 +35,11 @@
   let r1 = min(r0 + {{ chunk }}u, {{ K }}u);
   var acc: {{ A }} = {{ rl.init(combine, A) }};
   for (var r = r0; r < r1; r = r + 1u) {
+{% if two %}
+    let x = {{ A }}(load_src(r * {{ M }}u + m)) + {{ A }}(load_src2(r * {{ M }}u + m));
+{% else %}
     let x = {{ A }}(load_src(r * {{ M }}u + m));
+{% endif %}
 {% if map_expr %}
     acc = comb(acc, {{ map_expr }});
 {% else %}

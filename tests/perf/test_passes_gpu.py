@@ -233,3 +233,41 @@ def test_skip_add_used_twice_stays_a_kernel(ctx, rng):
     ref = np.einsum("nhwc,oc->nhwo", x.astype(np.float64) + r, pw[:, 0, 0, :].astype(np.float64))
     np.testing.assert_allclose(got["y"], ref, atol=1e-5, rtol=1e-5)
     np.testing.assert_allclose(got["v"], np.maximum(x + r, 0), atol=1e-6)
+
+
+@pytest.mark.parametrize("dt,tol", [("float32", 1e-5), ("float16", 2e-3)])
+@pytest.mark.parametrize("hw", [(6, 5), (64, 64)])  # one column pass; row splits then their partials
+def test_skip_add_folds_into_the_global_pool_that_reads_it(ctx, rng, dt, tol, hw):
+    npdt = np.float32 if dt == "float32" else np.float16
+    shape = (1, *hw, 16)
+    a, c = rng.standard_normal(shape).astype(npdt), rng.standard_normal(shape).astype(npdt)
+
+    def build(b, o):
+        return {"y": b.average_pool2d(b.add(o["a"], o["c"]), layout="nhwc")}
+
+    got = run_graph(ctx, build, {"a": a, "c": c})["y"]
+    ref = (a.astype(np.float64) + c).mean(axis=(1, 2), keepdims=True)
+    np.testing.assert_allclose(got.astype(np.float64), ref, atol=tol, rtol=tol)
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {n: b.input(n, {"data_type": dt, "shape": list(shape)}) for n in ("a", "c")}))
+    assert {s.template for s in g._steps if hasattr(s, "template")} == {"reduce/columns.wgsl"}
+
+
+def test_pool_add_stays_where_the_pool_cannot_take_it(ctx, rng):
+    """The sum also an output, an NCHW pool, two images, a max pool."""
+    a, c = rng.standard_normal((2, 4, 4, 8)).astype(np.float32), rng.standard_normal((2, 4, 4, 8)).astype(np.float32)
+    s = a.astype(np.float64) + c
+
+    def build(b, o):
+        v = b.add(o["a"], o["c"])
+        v1 = b.add(b.slice(o["a"], [0, 0, 0, 0], [1, 4, 4, 8]), b.slice(o["c"], [0, 0, 0, 0], [1, 4, 4, 8]))
+        return {"two_images": b.average_pool2d(v, layout="nhwc"), "nchw": b.average_pool2d(b.add(o["a"], o["c"])),
+                "max": b.max_pool2d(b.add(o["c"], o["a"]), layout="nhwc"),
+                "also_output": b.average_pool2d(v1, layout="nhwc"), "v1": v1}
+
+    got = run_graph(ctx, build, {"a": a, "c": c})
+    np.testing.assert_allclose(got["two_images"], s.mean(axis=(1, 2), keepdims=True), atol=1e-5)
+    np.testing.assert_allclose(got["nchw"], s.mean(axis=(2, 3), keepdims=True), atol=1e-5)
+    np.testing.assert_allclose(got["max"], s.max(axis=(1, 2), keepdims=True), atol=1e-5)
+    np.testing.assert_allclose(got["also_output"], s[:1].mean(axis=(1, 2), keepdims=True), atol=1e-5)
+    np.testing.assert_allclose(got["v1"], s[:1], atol=1e-6)

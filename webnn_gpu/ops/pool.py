@@ -18,7 +18,7 @@ the average and L2 pools and the lowest value of the type (-inf for floats) for 
 
 from __future__ import annotations
 
-from .. import _dtypes
+from .. import _dtypes, _env
 from .. import _validate as V
 from .._kernels import strides as row_strides
 from .._kernels import workgroups
@@ -123,10 +123,30 @@ for _name in KINDS:
     support(_name, {"input": (KINDS[_name][1], (4, 4))}, (KINDS[_name][1], (4, 4)))
 
 
+def _is_global(node) -> bool:
+    x, a = node.inputs[0], node.attrs
+    axes = {"n": 0, "c": 1, "h": 2, "w": 3} if a["layout"] == "nchw" else {"n": 0, "h": 1, "w": 2, "c": 3}
+    (WH, WW), (DH, DW) = a["window"], a["dilations"]
+    return ([WH, WW] == [x.shape[axes["h"]], x.shape[axes["w"]]] and a["padding"] == [0, 0, 0, 0]
+            and (DH == 1 or WH == 1) and (DW == 1 or WW == 1))
+
+
+def input_add_ok(node, other) -> bool:
+    """Whether pool ``node`` can read its input as the sum of that input and ``other`` (the
+    compiler's ``fuse_pool_input`` pass, ``attrs["input_add"]``): a global average pool of a
+    single NHWC image with at least 4 channels, which runs the column reduction, and
+    ``other`` of the input's shape and float data type."""
+    x = node.inputs[0]
+    return (node.op == "average_pool2d" and node.attrs["layout"] == "nhwc" and x.shape[0] == 1 and x.shape[3] >= 4
+            and x.data_type in ("float32", "float16") and other.data_type == x.data_type
+            and tuple(other.shape) == tuple(x.shape) and _is_global(node) and _env.force("reduce") != "group")
+
+
 @lowering(*KINDS)
 def lower_pool(node, lc) -> None:
     """A global pool is a reduction; other pools run pool/pool2d.wgsl."""
     x, out = node.inputs[0], node.outputs[0]
+    other = node.inputs[node.attrs["input_add"]] if "input_add" in node.attrs else None
     a = node.attrs
     kind = KINDS[node.op][0]
     layout = a["layout"]
@@ -135,8 +155,9 @@ def lower_pool(node, lc) -> None:
     (WH, WW), (DH, DW) = a["window"], a["dilations"]
     if [WH, WW] == [H, W] and a["padding"] == [0, 0, 0, 0] and (DH == 1 or WH == 1) and (DW == 1 or WW == 1):
         name = {"avg": "reduce_mean", "l2": "reduce_l2", "max": "reduce_max"}[kind]
-        lower_reduction(lc, name, x, out, [axes["h"], axes["w"]])
+        lower_reduction(lc, name, x, out, [axes["h"], axes["w"]], src2=other)
         return
+    assert other is None, "fuse_pool_input only targets global average pools"
     ist = row_strides(x.shape)
     M = out.size
     group = WH * WW > GROUP_WINDOW and M < 1024

@@ -125,7 +125,7 @@ def plan(M: int, K: int) -> tuple[str, int, int]:
 
 
 def reduce_kernels(lc, src, out, axes, *, combine: str, map_expr: str = "", final_expr: str = "a",
-                   shift=None, arg: bool = False) -> None:
+                   shift=None, arg: bool = False, src2=None) -> None:
     """Record the kernels that reduce ``src`` over ``axes`` into ``out``.
 
     Arguments:
@@ -137,6 +137,8 @@ def reduce_kernels(lc, src, out, axes, *, combine: str, map_expr: str = "", fina
             replaced by the accumulate type's absolute value.
         shift: a float32 Value [M] subtracted inside map_expr (log-sum-exp), or None.
         arg: ``out`` receives indices (argmax/argmin).
+        src2: a Value of ``src``'s shape added to it element by element before the reduction
+            (a fused skip add); only where the column kernel runs (the caller checks).
     """
     kept, red = merge_axes(src.shape, axes)
     M = math.prod(s for s, _ in kept)
@@ -148,8 +150,10 @@ def reduce_kernels(lc, src, out, axes, *, combine: str, map_expr: str = "", fina
                   out_raw64=arg and out.data_type == "int64", shift=shift is not None)
     if not arg and shift is None and len(kept) == 1 and kept[0][1] == 1 and len(red) == 1 and red[0][1] == M \
             and M >= 4 and _env.force("reduce") != "group":
-        _column_kernels(lc, src, out, M, K, A, combine, map_expr, final_expr, common["count"], out_T)
+        _column_kernels(lc, src, out, M, K, A, combine, map_expr, final_expr, common["count"], out_T, src2)
         return
+    if src2 is not None:
+        raise AssertionError(f"{lc.label}: a second source needs the column reduction")
     mode, wg, S = plan(M, K)
     shift_in = [("shift", shift)] if shift is not None else []
     geometry = dict(kept_rm=_rm(kept), kept_st=[t for _, t in kept], red_rm=_rm(red), red_st=[t for _, t in red])
@@ -185,27 +189,30 @@ COLUMN_INVOCATIONS = 2048
 COLUMN_ONE_PASS = 32768
 
 
-def _column_kernels(lc, src, out, M, K, A, combine, map_expr, final_expr, count, out_T) -> None:
-    """Reduce the rows of a row-major [K, M] source (``reduce/columns.wgsl``): one pass, or a
-    pass of row splits into a [S, M] partial buffer and a second pass over it. No barriers,
-    neighbouring invocations read neighbouring columns (a global pool of an NHWC tensor)."""
+def _column_kernels(lc, src, out, M, K, A, combine, map_expr, final_expr, count, out_T, src2=None) -> None:
+    """Reduce the rows of a row-major [K, M] source (``reduce/columns.wgsl``), plus ``src2``
+    element by element when given: one pass, or a pass of row splits into a [S, M] partial
+    buffer and a second pass over it. No barriers, neighbouring invocations read
+    neighbouring columns (a global pool of an NHWC tensor)."""
     S = 1 if K * M <= COLUMN_ONE_PASS else max(1, min(math.ceil(K / 32), math.ceil(COLUMN_INVOCATIONS / M)))
     chunk = math.ceil(K / S)
     S = math.ceil(K / chunk)
     common = dict(M=M, A=A, combine=combine, count=count)
+    srcs = [("src", src)] + ([("src2", src2)] if src2 is not None else [])
     if S == 1:
-        lc.kernel("reduce/columns.wgsl", [("src", src)], [("out", out)], M, K=K, S=1, chunk=K, map_expr=map_expr,
-                  final_expr=final_expr, out_T=out_T, workgroup=64, **common)
+        lc.kernel("reduce/columns.wgsl", srcs, [("out", out)], M, K=K, S=1, chunk=K, map_expr=map_expr,
+                  final_expr=final_expr, out_T=out_T, workgroup=64, two=src2 is not None, **common)
         return
     part = lc.temp(ACC_DTYPE[A], (S, M))
-    lc.kernel("reduce/columns.wgsl", [("src", src)], [("out", part)], M * S, K=K, S=S, chunk=chunk,
-              map_expr=map_expr, final_expr="", out_T=A, workgroup=64, **common)
+    lc.kernel("reduce/columns.wgsl", srcs, [("out", part)], M * S, K=K, S=S, chunk=chunk,
+              map_expr=map_expr, final_expr="", out_T=A, workgroup=64, two=src2 is not None, **common)
     lc.kernel("reduce/columns.wgsl", [("src", part)], [("out", out)], M, K=S, S=1, chunk=S, map_expr="",
-              final_expr=final_expr, out_T=out_T, workgroup=64, **common)
+              final_expr=final_expr, out_T=out_T, workgroup=64, two=False, **common)
 
 
-def lower_reduction(lc, name: str, src, out, axes) -> None:
-    """Record the kernels of reduction ``name`` (a key of REDUCERS) of ``src`` over ``axes``."""
+def lower_reduction(lc, name: str, src, out, axes, src2=None) -> None:
+    """Record the kernels of reduction ``name`` (a key of REDUCERS) of ``src`` (plus ``src2``,
+    same shape, when given) over ``axes``."""
     r = REDUCERS[name]
     shift = None
     if name == "reduce_log_sum_exp":
@@ -213,7 +220,7 @@ def lower_reduction(lc, name: str, src, out, axes) -> None:
         shift = lc.temp("float32", (math.prod(s for s, _ in kept),))
         reduce_kernels(lc, src, shift, axes, combine="max")
     reduce_kernels(lc, src, out, axes, combine=r.combine, map_expr=r.map_expr, final_expr=r.final_expr,
-                   shift=shift)
+                   shift=shift, src2=src2)
 
 
 @lowering(*REDUCERS)
