@@ -16,6 +16,8 @@ Each pass takes and returns the node list (in a valid topological order). Passes
   as it loads its input.
 * :func:`fuse_pool_input`: a same-shaped ``add`` that only a global average pool reads is
   summed by the pool's reduction as it loads.
+* :func:`fuse_conv_pool`: a global average pool of a depthwise conv2d's output is computed
+  by the conv (per-block sums) and a small reduction, not by re-reading the output.
 * :func:`fuse_elementwise`: chains of element-wise nodes become one ``fused_elementwise``
   node (one kernel, no intermediate buffers).
 
@@ -593,8 +595,45 @@ def fuse_pool_input(nodes: list, outputs: dict, context=None) -> list:
     return [replaced.get(n.id, n) for n in nodes if n.id not in dropped]
 
 
+def fuse_conv_pool(nodes: list, outputs: dict, context=None) -> list:
+    """A global average pool of a depthwise conv2d's output becomes the conv's second output
+    (``attrs["pool_output"]``): the conv kernel writes each invocation's per-channel sums of
+    the outputs it computed, and a small reduction of those partials gives the mean, instead
+    of a pass that reads the whole output again. That is the squeeze in MobileNetV3's
+    squeeze-and-excite. The conv's output keeps its other consumers.
+    """
+    from .builder import Node
+    from .ops.conv import pool_output_ok
+    from .ops.pool import _is_global
+
+    tuning = getattr(context, "_tuning", "default")
+    producer: dict[int, Any] = {}
+    for node in nodes:
+        for v in node.outputs:
+            producer[v.id] = node
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for pool in nodes:
+        if pool.op != "average_pool2d" or "input_add" in pool.attrs or pool.attrs.get("layout") != "nhwc":
+            continue
+        conv = producer.get(pool.inputs[0].id)
+        if conv is None or conv.op != "conv2d" or conv.id in replaced or not _is_global(pool):
+            continue
+        if not pool_output_ok(conv, tuning):
+            continue
+        attrs = dict(conv.attrs)
+        attrs["pool_output"] = True
+        replaced[conv.id] = Node(conv.op, list(conv.inputs), [conv.outputs[0], pool.outputs[0]], attrs, conv.label)
+        dropped.add(pool.id)
+        if DEBUG >= 2:
+            log.debug("fuse_conv_pool: conv2d [%s] also pools into [%s]", conv.label, pool.label)
+    if not replaced:
+        return nodes
+    return [replaced.get(n.id, n) for n in nodes if n.id not in dropped]
+
+
 PASSES = [dead_code, fold_constants, fuse_hard_swish, fuse_epilogue, fuse_conv_input, fuse_pool_input,
-          fuse_elementwise]
+          fuse_conv_pool, fuse_elementwise]
 
 
 def _enabled(p) -> bool:

@@ -18,9 +18,12 @@
     seg          sorted distinct column offsets p * sw + kw * dw (p < TW, kw < KW) from ow0 * sw - pl
     ep           fused epilogue (webnn_gpu/ops/_epilogue.py); channel = c; operands read at the
                  channel (a bias) are loaded once per invocation (q0..q3)
+    pool         (vec only) also write each invocation's per-channel sum of its outputs to
+                 `pool` ([OHB * OWB * NB, C4] vec4<f32>): a following global average pool
+                 (fuse_conv_pool) then reduces these partials instead of re-reading the output
   Parameters (binding `prm`, u32): 0 invocations  1 C4 = ceil(C / 4)  2 C  3 OWB = ceil(OW / TW)
     4 OHB = ceil(OH / TH)  5 H  6 W  7 OH  8 OW  9 pt  10 pl (leading padding)
-  Bindings: input (NHWC), filter ([KH, KW, C]), epilogue operands..., prm, out (NHWC).
+  Bindings: input (NHWC), filter ([KH, KW, C]), epilogue operands..., prm, out (NHWC), pool (pool only).
   Workgroup: (k.workgroup, 1, 1); invocations NB * OHB * OWB * C4, channel block fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
@@ -32,6 +35,9 @@ enable f16;
 {{ tl.epilogue_decls(ep, 2) }}
 @group(0) @binding({{ 2 + ep.operands | length }}) var<storage, read> prm: array<u32>;
 {{ tl.decl(3 + ep.operands | length, "out", T, vec, true) }}
+{% if pool %}
+@group(0) @binding({{ 4 + ep.operands | length }}) var<storage, read_write> pool: array<vec4<f32>>;
+{% endif %}
 {{ tl.epilogue_fns(ep) }}
 
 {% if vec %}
@@ -113,6 +119,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for c in range(4) %}
   {{ tl.hoist_q(ep, "q" ~ c, "min(cb * 4u + " ~ c ~ "u, C - 1u)") }}
 {% endfor %}
+{% if pool %}
+  var psum = vec4<f32>(0.0);
+{% endif %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
   if (oh0 + {{ t }}u < OH && ow0 + {{ p }}u < OW) {
@@ -120,7 +129,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let v = acc{{ t }}_{{ p }};
 {% if vec %}
     let o = pix * C + cb * 4u;
-    out[pix * C4 + cb] = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u", "q" ~ c) }}{{ ", " if not loop.last }}{% endfor %}));
+    let ov = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u", "q" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
+    out[pix * C4 + cb] = vec4<{{ T }}>(ov);
+{% if pool %}
+    psum = psum + ov;
+{% endif %}
 {% else %}
 {% for c in range(4) %}
     if (cb * 4u + {{ c }}u < C) {
@@ -132,4 +145,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   }
 {% endfor %}
 {% endfor %}
+{% if pool %}
+  // this block's sum per channel: row r0 = (n * OHB + hb) * OWB + wb of the [blocks, C4] partials
+  pool[r0 * C4 + cb] = psum;
+{% endif %}
 }

@@ -271,3 +271,71 @@ def test_pool_add_stays_where_the_pool_cannot_take_it(ctx, rng):
     np.testing.assert_allclose(got["max"], s.max(axis=(1, 2), keepdims=True), atol=1e-5)
     np.testing.assert_allclose(got["also_output"], s[:1].mean(axis=(1, 2), keepdims=True), atol=1e-5)
     np.testing.assert_allclose(got["v1"], s[:1], atol=1e-6)
+
+
+def _dw_ref(x, w_1hwc, bias, pad, stride):
+    """NumPy float64 depthwise conv2d, NHWC input, [1, KH, KW, C] filter."""
+    x = np.pad(x.astype(np.float64), ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    _, kh, kw, c = w_1hwc.shape
+    oh, ow = (x.shape[1] - kh) // stride + 1, (x.shape[2] - kw) // stride + 1
+    out = np.zeros((x.shape[0], oh, ow, c))
+    for i in range(kh):
+        for j in range(kw):
+            out += x[:, i:i + stride * (oh - 1) + 1:stride, j:j + stride * (ow - 1) + 1:stride, :] * w_1hwc[0, i, j]
+    return out + bias
+
+
+@pytest.mark.parametrize("tuning", ["lane-loop", "default"])
+@pytest.mark.parametrize("dt,tol", [("float32", 1e-5), ("float16", 1e-2)])
+@pytest.mark.parametrize("hw, k, stride", [((13, 11), 3, 1), ((32, 32), 5, 2), ((3, 2), 3, 1)])
+def test_global_pool_of_a_depthwise_conv_comes_from_the_conv(ctx, rng, monkeypatch, tuning, dt, tol, hw, k, stride):
+    """fuse_conv_pool: the squeeze of squeeze-and-excite from the depthwise kernel's per-block
+    sums (partial blocks at the borders included), the conv output still used."""
+    monkeypatch.setattr(ctx, "_tuning", tuning)
+    npdt = np.float32 if dt == "float32" else np.float16
+    C, pad = 24, k // 2
+    x = rng.standard_normal((1, *hw, C)).astype(npdt)
+    w = (rng.standard_normal((1, k, k, C)) * 0.3).astype(npdt)
+    bias = rng.standard_normal(C).astype(npdt)
+
+    def build(b, o):
+        y = b.relu(b.conv2d(o["x"], b.constant(w), input_layout="nhwc", filter_layout="ihwo", groups=C,
+                            bias=b.constant(bias), padding=[pad] * 4, strides=[stride] * 2))
+        return {"y": y, "p": b.average_pool2d(y, layout="nhwc")}
+
+    got = run_graph(ctx, build, {"x": x})
+    y = np.maximum(_dw_ref(x, w.astype(np.float64), bias.astype(np.float64), pad, stride), 0)
+    np.testing.assert_allclose(got["y"].astype(np.float64), y, atol=tol, rtol=tol)
+    np.testing.assert_allclose(got["p"].astype(np.float64), y.mean(axis=(1, 2), keepdims=True), atol=tol, rtol=tol)
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {"x": b.input("x", {"data_type": dt, "shape": list(x.shape)})}))
+    assert [s.template for s in g._steps if hasattr(s, "template")] == ["conv/depthwise.wgsl", "reduce/columns.wgsl"]
+
+
+def test_pool_of_a_conv_stays_separate_where_the_conv_cannot_pool(ctx, rng):
+    """Two images, channels not a multiple of 4, a pointwise conv: the pool runs on its own."""
+    def dw(b, v, c):
+        return b.conv2d(v, b.constant(np.full((1, 3, 3, c), 0.1, np.float32)), input_layout="nhwc",
+                        filter_layout="ihwo", groups=c, padding=[1, 1, 1, 1])
+
+    x2 = rng.standard_normal((2, 6, 6, 8)).astype(np.float32)
+    x6 = rng.standard_normal((1, 6, 6, 6)).astype(np.float32)
+    pw = rng.standard_normal((8, 1, 1, 8)).astype(np.float32)
+
+    def build(b, o):
+        return {"two": b.average_pool2d(dw(b, o["x2"], 8), layout="nhwc"),
+                "c6": b.average_pool2d(dw(b, o["x6"], 6), layout="nhwc"),
+                "pw": b.average_pool2d(b.conv2d(o["x2"], b.constant(pw), input_layout="nhwc", filter_layout="ohwi"),
+                                       layout="nhwc")}
+
+    got = run_graph(ctx, build, {"x2": x2, "x6": x6})
+    np.testing.assert_allclose(got["two"], _dw_ref(x2, np.full((1, 3, 3, 8), 0.1), 0, 1, 1).mean(axis=(1, 2), keepdims=True),
+                               atol=1e-5)
+    np.testing.assert_allclose(got["c6"], _dw_ref(x6, np.full((1, 3, 3, 6), 0.1), 0, 1, 1).mean(axis=(1, 2), keepdims=True),
+                               atol=1e-5)
+    ref_pw = np.einsum("nhwc,oc->nhwo", x2.astype(np.float64), pw[:, 0, 0, :]).mean(axis=(1, 2), keepdims=True)
+    np.testing.assert_allclose(got["pw"], ref_pw, atol=1e-5)
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {"x2": b.input("x2", {"data_type": "float32", "shape": [2, 6, 6, 8]}),
+                          "x6": b.input("x6", {"data_type": "float32", "shape": [1, 6, 6, 6]})}))
+    assert all(not s.node.attrs.get("pool_output") for s in g._steps if getattr(s, "node", None) is not None)

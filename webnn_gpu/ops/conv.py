@@ -349,6 +349,16 @@ def input_prologue_ok(node, scale=None, residual=None) -> bool:
     return _conv_variant(g, "nhwc") == "pointwise" and g["NB"] * g["OH"] * g["OW"] * g["O"] > SMALL_MAX_OUTPUTS
 
 
+def pool_output_ok(node, tuning: str) -> bool:
+    """Whether conv2d ``node`` can also produce the global average pool of its output (the
+    compiler's ``fuse_conv_pool`` pass, ``attrs["pool_output"]``): one NHWC image on the
+    depthwise kernel with channels a multiple of 4."""
+    if node.attrs.get("input_layout") != "nhwc" or len(node.outputs) != 1 or node.outputs[0].data_type not in FLOATS:
+        return False
+    g = _geometry(node)
+    return g["NB"] == 1 and g["C"] % 4 == 0 and _conv_variant(g, "nhwc", tuning) == "depthwise"
+
+
 @lowering("conv2d")
 def lower_conv2d(node, lc) -> None:
     """conv2d: pointwise, depthwise, implicit-GEMM or direct kernel (see the module docstring)."""
@@ -380,10 +390,20 @@ def lower_conv2d(node, lc) -> None:
         n_inv = g["NB"] * ohb * owb * c4
         prm = make_constant(np.array([n_inv, c4, g["C"], owb, ohb, g["H"], g["W"], g["OH"], g["OW"], g["pt"],
                                       g["pl"]], dtype=np.uint32), "uint32")
-        lc.kernel("conv/depthwise.wgsl", [("x", x), ("f", w)] + ep.operands + [("prm", prm)], [("out", out)],
+        pooled = node.outputs[1] if node.attrs.get("pool_output") else None
+        outs = [("out", out)]
+        if pooled is not None:  # fuse_conv_pool: per-block channel sums, reduced below
+            assert g["NB"] == 1 and g["C"] % 4 == 0, "fuse_conv_pool checks pool_output_ok"
+            part = lc.temp("float32", (ohb * owb, g["C"]))
+            outs.append(("pool", part))
+        lc.kernel("conv/depthwise.wgsl", [("x", x), ("f", w)] + ep.operands + [("prm", prm)], outs,
                   n_inv, workgroup=WORKGROUP, T=T, vec=g["C"] % 4 == 0, TH=th, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
-                  rows=_rows(g, th),
+                  rows=_rows(g, th), pool=pooled is not None,
                   seg=_segment(g, tw), ep=ep, **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
+        if pooled is not None:
+            from .reduce import column_mean
+
+            column_mean(lc, part, pooled, rows=ohb * owb, cols=g["C"], count=g["OH"] * g["OW"])
         return
     G, C, O = g["G"], g["C"], g["O"]
     I, OPG = C // G, O // G

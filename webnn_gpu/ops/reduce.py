@@ -210,6 +210,13 @@ def _column_kernels(lc, src, out, M, K, A, combine, map_expr, final_expr, count,
               final_expr=final_expr, out_T=out_T, workgroup=64, two=False, **common)
 
 
+def column_mean(lc, src, out, *, rows: int, cols: int, count: int) -> None:
+    """``out[c] = sum_r src[r, c] / count`` for a float32 [rows, cols] source (partial sums of
+    a global average pool), rounded to ``out``'s data type."""
+    _column_kernels(lc, src, out, cols, rows, "f32", "add", "", "a / count", f"{count}.0",
+                    _dtypes.info(out.data_type).compute)
+
+
 def lower_reduction(lc, name: str, src, out, axes, src2=None) -> None:
     """Record the kernels of reduction ``name`` (a key of REDUCERS) of ``src`` (plus ``src2``,
     same shape, when given) over ``axes``."""
