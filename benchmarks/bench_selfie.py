@@ -5,7 +5,7 @@
 
 * ``test_selfie_latency``: dispatch-to-read (``write_tensor``, ``dispatch``, ``read_tensor``)
   in float32 and float16, with the compiler's fusion passes and without them
-  (``WEBNN_GPU_PASSES=-fuse_epilogue,-fuse_elementwise,-fuse_hard_swish``).
+  (``WEBNN_GPU_PASSES=`` all fusion passes off, see NO_FUSION).
 * ``test_litert_xnnpack``: LiteRT's XNNPACK delegate (a test dependency) in this process on
   the same input, for a same-run reference; ONNX Runtime and the Dawn runtimes run in their
   own environments through ``benchmarks/compare.py``.
@@ -28,7 +28,7 @@ import webnn_gpu as webnn  # noqa: E402
 from webnn_gpu import _dtypes, models  # noqa: E402
 from webnn_gpu._lower import KernelStep  # noqa: E402
 
-NO_FUSION = "-fuse_epilogue,-fuse_elementwise,-fuse_hard_swish"
+NO_FUSION = "-fuse_epilogue,-fuse_elementwise,-fuse_hard_swish,-fuse_conv_input,-fuse_pool_input,-fuse_conv_pool"
 
 
 @pytest.fixture(scope="module")
