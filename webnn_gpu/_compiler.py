@@ -461,6 +461,25 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
     return result
 
 
+def _users(nodes: list) -> tuple[dict[int, list], dict[int, Any]]:
+    """(value id -> the nodes that read it, value id -> the node that makes it)."""
+    consumers: dict[int, list] = {}
+    producer: dict[int, Any] = {}
+    for node in nodes:
+        for v in {v.id: v for v in node.inputs if v is not None}.values():
+            consumers.setdefault(v.id, []).append(node)
+        for v in node.outputs:
+            producer[v.id] = node
+    return consumers, producer
+
+
+def _rewrite(nodes: list, replaced: dict, dropped: set) -> list:
+    """``nodes`` with ``replaced`` (id -> new node) swapped in and ``dropped`` ids left out."""
+    if not replaced and not dropped:
+        return nodes
+    return [replaced.get(n.id, n) for n in nodes if n.id not in dropped]
+
+
 def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
     """Fold the element-wise op that makes a pointwise conv2d's input into the conv, which
     applies it as it loads that input: ``mul(x, s)`` with ``s`` one value per channel
@@ -477,13 +496,7 @@ def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
     if context is not None:
         max_bindings = int(context.limits.get("max-storage-buffers-per-shader-stage", 8))
     out_ids = {v.id for v in outputs.values()}
-    consumers: dict[int, list] = {}
-    producer: dict[int, Any] = {}
-    for node in nodes:
-        for v in {v.id: v for v in node.inputs if v is not None}.values():
-            consumers.setdefault(v.id, []).append(node)
-        for v in node.outputs:
-            producer[v.id] = node
+    consumers, producer = _users(nodes)
 
     def only_feeds(v, node) -> bool:
         cs = consumers.get(v.id, [])
@@ -546,9 +559,7 @@ def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
         dropped.update(n.id for n in fused)
         if DEBUG >= 2:
             log.debug("fuse_conv_input: conv2d [%s] absorbs %s", conv.label, [n.op for n in fused])
-    if not replaced:
-        return nodes
-    return [replaced.get(n.id, n) for n in nodes if n.id not in dropped]
+    return _rewrite(nodes, replaced, dropped)
 
 
 def fuse_pool_input(nodes: list, outputs: dict, context=None) -> list:
@@ -561,13 +572,7 @@ def fuse_pool_input(nodes: list, outputs: dict, context=None) -> list:
     from .ops.pool import input_add_ok
 
     out_ids = {v.id for v in outputs.values()}
-    consumers: dict[int, list] = {}
-    producer: dict[int, Any] = {}
-    for node in nodes:
-        for v in {v.id: v for v in node.inputs if v is not None}.values():
-            consumers.setdefault(v.id, []).append(node)
-        for v in node.outputs:
-            producer[v.id] = node
+    consumers, producer = _users(nodes)
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
     for pool in nodes:
@@ -590,9 +595,7 @@ def fuse_pool_input(nodes: list, outputs: dict, context=None) -> list:
         dropped.add(add.id)
         if DEBUG >= 2:
             log.debug("fuse_pool_input: %s [%s] absorbs add [%s]", pool.op, pool.label, add.label)
-    if not replaced:
-        return nodes
-    return [replaced.get(n.id, n) for n in nodes if n.id not in dropped]
+    return _rewrite(nodes, replaced, dropped)
 
 
 def fuse_conv_pool(nodes: list, outputs: dict, context=None) -> list:
@@ -607,10 +610,7 @@ def fuse_conv_pool(nodes: list, outputs: dict, context=None) -> list:
     from .ops.pool import _is_global
 
     tuning = getattr(context, "_tuning", "default")
-    producer: dict[int, Any] = {}
-    for node in nodes:
-        for v in node.outputs:
-            producer[v.id] = node
+    _, producer = _users(nodes)
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
     for pool in nodes:
@@ -627,9 +627,7 @@ def fuse_conv_pool(nodes: list, outputs: dict, context=None) -> list:
         dropped.add(pool.id)
         if DEBUG >= 2:
             log.debug("fuse_conv_pool: conv2d [%s] also pools into [%s]", conv.label, pool.label)
-    if not replaced:
-        return nodes
-    return [replaced.get(n.id, n) for n in nodes if n.id not in dropped]
+    return _rewrite(nodes, replaced, dropped)
 
 
 PASSES = [dead_code, fold_constants, fuse_hard_swish, fuse_epilogue, fuse_conv_input, fuse_pool_input,
