@@ -6,6 +6,8 @@ Each pass takes and returns the node list (in a valid topological order). Passes
 * :func:`fold_constants`: nodes whose inputs are all host constants are evaluated with NumPy
   at build time, for the operators where NumPy gives exactly the kernel's result (data
   movement, exact widening casts, float add/sub/mul/div/max/min/neg/abs/relu/clamp).
+* :func:`swap_resample_conv`: a pointwise conv2d after a linear upsampling runs before it,
+  on the small image (equal up to rounding: both are linear).
 * :func:`fuse_hard_swish`: the sequence ``x * clamp(x + 3, 0, 6) / 6`` becomes one
   ``hard_swish`` node.
 * :func:`fuse_epilogue`: bias adds, activations and following same-shaped element-wise ops
@@ -480,6 +482,62 @@ def _rewrite(nodes: list, replaced: dict, dropped: set) -> list:
     return [replaced.get(n.id, n) for n in nodes if n.id not in dropped]
 
 
+def swap_resample_conv(nodes: list, outputs: dict, context=None) -> list:
+    """``conv1x1(resample_linear(x))`` becomes ``resample_linear(conv1x1(x))`` when the
+    resample enlarges the image and the conv does not widen the channels.
+
+    Both are linear and the bilinear weights of every output sum to one, so the two orders
+    agree (bias included) up to floating-point rounding: ``resample(W x + b) = W resample(x)
+    + b``. The conv then runs on the small image (a quarter of the pixels for a 2x upsampling)
+    and the resample moves no more channels than before: the segmenter's decoder upsamples
+    and then projects at each of its three stages. The conv must be a plain pointwise
+    convolution (1x1, stride 1, no padding, one group, no epilogue yet) over the two
+    resampled axes, and the resample must feed nothing else. ``WEBNN_GPU_PASSES=
+    -swap_resample_conv`` keeps the graph's order (bit-for-bit the unswapped results).
+    """
+    from .builder import Node, Value
+    from .ops.conv import _geometry as conv_geometry
+
+    out_ids = {v.id for v in outputs.values()}
+    consumers, producer = _users(nodes)
+    replaced: dict[int, Any] = {}
+    dropped: set[int] = set()
+    for conv in nodes:
+        if conv.op != "conv2d" or conv.attrs.get("epilogue") or len(conv.outputs) != 1:
+            continue
+        r = conv.inputs[0]
+        rs = producer.get(r.id)
+        if rs is None or rs.op != "resample2d" or rs.attrs.get("mode") != "linear" or r.id in out_ids:
+            continue
+        if len(consumers.get(r.id, [])) != 1 or any(v is r for v in conv.inputs[1:]):
+            continue
+        a = conv.attrs
+        spatial = [1, 2] if a.get("input_layout") == "nhwc" else [2, 3]
+        chan = 3 if a.get("input_layout") == "nhwc" else 1
+        g = conv_geometry(conv)
+        if (sorted(rs.attrs.get("axes", [])) != spatial or g["G"] != 1 or g["KH"] != 1 or g["KW"] != 1
+                or g["sh"] != 1 or g["sw"] != 1 or g["pt"] != 0 or g["pl"] != 0 or g["OH"] != g["H"] or g["OW"] != g["W"]):
+            continue
+        x, y = rs.inputs[0], conv.outputs[0]
+        if x.size >= r.size or y.shape[chan] > r.shape[chan]:
+            continue  # not an enlargement, or the conv widens the channels (a costlier resample)
+        low_shape = list(y.shape)
+        for d in spatial:
+            low_shape[d] = x.shape[d]
+        low = Value(y.data_type, tuple(low_shape), "op")
+        new_conv = Node("conv2d", [x] + list(conv.inputs[1:]), [low], dict(a), conv.label)
+        low.producer = new_conv
+        new_rs = Node("resample2d", [low], [y], dict(rs.attrs), rs.label)
+        y.producer = new_rs
+        # the conv takes the resample's place in the order (its inputs are ready there), the
+        # resample the conv's
+        replaced[rs.id] = new_conv
+        replaced[conv.id] = new_rs
+        if DEBUG >= 2:
+            log.debug("swap_resample_conv: conv2d [%s] before resample2d [%s]", conv.label, rs.label)
+    return _rewrite(nodes, replaced, dropped)
+
+
 def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
     """Fold the element-wise op that makes a pointwise conv2d's input into the conv, which
     applies it as it loads that input: ``mul(x, s)`` with ``s`` one value per channel
@@ -630,8 +688,8 @@ def fuse_conv_pool(nodes: list, outputs: dict, context=None) -> list:
     return _rewrite(nodes, replaced, dropped)
 
 
-PASSES = [dead_code, fold_constants, fuse_hard_swish, fuse_epilogue, fuse_conv_input, fuse_pool_input,
-          fuse_conv_pool, fuse_elementwise]
+PASSES = [dead_code, fold_constants, swap_resample_conv, fuse_hard_swish, fuse_epilogue, fuse_conv_input,
+          fuse_pool_input, fuse_conv_pool, fuse_elementwise]
 
 
 def _enabled(p) -> bool:

@@ -339,3 +339,87 @@ def test_pool_of_a_conv_stays_separate_where_the_conv_cannot_pool(ctx, rng):
     g = b.build(build(b, {"x2": b.input("x2", {"data_type": "float32", "shape": [2, 6, 6, 8]}),
                           "x6": b.input("x6", {"data_type": "float32", "shape": [1, 6, 6, 6]})}))
     assert all(not s.node.attrs.get("pool_output") for s in g._steps if getattr(s, "node", None) is not None)
+
+
+def _resample2x_ref(x, axes):
+    """float64 bilinear doubling with half-pixel centers (clamped) of two axes."""
+    out = x.astype(np.float64)
+    for ax in axes:
+        n = out.shape[ax]
+        u = np.clip((np.arange(2 * n) + 0.5) / 2 - 0.5, 0, n - 1)
+        i0 = np.floor(u).astype(int)
+        i1 = np.minimum(i0 + 1, n - 1)
+        t = (u - i0).reshape([-1 if d == ax else 1 for d in range(out.ndim)])
+        out = np.take(out, i0, axis=ax) * (1 - t) + np.take(out, i1, axis=ax) * t
+    return out
+
+
+@pytest.mark.parametrize("dt,tol", [("float32", 2e-5), ("float16", 2e-2)])
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+def test_pointwise_conv_after_an_upsampling_runs_on_the_small_image(ctx, rng, dt, tol, layout):
+    """swap_resample_conv: resample(conv(x)) instead of conv(resample(x)), same values, the
+    conv on a quarter of the pixels; a relu after the conv stays after it."""
+    npdt = np.float32 if dt == "float32" else np.float16
+    C, O, H, W = 24, 16, 7, 5
+    shape = (1, H, W, C) if layout == "nhwc" else (1, C, H, W)
+    x = rng.standard_normal(shape).astype(npdt)
+    w = (rng.standard_normal((O, 1, 1, C)) * 0.3).astype(npdt)
+    bias = rng.standard_normal(O).astype(npdt)
+    axes = [1, 2] if layout == "nhwc" else [2, 3]
+
+    def build(b, o):
+        up = b.resample2d(o["x"], mode="linear", scales=[2.0, 2.0], axes=axes)
+        wt = w if layout == "nhwc" else np.ascontiguousarray(w.transpose(0, 3, 1, 2))
+        y = b.conv2d(up, b.constant(wt), input_layout=layout, filter_layout="ohwi" if layout == "nhwc" else "oihw",
+                     bias=b.constant(bias))
+        return {"y": b.relu(y)}
+
+    got = run_graph(ctx, build, {"x": x})["y"].astype(np.float64)
+    up = _resample2x_ref(x, axes)
+    eq = "nhwc,oc->nhwo" if layout == "nhwc" else "nchw,oc->nohw"
+    bshape = (1, 1, 1, O) if layout == "nhwc" else (1, O, 1, 1)
+    ref = np.maximum(np.einsum(eq, up, w[:, 0, 0, :].astype(np.float64)) + bias.astype(np.float64).reshape(bshape), 0)
+    np.testing.assert_allclose(got, ref, atol=tol, rtol=tol)
+
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {"x": b.input("x", {"data_type": dt, "shape": list(shape)})}))
+    ops = [s.node.op for s in g._steps if getattr(s, "node", None) is not None]
+    assert ops.index("conv2d") < ops.index("resample2d"), ops
+    conv = next(s.node for s in g._steps if getattr(s, "node", None) is not None and s.node.op == "conv2d")
+    assert conv.inputs[0].shape == shape  # the small image
+
+
+def test_resample_then_conv_stays_where_swapping_would_not_pay_or_not_hold(ctx, rng, monkeypatch):
+    """A conv that widens the channels, a downsampling, nearest-neighbour, a 3x3 conv, a
+    resample read twice, and the pass switched off: the order stays."""
+    x = rng.standard_normal((1, 6, 6, 8)).astype(np.float32)
+
+    def pw(b, v, o_ch, k=1):
+        w = np.full((o_ch, k, k, 8), 0.05, np.float32)
+        return b.conv2d(v, b.constant(w), input_layout="nhwc", filter_layout="ohwi", padding=[k // 2] * 4)
+
+    def builds(b, x_):
+        up = b.resample2d(x_, mode="linear", scales=[2.0, 2.0], axes=[1, 2])
+        return {
+            "widen": lambda: {"y": pw(b, up, 32)},
+            "down": lambda: {"y": pw(b, b.resample2d(x_, mode="linear", sizes=[3, 3], axes=[1, 2]), 4)},
+            "nearest": lambda: {"y": pw(b, b.resample2d(x_, scales=[2.0, 2.0], axes=[1, 2]), 4)},
+            "3x3": lambda: {"y": pw(b, up, 4, k=3)},
+            "twice": lambda: {"y": pw(b, up, 4), "up": up},
+        }
+
+    for name in ("widen", "down", "nearest", "3x3", "twice"):
+        b = webnn.MLGraphBuilder(ctx)
+        g = b.build(builds(b, b.input("x", {"data_type": "float32", "shape": [1, 6, 6, 8]}))[name]())
+        ops = [s.node.op for s in g._steps if getattr(s, "node", None) is not None]
+        assert ops.index("resample2d") < ops.index("conv2d"), (name, ops)
+    monkeypatch.setenv("WEBNN_GPU_PASSES", "-swap_resample_conv")
+    b = webnn.MLGraphBuilder(ctx)
+    up = b.resample2d(b.input("x", {"data_type": "float32", "shape": [1, 6, 6, 8]}), mode="linear",
+                      scales=[2.0, 2.0], axes=[1, 2])
+    g = b.build({"y": pw(b, up, 4)})
+    ops = [s.node.op for s in g._steps if getattr(s, "node", None) is not None]
+    assert ops.index("resample2d") < ops.index("conv2d")
+    got = ctx.compute(g, {"x": x})["y"]
+    ref = np.einsum("nhwc,oc->nhwo", _resample2x_ref(x, [1, 2]), np.full((4, 8), 0.05))
+    np.testing.assert_allclose(got, ref, atol=1e-5)
