@@ -94,6 +94,13 @@ DIFFERENCES: dict[str, str] = {
         "Give 0 for average and L2 pooling and the type's lowest value for max pooling (undefined in "
         "the spec; reachable with rounding_type='ceil')."
     ),
+    "compiler rewrites": (
+        "The graph compiler may change float rounding (never the math): fused epilogues compute "
+        "float16 in f32 and round once, fused pools sum in another order, a pointwise conv2d after "
+        "a linear upsampling runs before it on the small image (swap_resample_conv; exact in real "
+        "arithmetic). Results stay within the WPT tolerances; WEBNN_GPU_PASSES=-name switches a "
+        "pass off (docs/performance.md)."
+    ),
     "cast float -> integer": (
         "Truncates toward zero, saturates to the target range and maps NaN to 0 (implementation-"
         "defined in the spec); integer narrowing keeps the low bits."
