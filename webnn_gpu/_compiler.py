@@ -620,11 +620,23 @@ def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
     return _rewrite(nodes, replaced, dropped)
 
 
+def _is_linear_doubling(node) -> bool:
+    """Whether ``node`` is a linear resample2d doubling both of its axes (half-pixel centers,
+    clamped: every input pixel's weights add up to exactly 4 over the output)."""
+    if node.op != "resample2d" or node.attrs.get("mode") != "linear":
+        return False
+    x, y = node.inputs[0], node.outputs[0]
+    return all(y.shape[a] == 2 * x.shape[a] for a in node.attrs["axes"])
+
+
 def fuse_pool_input(nodes: list, outputs: dict, context=None) -> list:
     """Fold ``add(a, b)`` (same shapes) into the global average pool that alone consumes it:
     the pool's reduction reads both and adds them (``attrs["input_add"]`` = the index of ``b``
     in its inputs). The segmenter's decoder pools a skip connection's sum that nothing else
-    reads; the sum was written and read back for nothing.
+    reads; the sum was written and read back for nothing. When ``b`` is an exact 2x bilinear
+    upsampling, the pool reads its small image instead and counts it four times
+    (``attrs["input_add_scale"]`` = 4): the upsampling keeps the mean, so a quarter of the
+    values give the same sum up to rounding.
     """
     from .builder import Node
     from .ops.pool import input_add_ok
@@ -644,11 +656,23 @@ def fuse_pool_input(nodes: list, outputs: dict, context=None) -> list:
         a, b = add.inputs
         if a is b or tuple(a.shape) != tuple(y.shape) or a.data_type != y.data_type:
             continue
-        probe = Node(pool.op, [a], pool.outputs, pool.attrs, pool.label)
-        if not input_add_ok(probe, b):
+        if tuple(b.shape) != tuple(y.shape):
+            continue
+        # An operand that is an exact 2x bilinear upsampling keeps its small image's mean: the
+        # pool then reads that small image (a quarter of the values), counted four times.
+        scale = 1
+        for u, w in ((a, b), (b, a)):
+            up = producer.get(w.id)
+            if (up is not None and _is_linear_doubling(up)
+                    and input_add_ok(Node(pool.op, [u], pool.outputs, pool.attrs), up.inputs[0], 4)):
+                a, b, scale = u, up.inputs[0], 4
+                break
+        if not input_add_ok(Node(pool.op, [a], pool.outputs, pool.attrs), b, scale):
             continue
         attrs = dict(pool.attrs)
         attrs["input_add"] = 1
+        if scale != 1:
+            attrs["input_add_scale"] = scale
         replaced[pool.id] = Node(pool.op, [a, b], list(pool.outputs), attrs, pool.label)
         dropped.add(add.id)
         if DEBUG >= 2:

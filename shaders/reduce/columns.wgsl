@@ -17,6 +17,10 @@
     out_T           compute type of the output binding
     two             each value is src + src2 (a second source of src's shape: a skip add fused
                     into a global pool by the fuse_pool_input pass)
+    two_rows        0, or src2 has this many rows (not K), reduced in a loop of its own (split s
+                    takes rows [s * chunk2, (s + 1) * chunk2)) and each scaled by two_scale (an
+                    f32 literal): src2 is the small image of an exact 2x bilinear upsampling, whose
+                    sum is a quarter of the upsampled image's
   Bindings: src, src2 (two only), out.
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guarded by idx < M * S (k.n).
 -#}
@@ -35,7 +39,7 @@
   let r1 = min(r0 + {{ chunk }}u, {{ K }}u);
   var acc: {{ A }} = {{ rl.init(combine, A) }};
   for (var r = r0; r < r1; r = r + 1u) {
-{% if two %}
+{% if two and not two_rows %}
     let x = {{ A }}(load_src(r * {{ M }}u + m)) + {{ A }}(load_src2(r * {{ M }}u + m));
 {% else %}
     let x = {{ A }}(load_src(r * {{ M }}u + m));
@@ -46,6 +50,15 @@
     acc = comb(acc, x);
 {% endif %}
   }
+{% if two and two_rows %}
+  // src2 has two_rows rows whose sum is 1 / two_scale of the sum it stands for (the small
+  // image of an exact 2x bilinear upsampling: the upsampling keeps the mean)
+  let q0 = s * {{ chunk2 }}u;
+  let q1 = min(q0 + {{ chunk2 }}u, {{ two_rows }}u);
+  for (var r = q0; r < q1; r = r + 1u) {
+    acc = comb(acc, {{ A }}({{ two_scale }}) * {{ A }}(load_src2(r * {{ M }}u + m)));
+  }
+{% endif %}
 {% if final_expr %}
   let a = acc;
   let count = f32({{ count }});

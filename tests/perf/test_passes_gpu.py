@@ -423,3 +423,28 @@ def test_resample_then_conv_stays_where_swapping_would_not_pay_or_not_hold(ctx, 
     got = ctx.compute(g, {"x": x})["y"]
     ref = np.einsum("nhwc,oc->nhwo", _resample2x_ref(x, [1, 2]), np.full((4, 8), 0.05))
     np.testing.assert_allclose(got, ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("dt,tol", [("float32", 1e-5), ("float16", 3e-3)])
+@pytest.mark.parametrize("hw", [(5, 3), (64, 48)])  # one column pass; row splits then partials
+def test_pool_of_a_skip_plus_upsampling_reads_the_small_image(ctx, rng, dt, tol, hw):
+    """fuse_pool_input with an exact 2x bilinear upsampling: the pool reads the half-size image
+    (the upsampling keeps the mean), the upsampled values still go to their other reader."""
+    npdt = np.float32 if dt == "float32" else np.float16
+    small = rng.standard_normal((1, *hw, 8)).astype(npdt)
+    skip = rng.standard_normal((1, 2 * hw[0], 2 * hw[1], 8)).astype(npdt)
+
+    def build(b, o):
+        up = b.resample2d(o["small"], mode="linear", scales=[2.0, 2.0], axes=[1, 2])
+        return {"p": b.average_pool2d(b.add(o["skip"], up), layout="nhwc"), "r": b.relu(up)}
+
+    got = run_graph(ctx, build, {"small": small, "skip": skip})
+    up = _resample2x_ref(small, [1, 2])
+    np.testing.assert_allclose(got["p"].astype(np.float64), (skip.astype(np.float64) + up).mean(axis=(1, 2), keepdims=True),
+                               atol=tol, rtol=tol)
+    np.testing.assert_allclose(got["r"].astype(np.float64), np.maximum(up, 0), atol=tol, rtol=tol)
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {"small": b.input("small", {"data_type": dt, "shape": list(small.shape)}),
+                          "skip": b.input("skip", {"data_type": dt, "shape": list(skip.shape)})}))
+    pool = next(s.node for s in g._steps if getattr(s, "node", None) is not None and s.node.op == "average_pool2d")
+    assert pool.attrs.get("input_add_scale") == 4 and tuple(pool.inputs[1].shape) == small.shape

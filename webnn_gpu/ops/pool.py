@@ -131,15 +131,18 @@ def _is_global(node) -> bool:
             and (DH == 1 or WH == 1) and (DW == 1 or WW == 1))
 
 
-def input_add_ok(node, other) -> bool:
+def input_add_ok(node, other, scale: int = 1) -> bool:
     """Whether pool ``node`` can read its input as the sum of that input and ``other`` (the
     compiler's ``fuse_pool_input`` pass, ``attrs["input_add"]``): a global average pool of a
     single NHWC image with at least 4 channels, which runs the column reduction, and
-    ``other`` of the input's shape and float data type."""
+    ``other`` of the input's shape and float data type; with ``scale`` 4, ``other`` is the
+    half-size image whose exact 2x bilinear upsampling was to be added (the upsampling keeps
+    the mean, so its sum counts four times)."""
     x = node.inputs[0]
+    want = tuple(x.shape) if scale == 1 else (x.shape[0], x.shape[1] / 2, x.shape[2] / 2, x.shape[3])
     return (node.op == "average_pool2d" and node.attrs["layout"] == "nhwc" and x.shape[0] == 1 and x.shape[3] >= 4
-            and x.data_type in ("float32", "float16") and other.data_type == x.data_type
-            and tuple(other.shape) == tuple(x.shape) and _is_global(node) and _env.force("reduce") != "group")
+            and x.data_type in ("float32", "float16") and other.data_type == x.data_type and scale in (1, 4)
+            and tuple(other.shape) == want and _is_global(node) and _env.force("reduce") != "group")
 
 
 @lowering(*KINDS)
@@ -155,7 +158,8 @@ def lower_pool(node, lc) -> None:
     (WH, WW), (DH, DW) = a["window"], a["dilations"]
     if [WH, WW] == [H, W] and a["padding"] == [0, 0, 0, 0] and (DH == 1 or WH == 1) and (DW == 1 or WW == 1):
         name = {"avg": "reduce_mean", "l2": "reduce_l2", "max": "reduce_max"}[kind]
-        lower_reduction(lc, name, x, out, [axes["h"], axes["w"]], src2=other)
+        lower_reduction(lc, name, x, out, [axes["h"], axes["w"]], src2=other,
+                        src2_scale=float(node.attrs.get("input_add_scale", 1)))
         return
     assert other is None, "fuse_pool_input only targets global average pools"
     ist = row_strides(x.shape)

@@ -125,7 +125,7 @@ def plan(M: int, K: int) -> tuple[str, int, int]:
 
 
 def reduce_kernels(lc, src, out, axes, *, combine: str, map_expr: str = "", final_expr: str = "a",
-                   shift=None, arg: bool = False, src2=None) -> None:
+                   shift=None, arg: bool = False, src2=None, src2_scale: float = 1.0) -> None:
     """Record the kernels that reduce ``src`` over ``axes`` into ``out``.
 
     Arguments:
@@ -138,7 +138,8 @@ def reduce_kernels(lc, src, out, axes, *, combine: str, map_expr: str = "", fina
         shift: a float32 Value [M] subtracted inside map_expr (log-sum-exp), or None.
         arg: ``out`` receives indices (argmax/argmin).
         src2: a Value of ``src``'s shape added to it element by element before the reduction
-            (a fused skip add); only where the column kernel runs (the caller checks).
+            (a fused skip add), or a smaller image (same kept dims) whose sum times
+            ``src2_scale`` is added; only where the column kernel runs (the caller checks).
     """
     kept, red = merge_axes(src.shape, axes)
     M = math.prod(s for s, _ in kept)
@@ -150,7 +151,8 @@ def reduce_kernels(lc, src, out, axes, *, combine: str, map_expr: str = "", fina
                   out_raw64=arg and out.data_type == "int64", shift=shift is not None)
     if not arg and shift is None and len(kept) == 1 and kept[0][1] == 1 and len(red) == 1 and red[0][1] == M \
             and M >= 4 and _env.force("reduce") != "group":
-        _column_kernels(lc, src, out, M, K, A, combine, map_expr, final_expr, common["count"], out_T, src2)
+        _column_kernels(lc, src, out, M, K, A, combine, map_expr, final_expr, common["count"], out_T, src2,
+                        src2_scale)
         return
     if src2 is not None:
         raise AssertionError(f"{lc.label}: a second source needs the column reduction")
@@ -189,7 +191,8 @@ COLUMN_INVOCATIONS = 2048
 COLUMN_ONE_PASS = 32768
 
 
-def _column_kernels(lc, src, out, M, K, A, combine, map_expr, final_expr, count, out_T, src2=None) -> None:
+def _column_kernels(lc, src, out, M, K, A, combine, map_expr, final_expr, count, out_T, src2=None,
+                    src2_scale: float = 1.0) -> None:
     """Reduce the rows of a row-major [K, M] source (``reduce/columns.wgsl``), plus ``src2``
     element by element when given: one pass, or a pass of row splits into a [S, M] partial
     buffer and a second pass over it. No barriers, neighbouring invocations read
@@ -199,15 +202,21 @@ def _column_kernels(lc, src, out, M, K, A, combine, map_expr, final_expr, count,
     S = math.ceil(K / chunk)
     common = dict(M=M, A=A, combine=combine, count=count)
     srcs = [("src", src)] + ([("src2", src2)] if src2 is not None else [])
+    K2 = src2.size // M if src2 is not None else K
+    if K2 != K and (map_expr or combine != "add"):
+        raise AssertionError(f"{lc.label}: a smaller second source only for sums")  # fuse_pool_input checks
+    two = dict(two=src2 is not None, two_rows=0 if K2 == K else K2, two_scale=f"{float(src2_scale)!r}",
+               chunk2=math.ceil(K2 / S))
     if S == 1:
         lc.kernel("reduce/columns.wgsl", srcs, [("out", out)], M, K=K, S=1, chunk=K, map_expr=map_expr,
-                  final_expr=final_expr, out_T=out_T, workgroup=64, two=src2 is not None, **common)
+                  final_expr=final_expr, out_T=out_T, workgroup=64, **two, **common)
         return
     part = lc.temp(ACC_DTYPE[A], (S, M))
     lc.kernel("reduce/columns.wgsl", srcs, [("out", part)], M * S, K=K, S=S, chunk=chunk,
-              map_expr=map_expr, final_expr="", out_T=A, workgroup=64, two=src2 is not None, **common)
+              map_expr=map_expr, final_expr="", out_T=A, workgroup=64, **two, **common)
     lc.kernel("reduce/columns.wgsl", [("src", part)], [("out", out)], M, K=S, S=1, chunk=S, map_expr="",
-              final_expr=final_expr, out_T=out_T, workgroup=64, two=False, **common)
+              final_expr=final_expr, out_T=out_T, workgroup=64, two=False, two_rows=0, two_scale="1.0",
+              chunk2=1, **common)
 
 
 def column_mean(lc, src, out, *, rows: int, cols: int, count: int) -> None:
@@ -217,9 +226,10 @@ def column_mean(lc, src, out, *, rows: int, cols: int, count: int) -> None:
                     _dtypes.info(out.data_type).compute)
 
 
-def lower_reduction(lc, name: str, src, out, axes, src2=None) -> None:
-    """Record the kernels of reduction ``name`` (a key of REDUCERS) of ``src`` (plus ``src2``,
-    same shape, when given) over ``axes``."""
+def lower_reduction(lc, name: str, src, out, axes, src2=None, src2_scale: float = 1.0) -> None:
+    """Record the kernels of reduction ``name`` (a key of REDUCERS) of ``src`` (plus ``src2``
+    when given: same shape, or a smaller image whose sum times ``src2_scale`` stands for it)
+    over ``axes``."""
     r = REDUCERS[name]
     shift = None
     if name == "reduce_log_sum_exp":
@@ -227,7 +237,7 @@ def lower_reduction(lc, name: str, src, out, axes, src2=None) -> None:
         shift = lc.temp("float32", (math.prod(s for s, _ in kept),))
         reduce_kernels(lc, src, shift, axes, combine="max")
     reduce_kernels(lc, src, out, axes, combine=r.combine, map_expr=r.map_expr, final_expr=r.final_expr,
-                   shift=shift, src2=src2)
+                   shift=shift, src2=src2, src2_scale=src2_scale)
 
 
 @lowering(*REDUCERS)
