@@ -43,6 +43,23 @@ def _shader_root() -> Path:
         return Path(__file__).resolve().parent.parent / "shaders"
 
 
+class _DiskTemplateCache(jinja2.FileSystemBytecodeCache):
+    """Jinja's on-disk bytecode cache, except that a cache it cannot write (a read-only or
+    full disk, a directory replaced by a file) costs the compile time, never an error."""
+
+    def dump_bytecode(self, bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError as exc:
+            log.debug("template cache: not written (%s)", exc)
+
+    def load_bytecode(self, bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except OSError as exc:
+            log.debug("template cache: not read (%s)", exc)
+
+
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
     """Compiled templates kept on disk (``<cache dir>/jinja-<version>``): compiling the
     templates a graph uses takes ~0.3 s per process, loading them a few ms. Jinja checks each
@@ -57,7 +74,7 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
         path.mkdir(parents=True, exist_ok=True)
     except OSError:
         return None
-    return jinja2.FileSystemBytecodeCache(str(path))
+    return _DiskTemplateCache(str(path))
 
 
 _env = jinja2.Environment(

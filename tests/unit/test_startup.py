@@ -111,3 +111,23 @@ def test_compiled_templates_are_kept_on_disk_and_render_the_same(tmp_path, monke
     assert dir(texts[0]) == dir(texts[1])
     monkeypatch.setenv("WEBNN_GPU_TEMPLATE_CACHE", "0")
     assert _kernels._bytecode_cache() is None
+
+
+def test_a_template_cache_that_cannot_be_written_or_read_costs_time_not_errors(tmp_path, monkeypatch):
+    import jinja2
+
+    from webnn_gpu import _kernels
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cache = _kernels._bytecode_cache()
+    for entry in (tmp_path / "webnn-gpu").glob("jinja-*"):
+        entry.rmdir()
+        entry.write_text("not a directory")  # every write and read of the cache now fails
+
+    def env(bcc):
+        return jinja2.Environment(loader=_kernels._env.loader, bytecode_cache=bcc, undefined=jinja2.StrictUndefined)
+
+    for name in ("_lib/io.wgsl", "reduce/_lib.wgsl"):
+        assert env(cache).get_template(name).name == name
+    with pytest.raises(OSError):  # what Jinja's own cache does there
+        env(jinja2.FileSystemBytecodeCache(cache.directory)).get_template("_lib/io.wgsl")
