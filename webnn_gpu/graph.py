@@ -404,5 +404,7 @@ def _made_by(v) -> str:
 def _upload(device, data: np.ndarray, label: str):
     raw = np.ascontiguousarray(data).tobytes()
     pad = (-len(raw)) % 4 or (4 if not raw else 0)
-    return device.create_buffer_with_data(data=raw + b"\0" * pad, usage=_STORAGE, label=label)
+    # constants may also be bound as uniform buffers (the tile kernel's B, see ops/linalg.py)
+    return device.create_buffer_with_data(data=raw + b"\0" * pad, usage=_STORAGE | wgpu.BufferUsage.UNIFORM,
+                                          label=label)
 

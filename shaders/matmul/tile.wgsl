@@ -23,6 +23,7 @@
     a_add        ... and ares[m, k] (A's shape) is added after the scale (a skip connection)
     b_ks, b_ns   B[k, n] = b[k * b_ks + n * b_ns]; row k = (kh * KW + kw) * KC + c
     b_vec        B read as vec4 along n (b_ns == 1, b_ks and offsets multiples of 4)
+    b_uniform    B is a float32 constant in a uniform buffer of b_uniform_vec4 vec4s (zero-padded)
     b_cols       columns of B that may be read (N, or N padded to a multiple of 4 for packed constants)
     o_P, o_sn, o_sp, o_so  out[m, n] = out[(m / o_P) * o_sn + (m % o_P) * o_sp + n * o_so]
     out_vec      vec4 stores (o_so == 1, offsets multiples of 4, N multiple of 4)
@@ -43,7 +44,11 @@
 enable f16;
 {% endif %}
 {{ tl.decl(0, "a", T, a_vec, false) }}
+{% if b_uniform %}
+@group(0) @binding(1) var<uniform> b: array<vec4<f32>, {{ b_uniform_vec4 }}>;
+{% else %}
 {{ tl.decl(1, "b", T, b_vec, false) }}
+{% endif %}
 {{ tl.epilogue_decls(ep, 2) }}
 {% set sc_at = 2 + ep.operands | length %}
 {% set res_at = sc_at + (1 if a_scale else 0) %}

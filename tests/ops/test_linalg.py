@@ -332,3 +332,20 @@ def test_tuning_profile_from_the_adapter():
                            "description": "Mesa 25.0.7-2~bpo12+1 (LLVM 15.0.6)"}) == "default"
     assert tuning_profile({"device": "NVIDIA GeForce RTX 4090", "description": "560.35.03"}) == "default"
     assert tuning_profile({}) == "default"
+
+
+@pytest.mark.parametrize("tuning", ["lane-loop", "default"])
+@pytest.mark.parametrize("k, n", [(128, 128), (64, 252), (130, 128)])  # 16384 values: the whole uniform buffer; 16128; past it
+def test_constant_b_from_a_uniform_buffer(ctx, rng, monkeypatch, tuning, k, n):
+    """The tile kernel reads a float32 constant B of up to 64 KiB from a uniform buffer on
+    the "lane-loop" profile (zero-padded to the declared size), from storage otherwise."""
+    monkeypatch.setattr(ctx, "_tuning", tuning)
+    a = data(rng, (300, k), np.float32)
+    b = data(rng, (k, n), np.float32)
+    out = run_graph(ctx, lambda bld, o: {"y": bld.matmul(o["a"], bld.constant(b))}, {"a": a})["y"]
+    check(out, a.astype(np.float64) @ b.astype(np.float64), np.abs(a).astype(np.float64) @ np.abs(b), k, np.float32,
+          f"{tuning} {k}x{n}")
+    bld = webnn.MLGraphBuilder(ctx)
+    g = bld.build({"y": bld.matmul(bld.input("a", {"data_type": "float32", "shape": [300, k]}), bld.constant(b))})
+    uniform = any("var<uniform> b" in s.wgsl for s in g._steps if getattr(s, "template", "") == "matmul/tile.wgsl")
+    assert uniform == (tuning == "lane-loop" and k * n <= 16384)

@@ -57,6 +57,11 @@ TILE_ORDER = "m"
 #: Dense, unbatched, aligned products read their sizes from a parameter buffer
 #: (``dyn`` in ``matmul/tile.wgsl``): one pipeline per tile shape and epilogue, not per size.
 TILE_DYNAMIC = True
+#: Constant B matrices of float32 up to this many values are read from a uniform buffer
+#: (the "lane-loop" tuning profile; 64 KiB, the WebGPU default maxUniformBufferBindingSize).
+B_UNIFORM_FLOATS = 16384
+#: ``WEBNN_GPU_FORCE_MATMUL_B=storage`` keeps B in a storage buffer (for measurements).
+B_UNIFORM_OFF = _env.force("matmul_b") == "storage"
 #: Products with at most this many outputs (and one batch dimension at most) run
 #: ``matmul/small.wgsl``, whose sizes come from a parameter buffer: one pipeline for every
 #: such shape (cold start) instead of one tile kernel per shape; they are dispatch-bound anyway.
@@ -161,6 +166,15 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     b_vec = b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols % 4 == 0 and all(s % 4 == 0 for s in b_bst)
     out_vec = (o_so == 1 and N % 4 == 0 and o_sp % 4 == 0 and (o_sn % 4 == 0 or o_P >= M)
                and all(s % 4 == 0 for s in o_bst))
+    b_data = constant_array(b)
+    b_uniform = (lc.tuning == "lane-loop" and b_vec and b_data is not None and b.data_type == "float32"
+                 and out.data_type == "float32" and b_data.size <= B_UNIFORM_FLOATS and not B_UNIFORM_OFF)
+    if b_uniform:
+        # A uniform-buffer copy of the constant B, padded to the declared 64 KiB: on lavapipe
+        # before Mesa 24 uniform loads are gathers without the per-lane branches of storage loads.
+        padded = np.zeros(B_UNIFORM_FLOATS, np.float32)
+        padded[:b_data.size] = b_data.reshape(-1)
+        b = make_constant(padded, "float32")
     if (a_scale is not None or a_add is not None) and not (a_vec and a_mode == "dense"):
         raise AssertionError(f"{lc.label}: an input prologue needs dense vec4 loads of A")  # the pass checks this
     ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
@@ -175,7 +189,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         o_bst=list(o_bst), KH=KH, KW=KW, KC=KC, KC4=KC // 4 * 4, a_mode=a_mode, a_rs=a_rs, a_ks=a_ks,
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
-        a_scale=a_scale is not None, a_add=a_add is not None,
+        a_scale=a_scale is not None, a_add=a_add is not None, b_uniform=b_uniform, b_uniform_vec4=B_UNIFORM_FLOATS // 4,
     )
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
