@@ -169,7 +169,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     b_data = constant_array(b)
     b_uniform = (lc.tuning == "lane-loop" and b_vec and b_data is not None and b.data_type == "float32"
                  and out.data_type == "float32" and b_data.size <= B_UNIFORM_FLOATS and not B_UNIFORM_OFF)
-    if b_uniform:
+    if b_uniform and b_data is not None:
         # A uniform-buffer copy of the constant B, padded to the declared 64 KiB: on lavapipe
         # before Mesa 24 uniform loads are gathers without the per-lane branches of storage loads.
         padded = np.zeros(B_UNIFORM_FLOATS, np.float32)
