@@ -18,6 +18,8 @@
     seg          sorted distinct column offsets p * sw + kw * dw (p < TW, kw < KW) from ow0 * sw - pl
     ep           fused epilogue (webnn_gpu/ops/_epilogue.py); channel = c; operands read at the
                  channel (a bias) are loaded once per invocation (q0..q3)
+    f_uniform    0, or the filter is a float32 constant in a uniform buffer of this many vec4s
+                 (zero-padded; vec only)
     pool         (vec only) also write each invocation's per-channel sum of its outputs to
                  `pool` ([OHB * OWB * NB, C4] vec4<f32>): a following global average pool
                  (fuse_conv_pool) then reduces these partials instead of re-reading the output
@@ -31,7 +33,11 @@
 enable f16;
 {% endif %}
 {{ tl.decl(0, "x", T, vec, false) }}
+{% if f_uniform %}
+@group(0) @binding(1) var<uniform> f: array<vec4<f32>, {{ f_uniform }}>;
+{% else %}
 {{ tl.decl(1, "f", T, vec, false) }}
+{% endif %}
 {{ tl.epilogue_decls(ep, 2) }}
 @group(0) @binding({{ 2 + ep.operands | length }}) var<storage, read> prm: array<u32>;
 {{ tl.decl(3 + ep.operands | length, "out", T, vec, true) }}
