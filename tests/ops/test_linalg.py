@@ -316,10 +316,12 @@ def test_tile_choice_divides_the_columns_and_keeps_a_workgroup_busy():
                               (1 << 20, 1024, 1), (1024, 1024, 1), (64, 64, 3)]:
             tm, tn4 = choose_tile(M, N, batches, tuning)
             n4 = -(-N // 4)
-            assert n4 % tn4 == 0 and tn4 <= max(max_n4, n4 if n4 <= 4 else 0) and tm <= max_m, (tuning, M, N, tm, tn4)
+            narrow = n4 <= 4  # one column tile: up to 16 rows and all of N on every profile
+            assert n4 % tn4 == 0 and tn4 <= (n4 if narrow else max_n4), (tuning, M, N, tm, tn4)
+            assert tm <= (max(max_m, 16) if narrow else max_m), (tuning, M, N, tm, tn4)
             assert batches * -(-M // tm) * (n4 // tn4) >= MIN_INVOCATIONS, (tuning, M, N, tm, tn4)
         assert choose_tile(1024, 1024, 1, tuning) == (max_m, max(d for d in range(1, max_n4 + 1) if 256 % d == 0))
-        assert choose_tile(16384, 16, 1, tuning)[1] == 4  # N = 16: one column tile whatever the profile
+        assert choose_tile(16384, 16, 1, tuning) == (16, 4)  # N = 16: one column tile whatever the profile
         tm, tn4 = choose_tile(3, 5, 1, tuning)  # too small for a workgroup: the smallest tile
         assert (tm, tn4) == (2, 1)
 

@@ -101,7 +101,7 @@ def choose_tile(M: int, N: int, batches: int, tuning: str = "default") -> tuple[
 
     The column block TN4 divides ceil(N / 4) (no half-empty column tiles; when it is all of
     N, every invocation reads the same B and the driver's loads are uniform), at most the
-    profile's :data:`TILE_MAX` columns, or all of N when N <= 16; TM is at most its rows. Among those, the largest tile
+    profile's :data:`TILE_MAX` columns, or all of N (and up to 16 rows) when N <= 16; TM is at most its rows. Among those, the largest tile
     that still gives :data:`MIN_INVOCATIONS` invocations; products too small for that take
     the tile with the most invocations (down to 2 x 1). Measured on lavapipe over the selfie
     model's pointwise convolutions (docs/performance.md): on N = 24, 72 or 128-deep products
@@ -116,6 +116,8 @@ def choose_tile(M: int, N: int, batches: int, tuning: str = "default") -> tuple[
     # one column tile when N fits in four vec4s (every invocation reads the same B)
     widest = n4 if n4 <= 4 else min(max_n4, n4)
     divisors = [d for d in range(widest, 0, -1) if n4 % d == 0]
+    if n4 <= 4:  # one column tile: B is the same for every invocation, taller tiles pay
+        max_m = max(max_m, 16)
     rows = sorted({min(r, M) for r in (max_m, 12, 8) if r <= max_m}, reverse=True)
     tiles = sorted(((tm, tn4) for tn4 in divisors for tm in rows),
                    key=lambda t: (t[0] * t[1], t[0]), reverse=True)
