@@ -46,8 +46,8 @@ from ..builder import MLGraphBuilder, MLOperand, Value
 from . import _epilogue
 from ._registry import builder_method, lowering, support
 from .elementwise import literal
-from .linalg import (B_UNIFORM_FLOATS, B_UNIFORM_OFF, FLOATS, SMALL_MAX_OUTPUTS, Shown, constant_array,
-                     make_constant, tile_kernel, wgsl_type)
+from .linalg import (B_UNIFORM_FLOATS, FLOATS, SMALL_MAX_OUTPUTS, Shown, constant_array, make_constant,
+                     tile_kernel, uniform_copy, wgsl_type)
 
 INPUT_LAYOUTS = ("nchw", "nhwc")
 CONV2D_FILTER_LAYOUTS = ("oihw", "hwio", "ohwi", "ihwo")
@@ -397,13 +397,9 @@ def lower_conv2d(node, lc) -> None:
             assert g["NB"] == 1 and g["C"] % 4 == 0, "fuse_conv_pool checks pool_output_ok"
             part = lc.temp("float32", (ohb * owb, g["C"]))
             outs.append(("pool", part))
-        w_data = constant_array(w)
-        f_uniform = (lc.tuning == "lane-loop" and g["C"] % 4 == 0 and w_data is not None and w.data_type == "float32"
-                     and w_data.size <= B_UNIFORM_FLOATS and not B_UNIFORM_OFF)
-        if f_uniform and w_data is not None:  # as the tile kernel's B: gathers without per-lane branches
-            padded = np.zeros(B_UNIFORM_FLOATS, np.float32)
-            padded[:w_data.size] = w_data.reshape(-1)
-            w = make_constant(padded, "float32")
+        w_ubo = uniform_copy(lc, w) if g["C"] % 4 == 0 else None
+        f_uniform = w_ubo is not None
+        w = w_ubo if w_ubo is not None else w
         lc.kernel("conv/depthwise.wgsl", [("x", x), ("f", w)] + ep.operands + [("prm", prm)], outs,
                   n_inv, workgroup=WORKGROUP, T=T, vec=g["C"] % 4 == 0, TH=th, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
                   rows=_rows(g, th), pool=pooled is not None, f_uniform=B_UNIFORM_FLOATS // 4 if f_uniform else 0,

@@ -96,6 +96,21 @@ def wgsl_type(data_type: str) -> str:
     return "f16" if data_type == "float16" else "f32"
 
 
+def uniform_copy(lc, v: Value) -> Value | None:
+    """A copy of constant ``v`` for a uniform-buffer binding (``array<vec4<f32>,
+    B_UNIFORM_FLOATS / 4>``, zero-padded to that declared size), or None where a storage
+    buffer serves better: on the "lane-loop" profile (lavapipe before Mesa 24) uniform loads
+    are gathers without the per-lane branches of storage loads, so the tile kernel's B and the
+    depthwise filter use it for float32 constants of up to 64 KiB."""
+    data = constant_array(v)
+    if (lc.tuning != "lane-loop" or B_UNIFORM_OFF or data is None or v.data_type != "float32"
+            or data.size > B_UNIFORM_FLOATS):
+        return None
+    padded = np.zeros(B_UNIFORM_FLOATS, np.float32)
+    padded[:data.size] = data.reshape(-1)
+    return make_constant(padded, "float32")
+
+
 def choose_tile(M: int, N: int, batches: int, tuning: str = "default") -> tuple[int, int]:
     """(TM, TN4) for an M x N output per batch item.
 
@@ -170,15 +185,9 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     b_vec = b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols % 4 == 0 and all(s % 4 == 0 for s in b_bst)
     out_vec = (o_so == 1 and N % 4 == 0 and o_sp % 4 == 0 and (o_sn % 4 == 0 or o_P >= M)
                and all(s % 4 == 0 for s in o_bst))
-    b_data = constant_array(b)
-    b_uniform = (lc.tuning == "lane-loop" and b_vec and b_data is not None and b.data_type == "float32"
-                 and out.data_type == "float32" and b_data.size <= B_UNIFORM_FLOATS and not B_UNIFORM_OFF)
-    if b_uniform and b_data is not None:
-        # A uniform-buffer copy of the constant B, padded to the declared 64 KiB: on lavapipe
-        # before Mesa 24 uniform loads are gathers without the per-lane branches of storage loads.
-        padded = np.zeros(B_UNIFORM_FLOATS, np.float32)
-        padded[:b_data.size] = b_data.reshape(-1)
-        b = make_constant(padded, "float32")
+    b_ubo = uniform_copy(lc, b) if b_vec and out.data_type == "float32" else None
+    b_uniform = b_ubo is not None
+    b = b_ubo if b_ubo is not None else b
     if (a_scale is not None or a_add is not None) and not (a_vec and a_mode == "dense"):
         raise AssertionError(f"{lc.label}: an input prologue needs dense vec4 loads of A")  # the pass checks this
     ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])

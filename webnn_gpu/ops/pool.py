@@ -156,7 +156,7 @@ def lower_pool(node, lc) -> None:
     axes = {"n": 0, "c": 1, "h": 2, "w": 3} if layout == "nchw" else {"n": 0, "h": 1, "w": 2, "c": 3}
     H, W = x.shape[axes["h"]], x.shape[axes["w"]]
     (WH, WW), (DH, DW) = a["window"], a["dilations"]
-    if [WH, WW] == [H, W] and a["padding"] == [0, 0, 0, 0] and (DH == 1 or WH == 1) and (DW == 1 or WW == 1):
+    if _is_global(node):
         name = {"avg": "reduce_mean", "l2": "reduce_l2", "max": "reduce_max"}[kind]
         lower_reduction(lc, name, x, out, [axes["h"], axes["w"]], src2=other,
                         src2_scale=float(node.attrs.get("input_add_scale", 1)))
