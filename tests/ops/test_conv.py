@@ -14,6 +14,7 @@ import pytest
 
 import webnn_gpu as webnn
 from helpers import run_graph
+from references import ref_conv2d
 from webnn_gpu.errors import MLTypeError, OperationError
 from webnn_gpu.ops import _epilogue
 
@@ -22,29 +23,6 @@ CONVT_FILTER = {"iohw": (0, 1, 2, 3), "hwoi": (2, 3, 1, 0), "ohwi": (1, 2, 3, 0)
 
 
 # ---------------------------------------------------------------- references
-def ref_conv2d(x, w, padding=(0, 0, 0, 0), strides=(1, 1), dilations=(1, 1), groups=1):
-    """nchw x oihw -> nchw, float64, explicit loop over the filter window."""
-    n, c, h, wd = x.shape
-    o, i, kh_, kw_ = w.shape
-    pt, pb, pl, pr = padding
-    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-    oh = (h + pt + pb - (kh_ - 1) * dilations[0] - 1) // strides[0] + 1
-    ow = (wd + pl + pr - (kw_ - 1) * dilations[1] - 1) // strides[1] + 1
-    out = np.zeros((n, o, oh, ow))
-    opg = o // groups
-    for g in range(groups):
-        xs = xp[:, g * i:(g + 1) * i]
-        ws = w[g * opg:(g + 1) * opg]
-        for kh in range(kh_):
-            for kw in range(kw_):
-                r0, c0 = kh * dilations[0], kw * dilations[1]
-                rows = slice(r0, r0 + strides[0] * (oh - 1) + 1, strides[0])
-                cols = slice(c0, c0 + strides[1] * (ow - 1) + 1, strides[1])
-                patch = xs[:, :, rows, cols]
-                out[:, g * opg:(g + 1) * opg] += np.einsum("nihw,oi->nohw", patch, ws[:, :, kh, kw])
-    return out
-
-
 def ref_conv_transpose2d(x, w, out_hw, padding=(0, 0, 0, 0), strides=(1, 1), dilations=(1, 1), groups=1):
     """nchw x iohw -> nchw, float64: scatter every input pixel through every tap, then crop."""
     n, c, h, wd = x.shape

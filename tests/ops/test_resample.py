@@ -11,47 +11,12 @@ webnn/conformance_tests/resample2d.https.any.js, and the spec's own 4x4 -> 8x8 e
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
-
 import numpy as np
 import pytest
 
 import webnn_gpu as webnn
 from helpers import assert_close, run_graph
-
-
-def src_nearest(n_in: int, n_out: int) -> np.ndarray:
-    idx = []
-    for o in range(n_out):
-        u = Fraction(2 * o + 1, 2) * Fraction(n_in, n_out) - Fraction(1, 2)
-        u = min(max(u, Fraction(0)), Fraction(n_in - 1))
-        idx.append(math.ceil(u - Fraction(1, 2)))
-    return np.array(idx)
-
-
-def src_linear(n_in: int, n_out: int):
-    o = np.arange(n_out, dtype=np.float64)
-    u = np.clip((o + 0.5) / (n_out / n_in) - 0.5, 0, n_in - 1)
-    lo = np.floor(u).astype(int)
-    hi = np.ceil(u).astype(int)
-    return lo, hi, u - lo
-
-
-def ref_resample(x: np.ndarray, mode: str, out_sizes, axes=(2, 3)) -> np.ndarray:
-    y = x.astype(np.float64)
-    for a, n_out in zip(axes, out_sizes):
-        n_in = y.shape[a]
-        if mode == "nearest-neighbor":
-            y = np.take(y, src_nearest(n_in, n_out), axis=a)
-        else:
-            lo, hi, t = src_linear(n_in, n_out)
-            shape = [1] * y.ndim
-            shape[a] = n_out
-            t = t.reshape(shape)
-            y = np.take(y, lo, axis=a) * (1 - t) + np.take(y, hi, axis=a) * t
-    return y
-
+from references import ref_resample, src_nearest
 
 WPT_IN = np.array([59.92947006225586, 41.98918914794922, 66.39534759521484,
                    90.7006607055664, 86.95105743408203, 79.10005187988281], np.float32).reshape(1, 1, 2, 3)

@@ -10,19 +10,12 @@ import webnn_gpu as webnn
 from webnn_gpu import _compiler
 
 from helpers import run_graph
+from references import conv2d_nhwc, ref_resample
 
 
 def _conv_nhwc(x, w_ohwi, bias, pad):
     """Plain NumPy float64 conv2d, NHWC input, OHWI filter, stride 1."""
-    x = np.pad(x.astype(np.float64), ((0, 0), (pad, pad), (pad, pad), (0, 0)))
-    n, h, wd, c = x.shape
-    o, kh, kw, _ = w_ohwi.shape
-    oh, ow = h - kh + 1, wd - kw + 1
-    out = np.zeros((n, oh, ow, o))
-    for i in range(kh):
-        for j in range(kw):
-            out += np.einsum("nhwc,oc->nhwo", x[:, i:i + oh, j:j + ow, :], w_ohwi[:, i, j, :].astype(np.float64))
-    return out + bias.astype(np.float64)
+    return conv2d_nhwc(x, w_ohwi, bias, pad)
 
 
 def _hswish(x):
@@ -275,14 +268,7 @@ def test_pool_add_stays_where_the_pool_cannot_take_it(ctx, rng):
 
 def _dw_ref(x, w_1hwc, bias, pad, stride):
     """NumPy float64 depthwise conv2d, NHWC input, [1, KH, KW, C] filter."""
-    x = np.pad(x.astype(np.float64), ((0, 0), (pad, pad), (pad, pad), (0, 0)))
-    _, kh, kw, c = w_1hwc.shape
-    oh, ow = (x.shape[1] - kh) // stride + 1, (x.shape[2] - kw) // stride + 1
-    out = np.zeros((x.shape[0], oh, ow, c))
-    for i in range(kh):
-        for j in range(kw):
-            out += x[:, i:i + stride * (oh - 1) + 1:stride, j:j + stride * (ow - 1) + 1:stride, :] * w_1hwc[0, i, j]
-    return out + bias
+    return conv2d_nhwc(x, np.asarray(w_1hwc).transpose(3, 1, 2, 0), bias, pad, stride, groups=x.shape[3])
 
 
 @pytest.mark.parametrize("tuning", ["lane-loop", "default"])
@@ -343,15 +329,7 @@ def test_pool_of_a_conv_stays_separate_where_the_conv_cannot_pool(ctx, rng):
 
 def _resample2x_ref(x, axes):
     """float64 bilinear doubling with half-pixel centers (clamped) of two axes."""
-    out = x.astype(np.float64)
-    for ax in axes:
-        n = out.shape[ax]
-        u = np.clip((np.arange(2 * n) + 0.5) / 2 - 0.5, 0, n - 1)
-        i0 = np.floor(u).astype(int)
-        i1 = np.minimum(i0 + 1, n - 1)
-        t = (u - i0).reshape([-1 if d == ax else 1 for d in range(out.ndim)])
-        out = np.take(out, i0, axis=ax) * (1 - t) + np.take(out, i1, axis=ax) * t
-    return out
+    return ref_resample(x, "linear", [2 * x.shape[a] for a in axes], axes=axes)
 
 
 @pytest.mark.parametrize("dt,tol", [("float32", 2e-5), ("float16", 2e-2)])

@@ -9,6 +9,7 @@ import pytest
 import webnn_gpu as webnn
 
 from helpers import run_graph
+from references import ref_resample
 
 
 @pytest.mark.parametrize("shape", [(1, 128, 128, 16), (1, 16, 16, 96), (1, 3, 5, 8), (2, 7, 9, 12)])
@@ -58,18 +59,7 @@ def test_integer_column_sum_and_max_with_nan_floats(ctx, rng):
 
 def _resample_linear_ref(x, oh, ow):
     """Half-pixel bilinear resampling of axes 1, 2 of NHWC, in float64."""
-    n, h, w, c = x.shape
-    out = np.zeros((n, oh, ow, c))
-    for i in range(oh):
-        u = min(max((i + 0.5) * h / oh - 0.5, 0), h - 1)
-        y0, y1, ty = int(np.floor(u)), int(np.ceil(u)), u - np.floor(u)
-        for j in range(ow):
-            v = min(max((j + 0.5) * w / ow - 0.5, 0), w - 1)
-            x0, x1, tx = int(np.floor(v)), int(np.ceil(v)), v - np.floor(v)
-            top = x[:, y0, x0] * (1 - tx) + x[:, y0, x1] * tx
-            bot = x[:, y1, x0] * (1 - tx) + x[:, y1, x1] * tx
-            out[:, i, j] = top * (1 - ty) + bot * ty
-    return out
+    return ref_resample(x, "linear", (oh, ow), axes=(1, 2))
 
 
 @pytest.mark.parametrize("dt", ["float32", "float16"])
