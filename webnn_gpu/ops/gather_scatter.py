@@ -56,6 +56,21 @@ def _indices(b, op, label, indices):
     return v
 
 
+def _nd_operands(self, op: str, label: str, input, indices):
+    """gather_nd / scatter_nd: the input and indices operands (both of rank >= 1, index tuples
+    no longer than the input's rank) and the tuple length m."""
+    v = self._operand(op, label, "input", input)
+    ind = _indices(self, op, label, indices)
+    if not v.shape:
+        V.fail(op, label, "input", "an operand of rank >= 1", "a scalar (rank 0)")
+    if not ind.shape:
+        V.fail(op, label, "indices", "an operand of rank >= 1", "a scalar (rank 0)")
+    m = ind.shape[-1]
+    if m > len(v.shape):
+        V.fail(op, label, "indices", f"a last dimension <= the input's rank ({len(v.shape)})", list(ind.shape))
+    return v, ind, m
+
+
 def _rank_limit(op, label, shape):
     if len(shape) > MAX_RANK:
         V.fail(op, label, "indices", f"an output rank <= {MAX_RANK}", f"rank {len(shape)} (shape {list(shape)})")
@@ -169,15 +184,7 @@ def gather_nd(self: MLGraphBuilder, input: MLOperand, indices: MLOperand, *, lab
     op = "gather_nd"
     V.check_kwargs(op, label, kwargs)
     self._check_usable(op, label)
-    v = self._operand(op, label, "input", input)
-    ind = _indices(self, op, label, indices)
-    if not v.shape:
-        V.fail(op, label, "input", "an operand of rank >= 1", "a scalar (rank 0)")
-    if not ind.shape:
-        V.fail(op, label, "indices", "an operand of rank >= 1", "a scalar (rank 0)")
-    m = ind.shape[-1]
-    if m > len(v.shape):
-        V.fail(op, label, "indices", f"a last dimension <= the input's rank ({len(v.shape)})", list(ind.shape))
+    v, ind, m = _nd_operands(self, op, label, input, indices)
     shape = tuple(ind.shape[:-1]) + tuple(v.shape[m:])
     _rank_limit(op, label, shape)
     return self._emit1(op, [v, ind], v.data_type, shape, label=label)
@@ -297,15 +304,7 @@ def scatter_nd(self: MLGraphBuilder, input: MLOperand, indices: MLOperand, updat
     op = "scatter_nd"
     V.check_kwargs(op, label, kwargs)
     self._check_usable(op, label)
-    v = self._operand(op, label, "input", input)
-    ind = _indices(self, op, label, indices)
-    if not v.shape:
-        V.fail(op, label, "input", "an operand of rank >= 1", "a scalar (rank 0)")
-    if not ind.shape:
-        V.fail(op, label, "indices", "an operand of rank >= 1", "a scalar (rank 0)")
-    m = ind.shape[-1]
-    if m > len(v.shape):
-        V.fail(op, label, "indices", f"a last dimension <= the input's rank ({len(v.shape)})", list(ind.shape))
+    v, ind, m = _nd_operands(self, op, label, input, indices)
     u = _updates(self, op, label, updates, v, tuple(ind.shape[:-1]) + tuple(v.shape[m:]))
     return self._emit1(op, [v, ind, u], v.data_type, v.shape, label=label)
 
