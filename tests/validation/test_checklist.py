@@ -883,7 +883,9 @@ def test_an_operand_of_another_builder_is_refused_in_every_slot(ctx):
     assert checked > 100
 
 
-def test_a_built_builder_refuses_every_operator(ctx):
+def _builder_with_every_operand(ctx):
+    """A builder, an operand source ``get(slot, dt, shape)`` of its inputs, and every operator
+    call (``_all_calls``), each called once so that every operand exists before the test."""
     b = webnn.MLGraphBuilder(ctx)
     pool = {}
 
@@ -894,26 +896,20 @@ def test_a_built_builder_refuses_every_operator(ctx):
         return pool[key]
 
     calls = _all_calls(ctx)
-    for call in calls.values():  # create every operand first
+    for call in calls.values():
         call(b, get)
+    return b, get, calls
+
+
+def test_a_built_builder_refuses_every_operator(ctx):
+    b, get, calls = _builder_with_every_operand(ctx)
     b.build({"y": b.relu(get("x"))})
     for op, call in sorted(calls.items()):
         _raises(b, InvalidStateError, lambda: call(b, get), op, "already built")
 
 
 def test_unknown_keyword_arguments_are_refused_everywhere(ctx):
-    b = webnn.MLGraphBuilder(ctx)
-    pool = {}
-
-    def get(slot, dt="float32", shape=(2, 2)):
-        key = (dt, tuple(shape))
-        if key not in pool:
-            pool[key] = b.input(f"p{len(pool)}", {"data_type": dt, "shape": list(shape)})
-        return pool[key]
-
-    calls = _all_calls(ctx)
-    for call in calls.values():  # create every operand first
-        call(b, get)
+    b, get, calls = _builder_with_every_operand(ctx)
     for op, call in sorted(calls.items()):
         real = getattr(webnn.MLGraphBuilder, op)
 
