@@ -108,6 +108,21 @@ class _Checker:
             V.fail(self.op, self.label, arg, f"shape {list(want)} ({what})", list(v.shape))
 
 
+def _gate_weights(c: _Checker, nd: int | None, gates: int, hidden: int, isz: int, vw: Value, vr: Value) -> None:
+    """weight ``[(num_directions,) gates * hidden_size, input_size]`` and recurrent_weight
+    ``[..., hidden_size]``; ``nd`` None for the cell operators (no direction axis)."""
+    lead, pre = ((nd,), "num_directions, ") if nd else ((), "")
+    c.shape("weight", vw, (*lead, gates * hidden, isz), f"[{pre}{gates} * hidden_size, input_size]")
+    c.shape("recurrent_weight", vr, (*lead, gates * hidden, hidden), f"[{pre}{gates} * hidden_size, hidden_size]")
+
+
+def _gate_biases(c: _Checker, nd: int | None, gates: int, hidden: int, vb, vrb) -> None:
+    """bias and recurrent_bias ``[(num_directions,) gates * hidden_size]`` (when given)."""
+    lead, pre = ((nd,), "num_directions, ") if nd else ((), "")
+    for name, v in (("bias", vb), ("recurrent_bias", vrb)):
+        c.shape(name, v, (*lead, gates * hidden), f"[{pre}{gates} * hidden_size]")
+
+
 def _rank(c: _Checker, arg: str, v: Value, rank: int, what: str) -> None:
     if len(v.shape) != rank:
         V.fail(c.op, c.label, arg, f"a {rank}-D operand ({what})", list(v.shape))
@@ -180,10 +195,8 @@ def gru(self: MLGraphBuilder, input: MLOperand, weight: MLOperand, recurrent_wei
     if vx.shape[0] != steps:
         V.fail(op, label, "steps", f"input.shape[0] ({vx.shape[0]})", steps)
     batch, isz = vx.shape[1], vx.shape[2]
-    c.shape("weight", vw, (nd, 3 * hidden, isz), "[num_directions, 3 * hidden_size, input_size]")
-    c.shape("recurrent_weight", vr, (nd, 3 * hidden, hidden), "[num_directions, 3 * hidden_size, hidden_size]")
-    c.shape("bias", vb, (nd, 3 * hidden), "[num_directions, 3 * hidden_size]")
-    c.shape("recurrent_bias", vrb, (nd, 3 * hidden), "[num_directions, 3 * hidden_size]")
+    _gate_weights(c, nd, 3, hidden, isz, vw, vr)
+    _gate_biases(c, nd, 3, hidden, vb, vrb)
     c.shape("initial_hidden_state", vh, (nd, batch, hidden), "[num_directions, batch_size, hidden_size]")
     outs: list[tuple[str, tuple[int, ...]]] = [(c.dtype, (nd, batch, hidden))]
     if return_sequence:
@@ -243,11 +256,9 @@ def gru_cell(self: MLGraphBuilder, input: MLOperand, weight: MLOperand, recurren
     acts = _activations(op, label, activations, 2, ("sigmoid", "tanh"))
     _rank(c, "input", vx, 2, "[batch_size, input_size]")
     batch, isz = vx.shape
-    c.shape("weight", vw, (3 * hidden, isz), "[3 * hidden_size, input_size]")
-    c.shape("recurrent_weight", vr, (3 * hidden, hidden), "[3 * hidden_size, hidden_size]")
+    _gate_weights(c, None, 3, hidden, isz, vw, vr)
     c.shape("hidden_state", vh, (batch, hidden), "[batch_size, hidden_size]")
-    c.shape("bias", vb, (3 * hidden,), "[3 * hidden_size]")
-    c.shape("recurrent_bias", vrb, (3 * hidden,), "[3 * hidden_size]")
+    _gate_biases(c, None, 3, hidden, vb, vrb)
     attrs = dict(steps=1, hidden_size=hidden, reset_after=reset_after, return_sequence=False,
                  direction="forward", layout=layout, activations=acts)
     return self._emit1(op, [vx, vw, vr, vb, vrb, vh], c.dtype, (batch, hidden), attrs, label=label)
@@ -323,10 +334,8 @@ def lstm(self: MLGraphBuilder, input: MLOperand, weight: MLOperand, recurrent_we
     if vx.shape[0] != steps:
         V.fail(op, label, "steps", f"input.shape[0] ({vx.shape[0]})", steps)
     batch, isz = vx.shape[1], vx.shape[2]
-    c.shape("weight", vw, (nd, 4 * hidden, isz), "[num_directions, 4 * hidden_size, input_size]")
-    c.shape("recurrent_weight", vr, (nd, 4 * hidden, hidden), "[num_directions, 4 * hidden_size, hidden_size]")
-    c.shape("bias", vb, (nd, 4 * hidden), "[num_directions, 4 * hidden_size]")
-    c.shape("recurrent_bias", vrb, (nd, 4 * hidden), "[num_directions, 4 * hidden_size]")
+    _gate_weights(c, nd, 4, hidden, isz, vw, vr)
+    _gate_biases(c, nd, 4, hidden, vb, vrb)
     c.shape("peephole_weight", vp, (nd, 3 * hidden), "[num_directions, 3 * hidden_size]")
     c.shape("initial_hidden_state", vh, (nd, batch, hidden), "[num_directions, batch_size, hidden_size]")
     c.shape("initial_cell_state", vc, (nd, batch, hidden), "[num_directions, batch_size, hidden_size]")
@@ -391,12 +400,10 @@ def lstm_cell(self: MLGraphBuilder, input: MLOperand, weight: MLOperand, recurre
     acts = _activations(op, label, activations, 3, ("sigmoid", "tanh", "tanh"))
     _rank(c, "input", vx, 2, "[batch_size, input_size]")
     batch, isz = vx.shape
-    c.shape("weight", vw, (4 * hidden, isz), "[4 * hidden_size, input_size]")
-    c.shape("recurrent_weight", vr, (4 * hidden, hidden), "[4 * hidden_size, hidden_size]")
+    _gate_weights(c, None, 4, hidden, isz, vw, vr)
     c.shape("hidden_state", vh, (batch, hidden), "[batch_size, hidden_size]")
     c.shape("cell_state", vc, (batch, hidden), "[batch_size, hidden_size]")
-    c.shape("bias", vb, (4 * hidden,), "[4 * hidden_size]")
-    c.shape("recurrent_bias", vrb, (4 * hidden,), "[4 * hidden_size]")
+    _gate_biases(c, None, 4, hidden, vb, vrb)
     c.shape("peephole_weight", vp, (3 * hidden,), "[3 * hidden_size]")
     attrs = dict(steps=1, hidden_size=hidden, return_sequence=False, direction="forward", layout=layout,
                  activations=acts)
