@@ -10,7 +10,17 @@
   Bytes (int8/uint8) are packed four to a u32 word; outputs write them with atomicAnd/atomicOr
   on disjoint bits, so neighbouring invocations never race. 64-bit values are (low, high)
   word pairs; their COMPUTE helpers exist only when the adapter has shader-int64.
+
+  vec4_src_out(k): the kernel's enables, then `src` (binding 0) and `out` (binding 1) as
+    arrays of vec4 of their storage types (plain 32- or 16-bit data read four at a time).
 -#}
+{% macro vec4_src_out(k) %}
+{% for e in k.enables %}
+{{ e }}
+{% endfor %}
+@group(0) @binding(0) var<storage, read> src: array<vec4<{{ k.bindings[0].storage }}>>;
+@group(0) @binding(1) var<storage, read_write> out: array<vec4<{{ k.bindings[1].storage }}>>;
+{% endmacro %}
 {% macro decl(bindings, int64) %}
 {% for b in bindings %}
 {% set i = loop.index0 %}

@@ -18,11 +18,7 @@
 -#}
 {% import "_lib/io.wgsl" as io %}
 {% import "_lib/index.wgsl" as ix %}
-{% for e in k.enables %}
-{{ e }}
-{% endfor %}
-@group(0) @binding(0) var<storage, read> src: array<vec4<{{ k.bindings[0].storage }}>>;
-@group(0) @binding(1) var<storage, read_write> out: array<vec4<{{ k.bindings[1].storage }}>>;
+{{ io.vec4_src_out(k) }}
 
 {% include "resample/_coords.wgsl" %}
 
