@@ -1,6 +1,7 @@
 {#-
   resample/_coords.wgsl: source coordinates of resample2d's half-pixel centers, shared by
-  resample2d.wgsl and resample2d_vec4.wgsl (included; uses their `mode` and `exact`).
+  resample2d.wgsl and resample2d_vec4.wgsl (included; uses their `mode` and `exact`; the
+  bilinear body that uses coord() is resample/_linear.wgsl).
     nearest(o, in, out): ceil(u - 0.5) clamped to [0, in - 1], in exact integer arithmetic
     coord(o, in, out):   u = (o + 0.5) * in / out - 0.5 clamped to [0, in - 1], for linear
 -#}

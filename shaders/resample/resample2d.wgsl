@@ -17,6 +17,7 @@
 -#}
 {% import "_lib/io.wgsl" as io %}
 {% import "_lib/index.wgsl" as ix %}
+{% import "resample/_linear.wgsl" as lin %}
 {% for e in k.enables %}
 {{ e }}
 {% endfor %}
@@ -34,22 +35,7 @@
   let x = nearest(c{{ ax[1] }}, {{ sizes_in[1] }}, {{ sizes_out[1] }});
   store_out(idx, load_src(base + y * {{ in_st[ax[0]] }}u + x * {{ in_st[ax[1]] }}u));
 {% else %}
-  let uy = coord(c{{ ax[0] }}, {{ sizes_in[0] }}, {{ sizes_out[0] }});
-  let ux = coord(c{{ ax[1] }}, {{ sizes_in[1] }}, {{ sizes_out[1] }});
-  let y0 = u32(floor(uy));
-  let y1 = u32(ceil(uy));
-  let x0 = u32(floor(ux));
-  let x1 = u32(ceil(ux));
-  let ty = uy - floor(uy);
-  let tx = ux - floor(ux);
-  let r0 = base + y0 * {{ in_st[ax[0]] }}u;
-  let r1 = base + y1 * {{ in_st[ax[0]] }}u;
-  let v00 = f32(load_src(r0 + x0 * {{ in_st[ax[1]] }}u));
-  let v01 = f32(load_src(r0 + x1 * {{ in_st[ax[1]] }}u));
-  let v10 = f32(load_src(r1 + x0 * {{ in_st[ax[1]] }}u));
-  let v11 = f32(load_src(r1 + x1 * {{ in_st[ax[1]] }}u));
-  let vy0 = v00 * (1.0 - tx) + v01 * tx;
-  let vy1 = v10 * (1.0 - tx) + v11 * tx;
-  store_out(idx, {{ out_T }}(vy0 * (1.0 - ty) + vy1 * ty));
+{{ lin.blend(ax, sizes_in, sizes_out, in_st, "f32(load_src(", "))") }}
+  store_out(idx, {{ out_T }}(lin));
 {% endif %}
 }
