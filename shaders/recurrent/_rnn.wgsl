@@ -6,6 +6,9 @@
   time(direction, T): the expression of the time index read and written by step `s` for
     direction `d` ("forward": s, "backward": T-1-s, "both": forward for d = 0, backward for 1).
   locate(H, B): declares j (hidden unit), b (batch), d (direction) and db = d * B + b of `idx`.
+  step(H, B, T, GH, direction): locate(), then the step s (load_step(0)), its time index t,
+    and the row offsets prow (this step's projections: GH per row), hrow (the hidden state)
+    and rrow (direction d's recurrent weights).
 -#}
 {% macro act(name, x) -%}
 {% if name == "relu" %}max({{ x }}, 0.0){% elif name == "sigmoid" %}sigmoid_f32({{ x }}){% else %}tanh_f32({{ x }}){% endif %}
@@ -20,4 +23,13 @@
   let db = idx / {{ H }}u;
   let b = db % {{ B }}u;
   let d = db / {{ B }}u;
+{% endmacro %}
+
+{% macro step(H, B, T, GH, direction) %}
+{{ locate(H, B) }}
+  let s = load_step(0u);
+  let t = {{ time(direction, T) }};
+  let prow = ((d * {{ T }}u + t) * {{ B }}u + b) * {{ GH }}u;
+  let hrow = db * {{ H }}u;
+  let rrow = d * {{ GH }}u;
 {% endmacro %}

@@ -22,12 +22,7 @@
 {{ io.decl(k.bindings, int64) }}
 {{ actlib.defs("f32", ["sigmoid", "tanh"]) }}
 {{ io.main_header(k) }}
-{{ rnn.locate(H, B) }}
-  let s = load_step(0u);
-  let t = {{ rnn.time(direction, T) }};
-  let prow = ((d * {{ T }}u + t) * {{ B }}u + b) * {{ GH }}u;
-  let hrow = db * {{ H }}u;
-  let rrow = d * {{ GH }}u;
+{{ rnn.step(H, B, T, GH, direction) }}
   var ai = load_proj(prow + {{ IO }}u + j);
   var ao = load_proj(prow + {{ OO }}u + j);
   var af = load_proj(prow + {{ FO }}u + j);
