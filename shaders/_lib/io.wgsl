@@ -13,7 +13,15 @@
 
   vec4_src_out(k): the kernel's enables, then `src` (binding 0) and `out` (binding 1) as
     arrays of vec4 of their storage types (plain 32- or 16-bit data read four at a time).
+  prelude(k, int64): the kernel's enables, then decl(k.bindings, int64): the opening of most
+    kernels.
 -#}
+{% macro prelude(k, int64) %}
+{% for e in k.enables %}
+{{ e }}
+{% endfor %}
+{{ decl(k.bindings, int64) }}
+{% endmacro %}
 {% macro vec4_src_out(k) %}
 {% for e in k.enables %}
 {{ e }}

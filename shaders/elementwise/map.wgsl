@@ -18,10 +18,7 @@
 {% import "_lib/io.wgsl" as io %}
 {% import "_lib/index.wgsl" as ix %}
 {% import "_lib/activations.wgsl" as act %}
-{% for e in k.enables %}
-{{ e }}
-{% endfor %}
-{{ io.decl(k.bindings, int64) }}
+{{ io.prelude(k, int64) }}
 {% for T, names in functions %}
 {{ act.defs(T, names) }}
 {% endfor %}

@@ -17,10 +17,7 @@
 {% import "_lib/io.wgsl" as io %}
 {% import "_lib/index.wgsl" as ix %}
 {% import "_lib/indices.wgsl" as ind %}
-{% for e in k.enables %}
-{{ e }}
-{% endfor %}
-{{ io.decl(k.bindings, int64) }}
+{{ io.prelude(k, int64) }}
 {{ ind.norm_fn(b.indices) }}
 {{ io.main_header(k) }}
 {{ ix.coords("c", "idx", out_strides) }}

@@ -26,10 +26,7 @@
 -#}
 {% import "_lib/io.wgsl" as io %}
 {% import "_lib/index.wgsl" as ix %}
-{% for e in k.enables %}
-{{ e }}
-{% endfor %}
-{{ io.decl(k.bindings, int64) }}
+{{ io.prelude(k, int64) }}
 {{ io.main_header(k) }}
 {{ ix.coords("c", "idx", coord_strides) }}
 {% if needs_valid %}

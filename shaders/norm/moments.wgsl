@@ -15,10 +15,7 @@
 {% import "_lib/io.wgsl" as io %}
 {% import "_lib/index.wgsl" as ix %}
 {% import "reduce/_lib.wgsl" as rl %}
-{% for e in k.enables %}
-{{ e }}
-{% endfor %}
-{{ io.decl(k.bindings, int64) }}
+{{ io.prelude(k, int64) }}
 {{ rl.fns("add", "f32") }}
 
 fn base_of(m: u32) -> u32 {

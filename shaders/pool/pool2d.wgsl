@@ -22,10 +22,7 @@
 {% import "_lib/index.wgsl" as ix %}
 {% import "reduce/_lib.wgsl" as rl %}
 {% set combine = "max" if kind == "max" else "add" %}
-{% for e in k.enables %}
-{{ e }}
-{% endfor %}
-{{ io.decl(k.bindings, int64) }}
+{{ io.prelude(k, int64) }}
 {{ rl.fns(combine, A) }}
 
 struct Win { base: u32, h0: i32, w0: i32 }

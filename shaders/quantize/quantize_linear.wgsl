@@ -18,10 +18,7 @@
 -#}
 {% import "_lib/io.wgsl" as io %}
 {% import "quantize/_param.wgsl" as qp %}
-{% for e in k.enables %}
-{{ e }}
-{% endfor %}
-{{ io.decl(k.bindings, int64) }}
+{{ io.prelude(k, int64) }}
 {{ io.main_header(k) }}
 {{ qp.param_index(terms, out_strides) }}
   let x = f32(load_input(idx));

@@ -7,10 +7,7 @@
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; one invocation per output element.
 -#}
 {% import "_lib/io.wgsl" as io %}
-{% for e in k.enables %}
-{{ e }}
-{% endfor %}
-{{ io.decl(k.bindings, int64) }}
+{{ io.prelude(k, int64) }}
 {{ io.main_header(k) }}
   store_out_h(idx, {{ b.out_h.compute }}(load_state(idx)));
 {% if n_state == 2 %}

@@ -18,10 +18,7 @@
 {% import "_lib/activations.wgsl" as actlib %}
 {% import "recurrent/_rnn.wgsl" as rnn %}
 {% set ZO, RO, NO = gate.z * H, gate.r * H, gate.n * H %}
-{% for e in k.enables %}
-{{ e }}
-{% endfor %}
-{{ io.decl(k.bindings, int64) }}
+{{ io.prelude(k, int64) }}
 {{ actlib.defs("f32", ["sigmoid", "tanh"]) }}
 {{ io.main_header(k) }}
 {{ rnn.step(H, B, T, GH, direction) }}

@@ -9,10 +9,7 @@
 -#}
 {% import "_lib/io.wgsl" as io %}
 {% set N = D * B * H %}
-{% for e in k.enables %}
-{{ e }}
-{% endfor %}
-{{ io.decl(k.bindings, int64) }}
+{{ io.prelude(k, int64) }}
 {{ io.main_header(k) }}
   let part = idx / {{ N }}u;
   let i = idx % {{ N }}u;

@@ -16,10 +16,7 @@
 {% import "recurrent/_rnn.wgsl" as rnn %}
 {% set IO, OO, FO, GO = gate.i * H, gate.o * H, gate.f * H, gate.g * H %}
 {% set N = D * B * H %}
-{% for e in k.enables %}
-{{ e }}
-{% endfor %}
-{{ io.decl(k.bindings, int64) }}
+{{ io.prelude(k, int64) }}
 {{ actlib.defs("f32", ["sigmoid", "tanh"]) }}
 {{ io.main_header(k) }}
 {{ rnn.step(H, B, T, GH, direction) }}

@@ -10,10 +10,7 @@
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; one invocation per proj element.
 -#}
 {% import "_lib/io.wgsl" as io %}
-{% for e in k.enables %}
-{{ e }}
-{% endfor %}
-{{ io.decl(k.bindings, int64) }}
+{{ io.prelude(k, int64) }}
 {{ io.main_header(k) }}
   let g = idx % {{ GH }}u;
   let row = idx / {{ GH }}u;

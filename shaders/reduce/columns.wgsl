@@ -26,10 +26,7 @@
 -#}
 {% import "_lib/io.wgsl" as io %}
 {% import "reduce/_lib.wgsl" as rl %}
-{% for e in k.enables %}
-{{ e }}
-{% endfor %}
-{{ io.decl(k.bindings, int64) }}
+{{ io.prelude(k, int64) }}
 {{ rl.fns(combine, A) }}
 
 {{ io.main_header(k) }}

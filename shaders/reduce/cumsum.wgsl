@@ -15,10 +15,7 @@
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guarded by idx < k.n.
 -#}
 {% import "_lib/io.wgsl" as io %}
-{% for e in k.enables %}
-{{ e }}
-{% endfor %}
-{{ io.decl(k.bindings, int64) }}
+{{ io.prelude(k, int64) }}
 
 {{ io.main_header(k) }}
 {% if phase == "offsets" %}

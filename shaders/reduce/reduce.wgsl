@@ -35,10 +35,7 @@
 {% import "_lib/index.wgsl" as ix %}
 {% import "reduce/_lib.wgsl" as rl %}
 {% set is_arg = combine in ("argmax", "argmin") %}
-{% for e in k.enables %}
-{{ e }}
-{% endfor %}
-{{ io.decl(k.bindings, int64) }}
+{{ io.prelude(k, int64) }}
 {{ rl.fns(combine, A) }}
 {% if mode == "group" %}
 var<workgroup> sh_v: array<{{ A }}, {{ k.workgroup }}>;

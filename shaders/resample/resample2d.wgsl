@@ -18,10 +18,7 @@
 {% import "_lib/io.wgsl" as io %}
 {% import "_lib/index.wgsl" as ix %}
 {% import "resample/_linear.wgsl" as lin %}
-{% for e in k.enables %}
-{{ e }}
-{% endfor %}
-{{ io.decl(k.bindings, int64) }}
+{{ io.prelude(k, int64) }}
 
 {% include "resample/_coords.wgsl" %}
 
