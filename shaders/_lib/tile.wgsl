@@ -13,6 +13,8 @@
   prologue(k, T, names, vec, ep): everything before a kernel's body: `enable f16;` for f16,
     the inputs `names` (bindings 0..), the epilogue operands, `out` (read_write, scalar), the
     epilogue helpers, and the entry point up to `idx` (guarded by idx < k.n).
+  store_channels(ep, T, TO, o_sn, o_sh, o_sw, o_sc): stores acc0..acc{TO-1}, channels o0.. of
+    output pixel (n, oh, ow), through the epilogue (the direct and gather-transposed convs).
   decode_out(w, h, O, TO, OPG, wv, hv): splits idx into the column `wv` (of w), row `hv` (of
     h), output-channel block `ob` (TO channels each, O in all), batch `n`, first channel `o0`
     and group `g` (OPG output channels per group); column fastest.
@@ -70,4 +72,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let n = r / {{ O // TO }}u;
   let o0 = ob * {{ TO }}u;
   let g = o0 / {{ OPG }}u;
+{% endmacro %}
+
+{% macro store_channels(ep, T, TO, o_sn, o_sh, o_sw, o_sc) %}
+  let ob0 = n * {{ o_sn }}u + oh * {{ o_sh }}u + ow * {{ o_sw }}u;
+{% for t in range(TO) %}
+  {
+    let o = ob0 + (o0 + {{ t }}u) * {{ o_sc }}u;
+    out[o] = {{ T }}({{ apply(ep, "acc" ~ t, "o", "o0 + " ~ t ~ "u") }});
+  }
+{% endfor %}
 {% endmacro %}

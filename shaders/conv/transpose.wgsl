@@ -68,11 +68,5 @@
 {% endif %}
     }
   }
-  let ob0 = n * {{ o_sn }}u + oh * {{ o_sh }}u + ow * {{ o_sw }}u;
-{% for t in range(TO) %}
-  {
-    let o = ob0 + (o0 + {{ t }}u) * {{ o_sc }}u;
-    out[o] = {{ T }}({{ tl.apply(ep, "acc" ~ t, "o", "o0 + " ~ t ~ "u") }});
-  }
-{% endfor %}
+{{ tl.store_channels(ep, T, TO, o_sn, o_sh, o_sw, o_sc) }}
 }
