@@ -712,8 +712,115 @@ def fuse_conv_pool(nodes: list, outputs: dict, context=None) -> list:
     return _rewrite(nodes, replaced, dropped)
 
 
+def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
+    """A depthwise conv2d and the pointwise conv2d (or the conv_transpose2d whose filter
+    equals its stride) that reads its output become one ``depthwise_project`` node: one kernel
+    computes the depthwise values of a pixel block, all channels, and projects them in
+    registers, so the depthwise output is never written and read back (MobileNet's projection
+    after a depthwise conv without squeeze-and-excite, and the segmenter's decoder stages and
+    last layer). The node keeps both originals in ``attrs["depthwise"]`` / ``["project"]``;
+    its inputs are theirs (the depthwise output aside). The depthwise output must feed nothing
+    else; :func:`webnn_gpu.ops.conv.project_ok` says which pairs the kernel takes.
+    """
+    from .builder import Node
+    from .ops.conv import project_ok
+
+    tuning = getattr(context, "_tuning", "default")
+    max_bindings = 8
+    if context is not None:
+        max_bindings = int(context.limits.get("max-storage-buffers-per-shader-stage", 8))
+    out_ids = {v.id for v in outputs.values()}
+    consumers, producer = _users(nodes)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for proj in nodes:
+        if proj.op not in ("conv2d", "conv_transpose2d") or not proj.inputs or proj.inputs[0] is None:
+            continue
+        mid = proj.inputs[0]
+        dw = producer.get(mid.id)
+        if dw is None or dw.id in dropped or mid.id in out_ids or len(consumers.get(mid.id, [])) != 1:
+            continue
+        if not project_ok(dw, proj, tuning):
+            continue
+        inputs: list = []
+        for v in [*dw.inputs, *proj.inputs[1:]]:
+            if v is not None and all(v is not u for u in inputs):
+                inputs.append(v)
+        if len(inputs) + 1 > max_bindings:  # every input may be a storage binding, plus the output
+            continue
+        fused = Node("depthwise_project", inputs, list(proj.outputs), {"depthwise": dw, "project": proj},
+                     f"{dw.label}+{proj.label}" if dw.label and proj.label else dw.label or proj.label)
+        for v in fused.outputs:
+            v.producer = fused
+        replaced[proj.id] = fused  # in the projection's place: every operand is ready there
+        dropped.add(dw.id)
+        if DEBUG >= 2:
+            log.debug("fuse_depthwise_project: depthwise [%s] + %s [%s]", dw.label, proj.op, proj.label)
+    return _rewrite(nodes, replaced, dropped)
+
+
+def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
+    """The excitation of squeeze-and-excite, two 1x1 conv2d on the pooled pixel (``fc2(fc1(
+    pool))``), becomes one ``squeeze_excite`` node whose kernel runs both in one workgroup
+    (``attrs["fc1"]`` / ``["fc2"]``: the original nodes). When the pool is a depthwise conv's
+    second output (``fuse_conv_pool``) read by nothing else, the conv writes its per-block
+    partial sums as that output (``attrs["pool_output"] = "partials"``) and the node takes
+    the means too: three single-workgroup kernels, each mostly launch cost, become one.
+    """
+    from .builder import Node, Value
+    from .ops.conv import pool_blocks, squeeze_excite_ok
+
+    tuning = getattr(context, "_tuning", "default")
+    max_bindings = 8
+    if context is not None:
+        max_bindings = int(context.limits.get("max-storage-buffers-per-shader-stage", 8))
+    out_ids = {v.id for v in outputs.values()}
+    consumers, producer = _users(nodes)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for fc2 in nodes:
+        if fc2.op != "conv2d" or not fc2.inputs or fc2.inputs[0] is None:
+            continue
+        mid = fc2.inputs[0]
+        fc1 = producer.get(mid.id)
+        if fc1 is None or fc1.id in dropped or mid.id in out_ids or len(consumers.get(mid.id, [])) != 1:
+            continue
+        if not squeeze_excite_ok(fc1, fc2):
+            continue
+        src, rows, count, new_conv = fc1.inputs[0], 1, 1, None
+        conv = producer.get(src.id)
+        if (conv is not None and conv.op == "conv2d" and conv.attrs.get("pool_output") is True
+                and len(conv.outputs) == 2 and src is conv.outputs[1] and src.id not in out_ids
+                and len(consumers.get(src.id, [])) == 1 and conv.id not in replaced):
+            g_out = conv.outputs[0]
+            rows, count = pool_blocks(conv, tuning), g_out.shape[1] * g_out.shape[2]
+            src = Value("float32", (rows, src.shape[3]), "op")
+            attrs = dict(conv.attrs)
+            attrs["pool_output"] = "partials"
+            new_conv = Node(conv.op, list(conv.inputs), [conv.outputs[0], src], attrs, conv.label)
+        inputs: list = []
+        for v in [src, *fc1.inputs[1:], *fc2.inputs[1:]]:
+            if v is not None and all(v is not u for u in inputs):
+                inputs.append(v)
+        if len(inputs) + 1 > max_bindings:
+            continue
+        if conv is not None and new_conv is not None:
+            for v in new_conv.outputs:
+                v.producer = new_conv
+            replaced[conv.id] = new_conv
+        fused = Node("squeeze_excite", inputs, list(fc2.outputs), {"fc1": fc1, "fc2": fc2, "rows": rows,
+                                                                   "count": count}, fc1.label or fc2.label)
+        for v in fused.outputs:
+            v.producer = fused
+        replaced[fc2.id] = fused
+        dropped.add(fc1.id)
+        if DEBUG >= 2:
+            log.debug("fuse_squeeze_excite: [%s] + [%s] (%d rows of partials)", fc1.label, fc2.label, rows)
+    return _rewrite(nodes, replaced, dropped)
+
+
 PASSES = [dead_code, fold_constants, swap_resample_conv, fuse_hard_swish, fuse_epilogue, fuse_conv_input,
-          fuse_pool_input, fuse_conv_pool, fuse_elementwise]
+          fuse_pool_input, fuse_conv_pool, fuse_depthwise_project, fuse_squeeze_excite, fuse_elementwise]
 
 
 def _enabled(p) -> bool:

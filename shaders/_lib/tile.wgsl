@@ -6,8 +6,9 @@
   epilogue_decls(ep, first): declares the epilogue operands ep.operands at bindings first.. as
     plain read-only arrays named by their binding names.
   epilogue_fns(ep): the activation helpers and `fn epilogue(x: f32, o: u32, ch: u32) -> f32`.
-  apply(ep, v, o, ch, q): the expression applying the epilogue to the f32 value v (v itself when
-    the epilogue is empty); q names the channel's hoisted `EpQ` (see hoist_q) or is empty.
+  apply(ep, v, o, ch, q, gv): the expression applying the epilogue to the f32 value v (v itself
+    when the epilogue is empty); q names the channel's hoisted `EpQ` (see hoist_q) or is empty;
+    gv is the value of the operand the kernel holds itself (ep.given).
   hoist_q(ep, name, ch): `let name = ep_q(ch);` when the epilogue reads operands at the channel
     (ep.chan), else nothing: a kernel storing many outputs of channel ch loads them once.
   prologue(k, T, names, vec, ep): everything before a kernel's body: `enable f16;` for f16,
@@ -39,12 +40,12 @@
 {% endif %}
 {% endmacro %}
 
-{% macro apply(ep, v, o, ch, q="") -%}
-{% if ep.empty %}{{ v }}{% elif ep.chan %}epilogue({{ v }}, {{ o }}, {{ ch }}, {{ q or "ep_q(" ~ ch ~ ")" }}){% else %}epilogue({{ v }}, {{ o }}, {{ ch }}){% endif %}
+{% macro apply(ep, v, o, ch, q="", gv="") -%}
+{% if ep.empty %}{{ v }}{% else %}{{ ep.fn }}({{ v }}, {{ o }}, {{ ch }}{% if ep.chan %}, {{ q or ep.q_fn ~ "(" ~ ch ~ ")" }}{% endif %}{% if ep.given %}, {{ gv }}{% endif %}){% endif %}
 {%- endmacro %}
 
 {% macro hoist_q(ep, name, ch) -%}
-{% if ep.chan %}let {{ name }} = ep_q({{ ch }});{% endif %}
+{% if ep.chan %}let {{ name }} = {{ ep.q_fn }}({{ ch }});{% endif %}
 {%- endmacro %}
 
 {% macro prologue(k, T, names, vec, ep) %}

@@ -10,7 +10,7 @@ import webnn_gpu as webnn
 from webnn_gpu import _compiler
 
 from helpers import run_graph
-from references import conv2d_nhwc, ref_resample
+from references import conv2d_nhwc, ref_conv2d, ref_resample
 
 
 def _conv_nhwc(x, w_ohwi, bias, pad):
@@ -426,3 +426,227 @@ def test_pool_of_a_skip_plus_upsampling_reads_the_small_image(ctx, rng, dt, tol,
                           "skip": b.input("skip", {"data_type": dt, "shape": list(skip.shape)})}))
     pool = next(s.node for s in g._steps if getattr(s, "node", None) is not None and s.node.op == "average_pool2d")
     assert pool.attrs.get("input_add_scale") == 4 and tuple(pool.inputs[1].shape) == small.shape
+
+
+def _templates(ctx, build, inputs: dict) -> list[str]:
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {n: b.input(n, {"data_type": webnn._dtypes.from_numpy(a.dtype), "shape": list(a.shape)})
+                          for n, a in inputs.items()}))
+    templates = [s.template for s in g._steps if hasattr(s, "template")]
+    g.destroy()
+    return templates
+
+
+def _transpose_tiles_ref(y, w_iohw, bias):
+    """float64 conv_transpose2d whose filter equals its stride (no padding): NHWC y, IOHW filter."""
+    nb, h, w, _ = y.shape
+    _, o, kh, kw = w_iohw.shape
+    out = np.einsum("nhwc,coab->nhawbo", y, w_iohw).reshape(nb, h * kh, w * kw, o)
+    return out + bias
+
+
+# (image, channels, window, stride, dilation, residual add of the depthwise input, what reads it)
+_DW_PROJECT_CASES = {
+    "pointwise, self add, N=6": ((9, 7), 8, 3, 1, 1, True, ("conv", 6)),
+    "pointwise, stride 2, N=8": ((9, 7), 12, 3, 2, 1, False, ("conv", 8)),
+    "dilated, self add, N=4": ((6, 10), 4, 3, 1, 2, True, ("conv", 4)),
+    "transpose 2x2 -> 1, self add": ((10, 6), 16, 3, 1, 1, True, ("transpose", 1)),
+    "transpose 3x2 -> 3, batch 2": ((5, 4), 8, 5, 1, 1, False, ("transpose", 3)),
+}
+
+
+@pytest.mark.parametrize("tuning", ["lane-loop", "default"])
+@pytest.mark.parametrize("dt,tol", [("float32", 2e-5), ("float16", 2e-2)])
+@pytest.mark.parametrize("case", list(_DW_PROJECT_CASES))
+def test_depthwise_conv_and_its_projection_run_as_one_kernel(ctx, rng, monkeypatch, tuning, dt, tol, case):
+    """fuse_depthwise_project: a depthwise conv (bias, relu, maybe a residual add of its own
+    input) and the pointwise conv or tiled conv_transpose2d reading it (bias, activation, a
+    residual add on the projection) in one kernel, against float64 NumPy."""
+    monkeypatch.setattr(ctx, "_tuning", tuning)
+    hw, C, k, stride, dil, self_add, (kind, N) = _DW_PROJECT_CASES[case]
+    npdt = np.float32 if dt == "float32" else np.float16
+    nb = 2 if "batch 2" in case else 1
+    pad = (k - 1) // 2 * dil
+    x = rng.standard_normal((nb, *hw, C)).astype(npdt)
+    wd = (rng.standard_normal((1, k, k, C)) * 0.3).astype(npdt)
+    bd = rng.standard_normal(C).astype(npdt)
+    oh, ow = [(s + 2 * pad - dil * (k - 1) - 1) // stride + 1 for s in hw]
+    if kind == "conv":
+        wp = (rng.standard_normal((N, 1, 1, C)) * 0.3).astype(npdt)  # ohwi
+        bp = rng.standard_normal(N).astype(npdt)
+        r = rng.standard_normal((nb, oh, ow, N)).astype(npdt)
+    else:
+        kh, kw = (2, 2) if N == 1 else (3, 2)
+        wp = (rng.standard_normal((C, N, kh, kw)) * 0.3).astype(npdt)  # iohw
+        bp = rng.standard_normal(N).astype(npdt)
+    inputs = {"x": x} if kind == "transpose" else {"x": x, "r": r}
+
+    def build(b, o):
+        d = b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C,
+                     bias=b.constant(bd), padding=[pad] * 4, strides=[stride] * 2, dilations=[dil] * 2)
+        d = b.relu(d)
+        if self_add:
+            d = b.add(d, o["x"])
+        if kind == "conv":
+            p = b.conv2d(d, b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
+            return {"y": b.add(b.clamp(p, min_value=-1.0, max_value=2.0), o["r"])}
+        p = b.conv_transpose2d(d, b.constant(wp), input_layout="nhwc", filter_layout="iohw", strides=[kh, kw],
+                               bias=b.constant(bp))
+        return {"y": b.sigmoid(p)}
+
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    x64 = x.astype(np.float64)
+    d = np.maximum(conv2d_nhwc(x64, wd.astype(np.float64).transpose(3, 1, 2, 0), bd.astype(np.float64), pad,
+                               stride, groups=C) if dil == 1 else
+                   ref_conv2d(x64.transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(3, 0, 1, 2), [pad] * 4,
+                              [stride] * 2, [dil] * 2, groups=C).transpose(0, 2, 3, 1) + bd, 0)
+    if self_add:
+        d = d + x64
+    if kind == "conv":
+        p = np.einsum("nhwc,oc->nhwo", d, wp[:, 0, 0, :].astype(np.float64)) + bp
+        ref = np.clip(p, -1, 2) + r
+    else:
+        ref = _sigmoid(_transpose_tiles_ref(d, wp.astype(np.float64), bp.astype(np.float64)))
+    np.testing.assert_allclose(got, ref, atol=tol, rtol=tol)
+    assert _templates(ctx, build, inputs) == ["conv/depthwise_project.wgsl"]
+
+
+def test_depthwise_and_projection_stay_apart_where_they_cannot_fuse(ctx, rng, monkeypatch):
+    """The depthwise output used twice, channels not a multiple of 4, a projection whose
+    filter is an input, a 3x3 conv after the depthwise: two kernels, the same results; and
+    WEBNN_GPU_PASSES=-fuse_depthwise_project switches the pass off."""
+    x = rng.standard_normal((1, 6, 5, 8)).astype(np.float32)
+    x6 = rng.standard_normal((1, 6, 5, 6)).astype(np.float32)
+    wp = rng.standard_normal((4, 1, 1, 8)).astype(np.float32)
+    w3 = (rng.standard_normal((4, 3, 3, 8)) * 0.3).astype(np.float32)
+
+    def dw(b, v, c):
+        return b.conv2d(v, b.constant(np.full((1, 3, 3, c), 0.2, np.float32)), input_layout="nhwc",
+                        filter_layout="ihwo", groups=c, padding=[1, 1, 1, 1])
+
+    def pw(b, v, w):
+        return b.conv2d(v, w, input_layout="nhwc", filter_layout="ohwi")
+
+    d_ref = conv2d_nhwc(x.astype(np.float64), np.full((8, 3, 3, 1), 0.2), None, 1, groups=8)
+    d6_ref = conv2d_nhwc(x6.astype(np.float64), np.full((6, 3, 3, 1), 0.2), None, 1, groups=6)
+    def used_twice(b, o):
+        d = dw(b, o["x"], 8)
+        return {"y": pw(b, d, b.constant(wp)), "d": d}
+
+    cases = {
+        "used twice": (used_twice, {"x": x}),
+        "six channels": (lambda b, o: {"y": pw(b, dw(b, o["x6"], 6), b.constant(wp[:, :, :, :6]))}, {"x6": x6}),
+        "filter input": (lambda b, o: {"y": pw(b, dw(b, o["x"], 8), o["w"])}, {"x": x, "w": wp}),
+        "3x3 conv": (lambda b, o: {"y": b.conv2d(dw(b, o["x"], 8), b.constant(w3), input_layout="nhwc",
+                                                 filter_layout="ohwi", padding=[1, 1, 1, 1])}, {"x": x}),
+    }
+    refs = {
+        "used twice": np.einsum("nhwc,oc->nhwo", d_ref, wp[:, 0, 0, :]),
+        "six channels": np.einsum("nhwc,oc->nhwo", d6_ref, wp[:, 0, 0, :6]),
+        "filter input": np.einsum("nhwc,oc->nhwo", d_ref, wp[:, 0, 0, :]),
+        "3x3 conv": conv2d_nhwc(d_ref, w3, None, 1),
+    }
+    for name, (build, inputs) in cases.items():
+        got = run_graph(ctx, build, inputs)["y"]
+        np.testing.assert_allclose(got, refs[name], atol=1e-4, rtol=1e-4, err_msg=name)
+        assert "conv/depthwise_project.wgsl" not in _templates(ctx, build, inputs), name
+    build, inputs = cases["filter input"][0], {"x": x}
+    fused = lambda b, o: {"y": pw(b, dw(b, o["x"], 8), b.constant(wp))}  # noqa: E731
+    assert _templates(ctx, fused, inputs) == ["conv/depthwise_project.wgsl"]
+    monkeypatch.setenv("WEBNN_GPU_PASSES", "-fuse_depthwise_project")
+    assert "conv/depthwise_project.wgsl" not in _templates(ctx, fused, inputs)
+    np.testing.assert_allclose(run_graph(ctx, fused, inputs)["y"], refs["filter input"], atol=1e-4, rtol=1e-4)
+
+
+def _hard_sigmoid(x):
+    return np.clip(0.2 * x + 0.5, 0, 1)
+
+
+@pytest.mark.parametrize("tuning", ["lane-loop", "default"])
+@pytest.mark.parametrize("dt,tol", [("float32", 2e-5), ("float16", 2e-2)])
+@pytest.mark.parametrize("source", ["depthwise partials", "pooled input", "wide, no fc1 bias"])
+def test_squeeze_and_excite_runs_in_one_workgroup(ctx, rng, monkeypatch, tuning, dt, tol, source):
+    """fuse_squeeze_excite: pool -> 1x1 conv (relu) -> 1x1 conv (sigmoid / hard-sigmoid) as one
+    kernel; from a depthwise conv's per-block partial sums, the means too."""
+    monkeypatch.setattr(ctx, "_tuning", tuning)
+    npdt = np.float32 if dt == "float32" else np.float16
+    C, R = (96, 24) if source.startswith("wide") else (16, 8)
+    x = rng.standard_normal((1, 13, 11, C)).astype(npdt)
+    wd = (rng.standard_normal((1, 3, 3, C)) * 0.3).astype(npdt)
+    w1 = (rng.standard_normal((R, 1, 1, C)) * 0.3).astype(npdt)
+    b1 = rng.standard_normal(R).astype(npdt)
+    w2 = (rng.standard_normal((C, 1, 1, R)) * 0.3).astype(npdt)
+    b2 = rng.standard_normal(C).astype(npdt)
+    wide = source.startswith("wide")
+
+    def build(b, o):
+        v = o["x"]
+        if source != "pooled input":
+            v = b.relu(b.conv2d(v, b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C,
+                                padding=[1, 1, 1, 1]))
+        p = b.average_pool2d(v, layout="nhwc")
+        h = b.relu(b.conv2d(p, b.constant(w1), input_layout="nhwc", filter_layout="ohwi",
+                            bias=None if wide else b.constant(b1)))
+        s = b.conv2d(h, b.constant(w2), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(b2))
+        s = b.hard_sigmoid(s) if wide else b.sigmoid(s)
+        return {"y": b.mul(v, s)}
+
+    got = run_graph(ctx, build, {"x": x})["y"].astype(np.float64)
+    v = x.astype(np.float64)
+    if source != "pooled input":
+        v = np.maximum(_dw_ref(v, wd.astype(np.float64), 0, 1, 1), 0)
+    p = v.mean(axis=(1, 2))[0]
+    h = np.maximum(w1[:, 0, 0, :].astype(np.float64) @ p + (0 if wide else b1), 0)
+    s = w2[:, 0, 0, :].astype(np.float64) @ h + b2
+    s = _hard_sigmoid(s) if wide else _sigmoid(s)
+    np.testing.assert_allclose(got, v * s, atol=tol, rtol=tol)
+    templates = _templates(ctx, build, {"x": x})
+    assert "matmul/squeeze_excite.wgsl" in templates and "matmul/small.wgsl" not in templates
+    if source != "pooled input":
+        assert "reduce/columns.wgsl" not in templates, "the means come from the depthwise partials"
+
+
+def test_squeeze_excite_stays_apart_where_it_cannot_fuse(ctx, rng):
+    """The hidden layer also a graph output, the pooled means also an output (fused, but from
+    the pooled vector), a 1x1 conv on a 2x2 image: the results stay right."""
+    C, R = 8, 4
+    x = rng.standard_normal((1, 6, 6, C)).astype(np.float32)
+    w1 = rng.standard_normal((R, 1, 1, C)).astype(np.float32)
+    w2 = rng.standard_normal((C, 1, 1, R)).astype(np.float32)
+
+    def fcs(b, p):
+        h = b.relu(b.conv2d(p, b.constant(w1), input_layout="nhwc", filter_layout="ohwi"))
+        return h, b.conv2d(h, b.constant(w2), input_layout="nhwc", filter_layout="ohwi")
+
+    def dw(b, v):
+        return b.conv2d(v, b.constant(np.full((1, 3, 3, C), 0.1, np.float32)), input_layout="nhwc",
+                        filter_layout="ihwo", groups=C, padding=[1, 1, 1, 1])
+
+    def hidden_out(b, o):
+        h, s = fcs(b, b.average_pool2d(o["x"], layout="nhwc"))
+        return {"h": h, "s": s}
+
+    def pooled_out(b, o):
+        p = b.average_pool2d(dw(b, o["x"]), layout="nhwc")
+        return {"p": p, "s": fcs(b, p)[1]}
+
+    def two_by_two(b, o):
+        return {"s": fcs(b, b.average_pool2d(o["x"], window_dimensions=[3, 3], strides=[3, 3], layout="nhwc"))[1]}
+
+    x64 = x.astype(np.float64)
+    d = _dw_ref(x64, np.full((1, 3, 3, C), 0.1), 0, 1, 1)
+
+    def ref(p):
+        return np.einsum("...c,oc->...o", np.maximum(np.einsum("...c,oc->...o", p, w1[:, 0, 0]), 0), w2[:, 0, 0])
+
+    got = run_graph(ctx, hidden_out, {"x": x})
+    np.testing.assert_allclose(got["s"][0, 0, 0], ref(x64.mean(axis=(1, 2))[0]), atol=1e-4, rtol=1e-4)
+    assert "matmul/squeeze_excite.wgsl" not in _templates(ctx, hidden_out, {"x": x})
+    got = run_graph(ctx, pooled_out, {"x": x})
+    np.testing.assert_allclose(got["p"][0, 0, 0], d.mean(axis=(1, 2))[0], atol=1e-5)
+    np.testing.assert_allclose(got["s"][0, 0, 0], ref(d.mean(axis=(1, 2))[0]), atol=1e-4, rtol=1e-4)
+    assert "reduce/columns.wgsl" in _templates(ctx, pooled_out, {"x": x})
+    got = run_graph(ctx, two_by_two, {"x": x})
+    pooled = x64.reshape(1, 2, 3, 2, 3, C).mean(axis=(2, 4))
+    np.testing.assert_allclose(got["s"], ref(pooled), atol=1e-4, rtol=1e-4)
+    assert "matmul/squeeze_excite.wgsl" not in _templates(ctx, two_by_two, {"x": x})

@@ -75,6 +75,14 @@ class Epilogue:
     #: takes a fourth argument, the ``EpQ`` those values, made by ``ep_q(ch)``, so a kernel
     #: whose invocations store many outputs of the same channels loads them once.
     chan: bool = False
+    #: The WGSL function name (``epilogue``; a kernel with two epilogues names the second
+    #: otherwise); ``q_fn`` / ``q_struct`` name the hoisting helper and its struct.
+    fn: str = "epilogue"
+    q_fn: str = "ep_q"
+    q_struct: str = "EpQ"
+    #: True when the kernel passes the operand ``given`` to :func:`build` as a last argument
+    #: ``gv: f32`` (a value it already holds in a register) instead of the epilogue loading it.
+    given: bool = False
 
 
 def attach(node, steps: list[dict], operands=()) -> None:
@@ -103,7 +111,8 @@ def steps_of(node) -> list[dict]:
     return list(steps)
 
 
-def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_binding: str = "e") -> Epilogue:
+def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_binding: str = "e",
+          name: str = "epilogue", given: int | None = None) -> Epilogue:
     """Compile ``steps`` for a kernel writing ``out`` (a Value) of ``node``.
 
     Arguments:
@@ -112,6 +121,11 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
         steps: the steps (see the module docstring).
         chan_axis: the output axis whose coordinate the kernel passes as ``ch``.
         first_binding: prefix of the operand binding names.
+        name: the WGSL function's name (a second epilogue in one kernel needs another one;
+            its helpers are then ``<name>_q`` and ``<name>Q``).
+        given: the index of a node input the kernel holds at each output's own index (a
+            depthwise conv's input, for a residual add): steps reading it there use the
+            function's last argument ``gv`` instead of a load.
 
     Returns:
         Epilogue: operands to bind, helper functions and the WGSL code.
@@ -120,11 +134,13 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
         ValueError: an unknown op, a missing or misshaped operand (a bug of the caller).
     """
     ep = Epilogue()
+    if name != "epilogue":
+        ep.fn, ep.q_fn, ep.q_struct = name, f"{name}_q", f"{name}Q"
     out_shape = tuple(out.shape)
     out_strides = strides(out_shape)
     f32_value = SimpleNamespace(data_type="float32")
     funcs: set[tuple[str, str]] = set()
-    lines = ["fn epilogue(ev0: f32, o: u32, ch: u32) -> f32 {", "  var ev = ev0;"]
+    lines = [f"fn {ep.fn}(ev0: f32, o: u32, ch: u32) -> f32 {{", "  var ev = ev0;"]
     bound: dict[int, str] = {}
     chan_reads: list[str] = []  # operands read at `ch` alone, in EpQ order
     for n, step in enumerate(steps):
@@ -140,17 +156,21 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
             v = node.inputs[i]
             if v.data_type != out.data_type:
                 raise ValueError(f"{node.op}: epilogue step {n}: operand data type {v.data_type} != {out.data_type}")
-            if i not in bound:
-                bound[i] = f"{first_binding}{len(bound)}"
-                ep.operands.append((bound[i], v))
-            name = bound[i]
             index = _operand_index(node, n, v, step.get("axis"), out_shape, out_strides, chan_axis)
-            if index == "ch":
-                if name not in chan_reads:
-                    chan_reads.append(name)
-                y = f"q.q{chan_reads.index(name)}"
+            if i == given and index == "o":
+                ep.given = True
+                y = "gv"
             else:
-                y = f"f32({name}[{index}])"
+                if i not in bound:
+                    bound[i] = f"{first_binding}{len(bound)}"
+                    ep.operands.append((bound[i], v))
+                name = bound[i]
+                if index == "ch":
+                    if name not in chan_reads:
+                        chan_reads.append(name)
+                    y = f"q.q{chan_reads.index(name)}"
+                else:
+                    y = f"f32({name}[{index}])"
             if "scale" in step:
                 y = f"({literal(step['scale'], 'float32')} * {y})"
             args = [y, "ev"] if step.get("reverse") else ["ev", y]
@@ -173,12 +193,13 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
         lines.append(f"    ev = {expr};")
         lines.append("  }")
     lines += ["  return ev;", "}"]
+    params = "ev0: f32, o: u32, ch: u32" + (f", q: {ep.q_struct}" if chan_reads else "") + (", gv: f32" if ep.given else "")
+    lines[0] = f"fn {ep.fn}({params}) -> f32 {{"
     if chan_reads:
-        lines[0] = "fn epilogue(ev0: f32, o: u32, ch: u32, q: EpQ) -> f32 {"
         fields = ", ".join(f"q{k}: f32" for k in range(len(chan_reads)))
-        loads = ", ".join(f"f32({name}[ch])" for name in chan_reads)
-        lines = [f"struct EpQ {{ {fields} }}",
-                 f"fn ep_q(ch: u32) -> EpQ {{ return EpQ({loads}); }}"] + lines
+        loads = ", ".join(f"f32({b}[ch])" for b in chan_reads)
+        lines = [f"struct {ep.q_struct} {{ {fields} }}",
+                 f"fn {ep.q_fn}(ch: u32) -> {ep.q_struct} {{ return {ep.q_struct}({loads}); }}"] + lines
         ep.chan = True
     by_type: dict[str, list[str]] = {}
     for T, name in sorted(funcs):

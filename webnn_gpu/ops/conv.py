@@ -67,6 +67,13 @@ DW_MAX_LOADS = 128
 DW_FDIV_MAX = 1 << 20
 #: Largest constant filter (elements) the tiled conv_transpose2d bakes into its shader.
 TRANSPOSE_BAKE_MAX = 256
+#: depthwise + projection kernel (fuse_depthwise_project): at most this many projected
+#: values per pixel, and this many vec4 accumulators per invocation (pixels x N / 4).
+PROJECT_MAX_N = 128
+PROJECT_MAX_ACC = 96
+#: ... and this many invocations per workgroup: the kernel has one invocation per pixel block,
+#: so small images give few invocations, and lavapipe runs each workgroup on one thread.
+PROJECT_WORKGROUP = 16
 
 
 # ---------------------------------------------------------------- shapes and validation
@@ -237,14 +244,15 @@ def _geometry(node) -> dict:
                 o_sn=ost["in_sn"], o_sc=ost["in_sc"], o_sh=ost["in_sh"], o_sw=ost["in_sw"])
 
 
-def _conv_epilogue(node, out, layout: str, chan_axis_known: bool = True):
-    """Bias (input 2) as the first epilogue step, then the node's own steps."""
+def _conv_epilogue(node, out, layout: str, chan_axis_known: bool = True, **names):
+    """Bias (input 2) as the first epilogue step, then the node's own steps (``names``:
+    ``first_binding`` / ``name`` of :func:`webnn_gpu.ops._epilogue.build`)."""
     axis = 1 if layout == "nchw" else 3
     steps = []
     if len(node.inputs) > 2 and node.inputs[2] is not None:
         steps.append({"op": "add", "input": 2, "axis": axis})
     steps += _epilogue.steps_of(node)
-    return _epilogue.build(node, out, steps, chan_axis=axis if chan_axis_known else None)
+    return _epilogue.build(node, out, steps, chan_axis=axis if chan_axis_known else None, **names)
 
 
 def _relayout(lc, f: Value, layout: str, target: str, pad_last_to: int | None = None) -> Value:
@@ -360,6 +368,180 @@ def pool_output_ok(node, tuning: str) -> bool:
     return g["NB"] == 1 and g["C"] % 4 == 0 and _conv_variant(g, "nhwc", tuning) == "depthwise"
 
 
+def project_ok(dw, proj, tuning: str = "default") -> bool:
+    """Whether depthwise conv2d ``dw`` and ``proj``, the node reading its output, can run as
+    one ``conv/depthwise_project.wgsl`` kernel (the compiler's ``fuse_depthwise_project``):
+    ``dw`` on the depthwise kernel (NHWC, channels a multiple of 4, no other output), ``proj``
+    a pointwise NHWC conv2d or an NHWC conv_transpose2d whose filter equals its stride (no
+    padding, one group), with a constant filter, at most :data:`PROJECT_MAX_N` values per
+    pixel, reading the depthwise output only as its input."""
+    if dw.op != "conv2d" or len(dw.outputs) != 1 or dw.attrs.get("input_layout") != "nhwc":
+        return False
+    if "input_scale" in dw.attrs or "input_add" in dw.attrs or dw.attrs.get("pool_output"):
+        return False
+    mid, out = dw.outputs[0], proj.outputs[0]
+    if mid.data_type not in FLOATS or out.data_type != mid.data_type or len(proj.outputs) != 1:
+        return False
+    g = _geometry(dw)
+    if g["C"] % 4 or _conv_variant(g, "nhwc", tuning) != "depthwise" or _env.force("conv"):
+        return False
+    if proj.inputs[0] is not mid or any(v is mid for v in proj.inputs[1:]):
+        return False
+    if proj.attrs.get("input_layout") != "nhwc" or constant_array(proj.inputs[1]) is None:
+        return False
+    if "input_scale" in proj.attrs or "input_add" in proj.attrs:
+        return False
+    p = _geometry(proj)
+    if proj.op == "conv2d":
+        n = p["O"]
+        ok = _conv_variant(p, "nhwc", tuning) == "pointwise"
+    elif proj.op == "conv_transpose2d":
+        n = p["KH"] * p["KW"] * p["O"]
+        a = proj.attrs
+        ok = (p["G"] == 1 and p["KH"] == p["sh"] and p["KW"] == p["sw"] and p["dh"] == p["dw"] == 1
+              and not any(a["padding"]) and p["OH"] == p["H"] * p["KH"] and p["OW"] == p["W"] * p["KW"]
+              and not _env.force("conv_transpose"))
+    else:
+        return False
+    return ok and n <= PROJECT_MAX_N
+
+
+def _project_matrix(proj) -> np.ndarray:
+    """The projection of ``proj`` as a [C, N] matrix (columns zero-padded to a multiple of 4):
+    a pointwise conv's [C, O], or a transposed conv's [C, (a * KW + b) * O + o]."""
+    data = constant_array(proj.inputs[1])
+    assert data is not None, "project_ok checks the filter is a constant"
+    flayout = proj.attrs["filter_layout"]
+    if proj.op == "conv2d":
+        hwio = np.transpose(data, [flayout.index(ch) for ch in "hwio"])
+        mat = hwio.reshape(hwio.shape[2], hwio.shape[3])
+    else:
+        hwoi = np.transpose(data, [flayout.index(ch) for ch in "hwoi"])
+        mat = hwoi.reshape(-1, hwoi.shape[3]).T
+    n4 = -(-mat.shape[1] // 4) * 4
+    padded = np.zeros((mat.shape[0], n4), dtype=mat.dtype)
+    padded[:, :mat.shape[1]] = mat
+    return padded
+
+
+@lowering("depthwise_project")
+def lower_depthwise_project(node, lc) -> None:
+    """A depthwise conv2d and the pointwise conv2d / tiled conv_transpose2d reading its output,
+    in one kernel (``attrs["depthwise"]`` / ``["project"]``, the original nodes; see
+    :func:`project_ok`)."""
+    dw, proj = node.attrs["depthwise"], node.attrs["project"]
+    x, mid, out = dw.inputs[0], dw.outputs[0], node.outputs[0]
+    g = _geometry(dw)
+    # stride 1, same size, the center tap inside the window: the kernel holds the input at
+    # each output pixel, so a residual add of the depthwise input needs no load
+    center = (g["sh"] == g["sw"] == 1 and g["OH"] == g["H"] and g["OW"] == g["W"]
+              and g["pt"] % g["dh"] == 0 and g["pt"] // g["dh"] < g["KH"]
+              and g["pl"] % g["dw"] == 0 and g["pl"] // g["dw"] < g["KW"])
+    ep = _conv_epilogue(dw, mid, "nhwc", given=0 if center else None)
+    pep = _conv_epilogue(proj, out, "nhwc", first_binding="pe", name="project")
+    p = _geometry(proj)
+    N = p["O"] if proj.op == "conv2d" else p["KH"] * p["KW"] * p["O"]
+    mat = _project_matrix(proj)
+    n4 = mat.shape[1] // 4
+    th, tw = _depthwise_block(g, lc.tuning)
+
+    def blocks(th_, tw_):
+        return g["NB"] * -(-g["OH"] // th_) * -(-g["OW"] // tw_)
+
+    while th * tw > 1 and (th * tw * n4 > PROJECT_MAX_ACC or blocks(th, tw) < 4 * PROJECT_WORKGROUP):
+        if th >= tw:
+            th = max(1, th // 2)
+        else:
+            tw = max(1, tw // 2)
+    w = _relayout(lc, dw.inputs[1], dw.attrs["filter_layout"], "hwio")
+    w_ubo = uniform_copy(lc, w)
+    pw = make_constant(mat, proj.inputs[1].data_type)
+    pw_ubo = uniform_copy(lc, pw)
+    fns: dict = {}
+    for e in (ep, pep):
+        for FT, names in e.functions:
+            fns.setdefault(FT, set()).update(names)
+    ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
+    n_inv = g["NB"] * ohb * owb
+    lc.kernel("conv/depthwise_project.wgsl",
+              [("x", x), ("f", w_ubo or w)] + ep.operands + [("pw", pw_ubo or pw)] + pep.operands, [("out", out)],
+              n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TH=th, TW=tw, OHB=ohb, OWB=owb,
+              n_inv=n_inv, rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N, N4=n4, center=ep.given,
+              C4=g["C"] // 4, mode="conv" if proj.op == "conv2d" else "transpose",
+              KH2=p["KH"], KW2=p["KW"], O2=p["O"], out_vec=proj.op == "conv2d" and N % 4 == 0,
+              f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
+              p_uniform=B_UNIFORM_FLOATS // 4 if pw_ubo is not None else 0,
+              fns=sorted((FT, sorted(names)) for FT, names in fns.items()),
+              **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw", "NB", "H", "W", "C", "OH", "OW", "pt", "pl")})
+
+
+#: fuse_squeeze_excite: largest channel / hidden widths (workgroup memory holds both).
+SE_MAX_CHANNELS = 1024
+SE_WORKGROUP = 64
+
+
+def squeeze_excite_ok(fc1, fc2) -> bool:
+    """Whether ``fc2(fc1(v))``, two conv2d on one NHWC pixel (1x1, constant filters), can run
+    as one ``matmul/squeeze_excite.wgsl`` kernel (the compiler's ``fuse_squeeze_excite``)."""
+    for fc in (fc1, fc2):
+        if fc.op != "conv2d" or len(fc.outputs) != 1 or fc.attrs.get("input_layout") != "nhwc":
+            return False
+        if "input_scale" in fc.attrs or "input_add" in fc.attrs or constant_array(fc.inputs[1]) is None:
+            return False
+        if fc.outputs[0].data_type not in FLOATS or fc.inputs[0].data_type != fc.outputs[0].data_type:
+            return False
+        g = _geometry(fc)
+        if g["NB"] != 1 or g["H"] != 1 or g["W"] != 1 or _conv_variant(g, "nhwc") != "pointwise":
+            return False
+        if max(g["C"], g["O"]) > SE_MAX_CHANNELS:
+            return False
+    mid = fc1.outputs[0]
+    return (fc2.inputs[0] is mid and not any(v is mid for v in fc2.inputs[1:])
+            and fc2.outputs[0].data_type == mid.data_type)
+
+
+def pool_blocks(node, tuning: str) -> int:
+    """The rows of the partial sums a depthwise conv2d writes for ``attrs["pool_output"]``."""
+    g = _geometry(node)
+    th, tw = _depthwise_block(g, tuning)
+    return -(-g["OH"] // th) * -(-g["OW"] // tw)
+
+
+def _fc_matrix(fc) -> np.ndarray:
+    """A 1x1 conv2d's filter as [O, C]."""
+    data = constant_array(fc.inputs[1])
+    assert data is not None, "squeeze_excite_ok checks the filter is a constant"
+    ohwi = np.transpose(data, [fc.attrs["filter_layout"].index(ch) for ch in "ohwi"])
+    return ohwi.reshape(ohwi.shape[0], ohwi.shape[3])
+
+
+@lowering("squeeze_excite")
+def lower_squeeze_excite(node, lc) -> None:
+    """Channel means of ``inputs[0]`` ([rows, C] partial sums or the pooled [1, 1, 1, C]), then
+    ``attrs["fc1"]`` and ``attrs["fc2"]`` (the original 1x1 conv2d nodes), in one workgroup."""
+    fc1, fc2 = node.attrs["fc1"], node.attrs["fc2"]
+    src, out = node.inputs[0], node.outputs[0]
+    ep1 = _conv_epilogue(fc1, fc1.outputs[0], "nhwc", first_binding="a", name="fc1")
+    ep2 = _conv_epilogue(fc2, out, "nhwc", first_binding="b", name="fc2")
+    mats = []
+    for fc in (fc1, fc2):
+        m = make_constant(_fc_matrix(fc), fc.inputs[1].data_type)
+        mats.append((uniform_copy(lc, m), m))
+    fns: dict = {}
+    for e in (ep1, ep2):
+        for FT, names in e.functions:
+            fns.setdefault(FT, set()).update(names)
+    (u1, m1), (u2, m2) = mats
+    C, R, C2 = m1.shape[1], m1.shape[0], m2.shape[0]
+    lc.kernel("matmul/squeeze_excite.wgsl", [("src", src), ("w1", u1 or m1)] + ep1.operands + [("w2", u2 or m2)]
+              + ep2.operands, [("out", out)], SE_WORKGROUP, groups=(1, 1, 1), workgroup=SE_WORKGROUP,
+              T=wgsl_type(out.data_type), src_f32=src.data_type == "float32", ROWS=node.attrs["rows"], C=C, R=R,
+              C2=C2, count=literal(float(node.attrs["count"]), "float32"), ep1=ep1, ep2=ep2,
+              w1_uniform=B_UNIFORM_FLOATS // 4 if u1 is not None else 0,
+              w2_uniform=B_UNIFORM_FLOATS // 4 if u2 is not None else 0,
+              fns=sorted((FT, sorted(names)) for FT, names in fns.items()))
+
+
 @lowering("conv2d")
 def lower_conv2d(node, lc) -> None:
     """conv2d: pointwise, depthwise, implicit-GEMM or direct kernel (see the module docstring)."""
@@ -392,10 +574,12 @@ def lower_conv2d(node, lc) -> None:
         prm = make_constant(np.array([n_inv, c4, g["C"], owb, ohb, g["H"], g["W"], g["OH"], g["OW"], g["pt"],
                                       g["pl"]], dtype=np.uint32), "uint32")
         pooled = node.outputs[1] if node.attrs.get("pool_output") else None
+        partials = node.attrs.get("pool_output") == "partials"  # fuse_squeeze_excite reduces them
         outs = [("out", out)]
         if pooled is not None:  # fuse_conv_pool: per-block channel sums, reduced below
             assert g["NB"] == 1 and g["C"] % 4 == 0, "fuse_conv_pool checks pool_output_ok"
-            part = lc.temp("float32", (ohb * owb, g["C"]))
+            part = pooled if partials else lc.temp("float32", (ohb * owb, g["C"]))
+            assert tuple(part.shape) == (ohb * owb, g["C"]), "fuse_squeeze_excite sizes the partials (pool_blocks)"
             outs.append(("pool", part))
         w_ubo = uniform_copy(lc, w) if g["C"] % 4 == 0 else None
         f_uniform = w_ubo is not None
@@ -404,7 +588,7 @@ def lower_conv2d(node, lc) -> None:
                   n_inv, workgroup=WORKGROUP, T=T, vec=g["C"] % 4 == 0, TH=th, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
                   rows=_rows(g, th), pool=pooled is not None, f_uniform=B_UNIFORM_FLOATS // 4 if f_uniform else 0,
                   seg=_segment(g, tw), ep=ep, **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
-        if pooled is not None:
+        if pooled is not None and not partials:
             from .reduce import column_mean
 
             column_mean(lc, part, pooled, rows=ohb * owb, cols=g["C"], count=g["OH"] * g["OW"])

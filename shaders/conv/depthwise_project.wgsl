@@ -1,0 +1,198 @@
+{#-
+  conv/depthwise_project.wgsl: a depthwise conv2d (NHWC) and the per-pixel linear layer that
+  reads its output, in one kernel (the compiler's fuse_depthwise_project pass): a pointwise
+  conv2d (1x1, stride 1, one group) or a conv_transpose2d whose filter equals its stride (each
+  input pixel makes its own KH2 x KW2 block of output pixels). The depthwise output never goes
+  through memory: on lavapipe a kernel's cost is its per-element loads and stores, and this
+  removes the depthwise kernel's stores and the projection's loads.
+
+  Each invocation computes a TH x TW block of depthwise output pixels for every channel, four
+  channels (one vec4) at a time in a loop, and accumulates their projection into N4 vec4
+  accumulators per pixel. Per channel group it loads the taps, the input rows the block
+  touches (as conv/depthwise.wgsl does), and the four rows of the projection matrix.
+
+  Context:
+    T            storage type ("f32" or "f16"); accumulation in f32
+    TH, TW       depthwise output rows and columns per invocation
+    KH, KW, sh, sw, dh, dw, rows, seg   the depthwise window, as in conv/depthwise.wgsl
+    NB, H, W, C, C4, OH, OW, pt, pl     depthwise sizes (C a multiple of 4) and leading padding
+    ep           the depthwise epilogue (bias first; channel = the depthwise channel), read at the
+                 depthwise output's index; operands at the channel are loaded once per group
+    center       stride 1, same size, the window's center tap on a loaded input (pt and pl): the
+                 input at each output pixel is kept (xc) for an epilogue residual add of the
+                 depthwise input itself (ep.given), which then costs no load
+    N, N4        projected values per pixel (N4 = ceil(N / 4) vec4 columns of `pw`)
+    pep          the projection's epilogue (bias first), read at the projection output's index
+    mode         "conv": out is [NB, OH, OW, N]; "transpose": value n = (a * KW2 + b) * O2 + o of
+                 pixel (oh, ow) goes to out[NB, OH * KH2, OW * KW2, O2] at (oh * KH2 + a, ow * KW2 + b, o)
+    KH2, KW2, O2 the transposed conv's block and channels (mode "transpose")
+    out_vec      vec4 stores (mode "conv", N % 4 == 0)
+    f_uniform    0, or the depthwise filter is in a uniform buffer of this many vec4s
+    p_uniform    0, or the projection matrix is in a uniform buffer of this many vec4s
+    fns          (T, names) activation helpers of both epilogues
+    n_inv        invocations: NB * OHB * OWB (OHB = ceil(OH / TH), OWB = ceil(OW / TW))
+  Bindings: x (NHWC, vec4), f ([KH, KW, C] vec4), ep operands..., pw ([C, N4] vec4),
+    pep operands..., out.
+  Workgroup: (k.workgroup, 1, 1); block column fastest.
+-#}
+{% import "_lib/tile.wgsl" as tl %}
+{% import "_lib/activations.wgsl" as act %}
+{% if T == "f16" %}
+enable f16;
+{% endif %}
+{% set ne = ep.operands | length %}
+{% set npe = pep.operands | length %}
+{{ tl.decl(0, "x", T, true, false) }}
+{% if f_uniform %}
+@group(0) @binding(1) var<uniform> f: array<vec4<f32>, {{ f_uniform }}>;
+{% else %}
+{{ tl.decl(1, "f", T, true, false) }}
+{% endif %}
+{{ tl.epilogue_decls(ep, 2) }}
+{% if p_uniform %}
+@group(0) @binding({{ 2 + ne }}) var<uniform> pw: array<vec4<f32>, {{ p_uniform }}>;
+{% else %}
+{{ tl.decl(2 + ne, "pw", T, true, false) }}
+{% endif %}
+{{ tl.epilogue_decls(pep, 3 + ne) }}
+{{ tl.decl(3 + ne + npe, "out", T, out_vec, true) }}
+{% for FT, names in fns %}
+{{ act.defs(FT, names) }}
+{% endfor %}
+{% if not ep.empty %}
+{{ ep.code }}
+{% endif %}
+{% if not pep.empty %}
+{{ pep.code }}
+{% endif %}
+
+@compute @workgroup_size({{ k.workgroup }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
+  if (idx >= {{ n_inv }}u) { return; }
+  let r1 = idx / {{ OWB }}u;
+  let wb = idx - r1 * {{ OWB }}u;
+  let n = r1 / {{ OHB }}u;
+  let hb = r1 - n * {{ OHB }}u;
+  let oh0 = hb * {{ TH }}u;
+  let ow0 = wb * {{ TW }}u;
+  let ih0 = i32(oh0 * {{ sh }}u) - {{ pt }};
+  let iw0 = i32(ow0 * {{ sw }}u) - {{ pl }};
+{% for j in seg %}
+  let cx{{ j }} = iw0 + {{ j }};
+  let cok{{ j }} = u32(cx{{ j }}) < {{ W }}u;
+  let ci{{ j }} = select(0u, u32(cx{{ j }}), cok{{ j }});
+{% endfor %}
+{% for t in range(TH) %}
+{% for p in range(TW) %}
+  let in{{ t }}_{{ p }} = oh0 + {{ t }}u < {{ OH }}u && ow0 + {{ p }}u < {{ OW }}u;
+  let pix{{ t }}_{{ p }} = (n * {{ OH }}u + oh0 + {{ t }}u) * {{ OW }}u + ow0 + {{ p }}u;
+{% for j in range(N4) %}
+  var a{{ t }}_{{ p }}_{{ j }} = vec4<f32>(0.0);
+{% endfor %}
+{% endfor %}
+{% endfor %}
+  for (var cb = 0u; cb < {{ C4 }}u; cb = cb + 1u) {
+{% for kh in range(KH) %}
+{% for kw in range(KW) %}
+    let w{{ kh }}_{{ kw }} = vec4<f32>(f[{{ kh * KW + kw }}u * {{ C4 }}u + cb]);
+{% endfor %}
+{% endfor %}
+{% for t in range(TH) %}
+{% for p in range(TW) %}
+    var d{{ t }}_{{ p }} = vec4<f32>(0.0);
+{% if center %}
+    var xc{{ t }}_{{ p }} = vec4<f32>(0.0);
+{% endif %}
+{% endfor %}
+{% endfor %}
+{% for r, uses in rows %}
+    {
+      let y = ih0 + {{ r }};
+      let rok = u32(y) < {{ H }}u;
+      let row = (n * {{ H }}u + select(0u, u32(y), rok)) * {{ W }}u;
+{% for j in seg %}
+      let x{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(row + ci{{ j }}) * {{ C4 }}u + cb]), rok && cok{{ j }});
+{% endfor %}
+{% for t, kh in uses %}
+{% for kw in range(KW) %}
+{% for p in range(TW) %}
+      d{{ t }}_{{ p }} = d{{ t }}_{{ p }} + x{{ p * sw + kw * dw }} * w{{ kh }}_{{ kw }};
+{% endfor %}
+{% endfor %}
+{% if center and r == t + pt %}
+{% for p in range(TW) %}
+      xc{{ t }}_{{ p }} = x{{ p + pl }};
+{% endfor %}
+{% endif %}
+{% endfor %}
+    }
+{% endfor %}
+{% for c in range(4) %}
+    {{ tl.hoist_q(ep, "q" ~ c, "cb * 4u + " ~ c ~ "u") }}
+{% for j in range(N4) %}
+    let p{{ c }}_{{ j }} = vec4<f32>(pw[(cb * 4u + {{ c }}u) * {{ N4 }}u + {{ j }}u]);
+{% endfor %}
+{% endfor %}
+{% for t in range(TH) %}
+{% for p in range(TW) %}
+    if (in{{ t }}_{{ p }}) {
+      let o = pix{{ t }}_{{ p }} * {{ C }}u + cb * 4u;
+      let v = d{{ t }}_{{ p }};
+      let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u", "q" ~ c, "xc" ~ t ~ "_" ~ p ~ "." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
+{% for j in range(N4) %}
+      a{{ t }}_{{ p }}_{{ j }} = a{{ t }}_{{ p }}_{{ j }} + e.x * p0_{{ j }} + e.y * p1_{{ j }} + e.z * p2_{{ j }} + e.w * p3_{{ j }};
+{% endfor %}
+    }
+{% endfor %}
+{% endfor %}
+  }
+{% if mode == "conv" %}
+{% for j in range(N4) %}
+{% for c in range(4) %}
+{% if 4 * j + c < N %}
+  {{ tl.hoist_q(pep, "gq" ~ j ~ "_" ~ c, (4 * j + c) ~ "u") }}
+{% endif %}
+{% endfor %}
+{% endfor %}
+{% for t in range(TH) %}
+{% for p in range(TW) %}
+  if (in{{ t }}_{{ p }}) {
+{% for j in range(N4) %}
+    {
+      let o = pix{{ t }}_{{ p }} * {{ N }}u + {{ 4 * j }}u;
+      let v = a{{ t }}_{{ p }}_{{ j }};
+{% if out_vec %}
+      out[pix{{ t }}_{{ p }} * {{ N4 }}u + {{ j }}u] = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(pep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", (4 * j + c) ~ "u", "gq" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %}));
+{% else %}
+{% for c in range(4) %}
+{% if 4 * j + c < N %}
+      out[o + {{ c }}u] = {{ T }}({{ tl.apply(pep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", (4 * j + c) ~ "u", "gq" ~ j ~ "_" ~ c) }});
+{% endif %}
+{% endfor %}
+{% endif %}
+    }
+{% endfor %}
+  }
+{% endfor %}
+{% endfor %}
+{% else %}
+{% for oc in range(O2) %}
+  {{ tl.hoist_q(pep, "gq" ~ oc, oc ~ "u") }}
+{% endfor %}
+{% for t in range(TH) %}
+{% for p in range(TW) %}
+  if (in{{ t }}_{{ p }}) {
+    let b0 = ((n * {{ OH }}u + oh0 + {{ t }}u) * {{ KH2 }}u * {{ OW * KW2 }}u + (ow0 + {{ p }}u) * {{ KW2 }}u) * {{ O2 }}u;
+{% for nn in range(N) %}
+{% set a_ = nn // (KW2 * O2) %}{% set b_ = (nn // O2) % KW2 %}{% set oc = nn % O2 %}
+    {
+      let o = b0 + {{ (a_ * OW * KW2 + b_) * O2 + oc }}u;
+      out[o] = {{ T }}({{ tl.apply(pep, "a" ~ t ~ "_" ~ p ~ "_" ~ (nn // 4) ~ "." ~ "xyzw"[nn % 4], "o", oc ~ "u", "gq" ~ oc) }});
+    }
+{% endfor %}
+  }
+{% endfor %}
+{% endfor %}
+{% endif %}
+}

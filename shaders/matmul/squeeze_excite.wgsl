@@ -1,0 +1,97 @@
+{#-
+  matmul/squeeze_excite.wgsl: the excitation of a squeeze-and-excite block in one workgroup
+  (the compiler's fuse_squeeze_excite pass): the channel means of a [ROWS, C] source (a global
+  pool's partial sums, or the pooled vector itself with ROWS = 1), then two fully connected
+  layers, C -> R and R -> C2, each with its epilogue (bias, activation), kept in workgroup
+  memory between the steps. Replaces up to three single-workgroup kernels (the means, two
+  1x1 convolutions on one pixel), each dominated by its launch.
+
+  Context:
+    T            storage type of the output (and of src when not src_f32; of the weights when
+                 not uniform)
+    src_f32      src holds f32 partial sums
+    ROWS, C, R, C2   rows of src, channels, hidden width, output channels
+    count        f32 literal: src rows are summed and divided by it
+    ep1, ep2     the two layers' epilogues (functions fc1 / fc2)
+    fns          (T, names) activation helpers of both epilogues
+    w1_uniform / w2_uniform   0, or that matrix is a float32 constant in a uniform buffer of this
+                 many vec4s (zero-padded); else array<T>
+  Bindings: src, w1 ([R, C]), ep1 operands..., w2 ([C2, R]), ep2 operands..., out ([C2]).
+  Workgroup: (k.workgroup, 1, 1), one workgroup.
+-#}
+{% import "_lib/tile.wgsl" as tl %}
+{% import "_lib/activations.wgsl" as act %}
+{% if T == "f16" %}
+enable f16;
+{% endif %}
+{% set n1 = ep1.operands | length %}
+{% set n2 = ep2.operands | length %}
+@group(0) @binding(0) var<storage, read> src: array<{{ "f32" if src_f32 else T }}>;
+{% if w1_uniform %}
+@group(0) @binding(1) var<uniform> w1: array<vec4<f32>, {{ w1_uniform }}>;
+{% else %}
+@group(0) @binding(1) var<storage, read> w1: array<{{ T }}>;
+{% endif %}
+{{ tl.epilogue_decls(ep1, 2) }}
+{% if w2_uniform %}
+@group(0) @binding({{ 2 + n1 }}) var<uniform> w2: array<vec4<f32>, {{ w2_uniform }}>;
+{% else %}
+@group(0) @binding({{ 2 + n1 }}) var<storage, read> w2: array<{{ T }}>;
+{% endif %}
+{{ tl.epilogue_decls(ep2, 3 + n1) }}
+@group(0) @binding({{ 3 + n1 + n2 }}) var<storage, read_write> out: array<{{ T }}>;
+{% for FT, names in fns %}
+{{ act.defs(FT, names) }}
+{% endfor %}
+{% if not ep1.empty %}
+{{ ep1.code }}
+{% endif %}
+{% if not ep2.empty %}
+{{ ep2.code }}
+{% endif %}
+
+var<workgroup> pooled: array<f32, {{ C }}>;
+var<workgroup> hidden: array<f32, {{ R }}>;
+
+fn ld_w1(i: u32) -> f32 {
+{% if w1_uniform %}
+  return w1[i / 4u][i % 4u];
+{% else %}
+  return f32(w1[i]);
+{% endif %}
+}
+
+fn ld_w2(i: u32) -> f32 {
+{% if w2_uniform %}
+  return w2[i / 4u][i % 4u];
+{% else %}
+  return f32(w2[i]);
+{% endif %}
+}
+
+@compute @workgroup_size({{ k.workgroup }})
+fn main(@builtin(local_invocation_index) li: u32) {
+  for (var c = li; c < {{ C }}u; c = c + {{ k.workgroup }}u) {
+    var a = 0.0;
+    for (var r = 0u; r < {{ ROWS }}u; r = r + 1u) {
+      a = a + f32(src[r * {{ C }}u + c]);
+    }
+    pooled[c] = a / {{ count }};
+  }
+  workgroupBarrier();
+  for (var j = li; j < {{ R }}u; j = j + {{ k.workgroup }}u) {
+    var a = 0.0;
+    for (var c = 0u; c < {{ C }}u; c = c + 1u) {
+      a = a + pooled[c] * ld_w1(j * {{ C }}u + c);
+    }
+    hidden[j] = {{ tl.apply(ep1, "a", "j", "j") }};
+  }
+  workgroupBarrier();
+  for (var c = li; c < {{ C2 }}u; c = c + {{ k.workgroup }}u) {
+    var a = 0.0;
+    for (var j = 0u; j < {{ R }}u; j = j + 1u) {
+      a = a + hidden[j] * ld_w2(c * {{ R }}u + j);
+    }
+    out[c] = {{ T }}({{ tl.apply(ep2, "a", "c", "c") }});
+  }
+}
