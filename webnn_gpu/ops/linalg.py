@@ -44,8 +44,11 @@ from . import _epilogue
 from ._registry import builder_method, lowering, support
 
 FLOATS = ("float32", "float16")
-#: Invocations per workgroup of the tile kernels.
+#: Invocations per workgroup of the tile kernels ...
 TILE_WORKGROUP = 64
+#: ... and of those with fewer than 4 such workgroups of invocations: lavapipe runs each
+#: workgroup on one thread, so a product of one or two workgroups would leave cores idle.
+TILE_SMALL_WORKGROUP = 16
 #: Aim for at least this many invocations (one workgroup) before growing tiles: smaller
 #: products are dispatch-bound, and bigger tiles load each input fewer times.
 MIN_INVOCATIONS = 64
@@ -214,7 +217,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     else:
         variables.update(P=1, OW=1, in_sn=0, in_sh=0, in_sw=0, H=1, W=1, sh=1, sw=1, dh=1, dw=1, pt=0, pl=0)
     lc.kernel("matmul/tile.wgsl", inputs, [("out", out)], n_inv,
-              workgroup=TILE_WORKGROUP, **variables)
+              workgroup=TILE_WORKGROUP if n_inv >= 4 * TILE_WORKGROUP else TILE_SMALL_WORKGROUP, **variables)
 
 
 def _batch_offsets(shape, batch_shape, matrix_size: int) -> list[int]:
