@@ -67,6 +67,11 @@ CONV_CASES = {
                                   filter_layout="ohwi", bias=True),
     "nhwc-3x3-c16": conv_case(1, 16, 9, 13, 12, 3, 3, (1, 1, 1, 1), input_layout="nhwc", filter_layout="ohwi",
                               bias=True),
+    # conv/block.wgsl: few input and output channels, a block of pixels per invocation
+    "block-c4-dilated-batch2": conv_case(2, 4, 10, 9, 8, 5, 5, (2, 2, 3, 1), (1, 2), (2, 1), input_layout="nhwc",
+                                         filter_layout="hwio", bias=True),
+    "block-c1-f16": conv_case(1, 1, 12, 10, 4, 3, 3, (1, 1, 1, 1), input_layout="nhwc", filter_layout="ihwo",
+                              bias=True, dtype=np.float16),
     "grouped-nchw": conv_case(2, 8, 9, 11, 12, 3, 2, (2, 0, 1, 2), (2, 1), (1, 2), groups=4, filter_layout="hwio",
                               bias=True),
     "nchw-3x3-c8": conv_case(2, 8, 7, 9, 6, 3, 3, (1, 1, 1, 1), (1, 2), bias=True),
@@ -116,6 +121,9 @@ def applicable(case) -> list[str]:
         out.append("pointwise")
     if case["input_layout"] == "nhwc" and case["groups"] == case["c"] == case["o"]:
         out.append("depthwise")
+    if (case["input_layout"] == "nhwc" and case["groups"] == 1 and case["c"] <= 4 and case["o"] % 4 == 0
+            and "pointwise" not in out):
+        out.append("block")
     return out
 
 
@@ -196,6 +204,9 @@ def _templates(ctx, case) -> set[str]:
     ("pointwise-nhwc", "direct", "conv/direct.wgsl"),
     ("depthwise-3x3", "gemm", "matmul/tile.wgsl"),
     ("nhwc-3x3-c16", "depthwise", "matmul/tile.wgsl"),  # not applicable: automatic choice
+    ("first-layer-nhwc", "", "conv/block.wgsl"),
+    ("first-layer-nhwc", "gemm", "matmul/tile.wgsl"),
+    ("nhwc-3x3-c16", "block", "matmul/tile.wgsl"),  # 16 input channels: automatic choice
 ])
 def test_conv2d_variant_choice(ctx, force, name, variant, template):
     force("conv", variant)
@@ -215,7 +226,8 @@ def test_conv2d_depthwise_integer_division(ctx, rng, force, monkeypatch, name):
 
 @pytest.mark.parametrize("tuning", ["lane-loop", "default"])
 @pytest.mark.parametrize("name", ["depthwise-3x3", "depthwise-5x5-s2", "depthwise-7x7-s2", "float16-dw",
-                                  "pointwise-nhwc", "nhwc-3x3-c16", "float16-pointwise"])
+                                  "pointwise-nhwc", "nhwc-3x3-c16", "float16-pointwise", "first-layer-nhwc",
+                                  "block-c1-f16"])
 def test_conv2d_under_each_tuning_profile(ctx, rng, monkeypatch, tuning, name):
     """The tile and depthwise blocks another adapter's tuning profile picks stay exact (the
     suite's lavapipe picks one profile; this runs the other's kernels too)."""

@@ -12,6 +12,9 @@ applies, and falls back to the automatic choice where it does not):
   (``shaders/conv/depthwise.wgsl``): vec4 of channels x several output columns per invocation,
   input columns loaded once per filter row. Sizes and padding come from a parameter buffer:
   one pipeline per (window, strides, dilations, block, epilogue), whatever the image size.
+* ``block``: one group, NHWC, at most 4 input and 32 output channels (a first layer on an RGB
+  image; ``shaders/conv/block.wgsl``): a block of output pixels with every output channel per
+  invocation, each input row loaded once for every tap that reads it.
 * ``gemm``: implicit GEMM on the tile kernel (``shaders/matmul/tile.wgsl``), the input patch
   gathered on the fly (no im2col buffer); any layout pair, any groups.
 * ``direct``: ``shaders/conv/direct.wgsl``, the general fallback reading everything through
@@ -52,12 +55,18 @@ from .linalg import (B_UNIFORM_FLOATS, FLOATS, SMALL_MAX_OUTPUTS, Shown, constan
 INPUT_LAYOUTS = ("nchw", "nhwc")
 CONV2D_FILTER_LAYOUTS = ("oihw", "hwio", "ohwi", "ihwo")
 CONV_TRANSPOSE2D_FILTER_LAYOUTS = ("iohw", "hwoi", "ohwi")
-CONV_VARIANTS = ("direct", "gemm", "pointwise", "depthwise")
+CONV_VARIANTS = ("direct", "gemm", "pointwise", "depthwise", "block")
 #: Invocations per workgroup of the conv kernels.
 WORKGROUP = 64
 #: Output rows and columns per invocation of the depthwise kernel, per tuning profile
 #: (:func:`webnn_gpu._kernels.tuning_profile`; measured on lavapipe, Mesa 22.3 and 25.0).
 DW_BLOCK = {"lane-loop": (4, 4), "default": (8, 4)}
+#: The ``block`` kernel (``conv/block.wgsl``): at most this many input channels and output
+#: channels, output block per invocation, and loaded input values per invocation.
+BLOCK_MAX_C = 4
+BLOCK_MAX_O = 32
+BLOCK_TILE = (4, 4)
+BLOCK_MAX_LOADS = 256
 #: NCHW implicit GEMM reads an NHWC copy of the input when the channels allow vec4 loads.
 NCHW_TO_NHWC = True
 #: Largest (input rows x input columns) one depthwise invocation loads (register budget).
@@ -298,12 +307,17 @@ def _conv_variant(g: dict, layout: str, tuning: str = "default") -> str:
     th, tw = _depthwise_block(g, tuning)
     depthwise = (layout == "nhwc" and g["G"] == g["C"] == g["O"] and g["KH"] * g["KW"] <= 49
                  and len(_segment(g, tw)) * len(_rows(g, th)) <= DW_MAX_LOADS)
-    if forced == "pointwise" and pointwise or forced == "depthwise" and depthwise or forced in ("gemm", "direct"):
+    block = (layout == "nhwc" and g["G"] == 1 and g["C"] <= BLOCK_MAX_C and g["O"] % 4 == 0
+             and g["O"] <= BLOCK_MAX_O and g["KH"] * g["KW"] <= 49 and not pointwise and _block_tile(g) is not None)
+    if (forced == "pointwise" and pointwise or forced == "depthwise" and depthwise or forced == "block" and block
+            or forced in ("gemm", "direct")):
         return forced
     if pointwise:
         return "pointwise"
     if depthwise:
         return "depthwise"
+    if block:
+        return "block"
     if g["G"] == 1 or (g["C"] // g["G"] >= 4 and g["O"] // g["G"] >= 4):
         return "gemm"
     return "direct"
@@ -321,6 +335,20 @@ def _rows(g: dict, th: int) -> list[tuple[int, list[tuple[int, int]]]]:
         for kh in range(g["KH"]):
             uses.setdefault(t * g["sh"] + kh * g["dh"], []).append((t, kh))
     return sorted(uses.items())
+
+
+def _block_tile(g: dict) -> tuple[int, int] | None:
+    """(TH, TW) of the ``block`` kernel: :data:`BLOCK_TILE`, halved until the input values one
+    invocation loads fit :data:`BLOCK_MAX_LOADS`; None when even one pixel does not."""
+    th, tw = min(BLOCK_TILE[0], g["OH"]), min(BLOCK_TILE[1], g["OW"])
+    while len(_rows(g, th)) * len(_segment(g, tw)) * g["C"] > BLOCK_MAX_LOADS:
+        if th == tw == 1:
+            return None
+        if th >= tw:
+            th = max(1, th // 2)
+        else:
+            tw = max(1, tw // 2)
+    return th, tw
 
 
 def _depthwise_block(g: dict, tuning: str = "default") -> tuple[int, int]:
@@ -592,6 +620,21 @@ def lower_conv2d(node, lc) -> None:
             from .reduce import column_mean
 
             column_mean(lc, part, pooled, rows=ohb * owb, cols=g["C"], count=g["OH"] * g["OW"])
+        return
+    if variant == "block":
+        ep = _conv_epilogue(node, out, layout)
+        w = _relayout(lc, f, flayout, "hwio")  # [KH, KW, C, O]: vec4s of output channels
+        tile = _block_tile(g)
+        assert tile is not None, "_conv_variant checks the block fits"
+        th, tw = tile
+        ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
+        n_inv = g["NB"] * ohb * owb
+        w_ubo = uniform_copy(lc, w)
+        lc.kernel("conv/block.wgsl", [("x", x), ("f", w_ubo or w)] + ep.operands, [("out", out)], n_inv,
+                  workgroup=PROJECT_WORKGROUP, T=T, TH=th, TW=tw, OHB=ohb, OWB=owb, n_inv=n_inv, O4=g["O"] // 4,
+                  rows=_rows(g, th), seg=_segment(g, tw), ep=ep,
+                  f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
+                  **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw", "NB", "H", "W", "C", "OH", "OW", "pt", "pl")})
         return
     G, C, O = g["G"], g["C"], g["O"]
     I, OPG = C // G, O // G

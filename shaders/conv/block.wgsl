@@ -1,0 +1,110 @@
+{#-
+  conv/block.wgsl: conv2d (one group, NHWC) with few input channels and few output channels,
+  a TH x TW block of output pixels and every output channel per invocation (a network's first
+  layer on an RGB image). Each input row the block touches is loaded once, only the columns
+  some output reads (as conv/depthwise.wgsl), and reused by every tap and output that reads
+  it: a 3x3 stride-2 window over 3 channels loads 15 values per output instead of the
+  implicit GEMM's 27. The filter is loaded once per invocation as vec4s of output channels.
+
+  Context:
+    T            storage type ("f32" or "f16"); accumulation in f32
+    TH, TW       output rows and columns per invocation; OHB, OWB = ceil(OH / TH), ceil(OW / TW)
+    NB, H, W, C, O4, OH, OW, pt, pl   sizes (O4 = O / 4 vec4 output columns) and leading padding
+    KH, KW, sh, sw, dh, dw, rows, seg the window, as in conv/depthwise.wgsl
+    ep           fused epilogue (bias first; channel = the output channel), hoisted per channel
+    f_uniform    0, or the filter ([KH, KW, C, O] as vec4s of O) is a float32 constant in a uniform
+                 buffer of this many vec4s
+    n_inv        invocations: NB * OHB * OWB
+  Bindings: x (NHWC, scalar), f ([KH, KW, C, O4] vec4), epilogue operands..., out (NHWC, vec4).
+  Workgroup: (k.workgroup, 1, 1); block column fastest.
+-#}
+{% import "_lib/tile.wgsl" as tl %}
+{% if T == "f16" %}
+enable f16;
+{% endif %}
+{{ tl.decl(0, "x", T, false, false) }}
+{% if f_uniform %}
+@group(0) @binding(1) var<uniform> f: array<vec4<f32>, {{ f_uniform }}>;
+{% else %}
+{{ tl.decl(1, "f", T, true, false) }}
+{% endif %}
+{{ tl.epilogue_decls(ep, 2) }}
+{{ tl.decl(2 + ep.operands | length, "out", T, true, true) }}
+{{ tl.epilogue_fns(ep) }}
+
+@compute @workgroup_size({{ k.workgroup }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
+  if (idx >= {{ n_inv }}u) { return; }
+  let r1 = idx / {{ OWB }}u;
+  let wb = idx - r1 * {{ OWB }}u;
+  let n = r1 / {{ OHB }}u;
+  let hb = r1 - n * {{ OHB }}u;
+  let oh0 = hb * {{ TH }}u;
+  let ow0 = wb * {{ TW }}u;
+  let ih0 = i32(oh0 * {{ sh }}u) - {{ pt }};
+  let iw0 = i32(ow0 * {{ sw }}u) - {{ pl }};
+{% for kh in range(KH) %}
+{% for kw in range(KW) %}
+{% for c in range(C) %}
+{% for j in range(O4) %}
+  let w{{ kh }}_{{ kw }}_{{ c }}_{{ j }} = vec4<f32>(f[{{ ((kh * KW + kw) * C + c) * O4 + j }}u]);
+{% endfor %}
+{% endfor %}
+{% endfor %}
+{% endfor %}
+{% for s in seg %}
+  let cx{{ s }} = iw0 + {{ s }};
+  let cok{{ s }} = u32(cx{{ s }}) < {{ W }}u;
+  let ci{{ s }} = select(0u, u32(cx{{ s }}), cok{{ s }});
+{% endfor %}
+{% for t in range(TH) %}
+{% for p in range(TW) %}
+{% for j in range(O4) %}
+  var a{{ t }}_{{ p }}_{{ j }} = vec4<f32>(0.0);
+{% endfor %}
+{% endfor %}
+{% endfor %}
+{% for r, uses in rows %}
+  {
+    let y = ih0 + {{ r }};
+    let rok = u32(y) < {{ H }}u;
+    let row = (n * {{ H }}u + select(0u, u32(y), rok)) * {{ W }}u;
+{% for s in seg %}
+{% for c in range(C) %}
+    let x{{ s }}_{{ c }} = select(0.0, f32(x[(row + ci{{ s }}) * {{ C }}u + {{ c }}u]), rok && cok{{ s }});
+{% endfor %}
+{% endfor %}
+{% for t, kh in uses %}
+{% for kw in range(KW) %}
+{% for p in range(TW) %}
+{% for c in range(C) %}
+{% for j in range(O4) %}
+    a{{ t }}_{{ p }}_{{ j }} = a{{ t }}_{{ p }}_{{ j }} + x{{ p * sw + kw * dw }}_{{ c }} * w{{ kh }}_{{ kw }}_{{ c }}_{{ j }};
+{% endfor %}
+{% endfor %}
+{% endfor %}
+{% endfor %}
+{% endfor %}
+  }
+{% endfor %}
+{% for j in range(O4) %}
+{% for c in range(4) %}
+  {{ tl.hoist_q(ep, "q" ~ j ~ "_" ~ c, (4 * j + c) ~ "u") }}
+{% endfor %}
+{% endfor %}
+{% for t in range(TH) %}
+{% for p in range(TW) %}
+  if (oh0 + {{ t }}u < {{ OH }}u && ow0 + {{ p }}u < {{ OW }}u) {
+    let pix = (n * {{ OH }}u + oh0 + {{ t }}u) * {{ OW }}u + ow0 + {{ p }}u;
+{% for j in range(O4) %}
+    {
+      let o = pix * {{ 4 * O4 }}u + {{ 4 * j }}u;
+      let v = a{{ t }}_{{ p }}_{{ j }};
+      out[pix * {{ O4 }}u + {{ j }}u] = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", (4 * j + c) ~ "u", "q" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %}));
+    }
+{% endfor %}
+  }
+{% endfor %}
+{% endfor %}
+}
