@@ -10,13 +10,16 @@
     T            storage type of the output (and of src when not src_f32; of the weights when
                  not uniform)
     src_f32      src holds f32 partial sums
-    ROWS, C, R, C2   rows of src, channels, hidden width, output channels
-    count        f32 literal: src rows are summed and divided by it
+    CMAX, RMAX   workgroup array sizes (at least C and R)
+  Parameters (binding `prm`, u32): 0 ROWS  1 C  2 R  3 C2 (rows of src, channels, hidden width,
+    output channels)  4 count (f32 bits: src rows are summed and divided by it). Read at run time,
+    so blocks of every size with the same epilogues share one pipeline (and the loops stay
+    loops: a driver unrolling constant-trip loops makes slow-to-compile code).
     ep1, ep2     the two layers' epilogues (functions fc1 / fc2)
     fns          (T, names) activation helpers of both epilogues
     w1_uniform / w2_uniform   0, or that matrix is a float32 constant in a uniform buffer of this
                  many vec4s (zero-padded); else array<T>
-  Bindings: src, w1 ([R, C]), ep1 operands..., w2 ([C2, R]), ep2 operands..., out ([C2]).
+  Bindings: src, w1 ([R, C]), ep1 operands..., w2 ([C2, R]), ep2 operands..., prm, out ([C2]).
   Workgroup: (k.workgroup, 1, 1), one workgroup.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
@@ -39,7 +42,8 @@ enable f16;
 @group(0) @binding({{ 2 + n1 }}) var<storage, read> w2: array<{{ T }}>;
 {% endif %}
 {{ tl.epilogue_decls(ep2, 3 + n1) }}
-@group(0) @binding({{ 3 + n1 + n2 }}) var<storage, read_write> out: array<{{ T }}>;
+@group(0) @binding({{ 3 + n1 + n2 }}) var<storage, read> prm: array<u32>;
+@group(0) @binding({{ 4 + n1 + n2 }}) var<storage, read_write> out: array<{{ T }}>;
 {% for FT, names in fns %}
 {{ act.defs(FT, names) }}
 {% endfor %}
@@ -50,8 +54,8 @@ enable f16;
 {{ ep2.code }}
 {% endif %}
 
-var<workgroup> pooled: array<f32, {{ C }}>;
-var<workgroup> hidden: array<f32, {{ R }}>;
+var<workgroup> pooled: array<f32, {{ CMAX }}>;
+var<workgroup> hidden: array<f32, {{ RMAX }}>;
 
 fn ld_w1(i: u32) -> f32 {
 {% if w1_uniform %}
@@ -71,26 +75,31 @@ fn ld_w2(i: u32) -> f32 {
 
 @compute @workgroup_size({{ k.workgroup }})
 fn main(@builtin(local_invocation_index) li: u32) {
-  for (var c = li; c < {{ C }}u; c = c + {{ k.workgroup }}u) {
+  let ROWS = prm[0];
+  let C = prm[1];
+  let R = prm[2];
+  let C2 = prm[3];
+  let count = bitcast<f32>(prm[4]);
+  for (var c = li; c < C; c = c + {{ k.workgroup }}u) {
     var a = 0.0;
-    for (var r = 0u; r < {{ ROWS }}u; r = r + 1u) {
-      a = a + f32(src[r * {{ C }}u + c]);
+    for (var r = 0u; r < ROWS; r = r + 1u) {
+      a = a + f32(src[r * C + c]);
     }
-    pooled[c] = a / {{ count }};
+    pooled[c] = a / count;
   }
   workgroupBarrier();
-  for (var j = li; j < {{ R }}u; j = j + {{ k.workgroup }}u) {
+  for (var j = li; j < R; j = j + {{ k.workgroup }}u) {
     var a = 0.0;
-    for (var c = 0u; c < {{ C }}u; c = c + 1u) {
-      a = a + pooled[c] * ld_w1(j * {{ C }}u + c);
+    for (var c = 0u; c < C; c = c + 1u) {
+      a = a + pooled[c] * ld_w1(j * C + c);
     }
     hidden[j] = {{ tl.apply(ep1, "a", "j", "j") }};
   }
   workgroupBarrier();
-  for (var c = li; c < {{ C2 }}u; c = c + {{ k.workgroup }}u) {
+  for (var c = li; c < C2; c = c + {{ k.workgroup }}u) {
     var a = 0.0;
-    for (var j = 0u; j < {{ R }}u; j = j + 1u) {
-      a = a + hidden[j] * ld_w2(c * {{ R }}u + j);
+    for (var j = 0u; j < R; j = j + 1u) {
+      a = a + hidden[j] * ld_w2(c * R + j);
     }
     out[c] = {{ T }}({{ tl.apply(ep2, "a", "c", "c") }});
   }

@@ -65,7 +65,7 @@ DW_BLOCK = {"lane-loop": (4, 4), "default": (8, 4)}
 #: channels, output block per invocation, and loaded input values per invocation.
 BLOCK_MAX_C = 4
 BLOCK_MAX_O = 32
-BLOCK_TILE = (4, 4)
+BLOCK_TILE = (4, 2)
 BLOCK_MAX_LOADS = 256
 #: NCHW implicit GEMM reads an NHWC copy of the input when the channels allow vec4 loads.
 NCHW_TO_NHWC = True
@@ -561,10 +561,12 @@ def lower_squeeze_excite(node, lc) -> None:
             fns.setdefault(FT, set()).update(names)
     (u1, m1), (u2, m2) = mats
     C, R, C2 = m1.shape[1], m1.shape[0], m2.shape[0]
+    count = np.array([float(node.attrs["count"])], np.float32).view(np.uint32)[0]
+    prm = make_constant(np.array([node.attrs["rows"], C, R, C2, count], dtype=np.uint32), "uint32")
     lc.kernel("matmul/squeeze_excite.wgsl", [("src", src), ("w1", u1 or m1)] + ep1.operands + [("w2", u2 or m2)]
-              + ep2.operands, [("out", out)], SE_WORKGROUP, groups=(1, 1, 1), workgroup=SE_WORKGROUP,
-              T=wgsl_type(out.data_type), src_f32=src.data_type == "float32", ROWS=node.attrs["rows"], C=C, R=R,
-              C2=C2, count=literal(float(node.attrs["count"]), "float32"), ep1=ep1, ep2=ep2,
+              + ep2.operands + [("prm", prm)], [("out", out)], SE_WORKGROUP, groups=(1, 1, 1),
+              workgroup=SE_WORKGROUP, T=wgsl_type(out.data_type), src_f32=src.data_type == "float32",
+              CMAX=SE_MAX_CHANNELS, RMAX=SE_MAX_CHANNELS, ep1=ep1, ep2=ep2,
               w1_uniform=B_UNIFORM_FLOATS // 4 if u1 is not None else 0,
               w2_uniform=B_UNIFORM_FLOATS // 4 if u2 is not None else 0,
               fns=sorted((FT, sorted(names)) for FT, names in fns.items()))
