@@ -54,7 +54,7 @@ TILE_SMALL_WORKGROUP = 16
 MIN_INVOCATIONS = 64
 #: Largest register tile (rows, vec4 column blocks) per invocation, per tuning profile
 #: (:func:`webnn_gpu._kernels.tuning_profile`).
-TILE_MAX = {"lane-loop": (16, 4), "default": (8, 3)}
+TILE_MAX = {"lane-loop": (16, 6), "default": (8, 3)}
 #: "n": consecutive invocations take consecutive column tiles; "m": consecutive row tiles.
 TILE_ORDER = "m"
 #: Dense, unbatched, aligned products read their sizes from a parameter buffer
