@@ -723,7 +723,7 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
     else; :func:`webnn_gpu.ops.conv.project_ok` says which pairs the kernel takes.
     """
     from .builder import Node
-    from .ops.conv import project_ok
+    from .ops.conv import expand_ok, project_ok
 
     tuning = getattr(context, "_tuning", "default")
     max_bindings = 8
@@ -742,18 +742,27 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
             continue
         if not project_ok(dw, proj, tuning):
             continue
+        attrs = {"depthwise": dw, "project": proj}
+        first = list(dw.inputs)
+        e = producer.get(dw.inputs[0].id) if dw.inputs[0] is not None else None
+        if (e is not None and e.id not in dropped and e.id not in replaced and dw.inputs[0].id not in out_ids
+                and len(consumers.get(dw.inputs[0].id, [])) == 1 and expand_ok(e, dw, tuning)):
+            attrs["expand"] = e  # the inverted residual's expansion too: its output is never stored
+            first = list(e.inputs) + list(dw.inputs[1:])
         inputs: list = []
-        for v in [*dw.inputs, *proj.inputs[1:]]:
+        for v in [*first, *proj.inputs[1:]]:
             if v is not None and all(v is not u for u in inputs):
                 inputs.append(v)
         if len(inputs) + 1 > max_bindings:  # every input may be a storage binding, plus the output
             continue
-        fused = Node("depthwise_project", inputs, list(proj.outputs), {"depthwise": dw, "project": proj},
-                     f"{dw.label}+{proj.label}" if dw.label and proj.label else dw.label or proj.label)
+        labels = [n.label for n in (attrs.get("expand"), dw, proj) if n is not None and n.label]
+        fused = Node("depthwise_project", inputs, list(proj.outputs), attrs, "+".join(labels))
         for v in fused.outputs:
             v.producer = fused
         replaced[proj.id] = fused  # in the projection's place: every operand is ready there
         dropped.add(dw.id)
+        if "expand" in attrs:
+            dropped.add(attrs["expand"].id)
         if DEBUG >= 2:
             log.debug("fuse_depthwise_project: depthwise [%s] + %s [%s]", dw.label, proj.op, proj.label)
     return _rewrite(nodes, replaced, dropped)

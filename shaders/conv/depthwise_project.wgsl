@@ -11,8 +11,17 @@
   accumulators per pixel. Per channel group it loads the taps, the input rows the block
   touches (as conv/depthwise.wgsl does), and the four rows of the projection matrix.
 
+  With `expand`, the depthwise input is itself computed here: a pointwise conv2d (K -> C
+  channels, its epilogue) of `x`, evaluated for every input pixel the block reads (before the
+  channel loop those pixels' K values are loaded once; per channel group, four expanded
+  channels are computed from them in registers). A MobileNet inverted-residual block then
+  reads its input once and writes its output once.
+
   Context:
     T            storage type ("f32" or "f16"); accumulation in f32
+    expand       x is the expansion's input ([NB, H, W, K] with K4 = K / 4 vec4s); we is its
+                 weight matrix as [C4, K] vec4s of four expanded channels (we_uniform: in a
+                 uniform buffer of that many vec4s); eep its epilogue (bias-like operands only)
     TH, TW       depthwise output rows and columns per invocation
     KH, KW, sh, sw, dh, dw, rows, seg   the depthwise window, as in conv/depthwise.wgsl
     NB, H, W, C, C4, OH, OW, pt, pl     depthwise sizes (C a multiple of 4) and leading padding
@@ -32,7 +41,7 @@
     fns          (T, names) activation helpers of both epilogues
     n_inv        invocations: NB * OHB * OWB (OHB = ceil(OH / TH), OWB = ceil(OW / TW))
   Bindings: x (NHWC, vec4), f ([KH, KW, C] vec4), ep operands..., pw ([C, N4] vec4),
-    pep operands..., out.
+    pep operands..., [we, eep operands... (expand)], out.
   Workgroup: (k.workgroup, 1, 1); block column fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
@@ -55,7 +64,17 @@ enable f16;
 {{ tl.decl(2 + ne, "pw", T, true, false) }}
 {% endif %}
 {{ tl.epilogue_decls(pep, 3 + ne) }}
-{{ tl.decl(3 + ne + npe, "out", T, out_vec, true) }}
+{% set nx = 0 %}
+{% if expand %}
+{% set nx = 1 + eep.operands | length %}
+{% if we_uniform %}
+@group(0) @binding({{ 3 + ne + npe }}) var<uniform> we: array<vec4<f32>, {{ we_uniform }}>;
+{% else %}
+{{ tl.decl(3 + ne + npe, "we", T, true, false) }}
+{% endif %}
+{{ tl.epilogue_decls(eep, 4 + ne + npe) }}
+{% endif %}
+{{ tl.decl(3 + ne + npe + nx, "out", T, out_vec, true) }}
 {% for FT, names in fns %}
 {{ act.defs(FT, names) }}
 {% endfor %}
@@ -64,6 +83,9 @@ enable f16;
 {% endif %}
 {% if not pep.empty %}
 {{ pep.code }}
+{% endif %}
+{% if expand and not eep.empty %}
+{{ eep.code }}
 {% endif %}
 
 @compute @workgroup_size({{ k.workgroup }})
@@ -83,6 +105,19 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let cok{{ j }} = u32(cx{{ j }}) < {{ W }}u;
   let ci{{ j }} = select(0u, u32(cx{{ j }}), cok{{ j }});
 {% endfor %}
+{% if expand %}
+{% for r, uses in rows %}
+  let hy{{ r }} = ih0 + {{ r }};
+  let hrok{{ r }} = u32(hy{{ r }}) < {{ H }}u;
+  let hrow{{ r }} = (n * {{ H }}u + select(0u, u32(hy{{ r }}), hrok{{ r }})) * {{ W }}u;
+{% for j in seg %}
+  let hok{{ r }}_{{ j }} = hrok{{ r }} && cok{{ j }};
+{% for kk in range(K4) %}
+  let X{{ r }}_{{ j }}_{{ kk }} = vec4<f32>(x[(hrow{{ r }} + ci{{ j }}) * {{ K4 }}u + {{ kk }}u]);
+{% endfor %}
+{% endfor %}
+{% endfor %}
+{% endif %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
   let in{{ t }}_{{ p }} = oh0 + {{ t }}u < {{ OH }}u && ow0 + {{ p }}u < {{ OW }}u;
@@ -98,6 +133,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let w{{ kh }}_{{ kw }} = vec4<f32>(f[{{ kh * KW + kw }}u * {{ C4 }}u + cb]);
 {% endfor %}
 {% endfor %}
+{% if expand %}
+{% for kq in range(4 * K4) %}
+    let u{{ kq }} = vec4<f32>(we[cb * {{ 4 * K4 }}u + {{ kq }}u]);
+{% endfor %}
+{% for c in range(4) %}
+    {{ tl.hoist_q(eep, "eq" ~ c, "cb * 4u + " ~ c ~ "u") }}
+{% endfor %}
+{% endif %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
     var d{{ t }}_{{ p }} = vec4<f32>(0.0);
@@ -112,7 +155,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       let rok = u32(y) < {{ H }}u;
       let row = (n * {{ H }}u + select(0u, u32(y), rok)) * {{ W }}u;
 {% for j in seg %}
+{% if expand %}
+      let s{{ j }} = {% for kq in range(4 * K4) %}X{{ r }}_{{ j }}_{{ kq // 4 }}.{{ "xyzw"[kq % 4] }} * u{{ kq }}{{ " + " if not loop.last }}{% endfor %};
+      let x{{ j }} = select(vec4<f32>(0.0), vec4<f32>({% for c in range(4) %}{{ tl.apply(eep, "s" ~ j ~ "." ~ "xyzw"[c], "0u", "cb * 4u + " ~ c ~ "u", "eq" ~ c) }}{{ ", " if not loop.last }}{% endfor %}), hok{{ r }}_{{ j }});
+{% else %}
       let x{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(row + ci{{ j }}) * {{ C4 }}u + cb]), rok && cok{{ j }});
+{% endif %}
 {% endfor %}
 {% for t, kh in uses %}
 {% for kw in range(KW) %}

@@ -445,13 +445,17 @@ def _transpose_tiles_ref(y, w_iohw, bias):
     return out + bias
 
 
-# (image, channels, window, stride, dilation, residual add of the depthwise input, what reads it)
+# (image, channels, window, stride, dilation, residual add of the depthwise input, what reads
+# it, the input channels of an expansion conv before the depthwise conv or 0)
 _DW_PROJECT_CASES = {
-    "pointwise, self add, N=6": ((9, 7), 8, 3, 1, 1, True, ("conv", 6)),
-    "pointwise, stride 2, N=8": ((9, 7), 12, 3, 2, 1, False, ("conv", 8)),
-    "dilated, self add, N=4": ((6, 10), 4, 3, 1, 2, True, ("conv", 4)),
-    "transpose 2x2 -> 1, self add": ((10, 6), 16, 3, 1, 1, True, ("transpose", 1)),
-    "transpose 3x2 -> 3, batch 2": ((5, 4), 8, 5, 1, 1, False, ("transpose", 3)),
+    "pointwise, self add, N=6": ((9, 7), 8, 3, 1, 1, True, ("conv", 6), 0),
+    "pointwise, stride 2, N=8": ((9, 7), 12, 3, 2, 1, False, ("conv", 8), 0),
+    "dilated, self add, N=4": ((6, 10), 4, 3, 1, 2, True, ("conv", 4), 0),
+    "transpose 2x2 -> 1, self add": ((10, 6), 16, 3, 1, 1, True, ("transpose", 1), 0),
+    "transpose 3x2 -> 3, batch 2": ((5, 4), 8, 5, 1, 1, False, ("transpose", 3), 0),
+    "expand 8 -> 12, stride 2, N=8": ((11, 9), 12, 3, 2, 1, False, ("conv", 8), 8),
+    "expand 16 -> 24, self add, N=6": ((7, 10), 24, 3, 1, 1, True, ("conv", 6), 16),
+    "expand 4 -> 8, 5x5, transpose": ((6, 5), 8, 5, 1, 1, False, ("transpose", 1), 4),
 }
 
 
@@ -463,11 +467,13 @@ def test_depthwise_conv_and_its_projection_run_as_one_kernel(ctx, rng, monkeypat
     input) and the pointwise conv or tiled conv_transpose2d reading it (bias, activation, a
     residual add on the projection) in one kernel, against float64 NumPy."""
     monkeypatch.setattr(ctx, "_tuning", tuning)
-    hw, C, k, stride, dil, self_add, (kind, N) = _DW_PROJECT_CASES[case]
+    hw, C, k, stride, dil, self_add, (kind, N), K = _DW_PROJECT_CASES[case]
     npdt = np.float32 if dt == "float32" else np.float16
     nb = 2 if "batch 2" in case else 1
     pad = (k - 1) // 2 * dil
-    x = rng.standard_normal((nb, *hw, C)).astype(npdt)
+    x = rng.standard_normal((nb, *hw, K or C)).astype(npdt)
+    we = (rng.standard_normal((C, 1, 1, K)) * 0.4).astype(npdt)
+    be = rng.standard_normal(C).astype(npdt)
     wd = (rng.standard_normal((1, k, k, C)) * 0.3).astype(npdt)
     bd = rng.standard_normal(C).astype(npdt)
     oh, ow = [(s + 2 * pad - dil * (k - 1) - 1) // stride + 1 for s in hw]
@@ -482,11 +488,15 @@ def test_depthwise_conv_and_its_projection_run_as_one_kernel(ctx, rng, monkeypat
     inputs = {"x": x} if kind == "transpose" else {"x": x, "r": r}
 
     def build(b, o):
-        d = b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C,
+        xd = o["x"]
+        if K:
+            xd = b.clamp(b.conv2d(xd, b.constant(we), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(be)),
+                         min_value=0.0, max_value=6.0)
+        d = b.conv2d(xd, b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C,
                      bias=b.constant(bd), padding=[pad] * 4, strides=[stride] * 2, dilations=[dil] * 2)
         d = b.relu(d)
         if self_add:
-            d = b.add(d, o["x"])
+            d = b.add(d, xd)
         if kind == "conv":
             p = b.conv2d(d, b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
             return {"y": b.add(b.clamp(p, min_value=-1.0, max_value=2.0), o["r"])}
@@ -496,6 +506,8 @@ def test_depthwise_conv_and_its_projection_run_as_one_kernel(ctx, rng, monkeypat
 
     got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
     x64 = x.astype(np.float64)
+    if K:
+        x64 = np.clip(np.einsum("nhwk,ck->nhwc", x64, we[:, 0, 0, :].astype(np.float64)) + be, 0, 6)
     d = np.maximum(conv2d_nhwc(x64, wd.astype(np.float64).transpose(3, 1, 2, 0), bd.astype(np.float64), pad,
                                stride, groups=C) if dil == 1 else
                    ref_conv2d(x64.transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(3, 0, 1, 2), [pad] * 4,
@@ -550,6 +562,20 @@ def test_depthwise_and_projection_stay_apart_where_they_cannot_fuse(ctx, rng, mo
         got = run_graph(ctx, build, inputs)["y"]
         np.testing.assert_allclose(got, refs[name], atol=1e-4, rtol=1e-4, err_msg=name)
         assert "conv/depthwise_project.wgsl" not in _templates(ctx, build, inputs), name
+    # an expansion whose output is also a graph output stays a kernel of its own
+    we = rng.standard_normal((8, 1, 1, 4)).astype(np.float32)
+    x4 = rng.standard_normal((1, 6, 5, 4)).astype(np.float32)
+
+    def expansion_out(b, o):
+        e = pw(b, o["x4"], b.constant(we))
+        return {"e": e, "y": pw(b, dw(b, e, 8), b.constant(wp))}
+
+    got = run_graph(ctx, expansion_out, {"x4": x4})
+    e_ref = np.einsum("nhwk,ck->nhwc", x4.astype(np.float64), we[:, 0, 0, :])
+    np.testing.assert_allclose(got["e"], e_ref, atol=1e-4, rtol=1e-4)
+    d_e = conv2d_nhwc(e_ref, np.full((8, 3, 3, 1), 0.2), None, 1, groups=8)
+    np.testing.assert_allclose(got["y"], np.einsum("nhwc,oc->nhwo", d_e, wp[:, 0, 0, :]), atol=1e-4, rtol=1e-4)
+    assert _templates(ctx, expansion_out, {"x4": x4})[1:] == ["conv/depthwise_project.wgsl"]
     build, inputs = cases["filter input"][0], {"x": x}
     fused = lambda b, o: {"y": pw(b, dw(b, o["x"], 8), b.constant(wp))}  # noqa: E731
     assert _templates(ctx, fused, inputs) == ["conv/depthwise_project.wgsl"]

@@ -83,6 +83,10 @@ PROJECT_MAX_ACC = 96
 #: ... and this many invocations per workgroup: the kernel has one invocation per pixel block,
 #: so small images give few invocations, and lavapipe runs each workgroup on one thread.
 PROJECT_WORKGROUP = 16
+#: ... with the expansion conv folded in (fuse_depthwise_project): at most this many input
+#: channels, and this many vec4s of expansion input held per invocation.
+EXPAND_MAX_K = 32
+EXPAND_MAX_X = 200
 
 
 # ---------------------------------------------------------------- shapes and validation
@@ -434,6 +438,35 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
     return ok and n <= PROJECT_MAX_N
 
 
+def _center(g: dict) -> bool:
+    """Stride 1, same size, the window's center tap inside it: the depthwise kernels hold the
+    input at each output pixel (a residual add of the depthwise input then needs no load)."""
+    return (g["sh"] == g["sw"] == 1 and g["OH"] == g["H"] and g["OW"] == g["W"]
+            and g["pt"] % g["dh"] == 0 and g["pt"] // g["dh"] < g["KH"]
+            and g["pl"] % g["dw"] == 0 and g["pl"] // g["dw"] < g["KW"])
+
+
+def expand_ok(e, dw, tuning: str = "default") -> bool:
+    """Whether pointwise conv2d ``e``, whose output only ``dw`` (a depthwise conv2d that
+    :func:`project_ok` takes) reads, can be computed inside the depthwise + projection kernel:
+    NHWC, a constant filter, input channels a multiple of 4 (at most :data:`EXPAND_MAX_K`),
+    no input prologue, only bias-like epilogue operands; and ``dw`` reads ``e``'s output at
+    its own index (a residual add) only where the kernel holds it (:func:`_center`)."""
+    if e.op != "conv2d" or len(e.outputs) != 1 or e.attrs.get("input_layout") != "nhwc":
+        return False
+    if "input_scale" in e.attrs or "input_add" in e.attrs or constant_array(e.inputs[1]) is None:
+        return False
+    if dw.inputs[0] is not e.outputs[0] or e.inputs[0].data_type != e.outputs[0].data_type:
+        return False
+    g = _geometry(e)
+    if _conv_variant(g, "nhwc", tuning) != "pointwise" or g["C"] % 4 or g["C"] > EXPAND_MAX_K:
+        return False
+    if any("input" in st and st.get("axis") != 3 for st in _epilogue.steps_of(e)):
+        return False
+    reads_input = any(st.get("input") == 0 for st in _epilogue.steps_of(dw))
+    return not reads_input or _center(_geometry(dw))
+
+
 def _project_matrix(proj) -> np.ndarray:
     """The projection of ``proj`` as a [C, N] matrix (columns zero-padded to a multiple of 4):
     a pointwise conv's [C, O], or a transposed conv's [C, (a * KW + b) * O + o]."""
@@ -460,12 +493,21 @@ def lower_depthwise_project(node, lc) -> None:
     dw, proj = node.attrs["depthwise"], node.attrs["project"]
     x, mid, out = dw.inputs[0], dw.outputs[0], node.outputs[0]
     g = _geometry(dw)
-    # stride 1, same size, the center tap inside the window: the kernel holds the input at
-    # each output pixel, so a residual add of the depthwise input needs no load
-    center = (g["sh"] == g["sw"] == 1 and g["OH"] == g["H"] and g["OW"] == g["W"]
-              and g["pt"] % g["dh"] == 0 and g["pt"] // g["dh"] < g["KH"]
-              and g["pl"] % g["dw"] == 0 and g["pl"] // g["dw"] < g["KW"])
+    center = _center(g)  # a residual add of the depthwise input from the registers
     ep = _conv_epilogue(dw, mid, "nhwc", given=0 if center else None)
+    e = node.attrs.get("expand")
+    eep, we, k4, expand_in = None, None, 0, []
+    if e is not None:  # the depthwise input is computed here from the expansion's input
+        x = e.inputs[0]
+        k4 = x.shape[3] // 4
+        eep = _conv_epilogue(e, dw.inputs[0], "nhwc", first_binding="xe", name="expand")
+        hwio = _relayout(lc, e.inputs[1], e.attrs["filter_layout"], "hwio")
+        kc = constant_array(hwio)
+        assert kc is not None, "expand_ok checks the filter is a constant"
+        kc = kc.reshape(4 * k4, g["C"] // 4, 4).transpose(1, 0, 2)  # [C4, K, 4]: four channels per vec4
+        we = make_constant(np.ascontiguousarray(kc), e.inputs[1].data_type)
+        we_ubo = uniform_copy(lc, we)
+        expand_in = [("we", we_ubo or we)] + eep.operands
     pep = _conv_epilogue(proj, out, "nhwc", first_binding="pe", name="project")
     p = _geometry(proj)
     N = p["O"] if proj.op == "conv2d" else p["KH"] * p["KW"] * p["O"]
@@ -476,7 +518,8 @@ def lower_depthwise_project(node, lc) -> None:
     def blocks(th_, tw_):
         return g["NB"] * -(-g["OH"] // th_) * -(-g["OW"] // tw_)
 
-    while th * tw > 1 and (th * tw * n4 > PROJECT_MAX_ACC or blocks(th, tw) < 4 * PROJECT_WORKGROUP):
+    while th * tw > 1 and (th * tw * n4 > PROJECT_MAX_ACC or blocks(th, tw) < 4 * PROJECT_WORKGROUP
+                           or len(_rows(g, th)) * len(_segment(g, tw)) * k4 > EXPAND_MAX_X):
         if th >= tw:
             th = max(1, th // 2)
         else:
@@ -486,20 +529,22 @@ def lower_depthwise_project(node, lc) -> None:
     pw = make_constant(mat, proj.inputs[1].data_type)
     pw_ubo = uniform_copy(lc, pw)
     fns: dict = {}
-    for e in (ep, pep):
-        for FT, names in e.functions:
+    for ee in (ep, pep, eep):
+        for FT, names in ee.functions if ee is not None else ():
             fns.setdefault(FT, set()).update(names)
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
     n_inv = g["NB"] * ohb * owb
     lc.kernel("conv/depthwise_project.wgsl",
-              [("x", x), ("f", w_ubo or w)] + ep.operands + [("pw", pw_ubo or pw)] + pep.operands, [("out", out)],
+              [("x", x), ("f", w_ubo or w)] + ep.operands + [("pw", pw_ubo or pw)] + pep.operands + expand_in,
+              [("out", out)],
               n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TH=th, TW=tw, OHB=ohb, OWB=owb,
               n_inv=n_inv, rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N, N4=n4, center=ep.given,
               C4=g["C"] // 4, mode="conv" if proj.op == "conv2d" else "transpose",
               KH2=p["KH"], KW2=p["KW"], O2=p["O"], out_vec=proj.op == "conv2d" and N % 4 == 0,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
               p_uniform=B_UNIFORM_FLOATS // 4 if pw_ubo is not None else 0,
-              fns=sorted((FT, sorted(names)) for FT, names in fns.items()),
+              fns=sorted((FT, sorted(names)) for FT, names in fns.items()), expand=e is not None, eep=eep,
+              K4=k4, we_uniform=B_UNIFORM_FLOATS // 4 if e is not None and we_ubo is not None else 0,
               **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw", "NB", "H", "W", "C", "OH", "OW", "pt", "pl")})
 
 
