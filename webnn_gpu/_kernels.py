@@ -17,6 +17,7 @@ import math
 import os
 import re
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -160,9 +161,14 @@ class KernelContext:
             if text is not None:
                 _RENDERED.move_to_end(key)
                 return text
-        tpl = _env.get_template(self.template)
-        text = tpl.render(k=self, b={x.name: x for x in self.bindings}, int64=("shader-int64" in self.features),
-                          **self.vars)
+        path = _rendered_path(key) if key is not None else None
+        text = _read_text(path) if path is not None else None
+        if text is None:
+            tpl = _env.get_template(self.template)
+            text = tpl.render(k=self, b={x.name: x for x in self.bindings}, int64=("shader-int64" in self.features),
+                              **self.vars)
+            if path is not None:
+                _write_text(path, text)
         if key is not None:
             _RENDERED[key] = text
             if len(_RENDERED) > RENDER_CACHE_SIZE:
@@ -174,6 +180,52 @@ class KernelContext:
 #: second build of the same graph renders nothing)
 _RENDERED: OrderedDict = OrderedDict()
 RENDER_CACHE_SIZE = 4096
+_RENDERED_DIR: list = []  # [Path | None], computed once
+
+
+def _rendered_dir():
+    """``<cache dir>/wgsl-<hash of every template and the Jinja version>``: rendered WGSL kept
+    across processes (rendering the unrolled tile and convolution kernels of a model costs
+    ~0.2 s per process). Any edit of any template changes the folder, so a stale text is never
+    read. None when ``WEBNN_GPU_TEMPLATE_CACHE=0`` or the folder cannot be made."""
+    if not _RENDERED_DIR:
+        path = None
+        if os.environ.get("WEBNN_GPU_TEMPLATE_CACHE", "1") != "0":
+            from .models import cache_dir
+
+            h = hashlib.sha256(jinja2.__version__.encode())
+            root = _shader_root()
+            for f in sorted(root.rglob("*.wgsl")):
+                h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+            path = cache_dir() / f"wgsl-{h.hexdigest()[:20]}"
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except OSError:
+                path = None
+        _RENDERED_DIR.append(path)
+    return _RENDERED_DIR[0]
+
+
+def _rendered_path(key):
+    folder = _rendered_dir()
+    return None if folder is None else folder / (hashlib.sha256(repr(key).encode()).hexdigest() + ".wgsl")
+
+
+def _read_text(path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def _write_text(path, text: str) -> None:
+    """Write atomically (a concurrent reader sees the whole text or none); failures only log."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.debug("rendered WGSL cache: not written (%s)", exc)
 
 
 class _Unfrozen(Exception):
@@ -233,6 +285,10 @@ def workgroups(n_groups: int, limits: dict, what: str = "kernel") -> tuple[int, 
     return (x, y, 1)
 
 
+#: Threads that compile a graph's new pipelines (``WEBNN_GPU_PIPELINE_THREADS``; 1 = in turn).
+PIPELINE_THREADS = max(1, int(os.environ.get("WEBNN_GPU_PIPELINE_THREADS", "0") or 0) or min(4, os.cpu_count() or 1))
+
+
 class PipelineCache:
     """Compute pipelines keyed by a hash of their WGSL text and entry point (LRU).
 
@@ -268,12 +324,43 @@ class PipelineCache:
             self._items.move_to_end(k)
             return pipe
         self.misses += 1
+        pipe = self._compile(k, wgsl, template, label, entry)
+        self._insert(k, pipe)
+        return pipe
+
+    def get_many(self, requests: list) -> list:
+        """The pipelines of ``requests`` ((wgsl, template, label) each), compiling the misses
+        on :data:`PIPELINE_THREADS` threads: wgpu-native and the driver compile independent
+        pipelines in parallel (2 threads halve a model's build on 2 cores).
+
+        Raises:
+            OperationError: as :meth:`get` (the first failing request's).
+        """
+        keys = [self.key(w) for w, _, _ in requests]
+        todo: dict = {}
+        for k, req in zip(keys, requests):
+            if k not in self._items and k not in todo:
+                todo[k] = req
+        threads = min(PIPELINE_THREADS, len(todo))
+        made: dict = {}
+        if threads > 1:
+            with ThreadPoolExecutor(threads, thread_name_prefix="webnn-gpu-pipelines") as pool:
+                futures = {k: pool.submit(self._compile, k, req[0], req[1], req[2], "main") for k, req in todo.items()}
+                made = {k: f.result() for k, f in futures.items()}
+            for k, pipe in made.items():
+                self.misses += 1
+                self._insert(k, pipe)
+        # the first request of a pipeline made above is its miss; the rest count as hits
+        return [made.pop(k) if k in made else self.get(req[0], template=req[1], label=req[2])
+                for k, req in zip(keys, requests)]
+
+    def _compile(self, k: str, wgsl: str, template: str, label: str, entry: str):
         if DEBUG >= 3 and DUMP_DIR:
             Path(DUMP_DIR).mkdir(parents=True, exist_ok=True)
             (Path(DUMP_DIR) / f"{k[:12]}_{template.replace('/', '_')}").write_text(wgsl)
         try:
             module = self.device.create_shader_module(code=wgsl, label=f"{label or template}")
-            pipe = self.device.create_compute_pipeline(
+            return self.device.create_compute_pipeline(
                 layout="auto", compute={"module": module, "entry_point": entry}, label=label or template
             )
         except Exception as exc:  # wgpu raises GPUValidationError and friends
@@ -281,10 +368,11 @@ class PipelineCache:
                 f"{label or template}: our kernel failed to compile (template {template!r}): {exc}\n"
                 f"--- WGSL excerpt ---\n{_excerpt(wgsl, str(exc))}"
             ) from exc
+
+    def _insert(self, k: str, pipe) -> None:
         self._items[k] = pipe
         if len(self._items) > self.capacity:
             self.warm.discard(id(self._items.popitem(last=False)[1]))
-        return pipe
 
     def __len__(self) -> int:
         return len(self._items)

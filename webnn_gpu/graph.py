@@ -188,10 +188,10 @@ class MLGraph:
             steps.append(CopyStep(r, _OutRef(name), _dtypes.buffer_size(r.data_type, r.shape), f"output {name!r}"))
 
         # Pipelines and bind groups.
-        cache = context._pipelines
-        for step in steps:
-            if isinstance(step, KernelStep):
-                step.pipeline = cache.get(step.wgsl, template=step.template, label=step.label)
+        kernels = [step for step in steps if isinstance(step, KernelStep)]
+        pipes = context._pipelines.get_many([(s.wgsl, s.template, s.label) for s in kernels])
+        for step, pipe in zip(kernels, pipes):
+            step.pipeline = pipe
         self._steps = steps
         self._slot = slot
         self._root = root

@@ -131,3 +131,68 @@ def test_a_template_cache_that_cannot_be_written_or_read_costs_time_not_errors(t
         assert env(cache).get_template(name).name == name
     with pytest.raises(OSError):  # what Jinja's own cache does there
         env(jinja2.FileSystemBytecodeCache(cache.directory)).get_template("_lib/io.wgsl")
+
+
+def _kernel_context():
+    from webnn_gpu import _kernels
+
+    return _kernels.KernelContext("conv/permute.wgsl", [_kernels.Binding("in", "float32"),
+                                                         _kernels.Binding("out", "float32", output=True)], 24,
+                                  vars={"out_strides": [12, 4, 1], "in_strides": [1, 2, 6]})
+
+
+def test_rendered_wgsl_is_kept_on_disk_keyed_by_every_template(tmp_path, monkeypatch):
+    """A second process reads the rendered text instead of rendering; the folder's name hashes
+    every template, so an edited template never reads a stale text."""
+    from webnn_gpu import _kernels
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(_kernels, "_RENDERED_DIR", [])
+    monkeypatch.setattr(_kernels, "_RENDERED", type(_kernels._RENDERED)())
+    try:
+        first = _kernel_context().render()
+    except Exception as exc:  # the context above must match the template's variables
+        pytest.fail(f"rendering the test kernel failed: {exc}")
+    files = list((tmp_path / "webnn-gpu").glob("wgsl-*/*.wgsl"))
+    assert len(files) == 1 and files[0].read_text() == first
+    files[0].write_text(first + "// from disk\n")  # what a second process would read
+    monkeypatch.setattr(_kernels, "_RENDERED", type(_kernels._RENDERED)())
+    assert _kernel_context().render() == first + "// from disk\n"
+
+    shaders = tmp_path / "shaders"  # the same templates, one of them edited: another folder
+    import shutil
+    shutil.copytree(_kernels._shader_root(), shaders)
+    (shaders / "_lib" / "io.wgsl").write_text((shaders / "_lib" / "io.wgsl").read_text() + "\n")
+    monkeypatch.setattr(_kernels, "_shader_root", lambda: shaders)
+    folder = _kernels._rendered_dir()
+    monkeypatch.setattr(_kernels, "_RENDERED_DIR", [])
+    assert _kernels._rendered_dir() != folder
+    monkeypatch.setenv("WEBNN_GPU_TEMPLATE_CACHE", "0")
+    monkeypatch.setattr(_kernels, "_RENDERED_DIR", [])
+    assert _kernels._rendered_dir() is None
+
+
+def test_a_rendered_wgsl_cache_that_cannot_be_written_costs_time_not_errors(tmp_path, monkeypatch):
+    from webnn_gpu import _kernels
+
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    monkeypatch.setattr(_kernels, "_RENDERED_DIR", [blocked / "wgsl"])  # every read and write fails
+    monkeypatch.setattr(_kernels, "_RENDERED", type(_kernels._RENDERED)())
+    assert "fn main" in _kernel_context().render()
+
+
+def test_pipelines_compile_on_threads_and_report_the_failing_kernel(ctx, monkeypatch):
+    from webnn_gpu import _kernels
+    from webnn_gpu.errors import OperationError
+
+    monkeypatch.setattr(_kernels, "PIPELINE_THREADS", 2)
+    cache = _kernels.PipelineCache(ctx.device)
+    ok = ["@compute @workgroup_size(1) fn main() { let a = %d; }" % i for i in range(3)]
+    pipes = cache.get_many([(w, "t.wgsl", f"k{i}") for i, w in enumerate(ok + ok[:1])])
+    assert len({id(p) for p in pipes}) == 3 and pipes[0] is pipes[3]
+    assert (cache.misses, cache.hits) == (3, 1)
+    bad = "@compute @workgroup_size(1) fn main() { let a = undefined_name; }"
+    with pytest.raises(OperationError, match="kbad: our kernel failed to compile"):
+        cache.get_many([(ok[0], "t.wgsl", "k0"), (bad, "bad.wgsl", "kbad"), (ok[1] + " ", "t.wgsl", "k9")])
+    assert len(cache) == 3, "nothing of the failed call is kept"
