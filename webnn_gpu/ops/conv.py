@@ -86,7 +86,7 @@ PROJECT_WORKGROUP = 16
 #: ... with the expansion conv folded in (fuse_depthwise_project): at most this many input
 #: channels, and this many vec4s of expansion input held per invocation.
 EXPAND_MAX_K = 32
-EXPAND_MAX_X = 200
+EXPAND_MAX_X = 400
 
 
 # ---------------------------------------------------------------- shapes and validation
