@@ -723,7 +723,7 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
     else; :func:`webnn_gpu.ops.conv.project_ok` says which pairs the kernel takes.
     """
     from .builder import Node
-    from .ops.conv import expand_ok, project_ok
+    from .ops.conv import expand_block_ok, expand_ok, project_ok, store_ok
 
     tuning = getattr(context, "_tuning", "default")
     max_bindings = 8
@@ -733,6 +733,37 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
     consumers, producer = _users(nodes)
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
+
+    def expansion(dw):
+        """The pointwise conv making ``dw``'s input, when the kernel can compute it too."""
+        v = dw.inputs[0]
+        e = producer.get(v.id) if v is not None else None
+        if (e is None or e.id in dropped or e.id in replaced or v.id in out_ids
+                or len(consumers.get(v.id, [])) != 1 or not expand_ok(e, dw, tuning)):
+            return None
+        return e
+
+    def fuse(attrs: dict, inputs: list, last) -> bool:
+        """Put a depthwise_project node of ``attrs`` in ``last``'s place (every operand is ready
+        there); False when its bindings would exceed the device's limit."""
+        unique: list = []
+        for v in inputs:
+            if v is not None and all(v is not u for u in unique):
+                unique.append(v)
+        if len(unique) + len(last.outputs) > max_bindings:  # every input may be a storage binding, + outputs
+            return False
+        labels = [n.label for n in (attrs.get("expand"), attrs["depthwise"], attrs["project"])
+                  if n is not None and n.label]
+        fused = Node("depthwise_project", unique, list(last.outputs), attrs, "+".join(labels))
+        for v in fused.outputs:
+            v.producer = fused
+        replaced[last.id] = fused
+        if attrs.get("expand") is not None:
+            dropped.add(attrs["expand"].id)
+        if DEBUG >= 2:
+            log.debug("fuse_depthwise_project: %s", fused.label)
+        return True
+
     for proj in nodes:
         if proj.op not in ("conv2d", "conv_transpose2d") or not proj.inputs or proj.inputs[0] is None:
             continue
@@ -744,27 +775,20 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
             continue
         attrs = {"depthwise": dw, "project": proj}
         first = list(dw.inputs)
-        e = producer.get(dw.inputs[0].id) if dw.inputs[0] is not None else None
-        if (e is not None and e.id not in dropped and e.id not in replaced and dw.inputs[0].id not in out_ids
-                and len(consumers.get(dw.inputs[0].id, [])) == 1 and expand_ok(e, dw, tuning)):
+        e = expansion(dw)
+        if e is not None and expand_block_ok(e, dw, proj, tuning):
             attrs["expand"] = e  # the inverted residual's expansion too: its output is never stored
             first = list(e.inputs) + list(dw.inputs[1:])
-        inputs: list = []
-        for v in [*first, *proj.inputs[1:]]:
-            if v is not None and all(v is not u for u in inputs):
-                inputs.append(v)
-        if len(inputs) + 1 > max_bindings:  # every input may be a storage binding, plus the output
+        if fuse(attrs, [*first, *proj.inputs[1:]], proj):
+            dropped.add(dw.id)
+    # a depthwise conv without a projection to take (squeeze-and-excite follows it): it still
+    # computes its input, the expansion, in registers
+    for dw in nodes:
+        if dw.id in dropped or dw.id in replaced or dw.op != "conv2d" or dw.inputs[0] is None:
             continue
-        labels = [n.label for n in (attrs.get("expand"), dw, proj) if n is not None and n.label]
-        fused = Node("depthwise_project", inputs, list(proj.outputs), attrs, "+".join(labels))
-        for v in fused.outputs:
-            v.producer = fused
-        replaced[proj.id] = fused  # in the projection's place: every operand is ready there
-        dropped.add(dw.id)
-        if "expand" in attrs:
-            dropped.add(attrs["expand"].id)
-        if DEBUG >= 2:
-            log.debug("fuse_depthwise_project: depthwise [%s] + %s [%s]", dw.label, proj.op, proj.label)
+        e = expansion(dw)
+        if e is not None and store_ok(dw, tuning, e.inputs[0].shape[3] // 4):
+            fuse({"depthwise": dw, "project": None, "expand": e}, [*e.inputs, *dw.inputs[1:]], dw)
     return _rewrite(nodes, replaced, dropped)
 
 
@@ -777,7 +801,7 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
     the means too: three single-workgroup kernels, each mostly launch cost, become one.
     """
     from .builder import Node, Value
-    from .ops.conv import pool_blocks, squeeze_excite_ok
+    from .ops.conv import fused_pool_blocks, pool_blocks, squeeze_excite_ok
 
     tuning = getattr(context, "_tuning", "default")
     max_bindings = 8
@@ -798,15 +822,22 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
             continue
         src, rows, count, new_conv = fc1.inputs[0], 1, 1, None
         conv = producer.get(src.id)
-        if (conv is not None and conv.op == "conv2d" and conv.attrs.get("pool_output") is True
+        dw = conv.attrs["depthwise"] if conv is not None and conv.op == "depthwise_project" else conv
+        if (conv is not None and dw is not None and dw.op == "conv2d" and dw.attrs.get("pool_output") is True
                 and len(conv.outputs) == 2 and src is conv.outputs[1] and src.id not in out_ids
                 and len(consumers.get(src.id, [])) == 1 and conv.id not in replaced):
             g_out = conv.outputs[0]
-            rows, count = pool_blocks(conv, tuning), g_out.shape[1] * g_out.shape[2]
+            rows = fused_pool_blocks(conv, tuning) if conv is not dw else pool_blocks(conv, tuning)
+            count = g_out.shape[1] * g_out.shape[2]
             src = Value("float32", (rows, src.shape[3]), "op")
-            attrs = dict(conv.attrs)
+            attrs = dict(dw.attrs)
             attrs["pool_output"] = "partials"
-            new_conv = Node(conv.op, list(conv.inputs), [conv.outputs[0], src], attrs, conv.label)
+            new_dw = Node(dw.op, list(dw.inputs), [dw.outputs[0], src], attrs, dw.label)
+            if conv is dw:
+                new_conv = new_dw
+            else:  # the depthwise conv inside a depthwise_project node (its expansion fused)
+                new_conv = Node(conv.op, list(conv.inputs), list(new_dw.outputs), {**conv.attrs, "depthwise": new_dw},
+                                conv.label)
         inputs: list = []
         for v in [src, *fc1.inputs[1:], *fc2.inputs[1:]]:
             if v is not None and all(v is not u for u in inputs):

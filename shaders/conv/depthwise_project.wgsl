@@ -32,16 +32,19 @@
                  depthwise input itself (ep.given), which then costs no load
     N, N4        projected values per pixel (N4 = ceil(N / 4) vec4 columns of `pw`)
     pep          the projection's epilogue (bias first), read at the projection output's index
-    mode         "conv": out is [NB, OH, OW, N]; "transpose": value n = (a * KW2 + b) * O2 + o of
+    mode         "store": no projection, out is the depthwise output [NB, OH, OW, C] (vec4);
+                 "conv": out is [NB, OH, OW, N]; "transpose": value n = (a * KW2 + b) * O2 + o of
                  pixel (oh, ow) goes to out[NB, OH * KH2, OW * KW2, O2] at (oh * KH2 + a, ow * KW2 + b, o)
     KH2, KW2, O2 the transposed conv's block and channels (mode "transpose")
     out_vec      vec4 stores (mode "conv", N % 4 == 0)
     f_uniform    0, or the depthwise filter is in a uniform buffer of this many vec4s
     p_uniform    0, or the projection matrix is in a uniform buffer of this many vec4s
-    fns          (T, names) activation helpers of both epilogues
+    pool         (mode "store") also write each invocation's per-channel sums of its outputs to
+                 `pool` ([blocks, C4] vec4<f32>), for a global average pool (fuse_conv_pool)
+    fns          (T, names) activation helpers of the epilogues
     n_inv        invocations: NB * OHB * OWB (OHB = ceil(OH / TH), OWB = ceil(OW / TW))
-  Bindings: x (NHWC, vec4), f ([KH, KW, C] vec4), ep operands..., pw ([C, N4] vec4),
-    pep operands..., [we, eep operands... (expand)], out.
+  Bindings: x (NHWC, vec4), f ([KH, KW, C] vec4), ep operands..., [pw ([C, N4] vec4),
+    pep operands... (not "store")], [we, eep operands... (expand)], out, [pool].
   Workgroup: (k.workgroup, 1, 1); block column fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
@@ -49,39 +52,44 @@
 {% if T == "f16" %}
 enable f16;
 {% endif %}
-{% set ne = ep.operands | length %}
-{% set npe = pep.operands | length %}
+{% set nb = namespace(i=2) %}
 {{ tl.decl(0, "x", T, true, false) }}
 {% if f_uniform %}
 @group(0) @binding(1) var<uniform> f: array<vec4<f32>, {{ f_uniform }}>;
 {% else %}
 {{ tl.decl(1, "f", T, true, false) }}
 {% endif %}
-{{ tl.epilogue_decls(ep, 2) }}
+{{ tl.epilogue_decls(ep, nb.i) }}
+{% set nb.i = nb.i + ep.operands | length %}
+{% if mode != "store" %}
 {% if p_uniform %}
-@group(0) @binding({{ 2 + ne }}) var<uniform> pw: array<vec4<f32>, {{ p_uniform }}>;
+@group(0) @binding({{ nb.i }}) var<uniform> pw: array<vec4<f32>, {{ p_uniform }}>;
 {% else %}
-{{ tl.decl(2 + ne, "pw", T, true, false) }}
+{{ tl.decl(nb.i, "pw", T, true, false) }}
 {% endif %}
-{{ tl.epilogue_decls(pep, 3 + ne) }}
-{% set nx = 0 %}
+{{ tl.epilogue_decls(pep, nb.i + 1) }}
+{% set nb.i = nb.i + 1 + pep.operands | length %}
+{% endif %}
 {% if expand %}
-{% set nx = 1 + eep.operands | length %}
 {% if we_uniform %}
-@group(0) @binding({{ 3 + ne + npe }}) var<uniform> we: array<vec4<f32>, {{ we_uniform }}>;
+@group(0) @binding({{ nb.i }}) var<uniform> we: array<vec4<f32>, {{ we_uniform }}>;
 {% else %}
-{{ tl.decl(3 + ne + npe, "we", T, true, false) }}
+{{ tl.decl(nb.i, "we", T, true, false) }}
 {% endif %}
-{{ tl.epilogue_decls(eep, 4 + ne + npe) }}
+{{ tl.epilogue_decls(eep, nb.i + 1) }}
+{% set nb.i = nb.i + 1 + eep.operands | length %}
 {% endif %}
-{{ tl.decl(3 + ne + npe + nx, "out", T, out_vec, true) }}
+{{ tl.decl(nb.i, "out", T, out_vec, true) }}
+{% if pool %}
+@group(0) @binding({{ nb.i + 1 }}) var<storage, read_write> pool: array<vec4<f32>>;
+{% endif %}
 {% for FT, names in fns %}
 {{ act.defs(FT, names) }}
 {% endfor %}
 {% if not ep.empty %}
 {{ ep.code }}
 {% endif %}
-{% if not pep.empty %}
+{% if mode != "store" and not pep.empty %}
 {{ pep.code }}
 {% endif %}
 {% if expand and not eep.empty %}
@@ -128,6 +136,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% endfor %}
   for (var cb = 0u; cb < {{ C4 }}u; cb = cb + 1u) {
+{% if pool %}
+    var psum = vec4<f32>(0.0);
+{% endif %}
 {% for kh in range(KH) %}
 {% for kw in range(KW) %}
     let w{{ kh }}_{{ kw }} = vec4<f32>(f[{{ kh * KW + kw }}u * {{ C4 }}u + cb]);
@@ -178,7 +189,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% for c in range(4) %}
     {{ tl.hoist_q(ep, "q" ~ c, "cb * 4u + " ~ c ~ "u") }}
-{% for j in range(N4) %}
+{% for j in range(N4 if mode != "store" else 0) %}
     let p{{ c }}_{{ j }} = vec4<f32>(pw[(cb * 4u + {{ c }}u) * {{ N4 }}u + {{ j }}u]);
 {% endfor %}
 {% endfor %}
@@ -188,12 +199,22 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       let o = pix{{ t }}_{{ p }} * {{ C }}u + cb * 4u;
       let v = d{{ t }}_{{ p }};
       let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u", "q" ~ c, "xc" ~ t ~ "_" ~ p ~ "." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
-{% for j in range(N4) %}
+{% if mode == "store" %}
+      out[pix{{ t }}_{{ p }} * {{ C4 }}u + cb] = vec4<{{ T }}>(e);
+{% if pool %}
+      psum = psum + e;
+{% endif %}
+{% endif %}
+{% for j in range(N4 if mode != "store" else 0) %}
       a{{ t }}_{{ p }}_{{ j }} = a{{ t }}_{{ p }}_{{ j }} + e.x * p0_{{ j }} + e.y * p1_{{ j }} + e.z * p2_{{ j }} + e.w * p3_{{ j }};
 {% endfor %}
     }
 {% endfor %}
 {% endfor %}
+{% if pool %}
+    // this block's channel sums: row idx (= (n * OHB + hb) * OWB + wb) of the [blocks, C4] partials
+    pool[idx * {{ C4 }}u + cb] = psum;
+{% endif %}
   }
 {% if mode == "conv" %}
 {% for j in range(N4) %}
@@ -224,7 +245,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   }
 {% endfor %}
 {% endfor %}
-{% else %}
+{% elif mode == "transpose" %}
 {% for oc in range(O2) %}
   {{ tl.hoist_q(pep, "gq" ~ oc, oc ~ "u") }}
 {% endfor %}

@@ -453,9 +453,10 @@ _DW_PROJECT_CASES = {
     "dilated, self add, N=4": ((6, 10), 4, 3, 1, 2, True, ("conv", 4), 0),
     "transpose 2x2 -> 1, self add": ((10, 6), 16, 3, 1, 1, True, ("transpose", 1), 0),
     "transpose 3x2 -> 3, batch 2": ((5, 4), 8, 5, 1, 1, False, ("transpose", 3), 0),
-    "expand 8 -> 12, stride 2, N=8": ((11, 9), 12, 3, 2, 1, False, ("conv", 8), 8),
-    "expand 16 -> 24, self add, N=6": ((7, 10), 24, 3, 1, 1, True, ("conv", 6), 16),
-    "expand 4 -> 8, 5x5, transpose": ((6, 5), 8, 5, 1, 1, False, ("transpose", 1), 4),
+    # (images large enough for blocks whose recomputed expansion pays: EXPAND_MAX_RECOMPUTE)
+    "expand 8 -> 12, stride 2, N=8": ((64, 40), 12, 3, 2, 1, False, ("conv", 8), 8),
+    "expand 16 -> 24, self add, N=6": ((32, 40), 24, 3, 1, 1, True, ("conv", 6), 16),
+    "expand 4 -> 8, transpose": ((36, 32), 8, 3, 1, 1, False, ("transpose", 1), 4),
 }
 
 
@@ -676,3 +677,57 @@ def test_squeeze_excite_stays_apart_where_it_cannot_fuse(ctx, rng):
     pooled = x64.reshape(1, 2, 3, 2, 3, C).mean(axis=(2, 4))
     np.testing.assert_allclose(got["s"], ref(pooled), atol=1e-4, rtol=1e-4)
     assert "matmul/squeeze_excite.wgsl" not in _templates(ctx, two_by_two, {"x": x})
+
+
+@pytest.mark.parametrize("tuning", ["lane-loop", "default"])
+@pytest.mark.parametrize("dt,tol", [("float32", 2e-5), ("float16", 2e-2)])
+@pytest.mark.parametrize("pool", [False, True])
+def test_expansion_and_depthwise_conv_without_a_projection(ctx, rng, monkeypatch, tuning, dt, tol, pool):
+    """fuse_depthwise_project without a projection: the expansion computed in the depthwise
+    kernel, which stores its output (and the pool partials the squeeze-and-excite kernel
+    reduces); a 5x5 window on a small image stays two kernels (too much recomputation)."""
+    monkeypatch.setattr(ctx, "_tuning", tuning)
+    npdt = np.float32 if dt == "float32" else np.float16
+    K, C = 8, 16
+    x = rng.standard_normal((1, 64, 48, K)).astype(npdt)
+    we = (rng.standard_normal((C, 1, 1, K)) * 0.4).astype(npdt)
+    be = rng.standard_normal(C).astype(npdt)
+    wd = (rng.standard_normal((1, 3, 3, C)) * 0.3).astype(npdt)
+    w1 = (rng.standard_normal((4, 1, 1, C)) * 0.3).astype(npdt)
+    w2 = (rng.standard_normal((C, 1, 1, 4)) * 0.3).astype(npdt)
+
+    def build(b, o):
+        e = b.relu(b.conv2d(o["x"], b.constant(we), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(be)))
+        d = b.relu(b.conv2d(e, b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C,
+                            padding=[1, 1, 1, 1], strides=[2, 2]))
+        if not pool:
+            return {"y": d}
+        h = b.relu(b.conv2d(b.average_pool2d(d, layout="nhwc"), b.constant(w1), input_layout="nhwc",
+                            filter_layout="ohwi"))
+        s = b.sigmoid(b.conv2d(h, b.constant(w2), input_layout="nhwc", filter_layout="ohwi"))
+        return {"y": b.mul(d, s)}
+
+    got = run_graph(ctx, build, {"x": x})["y"].astype(np.float64)
+    e = np.maximum(np.einsum("nhwk,ck->nhwc", x.astype(np.float64), we[:, 0, 0, :].astype(np.float64)) + be, 0)
+    d = np.maximum(_dw_ref(e, wd.astype(np.float64), 0, 1, 2), 0)
+    ref = d
+    if pool:
+        h = np.maximum(w1[:, 0, 0, :].astype(np.float64) @ d.mean(axis=(1, 2))[0], 0)
+        ref = d * _sigmoid(w2[:, 0, 0, :].astype(np.float64) @ h)
+    np.testing.assert_allclose(got, ref, atol=tol, rtol=tol)
+    templates = _templates(ctx, build, {"x": x})
+    assert templates[0] == "conv/depthwise_project.wgsl" and "matmul/tile.wgsl" not in templates
+    if pool:
+        assert "reduce/columns.wgsl" not in templates and "matmul/squeeze_excite.wgsl" in templates
+
+    x16 = rng.standard_normal((1, 16, 16, K)).astype(np.float32)
+
+    def five_by_five(b, o):
+        e = b.conv2d(o["x"], b.constant(we.astype(np.float32)), input_layout="nhwc", filter_layout="ohwi")
+        return {"y": b.conv2d(e, b.constant(np.full((1, 5, 5, C), 0.04, np.float32)), input_layout="nhwc",
+                              filter_layout="ihwo", groups=C, padding=[2, 2, 2, 2])}
+
+    got = run_graph(ctx, five_by_five, {"x": x16})["y"]
+    e16 = np.einsum("nhwk,ck->nhwc", x16.astype(np.float64), we[:, 0, 0, :].astype(np.float64))
+    np.testing.assert_allclose(got, _dw_ref(e16, np.full((1, 5, 5, C), 0.04), 0, 2, 1), atol=1e-4, rtol=1e-4)
+    assert "conv/depthwise_project.wgsl" not in _templates(ctx, five_by_five, {"x": x16})

@@ -86,6 +86,12 @@ PROJECT_WORKGROUP = 16
 #: ... with the expansion conv folded in (fuse_depthwise_project): at most this many input
 #: channels, and this many vec4s of expansion input held per invocation.
 EXPAND_MAX_K = 32
+#: ... also for a depthwise conv that stores its output (no projection to take).
+EXPAND_STORE = True
+#: ... when the kernel computes at most this many expanded pixels per one the depthwise conv
+#: reads (a block's window overlaps its neighbours'): past it, the recomputed expansion costs
+#: more than the stores and loads it saves (measured on the selfie model's 5x5 blocks).
+EXPAND_MAX_RECOMPUTE = 2.5
 EXPAND_MAX_X = 400
 
 
@@ -467,6 +473,43 @@ def expand_ok(e, dw, tuning: str = "default") -> bool:
     return not reads_input or _center(_geometry(dw))
 
 
+def store_ok(dw, tuning: str = "default", k4: int = 0) -> bool:
+    """Whether depthwise conv2d ``dw`` (and its global pool, ``fuse_conv_pool``) can run on the
+    depthwise + projection kernel without a projection, its expansion computed there: NHWC
+    on the depthwise kernel, channels a multiple of 4, enough pixel blocks to fill the cores
+    (its channels are not split between invocations; ``k4``: the expansion's input vec4s)."""
+    if dw.op != "conv2d" or dw.attrs.get("input_layout") != "nhwc" or "input_scale" in dw.attrs:
+        return False
+    if not EXPAND_STORE or "input_add" in dw.attrs or dw.attrs.get("pool_output") not in (None, False, True):
+        return False
+    if len(dw.outputs) != (2 if dw.attrs.get("pool_output") else 1) or dw.outputs[0].data_type not in FLOATS:
+        return False
+    g = _geometry(dw)
+    if g["C"] % 4 or _conv_variant(g, "nhwc", tuning) != "depthwise" or _env.force("conv"):
+        return False
+    if dw.attrs.get("pool_output") and g["NB"] != 1:
+        return False
+    th, tw = _dwp_block(g, 0, k4, tuning)
+    return g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw) >= 4 * PROJECT_WORKGROUP and recompute_ok(g, th, tw)
+
+
+def expand_block_ok(e, dw, proj, tuning: str = "default") -> bool:
+    """Whether the depthwise + projection kernel's block for ``dw`` and ``proj`` keeps the
+    recomputed expansion ``e`` within :data:`EXPAND_MAX_RECOMPUTE`."""
+    p = _geometry(proj)
+    n = p["O"] if proj.op == "conv2d" else p["KH"] * p["KW"] * p["O"]
+    g = _geometry(dw)
+    th, tw = _dwp_block(g, -(-n // 4), e.inputs[0].shape[3] // 4, tuning)
+    return recompute_ok(g, th, tw)
+
+
+def recompute_ok(g: dict, th: int, tw: int) -> bool:
+    """Whether a TH x TW depthwise block computes few enough expanded pixels per pixel it
+    reads (:data:`EXPAND_MAX_RECOMPUTE`)."""
+    reads = min(th * g["sh"], g["H"]) * min(tw * g["sw"], g["W"])
+    return len(_rows(g, th)) * len(_segment(g, tw)) <= EXPAND_MAX_RECOMPUTE * reads
+
+
 def _project_matrix(proj) -> np.ndarray:
     """The projection of ``proj`` as a [C, N] matrix (columns zero-padded to a multiple of 4):
     a pointwise conv's [C, O], or a transposed conv's [C, (a * KW + b) * O + o]."""
@@ -485,18 +528,47 @@ def _project_matrix(proj) -> np.ndarray:
     return padded
 
 
+def _dwp_block(g: dict, n4: int, k4: int, tuning: str) -> tuple[int, int]:
+    """(TH, TW) of the depthwise + projection kernel: the depthwise block, smaller while the
+    accumulators (``n4`` vec4s per pixel), the held expansion inputs (``k4`` vec4s per input
+    pixel read) or too few invocations for the cores call for it."""
+    th, tw = _depthwise_block(g, tuning)
+
+    def blocks(th_, tw_):
+        return g["NB"] * -(-g["OH"] // th_) * -(-g["OW"] // tw_)
+
+    while th * tw > 1 and (th * tw * n4 > PROJECT_MAX_ACC or blocks(th, tw) < 4 * PROJECT_WORKGROUP
+                           or len(_rows(g, th)) * len(_segment(g, tw)) * k4 > EXPAND_MAX_X):
+        if th >= tw:
+            th = max(1, th // 2)
+        else:
+            tw = max(1, tw // 2)
+    return th, tw
+
+
+def fused_pool_blocks(node, tuning: str) -> int:
+    """Rows of the pool partial sums a ``depthwise_project`` node without a projection writes."""
+    dw, e = node.attrs["depthwise"], node.attrs.get("expand")
+    g = _geometry(dw)
+    th, tw = _dwp_block(g, 0, e.inputs[0].shape[3] // 4 if e is not None else 0, tuning)
+    return -(-g["OH"] // th) * -(-g["OW"] // tw)
+
+
 @lowering("depthwise_project")
 def lower_depthwise_project(node, lc) -> None:
     """A depthwise conv2d and the pointwise conv2d / tiled conv_transpose2d reading its output,
     in one kernel (``attrs["depthwise"]`` / ``["project"]``, the original nodes; see
-    :func:`project_ok`)."""
+    :func:`project_ok`), maybe with the expansion conv making its input (``attrs["expand"]``,
+    :func:`expand_ok`). Without a projection (``project`` None) the kernel stores the depthwise
+    output, and the partial sums of its global pool when the depthwise node has one."""
     dw, proj = node.attrs["depthwise"], node.attrs["project"]
     x, mid, out = dw.inputs[0], dw.outputs[0], node.outputs[0]
     g = _geometry(dw)
     center = _center(g)  # a residual add of the depthwise input from the registers
     ep = _conv_epilogue(dw, mid, "nhwc", given=0 if center else None)
     e = node.attrs.get("expand")
-    eep, we, k4, expand_in = None, None, 0, []
+    eep, k4, expand_in = None, 0, []
+    we_ubo = None
     if e is not None:  # the depthwise input is computed here from the expansion's input
         x = e.inputs[0]
         k4 = x.shape[3] // 4
@@ -508,44 +580,54 @@ def lower_depthwise_project(node, lc) -> None:
         we = make_constant(np.ascontiguousarray(kc), e.inputs[1].data_type)
         we_ubo = uniform_copy(lc, we)
         expand_in = [("we", we_ubo or we)] + eep.operands
-    pep = _conv_epilogue(proj, out, "nhwc", first_binding="pe", name="project")
-    p = _geometry(proj)
-    N = p["O"] if proj.op == "conv2d" else p["KH"] * p["KW"] * p["O"]
-    mat = _project_matrix(proj)
-    n4 = mat.shape[1] // 4
-    th, tw = _depthwise_block(g, lc.tuning)
-
-    def blocks(th_, tw_):
-        return g["NB"] * -(-g["OH"] // th_) * -(-g["OW"] // tw_)
-
-    while th * tw > 1 and (th * tw * n4 > PROJECT_MAX_ACC or blocks(th, tw) < 4 * PROJECT_WORKGROUP
-                           or len(_rows(g, th)) * len(_segment(g, tw)) * k4 > EXPAND_MAX_X):
-        if th >= tw:
-            th = max(1, th // 2)
-        else:
-            tw = max(1, tw // 2)
+    project_in: list = []
+    pw_ubo = None
+    N = n4 = 0
+    p = {"KH": 1, "KW": 1, "O": 1}
+    if proj is not None:
+        pep = _conv_epilogue(proj, out, "nhwc", first_binding="pe", name="project")
+        p = _geometry(proj)
+        N = p["O"] if proj.op == "conv2d" else p["KH"] * p["KW"] * p["O"]
+        mat = _project_matrix(proj)
+        n4 = mat.shape[1] // 4
+        pw = make_constant(mat, proj.inputs[1].data_type)
+        pw_ubo = uniform_copy(lc, pw)
+        project_in = [("pw", pw_ubo or pw)] + pep.operands
+        mode = "conv" if proj.op == "conv2d" else "transpose"
+    else:
+        pep = _epilogue.build(dw, mid, [], first_binding="pe", name="project")
+        mode = "store"
+    th, tw = _dwp_block(g, n4, k4, lc.tuning)
+    ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
+    n_inv = g["NB"] * ohb * owb
+    outs = [("out", out)]
+    pooled = dw.outputs[1] if proj is None and dw.attrs.get("pool_output") else None
+    partials = dw.attrs.get("pool_output") == "partials"
+    if pooled is not None:  # fuse_conv_pool: per-block channel sums (reduced below, or by fuse_squeeze_excite)
+        part = pooled if partials else lc.temp("float32", (ohb * owb, g["C"]))
+        assert g["NB"] == 1 and tuple(part.shape) == (ohb * owb, g["C"]), "fused_pool_blocks sizes the partials"
+        outs.append(("pool", part))
     w = _relayout(lc, dw.inputs[1], dw.attrs["filter_layout"], "hwio")
     w_ubo = uniform_copy(lc, w)
-    pw = make_constant(mat, proj.inputs[1].data_type)
-    pw_ubo = uniform_copy(lc, pw)
     fns: dict = {}
     for ee in (ep, pep, eep):
         for FT, names in ee.functions if ee is not None else ():
             fns.setdefault(FT, set()).update(names)
-    ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
-    n_inv = g["NB"] * ohb * owb
     lc.kernel("conv/depthwise_project.wgsl",
-              [("x", x), ("f", w_ubo or w)] + ep.operands + [("pw", pw_ubo or pw)] + pep.operands + expand_in,
-              [("out", out)],
+              [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + expand_in, outs,
               n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TH=th, TW=tw, OHB=ohb, OWB=owb,
               n_inv=n_inv, rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N, N4=n4, center=ep.given,
-              C4=g["C"] // 4, mode="conv" if proj.op == "conv2d" else "transpose",
-              KH2=p["KH"], KW2=p["KW"], O2=p["O"], out_vec=proj.op == "conv2d" and N % 4 == 0,
+              C4=g["C"] // 4, mode=mode, KH2=p["KH"], KW2=p["KW"], O2=p["O"],
+              out_vec=mode == "store" or mode == "conv" and N % 4 == 0, pool=pooled is not None,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
               p_uniform=B_UNIFORM_FLOATS // 4 if pw_ubo is not None else 0,
               fns=sorted((FT, sorted(names)) for FT, names in fns.items()), expand=e is not None, eep=eep,
-              K4=k4, we_uniform=B_UNIFORM_FLOATS // 4 if e is not None and we_ubo is not None else 0,
+              K4=k4, we_uniform=B_UNIFORM_FLOATS // 4 if we_ubo is not None else 0,
               **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw", "NB", "H", "W", "C", "OH", "OW", "pt", "pl")})
+    if pooled is not None and not partials:
+        from .reduce import column_mean
+
+        column_mean(lc, part, pooled, rows=ohb * owb, cols=g["C"], count=g["OH"] * g["OW"])
 
 
 #: fuse_squeeze_excite: largest channel / hidden widths (workgroup memory holds both).
