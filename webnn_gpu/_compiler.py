@@ -712,6 +712,44 @@ def fuse_conv_pool(nodes: list, outputs: dict, context=None) -> list:
     return _rewrite(nodes, replaced, dropped)
 
 
+def fuse_pool_partials(nodes: list, outputs: dict, context=None) -> list:
+    """A global average pool (maybe with a fused skip add) of a conv2d that runs the ``block``
+    kernel reads that kernel's per-invocation channel sums instead of the image: the conv
+    gets a second output, [invocations, C] float32 partial sums (``attrs["pool_partials"]``),
+    and the pool reduces those (``attrs["input_partials"]`` = the pixel count to divide by).
+    The segmenter's decoder pools its first layer's output (plus an upsampling) at 128 x 128;
+    the pool then reads an eighth of the values. The conv's output keeps its other readers.
+    """
+    from .builder import Node, Value
+    from .ops.conv import block_pool_rows
+    from .ops.pool import _is_global
+
+    tuning = getattr(context, "_tuning", "default")
+    _, producer = _users(nodes)
+    replaced: dict[int, Node] = {}
+    for pool in nodes:
+        if (pool.op != "average_pool2d" or pool.attrs.get("layout") != "nhwc" or "input_partials" in pool.attrs
+                or not _is_global(pool)):
+            continue
+        x = pool.inputs[0]
+        conv = producer.get(x.id)
+        if conv is None or conv.id in replaced or x is not conv.outputs[0]:
+            continue
+        rows = block_pool_rows(conv, tuning)
+        if rows is None:
+            continue
+        part = Value("float32", (rows, x.shape[3]), "op")
+        new_conv = Node(conv.op, list(conv.inputs), [x, part], {**conv.attrs, "pool_partials": True}, conv.label)
+        for v in new_conv.outputs:
+            v.producer = new_conv
+        replaced[conv.id] = new_conv
+        replaced[pool.id] = Node(pool.op, [part, *pool.inputs[1:]], list(pool.outputs),
+                                 {**pool.attrs, "input_partials": x.shape[1] * x.shape[2]}, pool.label)
+        if DEBUG >= 2:
+            log.debug("fuse_pool_partials: %s [%s] from the partial sums of [%s]", pool.op, pool.label, conv.label)
+    return _rewrite(nodes, replaced, set())
+
+
 def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
     """A depthwise conv2d and the pointwise conv2d (or the conv_transpose2d whose filter
     equals its stride) that reads its output become one ``depthwise_project`` node: one kernel
@@ -860,7 +898,8 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
 
 
 PASSES = [dead_code, fold_constants, swap_resample_conv, fuse_hard_swish, fuse_epilogue, fuse_conv_input,
-          fuse_pool_input, fuse_conv_pool, fuse_depthwise_project, fuse_squeeze_excite, fuse_elementwise]
+          fuse_pool_input, fuse_conv_pool, fuse_pool_partials, fuse_depthwise_project, fuse_squeeze_excite,
+          fuse_elementwise]
 
 
 def _enabled(p) -> bool:

@@ -15,7 +15,11 @@
     f_uniform    0, or the filter ([KH, KW, C, O] as vec4s of O) is a float32 constant in a uniform
                  buffer of this many vec4s
     n_inv        invocations: NB * OHB * OWB
-  Bindings: x (NHWC, scalar), f ([KH, KW, C, O4] vec4), epilogue operands..., out (NHWC, vec4).
+    pool         also write each invocation's per-channel sums of its outputs to `pool`
+                 ([n_inv, O4] vec4<f32>): the partial sums of a global average pool of the
+                 output (the compiler's fuse_pool_partials)
+  Bindings: x (NHWC, scalar), f ([KH, KW, C, O4] vec4), epilogue operands..., out (NHWC, vec4),
+    pool (pool only).
   Workgroup: (k.workgroup, 1, 1); block column fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
@@ -30,6 +34,9 @@ enable f16;
 {% endif %}
 {{ tl.epilogue_decls(ep, 2) }}
 {{ tl.decl(2 + ep.operands | length, "out", T, true, true) }}
+{% if pool %}
+@group(0) @binding({{ 3 + ep.operands | length }}) var<storage, read_write> pool: array<vec4<f32>>;
+{% endif %}
 {{ tl.epilogue_fns(ep) }}
 
 @compute @workgroup_size({{ k.workgroup }})
@@ -93,6 +100,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   {{ tl.hoist_q(ep, "q" ~ j ~ "_" ~ c, (4 * j + c) ~ "u") }}
 {% endfor %}
 {% endfor %}
+{% if pool %}
+{% for j in range(O4) %}
+  var psum{{ j }} = vec4<f32>(0.0);
+{% endfor %}
+{% endif %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
   if (oh0 + {{ t }}u < {{ OH }}u && ow0 + {{ p }}u < {{ OW }}u) {
@@ -101,10 +113,19 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     {
       let o = pix * {{ 4 * O4 }}u + {{ 4 * j }}u;
       let v = a{{ t }}_{{ p }}_{{ j }};
-      out[pix * {{ O4 }}u + {{ j }}u] = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", (4 * j + c) ~ "u", "q" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %}));
+      let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", (4 * j + c) ~ "u", "q" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
+      out[pix * {{ O4 }}u + {{ j }}u] = vec4<{{ T }}>(e);
+{% if pool %}
+      psum{{ j }} = psum{{ j }} + e;
+{% endif %}
     }
 {% endfor %}
   }
 {% endfor %}
 {% endfor %}
+{% if pool %}
+{% for j in range(O4) %}
+  pool[idx * {{ O4 }}u + {{ j }}u] = psum{{ j }};
+{% endfor %}
+{% endif %}
 }

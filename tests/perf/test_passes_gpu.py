@@ -731,3 +731,49 @@ def test_expansion_and_depthwise_conv_without_a_projection(ctx, rng, monkeypatch
     e16 = np.einsum("nhwk,ck->nhwc", x16.astype(np.float64), we[:, 0, 0, :].astype(np.float64))
     np.testing.assert_allclose(got, _dw_ref(e16, np.full((1, 5, 5, C), 0.04), 0, 2, 1), atol=1e-4, rtol=1e-4)
     assert "conv/depthwise_project.wgsl" not in _templates(ctx, five_by_five, {"x": x16})
+
+
+@pytest.mark.parametrize("dt,tol", [("float32", 1e-5), ("float16", 3e-3)])
+@pytest.mark.parametrize("skip", ["none", "same size", "upsampled"])
+def test_global_pool_of_a_first_layer_reads_its_partial_sums(ctx, rng, dt, tol, skip):
+    """fuse_pool_partials: the block kernel (3 input channels) writes per-invocation channel
+    sums and the global pool (maybe of a skip sum, maybe of an upsampling) reduces those; the
+    conv output is still used."""
+    npdt = np.float32 if dt == "float32" else np.float16
+    x = rng.standard_normal((1, 66, 50, 3)).astype(npdt)  # 33 x 25 outputs: partial blocks at the borders
+    w = (rng.standard_normal((16, 3, 3, 3)) * 0.3).astype(npdt)
+    r = rng.standard_normal((1, 33, 25, 16)).astype(npdt)
+    small = rng.standard_normal((1, 17, 13, 16)).astype(npdt)
+
+    def build(b, o):
+        y = b.relu(b.conv2d(o["x"], b.constant(w), input_layout="nhwc", filter_layout="ohwi", padding=[1, 1, 1, 1],
+                            strides=[2, 2]))
+        v = y
+        if skip == "same size":
+            v = b.add(y, o["r"])
+        return {"y": y, "p": b.average_pool2d(v, layout="nhwc")}
+
+    inputs = {"x": x} | ({"r": r} if skip == "same size" else {})
+    if skip == "upsampled":  # an exact 2x upsampling of a 16 x 12 image into 32 x 24 (pool of y[:32, :24])
+        x = rng.standard_normal((1, 64, 48, 3)).astype(npdt)
+        small = rng.standard_normal((1, 16, 12, 16)).astype(npdt)
+        inputs = {"x": x, "s": small}
+
+        def build(b, o):  # noqa: F811
+            y = b.relu(b.conv2d(o["x"], b.constant(w), input_layout="nhwc", filter_layout="ohwi",
+                                padding=[1, 1, 1, 1], strides=[2, 2]))
+            up = b.resample2d(o["s"], mode="linear", scales=[2.0, 2.0], axes=[1, 2])
+            return {"y": y, "p": b.average_pool2d(b.add(y, up), layout="nhwc")}
+
+    got = run_graph(ctx, build, inputs)
+    y = np.maximum(conv2d_nhwc(x.astype(np.float64), w.astype(np.float64), None, 1, 2), 0)
+    np.testing.assert_allclose(got["y"].astype(np.float64), y, atol=tol * 4, rtol=tol * 4)
+    v = y + (r.astype(np.float64) if skip == "same size" else 0)
+    if skip == "upsampled":
+        v = y + ref_resample(small.astype(np.float64), "linear", [32, 24], axes=(1, 2))
+    np.testing.assert_allclose(got["p"].astype(np.float64), v.mean(axis=(1, 2), keepdims=True), atol=tol, rtol=tol)
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {n: b.input(n, {"data_type": dt, "shape": list(a.shape)}) for n, a in inputs.items()}))
+    steps = [s for s in g._steps if hasattr(s, "template")]
+    assert steps[0].template == "conv/block.wgsl" and steps[0].node.attrs.get("pool_partials")
+    assert any(s.node.attrs.get("input_partials") for s in steps[1:])

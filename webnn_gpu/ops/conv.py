@@ -361,6 +361,23 @@ def _block_tile(g: dict) -> tuple[int, int] | None:
     return th, tw
 
 
+def block_pool_rows(node, tuning: str = "default") -> int | None:
+    """The partial-sum rows a conv2d on the ``block`` kernel writes for a global average pool
+    of its output (``attrs["pool_partials"]``, the compiler's ``fuse_pool_partials``): one per
+    invocation. None when the conv does not run that kernel (or has two images, an output
+    that is not float, or more outputs already)."""
+    if node.op != "conv2d" or len(node.outputs) != 1 or node.attrs.get("input_layout") != "nhwc":
+        return None
+    if node.outputs[0].data_type not in FLOATS or "input_scale" in node.attrs or "input_add" in node.attrs:
+        return None
+    g = _geometry(node)
+    if g["NB"] != 1 or _conv_variant(g, "nhwc", tuning) != "block":
+        return None
+    tile = _block_tile(g)
+    assert tile is not None, "_conv_variant checks the block fits"
+    return -(-g["OH"] // tile[0]) * -(-g["OW"] // tile[1])
+
+
 def _depthwise_block(g: dict, tuning: str = "default") -> tuple[int, int]:
     """(TH, TW) output pixels per depthwise invocation: the profile's :data:`DW_BLOCK`,
     smaller for small images and for windows whose loaded rows x columns would not fit in
@@ -759,7 +776,12 @@ def lower_conv2d(node, lc) -> None:
         ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
         n_inv = g["NB"] * ohb * owb
         w_ubo = uniform_copy(lc, w)
-        lc.kernel("conv/block.wgsl", [("x", x), ("f", w_ubo or w)] + ep.operands, [("out", out)], n_inv,
+        outs = [("out", out)]
+        if node.attrs.get("pool_partials"):  # fuse_pool_partials: a global pool reduces these
+            assert tuple(node.outputs[1].shape) == (n_inv, g["O"]), "block_pool_rows sizes the partials"
+            outs.append(("pool", node.outputs[1]))
+        lc.kernel("conv/block.wgsl", [("x", x), ("f", w_ubo or w)] + ep.operands, outs, n_inv,
+                  pool=len(outs) == 2,
                   workgroup=PROJECT_WORKGROUP, T=T, TH=th, TW=tw, OHB=ohb, OWB=owb, n_inv=n_inv, O4=g["O"] // 4,
                   rows=_rows(g, th), seg=_segment(g, tw), ep=ep,
                   f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,

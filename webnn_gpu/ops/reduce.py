@@ -197,15 +197,16 @@ def _column_kernels(lc, src, out, M, K, A, combine, map_expr, final_expr, count,
     element by element when given: one pass, or a pass of row splits into a [S, M] partial
     buffer and a second pass over it. No barriers, neighbouring invocations read
     neighbouring columns (a global pool of an NHWC tensor)."""
-    S = 1 if K * M <= COLUMN_ONE_PASS else max(1, min(math.ceil(K / 32), math.ceil(COLUMN_INVOCATIONS / M)))
+    K2 = src2.size // M if src2 is not None else K
+    rows = K + (K2 if K2 != K else 0)  # a second source of other rows is read in a loop of its own
+    S = 1 if rows * M <= COLUMN_ONE_PASS else max(1, min(math.ceil(K / 32), math.ceil(COLUMN_INVOCATIONS / M)))
     chunk = math.ceil(K / S)
     S = math.ceil(K / chunk)
     common = dict(M=M, A=A, combine=combine, count=count)
     srcs = [("src", src)] + ([("src2", src2)] if src2 is not None else [])
-    K2 = src2.size // M if src2 is not None else K
-    if K2 != K and (map_expr or combine != "add"):
+    if (K2 != K or src2_scale != 1) and (map_expr or combine != "add"):
         raise AssertionError(f"{lc.label}: a smaller second source only for sums")  # fuse_pool_input checks
-    two = dict(two=src2 is not None, two_rows=0 if K2 == K else K2, two_scale=f"{float(src2_scale)!r}",
+    two = dict(two=src2 is not None, two_rows=0 if K2 == K and src2_scale == 1 else K2, two_scale=f"{float(src2_scale)!r}",
                chunk2=math.ceil(K2 / S))
     if S == 1:
         lc.kernel("reduce/columns.wgsl", srcs, [("out", out)], M, K=K, S=1, chunk=K, map_expr=map_expr,
