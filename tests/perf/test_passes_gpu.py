@@ -591,13 +591,13 @@ def _hard_sigmoid(x):
 
 @pytest.mark.parametrize("tuning", ["lane-loop", "default"])
 @pytest.mark.parametrize("dt,tol", [("float32", 2e-5), ("float16", 2e-2)])
-@pytest.mark.parametrize("source", ["depthwise partials", "pooled input", "wide, no fc1 bias"])
+@pytest.mark.parametrize("source", ["depthwise partials", "pooled input", "wide, no fc1 bias", "odd widths"])
 def test_squeeze_and_excite_runs_in_one_workgroup(ctx, rng, monkeypatch, tuning, dt, tol, source):
     """fuse_squeeze_excite: pool -> 1x1 conv (relu) -> 1x1 conv (sigmoid / hard-sigmoid) as one
     kernel; from a depthwise conv's per-block partial sums, the means too."""
     monkeypatch.setattr(ctx, "_tuning", tuning)
     npdt = np.float32 if dt == "float32" else np.float16
-    C, R = (96, 24) if source.startswith("wide") else (16, 8)
+    C, R = {"wide, no fc1 bias": (96, 24), "odd widths": (10, 6)}.get(source, (16, 8))  # odd: the scalar kernel
     x = rng.standard_normal((1, 13, 11, C)).astype(npdt)
     wd = (rng.standard_normal((1, 3, 3, C)) * 0.3).astype(npdt)
     w1 = (rng.standard_normal((R, 1, 1, C)) * 0.3).astype(npdt)
@@ -608,7 +608,7 @@ def test_squeeze_and_excite_runs_in_one_workgroup(ctx, rng, monkeypatch, tuning,
 
     def build(b, o):
         v = o["x"]
-        if source != "pooled input":
+        if source not in ("pooled input", "odd widths"):
             v = b.relu(b.conv2d(v, b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C,
                                 padding=[1, 1, 1, 1]))
         p = b.average_pool2d(v, layout="nhwc")
@@ -620,7 +620,7 @@ def test_squeeze_and_excite_runs_in_one_workgroup(ctx, rng, monkeypatch, tuning,
 
     got = run_graph(ctx, build, {"x": x})["y"].astype(np.float64)
     v = x.astype(np.float64)
-    if source != "pooled input":
+    if source not in ("pooled input", "odd widths"):
         v = np.maximum(_dw_ref(v, wd.astype(np.float64), 0, 1, 1), 0)
     p = v.mean(axis=(1, 2))[0]
     h = np.maximum(w1[:, 0, 0, :].astype(np.float64) @ p + (0 if wide else b1), 0)
@@ -629,7 +629,7 @@ def test_squeeze_and_excite_runs_in_one_workgroup(ctx, rng, monkeypatch, tuning,
     np.testing.assert_allclose(got, v * s, atol=tol, rtol=tol)
     templates = _templates(ctx, build, {"x": x})
     assert "matmul/squeeze_excite.wgsl" in templates and "matmul/small.wgsl" not in templates
-    if source != "pooled input":
+    if source not in ("pooled input", "odd widths"):
         assert "reduce/columns.wgsl" not in templates, "the means come from the depthwise partials"
 
 
