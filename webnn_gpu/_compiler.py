@@ -712,6 +712,43 @@ def fuse_conv_pool(nodes: list, outputs: dict, context=None) -> list:
     return _rewrite(nodes, replaced, dropped)
 
 
+def fuse_conv_upsample(nodes: list, outputs: dict, context=None) -> list:
+    """A skip add that ``fuse_conv_input`` folded into a pointwise conv, whose operand is an
+    exact 2x bilinear upsampling read by nothing else, reads the small image instead: the
+    conv's kernel interpolates as it loads (``attrs["input_add_up2"]``; a tile of one image
+    row reads two rows of the small image), and the upsampled image is never written. The
+    segmenter's decoder upsamples and adds at each of its three stages.
+    """
+    from .builder import Node
+    from .ops.conv import upsampled_add_ok
+
+    out_ids = {v.id for v in outputs.values()}
+    consumers, producer = _users(nodes)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for conv in nodes:
+        if conv.op != "conv2d" or "input_add" not in conv.attrs or conv.attrs.get("input_add_up2"):
+            continue
+        i = conv.attrs["input_add"]
+        r = conv.inputs[i]
+        up = producer.get(r.id)
+        if (up is None or not _is_linear_doubling(up) or sorted(up.attrs.get("axes", [])) != [1, 2]
+                or r.id in out_ids or len(consumers.get(r.id, [])) != 1 or up.id in dropped
+                or any(v is r for k, v in enumerate(conv.inputs) if k != i)):
+            continue
+        small = up.inputs[0]
+        if not upsampled_add_ok(conv, small):
+            continue
+        inputs = list(conv.inputs)
+        inputs[i] = small
+        replaced[conv.id] = Node(conv.op, inputs, list(conv.outputs), {**conv.attrs, "input_add_up2": True},
+                                 conv.label)
+        dropped.add(up.id)
+        if DEBUG >= 2:
+            log.debug("fuse_conv_upsample: conv2d [%s] interpolates [%s]", conv.label, up.label)
+    return _rewrite(nodes, replaced, dropped)
+
+
 def fuse_pool_partials(nodes: list, outputs: dict, context=None) -> list:
     """A global average pool (maybe with a fused skip add) of a conv2d that runs the ``block``
     kernel reads that kernel's per-invocation channel sums instead of the image: the conv
@@ -898,8 +935,8 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
 
 
 PASSES = [dead_code, fold_constants, swap_resample_conv, fuse_hard_swish, fuse_epilogue, fuse_conv_input,
-          fuse_pool_input, fuse_conv_pool, fuse_pool_partials, fuse_depthwise_project, fuse_squeeze_excite,
-          fuse_elementwise]
+          fuse_pool_input, fuse_conv_upsample, fuse_conv_pool, fuse_pool_partials, fuse_depthwise_project,
+          fuse_squeeze_excite, fuse_elementwise]
 
 
 def _enabled(p) -> bool:

@@ -21,6 +21,11 @@
     a_scale      A[m, k] is multiplied by asc[k] as it is loaded (dense, a_vec; a squeeze-and-excite
                  scale folded into the next pointwise conv by the fuse_conv_input pass)
     a_add        ... and ares[m, k] (A's shape) is added after the scale (a skip connection)
+    up           0, or a_add reads ares as the small image of an exact 2x bilinear upsampling
+                 (half-pixel centers, clamped; the compiler's fuse_conv_upsample): up = (H, W, h,
+                 w), the image and small image sizes; A's rows are the pixels of one NHWC image
+                 row per tile (W % TM == 0, TM even), so a tile's TM rows read TM / 2 + 2 columns
+                 of two small-image rows, weights 1/4 and 3/4
     b_ks, b_ns   B[k, n] = b[k * b_ks + n * b_ns]; row k = (kh * KW + kw) * KC + c
     b_vec        B read as vec4 along n (b_ns == 1, b_ks and offsets multiples of 4)
     b_uniform    B is a float32 constant in a uniform buffer of b_uniform_vec4 vec4s (zero-padded)
@@ -107,6 +112,24 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let o_off = {{ ix.dot("bc", o_bst) }};
   let m0 = tm * {{ TM }}u;
   let n0 = tn * {{ 4 * TN4 }}u;
+{% if up %}
+{% set UH, UW, uh, uw = up %}
+  // the tile's pixels: one image row y, columns x0 .. x0 + TM - 1 (x0 even)
+  let uimg = m0 / {{ UH * UW }}u;
+  let uy = (m0 / {{ UW }}u) % {{ UH }}u;
+  let ux0 = m0 % {{ UW }}u;
+  let ut = uy / 2u;
+  let ueven = (uy & 1u) == 0u;
+  let ur0 = select(ut, max(ut, 1u) - 1u, ueven);
+  let ur1 = select(min(ut + 1u, {{ uh - 1 }}u), ut, ueven);
+  let uwy0 = select(0.75, 0.25, ueven);
+  let uwy1 = 1.0 - uwy0;
+{% for j in range(TM // 2 + 2) %}
+  let ucol{{ j }} = u32(clamp(i32(ux0 / 2u) - 1 + {{ j }}, 0, {{ uw - 1 }}));
+  let ua0_{{ j }} = ((uimg * {{ uh }}u + ur0) * {{ uw }}u + ucol{{ j }}) * {{ KC }}u;
+  let ua1_{{ j }} = ((uimg * {{ uh }}u + ur1) * {{ uw }}u + ucol{{ j }}) * {{ KC }}u;
+{% endfor %}
+{% endif %}
 {# ---- per-row addressing of A ---- #}
 {% for i in range(TM) %}
 {% if dyn %}
@@ -192,9 +215,17 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
 {% if a_scale %}
       let sc = vec4<f32>(asc[({{ kexpr }}) / 4u]);
 {% endif %}
+{% if up %}
+{% for j in range(TM // 2 + 2) %}
+      let us{{ j }} = uwy0 * vec4<f32>(ares[(ua0_{{ j }} + {{ kexpr }}) / 4u]) + uwy1 * vec4<f32>(ares[(ua1_{{ j }} + {{ kexpr }}) / 4u]);
+{% endfor %}
+{% endif %}
 {% for i in range(TM) %}
 {% if a_mode == "im2col" %}
       let a{{ i }} = select(vec4<f32>(0.0), {{ a_load(i, kexpr, tail) }}, ok{{ i }});
+{% elif up %}
+{% set v = i // 2 %}
+      let a{{ i }} = {{ a_load(i, kexpr, tail) }}{{ " * sc" if a_scale }} + {% if i % 2 == 0 %}0.25 * us{{ v }} + 0.75 * us{{ v + 1 }}{% else %}0.75 * us{{ v + 1 }} + 0.25 * us{{ v + 2 }}{% endif %};
 {% elif a_scale or a_add %}
       let a{{ i }} = {{ a_load(i, kexpr, tail) }}{{ " * sc" if a_scale }}{{ (" + vec4<f32>(ares[(ar" ~ i ~ " + " ~ kexpr ~ ") / 4u])") if a_add }};
 {% else %}

@@ -777,3 +777,49 @@ def test_global_pool_of_a_first_layer_reads_its_partial_sums(ctx, rng, dt, tol, 
     steps = [s for s in g._steps if hasattr(s, "template")]
     assert steps[0].template == "conv/block.wgsl" and steps[0].node.attrs.get("pool_partials")
     assert any(s.node.attrs.get("input_partials") for s in steps[1:])
+
+
+@pytest.mark.parametrize("dt,tol", [("float32", 2e-5), ("float16", 2e-2)])
+@pytest.mark.parametrize("small_hw, scaled", [((5, 6), False), ((16, 8), True), ((3, 13), True)])
+def test_upsampled_skip_is_interpolated_by_the_pointwise_conv(ctx, rng, dt, tol, small_hw, scaled):
+    """fuse_conv_upsample: conv1x1(x * s + resample2x(small)) reads the small image and
+    interpolates it (clamped borders included); the upsampled image is never written."""
+    npdt = np.float32 if dt == "float32" else np.float16
+    h, w = small_hw
+    C, O = 8, 12
+    x = rng.standard_normal((1, 2 * h, 2 * w, C)).astype(npdt)
+    small = rng.standard_normal((1, h, w, C)).astype(npdt)
+    s = rng.uniform(0.5, 1.5, (1, 1, 1, C)).astype(npdt)
+    wt = (rng.standard_normal((O, 1, 1, C)) * 0.3).astype(npdt)
+    bias = rng.standard_normal(O).astype(npdt)
+    inputs = {"x": x, "small": small} | ({"s": s} if scaled else {})
+
+    def build(b, o):
+        v = b.mul(o["x"], o["s"]) if scaled else o["x"]
+        up = b.resample2d(o["small"], mode="linear", scales=[2.0, 2.0], axes=[1, 2])
+        return {"y": b.relu(b.conv2d(b.add(v, up), b.constant(wt), input_layout="nhwc", filter_layout="ohwi",
+                                     bias=b.constant(bias)))}
+
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    v = x.astype(np.float64) * (s.astype(np.float64) if scaled else 1)
+    v = v + ref_resample(small.astype(np.float64), "linear", [2 * h, 2 * w], axes=(1, 2))
+    ref = np.maximum(np.einsum("nhwc,oc->nhwo", v, wt[:, 0, 0, :].astype(np.float64)) + bias, 0)
+    np.testing.assert_allclose(got, ref, atol=tol, rtol=tol)
+    assert _templates(ctx, build, inputs) == ["matmul/tile.wgsl"]
+
+
+def test_upsampling_used_twice_stays_a_kernel(ctx, rng):
+    x = rng.standard_normal((1, 8, 8, 4)).astype(np.float32)
+    small = rng.standard_normal((1, 4, 4, 4)).astype(np.float32)
+    wt = rng.standard_normal((4, 1, 1, 4)).astype(np.float32)
+
+    def build(b, o):
+        up = b.resample2d(o["small"], mode="linear", scales=[2.0, 2.0], axes=[1, 2])
+        y = b.conv2d(b.add(o["x"], up), b.constant(wt), input_layout="nhwc", filter_layout="ohwi")
+        return {"y": y, "up": up}
+
+    got = run_graph(ctx, build, {"x": x, "small": small})
+    up = ref_resample(small.astype(np.float64), "linear", [8, 8], axes=(1, 2))
+    np.testing.assert_allclose(got["up"], up, atol=1e-5)
+    np.testing.assert_allclose(got["y"], np.einsum("nhwc,oc->nhwo", x + up, wt[:, 0, 0, :]), atol=1e-4, rtol=1e-4)
+    assert "resample/resample2d_x2.wgsl" in _templates(ctx, build, {"x": x, "small": small})

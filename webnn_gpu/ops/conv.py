@@ -413,6 +413,17 @@ def input_prologue_ok(node, scale=None, residual=None) -> bool:
     return _conv_variant(g, "nhwc") == "pointwise" and g["NB"] * g["OH"] * g["OW"] * g["O"] > SMALL_MAX_OUTPUTS
 
 
+def upsampled_add_ok(node, small) -> bool:
+    """Whether pointwise conv2d ``node``, which adds ``inputs[attrs["input_add"]]`` to its
+    input as it loads it, can read that operand as ``small``, the small image of an exact 2x
+    bilinear upsampling (the compiler's ``fuse_conv_upsample``, ``attrs["input_add_up2"]``):
+    the tile kernel reads one image row per tile, so the image width must be even."""
+    x = node.inputs[0]
+    return (node.attrs.get("input_layout") == "nhwc" and "input_add" in node.attrs and x.shape[2] % 2 == 0
+            and x.shape[1] % 2 == 0 and tuple(small.shape) == (x.shape[0], x.shape[1] // 2, x.shape[2] // 2, x.shape[3])
+            and small.data_type == x.data_type)
+
+
 def pool_output_ok(node, tuning: str) -> bool:
     """Whether conv2d ``node`` can also produce the global average pool of its output (the
     compiler's ``fuse_conv_pool`` pass, ``attrs["pool_output"]``): one NHWC image on the
@@ -810,7 +821,8 @@ def lower_conv2d(node, lc) -> None:
         M = g["NB"] * P
         tile_kernel(lc, x, w, out, M=M, N=O, batch_shape=[], a_bst=[], b_bst=[], o_bst=[], a_rs=C, a_ks=1,
                     a_vec=True, b_ks=wcols, b_ns=1, b_vec=True, b_cols=wcols, o_P=M, o_sn=0, o_sp=O, o_so=1, KC=C,
-                    epilogue=ep, a_scale=scale, a_add=residual)
+                    epilogue=ep, a_scale=scale, a_add=residual,
+                    a_add_up=(g["H"], g["W"]) if node.attrs.get("input_add_up2") else None)
         return
     ist = {k: g[k] for k in ("in_sn", "in_sc", "in_sh", "in_sw")}
     if layout == "nchw" and I % 4 == 0 and NCHW_TO_NHWC:

@@ -154,9 +154,13 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
                 o_P: int, o_sn: int, o_sp: int, o_so: int, KH: int = 1, KW: int = 1, KC: int,
                 conv: dict | None = None, epilogue=None, tile: tuple[int, int] | None = None,
                 order: str | None = None, group_cols: int = 0, small_ok: bool = True,
-                a_scale: Value | None = None, a_add: Value | None = None) -> None:
+                a_scale: Value | None = None, a_add: Value | None = None,
+                a_add_up: tuple[int, int] | None = None) -> None:
     """Add one ``matmul/tile.wgsl`` launch (see the template header for every argument), or
     a ``matmul/small.wgsl`` one for a small dense product when ``small_ok``.
+
+    ``a_add_up`` = (H, W): ``a_add`` is the small image ([N, H / 2, W / 2, KC]) of an exact 2x
+    bilinear upsampling of A's rows, one pixel each, of NHWC images of H x W pixels.
 
     ``a_vec`` / ``b_vec`` / vec4 stores are only used when the addressing is aligned; callers
     pass what they want and this function drops what the geometry does not allow.
@@ -177,6 +181,11 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     if tile is None:
         tile = choose_tile(M, N, batches, lc.tuning)
     TM, TN4 = tile
+    up = None
+    if a_add_up is not None:  # a tile's rows must be one image row, starting at an even column
+        assert a_add is not None and a_mode == "dense"
+        TM = max(t for t in range(2, max(TM, 2) + 1, 2) if a_add_up[1] % t == 0)
+        up = (a_add_up[0], a_add_up[1], a_add.shape[1], a_add.shape[2])
     tiles_m = -(-M // TM)
     tiles_n = -(-(-(-N // 4)) // TN4)
     a_vec = a_vec and a_ks == 1 and KC % 4 == 0 and all(s % 4 == 0 for s in a_bst)
@@ -196,7 +205,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
     order = order or TILE_ORDER
     n_inv = batches * tiles_m * tiles_n
-    dyn = (TILE_DYNAMIC and a_mode == "dense" and not batch_shape and a_vec and b_vec and out_vec and a_ks == 1
+    dyn = (TILE_DYNAMIC and up is None and a_mode == "dense" and not batch_shape and a_vec and b_vec and out_vec and a_ks == 1
            and b_ns == 1 and o_so == 1 and (o_sn == 0 or o_P >= M) and KH == KW == 1 and not group_cols
            and order == "m")
     variables = dict(
@@ -205,7 +214,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         o_bst=list(o_bst), KH=KH, KW=KW, KC=KC, KC4=KC // 4 * 4, a_mode=a_mode, a_rs=a_rs, a_ks=a_ks,
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
-        a_scale=a_scale is not None, a_add=a_add is not None, b_uniform=b_uniform, b_uniform_vec4=B_UNIFORM_FLOATS // 4,
+        a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform, b_uniform_vec4=B_UNIFORM_FLOATS // 4,
     )
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
