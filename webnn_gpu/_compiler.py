@@ -400,9 +400,7 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
     """
     from .builder import Node
 
-    max_bindings = 8
-    if context is not None:
-        max_bindings = int(context.limits.get("max-storage-buffers-per-shader-stage", 8))
+    max_bindings = _max_bindings(context)
     max_bindings -= 1  # the tile kernels may bind one more buffer (e.g. a re-laid-out filter)
     out_ids = {v.id for v in outputs.values()}
     consumers: dict[int, list] = {}
@@ -461,6 +459,13 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
         elif node.id not in absorbed:
             result.append(node)
     return result
+
+
+def _max_bindings(context) -> int:
+    """Storage buffers a kernel may bind on ``context``'s device (8, WebGPU's default, without one)."""
+    if context is None:
+        return 8
+    return int(context.limits.get("max-storage-buffers-per-shader-stage", 8))
 
 
 def _users(nodes: list) -> tuple[dict[int, list], dict[int, Any]]:
@@ -550,9 +555,7 @@ def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
     from .builder import Node
     from .ops.conv import input_prologue_ok
 
-    max_bindings = 8
-    if context is not None:
-        max_bindings = int(context.limits.get("max-storage-buffers-per-shader-stage", 8))
+    max_bindings = _max_bindings(context)
     out_ids = {v.id for v in outputs.values()}
     consumers, producer = _users(nodes)
 
@@ -801,9 +804,7 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
     from .ops.conv import expand_block_ok, expand_ok, project_ok, store_ok
 
     tuning = getattr(context, "_tuning", "default")
-    max_bindings = 8
-    if context is not None:
-        max_bindings = int(context.limits.get("max-storage-buffers-per-shader-stage", 8))
+    max_bindings = _max_bindings(context)
     out_ids = {v.id for v in outputs.values()}
     consumers, producer = _users(nodes)
     replaced: dict[int, Node] = {}
@@ -879,9 +880,7 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
     from .ops.conv import fused_pool_blocks, pool_blocks, squeeze_excite_ok
 
     tuning = getattr(context, "_tuning", "default")
-    max_bindings = 8
-    if context is not None:
-        max_bindings = int(context.limits.get("max-storage-buffers-per-shader-stage", 8))
+    max_bindings = _max_bindings(context)
     out_ids = {v.id for v in outputs.values()}
     consumers, producer = _users(nodes)
     replaced: dict[int, Node] = {}

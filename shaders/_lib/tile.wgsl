@@ -16,6 +16,10 @@
     epilogue helpers, and the entry point up to `idx` (guarded by idx < k.n).
   store_channels(ep, T, TO, o_sn, o_sh, o_sw, o_sc): stores acc0..acc{TO-1}, channels o0.. of
     output pixel (n, oh, ow), through the epilogue (the direct and gather-transposed convs).
+  pixel_block(k, n_inv, OWB, OHB, TH, TW, sh, sw, pt, pl, seg, W): the entry point of a kernel
+    with one invocation per TH x TW block of output pixels (block column fastest), up to the
+    block's origin (n, oh0, ow0), its input origin (ih0, iw0) and, for each input column offset
+    j of `seg`, the clamped column ci{j} and whether it is inside the image (cok{j}).
   decode_out(w, h, O, TO, OPG, wv, hv): splits idx into the column `wv` (of w), row `hv` (of
     h), output-channel block `ob` (TO channels each, O in all), batch `n`, first channel `o0`
     and group `g` (OPG output channels per group); column fastest.
@@ -82,5 +86,25 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let o = ob0 + (o0 + {{ t }}u) * {{ o_sc }}u;
     out[o] = {{ T }}({{ apply(ep, "acc" ~ t, "o", "o0 + " ~ t ~ "u") }});
   }
+{% endfor %}
+{% endmacro %}
+
+{% macro pixel_block(k, n_inv, OWB, OHB, TH, TW, sh, sw, pt, pl, seg, W) %}
+@compute @workgroup_size({{ k.workgroup }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
+  if (idx >= {{ n_inv }}u) { return; }
+  let r1 = idx / {{ OWB }}u;
+  let wb = idx - r1 * {{ OWB }}u;
+  let n = r1 / {{ OHB }}u;
+  let hb = r1 - n * {{ OHB }}u;
+  let oh0 = hb * {{ TH }}u;
+  let ow0 = wb * {{ TW }}u;
+  let ih0 = i32(oh0 * {{ sh }}u) - {{ pt }};
+  let iw0 = i32(ow0 * {{ sw }}u) - {{ pl }};
+{% for j in seg %}
+  let cx{{ j }} = iw0 + {{ j }};
+  let cok{{ j }} = u32(cx{{ j }}) < {{ W }}u;
+  let ci{{ j }} = select(0u, u32(cx{{ j }}), cok{{ j }});
 {% endfor %}
 {% endmacro %}

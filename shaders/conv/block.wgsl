@@ -39,18 +39,7 @@ enable f16;
 {% endif %}
 {{ tl.epilogue_fns(ep) }}
 
-@compute @workgroup_size({{ k.workgroup }})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
-  if (idx >= {{ n_inv }}u) { return; }
-  let r1 = idx / {{ OWB }}u;
-  let wb = idx - r1 * {{ OWB }}u;
-  let n = r1 / {{ OHB }}u;
-  let hb = r1 - n * {{ OHB }}u;
-  let oh0 = hb * {{ TH }}u;
-  let ow0 = wb * {{ TW }}u;
-  let ih0 = i32(oh0 * {{ sh }}u) - {{ pt }};
-  let iw0 = i32(ow0 * {{ sw }}u) - {{ pl }};
+{{ tl.pixel_block(k, n_inv, OWB, OHB, TH, TW, sh, sw, pt, pl, seg, W) }}
 {% for kh in range(KH) %}
 {% for kw in range(KW) %}
 {% for c in range(C) %}
@@ -59,11 +48,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% endfor %}
 {% endfor %}
-{% endfor %}
-{% for s in seg %}
-  let cx{{ s }} = iw0 + {{ s }};
-  let cok{{ s }} = u32(cx{{ s }}) < {{ W }}u;
-  let ci{{ s }} = select(0u, u32(cx{{ s }}), cok{{ s }});
 {% endfor %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}

@@ -96,23 +96,7 @@ enable f16;
 {{ eep.code }}
 {% endif %}
 
-@compute @workgroup_size({{ k.workgroup }})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
-  if (idx >= {{ n_inv }}u) { return; }
-  let r1 = idx / {{ OWB }}u;
-  let wb = idx - r1 * {{ OWB }}u;
-  let n = r1 / {{ OHB }}u;
-  let hb = r1 - n * {{ OHB }}u;
-  let oh0 = hb * {{ TH }}u;
-  let ow0 = wb * {{ TW }}u;
-  let ih0 = i32(oh0 * {{ sh }}u) - {{ pt }};
-  let iw0 = i32(ow0 * {{ sw }}u) - {{ pl }};
-{% for j in seg %}
-  let cx{{ j }} = iw0 + {{ j }};
-  let cok{{ j }} = u32(cx{{ j }}) < {{ W }}u;
-  let ci{{ j }} = select(0u, u32(cx{{ j }}), cok{{ j }});
-{% endfor %}
+{{ tl.pixel_block(k, n_inv, OWB, OHB, TH, TW, sh, sw, pt, pl, seg, W) }}
 {% if expand %}
 {% for r, uses in rows %}
   let hy{{ r }} = ih0 + {{ r }};
