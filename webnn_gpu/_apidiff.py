@@ -98,7 +98,8 @@ DIFFERENCES: dict[str, str] = {
         "The graph compiler may change float rounding (never the math): fused epilogues compute "
         "float16 in f32 and round once, fused pools sum in another order, a pointwise conv2d after "
         "a linear upsampling runs before it on the small image (swap_resample_conv; exact in real "
-        "arithmetic). Results stay within the WPT tolerances; WEBNN_GPU_PASSES=-name switches a "
+        "arithmetic), fused kernels keep intermediate values in f32 registers instead of storing them "
+        "in the graph's data type, a 2x upsampling is interpolated where its sum is read. Results stay within the WPT tolerances; WEBNN_GPU_PASSES=-name switches a "
         "pass off (docs/performance.md)."
     ),
     "cast float -> integer": (
