@@ -755,13 +755,14 @@ def fuse_conv_upsample(nodes: list, outputs: dict, context=None) -> list:
 def fuse_pool_partials(nodes: list, outputs: dict, context=None) -> list:
     """A global average pool (maybe with a fused skip add) of a conv2d that runs the ``block``
     kernel reads that kernel's per-invocation channel sums instead of the image: the conv
-    gets a second output, [invocations, C] float32 partial sums (``attrs["pool_partials"]``),
-    and the pool reduces those (``attrs["input_partials"]`` = the pixel count to divide by).
+    gets a second output, [invocations, C] float32 partial sums (``attrs["pool_output"] =
+    "partials"``, as ``fuse_squeeze_excite`` makes of a depthwise conv's), and the pool
+    reduces those (``attrs["input_partials"]`` = the pixel count to divide by).
     The segmenter's decoder pools its first layer's output (plus an upsampling) at 128 x 128;
     the pool then reads an eighth of the values. The conv's output keeps its other readers.
     """
     from .builder import Node, Value
-    from .ops.conv import block_pool_rows
+    from .ops.conv import block_pool_ok, pool_rows
     from .ops.pool import _is_global
 
     tuning = getattr(context, "_tuning", "default")
@@ -775,11 +776,11 @@ def fuse_pool_partials(nodes: list, outputs: dict, context=None) -> list:
         conv = producer.get(x.id)
         if conv is None or conv.id in replaced or x is not conv.outputs[0]:
             continue
-        rows = block_pool_rows(conv, tuning)
-        if rows is None:
+        if not block_pool_ok(conv, tuning):
             continue
+        rows = pool_rows(conv, tuning)
         part = Value("float32", (rows, x.shape[3]), "op")
-        new_conv = Node(conv.op, list(conv.inputs), [x, part], {**conv.attrs, "pool_partials": True}, conv.label)
+        new_conv = Node(conv.op, list(conv.inputs), [x, part], {**conv.attrs, "pool_output": "partials"}, conv.label)
         for v in new_conv.outputs:
             v.producer = new_conv
         replaced[conv.id] = new_conv
@@ -877,7 +878,7 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
     the means too: three single-workgroup kernels, each mostly launch cost, become one.
     """
     from .builder import Node, Value
-    from .ops.conv import fused_pool_blocks, pool_blocks, squeeze_excite_ok
+    from .ops.conv import pool_rows, squeeze_excite_ok
 
     tuning = getattr(context, "_tuning", "default")
     max_bindings = _max_bindings(context)
@@ -901,7 +902,7 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
                 and len(conv.outputs) == 2 and src is conv.outputs[1] and src.id not in out_ids
                 and len(consumers.get(src.id, [])) == 1 and conv.id not in replaced):
             g_out = conv.outputs[0]
-            rows = fused_pool_blocks(conv, tuning) if conv is not dw else pool_blocks(conv, tuning)
+            rows = pool_rows(conv, tuning)
             count = g_out.shape[1] * g_out.shape[2]
             src = Value("float32", (rows, src.shape[3]), "op")
             attrs = dict(dw.attrs)

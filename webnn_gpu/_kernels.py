@@ -286,7 +286,7 @@ def workgroups(n_groups: int, limits: dict, what: str = "kernel") -> tuple[int, 
 
 
 #: Threads that compile a graph's new pipelines (``WEBNN_GPU_PIPELINE_THREADS``; 1 = in turn).
-PIPELINE_THREADS = max(1, int(os.environ.get("WEBNN_GPU_PIPELINE_THREADS", "0") or 0) or min(4, os.cpu_count() or 1))
+PIPELINE_THREADS = max(1, int(os.environ.get("WEBNN_GPU_PIPELINE_THREADS") or min(4, os.cpu_count() or 1)))
 
 
 class PipelineCache:

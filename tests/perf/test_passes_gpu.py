@@ -775,7 +775,7 @@ def test_global_pool_of_a_first_layer_reads_its_partial_sums(ctx, rng, dt, tol, 
     b = webnn.MLGraphBuilder(ctx)
     g = b.build(build(b, {n: b.input(n, {"data_type": dt, "shape": list(a.shape)}) for n, a in inputs.items()}))
     steps = [s for s in g._steps if hasattr(s, "template")]
-    assert steps[0].template == "conv/block.wgsl" and steps[0].node.attrs.get("pool_partials")
+    assert steps[0].template == "conv/block.wgsl" and steps[0].node.attrs.get("pool_output") == "partials"
     assert any(s.node.attrs.get("input_partials") for s in steps[1:])
 
 

@@ -83,11 +83,11 @@ PROJECT_MAX_ACC = 96
 #: ... and this many invocations per workgroup: the kernel has one invocation per pixel block,
 #: so small images give few invocations, and lavapipe runs each workgroup on one thread.
 PROJECT_WORKGROUP = 16
+#: The geometry the pixel-block kernels (block, depthwise_project) bake into their text.
+_BLOCK_GEOMETRY = ("KH", "KW", "sh", "sw", "dh", "dw", "NB", "H", "W", "C", "OH", "OW", "pt", "pl")
 #: ... with the expansion conv folded in (fuse_depthwise_project): at most this many input
 #: channels, and this many vec4s of expansion input held per invocation.
 EXPAND_MAX_K = 32
-#: ... also for a depthwise conv that stores its output (no projection to take).
-EXPAND_STORE = True
 #: ... when the kernel computes at most this many expanded pixels per one the depthwise conv
 #: reads (a block's window overlaps its neighbours'): past it, the recomputed expansion costs
 #: more than the stores and loads it saves (measured on the selfie model's 5x5 blocks).
@@ -361,21 +361,55 @@ def _block_tile(g: dict) -> tuple[int, int] | None:
     return th, tw
 
 
-def block_pool_rows(node, tuning: str = "default") -> int | None:
-    """The partial-sum rows a conv2d on the ``block`` kernel writes for a global average pool
-    of its output (``attrs["pool_partials"]``, the compiler's ``fuse_pool_partials``): one per
-    invocation. None when the conv does not run that kernel (or has two images, an output
-    that is not float, or more outputs already)."""
+def block_pool_ok(node, tuning: str = "default") -> bool:
+    """Whether conv2d ``node`` runs the ``block`` kernel and can also write partial sums for a
+    global average pool of its output (the compiler's ``fuse_pool_partials``): one NHWC image,
+    a float output, no other output or input prologue."""
     if node.op != "conv2d" or len(node.outputs) != 1 or node.attrs.get("input_layout") != "nhwc":
-        return None
+        return False
     if node.outputs[0].data_type not in FLOATS or "input_scale" in node.attrs or "input_add" in node.attrs:
-        return None
+        return False
     g = _geometry(node)
-    if g["NB"] != 1 or _conv_variant(g, "nhwc", tuning) != "block":
-        return None
-    tile = _block_tile(g)
-    assert tile is not None, "_conv_variant checks the block fits"
-    return -(-g["OH"] // tile[0]) * -(-g["OW"] // tile[1])
+    return g["NB"] == 1 and _conv_variant(g, "nhwc", tuning) == "block"
+
+
+def pool_rows(node, tuning: str = "default") -> int:
+    """The rows of the [rows, C] partial sums ``node``'s kernel writes for a global average pool
+    of its output (``attrs["pool_output"]``): one per pixel block of a depthwise conv2d, a
+    ``block`` conv2d or a ``depthwise_project`` node without a projection. The compiler sizes
+    the partials Value with it; the lowerings assert the same block."""
+    if node.op == "depthwise_project":
+        e = node.attrs.get("expand")
+        g = _geometry(node.attrs["depthwise"])
+        th, tw = _dwp_block(g, 0, e.inputs[0].shape[3] // 4 if e is not None else 0, tuning)
+    else:
+        g = _geometry(node)
+        tile = _block_tile(g) if _conv_variant(g, "nhwc", tuning) == "block" else _depthwise_block(g, tuning)
+        assert tile is not None, "_conv_variant checks the block fits"
+        th, tw = tile
+    return -(-g["OH"] // th) * -(-g["OW"] // tw)
+
+
+def _pool_partials(lc, conv, rows: int, C: int):
+    """Where a kernel writes the partial sums of conv2d ``conv``'s global pool, and what reduces
+    them: (the [rows, C] float32 Value, a function adding the mean's kernel or doing nothing).
+    With ``attrs["pool_output"] == "partials"`` they are the conv's second output, which a
+    later kernel reduces (fuse_squeeze_excite, fuse_pool_partials); with True, a temp that a
+    column mean reduces into that output."""
+    pooled = conv.outputs[1]
+    g = _geometry(conv)
+    assert g["NB"] == 1, "the pool passes check one image"
+    if conv.attrs["pool_output"] == "partials":
+        assert tuple(pooled.shape) == (rows, C), "pool_rows sizes the partials"
+        return pooled, lambda: None
+    part = lc.temp("float32", (rows, C))
+
+    def reduce() -> None:
+        from .reduce import column_mean
+
+        column_mean(lc, part, pooled, rows=rows, cols=C, count=g["OH"] * g["OW"])
+
+    return part, reduce
 
 
 def _depthwise_block(g: dict, tuning: str = "default") -> tuple[int, int]:
@@ -508,7 +542,7 @@ def store_ok(dw, tuning: str = "default", k4: int = 0) -> bool:
     (its channels are not split between invocations; ``k4``: the expansion's input vec4s)."""
     if dw.op != "conv2d" or dw.attrs.get("input_layout") != "nhwc" or "input_scale" in dw.attrs:
         return False
-    if not EXPAND_STORE or "input_add" in dw.attrs or dw.attrs.get("pool_output") not in (None, False, True):
+    if "input_add" in dw.attrs or dw.attrs.get("pool_output") not in (None, False, True):
         return False
     if len(dw.outputs) != (2 if dw.attrs.get("pool_output") else 1) or dw.outputs[0].data_type not in FLOATS:
         return False
@@ -538,17 +572,23 @@ def recompute_ok(g: dict, th: int, tw: int) -> bool:
     return len(_rows(g, th)) * len(_segment(g, tw)) <= EXPAND_MAX_RECOMPUTE * reads
 
 
+def _pointwise_matrix(fc) -> np.ndarray:
+    """A 1x1 conv2d's constant filter as an [O, C] matrix."""
+    data = constant_array(fc.inputs[1])
+    assert data is not None, "the fusion passes check the filter is a constant"
+    ohwi = np.transpose(data, [fc.attrs["filter_layout"].index(ch) for ch in "ohwi"])
+    return ohwi.reshape(ohwi.shape[0], ohwi.shape[3])
+
+
 def _project_matrix(proj) -> np.ndarray:
     """The projection of ``proj`` as a [C, N] matrix (columns zero-padded to a multiple of 4):
     a pointwise conv's [C, O], or a transposed conv's [C, (a * KW + b) * O + o]."""
-    data = constant_array(proj.inputs[1])
-    assert data is not None, "project_ok checks the filter is a constant"
-    flayout = proj.attrs["filter_layout"]
     if proj.op == "conv2d":
-        hwio = np.transpose(data, [flayout.index(ch) for ch in "hwio"])
-        mat = hwio.reshape(hwio.shape[2], hwio.shape[3])
+        mat = _pointwise_matrix(proj).T
     else:
-        hwoi = np.transpose(data, [flayout.index(ch) for ch in "hwoi"])
+        data = constant_array(proj.inputs[1])
+        assert data is not None, "project_ok checks the filter is a constant"
+        hwoi = np.transpose(data, [proj.attrs["filter_layout"].index(ch) for ch in "hwoi"])
         mat = hwoi.reshape(-1, hwoi.shape[3]).T
     n4 = -(-mat.shape[1] // 4) * 4
     padded = np.zeros((mat.shape[0], n4), dtype=mat.dtype)
@@ -574,14 +614,6 @@ def _dwp_block(g: dict, n4: int, k4: int, tuning: str) -> tuple[int, int]:
     return th, tw
 
 
-def fused_pool_blocks(node, tuning: str) -> int:
-    """Rows of the pool partial sums a ``depthwise_project`` node without a projection writes."""
-    dw, e = node.attrs["depthwise"], node.attrs.get("expand")
-    g = _geometry(dw)
-    th, tw = _dwp_block(g, 0, e.inputs[0].shape[3] // 4 if e is not None else 0, tuning)
-    return -(-g["OH"] // th) * -(-g["OW"] // tw)
-
-
 @lowering("depthwise_project")
 def lower_depthwise_project(node, lc) -> None:
     """A depthwise conv2d and the pointwise conv2d / tiled conv_transpose2d reading its output,
@@ -601,10 +633,7 @@ def lower_depthwise_project(node, lc) -> None:
         x = e.inputs[0]
         k4 = x.shape[3] // 4
         eep = _conv_epilogue(e, dw.inputs[0], "nhwc", first_binding="xe", name="expand")
-        hwio = _relayout(lc, e.inputs[1], e.attrs["filter_layout"], "hwio")
-        kc = constant_array(hwio)
-        assert kc is not None, "expand_ok checks the filter is a constant"
-        kc = kc.reshape(4 * k4, g["C"] // 4, 4).transpose(1, 0, 2)  # [C4, K, 4]: four channels per vec4
+        kc = _pointwise_matrix(e).T.reshape(4 * k4, g["C"] // 4, 4).transpose(1, 0, 2)  # [C4, K, 4]: vec4s of channels
         we = make_constant(np.ascontiguousarray(kc), e.inputs[1].data_type)
         we_ubo = uniform_copy(lc, we)
         expand_in = [("we", we_ubo or we)] + eep.operands
@@ -629,11 +658,9 @@ def lower_depthwise_project(node, lc) -> None:
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
     n_inv = g["NB"] * ohb * owb
     outs = [("out", out)]
-    pooled = dw.outputs[1] if proj is None and dw.attrs.get("pool_output") else None
-    partials = dw.attrs.get("pool_output") == "partials"
-    if pooled is not None:  # fuse_conv_pool: per-block channel sums (reduced below, or by fuse_squeeze_excite)
-        part = pooled if partials else lc.temp("float32", (ohb * owb, g["C"]))
-        assert g["NB"] == 1 and tuple(part.shape) == (ohb * owb, g["C"]), "fused_pool_blocks sizes the partials"
+    pooled = proj is None and bool(dw.attrs.get("pool_output"))
+    if pooled:  # fuse_conv_pool: per-block channel sums
+        part, reduce_pool = _pool_partials(lc, dw, ohb * owb, g["C"])
         outs.append(("pool", part))
     w = _relayout(lc, dw.inputs[1], dw.attrs["filter_layout"], "hwio")
     w_ubo = uniform_copy(lc, w)
@@ -646,16 +673,14 @@ def lower_depthwise_project(node, lc) -> None:
               n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TH=th, TW=tw, OHB=ohb, OWB=owb,
               n_inv=n_inv, rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N, N4=n4, center=ep.given,
               C4=g["C"] // 4, mode=mode, KH2=p["KH"], KW2=p["KW"], O2=p["O"],
-              out_vec=mode == "store" or mode == "conv" and N % 4 == 0, pool=pooled is not None,
+              out_vec=mode == "store" or mode == "conv" and N % 4 == 0, pool=pooled,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
               p_uniform=B_UNIFORM_FLOATS // 4 if pw_ubo is not None else 0,
               fns=sorted((FT, sorted(names)) for FT, names in fns.items()), expand=e is not None, eep=eep,
               K4=k4, we_uniform=B_UNIFORM_FLOATS // 4 if we_ubo is not None else 0,
-              **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw", "NB", "H", "W", "C", "OH", "OW", "pt", "pl")})
-    if pooled is not None and not partials:
-        from .reduce import column_mean
-
-        column_mean(lc, part, pooled, rows=ohb * owb, cols=g["C"], count=g["OH"] * g["OW"])
+              **{k: g[k] for k in _BLOCK_GEOMETRY})
+    if pooled:
+        reduce_pool()
 
 
 #: fuse_squeeze_excite: largest channel / hidden widths (workgroup memory holds both).
@@ -683,21 +708,6 @@ def squeeze_excite_ok(fc1, fc2) -> bool:
             and fc2.outputs[0].data_type == mid.data_type)
 
 
-def pool_blocks(node, tuning: str) -> int:
-    """The rows of the partial sums a depthwise conv2d writes for ``attrs["pool_output"]``."""
-    g = _geometry(node)
-    th, tw = _depthwise_block(g, tuning)
-    return -(-g["OH"] // th) * -(-g["OW"] // tw)
-
-
-def _fc_matrix(fc) -> np.ndarray:
-    """A 1x1 conv2d's filter as [O, C]."""
-    data = constant_array(fc.inputs[1])
-    assert data is not None, "squeeze_excite_ok checks the filter is a constant"
-    ohwi = np.transpose(data, [fc.attrs["filter_layout"].index(ch) for ch in "ohwi"])
-    return ohwi.reshape(ohwi.shape[0], ohwi.shape[3])
-
-
 @lowering("squeeze_excite")
 def lower_squeeze_excite(node, lc) -> None:
     """Channel means of ``inputs[0]`` ([rows, C] partial sums or the pooled [1, 1, 1, C]), then
@@ -708,7 +718,7 @@ def lower_squeeze_excite(node, lc) -> None:
     ep2 = _conv_epilogue(fc2, out, "nhwc", first_binding="b", name="fc2")
     mats = []
     for fc in (fc1, fc2):
-        m = make_constant(_fc_matrix(fc), fc.inputs[1].data_type)
+        m = make_constant(_pointwise_matrix(fc), fc.inputs[1].data_type)
         mats.append((uniform_copy(lc, m), m))
     fns: dict = {}
     for e in (ep1, ep2):
@@ -758,25 +768,21 @@ def lower_conv2d(node, lc) -> None:
         n_inv = g["NB"] * ohb * owb * c4
         prm = make_constant(np.array([n_inv, c4, g["C"], owb, ohb, g["H"], g["W"], g["OH"], g["OW"], g["pt"],
                                       g["pl"]], dtype=np.uint32), "uint32")
-        pooled = node.outputs[1] if node.attrs.get("pool_output") else None
-        partials = node.attrs.get("pool_output") == "partials"  # fuse_squeeze_excite reduces them
         outs = [("out", out)]
-        if pooled is not None:  # fuse_conv_pool: per-block channel sums, reduced below
-            assert g["NB"] == 1 and g["C"] % 4 == 0, "fuse_conv_pool checks pool_output_ok"
-            part = pooled if partials else lc.temp("float32", (ohb * owb, g["C"]))
-            assert tuple(part.shape) == (ohb * owb, g["C"]), "fuse_squeeze_excite sizes the partials (pool_blocks)"
+        pooled = bool(node.attrs.get("pool_output"))
+        if pooled:  # fuse_conv_pool: per-block channel sums
+            assert g["C"] % 4 == 0, "fuse_conv_pool checks pool_output_ok"
+            part, reduce_pool = _pool_partials(lc, node, ohb * owb, g["C"])
             outs.append(("pool", part))
         w_ubo = uniform_copy(lc, w) if g["C"] % 4 == 0 else None
         f_uniform = w_ubo is not None
         w = w_ubo if w_ubo is not None else w
         lc.kernel("conv/depthwise.wgsl", [("x", x), ("f", w)] + ep.operands + [("prm", prm)], outs,
                   n_inv, workgroup=WORKGROUP, T=T, vec=g["C"] % 4 == 0, TH=th, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
-                  rows=_rows(g, th), pool=pooled is not None, f_uniform=B_UNIFORM_FLOATS // 4 if f_uniform else 0,
+                  rows=_rows(g, th), pool=pooled, f_uniform=B_UNIFORM_FLOATS // 4 if f_uniform else 0,
                   seg=_segment(g, tw), ep=ep, **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
-        if pooled is not None and not partials:
-            from .reduce import column_mean
-
-            column_mean(lc, part, pooled, rows=ohb * owb, cols=g["C"], count=g["OH"] * g["OW"])
+        if pooled:
+            reduce_pool()
         return
     if variant == "block":
         ep = _conv_epilogue(node, out, layout)
@@ -788,15 +794,15 @@ def lower_conv2d(node, lc) -> None:
         n_inv = g["NB"] * ohb * owb
         w_ubo = uniform_copy(lc, w)
         outs = [("out", out)]
-        if node.attrs.get("pool_partials"):  # fuse_pool_partials: a global pool reduces these
-            assert tuple(node.outputs[1].shape) == (n_inv, g["O"]), "block_pool_rows sizes the partials"
-            outs.append(("pool", node.outputs[1]))
+        if node.attrs.get("pool_output"):  # fuse_pool_partials: a global pool reduces these
+            assert node.attrs["pool_output"] == "partials"
+            outs.append(("pool", _pool_partials(lc, node, n_inv, g["O"])[0]))
         lc.kernel("conv/block.wgsl", [("x", x), ("f", w_ubo or w)] + ep.operands, outs, n_inv,
                   pool=len(outs) == 2,
                   workgroup=PROJECT_WORKGROUP, T=T, TH=th, TW=tw, OHB=ohb, OWB=owb, n_inv=n_inv, O4=g["O"] // 4,
                   rows=_rows(g, th), seg=_segment(g, tw), ep=ep,
                   f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
-                  **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw", "NB", "H", "W", "C", "OH", "OW", "pt", "pl")})
+                  **{k: g[k] for k in _BLOCK_GEOMETRY})
         return
     G, C, O = g["G"], g["C"], g["O"]
     I, OPG = C // G, O // G

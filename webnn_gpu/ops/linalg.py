@@ -205,8 +205,8 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
     order = order or TILE_ORDER
     n_inv = batches * tiles_m * tiles_n
-    dyn = (TILE_DYNAMIC and up is None and a_mode == "dense" and not batch_shape and a_vec and b_vec and out_vec and a_ks == 1
-           and b_ns == 1 and o_so == 1 and (o_sn == 0 or o_P >= M) and KH == KW == 1 and not group_cols
+    dyn = (TILE_DYNAMIC and up is None and a_mode == "dense" and not batch_shape and a_vec and b_vec and out_vec
+           and a_ks == 1 and b_ns == 1 and o_so == 1 and (o_sn == 0 or o_P >= M) and KH == KW == 1 and not group_cols
            and order == "m")
     variables = dict(
         T=wgsl_type(out.data_type), needs_f16=False, TM=TM, TN4=TN4, order=order, M=M, N=N, tiles_m=tiles_m,
@@ -214,7 +214,8 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         o_bst=list(o_bst), KH=KH, KW=KW, KC=KC, KC4=KC // 4 * 4, a_mode=a_mode, a_rs=a_rs, a_ks=a_ks,
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
-        a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform, b_uniform_vec4=B_UNIFORM_FLOATS // 4,
+        a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
+        b_uniform_vec4=B_UNIFORM_FLOATS // 4,
     )
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []

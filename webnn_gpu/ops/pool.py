@@ -24,7 +24,7 @@ from .._kernels import strides as row_strides
 from .._kernels import workgroups
 from ..builder import MLGraphBuilder, MLOperand
 from ._registry import ALL, builder_method, lowering, support
-from .reduce import ACC, _column_kernels, check_int64_compute, lower_reduction
+from .reduce import ACC, check_int64_compute, column_mean, lower_reduction
 
 FLOATS = ("float32", "float16")
 KINDS = {"average_pool2d": ("avg", FLOATS), "l2_pool2d": ("l2", FLOATS), "max_pool2d": ("max", ALL)}
@@ -151,9 +151,8 @@ def lower_pool(node, lc) -> None:
     x, out = node.inputs[0], node.outputs[0]
     other = node.inputs[node.attrs["input_add"]] if "input_add" in node.attrs else None
     if "input_partials" in node.attrs:  # fuse_pool_partials: x holds [rows, C] partial sums
-        _column_kernels(lc, x, out, x.shape[1], x.shape[0], "f32", "add", "", "a / count",
-                        f"{node.attrs['input_partials']}.0", _dtypes.info(out.data_type).compute, src2=other,
-                        src2_scale=float(node.attrs.get("input_add_scale", 1)))
+        column_mean(lc, x, out, rows=x.shape[0], cols=x.shape[1], count=node.attrs["input_partials"], src2=other,
+                    src2_scale=float(node.attrs.get("input_add_scale", 1)))
         return
     a = node.attrs
     kind = KINDS[node.op][0]

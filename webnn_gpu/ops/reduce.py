@@ -206,7 +206,8 @@ def _column_kernels(lc, src, out, M, K, A, combine, map_expr, final_expr, count,
     srcs = [("src", src)] + ([("src2", src2)] if src2 is not None else [])
     if (K2 != K or src2_scale != 1) and (map_expr or combine != "add"):
         raise AssertionError(f"{lc.label}: a smaller second source only for sums")  # fuse_pool_input checks
-    two = dict(two=src2 is not None, two_rows=0 if K2 == K and src2_scale == 1 else K2, two_scale=f"{float(src2_scale)!r}",
+    two = dict(two=src2 is not None, two_rows=0 if K2 == K and src2_scale == 1 else K2,
+               two_scale=f"{float(src2_scale)!r}",
                chunk2=math.ceil(K2 / S))
     if S == 1:
         lc.kernel("reduce/columns.wgsl", srcs, [("out", out)], M, K=K, S=1, chunk=K, map_expr=map_expr,
@@ -220,11 +221,12 @@ def _column_kernels(lc, src, out, M, K, A, combine, map_expr, final_expr, count,
               chunk2=1, **common)
 
 
-def column_mean(lc, src, out, *, rows: int, cols: int, count: int) -> None:
-    """``out[c] = sum_r src[r, c] / count`` for a float32 [rows, cols] source (partial sums of
-    a global average pool), rounded to ``out``'s data type."""
+def column_mean(lc, src, out, *, rows: int, cols: int, count: int, src2=None, src2_scale: float = 1.0) -> None:
+    """``out[c] = (sum_r src[r, c] + src2_scale * sum_r src2[r, c]) / count`` for a float32
+    [rows, cols] source (partial sums of a global average pool) and an optional second source
+    of ``cols`` columns (a skip add the pool took in), rounded to ``out``'s data type."""
     _column_kernels(lc, src, out, cols, rows, "f32", "add", "", "a / count", f"{count}.0",
-                    _dtypes.info(out.data_type).compute)
+                    _dtypes.info(out.data_type).compute, src2=src2, src2_scale=src2_scale)
 
 
 def lower_reduction(lc, name: str, src, out, axes, src2=None, src2_scale: float = 1.0) -> None:
