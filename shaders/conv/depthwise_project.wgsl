@@ -32,6 +32,7 @@
                  depthwise input itself (ep.given), which then costs no load
     N, N4        projected values per pixel (N4 = ceil(N / 4) vec4 columns of `pw`)
     pep          the projection's epilogue (bias first), read at the projection output's index
+                 (None in mode "store")
     mode         "store": no projection, out is the depthwise output [NB, OH, OW, C] (vec4);
                  "conv": out is [NB, OH, OW, N]; "transpose": value n = (a * KW2 + b) * O2 + o of
                  pixel (oh, ow) goes to out[NB, OH * KH2, OW * KW2, O2] at (oh * KH2 + a, ow * KW2 + b, o)

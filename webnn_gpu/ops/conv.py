@@ -652,8 +652,7 @@ def lower_depthwise_project(node, lc) -> None:
         project_in = [("pw", pw_ubo or pw)] + pep.operands
         mode = "conv" if proj.op == "conv2d" else "transpose"
     else:
-        pep = _epilogue.build(dw, mid, [], first_binding="pe", name="project")
-        mode = "store"
+        pep, mode = None, "store"
     th, tw = _dwp_block(g, n4, k4, lc.tuning)
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
     n_inv = g["NB"] * ohb * owb
