@@ -752,45 +752,6 @@ def fuse_conv_upsample(nodes: list, outputs: dict, context=None) -> list:
     return _rewrite(nodes, replaced, dropped)
 
 
-def fuse_pool_partials(nodes: list, outputs: dict, context=None) -> list:
-    """A global average pool (maybe with a fused skip add) of a conv2d that runs the ``block``
-    kernel reads that kernel's per-invocation channel sums instead of the image: the conv
-    gets a second output, [invocations, C] float32 partial sums (``attrs["pool_output"] =
-    "partials"``, as ``fuse_squeeze_excite`` makes of a depthwise conv's), and the pool
-    reduces those (``attrs["input_partials"]`` = the pixel count to divide by).
-    The segmenter's decoder pools its first layer's output (plus an upsampling) at 128 x 128;
-    the pool then reads an eighth of the values. The conv's output keeps its other readers.
-    """
-    from .builder import Node, Value
-    from .ops.conv import block_pool_ok, pool_rows
-    from .ops.pool import _is_global
-
-    tuning = getattr(context, "_tuning", "default")
-    _, producer = _users(nodes)
-    replaced: dict[int, Node] = {}
-    for pool in nodes:
-        if (pool.op != "average_pool2d" or pool.attrs.get("layout") != "nhwc" or "input_partials" in pool.attrs
-                or not _is_global(pool)):
-            continue
-        x = pool.inputs[0]
-        conv = producer.get(x.id)
-        if conv is None or conv.id in replaced or x is not conv.outputs[0]:
-            continue
-        if not block_pool_ok(conv, tuning):
-            continue
-        rows = pool_rows(conv, tuning)
-        part = Value("float32", (rows, x.shape[3]), "op")
-        new_conv = Node(conv.op, list(conv.inputs), [x, part], {**conv.attrs, "pool_output": "partials"}, conv.label)
-        for v in new_conv.outputs:
-            v.producer = new_conv
-        replaced[conv.id] = new_conv
-        replaced[pool.id] = Node(pool.op, [part, *pool.inputs[1:]], list(pool.outputs),
-                                 {**pool.attrs, "input_partials": x.shape[1] * x.shape[2]}, pool.label)
-        if DEBUG >= 2:
-            log.debug("fuse_pool_partials: %s [%s] from the partial sums of [%s]", pool.op, pool.label, conv.label)
-    return _rewrite(nodes, replaced, set())
-
-
 def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
     """A depthwise conv2d and the pointwise conv2d (or the conv_transpose2d whose filter
     equals its stride) that reads its output become one ``depthwise_project`` node: one kernel
@@ -869,13 +830,72 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
     return _rewrite(nodes, replaced, dropped)
 
 
+def fuse_pool_partials(nodes: list, outputs: dict, context=None) -> list:
+    """A global average pool (maybe with a fused skip add, ``fuse_pool_input``) reads the
+    per-invocation channel sums of the kernels that produce its operands instead of the
+    images: such a producer (a ``block`` conv2d, a pointwise conv2d on the tile kernel, a
+    ``depthwise_project`` node with a pointwise projection; ``partials_ok``) gets a second
+    output, [invocations, C] float32 partial sums (``attrs["pool_output"] = "partials"``, as
+    ``fuse_squeeze_excite`` makes of a depthwise conv's), and the pool reduces those
+    (``attrs["input_partials"]`` = the pixel count to divide by); its skip operand too when
+    its producer can (``attrs["input_add_partials"]``), the upsampling's factor kept.
+    The segmenter's decoder pools the sum of a skip connection and an upsampled image at each
+    stage; the pools then read a tenth of the values, and ``fuse_squeeze_excite`` takes the
+    means into the excitation's kernel. The producers' outputs keep their other readers.
+    """
+    from .builder import Node, Value
+    from .ops.conv import partials_ok, pool_rows
+    from .ops.pool import _is_global
+
+    tuning = getattr(context, "_tuning", "default")
+    _, producer = _users(nodes)
+    replaced: dict[int, Node] = {}
+
+    def partials(v):
+        """The partial sums Value of ``v``'s producer, made its second output, or None."""
+        conv = producer.get(v.id)
+        if conv is None or conv.id in replaced or v is not conv.outputs[0] or not partials_ok(conv, tuning):
+            return None
+        part = Value("float32", (pool_rows(conv, tuning), v.shape[3]), "op")
+        new_conv = Node(conv.op, list(conv.inputs), [v, part], {**conv.attrs, "pool_output": "partials"}, conv.label)
+        for u in new_conv.outputs:
+            u.producer = new_conv
+        replaced[conv.id] = new_conv
+        return part
+
+    for pool in nodes:
+        if (pool.op != "average_pool2d" or pool.attrs.get("layout") != "nhwc" or "input_partials" in pool.attrs
+                or not _is_global(pool)):
+            continue
+        x = pool.inputs[0]
+        k = pool.attrs.get("input_add")
+        if k is not None and pool.inputs[k] is x:
+            continue
+        part = partials(x)
+        if part is None:
+            continue
+        inputs = [part, *pool.inputs[1:]]
+        attrs = {**pool.attrs, "input_partials": x.shape[1] * x.shape[2]}
+        part2 = partials(pool.inputs[k]) if k is not None else None
+        if part2 is not None:
+            inputs[k] = part2
+            attrs["input_add_partials"] = True
+        replaced[pool.id] = Node(pool.op, inputs, list(pool.outputs), attrs, pool.label)
+        if DEBUG >= 2:
+            log.debug("fuse_pool_partials: %s [%s] from partial sums (%d operands)", pool.op, pool.label,
+                      1 + (part2 is not None))
+    return _rewrite(nodes, replaced, set())
+
+
 def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
     """The excitation of squeeze-and-excite, two 1x1 conv2d on the pooled pixel (``fc2(fc1(
     pool))``), becomes one ``squeeze_excite`` node whose kernel runs both in one workgroup
     (``attrs["fc1"]`` / ``["fc2"]``: the original nodes). When the pool is a depthwise conv's
     second output (``fuse_conv_pool``) read by nothing else, the conv writes its per-block
     partial sums as that output (``attrs["pool_output"] = "partials"``) and the node takes
-    the means too: three single-workgroup kernels, each mostly launch cost, become one.
+    the means too: three single-workgroup kernels, each mostly launch cost, become one. So
+    does a pool of partial sums (``fuse_pool_partials``) read by nothing else, with the
+    partials of its skip operand (``attrs["rows2"]`` rows, summed times ``["scale2"]``).
     """
     from .builder import Node, Value
     from .ops.conv import pool_rows, squeeze_excite_ok
@@ -896,11 +916,22 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
         if not squeeze_excite_ok(fc1, fc2):
             continue
         src, rows, count, new_conv = fc1.inputs[0], 1, 1, None
+        two: dict = {"rows2": 0, "scale2": 1.0}
+        pool = None
         conv = producer.get(src.id)
         dw = conv.attrs["depthwise"] if conv is not None and conv.op == "depthwise_project" else conv
-        if (conv is not None and dw is not None and dw.op == "conv2d" and dw.attrs.get("pool_output") is True
-                and len(conv.outputs) == 2 and src is conv.outputs[1] and src.id not in out_ids
-                and len(consumers.get(src.id, [])) == 1 and conv.id not in replaced):
+        only = src.id not in out_ids and len(consumers.get(src.id, [])) == 1
+        if (only and conv is not None and conv.op == "average_pool2d" and "input_partials" in conv.attrs
+                and ("input_add" not in conv.attrs or conv.attrs.get("input_add_partials"))):
+            # a pool of partial sums (fuse_pool_partials): its means are taken here
+            pool = conv
+            src, rows, count = pool.inputs[0], pool.inputs[0].shape[0], pool.attrs["input_partials"]
+            if "input_add" in pool.attrs:
+                src2 = pool.inputs[pool.attrs["input_add"]]
+                two = {"src2": src2, "rows2": src2.shape[0], "scale2": float(pool.attrs.get("input_add_scale", 1))}
+            conv = None
+        elif (conv is not None and dw is not None and dw.op == "conv2d" and dw.attrs.get("pool_output") is True
+                and len(conv.outputs) == 2 and src is conv.outputs[1] and only and conv.id not in replaced):
             g_out = conv.outputs[0]
             rows = pool_rows(conv, tuning)
             count = g_out.shape[1] * g_out.shape[2]
@@ -914,7 +945,7 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
                 new_conv = Node(conv.op, list(conv.inputs), list(new_dw.outputs), {**conv.attrs, "depthwise": new_dw},
                                 conv.label)
         inputs: list = []
-        for v in [src, *fc1.inputs[1:], *fc2.inputs[1:]]:
+        for v in [src, two.get("src2"), *fc1.inputs[1:], *fc2.inputs[1:]]:
             if v is not None and all(v is not u for u in inputs):
                 inputs.append(v)
         if len(inputs) + 1 > max_bindings:
@@ -923,8 +954,11 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
             for v in new_conv.outputs:
                 v.producer = new_conv
             replaced[conv.id] = new_conv
-        fused = Node("squeeze_excite", inputs, list(fc2.outputs), {"fc1": fc1, "fc2": fc2, "rows": rows,
-                                                                   "count": count}, fc1.label or fc2.label)
+        if pool is not None:
+            dropped.add(pool.id)
+        fused = Node("squeeze_excite", inputs, list(fc2.outputs),
+                     {"fc1": fc1, "fc2": fc2, "rows": rows, "count": count, "rows2": two["rows2"],
+                      "scale2": two["scale2"]}, fc1.label or fc2.label)
         for v in fused.outputs:
             v.producer = fused
         replaced[fc2.id] = fused
@@ -935,7 +969,7 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
 
 
 PASSES = [dead_code, fold_constants, swap_resample_conv, fuse_hard_swish, fuse_epilogue, fuse_conv_input,
-          fuse_pool_input, fuse_conv_upsample, fuse_conv_pool, fuse_pool_partials, fuse_depthwise_project,
+          fuse_pool_input, fuse_conv_upsample, fuse_conv_pool, fuse_depthwise_project, fuse_pool_partials,
           fuse_squeeze_excite, fuse_elementwise]
 
 

@@ -40,8 +40,10 @@
     out_vec      vec4 stores (mode "conv", N % 4 == 0)
     f_uniform    0, or the depthwise filter is in a uniform buffer of this many vec4s
     p_uniform    0, or the projection matrix is in a uniform buffer of this many vec4s
-    pool         (mode "store") also write each invocation's per-channel sums of its outputs to
-                 `pool` ([blocks, C4] vec4<f32>), for a global average pool (fuse_conv_pool)
+    pool         also write each invocation's per-channel sums of its outputs to `pool`, for a
+                 global average pool: mode "store", [blocks, C4] vec4<f32> of the depthwise output
+                 (fuse_conv_pool); mode "conv" (out_vec), [blocks, N4] of the projection's output
+                 (fuse_pool_partials)
     fns          (T, names) activation helpers of the epilogues
     n_inv        invocations: NB * OHB * OWB (OHB = ceil(OH / TH), OWB = ceil(OW / TW))
   Bindings: x (NHWC, vec4), f ([KH, KW, C] vec4), ep operands..., [pw ([C, N4] vec4),
@@ -121,7 +123,7 @@ enable f16;
 {% endfor %}
 {% endfor %}
   for (var cb = 0u; cb < {{ C4 }}u; cb = cb + 1u) {
-{% if pool %}
+{% if pool and mode == "store" %}
     var psum = vec4<f32>(0.0);
 {% endif %}
 {% for kh in range(KH) %}
@@ -196,7 +198,7 @@ enable f16;
     }
 {% endfor %}
 {% endfor %}
-{% if pool %}
+{% if pool and mode == "store" %}
     // this block's channel sums: row idx (= (n * OHB + hb) * OWB + wb) of the [blocks, C4] partials
     pool[idx * {{ C4 }}u + cb] = psum;
 {% endif %}
@@ -208,6 +210,9 @@ enable f16;
   {{ tl.hoist_q(pep, "gq" ~ j ~ "_" ~ c, (4 * j + c) ~ "u") }}
 {% endif %}
 {% endfor %}
+{% if pool %}
+  var ps{{ j }} = vec4<f32>(0.0);
+{% endif %}
 {% endfor %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
@@ -217,7 +222,11 @@ enable f16;
       let o = pix{{ t }}_{{ p }} * {{ N }}u + {{ 4 * j }}u;
       let v = a{{ t }}_{{ p }}_{{ j }};
 {% if out_vec %}
-      out[pix{{ t }}_{{ p }} * {{ N4 }}u + {{ j }}u] = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(pep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", (4 * j + c) ~ "u", "gq" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %}));
+      let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(pep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", (4 * j + c) ~ "u", "gq" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
+      out[pix{{ t }}_{{ p }} * {{ N4 }}u + {{ j }}u] = vec4<{{ T }}>(e);
+{% if pool %}
+      ps{{ j }} = ps{{ j }} + e;
+{% endif %}
 {% else %}
 {% for c in range(4) %}
 {% if 4 * j + c < N %}
@@ -229,6 +238,10 @@ enable f16;
 {% endfor %}
   }
 {% endfor %}
+{% endfor %}
+{% for j in range(N4 if pool else 0) %}
+  // this block's column sums: row idx of the [blocks, N] partials
+  pool[idx * {{ N4 }}u + {{ j }}u] = ps{{ j }};
 {% endfor %}
 {% elif mode == "transpose" %}
 {% for oc in range(O2) %}

@@ -35,12 +35,17 @@
     ep           the fused epilogue (webnn_gpu/ops/_epilogue.py), channel = n + bidx * group_cols;
                  operands read at the channel (a bias) are loaded once per column (q{j}_{c})
     group_cols   output columns per batch item when the batch is conv groups (else 0)
+    pool         also write the sums of each invocation's stored outputs over its TM rows, per
+                 column, to `pool` ([tiles_m, N / 4] vec4<f32>; one batch item, out_vec): the
+                 partial sums of a global average pool of a pointwise conv's NHWC output (the
+                 compiler's fuse_pool_partials)
     dyn          M, N, KC4, a_rs, b_ks, b_cols, o_sp and tiles_m come from the u32 parameter buffer
                  `prm` ([invocations, M, N, KC4, a_rs, b_ks, b_cols, o_sp, tiles_m]) instead of the
                  text: dense, unbatched, aligned products (pointwise convs, matmuls) of any size
                  share one pipeline per (tile, K % 4, tiles_n == 1, epilogue); their values in the
                  context are then not used
-  Bindings: a, b, epilogue operands..., asc (a_scale only), ares (a_add only), prm (dyn only), out.
+  Bindings: a, b, epilogue operands..., asc (a_scale only), ares (a_add only), prm (dyn only), out,
+    pool (pool only).
   Workgroup: (k.workgroup, 1, 1), 2-D folded dispatch over batches * tiles_m * tiles_n invocations.
 -#}
 {% import "_lib/index.wgsl" as ix %}
@@ -68,6 +73,9 @@ enable f16;
 @group(0) @binding({{ prm_at }}) var<storage, read> prm: array<u32>;
 {% endif %}
 {{ tl.decl(prm_at + (1 if dyn else 0), "out", T, out_vec, true) }}
+{% if pool %}
+@group(0) @binding({{ prm_at + (2 if dyn else 1) }}) var<storage, read_write> pool: array<vec4<f32>>;
+{% endif %}
 {{ tl.epilogue_fns(ep) }}
 
 @compute @workgroup_size({{ k.workgroup }})
@@ -260,6 +268,9 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
 {% endfor %}
 {% endfor %}
 {% endif %}
+{% for j in range(TN4 if pool else 0) %}
+  var ps{{ j }} = vec4<f32>(0.0);
+{% endfor %}
 {% for i in range(TM) %}
 {% if dyn %}
   if (m0 + {{ i }}u < M_) {
@@ -276,7 +287,11 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
       if (n < {% if dyn %}N_{% else %}{{ N }}u{% endif %}) {
         let o = orow + n;
         let v = c{{ i }}_{{ j }};
-        out[o / 4u] = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %}));
+        let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
+        out[o / 4u] = vec4<{{ T }}>(e);
+{% if pool %}
+        ps{{ j }} = ps{{ j }} + e;
+{% endif %}
       }
 {% else %}
 {% for c in range(4) %}
@@ -288,6 +303,12 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
 {% endif %}
     }
 {% endfor %}
+  }
+{% endfor %}
+{% for j in range(TN4 if pool else 0) %}
+  if (n0 + {{ 4 * j }}u < {{ N }}u) {
+    // this tile's column sums: row tm of the [tiles_m, N] partials
+    pool[tm * {{ N // 4 }}u + n0 / 4u + {{ j }}u] = ps{{ j }};
   }
 {% endfor %}
 }

@@ -823,3 +823,74 @@ def test_upsampling_used_twice_stays_a_kernel(ctx, rng):
     np.testing.assert_allclose(got["up"], up, atol=1e-5)
     np.testing.assert_allclose(got["y"], np.einsum("nhwc,oc->nhwo", x + up, wt[:, 0, 0, :]), atol=1e-4, rtol=1e-4)
     assert "resample/resample2d_x2.wgsl" in _templates(ctx, build, {"x": x, "small": small})
+
+
+def _nodes(ctx, build, inputs: dict) -> list:
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {n: b.input(n, {"data_type": webnn._dtypes.from_numpy(a.dtype), "shape": list(a.shape)})
+                          for n, a in inputs.items()}))
+    nodes = [s.node for s in g._steps if getattr(s, "node", None) is not None]
+    g.destroy()
+    return nodes
+
+
+@pytest.mark.parametrize("tuning", ["lane-loop", "default"])
+@pytest.mark.parametrize("dt,tol", [("float32", 2e-5), ("float16", 2e-2)])
+@pytest.mark.parametrize("reader", ["squeeze-excite", "pool"])
+@pytest.mark.parametrize("hw", [(18, 14), (32, 24)])  # partial row tiles and blocks; whole ones
+def test_pool_of_a_skip_plus_upsampling_sums_its_producers_partials(ctx, rng, monkeypatch, tuning, dt, tol, reader,
+                                                                    hw):
+    """fuse_pool_partials on the segmenter's decoder stage: the global pool of skip +
+    upsample2x(small), where the skip is a pointwise conv (tile kernel) and the small image a
+    depthwise conv + projection, reads both kernels' partial sums (the small one's counted
+    four times); the excitation's kernel takes the means (no pool kernel), or the pool reduces
+    the partials. Both images keep their other readers."""
+    monkeypatch.setattr(ctx, "_tuning", tuning)
+    npdt = np.float32 if dt == "float32" else np.float16
+    (h, w), C, R = hw, 16, 8
+    x = rng.standard_normal((1, h, w, 12)).astype(npdt)
+    z = rng.standard_normal((1, h // 2, w // 2, 8)).astype(npdt)
+    wt = (rng.standard_normal((C, 1, 1, 12)) * 0.3).astype(npdt)
+    bt = rng.standard_normal(C).astype(npdt)
+    wd = (rng.standard_normal((1, 3, 3, 8)) * 0.3).astype(npdt)
+    wp = (rng.standard_normal((C, 1, 1, 8)) * 0.3).astype(npdt)
+    bp = rng.standard_normal(C).astype(npdt)
+    w1 = (rng.standard_normal((R, 1, 1, C)) * 0.3).astype(npdt)
+    w2 = (rng.standard_normal((C, 1, 1, R)) * 0.3).astype(npdt)
+    inputs = {"x": x, "z": z}
+
+    def build(b, o):
+        skip = b.relu(b.conv2d(o["x"], b.constant(wt), input_layout="nhwc", filter_layout="ohwi",
+                               bias=b.constant(bt)))
+        d = b.conv2d(o["z"], b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=8, padding=[1] * 4)
+        small = b.conv2d(b.relu(d), b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
+        up = b.resample2d(small, mode="linear", scales=[2.0, 2.0], axes=[1, 2])
+        p = b.average_pool2d(b.add(skip, up), layout="nhwc")
+        if reader == "pool":
+            return {"p": p, "skip": skip, "small": small}
+        s = b.sigmoid(b.conv2d(b.relu(b.conv2d(p, b.constant(w1), input_layout="nhwc", filter_layout="ohwi")),
+                               b.constant(w2), input_layout="nhwc", filter_layout="ohwi"))
+        return {"y": b.mul(skip, s), "small": small}
+
+    got = {k: v.astype(np.float64) for k, v in run_graph(ctx, build, inputs).items()}
+    skip = np.maximum(np.einsum("nhwc,oc->nhwo", x.astype(np.float64), wt[:, 0, 0, :].astype(np.float64)) + bt, 0)
+    d = np.maximum(_dw_ref(z.astype(np.float64), wd.astype(np.float64), 0, 1, 1), 0)
+    small = np.einsum("nhwc,oc->nhwo", d, wp[:, 0, 0, :].astype(np.float64)) + bp
+    p = (skip + ref_resample(small, "linear", [h, w], axes=(1, 2))).mean(axis=(1, 2), keepdims=True)
+    np.testing.assert_allclose(got["small"], small, atol=tol * 2, rtol=tol * 2)
+    if reader == "pool":
+        np.testing.assert_allclose(got["p"], p, atol=tol, rtol=tol)
+        np.testing.assert_allclose(got["skip"], skip, atol=tol * 2, rtol=tol * 2)
+    else:
+        hid = np.maximum(np.einsum("nhwc,oc->nhwo", p, w1[:, 0, 0, :].astype(np.float64)), 0)
+        s = _sigmoid(np.einsum("nhwc,oc->nhwo", hid, w2[:, 0, 0, :].astype(np.float64)))
+        np.testing.assert_allclose(got["y"], skip * s, atol=tol * 2, rtol=tol * 2)
+    nodes = _nodes(ctx, build, inputs)
+    ops = [n.op for n in nodes]
+    assert [n.attrs.get("pool_output") for n in nodes[:2]] == ["partials", "partials"], ops
+    assert {nodes[0].op, nodes[1].op} == {"conv2d", "depthwise_project"}
+    if reader == "pool":
+        (pool,) = [n for n in nodes if n.op == "average_pool2d"]
+        assert pool.attrs["input_partials"] == h * w and pool.attrs["input_add_partials"]
+    else:
+        assert "average_pool2d" not in ops and "squeeze_excite" in ops

@@ -49,8 +49,8 @@ from ..builder import MLGraphBuilder, MLOperand, Value
 from . import _epilogue
 from ._registry import builder_method, lowering, support
 from .elementwise import literal
-from .linalg import (B_UNIFORM_FLOATS, FLOATS, SMALL_MAX_OUTPUTS, Shown, constant_array, make_constant,
-                     tile_kernel, uniform_copy, wgsl_type)
+from .linalg import (B_UNIFORM_FLOATS, FLOATS, SMALL_MAX_OUTPUTS, Shown, choose_tile, constant_array,
+                     make_constant, tile_kernel, uniform_copy, up_rows, wgsl_type)
 
 INPUT_LAYOUTS = ("nchw", "nhwc")
 CONV2D_FILTER_LAYOUTS = ("oihw", "hwio", "ohwi", "ihwo")
@@ -361,30 +361,49 @@ def _block_tile(g: dict) -> tuple[int, int] | None:
     return th, tw
 
 
-def block_pool_ok(node, tuning: str = "default") -> bool:
-    """Whether conv2d ``node`` runs the ``block`` kernel and can also write partial sums for a
-    global average pool of its output (the compiler's ``fuse_pool_partials``): one NHWC image,
-    a float output, no other output or input prologue."""
-    if node.op != "conv2d" or len(node.outputs) != 1 or node.attrs.get("input_layout") != "nhwc":
+def partials_ok(node, tuning: str = "default") -> bool:
+    """Whether ``node`` can also write the partial sums of a global average pool of its output
+    as a second output (the compiler's ``fuse_pool_partials``): one NHWC image, a float output
+    and no other output, on a kernel that writes them: a ``block`` conv2d, a pointwise conv2d
+    on the tile kernel (channels a multiple of 4), or a ``depthwise_project`` node projecting
+    with a pointwise conv2d to channels a multiple of 4."""
+    if len(node.outputs) != 1 or node.outputs[0].data_type not in FLOATS:
         return False
-    if node.outputs[0].data_type not in FLOATS or "input_scale" in node.attrs or "input_add" in node.attrs:
+    if node.op == "depthwise_project":
+        proj = node.attrs["project"]
+        return (proj is not None and proj.op == "conv2d" and proj.outputs[0].shape[3] % 4 == 0
+                and proj.outputs[0].shape[0] == 1)
+    if node.op != "conv2d" or node.attrs.get("input_layout") != "nhwc":
         return False
     g = _geometry(node)
-    return g["NB"] == 1 and _conv_variant(g, "nhwc", tuning) == "block"
+    variant = _conv_variant(g, "nhwc", tuning)
+    if variant == "block":
+        return g["NB"] == 1 and "input_scale" not in node.attrs and "input_add" not in node.attrs
+    return (variant == "pointwise" and g["NB"] == 1 and g["O"] % 4 == 0
+            and g["OH"] * g["OW"] * g["O"] > SMALL_MAX_OUTPUTS)
 
 
 def pool_rows(node, tuning: str = "default") -> int:
     """The rows of the [rows, C] partial sums ``node``'s kernel writes for a global average pool
     of its output (``attrs["pool_output"]``): one per pixel block of a depthwise conv2d, a
-    ``block`` conv2d or a ``depthwise_project`` node without a projection. The compiler sizes
-    the partials Value with it; the lowerings assert the same block."""
+    ``block`` conv2d or a ``depthwise_project`` node, one per row tile of a pointwise conv2d
+    (the tile kernel). The compiler sizes the partials Value with it; the lowerings assert the
+    same block."""
     if node.op == "depthwise_project":
-        e = node.attrs.get("expand")
+        e, proj = node.attrs.get("expand"), node.attrs["project"]
         g = _geometry(node.attrs["depthwise"])
-        th, tw = _dwp_block(g, 0, e.inputs[0].shape[3] // 4 if e is not None else 0, tuning)
+        n4 = -(-_project_width(proj) // 4) if proj is not None else 0
+        th, tw = _dwp_block(g, n4, e.inputs[0].shape[3] // 4 if e is not None else 0, tuning)
     else:
         g = _geometry(node)
-        tile = _block_tile(g) if _conv_variant(g, "nhwc", tuning) == "block" else _depthwise_block(g, tuning)
+        variant = _conv_variant(g, "nhwc", tuning)
+        if variant == "pointwise":
+            M = g["OH"] * g["OW"]
+            tm, _ = choose_tile(M, g["O"], 1, tuning)
+            if node.attrs.get("input_add_up2"):
+                tm = up_rows(tm, g["W"])
+            return -(-M // tm)
+        tile = _block_tile(g) if variant == "block" else _depthwise_block(g, tuning)
         assert tile is not None, "_conv_variant checks the block fits"
         th, tw = tile
     return -(-g["OH"] // th) * -(-g["OW"] // tw)
@@ -558,10 +577,8 @@ def store_ok(dw, tuning: str = "default", k4: int = 0) -> bool:
 def expand_block_ok(e, dw, proj, tuning: str = "default") -> bool:
     """Whether the depthwise + projection kernel's block for ``dw`` and ``proj`` keeps the
     recomputed expansion ``e`` within :data:`EXPAND_MAX_RECOMPUTE`."""
-    p = _geometry(proj)
-    n = p["O"] if proj.op == "conv2d" else p["KH"] * p["KW"] * p["O"]
     g = _geometry(dw)
-    th, tw = _dwp_block(g, -(-n // 4), e.inputs[0].shape[3] // 4, tuning)
+    th, tw = _dwp_block(g, -(-_project_width(proj) // 4), e.inputs[0].shape[3] // 4, tuning)
     return recompute_ok(g, th, tw)
 
 
@@ -594,6 +611,13 @@ def _project_matrix(proj) -> np.ndarray:
     padded = np.zeros((mat.shape[0], n4), dtype=mat.dtype)
     padded[:, :mat.shape[1]] = mat
     return padded
+
+
+def _project_width(proj) -> int:
+    """Values per depthwise pixel a projection makes: a pointwise conv's output channels, or a
+    filter-equals-stride transposed conv's KH * KW * O."""
+    p = _geometry(proj)
+    return p["O"] if proj.op == "conv2d" else p["KH"] * p["KW"] * p["O"]
 
 
 def _dwp_block(g: dict, n4: int, k4: int, tuning: str) -> tuple[int, int]:
@@ -644,7 +668,7 @@ def lower_depthwise_project(node, lc) -> None:
     if proj is not None:
         pep = _conv_epilogue(proj, out, "nhwc", first_binding="pe", name="project")
         p = _geometry(proj)
-        N = p["O"] if proj.op == "conv2d" else p["KH"] * p["KW"] * p["O"]
+        N = _project_width(proj)
         mat = _project_matrix(proj)
         n4 = mat.shape[1] // 4
         pw = make_constant(mat, proj.inputs[1].data_type)
@@ -661,6 +685,9 @@ def lower_depthwise_project(node, lc) -> None:
     if pooled:  # fuse_conv_pool: per-block channel sums
         part, reduce_pool = _pool_partials(lc, dw, ohb * owb, g["C"])
         outs.append(("pool", part))
+    elif len(node.outputs) == 2:  # fuse_pool_partials: per-block sums of the projection's output
+        assert mode == "conv" and N % 4 == 0 and tuple(node.outputs[1].shape) == (n_inv, N), "partials_ok, pool_rows"
+        outs.append(("pool", node.outputs[1]))
     w = _relayout(lc, dw.inputs[1], dw.attrs["filter_layout"], "hwio")
     w_ubo = uniform_copy(lc, w)
     fns: dict = {}
@@ -672,7 +699,7 @@ def lower_depthwise_project(node, lc) -> None:
               n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TH=th, TW=tw, OHB=ohb, OWB=owb,
               n_inv=n_inv, rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N, N4=n4, center=ep.given,
               C4=g["C"] // 4, mode=mode, KH2=p["KH"], KW2=p["KW"], O2=p["O"],
-              out_vec=mode == "store" or mode == "conv" and N % 4 == 0, pool=pooled,
+              out_vec=mode == "store" or mode == "conv" and N % 4 == 0, pool=len(outs) == 2,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
               p_uniform=B_UNIFORM_FLOATS // 4 if pw_ubo is not None else 0,
               fns=sorted((FT, sorted(names)) for FT, names in fns.items()), expand=e is not None, eep=eep,
@@ -709,7 +736,8 @@ def squeeze_excite_ok(fc1, fc2) -> bool:
 
 @lowering("squeeze_excite")
 def lower_squeeze_excite(node, lc) -> None:
-    """Channel means of ``inputs[0]`` ([rows, C] partial sums or the pooled [1, 1, 1, C]), then
+    """Channel means of ``inputs[0]`` ([rows, C] partial sums or the pooled [1, 1, 1, C]; plus
+    ``attrs["scale2"]`` times ``inputs[1]``'s sums when ``attrs["rows2"]``), then
     ``attrs["fc1"]`` and ``attrs["fc2"]`` (the original 1x1 conv2d nodes), in one workgroup."""
     fc1, fc2 = node.attrs["fc1"], node.attrs["fc2"]
     src, out = node.inputs[0], node.outputs[0]
@@ -725,11 +753,13 @@ def lower_squeeze_excite(node, lc) -> None:
             fns.setdefault(FT, set()).update(names)
     (u1, m1), (u2, m2) = mats
     C, R, C2 = m1.shape[1], m1.shape[0], m2.shape[0]
-    count = np.array([float(node.attrs["count"])], np.float32).view(np.uint32)[0]
-    prm = make_constant(np.array([node.attrs["rows"], C, R, C2, count], dtype=np.uint32), "uint32")
-    lc.kernel("matmul/squeeze_excite.wgsl", [("src", src), ("w1", u1 or m1)] + ep1.operands + [("w2", u2 or m2)]
+    rows2 = node.attrs.get("rows2", 0)
+    count, scale2 = np.array([float(node.attrs["count"]), node.attrs.get("scale2", 1.0)], np.float32).view(np.uint32)
+    prm = make_constant(np.array([node.attrs["rows"], C, R, C2, count, rows2, scale2], dtype=np.uint32), "uint32")
+    srcs = [("src", src)] + ([("src2", node.inputs[1])] if rows2 else [])
+    lc.kernel("matmul/squeeze_excite.wgsl", srcs + [("w1", u1 or m1)] + ep1.operands + [("w2", u2 or m2)]
               + ep2.operands + [("prm", prm)], [("out", out)], SE_WORKGROUP, groups=(1, 1, 1),
-              workgroup=SE_WORKGROUP, T=wgsl_type(out.data_type), src_f32=src.data_type == "float32",
+              workgroup=SE_WORKGROUP, T=wgsl_type(out.data_type), src_f32=src.data_type == "float32", two=rows2 > 0,
               CMAX=SE_MAX_CHANNELS, RMAX=SE_MAX_CHANNELS, ep1=ep1, ep2=ep2,
               w1_uniform=B_UNIFORM_FLOATS // 4 if u1 is not None else 0,
               w2_uniform=B_UNIFORM_FLOATS // 4 if u2 is not None else 0,
@@ -827,7 +857,8 @@ def lower_conv2d(node, lc) -> None:
         tile_kernel(lc, x, w, out, M=M, N=O, batch_shape=[], a_bst=[], b_bst=[], o_bst=[], a_rs=C, a_ks=1,
                     a_vec=True, b_ks=wcols, b_ns=1, b_vec=True, b_cols=wcols, o_P=M, o_sn=0, o_sp=O, o_so=1, KC=C,
                     epilogue=ep, a_scale=scale, a_add=residual,
-                    a_add_up=(g["H"], g["W"]) if node.attrs.get("input_add_up2") else None)
+                    a_add_up=(g["H"], g["W"]) if node.attrs.get("input_add_up2") else None,
+                    pool=node.outputs[1] if node.attrs.get("pool_output") else None)
         return
     ist = {k: g[k] for k in ("in_sn", "in_sc", "in_sh", "in_sw")}
     if layout == "nchw" and I % 4 == 0 and NCHW_TO_NHWC:

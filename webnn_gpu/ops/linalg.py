@@ -148,6 +148,12 @@ def choose_tile(M: int, N: int, batches: int, tuning: str = "default") -> tuple[
     return tm, tn4
 
 
+def up_rows(TM: int, W: int) -> int:
+    """The rows of a tile that interpolates a 2x-upsampled operand (``a_add_up``): one image row
+    of width ``W`` from an even column, so the largest even divisor of ``W`` up to ``TM``."""
+    return max(t for t in range(2, max(TM, 2) + 1, 2) if W % t == 0)
+
+
 def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_shape, a_bst, b_bst, o_bst,
                 a_mode: str = "dense", a_rs: int = 0, a_ks: int = 1, a_vec: bool = False,
                 b_ks: int, b_ns: int = 1, b_vec: bool = False, b_cols: int | None = None,
@@ -155,19 +161,22 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
                 conv: dict | None = None, epilogue=None, tile: tuple[int, int] | None = None,
                 order: str | None = None, group_cols: int = 0, small_ok: bool = True,
                 a_scale: Value | None = None, a_add: Value | None = None,
-                a_add_up: tuple[int, int] | None = None) -> None:
+                a_add_up: tuple[int, int] | None = None, pool: Value | None = None) -> None:
     """Add one ``matmul/tile.wgsl`` launch (see the template header for every argument), or
     a ``matmul/small.wgsl`` one for a small dense product when ``small_ok``.
 
     ``a_add_up`` = (H, W): ``a_add`` is the small image ([N, H / 2, W / 2, KC]) of an exact 2x
     bilinear upsampling of A's rows, one pixel each, of NHWC images of H x W pixels.
 
+    ``pool``: a [ceil(M / TM), N] float32 Value for the per-tile column sums of the stored
+    output (one batch item, N a multiple of 4; :func:`up_rows` and :func:`choose_tile` give TM).
+
     ``a_vec`` / ``b_vec`` / vec4 stores are only used when the addressing is aligned; callers
     pass what they want and this function drops what the geometry does not allow.
     """
     batch_shape = list(batch_shape)
     batches = math.prod(batch_shape) if batch_shape else 1
-    if (small_ok and a_scale is None and a_add is None and tile is None and a_mode == "dense" and len(batch_shape) <= 1
+    if (small_ok and pool is None and a_scale is None and a_add is None and tile is None and a_mode == "dense" and len(batch_shape) <= 1
             and M * N * batches <= SMALL_MAX_OUTPUTS and KC <= SMALL_MAX_K):
         ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
         bst = (list(a_bst) or [0], list(b_bst) or [0], list(o_bst) or [0])
@@ -184,7 +193,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     up = None
     if a_add_up is not None:  # a tile's rows must be one image row, starting at an even column
         assert a_add is not None and a_mode == "dense"
-        TM = max(t for t in range(2, max(TM, 2) + 1, 2) if a_add_up[1] % t == 0)
+        TM = up_rows(TM, a_add_up[1])
         up = (a_add_up[0], a_add_up[1], a_add.shape[1], a_add.shape[2])
     tiles_m = -(-M // TM)
     tiles_n = -(-(-(-N // 4)) // TN4)
@@ -205,7 +214,9 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
     order = order or TILE_ORDER
     n_inv = batches * tiles_m * tiles_n
-    dyn = (TILE_DYNAMIC and up is None and a_mode == "dense" and not batch_shape and a_vec and b_vec and out_vec
+    if pool is not None and not (out_vec and batches == 1 and tuple(pool.shape) == (tiles_m, N)):
+        raise AssertionError(f"{lc.label}: pool partials need one batch item and vec4 stores")  # pool_rows checks
+    dyn = (TILE_DYNAMIC and up is None and pool is None and a_mode == "dense" and not batch_shape and a_vec and b_vec and out_vec
            and a_ks == 1 and b_ns == 1 and o_so == 1 and (o_sn == 0 or o_P >= M) and KH == KW == 1 and not group_cols
            and order == "m")
     variables = dict(
@@ -215,7 +226,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
-        b_uniform_vec4=B_UNIFORM_FLOATS // 4,
+        b_uniform_vec4=B_UNIFORM_FLOATS // 4, pool=pool is not None,
     )
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
@@ -226,7 +237,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         variables.update(conv or {})
     else:
         variables.update(P=1, OW=1, in_sn=0, in_sh=0, in_sw=0, H=1, W=1, sh=1, sw=1, dh=1, dw=1, pt=0, pl=0)
-    lc.kernel("matmul/tile.wgsl", inputs, [("out", out)], n_inv,
+    lc.kernel("matmul/tile.wgsl", inputs, [("out", out)] + ([("pool", pool)] if pool is not None else []), n_inv,
               workgroup=TILE_WORKGROUP if n_inv >= 4 * TILE_WORKGROUP else TILE_SMALL_WORKGROUP, **variables)
 
 
