@@ -895,7 +895,9 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
     partial sums as that output (``attrs["pool_output"] = "partials"``) and the node takes
     the means too: three single-workgroup kernels, each mostly launch cost, become one. So
     does a pool of partial sums (``fuse_pool_partials``) read by nothing else, with the
-    partials of its skip operand (``attrs["rows2"]`` rows, summed times ``["scale2"]``).
+    partials of its skip operand (``attrs["rows2"]`` rows, summed times ``["scale2"]``); on
+    such a pool a single 1x1 conv (a channel attention without the hidden layer) runs there
+    too (``attrs["fc2"]`` None).
     """
     from .builder import Node, Value
     from .ops.conv import pool_rows, squeeze_excite_ok
@@ -906,15 +908,27 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
     consumers, producer = _users(nodes)
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
+    def pair_head(fc) -> bool:
+        """Whether ``fc`` is the first layer of a two-layer excitation (found as its second)."""
+        users = consumers.get(fc.outputs[0].id, [])
+        return (len(fc.outputs) == 1 and fc.outputs[0].id not in out_ids and len(users) == 1
+                and squeeze_excite_ok(fc, users[0]))
+
     for fc2 in nodes:
-        if fc2.op != "conv2d" or not fc2.inputs or fc2.inputs[0] is None:
+        if fc2.op != "conv2d" or not fc2.inputs or fc2.inputs[0] is None or fc2.id in dropped:
             continue
         mid = fc2.inputs[0]
         fc1 = producer.get(mid.id)
-        if fc1 is None or fc1.id in dropped or mid.id in out_ids or len(consumers.get(mid.id, [])) != 1:
+        if fc1 is not None and fc1.op == "average_pool2d" and "input_partials" in fc1.attrs:
+            # one layer on a pool of partial sums (a channel attention's sigmoid): fc2 is None
+            if not squeeze_excite_ok(fc2, None) or pair_head(fc2):
+                continue
+            fc1, fc2 = fc2, None
+        elif fc1 is None or fc1.id in dropped or mid.id in out_ids or len(consumers.get(mid.id, [])) != 1:
             continue
-        if not squeeze_excite_ok(fc1, fc2):
+        elif not squeeze_excite_ok(fc1, fc2):
             continue
+        last = fc2 if fc2 is not None else fc1
         src, rows, count, new_conv = fc1.inputs[0], 1, 1, None
         two: dict = {"rows2": 0, "scale2": 1.0}
         pool = None
@@ -944,8 +958,10 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
             else:  # the depthwise conv inside a depthwise_project node (its expansion fused)
                 new_conv = Node(conv.op, list(conv.inputs), list(new_dw.outputs), {**conv.attrs, "depthwise": new_dw},
                                 conv.label)
+        if fc2 is None and pool is None:
+            continue  # a lone 1x1 conv on a pooled vector gains nothing here
         inputs: list = []
-        for v in [src, two.get("src2"), *fc1.inputs[1:], *fc2.inputs[1:]]:
+        for v in [src, two.get("src2"), *fc1.inputs[1:], *(fc2.inputs[1:] if fc2 is not None else [])]:
             if v is not None and all(v is not u for u in inputs):
                 inputs.append(v)
         if len(inputs) + 1 > max_bindings:
@@ -956,15 +972,16 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
             replaced[conv.id] = new_conv
         if pool is not None:
             dropped.add(pool.id)
-        fused = Node("squeeze_excite", inputs, list(fc2.outputs),
+        fused = Node("squeeze_excite", inputs, list(last.outputs),
                      {"fc1": fc1, "fc2": fc2, "rows": rows, "count": count, "rows2": two["rows2"],
-                      "scale2": two["scale2"]}, fc1.label or fc2.label)
+                      "scale2": two["scale2"]}, fc1.label or last.label)
         for v in fused.outputs:
             v.producer = fused
-        replaced[fc2.id] = fused
-        dropped.add(fc1.id)
+        replaced[last.id] = fused
+        if fc2 is not None:
+            dropped.add(fc1.id)
         if DEBUG >= 2:
-            log.debug("fuse_squeeze_excite: [%s] + [%s] (%d rows of partials)", fc1.label, fc2.label, rows)
+            log.debug("fuse_squeeze_excite: [%s] + [%s] (%d rows of partials)", fc1.label, last.label, rows)
     return _rewrite(nodes, replaced, dropped)
 
 

@@ -16,10 +16,13 @@
     epilogue helpers, and the entry point up to `idx` (guarded by idx < k.n).
   store_channels(ep, T, TO, o_sn, o_sh, o_sw, o_sc): stores acc0..acc{TO-1}, channels o0.. of
     output pixel (n, oh, ow), through the epilogue (the direct and gather-transposed convs).
-  pixel_block(k, n_inv, OWB, OHB, TH, TW, sh, sw, pt, pl, seg, W): the entry point of a kernel
-    with one invocation per TH x TW block of output pixels (block column fastest), up to the
-    block's origin (n, oh0, ow0), its input origin (ih0, iw0) and, for each input column offset
-    j of `seg`, the clamped column ci{j} and whether it is inside the image (cok{j}).
+  pixel_block(k, n_inv, OWB, OHB, TH, TW, sh, sw, pt, pl, seg, W, all_run): the entry point of
+    a kernel with one invocation per TH x TW block of output pixels (block column fastest), up
+    to the block's origin (n, oh0, ow0), its input origin (ih0, iw0) and, for each input column
+    offset j of `seg`, the clamped column ci{j} and whether it is inside the image (cok{j}).
+    `gidx` is the invocation's index and `li` its index in the workgroup; with all_run, the
+    invocations past the last block do not return (`live` is false) so that the kernel can
+    end with a workgroup barrier.
   decode_out(w, h, O, TO, OPG, wv, hv): splits idx into the column `wv` (of w), row `hv` (of
     h), output-channel block `ob` (TO channels each, O in all), batch `n`, first channel `o0`
     and group `g` (OPG output channels per group); column fastest.
@@ -89,11 +92,20 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% endmacro %}
 
-{% macro pixel_block(k, n_inv, OWB, OHB, TH, TW, sh, sw, pt, pl, seg, W) %}
+{% macro pixel_block(k, n_inv, OWB, OHB, TH, TW, sh, sw, pt, pl, seg, W, all_run=false) %}
 @compute @workgroup_size({{ k.workgroup }})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {
+  let gidx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
+{% if all_run %}
+  // every invocation runs to the end (a workgroup barrier follows); those past the last
+  // block compute the last one again and store nothing (live)
+  let live = gidx < {{ n_inv }}u;
+  let idx = min(gidx, {{ n_inv - 1 }}u);
+{% else %}
+  let idx = gidx;
   if (idx >= {{ n_inv }}u) { return; }
+{% endif %}
   let r1 = idx / {{ OWB }}u;
   let wb = idx - r1 * {{ OWB }}u;
   let n = r1 / {{ OHB }}u;

@@ -15,9 +15,10 @@
     f_uniform    0, or the filter ([KH, KW, C, O] as vec4s of O) is a float32 constant in a uniform
                  buffer of this many vec4s
     n_inv        invocations: NB * OHB * OWB
-    pool         also write each invocation's per-channel sums of its outputs to `pool`
-                 ([n_inv, O4] vec4<f32>): the partial sums of a global average pool of the
-                 output (the compiler's fuse_pool_partials)
+    pool         also write each workgroup's per-channel sums of its outputs to `pool`
+                 ([ceil(n_inv / workgroup), O4] vec4<f32>, added up in workgroup memory): the
+                 partial sums of a global average pool of the output (the compiler's
+                 fuse_pool_partials), few enough rows for the one workgroup that reduces them
   Bindings: x (NHWC, scalar), f ([KH, KW, C, O4] vec4), epilogue operands..., out (NHWC, vec4),
     pool (pool only).
   Workgroup: (k.workgroup, 1, 1); block column fastest.
@@ -38,8 +39,11 @@ enable f16;
 @group(0) @binding({{ 3 + ep.operands | length }}) var<storage, read_write> pool: array<vec4<f32>>;
 {% endif %}
 {{ tl.epilogue_fns(ep) }}
+{% if pool %}
+var<workgroup> wsum: array<vec4<f32>, {{ k.workgroup * O4 }}>;
+{% endif %}
 
-{{ tl.pixel_block(k, n_inv, OWB, OHB, TH, TW, sh, sw, pt, pl, seg, W) }}
+{{ tl.pixel_block(k, n_inv, OWB, OHB, TH, TW, sh, sw, pt, pl, seg, W, pool) }}
 {% for kh in range(KH) %}
 {% for kw in range(KW) %}
 {% for c in range(C) %}
@@ -91,7 +95,7 @@ enable f16;
 {% endif %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
-  if (oh0 + {{ t }}u < {{ OH }}u && ow0 + {{ p }}u < {{ OW }}u) {
+  if ({{ "live && " if pool }}oh0 + {{ t }}u < {{ OH }}u && ow0 + {{ p }}u < {{ OW }}u) {
     let pix = (n * {{ OH }}u + oh0 + {{ t }}u) * {{ OW }}u + ow0 + {{ p }}u;
 {% for j in range(O4) %}
     {
@@ -109,7 +113,15 @@ enable f16;
 {% endfor %}
 {% if pool %}
 {% for j in range(O4) %}
-  pool[idx * {{ O4 }}u + {{ j }}u] = psum{{ j }};
+  wsum[li * {{ O4 }}u + {{ j }}u] = psum{{ j }};
 {% endfor %}
+  workgroupBarrier();
+  if (li < {{ O4 }}u && gidx - li < {{ n_inv }}u) {  // invocation j adds up column block j: row gidx / workgroup
+    var s = vec4<f32>(0.0);
+    for (var i = 0u; i < {{ k.workgroup }}u; i = i + 1u) {
+      s = s + wsum[i * {{ O4 }}u + li];
+    }
+    pool[gidx / {{ k.workgroup }}u * {{ O4 }}u + li] = s;
+  }
 {% endif %}
 }

@@ -19,10 +19,12 @@
     so blocks of every size with the same epilogues share one pipeline (and the loops stay
     loops: a driver unrolling constant-trip loops makes slow-to-compile code).
     ep1, ep2     the two layers' epilogues (functions fc1 / fc2)
+    one          one layer only (no w2, ep2): out is fc1's output, C2 = R
     fns          (T, names) activation helpers of both epilogues
     w1_uniform / w2_uniform   0, or that matrix is a float32 constant in a uniform buffer of this
                  many vec4s (zero-padded); else array<T>
-  Bindings: src, src2 (two only), w1 ([R, C]), ep1 operands..., w2 ([C2, R]), ep2 operands..., prm, out ([C2]).
+  Bindings: src, src2 (two only), w1 ([R, C]), ep1 operands..., w2 ([C2, R]), ep2 operands... (not
+    one), prm, out ([C2]).
   Workgroup: (k.workgroup, 1, 1), one workgroup.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
@@ -31,7 +33,7 @@
 enable f16;
 {% endif %}
 {% set n1 = ep1.operands | length %}
-{% set n2 = ep2.operands | length %}
+{% set n2 = -1 if one else ep2.operands | length %}
 {% set b = 1 if two else 0 %}
 @group(0) @binding(0) var<storage, read> src: array<{{ "f32" if src_f32 else T }}>;
 {% if two %}
@@ -43,12 +45,15 @@ enable f16;
 @group(0) @binding({{ 1 + b }}) var<storage, read> w1: array<{{ T }}>;
 {% endif %}
 {{ tl.epilogue_decls(ep1, 2 + b) }}
-{% if w2_uniform %}
+{% if one %}
+{% elif w2_uniform %}
 @group(0) @binding({{ 2 + b + n1 }}) var<uniform> w2: array<vec4<f32>, {{ w2_uniform }}>;
 {% else %}
 @group(0) @binding({{ 2 + b + n1 }}) var<storage, read> w2: array<{{ T }}>;
 {% endif %}
+{% if not one %}
 {{ tl.epilogue_decls(ep2, 3 + b + n1) }}
+{% endif %}
 @group(0) @binding({{ 3 + b + n1 + n2 }}) var<storage, read> prm: array<u32>;
 @group(0) @binding({{ 4 + b + n1 + n2 }}) var<storage, read_write> out: array<{{ T }}>;
 {% for FT, names in fns %}
@@ -57,7 +62,7 @@ enable f16;
 {% if not ep1.empty %}
 {{ ep1.code }}
 {% endif %}
-{% if not ep2.empty %}
+{% if not one and not ep2.empty %}
 {{ ep2.code }}
 {% endif %}
 
@@ -73,6 +78,7 @@ fn ld_w1(i: u32) -> f32 {
 {% endif %}
 }
 
+{% if not one %}
 fn ld_w2(i: u32) -> f32 {
 {% if w2_uniform %}
   return w2[i / 4u][i % 4u];
@@ -80,6 +86,7 @@ fn ld_w2(i: u32) -> f32 {
   return f32(w2[i]);
 {% endif %}
 }
+{% endif %}
 
 @compute @workgroup_size({{ k.workgroup }})
 fn main(@builtin(local_invocation_index) li: u32) {
@@ -121,6 +128,10 @@ fn main(@builtin(local_invocation_index) li: u32) {
     for (var c = 0u; c < C; c = c + 1u) {
       a = a + pooled[c] * ld_w1(j * C + c);
     }
+{% if one %}
+    out[j] = {{ T }}({{ tl.apply(ep1, "a", "j", "j") }});
+  }
+{% else %}
     hidden[j] = {{ tl.apply(ep1, "a", "j", "j") }};
   }
   workgroupBarrier();
@@ -131,4 +142,5 @@ fn main(@builtin(local_invocation_index) li: u32) {
     }
     out[c] = {{ T }}({{ tl.apply(ep2, "a", "c", "c") }});
   }
+{% endif %}
 }

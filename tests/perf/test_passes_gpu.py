@@ -894,3 +894,37 @@ def test_pool_of_a_skip_plus_upsampling_sums_its_producers_partials(ctx, rng, mo
         assert pool.attrs["input_partials"] == h * w and pool.attrs["input_add_partials"]
     else:
         assert "average_pool2d" not in ops and "squeeze_excite" in ops
+
+
+@pytest.mark.parametrize("dt,tol", [("float32", 2e-5), ("float16", 2e-2)])
+@pytest.mark.parametrize("follow", ["mul", "two layers"])
+def test_one_layer_attention_on_partial_sums_runs_in_the_excitation_kernel(ctx, rng, dt, tol, follow):
+    """fuse_squeeze_excite with one layer: pool (from a pointwise conv's partial sums) -> 1x1
+    conv -> sigmoid is one squeeze_excite kernel (no pool kernel, no small product); a second
+    1x1 conv after it makes the usual two-layer kernel instead."""
+    npdt = np.float32 if dt == "float32" else np.float16
+    C, O = 12, 20
+    x = rng.standard_normal((1, 9, 10, C)).astype(npdt)
+    wt = (rng.standard_normal((O, 1, 1, C)) * 0.3).astype(npdt)
+    w1 = (rng.standard_normal((O, 1, 1, O)) * 0.3).astype(npdt)
+    b1 = rng.standard_normal(O).astype(npdt)
+    w2 = (rng.standard_normal((O, 1, 1, O)) * 0.3).astype(npdt)
+
+    def build(b, o):
+        y = b.conv2d(o["x"], b.constant(wt), input_layout="nhwc", filter_layout="ohwi")
+        p = b.average_pool2d(y, layout="nhwc")
+        s = b.conv2d(p, b.constant(w1), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(b1))
+        if follow == "two layers":
+            s = b.conv2d(b.relu(s), b.constant(w2), input_layout="nhwc", filter_layout="ohwi")
+        return {"y": b.mul(y, b.sigmoid(s))}
+
+    got = run_graph(ctx, build, {"x": x})["y"].astype(np.float64)
+    y = np.einsum("nhwc,oc->nhwo", x.astype(np.float64), wt[:, 0, 0, :].astype(np.float64))
+    s = w1[:, 0, 0, :].astype(np.float64) @ y.mean(axis=(1, 2))[0] + b1
+    if follow == "two layers":
+        s = w2[:, 0, 0, :].astype(np.float64) @ np.maximum(s, 0)
+    np.testing.assert_allclose(got, y * _sigmoid(s), atol=tol, rtol=tol)
+    nodes = _nodes(ctx, build, {"x": x})
+    (se,) = [n for n in nodes if n.op == "squeeze_excite"]
+    assert [n.op for n in nodes if n.op in ("average_pool2d", "conv2d")] == ["conv2d"]
+    assert (se.attrs["fc2"] is None) == (follow == "mul") and se.attrs["rows"] == nodes[0].outputs[1].shape[0]
