@@ -59,9 +59,8 @@ CONV_VARIANTS = ("direct", "gemm", "pointwise", "depthwise", "block")
 #: Invocations per workgroup of the conv kernels.
 WORKGROUP = 64
 #: Output rows and columns per invocation of the depthwise kernel, per tuning profile
-#: (:func:`webnn_gpu._kernels.tuning_profile`; measured on lavapipe, Mesa 22.3 and 25.0: on
-#: Mesa 22, 4 x 4 until the depthwise + projection kernels came, 8 x 4 since, 2% faster).
-DW_BLOCK = {"lane-loop": (8, 4), "default": (8, 4)}
+#: (:func:`webnn_gpu._kernels.tuning_profile`; measured on lavapipe, Mesa 22.3 and 25.0).
+DW_BLOCK = {"lane-loop": (4, 4), "default": (8, 4)}
 #: The ``block`` kernel (``conv/block.wgsl``): at most this many input channels and output
 #: channels, output block per invocation, and loaded input values per invocation.
 BLOCK_MAX_C = 4
