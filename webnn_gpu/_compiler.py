@@ -908,6 +908,7 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
     consumers, producer = _users(nodes)
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
+
     def pair_head(fc) -> bool:
         """Whether ``fc`` is the first layer of a two-layer excitation (found as its second)."""
         users = consumers.get(fc.outputs[0].id, [])

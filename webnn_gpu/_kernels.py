@@ -344,8 +344,11 @@ class PipelineCache:
         threads = min(PIPELINE_THREADS, len(todo))
         made: dict = {}
         if threads > 1:
+            # longest shaders first (the driver's time grows with the unrolled code), so that
+            # no large one starts last while the other threads are idle
+            order = sorted(todo, key=lambda k: -len(todo[k][0]))
             with ThreadPoolExecutor(threads, thread_name_prefix="webnn-gpu-pipelines") as pool:
-                futures = {k: pool.submit(self._compile, k, req[0], req[1], req[2], "main") for k, req in todo.items()}
+                futures = {k: pool.submit(self._compile, k, *todo[k], "main") for k in order}
                 made = {k: f.result() for k, f in futures.items()}
             for k, pipe in made.items():
                 self.misses += 1
