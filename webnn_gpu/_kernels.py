@@ -348,7 +348,7 @@ class PipelineCache:
             # no large one starts last while the other threads are idle
             order = sorted(todo, key=lambda k: -len(todo[k][0]))
             with ThreadPoolExecutor(threads, thread_name_prefix="webnn-gpu-pipelines") as pool:
-                futures = {k: pool.submit(self._compile, k, *todo[k], "main") for k in order}
+                futures = {k: pool.submit(self._compile, k, todo[k][0], todo[k][1], todo[k][2], "main") for k in order}
                 made = {k: f.result() for k, f in futures.items()}
             for k, pipe in made.items():
                 self.misses += 1
