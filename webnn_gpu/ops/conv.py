@@ -387,8 +387,8 @@ def pool_rows(node, tuning: str = "default") -> int:
     """The rows of the [rows, C] partial sums ``node``'s kernel writes for a global average pool
     of its output (``attrs["pool_output"]``): one per pixel block of a depthwise conv2d or a
     ``depthwise_project`` node, one per workgroup of a ``block`` conv2d, one per row tile of a
-    pointwise conv2d (the tile kernel). The compiler sizes the partials Value with it; the lowerings assert the
-    same block."""
+    pointwise conv2d (the tile kernel). The compiler sizes the partials Value with it; the
+    lowerings assert the same block."""
     if node.op == "depthwise_project":
         e, proj = node.attrs.get("expand"), node.attrs["project"]
         g = _geometry(node.attrs["depthwise"])
