@@ -162,16 +162,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 """
 
 
-def _time_best(fn, rounds: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(rounds):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
 class FibChains:
     """Fibonacci chains of ``n``-element float32 adds, as webnn-gpu graphs and as bare wgpu.
 
@@ -308,17 +298,26 @@ def dispatch_overhead(args, n: int = 256, kernels: int = 64, rounds: int = 30) -
     try:
         fc = FibChains(ctx, n)
         want = fc.want(kernels)
-        res = {}
+        runs = {}
         for name, chain, chained in (("webnn-gpu", fc.webnn, fc.webnn_chained),
                                      ("bare wgpu", fc.bare, fc.bare_chained)):
             run_k = chain(kernels)
             np.testing.assert_allclose(run_k(), want, rtol=1e-6)
             run_c = chained(kernels)
             np.testing.assert_allclose(run_c(), want, rtol=1e-6)
-            t1 = _time_best(chain(1), rounds)
-            tk = _time_best(run_k, rounds)
-            res[name] = {"one_kernel_us": t1 * 1e6, "per_kernel_us": (tk - t1) / (kernels - 1) * 1e6,
-                         "per_dispatch_us": _time_best(run_c, max(3, rounds // 3)) / kernels * 1e6}
+            runs[name] = (chain(1), run_k, run_c)
+        # the two sides alternate round by round, so that both see the same machine load
+        best = {name: [float("inf")] * 3 for name in runs}
+        for r in range(rounds):
+            for name, fns in runs.items():
+                for i, fn in enumerate(fns):
+                    if i == 2 and r % 3:  # the chained dispatches take longer: every third round
+                        continue
+                    t = time.perf_counter()
+                    fn()
+                    best[name][i] = min(best[name][i], time.perf_counter() - t)
+        res = {name: {"one_kernel_us": t1 * 1e6, "per_kernel_us": (tk - t1) / (kernels - 1) * 1e6,
+                      "per_dispatch_us": tc / kernels * 1e6} for name, (t1, tk, tc) in best.items()}
     finally:
         if old is None:
             os.environ.pop("WEBNN_GPU_PASSES", None)
@@ -326,7 +325,8 @@ def dispatch_overhead(args, n: int = 256, kernels: int = 64, rounds: int = 30) -
             os.environ["WEBNN_GPU_PASSES"] = old
         ctx.destroy()
 
-    print(f"\nDispatch overhead ({n}-element adds, chains of {kernels}; best of {rounds} rounds)")
+    print(f"\nDispatch overhead ({n}-element adds, chains of {kernels}; best of {rounds} rounds, the chained "
+          f"dispatches of {-(-rounds // 3)}; webnn-gpu and bare wgpu alternating)")
     print(f"{'':12s} {'1-kernel graph':>16s} {'per extra kernel':>17s} {'per dispatch()':>15s}  (us)")
     for name, r in res.items():
         print(f"{name:12s} {r['one_kernel_us']:16.1f} {r['per_kernel_us']:17.1f} {r['per_dispatch_us']:15.1f}")
