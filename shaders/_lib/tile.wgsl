@@ -3,6 +3,9 @@
 
   decl(index, name, T, vec, output): declares one storage binding as array<T> or, with vec,
     array<vec4<T>> (vec4 reads straight from storage; the caller guarantees 4-element alignment).
+  weights(index, name, T, vec, uniform): a kernel's constant weights: with uniform (a count of
+    vec4s, else 0) a float32 uniform buffer array<vec4<f32>, uniform> (zero-padded; uniform
+    loads are branch-free on Mesa 22), otherwise decl(index, name, T, vec, false).
   epilogue_decls(ep, first): declares the epilogue operands ep.operands at bindings first.. as
     plain read-only arrays named by their binding names.
   epilogue_fns(ep): the activation helpers and `fn epilogue(x: f32, o: u32, ch: u32) -> f32`.
@@ -29,6 +32,14 @@
 -#}
 {% macro decl(index, name, T, vec, output) %}
 @group(0) @binding({{ index }}) var<storage, {{ "read_write" if output else "read" }}> {{ name }}: array<{{ "vec4<" ~ T ~ ">" if vec else T }}>;
+{% endmacro %}
+
+{% macro weights(index, name, T, vec, uniform) %}
+{% if uniform %}
+@group(0) @binding({{ index }}) var<uniform> {{ name }}: array<vec4<f32>, {{ uniform }}>;
+{%- else %}
+{{ decl(index, name, T, vec, false) -}}
+{% endif %}
 {% endmacro %}
 
 {% macro epilogue_decls(ep, first) %}

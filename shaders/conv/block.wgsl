@@ -28,11 +28,7 @@
 enable f16;
 {% endif %}
 {{ tl.decl(0, "x", T, false, false) }}
-{% if f_uniform %}
-@group(0) @binding(1) var<uniform> f: array<vec4<f32>, {{ f_uniform }}>;
-{% else %}
-{{ tl.decl(1, "f", T, true, false) }}
-{% endif %}
+{{ tl.weights(1, "f", T, true, f_uniform) }}
 {{ tl.epilogue_decls(ep, 2) }}
 {{ tl.decl(2 + ep.operands | length, "out", T, true, true) }}
 {% if pool %}

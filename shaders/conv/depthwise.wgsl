@@ -33,11 +33,7 @@
 enable f16;
 {% endif %}
 {{ tl.decl(0, "x", T, vec, false) }}
-{% if f_uniform %}
-@group(0) @binding(1) var<uniform> f: array<vec4<f32>, {{ f_uniform }}>;
-{% else %}
-{{ tl.decl(1, "f", T, vec, false) }}
-{% endif %}
+{{ tl.weights(1, "f", T, vec, f_uniform) }}
 {{ tl.epilogue_decls(ep, 2) }}
 @group(0) @binding({{ 2 + ep.operands | length }}) var<storage, read> prm: array<u32>;
 {{ tl.decl(3 + ep.operands | length, "out", T, vec, true) }}

@@ -57,28 +57,16 @@ enable f16;
 {% endif %}
 {% set nb = namespace(i=2) %}
 {{ tl.decl(0, "x", T, true, false) }}
-{% if f_uniform %}
-@group(0) @binding(1) var<uniform> f: array<vec4<f32>, {{ f_uniform }}>;
-{% else %}
-{{ tl.decl(1, "f", T, true, false) }}
-{% endif %}
+{{ tl.weights(1, "f", T, true, f_uniform) }}
 {{ tl.epilogue_decls(ep, nb.i) }}
 {% set nb.i = nb.i + ep.operands | length %}
 {% if mode != "store" %}
-{% if p_uniform %}
-@group(0) @binding({{ nb.i }}) var<uniform> pw: array<vec4<f32>, {{ p_uniform }}>;
-{% else %}
-{{ tl.decl(nb.i, "pw", T, true, false) }}
-{% endif %}
+{{ tl.weights(nb.i, "pw", T, true, p_uniform) }}
 {{ tl.epilogue_decls(pep, nb.i + 1) }}
 {% set nb.i = nb.i + 1 + pep.operands | length %}
 {% endif %}
 {% if expand %}
-{% if we_uniform %}
-@group(0) @binding({{ nb.i }}) var<uniform> we: array<vec4<f32>, {{ we_uniform }}>;
-{% else %}
-{{ tl.decl(nb.i, "we", T, true, false) }}
-{% endif %}
+{{ tl.weights(nb.i, "we", T, true, we_uniform) }}
 {{ tl.epilogue_decls(eep, nb.i + 1) }}
 {% set nb.i = nb.i + 1 + eep.operands | length %}
 {% endif %}

@@ -39,19 +39,10 @@ enable f16;
 {% if two %}
 @group(0) @binding(1) var<storage, read> src2: array<f32>;
 {% endif %}
-{% if w1_uniform %}
-@group(0) @binding({{ 1 + b }}) var<uniform> w1: array<vec4<f32>, {{ w1_uniform }}>;
-{% else %}
-@group(0) @binding({{ 1 + b }}) var<storage, read> w1: array<{{ T }}>;
-{% endif %}
+{{ tl.weights(1 + b, "w1", T, false, w1_uniform) }}
 {{ tl.epilogue_decls(ep1, 2 + b) }}
-{% if one %}
-{% elif w2_uniform %}
-@group(0) @binding({{ 2 + b + n1 }}) var<uniform> w2: array<vec4<f32>, {{ w2_uniform }}>;
-{% else %}
-@group(0) @binding({{ 2 + b + n1 }}) var<storage, read> w2: array<{{ T }}>;
-{% endif %}
 {% if not one %}
+{{ tl.weights(2 + b + n1, "w2", T, false, w2_uniform) }}
 {{ tl.epilogue_decls(ep2, 3 + b + n1) }}
 {% endif %}
 @group(0) @binding({{ 3 + b + n1 + n2 }}) var<storage, read> prm: array<u32>;

@@ -54,11 +54,7 @@
 enable f16;
 {% endif %}
 {{ tl.decl(0, "a", T, a_vec, false) }}
-{% if b_uniform %}
-@group(0) @binding(1) var<uniform> b: array<vec4<f32>, {{ b_uniform_vec4 }}>;
-{% else %}
-{{ tl.decl(1, "b", T, b_vec, false) }}
-{% endif %}
+{{ tl.weights(1, "b", T, b_vec, b_uniform_vec4 if b_uniform else 0) }}
 {{ tl.epilogue_decls(ep, 2) }}
 {% set sc_at = 2 + ep.operands | length %}
 {% set res_at = sc_at + (1 if a_scale else 0) %}
