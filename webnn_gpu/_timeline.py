@@ -47,7 +47,7 @@ class Timeline:
         self.device = context.device
         self.queue = context.device.queue
         self._closed = ""
-        self._rented: dict = {}  # MLTensor -> rental (webnn_gpu.interop.rental._Rental: .mode, .buffer)
+        self._rented: dict = {}  # MLTensor -> its RentedBuffer (webnn_gpu.interop.rental; .mode is "export" or "import")
         self._held: deque[_Held] = deque()  # work waiting for rentals, in call order
         self._held_on: set = set()  # tensors touched by held work
 
