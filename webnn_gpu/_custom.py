@@ -53,7 +53,8 @@ def workgroup_size(label: str, value, limits: dict) -> tuple[int, int, int]:
     if isinstance(dims, (str, bytes)) or not isinstance(dims, Sequence) or not 1 <= len(dims) <= 3 \
             or not all(V.is_int(d) and d >= 1 for d in dims):
         V.fail(OP, label, "workgroup_size", "a positive int or a sequence of 1 to 3 positive ints", value)
-    xyz = tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+    padded = [int(d) for d in dims] + [1] * (3 - len(dims))
+    xyz = (padded[0], padded[1], padded[2])
     for d, axis in zip(xyz, "xyz"):
         lim = int(limits.get(f"max-compute-workgroup-size-{axis}", 256))
         if d > lim:
