@@ -298,6 +298,21 @@ def test_cross_device_copies_and_gives_the_same_numbers(ctx, device2, scale_grap
     np.testing.assert_array_equal(results["other-back"], graph_ref(-data() + 2.0))
 
 
+def test_export_to_another_device_refuses_webnn_use_until_returned(ctx, device2, scale_graph):
+    x = f32_tensor(ctx, writable=True, readable=True, importable_to_webgpu=True)
+    y = f32_tensor(ctx, readable=True)
+    ctx.write_tensor(x, data())
+    with ctx.export_to_gpu(x, device=device2) as buf:
+        assert buf.copied and buf._device is device2 and buf.mode == "export"
+        with pytest.raises(webnn.InvalidStateError, match="exported to WebGPU"):
+            ctx.dispatch(scale_graph, {"x": x}, {"y": y})
+        run_user_pass(device2, AFFINE_INPLACE_WGSL, [buf], N, scale=1.0, offset=10.0)
+    ctx.dispatch(scale_graph, {"x": x}, {"y": y})
+    np.testing.assert_array_equal(ctx.read_tensor(y), graph_ref(data() + 10))
+    x.destroy()
+    y.destroy()
+
+
 def test_cross_device_release_waits_for_the_callers_submitted_work(ctx, device2):
     """The copy back is fenced by a mapped read on the caller's device (not
     on_submitted_work_done, which raises TypeError in wgpu-py 0.32)."""
