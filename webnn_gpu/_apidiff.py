@@ -21,7 +21,8 @@ DIFFERENCES: dict[str, str] = {
     ),
     "MLTensor.buffer": (
         "An MLTensor is backed by a wgpu.GPUBuffer with STORAGE | COPY_SRC | COPY_DST usage; "
-        "``tensor.buffer`` exposes it (use it only while rented, see webnn_gpu.interop)."
+        "``tensor.buffer`` exposes it; to use it from your own WGSL, rent it (export_to_gpu returns the buffer "
+        "and orders your work against WebNN's)."
     ),
     "rented tensors": (
         "Two ways to rent, each as its source text says: MLContext.export_to_gpu follows the merged spec "

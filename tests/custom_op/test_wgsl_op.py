@@ -307,3 +307,26 @@ def test_operand_of_another_builder_and_a_built_builder(ctx):
     b.build({"y": b.neg(x)})
     with pytest.raises(InvalidStateError, match="already built"):
         b.wgsl(AXPY, [x, x], F32, constants={"k": 1}, label="mine")
+
+
+def test_float16_operands(ctx):
+    """float16 binds as array<f16> (with 'enable f16;') where the adapter has shader-f16, and
+    is refused as an operand type where it has not (as for every operator)."""
+    code = """enable f16;
+@group(0) @binding(0) var<storage, read> x: array<f16>;
+@group(0) @binding(1) var<storage, read_write> y: array<f16>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  if (gid.x < 64u) { y[gid.x] = x[gid.x] * 2.0h - 1.0h; }
+}
+"""
+    b = webnn.MLGraphBuilder(ctx)
+    desc = {"data_type": "float16", "shape": [64]}
+    if "float16" not in ctx.supported_data_types:
+        with pytest.raises(NotSupportedError):
+            b.input("x", desc)
+        return
+    x = b.input("x", desc)
+    g = b.build({"y": b.wgsl(code, [x], desc, label="half")})
+    xv = np.linspace(-4, 4, 64).astype(np.float16)
+    np.testing.assert_array_equal(ctx.compute(g, {"x": xv})["y"], (xv * np.float16(2) - np.float16(1)))
