@@ -280,17 +280,10 @@ class Timeline:
         """Raise InvalidStateError when the context is destroyed or lost."""
         self.ctx._check_alive(op)
 
-    def own_tensor(self, op: str, arg: str, tensor, label: str = ""):
+    def own_tensor(self, op: str, arg: str, tensor):
         """``tensor`` checked to be a usable MLTensor of this context (MLTypeError,
         InvalidStateError otherwise)."""
-        from .tensor import MLTensor
-
-        if not isinstance(tensor, MLTensor):
-            V.fail(op, label, arg, "an MLTensor", tensor)
-        if tensor._context is not self.ctx:
-            V.fail(op, label, arg, "an MLTensor of this MLContext", "a tensor of another context")
-        tensor._check_usable(op)
-        return tensor
+        return self.ctx._own_tensor(op, arg, tensor)
 
     def own_graph(self, op: str, graph):
         """``graph`` checked to be a usable MLGraph of this context."""
