@@ -224,7 +224,8 @@ def check_bindings(node) -> bool:
     if entry is None:
         raise MLTypeError(f"{where(OP, label)}: argument 'code': expected a compute entry point "
                           f"'@compute @workgroup_size(...) fn main(...)', found none")
-    wg = _WG.search(text[:entry.end()][-400:])
+    attrs_before = list(_WG.finditer(text, entry.start(), entry.end()))  # main's own attribute
+    wg = attrs_before[-1] if attrs_before else None
     if wg is not None:
         parts = [p.strip() for p in wg.group(1).split(",") if p.strip()]
         if all(re.fullmatch(r"\d+[iu]?", p) for p in parts):
