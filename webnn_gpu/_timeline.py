@@ -264,8 +264,10 @@ class Timeline:
         self._rented.clear()
 
     # ------------------------------------------------------------------ interface for webnn_gpu.interop
-    # Renting and recording use only these methods (and :func:`of`): the names of the
-    # context's, tensors' and graphs' insides stay private to the runtime.
+    # Renting and recording use only these methods (and :func:`of`), besides the posting
+    # ones above (rent, unrent, restore, read_start, map_read, map_read_async,
+    # has_held_work): the names of the context's, tensors' and graphs' insides stay private
+    # to the runtime (tests/interop/test_layout.py checks it).
     @property
     def lock(self):
         """The context's lock: hold it around a check and the change it guards."""
