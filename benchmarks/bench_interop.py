@@ -1,4 +1,5 @@
-"""The four-way WebNN / WebGPU buffer-sharing measurement of WebNN issue #33, plus recording.
+"""The four-way WebNN / WebGPU buffer-sharing measurement of WebNN issue #33, plus recording
+and a custom WGSL operator.
 
     python benchmarks/bench_interop.py [--size full|small] [--repeat R]     # the table
     .venv/bin/python -m pytest benchmarks/bench_interop.py --benchmark-enable
@@ -9,11 +10,13 @@ Workload (shared/background/003): conv2d of an input [1, 100, 100, 100] (NCHW) w
 1. ``wgsl``:      every step in the user's own WGSL (a direct conv2d, then bias + ReLU).
 2. ``readback``:  WebNN conv2d, read back to NumPy, uploaded to the user's buffer, then the
                   user's bias + ReLU WGSL.
-3. ``rental``:    WebNN conv2d into a tensor rented to the user (``export_to_gpu``, zero
-                  copies), the user's bias + ReLU WGSL in place, returned.
+3. ``rental``:    WebNN conv2d into a tensor rented to the user (``export_to_gpu`` returns
+                  the GPUBuffer, zero copies), the user's bias + ReLU WGSL in place, returned.
 4. ``webnn``:     conv2d + add + relu all in one WebNN graph.
 5. ``recorded``:  WebNN conv2d recorded (``ctx.record``) into the user's encoder with the
                   user's bias + ReLU pass: one submit.
+6. ``custom``:    WebNN conv2d and the user's bias + ReLU as a custom WGSL node
+                  (``builder.wgsl``) inside one graph: one dispatch.
 
 Every variant starts from the input already on the GPU and ends with the result in a NumPy
 array (the original test read the result back too), so each time is end to end and
@@ -39,7 +42,7 @@ import webnn_gpu as webnn  # noqa: E402
 import webnn_gpu.interop  # noqa: E402,F401
 
 SIZES = {"full": (100, 100, 100), "small": (16, 16, 16)}  # (channels, height, width)
-VARIANTS = ("wgsl", "readback", "rental", "webnn", "recorded")
+VARIANTS = ("wgsl", "readback", "rental", "webnn", "recorded", "custom")
 _U = wgpu.BufferUsage
 _IO = _U.STORAGE | _U.COPY_SRC | _U.COPY_DST
 
@@ -120,6 +123,21 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 """
 
+#: The same bias + ReLU as a custom operator of the graph (``MLGraphBuilder.wgsl``): the
+#: conv2d output and the bias are its inputs, the result its output.
+BIAS_RELU_NODE_WGSL = """
+@group(0) @binding(0) var<storage, read> v: array<f32>;
+@group(0) @binding(1) var<storage, read> bias: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+
+@compute @workgroup_size({{ workgroup_size }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if (i >= {{ outputs[0].size }}u) { return; }
+    out[i] = max(v[i] + bias[i / {{ plane }}u], 0.0);
+}
+"""
+
 
 def reference(x, w, bias):
     """NumPy float64: conv2d (padding 1) + bias + ReLU."""
@@ -157,6 +175,12 @@ class Workload:
         y = b.conv2d(xin, b.constant(self.w), padding=[1, 1, 1, 1])
         y = b.relu(b.add(y, b.constant(self.bias.reshape(1, c, 1, 1))))
         self.full_graph = b.build({"y": y})
+        b = webnn.MLGraphBuilder(ctx)
+        xin = b.input("x", {"data_type": "float32", "shape": list(self.shape)})
+        y = b.conv2d(xin, b.constant(self.w), padding=[1, 1, 1, 1])
+        y = b.wgsl(BIAS_RELU_NODE_WGSL, [y, b.constant(self.bias)], {"data_type": "float32", "shape": list(self.shape)},
+                   workgroup_size=256, constants={"plane": h * w}, label="user bias + relu")
+        self.custom_graph = b.build({"y": y})
         desc = {"data_type": "float32", "shape": list(self.shape)}
         self.x_t = ctx.create_tensor({**desc, "writable": True})
         ctx.write_tensor(self.x_t, self.x)
@@ -186,10 +210,12 @@ class Workload:
         return self.device.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
             {"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}} for i, b in enumerate(buffers)])
 
-    def _post(self, encoder, buffer) -> None:
-        group = self.post_groups.get(id(buffer))
+    def _post(self, encoder, buffer, cache: bool = True) -> None:
+        group = self.post_groups.get(id(buffer)) if cache else None
         if group is None:
-            group = self.post_groups[id(buffer)] = (buffer, self._group(self.post_pipe, buffer, self.bias_buf))
+            group = (buffer, self._group(self.post_pipe, buffer, self.bias_buf))
+            if cache:
+                self.post_groups[id(buffer)] = group
         p = encoder.begin_compute_pass()
         p.set_pipeline(self.post_pipe)
         p.set_bind_group(0, group[1])
@@ -226,9 +252,9 @@ class Workload:
 
     def rental(self) -> np.ndarray:
         self.ctx.dispatch(self.conv_graph, {"x": self.x_t}, {"y": self.y_t})
-        with self.ctx.export_to_gpu(self.y_t) as r:
+        with self.ctx.export_to_gpu(self.y_t) as buf:  # a new GPUBuffer per rental (the spec's)
             enc = self.device.create_command_encoder()
-            self._post(enc, r.buffer)
+            self._post(enc, buf, cache=False)
             self.device.queue.submit([enc.finish()])
         return self.ctx.read_tensor(self.y_t, out=self.out)
 
@@ -242,15 +268,20 @@ class Workload:
         self._post(enc, self.work)
         return self._read_user(enc, self.work)
 
+    def custom(self) -> np.ndarray:
+        self.ctx.dispatch(self.custom_graph, {"x": self.x_t}, {"y": self.y_t})
+        return self.ctx.read_tensor(self.y_t, out=self.out)
+
     def destroy(self) -> None:
         for t in (self.x_t, self.y_t):
             t.destroy()
-        for g in (self.conv_graph, self.full_graph):
+        for g in (self.conv_graph, self.full_graph, self.custom_graph):
             g.destroy()
 
 
 def measure(size: str = "full", repeat: int = 5, ctx=None) -> dict:
-    """Run every variant (one warm-up each), check it against NumPy, return median ms."""
+    """Run every variant (one warm-up each, checked against NumPy), then ``repeat`` rounds of
+    all variants in turn; return the median ms of each."""
     own = ctx is None
     ctx = ctx or webnn.ml.create_context()
     wl = Workload(ctx, size)
@@ -258,16 +289,17 @@ def measure(size: str = "full", repeat: int = 5, ctx=None) -> dict:
     times = {}
     try:
         for name in VARIANTS:
-            fn = getattr(wl, name)
-            got = fn().astype(np.float64)
+            got = getattr(wl, name)().astype(np.float64)
             if not np.allclose(got, want, atol=1e-3, rtol=1e-3):
                 raise AssertionError(f"variant {name}: max |error| {np.max(np.abs(got - want)):.3g} vs NumPy")
-            samples = []
-            for _ in range(repeat):
+        samples: dict = {name: [] for name in VARIANTS}
+        for _ in range(repeat):  # round robin: the machine's load changes hit every variant alike
+            for name in VARIANTS:
+                fn = getattr(wl, name)
                 start = time.perf_counter()
                 fn()
-                samples.append((time.perf_counter() - start) * 1e3)
-            times[name] = statistics.median(samples)
+                samples[name].append((time.perf_counter() - start) * 1e3)
+        times = {name: statistics.median(samples[name]) for name in VARIANTS}
     finally:
         wl.destroy()
         if own:
@@ -292,9 +324,9 @@ def measure_rental(shape=(1, 100, 100, 100), repeat: int = 7, ctx=None) -> dict:
             rent, back = [], []
             for i in range(repeat + 1):
                 t0 = time.perf_counter()
-                r = webnn.interop.import_external_buffer(device, t)
+                buf = webnn.interop.import_external_buffer(device, t)
                 t1 = time.perf_counter()
-                r.release()
+                buf.destroy()
                 t2 = time.perf_counter()
                 if i:  # the first round warms up
                     rent.append((t1 - t0) * 1e3)
@@ -326,7 +358,8 @@ def table(times: dict) -> str:
     base = times["readback"]
     names = {"wgsl": "1 all in the user's WGSL", "readback": "2 WebNN conv2d -> NumPy -> user's WGSL",
              "rental": "3 WebNN conv2d -> rental -> user's WGSL", "webnn": "4 all in WebNN",
-             "recorded": "5 WebNN conv2d recorded + user's WGSL, one submit"}
+             "recorded": "5 WebNN conv2d recorded + user's WGSL, one submit",
+             "custom": "6 WebNN conv2d + user's WGSL as a custom node"}
     lines = [f"{'variant':52s} {'ms':>9s} {'ratio to 2':>11s}"]
     for k in VARIANTS:
         lines.append(f"{names[k]:52s} {times[k]:9.2f} {times[k] / base:11.2f}")
@@ -373,7 +406,7 @@ def test_rental_round_trip(benchmark, where):
     t = ctx.create_tensor({"data_type": "float32", "shape": [1, 100, 100, 100], "importable_to_webgpu": True})
 
     def round_trip():
-        webnn.interop.import_external_buffer(device, t).release()
+        webnn.interop.import_external_buffer(device, t).destroy()
 
     benchmark.pedantic(round_trip, rounds=10, warmup_rounds=1)
     t.destroy()

@@ -5,9 +5,9 @@
 Two ways, both checked against NumPy:
 
 1. Renting. WebNN runs conv2d into a tensor created with ``importable_to_webgpu``;
-   ``ctx.export_to_gpu(tensor)`` rents it to you (zero copies: same device, same queue), your
-   compute pass adds the bias and applies ReLU in place, and leaving the ``with`` block gives
-   it back to WebNN, which then reads it.
+   ``ctx.export_to_gpu(tensor)`` rents it to you as a ``wgpu.GPUBuffer`` (zero copies: same
+   device, same queue), your compute pass adds the bias and applies ReLU in place, and leaving
+   the ``with`` block (or ``buffer.destroy()``) gives it back to WebNN, which then reads it.
 2. Recording. One command encoder holds the inference (``ctx.record``, writing into a
    plain ``GPUBuffer`` of yours) and your pass, and goes out in one ``queue.submit``.
 """
@@ -100,9 +100,9 @@ def main() -> int:
                              "importable_to_webgpu": True})
     ctx.write_tensor(x_t, x)
     ctx.dispatch(graph, {"x": x_t}, {"y": y_t})
-    with ctx.export_to_gpu(y_t) as rental:  # ordered after the dispatch by the shared queue
+    with ctx.export_to_gpu(y_t) as buffer:  # a wgpu.GPUBuffer, ordered after the dispatch by the shared queue
         encoder = device.create_command_encoder()
-        post.encode(encoder, rental.buffer)
+        post.encode(encoder, buffer)
         device.queue.submit([encoder.finish()])
     got = ctx.read_tensor(y_t)
     err = float(np.max(np.abs(got - expected)))

@@ -7,8 +7,9 @@ caller's WGSL instead of WebNN. Each of 64 lanes runs its own sequence (F_0 = la
 int32. No value is read back until the end.
 
 * Timeline mode: even steps are ``ctx.dispatch`` calls; odd steps rent the three tensors
-  (``ctx.export_to_gpu``, zero copies), submit the caller's pass and return them. The rentals
-  order everything on the one queue: no CPU wait anywhere in the loop.
+  (``ctx.export_to_gpu`` returns each as a ``wgpu.GPUBuffer``, zero copies), submit the
+  caller's pass and return them (the end of the ``with`` block). The rentals order
+  everything on the one queue: no CPU wait anywhere in the loop.
 * Recorded mode: the three tensors are rented once; every step, WebNN's (``ctx.record``) and
   the caller's, goes into one command encoder and one ``queue.submit``.
 """
@@ -90,9 +91,9 @@ class Fibonacci:
             if i % 2 == 0:
                 ctx.dispatch(self.graph, {"F_n-1": fn1, "F_n-2": fn2}, {"F_n": fn0})
             else:
-                with ctx.export_to_gpu(fn1) as r1, ctx.export_to_gpu(fn2) as r2, ctx.export_to_gpu(fn0) as r0:
+                with ctx.export_to_gpu(fn1) as b1, ctx.export_to_gpu(fn2) as b2, ctx.export_to_gpu(fn0) as b0:
                     encoder = ctx.device.create_command_encoder()
-                    self.caller_pass(encoder, r1.buffer, r2.buffer, r0.buffer)
+                    self.caller_pass(encoder, b1, b2, b0)
                     ctx.device.queue.submit([encoder.finish()])
         return ctx.read_tensor(t[n % 3])
 
@@ -108,7 +109,7 @@ class Fibonacci:
                 if i % 2 == 0:
                     ctx.record(encoder, self.graph, {"F_n-1": t[j1], "F_n-2": t[j2]}, {"F_n": t[j0]})
                 else:
-                    self.caller_pass(encoder, rented[j1].buffer, rented[j2].buffer, rented[j0].buffer)
+                    self.caller_pass(encoder, rented[j1], rented[j2], rented[j0])
             ctx.device.queue.submit([encoder.finish()])
         return ctx.read_tensor(t[n % 3])
 

@@ -24,13 +24,12 @@ from collections.abc import Mapping
 
 import wgpu
 
-from webnn_gpu import _dtypes
+from webnn_gpu import _dtypes, _timeline
 from webnn_gpu import _validate as V
-from webnn_gpu._lower import CopyStep
 from webnn_gpu.errors import InvalidStateError, OperationError
 from webnn_gpu.tensor import MLTensor
 
-from .rental import same_device
+from .rental import same_device, usage_names
 
 __all__ = ["record", "tensor_from_buffer"]
 
@@ -51,53 +50,24 @@ def _buffer_key(buffer) -> tuple:
     return ("buffer", serial)
 
 
-def _usage_names(usage: int) -> str:
-    names = [n for n in ("STORAGE", "COPY_SRC", "COPY_DST", "MAP_READ", "MAP_WRITE", "UNIFORM", "INDEX", "VERTEX",
-                         "INDIRECT", "QUERY_RESOLVE") if usage & getattr(_U, n)]
-    return " | ".join(names) or "none"
-
-
-def _copy_needs(graph) -> dict:
-    """Extra usage flags the graph's buffer copies need on its inputs and outputs."""
-    from webnn_gpu.graph import _OutRef
-
-    needs: dict = {}
-
-    def mark(v, flag):
-        if isinstance(v, _OutRef):
-            key = ("outputs", v.name)
-        else:
-            s = graph._slot.get(graph._root(v).id)
-            if s is None or s.kind not in ("in", "out"):
-                return
-            key = ("inputs" if s.kind == "in" else "outputs", s.key)
-        needs[key] = needs.get(key, 0) | flag
-
-    for step in graph._steps:
-        if isinstance(step, CopyStep):
-            mark(step.src, _U.COPY_SRC)
-            mark(step.dst, _U.COPY_DST)
-    return needs
-
-
-def _bind(op: str, context, arg: str, name: str, value, declared, need: int):
+def _bind(op: str, tl, arg: str, name: str, value, declared, need: int):
     """The GPUBuffer and bind-cache key for one input or output."""
     where = f"{arg}[{name!r}]"
     if isinstance(value, MLTensor):
-        t = context._own_tensor(op, where, value)
+        t = tl.own_tensor(op, where, value)
         if t.data_type != declared.data_type or t.shape != declared.shape:
             V.fail(op, "", where, f"a {declared.data_type} tensor of shape {list(declared.shape)}",
                    f"a {t.data_type} tensor of shape {list(t.shape)}")
-        rental = t._rental
-        if rental is not None and rental.copied:
-            raise InvalidStateError(f"{op}: argument {where!r}: {t!r} is rented to another device; its data is in "
-                                    f"that rental's copy until the rental is returned")
-        if context._timeline.has_held_work(t):
+        rental = tl.rental_of(t)
+        if rental is not None and getattr(rental, "copied", True):
+            raise InvalidStateError(f"{op}: argument {where!r}: {t!r} is rented to another device ({rental!r}); its "
+                                    f"data is in that copy until the buffer is returned")
+        if tl.has_held_work(t):
             raise InvalidStateError(f"{op}: argument {where!r}: WebNN work on {t!r} is held behind a rented "
                                     f"tensor; recording now would run before it. Return the rental first")
-        return t._buffer, t._serial
+        return tl.tensor_buffer(t), tl.bind_key(t)
     if isinstance(value, wgpu.GPUBuffer):
-        if not same_device(value._device, context.device):
+        if not same_device(value._device, tl.device):
             V.fail(op, "", where, "a GPUBuffer of the context's device", "a buffer of another device")
         size = _dtypes.buffer_size(declared.data_type, declared.shape)
         if value.size < size:
@@ -105,8 +75,8 @@ def _bind(op: str, context, arg: str, name: str, value, declared, need: int):
                    f"{list(declared.shape)})", f"a buffer of {value.size} bytes")
         want = _U.STORAGE | need
         if value.usage & want != want:
-            V.fail(op, "", where, f"a GPUBuffer with usage {_usage_names(want)}",
-                   f"a buffer with usage {_usage_names(value.usage)}")
+            V.fail(op, "", where, f"a GPUBuffer with usage {usage_names(want)}",
+                   f"a buffer with usage {usage_names(value.usage)}")
         return value, _buffer_key(value)
     V.fail(op, "", where, "an MLTensor or a wgpu.GPUBuffer", value)
 
@@ -128,23 +98,25 @@ def record(context, encoder, graph, inputs: Mapping, outputs: Mapping) -> None:
     See :meth:`webnn_gpu.MLContext.record`.
     """
     op = "record"
-    context._check_alive(op)
+    tl = _timeline.of(context)
+    tl.check_alive(op)
     if not isinstance(encoder, wgpu.GPUCommandEncoder):
         V.fail(op, "", "encoder", "a wgpu.GPUCommandEncoder", encoder)
-    if not same_device(getattr(encoder, "_device", None), context.device):
+    if not same_device(getattr(encoder, "_device", None), tl.device):
         V.fail(op, "", "encoder", "a GPUCommandEncoder of the context's device", "an encoder of another device")
-    g = context._own_graph(op, graph)
-    _named(op, "inputs", inputs, g._inputs)
-    _named(op, "outputs", outputs, g._outputs)
-    needs = _copy_needs(g)
-    with context._lock:
+    g = tl.own_graph(op, graph)
+    g_inputs, g_outputs = tl.graph_io(g)
+    _named(op, "inputs", inputs, g_inputs)
+    _named(op, "outputs", outputs, g_outputs)
+    needs = tl.copy_needs(g)
+    with tl.lock:
         ins, outs, key_in, key_out = {}, {}, [], []
-        for name, v in g._inputs.items():
-            buf, key = _bind(op, context, "inputs", name, inputs[name], v, needs.get(("inputs", name), 0))
+        for name, v in g_inputs.items():
+            buf, key = _bind(op, tl, "inputs", name, inputs[name], v, needs.get(("inputs", name), 0))
             ins[name] = buf
             key_in.append(key)
-        for name, v in g._outputs.items():
-            buf, key = _bind(op, context, "outputs", name, outputs[name], v, needs.get(("outputs", name), 0))
+        for name, v in g_outputs.items():
+            buf, key = _bind(op, tl, "outputs", name, outputs[name], v, needs.get(("outputs", name), 0))
             outs[name] = buf
             key_out.append(key)
         out_bufs = list(outs.values())
@@ -155,7 +127,9 @@ def record(context, encoder, graph, inputs: Mapping, outputs: Mapping) -> None:
                 V.fail(op, "", f"inputs[{name!r}]", "a buffer that is not also an output of this graph",
                        "a buffer used as both input and output")
         try:
-            g._encode(encoder, ins, outs, ("record",) + tuple(key_in) + (None,) + tuple(key_out))
+            tl.record(g, encoder, ins, outs, ("record",) + tuple(key_in) + (None,) + tuple(key_out))
+        except InvalidStateError:
+            raise
         except Exception as exc:  # noqa: BLE001 - a wgpu error must not escape
             raise OperationError(f"{op}: recording the graph into the encoder failed (is it finished?): "
                                  f"{exc}") from exc
@@ -169,29 +143,28 @@ def tensor_from_buffer(context, buffer, descriptor: Mapping, **kwargs) -> MLTens
     op = "tensorFromBuffer"
     label = kwargs.pop("label", "") or ""
     V.check_kwargs(op, label, kwargs, ("label",))
-    context._check_alive(op)
+    tl = _timeline.of(context)
+    tl.check_alive(op)
     if not isinstance(buffer, wgpu.GPUBuffer):
         V.fail(op, label, "buffer", "a wgpu.GPUBuffer", buffer)
-    if not same_device(buffer._device, context.device):
+    if not same_device(buffer._device, tl.device):
         V.fail(op, label, "buffer", "a GPUBuffer of the context's device", "a buffer of another device")
     dt, shape, extra = V.descriptor(op, label, "descriptor", descriptor,
                                     extra_keys=("readable", "writable", "importable_to_webgpu", "exportable_to_gpu"))
     flags = {k: V.bool_value(op, label, f"descriptor.{k}", v) for k, v in extra.items()}
-    context._check_type(op, label, dt)
-    V.size_limit(op, label, "descriptor", dt, shape, context._max_binding_size)
+    tl.check_data_type(op, label, dt)
+    V.size_limit(op, label, "descriptor", dt, shape, tl.max_binding_size)
     size = _dtypes.buffer_size(dt, shape)
     if buffer.size < size:
         V.fail(op, label, "buffer", f"a GPUBuffer of at least {size} bytes ({dt} {list(shape)})",
                f"a buffer of {buffer.size} bytes")
     if buffer.usage & TENSOR_USAGE != TENSOR_USAGE:
-        V.fail(op, label, "buffer", f"a GPUBuffer with usage {_usage_names(TENSOR_USAGE)}",
-               f"a buffer with usage {_usage_names(buffer.usage)}")
+        V.fail(op, label, "buffer", f"a GPUBuffer with usage {usage_names(TENSOR_USAGE)}",
+               f"a buffer with usage {usage_names(buffer.usage)}")
     if buffer.map_state != "unmapped":
         raise InvalidStateError(f"{op}: argument 'buffer': the buffer is mapped ({buffer.map_state}); unmap it first")
-    with context._lock:
-        t = MLTensor(context, dt, shape, readable=flags.get("readable", False), writable=flags.get("writable", False),
-                     importable_to_webgpu=flags.get("importable_to_webgpu", False)
-                     or flags.get("exportable_to_gpu", False), label=label, buffer=buffer)
-        context._tensors.add(t)
-    return t
-
+    with tl.lock:
+        return tl.wrap_buffer(buffer, dt, shape, label=label, readable=flags.get("readable", False),
+                              writable=flags.get("writable", False),
+                              importable_to_webgpu=flags.get("importable_to_webgpu", False)
+                              or flags.get("exportable_to_gpu", False))

@@ -1,40 +1,65 @@
-"""Renting MLTensors to WebGPU code: ``import_external_buffer`` and ``MLContext.export_to_gpu``.
+"""Renting MLTensors to WebGPU code: ``MLContext.export_to_gpu`` and ``import_external_buffer``.
 
-Spec: https://www.w3.org/TR/webnn/#api-mlcontext-exporttogpu (``exportToGPU``) and the
-MLTensor explainer's ``GPUDevice.importExternalBuffer``
+Spec: https://www.w3.org/TR/webnn/#api-mlcontext-exporttogpu (``exportToGPU``, webnn PR #942;
+usage flags per the open proposal webnn#954) and the MLTensor explainer's
+``GPUDevice.importExternalBuffer``
 (https://github.com/webmachinelearning/webnn/blob/main/mltensor-explainer.md).
 
-A tensor created with ``importable_to_webgpu=True`` (alias ``exportable_to_gpu``) can be
-rented to a ``wgpu.GPUDevice``. While rented, the caller has exclusive read/write access to a
-``GPUBuffer`` with STORAGE | COPY_SRC | COPY_DST usage holding the tensor's bytes (the
-packed layout of :class:`webnn_gpu.MLTensor`), and WebNN ``write_tensor``/``dispatch`` calls
-that touch the tensor are held on the context timeline; returning the rental lets them go
-on in call order. The rules are in ``docs/interop.md``.
+Both calls return the ``wgpu.GPUBuffer`` itself (a :class:`RentedBuffer`, a subclass of
+wgpu-py's native ``GPUBuffer``), usable directly in the caller's bind groups and copies. The
+rental ends at the buffer's ``destroy()`` or at the end of a ``with`` block. They differ in
+what WebNN does with the tensor meanwhile:
 
-* Same device (the context's): the rented buffer *is* the tensor's buffer. Renting and
-  returning cost nothing: the shared queue already orders the caller's submits after WebNN's
-  earlier work and WebNN's held work after the caller's earlier submits. No CPU wait.
+* ``export_to_gpu`` (the merged spec): every WebNN read, write or dispatch that uses the
+  tensor raises InvalidStateError naming the rental.
+* ``import_external_buffer`` (the explainer): writes and dispatches that touch it are held on
+  the context timeline and go on, in call order, when the buffer is returned; reads raise.
+
+* Same device (the context's): the rented buffer is the tensor's own memory (a second
+  reference to the same native buffer). Renting and returning cost nothing: the shared queue
+  orders the caller's submits after WebNN's earlier work and WebNN's later work after them.
 * Another device: the slow path. Renting waits for WebNN's work on the tensor (a mapped
-  staging read is the fence), copies the bytes through the CPU into a new buffer on the
+  staging read is the fence) and copies the bytes through the CPU into a new buffer on the
   caller's device; returning waits for the caller's submitted work on that buffer (again a
   mapped read: ``queue.on_submitted_work_done`` raises TypeError in wgpu-py 0.32), writes the
   bytes back into the tensor and destroys the copy.
+
+Why a subclass: wgpu-py 0.32 accepts a buffer where its bind-group and copy calls check
+``isinstance(x, GPUBuffer)`` (its native class) and then read ``x._internal`` (the native
+handle). :class:`RentedBuffer` subclasses that class, holds its own reference to the native
+buffer (``wgpuBufferAddRef``, released when the object is collected), overrides ``destroy()``
+to return the rental instead of destroying the tensor's memory, and makes ``_internal`` raise
+InvalidStateError once returned, so a stale use fails at the caller's line instead of racing
+WebNN. The rules are in ``docs/interop.md``.
 """
 
 from __future__ import annotations
 
 import wgpu
+from wgpu.backends.wgpu_native import _api as _native
 
+from webnn_gpu import _timeline
 from webnn_gpu import _validate as V
 from webnn_gpu.errors import InvalidStateError, NotSupportedError, OperationError
 from webnn_gpu.tensor import MLTensor
 
-__all__ = ["Rental", "import_external_buffer", "import_external_buffer_async", "export_to_gpu",
-           "export_to_gpu_async"]
+__all__ = ["RentedBuffer", "RENT_USAGE", "EXPORT_USAGES", "import_external_buffer", "import_external_buffer_async",
+           "export_to_gpu", "export_to_gpu_async"]
 
-#: Usage of every rented buffer (the explainer's STORAGE | COPY_SRC | COPY_DST).
-RENT_USAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
-_MAP_READ = wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
+_U = wgpu.BufferUsage
+#: Default usage of a rented buffer (#954's default: STORAGE | COPY_SRC | COPY_DST).
+RENT_USAGE = _U.STORAGE | _U.COPY_SRC | _U.COPY_DST
+#: Usage flags a rented buffer may be given (``usage=``): those the tensor's own buffer has.
+EXPORT_USAGES = RENT_USAGE | _U.UNIFORM | _U.INDIRECT | _U.VERTEX | _U.INDEX
+_ALL_USAGES = EXPORT_USAGES | _U.MAP_READ | _U.MAP_WRITE | _U.QUERY_RESOLVE
+_MAP_READ = _U.MAP_READ | _U.COPY_DST
+
+
+def usage_names(usage: int) -> str:
+    """``"STORAGE | COPY_SRC"`` for a usage bit mask."""
+    names = [n for n in ("STORAGE", "COPY_SRC", "COPY_DST", "MAP_READ", "MAP_WRITE", "UNIFORM", "INDEX", "VERTEX",
+                         "INDIRECT", "QUERY_RESOLVE") if usage & getattr(_U, n)]
+    return " | ".join(names) or "none"
 
 
 def same_device(a, b) -> bool:
@@ -42,271 +67,292 @@ def same_device(a, b) -> bool:
     return a is b or getattr(a, "_internal", None) == getattr(b, "_internal", 0)
 
 
-class Rental:
-    """A tensor rented to WebGPU code. Made by ``import_external_buffer`` / ``export_to_gpu``.
+class RentedBuffer(_native.GPUBuffer):
+    """A ``wgpu.GPUBuffer`` rented from an MLTensor. Made by ``MLContext.export_to_gpu`` and
+    ``webnn_gpu.interop.import_external_buffer``.
 
-    Use :attr:`buffer` (a plain ``wgpu.GPUBuffer``) in your bind groups and copies, submit
-    the work that uses it, then return the rental: leave the ``with`` block or call
-    :meth:`release`. Work you submit after returning it is not ordered against WebNN; on the
-    slow path (another device) the buffer is destroyed when it is returned.
-
-    A Rental is not itself a ``GPUBuffer`` (wgpu-py checks buffer types); besides
-    :attr:`buffer` it offers the usual read-only buffer facts (``size``, ``usage``,
-    ``label``) and :meth:`binding` for a bind-group entry.
+    Use it like any ``GPUBuffer`` of its device (bind groups, copies), submit the work that
+    uses it, then return it: ``destroy()`` or the end of its ``with`` block. Returning never
+    destroys the tensor's memory; on the slow path (another device) the copy is written back
+    and destroyed. Once returned, any use raises InvalidStateError; returning again is a no-op.
+    The rental lasts until returned, even if you drop every reference to the buffer.
 
     Attributes:
         tensor (MLTensor): the rented tensor.
-        device (wgpu.GPUDevice): the device it is rented to.
+        mode (str): ``"export"`` (WebNN use of the tensor raises meanwhile) or ``"import"``
+            (WebNN writes and dispatches are held until it is returned).
         copied (bool): True on the slow path (a copy on another device).
-        released (bool): True once returned.
+        returned (bool): True once returned.
+        usage (int): the usage flags asked for (``usage=``; default STORAGE | COPY_SRC |
+            COPY_DST).
     """
 
-    def __init__(self, tensor: MLTensor, device, buffer, *, copied: bool):
+    def __init__(self, tensor: MLTensor, mode: str, op: str, source, usage: int, *, copied: bool):
         self.tensor = tensor
-        self.device = device
+        self.mode = mode
         self.copied = copied
-        self.released = False
-        self._buffer = buffer
+        self.returned = False
+        self._op = op
+        handle = source._internal
+        _native.libf.wgpuBufferAddRef(handle)  # our own reference; released by _release()
+        label = f"{op} of {tensor.label or tensor!r}"
+        super().__init__(label, handle, source._device, source.size, int(usage), wgpu.BufferMapState.unmapped)
 
-    # ------------------------------------------------------------------ buffer facts
-    def _check(self, what: str) -> None:
-        if self.released:
-            raise InvalidStateError(f"Rental.{what}: this rental of {self.tensor!r} was returned; rent the "
-                                    f"tensor again to use it from WebGPU")
-
+    # wgpu-py reads ``_internal`` to pass the native handle to every call: refuse once returned.
     @property
-    def buffer(self):
-        """The rented ``wgpu.GPUBuffer`` (STORAGE | COPY_SRC | COPY_DST), valid until returned.
+    def _internal(self):
+        if self.returned:
+            raise InvalidStateError(f"{self!r} was returned to WebNN (destroy() or the end of its with-block); "
+                                    f"rent the tensor again to use it from WebGPU")
+        return self._handle
 
-        Raises:
-            InvalidStateError: the rental was returned.
-        """
-        self._check("buffer")
-        return self._buffer
+    @_internal.setter
+    def _internal(self, value) -> None:
+        self._handle = value
 
-    @property
-    def size(self) -> int:
-        """The buffer's size in bytes (the tensor's byte length padded to 4)."""
-        self._check("size")
-        return self._buffer.size
+    def _release(self) -> None:  # called when the object is collected
+        self._release_memoryviews()
+        handle, self._handle = self._handle, None
+        if handle is not None and _native.libf is not None:
+            _native.libf.wgpuBufferRelease(handle)
 
-    @property
-    def byte_length(self) -> int:
-        """Bytes of tensor data (unpadded)."""
-        return self.tensor.byte_length
+    # IDL (webnn #942): the exported GPUBuffer's destroy() ends the rental.
+    def destroy(self) -> None:
+        """Return the tensor to WebNN (it keeps what your shaders wrote). Idempotent.
 
-    @property
-    def usage(self) -> int:
-        """The buffer's usage flags (always includes STORAGE | COPY_SRC | COPY_DST)."""
-        self._check("usage")
-        return self._buffer.usage
-
-    @property
-    def label(self) -> str:
-        """The buffer's label."""
-        self._check("label")
-        return self._buffer.label
-
-    def binding(self) -> dict:
-        """A bind-group resource for the whole buffer: ``{"buffer", "offset", "size"}``.
-
-        Raises:
-            InvalidStateError: the rental was returned.
-        """
-        self._check("binding")
-        return {"buffer": self._buffer, "offset": 0, "size": self._buffer.size}
-
-    # ------------------------------------------------------------------ returning
-    # IDL (explainer): GPUBuffer.destroy() returns an imported buffer to WebNN.
-    def release(self) -> None:
-        """Return the tensor to WebNN; held WebNN work on it is submitted in call order.
-
-        Submit your work on the buffer before calling this. Idempotent. On the slow path this
-        waits for your device's submitted work and copies the bytes back.
+        Submit your work on the buffer before calling this. Held WebNN work (``import``
+        mode) is submitted, in call order. On the slow path this waits for your device's
+        submitted work and copies the bytes back.
 
         Raises:
             OperationError: the copy back failed (the device was lost) or held work failed
                 to submit; the tensor is returned in either case (with its pre-rental value
                 when the copy back failed).
         """
-        if self.released:
+        if self.returned:
             return
-        ctx = self.tensor._context
+        tl = _timeline.of(self.tensor)
         failure = None
-        with ctx._lock:
-            self.released = True
-            if ctx._destroyed:  # the context (and its held work) is gone
-                self.tensor._rental = None
-                if self.copied:
-                    _destroy_quietly(self._buffer)
+        with tl.lock:
+            if tl.closed:  # the context (and its held work) is gone
+                self._finish(tl, unrent=False)
                 return
             try:
                 if self.copied:
                     try:
-                        _read_back(self.device, self._buffer, self.tensor._size,
-                                   lambda data: ctx._timeline.restore(self.tensor, data))
+                        _read_back(self._device, self, _timeline.Timeline.tensor_bytes(self.tensor),
+                                   lambda data: tl.restore(self.tensor, data))
                     except Exception as exc:  # noqa: BLE001 - the tensor must be returned anyway
                         failure = exc
-                    finally:
-                        _destroy_quietly(self._buffer)
             finally:
-                ctx._timeline.unrent(self.tensor)
+                self._finish(tl, unrent=True)
         if failure is not None:
-            raise OperationError(f"Rental.release: copying {self.tensor!r} back from the caller's device "
-                                 f"failed ({failure}); the tensor keeps its value from before the rental") from failure
+            raise OperationError(f"{self._op}: copying {self.tensor!r} back from the caller's device failed "
+                                 f"({failure}); the tensor keeps its value from before the rental") from failure
 
-    def destroy(self) -> None:
-        """The explainer's name for :meth:`release` (``GPUBuffer.destroy()`` returns it)."""
-        self.release()
+    def _finish(self, tl, *, unrent: bool) -> None:
+        if self.copied:  # the copy on the caller's device is ours to destroy
+            try:
+                _native.libf.wgpuBufferDestroy(self._handle)
+            except Exception:  # noqa: BLE001 - the device may be gone already
+                pass
+        self.returned = True
+        if unrent:  # (a closed timeline dropped its rentals already)
+            tl.unrent(self.tensor)
 
-    def __enter__(self) -> Rental:
-        self._check("__enter__")
+    def __enter__(self) -> RentedBuffer:
+        if self.returned:
+            raise InvalidStateError(f"{self!r} was returned to WebNN; rent the tensor again")
         return self
 
     def __exit__(self, *exc) -> None:
-        self.release()
+        self.destroy()
 
     def __repr__(self) -> str:
-        state = "returned" if self.released else ("copied to another device" if self.copied else "zero-copy")
-        return f"<Rental of {self.tensor!r} ({state})>"
+        state = "returned" if self.returned else ("copied to another device" if self.copied else "zero-copy")
+        return f"<RentedBuffer of {self.tensor!r} from {self._op} ({state})>"
+
+    __str__ = __repr__
 
 
 # ---------------------------------------------------------------------- renting
-def _check_rentable(op: str, device, tensor, context=None):
+def check_usage(op: str, usage) -> int:
+    """The usage flags of a rental: the #954 default, or ``usage`` validated.
+
+    Raises:
+        MLTypeError: not an int of GPUBufferUsage flags, zero, or unknown bits.
+        NotSupportedError: MAP_READ, MAP_WRITE or QUERY_RESOLVE (the tensor's memory cannot be
+            mapped; those would need a copy).
+    """
+    if usage is None:
+        return int(RENT_USAGE)
+    if isinstance(usage, bool) or not isinstance(usage, int) or usage <= 0 or usage & ~int(_ALL_USAGES):
+        V.fail(op, "", "usage", "a non-zero int of wgpu.BufferUsage flags", usage)
+    extra = usage & ~int(EXPORT_USAGES)
+    if extra:
+        raise NotSupportedError(
+            f"{op}: argument 'usage': {usage_names(extra)} cannot be given to a rented tensor's buffer (its memory "
+            f"is the tensor's: STORAGE-capable, never mappable); allowed: {usage_names(EXPORT_USAGES)}; read the "
+            f"tensor with read_tensor() instead of mapping it")
+    return int(usage)
+
+
+def _check_rentable(op: str, device, tensor, context, usage):
     if not isinstance(tensor, MLTensor):
         V.fail(op, "", "tensor", "an MLTensor", tensor)
-    if context is not None and tensor._context is not context:
-        V.fail(op, "", "tensor", "an MLTensor of this MLContext", "a tensor of another context")
-    tensor._check_usable(op)
+    tl = _timeline.of(tensor if context is None else context)
+    tl.own_tensor(op, "tensor", tensor)
     if not tensor.importable_to_webgpu:
         V.fail(op, "", "tensor", "a tensor created with importable_to_webgpu=True (alias exportable_to_gpu)",
                tensor)
     if not isinstance(device, wgpu.GPUDevice):
         V.fail(op, "", "device", "a wgpu.GPUDevice", device)
-    if tensor._rental is not None:
-        raise InvalidStateError(f"{op}: {tensor!r} is already rented ({tensor._rental!r}); return that rental "
-                                f"(release() or leave its with-block) before renting it again")
-    if tensor._context._timeline.has_held_work(tensor):
-        raise InvalidStateError(f"{op}: WebNN work on {tensor!r} is held behind another rented tensor; return "
-                                f"that rental first (renting now would wait for ever)")
+    usage = check_usage(op, usage)
+    tl.check_rentable(op, tensor)
+    return tl, usage
 
 
-def _rent(op: str, device, tensor, context, allow_copy: bool):
-    """Check, then rent with zero copies (returns the Rental) or start the slow path's copy
-    out of the tensor (returns the staging buffer to map)."""
+def _rent(op: str, mode: str, device, tensor, context, usage, allow_copy: bool):
+    """Check, then rent with zero copies (returns the RentedBuffer, None) or start the slow
+    path's copy out of the tensor (returns the staging buffer to map)."""
     if not isinstance(tensor, MLTensor):
         V.fail(op, "", "tensor", "an MLTensor", tensor)
-    ctx = tensor._context
-    with ctx._lock:
-        _check_rentable(op, device, tensor, context)
-        if same_device(device, ctx.device):
-            rental = Rental(tensor, device, tensor._buffer, copied=False)
-            ctx._timeline.rent(tensor, rental)
-            return rental, None
+    tl = _timeline.of(tensor if context is None else context)
+    with tl.lock:
+        tl, usage = _check_rentable(op, device, tensor, context, usage)
+        own = tl.tensor_buffer(tensor)
+        if same_device(device, tl.device):
+            missing = usage & ~own.usage
+            if missing:
+                V.fail(op, "", "usage", f"flags the tensor's buffer has ({usage_names(own.usage)})",
+                       usage_names(usage))
+            rented = RentedBuffer(tensor, mode, op, own, usage, copied=False)
+            tl.rent(tensor, rented)
+            return rented, None
         if not allow_copy:
             raise NotSupportedError(f"{op}: argument 'device': {tensor!r} lives on the context's device, not the "
                                     f"given one, and allow_copy=False refuses the copy through the CPU")
-        # Rent now (later WebNN work on the tensor is held) and copy what WebNN wrote so far.
-        staging = ctx._timeline.read_start(tensor)
-        rental = Rental(tensor, device, None, copied=True)
-        ctx._timeline.rent(tensor, rental)
-        return rental, staging
+        # Rent now (later WebNN work on the tensor is refused or held) and copy what WebNN wrote so far.
+        staging = tl.read_start(tensor)
+        tl.rent(tensor, _Pending(tensor, mode, op))
+        return (device, usage), staging
 
 
-def _finish_copy(op: str, rental: Rental, staging) -> Rental:
+class _Pending:
+    """The rental of a tensor whose copy to another device is under way."""
+
+    def __init__(self, tensor, mode, op):
+        self.tensor, self.mode, self._op = tensor, mode, op
+
+    def __repr__(self) -> str:
+        return f"<RentedBuffer of {self.tensor!r} from {self._op} (being copied to another device)>"
+
+
+def _finish_copy(op: str, mode: str, tensor, target, staging) -> RentedBuffer:
     """The slow path once ``staging`` is mapped: make the copy on the caller's device."""
-    tensor = rental.tensor
-    ctx = tensor._context
+    device, usage = target
+    tl = _timeline.of(tensor)
     try:
         try:
-            mv = staging.read_mapped(0, tensor._size, copy=False)
-            rental._buffer = rental.device.create_buffer_with_data(
-                data=mv, usage=RENT_USAGE, label=f"rental of {tensor._label or tensor!r}")
+            mv = staging.read_mapped(0, tl.tensor_bytes(tensor), copy=False)
+            copy = device.create_buffer_with_data(data=mv, usage=usage | _U.COPY_SRC,
+                                                  label=f"{op} of {tensor.label or tensor!r}")
             del mv
         finally:
             staging.unmap()
-            ctx._staging.release(staging)
+            tl.staging_done(staging)
+        rented = RentedBuffer(tensor, mode, op, copy, usage, copied=True)
     except Exception as exc:  # noqa: BLE001 - a wgpu error must not escape; give the tensor back
-        _abort(op, rental, exc)
-    return rental
+        _abort(op, tensor, exc)
+    with tl.lock:
+        tl.rent(tensor, rented, replace=True)
+    return rented
 
 
-def _abort(op: str, rental: Rental, exc: Exception):
-    rental.released = True
-    with rental.tensor._context._lock:
-        rental.tensor._context._timeline.unrent(rental.tensor)
-    raise OperationError(f"{op}: could not copy {rental.tensor!r} ({rental.tensor._size} bytes) to the caller's "
+def _abort(op: str, tensor, exc: Exception):
+    tl = _timeline.of(tensor)
+    with tl.lock:
+        tl.unrent(tensor)
+    raise OperationError(f"{op}: could not copy {tensor!r} ({tl.tensor_bytes(tensor)} bytes) to the caller's "
                          f"device: {exc}") from exc
 
 
-def _rent_sync(op, device, tensor, context, allow_copy) -> Rental:
-    rental, staging = _rent(op, device, tensor, context, allow_copy)
-    if staging is not None:
-        try:
-            tensor._context._timeline.map_read(staging, tensor._size, op)
-        except Exception as exc:  # noqa: BLE001
-            _abort(op, rental, exc)
-        _finish_copy(op, rental, staging)
-    return rental
+def _rent_sync(op, mode, device, tensor, context, usage, allow_copy) -> RentedBuffer:
+    rented, staging = _rent(op, mode, device, tensor, context, usage, allow_copy)
+    if staging is None:
+        return rented
+    try:
+        _timeline.of(tensor).map_read(staging, _timeline.Timeline.tensor_bytes(tensor), op)
+    except Exception as exc:  # noqa: BLE001
+        _abort(op, tensor, exc)
+    return _finish_copy(op, mode, tensor, rented, staging)
 
 
-async def _rent_async(op, device, tensor, context, allow_copy) -> Rental:
-    rental, staging = _rent(op, device, tensor, context, allow_copy)
-    if staging is not None:
-        try:
-            await tensor._context._timeline.map_read_async(staging, tensor._size, op)
-        except Exception as exc:  # noqa: BLE001
-            _abort(op, rental, exc)
-        _finish_copy(op, rental, staging)
-    return rental
+async def _rent_async(op, mode, device, tensor, context, usage, allow_copy) -> RentedBuffer:
+    rented, staging = _rent(op, mode, device, tensor, context, usage, allow_copy)
+    if staging is None:
+        return rented
+    try:
+        await _timeline.of(tensor).map_read_async(staging, _timeline.Timeline.tensor_bytes(tensor), op)
+    except Exception as exc:  # noqa: BLE001
+        _abort(op, tensor, exc)
+    return _finish_copy(op, mode, tensor, rented, staging)
 
 
 # IDL (explainer): Promise<GPUBuffer> importExternalBuffer(MLTensor tensor);  (on GPUDevice)
-def import_external_buffer(device, tensor: MLTensor, *, allow_copy: bool = True) -> Rental:
-    """Rent ``tensor`` to ``device`` for exclusive read/write use in your WGSL (blocking twin).
+def import_external_buffer(device, tensor: MLTensor, *, usage: int | None = None,
+                           allow_copy: bool = True) -> RentedBuffer:
+    """Rent ``tensor`` to ``device`` with the MLTensor explainer's semantics (blocking twin).
 
     Explainer: https://github.com/webmachinelearning/webnn/blob/main/mltensor-explainer.md
 
     Renting orders after all WebNN work already posted on the tensor. While rented, WebNN
     ``write_tensor``/``dispatch`` calls touching it are held and run, in call order, when the
-    rental is returned; ``read_tensor`` of it raises InvalidStateError.
+    buffer is returned; ``read_tensor`` of it raises InvalidStateError.
 
     Arguments:
         device (wgpu.GPUDevice): the device to use the buffer on. The context's own device
             gives zero copies; another device takes the slow path (a copy through the CPU,
             waiting for WebNN's work on the tensor).
         tensor (MLTensor): a tensor created with ``importable_to_webgpu=True``.
+        usage (int | None): the buffer's ``wgpu.BufferUsage`` flags (default STORAGE |
+            COPY_SRC | COPY_DST); any of :data:`EXPORT_USAGES`.
         allow_copy (bool): when False, renting to another device raises instead of copying.
 
     Returns:
-        Rental: the rented buffer (``.buffer``); a context manager that returns it on exit.
+        RentedBuffer: the ``wgpu.GPUBuffer`` itself; ``destroy()`` or the end of a ``with``
+        block returns it.
 
     Raises:
-        MLTypeError: not an MLTensor, not importable, or ``device`` not a GPUDevice.
+        MLTypeError: not an MLTensor, not importable, ``device`` not a GPUDevice, a bad usage.
         InvalidStateError: the tensor is destroyed, already rented, or has WebNN work held
             behind another rental; the context is destroyed.
-        NotSupportedError: another device with ``allow_copy=False``.
+        NotSupportedError: another device with ``allow_copy=False``; a mappable usage.
         OperationError: the copy to the other device failed (the tensor is not rented).
     """
-    return _rent_sync("importExternalBuffer", device, tensor, None, allow_copy)
+    return _rent_sync("importExternalBuffer", "import", device, tensor, None, usage, allow_copy)
 
 
-async def import_external_buffer_async(device, tensor: MLTensor, *, allow_copy: bool = True) -> Rental:
+async def import_external_buffer_async(device, tensor: MLTensor, *, usage: int | None = None,
+                                       allow_copy: bool = True) -> RentedBuffer:
     """Awaitable twin of :func:`import_external_buffer` (the slow path does not block the loop)."""
-    return await _rent_async("importExternalBuffer", device, tensor, None, allow_copy)
+    return await _rent_async("importExternalBuffer", "import", device, tensor, None, usage, allow_copy)
 
 
-def export_to_gpu(context, tensor: MLTensor, device=None, *, allow_copy: bool = True) -> Rental:
-    """``MLContext.export_to_gpu``: rent ``tensor`` to ``device`` (default: the context's device)."""
-    context._check_alive("exportToGPU")
-    return _rent_sync("exportToGPU", context.device if device is None else device, tensor, context, allow_copy)
+def export_to_gpu(context, tensor: MLTensor, usage: int | None = None, *, device=None,
+                  allow_copy: bool = True) -> RentedBuffer:
+    """``MLContext.export_to_gpu``: see :meth:`webnn_gpu.MLContext.export_to_gpu`."""
+    _timeline.of(context).check_alive("exportToGPU")
+    return _rent_sync("exportToGPU", "export", context.device if device is None else device, tensor, context, usage,
+                      allow_copy)
 
 
-async def export_to_gpu_async(context, tensor: MLTensor, device=None, *, allow_copy: bool = True) -> Rental:
+async def export_to_gpu_async(context, tensor: MLTensor, usage: int | None = None, *, device=None,
+                              allow_copy: bool = True) -> RentedBuffer:
     """Awaitable twin of :func:`export_to_gpu`."""
-    context._check_alive("exportToGPU")
-    return await _rent_async("exportToGPU", context.device if device is None else device, tensor, context,
-                             allow_copy)
+    _timeline.of(context).check_alive("exportToGPU")
+    return await _rent_async("exportToGPU", "export", context.device if device is None else device, tensor, context,
+                             usage, allow_copy)
 
 
 # ---------------------------------------------------------------------- fences
@@ -328,9 +374,3 @@ def _read_back(device, buffer, size: int, consume) -> None:
     finally:
         staging.destroy()
 
-
-def _destroy_quietly(buffer) -> None:
-    try:
-        buffer.destroy()
-    except Exception:  # noqa: BLE001 - the device may be gone already
-        pass

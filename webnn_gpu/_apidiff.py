@@ -21,12 +21,14 @@ DIFFERENCES: dict[str, str] = {
     ),
     "MLTensor.buffer": (
         "An MLTensor is backed by a wgpu.GPUBuffer with STORAGE | COPY_SRC | COPY_DST usage; "
-        "``tensor.buffer`` exposes it (use it only while rented, see webnn_gpu.interop)."
+        "``tensor.buffer`` exposes it; to use it from your own WGSL, rent it (export_to_gpu returns the buffer "
+        "and orders your work against WebNN's)."
     ),
     "rented tensors": (
-        "The MLTensor explainer's semantics: dispatch and write_tensor on a rented tensor are held "
-        "on the timeline until the rental is returned (the newest spec text makes them fail); "
-        "read_tensor of a rented tensor raises InvalidStateError."
+        "Two ways to rent, each as its source text says: MLContext.export_to_gpu follows the merged spec "
+        "(webnn PR #942: WebNN reads, writes and dispatches that use the tensor raise InvalidStateError until "
+        "the buffer is returned); interop.import_external_buffer keeps the MLTensor explainer's rule "
+        "(dispatch and write_tensor are held on the timeline until the buffer is returned; read_tensor raises)."
     ),
     "held work and reads": (
         "read_tensor of a tensor whose WebNN work is held behind a rental, renting such a tensor, "
@@ -34,14 +36,24 @@ DIFFERENCES: dict[str, str] = {
         "caller's own thread, so waiting would never end)."
     ),
     "MLContext.export_to_gpu": (
-        "Returns a webnn_gpu.interop.Rental (``.buffer`` is the wgpu.GPUBuffer; a context manager; "
-        "``.release()``) instead of a GPUBuffer whose destroy() returns it: wgpu-py's GPUBuffer cannot "
-        "carry the return hook. Extra ``device=`` (rent to another device: copied through the CPU, "
-        "documented as the slow path) and ``allow_copy=``; blocking, with an ``_async`` twin."
+        "Returns the GPUBuffer itself as in the spec: a webnn_gpu.interop.RentedBuffer, a subclass of wgpu-py's "
+        "native GPUBuffer (its destroy() returns the rental instead of destroying the tensor's memory, and it is "
+        "also a context manager). Blocking, with an _async twin. Additions: usage= per the open proposal #954 "
+        "(exact flags, default STORAGE | COPY_SRC | COPY_DST; MAP_READ, MAP_WRITE and QUERY_RESOLVE raise "
+        "NotSupportedError because the buffer is the tensor's own memory; the native buffer of an importable "
+        "tensor carries STORAGE | COPY_SRC | COPY_DST | UNIFORM | INDIRECT | VERTEX | INDEX, so WebGPU validates "
+        "against those, not against the narrower flags asked for); device= (rent to another device: copied "
+        "through the CPU, the slow path) and allow_copy=."
     ),
     "interop.import_external_buffer(device, tensor)": (
         "The MLTensor explainer's GPUDevice.importExternalBuffer as a function of webnn_gpu.interop "
-        "(we cannot add methods to wgpu.GPUDevice); same Rental as export_to_gpu."
+        "(we cannot add methods to wgpu.GPUDevice); returns the same RentedBuffer type as export_to_gpu, "
+        "with the explainer's held-work rule; usage= and allow_copy= as export_to_gpu."
+    ),
+    "MLGraphBuilder.wgsl(code, inputs, outputs)": (
+        "An extension (custom operators, WebNN issue #6): the caller's WGSL compute shader as a graph node, "
+        "compiled at build(), opaque to the compiler, in the same command buffer as the built-in kernels. "
+        "Loaders map model custom op codes onto it with custom_ops=."
     ),
     "MLContext.record(encoder, graph, inputs, outputs)": (
         "An addition: writes the graph's kernels into the caller's wgpu.GPUCommandEncoder (one submit "

@@ -57,6 +57,8 @@ class KernelStep:
     node: Any = None
     #: per binding (byte offset, byte size) into its buffer, or None for the whole value
     ranges: list | None = None
+    #: the user's own WGSL (``MLGraphBuilder.wgsl``): compile errors are the caller's
+    user_code: bool = False
 
 
 @dataclass

@@ -6,11 +6,19 @@ without any CPU wait. ``write_buffer`` stages its data until the next submit, so
 not followed by work is flushed with an empty submit (otherwise a loop of writes would pile
 up staging memory).
 
-This class is the one place that touches the queue. It also holds work on tensors rented to
-WebGPU (:mod:`webnn_gpu.interop`): while a tensor is rented, a write or dispatch that touches
-it is kept here, already recorded, and submitted in call order when the rental is returned.
-Per-tensor order is kept: a later call that touches a tensor touched by held work is held
-too. Work on other tensors runs at once.
+This class is the one place that touches the queue. It also keeps the rentals of tensors to
+WebGPU (:mod:`webnn_gpu.interop`), in one of two modes:
+
+* ``"export"`` (``MLContext.export_to_gpu``, the spec's exportToGPU): every WebNN write,
+  dispatch or read that uses the tensor raises InvalidStateError naming the rental.
+* ``"import"`` (``interop.import_external_buffer``, the MLTensor explainer): a write or
+  dispatch that touches it is kept here, already recorded, and submitted in call order when
+  the rental is returned; a read raises. Per-tensor order is kept: a later call that touches
+  a tensor touched by held work is held too. Work on other tensors runs at once.
+
+``webnn_gpu.interop`` talks to the runtime only through the methods in the section
+"interface for webnn_gpu.interop" below and :func:`of`; it reads no private name of the
+context, tensors or graphs.
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ class Timeline:
         self.device = context.device
         self.queue = context.device.queue
         self._closed = ""
-        self._rented: dict = {}  # MLTensor -> rental (webnn_gpu.interop.Rental)
+        self._rented: dict = {}  # MLTensor -> its RentedBuffer (webnn_gpu.interop.rental; .mode is "export" or "import")
         self._held: deque[_Held] = deque()  # work waiting for rentals, in call order
         self._held_on: set = set()  # tensors touched by held work
 
@@ -54,6 +62,9 @@ class Timeline:
         for t in tensors:
             if t._destroyed:
                 raise InvalidStateError(f"{op}: the MLTensor has been destroyed")
+            rental = self._rented.get(t) if self._rented else None
+            if rental is not None and rental.mode == "export":
+                raise InvalidStateError(exported_message(op, t, rental))
 
     def submit(self, command_buffers: list, tensors=()) -> None:
         """Submit command buffers that touch ``tensors`` (held while one of them is rented)."""
@@ -170,19 +181,28 @@ class Timeline:
         return len(self._held)
 
     def _check_not_held(self, op: str, tensor) -> None:
-        if tensor in self._rented:
-            raise InvalidStateError(f"{op}: the MLTensor is rented to WebGPU; release the rental before "
-                                    f"using it from WebNN")
+        rental = self._rented.get(tensor)
+        if rental is not None:
+            if rental.mode == "export":
+                raise InvalidStateError(exported_message(op, tensor, rental))
+            raise InvalidStateError(f"{op}: {tensor!r} is rented to WebGPU ({rental!r}); return that buffer "
+                                    f"(destroy() or the end of its with-block) before reading it")
         if tensor in self._held_on:
             raise InvalidStateError(f"{op}: WebNN work on this MLTensor is held until a rented tensor it "
                                     f"depends on is released; release the rental first")
 
-    def rent(self, tensor, rental) -> None:
-        """Mark ``tensor`` rented: later WebNN work touching it is held until :meth:`unrent`.
+    def rent(self, tensor, rental, *, replace: bool = False) -> None:
+        """Mark ``tensor`` rented until :meth:`unrent`: later WebNN work touching it raises
+        (``rental.mode == "export"``) or is held (``"import"``). ``replace`` swaps the rental
+        object of a tensor already rented (the slow path's copy, once made).
 
         Renting orders after all WebNN work already submitted on the tensor (one queue);
         work still held on it would never run first, so that is refused.
         """
+        if replace:
+            self._rented[tensor] = rental
+            tensor._rental = rental
+            return
         self._check("exportToGPU")
         self._check_not_held("exportToGPU", tensor)
         self._rented[tensor] = rental
@@ -243,6 +263,119 @@ class Timeline:
             t._rental = None
         self._rented.clear()
 
+    # ------------------------------------------------------------------ interface for webnn_gpu.interop
+    # Renting and recording use only these methods (and :func:`of`), besides the posting
+    # ones above (rent, unrent, restore, read_start, map_read, map_read_async,
+    # has_held_work): the names of the context's, tensors' and graphs' insides stay private
+    # to the runtime (tests/interop/test_layout.py checks it).
+    @property
+    def lock(self):
+        """The context's lock: hold it around a check and the change it guards."""
+        return self.ctx._lock
+
+    @property
+    def closed(self) -> bool:
+        """Whether the context is destroyed or lost (its rentals and held work are dropped)."""
+        return bool(self._closed) or self.ctx._destroyed
+
+    def check_alive(self, op: str) -> None:
+        """Raise InvalidStateError when the context is destroyed or lost."""
+        self.ctx._check_alive(op)
+
+    def own_tensor(self, op: str, arg: str, tensor):
+        """``tensor`` checked to be a usable MLTensor of this context (MLTypeError,
+        InvalidStateError otherwise)."""
+        return self.ctx._own_tensor(op, arg, tensor)
+
+    def own_graph(self, op: str, graph):
+        """``graph`` checked to be a usable MLGraph of this context."""
+        return self.ctx._own_graph(op, graph)
+
+    @staticmethod
+    def tensor_bytes(tensor) -> int:
+        """The byte size of ``tensor``'s buffer (its byte length padded to whole words)."""
+        return tensor._size
+
+    @staticmethod
+    def tensor_buffer(tensor):
+        """``tensor``'s GPUBuffer, without the usability check of ``MLTensor.buffer``."""
+        return tensor._buffer
+
+    @staticmethod
+    def bind_key(tensor):
+        """A key naming ``tensor``'s buffer in a graph's bind-group cache (never reused)."""
+        return tensor._serial
+
+    def rental_of(self, tensor):
+        """The live rental of ``tensor``, or None."""
+        return self._rented.get(tensor)
+
+    def check_rentable(self, op: str, tensor) -> None:
+        """Refuse to rent a tensor that is rented, or whose WebNN work is held behind a rental
+        (renting now could never be ordered after that work)."""
+        rental = self._rented.get(tensor)
+        if rental is not None:
+            raise InvalidStateError(f"{op}: {tensor!r} is already rented ({rental!r}); return that buffer "
+                                    f"(destroy() or the end of its with-block) before renting it again")
+        if tensor in self._held_on:
+            raise InvalidStateError(f"{op}: WebNN work on {tensor!r} is held behind another rented tensor; return "
+                                    f"that rental first (renting now would wait for ever)")
+
+    def staging_done(self, staging) -> None:
+        """Give back a staging buffer of :meth:`read_start` (mapped or not)."""
+        self.ctx._staging.release(staging)
+
+    def graph_io(self, graph) -> tuple[dict, dict]:
+        """The declared inputs and outputs of ``graph``: name -> IR value (``data_type``, ``shape``)."""
+        return graph._inputs, graph._outputs
+
+    def copy_needs(self, graph) -> dict:
+        """Usage flags the graph's buffer copies need on its inputs and outputs:
+        ``{("inputs" | "outputs", name): flags}``."""
+        from ._lower import CopyStep
+        from .graph import _OutRef
+
+        needs: dict = {}
+
+        def mark(v, flag):
+            if isinstance(v, _OutRef):
+                key = ("outputs", v.name)
+            else:
+                s = graph._slot.get(graph._root(v).id)
+                if s is None or s.kind not in ("in", "out"):
+                    return
+                key = ("inputs" if s.kind == "in" else "outputs", s.key)
+            needs[key] = needs.get(key, 0) | flag
+
+        for step in graph._steps:
+            if isinstance(step, CopyStep):
+                mark(step.src, wgpu.BufferUsage.COPY_SRC)
+                mark(step.dst, wgpu.BufferUsage.COPY_DST)
+        return needs
+
+    def record(self, graph, encoder, ins: dict, outs: dict, key) -> None:
+        """Record ``graph`` into the caller's ``encoder`` with GPUBuffers bound by name
+        (nothing is submitted; ``key`` names the buffers for the bind-group cache)."""
+        self._check("record", (), graph)
+        graph._encode(encoder, ins, outs, key)
+
+    def wrap_buffer(self, buffer, data_type: str, shape, *, label: str = "", **flags):
+        """A new MLTensor of this context over the caller's ``buffer`` (no copy, no zero fill)."""
+        from .tensor import MLTensor
+
+        t = MLTensor(self.ctx, data_type, shape, label=label, buffer=buffer, **flags)
+        self.ctx._tensors.add(t)
+        return t
+
+    def check_data_type(self, op: str, label: str, data_type: str) -> None:
+        """Refuse a data type this adapter cannot hold (NotSupportedError)."""
+        self.ctx._check_type(op, label, data_type)
+
+    @property
+    def max_binding_size(self) -> int:
+        """The device's maxStorageBufferBindingSize."""
+        return self.ctx._max_binding_size
+
     # ------------------------------------------------------------------ compute()
     def compute(self, graph, arrays: dict, out_arrays: dict) -> dict:
         """Upload, dispatch and read back in one submission (``MLContext.compute``)."""
@@ -279,6 +412,18 @@ class Timeline:
             finally:
                 staging.unmap()
         return result
+
+
+def of(obj) -> Timeline:
+    """The timeline of an MLContext, or of the context of an MLTensor or MLGraph."""
+    ctx = getattr(obj, "_context", obj)
+    return ctx._timeline
+
+
+def exported_message(op: str, tensor, rental) -> str:
+    """The InvalidStateError text for WebNN use of a tensor exported with exportToGPU."""
+    return (f"{op}: {tensor!r} is exported to WebGPU ({rental!r}); WebNN may not read, write or dispatch "
+            f"with it until that GPUBuffer's destroy() or the end of its with-block")
 
 
 def _whole_words(data) -> bool:

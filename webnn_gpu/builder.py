@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -317,6 +317,79 @@ class MLGraphBuilder:
             f"or constant(ndarray), got {len(args)} positional argument(s)"
         )
 
+    # ----------------------------------------------------------------- custom WGSL
+    # An extension (WebNN issue #6 asks for custom operators; the spec has none).
+    def wgsl(self, code: str, inputs: Sequence[MLOperand], outputs, *,
+             workgroup_size: int | Sequence[int] = 64, dispatch=None, constants: Mapping | None = None,
+             label: str = "", **kwargs):
+        """A custom operator: your own WGSL compute shader as a node of the graph.
+
+        The node runs in the graph's command buffer like the built-in kernels (one dispatch,
+        no readback), its outputs flow into the rest of the graph, its buffers come from the
+        graph's arena, and the compiler fuses nothing into or across it. The shader is
+        compiled once, at ``build()``, through the context's pipeline cache; ``webnn-gpu
+        profile`` times it under its label. The binding convention is in
+        :mod:`webnn_gpu._custom` and ``docs/interop.md``: inputs at ``@group(0)
+        @binding(0..n-1)`` as ``var<storage, read> x: array<T>``, outputs after them as
+        ``var<storage, read_write>``, then an optional ``var<uniform>`` with the shapes;
+        entry point ``@compute fn main``.
+
+        Arguments:
+            code (str): the WGSL, rendered first as a Jinja2 template (StrictUndefined) with
+                ``constants``, ``inputs`` / ``outputs`` (``.data_type``, ``.shape``, ``.size``,
+                ``.type``, ``.binding``), ``workgroup_size`` (``"x, y, z"``) and
+                ``shapes_binding``. Plain WGSL renders to itself.
+            inputs (Sequence[MLOperand]): the operands bound at 0..n-1 (float32, float16,
+                int32 or uint32; may be empty).
+            outputs (dict | Sequence[dict]): one descriptor ``{"data_type", "shape"}`` per
+                output, or one descriptor alone (then one operand is returned).
+            workgroup_size (int | Sequence[int]): the shader's ``@workgroup_size``; default 64.
+            dispatch (int | Sequence[int] | Callable | None): workgroup counts (x[, y[, z]]),
+                or a function of the input shapes (a list of tuples) returning them; default
+                ``ceil(elements of outputs[0] / invocations per workgroup)`` along x (folded
+                into y past maxComputeWorkgroupsPerDimension).
+            constants (dict | None): template variables.
+            label (str): names the node in errors, GPU objects and profiles.
+
+        Returns:
+            list[MLOperand] | MLOperand: the outputs (one operand when ``outputs`` is a dict).
+
+        Raises:
+            MLTypeError: a bad argument, template error or data type (at the call); at
+                ``build()``: a WGSL compile error, a binding that breaks the convention or a
+                type that does not match its operand, naming the label and the WGSL line.
+            NotSupportedError: a workgroup size, dispatch or binding count past a device limit.
+            InvalidStateError: the builder has built its graph, or the context is gone.
+        """
+        from . import _custom
+
+        op = "wgsl"
+        V.check_kwargs(op, label, kwargs)
+        self._check_usable(op, label)
+        if isinstance(inputs, (str, bytes, Mapping)) or not isinstance(inputs, Sequence):
+            V.fail(op, label, "inputs", "a sequence of MLOperand", inputs)
+        values = [self._operand(op, label, f"inputs[{i}]", x) for i, x in enumerate(inputs)]
+        single = isinstance(outputs, Mapping)
+        descs = [outputs] if single else outputs
+        if isinstance(descs, (str, bytes)) or not isinstance(descs, Sequence) or not descs:
+            V.fail(op, label, "outputs", "an operand descriptor or a non-empty sequence of them", outputs)
+        outs = [V.descriptor(op, label, f"outputs[{j}]", d)[:2] for j, d in enumerate(descs)]
+        for arg, dt in [(f"inputs[{i}]", v.data_type) for i, v in enumerate(values)] + \
+                       [(f"outputs[{j}]", dt) for j, (dt, _) in enumerate(outs)]:
+            if dt not in _custom.WGSL_TYPES:
+                V.fail(op, label, arg, f"an operand of data type {', '.join(_custom.WGSL_TYPES)}", dt)
+        limits = self._context._limits
+        max_buffers = int(limits.get("max-storage-buffers-per-shader-stage", 8))
+        if len(values) + len(outs) > max_buffers:
+            raise NotSupportedError(f"{where(op, label)}: {len(values)} inputs and {len(outs)} outputs are "
+                                    f"{len(values) + len(outs)} storage buffers, more than this device's "
+                                    f"maxStorageBuffersPerShaderStage ({max_buffers})")
+        wg = _custom.workgroup_size(label, workgroup_size, limits)
+        attrs = _custom.make_node_attrs(label, code, [(v.data_type, v.shape) for v in values], outs, wg, dispatch,
+                                        constants, limits)
+        result = self._emit(op, values, outs, attrs, label)
+        return result[0] if single else result
+
     # ----------------------------------------------------------------- build
     # IDL: Promise<MLGraph> build(MLNamedOperands outputs);
     def build(self, outputs: dict) -> MLGraph:
@@ -361,7 +434,9 @@ class MLGraphBuilder:
 
 
 def _ensure_ops_registered() -> None:
-    from . import ops  # noqa: F401  (attaches the operator methods)
+    from . import _custom, ops  # noqa: F401  (attaches the operator methods)
+
+    _custom.register()
 
 
 _ensure_ops_registered()

@@ -432,7 +432,7 @@ class MLContext:
         if not t.readable:
             V.fail(op, "", "tensor", "a tensor created with readable=True", t)
         if t._rental is not None:
-            raise InvalidStateError(f"{op}: the MLTensor is rented to WebGPU; release the rental before reading it")
+            self._timeline._check_not_held(op, t)  # raises, naming the rental
         info = _dtypes.info(t.data_type)
         if out is not None:
             if not isinstance(out, np.ndarray) or out.dtype != info.numpy or out.size != V.element_count(t.shape) \
@@ -582,41 +582,52 @@ class MLContext:
 
     # ------------------------------------------------------------------ WebGPU interop
     # (implemented in webnn_gpu.interop; see docs/interop.md)
-    # IDL: Promise<GPUBuffer> exportToGPU(MLTensor tensor);
-    def export_to_gpu(self, tensor: MLTensor, device=None, *, allow_copy: bool = True):
-        """Rent ``tensor`` to WebGPU code with exclusive read/write access (blocking twin).
+    # IDL: Promise<GPUBuffer> exportToGPU(MLTensor tensor);  (webnn PR #942; usage per webnn#954)
+    def export_to_gpu(self, tensor: MLTensor, usage: int | None = None, *, device=None, allow_copy: bool = True):
+        """Rent ``tensor`` to WebGPU code as a ``wgpu.GPUBuffer`` (blocking twin), per the spec.
 
-        Renting orders after all WebNN work already posted on the tensor. While rented,
-        ``write_tensor`` and ``dispatch`` calls touching it are held on the timeline and run
-        in call order when the rental is returned; ``read_tensor`` of it raises.
+        Spec: https://www.w3.org/TR/webnn/#api-mlcontext-exporttogpu
+
+        The buffer is the tensor's memory (same device: zero copies), rented until its
+        ``destroy()`` or the end of a ``with`` block. Renting orders after all WebNN work
+        already posted on the tensor. Meanwhile every WebNN ``read_tensor``, ``write_tensor``
+        and ``dispatch`` that uses the tensor raises InvalidStateError naming the rental (for
+        the explainer's rule, which holds that work instead, use
+        ``webnn_gpu.interop.import_external_buffer``).
 
         Arguments:
             tensor (MLTensor): a tensor of this context created with ``importable_to_webgpu``
                 (alias ``exportable_to_gpu``).
-            device (wgpu.GPUDevice | None): where to use it; default the context's device
-                (zero copies). Another device takes the slow path (copy through the CPU).
+            usage (int | None): the buffer's ``wgpu.BufferUsage`` flags (webnn#954); default
+                STORAGE | COPY_SRC | COPY_DST; any combination of those and UNIFORM, INDIRECT,
+                VERTEX, INDEX.
+            device (wgpu.GPUDevice | None): where to use it; default the context's device.
+                Another device takes the slow path (a copy through the CPU, written back at
+                return).
             allow_copy (bool): when False, another device raises instead of copying.
 
         Returns:
-            webnn_gpu.interop.Rental: ``.buffer`` is the ``wgpu.GPUBuffer``; a context
-            manager (leaving it, or ``.release()``, returns the tensor).
+            webnn_gpu.interop.RentedBuffer: a ``wgpu.GPUBuffer`` (usable in your bind
+            groups and copies) and a context manager.
 
         Raises:
-            MLTypeError: not importable, another context's tensor, not a device.
+            MLTypeError: not importable, another context's tensor, not a device, a bad usage.
             InvalidStateError: destroyed, already rented, or work on it is held behind
                 another rental.
-            NotSupportedError: another device with ``allow_copy=False``.
+            NotSupportedError: another device with ``allow_copy=False``; MAP_READ, MAP_WRITE
+                or QUERY_RESOLVE usage.
             OperationError: the slow path's copy failed.
         """
         from .interop.rental import export_to_gpu
 
-        return export_to_gpu(self, tensor, device, allow_copy=allow_copy)
+        return export_to_gpu(self, tensor, usage, device=device, allow_copy=allow_copy)
 
-    async def export_to_gpu_async(self, tensor: MLTensor, device=None, *, allow_copy: bool = True):
+    async def export_to_gpu_async(self, tensor: MLTensor, usage: int | None = None, *, device=None,
+                                  allow_copy: bool = True):
         """Awaitable twin of :meth:`export_to_gpu`."""
         from .interop.rental import export_to_gpu_async
 
-        return await export_to_gpu_async(self, tensor, device, allow_copy=allow_copy)
+        return await export_to_gpu_async(self, tensor, usage, device=device, allow_copy=allow_copy)
 
     def record(self, encoder, graph: MLGraph, inputs: Mapping, outputs: Mapping) -> None:
         """Write the graph's kernels into the caller's ``wgpu.GPUCommandEncoder``.

@@ -68,7 +68,7 @@ class MLGraph:
     # ------------------------------------------------------------------ build
     @classmethod
     def _compile(cls, context, nodes, inputs: dict, outputs: dict) -> MLGraph:
-        from . import _compiler
+        from . import _compiler, _custom
         from .ops._registry import LOWERINGS
 
         self = cls.__new__(cls)
@@ -189,6 +189,9 @@ class MLGraph:
 
         # Pipelines and bind groups.
         kernels = [step for step in steps if isinstance(step, KernelStep)]
+        for step in kernels:  # the user's WGSL first: its errors are reported as the caller's
+            if step.user_code:
+                _custom.compile_pipeline(context, step)
         pipes = context._pipelines.get_many([(s.wgsl, s.template, s.label) for s in kernels])
         for step, pipe in zip(kernels, pipes):
             step.pipeline = pipe

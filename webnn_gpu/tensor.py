@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 _serials = itertools.count(1)
 
 USAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+#: Usage of an importable tensor's buffer: every flag a rental may ask for (``usage=``, webnn#954).
+EXPORT_USAGE = USAGE | wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.INDIRECT | wgpu.BufferUsage.VERTEX \
+    | wgpu.BufferUsage.INDEX
 
 
 class MLTensor:
@@ -58,7 +61,8 @@ class MLTensor:
         self._retired = False
         self._graphs: weakref.WeakSet = weakref.WeakSet()  # built graphs using it as a constant
         self._buffer = buffer if buffer is not None else context.device.create_buffer(
-            size=self._size, usage=USAGE, label=label or f"MLTensor {data_type}{list(self._shape)}"
+            size=self._size, usage=EXPORT_USAGE if self._importable else USAGE,
+            label=label or f"MLTensor {data_type}{list(self._shape)}"
         )
 
     # IDL: readonly attribute MLOperandDataType dataType;
@@ -105,6 +109,11 @@ class MLTensor:
         return self._context
 
     @property
+    def label(self) -> str:
+        """The label given at creation (``""`` if none)."""
+        return self._label
+
+    @property
     def byte_length(self) -> int:
         """Bytes of data (unpadded)."""
         return self._nbytes
@@ -113,9 +122,9 @@ class MLTensor:
     def buffer(self):
         """The ``wgpu.GPUBuffer`` holding the data.
 
-        Use it in your own WGSL only while the tensor is rented
-        (``webnn_gpu.interop.import_external_buffer`` / ``MLContext.export_to_gpu``), which
-        orders your work against WebNN's.
+        Use the buffer that renting returns instead (``MLContext.export_to_gpu`` /
+        ``webnn_gpu.interop.import_external_buffer``): renting orders your work against
+        WebNN's.
         """
         self._check_usable("buffer")
         return self._buffer
@@ -137,7 +146,8 @@ class MLTensor:
         if self._destroyed:
             return
         if self._rental is not None:
-            raise InvalidStateError("MLTensor.destroy: the tensor is rented to WebGPU; release the rental first")
+            raise InvalidStateError(f"MLTensor.destroy: {self!r} is rented to WebGPU ({self._rental!r}); return that "
+                                    f"buffer (destroy() or the end of its with-block) first")
         self._destroyed = True
         self._context._forget_tensor(self)
         self._retire()

@@ -80,7 +80,7 @@ def test_record_a_rented_tensor_and_larger_buffers(ctx, scale_graph):
     big = dev.create_buffer(size=4 * N + 256, usage=IO)
     with ctx.export_to_gpu(x) as r:
         enc = dev.create_command_encoder()
-        user_pass(dev, enc, AFFINE_INPLACE_WGSL, [r.buffer], N, scale=2.0, offset=0.0)
+        user_pass(dev, enc, AFFINE_INPLACE_WGSL, [r], N, scale=2.0, offset=0.0)
         ctx.record(enc, scale_graph, {"x": x}, {"y": big})
         dev.queue.submit([enc.finish()])
     np.testing.assert_array_equal(read_f32(dev, big, N), graph_ref(data() * 2))
@@ -171,7 +171,7 @@ def test_record_refuses_tensors_held_or_rented_elsewhere(ctx, device2, scale_gra
     a = f32_tensor(ctx, importable_to_webgpu=True)
     b = f32_tensor(ctx)
     out = ctx.device.create_buffer(size=4 * N, usage=IO)
-    with ctx.export_to_gpu(a):
+    with interop.import_external_buffer(ctx.device, a):
         ctx.dispatch(scale_graph, {"x": a}, {"y": b})  # held
         with pytest.raises(webnn.InvalidStateError, match="held"):
             ctx.record(ctx.device.create_command_encoder(), scale_graph, {"x": b}, {"y": out})

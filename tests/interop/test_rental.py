@@ -14,7 +14,7 @@ from _user_gpu import AFFINE_INPLACE_WGSL, AFFINE_WGSL, IO, f32_tensor, read_f32
 
 import webnn_gpu as webnn
 from webnn_gpu import interop
-from webnn_gpu.interop import Rental
+from webnn_gpu.interop import RentedBuffer
 
 N = 64
 
@@ -29,25 +29,100 @@ def data(k: float = 0.0) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- same device
-def test_same_device_is_zero_copy(ctx):
+def hold(t):
+    """Rent ``t`` to its own context's device with the explainer's rule (WebNN work is held)."""
+    return interop.import_external_buffer(t.context.device, t)
+
+
+def test_same_device_is_zero_copy_and_a_gpubuffer(ctx):
     t = f32_tensor(ctx, importable_to_webgpu=True)
     with ctx.export_to_gpu(t) as r:
-        assert isinstance(r, Rental) and not r.copied
-        assert r.buffer is t.buffer  # the tensor's own buffer: no copy
-        assert r.usage & IO == IO and r.size == t.byte_length == 4 * N
-        assert r.binding() == {"buffer": t.buffer, "offset": 0, "size": 4 * N}
+        assert isinstance(r, RentedBuffer) and isinstance(r, wgpu.GPUBuffer) and not r.copied
+        assert r.mode == "export" and r.tensor is t
+        assert r._internal == t.buffer._internal  # the tensor's own native buffer: no copy
+        assert r.usage == IO and r.size == t.byte_length == 4 * N
         assert t._rental is r
-    assert r.released and t._rental is None
-    # The explainer's spelling, on the context's device, is the same rental.
+        # usable as is in the caller's bind groups and copies
+        out = ctx.device.create_buffer(size=4 * N, usage=IO)
+        run_user_pass(ctx.device, AFFINE_WGSL, [r, out], N, scale=1.0, offset=0.0)
+        enc = ctx.device.create_command_encoder()
+        enc.copy_buffer_to_buffer(r, 0, out, 0, 4 * N)
+        ctx.device.queue.submit([enc.finish()])
+    assert r.returned and t._rental is None
+    # The explainer's spelling, on the context's device, is the same memory.
     with interop.import_external_buffer(ctx.device, t) as r2:
-        assert r2.buffer is t.buffer
+        assert r2.mode == "import" and r2._internal == t.buffer._internal
+    t.destroy()
+
+
+def test_destroy_returns_the_rental_and_keeps_the_data(ctx):
+    t = f32_tensor(ctx, readable=True, writable=True, importable_to_webgpu=True)
+    ctx.write_tensor(t, data())
+    buf = ctx.export_to_gpu(t)
+    run_user_pass(ctx.device, AFFINE_INPLACE_WGSL, [buf], N, scale=2.0, offset=1.0)
+    buf.destroy()  # the spec's way to return it: the tensor's memory survives
+    buf.destroy()  # idempotent
+    np.testing.assert_array_equal(ctx.read_tensor(t), data() * 2 + 1)
+    del buf  # dropping the object releases only its own reference
+    import gc
+
+    gc.collect()
+    ctx.write_tensor(t, data(3))
+    np.testing.assert_array_equal(ctx.read_tensor(t), data(3))
+    t.destroy()
+
+
+def test_exported_tensor_refuses_webnn_use_naming_the_rental(ctx, scale_graph):
+    """webnn #942: while exported, WebNN reads, writes and dispatches that use it fail; other
+    tensors are unaffected, and nothing is held."""
+    x = f32_tensor(ctx, writable=True, readable=True, importable_to_webgpu=True)
+    y = f32_tensor(ctx, readable=True)
+    ctx.write_tensor(x, data())
+    with ctx.export_to_gpu(x) as buf:
+        for call in (lambda: ctx.dispatch(scale_graph, {"x": x}, {"y": y}),
+                     lambda: ctx.write_tensor(x, data(9)),
+                     lambda: ctx.read_tensor(x),
+                     lambda: asyncio.run(ctx.read_tensor_async(x))):
+            with pytest.raises(webnn.InvalidStateError, match=r"exported to WebGPU \(<RentedBuffer of"):
+                call()
+        assert ctx._timeline.held_count == 0
+        with pytest.raises(webnn.InvalidStateError, match="rented to WebGPU"):
+            x.destroy()
+        run_user_pass(ctx.device, AFFINE_INPLACE_WGSL, [buf], N, scale=1.0, offset=4.0)
+    ctx.dispatch(scale_graph, {"x": x}, {"y": y})
+    np.testing.assert_array_equal(ctx.read_tensor(y), graph_ref(data() + 4))
+    x.destroy()
+    y.destroy()
+
+
+def test_usage_flags(ctx):
+    """webnn #954: exact usage flags, default STORAGE | COPY_SRC | COPY_DST, validated."""
+    U = wgpu.BufferUsage
+    t = f32_tensor(ctx, importable_to_webgpu=True)
+    with ctx.export_to_gpu(t, U.STORAGE | U.INDIRECT) as buf:
+        assert buf.usage == U.STORAGE | U.INDIRECT
+    with interop.import_external_buffer(ctx.device, t, usage=U.UNIFORM | U.COPY_SRC) as buf:
+        assert buf.usage == U.UNIFORM | U.COPY_SRC
+    for bad in (0, -1, True, 1.0, "STORAGE", 1 << 20):
+        with pytest.raises(webnn.MLTypeError, match="argument 'usage'"):
+            ctx.export_to_gpu(t, bad)
+    with pytest.raises(webnn.NotSupportedError, match="MAP_READ"):
+        ctx.export_to_gpu(t, U.MAP_READ | U.COPY_DST)
+    assert t._rental is None  # nothing changed
+    # a wrapped buffer of the caller has only its own flags
+    own = ctx.device.create_buffer(size=4 * N, usage=IO)
+    w = ctx.tensor_from_buffer(own, {"data_type": "float32", "shape": [N], "importable_to_webgpu": True})
+    with pytest.raises(webnn.MLTypeError, match="flags the tensor's buffer has"):
+        ctx.export_to_gpu(w, U.STORAGE | U.UNIFORM)
+    ctx.export_to_gpu(w).destroy()
+    w.destroy()
     t.destroy()
 
 
 def test_exportable_to_gpu_alias(ctx):
     t = ctx.create_tensor({"data_type": "float32", "shape": [4], "exportable_to_gpu": True})
     assert t.importable_to_webgpu and t.exportable_to_gpu
-    ctx.export_to_gpu(t).release()
+    ctx.export_to_gpu(t).destroy()
     t.destroy()
 
 
@@ -59,7 +134,7 @@ def test_rent_orders_after_webnn_work_and_caller_sees_results(ctx, scale_graph):
     ctx.dispatch(scale_graph, {"x": x}, {"y": y})
     out = ctx.device.create_buffer(size=4 * N, usage=IO)
     with ctx.export_to_gpu(y) as r:
-        run_user_pass(ctx.device, AFFINE_WGSL, [r.buffer, out], N, scale=2.0, offset=0.5)
+        run_user_pass(ctx.device, AFFINE_WGSL, [r, out], N, scale=2.0, offset=0.5)
     np.testing.assert_array_equal(read_f32(ctx.device, out, N), graph_ref(data()) * 2.0 + 0.5)
     x.destroy()
     y.destroy()
@@ -72,7 +147,7 @@ def test_held_work_runs_after_release_and_sees_callers_writes(ctx, scale_graph):
     other_in = f32_tensor(ctx, writable=True)
     other_out = f32_tensor(ctx, readable=True)
     ctx.write_tensor(x, data())
-    r = ctx.export_to_gpu(x)
+    r = hold(x)
     try:
         # WebNN work touching the rented tensor is held, not dropped and not run early.
         ctx.dispatch(scale_graph, {"x": x}, {"y": y})
@@ -87,9 +162,9 @@ def test_held_work_runs_after_release_and_sees_callers_writes(ctx, scale_graph):
         with pytest.raises(webnn.InvalidStateError, match="held"):
             ctx.read_tensor(y)
         # The caller's own shader changes the rented tensor in place: x = x * 2 + 7.
-        run_user_pass(ctx.device, AFFINE_INPLACE_WGSL, [r.buffer], N, scale=2.0, offset=7.0)
+        run_user_pass(ctx.device, AFFINE_INPLACE_WGSL, [r], N, scale=2.0, offset=7.0)
     finally:
-        r.release()
+        r.destroy()
     assert ctx._timeline.held_count == 0
     np.testing.assert_array_equal(ctx.read_tensor(y), graph_ref(data() * 2 + 7))  # saw the caller's write
     np.testing.assert_array_equal(ctx.read_tensor(x), data(1000))  # the held write ran after
@@ -104,14 +179,14 @@ def test_hold_follows_dependencies_between_tensors(ctx, scale_graph):
     b = f32_tensor(ctx, readable=True)
     c = f32_tensor(ctx, readable=True)
     ctx.write_tensor(a, data())
-    with ctx.export_to_gpu(a) as r:
+    with hold(a) as r:
         ctx.dispatch(scale_graph, {"x": a}, {"y": b})  # held: a is rented
         ctx.dispatch(scale_graph, {"x": b}, {"y": c})  # held: b is written by held work
         assert ctx._timeline.held_count == 2
         assert ctx._timeline.has_held_work(b) and ctx._timeline.has_held_work(c)
         with pytest.raises(webnn.InvalidStateError, match="held"):
             ctx.read_tensor(c)
-        run_user_pass(ctx.device, AFFINE_INPLACE_WGSL, [r.buffer], N, scale=1.0, offset=1.0)
+        run_user_pass(ctx.device, AFFINE_INPLACE_WGSL, [r], N, scale=1.0, offset=1.0)
     np.testing.assert_array_equal(ctx.read_tensor(c), graph_ref(graph_ref(data() + 1)))
     for t in (a, b, c):
         t.destroy()
@@ -121,13 +196,13 @@ def test_two_rentals_release_in_any_order(ctx, scale_graph):
     a = f32_tensor(ctx, writable=True, importable_to_webgpu=True)
     b = f32_tensor(ctx, readable=True, importable_to_webgpu=True)
     ctx.write_tensor(a, data())
-    ra = ctx.export_to_gpu(a)
-    rb = ctx.export_to_gpu(b)
+    ra = hold(a)
+    rb = hold(b)
     ctx.dispatch(scale_graph, {"x": a}, {"y": b})  # needs both
-    run_user_pass(ctx.device, AFFINE_INPLACE_WGSL, [rb.buffer], N, scale=0.0, offset=-5.0)
-    ra.release()
+    run_user_pass(ctx.device, AFFINE_INPLACE_WGSL, [rb], N, scale=0.0, offset=-5.0)
+    ra.destroy()
     assert ctx._timeline.held_count == 1  # b is still rented
-    rb.release()
+    rb.destroy()
     np.testing.assert_array_equal(ctx.read_tensor(b), graph_ref(data()))  # WebNN's write came last
     a.destroy()
     b.destroy()
@@ -136,10 +211,10 @@ def test_two_rentals_release_in_any_order(ctx, scale_graph):
 def test_read_of_rented_tensor_raises_not_hangs(ctx):
     t = f32_tensor(ctx, writable=True, readable=True, importable_to_webgpu=True)
     ctx.write_tensor(t, data())
-    with ctx.export_to_gpu(t):
-        with pytest.raises(webnn.InvalidStateError, match="rented"):
+    with hold(t):
+        with pytest.raises(webnn.InvalidStateError, match="rented to WebGPU"):
             ctx.read_tensor(t)
-        with pytest.raises(webnn.InvalidStateError, match="rented"):
+        with pytest.raises(webnn.InvalidStateError, match="rented to WebGPU"):
             asyncio.run(ctx.read_tensor_async(t))
     np.testing.assert_array_equal(ctx.read_tensor(t), data())
     t.destroy()
@@ -154,7 +229,7 @@ def test_graph_and_tensors_destroyed_while_work_is_held(fresh_ctx):
     tmp = f32_tensor(ctx)
     out = f32_tensor(ctx, readable=True)
     ctx.write_tensor(a, data())
-    with ctx.export_to_gpu(a):
+    with hold(a):
         ctx.dispatch(g, {"x": a}, {"y": tmp})
         ctx.dispatch(g, {"x": tmp}, {"y": out})
         g.destroy()  # the held dispatches were recorded already
@@ -167,8 +242,8 @@ def test_context_destroyed_with_a_live_rental(fresh_ctx):
     t = f32_tensor(fresh_ctx, importable_to_webgpu=True)
     r = fresh_ctx.export_to_gpu(t)
     fresh_ctx.destroy()
-    r.release()  # no error: the context and its held work are gone
-    assert r.released
+    r.destroy()  # no error: the context and its held work are gone
+    assert r.returned
     with pytest.raises(webnn.InvalidStateError):
         fresh_ctx.export_to_gpu(t)
 
@@ -179,10 +254,10 @@ def test_export_async(ctx, device2):
 
     async def main():
         r1 = await ctx.export_to_gpu_async(t)
-        r1.release()
+        r1.destroy()
         r2 = await interop.import_external_buffer_async(device2, t)
-        got = read_f32(device2, r2.buffer, N)
-        r2.release()
+        got = read_f32(device2, r2, N)
+        r2.destroy()
         return got
 
     np.testing.assert_array_equal(asyncio.run(main()), data())
@@ -200,19 +275,19 @@ def test_cross_device_copies_and_gives_the_same_numbers(ctx, device2, scale_grap
         ctx.dispatch(scale_graph, {"x": x}, {"y": y})
         with interop.import_external_buffer(dev, y) as r:
             assert r.copied == (name == "other")
-            assert r.buffer._device is dev and r.usage & IO == IO
+            assert r._device is dev and r.usage == IO
             # Renting waited for WebNN's dispatch: the copy holds its result.
-            np.testing.assert_array_equal(read_f32(dev, r.buffer, N), graph_ref(data()))
+            np.testing.assert_array_equal(read_f32(dev, r, N), graph_ref(data()))
             ctx.dispatch(scale_graph, {"x": x}, {"y": y})  # held until the copy is back
             enc = dev.create_command_encoder()
-            user_pass(dev, enc, AFFINE_INPLACE_WGSL, [r.buffer], N, scale=-1.0, offset=2.0)
+            user_pass(dev, enc, AFFINE_INPLACE_WGSL, [r], N, scale=-1.0, offset=2.0)
             dev.queue.submit([enc.finish()])
         results[name] = ctx.read_tensor(y)
         # The held dispatch ran after the caller's bytes were copied back; read the
         # caller's value through a fresh rental to check the copy back itself.
         ctx.write_tensor(x, data())
         with interop.import_external_buffer(dev, x) as r:
-            run_user_pass(dev, AFFINE_INPLACE_WGSL, [r.buffer], N, scale=-1.0, offset=2.0)
+            run_user_pass(dev, AFFINE_INPLACE_WGSL, [r], N, scale=-1.0, offset=2.0)
         ctx.dispatch(scale_graph, {"x": x}, {"y": y})
         results[name + "-back"] = ctx.read_tensor(y)
         x.destroy()
@@ -223,6 +298,21 @@ def test_cross_device_copies_and_gives_the_same_numbers(ctx, device2, scale_grap
     np.testing.assert_array_equal(results["other-back"], graph_ref(-data() + 2.0))
 
 
+def test_export_to_another_device_refuses_webnn_use_until_returned(ctx, device2, scale_graph):
+    x = f32_tensor(ctx, writable=True, readable=True, importable_to_webgpu=True)
+    y = f32_tensor(ctx, readable=True)
+    ctx.write_tensor(x, data())
+    with ctx.export_to_gpu(x, device=device2) as buf:
+        assert buf.copied and buf._device is device2 and buf.mode == "export"
+        with pytest.raises(webnn.InvalidStateError, match="exported to WebGPU"):
+            ctx.dispatch(scale_graph, {"x": x}, {"y": y})
+        run_user_pass(device2, AFFINE_INPLACE_WGSL, [buf], N, scale=1.0, offset=10.0)
+    ctx.dispatch(scale_graph, {"x": x}, {"y": y})
+    np.testing.assert_array_equal(ctx.read_tensor(y), graph_ref(data() + 10))
+    x.destroy()
+    y.destroy()
+
+
 def test_cross_device_release_waits_for_the_callers_submitted_work(ctx, device2):
     """The copy back is fenced by a mapped read on the caller's device (not
     on_submitted_work_done, which raises TypeError in wgpu-py 0.32)."""
@@ -231,7 +321,7 @@ def test_cross_device_release_waits_for_the_callers_submitted_work(ctx, device2)
     n = 1 << 16
     with interop.import_external_buffer(device2, t) as r:
         for _ in range(8):  # several submits in a row, none waited for
-            run_user_pass(device2, AFFINE_INPLACE_WGSL, [r.buffer], n, scale=1.0, offset=1.0)
+            run_user_pass(device2, AFFINE_INPLACE_WGSL, [r], n, scale=1.0, offset=1.0)
     np.testing.assert_array_equal(ctx.read_tensor(t), np.full(n, 8.0, np.float32))
     t.destroy()
 
@@ -241,7 +331,7 @@ def test_cross_device_refused_without_copy(ctx, device2):
     with pytest.raises(webnn.NotSupportedError, match="allow_copy=False"):
         interop.import_external_buffer(device2, t, allow_copy=False)
     assert t._rental is None  # nothing changed
-    interop.import_external_buffer(ctx.device, t, allow_copy=False).release()
+    interop.import_external_buffer(ctx.device, t, allow_copy=False).destroy()
     t.destroy()
 
 
@@ -267,7 +357,7 @@ def test_renting_twice_is_a_clear_error(ctx, device2):
         with pytest.raises(webnn.InvalidStateError, match="already rented"):
             interop.import_external_buffer(device2, t)
         assert t._rental is r  # the first rental is untouched
-    ctx.export_to_gpu(t).release()  # sequential rentals are fine
+    ctx.export_to_gpu(t).destroy()  # sequential rentals are fine
     t.destroy()
 
 
@@ -284,11 +374,16 @@ def test_tensor_of_another_context_or_bad_device(ctx, fresh_ctx):
 def test_using_a_returned_rental_again(ctx):
     t = f32_tensor(ctx, importable_to_webgpu=True)
     r = ctx.export_to_gpu(t)
-    r.release()
-    r.release()  # returning twice is harmless
-    for use in (lambda: r.buffer, lambda: r.size, lambda: r.usage, lambda: r.binding()):
+    r.destroy()
+    r.destroy()  # returning twice is harmless
+    out = ctx.device.create_buffer(size=4 * N, usage=IO)
+    for use in (lambda: run_user_pass(ctx.device, AFFINE_INPLACE_WGSL, [r], N),
+                lambda: ctx.device.queue.write_buffer(r, 0, data())):
         with pytest.raises(webnn.InvalidStateError, match="was returned"):
             use()
+    enc = ctx.device.create_command_encoder()
+    with pytest.raises(webnn.InvalidStateError, match="was returned"):
+        enc.copy_buffer_to_buffer(r, 0, out, 0, 4 * N)
     with pytest.raises(webnn.InvalidStateError, match="was returned"):
         with r:
             pass
@@ -302,7 +397,7 @@ def test_destroying_a_rented_tensor_is_refused(ctx):
     with pytest.raises(webnn.InvalidStateError, match="rented"):
         t.destroy()
     assert not t.destroyed
-    r.release()
+    r.destroy()
     np.testing.assert_array_equal(ctx.read_tensor(t), data())  # no data lost
     t.destroy()
     with pytest.raises(webnn.InvalidStateError, match="destroyed"):
@@ -312,11 +407,11 @@ def test_destroying_a_rented_tensor_is_refused(ctx):
 def test_renting_a_tensor_with_held_work_is_refused(ctx, scale_graph):
     a = f32_tensor(ctx, importable_to_webgpu=True)
     b = f32_tensor(ctx, importable_to_webgpu=True)
-    with ctx.export_to_gpu(a):
+    with hold(a):
         ctx.dispatch(scale_graph, {"x": a}, {"y": b})  # held; b now waits for a
         with pytest.raises(webnn.InvalidStateError, match="held behind"):
             ctx.export_to_gpu(b)
-    ctx.export_to_gpu(b).release()
+    ctx.export_to_gpu(b).destroy()
     a.destroy()
     b.destroy()
 
@@ -345,8 +440,8 @@ def test_callers_device_lost_before_or_during_a_rental():
     ctx.dispatch(g, {"x": t}, {"y": out})  # held
     dev.destroy()
     with pytest.raises(webnn.OperationError, match="keeps its value from before the rental"):
-        r.release()
-    assert t._rental is None and r.released
+        r.destroy()
+    assert t._rental is None and r.returned
     np.testing.assert_array_equal(ctx.read_tensor(t), data())
     np.testing.assert_array_equal(ctx.read_tensor(out), data() * 2)  # the held dispatch ran
     ctx.destroy()
@@ -395,19 +490,19 @@ def test_random_sequences_follow_the_hold_rules(ctx):
         elif action == "rent":
             if i in rentals:
                 with pytest.raises(webnn.InvalidStateError, match="already rented"):
-                    ctx.export_to_gpu(ts[i])
+                    hold(ts[i])
             elif busy(i):
                 with pytest.raises(webnn.InvalidStateError, match="held"):
-                    ctx.export_to_gpu(ts[i])
+                    hold(ts[i])
             else:
-                rentals[i] = ctx.export_to_gpu(ts[i])
+                rentals[i] = hold(ts[i])
         elif action == "caller" and rentals:
             i = sorted(rentals)[int(rng.integers(len(rentals)))]
-            run_user_pass(ctx.device, AFFINE_INPLACE_WGSL, [rentals[i].buffer], N, scale=-1.0, offset=5.0)
+            run_user_pass(ctx.device, AFFINE_INPLACE_WGSL, [rentals[i]], N, scale=-1.0, offset=5.0)
             model[i] = -model[i] + 5
         elif action == "release" and rentals:
             i = sorted(rentals)[int(rng.integers(len(rentals)))]
-            rentals.pop(i).release()
+            rentals.pop(i).destroy()
         elif action == "read":
             if busy(i):
                 with pytest.raises(webnn.InvalidStateError):
@@ -417,7 +512,7 @@ def test_random_sequences_follow_the_hold_rules(ctx):
         settle()
         assert ctx._timeline.held_count == len(pending)
     for i in sorted(rentals):
-        rentals.pop(i).release()
+        rentals.pop(i).destroy()
         settle()
     assert not pending and ctx._timeline.held_count == 0
     for t, want in zip(ts, model):

@@ -117,6 +117,7 @@ def load(
     context: Any,
     *,
     dtype: str = "float32",
+    custom_ops: dict | None = None,
 ) -> LoadedModel:
     """Build a WebNN graph from a .tflite model.
 
@@ -127,6 +128,9 @@ def load(
             tensor of the graph, its inputs, constants and outputs included. float16
             weights stored in the model (DEQUANTIZE of float16 constants) are used as
             they are in float16 graphs and widened exactly in float32 ones.
+        custom_ops (dict | None): TFLite custom op code -> ``fn(builder, inputs,
+            attributes) -> outputs``, which builds the operator (e.g. with
+            ``builder.wgsl``); see :mod:`webnn_gpu.tflite.custom`.
 
     Returns:
         LoadedModel: the graph, its input and output descriptors, and the op counts.
@@ -151,7 +155,7 @@ def load(
     import webnn_gpu  # the engine's public API; imported here so reading needs no GPU
 
     builder = webnn_gpu.MLGraphBuilder(context)
-    converted = convert(model, builder, dtype)
+    converted = convert(model, builder, dtype, custom_ops)
     graph = builder.build(converted.outputs)
     outputs = {
         name: {"data_type": operand.data_type, "shape": [int(d) for d in operand.shape]}

@@ -211,7 +211,7 @@ def _unique_names(model: ModelInfo, indices: tuple[int, ...], prefix: str, taken
     return names
 
 
-def convert(model: ModelInfo, builder: Any, dtype: str = "float32") -> Converted:
+def convert(model: ModelInfo, builder: Any, dtype: str = "float32", custom_ops=None) -> Converted:
     """Emit the builder calls for ``model`` and return the output operands (no ``build()``).
 
     Arguments:
@@ -219,6 +219,8 @@ def convert(model: ModelInfo, builder: Any, dtype: str = "float32") -> Converted
         builder: an ``MLGraphBuilder`` (or any object with its methods).
         dtype (str): ``"float32"`` or ``"float16"``: the type of every float tensor of
             the graph (inputs, constants, outputs). Default ``"float32"``.
+        custom_ops (dict | None): custom op code -> ``fn(builder, inputs, attributes)``
+            (see :mod:`.custom`).
 
     Returns:
         Converted: outputs (name -> operand) and input descriptors.
@@ -240,12 +242,19 @@ def convert(model: ModelInfo, builder: Any, dtype: str = "float32") -> Converted
     output_names = _unique_names(model, model.outputs, "output_", taken)
     inputs = {name: cv.declare_input(model.tensors[ti], name) for name, ti in zip(input_names, model.inputs)}
 
+    from .custom import check_custom_ops, custom_handler
+
+    custom = check_custom_ops(custom_ops)
     for op in model.operators:
         handler = HANDLERS.get(op.name)
+        if op.opcode == "CUSTOM" and op.custom_code in custom:
+            handler = custom_handler(custom[op.custom_code])
         if handler is None:
             what = f"custom op {op.custom_code!r}" if op.opcode == "CUSTOM" else f"op code {op.opcode}"
+            hint = (f"; map it with load(..., custom_ops={{{op.custom_code!r}: fn}}), fn(builder, inputs, "
+                    f"attributes) -> outputs" if op.opcode == "CUSTOM" else "")
             raise _located(NotSupportedError,
-                           f"tflite.load: operator #{op.index} {op.name}: {what} is not supported "
+                           f"tflite.load: operator #{op.index} {op.name}: {what} is not supported{hint} "
                            f"(supported: {', '.join(sorted(HANDLERS))})")
         try:
             handler(cv, op)
