@@ -58,7 +58,7 @@ def _imageio_ffmpeg():
         import imageio_ffmpeg
     except ModuleNotFoundError as exc:  # pragma: no cover - the demo extra installs it
         raise ModuleNotFoundError(
-            "webnn_gpu.video needs imageio-ffmpeg (it ships the FFmpeg binary): "
+            "webnn_gpu.demo.video needs imageio-ffmpeg (it ships the FFmpeg binary): "
             "pip install 'webnn-gpu[demo]'"
         ) from exc
     return imageio_ffmpeg
