@@ -8,6 +8,7 @@ time per stage at the end. See docs/demo.md.
 from __future__ import annotations
 
 import argparse
+import glob
 import importlib
 import sys
 import time
@@ -31,6 +32,8 @@ from .video import (
 __all__ = ["add_arguments", "run", "main", "open_output", "DEFAULT_OUTPUT"]
 
 DEFAULT_OUTPUT = "out/blurred.mp4"
+DEFAULT_RAY_OUTPUT = "out/blurred"
+LOCAL_RAY = "local"
 
 
 def open_output(path: str | Path, info: VideoInfo) -> VideoWriter:
@@ -53,15 +56,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``blur`` command's options to ``parser``."""
     parser.description = (
         "Blur the background of a video with the MediaPipe selfie segmenter on WebNN "
-        "(WebGPU), writing an H.264 MP4."
+        "(WebGPU), writing an H.264 MP4; with --ray, of every video of a folder or glob "
+        "on a Ray actor pool."
     )
     parser.add_argument(
         "input", nargs="?", default=None, metavar="INPUT",
         help="video file (any format FFmpeg reads) or camera index (0, 1, ...); "
-             "default: the carphone sample clip (fetched on first use)",
+             "default: the carphone sample clip (fetched on first use). With --ray: a folder "
+             "of videos, a glob (quoted) or a file",
     )
-    parser.add_argument("-o", "--output", default=DEFAULT_OUTPUT,
-                        help=f"output MP4 (default: {DEFAULT_OUTPUT})")
+    parser.add_argument("-o", "--output", default=None,
+                        help=f"output MP4 (default: {DEFAULT_OUTPUT}); with --ray the output "
+                             f"folder (default: {DEFAULT_RAY_OUTPUT})")
     parser.add_argument("--model", default=None, metavar="PATH",
                         help="segmentation model .tflite (default: selfie-segmentation, fetched)")
     parser.add_argument("--dtype", choices=("float32", "float16"), default="float32",
@@ -79,6 +85,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-frames", type=int, default=None, metavar="N",
                         help="stop after N frames (a camera runs until Ctrl-C otherwise)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ray = parser.add_argument_group("many videos on Ray (the [ray] extra; docs/scale.md)")
+    ray.add_argument("--ray", nargs="?", const=LOCAL_RAY, default=None, metavar="ADDRESS",
+                     help="blur every video of INPUT on a Ray actor pool: a local Ray instance, "
+                          "or the cluster at ADDRESS (HOST:PORT of `ray start --head`, auto, "
+                          "ray://HOST:10001); outputs already in the folder are skipped")
+    ray.add_argument("--actors", type=int, default=None, metavar="N",
+                     help="actors in the pool (default: one per GPU; without GPUs one per 2 CPUs)")
+    ray.add_argument("--retries", type=int, default=3, metavar="N",
+                     help="times Ray restarts a dead actor and reruns its video (default 3)")
 
 
 def _size_arg(text: str) -> tuple[int, int]:
@@ -93,12 +108,24 @@ def _fetch(name: str) -> Path:
     return Path(models.fetch(name))
 
 
+def _is_address(text: str) -> bool:
+    return text in (LOCAL_RAY, "auto") or ":" in text
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the demo with parsed arguments; returns the exit status (0 on success)."""
     say = lambda msg: print(f"webnn-gpu blur: {msg}", file=sys.stderr)  # noqa: E731
     if args.max_frames is not None and args.max_frames <= 0:
         say("error: --max-frames must be positive")
         return 2
+    if getattr(args, "ray", None) is not None:
+        return _run_ray(args, say)
+    if args.input is not None and not str(args.input).isdigit() and (
+            Path(args.input).is_dir() or (glob.has_magic(str(args.input)) and not Path(args.input).exists())):
+        say(f"error: {args.input!r} names many videos; blur them with --ray (a Ray actor pool)")
+        return 2
+    if args.output is None:
+        args.output = DEFAULT_OUTPUT
     try:
         source: str | Path = args.input if args.input is not None else _fetch("carphone")
         model_path = Path(args.model) if args.model else _fetch("selfie-segmentation")
@@ -200,3 +227,45 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(parser)
     return run(parser.parse_args(argv))
 
+
+
+def _run_ray(args: argparse.Namespace, say) -> int:
+    """``blur INPUT --ray [ADDRESS]``: every video of INPUT on a Ray actor pool."""
+    address, source = args.ray, args.input
+    if source is None and not _is_address(address):  # `blur --ray clips/`: the folder, not an address
+        address, source = LOCAL_RAY, address
+    if source is None:
+        say("error: --ray needs INPUT: a folder of videos, a glob or a file")
+        return 2
+    if args.snapshot or args.preview:
+        say("error: --snapshot and --preview work on one video, without --ray")
+        return 2
+    if (args.actors is not None and args.actors < 1) or args.retries < 0:
+        say("error: --actors must be positive and --retries not negative")
+        return 2
+    try:
+        from webnn_gpu.ray import blur_videos
+
+        model = Path(args.model) if args.model else _fetch("selfie-segmentation")
+        if not model.is_file():
+            raise FileNotFoundError(f"model file not found: {str(model)!r}")
+        out_dir = Path(args.output or DEFAULT_RAY_OUTPUT)
+        report = blur_videos(
+            source, out_dir, model=model, dtype=args.dtype, size=args.size, sigma=args.sigma,
+            max_frames=args.max_frames, address=address, actors=args.actors,
+            retries=args.retries, progress=not args.no_progress,
+        )
+    except ModuleNotFoundError as exc:
+        say(f"error: {exc}")
+        return 1
+    except (OSError, ValueError, ConnectionError) as exc:
+        say(f"error: {exc}")
+        return 1
+    print(report.summary())
+    if report.adapters:
+        print(f"adapters: {', '.join(sorted(report.adapters))}")
+    print(f"outputs: {out_dir.resolve()}")
+    if report.interrupted:
+        say("interrupted; finished outputs are kept, run the same command again to do the rest")
+        return 130
+    return 0 if report.ok else 1

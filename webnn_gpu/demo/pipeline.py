@@ -15,7 +15,6 @@ See docs/demo.md.
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -134,16 +133,21 @@ class WebNNSegmenter:
         self.ctx.record(encoder, self.graph, inputs={self.input_name: model_input}, outputs=outputs)
 
 
-def create_device() -> wgpu.GPUDevice:
+def create_device(adapter: wgpu.GPUAdapter | None = None) -> wgpu.GPUDevice:
     """A wgpu device for the demo and the WebNN context, with the adapter's useful features.
 
     Requests ``shader-f16``, ``timestamp-query``, ``subgroup`` and ``shader-int64`` when the
     adapter has them, and the adapter's own buffer and workgroup limits.
 
+    Arguments:
+        adapter (wgpu.GPUAdapter | None): the adapter to use; default the high-performance
+            one (``webnn_gpu.ray.select_adapter`` picks one per Ray actor).
+
     Raises:
         RuntimeError: no WebGPU adapter (``make gpu`` installs Mesa's lavapipe).
     """
-    adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+    if adapter is None:
+        adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
     if adapter is None:
         raise RuntimeError("no WebGPU adapter found; run `make gpu` to install Mesa's lavapipe")
     features = [f for f in _FEATURES if f in adapter.features]
@@ -153,27 +157,32 @@ def create_device() -> wgpu.GPUDevice:
     )
 
 
-def load_segmenter(device: wgpu.GPUDevice, model_path: str | Path, dtype: str) -> WebNNSegmenter:
-    """Load a TFLite segmentation model into a WebNN context on ``device``.
+def load_segmenter(
+    device: wgpu.GPUDevice, model: str | Path | bytes, dtype: str, *, name: str | None = None
+) -> WebNNSegmenter:
+    """Load a segmentation model (any file ``webnn_gpu.load`` reads) into a context on ``device``.
 
     Arguments:
         device (wgpu.GPUDevice): the demo's device (the context shares it).
-        model_path (str | Path): the .tflite file.
+        model (str | Path | bytes): the model file (e.g. ``.tflite``), or its bytes.
         dtype ("float32" | "float16"): the model's compute type.
+        name (str | None): for the report; default the file name (``"model"`` for bytes).
 
     Returns:
         WebNNSegmenter: ready to record.
 
     Raises:
-        ModuleNotFoundError: this build has no TFLite loader.
+        ModuleNotFoundError: this build has no loader for the model.
         ValueError: the model is not an image segmenter.
     """
     import webnn_gpu as webnn
 
-    tflite = importlib.import_module("webnn_gpu.tflite")
     ctx = webnn.ml.create_context(device)
-    model = tflite.load(Path(model_path), ctx, dtype=dtype)
-    return WebNNSegmenter(ctx, model, name=Path(model_path).name)
+    source = bytes(model) if isinstance(model, (bytes, bytearray)) else Path(model)
+    loaded = webnn.load(source, ctx, dtype=dtype)
+    if name is None:
+        name = "model" if isinstance(model, (bytes, bytearray)) else Path(model).name
+    return WebNNSegmenter(ctx, loaded, name=name)
 
 
 # -- the pipeline ---------------------------------------------------------------------------
