@@ -72,24 +72,25 @@ def write_clip(path: Path, n: int = 6, h: int = 48, w: int = 64, seed: int = 0) 
 
 
 class KillOnceWorker(VideoBlurWorker):
-    """Kills its own actor with ``ray.kill`` at frame ``kill_at`` of a video named
-    ``kill_name``, the first time only (a marker file remembers it across the restart)."""
+    """Kills its own actor with ``ray.kill`` at frame ``kill_at`` of the video named
+    ``kill_name``, the first time only: a marker file beside the video (``.killed-once``)
+    remembers it across the restart."""
 
     kill_name = "clip1"
     kill_at = 2
-    marker_env = "WEBNN_GPU_TEST_KILL_MARKER"
 
     def on_frame(self, source: str, index: int) -> None:
-        marker = os.environ.get(self.marker_env)
-        if marker and Path(source).stem == self.kill_name and index == self.kill_at:
-            try:
-                fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                return
-            os.close(fd)
-            import ray
+        marker = Path(source).parent / ".killed-once"
+        if Path(source).stem != self.kill_name or index != self.kill_at:
+            return
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        os.close(fd)
+        import time
 
-            ray.kill(ray.get_runtime_context().current_actor, no_restart=False)
-            import time
+        import ray
 
-            time.sleep(60)  # the kill lands while the video is half written
+        ray.kill(ray.get_runtime_context().current_actor, no_restart=False)
+        time.sleep(60)  # the kill lands while the video is half written

@@ -360,10 +360,17 @@ def blur_videos(
     model_ref = ray.put(model_bytes)  # once in the store, whatever the number of actors
 
     bar = _progress_bar(progress, len(pairs), report.count("skipped"))
-    remote = ray.remote(worker).options(max_restarts=int(retries), **resources.options())
-    pool = [remote.remote(model_ref, model_name=model_name, dtype=dtype, size=size, sigma=sigma,
-                          max_frames=max_frames, software_threads=resources.software_threads)
-            for _ in range(resources.actors)]
+    # Ray restarts a dead actor up to `retries` times and reruns the video it was on
+    # (max_task_retries=-1: for as long as the actor has restarts left)
+    remote = ray.remote(worker).options(max_restarts=int(retries), max_task_retries=-1,
+                                        **resources.options())
+
+    def new_actor() -> Any:
+        return remote.remote(model_ref, model_name=model_name, dtype=dtype, size=size, sigma=sigma,
+                             max_frames=max_frames, software_threads=resources.software_threads)
+
+    pool = [new_actor() for _ in range(resources.actors)]
+    replacements = len(todo)  # an actor out of restarts is replaced, at most once per video
     idle = list(pool)
     pending: dict[Any, tuple[Path, Path, Any]] = {}
     start = time.perf_counter()
@@ -372,11 +379,11 @@ def blur_videos(
             while todo and idle:
                 actor = idle.pop()
                 src, out = todo.popleft()
-                ref = actor.blur.options(max_task_retries=int(retries)).remote(str(src), str(out))
+                ref = actor.blur.remote(str(src), str(out))
                 pending[ref] = (src, out, actor)
                 if on_submit is not None:
                     on_submit(src, actor)
-            if not pending:  # every actor is gone
+            if not pending:  # no actor left, and none may be started
                 for src, _ in todo:
                     results[src].status, results[src].error = "failed", "no actor left (all died)"
                 todo.clear()
@@ -387,9 +394,15 @@ def blur_videos(
                 video = results[src]
                 try:
                     value = ray.get(ref)
-                except ray.exceptions.RayActorError as exc:  # died more than `retries` times
-                    video.status, video.error = "failed", f"its actor died {int(retries) + 1} times: {exc}"
+                except ray.exceptions.RayActorError as exc:  # its actor died more than `retries` times
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    video.status = "failed"
+                    video.error = f"its actor died {int(retries) + 1} times (max_restarts={int(retries)}): {first}"
                     pool.remove(actor)
+                    if replacements > 0 and (todo or pending):
+                        replacements -= 1
+                        pool.append(new_actor())
+                        idle.append(pool[-1])
                 except ray.exceptions.RayTaskError as exc:  # a bug: an exception outside blur()
                     video.status, video.error = "failed", str(exc.cause if exc.cause is not None else exc)
                     idle.append(actor)
