@@ -2,11 +2,13 @@
 
 It starts on first use (about 5-10 s), with 2 CPUs, a 100 MB object store and no dashboard;
 its workers find this folder's helpers (``ray_helpers``) through ``PYTHONPATH``. The tests
-fail, never skip, when Ray is missing (it is a test dependency).
+fail, never skip, when Ray is missing (it is a test dependency), and a test that hangs
+ends the run after HANG_SECONDS.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import sys
@@ -16,6 +18,19 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+
+
+#: a Ray test that runs longer than this hangs (e.g. a pool waiting for resources it will
+#: never get): the test process prints every thread's stack and exits, failing the run
+#: instead of blocking it
+HANG_SECONDS = 180
+
+
+@pytest.fixture(autouse=True)
+def _bounded_in_time():
+    faulthandler.dump_traceback_later(HANG_SECONDS, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(scope="session")

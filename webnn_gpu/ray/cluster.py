@@ -68,18 +68,20 @@ class ActorResources:
     Attributes:
         actors (int): the pool size.
         num_gpus (float): GPUs per actor (1 on a cluster with GPUs, else 0).
-        num_cpus (float): CPUs per actor; on CPU-only clusters also the threads the
-            software adapter (lavapipe) renders with.
+        num_cpus (float): CPUs per actor (Ray's reservation).
+        threads (int | None): ``LP_NUM_THREADS`` of an actor without a GPU: the cores of the
+            cluster split among the actors (None with a GPU).
     """
 
     actors: int
     num_gpus: float
     num_cpus: float
+    threads: int | None = None
 
     @property
     def software_threads(self) -> int | None:
         """``LP_NUM_THREADS`` for an actor without a GPU (None when it has one)."""
-        return None if self.num_gpus else max(1, int(self.num_cpus))
+        return None if self.num_gpus else (self.threads or max(1, int(self.num_cpus)))
 
     def options(self) -> dict[str, float]:
         """The resource options of ``ray.remote`` / ``map_batches``."""
@@ -95,6 +97,7 @@ def actor_resources(
     num_gpus: float | None = None,
     num_cpus: float | None = None,
     cpus_per_software_actor: int = 2,
+    reserve_cpus: int = 0,
     work_items: int | None = None,
 ) -> ActorResources:
     """Size a pool of actors on the connected cluster.
@@ -102,7 +105,8 @@ def actor_resources(
     With GPUs in the cluster each actor takes one (``num_gpus=1``, ``num_cpus=1`` for
     decoding and encoding) and the pool has one actor per GPU. Without, each actor takes
     ``num_cpus`` cores (default ``cpus_per_software_actor``, or the cluster's cores split
-    among ``actors`` when that is given) and lavapipe renders with that many threads.
+    among ``actors`` when that is given), and lavapipe renders with the cluster's cores
+    split among the actors.
 
     Arguments:
         actors (int | None): the pool size; default as above.
@@ -110,6 +114,8 @@ def actor_resources(
         num_cpus (float | None): CPUs per actor; default as above.
         cpus_per_software_actor (int): CPUs per actor without a GPU when neither ``actors``
             nor ``num_cpus`` is given.
+        reserve_cpus (int): CPUs the actors leave free for other tasks of the job (Ray
+            Data's reading and decoding tasks need one, or the pipeline stalls).
         work_items (int | None): no more actors than this (a pool larger than the work idles).
 
     Returns:
@@ -130,6 +136,7 @@ def actor_resources(
         num_gpus = 1.0 if cluster_gpus >= 1 else 0.0
     if num_gpus < 0:
         raise ValueError(f"num_gpus must be >= 0, given {num_gpus!r}")
+    usable = max(1.0, cluster_cpus - max(0, int(reserve_cpus)))
     if num_gpus:
         if actors is None:
             actors = max(1, int(cluster_gpus // num_gpus))
@@ -138,12 +145,13 @@ def actor_resources(
     else:
         if num_cpus is None:
             if actors is None:
-                num_cpus = float(max(1, min(cpus_per_software_actor, int(cluster_cpus))))
+                num_cpus = float(max(1, min(cpus_per_software_actor, int(usable))))
             else:
-                num_cpus = float(max(1, int(cluster_cpus // int(actors))))
+                num_cpus = float(max(1, int(usable // int(actors))))
         if actors is None:
-            actors = max(1, int(cluster_cpus // num_cpus))
+            actors = max(1, int(usable // num_cpus))
     actors = int(actors)
     if work_items is not None:
         actors = max(1, min(actors, int(work_items)))
-    return ActorResources(actors, float(num_gpus), float(num_cpus))
+    threads = None if num_gpus else max(1, int(cluster_cpus // actors))
+    return ActorResources(actors, float(num_gpus), float(num_cpus), threads)

@@ -426,7 +426,7 @@ def run_model(
     ray = require_ray()
     started = connect(address)
     try:
-        resources = actor_resources(actors, num_gpus=num_gpus, work_items=len(files))
+        resources = actor_resources(actors, num_gpus=num_gpus, work_items=len(files), reserve_cpus=1)
         ds = read_images(files).map_batches(
             ModelPredictor,
             fn_constructor_args=(model_bytes,),
