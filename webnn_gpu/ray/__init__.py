@@ -9,8 +9,8 @@
                            **actor_resources(4, reserve_cpus=1).options())
 
 * :func:`read_images`, :func:`read_video_frames`, :func:`write_results`: Datasets in and out.
-* :func:`blur_videos`: the background blur over many videos, one video per actor at a time
-  (``webnn-gpu blur IN_DIR -o OUT_DIR --ray``).
+* :func:`blur_videos`, :class:`BlurPool`: the background blur over many videos, one video
+  per actor at a time (``webnn-gpu blur IN_DIR -o OUT_DIR --ray``).
 * :func:`select_adapter`: each actor's wgpu adapter (Vulkan ignores ``CUDA_VISIBLE_DEVICES``).
 * :func:`connect`, :func:`actor_resources`: join a cluster or start a local one; size a pool.
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 from .adapter import describe, select_adapter, set_software_threads
 from .cluster import ActorResources, actor_resources, connect, require_ray
 from .inference import ModelPredictor, read_images, read_video_frames, run_model, write_results
-from .videos import BlurReport, VideoBlurWorker, VideoResult, blur_videos, find_videos
+from .videos import BlurPool, BlurReport, VideoBlurWorker, VideoResult, blur_videos, find_videos
 
 __all__ = [
     "ModelPredictor",
@@ -32,6 +32,7 @@ __all__ = [
     "write_results",
     "run_model",
     "blur_videos",
+    "BlurPool",
     "BlurReport",
     "VideoResult",
     "VideoBlurWorker",

@@ -35,6 +35,7 @@ __all__ = [
     "VideoBlurWorker",
     "VideoResult",
     "BlurReport",
+    "BlurPool",
     "blur_videos",
 ]
 
@@ -164,6 +165,10 @@ class VideoBlurWorker:
                                                 sigma=self.sigma)
         return self._pipelines[key]
 
+    def ready(self) -> str:
+        """The adapter this worker runs on (a call that returns once the actor has started)."""
+        return self.adapter
+
     def on_frame(self, source: str, index: int) -> None:
         """Called after each frame of ``source`` is written (a hook for subclasses; no-op)."""
 
@@ -283,60 +288,198 @@ class BlurReport:
         return "\n".join(lines)
 
 
-def blur_videos(
-    inputs: str | os.PathLike | Sequence[str | os.PathLike],
-    out_dir: str | os.PathLike,
-    *,
-    model: bytes | str | os.PathLike | None = None,
-    dtype: str = "float32",
-    size: tuple[int, int] | None = None,
-    sigma: float | None = None,
-    max_frames: int | None = None,
-    address: str | None = None,
-    actors: int | None = None,
-    num_gpus: float | None = None,
-    num_cpus: float | None = None,
-    retries: int = 3,
-    progress: bool | Any = False,
-    worker: type = VideoBlurWorker,
-    on_submit: Callable[[Path, Any], None] | None = None,
-    on_result: Callable[[VideoResult], None] | None = None,
-) -> BlurReport:
-    """Blur the background of every video of ``inputs`` into ``out_dir`` on a Ray actor pool.
+class BlurPool:
+    """A pool of :class:`VideoBlurWorker` actors that blurs folders of videos, job after job.
+
+    The actors start (device, model, pipelines) once, when the pool is made; each
+    :meth:`run` hands out one video per idle actor until every video is done.
+    :func:`blur_videos` is one pool for one job.
 
     Arguments:
-        inputs: a folder, a glob, a file or a list of them (:func:`find_videos`).
-        out_dir: the output folder (created); each output is ``<input name>.mp4``. On a
-            cluster, inputs and outputs must be on storage every node sees (the same path).
         model (bytes | path | None): the segmentation model; default selfie-segmentation
             (fetched once, on this machine; its bytes go to the actors through Ray).
         dtype, size, sigma, max_frames: as the ``webnn-gpu blur`` options.
         address (str | None): the cluster to join (:func:`connect`); default a local Ray
             instance, or the one this process already initialised.
-        actors, num_gpus, num_cpus: the pool (:func:`actor_resources`).
+        actors, num_gpus, num_cpus: the pool (:func:`actor_resources`); ``work_items``
+            caps the pool size.
         retries (int): Ray restarts a dead actor and runs its video again up to this many
-            times (``max_restarts``, ``max_task_retries``).
-        progress (bool | tqdm-like): one progress bar for the job (videos done, frames per
-            second over the pool) on stderr, or an object with ``update(n)`` and
-            ``set_postfix_str(s)``.
+            times (``max_restarts``; ``max_task_retries=-1``: while restarts are left).
         worker (type): the actor class (a subclass of :class:`VideoBlurWorker`).
-        on_submit (callable | None): ``on_submit(source, actor_handle)`` when a video is
-            handed to an actor.
-        on_result (callable | None): ``on_result(video_result)`` as each video ends.
-
-    Returns:
-        BlurReport: per-video outcomes and throughput. A failed video does not raise; after
-        Ctrl-C the pool is stopped and the report has ``interrupted`` set (finished outputs
-        stay; a re-run completes the rest).
 
     Raises:
-        FileNotFoundError: an input names no video.
-        ValueError: two inputs would write the same output; bad pool options.
+        ValueError: bad pool options.
         ModuleNotFoundError: Ray is not installed.
     """
-    ray = require_ray()
-    if int(retries) < 0:
-        raise ValueError(f"retries must be >= 0, given {retries!r}")
+
+    def __init__(
+        self,
+        model: bytes | str | os.PathLike | None = None,
+        *,
+        dtype: str = "float32",
+        size: tuple[int, int] | None = None,
+        sigma: float | None = None,
+        max_frames: int | None = None,
+        address: str | None = None,
+        actors: int | None = None,
+        num_gpus: float | None = None,
+        num_cpus: float | None = None,
+        retries: int = 3,
+        worker: type = VideoBlurWorker,
+        work_items: int | None = None,
+    ) -> None:
+        ray = self._ray = require_ray()
+        if int(retries) < 0:
+            raise ValueError(f"retries must be >= 0, given {retries!r}")
+        self.retries = int(retries)
+        self._started_ray = connect(address)
+        try:
+            self.resources = actor_resources(actors, num_gpus=num_gpus, num_cpus=num_cpus,
+                                             work_items=work_items)
+            if model is None:
+                from webnn_gpu import models
+
+                model = models.fetch("selfie-segmentation")
+            name = "model" if isinstance(model, (bytes, bytearray)) else Path(model).name
+            data = bytes(model) if isinstance(model, (bytes, bytearray)) else Path(model).read_bytes()
+        except BaseException:
+            self.close()
+            raise
+        model_ref = ray.put(data)  # once in the store, whatever the number of actors
+        # Ray restarts a dead actor up to `retries` times and reruns the video it was on
+        # (max_task_retries=-1: for as long as the actor has restarts left)
+        remote = ray.remote(worker).options(max_restarts=self.retries, max_task_retries=-1,
+                                            **self.resources.options())
+        options = dict(model_name=name, dtype=dtype, size=size, sigma=sigma, max_frames=max_frames,
+                       software_threads=self.resources.software_threads)
+        self._new_actor = lambda: remote.remote(model_ref, **options)
+        self.actors: list[Any] = [self._new_actor() for _ in range(self.resources.actors)]
+
+    def ready(self) -> list[str]:
+        """Wait until every actor has started; returns their adapters.
+
+        Raises:
+            ray.exceptions.RayActorError: an actor failed to start (e.g. the model did not load).
+        """
+        return self._ray.get([a.ready.remote() for a in self.actors])
+
+    def run(
+        self,
+        inputs: str | os.PathLike | Sequence[str | os.PathLike],
+        out_dir: str | os.PathLike,
+        *,
+        progress: bool | Any = False,
+        on_submit: Callable[[Path, Any], None] | None = None,
+        on_result: Callable[[VideoResult], None] | None = None,
+    ) -> BlurReport:
+        """Blur every video of ``inputs`` whose output is not in ``out_dir`` yet.
+
+        Arguments:
+            inputs: a folder, a glob, a file or a list of them (:func:`find_videos`).
+            out_dir: the output folder (created); each output is ``<input name>.mp4``. On a
+                cluster, inputs and outputs must be on storage every node sees.
+            progress (bool | tqdm-like): one progress bar for the job (videos done, frames per
+                second over the pool) on stderr, or an object with ``update(n)`` and
+                ``set_postfix_str(s)``.
+            on_submit (callable | None): ``on_submit(source, actor_handle)`` when a video is
+                handed to an actor.
+            on_result (callable | None): ``on_result(video_result)`` as each video ends.
+
+        Returns:
+            BlurReport: per-video outcomes and throughput. A failed video does not raise;
+            after Ctrl-C the report has ``interrupted`` set (finished outputs stay; a re-run
+            completes the rest).
+
+        Raises:
+            FileNotFoundError: an input names no video.
+            ValueError: two inputs would write the same output.
+        """
+        pairs, results, todo = _plan(inputs, out_dir)
+        report = BlurReport(list(results.values()), 0.0, self.resources)
+        if todo:
+            self._dispatch(todo, results, report, progress, on_submit, on_result)
+        return report
+
+    def _dispatch(self, todo: deque, results: dict, report: BlurReport, progress: bool | Any,
+                  on_submit: Callable | None, on_result: Callable | None) -> None:
+        ray = self._ray
+        replacements = len(todo)  # an actor out of restarts is replaced, at most once per video
+        idle = list(self.actors)
+        pending: dict[Any, tuple[Path, Path, Any]] = {}
+        bar = _progress_bar(progress, len(results), report.count("skipped"))
+        start = time.perf_counter()
+        try:
+            while todo or pending:
+                while todo and idle:
+                    actor = idle.pop()
+                    src, out = todo.popleft()
+                    ref = actor.blur.remote(str(src), str(out))
+                    pending[ref] = (src, out, actor)
+                    if on_submit is not None:
+                        on_submit(src, actor)
+                if not pending:  # no actor left, and none may be started
+                    for src, _ in todo:
+                        results[src].status, results[src].error = "failed", "no actor left (all died)"
+                    todo.clear()
+                    break
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    src, out, actor = pending.pop(ref)
+                    video = results[src]
+                    try:
+                        value = ray.get(ref)
+                    except ray.exceptions.RayActorError as exc:  # died more than `retries` times
+                        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                        video.status = "failed"
+                        video.error = (f"its actor died {self.retries + 1} times "
+                                       f"(max_restarts={self.retries}): {first}")
+                        self.actors.remove(actor)
+                        if replacements > 0 and (todo or pending):
+                            replacements -= 1
+                            self.actors.append(self._new_actor())
+                            idle.append(self.actors[-1])
+                    except ray.exceptions.RayTaskError as exc:  # a bug: an exception outside blur()
+                        video.status, video.error = "failed", str(exc.cause if exc.cause is not None else exc)
+                        idle.append(actor)
+                    else:
+                        video.frames, video.seconds = value["frames"], value["seconds"]
+                        video.status = "failed" if value["error"] else "done"
+                        video.error = value["error"]
+                        report.adapters.add(value["adapter"])
+                        idle.append(actor)
+                    report.seconds = time.perf_counter() - start
+                    if bar is not None:
+                        bar.update(1)
+                        bar.set_postfix_str(f"{report.frames} frames, {report.fps:.1f} fps, "
+                                            f"{report.count('failed')} failed")
+                    if on_result is not None:
+                        on_result(video)
+        except KeyboardInterrupt:  # the report says what is done; a re-run does the rest
+            report.interrupted = True  # (close() stops the actors still on a video)
+        finally:
+            report.seconds = time.perf_counter() - start
+            if bar is not None and bar is not progress:
+                bar.close()
+
+    def close(self) -> None:
+        """Stop the actors (and the local Ray instance this pool started). Idempotent."""
+        for actor in getattr(self, "actors", []):
+            self._ray.kill(actor, no_restart=True)
+        self.actors = []
+        if self._started_ray:
+            self._started_ray = False
+            self._ray.shutdown()
+
+    def __enter__(self) -> "BlurPool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _plan(inputs: Any, out_dir: str | os.PathLike) -> tuple[list, dict, deque]:
+    """(pairs, results by input, the (input, output) pairs still to do); stale partial files
+    of the videos to do are removed."""
     pairs = plan_outputs(find_videos(inputs), out_dir)
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     results = {src: VideoResult(src, out, "skipped" if out.exists() else "not run") for src, out in pairs}
@@ -344,92 +487,42 @@ def blur_videos(
     for _, out in todo:
         for stale in _partials(out):  # left by an interrupted earlier run
             stale.unlink(missing_ok=True)
+    return pairs, results, todo
 
-    started_ray = connect(address) if todo else False
-    resources = actor_resources(actors, num_gpus=num_gpus, num_cpus=num_cpus,
-                                work_items=len(todo)) if todo else ActorResources(0, 0.0, 0.0)
-    report = BlurReport(list(results.values()), 0.0, resources)
+
+def blur_videos(
+    inputs: str | os.PathLike | Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    *,
+    progress: bool | Any = False,
+    on_submit: Callable[[Path, Any], None] | None = None,
+    on_result: Callable[[VideoResult], None] | None = None,
+    **pool_options: Any,
+) -> BlurReport:
+    """Blur the background of every video of ``inputs`` into ``out_dir`` on a Ray actor pool.
+
+    One :class:`BlurPool` (no larger than the number of videos to do) for one
+    :meth:`BlurPool.run`; nothing starts when every output exists already.
+
+    Arguments:
+        inputs, out_dir, progress, on_submit, on_result: as :meth:`BlurPool.run`.
+        **pool_options: as :class:`BlurPool` (``model``, ``dtype``, ``size``, ``sigma``,
+            ``max_frames``, ``address``, ``actors``, ``num_gpus``, ``num_cpus``,
+            ``retries``, ``worker``).
+
+    Returns:
+        BlurReport
+
+    Raises:
+        FileNotFoundError: an input names no video.
+        ValueError: two inputs would write the same output; bad pool options.
+        ModuleNotFoundError: Ray is not installed.
+    """
+    _, results, todo = _plan(inputs, out_dir)
     if not todo:
-        return report
-    if model is None:
-        from webnn_gpu import models
-
-        model = models.fetch("selfie-segmentation")
-    model_name = "model" if isinstance(model, (bytes, bytearray)) else Path(model).name
-    model_bytes = bytes(model) if isinstance(model, (bytes, bytearray)) else Path(model).read_bytes()
-    model_ref = ray.put(model_bytes)  # once in the store, whatever the number of actors
-
-    bar = _progress_bar(progress, len(pairs), report.count("skipped"))
-    # Ray restarts a dead actor up to `retries` times and reruns the video it was on
-    # (max_task_retries=-1: for as long as the actor has restarts left)
-    remote = ray.remote(worker).options(max_restarts=int(retries), max_task_retries=-1,
-                                        **resources.options())
-
-    def new_actor() -> Any:
-        return remote.remote(model_ref, model_name=model_name, dtype=dtype, size=size, sigma=sigma,
-                             max_frames=max_frames, software_threads=resources.software_threads)
-
-    pool = [new_actor() for _ in range(resources.actors)]
-    replacements = len(todo)  # an actor out of restarts is replaced, at most once per video
-    idle = list(pool)
-    pending: dict[Any, tuple[Path, Path, Any]] = {}
-    start = time.perf_counter()
-    try:
-        while todo or pending:
-            while todo and idle:
-                actor = idle.pop()
-                src, out = todo.popleft()
-                ref = actor.blur.remote(str(src), str(out))
-                pending[ref] = (src, out, actor)
-                if on_submit is not None:
-                    on_submit(src, actor)
-            if not pending:  # no actor left, and none may be started
-                for src, _ in todo:
-                    results[src].status, results[src].error = "failed", "no actor left (all died)"
-                todo.clear()
-                break
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            for ref in ready:
-                src, out, actor = pending.pop(ref)
-                video = results[src]
-                try:
-                    value = ray.get(ref)
-                except ray.exceptions.RayActorError as exc:  # its actor died more than `retries` times
-                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                    video.status = "failed"
-                    video.error = f"its actor died {int(retries) + 1} times (max_restarts={int(retries)}): {first}"
-                    pool.remove(actor)
-                    if replacements > 0 and (todo or pending):
-                        replacements -= 1
-                        pool.append(new_actor())
-                        idle.append(pool[-1])
-                except ray.exceptions.RayTaskError as exc:  # a bug: an exception outside blur()
-                    video.status, video.error = "failed", str(exc.cause if exc.cause is not None else exc)
-                    idle.append(actor)
-                else:
-                    video.frames, video.seconds = value["frames"], value["seconds"]
-                    video.status = "failed" if value["error"] else "done"
-                    video.error = value["error"]
-                    report.adapters.add(value["adapter"])
-                    idle.append(actor)
-                report.seconds = time.perf_counter() - start
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix_str(f"{report.frames} frames, {report.fps:.1f} fps, "
-                                        f"{report.count('failed')} failed")
-                if on_result is not None:
-                    on_result(video)
-    except KeyboardInterrupt:  # the report says what is done; a re-run does the rest
-        report.interrupted = True
-    finally:
-        report.seconds = time.perf_counter() - start
-        for actor in pool:
-            ray.kill(actor, no_restart=True)
-        if bar is not None and bar is not progress:
-            bar.close()
-        if started_ray:
-            ray.shutdown()
-    return report
+        return BlurReport(list(results.values()), 0.0, ActorResources(0, 0.0, 0.0))
+    with BlurPool(work_items=len(todo), **pool_options) as pool:
+        return pool.run(inputs, out_dir, progress=progress, on_submit=on_submit, on_result=on_result)
 
 
 def _progress_bar(progress: bool | Any, total: int, done: int) -> Any:
