@@ -48,6 +48,7 @@ def ray_cluster():
         include_dashboard=False,
         object_store_memory=100 * 2**20,
         logging_level=logging.WARNING,
+        _system_config={"worker_niceness": 0},
         runtime_env={"env_vars": {"PYTHONPATH": path, "XDG_RUNTIME_DIR": os.environ.get("XDG_RUNTIME_DIR", "/tmp")}},
     )
     yield ray

@@ -35,7 +35,8 @@ def connect(address: str | None = None, **init_options: Any) -> bool:
     own ``ray.init``).
 
     Arguments:
-        address (str | None): ``None`` or ``"local"``: a new local instance (no dashboard);
+        address (str | None): ``None`` or ``"local"``: a new local instance (no dashboard;
+            its workers at normal priority, where Ray's default is nice 15);
             ``"auto"``: the cluster this machine belongs to (``ray start``); ``"HOST:PORT"``
             (the head's GCS address that ``ray start --head`` prints) or
             ``"ray://HOST:10001"`` (Ray Client).
@@ -55,6 +56,8 @@ def connect(address: str | None = None, **init_options: Any) -> bool:
     init_options.setdefault("configure_logging", True)
     if address in (None, "", LOCAL):
         init_options.setdefault("include_dashboard", False)
+        # Ray runs workers at nice 15; here they are the job, not background work
+        init_options.setdefault("_system_config", {"worker_niceness": 0})
         ray.init(**init_options)
     else:
         ray.init(address=address, **init_options)
