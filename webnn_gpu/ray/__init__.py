@@ -6,7 +6,7 @@
       ds = webnn_gpu.ray.read_images("photos/", size=(256, 256))
       out = ds.map_batches(ModelPredictor, fn_constructor_kwargs={"model": model_bytes},
                            batch_size=16, compute=ray.data.ActorPoolStrategy(size=4),
-                           **actor_resources(4, reserve_cpus=1).options())
+                           **actor_resources(4, reserve_cpus=1).options())  # a CPU for the reads
 
 * :func:`read_images`, :func:`read_video_frames`, :func:`write_results`: Datasets in and out.
 * :func:`blur_videos`, :class:`BlurPool`: the background blur over many videos, one video
