@@ -397,8 +397,19 @@ def run_model(
 
     Returns:
         dict: ``images``, ``seconds``, ``actors``.
+
+    Raises:
+        FileNotFoundError: ``inputs`` names no image.
+        ValueError: two images have the same name (their outputs would collide); bad options.
+        ModuleNotFoundError: ``use_ray`` without Ray installed.
     """
     files = find_images(inputs)
+    stems: dict[str, Path] = {}
+    for f in files:
+        if f.stem in stems:
+            raise ValueError(f"{str(stems[f.stem])!r} and {str(f)!r} would both be written as "
+                             f"{f.stem}.npy; rename one or run them separately")
+        stems[f.stem] = f
     model_bytes = bytes(model) if isinstance(model, (bytes, bytearray)) else Path(model).read_bytes()
     start = time.perf_counter()
     if not use_ray:

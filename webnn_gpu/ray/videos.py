@@ -50,7 +50,8 @@ def find_videos(inputs: str | os.PathLike | Sequence[str | os.PathLike], *,
     """The video files named by a folder, a glob pattern, a file, or a list of these.
 
     Arguments:
-        inputs: a folder (its files with one of ``suffixes``, not recursive), a glob
+        inputs: a folder (its files with one of ``suffixes``, not recursive, hidden files
+            and the temporary ``.*.partial.*`` outputs left out), a glob
             (``"clips/**/*.mov"``; every match), a file, or a sequence of them.
         suffixes (Sequence[str]): what a folder's files must end with; default
             :data:`VIDEO_SUFFIXES`.
@@ -69,7 +70,8 @@ def find_videos(inputs: str | os.PathLike | Sequence[str | os.PathLike], *,
         text = os.fspath(item)
         path = Path(text)
         if path.is_dir():
-            hits = [p for p in path.iterdir() if p.is_file() and p.suffix.lower() in suffixes]
+            hits = [p for p in path.iterdir()
+                    if p.is_file() and p.suffix.lower() in suffixes and not p.name.startswith(".")]
             what = f"folder {text!r} has no {kind} file ({', '.join(suffixes)})"
         elif path.is_file():
             hits, what = [path], ""
