@@ -98,7 +98,7 @@ class ModelPredictor:
             (``LoadedModel.layout``), else told from where the size-3 channel axis is.
         scale, mean, std: the input is ``(pixel * scale - mean) / std`` (per channel when
             three numbers); default ``[0, 1]``: scale 1/255, mean 0, std 1. Integer inputs
-            get the pixels as they are.
+            (uint8, int32, ...) get the pixels as they are; int8 is refused.
         keep (Sequence[str]): batch columns passed through to the output (e.g. ``"path"``).
         software_threads (int | None): ``LP_NUM_THREADS`` for an actor without a GPU.
         load_options (dict | None): more ``webnn_gpu.load`` options.
@@ -178,6 +178,9 @@ class ModelPredictor:
             raise ValueError(f"ModelPredictor: input {input_name!r} ({layout}, shape {shape}) must have "
                              f"1 or 3 channels to take images")
         self.input_dtype = np.dtype(desc["data_type"])
+        if self.input_dtype.kind in "iu" and np.iinfo(self.input_dtype).max < 255:
+            raise ValueError(f"ModelPredictor: input {input_name!r} is {desc['data_type']}, which cannot "
+                             f"hold pixels 0..255 (a quantized model: feed it float or uint8 images)")
         self.outputs = dict(self.model.outputs)
 
     def preprocess(self, images: Iterable[np.ndarray]) -> np.ndarray:
