@@ -131,6 +131,8 @@ class VideoBlurWorker:
         size (tuple[int, int] | None): scale frames to (width, height); default the input's.
         sigma (float | None): the blur's strength; default 2.5% of the longer side.
         max_frames (int | None): stop each video after this many frames.
+        counter: a :class:`FrameCounter` actor handle the worker reports frames to (about
+            twice a second, fire-and-forget), for the job's live frames per second.
         software_threads (int | None): ``LP_NUM_THREADS`` when the actor has no GPU.
     """
 
@@ -144,6 +146,7 @@ class VideoBlurWorker:
         sigma: float | None = None,
         max_frames: int | None = None,
         software_threads: int | None = None,
+        counter: Any = None,
     ) -> None:
         from webnn_gpu.demo import create_device, load_segmenter
 
@@ -157,6 +160,7 @@ class VideoBlurWorker:
         self.segmenter = load_segmenter(self.device, model, dtype, name=model_name)
         self.size, self.sigma, self.max_frames = size, sigma, max_frames
         self._pipelines: dict[tuple[int, int], Any] = {}
+        self._counter, self._uncounted, self._counted_at = counter, 0, time.perf_counter()
 
     def _pipeline(self, width: int, height: int) -> Any:
         from webnn_gpu.demo import BlurPipeline
@@ -166,6 +170,19 @@ class VideoBlurWorker:
             self._pipelines[key] = BlurPipeline(self.device, width, height, self.segmenter,
                                                 sigma=self.sigma)
         return self._pipelines[key]
+
+    def _frame_done(self, source: str, index: int) -> None:
+        self.on_frame(source, index)
+        if self._counter is None:
+            return
+        self._uncounted += 1
+        if time.perf_counter() - self._counted_at >= 0.5:
+            self._flush_count()
+
+    def _flush_count(self) -> None:
+        if self._counter is not None and self._uncounted:
+            self._counter.add.remote(self._uncounted)
+        self._uncounted, self._counted_at = 0, time.perf_counter()
 
     def ready(self) -> str:
         """The adapter this worker runs on (a call that returns once the actor has started)."""
@@ -200,9 +217,10 @@ class VideoBlurWorker:
                 writer = open_output(tmp, info)
                 try:
                     stats = process_video(reader, pipeline, writer.write, max_frames=self.max_frames,
-                                          on_frame=lambda i, _a, _b: self.on_frame(source, i))
+                                          on_frame=lambda i, _a, _b: self._frame_done(source, i))
                 finally:
                     writer.close()
+            self._flush_count()
             if stats.frames == 0:
                 raise OSError(f"{source!r} has no video frames")
             os.replace(tmp, out)
@@ -216,6 +234,21 @@ class VideoBlurWorker:
         result["frames"] = stats.frames
         result["seconds"] = time.perf_counter() - start
         return result
+
+
+class FrameCounter:
+    """Frames the actors of a job have blurred so far (a tiny Ray actor; counts every attempt)."""
+
+    def __init__(self) -> None:
+        self.frames = 0
+
+    def add(self, n: int) -> None:
+        """Count ``n`` more frames."""
+        self.frames += int(n)
+
+    def total(self) -> int:
+        """Frames counted so far."""
+        return self.frames
 
 
 @dataclass
@@ -352,7 +385,9 @@ class BlurPool:
         # (max_task_retries=-1: for as long as the actor has restarts left)
         remote = ray.remote(worker).options(max_restarts=self.retries, max_task_retries=-1,
                                             **self.resources.options())
+        self._counter = ray.remote(FrameCounter).options(num_cpus=0).remote()
         options = dict(model_name=name, dtype=dtype, size=size, sigma=sigma, max_frames=max_frames,
+                       counter=self._counter,
                        software_threads=self.resources.software_threads)
         self._new_actor = lambda: remote.remote(model_ref, **options)
         self.actors: list[Any] = [self._new_actor() for _ in range(self.resources.actors)]
@@ -410,6 +445,14 @@ class BlurPool:
         pending: dict[Any, tuple[Path, Path, Any]] = {}
         bar = _progress_bar(progress, len(results), report.count("skipped"))
         start = time.perf_counter()
+        counted = ray.get(self._counter.total.remote()) if bar is not None else 0
+
+        def show() -> None:
+            if bar is not None:
+                frames = max(ray.get(self._counter.total.remote()) - counted, report.frames)
+                fps = frames / max(time.perf_counter() - start, 1e-9)
+                bar.set_postfix_str(f"{frames} frames, {fps:.1f} fps, {report.count('failed')} failed")
+
         try:
             while todo or pending:
                 while todo and idle:
@@ -424,7 +467,9 @@ class BlurPool:
                         results[src].status, results[src].error = "failed", "no actor left (all died)"
                     todo.clear()
                     break
-                ready, _ = ray.wait(list(pending), num_returns=1)
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0 if bar is not None else None)
+                if not ready:
+                    show()
                 for ref in ready:
                     src, out, actor = pending.pop(ref)
                     video = results[src]
@@ -452,8 +497,7 @@ class BlurPool:
                     report.seconds = time.perf_counter() - start
                     if bar is not None:
                         bar.update(1)
-                        bar.set_postfix_str(f"{report.frames} frames, {report.fps:.1f} fps, "
-                                            f"{report.count('failed')} failed")
+                        show()
                     if on_result is not None:
                         on_result(video)
         except KeyboardInterrupt:  # the report says what is done; a re-run does the rest
@@ -465,9 +509,9 @@ class BlurPool:
 
     def close(self) -> None:
         """Stop the actors (and the local Ray instance this pool started). Idempotent."""
-        for actor in getattr(self, "actors", []):
+        for actor in getattr(self, "actors", []) + ([self._counter] if getattr(self, "_counter", None) else []):
             self._ray.kill(actor, no_restart=True)
-        self.actors = []
+        self.actors, self._counter = [], None
         if self._started_ray:
             self._started_ray = False
             self._ray.shutdown()
