@@ -69,3 +69,14 @@ def test_blur_command_errors_before_any_work(tmp_path, capsys):
     assert cli.main(["blur", str(tmp_path / "clips"), "--ray", "--model", str(model)]) == 1
     assert "has no video file" in capsys.readouterr().err
     assert cli.main(["run", str(model), str(tmp_path / "clips"), "-o", str(tmp_path / "o"), "--batch-size", "0"]) == 2
+
+
+def test_a_model_that_does_not_load_stops_the_job_with_its_error(ray_cluster, tmp_path):
+    import ray_helpers as H
+
+    from webnn_gpu.ray import blur_videos
+
+    H.write_clip(tmp_path / "in" / "a.mp4", n=2)
+    with pytest.raises(RuntimeError, match="could not start: .*not a TFLite model"):
+        blur_videos(tmp_path / "in", tmp_path / "out", model=b"not a model at all", retries=0)
+    assert not list((tmp_path / "out").iterdir())

@@ -258,7 +258,7 @@ def _run_ray(args: argparse.Namespace, say) -> int:
     except ModuleNotFoundError as exc:
         say(f"error: {exc}")
         return 1
-    except (OSError, ValueError, ConnectionError) as exc:
+    except (OSError, ValueError, RuntimeError) as exc:
         say(f"error: {exc}")
         return 1
     print(report.summary())

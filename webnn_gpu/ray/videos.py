@@ -391,6 +391,7 @@ class BlurPool:
                        software_threads=self.resources.software_threads)
         self._new_actor = lambda: remote.remote(model_ref, **options)
         self.actors: list[Any] = [self._new_actor() for _ in range(self.resources.actors)]
+        self._started = False
 
     def ready(self) -> list[str]:
         """Wait until every actor has started; returns their adapters.
@@ -430,6 +431,8 @@ class BlurPool:
         Raises:
             FileNotFoundError: an input names no video.
             ValueError: two inputs would write the same output.
+            RuntimeError: the actors could not start (the message has the cause, e.g. a
+                model that does not load).
         """
         pairs, results, todo = _plan(inputs, out_dir)
         report = BlurReport(list(results.values()), 0.0, self.resources)
@@ -440,6 +443,13 @@ class BlurPool:
     def _dispatch(self, todo: deque, results: dict, report: BlurReport, progress: bool | Any,
                   on_submit: Callable | None, on_result: Callable | None) -> None:
         ray = self._ray
+        if not self._started:
+            try:
+                self.ready()
+            except ray.exceptions.RayActorError as exc:  # e.g. a model that does not load
+                lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+                raise RuntimeError(f"the blur actors could not start: {lines[-1] if lines else exc}") from exc
+            self._started = True
         replacements = len(todo)  # an actor out of restarts is replaced, at most once per video
         idle = list(self.actors)
         pending: dict[Any, tuple[Path, Path, Any]] = {}
