@@ -20,15 +20,18 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "demo"))
 
+from key_segmenter import KeySegmenter  # noqa: E402  (the tests' stand-in for the model)
 from webnn_gpu import demo  # noqa: E402
-from webnn_gpu.interop.blur import KeySegmenter  # noqa: E402
-from webnn_gpu.video import VideoReader, VideoWriter  # noqa: E402
+from webnn_gpu.demo.video import VideoReader, VideoWriter  # noqa: E402
 
 WIDTH, HEIGHT = 1280, 720
 FRAMES = 8

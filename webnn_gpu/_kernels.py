@@ -11,6 +11,7 @@ activation snippets used by standalone and fused kernels (``activations.wgsl``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
 import math
@@ -259,9 +260,37 @@ def _freeze(x):
     raise _Unfrozen(type(x).__name__)
 
 
-def render(template: str, **variables) -> str:
-    """Render a template with plain variables (for the interop and demo shaders)."""
-    return _env.get_template(template).render(**variables)
+def render(template: str, *, folders=(), **variables) -> str:
+    """Render a template with plain variables (for shaders outside the operator kernels).
+
+    The engine's environment renders it (``StrictUndefined``, the on-disk template cache),
+    so a missing variable raises instead of leaving broken WGSL.
+
+    Arguments:
+        template (str): the template's path under one of ``folders``, or under ``shaders/``.
+        folders (str | os.PathLike | Sequence): folders searched, in order, before
+            ``shaders/``: templates that ship beside the code that renders them (the demo's
+            ``webnn_gpu/demo/shaders``). They may include each other and ``shaders/_lib``.
+        **variables: the context variables the template's contract header lists.
+
+    Returns:
+        str: the WGSL text.
+
+    Raises:
+        jinja2.TemplateNotFound: no such template.
+        jinja2.UndefinedError: a variable of the contract is missing.
+    """
+    if isinstance(folders, (str, os.PathLike)):
+        folders = (folders,)
+    env = _environment(tuple(str(f) for f in folders)) if folders else _env
+    return env.get_template(template).render(**variables)
+
+
+@functools.lru_cache(maxsize=None)
+def _environment(folders: tuple[str, ...]) -> jinja2.Environment:
+    """The engine's environment, finding templates in ``folders`` before ``shaders/``."""
+    engine = jinja2.FileSystemLoader(str(_shader_root()))
+    return _env.overlay(loader=jinja2.ChoiceLoader([jinja2.FileSystemLoader(list(folders)), engine]))
 
 
 def workgroups(n_groups: int, limits: dict, what: str = "kernel") -> tuple[int, int, int]:

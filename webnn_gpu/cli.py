@@ -13,7 +13,8 @@ import sys
 _COMMANDS = {
     "info": ("webnn_gpu._info", "Show the adapter, backend, features, limits and data types."),
     "fetch": ("webnn_gpu.models", "Fetch a model file (e.g. selfie-segmentation) into the cache."),
-    "blur": ("webnn_gpu.demo", "Blur the background of a video with the selfie segmenter."),
+    "blur": ("webnn_gpu.demo", "Blur the background of a video (or, with --ray, of many) with the selfie segmenter."),
+    "run": ("webnn_gpu.ray.inference", "Run a model over a folder of images, writing each output (--ray: on Ray)."),
     "profile": ("webnn_gpu.profile", "Time each kernel of a model with timestamp queries."),
 }
 

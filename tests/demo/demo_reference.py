@@ -1,4 +1,4 @@
-"""NumPy float64 references of the demo's WGSL passes (interop/shaders/*.wgsl).
+"""NumPy float64 references of the demo's WGSL passes (webnn_gpu/demo/shaders/*.wgsl).
 
 Written from the maths in the shaders' contract headers, not from the shaders: plain
 array code (gathers, loops over taps) in float64.

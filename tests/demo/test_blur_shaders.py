@@ -1,4 +1,4 @@
-"""The demo's WGSL passes (interop/shaders) against NumPy float64 references.
+"""The demo's WGSL passes (webnn_gpu/demo/shaders) against NumPy float64 references.
 
 Tolerances: float32 results to 1e-5 (resize, upsample: a few f32 roundings of values in
 [0, 1]) or 1e-4 (the blur sums up to ~40 weighted terms); float16 model tensors to 6e-4
@@ -15,11 +15,10 @@ import wgpu
 
 import demo_reference as ref
 from webnn_gpu.errors import DataError, MLTypeError, NotSupportedError
-from webnn_gpu.interop.blur import (
+from webnn_gpu.demo.blur import (
     BLUR_EPS,
     BackgroundBlur,
     default_factor,
-    dispatch_size,
     gaussian_weights,
     render_shader,
 )
@@ -215,17 +214,6 @@ def test_dispatch_folds_into_2d(device, read):
 
 
 # -- helpers and errors -------------------------------------------------------------------------
-
-
-def test_dispatch_size():
-    assert dispatch_size(1, 64, 65535) == (1, 1)
-    assert dispatch_size(64 * 65535, 64, 65535) == (65535, 1)
-    x, y = dispatch_size(64 * 65535 + 1, 64, 65535)
-    assert y == 2 and x * y * 64 >= 64 * 65535 + 1 and x <= 65535
-    x, y = dispatch_size(390, 4, 10)
-    assert x <= 10 and y <= 10 and x * y * 4 >= 390
-    with pytest.raises(NotSupportedError, match="max-compute-workgroups-per-dimension"):
-        dispatch_size(4 * 101, 1, 10)
 
 
 def test_gaussian_weights():

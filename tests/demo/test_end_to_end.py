@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from webnn_gpu import demo
-from webnn_gpu.video import VideoReader
+from webnn_gpu.demo.video import VideoReader
 
 FRAMES = 3
 

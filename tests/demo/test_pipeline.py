@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 
 import demo_reference as ref
+from key_segmenter import KeySegmenter
 from webnn_gpu import demo
-from webnn_gpu.interop.blur import BLUR_EPS, KeySegmenter
-from webnn_gpu.video import VideoReader, VideoWriter, write_png
+from webnn_gpu.demo import command
+from webnn_gpu.demo.blur import BLUR_EPS
+from webnn_gpu.demo.video import VideoReader, VideoWriter, write_png
 
 
 def _scene(n: int, h: int, w: int, seed: int = 0) -> list[np.ndarray]:
@@ -133,8 +135,8 @@ def test_cli_run(device, tmp_path, monkeypatch, capsys):
             writer.write(f)
     model = tmp_path / "fake.tflite"
     model.write_bytes(b"")  # never read: load_segmenter is replaced below
-    monkeypatch.setattr(demo, "create_device", lambda: device)
-    monkeypatch.setattr(demo, "load_segmenter", lambda dev, path, dtype: KeySegmenter(dev, 32, 32, dtype=dtype))
+    monkeypatch.setattr(command, "create_device", lambda: device)
+    monkeypatch.setattr(command, "load_segmenter", lambda dev, path, dtype: KeySegmenter(dev, 32, 32, dtype=dtype))
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     parser = argparse.ArgumentParser()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from webnn_gpu.video import VideoReader, VideoWriter, camera_input, parse_size
+from webnn_gpu.demo.video import VideoReader, VideoWriter, camera_input, parse_size
 
 
 def _clip(n: int, h: int, w: int) -> list[np.ndarray]:

@@ -18,26 +18,25 @@ and writes, uploaded as u32 words, so no conversion happens on the CPU.
 
 from __future__ import annotations
 
-import functools
 import math
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 
-import jinja2
 import numpy as np
 import wgpu
 
+from webnn_gpu._kernels import render, workgroups
 from webnn_gpu.errors import DataError, MLTypeError, NotSupportedError, OperationError
 
 __all__ = [
     "BackgroundBlur",
-    "KeySegmenter",
     "gaussian_weights",
     "default_sigma",
     "default_factor",
-    "dispatch_size",
     "render_shader",
     "SHADER_DIR",
+    "BLUR_EPS",
+    "WORKGROUP_SIZE",
 ]
 
 ModelDType = Literal["float32", "float16"]
@@ -51,18 +50,10 @@ BLUR_EPS = 1e-3
 _STORAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
 
 
-@functools.lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(SHADER_DIR)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-
-
 def render_shader(name: str, **context: Any) -> str:
-    """Render one WGSL template of ``shaders/`` with its context.
+    """Render one WGSL template of ``shaders/`` (beside this file) with its context.
+
+    The engine's template environment renders it (``webnn_gpu._kernels.render``).
 
     Arguments:
         name (str): the template file name, e.g. ``"blur.wgsl"``.
@@ -74,7 +65,7 @@ def render_shader(name: str, **context: Any) -> str:
     Raises:
         jinja2.UndefinedError: a variable of the contract is missing.
     """
-    return _environment().get_template(name).render(**context)
+    return render(name, folders=SHADER_DIR, **context)
 
 
 def _f(value: float) -> str:
@@ -130,36 +121,6 @@ def default_factor(sigma: float) -> int:
         int: F >= 1 (1 at sigma < 6: full resolution).
     """
     return max(1, int(sigma // 3))
-
-
-def dispatch_size(n: int, workgroup_size: int, max_per_dimension: int) -> tuple[int, int]:
-    """Workgroup counts (x, y) that cover ``n`` invocations, folding into 2-D past the limit.
-
-    Kernels compute their flat index as ``gid.x + gid.y * num_workgroups.x * workgroup_size``
-    and return past ``n``.
-
-    Arguments:
-        n (int): number of invocations (> 0).
-        workgroup_size (int): invocations per workgroup.
-        max_per_dimension (int): the device's ``max-compute-workgroups-per-dimension``.
-
-    Returns:
-        tuple[int, int]: (workgroups_x, workgroups_y).
-
-    Raises:
-        NotSupportedError: ``n`` needs more than ``max_per_dimension`` squared workgroups.
-    """
-    groups = -(-n // workgroup_size)
-    if groups <= max_per_dimension:
-        return groups, 1
-    y = -(-groups // max_per_dimension)
-    if y > max_per_dimension:
-        raise NotSupportedError(
-            f"BackgroundBlur: {n} invocations need {groups} workgroups, more than the device's "
-            f"max-compute-workgroups-per-dimension ({max_per_dimension}) squared"
-        )
-    x = -(-groups // y)
-    return x, y
 
 
 def _check_size(name: str, value: Any) -> int:
@@ -243,7 +204,6 @@ class BackgroundBlur:
         self.model_output_nbytes = -(-n_out * itemsize // 4) * 4
 
         limits = device.limits
-        self._max_groups = int(limits["max-compute-workgroups-per-dimension"])
         max_binding = int(limits["max-storage-buffer-binding-size"])
         n_low = self.low_width * self.low_height
         largest = max(4 * n_pixels, 4 * self.frame_words, 16 * n_low)  # mask / frame / grid
@@ -414,10 +374,10 @@ class BackgroundBlur:
         group: wgpu.GPUBindGroup,
         n: int,
     ) -> None:
-        x, y = dispatch_size(n, WORKGROUP_SIZE, self._max_groups)
+        groups = workgroups(-(-n // WORKGROUP_SIZE), self.device.limits, "BackgroundBlur")
         pass_.set_pipeline(pipeline)
         pass_.set_bind_group(0, group)
-        pass_.dispatch_workgroups(x, y, 1)
+        pass_.dispatch_workgroups(*groups)
 
     # -- per frame -----------------------------------------------------------------------------
 
@@ -544,62 +504,3 @@ class BackgroundBlur:
             inference(encoder)
         self.record_postprocess(encoder, model_output, timestamp_writes=postprocess_timestamps)
 
-
-class KeySegmenter:
-    """A stand-in segmenter for tests and benchmarks without a model: a colour key.
-
-    Has the segmenter interface the demo uses (``input_size``, ``mask_size``, ``dtype``,
-    ``record(encoder, model_input, model_output)``) and marks clearly red pixels as
-    person (``shaders/key_mask.wgsl``), so the whole pipeline runs without WebNN.
-
-    Arguments:
-        device (wgpu.GPUDevice): the device.
-        width, height (int): the tensors' spatial size; default 256 x 256.
-        dtype ("float32" | "float16"): the tensors' element type.
-    """
-
-    name = "colour key (stand-in for tests)"
-
-    def __init__(
-        self, device: wgpu.GPUDevice, width: int = 256, height: int = 256, *,
-        dtype: ModelDType = "float32",
-    ) -> None:
-        if dtype not in ("float32", "float16"):
-            raise MLTypeError(f"KeySegmenter: dtype must be 'float32' or 'float16', given {dtype!r}")
-        self.device = device
-        self.input_size = self.mask_size = (_check_size("width", width), _check_size("height", height))
-        self.dtype: ModelDType = dtype
-        n = self.input_size[0] * self.input_size[1]
-        self._words = n if dtype == "float32" else -(-n // 2)
-        code = render_shader(
-            "key_mask.wgsl", n_pixels=n, n_words=self._words, dtype=dtype,
-            workgroup_size=WORKGROUP_SIZE,
-        )
-        module = device.create_shader_module(label="key-segmenter", code=code)
-        self._pipeline = device.create_compute_pipeline(
-            label="key-segmenter", layout="auto", compute={"module": module, "entry_point": "main"}
-        )
-        self._groups: dict[tuple[wgpu.GPUBuffer, wgpu.GPUBuffer], wgpu.GPUBindGroup] = {}
-        self._max_groups = int(device.limits["max-compute-workgroups-per-dimension"])
-
-    def record(
-        self, encoder: wgpu.GPUCommandEncoder, model_input: wgpu.GPUBuffer,
-        model_output: wgpu.GPUBuffer,
-    ) -> None:
-        """Record the mask computation (one compute pass) into ``encoder``."""
-        key = (model_input, model_output)
-        group = self._groups.get(key)
-        if group is None:
-            self._groups.clear()
-            group = self._groups[key] = self.device.create_bind_group(
-                layout=self._pipeline.get_bind_group_layout(0),
-                entries=[
-                    {"binding": 0, "resource": {"buffer": model_input}},
-                    {"binding": 1, "resource": {"buffer": model_output}},
-                ],
-            )
-        pass_ = encoder.begin_compute_pass(label="key-segmenter")
-        pass_.set_pipeline(self._pipeline)
-        pass_.set_bind_group(0, group)
-        pass_.dispatch_workgroups(*dispatch_size(self._words, WORKGROUP_SIZE, self._max_groups), 1)
-        pass_.end()

@@ -58,10 +58,19 @@ def _imageio_ffmpeg():
         import imageio_ffmpeg
     except ModuleNotFoundError as exc:  # pragma: no cover - the demo extra installs it
         raise ModuleNotFoundError(
-            "webnn_gpu.video needs imageio-ffmpeg (it ships the FFmpeg binary): "
+            "webnn_gpu.demo.video needs imageio-ffmpeg (it ships the FFmpeg binary): "
             "pip install 'webnn-gpu[demo]'"
         ) from exc
     return imageio_ffmpeg
+
+
+def _ffmpeg_error(exc: BaseException) -> str:
+    """imageio-ffmpeg's message without FFmpeg's banner: its first line and FFmpeg's last."""
+    text = str(exc)
+    head, _, stderr = text.partition("=== stderr ===")
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    first = head.strip().splitlines()[0] if head.strip() else type(exc).__name__
+    return f"{first} (FFmpeg: {lines[-1]})" if lines else first
 
 
 def ffmpeg_exe() -> str:
@@ -184,7 +193,7 @@ class VideoReader:
             meta = next(self._gen)
         except (IOError, OSError, RuntimeError, StopIteration) as exc:
             self._gen.close()
-            raise OSError(f"FFmpeg cannot read {name!r}: {exc}") from exc
+            raise OSError(f"FFmpeg cannot read {name!r}: {_ffmpeg_error(exc)}") from exc
         width, height = (int(v) for v in meta["size"])
         src_w, src_h = (int(v) for v in meta.get("source_size", meta["size"]))
         fps = float(meta.get("fps") or 0.0)
@@ -316,31 +325,33 @@ class VideoWriter:
 
 
 def write_png(path: str | os.PathLike, image: np.ndarray) -> Path:
-    """Write an H x W x 3 ``uint8`` RGB image as a PNG file (zlib only, no imaging library).
+    """Write an H x W x 3 RGB or an H x W grey ``uint8`` image as a PNG file (zlib only).
 
     Arguments:
         path (str | os.PathLike): the file; its folder is created.
-        image (np.ndarray): H x W x 3 ``uint8``.
+        image (np.ndarray): H x W x 3 or H x W ``uint8``.
 
     Returns:
         Path: the path written.
 
     Raises:
-        ValueError: the image is not H x W x 3 ``uint8``.
+        ValueError: the image is not H x W x 3 or H x W ``uint8``.
     """
     image = np.asarray(image)
-    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
-        raise ValueError(f"write_png: image must be H x W x 3 uint8, given {image.dtype} {image.shape}")
+    if image.dtype != np.uint8 or not (image.ndim == 2 or (image.ndim == 3 and image.shape[2] == 3)):
+        raise ValueError(f"write_png: image must be H x W x 3 or H x W uint8, given {image.dtype} {image.shape}")
     h, w = image.shape[:2]
+    channels = 1 if image.ndim == 2 else 3
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    rows = np.zeros((h, 1 + 3 * w), np.uint8)  # filter byte 0 (None) before each row
-    rows[:, 1:] = image.reshape(h, 3 * w)
+    rows = np.zeros((h, 1 + channels * w), np.uint8)  # filter byte 0 (None) before each row
+    rows[:, 1:] = image.reshape(h, channels * w)
+    colour_type = 0 if channels == 1 else 2  # 8-bit greyscale | truecolour
     png = (
         b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))  # 8-bit truecolour
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, colour_type, 0, 0, 0))
         + chunk(b"IDAT", zlib.compress(rows.tobytes(), 6))
         + chunk(b"IEND", b"")
     )

@@ -1,4 +1,4 @@
-"""The background-blur video demo (``webnn-gpu blur``, ``make demo``).
+"""The background-blur pipeline of the demo (``webnn-gpu blur``, ``make demo``).
 
 Per frame, on one wgpu device shared with the WebNN context, in one ``queue.submit``:
 
@@ -15,9 +15,6 @@ See docs/demo.md.
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -27,20 +24,9 @@ from typing import Any, Callable, Iterable, Iterator, Protocol
 import numpy as np
 import wgpu
 
-from webnn_gpu.errors import WebNNError
-from webnn_gpu.interop.blur import BackgroundBlur, ModelDType
-from webnn_gpu.video import (
-    PreviewUnavailable,
-    PreviewWindow,
-    VideoReader,
-    VideoWriter,
-    parse_size,
-    write_png,
-)
+from .blur import BackgroundBlur, ModelDType
 
 __all__ = [
-    "add_arguments",
-    "run",
     "Segmenter",
     "WebNNSegmenter",
     "BlurPipeline",
@@ -50,7 +36,6 @@ __all__ = [
     "load_segmenter",
 ]
 
-DEFAULT_OUTPUT = "out/blurred.mp4"
 #: the stages timed per frame, in pipeline order ("(GPU)" ones by timestamp queries)
 STAGES = ("decode", "upload", "preprocess", "inference", "postprocess", "readback", "encode")
 _GPU_STAGES = ("preprocess", "inference", "postprocess")
@@ -148,16 +133,21 @@ class WebNNSegmenter:
         self.ctx.record(encoder, self.graph, inputs={self.input_name: model_input}, outputs=outputs)
 
 
-def create_device() -> wgpu.GPUDevice:
+def create_device(adapter: wgpu.GPUAdapter | None = None) -> wgpu.GPUDevice:
     """A wgpu device for the demo and the WebNN context, with the adapter's useful features.
 
     Requests ``shader-f16``, ``timestamp-query``, ``subgroup`` and ``shader-int64`` when the
     adapter has them, and the adapter's own buffer and workgroup limits.
 
+    Arguments:
+        adapter (wgpu.GPUAdapter | None): the adapter to use; default the high-performance
+            one (``webnn_gpu.ray.select_adapter`` picks one per Ray actor).
+
     Raises:
         RuntimeError: no WebGPU adapter (``make gpu`` installs Mesa's lavapipe).
     """
-    adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+    if adapter is None:
+        adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
     if adapter is None:
         raise RuntimeError("no WebGPU adapter found; run `make gpu` to install Mesa's lavapipe")
     features = [f for f in _FEATURES if f in adapter.features]
@@ -167,27 +157,32 @@ def create_device() -> wgpu.GPUDevice:
     )
 
 
-def load_segmenter(device: wgpu.GPUDevice, model_path: str | Path, dtype: str) -> WebNNSegmenter:
-    """Load a TFLite segmentation model into a WebNN context on ``device``.
+def load_segmenter(
+    device: wgpu.GPUDevice, model: str | Path | bytes, dtype: str, *, name: str | None = None
+) -> WebNNSegmenter:
+    """Load a segmentation model (any file ``webnn_gpu.load`` reads) into a context on ``device``.
 
     Arguments:
         device (wgpu.GPUDevice): the demo's device (the context shares it).
-        model_path (str | Path): the .tflite file.
+        model (str | Path | bytes): the model file (e.g. ``.tflite``), or its bytes.
         dtype ("float32" | "float16"): the model's compute type.
+        name (str | None): for the report; default the file name (``"model"`` for bytes).
 
     Returns:
         WebNNSegmenter: ready to record.
 
     Raises:
-        ModuleNotFoundError: this build has no TFLite loader.
+        ModuleNotFoundError: this build has no loader for the model.
         ValueError: the model is not an image segmenter.
     """
     import webnn_gpu as webnn
 
-    tflite = importlib.import_module("webnn_gpu.tflite")
     ctx = webnn.ml.create_context(device)
-    model = tflite.load(Path(model_path), ctx, dtype=dtype)
-    return WebNNSegmenter(ctx, model, name=Path(model_path).name)
+    source = bytes(model) if isinstance(model, (bytes, bytearray)) else Path(model)
+    loaded = webnn.load(source, ctx, dtype=dtype)
+    if name is None:
+        name = "model" if isinstance(model, (bytes, bytearray)) else Path(model).name
+    return WebNNSegmenter(ctx, loaded, name=name)
 
 
 # -- the pipeline ---------------------------------------------------------------------------
@@ -465,155 +460,3 @@ def process_video(
         drain_one()
     stats.seconds = time.perf_counter() - start
     return stats
-
-
-# -- the command line -----------------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the ``blur`` command's options to ``parser``."""
-    parser.description = (
-        "Blur the background of a video with the MediaPipe selfie segmenter on WebNN "
-        "(WebGPU), writing an H.264 MP4."
-    )
-    parser.add_argument(
-        "input", nargs="?", default=None, metavar="INPUT",
-        help="video file (any format FFmpeg reads) or camera index (0, 1, ...); "
-             "default: the carphone sample clip (fetched on first use)",
-    )
-    parser.add_argument("-o", "--output", default=DEFAULT_OUTPUT,
-                        help=f"output MP4 (default: {DEFAULT_OUTPUT})")
-    parser.add_argument("--model", default=None, metavar="PATH",
-                        help="segmentation model .tflite (default: selfie-segmentation, fetched)")
-    parser.add_argument("--dtype", choices=("float32", "float16"), default="float32",
-                        help="the model's compute type (default: float32)")
-    parser.add_argument("--size", type=_size_arg, default=None, metavar="WxH",
-                        help="scale frames to this size, e.g. 1280x720 (default: the input's)")
-    parser.add_argument("--sigma", type=float, default=None,
-                        help="blur strength in pixels (default: 2.5%% of the longer side)")
-    parser.add_argument("--snapshot", default=None, metavar="PATH",
-                        help="also write a PNG of one frame, before | after, side by side")
-    parser.add_argument("--snapshot-frame", type=int, default=0, metavar="N",
-                        help="the frame --snapshot shows (default: 0, the first)")
-    parser.add_argument("--preview", action="store_true",
-                        help="show the result in a window while running (needs a display)")
-    parser.add_argument("--max-frames", type=int, default=None, metavar="N",
-                        help="stop after N frames (a camera runs until Ctrl-C otherwise)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def _size_arg(text: str) -> tuple[int, int]:
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-
-
-def _fetch(name: str) -> Path:
-    models = importlib.import_module("webnn_gpu.models")
-    return Path(models.fetch(name))
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run the demo with parsed arguments; returns the exit status (0 on success)."""
-    say = lambda msg: print(f"webnn-gpu blur: {msg}", file=sys.stderr)  # noqa: E731
-    if args.max_frames is not None and args.max_frames <= 0:
-        say("error: --max-frames must be positive")
-        return 2
-    try:
-        source: str | Path = args.input if args.input is not None else _fetch("carphone")
-        model_path = Path(args.model) if args.model else _fetch("selfie-segmentation")
-        if not model_path.is_file():
-            raise FileNotFoundError(f"model file not found: {str(model_path)!r}")
-        reader = VideoReader(source, size=args.size)
-    except (OSError, ValueError) as exc:
-        say(f"error: {exc}")
-        return 1
-    except ModuleNotFoundError as exc:
-        say(f"error: this build lacks {exc.name} (needed to fetch the model and clip)")
-        return 1
-
-    with reader:
-        info = reader.info
-        try:
-            device = create_device()
-        except RuntimeError as exc:
-            say(f"error: {exc}")
-            return 1
-        try:
-            segmenter = load_segmenter(device, model_path, args.dtype)
-        except ModuleNotFoundError as exc:
-            say(f"error: this build lacks {exc.name} (the TFLite loader)")
-            return 1
-        except (WebNNError, OSError, ValueError) as exc:
-            say(f"error: cannot load the model {str(model_path)!r}: {exc}")
-            return 1
-        pipeline = BlurPipeline(device, info.width, info.height, segmenter, sigma=args.sigma)
-        output = Path(args.output)
-        say(f"{info.source} ({info.width}x{info.height} @ {info.fps:.2f} fps) -> {output}")
-        say(f"model {segmenter.name} ({segmenter.dtype}, input {segmenter.input_size[0]}x"
-            f"{segmenter.input_size[1]}) on {device.adapter_info.get('device', '?')}; "
-            f"blur sigma {pipeline.blur.sigma:.1f} px (grid /{pipeline.blur.factor})")
-
-        preview = None
-        if args.preview:
-            try:
-                preview = PreviewWindow(f"webnn-gpu blur: {Path(str(info.source)).name}")
-            except PreviewUnavailable as exc:
-                say(f"--preview: {exc}; going on without a window")
-        snapshot_path = Path(args.snapshot) if args.snapshot else None
-        snapshot_written: list[Path] = []
-
-        def on_frame(i: int, original: np.ndarray, blurred: np.ndarray) -> None:
-            if snapshot_path is not None and i == args.snapshot_frame:
-                snapshot_written.append(write_png(snapshot_path, np.concatenate([original, blurred], 1)))
-            if preview is not None:
-                preview.show(blurred)
-
-        total = info.frame_count
-        if args.max_frames is not None:
-            total = min(total, args.max_frames) if total else args.max_frames
-        from tqdm import tqdm
-
-        stats: RunStats | None = None
-        writer = VideoWriter(output, info.width, info.height, fps=info.fps or 30.0)
-        try:
-            with tqdm(total=total, unit="frame", disable=args.no_progress, file=sys.stderr) as bar:
-                stats = process_video(reader, pipeline, writer.write, max_frames=args.max_frames,
-                                      on_frame=on_frame, progress=bar)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            t0 = time.perf_counter()
-            writer.close()  # FFmpeg finishes encoding and writes the MP4 index: part of "encode"
-            if stats is not None:
-                stats.stages["encode"] += time.perf_counter() - t0
-                stats.seconds += time.perf_counter() - t0
-            if preview is not None:
-                preview.close()
-
-    if stats is None:
-        say(f"interrupted; {writer.frames_written} frames written to {output.resolve()}")
-        return 130
-    print(stats.report())
-    print(f"output: {output.resolve()}")
-    if snapshot_path is not None:
-        if snapshot_written:
-            print(f"snapshot: {snapshot_written[0].resolve()}")
-        else:
-            say(f"--snapshot: the video has no frame {args.snapshot_frame}; no PNG written")
-    if stats.frames == 0:
-        say("warning: the input had no frames")
-        return 1
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m webnn_gpu.demo [options]``: the same as ``webnn-gpu blur``."""
-    parser = argparse.ArgumentParser(prog="webnn-gpu blur")
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
