@@ -106,7 +106,7 @@ def load(
     return LoadedModel(
         graph=graph,
         context=context,
-        inputs=converted.inputs,
+        inputs={k: v for k, v in converted.inputs.items() if k in graph.inputs},
         outputs=outputs,
         dtype=dtype,
         layout="nchw",

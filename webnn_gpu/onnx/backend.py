@@ -77,8 +77,9 @@ class WebNNRep(BackendRep):
             feed = dict(zip(self.input_names, inputs))
         feed = {k: np.asarray(v) for k, v in feed.items()}
         if self._fixed is None:
-            # every integer or bool input may be one the graph needs at load time
-            self._fixed = [k for k, v in feed.items() if v.dtype.kind in "iub" and v.size <= 64]
+            # every small integer or bool input, and every tiny one, may be one the graph needs at
+            # load time (shapes, axes, scales, a pad value, a condition)
+            self._fixed = [k for k, v in feed.items() if (v.dtype.kind in "iub" and v.size <= 64) or v.size <= 8]
         key = tuple((k, feed[k].tobytes(), feed[k].shape) for k in self._fixed)
         loaded = self._built.get(key)
         if loaded is None:
@@ -89,7 +90,7 @@ class WebNNRep(BackendRep):
             if k not in loaded.inputs:
                 continue
             dt = np.dtype(loaded.inputs[k]["data_type"])
-            arrays[k] = np.ascontiguousarray(v.astype(dt) if v.dtype != dt else v)
+            arrays[k] = np.array(v, dtype=dt, order="C")
         out = loaded.context.compute(loaded.graph, arrays) if loaded.inputs else _compute_no_inputs(loaded)
         result = []
         for name in self.output_names:
@@ -111,7 +112,11 @@ class WebNNBackend(Backend):
     def prepare(cls, model, device: str = "CPU", **kwargs) -> WebNNRep:
         super().prepare(model, device, **kwargs)
         edges = list(model.graph.input) + list(model.graph.output)
-        half = any(v.type.tensor_type.elem_type == 10 for v in edges)
+        kinds = {v.type.tensor_type.elem_type for v in edges}
+        half = 10 in kinds
+        if half and 1 in kinds:
+            raise NotSupportedError("webnn_gpu.onnx.backend: the model has float and float16 inputs or outputs; "
+                                    "the importer builds every float tensor in one float type")
         return WebNNRep(model, _context(), kwargs.get("dtype", "float16" if half else "float32"))
 
     @classmethod

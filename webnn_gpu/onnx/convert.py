@@ -156,7 +156,9 @@ class Converter:
         dt = data_type or self.np_to_webnn(v.dtype)
         from .._dtypes import info
 
-        arr = np.ascontiguousarray(v.astype(info(dt).numpy))
+        if v.size == 0:
+            raise Unsupported(f"an empty tensor (shape {list(v.shape)}): WebNN has no empty tensors")
+        arr = np.array(v, dtype=info(dt).numpy, order="C")
         return self.b.constant({"data_type": dt, "shape": list(arr.shape)}, arr)
 
     def scalar(self, value, data_type: str):
@@ -218,6 +220,8 @@ class Converter:
                 bool_inputs.append(vi.name)
             if shape is None:
                 continue
+            if 0 in shape:
+                raise NotSupportedError(f"onnx.load: input {vi.name!r} has shape {shape}: WebNN has no empty tensors")
             desc = {"data_type": dt, "shape": shape}
             inputs[vi.name] = desc
             self.env[vi.name] = self.b.input(vi.name, desc)
@@ -242,7 +246,10 @@ class Converter:
             if vi.type.tensor_type.elem_type == 9:
                 bool_outputs.append(vi.name)
             if isinstance(v, np.ndarray) or v._value.kind != "op":
-                v = self.b.identity(self.operand(v), label=vi.name)
+                try:
+                    v = self.b.identity(self.operand(v), label=vi.name)
+                except Unsupported as exc:
+                    raise NotSupportedError(f"onnx.load: output {vi.name!r}: {exc}") from None
             outputs[vi.name] = v
         return Converted(outputs, inputs, counts, bool_inputs, bool_outputs)
 

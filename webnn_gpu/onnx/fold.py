@@ -196,7 +196,8 @@ def _reshape(n, x):
 
 @_f("Flatten")
 def _flatten(n, x):
-    axis = int(n.attrs.get("axis", 1)) % (x[0].ndim + 1) if x[0].ndim else 0
+    axis = int(n.attrs.get("axis", 1))
+    axis = axis + x[0].ndim if axis < 0 else axis
     lead = int(np.prod(x[0].shape[:axis]))
     return [x[0].reshape(lead, -1) if x[0].size else x[0].reshape(lead, int(np.prod(x[0].shape[axis:])))]
 

@@ -472,6 +472,15 @@ def _pool(c, n, x, method):
         zeros = [0, 0]
         v = c.call("pad", v, zeros + _ext(begin, one_d, 0), zeros + _ext(end, one_d, 0))
         begin, end = [0] * r, [0] * r
+    if ceil:
+        # ONNX drops a last window that would start in the end padding; then the floor size
+        for size, k, st, d, b0, e0 in zip(in_sizes, kernel, strides, dil, begin, end):
+            span = size + b0 + e0 - ((k - 1) * d + 1)
+            out_ceil, out_floor = -(-span // st) + 1, span // st + 1
+            if out_ceil != out_floor and (out_ceil - 1) * st >= size + b0:
+                ceil = False
+            elif out_ceil != out_floor and not ceil:
+                raise Unsupported(f"{n.op} with ceil_mode where one axis rounds up and another down")
     out = c.call(method, v, window_dimensions=_ext(kernel, one_d, 1), padding=_pads4(begin, end, one_d),
                  strides=_ext(strides, one_d, 1), dilations=_ext(dil, one_d, 1),
                  rounding_type="ceil" if ceil else "floor")
@@ -557,17 +566,23 @@ def _norm_params(c, v, p, axes):
     return p
 
 
-@_h("LayerNormalization", to="layer_normalization over the axes from axis on")
+@_h("LayerNormalization", to="layer_normalization over the axes from axis on (Mean, InvStdDev: reduce_mean)")
 def _layer_norm(c, n, x):
-    if any(o and o in c.used for o in n.outputs[1:]):
-        raise Unsupported("LayerNormalization's Mean / InvStdDev outputs")
     v = c.operand(x[0])
     r = _rank(c, v)
     axis = int(n.attr("axis", -1)) % r
     axes = list(range(axis, r))
     scale = _norm_params(c, v, x[1], axes)
     bias = _norm_params(c, v, x[2] if len(x) > 2 else None, axes)
-    return c.call("layer_normalization", v, scale=scale, bias=bias, axes=axes, epsilon=float(n.attr("epsilon", 1e-5)))
+    eps = float(n.attr("epsilon", 1e-5))
+    out = c.call("layer_normalization", v, scale=scale, bias=bias, axes=axes, epsilon=eps)
+    if not any(o and o in c.used for o in n.outputs[1:]):
+        return out
+    mean = c.call("reduce_mean", v, axes=axes, keep_dimensions=True)
+    d = c.call("sub", v, mean)
+    var = c.call("reduce_mean", c.call("mul", d, d), axes=axes, keep_dimensions=True)
+    inv = c.call("reciprocal", c.call("sqrt", c.call("add", var, c.scalar(eps, v.data_type))))
+    return [out, mean, inv]
 
 
 def _rms_norm(c, v, scale, axes, eps):
@@ -943,7 +958,8 @@ def _reshape(c, n, x):
 @_h("Flatten", to="reshape to 2-D")
 def _flatten(c, n, x):
     s = c.shape(x[0])
-    axis = int(n.attr("axis", 1)) % (len(s) + 1)
+    axis = int(n.attr("axis", 1))
+    axis = axis + len(s) if axis < 0 else axis
     return c.call("reshape", c.operand(x[0]), [int(np.prod(s[:axis])), int(np.prod(s[axis:]))])
 
 
@@ -1050,9 +1066,9 @@ def _slice(c, n, x):
         if k < 0:
             rev.append(a)
             # reversed axis: element j of the result is input[idx[j]] = rev[s-1-idx[j]]
-            st[a], sz[a], stp[a] = s[a] - 1 - idx[0], len(idx), -k
+            st[a], sz[a], stp[a] = s[a] - 1 - idx[0], (len(idx) - 1) * -k + 1, -k
         else:
-            st[a], sz[a], stp[a] = idx[0], len(idx), k
+            st[a], sz[a], stp[a] = idx[0], (len(idx) - 1) * k + 1, k
     if rev:
         v = c.call("reverse", v, axes=rev)
     if st == [0] * len(s) and sz == list(s) and stp == [1] * len(s):
@@ -1155,13 +1171,14 @@ def _depth_to_space(c, n, x):
     return c.call("reshape", t, [N, C // (b * b), H * b, W * b])
 
 
-@_h("SpaceToDepth", to="reshape + transpose + reshape")
+@_h("SpaceToDepth", to="reshape + transpose + reshape (DCR and CRD)")
 def _space_to_depth(c, n, x):
     v = c.operand(x[0])
     N, C, H, W = c.shape(v)
     b = int(n.attr("blocksize"))
     t = c.call("reshape", v, [N, C, H // b, b, W // b, b])
-    t = c.call("transpose", t, permutation=[0, 3, 5, 1, 2, 4])
+    crd = n.attr("mode", "DCR") == "CRD"
+    t = c.call("transpose", t, permutation=[0, 1, 3, 5, 2, 4] if crd else [0, 3, 5, 1, 2, 4])
     return c.call("reshape", t, [N, C * b * b, H // b, W // b])
 
 
