@@ -5,7 +5,7 @@ installed ``onnx`` package. A case whose model the importer refuses with
 ``NotSupportedError`` (an operator, attribute or data type outside the supported table)
 is *excluded*; every other case must match within the case's own ``rtol``/``atol``
 (``np.testing.assert_allclose``, NaN equal to NaN), unless it is listed in
-``node_known_failures.py`` with a reason.
+``onnx_known_failures.py`` with a reason.
 """
 
 from __future__ import annotations
