@@ -80,7 +80,9 @@ def load(source, context: MLContext, **options):
             head = f.read(8)
     else:
         head = b""
-    if head[4:8] == b"TFL3" or not head:
+    if hasattr(source, "graph") and hasattr(source, "opset_import"):  # an onnx.ModelProto
+        from .onnx import load as _load
+    elif head[4:8] == b"TFL3" or not head:
         from .tflite import load as _load
     else:
         from .onnx import is_onnx
