@@ -180,3 +180,16 @@ def test_supported_table_covers_onnxruntime_webnn_ops():
     table = wonnx.supported_ops()
     missing = [o for o in ort_table + ms if o not in table]
     assert not missing, missing
+
+
+def test_info_lists_model_operators(tmp_path):
+    from webnn_gpu import cli
+
+    m = _model([helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Acosh", ["a"], ["y"])],
+               [_vi("x", TensorProto.FLOAT, [2])], [_vi("y", TensorProto.FLOAT, [2])])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(m.SerializeToString())
+    from webnn_gpu._info import model_ops
+
+    assert model_ops(path) == {"Acosh": (1, False), "Relu": (1, True)}
+    assert cli.main(["info", str(path)]) == 0

@@ -117,3 +117,14 @@ def test_silero_vad_state_through_tensors(ctx, name):
     assert ((got_p > 0.5) == (ref_p > 0.5)).all()
     for t in [t_in, t_out, *states]:
         t.destroy()
+
+
+def test_example_onnx_filetype_runs():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(REPO / "examples" / "onnx_filetype.py"), str(REPO / "README.md"),
+                        str(REPO / "webnn_gpu" / "onnx" / "ops.py")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:2] == ["README.md", "markdown"] and lines[1].split()[:2] == ["ops.py", "python"], r.stdout
