@@ -128,3 +128,38 @@ def test_example_onnx_filetype_runs():
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].split()[:2] == ["README.md", "markdown"] and lines[1].split()[:2] == ["ops.py", "python"], r.stdout
+
+
+# ---------------------------------------------------------------- PP-OCR
+@pytest.mark.soak  # the first build of the three models compiles kernels for minutes on lavapipe
+def test_ppocr_reads_a_rendered_line_as_onnxruntime(ctx):
+    import sys
+
+    sys.path.insert(0, str(REPO / "examples"))
+    import onnx_ocr
+
+    def ort_model(name):
+        sess = _ort(models.fetch(name))
+        return lambda x: sess.run(None, {"x": x})[0]
+
+    image = onnx_ocr.render("WebNN reads ONNX 2026")
+    chars = onnx_ocr.characters_of(models.fetch("ppocr-rec"))
+    ref = onnx_ocr.read_line(image, *(ort_model(n) for n in ("ppocr-det", "ppocr-cls", "ppocr-rec")), chars)
+    got = onnx_ocr.read_line(image, *onnx_ocr.webnn_models(ctx), chars)
+    _close(got["prob"], ref["prob"], "ppocr-det probability map")
+    _close(got["angle"], ref["angle"], "ppocr-cls scores")
+    _close(got["rec"], ref["rec"], "ppocr-rec class probabilities")
+    assert got["box"] == ref["box"]
+    assert got["text"] == ref["text"]
+    assert "reads ONNX 2026" in got["text"]
+
+
+@pytest.mark.soak
+def test_example_onnx_ocr_runs():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(REPO / "examples" / "onnx_ocr.py")], capture_output=True, text=True,
+                       timeout=3000)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "reads ONNX 2026" in r.stdout
