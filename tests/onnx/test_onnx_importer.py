@@ -176,7 +176,8 @@ def test_supported_table_covers_onnxruntime_webnn_ops():
         Reshape Resize ScatterElements ScatterND Shape Sigmoid Sign SimplifiedLayerNormalization Sin Slice Softmax
         Softplus Softsign Split Sqrt Squeeze Sub Tan Tanh Tile Transpose Trilu Unsqueeze Where Xor""".split()
     ms = ["com.microsoft." + o for o in ("MatMulNBits", "SkipSimplifiedLayerNormalization", "FusedConv", "Gelu",
-                                         "FastGelu", "BiasGelu", "QuickGelu", "SkipLayerNormalization")]
+                                         "FastGelu", "BiasGelu", "QuickGelu", "SkipLayerNormalization",
+                                         "RotaryEmbedding")]
     table = wonnx.supported_ops()
     missing = [o for o in ort_table + ms if o not in table]
     assert not missing, missing

@@ -270,7 +270,7 @@ class Converter:
             missing.setdefault(f"<shape of {vi.name}>", []).append(vi.name)
             return None
         for i, d in enumerate(tt.shape.dim):
-            if d.HasField("dim_value") and d.dim_value > 0:
+            if d.HasField("dim_value") and d.dim_value >= 0:
                 shape.append(int(d.dim_value))
             elif d.dim_param and d.dim_param in self.dims:
                 shape.append(int(self.dims[d.dim_param]))

@@ -1025,10 +1025,13 @@ def _split(c, n, x):
         k = int(n.attr("num_outputs", len(n.outputs)))
         each = -(-dim // k)
         sizes = [each] * (k - 1) + [dim - each * (k - 1)]
-    if any(s == 0 for s in sizes):
-        raise Unsupported("Split with an empty part")
-    outs = c.call("split", v, sizes, axis=axis)
-    return outs
+    parts = [k for k in sizes if k]
+    outs = c.call("split", v, parts, axis=axis) if len(parts) > 1 else [c.call("identity", v)]
+    # an empty part is a known empty array: Concat drops it; any other use is refused
+    it = iter(outs)
+    shape = list(c.shape(v))
+    return [next(it) if k else np.zeros(shape[:axis] + [0] + shape[axis + 1:], _np_of(v.data_type))
+            for k in sizes]
 
 
 def slice_params(n, x, rank):
@@ -1416,3 +1419,70 @@ def _if(c, n, x):
     c.walk(g.node)
     c.node = saved
     return [c.env.get(o.name) for o in g.output]
+
+
+# ---------------------------------------------------------------- attention helpers
+def _rotary(c, n, v, cos_cache, sin_cache, pos, interleaved: bool, num_heads: int, rotary_dim: int):
+    s = c.shape(v)
+    dt = v.data_type
+    if len(s) == 4:  # [B, H, S, D] -> [B, S, H, D]
+        x = c.call("transpose", v, permutation=[0, 2, 1, 3])
+        B, H, S, D = s
+    elif len(s) == 3:
+        if not num_heads:
+            raise Unsupported(f"{n.op} of a 3-D input needs num_heads")
+        B, S, HD = s
+        H, D = num_heads, HD // num_heads
+        x = c.call("reshape", v, [B, S, H, D])
+    else:
+        raise Unsupported(f"{n.op} of rank {len(s)}")
+    rd = rotary_dim or D
+    half = rd // 2
+    cos, sin = c.operand(cos_cache, dt), c.operand(sin_cache, dt)
+    if pos is not None:
+        cos, sin = c.call("gather", cos, c.operand(pos), axis=0), c.call("gather", sin, c.operand(pos), axis=0)
+    if c.shape(cos)[-1] != half:
+        cos = c.call("slice", cos, [0] * len(c.shape(cos)), [*c.shape(cos)[:-1], half])
+        sin = c.call("slice", sin, [0] * len(c.shape(sin)), [*c.shape(sin)[:-1], half])
+    cos = c.call("reshape", cos, [*c.shape(cos)[:-1][-2:], 1, half] if len(c.shape(cos)) >= 3 else
+                 [1, *c.shape(cos)[:-1], 1, half])
+    sin = c.call("reshape", sin, list(c.shape(cos)))
+    rot = x if rd == D else c.call("slice", x, [0, 0, 0, 0], [B, S, H, rd])
+    if interleaved:
+        x1 = c.call("slice", rot, [0, 0, 0, 0], [B, S, H, rd - 1], strides=[1, 1, 1, 2])
+        x2 = c.call("slice", rot, [0, 0, 0, 1], [B, S, H, rd - 1], strides=[1, 1, 1, 2])
+    else:
+        x1, x2 = c.call("split", rot, 2, axis=3)
+    real = c.call("sub", c.call("mul", cos, x1), c.call("mul", sin, x2))
+    imag = c.call("add", c.call("mul", sin, x1), c.call("mul", cos, x2))
+    if interleaved:
+        real = c.call("reshape", real, [B, S, H, half, 1])
+        imag = c.call("reshape", imag, [B, S, H, half, 1])
+        out = c.call("reshape", c.call("concat", [real, imag], 4), [B, S, H, rd])
+    else:
+        out = c.call("concat", [real, imag], 3)
+    if rd != D:
+        out = c.call("concat", [out, c.call("slice", x, [0, 0, 0, rd], [B, S, H, D - rd])], 3)
+    if len(s) == 4:
+        return c.call("transpose", out, permutation=[0, 2, 1, 3])
+    return c.call("reshape", out, list(s))
+
+
+@_h("RotaryEmbedding", to="slice/split, mul, sub, add, concat (cos/sin caches gathered by position_ids)")
+def _rotary_embedding(c, n, x):
+    pos = x[3] if len(x) > 3 else None
+    return _rotary(c, n, c.operand(x[0]), x[1], x[2], pos, bool(n.attr("interleaved", 0)),
+                   int(n.attr("num_heads", 0)), int(n.attr("rotary_embedding_dim", 0)))
+
+
+@_h("RotaryEmbedding", to="as ai.onnx RotaryEmbedding; a 1-element position_ids is an offset", domain=MS)
+def _rotary_embedding_ms(c, n, x):
+    if int(n.attr("is_packed_batching", 0)) or float(n.attr("scale", 1.0)) != 1.0:
+        raise Unsupported("RotaryEmbedding with is_packed_batching or scale")
+    v = c.operand(x[0])
+    pos = x[1]
+    S = c.shape(v)[-2] if _rank(c, v) == 4 else c.shape(v)[1]
+    if c.is_known(pos) and np.asarray(pos).size == 1:
+        pos = (int(np.asarray(pos).reshape(-1)[0]) + np.arange(S, dtype=np.int64))[None]
+    return _rotary(c, n, v, x[2], x[3], pos, bool(n.attr("interleaved", 0)),
+                   int(n.attr("num_heads", 0)), int(n.attr("rotary_embedding_dim", 0)))
