@@ -103,7 +103,7 @@ class Converter:
         if "ai.onnx" in self.opsets:
             self.opsets.setdefault("", self.opsets["ai.onnx"])
         self.failures: list[str] = []
-        self._reported: set[int] = set()
+        self._reported: set[tuple] = set()
         self.used: set[str] = set()
         self.node: Node | None = None
         self._limits = builder.context.op_support_limits() if hasattr(builder, "context") else {}
@@ -293,7 +293,7 @@ class Converter:
             if (dom if dom not in DEFAULT_DOMAINS else "", p.op_type) not in HANDLERS:
                 n = self._node(p)
                 self.failures.append(f"{n.where()}: operator {key!r} is not supported")
-                self._reported.add(id(p))
+                self._reported.add(tuple(p.output))
 
     def _node(self, p) -> Node:
         dom = p.domain or ""
@@ -339,7 +339,7 @@ class Converter:
                 else:
                     h = HANDLERS.get(("" if n.domain in DEFAULT_DOMAINS else n.domain, n.op))
                     if h is None:
-                        if id(p) not in self._reported:
+                        if tuple(p.output) not in self._reported:
                             self.failures.append(f"{n.where()}: operator {key!r} is not supported")
                         self._set(n, [FAILED] * len(n.outputs))
                         continue

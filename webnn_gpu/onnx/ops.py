@@ -1340,13 +1340,16 @@ _DIR = {"forward": "forward", "reverse": "backward", "bidirectional": "both"}
 
 
 def _rnn_common(c, n, x, gates):
+    v = c.operand(x[0])
+    batchwise = bool(int(n.attr("layout", 0)))
+    if batchwise:  # [batch, seq, input] -> [seq, batch, input]
+        v = c.call("transpose", v, permutation=[1, 0, 2])
     if len(x) > 4 and x[4] is not None:
-        raise Unsupported(f"{n.op} with sequence_lens")
+        lens = np.asarray(c.known(x[4], f"{n.op}'s sequence_lens")).reshape(-1)
+        if not (lens == c.shape(v)[0]).all():
+            raise Unsupported(f"{n.op} with sequence_lens shorter than the sequence")
     if n.attr("clip") is not None:
         raise Unsupported(f"{n.op} with clip")
-    if int(n.attr("layout", 0)):
-        raise Unsupported(f"{n.op} with layout=1")
-    v = c.operand(x[0])
     dt = v.data_type
     w, r = c.operand(x[1], dt), c.operand(x[2], dt)
     hidden = int(n.attr("hidden_size"))
@@ -1375,35 +1378,60 @@ def _acts(acts, count):
     return names
 
 
-def _rnn_outputs(c, n, hidden_seq_out):
-    want_seq = len(n.outputs) > 0 and bool(n.outputs[0]) and n.outputs[0] in c.used
-    return want_seq
+def _wants_sequence(c, n) -> bool:
+    return len(n.outputs) > 0 and bool(n.outputs[0]) and n.outputs[0] in c.used
 
 
-@_h("GRU", to="gru (gate layout zrn, linear_before_reset as reset_after)")
+def _state_in(c, n, v, dt):
+    """An initial state, [num_dir, batch, hidden] (or [batch, num_dir, hidden] with layout=1)."""
+    if v is None:
+        return None
+    v = c.operand(v, dt)
+    return c.call("transpose", v, permutation=[1, 0, 2]) if int(n.attr("layout", 0)) else v
+
+
+def _rnn_out(c, n, seq, states):
+    """ONNX's outputs from WebNN's: Y [seq, num_dir, batch, hidden] and the final states,
+    transposed to [batch, seq, num_dir, hidden] / [batch, num_dir, hidden] with layout=1."""
+    if not int(n.attr("layout", 0)):
+        return [seq, *states]
+    if seq is not None:
+        seq = c.call("transpose", seq, permutation=[2, 0, 1, 3])
+    return [seq, *(c.call("transpose", h, permutation=[1, 0, 2]) for h in states)]
+
+
+@_h("GRU", to="gru (gate layout zrn, linear_before_reset as reset_after; layout=1 through transposes)")
 def _gru(c, n, x):
     v, w, r, hidden, steps, bias, rbias, acts, direction, dt = _rnn_common(c, n, x, 3)
-    init = c.operand(x[5], dt) if len(x) > 5 and x[5] is not None else None
-    seq = _rnn_outputs(c, n, None)
+    init = _state_in(c, n, x[5] if len(x) > 5 else None, dt)
+    seq = _wants_sequence(c, n)
     outs = c.call("gru", v, w, r, steps, hidden, bias=bias, recurrent_bias=rbias, initial_hidden_state=init,
                   reset_after=bool(n.attr("linear_before_reset", 0)), return_sequence=seq, direction=direction,
                   layout="zrn", activations=_acts(acts, 2))
-    return [outs[1] if seq else None, outs[0]]
+    return _rnn_out(c, n, outs[1] if seq else None, [outs[0]])
 
 
-@_h("LSTM", to="lstm (gate layout iofg; peepholes iof)")
+@_h("LSTM", to="lstm (gate layout iofg; input/forget peepholes; layout=1 through transposes)")
 def _lstm(c, n, x):
     if int(n.attr("input_forget", 0)):
         raise Unsupported("LSTM with input_forget=1")
     v, w, r, hidden, steps, bias, rbias, acts, direction, dt = _rnn_common(c, n, x, 4)
-    init_h = c.operand(x[5], dt) if len(x) > 5 and x[5] is not None else None
-    init_c = c.operand(x[6], dt) if len(x) > 6 and x[6] is not None else None
-    peep = c.operand(x[7], dt) if len(x) > 7 and x[7] is not None else None
-    seq = _rnn_outputs(c, n, None)
+    init_h = _state_in(c, n, x[5] if len(x) > 5 else None, dt)
+    init_c = _state_in(c, n, x[6] if len(x) > 6 else None, dt)
+    peep = None
+    if len(x) > 7 and x[7] is not None:
+        p = np.asarray(c.known(x[7], "LSTM's peephole weights"))
+        hidden_size = int(n.attr("hidden_size"))
+        if np.any(p[:, hidden_size:2 * hidden_size]):
+            # ONNX's output gate looks at the new cell state, WebNN's lstm at the previous one
+            raise Unsupported("LSTM with output-gate peepholes (ONNX applies them to the new cell state, "
+                              "WebNN's lstm to the previous one)")
+        peep = c.operand(p, dt)
+    seq = _wants_sequence(c, n)
     outs = c.call("lstm", v, w, r, steps, hidden, bias=bias, recurrent_bias=rbias, peephole_weight=peep,
                   initial_hidden_state=init_h, initial_cell_state=init_c, return_sequence=seq,
                   direction=direction, layout="iofg", activations=_acts(acts, 3))
-    return [outs[2] if seq else None, outs[0], outs[1]]
+    return _rnn_out(c, n, outs[2] if seq else None, [outs[0], outs[1]])
 
 
 # ---------------------------------------------------------------- control flow
