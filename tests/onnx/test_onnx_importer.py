@@ -195,3 +195,26 @@ def test_info_lists_model_operators(tmp_path):
 
     assert model_ops(path) == {"Acosh": (1, False), "Relu": (1, True)}
     assert cli.main(["info", str(path)]) == 0
+
+
+@pytest.mark.parametrize("equation,shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 5)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]),
+    ("i,i", [(6,), (6,)]),
+    ("ij->ji", [(3, 4)]),
+    ("ij->", [(3, 4)]),
+    ("ij,ij->ij", [(3, 4), (3, 4)]),
+    ("ij,jk", [(3, 4), (4, 2)]),
+])
+def test_einsum_matches_numpy(ctx, equation, shapes):
+    """Einsum in float32 against NumPy's float64 einsum (rtol 1e-5)."""
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    names = [f"x{i}" for i in range(len(shapes))]
+    m = _model([helper.make_node("Einsum", names, ["y"], equation=equation)],
+               [_vi(nm, TensorProto.FLOAT, list(s)) for nm, s in zip(names, shapes)],
+               [_vi("y", TensorProto.FLOAT, None)])
+    got = wonnx.load(m, ctx).compute(dict(zip(names, arrays)))["y"]
+    want = np.einsum(equation, *[a.astype(np.float64) for a in arrays])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
