@@ -178,7 +178,7 @@ def test_supported_table_covers_onnxruntime_webnn_ops():
         Softplus Softsign Split Sqrt Squeeze Sub Tan Tanh Tile Transpose Trilu Unsqueeze Where Xor RotaryEmbedding""".split()
     ms = ["com.microsoft." + o for o in ("MatMulNBits", "SkipSimplifiedLayerNormalization", "FusedConv", "Gelu",
                                          "FastGelu", "BiasGelu", "QuickGelu", "SkipLayerNormalization",
-                                         "RotaryEmbedding")]
+                                         "RotaryEmbedding", "MultiHeadAttention")]
     table = wonnx.supported_ops()
     missing = [o for o in ort_table + ms if o not in table]
     assert not missing, missing
@@ -218,3 +218,32 @@ def test_einsum_matches_numpy(ctx, equation, shapes):
     got = wonnx.load(m, ctx).compute(dict(zip(names, arrays)))["y"]
     want = np.einsum(equation, *[a.astype(np.float64) for a in arrays])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_microsoft_ops_match_onnxruntime(ctx):
+    """com.microsoft MultiHeadAttention, SkipLayerNormalization, FastGelu, RotaryEmbedding against ORT CPU."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(5)
+    B, S, H, d = 2, 5, 2, 4
+    D = H * d
+    cos = rng.uniform(-1, 1, (16, d // 2)).astype(np.float32)
+    sin = rng.uniform(-1, 1, (16, d // 2)).astype(np.float32)
+    nodes = [
+        helper.make_node("SkipLayerNormalization", ["q", "k", "gamma", "beta"], ["ln"], domain="com.microsoft",
+                         epsilon=1e-5),
+        helper.make_node("FastGelu", ["ln"], ["g"], domain="com.microsoft"),
+        helper.make_node("MultiHeadAttention", ["g", "k", "v"], ["att"], domain="com.microsoft", num_heads=H),
+        helper.make_node("RotaryEmbedding", ["att", "pos", "cos", "sin"], ["y"], domain="com.microsoft",
+                         num_heads=H),
+    ]
+    inits = [numpy_helper.from_array(rng.standard_normal(D).astype(np.float32), "gamma"),
+             numpy_helper.from_array(rng.standard_normal(D).astype(np.float32), "beta"),
+             numpy_helper.from_array(np.array([[3, 4, 5, 6, 7], [0, 1, 2, 3, 4]], np.int64), "pos"),
+             numpy_helper.from_array(cos, "cos"), numpy_helper.from_array(sin, "sin")]
+    m = _model(nodes, [_vi(nm, TensorProto.FLOAT, [B, S, D]) for nm in "qkv"],
+               [_vi("y", TensorProto.FLOAT, [B, S, D])], inits, extra_opsets=[("com.microsoft", 1)])
+    feed = {nm: rng.standard_normal((B, S, D)).astype(np.float32) for nm in "qkv"}
+    got = wonnx.load(m, ctx).compute(feed)["y"]
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)

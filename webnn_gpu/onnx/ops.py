@@ -1514,3 +1514,30 @@ def _rotary_embedding_ms(c, n, x):
         pos = (int(np.asarray(pos).reshape(-1)[0]) + np.arange(S, dtype=np.int64))[None]
     return _rotary(c, n, v, x[2], x[3], pos, bool(n.attr("interleaved", 0)),
                    int(n.attr("num_heads", 0)), int(n.attr("rotary_embedding_dim", 0)))
+
+
+@_h("MultiHeadAttention", to="reshape/transpose, matmul, softmax, matmul (no mask, bias or past)", domain=MS)
+def _multi_head_attention(c, n, x):
+    if any(v is not None for v in x[3:]) or any(o and o in c.used for o in n.outputs[1:]):
+        raise Unsupported("MultiHeadAttention with bias, masks, past/present key and value, or packed inputs")
+    if int(n.attr("unidirectional", 0)):
+        raise Unsupported("MultiHeadAttention with unidirectional=1")
+    q = c.operand(x[0])
+    dt = q.data_type
+    if x[1] is None or x[2] is None or _rank(c, q) != 3 or _rank(c, x[1]) != 3 or _rank(c, x[2]) != 3:
+        raise Unsupported("MultiHeadAttention with packed or 4-D query/key/value")
+    k, v = c.operand(x[1], dt), c.operand(x[2], dt)
+    heads = int(n.attr("num_heads"))
+    B, S, D = c.shape(q)
+    L, Dv = c.shape(v)[1], c.shape(v)[2]
+    d, dv = D // heads, Dv // heads
+    scale = float(n.attr("scale", 0.0)) or 1.0 / math.sqrt(d)
+
+    def heads_first(t, length, size):
+        return c.call("transpose", c.call("reshape", t, [B, length, heads, size]), permutation=[0, 2, 1, 3])
+
+    qh, kh, vh = heads_first(q, S, d), heads_first(k, L, d), heads_first(v, L, dv)
+    scores = c.call("matmul", qh, c.call("transpose", kh, permutation=[0, 1, 3, 2]))
+    probs = c.call("softmax", c.call("mul", scores, c.scalar(scale, dt)), 3)
+    out = c.call("transpose", c.call("matmul", probs, vh), permutation=[0, 2, 1, 3])
+    return [c.call("reshape", out, [B, S, Dv]), None, None]
