@@ -80,15 +80,15 @@ def load(source, context: MLContext, **options):
             head = f.read(8)
     else:
         head = b""
-    if hasattr(source, "graph") and hasattr(source, "opset_import"):  # an onnx.ModelProto
-        from .onnx import load as _load
-    elif head[4:8] == b"TFL3" or not head:
-        from .tflite import load as _load
-    else:
-        from .onnx import is_onnx
+    from .onnx import is_onnx
 
-        if not is_onnx(head):
+    if (hasattr(source, "graph") and hasattr(source, "opset_import")) or (head[4:8] != b"TFL3" and head):
+        # an onnx.ModelProto, or not a TFLite flatbuffer
+        if head and not is_onnx(head):
             raise DataError(f"load: argument 'source': expected a TFLite or ONNX model, got data starting {head!r}")
-        from .onnx import load as _load  # type: ignore[assignment]
+        from .onnx import load as load_onnx
 
-    return _load(source, context, **options)
+        return load_onnx(source, context, **options)
+    from .tflite import load as load_tflite
+
+    return load_tflite(source, context, **options)

@@ -54,11 +54,11 @@ def run(args) -> int:
     import webnn_gpu as webnn
 
     if getattr(args, "model", None):
-        ops = model_ops(args.model)
-        for name, (count, ok) in ops.items():
+        model = model_ops(args.model)
+        for name, (count, ok) in model.items():
             print(f"{name:36s} {count:5d}  {'supported' if ok else 'NOT SUPPORTED'}")
-        missing = [k for k, (_, ok) in ops.items() if not ok]
-        print(f"{len(ops)} operator types, {len(missing)} not supported")
+        missing = [k for k, (_, ok) in model.items() if not ok]
+        print(f"{len(model)} operator types, {len(missing)} not supported")
         return 0
     ctx = webnn.ml.create_context()
     data = collect(ctx)

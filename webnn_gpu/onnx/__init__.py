@@ -86,6 +86,7 @@ def load(
         raise MLTypeError(f"onnx.load: argument 'dims': expected a dict name -> size, got {type(dims).__name__}")
     if custom_ops is not None and not (isinstance(custom_ops, dict) and all(callable(f) for f in custom_ops.values())):
         raise MLTypeError("onnx.load: argument 'custom_ops': expected a dict op name -> callable")
+    model: Any
     if hasattr(source, "graph") and hasattr(source, "opset_import"):
         model = source
     else:

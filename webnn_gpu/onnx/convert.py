@@ -312,7 +312,7 @@ class Converter:
 
         for p in nodes:
             n = self._node(p)
-            x = []
+            x: list[Any] = []
             for name in n.inputs:
                 if not name:
                     x.append(None)
