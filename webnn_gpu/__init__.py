@@ -54,19 +54,41 @@ __all__ = [
 
 
 def load(source, context: MLContext, **options):
-    """Load a model file (TFLite flatbuffer) into an MLGraph built with MLGraphBuilder.
+    """Load a model file (TFLite flatbuffer or ONNX protobuf) into an MLGraph built with MLGraphBuilder.
+
+    The format is told by content, not by file name: a TFLite flatbuffer carries the
+    identifier ``TFL3`` at bytes 4-8; anything else that parses as an ONNX ModelProto is
+    read as ONNX.
 
     Arguments:
-        source (str | os.PathLike | bytes): the ``.tflite`` file or its bytes.
+        source (str | os.PathLike | bytes): the model file or its bytes.
         context (MLContext): the context to build for.
-        options: loader options, e.g. ``dtype="float16"``.
+        options: loader options: ``dtype="float16"``; for ONNX also ``dims={...}`` (sizes of
+            symbolic dimensions) and ``custom_ops={...}`` (see :func:`webnn_gpu.onnx.load`).
 
     Returns:
         webnn_gpu.tflite.LoadedModel: the graph with its input and output descriptors.
 
     Raises:
-        NotSupportedError: an operator the loader cannot map (named in the message).
+        DataError: neither a TFLite nor an ONNX model.
+        NotSupportedError: operators the loader cannot map (all named in the message).
     """
-    from .tflite import load as _load
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        head = bytes(source[:8])
+    elif isinstance(source, (str, _os.PathLike)):
+        with open(source, "rb") as f:
+            head = f.read(8)
+    else:
+        head = b""
+    from .onnx import is_onnx
 
-    return _load(source, context, **options)
+    if (hasattr(source, "graph") and hasattr(source, "opset_import")) or (head[4:8] != b"TFL3" and head):
+        # an onnx.ModelProto, or not a TFLite flatbuffer
+        if head and not is_onnx(head):
+            raise DataError(f"load: argument 'source': expected a TFLite or ONNX model, got data starting {head!r}")
+        from .onnx import load as load_onnx
+
+        return load_onnx(source, context, **options)
+    from .tflite import load as load_tflite
+
+    return load_tflite(source, context, **options)

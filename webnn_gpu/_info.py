@@ -9,6 +9,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``webnn-gpu info``."""
     parser.add_argument("--ops", action="store_true", help="print the operator support table")
     parser.add_argument("--json", action="store_true", help="print everything as JSON")
+    parser.add_argument("model", nargs="?", help="a .tflite or .onnx file: print its operators and which are supported")
+
+
+def model_ops(path) -> dict[str, tuple[int, bool]]:
+    """A model file's operators: name -> (count, whether the loader maps it). Reads no GPU."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if head[4:8] == b"TFL3":
+        from .tflite import read_model, supported_ops
+
+        table = supported_ops()
+        counts = read_model(open(path, "rb").read()).op_counts()
+    else:
+        from .onnx import read_onnx, supported_ops
+
+        table = supported_ops()
+        counts = {}
+        for n in read_onnx(path).graph.node:
+            key = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
+            counts[key] = counts.get(key, 0) + 1
+    return {k: (v, k in table) for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))}
 
 
 def collect(ctx) -> dict:
@@ -32,6 +53,13 @@ def run(args) -> int:
 
     import webnn_gpu as webnn
 
+    if getattr(args, "model", None):
+        model = model_ops(args.model)
+        for name, (count, ok) in model.items():
+            print(f"{name:36s} {count:5d}  {'supported' if ok else 'NOT SUPPORTED'}")
+        missing = [k for k, (_, ok) in model.items() if not ok]
+        print(f"{len(model)} operator types, {len(missing)} not supported")
+        return 0
     ctx = webnn.ml.create_context()
     data = collect(ctx)
     if args.json:

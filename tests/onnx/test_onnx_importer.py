@@ -1,0 +1,249 @@
+"""webnn_gpu.onnx: the importer's contract on small models made with onnx.helper.
+
+References are NumPy (float64 where it matters); each test states its tolerance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import webnn_gpu as webnn
+from webnn_gpu import onnx as wonnx
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17, extra_opsets=()):
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    imports = [helper.make_opsetid("", opset), *[helper.make_opsetid(d, v) for d, v in extra_opsets]]
+    return helper.make_model(g, opset_imports=imports)
+
+
+def _vi(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def test_shape_computation_folds_and_dims_fix_batch(ctx):
+    """Shape -> Gather -> Unsqueeze -> Concat -> Reshape, with a symbolic batch fixed by dims."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+        helper.make_node("Unsqueeze", ["n", "axes0"], ["n1"]),
+        helper.make_node("Concat", ["n1", "minus1"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["x", "shape"], ["flat"]),
+        helper.make_node("Relu", ["flat"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             numpy_helper.from_array(np.array([0], np.int64), "axes0"),
+             numpy_helper.from_array(np.array([-1], np.int64), "minus1")]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, ["batch", 3, 4])], [_vi("y", TensorProto.FLOAT, None)], inits)
+    loaded = webnn.load(m.SerializeToString(), ctx, dims={"batch": 2})
+    assert loaded.layout == "nchw"
+    assert loaded.outputs["y"]["shape"] == [2, 12]
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    np.testing.assert_array_equal(loaded.compute(x)["y"], np.maximum(x, 0).reshape(2, 12))
+    with pytest.raises(webnn.MLTypeError, match=r"'batch'.*input 'x'"):
+        webnn.load(m.SerializeToString(), ctx)
+
+
+def test_every_unsupported_node_is_listed(ctx):
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="ok"),
+        helper.make_node("Acosh", ["a"], ["b"], name="first_bad"),
+        helper.make_node("Resize", ["a", "", "scales"], ["c"], name="cubic", mode="cubic"),
+        helper.make_node("Frobnicate", ["c"], ["d"], name="custom_one", domain="my.domain"),
+        helper.make_node("Add", ["b", "d"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, 1, 2, 2])], [_vi("y", TensorProto.FLOAT, None)], inits,
+               extra_opsets=[("my.domain", 1)])
+    with pytest.raises(webnn.NotSupportedError) as info:
+        wonnx.load(m, ctx)
+    msg = str(info.value)
+    assert "3 node(s)" in msg
+    assert "'first_bad' (Acosh, opset 9)" in msg
+    assert "'cubic' (Resize, opset 13): Resize mode 'cubic'" in msg
+    assert "'custom_one' (my.domain.Frobnicate, opset 1)" in msg
+
+    def frobnicate(builder, inputs, attributes):
+        return builder.mul(inputs[0], builder.constant("float32", 3.0))
+
+    nodes[1] = helper.make_node("Neg", ["a"], ["b"])
+    nodes[2] = helper.make_node("Identity", ["a"], ["c"])
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, 1, 2, 2])], [_vi("y", TensorProto.FLOAT, None)], inits,
+               extra_opsets=[("my.domain", 1)])
+    loaded = wonnx.load(m, ctx, custom_ops={"my.domain.Frobnicate": frobnicate})
+    x = np.array([[[[1, -2], [3, 4]]]], np.float32)
+    a = np.maximum(x, 0)
+    np.testing.assert_array_equal(loaded.compute(x)["y"], -a + 3 * a)
+
+
+def test_if_with_known_condition_is_inlined(ctx):
+    then_g = helper.make_graph([helper.make_node("Mul", ["x", "two"], ["t"])], "then", [],
+                               [_vi("t", TensorProto.FLOAT, [3])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                               [_vi("e", TensorProto.FLOAT, [3])])
+    nodes = [helper.make_node("Equal", ["sr", "k16"], ["is16"]),
+             helper.make_node("If", ["is16"], ["y"], then_branch=then_g, else_branch=else_g)]
+    inits = [numpy_helper.from_array(np.array(16000, np.int64), "k16"),
+             numpy_helper.from_array(np.array(2.0, np.float32), "two")]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [3]), _vi("sr", TensorProto.INT64, [])],
+               [_vi("y", TensorProto.FLOAT, [3])], inits)
+    x = np.array([1, -2, 3], np.float32)
+    for sr, want in ((16000, 2 * x), (8000, -x)):
+        loaded = wonnx.load(m, ctx, known_inputs={"sr": np.array(sr, np.int64)})
+        assert list(loaded.inputs) == ["x"]
+        np.testing.assert_array_equal(loaded.compute(x)["y"], want)
+    with pytest.raises(webnn.NotSupportedError, match="If's condition must be known at load time"):
+        wonnx.load(m, ctx)
+
+
+def test_int64_kept_and_bool_as_uint8(ctx):
+    nodes = [helper.make_node("Add", ["i", "big"], ["j"]),
+             helper.make_node("Greater", ["j", "big"], ["gt"]),
+             helper.make_node("And", ["gt", "flag"], ["y"])]
+    inits = [numpy_helper.from_array(np.array([2**40], np.int64), "big")]
+    m = _model(nodes, [_vi("i", TensorProto.INT64, [3]), _vi("flag", TensorProto.BOOL, [3])],
+               [_vi("y", TensorProto.BOOL, [3]), _vi("j", TensorProto.INT64, [3])], inits)
+    loaded = wonnx.load(m, ctx)
+    assert loaded.inputs == {"i": {"data_type": "int64", "shape": [3]}, "flag": {"data_type": "uint8", "shape": [3]}}
+    assert loaded.outputs["y"]["data_type"] == "uint8"
+    i = np.array([5, -1, 0], np.int64)
+    out = loaded.compute({"i": i, "flag": np.array([True, True, False])})
+    np.testing.assert_array_equal(out["j"], i + 2**40)
+    np.testing.assert_array_equal(out["y"], np.array([1, 0, 0], np.uint8))
+
+
+def test_opset_versions_of_attributes_that_became_inputs(ctx):
+    """Slice (attributes before 10) and ReduceSum (axes input from 13) and Clip (inputs from 11)."""
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 10
+    for opset in (9, 13):
+        if opset < 10:
+            sl = helper.make_node("Slice", ["x"], ["s"], starts=[1], ends=[3], axes=[2])
+            rs = helper.make_node("ReduceSum", ["s"], ["r"], axes=[1], keepdims=0)
+            cl = helper.make_node("Clip", ["r"], ["y"], min=-5.0, max=5.0)
+            inits = []
+        else:
+            sl = helper.make_node("Slice", ["x", "st", "en", "ax"], ["s"])
+            rs = helper.make_node("ReduceSum", ["s", "rax"], ["r"], keepdims=0)
+            cl = helper.make_node("Clip", ["r", "lo", "hi"], ["y"])
+            inits = [numpy_helper.from_array(np.array(v, dt), n) for n, v, dt in
+                     (("st", [1], np.int64), ("en", [3], np.int64), ("ax", [2], np.int64), ("rax", [1], np.int64),
+                      ("lo", -5.0, np.float32), ("hi", 5.0, np.float32))]
+        m = _model([sl, rs, cl], [_vi("x", TensorProto.FLOAT, [2, 3, 4])], [_vi("y", TensorProto.FLOAT, None)],
+                   inits, opset=opset)
+        got = wonnx.load(m, ctx).compute(x)["y"]
+        np.testing.assert_array_equal(got, np.clip(x[:, :, 1:3].sum(1), -5, 5))
+
+
+def test_float16_graph_and_external_data(ctx, tmp_path):
+    w = np.random.default_rng(1).standard_normal((4, 4)).astype(np.float32)
+    m = _model([helper.make_node("MatMul", ["x", "w"], ["y"])], [_vi("x", TensorProto.FLOAT, [2, 4])],
+               [_vi("y", TensorProto.FLOAT, [2, 4])], [numpy_helper.from_array(w, "w")])
+    path = tmp_path / "m.onnx"
+    onnx.save_model(m, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location="m.data",
+                    size_threshold=0)
+    assert (tmp_path / "m.data").exists()
+    x = np.random.default_rng(2).standard_normal((2, 4)).astype(np.float32)
+    ref = x.astype(np.float64) @ w
+    np.testing.assert_allclose(webnn.load(path, ctx).compute(x)["y"], ref, rtol=1e-5, atol=1e-5)
+    half = webnn.load(str(path), ctx, dtype="float16")
+    assert half.inputs["x"]["data_type"] == "float16"
+    np.testing.assert_allclose(half.compute(x)["y"].astype(np.float64), ref, rtol=2e-2, atol=2e-2)
+    with pytest.raises(webnn.DataError, match="external"):
+        wonnx.load(path.read_bytes(), ctx)
+
+
+def test_load_tells_formats_apart(ctx, tmp_path):
+    with pytest.raises(webnn.DataError):
+        webnn.load(b"\x00\x01 not a model at all", ctx)
+    m = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", TensorProto.FLOAT, [2])],
+               [_vi("y", TensorProto.FLOAT, [2])])
+    path = tmp_path / "model.tflite"  # the name does not matter
+    path.write_bytes(m.SerializeToString())
+    np.testing.assert_array_equal(webnn.load(path, ctx).compute(np.array([-1, 2], np.float32))["y"], [0, 2])
+
+
+def test_supported_table_covers_onnxruntime_webnn_ops():
+    """Every operator of ONNX Runtime's WebNN provider table has a mapping (but com.microsoft's
+    GroupQueryAttention, not mapped yet: docs/onnx.md)."""
+    ort_table = """Abs Add And ArgMax ArgMin AveragePool BatchNormalization Cast Ceil Clip Concat Conv ConvTranspose
+        Cos CumSum Div DequantizeLinear Dropout Einsum Elu Equal Erf Exp Expand Flatten Floor Gather GatherElements
+        GatherND Gelu Gemm GlobalAveragePool GlobalMaxPool GlobalLpPool Greater GreaterOrEqual GRU HardSigmoid
+        HardSwish Identity InstanceNormalization LayerNormalization LeakyRelu Less LessOrEqual Log LpPool LRN LSTM
+        MatMul Max MaxPool Min Mul Neg Not Or Pad Pow PRelu QuantizeLinear Reciprocal ReduceL1 ReduceL2
+        ReduceLogSum ReduceLogSumExp ReduceMax ReduceMean ReduceMin ReduceProd ReduceSum ReduceSumSquare Relu
+        Reshape Resize ScatterElements ScatterND Shape Sigmoid Sign SimplifiedLayerNormalization Sin Slice Softmax
+        Softplus Softsign Split Sqrt Squeeze Sub Tan Tanh Tile Transpose Trilu Unsqueeze Where Xor RotaryEmbedding""".split()
+    ms = ["com.microsoft." + o for o in ("MatMulNBits", "SkipSimplifiedLayerNormalization", "FusedConv", "Gelu",
+                                         "FastGelu", "BiasGelu", "QuickGelu", "SkipLayerNormalization",
+                                         "RotaryEmbedding", "MultiHeadAttention")]
+    table = wonnx.supported_ops()
+    missing = [o for o in ort_table + ms if o not in table]
+    assert not missing, missing
+
+
+def test_info_lists_model_operators(tmp_path):
+    from webnn_gpu import cli
+
+    m = _model([helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Acosh", ["a"], ["y"])],
+               [_vi("x", TensorProto.FLOAT, [2])], [_vi("y", TensorProto.FLOAT, [2])])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(m.SerializeToString())
+    from webnn_gpu._info import model_ops
+
+    assert model_ops(path) == {"Acosh": (1, False), "Relu": (1, True)}
+    assert cli.main(["info", str(path)]) == 0
+
+
+@pytest.mark.parametrize("equation,shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 5)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]),
+    ("i,i", [(6,), (6,)]),
+    ("ij->ji", [(3, 4)]),
+    ("ij->", [(3, 4)]),
+    ("ij,ij->ij", [(3, 4), (3, 4)]),
+    ("ij,jk", [(3, 4), (4, 2)]),
+])
+def test_einsum_matches_numpy(ctx, equation, shapes):
+    """Einsum in float32 against NumPy's float64 einsum (rtol 1e-5)."""
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    names = [f"x{i}" for i in range(len(shapes))]
+    m = _model([helper.make_node("Einsum", names, ["y"], equation=equation)],
+               [_vi(nm, TensorProto.FLOAT, list(s)) for nm, s in zip(names, shapes)],
+               [_vi("y", TensorProto.FLOAT, None)])
+    got = wonnx.load(m, ctx).compute(dict(zip(names, arrays)))["y"]
+    want = np.einsum(equation, *[a.astype(np.float64) for a in arrays])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_microsoft_ops_match_onnxruntime(ctx):
+    """com.microsoft MultiHeadAttention, SkipLayerNormalization, FastGelu, RotaryEmbedding against ORT CPU."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(5)
+    B, S, H, d = 2, 5, 2, 4
+    D = H * d
+    cos = rng.uniform(-1, 1, (16, d // 2)).astype(np.float32)
+    sin = rng.uniform(-1, 1, (16, d // 2)).astype(np.float32)
+    nodes = [
+        helper.make_node("SkipLayerNormalization", ["q", "k", "gamma", "beta"], ["ln"], domain="com.microsoft",
+                         epsilon=1e-5),
+        helper.make_node("FastGelu", ["ln"], ["g"], domain="com.microsoft"),
+        helper.make_node("MultiHeadAttention", ["g", "k", "v"], ["att"], domain="com.microsoft", num_heads=H),
+        helper.make_node("RotaryEmbedding", ["att", "pos", "cos", "sin"], ["y"], domain="com.microsoft",
+                         num_heads=H),
+    ]
+    inits = [numpy_helper.from_array(rng.standard_normal(D).astype(np.float32), "gamma"),
+             numpy_helper.from_array(rng.standard_normal(D).astype(np.float32), "beta"),
+             numpy_helper.from_array(np.array([[3, 4, 5, 6, 7], [0, 1, 2, 3, 4]], np.int64), "pos"),
+             numpy_helper.from_array(cos, "cos"), numpy_helper.from_array(sin, "sin")]
+    m = _model(nodes, [_vi(nm, TensorProto.FLOAT, [B, S, D]) for nm in "qkv"],
+               [_vi("y", TensorProto.FLOAT, [B, S, D])], inits, extra_opsets=[("com.microsoft", 1)])
+    feed = {nm: rng.standard_normal((B, S, D)).astype(np.float32) for nm in "qkv"}
+    got = wonnx.load(m, ctx).compute(feed)["y"]
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)

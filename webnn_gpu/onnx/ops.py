@@ -1,0 +1,1543 @@
+"""ONNX operator handlers: one node -> WebNN builder calls.
+
+Each handler ``h(c, n, x)`` gets the :class:`~.convert.Converter` ``c``, the node ``n``
+(op, attributes, the operator version it follows as ``n.since``) and its input values
+``x`` (NumPy arrays for values known at load time, MLOperands otherwise, None for absent
+optional inputs); it returns the output values. What a handler cannot express exactly
+raises :class:`~.convert.Unsupported` with the reason. ``MAPPED_TO`` describes each
+mapping for ``docs/onnx.md`` and :func:`webnn_gpu.onnx.supported_ops`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from .convert import Unsupported
+
+__all__ = ["HANDLERS", "MAPPED_TO", "reshape_target", "slice_params", "reduce_axes"]
+
+HANDLERS: dict[tuple[str, str], Callable] = {}
+MAPPED_TO: dict[str, str] = {}
+
+MS = "com.microsoft"
+
+
+def _h(*names: str, to: str = "", domain: str = ""):
+    def deco(fn):
+        for name in names:
+            HANDLERS[(domain, name)] = fn
+            MAPPED_TO[name if not domain else f"{domain}.{name}"] = to
+        return fn
+    return deco
+
+
+def ints(c, v, what: str) -> list[int]:
+    return [int(i) for i in np.asarray(c.known(v, what)).reshape(-1)]
+
+
+def _rank(c, v) -> int:
+    return len(c.shape(v))
+
+
+def _same_type(c, *vals):
+    """Operands for ``vals`` in one data type (that of the first run-time operand)."""
+    dt = next((v.data_type for v in vals if v is not None and not c.is_known(v)), None)
+    return [c.operand(v, dt) if v is not None else None for v in vals]
+
+
+# ---------------------------------------------------------------- element-wise
+_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Equal": "equal",
+           "Greater": "greater", "GreaterOrEqual": "greater_or_equal", "Less": "lesser",
+           "LessOrEqual": "lesser_or_equal", "And": "logical_and", "Or": "logical_or", "Xor": "logical_xor"}
+
+
+def _binary(method):
+    def h(c, n, x):
+        a, b = x[0], x[1]
+        if n.op == "Pow":
+            da, db = c.wdtype(a), c.wdtype(b)
+            if da != db:
+                if da in ("float32", "float16"):
+                    b = c.operand(b, da)
+                else:
+                    raise Unsupported(f"Pow of a {da} base with a {db} exponent")
+        return c.call(method, *_same_type(c, a, b))
+    return h
+
+
+for _k, _m in _BINARY.items():
+    _h(_k, to=_m)(_binary(_m))
+
+
+@_h("Max", "Min", "Sum", "Mean", to="max/min/add chains (Mean: add chain, then div by the count)")
+def _variadic(c, n, x):
+    method = {"Max": "max", "Min": "min", "Sum": "add", "Mean": "add"}[n.op]
+    vals = _same_type(c, *x)
+    out = vals[0]
+    for v in vals[1:]:
+        out = c.call(method, out, v)
+    if len(vals) == 1:
+        out = c.call("identity", out)
+    if n.op == "Mean" and len(vals) > 1:
+        out = c.call("div", out, c.scalar(len(vals), out.data_type))
+    return out
+
+
+@_h("Mod", to="fmod=1: a - b * trunc(a / b); fmod=0 (integers): that, plus b where the signs differ")
+def _mod(c, n, x):
+    a, b = _same_type(c, x[0], x[1])
+    dt = a.data_type
+    is_float = dt in ("float32", "float16")
+    fmod = int(n.attr("fmod", 0))
+    if is_float and not fmod:
+        raise Unsupported("Mod with fmod=0 on floats (ONNX requires fmod=1 for floats)")
+    q = c.call("div", a, b)
+    if is_float:
+        zero = c.scalar(0, dt)
+        q = c.call("where", c.call("lesser", q, zero), c.call("ceil", q), c.call("floor", q))
+    r = c.call("sub", a, c.call("mul", b, q))
+    if is_float:
+        # a value of b that does not divide: keep fmod's result in (-|b|, |b|)
+        return r
+    if fmod:
+        return r
+    zero = c.scalar(0, dt)
+    differ = c.call("not_equal", c.call("lesser", r, zero), c.call("lesser", b, zero))
+    fix = c.call("logical_and", c.call("not_equal", r, zero), differ)
+    return c.call("where", fix, c.call("add", r, b), r)
+
+
+_UNARY = {"Abs": "abs", "Neg": "neg", "Ceil": "ceil", "Floor": "floor", "Round": "round_even", "Exp": "exp",
+          "Log": "log", "Sqrt": "sqrt", "Sin": "sin", "Cos": "cos", "Tan": "tan", "Erf": "erf",
+          "Reciprocal": "reciprocal", "Sigmoid": "sigmoid", "Tanh": "tanh", "Relu": "relu", "Softplus": "softplus",
+          "Softsign": "softsign", "Sign": "sign", "Not": "logical_not", "IsNaN": "is_nan", "HardSwish": "hard_swish"}
+
+
+def _unary(method):
+    def h(c, n, x):
+        return c.call(method, c.operand(x[0]))
+    return h
+
+
+for _k, _m in _UNARY.items():
+    _h(_k, to=_m)(_unary(_m))
+
+
+@_h("Identity", to="identity (or nothing: the value itself)")
+def _identity(c, n, x):
+    return x[0]
+
+
+@_h("Dropout", to="the input (inference: no dropout); the mask output is a constant of ones")
+def _dropout(c, n, x):
+    if len(x) > 2 and x[2] is not None and bool(np.asarray(c.known(x[2], "training_mode")).reshape(())):
+        raise Unsupported("Dropout with training_mode=true")
+    if n.since < 7 and n.attr("is_test", 0) == 0:
+        raise Unsupported("Dropout in training mode")
+    mask = np.ones(c.shape(x[0]), np.bool_) if len(n.outputs) > 1 and n.outputs[1] else None
+    return [x[0], mask]
+
+
+@_h("IsInf", to="is_infinite (and greater/lesser than 0 for detect_negative/detect_positive)")
+def _isinf(c, n, x):
+    v = c.operand(x[0])
+    out = c.call("is_infinite", v)
+    neg, pos = int(n.attr("detect_negative", 1)), int(n.attr("detect_positive", 1))
+    if neg and pos:
+        return out
+    zero = c.scalar(0, v.data_type)
+    if not neg and not pos:
+        return c.call("logical_and", out, c.call("lesser", zero, zero))
+    side = c.call("greater", v, zero) if pos else c.call("lesser", v, zero)
+    return c.call("logical_and", out, side)
+
+
+@_h("Gelu", to="gelu (approximate='none'); tanh form from tanh/mul/add", domain="")
+def _gelu(c, n, x):
+    v = c.operand(x[0])
+    if n.attr("approximate", "none") == "tanh":
+        return _gelu_tanh(c, v)
+    return c.call("gelu", v)
+
+
+def _gelu_tanh(c, v):
+    dt = v.data_type
+    inner = c.call("mul", c.call("add", v, c.call("mul", c.call("mul", c.call("mul", v, v), v),
+                                                     c.scalar(0.044715, dt))), c.scalar(math.sqrt(2 / math.pi), dt))
+    return c.call("mul", c.call("mul", v, c.scalar(0.5, dt)), c.call("add", c.call("tanh", inner), c.scalar(1, dt)))
+
+
+_h("Gelu", to="gelu", domain=MS)(_gelu)
+
+
+@_h("FastGelu", to="gelu tanh form (+ bias)", domain=MS)
+def _fast_gelu(c, n, x):
+    v = c.operand(x[0])
+    if len(x) > 1 and x[1] is not None:
+        v = c.call("add", v, c.operand(x[1], v.data_type))
+    return _gelu_tanh(c, v)
+
+
+@_h("BiasGelu", to="add + gelu", domain=MS)
+def _bias_gelu(c, n, x):
+    v = c.operand(x[0])
+    return c.call("gelu", c.call("add", v, c.operand(x[1], v.data_type)))
+
+
+@_h("QuickGelu", to="x * sigmoid(alpha * x)", domain=MS)
+def _quick_gelu(c, n, x):
+    v = c.operand(x[0])
+    alpha = float(n.attr("alpha", 1.702))
+    return c.call("mul", v, c.call("sigmoid", c.call("mul", v, c.scalar(alpha, v.data_type))))
+
+
+@_h("Elu", to="elu")
+def _elu(c, n, x):
+    return c.call("elu", c.operand(x[0]), alpha=float(n.attr("alpha", 1.0)))
+
+
+@_h("Selu", to="gamma * elu(x, alpha)")
+def _selu(c, n, x):
+    v = c.operand(x[0])
+    e = c.call("elu", v, alpha=float(n.attr("alpha", 1.67326319217681884765625)))
+    return c.call("mul", e, c.scalar(float(n.attr("gamma", 1.05070102214813232421875)), v.data_type))
+
+
+@_h("Celu", to="max(0, x) + min(0, alpha * (exp(x / alpha) - 1))")
+def _celu(c, n, x):
+    v = c.operand(x[0])
+    alpha = float(n.attr("alpha", 1.0))
+    dt = v.data_type
+    if alpha == 1.0:
+        return c.call("elu", v, alpha=1.0)
+    e = c.call("elu", c.call("div", v, c.scalar(alpha, dt)), alpha=1.0)
+    return c.call("mul", e, c.scalar(alpha, dt))
+
+
+@_h("LeakyRelu", to="leaky_relu")
+def _leaky(c, n, x):
+    return c.call("leaky_relu", c.operand(x[0]), alpha=float(n.attr("alpha", 0.01)))
+
+
+@_h("HardSigmoid", to="hard_sigmoid")
+def _hard_sigmoid(c, n, x):
+    return c.call("hard_sigmoid", c.operand(x[0]), alpha=float(n.attr("alpha", 0.2)), beta=float(n.attr("beta", 0.5)))
+
+
+@_h("ThresholdedRelu", to="where(x > alpha, x, 0)")
+def _thresholded(c, n, x):
+    v = c.operand(x[0])
+    dt = v.data_type
+    return c.call("where", c.call("greater", v, c.scalar(float(n.attr("alpha", 1.0)), dt)), v, c.scalar(0, dt))
+
+
+@_h("Mish", to="x * tanh(softplus(x))")
+def _mish(c, n, x):
+    v = c.operand(x[0])
+    return c.call("mul", v, c.call("tanh", c.call("softplus", v)))
+
+
+@_h("Shrink", to="where(x < -lambd, x + bias, where(x > lambd, x - bias, 0))")
+def _shrink(c, n, x):
+    v = c.operand(x[0])
+    dt = v.data_type
+    if dt not in ("float32", "float16"):
+        raise Unsupported(f"Shrink on {dt}")
+    lambd, bias = float(n.attr("lambd", 0.5)), float(n.attr("bias", 0.0))
+    lo = c.call("lesser", v, c.scalar(-lambd, dt))
+    hi = c.call("greater", v, c.scalar(lambd, dt))
+    zero = c.scalar(0, dt)
+    return c.call("where", lo, c.call("add", v, c.scalar(bias, dt)),
+                  c.call("where", hi, c.call("sub", v, c.scalar(bias, dt)), zero))
+
+
+@_h("PRelu", to="prelu (slope broadcast to the input's shape when it is not unidirectional)")
+def _prelu(c, n, x):
+    v, s = _same_type(c, x[0], x[1])
+    if tuple(np.broadcast_shapes(c.shape(v), c.shape(s))) != c.shape(v):
+        raise Unsupported("PRelu whose slope broadcasts the input to a larger shape")
+    return c.call("prelu", v, s)
+
+
+@_h("Clip", to="clamp (min/max known), else max/min with the bound operands")
+def _clip(c, n, x):
+    v = c.operand(x[0])
+    if n.since < 11:
+        lo, hi = n.attr("min"), n.attr("max")
+        return c.call("clamp", v, min_value=lo if lo is not None else None, max_value=hi)
+    lo = x[1] if len(x) > 1 else None
+    hi = x[2] if len(x) > 2 else None
+    kw = {}
+    out = v
+    for key, bound, method in (("min_value", lo, "max"), ("max_value", hi, "min")):
+        if bound is None:
+            continue
+        if c.is_known(bound):
+            val = np.asarray(bound).reshape(())
+            kw[key] = int(val) if val.dtype.kind in "iu" else float(val)
+        else:
+            out = c.call(method, out, c.operand(bound, v.data_type))
+    if kw:
+        out = c.call("clamp", out, **kw)
+    if out is v:
+        out = c.call("identity", v)
+    return out
+
+
+@_h("Where", to="where (condition as uint8)")
+def _where(c, n, x):
+    cond = c.operand(x[0], "uint8")
+    a, b = _same_type(c, x[1], x[2])
+    return c.call("where", cond, a, b)
+
+
+@_h("Cast", to="cast; to bool: not_equal(x, 0)")
+def _cast(c, n, x):
+    to = int(n.attr("to"))
+    return _cast_to(c, x[0], to)
+
+
+def _cast_to(c, v, to: int):
+    if to == 9:
+        v = c.operand(v)
+        return c.call("not_equal", v, c.scalar(0, v.data_type))
+    dt = c.onnx_type(to)
+    v = c.operand(v)
+    if v.data_type == dt:
+        return v
+    return c.call("cast", v, dt)
+
+
+@_h("CastLike", to="cast")
+def _cast_like(c, n, x):
+    target = x[1]
+    dt = c.wdtype(target)
+    v = c.operand(x[0])
+    if isinstance(target, np.ndarray) and target.dtype == np.bool_:
+        return c.call("not_equal", v, c.scalar(0, v.data_type))
+    return v if v.data_type == dt else c.call("cast", v, dt)
+
+
+# ---------------------------------------------------------------- convolution and pooling
+def _spatial_pads(n, in_sizes, kernel, strides, dilations):
+    r = len(in_sizes)
+    auto = n.attr("auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        begin, end = [], []
+        for size, k, s, d in zip(in_sizes, kernel, strides, dilations):
+            out = -(-size // s)
+            total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+            small, big = total // 2, total - total // 2
+            begin.append(small if auto == "SAME_UPPER" else big)
+            end.append(big if auto == "SAME_UPPER" else small)
+        return begin, end
+    if auto == "VALID":
+        return [0] * r, [0] * r
+    pads = [int(p) for p in (n.attr("pads") or [0] * (2 * r))]
+    return pads[:r], pads[r:]
+
+
+def _to_2d(c, v):
+    """A rank-3 NC(L) operand as NC(L)1."""
+    s = c.shape(v)
+    return c.call("reshape", v, [*s, 1])
+
+
+def _conv_common(c, n, x, transpose=False):
+    v = c.operand(x[0])
+    w = c.operand(x[1], v.data_type)
+    bias = c.operand(x[2], v.data_type) if len(x) > 2 and x[2] is not None else None
+    r = _rank(c, v) - 2
+    if r not in (1, 2):
+        raise Unsupported(f"{n.op} with {r} spatial dimensions (WebNN has 2-D convolution only)")
+    ws = c.shape(w)
+    kernel = [int(k) for k in (n.attr("kernel_shape") or ws[2:])]
+    strides = [int(s) for s in (n.attr("strides") or [1] * r)]
+    dil = [int(d) for d in (n.attr("dilations") or [1] * r)]
+    in_sizes = list(c.shape(v)[2:])
+    one_d = r == 1
+    if one_d:
+        v = _to_2d(c, v)
+        w = _to_2d(c, w)
+    return v, w, bias, r, kernel, strides, dil, in_sizes, one_d
+
+
+def _pads4(begin, end, one_d):
+    if one_d:
+        return [begin[0], end[0], 0, 0]
+    return [begin[0], end[0], begin[1], end[1]]
+
+
+def _ext(vals, one_d, fill):
+    return [*vals, fill] if one_d else list(vals)
+
+
+@_h("Conv", to="conv2d (nchw, oihw); 1-D through a trailing axis of size 1")
+def _conv(c, n, x):
+    v, w, bias, r, kernel, strides, dil, in_sizes, one_d = _conv_common(c, n, x)
+    begin, end = _spatial_pads(n, in_sizes, kernel, strides, dil)
+    out = c.call("conv2d", v, w, padding=_pads4(begin, end, one_d), strides=_ext(strides, one_d, 1),
+                 dilations=_ext(dil, one_d, 1), groups=int(n.attr("group", 1)), bias=bias)
+    return _activation(c, n, out) if n.domain == MS else (_from_2d(c, out) if one_d else out)
+
+
+def _from_2d(c, v):
+    return c.call("reshape", v, list(c.shape(v)[:-1]))
+
+
+_FUSED_ACT = {"Relu", "Tanh", "Sigmoid", "LeakyRelu", "Clip", "HardSigmoid"}
+
+
+def _activation(c, n, out):
+    act = n.attr("activation")
+    if len(c.shape(out)) == 4 and _rank_of_input(c, n) == 3:
+        out = _from_2d(c, out)
+    if not act:
+        return out
+    params = list(n.attr("activation_params") or [])
+    if act == "Relu":
+        return c.call("relu", out)
+    if act == "Tanh":
+        return c.call("tanh", out)
+    if act == "Sigmoid":
+        return c.call("sigmoid", out)
+    if act == "LeakyRelu":
+        return c.call("leaky_relu", out, alpha=float(params[0]) if params else 0.01)
+    if act == "HardSigmoid":
+        return c.call("hard_sigmoid", out, alpha=float(params[0]) if params else 0.2,
+                      beta=float(params[1]) if len(params) > 1 else 0.5)
+    if act == "Clip":
+        return c.call("clamp", out, min_value=float(params[0]), max_value=float(params[1]))
+    raise Unsupported(f"FusedConv activation {act!r}")
+
+
+def _rank_of_input(c, n):
+    return len(c.shape(c.env[n.inputs[0]]))
+
+
+_h("FusedConv", to="conv2d + its activation", domain=MS)(_conv)
+
+
+@_h("ConvTranspose", to="conv_transpose2d (nchw, iohw); output_shape through the pads it implies")
+def _conv_transpose(c, n, x):
+    v, w, bias, r, kernel, strides, dil, in_sizes, one_d = _conv_common(c, n, x)
+    out_pad = [int(p) for p in (n.attr("output_padding") or [0] * r)]
+    out_shape = n.attr("output_shape")
+    auto = n.attr("auto_pad", "NOTSET")
+    if out_shape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
+        target = [int(s) for s in out_shape][-r:] if out_shape is not None else [i * s for i, s in
+                                                                                 zip(in_sizes, strides)]
+        begin, end = [], []
+        for i in range(r):
+            total = strides[i] * (in_sizes[i] - 1) + out_pad[i] + (kernel[i] - 1) * dil[i] + 1 - target[i]
+            if total < 0:
+                raise Unsupported(f"ConvTranspose output_shape {target} larger than the full output")
+            if auto == "SAME_UPPER":
+                begin.append(total // 2)
+                end.append(total - total // 2)
+            else:
+                begin.append(total - total // 2)
+                end.append(total // 2)
+    elif auto == "VALID":
+        begin, end = [0] * r, [0] * r
+    else:
+        pads = [int(p) for p in (n.attr("pads") or [0] * (2 * r))]
+        begin, end = pads[:r], pads[r:]
+    out = c.call("conv_transpose2d", v, w, padding=_pads4(begin, end, one_d), strides=_ext(strides, one_d, 1),
+                 dilations=_ext(dil, one_d, 1), output_padding=_ext(out_pad, one_d, 0),
+                 groups=int(n.attr("group", 1)), bias=bias)
+    return _from_2d(c, out) if one_d else out
+
+
+def _pool(c, n, x, method):
+    v = c.operand(x[0])
+    r = _rank(c, v) - 2
+    if r not in (1, 2):
+        raise Unsupported(f"{n.op} with {r} spatial dimensions (WebNN pools 2-D)")
+    kernel = [int(k) for k in n.attr("kernel_shape")]
+    strides = [int(s) for s in (n.attr("strides") or [1] * r)]
+    dil = [int(d) for d in (n.attr("dilations") or [1] * r)]
+    in_sizes = list(c.shape(v)[2:])
+    begin, end = _spatial_pads(n, in_sizes, kernel, strides, dil)
+    one_d = r == 1
+    if one_d:
+        v = _to_2d(c, v)
+    ceil = bool(n.attr("ceil_mode", 0))
+    if method == "average_pool2d" and int(n.attr("count_include_pad", 0)) and any(begin + end):
+        if ceil:
+            raise Unsupported("AveragePool with count_include_pad=1, ceil_mode=1 and padding")
+        zeros = [0, 0]
+        v = c.call("pad", v, zeros + _ext(begin, one_d, 0), zeros + _ext(end, one_d, 0))
+        begin, end = [0] * r, [0] * r
+    if ceil:
+        # ONNX drops a last window that would start in the end padding; then the floor size
+        for size, k, st, d, b0, e0 in zip(in_sizes, kernel, strides, dil, begin, end):
+            span = size + b0 + e0 - ((k - 1) * d + 1)
+            out_ceil, out_floor = -(-span // st) + 1, span // st + 1
+            if out_ceil != out_floor and (out_ceil - 1) * st >= size + b0:
+                ceil = False
+            elif out_ceil != out_floor and not ceil:
+                raise Unsupported(f"{n.op} with ceil_mode where one axis rounds up and another down")
+    out = c.call(method, v, window_dimensions=_ext(kernel, one_d, 1), padding=_pads4(begin, end, one_d),
+                 strides=_ext(strides, one_d, 1), dilations=_ext(dil, one_d, 1),
+                 rounding_type="ceil" if ceil else "floor")
+    return _from_2d(c, out) if one_d else out
+
+
+@_h("AveragePool", to="average_pool2d (count_include_pad=1 through pad)")
+def _avg_pool(c, n, x):
+    return _pool(c, n, x, "average_pool2d")
+
+
+@_h("MaxPool", to="max_pool2d (the Indices output is not supported)")
+def _max_pool(c, n, x):
+    if len(n.outputs) > 1 and n.outputs[1] and n.outputs[1] in c.used:
+        raise Unsupported("MaxPool's Indices output")
+    return _pool(c, n, x, "max_pool2d")
+
+
+@_h("LpPool", to="l2_pool2d (p=2)")
+def _lp_pool(c, n, x):
+    if int(n.attr("p", 2)) != 2:
+        raise Unsupported(f"LpPool with p={n.attr('p')} (WebNN has p=2)")
+    return _pool(c, n, x, "l2_pool2d")
+
+
+def _global_pool(method):
+    def h(c, n, x):
+        v = c.operand(x[0])
+        if method == "l2_pool2d" and int(n.attr("p", 2)) != 2:
+            raise Unsupported(f"GlobalLpPool with p={n.attr('p')} (WebNN has p=2)")
+        r = _rank(c, v) - 2
+        if r == 2:
+            return c.call(method, v)
+        if r == 1:
+            return _from_2d(c, c.call(method, _to_2d(c, v)))
+        raise Unsupported(f"{n.op} with {r} spatial dimensions")
+    return h
+
+
+_h("GlobalAveragePool", to="average_pool2d over the whole plane")(_global_pool("average_pool2d"))
+_h("GlobalMaxPool", to="max_pool2d over the whole plane")(_global_pool("max_pool2d"))
+_h("GlobalLpPool", to="l2_pool2d over the whole plane (p=2)")(_global_pool("l2_pool2d"))
+
+
+# ---------------------------------------------------------------- normalization
+@_h("BatchNormalization", to="batch_normalization (inference)")
+def _batch_norm(c, n, x):
+    if int(n.attr("training_mode", 0)) or (n.since < 9 and int(n.attr("spatial", 1)) != 1):
+        raise Unsupported("BatchNormalization in training mode or with spatial=0")
+    if any(o and o in c.used for o in n.outputs[1:]):
+        raise Unsupported("BatchNormalization's running statistics outputs")
+    v = c.operand(x[0])
+    dt = v.data_type
+    scale, bias, mean, var = (c.operand(t, dt) for t in x[1:5])
+    return c.call("batch_normalization", v, mean, var, scale=scale, bias=bias, axis=1,
+                  epsilon=float(n.attr("epsilon", 1e-5)))
+
+
+@_h("InstanceNormalization", to="instance_normalization (nchw); rank 3 through an axis of size 1")
+def _instance_norm(c, n, x):
+    v = c.operand(x[0])
+    dt = v.data_type
+    r = _rank(c, v)
+    if r == 3:
+        v = _to_2d(c, v)
+    elif r != 4:
+        raise Unsupported(f"InstanceNormalization of rank {r}")
+    out = c.call("instance_normalization", v, scale=c.operand(x[1], dt), bias=c.operand(x[2], dt),
+                 epsilon=float(n.attr("epsilon", 1e-5)))
+    return _from_2d(c, out) if r == 3 else out
+
+
+def _norm_params(c, v, p, axes):
+    if p is None:
+        return None
+    dt = v.data_type
+    p = c.operand(p, dt)
+    want = [c.shape(v)[a] for a in axes]
+    if list(c.shape(p)) != want:
+        if c.shape(p) and len(c.shape(p)) > len(want):
+            raise Unsupported("LayerNormalization scale/bias of a higher rank than the normalized axes")
+        p = c.call("expand", p, want) if c.shape(p) else c.call("expand", c.call("reshape", p, [1] * len(want)), want)
+    return p
+
+
+@_h("LayerNormalization", to="layer_normalization over the axes from axis on (Mean, InvStdDev: reduce_mean)")
+def _layer_norm(c, n, x):
+    v = c.operand(x[0])
+    r = _rank(c, v)
+    axis = int(n.attr("axis", -1)) % r
+    axes = list(range(axis, r))
+    scale = _norm_params(c, v, x[1], axes)
+    bias = _norm_params(c, v, x[2] if len(x) > 2 else None, axes)
+    eps = float(n.attr("epsilon", 1e-5))
+    out = c.call("layer_normalization", v, scale=scale, bias=bias, axes=axes, epsilon=eps)
+    if not any(o and o in c.used for o in n.outputs[1:]):
+        return out
+    mean = c.call("reduce_mean", v, axes=axes, keep_dimensions=True)
+    d = c.call("sub", v, mean)
+    var = c.call("reduce_mean", c.call("mul", d, d), axes=axes, keep_dimensions=True)
+    inv = c.call("reciprocal", c.call("sqrt", c.call("add", var, c.scalar(eps, v.data_type))))
+    return [out, mean, inv]
+
+
+def _rms_norm(c, v, scale, axes, eps):
+    dt = v.data_type
+    ms = c.call("reduce_mean", c.call("mul", v, v), axes=axes, keep_dimensions=True)
+    out = c.call("div", v, c.call("sqrt", c.call("add", ms, c.scalar(eps, dt))))
+    return c.call("mul", out, c.operand(scale, dt)) if scale is not None else out
+
+
+@_h("SimplifiedLayerNormalization", to="x / sqrt(mean(x^2) + eps) * scale (reduce_mean, div, sqrt, mul)")
+def _simplified_ln(c, n, x):
+    v = c.operand(x[0])
+    r = _rank(c, v)
+    axis = int(n.attr("axis", -1)) % r
+    if any(o and o in c.used for o in n.outputs[1:]):
+        raise Unsupported("SimplifiedLayerNormalization's InvStdDev output")
+    return _rms_norm(c, v, x[1], list(range(axis, r)), float(n.attr("epsilon", 1e-5)))
+
+
+_h("SimplifiedLayerNormalization", to="RMS normalization", domain=MS)(_simplified_ln)
+
+
+def _skip_sum(c, n, x):
+    v = c.operand(x[0])
+    dt = v.data_type
+    s = c.call("add", v, c.operand(x[1], dt))
+    bias_index = 4 if n.op == "SkipLayerNormalization" else 3
+    if len(x) > bias_index and x[bias_index] is not None:
+        s = c.call("add", s, c.operand(x[bias_index], dt))
+    for i in (1, 2):
+        if len(n.outputs) > i and n.outputs[i] and n.outputs[i] in c.used:
+            raise Unsupported(f"{n.op}'s mean / inv_std_var outputs")
+    return s
+
+
+@_h("SkipSimplifiedLayerNormalization", to="add + RMS normalization", domain=MS)
+def _skip_simplified(c, n, x):
+    s = _skip_sum(c, n, x)
+    out = _rms_norm(c, s, x[2], [_rank(c, s) - 1], float(n.attr("epsilon", 1e-5)))
+    return [out, None, None, s]
+
+
+@_h("SkipLayerNormalization", to="add + layer_normalization", domain=MS)
+def _skip_ln(c, n, x):
+    s = _skip_sum(c, n, x)
+    r = _rank(c, s)
+    scale = _norm_params(c, s, x[2], [r - 1])
+    bias = _norm_params(c, s, x[3] if len(x) > 3 else None, [r - 1])
+    out = c.call("layer_normalization", s, scale=scale, bias=bias, axes=[r - 1], epsilon=float(n.attr("epsilon", 1e-12)))
+    return [out, None, None, s]
+
+
+@_h("LRN", to="x / (bias + alpha * mean of squares over size channels)^beta (pad + average_pool2d)")
+def _lrn(c, n, x):
+    v = c.operand(x[0])
+    dt = v.data_type
+    s = c.shape(v)
+    if len(s) != 4:
+        raise Unsupported(f"LRN of rank {len(s)}")
+    size = int(n.attr("size"))
+    alpha, beta, bias = float(n.attr("alpha", 1e-4)), float(n.attr("beta", 0.75)), float(n.attr("bias", 1.0))
+    N, C, H, W = s
+    sq = c.call("reshape", c.call("mul", v, v), [N, 1, C, H * W])
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    sq = c.call("pad", sq, [0, 0, lo, 0], [0, 0, hi, 0])
+    mean = c.call("average_pool2d", sq, window_dimensions=[size, 1])
+    mean = c.call("reshape", mean, [N, C, H, W])
+    denom = c.call("pow", c.call("add", c.call("mul", mean, c.scalar(alpha, dt)), c.scalar(bias, dt)),
+                   c.scalar(beta, dt))
+    return c.call("div", v, denom)
+
+
+# ---------------------------------------------------------------- linear algebra
+@_h("Gemm", to="gemm")
+def _gemm(c, n, x):
+    a, b = _same_type(c, x[0], x[1])
+    cc = c.operand(x[2], a.data_type) if len(x) > 2 and x[2] is not None else None
+    return c.call("gemm", a, b, c=cc, alpha=float(n.attr("alpha", 1.0)), beta=float(n.attr("beta", 1.0)),
+                  a_transpose=bool(n.attr("transA", 0)), b_transpose=bool(n.attr("transB", 0)))
+
+
+@_h("MatMul", to="matmul (1-D operands through reshape)")
+def _matmul(c, n, x):
+    a, b = _same_type(c, x[0], x[1])
+    return _matmul_nd(c, a, b)
+
+
+def _matmul_nd(c, a, b):
+    sa, sb = c.shape(a), c.shape(b)
+    if len(sa) == 1:
+        a = c.call("reshape", a, [1, sa[0]])
+    if len(sb) == 1:
+        b = c.call("reshape", b, [sb[0], 1])
+    out = c.call("matmul", a, b)
+    if len(sa) == 1 or len(sb) == 1:
+        so = list(c.shape(out))
+        if len(sb) == 1:
+            so.pop(-1)
+        if len(sa) == 1:
+            so.pop(-1 if len(sb) == 1 else -2)
+        out = c.call("reshape", out, so)
+    return out
+
+
+@_h("MatMulNBits", to="weights dequantized at load time (exact), then matmul (+ bias)", domain=MS)
+def _matmul_nbits(c, n, x):
+    a = c.operand(x[0])
+    bits, K, N, block = int(n.attr("bits", 4)), int(n.attr("K")), int(n.attr("N")), int(n.attr("block_size"))
+    if bits != 4 or (len(x) > 4 and x[4] is not None):
+        raise Unsupported(f"MatMulNBits with bits={bits} or g_idx")
+    packed = c.known(x[1], "the quantized weight").astype(np.uint8)
+    scales = c.known(x[2], "scales").astype(np.float32).reshape(N, -1)
+    nblocks = scales.shape[1]
+    q = np.stack([packed & 0x0F, packed >> 4], axis=-1).reshape(N, nblocks, block).astype(np.float32)
+    if len(x) > 3 and x[3] is not None:
+        zp = c.known(x[3], "zero_points")
+        if zp.dtype == np.uint8:
+            z = np.stack([zp & 0x0F, zp >> 4], axis=-1).reshape(N, -1)[:, :nblocks].astype(np.float32)
+        else:
+            z = zp.astype(np.float32).reshape(N, nblocks)
+    else:
+        z = np.full((N, nblocks), 8, np.float32)
+    w = ((q - z[:, :, None]) * scales[:, :, None]).reshape(N, -1)[:, :K]
+    out = c.call("matmul", a, c.operand(np.ascontiguousarray(w.T), a.data_type))
+    if len(x) > 5 and x[5] is not None:
+        out = c.call("add", out, c.operand(x[5], a.data_type))
+    return out
+
+
+@_h("Einsum", to="transpose/reshape + matmul, or mul + reduce_sum, for one or two operands")
+def _einsum(c, n, x):
+    eq = n.attr("equation").replace(" ", "")
+    if "..." in eq:
+        raise Unsupported("Einsum with an ellipsis")
+    lhs, _, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if not _:
+        counts = {}
+        for ch in lhs.replace(",", ""):
+            counts[ch] = counts.get(ch, 0) + 1
+        rhs = "".join(sorted(ch for ch, k in counts.items() if k == 1))
+    ops = _same_type(c, *x)
+    if any(len(set(t)) != len(t) for t in terms):
+        raise Unsupported("Einsum with a repeated index in one operand (a diagonal)")
+    letters = []
+    for t in terms:
+        for ch in t:
+            if ch not in letters:
+                letters.append(ch)
+    sizes = {}
+    for t, v in zip(terms, ops):
+        for ch, d in zip(t, c.shape(v)):
+            sizes[ch] = max(sizes.get(ch, 1), d)
+    # broadcast every operand to all letters (in `letters` order), multiply, reduce the others
+    full = []
+    for t, v in zip(terms, ops):
+        perm = sorted(range(len(t)), key=lambda i: letters.index(t[i]))
+        if perm != list(range(len(t))):
+            v = c.call("transpose", v, permutation=perm)
+        st = "".join(t[i] for i in perm)
+        v = c.call("reshape", v, [sizes[ch] if ch in st else 1 for ch in letters]) if len(st) != len(letters) else v
+        full.append(v)
+    if len(full) == 2 and c.shape(full[0]) and _einsum_matmul_ok(terms, rhs):
+        return _einsum_matmul(c, terms, rhs, ops, sizes)
+    prod = full[0]
+    for v in full[1:]:
+        prod = c.call("mul", prod, v)
+    red = [i for i, ch in enumerate(letters) if ch not in rhs]
+    if red:
+        prod = c.call("reduce_sum", prod, axes=red)
+    kept = [ch for ch in letters if ch in rhs]
+    perm = [kept.index(ch) for ch in rhs]
+    if perm != list(range(len(perm))):
+        prod = c.call("transpose", prod, permutation=perm)
+    if not red and len(full) == 1:
+        prod = c.call("identity", prod) if perm == list(range(len(perm))) else prod
+    return prod
+
+
+def _einsum_matmul_ok(terms, rhs) -> bool:
+    a, b = terms
+    contract = [ch for ch in a if ch in b and ch not in rhs]
+    return len(contract) == 1 and all(ch in rhs or ch in contract for ch in a + b)
+
+
+def _einsum_matmul(c, terms, rhs, ops, sizes):
+    ta, tb = terms
+    k = next(ch for ch in ta if ch in tb and ch not in rhs)
+    batch = [ch for ch in rhs if ch in ta and ch in tb]
+    m = [ch for ch in rhs if ch in ta and ch not in tb]
+    nn = [ch for ch in rhs if ch in tb and ch not in ta]
+
+    def arrange(v, t, order):
+        perm = [t.index(ch) for ch in order]
+        if perm != list(range(len(perm))):
+            v = c.call("transpose", v, permutation=perm)
+        return v
+
+    a = arrange(ops[0], ta, batch + m + [k])
+    b = arrange(ops[1], tb, batch + [k] + nn)
+    B = [sizes[ch] for ch in batch]
+    M = int(np.prod([sizes[ch] for ch in m])) if m else 1
+    N = int(np.prod([sizes[ch] for ch in nn])) if nn else 1
+    a = c.call("reshape", a, [*B, M, sizes[k]])
+    b = c.call("reshape", b, [*B, sizes[k], N])
+    out = c.call("matmul", a, b)
+    out = c.call("reshape", out, [*B, *[sizes[ch] for ch in m], *[sizes[ch] for ch in nn]])
+    order = batch + m + nn
+    perm = [order.index(ch) for ch in rhs]
+    if perm != list(range(len(perm))):
+        out = c.call("transpose", out, permutation=perm)
+    return out
+
+
+# ---------------------------------------------------------------- reductions
+def reduce_axes(n, x, rank):
+    """The axes of a Reduce* node (attribute or input, per its version); None for all, [] for none."""
+    if len(x) > 1 and x[1] is not None:
+        axes = [int(a) % max(rank, 1) for a in np.asarray(x[1]).reshape(-1)]
+    else:
+        a = n.attrs.get("axes")
+        axes = None if a is None else [int(v) % max(rank, 1) for v in a]
+    if not axes:
+        return [] if int(n.attrs.get("noop_with_empty_axes", 0)) else None
+    return sorted(set(axes))
+
+
+_REDUCE = {"ReduceL1": "reduce_l1", "ReduceL2": "reduce_l2", "ReduceLogSum": "reduce_log_sum",
+           "ReduceLogSumExp": "reduce_log_sum_exp", "ReduceMax": "reduce_max", "ReduceMean": "reduce_mean",
+           "ReduceMin": "reduce_min", "ReduceProd": "reduce_product", "ReduceSum": "reduce_sum",
+           "ReduceSumSquare": "reduce_sum_square"}
+
+
+def _reduce(method):
+    def h(c, n, x):
+        v = c.operand(x[0])
+        if len(x) > 1 and x[1] is not None:
+            c.known(x[1], "axes")
+        axes = reduce_axes(n, x, _rank(c, v))
+        keep = bool(n.attr("keepdims", 1))
+        if axes == []:
+            return c.call("identity", v)
+        return c.call(method, v, axes=axes, keep_dimensions=keep)
+    return h
+
+
+for _k, _m in _REDUCE.items():
+    _h(_k, to=f"{_m} (axes as attribute or input, per opset)")(_reduce(_m))
+
+
+def _arg(method):
+    def h(c, n, x):
+        v = c.operand(x[0])
+        r = _rank(c, v)
+        axis = int(n.attr("axis", 0)) % r
+        keep = bool(n.attr("keepdims", 1))
+        if int(n.attr("select_last_index", 0)):
+            rev = c.call("reverse", v, axes=[axis])
+            idx = c.call(method, rev, axis, keep_dimensions=keep, output_data_type="int64")
+            return c.call("sub", c.scalar(c.shape(v)[axis] - 1, "int64"), idx)
+        return c.call(method, v, axis, keep_dimensions=keep, output_data_type="int64")
+    return h
+
+
+_h("ArgMax", to="arg_max (int64); select_last_index through reverse")(_arg("arg_max"))
+_h("ArgMin", to="arg_min (int64); select_last_index through reverse")(_arg("arg_min"))
+
+
+def _coerced(c, n, v, fn):
+    """Softmax-family before opset 13: the input as 2-D [prod(:axis), prod(axis:)]."""
+    s = c.shape(v)
+    r = len(s)
+    if n.since >= 13:
+        return fn(v, int(n.attr("axis", -1)) % r)
+    axis = int(n.attr("axis", 1)) % max(r, 1)
+    lead = int(np.prod(s[:axis])) if axis else 1
+    flat = c.call("reshape", v, [lead, int(np.prod(s[axis:]))])
+    return c.call("reshape", fn(flat, 1), list(s))
+
+
+@_h("Softmax", to="softmax (before opset 13 on the 2-D coercion)")
+def _softmax(c, n, x):
+    return _coerced(c, n, c.operand(x[0]), lambda v, axis: c.call("softmax", v, axis))
+
+
+@_h("LogSoftmax", to="x - reduce_max - reduce_log_sum_exp(x - reduce_max)")
+def _log_softmax(c, n, x):
+    def fn(v, axis):
+        m = c.call("reduce_max", v, axes=[axis], keep_dimensions=True)
+        d = c.call("sub", v, m)
+        return c.call("sub", d, c.call("reduce_log_sum_exp", d, axes=[axis],
+                                       keep_dimensions=True))
+    return _coerced(c, n, c.operand(x[0]), fn)
+
+
+@_h("Hardmax", to="equal(iota, arg_max) cast to the input type")
+def _hardmax(c, n, x):
+    def fn(v, axis):
+        s = c.shape(v)
+        idx = c.call("arg_max", v, axis, keep_dimensions=True, output_data_type="int32")
+        shape = [1] * len(s)
+        shape[axis] = s[axis]
+        iota = c.operand(np.arange(s[axis], dtype=np.int32).reshape(shape))
+        return c.call("cast", c.call("equal", iota, idx), v.data_type)
+    return _coerced(c, n, c.operand(x[0]), fn)
+
+
+@_h("CumSum", to="cumulative_sum (axis known)")
+def _cumsum(c, n, x):
+    v = c.operand(x[0])
+    axis = ints(c, x[1], "CumSum axis")[0] % _rank(c, v)
+    return c.call("cumulative_sum", v, axis, exclusive=bool(n.attr("exclusive", 0)),
+                  reversed=bool(n.attr("reverse", 0)))
+
+
+# ---------------------------------------------------------------- shapes and data movement
+def reshape_target(shape, target, allowzero=0) -> list[int]:
+    """ONNX Reshape's output shape: 0 copies the input's dimension (unless allowzero), -1 is inferred."""
+    t = [int(d) for d in np.asarray(target).reshape(-1)]
+    out = [shape[i] if (d == 0 and not allowzero) else d for i, d in enumerate(t)]
+    if -1 in out:
+        known = int(np.prod([d for d in out if d != -1]))
+        total = int(np.prod(shape))
+        out[out.index(-1)] = total // known if known else 0
+    return out
+
+
+@_h("Shape", to="folded: the static shape")
+def _shape(c, n, x):
+    from .fold import FOLDERS
+
+    return FOLDERS["Shape"](n, [np.empty(c.shape(x[0]), np.uint8)])
+
+
+@_h("Size", to="folded: the element count")
+def _size(c, n, x):
+    return np.array(int(np.prod(c.shape(x[0]))), np.int64)
+
+
+@_h("Constant", to="folded: a NumPy value")
+def _constant(c, n, x):
+    for key in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+        if key in n.attrs:
+            v = n.attrs[key]
+            if key.startswith("value_float"):
+                return np.array(v, np.float32)
+            if key.startswith("value_int"):
+                return np.array(v, np.int64)
+            return np.asarray(v)
+    raise Unsupported(f"Constant with attribute {list(n.attrs)}")
+
+
+@_h("ConstantOfShape", to="folded (shape known)")
+def _constant_of_shape(c, n, x):
+    c.known(x[0], "ConstantOfShape's shape")
+    raise Unsupported("ConstantOfShape")
+
+
+@_h("Range", to="folded (start, limit, delta known)")
+def _range(c, n, x):
+    for v, what in zip(x, ("start", "limit", "delta")):
+        c.known(v, f"Range's {what}")
+    raise Unsupported("Range")
+
+
+@_h("Reshape", to="reshape (shape known; 0 and -1 per ONNX)")
+def _reshape(c, n, x):
+    v = x[0]
+    target = reshape_target(c.shape(v), c.known(x[1], "Reshape's shape"), int(n.attr("allowzero", 0)))
+    return c.call("reshape", c.operand(v), target)
+
+
+@_h("Flatten", to="reshape to 2-D")
+def _flatten(c, n, x):
+    s = c.shape(x[0])
+    axis = int(n.attr("axis", 1))
+    axis = axis + len(s) if axis < 0 else axis
+    return c.call("reshape", c.operand(x[0]), [int(np.prod(s[:axis])), int(np.prod(s[axis:]))])
+
+
+@_h("Squeeze", to="reshape (axes as attribute or input, per opset)")
+def _squeeze(c, n, x):
+    s = c.shape(x[0])
+    if len(x) > 1 and x[1] is not None:
+        axes = [a % len(s) for a in ints(c, x[1], "Squeeze's axes")]
+    elif n.attr("axes") is not None:
+        axes = [int(a) % len(s) for a in n.attr("axes")]
+    else:
+        axes = [i for i, d in enumerate(s) if d == 1]
+    return c.call("reshape", c.operand(x[0]), [d for i, d in enumerate(s) if i not in axes])
+
+
+@_h("Unsqueeze", to="reshape (axes as attribute or input, per opset)")
+def _unsqueeze(c, n, x):
+    s = list(c.shape(x[0]))
+    axes = ints(c, x[1], "Unsqueeze's axes") if len(x) > 1 and x[1] is not None else [int(a) for a in n.attr("axes")]
+    rank = len(s) + len(axes)
+    for a in sorted(a % rank for a in axes):
+        s.insert(a, 1)
+    return c.call("reshape", c.operand(x[0]), s)
+
+
+@_h("Transpose", to="transpose")
+def _transpose(c, n, x):
+    perm = n.attr("perm")
+    v = c.operand(x[0])
+    return c.call("transpose", v, permutation=None if perm is None else [int(p) for p in perm])
+
+
+@_h("Expand", to="expand to the broadcast of the input's shape and the given one")
+def _expand(c, n, x):
+    v = c.operand(x[0])
+    target = ints(c, x[1], "Expand's shape")
+    out = list(np.broadcast_shapes(c.shape(v), tuple(target)))
+    if len(out) > _rank(c, v):
+        v = c.call("reshape", v, [1] * (len(out) - _rank(c, v)) + list(c.shape(v)))
+    return c.call("expand", v, out)
+
+
+@_h("Concat", to="concat")
+def _concat(c, n, x):
+    vals = [v for v in x if v is not None and int(np.prod(c.shape(v))) != 0 or False]
+    vals = _same_type(c, *vals)
+    axis = int(n.attr("axis")) % _rank(c, vals[0])
+    if len(vals) == 1:
+        return c.call("identity", vals[0])
+    return c.call("concat", vals, axis)
+
+
+@_h("Split", to="split (sizes as attribute, input or num_outputs, per opset)")
+def _split(c, n, x):
+    v = c.operand(x[0])
+    axis = int(n.attr("axis", 0)) % _rank(c, v)
+    dim = c.shape(v)[axis]
+    if len(x) > 1 and x[1] is not None:
+        sizes = ints(c, x[1], "Split's split")
+    elif n.attr("split") is not None:
+        sizes = [int(s) for s in n.attr("split")]
+    else:
+        k = int(n.attr("num_outputs", len(n.outputs)))
+        each = -(-dim // k)
+        sizes = [each] * (k - 1) + [dim - each * (k - 1)]
+    parts = [k for k in sizes if k]
+    outs = c.call("split", v, parts, axis=axis) if len(parts) > 1 else [c.call("identity", v)]
+    # an empty part is a known empty array: Concat drops it; any other use is refused
+    it = iter(outs)
+    shape = list(c.shape(v))
+    return [next(it) if k else np.zeros(shape[:axis] + [0] + shape[axis + 1:], _np_of(v.data_type))
+            for k in sizes]
+
+
+def slice_params(n, x, rank):
+    """(starts, ends, axes, steps) of a Slice node, per its version (attributes before 10)."""
+    if n.since < 10:
+        starts = [int(v) for v in n.attrs["starts"]]
+        ends = [int(v) for v in n.attrs["ends"]]
+        axes = [int(v) for v in n.attrs.get("axes", range(len(starts)))]
+        steps = [1] * len(starts)
+    else:
+        starts = [int(v) for v in np.asarray(x[1]).reshape(-1)]
+        ends = [int(v) for v in np.asarray(x[2]).reshape(-1)]
+        axes = ([int(v) for v in np.asarray(x[3]).reshape(-1)] if len(x) > 3 and x[3] is not None
+                else list(range(len(starts))))
+        steps = ([int(v) for v in np.asarray(x[4]).reshape(-1)] if len(x) > 4 and x[4] is not None
+                 else [1] * len(starts))
+    return starts, ends, [a % rank for a in axes], steps
+
+
+@_h("Slice", to="slice with strides (starts/ends/axes/steps known; negative steps through reverse)")
+def _slice(c, n, x):
+    v = c.operand(x[0])
+    s = c.shape(v)
+    if n.since >= 10:
+        for i, what in ((1, "starts"), (2, "ends"), (3, "axes"), (4, "steps")):
+            if len(x) > i and x[i] is not None:
+                c.known(x[i], f"Slice's {what}")
+    starts, ends, axes, steps = slice_params(n, x, len(s))
+    st, sz, stp = [0] * len(s), list(s), [1] * len(s)
+    rev = []
+    for b, e, a, k in zip(starts, ends, axes, steps):
+        idx = range(s[a])[slice(b, e, k)]
+        if len(idx) == 0:
+            raise Unsupported("Slice with an empty result")
+        if k < 0:
+            rev.append(a)
+            # reversed axis: element j of the result is input[idx[j]] = rev[s-1-idx[j]]
+            st[a], sz[a], stp[a] = s[a] - 1 - idx[0], (len(idx) - 1) * -k + 1, -k
+        else:
+            st[a], sz[a], stp[a] = idx[0], (len(idx) - 1) * k + 1, k
+    if rev:
+        v = c.call("reverse", v, axes=rev)
+    if st == [0] * len(s) and sz == list(s) and stp == [1] * len(s):
+        return c.call("identity", v) if not rev else v
+    return c.call("slice", v, st, sz, strides=stp)
+
+
+@_h("Tile", to="tile (repeats known)")
+def _tile(c, n, x):
+    return c.call("tile", c.operand(x[0]), ints(c, x[1], "Tile's repeats"))
+
+
+@_h("Pad", to="pad (constant, edge, reflect; pads known)")
+def _pad(c, n, x):
+    v = c.operand(x[0])
+    r = _rank(c, v)
+    mode = n.attr("mode", "constant")
+    if n.since < 11:
+        pads = [int(p) for p in n.attr("pads", n.attr("paddings", []))]
+        value = float(n.attr("value", 0.0))
+        axes = list(range(r))
+    else:
+        pads = ints(c, x[1], "Pad's pads")
+        value = 0
+        if len(x) > 2 and x[2] is not None:
+            cv = np.asarray(c.known(x[2], "Pad's constant_value")).reshape(-1)
+            value = (int(cv[0]) if cv.dtype.kind in "iub" else float(cv[0])) if cv.size else 0
+        axes = ([a % r for a in ints(c, x[3], "Pad's axes")] if len(x) > 3 and x[3] is not None
+                else list(range(r)))
+    k = len(axes)
+    begin, end = [0] * r, [0] * r
+    for i, a in enumerate(axes):
+        begin[a], end[a] = pads[i], pads[k + i]
+    if any(p < 0 for p in begin + end):
+        raise Unsupported("Pad with negative pads")
+    modes = {"constant": "constant", "edge": "edge", "reflect": "reflection"}
+    if mode not in modes:
+        raise Unsupported(f"Pad mode {mode!r}")
+    if not any(begin + end):
+        return c.call("identity", v)
+    return c.call("pad", v, begin, end, mode=modes[mode], value=value)
+
+
+@_h("Gather", to="gather")
+def _gather(c, n, x):
+    v = c.operand(x[0])
+    idx = x[1]
+    if c.is_known(idx) and idx.dtype not in (np.int32, np.int64):
+        idx = idx.astype(np.int64)
+    return c.call("gather", v, c.operand(idx), axis=int(n.attr("axis", 0)) % _rank(c, v))
+
+
+@_h("GatherElements", to="gather_elements")
+def _gather_elements(c, n, x):
+    v = c.operand(x[0])
+    return c.call("gather_elements", v, c.operand(x[1]), axis=int(n.attr("axis", 0)) % _rank(c, v))
+
+
+@_h("GatherND", to="gather_nd (batch_dims=0)")
+def _gather_nd(c, n, x):
+    if int(n.attr("batch_dims", 0)):
+        raise Unsupported("GatherND with batch_dims != 0")
+    return c.call("gather_nd", c.operand(x[0]), c.operand(x[1]))
+
+
+@_h("ScatterElements", "Scatter", to="scatter_elements (reduction='none')")
+def _scatter_elements(c, n, x):
+    if n.attr("reduction", "none") != "none":
+        raise Unsupported(f"ScatterElements reduction {n.attr('reduction')!r}")
+    v = c.operand(x[0])
+    return c.call("scatter_elements", v, c.operand(x[1]), c.operand(x[2], v.data_type),
+                  axis=int(n.attr("axis", 0)) % _rank(c, v))
+
+
+@_h("ScatterND", to="scatter_nd (reduction='none')")
+def _scatter_nd(c, n, x):
+    if n.attr("reduction", "none") != "none":
+        raise Unsupported(f"ScatterND reduction {n.attr('reduction')!r}")
+    v = c.operand(x[0])
+    return c.call("scatter_nd", v, c.operand(x[1]), c.operand(x[2], v.data_type))
+
+
+@_h("Trilu", to="triangular (k known)")
+def _trilu(c, n, x):
+    k = ints(c, x[1], "Trilu's k")[0] if len(x) > 1 and x[1] is not None else 0
+    return c.call("triangular", c.operand(x[0]), upper=bool(n.attr("upper", 1)), diagonal=k)
+
+
+@_h("DepthToSpace", to="reshape + transpose + reshape (DCR and CRD)")
+def _depth_to_space(c, n, x):
+    v = c.operand(x[0])
+    N, C, H, W = c.shape(v)
+    b = int(n.attr("blocksize"))
+    if n.attr("mode", "DCR") == "DCR":
+        t = c.call("reshape", v, [N, b, b, C // (b * b), H, W])
+        t = c.call("transpose", t, permutation=[0, 3, 4, 1, 5, 2])
+    else:
+        t = c.call("reshape", v, [N, C // (b * b), b, b, H, W])
+        t = c.call("transpose", t, permutation=[0, 1, 4, 2, 5, 3])
+    return c.call("reshape", t, [N, C // (b * b), H * b, W * b])
+
+
+@_h("SpaceToDepth", to="reshape + transpose + reshape (DCR and CRD)")
+def _space_to_depth(c, n, x):
+    v = c.operand(x[0])
+    N, C, H, W = c.shape(v)
+    b = int(n.attr("blocksize"))
+    t = c.call("reshape", v, [N, C, H // b, b, W // b, b])
+    crd = n.attr("mode", "DCR") == "CRD"
+    t = c.call("transpose", t, permutation=[0, 1, 3, 5, 2, 4] if crd else [0, 3, 5, 1, 2, 4])
+    return c.call("reshape", t, [N, C * b * b, H // b, W // b])
+
+
+@_h("EyeLike", to="folded: a constant")
+def _eye_like(c, n, x):
+    s = c.shape(x[0])
+    dt = n.attr("dtype")
+    from .reader import np_dtype_of
+
+    npdt = np_dtype_of(int(dt)) if dt is not None else (x[0].dtype if c.is_known(x[0]) else
+                                                         np.dtype(_np_of(c.wdtype(x[0]))))
+    return np.eye(s[0], s[1], int(n.attr("k", 0)), dtype=npdt)
+
+
+def _np_of(dt):
+    from .._dtypes import info
+
+    return info(dt).numpy
+
+
+# ---------------------------------------------------------------- resampling
+def _resize_common(c, n, v, scales, sizes, mode, coord, nearest_mode):
+    s = c.shape(v)
+    r = len(s)
+    if sizes is not None:
+        out = [int(d) for d in sizes]
+    else:
+        out = [int(math.floor(d * float(k))) for d, k in zip(s, scales)]
+    changed = [i for i in range(r) if out[i] != s[i] or (scales is not None and float(scales[i]) != 1.0)]
+    if len(changed) > 2 or r < 2:
+        raise Unsupported(f"{n.op} of more than two axes ({changed})")
+    if not changed:
+        return c.call("identity", v)
+    if len(changed) == 1:
+        i = changed[0]
+        changed = [i - 1, i] if i > 0 else [i, i + 1]
+    if changed[1] != changed[0] + 1:
+        raise Unsupported(f"{n.op} of non-adjacent axes {changed}")
+    if mode not in ("nearest", "linear", "bilinear"):
+        raise Unsupported(f"{n.op} mode {mode!r}")
+    if scales is not None and sizes is None:
+        for i in changed:
+            if s[i] * float(scales[i]) != out[i]:
+                raise Unsupported(f"{n.op} scale {scales[i]} that does not give a whole size for {s[i]}")
+    integer_up = all(out[i] % s[i] == 0 for i in changed)
+    if mode == "nearest":
+        ok = (coord in ("half_pixel", "pytorch_half_pixel") and nearest_mode == "round_prefer_floor") or (
+            coord == "asymmetric" and nearest_mode == "floor" and integer_up)
+        if coord == "pytorch_half_pixel" and any(out[i] == 1 for i in changed):
+            ok = False
+        if not ok:
+            raise Unsupported(f"{n.op} nearest with coordinate_transformation_mode={coord!r} and "
+                              f"nearest_mode={nearest_mode!r} (WebNN: half-pixel, round_prefer_floor)")
+    else:
+        ok = coord == "half_pixel" or (coord == "pytorch_half_pixel" and all(out[i] > 1 for i in changed))
+        if not ok:
+            raise Unsupported(f"{n.op} linear with coordinate_transformation_mode={coord!r} (WebNN: half_pixel)")
+    return c.call("resample2d", v, mode="nearest-neighbor" if mode == "nearest" else "linear",
+                  sizes=[out[i] for i in changed], axes=changed)
+
+
+@_h("Resize", to="resample2d (two adjacent axes; half-pixel nearest/linear, integer-factor asymmetric nearest)")
+def _resize(c, n, x):
+    v = c.operand(x[0])
+    if n.since < 11:
+        scales, sizes, coord = c.known(x[1], "Resize's scales"), None, "asymmetric"
+        nearest = "floor"
+    else:
+        if int(n.attr("antialias", 0)) or n.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
+            raise Unsupported("Resize with antialias or keep_aspect_ratio_policy")
+        scales = x[2] if len(x) > 2 and x[2] is not None and np.asarray(c.known(x[2], "scales")).size else None
+        sizes = c.known(x[3], "Resize's sizes") if len(x) > 3 and x[3] is not None else None
+        coord = n.attr("coordinate_transformation_mode", "half_pixel")
+        nearest = n.attr("nearest_mode", "round_prefer_floor")
+        axes = n.attr("axes")
+        r = _rank(c, v)
+        if axes is not None:
+            full_s = [1.0] * r
+            full_z = list(c.shape(v))
+            for j, a in enumerate(int(a) % r for a in axes):
+                if scales is not None:
+                    full_s[a] = float(np.asarray(scales).reshape(-1)[j])
+                if sizes is not None:
+                    full_z[a] = int(np.asarray(sizes).reshape(-1)[j])
+            scales = full_s if scales is not None else None
+            sizes = full_z if sizes is not None else None
+        if scales is not None:
+            scales = [float(k) for k in np.asarray(scales).reshape(-1)]
+        if sizes is not None:
+            sizes = [int(k) for k in np.asarray(sizes).reshape(-1)]
+            scales = None
+    if scales is not None and not isinstance(scales, list):
+        scales = [float(k) for k in np.asarray(scales).reshape(-1)]
+    return _resize_common(c, n, v, scales, sizes, n.attr("mode", "nearest"), coord, nearest)
+
+
+@_h("Upsample", to="resample2d (integer factors, nearest)")
+def _upsample(c, n, x):
+    v = c.operand(x[0])
+    if n.since < 9:
+        scales = [float(k) for k in n.attr("scales")]
+    else:
+        scales = [float(k) for k in np.asarray(c.known(x[1], "Upsample's scales")).reshape(-1)]
+    return _resize_common(c, n, v, scales, None, n.attr("mode", "nearest"), "asymmetric", "floor")
+
+
+# ---------------------------------------------------------------- quantization
+def _q_params(c, n, v, scale, zp, zp_default):
+    r = _rank(c, v)
+    s = c.shape(scale)
+    axis = int(n.attr("axis", 1)) % max(r, 1)
+    block = int(n.attr("block_size", 0))
+    if zp is None:
+        zp = np.zeros(s, zp_default)
+    if len(s) == 0 or (len(s) == 1 and s[0] == 1 and r != 1):
+        shape = [1] * r
+    elif block:
+        shape = list(s)
+    else:
+        shape = [1] * r
+        shape[axis] = s[0]
+    sc = c.call("reshape", c.operand(scale, v.data_type if c.wdtype(scale) != v.data_type else None), shape) \
+        if not c.is_known(scale) else c.operand(np.asarray(scale, np.float32).reshape(shape), v.data_type
+                                                if v.data_type in ("float32", "float16") else None)
+    z = c.operand(np.asarray(zp).reshape(shape)) if c.is_known(zp) else c.call("reshape", c.operand(zp), shape)
+    return sc, z
+
+
+@_h("QuantizeLinear", to="quantize_linear (per tensor, per axis, blocked)")
+def _quantize(c, n, x):
+    v = c.operand(x[0])
+    zp = x[2] if len(x) > 2 else None
+    out_t = n.attr("output_dtype", 0)
+    if zp is None and out_t not in (0, 2, 3):
+        raise Unsupported(f"QuantizeLinear output type {out_t}")
+    default = np.int8 if out_t == 3 else np.uint8
+    if int(n.attr("saturate", 1)) == 0:
+        raise Unsupported("QuantizeLinear saturate=0")
+    sc, z = _q_params(c, n, v, x[1], zp, default)
+    return c.call("quantize_linear", v, c.operand(sc, v.data_type), z)
+
+
+@_h("DequantizeLinear", to="dequantize_linear (per tensor, per axis, blocked)")
+def _dequantize(c, n, x):
+    v = c.operand(x[0])
+    zp = x[2] if len(x) > 2 else None
+    ft = c.dtype
+    sc, z = _q_params(c, n, v, x[1], zp, np.dtype(_np_of(v.data_type)))
+    sc = c.operand(sc, ft) if not hasattr(sc, "data_type") or sc.data_type != ft else sc
+    return c.call("dequantize_linear", v, sc, z)
+
+
+# ---------------------------------------------------------------- recurrent
+_ACT = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Relu": "relu"}
+_DIR = {"forward": "forward", "reverse": "backward", "bidirectional": "both"}
+
+
+def _rnn_common(c, n, x, gates):
+    v = c.operand(x[0])
+    batchwise = bool(int(n.attr("layout", 0)))
+    if batchwise:  # [batch, seq, input] -> [seq, batch, input]
+        v = c.call("transpose", v, permutation=[1, 0, 2])
+    if len(x) > 4 and x[4] is not None:
+        lens = np.asarray(c.known(x[4], f"{n.op}'s sequence_lens")).reshape(-1)
+        if not (lens == c.shape(v)[0]).all():
+            raise Unsupported(f"{n.op} with sequence_lens shorter than the sequence")
+    if n.attr("clip") is not None:
+        raise Unsupported(f"{n.op} with clip")
+    dt = v.data_type
+    w, r = c.operand(x[1], dt), c.operand(x[2], dt)
+    hidden = int(n.attr("hidden_size"))
+    steps = c.shape(v)[0]
+    bias = rbias = None
+    if len(x) > 3 and x[3] is not None:
+        b = x[3]
+        if c.is_known(b):
+            b = np.asarray(b)
+            bias, rbias = c.operand(b[:, :gates * hidden], dt), c.operand(b[:, gates * hidden:], dt)
+        else:
+            bias, rbias = c.call("split", b, 2, axis=1)
+    acts = n.attr("activations")
+    direction = _DIR[n.attr("direction", "forward")]
+    return v, w, r, hidden, steps, bias, rbias, acts, direction, dt
+
+
+def _acts(acts, count):
+    if acts is None:
+        return None
+    names = []
+    for a in acts[:count]:
+        if a not in _ACT:
+            raise Unsupported(f"recurrent activation {a!r}")
+        names.append(_ACT[a])
+    return names
+
+
+def _wants_sequence(c, n) -> bool:
+    return len(n.outputs) > 0 and bool(n.outputs[0]) and n.outputs[0] in c.used
+
+
+def _state_in(c, n, v, dt):
+    """An initial state, [num_dir, batch, hidden] (or [batch, num_dir, hidden] with layout=1)."""
+    if v is None:
+        return None
+    v = c.operand(v, dt)
+    return c.call("transpose", v, permutation=[1, 0, 2]) if int(n.attr("layout", 0)) else v
+
+
+def _rnn_out(c, n, seq, states):
+    """ONNX's outputs from WebNN's: Y [seq, num_dir, batch, hidden] and the final states,
+    transposed to [batch, seq, num_dir, hidden] / [batch, num_dir, hidden] with layout=1."""
+    if not int(n.attr("layout", 0)):
+        return [seq, *states]
+    if seq is not None:
+        seq = c.call("transpose", seq, permutation=[2, 0, 1, 3])
+    return [seq, *(c.call("transpose", h, permutation=[1, 0, 2]) for h in states)]
+
+
+@_h("GRU", to="gru (gate layout zrn, linear_before_reset as reset_after; layout=1 through transposes)")
+def _gru(c, n, x):
+    v, w, r, hidden, steps, bias, rbias, acts, direction, dt = _rnn_common(c, n, x, 3)
+    init = _state_in(c, n, x[5] if len(x) > 5 else None, dt)
+    seq = _wants_sequence(c, n)
+    outs = c.call("gru", v, w, r, steps, hidden, bias=bias, recurrent_bias=rbias, initial_hidden_state=init,
+                  reset_after=bool(n.attr("linear_before_reset", 0)), return_sequence=seq, direction=direction,
+                  layout="zrn", activations=_acts(acts, 2))
+    return _rnn_out(c, n, outs[1] if seq else None, [outs[0]])
+
+
+@_h("LSTM", to="lstm (gate layout iofg; input/forget peepholes; layout=1 through transposes)")
+def _lstm(c, n, x):
+    if int(n.attr("input_forget", 0)):
+        raise Unsupported("LSTM with input_forget=1")
+    v, w, r, hidden, steps, bias, rbias, acts, direction, dt = _rnn_common(c, n, x, 4)
+    init_h = _state_in(c, n, x[5] if len(x) > 5 else None, dt)
+    init_c = _state_in(c, n, x[6] if len(x) > 6 else None, dt)
+    peep = None
+    if len(x) > 7 and x[7] is not None:
+        p = np.asarray(c.known(x[7], "LSTM's peephole weights"))
+        hidden_size = int(n.attr("hidden_size"))
+        if np.any(p[:, hidden_size:2 * hidden_size]):
+            # ONNX's output gate looks at the new cell state, WebNN's lstm at the previous one
+            raise Unsupported("LSTM with output-gate peepholes (ONNX applies them to the new cell state, "
+                              "WebNN's lstm to the previous one)")
+        peep = c.operand(p, dt)
+    seq = _wants_sequence(c, n)
+    outs = c.call("lstm", v, w, r, steps, hidden, bias=bias, recurrent_bias=rbias, peephole_weight=peep,
+                  initial_hidden_state=init_h, initial_cell_state=init_c, return_sequence=seq,
+                  direction=direction, layout="iofg", activations=_acts(acts, 3))
+    return _rnn_out(c, n, outs[2] if seq else None, [outs[0], outs[1]])
+
+
+# ---------------------------------------------------------------- control flow
+@_h("If", to="the branch its known condition picks, inlined")
+def _if(c, n, x):
+    cond = bool(np.asarray(c.known(x[0], "If's condition")).reshape(-1)[0])
+    g = n.attrs["then_branch" if cond else "else_branch"]
+    from onnx import numpy_helper
+
+    for t in g.initializer:
+        c.env[t.name] = numpy_helper.to_array(t)
+    saved = c.node
+    c.walk(g.node)
+    c.node = saved
+    return [c.env.get(o.name) for o in g.output]
+
+
+# ---------------------------------------------------------------- attention helpers
+def _rotary(c, n, v, cos_cache, sin_cache, pos, interleaved: bool, num_heads: int, rotary_dim: int):
+    s = c.shape(v)
+    dt = v.data_type
+    if len(s) == 4:  # [B, H, S, D] -> [B, S, H, D]
+        x = c.call("transpose", v, permutation=[0, 2, 1, 3])
+        B, H, S, D = s
+    elif len(s) == 3:
+        if not num_heads:
+            raise Unsupported(f"{n.op} of a 3-D input needs num_heads")
+        B, S, HD = s
+        H, D = num_heads, HD // num_heads
+        x = c.call("reshape", v, [B, S, H, D])
+    else:
+        raise Unsupported(f"{n.op} of rank {len(s)}")
+    rd = rotary_dim or D
+    half = rd // 2
+    cos, sin = c.operand(cos_cache, dt), c.operand(sin_cache, dt)
+    if pos is not None:
+        cos, sin = c.call("gather", cos, c.operand(pos), axis=0), c.call("gather", sin, c.operand(pos), axis=0)
+    if c.shape(cos)[-1] != half:
+        cos = c.call("slice", cos, [0] * len(c.shape(cos)), [*c.shape(cos)[:-1], half])
+        sin = c.call("slice", sin, [0] * len(c.shape(sin)), [*c.shape(sin)[:-1], half])
+    cos = c.call("reshape", cos, [*c.shape(cos)[:-1][-2:], 1, half] if len(c.shape(cos)) >= 3 else
+                 [1, *c.shape(cos)[:-1], 1, half])
+    sin = c.call("reshape", sin, list(c.shape(cos)))
+    rot = x if rd == D else c.call("slice", x, [0, 0, 0, 0], [B, S, H, rd])
+    if interleaved:
+        x1 = c.call("slice", rot, [0, 0, 0, 0], [B, S, H, rd - 1], strides=[1, 1, 1, 2])
+        x2 = c.call("slice", rot, [0, 0, 0, 1], [B, S, H, rd - 1], strides=[1, 1, 1, 2])
+    else:
+        x1, x2 = c.call("split", rot, 2, axis=3)
+    real = c.call("sub", c.call("mul", cos, x1), c.call("mul", sin, x2))
+    imag = c.call("add", c.call("mul", sin, x1), c.call("mul", cos, x2))
+    if interleaved:
+        real = c.call("reshape", real, [B, S, H, half, 1])
+        imag = c.call("reshape", imag, [B, S, H, half, 1])
+        out = c.call("reshape", c.call("concat", [real, imag], 4), [B, S, H, rd])
+    else:
+        out = c.call("concat", [real, imag], 3)
+    if rd != D:
+        out = c.call("concat", [out, c.call("slice", x, [0, 0, 0, rd], [B, S, H, D - rd])], 3)
+    if len(s) == 4:
+        return c.call("transpose", out, permutation=[0, 2, 1, 3])
+    return c.call("reshape", out, list(s))
+
+
+@_h("RotaryEmbedding", to="slice/split, mul, sub, add, concat (cos/sin caches gathered by position_ids)")
+def _rotary_embedding(c, n, x):
+    pos = x[3] if len(x) > 3 else None
+    return _rotary(c, n, c.operand(x[0]), x[1], x[2], pos, bool(n.attr("interleaved", 0)),
+                   int(n.attr("num_heads", 0)), int(n.attr("rotary_embedding_dim", 0)))
+
+
+@_h("RotaryEmbedding", to="as ai.onnx RotaryEmbedding; a 1-element position_ids is an offset", domain=MS)
+def _rotary_embedding_ms(c, n, x):
+    if int(n.attr("is_packed_batching", 0)) or float(n.attr("scale", 1.0)) != 1.0:
+        raise Unsupported("RotaryEmbedding with is_packed_batching or scale")
+    v = c.operand(x[0])
+    pos = x[1]
+    S = c.shape(v)[-2] if _rank(c, v) == 4 else c.shape(v)[1]
+    if c.is_known(pos) and np.asarray(pos).size == 1:
+        pos = (int(np.asarray(pos).reshape(-1)[0]) + np.arange(S, dtype=np.int64))[None]
+    return _rotary(c, n, v, x[2], x[3], pos, bool(n.attr("interleaved", 0)),
+                   int(n.attr("num_heads", 0)), int(n.attr("rotary_embedding_dim", 0)))
+
+
+@_h("MultiHeadAttention", to="reshape/transpose, matmul, softmax, matmul (no mask, bias or past)", domain=MS)
+def _multi_head_attention(c, n, x):
+    if any(v is not None for v in x[3:]) or any(o and o in c.used for o in n.outputs[1:]):
+        raise Unsupported("MultiHeadAttention with bias, masks, past/present key and value, or packed inputs")
+    if int(n.attr("unidirectional", 0)):
+        raise Unsupported("MultiHeadAttention with unidirectional=1")
+    q = c.operand(x[0])
+    dt = q.data_type
+    if x[1] is None or x[2] is None or _rank(c, q) != 3 or _rank(c, x[1]) != 3 or _rank(c, x[2]) != 3:
+        raise Unsupported("MultiHeadAttention with packed or 4-D query/key/value")
+    k, v = c.operand(x[1], dt), c.operand(x[2], dt)
+    heads = int(n.attr("num_heads"))
+    B, S, D = c.shape(q)
+    L, Dv = c.shape(v)[1], c.shape(v)[2]
+    d, dv = D // heads, Dv // heads
+    scale = float(n.attr("scale", 0.0)) or 1.0 / math.sqrt(d)
+
+    def heads_first(t, length, size):
+        return c.call("transpose", c.call("reshape", t, [B, length, heads, size]), permutation=[0, 2, 1, 3])
+
+    qh, kh, vh = heads_first(q, S, d), heads_first(k, L, d), heads_first(v, L, dv)
+    scores = c.call("matmul", qh, c.call("transpose", kh, permutation=[0, 1, 3, 2]))
+    probs = c.call("softmax", c.call("mul", scores, c.scalar(scale, dt)), 3)
+    out = c.call("transpose", c.call("matmul", probs, vh), permutation=[0, 2, 1, 3])
+    return [c.call("reshape", out, [B, S, Dv]), None, None]
