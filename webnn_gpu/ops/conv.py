@@ -98,7 +98,11 @@ EXPAND_MAX_K = 32
 #: reads (a block's window overlaps its neighbours'): past it, the recomputed expansion costs
 #: more than the stores and loads it saves (measured on the selfie model's 5x5 blocks).
 EXPAND_MAX_RECOMPUTE = 2.5
-EXPAND_MAX_X = 400
+#: ... and at most this many vec4s of expansion input held per invocation (rows x columns x
+#: K / 4, live through the channel loop): 324 of them (a 4 x 4 block of a stride-2 3x3 window
+#: on 16 channels) take LLVM 13 s to compile, a 2 x 4 block's 180 take 4 s and run as fast
+#: (lavapipe, Mesa 22.3).
+EXPAND_MAX_X = 256
 
 
 # ---------------------------------------------------------------- shapes and validation
