@@ -211,7 +211,6 @@ def _templates(ctx, case) -> set[str]:
     ("first-layer-nhwc", "gemm", "matmul/tile.wgsl"),
     ("nhwc-3x3-c16", "block", "matmul/tile.wgsl"),  # 16 input channels: automatic choice
     ("first-layer-5x5-nhwc", "", "matmul/tile.wgsl"),  # a filter too large to hold: no block
-    ("block-c4-dilated-batch2", "", "conv/block.wgsl"),  # 200 filter vec4s: a block
 ])
 def test_conv2d_variant_choice(ctx, force, name, variant, template):
     force("conv", variant)
