@@ -153,9 +153,9 @@ def main(argv=None) -> int:
             t["worst"] = max(t["worst"], row["cold_wall"])
     for r in roots:
         t = totals[r]
+        warm = "" if args.no_warm else f"; warm {t['warm_wall']:.2f} s wall, {t['warm_cpu']:.2f} s CPU"
         print(f"total {names[r]}: {t['models']} models, {t['pipelines']} pipelines; cold {t['cold_wall']:.1f} s wall "
-              f"(slowest {t['worst']:.1f} s), {t['cold_cpu']:.1f} s CPU; warm {t['warm_wall']:.2f} s wall, "
-              f"{t['warm_cpu']:.2f} s CPU")
+              f"(slowest {t['worst']:.1f} s), {t['cold_cpu']:.1f} s CPU{warm}")
     if len(roots) > 1:
         base = totals[roots[0]]
         for r in roots[1:]:
