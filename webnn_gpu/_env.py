@@ -1,7 +1,8 @@
 """Debug knobs read from the environment once, at import.
 
 * ``WEBNN_GPU_DEBUG=1|2|3``: 1 logs the graph after the compiler passes, 2 also the kernel
-  list with dispatch sizes, 3 also dumps every WGSL kernel to ``WEBNN_GPU_DUMP_DIR``.
+  list with dispatch sizes and each new pipeline's first-run (driver compile) time at
+  ``build()``, 3 also dumps every WGSL kernel to ``WEBNN_GPU_DUMP_DIR``.
 * ``WEBNN_GPU_FORCE_<ALGO>=<variant>``: force a kernel variant (see :func:`force`).
 * ``WEBNN_GPU_PROFILE=1``: time each kernel with timestamp queries.
 * ``WEBNN_GPU_PASSES=-name,...``: switch compiler passes off (``webnn_gpu._compiler``).

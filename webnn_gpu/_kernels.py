@@ -17,6 +17,7 @@ import logging
 import math
 import os
 import re
+import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -385,6 +386,47 @@ class PipelineCache:
         # the first request of a pipeline made above is its miss; the rest count as hits
         return [made.pop(k) if k in made else self.get(req[0], template=req[1], label=req[2])
                 for k, req in zip(keys, requests)]
+
+    def run_once(self, device, jobs: list, wait) -> None:
+        """Run each of ``jobs`` ((pipeline, bind group, label, template) each) once, one
+        workgroup each, then mark the pipelines warm. Lazy drivers (lavapipe) compile a
+        pipeline's machine code here, in the submission, one pipeline after another.
+
+        ``wait(fence)`` waits for the submission that clears the 4-byte MAP_READ buffer
+        ``fence`` and maps it. With ``WEBNN_GPU_DEBUG=2`` (or more) every job runs in a
+        submission of its own and the time each takes (its compile) is logged, slowest first.
+        """
+        if not jobs:
+            return
+        import wgpu
+
+        from . import _env
+
+        timed = _env.DEBUG >= 2
+        fence = device.create_buffer(size=4, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        times = []
+        try:
+            for batch in ([j] for j in jobs) if timed else [jobs]:
+                t0 = time.perf_counter()
+                enc = device.create_command_encoder(label="warm-up")
+                cpass = enc.begin_compute_pass(label="warm-up")
+                for pipeline, group, _, _ in batch:
+                    cpass.set_pipeline(pipeline)
+                    cpass.set_bind_group(0, group)
+                    cpass.dispatch_workgroups(1, 1, 1)
+                cpass.end()
+                enc.clear_buffer(fence)
+                device.queue.submit([enc.finish()])
+                wait(fence)  # done when the submission is (never hangs)
+                fence.unmap()
+                times.append(time.perf_counter() - t0)
+        finally:
+            fence.destroy()
+        self.warm.update(id(j[0]) for j in jobs)
+        if timed:
+            rows = sorted(zip(times, jobs), key=lambda r: -r[0])
+            log.debug("pipeline compile (first run) of %d pipelines: %.2f s; slowest first:\n%s", len(jobs),
+                      sum(times), "\n".join(f"  {t:7.3f} s  {j[3]:<28} {j[2]}" for t, j in rows))
 
     def _compile(self, k: str, wgsl: str, template: str, label: str, entry: str):
         if DEBUG >= 3 and DUMP_DIR:

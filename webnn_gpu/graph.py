@@ -237,23 +237,13 @@ class MLGraph:
 
         ins = {n: scratch(f"input {n!r}", v) for n, v in self._inputs.items()}
         outs = {n: scratch(f"output {n!r}", v) for n, v in self._outputs.items()}
-        fence = device.create_buffer(size=4, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
-        enc = device.create_command_encoder(label="warm-up")
-        cpass = enc.begin_compute_pass(label="warm-up")
-        for i in todo.values():
-            step = self._steps[i]
-            group = self._static_groups.get(i) or self._make_bind_group(step, ins, outs)
-            cpass.set_pipeline(step.pipeline)
-            cpass.set_bind_group(0, group)
-            cpass.dispatch_workgroups(1, 1, 1)
-        cpass.end()
-        enc.clear_buffer(fence)
-        device.queue.submit([enc.finish()])
-        self._context._timeline.map_read(fence, 4, "build")  # done when the submission is (never hangs)
-        fence.unmap()
-        for b in (fence, *ins.values(), *outs.values()):
-            b.destroy()
-        cache.warm.update(todo)
+        jobs = [(s.pipeline, self._static_groups.get(i) or self._make_bind_group(s, ins, outs), s.label, s.template)
+                for i, s in ((i, self._steps[i]) for i in todo.values())]
+        try:
+            cache.run_once(device, jobs, lambda fence: self._context._timeline.map_read(fence, 4, "build"))
+        finally:
+            for b in (*ins.values(), *outs.values()):
+                b.destroy()
 
     # ------------------------------------------------------------------ public
     @property

@@ -72,8 +72,15 @@ def profile_graph(ctx, graph, inputs: dict, repeats: int = 10) -> list[dict]:
     return rows
 
 
-def format_table(rows: list[dict]) -> str:
-    """A text table of :func:`profile_graph` rows, slowest operators summed at the end."""
+def pipeline_count(graph) -> int:
+    """The distinct compute pipelines ``graph``'s kernels use (what a first build compiles; the
+    kernels of layers with identical shader text share one)."""
+    return len({id(s.pipeline) for s in graph._steps if isinstance(s, KernelStep)})
+
+
+def format_table(rows: list[dict], pipelines: int | None = None) -> str:
+    """A text table of :func:`profile_graph` rows, slowest operators summed at the end
+    (``pipelines``: the graph's :func:`pipeline_count`, shown beside the kernel count)."""
     total = sum(r["us"] for r in rows) or 1.0
     lines = [f"{'#':>3}  {'us':>9}  {'%':>5}  {'kernel':<28} label"]
     for i, r in enumerate(rows):
@@ -81,7 +88,8 @@ def format_table(rows: list[dict]) -> str:
     by_template: defaultdict[str, float] = defaultdict(float)
     for r in rows:
         by_template[r["template"]] += r["us"]
-    lines.append(f"total {total:.1f} us over {len(rows)} kernels; by template:")
+    shared = f" ({pipelines} pipelines)" if pipelines is not None else ""
+    lines.append(f"total {total:.1f} us over {len(rows)} kernels{shared}; by template:")
     for t, us in sorted(by_template.items(), key=lambda kv: -kv[1]):
         lines.append(f"  {t:<28} {us:>9.1f} us  {100 * us / total:>5.1f}%")
     return "\n".join(lines)
@@ -110,5 +118,5 @@ def run(args) -> int:
     rng = np.random.default_rng(0)
     inputs = {n: rng.random(d["shape"]).astype(_dtypes.info(d["data_type"]).numpy)
               for n, d in model.graph.inputs.items()}
-    print(format_table(profile_graph(ctx, model.graph, inputs, args.repeats)))
+    print(format_table(profile_graph(ctx, model.graph, inputs, args.repeats), pipeline_count(model.graph)))
     return 0

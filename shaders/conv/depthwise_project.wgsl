@@ -164,26 +164,34 @@ enable f16;
 {% endfor %}
 {% for c in range(4) %}
     {{ tl.hoist_q(ep, "q" ~ c, "cb * 4u + " ~ c ~ "u") }}
-{% for j in range(N4 if mode != "store" else 0) %}
-    let p{{ c }}_{{ j }} = vec4<f32>(pw[(cb * 4u + {{ c }}u) * {{ N4 }}u + {{ j }}u]);
-{% endfor %}
 {% endfor %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
+{% if mode != "store" %}
+    var e{{ t }}_{{ p }} = vec4<f32>(0.0);
+{% endif %}
     if (in{{ t }}_{{ p }}) {
       let o = pix{{ t }}_{{ p }} * {{ C }}u + cb * 4u;
       let v = d{{ t }}_{{ p }};
-      let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u", "q" ~ c, "xc" ~ t ~ "_" ~ p ~ "." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
+      {{ "let e" if mode == "store" else "e" ~ t ~ "_" ~ p }} = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u", "q" ~ c, "xc" ~ t ~ "_" ~ p ~ "." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
 {% if mode == "store" %}
       out[pix{{ t }}_{{ p }} * {{ C4 }}u + cb] = vec4<{{ T }}>(e);
 {% if pool %}
       psum = psum + e;
 {% endif %}
 {% endif %}
-{% for j in range(N4 if mode != "store" else 0) %}
-      a{{ t }}_{{ p }}_{{ j }} = a{{ t }}_{{ p }}_{{ j }} + e.x * p0_{{ j }} + e.y * p1_{{ j }} + e.z * p2_{{ j }} + e.w * p3_{{ j }};
-{% endfor %}
     }
+{% endfor %}
+{% endfor %}
+{% for j in range(N4 if mode != "store" else 0) %}
+    // projection columns 4j..4j+3: each row of the matrix is loaded right before its uses
+{% for c in range(4) %}
+    let p{{ c }}_{{ j }} = vec4<f32>(pw[(cb * 4u + {{ c }}u) * {{ N4 }}u + {{ j }}u]);
+{% endfor %}
+{% for t in range(TH) %}
+{% for p in range(TW) %}
+    a{{ t }}_{{ p }}_{{ j }} = a{{ t }}_{{ p }}_{{ j }} + e{{ t }}_{{ p }}.x * p0_{{ j }} + e{{ t }}_{{ p }}.y * p1_{{ j }} + e{{ t }}_{{ p }}.z * p2_{{ j }} + e{{ t }}_{{ p }}.w * p3_{{ j }};
+{% endfor %}
 {% endfor %}
 {% endfor %}
 {% if pool and mode == "store" %}

@@ -70,6 +70,9 @@ CONV_CASES = {
     # conv/block.wgsl: few input and output channels, a block of pixels per invocation
     "block-c4-dilated-batch2": conv_case(2, 4, 10, 9, 8, 5, 5, (2, 2, 3, 1), (1, 2), (2, 1), input_layout="nhwc",
                                          filter_layout="hwio", bias=True),
+    # past BLOCK_MAX_WEIGHTS filter vec4s (5x5 x 3 -> 24: 450) the implicit GEMM instead
+    "first-layer-5x5-nhwc": conv_case(1, 3, 13, 11, 24, 5, 5, (1, 2, 1, 2), (2, 2), input_layout="nhwc",
+                                      filter_layout="ohwi", bias=True),
     "block-c1-f16": conv_case(1, 1, 12, 10, 4, 3, 3, (1, 1, 1, 1), input_layout="nhwc", filter_layout="ihwo",
                               bias=True, dtype=np.float16),
     "grouped-nchw": conv_case(2, 8, 9, 11, 12, 3, 2, (2, 0, 1, 2), (2, 1), (1, 2), groups=4, filter_layout="hwio",
@@ -207,6 +210,7 @@ def _templates(ctx, case) -> set[str]:
     ("first-layer-nhwc", "", "conv/block.wgsl"),
     ("first-layer-nhwc", "gemm", "matmul/tile.wgsl"),
     ("nhwc-3x3-c16", "block", "matmul/tile.wgsl"),  # 16 input channels: automatic choice
+    ("first-layer-5x5-nhwc", "", "matmul/tile.wgsl"),  # a filter too large to hold: no block
 ])
 def test_conv2d_variant_choice(ctx, force, name, variant, template):
     force("conv", variant)

@@ -12,8 +12,9 @@ applies, and falls back to the automatic choice where it does not):
   (``shaders/conv/depthwise.wgsl``): vec4 of channels x several output columns per invocation,
   input columns loaded once per filter row. Sizes and padding come from a parameter buffer:
   one pipeline per (window, strides, dilations, block, epilogue), whatever the image size.
-* ``block``: one group, NHWC, at most 4 input and 32 output channels (a first layer on an RGB
-  image; ``shaders/conv/block.wgsl``): a block of output pixels with every output channel per
+* ``block``: one group, NHWC, at most 4 input and 32 output channels and a filter of at most
+  :data:`BLOCK_MAX_WEIGHTS` vec4s (a first layer on an RGB image with a small window;
+  ``shaders/conv/block.wgsl``): a block of output pixels with every output channel per
   invocation, each input row loaded once for every tap that reads it.
 * ``gemm``: implicit GEMM on the tile kernel (``shaders/matmul/tile.wgsl``), the input patch
   gathered on the fly (no im2col buffer); any layout pair, any groups.
@@ -67,6 +68,11 @@ BLOCK_MAX_C = 4
 BLOCK_MAX_O = 32
 BLOCK_TILE = (4, 2)
 BLOCK_MAX_LOADS = 256
+#: ... and at most this many filter vec4s (KH * KW * C * O / 4), which an invocation holds in
+#: registers throughout: past it the kernel spills, LLVM takes 12-20 s to compile it (5x5
+#: windows to 24 or 32 channels) and the implicit GEMM runs as fast or faster (measured on
+#: lavapipe, Mesa 22.3: 3x3 -> 24 channels, 162 vec4s, stays 1.3x faster as a block).
+BLOCK_MAX_WEIGHTS = 256
 #: NCHW implicit GEMM reads an NHWC copy of the input when the channels allow vec4 loads.
 NCHW_TO_NHWC = True
 #: Largest (input rows x input columns) one depthwise invocation loads (register budget).
@@ -92,7 +98,11 @@ EXPAND_MAX_K = 32
 #: reads (a block's window overlaps its neighbours'): past it, the recomputed expansion costs
 #: more than the stores and loads it saves (measured on the selfie model's 5x5 blocks).
 EXPAND_MAX_RECOMPUTE = 2.5
-EXPAND_MAX_X = 400
+#: ... and at most this many vec4s of expansion input held per invocation (rows x columns x
+#: K / 4, live through the channel loop): 324 of them (a 4 x 4 block of a stride-2 3x3 window
+#: on 16 channels) take LLVM 13 s to compile, a 2 x 4 block's 180 take 4 s and run as fast
+#: (lavapipe, Mesa 22.3).
+EXPAND_MAX_X = 256
 
 
 # ---------------------------------------------------------------- shapes and validation
@@ -318,7 +328,8 @@ def _conv_variant(g: dict, layout: str, tuning: str = "default") -> str:
     depthwise = (layout == "nhwc" and g["G"] == g["C"] == g["O"] and g["KH"] * g["KW"] <= 49
                  and len(_segment(g, tw)) * len(_rows(g, th)) <= DW_MAX_LOADS)
     block = (layout == "nhwc" and g["G"] == 1 and g["C"] <= BLOCK_MAX_C and g["O"] % 4 == 0
-             and g["O"] <= BLOCK_MAX_O and g["KH"] * g["KW"] <= 49 and not pointwise and _block_tile(g) is not None)
+             and g["O"] <= BLOCK_MAX_O and g["KH"] * g["KW"] * g["C"] * g["O"] // 4 <= BLOCK_MAX_WEIGHTS
+             and not pointwise and _block_tile(g) is not None)
     if (forced == "pointwise" and pointwise or forced == "depthwise" and depthwise or forced == "block" and block
             or forced in ("gemm", "direct")):
         return forced

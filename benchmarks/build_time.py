@@ -1,0 +1,171 @@
+"""First-build time of models: cold (Mesa's shader cache empty) and warm, each in a fresh process.
+
+    .venv/bin/python benchmarks/build_time.py [MODEL ...] [--zoo DIR] [--checkout DIR ...]
+                                              [--rounds 1] [--dtype float32] [--no-warm]
+
+A MODEL is a ``.tflite`` path or a name ``webnn-gpu fetch`` knows (default: the selfie
+segmenter); ``--zoo DIR`` adds every ``*.tflite`` of a folder. For each model and each
+checkout (alternating, so that every side sees the same machine load) one fresh process times
+``webnn.load`` (which converts, compiles and warms every pipeline) with Mesa's shader cache in
+an empty private folder (``MESA_SHADER_CACHE_DIR``: the cache is empty, as on a first run, and
+the shared per-user cache is neither read nor filled); a second fresh process then times the
+same load with that folder filled (warm). Prints per model the distinct pipelines, the kernels,
+and wall and CPU seconds of both builds (CPU: user + system time of the process, its compile
+threads and the driver's queue thread included; on a machine shared with other work it is the
+steadier number), then the totals per checkout.
+
+A checkout is a source tree of webnn-gpu (for instance ``git archive COMMIT | tar -x -C DIR``);
+it is imported from its own ``webnn_gpu/`` and ``shaders/`` with this environment's packages,
+as ``benchmarks/ab.py`` does; the default is this one. ``--no-template-cache`` also starts
+without the rendered-template caches (``WEBNN_GPU_TEMPLATE_CACHE=0``).
+
+Per-pipeline compile times: ``WEBNN_GPU_DEBUG=2`` logs each new pipeline's driver compile time
+at ``build()``, slowest first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+_RUN = r'''
+import json, resource, sys, time, types
+root, path, dtype = sys.argv[1], sys.argv[2], sys.argv[3]
+if root:
+    sys.path.insert(0, root)
+    shaders = types.ModuleType("webnn_gpu.shaders")  # the checkout's templates, not the installed ones
+    shaders.__file__ = root + "/shaders/__init__.py"
+    shaders.__path__ = [root + "/shaders"]
+    sys.modules["webnn_gpu.shaders"] = shaders
+import webnn_gpu as webnn
+from webnn_gpu._lower import KernelStep
+assert not root or webnn.__file__.startswith(root), webnn.__file__
+
+
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+ctx = webnn.ml.create_context()
+t0, c0 = time.perf_counter(), cpu()
+graph = webnn.load(path, ctx, dtype=dtype).graph
+wall, secs = time.perf_counter() - t0, cpu() - c0
+kernels = [s for s in graph._steps if isinstance(s, KernelStep)]
+print(json.dumps({"wall": wall, "cpu": secs, "kernels": len(kernels),
+                  "pipelines": len({id(s.pipeline) for s in kernels})}))
+'''
+
+
+def measure(model: str, *, root: str = "", dtype: str = "float32", cache_dir: str, env: dict | None = None) -> dict:
+    """Time one ``webnn.load`` of ``model`` in a fresh process with Mesa's shader cache in
+    ``cache_dir`` (empty: a cold build; filled by an earlier call: a warm one).
+
+    Returns:
+        dict: ``wall`` and ``cpu`` seconds, ``kernels`` and distinct ``pipelines`` of the graph.
+
+    Raises:
+        RuntimeError: the process failed (its last output in the message).
+    """
+    env = dict(os.environ if env is None else env)
+    env.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    env.pop("MESA_SHADER_CACHE_DISABLE", None)
+    env["MESA_SHADER_CACHE_DIR"] = cache_dir
+    out = subprocess.run([sys.executable, "-c", _RUN, root, model, dtype], capture_output=True, text=True, env=env)
+    if out.returncode:
+        raise RuntimeError(f"{model}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _models(args) -> list[str]:
+    models = list(args.models)
+    for folder in args.zoo:
+        models += sorted(glob.glob(os.path.join(folder, "*.tflite")))
+    if not models:
+        models = ["selfie-segmentation"]
+    out = []
+    for m in models:
+        if not os.path.exists(m):
+            from webnn_gpu.models import fetch
+
+            m = fetch(m)
+        out.append(m)
+    return out
+
+
+def main(argv=None) -> int:
+    """Measure and print the table (see the module docstring)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("models", nargs="*", help=".tflite paths or names known to 'webnn-gpu fetch'")
+    p.add_argument("--zoo", action="append", default=[], help="a folder: every *.tflite in it")
+    p.add_argument("--checkout", action="append", default=[], help="a source tree to measure (repeatable)")
+    p.add_argument("--rounds", type=int, default=1, help="cold/warm pairs per model and checkout (median)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float16"])
+    p.add_argument("--no-warm", action="store_true", help="only the cold build")
+    p.add_argument("--no-template-cache", action="store_true", help="WEBNN_GPU_TEMPLATE_CACHE=0 too")
+    args = p.parse_args(argv)
+    roots = [os.path.abspath(c) for c in args.checkout] or [""]
+    env = dict(os.environ)
+    if args.no_template_cache:
+        env["WEBNN_GPU_TEMPLATE_CACHE"] = "0"
+    names = {r: (os.path.basename(r) or r) if r else "this" for r in roots}
+    print(f"{'model':<36} {'checkout':<12} {'pipes':>5} {'kernels':>7} {'cold wall':>9} {'cold cpu':>8} "
+          f"{'warm wall':>9} {'warm cpu':>8}", flush=True)
+    totals = {r: {"cold_wall": 0.0, "cold_cpu": 0.0, "warm_wall": 0.0, "warm_cpu": 0.0, "pipelines": 0, "models": 0,
+                  "worst": 0.0} for r in roots}
+    failed = []
+    for model in _models(args):
+        name = os.path.splitext(os.path.basename(model))[0]
+        runs: dict[str, list[dict]] = {r: [] for r in roots}
+        try:
+            for _ in range(args.rounds):
+                for r in roots:
+                    with tempfile.TemporaryDirectory(prefix="build-time-mesa-") as cache:
+                        cold = measure(model, root=r, dtype=args.dtype, cache_dir=cache, env=env)
+                        warm = None if args.no_warm else measure(model, root=r, dtype=args.dtype, cache_dir=cache,
+                                                                 env=env)
+                    runs[r].append({"cold": cold, "warm": warm})
+        except RuntimeError as exc:
+            print(f"{name:<36} failed: {exc}", flush=True)
+            failed.append(name)
+            continue
+        for r in roots:
+            def med(which, key, r=r):
+                vals = [x[which][key] for x in runs[r] if x[which] is not None]
+                return statistics.median(vals) if vals else float("nan")
+
+            row = {k: med(w, s) for k, (w, s) in {"cold_wall": ("cold", "wall"), "cold_cpu": ("cold", "cpu"),
+                                                  "warm_wall": ("warm", "wall"), "warm_cpu": ("warm", "cpu")}.items()}
+            first = runs[r][0]["cold"]
+            print(f"{name:<36} {names[r]:<12} {first['pipelines']:>5} {first['kernels']:>7} {row['cold_wall']:>9.1f} "
+                  f"{row['cold_cpu']:>8.1f} {row['warm_wall']:>9.2f} {row['warm_cpu']:>8.2f}", flush=True)
+            t = totals[r]
+            for k, v in row.items():
+                t[k] += v
+            t["pipelines"] += first["pipelines"]
+            t["models"] += 1
+            t["worst"] = max(t["worst"], row["cold_wall"])
+    for r in roots:
+        t = totals[r]
+        warm = "" if args.no_warm else f"; warm {t['warm_wall']:.2f} s wall, {t['warm_cpu']:.2f} s CPU"
+        print(f"total {names[r]}: {t['models']} models, {t['pipelines']} pipelines; cold {t['cold_wall']:.1f} s wall "
+              f"(slowest {t['worst']:.1f} s), {t['cold_cpu']:.1f} s CPU{warm}")
+    if len(roots) > 1:
+        base = totals[roots[0]]
+        for r in roots[1:]:
+            t = totals[r]
+            print(f"{names[r]} / {names[roots[0]]}: cold CPU {t['cold_cpu'] / max(base['cold_cpu'], 1e-9):.2f}, "
+                  f"pipelines {t['pipelines']} / {base['pipelines']}")
+    if failed:
+        print(f"failed to load: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
