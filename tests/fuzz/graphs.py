@@ -412,7 +412,8 @@ class Gen:
         return self.emit("conv2d", [v, w], attrs, kw)
 
     def motif_conv(self, v, layout):
-        return self.elementwise_tail(self.conv(v, layout), layout), layout
+        """A conv and its epilogue; now and then a long one (the epilogue's bounds)."""
+        return self.elementwise_tail(self.conv(v, layout), layout, 14 if self.p(0.1) else 4), layout
 
     def motif_conv_input(self, v, layout):
         """mul(x, s) / mul(s, x) / add(x, r) / add(mul(x, s), r) in front of a pointwise conv."""
