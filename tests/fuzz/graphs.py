@@ -141,6 +141,11 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
+def _softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
 def _erf(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x)
 
@@ -176,6 +181,7 @@ REFERENCE = {
     "cast": lambda a, x: x,  # float16 constants widened: their values are the float16 values
     "reduce_mean": lambda a, x: x.mean(axis=tuple(a["axes"]), keepdims=a.get("keep_dimensions", False)),
     "concat": lambda a, *xs: np.concatenate(xs, axis=a["axis"]),
+    "softmax": lambda a, x: _softmax(x, a["axis"]),
 }
 #: builder methods taking a sequence of operands as their first argument
 LIST_INPUT = {"concat"}
@@ -594,6 +600,20 @@ class Gen:
             v = self.emit("gemm", [a, b], attrs, kw)
         self.output(self.elementwise_tail(v, None, 4))
 
+    def graph_attention(self):
+        """softmax(q k^T * scale + mask) v, with epilogues on both matmuls."""
+        T, D = self.pick((3, 5, 8)), self.pick((4, 8))
+        batch = [2] if self.p(0.3) else []
+        q = self.input(batch + [T, D])
+        k = self.made_const([D, T], "filter") if self.p(0.5) else self.input(batch + [D, T])
+        s = self.emit("matmul", [q, k])
+        s = self.emit("mul", [s, self.made_const([])] if self.p(0.5) else [self.made_const([]), s])
+        if self.p(0.5):
+            s = self.emit("add", [s, self.input([T, T])])
+        s = self.emit("softmax", [s], {"axis": len(batch) + 1})
+        v = self.made_const([T, D], "filter")
+        self.output(self.elementwise_tail(self.emit("matmul", [s, v]), None, 3))
+
     def graph_elementwise(self):
         shape = tuple(self.pick(SIZES[:5]) for _ in range(int(self.rng.integers(1, 5))))
         v = self.input(shape)
@@ -606,8 +626,10 @@ def generate(seed: int, index: int) -> dict:
     r = g.rng.random()
     if r < 0.8:
         g.graph4d()
-    elif r < 0.92:
+    elif r < 0.87:
         g.graph_matmul()
+    elif r < 0.93:
+        g.graph_attention()
     else:
         g.graph_elementwise()
     if not g.outputs:  # (every op drawn was none)
@@ -773,7 +795,7 @@ def fuzz(ctx, seeds, count: int, deadline: float | None = None, on_graph=None) -
             if f is not None:
                 findings.append(f)
             if on_graph is not None:
-                on_graph(seed, index, f)
+                on_graph(seed, index, f, done)
     return done, findings
 
 

@@ -85,7 +85,13 @@ def test_soak_random_graphs(ctx):
     count = int(os.environ.get("WEBNN_GPU_FUZZ_GRAPHS", "200"))
     seconds = float(os.environ.get("WEBNN_GPU_SOAK_SECONDS", "3600"))
     t0 = time.monotonic()
-    done, findings = graphs.fuzz(ctx, seeds, count, deadline=t0 + seconds)
+    def progress(seed, index, finding, done):
+        if finding is not None:
+            print("\n" + finding.report(), flush=True)
+        if done % 100 == 0:
+            print(f"\nfuzz soak: {done} graphs ({time.monotonic() - t0:.0f} s)", flush=True)
+
+    done, findings = graphs.fuzz(ctx, seeds, count, deadline=t0 + seconds, on_graph=progress)
     elapsed = time.monotonic() - t0
     print(f"\nfuzz soak: {done} graphs, seeds {seeds}, {len(findings)} findings, {elapsed:.0f} s")
     if findings:
