@@ -453,6 +453,14 @@ class Gen:
         keep = [1 if i in axes else d for i, d in enumerate(shape)]
         return self.emit("reshape", [m], {"new_shape": keep})
 
+    def se_scale(self, v, layout) -> str:
+        """v * sigmoid(fc2(relu(fc1(global_average_pool(v)))))."""
+        C = self.shape(v)[3] if layout == "nhwc" else self.shape(v)[1]
+        p = self.emit("average_pool2d", [v], {"layout": layout})
+        h = self.emit("relu", [self.conv(p, layout, pointwise=True, O=self.pick((2, 4, 8)))])
+        s = self.emit(self.pick(("sigmoid", "hard_sigmoid")), [self.conv(h, layout, pointwise=True, O=C)])
+        return self.emit("mul", [v, s] if self.p(0.5) else [s, v])
+
     def motif_squeeze_excite(self, v, layout):
         """pool -> 1x1 conv (+act) -> 1x1 conv (+sigmoid) -> mul with x; sometimes a third 1x1 conv."""
         shape = self.shape(v)
@@ -486,6 +494,8 @@ class Gen:
                 v = self.emit("clamp", [v], {"min_value": 0.0, "max_value": 6.0})
         v = self.conv(v, layout, depthwise=True)
         v = self.elementwise_tail(v, layout, 2)
+        if self.p(0.4):  # squeeze-and-excite on the depthwise output (MobileNetV3)
+            v = self.se_scale(v, layout)
         if self.p(0.15) and layout == "nhwc":
             # a transposed conv whose filter equals its stride (an upsampling projection)
             Ci = self.shape(v)[3]
@@ -547,7 +557,7 @@ class Gen:
         else:
             attrs["sizes"] = [shape[axes[0]] * 2 + int(self.rng.integers(0, 2)), shape[axes[1]] * 2]
         up = self.emit("resample2d", [v], attrs)
-        if self.p(0.5):
+        if self.p(0.7):
             skip = self.input(self.shape(up))
             up = self.emit("add", [up, skip] if self.p(0.5) else [skip, up])
         C = shape[3] if layout == "nhwc" else shape[1]
