@@ -25,7 +25,11 @@ Each pass takes and returns the node list (in a valid topological order). Passes
 
 A pass never mutates the nodes it receives (a failed ``build()`` leaves the builder usable):
 a node it changes is replaced by a copy. ``WEBNN_GPU_PASSES=-fuse_epilogue,-fold_constants``
-switches passes off by name (for benchmarks and debugging).
+switches passes off by name, ``WEBNN_GPU_PASSES=-all`` every one (for benchmarks and
+debugging). After each pass :func:`check_order` checks that every node's inputs are computed
+before it. A rule fires only where it is sure the result does not change: the differential
+fuzzer ``tests/fuzz/`` compares random graphs against float64 NumPy and names the pass at
+fault (``docs/compiler.md``).
 
 Views (reshape) cost nothing at run time: their lowering aliases the input's buffer.
 """
@@ -350,6 +354,54 @@ def fuse_hard_swish(nodes: list, outputs: dict, context=None) -> list:
 #: own operands take (conv bias and gemm's c are optional inputs at index 2: epilogue operands
 #: go after them, the slot stays None when the option is absent)
 EPILOGUE_HOSTS = {"conv2d": 3, "conv_transpose2d": 3, "matmul": 2, "gemm": 3}
+#: The host kernels unroll their stores (a block of pixels, a register tile: up to a few
+#: hundred calls of the epilogue in one shader), and the shader compiler inlines the epilogue
+#: at each call: an epilogue may hold at most this many steps, of which at most
+#: :data:`EPILOGUE_MAX_LOADS` read an operand per output element (a residual, a broadcast
+#: operand); an operand read per channel is loaded once per channel, an activation is a few
+#: instructions. Past them the chain stays an element-wise kernel of its own. (On lavapipe
+#: each unrolled load costs compile time: a depthwise + projection kernel of 24 channels,
+#: 2.3 s to build without, took 6.9 s with one residual load per store in each epilogue,
+#: 11 s with one broadcast load, 39 s with two scalar loads.)
+EPILOGUE_MAX_STEPS = 12
+EPILOGUE_MAX_LOADS = 1
+#: ... and it binds at most this many operands (each read per channel is still loaded where
+#: the kernel hoists it, once per stored column: about a third of a second of compile each)
+EPILOGUE_MAX_OPERANDS = 4
+
+
+def _chan_axis(host) -> int | None:
+    """The output axis whose coordinate ``host``'s kernels hold (``ch`` of the epilogue)."""
+    if host.op in ("conv2d", "conv_transpose2d"):
+        return 1 if host.attrs.get("input_layout", "nchw") == "nchw" else 3
+    if host.op in ("matmul", "gemm"):
+        return len(host.outputs[0].shape) - 1
+    return None
+
+
+def _per_channel(host, v, operand):
+    """``operand`` as a 1-D Value along the host's channel axis when it varies along no other
+    axis of ``v``'s shape (the same values read at the channel coordinate): the operand itself
+    when already 1-D of the channels' size, a new constant for host data (a scalar broadcast
+    to every channel), ``"reshape"`` for a computed operand of the channels' size (a view),
+    else None."""
+    from .builder import Value
+
+    axis = _chan_axis(host)
+    if axis is None:
+        return None
+    rank, C = len(v.shape), v.shape[axis]
+    shp = (1,) * (rank - len(operand.shape)) + tuple(operand.shape)
+    if any(d != 1 for k, d in enumerate(shp) if k != axis) or shp[axis] not in (1, C):
+        return None
+    if tuple(operand.shape) == (C,):
+        return operand
+    if operand.kind == "constant" and operand.data is not None:
+        data = np.broadcast_to(operand.data.reshape(-1), (C,)) if shp[axis] == 1 else operand.data.reshape(-1)
+        return Value(operand.data_type, (C,), "constant", data=np.ascontiguousarray(data).copy())
+    if shp[axis] == C and operand.kind in ("input", "op"):
+        return "reshape"
+    return None
 
 
 def _epilogue_step(host, v, consumer):
@@ -394,11 +446,16 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
     float unary element-wise op (relu, clamp, sigmoid, hard_swish, ...) and each binary one
     (add, sub, mul, div, max, min, pow) whose other operand broadcasts to the host's output
     shape (a bias, a residual) becomes a step of ``attrs["epilogue"]``; a binary step's
-    operand is appended to the host's inputs. The fused host takes the place of the last
-    absorbed consumer (so a residual computed after the host is ready) and produces its
-    value. Bindings stay within the device's storage-buffer limit.
+    operand is appended to the host's inputs. An operand that varies along the channel axis
+    alone (a ``[1, C, 1, 1]`` scale, a scalar constant) is bound as a 1-D operand read at the
+    channel (``"axis"``; a computed one through a ``reshape`` view, a constant re-made), so
+    kernels load it once per channel. The fused host takes the place of the last absorbed
+    consumer (so a residual computed after the host is ready) and produces its value.
+    Bindings stay within the device's storage-buffer limit, and the epilogue within
+    :data:`EPILOGUE_MAX_STEPS`, :data:`EPILOGUE_MAX_LOADS` and :data:`EPILOGUE_MAX_OPERANDS`
+    (the kernels inline it at each of their unrolled stores).
     """
-    from .builder import Node
+    from .builder import Node, Value
 
     max_bindings = _max_bindings(context)
     max_bindings -= 1  # the tile kernels may bind one more buffer (e.g. a re-laid-out filter)
@@ -408,7 +465,7 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
         for v in {v.id: v for v in node.inputs if v is not None}.values():
             consumers.setdefault(v.id, []).append(node)
     absorbed: set[int] = set()
-    placed: dict[int, Node] = {}  # id of the last absorbed consumer -> fused host
+    placed: dict[int, list] = {}  # id of the last absorbed consumer -> [reshape views..., fused host]
     dropped: set[int] = set()  # hosts moved to a later position
     for host in nodes:
         if host.op not in EPILOGUE_HOSTS or host.id in absorbed or len(host.outputs) != 1:
@@ -417,9 +474,12 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
             continue
         inputs = list(host.inputs)
         steps = list(host.attrs.get("epilogue") or [])
+        loads = sum(1 for st in steps if "input" in st and "axis" not in st)
+        views: list = []
+        bound: dict[int, Any] = {}  # an operand's id -> the Value bound for it (maybe re-made 1-D)
         v = host.outputs[0]
         last = None
-        while True:
+        while len(steps) < EPILOGUE_MAX_STEPS:
             cs = consumers.get(v.id, [])
             if len(cs) != 1 or v.id in out_ids or cs[0].id in absorbed or cs[0].op in EPILOGUE_HOSTS:
                 break
@@ -428,13 +488,31 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
                 break
             step, operand = got
             if operand is not None:
-                idx = next((i for i, x in enumerate(inputs) if x is operand), None)
+                per = bound.get(operand.id)
+                if per is None and len(bound) >= EPILOGUE_MAX_OPERANDS:
+                    break
+                if per is None:
+                    chan = _per_channel(host, v, operand)
+                    if chan == "reshape":
+                        chan = Value(operand.data_type, (v.shape[_chan_axis(host)],), "op")
+                        views.append(Node("reshape", [operand], [chan], {"alias": True}, _view_label(cs[0])))
+                        chan.producer = views[-1]
+                    per = (chan, True) if chan is not None else (operand, False)
+                chan, is_chan = per
+                if is_chan:
+                    step["axis"] = _chan_axis(host)
+                elif loads + 1 > EPILOGUE_MAX_LOADS:
+                    break
+                else:
+                    loads += 1
+                idx = next((i for i, x in enumerate(inputs) if x is chan), None)
                 if idx is None:
                     if len({x.id for x in inputs if x is not None}) + 2 > max_bindings:
                         break
                     inputs += [None] * (EPILOGUE_HOSTS[host.op] - len(inputs))
-                    inputs.append(operand)
+                    inputs.append(chan)
                     idx = len(inputs) - 1
+                bound[operand.id] = per
                 step["input"] = idx
             steps.append(step)
             last = cs[0]
@@ -444,7 +522,9 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
             continue
         attrs = dict(host.attrs)
         attrs["epilogue"] = steps
-        placed[last.id] = Node(host.op, inputs, [v], attrs, host.label)
+        used = {x.id for x in inputs if x is not None}
+        placed[last.id] = [n for n in views if n.outputs[0].id in used] + [Node(host.op, inputs, [v], attrs,
+                                                                                    host.label)]
         dropped.add(host.id)
         if DEBUG >= 2:
             log.debug("fuse_epilogue: %s [%s] absorbs %s", host.op, host.label, [s["op"] for s in steps])
@@ -455,10 +535,15 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
         if node.id in dropped:
             continue
         if node.id in placed:
-            result.append(placed[node.id])
+            result += placed[node.id]
         elif node.id not in absorbed:
             result.append(node)
     return result
+
+
+def _view_label(node) -> str:
+    """The label of a view the compiler adds for an operand of ``node``."""
+    return f"{node.label}:view" if node.label else ""
 
 
 def _max_bindings(context) -> int:
@@ -534,13 +619,21 @@ def swap_resample_conv(nodes: list, outputs: dict, context=None) -> list:
         low.producer = new_conv
         new_rs = Node("resample2d", [low], [y], dict(rs.attrs), rs.label)
         y.producer = new_rs
-        # the conv takes the resample's place in the order (its inputs are ready there), the
-        # resample the conv's
-        replaced[rs.id] = new_conv
-        replaced[conv.id] = new_rs
+        # both take the conv's place in the order: the conv's filter and bias may be computed
+        # after the resample (only there are all its inputs ready)
+        replaced[conv.id] = [new_conv, new_rs]
+        dropped.add(rs.id)
         if DEBUG >= 2:
             log.debug("swap_resample_conv: conv2d [%s] before resample2d [%s]", conv.label, rs.label)
-    return _rewrite(nodes, replaced, dropped)
+    if not replaced:
+        return nodes
+    result: list = []
+    for n in nodes:
+        if n.id in replaced:
+            result += replaced[n.id]
+        elif n.id not in dropped:
+            result.append(n)
+    return result
 
 
 def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
@@ -611,7 +704,9 @@ def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
         if len({v.id for v in inputs if v is not None}) + 3 > max_bindings:
             continue
         attrs = dict(conv.attrs)
-        base = len(conv.inputs)
+        # index 2 is the conv's bias: without one the slot stays None, the operands go after it
+        base = max(len(conv.inputs), EPILOGUE_HOSTS["conv2d"])
+        inputs = [x] + list(conv.inputs[1:]) + [None] * (base - len(conv.inputs)) + extra
         if s is not None:
             attrs["input_scale"] = base
         if r is not None:
@@ -661,6 +756,8 @@ def fuse_pool_input(nodes: list, outputs: dict, context=None) -> list:
             continue
         if tuple(b.shape) != tuple(y.shape):
             continue
+        if len(y.shape) != 4 or y.shape[1] * y.shape[2] < 2:
+            continue  # a 1x1 image has nothing to reduce: the pool is a copy, no reduction to host the add
         # An operand that is an exact 2x bilinear upsampling keeps its small image's mean: the
         # pool then reads that small image (a quarter of the values), counted four times.
         scale = 1
@@ -752,6 +849,22 @@ def fuse_conv_upsample(nodes: list, outputs: dict, context=None) -> list:
     return _rewrite(nodes, replaced, dropped)
 
 
+#: ``depthwise_project`` kernels store a block of pixels times all projected channels, each
+#: through the projection's epilogue (several hundred inlined calls): the two epilogues may
+#: load at most this many operands per output element between them (a residual add).
+DWP_MAX_LOADS = 1
+
+
+def _epilogue_loads(conv) -> int:
+    """Epilogue steps of conv2d ``conv`` that load an operand per output element (not per
+    channel; a depthwise conv's own input at the window's center is held, not loaded)."""
+    from .ops.conv import _center, _geometry
+
+    held = 0 if conv.op == "conv2d" and conv.attrs.get("groups", 1) > 1 and _center(_geometry(conv)) else None
+    return sum(1 for st in conv.attrs.get("epilogue") or [] if "input" in st and "axis" not in st
+               and st["input"] != held)
+
+
 def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
     """A depthwise conv2d and the pointwise conv2d (or the conv_transpose2d whose filter
     equals its stride) that reads its output become one ``depthwise_project`` node: one kernel
@@ -809,7 +922,7 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
         dw = producer.get(mid.id)
         if dw is None or dw.id in dropped or mid.id in out_ids or len(consumers.get(mid.id, [])) != 1:
             continue
-        if not project_ok(dw, proj, tuning):
+        if not project_ok(dw, proj, tuning) or _epilogue_loads(dw) + _epilogue_loads(proj) > DWP_MAX_LOADS:
             continue
         attrs = {"depthwise": dw, "project": proj}
         first = list(dw.inputs)
@@ -925,8 +1038,9 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
             if not squeeze_excite_ok(fc2, None) or pair_head(fc2):
                 continue
             fc1, fc2 = fc2, None
-        elif fc1 is None or fc1.id in dropped or mid.id in out_ids or len(consumers.get(mid.id, [])) != 1:
-            continue
+        elif (fc1 is None or fc1.id in dropped or fc1.id in replaced or mid.id in out_ids
+              or len(consumers.get(mid.id, [])) != 1):
+            continue  # (a conv already fused as the second layer of another excitation stays there)
         elif not squeeze_excite_ok(fc1, fc2):
             continue
         last = fc2 if fc2 is not None else fc1
@@ -992,15 +1106,35 @@ PASSES = [dead_code, fold_constants, swap_resample_conv, fuse_hard_swish, fuse_e
 
 
 def _enabled(p) -> bool:
+    """Whether pass ``p`` runs: ``WEBNN_GPU_PASSES`` lists passes to switch off by name
+    (``-fuse_epilogue,-fold_constants``), ``-all`` switches every one off but :func:`dead_code`."""
     off = {s.strip().lstrip("-") for s in os.environ.get("WEBNN_GPU_PASSES", "").split(",") if s.strip()}
-    return p.__name__ not in off or p is dead_code
+    return p is dead_code or (p.__name__ not in off and "all" not in off)
+
+
+def check_order(nodes: list, outputs: dict, after: str = "") -> None:
+    """Raise AssertionError unless every value a node reads (and every output) is computed by
+    an earlier node of ``nodes`` (or is a graph input or constant): a pass that breaks the
+    order would make a kernel read a buffer not yet written, a silent wrong result."""
+    ready: set[int] = set()
+    for node in nodes:
+        for v in node.inputs:
+            if v is not None and v.kind == "op" and v.id not in ready:
+                raise AssertionError(f"compiler pass {after}: {node.op} [{node.label}] reads {v!r} before "
+                                     "any node computes it")
+        ready.update(v.id for v in node.outputs)
+    for name, v in outputs.items():
+        if v.kind == "op" and v.id not in ready:
+            raise AssertionError(f"compiler pass {after}: output {name!r} ({v!r}) is computed by no node")
 
 
 def run_passes(nodes: list, outputs: dict, context=None) -> list:
-    """Run every pass of :data:`PASSES` in order (minus those ``WEBNN_GPU_PASSES`` switches off)."""
+    """Run every pass of :data:`PASSES` in order (minus those ``WEBNN_GPU_PASSES`` switches off),
+    checking after each that the node list is still in a valid order (:func:`check_order`)."""
     for p in PASSES:
         if _enabled(p):
             nodes = p(nodes, outputs, context)
+            check_order(nodes, outputs, p.__name__)
     if DEBUG >= 1:
         log.info("graph after passes (%d nodes):\n%s", len(nodes), "\n".join(map(repr, nodes)))
     return nodes

@@ -928,3 +928,203 @@ def test_one_layer_attention_on_partial_sums_runs_in_the_excitation_kernel(ctx, 
     (se,) = [n for n in nodes if n.op == "squeeze_excite"]
     assert [n.op for n in nodes if n.op in ("average_pool2d", "conv2d")] == ["conv2d"]
     assert (se.attrs["fc2"] is None) == (follow == "mul") and se.attrs["rows"] == nodes[0].outputs[1].shape[0]
+
+
+# ---------------------------------------------------------------- rules that must not fire
+# Each graph below was given a wrong result or a failed build by a rule that fired where it
+# did not apply; every one is right with the passes off.
+def _f32(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _after_passes(ctx, build, shapes: dict):
+    """The node list the compiler passes make of ``build``'s graph (no kernels built)."""
+    b = webnn.MLGraphBuilder(ctx)
+    ops = {n: b.input(n, {"data_type": "float32", "shape": list(s)}) for n, s in shapes.items()}
+    outs = {k: v._value for k, v in build(b, ops).items()}
+    nodes = _compiler.run_passes(list(b._nodes), outs, ctx)
+    return nodes
+
+
+def _nchw(y):
+    return y.transpose(0, 2, 3, 1)
+
+
+def _conv_ref(x_nhwc, w, layout, bias=None):
+    """conv2d of an NHWC input with a 1x1 filter in ``layout``, float64 (references.ref_conv2d)."""
+    oihw = np.transpose(w, [layout.index(ch) for ch in "oihw"]).astype(np.float64)
+    out = _nchw(ref_conv2d(x_nhwc.astype(np.float64).transpose(0, 3, 1, 2), oihw))
+    return out if bias is None else out + bias
+
+
+def test_three_pointwise_convs_on_a_pooled_pixel_keep_every_layer(ctx, rng):
+    """fuse_squeeze_excite paired (c1, c2) and then (c2, c3): the second pair dropped the first,
+    so c1's result was never computed (every output wrong). Filters in every layout."""
+    x = _f32(rng, 1, 1, 1, 16)
+    w1, b1 = _f32(rng, 16, 1, 1, 4), _f32(rng, 4)  # ihwo
+    w2, b2 = _f32(rng, 1, 1, 4, 8), _f32(rng, 8)  # hwio
+    w3, b3 = _f32(rng, 8, 1, 1, 5), _f32(rng, 5)  # ihwo
+
+    def build(b, o):
+        p = b.average_pool2d(o["x"], window_dimensions=[1, 1], layout="nhwc")
+        c1 = b.conv2d(p, b.constant(w1), input_layout="nhwc", filter_layout="ihwo", bias=b.constant(b1))
+        c2 = b.conv2d(c1, b.constant(w2), input_layout="nhwc", filter_layout="hwio", bias=b.constant(b2))
+        return {"y": b.conv2d(c2, b.constant(w3), input_layout="nhwc", filter_layout="ihwo", bias=b.constant(b3))}
+
+    ref = _conv_ref(_conv_ref(_conv_ref(x, w1, "ihwo", b1), w2, "hwio", b2), w3, "ihwo", b3)
+    np.testing.assert_allclose(run_graph(ctx, build, {"x": x})["y"], ref, rtol=1e-5, atol=1e-5)
+
+    # the global pool of an NCHW-sized image, a filter made by transpose, no bias on the first two
+    x = _f32(rng, 1, 22, 16, 16)
+    w1, w2t, w3, b3 = _f32(rng, 10, 1, 1, 16), _f32(rng, 4, 1, 1, 10), _f32(rng, 4, 1, 1, 26), _f32(rng, 26)
+
+    def build2(b, o):
+        p = b.average_pool2d(o["x"], window_dimensions=[22, 16], layout="nhwc")
+        c1 = b.conv2d(p, b.constant(w1), input_layout="nhwc", filter_layout="ohwi")
+        w2 = b.transpose(b.constant(w2t), permutation=[3, 1, 2, 0])  # ohwi -> ihwo
+        c2 = b.conv2d(c1, w2, input_layout="nhwc", filter_layout="ihwo")
+        return {"y": b.conv2d(c2, b.constant(w3), input_layout="nhwc", filter_layout="ihwo", bias=b.constant(b3))}
+
+    pooled = x.astype(np.float64).mean(axis=(1, 2), keepdims=True)
+    ref = _conv_ref(_conv_ref(_conv_ref(pooled, w1, "ohwi"), w2t, "ohwi"), w3, "ihwo", b3)
+    np.testing.assert_allclose(run_graph(ctx, build2, {"x": x})["y"], ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("form", ["s*x", "x*s", "s4*x", "x+c4", "c4*x"])
+def test_input_prologue_of_a_conv_without_bias(ctx, rng, form):
+    """fuse_conv_input put its operand at input 2, the conv's bias slot: a [24] scale was also
+    added as a bias (wrong values), a [1, 1, 1, 12] one failed the build."""
+    C = 24 if form in ("s*x", "x*s") else 12
+    x, s = _f32(rng, 1, 33, 33, C) if C == 24 else _f32(rng, 1, 14, 14, C), _f32(rng, C)
+    c4 = _f32(rng, 1, 1, 1, C)
+    w = _f32(rng, 1, 1, C, C)  # hwio
+
+    def build(b, o):
+        v = {"s*x": lambda: b.mul(o["s"], o["x"]), "x*s": lambda: b.mul(o["x"], o["s"]),
+             "s4*x": lambda: b.mul(b.reshape(o["s"], [1, 1, 1, C]), o["x"]),
+             "x+c4": lambda: b.add(o["x"], b.constant(c4)), "c4*x": lambda: b.mul(b.constant(c4), o["x"])}[form]()
+        return {"y": b.conv2d(v, b.constant(w), input_layout="nhwc", filter_layout="hwio")}
+
+    x64 = x.astype(np.float64)
+    v = x64 + c4 if form == "x+c4" else x64 * c4 if form == "c4*x" else x64 * s
+    ref = _conv_ref(v, w, "hwio")
+    got = run_graph(ctx, build, {"x": x, "s": s})["y"]
+    np.testing.assert_allclose(got, ref, rtol=2e-5, atol=2e-5 * np.abs(ref).max())
+    nodes = _after_passes(ctx, build, {"x": x.shape, "s": s.shape})
+    if form != "x+c4":  # (a per-channel add is no input prologue the conv takes)
+        assert [n.op for n in nodes if n.op != "reshape"] == ["conv2d"], "the scale still folds"
+        assert nodes[-1].inputs[2] is None, "the bias slot stays empty"
+
+
+def test_upsampling_then_conv_with_a_computed_filter_keeps_the_order(ctx, rng, monkeypatch):
+    """swap_resample_conv put the conv at the resample's place, before the node computing its
+    filter: on a first run (no warm-up) the conv read an unwritten filter. NCHW, axes [3, 2]."""
+    monkeypatch.setenv("WEBNN_GPU_WARMUP", "0")
+    x, w, bias = _f32(rng, 1, 12, 8, 8), _f32(rng, 6, 1, 1, 12), _f32(rng, 6)
+
+    def build(b, o):
+        up = b.resample2d(o["x"], mode="linear", scales=[2, 2], axes=[3, 2])
+        f = b.linear(b.constant(w), alpha=1.0, beta=0.0)
+        return {"y": b.conv2d(up, f, input_layout="nchw", filter_layout="ohwi", bias=b.abs(b.constant(bias)))}
+
+    up = ref_resample(x, "linear", [16, 16], axes=(3, 2))
+    ref = ref_conv2d(up, w.transpose(0, 3, 1, 2).astype(np.float64)) + np.abs(bias).reshape(1, 6, 1, 1)
+    np.testing.assert_allclose(run_graph(ctx, build, {"x": x})["y"], ref, rtol=1e-5, atol=1e-5)
+    nodes = _after_passes(ctx, build, {"x": x.shape})
+    assert [n.op for n in nodes][-2:] == ["conv2d", "resample2d"], "the conv still runs on the small image"
+
+
+def test_a_pass_that_breaks_the_order_fails_the_build(ctx, monkeypatch):
+    """check_order: a node reading a value computed later is a build error, not a wrong result."""
+    def swap(nodes, outputs, context=None):
+        return nodes[::-1]
+
+    swap.__name__ = "reverse_everything"
+    monkeypatch.setattr(_compiler, "PASSES", [*_compiler.PASSES, swap])
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [4]})
+    with pytest.raises(webnn.OperationError, match="reverse_everything: .* reads"):
+        b.build({"y": b.relu(b.reduce_sum(x, axes=[0]))})
+
+
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+@pytest.mark.parametrize("op", ["add", "mul"])
+def test_per_channel_operand_of_any_rank_after_a_conv(ctx, rng, layout, op):
+    """A [1, 1, 1, O] / [1, O, 1, 1] / [O, 1, 1] / scalar operand after a conv: read at the channel."""
+    x = _f32(rng, 1, 14, 14, 12) if layout == "nhwc" else _f32(rng, 1, 12, 14, 14)
+    w = _f32(rng, 8, 3, 3, 12)  # ohwi
+    shape = (1, 1, 1, 8) if layout == "nhwc" else (8, 1, 1)
+    c, k = _f32(rng, *shape), _f32(rng, 1, 1)
+
+    def build(b, o):
+        y = b.conv2d(o["x"], b.constant(w), padding=[1, 0, 0, 1], input_layout=layout, filter_layout="ohwi")
+        y = getattr(b, op)(b.constant(c), y) if op == "mul" else getattr(b, op)(y, o["c"])
+        return {"y": b.sub(y, b.constant(k))}
+
+    oihw = w.transpose(0, 3, 1, 2).astype(np.float64)
+    x_nchw = x.transpose(0, 3, 1, 2) if layout == "nhwc" else x
+    ref = ref_conv2d(x_nchw.astype(np.float64), oihw, padding=(1, 0, 0, 1))
+    ref = ref.transpose(0, 2, 3, 1) if layout == "nhwc" else ref
+    ref = (ref + c if op == "add" else ref * c) - k
+    got = run_graph(ctx, build, {"x": x, "c": c})["y"]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
+    nodes = _after_passes(ctx, build, {"x": x.shape, "c": c.shape})
+    assert [n.op for n in nodes if n.op != "reshape"] == ["conv2d"]
+    assert all("axis" in st for st in nodes[-1].attrs["epilogue"]), "both operands read at the channel"
+
+
+def test_long_elementwise_chain_after_depthwise_and_projection_builds_fast(ctx, rng):
+    """A chain of 26 element-wise ops with constants after a depthwise conv and its projection
+    (both unrolled pixel-block kernels): folded whole, the kernel took minutes to compile."""
+    import time
+
+    C, H, W = 24, 40, 41
+    x, r = _f32(rng, 1, H, W, C), _f32(rng, 1, H, W, C)
+    wd, bd, wp, bp = _f32(rng, C, 3, 3, 1), _f32(rng, C), _f32(rng, C, 1, 1, C) * 0.2, _f32(rng, C)
+    consts = [_f32(rng, C) * 0.1 if i % 3 == 0 else np.array(0.05 * i, np.float32) for i in range(26)]
+    ops = ["add", "sub", "max", "min"]
+
+    def chain(b, y, o, which):
+        for i in range(13):
+            k = 13 * which + i
+            y = getattr(b, ops[k % 4])(y, b.constant(consts[k]))
+            if i == 6:
+                y = b.add(y, o["r"])
+        return y
+
+    def build(b, o):
+        y = b.conv2d(o["x"], b.constant(wd), padding=[1, 1, 1, 1], groups=C, input_layout="nhwc",
+                     filter_layout="ohwi", bias=b.constant(bd))
+        y = chain(b, y, o, 0)
+        y = b.conv2d(y, b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
+        return {"y": chain(b, y, o, 1)}
+
+    nodes = _after_passes(ctx, build, {"x": x.shape, "r": r.shape})
+    for n in nodes:
+        for host in [n, *(n.attrs.get(k) for k in ("depthwise", "project", "expand"))]:
+            steps = getattr(host, "attrs", {}).get("epilogue") or []
+            assert len(steps) <= _compiler.EPILOGUE_MAX_STEPS
+            assert sum("input" in st and "axis" not in st for st in steps) <= _compiler.EPILOGUE_MAX_LOADS
+
+    def ref_chain(y, which):
+        for i in range(13):
+            k = 13 * which + i
+            y = {"add": np.add, "sub": np.subtract, "max": np.maximum, "min": np.minimum}[ops[k % 4]](y, consts[k])
+            if i == 6:
+                y = y + r
+        return y
+
+    y = ref_chain(conv2d_nhwc(x, wd, bd, pad=1, groups=C), 0)
+    ref = ref_chain(conv2d_nhwc(y, wp, bp), 1)
+    t0 = time.perf_counter()
+    got = run_graph(ctx, build, {"x": x, "r": r}, tensor_path=False)["y"]
+    assert time.perf_counter() - t0 < 60, "build and run stay within seconds (minutes when folded whole)"
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
+
+
+def test_pool_of_a_sum_on_a_single_pixel(ctx, rng):
+    """fuse_pool_input on a 1x1 image: the pool is no reduction that can add the second source."""
+    a, c = _f32(rng, 1, 1, 1, 20), _f32(rng, 1, 1, 1, 20)
+    got = run_graph(ctx, lambda b, o: {"y": b.average_pool2d(b.add(o["a"], o["c"]), layout="nhwc")},
+                    {"a": a, "c": c})["y"]
+    np.testing.assert_allclose(got, a.astype(np.float64) + c, rtol=1e-6, atol=1e-6)

@@ -51,7 +51,8 @@ def test_binary_operand_is_appended_and_reverse_is_recorded():
     node = out[0]
     assert node.inputs[2] is None, "index 2 is the conv's own (absent) bias"
     assert node.inputs[3] is bias and node.inputs[4] is res
-    assert node.attrs["epilogue"] == [{"op": "sub", "reverse": True, "input": 3}, {"op": "mul", "input": 4}]
+    # the bias varies along the channels alone: read at the channel (axis 3 of NHWC)
+    assert node.attrs["epilogue"] == [{"op": "sub", "reverse": True, "input": 3, "axis": 3}, {"op": "mul", "input": 4}]
 
 
 def test_optional_operand_slots_stay_free():
@@ -62,8 +63,11 @@ def test_optional_operand_slots_stay_free():
     conv = _n("conv2d", [x, _c(0.5, (8, 8, 3, 3))], c, padding=[1, 1, 1, 1], strides=[1, 1], dilations=[1, 1],
               groups=1, input_layout="nchw", filter_layout="oihw")
     out = _compiler.fuse_epilogue([conv, _n("mul", [c, scale], y)], {"y": y})
-    assert out[0].inputs[2] is None and out[0].inputs[3] is scale
-    assert out[0].attrs["epilogue"] == [{"op": "mul", "input": 3}]
+    # the [1, 8, 1, 1] constant scale is re-made 1-D, read at the channel (axis 1 of NCHW)
+    s1 = out[0].inputs[3]
+    assert out[0].inputs[2] is None and s1.kind == "constant" and s1.shape == (8,)
+    np.testing.assert_array_equal(s1.data, scale.data)
+    assert out[0].attrs["epilogue"] == [{"op": "mul", "input": 3, "axis": 1}]
     a, b, r = _v((4, 8), kind="input"), _v((8, 16), kind="input"), _v((4, 16), kind="input")
     g, y = _v((4, 16)), _v((4, 16))
     gemm = _n("gemm", [a, b], g, alpha=1.0, beta=1.0, a_transpose=False, b_transpose=False)

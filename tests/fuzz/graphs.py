@@ -1,0 +1,840 @@
+"""Random graphs over the motifs the compiler's rules target, a float64 NumPy evaluator of the
+same description, and a runner that blames a pass when the GPU result differs.
+
+A graph is a plain description (JSON-able), so a failure prints a reproducer::
+
+    {"seed": 7, "decls": [["input", "x", [1, 8, 8, 12], "normal"], ["const", "c0", [12], "normal"]],
+     "nodes": [{"op": "conv2d", "in": ["x", "c1"], "kw": {"bias": "c0"}, "attrs": {...}, "out": "v0"}, ...],
+     "outputs": ["v5", "v2"]}
+
+``decls`` are the graph inputs and constants in the order their data is drawn (from
+``numpy.random.default_rng([seed, 1])``), ``nodes`` the builder calls in order (``in``:
+positional operands, ``kw``: operand keyword arguments such as ``bias`` and ``c``, ``attrs``:
+the other keyword arguments, all with the builder's names), ``outputs`` the values returned.
+:func:`reference` evaluates it in float64 with NumPy (its own code: ``tests/references.py`` for
+conv2d and resample2d, loops for the rest); :func:`check` builds it with
+:class:`webnn_gpu.MLGraphBuilder`, runs it and compares; on a mismatch or a build error it runs
+it again with every pass off (``WEBNN_GPU_PASSES=-all``) and then with each pass off in turn,
+and names the passes whose absence fixes it.
+
+``python -m fuzz.graphs SEED INDEX`` (from ``tests/``) checks one generated graph and prints
+its description; ``python -m fuzz.graphs --json FILE`` checks a description.
+
+Sizes are drawn from small sets (channels 3, 4, 5, 8, 12, 16, 24; images 1 to 16 pixels a
+side) so that kernels repeat between graphs: pipelines are cached by their WGSL text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+
+try:
+    from references import ref_conv2d, ref_resample
+except ImportError:  # run as a module from the repository root
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+    from references import ref_conv2d, ref_resample
+
+#: a result is right when |got - ref| <= TOLERANCE * max(1, max |ref|) element-wise (float32
+#: accumulation over at most a few hundred terms of unit-sized values; a rule at fault is off
+#: by about the values themselves)
+TOLERANCE = 2e-4
+
+
+# ---------------------------------------------------------------- float64 reference
+def _to_nchw(x, layout):
+    return x if layout == "nchw" else x.transpose(0, 3, 1, 2)
+
+
+def _from_nchw(x, layout):
+    return x if layout == "nchw" else x.transpose(0, 2, 3, 1)
+
+
+def _conv2d(a, x, w, bias=None):
+    oihw = np.transpose(w, [a.get("filter_layout", "oihw").index(ch) for ch in "oihw"])
+    layout = a.get("input_layout", "nchw")
+    y = ref_conv2d(_to_nchw(x, layout), oihw, padding=a.get("padding", (0, 0, 0, 0)),
+                   strides=a.get("strides", (1, 1)), dilations=a.get("dilations", (1, 1)), groups=a.get("groups", 1))
+    if bias is not None:
+        y = y + bias.reshape(1, -1, 1, 1)
+    return _from_nchw(y, layout)
+
+
+def _conv_transpose2d(a, x, w, bias=None):
+    """out[n, g*OPG + o, ih*sh + kh*dh - pt, ...] += x[n, g*IPG + i, ih, iw] * w[g*IPG + i, o, kh, kw]."""
+    layout = a.get("input_layout", "nchw")
+    iohw = np.transpose(w, [a.get("filter_layout", "iohw").index(ch) for ch in "iohw"])
+    xn = _to_nchw(x, layout)
+    n, c, h, wd = xn.shape
+    _, opg, kh_, kw_ = iohw.shape
+    g = a.get("groups", 1)
+    ipg = c // g
+    sh, sw = a.get("strides", (1, 1))
+    dh, dw = a.get("dilations", (1, 1))
+    pt, pb, pl, pr = a.get("padding", (0, 0, 0, 0))
+    oph, opw = a.get("output_padding", (0, 0))
+    oh = (h - 1) * sh + (kh_ - 1) * dh + 1 - pt - pb + oph
+    ow = (wd - 1) * sw + (kw_ - 1) * dw + 1 - pl - pr + opw
+    full = np.zeros((n, g * opg, max((h - 1) * sh + (kh_ - 1) * dh + 1, pt + oh),
+                     max((wd - 1) * sw + (kw_ - 1) * dw + 1, pl + ow)))
+    for gi in range(g):
+        xs = xn[:, gi * ipg:(gi + 1) * ipg]
+        ws = iohw[gi * ipg:(gi + 1) * ipg]
+        for kh in range(kh_):
+            for kw in range(kw_):
+                contrib = np.einsum("nihw,io->nohw", xs, ws[:, :, kh, kw])
+                full[:, gi * opg:(gi + 1) * opg, kh * dh:kh * dh + (h - 1) * sh + 1:sh,
+                     kw * dw:kw * dw + (wd - 1) * sw + 1:sw] += contrib
+    y = full[:, :, pt:pt + oh, pl:pl + ow]
+    if bias is not None:
+        y = y + bias.reshape(1, -1, 1, 1)
+    return _from_nchw(y, layout)
+
+
+def _pool(kind):
+    def f(a, x):
+        layout = a.get("layout", "nchw")
+        xn = _to_nchw(x, layout)
+        n, c, h, w = xn.shape
+        wh, ww = a.get("window_dimensions") or (h, w)
+        pt, pb, pl, pr = a.get("padding", (0, 0, 0, 0))
+        sh, sw = a.get("strides", (1, 1))
+        dh, dw = a.get("dilations", (1, 1))
+        oh = (h + pt + pb - (wh - 1) * dh - 1) // sh + 1
+        ow = (w + pl + pr - (ww - 1) * dw - 1) // sw + 1
+        xp = np.full((n, c, h + pt + pb, w + pl + pr), np.nan)
+        xp[:, :, pt:pt + h, pl:pl + w] = xn
+        taps = [xp[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
+                for i in range(wh) for j in range(ww)]
+        t = np.stack(taps)
+        y = np.nanmean(t, axis=0) if kind == "avg" else np.nanmax(t, axis=0)
+        return _from_nchw(y, layout)
+    return f
+
+
+def _resample(a, x):
+    axes = a.get("axes", (2, 3))
+    if a.get("sizes") is not None:
+        sizes = a["sizes"]
+    else:
+        sizes = [int(math.floor(x.shape[ax] * s)) for ax, s in zip(axes, a.get("scales", (1.0, 1.0)))]
+    return ref_resample(x, a.get("mode", "nearest-neighbor"), sizes, axes=axes)
+
+
+def _gemm(a, x, y, c=None):
+    if a.get("a_transpose"):
+        x = x.T
+    if a.get("b_transpose"):
+        y = y.T
+    out = a.get("alpha", 1.0) * (x @ y)
+    return out if c is None else out + a.get("beta", 1.0) * c
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+REFERENCE = {
+    "add": lambda a, x, y: x + y,
+    "sub": lambda a, x, y: x - y,
+    "mul": lambda a, x, y: x * y,
+    "div": lambda a, x, y: x / y,
+    "max": lambda a, x, y: np.maximum(x, y),
+    "min": lambda a, x, y: np.minimum(x, y),
+    "relu": lambda a, x: np.maximum(x, 0),
+    "neg": lambda a, x: -x,
+    "abs": lambda a, x: np.abs(x),
+    "sigmoid": lambda a, x: _sigmoid(x),
+    "tanh": lambda a, x: np.tanh(x),
+    "gelu": lambda a, x: 0.5 * x * (1 + _erf(x / math.sqrt(2))),
+    "hard_swish": lambda a, x: x * np.clip(x + 3, 0, 6) / 6,
+    "clamp": lambda a, x: np.clip(x, a.get("min_value", -np.inf), a.get("max_value", np.inf)),
+    "leaky_relu": lambda a, x: np.where(x >= 0, x, a.get("alpha", 0.01) * x),
+    "linear": lambda a, x: a.get("alpha", 1.0) * x + a.get("beta", 0.0),
+    "hard_sigmoid": lambda a, x: np.clip(a.get("alpha", 0.2) * x + a.get("beta", 0.5), 0, 1),
+    "elu": lambda a, x: np.where(x > 0, x, a.get("alpha", 1.0) * (np.exp(np.minimum(x, 0)) - 1)),
+    "conv2d": _conv2d,
+    "conv_transpose2d": _conv_transpose2d,
+    "average_pool2d": _pool("avg"),
+    "max_pool2d": _pool("max"),
+    "resample2d": _resample,
+    "matmul": lambda a, x, y: np.matmul(x, y),
+    "gemm": _gemm,
+    "reshape": lambda a, x: x.reshape(a["new_shape"]),
+    "transpose": lambda a, x: np.transpose(x, a.get("permutation")),
+    "cast": lambda a, x: x,  # float16 constants widened: their values are the float16 values
+    "reduce_mean": lambda a, x: x.mean(axis=tuple(a["axes"]), keepdims=a.get("keep_dimensions", False)),
+    "concat": lambda a, *xs: np.concatenate(xs, axis=a["axis"]),
+    "softmax": lambda a, x: _softmax(x, a["axis"]),
+}
+#: builder methods taking a sequence of operands as their first argument
+LIST_INPUT = {"concat"}
+
+
+def _draw(rng, shape, dist: str) -> np.ndarray:
+    """Data of a declared input or constant: ``normal``, ``positive`` (0.5 + |normal|),
+    ``filter`` (normal / sqrt(fan-in)) or ``value:V`` (every element V, no draw); a ``16``
+    suffix makes float16 data."""
+    if dist.startswith("value:"):
+        return np.full(shape, float(dist[6:]), dtype=np.float32)
+    if dist.startswith("positive"):
+        a = 0.5 + np.abs(rng.standard_normal(shape))
+    elif dist.startswith("filter"):  # unit-variance outputs: scaled by the fan-in
+        fan = max(1, int(np.prod(shape)) // max(shape)) if len(shape) else 1
+        a = rng.standard_normal(shape) / math.sqrt(fan)
+    else:
+        a = rng.standard_normal(shape)
+    return np.asarray(a, dtype=np.float16 if dist.endswith("16") else np.float32)
+
+
+def declared_data(desc: dict) -> dict:
+    """The arrays of a description's inputs and constants (drawn in declaration order)."""
+    rng = np.random.default_rng([desc["seed"], 1])
+    return {name: _draw(rng, shape, dist) for _, name, shape, dist in desc["decls"]}
+
+
+def reference(desc: dict, data: dict | None = None) -> dict:
+    """float64 values of every output of the description."""
+    env = {k: v.astype(np.float64) for k, v in (data or declared_data(desc)).items()}
+    for node in desc["nodes"]:
+        args = [env[n] for n in node["in"]]
+        kws = {k: env[n] for k, n in node.get("kw", {}).items()}
+        with np.errstate(all="ignore"):
+            env[node["out"]] = REFERENCE[node["op"]](node.get("attrs", {}), *args, **kws)
+    return {name: env[name] for name in desc["outputs"]}
+
+
+# ---------------------------------------------------------------- the generator
+CHANNELS = (3, 4, 5, 8, 12, 16, 24)
+SIZES = (1, 3, 5, 7, 8, 11, 12, 16)
+UNARY = ("relu", "sigmoid", "tanh", "clamp", "leaky_relu", "linear", "hard_swish", "hard_sigmoid", "elu", "gelu",
+         "neg", "abs")
+BINARY = ("add", "sub", "mul", "div", "max", "min")
+FILTER_LAYOUTS = ("oihw", "hwio", "ohwi", "ihwo")
+
+
+@dataclass
+class Gen:
+    """Builds one random description, evaluating each node as it goes (for the shapes)."""
+
+    seed: int
+    rng: np.random.Generator = field(init=False)
+    drng: np.random.Generator = field(init=False)
+    decls: list = field(default_factory=list)
+    nodes: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    env: dict = field(default_factory=dict)
+    n: int = 0
+
+    def __post_init__(self):
+        self.rng = np.random.default_rng([self.seed, 0])
+        self.drng = np.random.default_rng([self.seed, 1])
+
+    # -- helpers
+    def p(self, prob: float) -> bool:
+        return bool(self.rng.random() < prob)
+
+    def pick(self, seq):
+        return seq[int(self.rng.integers(len(seq)))]
+
+    def shape(self, name) -> tuple:
+        return tuple(self.env[name].shape)
+
+    def input(self, shape, dist="normal") -> str:
+        return self._value("input", shape, dist)
+
+    def const(self, shape, dist="normal") -> str:
+        return self._value("const", shape, dist)
+
+    def _value(self, kind, shape, dist) -> str:
+        name = f"{'x' if kind == 'input' else 'c'}{len(self.decls)}"
+        self.decls.append([kind, name, [int(s) for s in shape], dist])
+        self.env[name] = _draw(self.drng, shape, dist).astype(np.float64)  # as declared_data draws
+        return name
+
+    def emit(self, op, ins, attrs=None, kw=None) -> str:
+        name = f"v{self.n}"
+        self.n += 1
+        node = {"op": op, "in": list(ins), "attrs": dict(attrs or {}), "out": name}
+        if kw:
+            node["kw"] = dict(kw)
+        with np.errstate(all="ignore"):
+            self.env[name] = REFERENCE[op](node["attrs"], *[self.env[i] for i in ins],
+                                          **{k: self.env[v] for k, v in (kw or {}).items()})
+        self.nodes.append(node)
+        return name
+
+    def output(self, name):
+        if name not in self.outputs and not name.startswith(("x", "c")):
+            self.outputs.append(name)
+
+    def description(self) -> dict:
+        return {"seed": self.seed, "decls": self.decls, "nodes": self.nodes, "outputs": self.outputs}
+
+    # -- constants made by other ops (fold_constants)
+    def made_const(self, shape, dist="normal") -> str:
+        """A constant of ``shape``, often computed from others (folded at build time)."""
+        shape = tuple(int(s) for s in shape)
+        r = self.rng.random()
+        if r < 0.55 or not shape:
+            return self.const(shape, dist)
+        if r < 0.7 and len(shape) >= 2:
+            perm = list(self.rng.permutation(len(shape)))
+            inv = list(np.argsort(perm))
+            src = self.const([shape[i] for i in inv], dist)  # transpose(src, perm) has `shape`
+            return self.emit("transpose", [src], {"permutation": [int(p) for p in perm]})
+        if r < 0.8:
+            src = self.const([int(np.prod(shape))], dist)
+            return self.emit("reshape", [src], {"new_shape": list(shape)})
+        if r < 0.9:
+            src = self.const(shape, dist)
+            return self.emit("linear", [src], {"alpha": 1.0, "beta": 0.0})
+        src = self.const(shape, dist + "16" if not dist.endswith("16") else dist)
+        return self.emit("cast", [src], {"type": "float32"})
+
+    def filt(self, o, i, kh, kw, layout) -> str:
+        dims = {"o": o, "i": i, "h": kh, "w": kw}
+        return self.made_const([dims[ch] for ch in layout], "filter")
+
+    def chan_operand(self, shape, layout) -> str:
+        """A per-channel operand of ``shape`` (4-D, ``layout``) in a random broadcast rank."""
+        C = shape[1] if layout == "nchw" else shape[3]
+        forms = ([1, C, 1, 1], [C, 1, 1]) if layout == "nchw" else ([C], [1, 1, 1, C], [1, 1, C], [1, C])
+        shp = self.pick(forms)
+        if self.p(0.25):
+            return self.input(shp)
+        return self.made_const(shp)
+
+    # -- motifs
+    def elementwise_tail(self, v, layout=None, max_ops=4) -> str:
+        """0..max_ops element-wise ops after ``v`` (an epilogue): activations, binaries with
+        scalar / per-channel / full-shape operands in either order, the hard-swish sequence,
+        a value read twice or output in the middle."""
+        for _ in range(int(self.rng.integers(0, max_ops + 1))):
+            shape = self.shape(v)
+            r = self.rng.random()
+            if r < 0.35:
+                op = self.pick(UNARY)
+                attrs = {}
+                if op == "clamp":
+                    attrs = self.pick([{"min_value": 0.0, "max_value": 6.0}, {"min_value": -1.0, "max_value": 1.5},
+                                       {"min_value": -0.5}, {"max_value": 0.5}])
+                elif op == "leaky_relu":
+                    attrs = {"alpha": 0.1}
+                elif op == "linear":
+                    attrs = {"alpha": 0.5, "beta": -0.25}
+                elif op == "hard_sigmoid":
+                    attrs = {"alpha": 0.25, "beta": 0.5}
+                elif op == "elu":
+                    attrs = {"alpha": 0.7}
+                v = self.emit(op, [v], attrs)
+            elif r < 0.45:
+                # x * clamp(x + 3, 0, 6) / 6 (fuse_hard_swish), in one of its forms
+                three = self.const([], "value:3")
+                a = self.emit("add", [v, three] if self.p(0.5) else [three, v])
+                cl = self.emit("clamp", [a], {"min_value": 0.0, "max_value": 6.0})
+                if self.p(0.5):
+                    m = self.emit("mul", [v, cl] if self.p(0.5) else [cl, v])
+                    v = self.emit("div", [m, self.const([], "value:6")])
+                else:
+                    d = self.emit("mul", [cl, self.const([], f"value:{float(np.float32(1 / 6))!r}")])
+                    v = self.emit("mul", [d, v] if self.p(0.5) else [v, d])
+            else:
+                op = self.pick(BINARY)
+                kind = self.rng.random()
+                if kind < 0.3:
+                    other = self.made_const([], "positive" if op == "div" else "normal")
+                elif kind < 0.65 and layout is not None:
+                    other = self.chan_operand(shape, layout) if op != "div" else self.made_const(
+                        [shape[1] if layout == "nchw" else shape[3]] + ([1, 1] if layout == "nchw" else []),
+                        "positive")
+                elif kind < 0.8 or op == "div":
+                    # a broadcast operand of random rank: trailing dims kept or 1
+                    k = int(self.rng.integers(0, len(shape) + 1))
+                    shp = [d if self.p(0.5) else 1 for d in shape[k:]]
+                    other = self.made_const(shp, "positive" if op == "div" else "normal")
+                else:
+                    other = self.input(shape)  # a residual
+                v = self.emit(op, [v, other] if self.p(0.5) or op == "div" else [other, v])
+            if self.p(0.12):
+                self.output(v)  # a graph output in the middle of the chain
+            elif self.p(0.08):
+                self.output(self.emit("relu", [v]))  # a second consumer outside the chain
+        return v
+
+    def conv(self, v, layout, *, pointwise=False, depthwise=False, O=None) -> str:
+        """conv2d with random geometry, layouts, groups, bias (maybe computed), then a tail."""
+        shape = self.shape(v)
+        C, H, W = (shape[1], shape[2], shape[3]) if layout == "nchw" else (shape[3], shape[1], shape[2])
+        if pointwise:
+            k, s, d, g = 1, 1, 1, 1
+            pad = [0, 0, 0, 0]
+        else:
+            k = self.pick((1, 3, 3, 3, 5))
+            s = self.pick((1, 1, 2))
+            d = 2 if k == 3 and self.p(0.15) else 1
+            eff = (k - 1) * d + 1
+            if self.p(0.6):
+                pad = [(eff - 1) // 2, eff // 2, (eff - 1) // 2, eff // 2]
+            else:
+                pad = [int(self.rng.integers(0, eff)) for _ in range(4)]
+            g = 1
+            if (depthwise or self.p(0.3)) and O in (None, C):
+                g = C
+            elif C % 2 == 0 and self.p(0.15):
+                g = 2
+            # the output must have at least one pixel
+            for axis in (0, 1):
+                size = (H, W)[axis] + pad[2 * axis] + pad[2 * axis + 1]
+                if size < eff:
+                    pad[2 * axis + 1] += eff - size
+        if O is None:
+            O = C if g == C else self.pick(CHANNELS)
+        if g == 2 and O % 2:
+            O += 1
+        flayout = self.pick(FILTER_LAYOUTS)
+        w = self.filt(O, C // g, k, k, flayout)
+        kw = {}
+        if self.p(0.6):
+            kw["bias"] = self.made_const([O])
+        attrs = {"padding": pad, "strides": [s, s], "dilations": [d, d], "groups": g, "input_layout": layout,
+                 "filter_layout": flayout}
+        return self.emit("conv2d", [v, w], attrs, kw)
+
+    def motif_conv(self, v, layout):
+        """A conv and its epilogue; now and then a long one (the epilogue's bounds)."""
+        return self.elementwise_tail(self.conv(v, layout), layout, 14 if self.p(0.1) else 4), layout
+
+    def motif_conv_input(self, v, layout):
+        """mul(x, s) / mul(s, x) / add(x, r) / add(mul(x, s), r) in front of a pointwise conv."""
+        shape = self.shape(v)
+        r = self.rng.random()
+        if r < 0.4:
+            s = self.chan_operand(shape, layout)
+            y = self.emit("mul", [v, s] if self.p(0.5) else [s, v])
+        elif r < 0.7:
+            res = self.input(shape)
+            y = self.emit("add", [v, res] if self.p(0.5) else [res, v])
+        else:
+            s = self.chan_operand(shape, layout)
+            m = self.emit("mul", [v, s] if self.p(0.5) else [s, v])
+            res = self.input(shape)
+            y = self.emit("add", [m, res] if self.p(0.5) else [res, m])
+        if self.p(0.1):
+            self.output(y)
+        return self.elementwise_tail(self.conv(y, layout, pointwise=True), layout, 2), layout
+
+    def pooled(self, v, layout) -> str:
+        """A [1, 1, 1, C]-like pooled value: global average pool, reduce_mean, or through a reshape."""
+        r = self.rng.random()
+        axes = [1, 2] if layout == "nhwc" else [2, 3]
+        if r < 0.6:
+            return self.emit("average_pool2d", [v], {"layout": layout})
+        if r < 0.85:
+            return self.emit("reduce_mean", [v], {"axes": axes, "keep_dimensions": True})
+        m = self.emit("reduce_mean", [v], {"axes": axes})
+        shape = self.shape(v)
+        keep = [1 if i in axes else d for i, d in enumerate(shape)]
+        return self.emit("reshape", [m], {"new_shape": keep})
+
+    def se_scale(self, v, layout) -> str:
+        """v * sigmoid(fc2(relu(fc1(global_average_pool(v)))))."""
+        C = self.shape(v)[3] if layout == "nhwc" else self.shape(v)[1]
+        p = self.emit("average_pool2d", [v], {"layout": layout})
+        h = self.emit("relu", [self.conv(p, layout, pointwise=True, O=self.pick((2, 4, 8)))])
+        s = self.emit(self.pick(("sigmoid", "hard_sigmoid")), [self.conv(h, layout, pointwise=True, O=C)])
+        return self.emit("mul", [v, s] if self.p(0.5) else [s, v])
+
+    def motif_squeeze_excite(self, v, layout):
+        """pool -> 1x1 conv (+act) -> 1x1 conv (+sigmoid) -> mul with x; sometimes a third 1x1 conv."""
+        shape = self.shape(v)
+        C = shape[3] if layout == "nhwc" else shape[1]
+        p = self.pooled(v, layout)
+        R = self.pick((2, 4, 5, 8))
+        h = self.conv(p, layout, pointwise=True, O=R)
+        if self.p(0.7):
+            act = self.pick(("relu", "hard_swish", "clamp"))
+            h = self.emit(act, [h], {"min_value": 0.0, "max_value": 6.0} if act == "clamp" else {})
+        if self.p(0.2):  # three 1x1 convs in a row on the pooled pixel
+            h = self.conv(h, layout, pointwise=True, O=self.pick((3, 4, 8)))
+        s = self.conv(h, layout, pointwise=True, O=C)
+        s = self.emit(self.pick(("sigmoid", "hard_sigmoid")), [s])
+        if self.p(0.15):
+            self.output(s)
+            return s, layout
+        y = self.emit("mul", [v, s] if self.p(0.5) else [s, v])
+        if self.p(0.6):
+            y = self.conv(y, layout, pointwise=True)
+        return self.elementwise_tail(y, layout, 2), layout
+
+    def motif_inverted_residual(self, v, layout):
+        """expand 1x1 -> depthwise kxk -> project 1x1 (or a 2x2 stride-2 transposed conv), residual add."""
+        shape = self.shape(v)
+        C = shape[3] if layout == "nhwc" else shape[1]
+        x = v
+        if self.p(0.7):
+            v = self.conv(v, layout, pointwise=True, O=self.pick((8, 12, 16, 24)))
+            if self.p(0.7):
+                v = self.emit("clamp", [v], {"min_value": 0.0, "max_value": 6.0})
+        v = self.conv(v, layout, depthwise=True)
+        v = self.elementwise_tail(v, layout, 2)
+        if self.p(0.4):  # squeeze-and-excite on the depthwise output (MobileNetV3)
+            v = self.se_scale(v, layout)
+        if self.p(0.15) and layout == "nhwc":
+            # a transposed conv whose filter equals its stride (an upsampling projection)
+            Ci = self.shape(v)[3]
+            O = self.pick((1, 3, 4, 8))
+            fl = self.pick(("iohw", "hwoi", "ohwi"))
+            dims = {"i": Ci, "o": O, "h": 2, "w": 2}
+            w = self.made_const([dims[ch] for ch in fl], "filter")
+            kw = {"bias": self.made_const([O])} if self.p(0.5) else {}
+            v = self.emit("conv_transpose2d", [v, w], {"strides": [2, 2], "input_layout": layout, "filter_layout": fl},
+                          kw)
+            return self.elementwise_tail(v, layout, 2), layout
+        v = self.conv(v, layout, pointwise=True, O=C if self.p(0.6) else None)
+        if self.shape(v) == self.shape(x) and self.p(0.7):
+            v = self.emit("add", [v, x] if self.p(0.5) else [x, v])
+        return self.elementwise_tail(v, layout, 2), layout
+
+    def motif_pool(self, v, layout):
+        """Pools: a global average pool of a sum (maybe with an upsampled operand), of a conv's
+        output (also read elsewhere), windowed average / max pools."""
+        shape = self.shape(v)
+        r = self.rng.random()
+        if r < 0.35:
+            if self.p(0.3) and shape[1 if layout == "nhwc" else 2] % 2 == 0 and shape[2 if layout == "nhwc" else 3] % 2 == 0:
+                small = list(shape)
+                axes = [1, 2] if layout == "nhwc" else [2, 3]
+                for a in axes:
+                    small[a] //= 2
+                other = self.emit("resample2d", [self.input(small)], {"mode": "linear", "scales": [2.0, 2.0],
+                                                                      "axes": axes})
+            else:
+                other = self.input(shape)
+            y = self.emit("add", [v, other] if self.p(0.5) else [other, v])
+            return self.emit("average_pool2d", [y], {"layout": layout}), layout
+        if r < 0.65:
+            c = self.conv(v, layout, depthwise=self.p(0.6))
+            p = self.emit("average_pool2d", [c], {"layout": layout})
+            if self.p(0.5):
+                self.output(c)  # the conv's output is read elsewhere too
+                return p, layout
+            y = self.emit("mul", [c, p] if self.p(0.5) else [p, c])
+            return y, layout
+        H, W = (shape[1], shape[2]) if layout == "nhwc" else (shape[2], shape[3])
+        k = min(self.pick((2, 3)), H, W)
+        attrs = {"window_dimensions": [k, k], "strides": [self.pick((1, 2))] * 2, "layout": layout}
+        if self.p(0.4) and k > 1:
+            attrs["padding"] = [int(self.rng.integers(0, k)) for _ in range(4)]
+        return self.emit(self.pick(("average_pool2d", "max_pool2d")), [v], attrs), layout
+
+    def motif_upsample(self, v, layout):
+        """A linear / nearest upsampling followed by a pointwise conv, or added to a skip first."""
+        shape = self.shape(v)
+        axes = [1, 2] if layout == "nhwc" else [2, 3]
+        if self.p(0.3):
+            axes = axes[::-1]
+        mode = "linear" if self.p(0.75) else "nearest-neighbor"
+        attrs = {"mode": mode, "axes": axes}
+        if self.p(0.7):
+            attrs["scales"] = [2.0, 2.0]
+        else:
+            attrs["sizes"] = [shape[axes[0]] * 2 + int(self.rng.integers(0, 2)), shape[axes[1]] * 2]
+        up = self.emit("resample2d", [v], attrs)
+        if self.p(0.7):
+            skip = self.input(self.shape(up))
+            up = self.emit("add", [up, skip] if self.p(0.5) else [skip, up])
+        C = shape[3] if layout == "nhwc" else shape[1]
+        y = self.conv(up, layout, pointwise=True, O=self.pick([c for c in CHANNELS if c <= C] or [C]))
+        return self.elementwise_tail(y, layout, 2), layout
+
+    def motif_first_layer(self, v, layout):
+        """An image's first conv (3 -> 8 / 16, 3x3, stride 2) and a global pool of its output."""
+        x = self.input(self.shape(v)[:3] + (3,) if layout == "nhwc" else (self.shape(v)[0], 3) + self.shape(v)[2:])
+        c = self.conv(x, layout, O=self.pick((8, 16)))
+        c = self.elementwise_tail(c, layout, 2)
+        if self.p(0.5):
+            self.output(c)
+            other = self.input(self.shape(c)) if self.p(0.4) else None
+            y = c if other is None else self.emit("add", [c, other])
+            return self.emit("average_pool2d", [y], {"layout": layout}), layout
+        return c, layout
+
+    # -- the graph
+    def graph4d(self):
+        layout = "nhwc" if self.p(0.7) else "nchw"
+        N = 1 if self.p(0.85) else 2
+        C, H, W = self.pick(CHANNELS), self.pick(SIZES), self.pick(SIZES)
+        v = self.input((N, H, W, C) if layout == "nhwc" else (N, C, H, W))
+        motifs = [self.motif_conv, self.motif_conv_input, self.motif_squeeze_excite, self.motif_inverted_residual,
+                  self.motif_pool, self.motif_upsample, self.motif_first_layer]
+        for _ in range(int(self.rng.integers(1, 3))):
+            if int(np.prod(self.shape(v))) > 40000:
+                break
+            v, layout = self.pick(motifs)(v, layout)
+        self.output(v)
+
+    def graph_matmul(self):
+        """matmul / gemm with an epilogue (bias, residual, activations)."""
+        M, K, N = self.pick((1, 3, 5, 8, 16)), self.pick((4, 7, 12)), self.pick((3, 4, 8, 12))
+        if self.p(0.5):
+            batch = [self.pick((1, 2, 3))] if self.p(0.5) else []
+            a = self.input(batch + [M, K])
+            b = self.made_const([K, N], "filter") if self.p(0.7) else self.input([K, N])
+            v = self.emit("matmul", [a, b])
+        else:
+            at, bt = self.p(0.3), self.p(0.3)
+            a = self.input([K, M] if at else [M, K])
+            b = self.made_const([N, K] if bt else [K, N], "filter")
+            kw = {}
+            if self.p(0.6):
+                kw["c"] = self.made_const(self.pick(([N], [1, N], [M, N], [])))
+            attrs = {"alpha": self.pick((1.0, 0.5)), "beta": self.pick((1.0, -2.0)), "a_transpose": at,
+                     "b_transpose": bt}
+            v = self.emit("gemm", [a, b], attrs, kw)
+        self.output(self.elementwise_tail(v, None, 4))
+
+    def graph_attention(self):
+        """softmax(q k^T * scale + mask) v, with epilogues on both matmuls."""
+        T, D = self.pick((3, 5, 8)), self.pick((4, 8))
+        batch = [2] if self.p(0.3) else []
+        q = self.input(batch + [T, D])
+        k = self.made_const([D, T], "filter") if self.p(0.5) else self.input(batch + [D, T])
+        s = self.emit("matmul", [q, k])
+        s = self.emit("mul", [s, self.made_const([])] if self.p(0.5) else [self.made_const([]), s])
+        if self.p(0.5):
+            s = self.emit("add", [s, self.input([T, T])])
+        s = self.emit("softmax", [s], {"axis": len(batch) + 1})
+        v = self.made_const([T, D], "filter")
+        self.output(self.elementwise_tail(self.emit("matmul", [s, v]), None, 3))
+
+    def graph_elementwise(self):
+        shape = tuple(self.pick(SIZES[:5]) for _ in range(int(self.rng.integers(1, 5))))
+        v = self.input(shape)
+        self.output(self.elementwise_tail(v, None, 6))
+
+
+def generate(seed: int, index: int) -> dict:
+    """The description of graph ``index`` of ``seed``."""
+    g = Gen(seed * 100003 + index)
+    r = g.rng.random()
+    if r < 0.8:
+        g.graph4d()
+    elif r < 0.87:
+        g.graph_matmul()
+    elif r < 0.93:
+        g.graph_attention()
+    else:
+        g.graph_elementwise()
+    if not g.outputs:  # (every op drawn was none)
+        g.output(g.emit("relu", [g.decls[0][1]]))
+    return g.description()
+
+
+# ---------------------------------------------------------------- running and blaming
+@contextmanager
+def passes(spec: str | None):
+    """``WEBNN_GPU_PASSES=spec`` for the duration (None: unset); no warm-up run at build, so a
+    kernel reading a buffer before it is written shows on the first run."""
+    saved = {k: os.environ.get(k) for k in ("WEBNN_GPU_PASSES", "WEBNN_GPU_WARMUP")}
+    if spec is None:
+        os.environ.pop("WEBNN_GPU_PASSES", None)
+    else:
+        os.environ["WEBNN_GPU_PASSES"] = spec
+    os.environ["WEBNN_GPU_WARMUP"] = "0"
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def run(ctx, desc: dict, data: dict | None = None) -> dict:
+    """Build the description with MLGraphBuilder and compute it: {output: float32 array}."""
+    import webnn_gpu as webnn
+
+    data = data or declared_data(desc)
+    b = webnn.MLGraphBuilder(ctx)
+    env = {}
+    feeds = {}
+    for kind, name, shape, _ in desc["decls"]:
+        if kind == "input":
+            env[name] = b.input(name, {"data_type": "float32", "shape": list(shape)})
+            feeds[name] = data[name]
+        else:
+            env[name] = b.constant(data[name])
+    for node in desc["nodes"]:
+        fn = getattr(b, node["op"])
+        args = [env[n] for n in node["in"]]
+        kws = {k: env[n] for k, n in node.get("kw", {}).items()}
+        attrs = node.get("attrs", {})
+        env[node["out"]] = fn(args, **attrs) if node["op"] in LIST_INPUT else fn(*args, **attrs, **kws)
+    graph = b.build({name: env[name] for name in desc["outputs"]})
+    try:
+        return ctx.compute(graph, {n: feeds[n] for n in graph.inputs})
+    finally:
+        graph.destroy()
+
+
+def fired(ctx, desc: dict) -> set:
+    """The passes that change the description's graph (run on its IR; no kernels built)."""
+    import webnn_gpu as webnn
+    from webnn_gpu import _compiler
+
+    data = declared_data(desc)
+    b = webnn.MLGraphBuilder(ctx)
+    env = {}
+    for kind, name, shape, _ in desc["decls"]:
+        env[name] = (b.input(name, {"data_type": "float32", "shape": list(shape)}) if kind == "input"
+                     else b.constant(data[name]))
+    for node in desc["nodes"]:
+        fn = getattr(b, node["op"])
+        args = [env[n] for n in node["in"]]
+        kws = {k: env[n] for k, n in node.get("kw", {}).items()}
+        attrs = node.get("attrs", {})
+        env[node["out"]] = fn(args, **attrs) if node["op"] in LIST_INPUT else fn(*args, **attrs, **kws)
+    outputs = {name: env[name]._value for name in desc["outputs"]}
+    nodes, changed = list(b._nodes), set()
+    for p in _compiler.PASSES:
+        new = p(nodes, outputs, ctx)
+        if p is not _compiler.dead_code and (len(new) != len(nodes) or any(a is not c for a, c in zip(new, nodes))):
+            changed.add(p.__name__)
+        nodes = new
+    return changed
+
+
+def compare(got: dict, ref: dict) -> str:
+    """'' when every output is within TOLERANCE of the reference, else what differs."""
+    bad = []
+    for name, r in ref.items():
+        g = np.asarray(got[name], np.float64)
+        if g.shape != r.shape:
+            bad.append(f"{name}: shape {list(g.shape)} != {list(r.shape)}")
+            continue
+        scale = max(1.0, float(np.max(np.abs(r))) if r.size else 1.0)
+        err = np.abs(g - r)
+        tol = TOLERANCE * scale
+        if not np.all(err <= tol):  # (NaN fails too)
+            k = int(np.nanargmax(np.where(np.isnan(err), np.inf, err)))
+            bad.append(f"{name}: {int(np.sum(~(err <= tol)))} of {r.size} elements off (worst at flat index {k}: "
+                       f"got {g.reshape(-1)[k]:.6g}, reference {r.reshape(-1)[k]:.6g}; tolerance {tol:.3g})")
+    return "; ".join(bad)
+
+
+def attempt(ctx, desc: dict, spec: str | None, ref: dict) -> str:
+    """'' when the graph builds, runs and matches under ``WEBNN_GPU_PASSES=spec``, else why not."""
+    with passes(spec):
+        try:
+            got = run(ctx, desc)
+        except Exception as exc:  # noqa: BLE001 (a build error is a finding, named in the report)
+            return f"{type(exc).__name__}: {exc}"
+    return compare(got, ref)
+
+
+@dataclass
+class Finding:
+    """A graph the compiler gets wrong: what went wrong, and which passes are at fault."""
+
+    seed: int
+    index: int
+    desc: dict
+    problem: str
+    passes_off: str  # '' when right with every pass off
+    culprits: list
+
+    def report(self) -> str:
+        if self.passes_off:
+            blame = f"wrong with every pass off too ({self.passes_off}): a kernel's fault, not a rule's"
+        elif self.culprits:
+            blame = "right with every pass off; right with only " + " or ".join(self.culprits) + " off"
+        else:
+            blame = "right with every pass off; no single pass off fixes it (several rules together)"
+        return (f"fuzz graph {self.index} of seed {self.seed}: {self.problem}\n  {blame}\n"
+                f"  reproduce: cd tests && python -m fuzz.graphs {self.seed} {self.index}\n"
+                f"  description: {json.dumps(self.desc)}")
+
+
+def check(ctx, seed: int, index: int, desc: dict | None = None) -> Finding | None:
+    """Run one graph; on a problem, find the passes at fault (see the module docstring)."""
+    from webnn_gpu import _compiler
+
+    desc = desc or generate(seed, index)
+    ref = reference(desc)
+    problem = attempt(ctx, desc, None, ref)
+    if not problem:
+        return None
+    every = ",".join("-" + p.__name__ for p in _compiler.PASSES)  # (WEBNN_GPU_PASSES=-all)
+    off = attempt(ctx, desc, every, ref)
+    culprits = []
+    if not off:
+        for p in _compiler.PASSES:
+            if p is not _compiler.dead_code and not attempt(ctx, desc, "-" + p.__name__, ref):
+                culprits.append(p.__name__)
+    return Finding(seed, index, desc, problem, off, culprits)
+
+
+def fuzz(ctx, seeds, count: int, deadline: float | None = None, on_graph=None) -> tuple[int, list]:
+    """Check ``count`` graphs of each seed (until ``deadline``, a time.monotonic() value):
+    (graphs checked, findings)."""
+    done, findings = 0, []
+    for seed in seeds:
+        for index in range(count):
+            if deadline is not None and time.monotonic() > deadline:
+                return done, findings
+            f = check(ctx, seed, index)
+            done += 1
+            if f is not None:
+                findings.append(f)
+            if on_graph is not None:
+                on_graph(seed, index, f, done)
+    return done, findings
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    import webnn_gpu as webnn
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("seed", type=int, nargs="?", help="seed of the generated graph")
+    ap.add_argument("index", type=int, nargs="?", default=0, help="index of the graph under the seed")
+    ap.add_argument("--json", help="a file holding a graph description to check instead")
+    ap.add_argument("--count", type=int, default=1, help="check this many graphs from INDEX on")
+    args = ap.parse_args(argv)
+    ctx = webnn.ml.create_context()
+    if args.json:
+        with open(args.json) as fh:
+            desc = json.load(fh)
+        f = check(ctx, desc.get("seed", 0), -1, desc)
+        print(f.report() if f else "right")
+        return 1 if f else 0
+    bad = 0
+    for i in range(args.index, args.index + args.count):
+        desc = generate(args.seed, i)
+        f = check(ctx, args.seed, i, desc)
+        print(f.report() if f else f"graph {i} of seed {args.seed}: right ({len(desc['nodes'])} nodes)")
+        bad += f is not None
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
