@@ -77,6 +77,6 @@ def test_a_model_that_does_not_load_stops_the_job_with_its_error(ray_cluster, tm
     from webnn_gpu.ray import blur_videos
 
     H.write_clip(tmp_path / "in" / "a.mp4", n=2)
-    with pytest.raises(RuntimeError, match="could not start: .*not a TFLite model"):
+    with pytest.raises(RuntimeError, match="could not start: .*expected a TFLite or ONNX model"):
         blur_videos(tmp_path / "in", tmp_path / "out", model=b"not a model at all", retries=0)
     assert not list((tmp_path / "out").iterdir())
