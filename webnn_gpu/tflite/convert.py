@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import DataError, MLTypeError, NotSupportedError, WebNNError
 from .ops import FOLDERS, HANDLERS
-from .reader import ModelInfo, OperatorInfo, TensorInfo
+from .reader import ModelInfo, OperatorInfo, TensorInfo, dequantize
 
 __all__ = ["Converter", "Converted", "convert", "GRAPH_DTYPES"]
 
@@ -196,10 +196,14 @@ class Converter:
     def _constant(self, op: OperatorInfo, t: TensorInfo) -> Any:
         value = self._folded.get(t.index)
         if value is None:
-            if t.quantization is not None and t.type_name not in _FLOAT_TYPES:
-                raise self.unsupported(op, f"quantized tensor {t.name!r} ({t.type_name}) used directly "
-                                           "(only DEQUANTIZE of constant weights is supported)")
             value = t.data
+            if t.quantization is not None and t.type_name not in _FLOAT_TYPES:
+                float_op = any(self.model.tensors[j].type_name in _FLOAT_TYPES for j in op.outputs)
+                if t.type_name not in ("INT8", "UINT8", "INT16") or not float_op or value is None:
+                    raise self.unsupported(op, f"quantized tensor {t.name!r} ({t.type_name}) in an operator "
+                                               "with quantized outputs (quantized models are not supported)")
+                # int8 weights of a float operator (dynamic-range quantization): dequantized here.
+                value = dequantize(value, t.quantization)
         assert value is not None
         data_type: str | None
         if value.dtype == np.bool_:
@@ -217,7 +221,7 @@ class Converter:
                          np.dtype(np.uint64): "uint64"}.get(value.dtype)
             if data_type is None:
                 raise self.unsupported(op, f"constant {t.name!r} of type {t.type_name}")
-        value = np.ascontiguousarray(value)
+        value = np.array(value, order="C")  # (np.ascontiguousarray would make a scalar 1-D)
         return self.builder.constant({"data_type": data_type, "shape": list(value.shape)}, value)
 
     def scalar_constant(self, v: float, data_type: str) -> Any:

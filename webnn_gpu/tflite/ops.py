@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import DataError, NotSupportedError
+from .reader import dequantize
 
 if TYPE_CHECKING:  # pragma: no cover
     from .convert import Converter
@@ -476,16 +477,7 @@ def _dequantize(cv: Converter, op: OperatorInfo) -> None:
     if t.type_name == "FLOAT16":
         value = stored  # kept float16: exact in float16 graphs, widened exactly for float32 ones
     elif t.type_name in ("INT8", "UINT8", "INT16", "INT32") and t.quantization is not None:
-        q = t.quantization
-        data = stored.astype(np.float64)
-        if q.scale.size == 1:
-            value = (data - q.zero_point.reshape(())[()] if q.zero_point.size else data) * q.scale[0]
-        else:
-            shape = [1] * data.ndim
-            shape[q.axis] = q.scale.size
-            zp = q.zero_point if q.zero_point.size == q.scale.size else np.zeros_like(q.scale)
-            value = (data - zp.reshape(shape)) * q.scale.reshape(shape)
-        value = value.astype(np.float32)
+        value = dequantize(stored, t.quantization)
     else:
         raise cv.unsupported(op, f"input of type {t.type_name} without quantization parameters")
     cv.set_constant(op, value)
@@ -1222,7 +1214,8 @@ def _strided_slice(cv: Converter, op: OperatorInfo) -> None:
     if plan.reverse_axes:
         x = b.reverse(x, axes=list(plan.reverse_axes), label=label + "/reverse")
     if tuple(plan.sizes) != shape or any(s != 1 for s in plan.strides):
-        x = b.slice(x, list(plan.starts), list(plan.sizes), strides=list(plan.strides), label=label)
+        windows = [(n - 1) * st + 1 for n, st in zip(plan.sizes, plan.strides)]  # WebNN sizes span the window
+        x = b.slice(x, list(plan.starts), windows, strides=list(plan.strides), label=label)
     if tuple(plan.out_shape) != tuple(int(v) for v in x.shape) or x is cv.operand(op, 0):
         x = b.reshape(x, list(plan.out_shape), label=label + "/reshape")
     cv.set_output(op, x)
@@ -1379,3 +1372,173 @@ def _symmetric_pad(cv: Converter, op: OperatorInfo, begin: list[int], end: list[
             parts.append(edge(size - hi, hi))
         x = b.concat(parts, axis, label=f"{label}/{axis}")
     return x
+
+
+# ----------------------------------------------------------------------------- control flow
+
+
+@handles("WHILE", webnn="(unrolled at load time when the trip count is static)")
+def _while(cv: Converter, op: OperatorInfo) -> None:
+    from .convert import MAX_UNROLL
+
+    o = op.options(_fb.WhileOptions)
+    cond, body = int(_opt(o, "CondSubgraphIndex", 0)), int(_opt(o, "BodySubgraphIndex", 0))
+    values = [cv.entry(op, i) for i in range(len(op.inputs))]
+    cond_name = cv.model.subgraphs[cond].name if 0 < cond < len(cv.model.subgraphs) else ""
+    for iteration in range(MAX_UNROLL + 1):
+        (keep_going,) = cv.call_subgraph(op, cond, values, f"{cv.label(op)}/cond{iteration}/")
+        if not isinstance(keep_going, np.ndarray):
+            raise cv.unsupported(
+                op, f"a loop whose trip count is not static: its condition (subgraph {cond} {cond_name!r}) "
+                    f"depends on run-time values at iteration {iteration}")
+        if not bool(np.asarray(keep_going).reshape(-1)[0]):
+            break
+        if iteration == MAX_UNROLL:
+            raise cv.unsupported(op, f"a loop of more than {MAX_UNROLL} iterations (unrolled at load time)")
+        values = cv.call_subgraph(op, body, values, f"{cv.label(op)}/{iteration}/")
+    for j, value in enumerate(values):
+        if not isinstance(value, np.ndarray) and tuple(int(d) for d in value.shape) != cv.out_tensor(op, j).shape:
+            raise cv.unsupported(op, f"loop variable {j} whose shape changes ({list(cv.out_tensor(op, j).shape)} "
+                                     f"declared, {list(value.shape)} after unrolling)")
+        cv.set_entry(op, value, j)
+
+
+# ----------------------------------------------------------------------------- recurrent layers
+
+_RNN_ACTIVATIONS = {ACT_RELU: "relu", ACT_TANH: "tanh"}
+
+
+def _lstm_direction(cv: Converter, op: OperatorInfo, base: dict[str, int]) -> dict[str, Any]:
+    """Stacked weights of one direction (gate order i, f, g, o = WebNN layout 'ifgo')."""
+    present = lambda i: i < len(op.inputs) and op.inputs[i] >= 0  # noqa: E731
+    for what, indices in (("projection", base["proj"]), ("layer normalization", base.get("norm", ()))):
+        if any(present(i) for i in indices):
+            raise cv.unsupported(op, f"{what} weights")
+    if not present(base["w"][0]):
+        raise cv.unsupported(op, "coupled input and forget gates (CIFG: no input gate weights)")
+    w = np.concatenate([cv.value(op, i) for i in base["w"]], axis=0).astype(np.float32)
+    r = np.concatenate([cv.value(op, i) for i in base["r"]], axis=0).astype(np.float32)
+    b = np.concatenate([cv.value(op, i) for i in base["b"]], axis=0).astype(np.float32)
+    if any(present(i) for i in base["p"]):
+        raise cv.unsupported(op, "peephole weights (TFLite's output gate looks at the new cell state, "
+                                 "WebNN's lstm at the previous one)")
+    return {"w": w, "r": r, "b": b, "hidden": w.shape[0] // 4}
+
+
+def _state(cv: Converter, op: OperatorInfo, i: int) -> Any:
+    """An initial state input: its value or operand; a variable tensor (no producer) is zero."""
+    if i >= len(op.inputs) or op.inputs[i] < 0:
+        return None
+    t = cv.tensor(op, i)
+    if t.index in cv._operands or cv.static(op, i) is not None:
+        return cv.operand(op, i)
+    return None  # LiteRT's variable tensors start at zero
+
+
+def _lstm(cv: Converter, op: OperatorInfo, dirs: list[dict[str, Any]], states: list[tuple[Any, Any]],
+          options: Any) -> Any:
+    """The WebNN lstm over the op's input; returns the sequence output [steps, dirs, batch, hidden]."""
+    if _opt(options, "CellClip", 0.0) or _opt(options, "ProjClip", 0.0):
+        raise cv.unsupported(op, "cell_clip / proj_clip")
+    act = _opt(options, "FusedActivationFunction", ACT_TANH)
+    if act not in _RNN_ACTIVATIONS:
+        raise cv.unsupported(op, f"fused activation {_ACT_NAMES.get(act, act)} of a recurrent layer")
+    time_major = bool(_opt(options, "TimeMajor", False))
+    b, label = cv.builder, cv.label(op)
+    x = cv.operand(op, 0)
+    shape = [int(d) for d in x.shape]
+    if len(shape) != 3:
+        raise cv.unsupported(op, f"an input of rank {len(shape)} (expected 3)")
+    if not time_major:
+        x = b.transpose(x, permutation=[1, 0, 2], label=label + "/time_major")
+    steps, batch = (shape[0], shape[1]) if time_major else (shape[1], shape[0])
+    hidden = dirs[0]["hidden"]
+    const = lambda a: b.constant({"data_type": cv.float_type, "shape": list(a.shape)}, a.astype(cv._np_float))  # noqa: E731
+    stack = lambda key: np.stack([d[key] for d in dirs])  # noqa: E731
+    init_h = init_c = None
+    if any(s is not None for pair in states for s in pair):
+        def initial(k: int) -> Any:
+            parts = [s[k] if s[k] is not None else const(np.zeros((batch, hidden), np.float32)) for s in states]
+            parts = [b.reshape(p, [1, batch, hidden], label=f"{label}/state{k}") for p in parts]
+            return parts[0] if len(parts) == 1 else b.concat(parts, 0, label=f"{label}/state{k}")
+        init_h, init_c = initial(0), initial(1)
+    act_name = _RNN_ACTIVATIONS[act]
+    outs = b.lstm(x, const(stack("w")), const(stack("r")), steps, hidden, bias=const(stack("b")),
+                  initial_hidden_state=init_h, initial_cell_state=init_c,
+                  return_sequence=True, direction="both" if len(dirs) == 2 else "forward", layout="ifgo",
+                  activations=["sigmoid", act_name, act_name], label=label)
+    return outs[2], time_major, steps, batch, hidden
+
+
+def _batch_major(cv: Converter, op: OperatorInfo, seq: Any, time_major: bool) -> Any:
+    return seq if time_major else cv.builder.transpose(seq, permutation=[1, 0, 2], label=cv.label(op) + "/batch_major")
+
+
+_UNI_LSTM = {"w": (1, 2, 3, 4), "r": (5, 6, 7, 8), "p": (9, 10, 11), "b": (12, 13, 14, 15), "proj": (16, 17),
+             "norm": (20, 21, 22, 23)}
+
+
+@handles("UNIDIRECTIONAL_SEQUENCE_LSTM", webnn="lstm(layout='ifgo', return_sequence=True) + transposes")
+def _unidirectional_lstm(cv: Converter, op: OperatorInfo) -> None:
+    o = op.options(_fb.UnidirectionalSequenceLSTMOptions)
+    seq, time_major, steps, batch, hidden = _lstm(cv, op, [_lstm_direction(cv, op, _UNI_LSTM)],
+                                                  [(_state(cv, op, 18), _state(cv, op, 19))], o)
+    y = cv.builder.reshape(seq, [steps, batch, hidden], label=cv.label(op) + "/sequence")
+    cv.set_output(op, _batch_major(cv, op, y, time_major))
+
+
+_BI_LSTM_FW = {"w": (1, 2, 3, 4), "r": (5, 6, 7, 8), "p": (9, 10, 11), "b": (12, 13, 14, 15), "proj": (16, 17)}
+_BI_LSTM_BW = {"w": (18, 19, 20, 21), "r": (22, 23, 24, 25), "p": (26, 27, 28), "b": (29, 30, 31, 32),
+               "proj": (33, 34)}
+
+
+@handles("BIDIRECTIONAL_SEQUENCE_LSTM", webnn="lstm(direction='both', layout='ifgo') + split/concat + transposes")
+def _bidirectional_lstm(cv: Converter, op: OperatorInfo) -> None:
+    o = op.options(_fb.BidirectionalSequenceLSTMOptions)
+    if any(i < len(op.inputs) and op.inputs[i] >= 0 for i in range(39, 48)):
+        raise cv.unsupported(op, "an auxiliary input")
+    seq, time_major, steps, batch, hidden = _lstm(
+        cv, op, [_lstm_direction(cv, op, _BI_LSTM_FW), _lstm_direction(cv, op, _BI_LSTM_BW)],
+        [(_state(cv, op, 35), _state(cv, op, 36)), (_state(cv, op, 37), _state(cv, op, 38))], o)
+    b, label = cv.builder, cv.label(op)
+    if _opt(o, "MergeOutputs", False):
+        y = b.reshape(b.transpose(seq, permutation=[0, 2, 1, 3], label=label + "/merge"),
+                      [steps, batch, 2 * hidden], label=label + "/merged")
+        cv.set_output(op, _batch_major(cv, op, y, time_major))
+        return
+    for j, part in enumerate(b.split(seq, 2, axis=1, label=label + "/directions")):
+        y = b.reshape(part, [steps, batch, hidden], label=f"{label}/direction{j}")
+        cv.set_output(op, _batch_major(cv, op, y, time_major), j)
+
+
+@handles("UNIDIRECTIONAL_SEQUENCE_RNN", webnn="matmul for the inputs, then per step gemm + add + activation")
+def _unidirectional_rnn(cv: Converter, op: OperatorInfo) -> None:
+    o = op.options(_fb.SequenceRNNOptions)
+    act = _opt(o, "FusedActivationFunction", ACT_TANH)
+    time_major = bool(_opt(o, "TimeMajor", False))
+    b, label = cv.builder, cv.label(op)
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    if len(shape) != 3:
+        raise cv.unsupported(op, f"an input of rank {len(shape)} (expected 3)")
+    steps, batch = (shape[0], shape[1]) if time_major else (shape[1], shape[0])
+    units = int(cv.tensor(op, 1).shape[0])
+    x = cv.operand(op, 0)
+    if not time_major:
+        x = b.transpose(x, permutation=[1, 0, 2], label=label + "/time_major")
+    # Input projections of every step at once: [steps * batch, input] x W^T + bias.
+    xw = b.gemm(b.reshape(x, [steps * batch, shape[2]], label=label + "/rows"), cv.operand(op, 1),
+                c=cv.operand(op, 3), b_transpose=True, label=label + "/input")
+    h = _state(cv, op, 4)
+    outs = []
+    for t in range(steps):
+        step = b.slice(xw, [t * batch, 0], [batch, units], label=f"{label}/x{t}")
+        if h is not None:
+            step = b.add(step, b.gemm(h, cv.operand(op, 2), b_transpose=True, label=f"{label}/h{t}"),
+                         label=f"{label}/sum{t}")
+        if act == ACT_TANH:
+            h = b.tanh(step, label=f"{label}/tanh{t}")
+        else:
+            h = _activation(cv, op, step, act)
+        outs.append(b.reshape(h, [1, batch, units], label=f"{label}/out{t}"))
+    y = outs[0] if steps == 1 else b.concat(outs, 0, label=label + "/sequence")
+    cv.set_output(op, _batch_major(cv, op, y, time_major))

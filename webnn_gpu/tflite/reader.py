@@ -73,6 +73,18 @@ class Quantization:
     axis: int
 
 
+def dequantize(data: np.ndarray, q: Quantization) -> np.ndarray:
+    """``(q - zero_point) * scale`` (per tensor, or per channel along ``q.axis``) as float32."""
+    values = data.astype(np.float64)
+    if q.scale.size == 1:
+        zp = q.zero_point.reshape(-1)[0] if q.zero_point.size else 0
+        return ((values - zp) * q.scale[0]).astype(np.float32)
+    shape = [1] * values.ndim
+    shape[q.axis] = q.scale.size
+    zp = q.zero_point if q.zero_point.size == q.scale.size else np.zeros_like(q.scale)
+    return ((values - zp.reshape(shape)) * q.scale.reshape(shape)).astype(np.float32)
+
+
 @dataclasses.dataclass
 class TensorInfo:
     """One tensor of the subgraph.
