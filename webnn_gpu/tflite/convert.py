@@ -126,10 +126,8 @@ class Converter:
         t = self.model.tensors[op.inputs[i]]
         if t.index in self._folded:
             return self._folded[t.index]
-        if t.index in self._operands:
-            return None
         if t.data is not None and (t.quantization is None or t.type_name in _FLOAT_TYPES):
-            return t.data
+            return t.data  # (also when an operator already made it a constant operand)
         return None
 
     def entry(self, op: OperatorInfo, i: int) -> Any:
