@@ -213,7 +213,9 @@ def static_shape_arithmetic():
                               out_dtype=np.int32)], [24],
                 options=dict(inDataType=INT32, outDataType=FLOAT32))
     total = m.op("ADD", [m.op("ADD", [m.op("ADD", [flat, filled], [2, 24]), zeros], [2, 24]), ramp], [2, 24])
-    m.output(total)
+    coords = m.op("WHERE", [m.const(np.array([[True, False, True], [False, False, True]]))], [3, 2],
+                  out_dtype=np.int64)
+    m.output(total, coords)  # (an output known at load time)
     return m.finish(), [_f32(rng, *S)]
 
 

@@ -167,8 +167,8 @@ class Converter:
                 outs.append(child._folded[ti])
             elif ti in child._operands:
                 outs.append(child._operands[ti])
-            elif sub.tensors[ti].data is not None:
-                outs.append(sub.tensors[ti].data)
+            elif (stored := sub.tensors[ti].data) is not None:
+                outs.append(stored)
             else:
                 raise self.malformed(op, f"subgraph {index} output {sub.tensors[ti].name!r} is not computed")
         return outs

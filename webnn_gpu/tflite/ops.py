@@ -661,7 +661,7 @@ def _np_floor_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where((trunc != 0) & ((b < 0) != (trunc < 0)), trunc + b, trunc)
 
 
-_NP_BINARY = {
+_NP_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "ADD": np.add, "SUB": np.subtract, "MUL": np.multiply, "MAXIMUM": np.maximum, "MINIMUM": np.minimum,
     "FLOOR_DIV": _np_floor_div, "FLOOR_MOD": _np_floor_mod, "SQUARED_DIFFERENCE": lambda a, b: (a - b) * (a - b),
     "EQUAL": np.equal, "NOT_EQUAL": np.not_equal, "GREATER": np.greater, "GREATER_EQUAL": np.greater_equal,
@@ -1408,10 +1408,11 @@ def _while(cv: Converter, op: OperatorInfo) -> None:
 _RNN_ACTIVATIONS = {ACT_RELU: "relu", ACT_TANH: "tanh"}
 
 
-def _lstm_direction(cv: Converter, op: OperatorInfo, base: dict[str, int]) -> dict[str, Any]:
+def _lstm_direction(cv: Converter, op: OperatorInfo, base: dict[str, tuple[int, ...]]) -> dict[str, Any]:
     """Stacked weights of one direction (gate order i, f, g, o = WebNN layout 'ifgo')."""
     present = lambda i: i < len(op.inputs) and op.inputs[i] >= 0  # noqa: E731
-    for what, indices in (("projection", base["proj"]), ("layer normalization", base.get("norm", ()))):
+    empty: tuple[int, ...] = ()
+    for what, indices in (("projection", base["proj"]), ("layer normalization", base.get("norm", empty))):
         if any(present(i) for i in indices):
             raise cv.unsupported(op, f"{what} weights")
     if not present(base["w"][0]):

@@ -401,7 +401,7 @@ def _index_vector(kind: int, table: Any) -> np.ndarray:
 
 
 def _sparsity_of(sp: Any) -> Sparsity:
-    dims = []
+    dims: list[tuple] = []
     for i in range(sp.DimMetadataLength()):
         d = sp.DimMetadata(i)
         if int(d.Format()) == 0:  # DENSE
@@ -483,14 +483,14 @@ def densify(sparsity: Sparsity, raw: bytes, type_name: str, shape: tuple[int, ..
             parents = take
     if len(coords) != len(values):
         raise bad(f"the sparsity parameters address {len(coords)} values, the buffer holds {len(values)}")
-    full = np.zeros(len(coords), np.int64)
+    full: Any = np.zeros(len(coords), np.int64)
     orig = np.zeros((len(coords), rank), np.int64)
     for level in range(rank):
         orig[:, order[level]] = coords[:, level]
     for level in range(rank, n_levels):
         k = order[level] - rank
-        dim = sparsity.block_map[k]
-        orig[:, dim] = orig[:, dim] * block_size[k] + coords[:, level]
+        axis = sparsity.block_map[k]
+        orig[:, axis] = orig[:, axis] * block_size[k] + coords[:, level]
     if rank and ((orig < 0).any() or (orig >= np.asarray(shape)).any()):
         raise bad("an index outside the dense shape")
     if rank:
