@@ -5,9 +5,12 @@ The input is scikit-image's astronaut photo resized to the model's input (RGB in
 [0, 1]); the reference is LiteRT with its builtin kernels (MediaPipe's transposed
 convolution rewritten as the builtin one, see litert_reference.py). Every output must
 be within ``tolerance * max|reference|``: 1e-3 in float32, 3e-2 in float16 (the whole
-graph in float16). float32 runs in ``make test``; float16 is marked ``soak`` because a
-first build of these graphs on lavapipe, Mesa's shader cache empty, takes tens of
-seconds per model (``pytest -m soak tests/model/test_zoo.py``).
+graph in float16). float32 runs in ``make test`` (marked ``slow``); float16 is marked
+``soak`` (``pytest -m soak tests/model/test_zoo.py``): the first build of these graphs on
+lavapipe with Mesa's shader cache empty takes 35-230 s per model on the shared 2-core
+machine (24 minutes for the 13 float32 models, measured with
+``MESA_SHADER_CACHE_DISABLE=true``), so both dtypes are far over the 3 minutes this file
+may cost cold.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ def test_zoo_lists_every_model_litert_runs():
     assert all(models.MODELS[n].requirement == "mediapipe==0.10.14" for n in models.ZOO)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", models.ZOO)
 def test_zoo_model_float32_matches_litert(name, ctx, zoo_paths, astronaut):
     _check(name, "float32", ctx, zoo_paths, astronaut)
