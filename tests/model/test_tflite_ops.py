@@ -142,3 +142,23 @@ def test_strided_slice_plan_follows_numpy_indexing(spec):
     y = y[tuple(slice(b, b + (n - 1) * s + 1, s) for b, n, s in zip(plan.starts, plan.sizes, plan.strides))]
     assert list(plan.out_shape) == list(ref.shape) == list(shape)
     np.testing.assert_array_equal(y.reshape(plan.out_shape), ref)
+
+
+def test_densify_follows_the_traversal_order_and_blocks():
+    """Column-major CSR (traversal order [1, 0]) and a 2x2-blocked BSR, written by hand."""
+    from webnn_gpu.tflite.reader import Sparsity, densify
+
+    dense = np.array([[0, 1, 0, 2], [3, 0, 0, 0], [0, 4, 0, 5]], np.float32)
+    # Columns first (dense), then the rows of each column that hold a value (CSR).
+    cols = [np.nonzero(dense[:, c])[0] for c in range(4)]
+    segments = np.cumsum([0] + [len(r) for r in cols])
+    values = np.concatenate([dense[r, c] for c, r in enumerate(cols)])
+    sp = Sparsity((1, 0), (), (("dense", 4), ("csr", segments, np.concatenate(cols))))
+    np.testing.assert_array_equal(densify(sp, values.tobytes(), "FLOAT32", dense.shape), dense)
+
+    blocked = np.array([[1, 2, 0, 0], [3, 4, 0, 0], [0, 0, 5, 6], [0, 0, 7, 8]], np.float32)
+    # Block rows (dense, 2), block columns present per block row (CSR), then 2x2 inside.
+    sp = Sparsity((0, 1, 2, 3), (0, 1), (("dense", 2), ("csr", np.array([0, 1, 2]), np.array([0, 1])),
+                                         ("dense", 2), ("dense", 2)))
+    values = np.array([1, 2, 3, 4, 5, 6, 7, 8], np.float32)
+    np.testing.assert_array_equal(densify(sp, values.tobytes(), "FLOAT32", blocked.shape), blocked)
