@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 export XDG_RUNTIME_DIR ?= /tmp
 
-.PHONY: setup gpu demo test bench info clean
+.PHONY: setup gpu demo test bench zoo info clean
 
 setup: $(STAMP)
 
@@ -31,6 +31,10 @@ test: gpu
 
 bench: gpu
 	$(BIN)/python -m pytest benchmarks --benchmark-enable $(PYTEST_ARGS)
+
+# The model zoo against LiteRT XNNPACK (benchmarks/zoo.py; ZOO_ARGS="--models iris-landmark --no-cold").
+zoo: gpu
+	$(BIN)/python benchmarks/zoo.py $(ZOO_ARGS)
 
 info: gpu
 	$(BIN)/webnn-gpu info

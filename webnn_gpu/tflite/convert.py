@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError, MLTypeError, NotSupportedError, WebNNError
-from .ops import HANDLERS
-from .reader import ModelInfo, OperatorInfo, TensorInfo
+from .ops import FOLDERS, HANDLERS
+from .reader import ModelInfo, OperatorInfo, TensorInfo, dequantize
 
 __all__ = ["Converter", "Converted", "convert", "GRAPH_DTYPES"]
 
@@ -24,7 +24,9 @@ GRAPH_DTYPES = ("float32", "float16")
 _FLOAT_TYPES = {"FLOAT32", "FLOAT16", "FLOAT64"}
 #: TFLite run-time tensor types -> WebNN data types (float types follow the graph dtype).
 _INT_TYPES = {"INT32": "int32", "UINT32": "uint32", "INT64": "int64", "UINT64": "uint64",
-              "INT8": "int8", "UINT8": "uint8"}
+              "INT8": "int8", "UINT8": "uint8", "BOOL": "uint8"}
+#: Loops unrolled at load time may run at most this many iterations.
+MAX_UNROLL = 4096
 
 
 @dataclasses.dataclass
@@ -56,23 +58,27 @@ class Converter:
     Handlers in :mod:`.ops` use these methods; they never touch the flatbuffer directly.
     """
 
-    def __init__(self, model: ModelInfo, builder: Any, dtype: str) -> None:
+    def __init__(self, model: ModelInfo, builder: Any, dtype: str, *, label_prefix: str = "",
+                 custom_ops: dict | None = None) -> None:
         self.model = model
+        self.custom_ops: dict = custom_ops or {}  # custom op code -> fn(builder, inputs, attributes)
         self.builder = builder
         self.float_type = dtype
+        self.label_prefix = label_prefix
         self._np_float = np.dtype(np.float16 if dtype == "float16" else np.float32)
         self._operands: dict[int, Any] = {}
-        self._folded: dict[int, np.ndarray] = {}  # constants computed at load time (DEQUANTIZE)
+        self._folded: dict[int, np.ndarray] = {}  # values computed at load time (DEQUANTIZE, shapes, ...)
 
     # -- naming and errors
-    @staticmethod
-    def label(op: OperatorInfo) -> str:
-        """The WebNN ``label`` of the operator's builder calls, e.g. ``"CONV_2D#2"``."""
-        return f"{op.name}#{op.index}"
+    def label(self, op: OperatorInfo) -> str:
+        """The WebNN ``label`` of the operator's builder calls, e.g. ``"CONV_2D#2"``
+        (inside an unrolled loop, prefixed with the loop and the iteration)."""
+        return f"{self.label_prefix}{op.name}#{op.index}"
 
-    @staticmethod
-    def where(op: OperatorInfo) -> str:
-        return f"tflite.load: operator #{op.index} {op.name}"
+    def where(self, op: OperatorInfo) -> str:
+        sub = f"subgraph {self.model.subgraph_index} " if self.model.subgraph_index else ""
+        loop = f" (in {self.label_prefix.rstrip('/')})" if self.label_prefix else ""
+        return f"tflite.load: {sub}operator #{op.index} {op.name}{loop}"
 
     def unsupported(self, op: OperatorInfo, what: str) -> Exception:
         """A NotSupportedError naming the operator and what about it is not supported."""
@@ -115,6 +121,61 @@ class Converter:
             raise self.unsupported(op, f"a run-time value for input {i} ({t.name!r}); it must be a constant")
         return t.data
 
+    def static(self, op: OperatorInfo, i: int) -> np.ndarray | None:
+        """The value of input ``i`` when it is known at load time (stored or folded), else None."""
+        if i >= len(op.inputs) or op.inputs[i] < 0:
+            return None
+        t = self.model.tensors[op.inputs[i]]
+        if t.index in self._folded:
+            return self._folded[t.index]
+        if t.data is not None and (t.quantization is None or t.type_name in _FLOAT_TYPES):
+            return t.data  # (also when an operator already made it a constant operand)
+        return None
+
+    def entry(self, op: OperatorInfo, i: int) -> Any:
+        """Input ``i`` as a load-time value (np.ndarray) when it has one, else its operand."""
+        value = self.static(op, i)
+        return value if value is not None else self.operand(op, i)
+
+    def set_entry(self, op: OperatorInfo, value: Any, j: int = 0) -> None:
+        """Record output ``j``: a load-time value (np.ndarray) or an operand."""
+        if isinstance(value, np.ndarray):
+            self.set_constant(op, value, j)
+        else:
+            self.set_output(op, value, j)
+
+    def call_subgraph(self, op: OperatorInfo, index: int, args: list[Any], prefix: str) -> list[Any]:
+        """Convert subgraph ``index`` with its inputs bound to ``args`` (values or operands).
+
+        Returns its outputs, each a load-time value (np.ndarray) when every operator on
+        its path folded, else an operand.
+        """
+        subgraphs = self.model.subgraphs
+        if not 0 < index < len(subgraphs):
+            raise self.malformed(op, f"subgraph index {index} (the model has {len(subgraphs)})")
+        sub = subgraphs[index]
+        if len(sub.inputs) != len(args):
+            raise self.malformed(op, f"subgraph {index} has {len(sub.inputs)} inputs, the operator passes {len(args)}")
+        child = Converter(sub, self.builder, self.float_type, label_prefix=self.label_prefix + prefix,
+                          custom_ops=self.custom_ops)
+        for ti, arg in zip(sub.inputs, args):
+            if isinstance(arg, np.ndarray):
+                child._folded[ti] = arg
+            else:
+                child._operands[ti] = arg
+        run_operators(child, sub.operators)
+        outs = []
+        for ti in sub.outputs:
+            if ti in child._folded:
+                outs.append(child._folded[ti])
+            elif ti in child._operands:
+                outs.append(child._operands[ti])
+            elif (stored := sub.tensors[ti].data) is not None:
+                outs.append(stored)
+            else:
+                raise self.malformed(op, f"subgraph {index} output {sub.tensors[ti].name!r} is not computed")
+        return outs
+
     def operand(self, op: OperatorInfo, i: int) -> Any:
         """The builder operand of input ``i``: an earlier result, a graph input or a constant."""
         t = self.tensor(op, i)
@@ -136,12 +197,18 @@ class Converter:
     def _constant(self, op: OperatorInfo, t: TensorInfo) -> Any:
         value = self._folded.get(t.index)
         if value is None:
-            if t.quantization is not None and t.type_name not in _FLOAT_TYPES:
-                raise self.unsupported(op, f"quantized tensor {t.name!r} ({t.type_name}) used directly "
-                                           "(only DEQUANTIZE of constant weights is supported)")
             value = t.data
+            if t.quantization is not None and t.type_name not in _FLOAT_TYPES:
+                float_op = any(self.model.tensors[j].type_name in _FLOAT_TYPES for j in op.outputs)
+                if t.type_name not in ("INT8", "UINT8", "INT16") or not float_op or value is None:
+                    raise self.unsupported(op, f"quantized tensor {t.name!r} ({t.type_name}) in an operator "
+                                               "with quantized outputs (quantized models are not supported)")
+                # int8 weights of a float operator (dynamic-range quantization): dequantized here.
+                value = dequantize(value, t.quantization)
         assert value is not None
         data_type: str | None
+        if value.dtype == np.bool_:
+            value = value.astype(np.uint8)
         if value.dtype.kind == "f":
             data_type = self.float_type
             if value.dtype != self._np_float:
@@ -150,11 +217,12 @@ class Converter:
                     raise self.unsupported(op, f"constant {t.name!r} whose values exceed the {data_type} range")
                 value = cast
         else:
-            data_type = _INT_TYPES.get(t.type_name) or {np.dtype(np.int32): "int32",
-                                                       np.dtype(np.int64): "int64"}.get(value.dtype)
+            data_type = {np.dtype(np.int32): "int32", np.dtype(np.int64): "int64", np.dtype(np.uint8): "uint8",
+                         np.dtype(np.int8): "int8", np.dtype(np.uint32): "uint32",
+                         np.dtype(np.uint64): "uint64"}.get(value.dtype)
             if data_type is None:
                 raise self.unsupported(op, f"constant {t.name!r} of type {t.type_name}")
-        value = np.ascontiguousarray(value)
+        value = np.array(value, order="C")  # (np.ascontiguousarray would make a scalar 1-D)
         return self.builder.constant({"data_type": data_type, "shape": list(value.shape)}, value)
 
     def scalar_constant(self, v: float, data_type: str) -> Any:
@@ -174,6 +242,9 @@ class Converter:
     def set_constant(self, op: OperatorInfo, value: np.ndarray, j: int = 0) -> None:
         """Record a value computed at load time as output ``j`` of ``op``."""
         t = self.out_tensor(op, j)
+        value = np.asarray(value)
+        if t.type_name in _INT_TYPES and t.type_name != "BOOL" and value.dtype.kind in "biu":
+            value = value.astype(np.dtype(_INT_TYPES[t.type_name]))
         if tuple(value.shape) != tuple(t.shape):
             raise self.malformed(op, f"folded constant of shape {list(value.shape)} for output "
                                      f"{t.name!r} of shape {list(t.shape)}")
@@ -236,27 +307,79 @@ def convert(model: ModelInfo, builder: Any, dtype: str = "float32", custom_ops=N
         raise MLTypeError(f"tflite.load: dtype must be one of {list(GRAPH_DTYPES)}, got {dtype!r}")
     if not model.outputs:
         raise DataError("tflite.load: the model's main subgraph has no outputs")
-    cv = Converter(model, builder, dtype)
+    from .custom import check_custom_ops
+
+    custom = check_custom_ops(custom_ops)
+    check_mapped(model, custom)
+    cv = Converter(model, builder, dtype, custom_ops=custom)
     taken: set[str] = set()
     input_names = _unique_names(model, model.inputs, "input_", taken)
     output_names = _unique_names(model, model.outputs, "output_", taken)
     inputs = {name: cv.declare_input(model.tensors[ti], name) for name, ti in zip(input_names, model.inputs)}
 
-    from .custom import check_custom_ops, custom_handler
+    run_operators(cv, model.operators)
 
-    custom = check_custom_ops(custom_ops)
-    for op in model.operators:
+    outputs: dict[str, Any] = {}
+    for name, ti in zip(output_names, model.outputs):
+        if ti in cv._folded and ti not in cv._operands and model.operators:  # a value known at load time
+            cv._operands[ti] = builder.identity(cv._constant(model.operators[-1], model.tensors[ti]),
+                                                label=f"output {name}")
+        if ti not in cv._operands or ti in model.inputs:
+            raise _located(NotSupportedError, f"tflite.load: model output {name!r} is not computed by any "
+                                              "operator (a constant or an input passed through)")
+        outputs[name] = cv._operands[ti]
+    return Converted(
+        outputs=outputs,
+        inputs=inputs,
+        input_tensors=dict(zip(input_names, model.inputs)),
+        output_tensors=dict(zip(output_names, model.outputs)),
+    )
+
+
+def check_mapped(model: ModelInfo, custom_ops: dict | None = None) -> None:
+    """Raise one NotSupportedError listing every operator (of every subgraph) with no handler.
+
+    A custom op code that ``custom_ops`` maps has one; an unmapped one names that option.
+    """
+    custom_ops = custom_ops or {}
+    missing = []
+    hint = ""
+    for sub in model.subgraphs or [model]:
+        where = f"subgraph {sub.subgraph_index} " if sub.subgraph_index else ""
+        for op in sub.operators:
+            if op.opcode == "CUSTOM" and op.custom_code in custom_ops:
+                continue
+            if op.name not in HANDLERS:
+                if op.opcode == "CUSTOM":
+                    hint = (f"; map a custom op with load(..., custom_ops={{{op.custom_code!r}: fn}}), "
+                            "fn(builder, inputs, attributes) -> outputs")
+                what = f"custom op {op.custom_code!r}" if op.opcode == "CUSTOM" else f"op code {op.opcode}"
+                missing.append(f"{where}operator #{op.index} {op.name} ({what})")
+    if missing:
+        names = sorted({m.split(" (")[0].rsplit(" ", 1)[1] for m in missing})
+        raise _located(NotSupportedError,
+                       f"tflite.load: {len(missing)} operator(s) of the model are not supported "
+                       f"({', '.join(names)}): {'; '.join(missing)}{hint} "
+                       f"(supported: {', '.join(sorted(HANDLERS))})")
+
+
+def run_operators(cv: Converter, operators: list[OperatorInfo]) -> None:
+    """Emit the builder calls of ``operators`` in order (folding what is known at load time)."""
+    builder = cv.builder
+    for op in operators:
         handler = HANDLERS.get(op.name)
-        if op.opcode == "CUSTOM" and op.custom_code in custom:
-            handler = custom_handler(custom[op.custom_code])
+        if op.opcode == "CUSTOM" and op.custom_code in cv.custom_ops:
+            from .custom import custom_handler
+
+            handler = custom_handler(cv.custom_ops[op.custom_code])
         if handler is None:
             what = f"custom op {op.custom_code!r}" if op.opcode == "CUSTOM" else f"op code {op.opcode}"
-            hint = (f"; map it with load(..., custom_ops={{{op.custom_code!r}: fn}}), fn(builder, inputs, "
-                    f"attributes) -> outputs" if op.opcode == "CUSTOM" else "")
-            raise _located(NotSupportedError,
-                           f"tflite.load: operator #{op.index} {op.name}: {what} is not supported{hint} "
-                           f"(supported: {', '.join(sorted(HANDLERS))})")
+            raise _located(NotSupportedError, f"{cv.where(op)}: {what} is not supported "
+                                              f"(supported: {', '.join(sorted(HANDLERS))})")
+        folder = FOLDERS.get(op.name)
         try:
+            if folder is not None and folder(cv, op):
+                continue
             handler(cv, op)
         except AttributeError as exc:
             if getattr(exc, "obj", None) is not builder:
@@ -271,16 +394,3 @@ def convert(model: ModelInfo, builder: Any, dtype: str = "float32", custom_ops=N
                            MLTypeError if isinstance(exc, TypeError) else
                            DataError if isinstance(exc, ValueError) else NotSupportedError,
                            f"{cv.where(op)} (label {cv.label(op)!r}): {exc}") from exc
-
-    outputs: dict[str, Any] = {}
-    for name, ti in zip(output_names, model.outputs):
-        if ti not in cv._operands or ti in model.inputs:
-            raise _located(NotSupportedError, f"tflite.load: model output {name!r} is not computed by any "
-                                              "operator (a constant or an input passed through)")
-        outputs[name] = cv._operands[ti]
-    return Converted(
-        outputs=outputs,
-        inputs=inputs,
-        input_tensors=dict(zip(input_names, model.inputs)),
-        output_tensors=dict(zip(output_names, model.outputs)),
-    )

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import DataError, NotSupportedError
+from .reader import dequantize
 
 if TYPE_CHECKING:  # pragma: no cover
     from .convert import Converter
@@ -33,6 +34,8 @@ except ModuleNotFoundError:  # pragma: no cover - reader.py reports the missing 
 
 __all__ = [
     "HANDLERS",
+    "FOLDERS",
+    "strided_slice_plan",
     "handles",
     "same_padding",
     "conv_padding",
@@ -48,6 +51,10 @@ HANDLERS: dict[str, Handler] = {}
 
 #: Op name -> the WebNN builder method(s) it becomes (for the docs and error hints).
 MAPPED_TO: dict[str, str] = {}
+
+#: Op name -> ``folder(cv, op) -> bool``: computes the outputs at load time (NumPy, the
+#: op's TFLite definition) when the inputs are known then, and says whether it did.
+FOLDERS: dict[str, Callable[["Converter", "OperatorInfo"], bool]] = {}
 
 # TFLite enums (schema.fbs), spelled out so the unit tests need no GPU nor builder.
 PADDING_SAME, PADDING_VALID = 0, 1
@@ -442,19 +449,21 @@ for _name, _method in (("MEAN", "reduce_mean"), ("SUM", "reduce_sum"), ("REDUCE_
     handles(_name, webnn=f"{_method}(axes=, keep_dimensions=)")(_reduce(_method))
 
 
-@handles("RESIZE_BILINEAR", webnn="resample2d(mode='linear', axes=[1, 2]) (half_pixel_centers=True only)")
+@handles("RESIZE_BILINEAR", webnn="resample2d(mode='linear', axes=[1, 2]) (half-pixel); two matmuls (other options)")
 def _resize_bilinear(cv: Converter, op: OperatorInfo) -> None:
     o = op.options(_fb.ResizeBilinearOptions)
     align_corners = bool(_opt(o, "AlignCorners", False))
     half_pixel = bool(_opt(o, "HalfPixelCenters", False))
-    if align_corners or not half_pixel:
-        raise cv.unsupported(
-            op, f"align_corners={align_corners}, half_pixel_centers={half_pixel} (WebNN's linear "
-                "resample2d is half-pixel-centered: only align_corners=False, half_pixel_centers=True maps)")
-    _check_rank(cv, op, 0, 4)
+    _, h, w, _ = _check_rank(cv, op, 0, 4)
     sizes = [int(v) for v in cv.value(op, 1).reshape(-1)]
     if len(sizes) != 2 or min(sizes) < 1:
         raise cv.malformed(op, f"size {sizes} (expected two positive integers)")
+    if align_corners or not half_pixel:
+        # WebNN's linear resample2d is half-pixel-centred; the other coordinate rules are
+        # two matmuls with TFLite's interpolation weights.
+        cv.set_output(op, _resize_by_matrices(cv, op, _interpolation_matrix(h, sizes[0], align_corners, half_pixel),
+                                              _interpolation_matrix(w, sizes[1], align_corners, half_pixel)))
+        return
     y = cv.builder.resample2d(cv.operand(op, 0), mode="linear", sizes=sizes, axes=[1, 2], label=cv.label(op))
     cv.set_output(op, y)
 
@@ -462,21 +471,13 @@ def _resize_bilinear(cv: Converter, op: OperatorInfo) -> None:
 @handles("DEQUANTIZE", webnn="(folded at load time into a constant)")
 def _dequantize(cv: Converter, op: OperatorInfo) -> None:
     t = cv.tensor(op, 0)
-    if t.data is None:
+    stored = cv._folded.get(t.index, t.data)  # a DENSIFY before it has been folded
+    if stored is None:
         raise cv.unsupported(op, "a run-time (non-constant) input; only constant weights can be dequantized")
     if t.type_name == "FLOAT16":
-        value = t.data  # kept float16: exact in float16 graphs, widened exactly for float32 ones
+        value = stored  # kept float16: exact in float16 graphs, widened exactly for float32 ones
     elif t.type_name in ("INT8", "UINT8", "INT16", "INT32") and t.quantization is not None:
-        q = t.quantization
-        data = t.data.astype(np.float64)
-        if q.scale.size == 1:
-            value = (data - q.zero_point.reshape(())[()] if q.zero_point.size else data) * q.scale[0]
-        else:
-            shape = [1] * data.ndim
-            shape[q.axis] = q.scale.size
-            zp = q.zero_point if q.zero_point.size == q.scale.size else np.zeros_like(q.scale)
-            value = (data - zp.reshape(shape)) * q.scale.reshape(shape)
-        value = value.astype(np.float32)
+        value = dequantize(stored, t.quantization)
     else:
         raise cv.unsupported(op, f"input of type {t.type_name} without quantization parameters")
     cv.set_constant(op, value)
@@ -531,12 +532,15 @@ def _pad(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, y)
 
 
-@handles("MIRROR_PAD", webnn="pad(mode='reflection') (REFLECT only)")
+@handles("MIRROR_PAD", webnn="pad(mode='reflection') (REFLECT); slice + reverse + concat (SYMMETRIC)")
 def _mirror_pad(cv: Converter, op: OperatorInfo) -> None:
     mode = _opt(op.options(_fb.MirrorPadOptions), "Mode", 0)
-    if mode != 0:
-        raise cv.unsupported(op, "mode SYMMETRIC (WebNN pad has 'reflection', which is REFLECT)")
     begin, end = _paddings(cv, op, len(cv.tensor(op, 0).shape))
+    if mode == 1:  # SYMMETRIC: the edge is repeated
+        cv.set_output(op, _symmetric_pad(cv, op, begin, end))
+        return
+    if mode != 0:
+        raise cv.unsupported(op, f"mirror pad mode {mode}")
     cv.set_output(op, cv.builder.pad(cv.operand(op, 0), begin, end, mode="reflection", label=cv.label(op)))
 
 
@@ -584,3 +588,958 @@ def _batch_matmul(cv: Converter, op: OperatorInfo) -> None:
             operand = cv.builder.transpose(a if index == 0 else b, permutation=perm, label=f"{label}/{flag}")
             a, b = (operand, b) if index == 0 else (a, operand)
     cv.set_output(op, cv.builder.matmul(a, b, label=label))
+
+
+# ----------------------------------------------------------------------------- load-time folding
+
+_NP_TYPES = {"FLOAT32": np.float32, "FLOAT16": np.float16, "FLOAT64": np.float64, "INT32": np.int32,
+             "INT64": np.int64, "UINT32": np.uint32, "UINT64": np.uint64, "INT8": np.int8, "UINT8": np.uint8,
+             "INT16": np.int16, "BOOL": np.bool_}
+
+
+def _np_type(cv: Converter, op: OperatorInfo, j: int = 0) -> Any:
+    t = cv.out_tensor(op, j)
+    if t.type_name not in _NP_TYPES:
+        raise cv.unsupported(op, f"output of type {t.type_name}")
+    return _NP_TYPES[t.type_name]
+
+
+def _webnn_type(cv: Converter, op: OperatorInfo, j: int = 0) -> str:
+    """The WebNN data type of output ``j`` (float outputs follow the graph's float type)."""
+    t = cv.out_tensor(op, j)
+    if t.type_name in ("FLOAT32", "FLOAT16", "FLOAT64"):
+        return cv.float_type
+    names = {"INT32": "int32", "INT64": "int64", "UINT32": "uint32", "UINT64": "uint64", "INT8": "int8",
+             "UINT8": "uint8", "BOOL": "uint8"}
+    if t.type_name not in names:
+        raise cv.unsupported(op, f"output of type {t.type_name}")
+    return names[t.type_name]
+
+
+def folds(*names: str, always: bool = False) -> Callable:
+    """Register ``fn(cv, op, values) -> list of arrays`` as the load-time definition of ``names``.
+
+    It runs when every (present) input is known at load time, or, with ``always``, in
+    any case (the result depends only on static shapes: SHAPE, ZEROS_LIKE).
+    """
+
+    def register(fn: Callable) -> Callable:
+        def folder(cv: Converter, op: OperatorInfo) -> bool:
+            values = [cv.static(op, i) if op.inputs[i] >= 0 else None for i in range(len(op.inputs))]
+            if not always and any(v is None for i, v in enumerate(values) if op.inputs[i] >= 0):
+                return False
+            outs = fn(cv, op, values)
+            for j, value in enumerate(outs):
+                cv.set_constant(op, np.asarray(value).astype(_np_type(cv, op, j), copy=False), j)
+            return True
+
+        for name in names:
+            FOLDERS[name] = folder
+        return fn
+
+    return register
+
+
+def _np_activation(x: np.ndarray, code: int) -> np.ndarray:
+    if code == ACT_RELU:
+        return np.maximum(x, 0)
+    if code == ACT_RELU6:
+        return np.clip(x, 0, 6)
+    if code == ACT_RELU_N1_TO_1:
+        return np.clip(x, -1, 1)
+    return x
+
+
+def _np_floor_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.floor_divide(a, b) if a.dtype.kind in "iu" else np.floor(a / b)
+
+
+def _np_floor_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind in "iu":
+        return np.mod(a, b)
+    trunc = np.fmod(a, b)
+    return np.where((trunc != 0) & ((b < 0) != (trunc < 0)), trunc + b, trunc)
+
+
+_NP_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "ADD": np.add, "SUB": np.subtract, "MUL": np.multiply, "MAXIMUM": np.maximum, "MINIMUM": np.minimum,
+    "FLOOR_DIV": _np_floor_div, "FLOOR_MOD": _np_floor_mod, "SQUARED_DIFFERENCE": lambda a, b: (a - b) * (a - b),
+    "EQUAL": np.equal, "NOT_EQUAL": np.not_equal, "GREATER": np.greater, "GREATER_EQUAL": np.greater_equal,
+    "LESS": np.less, "LESS_EQUAL": np.less_equal, "LOGICAL_AND": np.logical_and, "LOGICAL_OR": np.logical_or,
+}
+
+
+@folds(*_NP_BINARY, "DIV")
+def _fold_binary(cv: Converter, op: OperatorInfo, values: list) -> list:
+    a, b = values[0], values[1]
+    if op.name == "DIV":
+        out = np.trunc(a / b).astype(a.dtype) if a.dtype.kind in "iu" else a / b
+    else:
+        out = _NP_BINARY[op.name](a, b)
+    if op.name in _OPTION_CLASSES:
+        out = _np_activation(out, _opt(op.options(_OPTION_CLASSES[op.name]), "FusedActivationFunction", ACT_NONE))
+    return [out]
+
+
+@folds("NEG", "ABS", "LOGICAL_NOT", "SQUARE", "CAST")
+def _fold_unary(cv: Converter, op: OperatorInfo, values: list) -> list:
+    x = values[0]
+    if op.name == "CAST":
+        target = _np_type(cv, op)
+        if np.dtype(target).kind in "iu" and x.dtype.kind == "f":
+            x = np.trunc(x)
+        return [x.astype(target)]
+    return [{"NEG": np.negative, "ABS": np.abs, "LOGICAL_NOT": np.logical_not,
+             "SQUARE": np.square}[op.name](x)]
+
+
+@folds("RESHAPE", "SQUEEZE", "EXPAND_DIMS")
+def _fold_reshape(cv: Converter, op: OperatorInfo, values: list) -> list:
+    return [values[0].reshape(cv.out_tensor(op).shape)]
+
+
+@folds("SHAPE", always=True)
+def _fold_shape(cv: Converter, op: OperatorInfo, values: list) -> list:
+    return [np.asarray(cv.tensor(op, 0).shape, np.int64)]
+
+
+@handles("SHAPE", webnn="(folded at load time: shapes are static)")
+def _shape(cv: Converter, op: OperatorInfo) -> None:  # pragma: no cover - always folded
+    raise cv.unsupported(op, "a dynamic shape")
+
+
+@folds("ZEROS_LIKE", always=True)
+def _fold_zeros_like(cv: Converter, op: OperatorInfo, values: list) -> list:
+    return [np.zeros(cv.tensor(op, 0).shape)]
+
+
+@handles("ZEROS_LIKE", webnn="(folded at load time into a constant)")
+def _zeros_like(cv: Converter, op: OperatorInfo) -> None:  # pragma: no cover - always folded
+    raise cv.unsupported(op, "a dynamic shape")
+
+
+@folds("FILL")
+def _fold_fill(cv: Converter, op: OperatorInfo, values: list) -> list:
+    return [np.broadcast_to(values[1].reshape(()), [int(d) for d in values[0].reshape(-1)])]
+
+
+@handles("FILL", webnn="expand (folded at load time when the value is static)")
+def _fill(cv: Converter, op: OperatorInfo) -> None:
+    shape = [int(d) for d in cv.value(op, 0).reshape(-1)]
+    value = cv.builder.reshape(cv.operand(op, 1), [], label=cv.label(op) + "/scalar")
+    cv.set_output(op, cv.builder.expand(value, shape, label=cv.label(op)))
+
+
+@folds("BROADCAST_TO")
+def _fold_broadcast_to(cv: Converter, op: OperatorInfo, values: list) -> list:
+    return [np.broadcast_to(values[0], cv.out_tensor(op).shape)]
+
+
+@handles("BROADCAST_TO", webnn="expand")
+def _broadcast_to(cv: Converter, op: OperatorInfo) -> None:
+    shape = list(cv.out_tensor(op).shape)
+    cv.set_output(op, cv.builder.expand(cv.operand(op, 0), shape, label=cv.label(op)))
+
+
+@folds("PACK")
+def _fold_pack(cv: Converter, op: OperatorInfo, values: list) -> list:
+    rank = len(cv.tensor(op, 0).shape)
+    axis = _opt(op.options(_fb.PackOptions), "Axis", 0)
+    return [np.stack(values, axis=axis % (rank + 1))]
+
+
+@handles("PACK", webnn="reshape + concat (folded at load time when static)")
+def _pack(cv: Converter, op: OperatorInfo) -> None:
+    rank = len(cv.tensor(op, 0).shape)
+    axis = cv.axis(op, _opt(op.options(_fb.PackOptions), "Axis", 0), rank + 1)
+    shape = list(cv.tensor(op, 0).shape)
+    shape.insert(axis, 1)
+    parts = [cv.builder.reshape(cv.operand(op, i), shape, label=f"{cv.label(op)}/{i}") for i in range(len(op.inputs))]
+    cv.set_output(op, parts[0] if len(parts) == 1 else cv.builder.concat(parts, axis, label=cv.label(op)))
+
+
+@folds("UNPACK")
+def _fold_unpack(cv: Converter, op: OperatorInfo, values: list) -> list:
+    axis = _opt(op.options(_fb.UnpackOptions), "Axis", 0)
+    return [np.take(values[0], k, axis=axis) for k in range(len(op.outputs))]
+
+
+@handles("UNPACK", webnn="split + reshape")
+def _unpack(cv: Converter, op: OperatorInfo) -> None:
+    shape = list(cv.tensor(op, 0).shape)
+    axis = cv.axis(op, _opt(op.options(_fb.UnpackOptions), "Axis", 0), len(shape))
+    if shape[axis] != len(op.outputs):
+        raise cv.malformed(op, f"{len(op.outputs)} outputs for a dimension of {shape[axis]}")
+    label = cv.label(op)
+    parts = [cv.operand(op, 0)] if shape[axis] == 1 else \
+        cv.builder.split(cv.operand(op, 0), shape[axis], axis=axis, label=label)
+    for j, part in enumerate(parts):
+        cv.set_output(op, cv.builder.reshape(part, list(cv.out_tensor(op, j).shape), label=f"{label}/{j}"), j)
+
+
+@folds("CONCATENATION")
+def _fold_concat(cv: Converter, op: OperatorInfo, values: list) -> list:
+    o = op.options(_fb.ConcatenationOptions)
+    out = np.concatenate(values, axis=_opt(o, "Axis", 0))
+    return [_np_activation(out, _opt(o, "FusedActivationFunction", ACT_NONE))]
+
+
+@folds("GATHER")
+def _fold_gather(cv: Converter, op: OperatorInfo, values: list) -> list:
+    o = op.options(_fb.GatherOptions)
+    if _opt(o, "BatchDims", 0):
+        return [_np_gather_batched(values[0], values[1], _opt(o, "Axis", 0), _opt(o, "BatchDims", 0))]
+    return [np.take(values[0], values[1], axis=_opt(o, "Axis", 0))]
+
+
+def _np_gather_batched(x: np.ndarray, idx: np.ndarray, axis: int, batch_dims: int) -> np.ndarray:
+    axis %= x.ndim
+    batch_dims %= idx.ndim
+    out = [_np_gather_batched(x[b], idx[b], axis - 1, batch_dims - 1) if batch_dims > 1 else
+           np.take(x[b], idx[b], axis=axis - 1) for b in range(x.shape[0])]
+    return np.stack(out)
+
+
+@folds("STRIDED_SLICE", "SLICE", "TRANSPOSE", "TILE", "REVERSE_V2")
+def _fold_movement(cv: Converter, op: OperatorInfo, values: list) -> list:
+    x = values[0]
+    if op.name == "STRIDED_SLICE":
+        plan = _strided_plan(cv, op)
+        for axis in plan.reverse_axes:
+            x = np.flip(x, axis)
+        x = x[tuple(slice(b, b + (n - 1) * st + 1, st) for b, n, st in zip(plan.starts, plan.sizes, plan.strides))]
+        return [x.reshape(plan.out_shape)]
+    if op.name == "SLICE":
+        starts, sizes = _slice_window(cv, op)
+        return [x[tuple(slice(b, b + n) for b, n in zip(starts, sizes))]]
+    if op.name == "TRANSPOSE":
+        return [np.transpose(x, [int(v) for v in values[1].reshape(-1)])]
+    if op.name == "TILE":
+        return [np.tile(x, [int(v) for v in values[1].reshape(-1)])]
+    return [np.flip(x, tuple(int(a) for a in values[1].reshape(-1)))]
+
+
+@folds("SELECT", "SELECT_V2")
+def _fold_select(cv: Converter, op: OperatorInfo, values: list) -> list:
+    cond, a, b = values
+    if op.name == "SELECT" and cond.ndim == 1 and a.ndim > 1:
+        cond = cond.reshape([-1] + [1] * (a.ndim - 1))
+    return [np.where(cond, a, b)]
+
+
+@folds("WHERE")
+def _fold_where(cv: Converter, op: OperatorInfo, values: list) -> list:
+    return [np.argwhere(values[0])]
+
+
+@handles("WHERE", webnn="(folded at load time; the output's shape depends on the condition's values)")
+def _where_coords(cv: Converter, op: OperatorInfo) -> None:
+    raise cv.unsupported(op, "a run-time condition (the output's shape depends on its values)")
+
+
+@folds("RANGE")
+def _fold_range(cv: Converter, op: OperatorInfo, values: list) -> list:
+    start, limit, delta = (v.reshape(()) for v in values)
+    return [np.arange(start, limit, delta)]
+
+
+@handles("RANGE", webnn="(folded at load time)")
+def _range(cv: Converter, op: OperatorInfo) -> None:
+    raise cv.unsupported(op, "run-time start, limit or delta (the output's shape would depend on them)")
+
+
+@folds("DENSIFY")
+def _fold_densify(cv: Converter, op: OperatorInfo, values: list) -> list:
+    return [values[0]]
+
+
+@handles("DENSIFY", webnn="(the sparse constant is densified when the model is read)")
+def _densify(cv: Converter, op: OperatorInfo) -> None:
+    raise cv.unsupported(op, "a run-time (non-constant) input")
+
+
+# ----------------------------------------------------------------------------- more element-wise ops
+
+
+for _name, _method in (("ROUND", "round_even"), ("SIGN", "sign")):
+    handles(_name, webnn=_method)(_unary(_method))
+
+
+@handles("RSQRT", webnn="reciprocal(sqrt)")
+def _rsqrt(cv: Converter, op: OperatorInfo) -> None:
+    label = cv.label(op)
+    cv.set_output(op, cv.builder.reciprocal(cv.builder.sqrt(cv.operand(op, 0), label=label + "/sqrt"), label=label))
+
+
+@handles("SQUARE", webnn="mul(x, x)")
+def _square(cv: Converter, op: OperatorInfo) -> None:
+    x = cv.operand(op, 0)
+    cv.set_output(op, cv.builder.mul(x, x, label=cv.label(op)))
+
+
+@handles("SQUARED_DIFFERENCE", webnn="sub + mul(d, d)")
+def _squared_difference(cv: Converter, op: OperatorInfo) -> None:
+    d = cv.builder.sub(cv.operand(op, 0), cv.operand(op, 1), label=cv.label(op) + "/sub")
+    cv.set_output(op, cv.builder.mul(d, d, label=cv.label(op)))
+
+
+@handles("ELU", webnn="elu(alpha=1)")
+def _elu(cv: Converter, op: OperatorInfo) -> None:
+    cv.set_output(op, cv.builder.elu(cv.operand(op, 0), alpha=1.0, label=cv.label(op)))
+
+
+@handles("GELU", webnn="gelu (exact), or its tanh form from mul/add/tanh (approximate=True)")
+def _gelu(cv: Converter, op: OperatorInfo) -> None:
+    b, label, x = cv.builder, cv.label(op), cv.operand(op, 0)
+    if not _opt(op.options(_fb.GeluOptions), "Approximate", False):
+        cv.set_output(op, b.gelu(x, label=label))
+        return
+    # 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+    c = lambda v: cv.scalar_constant(v, cv.float_type)  # noqa: E731
+    x3 = b.mul(b.mul(x, x, label=label + "/x2"), x, label=label + "/x3")
+    inner = b.mul(b.add(x, b.mul(x3, c(0.044715), label=label + "/cx3"), label=label + "/sum"),
+                  c(float(np.sqrt(2.0 / np.pi))), label=label + "/inner")
+    t = b.add(b.tanh(inner, label=label + "/tanh"), c(1.0), label=label + "/1p")
+    cv.set_output(op, b.mul(b.mul(x, c(0.5), label=label + "/half"), t, label=label))
+
+
+for _name, _method in (("EQUAL", "equal"), ("NOT_EQUAL", "not_equal"), ("GREATER", "greater"),
+                       ("GREATER_EQUAL", "greater_or_equal"), ("LESS", "lesser"),
+                       ("LESS_EQUAL", "lesser_or_equal"), ("LOGICAL_AND", "logical_and"),
+                       ("LOGICAL_OR", "logical_or")):
+    handles(_name, webnn=f"{_method} (BOOL is uint8)")(_binary_plain(_method))
+handles("LOGICAL_NOT", webnn="logical_not (BOOL is uint8)")(_unary("logical_not"))
+
+
+@handles("ADD_N", webnn="add, chained")
+def _add_n(cv: Converter, op: OperatorInfo) -> None:
+    y = cv.operand(op, 0)
+    for i in range(1, len(op.inputs)):
+        y = cv.builder.add(y, cv.operand(op, i), label=f"{cv.label(op)}/{i}")
+    if len(op.inputs) == 1:
+        y = cv.builder.identity(y, label=cv.label(op))
+    cv.set_output(op, y)
+
+
+def _trunc_div(cv: Converter, op: OperatorInfo, a: Any, b: Any, integer: bool) -> Any:
+    """a / b rounded toward zero (integer division already truncates)."""
+    bld, label = cv.builder, cv.label(op)
+    q = bld.div(a, b, label=label + "/div")
+    if integer:
+        return q
+    return bld.where(bld.lesser(q, cv.scalar_constant(0.0, cv.float_type), label=label + "/neg"),
+                     bld.ceil(q, label=label + "/ceil"), bld.floor(q, label=label + "/floor"), label=label + "/trunc")
+
+
+@handles("FLOOR_DIV", webnn="floor(div) for floats; div with a sign correction for integers")
+def _floor_div(cv: Converter, op: OperatorInfo) -> None:
+    bld, label = cv.builder, cv.label(op)
+    a, b = cv.operand(op, 0), cv.operand(op, 1)
+    if _webnn_type(cv, op) == cv.float_type:
+        cv.set_output(op, bld.floor(bld.div(a, b, label=label + "/div"), label=label))
+        return
+    dt = _webnn_type(cv, op)
+    q = bld.div(a, b, label=label + "/div")
+    r = bld.sub(a, bld.mul(q, b, label=label + "/qb"), label=label + "/rem")
+    zero = bld.constant({"data_type": dt, "shape": []}, np.zeros((), _np_type(cv, op)))
+    adjust = bld.logical_and(bld.not_equal(r, zero, label=label + "/nz"),
+                             bld.not_equal(bld.lesser(r, zero, label=label + "/rneg"),
+                                           bld.lesser(b, zero, label=label + "/bneg"), label=label + "/sgn"),
+                             label=label + "/adjust")
+    cv.set_output(op, bld.sub(q, bld.cast(adjust, dt, label=label + "/cast"), label=label))
+
+
+@handles("FLOOR_MOD", webnn="a - trunc(a / b) * b, plus b where the signs differ (TFLite's definition)")
+def _floor_mod(cv: Converter, op: OperatorInfo) -> None:
+    bld, label = cv.builder, cv.label(op)
+    a, b = cv.operand(op, 0), cv.operand(op, 1)
+    dt = _webnn_type(cv, op)
+    integer = dt != cv.float_type
+    q = _trunc_div(cv, op, a, b, integer)
+    m = bld.sub(a, bld.mul(q, b, label=label + "/qb"), label=label + "/fmod")
+    zero = bld.constant({"data_type": dt, "shape": []}, np.zeros((), np.float16 if dt == "float16" else
+                                                                  _np_type(cv, op)))
+    adjust = bld.logical_and(bld.not_equal(m, zero, label=label + "/nz"),
+                             bld.not_equal(bld.lesser(m, zero, label=label + "/mneg"),
+                                           bld.lesser(b, zero, label=label + "/bneg"), label=label + "/sgn"),
+                             label=label + "/adjust")
+    cv.set_output(op, bld.where(adjust, bld.add(m, b, label=label + "/plus"), m, label=label))
+
+
+@handles("CAST", webnn="cast (to BOOL: not_equal(x, 0))")
+def _cast(cv: Converter, op: OperatorInfo) -> None:
+    x, label = cv.operand(op, 0), cv.label(op)
+    if cv.out_tensor(op).type_name == "BOOL":
+        zero = cv.builder.constant({"data_type": x.data_type, "shape": []},
+                                   np.zeros((), np.dtype(x.data_type)))
+        cv.set_output(op, cv.builder.not_equal(x, zero, label=label))
+        return
+    dt = _webnn_type(cv, op)
+    cv.set_output(op, cv.builder.cast(x, dt, label=label) if dt != x.data_type else
+                  cv.builder.identity(x, label=label))
+
+
+@handles("SELECT", "SELECT_V2", webnn="where (SELECT's rank-1 condition picks rows)")
+def _select(cv: Converter, op: OperatorInfo) -> None:
+    cond = cv.operand(op, 0)
+    rank = len(cv.tensor(op, 1).shape)
+    if op.name == "SELECT" and len(cond.shape) == 1 and rank > 1:
+        cond = cv.builder.reshape(cond, [int(cond.shape[0])] + [1] * (rank - 1), label=cv.label(op) + "/rows")
+    cv.set_output(op, cv.builder.where(cond, cv.operand(op, 1), cv.operand(op, 2), label=cv.label(op)))
+
+
+# ----------------------------------------------------------------------------- reductions, normalizations
+
+
+@handles("ARG_MAX", "ARG_MIN", webnn="arg_max / arg_min(axis, output_data_type)")
+def _arg_max_min(cv: Converter, op: OperatorInfo) -> None:
+    rank = len(cv.tensor(op, 0).shape)
+    axis = cv.axis(op, int(cv.value(op, 1).reshape(-1)[0]), rank)
+    method = "arg_max" if op.name == "ARG_MAX" else "arg_min"
+    y = getattr(cv.builder, method)(cv.operand(op, 0), axis, keep_dimensions=False,
+                                    output_data_type=_webnn_type(cv, op), label=cv.label(op))
+    cv.set_output(op, y)
+
+
+@handles("CUMSUM", webnn="cumulative_sum(axis, exclusive=, reversed=)")
+def _cumsum(cv: Converter, op: OperatorInfo) -> None:
+    o = op.options(_fb.CumsumOptions)
+    rank = len(cv.tensor(op, 0).shape)
+    axis = cv.axis(op, int(cv.value(op, 1).reshape(-1)[0]), rank)
+    cv.set_output(op, cv.builder.cumulative_sum(cv.operand(op, 0), axis, exclusive=bool(_opt(o, "Exclusive", False)),
+                                                reversed=bool(_opt(o, "Reverse", False)), label=cv.label(op)))
+
+
+@handles("LOG_SOFTMAX", webnn="x - max - log(reduce_sum(exp(x - max))) over the last axis")
+def _log_softmax(cv: Converter, op: OperatorInfo) -> None:
+    b, label, x = cv.builder, cv.label(op), cv.operand(op, 0)
+    axes = [len(cv.tensor(op, 0).shape) - 1]
+    shifted = b.sub(x, b.reduce_max(x, axes=axes, keep_dimensions=True, label=label + "/max"), label=label + "/shift")
+    total = b.reduce_sum(b.exp(shifted, label=label + "/exp"), axes=axes, keep_dimensions=True, label=label + "/sum")
+    cv.set_output(op, b.sub(shifted, b.log(total, label=label + "/log"), label=label))
+
+
+@handles("L2_NORMALIZATION", webnn="x / max(reduce_l2(x, last axis), 1e-6) + fused activation")
+def _l2_normalization(cv: Converter, op: OperatorInfo) -> None:
+    b, label, x = cv.builder, cv.label(op), cv.operand(op, 0)
+    axes = [len(cv.tensor(op, 0).shape) - 1]
+    norm = b.max(b.reduce_l2(x, axes=axes, keep_dimensions=True, label=label + "/norm"),
+                 cv.scalar_constant(1e-6, cv.float_type), label=label + "/eps")
+    y = b.div(x, norm, label=label)
+    cv.set_output(op, _activation(cv, op, y, _opt(op.options(_fb.L2NormOptions), "FusedActivationFunction", ACT_NONE)))
+
+
+@handles("LOCAL_RESPONSE_NORMALIZATION",
+         webnn="x * pow(bias + alpha * matmul(x^2, band), -beta) over the channels")
+def _local_response_normalization(cv: Converter, op: OperatorInfo) -> None:
+    o = op.options(_fb.LocalResponseNormalizationOptions)
+    radius = int(_opt(o, "Radius", 5))
+    bias, alpha, beta = float(_opt(o, "Bias", 1.0)), float(_opt(o, "Alpha", 1.0)), float(_opt(o, "Beta", 0.5))
+    shape = list(cv.tensor(op, 0).shape)
+    channels = shape[-1]
+    b, label, x = cv.builder, cv.label(op), cv.operand(op, 0)
+    # Window sums along the channels: a band matrix (1 where |i - c| <= radius).
+    idx = np.arange(channels)
+    band = (np.abs(idx[:, None] - idx[None, :]) <= radius).astype(cv._np_float)
+    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    sq = b.reshape(b.mul(x, x, label=label + "/sq"), [rows, channels], label=label + "/rows")
+    acc = b.reshape(b.matmul(sq, b.constant({"data_type": cv.float_type, "shape": [channels, channels]}, band),
+                             label=label + "/window"), shape, label=label + "/unrows")
+    base = b.add(b.mul(acc, cv.scalar_constant(alpha, cv.float_type), label=label + "/alpha"),
+                 cv.scalar_constant(bias, cv.float_type), label=label + "/bias")
+    scale = b.pow(base, cv.scalar_constant(-beta, cv.float_type), label=label + "/pow")
+    cv.set_output(op, b.mul(x, scale, label=label))
+
+
+# ----------------------------------------------------------------------------- data movement
+
+
+@handles("REVERSE_V2", webnn="reverse(axes=)")
+def _reverse_v2(cv: Converter, op: OperatorInfo) -> None:
+    rank = len(cv.tensor(op, 0).shape)
+    axes = sorted({cv.axis(op, int(a), rank) for a in cv.value(op, 1).reshape(-1)})
+    cv.set_output(op, cv.builder.reverse(cv.operand(op, 0), axes=axes, label=cv.label(op)))
+
+
+@handles("TILE", webnn="tile(repetitions=)")
+def _tile(cv: Converter, op: OperatorInfo) -> None:
+    reps = [int(v) for v in cv.value(op, 1).reshape(-1)]
+    cv.set_output(op, cv.builder.tile(cv.operand(op, 0), reps, label=cv.label(op)))
+
+
+def _slice_window(cv: Converter, op: OperatorInfo) -> tuple[list[int], list[int]]:
+    shape = cv.tensor(op, 0).shape
+    begin = [int(v) for v in cv.value(op, 1).reshape(-1)]
+    size = [int(v) for v in cv.value(op, 2).reshape(-1)]
+    if len(begin) != len(shape) or len(size) != len(shape):
+        raise cv.malformed(op, f"begin {begin} and size {size} for a rank-{len(shape)} input")
+    size = [d - b if n == -1 else n for b, n, d in zip(begin, size, shape)]
+    if any(b < 0 or n < 0 or b + n > d for b, n, d in zip(begin, size, shape)):
+        raise cv.malformed(op, f"begin {begin}, size {size} outside the input {list(shape)}")
+    return begin, size
+
+
+@handles("SLICE", webnn="slice(starts, sizes)")
+def _slice(cv: Converter, op: OperatorInfo) -> None:
+    begin, size = _slice_window(cv, op)
+    if 0 in size:
+        raise cv.unsupported(op, "an empty result")
+    cv.set_output(op, cv.builder.slice(cv.operand(op, 0), begin, size, label=cv.label(op)))
+
+
+class StridedSlicePlan(tuple):
+    """What a STRIDED_SLICE does to its input: reverse some axes, take a positive-stride
+    window, reshape (dropping shrunk axes, adding new ones)."""
+
+    __slots__ = ()
+
+    def __new__(cls, reverse_axes, starts, sizes, strides, out_shape):
+        return super().__new__(cls, (tuple(reverse_axes), tuple(starts), tuple(sizes), tuple(strides),
+                                     tuple(out_shape)))
+
+    reverse_axes = property(lambda self: self[0])
+    starts = property(lambda self: self[1])
+    sizes = property(lambda self: self[2])
+    strides = property(lambda self: self[3])
+    out_shape = property(lambda self: self[4])
+
+
+def strided_slice_plan(shape: Sequence[int], begin: Sequence[int], end: Sequence[int], strides: Sequence[int], *,
+                       begin_mask: int = 0, end_mask: int = 0, ellipsis_mask: int = 0, new_axis_mask: int = 0,
+                       shrink_axis_mask: int = 0, offset: bool = False) -> StridedSlicePlan:
+    """TFLite's STRIDED_SLICE as reverse + positive-stride slice + reshape.
+
+    The sparse specification (one entry per ``begin`` element, with the masks) is
+    expanded to one ``(start, stop, step)`` per input dimension with NumPy's (and
+    TensorFlow's) clamping rules; an axis with a negative step is reversed first so
+    that the window has positive strides.
+
+    Arguments:
+        shape: the input's shape.
+        begin, end, strides: the three index vectors (same length).
+        begin_mask ... shrink_axis_mask (int): the bit masks of StridedSliceOptions.
+        offset (bool): ``end`` is relative to ``begin``.
+
+    Returns:
+        StridedSlicePlan: reverse_axes, starts, sizes, strides (of the reversed input),
+        out_shape (the final shape).
+
+    Raises:
+        ValueError: inconsistent vectors, a zero stride, or an empty result.
+    """
+    n = len(begin)
+    if len(end) != n or len(strides) != n:
+        raise ValueError(f"begin {list(begin)}, end {list(end)} and strides {list(strides)} differ in length")
+    if any(int(s) == 0 for s in strides):
+        raise ValueError(f"strides {list(strides)} hold a zero")
+    rank = len(shape)
+    ellipsis = [i for i in range(n) if ellipsis_mask >> i & 1]
+    if len(ellipsis) > 1:
+        raise ValueError("more than one ellipsis")
+    specified = sum(1 for i in range(n) if not (ellipsis_mask >> i & 1) and not (new_axis_mask >> i & 1))
+    dims: list[tuple[int, int, int, bool] | None] = []  # per input dim: start, stop, step, shrink
+    out_shape: list[int] = []
+    d = 0
+
+    def full(size: int) -> None:
+        dims.append((0, size, 1, False))
+        out_shape.append(size)
+
+    for i in range(n):
+        if ellipsis_mask >> i & 1:
+            for _ in range(rank - specified):
+                if d >= rank:
+                    raise ValueError("the specification addresses more dimensions than the input has")
+                full(int(shape[d]))
+                d += 1
+            continue
+        if new_axis_mask >> i & 1:
+            out_shape.append(1)
+            continue
+        if d >= rank:
+            raise ValueError(f"the specification addresses more than the input's {rank} dimensions")
+        size = int(shape[d])
+        b, e, st = int(begin[i]), int(end[i]), int(strides[i])
+        if offset:
+            e = b + e
+        if shrink_axis_mask >> i & 1:
+            k = b + size if b < 0 else b
+            if not 0 <= k < size:
+                raise ValueError(f"index {b} out of range for dimension {d} of size {size}")
+            dims.append((k, k + 1, 1, True))
+        else:
+            start, stop, step = slice(None if begin_mask >> i & 1 else b, None if end_mask >> i & 1 else e,
+                                      st).indices(size)
+            dims.append((start, stop, step, False))
+            out_shape.append(len(range(start, stop, step)))
+        d += 1
+    while d < rank:
+        full(int(shape[d]))
+        d += 1
+    reverse, starts, sizes, steps = [], [], [], []
+    for axis, (start, stop, step, _) in enumerate(dims):  # type: ignore[misc]
+        count = len(range(start, stop, step))
+        if count == 0:
+            raise ValueError(f"an empty result along dimension {axis}")
+        if step < 0:
+            reverse.append(axis)
+            start, step = int(shape[axis]) - 1 - start, -step
+        starts.append(start)
+        sizes.append(count)
+        steps.append(step)
+    return StridedSlicePlan(reverse, starts, sizes, steps, out_shape)
+
+
+def _strided_plan(cv: Converter, op: OperatorInfo) -> StridedSlicePlan:
+    o = op.options(_fb.StridedSliceOptions)
+    try:
+        return strided_slice_plan(
+            cv.tensor(op, 0).shape, [int(v) for v in cv.value(op, 1).reshape(-1)],
+            [int(v) for v in cv.value(op, 2).reshape(-1)],
+            [int(v) for v in cv.value(op, 3).reshape(-1)] if len(op.inputs) > 3 and op.inputs[3] >= 0 else
+            [1] * cv.value(op, 1).size,
+            begin_mask=_opt(o, "BeginMask", 0), end_mask=_opt(o, "EndMask", 0),
+            ellipsis_mask=_opt(o, "EllipsisMask", 0), new_axis_mask=_opt(o, "NewAxisMask", 0),
+            shrink_axis_mask=_opt(o, "ShrinkAxisMask", 0), offset=bool(_opt(o, "Offset", False)))
+    except ValueError as exc:
+        raise cv.unsupported(op, str(exc)) from None
+
+
+@handles("STRIDED_SLICE", webnn="reverse (negative strides) + slice(starts, sizes, strides) + reshape (all masks)")
+def _strided_slice(cv: Converter, op: OperatorInfo) -> None:
+    plan = _strided_plan(cv, op)
+    b, label = cv.builder, cv.label(op)
+    x = cv.operand(op, 0)
+    shape = tuple(int(v) for v in cv.tensor(op, 0).shape)
+    if plan.reverse_axes:
+        x = b.reverse(x, axes=list(plan.reverse_axes), label=label + "/reverse")
+    if tuple(plan.sizes) != shape or any(s != 1 for s in plan.strides):
+        windows = [(n - 1) * st + 1 for n, st in zip(plan.sizes, plan.strides)]  # WebNN sizes span the window
+        x = b.slice(x, list(plan.starts), windows, strides=list(plan.strides), label=label)
+    if tuple(plan.out_shape) != tuple(int(v) for v in x.shape) or x is cv.operand(op, 0):
+        x = b.reshape(x, list(plan.out_shape), label=label + "/reshape")
+    cv.set_output(op, x)
+
+
+@handles("SPLIT", webnn="split(count, axis)")
+def _split(cv: Converter, op: OperatorInfo) -> None:
+    shape = cv.tensor(op, 1).shape
+    axis = cv.axis(op, int(cv.value(op, 0).reshape(-1)[0]), len(shape))
+    count = len(op.outputs)
+    if shape[axis] % count:
+        raise cv.malformed(op, f"dimension {shape[axis]} does not split into {count}")
+    parts = [cv.operand(op, 1)] if count == 1 else cv.builder.split(cv.operand(op, 1), count, axis=axis,
+                                                                     label=cv.label(op))
+    for j, part in enumerate(parts):
+        cv.set_output(op, part if count > 1 else cv.builder.identity(part, label=cv.label(op)), j)
+
+
+@handles("SPLIT_V", webnn="split(sizes, axis)")
+def _split_v(cv: Converter, op: OperatorInfo) -> None:
+    shape = cv.tensor(op, 0).shape
+    axis = cv.axis(op, int(cv.value(op, 2).reshape(-1)[0]), len(shape))
+    sizes = [int(v) for v in cv.value(op, 1).reshape(-1)]
+    if sizes.count(-1) == 1:
+        sizes[sizes.index(-1)] = shape[axis] - (sum(sizes) + 1)
+    if sum(sizes) != shape[axis] or min(sizes) < 0:
+        raise cv.malformed(op, f"size_splits {sizes} for a dimension of {shape[axis]}")
+    if 0 in sizes:
+        raise cv.unsupported(op, "an empty split")
+    parts = [cv.operand(op, 0)] if len(sizes) == 1 else cv.builder.split(cv.operand(op, 0), sizes, axis=axis,
+                                                                          label=cv.label(op))
+    for j, part in enumerate(parts):
+        cv.set_output(op, part if len(sizes) > 1 else cv.builder.identity(part, label=cv.label(op)), j)
+
+
+@handles("DEPTH_TO_SPACE", webnn="reshape + transpose + reshape (DCR order)")
+def _depth_to_space(cv: Converter, op: OperatorInfo) -> None:
+    bs = int(_opt(op.options(_fb.DepthToSpaceOptions), "BlockSize", 0))
+    n, h, w, c = _check_rank(cv, op, 0, 4)
+    if bs < 1 or c % (bs * bs):
+        raise cv.malformed(op, f"block size {bs} for {c} channels")
+    b, label = cv.builder, cv.label(op)
+    x = b.reshape(cv.operand(op, 0), [n * h, w, bs, bs, c // (bs * bs)], label=label + "/blocks")
+    x = b.transpose(x, permutation=[0, 2, 1, 3, 4], label=label + "/transpose")
+    cv.set_output(op, b.reshape(x, [n, h * bs, w * bs, c // (bs * bs)], label=label))
+
+
+@handles("SPACE_TO_DEPTH", webnn="reshape + transpose + reshape")
+def _space_to_depth(cv: Converter, op: OperatorInfo) -> None:
+    bs = int(_opt(op.options(_fb.SpaceToDepthOptions), "BlockSize", 0))
+    n, h, w, c = _check_rank(cv, op, 0, 4)
+    if bs < 1 or h % bs or w % bs:
+        raise cv.malformed(op, f"block size {bs} for a {h}x{w} input")
+    b, label = cv.builder, cv.label(op)
+    x = b.reshape(cv.operand(op, 0), [n * (h // bs), bs, w // bs, bs * c], label=label + "/blocks")
+    x = b.transpose(x, permutation=[0, 2, 1, 3], label=label + "/transpose")
+    cv.set_output(op, b.reshape(x, [n, h // bs, w // bs, bs * bs * c], label=label))
+
+
+@handles("GATHER", webnn="gather(axis=) (batch_dims 0)")
+def _gather(cv: Converter, op: OperatorInfo) -> None:
+    o = op.options(_fb.GatherOptions)
+    if _opt(o, "BatchDims", 0):
+        raise cv.unsupported(op, f"batch_dims={_opt(o, 'BatchDims', 0)} with a run-time input")
+    rank = len(cv.tensor(op, 0).shape)
+    axis = cv.axis(op, int(_opt(o, "Axis", 0)), rank)
+    cv.set_output(op, cv.builder.gather(cv.operand(op, 0), cv.operand(op, 1), axis=axis, label=cv.label(op)))
+
+
+@handles("GATHER_ND", webnn="gather_nd")
+def _gather_nd(cv: Converter, op: OperatorInfo) -> None:
+    cv.set_output(op, cv.builder.gather_nd(cv.operand(op, 0), cv.operand(op, 1), label=cv.label(op)))
+
+
+@handles("EMBEDDING_LOOKUP", webnn="gather(value, ids, axis=0)")
+def _embedding_lookup(cv: Converter, op: OperatorInfo) -> None:
+    cv.set_output(op, cv.builder.gather(cv.operand(op, 1), cv.operand(op, 0), axis=0, label=cv.label(op)))
+
+
+def _interpolation_matrix(in_size: int, out_size: int, align_corners: bool, half_pixel: bool) -> np.ndarray:
+    """[out, in] weights of TFLite's bilinear resize along one axis (reference kernel's formulas)."""
+    scale = np.float32((in_size - 1) / (out_size - 1)) if align_corners and out_size > 1 else \
+        np.float32(in_size / out_size)
+    m = np.zeros((out_size, in_size), np.float64)
+    for i in range(out_size):
+        v = (np.float32(i) + np.float32(0.5)) * scale - np.float32(0.5) if half_pixel else np.float32(i) * scale
+        lower = max(int(np.floor(v)), 0)
+        upper = min(int(np.ceil(v)), in_size - 1)
+        frac = float(v) - lower
+        m[i, lower] += 1.0 - frac
+        m[i, upper] += frac
+    return m
+
+
+def _resize_by_matrices(cv: Converter, op: OperatorInfo, mh: np.ndarray, mw: np.ndarray) -> Any:
+    n, h, w, c = (int(v) for v in cv.tensor(op, 0).shape)
+    oh, ow = mh.shape[0], mw.shape[0]
+    b, label = cv.builder, cv.label(op)
+    const = lambda m: b.constant({"data_type": cv.float_type, "shape": list(m.shape)}, m.astype(cv._np_float))  # noqa: E731
+    x = b.reshape(cv.operand(op, 0), [n, h, w * c], label=label + "/rows")
+    x = b.matmul(const(mh), x, label=label + "/height")  # [n, oh, w * c]
+    x = b.reshape(x, [n * oh, w, c], label=label + "/cols")
+    x = b.matmul(const(mw), x, label=label + "/width")  # [n * oh, ow, c]
+    return b.reshape(x, [n, oh, ow, c], label=label)
+
+
+def _nearest_indices(in_size: int, out_size: int, align_corners: bool, half_pixel: bool) -> np.ndarray:
+    scale = np.float32((in_size - 1) / (out_size - 1)) if align_corners and out_size > 1 else \
+        np.float32(in_size / out_size)
+    offset = np.float32(0.5 if half_pixel else 0.0)
+    out = []
+    for i in range(out_size):
+        v = (np.float32(i) + offset) * scale
+        k = int(np.sign(v) * np.floor(np.abs(v) + 0.5)) if align_corners else int(np.floor(v))
+        k = min(k, in_size - 1)
+        out.append(max(k, 0) if half_pixel else k)
+    return np.asarray(out, np.int32)
+
+
+@handles("RESIZE_NEAREST_NEIGHBOR", webnn="gather along height and width (indices by TFLite's rule, all options)")
+def _resize_nearest(cv: Converter, op: OperatorInfo) -> None:
+    o = op.options(_fb.ResizeNearestNeighborOptions)
+    align, half = bool(_opt(o, "AlignCorners", False)), bool(_opt(o, "HalfPixelCenters", False))
+    _, h, w, _ = _check_rank(cv, op, 0, 4)
+    oh, ow = (int(v) for v in cv.value(op, 1).reshape(-1))
+    b, label = cv.builder, cv.label(op)
+    const = lambda v: b.constant({"data_type": "int32", "shape": [len(v)]}, v)  # noqa: E731
+    x = b.gather(cv.operand(op, 0), const(_nearest_indices(h, oh, align, half)), axis=1, label=label + "/rows")
+    cv.set_output(op, b.gather(x, const(_nearest_indices(w, ow, align, half)), axis=2, label=label))
+
+
+def _symmetric_pad(cv: Converter, op: OperatorInfo, begin: list[int], end: list[int]) -> Any:
+    b, label = cv.builder, cv.label(op)
+    x = cv.operand(op, 0)
+    for axis, (lo, hi) in enumerate(zip(begin, end)):
+        if not lo and not hi:
+            continue
+        shape = [int(v) for v in x.shape]
+        size = shape[axis]
+        if lo > size or hi > size:
+            raise cv.malformed(op, f"SYMMETRIC padding {lo}, {hi} larger than dimension {axis} ({size})")
+        parts = []
+
+        def edge(start: int, count: int) -> Any:
+            starts, sizes = [0] * len(shape), list(shape)
+            starts[axis], sizes[axis] = start, count
+            return b.reverse(b.slice(x, starts, sizes, label=f"{label}/{axis}/{start}"), axes=[axis],
+                             label=f"{label}/{axis}/{start}/reverse")
+
+        if lo:
+            parts.append(edge(0, lo))
+        parts.append(x)
+        if hi:
+            parts.append(edge(size - hi, hi))
+        x = b.concat(parts, axis, label=f"{label}/{axis}")
+    return x
+
+
+# ----------------------------------------------------------------------------- control flow
+
+
+@handles("WHILE", webnn="(unrolled at load time when the trip count is static)")
+def _while(cv: Converter, op: OperatorInfo) -> None:
+    from .convert import MAX_UNROLL
+
+    o = op.options(_fb.WhileOptions)
+    cond, body = int(_opt(o, "CondSubgraphIndex", 0)), int(_opt(o, "BodySubgraphIndex", 0))
+    values = [cv.entry(op, i) for i in range(len(op.inputs))]
+    cond_name = cv.model.subgraphs[cond].name if 0 < cond < len(cv.model.subgraphs) else ""
+    for iteration in range(MAX_UNROLL + 1):
+        (keep_going,) = cv.call_subgraph(op, cond, values, f"{cv.label(op)}/cond{iteration}/")
+        if not isinstance(keep_going, np.ndarray):
+            raise cv.unsupported(
+                op, f"a loop whose trip count is not static: its condition (subgraph {cond} {cond_name!r}) "
+                    f"depends on run-time values at iteration {iteration}")
+        if not bool(np.asarray(keep_going).reshape(-1)[0]):
+            break
+        if iteration == MAX_UNROLL:
+            raise cv.unsupported(op, f"a loop of more than {MAX_UNROLL} iterations (unrolled at load time)")
+        values = cv.call_subgraph(op, body, values, f"{cv.label(op)}/{iteration}/")
+    for j, value in enumerate(values):
+        if not isinstance(value, np.ndarray) and tuple(int(d) for d in value.shape) != cv.out_tensor(op, j).shape:
+            raise cv.unsupported(op, f"loop variable {j} whose shape changes ({list(cv.out_tensor(op, j).shape)} "
+                                     f"declared, {list(value.shape)} after unrolling)")
+        cv.set_entry(op, value, j)
+
+
+# ----------------------------------------------------------------------------- recurrent layers
+
+_RNN_ACTIVATIONS = {ACT_RELU: "relu", ACT_TANH: "tanh"}
+
+
+def _lstm_direction(cv: Converter, op: OperatorInfo, base: dict[str, tuple[int, ...]]) -> dict[str, Any]:
+    """Stacked weights of one direction (gate order i, f, g, o = WebNN layout 'ifgo')."""
+    present = lambda i: i < len(op.inputs) and op.inputs[i] >= 0  # noqa: E731
+    empty: tuple[int, ...] = ()
+    for what, indices in (("projection", base["proj"]), ("layer normalization", base.get("norm", empty))):
+        if any(present(i) for i in indices):
+            raise cv.unsupported(op, f"{what} weights")
+    if not present(base["w"][0]):
+        raise cv.unsupported(op, "coupled input and forget gates (CIFG: no input gate weights)")
+    w = np.concatenate([cv.value(op, i) for i in base["w"]], axis=0).astype(np.float32)
+    r = np.concatenate([cv.value(op, i) for i in base["r"]], axis=0).astype(np.float32)
+    b = np.concatenate([cv.value(op, i) for i in base["b"]], axis=0).astype(np.float32)
+    if any(present(i) for i in base["p"]):
+        raise cv.unsupported(op, "peephole weights (TFLite's output gate looks at the new cell state, "
+                                 "WebNN's lstm at the previous one)")
+    return {"w": w, "r": r, "b": b, "hidden": w.shape[0] // 4}
+
+
+def _state(cv: Converter, op: OperatorInfo, i: int) -> Any:
+    """An initial state input: its value or operand; a variable tensor (no producer) is zero."""
+    if i >= len(op.inputs) or op.inputs[i] < 0:
+        return None
+    t = cv.tensor(op, i)
+    if t.index in cv._operands or cv.static(op, i) is not None:
+        return cv.operand(op, i)
+    return None  # LiteRT's variable tensors start at zero
+
+
+def _lstm(cv: Converter, op: OperatorInfo, dirs: list[dict[str, Any]], states: list[tuple[Any, Any]],
+          options: Any) -> Any:
+    """The WebNN lstm over the op's input; returns the sequence output [steps, dirs, batch, hidden]."""
+    if _opt(options, "CellClip", 0.0) or _opt(options, "ProjClip", 0.0):
+        raise cv.unsupported(op, "cell_clip / proj_clip")
+    act = _opt(options, "FusedActivationFunction", ACT_TANH)
+    if act not in _RNN_ACTIVATIONS:
+        raise cv.unsupported(op, f"fused activation {_ACT_NAMES.get(act, act)} of a recurrent layer")
+    time_major = bool(_opt(options, "TimeMajor", False))
+    b, label = cv.builder, cv.label(op)
+    x = cv.operand(op, 0)
+    shape = [int(d) for d in x.shape]
+    if len(shape) != 3:
+        raise cv.unsupported(op, f"an input of rank {len(shape)} (expected 3)")
+    if not time_major:
+        x = b.transpose(x, permutation=[1, 0, 2], label=label + "/time_major")
+    steps, batch = (shape[0], shape[1]) if time_major else (shape[1], shape[0])
+    hidden = dirs[0]["hidden"]
+    const = lambda a: b.constant({"data_type": cv.float_type, "shape": list(a.shape)}, a.astype(cv._np_float))  # noqa: E731
+    stack = lambda key: np.stack([d[key] for d in dirs])  # noqa: E731
+    init_h = init_c = None
+    if any(s is not None for pair in states for s in pair):
+        def initial(k: int) -> Any:
+            parts = [s[k] if s[k] is not None else const(np.zeros((batch, hidden), np.float32)) for s in states]
+            parts = [b.reshape(p, [1, batch, hidden], label=f"{label}/state{k}") for p in parts]
+            return parts[0] if len(parts) == 1 else b.concat(parts, 0, label=f"{label}/state{k}")
+        init_h, init_c = initial(0), initial(1)
+    act_name = _RNN_ACTIVATIONS[act]
+    outs = b.lstm(x, const(stack("w")), const(stack("r")), steps, hidden, bias=const(stack("b")),
+                  initial_hidden_state=init_h, initial_cell_state=init_c,
+                  return_sequence=True, direction="both" if len(dirs) == 2 else "forward", layout="ifgo",
+                  activations=["sigmoid", act_name, act_name], label=label)
+    return outs[2], time_major, steps, batch, hidden
+
+
+def _batch_major(cv: Converter, op: OperatorInfo, seq: Any, time_major: bool) -> Any:
+    return seq if time_major else cv.builder.transpose(seq, permutation=[1, 0, 2], label=cv.label(op) + "/batch_major")
+
+
+_UNI_LSTM = {"w": (1, 2, 3, 4), "r": (5, 6, 7, 8), "p": (9, 10, 11), "b": (12, 13, 14, 15), "proj": (16, 17),
+             "norm": (20, 21, 22, 23)}
+
+
+@handles("UNIDIRECTIONAL_SEQUENCE_LSTM", webnn="lstm(layout='ifgo', return_sequence=True) + transposes")
+def _unidirectional_lstm(cv: Converter, op: OperatorInfo) -> None:
+    o = op.options(_fb.UnidirectionalSequenceLSTMOptions)
+    seq, time_major, steps, batch, hidden = _lstm(cv, op, [_lstm_direction(cv, op, _UNI_LSTM)],
+                                                  [(_state(cv, op, 18), _state(cv, op, 19))], o)
+    y = cv.builder.reshape(seq, [steps, batch, hidden], label=cv.label(op) + "/sequence")
+    cv.set_output(op, _batch_major(cv, op, y, time_major))
+
+
+_BI_LSTM_FW = {"w": (1, 2, 3, 4), "r": (5, 6, 7, 8), "p": (9, 10, 11), "b": (12, 13, 14, 15), "proj": (16, 17)}
+_BI_LSTM_BW = {"w": (18, 19, 20, 21), "r": (22, 23, 24, 25), "p": (26, 27, 28), "b": (29, 30, 31, 32),
+               "proj": (33, 34)}
+
+
+@handles("BIDIRECTIONAL_SEQUENCE_LSTM", webnn="lstm(direction='both', layout='ifgo') + split/concat + transposes")
+def _bidirectional_lstm(cv: Converter, op: OperatorInfo) -> None:
+    o = op.options(_fb.BidirectionalSequenceLSTMOptions)
+    if any(i < len(op.inputs) and op.inputs[i] >= 0 for i in range(39, 48)):
+        raise cv.unsupported(op, "an auxiliary input")
+    seq, time_major, steps, batch, hidden = _lstm(
+        cv, op, [_lstm_direction(cv, op, _BI_LSTM_FW), _lstm_direction(cv, op, _BI_LSTM_BW)],
+        [(_state(cv, op, 35), _state(cv, op, 36)), (_state(cv, op, 37), _state(cv, op, 38))], o)
+    b, label = cv.builder, cv.label(op)
+    if _opt(o, "MergeOutputs", False):
+        y = b.reshape(b.transpose(seq, permutation=[0, 2, 1, 3], label=label + "/merge"),
+                      [steps, batch, 2 * hidden], label=label + "/merged")
+        cv.set_output(op, _batch_major(cv, op, y, time_major))
+        return
+    for j, part in enumerate(b.split(seq, 2, axis=1, label=label + "/directions")):
+        y = b.reshape(part, [steps, batch, hidden], label=f"{label}/direction{j}")
+        cv.set_output(op, _batch_major(cv, op, y, time_major), j)
+
+
+@handles("UNIDIRECTIONAL_SEQUENCE_RNN", webnn="matmul for the inputs, then per step gemm + add + activation")
+def _unidirectional_rnn(cv: Converter, op: OperatorInfo) -> None:
+    o = op.options(_fb.SequenceRNNOptions)
+    act = _opt(o, "FusedActivationFunction", ACT_TANH)
+    time_major = bool(_opt(o, "TimeMajor", False))
+    b, label = cv.builder, cv.label(op)
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    if len(shape) != 3:
+        raise cv.unsupported(op, f"an input of rank {len(shape)} (expected 3)")
+    steps, batch = (shape[0], shape[1]) if time_major else (shape[1], shape[0])
+    units = int(cv.tensor(op, 1).shape[0])
+    x = cv.operand(op, 0)
+    if not time_major:
+        x = b.transpose(x, permutation=[1, 0, 2], label=label + "/time_major")
+    # Input projections of every step at once: [steps * batch, input] x W^T + bias.
+    xw = b.gemm(b.reshape(x, [steps * batch, shape[2]], label=label + "/rows"), cv.operand(op, 1),
+                c=cv.operand(op, 3), b_transpose=True, label=label + "/input")
+    h = _state(cv, op, 4)
+    outs = []
+    for t in range(steps):
+        step = b.slice(xw, [t * batch, 0], [batch, units], label=f"{label}/x{t}")
+        if h is not None:
+            step = b.add(step, b.gemm(h, cv.operand(op, 2), b_transpose=True, label=f"{label}/h{t}"),
+                         label=f"{label}/sum{t}")
+        if act == ACT_TANH:
+            h = b.tanh(step, label=f"{label}/tanh{t}")
+        else:
+            h = _activation(cv, op, step, act)
+        outs.append(b.reshape(h, [1, batch, units], label=f"{label}/out{t}"))
+    y = outs[0] if steps == 1 else b.concat(outs, 0, label=label + "/sequence")
+    cv.set_output(op, _batch_major(cv, op, y, time_major))

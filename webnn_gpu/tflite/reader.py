@@ -25,7 +25,8 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - depends on the environ
 else:
     _IMPORT_ERROR = None
 
-__all__ = ["TensorInfo", "OperatorInfo", "ModelInfo", "read_model", "read_source", "TFLITE_TYPES"]
+__all__ = ["TensorInfo", "OperatorInfo", "ModelInfo", "Sparsity", "densify", "read_model", "read_source",
+           "TFLITE_TYPES"]
 
 #: TFLite TensorType name -> NumPy dtype (None: not representable here).
 TFLITE_TYPES: dict[str, np.dtype | None] = {
@@ -70,6 +71,18 @@ class Quantization:
     scale: np.ndarray
     zero_point: np.ndarray
     axis: int
+
+
+def dequantize(data: np.ndarray, q: Quantization) -> np.ndarray:
+    """``(q - zero_point) * scale`` (per tensor, or per channel along ``q.axis``) as float32."""
+    values = data.astype(np.float64)
+    if q.scale.size == 1:
+        zp = q.zero_point.reshape(-1)[0] if q.zero_point.size else 0
+        return ((values - zp) * q.scale[0]).astype(np.float32)
+    shape = [1] * values.ndim
+    shape[q.axis] = q.scale.size
+    zp = q.zero_point if q.zero_point.size == q.scale.size else np.zeros_like(q.scale)
+    return ((values - zp.reshape(shape)) * q.scale.reshape(shape)).astype(np.float32)
 
 
 @dataclasses.dataclass
@@ -151,7 +164,7 @@ class OperatorInfo:
 
 @dataclasses.dataclass
 class ModelInfo:
-    """The main subgraph of a TFLite model.
+    """One subgraph of a TFLite model (by default the main one, with the model's fields).
 
     Attributes:
         version: the schema version (3 for every current model).
@@ -159,7 +172,7 @@ class ModelInfo:
         tensors: every tensor, by index.
         operators: the operators in execution order.
         inputs / outputs: the subgraph's input and output tensor indices.
-        subgraph_count: how many subgraphs the model has (only the first is read).
+        subgraph_count: how many subgraphs the model has.
     """
 
     version: int
@@ -169,12 +182,19 @@ class ModelInfo:
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     subgraph_count: int
+    #: Every subgraph of the model, read the same way (``subgraphs[0]`` is the main one,
+    #: whose tensors and operators are also this object's); ``WHILE`` refers to the others.
+    subgraphs: list[ModelInfo] = dataclasses.field(default_factory=list, repr=False, compare=False)
+    #: The subgraph's index and name.
+    subgraph_index: int = 0
+    name: str = ""
 
     def op_counts(self) -> dict[str, int]:
-        """How many operators of each name the model has, most frequent first."""
+        """How many operators of each name the model has (all subgraphs), most frequent first."""
         counts: dict[str, int] = {}
-        for op in self.operators:
-            counts[op.name] = counts.get(op.name, 0) + 1
+        for sub in self.subgraphs or [self]:
+            for op in sub.operators:
+                counts[op.name] = counts.get(op.name, 0) + 1
         return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
@@ -246,7 +266,28 @@ def _read_model(fb: Any, data: bytes) -> ModelInfo:
         custom = oc.CustomCode()
         opcodes.append((name, custom.decode("utf-8", "replace") if custom is not None else None, int(oc.Version())))
 
-    sub = model.Subgraphs(0)
+    description = model.Description()
+    subgraphs: list[ModelInfo] = []
+    for si in range(model.SubgraphsLength()):
+        sub = model.Subgraphs(si)
+        tensors, operators = _read_subgraph(fb, model, data, sub, type_names, opcodes)
+        sub_name = sub.Name()
+        subgraphs.append(ModelInfo(
+            version=int(model.Version()),
+            description=description.decode("utf-8", "replace") if description is not None else "",
+            tensors=tensors,
+            operators=operators,
+            inputs=_as_tuple(sub.InputsAsNumpy()),
+            outputs=_as_tuple(sub.OutputsAsNumpy()),
+            subgraph_count=int(model.SubgraphsLength()),
+            subgraphs=subgraphs,
+            subgraph_index=si,
+            name=sub_name.decode("utf-8", "replace") if sub_name is not None else "",
+        ))
+    return subgraphs[0]
+
+
+def _read_subgraph(fb: Any, model: Any, data: bytes, sub: Any, type_names: dict, opcodes: list) -> tuple:
     n_buffers = model.BuffersLength()
     tensors: list[TensorInfo] = []
     for ti in range(sub.TensorsLength()):
@@ -260,12 +301,12 @@ def _read_model(fb: Any, data: bytes) -> ModelInfo:
 
         buffer_index = int(t.Buffer())
         contents: np.ndarray | None = None
+        raw: bytes | None = None
         if buffer_index > 0:
             if buffer_index >= n_buffers:
                 raise DataError(f"tflite.load: tensor {ti} ({name!r}) uses buffer {buffer_index}, "
                                 f"but the model has {n_buffers} buffers")
             buf = model.Buffers(buffer_index)
-            raw: bytes | None = None
             offset, size = int(buf.Offset()), int(buf.Size())
             if offset > 1:  # large models keep buffers after the flatbuffer
                 if offset + size > len(data):
@@ -274,7 +315,7 @@ def _read_model(fb: Any, data: bytes) -> ModelInfo:
                 raw = data[offset:offset + size]
             elif buf.DataLength() > 0:
                 raw = buf.DataAsNumpy().tobytes()
-            if raw:
+            if raw and t.Sparsity() is None:
                 contents = _decode_buffer(raw, type_name, shape, ti, name)
 
         quant = None
@@ -286,6 +327,9 @@ def _read_model(fb: Any, data: bytes) -> ModelInfo:
                 zero_point=np.asarray(zp, np.int64),
                 axis=int(q.QuantizedDimension()),
             )
+        sparsity = t.Sparsity()
+        if sparsity is not None and contents is None and raw:
+            contents = densify(_sparsity_of(sparsity), raw, type_name, shape, ti, name)
         tensors.append(TensorInfo(ti, name, shape, signature, type_name, contents, quant))
 
     operators: list[OperatorInfo] = []
@@ -309,16 +353,7 @@ def _read_model(fb: Any, data: bytes) -> ModelInfo:
             custom_options = data[off:off + size]
         operators.append(OperatorInfo(oi, opcode, custom_code, version, inputs, outputs, custom_options, op))
 
-    description = model.Description()
-    return ModelInfo(
-        version=int(model.Version()),
-        description=description.decode("utf-8", "replace") if description is not None else "",
-        tensors=tensors,
-        operators=operators,
-        inputs=_as_tuple(sub.InputsAsNumpy()),
-        outputs=_as_tuple(sub.OutputsAsNumpy()),
-        subgraph_count=int(model.SubgraphsLength()),
-    )
+    return tensors, operators
 
 
 def _decode_buffer(raw: bytes, type_name: str, shape: tuple[int, ...], index: int, name: str) -> np.ndarray:
@@ -331,3 +366,135 @@ def _decode_buffer(raw: bytes, type_name: str, shape: tuple[int, ...], index: in
         raise DataError(f"tflite.load: tensor {index} ({name!r}) of shape {list(shape)} and type {type_name} "
                         f"needs {count * dtype.itemsize} bytes, its buffer has {len(raw)}")
     return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+
+
+@dataclasses.dataclass(frozen=True)
+class Sparsity:
+    """A tensor's sparsity parameters (schema.fbs ``SparsityParameters``).
+
+    Attributes:
+        traversal_order: the order in which the stored dimensions are walked: the
+            tensor's own dimensions first (a permutation of ``range(rank)``), then the
+            block dimensions (``rank + k`` for block ``k``).
+        block_map: for block ``k``, the tensor dimension it subdivides.
+        dims: one entry per traversed dimension: ``("dense", size)`` or
+            ``("csr", array_segments, array_indices)``.
+    """
+
+    traversal_order: tuple[int, ...]
+    block_map: tuple[int, ...]
+    dims: tuple[tuple, ...]
+
+
+def _index_vector(kind: int, table: Any) -> np.ndarray:
+    fb = _require_tflite()
+    cls = {int(fb.SparseIndexVector.Int32Vector): fb.Int32Vector,
+           int(fb.SparseIndexVector.Uint16Vector): fb.Uint16Vector,
+           int(fb.SparseIndexVector.Uint8Vector): fb.Uint8Vector}.get(int(kind))
+    if cls is None or table is None:
+        raise DataError(f"tflite.load: sparse dimension with index vector type {kind}")
+    vec = cls()
+    vec.Init(table.Bytes, table.Pos)
+    if vec.ValuesLength() == 0:
+        return np.zeros(0, np.int64)
+    return np.asarray(vec.ValuesAsNumpy(), np.int64)
+
+
+def _sparsity_of(sp: Any) -> Sparsity:
+    dims: list[tuple] = []
+    for i in range(sp.DimMetadataLength()):
+        d = sp.DimMetadata(i)
+        if int(d.Format()) == 0:  # DENSE
+            dims.append(("dense", int(d.DenseSize())))
+        else:  # SPARSE_CSR
+            dims.append(("csr", _index_vector(d.ArraySegmentsType(), d.ArraySegments()),
+                         _index_vector(d.ArrayIndicesType(), d.ArrayIndices())))
+    order = tuple(int(v) for v in sp.TraversalOrderAsNumpy()) if sp.TraversalOrderLength() else ()
+    block_map = tuple(int(v) for v in sp.BlockMapAsNumpy()) if sp.BlockMapLength() else ()
+    return Sparsity(order, block_map, tuple(dims))
+
+
+def densify(sparsity: Sparsity, raw: bytes, type_name: str, shape: tuple[int, ...], index: int = 0,
+            name: str = "") -> np.ndarray:
+    """The dense array of a sparse constant tensor (what TFLite's ``DENSIFY`` computes).
+
+    Follows TFLite's ``FormatConverter::SparseToDense``: the stored values are visited
+    in traversal order, a dense dimension enumerating ``0..size-1`` and a CSR dimension
+    the indices ``array_indices[array_segments[p]:array_segments[p + 1]]`` of its parent
+    position ``p``; block dimensions add their offset to the dimension they subdivide.
+    Every position not stored is zero.
+
+    Arguments:
+        sparsity (Sparsity): the tensor's sparsity parameters.
+        raw (bytes): the stored (non-zero) values.
+        type_name (str): the TFLite element type.
+        shape: the dense shape.
+        index, name: the tensor, for error messages.
+
+    Returns:
+        np.ndarray: the dense tensor, of ``shape``.
+
+    Raises:
+        DataError: parameters that do not describe ``shape`` or the stored values.
+    """
+    def bad(what: str) -> DataError:
+        return DataError(f"tflite.load: sparse tensor {index} ({name!r}) of shape {list(shape)}: {what}")
+
+    dtype = TFLITE_TYPES.get(type_name)
+    if dtype is None:
+        raise bad(f"values of type {type_name}, which this loader cannot read")
+    rank = len(shape)
+    order = sparsity.traversal_order or tuple(range(rank))
+    n_levels = len(order)
+    if len(sparsity.dims) != n_levels or sorted(order) != list(range(n_levels)) or \
+            sorted(order[:rank]) != list(range(rank)) or len(sparsity.block_map) != n_levels - rank:
+        raise bad(f"traversal order {list(order)}, block map {list(sparsity.block_map)} and "
+                  f"{len(sparsity.dims)} dimension records do not fit")
+    if len(raw) % dtype.itemsize:
+        raise bad(f"{len(raw)} bytes of values is not a whole number of {type_name}")
+    values = np.frombuffer(raw, dtype=dtype)
+    block_size = [0] * len(sparsity.block_map)
+    for level, dim in enumerate(sparsity.dims):
+        if order[level] >= rank:
+            if dim[0] != "dense":
+                raise bad("a sparse block dimension")
+            block_size[order[level] - rank] = dim[1]
+
+    # Walk the levels breadth first; the positions stay in depth-first (storage) order.
+    parents = np.zeros(1, np.int64)  # position within the level, per stored prefix
+    coords = np.zeros((1, 0), np.int64)
+    for level, dim in enumerate(sparsity.dims):
+        if dim[0] == "dense":
+            size = dim[1]
+            idx = np.tile(np.arange(size, dtype=np.int64), len(parents))
+            coords = np.concatenate([np.repeat(coords, size, axis=0), idx[:, None]], axis=1)
+            parents = (np.repeat(parents, size) * size + idx)
+        else:
+            segments, indices = dim[1], dim[2]
+            if len(segments) < 1 or parents.size and parents.max() + 1 >= len(segments):
+                raise bad(f"level {level}: array_segments of length {len(segments)} for "
+                          f"{int(parents.max()) + 1 if parents.size else 0} parents")
+            starts, ends = segments[parents], segments[parents + 1]
+            counts = ends - starts
+            if (counts < 0).any() or (ends > len(indices)).any():
+                raise bad(f"level {level}: array_segments out of order or beyond array_indices")
+            take = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+            coords = np.concatenate([np.repeat(coords, counts, axis=0), indices[take][:, None]], axis=1)
+            parents = take
+    if len(coords) != len(values):
+        raise bad(f"the sparsity parameters address {len(coords)} values, the buffer holds {len(values)}")
+    full: Any = np.zeros(len(coords), np.int64)
+    orig = np.zeros((len(coords), rank), np.int64)
+    for level in range(rank):
+        orig[:, order[level]] = coords[:, level]
+    for level in range(rank, n_levels):
+        k = order[level] - rank
+        axis = sparsity.block_map[k]
+        orig[:, axis] = orig[:, axis] * block_size[k] + coords[:, level]
+    if rank and ((orig < 0).any() or (orig >= np.asarray(shape)).any()):
+        raise bad("an index outside the dense shape")
+    if rank:
+        full = np.ravel_multi_index(orig.T, shape)
+    dense = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=dtype)
+    dense[full] = values
+    return dense.reshape(shape)

@@ -1,0 +1,164 @@
+"""TFLite operators on the GPU against LiteRT, one small model per group (op_models.py).
+
+Every output of every model is compared with LiteRT's builtin kernels within float32
+tolerance relative to the output's magnitude (integer and BOOL outputs exactly). Also:
+the STRIDED_SLICE plan against NumPy's indexing (no GPU), sparse constants densified
+exactly as LiteRT's DENSIFY, int8 weights dequantized at load, WHILE loops (a static
+trip count unrolled, a run-time one refused naming the loop), and one error listing
+every unmapped operator of a model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from litert_reference import run_litert
+from op_models import OP_CASES, STRIDED, int8_weights_model, lstm_model, while_model
+from tflite_maker import ModelMaker
+
+import webnn_gpu as webnn
+from webnn_gpu.errors import NotSupportedError
+from webnn_gpu.tflite.ops import strided_slice_plan
+from webnn_gpu.tflite.reader import read_model
+
+#: float32 tolerance relative to max(1, the output's largest magnitude).
+TOL = 1e-4
+
+
+def _compare(case: str, got: dict[str, np.ndarray], refs: list[np.ndarray], names: list[str], tol: float = TOL):
+    assert list(got) == names
+    for name, ref in zip(names, refs):
+        g = got[name]
+        assert g.shape == ref.shape, f"{case} {name}: shape {g.shape} != LiteRT's {ref.shape}"
+        if ref.dtype.kind in "biu":
+            np.testing.assert_array_equal(g.astype(np.int64), ref.astype(np.int64), err_msg=f"{case} {name}")
+            continue
+        scale = max(1.0, float(np.abs(ref).max()))
+        err = float(np.abs(g.astype(np.float64) - ref).max())
+        assert err <= tol * scale, f"{case} output {name}: max abs error {err:.3e} > {tol * scale:.1e}"
+
+
+@pytest.mark.parametrize("case", sorted(OP_CASES))
+def test_operators_match_litert(case, ctx):
+    data, inputs = OP_CASES[case]()
+    refs = run_litert(data, inputs)
+    model = webnn.load(data, ctx)
+    got = model.compute({n: np.asarray(x) for n, x in zip(model.input_names, inputs)})
+    _compare(case, got, refs, model.output_names)
+
+
+def test_int8_weights_are_dequantized_at_load(ctx):
+    """int8 weights used directly (LiteRT's hybrid kernels) become float constants: the
+    graph equals the float model with DEQUANTIZE, and is near LiteRT's hybrid result
+    (which also quantizes the activations)."""
+    direct, inputs = int8_weights_model(with_dequantize=False)
+    float_model, _ = int8_weights_model(with_dequantize=True)
+    (ref,) = run_litert(float_model, inputs)
+    (hybrid,) = run_litert(direct, inputs)
+    model = webnn.load(direct, ctx)
+    got = model.compute(inputs[0])
+    _compare("int8 weights", got, [ref], model.output_names)
+    scale = float(np.abs(ref).max())
+    assert float(np.abs(got[model.output_names[0]] - hybrid).max()) <= 3e-2 * scale
+
+
+def test_while_with_a_run_time_trip_count_is_refused_naming_it(ctx):
+    data, inputs = while_model(static=False)
+    run_litert(data, inputs)  # a valid model: LiteRT runs it
+    with pytest.raises(NotSupportedError, match=r"operator #0 WHILE: a loop whose trip count is not static: its "
+                                                r"condition \(subgraph 1 'subgraph1'\) depends on run-time values"):
+        webnn.load(data, ctx)
+
+
+def test_lstm_peephole_is_refused(ctx):
+    data, inputs = lstm_model(peephole=True)
+    run_litert(data, inputs)
+    with pytest.raises(NotSupportedError, match=r"operator #0 UNIDIRECTIONAL_SEQUENCE_LSTM: peephole weights"):
+        webnn.load(data, ctx)
+
+
+def test_every_unmapped_operator_is_listed_at_once():
+    m = ModelMaker()
+    x = m.input([1, 4])
+    a = m.op("MyFancyOp", [x], [1, 4], custom_options=b"\x00")
+    b = m.op("RELU", [a], [1, 4])
+    c = m.op("MATRIX_DIAG", [b], [1, 4, 4])
+    m.output(m.op("OtherOp", [c], [1, 4, 4], custom_options=b"\x01"))
+    from webnn_gpu.tflite.convert import convert
+
+    with pytest.raises(NotSupportedError) as info:
+        convert(read_model(m.finish()), object())
+    message = str(info.value)
+    assert "3 operator(s) of the model are not supported (MATRIX_DIAG, MyFancyOp, OtherOp)" in message
+    for part in ("operator #0 MyFancyOp (custom op 'MyFancyOp')", "operator #2 MATRIX_DIAG (op code MATRIX_DIAG)",
+                 "operator #3 OtherOp (custom op 'OtherOp')"):
+        assert part in message
+
+
+def test_sparse_constants_densify_like_litert():
+    from op_models import OP_CASES as cases
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    data, inputs = cases["sparse_weights"]()
+    model = read_model(data)
+    it = Interpreter(model_content=data, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+                     experimental_preserve_all_tensors=True)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], inputs[0])
+    it.invoke()
+    densify = [op for op in model.operators if op.name == "DENSIFY"]
+    assert len(densify) == 2
+    for op in densify:
+        stored = model.tensors[op.inputs[0]].data
+        np.testing.assert_array_equal(stored, it.get_tensor(op.outputs[0]))
+
+
+@pytest.mark.parametrize("spec", STRIDED, ids=[f"spec{i}" for i in range(len(STRIDED))])
+def test_strided_slice_plan_follows_numpy_indexing(spec):
+    begin, end, strides, options, shape = spec
+    x = np.arange(2 * 5 * 6 * 4).reshape(2, 5, 6, 4)
+    plan = strided_slice_plan(x.shape, begin, end, strides, **{
+        {"beginMask": "begin_mask", "endMask": "end_mask", "ellipsisMask": "ellipsis_mask",
+         "newAxisMask": "new_axis_mask", "shrinkAxisMask": "shrink_axis_mask", "offset": "offset"}[k]: v
+        for k, v in options.items()})
+    # The same selection written as a NumPy index, independently of the plan.
+    index = []
+    for i, (b, e, s) in enumerate(zip(begin, end, strides)):
+        if options.get("ellipsisMask", 0) >> i & 1:
+            index.append(Ellipsis)
+        elif options.get("newAxisMask", 0) >> i & 1:
+            index.append(None)
+        elif options.get("shrinkAxisMask", 0) >> i & 1:
+            index.append(b)
+        else:
+            e = b + e if options.get("offset") else e
+            index.append(slice(None if options.get("beginMask", 0) >> i & 1 else b,
+                               None if options.get("endMask", 0) >> i & 1 else e, s))
+    ref = x[tuple(index)]
+    y = x
+    for axis in plan.reverse_axes:
+        y = np.flip(y, axis)
+    y = y[tuple(slice(b, b + (n - 1) * s + 1, s) for b, n, s in zip(plan.starts, plan.sizes, plan.strides))]
+    assert list(plan.out_shape) == list(ref.shape) == list(shape)
+    np.testing.assert_array_equal(y.reshape(plan.out_shape), ref)
+
+
+def test_densify_follows_the_traversal_order_and_blocks():
+    """Column-major CSR (traversal order [1, 0]) and a 2x2-blocked BSR, written by hand."""
+    from webnn_gpu.tflite.reader import Sparsity, densify
+
+    dense = np.array([[0, 1, 0, 2], [3, 0, 0, 0], [0, 4, 0, 5]], np.float32)
+    # Columns first (dense), then the rows of each column that hold a value (CSR).
+    cols = [np.nonzero(dense[:, c])[0] for c in range(4)]
+    segments = np.cumsum([0] + [len(r) for r in cols])
+    values = np.concatenate([dense[r, c] for c, r in enumerate(cols)])
+    sp = Sparsity((1, 0), (), (("dense", 4), ("csr", segments, np.concatenate(cols))))
+    np.testing.assert_array_equal(densify(sp, values.tobytes(), "FLOAT32", dense.shape), dense)
+
+    blocked = np.array([[1, 2, 0, 0], [3, 4, 0, 0], [0, 0, 5, 6], [0, 0, 7, 8]], np.float32)
+    # Block rows (dense, 2), block columns present per block row (CSR), then 2x2 inside.
+    sp = Sparsity((0, 1, 2, 3), (0, 1), (("dense", 2), ("csr", np.array([0, 1, 2]), np.array([0, 1])),
+                                         ("dense", 2), ("dense", 2)))
+    values = np.array([1, 2, 3, 4, 5, 6, 7, 8], np.float32)
+    np.testing.assert_array_equal(densify(sp, values.tobytes(), "FLOAT32", blocked.shape), blocked)
