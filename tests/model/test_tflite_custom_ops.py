@@ -63,8 +63,8 @@ def test_custom_op_code_runs_as_custom_wgsl(ctx, rng):
 
 
 def test_an_unmapped_custom_op_names_the_option(ctx):
-    with pytest.raises(NotSupportedError, match=r"custom op 'Cube' is not supported; map it with "
-                                                r"load\(\.\.\., custom_ops=\{'Cube': fn\}\)"):
+    with pytest.raises(NotSupportedError, match=r"not supported \(Cube\): .*custom op 'Cube'\); map a custom op "
+                                                r"with load\(\.\.\., custom_ops=\{'Cube': fn\}\)"):
         webnn.load(cube_model(), ctx)
     with pytest.raises(NotSupportedError, match="custom_ops="):
         webnn.load(cube_model(), ctx, custom_ops={"Other": cube})
