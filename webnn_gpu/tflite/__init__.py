@@ -52,7 +52,10 @@ def supported_ops() -> dict[str, str]:
 
 @dataclasses.dataclass
 class LoadedModel:
-    """A TFLite model built as a WebNN graph.
+    """A model built as a WebNN graph.
+
+    Returned by both the TFLite loader (``tflite.load``) and the ONNX importer
+    (``onnx.load``).
 
     Attributes:
         graph: the built ``MLGraph``.
@@ -60,9 +63,14 @@ class LoadedModel:
         inputs: input name -> ``{"data_type", "shape"}``, in the model's order.
         outputs: output name -> ``{"data_type", "shape"}``, in the model's order.
         dtype: the float type the graph was built in (``"float32"`` or ``"float16"``).
-        layout: ``"nhwc"``: tensors keep TFLite's layout (batch, height, width, channels).
-        op_counts: TFLite operator name -> how many the model has.
-        description: the model's description string.
+        layout: the tensors keep the source format's layout: ``"nhwc"`` for a TFLite model
+            (batch, height, width, channels), ``"nchw"`` for an ONNX model (batch,
+            channels, height, width).
+        op_counts: operator name -> how many the model has (TFLite: builtin code name or
+            custom code; ONNX: the op type, ``"domain.OpType"`` outside the default
+            domains).
+        description: the model's description string (ONNX: its ``doc_string``, else its
+            ``producer_name``).
     """
 
     graph: Any
