@@ -20,6 +20,10 @@ from webnn_gpu import cli
 from webnn_gpu.demo import VideoReader
 from webnn_gpu.ray import VideoResult, blur_videos
 
+#: under pytest-xdist (`make test` runs two workers) every Ray test runs in one worker, so one
+#: Ray instance starts
+pytestmark = pytest.mark.xdist_group("ray")
+
 CLIPS = {"clip0": dict(n=5, seed=0), "clip1": dict(n=6, seed=1), "clip2": dict(n=4, seed=2)}
 
 

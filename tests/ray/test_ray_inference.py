@@ -18,6 +18,10 @@ from webnn_gpu import cli
 from webnn_gpu.demo import write_png
 from webnn_gpu.ray import ModelPredictor, actor_resources, read_images, read_video_frames
 
+#: under pytest-xdist (`make test` runs two workers) every Ray test runs in one worker, so one
+#: Ray instance starts
+pytestmark = pytest.mark.xdist_group("ray")
+
 N_IMAGES = 5
 
 

@@ -8,6 +8,10 @@ from webnn_gpu import cli
 from webnn_gpu.ray import actor_resources, find_videos, select_adapter, set_software_threads
 from webnn_gpu.ray.videos import plan_outputs
 
+#: under pytest-xdist (`make test` runs two workers) every Ray test runs in one worker, so one
+#: Ray instance starts
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 def test_find_videos_and_plan_outputs(tmp_path):
     (tmp_path / "a").mkdir()
