@@ -99,18 +99,6 @@ def load(
 
     builder = webnn_gpu.MLGraphBuilder(context)
     converted = Converter(model, builder, dtype, dims, custom_ops, known_inputs).run()
-    graph = builder.build(converted.outputs)
-    outputs = {
-        name: {"data_type": operand.data_type, "shape": [int(d) for d in operand.shape]}
-        for name, operand in converted.outputs.items()
-    }
-    return LoadedModel(
-        graph=graph,
-        context=context,
-        inputs={k: v for k, v in converted.inputs.items() if k in graph.inputs},
-        outputs=outputs,
-        dtype=dtype,
-        layout="nchw",
-        op_counts=converted.op_counts,
-        description=model.doc_string or model.producer_name,
-    )
+    return LoadedModel.build(builder, converted.outputs, converted.inputs, context=context, dtype=dtype,
+                             layout="nchw", op_counts=converted.op_counts,
+                             description=model.doc_string or model.producer_name)

@@ -82,6 +82,27 @@ class LoadedModel:
     op_counts: dict[str, int]
     description: str = ""
 
+    @classmethod
+    def build(cls, builder: Any, outputs: dict[str, Any], inputs: dict[str, dict[str, Any]], *, context: Any,
+              dtype: str, layout: str, op_counts: dict[str, int], description: str = "") -> "LoadedModel":
+        """Build ``builder``'s graph of ``outputs`` (name -> operand) and describe it.
+
+        ``inputs`` are the loader's input descriptors; those the compiled graph does not
+        read (an input only a folded value depended on) are left out.
+        """
+        graph = builder.build(outputs)
+        return cls(
+            graph=graph,
+            context=context,
+            inputs={k: v for k, v in inputs.items() if k in graph.inputs},
+            outputs={name: {"data_type": operand.data_type, "shape": [int(d) for d in operand.shape]}
+                     for name, operand in outputs.items()},
+            dtype=dtype,
+            layout=layout,
+            op_counts=op_counts,
+            description=description,
+        )
+
     @property
     def input_names(self) -> list[str]:
         """The input names, in the model's order."""
@@ -164,18 +185,5 @@ def load(
 
     builder = webnn_gpu.MLGraphBuilder(context)
     converted = convert(model, builder, dtype, custom_ops)
-    graph = builder.build(converted.outputs)
-    outputs = {
-        name: {"data_type": operand.data_type, "shape": [int(d) for d in operand.shape]}
-        for name, operand in converted.outputs.items()
-    }
-    return LoadedModel(
-        graph=graph,
-        context=context,
-        inputs=converted.inputs,
-        outputs=outputs,
-        dtype=dtype,
-        layout="nhwc",
-        op_counts=model.op_counts(),
-        description=model.description,
-    )
+    return LoadedModel.build(builder, converted.outputs, converted.inputs, context=context, dtype=dtype,
+                             layout="nhwc", op_counts=model.op_counts(), description=model.description)
