@@ -42,7 +42,7 @@ os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 
 import webnn_gpu as webnn  # noqa: E402
 from webnn_gpu import models  # noqa: E402
-from webnn_gpu._lower import KernelStep  # noqa: E402
+from webnn_gpu.profile import pipeline_count  # noqa: E402
 
 BUILD_SCRIPT = """
 import json, sys, time
@@ -114,7 +114,7 @@ class WebNN:
 
     @property
     def pipelines(self) -> int:
-        return len({id(s.pipeline) for s in self.model.graph._steps if isinstance(s, KernelStep)})
+        return pipeline_count(self.model.graph)
 
 
 def fresh_build(path, dtype: str, env: dict[str, str]) -> float | None:
