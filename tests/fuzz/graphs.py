@@ -668,14 +668,12 @@ def passes(spec: str | None):
                 os.environ[k] = v
 
 
-def run(ctx, desc: dict, data: dict | None = None) -> dict:
-    """Build the description with MLGraphBuilder and compute it: {output: float32 array}."""
+def _build(ctx, desc: dict, data: dict):
+    """The description's builder calls: (builder, name -> operand, graph input feeds)."""
     import webnn_gpu as webnn
 
-    data = data or declared_data(desc)
     b = webnn.MLGraphBuilder(ctx)
-    env = {}
-    feeds = {}
+    env, feeds = {}, {}
     for kind, name, shape, _ in desc["decls"]:
         if kind == "input":
             env[name] = b.input(name, {"data_type": "float32", "shape": list(shape)})
@@ -688,6 +686,12 @@ def run(ctx, desc: dict, data: dict | None = None) -> dict:
         kws = {k: env[n] for k, n in node.get("kw", {}).items()}
         attrs = node.get("attrs", {})
         env[node["out"]] = fn(args, **attrs) if node["op"] in LIST_INPUT else fn(*args, **attrs, **kws)
+    return b, env, feeds
+
+
+def run(ctx, desc: dict, data: dict | None = None) -> dict:
+    """Build the description with MLGraphBuilder and compute it: {output: float32 array}."""
+    b, env, feeds = _build(ctx, desc, data or declared_data(desc))
     graph = b.build({name: env[name] for name in desc["outputs"]})
     try:
         return ctx.compute(graph, {n: feeds[n] for n in graph.inputs})
@@ -697,21 +701,9 @@ def run(ctx, desc: dict, data: dict | None = None) -> dict:
 
 def fired(ctx, desc: dict) -> set:
     """The passes that change the description's graph (run on its IR; no kernels built)."""
-    import webnn_gpu as webnn
     from webnn_gpu import _compiler
 
-    data = declared_data(desc)
-    b = webnn.MLGraphBuilder(ctx)
-    env = {}
-    for kind, name, shape, _ in desc["decls"]:
-        env[name] = (b.input(name, {"data_type": "float32", "shape": list(shape)}) if kind == "input"
-                     else b.constant(data[name]))
-    for node in desc["nodes"]:
-        fn = getattr(b, node["op"])
-        args = [env[n] for n in node["in"]]
-        kws = {k: env[n] for k, n in node.get("kw", {}).items()}
-        attrs = node.get("attrs", {})
-        env[node["out"]] = fn(args, **attrs) if node["op"] in LIST_INPUT else fn(*args, **attrs, **kws)
+    b, env, _ = _build(ctx, desc, declared_data(desc))
     outputs = {name: env[name]._value for name in desc["outputs"]}
     nodes, changed = list(b._nodes), set()
     for p in _compiler.PASSES:
