@@ -36,14 +36,13 @@ def _ort(path):
 
 # ---------------------------------------------------------------- Magika
 def magika_features(data: bytes, config: dict) -> np.ndarray:
-    """Magika's v2 features of a file's bytes (as ``magika.Magika._extract_features_from_seekable``)."""
-    beg, end, pad, block = config["beg_size"], config["end_size"], config["padding_token"], config["block_size"]
-    n = min(block, len(data))
-    head, tail = data[:n], data[len(data) - n:]
-    head, tail = (head.strip(), tail.strip()) if len(data) <= block else (head.lstrip(), tail.rstrip())
-    b = list(head[:beg]) + [pad] * max(0, beg - len(head))
-    e = [pad] * max(0, end - len(tail)) + list(tail[-end:] if len(tail) >= end else tail)
-    return np.array(b + e, np.int32)
+    """Magika's features of a file's bytes: the example's (both runtimes get the same input)."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "examples"))
+    from onnx_filetype import features
+
+    return features(data, config)
 
 
 @pytest.fixture(scope="module")
