@@ -14,6 +14,7 @@ import zlib
 import numpy as np
 import pytest
 
+import clips
 import demo_reference as ref
 from key_segmenter import KeySegmenter
 from webnn_gpu import demo
@@ -23,18 +24,7 @@ from webnn_gpu.demo.video import VideoReader, VideoWriter, write_png
 
 
 def _scene(n: int, h: int, w: int, seed: int = 0) -> list[np.ndarray]:
-    """A red 'person' (ellipse) moving over a textured grey-blue background."""
-    rng = np.random.default_rng(seed)
-    texture = rng.integers(40, 200, (h, w, 1)).astype(np.float64)
-    y, x = np.mgrid[0:h, 0:w]
-    frames = []
-    for t in range(n):
-        bg = np.concatenate([texture * 0.5, texture * 0.8, texture], -1)
-        cx = w * (0.4 + 0.2 * t / max(n - 1, 1))
-        inside = ((x - cx) / (0.2 * w)) ** 2 + ((y - h / 2) / (0.35 * h)) ** 2 < 1
-        person = np.stack([230 + 0 * x, 40 + (x % 7) * 5, 30 + (y % 5) * 6], -1)
-        frames.append(np.where(inside[..., None], person, bg).astype(np.uint8))
-    return frames
+    return clips.scene(n, h, w, seed, start=0.4, travel=0.2)
 
 
 def _reference(frame: np.ndarray, mh: int, mw: int, sigma: float, factor: int) -> tuple:

@@ -23,6 +23,7 @@ for _dir in (HERE.parent / "model", HERE.parent / "demo"):
     if str(_dir) not in sys.path:
         sys.path.append(str(_dir))
 
+from clips import scene  # noqa: E402
 from webnn_gpu.ray import VideoBlurWorker  # noqa: E402
 
 SAME, NONE = 0, 0
@@ -44,21 +45,6 @@ def tiny_segmenter(size: int = 32) -> bytes:
     mask = m.op("LOGISTIC", [y], [1, size, size, 1], out_name="mask")
     m.output(mask)
     return m.finish()
-
-
-def scene(n: int, h: int, w: int, seed: int = 0) -> list[np.ndarray]:
-    """n frames: a red ellipse moving over a textured grey-blue background."""
-    rng = np.random.default_rng(seed)
-    texture = rng.integers(40, 200, (h, w, 1)).astype(np.float64)
-    y, x = np.mgrid[0:h, 0:w]
-    frames = []
-    for t in range(n):
-        bg = np.concatenate([texture * 0.5, texture * 0.8, texture], -1)
-        cx = w * (0.35 + 0.3 * t / max(n - 1, 1))
-        inside = ((x - cx) / (0.2 * w)) ** 2 + ((y - h / 2) / (0.35 * h)) ** 2 < 1
-        person = np.stack([230 + 0 * x, 40 + (x % 7) * 5, 30 + (y % 5) * 6], -1)
-        frames.append(np.where(inside[..., None], person, bg).astype(np.uint8))
-    return frames
 
 
 def write_clip(path: Path, n: int = 6, h: int = 48, w: int = 64, seed: int = 0) -> Path:
