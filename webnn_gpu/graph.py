@@ -23,7 +23,7 @@ import wgpu
 
 from . import _dtypes
 from ._lower import CopyStep, KernelStep, LowerContext
-from .builder import Value
+from ._ir import Value
 from .errors import InvalidStateError, NotSupportedError, OperationError, where
 
 log = logging.getLogger("webnn_gpu")
