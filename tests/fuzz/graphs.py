@@ -701,14 +701,15 @@ def run(ctx, desc: dict, data: dict | None = None) -> dict:
 
 def fired(ctx, desc: dict) -> set:
     """The passes that change the description's graph (run on its IR; no kernels built)."""
-    from webnn_gpu import _compiler
+    from webnn_gpu.compiler import driver
+    from webnn_gpu.compiler.rules.cleanup import dead_code
 
     b, env, _ = _build(ctx, desc, declared_data(desc))
     outputs = {name: env[name]._value for name in desc["outputs"]}
     nodes, changed = list(b._nodes), set()
-    for p in _compiler.PASSES:
+    for p in (r.fn for r in driver.rules()):
         new = p(nodes, outputs, ctx)
-        if p is not _compiler.dead_code and (len(new) != len(nodes) or any(a is not c for a, c in zip(new, nodes))):
+        if p is not dead_code and (len(new) != len(nodes) or any(a is not c for a, c in zip(new, nodes))):
             changed.add(p.__name__)
         nodes = new
     return changed
@@ -767,19 +768,21 @@ class Finding:
 
 def check(ctx, seed: int, index: int, desc: dict | None = None) -> Finding | None:
     """Run one graph; on a problem, find the passes at fault (see the module docstring)."""
-    from webnn_gpu import _compiler
+    from webnn_gpu.compiler import driver
+    from webnn_gpu.compiler.rules.cleanup import dead_code
 
     desc = desc or generate(seed, index)
+    rules = [r.fn for r in driver.rules()]  # (the order now: a test may add a rule)
     ref = reference(desc)
     problem = attempt(ctx, desc, None, ref)
     if not problem:
         return None
-    every = ",".join("-" + p.__name__ for p in _compiler.PASSES)  # (WEBNN_GPU_PASSES=-all)
+    every = ",".join("-" + p.__name__ for p in rules)  # (WEBNN_GPU_PASSES=-all)
     off = attempt(ctx, desc, every, ref)
     culprits = []
     if not off:
-        for p in _compiler.PASSES:
-            if p is not _compiler.dead_code and not attempt(ctx, desc, "-" + p.__name__, ref):
+        for p in rules:
+            if p is not dead_code and not attempt(ctx, desc, "-" + p.__name__, ref):
                 culprits.append(p.__name__)
     return Finding(seed, index, desc, problem, off, culprits)
 
