@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .._env import DEBUG
+from ..fusions.layer_norm import fuse_layer_norm
 from ..fusions.squeeze_excite import fuse_squeeze_excite
 from .rules.cleanup import dead_code
 from .rules.conv import (fuse_conv_input, fuse_conv_pool, fuse_conv_upsample, fuse_depthwise_project,
@@ -71,6 +72,8 @@ ORDER: tuple[Stage, ...] = (
                              "(a 1x1 filter, the 3 and 6 of hard-swish, layer normalization's epsilon)"),
     )),
     Stage("structural", (
+        Rule(fuse_layer_norm, "before fuse_epilogue and fuse_elementwise: they would take the decomposed "
+                              "form's sub, mul and add into other kernels"),
         Rule(swap_resample_conv, "before fuse_epilogue: it swaps only a conv without an epilogue (a bias "
                                  "commutes with the resample, an activation does not)"),
         Rule(fuse_hard_swish, "before fuse_epilogue: its input has two readers in the decomposed form "
