@@ -193,3 +193,10 @@ def test_driver_order_is_what_run_passes_applies(monkeypatch):
     nodes, outputs = _neg_exp_chain()
     run_passes(nodes, outputs)
     assert seen == [1]  # (after fuse_elementwise made the chain one node)
+
+
+def test_the_docs_table_lists_the_rules_in_order():
+    text = (PACKAGE.parent / "docs" / "compiler.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| (\w+) \| `(\w+)` \|", text, flags=re.M)
+    assert [(int(i), stage, name) for i, stage, name in rows] == [
+        (i + 1, stage.name, r.name) for i, (stage, r) in enumerate((s, r) for s in ORDER for r in s.rules)]

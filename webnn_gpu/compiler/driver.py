@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .._env import DEBUG
+from ..fusions.attention import fuse_attention
 from ..fusions.layer_norm import fuse_layer_norm
 from ..fusions.squeeze_excite import fuse_squeeze_excite
 from .rules.cleanup import dead_code
@@ -83,7 +84,9 @@ ORDER: tuple[Stage, ...] = (
         Rule(fuse_epilogue, "after the structural rules (the ops they make become steps); before the "
                             "rules below, whose legality tests look at a conv's epilogue and outputs"),
     )),
-    Stage("conv", (
+    Stage("kernels", (
+        Rule(fuse_attention, "after fuse_epilogue: the scale, the mask and a tail are the matmuls' epilogues "
+                             "by then (the attention node keeps the matmuls as they are)"),
         Rule(fuse_conv_input, "after fuse_epilogue: a mul / add the producing kernel can apply as it "
                               "stores goes there; this rule takes those left in front of a pointwise conv"),
         Rule(fuse_pool_input, "after fuse_epilogue: likewise, a residual add stays its conv's epilogue "
