@@ -39,6 +39,24 @@ def test_the_block_becomes_one_node_in_the_second_matmuls_place():
     assert att.attrs["scores"].attrs["epilogue"] == [{"op": "mul", "input": 2}]  # kept as it was
 
 
+def test_reshapes_keeping_the_last_axis_around_the_softmax_are_taken_in():
+    """ONNX's opset-11 Softmax: the scores viewed as rows ([B*T, T]) and back."""
+    ir = IR()
+    q, k, v = ir.input((2, 4, 8)), ir.input((2, 8, 4)), ir.input((2, 4, 8))
+    s = ir.op("matmul", [q, k], (2, 4, 4))
+    p = ir.op("reshape", [ir.op("softmax", [ir.op("reshape", [s], (8, 4))], axis=1)], (2, 4, 4))
+    o = ir.op("matmul", [p, v], (2, 4, 8))
+    (att,) = fuse_attention(ir.nodes, {"o": o})
+    assert [n.op for n in att.attrs.parts()] == ["matmul", "reshape", "softmax", "reshape", "matmul"]
+    # a view that moves the last axis is another softmax: not taken
+    ir = IR()
+    q, k, v = ir.input((2, 4, 8)), ir.input((2, 8, 4)), ir.input((2, 4, 8))
+    s = ir.op("matmul", [q, k], (2, 4, 4))
+    p = ir.op("reshape", [ir.op("softmax", [ir.op("reshape", [s], (4, 8))], axis=1)], (2, 4, 4))
+    o = ir.op("matmul", [p, v], (2, 4, 8))
+    assert "attention" not in [n.op for n in fuse_attention(ir.nodes, {"o": o})]
+
+
 def test_a_second_consumer_of_the_scores_keeps_the_graph():
     ir = IR()
     _, s, _, o = _block(ir)
@@ -92,8 +110,9 @@ def _templates_and_ops(ctx, build, inputs):
         g.destroy()
 
 
-@pytest.mark.parametrize("batch, T, D, mask", [((), 5, 8, False), ((2,), 8, 4, True)])
-def test_attention_matches_numpy(ctx, rng, batch, T, D, mask):
+@pytest.mark.parametrize("batch, T, D, mask, rows", [((), 5, 8, False, False), ((2,), 8, 4, True, False),
+                                                    ((2,), 6, 4, True, True)])
+def test_attention_matches_numpy(ctx, rng, batch, T, D, mask, rows):
     q = rng.standard_normal((*batch, T, D)).astype(np.float32)
     kt = rng.standard_normal((*batch, D, T)).astype(np.float32)
     v = rng.standard_normal((*batch, T, D)).astype(np.float32)
@@ -104,7 +123,11 @@ def test_attention_matches_numpy(ctx, rng, batch, T, D, mask):
         s = b.mul(b.matmul(ops["q"], ops["k"]), b.constant("float32", float(scale)))
         if mask:
             s = b.add(s, b.constant(m))
-        return {"y": b.relu(b.matmul(b.softmax(s, axis=len(batch) + 1), ops["v"]))}
+        if rows:  # softmax over a [rows, T] view, as ONNX's opset-11 Softmax
+            p = b.reshape(b.softmax(b.reshape(s, [int(np.prod(batch)) * T, T]), axis=1), [*batch, T, T])
+        else:
+            p = b.softmax(s, axis=len(batch) + 1)
+        return {"y": b.relu(b.matmul(p, ops["v"]))}
 
     scores = np.matmul(q.astype(np.float64), kt) * np.float64(scale) + (m if mask else 0)
     ref = np.maximum(np.matmul(_softmax(scores), v.astype(np.float64)), 0)
