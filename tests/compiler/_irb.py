@@ -36,3 +36,29 @@ class IR:
     def mean(self, x: Value, axes) -> Value:
         shape = tuple(1 if a in axes else d for a, d in enumerate(x.shape))
         return self.op("reduce_mean", [x], shape, axes=list(axes), keep=True)
+
+    # ------------------------------------------------------------ shapes as the builder makes them
+    def conv(self, x: Value, filt: Value, *, groups: int = 1, pad: int = 0, stride: int = 1, bias=None) -> Value:
+        """conv2d of an NHWC ``x`` with an OHWI ``filt`` (the builder's attributes)."""
+        n, h, w, _ = x.shape
+        o, kh, kw, _ = filt.shape
+        oh, ow = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
+        return self.op("conv2d", [x, filt] + ([bias] if bias is not None else []), (n, oh, ow, o),
+                       padding=[pad] * 4, strides=[stride] * 2, dilations=[1, 1], groups=groups,
+                       input_layout="nhwc", filter_layout="ohwi")
+
+    def pool(self, x: Value, window=None) -> Value:
+        """average_pool2d of an NHWC ``x`` (global without ``window``)."""
+        n, h, w, c = x.shape
+        win = [h, w] if window is None else list(window)
+        return self.op("average_pool2d", [x], (n, h - win[0] + 1, w - win[1] + 1, c), window=win,
+                       padding=[0, 0, 0, 0], strides=[1, 1], dilations=[1, 1], layout="nhwc")
+
+    def up2(self, x: Value) -> Value:
+        """An exact 2x bilinear upsampling of an NHWC ``x``."""
+        n, h, w, c = x.shape
+        return self.op("resample2d", [x], (n, 2 * h, 2 * w, c), mode="linear", axes=[1, 2], scales=[2.0, 2.0])
+
+    def filt(self, o: int, k: int, i: int) -> Value:
+        """A constant OHWI filter."""
+        return self.const(np.linspace(-1, 1, o * k * k * i).reshape(o, k, k, i))
