@@ -159,6 +159,17 @@ def test_a_repeating_stage_runs_until_nothing_changes(repeat):
     assert [n.op for n in nodes] == ["neg", "exp", "neg"]
 
 
+def test_a_repeating_stage_that_never_settles_fails():
+    def flip(nodes, outputs, context=None):
+        g = GraphView(nodes, outputs)
+        swap = {"neg": "abs", "abs": "neg"}
+        return g.replace({n.id: Node(swap.get(n.op, n.op), list(n.inputs), list(n.outputs), {}) for n in nodes})
+
+    nodes, outputs = _neg_exp_chain()
+    with pytest.raises(AssertionError, match="stage t: still changing the graph after 8 rounds"):
+        run_passes(nodes, outputs, None, (Stage("t", (Rule(flip, "undoes itself"),), repeat=True),))
+
+
 def test_webnn_gpu_passes_switches_rules_off_by_name(monkeypatch):
     cancel_negs, exp_to_neg = _counting_rules()
     order = (Stage("t", (Rule(dead_code, "first"), Rule(exp_to_neg, "x"), Rule(cancel_negs, "y"))),)

@@ -59,7 +59,8 @@ class Stage:
     why: str = ""
 
 
-#: most rounds of a repeating stage (a stage still changing the graph then is a bug)
+#: most rounds of a repeating stage: one still changing the graph then fails the build (rules
+#: that undo each other's work would loop forever)
 MAX_ROUNDS = 8
 
 #: The order of the rules. A later rule sees what the earlier ones made; each ``why`` names
@@ -172,6 +173,9 @@ def run_passes(nodes: list, outputs: dict, context=None, order: Sequence[Stage] 
                 nodes = new
             if not changed:
                 break
+        else:
+            if stage.repeat:
+                raise AssertionError(f"compiler stage {stage.name}: still changing the graph after {MAX_ROUNDS} rounds")
     if DEBUG >= 1:
         log.info("graph after passes (%d nodes):\n%s", len(nodes), "\n".join(map(repr, nodes)))
     return nodes
