@@ -95,13 +95,13 @@ def fuse_attention(nodes: list, outputs: dict, context=None) -> list:
             continue
         src, before = sm.inputs[0], None
         pre = g.producer(src)
-        if _keeps_rows(pre) and g.sole_consumer(src) is sm:
+        if pre is not None and _keeps_rows(pre) and g.sole_consumer(src) is sm:
             before, src = pre, pre.inputs[0]
         scores = g.producer(src)
         if scores is None or g.sole_consumer(src) is not (before or sm):
             continue
         after, ctx_node = None, g.sole_consumer(sm.outputs[0])
-        if _keeps_rows(ctx_node):
+        if ctx_node is not None and _keeps_rows(ctx_node):
             after, ctx_node = ctx_node, g.sole_consumer(ctx_node.outputs[0])
         if ctx_node is None or any(n.id in replaced or n.id in dropped for n in (scores, ctx_node)):
             continue
