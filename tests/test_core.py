@@ -263,9 +263,10 @@ def test_outputs_that_alias_or_repeat(ctx):
 
 
 def test_dead_code_and_memory_reuse(ctx, monkeypatch):
-    from webnn_gpu import _compiler
+    from webnn_gpu.compiler import Rule, Stage, driver
+    from webnn_gpu.compiler.rules.cleanup import dead_code
 
-    monkeypatch.setattr(_compiler, "PASSES", [_compiler.dead_code])  # no fusion: 12 kernels
+    monkeypatch.setattr(driver, "ORDER", (Stage("test", (Rule(dead_code, "no fusion: 12 kernels"),)),))
     b = webnn.MLGraphBuilder(ctx)
     x = b.input("x", {"data_type": "float32", "shape": [1024]})
     unused = b.input("unused", {"data_type": "float32", "shape": [2]})

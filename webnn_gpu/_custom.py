@@ -265,7 +265,7 @@ def lower(node, lc) -> None:
     """The node's one kernel launch (the shader as rendered at the call)."""
     from ._lower import KernelStep
 
-    from .builder import Value
+    from ._ir import Value
 
     values = list(node.inputs) + list(node.outputs)
     if check_bindings(node):

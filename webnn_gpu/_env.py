@@ -5,7 +5,7 @@
   ``build()``, 3 also dumps every WGSL kernel to ``WEBNN_GPU_DUMP_DIR``.
 * ``WEBNN_GPU_FORCE_<ALGO>=<variant>``: force a kernel variant (see :func:`force`).
 * ``WEBNN_GPU_PROFILE=1``: time each kernel with timestamp queries.
-* ``WEBNN_GPU_PASSES=-name,...``: switch compiler passes off (``webnn_gpu._compiler``).
+* ``WEBNN_GPU_PASSES=-name,...``: switch compiler passes off (``webnn_gpu.compiler``).
 * ``WEBNN_GPU_WARMUP=0``: skip running new pipelines once at ``build()`` (``MLGraph._warm_up``).
 * ``WEBNN_GPU_TEMPLATE_CACHE=0``: do not keep compiled Jinja templates under the cache directory
   (``webnn_gpu._kernels._bytecode_cache``).

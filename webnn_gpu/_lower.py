@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from . import _kernels
 from ._kernels import Binding, KernelContext, workgroups
-from .builder import Value
+from ._ir import Value
 from .errors import NotSupportedError
 
 if TYPE_CHECKING:
-    from .builder import Node
+    from ._ir import Node
 
 
 _SCALAR_BYTES = {"f16": 2, "f32": 4, "i32": 4, "u32": 4, "bool": 4}

@@ -2,8 +2,8 @@
 
 Spec: https://www.w3.org/TR/webnn/#api-mlgraphbuilder
 
-The builder records a graph IR (:class:`Node` / :class:`Value`). Operator methods are
-defined next to their kernels in ``webnn_gpu/ops/<family>.py`` and attached to
+The builder records a graph IR (:class:`~webnn_gpu._ir.Node` / :class:`~webnn_gpu._ir.Value`).
+Operator methods are defined next to their kernels in ``webnn_gpu/ops/<family>.py`` and attached to
 :class:`MLGraphBuilder` by :func:`webnn_gpu.ops._registry.builder_method`; this module holds
 what every graph needs: inputs, constants and ``build``.
 """
@@ -11,15 +11,14 @@ what every graph needs: inputs, constants and ``build``.
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
 
 from . import _dtypes
 from . import _validate as V
+from ._ir import Node, Value
 from .errors import DataError, InvalidStateError, MLTypeError, NotSupportedError, where
 
 if TYPE_CHECKING:
@@ -27,47 +26,7 @@ if TYPE_CHECKING:
     from .graph import MLGraph
     from .tensor import MLTensor
 
-_ids = itertools.count()
-
-
-@dataclass(eq=False)
-class Value:
-    """One tensor value of the graph IR: its type, and what produces it."""
-
-    data_type: str
-    shape: tuple[int, ...]
-    kind: str  # "input", "constant" or "op"
-    name: str = ""  # input name
-    data: np.ndarray | None = None  # constant data (flat, its NumPy dtype)
-    tensor: Any = None  # constant MLTensor (create_constant_tensor)
-    producer: Node | None = None
-    id: int = field(default_factory=lambda: next(_ids))
-
-    @property
-    def size(self) -> int:
-        """Element count."""
-        return V.element_count(self.shape)
-
-    def __repr__(self) -> str:
-        return f"%{self.id}:{self.data_type}{list(self.shape)}"
-
-
-@dataclass(eq=False)
-class Node:
-    """One operator application of the graph IR."""
-
-    op: str
-    #: operand values in the op's positional order; ``None`` stands for an absent optional
-    #: operand (e.g. a normalization's scale). Typed ``Any`` so lowerings of ops without
-    #: optional operands need no narrowing.
-    inputs: list[Any]
-    outputs: list[Value]
-    attrs: dict
-    label: str = ""
-    id: int = field(default_factory=lambda: next(_ids))
-
-    def __repr__(self) -> str:
-        return f"{self.op}({', '.join(map(repr, self.inputs))}) -> {self.outputs}"
+__all__ = ["MLGraphBuilder", "MLOperand", "Node", "Value"]  # Node, Value: from webnn_gpu._ir
 
 
 class MLOperand:

@@ -23,7 +23,7 @@ import wgpu
 
 from . import _dtypes
 from ._lower import CopyStep, KernelStep, LowerContext
-from .builder import Value
+from ._ir import Value
 from .errors import InvalidStateError, NotSupportedError, OperationError, where
 
 log = logging.getLogger("webnn_gpu")
@@ -68,7 +68,7 @@ class MLGraph:
     # ------------------------------------------------------------------ build
     @classmethod
     def _compile(cls, context, nodes, inputs: dict, outputs: dict) -> MLGraph:
-        from . import _compiler, _custom
+        from . import _custom, compiler
         from .ops._registry import LOWERINGS
 
         self = cls.__new__(cls)
@@ -76,7 +76,7 @@ class MLGraph:
         self._destroyed = False
         device = context.device
 
-        nodes = _compiler.run_passes(nodes, outputs, context)
+        nodes = compiler.run_passes(nodes, outputs, context)
         used_inputs = {v.id for n in nodes for v in n.inputs if v is not None and v.kind == "input"}
         used_inputs |= {v.id for v in outputs.values() if v.kind == "input"}
         self._inputs = {name: v for name, v in inputs.items() if v.id in used_inputs}

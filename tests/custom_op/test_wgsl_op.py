@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import webnn_gpu as webnn
-from webnn_gpu import _compiler
+from webnn_gpu.compiler import PASSES
 from webnn_gpu.errors import InvalidStateError, MLTypeError, NotSupportedError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,7 +148,7 @@ def test_opaque_to_the_compiler_and_in_the_arena(ctx):
     nodes = list(b._nodes)
     outputs = {"y": y._value}
     node = next(n for n in nodes if n.op == "wgsl")
-    for p in _compiler.PASSES:
+    for p in PASSES:
         after = p(nodes, outputs, ctx)
         kept = [n for n in after if n.op == "wgsl"]
         assert len(kept) == 1 and kept[0].attrs is node.attrs and kept[0].outputs == node.outputs, p.__name__

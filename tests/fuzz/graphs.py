@@ -182,6 +182,9 @@ REFERENCE = {
     "reduce_mean": lambda a, x: x.mean(axis=tuple(a["axes"]), keepdims=a.get("keep_dimensions", False)),
     "concat": lambda a, *xs: np.concatenate(xs, axis=a["axis"]),
     "softmax": lambda a, x: _softmax(x, a["axis"]),
+    "sqrt": lambda a, x: np.sqrt(x),
+    "reciprocal": lambda a, x: 1 / x,
+    "pow": lambda a, x, y: x ** y,
 }
 #: builder methods taking a sequence of operands as their first argument
 LIST_INPUT = {"concat"}
@@ -624,6 +627,54 @@ class Gen:
         v = self.made_const([T, D], "filter")
         self.output(self.elementwise_tail(self.emit("matmul", [s, v]), None, 3))
 
+    def graph_layer_norm(self):
+        """A decomposed layer normalization (the ONNX form, or tf.nn.batch_normalization's) and
+        its near misses: an intermediate value read elsewhere or output, the variance's mean
+        over other axes, an epsilon that is an input, a scale varying along a kept axis."""
+        shape = [self.pick((1, 2)), self.pick((3, 5)), self.pick((4, 8, 12))]
+        axes = self.pick(([2], [1, 2]))
+        C = [shape[a] for a in axes]
+        miss = self.pick((None, None, None, None, "reader", "output", "axes", "eps", "scale"))
+        x = self.input(shape)
+
+        def mean(v, ax):
+            return self.emit("reduce_mean", [v], {"axes": ax, "keep_dimensions": True})
+
+        def param(dist):
+            if miss == "scale" and dist == "positive":
+                return self.const([shape[1], 1], dist)  # varies along axis 1 (kept when axes == [2])
+            return self.made_const(self.pick((C, [1] * (3 - len(C)) + C)), dist)
+
+        m = mean(x, axes)
+        d = self.emit("sub", [x, m])
+        sq = self.emit("mul", [d, d]) if self.p(0.6) else self.emit("pow", [d, self.const([], "value:2")])
+        v = mean(sq, ([1, 2] if axes == [2] else [2]) if miss == "axes" else axes)
+        eps = self.input([], "positive") if miss == "eps" else self.const([], self.pick(("value:1e-05", "value:0.001")))
+        e = self.emit("add", [v, eps] if self.p(0.7) else [eps, v])
+        if miss == "reader":
+            self.output(self.emit("neg", [self.pick((d, v, e))]))
+        elif miss == "output":
+            self.output(self.pick((m, d, v)))
+        if self.p(0.3):  # tf.nn.batch_normalization's form
+            r = self.emit("reciprocal", [self.emit("sqrt", [e])])
+            i = self.emit("mul", [r, param("positive")]) if self.p(0.7) else r
+            mi = self.emit("mul", [m, i])
+            c = self.emit("sub", [param("normal"), mi]) if self.p(0.7) else self.emit("neg", [mi])
+            y = self.emit("add", [self.emit("mul", [x, i]), c])
+        else:
+            form = self.pick(("div", "rsqrt", "pow"))
+            if form == "div":
+                y = self.emit("div", [d, self.emit("sqrt", [e])])
+            elif form == "rsqrt":
+                y = self.emit("mul", [self.emit("reciprocal", [self.emit("sqrt", [e])]), d])
+            else:
+                y = self.emit("mul", [d, self.emit("pow", [e, self.const([], "value:-0.5")])])
+            if self.p(0.7):
+                y = self.emit("mul", [y, param("positive")] if self.p(0.5) else [param("positive"), y])
+            if self.p(0.7):
+                y = self.emit("add", [y, param("normal")] if self.p(0.5) else [param("normal"), y])
+        self.output(self.elementwise_tail(y, None, 2))
+
     def graph_elementwise(self):
         shape = tuple(self.pick(SIZES[:5]) for _ in range(int(self.rng.integers(1, 5))))
         v = self.input(shape)
@@ -640,6 +691,8 @@ def generate(seed: int, index: int) -> dict:
         g.graph_matmul()
     elif r < 0.93:
         g.graph_attention()
+    elif r < 0.965:
+        g.graph_layer_norm()
     else:
         g.graph_elementwise()
     if not g.outputs:  # (every op drawn was none)
@@ -701,14 +754,15 @@ def run(ctx, desc: dict, data: dict | None = None) -> dict:
 
 def fired(ctx, desc: dict) -> set:
     """The passes that change the description's graph (run on its IR; no kernels built)."""
-    from webnn_gpu import _compiler
+    from webnn_gpu.compiler import driver
+    from webnn_gpu.compiler.rules.cleanup import dead_code
 
     b, env, _ = _build(ctx, desc, declared_data(desc))
     outputs = {name: env[name]._value for name in desc["outputs"]}
     nodes, changed = list(b._nodes), set()
-    for p in _compiler.PASSES:
+    for p in (r.fn for r in driver.rules()):
         new = p(nodes, outputs, ctx)
-        if p is not _compiler.dead_code and (len(new) != len(nodes) or any(a is not c for a, c in zip(new, nodes))):
+        if p is not dead_code and (len(new) != len(nodes) or any(a is not c for a, c in zip(new, nodes))):
             changed.add(p.__name__)
         nodes = new
     return changed
@@ -767,19 +821,21 @@ class Finding:
 
 def check(ctx, seed: int, index: int, desc: dict | None = None) -> Finding | None:
     """Run one graph; on a problem, find the passes at fault (see the module docstring)."""
-    from webnn_gpu import _compiler
+    from webnn_gpu.compiler import driver
+    from webnn_gpu.compiler.rules.cleanup import dead_code
 
     desc = desc or generate(seed, index)
+    rules = [r.fn for r in driver.rules()]  # (the order now: a test may add a rule)
     ref = reference(desc)
     problem = attempt(ctx, desc, None, ref)
     if not problem:
         return None
-    every = ",".join("-" + p.__name__ for p in _compiler.PASSES)  # (WEBNN_GPU_PASSES=-all)
+    every = ",".join("-" + p.__name__ for p in rules)  # (WEBNN_GPU_PASSES=-all)
     off = attempt(ctx, desc, every, ref)
     culprits = []
     if not off:
-        for p in _compiler.PASSES:
-            if p is not _compiler.dead_code and not attempt(ctx, desc, "-" + p.__name__, ref):
+        for p in rules:
+            if p is not dead_code and not attempt(ctx, desc, "-" + p.__name__, ref):
                 culprits.append(p.__name__)
     return Finding(seed, index, desc, problem, off, culprits)
 

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 import webnn_gpu as webnn
-from webnn_gpu import _compiler
+from webnn_gpu import compiler
+from webnn_gpu.compiler import Rule, Stage, driver
+from webnn_gpu.compiler.rules import epilogue as _epilogue_rule
 
 from helpers import run_graph
 from references import conv2d_nhwc, ref_conv2d, ref_resample
@@ -110,7 +112,7 @@ def test_passes_can_be_switched_off(ctx, monkeypatch):
     monkeypatch.setenv("WEBNN_GPU_PASSES", "-fuse_epilogue")
     assert kernels() == 2
     np.testing.assert_array_equal(run_graph(ctx, build, {"x": x})["y"], np.full((1, 4, 4, 4), 4, np.float32))
-    assert "fuse_epilogue" in [p.__name__ for p in _compiler.PASSES]
+    assert "fuse_epilogue" in [p.__name__ for p in compiler.PASSES]
 
 
 def _se_block(b, x, C, w1, w2, pw, bias, dt, *, scale_first=False):
@@ -942,7 +944,7 @@ def _after_passes(ctx, build, shapes: dict):
     b = webnn.MLGraphBuilder(ctx)
     ops = {n: b.input(n, {"data_type": "float32", "shape": list(s)}) for n, s in shapes.items()}
     outs = {k: v._value for k, v in build(b, ops).items()}
-    nodes = _compiler.run_passes(list(b._nodes), outs, ctx)
+    nodes = compiler.run_passes(list(b._nodes), outs, ctx)
     return nodes
 
 
@@ -1040,7 +1042,7 @@ def test_a_pass_that_breaks_the_order_fails_the_build(ctx, monkeypatch):
         return nodes[::-1]
 
     swap.__name__ = "reverse_everything"
-    monkeypatch.setattr(_compiler, "PASSES", [*_compiler.PASSES, swap])
+    monkeypatch.setattr(driver, "ORDER", (*driver.ORDER, Stage("wrong", (Rule(swap, "breaks the order"),))))
     b = webnn.MLGraphBuilder(ctx)
     x = b.input("x", {"data_type": "float32", "shape": [4]})
     with pytest.raises(webnn.OperationError, match="reverse_everything: .* reads"):
@@ -1103,8 +1105,8 @@ def test_long_elementwise_chain_after_depthwise_and_projection_builds_fast(ctx, 
     for n in nodes:
         for host in [n, *(n.attrs.get(k) for k in ("depthwise", "project", "expand"))]:
             steps = getattr(host, "attrs", {}).get("epilogue") or []
-            assert len(steps) <= _compiler.EPILOGUE_MAX_STEPS
-            assert sum("input" in st and "axis" not in st for st in steps) <= _compiler.EPILOGUE_MAX_LOADS
+            assert len(steps) <= _epilogue_rule.EPILOGUE_MAX_STEPS
+            assert sum("input" in st and "axis" not in st for st in steps) <= _epilogue_rule.EPILOGUE_MAX_LOADS
 
     def ref_chain(y, which):
         for i in range(13):

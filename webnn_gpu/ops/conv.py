@@ -722,66 +722,6 @@ def lower_depthwise_project(node, lc) -> None:
         reduce_pool()
 
 
-#: fuse_squeeze_excite: largest channel / hidden widths (workgroup memory holds both).
-SE_MAX_CHANNELS = 1024
-SE_WORKGROUP = 64
-
-
-def squeeze_excite_ok(fc1, fc2) -> bool:
-    """Whether ``fc2(fc1(v))``, two conv2d on one NHWC pixel (1x1, constant filters), can run
-    as one ``matmul/squeeze_excite.wgsl`` kernel (the compiler's ``fuse_squeeze_excite``)."""
-    for fc in (fc1, fc2) if fc2 is not None else (fc1,):
-        if fc.op != "conv2d" or len(fc.outputs) != 1 or fc.attrs.get("input_layout") != "nhwc":
-            return False
-        if "input_scale" in fc.attrs or "input_add" in fc.attrs or constant_array(fc.inputs[1]) is None:
-            return False
-        if fc.outputs[0].data_type not in FLOATS or fc.inputs[0].data_type != fc.outputs[0].data_type:
-            return False
-        g = _geometry(fc)
-        if g["NB"] != 1 or g["H"] != 1 or g["W"] != 1 or _conv_variant(g, "nhwc") != "pointwise":
-            return False
-        if max(g["C"], g["O"]) > SE_MAX_CHANNELS:
-            return False
-    mid = fc1.outputs[0]
-    return fc2 is None or (fc2.inputs[0] is mid and not any(v is mid for v in fc2.inputs[1:])
-            and fc2.outputs[0].data_type == mid.data_type)
-
-
-@lowering("squeeze_excite")
-def lower_squeeze_excite(node, lc) -> None:
-    """Channel means of ``inputs[0]`` ([rows, C] partial sums or the pooled [1, 1, 1, C]; plus
-    ``attrs["scale2"]`` times ``inputs[1]``'s sums when ``attrs["rows2"]``), then
-    ``attrs["fc1"]`` and ``attrs["fc2"]`` (the original 1x1 conv2d nodes; fc2 may be None),
-    in one workgroup."""
-    fc1, fc2 = node.attrs["fc1"], node.attrs["fc2"]
-    src, out = node.inputs[0], node.outputs[0]
-    fcs = (fc1, fc2) if fc2 is not None else (fc1,)
-    ep1 = _conv_epilogue(fc1, fc1.outputs[0], "nhwc", first_binding="a", name="fc1")
-    ep2 = _conv_epilogue(fc2, out, "nhwc", first_binding="b", name="fc2") if fc2 is not None else None
-    mats = []
-    for fc in fcs:
-        m = make_constant(_pointwise_matrix(fc), fc.inputs[1].data_type)
-        mats.append((uniform_copy(lc, m), m))
-    fns: dict = {}
-    for e in (ep1, ep2) if ep2 is not None else (ep1,):
-        for FT, names in e.functions:
-            fns.setdefault(FT, set()).update(names)
-    (u1, m1), (u2, m2) = mats[0], mats[-1]
-    C, R, C2 = m1.shape[1], m1.shape[0], m2.shape[0]
-    rows2 = node.attrs.get("rows2", 0)
-    count, scale2 = np.array([float(node.attrs["count"]), node.attrs.get("scale2", 1.0)], np.float32).view(np.uint32)
-    prm = make_constant(np.array([node.attrs["rows"], C, R, C2, count, rows2, scale2], dtype=np.uint32), "uint32")
-    srcs = [("src", src)] + ([("src2", node.inputs[1])] if rows2 else [])
-    layer2 = [("w2", u2 or m2)] + ep2.operands if ep2 is not None else []
-    lc.kernel("matmul/squeeze_excite.wgsl", srcs + [("w1", u1 or m1)] + ep1.operands + layer2 + [("prm", prm)],
-              [("out", out)], SE_WORKGROUP, groups=(1, 1, 1),
-              workgroup=SE_WORKGROUP, T=wgsl_type(out.data_type), src_f32=src.data_type == "float32", two=rows2 > 0,
-              CMAX=SE_MAX_CHANNELS, RMAX=SE_MAX_CHANNELS, ep1=ep1, ep2=ep2, one=ep2 is None,
-              w1_uniform=B_UNIFORM_FLOATS // 4 if u1 is not None else 0,
-              w2_uniform=B_UNIFORM_FLOATS // 4 if u2 is not None else 0,
-              fns=sorted((FT, sorted(names)) for FT, names in fns.items()))
-
-
 @lowering("conv2d")
 def lower_conv2d(node, lc) -> None:
     """conv2d: pointwise, depthwise, implicit-GEMM or direct kernel (see the module docstring)."""

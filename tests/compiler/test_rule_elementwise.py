@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from webnn_gpu import _compiler
-from webnn_gpu.builder import Node, Value
+from webnn_gpu.compiler.rules import elementwise as _ew
+from webnn_gpu.compiler.rules.cleanup import dead_code
+from webnn_gpu._ir import Node, Value
 
 
 def _v(shape=(4,), dt="float32", kind="op"):
@@ -18,14 +19,14 @@ def test_dead_code_keeps_only_what_outputs_need():
     x = _v(kind="input")
     a, b, c = _v(), _v(), _v()
     n1, n2, n3 = _n("relu", [x], a), _n("exp", [x], b), _n("neg", [a], c)
-    assert _compiler.dead_code([n1, n2, n3], {"c": c}) == [n1, n3]
+    assert dead_code([n1, n2, n3], {"c": c}) == [n1, n3]
 
 
 def test_chain_fuses_into_one_node_in_order():
     x = _v(kind="input")
     a, b, c = _v(), _v(), _v()
     nodes = [_n("relu", [x], a), _n("exp", [a], b), _n("neg", [b], c)]
-    out = _compiler.fuse_elementwise(nodes, {"c": c})
+    out = _ew.fuse_elementwise(nodes, {"c": c})
     assert len(out) == 1 and out[0].op == "fused_elementwise"
     prog = out[0].attrs["program"]
     assert [s.op for s, _ in prog] == ["relu", "exp", "neg"]
@@ -37,11 +38,11 @@ def test_value_with_two_consumers_or_an_output_is_not_inlined():
     x = _v(kind="input")
     a, b, c = _v(), _v(), _v()
     nodes = [_n("relu", [x], a), _n("exp", [a], b), _n("neg", [a], c)]
-    out = _compiler.fuse_elementwise(nodes, {"b": b, "c": c})
+    out = _ew.fuse_elementwise(nodes, {"b": b, "c": c})
     assert [n.op for n in out] == ["relu", "exp", "neg"]
     a2, b2 = _v(), _v()
     nodes = [_n("relu", [x], a2), _n("exp", [a2], b2)]
-    out = _compiler.fuse_elementwise(nodes, {"a": a2, "b": b2})
+    out = _ew.fuse_elementwise(nodes, {"a": a2, "b": b2})
     assert [n.op for n in out] == ["relu", "exp"]
 
 
@@ -49,7 +50,7 @@ def test_same_value_twice_in_one_consumer_is_inlined_once():
     x = _v(kind="input")
     a, b = _v(), _v()
     nodes = [_n("relu", [x], a), _n("mul", [a, a], b)]
-    out = _compiler.fuse_elementwise(nodes, {"b": b})
+    out = _ew.fuse_elementwise(nodes, {"b": b})
     assert len(out) == 1
     prog = out[0].attrs["program"]
     assert len(prog) == 2 and prog[1][1] == [("step", 0), ("step", 0)]
@@ -60,7 +61,7 @@ def test_broadcast_producer_is_not_inlined():
     y = _v((3, 4), kind="input")
     a, b = _v((1, 4)), _v((3, 4))
     nodes = [_n("relu", [x], a), _n("add", [a, y], b)]
-    out = _compiler.fuse_elementwise(nodes, {"b": b})
+    out = _ew.fuse_elementwise(nodes, {"b": b})
     assert [n.op for n in out] == ["relu", "add"]
 
 
@@ -68,7 +69,7 @@ def test_non_elementwise_node_breaks_the_chain():
     x = _v(kind="input")
     a, b, c = _v(), _v(), _v()
     nodes = [_n("relu", [x], a), _n("transpose", [a], b, permutation=[0]), _n("exp", [b], c)]
-    out = _compiler.fuse_elementwise(nodes, {"c": c})
+    out = _ew.fuse_elementwise(nodes, {"c": c})
     assert [n.op for n in out] == ["relu", "transpose", "exp"]
 
 
@@ -80,6 +81,6 @@ def test_too_many_inputs_stay_unfused():
         out = _v()
         nodes.append(_n("add", [acc, v], out))
         acc = out
-    fused = _compiler.fuse_elementwise(nodes, {"y": acc})
-    assert all(len(n.inputs) <= _compiler.MAX_FUSED_INPUTS for n in fused)
+    fused = _ew.fuse_elementwise(nodes, {"y": acc})
+    assert all(len(n.inputs) <= _ew.MAX_FUSED_INPUTS for n in fused)
     assert len(fused) >= 2

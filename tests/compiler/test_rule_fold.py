@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from webnn_gpu import _compiler
-from webnn_gpu.builder import Node, Value
+from webnn_gpu.compiler.rules import fold as _fold
+from webnn_gpu._ir import Node, Value
 
 
 def _c(arr, dt=None):
@@ -32,7 +32,7 @@ def test_cast_of_float16_weights_becomes_a_float32_constant():
     w = _c(w16)
     wf, x, y = _v((2, 2)), _v((2, 2), kind="input"), _v((2, 2))
     nodes = [_n("cast", [w], wf, to="float32"), _n("add", [x, wf], y)]
-    out = _compiler.fold_constants(nodes, {"y": y})
+    out = _fold.fold_constants(nodes, {"y": y})
     assert [n.op for n in out] == ["add"]
     folded = out[0].inputs[1]
     assert folded.kind == "constant" and folded.data_type == "float32" and folded.shape == (2, 2)
@@ -47,7 +47,7 @@ def test_chain_of_movement_and_arithmetic_folds_through():
     t, r, s, x, y = _v((3, 2)), _v((6,)), _v((6,)), _v((6,), kind="input"), _v((6,))
     nodes = [_n("transpose", [ca], t, permutation=[1, 0]), _n("reshape", [t], r, alias=True),
              _n("mul", [r, cb], s), _n("sub", [x, s], y)]
-    out = _compiler.fold_constants(nodes, {"y": y})
+    out = _fold.fold_constants(nodes, {"y": y})
     assert [n.op for n in out] == ["sub"]
     np.testing.assert_array_equal(out[0].inputs[1].data, (a.T.reshape(-1) * b).astype(np.float32))
 
@@ -56,7 +56,7 @@ def test_float16_arithmetic_is_rounded_to_float16():
     a, b = np.array([1.0, 2049.0], np.float16), np.array([2.0 ** -11, 1.0], np.float16)
     s, x, y = _v((2,), "float16"), _v((2,), "float16", "input"), _v((2,), "float16")
     nodes = [_n("add", [_c(a), _c(b)], s), _n("mul", [x, s], y)]
-    out = _compiler.fold_constants(nodes, {"y": y})
+    out = _fold.fold_constants(nodes, {"y": y})
     got = out[0].inputs[1].data
     assert got.dtype == np.float16
     np.testing.assert_array_equal(got, (a + b).astype(np.float16))
@@ -72,7 +72,7 @@ def test_slice_expand_concat_reverse_clamp():
              _n("reverse", [cc], rv, axes=[1]),
              _n("clamp", [rv], cl, min_value=5.0, max_value=20.0),
              _n("add", [x, cl], y)]
-    out = _compiler.fold_constants(nodes, {"y": y})
+    out = _fold.fold_constants(nodes, {"y": y})
     assert [n.op for n in out] == ["add"]
     s = a[1:2, 0:3:2, 1:4:2]
     want = np.clip(np.flip(np.concatenate([s, np.broadcast_to(s, (2, 2, 2))], 0), 1), 5, 20)
@@ -93,7 +93,7 @@ def test_not_folded_inexact_or_unsafe():
         v = _v((2,), dt)
         xx = _v((2,), dt, "input")
         nodes = [_n(op, ins, v, **attrs), _n("add", [xx, v], _v((2,), dt))]
-        out = _compiler.fold_constants(nodes, {"y": nodes[1].outputs[0]})
+        out = _fold.fold_constants(nodes, {"y": nodes[1].outputs[0]})
         assert [n.op for n in out] == [op, "add"], op
     del x, y
 
@@ -103,14 +103,14 @@ def test_graph_output_and_input_dependent_nodes_stay():
     x = _v((2,), kind="input")
     a, b = _v((2,)), _v((2,))
     nodes = [_n("neg", [c], a), _n("add", [x, c], b)]
-    out = _compiler.fold_constants(nodes, {"a": a, "b": b})
+    out = _fold.fold_constants(nodes, {"a": a, "b": b})
     assert [n.op for n in out] == ["neg", "add"]
 
 
 def test_expand_that_would_blow_up_the_upload_is_not_folded():
     c = _c(np.ones((1,), np.float32))
-    big = (_compiler.FOLD_GROWTH_BYTES // 4) * 2
+    big = (_fold.FOLD_GROWTH_BYTES // 4) * 2
     e, x, y = _v((big,)), _v((big,), kind="input"), _v((big,))
     nodes = [_n("expand", [c], e, alias=False), _n("add", [x, e], y)]
-    out = _compiler.fold_constants(nodes, {"y": y})
+    out = _fold.fold_constants(nodes, {"y": y})
     assert [n.op for n in out] == ["expand", "add"]

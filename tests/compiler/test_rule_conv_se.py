@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from webnn_gpu import _compiler
-from webnn_gpu.builder import Node, Value
+from webnn_gpu.compiler import check_order
+from webnn_gpu.compiler.rules.conv import fuse_conv_input, swap_resample_conv
+from webnn_gpu.compiler.rules.epilogue import fuse_epilogue
+from webnn_gpu.fusions.squeeze_excite import fuse_squeeze_excite
+from webnn_gpu._ir import Node, Value
 
 
 def _v(shape, kind="op"):
@@ -28,8 +31,8 @@ def test_three_convs_on_a_pixel_pair_once_and_keep_the_first():
     x = _v((1, 1, 1, 16), "input")
     a, b, c = _v((1, 1, 1, 4)), _v((1, 1, 1, 8)), _v((1, 1, 1, 5))
     nodes = [_pw(x, _c((4, 1, 1, 16)), a), _pw(a, _c((8, 1, 1, 4)), b), _pw(b, _c((5, 1, 1, 8)), c)]
-    out = _compiler.fuse_squeeze_excite(nodes, {"y": c})
-    _compiler.check_order(out, {"y": c})
+    out = fuse_squeeze_excite(nodes, {"y": c})
+    check_order(out, {"y": c})
     assert [n.op for n in out] == ["squeeze_excite", "conv2d"]
     assert out[0].outputs == [b] and out[1].inputs[0] is b
 
@@ -38,7 +41,7 @@ def test_input_scale_of_a_conv_without_bias_leaves_the_bias_slot_empty():
     x, s = _v((1, 16, 16, 12), "input"), _v((12,), "input")
     y, out = _v((1, 16, 16, 12)), _v((1, 16, 16, 12))
     mul = Node("mul", [s, x], [y], {})
-    res = _compiler.fuse_conv_input([mul, _pw(y, _c((12, 1, 1, 12)), out)], {"out": out})
+    res = fuse_conv_input([mul, _pw(y, _c((12, 1, 1, 12)), out)], {"out": out})
     assert len(res) == 1 and res[0].inputs[:4] == [x, res[0].inputs[1], None, s]
     assert res[0].attrs["input_scale"] == 3
 
@@ -49,9 +52,9 @@ def test_swapped_resample_and_conv_come_after_the_filter():
     rs = Node("resample2d", [x], [up], {"mode": "linear", "axes": [3, 2], "scales": [2.0, 2.0]})
     lin = Node("linear", [_c((6, 1, 1, 12))], [f], {"alpha": 1.0, "beta": 0.0})
     conv = _pw(up, f, out, layout="nchw")
-    res = _compiler.swap_resample_conv([rs, lin, conv], {"y": out})
+    res = swap_resample_conv([rs, lin, conv], {"y": out})
     assert [n.op for n in res] == ["linear", "conv2d", "resample2d"]
-    _compiler.check_order(res, {"y": out})
+    check_order(res, {"y": out})
 
 
 def test_per_channel_operands_of_any_rank_become_channel_reads():
@@ -60,7 +63,7 @@ def test_per_channel_operands_of_any_rank_become_channel_reads():
     s_in = _v((1, 1, 8), "input")
     nodes = [_pw(x, _c((8, 1, 1, 8)), c), Node("mul", [s_in, c], [y1], {}),
              Node("add", [y1, _c((1, 1, 1, 8))], [y2], {}), Node("sub", [y2, _c(())], [y3], {})]
-    res = _compiler.fuse_epilogue(nodes, {"y": y3})
+    res = fuse_epilogue(nodes, {"y": y3})
     assert [n.op for n in res] == ["reshape", "conv2d"]
     steps = res[1].attrs["epilogue"]
     assert [s.get("axis") for s in steps] == [3, 3, 3] and steps[0]["reverse"]

@@ -1,0 +1,289 @@
+"""fuse_layer_norm: a decomposed layer normalization becomes one ``layer_normalization`` node.
+
+IR tests (no GPU) for the forms it takes and the near misses it must leave; GPU tests
+against float64 NumPy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _irb import IR
+
+import webnn_gpu as webnn
+from webnn_gpu.compiler import check_order, run_passes
+from webnn_gpu.fusions.layer_norm import LayerNormAttrs, fuse_layer_norm
+
+from helpers import run_graph
+
+SHAPE = (2, 5, 8)
+
+
+def _onnx_form(ir: IR, x, *, axes=(2,), square="mul", norm="div", eps=None, scale=True, bias=True,
+               scale_first=False, axes2=None):
+    """The PyTorch / ONNX form: (x - mean) / sqrt(mean((x - mean)^2) + eps) * scale + bias."""
+    m = ir.mean(x, axes)
+    d = ir.op("sub", [x, m])
+    sq = ir.op("mul", [d, d]) if square == "mul" else ir.op("pow", [d, ir.const(2.0)])
+    v = ir.mean(sq, axes if axes2 is None else axes2)
+    e = ir.op("add", [v, ir.const(1e-5) if eps is None else eps])
+    if norm == "div":
+        n = ir.op("div", [d, ir.op("sqrt", [e])])
+    elif norm == "rsqrt":
+        n = ir.op("mul", [ir.op("reciprocal", [ir.op("sqrt", [e])]), d])
+    else:
+        n = ir.op("mul", [d, ir.op("pow", [e, ir.const(-0.5)])])
+    C = [x.shape[a] for a in axes]
+    if scale is True:
+        scale = ir.const(np.linspace(0.5, 1.5, int(np.prod(C))).reshape(C))
+    if scale is not None:
+        n = ir.op("mul", [scale, n] if scale_first else [n, scale])
+    if bias is True:
+        bias = ir.const(np.linspace(-1, 1, int(np.prod(C))).reshape(C))
+    if bias is not None:
+        n = ir.op("add", [bias, n] if scale_first else [n, bias])
+    return n
+
+
+def _tf_form(ir: IR, x, *, scale=True, bias=True, axes=(2,)):
+    """tf.nn.batch_normalization's form: x * i + (bias - mean * i), i = rsqrt(v + eps) * scale."""
+    m = ir.mean(x, axes)
+    d = ir.op("sub", [x, m])
+    v = ir.mean(ir.op("mul", [d, d]), axes)
+    i = ir.op("reciprocal", [ir.op("sqrt", [ir.op("add", [v, ir.const(1e-3)])])])
+    C = x.shape[-1]
+    if scale:
+        i = ir.op("mul", [i, ir.const(np.linspace(0.5, 1.5, C))])
+    mi = ir.op("mul", [m, i])
+    c = ir.op("sub", [ir.const(np.linspace(-1, 1, C)), mi]) if bias else ir.op("neg", [mi])
+    return ir.op("add", [ir.op("mul", [x, i]), c])
+
+
+def _fused(ir: IR, y, outputs=None):
+    outputs = outputs or {"y": y}
+    out = fuse_layer_norm(ir.nodes, outputs)
+    check_order(out, outputs)
+    return out
+
+
+@pytest.mark.parametrize("square", ["mul", "pow"])
+@pytest.mark.parametrize("norm", ["div", "rsqrt", "pow"])
+def test_the_onnx_form_becomes_one_node(square, norm):
+    ir = IR()
+    x = ir.input(SHAPE)
+    y = _onnx_form(ir, x, square=square, norm=norm)
+    out = _fused(ir, y)
+    assert [n.op for n in out] == ["layer_normalization"]
+    (ln,) = out
+    assert ln.inputs[0] is x and ln.outputs[0] is y and isinstance(ln.attrs, LayerNormAttrs)
+    assert ln.attrs["axes"] == (2,) and ln.attrs.epsilon == pytest.approx(1e-5)
+    np.testing.assert_allclose(ln.inputs[1].data, np.linspace(0.5, 1.5, 8).astype(np.float32))
+
+
+def test_scale_and_bias_are_optional_and_in_either_order():
+    for scale, bias, first in ((None, None, False), (True, None, True), (None, True, True), (True, True, True)):
+        ir = IR()
+        y = _onnx_form(ir, ir.input(SHAPE), scale=scale, bias=bias, scale_first=first)
+        (ln,) = _fused(ir, y)
+        assert (ln.inputs[1] is None, ln.inputs[2] is None) == (scale is None, bias is None)
+
+
+def test_several_axes_and_broadcast_parameters():
+    """Axes [1, 2]; a [1, 5, 8] constant scale and a scalar bias are re-made as [5, 8]."""
+    ir = IR()
+    x = ir.input(SHAPE)
+    y = _onnx_form(ir, x, axes=(1, 2), scale=ir.const(np.ones((1, 5, 8))), bias=ir.const(0.25))
+    (ln,) = _fused(ir, y)
+    assert ln.attrs.axes == (1, 2) and ln.inputs[1].shape == (5, 8) and ln.inputs[2].shape == (5, 8)
+    assert np.all(ln.inputs[2].data == np.float32(0.25))
+
+
+def test_a_computed_scale_is_viewed_in_the_kernels_shape():
+    ir = IR()
+    x = ir.input(SHAPE)
+    s = ir.input((1, 1, 8))
+    y = _onnx_form(ir, x, scale=s)
+    out = _fused(ir, y)
+    assert [n.op for n in out] == ["reshape", "layer_normalization"]
+    assert out[0].inputs[0] is s and out[1].inputs[1] is out[0].outputs[0] and out[1].inputs[1].shape == (8,)
+
+
+@pytest.mark.parametrize("scale, bias", [(True, True), (False, True), (True, False), (False, False)])
+def test_the_tf_form_becomes_one_node(scale, bias):
+    ir = IR()
+    x = ir.input(SHAPE)
+    y = _tf_form(ir, x, scale=scale, bias=bias)
+    out = _fused(ir, y)
+    assert [n.op for n in out] == ["layer_normalization"]
+    assert out[0].attrs.epsilon == pytest.approx(1e-3) and out[0].outputs[0] is y
+    assert (out[0].inputs[1] is not None, out[0].inputs[2] is not None) == (scale, bias)
+
+
+# ---------------------------------------------------------------- near misses
+def _unchanged(ir: IR, y, outputs=None):
+    out = fuse_layer_norm(ir.nodes, outputs or {"y": y})
+    assert [n.op for n in out] == [n.op for n in ir.nodes] and "layer_normalization" not in [n.op for n in out]
+
+
+def test_a_second_consumer_of_an_intermediate_value_keeps_the_graph():
+    ir = IR()
+    x = ir.input(SHAPE)
+    y = _onnx_form(ir, x)
+    var = next(n for n in ir.nodes if n.op == "reduce_mean" and n.inputs[0] is not x).outputs[0]
+    z = ir.op("neg", [var])
+    _unchanged(ir, y, {"y": y, "z": z})
+
+
+def test_a_graph_output_in_the_middle_keeps_the_graph():
+    ir = IR()
+    x = ir.input(SHAPE)
+    y = _onnx_form(ir, x, scale=None, bias=None)
+    d = ir.nodes[1].outputs[0]
+    _unchanged(ir, y, {"y": y, "d": d})
+
+
+def test_an_output_after_the_normalization_ends_the_match_there():
+    """The normalized value is a graph output: the node stops there, the scale stays apart."""
+    ir = IR()
+    x = ir.input(SHAPE)
+    y = _onnx_form(ir, x, bias=None)
+    n = ir.nodes[-1].inputs[0]
+    out = _fused(ir, y, {"y": y, "n": n})
+    assert [o.op for o in out] == ["layer_normalization", "mul"] and out[0].outputs[0] is n
+
+
+def test_means_over_different_axes_keep_the_graph():
+    ir = IR()
+    y = _onnx_form(ir, ir.input(SHAPE), axes=(2,), axes2=(1, 2))
+    _unchanged(ir, y)
+
+
+def test_an_epsilon_that_is_not_a_constant_keeps_the_graph():
+    ir = IR()
+    y = _onnx_form(ir, ir.input(SHAPE), eps=ir.input(()))
+    _unchanged(ir, y)
+    ir = IR()
+    y = _onnx_form(ir, ir.input(SHAPE), eps=ir.const([1e-5, 2e-5, 1e-5, 1e-5, 1e-5], (1, 5, 1)))
+    _unchanged(ir, y)  # (two values: no one epsilon)
+
+
+def test_a_scale_varying_along_another_axis_stays_apart():
+    """A [5, 1] scale varies along axis 1, which is not normalized: the node ends before it."""
+    ir = IR()
+    x = ir.input(SHAPE)
+    y = _onnx_form(ir, x, scale=ir.const(np.linspace(1, 2, 5).reshape(5, 1)), bias=None)
+    out = _fused(ir, y)
+    assert [n.op for n in out] == ["layer_normalization", "mul"]
+
+
+def test_a_sub_of_the_wrong_operand_keeps_the_graph():
+    """(mean - x) has the other sign: the div form does not match it."""
+    ir = IR()
+    x = ir.input(SHAPE)
+    m = ir.mean(x, (2,))
+    d = ir.op("sub", [m, x])
+    v = ir.mean(ir.op("mul", [d, d]), (2,))
+    y = ir.op("div", [d, ir.op("sqrt", [ir.op("add", [v, ir.const(1e-5)])])])
+    _unchanged(ir, y)
+
+
+def test_a_mean_without_kept_dimensions_keeps_the_graph():
+    ir = IR()
+    x = ir.input(SHAPE)
+    y = _onnx_form(ir, x)
+    ir.nodes[0].attrs["keep"] = False
+    _unchanged(ir, y)
+
+
+# ---------------------------------------------------------------- on the GPU
+def _ref_ln(x, axes, eps, scale=None, bias=None):
+    x = x.astype(np.float64)
+    m = x.mean(axis=axes, keepdims=True)
+    v = ((x - m) ** 2).mean(axis=axes, keepdims=True)
+    y = (x - m) / np.sqrt(v + eps)
+    if scale is not None:
+        y = y * scale
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def _onnx_graph(b, x, axes, eps, scale, bias, norm):
+    m = b.reduce_mean(x, axes=axes, keep_dimensions=True)
+    d = b.sub(x, m)
+    v = b.reduce_mean(b.mul(d, d), axes=axes, keep_dimensions=True)
+    e = b.add(v, b.constant("float32", eps))
+    n = b.div(d, b.sqrt(e)) if norm == "div" else b.mul(d, b.reciprocal(b.sqrt(e)))
+    return b.add(b.mul(n, b.constant(scale)), b.constant(bias))
+
+
+def _templates(ctx, build, shapes):
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {k: b.input(k, {"data_type": "float32", "shape": list(s)}) for k, s in shapes.items()}))
+    try:
+        return [s.template for s in g._steps if hasattr(s, "template")]
+    finally:
+        g.destroy()
+
+
+@pytest.mark.parametrize("axes, norm", [([2], "div"), ([1, 2], "rsqrt")])
+def test_fused_layer_norm_matches_numpy(ctx, rng, axes, norm):
+    x = (rng.standard_normal((2, 6, 12)) * 3 + 1).astype(np.float32)
+    pshape = [x.shape[a] for a in axes]
+    scale = (rng.standard_normal(pshape) * 0.5 + 1).astype(np.float32)
+    bias = rng.standard_normal(pshape).astype(np.float32)
+
+    def build(b, ops):
+        x = ops["x"]
+        return {"y": _onnx_graph(b, x, axes, 1e-5, scale, bias, norm)}
+
+    ref = _ref_ln(x, tuple(axes), 1e-5, scale, bias)
+    np.testing.assert_allclose(run_graph(ctx, build, {"x": x})["y"], ref, rtol=1e-4, atol=1e-4)
+    assert _templates(ctx, build, {"x": x.shape}) == ["norm/moments.wgsl", "norm/normalize.wgsl"]
+
+
+def test_fused_tf_form_matches_numpy(ctx, rng):
+    x = rng.standard_normal((3, 16)).astype(np.float32)
+    gamma = (rng.standard_normal(16) * 0.5 + 1).astype(np.float32)
+    beta = rng.standard_normal(16).astype(np.float32)
+
+    def build(b, ops):
+        x = ops["x"]
+        m = b.reduce_mean(x, axes=[1], keep_dimensions=True)
+        d = b.sub(x, m)
+        v = b.reduce_mean(b.mul(d, d), axes=[1], keep_dimensions=True)
+        i = b.mul(b.reciprocal(b.sqrt(b.add(v, b.constant("float32", 1e-3)))), b.constant(gamma))
+        return {"y": b.add(b.mul(x, i), b.sub(b.constant(beta), b.mul(m, i)))}
+
+    ref = _ref_ln(x, (1,), 1e-3, gamma, beta)
+    np.testing.assert_allclose(run_graph(ctx, build, {"x": x})["y"], ref, rtol=1e-4, atol=1e-4)
+    assert _templates(ctx, build, {"x": x.shape}) == ["norm/moments.wgsl", "norm/normalize.wgsl"]
+
+
+def test_near_miss_on_the_gpu_gives_the_decomposed_result(ctx, rng):
+    """An intermediate value that is also an output: nothing fuses, both outputs are right."""
+    x = rng.standard_normal((2, 8)).astype(np.float32)
+    scale, bias = np.full(8, 2, np.float32), np.full(8, 0.5, np.float32)
+
+    def build(b, ops):
+        x = ops["x"]
+        m = b.reduce_mean(x, axes=[1], keep_dimensions=True)
+        d = b.sub(x, m)
+        v = b.reduce_mean(b.mul(d, d), axes=[1], keep_dimensions=True)
+        n = b.div(d, b.sqrt(b.add(v, b.constant("float32", 1e-5))))
+        return {"y": b.add(b.mul(n, b.constant(scale)), b.constant(bias)), "v": v}
+
+    got = run_graph(ctx, build, {"x": x})
+    np.testing.assert_allclose(got["y"], _ref_ln(x, (1,), 1e-5, scale, bias), rtol=1e-4, atol=1e-4)
+    xd = x.astype(np.float64)
+    np.testing.assert_allclose(got["v"], xd.var(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+    assert "norm/normalize.wgsl" not in _templates(ctx, build, {"x": x.shape})
+
+
+def test_run_passes_fuses_before_the_epilogue_rules():
+    """In the driver's order the decomposed form is one node (fuse_elementwise would otherwise
+    merge its element-wise tail)."""
+    ir = IR()
+    x = ir.input(SHAPE)
+    y = _onnx_form(ir, x)
+    assert [n.op for n in run_passes(ir.nodes, {"y": y})] == ["layer_normalization"]

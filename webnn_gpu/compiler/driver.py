@@ -1,0 +1,181 @@
+"""The compiler's driver: the order of the rules, as data, and the loop that applies them.
+
+A rule is a function ``rule(nodes, outputs, context=None) -> nodes``: it reads the node list
+(through a :class:`~webnn_gpu._ir.GraphView`) and returns a new one, never changing the list,
+the nodes or the values it receives (a failed ``build()`` leaves the builder usable). Rules
+are applied in the order of :data:`ORDER`, a table of stages whose entries each say why the
+rule stands where it does; a stage marked ``repeat`` runs again until none of its rules
+changes the graph (where one of its rules can make work for another). After each rule
+:func:`check_order` checks that every node's inputs are computed before it.
+``WEBNN_GPU_PASSES=-fuse_epilogue,-fold_constants`` switches rules off by name,
+``WEBNN_GPU_PASSES=-all`` every one but :func:`dead_code` (for benchmarks and debugging).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .._env import DEBUG
+from ..fusions.attention import fuse_attention
+from ..fusions.layer_norm import fuse_layer_norm
+from ..fusions.squeeze_excite import fuse_squeeze_excite
+from .rules.cleanup import dead_code
+from .rules.conv import (fuse_conv_input, fuse_conv_pool, fuse_conv_upsample, fuse_depthwise_project,
+                         swap_resample_conv)
+from .rules.elementwise import fuse_elementwise, fuse_hard_swish
+from .rules.epilogue import fuse_epilogue
+from .rules.fold import fold_constants
+from .rules.pool import fuse_pool_input, fuse_pool_partials
+
+log = logging.getLogger("webnn_gpu")
+
+#: a rule: ``rule(nodes, outputs, context=None) -> nodes``
+RuleFn = Callable[..., list]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One entry of the order: a rule function and why it stands where it does."""
+
+    fn: RuleFn
+    why: str
+
+    @property
+    def name(self) -> str:
+        """The rule's name (its function's), as ``WEBNN_GPU_PASSES`` spells it."""
+        return self.fn.__name__
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Rules applied in turn; with ``repeat``, again until none of them changes the graph."""
+
+    name: str
+    rules: tuple[Rule, ...]
+    repeat: bool = False
+    why: str = ""
+
+
+#: most rounds of a repeating stage: one still changing the graph then fails the build (rules
+#: that undo each other's work would loop forever)
+MAX_ROUNDS = 8
+
+#: The order of the rules. A later rule sees what the earlier ones made; each ``why`` names
+#: the rules it must follow or precede and the reason.
+ORDER: tuple[Stage, ...] = (
+    Stage("simplify", (
+        Rule(dead_code, "first: no later rule looks at nodes no output needs, and every rule's "
+                        "'feeds nothing else' test counts only live readers"),
+        Rule(fold_constants, "before every fusion: a constant computed by ops (a transposed filter, a "
+                             "float16 scale cast up) must be host data for the fusions' constant tests "
+                             "(a 1x1 filter, the 3 and 6 of hard-swish, layer normalization's epsilon)"),
+    )),
+    Stage("structural", (
+        Rule(fuse_layer_norm, "before fuse_epilogue and fuse_elementwise: they would take the decomposed "
+                              "form's sub, mul and add into other kernels"),
+        Rule(swap_resample_conv, "before fuse_epilogue: it swaps only a conv without an epilogue (a bias "
+                                 "commutes with the resample, an activation does not)"),
+        Rule(fuse_hard_swish, "before fuse_epilogue: its input has two readers in the decomposed form "
+                              "(an epilogue chain stops there); the hard_swish node is one epilogue step"),
+    )),
+    Stage("epilogue", (
+        Rule(fuse_epilogue, "after the structural rules (the ops they make become steps); before the "
+                            "rules below, whose legality tests look at a conv's epilogue and outputs"),
+    )),
+    Stage("kernels", (
+        Rule(fuse_attention, "after fuse_epilogue: the scale, the mask and a tail are the matmuls' epilogues "
+                             "by then (the attention node keeps the matmuls as they are)"),
+        Rule(fuse_conv_input, "after fuse_epilogue: a mul / add the producing kernel can apply as it "
+                              "stores goes there; this rule takes those left in front of a pointwise conv"),
+        Rule(fuse_pool_input, "after fuse_epilogue: likewise, a residual add stays its conv's epilogue "
+                              "step; the pool takes an add left on its own"),
+        Rule(fuse_conv_upsample, "after fuse_conv_input: it reads the skip add that rule put in the conv"),
+        Rule(fuse_conv_pool, "after fuse_epilogue (a conv with two outputs hosts no epilogue) and "
+                             "fuse_pool_input (a pool that sums an add is no conv's second output)"),
+        Rule(fuse_depthwise_project, "after fuse_conv_pool and fuse_conv_input: a depthwise conv that pools "
+                                     "its output keeps that output (only its expansion is fused), a pointwise "
+                                     "conv that took its input's scale or skip add is no projection"),
+        Rule(fuse_pool_partials, "after fuse_depthwise_project and fuse_pool_input: it asks the final "
+                                 "producers (depthwise_project nodes) for the partial sums of what a pool sums"),
+        Rule(fuse_squeeze_excite, "after fuse_conv_pool and fuse_pool_partials: it takes the partial sums they "
+                                  "make into the excitation's kernel"),
+    )),
+    Stage("elementwise", (
+        Rule(fuse_elementwise, "last: it merges the element-wise nodes no kernel took as a prologue or "
+                               "an epilogue"),
+    )),
+)
+
+
+def rules(order: Sequence[Stage] | None = None) -> list[Rule]:
+    """Every rule of ``order`` (default :data:`ORDER`) in the order they run."""
+    return [r for stage in (ORDER if order is None else order) for r in stage.rules]
+
+
+#: every rule function, in order (``ORDER`` flattened)
+PASSES: list[RuleFn] = [r.fn for r in rules()]
+
+
+def _enabled(p) -> bool:
+    """Whether rule ``p`` runs: ``WEBNN_GPU_PASSES`` lists rules to switch off by name
+    (``-fuse_epilogue,-fold_constants``), ``-all`` switches every one off but :func:`dead_code`."""
+    off = {s.strip().lstrip("-") for s in os.environ.get("WEBNN_GPU_PASSES", "").split(",") if s.strip()}
+    return p is dead_code or (p.__name__ not in off and "all" not in off)
+
+
+def check_order(nodes: list, outputs: dict, after: str = "") -> None:
+    """Raise AssertionError unless every value a node reads (and every output) is computed by
+    an earlier node of ``nodes`` (or is a graph input or constant): a rule that breaks the
+    order would make a kernel read a buffer not yet written, a silent wrong result."""
+    ready: set[int] = set()
+    for node in nodes:
+        for v in node.inputs:
+            if v is not None and v.kind == "op" and v.id not in ready:
+                raise AssertionError(f"compiler pass {after}: {node.op} [{node.label}] reads {v!r} before "
+                                     "any node computes it")
+        ready.update(v.id for v in node.outputs)
+    for name, v in outputs.items():
+        if v.kind == "op" and v.id not in ready:
+            raise AssertionError(f"compiler pass {after}: output {name!r} ({v!r}) is computed by no node")
+
+
+def _changed(before: list, after: list) -> bool:
+    """Whether a rule changed the node list (rules return new nodes for what they change)."""
+    return len(before) != len(after) or any(a is not b for a, b in zip(before, after))
+
+
+def run_passes(nodes: list, outputs: dict, context=None, order: Sequence[Stage] | None = None) -> list:
+    """Apply the rules of ``order`` (default :data:`ORDER`, minus those ``WEBNN_GPU_PASSES``
+    switches off) to ``nodes``, checking after each that the node list is still in a valid
+    order (:func:`check_order`).
+
+    Arguments:
+        nodes (list[Node]): the graph's nodes in a valid order (not changed).
+        outputs (dict[str, Value]): the graph's named outputs.
+        context (MLContext | None): the device whose limits and tuning the rules respect.
+        order (Sequence[Stage] | None): the stages to apply; default :data:`ORDER`.
+
+    Returns:
+        list[Node]: the compiled graph's nodes.
+    """
+    for stage in ORDER if order is None else order:
+        for _ in range(MAX_ROUNDS if stage.repeat else 1):
+            changed = False
+            for rule in stage.rules:
+                if not _enabled(rule.fn):
+                    continue
+                new = rule.fn(nodes, outputs, context)
+                check_order(new, outputs, rule.name)
+                changed = changed or _changed(nodes, new)
+                nodes = new
+            if not changed:
+                break
+        else:
+            if stage.repeat:
+                raise AssertionError(f"compiler stage {stage.name}: still changing the graph after {MAX_ROUNDS} rounds")
+    if DEBUG >= 1:
+        log.info("graph after passes (%d nodes):\n%s", len(nodes), "\n".join(map(repr, nodes)))
+    return nodes

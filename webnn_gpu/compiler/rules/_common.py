@@ -1,0 +1,38 @@
+"""Helpers the rules share: device limits, constant tests, labels of added views."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+log = logging.getLogger("webnn_gpu")
+
+
+def _max_bindings(context) -> int:
+    """Storage buffers a kernel may bind on ``context``'s device (8, WebGPU's default, without one)."""
+    if context is None:
+        return 8
+    return int(context.limits.get("max-storage-buffers-per-shader-stage", 8))
+
+
+def _view_label(node) -> str:
+    """The label of a view the compiler adds for an operand of ``node``."""
+    return f"{node.label}:view" if node.label else ""
+
+
+def _const_all(v, value: float, rel: float = 0.0) -> bool:
+    """Whether ``v`` is a host constant whose every element equals ``value`` (within ``rel``)."""
+    if v is None or v.kind != "constant" or v.data is None or v.data.size == 0:
+        return False
+    d = v.data.astype(np.float64)
+    return bool(np.all(np.abs(d - value) <= rel * abs(value)))
+
+
+def _is_linear_doubling(node) -> bool:
+    """Whether ``node`` is a linear resample2d doubling both of its axes (half-pixel centers,
+    clamped: every input pixel's weights add up to exactly 4 over the output)."""
+    if node.op != "resample2d" or node.attrs.get("mode") != "linear":
+        return False
+    x, y = node.inputs[0], node.outputs[0]
+    return all(y.shape[a] == 2 * x.shape[a] for a in node.attrs["axes"])

@@ -1,0 +1,304 @@
+"""Convolution rules: work moved into a conv2d's kernel (its input's scale, skip add or
+upsampling; a global pool of its output), a pointwise conv run before an upsampling, and a
+depthwise conv with the pointwise conv around it as one ``depthwise_project`` kernel."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..._env import DEBUG
+from ..._ir import GraphView, Node, Value
+from ._common import _is_linear_doubling, _max_bindings
+from .epilogue import EPILOGUE_HOSTS
+
+log = logging.getLogger("webnn_gpu")
+
+
+def swap_resample_conv(nodes: list, outputs: dict, context=None) -> list:
+    """``conv1x1(resample_linear(x))`` becomes ``resample_linear(conv1x1(x))`` when the
+    resample enlarges the image and the conv does not widen the channels.
+
+    Both are linear and the bilinear weights of every output sum to one, so the two orders
+    agree (bias included) up to floating-point rounding: ``resample(W x + b) = W resample(x)
+    + b``. The conv then runs on the small image (a quarter of the pixels for a 2x upsampling)
+    and the resample moves no more channels than before: the segmenter's decoder upsamples
+    and then projects at each of its three stages. The conv must be a plain pointwise
+    convolution (1x1, stride 1, no padding, one group, no epilogue yet) over the two
+    resampled axes, and the resample must feed nothing else. ``WEBNN_GPU_PASSES=
+    -swap_resample_conv`` keeps the graph's order (bit-for-bit the unswapped results).
+    """
+    from ...ops.conv import _geometry as conv_geometry
+
+    view = GraphView(nodes, outputs)
+    replaced: dict[int, Any] = {}
+    dropped: set[int] = set()
+    for conv in nodes:
+        if conv.op != "conv2d" or conv.attrs.get("epilogue") or len(conv.outputs) != 1:
+            continue
+        r = conv.inputs[0]
+        rs = view.producer(r)
+        if rs is None or rs.op != "resample2d" or rs.attrs.get("mode") != "linear" or view.is_output(r):
+            continue
+        if len(view.consumers(r)) != 1 or any(v is r for v in conv.inputs[1:]):
+            continue
+        a = conv.attrs
+        spatial = [1, 2] if a.get("input_layout") == "nhwc" else [2, 3]
+        chan = 3 if a.get("input_layout") == "nhwc" else 1
+        g = conv_geometry(conv)
+        if (sorted(rs.attrs.get("axes", [])) != spatial or g["G"] != 1 or g["KH"] != 1 or g["KW"] != 1
+                or g["sh"] != 1 or g["sw"] != 1 or g["pt"] != 0 or g["pl"] != 0 or g["OH"] != g["H"] or g["OW"] != g["W"]):
+            continue
+        x, y = rs.inputs[0], conv.outputs[0]
+        if x.size >= r.size or y.shape[chan] > r.shape[chan]:
+            continue  # not an enlargement, or the conv widens the channels (a costlier resample)
+        low_shape = list(y.shape)
+        for d in spatial:
+            low_shape[d] = x.shape[d]
+        low = Value(y.data_type, tuple(low_shape), "op")
+        new_conv = Node("conv2d", [x] + list(conv.inputs[1:]), [low], dict(a), conv.label)
+        low.producer = new_conv
+        new_rs = Node("resample2d", [low], [y], dict(rs.attrs), rs.label)
+        # both take the conv's place in the order: the conv's filter and bias may be computed
+        # after the resample (only there are all its inputs ready)
+        replaced[conv.id] = [new_conv, new_rs]
+        dropped.add(rs.id)
+        if DEBUG >= 2:
+            log.debug("swap_resample_conv: conv2d [%s] before resample2d [%s]", conv.label, rs.label)
+    return view.replace(replaced, dropped)
+
+
+def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
+    """Fold the element-wise op that makes a pointwise conv2d's input into the conv, which
+    applies it as it loads that input: ``mul(x, s)`` with ``s`` one value per channel
+    (``attrs["input_scale"]``: MobileNetV3's squeeze-and-excite), ``add(x, r)`` with ``r`` of
+    the input's shape (``attrs["input_add"]``: a skip connection), or ``add(mul(x, s), r)``
+    (both: the segmenter's decoder). The attributes hold the operands' indices in the conv's
+    inputs. The folded values were written once and read once more, a kernel of their own,
+    for arithmetic the conv does in registers. Each folded node must feed only that conv.
+    """
+    from ...ops.conv import input_prologue_ok
+
+    max_bindings = _max_bindings(context)
+    g = GraphView(nodes, outputs)
+
+    def only_feeds(v, node) -> bool:
+        cs = g.consumers(v)
+        return not g.is_output(v) and len(cs) == 1 and cs[0] is node
+
+    def scaled(v, consumer):
+        """(x, s) when v = mul(x, s) feeds only ``consumer``, s per channel; else None."""
+        m = g.producer(v)
+        if m is None or m.op != "mul" or len(m.inputs) != 2 or not only_feeds(v, consumer):
+            return None
+        a, b = m.inputs
+        for x, s in ((a, b), (b, a)):
+            if tuple(x.shape) == tuple(v.shape) and x.data_type == v.data_type and tuple(s.shape) != tuple(v.shape):
+                return m, x, s
+        return None
+
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for conv in nodes:
+        if conv.op != "conv2d" or conv.inputs[0] is None or "input_scale" in conv.attrs or "input_add" in conv.attrs:
+            continue
+        y = conv.inputs[0]
+        if any(v is y for v in conv.inputs[1:]) or not only_feeds(y, conv):
+            continue
+        fused, x, s, r = [], None, None, None
+        got = scaled(y, conv)
+        if got is not None:
+            m, x, s = got
+            fused = [m]
+        else:
+            add = g.producer(y)
+            if add is None or add.op != "add" or len(add.inputs) != 2:
+                continue
+            a, b = add.inputs
+            same = [v.data_type == y.data_type and tuple(v.shape) == tuple(y.shape) for v in (a, b)]
+            if a is b or not all(same):
+                continue
+            for u, w in ((a, b), (b, a)):  # a scaled operand first, wherever it is
+                inner = scaled(u, add)
+                if inner is not None:
+                    m, x, s = inner
+                    fused, r = [add, m], w
+                    break
+            else:
+                fused, x, r = [add], a, b
+        if not input_prologue_ok(conv, scale=s, residual=r):
+            continue
+        extra = [v for v in (s, r) if v is not None]
+        inputs = [x] + list(conv.inputs[1:]) + extra
+        # the conv's own bindings plus a re-laid-out filter, the parameters and the output
+        if len({v.id for v in inputs if v is not None}) + 3 > max_bindings:
+            continue
+        attrs = dict(conv.attrs)
+        # index 2 is the conv's bias: without one the slot stays None, the operands go after it
+        base = max(len(conv.inputs), EPILOGUE_HOSTS["conv2d"])
+        inputs = [x] + list(conv.inputs[1:]) + [None] * (base - len(conv.inputs)) + extra
+        if s is not None:
+            attrs["input_scale"] = base
+        if r is not None:
+            attrs["input_add"] = base + (1 if s is not None else 0)
+        replaced[conv.id] = Node(conv.op, inputs, list(conv.outputs), attrs, conv.label)
+        dropped.update(n.id for n in fused)
+        if DEBUG >= 2:
+            log.debug("fuse_conv_input: conv2d [%s] absorbs %s", conv.label, [n.op for n in fused])
+    return g.replace(replaced, dropped)
+
+
+def fuse_conv_pool(nodes: list, outputs: dict, context=None) -> list:
+    """A global average pool of a depthwise conv2d's output becomes the conv's second output
+    (``attrs["pool_output"]``): the conv kernel writes each invocation's per-channel sums of
+    the outputs it computed, and a small reduction of those partials gives the mean, instead
+    of a pass that reads the whole output again. That is the squeeze in MobileNetV3's
+    squeeze-and-excite. The conv's output keeps its other consumers.
+    """
+    from ...ops.conv import pool_output_ok
+    from ...ops.pool import _is_global
+
+    tuning = getattr(context, "_tuning", "default")
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for pool in nodes:
+        if pool.op != "average_pool2d" or "input_add" in pool.attrs or pool.attrs.get("layout") != "nhwc":
+            continue
+        conv = g.producer(pool.inputs[0])
+        if conv is None or conv.op != "conv2d" or conv.id in replaced or not _is_global(pool):
+            continue
+        if not pool_output_ok(conv, tuning):
+            continue
+        attrs = dict(conv.attrs)
+        attrs["pool_output"] = True
+        replaced[conv.id] = Node(conv.op, list(conv.inputs), [conv.outputs[0], pool.outputs[0]], attrs, conv.label)
+        dropped.add(pool.id)
+        if DEBUG >= 2:
+            log.debug("fuse_conv_pool: conv2d [%s] also pools into [%s]", conv.label, pool.label)
+    return g.replace(replaced, dropped)
+
+
+def fuse_conv_upsample(nodes: list, outputs: dict, context=None) -> list:
+    """A skip add that ``fuse_conv_input`` folded into a pointwise conv, whose operand is an
+    exact 2x bilinear upsampling read by nothing else, reads the small image instead: the
+    conv's kernel interpolates as it loads (``attrs["input_add_up2"]``; a tile of one image
+    row reads two rows of the small image), and the upsampled image is never written. The
+    segmenter's decoder upsamples and adds at each of its three stages.
+    """
+    from ...ops.conv import upsampled_add_ok
+
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for conv in nodes:
+        if conv.op != "conv2d" or "input_add" not in conv.attrs or conv.attrs.get("input_add_up2"):
+            continue
+        i = conv.attrs["input_add"]
+        r = conv.inputs[i]
+        up = g.producer(r)
+        if (up is None or not _is_linear_doubling(up) or sorted(up.attrs.get("axes", [])) != [1, 2]
+                or g.is_output(r) or len(g.consumers(r)) != 1 or up.id in dropped
+                or any(v is r for k, v in enumerate(conv.inputs) if k != i)):
+            continue
+        small = up.inputs[0]
+        if not upsampled_add_ok(conv, small):
+            continue
+        inputs = list(conv.inputs)
+        inputs[i] = small
+        replaced[conv.id] = Node(conv.op, inputs, list(conv.outputs), {**conv.attrs, "input_add_up2": True},
+                                 conv.label)
+        dropped.add(up.id)
+        if DEBUG >= 2:
+            log.debug("fuse_conv_upsample: conv2d [%s] interpolates [%s]", conv.label, up.label)
+    return g.replace(replaced, dropped)
+
+
+#: ``depthwise_project`` kernels store a block of pixels times all projected channels, each
+#: through the projection's epilogue (several hundred inlined calls): the two epilogues may
+#: load at most this many operands per output element between them (a residual add).
+DWP_MAX_LOADS = 1
+
+
+def _epilogue_loads(conv) -> int:
+    """Epilogue steps of conv2d ``conv`` that load an operand per output element (not per
+    channel; a depthwise conv's own input at the window's center is held, not loaded)."""
+    from ...ops.conv import _center, _geometry
+
+    held = 0 if conv.op == "conv2d" and conv.attrs.get("groups", 1) > 1 and _center(_geometry(conv)) else None
+    return sum(1 for st in conv.attrs.get("epilogue") or [] if "input" in st and "axis" not in st
+               and st["input"] != held)
+
+
+def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
+    """A depthwise conv2d and the pointwise conv2d (or the conv_transpose2d whose filter
+    equals its stride) that reads its output become one ``depthwise_project`` node: one kernel
+    computes the depthwise values of a pixel block, all channels, and projects them in
+    registers, so the depthwise output is never written and read back (MobileNet's projection
+    after a depthwise conv without squeeze-and-excite, and the segmenter's decoder stages and
+    last layer). The node keeps both originals in ``attrs["depthwise"]`` / ``["project"]``;
+    its inputs are theirs (the depthwise output aside). The depthwise output must feed nothing
+    else; :func:`webnn_gpu.ops.conv.project_ok` says which pairs the kernel takes.
+    """
+    from ...ops.conv import expand_block_ok, expand_ok, project_ok, store_ok
+
+    tuning = getattr(context, "_tuning", "default")
+    max_bindings = _max_bindings(context)
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+
+    def expansion(dw):
+        """The pointwise conv making ``dw``'s input, when the kernel can compute it too."""
+        v = dw.inputs[0]
+        e = g.producer(v) if v is not None else None
+        if (e is None or e.id in dropped or e.id in replaced or g.is_output(v)
+                or len(g.consumers(v)) != 1 or not expand_ok(e, dw, tuning)):
+            return None
+        return e
+
+    def fuse(attrs: dict, inputs: list, last) -> bool:
+        """Put a depthwise_project node of ``attrs`` in ``last``'s place (every operand is ready
+        there); False when its bindings would exceed the device's limit."""
+        unique: list = []
+        for v in inputs:
+            if v is not None and all(v is not u for u in unique):
+                unique.append(v)
+        if len(unique) + len(last.outputs) > max_bindings:  # every input may be a storage binding, + outputs
+            return False
+        labels = [n.label for n in (attrs.get("expand"), attrs["depthwise"], attrs["project"])
+                  if n is not None and n.label]
+        fused = Node("depthwise_project", unique, list(last.outputs), attrs, "+".join(labels))
+        replaced[last.id] = fused
+        if attrs.get("expand") is not None:
+            dropped.add(attrs["expand"].id)
+        if DEBUG >= 2:
+            log.debug("fuse_depthwise_project: %s", fused.label)
+        return True
+
+    for proj in nodes:
+        if proj.op not in ("conv2d", "conv_transpose2d") or not proj.inputs or proj.inputs[0] is None:
+            continue
+        mid = proj.inputs[0]
+        dw = g.producer(mid)
+        if dw is None or dw.id in dropped or g.is_output(mid) or len(g.consumers(mid)) != 1:
+            continue
+        if not project_ok(dw, proj, tuning) or _epilogue_loads(dw) + _epilogue_loads(proj) > DWP_MAX_LOADS:
+            continue
+        attrs = {"depthwise": dw, "project": proj}
+        first = list(dw.inputs)
+        e = expansion(dw)
+        if e is not None and expand_block_ok(e, dw, proj, tuning):
+            attrs["expand"] = e  # the inverted residual's expansion too: its output is never stored
+            first = list(e.inputs) + list(dw.inputs[1:])
+        if fuse(attrs, [*first, *proj.inputs[1:]], proj):
+            dropped.add(dw.id)
+    # a depthwise conv without a projection to take (squeeze-and-excite follows it): it still
+    # computes its input, the expansion, in registers
+    for dw in nodes:
+        if dw.id in dropped or dw.id in replaced or dw.op != "conv2d" or dw.inputs[0] is None:
+            continue
+        e = expansion(dw)
+        if e is not None and store_ok(dw, tuning, e.inputs[0].shape[3] // 4):
+            fuse({"depthwise": dw, "project": None, "expand": e}, [*e.inputs, *dw.inputs[1:]], dw)
+    return g.replace(replaced, dropped)

@@ -1,0 +1,191 @@
+"""Epilogue fusion: element-wise consumers of conv2d, conv_transpose2d, matmul and gemm run in
+their host's kernel as it stores (format: :mod:`webnn_gpu.ops._epilogue`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from ..._env import DEBUG
+from ..._ir import GraphView, Node, Value
+from ._common import _max_bindings, _view_label
+
+log = logging.getLogger("webnn_gpu")
+
+
+#: operators whose kernels apply ``attrs["epilogue"]``, with the number of input slots their
+#: own operands take (conv bias and gemm's c are optional inputs at index 2: epilogue operands
+#: go after them, the slot stays None when the option is absent)
+EPILOGUE_HOSTS = {"conv2d": 3, "conv_transpose2d": 3, "matmul": 2, "gemm": 3}
+#: The host kernels unroll their stores (a block of pixels, a register tile: up to a few
+#: hundred calls of the epilogue in one shader), and the shader compiler inlines the epilogue
+#: at each call: an epilogue may hold at most this many steps, of which at most
+#: :data:`EPILOGUE_MAX_LOADS` read an operand per output element (a residual, a broadcast
+#: operand); an operand read per channel is loaded once per channel, an activation is a few
+#: instructions. Past them the chain stays an element-wise kernel of its own. (On lavapipe
+#: each unrolled load costs compile time: a depthwise + projection kernel of 24 channels,
+#: 2.3 s to build without, took 6.9 s with one residual load per store in each epilogue,
+#: 11 s with one broadcast load, 39 s with two scalar loads.)
+EPILOGUE_MAX_STEPS = 12
+EPILOGUE_MAX_LOADS = 1
+#: ... and it binds at most this many operands (each read per channel is still loaded where
+#: the kernel hoists it, once per stored column: about a third of a second of compile each)
+EPILOGUE_MAX_OPERANDS = 4
+
+
+def _chan_axis(host) -> int | None:
+    """The output axis whose coordinate ``host``'s kernels hold (``ch`` of the epilogue)."""
+    if host.op in ("conv2d", "conv_transpose2d"):
+        return 1 if host.attrs.get("input_layout", "nchw") == "nchw" else 3
+    if host.op in ("matmul", "gemm"):
+        return len(host.outputs[0].shape) - 1
+    return None
+
+
+def _per_channel(host, v, operand):
+    """``operand`` as a 1-D Value along the host's channel axis when it varies along no other
+    axis of ``v``'s shape (the same values read at the channel coordinate): the operand itself
+    when already 1-D of the channels' size, a new constant for host data (a scalar broadcast
+    to every channel), ``"reshape"`` for a computed operand of the channels' size (a view),
+    else None."""
+    axis = _chan_axis(host)
+    if axis is None:
+        return None
+    rank, C = len(v.shape), v.shape[axis]
+    shp = (1,) * (rank - len(operand.shape)) + tuple(operand.shape)
+    if any(d != 1 for k, d in enumerate(shp) if k != axis) or shp[axis] not in (1, C):
+        return None
+    if tuple(operand.shape) == (C,):
+        return operand
+    if operand.kind == "constant" and operand.data is not None:
+        data = np.broadcast_to(operand.data.reshape(-1), (C,)) if shp[axis] == 1 else operand.data.reshape(-1)
+        return Value(operand.data_type, (C,), "constant", data=np.ascontiguousarray(data).copy())
+    if shp[axis] == C and operand.kind in ("input", "op"):
+        return "reshape"
+    return None
+
+
+def _epilogue_step(host, v, consumer):
+    """The epilogue step (and operand to bind, or None) for ``consumer`` of ``host``'s value ``v``."""
+    from ...ops import _epilogue
+    from ...ops.elementwise import _OPTION_OPS, _TABLE
+
+    out = consumer.outputs[0]
+    if out.data_type != v.data_type or tuple(out.shape) != tuple(v.shape) or len(consumer.outputs) != 1:
+        return None
+    op = consumer.op
+    if len(consumer.inputs) == 1:
+        if op in _OPTION_OPS:
+            return {"op": op, **{k: consumer.attrs[k] for k in _OPTION_OPS[op][1]}}, None
+        if op == "clamp":
+            return {"op": "clamp", "min_value": consumer.attrs.get("min_value"),
+                    "max_value": consumer.attrs.get("max_value")}, None
+        row = _TABLE.get(op)
+        if row is not None and row.arity == 1 and row.out is None and "float32" in row.types and op != "identity":
+            return {"op": op}, None
+        return None
+    if op in _epilogue.BINARY and len(consumer.inputs) == 2:
+        a, b = consumer.inputs
+        if a is v and b is v:
+            return None
+        operand = b if a is v else a
+        if operand.data_type != v.data_type or len(operand.shape) > len(v.shape):
+            return None
+        if any(s not in (1, d) for s, d in zip(reversed(operand.shape), reversed(v.shape))):
+            return None
+        step = {"op": op}
+        if b is v:
+            step["reverse"] = True
+        return step, operand
+    return None
+
+
+def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
+    """Fold the element-wise consumers of conv2d, conv_transpose2d, matmul and gemm into them.
+
+    Following the host's value through single consumers that are not graph outputs: each
+    float unary element-wise op (relu, clamp, sigmoid, hard_swish, ...) and each binary one
+    (add, sub, mul, div, max, min, pow) whose other operand broadcasts to the host's output
+    shape (a bias, a residual) becomes a step of ``attrs["epilogue"]``; a binary step's
+    operand is appended to the host's inputs. An operand that varies along the channel axis
+    alone (a ``[1, C, 1, 1]`` scale, a scalar constant) is bound as a 1-D operand read at the
+    channel (``"axis"``; a computed one through a ``reshape`` view, a constant re-made), so
+    kernels load it once per channel. The fused host takes the place of the last absorbed
+    consumer (so a residual computed after the host is ready) and produces its value.
+    Bindings stay within the device's storage-buffer limit, and the epilogue within
+    :data:`EPILOGUE_MAX_STEPS`, :data:`EPILOGUE_MAX_LOADS` and :data:`EPILOGUE_MAX_OPERANDS`
+    (the kernels inline it at each of their unrolled stores).
+    """
+    max_bindings = _max_bindings(context)
+    max_bindings -= 1  # the tile kernels may bind one more buffer (e.g. a re-laid-out filter)
+    g = GraphView(nodes, outputs)
+    absorbed: set[int] = set()
+    placed: dict[int, list] = {}  # id of the last absorbed consumer -> [reshape views..., fused host]
+    dropped: set[int] = set()  # hosts moved to a later position
+    for host in nodes:
+        if host.op not in EPILOGUE_HOSTS or host.id in absorbed or len(host.outputs) != 1:
+            continue
+        if host.outputs[0].data_type not in ("float32", "float16"):
+            continue
+        inputs = list(host.inputs)
+        steps = list(host.attrs.get("epilogue") or [])
+        loads = sum(1 for st in steps if "input" in st and "axis" not in st)
+        views: list = []
+        bound: dict[int, Any] = {}  # an operand's id -> the Value bound for it (maybe re-made 1-D)
+        v = host.outputs[0]
+        last = None
+        while len(steps) < EPILOGUE_MAX_STEPS:
+            cs = g.consumers(v)
+            if len(cs) != 1 or g.is_output(v) or cs[0].id in absorbed or cs[0].op in EPILOGUE_HOSTS:
+                break
+            got = _epilogue_step(host, v, cs[0])
+            if got is None:
+                break
+            step, operand = got
+            if operand is not None:
+                per = bound.get(operand.id)
+                if per is None and len(bound) >= EPILOGUE_MAX_OPERANDS:
+                    break
+                if per is None:
+                    chan = _per_channel(host, v, operand)
+                    if chan == "reshape":
+                        chan = Value(operand.data_type, (v.shape[_chan_axis(host)],), "op")
+                        views.append(Node("reshape", [operand], [chan], {"alias": True}, _view_label(cs[0])))
+                        chan.producer = views[-1]
+                    per = (chan, True) if chan is not None else (operand, False)
+                chan, is_chan = per
+                if is_chan:
+                    step["axis"] = _chan_axis(host)
+                elif loads + 1 > EPILOGUE_MAX_LOADS:
+                    break
+                else:
+                    loads += 1
+                idx = next((i for i, x in enumerate(inputs) if x is chan), None)
+                if idx is None:
+                    if len({x.id for x in inputs if x is not None}) + 2 > max_bindings:
+                        break
+                    inputs += [None] * (EPILOGUE_HOSTS[host.op] - len(inputs))
+                    inputs.append(chan)
+                    idx = len(inputs) - 1
+                bound[operand.id] = per
+                step["input"] = idx
+            steps.append(step)
+            last = cs[0]
+            absorbed.add(last.id)
+            v = last.outputs[0]
+        if last is None:
+            continue
+        attrs = dict(host.attrs)
+        attrs["epilogue"] = steps
+        used = {x.id for x in inputs if x is not None}
+        placed[last.id] = [n for n in views if n.outputs[0].id in used] + [Node(host.op, inputs, [v], attrs,
+                                                                                    host.label)]
+        dropped.add(host.id)
+        if DEBUG >= 2:
+            log.debug("fuse_epilogue: %s [%s] absorbs %s", host.op, host.label, [s["op"] for s in steps])
+    if not placed:
+        return nodes
+    # each absorbed consumer leaves, the last of a chain for its fused host (and views)
+    return g.replace(placed, dropped | (absorbed - placed.keys()))

@@ -1,0 +1,117 @@
+"""Pool rules: a global average pool sums its operand's add as it loads, or reduces the
+per-invocation channel sums its operands' producers write."""
+
+from __future__ import annotations
+
+import logging
+
+from ..._env import DEBUG
+from ..._ir import GraphView, Node, Value
+from ._common import _is_linear_doubling
+
+log = logging.getLogger("webnn_gpu")
+
+
+def fuse_pool_input(nodes: list, outputs: dict, context=None) -> list:
+    """Fold ``add(a, b)`` (same shapes) into the global average pool that alone consumes it:
+    the pool's reduction reads both and adds them (``attrs["input_add"]`` = the index of ``b``
+    in its inputs). The segmenter's decoder pools a skip connection's sum that nothing else
+    reads; the sum was written and read back for nothing. When ``b`` is an exact 2x bilinear
+    upsampling, the pool reads its small image instead and counts it four times
+    (``attrs["input_add_scale"]`` = 4): the upsampling keeps the mean, so a quarter of the
+    values give the same sum up to rounding.
+    """
+    from ...ops.pool import input_add_ok
+
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for pool in nodes:
+        if pool.op != "average_pool2d" or "input_add" in pool.attrs:
+            continue
+        y = pool.inputs[0]
+        add = g.producer(y)
+        cs = g.consumers(y)
+        if add is None or add.op != "add" or g.is_output(y) or len(cs) != 1 or cs[0] is not pool:
+            continue
+        a, b = add.inputs
+        if a is b or tuple(a.shape) != tuple(y.shape) or a.data_type != y.data_type:
+            continue
+        if tuple(b.shape) != tuple(y.shape):
+            continue
+        if len(y.shape) != 4 or y.shape[1] * y.shape[2] < 2:
+            continue  # a 1x1 image has nothing to reduce: the pool is a copy, no reduction to host the add
+        # An operand that is an exact 2x bilinear upsampling keeps its small image's mean: the
+        # pool then reads that small image (a quarter of the values), counted four times.
+        scale = 1
+        for u, w in ((a, b), (b, a)):
+            up = g.producer(w)
+            if (up is not None and _is_linear_doubling(up)
+                    and input_add_ok(Node(pool.op, [u], pool.outputs, pool.attrs), up.inputs[0], 4)):
+                a, b, scale = u, up.inputs[0], 4
+                break
+        if not input_add_ok(Node(pool.op, [a], pool.outputs, pool.attrs), b, scale):
+            continue
+        attrs = dict(pool.attrs)
+        attrs["input_add"] = 1
+        if scale != 1:
+            attrs["input_add_scale"] = scale
+        replaced[pool.id] = Node(pool.op, [a, b], list(pool.outputs), attrs, pool.label)
+        dropped.add(add.id)
+        if DEBUG >= 2:
+            log.debug("fuse_pool_input: %s [%s] absorbs add [%s]", pool.op, pool.label, add.label)
+    return g.replace(replaced, dropped)
+
+
+def fuse_pool_partials(nodes: list, outputs: dict, context=None) -> list:
+    """A global average pool (maybe with a fused skip add, ``fuse_pool_input``) reads the
+    per-invocation channel sums of the kernels that produce its operands instead of the
+    images: such a producer (a ``block`` conv2d, a pointwise conv2d on the tile kernel, a
+    ``depthwise_project`` node with a pointwise projection; ``partials_ok``) gets a second
+    output, [invocations, C] float32 partial sums (``attrs["pool_output"] = "partials"``, as
+    ``fuse_squeeze_excite`` makes of a depthwise conv's), and the pool reduces those
+    (``attrs["input_partials"]`` = the pixel count to divide by); its skip operand too when
+    its producer can (``attrs["input_add_partials"]``), the upsampling's factor kept.
+    The segmenter's decoder pools the sum of a skip connection and an upsampled image at each
+    stage; the pools then read a tenth of the values, and ``fuse_squeeze_excite`` takes the
+    means into the excitation's kernel. The producers' outputs keep their other readers.
+    """
+    from ...ops.conv import partials_ok, pool_rows
+    from ...ops.pool import _is_global
+
+    tuning = getattr(context, "_tuning", "default")
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, Node] = {}
+
+    def partials(v):
+        """The partial sums Value of ``v``'s producer, made its second output, or None."""
+        conv = g.producer(v)
+        if conv is None or conv.id in replaced or v is not conv.outputs[0] or not partials_ok(conv, tuning):
+            return None
+        part = Value("float32", (pool_rows(conv, tuning), v.shape[3]), "op")
+        new_conv = Node(conv.op, list(conv.inputs), [v, part], {**conv.attrs, "pool_output": "partials"}, conv.label)
+        replaced[conv.id] = new_conv
+        return part
+
+    for pool in nodes:
+        if (pool.op != "average_pool2d" or pool.attrs.get("layout") != "nhwc" or "input_partials" in pool.attrs
+                or not _is_global(pool)):
+            continue
+        x = pool.inputs[0]
+        k = pool.attrs.get("input_add")
+        if k is not None and pool.inputs[k] is x:
+            continue
+        part = partials(x)
+        if part is None:
+            continue
+        inputs = [part, *pool.inputs[1:]]
+        attrs = {**pool.attrs, "input_partials": x.shape[1] * x.shape[2]}
+        part2 = partials(pool.inputs[k]) if k is not None else None
+        if part2 is not None:
+            inputs[k] = part2
+            attrs["input_add_partials"] = True
+        replaced[pool.id] = Node(pool.op, inputs, list(pool.outputs), attrs, pool.label)
+        if DEBUG >= 2:
+            log.debug("fuse_pool_partials: %s [%s] from partial sums (%d operands)", pool.op, pool.label,
+                      1 + (part2 is not None))
+    return g.replace(replaced, set())

@@ -1,0 +1,17 @@
+"""Structural fusions: patterns of several operators that become one named operator.
+
+Each module holds one fused operator: its typed attributes (a :class:`~._attrs.FusedAttrs`
+dataclass), its legality check, the rule that finds the pattern and rewrites it (entered in
+:data:`webnn_gpu.compiler.driver.ORDER`), and its lowering onto kernels and templates.
+
+* :mod:`.squeeze_excite`: two 1x1 convs on a pooled pixel (and the pool) in one workgroup.
+* :mod:`.layer_norm`: layer normalization from its decomposed form, as ``layer_normalization``.
+* :mod:`.attention`: ``matmul -> softmax -> matmul`` as ``attention``.
+"""
+
+from __future__ import annotations
+
+# The compiler's driver imports the rules of this package; importing it first (it imports
+# them in turn) lets a module of this package be the first one imported.
+from .. import compiler  # noqa: F401
+from . import attention, layer_norm, squeeze_excite  # noqa: F401

@@ -1,0 +1,323 @@
+"""Layer normalization from its decomposed form, as the engine's ``layer_normalization``.
+
+Patterns (``x`` float32 or float16; ``mean`` is ``reduce_mean`` over the same axes ``A`` with
+``keep_dimensions``; ``eps`` a host constant of one non-negative value; binary ops in either
+order where they commute):
+
+* the form ONNX exporters emit for PyTorch's LayerNorm (opset < 17) and TFLite's converter
+  for plain arithmetic::
+
+      d = x - mean(x);  v = mean(d * d)  (or pow(d, 2));  e = v + eps
+      n = d / sqrt(e)   (or d * reciprocal(sqrt(e)), or d * pow(e, -0.5))
+      y = n * scale + bias   (scale and bias each optional)
+
+* the form of ``tf.nn.batch_normalization`` (Keras' LayerNormalization through TFLite's
+  converter: MEAN, SQUARED_DIFFERENCE, MEAN, ADD, RSQRT, MUL, MUL, MUL, SUB, ADD)::
+
+      m = mean(x);  v = mean((x - m) * (x - m));  i = rsqrt(v + eps) * scale  (scale optional)
+      y = x * i + (bias - m * i)   (or x * i - m * i without a bias)
+
+``scale`` and ``bias`` must vary along ``A`` alone (host constants are re-made in the
+kernel's ``[x.shape[a] for a in A]`` shape, a computed one of that many elements is viewed
+so). Every intermediate value must feed only the pattern and be no graph output. The result
+is computed by the ``layer_normalization`` kernel (``norm/moments.wgsl`` then
+``norm/normalize.wgsl``), which accumulates in float32: equal to the decomposed form up to
+rounding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+
+from .._env import DEBUG
+from .._ir import GraphView, Node, Value
+from ..compiler.rules._common import _view_label
+from ._attrs import FusedAttrs
+
+log = logging.getLogger("webnn_gpu")
+
+FLOATS = ("float32", "float16")
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerNormAttrs(FusedAttrs):
+    """Attributes of a fused ``layer_normalization`` node (the keys the engine's own
+    ``layer_normalization`` lowering reads); inputs ``[x, scale | None, bias | None]``."""
+
+    #: the normalized axes, ascending
+    axes: tuple[int, ...]
+    #: the axes the scale and bias run along (the same)
+    param_axes: tuple[int, ...]
+    #: added to the variance
+    epsilon: float
+
+
+@dataclasses.dataclass
+class LayerNormMatch:
+    """One decomposed layer normalization found in a graph."""
+
+    x: Value
+    axes: tuple[int, ...]
+    epsilon: float
+    scale: Value | None
+    bias: Value | None
+    #: the nodes the fused node replaces; the last one's output is the result
+    nodes: list[Node]
+
+    def lower(self) -> list[Node]:
+        """The nodes that compute the match: views that give a computed scale or bias the
+        kernel's shape, then the ``layer_normalization`` node (producing the last matched
+        node's output)."""
+        last = self.nodes[-1]
+        want = tuple(self.x.shape[a] for a in self.axes)
+        views: list[Node] = []
+        params: list[Value | None] = []
+        for v in (self.scale, self.bias):
+            if v is None or tuple(v.shape) == want:
+                params.append(v)
+            elif v.kind == "constant" and v.data is not None:
+                data = np.broadcast_to(v.data.reshape(_aligned(v.shape, len(self.x.shape))),
+                                       _param_full(self.x.shape, self.axes))
+                params.append(Value(v.data_type, want, "constant", data=np.ascontiguousarray(data).reshape(-1).copy()))
+            else:  # a computed operand of the parameters' size: a view in their shape
+                view = Value(v.data_type, want, "op")
+                views.append(Node("reshape", [v], [view], {"alias": True}, _view_label(last)))
+                params.append(view)
+        labels = [n.label for n in self.nodes if n.label]
+        fused = Node("layer_normalization", [self.x, *params], list(last.outputs),
+                     LayerNormAttrs(self.axes, self.axes, self.epsilon), labels[-1] if labels else "")
+        return [*views, fused]
+
+
+def _aligned(shape, rank: int) -> tuple[int, ...]:
+    """``shape`` right-aligned to ``rank`` (leading 1s)."""
+    return (1,) * (rank - len(shape)) + tuple(shape)
+
+
+def _param_full(shape, axes) -> tuple[int, ...]:
+    """The shape of a parameter broadcast over ``axes`` of ``shape`` (1 elsewhere)."""
+    return tuple(d if a in axes else 1 for a, d in enumerate(shape))
+
+
+def _param_ok(v: Value | None, x: Value, axes: tuple[int, ...]) -> bool:
+    """Whether ``v`` (a scale or bias operand) varies along ``axes`` of ``x`` alone and leaves
+    ``x``'s shape unchanged: a host constant broadcasting so, or any value already holding
+    one element per position of the axes (viewed in the kernel's shape)."""
+    if v is None or v.data_type != x.data_type or len(v.shape) > len(x.shape):
+        return False
+    shp = _aligned(v.shape, len(x.shape))
+    if any(d != 1 for a, d in enumerate(shp) if a not in axes):
+        return False
+    if any(d not in (1, x.shape[a]) for a, d in enumerate(shp) if a in axes):
+        return False
+    if v.kind == "constant" and v.data is not None:
+        return True
+    return all(shp[a] == x.shape[a] for a in axes)
+
+
+def _epsilon(v: Value | None, like: Value) -> float | None:
+    """The one value of host constant ``v`` (added to ``like`` without growing it), or None."""
+    if v is None or v.kind != "constant" or v.data is None or v.data.size == 0 or v.data_type != like.data_type:
+        return None
+    if len(v.shape) > len(like.shape) or any(d != 1 for d in v.shape):
+        return None
+    vals = v.data.astype(np.float64)
+    if not np.all(vals == vals[0]) or not np.isfinite(vals[0]) or vals[0] < 0:
+        return None
+    return float(vals[0])
+
+
+def _const_is(v: Value | None, value: float) -> bool:
+    """Whether ``v`` is a host constant of size-1 dimensions holding ``value``."""
+    return (v is not None and v.kind == "constant" and v.data is not None and v.data.size == 1
+            and float(v.data.reshape(-1)[0]) == value)
+
+
+def _other(node: Node, v: Value) -> Value | None:
+    """The other operand of binary ``node`` when one operand is ``v`` (not both)."""
+    a, b = node.inputs
+    if a is v and b is not v:
+        return b
+    if b is v and a is not v:
+        return a
+    return None
+
+
+class _Matcher:
+    """The legality checks of one candidate, over a graph view."""
+
+    def __init__(self, g: GraphView):
+        self.g = g
+
+    def only(self, v: Value, *ops: str) -> Node | None:
+        """``v``'s sole consumer (``v`` no graph output) when its op is one of ``ops``."""
+        c = self.g.sole_consumer(v)
+        return c if c is not None and c.op in ops and len(c.outputs) == 1 else None
+
+    def mean_of(self, v: Value, node: Node | None, axes: tuple[int, ...]) -> bool:
+        """Whether ``node`` is ``reduce_mean(v)`` over ``axes``, dimensions kept."""
+        return (node is not None and node.op == "reduce_mean" and node.inputs[0] is v
+                and tuple(sorted(node.attrs.get("axes", ()))) == axes and bool(node.attrs.get("keep")))
+
+    def square_of(self, d: Value, node: Node | None) -> bool:
+        """Whether ``node`` is ``d * d`` or ``pow(d, 2)``."""
+        if node is None:
+            return False
+        if node.op == "mul":
+            return node.inputs[0] is d and node.inputs[1] is d
+        return node.op == "pow" and node.inputs[0] is d and _const_is(node.inputs[1], 2.0)
+
+    def variance(self, d: Value, sq: Node, axes) -> tuple[list[Node], Value, float] | None:
+        """From the square ``sq`` of ``d``: (nodes, the value r with n = d * r or d / r, and the
+        epsilon) of ``mean(sq) + eps`` then ``sqrt`` (``r`` a divisor: the first node of the
+        list after the add is ``sqrt`` alone) or ``reciprocal(sqrt)`` / ``pow(., -0.5)``."""
+        if not self.square_of(d, sq):
+            return None
+        m2 = self.only(sq.outputs[0], "reduce_mean")
+        if m2 is None or not self.mean_of(sq.outputs[0], m2, axes):
+            return None
+        v = m2.outputs[0]
+        add = self.only(v, "add")
+        if add is None:
+            return None
+        eps = _epsilon(_other(add, v), v)
+        if eps is None or add.outputs[0].shape != v.shape:
+            return None
+        e = add.outputs[0]
+        nxt = self.only(e, "sqrt", "pow")
+        if nxt is None:
+            return None
+        if nxt.op == "pow":
+            if nxt.inputs[0] is not e or not _const_is(nxt.inputs[1], -0.5):
+                return None
+            return [sq, m2, add, nxt], nxt.outputs[0], eps
+        rec = self.only(nxt.outputs[0], "reciprocal", "div")
+        if rec is not None and rec.op == "reciprocal":
+            return [sq, m2, add, nxt, rec], rec.outputs[0], eps
+        return [sq, m2, add, nxt], nxt.outputs[0], eps  # a divisor
+
+
+def _affine(mt: _Matcher, n: Value, x: Value, axes) -> tuple[list[Node], Value | None, Value | None]:
+    """``n * scale + bias`` after the normalized value ``n`` (each optional)."""
+    nodes: list[Node] = []
+    scale = bias = None
+    mul = mt.only(n, "mul")
+    if mul is not None and tuple(mul.outputs[0].shape) == tuple(x.shape):
+        s = _other(mul, n)
+        if _param_ok(s, x, axes):
+            nodes.append(mul)
+            scale = s
+            n = mul.outputs[0]
+    add = mt.only(n, "add")
+    if add is not None and tuple(add.outputs[0].shape) == tuple(x.shape):
+        b = _other(add, n)
+        if _param_ok(b, x, axes):
+            nodes.append(add)
+            bias = b
+    return nodes, scale, bias
+
+
+def match_layer_norm(g: GraphView, mean: Node) -> LayerNormMatch | None:
+    """The decomposed layer normalization whose first ``reduce_mean`` is ``mean``, or None
+    (the module docstring lists the forms and conditions)."""
+    if mean.op != "reduce_mean" or len(mean.outputs) != 1 or not mean.attrs.get("keep"):
+        return None
+    x, m = mean.inputs[0], mean.outputs[0]
+    axes = tuple(sorted(mean.attrs.get("axes", ())))
+    if x.data_type not in FLOATS or not axes or m.data_type != x.data_type or g.is_output(m):
+        return None
+    mt = _Matcher(g)
+    users = g.consumers(m)
+    subs = [u for u in users if u.op == "sub" and u.inputs[0] is x and u.inputs[1] is m]
+    if len(subs) != 1 or tuple(subs[0].outputs[0].shape) != tuple(x.shape):
+        return None
+    sub = subs[0]
+    d = sub.outputs[0]
+    if g.is_output(d):
+        return None
+    if len(users) == 1:  # the first form: d feeds its square and the normalization
+        d_users = g.consumers(d)
+        if len(d_users) != 2:
+            return None
+        sq = next((u for u in d_users if mt.square_of(d, u)), None)
+        norm = next((u for u in d_users if u is not sq), None)
+        if sq is None or norm is None or len(norm.outputs) != 1:
+            return None
+        got = mt.variance(d, sq, axes)
+        if got is None:
+            return None
+        var_nodes, r, eps = got
+        divisor = var_nodes[-1].op == "sqrt"
+        if divisor:
+            ok = norm.op == "div" and norm.inputs[0] is d and norm.inputs[1] is r
+        else:
+            ok = norm.op == "mul" and _other(norm, d) is r
+        if not ok or mt.g.sole_consumer(r) is not norm or tuple(norm.outputs[0].shape) != tuple(x.shape):
+            return None
+        n = norm.outputs[0]
+        aff, scale, bias = _affine(mt, n, x, axes) if not g.is_output(n) else ([], None, None)
+        return LayerNormMatch(x, axes, eps, scale, bias, [mean, sub, *var_nodes, norm, *aff])
+    # the batch-normalization form: m feeds the squared difference and m * i
+    if len(users) != 2:
+        return None
+    sq = mt.only(d, "mul", "pow")
+    got = mt.variance(d, sq, axes) if sq is not None else None
+    if got is None or got[0][-1].op == "sqrt":  # (a multiplier here, not a divisor)
+        return None
+    var_nodes, r, eps = got
+    nodes = [mean, sub, *var_nodes]
+    scale = None
+    i = r
+    gm = mt.only(r, "mul")
+    if gm is not None and _param_ok(_other(gm, r), x, axes):  # i = rsqrt(v + eps) * scale
+        scale, i = _other(gm, r), gm.outputs[0]
+        nodes.append(gm)
+    if g.is_output(i):
+        return None
+    i_users = g.consumers(i)
+    mb = next((u for u in users if u is not sub), None)
+    xa = next((u for u in i_users if u is not mb), None)
+    if (len(i_users) != 2 or mb is None or mb not in i_users or xa is None or mb.op != "mul" or xa.op != "mul"
+            or _other(mb, m) is not i or _other(xa, x) is not i or tuple(xa.outputs[0].shape) != tuple(x.shape)):
+        return None
+    c_node = mt.only(mb.outputs[0], "sub", "neg")
+    if c_node is None:
+        return None
+    bias = None
+    if c_node.op == "sub":
+        if c_node.inputs[1] is not mb.outputs[0] or not _param_ok(c_node.inputs[0], x, axes):
+            return None
+        bias = c_node.inputs[0]
+    y = mt.only(xa.outputs[0], "add")
+    if (y is None or _other(y, xa.outputs[0]) is not c_node.outputs[0] or mt.g.sole_consumer(c_node.outputs[0]) is not y
+            or tuple(y.outputs[0].shape) != tuple(x.shape)):
+        return None
+    # in graph order the add comes last (it reads both branches)
+    nodes += [mb, c_node, xa, y]
+    return LayerNormMatch(x, axes, eps, scale, bias, nodes)
+
+
+def fuse_layer_norm(nodes: list, outputs: dict, context=None) -> list:
+    """A decomposed layer normalization (the patterns of :mod:`webnn_gpu.fusions.layer_norm`)
+    becomes one ``layer_normalization`` node over the same axes, in its last node's place (its
+    operands are all computed there): two kernels instead of eight to eleven."""
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, list[Node]] = {}
+    dropped: set[int] = set()
+    for mean in nodes:
+        if mean.op != "reduce_mean" or mean.id in dropped:
+            continue
+        found = match_layer_norm(g, mean)
+        if found is None or any(n.id in dropped or n.id in replaced for n in found.nodes):
+            continue
+        last = max(found.nodes, key=nodes.index)
+        found.nodes.remove(last)
+        found.nodes.append(last)
+        replaced[last.id] = found.lower()
+        dropped.update(n.id for n in found.nodes[:-1])
+        if DEBUG >= 2:
+            log.debug("fuse_layer_norm: %d nodes over axes %s [%s]", len(found.nodes), found.axes, last.label)
+    return g.replace(replaced, dropped)
