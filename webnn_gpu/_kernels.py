@@ -334,6 +334,11 @@ class PipelineCache:
         #: ids of pipelines that have run once (lazy drivers such as lavapipe compile the
         #: machine code at a pipeline's first dispatch; ``MLGraph`` warms new ones at build)
         self.warm: set[int] = set()
+        #: time each new pipeline's first run (its driver compile on lavapipe) in a submission
+        #: of its own (``WEBNN_GPU_DEBUG=2`` does too); ``webnn-gpu profile --compile-times``
+        self.timed = False
+        #: id of a pipeline -> seconds of its first run, for pipelines first run while timed
+        self.compile_seconds: dict[int, float] = {}
 
     @staticmethod
     def key(wgsl: str, entry: str = "main") -> str:
@@ -393,8 +398,9 @@ class PipelineCache:
         pipeline's machine code here, in the submission, one pipeline after another.
 
         ``wait(fence)`` waits for the submission that clears the 4-byte MAP_READ buffer
-        ``fence`` and maps it. With ``WEBNN_GPU_DEBUG=2`` (or more) every job runs in a
-        submission of its own and the time each takes (its compile) is logged, slowest first.
+        ``fence`` and maps it. With :attr:`timed` or ``WEBNN_GPU_DEBUG=2`` (or more) every
+        job runs in a submission of its own and the time each takes (its compile) is kept in
+        :attr:`compile_seconds`; ``WEBNN_GPU_DEBUG=2`` logs them, slowest first.
         """
         if not jobs:
             return
@@ -402,7 +408,7 @@ class PipelineCache:
 
         from . import _env
 
-        timed = _env.DEBUG >= 2
+        timed = self.timed or _env.DEBUG >= 2
         fence = device.create_buffer(size=4, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
         times = []
         try:
@@ -424,6 +430,8 @@ class PipelineCache:
             fence.destroy()
         self.warm.update(id(j[0]) for j in jobs)
         if timed:
+            self.compile_seconds.update((id(j[0]), t) for t, j in zip(times, jobs))
+        if timed and _env.DEBUG >= 2:
             rows = sorted(zip(times, jobs), key=lambda r: -r[0])
             log.debug("pipeline compile (first run) of %d pipelines: %.2f s; slowest first:\n%s", len(jobs),
                       sum(times), "\n".join(f"  {t:7.3f} s  {j[3]:<28} {j[2]}" for t, j in rows))
@@ -446,7 +454,9 @@ class PipelineCache:
     def _insert(self, k: str, pipe) -> None:
         self._items[k] = pipe
         if len(self._items) > self.capacity:
-            self.warm.discard(id(self._items.popitem(last=False)[1]))
+            old = id(self._items.popitem(last=False)[1])
+            self.warm.discard(old)
+            self.compile_seconds.pop(old, None)
 
     def __len__(self) -> int:
         return len(self._items)

@@ -857,7 +857,8 @@ def lower_conv2d(node, lc) -> None:
         wa = _relayout(lc, f, flayout, "oihw")
         tile_kernel(lc, wa, x, out, M=O, N=P, batch_shape=[g["NB"]], a_bst=[0], b_bst=[C * P], o_bst=[O * P],
                     a_rs=C, a_ks=1, a_vec=True, b_ks=P, b_ns=1, b_vec=True, o_P=O, o_sn=0, o_sp=P, o_so=1, KC=C,
-                    epilogue=_conv_epilogue(node, out, layout, chan_axis_known=False))
+                    epilogue=_conv_epilogue(node, out, layout, chan_axis_known=False),
+                    row_epilogue=_conv_epilogue(node, out, layout))
         return
     ep = _conv_epilogue(node, out, layout)
     o4 = -(-O // 4) * 4
