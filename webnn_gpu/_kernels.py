@@ -339,6 +339,9 @@ class PipelineCache:
         self.timed = False
         #: id of a pipeline -> seconds of its first run, for pipelines first run while timed
         self.compile_seconds: dict[int, float] = {}
+        #: the same in CPU seconds of the process (the driver's compile thread; the caller
+        #: waits): steadier than wall time on a loaded machine
+        self.compile_cpu_seconds: dict[int, float] = {}
 
     @staticmethod
     def key(wgsl: str, entry: str = "main") -> str:
@@ -410,10 +413,10 @@ class PipelineCache:
 
         timed = self.timed or _env.DEBUG >= 2
         fence = device.create_buffer(size=4, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
-        times = []
+        times, cpu = [], []
         try:
             for batch in ([j] for j in jobs) if timed else [jobs]:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 enc = device.create_command_encoder(label="warm-up")
                 cpass = enc.begin_compute_pass(label="warm-up")
                 for pipeline, group, _, _ in batch:
@@ -426,11 +429,13 @@ class PipelineCache:
                 wait(fence)  # done when the submission is (never hangs)
                 fence.unmap()
                 times.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - c0)
         finally:
             fence.destroy()
         self.warm.update(id(j[0]) for j in jobs)
         if timed:
             self.compile_seconds.update((id(j[0]), t) for t, j in zip(times, jobs))
+            self.compile_cpu_seconds.update((id(j[0]), t) for t, j in zip(cpu, jobs))
         if timed and _env.DEBUG >= 2:
             rows = sorted(zip(times, jobs), key=lambda r: -r[0])
             log.debug("pipeline compile (first run) of %d pipelines: %.2f s; slowest first:\n%s", len(jobs),
@@ -457,6 +462,7 @@ class PipelineCache:
             old = id(self._items.popitem(last=False)[1])
             self.warm.discard(old)
             self.compile_seconds.pop(old, None)
+            self.compile_cpu_seconds.pop(old, None)
 
     def __len__(self) -> int:
         return len(self._items)

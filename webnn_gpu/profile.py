@@ -102,6 +102,7 @@ def pipeline_rows(graph, rows: list[dict] | None = None) -> list[dict]:
             row = out[id(s.pipeline)] = {
                 "template": s.template, "label": s.label, "kernels": 0, "wgsl_bytes": len(s.wgsl),
                 "wgsl_lines": s.wgsl.count("\n") + 1, "compile_s": cache.compile_seconds.get(id(s.pipeline)),
+                "compile_cpu_s": cache.compile_cpu_seconds.get(id(s.pipeline)),
                 "us": None if rows is None else 0.0}
         row["kernels"] += 1
         if rows is not None:
@@ -111,21 +112,26 @@ def pipeline_rows(graph, rows: list[dict] | None = None) -> list[dict]:
 
 def format_pipelines(rows: list[dict]) -> str:
     """A text table of :func:`pipeline_rows`, with the sums per template at the end."""
-    lines = [f"{'compile s':>9}  {'run us':>8}  {'kernels':>7}  {'WGSL B':>7}  {'kernel':<28} label"]
+    lines = [f"{'compile s':>9}  {'CPU s':>7}  {'run us':>8}  {'kernels':>7}  {'WGSL B':>7}  {'kernel':<28} label"]
     for r in rows:
         cs = "-" if r["compile_s"] is None else f"{r['compile_s']:.3f}"
+        cpu = "-" if r.get("compile_cpu_s") is None else f"{r['compile_cpu_s']:.3f}"
         us = "-" if r["us"] is None else f"{r['us']:.1f}"
-        lines.append(f"{cs:>9}  {us:>8}  {r['kernels']:>7}  {r['wgsl_bytes']:>7}  {r['template']:<28} {r['label']}")
-    by: dict[str, list] = defaultdict(lambda: [0, 0.0, 0.0])
+        lines.append(f"{cs:>9}  {cpu:>7}  {us:>8}  {r['kernels']:>7}  {r['wgsl_bytes']:>7}  {r['template']:<28} "
+                     f"{r['label']}")
+    by: dict[str, list] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
     for r in rows:
         t = by[r["template"]]
         t[0] += 1
         t[1] += r["compile_s"] or 0.0
-        t[2] += r["us"] or 0.0
+        t[2] += r.get("compile_cpu_s") or 0.0
+        t[3] += r["us"] or 0.0
     total = sum(t[1] for t in by.values())
-    lines.append(f"{len(rows)} pipelines, compile {total:.2f} s; by template (pipelines, compile s, run us):")
-    for name, (n, cs, us) in sorted(by.items(), key=lambda kv: -kv[1][1]):
-        lines.append(f"  {name:<28} {n:>4}  {cs:>8.2f} s  {us:>9.1f} us")
+    cpu_total = sum(t[2] for t in by.values())
+    lines.append(f"{len(rows)} pipelines, compile {total:.2f} s ({cpu_total:.2f} s CPU); by template "
+                 f"(pipelines, compile s, CPU s, run us):")
+    for name, (n, cs, cpu, us) in sorted(by.items(), key=lambda kv: -kv[1][1]):
+        lines.append(f"  {name:<28} {n:>4}  {cs:>8.2f} s  {cpu:>8.2f} s  {us:>9.1f} us")
     return "\n".join(lines)
 
 
