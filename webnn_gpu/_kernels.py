@@ -17,7 +17,9 @@ import logging
 import math
 import os
 import re
+import threading
 import time
+import weakref
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -322,13 +324,16 @@ PIPELINE_THREADS = max(1, int(os.environ.get("WEBNN_GPU_PIPELINE_THREADS") or mi
 class PipelineCache:
     """Compute pipelines keyed by a hash of their WGSL text and entry point (LRU).
 
-    Identical shader text shares one pipeline across every graph of a context.
+    One per device (:meth:`of`): identical shader text shares one pipeline across every graph
+    of every context on that device, so a second model, or a second context on the caller's
+    device, compiles only the kernels it does not share. Safe to use from several threads.
     """
 
     def __init__(self, device, capacity: int = 4096):
-        self.device = device
+        self._device = weakref.ref(device)  # the device's cache must not keep it alive (see of)
         self.capacity = capacity
         self._items: OrderedDict[str, object] = OrderedDict()
+        self._lock = threading.RLock()
         self.hits = 0
         self.misses = 0
         #: ids of pipelines that have run once (lazy drivers such as lavapipe compile the
@@ -343,6 +348,30 @@ class PipelineCache:
         #: waits): steadier than wall time on a loaded machine
         self.compile_cpu_seconds: dict[int, float] = {}
 
+    @classmethod
+    def of(cls, device) -> PipelineCache:
+        """The cache of ``device`` (made on first use; it goes with the device).
+
+        Arguments:
+            device (wgpu.GPUDevice): the device the pipelines are made on.
+
+        Returns:
+            PipelineCache: the same object for every call with this device.
+        """
+        with _CACHES_LOCK:
+            cache = _CACHES.get(device)
+            if cache is None:
+                cache = _CACHES[device] = cls(device)
+            return cache
+
+    @property
+    def device(self):
+        """The device the pipelines are made on."""
+        device = self._device()
+        if device is None:
+            raise OperationError("pipeline cache: its device has been released")
+        return device
+
     @staticmethod
     def key(wgsl: str, entry: str = "main") -> str:
         """The cache key of a shader text and entry point."""
@@ -356,14 +385,20 @@ class PipelineCache:
                 the op label, a WGSL excerpt and the wgpu message.
         """
         k = self.key(wgsl, entry)
-        pipe = self._items.get(k)
-        if pipe is not None:
-            self.hits += 1
-            self._items.move_to_end(k)
-            return pipe
-        self.misses += 1
+        with self._lock:
+            pipe = self._items.get(k)
+            if pipe is not None:
+                self.hits += 1
+                self._items.move_to_end(k)
+                return pipe
         pipe = self._compile(k, wgsl, template, label, entry)
-        self._insert(k, pipe)
+        with self._lock:
+            have = self._items.get(k)  # another thread made it meanwhile: keep one
+            if have is not None:
+                self.hits += 1
+                return have
+            self.misses += 1
+            self._insert(k, pipe)
         return pipe
 
     def get_many(self, requests: list) -> list:
@@ -376,9 +411,10 @@ class PipelineCache:
         """
         keys = [self.key(w) for w, _, _ in requests]
         todo: dict = {}
-        for k, req in zip(keys, requests):
-            if k not in self._items and k not in todo:
-                todo[k] = req
+        with self._lock:
+            for k, req in zip(keys, requests):
+                if k not in self._items and k not in todo:
+                    todo[k] = req
         threads = min(PIPELINE_THREADS, len(todo))
         made: dict = {}
         if threads > 1:
@@ -388,9 +424,13 @@ class PipelineCache:
             with ThreadPoolExecutor(threads, thread_name_prefix="webnn-gpu-pipelines") as pool:
                 futures = {k: pool.submit(self._compile, k, todo[k][0], todo[k][1], todo[k][2], "main") for k in order}
                 made = {k: f.result() for k, f in futures.items()}
-            for k, pipe in made.items():
-                self.misses += 1
-                self._insert(k, pipe)
+            with self._lock:
+                for k, pipe in list(made.items()):
+                    if k in self._items:  # another thread made it meanwhile: keep one
+                        del made[k]
+                        continue
+                    self.misses += 1
+                    self._insert(k, pipe)
         # the first request of a pipeline made above is its miss; the rest count as hits
         return [made.pop(k) if k in made else self.get(req[0], template=req[1], label=req[2])
                 for k, req in zip(keys, requests)]
@@ -432,7 +472,8 @@ class PipelineCache:
                 cpu.append(time.process_time() - c0)
         finally:
             fence.destroy()
-        self.warm.update(id(j[0]) for j in jobs)
+        with self._lock:
+            self.warm.update(id(j[0]) for j in jobs)
         if timed:
             self.compile_seconds.update((id(j[0]), t) for t, j in zip(times, jobs))
             self.compile_cpu_seconds.update((id(j[0]), t) for t, j in zip(cpu, jobs))
@@ -466,6 +507,11 @@ class PipelineCache:
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+#: the pipeline cache of each live device (PipelineCache.of)
+_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_CACHES_LOCK = threading.Lock()
 
 
 def _excerpt(wgsl: str, message: str, context: int = 4) -> str:
