@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/build_time.py [MODEL ...] [--zoo DIR] [--checkout DIR ...]
                                               [--rounds 1] [--dtype float32] [--no-warm]
-    .venv/bin/python benchmarks/build_time.py --per-pipeline [MODEL ...] [--zoo DIR] [--json FILE]
+    .venv/bin/python benchmarks/build_time.py --per-pipeline [MODEL ...] [--zoo DIR] [--checkout DIR]
+                                              [--json FILE]
 
 A MODEL is a ``.tflite`` path or a name ``webnn-gpu fetch`` knows (default: the selfie
 segmenter); ``--zoo DIR`` adds every ``*.tflite`` of a folder. For each model and each
@@ -41,9 +42,9 @@ import subprocess
 import sys
 import tempfile
 
-_RUN = r'''
+_PREAMBLE = r'''
 import json, resource, sys, time, types
-root, path, dtype = sys.argv[1], sys.argv[2], sys.argv[3]
+root = sys.argv[1]
 if root:
     sys.path.insert(0, root)
     shaders = types.ModuleType("webnn_gpu.shaders")  # the checkout's templates, not the installed ones
@@ -53,6 +54,10 @@ if root:
 import webnn_gpu as webnn
 from webnn_gpu._lower import KernelStep
 assert not root or webnn.__file__.startswith(root), webnn.__file__
+'''
+
+_RUN = _PREAMBLE + r'''
+path, dtype = sys.argv[2], sys.argv[3]
 
 
 def cpu():
@@ -69,11 +74,9 @@ print(json.dumps({"wall": wall, "cpu": secs, "kernels": len(kernels),
                   "pipelines": len({id(s.pipeline) for s in kernels})}))
 '''
 
-_PER_PIPELINE = r'''
-import json, sys, time
+_PER_PIPELINE = _PREAMBLE + r'''
 import numpy as np
-path, dtype, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
-import webnn_gpu as webnn
+path, dtype, repeats = sys.argv[2], sys.argv[3], int(sys.argv[4])
 from webnn_gpu import _dtypes
 from webnn_gpu.profile import pipeline_rows, profile_graph
 ctx = webnn.ml.create_context()
@@ -108,10 +111,11 @@ def measure(model: str, *, root: str = "", dtype: str = "float32", cache_dir: st
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def per_pipeline(model: str, *, dtype: str = "float32", repeats: int = 5, cache_dir: str,
+def per_pipeline(model: str, *, root: str = "", dtype: str = "float32", repeats: int = 5, cache_dir: str,
                  env: dict | None = None) -> dict:
     """Time each pipeline of ``model``'s cold build and its kernels' run time in a fresh process
-    (this checkout) with Mesa's shader cache in the empty folder ``cache_dir``.
+    (of the checkout ``root``, default this one) with Mesa's shader cache in the empty folder
+    ``cache_dir``.
 
     Returns:
         dict: ``wall`` (seconds of the timed load) and ``pipelines``
@@ -125,14 +129,14 @@ def per_pipeline(model: str, *, dtype: str = "float32", repeats: int = 5, cache_
     env.setdefault("XDG_RUNTIME_DIR", "/tmp")
     env.pop("MESA_SHADER_CACHE_DISABLE", None)
     env["MESA_SHADER_CACHE_DIR"] = cache_dir
-    out = subprocess.run([sys.executable, "-c", _PER_PIPELINE, model, dtype, str(repeats)], capture_output=True,
-                         text=True, env=env)
+    out = subprocess.run([sys.executable, "-c", _PER_PIPELINE, root, model, dtype, str(repeats)],
+                         capture_output=True, text=True, env=env)
     if out.returncode:
         raise RuntimeError(f"{model}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _per_pipeline_main(args, models: list[str], env: dict) -> int:
+def _per_pipeline_main(args, models: list[str], env: dict, root: str) -> int:
     from webnn_gpu.profile import format_pipelines
 
     every: list[dict] = []
@@ -141,7 +145,7 @@ def _per_pipeline_main(args, models: list[str], env: dict) -> int:
         name = os.path.splitext(os.path.basename(model))[0]
         try:
             with tempfile.TemporaryDirectory(prefix="build-time-mesa-") as cache:
-                res = per_pipeline(model, dtype=args.dtype, repeats=args.repeats, cache_dir=cache, env=env)
+                res = per_pipeline(model, root=root, dtype=args.dtype, repeats=args.repeats, cache_dir=cache, env=env)
         except RuntimeError as exc:
             print(f"{name}: failed: {exc}", flush=True)
             failed.append(name)
@@ -197,7 +201,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-warm", action="store_true", help="only the cold build")
     p.add_argument("--no-template-cache", action="store_true", help="WEBNN_GPU_TEMPLATE_CACHE=0 too")
     p.add_argument("--per-pipeline", action="store_true",
-                   help="per model, each pipeline's cold compile and its kernels' run time (this checkout)")
+                   help="per model, each pipeline's cold compile and its kernels' run time (one checkout)")
     p.add_argument("--repeats", type=int, default=5, help="--per-pipeline: kernel timing repeats (median)")
     p.add_argument("--json", help="--per-pipeline: also write the rows (with their model) to this file")
     args = p.parse_args(argv)
@@ -206,9 +210,9 @@ def main(argv=None) -> int:
     if args.no_template_cache:
         env["WEBNN_GPU_TEMPLATE_CACHE"] = "0"
     if args.per_pipeline:
-        if args.checkout:
-            p.error("--per-pipeline measures this checkout only")
-        return _per_pipeline_main(args, _models(args), env)
+        if len(roots) > 1:
+            p.error("--per-pipeline measures one checkout")
+        return _per_pipeline_main(args, _models(args), env, roots[0])
     names = {r: (os.path.basename(r) or r) if r else "this" for r in roots}
     print(f"{'model':<36} {'checkout':<12} {'pipes':>5} {'kernels':>7} {'cold wall':>9} {'cold cpu':>8} "
           f"{'warm wall':>9} {'warm cpu':>8}", flush=True)
