@@ -21,7 +21,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -401,13 +401,18 @@ class PipelineCache:
             self._insert(k, pipe)
         return pipe
 
-    def get_many(self, requests: list) -> list:
+    def get_many(self, requests: list, on_ready=None) -> list:
         """The pipelines of ``requests`` ((wgsl, template, label) each), compiling the misses
         on :data:`PIPELINE_THREADS` threads: wgpu-native and the driver compile independent
         pipelines in parallel (2 threads halve a model's build on 2 cores).
 
+        ``on_ready(key, pipeline)`` is called in the calling thread for each pipeline this call
+        makes, as soon as it is made, while the others are still being made (``build()``
+        submits its warm-up run there, so the driver's compile overlaps their creation).
+
         Raises:
-            OperationError: as :meth:`get` (the first failing request's).
+            OperationError: as :meth:`get` (the first failing request's); or what ``on_ready``
+                raises. Nothing of a failed call is kept.
         """
         keys = [self.key(w) for w, _, _ in requests]
         todo: dict = {}
@@ -422,8 +427,16 @@ class PipelineCache:
             # no large one starts last while the other threads are idle
             order = sorted(todo, key=lambda k: -len(todo[k][0]))
             with ThreadPoolExecutor(threads, thread_name_prefix="webnn-gpu-pipelines") as pool:
-                futures = {k: pool.submit(self._compile, k, todo[k][0], todo[k][1], todo[k][2], "main") for k in order}
-                made = {k: f.result() for k, f in futures.items()}
+                futures = {pool.submit(self._compile, k, todo[k][0], todo[k][1], todo[k][2], "main"): k for k in order}
+                try:
+                    for f in as_completed(futures):
+                        made[futures[f]] = f.result()
+                        if on_ready is not None:
+                            on_ready(futures[f], made[futures[f]])
+                except BaseException:
+                    for f in futures:
+                        f.cancel()
+                    raise
             with self._lock:
                 for k, pipe in list(made.items()):
                     if k in self._items:  # another thread made it meanwhile: keep one
@@ -431,31 +444,59 @@ class PipelineCache:
                         continue
                     self.misses += 1
                     self._insert(k, pipe)
+        elif on_ready is not None:
+            fresh: dict = {}
+            for k, req in todo.items():
+                with self._lock:
+                    known = k in self._items
+                pipe = self.get(req[0], template=req[1], label=req[2])
+                if not known:
+                    fresh[k] = pipe
+                    on_ready(k, pipe)
+            made = fresh  # each one's first request below is its miss (counted by get), not a hit
         # the first request of a pipeline made above is its miss; the rest count as hits
         return [made.pop(k) if k in made else self.get(req[0], template=req[1], label=req[2])
                 for k, req in zip(keys, requests)]
 
-    def run_once(self, device, jobs: list, wait) -> None:
+    def submit_once(self, device, jobs: list) -> None:
+        """Submit each of ``jobs`` ((pipeline, bind group, label, template) each) to run once,
+        one workgroup each, without waiting: the driver compiles them on its queue thread while
+        the caller goes on. :meth:`run_once` (given them as ``submitted``) waits and marks them
+        warm."""
+        if not jobs:
+            return
+        enc = device.create_command_encoder(label="warm-up")
+        cpass = enc.begin_compute_pass(label="warm-up")
+        for pipeline, group, _, _ in jobs:
+            cpass.set_pipeline(pipeline)
+            cpass.set_bind_group(0, group)
+            cpass.dispatch_workgroups(1, 1, 1)
+        cpass.end()
+        device.queue.submit([enc.finish()])
+
+    def run_once(self, device, jobs: list, wait, submitted: tuple = ()) -> None:
         """Run each of ``jobs`` ((pipeline, bind group, label, template) each) once, one
         workgroup each, then mark the pipelines warm. Lazy drivers (lavapipe) compile a
         pipeline's machine code here, in the submission, one pipeline after another.
+        ``submitted``: pipelines already sent by :meth:`submit_once` on this queue, waited for
+        too and then marked warm.
 
         ``wait(fence)`` waits for the submission that clears the 4-byte MAP_READ buffer
         ``fence`` and maps it. With :attr:`timed` or ``WEBNN_GPU_DEBUG=2`` (or more) every
         job runs in a submission of its own and the time each takes (its compile) is kept in
         :attr:`compile_seconds`; ``WEBNN_GPU_DEBUG=2`` logs them, slowest first.
         """
-        if not jobs:
+        if not jobs and not submitted:
             return
         import wgpu
 
         from . import _env
 
-        timed = self.timed or _env.DEBUG >= 2
+        timed = bool(jobs) and (self.timed or _env.DEBUG >= 2)
         fence = device.create_buffer(size=4, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
         times, cpu = [], []
         try:
-            for batch in ([j] for j in jobs) if timed else [jobs]:
+            for batch in ([j] for j in jobs) if timed else [jobs]:  # [[]]: wait for what was submitted
                 t0, c0 = time.perf_counter(), time.process_time()
                 enc = device.create_command_encoder(label="warm-up")
                 cpass = enc.begin_compute_pass(label="warm-up")
@@ -474,6 +515,7 @@ class PipelineCache:
             fence.destroy()
         with self._lock:
             self.warm.update(id(j[0]) for j in jobs)
+            self.warm.update(id(p) for p in submitted)
         if timed:
             self.compile_seconds.update((id(j[0]), t) for t, j in zip(times, jobs))
             self.compile_cpu_seconds.update((id(j[0]), t) for t, j in zip(cpu, jobs))
