@@ -206,6 +206,7 @@ class MLGraph:
         early = warm and not cache.timed and _env.DEBUG < 2
         scratch: list = []  # (ins, outs) once a warm-up run needs them
         submitted: list = []
+        made_for: dict = {}  # step index -> the pipeline on_ready gave it
         try:
             on_ready = None
             if early:
@@ -217,7 +218,7 @@ class MLGraph:
                 def on_ready(key, pipe):
                     i = first[key]
                     step = steps[i]
-                    step.pipeline = pipe
+                    step.pipeline = made_for[i] = pipe
                     if not scratch:
                         scratch.extend(self._warm_scratch())
                     group = self._static_group(i) or self._make_bind_group(step, *scratch)
@@ -227,6 +228,9 @@ class MLGraph:
             pipes = cache.get_many([(s.wgsl, s.template, s.label) for s in kernels], on_ready=on_ready)
             for step, pipe in zip(kernels, pipes):
                 step.pipeline = pipe
+            for i, pipe in made_for.items():  # another thread made the same one meanwhile and
+                if steps[i].pipeline is not pipe:  # its was kept: a bind group fits its own pipeline
+                    self._static_groups.pop(i, None)
             for i in range(len(steps)):
                 self._static_group(i)
             for t in self._const_tensors:
@@ -274,6 +278,9 @@ class MLGraph:
         ``scratch`` (ins, outs), made and released here when not given.
         """
         cache = self._context._pipelines
+        used = {id(s.pipeline) for s in self._steps if isinstance(s, KernelStep)}
+        # (a pipeline another thread made at the same time is not used: not marked warm)
+        submitted = [p for p in submitted if id(p) in used]
         done = {id(p) for p in submitted}
         todo = {}
         for i, step in enumerate(self._steps):
