@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -210,13 +210,13 @@ class MLGraph:
         try:
             on_ready = None
             if early:
-                first: dict = {}
+                first_step: dict = {}  # pipeline key -> index of the first step using it
                 for i, step in enumerate(steps):
                     if isinstance(step, KernelStep):
-                        first.setdefault(cache.key(step.wgsl), i)
+                        first_step.setdefault(cache.key(step.wgsl), i)
 
                 def on_ready(key, pipe):
-                    i = first[key]
+                    i = first_step[key]
                     step = steps[i]
                     step.pipeline = made_for[i] = pipe
                     if not scratch:
@@ -267,7 +267,7 @@ class MLGraph:
         return ({n: scratch(f"input {n!r}", v) for n, v in self._inputs.items()},
                 {n: scratch(f"output {n!r}", v) for n, v in self._outputs.items()})
 
-    def _warm_up(self, scratch: tuple[dict, dict] | None = None, submitted: list = ()) -> None:
+    def _warm_up(self, scratch: tuple[dict, dict] | None = None, submitted: Sequence = ()) -> None:
         """Run every pipeline not run before once, one workgroup each, and wait (for those
         ``submitted`` already too).
 
@@ -291,7 +291,7 @@ class MLGraph:
             return
         device = self._context.device
         own = scratch is None
-        ins, outs = self._warm_scratch() if own else scratch
+        ins, outs = self._warm_scratch() if scratch is None else scratch
         try:
             jobs = [(s.pipeline, self._static_group(i) or self._make_bind_group(s, ins, outs), s.label, s.template)
                     for i, s in ((i, self._steps[i]) for i in todo.values())]
