@@ -219,6 +219,8 @@ class MLGraph:
                     i = first_step[key]
                     step = steps[i]
                     step.pipeline = made_for[i] = pipe
+                    if len(step.wgsl) < EARLY_WARM_UP_BYTES:
+                        return  # compiles in a moment: run with the rest, a submission saved
                     if not scratch:
                         scratch.extend(self._warm_scratch())
                     group = self._static_group(i) or self._make_bind_group(step, *scratch)
@@ -429,6 +431,12 @@ class _OutRef:
     name: str
     data_type: str = ""
     shape: tuple = ()
+
+
+#: A new pipeline whose WGSL is at least this long has its warm-up run submitted as soon as it
+#: is made (its compile then overlaps the creation of the others); shorter ones compile in
+#: milliseconds and run together at the end of ``build()`` (one submission for all).
+EARLY_WARM_UP_BYTES = 4096
 
 
 def _step_values(step):

@@ -220,12 +220,17 @@ def _chain(ctx, n: int, label: str):
 
 
 def test_new_pipelines_run_once_as_they_are_made(two_contexts, monkeypatch, rng):
+    from webnn_gpu import graph as graph_module
+
     first, _ = two_contexts
     cache = first._pipelines
     calls = []
     real = _kernels.PipelineCache.submit_once
     monkeypatch.setattr(_kernels.PipelineCache, "submit_once",
                         lambda self, device, jobs: (calls.append([j[0] for j in jobs]), real(self, device, jobs)))
+    small = _chain(first, 1029, "small")  # short kernels run together at the end, not early
+    assert not calls and {id(s.pipeline) for s in _kernels_of(small)} <= cache.warm
+    monkeypatch.setattr(graph_module, "EARLY_WARM_UP_BYTES", 0)
     g = _chain(first, 1031, "early")
     new = {id(s.pipeline) for s in _kernels_of(g)}
     assert {id(p) for c in calls for p in c} == new, "every new pipeline's warm-up went out as it was made"
@@ -241,6 +246,9 @@ def test_new_pipelines_run_once_as_they_are_made(two_contexts, monkeypatch, rng)
 
 
 def test_a_failed_pipeline_after_early_warm_ups_keeps_nothing(two_contexts, monkeypatch, rng):
+    from webnn_gpu import graph as graph_module
+
+    monkeypatch.setattr(graph_module, "EARLY_WARM_UP_BYTES", 0)
     first, _ = two_contexts
     cache = first._pipelines
     real = _kernels.PipelineCache._compile
