@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/build_time.py [MODEL ...] [--zoo DIR] [--checkout DIR ...]
                                               [--rounds 1] [--dtype float32] [--no-warm]
+    .venv/bin/python benchmarks/build_time.py --per-pipeline [MODEL ...] [--zoo DIR] [--checkout DIR]
+                                              [--json FILE]
 
 A MODEL is a ``.tflite`` path or a name ``webnn-gpu fetch`` knows (default: the selfie
 segmenter); ``--zoo DIR`` adds every ``*.tflite`` of a folder. For each model and each
@@ -19,8 +21,14 @@ it is imported from its own ``webnn_gpu/`` and ``shaders/`` with this environmen
 as ``benchmarks/ab.py`` does; the default is this one. ``--no-template-cache`` also starts
 without the rendered-template caches (``WEBNN_GPU_TEMPLATE_CACHE=0``).
 
-Per-pipeline compile times: ``WEBNN_GPU_DEBUG=2`` logs each new pipeline's driver compile time
-at ``build()``, slowest first.
+``--per-pipeline`` measures, per model, each distinct pipeline instead: in one fresh process
+with Mesa's cache empty, the time of its first run at ``build()`` (LLVM's compile on lavapipe;
+each pipeline in a submission of its own) and the run time of the kernels that use it
+(timestamp queries, median of ``--repeats``), with the size of its WGSL; then the sums per
+template over all models. This shows which pipelines cost the first build and whether their
+specialisation pays at run time. ``--json FILE`` also writes the rows. The same table for one
+model in this process: ``webnn-gpu profile --compile-times MODEL`` (with
+``MESA_SHADER_CACHE_DISABLE=true`` for cold compiles).
 """
 
 from __future__ import annotations
@@ -34,9 +42,9 @@ import subprocess
 import sys
 import tempfile
 
-_RUN = r'''
+_PREAMBLE = r'''
 import json, resource, sys, time, types
-root, path, dtype = sys.argv[1], sys.argv[2], sys.argv[3]
+root = sys.argv[1]
 if root:
     sys.path.insert(0, root)
     shaders = types.ModuleType("webnn_gpu.shaders")  # the checkout's templates, not the installed ones
@@ -46,6 +54,10 @@ if root:
 import webnn_gpu as webnn
 from webnn_gpu._lower import KernelStep
 assert not root or webnn.__file__.startswith(root), webnn.__file__
+'''
+
+_RUN = _PREAMBLE + r'''
+path, dtype = sys.argv[2], sys.argv[3]
 
 
 def cpu():
@@ -60,6 +72,22 @@ wall, secs = time.perf_counter() - t0, cpu() - c0
 kernels = [s for s in graph._steps if isinstance(s, KernelStep)]
 print(json.dumps({"wall": wall, "cpu": secs, "kernels": len(kernels),
                   "pipelines": len({id(s.pipeline) for s in kernels})}))
+'''
+
+_PER_PIPELINE = _PREAMBLE + r'''
+import numpy as np
+path, dtype, repeats = sys.argv[2], sys.argv[3], int(sys.argv[4])
+from webnn_gpu import _dtypes
+from webnn_gpu.profile import pipeline_rows, profile_graph
+ctx = webnn.ml.create_context()
+ctx._pipelines.timed = True
+t0 = time.perf_counter()
+graph = webnn.load(path, ctx, dtype=dtype).graph
+wall = time.perf_counter() - t0
+rng = np.random.default_rng(0)
+inputs = {n: rng.random(d["shape"]).astype(_dtypes.info(d["data_type"]).numpy) for n, d in graph.inputs.items()}
+rows = profile_graph(ctx, graph, inputs, repeats) if "timestamp-query" in ctx.features else None
+print(json.dumps({"wall": wall, "pipelines": pipeline_rows(graph, rows)}))
 '''
 
 
@@ -81,6 +109,69 @@ def measure(model: str, *, root: str = "", dtype: str = "float32", cache_dir: st
     if out.returncode:
         raise RuntimeError(f"{model}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def per_pipeline(model: str, *, root: str = "", dtype: str = "float32", repeats: int = 5, cache_dir: str,
+                 env: dict | None = None) -> dict:
+    """Time each pipeline of ``model``'s cold build and its kernels' run time in a fresh process
+    (of the checkout ``root``, default this one) with Mesa's shader cache in the empty folder
+    ``cache_dir``.
+
+    Returns:
+        dict: ``wall`` (seconds of the timed load) and ``pipelines``
+        (``webnn_gpu.profile.pipeline_rows``: template, label, kernels, wgsl_bytes,
+        wgsl_lines, compile_s, us).
+
+    Raises:
+        RuntimeError: the process failed (its last output in the message).
+    """
+    env = dict(os.environ if env is None else env)
+    env.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    env.pop("MESA_SHADER_CACHE_DISABLE", None)
+    env["MESA_SHADER_CACHE_DIR"] = cache_dir
+    out = subprocess.run([sys.executable, "-c", _PER_PIPELINE, root, model, dtype, str(repeats)],
+                         capture_output=True, text=True, env=env)
+    if out.returncode:
+        raise RuntimeError(f"{model}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _per_pipeline_main(args, models: list[str], env: dict, root: str) -> int:
+    from webnn_gpu.profile import format_pipelines
+
+    every: list[dict] = []
+    failed = []
+    for model in models:
+        name = os.path.splitext(os.path.basename(model))[0]
+        try:
+            with tempfile.TemporaryDirectory(prefix="build-time-mesa-") as cache:
+                res = per_pipeline(model, root=root, dtype=args.dtype, repeats=args.repeats, cache_dir=cache, env=env)
+        except RuntimeError as exc:
+            print(f"{name}: failed: {exc}", flush=True)
+            failed.append(name)
+            continue
+        print(f"== {name}: cold build {res['wall']:.1f} s (each pipeline's first run timed on its own)")
+        print(format_pipelines(res["pipelines"]), flush=True)
+        every += [dict(r, model=name) for r in res["pipelines"]]
+    if len(models) > 1 and every:
+        print(f"== all {len(models) - len(failed)} models")
+        by: dict[str, list] = {}
+        for r in every:
+            t = by.setdefault(r["template"], [0, 0.0, 0.0, 0.0, 0.0])
+            t[0] += 1
+            t[1] += r["compile_s"] or 0.0
+            t[2] += r.get("compile_cpu_s") or 0.0
+            t[3] = max(t[3], r["compile_s"] or 0.0)
+            t[4] += r["us"] or 0.0
+        print(f"  {'template':<28} {'pipes':>5} {'compile s':>9} {'CPU s':>8} {'slowest s':>9} {'run us':>9}")
+        for name, (n, cs, cpu, worst, us) in sorted(by.items(), key=lambda kv: -kv[1][1]):
+            print(f"  {name:<28} {n:>5} {cs:>9.2f} {cpu:>8.2f} {worst:>9.2f} {us:>9.1f}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(every, fh, indent=1)
+    if failed:
+        print(f"failed to load: {', '.join(failed)}")
+    return 1 if failed else 0
 
 
 def _models(args) -> list[str]:
@@ -109,11 +200,19 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", default="float32", choices=["float32", "float16"])
     p.add_argument("--no-warm", action="store_true", help="only the cold build")
     p.add_argument("--no-template-cache", action="store_true", help="WEBNN_GPU_TEMPLATE_CACHE=0 too")
+    p.add_argument("--per-pipeline", action="store_true",
+                   help="per model, each pipeline's cold compile and its kernels' run time (one checkout)")
+    p.add_argument("--repeats", type=int, default=5, help="--per-pipeline: kernel timing repeats (median)")
+    p.add_argument("--json", help="--per-pipeline: also write the rows (with their model) to this file")
     args = p.parse_args(argv)
     roots = [os.path.abspath(c) for c in args.checkout] or [""]
     env = dict(os.environ)
     if args.no_template_cache:
         env["WEBNN_GPU_TEMPLATE_CACHE"] = "0"
+    if args.per_pipeline:
+        if len(roots) > 1:
+            p.error("--per-pipeline measures one checkout")
+        return _per_pipeline_main(args, _models(args), env, roots[0])
     names = {r: (os.path.basename(r) or r) if r else "this" for r in roots}
     print(f"{'model':<36} {'checkout':<12} {'pipes':>5} {'kernels':>7} {'cold wall':>9} {'cold cpu':>8} "
           f"{'warm wall':>9} {'warm cpu':>8}", flush=True)

@@ -80,10 +80,11 @@ def load(source, context: MLContext, **options):
             head = f.read(8)
     else:
         head = b""
-    from .onnx import is_onnx
-
     if (hasattr(source, "graph") and hasattr(source, "opset_import")) or (head[4:8] != b"TFL3" and head):
-        # an onnx.ModelProto, or not a TFLite flatbuffer
+        # an onnx.ModelProto, or not a TFLite flatbuffer (the ONNX loader is imported only now:
+        # a TFLite load does not pay for it)
+        from .onnx import is_onnx
+
         if head and not is_onnx(head):
             raise DataError(f"load: argument 'source': expected a TFLite or ONNX model, got data starting {head!r}")
         from .onnx import load as load_onnx

@@ -17,9 +17,11 @@ import logging
 import math
 import os
 import re
+import threading
 import time
+import weakref
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -322,18 +324,53 @@ PIPELINE_THREADS = max(1, int(os.environ.get("WEBNN_GPU_PIPELINE_THREADS") or mi
 class PipelineCache:
     """Compute pipelines keyed by a hash of their WGSL text and entry point (LRU).
 
-    Identical shader text shares one pipeline across every graph of a context.
+    One per device (:meth:`of`): identical shader text shares one pipeline across every graph
+    of every context on that device, so a second model, or a second context on the caller's
+    device, compiles only the kernels it does not share. Safe to use from several threads.
     """
 
     def __init__(self, device, capacity: int = 4096):
-        self.device = device
+        self._device = weakref.ref(device)  # the device's cache must not keep it alive (see of)
         self.capacity = capacity
         self._items: OrderedDict[str, object] = OrderedDict()
+        self._lock = threading.RLock()
         self.hits = 0
         self.misses = 0
         #: ids of pipelines that have run once (lazy drivers such as lavapipe compile the
         #: machine code at a pipeline's first dispatch; ``MLGraph`` warms new ones at build)
         self.warm: set[int] = set()
+        #: time each new pipeline's first run (its driver compile on lavapipe) in a submission
+        #: of its own (``WEBNN_GPU_DEBUG=2`` does too); ``webnn-gpu profile --compile-times``
+        self.timed = False
+        #: id of a pipeline -> seconds of its first run, for pipelines first run while timed
+        self.compile_seconds: dict[int, float] = {}
+        #: the same in CPU seconds of the process (the driver's compile thread; the caller
+        #: waits): steadier than wall time on a loaded machine
+        self.compile_cpu_seconds: dict[int, float] = {}
+
+    @classmethod
+    def of(cls, device) -> PipelineCache:
+        """The cache of ``device`` (made on first use; it goes with the device).
+
+        Arguments:
+            device (wgpu.GPUDevice): the device the pipelines are made on.
+
+        Returns:
+            PipelineCache: the same object for every call with this device.
+        """
+        with _CACHES_LOCK:
+            cache = _CACHES.get(device)
+            if cache is None:
+                cache = _CACHES[device] = cls(device)
+            return cache
+
+    @property
+    def device(self):
+        """The device the pipelines are made on."""
+        device = self._device()
+        if device is None:
+            raise OperationError("pipeline cache: its device has been released")
+        return device
 
     @staticmethod
     def key(wgsl: str, entry: str = "main") -> str:
@@ -348,29 +385,41 @@ class PipelineCache:
                 the op label, a WGSL excerpt and the wgpu message.
         """
         k = self.key(wgsl, entry)
-        pipe = self._items.get(k)
-        if pipe is not None:
-            self.hits += 1
-            self._items.move_to_end(k)
-            return pipe
-        self.misses += 1
+        with self._lock:
+            pipe = self._items.get(k)
+            if pipe is not None:
+                self.hits += 1
+                self._items.move_to_end(k)
+                return pipe
         pipe = self._compile(k, wgsl, template, label, entry)
-        self._insert(k, pipe)
+        with self._lock:
+            have = self._items.get(k)  # another thread made it meanwhile: keep one
+            if have is not None:
+                self.hits += 1
+                return have
+            self.misses += 1
+            self._insert(k, pipe)
         return pipe
 
-    def get_many(self, requests: list) -> list:
+    def get_many(self, requests: list, on_ready=None) -> list:
         """The pipelines of ``requests`` ((wgsl, template, label) each), compiling the misses
         on :data:`PIPELINE_THREADS` threads: wgpu-native and the driver compile independent
         pipelines in parallel (2 threads halve a model's build on 2 cores).
 
+        ``on_ready(key, pipeline)`` is called in the calling thread for each pipeline this call
+        makes, as soon as it is made, while the others are still being made (``build()``
+        submits its warm-up run there, so the driver's compile overlaps their creation).
+
         Raises:
-            OperationError: as :meth:`get` (the first failing request's).
+            OperationError: as :meth:`get` (the first failing request's); or what ``on_ready``
+                raises. Nothing of a failed call is kept.
         """
         keys = [self.key(w) for w, _, _ in requests]
         todo: dict = {}
-        for k, req in zip(keys, requests):
-            if k not in self._items and k not in todo:
-                todo[k] = req
+        with self._lock:
+            for k, req in zip(keys, requests):
+                if k not in self._items and k not in todo:
+                    todo[k] = req
         threads = min(PIPELINE_THREADS, len(todo))
         made: dict = {}
         if threads > 1:
@@ -378,36 +427,77 @@ class PipelineCache:
             # no large one starts last while the other threads are idle
             order = sorted(todo, key=lambda k: -len(todo[k][0]))
             with ThreadPoolExecutor(threads, thread_name_prefix="webnn-gpu-pipelines") as pool:
-                futures = {k: pool.submit(self._compile, k, todo[k][0], todo[k][1], todo[k][2], "main") for k in order}
-                made = {k: f.result() for k, f in futures.items()}
-            for k, pipe in made.items():
-                self.misses += 1
-                self._insert(k, pipe)
+                futures = {pool.submit(self._compile, k, todo[k][0], todo[k][1], todo[k][2], "main"): k for k in order}
+                try:
+                    for f in as_completed(futures):
+                        made[futures[f]] = f.result()
+                        if on_ready is not None:
+                            on_ready(futures[f], made[futures[f]])
+                except BaseException:
+                    for f in futures:
+                        f.cancel()
+                    raise
+            with self._lock:
+                for k, pipe in list(made.items()):
+                    if k in self._items:  # another thread made it meanwhile: keep one
+                        del made[k]
+                        continue
+                    self.misses += 1
+                    self._insert(k, pipe)
+        elif on_ready is not None:
+            fresh: dict = {}
+            for k, req in todo.items():
+                with self._lock:
+                    known = k in self._items
+                pipe = self.get(req[0], template=req[1], label=req[2])
+                if not known:
+                    fresh[k] = pipe
+                    on_ready(k, pipe)
+            made = fresh  # each one's first request below is its miss (counted by get), not a hit
         # the first request of a pipeline made above is its miss; the rest count as hits
         return [made.pop(k) if k in made else self.get(req[0], template=req[1], label=req[2])
                 for k, req in zip(keys, requests)]
 
-    def run_once(self, device, jobs: list, wait) -> None:
+    def submit_once(self, device, jobs: list) -> None:
+        """Submit each of ``jobs`` ((pipeline, bind group, label, template) each) to run once,
+        one workgroup each, without waiting: the driver compiles them on its queue thread while
+        the caller goes on. :meth:`run_once` (given them as ``submitted``) waits and marks them
+        warm."""
+        if not jobs:
+            return
+        enc = device.create_command_encoder(label="warm-up")
+        cpass = enc.begin_compute_pass(label="warm-up")
+        for pipeline, group, _, _ in jobs:
+            cpass.set_pipeline(pipeline)
+            cpass.set_bind_group(0, group)
+            cpass.dispatch_workgroups(1, 1, 1)
+        cpass.end()
+        device.queue.submit([enc.finish()])
+
+    def run_once(self, device, jobs: list, wait, submitted: tuple = ()) -> None:
         """Run each of ``jobs`` ((pipeline, bind group, label, template) each) once, one
         workgroup each, then mark the pipelines warm. Lazy drivers (lavapipe) compile a
         pipeline's machine code here, in the submission, one pipeline after another.
+        ``submitted``: pipelines already sent by :meth:`submit_once` on this queue, waited for
+        too and then marked warm.
 
         ``wait(fence)`` waits for the submission that clears the 4-byte MAP_READ buffer
-        ``fence`` and maps it. With ``WEBNN_GPU_DEBUG=2`` (or more) every job runs in a
-        submission of its own and the time each takes (its compile) is logged, slowest first.
+        ``fence`` and maps it. With :attr:`timed` or ``WEBNN_GPU_DEBUG=2`` (or more) every
+        job runs in a submission of its own and the time each takes (its compile) is kept in
+        :attr:`compile_seconds`; ``WEBNN_GPU_DEBUG=2`` logs them, slowest first.
         """
-        if not jobs:
+        if not jobs and not submitted:
             return
         import wgpu
 
         from . import _env
 
-        timed = _env.DEBUG >= 2
+        timed = bool(jobs) and (self.timed or _env.DEBUG >= 2)
         fence = device.create_buffer(size=4, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
-        times = []
+        times, cpu = [], []
         try:
-            for batch in ([j] for j in jobs) if timed else [jobs]:
-                t0 = time.perf_counter()
+            for batch in ([j] for j in jobs) if timed else [jobs]:  # [[]]: wait for what was submitted
+                t0, c0 = time.perf_counter(), time.process_time()
                 enc = device.create_command_encoder(label="warm-up")
                 cpass = enc.begin_compute_pass(label="warm-up")
                 for pipeline, group, _, _ in batch:
@@ -420,10 +510,16 @@ class PipelineCache:
                 wait(fence)  # done when the submission is (never hangs)
                 fence.unmap()
                 times.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - c0)
         finally:
             fence.destroy()
-        self.warm.update(id(j[0]) for j in jobs)
+        with self._lock:
+            self.warm.update(id(j[0]) for j in jobs)
+            self.warm.update(id(p) for p in submitted)
         if timed:
+            self.compile_seconds.update((id(j[0]), t) for t, j in zip(times, jobs))
+            self.compile_cpu_seconds.update((id(j[0]), t) for t, j in zip(cpu, jobs))
+        if timed and _env.DEBUG >= 2:
             rows = sorted(zip(times, jobs), key=lambda r: -r[0])
             log.debug("pipeline compile (first run) of %d pipelines: %.2f s; slowest first:\n%s", len(jobs),
                       sum(times), "\n".join(f"  {t:7.3f} s  {j[3]:<28} {j[2]}" for t, j in rows))
@@ -446,10 +542,18 @@ class PipelineCache:
     def _insert(self, k: str, pipe) -> None:
         self._items[k] = pipe
         if len(self._items) > self.capacity:
-            self.warm.discard(id(self._items.popitem(last=False)[1]))
+            old = id(self._items.popitem(last=False)[1])
+            self.warm.discard(old)
+            self.compile_seconds.pop(old, None)
+            self.compile_cpu_seconds.pop(old, None)
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+#: the pipeline cache of each live device (PipelineCache.of)
+_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_CACHES_LOCK = threading.Lock()
 
 
 def _excerpt(wgsl: str, message: str, context: int = 4) -> str:

@@ -171,7 +171,7 @@ class MLContext:
             dt for dt in _dtypes.DATA_TYPES if dt != "float16" or "shader-f16" in self._features
         )
         _startup.apply()  # before the first pipeline: wgpu-py's cffi types parse faster
-        self._pipelines = PipelineCache(device)
+        self._pipelines = PipelineCache.of(device)  # shared by every context on this device
         self._tuning = tuning_profile(self.adapter_info)
         self._staging = _StagingPool(device)
         self._lock = threading.RLock()

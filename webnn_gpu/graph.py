@@ -14,14 +14,14 @@ from __future__ import annotations
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import wgpu
 
-from . import _dtypes
+from . import _dtypes, _env
 from ._lower import CopyStep, KernelStep, LowerContext
 from ._ir import Value
 from .errors import InvalidStateError, NotSupportedError, OperationError, where
@@ -192,42 +192,73 @@ class MLGraph:
         for step in kernels:  # the user's WGSL first: its errors are reported as the caller's
             if step.user_code:
                 _custom.compile_pipeline(context, step)
-        pipes = context._pipelines.get_many([(s.wgsl, s.template, s.label) for s in kernels])
-        for step, pipe in zip(kernels, pipes):
-            step.pipeline = pipe
         self._steps = steps
         self._slot = slot
         self._root = root
         self._bind_cache = OrderedDict()
         self._static_groups = {}
-        for i, step in enumerate(steps):
-            if isinstance(step, KernelStep) and all(slot[root(v).id].kind in ("const", "tmp") for v in step.values):
-                self._static_groups[i] = self._make_bind_group(step, {}, {})
         self._compute_io = None  # lazily created buffers for compute()
-        for t in self._const_tensors:
-            t._use_in(self)
-        if os.environ.get("WEBNN_GPU_WARMUP", "1") != "0":
-            self._warm_up()
+        cache = context._pipelines
+        warm = os.environ.get("WEBNN_GPU_WARMUP", "1") != "0"
+        # Warm-up runs of new pipelines are submitted as soon as each is made, so that the
+        # driver's compile (lavapipe: LLVM, on its queue thread) overlaps the creation of the
+        # others; not when each compile is timed on its own.
+        early = warm and not cache.timed and _env.DEBUG < 2
+        scratch: list = []  # (ins, outs) once a warm-up run needs them
+        submitted: list = []
+        made_for: dict = {}  # step index -> the pipeline on_ready gave it
+        try:
+            on_ready = None
+            if early:
+                first_step: dict = {}  # pipeline key -> index of the first step using it
+                for i, step in enumerate(steps):
+                    if isinstance(step, KernelStep):
+                        first_step.setdefault(cache.key(step.wgsl), i)
+
+                def on_ready(key, pipe):
+                    i = first_step[key]
+                    step = steps[i]
+                    step.pipeline = made_for[i] = pipe
+                    if len(step.wgsl) < EARLY_WARM_UP_BYTES:
+                        return  # compiles in a moment: run with the rest, a submission saved
+                    if not scratch:
+                        scratch.extend(self._warm_scratch())
+                    group = self._static_group(i) or self._make_bind_group(step, *scratch)
+                    cache.submit_once(device, [(pipe, group, step.label, step.template)])
+                    submitted.append(pipe)
+
+            pipes = cache.get_many([(s.wgsl, s.template, s.label) for s in kernels], on_ready=on_ready)
+            for step, pipe in zip(kernels, pipes):
+                step.pipeline = pipe
+            for i, pipe in made_for.items():  # another thread made the same one meanwhile and
+                if steps[i].pipeline is not pipe:  # its was kept: a bind group fits its own pipeline
+                    self._static_groups.pop(i, None)
+            for i in range(len(steps)):
+                self._static_group(i)
+            for t in self._const_tensors:
+                t._use_in(self)
+            if warm:
+                self._warm_up(tuple(scratch) or None, submitted)
+        finally:
+            for b in (*scratch[0].values(), *scratch[1].values()) if scratch else ():
+                b.destroy()
         if log.isEnabledFor(logging.DEBUG):
             for step in steps:
                 log.debug("step %s", step.label if isinstance(step, CopyStep) else f"{step.label} {step.template} {step.groups}")
         return self
 
-    def _warm_up(self) -> None:
-        """Run every pipeline not run before once, one workgroup each, and wait.
+    def _static_group(self, i: int):
+        """The bind group of step ``i`` when all its buffers are the graph's own (constants and
+        arena), made once; None for other steps."""
+        group = self._static_groups.get(i)
+        step = self._steps[i]
+        if group is None and isinstance(step, KernelStep) and all(
+                self._slot[self._root(v).id].kind in ("const", "tmp") for v in step.values):
+            group = self._static_groups[i] = self._make_bind_group(step, {}, {})
+        return group
 
-        Software drivers (lavapipe/llvmpipe) JIT-compile a pipeline's machine code at its first
-        dispatch, not at creation; doing it here keeps that cost in ``build()`` (where a GPU
-        driver compiles too) instead of the first inference. One workgroup writes a subset of
-        what a full dispatch writes; inputs and outputs are scratch buffers (zeros).
-        """
-        cache = self._context._pipelines
-        todo = {}
-        for i, step in enumerate(self._steps):
-            if isinstance(step, KernelStep) and id(step.pipeline) not in cache.warm and id(step.pipeline) not in todo:
-                todo[id(step.pipeline)] = i
-        if not todo:
-            return
+    def _warm_scratch(self) -> tuple[dict, dict]:
+        """Scratch buffers (zeros) standing for the graph's inputs and outputs in warm-up runs."""
         device = self._context.device
 
         def scratch(what, v):
@@ -235,15 +266,43 @@ class MLGraph:
             return allocate(f"warm-up scratch for {what}", size,
                             lambda: device.create_buffer(size=size, usage=_STORAGE))
 
-        ins = {n: scratch(f"input {n!r}", v) for n, v in self._inputs.items()}
-        outs = {n: scratch(f"output {n!r}", v) for n, v in self._outputs.items()}
-        jobs = [(s.pipeline, self._static_groups.get(i) or self._make_bind_group(s, ins, outs), s.label, s.template)
-                for i, s in ((i, self._steps[i]) for i in todo.values())]
+        return ({n: scratch(f"input {n!r}", v) for n, v in self._inputs.items()},
+                {n: scratch(f"output {n!r}", v) for n, v in self._outputs.items()})
+
+    def _warm_up(self, scratch: tuple[dict, dict] | None = None, submitted: Sequence = ()) -> None:
+        """Run every pipeline not run before once, one workgroup each, and wait (for those
+        ``submitted`` already too).
+
+        Software drivers (lavapipe/llvmpipe) JIT-compile a pipeline's machine code at its first
+        dispatch, not at creation; doing it here keeps that cost in ``build()`` (where a GPU
+        driver compiles too) instead of the first inference. One workgroup writes a subset of
+        what a full dispatch writes; inputs and outputs are scratch buffers (zeros):
+        ``scratch`` (ins, outs), made and released here when not given.
+        """
+        cache = self._context._pipelines
+        used = {id(s.pipeline) for s in self._steps if isinstance(s, KernelStep)}
+        # (a pipeline another thread made at the same time is not used: not marked warm)
+        submitted = [p for p in submitted if id(p) in used]
+        done = {id(p) for p in submitted}
+        todo = {}
+        for i, step in enumerate(self._steps):
+            pid = id(step.pipeline) if isinstance(step, KernelStep) else None
+            if pid is not None and pid not in cache.warm and pid not in done and pid not in todo:
+                todo[pid] = i
+        if not todo and not submitted:
+            return
+        device = self._context.device
+        own = scratch is None
+        ins, outs = self._warm_scratch() if scratch is None else scratch
         try:
-            cache.run_once(device, jobs, lambda fence: self._context._timeline.map_read(fence, 4, "build"))
+            jobs = [(s.pipeline, self._static_group(i) or self._make_bind_group(s, ins, outs), s.label, s.template)
+                    for i, s in ((i, self._steps[i]) for i in todo.values())]
+            cache.run_once(device, jobs, lambda fence: self._context._timeline.map_read(fence, 4, "build"),
+                           submitted=tuple(submitted))
         finally:
-            for b in (*ins.values(), *outs.values()):
-                b.destroy()
+            if own:
+                for b in (*ins.values(), *outs.values()):
+                    b.destroy()
 
     # ------------------------------------------------------------------ public
     @property
@@ -372,6 +431,12 @@ class _OutRef:
     name: str
     data_type: str = ""
     shape: tuple = ()
+
+
+#: A new pipeline whose WGSL is at least this long has its warm-up run submitted as soon as it
+#: is made (its compile then overlaps the creation of the others); shorter ones compile in
+#: milliseconds and run together at the end of ``build()`` (one submission for all).
+EARLY_WARM_UP_BYTES = 4096
 
 
 def _step_values(step):

@@ -78,6 +78,63 @@ def pipeline_count(graph) -> int:
     return len({id(s.pipeline) for s in graph._steps if isinstance(s, KernelStep)})
 
 
+def pipeline_rows(graph, rows: list[dict] | None = None) -> list[dict]:
+    """One row per distinct pipeline of ``graph``: what its first build compiled and what it costs.
+
+    Arguments:
+        graph (MLGraph): a built graph.
+        rows (list[dict] | None): :func:`profile_graph`'s rows of the same graph, to add the
+            pipeline's run time (the sum over the kernels that use it).
+
+    Returns:
+        list[dict]: ``template``, ``label`` (of its first kernel), ``kernels`` (how many use
+        it), ``wgsl_bytes``, ``wgsl_lines``, ``compile_s`` (its first run, the driver's
+        compile on lavapipe, or None when that was not timed: see
+        ``PipelineCache.timed``; it ran in an earlier build or before timing was on) and
+        ``us`` (None without ``rows``), slowest compile first.
+    """
+    cache = graph.context._pipelines
+    kernels = [s for s in graph._steps if isinstance(s, KernelStep)]
+    out: dict[int, dict] = {}
+    for k, s in enumerate(kernels):
+        row = out.get(id(s.pipeline))
+        if row is None:
+            row = out[id(s.pipeline)] = {
+                "template": s.template, "label": s.label, "kernels": 0, "wgsl_bytes": len(s.wgsl),
+                "wgsl_lines": s.wgsl.count("\n") + 1, "compile_s": cache.compile_seconds.get(id(s.pipeline)),
+                "compile_cpu_s": cache.compile_cpu_seconds.get(id(s.pipeline)),
+                "us": None if rows is None else 0.0}
+        row["kernels"] += 1
+        if rows is not None:
+            row["us"] += rows[k]["us"]
+    return sorted(out.values(), key=lambda r: -(r["compile_s"] or 0.0))
+
+
+def format_pipelines(rows: list[dict]) -> str:
+    """A text table of :func:`pipeline_rows`, with the sums per template at the end."""
+    lines = [f"{'compile s':>9}  {'CPU s':>7}  {'run us':>8}  {'kernels':>7}  {'WGSL B':>7}  {'kernel':<28} label"]
+    for r in rows:
+        cs = "-" if r["compile_s"] is None else f"{r['compile_s']:.3f}"
+        cpu = "-" if r.get("compile_cpu_s") is None else f"{r['compile_cpu_s']:.3f}"
+        us = "-" if r["us"] is None else f"{r['us']:.1f}"
+        lines.append(f"{cs:>9}  {cpu:>7}  {us:>8}  {r['kernels']:>7}  {r['wgsl_bytes']:>7}  {r['template']:<28} "
+                     f"{r['label']}")
+    by: dict[str, list] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
+    for r in rows:
+        t = by[r["template"]]
+        t[0] += 1
+        t[1] += r["compile_s"] or 0.0
+        t[2] += r.get("compile_cpu_s") or 0.0
+        t[3] += r["us"] or 0.0
+    total = sum(t[1] for t in by.values())
+    cpu_total = sum(t[2] for t in by.values())
+    lines.append(f"{len(rows)} pipelines, compile {total:.2f} s ({cpu_total:.2f} s CPU); by template "
+                 f"(pipelines, compile s, CPU s, run us):")
+    for name, (n, cs, cpu, us) in sorted(by.items(), key=lambda kv: -kv[1][1]):
+        lines.append(f"  {name:<28} {n:>4}  {cs:>8.2f} s  {cpu:>8.2f} s  {us:>9.1f} us")
+    return "\n".join(lines)
+
+
 def format_table(rows: list[dict], pipelines: int | None = None) -> str:
     """A text table of :func:`profile_graph` rows, slowest operators summed at the end
     (``pipelines``: the graph's :func:`pipeline_count`, shown beside the kernel count)."""
@@ -100,6 +157,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="a .tflite file, or a name known to 'webnn-gpu fetch'")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float16"])
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--compile-times", action="store_true",
+                        help="also time each new pipeline's first run at build() (the driver's compile on "
+                             "lavapipe; with MESA_SHADER_CACHE_DISABLE=true for a cold compile) and print them "
+                             "per pipeline beside its kernels' run time")
 
 
 def run(args) -> int:
@@ -114,9 +175,14 @@ def run(args) -> int:
 
         path = fetch(path)
     ctx = webnn.ml.create_context()
+    ctx._pipelines.timed = bool(getattr(args, "compile_times", False))
     model = webnn.load(path, ctx, dtype=args.dtype)
     rng = np.random.default_rng(0)
     inputs = {n: rng.random(d["shape"]).astype(_dtypes.info(d["data_type"]).numpy)
               for n, d in model.graph.inputs.items()}
-    print(format_table(profile_graph(ctx, model.graph, inputs, args.repeats), pipeline_count(model.graph)))
+    rows = profile_graph(ctx, model.graph, inputs, args.repeats)
+    print(format_table(rows, pipeline_count(model.graph)))
+    if ctx._pipelines.timed:
+        print()
+        print(format_pipelines(pipeline_rows(model.graph, rows)))
     return 0

@@ -15,6 +15,8 @@
     f_uniform    0, or the filter ([KH, KW, C, O] as vec4s of O) is a float32 constant in a uniform
                  buffer of this many vec4s
     n_inv        invocations: NB * OHB * OWB
+    row_loop     the block's TH output rows in a loop, one row per iteration, instead of unrolled
+                 (input rows shared by consecutive output rows carried over in registers)
     pool         also write each workgroup's per-channel sums of its outputs to `pool`
                  ([ceil(n_inv / workgroup), O4] vec4<f32>, added up in workgroup memory): the
                  partial sums of a global average pool of the output (the compiler's
@@ -49,6 +51,95 @@ var<workgroup> wsum: array<vec4<f32>, {{ k.workgroup * O4 }}>;
 {% endfor %}
 {% endfor %}
 {% endfor %}
+{% if row_loop %}
+{% for j in range(O4) %}
+{% for c in range(4) %}
+  {{ tl.hoist_q(ep, "q" ~ j ~ "_" ~ c, (4 * j + c) ~ "u") }}
+{% endfor %}
+{% endfor %}
+{% if pool %}
+{% for j in range(O4) %}
+  var psum{{ j }} = vec4<f32>(0.0);
+{% endfor %}
+{% endif %}
+  // one output row of the block per iteration (a loop, not unrolled: LLVM compiles TH times
+  // less code). The window's input rows are kept in r{kh}_{col}_{c}: with dh == 1 and
+  // sh < KH, the last KH - sh rows of one iteration are the first ones of the next, so each
+  // input row is loaded once, as when unrolled.
+{% set keep = KH - sh if (dh == 1 and sh < KH) else 0 %}
+{% for kh in range(KH) %}
+{% for s in seg %}
+{% for c in range(C) %}
+  var r{{ kh }}_{{ s }}_{{ c }} = 0.0;
+{% endfor %}
+{% endfor %}
+{% endfor %}
+{% for kh in range(keep) %}
+  {
+    let y = ih0 + {{ kh }};
+    let rok = u32(y) < {{ H }}u;
+    let row = (n * {{ H }}u + select(0u, u32(y), rok)) * {{ W }}u;
+{% for s in seg %}
+{% for c in range(C) %}
+    r{{ kh }}_{{ s }}_{{ c }} = select(0.0, f32(x[(row + ci{{ s }}) * {{ C }}u + {{ c }}u]), rok && cok{{ s }});
+{% endfor %}
+{% endfor %}
+  }
+{% endfor %}
+  for (var t = 0u; t < {{ TH }}u; t = t + 1u) {
+{% for kh in range(keep, KH) %}
+    {
+      let y = ih0 + i32(t * {{ sh }}u) + {{ kh * dh }};
+      let rok = u32(y) < {{ H }}u;
+      let row = (n * {{ H }}u + select(0u, u32(y), rok)) * {{ W }}u;
+{% for s in seg %}
+{% for c in range(C) %}
+      r{{ kh }}_{{ s }}_{{ c }} = select(0.0, f32(x[(row + ci{{ s }}) * {{ C }}u + {{ c }}u]), rok && cok{{ s }});
+{% endfor %}
+{% endfor %}
+    }
+{% endfor %}
+{% for p in range(TW) %}
+{% for j in range(O4) %}
+    var a{{ p }}_{{ j }} = vec4<f32>(0.0);
+{% endfor %}
+{% endfor %}
+{% for kh in range(KH) %}
+{% for kw in range(KW) %}
+{% for p in range(TW) %}
+{% for c in range(C) %}
+{% for j in range(O4) %}
+    a{{ p }}_{{ j }} = a{{ p }}_{{ j }} + r{{ kh }}_{{ p * sw + kw * dw }}_{{ c }} * w{{ kh }}_{{ kw }}_{{ c }}_{{ j }};
+{% endfor %}
+{% endfor %}
+{% endfor %}
+{% endfor %}
+{% endfor %}
+{% for kh in range(keep) %}
+{% for s in seg %}
+{% for c in range(C) %}
+    r{{ kh }}_{{ s }}_{{ c }} = r{{ kh + sh }}_{{ s }}_{{ c }};
+{% endfor %}
+{% endfor %}
+{% endfor %}
+{% for p in range(TW) %}
+    if ({{ "live && " if pool }}oh0 + t < {{ OH }}u && ow0 + {{ p }}u < {{ OW }}u) {
+      let pix = (n * {{ OH }}u + oh0 + t) * {{ OW }}u + ow0 + {{ p }}u;
+{% for j in range(O4) %}
+      {
+        let o = pix * {{ 4 * O4 }}u + {{ 4 * j }}u;
+        let v = a{{ p }}_{{ j }};
+        let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", (4 * j + c) ~ "u", "q" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
+        out[pix * {{ O4 }}u + {{ j }}u] = vec4<{{ T }}>(e);
+{% if pool %}
+        psum{{ j }} = psum{{ j }} + e;
+{% endif %}
+      }
+{% endfor %}
+    }
+{% endfor %}
+  }
+{% else %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
 {% for j in range(O4) %}
@@ -107,6 +198,7 @@ var<workgroup> wsum: array<vec4<f32>, {{ k.workgroup * O4 }}>;
   }
 {% endfor %}
 {% endfor %}
+{% endif %}
 {% if pool %}
 {% for j in range(O4) %}
   wsum[li * {{ O4 }}u + {{ j }}u] = psum{{ j }};

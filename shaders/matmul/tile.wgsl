@@ -34,6 +34,8 @@
     out_vec      vec4 stores (o_so == 1, offsets multiples of 4, N multiple of 4)
     ep           the fused epilogue (webnn_gpu/ops/_epilogue.py), channel = n + bidx * group_cols;
                  operands read at the channel (a bias) are loaded once per column (q{j}_{c})
+    ep_rows      the epilogue's channel is the row m instead (an NCHW pointwise conv, rows = output
+                 channels): its channel operands are loaded once per row (r{i})
     group_cols   output columns per batch item when the batch is conv groups (else 0)
     pool         also write the sums of each invocation's stored outputs over its TM rows, per
                  column, to `pool` ([tiles_m, N / 4] vec4<f32>; one batch item, out_vec): the
@@ -257,7 +259,11 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
   }
   }
 {# ---- epilogue and stores ---- #}
-{% if ep.chan %}
+{% if ep.chan and ep_rows %}
+{% for i in range(TM) %}
+  {{ tl.hoist_q(ep, "r" ~ i, "min(m0 + " ~ i ~ "u, " ~ ("M_" if dyn else M ~ "u") ~ " - 1u)") }}
+{% endfor %}
+{% elif ep.chan %}
 {% for j in range(TN4) %}
 {% for c in range(4) %}
   {{ tl.hoist_q(ep, "q" ~ j ~ "_" ~ c, "min(n0 + " ~ (4 * j + c) ~ "u, " ~ ("N_" if dyn else N ~ "u") ~ " - 1u) + bidx * " ~ group_cols ~ "u") }}
@@ -283,7 +289,7 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
       if (n < {% if dyn %}N_{% else %}{{ N }}u{% endif %}) {
         let o = orow + n;
         let v = c{{ i }}_{{ j }};
-        let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
+        let e = vec4<f32>({% for c in range(4) %}{% if ep_rows %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "m0 + " ~ i ~ "u", "r" ~ i) }}{% else %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c) }}{% endif %}{{ ", " if not loop.last }}{% endfor %});
         out[o / 4u] = vec4<{{ T }}>(e);
 {% if pool %}
         ps{{ j }} = ps{{ j }} + e;
@@ -293,7 +299,7 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
 {% for c in range(4) %}
       if (n + {{ c }}u < {{ N }}u) {
         let o = orow + (n + {{ c }}u) * {{ o_so }}u;
-        out[o] = {{ T }}({{ tl.apply(ep, "c" ~ i ~ "_" ~ j ~ "." ~ "xyzw"[c], "o", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c) }});
+        out[o] = {{ T }}({% if ep_rows %}{{ tl.apply(ep, "c" ~ i ~ "_" ~ j ~ "." ~ "xyzw"[c], "o", "m0 + " ~ i ~ "u", "r" ~ i) }}{% else %}{{ tl.apply(ep, "c" ~ i ~ "_" ~ j ~ "." ~ "xyzw"[c], "o", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c) }}{% endif %});
       }
 {% endfor %}
 {% endif %}

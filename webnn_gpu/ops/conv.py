@@ -73,6 +73,9 @@ BLOCK_MAX_LOADS = 256
 #: windows to 24 or 32 channels) and the implicit GEMM runs as fast or faster (measured on
 #: lavapipe, Mesa 22.3: 3x3 -> 24 channels, 162 vec4s, stays 1.3x faster as a block).
 BLOCK_MAX_WEIGHTS = 256
+#: The ``block`` kernel computes its TH output rows in a loop (``row_loop``), one row per
+#: iteration, rather than unrolled: LLVM compiles TH times less code.
+BLOCK_ROW_LOOP = True
 #: NCHW implicit GEMM reads an NHWC copy of the input when the channels allow vec4 loads.
 NCHW_TO_NHWC = True
 #: Largest (input rows x input columns) one depthwise invocation loads (register budget).
@@ -783,7 +786,7 @@ def lower_conv2d(node, lc) -> None:
             assert node.attrs["pool_output"] == "partials"
             outs.append(("pool", _pool_partials(lc, node, -(-n_inv // PROJECT_WORKGROUP), g["O"])[0]))
         lc.kernel("conv/block.wgsl", [("x", x), ("f", w_ubo or w)] + ep.operands, outs, n_inv,
-                  pool=len(outs) == 2,
+                  pool=len(outs) == 2, row_loop=BLOCK_ROW_LOOP and th > 1,
                   workgroup=PROJECT_WORKGROUP, T=T, TH=th, TW=tw, OHB=ohb, OWB=owb, n_inv=n_inv, O4=g["O"] // 4,
                   rows=_rows(g, th), seg=_segment(g, tw), ep=ep,
                   f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
@@ -797,7 +800,8 @@ def lower_conv2d(node, lc) -> None:
         wa = _relayout(lc, f, flayout, "oihw")
         tile_kernel(lc, wa, x, out, M=O, N=P, batch_shape=[g["NB"]], a_bst=[0], b_bst=[C * P], o_bst=[O * P],
                     a_rs=C, a_ks=1, a_vec=True, b_ks=P, b_ns=1, b_vec=True, o_P=O, o_sn=0, o_sp=P, o_so=1, KC=C,
-                    epilogue=_conv_epilogue(node, out, layout, chan_axis_known=False))
+                    epilogue=_conv_epilogue(node, out, layout, chan_axis_known=False),
+                    row_epilogue=_conv_epilogue(node, out, layout))
         return
     ep = _conv_epilogue(node, out, layout)
     o4 = -(-O // 4) * 4

@@ -161,9 +161,15 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
                 conv: dict | None = None, epilogue=None, tile: tuple[int, int] | None = None,
                 order: str | None = None, group_cols: int = 0, small_ok: bool = True,
                 a_scale: Value | None = None, a_add: Value | None = None,
-                a_add_up: tuple[int, int] | None = None, pool: Value | None = None) -> None:
+                a_add_up: tuple[int, int] | None = None, pool: Value | None = None, row_epilogue=None) -> None:
     """Add one ``matmul/tile.wgsl`` launch (see the template header for every argument), or
     a ``matmul/small.wgsl`` one for a small dense product when ``small_ok``.
+
+    ``row_epilogue``: the same steps as ``epilogue`` built with the channel on the axis of the
+    rows m (an NCHW pointwise conv, whose rows are the output channels). The tile kernel then
+    loads the operands read at the channel once per row (``ep_rows``) instead of once per
+    output: inlined at each of a tile's TM x 4 TN4 stores, those loads made LLVM's compile
+    grow to minutes on lavapipe for a few bias-and-batch-norm steps.
 
     ``a_add_up`` = (H, W): ``a_add`` is the small image ([N, H / 2, W / 2, KC]) of an exact 2x
     bilinear upsampling of A's rows, one pixel each, of NHWC images of H x W pixels.
@@ -212,6 +218,9 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     if (a_scale is not None or a_add is not None) and not (a_vec and a_mode == "dense"):
         raise AssertionError(f"{lc.label}: an input prologue needs dense vec4 loads of A")  # the pass checks this
     ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
+    ep_rows = row_epilogue is not None and row_epilogue.chan
+    if ep_rows:
+        ep = row_epilogue
     order = order or TILE_ORDER
     n_inv = batches * tiles_m * tiles_n
     if pool is not None and not (out_vec and batches == 1 and tuple(pool.shape) == (tiles_m, N)):
@@ -224,7 +233,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         tiles_n=tiles_n, batch_strides=strides(batch_shape), a_bst=list(a_bst), b_bst=list(b_bst),
         o_bst=list(o_bst), KH=KH, KW=KW, KC=KC, KC4=KC // 4 * 4, a_mode=a_mode, a_rs=a_rs, a_ks=a_ks,
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
-        o_so=o_so, out_vec=out_vec, ep=ep, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
+        o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
         b_uniform_vec4=B_UNIFORM_FLOATS // 4, pool=pool is not None,
     )
