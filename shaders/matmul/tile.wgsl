@@ -34,6 +34,10 @@
     out_vec      vec4 stores (o_so == 1, offsets multiples of 4, N multiple of 4)
     ep           the fused epilogue (webnn_gpu/ops/_epilogue.py), channel = n + bidx * group_cols;
                  operands read at the channel (a bias) are loaded once per column (q{j}_{c})
+    ep_loop      apply the epilogue and store in a loop over the tile's rows (one copy of the
+                 epilogue's code, each pass storing row 0 and moving the others up), not at each
+                 of the TM x TN4 unrolled stores: for epilogues that load an operand per output
+                 (linalg.reads_per_output), whose inlined copies dominate LLVM's compile time
     group_cols   output columns per batch item when the batch is conv groups (else 0)
     pool         also write the sums of each invocation's stored outputs over its TM rows, per
                  column, to `pool` ([tiles_m, N / 4] vec4<f32>; one batch item, out_vec): the
@@ -267,13 +271,13 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
 {% for j in range(TN4 if pool else 0) %}
   var ps{{ j }} = vec4<f32>(0.0);
 {% endfor %}
-{% for i in range(TM) %}
+{% macro store_row(ri, i) %}
 {% if dyn %}
-  if (m0 + {{ i }}u < M_) {
-    let orow = o_off + (m0 + {{ i }}u) * o_sp_;
+  if (m0 + {{ ri }} < M_) {
+    let orow = o_off + (m0 + {{ ri }}) * o_sp_;
 {% else %}
-  if (m0 + {{ i }}u < {{ M }}u) {
-    let orow = o_off + ((m0 + {{ i }}u) / {{ o_P }}u) * {{ o_sn }}u + ((m0 + {{ i }}u) % {{ o_P }}u) * {{ o_sp }}u;
+  if (m0 + {{ ri }} < {{ M }}u) {
+    let orow = o_off + ((m0 + {{ ri }}) / {{ o_P }}u) * {{ o_sn }}u + ((m0 + {{ ri }}) % {{ o_P }}u) * {{ o_sp }}u;
 {% endif %}
 {% for j in range(TN4) %}
     {
@@ -300,7 +304,23 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
     }
 {% endfor %}
   }
+{% endmacro %}
+{% if ep_loop %}
+  // One copy of the epilogue: a loop over the tile's rows, each pass storing row 0 and
+  // moving the rows below it up by one (LLVM's compile time grows with every inlined copy).
+  for (var ri = 0u; ri < {{ TM }}u; ri = ri + 1u) {
+{{ store_row("ri", 0) }}
+{% for i in range(TM - 1) %}
+{% for j in range(TN4) %}
+    c{{ i }}_{{ j }} = c{{ i + 1 }}_{{ j }};
 {% endfor %}
+{% endfor %}
+  }
+{% else %}
+{% for i in range(TM) %}
+{{ store_row(i ~ "u", i) }}
+{% endfor %}
+{% endif %}
 {% for j in range(TN4 if pool else 0) %}
   if (n0 + {{ 4 * j }}u < {{ N }}u) {
     // this tile's column sums: row tm of the [tiles_m, N] partials

@@ -410,7 +410,7 @@ def pool_rows(node, tuning: str = "default") -> int:
         variant = _conv_variant(g, "nhwc", tuning)
         if variant == "pointwise":
             M = g["OH"] * g["OW"]
-            tm, _ = choose_tile(M, g["O"], 1, tuning)
+            tm, _ = choose_tile(M, g["O"], 1, tuning, K=g["C"])
             if node.attrs.get("input_add_up2"):
                 tm = up_rows(tm, g["W"])
             return -(-M // tm)

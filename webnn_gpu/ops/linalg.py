@@ -55,6 +55,12 @@ MIN_INVOCATIONS = 64
 #: Largest register tile (rows, vec4 column blocks) per invocation, per tuning profile
 #: (:func:`webnn_gpu._kernels.tuning_profile`).
 TILE_MAX = {"lane-loop": (16, 6), "default": (8, 3)}
+#: ... and of products with at least DEEP_K multiply-adds per output: there the loads of the
+#: reduction loop are nearly all the time, and a 16 x 32 tile loads 0.094 values per
+#: multiply-add against 16 x 24's 0.104 (matmul 1024^3 about 13% faster on Mesa 22.3, CPU
+#: time; it compiles in twice the time of a 16 x 24 tile, which shallow layers would not repay).
+TILE_MAX_DEEP = {"lane-loop": (16, 8)}
+DEEP_K = 512
 #: "n": consecutive invocations take consecutive column tiles; "m": consecutive row tiles.
 TILE_ORDER = "m"
 #: Dense, unbatched, aligned products read their sizes from a parameter buffer
@@ -114,12 +120,13 @@ def uniform_copy(lc, v: Value) -> Value | None:
     return make_constant(padded, "float32")
 
 
-def choose_tile(M: int, N: int, batches: int, tuning: str = "default") -> tuple[int, int]:
-    """(TM, TN4) for an M x N output per batch item.
+def choose_tile(M: int, N: int, batches: int, tuning: str = "default", K: int = 0) -> tuple[int, int]:
+    """(TM, TN4) for an M x N output per batch item with K multiply-adds per output.
 
     The column block TN4 divides ceil(N / 4) (no half-empty column tiles; when it is all of
     N, every invocation reads the same B and the driver's loads are uniform), at most the
-    profile's :data:`TILE_MAX` columns, or all of N (and up to 16 rows) when N <= 16; TM is at most its rows. Among those, the largest tile
+    profile's :data:`TILE_MAX` columns (:data:`TILE_MAX_DEEP` when K >= :data:`DEEP_K`), or
+    all of N (and up to 16 rows) when N <= 16; TM is at most its rows. Among those, the largest tile
     that still gives :data:`MIN_INVOCATIONS` invocations; products too small for that take
     the tile with the most invocations (down to 2 x 1). Measured on lavapipe over the selfie
     model's pointwise convolutions (docs/performance.md): on N = 24, 72 or 128-deep products
@@ -127,6 +134,8 @@ def choose_tile(M: int, N: int, batches: int, tuning: str = "default") -> tuple[
     """
     n4 = -(-N // 4)
     max_m, max_n4 = TILE_MAX.get(tuning, TILE_MAX["default"])
+    if K >= DEEP_K:
+        max_m, max_n4 = TILE_MAX_DEEP.get(tuning, (max_m, max_n4))
 
     def count(tm_, tn4_):
         return batches * -(-M // tm_) * -(-n4 // tn4_)
@@ -146,6 +155,24 @@ def choose_tile(M: int, N: int, batches: int, tuning: str = "default") -> tuple[
     while count(tm, tn4) < MIN_INVOCATIONS and tm > 2:
         tm = max(2, tm // 2)
     return tm, tn4
+
+
+def reads_per_output(ep: _epilogue.Epilogue) -> bool:
+    """Whether an epilogue loads an operand for each output (a residual add, a broadcast
+    operand), not only per channel (a bias, hoisted out of the tile by ``ep_q``).
+
+    The tile kernel then applies it in a loop over the tile's rows (``ep_loop`` in
+    ``matmul/tile.wgsl``) instead of inlining it at each of the tile's TM x TN4 stores: every
+    inlined load is a loop over the SIMD lanes in LLVM's code, so a 16 x 24 tile with a
+    residual add and hard_swish took 14.5 s to compile on Mesa 22.3 inlined and 1.4 s in the
+    loop, and ran 7-14% faster. Epilogues that read operands only per channel stay inlined (the
+    loop's row moves cost up to 15% there).
+    """
+    if ep.empty:
+        return False
+    at = ep.code.find(f"fn {ep.fn}(")
+    body = ep.code[at:] if at >= 0 else ep.code
+    return any(f"{name}[" in body for name, _ in ep.operands)
 
 
 def up_rows(TM: int, W: int) -> int:
@@ -188,7 +215,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         return
     b_cols = N if b_cols is None else b_cols
     if tile is None:
-        tile = choose_tile(M, N, batches, lc.tuning)
+        tile = choose_tile(M, N, batches, lc.tuning, K=KC * KH * KW)
     TM, TN4 = tile
     up = None
     if a_add_up is not None:  # a tile's rows must be one image row, starting at an even column
@@ -226,7 +253,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
-        b_uniform_vec4=B_UNIFORM_FLOATS // 4, pool=pool is not None,
+        b_uniform_vec4=B_UNIFORM_FLOATS // 4, pool=pool is not None, ep_loop=TM > 1 and reads_per_output(ep),
     )
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
