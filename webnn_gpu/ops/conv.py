@@ -50,7 +50,7 @@ from ..builder import MLGraphBuilder, MLOperand, Value
 from . import _epilogue
 from ._registry import builder_method, lowering, support
 from .elementwise import literal
-from .linalg import (B_UNIFORM_FLOATS, FLOATS, SMALL_MAX_OUTPUTS, Shown, choose_tile, constant_array,
+from .linalg import (B_UNIFORM_FLOATS, FLOATS, SMALL_MAX_OUTPUTS, Shown, choose_tile, constant_array, deep_ok,
                      make_constant, tile_kernel, uniform_copy, up_rows, wgsl_type)
 
 INPUT_LAYOUTS = ("nchw", "nhwc")
@@ -410,7 +410,8 @@ def pool_rows(node, tuning: str = "default") -> int:
         variant = _conv_variant(g, "nhwc", tuning)
         if variant == "pointwise":
             M = g["OH"] * g["OW"]
-            tm, _ = choose_tile(M, g["O"], 1, tuning, K=g["C"])
+            deep = deep_ok(node.outputs[0].data_type, g["C"] % 4 == 0, True)  # as tile_kernel decides
+            tm, _ = choose_tile(M, g["O"], 1, tuning, K=g["C"] if deep else 0)
             if node.attrs.get("input_add_up2"):
                 tm = up_rows(tm, g["W"])
             return -(-M // tm)

@@ -157,6 +157,13 @@ def choose_tile(M: int, N: int, batches: int, tuning: str = "default", K: int = 
     return tm, tn4
 
 
+def deep_ok(data_type: str, a_vec: bool, b_vec: bool) -> bool:
+    """Whether a product may take the deep tiles (:data:`TILE_MAX_DEEP`): float32 with vec4
+    loads of A and B. A 16 x 32 tile with scalar loads or f16 conversions compiles for tens of
+    seconds on Mesa 22.3 (10-30 s measured), which no run-time gain repays."""
+    return data_type == "float32" and a_vec and b_vec
+
+
 def reads_per_output(ep: _epilogue.Epilogue) -> bool:
     """Whether an epilogue loads an operand for each output (a residual add, a broadcast
     operand), not only per channel (a bias, hoisted out of the tile by ``ep_q``).
@@ -214,8 +221,15 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
                   M * N * batches, workgroup=TILE_WORKGROUP, T=wgsl_type(out.data_type), ep=ep)
         return
     b_cols = N if b_cols is None else b_cols
+    a_vec = a_vec and a_ks == 1 and KC % 4 == 0 and all(s % 4 == 0 for s in a_bst)
+    if a_mode == "dense":
+        a_vec = a_vec and a_rs % 4 == 0
+    else:
+        assert conv is not None  # im2col mode always comes with the conv geometry
+        a_vec = a_vec and all(conv[k] % 4 == 0 for k in ("in_sn", "in_sh", "in_sw"))
+    b_vec = b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols % 4 == 0 and all(s % 4 == 0 for s in b_bst)
     if tile is None:
-        tile = choose_tile(M, N, batches, lc.tuning, K=KC * KH * KW)
+        tile = choose_tile(M, N, batches, lc.tuning, K=KC * KH * KW if deep_ok(out.data_type, a_vec, b_vec) else 0)
     TM, TN4 = tile
     up = None
     if a_add_up is not None:  # a tile's rows must be one image row, starting at an even column
@@ -224,13 +238,6 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         up = (a_add_up[0], a_add_up[1], a_add.shape[1], a_add.shape[2])
     tiles_m = -(-M // TM)
     tiles_n = -(-(-(-N // 4)) // TN4)
-    a_vec = a_vec and a_ks == 1 and KC % 4 == 0 and all(s % 4 == 0 for s in a_bst)
-    if a_mode == "dense":
-        a_vec = a_vec and a_rs % 4 == 0
-    else:
-        assert conv is not None  # im2col mode always comes with the conv geometry
-        a_vec = a_vec and all(conv[k] % 4 == 0 for k in ("in_sn", "in_sh", "in_sw"))
-    b_vec = b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols % 4 == 0 and all(s % 4 == 0 for s in b_bst)
     out_vec = (o_so == 1 and N % 4 == 0 and o_sp % 4 == 0 and (o_sn % 4 == 0 or o_P >= M)
                and all(s % 4 == 0 for s in o_bst))
     b_ubo = uniform_copy(lc, b) if b_vec and out.data_type == "float32" else None
@@ -364,21 +371,28 @@ support("matmul", {"a": (FLOATS, (2, V.MAX_RANK)), "b": (FLOATS, (2, V.MAX_RANK)
 
 @lowering("matmul")
 def lower_matmul(node, lc) -> None:
-    """matmul: the tile kernel over the broadcast batch (constant b packed when unaligned)."""
+    """matmul: the tile kernel over the broadcast batch (constant b packed when unaligned).
+
+    ``attrs["a_transpose"]`` (set by the compiler's ``fold_matmul_transpose``, not by the
+    builder): ``a`` holds the transpose of its last two dimensions and is read through swapped
+    strides."""
     a, b = node.inputs[0], node.inputs[1]
+    at, bt = bool(node.attrs.get("a_transpose")), False
     out = node.outputs[0]
-    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    M, N = out.shape[-2], out.shape[-1]
+    K = a.shape[-2] if at else a.shape[-1]
     batch_shape = list(out.shape[:-2])
-    b_ks, b_cols = N, None
+    a_rs, a_ks = (1, M) if at else (K, 1)
+    b_ks, b_ns, b_cols = (1, K, None) if bt else (N, 1, None)
     if len(b.shape) == 2:
-        packed = _pack_b(b, K, N, False)
+        packed = _pack_b(b, K, N, bt)
         if packed is not None:
             b, b_cols = packed
-            b_ks = b_cols
+            b_ks, b_ns = b_cols, 1
     _lower_product(node, lc, a, b, M=M, N=N, K=K, batch_shape=batch_shape,
                    a_bst=_batch_offsets(a.shape[:-2], batch_shape, M * K),
                    b_bst=_batch_offsets(b.shape[:-2], batch_shape, K * (b_cols or N)),
-                   a_rs=K, a_ks=1, b_ks=b_ks, b_ns=1, steps=_epilogue.steps_of(node), b_cols=b_cols)
+                   a_rs=a_rs, a_ks=a_ks, b_ks=b_ks, b_ns=b_ns, steps=_epilogue.steps_of(node), b_cols=b_cols)
 
 
 # ---------------------------------------------------------------- gemm
