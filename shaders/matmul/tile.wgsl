@@ -34,6 +34,9 @@
     out_vec      vec4 stores (o_so == 1, offsets multiples of 4, N multiple of 4)
     ep           the fused epilogue (webnn_gpu/ops/_epilogue.py), channel = n + bidx * group_cols;
                  operands read at the channel (a bias) are loaded once per column (q{j}_{c})
+    ep.given     the epilogue's same-shaped operand (a residual add; linalg.given_operand) is bound
+                 as `gres` and read by the kernel at the output's index, one vec4 per vec4 store
+                 (a coalesced vec4 load costs about half of four scalar ones on Mesa 22.3)
     ep_loop      apply the epilogue and store in a loop over the tile's rows (one copy of the
                  epilogue's code, each pass storing row 0 and moving the others up), not at each
                  of the TM x TN4 unrolled stores: for epilogues that load an operand per output
@@ -48,8 +51,8 @@
                  text: dense, unbatched, aligned products (pointwise convs, matmuls) of any size
                  share one pipeline per (tile, K % 4, tiles_n == 1, epilogue); their values in the
                  context are then not used
-  Bindings: a, b, epilogue operands..., asc (a_scale only), ares (a_add only), prm (dyn only), out,
-    pool (pool only).
+  Bindings: a, b, epilogue operands..., asc (a_scale only), ares (a_add only), gres (ep.given only),
+    prm (dyn only), out, pool (pool only).
   Workgroup: (k.workgroup, 1, 1), 2-D folded dispatch over batches * tiles_m * tiles_n invocations.
 -#}
 {% import "_lib/index.wgsl" as ix %}
@@ -62,12 +65,16 @@ enable f16;
 {{ tl.epilogue_decls(ep, 2) }}
 {% set sc_at = 2 + ep.operands | length %}
 {% set res_at = sc_at + (1 if a_scale else 0) %}
-{% set prm_at = res_at + (1 if a_add else 0) %}
+{% set g_at = res_at + (1 if a_add else 0) %}
+{% set prm_at = g_at + (1 if ep.given else 0) %}
 {% if a_scale %}
 {{ tl.decl(sc_at, "asc", T, true, false) }}
 {% endif %}
 {% if a_add %}
 {{ tl.decl(res_at, "ares", T, true, false) }}
+{% endif %}
+{% if ep.given %}
+{{ tl.decl(g_at, "gres", T, out_vec, false) }}
 {% endif %}
 {% if dyn %}
 @group(0) @binding({{ prm_at }}) var<storage, read> prm: array<u32>;
@@ -287,7 +294,10 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
       if (n < {% if dyn %}N_{% else %}{{ N }}u{% endif %}) {
         let o = orow + n;
         let v = c{{ i }}_{{ j }};
-        let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
+{% if ep.given %}
+        let g = vec4<f32>(gres[o / 4u]);
+{% endif %}
+        let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
         out[o / 4u] = vec4<{{ T }}>(e);
 {% if pool %}
         ps{{ j }} = ps{{ j }} + e;
@@ -297,7 +307,7 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
 {% for c in range(4) %}
       if (n + {{ c }}u < {{ N }}u) {
         let o = orow + (n + {{ c }}u) * {{ o_so }}u;
-        out[o] = {{ T }}({{ tl.apply(ep, "c" ~ i ~ "_" ~ j ~ "." ~ "xyzw"[c], "o", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c) }});
+        out[o] = {{ T }}({{ tl.apply(ep, "c" ~ i ~ "_" ~ j ~ "." ~ "xyzw"[c], "o", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "f32(gres[o])") }});
       }
 {% endfor %}
 {% endif %}

@@ -100,6 +100,10 @@ def test_residual_add_epilogue_runs_in_a_loop(ctx, rng, sa, sb, sr, dtype):
     (step,) = tile_steps(steps)
     assert looped(step), "a residual add must be applied in the row loop"
     assert len(steps) == 1, "the add and relu are the matmul's epilogue"
+    # a same-shaped residual is read by the kernel itself (vec4 with vec4 stores, N % 4 == 0),
+    # a broadcast one by the epilogue
+    same = tuple(sr) == out.shape
+    assert ("gres[" in step.wgsl) == same and ("gres[o / 4u]" in step.wgsl) == (same and sr[-1] % 4 == 0)
     A, B, R = (x.astype(np.float64) for x in (a, b, r))
     prod = np.matmul(A, B)
     k = sa[-1]
@@ -118,11 +122,22 @@ def test_pointwise_conv_with_residual_and_hard_swish(ctx, rng):
 
     out, steps = build_run(ctx, build, {"x": x, "r": res})
     (step,) = tile_steps(steps)
-    assert looped(step) and "prm" in step.wgsl
+    assert looped(step) and "prm" in step.wgsl and "gres[o / 4u]" in step.wgsl
     X, W = x.astype(np.float64).reshape(63, 20), w.astype(np.float64).reshape(24, 20)
     z = (X @ W.T + bias).reshape(1, 9, 7, 24) + res
     ref = z * np.clip(z + 3, 0, 6) / 6
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_residual_read_by_the_epilogue_when_forced_scalar(ctx, rng, monkeypatch):
+    """WEBNN_GPU_FORCE_MATMUL_RESIDUAL=scalar: the epilogue loads the residual itself (looped)."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_RESIDUAL", "scalar")
+    a, b, r = data(rng, (70, 16)), data(rng, (16, 36)), data(rng, (70, 36))
+    out, steps = build_run(ctx, lambda bld, o: bld.add(bld.matmul(o["a"], o["b"]), o["r"]), {"a": a, "b": b, "r": r})
+    (step,) = tile_steps(steps)
+    assert looped(step) and "gres" not in step.wgsl
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    check(out, A @ B + r, np.abs(A) @ np.abs(B) + np.abs(r), 17, np.float32, "scalar residual")
 
 
 def test_per_channel_epilogue_stays_inlined(ctx, rng):

@@ -164,6 +164,29 @@ def deep_ok(data_type: str, a_vec: bool, b_vec: bool) -> bool:
     return data_type == "float32" and a_vec and b_vec
 
 
+def given_operand(node, out: Value, steps: list[dict], M: int, N: int, KC: int, batches: int = 1) -> int | None:
+    """The node input a binary epilogue step reads at each output's own index (same shape as
+    ``out``, same data type; a residual add), for the tile kernel to load as vec4 itself
+    (``_epilogue.build(..., given=i)``), or None: also for products that ``matmul/small.wgsl``
+    runs, and under ``WEBNN_GPU_FORCE_MATMUL_RESIDUAL=scalar`` (the epilogue's own scalar
+    loads, for measurements)."""
+    if _env.force("matmul_residual") == "scalar" or (M * N * batches <= SMALL_MAX_OUTPUTS and KC <= SMALL_MAX_K):
+        return None
+    for step in steps:
+        i = step.get("input")
+        if i is None or "axis" in step or not isinstance(i, int) or not 0 <= i < len(node.inputs):
+            continue
+        v = node.inputs[i]
+        if v is None or v.data_type != out.data_type:
+            continue
+        shp = tuple(v.shape)
+        if len(shp) > len(out.shape) or (1,) * (len(out.shape) - len(shp)) + shp != tuple(out.shape):
+            continue
+        if sum(st.get("input") == i for st in steps) == 1:  # read once, at the output's index
+            return i
+    return None
+
+
 def reads_per_output(ep: _epilogue.Epilogue) -> bool:
     """Whether an epilogue loads an operand for each output (a residual add, a broadcast
     operand), not only per channel (a bias, hoisted out of the tile by ``ep_q``).
@@ -195,7 +218,8 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
                 conv: dict | None = None, epilogue=None, tile: tuple[int, int] | None = None,
                 order: str | None = None, group_cols: int = 0, small_ok: bool = True,
                 a_scale: Value | None = None, a_add: Value | None = None,
-                a_add_up: tuple[int, int] | None = None, pool: Value | None = None) -> None:
+                a_add_up: tuple[int, int] | None = None, pool: Value | None = None,
+                given: Value | None = None) -> None:
     """Add one ``matmul/tile.wgsl`` launch (see the template header for every argument), or
     a ``matmul/small.wgsl`` one for a small dense product when ``small_ok``.
 
@@ -205,12 +229,16 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     ``pool``: a [ceil(M / TM), N] float32 Value for the per-tile column sums of the stored
     output (one batch item, N a multiple of 4; :func:`up_rows` and :func:`choose_tile` give TM).
 
+    ``given``: the Value of the epilogue's operand read at each output's own index when the
+    epilogue was built with ``given`` (:func:`given_operand`); the kernel loads it (as vec4
+    with vec4 stores) and passes it to the epilogue.
+
     ``a_vec`` / ``b_vec`` / vec4 stores are only used when the addressing is aligned; callers
     pass what they want and this function drops what the geometry does not allow.
     """
     batch_shape = list(batch_shape)
     batches = math.prod(batch_shape) if batch_shape else 1
-    if (small_ok and pool is None and a_scale is None and a_add is None and tile is None and a_mode == "dense" and len(batch_shape) <= 1
+    if (small_ok and pool is None and given is None and a_scale is None and a_add is None and tile is None and a_mode == "dense" and len(batch_shape) <= 1
             and M * N * batches <= SMALL_MAX_OUTPUTS and KC <= SMALL_MAX_K):
         ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
         bst = (list(a_bst) or [0], list(b_bst) or [0], list(o_bst) or [0])
@@ -260,10 +288,12 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
-        b_uniform_vec4=B_UNIFORM_FLOATS // 4, pool=pool is not None, ep_loop=TM > 1 and reads_per_output(ep),
+        b_uniform_vec4=B_UNIFORM_FLOATS // 4, pool=pool is not None, ep_loop=TM > 1 and (ep.given or reads_per_output(ep)),
     )
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
+    assert (given is not None) == ep.given, f"{lc.label}: an epilogue built with given needs its operand"
+    inputs += [("gres", given)] if given is not None else []
     if dyn:
         sizes = [n_inv, M, N, KC // 4 * 4, a_rs, b_ks, b_cols, o_sp, tiles_m]
         inputs.append(("prm", make_constant(np.array(sizes, dtype=np.uint32), "uint32")))
@@ -303,9 +333,14 @@ def _lower_product(node, lc, a: Value, b: Value, *, M, N, K, batch_shape, a_bst,
                   b_bst=b_bst, a_rs=a_rs, a_ks=a_ks, b_ks=b_ks, b_ns=b_ns, ep=ep)
         return
     vec = variant != "tile_scalar"
+    small_ok = variant in ("", None, "small")
+    gi = given_operand(node, out, steps, M, N, K, math.prod(batch_shape) if batch_shape else 1)
+    if gi is not None:
+        ep = _epilogue.build(node, out, steps, chan_axis=len(out.shape) - 1, given=gi)
     tile_kernel(lc, a, b, out, M=M, N=N, batch_shape=batch_shape, a_bst=a_bst, b_bst=b_bst, o_bst=o_bst,
                 a_rs=a_rs, a_ks=a_ks, a_vec=vec, b_ks=b_ks, b_ns=b_ns, b_vec=vec, b_cols=b_cols,
-                o_P=M, o_sn=0, o_sp=N, o_so=1, KC=K, epilogue=ep, small_ok=variant in ("", None, "small"))
+                o_P=M, o_sn=0, o_sp=N, o_so=1, KC=K, epilogue=ep, small_ok=small_ok,
+                given=node.inputs[gi] if gi is not None else None)
 
 
 def _pack_b(b: Value, K: int, N: int, transposed: bool):
