@@ -58,10 +58,6 @@ def kernel(self, template, inputs, outputs, n, **kw):
             seen[id(step)] = dict(M=M, N=N, K=K, win=1, tile="1x1", dyn=True, op=self.node.op,
                                   batch=int(prm[0]) // max(1, M * N), ep=steps, label=self.label)
         else:
-            batches = 1
-            for s in v.get("batch_strides") or []:
-                pass
-            bs = v.get("batch_strides") or []
             batches = max(1, int(n) // max(1, v["tiles_m"] * v["tiles_n"]))
             seen[id(step)] = dict(M=v["M"], N=v["N"], K=v["KC"] * v["KH"] * v["KW"], win=v["KH"] * v["KW"],
                                   tile=f"{v['TM']}x{4 * v['TN4']}", dyn=bool(v.get("dyn")), op=self.node.op,
