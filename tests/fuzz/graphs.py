@@ -598,8 +598,20 @@ class Gen:
         M, K, N = self.pick((1, 3, 5, 8, 16)), self.pick((4, 7, 12)), self.pick((3, 4, 8, 12))
         if self.p(0.5):
             batch = [self.pick((1, 2, 3))] if self.p(0.5) else []
-            a = self.input(batch + [M, K])
-            b = self.made_const([K, N], "filter") if self.p(0.7) else self.input([K, N])
+            swap = list(range(len(batch))) + [len(batch) + 1, len(batch)]
+            kind = self.pick(("a", "a", "shared", "b", "other")) if self.p(0.5) else ""
+            if kind in ("a", "shared"):  # fold_matmul_transpose, and a transpose that is also an output
+                a = self.emit("transpose", [self.input(batch + [K, M])], {"permutation": swap})
+                if kind == "shared":
+                    self.output(a)
+            elif kind == "other" and batch:  # a permutation that moves a batch dimension
+                a = self.emit("transpose", [self.input([M] + batch + [K])], {"permutation": [1, 0, 2]})
+            else:
+                a = self.input(batch + [M, K])
+            if kind == "b":  # a transposed B is not folded
+                b = self.emit("transpose", [self.input(batch + [N, K])], {"permutation": swap})
+            else:
+                b = self.made_const([K, N], "filter") if self.p(0.7) else self.input([K, N])
             v = self.emit("matmul", [a, b])
         else:
             at, bt = self.p(0.3), self.p(0.3)

@@ -28,6 +28,7 @@ from .rules.conv import (fuse_conv_input, fuse_conv_pool, fuse_conv_upsample, fu
 from .rules.elementwise import fuse_elementwise, fuse_hard_swish
 from .rules.epilogue import fuse_epilogue
 from .rules.fold import fold_constants
+from .rules.linalg import fold_matmul_transpose
 from .rules.pool import fuse_pool_input, fuse_pool_partials
 
 log = logging.getLogger("webnn_gpu")
@@ -72,6 +73,9 @@ ORDER: tuple[Stage, ...] = (
         Rule(fold_constants, "before every fusion: a constant computed by ops (a transposed filter, a "
                              "float16 scale cast up) must be host data for the fusions' constant tests "
                              "(a 1x1 filter, the 3 and 6 of hard-swish, layer normalization's epsilon)"),
+        Rule(fold_matmul_transpose, "after fold_constants (a constant transposed operand is folded into "
+                                    "host data instead) and before fuse_attention and fuse_epilogue: they "
+                                    "take the matmul as it will run, reading its operand in place"),
     )),
     Stage("structural", (
         Rule(fuse_layer_norm, "before fuse_epilogue and fuse_elementwise: they would take the decomposed "

@@ -50,8 +50,8 @@ from ..builder import MLGraphBuilder, MLOperand, Value
 from . import _epilogue
 from ._registry import builder_method, lowering, support
 from .elementwise import literal
-from .linalg import (B_UNIFORM_FLOATS, FLOATS, SMALL_MAX_OUTPUTS, Shown, choose_tile, constant_array,
-                     make_constant, tile_kernel, uniform_copy, up_rows, wgsl_type)
+from .linalg import (B_UNIFORM_FLOATS, FLOATS, SMALL_MAX_OUTPUTS, Shown, choose_tile, constant_array, deep_ok,
+                     given_operand, make_constant, tile_kernel, uniform_copy, up_rows, wgsl_type)
 
 INPUT_LAYOUTS = ("nchw", "nhwc")
 CONV2D_FILTER_LAYOUTS = ("oihw", "hwio", "ohwi", "ihwo")
@@ -413,7 +413,8 @@ def pool_rows(node, tuning: str = "default") -> int:
         variant = _conv_variant(g, "nhwc", tuning)
         if variant == "pointwise":
             M = g["OH"] * g["OW"]
-            tm, _ = choose_tile(M, g["O"], 1, tuning)
+            deep = deep_ok(node.outputs[0].data_type, g["C"] % 4 == 0, True)  # as tile_kernel decides
+            tm, _ = choose_tile(M, g["O"], 1, tuning, K=g["C"] if deep else 0)
             if node.attrs.get("input_add_up2"):
                 tm = up_rows(tm, g["W"])
             return -(-M // tm)
@@ -814,9 +815,12 @@ def lower_conv2d(node, lc) -> None:
         o_P, o_sn, o_sp, o_so = P, O * P, 1, P
     if variant == "pointwise":
         M = g["NB"] * P
+        gi = given_operand(node, out, _epilogue.steps_of(node), M, O, C) if layout == "nhwc" else None
+        if gi is not None:  # the tile kernel loads the residual itself, as vec4
+            ep = _conv_epilogue(node, out, layout, given=gi)
         tile_kernel(lc, x, w, out, M=M, N=O, batch_shape=[], a_bst=[], b_bst=[], o_bst=[], a_rs=C, a_ks=1,
                     a_vec=True, b_ks=wcols, b_ns=1, b_vec=True, b_cols=wcols, o_P=M, o_sn=0, o_sp=O, o_so=1, KC=C,
-                    epilogue=ep, a_scale=scale, a_add=residual,
+                    epilogue=ep, a_scale=scale, a_add=residual, given=node.inputs[gi] if gi is not None else None,
                     a_add_up=(g["H"], g["W"]) if node.attrs.get("input_add_up2") else None,
                     pool=node.outputs[1] if node.attrs.get("pool_output") else None)
         return

@@ -55,6 +55,12 @@ MIN_INVOCATIONS = 64
 #: Largest register tile (rows, vec4 column blocks) per invocation, per tuning profile
 #: (:func:`webnn_gpu._kernels.tuning_profile`).
 TILE_MAX = {"lane-loop": (16, 6), "default": (8, 3)}
+#: ... and of products with at least DEEP_K multiply-adds per output: there the loads of the
+#: reduction loop are nearly all the time, and a 16 x 32 tile loads 0.094 values per
+#: multiply-add against 16 x 24's 0.104 (matmul 1024^3 about 13% faster on Mesa 22.3, CPU
+#: time; it compiles in twice the time of a 16 x 24 tile, which shallow layers would not repay).
+TILE_MAX_DEEP = {"lane-loop": (16, 8)}
+DEEP_K = 512
 #: "n": consecutive invocations take consecutive column tiles; "m": consecutive row tiles.
 TILE_ORDER = "m"
 #: Dense, unbatched, aligned products read their sizes from a parameter buffer
@@ -114,12 +120,13 @@ def uniform_copy(lc, v: Value) -> Value | None:
     return make_constant(padded, "float32")
 
 
-def choose_tile(M: int, N: int, batches: int, tuning: str = "default") -> tuple[int, int]:
-    """(TM, TN4) for an M x N output per batch item.
+def choose_tile(M: int, N: int, batches: int, tuning: str = "default", K: int = 0) -> tuple[int, int]:
+    """(TM, TN4) for an M x N output per batch item with K multiply-adds per output.
 
     The column block TN4 divides ceil(N / 4) (no half-empty column tiles; when it is all of
     N, every invocation reads the same B and the driver's loads are uniform), at most the
-    profile's :data:`TILE_MAX` columns, or all of N (and up to 16 rows) when N <= 16; TM is at most its rows. Among those, the largest tile
+    profile's :data:`TILE_MAX` columns (:data:`TILE_MAX_DEEP` when K >= :data:`DEEP_K`), or
+    all of N (and up to 16 rows) when N <= 16; TM is at most its rows. Among those, the largest tile
     that still gives :data:`MIN_INVOCATIONS` invocations; products too small for that take
     the tile with the most invocations (down to 2 x 1). Measured on lavapipe over the selfie
     model's pointwise convolutions (docs/performance.md): on N = 24, 72 or 128-deep products
@@ -127,6 +134,8 @@ def choose_tile(M: int, N: int, batches: int, tuning: str = "default") -> tuple[
     """
     n4 = -(-N // 4)
     max_m, max_n4 = TILE_MAX.get(tuning, TILE_MAX["default"])
+    if K >= DEEP_K:
+        max_m, max_n4 = TILE_MAX_DEEP.get(tuning, (max_m, max_n4))
 
     def count(tm_, tn4_):
         return batches * -(-M // tm_) * -(-n4 // tn4_)
@@ -148,6 +157,54 @@ def choose_tile(M: int, N: int, batches: int, tuning: str = "default") -> tuple[
     return tm, tn4
 
 
+def deep_ok(data_type: str, a_vec: bool, b_vec: bool) -> bool:
+    """Whether a product may take the deep tiles (:data:`TILE_MAX_DEEP`): float32 with vec4
+    loads of A and B. A 16 x 32 tile with scalar loads or f16 conversions compiles for tens of
+    seconds on Mesa 22.3 (10-30 s measured), which no run-time gain repays."""
+    return data_type == "float32" and a_vec and b_vec
+
+
+def given_operand(node, out: Value, steps: list[dict], M: int, N: int, KC: int, batches: int = 1) -> int | None:
+    """The node input a binary epilogue step reads at each output's own index (same shape as
+    ``out``, same data type; a residual add), for the tile kernel to load as vec4 itself
+    (``_epilogue.build(..., given=i)``), or None: also for products that ``matmul/small.wgsl``
+    runs, and under ``WEBNN_GPU_FORCE_MATMUL_RESIDUAL=scalar`` (the epilogue's own scalar
+    loads, for measurements)."""
+    if _env.force("matmul_residual") == "scalar" or (M * N * batches <= SMALL_MAX_OUTPUTS and KC <= SMALL_MAX_K):
+        return None
+    for step in steps:
+        i = step.get("input")
+        if i is None or "axis" in step or not isinstance(i, int) or not 0 <= i < len(node.inputs):
+            continue
+        v = node.inputs[i]
+        if v is None or v.data_type != out.data_type:
+            continue
+        shp = tuple(v.shape)
+        if len(shp) > len(out.shape) or (1,) * (len(out.shape) - len(shp)) + shp != tuple(out.shape):
+            continue
+        if sum(st.get("input") == i for st in steps) == 1:  # read once, at the output's index
+            return i
+    return None
+
+
+def reads_per_output(ep: _epilogue.Epilogue) -> bool:
+    """Whether an epilogue loads an operand for each output (a residual add, a broadcast
+    operand), not only per channel (a bias, hoisted out of the tile by ``ep_q``).
+
+    The tile kernel then applies it in a loop over the tile's rows (``ep_loop`` in
+    ``matmul/tile.wgsl``) instead of inlining it at each of the tile's TM x TN4 stores: every
+    inlined load is a loop over the SIMD lanes in LLVM's code, so a 16 x 24 tile with a
+    residual add and hard_swish took 14.5 s to compile on Mesa 22.3 inlined and 1.4 s in the
+    loop, and ran 7-14% faster. Epilogues that read operands only per channel stay inlined (the
+    loop's row moves cost up to 15% there).
+    """
+    if ep.empty:
+        return False
+    at = ep.code.find(f"fn {ep.fn}(")
+    body = ep.code[at:] if at >= 0 else ep.code
+    return any(f"{name}[" in body for name, _ in ep.operands)
+
+
 def up_rows(TM: int, W: int) -> int:
     """The rows of a tile that interpolates a 2x-upsampled operand (``a_add_up``): one image row
     of width ``W`` from an even column, so the largest even divisor of ``W`` up to ``TM``."""
@@ -161,7 +218,8 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
                 conv: dict | None = None, epilogue=None, tile: tuple[int, int] | None = None,
                 order: str | None = None, group_cols: int = 0, small_ok: bool = True,
                 a_scale: Value | None = None, a_add: Value | None = None,
-                a_add_up: tuple[int, int] | None = None, pool: Value | None = None, row_epilogue=None) -> None:
+                a_add_up: tuple[int, int] | None = None, pool: Value | None = None,
+                given: Value | None = None, row_epilogue=None) -> None:
     """Add one ``matmul/tile.wgsl`` launch (see the template header for every argument), or
     a ``matmul/small.wgsl`` one for a small dense product when ``small_ok``.
 
@@ -177,12 +235,16 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     ``pool``: a [ceil(M / TM), N] float32 Value for the per-tile column sums of the stored
     output (one batch item, N a multiple of 4; :func:`up_rows` and :func:`choose_tile` give TM).
 
+    ``given``: the Value of the epilogue's operand read at each output's own index when the
+    epilogue was built with ``given`` (:func:`given_operand`); the kernel loads it (as vec4
+    with vec4 stores) and passes it to the epilogue.
+
     ``a_vec`` / ``b_vec`` / vec4 stores are only used when the addressing is aligned; callers
     pass what they want and this function drops what the geometry does not allow.
     """
     batch_shape = list(batch_shape)
     batches = math.prod(batch_shape) if batch_shape else 1
-    if (small_ok and pool is None and a_scale is None and a_add is None and tile is None and a_mode == "dense" and len(batch_shape) <= 1
+    if (small_ok and pool is None and given is None and a_scale is None and a_add is None and tile is None and a_mode == "dense" and len(batch_shape) <= 1
             and M * N * batches <= SMALL_MAX_OUTPUTS and KC <= SMALL_MAX_K):
         ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
         bst = (list(a_bst) or [0], list(b_bst) or [0], list(o_bst) or [0])
@@ -193,8 +255,15 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
                   M * N * batches, workgroup=TILE_WORKGROUP, T=wgsl_type(out.data_type), ep=ep)
         return
     b_cols = N if b_cols is None else b_cols
+    a_vec = a_vec and a_ks == 1 and KC % 4 == 0 and all(s % 4 == 0 for s in a_bst)
+    if a_mode == "dense":
+        a_vec = a_vec and a_rs % 4 == 0
+    else:
+        assert conv is not None  # im2col mode always comes with the conv geometry
+        a_vec = a_vec and all(conv[k] % 4 == 0 for k in ("in_sn", "in_sh", "in_sw"))
+    b_vec = b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols % 4 == 0 and all(s % 4 == 0 for s in b_bst)
     if tile is None:
-        tile = choose_tile(M, N, batches, lc.tuning)
+        tile = choose_tile(M, N, batches, lc.tuning, K=KC * KH * KW if deep_ok(out.data_type, a_vec, b_vec) else 0)
     TM, TN4 = tile
     up = None
     if a_add_up is not None:  # a tile's rows must be one image row, starting at an even column
@@ -203,13 +272,6 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         up = (a_add_up[0], a_add_up[1], a_add.shape[1], a_add.shape[2])
     tiles_m = -(-M // TM)
     tiles_n = -(-(-(-N // 4)) // TN4)
-    a_vec = a_vec and a_ks == 1 and KC % 4 == 0 and all(s % 4 == 0 for s in a_bst)
-    if a_mode == "dense":
-        a_vec = a_vec and a_rs % 4 == 0
-    else:
-        assert conv is not None  # im2col mode always comes with the conv geometry
-        a_vec = a_vec and all(conv[k] % 4 == 0 for k in ("in_sn", "in_sh", "in_sw"))
-    b_vec = b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols % 4 == 0 and all(s % 4 == 0 for s in b_bst)
     out_vec = (o_so == 1 and N % 4 == 0 and o_sp % 4 == 0 and (o_sn % 4 == 0 or o_P >= M)
                and all(s % 4 == 0 for s in o_bst))
     b_ubo = uniform_copy(lc, b) if b_vec and out.data_type == "float32" else None
@@ -235,10 +297,12 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
-        b_uniform_vec4=B_UNIFORM_FLOATS // 4, pool=pool is not None,
+        b_uniform_vec4=B_UNIFORM_FLOATS // 4, pool=pool is not None, ep_loop=TM > 1 and not ep_rows and (ep.given or reads_per_output(ep)),
     )
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
+    assert (given is not None) == ep.given, f"{lc.label}: an epilogue built with given needs its operand"
+    inputs += [("gres", given)] if given is not None else []
     if dyn:
         sizes = [n_inv, M, N, KC // 4 * 4, a_rs, b_ks, b_cols, o_sp, tiles_m]
         inputs.append(("prm", make_constant(np.array(sizes, dtype=np.uint32), "uint32")))
@@ -278,9 +342,14 @@ def _lower_product(node, lc, a: Value, b: Value, *, M, N, K, batch_shape, a_bst,
                   b_bst=b_bst, a_rs=a_rs, a_ks=a_ks, b_ks=b_ks, b_ns=b_ns, ep=ep)
         return
     vec = variant != "tile_scalar"
+    small_ok = variant in ("", None, "small")
+    gi = given_operand(node, out, steps, M, N, K, math.prod(batch_shape) if batch_shape else 1)
+    if gi is not None:
+        ep = _epilogue.build(node, out, steps, chan_axis=len(out.shape) - 1, given=gi)
     tile_kernel(lc, a, b, out, M=M, N=N, batch_shape=batch_shape, a_bst=a_bst, b_bst=b_bst, o_bst=o_bst,
                 a_rs=a_rs, a_ks=a_ks, a_vec=vec, b_ks=b_ks, b_ns=b_ns, b_vec=vec, b_cols=b_cols,
-                o_P=M, o_sn=0, o_sp=N, o_so=1, KC=K, epilogue=ep, small_ok=variant in ("", None, "small"))
+                o_P=M, o_sn=0, o_sp=N, o_so=1, KC=K, epilogue=ep, small_ok=small_ok,
+                given=node.inputs[gi] if gi is not None else None)
 
 
 def _pack_b(b: Value, K: int, N: int, transposed: bool):
@@ -346,21 +415,28 @@ support("matmul", {"a": (FLOATS, (2, V.MAX_RANK)), "b": (FLOATS, (2, V.MAX_RANK)
 
 @lowering("matmul")
 def lower_matmul(node, lc) -> None:
-    """matmul: the tile kernel over the broadcast batch (constant b packed when unaligned)."""
+    """matmul: the tile kernel over the broadcast batch (constant b packed when unaligned).
+
+    ``attrs["a_transpose"]`` (set by the compiler's ``fold_matmul_transpose``, not by the
+    builder): ``a`` holds the transpose of its last two dimensions and is read through swapped
+    strides."""
     a, b = node.inputs[0], node.inputs[1]
+    at, bt = bool(node.attrs.get("a_transpose")), False
     out = node.outputs[0]
-    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    M, N = out.shape[-2], out.shape[-1]
+    K = a.shape[-2] if at else a.shape[-1]
     batch_shape = list(out.shape[:-2])
-    b_ks, b_cols = N, None
+    a_rs, a_ks = (1, M) if at else (K, 1)
+    b_ks, b_ns, b_cols = (1, K, None) if bt else (N, 1, None)
     if len(b.shape) == 2:
-        packed = _pack_b(b, K, N, False)
+        packed = _pack_b(b, K, N, bt)
         if packed is not None:
             b, b_cols = packed
-            b_ks = b_cols
+            b_ks, b_ns = b_cols, 1
     _lower_product(node, lc, a, b, M=M, N=N, K=K, batch_shape=batch_shape,
                    a_bst=_batch_offsets(a.shape[:-2], batch_shape, M * K),
                    b_bst=_batch_offsets(b.shape[:-2], batch_shape, K * (b_cols or N)),
-                   a_rs=K, a_ks=1, b_ks=b_ks, b_ns=1, steps=_epilogue.steps_of(node), b_cols=b_cols)
+                   a_rs=a_rs, a_ks=a_ks, b_ks=b_ks, b_ns=b_ns, steps=_epilogue.steps_of(node), b_cols=b_cols)
 
 
 # ---------------------------------------------------------------- gemm
