@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from ._env import DEBUG
+from ._rules_layout import fold_layout
 
 log = logging.getLogger("webnn_gpu")
 
@@ -1100,7 +1101,7 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
     return _rewrite(nodes, replaced, dropped)
 
 
-PASSES = [dead_code, fold_constants, swap_resample_conv, fuse_hard_swish, fuse_epilogue, fuse_conv_input,
+PASSES = [dead_code, fold_constants, swap_resample_conv, fuse_hard_swish, fuse_epilogue, fold_layout, fuse_conv_input,
           fuse_pool_input, fuse_conv_upsample, fuse_conv_pool, fuse_depthwise_project, fuse_pool_partials,
           fuse_squeeze_excite, fuse_elementwise]
 
