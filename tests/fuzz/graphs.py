@@ -181,6 +181,12 @@ REFERENCE = {
     "cast": lambda a, x: x,  # float16 constants widened: their values are the float16 values
     "reduce_mean": lambda a, x: x.mean(axis=tuple(a["axes"]), keepdims=a.get("keep_dimensions", False)),
     "concat": lambda a, *xs: np.concatenate(xs, axis=a["axis"]),
+    "prelu": lambda a, x, y: np.where(x >= 0, x, y * x),
+    "pad": lambda a, x: np.pad(x, list(zip(a["beginning_padding"], a["ending_padding"])),
+                               mode={"constant": "constant", "edge": "edge", "reflection": "reflect"}[
+                                   a.get("mode", "constant")],
+                               **({"constant_values": a.get("value", 0.0)} if a.get("mode", "constant") == "constant"
+                                  else {})),
     "softmax": lambda a, x: _softmax(x, a["axis"]),
 }
 #: builder methods taking a sequence of operands as their first argument
@@ -225,7 +231,7 @@ CHANNELS = (3, 4, 5, 8, 12, 16, 24)
 SIZES = (1, 3, 5, 7, 8, 11, 12, 16)
 UNARY = ("relu", "sigmoid", "tanh", "clamp", "leaky_relu", "linear", "hard_swish", "hard_sigmoid", "elu", "gelu",
          "neg", "abs")
-BINARY = ("add", "sub", "mul", "div", "max", "min")
+BINARY = ("add", "sub", "mul", "div", "max", "min", "prelu")
 FILTER_LAYOUTS = ("oihw", "hwio", "ohwi", "ihwo")
 
 
@@ -371,7 +377,9 @@ class Gen:
                     other = self.made_const(shp, "positive" if op == "div" else "normal")
                 else:
                     other = self.input(shape)  # a residual
-                v = self.emit(op, [v, other] if self.p(0.5) or op == "div" else [other, v])
+                # prelu's slope broadcasts to its input: x second only when of x's shape
+                first = self.p(0.5) or op == "div" or (op == "prelu" and self.shape(other) != shape)
+                v = self.emit(op, [v, other] if first else [other, v])
             if self.p(0.12):
                 self.output(v)  # a graph output in the middle of the chain
             elif self.p(0.08):
@@ -576,6 +584,73 @@ class Gen:
             return self.emit("average_pool2d", [y], {"layout": layout}), layout
         return c, layout
 
+    def motif_pad(self, v, layout):
+        """Zero pads folded into their readers (``fold_layout``) and their near misses: a pad
+        of the spatial axes before a conv (stride 1 or 2, maybe depthwise, the pad maybe read
+        twice or an output), a channel pad of a pooled branch added to a conv's output (a
+        residual, maybe followed by prelu); a non-zero or -0.0 value, the edge mode, a pad of
+        the channels before a conv, a pad before a pool."""
+        shape = self.shape(v)
+        rank_h, rank_w, rank_c = (1, 2, 3) if layout == "nhwc" else (2, 3, 1)
+        value = 0.0
+        r = self.rng.random()
+        if r < 0.1:
+            value = self.pick((0.5, -0.0))
+        mode = "edge" if self.p(0.05) else "constant"
+        kind = self.rng.random()
+        if kind < 0.5:  # spatial pad -> conv
+            beg, end = [0] * 4, [0] * 4
+            for d in (rank_h, rank_w):
+                beg[d], end[d] = int(self.rng.integers(0, 3)), int(self.rng.integers(0, 3))
+            if self.p(0.1):
+                end[rank_c] = 1  # the channels too: stays a pad
+            attrs: dict = {"beginning_padding": beg, "ending_padding": end}
+            if mode != "constant":
+                attrs["mode"] = mode
+            elif value != 0.0 or math.copysign(1.0, value) < 0:
+                attrs["value"] = value
+            p = self.emit("pad", [v], attrs)
+            if self.p(0.1):
+                self.output(p)
+            if self.p(0.15):  # a pool reads it: its padding would exclude what the pad includes
+                return self.emit(self.pick(("average_pool2d", "max_pool2d")), [p],
+                                 {"window_dimensions": [1, 1] if min(self.shape(p)[rank_h], self.shape(p)[rank_w]) < 2
+                                  else [2, 2], "layout": layout}), layout
+            y = self.conv(p, layout, depthwise=self.p(0.5))
+            if self.p(0.2):  # a second conv reads the same pad
+                z = self.conv(p, layout, pointwise=self.p(0.5))
+                self.output(z)
+            return self.elementwise_tail(y, layout, 2), layout
+        # channel pad of a branch, added to a conv's output of the wider shape
+        C = shape[rank_c]
+        extra = self.pick((1, 3, 4, 8))
+        beg, end = [0] * 4, [0] * 4
+        if self.p(0.2):
+            beg[rank_c] = extra
+        else:
+            end[rank_c] = extra
+        if self.p(0.1):
+            end[rank_h] = 1  # a spatial pad too: the add broadcasts nothing, the conv's output is larger
+        branch = self.emit("max_pool2d", [v], {"window_dimensions": [1, 1], "layout": layout}) if self.p(0.5) else v
+        attrs = {"beginning_padding": beg, "ending_padding": end}
+        if mode != "constant":
+            attrs["mode"] = mode
+        elif value != 0.0 or math.copysign(1.0, value) < 0:
+            attrs["value"] = value
+        padded = self.emit("pad", [branch], attrs)
+        pshape = self.shape(padded)
+        if pshape[rank_h] != shape[rank_h]:
+            return padded, layout
+        c = self.conv(v, layout, O=C + extra)
+        if self.shape(c) != pshape:
+            return c, layout
+        if self.p(0.1):
+            self.output(padded)  # read twice
+        y = self.emit("add", [c, padded] if self.p(0.5) else [padded, c])
+        if self.p(0.5):
+            y = self.emit("prelu", [y, self.chan_operand(self.shape(y), layout)])
+        return self.elementwise_tail(y, layout, 2), layout
+
     # -- the graph
     def graph4d(self):
         layout = "nhwc" if self.p(0.7) else "nchw"
@@ -583,7 +658,7 @@ class Gen:
         C, H, W = self.pick(CHANNELS), self.pick(SIZES), self.pick(SIZES)
         v = self.input((N, H, W, C) if layout == "nhwc" else (N, C, H, W))
         motifs = [self.motif_conv, self.motif_conv_input, self.motif_squeeze_excite, self.motif_inverted_residual,
-                  self.motif_pool, self.motif_upsample, self.motif_first_layer]
+                  self.motif_pool, self.motif_upsample, self.motif_first_layer, self.motif_pad]
         for _ in range(int(self.rng.integers(1, 3))):
             if int(np.prod(self.shape(v))) > 40000:
                 break
