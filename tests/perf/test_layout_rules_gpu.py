@@ -1,0 +1,170 @@
+"""prelu in fused epilogues and the ``fold_layout`` rule on the GPU: the fused graphs give the
+float64 NumPy results in fewer kernels, and the near misses stay right."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import webnn_gpu as webnn
+
+from helpers import run_graph
+from references import ref_conv2d
+
+
+def _templates(ctx, build, inputs: dict) -> list[str]:
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {n: b.input(n, {"data_type": webnn._dtypes.from_numpy(a.dtype), "shape": list(a.shape)})
+                          for n, a in inputs.items()}))
+    templates = [s.template for s in g._steps if hasattr(s, "template")]
+    g.destroy()
+    return templates
+
+
+def _conv_nhwc(x, w_ohwi, bias=None, padding=(0, 0, 0, 0), stride=1, groups=1):
+    out = ref_conv2d(x.astype(np.float64).transpose(0, 3, 1, 2), w_ohwi.astype(np.float64).transpose(0, 3, 1, 2),
+                     padding=padding, strides=(stride, stride), groups=groups).transpose(0, 2, 3, 1)
+    return out if bias is None else out + np.asarray(bias, np.float64)
+
+
+def _prelu(x, s):
+    return np.where(x >= 0, x, s * x)
+
+
+@pytest.mark.parametrize("dt,tol,layout", [("float32", 2e-5, "nhwc"), ("float16", 2e-2, "nhwc"),
+                                           ("float32", 2e-5, "nchw")])
+def test_conv_add_prelu_is_one_kernel(ctx, rng, dt, tol, layout):
+    npdt = np.float32 if dt == "float32" else np.float16
+    C, O = 8, 12
+    x = rng.standard_normal((1, 7, 6, C)).astype(npdt)
+    r = rng.standard_normal((1, 7, 6, O)).astype(npdt)
+    w = (rng.standard_normal((O, 3, 3, C)) * 0.3).astype(npdt)
+    bias = rng.standard_normal(O).astype(npdt)
+    slope = (rng.standard_normal(O) * 0.3).astype(npdt)
+    to = (0, 3, 1, 2) if layout == "nchw" else (0, 1, 2, 3)
+    inputs = {"x": x.transpose(to).copy(), "r": r.transpose(to).copy()}
+
+    def build(b, ops):
+        wl = w if layout == "nhwc" else w.transpose(0, 3, 1, 2)
+        c = b.conv2d(ops["x"], b.constant(np.ascontiguousarray(wl)), padding=[1, 1, 1, 1], input_layout=layout,
+                     filter_layout="ohwi" if layout == "nhwc" else "oihw", bias=b.constant(bias))
+        s = slope.reshape((1, 1, O) if layout == "nhwc" else (O, 1, 1))
+        return {"y": b.prelu(b.add(c, ops["r"]), b.constant(s))}
+
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    ref = _prelu(_conv_nhwc(x, w, bias, (1, 1, 1, 1)) + r.astype(np.float64), slope.astype(np.float64))
+    np.testing.assert_allclose(got, ref.transpose(to), atol=tol, rtol=tol)
+    templates = _templates(ctx, build, inputs)  # (an NCHW input is permuted by a kernel of its own)
+    assert not any(t.startswith("elementwise/") for t in templates), f"add and prelu run in the conv: {templates}"
+
+
+def test_matmul_prelu_with_a_full_slope_is_one_kernel(ctx, rng):
+    a = rng.standard_normal((5, 12)).astype(np.float32)
+    bm = rng.standard_normal((12, 8)).astype(np.float32)
+    s = rng.standard_normal((5, 8)).astype(np.float32)
+
+    def build(b, ops):
+        return {"y": b.prelu(b.matmul(ops["a"], b.constant(bm)), ops["s"])}
+
+    got = run_graph(ctx, build, {"a": a, "s": s})["y"]
+    np.testing.assert_allclose(got, _prelu(a.astype(np.float64) @ bm, s), atol=1e-5, rtol=1e-5)
+    assert len(_templates(ctx, build, {"a": a, "s": s})) == 1
+
+
+@pytest.mark.parametrize("dt,tol", [("float32", 2e-5), ("float16", 2e-2)])
+def test_depthwise_projection_with_a_channel_padded_residual_and_prelu(ctx, rng, dt, tol):
+    """x -> depthwise 3x3 -> 1x1 projection to 2C, + (max pool 1x1 of x, zero-padded to 2C
+    channels), prelu: the pad and the prelu run inside the depthwise + projection kernel."""
+    npdt = np.float32 if dt == "float32" else np.float16
+    C = 16
+    x = rng.standard_normal((1, 8, 8, C)).astype(npdt)
+    wd = (rng.standard_normal((1, 3, 3, C)) * 0.3).astype(npdt)
+    bd = rng.standard_normal(C).astype(npdt)
+    wp = (rng.standard_normal((2 * C, 1, 1, C)) * 0.3).astype(npdt)
+    bp = rng.standard_normal(2 * C).astype(npdt)
+    slope = (rng.standard_normal(2 * C) * 0.3).astype(npdt)
+
+    def build(b, ops):
+        d = b.conv2d(ops["x"], b.constant(wd), padding=[1, 1, 1, 1], groups=C, input_layout="nhwc",
+                     filter_layout="ihwo", bias=b.constant(bd))
+        p = b.conv2d(d, b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
+        branch = b.pad(b.max_pool2d(ops["x"], window_dimensions=[1, 1], layout="nhwc"), [0, 0, 0, 0], [0, 0, 0, C])
+        return {"y": b.prelu(b.add(p, branch), b.constant(slope.reshape(1, 1, 2 * C)))}
+
+    got = run_graph(ctx, build, {"x": x})["y"].astype(np.float64)
+    xd = x.astype(np.float64)
+    d = _conv_nhwc(xd, wd.transpose(3, 1, 2, 0), bd, (1, 1, 1, 1), groups=C)
+    branch = np.concatenate([xd, np.zeros_like(xd)], axis=3)
+    ref = _prelu(_conv_nhwc(d, wp, bp) + branch, slope.astype(np.float64))
+    np.testing.assert_allclose(got, ref, atol=tol, rtol=tol)
+    templates = _templates(ctx, build, {"x": x})
+    assert "layout/remap.wgsl" not in templates and not any(t.startswith("elementwise/") for t in templates), templates
+
+
+@pytest.mark.parametrize("dt,tol,case", [("float32", 2e-5, "depthwise 3x3 s2"), ("float16", 2e-2, "depthwise 3x3 s2"),
+                                         ("float32", 2e-5, "conv 3x3 asymmetric"),
+                                         ("float32", 2e-5, "depthwise 5x5 s2 and pointwise")])
+def test_zero_pad_before_a_conv_is_the_convs_padding(ctx, rng, dt, tol, case):
+    npdt = np.float32 if dt == "float32" else np.float16
+    C = 8
+    x = rng.standard_normal((1, 9, 10, C)).astype(npdt)
+    if case == "depthwise 3x3 s2":
+        k, stride, groups, beg, end, O = 3, 2, C, [0, 1, 1, 0], [0, 1, 1, 0], C
+    elif case == "conv 3x3 asymmetric":
+        k, stride, groups, beg, end, O = 3, 1, 1, [0, 0, 1, 0], [0, 2, 1, 0], 12
+    else:
+        k, stride, groups, beg, end, O = 5, 2, C, [0, 2, 2, 0], [0, 2, 2, 0], C
+    w = (rng.standard_normal((O, k, k, C // groups)) * 0.3).astype(npdt)
+    bias = rng.standard_normal(O).astype(npdt)
+    w1 = (rng.standard_normal((5, 1, 1, C)) * 0.3).astype(npdt)
+
+    def build(b, ops):
+        p = b.pad(ops["x"], beg, end)
+        y = b.clamp(b.conv2d(p, b.constant(w), strides=[stride, stride], groups=groups, input_layout="nhwc",
+                             filter_layout="ohwi", bias=b.constant(bias)), min_value=0.0, max_value=6.0)
+        out = {"y": y}
+        if case.endswith("pointwise"):  # a second conv reads the same pad: a 1x1 conv with padding
+            out["z"] = b.conv2d(p, b.constant(w1), input_layout="nhwc", filter_layout="ohwi")
+        return out
+
+    got = run_graph(ctx, build, {"x": x})
+    pad = (beg[1], end[1], beg[2], end[2])
+    ref = np.clip(_conv_nhwc(x, w, bias, pad, stride, groups), 0, 6)
+    np.testing.assert_allclose(got["y"].astype(np.float64), ref, atol=tol, rtol=tol)
+    if "z" in got:
+        ref_z = _conv_nhwc(x, w1, None, pad)
+        np.testing.assert_allclose(got["z"].astype(np.float64), ref_z, atol=tol, rtol=tol)
+    assert "layout/remap.wgsl" not in _templates(ctx, build, {"x": x})
+
+
+@pytest.mark.parametrize("case", ["value 0.5", "edge", "average pool", "max pool", "channel pad residual 1.0"])
+def test_pads_that_cannot_fold_stay_right(ctx, rng, case):
+    x = rng.standard_normal((1, 6, 7, 4)).astype(np.float32) - 0.8  # mostly negative: a zero pad changes a max
+    w = (rng.standard_normal((4, 3, 3, 4)) * 0.3).astype(np.float32)
+    xd = x.astype(np.float64)
+
+    def build(b, ops):
+        if case == "channel pad residual 1.0":
+            c = b.conv2d(ops["x"], b.constant(np.concatenate([w, w])), padding=[1, 1, 1, 1], input_layout="nhwc",
+                         filter_layout="ohwi")
+            return {"y": b.add(c, b.pad(ops["x"], [0, 0, 0, 0], [0, 0, 0, 4], value=1.0))}
+        p = b.pad(ops["x"], [0, 1, 1, 0], [0, 1, 1, 0], **({"mode": "edge"} if case == "edge" else
+                                                           {"value": 0.5} if case == "value 0.5" else {}))
+        if case.endswith("pool"):
+            pool = b.average_pool2d if case.startswith("average") else b.max_pool2d
+            return {"y": pool(p, window_dimensions=[3, 3], layout="nhwc")}
+        return {"y": b.conv2d(p, b.constant(w), input_layout="nhwc", filter_layout="ohwi")}
+
+    got = run_graph(ctx, build, {"x": x})["y"].astype(np.float64)
+    if case == "channel pad residual 1.0":
+        ref = _conv_nhwc(xd, np.concatenate([w, w]), None, (1, 1, 1, 1))
+        ref += np.concatenate([xd, np.ones_like(xd)], axis=3)
+    else:
+        kw = {"mode": "edge"} if case == "edge" else {"constant_values": 0.5 if case == "value 0.5" else 0.0}
+        pd = np.pad(xd, [(0, 0), (1, 1), (1, 1), (0, 0)], **kw)
+        if case.endswith("pool"):
+            win = np.lib.stride_tricks.sliding_window_view(pd, (3, 3), axis=(1, 2))
+            ref = win.mean(axis=(-2, -1)) if case.startswith("average") else win.max(axis=(-2, -1))
+        else:
+            ref = _conv_nhwc(pd, w)
+    np.testing.assert_allclose(got, ref, atol=2e-5, rtol=2e-5)
