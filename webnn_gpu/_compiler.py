@@ -354,7 +354,8 @@ def fuse_hard_swish(nodes: list, outputs: dict, context=None) -> list:
 #: operators whose kernels apply ``attrs["epilogue"]``, with the number of input slots their
 #: own operands take (conv bias and gemm's c are optional inputs at index 2: epilogue operands
 #: go after them, the slot stays None when the option is absent)
-EPILOGUE_HOSTS = {"conv2d": 3, "conv_transpose2d": 3, "matmul": 2, "gemm": 3}
+EPILOGUE_HOSTS = {"conv2d": 3, "conv_transpose2d": 3, "matmul": 2, "gemm": 3, "average_pool2d": 1, "l2_pool2d": 1,
+                  "max_pool2d": 1}
 #: The host kernels unroll their stores (a block of pixels, a register tile: up to a few
 #: hundred calls of the epilogue in one shader), and the shader compiler inlines the epilogue
 #: at each call: an epilogue may hold at most this many steps, of which at most
@@ -377,6 +378,8 @@ def _chan_axis(host) -> int | None:
         return 1 if host.attrs.get("input_layout", "nchw") == "nchw" else 3
     if host.op in ("matmul", "gemm"):
         return len(host.outputs[0].shape) - 1
+    if host.op.endswith("_pool2d"):
+        return 1 if host.attrs.get("layout", "nchw") == "nchw" else 3
     return None
 
 
@@ -457,6 +460,7 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
     (the kernels inline it at each of their unrolled stores).
     """
     from .builder import Node, Value
+    from .ops import _epilogue
 
     max_bindings = _max_bindings(context)
     max_bindings -= 1  # the tile kernels may bind one more buffer (e.g. a re-laid-out filter)
@@ -469,7 +473,7 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
     placed: dict[int, list] = {}  # id of the last absorbed consumer -> [reshape views..., fused host]
     dropped: set[int] = set()  # hosts moved to a later position
     for host in nodes:
-        if host.op not in EPILOGUE_HOSTS or host.id in absorbed or len(host.outputs) != 1:
+        if host.op not in EPILOGUE_HOSTS or host.id in absorbed or not _epilogue.hosts(host):
             continue
         if host.outputs[0].data_type not in ("float32", "float16"):
             continue

@@ -20,11 +20,6 @@ from ._env import DEBUG
 
 log = logging.getLogger("webnn_gpu")
 
-#: kernels whose epilogue (``attrs["epilogue"]``, :mod:`webnn_gpu.ops._epilogue`) may read a
-#: padded operand, with the number of input slots their own operands take (an epilogue
-#: operand at a lower index is one of the kernel's own inputs and is left alone)
-PADDED_OPERAND_HOSTS = {"conv2d": 3, "conv_transpose2d": 3, "matmul": 2, "gemm": 3}
-
 
 def _users(nodes: list) -> tuple[dict[int, list], dict[int, Any]]:
     """(value id -> the nodes that read it, value id -> the node that makes it)."""
@@ -69,8 +64,7 @@ def fold_layout(nodes: list, outputs: dict, context=None) -> list:
       A pad of the batch or channel axes, with a non-zero (or -0.0) value, or of another mode
       stays; so does a pad before a pool (a pool's padding is excluded from its window, a
       zero pad is not).
-    * An epilogue step ``{"op": ..., "input": i}`` of a conv2d / conv_transpose2d / matmul /
-      gemm whose operand is ``pad(x)`` (zeros, any axes) reads ``x`` instead, through the
+    * An epilogue step ``{"op": ..., "input": i}`` of a kernel hosting epilogues whose operand is ``pad(x)`` (zeros, any axes) reads ``x`` instead, through the
       step's ``"pad"`` offsets (zero outside ``x``; :mod:`webnn_gpu.ops._epilogue`): a
       residual add whose branch was channel-padded. The operand must be bound for that step
       alone (no other input slot of the host holds it) and not be read per channel.
@@ -115,7 +109,7 @@ def _read_padded_operands(node, producer):
     from .builder import Node
     from .ops import _epilogue
 
-    own = PADDED_OPERAND_HOSTS.get(node.op)
+    own = _epilogue.HOST_SLOTS.get(node.op)  # an operand at a lower index is the kernel's own
     steps = _epilogue.steps_of(node) if own is not None else []
     if not steps or len(node.outputs) != 1:
         return node

@@ -550,7 +550,8 @@ class Gen:
         attrs = {"window_dimensions": [k, k], "strides": [self.pick((1, 2))] * 2, "layout": layout}
         if self.p(0.4) and k > 1:
             attrs["padding"] = [int(self.rng.integers(0, k)) for _ in range(4)]
-        return self.emit(self.pick(("average_pool2d", "max_pool2d")), [v], attrs), layout
+        y = self.emit(self.pick(("average_pool2d", "max_pool2d")), [v], attrs)
+        return self.elementwise_tail(y, layout, 3), layout  # a windowed pool hosts an epilogue
 
     def motif_upsample(self, v, layout):
         """A linear / nearest upsampling followed by a pointwise conv, or added to a skip first."""

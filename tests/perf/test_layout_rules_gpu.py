@@ -168,3 +168,34 @@ def test_pads_that_cannot_fold_stay_right(ctx, rng, case):
         else:
             ref = _conv_nhwc(pd, w)
     np.testing.assert_allclose(got, ref, atol=2e-5, rtol=2e-5)
+
+
+def _pool_ref(x, k, stride, pad, kind):
+    """NHWC pool, float64, padding excluded from the window (the spec's semantics)."""
+    n, h, w, c = x.shape
+    xp = np.pad(x.astype(np.float64), [(0, 0), (pad, pad), (pad, pad), (0, 0)], constant_values=np.nan)
+    oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    out = np.empty((n, oh, ow, c))
+    for i in range(oh):
+        for j in range(ow):
+            win = xp[:, i * stride:i * stride + k, j * stride:j * stride + k, :]
+            out[:, i, j, :] = np.nanmean(win, axis=(1, 2)) if kind == "avg" else np.nanmax(win, axis=(1, 2))
+    return out
+
+
+@pytest.mark.parametrize("dt,tol,kind", [("float32", 2e-5, "avg"), ("float16", 2e-2, "max")])
+def test_windowed_pool_hosts_add_and_prelu(ctx, rng, dt, tol, kind):
+    npdt = np.float32 if dt == "float32" else np.float16
+    x = rng.standard_normal((1, 9, 8, 6)).astype(npdt)
+    r = rng.standard_normal((1, 5, 4, 6)).astype(npdt)
+    slope = (rng.standard_normal(6) * 0.3).astype(npdt)
+
+    def build(b, ops):
+        pool = b.average_pool2d if kind == "avg" else b.max_pool2d
+        p = pool(ops["x"], window_dimensions=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1], layout="nhwc")
+        return {"y": b.prelu(b.sub(ops["r"], p), b.constant(slope))}
+
+    got = run_graph(ctx, build, {"x": x, "r": r})["y"].astype(np.float64)
+    ref = _prelu(r.astype(np.float64) - _pool_ref(x, 3, 2, 1, kind), slope.astype(np.float64))
+    np.testing.assert_allclose(got, ref, atol=tol, rtol=tol)
+    assert _templates(ctx, build, {"x": x, "r": r}) == ["pool/pool2d.wgsl"]

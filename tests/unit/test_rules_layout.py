@@ -207,3 +207,27 @@ def test_fold_layout_runs_after_fuse_epilogue_and_before_the_kernel_fusions():
     names = [p.__name__ for p in _compiler.PASSES]
     assert names.index("fuse_epilogue") < names.index("fold_layout") < names.index("fuse_conv_input") \
         < names.index("fuse_depthwise_project")
+
+
+# ---------------------------------------------------------------- pools host epilogues
+def _pool(op, x, out, window, layout="nhwc"):
+    return _n(op, [x], out, window=list(window), padding=[0, 0, 0, 0], strides=[1, 1], dilations=[1, 1],
+              layout=layout)
+
+
+def test_windowed_pool_takes_an_epilogue_and_a_global_pool_does_not():
+    x, r = _v((1, 6, 6, 8), kind="input"), _v((1, 4, 4, 8), kind="input")
+    p, a, y = _v((1, 4, 4, 8)), _v((1, 4, 4, 8)), _v((1, 4, 4, 8))
+    out = _compiler.fuse_epilogue([_pool("max_pool2d", x, p, (3, 3)), _n("add", [p, r], a),
+                                   _n("prelu", [a, _c(0.2, (8,))], y)], {"y": y})
+    assert [n.op for n in out] == ["max_pool2d"] and out[0].outputs == [y]
+    assert out[0].inputs[1] is r
+    assert out[0].attrs["epilogue"] == [{"op": "add", "input": 1}, {"op": "prelu", "input": 2, "axis": 3}]
+    # a global pool runs as a reduction: no epilogue
+    g, y = _v((1, 1, 1, 8)), _v((1, 1, 1, 8))
+    out = _compiler.fuse_epilogue([_pool("average_pool2d", x, g, (6, 6)), _n("relu", [g], y)], {"y": y})
+    assert [n.op for n in out] == ["average_pool2d", "relu"]
+    assert not _epilogue.hosts(out[0]) and _epilogue.hosts(_pool("l2_pool2d", x, _v((1, 4, 4, 8)), (3, 3)))
+    # an integer max pool stores integers: no (float) epilogue
+    xi = _v((1, 6, 6, 8), "int32", "input")
+    assert not _epilogue.hosts(_pool("max_pool2d", xi, _v((1, 4, 4, 8), "int32"), (3, 3)))

@@ -1,5 +1,5 @@
 """Fused epilogues: element-wise steps applied to each output value of conv2d,
-conv_transpose2d, matmul and gemm before the kernel stores it.
+conv_transpose2d, matmul, gemm and windowed pools before the kernel stores it.
 
 A compiler pass (or a test) puts the steps in ``node.attrs["epilogue"]``; the kernels of
 :mod:`webnn_gpu.ops.linalg` and :mod:`webnn_gpu.ops.conv` apply them. The format is a list
@@ -87,6 +87,27 @@ class Epilogue:
     #: True when the kernel passes the operand ``given`` to :func:`build` as a last argument
     #: ``gv: f32`` (a value it already holds in a register) instead of the epilogue loading it.
     given: bool = False
+
+
+#: The kernels that apply ``attrs["epilogue"]`` (see :func:`hosts`), with the number of input
+#: slots their own operands take (conv2d's bias and gemm's c are optional inputs at index 2:
+#: epilogue operands go after them, the slot stays None when the option is absent).
+HOST_SLOTS = {"conv2d": 3, "conv_transpose2d": 3, "matmul": 2, "gemm": 3, "average_pool2d": 1, "l2_pool2d": 1,
+              "max_pool2d": 1}
+
+
+def hosts(node) -> bool:
+    """Whether ``node``'s kernel applies an epilogue: conv2d, conv_transpose2d, matmul and
+    gemm always; a float pool when it runs ``pool/pool2d.wgsl`` (a windowed pool, not a
+    global one, which runs as a reduction)."""
+    if node.op not in HOST_SLOTS or len(node.outputs) != 1:
+        return False
+    if node.op.endswith("_pool2d"):
+        from .pool import _is_global
+
+        return (node.outputs[0].data_type in ("float32", "float16") and not _is_global(node)
+                and not any(k in node.attrs for k in ("input_add", "input_partials")))
+    return True
 
 
 def attach(node, steps: list[dict], operands=()) -> None:
