@@ -355,7 +355,7 @@ def fuse_hard_swish(nodes: list, outputs: dict, context=None) -> list:
 #: own operands take (conv bias and gemm's c are optional inputs at index 2: epilogue operands
 #: go after them, the slot stays None when the option is absent)
 EPILOGUE_HOSTS = {"conv2d": 3, "conv_transpose2d": 3, "matmul": 2, "gemm": 3, "average_pool2d": 1, "l2_pool2d": 1,
-                  "max_pool2d": 1}
+                  "max_pool2d": 1, "resample2d": 1}
 #: The host kernels unroll their stores (a block of pixels, a register tile: up to a few
 #: hundred calls of the epilogue in one shader), and the shader compiler inlines the epilogue
 #: at each call: an epilogue may hold at most this many steps, of which at most
@@ -489,8 +489,8 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
             if len(cs) != 1 or v.id in out_ids or cs[0].id in absorbed or cs[0].op in EPILOGUE_HOSTS:
                 break
             got = _epilogue_step(host, v, cs[0])
-            if got is None:
-                break
+            if got is None or (not steps and cs[0].op == "add" and _is_linear_doubling(host)):
+                break  # (a 2x upsampling's add is left to fuse_conv_upsample / fuse_pool_input)
             step, operand = got
             if operand is not None:
                 per = bound.get(operand.id)
@@ -726,8 +726,8 @@ def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
 def _is_linear_doubling(node) -> bool:
     """Whether ``node`` is a linear resample2d doubling both of its axes (half-pixel centers,
     clamped: every input pixel's weights add up to exactly 4 over the output)."""
-    if node.op != "resample2d" or node.attrs.get("mode") != "linear":
-        return False
+    if node.op != "resample2d" or node.attrs.get("mode") != "linear" or node.attrs.get("epilogue"):
+        return False  # (an epilogue after the interpolation is not a plain doubling)
     x, y = node.inputs[0], node.outputs[0]
     return all(y.shape[a] == 2 * x.shape[a] for a in node.attrs["axes"])
 

@@ -566,6 +566,8 @@ class Gen:
         else:
             attrs["sizes"] = [shape[axes[0]] * 2 + int(self.rng.integers(0, 2)), shape[axes[1]] * 2]
         up = self.emit("resample2d", [v], attrs)
+        if self.p(0.3):
+            up = self.elementwise_tail(up, layout, 2)  # the resample hosts an epilogue
         if self.p(0.7):
             skip = self.input(self.shape(up))
             up = self.emit("add", [up, skip] if self.p(0.5) else [skip, up])

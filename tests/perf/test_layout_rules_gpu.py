@@ -9,7 +9,7 @@ import pytest
 import webnn_gpu as webnn
 
 from helpers import run_graph
-from references import ref_conv2d
+from references import ref_conv2d, ref_resample
 
 
 def _templates(ctx, build, inputs: dict) -> list[str]:
@@ -199,3 +199,26 @@ def test_windowed_pool_hosts_add_and_prelu(ctx, rng, dt, tol, kind):
     ref = _prelu(r.astype(np.float64) - _pool_ref(x, 3, 2, 1, kind), slope.astype(np.float64))
     np.testing.assert_allclose(got, ref, atol=tol, rtol=tol)
     assert _templates(ctx, build, {"x": x, "r": r}) == ["pool/pool2d.wgsl"]
+
+
+@pytest.mark.parametrize("dt,tol,case", [("float32", 2e-5, "x2"), ("float16", 2e-2, "x2"), ("float32", 2e-5, "vec4"),
+                                         ("float32", 2e-5, "scalar nearest")])
+def test_resample_hosts_clamp_and_a_skip_add(ctx, rng, dt, tol, case):
+    """resample2d -> clamp -> add(skip): one kernel, in the 2x (x2), vec4 and scalar variants."""
+    npdt = np.float32 if dt == "float32" else np.float16
+    C = 3 if case.startswith("scalar") else 8
+    x = (rng.standard_normal((1, 5, 4, C)) * 4).astype(npdt)
+    sizes = [10, 8] if case == "x2" else [7, 9]
+    mode = "nearest-neighbor" if case.endswith("nearest") else "linear"
+    skip = rng.standard_normal((1, *sizes, C)).astype(npdt)
+
+    def build(b, ops):
+        up = b.resample2d(ops["x"], mode=mode, sizes=sizes, axes=[1, 2])
+        return {"y": b.add(b.clamp(up, min_value=0.0, max_value=6.0), ops["s"])}
+
+    got = run_graph(ctx, build, {"x": x, "s": skip})["y"].astype(np.float64)
+    ref = np.clip(ref_resample(x, mode, sizes, axes=(1, 2)), 0, 6) + skip.astype(np.float64)
+    np.testing.assert_allclose(got, ref, atol=tol, rtol=tol)
+    want = {"x2": "resample/resample2d_x2.wgsl", "vec4": "resample/resample2d_vec4.wgsl"}.get(
+        case, "resample/resample2d.wgsl")
+    assert _templates(ctx, build, {"x": x, "s": skip}) == [want]

@@ -231,3 +231,31 @@ def test_windowed_pool_takes_an_epilogue_and_a_global_pool_does_not():
     # an integer max pool stores integers: no (float) epilogue
     xi = _v((1, 6, 6, 8), "int32", "input")
     assert not _epilogue.hosts(_pool("max_pool2d", xi, _v((1, 4, 4, 8), "int32"), (3, 3)))
+
+
+def _resample(x, out, mode="linear"):
+    return _n("resample2d", [x], out, mode=mode, axes=[1, 2])
+
+
+def test_resample_takes_an_epilogue_but_leaves_a_doublings_add_to_the_conv():
+    x = _v((1, 4, 4, 8), kind="input")
+    up, c, y = _v((1, 8, 8, 8)), _v((1, 8, 8, 8)), _v((1, 8, 8, 8))
+    out = _compiler.fuse_epilogue([_resample(x, up), _n("clamp", [up], c, min_value=0.0, max_value=6.0),
+                                   _n("relu", [c], y)], {"y": y})
+    assert [n.op for n in out] == ["resample2d"]
+    assert out[0].attrs["epilogue"] == [{"op": "clamp", "min_value": 0.0, "max_value": 6.0}, {"op": "relu"}]
+    # a 2x linear upsampling added to a skip before a pointwise conv: the conv interpolates as it
+    # loads (fuse_conv_upsample), the resample does not take the add
+    xs, skip = _v((1, 16, 16, 8), kind="input"), _v((1, 32, 32, 8), kind="input")
+    up, s, y = _v((1, 32, 32, 8)), _v((1, 32, 32, 8)), _v((1, 32, 32, 8))
+    conv = _conv(s, y, k=1, padding=(0, 0, 0, 0))
+    out = _compiler.run_passes([_resample(xs, up), _n("add", [skip, up], s), conv], {"y": y})
+    assert [n.op for n in out] == ["conv2d"] and out[0].attrs.get("input_add_up2")
+    skip = _v((1, 8, 8, 8), kind="input")
+    # not a doubling (nearest): the resample takes the add
+    up, s = _v((1, 8, 8, 8)), _v((1, 8, 8, 8))
+    out = _compiler.fuse_epilogue([_resample(x, up, "nearest-neighbor"), _n("add", [up, skip], s)], {"s": s})
+    assert [n.op for n in out] == ["resample2d"] and out[0].attrs["epilogue"] == [{"op": "add", "input": 1}]
+    # a doubling with an epilogue is no plain doubling for the conv's interpolation
+    assert not _compiler._is_linear_doubling(Node("resample2d", [x], [up], {"mode": "linear", "axes": [1, 2],
+                                                                             "epilogue": [{"op": "relu"}]}))
