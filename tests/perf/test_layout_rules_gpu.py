@@ -222,3 +222,19 @@ def test_resample_hosts_clamp_and_a_skip_add(ctx, rng, dt, tol, case):
     want = {"x2": "resample/resample2d_x2.wgsl", "vec4": "resample/resample2d_vec4.wgsl"}.get(
         case, "resample/resample2d.wgsl")
     assert _templates(ctx, build, {"x": x, "s": skip}) == [want]
+
+
+@pytest.mark.parametrize("count", [3, 9])
+def test_concat_is_one_kernel_within_the_binding_limit(ctx, rng, count):
+    """A detector head's concat (axis 1 of [1, rows, k]) reads all its inputs in one kernel; past
+    the device's storage-buffer limit, one kernel per input places it."""
+    arrays = {f"x{i}": rng.standard_normal((1, 5 + i, 3)).astype(np.float32) for i in range(count)}
+
+    def build(b, ops):
+        return {"y": b.concat([ops[n] for n in arrays], 1)}
+
+    got = run_graph(ctx, build, arrays)["y"]
+    np.testing.assert_array_equal(got, np.concatenate(list(arrays.values()), axis=1))
+    limit = int(ctx._limits.get("max-storage-buffers-per-shader-stage", 8))
+    want = ["layout/concat.wgsl"] if count + 1 <= limit else ["layout/remap.wgsl"] * count
+    assert _templates(ctx, build, arrays) == want
