@@ -1,4 +1,4 @@
-"""Compiler rules that fold layout operators (``pad``) into the kernels next to them.
+"""Compiler rules that fold layout operators (``pad``, ``slice``) into the kernels next to them.
 
 Same contract as the passes of :mod:`webnn_gpu._compiler`: ``(nodes, outputs, context=None)
 -> nodes``, never mutating a node it receives (a changed node is replaced by a copy), and
@@ -6,8 +6,9 @@ firing only where the result is the same (when in doubt it does not fire).
 
 * :func:`fold_layout`: a zero ``pad`` of the spatial axes of a conv2d's input becomes the
   conv's own padding; a zero ``pad`` read by a fused epilogue step (a residual ``add`` whose
-  branch is channel-padded) is read in place, through a guarded load. The ``pad`` kernel is
-  then gone when nothing else reads its output.
+  branch is channel-padded) is read in place, through a guarded load; so is a unit-stride
+  ``slice`` read by an epilogue step (a residual taking some of a branch's channels). The
+  ``pad`` / ``slice`` kernel is then gone when nothing else reads its output.
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ def zero_pad(node) -> bool:
     return value == 0.0 and math.copysign(1.0, value) > 0  # -0.0 is another value (1 / -0.0 = -inf)
 
 
+def unit_slice(node) -> bool:
+    """Whether ``node`` is a ``slice`` with unit strides (a window read at an offset)."""
+    return (node is not None and node.op == "slice" and len(node.inputs) == 1 and len(node.outputs) == 1
+            and all(s == 1 for s in node.attrs.get("strides", [1] * len(node.outputs[0].shape))))
+
+
 def _conv_padding(conv, pad) -> list[int] | None:
     """conv2d ``conv``'s padding with ``pad``'s (a zero pad of its input) added, or None when
     ``pad`` pads an axis the conv's padding does not cover (batch, channels)."""
@@ -67,9 +74,10 @@ def fold_layout(nodes: list, outputs: dict, context=None) -> list:
     * An epilogue step ``{"op": ..., "input": i}`` of a kernel hosting epilogues whose operand is ``pad(x)`` (zeros, any axes) reads ``x`` instead, through the
       step's ``"pad"`` offsets (zero outside ``x``; :mod:`webnn_gpu.ops._epilogue`): a
       residual add whose branch was channel-padded. The operand must be bound for that step
-      alone (no other input slot of the host holds it) and not be read per channel.
+      alone (no other input slot of the host holds it) and not be read per channel. A
+      ``slice`` with unit strides is read the same way, at offsets ``-starts``.
 
-    A pad whose every reader took it is dropped (unless it is a graph output).
+    A pad or slice whose every reader took it is dropped (unless it is a graph output).
     """
     from .builder import Node
 
@@ -99,7 +107,7 @@ def fold_layout(nodes: list, outputs: dict, context=None) -> list:
     read: set[int] = set(out_ids)
     for node in nodes:
         read.update(v.id for v in replaced.get(node.id, node).inputs if v is not None)
-    dropped = {n.id for n in nodes if n.op == "pad" and not any(v.id in read for v in n.outputs)}
+    dropped = {n.id for n in nodes if n.op in ("pad", "slice") and not any(v.id in read for v in n.outputs)}
     return [replaced.get(n.id, n) for n in nodes if n.id not in dropped]
 
 
@@ -123,15 +131,17 @@ def _read_padded_operands(node, producer):
         v = inputs[i]
         p = producer.get(v.id)
         users = [st for st in new_steps if st.get("input") == i]
-        if (not zero_pad(p) or sum(1 for u in inputs if u is v) != 1 or len(v.shape) != len(out.shape)
-                or tuple(v.shape) != tuple(out.shape) or p.inputs[0].data_type != out.data_type
+        if p is None or not (zero_pad(p) or unit_slice(p)) or sum(1 for u in inputs if u is v) != 1:
+            continue
+        if (tuple(v.shape) != tuple(out.shape) or p.inputs[0].data_type != out.data_type
                 or any(st.get("axis") is not None or st.get("pad") is not None for st in users)):
             continue
         if any(u is p.inputs[0] for u in inputs):
             continue  # the pad's input is bound already (by another slot): keep one reading per binding
         inputs[i] = p.inputs[0]
+        offsets = p.attrs["beginning_padding"] if p.op == "pad" else [-s for s in p.attrs["starts"]]
         for st in users:
-            st["pad"] = [int(b) for b in p.attrs["beginning_padding"]]
+            st["pad"] = [int(b) for b in offsets]
         changed = True
         if DEBUG >= 2:
             log.debug("fold_layout: %s [%s] reads pad [%s]'s input in place", node.op, node.label, p.label)

@@ -182,6 +182,8 @@ REFERENCE = {
     "reduce_mean": lambda a, x: x.mean(axis=tuple(a["axes"]), keepdims=a.get("keep_dimensions", False)),
     "concat": lambda a, *xs: np.concatenate(xs, axis=a["axis"]),
     "prelu": lambda a, x, y: np.where(x >= 0, x, y * x),
+    "slice": lambda a, x: x[tuple(slice(s, s + n, st) for s, n, st in
+                                  zip(a["starts"], a["sizes"], a.get("strides", [1] * x.ndim)))],
     "pad": lambda a, x: np.pad(x, list(zip(a["beginning_padding"], a["ending_padding"])),
                                mode={"constant": "constant", "edge": "edge", "reflection": "reflect"}[
                                    a.get("mode", "constant")],
@@ -591,8 +593,9 @@ class Gen:
         """Zero pads folded into their readers (``fold_layout``) and their near misses: a pad
         of the spatial axes before a conv (stride 1 or 2, maybe depthwise, the pad maybe read
         twice or an output), a channel pad of a pooled branch added to a conv's output (a
-        residual, maybe followed by prelu); a non-zero or -0.0 value, the edge mode, a pad of
-        the channels before a conv, a pad before a pool."""
+        residual, maybe followed by prelu) or a slice of a wider branch in its place; a non-zero
+        or -0.0 value, the edge mode, a pad of the channels before a conv, a pad before a
+        pool, a strided slice."""
         shape = self.shape(v)
         rank_h, rank_w, rank_c = (1, 2, 3) if layout == "nhwc" else (2, 3, 1)
         value = 0.0
@@ -640,7 +643,19 @@ class Gen:
             attrs["mode"] = mode
         elif value != 0.0 or math.copysign(1.0, value) < 0:
             attrs["value"] = value
-        padded = self.emit("pad", [branch], attrs)
+        if self.p(0.3):  # a window of a wider branch (a unit-stride slice; now and then strided)
+            wshape = list(shape)
+            step = 2 if self.p(0.15) else 1
+            wshape[rank_c] = (C + extra) * step + 2
+            starts = [0, 0, 0, 0]
+            starts[rank_c] = int(self.rng.integers(0, 3))
+            sizes = list(shape)
+            sizes[rank_c] = (C + extra - 1) * step + 1
+            strides = [1, 1, 1, 1]
+            strides[rank_c] = step
+            padded = self.emit("slice", [self.input(wshape)], {"starts": starts, "sizes": sizes, "strides": strides})
+        else:
+            padded = self.emit("pad", [branch], attrs)
         pshape = self.shape(padded)
         if pshape[rank_h] != shape[rank_h]:
             return padded, layout

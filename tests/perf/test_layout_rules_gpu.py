@@ -71,10 +71,12 @@ def test_matmul_prelu_with_a_full_slope_is_one_kernel(ctx, rng):
     assert len(_templates(ctx, build, {"a": a, "s": s})) == 1
 
 
-@pytest.mark.parametrize("dt,tol", [("float32", 2e-5), ("float16", 2e-2)])
-def test_depthwise_projection_with_a_channel_padded_residual_and_prelu(ctx, rng, dt, tol):
+@pytest.mark.parametrize("dt,tol,branch", [("float32", 2e-5, "pad"), ("float16", 2e-2, "pad"),
+                                           ("float32", 2e-5, "slice")])
+def test_depthwise_projection_with_a_channel_padded_residual_and_prelu(ctx, rng, dt, tol, branch):
     """x -> depthwise 3x3 -> 1x1 projection to 2C, + (max pool 1x1 of x, zero-padded to 2C
-    channels), prelu: the pad and the prelu run inside the depthwise + projection kernel."""
+    channels; or channels 2..2C+1 of a wider branch), prelu: the pad (slice) and the prelu
+    run inside the depthwise + projection kernel."""
     npdt = np.float32 if dt == "float32" else np.float16
     C = 16
     x = rng.standard_normal((1, 8, 8, C)).astype(npdt)
@@ -88,16 +90,25 @@ def test_depthwise_projection_with_a_channel_padded_residual_and_prelu(ctx, rng,
         d = b.conv2d(ops["x"], b.constant(wd), padding=[1, 1, 1, 1], groups=C, input_layout="nhwc",
                      filter_layout="ihwo", bias=b.constant(bd))
         p = b.conv2d(d, b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
-        branch = b.pad(b.max_pool2d(ops["x"], window_dimensions=[1, 1], layout="nhwc"), [0, 0, 0, 0], [0, 0, 0, C])
-        return {"y": b.prelu(b.add(p, branch), b.constant(slope.reshape(1, 1, 2 * C)))}
+        if branch == "pad":
+            r = b.pad(b.max_pool2d(ops["x"], window_dimensions=[1, 1], layout="nhwc"), [0, 0, 0, 0], [0, 0, 0, C])
+        else:
+            r = b.slice(b.max_pool2d(ops["w"], window_dimensions=[1, 1], layout="nhwc"), [0, 0, 0, 2],
+                        [1, 8, 8, 2 * C])
+        return {"y": b.prelu(b.add(p, r), b.constant(slope.reshape(1, 1, 2 * C)))}
 
-    got = run_graph(ctx, build, {"x": x})["y"].astype(np.float64)
+    wide = rng.standard_normal((1, 8, 8, 2 * C + 4)).astype(npdt)
+    inputs = {"x": x, "w": wide} if branch == "slice" else {"x": x}
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
     xd = x.astype(np.float64)
     d = _conv_nhwc(xd, wd.transpose(3, 1, 2, 0), bd, (1, 1, 1, 1), groups=C)
-    branch = np.concatenate([xd, np.zeros_like(xd)], axis=3)
-    ref = _prelu(_conv_nhwc(d, wp, bp) + branch, slope.astype(np.float64))
+    if branch == "pad":
+        r = np.concatenate([xd, np.zeros_like(xd)], axis=3)
+    else:
+        r = wide.astype(np.float64)[..., 2:2 + 2 * C]
+    ref = _prelu(_conv_nhwc(d, wp, bp) + r, slope.astype(np.float64))
     np.testing.assert_allclose(got, ref, atol=tol, rtol=tol)
-    templates = _templates(ctx, build, {"x": x})
+    templates = _templates(ctx, build, inputs)
     assert "layout/remap.wgsl" not in templates and not any(t.startswith("elementwise/") for t in templates), templates
 
 

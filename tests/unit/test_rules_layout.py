@@ -259,3 +259,25 @@ def test_resample_takes_an_epilogue_but_leaves_a_doublings_add_to_the_conv():
     # a doubling with an epilogue is no plain doubling for the conv's interpolation
     assert not _compiler._is_linear_doubling(Node("resample2d", [x], [up], {"mode": "linear", "axes": [1, 2],
                                                                              "epilogue": [{"op": "relu"}]}))
+
+
+def test_sliced_residual_is_read_at_an_offset_and_a_strided_slice_stays():
+    x, br = _v((1, 4, 4, 8), kind="input"), _v((1, 5, 4, 32), kind="input")
+    s, c, y = _v((1, 4, 4, 16)), _v((1, 4, 4, 16)), _v((1, 4, 4, 16))
+    sl = _n("slice", [br], s, starts=[0, 1, 0, 8], strides=[1, 1, 1, 1], alias=False)
+    out = _compiler.run_passes([sl, _conv(x, c), _n("add", [c, s], y)], {"y": y})
+    assert [n.op for n in out] == ["conv2d"] and out[0].inputs[3] is br
+    assert out[0].attrs["epilogue"] == [{"op": "add", "input": 3, "pad": [0, -1, 0, -8]}]
+    s, c, y = _v((1, 4, 4, 16)), _v((1, 4, 4, 16)), _v((1, 4, 4, 16))
+    sl = _n("slice", [br], s, starts=[0, 0, 0, 0], strides=[1, 1, 1, 2], alias=False)
+    out = _compiler.run_passes([sl, _conv(x, c), _n("add", [c, s], y)], {"y": y})
+    assert [n.op for n in out] == ["slice", "conv2d"]
+
+
+def test_offset_operand_renders_an_unguarded_shifted_load():
+    x, br = _v(kind="input"), _v((1, 5, 4, 32), kind="input")
+    out = _v((1, 4, 4, 16))
+    node = Node("conv2d", [x, _c(0.5, (16, 3, 3, 8)), None, br], [out], {})
+    ep = _epilogue.build(node, out, [{"op": "add", "input": 3, "pad": [0, -1, 0, -8]}], chan_axis=3)
+    assert "f32(e0[(o / 256u) * 640u + (((o / 64u) % 4u) + 1u) * 128u + ((o / 16u) % 4u) * 32u + (ch + 8u)])" \
+        in ep.code

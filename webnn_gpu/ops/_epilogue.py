@@ -20,10 +20,11 @@ of dicts, applied in order to the value ``x``:
     ``"axis": a`` the operand is 1-D and is read at the output coordinate along axis ``a``
     (a bias: axis 1 for NCHW outputs, 3 for NHWC). ``"reverse": True`` puts the operand
     first (``input - x``); ``"scale": s`` multiplies the operand by ``s`` first (gemm's
-    ``beta * c``). With ``"pad": [b0, b1, ...]`` (one count per output axis) the operand has
-    the output's rank and sits at offset ``b`` inside a zero-filled output-shaped frame (a
-    zero ``pad`` folded into its reader): the output element at coordinate ``c`` reads the
-    operand at ``c - b`` where that is inside it, else 0.
+    ``beta * c``). With ``"pad": [b0, b1, ...]`` (one offset per output axis) the operand has
+    the output's rank and the output element at coordinate ``c`` reads it at ``c - b`` where
+    that is inside it, else 0: ``b >= 0`` places the operand inside a zero-filled frame (a
+    zero ``pad`` folded into its reader), ``b < 0`` reads a window of a larger operand (a
+    ``slice`` folded into its reader).
 
 Operands are appended to ``node.inputs`` (see :func:`attach`); the graph binds every input
 of a node and the dead-code pass keeps them alive, so nothing else is needed. An operand must
@@ -187,12 +188,13 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
                 index, inside = _padded_index(node, n, v, step["pad"], out_shape, chan_axis)
             else:
                 index, inside = _operand_index(node, n, v, step.get("axis"), out_shape, out_strides, chan_axis), ""
-            if inside:
+            if inside or step.get("pad") is not None and index != "o":
                 if i not in bound:
                     bound[i] = f"{first_binding}{len(bound)}"
                     ep.operands.append((bound[i], v))
                 name = bound[i]
-                y = f"select(0.0, f32({name}[select(0u, {index}, {inside})]), {inside})"
+                y = (f"select(0.0, f32({name}[select(0u, {index}, {inside})]), {inside})" if inside
+                     else f"f32({name}[{index}])")
             elif i == given and index == "o":
                 ep.given = True
                 y = "gv"
@@ -253,9 +255,11 @@ def _padded_index(node, n, v, pad, out_shape, chan_axis) -> tuple[str, str]:
     rank = len(out_shape)
     shp = tuple(v.shape)
     if (not isinstance(pad, (list, tuple)) or len(pad) != rank or len(shp) != rank
-            or any(not isinstance(b, int) or b < 0 or b + s > d for b, s, d in zip(pad, shp, out_shape))):
-        raise ValueError(f"{node.op}: epilogue step {n}: a 'pad' operand must have the output's rank and fit "
-                         f"inside it ({list(out_shape)}) at offsets 'pad', got shape {list(shp)}, pad {pad!r}")
+            or any(not isinstance(b, int) or not ((b >= 0 and b + s <= d) or (b <= 0 and d - b <= s))
+                   for b, s, d in zip(pad, shp, out_shape))):
+        raise ValueError(f"{node.op}: epilogue step {n}: a 'pad' operand must have the output's rank and, along "
+                         f"each axis, fit inside the output ({list(out_shape)}) at a 'pad' offset >= 0 or hold "
+                         f"the output's window at an offset < 0, got shape {list(shp)}, pad {pad!r}")
     framed = [d for d in range(rank) if pad[d] or shp[d] != out_shape[d]]
     if not framed:
         return "o", ""
@@ -267,13 +271,13 @@ def _padded_index(node, n, v, pad, out_shape, chan_axis) -> tuple[str, str]:
         terms.append(f"(o / {ost[k - 1]}u) * {vst[k - 1]}u")
     for d in range(k, rank):
         c = "ch" if d == chan_axis else (f"((o / {ost[d]}u) % {out_shape[d]}u)" if d > 0 else f"(o / {ost[d]}u)")
-        if pad[d]:
+        if pad[d] > 0:
             conds.append(f"{c} >= {pad[d]}u")
         if pad[d] + shp[d] < out_shape[d]:
             conds.append(f"{c} < {pad[d] + shp[d]}u")
-        shifted = f"({c} - {pad[d]}u)" if pad[d] else c
+        shifted = f"({c} - {pad[d]}u)" if pad[d] > 0 else f"({c} + {-pad[d]}u)" if pad[d] < 0 else c
         terms.append(shifted if vst[d] == 1 else f"{shifted} * {vst[d]}u")
-    return " + ".join(terms), "(" + " && ".join(conds) + ")"
+    return " + ".join(terms), "(" + " && ".join(conds) + ")" if conds else ""
 
 
 def _operand_index(node, n, v, axis, out_shape, out_strides, chan_axis) -> str:
