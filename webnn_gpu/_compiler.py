@@ -11,8 +11,11 @@ Each pass takes and returns the node list (in a valid topological order). Passes
 * :func:`fuse_hard_swish`: the sequence ``x * clamp(x + 3, 0, 6) / 6`` becomes one
   ``hard_swish`` node.
 * :func:`fuse_epilogue`: bias adds, activations and following same-shaped element-wise ops
-  (a residual add) are folded into ``attrs["epilogue"]`` of conv2d, conv_transpose2d,
-  matmul and gemm (format: :mod:`webnn_gpu.ops._epilogue`).
+  (a residual add, prelu) are folded into ``attrs["epilogue"]`` of the kernels that host one
+  (conv2d, conv_transpose2d, matmul, gemm, resample2d, windowed pools:
+  :func:`webnn_gpu.ops._epilogue.hosts`; format: :mod:`webnn_gpu.ops._epilogue`).
+* :func:`webnn_gpu._rules_layout.fold_layout`: zero pads become a conv's padding or a
+  guarded read of an epilogue operand; a unit-stride slice read by an epilogue, an offset.
 * :func:`fuse_conv_input`: a per-channel ``mul`` (the squeeze-and-excite scale), a same-shaped
   ``add`` (a skip connection) or both in front of a pointwise conv2d are applied by the conv
   as it loads its input.
@@ -444,7 +447,9 @@ def _epilogue_step(host, v, consumer):
 
 
 def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
-    """Fold the element-wise consumers of conv2d, conv_transpose2d, matmul and gemm into them.
+    """Fold the element-wise consumers of the kernels that host an epilogue into them
+    (conv2d, conv_transpose2d, matmul, gemm, resample2d, windowed pools:
+    :func:`webnn_gpu.ops._epilogue.hosts`).
 
     Following the host's value through single consumers that are not graph outputs: each
     float unary element-wise op (relu, clamp, sigmoid, hard_swish, ...) and each binary one
