@@ -12,7 +12,7 @@ Each pass takes and returns the node list (in a valid topological order). Passes
   ``hard_swish`` node.
 * :func:`fuse_epilogue`: bias adds, activations and following same-shaped element-wise ops
   (a residual add, prelu) are folded into ``attrs["epilogue"]`` of the kernels that host one
-  (conv2d, conv_transpose2d, matmul, gemm, resample2d, windowed pools:
+  (conv2d, conv_transpose2d, matmul, gemm, resample2d, normalizations, windowed pools:
   :func:`webnn_gpu.ops._epilogue.hosts`; format: :mod:`webnn_gpu.ops._epilogue`).
 * :func:`webnn_gpu._rules_layout.fold_layout`: zero pads become a conv's padding or a
   guarded read of an epilogue operand; a unit-stride slice read by an epilogue, an offset.
@@ -358,7 +358,8 @@ def fuse_hard_swish(nodes: list, outputs: dict, context=None) -> list:
 #: own operands take (conv bias and gemm's c are optional inputs at index 2: epilogue operands
 #: go after them, the slot stays None when the option is absent)
 EPILOGUE_HOSTS = {"conv2d": 3, "conv_transpose2d": 3, "matmul": 2, "gemm": 3, "average_pool2d": 1, "l2_pool2d": 1,
-                  "max_pool2d": 1, "resample2d": 1}
+                  "max_pool2d": 1, "resample2d": 1, "batch_normalization": 5, "instance_normalization": 3,
+                  "layer_normalization": 3}
 #: The host kernels unroll their stores (a block of pixels, a register tile: up to a few
 #: hundred calls of the epilogue in one shader), and the shader compiler inlines the epilogue
 #: at each call: an epilogue may hold at most this many steps, of which at most
@@ -383,6 +384,10 @@ def _chan_axis(host) -> int | None:
         return len(host.outputs[0].shape) - 1
     if host.op.endswith("_pool2d"):
         return 1 if host.attrs.get("layout", "nchw") == "nchw" else 3
+    if host.op == "batch_normalization":
+        return host.attrs["axis"]
+    if host.op == "instance_normalization":
+        return host.attrs["param_axes"][0]
     return None
 
 
@@ -448,7 +453,7 @@ def _epilogue_step(host, v, consumer):
 
 def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
     """Fold the element-wise consumers of the kernels that host an epilogue into them
-    (conv2d, conv_transpose2d, matmul, gemm, resample2d, windowed pools:
+    (conv2d, conv_transpose2d, matmul, gemm, resample2d, normalizations, windowed pools:
     :func:`webnn_gpu.ops._epilogue.hosts`).
 
     Following the host's value through single consumers that are not graph outputs: each

@@ -249,3 +249,45 @@ def test_concat_is_one_kernel_within_the_binding_limit(ctx, rng, count):
     limit = int(ctx._limits.get("max-storage-buffers-per-shader-stage", 8))
     want = ["layout/concat.wgsl"] if count + 1 <= limit else ["layout/remap.wgsl"] * count
     assert _templates(ctx, build, arrays) == want
+
+
+def _erf(x):
+    import math
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+@pytest.mark.parametrize("op", ["layer_normalization", "batch_normalization", "instance_normalization"])
+def test_normalizations_host_their_epilogues(ctx, rng, op):
+    """layer norm -> gelu, batch norm -> relu -> + residual, instance norm -> prelu: the
+    normalize kernel applies them (no element-wise kernel)."""
+    x = rng.standard_normal((2, 6, 5, 4)).astype(np.float32)
+    r = rng.standard_normal((2, 6, 5, 4)).astype(np.float32)
+    mean, var = rng.standard_normal(6).astype(np.float32), (rng.random(6) + 0.5).astype(np.float32)
+    scale, bias = rng.standard_normal(6).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+    slope = (rng.standard_normal((6, 1, 1)) * 0.3).astype(np.float32)
+    xd = x.astype(np.float64)
+
+    def build(b, ops):
+        if op == "layer_normalization":
+            return {"y": b.gelu(b.layer_normalization(ops["x"], axes=[1, 2, 3]))}
+        if op == "batch_normalization":
+            n = b.batch_normalization(ops["x"], b.constant(mean), b.constant(var), scale=b.constant(scale),
+                                      bias=b.constant(bias))
+            return {"y": b.add(b.relu(n), ops["r"])}
+        return {"y": b.prelu(b.instance_normalization(ops["x"]), b.constant(slope))}
+
+    got = run_graph(ctx, build, {"x": x, "r": r})["y"].astype(np.float64)
+    if op == "layer_normalization":
+        m, v = xd.mean(axis=(1, 2, 3), keepdims=True), xd.var(axis=(1, 2, 3), keepdims=True)
+        n = (xd - m) / np.sqrt(v + 1e-5)
+        ref = 0.5 * n * (1 + _erf(n / np.sqrt(2)))
+    elif op == "batch_normalization":
+        sh = (1, 6, 1, 1)
+        n = (xd - mean.reshape(sh)) / np.sqrt(var.reshape(sh) + 1e-5) * scale.reshape(sh) + bias.reshape(sh)
+        ref = np.maximum(n, 0) + r
+    else:
+        m, v = xd.mean(axis=(2, 3), keepdims=True), xd.var(axis=(2, 3), keepdims=True)
+        ref = _prelu((xd - m) / np.sqrt(v + 1e-5), slope.astype(np.float64))
+    np.testing.assert_allclose(got, ref, atol=5e-5, rtol=5e-5)
+    templates = _templates(ctx, build, {"x": x, "r": r})
+    assert not any(t.startswith("elementwise/") for t in templates), templates

@@ -281,3 +281,18 @@ def test_offset_operand_renders_an_unguarded_shifted_load():
     ep = _epilogue.build(node, out, [{"op": "add", "input": 3, "pad": [0, -1, 0, -8]}], chan_axis=3)
     assert "f32(e0[(o / 256u) * 640u + (((o / 64u) % 4u) + 1u) * 128u + ((o / 16u) % 4u) * 32u + (ch + 8u)])" \
         in ep.code
+
+
+def test_normalizations_take_an_epilogue_read_per_channel():
+    x = _v((1, 8, 4, 4), kind="input")
+    s, b, n, y = _c(1.0, (8,)), _c(0.0, (8,)), _v((1, 8, 4, 4)), _v((1, 8, 4, 4))
+    norm = _n("instance_normalization", [x, s, b], n, axes=[2, 3], param_axes=[1], epsilon=1e-5)
+    out = _compiler.fuse_epilogue([norm, _n("prelu", [n, _c(0.2, (8, 1, 1))], y)], {"y": y})
+    assert [o.op for o in out] == ["instance_normalization"] and out[0].inputs[3].shape == (8,)
+    assert out[0].attrs["epilogue"] == [{"op": "prelu", "input": 3, "axis": 1}]
+    # batch normalization without scale and bias: their slots stay None, the operand goes after
+    mu, var, n, y = _c(0.0, (8,)), _c(1.0, (8,)), _v((1, 8, 4, 4)), _v((1, 8, 4, 4))
+    bn = _n("batch_normalization", [x, mu, var, None, None], n, axis=1, epsilon=1e-5)
+    r = _v((1, 8, 4, 4), kind="input")
+    out = _compiler.fuse_epilogue([bn, _n("add", [n, r], y)], {"y": y})
+    assert out[0].inputs[3:] == [None, None, r] and out[0].attrs["epilogue"] == [{"op": "add", "input": 5}]

@@ -1,5 +1,6 @@
 """Fused epilogues: element-wise steps applied to each output value of conv2d,
-conv_transpose2d, matmul, gemm, resample2d and windowed pools before the kernel stores it.
+conv_transpose2d, matmul, gemm, resample2d, normalizations and windowed pools before the
+kernel stores it.
 
 A compiler pass (or a test) puts the steps in ``node.attrs["epilogue"]``; the kernels of
 :mod:`webnn_gpu.ops.linalg` and :mod:`webnn_gpu.ops.conv` apply them. The format is a list
@@ -94,12 +95,13 @@ class Epilogue:
 #: slots their own operands take (conv2d's bias and gemm's c are optional inputs at index 2:
 #: epilogue operands go after them, the slot stays None when the option is absent).
 HOST_SLOTS = {"conv2d": 3, "conv_transpose2d": 3, "matmul": 2, "gemm": 3, "average_pool2d": 1, "l2_pool2d": 1,
-              "max_pool2d": 1, "resample2d": 1}
+              "max_pool2d": 1, "resample2d": 1, "batch_normalization": 5, "instance_normalization": 3,
+              "layer_normalization": 3}
 
 
 def hosts(node) -> bool:
-    """Whether ``node``'s kernel applies an epilogue: conv2d, conv_transpose2d, matmul, gemm
-    and resample2d always; a float pool when it runs ``pool/pool2d.wgsl`` (a windowed pool,
+    """Whether ``node``'s kernel applies an epilogue: conv2d, conv_transpose2d, matmul, gemm,
+    resample2d and batch, instance and layer normalization always; a float pool when it runs ``pool/pool2d.wgsl`` (a windowed pool,
     not a global one, which runs as a reduction)."""
     if node.op not in HOST_SLOTS or len(node.outputs) != 1:
         return False
