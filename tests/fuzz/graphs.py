@@ -150,6 +150,34 @@ def _erf(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x)
 
 
+def _norm(kind):
+    def f(a, x, *stats, scale=None, bias=None):
+        eps = a.get("epsilon", 1e-5)
+        if kind == "batch":
+            mean, var = stats
+            shape = [1] * x.ndim
+            shape[a.get("axis", 1)] = -1
+            m, v = mean.reshape(shape), var.reshape(shape)
+            p_shape = shape
+        else:
+            if kind == "instance":
+                axes = (2, 3) if a.get("layout", "nchw") == "nchw" else (1, 2)
+                ch = 1 if a.get("layout", "nchw") == "nchw" else 3
+                p_shape = [1] * x.ndim
+                p_shape[ch] = -1
+            else:
+                axes = tuple(a.get("axes", range(1, x.ndim)))
+                p_shape = [x.shape[d] if d in axes else 1 for d in range(x.ndim)]
+            m, v = x.mean(axis=axes, keepdims=True), x.var(axis=axes, keepdims=True)
+        y = (x - m) / np.sqrt(v + eps)
+        if scale is not None:
+            y = y * scale.reshape(p_shape)
+        if bias is not None:
+            y = y + bias.reshape(p_shape)
+        return y
+    return f
+
+
 REFERENCE = {
     "add": lambda a, x, y: x + y,
     "sub": lambda a, x, y: x - y,
@@ -182,6 +210,9 @@ REFERENCE = {
     "reduce_mean": lambda a, x: x.mean(axis=tuple(a["axes"]), keepdims=a.get("keep_dimensions", False)),
     "concat": lambda a, *xs: np.concatenate(xs, axis=a["axis"]),
     "prelu": lambda a, x, y: np.where(x >= 0, x, y * x),
+    "batch_normalization": _norm("batch"),
+    "instance_normalization": _norm("instance"),
+    "layer_normalization": _norm("layer"),
     "slice": lambda a, x: x[tuple(slice(s, s + n, st) for s, n, st in
                                   zip(a["starts"], a["sizes"], a.get("strides", [1] * x.ndim)))],
     "pad": lambda a, x: np.pad(x, list(zip(a["beginning_padding"], a["ending_padding"])),
@@ -669,6 +700,29 @@ class Gen:
             y = self.emit("prelu", [y, self.chan_operand(self.shape(y), layout)])
         return self.elementwise_tail(y, layout, 2), layout
 
+    def motif_norm(self, v, layout):
+        """A batch, instance or layer normalization (scale and bias maybe) and an epilogue chain."""
+        shape = self.shape(v)
+        C = shape[3] if layout == "nhwc" else shape[1]
+        r = self.rng.random()
+        kw = {}
+        if r < 0.35:
+            if self.p(0.6):
+                kw["scale"] = self.made_const([C])
+            if self.p(0.6):
+                kw["bias"] = self.made_const([C])
+            mean, var = self.made_const([C]), self.const([C], "positive")
+            n = self.emit("batch_normalization", [v, mean, var], {"axis": 3 if layout == "nhwc" else 1}, kw)
+        elif r < 0.7:
+            if self.p(0.5):
+                kw["scale"] = self.made_const([C])
+            if self.p(0.5):
+                kw["bias"] = self.made_const([C])
+            n = self.emit("instance_normalization", [v], {"layout": layout}, kw)
+        else:
+            n = self.emit("layer_normalization", [v], {"axes": [1, 2, 3]})
+        return self.elementwise_tail(n, layout, 3), layout
+
     # -- the graph
     def graph4d(self):
         layout = "nhwc" if self.p(0.7) else "nchw"
@@ -676,7 +730,7 @@ class Gen:
         C, H, W = self.pick(CHANNELS), self.pick(SIZES), self.pick(SIZES)
         v = self.input((N, H, W, C) if layout == "nhwc" else (N, C, H, W))
         motifs = [self.motif_conv, self.motif_conv_input, self.motif_squeeze_excite, self.motif_inverted_residual,
-                  self.motif_pool, self.motif_upsample, self.motif_first_layer, self.motif_pad]
+                  self.motif_pool, self.motif_upsample, self.motif_first_layer, self.motif_pad, self.motif_norm]
         for _ in range(int(self.rng.integers(1, 3))):
             if int(np.prod(self.shape(v))) > 40000:
                 break
