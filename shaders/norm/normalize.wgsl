@@ -11,12 +11,15 @@
     has_scale, has_bias
     epsilon        WGSL f32 literal (already rounded to the input's data type)
     out_T          compute type of the output
-  Bindings: x, (stats | mean, variance), [scale], [bias], out.
+    ep             fused epilogue (webnn_gpu/ops/_epilogue.py), applied to each stored value
+  Bindings: x, (stats | mean, variance), [scale], [bias], epilogue operands..., out.
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guarded by idx < k.n.
 -#}
 {% import "_lib/io.wgsl" as io %}
 {% import "_lib/index.wgsl" as ix %}
+{% import "_lib/epilogue.wgsl" as el %}
 {{ io.prelude(k, int64) }}
+{{ el.fns(ep) }}
 
 {{ io.main_header(k) }}
 {{ ix.coords("c", "idx", out_strides) }}
@@ -37,5 +40,5 @@
 {% if has_bias %}
   y = y + f32(load_bias(p));
 {% endif %}
-  store_out(idx, {{ out_T }}(y));
+  store_out(idx, {{ out_T }}({{ el.apply(ep, "y", "idx") }}));
 }

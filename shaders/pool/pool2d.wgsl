@@ -15,15 +15,18 @@
     in_st        {"n","c","h","w"} -> input element stride of that dimension
     H, W, WH, WW, SH, SW, DH, DW, PT, PL, M (output elements)
     empty_max    the max pool's value for a window entirely in the padding (the data type's lowest)
-  Bindings: src, out.
+    ep           fused epilogue (webnn_gpu/ops/_epilogue.py, float outputs), applied to each stored value
+  Bindings: src, epilogue operands..., out.
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guards idx < M (thread) or g < M (group).
 -#}
 {% import "_lib/io.wgsl" as io %}
 {% import "_lib/index.wgsl" as ix %}
 {% import "reduce/_lib.wgsl" as rl %}
+{% import "_lib/epilogue.wgsl" as el %}
 {% set combine = "max" if kind == "max" else "add" %}
 {{ io.prelude(k, int64) }}
 {{ rl.fns(combine, A) }}
+{{ el.fns(ep) }}
 
 struct Win { base: u32, h0: i32, w0: i32 }
 
@@ -64,15 +67,15 @@ fn inside(start: i32, dil: u32, n: u32, size: i32) -> u32 {
 fn finish(o: u32, w: Win, a: {{ A }}) {
 {% if kind == "avg" %}
   let count = inside(w.h0, {{ DH }}u, {{ WH }}u, {{ H }}) * inside(w.w0, {{ DW }}u, {{ WW }}u, {{ W }});
-  store_out(o, {{ out_T }}(select(0.0, a / f32(count), count > 0u)));
+  store_out(o, {{ out_T }}({{ el.apply(ep, "select(0.0, a / f32(count), count > 0u)", "o") }}));
 {% elif kind == "l2" %}
-  store_out(o, {{ out_T }}(sqrt(a)));
+  store_out(o, {{ out_T }}({{ el.apply(ep, "sqrt(a)", "o") }}));
 {% else %}
   var m = a;
   if (inside(w.h0, {{ DH }}u, {{ WH }}u, {{ H }}) * inside(w.w0, {{ DW }}u, {{ WW }}u, {{ W }}) == 0u) {
     m = {{ empty_max }};
   }
-  store_out(o, {{ out_T }}(m));
+  store_out(o, {{ out_T }}({{ el.apply(ep, "m", "o") }}));
 {% endif %}
 }
 

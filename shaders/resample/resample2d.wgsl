@@ -12,13 +12,16 @@
     exact         integer arithmetic for the source coordinate (false only when (2 out + 1) * in
                   >= 2**31; then it is computed in f32)
     out_T         output compute type
-  Bindings: src, out.
+    ep            fused epilogue (webnn_gpu/ops/_epilogue.py), applied to each stored value
+  Bindings: src, epilogue operands..., out.
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guarded by idx < k.n.
 -#}
 {% import "_lib/io.wgsl" as io %}
 {% import "_lib/index.wgsl" as ix %}
 {% import "resample/_linear.wgsl" as lin %}
+{% import "_lib/epilogue.wgsl" as el %}
 {{ io.prelude(k, int64) }}
+{{ el.fns(ep) }}
 
 {% include "resample/_coords.wgsl" %}
 
@@ -30,9 +33,13 @@
 {% if mode == "nearest-neighbor" %}
   let y = nearest(c{{ ax[0] }}, {{ sizes_in[0] }}, {{ sizes_out[0] }});
   let x = nearest(c{{ ax[1] }}, {{ sizes_in[1] }}, {{ sizes_out[1] }});
+{% if ep.empty %}
   store_out(idx, load_src(base + y * {{ in_st[ax[0]] }}u + x * {{ in_st[ax[1]] }}u));
 {% else %}
+  store_out(idx, {{ out_T }}({{ el.apply(ep, "f32(load_src(base + y * " ~ in_st[ax[0]] ~ "u + x * " ~ in_st[ax[1]] ~ "u))", "idx") }}));
+{% endif %}
+{% else %}
 {{ lin.blend(ax, sizes_in, sizes_out, in_st, "f32(load_src(", "))") }}
-  store_out(idx, {{ out_T }}(lin));
+  store_out(idx, {{ out_T }}({{ el.apply(ep, "lin", "idx") }}));
 {% endif %}
 }

@@ -13,13 +13,21 @@
     exact         integer arithmetic for the source coordinate (false only when (2 out + 1) * in
                   >= 2**31; then it is computed in f32)
     out_T         output compute type
-  Bindings: src, out (as arrays of vec4).
+    ep            fused epilogue (webnn_gpu/ops/_epilogue.py), applied to each stored value
+  Bindings: src, epilogue operands..., out (src and out as arrays of vec4).
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guarded by idx < k.n (output elements / 4).
 -#}
 {% import "_lib/io.wgsl" as io %}
 {% import "_lib/index.wgsl" as ix %}
 {% import "resample/_linear.wgsl" as lin %}
+{% import "_lib/epilogue.wgsl" as el %}
+{% if ep.empty %}
 {{ io.vec4_src_out(k) }}
+{% else %}
+{{ el.vec4_bindings(k) }}
+{{ el.fns(ep) }}
+{{ el.fns4(ep) }}
+{% endif %}
 
 {% include "resample/_coords.wgsl" %}
 
@@ -31,9 +39,13 @@
 {% if mode == "nearest-neighbor" %}
   let y = nearest(c{{ ax[0] }}, {{ sizes_in[0] }}, {{ sizes_out[0] }});
   let x = nearest(c{{ ax[1] }}, {{ sizes_in[1] }}, {{ sizes_out[1] }});
+{% if ep.empty %}
   out[idx] = src[base + y * {{ in_st[ax[0]] }}u + x * {{ in_st[ax[1]] }}u];
 {% else %}
+  out[idx] = vec4<{{ out_T }}>({{ el.apply4(ep, "vec4<f32>(src[base + y * " ~ in_st[ax[0]] ~ "u + x * " ~ in_st[ax[1]] ~ "u])", "idx * 4u") }});
+{% endif %}
+{% else %}
 {{ lin.blend(ax, sizes_in, sizes_out, in_st, "vec4<f32>(src[", "])") }}
-  out[idx] = vec4<{{ out_T }}>(lin);
+  out[idx] = vec4<{{ out_T }}>({{ el.apply4(ep, "lin", "idx * 4u") }});
 {% endif %}
 }

@@ -14,12 +14,20 @@
     out_st        output strides per axis in vec4 units
     ax            the two resampled axes; sizes_in their input sizes
     out_T         output compute type
-  Bindings: src, out (as arrays of vec4).
+    ep            fused epilogue (webnn_gpu/ops/_epilogue.py), applied to each stored value
+  Bindings: src, epilogue operands..., out (src and out as arrays of vec4).
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guarded by idx < k.n (input elements / 4).
 -#}
 {% import "_lib/io.wgsl" as io %}
 {% import "_lib/index.wgsl" as ix %}
+{% import "_lib/epilogue.wgsl" as el %}
+{% if ep.empty %}
 {{ io.vec4_src_out(k) }}
+{% else %}
+{{ el.vec4_bindings(k) }}
+{{ el.fns(ep) }}
+{{ el.fns4(ep) }}
+{% endif %}
 
 {{ io.main_header(k) }}
 {{ ix.coords("c", "idx", blk_strides) }}
@@ -51,8 +59,8 @@
     // rows (hy, hy + 1) and columns (hx, hx + 1) of the 3 x 3 neighbourhood
     let vy0 = v{{ hy }}{{ hx }} * (1.0 - tx[{{ hx }}]) + v{{ hy }}{{ hx + 1 }} * tx[{{ hx }}];
     let vy1 = v{{ hy + 1 }}{{ hx }} * (1.0 - tx[{{ hx }}]) + v{{ hy + 1 }}{{ hx + 1 }} * tx[{{ hx }}];
-    out[obase + (2u * i + {{ hy }}u) * {{ out_st[ax[0]] }}u + (2u * j + {{ hx }}u) * {{ out_st[ax[1]] }}u] =
-        vec4<{{ out_T }}>(vy0 * (1.0 - ty[{{ hy }}]) + vy1 * ty[{{ hy }}]);
+    let o4 = obase + (2u * i + {{ hy }}u) * {{ out_st[ax[0]] }}u + (2u * j + {{ hx }}u) * {{ out_st[ax[1]] }}u;
+    out[o4] = vec4<{{ out_T }}>({{ el.apply4(ep, "vy0 * (1.0 - ty[" ~ hy ~ "]) + vy1 * ty[" ~ hy ~ "]", "o4 * 4u") }});
   }
 {% endfor %}
 {% endfor %}

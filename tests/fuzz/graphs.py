@@ -150,6 +150,34 @@ def _erf(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x)
 
 
+def _norm(kind):
+    def f(a, x, *stats, scale=None, bias=None):
+        eps = a.get("epsilon", 1e-5)
+        if kind == "batch":
+            mean, var = stats
+            shape = [1] * x.ndim
+            shape[a.get("axis", 1)] = -1
+            m, v = mean.reshape(shape), var.reshape(shape)
+            p_shape = shape
+        else:
+            if kind == "instance":
+                axes = (2, 3) if a.get("layout", "nchw") == "nchw" else (1, 2)
+                ch = 1 if a.get("layout", "nchw") == "nchw" else 3
+                p_shape = [1] * x.ndim
+                p_shape[ch] = -1
+            else:
+                axes = tuple(a.get("axes", range(1, x.ndim)))
+                p_shape = [x.shape[d] if d in axes else 1 for d in range(x.ndim)]
+            m, v = x.mean(axis=axes, keepdims=True), x.var(axis=axes, keepdims=True)
+        y = (x - m) / np.sqrt(v + eps)
+        if scale is not None:
+            y = y * scale.reshape(p_shape)
+        if bias is not None:
+            y = y + bias.reshape(p_shape)
+        return y
+    return f
+
+
 REFERENCE = {
     "add": lambda a, x, y: x + y,
     "sub": lambda a, x, y: x - y,
@@ -181,6 +209,17 @@ REFERENCE = {
     "cast": lambda a, x: x,  # float16 constants widened: their values are the float16 values
     "reduce_mean": lambda a, x: x.mean(axis=tuple(a["axes"]), keepdims=a.get("keep_dimensions", False)),
     "concat": lambda a, *xs: np.concatenate(xs, axis=a["axis"]),
+    "prelu": lambda a, x, y: np.where(x >= 0, x, y * x),
+    "batch_normalization": _norm("batch"),
+    "instance_normalization": _norm("instance"),
+    "layer_normalization": _norm("layer"),
+    "slice": lambda a, x: x[tuple(slice(s, s + n, st) for s, n, st in
+                                  zip(a["starts"], a["sizes"], a.get("strides", [1] * x.ndim)))],
+    "pad": lambda a, x: np.pad(x, list(zip(a["beginning_padding"], a["ending_padding"])),
+                               mode={"constant": "constant", "edge": "edge", "reflection": "reflect"}[
+                                   a.get("mode", "constant")],
+                               **({"constant_values": a.get("value", 0.0)} if a.get("mode", "constant") == "constant"
+                                  else {})),
     "softmax": lambda a, x: _softmax(x, a["axis"]),
     "sqrt": lambda a, x: np.sqrt(x),
     "reciprocal": lambda a, x: 1 / x,
@@ -228,7 +267,7 @@ CHANNELS = (3, 4, 5, 8, 12, 16, 24)
 SIZES = (1, 3, 5, 7, 8, 11, 12, 16)
 UNARY = ("relu", "sigmoid", "tanh", "clamp", "leaky_relu", "linear", "hard_swish", "hard_sigmoid", "elu", "gelu",
          "neg", "abs")
-BINARY = ("add", "sub", "mul", "div", "max", "min")
+BINARY = ("add", "sub", "mul", "div", "max", "min", "prelu")
 FILTER_LAYOUTS = ("oihw", "hwio", "ohwi", "ihwo")
 
 
@@ -374,7 +413,9 @@ class Gen:
                     other = self.made_const(shp, "positive" if op == "div" else "normal")
                 else:
                     other = self.input(shape)  # a residual
-                v = self.emit(op, [v, other] if self.p(0.5) or op == "div" else [other, v])
+                # prelu's slope broadcasts to its input: x second only when of x's shape
+                first = self.p(0.5) or op == "div" or (op == "prelu" and self.shape(other) != shape)
+                v = self.emit(op, [v, other] if first else [other, v])
             if self.p(0.12):
                 self.output(v)  # a graph output in the middle of the chain
             elif self.p(0.08):
@@ -545,7 +586,8 @@ class Gen:
         attrs = {"window_dimensions": [k, k], "strides": [self.pick((1, 2))] * 2, "layout": layout}
         if self.p(0.4) and k > 1:
             attrs["padding"] = [int(self.rng.integers(0, k)) for _ in range(4)]
-        return self.emit(self.pick(("average_pool2d", "max_pool2d")), [v], attrs), layout
+        y = self.emit(self.pick(("average_pool2d", "max_pool2d")), [v], attrs)
+        return self.elementwise_tail(y, layout, 3), layout  # a windowed pool hosts an epilogue
 
     def motif_upsample(self, v, layout):
         """A linear / nearest upsampling followed by a pointwise conv, or added to a skip first."""
@@ -560,6 +602,8 @@ class Gen:
         else:
             attrs["sizes"] = [shape[axes[0]] * 2 + int(self.rng.integers(0, 2)), shape[axes[1]] * 2]
         up = self.emit("resample2d", [v], attrs)
+        if self.p(0.3):
+            up = self.elementwise_tail(up, layout, 2)  # the resample hosts an epilogue
         if self.p(0.7):
             skip = self.input(self.shape(up))
             up = self.emit("add", [up, skip] if self.p(0.5) else [skip, up])
@@ -579,6 +623,109 @@ class Gen:
             return self.emit("average_pool2d", [y], {"layout": layout}), layout
         return c, layout
 
+    def motif_pad(self, v, layout):
+        """Zero pads folded into their readers (``fold_layout``) and their near misses: a pad
+        of the spatial axes before a conv (stride 1 or 2, maybe depthwise, the pad maybe read
+        twice or an output), a channel pad of a pooled branch added to a conv's output (a
+        residual, maybe followed by prelu) or a slice of a wider branch in its place; a non-zero
+        or -0.0 value, the edge mode, a pad of the channels before a conv, a pad before a
+        pool, a strided slice."""
+        shape = self.shape(v)
+        rank_h, rank_w, rank_c = (1, 2, 3) if layout == "nhwc" else (2, 3, 1)
+        value = 0.0
+        r = self.rng.random()
+        if r < 0.1:
+            value = self.pick((0.5, -0.0))
+        mode = "edge" if self.p(0.05) else "constant"
+        kind = self.rng.random()
+        if kind < 0.5:  # spatial pad -> conv
+            beg, end = [0] * 4, [0] * 4
+            for d in (rank_h, rank_w):
+                beg[d], end[d] = int(self.rng.integers(0, 3)), int(self.rng.integers(0, 3))
+            if self.p(0.1):
+                end[rank_c] = 1  # the channels too: stays a pad
+            attrs: dict = {"beginning_padding": beg, "ending_padding": end}
+            if mode != "constant":
+                attrs["mode"] = mode
+            elif value != 0.0 or math.copysign(1.0, value) < 0:
+                attrs["value"] = value
+            p = self.emit("pad", [v], attrs)
+            if self.p(0.1):
+                self.output(p)
+            if self.p(0.15):  # a pool reads it: its padding would exclude what the pad includes
+                return self.emit(self.pick(("average_pool2d", "max_pool2d")), [p],
+                                 {"window_dimensions": [1, 1] if min(self.shape(p)[rank_h], self.shape(p)[rank_w]) < 2
+                                  else [2, 2], "layout": layout}), layout
+            y = self.conv(p, layout, depthwise=self.p(0.5))
+            if self.p(0.2):  # a second conv reads the same pad
+                z = self.conv(p, layout, pointwise=self.p(0.5))
+                self.output(z)
+            return self.elementwise_tail(y, layout, 2), layout
+        # channel pad of a branch, added to a conv's output of the wider shape
+        C = shape[rank_c]
+        extra = self.pick((1, 3, 4, 8))
+        beg, end = [0] * 4, [0] * 4
+        if self.p(0.2):
+            beg[rank_c] = extra
+        else:
+            end[rank_c] = extra
+        if self.p(0.1):
+            end[rank_h] = 1  # a spatial pad too: the add broadcasts nothing, the conv's output is larger
+        branch = self.emit("max_pool2d", [v], {"window_dimensions": [1, 1], "layout": layout}) if self.p(0.5) else v
+        attrs = {"beginning_padding": beg, "ending_padding": end}
+        if mode != "constant":
+            attrs["mode"] = mode
+        elif value != 0.0 or math.copysign(1.0, value) < 0:
+            attrs["value"] = value
+        if self.p(0.3):  # a window of a wider branch (a unit-stride slice; now and then strided)
+            wshape = list(shape)
+            step = 2 if self.p(0.15) else 1
+            wshape[rank_c] = (C + extra) * step + 2
+            starts = [0, 0, 0, 0]
+            starts[rank_c] = int(self.rng.integers(0, 3))
+            sizes = list(shape)
+            sizes[rank_c] = (C + extra - 1) * step + 1
+            strides = [1, 1, 1, 1]
+            strides[rank_c] = step
+            padded = self.emit("slice", [self.input(wshape)], {"starts": starts, "sizes": sizes, "strides": strides})
+        else:
+            padded = self.emit("pad", [branch], attrs)
+        pshape = self.shape(padded)
+        if pshape[rank_h] != shape[rank_h]:
+            return padded, layout
+        c = self.conv(v, layout, O=C + extra)
+        if self.shape(c) != pshape:
+            return c, layout
+        if self.p(0.1):
+            self.output(padded)  # read twice
+        y = self.emit("add", [c, padded] if self.p(0.5) else [padded, c])
+        if self.p(0.5):
+            y = self.emit("prelu", [y, self.chan_operand(self.shape(y), layout)])
+        return self.elementwise_tail(y, layout, 2), layout
+
+    def motif_norm(self, v, layout):
+        """A batch, instance or layer normalization (scale and bias maybe) and an epilogue chain."""
+        shape = self.shape(v)
+        C = shape[3] if layout == "nhwc" else shape[1]
+        r = self.rng.random()
+        kw = {}
+        if r < 0.35:
+            if self.p(0.6):
+                kw["scale"] = self.made_const([C])
+            if self.p(0.6):
+                kw["bias"] = self.made_const([C])
+            mean, var = self.made_const([C]), self.const([C], "positive")
+            n = self.emit("batch_normalization", [v, mean, var], {"axis": 3 if layout == "nhwc" else 1}, kw)
+        elif r < 0.7:
+            if self.p(0.5):
+                kw["scale"] = self.made_const([C])
+            if self.p(0.5):
+                kw["bias"] = self.made_const([C])
+            n = self.emit("instance_normalization", [v], {"layout": layout}, kw)
+        else:
+            n = self.emit("layer_normalization", [v], {"axes": [1, 2, 3]})
+        return self.elementwise_tail(n, layout, 3), layout
+
     # -- the graph
     def graph4d(self):
         layout = "nhwc" if self.p(0.7) else "nchw"
@@ -586,7 +733,7 @@ class Gen:
         C, H, W = self.pick(CHANNELS), self.pick(SIZES), self.pick(SIZES)
         v = self.input((N, H, W, C) if layout == "nhwc" else (N, C, H, W))
         motifs = [self.motif_conv, self.motif_conv_input, self.motif_squeeze_excite, self.motif_inverted_residual,
-                  self.motif_pool, self.motif_upsample, self.motif_first_layer]
+                  self.motif_pool, self.motif_upsample, self.motif_first_layer, self.motif_pad, self.motif_norm]
         for _ in range(int(self.rng.integers(1, 3))):
             if int(np.prod(self.shape(v))) > 40000:
                 break

@@ -28,6 +28,7 @@ from .rules.conv import (fuse_conv_input, fuse_conv_pool, fuse_conv_upsample, fu
 from .rules.elementwise import fuse_elementwise, fuse_hard_swish
 from .rules.epilogue import fuse_epilogue
 from .rules.fold import fold_constants
+from .rules.layout import fold_layout
 from .rules.linalg import fold_matmul_transpose
 from .rules.pool import fuse_pool_input, fuse_pool_partials
 
@@ -88,6 +89,9 @@ ORDER: tuple[Stage, ...] = (
     Stage("epilogue", (
         Rule(fuse_epilogue, "after the structural rules (the ops they make become steps); before the "
                             "rules below, whose legality tests look at a conv's epilogue and outputs"),
+        Rule(fold_layout, "after fuse_epilogue: it reads a zero pad or a slice in place where an epilogue "
+                          "step took it as an operand; before fuse_conv_input and fuse_depthwise_project, "
+                          "whose legality tests see the conv's final padding"),
     )),
     Stage("kernels", (
         Rule(fuse_attention, "after fuse_epilogue: the scale, the mask and a tail are the matmuls' epilogues "

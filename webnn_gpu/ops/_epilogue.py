@@ -1,5 +1,6 @@
 """Fused epilogues: element-wise steps applied to each output value of conv2d,
-conv_transpose2d, matmul and gemm before the kernel stores it.
+conv_transpose2d, matmul, gemm, resample2d, normalizations and windowed pools before the
+kernel stores it.
 
 A compiler pass (or a test) puts the steps in ``node.attrs["epilogue"]``; the kernels of
 :mod:`webnn_gpu.ops.linalg` and :mod:`webnn_gpu.ops.conv` apply them. The format is a list
@@ -13,13 +14,18 @@ of dicts, applied in order to the value ``x``:
     ``{"op": "linear", "alpha": 2.0, "beta": 1.0}``, ``elu``, ``hard_sigmoid``.
 ``{"op": NAME, "input": i}``
     A binary element-wise operator (``"add"``, ``"sub"``, ``"mul"``, ``"div"``, ``"max"``,
-    ``"min"``, ``"pow"``) of ``x`` and ``node.inputs[i]``, whose data type is the output's.
+    ``"min"``, ``"pow"``, ``"prelu"``: ``x`` where ``x >= 0``, else the operand times ``x``)
+    of ``x`` and ``node.inputs[i]``, whose data type is the output's.
     Without ``"axis"`` the operand's shape broadcasts to the output shape (NumPy rules; a
     same-shaped operand, e.g. a residual add, is read at the output's own index). With
     ``"axis": a`` the operand is 1-D and is read at the output coordinate along axis ``a``
     (a bias: axis 1 for NCHW outputs, 3 for NHWC). ``"reverse": True`` puts the operand
     first (``input - x``); ``"scale": s`` multiplies the operand by ``s`` first (gemm's
-    ``beta * c``).
+    ``beta * c``). With ``"pad": [b0, b1, ...]`` (one offset per output axis) the operand has
+    the output's rank and the output element at coordinate ``c`` reads it at ``c - b`` where
+    that is inside it, else 0: ``b >= 0`` places the operand inside a zero-filled frame (a
+    zero ``pad`` folded into its reader), ``b < 0`` reads a window of a larger operand (a
+    ``slice`` folded into its reader).
 
 Operands are appended to ``node.inputs`` (see :func:`attach`); the graph binds every input
 of a node and the dead-code pass keeps them alive, so nothing else is needed. An operand must
@@ -50,7 +56,7 @@ from .._kernels import broadcast_strides, strides
 from .elementwise import _OPTION_OPS, _TABLE, expression, literal
 
 #: Binary element-wise operators allowed as epilogue steps.
-BINARY = ("add", "sub", "mul", "div", "max", "min", "pow")
+BINARY = ("add", "sub", "mul", "div", "max", "min", "pow", "prelu")
 
 
 @dataclass
@@ -83,6 +89,28 @@ class Epilogue:
     #: True when the kernel passes the operand ``given`` to :func:`build` as a last argument
     #: ``gv: f32`` (a value it already holds in a register) instead of the epilogue loading it.
     given: bool = False
+
+
+#: The kernels that apply ``attrs["epilogue"]`` (see :func:`hosts`), with the number of input
+#: slots their own operands take (conv2d's bias and gemm's c are optional inputs at index 2:
+#: epilogue operands go after them, the slot stays None when the option is absent).
+HOST_SLOTS = {"conv2d": 3, "conv_transpose2d": 3, "matmul": 2, "gemm": 3, "average_pool2d": 1, "l2_pool2d": 1,
+              "max_pool2d": 1, "resample2d": 1, "batch_normalization": 5, "instance_normalization": 3,
+              "layer_normalization": 3}
+
+
+def hosts(node) -> bool:
+    """Whether ``node``'s kernel applies an epilogue: conv2d, conv_transpose2d, matmul, gemm,
+    resample2d and batch, instance and layer normalization always; a float pool when it runs ``pool/pool2d.wgsl`` (a windowed pool,
+    not a global one, which runs as a reduction)."""
+    if node.op not in HOST_SLOTS or len(node.outputs) != 1:
+        return False
+    if node.op.endswith("_pool2d"):
+        from .pool import _is_global
+
+        return (node.outputs[0].data_type in ("float32", "float16") and not _is_global(node)
+                and not any(k in node.attrs for k in ("input_add", "input_partials")))
+    return True
 
 
 def attach(node, steps: list[dict], operands=()) -> None:
@@ -156,8 +184,20 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
             v = node.inputs[i]
             if v.data_type != out.data_type:
                 raise ValueError(f"{node.op}: epilogue step {n}: operand data type {v.data_type} != {out.data_type}")
-            index = _operand_index(node, n, v, step.get("axis"), out_shape, out_strides, chan_axis)
-            if i == given and index == "o":
+            if step.get("pad") is not None:
+                if step.get("axis") is not None:
+                    raise ValueError(f"{node.op}: epilogue step {n}: 'pad' and 'axis' exclude each other")
+                index, inside = _padded_index(node, n, v, step["pad"], out_shape, chan_axis)
+            else:
+                index, inside = _operand_index(node, n, v, step.get("axis"), out_shape, out_strides, chan_axis), ""
+            if inside or step.get("pad") is not None and index != "o":
+                if i not in bound:
+                    bound[i] = f"{first_binding}{len(bound)}"
+                    ep.operands.append((bound[i], v))
+                name = bound[i]
+                y = (f"select(0.0, f32({name}[select(0u, {index}, {inside})]), {inside})" if inside
+                     else f"f32({name}[{index}])")
+            elif i == given and index == "o":
                 ep.given = True
                 y = "gv"
             else:
@@ -208,6 +248,38 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
     ep.code = "\n".join(lines)
     ep.empty = not steps
     return ep
+
+
+def _padded_index(node, n, v, pad, out_shape, chan_axis) -> tuple[str, str]:
+    """(WGSL index, WGSL condition) of the operand ``v`` of a ``"pad"`` step for the output
+    element ``o``: ``v`` sits at offset ``pad`` in the output's frame; the condition is false
+    (the value 0) outside it. Leading axes without padding are read as one flat index."""
+    rank = len(out_shape)
+    shp = tuple(v.shape)
+    if (not isinstance(pad, (list, tuple)) or len(pad) != rank or len(shp) != rank
+            or any(not isinstance(b, int) or not ((b >= 0 and b + s <= d) or (b <= 0 and d - b <= s))
+                   for b, s, d in zip(pad, shp, out_shape))):
+        raise ValueError(f"{node.op}: epilogue step {n}: a 'pad' operand must have the output's rank and, along "
+                         f"each axis, fit inside the output ({list(out_shape)}) at a 'pad' offset >= 0 or hold "
+                         f"the output's window at an offset < 0, got shape {list(shp)}, pad {pad!r}")
+    framed = [d for d in range(rank) if pad[d] or shp[d] != out_shape[d]]
+    if not framed:
+        return "o", ""
+    k = framed[0]  # axes before k are read as one flat index
+    vst = strides(shp)
+    ost = strides(out_shape)
+    terms, conds = [], []
+    if k > 0:
+        terms.append(f"(o / {ost[k - 1]}u) * {vst[k - 1]}u")
+    for d in range(k, rank):
+        c = "ch" if d == chan_axis else (f"((o / {ost[d]}u) % {out_shape[d]}u)" if d > 0 else f"(o / {ost[d]}u)")
+        if pad[d] > 0:
+            conds.append(f"{c} >= {pad[d]}u")
+        if pad[d] + shp[d] < out_shape[d]:
+            conds.append(f"{c} < {pad[d] + shp[d]}u")
+        shifted = f"({c} - {pad[d]}u)" if pad[d] > 0 else f"({c} + {-pad[d]}u)" if pad[d] < 0 else c
+        terms.append(shifted if vst[d] == 1 else f"{shifted} * {vst[d]}u")
+    return " + ".join(terms), "(" + " && ".join(conds) + ")" if conds else ""
 
 
 def _operand_index(node, n, v, axis, out_shape, out_strides, chan_axis) -> str:

@@ -371,12 +371,23 @@ def concat(self: MLGraphBuilder, inputs: Sequence[MLOperand], axis: int, *, labe
 
 @lowering("concat")
 def lower_concat(node, lc) -> None:
-    """concat: one kernel per input placing it at its offset along the axis."""
+    """concat: one ``layout/concat.wgsl`` kernel reading every input, or (more inputs than a
+    kernel may bind) one kernel per input placing it at its offset along the axis."""
     dst = node.outputs[0]
     if _is_alias(node):
         lc.alias(dst, node.inputs[0])
         return
     ax = node.attrs["axis"]
+    max_buffers = int(lc.limits.get("max-storage-buffers-per-shader-stage", 8))
+    if len(node.inputs) + 1 <= max_buffers:
+        inner = math.prod(dst.shape[ax + 1:])
+        parts, lo = [], 0
+        for i, src in enumerate(node.inputs):
+            parts.append({"name": f"src{i}", "lo": lo, "hi": lo + src.shape[ax], "size": src.shape[ax]})
+            lo += src.shape[ax]
+        lc.kernel("layout/concat.wgsl", [(p["name"], v) for p, v in zip(parts, node.inputs)], [("dst", dst)],
+                  dst.size, parts=parts, inner=inner, total=dst.shape[ax])
+        return
     ost = strides(dst.shape)
     offset = 0
     for src in node.inputs:

@@ -11,7 +11,9 @@ deviation), then ``norm/normalize.wgsl`` writes ``(x - mean) / sqrt(variance + e
 scale + bias`` per element. Batch normalization is the second kernel alone, with the given
 mean and variance. Softmax is one kernel (``norm/softmax.wgsl``): per line the maximum, the
 sum of exponentials, then the outputs. float16 computes in f32 and rounds once; epsilon is
-first rounded to the input's data type, as the spec casts it.
+first rounded to the input's data type, as the spec casts it. ``normalize.wgsl`` applies the
+fused epilogue of ``node.attrs["epilogue"]`` (:mod:`webnn_gpu.ops._epilogue`) to each value
+it stores.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .. import _dtypes
 from .. import _validate as V
 from .._kernels import strides, workgroups
 from ..builder import MLGraphBuilder, MLOperand
+from . import _epilogue
 from ._registry import builder_method, lowering, support
 from .reduce import merge_axes, plan
 
@@ -247,16 +250,18 @@ def _normalize(lc, x, out, stats_inputs, stats_kind, stats_strides, param_axes, 
         ins.append(("scale", scale))
     if bias is not None:
         ins.append(("bias", bias))
+    ep = _epilogue.build(lc.node, out, _epilogue.steps_of(lc.node))
+    ins += ep.operands
     lc.kernel("norm/normalize.wgsl", ins, [("out", out)], out.size, out_strides=strides(x.shape), stats=stats_kind,
               stats_strides=stats_strides, param_strides=_param_strides(x.shape, param_axes),
               has_scale=scale is not None, has_bias=bias is not None, epsilon=_literal(eps),
-              out_T=_dtypes.info(out.data_type).compute)
+              out_T=_dtypes.info(out.data_type).compute, ep=ep)
 
 
 @lowering("batch_normalization")
 def lower_batch_normalization(node, lc) -> None:
     """batch_normalization: one normalize.wgsl kernel with the given statistics."""
-    x, mu, var, sc, bi = node.inputs
+    x, mu, var, sc, bi = node.inputs[:5]  # (fused epilogue operands follow)
     ax = node.attrs["axis"]
     _normalize(lc, x, node.outputs[0], [("mean", mu), ("variance", var)], "tensors", [0] * len(x.shape), [ax], sc, bi,
                node.attrs["epsilon"])
@@ -265,7 +270,7 @@ def lower_batch_normalization(node, lc) -> None:
 @lowering("instance_normalization", "layer_normalization")
 def lower_moments_norm(node, lc) -> None:
     """instance/layer normalization: moments.wgsl (mean, variance per group), then normalize.wgsl."""
-    x, sc, bi = node.inputs
+    x, sc, bi = node.inputs[:3]  # (fused epilogue operands follow)
     axes = node.attrs["axes"]
     kept, red = merge_axes(x.shape, axes)
     M = math.prod(s for s, _ in kept)

@@ -14,6 +14,9 @@ Padding positions are skipped, never read: the average divides by the number of 
 positions inside the input (the spec's "exclude padding"). A window that lies entirely in the
 padding (possible with ``rounding_type="ceil"`` or padding larger than the window) gives 0 for
 the average and L2 pools and the lowest value of the type (-inf for floats) for the max pool.
+
+A windowed (not global) float pool applies the fused epilogue of ``node.attrs["epilogue"]``
+(:mod:`webnn_gpu.ops._epilogue`) to each value it stores (:func:`webnn_gpu.ops._epilogue.hosts`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from .. import _validate as V
 from .._kernels import strides as row_strides
 from .._kernels import workgroups
 from ..builder import MLGraphBuilder, MLOperand
+from . import _epilogue
 from ._registry import ALL, builder_method, lowering, support
 from .reduce import ACC, check_int64_compute, column_mean, lower_reduction
 
@@ -161,20 +165,23 @@ def lower_pool(node, lc) -> None:
     H, W = x.shape[axes["h"]], x.shape[axes["w"]]
     (WH, WW), (DH, DW) = a["window"], a["dilations"]
     if _is_global(node):
+        if _epilogue.steps_of(node):
+            raise ValueError(f"{node.op}: a global pool runs as a reduction, which has no epilogue")
         name = {"avg": "reduce_mean", "l2": "reduce_l2", "max": "reduce_max"}[kind]
         lower_reduction(lc, name, x, out, [axes["h"], axes["w"]], src2=other,
                         src2_scale=float(node.attrs.get("input_add_scale", 1)))
         return
     assert other is None, "fuse_pool_input only targets global average pools"
+    ep = _epilogue.build(node, out, _epilogue.steps_of(node))
     ist = row_strides(x.shape)
     M = out.size
     group = WH * WW > GROUP_WINDOW and M < 1024
     wg = 64 if group else 256
-    lc.kernel("pool/pool2d.wgsl", [("src", x)], [("out", out)], M,
+    lc.kernel("pool/pool2d.wgsl", [("src", x), *ep.operands], [("out", out)], M,
               groups=workgroups(M, lc.limits, lc.label) if group else None, workgroup=wg,
               mode="group" if group else "thread", kind=kind, A=ACC[x.data_type],
               out_T=_dtypes.info(out.data_type).compute,
               out_strides=row_strides(out.shape), axes=axes, in_st={d: ist[i] for d, i in axes.items()}, H=H, W=W,
               WH=WH, WW=WW, SH=a["strides"][0], SW=a["strides"][1], DH=DH, DW=DW, PT=a["padding"][0],
-              PL=a["padding"][2], M=M, empty_max=EMPTY_MAX.get(x.data_type, "0u"))
+              PL=a["padding"][2], M=M, empty_max=EMPTY_MAX.get(x.data_type, "0u"), ep=ep)
 

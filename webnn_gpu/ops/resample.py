@@ -8,7 +8,9 @@ RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR with ``half_pixel_centers``):
 always outputSize / inputSize of the final sizes (also when ``scales`` was given and the
 size was rounded down). Nearest-neighbor takes ``ceil(u - 0.5)`` (ties go to the lower
 index), computed in exact integer arithmetic; linear interpolates the four neighbours
-``floor(u)`` / ``ceil(u)`` in f32. One kernel, ``resample/resample2d.wgsl``.
+``floor(u)`` / ``ceil(u)`` in f32. One kernel, ``resample/resample2d.wgsl``. Every variant
+applies the fused epilogue of ``node.attrs["epilogue"]`` (:mod:`webnn_gpu.ops._epilogue`) to
+each value it stores.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from .. import _dtypes, _env
 from .. import _validate as V
 from .._kernels import strides
 from ..builder import MLGraphBuilder, MLOperand
+from . import _epilogue
 from ._registry import builder_method, lowering, support
 
 FLOATS = ("float32", "float16")
@@ -93,6 +96,8 @@ def lower_resample2d(node, lc) -> None:
     invocation), else resample2d.wgsl (one invocation per output element).
     ``WEBNN_GPU_FORCE_RESAMPLE=scalar|vec4|x2`` forces one (where it applies)."""
     x, out = node.inputs[0], node.outputs[0]
+    ep = _epilogue.build(node, out, _epilogue.steps_of(node))
+    ins = [("src", x), *ep.operands]
     ax = node.attrs["axes"]
     sizes_in = [x.shape[a] for a in ax]
     sizes_out = [out.shape[a] for a in ax]
@@ -107,19 +112,19 @@ def lower_resample2d(node, lc) -> None:
         blk = [*out.shape[:3], out.shape[3] // 4]
         for a, n in zip(ax, sizes_in):
             blk[a] = n
-        lc.kernel("resample/resample2d_x2.wgsl", [("src", x)], [("out", out)], out.size // 16,
+        lc.kernel("resample/resample2d_x2.wgsl", ins, [("out", out)], out.size // 16,
                   blk_strides=strides(blk), in_st=strides([*x.shape[:3], x.shape[3] // 4]),
                   out_st=strides([*out.shape[:3], out.shape[3] // 4]), ax=ax, sizes_in=sizes_in,
-                  out_T=_dtypes.info(out.data_type).compute)
+                  out_T=_dtypes.info(out.data_type).compute, ep=ep)
         return
     if vec4:
         # Four channels per invocation (NHWC): the same coordinates serve a whole vec4.
         v4 = [*out.shape[:3], out.shape[3] // 4]
-        lc.kernel("resample/resample2d_vec4.wgsl", [("src", x)], [("out", out)], out.size // 4,
+        lc.kernel("resample/resample2d_vec4.wgsl", ins, [("out", out)], out.size // 4,
                   mode=node.attrs["mode"], out_strides=strides(v4), in_st=strides([*x.shape[:3], x.shape[3] // 4]),
                   ax=ax, sizes_in=sizes_in, sizes_out=sizes_out, exact=exact,
-                  out_T=_dtypes.info(out.data_type).compute)
+                  out_T=_dtypes.info(out.data_type).compute, ep=ep)
         return
-    lc.kernel("resample/resample2d.wgsl", [("src", x)], [("out", out)], out.size, mode=node.attrs["mode"],
+    lc.kernel("resample/resample2d.wgsl", ins, [("out", out)], out.size, mode=node.attrs["mode"],
               out_strides=strides(out.shape), in_st=strides(x.shape), ax=ax, sizes_in=sizes_in, sizes_out=sizes_out,
-              exact=exact, out_T=_dtypes.info(out.data_type).compute)
+              exact=exact, out_T=_dtypes.info(out.data_type).compute, ep=ep)

@@ -32,7 +32,7 @@ def _const_all(v, value: float, rel: float = 0.0) -> bool:
 def _is_linear_doubling(node) -> bool:
     """Whether ``node`` is a linear resample2d doubling both of its axes (half-pixel centers,
     clamped: every input pixel's weights add up to exactly 4 over the output)."""
-    if node.op != "resample2d" or node.attrs.get("mode") != "linear":
-        return False
+    if node.op != "resample2d" or node.attrs.get("mode") != "linear" or node.attrs.get("epilogue"):
+        return False  # (an epilogue after the interpolation is not a plain doubling)
     x, y = node.inputs[0], node.outputs[0]
     return all(y.shape[a] == 2 * x.shape[a] for a in node.attrs["axes"])

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..._env import DEBUG
 from ..._ir import GraphView, Node, Value
-from ._common import _max_bindings, _view_label
+from ._common import _is_linear_doubling, _max_bindings, _view_label
 
 log = logging.getLogger("webnn_gpu")
 
@@ -18,7 +18,9 @@ log = logging.getLogger("webnn_gpu")
 #: operators whose kernels apply ``attrs["epilogue"]``, with the number of input slots their
 #: own operands take (conv bias and gemm's c are optional inputs at index 2: epilogue operands
 #: go after them, the slot stays None when the option is absent)
-EPILOGUE_HOSTS = {"conv2d": 3, "conv_transpose2d": 3, "matmul": 2, "gemm": 3}
+EPILOGUE_HOSTS = {"conv2d": 3, "conv_transpose2d": 3, "matmul": 2, "gemm": 3, "average_pool2d": 1, "l2_pool2d": 1,
+                  "max_pool2d": 1, "resample2d": 1, "batch_normalization": 5, "instance_normalization": 3,
+                  "layer_normalization": 3}
 #: The host kernels unroll their stores (a block of pixels, a register tile: up to a few
 #: hundred calls of the epilogue in one shader), and the shader compiler inlines the epilogue
 #: at each call: an epilogue may hold at most this many steps, of which at most
@@ -41,6 +43,12 @@ def _chan_axis(host) -> int | None:
         return 1 if host.attrs.get("input_layout", "nchw") == "nchw" else 3
     if host.op in ("matmul", "gemm"):
         return len(host.outputs[0].shape) - 1
+    if host.op.endswith("_pool2d"):
+        return 1 if host.attrs.get("layout", "nchw") == "nchw" else 3
+    if host.op == "batch_normalization":
+        return host.attrs["axis"]
+    if host.op == "instance_normalization":
+        return host.attrs["param_axes"][0]
     return None
 
 
@@ -103,7 +111,9 @@ def _epilogue_step(host, v, consumer):
 
 
 def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
-    """Fold the element-wise consumers of conv2d, conv_transpose2d, matmul and gemm into them.
+    """Fold the element-wise consumers of the kernels that host an epilogue into them
+    (conv2d, conv_transpose2d, matmul, gemm, resample2d, normalizations, windowed pools:
+    :func:`webnn_gpu.ops._epilogue.hosts`).
 
     Following the host's value through single consumers that are not graph outputs: each
     float unary element-wise op (relu, clamp, sigmoid, hard_swish, ...) and each binary one
@@ -118,6 +128,8 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
     :data:`EPILOGUE_MAX_STEPS`, :data:`EPILOGUE_MAX_LOADS` and :data:`EPILOGUE_MAX_OPERANDS`
     (the kernels inline it at each of their unrolled stores).
     """
+    from ...ops import _epilogue
+
     max_bindings = _max_bindings(context)
     max_bindings -= 1  # the tile kernels may bind one more buffer (e.g. a re-laid-out filter)
     g = GraphView(nodes, outputs)
@@ -125,7 +137,7 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
     placed: dict[int, list] = {}  # id of the last absorbed consumer -> [reshape views..., fused host]
     dropped: set[int] = set()  # hosts moved to a later position
     for host in nodes:
-        if host.op not in EPILOGUE_HOSTS or host.id in absorbed or len(host.outputs) != 1:
+        if host.op not in EPILOGUE_HOSTS or host.id in absorbed or not _epilogue.hosts(host):
             continue
         if host.outputs[0].data_type not in ("float32", "float16"):
             continue
@@ -141,8 +153,8 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
             if len(cs) != 1 or g.is_output(v) or cs[0].id in absorbed or cs[0].op in EPILOGUE_HOSTS:
                 break
             got = _epilogue_step(host, v, cs[0])
-            if got is None:
-                break
+            if got is None or (not steps and cs[0].op == "add" and _is_linear_doubling(host)):
+                break  # (a 2x upsampling's add is left to fuse_conv_upsample / fuse_pool_input)
             step, operand = got
             if operand is not None:
                 per = bound.get(operand.id)

@@ -1,0 +1,148 @@
+"""Compiler rules that fold layout operators (``pad``, ``slice``) into the kernels next to them.
+
+Same contract as the other rules of :mod:`webnn_gpu.compiler`: ``(nodes, outputs, context=None)
+-> nodes``, never mutating a node it receives (a changed node is replaced by a copy), and
+firing only where the result is the same (when in doubt it does not fire).
+
+* :func:`fold_layout`: a zero ``pad`` of the spatial axes of a conv2d's input becomes the
+  conv's own padding; a zero ``pad`` read by a fused epilogue step (a residual ``add`` whose
+  branch is channel-padded) is read in place, through a guarded load; so is a unit-stride
+  ``slice`` read by an epilogue step (a residual taking some of a branch's channels). The
+  ``pad`` / ``slice`` kernel is then gone when nothing else reads its output.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from ..._env import DEBUG
+
+log = logging.getLogger("webnn_gpu")
+
+
+def _users(nodes: list) -> tuple[dict[int, list], dict[int, Any]]:
+    """(value id -> the nodes that read it, value id -> the node that makes it)."""
+    consumers: dict[int, list] = {}
+    producer: dict[int, Any] = {}
+    for node in nodes:
+        for v in {v.id: v for v in node.inputs if v is not None}.values():
+            consumers.setdefault(v.id, []).append(node)
+        for v in node.outputs:
+            producer[v.id] = node
+    return consumers, producer
+
+
+def zero_pad(node) -> bool:
+    """Whether ``node`` is a float ``pad`` filling with +0.0 (``mode="constant"``)."""
+    if node is None or node.op != "pad" or node.attrs.get("mode", "constant") != "constant":
+        return False
+    if len(node.inputs) != 1 or len(node.outputs) != 1 or node.outputs[0].data_type not in ("float32", "float16"):
+        return False
+    value = float(node.attrs.get("value", 0))
+    return value == 0.0 and math.copysign(1.0, value) > 0  # -0.0 is another value (1 / -0.0 = -inf)
+
+
+def unit_slice(node) -> bool:
+    """Whether ``node`` is a ``slice`` with unit strides (a window read at an offset)."""
+    return (node is not None and node.op == "slice" and len(node.inputs) == 1 and len(node.outputs) == 1
+            and all(s == 1 for s in node.attrs.get("strides", [1] * len(node.outputs[0].shape))))
+
+
+def _conv_padding(conv, pad) -> list[int] | None:
+    """conv2d ``conv``'s padding with ``pad``'s (a zero pad of its input) added, or None when
+    ``pad`` pads an axis the conv's padding does not cover (batch, channels)."""
+    h, w = (2, 3) if conv.attrs.get("input_layout", "nchw") == "nchw" else (1, 2)
+    beg, end = pad.attrs["beginning_padding"], pad.attrs["ending_padding"]
+    if len(beg) != 4 or any(beg[d] or end[d] for d in range(4) if d not in (h, w)):
+        return None
+    p = list(conv.attrs["padding"])
+    return [p[0] + beg[h], p[1] + end[h], p[2] + beg[w], p[3] + end[w]]
+
+
+def fold_layout(nodes: list, outputs: dict, context=None) -> list:
+    """Fold zero ``pad`` nodes into the kernels that read them.
+
+    * ``conv2d(pad(x))`` where the pad fills the two spatial axes with zeros becomes
+      ``conv2d(x)`` with the pad's counts added to the conv's padding (the conv's padding is
+      zeros too: the same sums, the zero terms left out). The conv must read the padded value
+      only as its input (not as filter, bias or epilogue operand) and take no input prologue.
+      A pad of the batch or channel axes, with a non-zero (or -0.0) value, or of another mode
+      stays; so does a pad before a pool (a pool's padding is excluded from its window, a
+      zero pad is not).
+    * An epilogue step ``{"op": ..., "input": i}`` of a kernel hosting epilogues whose operand is ``pad(x)`` (zeros, any axes) reads ``x`` instead, through the
+      step's ``"pad"`` offsets (zero outside ``x``; :mod:`webnn_gpu.ops._epilogue`): a
+      residual add whose branch was channel-padded. The operand must be bound for that step
+      alone (no other input slot of the host holds it) and not be read per channel. A
+      ``slice`` with unit strides is read the same way, at offsets ``-starts``.
+
+    A pad or slice whose every reader took it is dropped (unless it is a graph output).
+    """
+    from ..._ir import Node
+
+    out_ids = {v.id for v in outputs.values()}
+    consumers, producer = _users(nodes)
+    replaced: dict[int, Node] = {}
+    for node in nodes:
+        new = node
+        x = node.inputs[0] if node.op == "conv2d" and node.inputs else None
+        p = producer.get(x.id) if x is not None else None
+        if (p is not None and zero_pad(p) and not any(v is x for v in node.inputs[1:])
+                and not any(k in node.attrs for k in ("input_scale", "input_add"))):
+            padding = _conv_padding(node, p)
+            if padding is not None:
+                new = Node(node.op, [p.inputs[0], *node.inputs[1:]], list(node.outputs),
+                           {**node.attrs, "padding": padding}, node.label)
+                if DEBUG >= 2:
+                    log.debug("fold_layout: conv2d [%s] pads as pad [%s] did", node.label, p.label)
+        new = _read_padded_operands(new, producer)
+        if new is not node:
+            replaced[node.id] = new
+    if not replaced:
+        return nodes
+    # drop the pads nothing reads any more
+    read: set[int] = set(out_ids)
+    for node in nodes:
+        read.update(v.id for v in replaced.get(node.id, node).inputs if v is not None)
+    dropped = {n.id for n in nodes if n.op in ("pad", "slice") and not any(v.id in read for v in n.outputs)}
+    return [replaced.get(n.id, n) for n in nodes if n.id not in dropped]
+
+
+def _read_padded_operands(node, producer):
+    """``node`` (a copy if anything changes) with each epilogue operand made by a zero pad
+    read through the step's ``"pad"`` offsets from the pad's input."""
+    from ..._ir import Node
+    from ...ops import _epilogue
+
+    own = _epilogue.HOST_SLOTS.get(node.op)  # an operand at a lower index is the kernel's own
+    steps = _epilogue.steps_of(node) if own is not None else []
+    if not steps or len(node.outputs) != 1:
+        return node
+    out = node.outputs[0]
+    inputs = list(node.inputs)
+    new_steps = [dict(st) for st in steps]
+    changed = False
+    for i in sorted({st["input"] for st in steps if isinstance(st.get("input"), int)}):
+        if i < own or i >= len(inputs) or inputs[i] is None:
+            continue
+        v = inputs[i]
+        p = producer.get(v.id)
+        users = [st for st in new_steps if st.get("input") == i]
+        if p is None or not (zero_pad(p) or unit_slice(p)) or sum(1 for u in inputs if u is v) != 1:
+            continue
+        if (tuple(v.shape) != tuple(out.shape) or p.inputs[0].data_type != out.data_type
+                or any(st.get("axis") is not None or st.get("pad") is not None for st in users)):
+            continue
+        if any(u is p.inputs[0] for u in inputs):
+            continue  # the pad's input is bound already (by another slot): keep one reading per binding
+        inputs[i] = p.inputs[0]
+        offsets = p.attrs["beginning_padding"] if p.op == "pad" else [-s for s in p.attrs["starts"]]
+        for st in users:
+            st["pad"] = [int(b) for b in offsets]
+        changed = True
+        if DEBUG >= 2:
+            log.debug("fold_layout: %s [%s] reads pad [%s]'s input in place", node.op, node.label, p.label)
+    if not changed:
+        return node
+    return Node(node.op, inputs, list(node.outputs), {**node.attrs, "epilogue": new_steps}, node.label)
