@@ -504,9 +504,10 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
     """Whether depthwise conv2d ``dw`` and ``proj``, the node reading its output, can run as
     one ``conv/depthwise_project.wgsl`` kernel (the compiler's ``fuse_depthwise_project``):
     ``dw`` on the depthwise kernel (NHWC, channels a multiple of 4, no other output), ``proj``
-    a pointwise NHWC conv2d or an NHWC conv_transpose2d whose filter equals its stride (no
-    padding, one group), with a constant filter, at most :data:`PROJECT_MAX_N` values per
-    pixel, reading the depthwise output only as its input."""
+    a pointwise NHWC conv2d (where one kernel is estimated faster than the depthwise and the
+    tile kernel: :func:`project_pays`) or an NHWC conv_transpose2d whose filter equals its
+    stride (no padding, one group), with a constant filter, at most :data:`PROJECT_MAX_N`
+    values per pixel, reading the depthwise output only as its input."""
     if dw.op != "conv2d" or len(dw.outputs) != 1 or dw.attrs.get("input_layout") != "nhwc":
         return False
     if "input_scale" in dw.attrs or "input_add" in dw.attrs or dw.attrs.get("pool_output"):
@@ -526,7 +527,7 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
     p = _geometry(proj)
     if proj.op == "conv2d":
         n = p["O"]
-        ok = _conv_variant(p, "nhwc", tuning) == "pointwise"
+        ok = _conv_variant(p, "nhwc", tuning) == "pointwise" and project_pays(g, n, tuning)
     elif proj.op == "conv_transpose2d":
         n = p["KH"] * p["KW"] * p["O"]
         a = proj.attrs
@@ -536,6 +537,47 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
     else:
         return False
     return ok and n <= PROJECT_MAX_N
+
+
+#: The cost model of :func:`project_pays`, per tuning profile: what one load or store costs
+#: against one vec4 multiply-add of a SIMD batch of invocations (on lavapipe before Mesa 24
+#: every load is a loop over the lanes).
+DWP_LOAD_COST = {"lane-loop": 8.0, "default": 2.0}
+#: ... and the fixed cost of one more kernel in the same units (about 30 us on lavapipe).
+DWP_KERNEL_COST = 1.2e5
+
+
+def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tuple[float, float]:
+    """Estimated costs (vec4 multiply-adds of one SIMD batch, loads weighted by
+    :data:`DWP_LOAD_COST`) of depthwise conv2d ``g`` and a pointwise projection to ``n``
+    channels: (one ``conv/depthwise_project.wgsl`` kernel, the depthwise kernel + the tile
+    kernel). Every invocation of each kernel loads its operands, stores its outputs and does
+    its multiply-adds; the fused kernel holds a block of ``TH x TW`` pixels and loads the whole
+    ``C x N`` projection matrix once per block, the tile kernel holds ``TM x 4 TN4`` outputs
+    and loads ``TM + TN4`` values per step of its ``C``-deep product."""
+    L = DWP_LOAD_COST.get(tuning, DWP_LOAD_COST["default"])
+    kk, c4, n4 = g["KH"] * g["KW"], -(-g["C"] // 4), -(-n // 4)
+    th, tw = _dwp_block(g, n4, k4, tuning)
+    blocks = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw)
+    window = len(_rows(g, th)) * len(_segment(g, tw))
+    fused = blocks * c4 * (L * (kk + window + 4 * n4) + th * tw * (kk + 4 * n4)) + blocks * th * tw * n4 * L
+    th, tw = _depthwise_block(g, tuning)
+    blocks = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw)
+    window = len(_rows(g, th)) * len(_segment(g, tw))
+    depthwise = blocks * c4 * (L * (kk + window + th * tw) + th * tw * kk)
+    M = g["NB"] * g["OH"] * g["OW"]
+    tm, tn4 = choose_tile(M, n, 1, tuning)
+    tile = -(-M // tm) * -(-n4 // tn4) * (g["C"] * (L * (tm + tn4) + tm * tn4) + L * tm * tn4)
+    return fused, depthwise + tile + DWP_KERNEL_COST
+
+
+def project_pays(g: dict, n: int, tuning: str = "default", k4: int = 0) -> bool:
+    """Whether running depthwise conv2d ``g`` and its pointwise projection to ``n`` channels as
+    one kernel is estimated faster than as two (:func:`_project_cost`)."""
+    if _env.force("dwp") == "fused":
+        return True
+    fused, two = _project_cost(g, n, tuning, k4)
+    return fused <= two
 
 
 def _center(g: dict) -> bool:

@@ -1,0 +1,83 @@
+"""Depthwise conv2d kernels (``conv/depthwise.wgsl``, ``conv/depthwise_project.wgsl``) and the
+cost model that chooses between one fused kernel and two (``webnn_gpu.ops.conv.project_pays``),
+against float64 NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import webnn_gpu as webnn
+from webnn_gpu.ops import conv
+
+from helpers import run_graph
+from references import ref_conv2d
+
+
+def _geometry(h, w, c, k, s=1, d=1, m=1):
+    """conv.py's geometry dict of a 'same'-padded depthwise conv2d on one NHWC image."""
+    p = (k - 1) // 2 * d
+    oh, ow = [(n + 2 * p - d * (k - 1) - 1) // s + 1 for n in (h, w)]
+    return dict(NB=1, H=h, W=w, C=c, O=c * m, OH=oh, OW=ow, KH=k, KW=k, G=c, sh=s, sw=s, dh=d, dw=d, pt=p, pl=p)
+
+
+def _templates(ctx, build, inputs: dict) -> list[str]:
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {n: b.input(n, {"data_type": webnn._dtypes.from_numpy(a.dtype), "shape": list(a.shape)})
+                          for n, a in inputs.items()}))
+    templates = [s.template for s in g._steps if hasattr(s, "template")]
+    g.destroy()
+    return templates
+
+
+# ---------------------------------------------------------------- the cost model (no GPU)
+@pytest.mark.parametrize("tuning", ["lane-loop", "default"])
+def test_cost_model_keeps_small_layers_fused_and_splits_wide_ones(tuning, monkeypatch):
+    """Few channels: one kernel (the second kernel's fixed cost and the depthwise output's round
+    trip dominate); a 672-channel 5x5 layer projected to 112 channels (its projection matrix
+    reloaded per pixel block): two kernels on lavapipe before Mesa 24. WEBNN_GPU_FORCE_DWP=fused
+    forces one kernel."""
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP", raising=False)
+    assert conv.project_pays(_geometry(9, 7, 8, 3), 6, tuning)
+    assert conv.project_pays(_geometry(64, 40, 12, 3, s=2), 8, tuning)
+    if tuning == "lane-loop":
+        assert not conv.project_pays(_geometry(14, 14, 672, 5), 112, tuning)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    assert conv.project_pays(_geometry(14, 14, 672, 5), 112, tuning)
+
+
+# (image, channels, projected channels, fused?) on each side of the cost model's boundary
+# (lane-loop profile: 12 x 12 x 64, 3x3: N = 60 is estimated faster as two kernels, 64 as one)
+_NEAR_MISS = {"N=60, two kernels": (12, 64, 60, False), "N=64, one kernel": (12, 64, 64, True)}
+
+
+@pytest.mark.parametrize("case", list(_NEAR_MISS))
+def test_fused_or_not_both_sides_of_the_boundary_match_numpy(ctx, rng, monkeypatch, case):
+    """A depthwise conv (bias, relu6) and its projection (bias) on each side of the cost
+    model's boundary: the kernels it picks, and the float64 NumPy result either way."""
+    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP", raising=False)
+    hw, C, N, fused = _NEAR_MISS[case]
+    assert conv.project_pays(_geometry(hw, hw, C, 3), N, "lane-loop") == fused
+    x = rng.standard_normal((1, hw, hw, C)).astype(np.float32)
+    wd = (rng.standard_normal((1, 3, 3, C)) * 0.3).astype(np.float32)  # ihwo
+    bd = rng.standard_normal(C).astype(np.float32)
+    wp = (rng.standard_normal((N, 1, 1, C)) * 0.2).astype(np.float32)  # ohwi
+    bp = rng.standard_normal(N).astype(np.float32)
+
+    def build(b, o):
+        d = b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C, padding=[1] * 4,
+                     bias=b.constant(bd))
+        d = b.clamp(d, min_value=0.0, max_value=6.0)
+        return {"y": b.conv2d(d, b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))}
+
+    got = run_graph(ctx, build, {"x": x})["y"].astype(np.float64)
+    d = ref_conv2d(x.astype(np.float64).transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(3, 0, 1, 2),
+                   [1] * 4, groups=C).transpose(0, 2, 3, 1) + bd
+    ref = np.einsum("nhwc,oc->nhwo", np.clip(d, 0, 6), wp[:, 0, 0, :].astype(np.float64)) + bp
+    np.testing.assert_allclose(got, ref, atol=2e-5, rtol=2e-5)
+    templates = _templates(ctx, build, {"x": x})
+    if fused:
+        assert templates == ["conv/depthwise_project.wgsl"]
+    else:
+        assert templates == ["conv/depthwise.wgsl", "matmul/tile.wgsl"]
