@@ -81,3 +81,44 @@ def test_fused_or_not_both_sides_of_the_boundary_match_numpy(ctx, rng, monkeypat
         assert templates == ["conv/depthwise_project.wgsl"]
     else:
         assert templates == ["conv/depthwise.wgsl", "matmul/tile.wgsl"]
+
+
+# ---------------------------------------------------------------- the depthwise kernel
+# (image H x W, input channels, multiplier, window, stride, dilation, padding t/b/l/r, dtype)
+_DW_CASES = {
+    "multiplier 2, odd image": ((9, 7), 3, 2, 3, 1, 1, (1, 1, 1, 1), "float32"),
+    "multiplier 3, stride 2": ((11, 10), 5, 3, 3, 2, 1, (1, 1, 1, 1), "float32"),
+    "multiplier 4, C4 vec width, 5x5": ((8, 9), 2, 4, 5, 1, 1, (2, 2, 2, 2), "float32"),
+    "C=6, dilation 2, uneven pad": ((10, 13), 6, 1, 3, 1, 2, (2, 1, 0, 2), "float32"),
+    "C=7, stride 2, 5x5": ((13, 9), 7, 1, 5, 2, 1, (2, 2, 1, 2), "float32"),
+    "C=12, 7x7, stride 2": ((15, 17), 12, 1, 7, 2, 1, (3, 3, 3, 3), "float32"),
+    "many channels, small image": ((5, 5), 96, 1, 3, 1, 1, (1, 1, 1, 1), "float32"),
+    "multiplier 2, dilation 2, float16": ((9, 11), 4, 2, 3, 1, 2, (2, 2, 2, 2), "float16"),
+    "C=6, stride 2, float16": ((7, 9), 6, 1, 3, 2, 1, (1, 1, 1, 1), "float16"),
+}
+
+
+@pytest.mark.parametrize("case", list(_DW_CASES))
+def test_depthwise_kernel_against_numpy(ctx, rng, case):
+    """conv/depthwise.wgsl for channel multipliers 1-4, strides, dilations, uneven padding, odd
+    images, channels not a multiple of 4 and float16 (bias and relu in the epilogue)."""
+    (h, w), C, m, k, s, d, pad, dt = _DW_CASES[case]
+    if dt == "float16" and "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is expected on lavapipe")
+    npdt = np.float32 if dt == "float32" else np.float16
+    x = rng.standard_normal((2 if m == 3 else 1, h, w, C)).astype(npdt)
+    wt = (rng.standard_normal((C * m, 1, k, k)) * 0.3).astype(npdt)  # oihw
+    bias = rng.standard_normal(C * m).astype(npdt)
+
+    def build(b, o):
+        y = b.conv2d(o["x"], b.constant(wt), input_layout="nhwc", filter_layout="oihw", groups=C, padding=list(pad),
+                     strides=[s, s], dilations=[d, d], bias=b.constant(bias))
+        return {"y": b.relu(y)}
+
+    got = run_graph(ctx, build, {"x": x})["y"].astype(np.float64)
+    ref = ref_conv2d(x.astype(np.float64).transpose(0, 3, 1, 2), wt.astype(np.float64), pad, (s, s), (d, d),
+                     groups=C).transpose(0, 2, 3, 1) + bias.astype(np.float64)
+    ref = np.maximum(ref, 0)
+    tol = 2e-5 if dt == "float32" else 1e-2 * k
+    np.testing.assert_allclose(got, ref, atol=tol, rtol=tol)
+    assert _templates(ctx, build, {"x": x}) == ["conv/depthwise.wgsl"]

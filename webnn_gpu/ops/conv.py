@@ -8,7 +8,7 @@ applies, and falls back to the automatic choice where it does not):
 
 * ``pointwise``: 1x1 filter, stride 1, no padding, one group: a plain matmul on the tile
   kernel (NHWC: ``[N*H*W, C] x [C, O]``; NCHW: ``[O, C] x [N, C, H*W]``).
-* ``depthwise``: groups == input channels == output channels on NHWC
+* ``depthwise``: groups == input channels on NHWC, output channels any multiple of them
   (``shaders/conv/depthwise.wgsl``): vec4 of channels x several output columns per invocation,
   input columns loaded once per filter row. Sizes and padding come from a parameter buffer:
   one pipeline per (window, strides, dilations, block, epilogue), whatever the image size.
@@ -325,7 +325,7 @@ def _conv_variant(g: dict, layout: str, tuning: str = "default") -> str:
     pointwise = (g["KH"] == g["KW"] == 1 and g["sh"] == g["sw"] == 1 and g["pt"] == g["pl"] == 0
                  and g["OH"] == g["H"] and g["OW"] == g["W"] and g["G"] == 1)
     th, tw = _depthwise_block(g, tuning)
-    depthwise = (layout == "nhwc" and g["G"] == g["C"] == g["O"] and g["KH"] * g["KW"] <= 49
+    depthwise = (layout == "nhwc" and g["G"] == g["C"] and g["O"] % g["C"] == 0 and g["KH"] * g["KW"] <= 49
                  and len(_segment(g, tw)) * len(_rows(g, th)) <= DW_MAX_LOADS)
     block = (layout == "nhwc" and g["G"] == 1 and g["C"] <= BLOCK_MAX_C and g["O"] % 4 == 0
              and g["O"] <= BLOCK_MAX_O and g["KH"] * g["KW"] * g["C"] * g["O"] // 4 <= BLOCK_MAX_WEIGHTS
@@ -497,7 +497,8 @@ def pool_output_ok(node, tuning: str) -> bool:
     if node.attrs.get("input_layout") != "nhwc" or len(node.outputs) != 1 or node.outputs[0].data_type not in FLOATS:
         return False
     g = _geometry(node)
-    return g["NB"] == 1 and g["C"] % 4 == 0 and _conv_variant(g, "nhwc", tuning) == "depthwise"
+    return (g["NB"] == 1 and g["C"] % 4 == 0 and g["O"] == g["C"]
+            and _conv_variant(g, "nhwc", tuning) == "depthwise")
 
 
 def project_ok(dw, proj, tuning: str = "default") -> bool:
@@ -516,7 +517,7 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
     if mid.data_type not in FLOATS or out.data_type != mid.data_type or len(proj.outputs) != 1:
         return False
     g = _geometry(dw)
-    if g["C"] % 4 or _conv_variant(g, "nhwc", tuning) != "depthwise" or _env.force("conv"):
+    if g["C"] % 4 or g["O"] != g["C"] or _conv_variant(g, "nhwc", tuning) != "depthwise" or _env.force("conv"):
         return False
     if proj.inputs[0] is not mid or any(v is mid for v in proj.inputs[1:]):
         return False
@@ -621,7 +622,7 @@ def store_ok(dw, tuning: str = "default", k4: int = 0) -> bool:
     if len(dw.outputs) != (2 if dw.attrs.get("pool_output") else 1) or dw.outputs[0].data_type not in FLOATS:
         return False
     g = _geometry(dw)
-    if g["C"] % 4 or _conv_variant(g, "nhwc", tuning) != "depthwise" or _env.force("conv"):
+    if g["C"] % 4 or g["O"] != g["C"] or _conv_variant(g, "nhwc", tuning) != "depthwise" or _env.force("conv"):
         return False
     if dw.attrs.get("pool_output") and g["NB"] != 1:
         return False
@@ -848,24 +849,26 @@ def lower_conv2d(node, lc) -> None:
         return
     if variant == "depthwise":
         ep = _conv_epilogue(node, out, layout)
-        w = _relayout(lc, f, flayout, "hwio")  # [KH, KW, 1, C] == [KH, KW, C]
+        w = _relayout(lc, f, flayout, "hwio")  # [KH, KW, 1, O] == [KH, KW, O]
         th, tw = _depthwise_block(g, lc.tuning)
-        c4 = -(-g["C"] // 4)
+        m = g["O"] // g["C"]  # channel multiplier: output channel o reads input channel o // m
+        c4 = -(-g["O"] // 4)
         ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
         n_inv = g["NB"] * ohb * owb * c4
-        prm = make_constant(np.array([n_inv, c4, g["C"], owb, ohb, g["H"], g["W"], g["OH"], g["OW"], g["pt"],
-                                      g["pl"]], dtype=np.uint32), "uint32")
+        prm = make_constant(np.array([n_inv, c4, g["O"], owb, ohb, g["H"], g["W"], g["OH"], g["OW"], g["pt"],
+                                      g["pl"], g["C"]], dtype=np.uint32), "uint32")
+        vec = g["O"] % 4 == 0 and m == 1
         outs = [("out", out)]
         pooled = bool(node.attrs.get("pool_output"))
         if pooled:  # fuse_conv_pool: per-block channel sums
-            assert g["C"] % 4 == 0, "fuse_conv_pool checks pool_output_ok"
+            assert vec, "fuse_conv_pool checks pool_output_ok"
             part, reduce_pool = _pool_partials(lc, node, ohb * owb, g["C"])
             outs.append(("pool", part))
-        w_ubo = uniform_copy(lc, w) if g["C"] % 4 == 0 else None
+        w_ubo = uniform_copy(lc, w) if vec else None
         f_uniform = w_ubo is not None
         w = w_ubo if w_ubo is not None else w
         lc.kernel("conv/depthwise.wgsl", [("x", x), ("f", w)] + ep.operands + [("prm", prm)], outs,
-                  n_inv, workgroup=WORKGROUP, T=T, vec=g["C"] % 4 == 0, TH=th, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
+                  n_inv, workgroup=WORKGROUP, T=T, vec=vec, M=m, TH=th, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
                   rows=_rows(g, th), pool=pooled, f_uniform=B_UNIFORM_FLOATS // 4 if f_uniform else 0,
                   seg=_segment(g, tw), ep=ep, **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
         if pooled:
