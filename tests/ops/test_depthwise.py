@@ -121,3 +121,26 @@ def test_depthwise_kernel_against_numpy(ctx, rng, case):
     tol = 2e-5 if dt == "float32" else 1e-2 * k
     np.testing.assert_allclose(got, ref, atol=tol, rtol=tol)
     assert _templates(ctx, build, {"x": x}) == ["conv/depthwise.wgsl"]
+
+
+def test_multiplier_2_depthwise_and_projection_stay_two_kernels(ctx, rng):
+    """The fused kernel takes multiplier 1 only: a multiplier-2 depthwise conv, its global
+    average pool and a 1x1 projection run as the depthwise kernel and others, exactly."""
+    x = rng.standard_normal((1, 8, 6, 4)).astype(np.float32)
+    wd = (rng.standard_normal((1, 3, 3, 8)) * 0.3).astype(np.float32)  # ihwo, 2 outputs per input channel
+    wp = (rng.standard_normal((12, 1, 1, 8)) * 0.3).astype(np.float32)
+
+    def build(b, o):
+        d = b.relu(b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=4,
+                            padding=[1] * 4))
+        p = b.conv2d(d, b.constant(wp), input_layout="nhwc", filter_layout="ohwi")
+        return {"y": p, "m": b.reduce_mean(d, axes=[1, 2])}
+
+    got = run_graph(ctx, build, {"x": x})
+    d = np.maximum(ref_conv2d(x.astype(np.float64).transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(3, 0, 1, 2),
+                              [1] * 4, groups=4).transpose(0, 2, 3, 1), 0)
+    np.testing.assert_allclose(got["y"], np.einsum("nhwc,oc->nhwo", d, wp[:, 0, 0, :].astype(np.float64)),
+                               atol=2e-5, rtol=2e-5)
+    np.testing.assert_allclose(got["m"], d.mean(axis=(1, 2)), atol=2e-5, rtol=2e-5)
+    templates = _templates(ctx, build, {"x": x})
+    assert templates[0] == "conv/depthwise.wgsl" and "conv/depthwise_project.wgsl" not in templates
