@@ -546,6 +546,9 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
 DWP_LOAD_COST = {"lane-loop": 8.0, "default": 2.0}
 #: ... and the fixed cost of one more kernel in the same units (about 30 us on lavapipe).
 DWP_KERNEL_COST = 1.2e5
+#: ... and a factor on the fused kernel's estimate per profile (lavapipe 25 runs it about 3x
+#: slower than its loads and multiply-adds say: fitted on benchmarks/dw_project.py's grid).
+DWP_FUSED_FACTOR = {"lane-loop": 1.0, "default": 3.0}
 
 
 def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tuple[float, float]:
@@ -569,7 +572,7 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
     M = g["NB"] * g["OH"] * g["OW"]
     tm, tn4 = choose_tile(M, n, 1, tuning)
     tile = -(-M // tm) * -(-n4 // tn4) * (g["C"] * (L * (tm + tn4) + tm * tn4) + L * tm * tn4)
-    return fused, depthwise + tile + DWP_KERNEL_COST
+    return fused * DWP_FUSED_FACTOR.get(tuning, DWP_FUSED_FACTOR["default"]), depthwise + tile + DWP_KERNEL_COST
 
 
 def project_pays(g: dict, n: int, tuning: str = "default", k4: int = 0) -> bool:
