@@ -1,16 +1,16 @@
 """Depthwise conv2d + 1x1 projection: one fused kernel against two (depthwise + tile), per shape.
 
     .venv/bin/python benchmarks/dw_project.py [--hw 8,16,32,64] [--c 32,128,512] [--n 16,64,128]
-                                              [--windows 3/1,5/1,3/2] [--repeats 5] [--model]
+                                              [--windows 3/1,5/1,3/2] [--repeats 5]
 
 For every (image size, channels C, projected channels N, window/stride) it builds the graph
 ``conv2d(relu(depthwise(x) + b), w) + b2`` (NHWC, float32) twice in one process, with the
-compiler's ``fuse_depthwise_project`` pass switched off and forced on, and times every kernel
-with timestamp queries (``webnn_gpu.profile.profile_graph``, the median of ``--repeats``); the
+compiler's ``fuse_depthwise_project`` pass switched off and forced on
+(``WEBNN_GPU_FORCE_DWP=fused``), and times every kernel with timestamp queries (``webnn_gpu.profile.profile_graph``, the median of ``--repeats``); the
 two sides alternate, so both see the same machine load. Prints one row per shape: the fused
-kernel's microseconds, the two kernels' sum, their ratio, and what the cost model
-(:func:`webnn_gpu.ops.conv.project_pays`) chooses. ``--model`` prints the model's inputs
-instead (per-invocation weight loads and blocks), for fitting it.
+kernel's microseconds, the two kernels' sum, their ratio, and the ratio of the cost model's
+estimates (:func:`webnn_gpu.ops.conv._project_cost`; below 1: it fuses). docs/conv.md has the
+grid the model was fitted on.
 """
 
 from __future__ import annotations
