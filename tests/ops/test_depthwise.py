@@ -46,6 +46,39 @@ def test_cost_model_keeps_small_layers_fused_and_splits_wide_ones(tuning, monkey
     assert conv.project_pays(_geometry(14, 14, 672, 5), 112, tuning)
 
 
+def _dw_pw_nodes(hw, C, k, N):
+    """IR of a 'same' depthwise conv2d (bias) on [1, hw, hw, C] and a 1x1 conv2d to N channels."""
+    from types import SimpleNamespace
+
+    from webnn_gpu.builder import Node, Value
+
+    def const(shape):
+        return Value("float32", tuple(shape), "constant", data=np.ones(int(np.prod(shape)), np.float32))
+
+    x, mid, out = (Value("float32", (1, hw, hw, c), kind) for c, kind in ((C, "input"), (C, "op"), (N, "op")))
+    p = (k - 1) // 2
+    dw = Node("conv2d", [x, const((1, k, k, C)), const((C,))], [mid],
+              {"padding": [p] * 4, "strides": [1, 1], "dilations": [1, 1], "groups": C, "input_layout": "nhwc",
+               "filter_layout": "ihwo"})
+    pw = Node("conv2d", [mid, const((N, 1, 1, C))], [out],
+              {"padding": [0] * 4, "strides": [1, 1], "dilations": [1, 1], "groups": 1, "input_layout": "nhwc",
+               "filter_layout": "ohwi"})
+    mid.producer, out.producer = dw, pw
+    return [dw, pw], {"y": out}, SimpleNamespace(_tuning="lane-loop", limits={})
+
+
+def test_fuse_depthwise_project_asks_the_cost_model(monkeypatch):
+    """The rule on IR (no GPU): a small pair becomes one depthwise_project node, a wide one
+    (672 channels, 5x5, projected to 112) stays two conv2d nodes on lavapipe before Mesa 24."""
+    from webnn_gpu import _compiler
+
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP", raising=False)
+    nodes, outs, context = _dw_pw_nodes(9, 8, 3, 8)
+    assert [n.op for n in _compiler.fuse_depthwise_project(nodes, outs, context)] == ["depthwise_project"]
+    nodes, outs, context = _dw_pw_nodes(14, 672, 5, 112)
+    assert [n.op for n in _compiler.fuse_depthwise_project(nodes, outs, context)] == ["conv2d", "conv2d"]
+
+
 # (image, channels, projected channels, fused?) on each side of the cost model's boundary
 # (lane-loop profile: 12 x 12 x 64, 3x3: N = 60 is estimated faster as two kernels, 64 as one)
 _NEAR_MISS = {"N=60, two kernels": (12, 64, 60, False), "N=64, one kernel": (12, 64, 64, True)}
