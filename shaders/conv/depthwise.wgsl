@@ -1,6 +1,7 @@
 {#-
-  conv/depthwise.wgsl: depthwise conv2d (groups == input channels == output channels) on NHWC.
-  Each invocation computes 4 channels (one vec4) for a TH x TW block of output pixels. The
+  conv/depthwise.wgsl: depthwise conv2d (groups == input channels, output channels a multiple
+  M of them: output channel o reads input channel o / M) on NHWC.
+  Each invocation computes 4 output channels (one vec4) for a TH x TW block of output pixels. The
   KH x KW filter taps are loaded once into registers; each input row the block touches is
   loaded once (only the columns `seg` that some output uses) and reused for every output row
   and tap that reads it. Out-of-image rows and columns read as zero (padding).
@@ -10,7 +11,9 @@
 
   Context:
     T            storage type ("f32" or "f16"); accumulation in f32
-    vec          C % 4 == 0: input, filter and output read/written as vec4 (else scalar, clamped)
+    vec          C % 4 == 0 and M == 1: input, filter and output read/written as vec4 (else
+                 scalar, clamped to the last channel)
+    M            channel multiplier (output channels per input channel)
     TH, TW       output rows and columns per invocation
     fdiv         invocations < 2^20: the index is split with f32 divisions (exact there)
     KH, KW       window; sh, sw strides; dh, dw dilations
@@ -23,9 +26,11 @@
     pool         (vec only) also write each invocation's per-channel sum of its outputs to
                  `pool` ([OHB * OWB * NB, C4] vec4<f32>): a following global average pool
                  (fuse_conv_pool) then reduces these partials instead of re-reading the output
-  Parameters (binding `prm`, u32): 0 invocations  1 C4 = ceil(C / 4)  2 C  3 OWB = ceil(OW / TW)
-    4 OHB = ceil(OH / TH)  5 H  6 W  7 OH  8 OW  9 pt  10 pl (leading padding)
-  Bindings: input (NHWC), filter ([KH, KW, C]), epilogue operands..., prm, out (NHWC), pool (pool only).
+  Parameters (binding `prm`, u32): 0 invocations  1 C4 = ceil(C / 4)  2 C (output channels)
+    3 OWB = ceil(OW / TW)  4 OHB = ceil(OH / TH)  5 H  6 W  7 OH  8 OW  9 pt  10 pl (leading
+    padding)  11 CI (input channels, C / M)
+  Bindings: input (NHWC, CI channels), filter ([KH, KW, C]), epilogue operands..., prm, out (NHWC),
+    pool (pool only).
   Workgroup: (k.workgroup, 1, 1); invocations NB * OHB * OWB * C4, channel block fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
@@ -46,9 +51,9 @@ enable f16;
 fn ld_x(i: u32, cb: u32, C4: u32, C: u32) -> vec4<f32> { return vec4<f32>(x[i * C4 + cb]); }
 fn ld_f(i: u32, cb: u32, C4: u32, C: u32) -> vec4<f32> { return vec4<f32>(f[i * C4 + cb]); }
 {% else %}
-fn ld_x(i: u32, cb: u32, C4: u32, C: u32) -> vec4<f32> {
-  let b = i * C;
-  return vec4<f32>({% for c in range(4) %}f32(x[b + min(cb * 4u + {{ c }}u, C - 1u)]){{ ", " if not loop.last }}{% endfor %});
+fn ld_x(i: u32, cb: u32, CI: u32, C: u32) -> vec4<f32> {
+  let b = i * CI;
+  return vec4<f32>({% for c in range(4) %}f32(x[b + min(cb * 4u + {{ c }}u, C - 1u){{ " / " ~ M ~ "u" if M > 1 }}]){{ ", " if not loop.last }}{% endfor %});
 }
 fn ld_f(i: u32, cb: u32, C4: u32, C: u32) -> vec4<f32> {
   let b = i * C;
@@ -68,6 +73,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let OW = prm[8];
   let OWB = prm[3];
   let OHB = prm[4];
+{% if vec %}
+  let CI = C4;
+{% else %}
+  let CI = prm[11];
+{% endif %}
 {% if fdiv %}
   // Quotients through f32, exact for dividends below 2^20 (fdiv): x86 has no vector integer
   // division, so runtime divisors would otherwise cost a scalar division per lane.
@@ -107,7 +117,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let rok = u32(y) < H;
     let row = (n * H + select(0u, u32(y), rok)) * W;
 {% for j in seg %}
-    let x{{ j }} = select(vec4<f32>(0.0), ld_x(row + ci{{ j }}, cb, C4, C), rok && cok{{ j }});
+    let x{{ j }} = select(vec4<f32>(0.0), ld_x(row + ci{{ j }}, cb, CI, C), rok && cok{{ j }});
 {% endfor %}
 {% for t, kh in uses %}
 {% for kw in range(KW) %}

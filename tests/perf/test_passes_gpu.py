@@ -470,6 +470,7 @@ def test_depthwise_conv_and_its_projection_run_as_one_kernel(ctx, rng, monkeypat
     input) and the pointwise conv or tiled conv_transpose2d reading it (bias, activation, a
     residual add on the projection) in one kernel, against float64 NumPy."""
     monkeypatch.setattr(ctx, "_tuning", tuning)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")  # the kernel, whatever the cost model (project_pays) says
     hw, C, k, stride, dil, self_add, (kind, N), K = _DW_PROJECT_CASES[case]
     npdt = np.float32 if dt == "float32" else np.float16
     nb = 2 if "batch 2" in case else 1

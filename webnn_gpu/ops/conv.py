@@ -8,7 +8,7 @@ applies, and falls back to the automatic choice where it does not):
 
 * ``pointwise``: 1x1 filter, stride 1, no padding, one group: a plain matmul on the tile
   kernel (NHWC: ``[N*H*W, C] x [C, O]``; NCHW: ``[O, C] x [N, C, H*W]``).
-* ``depthwise``: groups == input channels == output channels on NHWC
+* ``depthwise``: groups == input channels on NHWC, output channels any multiple of them
   (``shaders/conv/depthwise.wgsl``): vec4 of channels x several output columns per invocation,
   input columns loaded once per filter row. Sizes and padding come from a parameter buffer:
   one pipeline per (window, strides, dilations, block, epilogue), whatever the image size.
@@ -328,7 +328,7 @@ def _conv_variant(g: dict, layout: str, tuning: str = "default") -> str:
     pointwise = (g["KH"] == g["KW"] == 1 and g["sh"] == g["sw"] == 1 and g["pt"] == g["pl"] == 0
                  and g["OH"] == g["H"] and g["OW"] == g["W"] and g["G"] == 1)
     th, tw = _depthwise_block(g, tuning)
-    depthwise = (layout == "nhwc" and g["G"] == g["C"] == g["O"] and g["KH"] * g["KW"] <= 49
+    depthwise = (layout == "nhwc" and g["G"] == g["C"] and g["O"] % g["C"] == 0 and g["KH"] * g["KW"] <= 49
                  and len(_segment(g, tw)) * len(_rows(g, th)) <= DW_MAX_LOADS)
     block = (layout == "nhwc" and g["G"] == 1 and g["C"] <= BLOCK_MAX_C and g["O"] % 4 == 0
              and g["O"] <= BLOCK_MAX_O and g["KH"] * g["KW"] * g["C"] * g["O"] // 4 <= BLOCK_MAX_WEIGHTS
@@ -501,16 +501,18 @@ def pool_output_ok(node, tuning: str) -> bool:
     if node.attrs.get("input_layout") != "nhwc" or len(node.outputs) != 1 or node.outputs[0].data_type not in FLOATS:
         return False
     g = _geometry(node)
-    return g["NB"] == 1 and g["C"] % 4 == 0 and _conv_variant(g, "nhwc", tuning) == "depthwise"
+    return (g["NB"] == 1 and g["C"] % 4 == 0 and g["O"] == g["C"]
+            and _conv_variant(g, "nhwc", tuning) == "depthwise")
 
 
 def project_ok(dw, proj, tuning: str = "default") -> bool:
     """Whether depthwise conv2d ``dw`` and ``proj``, the node reading its output, can run as
     one ``conv/depthwise_project.wgsl`` kernel (the compiler's ``fuse_depthwise_project``):
     ``dw`` on the depthwise kernel (NHWC, channels a multiple of 4, no other output), ``proj``
-    a pointwise NHWC conv2d or an NHWC conv_transpose2d whose filter equals its stride (no
-    padding, one group), with a constant filter, at most :data:`PROJECT_MAX_N` values per
-    pixel, reading the depthwise output only as its input."""
+    a pointwise NHWC conv2d (where one kernel is estimated faster than the depthwise and the
+    tile kernel: :func:`project_pays`) or an NHWC conv_transpose2d whose filter equals its
+    stride (no padding, one group), with a constant filter, at most :data:`PROJECT_MAX_N`
+    values per pixel, reading the depthwise output only as its input."""
     if dw.op != "conv2d" or len(dw.outputs) != 1 or dw.attrs.get("input_layout") != "nhwc":
         return False
     if "input_scale" in dw.attrs or "input_add" in dw.attrs or dw.attrs.get("pool_output"):
@@ -519,7 +521,7 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
     if mid.data_type not in FLOATS or out.data_type != mid.data_type or len(proj.outputs) != 1:
         return False
     g = _geometry(dw)
-    if g["C"] % 4 or _conv_variant(g, "nhwc", tuning) != "depthwise" or _env.force("conv"):
+    if g["C"] % 4 or g["O"] != g["C"] or _conv_variant(g, "nhwc", tuning) != "depthwise" or _env.force("conv"):
         return False
     if proj.inputs[0] is not mid or any(v is mid for v in proj.inputs[1:]):
         return False
@@ -530,7 +532,7 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
     p = _geometry(proj)
     if proj.op == "conv2d":
         n = p["O"]
-        ok = _conv_variant(p, "nhwc", tuning) == "pointwise"
+        ok = _conv_variant(p, "nhwc", tuning) == "pointwise" and project_pays(g, n, tuning)
     elif proj.op == "conv_transpose2d":
         n = p["KH"] * p["KW"] * p["O"]
         a = proj.attrs
@@ -540,6 +542,50 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
     else:
         return False
     return ok and n <= PROJECT_MAX_N
+
+
+#: The cost model of :func:`project_pays`, per tuning profile: what one load or store costs
+#: against one vec4 multiply-add of a SIMD batch of invocations (on lavapipe before Mesa 24
+#: every load is a loop over the lanes).
+DWP_LOAD_COST = {"lane-loop": 8.0, "default": 2.0}
+#: ... and the fixed cost of one more kernel in the same units (about 30 us on lavapipe).
+DWP_KERNEL_COST = 1.2e5
+#: ... and a factor on the fused kernel's estimate per profile (lavapipe 25 runs it about 3x
+#: slower than its loads and multiply-adds say: fitted on benchmarks/dw_project.py's grid).
+DWP_FUSED_FACTOR = {"lane-loop": 1.0, "default": 3.0}
+
+
+def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tuple[float, float]:
+    """Estimated costs (vec4 multiply-adds of one SIMD batch, loads weighted by
+    :data:`DWP_LOAD_COST`) of depthwise conv2d ``g`` and a pointwise projection to ``n``
+    channels: (one ``conv/depthwise_project.wgsl`` kernel, the depthwise kernel + the tile
+    kernel). Every invocation of each kernel loads its operands, stores its outputs and does
+    its multiply-adds; the fused kernel holds a block of ``TH x TW`` pixels and loads the whole
+    ``C x N`` projection matrix once per block, the tile kernel holds ``TM x 4 TN4`` outputs
+    and loads ``TM + TN4`` values per step of its ``C``-deep product."""
+    L = DWP_LOAD_COST.get(tuning, DWP_LOAD_COST["default"])
+    kk, c4, n4 = g["KH"] * g["KW"], -(-g["C"] // 4), -(-n // 4)
+    th, tw = _dwp_block(g, n4, k4, tuning)
+    blocks = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw)
+    window = len(_rows(g, th)) * len(_segment(g, tw))
+    fused = blocks * c4 * (L * (kk + window + 4 * n4) + th * tw * (kk + 4 * n4)) + blocks * th * tw * n4 * L
+    th, tw = _depthwise_block(g, tuning)
+    blocks = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw)
+    window = len(_rows(g, th)) * len(_segment(g, tw))
+    depthwise = blocks * c4 * (L * (kk + window + th * tw) + th * tw * kk)
+    M = g["NB"] * g["OH"] * g["OW"]
+    tm, tn4 = choose_tile(M, n, 1, tuning)
+    tile = -(-M // tm) * -(-n4 // tn4) * (g["C"] * (L * (tm + tn4) + tm * tn4) + L * tm * tn4)
+    return fused * DWP_FUSED_FACTOR.get(tuning, DWP_FUSED_FACTOR["default"]), depthwise + tile + DWP_KERNEL_COST
+
+
+def project_pays(g: dict, n: int, tuning: str = "default", k4: int = 0) -> bool:
+    """Whether running depthwise conv2d ``g`` and its pointwise projection to ``n`` channels as
+    one kernel is estimated faster than as two (:func:`_project_cost`)."""
+    if _env.force("dwp") == "fused":
+        return True
+    fused, two = _project_cost(g, n, tuning, k4)
+    return fused <= two
 
 
 def _center(g: dict) -> bool:
@@ -583,7 +629,7 @@ def store_ok(dw, tuning: str = "default", k4: int = 0) -> bool:
     if len(dw.outputs) != (2 if dw.attrs.get("pool_output") else 1) or dw.outputs[0].data_type not in FLOATS:
         return False
     g = _geometry(dw)
-    if g["C"] % 4 or _conv_variant(g, "nhwc", tuning) != "depthwise" or _env.force("conv"):
+    if g["C"] % 4 or g["O"] != g["C"] or _conv_variant(g, "nhwc", tuning) != "depthwise" or _env.force("conv"):
         return False
     if dw.attrs.get("pool_output") and g["NB"] != 1:
         return False
@@ -750,24 +796,26 @@ def lower_conv2d(node, lc) -> None:
         return
     if variant == "depthwise":
         ep = _conv_epilogue(node, out, layout)
-        w = _relayout(lc, f, flayout, "hwio")  # [KH, KW, 1, C] == [KH, KW, C]
+        w = _relayout(lc, f, flayout, "hwio")  # [KH, KW, 1, O] == [KH, KW, O]
         th, tw = _depthwise_block(g, lc.tuning)
-        c4 = -(-g["C"] // 4)
+        m = g["O"] // g["C"]  # channel multiplier: output channel o reads input channel o // m
+        c4 = -(-g["O"] // 4)
         ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
         n_inv = g["NB"] * ohb * owb * c4
-        prm = make_constant(np.array([n_inv, c4, g["C"], owb, ohb, g["H"], g["W"], g["OH"], g["OW"], g["pt"],
-                                      g["pl"]], dtype=np.uint32), "uint32")
+        prm = make_constant(np.array([n_inv, c4, g["O"], owb, ohb, g["H"], g["W"], g["OH"], g["OW"], g["pt"],
+                                      g["pl"], g["C"]], dtype=np.uint32), "uint32")
+        vec = g["O"] % 4 == 0 and m == 1
         outs = [("out", out)]
         pooled = bool(node.attrs.get("pool_output"))
         if pooled:  # fuse_conv_pool: per-block channel sums
-            assert g["C"] % 4 == 0, "fuse_conv_pool checks pool_output_ok"
+            assert vec, "fuse_conv_pool checks pool_output_ok"
             part, reduce_pool = _pool_partials(lc, node, ohb * owb, g["C"])
             outs.append(("pool", part))
-        w_ubo = uniform_copy(lc, w) if g["C"] % 4 == 0 else None
+        w_ubo = uniform_copy(lc, w) if vec else None
         f_uniform = w_ubo is not None
         w = w_ubo if w_ubo is not None else w
         lc.kernel("conv/depthwise.wgsl", [("x", x), ("f", w)] + ep.operands + [("prm", prm)], outs,
-                  n_inv, workgroup=WORKGROUP, T=T, vec=g["C"] % 4 == 0, TH=th, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
+                  n_inv, workgroup=WORKGROUP, T=T, vec=vec, M=m, TH=th, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
                   rows=_rows(g, th), pool=pooled, f_uniform=B_UNIFORM_FLOATS // 4 if f_uniform else 0,
                   seg=_segment(g, tw), ep=ep, **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
         if pooled:

@@ -1,0 +1,87 @@
+"""Depthwise conv2d + 1x1 projection: one fused kernel against two (depthwise + tile), per shape.
+
+    .venv/bin/python benchmarks/dw_project.py [--hw 8,16,32,64] [--c 32,128,512] [--n 16,64,128]
+                                              [--windows 3/1,5/1,3/2] [--repeats 5]
+
+For every (image size, channels C, projected channels N, window/stride) it builds the graph
+``conv2d(relu(depthwise(x) + b), w) + b2`` (NHWC, float32) twice in one process, with the
+compiler's ``fuse_depthwise_project`` pass switched off and forced on
+(``WEBNN_GPU_FORCE_DWP=fused``), and times every kernel with timestamp queries (``webnn_gpu.profile.profile_graph``, the median of ``--repeats``); the
+two sides alternate, so both see the same machine load. Prints one row per shape: the fused
+kernel's microseconds, the two kernels' sum, their ratio, and the ratio of the cost model's
+estimates (:func:`webnn_gpu.ops.conv._project_cost`; below 1: it fuses). docs/conv.md has the
+grid the model was fitted on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+
+def _graph(ctx, hw, C, N, k, s):
+    import webnn_gpu as webnn
+
+    rng = np.random.default_rng(0)
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [1, hw, hw, C]})
+    pad = (k - 1) // 2
+    d = b.conv2d(x, b.constant((rng.standard_normal((1, k, k, C)) * 0.3).astype(np.float32)), input_layout="nhwc",
+                 filter_layout="ihwo", groups=C, padding=[pad] * 4, strides=[s, s],
+                 bias=b.constant(rng.standard_normal(C).astype(np.float32)))
+    p = b.conv2d(b.relu(d), b.constant((rng.standard_normal((N, 1, 1, C)) * 0.1).astype(np.float32)),
+                 input_layout="nhwc", filter_layout="ohwi", bias=b.constant(rng.standard_normal(N).astype(np.float32)))
+    return b.build({"y": p}), {"x": rng.standard_normal((1, hw, hw, C)).astype(np.float32)}
+
+
+def _time(ctx, hw, C, N, k, s, fused, repeats):
+    from webnn_gpu.profile import profile_graph
+
+    os.environ["WEBNN_GPU_PASSES"] = "" if fused else "-fuse_depthwise_project"
+    os.environ["WEBNN_GPU_FORCE_DWP"] = "fused" if fused else ""
+    g, inputs = _graph(ctx, hw, C, N, k, s)
+    rows = profile_graph(ctx, g, inputs, repeats=repeats)
+    g.destroy()
+    templates = [r["template"] for r in rows]
+    assert ("conv/depthwise_project.wgsl" in templates) == fused, templates
+    return sum(r["us"] for r in rows)
+
+
+def main(argv=None) -> int:
+    """Run the grid (see the module docstring)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--hw", default="8,16,32,64")
+    p.add_argument("--c", default="32,128,512")
+    p.add_argument("--n", default="16,64,128")
+    p.add_argument("--windows", default="3/1,5/1,3/2", help="window/stride pairs")
+    p.add_argument("--repeats", type=int, default=5)
+    args = p.parse_args(argv)
+    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    import webnn_gpu as webnn
+    from webnn_gpu.ops.conv import _project_cost
+
+    ctx = webnn.ml.create_context()
+    ints = lambda s: [int(v) for v in s.split(",")]  # noqa: E731
+    print(f"# {ctx.adapter_info.get('description', '')}, tuning {ctx._tuning}")
+    print(f"{'hw':>4} {'C':>4} {'N':>4} {'k/s':>4} {'fused us':>9} {'two us':>9} {'ratio':>6} {'model':>6}")
+    for win in args.windows.split(","):
+        k, s = (int(v) for v in win.split("/"))
+        for hw in ints(args.hw):
+            for C in ints(args.c):
+                for N in ints(args.n):
+                    fused = _time(ctx, hw, C, N, k, s, True, args.repeats)
+                    two = _time(ctx, hw, C, N, k, s, False, args.repeats)
+                    oh = (hw - 1) // s + 1
+                    g = dict(NB=1, H=hw, W=hw, C=C, O=C, OH=oh, OW=oh, KH=k, KW=k, G=C, sh=s, sw=s, dh=1, dw=1,
+                             pt=(k - 1) // 2, pl=(k - 1) // 2)
+                    f_cost, t_cost = _project_cost(g, N, ctx._tuning)
+                    print(f"{hw:>4} {C:>4} {N:>4} {k}/{s:<2} {fused:>9.0f} {two:>9.0f} {fused / two:>6.2f} "
+                          f"{f_cost / t_cost:>6.2f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

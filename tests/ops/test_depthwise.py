@@ -1,0 +1,179 @@
+"""Depthwise conv2d kernels (``conv/depthwise.wgsl``, ``conv/depthwise_project.wgsl``) and the
+cost model that chooses between one fused kernel and two (``webnn_gpu.ops.conv.project_pays``),
+against float64 NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import webnn_gpu as webnn
+from webnn_gpu.ops import conv
+
+from helpers import run_graph
+from references import ref_conv2d
+
+
+def _geometry(h, w, c, k, s=1, d=1, m=1):
+    """conv.py's geometry dict of a 'same'-padded depthwise conv2d on one NHWC image."""
+    p = (k - 1) // 2 * d
+    oh, ow = [(n + 2 * p - d * (k - 1) - 1) // s + 1 for n in (h, w)]
+    return dict(NB=1, H=h, W=w, C=c, O=c * m, OH=oh, OW=ow, KH=k, KW=k, G=c, sh=s, sw=s, dh=d, dw=d, pt=p, pl=p)
+
+
+def _templates(ctx, build, inputs: dict) -> list[str]:
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {n: b.input(n, {"data_type": webnn._dtypes.from_numpy(a.dtype), "shape": list(a.shape)})
+                          for n, a in inputs.items()}))
+    templates = [s.template for s in g._steps if hasattr(s, "template")]
+    g.destroy()
+    return templates
+
+
+# ---------------------------------------------------------------- the cost model (no GPU)
+@pytest.mark.parametrize("tuning", ["lane-loop", "default"])
+def test_cost_model_keeps_small_layers_fused_and_splits_wide_ones(tuning, monkeypatch):
+    """Few channels: one kernel (the second kernel's fixed cost and the depthwise output's round
+    trip dominate); a 672-channel 5x5 layer projected to 112 channels (its projection matrix
+    reloaded per pixel block): two kernels on lavapipe before Mesa 24. WEBNN_GPU_FORCE_DWP=fused
+    forces one kernel."""
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP", raising=False)
+    assert conv.project_pays(_geometry(9, 7, 8, 3), 6, tuning)
+    assert conv.project_pays(_geometry(64, 40, 12, 3, s=2), 8, tuning)
+    if tuning == "lane-loop":
+        assert not conv.project_pays(_geometry(14, 14, 672, 5), 112, tuning)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    assert conv.project_pays(_geometry(14, 14, 672, 5), 112, tuning)
+
+
+def _dw_pw_nodes(hw, C, k, N):
+    """IR of a 'same' depthwise conv2d (bias) on [1, hw, hw, C] and a 1x1 conv2d to N channels."""
+    from types import SimpleNamespace
+
+    from webnn_gpu.builder import Node, Value
+
+    def const(shape):
+        return Value("float32", tuple(shape), "constant", data=np.ones(int(np.prod(shape)), np.float32))
+
+    x, mid, out = (Value("float32", (1, hw, hw, c), kind) for c, kind in ((C, "input"), (C, "op"), (N, "op")))
+    p = (k - 1) // 2
+    dw = Node("conv2d", [x, const((1, k, k, C)), const((C,))], [mid],
+              {"padding": [p] * 4, "strides": [1, 1], "dilations": [1, 1], "groups": C, "input_layout": "nhwc",
+               "filter_layout": "ihwo"})
+    pw = Node("conv2d", [mid, const((N, 1, 1, C))], [out],
+              {"padding": [0] * 4, "strides": [1, 1], "dilations": [1, 1], "groups": 1, "input_layout": "nhwc",
+               "filter_layout": "ohwi"})
+    mid.producer, out.producer = dw, pw
+    return [dw, pw], {"y": out}, SimpleNamespace(_tuning="lane-loop", limits={})
+
+
+def test_fuse_depthwise_project_asks_the_cost_model(monkeypatch):
+    """The rule on IR (no GPU): a small pair becomes one depthwise_project node, a wide one
+    (672 channels, 5x5, projected to 112) stays two conv2d nodes on lavapipe before Mesa 24."""
+    from webnn_gpu import _compiler
+
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP", raising=False)
+    nodes, outs, context = _dw_pw_nodes(9, 8, 3, 8)
+    assert [n.op for n in _compiler.fuse_depthwise_project(nodes, outs, context)] == ["depthwise_project"]
+    nodes, outs, context = _dw_pw_nodes(14, 672, 5, 112)
+    assert [n.op for n in _compiler.fuse_depthwise_project(nodes, outs, context)] == ["conv2d", "conv2d"]
+
+
+# (image, channels, projected channels, fused?) on each side of the cost model's boundary
+# (lane-loop profile: 12 x 12 x 64, 3x3: N = 60 is estimated faster as two kernels, 64 as one)
+_NEAR_MISS = {"N=60, two kernels": (12, 64, 60, False), "N=64, one kernel": (12, 64, 64, True)}
+
+
+@pytest.mark.parametrize("case", list(_NEAR_MISS))
+def test_fused_or_not_both_sides_of_the_boundary_match_numpy(ctx, rng, monkeypatch, case):
+    """A depthwise conv (bias, relu6) and its projection (bias) on each side of the cost
+    model's boundary: the kernels it picks, and the float64 NumPy result either way."""
+    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP", raising=False)
+    hw, C, N, fused = _NEAR_MISS[case]
+    assert conv.project_pays(_geometry(hw, hw, C, 3), N, "lane-loop") == fused
+    x = rng.standard_normal((1, hw, hw, C)).astype(np.float32)
+    wd = (rng.standard_normal((1, 3, 3, C)) * 0.3).astype(np.float32)  # ihwo
+    bd = rng.standard_normal(C).astype(np.float32)
+    wp = (rng.standard_normal((N, 1, 1, C)) * 0.2).astype(np.float32)  # ohwi
+    bp = rng.standard_normal(N).astype(np.float32)
+
+    def build(b, o):
+        d = b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C, padding=[1] * 4,
+                     bias=b.constant(bd))
+        d = b.clamp(d, min_value=0.0, max_value=6.0)
+        return {"y": b.conv2d(d, b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))}
+
+    got = run_graph(ctx, build, {"x": x})["y"].astype(np.float64)
+    d = ref_conv2d(x.astype(np.float64).transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(3, 0, 1, 2),
+                   [1] * 4, groups=C).transpose(0, 2, 3, 1) + bd
+    ref = np.einsum("nhwc,oc->nhwo", np.clip(d, 0, 6), wp[:, 0, 0, :].astype(np.float64)) + bp
+    np.testing.assert_allclose(got, ref, atol=2e-5, rtol=2e-5)
+    templates = _templates(ctx, build, {"x": x})
+    if fused:
+        assert templates == ["conv/depthwise_project.wgsl"]
+    else:
+        assert templates == ["conv/depthwise.wgsl", "matmul/tile.wgsl"]
+
+
+# ---------------------------------------------------------------- the depthwise kernel
+# (image H x W, input channels, multiplier, window, stride, dilation, padding t/b/l/r, dtype)
+_DW_CASES = {
+    "multiplier 2, odd image": ((9, 7), 3, 2, 3, 1, 1, (1, 1, 1, 1), "float32"),
+    "multiplier 3, stride 2": ((11, 10), 5, 3, 3, 2, 1, (1, 1, 1, 1), "float32"),
+    "multiplier 4, C4 vec width, 5x5": ((8, 9), 2, 4, 5, 1, 1, (2, 2, 2, 2), "float32"),
+    "C=7, dilation 2, uneven pad": ((10, 13), 7, 1, 3, 1, 2, (2, 1, 0, 2), "float32"),
+    "C=12, 7x7, stride 2": ((15, 17), 12, 1, 7, 2, 1, (3, 3, 3, 3), "float32"),
+    "many channels, small image": ((5, 5), 96, 1, 3, 1, 1, (1, 1, 1, 1), "float32"),
+    "multiplier 2, dilation 2, float16": ((9, 11), 4, 2, 3, 1, 2, (2, 2, 2, 2), "float16"),
+    "C=6, stride 2, float16": ((7, 9), 6, 1, 3, 2, 1, (1, 1, 1, 1), "float16"),
+}
+
+
+@pytest.mark.parametrize("case", list(_DW_CASES))
+def test_depthwise_kernel_against_numpy(ctx, rng, case):
+    """conv/depthwise.wgsl for channel multipliers 1-4, strides, dilations, uneven padding, odd
+    images, channels not a multiple of 4 and float16 (bias and relu in the epilogue)."""
+    (h, w), C, m, k, s, d, pad, dt = _DW_CASES[case]
+    if dt == "float16" and "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is expected on lavapipe")
+    npdt = np.float32 if dt == "float32" else np.float16
+    x = rng.standard_normal((2 if m == 3 else 1, h, w, C)).astype(npdt)
+    wt = (rng.standard_normal((C * m, 1, k, k)) * 0.3).astype(npdt)  # oihw
+    bias = rng.standard_normal(C * m).astype(npdt)
+
+    def build(b, o):
+        y = b.conv2d(o["x"], b.constant(wt), input_layout="nhwc", filter_layout="oihw", groups=C, padding=list(pad),
+                     strides=[s, s], dilations=[d, d], bias=b.constant(bias))
+        return {"y": b.relu(y)}
+
+    got = run_graph(ctx, build, {"x": x})["y"].astype(np.float64)
+    ref = ref_conv2d(x.astype(np.float64).transpose(0, 3, 1, 2), wt.astype(np.float64), pad, (s, s), (d, d),
+                     groups=C).transpose(0, 2, 3, 1) + bias.astype(np.float64)
+    ref = np.maximum(ref, 0)
+    tol = 2e-5 if dt == "float32" else 1e-2 * k
+    np.testing.assert_allclose(got, ref, atol=tol, rtol=tol)
+    assert _templates(ctx, build, {"x": x}) == ["conv/depthwise.wgsl"]
+
+
+def test_multiplier_2_depthwise_and_projection_stay_two_kernels(ctx, rng):
+    """The fused kernel takes multiplier 1 only: a multiplier-2 depthwise conv, its global
+    average pool and a 1x1 projection run as the depthwise kernel and others, exactly."""
+    x = rng.standard_normal((1, 8, 6, 4)).astype(np.float32)
+    wd = (rng.standard_normal((1, 3, 3, 8)) * 0.3).astype(np.float32)  # ihwo, 2 outputs per input channel
+    wp = (rng.standard_normal((12, 1, 1, 8)) * 0.3).astype(np.float32)
+
+    def build(b, o):
+        d = b.relu(b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=4,
+                            padding=[1] * 4))
+        p = b.conv2d(d, b.constant(wp), input_layout="nhwc", filter_layout="ohwi")
+        return {"y": p, "m": b.reduce_mean(d, axes=[1, 2])}
+
+    got = run_graph(ctx, build, {"x": x})
+    d = np.maximum(ref_conv2d(x.astype(np.float64).transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(3, 0, 1, 2),
+                              [1] * 4, groups=4).transpose(0, 2, 3, 1), 0)
+    np.testing.assert_allclose(got["y"], np.einsum("nhwc,oc->nhwo", d, wp[:, 0, 0, :].astype(np.float64)),
+                               atol=2e-5, rtol=2e-5)
+    np.testing.assert_allclose(got["m"], d.mean(axis=(1, 2)), atol=2e-5, rtol=2e-5)
+    templates = _templates(ctx, build, {"x": x})
+    assert templates[0] == "conv/depthwise.wgsl" and "conv/depthwise_project.wgsl" not in templates
