@@ -70,13 +70,13 @@ def _dw_pw_nodes(hw, C, k, N):
 def test_fuse_depthwise_project_asks_the_cost_model(monkeypatch):
     """The rule on IR (no GPU): a small pair becomes one depthwise_project node, a wide one
     (672 channels, 5x5, projected to 112) stays two conv2d nodes on lavapipe before Mesa 24."""
-    from webnn_gpu import _compiler
+    from webnn_gpu.compiler.rules.conv import fuse_depthwise_project
 
     monkeypatch.delenv("WEBNN_GPU_FORCE_DWP", raising=False)
     nodes, outs, context = _dw_pw_nodes(9, 8, 3, 8)
-    assert [n.op for n in _compiler.fuse_depthwise_project(nodes, outs, context)] == ["depthwise_project"]
+    assert [n.op for n in fuse_depthwise_project(nodes, outs, context)] == ["depthwise_project"]
     nodes, outs, context = _dw_pw_nodes(14, 672, 5, 112)
-    assert [n.op for n in _compiler.fuse_depthwise_project(nodes, outs, context)] == ["conv2d", "conv2d"]
+    assert [n.op for n in fuse_depthwise_project(nodes, outs, context)] == ["conv2d", "conv2d"]
 
 
 # (image, channels, projected channels, fused?) on each side of the cost model's boundary
