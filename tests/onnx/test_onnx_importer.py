@@ -166,8 +166,7 @@ def test_load_tells_formats_apart(ctx, tmp_path):
 
 
 def test_supported_table_covers_onnxruntime_webnn_ops():
-    """Every operator of ONNX Runtime's WebNN provider table has a mapping (but com.microsoft's
-    GroupQueryAttention, not mapped yet: docs/onnx.md)."""
+    """Every operator of ONNX Runtime's WebNN provider table has a mapping."""
     ort_table = """Abs Add And ArgMax ArgMin AveragePool BatchNormalization Cast Ceil Clip Concat Conv ConvTranspose
         Cos CumSum Div DequantizeLinear Dropout Einsum Elu Equal Erf Exp Expand Flatten Floor Gather GatherElements
         GatherND Gelu Gemm GlobalAveragePool GlobalMaxPool GlobalLpPool Greater GreaterOrEqual GRU HardSigmoid
@@ -178,7 +177,7 @@ def test_supported_table_covers_onnxruntime_webnn_ops():
         Softplus Softsign Split Sqrt Squeeze Sub Tan Tanh Tile Transpose Trilu Unsqueeze Where Xor RotaryEmbedding""".split()
     ms = ["com.microsoft." + o for o in ("MatMulNBits", "SkipSimplifiedLayerNormalization", "FusedConv", "Gelu",
                                          "FastGelu", "BiasGelu", "QuickGelu", "SkipLayerNormalization",
-                                         "RotaryEmbedding", "MultiHeadAttention")]
+                                         "RotaryEmbedding", "MultiHeadAttention", "GroupQueryAttention")]
     table = wonnx.supported_ops()
     missing = [o for o in ort_table + ms if o not in table]
     assert not missing, missing

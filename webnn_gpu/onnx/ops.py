@@ -687,24 +687,30 @@ def _matmul_nd(c, a, b):
     return out
 
 
-@_h("MatMulNBits", to="weights dequantized at load time (exact), then matmul (+ bias)", domain=MS)
+@_h("MatMulNBits", to="weights (2, 4 or 8 bits) dequantized at load time (exact), then matmul (+ bias)", domain=MS)
 def _matmul_nbits(c, n, x):
     a = c.operand(x[0])
     bits, K, N, block = int(n.attr("bits", 4)), int(n.attr("K")), int(n.attr("N")), int(n.attr("block_size"))
-    if bits != 4 or (len(x) > 4 and x[4] is not None):
+    if bits not in (2, 4, 8) or (len(x) > 4 and x[4] is not None):
         raise Unsupported(f"MatMulNBits with bits={bits} or g_idx")
-    packed = c.known(x[1], "the quantized weight").astype(np.uint8)
+    if int(n.attr("weight_prepacked", 0)):
+        raise Unsupported("MatMulNBits with prepacked weights")
+    per = 8 // bits  # values per byte, the lowest bits first
+    mask = (1 << bits) - 1
+
+    def unpack(p, count):
+        p = np.asarray(p, np.uint8).reshape(N, -1)
+        vals = np.stack([(p >> (bits * i)) & mask for i in range(per)], axis=-1).reshape(N, -1)
+        return vals[:, :count].astype(np.float32)
+
     scales = c.known(x[2], "scales").astype(np.float32).reshape(N, -1)
     nblocks = scales.shape[1]
-    q = np.stack([packed & 0x0F, packed >> 4], axis=-1).reshape(N, nblocks, block).astype(np.float32)
+    q = unpack(c.known(x[1], "the quantized weight"), nblocks * block).reshape(N, nblocks, block)
     if len(x) > 3 and x[3] is not None:
         zp = c.known(x[3], "zero_points")
-        if zp.dtype == np.uint8:
-            z = np.stack([zp & 0x0F, zp >> 4], axis=-1).reshape(N, -1)[:, :nblocks].astype(np.float32)
-        else:
-            z = zp.astype(np.float32).reshape(N, nblocks)
+        z = unpack(zp, nblocks) if zp.dtype == np.uint8 else zp.astype(np.float32).reshape(N, nblocks)
     else:
-        z = np.full((N, nblocks), 8, np.float32)
+        z = np.full((N, nblocks), 1 << (bits - 1), np.float32)
     w = ((q - z[:, :, None]) * scales[:, :, None]).reshape(N, -1)[:, :K]
     out = c.call("matmul", a, c.operand(np.ascontiguousarray(w.T), a.data_type))
     if len(x) > 5 and x[5] is not None:
@@ -1516,28 +1522,4 @@ def _rotary_embedding_ms(c, n, x):
                    int(n.attr("num_heads", 0)), int(n.attr("rotary_embedding_dim", 0)))
 
 
-@_h("MultiHeadAttention", to="reshape/transpose, matmul, softmax, matmul (no mask, bias or past)", domain=MS)
-def _multi_head_attention(c, n, x):
-    if any(v is not None for v in x[3:]) or any(o and o in c.used for o in n.outputs[1:]):
-        raise Unsupported("MultiHeadAttention with bias, masks, past/present key and value, or packed inputs")
-    if int(n.attr("unidirectional", 0)):
-        raise Unsupported("MultiHeadAttention with unidirectional=1")
-    q = c.operand(x[0])
-    dt = q.data_type
-    if x[1] is None or x[2] is None or _rank(c, q) != 3 or _rank(c, x[1]) != 3 or _rank(c, x[2]) != 3:
-        raise Unsupported("MultiHeadAttention with packed or 4-D query/key/value")
-    k, v = c.operand(x[1], dt), c.operand(x[2], dt)
-    heads = int(n.attr("num_heads"))
-    B, S, D = c.shape(q)
-    L, Dv = c.shape(v)[1], c.shape(v)[2]
-    d, dv = D // heads, Dv // heads
-    scale = float(n.attr("scale", 0.0)) or 1.0 / math.sqrt(d)
-
-    def heads_first(t, length, size):
-        return c.call("transpose", c.call("reshape", t, [B, length, heads, size]), permutation=[0, 2, 1, 3])
-
-    qh, kh, vh = heads_first(q, S, d), heads_first(k, L, d), heads_first(v, L, dv)
-    scores = c.call("matmul", qh, c.call("transpose", kh, permutation=[0, 1, 3, 2]))
-    probs = c.call("softmax", c.call("mul", scores, c.scalar(scale, dt)), 3)
-    out = c.call("transpose", c.call("matmul", probs, vh), permutation=[0, 2, 1, 3])
-    return [c.call("reshape", out, [B, S, Dv]), None, None]
+from . import attention  # noqa: E402,F401  (registers GroupQueryAttention, MultiHeadAttention)
