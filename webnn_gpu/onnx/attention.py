@@ -281,3 +281,112 @@ def _multi_head_attention(c, n, x):
                   bias=c.operand(attn_bias, dt) if attn_bias is not None else None)
     out = c.call("reshape", c.call("transpose", out, permutation=[0, 2, 1, 3]), [B, S, N * Hv])
     return [out, kh, vh, None]
+
+
+def _to_rank4(c, t):
+    s = c.shape(t)
+    return t if len(s) == 4 else c.call("reshape", t, [1] * (4 - len(s)) + list(s))
+
+
+@_h("Attention", to="reshape/transpose, matmul, softcap, boolean/float/causal/padding masks, softmax, matmul "
+                    "(rows with no key attended give zeros); past/present key and value through concat")
+def _attention(c, n, x):
+    """ai.onnx Attention (opset 23, 24): as ONNX's reference implementation."""
+    q = c.operand(x[0])
+    dt = q.data_type
+    k, v = c.operand(x[1], dt), c.operand(x[2], dt)
+    mask, past_k, past_v, nonpad = _arg(x, 3), _arg(x, 4), _arg(x, 5), _arg(x, 6)
+    if (past_k is None) != (past_v is None):
+        raise Unsupported("Attention with only one of past_key and past_value")
+    if nonpad is not None and past_k is not None:
+        raise Unsupported("Attention with nonpad_kv_seqlen and past_key")
+    rank = _rank(c, q)
+    B = c.shape(q)[0]
+    if rank == 3:
+        Nq, Nkv = int(n.attr("q_num_heads", 0)), int(n.attr("kv_num_heads", 0))
+        if not Nq or not Nkv:
+            raise Unsupported("Attention of 3-D inputs without q_num_heads and kv_num_heads")
+        Sq, Skv = c.shape(q)[1], c.shape(k)[1]
+        q = _heads_first(c, q, B, Sq, Nq, c.shape(q)[2] // Nq)
+        k = _heads_first(c, k, B, Skv, Nkv, c.shape(k)[2] // Nkv)
+        v = _heads_first(c, v, B, Skv, Nkv, c.shape(v)[2] // Nkv)
+    elif rank != 4:
+        raise Unsupported(f"Attention of rank {rank}")
+    _, Nq, Sq, H = c.shape(q)
+    Nkv = c.shape(k)[1]
+    if past_k is not None:
+        k = c.call("concat", [c.operand(past_k, dt), k], 2)
+        v = c.call("concat", [c.operand(past_v, dt), v], 2)
+    present_k, present_v = k, v
+    T, Hv = c.shape(k)[2], c.shape(v)[3]
+    if Nq != Nkv:
+        if Nq % Nkv:
+            raise Unsupported(f"Attention with {Nq} query heads over {Nkv} key heads")
+        k = _repeat_heads(c, k, B, Nkv, Nq // Nkv, T, H)
+        v = _repeat_heads(c, v, B, Nkv, Nq // Nkv, T, Hv)
+    scale = n.attr("scale")
+    scale = 1.0 / math.sqrt(H) if scale is None else float(scale)
+    root = c.scalar(math.sqrt(scale), dt)  # Q and K each scaled by sqrt(scale), as the operator's definition
+    s = c.call("matmul", c.call("mul", q, root), c.call("transpose", c.call("mul", k, root), permutation=[0, 1, 3, 2]))
+    mode = int(n.attr("qk_matmul_output_mode", 0))
+    qk_out = s
+    softcap = float(n.attr("softcap", 0.0) or 0.0)
+    if softcap > 0:
+        s = c.call("mul", c.call("tanh", c.call("div", s, c.scalar(softcap, dt))), c.scalar(softcap, dt))
+        if mode == 1:
+            qk_out = s
+    keys = _int32(c, np.arange(T), [1, 1, 1, T])
+    allowed = None
+
+    def both(a, b):
+        return b if a is None else c.call("logical_and", a, b)
+
+    if mask is not None:
+        is_bool = (c.is_known(mask) and np.asarray(mask).dtype == np.bool_) or (
+            not c.is_known(mask) and mask.data_type == "uint8")
+        if c.is_known(mask) and not is_bool and np.isneginf(np.asarray(mask)).any():
+            known = np.asarray(mask)
+            allowed = both(allowed, _to_rank4(c, c.operand(~np.isneginf(known))))
+            mask = np.where(np.isneginf(known), 0, known).astype(known.dtype)
+        m = _to_rank4(c, c.operand(mask, "uint8" if is_bool else dt))
+        width = c.shape(m)[3]
+        if width < T:
+            m = c.call("pad", m, [0, 0, 0, 0], [0, 0, 0, T - width])
+            if not is_bool:
+                allowed = both(allowed, c.operand((np.arange(T) < width).reshape(1, 1, 1, T)))
+        if is_bool:
+            allowed = both(allowed, m)
+        else:
+            s = c.call("add", s, m)
+    # the query block's position: after the past cache, or nonpad_kv_seqlen - Sq per batch entry
+    if nonpad is not None:
+        offset = c.call("reshape", c.call("sub", c.operand(nonpad, "int32"), _int32(c, Sq, [])), [B, 1, 1, 1])
+    else:
+        offset = _int32(c, c.shape(past_k)[2] if past_k is not None else 0, [])
+    qpos = c.call("add", _int32(c, np.arange(Sq), [1, 1, Sq, 1]), offset)
+    if int(n.attr("is_causal", 0)):
+        allowed = both(allowed, c.call("lesser_or_equal", keys, qpos))
+    left, right = int(n.attr("left_window_size", -1)), int(n.attr("right_window_size", -1))
+    if left >= 0 or right >= 0:  # opset 25: keys within [p - left, p + right] of the query's position p
+        if left >= 0:
+            allowed = both(allowed, c.call("greater_or_equal", keys, c.call("sub", qpos, _int32(c, left, []))))
+        if right >= 0:
+            allowed = both(allowed, c.call("lesser_or_equal", keys, c.call("add", qpos, _int32(c, right, []))))
+    if nonpad is not None:
+        allowed = both(allowed, c.call("lesser", keys, c.call("reshape", c.operand(nonpad, "int32"), [B, 1, 1, 1])))
+    if mode == 2:
+        qk_out = s if allowed is None else c.call("where", allowed, s, c.scalar(-np.inf, dt))
+    if allowed is not None:
+        s = c.call("where", allowed, s, c.scalar(_LOWEST[dt], dt))
+    probs = c.call("softmax", s, 3)
+    if allowed is not None:  # a row with no key attended gives zeros
+        seen = c.call("reduce_max", c.call("cast", allowed, dt), axes=[3], keep_dimensions=True)
+        probs = c.call("mul", probs, seen)
+    if mode == 3:
+        qk_out = probs
+    out = c.call("matmul", probs, v)
+    if rank == 3:
+        out = c.call("reshape", c.call("transpose", out, permutation=[0, 2, 1, 3]), [B, Sq, Nq * Hv])
+    if _used(c, n, 3) and c.shape(qk_out) != (B, Nq, Sq, T):
+        qk_out = c.call("expand", qk_out, [B, Nq, Sq, T])
+    return [out, present_k, present_v, qk_out if _used(c, n, 3) else None]

@@ -1522,4 +1522,121 @@ def _rotary_embedding_ms(c, n, x):
                    int(n.attr("num_heads", 0)), int(n.attr("rotary_embedding_dim", 0)))
 
 
+
+# ---------------------------------------------------------------- composed normalizations and activations
+@_h("RMSNormalization", to="x / sqrt(mean(x^2) + eps) * scale over the axes from axis on")
+def _rms_normalization(c, n, x):
+    v = c.operand(x[0])
+    r = _rank(c, v)
+    return _rms_norm(c, v, x[1], list(range(int(n.attr("axis", -1)) % r, r)), float(n.attr("epsilon", 1e-5)))
+
+
+@_h("Swish", to="x * sigmoid(alpha * x)")
+def _swish(c, n, x):
+    v = c.operand(x[0])
+    return c.call("mul", v, c.call("sigmoid", c.call("mul", v, c.scalar(float(n.attr("alpha", 1.0)), v.data_type))))
+
+
+@_h("SwiGLU", to="a * sigmoid(alpha * a) * b")
+def _swiglu(c, n, x):
+    a, b = _same_type(c, x[0], x[1])
+    if c.shape(a) != c.shape(b):
+        raise Unsupported("SwiGLU of inputs of different shapes")
+    gate = c.call("mul", a, c.call("sigmoid", c.call("mul", a, c.scalar(float(n.attr("alpha", 1.0)), a.data_type))))
+    return c.call("mul", gate, b)
+
+
+@_h("LpNormalization", to="x / reduce_l1 or reduce_l2 (p = 1, 2) along axis; 0 where the norm is 0")
+def _lp_normalization(c, n, x):
+    v = c.operand(x[0])
+    p = int(n.attr("p", 2))
+    if p not in (1, 2):
+        raise Unsupported(f"LpNormalization with p={p}")
+    axis = int(n.attr("axis", -1)) % _rank(c, v)
+    norm = c.call("reduce_l1" if p == 1 else "reduce_l2", v, axes=[axis], keep_dimensions=True)
+    zero = c.scalar(0, v.data_type)
+    return c.call("where", c.call("equal", norm, zero), zero, c.call("div", v, norm))  # a zero norm gives 0
+
+
+@_h("MeanVarianceNormalization", to="(x - mean) / (sqrt(mean(x^2) - mean^2) + 1e-9), as its function body")
+def _mvn(c, n, x):
+    v = c.operand(x[0])
+    dt = v.data_type
+    axes = [int(a) % _rank(c, v) for a in (n.attr("axes") or [0, 2, 3])]
+    mean = c.call("reduce_mean", v, axes=axes, keep_dimensions=True)
+    ex2 = c.call("reduce_mean", c.call("mul", v, v), axes=axes, keep_dimensions=True)
+    std = c.call("sqrt", c.call("sub", ex2, c.call("mul", mean, mean)))
+    return c.call("div", c.call("sub", v, mean), c.call("add", std, c.scalar(1e-9, dt)))
+
+
+@_h("GroupNormalization", to="reshape to groups + layer_normalization, then scale and bias (per group before "
+                             "opset 21, per channel from 21)")
+def _group_norm(c, n, x):
+    v = c.operand(x[0])
+    dt = v.data_type
+    s = list(c.shape(v))
+    G = int(n.attr("num_groups"))
+    N, C = s[0], s[1]
+    if C % G:
+        raise Unsupported(f"GroupNormalization of {C} channels in {G} groups")
+    out = c.call("layer_normalization", c.call("reshape", v, [N, G, int(np.prod(s[1:])) // G]),
+                 axes=[2], epsilon=float(n.attr("epsilon", 1e-5)))
+    ones = [1] * (len(s) - 2)
+    if n.since < 21:  # scale and bias per group
+        out = c.call("reshape", out, [N, G, C // G, *s[2:]])
+        sc = c.call("reshape", c.operand(x[1], dt), [1, G, 1, *ones])
+        bi = c.call("reshape", c.operand(x[2], dt), [1, G, 1, *ones])
+        return c.call("reshape", c.call("add", c.call("mul", out, sc), bi), s)
+    out = c.call("reshape", out, s)
+    sc = c.call("reshape", c.operand(x[1], dt), [1, C, *ones])
+    bi = c.call("reshape", c.operand(x[2], dt), [1, C, *ones])
+    return c.call("add", c.call("mul", out, sc), bi)
+
+
+@_h("CenterCropPad", to="slice and pad (constant 0) around the centre (shape known)")
+def _center_crop_pad(c, n, x):
+    v = c.operand(x[0])
+    s = list(c.shape(v))
+    r = len(s)
+    target = ints(c, x[1], "CenterCropPad's shape")
+    axes = [int(a) % r for a in (n.attr("axes") or range(r))]
+    starts, sizes, begin, end = [0] * r, list(s), [0] * r, [0] * r
+    for a, t in zip(axes, target):
+        if t < s[a]:
+            starts[a], sizes[a] = (s[a] - t) // 2, t
+        elif t > s[a]:
+            begin[a], end[a] = (t - s[a]) // 2, t - s[a] - (t - s[a]) // 2
+    out = v
+    if sizes != s:
+        out = c.call("slice", out, starts, sizes)
+    if any(begin) or any(end):
+        out = c.call("pad", out, begin, end)
+    return out if out is not v else c.call("identity", v)
+
+
+@_h("OneHot", to="where(equal(indices (negative ones + depth), iota), on, off) (depth known)")
+def _one_hot(c, n, x):
+    idx = c.operand(x[0])
+    depth = int(np.asarray(c.known(x[1], "OneHot's depth")).reshape(-1)[0])
+    r = _rank(c, idx)
+    axis = int(n.attr("axis", -1))
+    axis = axis + r + 1 if axis < 0 else axis
+    dt = idx.data_type
+    if dt in ("uint8", "uint32", "uint64"):
+        raise Unsupported(f"OneHot with {dt} indices")
+    zero = c.scalar(0, dt)
+    idx = c.call("where", c.call("lesser", idx, zero), c.call("add", idx, c.scalar(depth, dt)), idx)
+    s = list(c.shape(idx))
+    idx = c.call("reshape", idx, [*s[:axis], 1, *s[axis:]])
+    iota = c.operand(np.arange(depth).astype(np.float32 if dt in ("float32", "float16") else _np_of(dt))
+                     .reshape([1] * axis + [depth] + [1] * (r - axis)), dt)
+    hit = c.call("equal", idx, iota)
+    values = x[2]
+    if c.is_known(values):
+        vals = np.asarray(values).reshape(-1)
+        off, on = c.operand(vals[:1].reshape(()), None), c.operand(vals[1:2].reshape(()), None)
+    else:
+        off, on = (c.call("reshape", p, []) for p in c.call("split", values, 2, axis=0))
+    return c.call("where", hit, on, off)
+
 from . import attention  # noqa: E402,F401  (registers GroupQueryAttention, MultiHeadAttention)
