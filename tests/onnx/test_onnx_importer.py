@@ -246,3 +246,13 @@ def test_microsoft_ops_match_onnxruntime(ctx):
     got = wonnx.load(m, ctx).compute(feed)["y"]
     ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)[0]
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_docs_operator_table_is_the_supported_table():
+    """docs/onnx.md's operator table lists exactly supported_ops(), with the same descriptions."""
+    import pathlib
+
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "onnx.md").read_text()
+    table = text[text.index("| ONNX operator | WebNN |"):].split("\n\n")[0].splitlines()[2:]
+    rows = dict(line.strip("|").split(" | ", 1) for line in table)
+    assert {k.strip(): v.strip() for k, v in rows.items()} == wonnx.supported_ops()
