@@ -112,7 +112,8 @@ def parse_assignments(items: list[str] | None, what: str) -> dict:
                 raise ValueError
             nums = [float(v) if "." in v or "e" in v.lower() else int(v) for v in value.replace("x", ",").split(",")]
         except ValueError:
-            raise MLTypeError(f"profile: argument '{what}': expected NAME=VALUE or NAME=V1,V2,..., got {item!r}") from None
+            raise MLTypeError(f"profile: argument '{what}': expected NAME=VALUE or NAME=V1,V2,..., "
+                              f"got {item!r}") from None
         out[name] = nums if ("," in value or "x" in value) else nums[0]
     return out
 

@@ -1,22 +1,28 @@
-"""com.microsoft attention operators: GroupQueryAttention and MultiHeadAttention.
+"""Attention operators: ai.onnx Attention, com.microsoft GroupQueryAttention and MultiHeadAttention.
 
-Both are written with WebNN operators (reshape, transpose, matmul, softmax, where, concat,
-scatter_nd) following ONNX Runtime's CPU kernels:
+All are written with WebNN operators (reshape, transpose, matmul, softmax, where, concat,
+scatter_nd):
 
-* **GroupQueryAttention**: the new key/value rows are written into the present cache at
-  ``past_b = seqlens_k[b] + 1 - S`` (0 for the first prompt, when ``S`` equals
-  ``total_sequence_length``); cache rows before ``past_b`` come from ``past_key``/``past_value``,
-  the rest are zero; query row ``s`` sees the keys ``j <= past_b + s`` (causal; with
-  ``local_window_size`` only the last ``local_window_size`` of them, as ONNX Runtime 1.32; with ``causal=0`` every
-  key ``j < past_b + S``). Rotary embedding (``do_rotary``) is applied to the query and the new
-  keys at positions ``past_b + s``. ``softcap``, ``smooth_softmax``, ``head_sink`` and
-  ``attention_bias`` as ONNX Runtime.
-* **MultiHeadAttention**: separate query, key and value (3-D, or 4-D BNSH key and value), bias, key_padding_mask (lengths or 0/1 of shape ``(B, T)`` or
-  ``(B, S, T)``), attention_bias, past/present key and value, ``unidirectional``; masked scores
-  get ``mask_filter_value`` added, as ONNX Runtime does.
+* **Attention** (ai.onnx, opsets 23-25) follows ONNX's reference implementation: Q and K
+  scaled by ``sqrt(scale)`` each, softcap, boolean or float ``attn_mask``, bottom-right
+  ``is_causal``, windows, ``nonpad_kv_seqlen``, past/present key and value, the
+  ``qk_matmul_output`` modes; a query row that attends no key gives zeros.
+* **GroupQueryAttention** follows ONNX Runtime's CPU kernel: the new key/value rows are
+  written into the present cache at ``past_b = seqlens_k[b] + 1 - S`` (0 for the first
+  prompt, when ``S`` equals ``total_sequence_length``); cache rows before ``past_b`` come from
+  ``past_key``/``past_value``, the rest are zero; query row ``s`` sees the keys
+  ``j <= past_b + s`` (causal; with ``local_window_size`` only the last ``local_window_size``
+  of them, as ONNX Runtime 1.32; with ``causal=0`` every key ``j < past_b + S``). Rotary
+  embedding (``do_rotary``) is applied to the query and the new keys at positions
+  ``past_b + s``. ``softcap``, ``smooth_softmax``, ``head_sink`` and ``attention_bias`` as
+  ONNX Runtime.
+* **MultiHeadAttention**: separate query, key and value (3-D, or 4-D BNSH key and value),
+  bias, key_padding_mask (lengths or 0/1 of shape ``(B, T)`` or ``(B, S, T)``),
+  attention_bias, past/present key and value, ``unidirectional``; masked scores get
+  ``mask_filter_value`` added, as ONNX Runtime does.
 
-``seqlens_k`` and the masks may be run-time inputs; ``total_sequence_length`` and every shape
-must be known when the model loads.
+``seqlens_k``, the masks and ``nonpad_kv_seqlen`` may be run-time inputs;
+``total_sequence_length`` and every shape must be known when the model loads.
 """
 
 from __future__ import annotations
