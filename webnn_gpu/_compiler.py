@@ -1100,10 +1100,10 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
     return _rewrite(nodes, replaced, dropped)
 
 
-from ._rules_nchw import nchw_conv_to_nhwc  # noqa: E402  (an NCHW conv2d on the NHWC-only kernels)
+from ._rules_nchw import compose_transposes, nchw_conv_to_nhwc  # noqa: E402  (NCHW graphs, ONNX)
 
-PASSES = [dead_code, fold_constants, nchw_conv_to_nhwc, swap_resample_conv, fuse_hard_swish, fuse_epilogue, fuse_conv_input,
-          fuse_pool_input, fuse_conv_upsample, fuse_conv_pool, fuse_depthwise_project, fuse_pool_partials,
+PASSES = [dead_code, fold_constants, nchw_conv_to_nhwc, compose_transposes, swap_resample_conv, fuse_hard_swish,
+          fuse_epilogue, fuse_conv_input, fuse_pool_input, fuse_conv_upsample, fuse_conv_pool, fuse_depthwise_project, fuse_pool_partials,
           fuse_squeeze_excite, fuse_elementwise]
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 log = logging.getLogger("webnn_gpu")
 
-__all__ = ["nchw_conv_to_nhwc"]
+__all__ = ["nchw_conv_to_nhwc", "compose_transposes"]
 
 #: The NHWC-only conv2d kernels worth two transposes (the pixel-block kernel was not: on the
 #: selfie twin its two transposes cost more than the block kernel saved over the GEMM one).
@@ -72,3 +72,44 @@ def _alias(shape, perm) -> bool:
     """Whether the transpose only moves axes of size 1 (a view; as ``MLGraphBuilder.transpose``)."""
     moved = [p for p in perm if shape[p] != 1]
     return moved == sorted(moved)
+
+
+def compose_transposes(nodes: list, outputs: dict, context=None) -> list:
+    """``transpose(transpose(x, p1), p2)`` becomes ``transpose(x, p1[p2])``, or a view of ``x``
+    (a reshape to the same shape, no kernel) when the two cancel: tf2onnx wraps NCHW layers in
+    NHWC transposes and :func:`nchw_conv_to_nhwc` adds the inverse ones around a depthwise conv.
+    The first transpose is dropped when the second was its only reader (and it is no graph
+    output). Transposes move values without arithmetic: results are unchanged."""
+    from ._env import DEBUG
+    from .builder import Node
+
+    out_ids = {v.id for v in outputs.values()}
+    producer = {v.id: n for n in nodes for v in n.outputs}
+    readers: dict[int, int] = {}
+    for n in nodes:
+        for vid in {v.id for v in n.inputs if v is not None}:
+            readers[vid] = readers.get(vid, 0) + 1
+    replaced: dict[int, Any] = {}
+    dropped: set[int] = set()
+    for b in nodes:
+        if b.op != "transpose" or b.id in replaced:
+            continue
+        mid = b.inputs[0]
+        a = producer.get(mid.id)
+        if a is None or a.op != "transpose" or a.id in dropped or a.id in replaced:
+            continue
+        x, y = a.inputs[0], b.outputs[0]
+        perm = [a.attrs["permutation"][p] for p in b.attrs["permutation"]]
+        if perm == list(range(len(perm))):
+            new = Node("reshape", [x], [y], {"alias": True}, b.label)
+        else:
+            new = Node("transpose", [x], [y], {"permutation": perm, "alias": _alias(x.shape, perm)}, b.label)
+        y.producer = new
+        replaced[b.id] = new
+        if readers.get(mid.id, 0) == 1 and mid.id not in out_ids:
+            dropped.add(a.id)
+        if DEBUG >= 2:
+            log.debug("compose_transposes: [%s] and [%s] as %s %s", a.label, b.label, new.op, perm)
+    if not replaced:
+        return nodes
+    return [replaced.get(n.id, n) for n in nodes if n.id not in dropped]

@@ -43,3 +43,22 @@ def test_nchw_depthwise_conv_runs_on_the_depthwise_kernel(ctx, groups, cin, cout
     templates = [r["template"] for r in profile_graph(ctx, g, {"x": x}, repeats=1)]
     assert any(t.startswith("conv/depthwise") for t in templates), templates
     assert "conv/direct.wgsl" not in templates
+
+
+def test_transposes_around_an_nchw_depthwise_cancel(ctx):
+    """NHWC input -> transpose to NCHW -> depthwise conv -> transpose back (tf2onnx's pattern):
+    with nchw_conv_to_nhwc and compose_transposes no transpose kernel is left, same values."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((1, 12, 10, 8)).astype(np.float32)
+    w = rng.standard_normal((8, 1, 3, 3)).astype(np.float32)
+    b = webnn.MLGraphBuilder(ctx)
+    xi = b.input("x", {"data_type": "float32", "shape": list(x.shape)})
+    f = b.constant({"data_type": "float32", "shape": list(w.shape)}, w)
+    t = b.transpose(xi, permutation=[0, 3, 1, 2])
+    y = b.transpose(b.conv2d(t, f, padding=[1, 1, 1, 1], groups=8), permutation=[0, 2, 3, 1])
+    g = b.build({"y": y})
+    got = ctx.compute(g, {"x": x})["y"]
+    want = _conv_ref(x.transpose(0, 3, 1, 2), w, 8, 1, 1).transpose(0, 2, 3, 1)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    templates = [r["template"] for r in profile_graph(ctx, g, {"x": x}, repeats=1)]
+    assert templates == ["conv/depthwise.wgsl"], templates
