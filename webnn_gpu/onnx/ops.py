@@ -1639,4 +1639,29 @@ def _one_hot(c, n, x):
         off, on = (c.call("reshape", p, []) for p in c.call("split", values, 2, axis=0))
     return c.call("where", hit, on, off)
 
+
+# ---------------------------------------------------------------- window functions
+def _window(kind):
+    def h(c, n, x):
+        from .reader import np_dtype_of
+
+        size = int(np.asarray(c.known(x[0], f"{n.op}'s size")).reshape(-1)[0])
+        dt = np_dtype_of(int(n.attr("output_datatype", 1)))
+        if dt is None:
+            raise Unsupported(f"{n.op} output_datatype {n.attr('output_datatype')}")
+        N = size if int(n.attr("periodic", 1)) else size - 1
+        k = np.arange(size, dtype=np.float64) * (2 * np.pi / N)
+        if kind == "hann":
+            w = np.sin(k / 2) ** 2
+        elif kind == "hamming":
+            w = 25 / 46 - (21 / 46) * np.cos(k)
+        else:
+            w = 0.42 - 0.5 * np.cos(k) + 0.08 * np.cos(2 * k)
+        return w.astype(dt)
+    return h
+
+
+for _k, _kind in (("HannWindow", "hann"), ("HammingWindow", "hamming"), ("BlackmanWindow", "blackman")):
+    _h(_k, to="folded: computed in float64 at load time (size known)")(_window(_kind))
+
 from . import attention  # noqa: E402,F401  (registers GroupQueryAttention, MultiHeadAttention)
