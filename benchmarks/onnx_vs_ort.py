@@ -1,11 +1,23 @@
-"""ONNX models on webnn-gpu against ONNX Runtime's CPU provider (1 and 2 threads).
+"""ONNX models on webnn-gpu against ONNX Runtime's CPU provider (1 and 2 threads), and the
+selfie model's ONNX twin against its TFLite load.
 
-    python benchmarks/onnx_vs_ort.py [--rounds 20] [--models magika,silero-vad,ppocr-cls]
+    python benchmarks/onnx_vs_ort.py [--rounds 20] [--models magika,silero-vad,ppocr-cls,selfie-onnx]
+    python benchmarks/onnx_vs_ort.py --webgpu      # also ORT's WebGPU provider and webnn-gpu on Mesa 25
 
-For each model the three sides run in turn inside every round (webnn-gpu, ORT 1 thread,
-ORT 2 threads), so a change of the machine's load hits all of them alike; the medians and
-the ratio to ORT are printed. webnn-gpu runs the loaded graph with ``ctx.dispatch`` on
-MLTensors written once and reads the output back (what an application does per call).
+For each model the sides run in turn inside every round (webnn-gpu, ORT 1 thread, ORT 2
+threads; for ``selfie-onnx`` also webnn-gpu on the TFLite file), so a change of the machine's
+load hits all of them alike; the medians and the ratios are printed. webnn-gpu runs the loaded
+graph with ``ctx.dispatch`` on MLTensors written once and reads the first output back (what an
+application does per call).
+
+``selfie-onnx`` is ``selfie_segmentation.tflite`` converted by tf2onnx (``benchmarks/peers.py``
+sets it up in ``~/.cache/webnn-gpu/bench``: a TensorFlow environment from PyPI, once), fed the
+same photo as the TFLite load; ``twin/tflite`` is its latency over the TFLite load's.
+
+``--webgpu`` runs ONNX Runtime's WebGPU provider (``onnxruntime-webgpu``, Dawn) and webnn-gpu on
+Mesa 25's lavapipe (``peers.mesa25()``, Debian backports) in child processes, one after the
+other (``benchmarks/peer_runner.py``: warm-up runs, then the median of the timed runs, input
+written and output read back in each).
 
 (Not named onnx.py: a file of that name in this folder would shadow the onnx package.)
 """
@@ -13,7 +25,11 @@ MLTensors written once and reads the output back (what an application does per c
 from __future__ import annotations
 
 import argparse
+import json
+import pathlib
 import statistics
+import sys
+import tempfile
 import time
 
 import numpy as np
@@ -21,16 +37,24 @@ import numpy as np
 import webnn_gpu as webnn
 from webnn_gpu import models
 
-#: name -> (load options, inputs)
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import peers  # noqa: E402
+
+
+def _selfie_input():
+    return {"input_1": np.load(peers.selfie_input()).astype(np.float32).reshape(1, 256, 256, 3)}
+
+
+#: name -> (model path getter, webnn load options, inputs getter, names of inputs known at load time)
 CASES = {
-    "magika": ({"dims": {"unk__214": 1}},
-               {"bytes": np.random.default_rng(0).integers(0, 257, (1, 2048)).astype(np.int32)}),
-    "silero-vad": ({"dims": {"input": [1, 576], "state": [2, 1, 128]},
-                    "known_inputs": {"sr": np.array(16000, np.int64)}},
-                   {"input": np.random.default_rng(0).standard_normal((1, 576)).astype(np.float32) * 0.1,
-                    "state": np.zeros((2, 1, 128), np.float32)}),
-    "ppocr-cls": ({"dims": {"x": [1, 3, 48, 192]}},
-                  {"x": np.random.default_rng(0).uniform(-1, 1, (1, 3, 48, 192)).astype(np.float32)}),
+    "magika": (lambda: models.fetch("magika"), {"dims": {"unk__214": 1}},
+               lambda: {"bytes": np.random.default_rng(0).integers(0, 257, (1, 2048)).astype(np.int32)}, []),
+    "silero-vad": (lambda: models.fetch("silero-vad"), {"dims": {"input": [1, 576], "state": [2, 1, 128]}},
+                   lambda: {"input": np.random.default_rng(0).standard_normal((1, 576)).astype(np.float32) * 0.1,
+                            "state": np.zeros((2, 1, 128), np.float32), "sr": np.array(16000, np.int64)}, ["sr"]),
+    "ppocr-cls": (lambda: models.fetch("ppocr-cls"), {"dims": {"x": [1, 3, 48, 192]}},
+                  lambda: {"x": np.random.default_rng(0).uniform(-1, 1, (1, 3, 48, 192)).astype(np.float32)}, []),
+    "selfie-onnx": (peers.selfie_onnx, {}, _selfie_input, []),
 }
 
 
@@ -44,10 +68,8 @@ def _ort(path, threads):
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
-def bench(name: str, rounds: int, ctx) -> dict[str, float]:
-    """Median seconds per call of each side for one model."""
-    options, inputs = CASES[name]
-    path = models.fetch(name)
+def _webnn_side(ctx, path, options, inputs):
+    """A callable running ``path`` on ``ctx`` (dispatch on tensors, first output read back)."""
     model = webnn.load(path, ctx, **options)
     tensors = {}
     for k, desc in model.inputs.items():
@@ -57,15 +79,25 @@ def bench(name: str, rounds: int, ctx) -> dict[str, float]:
     outs = {k: ctx.create_tensor({**desc, "readable": True}) for k, desc in model.outputs.items()}
     first = next(iter(outs))
 
-    def run_webnn():
+    def run():
         ctx.dispatch(model.graph, tensors, outs)
-        ctx.read_tensor(outs[first])
+        return ctx.read_tensor(outs[first])
 
-    feed = dict(inputs)
-    if "known_inputs" in options:
-        feed.update(options["known_inputs"])
+    return run
+
+
+def bench(name: str, rounds: int, ctx) -> dict[str, float]:
+    """Median seconds per call of each side for one model."""
+    get_path, options, get_inputs, known = CASES[name]
+    path, inputs = get_path(), get_inputs()
+    load = dict(options)
+    if known:
+        load["known_inputs"] = {k: inputs[k] for k in known}
+    sides = {"webnn-gpu": _webnn_side(ctx, path, load, inputs)}
+    if name == "selfie-onnx":
+        sides["webnn-tflite"] = _webnn_side(ctx, models.fetch("selfie-segmentation"), {}, inputs)
     sessions = {f"ort-{n}t": _ort(path, n) for n in (1, 2)}
-    sides = {"webnn-gpu": run_webnn, **{k: (lambda s=s: s.run(None, feed)) for k, s in sessions.items()}}
+    sides.update({k: (lambda s=s: s.run(None, inputs)) for k, s in sessions.items()})
     for fn in sides.values():  # warm up
         fn()
     times: dict[str, list[float]] = {k: [] for k in sides}
@@ -77,10 +109,43 @@ def bench(name: str, rounds: int, ctx) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
+def webgpu(name: str, repeats: int) -> dict[str, float | str]:
+    """Median ms of ORT's WebGPU provider and of webnn-gpu on Mesa 25 (child processes), or the reason."""
+    get_path, options, get_inputs, known = CASES[name]
+    path, inputs = get_path(), get_inputs()
+    out: dict[str, float | str] = {}
+    try:
+        env = peers.mesa25()
+    except peers.PeerUnavailable as exc:
+        return {"ort-webgpu": f"Mesa 25 unavailable: {exc}"}
+    with tempfile.TemporaryDirectory() as tmp:
+        feed = pathlib.Path(tmp) / "feed.npz"
+        np.savez(feed, **inputs)
+        common = dict(warmup=3, repeats=repeats, env=env)
+        try:
+            r = peers.run_peer("ort-webgpu", path, python=peers.venv_python("ort-webgpu"),
+                               extra=["--feed", str(feed)], **common)
+            out["ort-webgpu"] = statistics.median(r["ms"])
+        except peers.PeerUnavailable as exc:
+            out["ort-webgpu"] = str(exc).splitlines()[0][:160]
+        extra = ["--feed", str(feed)]
+        if options.get("dims"):
+            extra += ["--dims", json.dumps(options["dims"])]
+        if known:
+            extra += ["--known", *known]
+        try:
+            r = peers.run_peer("webnn", path, extra=extra, **common)
+            out["webnn-gpu"] = statistics.median(r["ms"])
+        except peers.PeerUnavailable as exc:
+            out["webnn-gpu"] = str(exc).splitlines()[0][:160]
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--models", default=",".join(CASES))
+    p.add_argument("--webgpu", action="store_true", help="also ORT's WebGPU provider and webnn-gpu on Mesa 25")
     args = p.parse_args()
     ctx = webnn.ml.create_context()
     print(f"adapter: {ctx.adapter_info.get('device')}; {args.rounds} alternating rounds; medians")
@@ -88,7 +153,16 @@ def main() -> int:
         med = bench(name, args.rounds, ctx)
         w = med["webnn-gpu"]
         cols = "  ".join(f"{k} {v * 1e3:8.2f} ms" for k, v in med.items())
-        print(f"{name:12s} {cols}  webnn/ort-1t {w / med['ort-1t']:.2f}  webnn/ort-2t {w / med['ort-2t']:.2f}")
+        twin = f"  twin/tflite {w / med['webnn-tflite']:.2f}" if "webnn-tflite" in med else ""
+        print(f"{name:12s} {cols}  webnn/ort-1t {w / med['ort-1t']:.2f}  webnn/ort-2t {w / med['ort-2t']:.2f}{twin}",
+              flush=True)
+        if args.webgpu:
+            r = webgpu(name, max(args.rounds, 10))
+            cols = "  ".join(f"{k} {v:8.2f} ms" if isinstance(v, float) else f"{k}: {v}" for k, v in r.items())
+            ratio = ""
+            if all(isinstance(r.get(k), float) for k in ("ort-webgpu", "webnn-gpu")):
+                ratio = f"  webnn/ort-webgpu {r['webnn-gpu'] / r['ort-webgpu']:.2f}"
+            print(f"{'':12s} Mesa 25: {cols}{ratio}", flush=True)
     return 0
 
 

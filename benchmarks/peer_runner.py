@@ -30,6 +30,8 @@ import numpy as np
 
 
 INPUT: np.ndarray | None = None  # set by --input: the image every runtime gets
+FEED: dict | None = None  # set by --feed: every input by name (ONNX Runtime and webnn on ONNX models)
+LOAD: dict = {}  # set by --dims / --known: webnn's ONNX load options
 
 
 def _input(shape, dtype):
@@ -96,11 +98,11 @@ def _ort(path, providers, threads, warmup, repeats):
     sess = ort.InferenceSession(path, sess_options=so, providers=providers)
     inp = sess.get_inputs()[0]
     dtype = np.float16 if "float16" in inp.type else np.float32
-    x = _input([d if isinstance(d, int) else 1 for d in inp.shape], dtype)
+    feed = FEED if FEED is not None else {inp.name: _input([d if isinstance(d, int) else 1 for d in inp.shape], dtype)}
     times = []
     for i in range(warmup + repeats):
         t = time.perf_counter()
-        y = sess.run(None, {inp.name: x})[0]
+        y = sess.run(None, feed)[0]
         if i >= warmup:
             times.append((time.perf_counter() - t) * 1e3)
     return times, y, {"providers": sess.get_providers(), "version": ort.__version__}
@@ -125,21 +127,28 @@ def webnn(path, threads, warmup, repeats, dtype="float32"):
     import webnn_gpu as wn
 
     ctx = wn.ml.create_context()
+    options = dict(LOAD)
+    if FEED is not None and options.get("known"):
+        options["known_inputs"] = {k: FEED[k] for k in options.pop("known")}
     t = time.perf_counter()
-    model = wn.load(path, ctx, dtype=dtype)
+    model = wn.load(path, ctx, dtype=dtype, **options)
     build_s = time.perf_counter() - t
     graph = model.graph
-    (iname, idesc), = graph.inputs.items()
-    (oname, odesc), = graph.outputs.items()
-    x = _input(idesc["shape"], np.float16 if dtype == "float16" else np.float32)
-    t_in = ctx.create_tensor({**idesc, "writable": True})
-    t_out = ctx.create_tensor({**odesc, "readable": True})
+    ftype = np.float16 if dtype == "float16" else np.float32
+    ins = {}
+    for iname, idesc in graph.inputs.items():
+        x = FEED[iname] if FEED is not None else _input(idesc["shape"], ftype)
+        x = np.asarray(x).astype(ftype if np.asarray(x).dtype.kind == "f" else np.asarray(x).dtype)
+        ins[iname] = (ctx.create_tensor({**idesc, "writable": True}), x)
+    oname, odesc = next(iter(graph.outputs.items()))
+    outs = {k: ctx.create_tensor({**d, "readable": True}) for k, d in graph.outputs.items()}
     times = []
     for i in range(warmup + repeats):
         t = time.perf_counter()
-        ctx.write_tensor(t_in, x)
-        ctx.dispatch(graph, {iname: t_in}, {oname: t_out})
-        y = ctx.read_tensor(t_out)
+        for tensor, x in ins.values():
+            ctx.write_tensor(tensor, x)
+        ctx.dispatch(graph, {k: tensor for k, (tensor, _) in ins.items()}, outs)
+        y = ctx.read_tensor(outs[oname])
         if i >= warmup:
             times.append((time.perf_counter() - t) * 1e3)
     info = ctx.adapter_info if hasattr(ctx, "adapter_info") else {}
@@ -160,10 +169,19 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=30)
     p.add_argument("--dtype", default="float32", choices=["float32", "float16"], help="webnn only")
     p.add_argument("--input", help="a .npy file with the input (default: random in [0, 1])")
+    p.add_argument("--feed", help="a .npz file with every input by name (ort-*, webnn)")
+    p.add_argument("--dims", help="webnn on ONNX: the dims= of the load, as JSON")
+    p.add_argument("--known", nargs="*", default=[], help="webnn on ONNX: --feed inputs fixed when loading")
     a = p.parse_args(argv)
-    global INPUT
+    global INPUT, FEED
     if a.input:
         INPUT = np.load(a.input)
+    if a.feed:
+        FEED = dict(np.load(a.feed))
+    if a.dims:
+        LOAD["dims"] = json.loads(a.dims)
+    if a.known:
+        LOAD["known"] = list(a.known)
     try:
         kw = {"dtype": a.dtype} if a.runtime == "webnn" else {}
         times, y, info = RUNTIMES[a.runtime](a.model, a.threads, a.warmup, a.repeats, **kw)

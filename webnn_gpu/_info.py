@@ -32,6 +32,29 @@ def model_ops(path) -> dict[str, tuple[int, bool]]:
     return {k: (v, k in table) for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))}
 
 
+def model_inputs(path) -> list[tuple[str, str, list]]:
+    """An ONNX model's graph inputs (initializers excluded): (name, element type, shape), each
+    dimension an int, a symbolic name (``dims=`` / ``--dims`` fixes it) or ``"?"``. Reads no GPU;
+    an empty list for TFLite files."""
+    with open(path, "rb") as f:
+        if f.read(8)[4:8] == b"TFL3":
+            return []
+    from .onnx import read_onnx
+    from .onnx.reader import TYPE_NAMES
+
+    g = read_onnx(path).graph
+    inits = {t.name for t in g.initializer}
+    rows = []
+    for vi in g.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim] \
+            if tt.HasField("shape") else ["?"]
+        rows.append((vi.name, TYPE_NAMES.get(tt.elem_type, str(tt.elem_type)), dims))
+    return rows
+
+
 def collect(ctx) -> dict:
     """Everything ``info`` reports, as a dict."""
     info = ctx.adapter_info
@@ -59,6 +82,8 @@ def run(args) -> int:
             print(f"{name:36s} {count:5d}  {'supported' if ok else 'NOT SUPPORTED'}")
         missing = [k for k, (_, ok) in model.items() if not ok]
         print(f"{len(model)} operator types, {len(missing)} not supported")
+        for name, elem, dims in model_inputs(args.model):
+            print(f"input {name!r}: {elem} [{', '.join(map(str, dims))}]")
         return 0
     ctx = webnn.ml.create_context()
     data = collect(ctx)

@@ -152,15 +152,44 @@ def format_table(rows: list[dict], pipelines: int | None = None) -> str:
     return "\n".join(lines)
 
 
+def parse_assignments(items: list[str] | None, what: str) -> dict:
+    """``["name=1", "x=1,3,48,192"]`` -> ``{"name": 1, "x": [1, 3, 48, 192]}`` (``--dims``,
+    ``--known``); a value with a dot is a float.
+
+    Raises:
+        MLTypeError: an item without ``=`` or with a value that is not a number list.
+    """
+    from .errors import MLTypeError
+
+    out: dict = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            nums = [float(v) if "." in v or "e" in v.lower() else int(v) for v in value.replace("x", ",").split(",")]
+        except ValueError:
+            raise MLTypeError(f"profile: argument '{what}': expected NAME=VALUE or NAME=V1,V2,..., "
+                              f"got {item!r}") from None
+        out[name] = nums if ("," in value or "x" in value) else nums[0]
+    return out
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``webnn-gpu profile``."""
-    parser.add_argument("model", help="a .tflite file, or a name known to 'webnn-gpu fetch'")
+    parser.add_argument("model", help="a .tflite or .onnx file, or a name known to 'webnn-gpu fetch'")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float16"])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--compile-times", action="store_true",
                         help="also time each new pipeline's first run at build() (the driver's compile on "
                              "lavapipe; with MESA_SHADER_CACHE_DISABLE=true for a cold compile) and print them "
                              "per pipeline beside its kernels' run time")
+    parser.add_argument("--dims", nargs="+", metavar="NAME=VALUE", default=None,
+                        help="ONNX: sizes of symbolic dimensions (batch=1) or an input's whole shape "
+                             "(x=1,3,48,192); 'webnn-gpu info MODEL' lists the inputs")
+    parser.add_argument("--known", nargs="+", metavar="NAME=VALUE", default=None,
+                        help="ONNX: inputs fixed to values when the model loads (sr=16000: int64, or "
+                             "float32 with a dot), as known_inputs= of webnn_gpu.onnx.load")
 
 
 def run(args) -> int:
@@ -174,9 +203,23 @@ def run(args) -> int:
         from .models import fetch
 
         path = fetch(path)
+    options = {}
+    dims, known = parse_assignments(getattr(args, "dims", None), "--dims"), \
+        parse_assignments(getattr(args, "known", None), "--known")
+    if dims:
+        options["dims"] = dims
+    if known:
+        options["known_inputs"] = {k: np.asarray(v, np.float32 if any(isinstance(x, float) for x in np.ravel(v))
+                                                 else np.int64) for k, v in known.items()}
+    if options:
+        with open(path, "rb") as f:
+            if f.read(8)[4:8] == b"TFL3":
+                from .errors import MLTypeError
+
+                raise MLTypeError("profile: --dims and --known apply to ONNX models; this is a TFLite model")
     ctx = webnn.ml.create_context()
     ctx._pipelines.timed = bool(getattr(args, "compile_times", False))
-    model = webnn.load(path, ctx, dtype=args.dtype)
+    model = webnn.load(path, ctx, dtype=args.dtype, **options)
     rng = np.random.default_rng(0)
     inputs = {n: rng.random(d["shape"]).astype(_dtypes.info(d["data_type"]).numpy)
               for n, d in model.graph.inputs.items()}

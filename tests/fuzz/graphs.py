@@ -726,6 +726,13 @@ class Gen:
             n = self.emit("layer_normalization", [v], {"axes": [1, 2, 3]})
         return self.elementwise_tail(n, layout, 3), layout
 
+    def motif_transposed_layer(self, v, layout):
+        """A depthwise layer wrapped in layout transposes, as ONNX exporters (tf2onnx) write."""
+        other = "nchw" if layout == "nhwc" else "nhwc"
+        to, back = ([0, 3, 1, 2], [0, 2, 3, 1]) if layout == "nhwc" else ([0, 2, 3, 1], [0, 3, 1, 2])
+        c = self.conv(self.emit("transpose", [v], {"permutation": to}), other, depthwise=True)
+        return self.emit("transpose", [c], {"permutation": back}), layout
+
     # -- the graph
     def graph4d(self):
         layout = "nhwc" if self.p(0.7) else "nchw"
@@ -733,7 +740,8 @@ class Gen:
         C, H, W = self.pick(CHANNELS), self.pick(SIZES), self.pick(SIZES)
         v = self.input((N, H, W, C) if layout == "nhwc" else (N, C, H, W))
         motifs = [self.motif_conv, self.motif_conv_input, self.motif_squeeze_excite, self.motif_inverted_residual,
-                  self.motif_pool, self.motif_upsample, self.motif_first_layer, self.motif_pad, self.motif_norm]
+                  self.motif_pool, self.motif_upsample, self.motif_first_layer, self.motif_pad, self.motif_norm,
+                  self.motif_transposed_layer]
         for _ in range(int(self.rng.integers(1, 3))):
             if int(np.prod(self.shape(v))) > 40000:
                 break

@@ -166,8 +166,7 @@ def test_load_tells_formats_apart(ctx, tmp_path):
 
 
 def test_supported_table_covers_onnxruntime_webnn_ops():
-    """Every operator of ONNX Runtime's WebNN provider table has a mapping (but com.microsoft's
-    GroupQueryAttention, not mapped yet: docs/onnx.md)."""
+    """Every operator of ONNX Runtime's WebNN provider table has a mapping."""
     ort_table = """Abs Add And ArgMax ArgMin AveragePool BatchNormalization Cast Ceil Clip Concat Conv ConvTranspose
         Cos CumSum Div DequantizeLinear Dropout Einsum Elu Equal Erf Exp Expand Flatten Floor Gather GatherElements
         GatherND Gelu Gemm GlobalAveragePool GlobalMaxPool GlobalLpPool Greater GreaterOrEqual GRU HardSigmoid
@@ -178,7 +177,7 @@ def test_supported_table_covers_onnxruntime_webnn_ops():
         Softplus Softsign Split Sqrt Squeeze Sub Tan Tanh Tile Transpose Trilu Unsqueeze Where Xor RotaryEmbedding""".split()
     ms = ["com.microsoft." + o for o in ("MatMulNBits", "SkipSimplifiedLayerNormalization", "FusedConv", "Gelu",
                                          "FastGelu", "BiasGelu", "QuickGelu", "SkipLayerNormalization",
-                                         "RotaryEmbedding", "MultiHeadAttention")]
+                                         "RotaryEmbedding", "MultiHeadAttention", "GroupQueryAttention")]
     table = wonnx.supported_ops()
     missing = [o for o in ort_table + ms if o not in table]
     assert not missing, missing
@@ -247,3 +246,13 @@ def test_microsoft_ops_match_onnxruntime(ctx):
     got = wonnx.load(m, ctx).compute(feed)["y"]
     ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)[0]
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_docs_operator_table_is_the_supported_table():
+    """docs/onnx.md's operator table lists exactly supported_ops(), with the same descriptions."""
+    import pathlib
+
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "onnx.md").read_text()
+    table = text[text.index("| ONNX operator | WebNN |"):].split("\n\n")[0].splitlines()[2:]
+    rows = dict(line.strip("|").split(" | ", 1) for line in table)
+    assert {k.strip(): v.strip() for k, v in rows.items()} == wonnx.supported_ops()

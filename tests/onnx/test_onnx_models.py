@@ -130,6 +130,26 @@ def test_example_onnx_filetype_runs():
 
 
 # ---------------------------------------------------------------- PP-OCR
+def test_ppocr_cls_tells_text_orientation_as_onnxruntime(ctx):
+    """The angle classifier on a rendered line of text, upright and turned by 180 degrees (batch
+    of 2, 48x192): scores within 1e-3 of ONNX Runtime's, same orientation decisions."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "examples"))
+    import onnx_ocr
+
+    image = onnx_ocr.render("WebNN reads ONNX 2026")
+    crop = image[16:80, 16:420]  # the text line with a margin
+    line = onnx_ocr._normalize(onnx_ocr._resize(crop, *onnx_ocr.CLS_SHAPE))
+    x = np.concatenate([line, line[:, :, ::-1, ::-1]])
+    path = models.fetch("ppocr-cls")
+    got = webnn.load(path, ctx, dims={"x": [2, 3, *onnx_ocr.CLS_SHAPE]}).compute({"x": x})
+    got = next(iter(got.values()))
+    ref = _ort(path).run(None, {"x": x})[0]
+    _close(got, ref, "ppocr-cls scores")
+    assert list(got.argmax(1)) == list(ref.argmax(1)) == [0, 1]
+
+
 @pytest.mark.soak  # the first build of the three models compiles kernels for minutes on lavapipe
 def test_ppocr_reads_a_rendered_line_as_onnxruntime(ctx):
     import sys

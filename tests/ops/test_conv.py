@@ -203,7 +203,7 @@ def _templates(ctx, case) -> set[str]:
     ("pointwise-se-nchw", "", "matmul/small.wgsl"),
     ("depthwise-3x3", "", "conv/depthwise.wgsl"),
     ("nhwc-3x3-c16", "", "matmul/tile.wgsl"),
-    ("depthwise-nchw", "", "conv/direct.wgsl"),
+    ("depthwise-nchw", "", "conv/depthwise.wgsl"),  # nchw_conv_to_nhwc: in NHWC between two transposes
     ("pointwise-nhwc", "direct", "conv/direct.wgsl"),
     ("depthwise-3x3", "gemm", "matmul/tile.wgsl"),
     ("nhwc-3x3-c16", "depthwise", "matmul/tile.wgsl"),  # not applicable: automatic choice

@@ -30,6 +30,7 @@ from .rules.epilogue import fuse_epilogue
 from .rules.fold import fold_constants
 from .rules.layout import fold_layout
 from .rules.linalg import fold_matmul_transpose
+from .rules.nchw import compose_transposes, nchw_conv_to_nhwc
 from .rules.pool import fuse_pool_input, fuse_pool_partials
 
 log = logging.getLogger("webnn_gpu")
@@ -77,6 +78,11 @@ ORDER: tuple[Stage, ...] = (
         Rule(fold_matmul_transpose, "after fold_constants (a constant transposed operand is folded into "
                                     "host data instead) and before fuse_attention and fuse_epilogue: they "
                                     "take the matmul as it will run, reading its operand in place"),
+        Rule(nchw_conv_to_nhwc, "before compose_transposes (the transposes it adds cancel against an "
+                                "exporter's) and before every fusion: it takes only a conv without an "
+                                "epilogue, and the fusions see the NHWC conv"),
+        Rule(compose_transposes, "after nchw_conv_to_nhwc: back-to-back transposes, its own against the "
+                                 "graph's, become one (or a free view where they cancel)"),
     )),
     Stage("structural", (
         Rule(fuse_layer_norm, "before fuse_epilogue and fuse_elementwise: they would take the decomposed "

@@ -228,8 +228,10 @@ class Converter:
         if missing:
             parts = [f"{d!r} (used by input{'s' if len(ns) > 1 else ''} {', '.join(map(repr, ns))})"
                      for d, ns in missing.items()]
+            named = [repr(d) + ": ..." for d in missing if not d.startswith("<")]
+            whole = sorted({repr(i) + ": [shape]" for d, ns in missing.items() if d.startswith("<") for i in ns})
             raise MLTypeError(f"onnx.load: argument 'dims': the model's symbolic dimension(s) {', '.join(parts)} "
-                              f"need a size; pass dims={{{', '.join(repr(d) + ': ...' for d in missing)}}}")
+                              f"need a size; pass dims={{{', '.join(named + whole)}}}")
         counts: dict[str, int] = {}
         self.used = {o.name for o in g.output}
         self._collect_used(g)

@@ -687,24 +687,30 @@ def _matmul_nd(c, a, b):
     return out
 
 
-@_h("MatMulNBits", to="weights dequantized at load time (exact), then matmul (+ bias)", domain=MS)
+@_h("MatMulNBits", to="weights (2, 4 or 8 bits) dequantized at load time (exact), then matmul (+ bias)", domain=MS)
 def _matmul_nbits(c, n, x):
     a = c.operand(x[0])
     bits, K, N, block = int(n.attr("bits", 4)), int(n.attr("K")), int(n.attr("N")), int(n.attr("block_size"))
-    if bits != 4 or (len(x) > 4 and x[4] is not None):
+    if bits not in (2, 4, 8) or (len(x) > 4 and x[4] is not None):
         raise Unsupported(f"MatMulNBits with bits={bits} or g_idx")
-    packed = c.known(x[1], "the quantized weight").astype(np.uint8)
+    if int(n.attr("weight_prepacked", 0)):
+        raise Unsupported("MatMulNBits with prepacked weights")
+    per = 8 // bits  # values per byte, the lowest bits first
+    mask = (1 << bits) - 1
+
+    def unpack(p, count):
+        p = np.asarray(p, np.uint8).reshape(N, -1)
+        vals = np.stack([(p >> (bits * i)) & mask for i in range(per)], axis=-1).reshape(N, -1)
+        return vals[:, :count].astype(np.float32)
+
     scales = c.known(x[2], "scales").astype(np.float32).reshape(N, -1)
     nblocks = scales.shape[1]
-    q = np.stack([packed & 0x0F, packed >> 4], axis=-1).reshape(N, nblocks, block).astype(np.float32)
+    q = unpack(c.known(x[1], "the quantized weight"), nblocks * block).reshape(N, nblocks, block)
     if len(x) > 3 and x[3] is not None:
         zp = c.known(x[3], "zero_points")
-        if zp.dtype == np.uint8:
-            z = np.stack([zp & 0x0F, zp >> 4], axis=-1).reshape(N, -1)[:, :nblocks].astype(np.float32)
-        else:
-            z = zp.astype(np.float32).reshape(N, nblocks)
+        z = unpack(zp, nblocks) if zp.dtype == np.uint8 else zp.astype(np.float32).reshape(N, nblocks)
     else:
-        z = np.full((N, nblocks), 8, np.float32)
+        z = np.full((N, nblocks), 1 << (bits - 1), np.float32)
     w = ((q - z[:, :, None]) * scales[:, :, None]).reshape(N, -1)[:, :K]
     out = c.call("matmul", a, c.operand(np.ascontiguousarray(w.T), a.data_type))
     if len(x) > 5 and x[5] is not None:
@@ -1516,28 +1522,146 @@ def _rotary_embedding_ms(c, n, x):
                    int(n.attr("num_heads", 0)), int(n.attr("rotary_embedding_dim", 0)))
 
 
-@_h("MultiHeadAttention", to="reshape/transpose, matmul, softmax, matmul (no mask, bias or past)", domain=MS)
-def _multi_head_attention(c, n, x):
-    if any(v is not None for v in x[3:]) or any(o and o in c.used for o in n.outputs[1:]):
-        raise Unsupported("MultiHeadAttention with bias, masks, past/present key and value, or packed inputs")
-    if int(n.attr("unidirectional", 0)):
-        raise Unsupported("MultiHeadAttention with unidirectional=1")
-    q = c.operand(x[0])
-    dt = q.data_type
-    if x[1] is None or x[2] is None or _rank(c, q) != 3 or _rank(c, x[1]) != 3 or _rank(c, x[2]) != 3:
-        raise Unsupported("MultiHeadAttention with packed or 4-D query/key/value")
-    k, v = c.operand(x[1], dt), c.operand(x[2], dt)
-    heads = int(n.attr("num_heads"))
-    B, S, D = c.shape(q)
-    L, Dv = c.shape(v)[1], c.shape(v)[2]
-    d, dv = D // heads, Dv // heads
-    scale = float(n.attr("scale", 0.0)) or 1.0 / math.sqrt(d)
 
-    def heads_first(t, length, size):
-        return c.call("transpose", c.call("reshape", t, [B, length, heads, size]), permutation=[0, 2, 1, 3])
+# ---------------------------------------------------------------- composed normalizations and activations
+@_h("RMSNormalization", to="x / sqrt(mean(x^2) + eps) * scale over the axes from axis on")
+def _rms_normalization(c, n, x):
+    v = c.operand(x[0])
+    r = _rank(c, v)
+    return _rms_norm(c, v, x[1], list(range(int(n.attr("axis", -1)) % r, r)), float(n.attr("epsilon", 1e-5)))
 
-    qh, kh, vh = heads_first(q, S, d), heads_first(k, L, d), heads_first(v, L, dv)
-    scores = c.call("matmul", qh, c.call("transpose", kh, permutation=[0, 1, 3, 2]))
-    probs = c.call("softmax", c.call("mul", scores, c.scalar(scale, dt)), 3)
-    out = c.call("transpose", c.call("matmul", probs, vh), permutation=[0, 2, 1, 3])
-    return [c.call("reshape", out, [B, S, Dv]), None, None]
+
+@_h("Swish", to="x * sigmoid(alpha * x)")
+def _swish(c, n, x):
+    v = c.operand(x[0])
+    return c.call("mul", v, c.call("sigmoid", c.call("mul", v, c.scalar(float(n.attr("alpha", 1.0)), v.data_type))))
+
+
+@_h("SwiGLU", to="a * sigmoid(alpha * a) * b")
+def _swiglu(c, n, x):
+    a, b = _same_type(c, x[0], x[1])
+    if c.shape(a) != c.shape(b):
+        raise Unsupported("SwiGLU of inputs of different shapes")
+    gate = c.call("mul", a, c.call("sigmoid", c.call("mul", a, c.scalar(float(n.attr("alpha", 1.0)), a.data_type))))
+    return c.call("mul", gate, b)
+
+
+@_h("LpNormalization", to="x / reduce_l1 or reduce_l2 (p = 1, 2) along axis; 0 where the norm is 0")
+def _lp_normalization(c, n, x):
+    v = c.operand(x[0])
+    p = int(n.attr("p", 2))
+    if p not in (1, 2):
+        raise Unsupported(f"LpNormalization with p={p}")
+    axis = int(n.attr("axis", -1)) % _rank(c, v)
+    norm = c.call("reduce_l1" if p == 1 else "reduce_l2", v, axes=[axis], keep_dimensions=True)
+    zero = c.scalar(0, v.data_type)
+    return c.call("where", c.call("equal", norm, zero), zero, c.call("div", v, norm))  # a zero norm gives 0
+
+
+@_h("MeanVarianceNormalization", to="(x - mean) / (sqrt(mean(x^2) - mean^2) + 1e-9), as its function body")
+def _mvn(c, n, x):
+    v = c.operand(x[0])
+    dt = v.data_type
+    axes = [int(a) % _rank(c, v) for a in (n.attr("axes") or [0, 2, 3])]
+    mean = c.call("reduce_mean", v, axes=axes, keep_dimensions=True)
+    ex2 = c.call("reduce_mean", c.call("mul", v, v), axes=axes, keep_dimensions=True)
+    std = c.call("sqrt", c.call("sub", ex2, c.call("mul", mean, mean)))
+    return c.call("div", c.call("sub", v, mean), c.call("add", std, c.scalar(1e-9, dt)))
+
+
+@_h("GroupNormalization", to="reshape to groups + layer_normalization, then scale and bias (per group before "
+                             "opset 21, per channel from 21)")
+def _group_norm(c, n, x):
+    v = c.operand(x[0])
+    dt = v.data_type
+    s = list(c.shape(v))
+    G = int(n.attr("num_groups"))
+    N, C = s[0], s[1]
+    if C % G:
+        raise Unsupported(f"GroupNormalization of {C} channels in {G} groups")
+    out = c.call("layer_normalization", c.call("reshape", v, [N, G, int(np.prod(s[1:])) // G]),
+                 axes=[2], epsilon=float(n.attr("epsilon", 1e-5)))
+    ones = [1] * (len(s) - 2)
+    if n.since < 21:  # scale and bias per group
+        out = c.call("reshape", out, [N, G, C // G, *s[2:]])
+        sc = c.call("reshape", c.operand(x[1], dt), [1, G, 1, *ones])
+        bi = c.call("reshape", c.operand(x[2], dt), [1, G, 1, *ones])
+        return c.call("reshape", c.call("add", c.call("mul", out, sc), bi), s)
+    out = c.call("reshape", out, s)
+    sc = c.call("reshape", c.operand(x[1], dt), [1, C, *ones])
+    bi = c.call("reshape", c.operand(x[2], dt), [1, C, *ones])
+    return c.call("add", c.call("mul", out, sc), bi)
+
+
+@_h("CenterCropPad", to="slice and pad (constant 0) around the centre (shape known)")
+def _center_crop_pad(c, n, x):
+    v = c.operand(x[0])
+    s = list(c.shape(v))
+    r = len(s)
+    target = ints(c, x[1], "CenterCropPad's shape")
+    axes = [int(a) % r for a in (n.attr("axes") or range(r))]
+    starts, sizes, begin, end = [0] * r, list(s), [0] * r, [0] * r
+    for a, t in zip(axes, target):
+        if t < s[a]:
+            starts[a], sizes[a] = (s[a] - t) // 2, t
+        elif t > s[a]:
+            begin[a], end[a] = (t - s[a]) // 2, t - s[a] - (t - s[a]) // 2
+    out = v
+    if sizes != s:
+        out = c.call("slice", out, starts, sizes)
+    if any(begin) or any(end):
+        out = c.call("pad", out, begin, end)
+    return out if out is not v else c.call("identity", v)
+
+
+@_h("OneHot", to="where(equal(indices (negative ones + depth), iota), on, off) (depth known)")
+def _one_hot(c, n, x):
+    idx = c.operand(x[0])
+    depth = int(np.asarray(c.known(x[1], "OneHot's depth")).reshape(-1)[0])
+    r = _rank(c, idx)
+    axis = int(n.attr("axis", -1))
+    axis = axis + r + 1 if axis < 0 else axis
+    dt = idx.data_type
+    if dt in ("uint8", "uint32", "uint64"):
+        raise Unsupported(f"OneHot with {dt} indices")
+    zero = c.scalar(0, dt)
+    idx = c.call("where", c.call("lesser", idx, zero), c.call("add", idx, c.scalar(depth, dt)), idx)
+    s = list(c.shape(idx))
+    idx = c.call("reshape", idx, [*s[:axis], 1, *s[axis:]])
+    iota = c.operand(np.arange(depth).astype(np.float32 if dt in ("float32", "float16") else _np_of(dt))
+                     .reshape([1] * axis + [depth] + [1] * (r - axis)), dt)
+    hit = c.call("equal", idx, iota)
+    values = x[2]
+    if c.is_known(values):
+        vals = np.asarray(values).reshape(-1)
+        off, on = c.operand(vals[:1].reshape(()), None), c.operand(vals[1:2].reshape(()), None)
+    else:
+        off, on = (c.call("reshape", p, []) for p in c.call("split", values, 2, axis=0))
+    return c.call("where", hit, on, off)
+
+
+# ---------------------------------------------------------------- window functions
+def _window(kind):
+    def h(c, n, x):
+        from .reader import np_dtype_of
+
+        size = int(np.asarray(c.known(x[0], f"{n.op}'s size")).reshape(-1)[0])
+        dt = np_dtype_of(int(n.attr("output_datatype", 1)))
+        if dt is None:
+            raise Unsupported(f"{n.op} output_datatype {n.attr('output_datatype')}")
+        N = size if int(n.attr("periodic", 1)) else size - 1
+        k = np.arange(size, dtype=np.float64) * (2 * np.pi / N)
+        if kind == "hann":
+            w = np.sin(k / 2) ** 2
+        elif kind == "hamming":
+            w = 25 / 46 - (21 / 46) * np.cos(k)
+        else:
+            w = 0.42 - 0.5 * np.cos(k) + 0.08 * np.cos(2 * k)
+        return w.astype(dt)
+    return h
+
+
+for _k, _kind in (("HannWindow", "hann"), ("HammingWindow", "hamming"), ("BlackmanWindow", "blackman")):
+    _h(_k, to="folded: computed in float64 at load time (size known)")(_window(_kind))
+
+from . import attention  # noqa: E402,F401  (registers GroupQueryAttention, MultiHeadAttention)
