@@ -66,3 +66,14 @@ def ulp_distance(actual, expected) -> np.ndarray:
     a = np.where(a < 0, top - a, a)
     e = np.where(e < 0, top - e, e)
     return np.abs(a - e)
+
+
+def kernel_templates(ctx, build, inputs: dict) -> list[str]:
+    """The templates of the kernels a graph compiles to, in order: ``build(builder, operands)``
+    and ``inputs`` as for :func:`run_graph` (the inputs give only the descriptors)."""
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {n: b.input(n, {"data_type": webnn._dtypes.from_numpy(a.dtype), "shape": list(a.shape)})
+                          for n, a in inputs.items()}))
+    templates = [s.template for s in g._steps if hasattr(s, "template")]
+    g.destroy()
+    return templates

@@ -49,13 +49,8 @@
 {% endmacro %}
 
 {% macro epilogue_fns(ep) %}
-{% import "_lib/activations.wgsl" as act %}
-{% if not ep.empty %}
-{% for T, names in ep.functions %}
-{{ act.defs(T, names) }}
-{% endfor %}
-{{ ep.code }}
-{% endif %}
+{% import "_lib/epilogue.wgsl" as epl %}
+{{ epl.fns(ep) }}
 {% endmacro %}
 
 {% macro apply(ep, v, o, ch, q="", gv="") -%}

@@ -10,6 +10,7 @@ import pytest
 import webnn_gpu as webnn
 from webnn_gpu.ops import conv
 
+from helpers import kernel_templates as _templates
 from helpers import run_graph
 from references import ref_conv2d
 
@@ -19,15 +20,6 @@ def _geometry(h, w, c, k, s=1, d=1, m=1):
     p = (k - 1) // 2 * d
     oh, ow = [(n + 2 * p - d * (k - 1) - 1) // s + 1 for n in (h, w)]
     return dict(NB=1, H=h, W=w, C=c, O=c * m, OH=oh, OW=ow, KH=k, KW=k, G=c, sh=s, sw=s, dh=d, dw=d, pt=p, pl=p)
-
-
-def _templates(ctx, build, inputs: dict) -> list[str]:
-    b = webnn.MLGraphBuilder(ctx)
-    g = b.build(build(b, {n: b.input(n, {"data_type": webnn._dtypes.from_numpy(a.dtype), "shape": list(a.shape)})
-                          for n, a in inputs.items()}))
-    templates = [s.template for s in g._steps if hasattr(s, "template")]
-    g.destroy()
-    return templates
 
 
 # ---------------------------------------------------------------- the cost model (no GPU)

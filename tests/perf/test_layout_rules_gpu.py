@@ -8,17 +8,9 @@ import pytest
 
 import webnn_gpu as webnn
 
+from helpers import kernel_templates as _templates
 from helpers import run_graph
 from references import ref_conv2d, ref_resample
-
-
-def _templates(ctx, build, inputs: dict) -> list[str]:
-    b = webnn.MLGraphBuilder(ctx)
-    g = b.build(build(b, {n: b.input(n, {"data_type": webnn._dtypes.from_numpy(a.dtype), "shape": list(a.shape)})
-                          for n, a in inputs.items()}))
-    templates = [s.template for s in g._steps if hasattr(s, "template")]
-    g.destroy()
-    return templates
 
 
 def _conv_nhwc(x, w_ohwi, bias=None, padding=(0, 0, 0, 0), stride=1, groups=1):

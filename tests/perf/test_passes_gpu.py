@@ -11,6 +11,7 @@ from webnn_gpu import compiler
 from webnn_gpu.compiler import Rule, Stage, driver
 from webnn_gpu.compiler.rules import epilogue as _epilogue_rule
 
+from helpers import kernel_templates as _templates
 from helpers import run_graph
 from references import conv2d_nhwc, ref_conv2d, ref_resample
 
@@ -428,15 +429,6 @@ def test_pool_of_a_skip_plus_upsampling_reads_the_small_image(ctx, rng, dt, tol,
                           "skip": b.input("skip", {"data_type": dt, "shape": list(skip.shape)})}))
     pool = next(s.node for s in g._steps if getattr(s, "node", None) is not None and s.node.op == "average_pool2d")
     assert pool.attrs.get("input_add_scale") == 4 and tuple(pool.inputs[1].shape) == small.shape
-
-
-def _templates(ctx, build, inputs: dict) -> list[str]:
-    b = webnn.MLGraphBuilder(ctx)
-    g = b.build(build(b, {n: b.input(n, {"data_type": webnn._dtypes.from_numpy(a.dtype), "shape": list(a.shape)})
-                          for n, a in inputs.items()}))
-    templates = [s.template for s in g._steps if hasattr(s, "template")]
-    g.destroy()
-    return templates
 
 
 def _transpose_tiles_ref(y, w_iohw, bias):
