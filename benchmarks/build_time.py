@@ -101,11 +101,17 @@ def measure(model: str, *, root: str = "", dtype: str = "float32", cache_dir: st
     Raises:
         RuntimeError: the process failed (its last output in the message).
     """
+    return _fresh_process(model, [_RUN, root, model, dtype], cache_dir, env)
+
+
+def _fresh_process(model: str, args: list[str], cache_dir: str, env: dict | None) -> dict:
+    """Run ``python -c *args`` with Mesa's shader cache in ``cache_dir``; its last line of
+    output, read as JSON (RuntimeError naming ``model`` with its last error line if it fails)."""
     env = dict(os.environ if env is None else env)
     env.setdefault("XDG_RUNTIME_DIR", "/tmp")
     env.pop("MESA_SHADER_CACHE_DISABLE", None)
     env["MESA_SHADER_CACHE_DIR"] = cache_dir
-    out = subprocess.run([sys.executable, "-c", _RUN, root, model, dtype], capture_output=True, text=True, env=env)
+    out = subprocess.run([sys.executable, "-c", *args], capture_output=True, text=True, env=env)
     if out.returncode:
         raise RuntimeError(f"{model}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -125,15 +131,7 @@ def per_pipeline(model: str, *, root: str = "", dtype: str = "float32", repeats:
     Raises:
         RuntimeError: the process failed (its last output in the message).
     """
-    env = dict(os.environ if env is None else env)
-    env.setdefault("XDG_RUNTIME_DIR", "/tmp")
-    env.pop("MESA_SHADER_CACHE_DISABLE", None)
-    env["MESA_SHADER_CACHE_DIR"] = cache_dir
-    out = subprocess.run([sys.executable, "-c", _PER_PIPELINE, root, model, dtype, str(repeats)],
-                         capture_output=True, text=True, env=env)
-    if out.returncode:
-        raise RuntimeError(f"{model}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return _fresh_process(model, [_PER_PIPELINE, root, model, dtype, str(repeats)], cache_dir, env)
 
 
 def _per_pipeline_main(args, models: list[str], env: dict, root: str) -> int:

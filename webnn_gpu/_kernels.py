@@ -321,6 +321,19 @@ def workgroups(n_groups: int, limits: dict, what: str = "kernel") -> tuple[int, 
 PIPELINE_THREADS = max(1, int(os.environ.get("WEBNN_GPU_PIPELINE_THREADS") or min(4, os.cpu_count() or 1)))
 
 
+def _warm_up_encoder(device, jobs: list):
+    """A command encoder running each of ``jobs`` ((pipeline, bind group, label, template)
+    each) once, one workgroup each, in one compute pass (not finished: callers may add to it)."""
+    enc = device.create_command_encoder(label="warm-up")
+    cpass = enc.begin_compute_pass(label="warm-up")
+    for pipeline, group, _, _ in jobs:
+        cpass.set_pipeline(pipeline)
+        cpass.set_bind_group(0, group)
+        cpass.dispatch_workgroups(1, 1, 1)
+    cpass.end()
+    return enc
+
+
 class PipelineCache:
     """Compute pipelines keyed by a hash of their WGSL text and entry point (LRU).
 
@@ -463,16 +476,8 @@ class PipelineCache:
         one workgroup each, without waiting: the driver compiles them on its queue thread while
         the caller goes on. :meth:`run_once` (given them as ``submitted``) waits and marks them
         warm."""
-        if not jobs:
-            return
-        enc = device.create_command_encoder(label="warm-up")
-        cpass = enc.begin_compute_pass(label="warm-up")
-        for pipeline, group, _, _ in jobs:
-            cpass.set_pipeline(pipeline)
-            cpass.set_bind_group(0, group)
-            cpass.dispatch_workgroups(1, 1, 1)
-        cpass.end()
-        device.queue.submit([enc.finish()])
+        if jobs:
+            device.queue.submit([_warm_up_encoder(device, jobs).finish()])
 
     def run_once(self, device, jobs: list, wait, submitted: tuple = ()) -> None:
         """Run each of ``jobs`` ((pipeline, bind group, label, template) each) once, one
@@ -498,13 +503,7 @@ class PipelineCache:
         try:
             for batch in ([j] for j in jobs) if timed else [jobs]:  # [[]]: wait for what was submitted
                 t0, c0 = time.perf_counter(), time.process_time()
-                enc = device.create_command_encoder(label="warm-up")
-                cpass = enc.begin_compute_pass(label="warm-up")
-                for pipeline, group, _, _ in batch:
-                    cpass.set_pipeline(pipeline)
-                    cpass.set_bind_group(0, group)
-                    cpass.dispatch_workgroups(1, 1, 1)
-                cpass.end()
+                enc = _warm_up_encoder(device, batch)
                 enc.clear_buffer(fence)
                 device.queue.submit([enc.finish()])
                 wait(fence)  # done when the submission is (never hangs)

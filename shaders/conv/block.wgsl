@@ -26,6 +26,22 @@
   Workgroup: (k.workgroup, 1, 1); block column fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
+{% macro store_pixel(row, p, acc) %}
+  if ({{ "live && " if pool }}oh0 + {{ row }} < {{ OH }}u && ow0 + {{ p }}u < {{ OW }}u) {
+    let pix = (n * {{ OH }}u + oh0 + {{ row }}) * {{ OW }}u + ow0 + {{ p }}u;
+{% for j in range(O4) %}
+    {
+      let o = pix * {{ 4 * O4 }}u + {{ 4 * j }}u;
+      let v = {{ acc }}{{ j }};
+      let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", (4 * j + c) ~ "u", "q" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
+      out[pix * {{ O4 }}u + {{ j }}u] = vec4<{{ T }}>(e);
+{% if pool %}
+      psum{{ j }} = psum{{ j }} + e;
+{% endif %}
+    }
+{% endfor %}
+  }
+{% endmacro %}
 {% if T == "f16" %}
 enable f16;
 {% endif %}
@@ -123,20 +139,7 @@ var<workgroup> wsum: array<vec4<f32>, {{ k.workgroup * O4 }}>;
 {% endfor %}
 {% endfor %}
 {% for p in range(TW) %}
-    if ({{ "live && " if pool }}oh0 + t < {{ OH }}u && ow0 + {{ p }}u < {{ OW }}u) {
-      let pix = (n * {{ OH }}u + oh0 + t) * {{ OW }}u + ow0 + {{ p }}u;
-{% for j in range(O4) %}
-      {
-        let o = pix * {{ 4 * O4 }}u + {{ 4 * j }}u;
-        let v = a{{ p }}_{{ j }};
-        let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", (4 * j + c) ~ "u", "q" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
-        out[pix * {{ O4 }}u + {{ j }}u] = vec4<{{ T }}>(e);
-{% if pool %}
-        psum{{ j }} = psum{{ j }} + e;
-{% endif %}
-      }
-{% endfor %}
-    }
+{{ store_pixel("t", p, "a" ~ p ~ "_") }}
 {% endfor %}
   }
 {% else %}
@@ -182,20 +185,7 @@ var<workgroup> wsum: array<vec4<f32>, {{ k.workgroup * O4 }}>;
 {% endif %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
-  if ({{ "live && " if pool }}oh0 + {{ t }}u < {{ OH }}u && ow0 + {{ p }}u < {{ OW }}u) {
-    let pix = (n * {{ OH }}u + oh0 + {{ t }}u) * {{ OW }}u + ow0 + {{ p }}u;
-{% for j in range(O4) %}
-    {
-      let o = pix * {{ 4 * O4 }}u + {{ 4 * j }}u;
-      let v = a{{ t }}_{{ p }}_{{ j }};
-      let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", (4 * j + c) ~ "u", "q" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
-      out[pix * {{ O4 }}u + {{ j }}u] = vec4<{{ T }}>(e);
-{% if pool %}
-      psum{{ j }} = psum{{ j }} + e;
-{% endif %}
-    }
-{% endfor %}
-  }
+{{ store_pixel(t ~ "u", p, "a" ~ t ~ "_" ~ p ~ "_") }}
 {% endfor %}
 {% endfor %}
 {% endif %}
