@@ -32,6 +32,7 @@ from .rules.layout import fold_layout
 from .rules.linalg import fold_matmul_transpose
 from .rules.nchw import compose_transposes, nchw_conv_to_nhwc
 from .rules.pool import fuse_pool_input, fuse_pool_partials
+from .rules.regions import nhwc_regions
 
 log = logging.getLogger("webnn_gpu")
 
@@ -78,6 +79,10 @@ ORDER: tuple[Stage, ...] = (
         Rule(fold_matmul_transpose, "after fold_constants (a constant transposed operand is folded into "
                                     "host data instead) and before fuse_attention and fuse_epilogue: they "
                                     "take the matmul as it will run, reading its operand in place"),
+        Rule(nhwc_regions, "after fold_constants (the filters and broadcast constants it re-lays out are host "
+                           "data) and before nchw_conv_to_nhwc (the convs of a region it stores NHWC are NHWC "
+                           "already; that rule takes those it leaves) and compose_transposes (the transposes "
+                           "it adds at a region's edges compose with the graph's)"),
         Rule(nchw_conv_to_nhwc, "before compose_transposes (the transposes it adds cancel against an "
                                 "exporter's) and before every fusion: it takes only a conv without an "
                                 "epilogue, and the fusions see the NHWC conv"),
