@@ -452,7 +452,8 @@ class _Rewrite:
             new = Node("reshape", [src], [dst], {"alias": True}, node.label)
         else:
             new = Node("transpose", [src], [dst], {"permutation": s, "alias": _alias(src.shape, s)}, node.label)
-        dst.producer = new
+        if b:
+            dst.producer = new  # (a value of its own: the graph's keep theirs)
         self.out.append(new)
 
     def _permute(self, node) -> None:
