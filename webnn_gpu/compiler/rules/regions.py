@@ -436,9 +436,10 @@ class _Rewrite:
         x, y = node.inputs[0], node.outputs[0]
         a, b = self.is_perm(x), self.is_perm(y)
         if not a and not b:
-            self.out.append(node)
+            self.out.append(node if x.id not in self.subst else
+                            Node(node.op, [self.subst[x.id]], [y], node.attrs, node.label))
             return
-        src = self.to_stored(x, node.label) if a else x
+        src = self.to_stored(x, node.label) if a else self.subst.get(x.id, x)
         dst = self.new_out(y) if b else y
         s = _stored_perm(self.plan.flips[node.id], a, b)
         if s == [0, 1, 2, 3] and (b or y.id not in self.out_ids):
