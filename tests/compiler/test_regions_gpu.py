@@ -31,13 +31,18 @@ def _both(ctx, build, inputs):
     """(outputs with every rule, outputs with nhwc_regions off, templates with every rule,
     templates with it off)."""
     got = run_graph(ctx, build, inputs)
-    os.environ["WEBNN_GPU_PASSES"] = "-nhwc_regions"
+    templates = kernel_templates(ctx, build, inputs)
+    before = os.environ.get("WEBNN_GPU_PASSES")
+    os.environ["WEBNN_GPU_PASSES"] = ",".join(filter(None, [before, "-nhwc_regions"]))
     try:
         off = run_graph(ctx, build, inputs, tensor_path=False)
         t_off = kernel_templates(ctx, build, inputs)
     finally:
-        os.environ.pop("WEBNN_GPU_PASSES")
-    return got, off, kernel_templates(ctx, build, inputs), t_off
+        if before is None:
+            os.environ.pop("WEBNN_GPU_PASSES")
+        else:
+            os.environ["WEBNN_GPU_PASSES"] = before
+    return got, off, templates, t_off
 
 
 def test_an_exported_squeeze_excite_block(ctx, rng):
