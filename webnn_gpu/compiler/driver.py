@@ -30,6 +30,7 @@ from .rules.epilogue import fuse_epilogue
 from .rules.fold import fold_constants
 from .rules.layout import fold_layout
 from .rules.linalg import fold_matmul_transpose
+from .rules.norm import split_batch_norm
 from .rules.nchw import compose_transposes, nchw_conv_to_nhwc
 from .rules.pool import fuse_pool_input, fuse_pool_partials
 from .rules.regions import nhwc_regions
@@ -96,6 +97,8 @@ ORDER: tuple[Stage, ...] = (
                                  "commutes with the resample, an activation does not)"),
         Rule(fuse_hard_swish, "before fuse_epilogue: its input has two readers in the decomposed form "
                               "(an epilogue chain stops there); the hard_swish node is one epilogue step"),
+        Rule(split_batch_norm, "before fuse_epilogue: the element-wise steps it makes become the producing "
+                               "kernel's epilogue"),
     )),
     Stage("epilogue", (
         Rule(fuse_epilogue, "after the structural rules (the ops they make become steps); before the "
