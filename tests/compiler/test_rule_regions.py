@@ -10,6 +10,7 @@ from _ireval import TO_NCHW, TO_NHWC, evaluate, feeds
 from _irb import IR
 
 from webnn_gpu.compiler import check_order
+from webnn_gpu.compiler.rules.nchw import compose_transposes
 from webnn_gpu.compiler.rules.regions import nhwc_regions, plan_regions
 
 
@@ -216,3 +217,50 @@ def test_a_transpose_by_another_permutation_is_kept_or_composed():
     y = ir.op("transpose", [_conv_nchw(ir, s, 8, groups=8)], (1, 5, 6, 8), permutation=TO_NHWC)
     new = rewrite(ir, {"y": y})
     assert [n.attrs["permutation"] for n in kernels(new)] == [[0, 2, 1, 3]]
+
+
+# ---------------------------------------------------------------- compose_transposes through views
+def _compose(ir, outputs):
+    nodes = list(ir.nodes)
+    new = compose_transposes(nodes, outputs)
+    check_order(new, outputs, "compose_transposes")
+    data = feeds(nodes)
+    want, got = evaluate(nodes, outputs, data), evaluate(new, outputs, data)
+    for k in outputs:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    return new
+
+
+def test_a_squeeze_between_two_transposes_is_a_view():
+    """[1, 1, 40, 12] -> transpose to [1, 12, 1, 40] -> squeeze to [1, 12, 40] -> transpose to
+    [1, 40, 12] (an ONNX transformer's input): the elements never move, one view is left."""
+    ir = IR()
+    x = ir.op("relu", [ir.input((1, 1, 40, 12))])
+    t = ir.op("transpose", [x], (1, 12, 1, 40), permutation=TO_NCHW)
+    s = ir.op("reshape", [t], (1, 12, 40))
+    y = ir.op("transpose", [s], (1, 40, 12), permutation=[0, 2, 1])
+    new = _compose(ir, {"y": y})
+    assert [n.op for n in new] == ["relu", "reshape"] and new[1].inputs[0] is x
+
+
+@pytest.mark.parametrize("case", ["moves", "second reader", "mixes"])
+def test_chains_that_move_elements_or_are_read_elsewhere(case):
+    """Near misses: a chain whose net effect moves elements keeps a transpose kernel; an
+    intermediate value read elsewhere is kept for that reader; a reshape that merges two axes
+    of size above 1 ends the chain."""
+    ir = IR()
+    x = ir.op("relu", [ir.input((1, 2, 40, 12))])
+    t = ir.op("transpose", [x], (1, 12, 2, 40), permutation=TO_NCHW)
+    if case == "mixes":
+        s = ir.op("reshape", [t], (1, 24, 40))
+        y = ir.op("transpose", [s], (1, 40, 24), permutation=[0, 2, 1])
+    else:
+        s = ir.op("reshape", [t], (1, 12, 2, 40, 1))
+        y = ir.op("transpose", [s], (1, 2, 40, 12, 1) if case == "second reader" else (1, 40, 2, 12, 1),
+                  permutation=[0, 2, 3, 1, 4] if case == "second reader" else [0, 3, 2, 1, 4])
+    outputs = {"y": y, "t": ir.op("neg", [t])} if case == "second reader" else {"y": y}
+    new = _compose(ir, outputs)
+    if case == "second reader":
+        assert [n.op for n in new] == ["relu", "transpose", "reshape", "neg"]  # y: a view of x; t stays
+    else:
+        assert kernels(new), [n.op for n in new]
