@@ -26,6 +26,8 @@ def _graph(ir: IR, *, producer="conv", stats="const", scale=True, bias=True, axi
                   input_layout="nchw" if axis == 1 else "nhwc", filter_layout="oihw")
     elif producer == "relu":
         h = ir.op("relu", [x])
+    elif producer == "softmax":
+        h = ir.op("softmax", [x], axis=1)
     else:
         h = x
     rng = np.random.default_rng(2)
@@ -61,11 +63,18 @@ def test_a_batch_norm_after_a_conv_becomes_steps(scale, bias, axis):
     assert all(n.inputs[1].shape == tuple(shape) for n in new[1:-1])
 
 
+def test_after_an_element_wise_op_too():
+    """After a relu (the end of an epilogue chain, or of an element-wise kernel): split."""
+    ir = IR()
+    y, _ = _graph(ir, producer="relu")
+    assert [n.op for n in _rewrite(ir, {"y": y})] == ["relu", "sub", "div", "mul", "add", "relu"]
+
+
 @pytest.mark.parametrize("case", ["graph input", "no epilogue host", "statistics an input", "read elsewhere",
                                   "output in the middle", "float16"])
 def test_near_misses_stay_a_batch_norm(case):
     ir = IR("float16" if case == "float16" else "float32")
-    producer = {"graph input": "input", "no epilogue host": "relu"}.get(case, "conv")
+    producer = {"graph input": "input", "no epilogue host": "softmax"}.get(case, "conv")
     y, h = _graph(ir, producer=producer, stats="input" if case == "statistics an input" else "const")
     outputs = {"y": y}
     if case == "read elsewhere":

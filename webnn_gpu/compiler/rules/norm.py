@@ -26,17 +26,21 @@ def _host_data(v) -> bool:
 def split_batch_norm(nodes: list, outputs: dict, context=None) -> list:
     """``batch_normalization(x, mean, variance, scale, bias)`` with constant float32 statistics
     (and scale and bias, when given), ``x`` made by a kernel that hosts epilogues (a conv2d,
-    matmul, ...) and read by nothing else, becomes ``add(mul(div(sub(x, mean), d), scale),
+    matmul, ...) or by an element-wise operator (the end of such a kernel's epilogue chain, or
+    of a chain :func:`~webnn_gpu.compiler.rules.elementwise.fuse_elementwise` merges) and read
+    by nothing else, becomes ``add(mul(div(sub(x, mean), d), scale),
     bias)`` with ``d = sqrt(variance + epsilon)`` computed on the host in float32 and each
     operand a per-channel constant shaped for the normalization's axis: the steps
     ``norm/normalize.wgsl`` computes, in its order and in float32, which
     :func:`~webnn_gpu.compiler.rules.epilogue.fuse_epilogue` then gives the producing kernel
-    as its epilogue (ONNX models normalize after each convolution: one kernel less each).
+    as its epilogue, or ``fuse_elementwise`` merges into the chain's kernel (ONNX models
+    normalize after each convolution: one kernel less each).
 
     Not split: float16 graphs (``d`` would be rounded to float16), statistics that are graph
-    inputs or computed, an ``x`` read elsewhere, a graph output, or made by a kernel that takes
-    no epilogue (the normalization kernel is then as cheap as the element-wise one)."""
+    inputs or computed, an ``x`` read elsewhere, a graph output, or made by another kernel
+    (the normalization kernel is then as cheap as the element-wise one)."""
     from ...ops import _epilogue
+    from ...ops.elementwise import FUSIBLE
 
     view = GraphView(nodes, outputs)
     replaced: dict[int, list[Node]] = {}
@@ -49,7 +53,7 @@ def split_batch_norm(nodes: list, outputs: dict, context=None) -> list:
                 or (scale is not None and not _host_data(scale)) or (bias is not None and not _host_data(bias))):
             continue
         p = view.producer(x)
-        if p is None or not _epilogue.hosts(p) or view.sole_consumer(x) is not bn:
+        if p is None or not (_epilogue.hosts(p) or p.op in FUSIBLE) or view.sole_consumer(x) is not bn:
             continue
         axis = bn.attrs["axis"]
         shape = tuple(d if i == axis else 1 for i, d in enumerate(x.shape))
