@@ -264,3 +264,15 @@ def test_chains_that_move_elements_or_are_read_elsewhere(case):
         assert [n.op for n in new] == ["relu", "transpose", "reshape", "neg"]  # y: a view of x; t stays
     else:
         assert kernels(new), [n.op for n in new]
+
+
+def test_a_graph_input_read_inside_and_outside_the_region():
+    """An NCHW graph input read by a stored-NHWC region and by an edge (a reshape that mixes
+    axes) and returned as an output: the edge and the output read the input itself."""
+    ir = IR()
+    x = ir.input((1, 8, 6, 5))
+    a = _conv_nchw(ir, _conv_nchw(ir, x, 8, groups=8), 8, groups=8, stride=2)
+    flat = ir.op("relu", [ir.op("reshape", [x], (1, 48, 5, 1))])
+    new = rewrite(ir, {"a": a, "flat": flat, "x": x})
+    assert all(v is not x for n in new for v in n.outputs)
+    assert len(kernels(new)) == 2  # x in, a out

@@ -278,7 +278,7 @@ class _Plan:
             if self.group[vid] in permuted:
                 v = self.values[vid]
                 total += 0 if _host(v) or _alias(v.shape, P) else 1
-        for vid in self.read_outside:
+        for vid in self.read_outside - self.made_outside:  # (a value made outside is there as it is)
             if self.group[vid] in permuted:
                 v = self.values[vid]
                 total += 0 if _alias(_permuted(v.shape), Q) else 1
@@ -379,6 +379,7 @@ class _Rewrite:
             t.producer = node
             self.out.append(node)
         self.stored[v.id] = t
+        self.logical.add(v.id)  # (made outside the region: its own value stays computed)
         return t
 
     def to_logical(self, v: Value, label: str) -> Value:
