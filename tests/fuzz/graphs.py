@@ -740,9 +740,12 @@ class Gen:
         element-wise ops with broadcast operands of every rank), back through a transpose or a
         reshape equal to one; and its near misses: a reshape mixing axes (with two rank-3
         transposes inside: compose_transposes), a graph output or a second reader in the middle,
-        an NHWC conv joining the region."""
+        an NHWC conv joining the region, the region's first value read at an edge too."""
         if layout == "nhwc":
             v = self.emit("transpose", [v], {"permutation": [0, 3, 1, 2]})
+        if self.p(0.15):  # the region's first value read at an edge too (a reshape that mixes axes)
+            n, c, h, w = self.shape(v)
+            self.output(self.emit("relu", [self.emit("reshape", [v], {"new_shape": [n, c * h, w, 1]})]))
         for _ in range(int(self.rng.integers(2, 5))):
             n, c, h, w = self.shape(v)
             r = self.rng.random()
