@@ -53,7 +53,8 @@ def split_batch_norm(nodes: list, outputs: dict, context=None) -> list:
                 or (scale is not None and not _host_data(scale)) or (bias is not None and not _host_data(bias))):
             continue
         p = view.producer(x)
-        if p is None or not (_epilogue.hosts(p) or p.op in FUSIBLE) or view.sole_consumer(x) is not bn:
+        reader = view.sole_consumer(x)
+        if p is None or not (_epilogue.hosts(p) or p.op in FUSIBLE) or reader is None or reader.id != bn.id:
             continue
         axis = bn.attrs["axis"]
         shape = tuple(d if i == axis else 1 for i, d in enumerate(x.shape))

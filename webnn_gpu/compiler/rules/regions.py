@@ -371,6 +371,7 @@ class _Rewrite:
         if v.id in self.stored:
             return self.stored[v.id]
         if _host(v):
+            assert v.data is not None  # (_host)
             data = np.ascontiguousarray(v.data.reshape(v.shape).transpose(P)).reshape(-1)
             t = Value(v.data_type, _permuted(v.shape), "constant", data=data)
         else:
@@ -402,6 +403,7 @@ class _Rewrite:
             return v
         shape = _padded(v.shape)
         if _host(v):
+            assert v.data is not None  # (_host)
             data = np.ascontiguousarray(v.data.reshape(shape).transpose(P)).reshape(-1)
             return Value(v.data_type, _permuted(shape), "constant", data=data)
         x = v
@@ -460,10 +462,10 @@ class _Rewrite:
 
     def _permute(self, node) -> None:
         slots = self.plan.slots[node.id]
+        inputs: list[Any] = []
         if node.op == "reshape":  # to the same shape: a view, dropped (readers take its input's twin)
             self.stored[node.outputs[0].id] = self.to_stored(node.inputs[0], node.label)
             return
-        inputs = []
         for i, v in enumerate(node.inputs):
             if i in slots:
                 inputs.append(self.to_stored(v, node.label))
