@@ -272,8 +272,8 @@ class _Plan:
             a = self.group[node.inputs[0].id] in permuted
             b = self.group[node.outputs[0].id] in permuted
             s = _stored_perm(perm, a, b)
-            total += 0 if s == [0, 1, 2, 3] or _alias(_permuted(node.inputs[0].shape) if a else node.inputs[0].shape, s) \
-                else 1
+            stored = _permuted(node.inputs[0].shape) if a else node.inputs[0].shape
+            total += 0 if s == [0, 1, 2, 3] or _alias(stored, s) else 1
         for vid in self.made_outside:
             if self.group[vid] in permuted:
                 v = self.values[vid]
