@@ -733,6 +733,70 @@ class Gen:
         c = self.conv(self.emit("transpose", [v], {"permutation": to}), other, depthwise=True)
         return self.emit("transpose", [c], {"permutation": back}), layout
 
+    def motif_layout_region(self, v, layout):
+        """An NCHW region (nhwc_regions): from an NHWC value through a transpose (tf2onnx's form)
+        or an NCHW one as it is, 2 to 4 layout-agnostic or layout-parametric ops (convs, pools,
+        resample, reductions with kept axes, softmax, concat, slice, pad, normalizations,
+        element-wise ops with broadcast operands of every rank), back through a transpose or a
+        reshape equal to one; and its near misses: a reshape mixing axes (with two rank-3
+        transposes inside: compose_transposes), a graph output or a second reader in the middle,
+        an NHWC conv joining the region, the region's first value read at an edge too."""
+        if layout == "nhwc":
+            v = self.emit("transpose", [v], {"permutation": [0, 3, 1, 2]})
+        if self.p(0.15):  # the region's first value read at an edge too (a reshape that mixes axes)
+            n, c, h, w = self.shape(v)
+            self.output(self.emit("relu", [self.emit("reshape", [v], {"new_shape": [n, c * h, w, 1]})]))
+        for _ in range(int(self.rng.integers(2, 5))):
+            n, c, h, w = self.shape(v)
+            r = self.rng.random()
+            if r < 0.22:
+                v = self.conv(v, "nchw", depthwise=self.p(0.5))
+            elif r < 0.38:
+                k = int(self.rng.integers(0, 5))
+                shp = [d if self.p(0.5) else 1 for d in (n, c, h, w)[4 - k:]]
+                other = self.input(shp) if self.p(0.2) else self.made_const(shp)
+                v = self.emit(self.pick(("add", "mul", "max")), [v, other] if self.p(0.5) else [other, v])
+            elif r < 0.46:
+                kind = self.pick(("average_pool2d", "max_pool2d"))
+                v = self.emit(kind, [v], {"layout": "nchw", "window_dimensions": [min(2, h), min(2, w)],
+                                          "strides": [1, 1]})
+            elif r < 0.52:
+                v = self.emit("resample2d", [v], {"mode": "nearest-neighbor", "axes": [2, 3], "scales": [2.0, 2.0]})
+            elif r < 0.6:
+                m = self.emit("reduce_mean", [v], {"axes": self.pick(([2, 3], [1], [1, 3])), "keep_dimensions": True})
+                v = self.emit("sub", [v, m])
+            elif r < 0.65:
+                v = self.emit("softmax", [v], {"axis": self.pick((1, 2, 3))})
+            elif r < 0.71:
+                v = self.emit("concat", [v, self.emit("relu", [v])], {"axis": self.pick((1, 2, 3))})
+            elif r < 0.76:
+                v = self.emit("slice", [v], {"starts": [0, c // 2, 0, w // 3], "sizes": [n, c - c // 2, h, w - w // 3]})
+            elif r < 0.81:
+                v = self.emit("pad", [v], {"beginning_padding": [0, 1, 0, 1], "ending_padding": [0, 0, 1, 2]})
+            elif r < 0.86:
+                v = self.emit("batch_normalization", [v, self.made_const([c]), self.const([c], "positive")],
+                              {"axis": 1})
+            elif r < 0.9:
+                v = self.emit("instance_normalization", [v], {"layout": "nchw"})
+            elif r < 0.95:  # a reshape that mixes axes, two rank-3 transposes inside
+                t = self.emit("reshape", [v], {"new_shape": [n, c, h * w]})
+                t = self.emit("transpose", [t], {"permutation": [0, 2, 1]})
+                t = self.emit("transpose", [self.emit("relu", [t])] if self.p(0.3) else [t], {"permutation": [0, 2, 1]})
+                v = self.emit("reshape", [t], {"new_shape": [n, c, h, w]})
+            else:  # an NHWC conv in the region
+                t = self.conv(self.emit("transpose", [v], {"permutation": [0, 2, 3, 1]}), "nhwc")
+                v = self.emit("transpose", [t], {"permutation": [0, 3, 1, 2]})
+            if self.p(0.1):
+                self.output(v)  # a graph output in the middle
+            elif self.p(0.08):
+                self.output(self.emit("neg", [v]))  # a second reader outside the region
+        if layout == "nhwc":
+            n, c, h, w = self.shape(v)
+            if c == 1 or h == w == 1:
+                return self.emit("reshape", [v], {"new_shape": [n, h, w, c]}), layout  # equal to a transpose
+            return self.emit("transpose", [v], {"permutation": [0, 2, 3, 1]}), layout
+        return v, layout
+
     # -- the graph
     def graph4d(self):
         layout = "nhwc" if self.p(0.7) else "nchw"
@@ -741,7 +805,7 @@ class Gen:
         v = self.input((N, H, W, C) if layout == "nhwc" else (N, C, H, W))
         motifs = [self.motif_conv, self.motif_conv_input, self.motif_squeeze_excite, self.motif_inverted_residual,
                   self.motif_pool, self.motif_upsample, self.motif_first_layer, self.motif_pad, self.motif_norm,
-                  self.motif_transposed_layer]
+                  self.motif_transposed_layer, self.motif_layout_region]
         for _ in range(int(self.rng.integers(1, 3))):
             if int(np.prod(self.shape(v))) > 40000:
                 break

@@ -4,7 +4,7 @@
 * :mod:`.driver`: :data:`~.driver.ORDER` (the rules in order, each with the reason for its
   place), :func:`~.driver.run_passes`, :func:`~.driver.check_order`.
 * :mod:`.rules`: the rules by theme (``cleanup``, ``fold``, ``elementwise``, ``epilogue``,
-  ``conv``, ``pool``, ``linalg``, ``layout``, ``nchw``).
+  ``conv``, ``pool``, ``linalg``, ``layout``, ``nchw``, ``regions``, ``norm``).
 * :mod:`webnn_gpu.fusions`: structural fusions, each a named operator in a file of its own.
 
 A rule fires only where it is sure the result does not change, and never changes the nodes it

@@ -30,8 +30,10 @@ from .rules.epilogue import fuse_epilogue
 from .rules.fold import fold_constants
 from .rules.layout import fold_layout
 from .rules.linalg import fold_matmul_transpose
+from .rules.norm import split_batch_norm
 from .rules.nchw import compose_transposes, nchw_conv_to_nhwc
 from .rules.pool import fuse_pool_input, fuse_pool_partials
+from .rules.regions import nhwc_regions
 
 log = logging.getLogger("webnn_gpu")
 
@@ -78,6 +80,10 @@ ORDER: tuple[Stage, ...] = (
         Rule(fold_matmul_transpose, "after fold_constants (a constant transposed operand is folded into "
                                     "host data instead) and before fuse_attention and fuse_epilogue: they "
                                     "take the matmul as it will run, reading its operand in place"),
+        Rule(nhwc_regions, "after fold_constants (the filters and broadcast constants it re-lays out are host "
+                           "data) and before nchw_conv_to_nhwc (the convs of a region it stores NHWC are NHWC "
+                           "already; that rule takes those it leaves) and compose_transposes (the transposes "
+                           "it adds at a region's edges compose with the graph's)"),
         Rule(nchw_conv_to_nhwc, "before compose_transposes (the transposes it adds cancel against an "
                                 "exporter's) and before every fusion: it takes only a conv without an "
                                 "epilogue, and the fusions see the NHWC conv"),
@@ -91,6 +97,8 @@ ORDER: tuple[Stage, ...] = (
                                  "commutes with the resample, an activation does not)"),
         Rule(fuse_hard_swish, "before fuse_epilogue: its input has two readers in the decomposed form "
                               "(an epilogue chain stops there); the hard_swish node is one epilogue step"),
+        Rule(split_batch_norm, "before fuse_epilogue: the element-wise steps it makes become the producing "
+                               "kernel's epilogue"),
     )),
     Stage("epilogue", (
         Rule(fuse_epilogue, "after the structural rules (the ops they make become steps); before the "

@@ -74,29 +74,68 @@ def _alias(shape, perm) -> bool:
     return moved == sorted(moved)
 
 
+def _unit_reshape(node) -> bool:
+    """Whether ``node`` is a reshape that only adds or drops axes of size 1 (the other axes keep
+    their order)."""
+    if node.op != "reshape" or len(node.inputs) != 1:
+        return False
+    return [d for d in node.inputs[0].shape if d != 1] == [d for d in node.outputs[0].shape if d != 1]
+
+
+def _view_source(b, producer: dict):
+    """The first value of the longest chain of transposes and reshapes adding or dropping axes
+    of size 1 ending at transpose ``b`` whose output holds that value's elements in the same
+    order (so ``b``'s output is a view of it), or None. At least two nodes (b and one more)."""
+    chain = [b]
+    while True:
+        p = producer.get(chain[-1].inputs[0].id)
+        if p is None or not (p.op == "transpose" or _unit_reshape(p)):
+            break
+        chain.append(p)
+    best = None
+    for k in range(2, len(chain) + 1):
+        src = chain[k - 1].inputs[0]
+        labels: list = list(range(len(src.shape)))
+        for node in reversed(chain[:k]):
+            x, y = node.inputs[0], node.outputs[0]
+            if node.op == "transpose":
+                labels = [labels[p] for p in node.attrs["permutation"]]
+            else:
+                kept = iter([lab for lab, d in zip(labels, x.shape) if d != 1])
+                labels = [next(kept) if d != 1 else None for d in y.shape]
+        order = [lab for lab, d in zip(labels, b.outputs[0].shape) if d != 1]
+        if order == sorted(order):
+            best = src
+    return best
+
+
 def compose_transposes(nodes: list, outputs: dict, context=None) -> list:
     """``transpose(transpose(x, p1), p2)`` becomes ``transpose(x, p1[p2])``, or a view of ``x``
     (a reshape to the same shape, no kernel) when the two cancel: tf2onnx wraps NCHW layers in
     NHWC transposes and :func:`nchw_conv_to_nhwc` adds the inverse ones around a depthwise conv.
-    The first transpose is dropped when the second was its only reader (and it is no graph
-    output). Transposes move values without arithmetic: results are unchanged."""
+    Likewise a chain of transposes and reshapes that add or drop axes of size 1 (an ONNX
+    ``Squeeze`` between two ``Transpose``) ending in a transpose is a view of its first value
+    where the elements stay in order. A transpose or reshape whose every reader was so
+    replaced is dropped (unless it is a graph output). Transposes move values without
+    arithmetic: results are unchanged."""
     from ..._env import DEBUG
     from ..._ir import Node
 
     out_ids = {v.id for v in outputs.values()}
     producer = {v.id: n for n in nodes for v in n.outputs}
-    readers: dict[int, int] = {}
-    for n in nodes:
-        for vid in {v.id for v in n.inputs if v is not None}:
-            readers[vid] = readers.get(vid, 0) + 1
     replaced: dict[int, Any] = {}
-    dropped: set[int] = set()
     for b in nodes:
         if b.op != "transpose" or b.id in replaced:
             continue
+        src = _view_source(b, producer)
+        if src is not None:
+            replaced[b.id] = Node("reshape", [src], [b.outputs[0]], {"alias": True}, b.label)
+            if DEBUG >= 2:
+                log.debug("compose_transposes: [%s] as a view of %r", b.label, src)
+            continue
         mid = b.inputs[0]
         a = producer.get(mid.id)
-        if a is None or a.op != "transpose" or a.id in dropped or a.id in replaced:
+        if a is None or a.op != "transpose":
             continue
         x, y = a.inputs[0], b.outputs[0]
         perm = [a.attrs["permutation"][p] for p in b.attrs["permutation"]]
@@ -105,10 +144,17 @@ def compose_transposes(nodes: list, outputs: dict, context=None) -> list:
         else:
             new = Node("transpose", [x], [y], {"permutation": perm, "alias": _alias(x.shape, perm)}, b.label)
         replaced[b.id] = new
-        if readers.get(mid.id, 0) == 1 and mid.id not in out_ids:
-            dropped.add(a.id)
         if DEBUG >= 2:
             log.debug("compose_transposes: [%s] and [%s] as %s %s", a.label, b.label, new.op, perm)
     if not replaced:
         return nodes
-    return [replaced.get(n.id, n) for n in nodes if n.id not in dropped]
+    result = [replaced.get(n.id, n) for n in nodes]
+    # drop the transposes and reshapes nothing reads any more (a chain: repeat)
+    while True:
+        read = set(out_ids)
+        for n in result:
+            read.update(v.id for v in n.inputs if v is not None)
+        keep = [n for n in result if n.op not in ("transpose", "reshape") or any(v.id in read for v in n.outputs)]
+        if len(keep) == len(result):
+            return result
+        result = keep

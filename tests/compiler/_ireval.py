@@ -1,0 +1,97 @@
+"""A float64 NumPy evaluator of hand-made graph IR (the operators the layout and normalization
+rules' tests use), to check that a rule's rewritten graph computes what the original did."""
+
+from __future__ import annotations
+
+import numpy as np
+from references import ref_conv2d, ref_resample
+
+TO_NCHW, TO_NHWC = [0, 3, 1, 2], [0, 2, 3, 1]
+
+
+def _conv(a, x, w, b=None):
+    nchw = a.get("input_layout", "nchw") == "nchw"
+    w = {"oihw": w, "ohwi": w.transpose(0, 3, 1, 2)}[a.get("filter_layout", "oihw")]
+    y = ref_conv2d(x if nchw else x.transpose(TO_NCHW), w, a["padding"], a["strides"], a["dilations"], a["groups"])
+    if b is not None:
+        y = y + b.reshape(1, -1, 1, 1)
+    return y if nchw else y.transpose(TO_NHWC)
+
+
+def _pool(a, x):
+    nchw = a.get("layout", "nchw") == "nchw"
+    xn = x if nchw else x.transpose(TO_NCHW)
+    wh, ww = a["window"]
+    n, c, h, w = xn.shape
+    y = np.stack([xn[:, :, i:i + h - wh + 1, j:j + w - ww + 1] for i in range(wh) for j in range(ww)]).mean(0)
+    return y if nchw else y.transpose(TO_NHWC)
+
+
+def _bn(a, x, mean, var, scale=None, bias=None):
+    shape = [1] * x.ndim
+    shape[a["axis"]] = -1
+    y = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + a["epsilon"])
+    y = y if scale is None else y * scale.reshape(shape)
+    return y if bias is None else y + bias.reshape(shape)
+
+
+def _softmax(a, x):
+    e = np.exp(x - x.max(axis=a["axis"], keepdims=True))
+    return e / e.sum(axis=a["axis"], keepdims=True)
+
+
+EVAL = {
+    "add": lambda n, x, y: x + y,
+    "mul": lambda n, x, y: x * y,
+    "sub": lambda n, x, y: x - y,
+    "div": lambda n, x, y: x / y,
+    "max": lambda n, x, y: np.maximum(x, y),
+    "relu": lambda n, x: np.maximum(x, 0),
+    "neg": lambda n, x: -x,
+    "sigmoid": lambda n, x: 1 / (1 + np.exp(-x)),
+    "transpose": lambda n, x: np.transpose(x, n.attrs["permutation"]),
+    "reshape": lambda n, x: x.reshape(n.outputs[0].shape),
+    "conv2d": lambda n, *xs: _conv(n.attrs, *xs),
+    "average_pool2d": lambda n, x: _pool(n.attrs, x),
+    "reduce_mean": lambda n, x: x.mean(axis=tuple(n.attrs["axes"]), keepdims=n.attrs["keep"]),
+    "softmax": lambda n, x: _softmax(n.attrs, x),
+    "concat": lambda n, *xs: np.concatenate(xs, axis=n.attrs["axis"]),
+    "slice": lambda n, x: x[tuple(slice(s, s + (d - 1) * t + 1, t) for s, d, t in
+                                  zip(n.attrs["starts"], n.outputs[0].shape, n.attrs["strides"]))],
+    "pad": lambda n, x: np.pad(x, list(zip(n.attrs["beginning_padding"], n.attrs["ending_padding"]))),
+    "resample2d": lambda n, x: ref_resample(x, "nearest-neighbor", [n.outputs[0].shape[a] for a in n.attrs["axes"]],
+                                            axes=n.attrs["axes"]),
+    "batch_normalization": lambda n, *xs: _bn(n.attrs, *xs),
+}
+
+
+def evaluate(nodes, outputs, feeds):
+    """float64 values of ``outputs`` computed node by node (constants from their data, ``feeds``
+    for the inputs: value id -> array)."""
+    env = {}
+
+    def val(v):
+        if v is None:
+            return None
+        if v.kind == "constant":
+            return v.data.astype(np.float64).reshape(v.shape)
+        if v.kind == "input":
+            return feeds[v.id]
+        return env[v.id]
+
+    for node in nodes:
+        y = EVAL[node.op](node, *[val(v) for v in node.inputs])
+        assert y.shape == tuple(node.outputs[0].shape), (node, y.shape)
+        env[node.outputs[0].id] = y
+    return {k: val(v) for k, v in outputs.items()}
+
+
+def feeds(nodes) -> dict:
+    """Seeded standard-normal data for every graph input the nodes read (value id -> array)."""
+    rng = np.random.default_rng(7)
+    seen = {}
+    for node in nodes:
+        for v in node.inputs:
+            if v is not None and v.kind == "input" and v.id not in seen:
+                seen[v.id] = rng.standard_normal(v.shape)
+    return seen
