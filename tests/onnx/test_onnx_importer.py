@@ -256,3 +256,59 @@ def test_docs_operator_table_is_the_supported_table():
     table = text[text.index("| ONNX operator | WebNN |"):].split("\n\n")[0].splitlines()[2:]
     rows = dict(line.strip("|").split(" | ", 1) for line in table)
     assert {k.strip(): v.strip() for k, v in rows.items()} == wonnx.supported_ops()
+
+
+def _templates(loaded) -> list[str]:
+    return [s.template for s in loaded.graph._steps if hasattr(s, "template")]
+
+
+@pytest.mark.parametrize("bias, group, const_weights", [(True, 1, False), (False, 4, True)])
+def test_conv_batchnorm_folds_into_the_conv(ctx, bias, group, const_weights):
+    """Conv -> BatchNormalization (inference) becomes one conv with the normalization in its
+    weights, from initializers or Constant nodes; a conv read by another node keeps its BN."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((8, 8 // group, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(8).astype(np.float32)
+    scale, offset, mean = (rng.standard_normal(8).astype(np.float32) for _ in range(3))
+    var = rng.uniform(0.5, 2, 8).astype(np.float32)
+    arrays = {"w": w, "scale": scale, "offset": offset, "mean": mean, "var": var, **({"b": b} if bias else {})}
+    conv_in = ["x", "w", "b"] if bias else ["x", "w"]
+    nodes = [helper.make_node("Conv", conv_in, ["c"], pads=[1, 1, 1, 1], group=group, name="conv"),
+             helper.make_node("BatchNormalization", ["c", "scale", "offset", "mean", "var"], ["y"], epsilon=1e-3,
+                              name="bn")]
+    if const_weights:
+        nodes = [helper.make_node("Constant", [], [k], value=numpy_helper.from_array(a, k)) for k, a in arrays.items()] \
+            + nodes
+        inits = []
+    else:
+        inits = [numpy_helper.from_array(a, k) for k, a in arrays.items()]
+    x = rng.standard_normal((1, 8, 6, 7)).astype(np.float32)
+    # float64 reference: the conv, then the normalization as ONNX defines it
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    cin = 8 // group
+    c = np.zeros((1, 8, 6, 7))
+    for o in range(8):
+        g0 = (o // (8 // group)) * cin
+        for i in range(cin):
+            for ky in range(3):
+                for kx in range(3):
+                    c[0, o] += w[o, i, ky, kx] * xp[0, g0 + i, ky:ky + 6, kx:kx + 7]
+    if bias:
+        c += b.reshape(1, 8, 1, 1)
+    sh = (1, 8, 1, 1)
+    want = (c - mean.reshape(sh)) / np.sqrt(var.reshape(sh) + 1e-3) * scale.reshape(sh) + offset.reshape(sh)
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, 8, 6, 7])], [_vi("y", TensorProto.FLOAT, None)], inits)
+    before = m.SerializeToString()
+    loaded = wonnx.load(m, ctx)
+    assert m.SerializeToString() == before  # the caller's model is not changed
+    assert not any(t.startswith("norm/") for t in _templates(loaded))
+    np.testing.assert_allclose(loaded.compute(x)["y"], want, atol=1e-4 * np.abs(want).max(), rtol=0)
+    # the conv's output also read elsewhere: no fold, same values
+    nodes2 = nodes + [helper.make_node("Relu", ["c"], ["r"])]
+    m2 = _model(nodes2, [_vi("x", TensorProto.FLOAT, [1, 8, 6, 7])],
+                [_vi("y", TensorProto.FLOAT, None), _vi("r", TensorProto.FLOAT, None)], inits)
+    loaded2 = wonnx.load(m2, ctx)
+    assert any(t.startswith("norm/") for t in _templates(loaded2))
+    out = loaded2.compute(x)
+    np.testing.assert_allclose(out["y"], want, atol=1e-4 * np.abs(want).max(), rtol=0)
+    np.testing.assert_allclose(out["r"], np.maximum(c, 0), atol=1e-4 * np.abs(c).max(), rtol=0)
