@@ -107,6 +107,9 @@ class Converter:
         self._reported: set[tuple] = set()
         self.used: set[str] = set()
         self.node: Node | None = None
+        #: value name -> (index operand, depth) for values that are one-hot encodings
+        #: (``ops._note_one_hot``)
+        self.one_hot: dict[str, tuple[Any, int]] = {}
         self._limits = builder.context.op_support_limits() if hasattr(builder, "context") else {}
 
     # ------------------------------------------------------------------ values

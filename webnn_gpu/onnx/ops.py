@@ -64,8 +64,29 @@ def _binary(method):
                     b = c.operand(b, da)
                 else:
                     raise Unsupported(f"Pow of a {da} base with a {db} exponent")
-        return c.call(method, *_same_type(c, a, b))
+        out = c.call(method, *_same_type(c, a, b))
+        if n.op == "Equal":
+            _note_one_hot(c, n, a, b)
+        return out
     return h
+
+
+def _note_one_hot(c, n, a, b) -> None:
+    """Record ``n``'s output as a one-hot encoding when it compares a run-time integer operand
+    of last dimension 1 with ``arange(depth)`` along a new last axis (either way round): a
+    ``MatMul`` of its float cast with a known matrix is then a gather of the matrix's rows
+    (:func:`_one_hot_matmul`)."""
+    if c.is_known(a):
+        a, b = b, a
+    if c.is_known(a) or not c.is_known(b) or a.data_type not in ("int32", "int64", "uint32", "uint8", "int8"):
+        return
+    sa, kb = c.shape(a), np.asarray(b)
+    if not sa or sa[-1] != 1 or kb.ndim < 1 or kb.ndim > len(sa) or any(d != 1 for d in kb.shape[:-1]):
+        return
+    depth = kb.shape[-1]
+    if depth < 2 or not np.array_equal(kb.reshape(-1), np.arange(depth)):
+        return
+    c.one_hot[n.outputs[0]] = (a, depth)
 
 
 for _k, _m in _BINARY.items():
@@ -297,6 +318,8 @@ def _where(c, n, x):
 @_h("Cast", to="cast; to bool: not_equal(x, 0)")
 def _cast(c, n, x):
     to = int(n.attr("to"))
+    if n.inputs[0] in c.one_hot and to in (1, 10):  # float, float16: the one-hot stays one
+        c.one_hot[n.outputs[0]] = c.one_hot[n.inputs[0]]
     return _cast_to(c, x[0], to)
 
 
@@ -664,10 +687,30 @@ def _gemm(c, n, x):
                   a_transpose=bool(n.attr("transA", 0)), b_transpose=bool(n.attr("transB", 0)))
 
 
-@_h("MatMul", to="matmul (1-D operands through reshape)")
+@_h("MatMul", to="matmul (1-D operands through reshape); a one-hot encoding times a known matrix: gather")
 def _matmul(c, n, x):
+    if n.inputs[0] in c.one_hot and c.is_known(x[1]):
+        out = _one_hot_matmul(c, *c.one_hot[n.inputs[0]], np.asarray(x[1]))
+        if out is not None:
+            return out
     a, b = _same_type(c, x[0], x[1])
     return _matmul_nd(c, a, b)
+
+
+def _one_hot_matmul(c, index, depth: int, w: np.ndarray):
+    """``one_hot(index, depth) @ w`` for a known ``[depth, N]`` matrix ``w``, as a gather of
+    its rows: exact (each output element is one weight times 1, plus zeros) for finite
+    weights. An index outside ``[0, depth)`` encodes no row, so it reads an appended row of
+    zeros: ``clamp(index, -1, depth)`` picks it from either side. None where this does not
+    apply (the caller does the matmul)."""
+    if w.ndim != 2 or w.shape[0] != depth or w.dtype.kind != "f" or not np.isfinite(w).all():
+        return None
+    si = c.shape(index)
+    rows = c.operand(np.concatenate([w, np.zeros((1, w.shape[1]), w.dtype)]))
+    idx = index if index.data_type in ("int32", "int64") else c.call("cast", index, "int32")
+    idx = c.call("clamp", idx, min_value=-1, max_value=depth)
+    idx = c.call("reshape", idx, list(si[:-1]))
+    return c.call("gather", rows, idx, axis=0)
 
 
 def _matmul_nd(c, a, b):
