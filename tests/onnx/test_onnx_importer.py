@@ -334,3 +334,28 @@ def test_one_hot_matmul_is_a_gather(ctx):
     x = np.array([[0, 1, 6, 3, -1, 7], [300, -2, -8, 2, 5, 4]], np.int32)
     want = (x[..., None] == np.arange(depth)).astype(np.float64) @ w.astype(np.float64)
     np.testing.assert_array_equal(loaded.compute(x)["y"], want.astype(np.float32))
+
+
+def test_elementwise_after_a_squeezed_conv_runs_in_its_kernel(ctx):
+    """A 1-D Conv (run as 2-D with a unit axis), or a 2-D one squeezed back to 3-D, followed
+    by an Add of a known bias and a Relu: both run in the conv's kernel (no element-wise
+    kernel); a ReduceMean over unit axes is no kernel."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((6, 4, 3)).astype(np.float32)
+    bias = rng.standard_normal((6, 1)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1]),
+             helper.make_node("Add", ["bias", "c"], ["a"]),
+             helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Unsqueeze", ["r", "axes"], ["r4"]),
+             helper.make_node("ReduceMean", ["r4", "axes"], ["y"], keepdims=0)]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "bias"),
+             numpy_helper.from_array(np.array([3], np.int64), "axes")]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, 4, 9])], [_vi("y", TensorProto.FLOAT, None)], inits, opset=18)
+    loaded = wonnx.load(m, ctx)
+    templates = _templates(loaded)
+    assert not any(t.startswith(("elementwise/", "reduce/")) for t in templates), templates
+    x = rng.standard_normal((1, 4, 9)).astype(np.float32)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1)))
+    conv = np.stack([sum(w[o, i, k] * xp[0, i, k:k + 9] for i in range(4) for k in range(3)) for o in range(6)])
+    want = np.maximum(conv + bias, 0)[None]
+    np.testing.assert_allclose(loaded.compute(x)["y"], want, atol=1e-5 * np.abs(want).max(), rtol=0)

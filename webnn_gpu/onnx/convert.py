@@ -86,6 +86,10 @@ def _attr_value(a) -> Any:
     return v
 
 
+def _non_unit(shape) -> tuple[int, ...]:
+    return tuple(int(d) for d in shape if d != 1)
+
+
 class Converter:
     """The state of one conversion."""
 
@@ -110,6 +114,9 @@ class Converter:
         #: value name -> (index operand, depth) for values that are one-hot encodings
         #: (``ops._note_one_hot``)
         self.one_hot: dict[str, tuple[Any, int]] = {}
+        #: id of a reshape's output -> (the run-time operand it views with only unit axes
+        #: added or removed, the output): :meth:`view_source`
+        self._views: dict[int, tuple[Any, Any]] = {}
         self._limits = builder.context.op_support_limits() if hasattr(builder, "context") else {}
 
     # ------------------------------------------------------------------ values
@@ -190,7 +197,17 @@ class Converter:
                                       f"(it takes {', '.join(ent['data_types'])})")
         if self.node is not None:
             kwargs.setdefault("label", self.node.name or self.node.op)
-        return getattr(self.b, method)(*args, **kwargs)
+        out = getattr(self.b, method)(*args, **kwargs)
+        if method == "reshape" and _non_unit(args[0].shape) == _non_unit(out.shape):
+            self._views[id(out)] = (self.view_source(args[0]) or args[0], out)
+        return out
+
+    def view_source(self, v):
+        """The operand that run-time operand ``v`` is a reshape of, when the reshape(s) only
+        added or removed axes of size 1 (an element-wise op on ``v`` may then run on it, in
+        the producing kernel's epilogue, and be reshaped after), else None."""
+        ent = self._views.get(id(v)) if not isinstance(v, np.ndarray) and v is not None else None
+        return ent[0] if ent is not None and ent[1] is v else None
 
     # ------------------------------------------------------------------ graph walk
     def run(self) -> Converted:

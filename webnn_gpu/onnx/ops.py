@@ -64,11 +64,51 @@ def _binary(method):
                     b = c.operand(b, da)
                 else:
                     raise Unsupported(f"Pow of a {da} base with a {db} exponent")
+        moved = _binary_through_view(c, method, a, b)
+        if moved is not None:
+            return moved
         out = c.call(method, *_same_type(c, a, b))
         if n.op == "Equal":
             _note_one_hot(c, n, a, b)
         return out
     return h
+
+
+#: element-wise methods that a conv or matmul kernel can apply as it stores (its epilogue)
+_EPILOGUE_BINARY = ("add", "sub", "mul", "div", "max", "min", "pow")
+
+
+def _view_host(c, v):
+    """The operand computed by a kernel that run-time ``v`` views through reshapes that only
+    add or remove unit axes (a 1-D conv's output, a squeezed conv output), or None."""
+    src = c.view_source(v)
+    return src if src is not None and src._value.kind == "op" else None
+
+
+def _binary_through_view(c, method, a, b):
+    """``method(a, b)`` computed before the reshape when one side is known and the other
+    is a unit-axes view of a kernel's output (:func:`_view_host`), so that the producing
+    kernel can take it as an epilogue step: the known side is re-laid out for the source's
+    shape (the same elements meet), then the result is reshaped. None where that does not
+    apply."""
+    if method not in _EPILOGUE_BINARY or c.is_known(a) == c.is_known(b):
+        return None
+    v, k = (b, a) if c.is_known(a) else (a, b)
+    src = _view_host(c, v)
+    if src is None:
+        return None
+    sv, ss, kk = c.shape(v), c.shape(src), np.asarray(k)
+    if kk.ndim > len(sv):
+        return None
+    kp = (1,) * (len(sv) - kk.ndim) + kk.shape
+    if any(d not in (1, e) for d, e in zip(kp, sv)):
+        return None  # the known side would expand the result
+    per_axis = [d for d, e in zip(kp, sv) if e != 1]
+    it = iter(per_axis)
+    ks = [next(it) if e != 1 else 1 for e in ss]
+    k2 = kk.reshape(ks)
+    args = (k2, src) if v is b else (src, k2)
+    return c.call("reshape", c.call(method, *_same_type(c, *args)), list(sv))
 
 
 def _note_one_hot(c, n, a, b) -> None:
@@ -139,7 +179,11 @@ _UNARY = {"Abs": "abs", "Neg": "neg", "Ceil": "ceil", "Floor": "floor", "Round":
 
 def _unary(method):
     def h(c, n, x):
-        return c.call(method, c.operand(x[0]))
+        v = c.operand(x[0])
+        src = _view_host(c, v) if v.data_type in ("float32", "float16") else None
+        if src is not None:  # in the producing kernel's epilogue, then the reshape
+            return c.call("reshape", c.call(method, src), list(c.shape(v)))
+        return c.call(method, v)
     return h
 
 
@@ -874,8 +918,16 @@ def _reduce(method):
         keep = bool(n.attr("keepdims", 1))
         if axes == []:
             return c.call("identity", v)
+        shape = c.shape(v)
+        red = range(len(shape)) if axes is None else axes
+        if method in _REDUCE_ONE and all(shape[a] == 1 for a in red):  # each output is its one value
+            return c.call("reshape", v, [d for i, d in enumerate(shape) if keep or i not in red])
         return c.call(method, v, axes=axes, keep_dimensions=keep)
     return h
+
+
+#: reductions whose value over a single element is that element (no kernel: a reshape)
+_REDUCE_ONE = ("reduce_max", "reduce_mean", "reduce_min", "reduce_product", "reduce_sum")
 
 
 for _k, _m in _REDUCE.items():
