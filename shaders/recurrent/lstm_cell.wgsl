@@ -11,6 +11,7 @@
     H B T D GH I  sizes (T = 1); direction (unused: one step reads and writes time 0)
     gate        {"i": i, "o": i, "f": i, "g": i}: row block of each gate
     acts        [f, g, h] activations; has_bias, has_rbias, has_peep, has_h0, has_c0, has_seq
+    w_t, r_t    w / r bound transposed ([D, I, 4H] / [D, H, 4H]: constant weights)
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; one invocation per (d, b, j).
   Sums in f32: x W' + bias + rbias, then + h R', as the project and step kernels do.
 -#}
@@ -18,6 +19,11 @@
 {% import "_lib/activations.wgsl" as actlib %}
 {% import "recurrent/_rnn.wgsl" as rnn %}
 {% set IO, OO, FO, GO = gate.i * H, gate.o * H, gate.f * H, gate.g * H %}
+{#- row G + j, column k of direction d's weight `name` ([D, GH, KK], or [D, KK, GH] when
+    transposed: neighbouring invocations then read neighbouring words) -#}
+{% macro wload(name, G, KK, transposed) -%}
+{% if transposed %}f32(load_{{ name }}((d * {{ KK }}u + k) * {{ GH }}u + {{ G }}u + j)){% else %}f32(load_{{ name }}((wrow + {{ G }}u + j) * {{ KK }}u + k)){% endif %}
+{%- endmacro %}
 {{ io.prelude(k, int64) }}
 {{ actlib.defs("f32", ["sigmoid", "tanh"]) }}
 {{ io.main_header(k) }}
@@ -30,10 +36,10 @@
   var ag = 0.0;
   for (var k = 0u; k < {{ I }}u; k = k + 1u) {
     let xk = f32(load_x(xo + k));
-    ai = ai + xk * f32(load_w((wrow + {{ IO }}u + j) * {{ I }}u + k));
-    ao = ao + xk * f32(load_w((wrow + {{ OO }}u + j) * {{ I }}u + k));
-    af = af + xk * f32(load_w((wrow + {{ FO }}u + j) * {{ I }}u + k));
-    ag = ag + xk * f32(load_w((wrow + {{ GO }}u + j) * {{ I }}u + k));
+    ai = ai + xk * {{ wload("w", IO, I, w_t) }};
+    ao = ao + xk * {{ wload("w", OO, I, w_t) }};
+    af = af + xk * {{ wload("w", FO, I, w_t) }};
+    ag = ag + xk * {{ wload("w", GO, I, w_t) }};
   }
 {% for name in ("bias", "rbias") if (has_bias if name == "bias" else has_rbias) %}
   ai = ai + f32(load_{{ name }}(wrow + {{ IO }}u + j));
@@ -49,10 +55,10 @@
   let hrow = db * {{ H }}u;
   for (var k = 0u; k < {{ H }}u; k = k + 1u) {
     let hk = f32(load_h0(hrow + k));
-    si = si + hk * f32(load_r((wrow + {{ IO }}u + j) * {{ H }}u + k));
-    so = so + hk * f32(load_r((wrow + {{ OO }}u + j) * {{ H }}u + k));
-    sf = sf + hk * f32(load_r((wrow + {{ FO }}u + j) * {{ H }}u + k));
-    sg = sg + hk * f32(load_r((wrow + {{ GO }}u + j) * {{ H }}u + k));
+    si = si + hk * {{ wload("r", IO, H, r_t) }};
+    so = so + hk * {{ wload("r", OO, H, r_t) }};
+    sf = sf + hk * {{ wload("r", FO, H, r_t) }};
+    sg = sg + hk * {{ wload("r", GO, H, r_t) }};
   }
   ai = ai + si;
   ao = ao + so;

@@ -443,6 +443,18 @@ def _step_constant(s: int) -> Value:
     return Value("uint32", (1,), "constant", data=np.array([s], np.uint32))
 
 
+def _transposed(v: Value) -> Value | None:
+    """A constant weight ``[(D,) G, K]`` as a new constant ``[D, K, G]`` (so that the
+    invocations of neighbouring hidden units read neighbouring words), or None for a weight
+    computed at run time."""
+    if v.kind != "constant" or v.data is None:
+        return None
+    g, k = v.shape[-2], v.shape[-1]
+    d = v.size // (g * k)
+    data = np.ascontiguousarray(v.data.reshape(d, g, k).transpose(0, 2, 1)).reshape(-1)
+    return Value(v.data_type, (d, k, g), "constant", data=data)
+
+
 @lowering("gru", "gru_cell", "lstm", "lstm_cell")
 def lower_recurrent(node, lc) -> None:
     """project, init, one step kernel (two for GRU with reset_after=False) per step, finish;
@@ -470,13 +482,14 @@ def lower_recurrent(node, lc) -> None:
 
     if is_lstm and steps == 1:  # one kernel: no projection, state or finishing buffers
         # without an initial hidden state h R' is 0: the recurrent weight is not bound
-        ins = [("x", vx), ("w", vw)] + [(k, v) for k, v in (("r", vr if vh is not None else None), ("bias", vb),
-                                                           ("rbias", vrb), ("peep", vp), ("h0", vh), ("c0", vc))
-                                        if v is not None]
+        w_in, r_in = _transposed(vw), _transposed(vr) if vh is not None else None
+        ins = [("x", vx), ("w", w_in or vw)] + [
+            (k, v) for k, v in (("r", (r_in or vr) if vh is not None else None), ("bias", vb), ("rbias", vrb),
+                                ("peep", vp), ("h0", vh), ("c0", vc)) if v is not None]
         outs = [("out_h", node.outputs[0]), ("out_c", node.outputs[1])] + ([("seq", seq)] if seq is not None else [])
         lc.kernel("recurrent/lstm_cell.wgsl", ins, outs, n, gate=gate, acts=acts, has_bias=vb is not None,
                   has_rbias=vrb is not None, has_peep=vp is not None, has_h0=vh is not None, has_c0=vc is not None,
-                  has_seq=seq is not None, **common)
+                  has_seq=seq is not None, w_t=w_in is not None, r_t=r_in is not None, **common)
         return
 
     proj = lc.temp("float32", (nd, steps, batch, gh))
