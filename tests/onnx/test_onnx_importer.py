@@ -359,3 +359,43 @@ def test_elementwise_after_a_squeezed_conv_runs_in_its_kernel(ctx):
     conv = np.stack([sum(w[o, i, k] * xp[0, i, k:k + 9] for i in range(4) for k in range(3)) for o in range(6)])
     want = np.maximum(conv + bias, 0)[None]
     np.testing.assert_allclose(loaded.compute(x)["y"], want, atol=1e-5 * np.abs(want).max(), rtol=0)
+
+
+def test_conv_scales_and_offsets_fold_into_the_weights(ctx):
+    """Per-channel Mul/Add before an unpadded Conv and Mul/Add/Sub/Div after one (PP-LCNet's
+    learnable affine blocks) fold into the convs' weights: no element-wise kernel is left.
+    Where folding would not be exact (an offset before a padded conv, a conv subtracted from
+    a constant) the ops stay; both graphs match ONNX Runtime's CPU provider."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(6)
+
+    def arr(*shape):
+        return rng.uniform(0.5, 1.5, shape).astype(np.float32)
+
+    consts = {"s_in": arr(1, 4, 1, 1), "a_in": arr(4, 1, 1), "w1": arr(6, 4, 1, 1) - 1, "b1": arr(6),
+              "half": np.array(0.5, np.float32), "off": arr(6, 1, 1), "w2": arr(6, 6, 3, 3) - 1,
+              "k": arr(1), "d": arr(1, 6, 1, 1), "w3": arr(6, 4, 3, 3) - 1}
+    inits = [numpy_helper.from_array(a, k) for k, a in consts.items()]
+    x = rng.standard_normal((1, 4, 5, 7)).astype(np.float32)
+
+    def check(nodes, folds):
+        m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, 4, 5, 7])], [_vi("y", TensorProto.FLOAT, None)], inits)
+        loaded = wonnx.load(m, ctx)
+        assert (not any(t.startswith("elementwise/") for t in _templates(loaded))) == folds, _templates(loaded)
+        ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        np.testing.assert_allclose(loaded.compute(x)["y"], ref, atol=1e-5 * np.abs(ref).max(), rtol=0)
+
+    check([helper.make_node("Mul", ["x", "s_in"], ["t0"]),
+           helper.make_node("Add", ["a_in", "t0"], ["t1"]),
+           helper.make_node("Conv", ["t1", "w1", "b1"], ["c1"]),
+           helper.make_node("Mul", ["half", "c1"], ["t2"]),
+           helper.make_node("Add", ["t2", "off"], ["t3"]),
+           helper.make_node("Relu", ["t3"], ["r"]),
+           helper.make_node("Conv", ["r", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+           helper.make_node("Sub", ["c2", "k"], ["t4"]),
+           helper.make_node("Div", ["t4", "d"], ["y"])], True)
+    check([helper.make_node("Add", ["x", "a_in"], ["t1"]),
+           helper.make_node("Conv", ["t1", "w3"], ["c2"], pads=[1, 1, 1, 1]),
+           helper.make_node("Sub", ["k", "c2"], ["t4"]),
+           helper.make_node("Relu", ["t4"], ["y"])], False)
