@@ -375,7 +375,8 @@ def test_conv_scales_and_offsets_fold_into_the_weights(ctx):
 
     consts = {"s_in": arr(1, 4, 1, 1), "a_in": arr(4, 1, 1), "w1": arr(6, 4, 1, 1) - 1, "b1": arr(6),
               "half": np.array(0.5, np.float32), "off": arr(6, 1, 1), "w2": arr(6, 6, 3, 3) - 1,
-              "k": arr(1), "d": arr(1, 6, 1, 1), "w3": arr(6, 4, 3, 3) - 1}
+              "k": arr(1), "d": arr(1, 6, 1, 1), "w3": arr(6, 4, 3, 3) - 1, "w4": arr(5, 6, 1, 1) - 1,
+              "three": np.array(3, np.float32), "zero": np.array(0, np.float32), "six": np.array(6, np.float32)}
     inits = [numpy_helper.from_array(a, k) for k, a in consts.items()]
     x = rng.standard_normal((1, 4, 5, 7)).astype(np.float32)
 
@@ -395,6 +396,13 @@ def test_conv_scales_and_offsets_fold_into_the_weights(ctx):
            helper.make_node("Conv", ["r", "w2"], ["c2"], pads=[1, 1, 1, 1]),
            helper.make_node("Sub", ["c2", "k"], ["t4"]),
            helper.make_node("Div", ["t4", "d"], ["y"])], True)
+    # a hard-swish's "/ 6" before a pointwise conv stays: the compiler's hard-swish fusion takes it
+    check([helper.make_node("Conv", ["x", "w3"], ["c1"], pads=[1, 1, 1, 1]),
+           helper.make_node("Add", ["c1", "three"], ["t0"]),
+           helper.make_node("Clip", ["t0", "zero", "six"], ["t1"]),
+           helper.make_node("Mul", ["c1", "t1"], ["t2"]),
+           helper.make_node("Div", ["t2", "six"], ["t3"]),
+           helper.make_node("Conv", ["t3", "w4"], ["y"])], True)
     check([helper.make_node("Add", ["x", "a_in"], ["t1"]),
            helper.make_node("Conv", ["t1", "w3"], ["c2"], pads=[1, 1, 1, 1]),
            helper.make_node("Sub", ["k", "c2"], ["t4"]),

@@ -71,7 +71,9 @@ def fold_conv_affine(nodes, env: dict, outputs) -> list:
     * Input side: a ``Mul``, ``Div``, ``Add`` or ``Sub`` (the conv's input on the left) of a
       known per-channel operand whose only reader is a ``Conv`` without padding and with one
       group: ``W' = W * s`` along the input channels, ``B' = B + sum(W * a)`` (exact without
-      padding: every window reads only transformed values).
+      padding: every window reads only transformed values); not a scale of a product of two
+      run-time values (the ``/ 6`` of ``x * clip(x + 3, 0, 6) / 6``, which the compiler's
+      hard-swish fusion takes).
 
     Chains fold one step after the other (a conv followed by a scale and an offset). The
     folded values are computed in float64 and stored in the weights' type. Fires only where
@@ -197,6 +199,10 @@ def fold_conv_affine(nodes, env: dict, outputs) -> list:
             if vec is None or (prod.op_type == "Div" and not np.all(vec)):
                 continue
             x_in = prod.input[0] if left is not None else prod.input[1]
+            before = producer.get(x_in)
+            if prod.op_type in ("Mul", "Div") and before is not None and nodes[before].op_type == "Mul" and not any(
+                    isinstance(known.get(t), np.ndarray) for t in nodes[before].input):
+                continue  # the scale ends an activation x * f(x) (hard-swish's / 6): its fusion takes it
             w64 = w.astype(np.float64)
             cshape = (1, -1) + (1,) * (w.ndim - 2)
             if prod.op_type in ("Mul", "Div"):
