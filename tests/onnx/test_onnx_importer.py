@@ -407,3 +407,29 @@ def test_conv_scales_and_offsets_fold_into_the_weights(ctx):
            helper.make_node("Conv", ["t1", "w3"], ["c2"], pads=[1, 1, 1, 1]),
            helper.make_node("Sub", ["k", "c2"], ["t4"]),
            helper.make_node("Relu", ["t4"], ["y"])], False)
+
+
+def test_squeeze_excite_layers_run_as_one_kernel(ctx):
+    """GlobalAveragePool -> 1x1 Conv -> Relu -> 1x1 Conv -> HardSigmoid -> Mul: the two convs
+    on the pooled pixel run in NHWC (the same bytes), so the compiler's squeeze-excite kernel
+    takes both with their activations; values as ONNX Runtime's CPU provider."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(7)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 16, 1, 1)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b1"),
+             numpy_helper.from_array(rng.standard_normal((16, 4, 1, 1)).astype(np.float32), "w2"),
+             numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b2")]
+    nodes = [helper.make_node("GlobalAveragePool", ["x"], ["p"]),
+             helper.make_node("Conv", ["p", "w1", "b1"], ["c1"]),
+             helper.make_node("Relu", ["c1"], ["r"]),
+             helper.make_node("Conv", ["r", "w2", "b2"], ["c2"]),
+             helper.make_node("HardSigmoid", ["c2"], ["s"], alpha=0.2, beta=0.5),
+             helper.make_node("Mul", ["x", "s"], ["y"])]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, 16, 5, 6])], [_vi("y", TensorProto.FLOAT, None)], inits)
+    loaded = wonnx.load(m, ctx)
+    templates = _templates(loaded)
+    assert "matmul/squeeze_excite.wgsl" in templates and not any(t.startswith("matmul/small") for t in templates)
+    x = rng.standard_normal((1, 16, 5, 6)).astype(np.float32)
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(loaded.compute(x)["y"], ref, atol=1e-5 * np.abs(ref).max(), rtol=0)

@@ -177,13 +177,19 @@ _UNARY = {"Abs": "abs", "Neg": "neg", "Ceil": "ceil", "Floor": "floor", "Round":
           "Softsign": "softsign", "Sign": "sign", "Not": "logical_not", "IsNaN": "is_nan", "HardSwish": "hard_swish"}
 
 
+def _act(c, v, method, **kw):
+    """``method(v, **kw)``, an element-wise op of one float operand: on the kernel output that
+    ``v`` is a unit-axes view of (:func:`_view_host`), where it runs in the kernel's
+    epilogue, then reshaped."""
+    src = _view_host(c, v) if v.data_type in ("float32", "float16") else None
+    if src is not None:
+        return c.call("reshape", c.call(method, src, **kw), list(c.shape(v)))
+    return c.call(method, v, **kw)
+
+
 def _unary(method):
     def h(c, n, x):
-        v = c.operand(x[0])
-        src = _view_host(c, v) if v.data_type in ("float32", "float16") else None
-        if src is not None:  # in the producing kernel's epilogue, then the reshape
-            return c.call("reshape", c.call(method, src), list(c.shape(v)))
-        return c.call(method, v)
+        return _act(c, c.operand(x[0]), method)
     return h
 
 
@@ -261,7 +267,7 @@ def _quick_gelu(c, n, x):
 
 @_h("Elu", to="elu")
 def _elu(c, n, x):
-    return c.call("elu", c.operand(x[0]), alpha=float(n.attr("alpha", 1.0)))
+    return _act(c, c.operand(x[0]), "elu", alpha=float(n.attr("alpha", 1.0)))
 
 
 @_h("Selu", to="gamma * elu(x, alpha)")
@@ -284,12 +290,13 @@ def _celu(c, n, x):
 
 @_h("LeakyRelu", to="leaky_relu")
 def _leaky(c, n, x):
-    return c.call("leaky_relu", c.operand(x[0]), alpha=float(n.attr("alpha", 0.01)))
+    return _act(c, c.operand(x[0]), "leaky_relu", alpha=float(n.attr("alpha", 0.01)))
 
 
 @_h("HardSigmoid", to="hard_sigmoid")
 def _hard_sigmoid(c, n, x):
-    return c.call("hard_sigmoid", c.operand(x[0]), alpha=float(n.attr("alpha", 0.2)), beta=float(n.attr("beta", 0.5)))
+    return _act(c, c.operand(x[0]), "hard_sigmoid", alpha=float(n.attr("alpha", 0.2)),
+                beta=float(n.attr("beta", 0.5)))
 
 
 @_h("ThresholdedRelu", to="where(x > alpha, x, 0)")
@@ -332,7 +339,7 @@ def _clip(c, n, x):
     v = c.operand(x[0])
     if n.since < 11:
         lo, hi = n.attr("min"), n.attr("max")
-        return c.call("clamp", v, min_value=lo if lo is not None else None, max_value=hi)
+        return _act(c, v, "clamp", min_value=lo if lo is not None else None, max_value=hi)
     lo = x[1] if len(x) > 1 else None
     hi = x[2] if len(x) > 2 else None
     kw = {}
@@ -346,7 +353,7 @@ def _clip(c, n, x):
         else:
             out = c.call(method, out, c.operand(bound, v.data_type))
     if kw:
-        out = c.call("clamp", out, **kw)
+        out = _act(c, out, "clamp", **kw)
     if out is v:
         out = c.call("identity", v)
     return out
@@ -442,13 +449,27 @@ def _ext(vals, one_d, fill):
     return [*vals, fill] if one_d else list(vals)
 
 
-@_h("Conv", to="conv2d (nchw, oihw); 1-D through a trailing axis of size 1")
+@_h("Conv", to="conv2d (nchw, oihw); 1-D through a trailing axis of size 1; 1x1 on 1x1 pixels in nhwc")
 def _conv(c, n, x):
     v, w, bias, r, kernel, strides, dil, in_sizes, one_d = _conv_common(c, n, x)
     begin, end = _spatial_pads(n, in_sizes, kernel, strides, dil)
+    if not one_d and in_sizes == [1, 1] and kernel == [1, 1] and not any(begin + end) and int(n.attr("group", 1)) == 1:
+        out = _pixel_conv(c, v, w, bias)
+        return _activation(c, n, out) if n.domain == MS else out
     out = c.call("conv2d", v, w, padding=_pads4(begin, end, one_d), strides=_ext(strides, one_d, 1),
                  dilations=_ext(dil, one_d, 1), groups=int(n.attr("group", 1)), bias=bias)
     return _activation(c, n, out) if n.domain == MS else (_from_2d(c, out) if one_d else out)
+
+
+def _pixel_conv(c, v, w, bias):
+    """A 1x1 conv of ``[N, C, 1, 1]`` pixels (squeeze-and-excite's layers) in NHWC: the same
+    bytes as ``[N, 1, 1, C]`` and an ``ohwi`` filter ``[O, 1, 1, C]`` (reshapes, no copy), so
+    the compiler's NHWC fusions (its squeeze-excite kernel) take it."""
+    N, C = c.shape(v)[:2]
+    O = c.shape(w)[0]
+    out = c.call("conv2d", c.call("reshape", v, [N, 1, 1, C]), c.call("reshape", w, [O, 1, 1, C]), bias=bias,
+                 input_layout="nhwc", filter_layout="ohwi")
+    return c.call("reshape", out, [N, O, 1, 1])
 
 
 def _from_2d(c, v):
