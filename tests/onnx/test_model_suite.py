@@ -4,8 +4,9 @@ through webnn_gpu.onnx.backend, each on the input and with the tolerances ONNX's
 ``BackendTest`` uses (``onnx_model_suite.py``).
 
 Every case must pass, except those the device refuses, listed in ``EXCLUDED`` with the
-reason. ``make test`` runs squeezenet (its first build takes seconds); ``pytest -m soak``
-runs all of them (densenet121's first build compiles for minutes on lavapipe).
+reason. They are soak tests (``pytest -m soak tests/onnx``): their first builds compile for
+minutes on lavapipe (224x224 networks; densenet121 156 s, squeezenet 131 s with Mesa's cache
+empty on the shared 2-core machine); ``make test`` checks that the cases are there.
 """
 
 from __future__ import annotations
@@ -35,12 +36,8 @@ def test_model_cases_are_present():
                                   "shufflenet", "vgg19", "zfnet512", "bvlc_alexnet"}
 
 
-def test_squeezenet():
-    _check("squeezenet")
-
-
 @pytest.mark.soak
-@pytest.mark.parametrize("name", ["resnet50", "densenet121", "inception_v1", "inception_v2", "shufflenet", "vgg19",
-                                  "zfnet512", "bvlc_alexnet"])
+@pytest.mark.parametrize("name", ["resnet50", "densenet121", "inception_v1", "inception_v2", "squeezenet", "shufflenet",
+                                  "vgg19", "zfnet512", "bvlc_alexnet"])
 def test_model_case(name):
     _check(name)
