@@ -433,3 +433,22 @@ def test_squeeze_excite_layers_run_as_one_kernel(ctx):
     x = rng.standard_normal((1, 16, 5, 6)).astype(np.float32)
     ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(loaded.compute(x)["y"], ref, atol=1e-5 * np.abs(ref).max(), rtol=0)
+
+
+def test_fused_conv_activation_runs_in_the_conv(ctx):
+    """com.microsoft FusedConv, 1-D (a unit axis added and removed): its activation is the
+    conv's epilogue; values as ONNX Runtime's CPU provider."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(8)
+    inits = [numpy_helper.from_array(rng.standard_normal((6, 4, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b")]
+    nodes = [helper.make_node("FusedConv", ["x", "w", "b"], ["y"], domain="com.microsoft", activation="LeakyRelu",
+                              activation_params=[0.1], pads=[1, 1])]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, 4, 9])], [_vi("y", TensorProto.FLOAT, None)], inits,
+               extra_opsets=[("com.microsoft", 1)])
+    loaded = wonnx.load(m, ctx)
+    assert not any(t.startswith("elementwise/") for t in _templates(loaded))
+    x = rng.standard_normal((1, 4, 9)).astype(np.float32)
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(loaded.compute(x)["y"], ref, atol=1e-5 * np.abs(ref).max(), rtol=0)

@@ -203,7 +203,8 @@ class Converter:
                 return src  # reshapes that cancel: the value itself
         out = getattr(self.b, method)(*args, **kwargs)
         if method == "reshape" and _non_unit(args[0].shape) == _non_unit(out.shape):
-            self._views[id(out)] = (self.view_source(args[0]) or args[0], out)
+            src = self.view_source(args[0])
+            self._views[id(out)] = (args[0] if src is None else src, out)
         return out
 
     def view_source(self, v):

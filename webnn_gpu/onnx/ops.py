@@ -487,18 +487,18 @@ def _activation(c, n, out):
         return out
     params = list(n.attr("activation_params") or [])
     if act == "Relu":
-        return c.call("relu", out)
+        return _act(c, out, "relu")
     if act == "Tanh":
-        return c.call("tanh", out)
+        return _act(c, out, "tanh")
     if act == "Sigmoid":
-        return c.call("sigmoid", out)
+        return _act(c, out, "sigmoid")
     if act == "LeakyRelu":
-        return c.call("leaky_relu", out, alpha=float(params[0]) if params else 0.01)
+        return _act(c, out, "leaky_relu", alpha=float(params[0]) if params else 0.01)
     if act == "HardSigmoid":
-        return c.call("hard_sigmoid", out, alpha=float(params[0]) if params else 0.2,
-                      beta=float(params[1]) if len(params) > 1 else 0.5)
+        return _act(c, out, "hard_sigmoid", alpha=float(params[0]) if params else 0.2,
+                    beta=float(params[1]) if len(params) > 1 else 0.5)
     if act == "Clip":
-        return c.call("clamp", out, min_value=float(params[0]), max_value=float(params[1]))
+        return _act(c, out, "clamp", min_value=float(params[0]), max_value=float(params[1]))
     raise Unsupported(f"FusedConv activation {act!r}")
 
 
