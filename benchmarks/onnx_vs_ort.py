@@ -18,7 +18,9 @@ same photo as the TFLite load; ``twin/tflite`` is its latency over the TFLite lo
 Mesa 25's lavapipe (``peers.mesa25()``, Debian backports) in child processes, one after the
 other, ``--webgpu-turns`` times (``benchmarks/peer_runner.py``: warm-up runs, then timed runs,
 input written and output read back in each); the medians are over all timed runs of a side, so
-a change of the machine's load between the turns hits both sides alike.
+a change of the machine's load between the turns hits both sides alike. The CPU time of each run
+(every thread of the child process, the driver's included) is printed too: on a machine shared
+with other work it moves less than the wall time.
 
 (Not named onnx.py: a file of that name in this folder would shadow the onnx package.)
 """
@@ -113,17 +115,18 @@ def bench(name: str, rounds: int, ctx) -> dict[str, float]:
 def webgpu(name: str, repeats: int, turns: int = 1) -> dict[str, float | str]:
     """Median ms of ORT's WebGPU provider and of webnn-gpu on Mesa 25 (child processes, the two
     in turn ``turns`` times: the median over all their timed runs), or the reason."""
-    out: dict[str, float | str] = {}
-    samples: dict[str, list[float]] = {"ort-webgpu": [], "webnn-gpu": []}
+    errors: dict[str, str] = {}
+    samples: dict[str, list[float]] = {}
     for _ in range(turns):
         r = _webgpu_turn(name, repeats)
         for k, v in r.items():
             if isinstance(v, str):
-                out[k] = v
+                errors[k] = v
             else:
-                samples[k] += v
+                samples.setdefault(k, []).extend(v)
+    out: dict[str, float | str] = dict(errors)
     for k, v in samples.items():
-        if v and k not in out:
+        if v and k.split(" ")[0] not in errors:
             out[k] = statistics.median(v)
     return out
 
@@ -145,6 +148,7 @@ def _webgpu_turn(name: str, repeats: int) -> dict[str, list[float] | str]:
             r = peers.run_peer("ort-webgpu", path, python=peers.venv_python("ort-webgpu"),
                                extra=["--feed", str(feed)], **common)
             out["ort-webgpu"] = list(r["ms"])
+            out["ort-webgpu cpu"] = list(r.get("cpu_ms", []))
         except peers.PeerUnavailable as exc:
             out["ort-webgpu"] = str(exc).splitlines()[0][:160]
         extra = ["--feed", str(feed)]
@@ -155,6 +159,7 @@ def _webgpu_turn(name: str, repeats: int) -> dict[str, list[float] | str]:
         try:
             r = peers.run_peer("webnn", path, extra=extra, **common)
             out["webnn-gpu"] = list(r["ms"])
+            out["webnn-gpu cpu"] = list(r.get("cpu_ms", []))
         except peers.PeerUnavailable as exc:
             out["webnn-gpu"] = str(exc).splitlines()[0][:160]
     return out
@@ -183,6 +188,8 @@ def main() -> int:
             ratio = ""
             if all(isinstance(r.get(k), float) for k in ("ort-webgpu", "webnn-gpu")):
                 ratio = f"  webnn/ort-webgpu {r['webnn-gpu'] / r['ort-webgpu']:.2f}"
+            if all(isinstance(r.get(k), float) for k in ("ort-webgpu cpu", "webnn-gpu cpu")):
+                ratio += f" (CPU time {r['webnn-gpu cpu'] / r['ort-webgpu cpu']:.2f})"
             print(f"{'':12s} Mesa 25: {cols}{ratio}", flush=True)
     return 0
 
