@@ -315,25 +315,28 @@ def test_conv_batchnorm_folds_into_the_conv(ctx, bias, group, const_weights):
 
 
 def test_one_hot_matmul_is_a_gather(ctx):
-    """Cast(Equal(index[..., 1], arange(depth))) @ W (jax2tf's one_hot, as in Magika) becomes a
-    gather of W's rows; indices outside [0, depth) give zero rows, as the one-hot does."""
+    """Cast(Equal(index[..., 1], arange(depth))) @ W + bias (jax2tf's one_hot, as in Magika)
+    becomes a gather of the rows of W + bias; indices outside [0, depth) give the bias alone,
+    as the one-hot does (bit-exact: the same float32 additions)."""
     depth, n = 7, 5
     rng = np.random.default_rng(4)
     w = rng.standard_normal((depth, n)).astype(np.float32)
     nodes = [helper.make_node("Unsqueeze", ["x", "axes"], ["xu"]),
              helper.make_node("Equal", ["xu", "iota"], ["eq"]),
              helper.make_node("Cast", ["eq"], ["oh"], to=TensorProto.FLOAT),
-             helper.make_node("MatMul", ["oh", "w"], ["y"])]
+             helper.make_node("MatMul", ["oh", "w"], ["mm"]),
+             helper.make_node("Add", ["bias", "mm"], ["y"])]
+    bias = rng.standard_normal(n).astype(np.float32)
     inits = [numpy_helper.from_array(np.array([2], np.int64), "axes"),
              numpy_helper.from_array(np.arange(depth, dtype=np.int32).reshape(1, 1, depth), "iota"),
-             numpy_helper.from_array(w, "w")]
+             numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "bias")]
     m = _model(nodes, [_vi("x", TensorProto.INT32, [2, 6])], [_vi("y", TensorProto.FLOAT, None)], inits)
     loaded = wonnx.load(m, ctx)
     templates = _templates(loaded)
-    assert not any(t.startswith("matmul/") for t in templates) and "gather_scatter/gather.wgsl" in templates
+    assert templates == ["elementwise/map.wgsl", "gather_scatter/gather.wgsl"]  # clamp, gather (bias in the table)
     x = np.array([[0, 1, 6, 3, -1, 7], [300, -2, -8, 2, 5, 4]], np.int32)
-    want = (x[..., None] == np.arange(depth)).astype(np.float64) @ w.astype(np.float64)
-    np.testing.assert_array_equal(loaded.compute(x)["y"], want.astype(np.float32))
+    want = ((x[..., None] == np.arange(depth)).astype(np.float64) @ w.astype(np.float64)).astype(np.float32) + bias
+    np.testing.assert_array_equal(loaded.compute(x)["y"], want)
 
 
 def test_elementwise_after_a_squeezed_conv_runs_in_its_kernel(ctx):

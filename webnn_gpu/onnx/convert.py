@@ -114,6 +114,8 @@ class Converter:
         #: value name -> (index operand, depth) for values that are one-hot encodings
         #: (``ops._note_one_hot``)
         self.one_hot: dict[str, tuple[Any, int]] = {}
+        #: value name -> (index operand, depth, matrix) of a one-hot matmul made a gather
+        self.gathered: dict[str, tuple[Any, int, np.ndarray]] = {}
         #: id of a reshape's output -> (the run-time operand it views with only unit axes
         #: added or removed, the output): :meth:`view_source`
         self._views: dict[int, tuple[Any, Any]] = {}

@@ -64,6 +64,10 @@ def _binary(method):
                     b = c.operand(b, da)
                 else:
                     raise Unsupported(f"Pow of a {da} base with a {db} exponent")
+        if method == "add":
+            biased = _gathered_plus(c, n, a, b)
+            if biased is not None:
+                return biased
         moved = _binary_through_view(c, method, a, b)
         if moved is not None:
             return moved
@@ -755,11 +759,42 @@ def _gemm(c, n, x):
 @_h("MatMul", to="matmul (1-D operands through reshape); a one-hot encoding times a known matrix: gather")
 def _matmul(c, n, x):
     if n.inputs[0] in c.one_hot and c.is_known(x[1]):
-        out = _one_hot_matmul(c, *c.one_hot[n.inputs[0]], np.asarray(x[1]))
+        index, depth = c.one_hot[n.inputs[0]]
+        w = np.asarray(x[1])
+        out = _one_hot_matmul(c, index, depth, w)
         if out is not None:
+            c.gathered[n.outputs[0]] = (index, depth, w)
             return out
     a, b = _same_type(c, x[0], x[1])
     return _matmul_nd(c, a, b)
+
+
+def _gathered_plus(c, n, a, b):
+    """``one_hot(index) @ w + bias`` for a known bias along the last axis: one gather of the
+    rows of ``w + bias`` (exact: the same float additions; an index that encodes no row reads
+    the bias alone), else None."""
+    for name, k in ((n.inputs[0], b), (n.inputs[1], a)):
+        if name in c.gathered and c.is_known(k):
+            index, depth, w = c.gathered[name]
+            kk = np.asarray(k)
+            N = w.shape[1]
+            if kk.dtype.kind != "f" or kk.size not in (1, N) or any(d != 1 for d in kk.shape[:-1]) or \
+                    kk.ndim > len(c.shape(index)):
+                return None
+            bias = np.broadcast_to(kk.reshape(-1).astype(w.dtype), (N,))
+            table = np.concatenate([w + bias, bias[None, :]]).astype(w.dtype)
+            return _gather_rows(c, index, depth, table)
+    return None
+
+
+def _gather_rows(c, index, depth: int, table: np.ndarray):
+    """Rows ``clamp(index, -1, depth)`` of ``table`` (``depth + 1`` rows: the last for the
+    indices outside ``[0, depth)``), ``index`` without its last axis of size 1."""
+    si = c.shape(index)
+    idx = index if index.data_type in ("int32", "int64") else c.call("cast", index, "int32")
+    idx = c.call("clamp", idx, min_value=-1, max_value=depth)
+    idx = c.call("reshape", idx, list(si[:-1]))
+    return c.call("gather", c.operand(table), idx, axis=0)
 
 
 def _one_hot_matmul(c, index, depth: int, w: np.ndarray):
@@ -770,12 +805,7 @@ def _one_hot_matmul(c, index, depth: int, w: np.ndarray):
     apply (the caller does the matmul)."""
     if w.ndim != 2 or w.shape[0] != depth or w.dtype.kind != "f" or not np.isfinite(w).all():
         return None
-    si = c.shape(index)
-    rows = c.operand(np.concatenate([w, np.zeros((1, w.shape[1]), w.dtype)]))
-    idx = index if index.data_type in ("int32", "int64") else c.call("cast", index, "int32")
-    idx = c.call("clamp", idx, min_value=-1, max_value=depth)
-    idx = c.call("reshape", idx, list(si[:-1]))
-    return c.call("gather", rows, idx, axis=0)
+    return _gather_rows(c, index, depth, np.concatenate([w, np.zeros((1, w.shape[1]), w.dtype)]))
 
 
 def _matmul_nd(c, a, b):
