@@ -22,7 +22,11 @@
 {#- row G + j, column k of direction d's weight `name` ([D, GH, KK], or [D, KK, GH] when
     transposed: neighbouring invocations then read neighbouring words) -#}
 {% macro wload(name, G, KK, transposed) -%}
-{% if transposed %}f32(load_{{ name }}((d * {{ KK }}u + k) * {{ GH }}u + {{ G }}u + j)){% else %}f32(load_{{ name }}((wrow + {{ G }}u + j) * {{ KK }}u + k)){% endif %}
+{% if transposed -%}
+f32(load_{{ name }}((d * {{ KK }}u + k) * {{ GH }}u + {{ G }}u + j))
+{%- else -%}
+f32(load_{{ name }}((wrow + {{ G }}u + j) * {{ KK }}u + k))
+{%- endif %}
 {%- endmacro %}
 {{ io.prelude(k, int64) }}
 {{ actlib.defs("f32", ["sigmoid", "tanh"]) }}

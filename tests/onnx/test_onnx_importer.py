@@ -277,8 +277,8 @@ def test_conv_batchnorm_folds_into_the_conv(ctx, bias, group, const_weights):
              helper.make_node("BatchNormalization", ["c", "scale", "offset", "mean", "var"], ["y"], epsilon=1e-3,
                               name="bn")]
     if const_weights:
-        nodes = [helper.make_node("Constant", [], [k], value=numpy_helper.from_array(a, k)) for k, a in arrays.items()] \
-            + nodes
+        nodes = [helper.make_node("Constant", [], [k], value=numpy_helper.from_array(a, k))
+                 for k, a in arrays.items()] + nodes
         inits = []
     else:
         inits = [numpy_helper.from_array(a, k) for k, a in arrays.items()]
