@@ -455,3 +455,32 @@ def test_fused_conv_activation_runs_in_the_conv(ctx):
     x = rng.standard_normal((1, 4, 9)).astype(np.float32)
     ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(loaded.compute(x)["y"], ref, atol=1e-5 * np.abs(ref).max(), rtol=0)
+
+
+def test_magnitude_of_stacked_halves_is_one_reduction(ctx):
+    """sqrt(Slice(y, 0:H)^2 + Slice(y, H:2H)^2) along the channels (an STFT's real and
+    imaginary parts stacked by its conv, as in Silero VAD): one reduce_l2, no slices and no
+    element-wise kernel; values as ONNX Runtime's CPU provider."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(9)
+    H = 5
+    inits = [numpy_helper.from_array(rng.standard_normal((2 * H, 1, 8)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.array([0], np.int64), "s0"), numpy_helper.from_array(np.array([H], np.int64), "h"),
+             numpy_helper.from_array(np.array([2 * H], np.int64), "e"), numpy_helper.from_array(np.array([1], np.int64), "ax"),
+             numpy_helper.from_array(np.array(2.0, np.float32), "two")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], strides=[4]),
+             helper.make_node("Slice", ["y", "s0", "h", "ax"], ["re"]),
+             helper.make_node("Slice", ["y", "h", "e", "ax"], ["im"]),
+             helper.make_node("Pow", ["re", "two"], ["re2"]),
+             helper.make_node("Pow", ["im", "two"], ["im2"]),
+             helper.make_node("Add", ["re2", "im2"], ["s"]),
+             helper.make_node("Sqrt", ["s"], ["mag"])]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, 1, 40])], [_vi("mag", TensorProto.FLOAT, None)], inits)
+    loaded = wonnx.load(m, ctx)
+    steps = [(s.template, s.label) for s in loaded.graph._steps if hasattr(s, "template")]
+    assert steps[-1][0].startswith("reduce/") and not any(
+        t.startswith("elementwise/") or "Slice" in str(label) for t, label in steps), steps
+    x = rng.standard_normal((1, 1, 40)).astype(np.float32)
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(loaded.compute(x)["mag"], ref, atol=1e-5 * np.abs(ref).max(), rtol=0)

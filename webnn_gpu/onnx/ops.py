@@ -193,8 +193,61 @@ def _act(c, v, method, **kw):
 
 def _unary(method):
     def h(c, n, x):
-        return _act(c, c.operand(x[0]), method)
+        v = c.operand(x[0])
+        if method == "sqrt":
+            mag = _magnitude(c, v)
+            if mag is not None:
+                return mag
+        return _act(c, v, method)
     return h
+
+
+def _producer(v, *skip):
+    """The builder node that computes Value ``v``, looking through ``skip`` ops (identity)."""
+    node = v.producer if v.kind == "op" else None
+    while node is not None and node.op in skip and len(node.inputs) == 1:
+        v = node.inputs[0]
+        node = v.producer if v.kind == "op" else None
+    return node
+
+
+def _magnitude(c, v):
+    """``sqrt(a^2 + b^2)`` where ``a`` and ``b`` are the two halves of one float tensor ``y``
+    along an axis (an STFT's real and imaginary parts, stacked by its conv): one
+    ``reduce_l2`` of ``y`` with that axis split in two, instead of two slices and an
+    element-wise kernel. None where the pattern does not hold."""
+    from ..builder import MLOperand
+
+    add = _producer(v._value, "identity")
+    if add is None or add.op != "add" or len(add.inputs) != 2:
+        return None
+    halves = []
+    for sq in add.inputs:
+        pw = _producer(sq, "identity")
+        if pw is None or pw.op != "pow" or len(pw.inputs) != 2:
+            return None
+        e = pw.inputs[1]
+        if e.kind != "constant" or e.data is None or e.data.size != 1 or float(e.data.reshape(-1)[0]) != 2.0:
+            return None
+        sl = _producer(pw.inputs[0], "identity")
+        if sl is None or sl.op != "slice" or any(st != 1 for st in sl.attrs.get("strides", ())):
+            return None
+        halves.append(sl)
+    (s1, s2) = halves
+    y = s1.inputs[0]
+    if s2.inputs[0] is not y or y.data_type not in ("float32", "float16"):
+        return None
+    shape, out = tuple(y.shape), tuple(s1.outputs[0].shape)
+    diff = [k for k in range(len(shape)) if s1.attrs["starts"][k] != s2.attrs["starts"][k] or out[k] != shape[k]]
+    if len(diff) != 1 or tuple(s2.outputs[0].shape) != out:
+        return None
+    k = diff[0]
+    h = out[k]
+    if shape[k] != 2 * h or sorted((s1.attrs["starts"][k], s2.attrs["starts"][k])) != [0, h] or any(
+            s1.attrs["starts"][i] or s2.attrs["starts"][i] for i in range(len(shape)) if i != k):
+        return None
+    split = c.call("reshape", MLOperand(c.b, y), [*shape[:k], 2, h, *shape[k + 1:]])
+    return c.call("reduce_l2", split, axes=[k], keep_dimensions=False)
 
 
 for _k, _m in _UNARY.items():
