@@ -14,8 +14,9 @@ WebGPU execution provider, Dawn) or ``webnn`` (webnn-gpu: ``write_tensor``, ``di
 handing the input over to having the output in host memory (dispatch-to-read), on one fixed
 input (``--input``, else random in [0, 1]).
 
-Printed: ``{"runtime", "ms": [...per run...], "output": [every n-th value, 4096 of them],
-"output_size", ...runtime details}``;
+Printed: ``{"runtime", "ms": [...per run...], "cpu_ms": [...per run: ort-* and webnn, the CPU
+time of every thread of the process, the driver's included], "output": [every n-th value, 4096
+of them], "output_size", ...runtime details}``;
 on failure ``{"runtime", "error": "..."}`` and exit status 2.
 """
 
@@ -32,6 +33,7 @@ import numpy as np
 INPUT: np.ndarray | None = None  # set by --input: the image every runtime gets
 FEED: dict | None = None  # set by --feed: every input by name (ONNX Runtime and webnn on ONNX models)
 LOAD: dict = {}  # set by --dims / --known: webnn's ONNX load options
+CPU_MS: list = []  # CPU ms of this process (every thread: the driver's too) per timed run, where measured
 
 
 def _input(shape, dtype):
@@ -101,10 +103,11 @@ def _ort(path, providers, threads, warmup, repeats):
     feed = FEED if FEED is not None else {inp.name: _input([d if isinstance(d, int) else 1 for d in inp.shape], dtype)}
     times = []
     for i in range(warmup + repeats):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         y = sess.run(None, feed)[0]
         if i >= warmup:
             times.append((time.perf_counter() - t) * 1e3)
+            CPU_MS.append((time.process_time() - c) * 1e3)
     return times, y, {"providers": sess.get_providers(), "version": ort.__version__}
 
 
@@ -144,13 +147,14 @@ def webnn(path, threads, warmup, repeats, dtype="float32"):
     outs = {k: ctx.create_tensor({**d, "readable": True}) for k, d in graph.outputs.items()}
     times = []
     for i in range(warmup + repeats):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         for tensor, x in ins.values():
             ctx.write_tensor(tensor, x)
         ctx.dispatch(graph, {k: tensor for k, (tensor, _) in ins.items()}, outs)
         y = ctx.read_tensor(outs[oname])
         if i >= warmup:
             times.append((time.perf_counter() - t) * 1e3)
+            CPU_MS.append((time.process_time() - c) * 1e3)
     info = ctx.adapter_info if hasattr(ctx, "adapter_info") else {}
     return times, y, {"build_s": build_s, "kernels": graph.kernel_count, "dtype": dtype,
                       "adapter": str(info.get("description", "")) if isinstance(info, dict) else str(info)}
@@ -190,7 +194,8 @@ def main(argv=None) -> int:
         return 2
     y = np.asarray(y, dtype=np.float64).reshape(-1)
     step = max(1, y.size // 4096)  # 4096 values spread over the whole output, to compare runtimes
-    print(json.dumps({"runtime": a.runtime, "ms": times, "output": y[::step].tolist(),
+    cpu = {"cpu_ms": CPU_MS} if CPU_MS else {}
+    print(json.dumps({"runtime": a.runtime, "ms": times, **cpu, "output": y[::step].tolist(),
                       "output_size": int(y.size), **info}))
     return 0
 

@@ -256,3 +256,231 @@ def test_docs_operator_table_is_the_supported_table():
     table = text[text.index("| ONNX operator | WebNN |"):].split("\n\n")[0].splitlines()[2:]
     rows = dict(line.strip("|").split(" | ", 1) for line in table)
     assert {k.strip(): v.strip() for k, v in rows.items()} == wonnx.supported_ops()
+
+
+def _templates(loaded) -> list[str]:
+    return [s.template for s in loaded.graph._steps if hasattr(s, "template")]
+
+
+@pytest.mark.parametrize("bias, group, const_weights", [(True, 1, False), (False, 4, True)])
+def test_conv_batchnorm_folds_into_the_conv(ctx, bias, group, const_weights):
+    """Conv -> BatchNormalization (inference) becomes one conv with the normalization in its
+    weights, from initializers or Constant nodes; a conv read by another node keeps its BN."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((8, 8 // group, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(8).astype(np.float32)
+    scale, offset, mean = (rng.standard_normal(8).astype(np.float32) for _ in range(3))
+    var = rng.uniform(0.5, 2, 8).astype(np.float32)
+    arrays = {"w": w, "scale": scale, "offset": offset, "mean": mean, "var": var, **({"b": b} if bias else {})}
+    conv_in = ["x", "w", "b"] if bias else ["x", "w"]
+    nodes = [helper.make_node("Conv", conv_in, ["c"], pads=[1, 1, 1, 1], group=group, name="conv"),
+             helper.make_node("BatchNormalization", ["c", "scale", "offset", "mean", "var"], ["y"], epsilon=1e-3,
+                              name="bn")]
+    if const_weights:
+        nodes = [helper.make_node("Constant", [], [k], value=numpy_helper.from_array(a, k))
+                 for k, a in arrays.items()] + nodes
+        inits = []
+    else:
+        inits = [numpy_helper.from_array(a, k) for k, a in arrays.items()]
+    x = rng.standard_normal((1, 8, 6, 7)).astype(np.float32)
+    # float64 reference: the conv, then the normalization as ONNX defines it
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    cin = 8 // group
+    c = np.zeros((1, 8, 6, 7))
+    for o in range(8):
+        g0 = (o // (8 // group)) * cin
+        for i in range(cin):
+            for ky in range(3):
+                for kx in range(3):
+                    c[0, o] += w[o, i, ky, kx] * xp[0, g0 + i, ky:ky + 6, kx:kx + 7]
+    if bias:
+        c += b.reshape(1, 8, 1, 1)
+    sh = (1, 8, 1, 1)
+    want = (c - mean.reshape(sh)) / np.sqrt(var.reshape(sh) + 1e-3) * scale.reshape(sh) + offset.reshape(sh)
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, 8, 6, 7])], [_vi("y", TensorProto.FLOAT, None)], inits)
+    before = m.SerializeToString()
+    loaded = wonnx.load(m, ctx)
+    assert m.SerializeToString() == before  # the caller's model is not changed
+    assert not any(t.startswith("norm/") for t in _templates(loaded))
+    np.testing.assert_allclose(loaded.compute(x)["y"], want, atol=1e-4 * np.abs(want).max(), rtol=0)
+    # the conv's output also read elsewhere: no fold, same values
+    nodes2 = nodes + [helper.make_node("Relu", ["c"], ["r"])]
+    m2 = _model(nodes2, [_vi("x", TensorProto.FLOAT, [1, 8, 6, 7])],
+                [_vi("y", TensorProto.FLOAT, None), _vi("r", TensorProto.FLOAT, None)], inits)
+    loaded2 = wonnx.load(m2, ctx)
+    assert any(t.startswith("norm/") for t in _templates(loaded2))
+    out = loaded2.compute(x)
+    np.testing.assert_allclose(out["y"], want, atol=1e-4 * np.abs(want).max(), rtol=0)
+    np.testing.assert_allclose(out["r"], np.maximum(c, 0), atol=1e-4 * np.abs(c).max(), rtol=0)
+
+
+def test_one_hot_matmul_is_a_gather(ctx):
+    """Cast(Equal(index[..., 1], arange(depth))) @ W + bias (jax2tf's one_hot, as in Magika)
+    becomes a gather of the rows of W + bias; indices outside [0, depth) give the bias alone,
+    as the one-hot does (bit-exact: the same float32 additions)."""
+    depth, n = 7, 5
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((depth, n)).astype(np.float32)
+    nodes = [helper.make_node("Unsqueeze", ["x", "axes"], ["xu"]),
+             helper.make_node("Equal", ["xu", "iota"], ["eq"]),
+             helper.make_node("Cast", ["eq"], ["oh"], to=TensorProto.FLOAT),
+             helper.make_node("MatMul", ["oh", "w"], ["mm"]),
+             helper.make_node("Add", ["bias", "mm"], ["y"])]
+    bias = rng.standard_normal(n).astype(np.float32)
+    inits = [numpy_helper.from_array(np.array([2], np.int64), "axes"),
+             numpy_helper.from_array(np.arange(depth, dtype=np.int32).reshape(1, 1, depth), "iota"),
+             numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "bias")]
+    m = _model(nodes, [_vi("x", TensorProto.INT32, [2, 6])], [_vi("y", TensorProto.FLOAT, None)], inits)
+    loaded = wonnx.load(m, ctx)
+    templates = _templates(loaded)
+    assert templates == ["elementwise/map.wgsl", "gather_scatter/gather.wgsl"]  # clamp, gather (bias in the table)
+    x = np.array([[0, 1, 6, 3, -1, 7], [300, -2, -8, 2, 5, 4]], np.int32)
+    want = ((x[..., None] == np.arange(depth)).astype(np.float64) @ w.astype(np.float64)).astype(np.float32) + bias
+    np.testing.assert_array_equal(loaded.compute(x)["y"], want)
+
+
+def test_elementwise_after_a_squeezed_conv_runs_in_its_kernel(ctx):
+    """A 1-D Conv (run as 2-D with a unit axis), or a 2-D one squeezed back to 3-D, followed
+    by an Add of a known bias and a Relu: both run in the conv's kernel (no element-wise
+    kernel); a ReduceMean over unit axes is no kernel."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((6, 4, 3)).astype(np.float32)
+    bias = rng.standard_normal((6, 1)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1]),
+             helper.make_node("Add", ["bias", "c"], ["a"]),
+             helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Unsqueeze", ["r", "axes"], ["r4"]),
+             helper.make_node("ReduceMean", ["r4", "axes"], ["y"], keepdims=0)]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "bias"),
+             numpy_helper.from_array(np.array([3], np.int64), "axes")]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, 4, 9])], [_vi("y", TensorProto.FLOAT, None)], inits, opset=18)
+    loaded = wonnx.load(m, ctx)
+    templates = _templates(loaded)
+    assert not any(t.startswith(("elementwise/", "reduce/")) for t in templates), templates
+    x = rng.standard_normal((1, 4, 9)).astype(np.float32)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1)))
+    conv = np.stack([sum(w[o, i, k] * xp[0, i, k:k + 9] for i in range(4) for k in range(3)) for o in range(6)])
+    want = np.maximum(conv + bias, 0)[None]
+    np.testing.assert_allclose(loaded.compute(x)["y"], want, atol=1e-5 * np.abs(want).max(), rtol=0)
+
+
+def test_conv_scales_and_offsets_fold_into_the_weights(ctx):
+    """Per-channel Mul/Add before an unpadded Conv and Mul/Add/Sub/Div after one (PP-LCNet's
+    learnable affine blocks) fold into the convs' weights: no element-wise kernel is left.
+    Where folding would not be exact (an offset before a padded conv, a conv subtracted from
+    a constant) the ops stay; both graphs match ONNX Runtime's CPU provider."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(6)
+
+    def arr(*shape):
+        return rng.uniform(0.5, 1.5, shape).astype(np.float32)
+
+    consts = {"s_in": arr(1, 4, 1, 1), "a_in": arr(4, 1, 1), "w1": arr(6, 4, 1, 1) - 1, "b1": arr(6),
+              "half": np.array(0.5, np.float32), "off": arr(6, 1, 1), "w2": arr(6, 6, 3, 3) - 1,
+              "k": arr(1), "d": arr(1, 6, 1, 1), "w3": arr(6, 4, 3, 3) - 1, "w4": arr(5, 6, 1, 1) - 1,
+              "three": np.array(3, np.float32), "zero": np.array(0, np.float32), "six": np.array(6, np.float32)}
+    inits = [numpy_helper.from_array(a, k) for k, a in consts.items()]
+    x = rng.standard_normal((1, 4, 5, 7)).astype(np.float32)
+
+    def check(nodes, folds):
+        m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, 4, 5, 7])], [_vi("y", TensorProto.FLOAT, None)], inits)
+        loaded = wonnx.load(m, ctx)
+        assert (not any(t.startswith("elementwise/") for t in _templates(loaded))) == folds, _templates(loaded)
+        ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        np.testing.assert_allclose(loaded.compute(x)["y"], ref, atol=1e-5 * np.abs(ref).max(), rtol=0)
+
+    check([helper.make_node("Mul", ["x", "s_in"], ["t0"]),
+           helper.make_node("Add", ["a_in", "t0"], ["t1"]),
+           helper.make_node("Conv", ["t1", "w1", "b1"], ["c1"]),
+           helper.make_node("Mul", ["half", "c1"], ["t2"]),
+           helper.make_node("Add", ["t2", "off"], ["t3"]),
+           helper.make_node("Relu", ["t3"], ["r"]),
+           helper.make_node("Conv", ["r", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+           helper.make_node("Sub", ["c2", "k"], ["t4"]),
+           helper.make_node("Div", ["t4", "d"], ["y"])], True)
+    # a hard-swish's "/ 6" before a pointwise conv stays: the compiler's hard-swish fusion takes it
+    check([helper.make_node("Conv", ["x", "w3"], ["c1"], pads=[1, 1, 1, 1]),
+           helper.make_node("Add", ["c1", "three"], ["t0"]),
+           helper.make_node("Clip", ["t0", "zero", "six"], ["t1"]),
+           helper.make_node("Mul", ["c1", "t1"], ["t2"]),
+           helper.make_node("Div", ["t2", "six"], ["t3"]),
+           helper.make_node("Conv", ["t3", "w4"], ["y"])], True)
+    check([helper.make_node("Add", ["x", "a_in"], ["t1"]),
+           helper.make_node("Conv", ["t1", "w3"], ["c2"], pads=[1, 1, 1, 1]),
+           helper.make_node("Sub", ["k", "c2"], ["t4"]),
+           helper.make_node("Relu", ["t4"], ["y"])], False)
+
+
+def test_squeeze_excite_layers_run_as_one_kernel(ctx):
+    """GlobalAveragePool -> 1x1 Conv -> Relu -> 1x1 Conv -> HardSigmoid -> Mul: the two convs
+    on the pooled pixel run in NHWC (the same bytes), so the compiler's squeeze-excite kernel
+    takes both with their activations; values as ONNX Runtime's CPU provider."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(7)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 16, 1, 1)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b1"),
+             numpy_helper.from_array(rng.standard_normal((16, 4, 1, 1)).astype(np.float32), "w2"),
+             numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b2")]
+    nodes = [helper.make_node("GlobalAveragePool", ["x"], ["p"]),
+             helper.make_node("Conv", ["p", "w1", "b1"], ["c1"]),
+             helper.make_node("Relu", ["c1"], ["r"]),
+             helper.make_node("Conv", ["r", "w2", "b2"], ["c2"]),
+             helper.make_node("HardSigmoid", ["c2"], ["s"], alpha=0.2, beta=0.5),
+             helper.make_node("Mul", ["x", "s"], ["y"])]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, 16, 5, 6])], [_vi("y", TensorProto.FLOAT, None)], inits)
+    loaded = wonnx.load(m, ctx)
+    templates = _templates(loaded)
+    assert "matmul/squeeze_excite.wgsl" in templates and not any(t.startswith("matmul/small") for t in templates)
+    x = rng.standard_normal((1, 16, 5, 6)).astype(np.float32)
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(loaded.compute(x)["y"], ref, atol=1e-5 * np.abs(ref).max(), rtol=0)
+
+
+def test_fused_conv_activation_runs_in_the_conv(ctx):
+    """com.microsoft FusedConv, 1-D (a unit axis added and removed): its activation is the
+    conv's epilogue; values as ONNX Runtime's CPU provider."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(8)
+    inits = [numpy_helper.from_array(rng.standard_normal((6, 4, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b")]
+    nodes = [helper.make_node("FusedConv", ["x", "w", "b"], ["y"], domain="com.microsoft", activation="LeakyRelu",
+                              activation_params=[0.1], pads=[1, 1])]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, 4, 9])], [_vi("y", TensorProto.FLOAT, None)], inits,
+               extra_opsets=[("com.microsoft", 1)])
+    loaded = wonnx.load(m, ctx)
+    assert not any(t.startswith("elementwise/") for t in _templates(loaded))
+    x = rng.standard_normal((1, 4, 9)).astype(np.float32)
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(loaded.compute(x)["y"], ref, atol=1e-5 * np.abs(ref).max(), rtol=0)
+
+
+def test_magnitude_of_stacked_halves_is_one_reduction(ctx):
+    """sqrt(Slice(y, 0:H)^2 + Slice(y, H:2H)^2) along the channels (an STFT's real and
+    imaginary parts stacked by its conv, as in Silero VAD): one reduce_l2, no slices and no
+    element-wise kernel; values as ONNX Runtime's CPU provider."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(9)
+    H = 5
+    inits = [numpy_helper.from_array(rng.standard_normal((2 * H, 1, 8)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.array([0], np.int64), "s0"), numpy_helper.from_array(np.array([H], np.int64), "h"),
+             numpy_helper.from_array(np.array([2 * H], np.int64), "e"), numpy_helper.from_array(np.array([1], np.int64), "ax"),
+             numpy_helper.from_array(np.array(2.0, np.float32), "two")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], strides=[4]),
+             helper.make_node("Slice", ["y", "s0", "h", "ax"], ["re"]),
+             helper.make_node("Slice", ["y", "h", "e", "ax"], ["im"]),
+             helper.make_node("Pow", ["re", "two"], ["re2"]),
+             helper.make_node("Pow", ["im", "two"], ["im2"]),
+             helper.make_node("Add", ["re2", "im2"], ["s"]),
+             helper.make_node("Sqrt", ["s"], ["mag"])]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, 1, 40])], [_vi("mag", TensorProto.FLOAT, None)], inits)
+    loaded = wonnx.load(m, ctx)
+    steps = [(s.template, s.label) for s in loaded.graph._steps if hasattr(s, "template")]
+    assert steps[-1][0].startswith("reduce/") and not any(
+        t.startswith("elementwise/") or "Slice" in str(label) for t, label in steps), steps
+    x = rng.standard_normal((1, 1, 40)).astype(np.float32)
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(loaded.compute(x)["mag"], ref, atol=1e-5 * np.abs(ref).max(), rtol=0)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import webnn_gpu as webnn
-from helpers import assert_close, run_graph
+from helpers import assert_close, kernel_templates, run_graph
 from webnn_gpu.errors import MLTypeError
 
 TOL = {"float32": dict(atol=2e-5, rtol=2e-5), "float16": dict(atol=1e-3, rtol=2e-3)}
@@ -271,9 +271,10 @@ LSTM_CASES = list(itertools.product(["forward", "backward", "both"], ["iofg", "i
 ACT_TRIPLES = [("sigmoid", "tanh", "tanh"), ("relu", "tanh", "sigmoid"), ("tanh", "relu", "relu")]
 
 
+@pytest.mark.parametrize("steps", [3, 1])  # one step: the single lstm_cell kernel
 @pytest.mark.parametrize("direction, layout", LSTM_CASES)
-def test_lstm_options(ctx, rng, direction, layout):
-    steps, batch, isz, hidden = 3, 2, 3, 4
+def test_lstm_options(ctx, rng, direction, layout, steps):
+    batch, isz, hidden = 2, 3, 4
     nd = 2 if direction == "both" else 1
     case = LSTM_CASES.index((direction, layout))
     acts = ACT_TRIPLES[case % 3]
@@ -304,8 +305,9 @@ def test_lstm_options(ctx, rng, direction, layout):
         _check(out["seq"], s, dt, "sequence")
 
 
-def test_lstm_float16_all_options(ctx, rng):
-    steps, batch, isz, hidden = 5, 2, 4, 3
+@pytest.mark.parametrize("steps", [5, 1])
+def test_lstm_float16_all_options(ctx, rng, steps):
+    batch, isz, hidden = 2, 4, 3
     dt = "float16"
     nd = 2
     inputs = {"x": _rand(rng, (steps, batch, isz), dt, 1.0), "w": _rand(rng, (nd, 4 * hidden, isz), dt),
@@ -325,6 +327,10 @@ def test_lstm_float16_all_options(ctx, rng):
     _check(out["h"], h, dt)
     _check(out["c"], c, dt)
     _check(out["seq"], s, dt)
+    templates = kernel_templates(ctx, build, inputs)
+    assert templates == (["recurrent/lstm_cell.wgsl"] if steps == 1 else
+                         ["recurrent/project.wgsl", "recurrent/init.wgsl"] + ["recurrent/lstm_step.wgsl"] * steps
+                         + ["recurrent/finish.wgsl"])
 
 
 @pytest.mark.parametrize("dt", ["float32", "float16"])

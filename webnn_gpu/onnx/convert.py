@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import MLTypeError, NotSupportedError, WebNNError
 from .fold import fold
 from .reader import ONNX_TO_WEBNN, TYPE_NAMES
+from .rewrite import fold_conv_affine
 
 __all__ = ["Converter", "Converted", "Unsupported", "GRAPH_DTYPES"]
 
@@ -85,6 +86,10 @@ def _attr_value(a) -> Any:
     return v
 
 
+def _non_unit(shape) -> tuple[int, ...]:
+    return tuple(int(d) for d in shape if d != 1)
+
+
 class Converter:
     """The state of one conversion."""
 
@@ -106,6 +111,14 @@ class Converter:
         self._reported: set[tuple] = set()
         self.used: set[str] = set()
         self.node: Node | None = None
+        #: value name -> (index operand, depth) for values that are one-hot encodings
+        #: (``ops._note_one_hot``)
+        self.one_hot: dict[str, tuple[Any, int]] = {}
+        #: value name -> (index operand, depth, matrix) of a one-hot matmul made a gather
+        self.gathered: dict[str, tuple[Any, int, np.ndarray]] = {}
+        #: id of a reshape's output -> (the run-time operand it views with only unit axes
+        #: added or removed, the output): :meth:`view_source`
+        self._views: dict[int, tuple[Any, Any]] = {}
         self._limits = builder.context.op_support_limits() if hasattr(builder, "context") else {}
 
     # ------------------------------------------------------------------ values
@@ -186,7 +199,22 @@ class Converter:
                                       f"(it takes {', '.join(ent['data_types'])})")
         if self.node is not None:
             kwargs.setdefault("label", self.node.name or self.node.op)
-        return getattr(self.b, method)(*args, **kwargs)
+        if method == "reshape" and not kwargs.keys() - {"label"}:
+            src = self.view_source(args[0])
+            if src is not None and tuple(src.shape) == tuple(int(d) for d in args[1]):
+                return src  # reshapes that cancel: the value itself
+        out = getattr(self.b, method)(*args, **kwargs)
+        if method == "reshape" and _non_unit(args[0].shape) == _non_unit(out.shape):
+            src = self.view_source(args[0])
+            self._views[id(out)] = (args[0] if src is None else src, out)
+        return out
+
+    def view_source(self, v):
+        """The operand that run-time operand ``v`` is a reshape of, when the reshape(s) only
+        added or removed axes of size 1 (an element-wise op on ``v`` may then run on it, in
+        the producing kernel's epilogue, and be reshaped after), else None."""
+        ent = self._views.get(id(v)) if not isinstance(v, np.ndarray) and v is not None else None
+        return ent[0] if ent is not None and ent[1] is v else None
 
     # ------------------------------------------------------------------ graph walk
     def run(self) -> Converted:
@@ -236,7 +264,7 @@ class Converter:
         self.used = {o.name for o in g.output}
         self._collect_used(g)
         self._precheck(g, counts)
-        self.walk(g.node)
+        self.walk(fold_conv_affine(g.node, self.env, [o.name for o in g.output]))
         if self.failures:
             raise NotSupportedError(
                 f"onnx.load: {len(self.failures)} node(s) cannot be expressed in WebNN:\n  "

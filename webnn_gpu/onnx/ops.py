@@ -64,8 +64,73 @@ def _binary(method):
                     b = c.operand(b, da)
                 else:
                     raise Unsupported(f"Pow of a {da} base with a {db} exponent")
-        return c.call(method, *_same_type(c, a, b))
+        if method == "add":
+            biased = _gathered_plus(c, n, a, b)
+            if biased is not None:
+                return biased
+        moved = _binary_through_view(c, method, a, b)
+        if moved is not None:
+            return moved
+        out = c.call(method, *_same_type(c, a, b))
+        if n.op == "Equal":
+            _note_one_hot(c, n, a, b)
+        return out
     return h
+
+
+#: element-wise methods that a conv or matmul kernel can apply as it stores (its epilogue)
+_EPILOGUE_BINARY = ("add", "sub", "mul", "div", "max", "min", "pow")
+
+
+def _view_host(c, v):
+    """The operand computed by a kernel that run-time ``v`` views through reshapes that only
+    add or remove unit axes (a 1-D conv's output, a squeezed conv output), or None."""
+    src = c.view_source(v)
+    return src if src is not None and src._value.kind == "op" else None
+
+
+def _binary_through_view(c, method, a, b):
+    """``method(a, b)`` computed before the reshape when one side is known and the other
+    is a unit-axes view of a kernel's output (:func:`_view_host`), so that the producing
+    kernel can take it as an epilogue step: the known side is re-laid out for the source's
+    shape (the same elements meet), then the result is reshaped. None where that does not
+    apply."""
+    if method not in _EPILOGUE_BINARY or c.is_known(a) == c.is_known(b):
+        return None
+    v, k = (b, a) if c.is_known(a) else (a, b)
+    src = _view_host(c, v)
+    if src is None:
+        return None
+    sv, ss, kk = c.shape(v), c.shape(src), np.asarray(k)
+    if kk.ndim > len(sv):
+        return None
+    kp = (1,) * (len(sv) - kk.ndim) + kk.shape
+    if any(d not in (1, e) for d, e in zip(kp, sv)):
+        return None  # the known side would expand the result
+    per_axis = [d for d, e in zip(kp, sv) if e != 1]
+    it = iter(per_axis)
+    ks = [next(it) if e != 1 else 1 for e in ss]
+    k2 = kk.reshape(ks)
+    args = (k2, src) if v is b else (src, k2)
+    return c.call("reshape", c.call(method, *_same_type(c, *args)), list(sv))
+
+
+def _note_one_hot(c, n, a, b) -> None:
+    """Record ``n``'s output as a one-hot encoding when it compares a run-time integer operand
+    of last dimension 1 with ``arange(depth)`` along a new last axis (either way round): a
+    ``MatMul`` of its float cast with a known matrix is then a gather of the matrix's rows
+    (:func:`_one_hot_matmul`)."""
+    if c.is_known(a):
+        a, b = b, a
+    if c.is_known(a) or not c.is_known(b) or a.data_type not in ("int32", "int64", "uint32", "uint8", "int8"):
+        return
+    sa, kb = c.shape(a), np.asarray(b)
+    if not sa or sa[-1] != 1 or kb.ndim < 1 or kb.ndim > len(sa) or any(d != 1 for d in kb.shape[:-1]):
+        return
+    depth = kb.shape[-1]
+    if depth < 2 or not np.array_equal(kb.reshape(-1), np.arange(depth)):
+        return
+    c.one_hot[n.outputs[0]] = (a, depth)
 
 
 for _k, _m in _BINARY.items():
@@ -116,10 +181,73 @@ _UNARY = {"Abs": "abs", "Neg": "neg", "Ceil": "ceil", "Floor": "floor", "Round":
           "Softsign": "softsign", "Sign": "sign", "Not": "logical_not", "IsNaN": "is_nan", "HardSwish": "hard_swish"}
 
 
+def _act(c, v, method, **kw):
+    """``method(v, **kw)``, an element-wise op of one float operand: on the kernel output that
+    ``v`` is a unit-axes view of (:func:`_view_host`), where it runs in the kernel's
+    epilogue, then reshaped."""
+    src = _view_host(c, v) if v.data_type in ("float32", "float16") else None
+    if src is not None:
+        return c.call("reshape", c.call(method, src, **kw), list(c.shape(v)))
+    return c.call(method, v, **kw)
+
+
 def _unary(method):
     def h(c, n, x):
-        return c.call(method, c.operand(x[0]))
+        v = c.operand(x[0])
+        if method == "sqrt":
+            mag = _magnitude(c, v)
+            if mag is not None:
+                return mag
+        return _act(c, v, method)
     return h
+
+
+def _producer(v, *skip):
+    """The builder node that computes Value ``v``, looking through ``skip`` ops (identity)."""
+    node = v.producer if v.kind == "op" else None
+    while node is not None and node.op in skip and len(node.inputs) == 1:
+        v = node.inputs[0]
+        node = v.producer if v.kind == "op" else None
+    return node
+
+
+def _magnitude(c, v):
+    """``sqrt(a^2 + b^2)`` where ``a`` and ``b`` are the two halves of one float tensor ``y``
+    along an axis (an STFT's real and imaginary parts, stacked by its conv): one
+    ``reduce_l2`` of ``y`` with that axis split in two, instead of two slices and an
+    element-wise kernel. None where the pattern does not hold."""
+    from ..builder import MLOperand
+
+    add = _producer(v._value, "identity")
+    if add is None or add.op != "add" or len(add.inputs) != 2:
+        return None
+    halves = []
+    for sq in add.inputs:
+        pw = _producer(sq, "identity")
+        if pw is None or pw.op != "pow" or len(pw.inputs) != 2:
+            return None
+        e = pw.inputs[1]
+        if e.kind != "constant" or e.data is None or e.data.size != 1 or float(e.data.reshape(-1)[0]) != 2.0:
+            return None
+        sl = _producer(pw.inputs[0], "identity")
+        if sl is None or sl.op != "slice" or any(st != 1 for st in sl.attrs.get("strides", ())):
+            return None
+        halves.append(sl)
+    (s1, s2) = halves
+    y = s1.inputs[0]
+    if s2.inputs[0] is not y or y.data_type not in ("float32", "float16"):
+        return None
+    shape, out = tuple(y.shape), tuple(s1.outputs[0].shape)
+    diff = [k for k in range(len(shape)) if s1.attrs["starts"][k] != s2.attrs["starts"][k] or out[k] != shape[k]]
+    if len(diff) != 1 or tuple(s2.outputs[0].shape) != out:
+        return None
+    k = diff[0]
+    h = out[k]
+    if shape[k] != 2 * h or sorted((s1.attrs["starts"][k], s2.attrs["starts"][k])) != [0, h] or any(
+            s1.attrs["starts"][i] or s2.attrs["starts"][i] for i in range(len(shape)) if i != k):
+        return None
+    split = c.call("reshape", MLOperand(c.b, y), [*shape[:k], 2, h, *shape[k + 1:]])
+    return c.call("reduce_l2", split, axes=[k], keep_dimensions=False)
 
 
 for _k, _m in _UNARY.items():
@@ -196,7 +324,7 @@ def _quick_gelu(c, n, x):
 
 @_h("Elu", to="elu")
 def _elu(c, n, x):
-    return c.call("elu", c.operand(x[0]), alpha=float(n.attr("alpha", 1.0)))
+    return _act(c, c.operand(x[0]), "elu", alpha=float(n.attr("alpha", 1.0)))
 
 
 @_h("Selu", to="gamma * elu(x, alpha)")
@@ -219,12 +347,13 @@ def _celu(c, n, x):
 
 @_h("LeakyRelu", to="leaky_relu")
 def _leaky(c, n, x):
-    return c.call("leaky_relu", c.operand(x[0]), alpha=float(n.attr("alpha", 0.01)))
+    return _act(c, c.operand(x[0]), "leaky_relu", alpha=float(n.attr("alpha", 0.01)))
 
 
 @_h("HardSigmoid", to="hard_sigmoid")
 def _hard_sigmoid(c, n, x):
-    return c.call("hard_sigmoid", c.operand(x[0]), alpha=float(n.attr("alpha", 0.2)), beta=float(n.attr("beta", 0.5)))
+    return _act(c, c.operand(x[0]), "hard_sigmoid", alpha=float(n.attr("alpha", 0.2)),
+                beta=float(n.attr("beta", 0.5)))
 
 
 @_h("ThresholdedRelu", to="where(x > alpha, x, 0)")
@@ -267,7 +396,7 @@ def _clip(c, n, x):
     v = c.operand(x[0])
     if n.since < 11:
         lo, hi = n.attr("min"), n.attr("max")
-        return c.call("clamp", v, min_value=lo if lo is not None else None, max_value=hi)
+        return _act(c, v, "clamp", min_value=lo if lo is not None else None, max_value=hi)
     lo = x[1] if len(x) > 1 else None
     hi = x[2] if len(x) > 2 else None
     kw = {}
@@ -281,7 +410,7 @@ def _clip(c, n, x):
         else:
             out = c.call(method, out, c.operand(bound, v.data_type))
     if kw:
-        out = c.call("clamp", out, **kw)
+        out = _act(c, out, "clamp", **kw)
     if out is v:
         out = c.call("identity", v)
     return out
@@ -297,6 +426,8 @@ def _where(c, n, x):
 @_h("Cast", to="cast; to bool: not_equal(x, 0)")
 def _cast(c, n, x):
     to = int(n.attr("to"))
+    if n.inputs[0] in c.one_hot and to in (1, 10):  # float, float16: the one-hot stays one
+        c.one_hot[n.outputs[0]] = c.one_hot[n.inputs[0]]
     return _cast_to(c, x[0], to)
 
 
@@ -375,13 +506,27 @@ def _ext(vals, one_d, fill):
     return [*vals, fill] if one_d else list(vals)
 
 
-@_h("Conv", to="conv2d (nchw, oihw); 1-D through a trailing axis of size 1")
+@_h("Conv", to="conv2d (nchw, oihw); 1-D through a trailing axis of size 1; 1x1 on 1x1 pixels in nhwc")
 def _conv(c, n, x):
     v, w, bias, r, kernel, strides, dil, in_sizes, one_d = _conv_common(c, n, x)
     begin, end = _spatial_pads(n, in_sizes, kernel, strides, dil)
+    if not one_d and in_sizes == [1, 1] and kernel == [1, 1] and not any(begin + end) and int(n.attr("group", 1)) == 1:
+        out = _pixel_conv(c, v, w, bias)
+        return _activation(c, n, out) if n.domain == MS else out
     out = c.call("conv2d", v, w, padding=_pads4(begin, end, one_d), strides=_ext(strides, one_d, 1),
                  dilations=_ext(dil, one_d, 1), groups=int(n.attr("group", 1)), bias=bias)
     return _activation(c, n, out) if n.domain == MS else (_from_2d(c, out) if one_d else out)
+
+
+def _pixel_conv(c, v, w, bias):
+    """A 1x1 conv of ``[N, C, 1, 1]`` pixels (squeeze-and-excite's layers) in NHWC: the same
+    bytes as ``[N, 1, 1, C]`` and an ``ohwi`` filter ``[O, 1, 1, C]`` (reshapes, no copy), so
+    the compiler's NHWC fusions (its squeeze-excite kernel) take it."""
+    N, C = c.shape(v)[:2]
+    O = c.shape(w)[0]
+    out = c.call("conv2d", c.call("reshape", v, [N, 1, 1, C]), c.call("reshape", w, [O, 1, 1, C]), bias=bias,
+                 input_layout="nhwc", filter_layout="ohwi")
+    return c.call("reshape", out, [N, O, 1, 1])
 
 
 def _from_2d(c, v):
@@ -399,18 +544,18 @@ def _activation(c, n, out):
         return out
     params = list(n.attr("activation_params") or [])
     if act == "Relu":
-        return c.call("relu", out)
+        return _act(c, out, "relu")
     if act == "Tanh":
-        return c.call("tanh", out)
+        return _act(c, out, "tanh")
     if act == "Sigmoid":
-        return c.call("sigmoid", out)
+        return _act(c, out, "sigmoid")
     if act == "LeakyRelu":
-        return c.call("leaky_relu", out, alpha=float(params[0]) if params else 0.01)
+        return _act(c, out, "leaky_relu", alpha=float(params[0]) if params else 0.01)
     if act == "HardSigmoid":
-        return c.call("hard_sigmoid", out, alpha=float(params[0]) if params else 0.2,
-                      beta=float(params[1]) if len(params) > 1 else 0.5)
+        return _act(c, out, "hard_sigmoid", alpha=float(params[0]) if params else 0.2,
+                    beta=float(params[1]) if len(params) > 1 else 0.5)
     if act == "Clip":
-        return c.call("clamp", out, min_value=float(params[0]), max_value=float(params[1]))
+        return _act(c, out, "clamp", min_value=float(params[0]), max_value=float(params[1]))
     raise Unsupported(f"FusedConv activation {act!r}")
 
 
@@ -664,10 +809,56 @@ def _gemm(c, n, x):
                   a_transpose=bool(n.attr("transA", 0)), b_transpose=bool(n.attr("transB", 0)))
 
 
-@_h("MatMul", to="matmul (1-D operands through reshape)")
+@_h("MatMul", to="matmul (1-D operands through reshape); a one-hot encoding times a known matrix: gather")
 def _matmul(c, n, x):
+    if n.inputs[0] in c.one_hot and c.is_known(x[1]):
+        index, depth = c.one_hot[n.inputs[0]]
+        w = np.asarray(x[1])
+        out = _one_hot_matmul(c, index, depth, w)
+        if out is not None:
+            c.gathered[n.outputs[0]] = (index, depth, w)
+            return out
     a, b = _same_type(c, x[0], x[1])
     return _matmul_nd(c, a, b)
+
+
+def _gathered_plus(c, n, a, b):
+    """``one_hot(index) @ w + bias`` for a known bias along the last axis: one gather of the
+    rows of ``w + bias`` (exact: the same float additions; an index that encodes no row reads
+    the bias alone), else None."""
+    for name, k in ((n.inputs[0], b), (n.inputs[1], a)):
+        if name in c.gathered and c.is_known(k):
+            index, depth, w = c.gathered[name]
+            kk = np.asarray(k)
+            N = w.shape[1]
+            if kk.dtype.kind != "f" or kk.size not in (1, N) or any(d != 1 for d in kk.shape[:-1]) or \
+                    kk.ndim > len(c.shape(index)):
+                return None
+            bias = np.broadcast_to(kk.reshape(-1).astype(w.dtype), (N,))
+            table = np.concatenate([w + bias, bias[None, :]]).astype(w.dtype)
+            return _gather_rows(c, index, depth, table)
+    return None
+
+
+def _gather_rows(c, index, depth: int, table: np.ndarray):
+    """Rows ``clamp(index, -1, depth)`` of ``table`` (``depth + 1`` rows: the last for the
+    indices outside ``[0, depth)``), ``index`` without its last axis of size 1."""
+    si = c.shape(index)
+    idx = index if index.data_type in ("int32", "int64") else c.call("cast", index, "int32")
+    idx = c.call("clamp", idx, min_value=-1, max_value=depth)
+    idx = c.call("reshape", idx, list(si[:-1]))
+    return c.call("gather", c.operand(table), idx, axis=0)
+
+
+def _one_hot_matmul(c, index, depth: int, w: np.ndarray):
+    """``one_hot(index, depth) @ w`` for a known ``[depth, N]`` matrix ``w``, as a gather of
+    its rows: exact (each output element is one weight times 1, plus zeros) for finite
+    weights. An index outside ``[0, depth)`` encodes no row, so it reads an appended row of
+    zeros: ``clamp(index, -1, depth)`` picks it from either side. None where this does not
+    apply (the caller does the matmul)."""
+    if w.ndim != 2 or w.shape[0] != depth or w.dtype.kind != "f" or not np.isfinite(w).all():
+        return None
+    return _gather_rows(c, index, depth, np.concatenate([w, np.zeros((1, w.shape[1]), w.dtype)]))
 
 
 def _matmul_nd(c, a, b):
@@ -831,8 +1022,16 @@ def _reduce(method):
         keep = bool(n.attr("keepdims", 1))
         if axes == []:
             return c.call("identity", v)
+        shape = c.shape(v)
+        red = range(len(shape)) if axes is None else axes
+        if method in _REDUCE_ONE and all(shape[a] == 1 for a in red):  # each output is its one value
+            return c.call("reshape", v, [d for i, d in enumerate(shape) if keep or i not in red])
         return c.call(method, v, axes=axes, keep_dimensions=keep)
     return h
+
+
+#: reductions whose value over a single element is that element (no kernel: a reshape)
+_REDUCE_ONE = ("reduce_max", "reduce_mean", "reduce_min", "reduce_product", "reduce_sum")
 
 
 for _k, _m in _REDUCE.items():

@@ -443,9 +443,22 @@ def _step_constant(s: int) -> Value:
     return Value("uint32", (1,), "constant", data=np.array([s], np.uint32))
 
 
+def _transposed(v: Value) -> Value | None:
+    """A constant weight ``[(D,) G, K]`` as a new constant ``[D, K, G]`` (so that the
+    invocations of neighbouring hidden units read neighbouring words), or None for a weight
+    computed at run time."""
+    if v.kind != "constant" or v.data is None:
+        return None
+    g, k = v.shape[-2], v.shape[-1]
+    d = v.size // (g * k)
+    data = np.ascontiguousarray(v.data.reshape(d, g, k).transpose(0, 2, 1)).reshape(-1)
+    return Value(v.data_type, (d, k, g), "constant", data=data)
+
+
 @lowering("gru", "gru_cell", "lstm", "lstm_cell")
 def lower_recurrent(node, lc) -> None:
-    """project, init, one step kernel (two for GRU with reset_after=False) per step, finish."""
+    """project, init, one step kernel (two for GRU with reset_after=False) per step, finish;
+    an LSTM of one step (``lstm_cell``, ``lstm`` with steps = 1) is one ``lstm_cell`` kernel."""
     is_lstm = node.op.startswith("lstm")
     a = node.attrs
     if is_lstm:
@@ -462,6 +475,22 @@ def lower_recurrent(node, lc) -> None:
     # Recurrent biases fold into the projection except GRU's new gate with reset_after.
     fold_limit = 2 * hidden if (not is_lstm and reset_after) else gh
     common = dict(H=hidden, B=batch, T=steps, D=nd, GH=gh, I=isz, direction=a["direction"])
+    seq = node.outputs[-1] if a["return_sequence"] else None
+    acts = a["activations"]
+    gate = _GATE_INDEX[a["layout"]]
+    n = nd * batch * hidden
+
+    if is_lstm and steps == 1:  # one kernel: no projection, state or finishing buffers
+        # without an initial hidden state h R' is 0: the recurrent weight is not bound
+        w_in, r_in = _transposed(vw), _transposed(vr) if vh is not None else None
+        ins = [("x", vx), ("w", w_in or vw)] + [
+            (k, v) for k, v in (("r", (r_in or vr) if vh is not None else None), ("bias", vb), ("rbias", vrb),
+                                ("peep", vp), ("h0", vh), ("c0", vc)) if v is not None]
+        outs = [("out_h", node.outputs[0]), ("out_c", node.outputs[1])] + ([("seq", seq)] if seq is not None else [])
+        lc.kernel("recurrent/lstm_cell.wgsl", ins, outs, n, gate=gate, acts=acts, has_bias=vb is not None,
+                  has_rbias=vrb is not None, has_peep=vp is not None, has_h0=vh is not None, has_c0=vc is not None,
+                  has_seq=seq is not None, w_t=w_in is not None, r_t=r_in is not None, **common)
+        return
 
     proj = lc.temp("float32", (nd, steps, batch, gh))
     ins = [("x", vx), ("w", vw)] + ([("bias", vb)] if vb is not None else []) + \
@@ -475,10 +504,6 @@ def lower_recurrent(node, lc) -> None:
     lc.kernel("recurrent/init.wgsl", init_ins, [("state", states[0])], n_state * nd * batch * hidden,
               has_h0=vh is not None, has_c0=vc is not None, n_state=n_state, **common)
 
-    seq = node.outputs[-1] if a["return_sequence"] else None
-    acts = a["activations"]
-    gate = _GATE_INDEX[a["layout"]]
-    n = nd * batch * hidden
     rh = None if (is_lstm or reset_after) else lc.temp("float32", (nd, batch, hidden))
     for s in range(steps):
         src, dst = states[s % 2], states[(s + 1) % 2]
