@@ -495,13 +495,42 @@ def _concatenation(cv: Converter, op: OperatorInfo) -> None:
 
 @handles("RESHAPE", "SQUEEZE", "EXPAND_DIMS", webnn="reshape (to the output tensor's static shape)")
 def _reshape(cv: Converter, op: OperatorInfo) -> None:
-    # Shapes are static here: the output tensor's declared shape is the new shape.
-    out = cv.out_tensor(op)
+    # The output tensor's declared shape is the new shape (when it has dynamic dimensions,
+    # the operator's own rule on the actual input gives it).
+    shape = cv.out_shape(op, 0, lambda: _reshape_rule(cv, op))
     in_count = int(np.prod(cv.tensor(op, 0).shape, dtype=np.int64))
-    if int(np.prod(out.shape, dtype=np.int64)) != in_count:
-        raise cv.malformed(op, f"output shape {list(out.shape)} holds a different element count than "
+    if int(np.prod(shape, dtype=np.int64)) != in_count:
+        raise cv.malformed(op, f"output shape {shape} holds a different element count than "
                                f"the input {list(cv.tensor(op, 0).shape)}")
-    cv.set_output(op, cv.builder.reshape(cv.operand(op, 0), list(out.shape), label=cv.label(op)))
+    cv.set_output(op, cv.builder.reshape(cv.operand(op, 0), shape, label=cv.label(op)))
+
+
+def _reshape_rule(cv: Converter, op: OperatorInfo) -> list[int]:
+    """The output shape of RESHAPE / SQUEEZE / EXPAND_DIMS from the input's actual shape."""
+    in_shape = [int(d) for d in cv.tensor(op, 0).shape]
+    if op.name == "SQUEEZE":
+        o = op.options(_fb.SqueezeOptions)
+        dims = o.SqueezeDimsAsNumpy() if o is not None and o.SqueezeDimsLength() else []
+        axes = {cv.axis(op, int(a), len(in_shape)) for a in dims} or \
+            {a for a, d in enumerate(in_shape) if d == 1}
+        return [d for a, d in enumerate(in_shape) if a not in axes]
+    if op.name == "EXPAND_DIMS":
+        axis = cv.axis(op, int(cv.value(op, 1).reshape(-1)[0]), len(in_shape) + 1)
+        return in_shape[:axis] + [1] + in_shape[axis:]
+    new = cv.static(op, 1)
+    if new is None:
+        o = op.options(_fb.ReshapeOptions)
+        if o is None or not o.NewShapeLength():
+            raise cv.unsupported(op, "a run-time new shape")
+        new = o.NewShapeAsNumpy()
+    new = [int(d) for d in np.asarray(new).reshape(-1)]
+    if new.count(-1) == 1:
+        known = int(np.prod([d for d in new if d != -1], dtype=np.int64))
+        count = int(np.prod(in_shape, dtype=np.int64))
+        if known <= 0 or count % known:
+            raise cv.malformed(op, f"new shape {new} for an input of shape {in_shape}")
+        new[new.index(-1)] = count // known
+    return new
 
 
 @handles("SOFTMAX", webnn="softmax(axis=last) (times beta first when beta != 1)")
@@ -570,7 +599,8 @@ def _fully_connected(cv: Converter, op: OperatorInfo) -> None:
     if list(x_shape) != [rows, depth]:
         x = cv.builder.reshape(x, [rows, depth], label=label + "/flatten")
     y = cv.builder.gemm(x, cv.operand(op, 1), c=cv.optional_operand(op, 2), b_transpose=True, label=label)
-    out_shape = list(cv.out_tensor(op).shape)
+    keep = bool(_opt(o, "KeepNumDims", False))
+    out_shape = cv.out_shape(op, 0, lambda: [*x_shape[:-1], units] if keep else [rows, units])
     if out_shape != [rows, units]:
         y = cv.builder.reshape(y, out_shape, label=label + "/unflatten")
     cv.set_output(op, _activation(cv, op, y, _opt(o, "FusedActivationFunction", ACT_NONE)))
@@ -695,7 +725,7 @@ def _fold_unary(cv: Converter, op: OperatorInfo, values: list) -> list:
 
 @folds("RESHAPE", "SQUEEZE", "EXPAND_DIMS")
 def _fold_reshape(cv: Converter, op: OperatorInfo, values: list) -> list:
-    return [values[0].reshape(cv.out_tensor(op).shape)]
+    return [values[0].reshape(cv.out_shape(op, 0, lambda: _reshape_rule(cv, op)))]
 
 
 @folds("SHAPE", always=True)
@@ -732,12 +762,13 @@ def _fill(cv: Converter, op: OperatorInfo) -> None:
 
 @folds("BROADCAST_TO")
 def _fold_broadcast_to(cv: Converter, op: OperatorInfo, values: list) -> list:
-    return [np.broadcast_to(values[0], cv.out_tensor(op).shape)]
+    return [np.broadcast_to(values[0], [int(d) for d in values[1].reshape(-1)])]
 
 
 @handles("BROADCAST_TO", webnn="expand")
 def _broadcast_to(cv: Converter, op: OperatorInfo) -> None:
-    shape = list(cv.out_tensor(op).shape)
+    shape = cv.out_shape(op, 0, lambda: np.broadcast_shapes(tuple(cv.tensor(op, 0).shape),
+                                                            tuple(int(d) for d in cv.value(op, 1).reshape(-1))))
     cv.set_output(op, cv.builder.expand(cv.operand(op, 0), shape, label=cv.label(op)))
 
 
@@ -774,7 +805,7 @@ def _unpack(cv: Converter, op: OperatorInfo) -> None:
     parts = [cv.operand(op, 0)] if shape[axis] == 1 else \
         cv.builder.split(cv.operand(op, 0), shape[axis], axis=axis, label=label)
     for j, part in enumerate(parts):
-        cv.set_output(op, cv.builder.reshape(part, list(cv.out_tensor(op, j).shape), label=f"{label}/{j}"), j)
+        cv.set_output(op, cv.builder.reshape(part, shape[:axis] + shape[axis + 1:], label=f"{label}/{j}"), j)
 
 
 @folds("CONCATENATION")
@@ -817,6 +848,15 @@ def _fold_movement(cv: Converter, op: OperatorInfo, values: list) -> list:
     if op.name == "TILE":
         return [np.tile(x, [int(v) for v in values[1].reshape(-1)])]
     return [np.flip(x, tuple(int(a) for a in values[1].reshape(-1)))]
+
+
+@folds("SUM", "REDUCE_PROD", "REDUCE_MAX", "REDUCE_MIN")
+def _fold_reduce(cv: Converter, op: OperatorInfo, values: list) -> list:
+    x = values[0]
+    axes = tuple(sorted({cv.axis(op, int(a), x.ndim) for a in values[1].reshape(-1)}))
+    keep = bool(_opt(op.options(_fb.ReducerOptions), "KeepDims", False))
+    fn = {"SUM": np.sum, "REDUCE_PROD": np.prod, "REDUCE_MAX": np.max, "REDUCE_MIN": np.min}[op.name]
+    return [fn(x, axis=axes, keepdims=keep).astype(x.dtype)]
 
 
 @folds("SELECT", "SELECT_V2")
@@ -1397,9 +1437,11 @@ def _while(cv: Converter, op: OperatorInfo) -> None:
             raise cv.unsupported(op, f"a loop of more than {MAX_UNROLL} iterations (unrolled at load time)")
         values = cv.call_subgraph(op, body, values, f"{cv.label(op)}/{iteration}/")
     for j, value in enumerate(values):
-        if not isinstance(value, np.ndarray) and tuple(int(d) for d in value.shape) != cv.out_tensor(op, j).shape:
-            raise cv.unsupported(op, f"loop variable {j} whose shape changes ({list(cv.out_tensor(op, j).shape)} "
-                                     f"declared, {list(value.shape)} after unrolling)")
+        out = cv.out_tensor(op, j)
+        got = tuple(int(d) for d in value.shape)
+        if not isinstance(value, np.ndarray) and not out.is_dynamic and got != out.shape:
+            raise cv.unsupported(op, f"loop variable {j} whose shape changes ({list(out.shape)} "
+                                     f"declared, {list(got)} after unrolling)")
         cv.set_entry(op, value, j)
 
 
