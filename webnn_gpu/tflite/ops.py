@@ -488,8 +488,13 @@ def _concatenation(cv: Converter, op: OperatorInfo) -> None:
     o = op.options(_fb.ConcatenationOptions)
     rank = len(cv.tensor(op, 0).shape)
     axis = cv.axis(op, int(_opt(o, "Axis", 0)), rank)
-    inputs = [cv.operand(op, i) for i in range(len(op.inputs))]
-    y = cv.builder.concat(inputs, axis, label=cv.label(op))
+    # Empty inputs (load-time constants without values) add nothing.
+    inputs = [cv.operand(op, i) for i in range(len(op.inputs))
+              if (v := cv.static(op, i)) is None or v.size]
+    if not inputs:
+        raise cv.malformed(op, "every input is empty")
+    y = cv.builder.concat(inputs, axis, label=cv.label(op)) if len(inputs) > 1 else \
+        cv.builder.identity(inputs[0], label=cv.label(op))
     cv.set_output(op, _activation(cv, op, y, _opt(o, "FusedActivationFunction", ACT_NONE)))
 
 
@@ -1122,8 +1127,9 @@ def _slice_window(cv: Converter, op: OperatorInfo) -> tuple[list[int], list[int]
 @handles("SLICE", webnn="slice(starts, sizes)")
 def _slice(cv: Converter, op: OperatorInfo) -> None:
     begin, size = _slice_window(cv, op)
-    if 0 in size:
-        raise cv.unsupported(op, "an empty result")
+    if 0 in size:  # an empty tensor has no values: a load-time constant (e.g. a loop's first TensorList slice)
+        cv.set_constant(op, np.zeros(size, _np_type(cv, op)))
+        return
     cv.set_output(op, cv.builder.slice(cv.operand(op, 0), begin, size, label=cv.label(op)))
 
 
@@ -1165,7 +1171,7 @@ def strided_slice_plan(shape: Sequence[int], begin: Sequence[int], end: Sequence
         out_shape (the final shape).
 
     Raises:
-        ValueError: inconsistent vectors, a zero stride, or an empty result.
+        ValueError: inconsistent vectors or a zero stride.
     """
     n = len(begin)
     if len(end) != n or len(strides) != n:
@@ -1218,9 +1224,7 @@ def strided_slice_plan(shape: Sequence[int], begin: Sequence[int], end: Sequence
         d += 1
     reverse, starts, sizes, steps = [], [], [], []
     for axis, (start, stop, step, _) in enumerate(dims):  # type: ignore[misc]
-        count = len(range(start, stop, step))
-        if count == 0:
-            raise ValueError(f"an empty result along dimension {axis}")
+        count = len(range(start, stop, step))  # 0: an empty result
         if step < 0:
             reverse.append(axis)
             start, step = int(shape[axis]) - 1 - start, -step
@@ -1248,6 +1252,9 @@ def _strided_plan(cv: Converter, op: OperatorInfo) -> StridedSlicePlan:
 @handles("STRIDED_SLICE", webnn="reverse (negative strides) + slice(starts, sizes, strides) + reshape (all masks)")
 def _strided_slice(cv: Converter, op: OperatorInfo) -> None:
     plan = _strided_plan(cv, op)
+    if 0 in plan.out_shape:  # an empty tensor has no values: a load-time constant
+        cv.set_constant(op, np.zeros(plan.out_shape, _np_type(cv, op)))
+        return
     b, label = cv.builder, cv.label(op)
     x = cv.operand(op, 0)
     shape = tuple(int(v) for v in cv.tensor(op, 0).shape)
@@ -1289,6 +1296,62 @@ def _split_v(cv: Converter, op: OperatorInfo) -> None:
                                                                           label=cv.label(op))
     for j, part in enumerate(parts):
         cv.set_output(op, part if len(sizes) > 1 else cv.builder.identity(part, label=cv.label(op)), j)
+
+
+def _block_params(cv: Converter, op: OperatorInfo, what: str) -> tuple[list[int], list[int], list[int], list[int]]:
+    """(shape, block, before, after) of SPACE_TO_BATCH_ND (``what`` = paddings) or
+    BATCH_TO_SPACE_ND (crops): inputs [batch, spatial..., rest...], block_shape [M], [M, 2]."""
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    block = [int(v) for v in cv.value(op, 1).reshape(-1)]
+    pairs = np.asarray(cv.value(op, 2), np.int64)
+    m = len(block)
+    if not 1 <= m < len(shape) or pairs.shape != (m, 2) or min(block) < 1 or (pairs < 0).any():
+        raise cv.malformed(op, f"block_shape {block} and {what} {pairs.tolist()} for an input of shape {shape}")
+    return shape, block, [int(v) for v in pairs[:, 0]], [int(v) for v in pairs[:, 1]]
+
+
+@handles("SPACE_TO_BATCH_ND", webnn="pad + reshape + transpose + reshape")
+def _space_to_batch_nd(cv: Converter, op: OperatorInfo) -> None:
+    shape, block, before, after = _block_params(cv, op, "paddings")
+    m, b, label = len(block), cv.builder, cv.label(op)
+    batch, spatial, rest = shape[0], shape[1:1 + m], shape[1 + m:]
+    padded = [s + lo + hi for s, lo, hi in zip(spatial, before, after)]
+    if any(p % k for p, k in zip(padded, block)):
+        raise cv.malformed(op, f"padded spatial shape {padded} not a multiple of block_shape {block}")
+    x = cv.operand(op, 0)
+    if any(before) or any(after):
+        zeros = [0] * len(rest)
+        x = b.pad(x, [0, *before, *zeros], [0, *after, *zeros], label=label + "/pad")
+    depth = int(np.prod(rest, dtype=np.int64))
+    blocks = [v for p, k in zip(padded, block) for v in (p // k, k)]  # [batch, s1/b1, b1, ..., depth]
+    x = b.reshape(x, [batch, *blocks, depth], label=label + "/blocks")
+    perm = [2 + 2 * i for i in range(m)] + [0] + [1 + 2 * i for i in range(m)] + [2 * m + 1]
+    x = b.transpose(x, permutation=perm, label=label + "/transpose")
+    out = [batch * int(np.prod(block)), *[p // k for p, k in zip(padded, block)], *rest]
+    cv.set_output(op, b.reshape(x, out, label=label))
+
+
+@handles("BATCH_TO_SPACE_ND", webnn="reshape + transpose + reshape + slice (crops)")
+def _batch_to_space_nd(cv: Converter, op: OperatorInfo) -> None:
+    shape, block, before, after = _block_params(cv, op, "crops")
+    m, b, label = len(block), cv.builder, cv.label(op)
+    count = int(np.prod(block))
+    if shape[0] % count:
+        raise cv.malformed(op, f"batch {shape[0]} not a multiple of the block_shape {block}'s {count} cells")
+    batch, spatial, rest = shape[0] // count, shape[1:1 + m], shape[1 + m:]
+    full = [s * k for s, k in zip(spatial, block)]
+    if any(lo + hi >= f for lo, hi, f in zip(before, after, full)):
+        raise cv.malformed(op, f"crops {list(zip(before, after))} leave nothing of the spatial shape {full}")
+    depth = int(np.prod(rest, dtype=np.int64))
+    x = b.reshape(cv.operand(op, 0), [*block, batch, *spatial, depth], label=label + "/blocks")
+    perm = [m] + [v for i in range(m) for v in (m + 1 + i, i)] + [2 * m + 1]  # [batch, s1, b1, ..., depth]
+    x = b.transpose(x, permutation=perm, label=label + "/transpose")
+    x = b.reshape(x, [batch, *full, *rest], label=label + "/space")
+    if any(before) or any(after):
+        zeros = [0] * len(rest)
+        x = b.slice(x, [0, *before, *zeros], [batch, *[f - lo - hi for f, lo, hi in zip(full, before, after)], *rest],
+                    label=label + "/crop")
+    cv.set_output(op, x)
 
 
 @handles("DEPTH_TO_SPACE", webnn="reshape + transpose + reshape (DCR order)")
