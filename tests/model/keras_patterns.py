@@ -1,0 +1,134 @@
+"""Small TFLite models with the operator patterns TensorFlow's converter writes for Keras models.
+
+Written with ``tflite_maker.ModelMaker`` (no TensorFlow needed); each mirrors what
+``benchmarks/keras_zoo.py`` found in real conversions:
+
+* ``dynamic_batch``: a Keras model's open batch size: ``-1`` in the shape signatures,
+  placeholder sizes in ``shape`` (``[1, 1]`` for a ``[-1, -1]`` reshape), and the shape
+  arithmetic ``tf.reshape`` emits (SHAPE, STRIDED_SLICE, GATHER, REDUCE_PROD, PACK) in
+  front of RESHAPE, with FULLY_CONNECTED (``keep_num_dims`` both ways), EXPAND_DIMS,
+  SQUEEZE, MEAN, BROADCAST_TO and UNPACK on dynamic tensors;
+* ``space_batch``: SPACE_TO_BATCH_ND / BATCH_TO_SPACE_ND (a dilated Conv1D), with
+  paddings and crops, in both forms LiteRT runs (rank 4 with two block
+  dimensions, rank 3 with one);
+* ``tensor_list_loop``: a Keras 3 recurrent layer's ``WHILE``: a buffer written one row
+  per iteration by SLICE + CONCATENATION, whose first and last slices are empty.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ai_edge_litert import schema_py_generated as schema
+from tflite_maker import ModelMaker
+
+INT32 = schema.TensorType.INT32
+KERAS_CASES: dict = {}
+
+
+def case(fn):
+    KERAS_CASES[fn.__name__] = fn
+    return fn
+
+
+def _f32(rng, *shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def _signature(m: ModelMaker, tensor: int, signature: list[int]) -> int:
+    """Give ``tensor`` a shape signature (``-1``: a dynamic dimension)."""
+    m.tensors[tensor].shapeSignature = list(signature)
+    return tensor
+
+
+@case
+def dynamic_batch():
+    """Returns (model, inputs at the declared batch of 1); the model takes any batch size."""
+    rng = np.random.default_rng(40)
+    m = ModelMaker()
+    x = _signature(m, m.input([1, 4, 6]), [-1, 4, 6])
+    shape = m.op("SHAPE", [x], [3], out_dtype=np.int32, options=dict(outType=INT32))
+    batch = m.op("STRIDED_SLICE", [shape, m.const(np.int32([0])), m.const(np.int32([1])), m.const(np.int32([1]))],
+                 [], out_dtype=np.int32, options=dict(shrinkAxisMask=1))
+    rows = m.op("REDUCE_PROD", [m.op("GATHER", [shape, m.const(np.int32([0, 1]))], [2], out_dtype=np.int32),
+                                m.const(np.int32([0]))], [], out_dtype=np.int32)
+    flat_shape = m.op("PACK", [rows, m.const(np.int32(6))], [2], out_dtype=np.int32,
+                      options=dict(valuesCount=2, axis=0))
+    # The converter's placeholder: [1, 1] for a [-1, -1] tensor whose size is [4 * batch, 6].
+    flat = _signature(m, m.op("RESHAPE", [x, flat_shape], [1, 1]), [-1, -1])
+    fc = _signature(m, m.op("FULLY_CONNECTED", [flat, m.const(_f32(rng, 5, 6)), m.const(_f32(rng, 5))], [1, 5]),
+                    [-1, 5])
+    back_shape = m.op("PACK", [batch, m.const(np.int32(4)), m.const(np.int32(5))], [3], out_dtype=np.int32,
+                      options=dict(valuesCount=3, axis=0))
+    back = _signature(m, m.op("RESHAPE", [fc, back_shape], [1, 4, 5]), [-1, 4, 5])
+    kept = _signature(m, m.op("FULLY_CONNECTED", [x, m.const(_f32(rng, 5, 6)), -1], [1, 4, 5],
+                              options=dict(keepNumDims=True)), [-1, 4, 5])
+    both = _signature(m, m.op("ADD", [back, kept], [1, 4, 5]), [-1, 4, 5])
+    grown = _signature(m, m.op("EXPAND_DIMS", [both, m.const(np.int32(1))],
+                               [1, 1, 4, 5]), [-1, 1, 4, 5])
+    squeezed = _signature(m, m.op("SQUEEZE", [grown], [1, 4, 5], options=dict(squeezeDims=[1])), [-1, 4, 5])
+    mean = _signature(m, m.op("MEAN", [squeezed, m.const(np.int32([2]))], [1, 4, 1], options=dict(keepDims=True)),
+                      [-1, 4, 1])
+    spread = _signature(m, m.op("BROADCAST_TO", [mean, back_shape], [1, 4, 5], version=2), [-1, 4, 5])
+    out = _signature(m, m.op("SUB", [squeezed, spread], [1, 4, 5]), [-1, 4, 5])
+    rows_out = m.op("UNPACK", [out], [[1, 5]] * 4, options=dict(num=4, axis=1), outputs=4)
+    for t in rows_out:
+        _signature(m, t, [-1, 5])
+    m.output(out, rows_out[2])
+    return m.finish(), [_f32(rng, 1, 4, 6)]
+
+
+@case
+def space_batch():
+    rng = np.random.default_rng(41)
+    m = ModelMaker()
+    x = m.input([2, 5, 7, 3])
+    blocks = m.op("SPACE_TO_BATCH_ND", [x, m.const(np.int32([2, 3])), m.const(np.int32([[1, 0], [1, 1]]))],
+                  [12, 3, 3, 3])
+    act = m.op("TANH", [blocks], [12, 3, 3, 3])
+    back = m.op("BATCH_TO_SPACE_ND", [act, m.const(np.int32([2, 3])), m.const(np.int32([[1, 0], [0, 2]]))],
+                [2, 5, 7, 3])
+    # The rank-3 forms (one block dimension) of a dilated Conv1D.
+    y = m.input([2, 8, 3])
+    y_blocks = m.op("SPACE_TO_BATCH_ND", [y, m.const(np.int32([4])), m.const(np.int32([[2, 2]]))], [8, 3, 3])
+    z = m.input([4, 5, 3])
+    z_space = m.op("BATCH_TO_SPACE_ND", [z, m.const(np.int32([2])), m.const(np.int32([[0, 1]]))], [2, 9, 3])
+    m.output(blocks, back, y_blocks, z_space)
+    return m.finish(), [_f32(rng, 2, 5, 7, 3), _f32(rng, 2, 8, 3), _f32(rng, 4, 5, 3)]
+
+
+@case
+def tensor_list_loop():
+    """``for i in range(3): buf[i] = tanh(x[i]) + buf_row_sum`` the way the converter writes a
+    TensorList: ``concat(buf[:i], row, buf[i + 1:])``; also an empty STRIDED_SLICE."""
+    rng = np.random.default_rng(42)
+    m = ModelMaker()
+    x = m.input([3, 4])
+    i0, n = m.const(np.int32(0)), m.const(np.int32(3))
+    buf0 = m.const(np.zeros((3, 4), np.float32))
+    cond = m.subgraph()
+    ci, cn = m.input([], np.int32), m.input([], np.int32)
+    m.input([3, 4]), m.input([3, 4])
+    m.output(m.op("LESS", [ci, cn], [], out_dtype=np.bool_))
+    body = m.subgraph()
+    bi, bn, bbuf, bx = m.input([], np.int32), m.input([], np.int32), m.input([3, 4]), m.input([3, 4])
+    nxt = m.op("ADD", [bi, m.const(np.int32(1))], [], out_dtype=np.int32)
+    row = m.op("RESHAPE", [m.op("GATHER", [bx, bi], [4]), m.const(np.int32([1, 4]))], [1, 4])
+    total = m.op("SUM", [bbuf, m.const(np.int32([0]))], [1, 4], options=dict(keepDims=True))
+    row = m.op("ADD", [m.op("TANH", [row], [1, 4]), total], [1, 4])
+    one = m.const(np.int32([1]))
+    pre_size = m.op("CONCATENATION", [m.op("RESHAPE", [bi, one], [1], out_dtype=np.int32), m.const(np.int32([-1]))],
+                    [2], out_dtype=np.int32, options=dict(axis=0))
+    pre = _signature(m, m.op("SLICE", [bbuf, m.const(np.int32([0, 0])), pre_size], [1, 1]), [-1, -1])
+    post_begin = m.op("CONCATENATION", [m.op("RESHAPE", [nxt, one], [1], out_dtype=np.int32),
+                                        m.const(np.int32([0]))], [2], out_dtype=np.int32, options=dict(axis=0))
+    post = _signature(m, m.op("SLICE", [bbuf, post_begin, m.const(np.int32([-1, -1]))], [1, 4]), [-1, 4])
+    m.output(nxt, bn, m.op("CONCATENATION", [pre, row, post], [3, 4], options=dict(axis=0)), bx)
+    m.subgraph(0)
+    outs = m.op("WHILE", [i0, n, buf0, x], [[], [], [3, 4], [3, 4]],
+                options=dict(condSubgraphIndex=cond, bodySubgraphIndex=body), outputs=4)
+    m.tensors[outs[0]].type = m.tensors[outs[1]].type = INT32
+    empty = m.op("STRIDED_SLICE", [x, m.const(np.int32([3, 0])), m.const(np.int32([3, 4])), m.const(np.int32([1, 1]))],
+                 [0, 4])
+    m.output(m.op("CONCATENATION", [empty, outs[2]], [3, 4], options=dict(axis=0)))
+    return m.finish(), [_f32(rng, 3, 4)]

@@ -1,0 +1,74 @@
+"""The operator patterns of TensorFlow-converted Keras models (keras_patterns.py) against LiteRT.
+
+Each model is written with our own flatbuffer writer (the CI machine has no TensorFlow)
+and run by ``webnn.load`` on the GPU and by LiteRT's builtin kernels; outputs agree
+within float32 tolerance relative to their magnitude. ``benchmarks/keras_zoo.py`` runs
+the real converter's output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from keras_patterns import KERAS_CASES
+from litert_reference import run_litert
+
+import webnn_gpu as webnn
+from webnn_gpu.errors import MLTypeError
+
+#: float32 tolerance relative to max(1, the output's largest magnitude).
+TOL = 1e-4
+
+
+def _compare(case: str, got: dict[str, np.ndarray], refs: list[np.ndarray], names: list[str]) -> None:
+    assert list(got) == names
+    for name, ref in zip(names, refs):
+        assert got[name].shape == ref.shape, f"{case} {name}: shape {got[name].shape} != LiteRT's {ref.shape}"
+        err = float(np.abs(got[name].astype(np.float64) - ref).max())
+        assert err <= TOL * max(1.0, float(np.abs(ref).max())), f"{case} {name}: max abs error {err:.3e}"
+
+
+def _litert_resized(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """LiteRT's builtin kernels with every input resized to the array's shape."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    it = Interpreter(model_content=data, num_threads=1,
+                     experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    for d, x in zip(it.get_input_details(), inputs):
+        it.resize_tensor_input(d["index"], list(x.shape), strict=True)
+    it.allocate_tensors()
+    for d, x in zip(it.get_input_details(), inputs):
+        it.set_tensor(d["index"], x)
+    it.invoke()
+    return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
+
+
+@pytest.mark.parametrize("case", sorted(KERAS_CASES))
+def test_keras_patterns_match_litert(case, ctx):
+    data, inputs = KERAS_CASES[case]()
+    refs = run_litert(data, inputs)
+    model = webnn.load(data, ctx)
+    got = model.compute({n: x for n, x in zip(model.input_names, inputs)})
+    _compare(case, got, refs, model.output_names)
+
+
+def test_dynamic_batch_takes_input_shapes(ctx):
+    """``input_shapes`` sizes a dynamic batch (as LiteRT's resize_tensor_input); every
+    dynamic tensor after it follows, placeholders in the file notwithstanding."""
+    data, _ = KERAS_CASES["dynamic_batch"]()
+    x = np.random.default_rng(43).standard_normal((3, 4, 6)).astype(np.float32)
+    refs = _litert_resized(data, [x])
+    model = webnn.load(data, ctx, input_shapes={"input_0": [3, 4, 6]})
+    assert model.inputs["input_0"]["shape"] == [3, 4, 6]
+    assert [o["shape"] for o in model.outputs.values()] == [[3, 4, 5], [3, 5]]
+    _compare("dynamic_batch at 3", model.compute(x), refs, model.output_names)
+
+
+def test_input_shapes_must_fit_the_signature(ctx):
+    data, _ = KERAS_CASES["dynamic_batch"]()
+    with pytest.raises(MLTypeError, match=r"input_shapes\['input_0'\] is \[3, 5, 6\]; the model's input "
+                                          r"'input_0' has shape \[-1, 4, 6\]"):
+        webnn.load(data, ctx, input_shapes={"input_0": [3, 5, 6]})
+    with pytest.raises(MLTypeError, match=r"input_shapes names \['x'\], which are not inputs"):
+        webnn.load(data, ctx, input_shapes={"x": [1, 4, 6]})
