@@ -864,6 +864,46 @@ def _fold_reduce(cv: Converter, op: OperatorInfo, values: list) -> list:
     return [fn(x, axis=axes, keepdims=keep).astype(x.dtype)]
 
 
+_NP_UNARY_FLOAT: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "LOGISTIC": lambda x: 1.0 / (1.0 + np.exp(-x)), "TANH": np.tanh, "RELU": lambda x: np.maximum(x, 0),
+    "RELU6": lambda x: np.clip(x, 0, 6), "EXP": np.exp,
+}
+
+
+@folds(*_NP_UNARY_FLOAT)
+def _fold_unary_float(cv: Converter, op: OperatorInfo, values: list) -> list:
+    with np.errstate(over="ignore"):
+        return [_NP_UNARY_FLOAT[op.name](values[0].astype(np.float64))]
+
+
+@folds("FULLY_CONNECTED")
+def _fold_fully_connected(cv: Converter, op: OperatorInfo, values: list) -> list:
+    o = op.options(_fb.FullyConnectedOptions)
+    if _opt(o, "WeightsFormat", 0) != 0:
+        raise cv.unsupported(op, "shuffled weights format")
+    x, w = values[0].astype(np.float64), values[1].astype(np.float64)
+    y = x.reshape(-1, w.shape[1]) @ w.T
+    if len(values) > 2 and values[2] is not None:
+        y = y + values[2].astype(np.float64)
+    keep = bool(_opt(o, "KeepNumDims", False))
+    y = y.reshape(cv.out_shape(op, 0, lambda: [*x.shape[:-1], w.shape[0]] if keep else list(y.shape)))
+    return [_np_activation(y, _opt(o, "FusedActivationFunction", ACT_NONE))]
+
+
+@folds("SPLIT")
+def _fold_split(cv: Converter, op: OperatorInfo, values: list) -> list:
+    return np.split(values[1], len(op.outputs), axis=int(values[0].reshape(-1)[0]))
+
+
+@folds("SPLIT_V")
+def _fold_split_v(cv: Converter, op: OperatorInfo, values: list) -> list:
+    x, axis = values[0], int(values[2].reshape(-1)[0])
+    sizes = [int(v) for v in values[1].reshape(-1)]
+    if sizes.count(-1) == 1:
+        sizes[sizes.index(-1)] = x.shape[axis] - (sum(sizes) + 1)
+    return np.split(x, np.cumsum(sizes)[:-1], axis=axis)
+
+
 @folds("SELECT", "SELECT_V2")
 def _fold_select(cv: Converter, op: OperatorInfo, values: list) -> list:
     cond, a, b = values
@@ -1480,12 +1520,17 @@ def _symmetric_pad(cv: Converter, op: OperatorInfo, begin: list[int], end: list[
 # ----------------------------------------------------------------------------- control flow
 
 
-@handles("WHILE", webnn="(unrolled at load time when the trip count is static)")
+@handles("WHILE", webnn="lstm / gru when the loop is a recurrent layer; else unrolled at load time "
+                        "(static trip count)")
 def _while(cv: Converter, op: OperatorInfo) -> None:
     from .convert import MAX_UNROLL
 
     o = op.options(_fb.WhileOptions)
     cond, body = int(_opt(o, "CondSubgraphIndex", 0)), int(_opt(o, "BodySubgraphIndex", 0))
+    from .loops import map_recurrent_loop
+
+    if map_recurrent_loop(cv, op, cond, body):  # a recurrent layer's loop: one lstm / gru
+        return
     values = [cv.entry(op, i) for i in range(len(op.inputs))]
     cond_name = cv.model.subgraphs[cond].name if 0 < cond < len(cv.model.subgraphs) else ""
     for iteration in range(MAX_UNROLL + 1):
