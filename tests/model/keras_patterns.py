@@ -132,3 +132,108 @@ def tensor_list_loop():
                  [0, 4])
     m.output(m.op("CONCATENATION", [empty, outs[2]], [3, 4], options=dict(axis=0)))
     return m.finish(), [_f32(rng, 3, 4)]
+
+
+def recurrent_loop(cell: str, *, near_miss: bool = False) -> tuple[bytes, list[np.ndarray]]:
+    """A Keras 3 LSTM or GRU layer as TensorFlow's converter writes it: a time-major
+    sequence, a WHILE with two counters, a body of fully connected layers, a gate split
+    and the activations, and a buffer written per step (LSTM: the whole sequence through
+    SLICE + CONCATENATION; GRU: the last state). The LSTM starts from a run-time hidden
+    state and a non-zero constant cell state. ``near_miss``: the GRU's candidate uses RELU
+    (not a WebNN gru with tanh): the loop must be unrolled instead.
+    """
+    rng = np.random.default_rng(44 if cell == "lstm" else 45)
+    steps, batch, features, units = 5, 2, 3, 4
+    gates = 4 if cell == "lstm" else 3
+    m = ModelMaker()
+    x = m.input([batch, steps, features])
+    seq = m.op("TRANSPOSE", [x, m.const(np.int32([1, 0, 2]))], [steps, batch, features])
+    state = [batch, units]
+    buf_shape = [steps, batch, units] if cell == "lstm" else [1, batch, units]
+    if cell == "lstm":
+        h0 = m.input(state)
+        c0 = m.const(_f32(rng, *state, scale=0.5))
+        loop_vars = [m.const(np.int32(0)), m.const(np.int32(0)), m.const(np.zeros(buf_shape, np.float32)), h0, c0, seq]
+    else:
+        loop_vars = [m.const(np.int32(0)), m.const(np.int32(0)), m.const(np.zeros(buf_shape, np.float32)),
+                     m.const(np.zeros(state, np.float32)), seq]
+    shapes = [[], [], buf_shape, state] + ([state] if cell == "lstm" else []) + [[steps, batch, features]]
+    dtypes = [np.int32, np.int32] + [np.float32] * (len(shapes) - 2)
+
+    cond = m.subgraph()
+    ins = [m.input(s, d) for s, d in zip(shapes, dtypes)]
+    limit = m.const(np.int32(steps))
+    m.output(m.op("LOGICAL_AND", [m.op("LESS", [ins[0], limit], [], out_dtype=np.bool_),
+                                  m.op("LESS", [ins[1], limit], [], out_dtype=np.bool_)], [], out_dtype=np.bool_))
+
+    body = m.subgraph()
+    ins = [m.input(s, d) for s, d in zip(shapes, dtypes)]
+    i, t, buf, h = ins[:4]
+    one = m.const(np.int32(1))
+    i1 = m.op("ADD", [i, one], [], out_dtype=np.int32)
+    t1 = m.op("ADD", [t, one], [], out_dtype=np.int32)
+    x_t = m.op("GATHER", [ins[-1], t], [batch, features])
+    sig = lambda v: m.op("LOGISTIC", [v], state)  # noqa: E731
+    tanh = lambda v: m.op("TANH", [v], state)  # noqa: E731
+    if cell == "lstm":
+        c = ins[4]
+        rec = m.op("FULLY_CONNECTED", [h, m.const(_f32(rng, gates * units, units, scale=0.5)), -1],
+                   [batch, gates * units])
+        xw = m.op("FULLY_CONNECTED", [x_t, m.const(_f32(rng, gates * units, features, scale=0.5)), -1],
+                  [batch, gates * units])
+        z = m.op("ADD", [m.op("ADD", [xw, rec], [batch, gates * units]), m.const(_f32(rng, gates * units, scale=0.3))],
+                 [batch, gates * units])
+        gi, gf, gg, go = m.op("SPLIT", [m.const(np.int32(1)), z], [state] * 4, options=dict(numSplits=4), outputs=4)
+        c1 = m.op("ADD", [m.op("MUL", [sig(gf), c], state), m.op("MUL", [sig(gi), tanh(gg)], state)], state)
+        h1 = m.op("MUL", [sig(go), tanh(c1)], state)
+        row = m.op("RESHAPE", [h1, m.const(np.int32([1, batch, units]))], [1, batch, units])
+        vec = m.const(np.int32([1]))
+        pre_size = m.op("CONCATENATION", [m.op("RESHAPE", [t, vec], [1], out_dtype=np.int32),
+                                          m.const(np.int32([-1, -1]))], [3], out_dtype=np.int32, options=dict(axis=0))
+        pre = _signature(m, m.op("SLICE", [buf, m.const(np.int32([0, 0, 0])), pre_size], [1, 1, 1]), [-1, -1, -1])
+        post_begin = m.op("CONCATENATION", [m.op("RESHAPE", [t1, vec], [1], out_dtype=np.int32),
+                                            m.const(np.int32([0, 0]))], [3], out_dtype=np.int32, options=dict(axis=0))
+        post = _signature(m, m.op("SLICE", [buf, post_begin, m.const(np.int32([-1, -1, -1]))], [1, batch, units]),
+                          [-1, batch, units])
+        buf1 = m.op("CONCATENATION", [pre, row, post], buf_shape, options=dict(axis=0))
+        m.output(i1, t1, buf1, h1, c1, ins[-1])
+    else:
+        xw = m.op("FULLY_CONNECTED", [x_t, m.const(_f32(rng, gates * units, features, scale=0.5)),
+                                      m.const(_f32(rng, gates * units, scale=0.3))], [batch, gates * units])
+        xz, xr, xn = m.op("SPLIT", [m.const(np.int32(1)), xw], [state] * 3, options=dict(numSplits=3), outputs=3)
+        rec = m.op("FULLY_CONNECTED", [h, m.const(_f32(rng, gates * units, units, scale=0.5)),
+                                       m.const(_f32(rng, gates * units, scale=0.3))], [batch, gates * units])
+        hz, hr, hn = (m.op("STRIDED_SLICE", [rec, m.const(np.int32([0, k * units])),
+                                             m.const(np.int32([0, (k + 1) * units])), m.const(np.int32([1, 1]))],
+                           state, options=dict(beginMask=1, endMask=1)) for k in range(3))
+        u = sig(m.op("ADD", [xz, hz], state))
+        r = sig(m.op("ADD", [xr, hr], state))
+        pre_n = m.op("ADD", [xn, m.op("MUL", [r, hn], state)], state)
+        n = m.op("RELU", [pre_n], state) if near_miss else tanh(pre_n)
+        keep = m.op("SUB", [m.const(np.float32(1.0)), u], state)
+        h1 = m.op("ADD", [m.op("MUL", [u, h], state), m.op("MUL", [keep, n], state)], state)
+        buf1 = m.op("RESHAPE", [h1, m.const(np.int32(buf_shape))], buf_shape)
+        m.output(i1, t1, buf1, h1, ins[-1])
+
+    m.subgraph(0)
+    outs = m.op("WHILE", loop_vars, shapes, options=dict(condSubgraphIndex=cond, bodySubgraphIndex=body),
+                outputs=len(shapes))
+    m.tensors[outs[0]].type = m.tensors[outs[1]].type = INT32
+    m.output(outs[2], outs[3])
+    inputs = [_f32(rng, batch, steps, features)] + ([_f32(rng, *state)] if cell == "lstm" else [])
+    return m.finish(), inputs
+
+
+@case
+def lstm_loop():
+    return recurrent_loop("lstm")
+
+
+@case
+def gru_loop():
+    return recurrent_loop("gru")
+
+
+@case
+def gru_loop_near_miss():
+    return recurrent_loop("gru", near_miss=True)

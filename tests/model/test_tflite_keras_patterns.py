@@ -72,3 +72,22 @@ def test_input_shapes_must_fit_the_signature(ctx):
         webnn.load(data, ctx, input_shapes={"input_0": [3, 5, 6]})
     with pytest.raises(MLTypeError, match=r"input_shapes names \['x'\], which are not inputs"):
         webnn.load(data, ctx, input_shapes={"x": [1, 4, 6]})
+
+
+@pytest.mark.parametrize("case, mapped", [("lstm_loop", True), ("gru_loop", True), ("gru_loop_near_miss", False)])
+def test_recurrent_loops_become_one_operator_only_when_they_are_one(case, mapped, ctx, monkeypatch):
+    """A Keras 3 LSTM / GRU loop becomes one lstm / gru; a near miss (RELU candidate) is
+    unrolled; both agree with LiteRT (test_keras_patterns_match_litert)."""
+    from webnn_gpu.tflite import loops
+
+    calls = []
+    original = loops.map_recurrent_loop
+
+    def spy(*args, **kwargs):
+        calls.append(original(*args, **kwargs))
+        return calls[-1]
+
+    monkeypatch.setattr(loops, "map_recurrent_loop", spy)
+    data, _ = KERAS_CASES[case]()
+    webnn.load(data, ctx)
+    assert calls == [mapped]
