@@ -237,3 +237,34 @@ def gru_loop():
 @case
 def gru_loop_near_miss():
     return recurrent_loop("gru", near_miss=True)
+
+
+def keras_layer_norm(bias: bool) -> tuple[bytes, list[np.ndarray]]:
+    """Keras 3 LayerNormalization as TensorFlow 2.21's converter writes it: MEAN, NEG,
+    SQUARED_DIFFERENCE, MEAN, ADD (epsilon), RSQRT, MUL (gamma), then
+    ``x * i + (neg(mean) * i + beta)`` (without beta: ``x * i + neg(mean) * i``)."""
+    rng = np.random.default_rng(46)
+    shape, keep = [2, 6, 16], [2, 6, 1]
+    m = ModelMaker()
+    x = m.input(shape)
+    axis = m.const(np.int32([2]))
+    mean = m.op("MEAN", [x, axis], keep, options=dict(keepDims=True))
+    neg = m.op("NEG", [mean], keep)
+    var = m.op("MEAN", [m.op("SQUARED_DIFFERENCE", [x, mean], shape), axis], keep, options=dict(keepDims=True))
+    rs = m.op("RSQRT", [m.op("ADD", [var, m.const(np.float32(1e-3))], keep)], keep)
+    i = m.op("MUL", [rs, m.const(_f32(rng, 1, 1, 16))], shape)
+    shift = m.op("MUL", [neg, i], shape)
+    if bias:
+        shift = m.op("ADD", [shift, m.const(_f32(rng, 1, 1, 16))], shape)
+    m.output(m.op("ADD", [m.op("MUL", [x, i], shape), shift], shape))
+    return m.finish(), [(_f32(rng, *shape) * 3 + 1).astype(np.float32)]
+
+
+@case
+def layer_norm_keras3():
+    return keras_layer_norm(bias=True)
+
+
+@case
+def layer_norm_keras3_no_beta():
+    return keras_layer_norm(bias=False)

@@ -91,3 +91,10 @@ def test_recurrent_loops_become_one_operator_only_when_they_are_one(case, mapped
     data, _ = KERAS_CASES[case]()
     webnn.load(data, ctx)
     assert calls == [mapped]
+
+
+@pytest.mark.parametrize("case", ["layer_norm_keras3", "layer_norm_keras3_no_beta"])
+def test_keras3_layer_norm_is_two_kernels(case, ctx):
+    """fuse_layer_norm takes the converter's negated-mean form (moments + normalize)."""
+    data, _ = KERAS_CASES[case]()
+    assert webnn.load(data, ctx).graph.kernel_count == 2
