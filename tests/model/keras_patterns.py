@@ -268,3 +268,51 @@ def layer_norm_keras3():
 @case
 def layer_norm_keras3_no_beta():
     return keras_layer_norm(bias=False)
+
+
+_UNIT = dict(strideH=1, strideW=1, dilationHFactor=1, dilationWFactor=1)
+
+
+def dilated_conv(kind: str) -> tuple[bytes, list[np.ndarray]]:
+    """TensorFlow's dilated convolution: SPACE_TO_BATCH_ND, a VALID convolution, BATCH_TO_SPACE_ND.
+
+    ``depthwise``: 2x2 blocks around a 3x3 depthwise convolution (multiplier 2, RELU6),
+    paddings and crops that differ; ``conv1d``: a dilated Conv1D (block 3, EXPAND_DIMS,
+    a 1x5 CONV_2D with bias, RESHAPE); ``same``: a near miss (SAME padding inside), computed
+    by the operators one by one.
+    """
+    rng = np.random.default_rng(47)
+    m = ModelMaker()
+    if kind == "depthwise":
+        x = m.input([1, 9, 10, 4])
+        s2b = m.op("SPACE_TO_BATCH_ND", [x, m.const(np.int32([2, 2])), m.const(np.int32([[2, 3], [2, 2]]))],
+                   [4, 7, 7, 4])
+        conv = m.op("DEPTHWISE_CONV_2D", [s2b, m.const(_f32(rng, 1, 3, 3, 8)), m.const(_f32(rng, 8))], [4, 5, 5, 8],
+                    options=dict(padding=schema.Padding.VALID, depthMultiplier=2, fusedActivationFunction=3, **_UNIT))
+        out = m.op("BATCH_TO_SPACE_ND", [conv, m.const(np.int32([2, 2])), m.const(np.int32([[0, 1], [0, 0]]))],
+                   [1, 9, 10, 8])
+        inputs = [_f32(rng, 1, 9, 10, 4, scale=3.0)]
+    elif kind == "conv1d":
+        x = m.input([1, 12, 3])
+        s2b = m.op("SPACE_TO_BATCH_ND", [x, m.const(np.int32([3])), m.const(np.int32([[3, 3]]))], [3, 6, 3])
+        grown = m.op("EXPAND_DIMS", [s2b, m.const(np.int32(1))], [3, 1, 6, 3])
+        conv = m.op("CONV_2D", [grown, m.const(_f32(rng, 5, 1, 3, 3)), m.const(_f32(rng, 5))], [3, 1, 4, 5],
+                    options=dict(padding=schema.Padding.VALID, **_UNIT))
+        flat = m.op("RESHAPE", [conv, m.const(np.int32([3, 4, 5]))], [3, 4, 5])
+        out = m.op("BATCH_TO_SPACE_ND", [flat, m.const(np.int32([3])), m.const(np.int32([[0, 0]]))], [1, 12, 5])
+        inputs = [_f32(rng, 1, 12, 3)]
+    else:
+        x = m.input([1, 8, 8, 2])
+        s2b = m.op("SPACE_TO_BATCH_ND", [x, m.const(np.int32([2, 2])), m.const(np.int32([[0, 0], [0, 0]]))],
+                   [4, 4, 4, 2])
+        conv = m.op("CONV_2D", [s2b, m.const(_f32(rng, 3, 3, 3, 2)), m.const(_f32(rng, 3))], [4, 4, 4, 3],
+                    options=dict(padding=schema.Padding.SAME, **_UNIT))
+        out = m.op("BATCH_TO_SPACE_ND", [conv, m.const(np.int32([2, 2])), m.const(np.int32([[0, 0], [0, 0]]))],
+                   [1, 8, 8, 3])
+        inputs = [_f32(rng, 1, 8, 8, 2)]
+    m.output(out)
+    return m.finish(), inputs
+
+
+for _kind in ("depthwise", "conv1d", "same"):
+    KERAS_CASES[f"dilated_conv_{_kind}"] = lambda kind=_kind: dilated_conv(kind)

@@ -71,6 +71,8 @@ class Converter:
         # The shapes that tensors with dynamic dimensions (-1 in the shape signature) have in
         # this graph, known once their producer ran; the file's `shape` is a placeholder there.
         self._shapes: dict[int, tuple[int, ...]] = {}
+        # Operators an earlier handler already computed as part of its pattern (their indices).
+        self.claimed: set[int] = set()
 
     # -- naming and errors
     def label(self, op: OperatorInfo) -> str:
@@ -107,6 +109,13 @@ class Converter:
         if i >= len(op.inputs) or op.inputs[i] < 0:
             raise self.malformed(op, f"input {i} is missing (the operator has {len(op.inputs)} inputs)")
         return self._actual(op.inputs[i])
+
+    def sole_consumer(self, tensor: int) -> OperatorInfo | None:
+        """The one operator that reads ``tensor``, when it is that (and no subgraph output)."""
+        if tensor in self.model.outputs:
+            return None
+        users = [o for o in self.model.operators if tensor in o.inputs]
+        return users[0] if len(users) == 1 else None
 
     def out_tensor(self, op: OperatorInfo, j: int = 0) -> TensorInfo:
         """The TFLite tensor of output ``j`` of ``op``.
@@ -420,6 +429,8 @@ def run_operators(cv: Converter, operators: list[OperatorInfo]) -> None:
     """Emit the builder calls of ``operators`` in order (folding what is known at load time)."""
     builder = cv.builder
     for op in operators:
+        if op.index in cv.claimed:
+            continue
         handler = HANDLERS.get(op.name)
         if op.opcode == "CUSTOM" and op.custom_code in cv.custom_ops:
             from .custom import custom_handler

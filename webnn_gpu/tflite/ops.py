@@ -1350,8 +1350,89 @@ def _block_params(cv: Converter, op: OperatorInfo, what: str) -> tuple[list[int]
     return shape, block, [int(v) for v in pairs[:, 0]], [int(v) for v in pairs[:, 1]]
 
 
-@handles("SPACE_TO_BATCH_ND", webnn="pad + reshape + transpose + reshape")
+def _dilated_conv(cv: Converter, op: OperatorInfo) -> bool:
+    """TensorFlow's form of a dilated convolution, ``SPACE_TO_BATCH_ND -> [EXPAND_DIMS] ->
+    CONV_2D | DEPTHWISE_CONV_2D (VALID, stride 1, no dilation) -> [RESHAPE] ->
+    BATCH_TO_SPACE_ND`` with one block shape, each the sole reader of the one before, as
+    one ``conv2d`` with ``dilations`` = the block and ``padding`` = paddings - crops
+    (when none is negative). Emits it and says whether it did."""
+    shape, block, before, after = _block_params(cv, op, "paddings")
+    chain, t = [], op.outputs[0]
+    nxt = cv.sole_consumer(t)
+    expand_axis = None
+    if len(shape) == 3 and nxt is not None and nxt.name == "EXPAND_DIMS" and nxt.inputs[0] == t:
+        axis = cv.static(nxt, 1)
+        expand_axis = None if axis is None or axis.size != 1 else int(axis.reshape(-1)[0]) % 4
+        if expand_axis not in (1, 2):
+            return False
+        chain.append(nxt)
+        t = nxt.outputs[0]
+        nxt = cv.sole_consumer(t)
+    if len(shape) + (expand_axis is not None) != 4 or len(block) != len(shape) - 2:
+        return False
+    if nxt is None or nxt.name not in ("CONV_2D", "DEPTHWISE_CONV_2D") or nxt.inputs[0] != t:
+        return False
+    conv = nxt
+    o = conv.options(_fb.Conv2DOptions if conv.name == "CONV_2D" else _fb.DepthwiseConv2DOptions)
+    if (_opt(o, "Padding", PADDING_SAME) != PADDING_VALID or _opt(o, "StrideH", 1) != 1 or _opt(o, "StrideW", 1) != 1
+            or _opt(o, "DilationHFactor", 1) != 1 or _opt(o, "DilationWFactor", 1) != 1):
+        return False
+    chain.append(conv)
+    t = conv.outputs[0]
+    nxt = cv.sole_consumer(t)
+    if expand_axis is not None:
+        if nxt is None or nxt.name not in ("RESHAPE", "SQUEEZE") or nxt.inputs[0] != t:
+            return False
+        chain.append(nxt)
+        t = nxt.outputs[0]
+        nxt = cv.sole_consumer(t)
+    if nxt is None or nxt.name != "BATCH_TO_SPACE_ND" or nxt.inputs[0] != t:
+        return False
+    b2s = nxt
+    crops = cv.static(b2s, 2)
+    if cv.static(b2s, 1) is None or [int(v) for v in cv.static(b2s, 1).reshape(-1)] != block or crops is None \
+            or np.asarray(crops).shape != (len(block), 2):
+        return False
+    crops = np.asarray(crops, np.int64)
+    pads = [(lo - int(c0), hi - int(c1)) for lo, hi, (c0, c1) in zip(before, after, crops)]
+    if any(p < 0 for pair in pads for p in pair):
+        return False
+    if expand_axis is None:
+        dilations, padding = block, [*pads[0], *pads[1]]
+    elif expand_axis == 1:  # [N, 1, W, C]: the block runs along the width
+        dilations, padding = [1, block[0]], [0, 0, *pads[0]]
+    else:  # [N, W, 1, C]: along the height
+        dilations, padding = [block[0], 1], [*pads[0], 0, 0]
+    b, label = cv.builder, cv.label(op)
+    x = cv.operand(op, 0)
+    if expand_axis is not None:
+        x = b.reshape(x, shape[:expand_axis] + [1] + shape[expand_axis:], label=label + "/expand")
+    channels = int(x.shape[3])
+    w_shape = cv.tensor(conv, 1).shape
+    if conv.name == "CONV_2D":
+        if len(w_shape) != 4 or int(w_shape[3]) <= 0 or channels % int(w_shape[3]):
+            return False
+        groups, filter_layout = channels // int(w_shape[3]), "ohwi"
+    else:
+        if len(w_shape) != 4 or int(w_shape[3]) % channels:
+            return False
+        groups, filter_layout = channels, "ihwo"
+    y = b.conv2d(x, cv.operand(conv, 1), padding=padding, strides=[1, 1], dilations=dilations, groups=groups,
+                 input_layout="nhwc", filter_layout=filter_layout, bias=cv.optional_operand(conv, 2),
+                 label=f"{cv.label(conv)}/dilated")
+    y = _activation(cv, conv, y, _opt(o, "FusedActivationFunction", ACT_NONE))
+    if expand_axis is not None:
+        y = b.reshape(y, [int(d) for i, d in enumerate(y.shape) if i != expand_axis], label=cv.label(b2s))
+    cv.set_output(b2s, y)
+    cv.claimed.update(o.index for o in (*chain, b2s))
+    return True
+
+
+@handles("SPACE_TO_BATCH_ND", webnn="conv2d(dilations=) with the convolution and BATCH_TO_SPACE_ND after it "
+                                    "(a dilated convolution); else pad + reshape + transpose + reshape")
 def _space_to_batch_nd(cv: Converter, op: OperatorInfo) -> None:
+    if _dilated_conv(cv, op):
+        return
     shape, block, before, after = _block_params(cv, op, "paddings")
     m, b, label = len(block), cv.builder, cv.label(op)
     batch, spatial, rest = shape[0], shape[1:1 + m], shape[1 + m:]
