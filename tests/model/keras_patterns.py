@@ -134,13 +134,15 @@ def tensor_list_loop():
     return m.finish(), [_f32(rng, 3, 4)]
 
 
-def recurrent_loop(cell: str, *, near_miss: bool = False) -> tuple[bytes, list[np.ndarray]]:
+def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool = False
+                   ) -> tuple[bytes, list[np.ndarray]]:
     """A Keras 3 LSTM or GRU layer as TensorFlow's converter writes it: a time-major
     sequence, a WHILE with two counters, a body of fully connected layers, a gate split
     and the activations, and a buffer written per step (LSTM: the whole sequence through
     SLICE + CONCATENATION; GRU: the last state). The LSTM starts from a run-time hidden
     state and a non-zero constant cell state. ``near_miss``: the GRU's candidate uses RELU
-    (not a WebNN gru with tanh): the loop must be unrolled instead.
+    (not a WebNN gru with tanh): the loop must be unrolled instead. ``cond_reads_state``: the
+    condition also tests the hidden state (``sum(h) > -1e9``), so the trip count is not static.
     """
     rng = np.random.default_rng(44 if cell == "lstm" else 45)
     steps, batch, features, units = 5, 2, 3, 4
@@ -163,8 +165,13 @@ def recurrent_loop(cell: str, *, near_miss: bool = False) -> tuple[bytes, list[n
     cond = m.subgraph()
     ins = [m.input(s, d) for s, d in zip(shapes, dtypes)]
     limit = m.const(np.int32(steps))
-    m.output(m.op("LOGICAL_AND", [m.op("LESS", [ins[0], limit], [], out_dtype=np.bool_),
-                                  m.op("LESS", [ins[1], limit], [], out_dtype=np.bool_)], [], out_dtype=np.bool_))
+    go = m.op("LOGICAL_AND", [m.op("LESS", [ins[0], limit], [], out_dtype=np.bool_),
+                              m.op("LESS", [ins[1], limit], [], out_dtype=np.bool_)], [], out_dtype=np.bool_)
+    if cond_reads_state:
+        total = m.op("SUM", [ins[3], m.const(np.int32([0, 1]))], [])
+        go = m.op("LOGICAL_AND", [go, m.op("GREATER", [total, m.const(np.float32(-1e9))], [], out_dtype=np.bool_)],
+                  [], out_dtype=np.bool_)
+    m.output(go)
 
     body = m.subgraph()
     ins = [m.input(s, d) for s, d in zip(shapes, dtypes)]

@@ -15,7 +15,7 @@ from keras_patterns import KERAS_CASES
 from litert_reference import run_litert
 
 import webnn_gpu as webnn
-from webnn_gpu.errors import MLTypeError
+from webnn_gpu.errors import MLTypeError, NotSupportedError
 
 #: float32 tolerance relative to max(1, the output's largest magnitude).
 TOL = 1e-4
@@ -107,3 +107,12 @@ def test_dilated_convolutions_are_one_conv2d(kind, fused, ctx):
     data, _ = KERAS_CASES[f"dilated_conv_{kind}"]()
     kernels = webnn.load(data, ctx).graph.kernel_count
     assert (kernels == 1) if fused else (kernels > 2), kernels
+
+
+def test_a_loop_whose_condition_reads_its_state_is_not_mapped(ctx):
+    from keras_patterns import recurrent_loop
+
+    data, inputs = recurrent_loop("lstm", cond_reads_state=True)
+    run_litert(data, inputs)  # a valid model
+    with pytest.raises(NotSupportedError, match=r"WHILE: a loop whose trip count is not static"):
+        webnn.load(data, ctx)

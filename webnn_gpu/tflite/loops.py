@@ -8,10 +8,12 @@ sequence, or its last state). Unrolled, that is ten or more kernels per time ste
 
 :func:`map_recurrent_loop` reads the candidate's parameters from the body (the fully
 connected layer fed by the sequence and the one fed by the hidden state, their biases),
-and maps the loop only when running the body at load time (NumPy, the operators' TFLite
-definitions) on random values, at the first and the last time step, gives what the
-WebNN operator's equations give with those parameters, for every loop variable: the
-states, the buffer, the counters and the variables passed through. Anything else
+and maps the loop only when its condition reads nothing but integer counters (a static
+trip count, equal to the sequence's length) and running the body at load time (NumPy,
+the operators' TFLite definitions) on new random values at every time step (a spread of
+16 in loops over 256 steps) gives what the WebNN operator's equations give with those
+parameters, for every loop variable: the states, the buffer, the counters and the
+variables passed through. Anything else
 (another cell, other activations, ``reset_after=False``, a loop that reads its input in
 another order) is left to the unrolling in ``ops._while``: the mapping never changes a
 result.
@@ -94,6 +96,10 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
         if k not in ints and not (e.dtype.kind == "f" if isinstance(e, np.ndarray) else e.data_type == cv.float_type):
             return False
     floats = [k for k in range(n) if k not in ints]
+    # The condition may read the counters only (then the trip count is known at load time).
+    read_by_cond = {i for o in csub.operators for i in o.inputs} | set(csub.outputs)
+    if len(csub.inputs) != n or any(csub.inputs[k] in read_by_cond for k in floats):
+        return False
     passthrough = [k for k in floats if bsub.outputs[k] == bsub.inputs[k]]
     changing = [k for k in floats if k not in passthrough]
 
@@ -192,7 +198,10 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
         u, r = _sigmoid(xz[0] + hz[0]), _sigmoid(xz[1] + hz[1])
         return u * h + (1 - u) * np.tanh(xz[2] + r * hz[2]), None
 
-    for t in sorted({0, steps - 1}):
+    # Every step (a spread of 16 in longer loops), each with new random values.
+    checked = range(steps) if steps <= 256 else sorted({int(v) for v in np.linspace(0, steps - 1, 16)})
+    for t in checked:
+        floats_probe.update({k: rng.standard_normal(shapes[k]).astype(np.float32) * 0.5 for k in floats})
         counters = counters_at(t)
         outs = run(body, args_at(counters))
         if outs is None:
