@@ -323,10 +323,11 @@ def _negated_mean_form(mt: _Matcher, x: Value, axes, eps: float, scale: Value | 
         bias = _other(after, nb)
         if not _param_ok(bias, x, axes):
             return None
-        y = mt.only(xa.outputs[0], "add")
-        if y is None or _other(y, xa.outputs[0]) is not after.outputs[0] or mt.g.sole_consumer(after.outputs[0]) is not y:
+        last = mt.only(xa.outputs[0], "add")
+        if (last is None or _other(last, xa.outputs[0]) is not after.outputs[0]
+                or mt.g.sole_consumer(after.outputs[0]) is not last):
             return None
-        tail = [after]
+        y, tail = last, [after]
     if tuple(y.outputs[0].shape) != tuple(x.shape):
         return None
     return LayerNormMatch(x, axes, eps, scale, bias, [*nodes, neg, mb, *tail, xa, y])

@@ -316,7 +316,7 @@ class Converter:
         desc = {"data_type": data_type, "shape": [int(d) for d in shape]}
         self._operands[t.index] = self.builder.input(name, desc)
         if t.is_dynamic:
-            self._shapes[t.index] = tuple(desc["shape"])
+            self._shapes[t.index] = tuple(int(d) for d in shape)
         return desc
 
 

@@ -146,9 +146,9 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
     w_bias = w_b if w_b is not None else zeros
     r_bias = r_b if r_b is not None else zeros
     if gates == 4:
-        added = [bsub.tensors[i].data for bop in bsub.operators if bop.name == "ADD" for i in bop.inputs
-                 if i >= 0 and bsub.tensors[i].data is not None and bsub.tensors[i].data.size == 4 * hidden]
-        w_bias = w_bias + r_bias + sum((a.astype(np.float64).reshape(-1) for a in added), zeros)
+        stored = [bsub.tensors[i].data for bop in bsub.operators if bop.name == "ADD" for i in bop.inputs if i >= 0]
+        added = [np.asarray(a, np.float64).reshape(-1) for a in stored if a is not None and a.size == 4 * hidden]
+        w_bias = w_bias + r_bias + sum(added, zeros)
 
     probe = Converter(cv.model, _NoBuilder(), "float32", label_prefix="probe/")
 
@@ -189,7 +189,7 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
     def reference(t: int) -> tuple[np.ndarray, np.ndarray | None]:
         x = floats_probe[seq_var][t].astype(np.float64)
         h = floats_probe[h_var].astype(np.float64)
-        if gates == 4:
+        if c_var is not None:
             z = x @ w_w.T + h @ r_w.T + w_bias
             i, f, g, o = np.split(z, 4, axis=1)
             c = _sigmoid(f) * floats_probe[c_var].astype(np.float64) + _sigmoid(i) * np.tanh(g)
@@ -213,8 +213,8 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
             buf[t] = h_ref.reshape(buf_shape[1:])
         else:
             buf = h_ref.reshape(buf_shape)
-        checks = [(outs[h_var], h_ref), (outs[buf_var], buf)]
-        if c_var is not None:
+        checks: list[tuple[Any, np.ndarray]] = [(outs[h_var], h_ref), (outs[buf_var], buf)]
+        if c_var is not None and c_ref is not None:
             checks.append((outs[c_var], c_ref))
         checks += [(outs[k], floats_probe[k].astype(np.float64)) for k in passthrough]
         if not all(_close(g, r) for g, r in checks):

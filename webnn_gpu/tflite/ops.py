@@ -522,13 +522,13 @@ def _reshape_rule(cv: Converter, op: OperatorInfo) -> list[int]:
     if op.name == "EXPAND_DIMS":
         axis = cv.axis(op, int(cv.value(op, 1).reshape(-1)[0]), len(in_shape) + 1)
         return in_shape[:axis] + [1] + in_shape[axis:]
-    new = cv.static(op, 1)
-    if new is None:
+    value = cv.static(op, 1)
+    if value is None:
         o = op.options(_fb.ReshapeOptions)
         if o is None or not o.NewShapeLength():
             raise cv.unsupported(op, "a run-time new shape")
-        new = o.NewShapeAsNumpy()
-    new = [int(d) for d in np.asarray(new).reshape(-1)]
+        value = o.NewShapeAsNumpy()
+    new = [int(d) for d in np.asarray(value).reshape(-1)]
     if new.count(-1) == 1:
         known = int(np.prod([d for d in new if d != -1], dtype=np.int64))
         count = int(np.prod(in_shape, dtype=np.int64))
@@ -860,8 +860,9 @@ def _fold_reduce(cv: Converter, op: OperatorInfo, values: list) -> list:
     x = values[0]
     axes = tuple(sorted({cv.axis(op, int(a), x.ndim) for a in values[1].reshape(-1)}))
     keep = bool(_opt(op.options(_fb.ReducerOptions), "KeepDims", False))
-    fn = {"SUM": np.sum, "REDUCE_PROD": np.prod, "REDUCE_MAX": np.max, "REDUCE_MIN": np.min}[op.name]
-    return [fn(x, axis=axes, keepdims=keep).astype(x.dtype)]
+    fn = {"SUM": np.add, "REDUCE_PROD": np.multiply, "REDUCE_MAX": np.maximum, "REDUCE_MIN": np.minimum}[op.name]
+    out = fn.reduce(x, axis=axes, keepdims=keep)  # type: ignore[call-overload]
+    return [np.asarray(out).astype(x.dtype)]
 
 
 _NP_UNARY_FLOAT: dict[str, Callable[[np.ndarray], np.ndarray]] = {
@@ -1389,8 +1390,8 @@ def _dilated_conv(cv: Converter, op: OperatorInfo) -> bool:
     if nxt is None or nxt.name != "BATCH_TO_SPACE_ND" or nxt.inputs[0] != t:
         return False
     b2s = nxt
-    crops = cv.static(b2s, 2)
-    if cv.static(b2s, 1) is None or [int(v) for v in cv.static(b2s, 1).reshape(-1)] != block or crops is None \
+    crops, b2s_block = cv.static(b2s, 2), cv.static(b2s, 1)
+    if b2s_block is None or [int(v) for v in b2s_block.reshape(-1)] != block or crops is None \
             or np.asarray(crops).shape != (len(block), 2):
         return False
     crops = np.asarray(crops, np.int64)
