@@ -116,3 +116,19 @@ def test_a_loop_whose_condition_reads_its_state_is_not_mapped(ctx):
     run_litert(data, inputs)  # a valid model
     with pytest.raises(NotSupportedError, match=r"WHILE: a loop whose trip count is not static"):
         webnn.load(data, ctx)
+
+
+def test_float16_bounds_beyond_its_range_clamp_alike(ctx):
+    """``minimum(x, 1e12)`` / ``maximum(x, -1e12)`` (Keras' UnitNormalization writes such a
+    bound) load in float16 and agree with LiteRT's float32 within the float16 tolerance."""
+    from tflite_maker import ModelMaker
+
+    m = ModelMaker()
+    x = m.input([2, 8])
+    low = m.op("MINIMUM", [x, m.const(np.float32(1e12))], [2, 8])
+    m.output(m.op("MAXIMUM", [m.const(np.full([2, 8], -1e12, np.float32)), low], [2, 8]))
+    data = m.finish()
+    xv = np.random.default_rng(48).standard_normal((2, 8)).astype(np.float32) * 100
+    (ref,) = run_litert(data, [xv])
+    got = webnn.load(data, ctx, dtype="float16").compute(xv)
+    np.testing.assert_allclose(next(iter(got.values())).astype(np.float32), ref, rtol=3e-2, atol=3e-2 * 100)

@@ -374,8 +374,32 @@ def _binary_plain(method: str) -> Handler:
     return handler
 
 
-for _name, _method in (("MAXIMUM", "max"), ("MINIMUM", "min"), ("POW", "pow")):
-    handles(_name, webnn=_method)(_binary_plain(_method))
+handles("POW", webnn="pow")(_binary_plain("pow"))
+
+
+def _bound(cv: Converter, op: OperatorInfo, i: int) -> Any:
+    """Input ``i`` of MAXIMUM / MINIMUM; a constant beyond the float16 range (a clamp such as
+    ``minimum(x, 1e12)``) is ``+-inf`` in a float16 graph, which compares alike with every
+    finite float16 value."""
+    value = cv.static(op, i)
+    if (cv.float_type != "float16" or value is None or value.dtype.kind != "f"
+            or np.all(np.abs(value) <= np.finfo(np.float16).max)):
+        return cv.operand(op, i)
+    with np.errstate(over="ignore"):
+        bound = np.asarray(value, np.float16)
+    return cv.builder.constant({"data_type": "float16", "shape": list(bound.shape)}, bound)
+
+
+def _min_max(method: str) -> Handler:
+    def handler(cv: Converter, op: OperatorInfo) -> None:
+        cv.set_output(op, getattr(cv.builder, method)(_bound(cv, op, 0), _bound(cv, op, 1), label=cv.label(op)))
+
+    handler.__name__ = f"_binary_{method}"
+    return handler
+
+
+handles("MAXIMUM", webnn="max (in float16, a bound beyond its range is +-inf)")(_min_max("max"))
+handles("MINIMUM", webnn="min (in float16, a bound beyond its range is +-inf)")(_min_max("min"))
 
 
 def _unary(method: str, **kwargs: Any) -> Handler:
