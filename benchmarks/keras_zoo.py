@@ -59,7 +59,7 @@ MODELS = {
     "simple_rnn": "Embedding + SimpleRNN(32) + Dense, 20 tokens",
     "bilstm": "Embedding + Bidirectional(LSTM(16, return_sequences)) + LSTM(16), 20 tokens",
     "slicing": "tf.strided_slice, tf.gather, tf.tile, tf.split, tf.concat on a [1, 16, 24] input",
-    "layers_2d": "everyday image layers: ZeroPadding2D, SeparableConv2D, DepthwiseConv2D(x2), PReLU, LeakyReLU, "
+    "layers_2d": "everyday image layers: ZeroPadding2D, SeparableConv2D, DepthwiseConv2D (multiplier 2, dilation 2), PReLU, LeakyReLU, "
                  "Conv2DTranspose, UpSampling2D, Cropping2D, GroupNormalization, Resizing, GlobalMaxPooling2D",
     "layers_seq": "everyday sequence layers: Bidirectional(GRU), TimeDistributed(Dense), Attention, Conv1DTranspose, "
                   "UpSampling1D, RepeatVector, Permute, Dot, UnitNormalization, LSTM(return_state)",
