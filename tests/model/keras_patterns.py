@@ -323,3 +323,25 @@ def dilated_conv(kind: str) -> tuple[bytes, list[np.ndarray]]:
 
 for _kind in ("depthwise", "conv1d", "same"):
     KERAS_CASES[f"dilated_conv_{_kind}"] = lambda kind=_kind: dilated_conv(kind)
+
+
+def einsum_dense(kind: str) -> tuple[bytes, list[np.ndarray]]:
+    """Keras' EinsumDense (MultiHeadAttention's projections): FULLY_CONNECTED (keep_num_dims),
+    RESHAPE splitting the 12 units into 3 x 4, ADD of a bias. ``heads``: a [3, 4] bias with a
+    fused RELU; ``both``: the FULLY_CONNECTED has its own bias too and the added one is
+    [1, 1, 3, 4]; ``rows``: a near miss, the added constant varies along the rows ([5, 1, 1])."""
+    rng = np.random.default_rng(49)
+    m = ModelMaker()
+    x = m.input([2, 5, 6])
+    fc_bias = m.const(_f32(rng, 12)) if kind == "both" else -1
+    fc = m.op("FULLY_CONNECTED", [x, m.const(_f32(rng, 12, 6)), fc_bias], [2, 5, 12], options=dict(keepNumDims=True))
+    heads = m.op("RESHAPE", [fc, m.const(np.int32([2, 5, 3, 4]))], [2, 5, 3, 4])
+    shape = {"heads": (3, 4), "both": (1, 1, 3, 4), "rows": (5, 1, 1)}[kind]
+    out = m.op("ADD", [heads, m.const(_f32(rng, *shape))], [2, 5, 3, 4],
+               options=dict(fusedActivationFunction=1 if kind == "heads" else 0))
+    m.output(out)
+    return m.finish(), [_f32(rng, 2, 5, 6)]
+
+
+for _kind in ("heads", "both", "rows"):
+    KERAS_CASES[f"einsum_dense_{_kind}"] = lambda kind=_kind: einsum_dense(kind)

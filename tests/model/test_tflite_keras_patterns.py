@@ -132,3 +132,12 @@ def test_float16_bounds_beyond_its_range_clamp_alike(ctx):
     (ref,) = run_litert(data, [xv])
     got = webnn.load(data, ctx, dtype="float16").compute(xv)
     np.testing.assert_allclose(next(iter(got.values())).astype(np.float32), ref, rtol=3e-2, atol=3e-2 * 100)
+
+
+@pytest.mark.parametrize("kind, folded", [("heads", True), ("both", True), ("rows", False)])
+def test_einsum_dense_bias_joins_the_gemm(kind, folded, ctx):
+    """A bias added after the RESHAPE that splits a FULLY_CONNECTED's units becomes the
+    gemm's own bias (one kernel); a constant varying along the rows stays an add."""
+    data, _ = KERAS_CASES[f"einsum_dense_{kind}"]()
+    kernels = webnn.load(data, ctx).graph.kernel_count
+    assert (kernels == 1) if folded else (kernels == 2), kernels

@@ -271,6 +271,15 @@ class Converter:
         value = np.array(value, order="C")  # (np.ascontiguousarray would make a scalar 1-D)
         return self.builder.constant({"data_type": data_type, "shape": list(value.shape)}, value)
 
+    def constant_like(self, op: OperatorInfo, i: int, value: np.ndarray) -> Any:
+        """A float constant operand of ``value`` in the graph's float type (a value the loader
+        computed in place of input ``i``; named after it in errors)."""
+        cast = np.asarray(value).astype(self._np_float)
+        if not np.isfinite(cast).all() and np.isfinite(value).all():
+            raise self.unsupported(op, f"a computed constant for input {i} whose values exceed the "
+                                       f"{self.float_type} range")
+        return self.builder.constant({"data_type": self.float_type, "shape": list(cast.shape)}, np.array(cast, order="C"))
+
     def scalar_constant(self, v: float, data_type: str) -> Any:
         """A rank-0 constant operand."""
         arr = np.asarray(v, dtype=np.float16 if data_type == "float16" else np.float32)

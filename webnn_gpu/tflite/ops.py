@@ -611,7 +611,8 @@ def _transpose(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, cv.builder.transpose(cv.operand(op, 0), permutation=perm, label=cv.label(op)))
 
 
-@handles("FULLY_CONNECTED", webnn="reshape + gemm(b_transpose=True, c=bias) + reshape + fused activation")
+@handles("FULLY_CONNECTED", webnn="reshape + gemm(b_transpose=True, c=bias) + reshape + fused activation (a bias "
+                                  "added after a RESHAPE that splits the units joins the gemm's)")
 def _fully_connected(cv: Converter, op: OperatorInfo) -> None:
     o = op.options(_fb.FullyConnectedOptions)
     if _opt(o, "WeightsFormat", 0) != 0:
@@ -627,12 +628,65 @@ def _fully_connected(cv: Converter, op: OperatorInfo) -> None:
     rows = count // depth
     if list(x_shape) != [rows, depth]:
         x = cv.builder.reshape(x, [rows, depth], label=label + "/flatten")
-    y = cv.builder.gemm(x, cv.operand(op, 1), c=cv.optional_operand(op, 2), b_transpose=True, label=label)
+    activation = _opt(o, "FusedActivationFunction", ACT_NONE)
+    after = _bias_after_reshape(cv, op, units) if activation == ACT_NONE else None
+    if after is not None:
+        bias = cv.constant_like(op, 2, after[0])
+    else:
+        bias = cv.optional_operand(op, 2)
+    y = cv.builder.gemm(x, cv.operand(op, 1), c=bias, b_transpose=True, label=label)
+    if after is not None:  # the ADD's activation (element-wise: before the reshapes alike)
+        add = after[2]
+        y = _activation(cv, add, y, _opt(add.options(_fb.AddOptions), "FusedActivationFunction", ACT_NONE))
     keep = bool(_opt(o, "KeepNumDims", False))
     out_shape = cv.out_shape(op, 0, lambda: [*x_shape[:-1], units] if keep else [rows, units])
     if out_shape != [rows, units]:
         y = cv.builder.reshape(y, out_shape, label=label + "/unflatten")
-    cv.set_output(op, _activation(cv, op, y, _opt(o, "FusedActivationFunction", ACT_NONE)))
+    if after is None:
+        cv.set_output(op, _activation(cv, op, y, activation))
+        return
+    # The bias and the ADD's activation are in y; only the RESHAPE and the ADD read it.
+    _, reshape, add = after
+    cv.set_output(op, y)
+    HANDLERS["RESHAPE"](cv, reshape)
+    cv.set_output(add, cv.operand(add, 0 if add.inputs[0] == reshape.outputs[0] else 1))
+    cv.claimed.update((reshape.index, add.index))
+
+
+def _bias_after_reshape(cv: Converter, op: OperatorInfo, units: int) -> tuple[np.ndarray, Any, Any] | None:
+    """Keras' EinsumDense (MultiHeadAttention's projections): a FULLY_CONNECTED without fused
+    activation whose sole reader is a RESHAPE splitting the units into trailing dimensions,
+    whose sole reader is an ADD of a constant varying along those dimensions alone. Returns
+    (the FULLY_CONNECTED's bias plus that constant, as a [units] vector; the RESHAPE; the ADD),
+    or None. (The gemm's own bias then does the ADD's work.)"""
+    reshape = cv.sole_consumer(op.outputs[0])
+    if reshape is None or reshape.name != "RESHAPE" or reshape.inputs[0] != op.outputs[0]:
+        return None
+    add = cv.sole_consumer(reshape.outputs[0])
+    if add is None or add.name != "ADD" or len(add.inputs) != 2 or \
+            [add.inputs[0], add.inputs[1]].count(reshape.outputs[0]) != 1:
+        return None
+    c = cv.static(add, 1 if add.inputs[0] == reshape.outputs[0] else 0)
+    own = cv.static(op, 2) if len(op.inputs) > 2 and op.inputs[2] >= 0 else np.zeros(units, np.float32)
+    if c is None or c.dtype.kind != "f" or own is None or own.dtype.kind != "f" or own.size != units:
+        return None
+    out = cv.model.tensors[reshape.outputs[0]]
+    sig = tuple(out.shape_signature) if out.shape_signature is not None else tuple(out.shape)
+    trailing: list[int] = []
+    size = 1
+    for d in reversed(sig):  # the smallest static suffix holding the units
+        if d < 1 or size >= units:
+            break
+        trailing.insert(0, int(d))
+        size *= int(d)
+    if size != units or c.ndim > len(sig) or any(d != 1 for d in c.shape[:max(c.ndim - len(trailing), 0)]):
+        return None
+    tail = c.reshape(c.shape[max(c.ndim - len(trailing), 0):])
+    try:
+        vector = np.broadcast_to(tail, trailing).reshape(units)
+    except ValueError:
+        return None
+    return own.astype(np.float64) + vector.astype(np.float64), reshape, add
 
 
 @handles("BATCH_MATMUL", webnn="matmul (transpose for adj_x / adj_y)")
