@@ -345,3 +345,23 @@ def einsum_dense(kind: str) -> tuple[bytes, list[np.ndarray]]:
 
 for _kind in ("heads", "both", "rows"):
     KERAS_CASES[f"einsum_dense_{_kind}"] = lambda kind=_kind: einsum_dense(kind)
+
+
+def embedding(shift: int = 0) -> tuple[bytes, list[np.ndarray]]:
+    """Keras' Embedding: ``GATHER(table, SELECT_V2(LESS(ids, 0), ADD(ids, vocab), ids))`` on
+    ids in [-vocab, vocab); ``shift`` != 0 is a near miss (``ADD(ids, vocab + shift)``)."""
+    rng = np.random.default_rng(50)
+    vocab = 11
+    m = ModelMaker()
+    ids = m.input([2, 7], np.int32)
+    neg = m.op("LESS", [ids, m.const(np.int32(0))], [2, 7], out_dtype=np.bool_)
+    wrapped = m.op("ADD", [ids, m.const(np.int32(vocab + shift))], [2, 7], out_dtype=np.int32)
+    index = m.op("SELECT_V2", [neg, wrapped, ids], [2, 7], out_dtype=np.int32)
+    m.output(m.op("GATHER", [m.const(_f32(rng, vocab, 4)), index], [2, 7, 4], options=dict(axis=0)))
+    values = rng.integers(-vocab, vocab, (2, 7)).astype(np.int32)
+    values[values < -vocab + 1] = 0  # (valid for the near miss too)
+    return m.finish(), [values]
+
+
+KERAS_CASES["embedding"] = embedding
+KERAS_CASES["embedding_near_miss"] = lambda: embedding(shift=-1)

@@ -141,3 +141,12 @@ def test_einsum_dense_bias_joins_the_gemm(kind, folded, ctx):
     data, _ = KERAS_CASES[f"einsum_dense_{kind}"]()
     kernels = webnn.load(data, ctx).graph.kernel_count
     assert (kernels == 1) if folded else (kernels == 2), kernels
+
+
+@pytest.mark.parametrize("case, alone", [("embedding", True), ("embedding_near_miss", False)])
+def test_embedding_negative_ids_wrap_in_the_gather(case, alone, ctx):
+    """Keras' Embedding wraps negative ids with LESS + ADD + SELECT_V2 before GATHER; WebNN's
+    gather counts negative indices from the end itself, so only the gather is left."""
+    data, _ = KERAS_CASES[case]()
+    kernels = webnn.load(data, ctx).graph.kernel_count
+    assert (kernels == 1) if alone else (kernels > 1), kernels

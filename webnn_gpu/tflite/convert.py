@@ -110,6 +110,10 @@ class Converter:
             raise self.malformed(op, f"input {i} is missing (the operator has {len(op.inputs)} inputs)")
         return self._actual(op.inputs[i])
 
+    def producer(self, tensor: int) -> OperatorInfo | None:
+        """The operator that writes ``tensor`` (None for an input or a constant)."""
+        return next((o for o in self.model.operators if tensor in o.outputs), None)
+
     def sole_consumer(self, tensor: int) -> OperatorInfo | None:
         """The one operator that reads ``tensor``, when it is that (and no subgraph output)."""
         if tensor in self.model.outputs:

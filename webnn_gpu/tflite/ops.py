@@ -1578,14 +1578,39 @@ def _space_to_depth(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, b.reshape(x, [n, h // bs, w // bs, bs * bs * c], label=label))
 
 
-@handles("GATHER", webnn="gather(axis=) (batch_dims 0)")
+@handles("GATHER", webnn="gather(axis=) (batch_dims 0; negative ids wrapped by SELECT_V2 go to the gather as they are)")
 def _gather(cv: Converter, op: OperatorInfo) -> None:
     o = op.options(_fb.GatherOptions)
     if _opt(o, "BatchDims", 0):
         raise cv.unsupported(op, f"batch_dims={_opt(o, 'BatchDims', 0)} with a run-time input")
     rank = len(cv.tensor(op, 0).shape)
     axis = cv.axis(op, int(_opt(o, "Axis", 0)), rank)
-    cv.set_output(op, cv.builder.gather(cv.operand(op, 0), cv.operand(op, 1), axis=axis, label=cv.label(op)))
+    ids = _wrapped_indices(cv, op, int(cv.tensor(op, 0).shape[axis]))
+    indices = cv.operand(op, 1) if ids is None else cv._operands[ids]
+    cv.set_output(op, cv.builder.gather(cv.operand(op, 0), indices, axis=axis, label=cv.label(op)))
+
+
+def _wrapped_indices(cv: Converter, op: OperatorInfo, size: int) -> int | None:
+    """The tensor ``ids`` when GATHER's indices are ``SELECT_V2(LESS(ids, 0), ADD(ids, size), ids)``
+    (Keras' Embedding: negative ids count from the end), which WebNN's gather does itself;
+    the three operators are then left unused. Else None."""
+    select = cv.producer(op.inputs[1])
+    if select is None or select.name not in ("SELECT_V2", "SELECT") or len(select.inputs) != 3:
+        return None
+    less, add = cv.producer(select.inputs[0]), cv.producer(select.inputs[1])
+    ids = select.inputs[2]
+    if less is None or add is None or less.name != "LESS" or add.name != "ADD" or ids not in cv._operands:
+        return None
+    zero, shift = cv.static(less, 1), cv.static(add, 1)
+    if less.inputs[0] != ids or add.inputs[0] != ids or zero is None or shift is None or zero.size != 1 \
+            or shift.size != 1 or int(zero.reshape(-1)[0]) != 0 or int(shift.reshape(-1)[0]) != size \
+            or zero.dtype.kind not in "iu" or shift.dtype.kind not in "iu":
+        return None
+    if _opt(add.options(_fb.AddOptions), "FusedActivationFunction", ACT_NONE) != ACT_NONE:
+        return None
+    if tuple(cv.model.tensors[ids].shape) != tuple(cv.model.tensors[op.inputs[1]].shape):
+        return None  # (SELECT_V2 would broadcast)
+    return ids
 
 
 @handles("GATHER_ND", webnn="gather_nd")
