@@ -63,7 +63,8 @@ def load(source, context: MLContext, **options):
     Arguments:
         source (str | os.PathLike | bytes): the model file or its bytes.
         context (MLContext): the context to build for.
-        options: loader options: ``dtype="float16"``; for ONNX also ``dims={...}`` (sizes of
+        options: loader options: ``dtype="float16"``; for TFLite also ``input_shapes={...}`` (sizes of
+            dynamic dimensions, see :func:`webnn_gpu.tflite.load`); for ONNX also ``dims={...}`` (sizes of
             symbolic dimensions) and ``custom_ops={...}`` (see :func:`webnn_gpu.onnx.load`).
 
     Returns:

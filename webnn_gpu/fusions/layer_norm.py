@@ -16,6 +16,7 @@ order where they commute):
 
       m = mean(x);  v = mean((x - m) * (x - m));  i = rsqrt(v + eps) * scale  (scale optional)
       y = x * i + (bias - m * i)   (or x * i - m * i without a bias)
+      y = x * i + (neg(m) * i + bias)   (or x * i + neg(m) * i; TensorFlow 2.21's converter)
 
 ``scale`` and ``bias`` must vary along ``A`` alone (host constants are re-made in the
 kernel's ``[x.shape[a] for a in A]`` shape, a computed one of that many elements is viewed
@@ -279,6 +280,8 @@ def match_layer_norm(g: GraphView, mean: Node) -> LayerNormMatch | None:
         return None
     i_users = g.consumers(i)
     mb = next((u for u in users if u is not sub), None)
+    if mb is not None and mb.op == "neg":  # TFLite's converter for Keras 3: y = x * i + (neg(m) * i + bias)
+        return _negated_mean_form(mt, x, axes, eps, scale, nodes, mb, i, i_users)
     xa = next((u for u in i_users if u is not mb), None)
     if (len(i_users) != 2 or mb is None or mb not in i_users or xa is None or mb.op != "mul" or xa.op != "mul"
             or _other(mb, m) is not i or _other(xa, x) is not i or tuple(xa.outputs[0].shape) != tuple(x.shape)):
@@ -298,6 +301,36 @@ def match_layer_norm(g: GraphView, mean: Node) -> LayerNormMatch | None:
     # in graph order the add comes last (it reads both branches)
     nodes += [mb, c_node, xa, y]
     return LayerNormMatch(x, axes, eps, scale, bias, nodes)
+
+
+def _negated_mean_form(mt: _Matcher, x: Value, axes, eps: float, scale: Value | None, nodes: list[Node],
+                       neg: Node, i: Value, i_users: list[Node]) -> LayerNormMatch | None:
+    """The rest of the batch-normalization form with the mean negated first:
+    ``y = x * i + (neg(m) * i + bias)`` (or ``x * i + neg(m) * i`` without a bias)."""
+    nm = neg.outputs[0]
+    mb = mt.only(nm, "mul")
+    xa = next((u for u in i_users if u is not mb), None)
+    if (mb is None or len(i_users) != 2 or mb not in i_users or xa is None or xa.op != "mul" or _other(mb, nm) is not i
+            or _other(xa, x) is not i or tuple(xa.outputs[0].shape) != tuple(x.shape)):
+        return None
+    nb = mb.outputs[0]
+    after = mt.only(nb, "add")
+    if after is None:
+        return None
+    if _other(after, nb) is xa.outputs[0]:  # no bias
+        y, bias, tail = after, None, []
+    else:
+        bias = _other(after, nb)
+        if not _param_ok(bias, x, axes):
+            return None
+        last = mt.only(xa.outputs[0], "add")
+        if (last is None or _other(last, xa.outputs[0]) is not after.outputs[0]
+                or mt.g.sole_consumer(after.outputs[0]) is not last):
+            return None
+        y, tail = last, [after]
+    if tuple(y.outputs[0].shape) != tuple(x.shape):
+        return None
+    return LayerNormMatch(x, axes, eps, scale, bias, [*nodes, neg, mb, *tail, xa, y])
 
 
 def fuse_layer_norm(nodes: list, outputs: dict, context=None) -> list:

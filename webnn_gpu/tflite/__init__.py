@@ -147,6 +147,7 @@ def load(
     *,
     dtype: str = "float32",
     custom_ops: dict | None = None,
+    input_shapes: dict | None = None,
 ) -> LoadedModel:
     """Build a WebNN graph from a .tflite model.
 
@@ -160,12 +161,17 @@ def load(
         custom_ops (dict | None): TFLite custom op code -> ``fn(builder, inputs,
             attributes) -> outputs``, which builds the operator (e.g. with
             ``builder.wgsl``); see :mod:`webnn_gpu.tflite.custom`.
+        input_shapes (dict | None): input name -> shape for inputs with dynamic
+            dimensions (``-1`` in the model's shape signature, e.g. the batch size a
+            Keras model leaves open), as LiteRT's ``resize_tensor_input``. By default such
+            a dimension has the size the file declares (1 for a batch dimension).
 
     Returns:
         LoadedModel: the graph, its input and output descriptors, and the op counts.
 
     Raises:
-        MLTypeError: ``source`` or ``dtype`` of the wrong kind.
+        MLTypeError: ``source`` or ``dtype`` of the wrong kind; an ``input_shapes`` entry
+            naming no input or not fitting its shape signature.
         DataError: not a TFLite model, or a malformed one.
         NotSupportedError: an operator (named with its index), option, data type or
             dynamic shape the loader cannot map exactly.
@@ -184,6 +190,6 @@ def load(
     import webnn_gpu  # the engine's public API; imported here so reading needs no GPU
 
     builder = webnn_gpu.MLGraphBuilder(context)
-    converted = convert(model, builder, dtype, custom_ops)
+    converted = convert(model, builder, dtype, custom_ops, input_shapes)
     return LoadedModel.build(builder, converted.outputs, converted.inputs, context=context, dtype=dtype,
                              layout="nhwc", op_counts=model.op_counts(), description=model.description)

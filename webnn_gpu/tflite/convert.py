@@ -68,6 +68,11 @@ class Converter:
         self._np_float = np.dtype(np.float16 if dtype == "float16" else np.float32)
         self._operands: dict[int, Any] = {}
         self._folded: dict[int, np.ndarray] = {}  # values computed at load time (DEQUANTIZE, shapes, ...)
+        # The shapes that tensors with dynamic dimensions (-1 in the shape signature) have in
+        # this graph, known once their producer ran; the file's `shape` is a placeholder there.
+        self._shapes: dict[int, tuple[int, ...]] = {}
+        # Operators an earlier handler already computed as part of its pattern (their indices).
+        self.claimed: set[int] = set()
 
     # -- naming and errors
     def label(self, op: OperatorInfo) -> str:
@@ -94,17 +99,60 @@ class Converter:
                 raise self.malformed(op, f"{name} {list(vals)} (expected values >= 1)")
 
     # -- tensors
+    def _actual(self, index: int) -> TensorInfo:
+        t = self.model.tensors[index]
+        shape = self._shapes.get(index)
+        return t if shape is None else dataclasses.replace(t, shape=shape)
+
     def tensor(self, op: OperatorInfo, i: int) -> TensorInfo:
-        """The TFLite tensor of input ``i`` of ``op``."""
+        """The TFLite tensor of input ``i`` of ``op`` (with its actual shape when it is dynamic)."""
         if i >= len(op.inputs) or op.inputs[i] < 0:
             raise self.malformed(op, f"input {i} is missing (the operator has {len(op.inputs)} inputs)")
-        return self.model.tensors[op.inputs[i]]
+        return self._actual(op.inputs[i])
+
+    def producer(self, tensor: int) -> OperatorInfo | None:
+        """The operator that writes ``tensor`` (None for an input or a constant)."""
+        return next((o for o in self.model.operators if tensor in o.outputs), None)
+
+    def sole_consumer(self, tensor: int) -> OperatorInfo | None:
+        """The one operator that reads ``tensor``, when it is that (and no subgraph output)."""
+        if tensor in self.model.outputs:
+            return None
+        users = [o for o in self.model.operators if tensor in o.inputs]
+        return users[0] if len(users) == 1 else None
 
     def out_tensor(self, op: OperatorInfo, j: int = 0) -> TensorInfo:
-        """The TFLite tensor of output ``j`` of ``op``."""
+        """The TFLite tensor of output ``j`` of ``op``.
+
+        For an output with dynamic dimensions, ``shape`` is only meaningful once the
+        output is recorded; before that use :meth:`out_shape`.
+        """
         if j >= len(op.outputs):
             raise self.malformed(op, f"output {j} is missing")
-        return self.model.tensors[op.outputs[j]]
+        return self._actual(op.outputs[j])
+
+    def out_shape(self, op: OperatorInfo, j: int = 0, inferred: Any = None) -> list[int]:
+        """The shape of output ``j``: the declared one when it is static, else ``inferred()``
+        (the operator's own shape rule on its actual inputs)."""
+        t = self.out_tensor(op, j)
+        if not t.is_dynamic or op.outputs[j] in self._shapes:
+            return [int(d) for d in t.shape]
+        if inferred is None:
+            raise self.unsupported(op, f"output {t.name!r} of dynamic shape {list(t.shape_signature or ())}")
+        return [int(d) for d in inferred()]
+
+    def _check_shape(self, op: OperatorInfo, t: TensorInfo, got: tuple[int, ...], what: str) -> None:
+        """``got`` must be the shape the model declares for ``t`` (its static dimensions only, when
+        it has dynamic ones); records it as the actual shape of a dynamic tensor."""
+        if t.is_dynamic and t.shape_signature is not None:
+            sig = tuple(t.shape_signature)
+            if len(got) != len(sig) or any(s >= 0 and s != g for s, g in zip(sig, got)):
+                raise self.malformed(op, f"the model declares {what} {t.name!r} of shape {list(sig)}, "
+                                         f"the WebNN operators give {list(got)}")
+            self._shapes[t.index] = got
+        elif got != tuple(t.shape):
+            raise self.malformed(op, f"the model declares {what} {t.name!r} of shape {list(t.shape)}, "
+                                     f"the WebNN operators give {list(got)}")
 
     def axis(self, op: OperatorInfo, axis: int, rank: int) -> int:
         """``axis`` made non-negative for a tensor of rank ``rank``."""
@@ -163,6 +211,8 @@ class Converter:
                 child._folded[ti] = arg
             else:
                 child._operands[ti] = arg
+            if sub.tensors[ti].is_dynamic:
+                child._shapes[ti] = tuple(int(d) for d in arg.shape)
         run_operators(child, sub.operators)
         outs = []
         for ti in sub.outputs:
@@ -225,6 +275,15 @@ class Converter:
         value = np.array(value, order="C")  # (np.ascontiguousarray would make a scalar 1-D)
         return self.builder.constant({"data_type": data_type, "shape": list(value.shape)}, value)
 
+    def constant_like(self, op: OperatorInfo, i: int, value: np.ndarray) -> Any:
+        """A float constant operand of ``value`` in the graph's float type (a value the loader
+        computed in place of input ``i``; named after it in errors)."""
+        cast = np.asarray(value).astype(self._np_float)
+        if not np.isfinite(cast).all() and np.isfinite(value).all():
+            raise self.unsupported(op, f"a computed constant for input {i} whose values exceed the "
+                                       f"{self.float_type} range")
+        return self.builder.constant({"data_type": self.float_type, "shape": list(cast.shape)}, np.array(cast, order="C"))
+
     def scalar_constant(self, v: float, data_type: str) -> Any:
         """A rank-0 constant operand."""
         arr = np.asarray(v, dtype=np.float16 if data_type == "float16" else np.float32)
@@ -232,29 +291,32 @@ class Converter:
 
     def set_output(self, op: OperatorInfo, operand: Any, j: int = 0) -> None:
         """Record ``operand`` as output ``j`` of ``op``, checking the shape the model declares."""
-        t = self.out_tensor(op, j)
-        got = tuple(int(d) for d in operand.shape)
-        if got != tuple(t.shape):
-            raise self.malformed(op, f"the model declares output {t.name!r} of shape {list(t.shape)}, "
-                                     f"the WebNN operators give {list(got)}")
+        t = self.model.tensors[self.out_tensor(op, j).index]
+        self._check_shape(op, t, tuple(int(d) for d in operand.shape), "output")
         self._operands[t.index] = operand
 
     def set_constant(self, op: OperatorInfo, value: np.ndarray, j: int = 0) -> None:
         """Record a value computed at load time as output ``j`` of ``op``."""
-        t = self.out_tensor(op, j)
+        t = self.model.tensors[self.out_tensor(op, j).index]
         value = np.asarray(value)
         if t.type_name in _INT_TYPES and t.type_name != "BOOL" and value.dtype.kind in "biu":
             value = value.astype(np.dtype(_INT_TYPES[t.type_name]))
-        if tuple(value.shape) != tuple(t.shape):
-            raise self.malformed(op, f"folded constant of shape {list(value.shape)} for output "
-                                     f"{t.name!r} of shape {list(t.shape)}")
+        self._check_shape(op, t, tuple(value.shape), "folded output")
         self._folded[t.index] = value
 
     # -- graph inputs
-    def declare_input(self, t: TensorInfo, name: str) -> dict[str, Any]:
-        if t.is_dynamic:
-            raise _located(NotSupportedError, f"tflite.load: input {t.name!r} has dynamic shape "
-                                              f"{list(t.shape_signature or ())}; only static shapes are supported")
+    def declare_input(self, t: TensorInfo, name: str, shape: Any = None) -> dict[str, Any]:
+        """Make the graph input of tensor ``t``: of ``shape`` when given (it must fit the
+        shape signature), else of the declared shape (a dynamic dimension at the size the
+        file gives it, 1 for a batch dimension: what LiteRT allocates before a resize)."""
+        if shape is None:
+            shape = t.shape
+        else:
+            shape = tuple(int(d) for d in shape)
+            sig = tuple(t.shape_signature if t.shape_signature is not None else t.shape)
+            if len(shape) != len(sig) or any(d < 1 or (s >= 0 and s != d) for s, d in zip(sig, shape)):
+                raise _located(MLTypeError, f"tflite.load: input_shapes[{name!r}] is {list(shape)}; the model's "
+                                            f"input {t.name!r} has shape {list(sig)} (-1: any size >= 1)")
         if t.quantization is not None and t.type_name not in _FLOAT_TYPES:
             raise _located(NotSupportedError, f"tflite.load: input {t.name!r} is quantized ({t.type_name}); "
                                               "quantized models are not supported")
@@ -264,8 +326,10 @@ class Converter:
             data_type = _INT_TYPES[t.type_name]
         else:
             raise _located(NotSupportedError, f"tflite.load: input {t.name!r} of type {t.type_name}")
-        desc = {"data_type": data_type, "shape": [int(d) for d in t.shape]}
+        desc = {"data_type": data_type, "shape": [int(d) for d in shape]}
         self._operands[t.index] = self.builder.input(name, desc)
+        if t.is_dynamic:
+            self._shapes[t.index] = tuple(int(d) for d in shape)
         return desc
 
 
@@ -282,7 +346,8 @@ def _unique_names(model: ModelInfo, indices: tuple[int, ...], prefix: str, taken
     return names
 
 
-def convert(model: ModelInfo, builder: Any, dtype: str = "float32", custom_ops=None) -> Converted:
+def convert(model: ModelInfo, builder: Any, dtype: str = "float32", custom_ops=None,
+            input_shapes: dict | None = None) -> Converted:
     """Emit the builder calls for ``model`` and return the output operands (no ``build()``).
 
     Arguments:
@@ -292,12 +357,16 @@ def convert(model: ModelInfo, builder: Any, dtype: str = "float32", custom_ops=N
             the graph (inputs, constants, outputs). Default ``"float32"``.
         custom_ops (dict | None): custom op code -> ``fn(builder, inputs, attributes)``
             (see :mod:`.custom`).
+        input_shapes (dict | None): input name -> shape, for inputs with dynamic
+            dimensions (``-1`` in the shape signature, e.g. a batch size left open); by
+            default such a dimension has the size the file declares (1 for a batch).
 
     Returns:
         Converted: outputs (name -> operand) and input descriptors.
 
     Raises:
-        MLTypeError: ``dtype`` is not one of :data:`GRAPH_DTYPES`.
+        MLTypeError: ``dtype`` is not one of :data:`GRAPH_DTYPES`; an ``input_shapes``
+            entry that names no input or does not fit its shape signature.
         NotSupportedError: an operator, option or tensor type the loader cannot map,
             naming the op code and the operator's index.
         DataError: the model is inconsistent (a shape that does not follow, a missing input).
@@ -315,7 +384,13 @@ def convert(model: ModelInfo, builder: Any, dtype: str = "float32", custom_ops=N
     taken: set[str] = set()
     input_names = _unique_names(model, model.inputs, "input_", taken)
     output_names = _unique_names(model, model.outputs, "output_", taken)
-    inputs = {name: cv.declare_input(model.tensors[ti], name) for name, ti in zip(input_names, model.inputs)}
+    input_shapes = dict(input_shapes or {})
+    unknown = sorted(set(input_shapes) - set(input_names))
+    if unknown:
+        raise MLTypeError(f"tflite.load: input_shapes names {unknown}, which are not inputs of the model "
+                          f"({input_names})")
+    inputs = {name: cv.declare_input(model.tensors[ti], name, input_shapes.get(name))
+              for name, ti in zip(input_names, model.inputs)}
 
     run_operators(cv, model.operators)
 
@@ -367,6 +442,8 @@ def run_operators(cv: Converter, operators: list[OperatorInfo]) -> None:
     """Emit the builder calls of ``operators`` in order (folding what is known at load time)."""
     builder = cv.builder
     for op in operators:
+        if op.index in cv.claimed:
+            continue
         handler = HANDLERS.get(op.name)
         if op.opcode == "CUSTOM" and op.custom_code in cv.custom_ops:
             from .custom import custom_handler

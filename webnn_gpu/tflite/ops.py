@@ -374,8 +374,32 @@ def _binary_plain(method: str) -> Handler:
     return handler
 
 
-for _name, _method in (("MAXIMUM", "max"), ("MINIMUM", "min"), ("POW", "pow")):
-    handles(_name, webnn=_method)(_binary_plain(_method))
+handles("POW", webnn="pow")(_binary_plain("pow"))
+
+
+def _bound(cv: Converter, op: OperatorInfo, i: int) -> Any:
+    """Input ``i`` of MAXIMUM / MINIMUM; a constant beyond the float16 range (a clamp such as
+    ``minimum(x, 1e12)``) is ``+-inf`` in a float16 graph, which compares alike with every
+    finite float16 value."""
+    value = cv.static(op, i)
+    if (cv.float_type != "float16" or value is None or value.dtype.kind != "f"
+            or np.all(np.abs(value) <= np.finfo(np.float16).max)):
+        return cv.operand(op, i)
+    with np.errstate(over="ignore"):
+        bound = np.asarray(value, np.float16)
+    return cv.builder.constant({"data_type": "float16", "shape": list(bound.shape)}, bound)
+
+
+def _min_max(method: str) -> Handler:
+    def handler(cv: Converter, op: OperatorInfo) -> None:
+        cv.set_output(op, getattr(cv.builder, method)(_bound(cv, op, 0), _bound(cv, op, 1), label=cv.label(op)))
+
+    handler.__name__ = f"_binary_{method}"
+    return handler
+
+
+handles("MAXIMUM", webnn="max (in float16, a bound beyond its range is +-inf)")(_min_max("max"))
+handles("MINIMUM", webnn="min (in float16, a bound beyond its range is +-inf)")(_min_max("min"))
 
 
 def _unary(method: str, **kwargs: Any) -> Handler:
@@ -488,20 +512,54 @@ def _concatenation(cv: Converter, op: OperatorInfo) -> None:
     o = op.options(_fb.ConcatenationOptions)
     rank = len(cv.tensor(op, 0).shape)
     axis = cv.axis(op, int(_opt(o, "Axis", 0)), rank)
-    inputs = [cv.operand(op, i) for i in range(len(op.inputs))]
-    y = cv.builder.concat(inputs, axis, label=cv.label(op))
+    # Empty inputs (load-time constants without values) add nothing.
+    inputs = [cv.operand(op, i) for i in range(len(op.inputs))
+              if (v := cv.static(op, i)) is None or v.size]
+    if not inputs:
+        raise cv.malformed(op, "every input is empty")
+    y = cv.builder.concat(inputs, axis, label=cv.label(op)) if len(inputs) > 1 else \
+        cv.builder.identity(inputs[0], label=cv.label(op))
     cv.set_output(op, _activation(cv, op, y, _opt(o, "FusedActivationFunction", ACT_NONE)))
 
 
 @handles("RESHAPE", "SQUEEZE", "EXPAND_DIMS", webnn="reshape (to the output tensor's static shape)")
 def _reshape(cv: Converter, op: OperatorInfo) -> None:
-    # Shapes are static here: the output tensor's declared shape is the new shape.
-    out = cv.out_tensor(op)
+    # The output tensor's declared shape is the new shape (when it has dynamic dimensions,
+    # the operator's own rule on the actual input gives it).
+    shape = cv.out_shape(op, 0, lambda: _reshape_rule(cv, op))
     in_count = int(np.prod(cv.tensor(op, 0).shape, dtype=np.int64))
-    if int(np.prod(out.shape, dtype=np.int64)) != in_count:
-        raise cv.malformed(op, f"output shape {list(out.shape)} holds a different element count than "
+    if int(np.prod(shape, dtype=np.int64)) != in_count:
+        raise cv.malformed(op, f"output shape {shape} holds a different element count than "
                                f"the input {list(cv.tensor(op, 0).shape)}")
-    cv.set_output(op, cv.builder.reshape(cv.operand(op, 0), list(out.shape), label=cv.label(op)))
+    cv.set_output(op, cv.builder.reshape(cv.operand(op, 0), shape, label=cv.label(op)))
+
+
+def _reshape_rule(cv: Converter, op: OperatorInfo) -> list[int]:
+    """The output shape of RESHAPE / SQUEEZE / EXPAND_DIMS from the input's actual shape."""
+    in_shape = [int(d) for d in cv.tensor(op, 0).shape]
+    if op.name == "SQUEEZE":
+        o = op.options(_fb.SqueezeOptions)
+        dims = o.SqueezeDimsAsNumpy() if o is not None and o.SqueezeDimsLength() else []
+        axes = {cv.axis(op, int(a), len(in_shape)) for a in dims} or \
+            {a for a, d in enumerate(in_shape) if d == 1}
+        return [d for a, d in enumerate(in_shape) if a not in axes]
+    if op.name == "EXPAND_DIMS":
+        axis = cv.axis(op, int(cv.value(op, 1).reshape(-1)[0]), len(in_shape) + 1)
+        return in_shape[:axis] + [1] + in_shape[axis:]
+    value = cv.static(op, 1)
+    if value is None:
+        o = op.options(_fb.ReshapeOptions)
+        if o is None or not o.NewShapeLength():
+            raise cv.unsupported(op, "a run-time new shape")
+        value = o.NewShapeAsNumpy()
+    new = [int(d) for d in np.asarray(value).reshape(-1)]
+    if new.count(-1) == 1:
+        known = int(np.prod([d for d in new if d != -1], dtype=np.int64))
+        count = int(np.prod(in_shape, dtype=np.int64))
+        if known <= 0 or count % known:
+            raise cv.malformed(op, f"new shape {new} for an input of shape {in_shape}")
+        new[new.index(-1)] = count // known
+    return new
 
 
 @handles("SOFTMAX", webnn="softmax(axis=last) (times beta first when beta != 1)")
@@ -553,7 +611,8 @@ def _transpose(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, cv.builder.transpose(cv.operand(op, 0), permutation=perm, label=cv.label(op)))
 
 
-@handles("FULLY_CONNECTED", webnn="reshape + gemm(b_transpose=True, c=bias) + reshape + fused activation")
+@handles("FULLY_CONNECTED", webnn="reshape + gemm(b_transpose=True, c=bias) + reshape + fused activation (a bias "
+                                  "added after a RESHAPE that splits the units joins the gemm's)")
 def _fully_connected(cv: Converter, op: OperatorInfo) -> None:
     o = op.options(_fb.FullyConnectedOptions)
     if _opt(o, "WeightsFormat", 0) != 0:
@@ -569,11 +628,65 @@ def _fully_connected(cv: Converter, op: OperatorInfo) -> None:
     rows = count // depth
     if list(x_shape) != [rows, depth]:
         x = cv.builder.reshape(x, [rows, depth], label=label + "/flatten")
-    y = cv.builder.gemm(x, cv.operand(op, 1), c=cv.optional_operand(op, 2), b_transpose=True, label=label)
-    out_shape = list(cv.out_tensor(op).shape)
+    activation = _opt(o, "FusedActivationFunction", ACT_NONE)
+    after = _bias_after_reshape(cv, op, units) if activation == ACT_NONE else None
+    if after is not None:
+        bias = cv.constant_like(op, 2, after[0])
+    else:
+        bias = cv.optional_operand(op, 2)
+    y = cv.builder.gemm(x, cv.operand(op, 1), c=bias, b_transpose=True, label=label)
+    if after is not None:  # the ADD's activation (element-wise: before the reshapes alike)
+        add = after[2]
+        y = _activation(cv, add, y, _opt(add.options(_fb.AddOptions), "FusedActivationFunction", ACT_NONE))
+    keep = bool(_opt(o, "KeepNumDims", False))
+    out_shape = cv.out_shape(op, 0, lambda: [*x_shape[:-1], units] if keep else [rows, units])
     if out_shape != [rows, units]:
         y = cv.builder.reshape(y, out_shape, label=label + "/unflatten")
-    cv.set_output(op, _activation(cv, op, y, _opt(o, "FusedActivationFunction", ACT_NONE)))
+    if after is None:
+        cv.set_output(op, _activation(cv, op, y, activation))
+        return
+    # The bias and the ADD's activation are in y; only the RESHAPE and the ADD read it.
+    _, reshape, add = after
+    cv.set_output(op, y)
+    HANDLERS["RESHAPE"](cv, reshape)
+    cv.set_output(add, cv.operand(add, 0 if add.inputs[0] == reshape.outputs[0] else 1))
+    cv.claimed.update((reshape.index, add.index))
+
+
+def _bias_after_reshape(cv: Converter, op: OperatorInfo, units: int) -> tuple[np.ndarray, Any, Any] | None:
+    """Keras' EinsumDense (MultiHeadAttention's projections): a FULLY_CONNECTED without fused
+    activation whose sole reader is a RESHAPE splitting the units into trailing dimensions,
+    whose sole reader is an ADD of a constant varying along those dimensions alone. Returns
+    (the FULLY_CONNECTED's bias plus that constant, as a [units] vector; the RESHAPE; the ADD),
+    or None. (The gemm's own bias then does the ADD's work.)"""
+    reshape = cv.sole_consumer(op.outputs[0])
+    if reshape is None or reshape.name != "RESHAPE" or reshape.inputs[0] != op.outputs[0]:
+        return None
+    add = cv.sole_consumer(reshape.outputs[0])
+    if add is None or add.name != "ADD" or len(add.inputs) != 2 or \
+            [add.inputs[0], add.inputs[1]].count(reshape.outputs[0]) != 1:
+        return None
+    c = cv.static(add, 1 if add.inputs[0] == reshape.outputs[0] else 0)
+    own = cv.static(op, 2) if len(op.inputs) > 2 and op.inputs[2] >= 0 else np.zeros(units, np.float32)
+    if c is None or c.dtype.kind != "f" or own is None or own.dtype.kind != "f" or own.size != units:
+        return None
+    out = cv.model.tensors[reshape.outputs[0]]
+    sig = tuple(out.shape_signature) if out.shape_signature is not None else tuple(out.shape)
+    trailing: list[int] = []
+    size = 1
+    for d in reversed(sig):  # the smallest static suffix holding the units
+        if d < 1 or size >= units:
+            break
+        trailing.insert(0, int(d))
+        size *= int(d)
+    if size != units or c.ndim > len(sig) or any(d != 1 for d in c.shape[:max(c.ndim - len(trailing), 0)]):
+        return None
+    tail = c.reshape(c.shape[max(c.ndim - len(trailing), 0):])
+    try:
+        vector = np.broadcast_to(tail, trailing).reshape(units)
+    except ValueError:
+        return None
+    return own.astype(np.float64) + vector.astype(np.float64), reshape, add
 
 
 @handles("BATCH_MATMUL", webnn="matmul (transpose for adj_x / adj_y)")
@@ -695,7 +808,7 @@ def _fold_unary(cv: Converter, op: OperatorInfo, values: list) -> list:
 
 @folds("RESHAPE", "SQUEEZE", "EXPAND_DIMS")
 def _fold_reshape(cv: Converter, op: OperatorInfo, values: list) -> list:
-    return [values[0].reshape(cv.out_tensor(op).shape)]
+    return [values[0].reshape(cv.out_shape(op, 0, lambda: _reshape_rule(cv, op)))]
 
 
 @folds("SHAPE", always=True)
@@ -732,12 +845,13 @@ def _fill(cv: Converter, op: OperatorInfo) -> None:
 
 @folds("BROADCAST_TO")
 def _fold_broadcast_to(cv: Converter, op: OperatorInfo, values: list) -> list:
-    return [np.broadcast_to(values[0], cv.out_tensor(op).shape)]
+    return [np.broadcast_to(values[0], [int(d) for d in values[1].reshape(-1)])]
 
 
 @handles("BROADCAST_TO", webnn="expand")
 def _broadcast_to(cv: Converter, op: OperatorInfo) -> None:
-    shape = list(cv.out_tensor(op).shape)
+    shape = cv.out_shape(op, 0, lambda: np.broadcast_shapes(tuple(cv.tensor(op, 0).shape),
+                                                            tuple(int(d) for d in cv.value(op, 1).reshape(-1))))
     cv.set_output(op, cv.builder.expand(cv.operand(op, 0), shape, label=cv.label(op)))
 
 
@@ -774,7 +888,7 @@ def _unpack(cv: Converter, op: OperatorInfo) -> None:
     parts = [cv.operand(op, 0)] if shape[axis] == 1 else \
         cv.builder.split(cv.operand(op, 0), shape[axis], axis=axis, label=label)
     for j, part in enumerate(parts):
-        cv.set_output(op, cv.builder.reshape(part, list(cv.out_tensor(op, j).shape), label=f"{label}/{j}"), j)
+        cv.set_output(op, cv.builder.reshape(part, shape[:axis] + shape[axis + 1:], label=f"{label}/{j}"), j)
 
 
 @folds("CONCATENATION")
@@ -817,6 +931,56 @@ def _fold_movement(cv: Converter, op: OperatorInfo, values: list) -> list:
     if op.name == "TILE":
         return [np.tile(x, [int(v) for v in values[1].reshape(-1)])]
     return [np.flip(x, tuple(int(a) for a in values[1].reshape(-1)))]
+
+
+@folds("SUM", "REDUCE_PROD", "REDUCE_MAX", "REDUCE_MIN")
+def _fold_reduce(cv: Converter, op: OperatorInfo, values: list) -> list:
+    x = values[0]
+    axes = tuple(sorted({cv.axis(op, int(a), x.ndim) for a in values[1].reshape(-1)}))
+    keep = bool(_opt(op.options(_fb.ReducerOptions), "KeepDims", False))
+    fn = {"SUM": np.add, "REDUCE_PROD": np.multiply, "REDUCE_MAX": np.maximum, "REDUCE_MIN": np.minimum}[op.name]
+    out = fn.reduce(x, axis=axes, keepdims=keep)  # type: ignore[call-overload]
+    return [np.asarray(out).astype(x.dtype)]
+
+
+_NP_UNARY_FLOAT: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "LOGISTIC": lambda x: 1.0 / (1.0 + np.exp(-x)), "TANH": np.tanh, "RELU": lambda x: np.maximum(x, 0),
+    "RELU6": lambda x: np.clip(x, 0, 6), "EXP": np.exp,
+}
+
+
+@folds(*_NP_UNARY_FLOAT)
+def _fold_unary_float(cv: Converter, op: OperatorInfo, values: list) -> list:
+    with np.errstate(over="ignore"):
+        return [_NP_UNARY_FLOAT[op.name](values[0].astype(np.float64))]
+
+
+@folds("FULLY_CONNECTED")
+def _fold_fully_connected(cv: Converter, op: OperatorInfo, values: list) -> list:
+    o = op.options(_fb.FullyConnectedOptions)
+    if _opt(o, "WeightsFormat", 0) != 0:
+        raise cv.unsupported(op, "shuffled weights format")
+    x, w = values[0].astype(np.float64), values[1].astype(np.float64)
+    y = x.reshape(-1, w.shape[1]) @ w.T
+    if len(values) > 2 and values[2] is not None:
+        y = y + values[2].astype(np.float64)
+    keep = bool(_opt(o, "KeepNumDims", False))
+    y = y.reshape(cv.out_shape(op, 0, lambda: [*x.shape[:-1], w.shape[0]] if keep else list(y.shape)))
+    return [_np_activation(y, _opt(o, "FusedActivationFunction", ACT_NONE))]
+
+
+@folds("SPLIT")
+def _fold_split(cv: Converter, op: OperatorInfo, values: list) -> list:
+    return np.split(values[1], len(op.outputs), axis=int(values[0].reshape(-1)[0]))
+
+
+@folds("SPLIT_V")
+def _fold_split_v(cv: Converter, op: OperatorInfo, values: list) -> list:
+    x, axis = values[0], int(values[2].reshape(-1)[0])
+    sizes = [int(v) for v in values[1].reshape(-1)]
+    if sizes.count(-1) == 1:
+        sizes[sizes.index(-1)] = x.shape[axis] - (sum(sizes) + 1)
+    return np.split(x, np.cumsum(sizes)[:-1], axis=axis)
 
 
 @folds("SELECT", "SELECT_V2")
@@ -1082,8 +1246,9 @@ def _slice_window(cv: Converter, op: OperatorInfo) -> tuple[list[int], list[int]
 @handles("SLICE", webnn="slice(starts, sizes)")
 def _slice(cv: Converter, op: OperatorInfo) -> None:
     begin, size = _slice_window(cv, op)
-    if 0 in size:
-        raise cv.unsupported(op, "an empty result")
+    if 0 in size:  # an empty tensor has no values: a load-time constant (e.g. a loop's first TensorList slice)
+        cv.set_constant(op, np.zeros(size, _np_type(cv, op)))
+        return
     cv.set_output(op, cv.builder.slice(cv.operand(op, 0), begin, size, label=cv.label(op)))
 
 
@@ -1125,7 +1290,7 @@ def strided_slice_plan(shape: Sequence[int], begin: Sequence[int], end: Sequence
         out_shape (the final shape).
 
     Raises:
-        ValueError: inconsistent vectors, a zero stride, or an empty result.
+        ValueError: inconsistent vectors or a zero stride.
     """
     n = len(begin)
     if len(end) != n or len(strides) != n:
@@ -1178,9 +1343,7 @@ def strided_slice_plan(shape: Sequence[int], begin: Sequence[int], end: Sequence
         d += 1
     reverse, starts, sizes, steps = [], [], [], []
     for axis, (start, stop, step, _) in enumerate(dims):  # type: ignore[misc]
-        count = len(range(start, stop, step))
-        if count == 0:
-            raise ValueError(f"an empty result along dimension {axis}")
+        count = len(range(start, stop, step))  # 0: an empty result
         if step < 0:
             reverse.append(axis)
             start, step = int(shape[axis]) - 1 - start, -step
@@ -1208,6 +1371,9 @@ def _strided_plan(cv: Converter, op: OperatorInfo) -> StridedSlicePlan:
 @handles("STRIDED_SLICE", webnn="reverse (negative strides) + slice(starts, sizes, strides) + reshape (all masks)")
 def _strided_slice(cv: Converter, op: OperatorInfo) -> None:
     plan = _strided_plan(cv, op)
+    if 0 in plan.out_shape:  # an empty tensor has no values: a load-time constant
+        cv.set_constant(op, np.zeros(plan.out_shape, _np_type(cv, op)))
+        return
     b, label = cv.builder, cv.label(op)
     x = cv.operand(op, 0)
     shape = tuple(int(v) for v in cv.tensor(op, 0).shape)
@@ -1251,6 +1417,143 @@ def _split_v(cv: Converter, op: OperatorInfo) -> None:
         cv.set_output(op, part if len(sizes) > 1 else cv.builder.identity(part, label=cv.label(op)), j)
 
 
+def _block_params(cv: Converter, op: OperatorInfo, what: str) -> tuple[list[int], list[int], list[int], list[int]]:
+    """(shape, block, before, after) of SPACE_TO_BATCH_ND (``what`` = paddings) or
+    BATCH_TO_SPACE_ND (crops): inputs [batch, spatial..., rest...], block_shape [M], [M, 2]."""
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    block = [int(v) for v in cv.value(op, 1).reshape(-1)]
+    pairs = np.asarray(cv.value(op, 2), np.int64)
+    m = len(block)
+    if not 1 <= m < len(shape) or pairs.shape != (m, 2) or min(block) < 1 or (pairs < 0).any():
+        raise cv.malformed(op, f"block_shape {block} and {what} {pairs.tolist()} for an input of shape {shape}")
+    return shape, block, [int(v) for v in pairs[:, 0]], [int(v) for v in pairs[:, 1]]
+
+
+def _dilated_conv(cv: Converter, op: OperatorInfo) -> bool:
+    """TensorFlow's form of a dilated convolution, ``SPACE_TO_BATCH_ND -> [EXPAND_DIMS] ->
+    CONV_2D | DEPTHWISE_CONV_2D (VALID, stride 1, no dilation) -> [RESHAPE] ->
+    BATCH_TO_SPACE_ND`` with one block shape, each the sole reader of the one before, as
+    one ``conv2d`` with ``dilations`` = the block and ``padding`` = paddings - crops
+    (when none is negative). Emits it and says whether it did."""
+    shape, block, before, after = _block_params(cv, op, "paddings")
+    chain, t = [], op.outputs[0]
+    nxt = cv.sole_consumer(t)
+    expand_axis = None
+    if len(shape) == 3 and nxt is not None and nxt.name == "EXPAND_DIMS" and nxt.inputs[0] == t:
+        axis = cv.static(nxt, 1)
+        expand_axis = None if axis is None or axis.size != 1 else int(axis.reshape(-1)[0]) % 4
+        if expand_axis not in (1, 2):
+            return False
+        chain.append(nxt)
+        t = nxt.outputs[0]
+        nxt = cv.sole_consumer(t)
+    if len(shape) + (expand_axis is not None) != 4 or len(block) != len(shape) - 2:
+        return False
+    if nxt is None or nxt.name not in ("CONV_2D", "DEPTHWISE_CONV_2D") or nxt.inputs[0] != t:
+        return False
+    conv = nxt
+    o = conv.options(_fb.Conv2DOptions if conv.name == "CONV_2D" else _fb.DepthwiseConv2DOptions)
+    if (_opt(o, "Padding", PADDING_SAME) != PADDING_VALID or _opt(o, "StrideH", 1) != 1 or _opt(o, "StrideW", 1) != 1
+            or _opt(o, "DilationHFactor", 1) != 1 or _opt(o, "DilationWFactor", 1) != 1):
+        return False
+    chain.append(conv)
+    t = conv.outputs[0]
+    nxt = cv.sole_consumer(t)
+    if expand_axis is not None:
+        if nxt is None or nxt.name not in ("RESHAPE", "SQUEEZE") or nxt.inputs[0] != t:
+            return False
+        chain.append(nxt)
+        t = nxt.outputs[0]
+        nxt = cv.sole_consumer(t)
+    if nxt is None or nxt.name != "BATCH_TO_SPACE_ND" or nxt.inputs[0] != t:
+        return False
+    b2s = nxt
+    crops, b2s_block = cv.static(b2s, 2), cv.static(b2s, 1)
+    if b2s_block is None or [int(v) for v in b2s_block.reshape(-1)] != block or crops is None \
+            or np.asarray(crops).shape != (len(block), 2):
+        return False
+    crops = np.asarray(crops, np.int64)
+    pads = [(lo - int(c0), hi - int(c1)) for lo, hi, (c0, c1) in zip(before, after, crops)]
+    if any(p < 0 for pair in pads for p in pair):
+        return False
+    if expand_axis is None:
+        dilations, padding = block, [*pads[0], *pads[1]]
+    elif expand_axis == 1:  # [N, 1, W, C]: the block runs along the width
+        dilations, padding = [1, block[0]], [0, 0, *pads[0]]
+    else:  # [N, W, 1, C]: along the height
+        dilations, padding = [block[0], 1], [*pads[0], 0, 0]
+    b, label = cv.builder, cv.label(op)
+    x = cv.operand(op, 0)
+    if expand_axis is not None:
+        x = b.reshape(x, shape[:expand_axis] + [1] + shape[expand_axis:], label=label + "/expand")
+    channels = int(x.shape[3])
+    w_shape = cv.tensor(conv, 1).shape
+    if conv.name == "CONV_2D":
+        if len(w_shape) != 4 or int(w_shape[3]) <= 0 or channels % int(w_shape[3]):
+            return False
+        groups, filter_layout = channels // int(w_shape[3]), "ohwi"
+    else:
+        if len(w_shape) != 4 or int(w_shape[3]) % channels:
+            return False
+        groups, filter_layout = channels, "ihwo"
+    y = b.conv2d(x, cv.operand(conv, 1), padding=padding, strides=[1, 1], dilations=dilations, groups=groups,
+                 input_layout="nhwc", filter_layout=filter_layout, bias=cv.optional_operand(conv, 2),
+                 label=f"{cv.label(conv)}/dilated")
+    y = _activation(cv, conv, y, _opt(o, "FusedActivationFunction", ACT_NONE))
+    if expand_axis is not None:
+        y = b.reshape(y, [int(d) for i, d in enumerate(y.shape) if i != expand_axis], label=cv.label(b2s))
+    cv.set_output(b2s, y)
+    cv.claimed.update(o.index for o in (*chain, b2s))
+    return True
+
+
+@handles("SPACE_TO_BATCH_ND", webnn="conv2d(dilations=) with the convolution and BATCH_TO_SPACE_ND after it "
+                                    "(a dilated convolution); else pad + reshape + transpose + reshape")
+def _space_to_batch_nd(cv: Converter, op: OperatorInfo) -> None:
+    if _dilated_conv(cv, op):
+        return
+    shape, block, before, after = _block_params(cv, op, "paddings")
+    m, b, label = len(block), cv.builder, cv.label(op)
+    batch, spatial, rest = shape[0], shape[1:1 + m], shape[1 + m:]
+    padded = [s + lo + hi for s, lo, hi in zip(spatial, before, after)]
+    if any(p % k for p, k in zip(padded, block)):
+        raise cv.malformed(op, f"padded spatial shape {padded} not a multiple of block_shape {block}")
+    x = cv.operand(op, 0)
+    if any(before) or any(after):
+        zeros = [0] * len(rest)
+        x = b.pad(x, [0, *before, *zeros], [0, *after, *zeros], label=label + "/pad")
+    depth = int(np.prod(rest, dtype=np.int64))
+    blocks = [v for p, k in zip(padded, block) for v in (p // k, k)]  # [batch, s1/b1, b1, ..., depth]
+    x = b.reshape(x, [batch, *blocks, depth], label=label + "/blocks")
+    perm = [2 + 2 * i for i in range(m)] + [0] + [1 + 2 * i for i in range(m)] + [2 * m + 1]
+    x = b.transpose(x, permutation=perm, label=label + "/transpose")
+    out = [batch * int(np.prod(block)), *[p // k for p, k in zip(padded, block)], *rest]
+    cv.set_output(op, b.reshape(x, out, label=label))
+
+
+@handles("BATCH_TO_SPACE_ND", webnn="reshape + transpose + reshape + slice (crops)")
+def _batch_to_space_nd(cv: Converter, op: OperatorInfo) -> None:
+    shape, block, before, after = _block_params(cv, op, "crops")
+    m, b, label = len(block), cv.builder, cv.label(op)
+    count = int(np.prod(block))
+    if shape[0] % count:
+        raise cv.malformed(op, f"batch {shape[0]} not a multiple of the block_shape {block}'s {count} cells")
+    batch, spatial, rest = shape[0] // count, shape[1:1 + m], shape[1 + m:]
+    full = [s * k for s, k in zip(spatial, block)]
+    if any(lo + hi >= f for lo, hi, f in zip(before, after, full)):
+        raise cv.malformed(op, f"crops {list(zip(before, after))} leave nothing of the spatial shape {full}")
+    depth = int(np.prod(rest, dtype=np.int64))
+    x = b.reshape(cv.operand(op, 0), [*block, batch, *spatial, depth], label=label + "/blocks")
+    perm = [m] + [v for i in range(m) for v in (m + 1 + i, i)] + [2 * m + 1]  # [batch, s1, b1, ..., depth]
+    x = b.transpose(x, permutation=perm, label=label + "/transpose")
+    x = b.reshape(x, [batch, *full, *rest], label=label + "/space")
+    if any(before) or any(after):
+        zeros = [0] * len(rest)
+        x = b.slice(x, [0, *before, *zeros], [batch, *[f - lo - hi for f, lo, hi in zip(full, before, after)], *rest],
+                    label=label + "/crop")
+    cv.set_output(op, x)
+
+
 @handles("DEPTH_TO_SPACE", webnn="reshape + transpose + reshape (DCR order)")
 def _depth_to_space(cv: Converter, op: OperatorInfo) -> None:
     bs = int(_opt(op.options(_fb.DepthToSpaceOptions), "BlockSize", 0))
@@ -1275,14 +1578,39 @@ def _space_to_depth(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, b.reshape(x, [n, h // bs, w // bs, bs * bs * c], label=label))
 
 
-@handles("GATHER", webnn="gather(axis=) (batch_dims 0)")
+@handles("GATHER", webnn="gather(axis=) (batch_dims 0; negative ids wrapped by SELECT_V2 go to the gather as they are)")
 def _gather(cv: Converter, op: OperatorInfo) -> None:
     o = op.options(_fb.GatherOptions)
     if _opt(o, "BatchDims", 0):
         raise cv.unsupported(op, f"batch_dims={_opt(o, 'BatchDims', 0)} with a run-time input")
     rank = len(cv.tensor(op, 0).shape)
     axis = cv.axis(op, int(_opt(o, "Axis", 0)), rank)
-    cv.set_output(op, cv.builder.gather(cv.operand(op, 0), cv.operand(op, 1), axis=axis, label=cv.label(op)))
+    ids = _wrapped_indices(cv, op, int(cv.tensor(op, 0).shape[axis]))
+    indices = cv.operand(op, 1) if ids is None else cv._operands[ids]
+    cv.set_output(op, cv.builder.gather(cv.operand(op, 0), indices, axis=axis, label=cv.label(op)))
+
+
+def _wrapped_indices(cv: Converter, op: OperatorInfo, size: int) -> int | None:
+    """The tensor ``ids`` when GATHER's indices are ``SELECT_V2(LESS(ids, 0), ADD(ids, size), ids)``
+    (Keras' Embedding: negative ids count from the end), which WebNN's gather does itself;
+    the three operators are then left unused. Else None."""
+    select = cv.producer(op.inputs[1])
+    if select is None or select.name not in ("SELECT_V2", "SELECT") or len(select.inputs) != 3:
+        return None
+    less, add = cv.producer(select.inputs[0]), cv.producer(select.inputs[1])
+    ids = select.inputs[2]
+    if less is None or add is None or less.name != "LESS" or add.name != "ADD" or ids not in cv._operands:
+        return None
+    zero, shift = cv.static(less, 1), cv.static(add, 1)
+    if less.inputs[0] != ids or add.inputs[0] != ids or zero is None or shift is None or zero.size != 1 \
+            or shift.size != 1 or int(zero.reshape(-1)[0]) != 0 or int(shift.reshape(-1)[0]) != size \
+            or zero.dtype.kind not in "iu" or shift.dtype.kind not in "iu":
+        return None
+    if _opt(add.options(_fb.AddOptions), "FusedActivationFunction", ACT_NONE) != ACT_NONE:
+        return None
+    if tuple(cv.model.tensors[ids].shape) != tuple(cv.model.tensors[op.inputs[1]].shape):
+        return None  # (SELECT_V2 would broadcast)
+    return ids
 
 
 @handles("GATHER_ND", webnn="gather_nd")
@@ -1377,12 +1705,17 @@ def _symmetric_pad(cv: Converter, op: OperatorInfo, begin: list[int], end: list[
 # ----------------------------------------------------------------------------- control flow
 
 
-@handles("WHILE", webnn="(unrolled at load time when the trip count is static)")
+@handles("WHILE", webnn="lstm / gru when the loop is a recurrent layer; else unrolled at load time "
+                        "(static trip count)")
 def _while(cv: Converter, op: OperatorInfo) -> None:
     from .convert import MAX_UNROLL
 
     o = op.options(_fb.WhileOptions)
     cond, body = int(_opt(o, "CondSubgraphIndex", 0)), int(_opt(o, "BodySubgraphIndex", 0))
+    from .loops import map_recurrent_loop
+
+    if map_recurrent_loop(cv, op, cond, body):  # a recurrent layer's loop: one lstm / gru
+        return
     values = [cv.entry(op, i) for i in range(len(op.inputs))]
     cond_name = cv.model.subgraphs[cond].name if 0 < cond < len(cv.model.subgraphs) else ""
     for iteration in range(MAX_UNROLL + 1):
@@ -1397,9 +1730,11 @@ def _while(cv: Converter, op: OperatorInfo) -> None:
             raise cv.unsupported(op, f"a loop of more than {MAX_UNROLL} iterations (unrolled at load time)")
         values = cv.call_subgraph(op, body, values, f"{cv.label(op)}/{iteration}/")
     for j, value in enumerate(values):
-        if not isinstance(value, np.ndarray) and tuple(int(d) for d in value.shape) != cv.out_tensor(op, j).shape:
-            raise cv.unsupported(op, f"loop variable {j} whose shape changes ({list(cv.out_tensor(op, j).shape)} "
-                                     f"declared, {list(value.shape)} after unrolling)")
+        out = cv.out_tensor(op, j)
+        got = tuple(int(d) for d in value.shape)
+        if not isinstance(value, np.ndarray) and not out.is_dynamic and got != out.shape:
+            raise cv.unsupported(op, f"loop variable {j} whose shape changes ({list(out.shape)} "
+                                     f"declared, {list(got)} after unrolling)")
         cv.set_entry(op, value, j)
 
 

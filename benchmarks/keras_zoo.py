@@ -1,0 +1,445 @@
+"""Keras architectures converted by TensorFlow's own converter, against LiteRT XNNPACK.
+
+    .venv/bin/python benchmarks/keras_zoo.py                      # generate (once), compare, time
+    .venv/bin/python benchmarks/keras_zoo.py --models transformer gru --rounds 10 --no-cold
+    .venv/bin/python benchmarks/keras_zoo.py --regenerate         # convert again
+
+Two halves in one file:
+
+* **generate** (``--generate DIR``, run by the TensorFlow environment's Python, by
+  default ``~/.cache/webnn-gpu/bench/venv-tf2onnx/bin/python``, or ``--tf-python``):
+  builds well-known Keras architectures with seeded random weights (Keras applications
+  with ``weights=None``, a U-Net, a Transformer encoder, a ViT, recurrent text models,
+  ...), converts each with ``tf.lite.TFLiteConverter.from_keras_model`` exactly as a
+  user would (batch size left open; default float options; ``mobilenet_v2_int8`` with
+  ``optimizations=[tf.lite.Optimize.DEFAULT]``, int8 weights), and writes
+  ``<name>.tflite`` to ``$XDG_CACHE_HOME/webnn-gpu/keras_zoo/`` (never to the repository).
+* **compare** (the project's venv): for every model, ``webnn.load`` and LiteRT (builtin
+  kernels) on one seeded input (floats: standard normal; token ids: uniform in [0, 20));
+  **max error** is the largest difference relative to the output's largest magnitude
+  (the issue's tolerances: 1e-3 in float32, 3e-2 with ``--dtype float16``); then the
+  **latency** median of ``--rounds`` rounds, webnn-gpu's tensor path (write, dispatch, read) against LiteRT's
+  XNNPACK delegate with 2 threads, alternating inside each round; the **kernels** per
+  dispatch; and the **first build** (``webnn.load`` in a fresh process with Mesa's
+  shader cache disabled).
+
+A model that does not load is a row with the error's first line. The timings only mean
+something as ratios taken in the same run on the same machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+
+DEFAULT_TF_PYTHON = pathlib.Path.home() / ".cache" / "webnn-gpu" / "bench" / "venv-tf2onnx" / "bin" / "python"
+
+#: name -> what the model is (the generator's architectures, in table order).
+MODELS = {
+    "mobilenet_v2": "keras.applications.MobileNetV2(alpha=0.5), 128x128",
+    "mobilenet_v2_int8": "the same, converted with Optimize.DEFAULT (int8 weights)",
+    "mobilenet_v3_small": "keras.applications.MobileNetV3Small, 128x128 (Rescaling, hard-swish, squeeze-excite)",
+    "resnet50": "keras.applications.ResNet50, 64x64",
+    "densenet121": "keras.applications.DenseNet121, 64x64",
+    "efficientnet_b0": "keras.applications.EfficientNetB0, 96x96 (Normalization, swish, squeeze-excite)",
+    "xception": "keras.applications.Xception, 71x71 (separable convolutions)",
+    "unet": "U-Net, 64x64x3 -> 2 classes (Conv2D, MaxPool, Conv2DTranspose, UpSampling2D, Concatenate)",
+    "transformer": "Embedding + position embedding + MultiHeadAttention + LayerNormalization + GELU Dense, 32 tokens",
+    "vit": "ViT: Conv2D patches + class token + 2 encoder blocks (MHA, LayerNormalization, GELU), 32x32",
+    "conv1d": "Embedding + Conv1D + MaxPooling1D + GlobalMaxPooling1D, 64 tokens",
+    "lstm": "Embedding + LSTM(32) + Dense, 20 tokens",
+    "gru": "Embedding + GRU(32, return_sequences) + GRU(32), 20 tokens",
+    "simple_rnn": "Embedding + SimpleRNN(32) + Dense, 20 tokens",
+    "bilstm": "Embedding + Bidirectional(LSTM(16, return_sequences)) + LSTM(16), 20 tokens",
+    "slicing": "tf.strided_slice, tf.gather, tf.tile, tf.split, tf.concat on a [1, 16, 24] input",
+    "layers_2d": "everyday image layers: ZeroPadding2D, SeparableConv2D, DepthwiseConv2D (multiplier 2, dilation 2), PReLU, LeakyReLU, "
+                 "Conv2DTranspose, UpSampling2D, Cropping2D, GroupNormalization, Resizing, GlobalMaxPooling2D",
+    "layers_seq": "everyday sequence layers: Bidirectional(GRU), TimeDistributed(Dense), Attention, Conv1DTranspose, "
+                  "UpSampling1D, RepeatVector, Permute, Dot, UnitNormalization, LSTM(return_state)",
+}
+
+
+def cache_dir() -> pathlib.Path:
+    """Where the converted models live: ``$XDG_CACHE_HOME/webnn-gpu/keras_zoo``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(base) / "webnn-gpu" / "keras_zoo"
+
+
+# ----------------------------------------------------------------------------- generate (TF env)
+
+
+def _architectures():
+    """name -> (build() -> keras.Model, converter options). Imports TensorFlow."""
+    import keras
+    import tensorflow as tf
+    from keras import layers
+
+    apps = keras.applications
+
+    def app(fn, hw, **kw):
+        return lambda: fn(input_shape=(hw, hw, 3), weights=None, classes=10, **kw)
+
+    def transformer():
+        vocab, length, dim = 1000, 32, 64
+        ids = keras.Input((length,), dtype="int32")
+        pos = keras.ops.arange(length)
+        x = layers.Embedding(vocab, dim)(ids) + layers.Embedding(length, dim)(pos)
+        att = layers.MultiHeadAttention(num_heads=4, key_dim=dim // 4)(x, x)
+        x = layers.LayerNormalization(epsilon=1e-6)(x + att)
+        ff = layers.Dense(dim, activation="linear")(layers.Dense(4 * dim, activation="gelu")(x))
+        x = layers.LayerNormalization(epsilon=1e-6)(x + ff)
+        x = layers.GlobalAveragePooling1D()(x)
+        return keras.Model(ids, layers.Dense(5, activation="softmax")(x))
+
+    def vit():
+        dim, patch = 48, 4
+        img = keras.Input((32, 32, 3))
+        x = layers.Conv2D(dim, patch, strides=patch)(img)
+        x = layers.Reshape((-1, dim))(x)
+
+        class ClassToken(layers.Layer):
+            def build(self, shape):
+                self.cls = self.add_weight(shape=(1, 1, dim), initializer="random_normal")
+                self.pos = self.add_weight(shape=(1, shape[1] + 1, dim), initializer="random_normal")
+
+            def call(self, x):
+                cls = keras.ops.broadcast_to(self.cls, (keras.ops.shape(x)[0], 1, dim))
+                return keras.ops.concatenate([cls, x], axis=1) + self.pos
+
+        x = ClassToken()(x)
+        for _ in range(2):
+            y = layers.LayerNormalization(epsilon=1e-6)(x)
+            x = x + layers.MultiHeadAttention(num_heads=3, key_dim=dim // 3)(y, y)
+            y = layers.LayerNormalization(epsilon=1e-6)(x)
+            x = x + layers.Dense(dim)(layers.Dense(2 * dim, activation=keras.activations.gelu)(y))
+        x = layers.LayerNormalization(epsilon=1e-6)(x)
+        return keras.Model(img, layers.Dense(10)(x[:, 0]))
+
+    def unet():
+        img = keras.Input((64, 64, 3))
+        skips, x = [], img
+        for f in (16, 32, 64):
+            x = layers.Conv2D(f, 3, padding="same", activation="relu")(x)
+            x = layers.Conv2D(f, 3, padding="same", activation="relu")(x)
+            skips.append(x)
+            x = layers.MaxPooling2D()(x)
+        x = layers.Conv2D(128, 3, padding="same", activation="relu")(x)
+        for f, skip in zip((64, 32, 16), reversed(skips)):
+            if f == 32:
+                x = layers.Conv2D(f, 1)(layers.UpSampling2D(interpolation="bilinear")(x))
+            else:
+                x = layers.Conv2DTranspose(f, 2, strides=2, padding="same")(x)
+            x = layers.Concatenate()([x, skip])
+            x = layers.Conv2D(f, 3, padding="same", activation="relu")(x)
+            x = layers.BatchNormalization()(x)
+        return keras.Model(img, layers.Conv2D(2, 1, activation="softmax")(x))
+
+    def text(body, length=20, vocab=500):
+        # TensorFlow's converter lowers a Keras 3 recurrent layer only with a static batch size.
+        def build():
+            ids = keras.Input((length,), dtype="int32", batch_size=1)
+            x = layers.Embedding(vocab, 24)(ids)
+            return keras.Model(ids, body(x))
+        return build
+
+    def conv1d():
+        ids = keras.Input((64,), dtype="int32")
+        x = layers.Embedding(800, 32)(ids)
+        x = layers.Conv1D(32, 5, padding="same", activation="relu")(x)
+        x = layers.MaxPooling1D(2)(x)
+        x = layers.Conv1D(48, 3, dilation_rate=2, activation="relu")(x)
+        x = layers.GlobalMaxPooling1D()(x)
+        return keras.Model(ids, layers.Dense(3, activation="sigmoid")(x))
+
+    def slicing():
+        inp = keras.Input((16, 24))
+
+        class Slicing(layers.Layer):
+            def call(self, x):
+                a = tf.strided_slice(x, [0, 1, 0], [0, 15, 24], [1, 2, 3], begin_mask=1, end_mask=1)
+                b = tf.gather(x, [3, 0, 7, 7], axis=1)
+                c = tf.tile(x[:, :2, ::-1], [1, 3, 1])
+                d0, d1, d2 = tf.split(x, [8, 8, 8], axis=2)
+                e = tf.concat([d2 * d0, d1], axis=1)
+                return tf.concat([tf.reshape(a, [-1, 7 * 8]), tf.reshape(b, [-1, 96]), tf.reshape(c, [-1, 144]),
+                                  tf.reshape(e, [-1, 256]), x[:, -1, 4:12]], axis=1)
+
+        return keras.Model(inp, Slicing()(inp))
+
+    def layers_2d():
+        img = keras.Input((32, 32, 3))
+        x = layers.ZeroPadding2D(((1, 2), (0, 1)))(img)
+        x = layers.SeparableConv2D(16, 3, strides=2, activation="elu")(x)
+        x = layers.DepthwiseConv2D(3, depth_multiplier=2, padding="same", dilation_rate=2)(x)
+        x = layers.PReLU(shared_axes=[1, 2])(x)
+        x = layers.LeakyReLU(negative_slope=0.2)(layers.Conv2D(16, 3, padding="same")(x))
+        y = layers.Conv2DTranspose(8, 3, strides=2, padding="valid")(x)
+        y = layers.Cropping2D(((1, 0), (0, 1)))(y)
+        z = layers.UpSampling2D(2, interpolation="nearest")(layers.Conv2D(8, 1)(x))
+        x = layers.Concatenate()([y, z])
+        x = layers.GroupNormalization(groups=4)(x)
+        x = layers.Resizing(20, 24, interpolation="bilinear")(x)
+        x = layers.AveragePooling2D(3, strides=2, padding="same")(x)
+        return keras.Model(img, layers.Dense(6)(layers.GlobalMaxPooling2D()(x)))
+
+    def layers_seq():
+        ids = keras.Input((16,), dtype="int32", batch_size=1)
+        x = layers.Embedding(300, 16)(ids)
+        x = layers.Bidirectional(layers.GRU(8, return_sequences=True))(x)
+        x = layers.TimeDistributed(layers.Dense(12, activation="swish"))(x)
+        x = layers.Attention(use_scale=True)([x, x])
+        x = layers.Conv1DTranspose(8, 3, strides=2, padding="same")(x)
+        x = layers.UpSampling1D(2)(layers.MaxPooling1D(4)(x))
+        out, h, c = layers.LSTM(10, return_state=True, return_sequences=True)(x)
+        v = layers.UnitNormalization()(layers.RepeatVector(3)(h))
+        p = layers.Permute((2, 1))(out)
+        d = layers.Dot(axes=(1, 2))([p, v])
+        return keras.Model(ids, [layers.Flatten()(d), c])
+
+    int8 = {"optimizations": [tf.lite.Optimize.DEFAULT]}
+    return {
+        "mobilenet_v2": (app(apps.MobileNetV2, 128, alpha=0.5), {}),
+        "mobilenet_v2_int8": (app(apps.MobileNetV2, 128, alpha=0.5), int8),
+        "mobilenet_v3_small": (app(apps.MobileNetV3Small, 128), {}),
+        "resnet50": (app(apps.ResNet50, 64), {}),
+        "densenet121": (app(apps.DenseNet121, 64), {}),
+        "efficientnet_b0": (app(apps.EfficientNetB0, 96), {}),
+        "xception": (app(apps.Xception, 71), {}),
+        "unet": (unet, {}),
+        "transformer": (transformer, {}),
+        "vit": (vit, {}),
+        "conv1d": (conv1d, {}),
+        "lstm": (text(lambda x: layers.Dense(4)(layers.LSTM(32)(x))), {}),
+        "gru": (text(lambda x: layers.GRU(32)(layers.GRU(32, return_sequences=True)(x))), {}),
+        "simple_rnn": (text(lambda x: layers.Dense(4)(layers.SimpleRNN(32)(x))), {}),
+        "bilstm": (text(lambda x: layers.LSTM(16)(layers.Bidirectional(layers.LSTM(16, return_sequences=True))(x))),
+                   {}),
+        "slicing": (slicing, {}),
+        "layers_2d": (layers_2d, {}),
+        "layers_seq": (layers_seq, {}),
+    }
+
+
+def generate(out: pathlib.Path, names: list[str]) -> None:
+    """Build and convert ``names`` into ``out/<name>.tflite`` (run in the TensorFlow environment)."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    out.mkdir(parents=True, exist_ok=True)
+    archs = _architectures()
+    for name in names:
+        build, options = archs[name]
+        keras.utils.set_random_seed(13)
+        model = build()
+        # Weights drawn again from a seeded normal distribution so that the batch-norm
+        # statistics and the biases are not all 0/1 (a test that cannot tell them apart).
+        rng = np.random.default_rng(13)
+        for w in model.weights:
+            v = w.numpy()
+            if "variance" in w.path:
+                w.assign(rng.uniform(0.5, 1.5, v.shape).astype(v.dtype))
+            elif v.dtype.kind == "f":
+                fan_in = max(int(np.prod(v.shape[:-1])), 1) if v.ndim > 1 else 1
+                w.assign((rng.standard_normal(v.shape) * (1.0 / math.sqrt(fan_in) if v.ndim > 1 else 0.1))
+                         .astype(v.dtype))
+        converter = tf.lite.TFLiteConverter.from_keras_model(model)
+        for key, value in options.items():
+            setattr(converter, key, value)
+        try:
+            data = converter.convert()
+        except Exception as exc:  # noqa: BLE001 - reported, the other models still convert
+            print(f"{name}: conversion failed: {str(exc).splitlines()[0][:300]}", flush=True)
+            continue
+        tmp = out / f".{name}.tflite.tmp"
+        tmp.write_bytes(data)
+        tmp.rename(out / f"{name}.tflite")
+        print(f"{name}: {len(data) / 1e6:.2f} MB", flush=True)
+
+
+# ----------------------------------------------------------------------------- compare (project venv)
+
+#: The issue's tolerances on max |webnn - LiteRT| / max |LiteRT|.
+TOLERANCE = {"float32": 1e-3, "float16": 3e-2}
+
+BUILD_SCRIPT = """
+import json, sys, time
+import webnn_gpu as webnn
+ctx = webnn.ml.create_context()
+data = open(sys.argv[1], "rb").read()
+t0 = time.perf_counter()
+webnn.load(data, ctx, dtype=sys.argv[2])
+print(json.dumps({"build_s": time.perf_counter() - t0}))
+"""
+
+
+def seeded_inputs(details: list[dict], seed: int = 0) -> dict[str, "np.ndarray"]:  # noqa: F821
+    """One seeded array per LiteRT input detail: token ids (integers) in [0, 20), floats N(0, 1)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    for d in details:
+        shape = [int(v) for v in d["shape"]]
+        if np.dtype(d["dtype"]).kind in "iu":
+            out[d["name"]] = rng.integers(0, 20, shape).astype(d["dtype"])
+        else:
+            out[d["name"]] = rng.standard_normal(shape).astype(d["dtype"])
+    return out
+
+
+class LiteRT:
+    """A LiteRT interpreter; ``run(inputs)`` sets every input by name, invokes, gets the outputs."""
+
+    def __init__(self, data: bytes, *, threads: int, xnnpack: bool) -> None:
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+        resolver = OpResolverType.AUTO if xnnpack else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+        self.it = Interpreter(model_content=data, num_threads=threads, experimental_op_resolver_type=resolver)
+        self.it.allocate_tensors()
+        self.inputs = {d["name"]: d["index"] for d in self.it.get_input_details()}
+        self.outputs = {d["name"]: d["index"] for d in self.it.get_output_details()}
+
+    def run(self, inputs: dict) -> dict:
+        for name, index in self.inputs.items():
+            self.it.set_tensor(index, inputs[name])
+        self.it.invoke()
+        return {name: self.it.get_tensor(i) for name, i in self.outputs.items()}
+
+
+class WebNN:
+    """The loaded model and its tensors; ``run(inputs)`` is write, dispatch, read every output."""
+
+    def __init__(self, ctx, data: bytes, dtype: str = "float32") -> None:
+        import webnn_gpu as webnn
+
+        self.ctx = ctx
+        self.model = webnn.load(data, ctx, dtype=dtype)
+        g = self.model.graph
+        self.t_in = {n: ctx.create_tensor({**d, "writable": True}) for n, d in g.inputs.items()}
+        self.t_out = {n: ctx.create_tensor({**d, "readable": True}) for n, d in g.outputs.items()}
+
+    def run(self, inputs: dict) -> dict:
+        for name, t in self.t_in.items():
+            self.ctx.write_tensor(t, inputs[name].astype(self.model.inputs[name]["data_type"], copy=False))
+        self.ctx.dispatch(self.model.graph, self.t_in, self.t_out)
+        return {n: self.ctx.read_tensor(t) for n, t in self.t_out.items()}
+
+
+def fresh_build(path: pathlib.Path, dtype: str, env: dict[str, str]) -> float | None:
+    """Seconds of ``webnn.load`` in a new Python process with ``env`` added."""
+    r = subprocess.run([sys.executable, "-c", BUILD_SCRIPT, str(path), dtype], capture_output=True, text=True,
+                       env={**os.environ, **env}, timeout=1800)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if r.returncode or not lines:
+        print(f"    fresh-process build failed: {r.stderr.strip()[-300:]}", file=sys.stderr)
+        return None
+    return json.loads(lines[-1])["build_s"]
+
+
+def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
+    import numpy as np
+
+    data = path.read_bytes()
+    row: dict = {"model": name}
+    ref_rt = LiteRT(data, threads=1, xnnpack=False)
+    x = seeded_inputs(ref_rt.it.get_input_details())
+    ref = ref_rt.run(x)
+    try:
+        engine = WebNN(ctx, data, args.dtype)
+    except Exception as exc:  # noqa: BLE001 - a row of the table, not a crash
+        row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        return row
+    # The loader names the inputs and outputs as the model does (LiteRT's names).
+    got = engine.run({n: x[n] for n in engine.t_in})
+    row["max_error"] = max(float(np.abs(got[n].astype(np.float64) - r).max()) / max(float(np.abs(r).max()), 1e-30)
+                           for n, r in ref.items())
+    row["within_tolerance"] = row["max_error"] <= TOLERANCE[args.dtype]
+    row["kernels"] = engine.model.graph.kernel_count
+    lite = LiteRT(data, threads=2, xnnpack=True)
+    runners = {"webnn": lambda: engine.run(x), "xnnpack2": lambda: lite.run(x)}
+    times: dict[str, list[float]] = {k: [] for k in runners}
+    for _ in range(args.warmup):
+        for run in runners.values():
+            run()
+    for _ in range(args.rounds):  # alternating inside every round
+        for key, run in runners.items():
+            t0 = time.perf_counter()
+            run()
+            times[key].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    row.update(webnn_ms=med["webnn"], xnnpack2_ms=med["xnnpack2"], ratio=med["webnn"] / med["xnnpack2"])
+    if args.cold:
+        row["first_build_s"] = fresh_build(path, args.dtype, {"MESA_SHADER_CACHE_DISABLE": "true"})
+    return row
+
+
+def format_table(rows: list[dict]) -> str:
+    lines = ["| model | loads | max error / max abs ref | webnn-gpu ms | XNNPACK 2 threads ms | ratio | kernels | "
+             "first build, cache empty s |", "| --- | --- " + "| ---: " * 6 + "|"]
+    fmt = lambda v, f: "" if v is None else format(v, f)  # noqa: E731
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | no: {r['error']} | | | | | | |")
+            continue
+        mark = "" if r["within_tolerance"] else " (above tolerance)"
+        lines.append(f"| {r['model']} | yes | {r['max_error']:.1e}{mark} | {r['webnn_ms']:.2f} | {r['xnnpack2_ms']:.2f} | "
+                     f"{r['ratio']:.1f} | {r['kernels']} | {fmt(r.get('first_build_s'), '.1f')} |")
+    ratios = [r["ratio"] for r in rows if "ratio" in r]
+    if ratios:
+        lines.append("")
+        lines.append(f"{len(ratios)} of {len(rows)} models load; geometric mean of the ratios "
+                     f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.1f}, largest {max(ratios):.1f}.")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="*", default=list(MODELS), choices=MODELS, metavar="NAME")
+    parser.add_argument("--generate", metavar="DIR", help=argparse.SUPPRESS)  # the TF-side half
+    parser.add_argument("--regenerate", action="store_true", help="convert the models again")
+    parser.add_argument("--tf-python", default=str(DEFAULT_TF_PYTHON),
+                        help="Python of a TensorFlow environment (default: %(default)s)")
+    parser.add_argument("--dtype", default="float32", choices=list(TOLERANCE),
+                        help="the graph's float type (LiteRT runs the float32 model)")
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--no-cold", dest="cold", action="store_false", help="skip the fresh-process cold builds")
+    parser.add_argument("--json", help="also write the rows to this file")
+    args = parser.parse_args(argv)
+    if args.generate:
+        generate(pathlib.Path(args.generate), args.models)
+        return 0
+
+    out = cache_dir()
+    missing = [n for n in args.models if args.regenerate or not (out / f"{n}.tflite").exists()]
+    if missing:
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+        subprocess.run([args.tf_python, os.path.abspath(__file__), "--generate", str(out), "--models", *missing],
+                       check=True, env=env)
+
+    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    import webnn_gpu as webnn
+
+    ctx = webnn.ml.create_context()
+    rows = []
+    for name in args.models:
+        print(f"{name} ...", file=sys.stderr, flush=True)
+        rows.append(bench_model(ctx, name, out / f"{name}.tflite", args))
+        print("  " + json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    print(format_table(rows))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,367 @@
+"""Small TFLite models with the operator patterns TensorFlow's converter writes for Keras models.
+
+Written with ``tflite_maker.ModelMaker`` (no TensorFlow needed); each mirrors what
+``benchmarks/keras_zoo.py`` found in real conversions:
+
+* ``dynamic_batch``: a Keras model's open batch size: ``-1`` in the shape signatures,
+  placeholder sizes in ``shape`` (``[1, 1]`` for a ``[-1, -1]`` reshape), and the shape
+  arithmetic ``tf.reshape`` emits (SHAPE, STRIDED_SLICE, GATHER, REDUCE_PROD, PACK) in
+  front of RESHAPE, with FULLY_CONNECTED (``keep_num_dims`` both ways), EXPAND_DIMS,
+  SQUEEZE, MEAN, BROADCAST_TO and UNPACK on dynamic tensors;
+* ``space_batch``: SPACE_TO_BATCH_ND / BATCH_TO_SPACE_ND (a dilated Conv1D), with
+  paddings and crops, in both forms LiteRT runs (rank 4 with two block
+  dimensions, rank 3 with one);
+* ``tensor_list_loop``: a Keras 3 recurrent layer's ``WHILE``: a buffer written one row
+  per iteration by SLICE + CONCATENATION, whose first and last slices are empty.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ai_edge_litert import schema_py_generated as schema
+from tflite_maker import ModelMaker
+
+INT32 = schema.TensorType.INT32
+KERAS_CASES: dict = {}
+
+
+def case(fn):
+    KERAS_CASES[fn.__name__] = fn
+    return fn
+
+
+def _f32(rng, *shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def _signature(m: ModelMaker, tensor: int, signature: list[int]) -> int:
+    """Give ``tensor`` a shape signature (``-1``: a dynamic dimension)."""
+    m.tensors[tensor].shapeSignature = list(signature)
+    return tensor
+
+
+@case
+def dynamic_batch():
+    """Returns (model, inputs at the declared batch of 1); the model takes any batch size."""
+    rng = np.random.default_rng(40)
+    m = ModelMaker()
+    x = _signature(m, m.input([1, 4, 6]), [-1, 4, 6])
+    shape = m.op("SHAPE", [x], [3], out_dtype=np.int32, options=dict(outType=INT32))
+    batch = m.op("STRIDED_SLICE", [shape, m.const(np.int32([0])), m.const(np.int32([1])), m.const(np.int32([1]))],
+                 [], out_dtype=np.int32, options=dict(shrinkAxisMask=1))
+    rows = m.op("REDUCE_PROD", [m.op("GATHER", [shape, m.const(np.int32([0, 1]))], [2], out_dtype=np.int32),
+                                m.const(np.int32([0]))], [], out_dtype=np.int32)
+    flat_shape = m.op("PACK", [rows, m.const(np.int32(6))], [2], out_dtype=np.int32,
+                      options=dict(valuesCount=2, axis=0))
+    # The converter's placeholder: [1, 1] for a [-1, -1] tensor whose size is [4 * batch, 6].
+    flat = _signature(m, m.op("RESHAPE", [x, flat_shape], [1, 1]), [-1, -1])
+    fc = _signature(m, m.op("FULLY_CONNECTED", [flat, m.const(_f32(rng, 5, 6)), m.const(_f32(rng, 5))], [1, 5]),
+                    [-1, 5])
+    back_shape = m.op("PACK", [batch, m.const(np.int32(4)), m.const(np.int32(5))], [3], out_dtype=np.int32,
+                      options=dict(valuesCount=3, axis=0))
+    back = _signature(m, m.op("RESHAPE", [fc, back_shape], [1, 4, 5]), [-1, 4, 5])
+    kept = _signature(m, m.op("FULLY_CONNECTED", [x, m.const(_f32(rng, 5, 6)), -1], [1, 4, 5],
+                              options=dict(keepNumDims=True)), [-1, 4, 5])
+    both = _signature(m, m.op("ADD", [back, kept], [1, 4, 5]), [-1, 4, 5])
+    grown = _signature(m, m.op("EXPAND_DIMS", [both, m.const(np.int32(1))],
+                               [1, 1, 4, 5]), [-1, 1, 4, 5])
+    squeezed = _signature(m, m.op("SQUEEZE", [grown], [1, 4, 5], options=dict(squeezeDims=[1])), [-1, 4, 5])
+    mean = _signature(m, m.op("MEAN", [squeezed, m.const(np.int32([2]))], [1, 4, 1], options=dict(keepDims=True)),
+                      [-1, 4, 1])
+    spread = _signature(m, m.op("BROADCAST_TO", [mean, back_shape], [1, 4, 5], version=2), [-1, 4, 5])
+    out = _signature(m, m.op("SUB", [squeezed, spread], [1, 4, 5]), [-1, 4, 5])
+    rows_out = m.op("UNPACK", [out], [[1, 5]] * 4, options=dict(num=4, axis=1), outputs=4)
+    for t in rows_out:
+        _signature(m, t, [-1, 5])
+    m.output(out, rows_out[2])
+    return m.finish(), [_f32(rng, 1, 4, 6)]
+
+
+@case
+def space_batch():
+    rng = np.random.default_rng(41)
+    m = ModelMaker()
+    x = m.input([2, 5, 7, 3])
+    blocks = m.op("SPACE_TO_BATCH_ND", [x, m.const(np.int32([2, 3])), m.const(np.int32([[1, 0], [1, 1]]))],
+                  [12, 3, 3, 3])
+    act = m.op("TANH", [blocks], [12, 3, 3, 3])
+    back = m.op("BATCH_TO_SPACE_ND", [act, m.const(np.int32([2, 3])), m.const(np.int32([[1, 0], [0, 2]]))],
+                [2, 5, 7, 3])
+    # The rank-3 forms (one block dimension) of a dilated Conv1D.
+    y = m.input([2, 8, 3])
+    y_blocks = m.op("SPACE_TO_BATCH_ND", [y, m.const(np.int32([4])), m.const(np.int32([[2, 2]]))], [8, 3, 3])
+    z = m.input([4, 5, 3])
+    z_space = m.op("BATCH_TO_SPACE_ND", [z, m.const(np.int32([2])), m.const(np.int32([[0, 1]]))], [2, 9, 3])
+    m.output(blocks, back, y_blocks, z_space)
+    return m.finish(), [_f32(rng, 2, 5, 7, 3), _f32(rng, 2, 8, 3), _f32(rng, 4, 5, 3)]
+
+
+@case
+def tensor_list_loop():
+    """``for i in range(3): buf[i] = tanh(x[i]) + buf_row_sum`` the way the converter writes a
+    TensorList: ``concat(buf[:i], row, buf[i + 1:])``; also an empty STRIDED_SLICE."""
+    rng = np.random.default_rng(42)
+    m = ModelMaker()
+    x = m.input([3, 4])
+    i0, n = m.const(np.int32(0)), m.const(np.int32(3))
+    buf0 = m.const(np.zeros((3, 4), np.float32))
+    cond = m.subgraph()
+    ci, cn = m.input([], np.int32), m.input([], np.int32)
+    m.input([3, 4]), m.input([3, 4])
+    m.output(m.op("LESS", [ci, cn], [], out_dtype=np.bool_))
+    body = m.subgraph()
+    bi, bn, bbuf, bx = m.input([], np.int32), m.input([], np.int32), m.input([3, 4]), m.input([3, 4])
+    nxt = m.op("ADD", [bi, m.const(np.int32(1))], [], out_dtype=np.int32)
+    row = m.op("RESHAPE", [m.op("GATHER", [bx, bi], [4]), m.const(np.int32([1, 4]))], [1, 4])
+    total = m.op("SUM", [bbuf, m.const(np.int32([0]))], [1, 4], options=dict(keepDims=True))
+    row = m.op("ADD", [m.op("TANH", [row], [1, 4]), total], [1, 4])
+    one = m.const(np.int32([1]))
+    pre_size = m.op("CONCATENATION", [m.op("RESHAPE", [bi, one], [1], out_dtype=np.int32), m.const(np.int32([-1]))],
+                    [2], out_dtype=np.int32, options=dict(axis=0))
+    pre = _signature(m, m.op("SLICE", [bbuf, m.const(np.int32([0, 0])), pre_size], [1, 1]), [-1, -1])
+    post_begin = m.op("CONCATENATION", [m.op("RESHAPE", [nxt, one], [1], out_dtype=np.int32),
+                                        m.const(np.int32([0]))], [2], out_dtype=np.int32, options=dict(axis=0))
+    post = _signature(m, m.op("SLICE", [bbuf, post_begin, m.const(np.int32([-1, -1]))], [1, 4]), [-1, 4])
+    m.output(nxt, bn, m.op("CONCATENATION", [pre, row, post], [3, 4], options=dict(axis=0)), bx)
+    m.subgraph(0)
+    outs = m.op("WHILE", [i0, n, buf0, x], [[], [], [3, 4], [3, 4]],
+                options=dict(condSubgraphIndex=cond, bodySubgraphIndex=body), outputs=4)
+    m.tensors[outs[0]].type = m.tensors[outs[1]].type = INT32
+    empty = m.op("STRIDED_SLICE", [x, m.const(np.int32([3, 0])), m.const(np.int32([3, 4])), m.const(np.int32([1, 1]))],
+                 [0, 4])
+    m.output(m.op("CONCATENATION", [empty, outs[2]], [3, 4], options=dict(axis=0)))
+    return m.finish(), [_f32(rng, 3, 4)]
+
+
+def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool = False
+                   ) -> tuple[bytes, list[np.ndarray]]:
+    """A Keras 3 LSTM or GRU layer as TensorFlow's converter writes it: a time-major
+    sequence, a WHILE with two counters, a body of fully connected layers, a gate split
+    and the activations, and a buffer written per step (LSTM: the whole sequence through
+    SLICE + CONCATENATION; GRU: the last state). The LSTM starts from a run-time hidden
+    state and a non-zero constant cell state. ``near_miss``: the GRU's candidate uses RELU
+    (not a WebNN gru with tanh): the loop must be unrolled instead. ``cond_reads_state``: the
+    condition also tests the hidden state (``sum(h) > -1e9``), so the trip count is not static.
+    """
+    rng = np.random.default_rng(44 if cell == "lstm" else 45)
+    steps, batch, features, units = 5, 2, 3, 4
+    gates = 4 if cell == "lstm" else 3
+    m = ModelMaker()
+    x = m.input([batch, steps, features])
+    seq = m.op("TRANSPOSE", [x, m.const(np.int32([1, 0, 2]))], [steps, batch, features])
+    state = [batch, units]
+    buf_shape = [steps, batch, units] if cell == "lstm" else [1, batch, units]
+    if cell == "lstm":
+        h0 = m.input(state)
+        c0 = m.const(_f32(rng, *state, scale=0.5))
+        loop_vars = [m.const(np.int32(0)), m.const(np.int32(0)), m.const(np.zeros(buf_shape, np.float32)), h0, c0, seq]
+    else:
+        loop_vars = [m.const(np.int32(0)), m.const(np.int32(0)), m.const(np.zeros(buf_shape, np.float32)),
+                     m.const(np.zeros(state, np.float32)), seq]
+    shapes = [[], [], buf_shape, state] + ([state] if cell == "lstm" else []) + [[steps, batch, features]]
+    dtypes = [np.int32, np.int32] + [np.float32] * (len(shapes) - 2)
+
+    cond = m.subgraph()
+    ins = [m.input(s, d) for s, d in zip(shapes, dtypes)]
+    limit = m.const(np.int32(steps))
+    go = m.op("LOGICAL_AND", [m.op("LESS", [ins[0], limit], [], out_dtype=np.bool_),
+                              m.op("LESS", [ins[1], limit], [], out_dtype=np.bool_)], [], out_dtype=np.bool_)
+    if cond_reads_state:
+        total = m.op("SUM", [ins[3], m.const(np.int32([0, 1]))], [])
+        go = m.op("LOGICAL_AND", [go, m.op("GREATER", [total, m.const(np.float32(-1e9))], [], out_dtype=np.bool_)],
+                  [], out_dtype=np.bool_)
+    m.output(go)
+
+    body = m.subgraph()
+    ins = [m.input(s, d) for s, d in zip(shapes, dtypes)]
+    i, t, buf, h = ins[:4]
+    one = m.const(np.int32(1))
+    i1 = m.op("ADD", [i, one], [], out_dtype=np.int32)
+    t1 = m.op("ADD", [t, one], [], out_dtype=np.int32)
+    x_t = m.op("GATHER", [ins[-1], t], [batch, features])
+    sig = lambda v: m.op("LOGISTIC", [v], state)  # noqa: E731
+    tanh = lambda v: m.op("TANH", [v], state)  # noqa: E731
+    if cell == "lstm":
+        c = ins[4]
+        rec = m.op("FULLY_CONNECTED", [h, m.const(_f32(rng, gates * units, units, scale=0.5)), -1],
+                   [batch, gates * units])
+        xw = m.op("FULLY_CONNECTED", [x_t, m.const(_f32(rng, gates * units, features, scale=0.5)), -1],
+                  [batch, gates * units])
+        z = m.op("ADD", [m.op("ADD", [xw, rec], [batch, gates * units]), m.const(_f32(rng, gates * units, scale=0.3))],
+                 [batch, gates * units])
+        gi, gf, gg, go = m.op("SPLIT", [m.const(np.int32(1)), z], [state] * 4, options=dict(numSplits=4), outputs=4)
+        c1 = m.op("ADD", [m.op("MUL", [sig(gf), c], state), m.op("MUL", [sig(gi), tanh(gg)], state)], state)
+        h1 = m.op("MUL", [sig(go), tanh(c1)], state)
+        row = m.op("RESHAPE", [h1, m.const(np.int32([1, batch, units]))], [1, batch, units])
+        vec = m.const(np.int32([1]))
+        pre_size = m.op("CONCATENATION", [m.op("RESHAPE", [t, vec], [1], out_dtype=np.int32),
+                                          m.const(np.int32([-1, -1]))], [3], out_dtype=np.int32, options=dict(axis=0))
+        pre = _signature(m, m.op("SLICE", [buf, m.const(np.int32([0, 0, 0])), pre_size], [1, 1, 1]), [-1, -1, -1])
+        post_begin = m.op("CONCATENATION", [m.op("RESHAPE", [t1, vec], [1], out_dtype=np.int32),
+                                            m.const(np.int32([0, 0]))], [3], out_dtype=np.int32, options=dict(axis=0))
+        post = _signature(m, m.op("SLICE", [buf, post_begin, m.const(np.int32([-1, -1, -1]))], [1, batch, units]),
+                          [-1, batch, units])
+        buf1 = m.op("CONCATENATION", [pre, row, post], buf_shape, options=dict(axis=0))
+        m.output(i1, t1, buf1, h1, c1, ins[-1])
+    else:
+        xw = m.op("FULLY_CONNECTED", [x_t, m.const(_f32(rng, gates * units, features, scale=0.5)),
+                                      m.const(_f32(rng, gates * units, scale=0.3))], [batch, gates * units])
+        xz, xr, xn = m.op("SPLIT", [m.const(np.int32(1)), xw], [state] * 3, options=dict(numSplits=3), outputs=3)
+        rec = m.op("FULLY_CONNECTED", [h, m.const(_f32(rng, gates * units, units, scale=0.5)),
+                                       m.const(_f32(rng, gates * units, scale=0.3))], [batch, gates * units])
+        hz, hr, hn = (m.op("STRIDED_SLICE", [rec, m.const(np.int32([0, k * units])),
+                                             m.const(np.int32([0, (k + 1) * units])), m.const(np.int32([1, 1]))],
+                           state, options=dict(beginMask=1, endMask=1)) for k in range(3))
+        u = sig(m.op("ADD", [xz, hz], state))
+        r = sig(m.op("ADD", [xr, hr], state))
+        pre_n = m.op("ADD", [xn, m.op("MUL", [r, hn], state)], state)
+        n = m.op("RELU", [pre_n], state) if near_miss else tanh(pre_n)
+        keep = m.op("SUB", [m.const(np.float32(1.0)), u], state)
+        h1 = m.op("ADD", [m.op("MUL", [u, h], state), m.op("MUL", [keep, n], state)], state)
+        buf1 = m.op("RESHAPE", [h1, m.const(np.int32(buf_shape))], buf_shape)
+        m.output(i1, t1, buf1, h1, ins[-1])
+
+    m.subgraph(0)
+    outs = m.op("WHILE", loop_vars, shapes, options=dict(condSubgraphIndex=cond, bodySubgraphIndex=body),
+                outputs=len(shapes))
+    m.tensors[outs[0]].type = m.tensors[outs[1]].type = INT32
+    m.output(outs[2], outs[3])
+    inputs = [_f32(rng, batch, steps, features)] + ([_f32(rng, *state)] if cell == "lstm" else [])
+    return m.finish(), inputs
+
+
+@case
+def lstm_loop():
+    return recurrent_loop("lstm")
+
+
+@case
+def gru_loop():
+    return recurrent_loop("gru")
+
+
+@case
+def gru_loop_near_miss():
+    return recurrent_loop("gru", near_miss=True)
+
+
+def keras_layer_norm(bias: bool) -> tuple[bytes, list[np.ndarray]]:
+    """Keras 3 LayerNormalization as TensorFlow 2.21's converter writes it: MEAN, NEG,
+    SQUARED_DIFFERENCE, MEAN, ADD (epsilon), RSQRT, MUL (gamma), then
+    ``x * i + (neg(mean) * i + beta)`` (without beta: ``x * i + neg(mean) * i``)."""
+    rng = np.random.default_rng(46)
+    shape, keep = [2, 6, 16], [2, 6, 1]
+    m = ModelMaker()
+    x = m.input(shape)
+    axis = m.const(np.int32([2]))
+    mean = m.op("MEAN", [x, axis], keep, options=dict(keepDims=True))
+    neg = m.op("NEG", [mean], keep)
+    var = m.op("MEAN", [m.op("SQUARED_DIFFERENCE", [x, mean], shape), axis], keep, options=dict(keepDims=True))
+    rs = m.op("RSQRT", [m.op("ADD", [var, m.const(np.float32(1e-3))], keep)], keep)
+    i = m.op("MUL", [rs, m.const(_f32(rng, 1, 1, 16))], shape)
+    shift = m.op("MUL", [neg, i], shape)
+    if bias:
+        shift = m.op("ADD", [shift, m.const(_f32(rng, 1, 1, 16))], shape)
+    m.output(m.op("ADD", [m.op("MUL", [x, i], shape), shift], shape))
+    return m.finish(), [(_f32(rng, *shape) * 3 + 1).astype(np.float32)]
+
+
+@case
+def layer_norm_keras3():
+    return keras_layer_norm(bias=True)
+
+
+@case
+def layer_norm_keras3_no_beta():
+    return keras_layer_norm(bias=False)
+
+
+_UNIT = dict(strideH=1, strideW=1, dilationHFactor=1, dilationWFactor=1)
+
+
+def dilated_conv(kind: str) -> tuple[bytes, list[np.ndarray]]:
+    """TensorFlow's dilated convolution: SPACE_TO_BATCH_ND, a VALID convolution, BATCH_TO_SPACE_ND.
+
+    ``depthwise``: 2x2 blocks around a 3x3 depthwise convolution (multiplier 2, RELU6),
+    paddings and crops that differ; ``conv1d``: a dilated Conv1D (block 3, EXPAND_DIMS,
+    a 1x5 CONV_2D with bias, RESHAPE); ``same``: a near miss (SAME padding inside), computed
+    by the operators one by one.
+    """
+    rng = np.random.default_rng(47)
+    m = ModelMaker()
+    if kind == "depthwise":
+        x = m.input([1, 9, 10, 4])
+        s2b = m.op("SPACE_TO_BATCH_ND", [x, m.const(np.int32([2, 2])), m.const(np.int32([[2, 3], [2, 2]]))],
+                   [4, 7, 7, 4])
+        conv = m.op("DEPTHWISE_CONV_2D", [s2b, m.const(_f32(rng, 1, 3, 3, 8)), m.const(_f32(rng, 8))], [4, 5, 5, 8],
+                    options=dict(padding=schema.Padding.VALID, depthMultiplier=2, fusedActivationFunction=3, **_UNIT))
+        out = m.op("BATCH_TO_SPACE_ND", [conv, m.const(np.int32([2, 2])), m.const(np.int32([[0, 1], [0, 0]]))],
+                   [1, 9, 10, 8])
+        inputs = [_f32(rng, 1, 9, 10, 4, scale=3.0)]
+    elif kind == "conv1d":
+        x = m.input([1, 12, 3])
+        s2b = m.op("SPACE_TO_BATCH_ND", [x, m.const(np.int32([3])), m.const(np.int32([[3, 3]]))], [3, 6, 3])
+        grown = m.op("EXPAND_DIMS", [s2b, m.const(np.int32(1))], [3, 1, 6, 3])
+        conv = m.op("CONV_2D", [grown, m.const(_f32(rng, 5, 1, 3, 3)), m.const(_f32(rng, 5))], [3, 1, 4, 5],
+                    options=dict(padding=schema.Padding.VALID, **_UNIT))
+        flat = m.op("RESHAPE", [conv, m.const(np.int32([3, 4, 5]))], [3, 4, 5])
+        out = m.op("BATCH_TO_SPACE_ND", [flat, m.const(np.int32([3])), m.const(np.int32([[0, 0]]))], [1, 12, 5])
+        inputs = [_f32(rng, 1, 12, 3)]
+    else:
+        x = m.input([1, 8, 8, 2])
+        s2b = m.op("SPACE_TO_BATCH_ND", [x, m.const(np.int32([2, 2])), m.const(np.int32([[0, 0], [0, 0]]))],
+                   [4, 4, 4, 2])
+        conv = m.op("CONV_2D", [s2b, m.const(_f32(rng, 3, 3, 3, 2)), m.const(_f32(rng, 3))], [4, 4, 4, 3],
+                    options=dict(padding=schema.Padding.SAME, **_UNIT))
+        out = m.op("BATCH_TO_SPACE_ND", [conv, m.const(np.int32([2, 2])), m.const(np.int32([[0, 0], [0, 0]]))],
+                   [1, 8, 8, 3])
+        inputs = [_f32(rng, 1, 8, 8, 2)]
+    m.output(out)
+    return m.finish(), inputs
+
+
+for _kind in ("depthwise", "conv1d", "same"):
+    KERAS_CASES[f"dilated_conv_{_kind}"] = lambda kind=_kind: dilated_conv(kind)
+
+
+def einsum_dense(kind: str) -> tuple[bytes, list[np.ndarray]]:
+    """Keras' EinsumDense (MultiHeadAttention's projections): FULLY_CONNECTED (keep_num_dims),
+    RESHAPE splitting the 12 units into 3 x 4, ADD of a bias. ``heads``: a [3, 4] bias with a
+    fused RELU; ``both``: the FULLY_CONNECTED has its own bias too and the added one is
+    [1, 1, 3, 4]; ``rows``: a near miss, the added constant varies along the rows ([5, 1, 1])."""
+    rng = np.random.default_rng(49)
+    m = ModelMaker()
+    x = m.input([2, 5, 6])
+    fc_bias = m.const(_f32(rng, 12)) if kind == "both" else -1
+    fc = m.op("FULLY_CONNECTED", [x, m.const(_f32(rng, 12, 6)), fc_bias], [2, 5, 12], options=dict(keepNumDims=True))
+    heads = m.op("RESHAPE", [fc, m.const(np.int32([2, 5, 3, 4]))], [2, 5, 3, 4])
+    shape = {"heads": (3, 4), "both": (1, 1, 3, 4), "rows": (5, 1, 1)}[kind]
+    out = m.op("ADD", [heads, m.const(_f32(rng, *shape))], [2, 5, 3, 4],
+               options=dict(fusedActivationFunction=1 if kind == "heads" else 0))
+    m.output(out)
+    return m.finish(), [_f32(rng, 2, 5, 6)]
+
+
+for _kind in ("heads", "both", "rows"):
+    KERAS_CASES[f"einsum_dense_{_kind}"] = lambda kind=_kind: einsum_dense(kind)
+
+
+def embedding(shift: int = 0) -> tuple[bytes, list[np.ndarray]]:
+    """Keras' Embedding: ``GATHER(table, SELECT_V2(LESS(ids, 0), ADD(ids, vocab), ids))`` on
+    ids in [-vocab, vocab); ``shift`` != 0 is a near miss (``ADD(ids, vocab + shift)``)."""
+    rng = np.random.default_rng(50)
+    vocab = 11
+    m = ModelMaker()
+    ids = m.input([2, 7], np.int32)
+    neg = m.op("LESS", [ids, m.const(np.int32(0))], [2, 7], out_dtype=np.bool_)
+    wrapped = m.op("ADD", [ids, m.const(np.int32(vocab + shift))], [2, 7], out_dtype=np.int32)
+    index = m.op("SELECT_V2", [neg, wrapped, ids], [2, 7], out_dtype=np.int32)
+    m.output(m.op("GATHER", [m.const(_f32(rng, vocab, 4)), index], [2, 7, 4], options=dict(axis=0)))
+    values = rng.integers(-vocab, vocab, (2, 7)).astype(np.int32)
+    values[values < -vocab + 1] = 0  # (valid for the near miss too)
+    return m.finish(), [values]
+
+
+KERAS_CASES["embedding"] = embedding
+KERAS_CASES["embedding_near_miss"] = lambda: embedding(shift=-1)

@@ -1,0 +1,152 @@
+"""The operator patterns of TensorFlow-converted Keras models (keras_patterns.py) against LiteRT.
+
+Each model is written with our own flatbuffer writer (the CI machine has no TensorFlow)
+and run by ``webnn.load`` on the GPU and by LiteRT's builtin kernels; outputs agree
+within float32 tolerance relative to their magnitude. ``benchmarks/keras_zoo.py`` runs
+the real converter's output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from keras_patterns import KERAS_CASES
+from litert_reference import run_litert
+
+import webnn_gpu as webnn
+from webnn_gpu.errors import MLTypeError, NotSupportedError
+
+#: float32 tolerance relative to max(1, the output's largest magnitude).
+TOL = 1e-4
+
+
+def _compare(case: str, got: dict[str, np.ndarray], refs: list[np.ndarray], names: list[str]) -> None:
+    assert list(got) == names
+    for name, ref in zip(names, refs):
+        assert got[name].shape == ref.shape, f"{case} {name}: shape {got[name].shape} != LiteRT's {ref.shape}"
+        err = float(np.abs(got[name].astype(np.float64) - ref).max())
+        assert err <= TOL * max(1.0, float(np.abs(ref).max())), f"{case} {name}: max abs error {err:.3e}"
+
+
+def _litert_resized(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """LiteRT's builtin kernels with every input resized to the array's shape."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    it = Interpreter(model_content=data, num_threads=1,
+                     experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    for d, x in zip(it.get_input_details(), inputs):
+        it.resize_tensor_input(d["index"], list(x.shape), strict=True)
+    it.allocate_tensors()
+    for d, x in zip(it.get_input_details(), inputs):
+        it.set_tensor(d["index"], x)
+    it.invoke()
+    return [it.get_tensor(d["index"]).copy() for d in it.get_output_details()]
+
+
+@pytest.mark.parametrize("case", sorted(KERAS_CASES))
+def test_keras_patterns_match_litert(case, ctx):
+    data, inputs = KERAS_CASES[case]()
+    refs = run_litert(data, inputs)
+    model = webnn.load(data, ctx)
+    got = model.compute({n: x for n, x in zip(model.input_names, inputs)})
+    _compare(case, got, refs, model.output_names)
+
+
+def test_dynamic_batch_takes_input_shapes(ctx):
+    """``input_shapes`` sizes a dynamic batch (as LiteRT's resize_tensor_input); every
+    dynamic tensor after it follows, placeholders in the file notwithstanding."""
+    data, _ = KERAS_CASES["dynamic_batch"]()
+    x = np.random.default_rng(43).standard_normal((3, 4, 6)).astype(np.float32)
+    refs = _litert_resized(data, [x])
+    model = webnn.load(data, ctx, input_shapes={"input_0": [3, 4, 6]})
+    assert model.inputs["input_0"]["shape"] == [3, 4, 6]
+    assert [o["shape"] for o in model.outputs.values()] == [[3, 4, 5], [3, 5]]
+    _compare("dynamic_batch at 3", model.compute(x), refs, model.output_names)
+
+
+def test_input_shapes_must_fit_the_signature(ctx):
+    data, _ = KERAS_CASES["dynamic_batch"]()
+    with pytest.raises(MLTypeError, match=r"input_shapes\['input_0'\] is \[3, 5, 6\]; the model's input "
+                                          r"'input_0' has shape \[-1, 4, 6\]"):
+        webnn.load(data, ctx, input_shapes={"input_0": [3, 5, 6]})
+    with pytest.raises(MLTypeError, match=r"input_shapes names \['x'\], which are not inputs"):
+        webnn.load(data, ctx, input_shapes={"x": [1, 4, 6]})
+
+
+@pytest.mark.parametrize("case, mapped", [("lstm_loop", True), ("gru_loop", True), ("gru_loop_near_miss", False)])
+def test_recurrent_loops_become_one_operator_only_when_they_are_one(case, mapped, ctx, monkeypatch):
+    """A Keras 3 LSTM / GRU loop becomes one lstm / gru; a near miss (RELU candidate) is
+    unrolled; both agree with LiteRT (test_keras_patterns_match_litert)."""
+    from webnn_gpu.tflite import loops
+
+    calls = []
+    original = loops.map_recurrent_loop
+
+    def spy(*args, **kwargs):
+        calls.append(original(*args, **kwargs))
+        return calls[-1]
+
+    monkeypatch.setattr(loops, "map_recurrent_loop", spy)
+    data, _ = KERAS_CASES[case]()
+    webnn.load(data, ctx)
+    assert calls == [mapped]
+
+
+@pytest.mark.parametrize("case", ["layer_norm_keras3", "layer_norm_keras3_no_beta"])
+def test_keras3_layer_norm_is_two_kernels(case, ctx):
+    """fuse_layer_norm takes the converter's negated-mean form (moments + normalize)."""
+    data, _ = KERAS_CASES[case]()
+    assert webnn.load(data, ctx).graph.kernel_count == 2
+
+
+@pytest.mark.parametrize("kind, fused", [("depthwise", True), ("conv1d", True), ("same", False)])
+def test_dilated_convolutions_are_one_conv2d(kind, fused, ctx):
+    """SPACE_TO_BATCH_ND + VALID convolution + BATCH_TO_SPACE_ND is one dilated conv2d
+    (one kernel); with SAME padding inside it is not (the block operators stay)."""
+    data, _ = KERAS_CASES[f"dilated_conv_{kind}"]()
+    kernels = webnn.load(data, ctx).graph.kernel_count
+    assert (kernels == 1) if fused else (kernels > 2), kernels
+
+
+def test_a_loop_whose_condition_reads_its_state_is_not_mapped(ctx):
+    from keras_patterns import recurrent_loop
+
+    data, inputs = recurrent_loop("lstm", cond_reads_state=True)
+    run_litert(data, inputs)  # a valid model
+    with pytest.raises(NotSupportedError, match=r"WHILE: a loop whose trip count is not static"):
+        webnn.load(data, ctx)
+
+
+def test_float16_bounds_beyond_its_range_clamp_alike(ctx):
+    """``minimum(x, 1e12)`` / ``maximum(x, -1e12)`` (Keras' UnitNormalization writes such a
+    bound) load in float16 and agree with LiteRT's float32 within the float16 tolerance."""
+    from tflite_maker import ModelMaker
+
+    m = ModelMaker()
+    x = m.input([2, 8])
+    low = m.op("MINIMUM", [x, m.const(np.float32(1e12))], [2, 8])
+    m.output(m.op("MAXIMUM", [m.const(np.full([2, 8], -1e12, np.float32)), low], [2, 8]))
+    data = m.finish()
+    xv = np.random.default_rng(48).standard_normal((2, 8)).astype(np.float32) * 100
+    (ref,) = run_litert(data, [xv])
+    got = webnn.load(data, ctx, dtype="float16").compute(xv)
+    np.testing.assert_allclose(next(iter(got.values())).astype(np.float32), ref, rtol=3e-2, atol=3e-2 * 100)
+
+
+@pytest.mark.parametrize("kind, folded", [("heads", True), ("both", True), ("rows", False)])
+def test_einsum_dense_bias_joins_the_gemm(kind, folded, ctx):
+    """A bias added after the RESHAPE that splits a FULLY_CONNECTED's units becomes the
+    gemm's own bias (one kernel); a constant varying along the rows stays an add."""
+    data, _ = KERAS_CASES[f"einsum_dense_{kind}"]()
+    kernels = webnn.load(data, ctx).graph.kernel_count
+    assert (kernels == 1) if folded else (kernels == 2), kernels
+
+
+@pytest.mark.parametrize("case, alone", [("embedding", True), ("embedding_near_miss", False)])
+def test_embedding_negative_ids_wrap_in_the_gather(case, alone, ctx):
+    """Keras' Embedding wraps negative ids with LESS + ADD + SELECT_V2 before GATHER; WebNN's
+    gather counts negative indices from the end itself, so only the gather is left."""
+    data, _ = KERAS_CASES[case]()
+    kernels = webnn.load(data, ctx).graph.kernel_count
+    assert (kernels == 1) if alone else (kernels > 1), kernels

@@ -1,0 +1,272 @@
+"""Map a ``WHILE`` loop that is a recurrent layer onto WebNN's ``lstm`` / ``gru``.
+
+TensorFlow's converter writes a Keras 3 ``LSTM`` or ``GRU`` layer as a ``WHILE`` loop
+whose body computes one time step from fully connected layers, a split into gates and
+the gate activations, and writes the new state into a buffer (the layer's output
+sequence, or its last state). Unrolled, that is ten or more kernels per time step; as one
+``lstm`` / ``gru`` operator it is one kernel per step.
+
+:func:`map_recurrent_loop` reads the candidate's parameters from the body (the fully
+connected layer fed by the sequence and the one fed by the hidden state, their biases),
+and maps the loop only when its condition reads nothing but integer counters (a static
+trip count, equal to the sequence's length) and running the body at load time (NumPy,
+the operators' TFLite definitions) on new random values at every time step (a spread of
+16 in loops over 256 steps) gives what the WebNN operator's equations give with those
+parameters, for every loop variable: the states, the buffer, the counters and the
+variables passed through. Anything else
+(another cell, other activations, ``reset_after=False``, a loop that reads its input in
+another order) is left to the unrolling in ``ops._while``: the mapping never changes a
+result.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .ops import FOLDERS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .convert import Converter
+    from .reader import ModelInfo, OperatorInfo
+
+__all__ = ["map_recurrent_loop"]
+
+#: Relative tolerance of the load-time check (float32 arithmetic of the body vs float64).
+_TOL = 1e-4
+
+
+class _NeedsBuilder(Exception):
+    """A body operator that cannot run at load time: the loop is not probed."""
+
+
+class _NoBuilder:
+    def __getattr__(self, name: str) -> Any:
+        raise _NeedsBuilder(name)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _close(got: Any, ref: np.ndarray) -> bool:
+    if not isinstance(got, np.ndarray) or got.shape != ref.shape:
+        return False
+    return float(np.abs(got.astype(np.float64) - ref).max(initial=0.0)) <= _TOL * max(1.0, float(np.abs(ref).max(
+        initial=0.0)))
+
+
+def _fc_params(body: ModelInfo) -> list[tuple[int, np.ndarray, np.ndarray | None]]:
+    """(input tensor, weights, bias) of the body's FULLY_CONNECTED operators with stored float weights."""
+    out = []
+    for bop in body.operators:
+        if bop.name != "FULLY_CONNECTED" or len(bop.inputs) < 2:
+            continue
+        w = body.tensors[bop.inputs[1]]
+        if w.data is None or w.data.dtype.kind != "f" or w.data.ndim != 2:
+            continue
+        bias = None
+        if len(bop.inputs) > 2 and bop.inputs[2] >= 0:
+            bt = body.tensors[bop.inputs[2]]
+            if bt.data is None or bt.data.dtype.kind != "f":
+                continue
+            bias = bt.data.astype(np.float64).reshape(-1)
+        out.append((bop.inputs[0], w.data.astype(np.float64), bias))
+    return out
+
+
+def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) -> bool:
+    """Emit ``op`` (a WHILE) as one ``lstm`` or ``gru`` when it is one; says whether it did."""
+    from .convert import Converter
+
+    subs = cv.model.subgraphs
+    if not (0 < cond < len(subs) and 0 < body < len(subs)):
+        return False
+    bsub, csub = subs[body], subs[cond]
+    if any(o.name not in FOLDERS for o in (*bsub.operators, *csub.operators)):
+        return False
+    n = len(op.inputs)
+    if len(bsub.inputs) != n or len(bsub.outputs) != n or len(op.outputs) != n:
+        return False
+    entries = [cv.entry(op, i) for i in range(n)]
+    shapes = [tuple(int(d) for d in e.shape) for e in entries]
+    ints = [k for k, e in enumerate(entries) if isinstance(e, np.ndarray) and e.dtype.kind in "iu" and e.ndim == 0]
+    for k, e in enumerate(entries):
+        if k not in ints and not (e.dtype.kind == "f" if isinstance(e, np.ndarray) else e.data_type == cv.float_type):
+            return False
+    floats = [k for k in range(n) if k not in ints]
+    # The condition may read the counters only (then the trip count is known at load time).
+    read_by_cond = {i for o in csub.operators for i in o.inputs} | set(csub.outputs)
+    if len(csub.inputs) != n or any(csub.inputs[k] in read_by_cond for k in floats):
+        return False
+    passthrough = [k for k in floats if bsub.outputs[k] == bsub.inputs[k]]
+    changing = [k for k in floats if k not in passthrough]
+
+    # The parameters: weights fed by a loop variable (recurrent) and by anything else (input).
+    fcs = _fc_params(bsub)
+    rec = [(bsub.inputs.index(t), w, b) for t, w, b in fcs if t in bsub.inputs and bsub.inputs.index(t) in changing]
+    inp = [(t, w, b) for t, w, b in fcs if t not in bsub.inputs]
+    if len(rec) != 1 or len(inp) != 1:
+        return False
+    h_var, r_w, r_b = rec[0]
+    _, w_w, w_b = inp[0]
+    hidden = r_w.shape[1]
+    gates = w_w.shape[0] // max(hidden, 1)
+    if gates not in (3, 4) or r_w.shape[0] != gates * hidden or w_w.shape[0] != gates * hidden:
+        return False
+    state_shape = shapes[h_var]
+    if len(state_shape) != 2 or state_shape[1] != hidden:
+        return False
+    batch = state_shape[0]
+    others = [k for k in changing if k != h_var]
+    c_var = None
+    if gates == 4:
+        cells = [k for k in others if shapes[k] == state_shape]
+        if len(cells) != 1:
+            return False
+        c_var = cells[0]
+        others.remove(c_var)
+    if len(others) != 1:
+        return False
+    buf_var = others[0]
+    seqs = [k for k in passthrough if len(shapes[k]) == 3 and shapes[k][1] == batch and
+            shapes[k][2] == w_w.shape[1]]
+    if len(seqs) != 1:
+        return False
+    seq_var = seqs[0]
+    steps = shapes[seq_var][0]
+    buf_shape = shapes[buf_var]
+    if int(np.prod(buf_shape)) not in (batch * hidden, steps * batch * hidden) or buf_shape[0] not in (1, steps):
+        return False
+    whole_sequence = buf_shape[0] == steps and int(np.prod(buf_shape)) == steps * batch * hidden
+    # Biases: LSTM adds every bias into one vector (the fully connected ones and constant
+    # vectors added to the gates); GRU keeps the input and the recurrent bias apart.
+    zeros = np.zeros(gates * hidden)
+    w_bias = w_b if w_b is not None else zeros
+    r_bias = r_b if r_b is not None else zeros
+    if gates == 4:
+        stored = [bsub.tensors[i].data for bop in bsub.operators if bop.name == "ADD" for i in bop.inputs if i >= 0]
+        added = [np.asarray(a, np.float64).reshape(-1) for a in stored if a is not None and a.size == 4 * hidden]
+        w_bias = w_bias + r_bias + sum(added, zeros)
+
+    probe = Converter(cv.model, _NoBuilder(), "float32", label_prefix="probe/")
+
+    def run(index: int, args: list[Any]) -> list[Any] | None:
+        try:
+            outs = probe.call_subgraph(op, index, args, "probe/")
+        except Exception:  # noqa: BLE001 - the probe declines; unrolling reports real errors
+            return None
+        return outs if all(isinstance(v, np.ndarray) for v in outs) else None
+
+    rng = np.random.default_rng(0)
+    floats_probe = {k: rng.standard_normal(shapes[k]).astype(np.float32) * 0.5 for k in floats}
+
+    def args_at(counters: dict[int, np.ndarray]) -> list[Any]:
+        return [counters[k] if k in ints else floats_probe[k] for k in range(n)]
+
+    # Counters: each integer variable grows by a constant step; the condition must depend on them only.
+    start = {k: entries[k] for k in ints}
+    once = run(body, args_at(start))
+    if once is None:
+        return False
+    increment = {k: once[k].astype(np.int64) - start[k].astype(np.int64) for k in ints}
+
+    def counters_at(t: int) -> dict[int, np.ndarray]:
+        return {k: np.asarray(start[k].astype(np.int64) + t * increment[k]).astype(start[k].dtype) for k in ints}
+
+    trips = 0
+    while trips <= steps:
+        keep = run(cond, args_at(counters_at(trips)))
+        if keep is None:
+            return False
+        if not bool(keep[0].reshape(-1)[0]):
+            break
+        trips += 1
+    if trips != steps or steps < 1:
+        return False
+
+    def reference(t: int) -> tuple[np.ndarray, np.ndarray | None]:
+        x = floats_probe[seq_var][t].astype(np.float64)
+        h = floats_probe[h_var].astype(np.float64)
+        if c_var is not None:
+            z = x @ w_w.T + h @ r_w.T + w_bias
+            i, f, g, o = np.split(z, 4, axis=1)
+            c = _sigmoid(f) * floats_probe[c_var].astype(np.float64) + _sigmoid(i) * np.tanh(g)
+            return _sigmoid(o) * np.tanh(c), c
+        xz, hz = np.split(x @ w_w.T + w_bias, 3, axis=1), np.split(h @ r_w.T + r_bias, 3, axis=1)
+        u, r = _sigmoid(xz[0] + hz[0]), _sigmoid(xz[1] + hz[1])
+        return u * h + (1 - u) * np.tanh(xz[2] + r * hz[2]), None
+
+    # Every step (a spread of 16 in longer loops), each with new random values.
+    checked = range(steps) if steps <= 256 else sorted({int(v) for v in np.linspace(0, steps - 1, 16)})
+    for t in checked:
+        floats_probe.update({k: rng.standard_normal(shapes[k]).astype(np.float32) * 0.5 for k in floats})
+        counters = counters_at(t)
+        outs = run(body, args_at(counters))
+        if outs is None:
+            return False
+        h_ref, c_ref = reference(t)
+        buf = floats_probe[buf_var].astype(np.float64)
+        if whole_sequence:
+            buf = buf.copy()
+            buf[t] = h_ref.reshape(buf_shape[1:])
+        else:
+            buf = h_ref.reshape(buf_shape)
+        checks: list[tuple[Any, np.ndarray]] = [(outs[h_var], h_ref), (outs[buf_var], buf)]
+        if c_var is not None and c_ref is not None:
+            checks.append((outs[c_var], c_ref))
+        checks += [(outs[k], floats_probe[k].astype(np.float64)) for k in passthrough]
+        if not all(_close(g, r) for g, r in checks):
+            return False
+        if any(not np.array_equal(outs[k], counters_at(t + 1)[k]) for k in ints):
+            return False
+
+    _emit(cv, op, entries, gates=gates, hidden=hidden, steps=steps, batch=batch, w=w_w, r=r_w, w_bias=w_bias,
+          r_bias=r_bias, h_var=h_var, c_var=c_var, seq_var=seq_var, buf_var=buf_var, whole_sequence=whole_sequence,
+          final_counters=counters_at(steps), passthrough=passthrough)
+    return True
+
+
+def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, gates: int, hidden: int, steps: int, batch: int,
+          w: np.ndarray, r: np.ndarray, w_bias: np.ndarray, r_bias: np.ndarray, h_var: int, c_var: int | None,
+          seq_var: int, buf_var: int, whole_sequence: bool, final_counters: dict[int, np.ndarray],
+          passthrough: list[int]) -> None:
+    b, label = cv.builder, cv.label(op)
+
+    def const(a: np.ndarray) -> Any:
+        a = np.ascontiguousarray(a, dtype=cv._np_float)
+        return b.constant({"data_type": cv.float_type, "shape": list(a.shape)}, a)
+
+    def operand(k: int) -> Any:
+        e = entries[k]
+        return const(e) if isinstance(e, np.ndarray) else e
+
+    def initial(k: int | None) -> Any:
+        if k is None:
+            return None
+        e = entries[k]
+        if isinstance(e, np.ndarray) and not e.any():
+            return None  # zeros: the operator's default
+        return b.reshape(operand(k), [1, batch, hidden], label=f"{label}/initial{k}")
+
+    x = operand(seq_var)
+    weight, recurrent = const(w[None]), const(r[None])
+    if gates == 4:
+        h_t, c_t, seq = b.lstm(x, weight, recurrent, steps, hidden, bias=const(w_bias[None]),
+                               initial_hidden_state=initial(h_var), initial_cell_state=initial(c_var),
+                               return_sequence=True, layout="ifgo", label=label + "/lstm")
+    else:
+        h_t, seq = b.gru(x, weight, recurrent, steps, hidden, bias=const(w_bias[None]),
+                         recurrent_bias=const(r_bias[None]), initial_hidden_state=initial(h_var), reset_after=True,
+                         return_sequence=True, layout="zrn", label=label + "/gru")
+        c_t = None
+    buf_shape = [int(d) for d in entries[buf_var].shape]
+    for k, value in final_counters.items():
+        cv.set_entry(op, np.asarray(value), k)
+    for k in passthrough:
+        cv.set_entry(op, entries[k], k)
+    cv.set_output(op, b.reshape(h_t, [batch, hidden], label=f"{label}/h"), h_var)
+    if c_var is not None:
+        cv.set_output(op, b.reshape(c_t, [batch, hidden], label=f"{label}/c"), c_var)
+    cv.set_output(op, b.reshape(seq if whole_sequence else h_t, buf_shape, label=f"{label}/buffer"), buf_var)
