@@ -414,6 +414,11 @@ class PipelineCache:
             self._insert(k, pipe)
         return pipe
 
+    def has(self, key: str) -> bool:
+        """Whether the pipeline of ``key`` (:meth:`key`) is in the cache."""
+        with self._lock:
+            return key in self._items
+
     def get_many(self, requests: list, on_ready=None) -> list:
         """The pipelines of ``requests`` ((wgsl, template, label) each), compiling the misses
         on :data:`PIPELINE_THREADS` threads: wgpu-native and the driver compile independent
@@ -548,6 +553,216 @@ class PipelineCache:
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+#: Queues that compile a graph's new pipelines at ``build()`` on drivers that compile a
+#: pipeline's machine code at its first dispatch on the device's one queue thread (lavapipe):
+#: the graph's own device and ``COMPILE_DEVICES - 1`` helper devices on the same adapter
+#: (``WEBNN_GPU_COMPILE_DEVICES``; default: the CPU count, at most 4; 1 = the graph's own queue
+#: only). See :class:`CompileHelpers`.
+COMPILE_DEVICES = max(1, int(os.environ.get("WEBNN_GPU_COMPILE_DEVICES") or min(4, os.cpu_count() or 1)))
+
+_FALSE = ("", "0", "false", "no", "n", "off")
+
+
+def mesa_cache_folder() -> Path | None:
+    """Mesa's on-disk shader cache folder of this process (which may not exist yet):
+    ``<MESA_SHADER_CACHE_DIR, else XDG_CACHE_HOME, else ~/.cache>/mesa_shader_cache``; None when
+    ``MESA_SHADER_CACHE_DISABLE`` (or the older ``MESA_GLSL_CACHE_DISABLE``) turns it off."""
+    for var in ("MESA_SHADER_CACHE_DISABLE", "MESA_GLSL_CACHE_DISABLE"):
+        if os.environ.get(var, "").strip().lower() not in _FALSE:
+            return None
+    base = (os.environ.get("MESA_SHADER_CACHE_DIR") or os.environ.get("MESA_GLSL_CACHE_DIR")
+            or os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"))
+    return Path(base) / "mesa_shader_cache"
+
+
+def compiles_at_dispatch(adapter_info: dict) -> bool:
+    """Whether the adapter's driver compiles a pipeline's machine code at its first dispatch,
+    on the device's queue thread, and keeps it in Mesa's disk cache (llvmpipe: lavapipe)."""
+    return "llvmpipe" in f"{adapter_info.get('device', '')} {adapter_info.get('description', '')}"
+
+
+class CompileHelpers:
+    """Helper devices whose queue threads compile some of a graph's new pipelines while the
+    graph's own queue compiles the others (lavapipe).
+
+    llvmpipe compiles a pipeline's machine code with LLVM at its first dispatch, on the queue
+    thread of its device: one thread per device, so a model's cold build compiles one pipeline
+    after another on one core. Devices of one process share Mesa's on-disk shader cache, so a
+    pipeline first run on a helper device (same WGSL, same features) is found there when the
+    graph's own device runs it: a helper's queue compiles in parallel with the graph's.
+
+    Only where that pays: the adapter compiles lazily (llvmpipe), Mesa's disk cache is on
+    (:func:`mesa_cache_folder`), and the pipeline is new to that cache. The last is known from a
+    marker per pipeline (``<cache dir>/mesa-seen/<Mesa's cache folder's identity>/<key>``)
+    written after a build ran it: with Mesa's cache warm, a helper would only add the
+    pipeline's creation (naga and NIR passes) a second time. Helpers never change a result:
+    the graph's own device still creates and runs every pipeline; a helper that fails costs
+    time, never an error.
+    """
+
+    _LOCK = threading.Lock()
+    _DEVICES: dict = {}  # (adapter description, features, limits) -> [helper devices]
+
+    def __init__(self, devices: list, folder: Path, seen: Path):
+        #: the helper devices (created once per adapter and device features in a process)
+        self.devices = devices
+        self._folder = folder
+        self._seen = seen
+        self._threads: list[threading.Thread] = []
+        #: pipeline keys lent to a helper and compiled there (set by :meth:`wait`)
+        self.compiled: set[str] = set()
+        self._done: list[set] = []
+
+    @classmethod
+    def of(cls, context) -> CompileHelpers | None:
+        """The helpers of a context's builds, or None where they do not pay (see the class).
+
+        Arguments:
+            context (MLContext): the context that builds.
+
+        Returns:
+            CompileHelpers | None: a new object (per build) on the process's helper devices.
+        """
+        if COMPILE_DEVICES < 2:
+            return None
+        info = context.adapter_info
+        if not compiles_at_dispatch(info):
+            return None
+        folder = mesa_cache_folder()
+        if folder is None:
+            return None
+        seen = _seen_folder(folder)
+        if seen is None:
+            return None
+        device = context.device
+        adapter = context._adapter or getattr(device, "adapter", None)
+        if adapter is None:
+            return None
+        features = sorted(device.features)
+        limits = dict(device.limits)
+        key = (info.get("description", ""), info.get("device", ""), tuple(features), tuple(sorted(limits.items())))
+        with cls._LOCK:
+            devices = cls._DEVICES.get(key)
+            if devices is None:
+                devices = []
+                try:
+                    for i in range(COMPILE_DEVICES - 1):
+                        devices.append(adapter.request_device_sync(required_features=features,
+                                                                   required_limits=limits,
+                                                                   label=f"webnn-gpu compile helper {i}"))
+                except Exception as exc:  # no helpers: the graph's own queue compiles everything
+                    log.debug("compile helpers: none (%s: %s)", type(exc).__name__, exc)
+                cls._DEVICES[key] = devices
+        return cls(devices, folder, seen) if devices else None
+
+    def is_new(self, key: str) -> bool:
+        """Whether Mesa's disk cache has not had the pipeline ``key`` from an earlier build."""
+        return not (self._seen / key).exists()
+
+    def mark(self, keys) -> None:
+        """Record that Mesa's disk cache now holds the pipelines ``keys`` (failures only log)."""
+        seen = _seen_folder(self._folder)  # Mesa's folder exists now, if it did not before
+        try:
+            for k in keys if seen is not None else ():
+                (seen / k).touch()
+        except OSError as exc:
+            log.debug("compile helpers: markers not written (%s)", exc)
+
+    def lend(self, jobs: list) -> set:
+        """Split ``jobs`` ((key, wgsl, template, label, binding sizes) each, new pipelines)
+        between the graph's own queue and the helpers, longest WGSL first onto the queue with
+        the least WGSL so far, and start the helpers' share: each helper creates its pipelines
+        and runs each once (one workgroup, scratch buffers) on a thread of its own.
+
+        Returns:
+            set: the keys lent to helpers (the graph's own device runs them after :meth:`wait`,
+            when Mesa's disk cache has them).
+        """
+        load = [0] * (1 + len(self.devices))
+        shares: list[list] = [[] for _ in self.devices]
+        for job in sorted(jobs, key=lambda j: -len(j[1])):
+            q = min(range(len(load)), key=lambda i: load[i])
+            load[q] += len(job[1])
+            if q:
+                shares[q - 1].append(job)
+        lent = set()
+        for device, share in zip(self.devices, shares):
+            if not share:
+                continue
+            lent.update(j[0] for j in share)
+            done: set = set()
+            self._done.append(done)
+            t = threading.Thread(target=self._compile, args=(device, share, done), daemon=True,
+                                 name="webnn-gpu-compile-helper")
+            t.start()
+            self._threads.append(t)
+        return lent
+
+    def wait(self) -> set:
+        """Wait until the helpers have run their share; the keys they compiled."""
+        for t in self._threads:
+            t.join()
+        self._threads = []
+        for done in self._done:
+            self.compiled |= done
+        return self.compiled
+
+    @staticmethod
+    def _compile(device, share: list, done: set) -> None:
+        import wgpu
+
+        cache = PipelineCache.of(device)
+        slots: dict[int, int] = {}
+        for job in share:
+            for i, size in enumerate(job[4]):
+                slots[i] = max(slots.get(i, 0), size)
+        usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
+        buffers = {}
+        try:
+            buffers = {i: device.create_buffer(size=-(-size // 16) * 16, usage=usage, label="compile helper scratch")
+                       for i, size in slots.items()}
+            ran = []
+            for key, wgsl, template, label, sizes in share:
+                pipe = cache.get(wgsl, template=template, label=label)
+                group = device.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
+                    {"binding": i, "resource": {"buffer": buffers[i], "offset": 0, "size": size}}
+                    for i, size in enumerate(sizes)], label=label)
+                cache.submit_once(device, [(pipe, group, label, template)])
+                ran.append(key)
+            fence = device.create_buffer(size=4, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+            enc = device.create_command_encoder()
+            enc.clear_buffer(fence)
+            device.queue.submit([enc.finish()])
+            fence.map_sync(wgpu.MapMode.READ)  # the queue ran (compiled) everything before it
+            fence.unmap()
+            fence.destroy()
+            done.update(ran)
+        except Exception as exc:  # the graph's own queue compiles what is left
+            log.debug("compile helper: %s: %s", type(exc).__name__, exc)
+        finally:
+            for b in buffers.values():
+                b.destroy()
+
+
+def _seen_folder(folder: Path) -> Path | None:
+    """``<cache dir>/mesa-seen/<hash of Mesa's cache folder: path, device and inode>``: markers of
+    the pipelines that folder holds (a removed and re-made folder gets a new inode, so its
+    markers are not reused). None when it cannot be made."""
+    from .models import cache_dir
+
+    try:
+        st = folder.stat()
+        ident = f"{folder.resolve()}\0{st.st_dev}\0{st.st_ino}"
+    except OSError:  # not made yet: Mesa has nothing
+        ident = f"{folder}\0absent"
+    path = cache_dir() / "mesa-seen" / hashlib.sha256(ident.encode()).hexdigest()[:20]
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return path
 
 
 #: the pipeline cache of each live device (PipelineCache.of)

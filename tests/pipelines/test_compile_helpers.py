@@ -1,0 +1,116 @@
+"""Build time: helper devices whose queues compile some of a graph's new pipelines while the
+graph's own queue compiles the others (lavapipe compiles at a pipeline's first dispatch, on one
+queue thread per device; devices share Mesa's on-disk shader cache)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import webnn_gpu as webnn
+from webnn_gpu import _kernels
+from webnn_gpu import graph as graph_module
+from webnn_gpu._lower import KernelStep
+
+def _kernels_of(graph) -> list:
+    return [s for s in graph._steps if isinstance(s, KernelStep)]
+
+
+def _graph(ctx, n: int):
+    """Four element-wise kernels on an odd size (shader texts no other test makes)."""
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [n]})
+    return b.build({"a": b.exp(x), "s": b.sigmoid(b.neg(x)), "t": b.tanh(b.abs(x)), "c": b.cos(x)})
+
+
+def _check(ctx, graph, n: int, rng) -> None:
+    x = rng.standard_normal(n).astype(np.float32)
+    out = ctx.compute(graph, {"x": x})
+    x64 = x.astype(np.float64)
+    for name, ref in (("a", np.exp(x64)), ("s", 1 / (1 + np.exp(x64))), ("t", np.tanh(np.abs(x64))),
+                      ("c", np.cos(x64))):
+        np.testing.assert_allclose(out[name], ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture
+def helpers_on(monkeypatch, tmp_path):
+    """One helper device (also on adapters other than lavapipe, where it is not used: the
+    helpers work the same there); every new pipeline counts as large; markers in ``tmp_path``."""
+    monkeypatch.setattr(_kernels, "COMPILE_DEVICES", 2)
+    monkeypatch.setattr(_kernels, "compiles_at_dispatch", lambda info: True)  # lavapipe's, also elsewhere
+    monkeypatch.setattr(graph_module, "EARLY_WARM_UP_BYTES", 0)
+    mesa = tmp_path / "mesa_shader_cache"
+    mesa.mkdir()
+    monkeypatch.setattr(_kernels, "mesa_cache_folder", lambda: mesa)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    calls = {"lent": [], "compiled": []}
+    lend, wait = _kernels.CompileHelpers.lend, _kernels.CompileHelpers.wait
+
+    def spy_lend(self, jobs):
+        keys = lend(self, jobs)
+        calls["lent"].append((len(jobs), set(keys)))
+        return keys
+
+    def spy_wait(self):
+        done = wait(self)
+        calls["compiled"].append(set(done))
+        return done
+
+    monkeypatch.setattr(_kernels.CompileHelpers, "lend", spy_lend)
+    monkeypatch.setattr(_kernels.CompileHelpers, "wait", spy_wait)
+    return calls, tmp_path
+
+
+def test_helpers_compile_part_of_a_new_graph_and_results_hold(helpers_on, rng):
+    calls, tmp_path = helpers_on
+    ctx = webnn.ml.create_context()
+    g = _graph(ctx, 2053)
+    keys = {ctx._pipelines.key(s.wgsl) for s in _kernels_of(g)}
+    (jobs, lent), = calls["lent"]
+    assert jobs == len(keys) == 4 and lent and lent < keys, "some new pipelines went to the helper, not all"
+    assert calls["compiled"][0] == lent, "the helper compiled what it was lent"
+    assert {id(s.pipeline) for s in _kernels_of(g)} <= ctx._pipelines.warm
+    assert all(s.pipeline is ctx._pipelines.get(s.wgsl) for s in _kernels_of(g)), "the graph's own pipelines"
+    _check(ctx, g, 2053, rng)
+    seen = list((tmp_path / "xdg" / "webnn-gpu" / "mesa-seen").glob("*/*"))
+    assert {p.name for p in seen} == keys, "each pipeline Mesa's cache now holds is marked"
+    # a new device in this process (Mesa's cache has them all): nothing is lent
+    calls["lent"].clear()
+    other = webnn.ml.create_context()
+    _check(other, _graph(other, 2053), 2053, rng)
+    assert calls["lent"] == [(0, set())]
+
+
+def test_a_failing_helper_costs_time_not_results(helpers_on, monkeypatch, rng):
+    calls, _ = helpers_on
+    real = _kernels.CompileHelpers._compile
+
+    def broken(device, share, done):  # a helper whose shaders do not compile
+        real(device, [(k, w + "\nthis is not WGSL", t, label, sizes) for k, w, t, label, sizes in share], done)
+
+    monkeypatch.setattr(_kernels.CompileHelpers, "_compile", staticmethod(broken))
+    ctx = webnn.ml.create_context()
+    g = _graph(ctx, 2063)
+    (_, lent), = calls["lent"]
+    assert lent and calls["compiled"][0] == set(), "the helper failed and compiled nothing"
+    assert {id(s.pipeline) for s in _kernels_of(g)} <= ctx._pipelines.warm
+    _check(ctx, g, 2063, rng)
+
+
+def test_no_helpers_where_they_cannot_pay(monkeypatch, tmp_path):
+    ctx = webnn.ml.create_context()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("MESA_SHADER_CACHE_DIR", str(tmp_path / "mesa"))
+    monkeypatch.setattr(_kernels, "COMPILE_DEVICES", 2)
+    lavapipe = _kernels.compiles_at_dispatch(ctx.adapter_info)
+    assert lavapipe == ("llvmpipe" in str(ctx.adapter_info)), "only lavapipe compiles on its queue thread"
+    monkeypatch.setattr(_kernels, "compiles_at_dispatch", lambda info: True)
+    assert _kernels.mesa_cache_folder() == tmp_path / "mesa" / "mesa_shader_cache"
+    assert _kernels.CompileHelpers.of(ctx) is not None
+    for off in ("true", "1", "yes"):  # Mesa's disk cache off: a helper's compile would be lost
+        monkeypatch.setenv("MESA_SHADER_CACHE_DISABLE", off)
+        assert _kernels.mesa_cache_folder() is None and _kernels.CompileHelpers.of(ctx) is None
+    monkeypatch.setenv("MESA_SHADER_CACHE_DISABLE", "false")
+    assert _kernels.CompileHelpers.of(ctx) is not None
+    monkeypatch.setattr(_kernels, "COMPILE_DEVICES", 1)
+    assert _kernels.CompileHelpers.of(ctx) is None
