@@ -562,6 +562,10 @@ class PipelineCache:
 #: only). See :class:`CompileHelpers`.
 COMPILE_DEVICES = max(1, int(os.environ.get("WEBNN_GPU_COMPILE_DEVICES") or min(4, os.cpu_count() or 1)))
 
+#: ... where a graph's new pipelines of at least 4 KB (``graph.EARLY_WARM_UP_BYTES``) have at
+#: least this much WGSL together: less compiles in about a second on the graph's own queue.
+COMPILE_HELP_MIN_BYTES = 32768
+
 _FALSE = ("", "0", "false", "no", "n", "off")
 
 
@@ -671,7 +675,8 @@ class CompileHelpers:
             log.debug("compile helpers: markers not written (%s)", exc)
 
     def lend(self, jobs: list) -> set:
-        """Split ``jobs`` ((key, wgsl, template, label, binding sizes) each, new pipelines)
+        """Split ``jobs`` ((key, wgsl, template, label, binding sizes) each, new pipelines; at
+        least :data:`COMPILE_HELP_MIN_BYTES` of WGSL together, else none is lent)
         between the graph's own queue and the helpers, longest WGSL first onto the queue with
         the least WGSL so far, and start the helpers' share: each helper creates its pipelines
         and runs each once (one workgroup, scratch buffers) on a thread of its own.
@@ -680,6 +685,8 @@ class CompileHelpers:
             set: the keys lent to helpers (the graph's own device runs them after :meth:`wait`,
             when Mesa's disk cache has them).
         """
+        if sum(len(j[1]) for j in jobs) < COMPILE_HELP_MIN_BYTES:
+            return set()
         load = [0] * (1 + len(self.devices))
         shares: list[list] = [[] for _ in self.devices]
         for job in sorted(jobs, key=lambda j: -len(j[1])):

@@ -35,10 +35,12 @@ def _check(ctx, graph, n: int, rng) -> None:
 @pytest.fixture
 def helpers_on(monkeypatch, tmp_path):
     """One helper device (also on adapters other than lavapipe, where it is not used: the
-    helpers work the same there); every new pipeline counts as large; markers in ``tmp_path``."""
+    helpers work the same there); every new pipeline counts as large and is worth lending;
+    markers in ``tmp_path``."""
     monkeypatch.setattr(_kernels, "COMPILE_DEVICES", 2)
     monkeypatch.setattr(_kernels, "compiles_at_dispatch", lambda info: True)  # lavapipe's, also elsewhere
     monkeypatch.setattr(graph_module, "EARLY_WARM_UP_BYTES", 0)
+    monkeypatch.setattr(_kernels, "COMPILE_HELP_MIN_BYTES", 0)
     mesa = tmp_path / "mesa_shader_cache"
     mesa.mkdir()
     monkeypatch.setattr(_kernels, "mesa_cache_folder", lambda: mesa)
@@ -111,6 +113,8 @@ def test_no_helpers_where_they_cannot_pay(monkeypatch, tmp_path):
         monkeypatch.setenv("MESA_SHADER_CACHE_DISABLE", off)
         assert _kernels.mesa_cache_folder() is None and _kernels.CompileHelpers.of(ctx) is None
     monkeypatch.setenv("MESA_SHADER_CACHE_DISABLE", "false")
-    assert _kernels.CompileHelpers.of(ctx) is not None
+    helpers = _kernels.CompileHelpers.of(ctx)
+    small = [(f"k{i}", "x" * 5000, "t.wgsl", "l", [4]) for i in range(3)]  # compiles in a moment: kept
+    assert helpers is not None and helpers.lend(small) == set() and helpers.wait() == set()
     monkeypatch.setattr(_kernels, "COMPILE_DEVICES", 1)
     assert _kernels.CompileHelpers.of(ctx) is None
