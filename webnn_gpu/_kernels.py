@@ -720,7 +720,7 @@ class CompileHelpers:
     def _compile(device, share: list, done: set) -> None:
         import wgpu
 
-        cache = PipelineCache.of(device)
+        cache = PipelineCache(device)  # not kept: the graph's own device runs what it made
         slots: dict[int, int] = {}
         for job in share:
             for i, size in enumerate(job[4]):
