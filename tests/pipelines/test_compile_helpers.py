@@ -103,6 +103,8 @@ def test_no_helpers_where_they_cannot_pay(monkeypatch, tmp_path):
     ctx = webnn.ml.create_context()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv("MESA_SHADER_CACHE_DIR", str(tmp_path / "mesa"))
+    for var in ("MESA_SHADER_CACHE_DISABLE", "MESA_GLSL_CACHE_DISABLE"):
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(_kernels, "COMPILE_DEVICES", 2)
     lavapipe = _kernels.compiles_at_dispatch(ctx.adapter_info)
     assert lavapipe == ("llvmpipe" in str(ctx.adapter_info)), "only lavapipe compiles on its queue thread"
