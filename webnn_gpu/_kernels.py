@@ -566,6 +566,10 @@ COMPILE_DEVICES = max(1, int(os.environ.get("WEBNN_GPU_COMPILE_DEVICES") or min(
 #: least this much WGSL together: less compiles in about a second on the graph's own queue.
 COMPILE_HELP_MIN_BYTES = 32768
 
+#: Largest scratch binding of a helper's runs (bytes): one workgroup of a kernel reads and
+#: writes little, and wgpu clamps what lies past a binding, so larger values are bound in part.
+HELPER_SCRATCH_BYTES = 4 << 20
+
 _FALSE = ("", "0", "false", "no", "n", "off")
 
 
@@ -724,28 +728,33 @@ class CompileHelpers:
         slots: dict[int, int] = {}
         for job in share:
             for i, size in enumerate(job[4]):
-                slots[i] = max(slots.get(i, 0), size)
+                slots[i] = max(slots.get(i, 0), min(size, HELPER_SCRATCH_BYTES))
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
-        buffers = {}
+        buffers: dict = {}
+        ran = []
         try:
             buffers = {i: device.create_buffer(size=-(-size // 16) * 16, usage=usage, label="compile helper scratch")
                        for i, size in slots.items()}
-            ran = []
             for key, wgsl, template, label, sizes in share:
-                pipe = cache.get(wgsl, template=template, label=label)
-                group = device.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
-                    {"binding": i, "resource": {"buffer": buffers[i], "offset": 0, "size": size}}
-                    for i, size in enumerate(sizes)], label=label)
-                cache.submit_once(device, [(pipe, group, label, template)])
-                ran.append(key)
-            fence = device.create_buffer(size=4, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
-            enc = device.create_command_encoder()
-            enc.clear_buffer(fence)
-            device.queue.submit([enc.finish()])
-            fence.map_sync(wgpu.MapMode.READ)  # the queue ran (compiled) everything before it
-            fence.unmap()
-            fence.destroy()
-            done.update(ran)
+                try:
+                    pipe = cache.get(wgsl, template=template, label=label)
+                    group = device.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
+                        {"binding": i, "resource": {"buffer": buffers[i], "offset": 0,
+                                                    "size": min(size, HELPER_SCRATCH_BYTES)}}
+                        for i, size in enumerate(sizes)], label=label)
+                    cache.submit_once(device, [(pipe, group, label, template)])
+                    ran.append(key)
+                except Exception as exc:  # this one compiles on the graph's own queue
+                    log.debug("compile helper: %s: %s: %s", label or template, type(exc).__name__, exc)
+            if ran:
+                fence = device.create_buffer(size=4, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+                enc = device.create_command_encoder()
+                enc.clear_buffer(fence)
+                device.queue.submit([enc.finish()])
+                fence.map_sync(wgpu.MapMode.READ)  # the queue ran (compiled) everything before it
+                fence.unmap()
+                fence.destroy()
+                done.update(ran)
         except Exception as exc:  # the graph's own queue compiles what is left
             log.debug("compile helper: %s: %s", type(exc).__name__, exc)
         finally:

@@ -120,3 +120,13 @@ def test_no_helpers_where_they_cannot_pay(monkeypatch, tmp_path):
     assert helpers is not None and helpers.lend(small) == set() and helpers.wait() == set()
     monkeypatch.setattr(_kernels, "COMPILE_DEVICES", 1)
     assert _kernels.CompileHelpers.of(ctx) is None
+
+
+def test_a_helper_binds_large_values_in_part(helpers_on, monkeypatch, rng):
+    calls, _ = helpers_on
+    monkeypatch.setattr(_kernels, "HELPER_SCRATCH_BYTES", 256)  # 64 of the 2069 floats
+    ctx = webnn.ml.create_context()
+    g = _graph(ctx, 2069)
+    (_, lent), = calls["lent"]
+    assert lent and calls["compiled"][0] == lent, "bound in part, the helper still ran (compiled) its share"
+    _check(ctx, g, 2069, rng)
