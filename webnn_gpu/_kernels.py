@@ -611,11 +611,12 @@ class CompileHelpers:
     """
 
     _LOCK = threading.Lock()
-    _DEVICES: dict = {}  # (adapter description, features, limits) -> [helper devices]
+    _DEVICES: dict = {}  # (adapter, features, limits, COMPILE_DEVICES) -> [helper devices]
 
-    def __init__(self, devices: list, folder: Path, seen: Path):
-        #: the helper devices (created once per adapter and device features in a process)
-        self.devices = devices
+    def __init__(self, adapter, features: list, limits: dict, folder: Path, seen: Path):
+        self._adapter = adapter
+        self._features = features
+        self._limits = limits
         self._folder = folder
         self._seen = seen
         self._threads: list[threading.Thread] = []
@@ -631,39 +632,39 @@ class CompileHelpers:
             context (MLContext): the context that builds.
 
         Returns:
-            CompileHelpers | None: a new object (per build) on the process's helper devices.
+            CompileHelpers | None: a new object (per build); the helper devices it lends to
+            are made at the first :meth:`lend` that lends, once per adapter and device
+            features in a process.
         """
-        if COMPILE_DEVICES < 2:
-            return None
-        info = context.adapter_info
-        if not compiles_at_dispatch(info):
+        if COMPILE_DEVICES < 2 or not compiles_at_dispatch(context.adapter_info):
             return None
         folder = mesa_cache_folder()
-        if folder is None:
-            return None
-        seen = _seen_folder(folder)
-        if seen is None:
-            return None
+        seen = _seen_folder(folder) if folder is not None else None
         device = context.device
         adapter = context._adapter or getattr(device, "adapter", None)
-        if adapter is None:
+        if seen is None or adapter is None:
             return None
-        features = sorted(device.features)
-        limits = dict(device.limits)
-        key = (info.get("description", ""), info.get("device", ""), tuple(features), tuple(sorted(limits.items())))
-        with cls._LOCK:
-            devices = cls._DEVICES.get(key)
+        return cls(adapter, sorted(device.features), dict(device.limits), folder, seen)
+
+    @property
+    def devices(self) -> list:
+        """The helper devices (none if they cannot be made: the graph's own queue compiles all)."""
+        info = getattr(self._adapter, "info", {}) or {}
+        key = (info.get("description", ""), info.get("device", ""), tuple(self._features),
+               tuple(sorted(self._limits.items())), COMPILE_DEVICES)
+        with self._LOCK:
+            devices = self._DEVICES.get(key)
             if devices is None:
                 devices = []
                 try:
                     for i in range(COMPILE_DEVICES - 1):
-                        devices.append(adapter.request_device_sync(required_features=features,
-                                                                   required_limits=limits,
-                                                                   label=f"webnn-gpu compile helper {i}"))
-                except Exception as exc:  # no helpers: the graph's own queue compiles everything
-                    log.debug("compile helpers: none (%s: %s)", type(exc).__name__, exc)
-                cls._DEVICES[key] = devices
-        return cls(devices, folder, seen) if devices else None
+                        devices.append(self._adapter.request_device_sync(
+                            required_features=self._features, required_limits=self._limits,
+                            label=f"webnn-gpu compile helper {i}"))
+                except Exception as exc:  # fewer helpers, or none
+                    log.debug("compile helpers: %d made (%s: %s)", len(devices), type(exc).__name__, exc)
+                self._DEVICES[key] = devices
+            return devices
 
     def is_new(self, key: str) -> bool:
         """Whether Mesa's disk cache has not had the pipeline ``key`` from an earlier build."""
@@ -691,15 +692,16 @@ class CompileHelpers:
         """
         if sum(len(j[1]) for j in jobs) < COMPILE_HELP_MIN_BYTES:
             return set()
-        load = [0] * (1 + len(self.devices))
-        shares: list[list] = [[] for _ in self.devices]
+        devices = self.devices
+        load = [0] * (1 + len(devices))
+        shares: list[list] = [[] for _ in devices]
         for job in sorted(jobs, key=lambda j: -len(j[1])):
             q = min(range(len(load)), key=lambda i: load[i])
             load[q] += len(job[1])
             if q:
                 shares[q - 1].append(job)
         lent = set()
-        for device, share in zip(self.devices, shares):
+        for device, share in zip(devices, shares):
             if not share:
                 continue
             lent.update(j[0] for j in share)

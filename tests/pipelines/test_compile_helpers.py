@@ -116,8 +116,10 @@ def test_no_helpers_where_they_cannot_pay(monkeypatch, tmp_path):
         assert _kernels.mesa_cache_folder() is None and _kernels.CompileHelpers.of(ctx) is None
     monkeypatch.setenv("MESA_SHADER_CACHE_DISABLE", "false")
     helpers = _kernels.CompileHelpers.of(ctx)
+    monkeypatch.setattr(_kernels.CompileHelpers, "_DEVICES", {})
     small = [(f"k{i}", "x" * 5000, "t.wgsl", "l", [4]) for i in range(3)]  # compiles in a moment: kept
     assert helpers is not None and helpers.lend(small) == set() and helpers.wait() == set()
+    assert _kernels.CompileHelpers._DEVICES == {}, "no helper device is made before one is needed"
     monkeypatch.setattr(_kernels, "COMPILE_DEVICES", 1)
     assert _kernels.CompileHelpers.of(ctx) is None
 
