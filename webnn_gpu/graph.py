@@ -247,7 +247,22 @@ class MLGraph:
             for t in self._const_tensors:
                 t._use_in(self)
             if lent:
-                helpers.wait()  # Mesa's disk cache has what they compiled: found there below
+                # the graph's own queue runs the rest of its new pipelines while the helpers
+                # finish; then theirs, found in Mesa's disk cache
+                sent = {id(p) for p in submitted}
+                rest: dict = {}
+                for i, step in enumerate(steps):
+                    pipe = step.pipeline if isinstance(step, KernelStep) else None
+                    if (pipe is not None and id(pipe) not in cache.warm and id(pipe) not in sent
+                            and id(pipe) not in rest and cache.key(step.wgsl) not in lent):
+                        rest[id(pipe)] = i
+                if rest:
+                    if not scratch:
+                        scratch.extend(self._warm_scratch())
+                    cache.submit_once(device, [(steps[i].pipeline, self._static_group(i) or self._make_bind_group(
+                        steps[i], *scratch), steps[i].label, steps[i].template) for i in rest.values()])
+                    submitted.extend(steps[i].pipeline for i in rest.values())
+                helpers.wait()
             if warm:
                 self._warm_up(tuple(scratch) or None, submitted)
             if helpers is not None and big:

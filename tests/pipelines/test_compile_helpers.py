@@ -132,3 +132,50 @@ def test_a_helper_binds_large_values_in_part(helpers_on, monkeypatch, rng):
     (_, lent), = calls["lent"]
     assert lent and calls["compiled"][0] == lent, "bound in part, the helper still ran (compiled) its share"
     _check(ctx, g, 2069, rng)
+
+
+def _conv_nhwc(x, w_ohwi, pad: int) -> np.ndarray:
+    """float64 conv2d, NHWC input, OHWI filter, stride 1, same padding ``pad``."""
+    k = w_ohwi.shape[1]
+    xp = np.pad(x.astype(np.float64), [(0, 0), (pad, pad), (pad, pad), (0, 0)])
+    out = np.zeros(x.shape[:3] + (w_ohwi.shape[0],))
+    for kh in range(k):
+        for kw in range(k):
+            out += np.einsum("nhwc,oc->nhwo", xp[:, kh:kh + x.shape[1], kw:kw + x.shape[2], :],
+                             w_ohwi[:, kh, kw, :].astype(np.float64))
+    return out
+
+
+def test_the_graphs_queue_runs_its_short_pipelines_while_a_helper_compiles(helpers_on, monkeypatch, rng):
+    calls, _ = helpers_on
+    monkeypatch.setattr(graph_module, "EARLY_WARM_UP_BYTES", 2000)  # the two convs, not the two maps
+    events = []
+    submit, wait = _kernels.PipelineCache.submit_once, _kernels.CompileHelpers.wait
+    monkeypatch.setattr(_kernels.PipelineCache, "submit_once", lambda self, device, jobs: (
+        events.append(("submit", device, [j[3] for j in jobs])), submit(self, device, jobs)))
+    monkeypatch.setattr(_kernels.CompileHelpers, "wait", lambda self: (events.append(("wait",)), wait(self))[1])
+    ctx = webnn.ml.create_context()
+    w1 = (rng.standard_normal((12, 3, 3, 8)) / 8).astype(np.float32)
+    w2 = (rng.standard_normal((16, 5, 5, 8)) / 16).astype(np.float32)
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [1, 9, 7, 8]})
+    g = b.build({"y1": b.conv2d(x, b.constant(w1), input_layout="nhwc", filter_layout="ohwi", padding=[1, 1, 1, 1]),
+                 "y2": b.conv2d(x, b.constant(w2), input_layout="nhwc", filter_layout="ohwi", padding=[2, 2, 2, 2]),
+                 "e": b.exp(x), "t": b.tanh(x)})
+    steps = _kernels_of(g)
+    big = sorted((s for s in steps if len(s.wgsl) >= 2000), key=lambda s: len(s.wgsl))
+    assert len(big) == 2 and len(steps) == 4, [(s.template, len(s.wgsl)) for s in steps]
+    (_, lent), = calls["lent"]
+    assert lent == {ctx._pipelines.key(big[0].wgsl)}, "the longer one stays, the other is lent"
+    own = [e for e in events if e[0] == "wait" or e[1] is ctx.device]
+    first_wait = own.index(("wait",))
+    before = [t for e in own[:first_wait] for t in e[2]]
+    assert before.count("elementwise/map4.wgsl") == 2 and before.count("matmul/tile.wgsl") == 1, \
+        "the graph's queue got its own conv and the short maps before waiting for the helper"
+    assert {id(s.pipeline) for s in steps} <= ctx._pipelines.warm
+    xin = rng.standard_normal((1, 9, 7, 8)).astype(np.float32)
+    out = ctx.compute(g, {"x": xin})
+    np.testing.assert_allclose(out["y1"], _conv_nhwc(xin, w1, 1), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out["y2"], _conv_nhwc(xin, w2, 2), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out["e"], np.exp(xin.astype(np.float64)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["t"], np.tanh(xin.astype(np.float64)), rtol=1e-5, atol=1e-6)
