@@ -766,8 +766,11 @@ class CompileHelpers:
 
 def _seen_folder(folder: Path) -> Path | None:
     """``<cache dir>/mesa-seen/<hash of Mesa's cache folder: path, device and inode>``: markers of
-    the pipelines that folder holds (a removed and re-made folder gets a new inode, so its
-    markers are not reused). None when it cannot be made."""
+    the pipelines that folder holds (a folder removed and made again normally gets a new inode,
+    so its markers are not reused; where the file system hands out the same inode, the markers
+    only keep builds from lending: they compile on the graph's own queue, as without helpers).
+    Making one removes the marker folders of Mesa folders that are gone (benchmarks use a
+    temporary Mesa folder per process). None when it cannot be made."""
     from .models import cache_dir
 
     try:
@@ -775,12 +778,38 @@ def _seen_folder(folder: Path) -> Path | None:
         ident = f"{folder.resolve()}\0{st.st_dev}\0{st.st_ino}"
     except OSError:  # not made yet: Mesa has nothing
         ident = f"{folder}\0absent"
-    path = cache_dir() / "mesa-seen" / hashlib.sha256(ident.encode()).hexdigest()[:20]
+    root = cache_dir() / "mesa-seen"
+    path = root / hashlib.sha256(ident.encode()).hexdigest()[:20]
+    if path.is_dir():
+        return path
     try:
         path.mkdir(parents=True, exist_ok=True)
+        (path / "folder").write_text(ident)
     except OSError:
         return None
+    _prune_seen(root, keep=path)
     return path
+
+
+def _prune_seen(root: Path, keep: Path) -> None:
+    """Remove the marker folders under ``root`` whose Mesa folder no longer exists as it was
+    (path, device and inode); failures only log."""
+    import shutil
+
+    try:
+        for d in root.iterdir():
+            if d == keep or not d.is_dir():
+                continue
+            try:
+                path, dev, ino = (d / "folder").read_text().split("\0")
+                st = os.stat(path)
+                if (str(st.st_dev), str(st.st_ino)) == (dev, ino):
+                    continue
+            except (OSError, ValueError):
+                pass  # gone, re-made, or never made ("absent"): its markers say nothing now
+            shutil.rmtree(d, ignore_errors=True)
+    except OSError as exc:
+        log.debug("compile helpers: markers not pruned (%s)", exc)
 
 
 #: the pipeline cache of each live device (PipelineCache.of)

@@ -75,7 +75,7 @@ def test_helpers_compile_part_of_a_new_graph_and_results_hold(helpers_on, rng):
     assert all(s.pipeline is ctx._pipelines.get(s.wgsl) for s in _kernels_of(g)), "the graph's own pipelines"
     _check(ctx, g, 2053, rng)
     seen = list((tmp_path / "xdg" / "webnn-gpu" / "mesa-seen").glob("*/*"))
-    assert {p.name for p in seen} == keys, "each pipeline Mesa's cache now holds is marked"
+    assert {p.name for p in seen} - {"folder"} == keys, "each pipeline Mesa's cache now holds is marked"
     # a new device in this process (Mesa's cache has them all): nothing is lent
     calls["lent"].clear()
     other = webnn.ml.create_context()
@@ -179,3 +179,16 @@ def test_the_graphs_queue_runs_its_short_pipelines_while_a_helper_compiles(helpe
     np.testing.assert_allclose(out["y2"], _conv_nhwc(xin, w2, 2), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(out["e"], np.exp(xin.astype(np.float64)), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(out["t"], np.tanh(xin.astype(np.float64)), rtol=1e-5, atol=1e-6)
+
+
+def test_markers_of_mesa_folders_that_are_gone_are_removed(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    folders = {name: tmp_path / name / "mesa_shader_cache" for name in "abc"}
+    for f in folders.values():
+        f.mkdir(parents=True)
+    seen_a, seen_b = _kernels._seen_folder(folders["a"]), _kernels._seen_folder(folders["b"])
+    (seen_a / "k1").touch()
+    assert seen_a != seen_b and _kernels._seen_folder(folders["a"]) == seen_a and (seen_a / "k1").exists()
+    folders["a"].rmdir()  # a benchmark's temporary Mesa folder, removed
+    seen_c = _kernels._seen_folder(folders["c"])
+    assert not seen_a.exists() and seen_b.is_dir() and seen_c.is_dir(), "only the markers of a gone folder go"
