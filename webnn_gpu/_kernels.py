@@ -414,6 +414,11 @@ class PipelineCache:
             self._insert(k, pipe)
         return pipe
 
+    def has(self, key: str) -> bool:
+        """Whether the pipeline of ``key`` (:meth:`key`) is in the cache."""
+        with self._lock:
+            return key in self._items
+
     def get_many(self, requests: list, on_ready=None) -> list:
         """The pipelines of ``requests`` ((wgsl, template, label) each), compiling the misses
         on :data:`PIPELINE_THREADS` threads: wgpu-native and the driver compile independent
@@ -548,6 +553,263 @@ class PipelineCache:
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+#: Queues that compile a graph's new pipelines at ``build()`` on drivers that compile a
+#: pipeline's machine code at its first dispatch on the device's one queue thread (lavapipe):
+#: the graph's own device and ``COMPILE_DEVICES - 1`` helper devices on the same adapter
+#: (``WEBNN_GPU_COMPILE_DEVICES``; default: the CPU count, at most 4; 1 = the graph's own queue
+#: only). See :class:`CompileHelpers`.
+COMPILE_DEVICES = max(1, int(os.environ.get("WEBNN_GPU_COMPILE_DEVICES") or min(4, os.cpu_count() or 1)))
+
+#: ... where a graph's new pipelines of at least 4 KB (``graph.EARLY_WARM_UP_BYTES``) have at
+#: least this much WGSL together: less compiles in about a second on the graph's own queue.
+COMPILE_HELP_MIN_BYTES = 32768
+
+#: Largest scratch binding of a helper's runs (bytes): one workgroup of a kernel reads and
+#: writes little, and wgpu clamps what lies past a binding, so larger values are bound in part.
+HELPER_SCRATCH_BYTES = 4 << 20
+
+_FALSE = ("", "0", "false", "no", "n", "off")
+
+
+def mesa_cache_folder() -> Path | None:
+    """Mesa's on-disk shader cache folder of this process (which may not exist yet):
+    ``<MESA_SHADER_CACHE_DIR, else XDG_CACHE_HOME, else ~/.cache>/mesa_shader_cache``; None when
+    ``MESA_SHADER_CACHE_DISABLE`` (or the older ``MESA_GLSL_CACHE_DISABLE``) turns it off."""
+    for var in ("MESA_SHADER_CACHE_DISABLE", "MESA_GLSL_CACHE_DISABLE"):
+        if os.environ.get(var, "").strip().lower() not in _FALSE:
+            return None
+    base = (os.environ.get("MESA_SHADER_CACHE_DIR") or os.environ.get("MESA_GLSL_CACHE_DIR")
+            or os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"))
+    return Path(base) / "mesa_shader_cache"
+
+
+def compiles_at_dispatch(adapter_info: dict) -> bool:
+    """Whether the adapter's driver compiles a pipeline's machine code at its first dispatch,
+    on the device's queue thread, and keeps it in Mesa's disk cache (llvmpipe: lavapipe)."""
+    return "llvmpipe" in f"{adapter_info.get('device', '')} {adapter_info.get('description', '')}"
+
+
+class CompileHelpers:
+    """Helper devices whose queue threads compile some of a graph's new pipelines while the
+    graph's own queue compiles the others (lavapipe).
+
+    llvmpipe compiles a pipeline's machine code with LLVM at its first dispatch, on the queue
+    thread of its device: one thread per device, so a model's cold build compiles one pipeline
+    after another on one core. Devices of one process share Mesa's on-disk shader cache, so a
+    pipeline first run on a helper device (same WGSL, same features) is found there when the
+    graph's own device runs it: a helper's queue compiles in parallel with the graph's.
+
+    Only where that pays: the adapter compiles lazily (llvmpipe), Mesa's disk cache is on
+    (:func:`mesa_cache_folder`), and the pipeline is new to that cache. The last is known from a
+    marker per pipeline (``<cache dir>/mesa-seen/<Mesa's cache folder's identity>/<key>``)
+    written after a build ran it: with Mesa's cache warm, a helper would only add the
+    pipeline's creation (naga and NIR passes) a second time. Helpers never change a result:
+    the graph's own device still creates and runs every pipeline; a helper that fails costs
+    time, never an error.
+    """
+
+    _LOCK = threading.Lock()
+    _DEVICES: dict = {}  # (adapter, features, limits, COMPILE_DEVICES) -> [helper devices]
+
+    def __init__(self, adapter, features: list, limits: dict, folder: Path, seen: Path):
+        self._adapter = adapter
+        self._features = features
+        self._limits = limits
+        self._folder = folder
+        self._seen = seen
+        self._threads: list[threading.Thread] = []
+        #: pipeline keys lent to a helper and compiled there (set by :meth:`wait`)
+        self.compiled: set[str] = set()
+        self._done: list[set] = []
+
+    @classmethod
+    def of(cls, context) -> CompileHelpers | None:
+        """The helpers of a context's builds, or None where they do not pay (see the class).
+
+        Arguments:
+            context (MLContext): the context that builds.
+
+        Returns:
+            CompileHelpers | None: a new object (per build); the helper devices it lends to
+            are made at the first :meth:`lend` that lends, once per adapter and device
+            features in a process.
+        """
+        if COMPILE_DEVICES < 2 or not compiles_at_dispatch(context.adapter_info):
+            return None
+        folder = mesa_cache_folder()
+        seen = _seen_folder(folder) if folder is not None else None
+        device = context.device
+        adapter = context._adapter or getattr(device, "adapter", None)
+        if seen is None or adapter is None:
+            return None
+        return cls(adapter, sorted(device.features), dict(device.limits), folder, seen)
+
+    @property
+    def devices(self) -> list:
+        """The helper devices (none if they cannot be made: the graph's own queue compiles all)."""
+        info = getattr(self._adapter, "info", {}) or {}
+        key = (info.get("description", ""), info.get("device", ""), tuple(self._features),
+               tuple(sorted(self._limits.items())), COMPILE_DEVICES)
+        with self._LOCK:
+            devices = self._DEVICES.get(key)
+            if devices is None:
+                devices = []
+                try:
+                    for i in range(COMPILE_DEVICES - 1):
+                        devices.append(self._adapter.request_device_sync(
+                            required_features=self._features, required_limits=self._limits,
+                            label=f"webnn-gpu compile helper {i}"))
+                except Exception as exc:  # fewer helpers, or none
+                    log.debug("compile helpers: %d made (%s: %s)", len(devices), type(exc).__name__, exc)
+                self._DEVICES[key] = devices
+            return devices
+
+    def is_new(self, key: str) -> bool:
+        """Whether Mesa's disk cache has not had the pipeline ``key`` from an earlier build."""
+        return not (self._seen / key).exists()
+
+    def mark(self, keys) -> None:
+        """Record that Mesa's disk cache now holds the pipelines ``keys`` (failures only log)."""
+        seen = _seen_folder(self._folder)  # Mesa's folder exists now, if it did not before
+        try:
+            for k in keys if seen is not None else ():
+                (seen / k).touch()
+        except OSError as exc:
+            log.debug("compile helpers: markers not written (%s)", exc)
+
+    def lend(self, jobs: list) -> set:
+        """Split ``jobs`` ((key, wgsl, template, label, binding sizes) each, new pipelines; at
+        least :data:`COMPILE_HELP_MIN_BYTES` of WGSL together, else none is lent)
+        between the graph's own queue and the helpers, longest WGSL first onto the queue with
+        the least WGSL so far, and start the helpers' share: each helper creates its pipelines
+        and runs each once (one workgroup, scratch buffers) on a thread of its own.
+
+        Returns:
+            set: the keys lent to helpers (the graph's own device runs them after :meth:`wait`,
+            when Mesa's disk cache has them).
+        """
+        if sum(len(j[1]) for j in jobs) < COMPILE_HELP_MIN_BYTES:
+            return set()
+        devices = self.devices
+        load = [0] * (1 + len(devices))
+        shares: list[list] = [[] for _ in devices]
+        for job in sorted(jobs, key=lambda j: -len(j[1])):
+            q = min(range(len(load)), key=lambda i: load[i])
+            load[q] += len(job[1])
+            if q:
+                shares[q - 1].append(job)
+        lent = set()
+        for device, share in zip(devices, shares):
+            if not share:
+                continue
+            lent.update(j[0] for j in share)
+            done: set = set()
+            self._done.append(done)
+            t = threading.Thread(target=self._compile, args=(device, share, done), daemon=True,
+                                 name="webnn-gpu-compile-helper")
+            t.start()
+            self._threads.append(t)
+        return lent
+
+    def wait(self) -> set:
+        """Wait until the helpers have run their share; the keys they compiled."""
+        for t in self._threads:
+            t.join()
+        self._threads = []
+        for done in self._done:
+            self.compiled |= done
+        return self.compiled
+
+    @staticmethod
+    def _compile(device, share: list, done: set) -> None:
+        import wgpu
+
+        cache = PipelineCache(device)  # not kept: the graph's own device runs what it made
+        slots: dict[int, int] = {}
+        for job in share:
+            for i, size in enumerate(job[4]):
+                slots[i] = max(slots.get(i, 0), min(size, HELPER_SCRATCH_BYTES))
+        usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
+        buffers: dict = {}
+        ran = []
+        try:
+            buffers = {i: device.create_buffer(size=-(-size // 16) * 16, usage=usage, label="compile helper scratch")
+                       for i, size in slots.items()}
+            for key, wgsl, template, label, sizes in share:
+                try:
+                    pipe = cache.get(wgsl, template=template, label=label)
+                    group = device.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
+                        {"binding": i, "resource": {"buffer": buffers[i], "offset": 0,
+                                                    "size": min(size, HELPER_SCRATCH_BYTES)}}
+                        for i, size in enumerate(sizes)], label=label)
+                    cache.submit_once(device, [(pipe, group, label, template)])
+                    ran.append(key)
+                except Exception as exc:  # this one compiles on the graph's own queue
+                    log.debug("compile helper: %s: %s: %s", label or template, type(exc).__name__, exc)
+            if ran:
+                fence = device.create_buffer(size=4, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+                enc = device.create_command_encoder()
+                enc.clear_buffer(fence)
+                device.queue.submit([enc.finish()])
+                fence.map_sync(wgpu.MapMode.READ)  # the queue ran (compiled) everything before it
+                fence.unmap()
+                fence.destroy()
+                done.update(ran)
+        except Exception as exc:  # the graph's own queue compiles what is left
+            log.debug("compile helper: %s: %s", type(exc).__name__, exc)
+        finally:
+            for b in buffers.values():
+                b.destroy()
+
+
+def _seen_folder(folder: Path) -> Path | None:
+    """``<cache dir>/mesa-seen/<hash of Mesa's cache folder: path, device and inode>``: markers of
+    the pipelines that folder holds (a folder removed and made again normally gets a new inode,
+    so its markers are not reused; where the file system hands out the same inode, the markers
+    only keep builds from lending: they compile on the graph's own queue, as without helpers).
+    Making one removes the marker folders of Mesa folders that are gone (benchmarks use a
+    temporary Mesa folder per process). None when it cannot be made."""
+    from .models import cache_dir
+
+    try:
+        st = folder.stat()
+        ident = f"{folder.resolve()}\0{st.st_dev}\0{st.st_ino}"
+    except OSError:  # not made yet: Mesa has nothing
+        ident = f"{folder}\0absent"
+    root = cache_dir() / "mesa-seen"
+    path = root / hashlib.sha256(ident.encode()).hexdigest()[:20]
+    if path.is_dir():
+        return path
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "folder").write_text(ident)
+    except OSError:
+        return None
+    _prune_seen(root, keep=path)
+    return path
+
+
+def _prune_seen(root: Path, keep: Path) -> None:
+    """Remove the marker folders under ``root`` whose Mesa folder no longer exists as it was
+    (path, device and inode); failures only log."""
+    import shutil
+
+    try:
+        for d in root.iterdir():
+            if d == keep or not d.is_dir():
+                continue
+            try:
+                path, dev, ino = (d / "folder").read_text().split("\0")
+                st = os.stat(path)
+                if (str(st.st_dev), str(st.st_ino)) == (dev, ino):
+                    continue
+            except (OSError, ValueError):
+                pass  # gone, re-made, or never made ("absent"): its markers say nothing now
+            shutil.rmtree(d, ignore_errors=True)
+    except OSError as exc:
+        log.debug("compile helpers: markers not pruned (%s)", exc)
 
 
 #: the pipeline cache of each live device (PipelineCache.of)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import wgpu
 
-from . import _dtypes, _env
+from . import _dtypes, _env, _kernels
 from ._lower import CopyStep, KernelStep, LowerContext
 from ._ir import Value
 from .errors import InvalidStateError, NotSupportedError, OperationError, where
@@ -207,6 +207,9 @@ class MLGraph:
         scratch: list = []  # (ins, outs) once a warm-up run needs them
         submitted: list = []
         made_for: dict = {}  # step index -> the pipeline on_ready gave it
+        helpers = _kernels.CompileHelpers.of(context) if early else None
+        lent: set = set()  # keys of new pipelines a helper device compiles first
+        big: list = []  # keys of new pipelines of at least EARLY_WARM_UP_BYTES
         try:
             on_ready = None
             if early:
@@ -214,13 +217,19 @@ class MLGraph:
                 for i, step in enumerate(steps):
                     if isinstance(step, KernelStep):
                         first_step.setdefault(cache.key(step.wgsl), i)
+                big = [k for k, i in first_step.items()
+                       if len(steps[i].wgsl) >= EARLY_WARM_UP_BYTES and not cache.has(k)]
+                if helpers is not None:
+                    lent = helpers.lend([(k, steps[first_step[k]].wgsl, steps[first_step[k]].template,
+                                          steps[first_step[k]].label, self._binding_sizes(steps[first_step[k]]))
+                                         for k in big if helpers.is_new(k)])
 
                 def on_ready(key, pipe):
                     i = first_step[key]
                     step = steps[i]
                     step.pipeline = made_for[i] = pipe
-                    if len(step.wgsl) < EARLY_WARM_UP_BYTES:
-                        return  # compiles in a moment: run with the rest, a submission saved
+                    if len(step.wgsl) < EARLY_WARM_UP_BYTES or key in lent:
+                        return  # compiles in a moment, or on a helper: run with the rest at the end
                     if not scratch:
                         scratch.extend(self._warm_scratch())
                     group = self._static_group(i) or self._make_bind_group(step, *scratch)
@@ -237,9 +246,30 @@ class MLGraph:
                 self._static_group(i)
             for t in self._const_tensors:
                 t._use_in(self)
+            if lent:
+                # the graph's own queue runs the rest of its new pipelines while the helpers
+                # finish; then theirs, found in Mesa's disk cache
+                sent = {id(p) for p in submitted}
+                rest: dict = {}
+                for i, step in enumerate(steps):
+                    pipe = step.pipeline if isinstance(step, KernelStep) else None
+                    if (pipe is not None and id(pipe) not in cache.warm and id(pipe) not in sent
+                            and id(pipe) not in rest and cache.key(step.wgsl) not in lent):
+                        rest[id(pipe)] = i
+                if rest:
+                    if not scratch:
+                        scratch.extend(self._warm_scratch())
+                    cache.submit_once(device, [(steps[i].pipeline, self._static_group(i) or self._make_bind_group(
+                        steps[i], *scratch), steps[i].label, steps[i].template) for i in rest.values()])
+                    submitted.extend(steps[i].pipeline for i in rest.values())
+                helpers.wait()
             if warm:
                 self._warm_up(tuple(scratch) or None, submitted)
+            if helpers is not None and big:
+                helpers.mark(big)
         finally:
+            if helpers is not None:
+                helpers.wait()  # a failed build: the helpers' threads end before it raises
             for b in (*scratch[0].values(), *scratch[1].values()) if scratch else ():
                 b.destroy()
         if log.isEnabledFor(logging.DEBUG):
@@ -256,6 +286,11 @@ class MLGraph:
                 self._slot[self._root(v).id].kind in ("const", "tmp") for v in step.values):
             group = self._static_groups[i] = self._make_bind_group(step, {}, {})
         return group
+
+    def _binding_sizes(self, step: KernelStep) -> list[int]:
+        """Bytes bound at each binding of ``step`` (as :meth:`_make_bind_group` binds them)."""
+        return [step.ranges[i][1] if step.ranges and step.ranges[i] else _dtypes.buffer_size(v.data_type, v.shape)
+                for i, v in enumerate(step.values)]
 
     def _warm_scratch(self) -> tuple[dict, dict]:
         """Scratch buffers (zeros) standing for the graph's inputs and outputs in warm-up runs."""
