@@ -81,6 +81,9 @@ class LowerContext:
     limits: dict
     #: the adapter's kernel-tuning profile (:func:`webnn_gpu._kernels.tuning_profile`)
     tuning: str = _kernels.DEFAULT_TUNING
+    #: lanes of a subgroup the tile kernel may share loads across, 0 for none
+    #: (:func:`webnn_gpu.ops.linalg.subgroup_lanes`)
+    subgroup: int = 0
     steps: list = field(default_factory=list)
     aliases: dict = field(default_factory=dict)  # value id -> source Value
     temps: list = field(default_factory=list)

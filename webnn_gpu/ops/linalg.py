@@ -77,6 +77,15 @@ B_UNIFORM_OFF = _env.force("matmul_b") == "storage"
 SMALL_MAX_OUTPUTS = 512
 #: ... and at most this many multiply-adds per output.
 SMALL_MAX_K = 1024
+#: The subgroup variant of the tile kernel (``sg`` in ``matmul/tile.wgsl``; the "lane-loop"
+#: profile with the ``subgroup`` feature): the invocations of a subgroup take consecutive row
+#: tiles of one column tile, so they need the same vectors of B; each lane loads 1 / lanes of
+#: them and the others read them with ``subgroupBroadcast`` (a register extract on llvmpipe,
+#: where every storage load is a loop over the SIMD lanes). Largest tile: rows ...
+SG_TILE_M = 8
+#: ... and vec4 column blocks (:data:`SG_TILE_N4_DEEP` from :data:`DEEP_K` multiply-adds per output).
+SG_TILE_N4 = 12
+SG_TILE_N4_DEEP = 16
 
 
 # ---------------------------------------------------------------- helpers shared with conv
@@ -155,6 +164,55 @@ def choose_tile(M: int, N: int, batches: int, tuning: str = "default", K: int = 
     while count(tm, tn4) < MIN_INVOCATIONS and tm > 2:
         tm = max(2, tm // 2)
     return tm, tn4
+
+
+def subgroup_lanes(adapter_info: dict, features) -> int:
+    """The subgroup size the tile kernel may rely on (0: no subgroup variant).
+
+    llvmpipe (lavapipe) runs a subgroup as one row of its SIMD registers: the adapter's
+    ``"llvmpipe (LLVM x, 256 bits)"`` gives 8 lanes of 32 bits. Only the "lane-loop" tuning
+    profile (Mesa < 24) takes the variant: its storage loads are a loop over the lanes, which
+    the subgroup's shared loads avoid; elsewhere the size is not known before a pipeline runs.
+    """
+    import re
+
+    from .._kernels import LANE_LOOP, tuning_profile
+
+    if "subgroup" not in features or tuning_profile(adapter_info) != LANE_LOOP:
+        return 0
+    m = re.search(r"\b(128|256|512) bits\b", str(adapter_info.get("device", "")))
+    return int(m.group(1)) // 32 if m else 0
+
+
+def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0) -> tuple[int, int]:
+    """(TM, TN4) of the subgroup variant for an M x N output per batch item, K multiply-adds each.
+
+    The row tiles are padded to a multiple of ``lanes`` (a subgroup shares one column tile),
+    so TM (at most :data:`SG_TILE_M`) is the one computing the fewest padded rows
+    ``ceil(ceil(M / TM) / lanes) * lanes * TM`` (the larger on ties: 49 rows take 7, 36 take 5,
+    144 take 6). TN4 is the largest divisor of ceil(N / 4) up to :data:`SG_TILE_N4`
+    (:data:`SG_TILE_N4_DEEP` for K >= :data:`DEEP_K`) that still gives two subgroups (both
+    cores of a 2-core machine) where a narrower one would. B's loads cost a lane's share, so
+    wide column blocks are cheap; A's loads are each lane's own.
+    """
+    def padded(tm):
+        return -(-(-(-M // tm)) // lanes) * lanes * tm
+
+    tm = min(range(1, SG_TILE_M + 1), key=lambda t: (padded(t), -t))
+    n4 = -(-N // 4)
+    top = SG_TILE_N4_DEEP if K >= DEEP_K else SG_TILE_N4
+    divisors = [d for d in range(min(top, n4), 0, -1) if n4 % d == 0]
+    groups = batches * padded(tm) // (tm * lanes)
+    for d in divisors:
+        if groups * (n4 // d) >= 2:
+            return tm, d
+    return tm, divisors[-1]
+
+
+def sg_rows_ok(M: int, tm: int, lanes: int) -> bool:
+    """Whether the subgroup variant's padding wastes at most half of its rows (M >= lanes / 2
+    rows in all: a product of one or two rows is not shared by a subgroup's lanes)."""
+    return -(-(-(-M // tm)) // lanes) * lanes * tm <= 2 * M
 
 
 def deep_ok(data_type: str, a_vec: bool, b_vec: bool) -> bool:
@@ -241,6 +299,11 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
 
     ``a_vec`` / ``b_vec`` / vec4 stores are only used when the addressing is aligned; callers
     pass what they want and this function drops what the geometry does not allow.
+
+    With ``lc.subgroup`` lanes (:func:`subgroup_lanes`), no forced ``tile`` and vec4 loads of
+    B, the subgroup variant (``sg``; :func:`choose_tile_sg`) runs unless it would pad more
+    than half of its rows (:func:`sg_rows_ok`), the launch writes ``pool`` partials or reads
+    ``a_add_up``; ``WEBNN_GPU_FORCE_MATMUL_SG=off`` (read at build time) turns it off.
     """
     batch_shape = list(batch_shape)
     batches = math.prod(batch_shape) if batch_shape else 1
@@ -262,6 +325,13 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         assert conv is not None  # im2col mode always comes with the conv geometry
         a_vec = a_vec and all(conv[k] % 4 == 0 for k in ("in_sn", "in_sh", "in_sw"))
     b_vec = b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols % 4 == 0 and all(s % 4 == 0 for s in b_bst)
+    lanes = getattr(lc, "subgroup", 0)
+    sg = 0
+    if (lanes and tile is None and b_vec and order in (None, "m") and pool is None and a_add_up is None
+            and _env.force("matmul_sg") != "off"):
+        tm_sg, tn4_sg = choose_tile_sg(M, N, batches, lanes, K=KC * KH * KW)
+        if sg_rows_ok(M, tm_sg, lanes):
+            tile, sg = (tm_sg, tn4_sg), lanes
     if tile is None:
         tile = choose_tile(M, N, batches, lc.tuning, K=KC * KH * KW if deep_ok(out.data_type, a_vec, b_vec) else 0)
     TM, TN4 = tile
@@ -271,6 +341,8 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         TM = up_rows(TM, a_add_up[1])
         up = (a_add_up[0], a_add_up[1], a_add.shape[1], a_add.shape[2])
     tiles_m = -(-M // TM)
+    if sg:  # a subgroup's lanes take row tiles of one column tile; the padding rows store nothing
+        tiles_m = -(-tiles_m // sg) * sg
     tiles_n = -(-(-(-N // 4)) // TN4)
     out_vec = (o_so == 1 and N % 4 == 0 and o_sp % 4 == 0 and (o_sn % 4 == 0 or o_P >= M)
                and all(s % 4 == 0 for s in o_bst))
@@ -297,7 +369,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
-        b_uniform_vec4=B_UNIFORM_FLOATS // 4, pool=pool is not None, ep_loop=TM > 1 and not ep_rows and (ep.given or reads_per_output(ep)),
+        b_uniform_vec4=B_UNIFORM_FLOATS // 4, pool=pool is not None, sg=sg, ep_loop=TM > 1 and not ep_rows and (ep.given or reads_per_output(ep)),
     )
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
@@ -311,7 +383,18 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     else:
         variables.update(P=1, OW=1, in_sn=0, in_sh=0, in_sw=0, H=1, W=1, sh=1, sw=1, dh=1, dw=1, pt=0, pl=0)
     lc.kernel("matmul/tile.wgsl", inputs, [("out", out)] + ([("pool", pool)] if pool is not None else []), n_inv,
-              workgroup=TILE_WORKGROUP if n_inv >= 4 * TILE_WORKGROUP else TILE_SMALL_WORKGROUP, **variables)
+              workgroup=_tile_workgroup(n_inv, sg), **variables)
+
+
+def _tile_workgroup(n_inv: int, sg: int) -> int:
+    """Invocations per workgroup of a tile launch: :data:`TILE_WORKGROUP`, or
+    :data:`TILE_SMALL_WORKGROUP` below four such workgroups (lavapipe runs a workgroup on one
+    thread), or one subgroup for the subgroup variant's launches of at most two."""
+    if n_inv >= 4 * TILE_WORKGROUP:
+        return TILE_WORKGROUP
+    if sg and n_inv <= 2 * sg:
+        return sg
+    return max(TILE_SMALL_WORKGROUP, sg)
 
 
 def _batch_offsets(shape, batch_shape, matrix_size: int) -> list[int]:
