@@ -86,6 +86,9 @@ SG_TILE_M = 8
 #: ... and vec4 column blocks (:data:`SG_TILE_N4_DEEP` from :data:`DEEP_K` multiply-adds per output).
 SG_TILE_N4 = 12
 SG_TILE_N4_DEEP = 16
+#: Subgroup-variant launches below this many workgroups of :data:`TILE_WORKGROUP` use workgroups
+#: of :data:`TILE_SMALL_WORKGROUP` (finer load balance over the threads).
+SG_WORKGROUPS = 16
 
 
 # ---------------------------------------------------------------- helpers shared with conv
@@ -303,12 +306,17 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     With ``lc.subgroup`` lanes (:func:`subgroup_lanes`), no forced ``tile`` and vec4 loads of
     B, the subgroup variant (``sg``; :func:`choose_tile_sg`) runs unless it would pad more
     than half of its rows (:func:`sg_rows_ok`), the launch writes ``pool`` partials or reads
-    ``a_add_up``; ``WEBNN_GPU_FORCE_MATMUL_SG=off`` (read at build time) turns it off.
+    ``a_add_up``; it also takes the small products it fits from ``matmul/small.wgsl`` (whose
+    scalar loads of A and B are each a loop over the lanes: 4 x 128 x 64 took 130 us there).
+    ``WEBNN_GPU_FORCE_MATMUL_SG=off`` (read at build time) turns it off.
     """
     batch_shape = list(batch_shape)
     batches = math.prod(batch_shape) if batch_shape else 1
+    b_cols_ = N if b_cols is None else b_cols
+    sg_fits = (b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols_ % 4 == 0 and all(s % 4 == 0 for s in b_bst)
+               and _sg_tile(lc, M, N, batches, KC) is not None)
     if (small_ok and pool is None and given is None and a_scale is None and a_add is None and tile is None and a_mode == "dense" and len(batch_shape) <= 1
-            and M * N * batches <= SMALL_MAX_OUTPUTS and KC <= SMALL_MAX_K):
+            and M * N * batches <= SMALL_MAX_OUTPUTS and KC <= SMALL_MAX_K and not sg_fits):
         ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
         bst = (list(a_bst) or [0], list(b_bst) or [0], list(o_bst) or [0])
         params = [M * N * batches, M, N, KC, a_rs, a_ks, b_ks, b_ns, o_P, o_sn, o_sp, o_so,
@@ -325,13 +333,10 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         assert conv is not None  # im2col mode always comes with the conv geometry
         a_vec = a_vec and all(conv[k] % 4 == 0 for k in ("in_sn", "in_sh", "in_sw"))
     b_vec = b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols % 4 == 0 and all(s % 4 == 0 for s in b_bst)
-    lanes = getattr(lc, "subgroup", 0)
     sg = 0
-    if (lanes and tile is None and b_vec and order in (None, "m") and pool is None and a_add_up is None
-            and _env.force("matmul_sg") != "off"):
-        tm_sg, tn4_sg = choose_tile_sg(M, N, batches, lanes, K=KC * KH * KW)
-        if sg_rows_ok(M, tm_sg, lanes):
-            tile, sg = (tm_sg, tn4_sg), lanes
+    if tile is None and b_vec and order in (None, "m") and pool is None and a_add_up is None:
+        tile = _sg_tile(lc, M, N, batches, KC * KH * KW)
+        sg = lc.subgroup if tile is not None else 0
     if tile is None:
         tile = choose_tile(M, N, batches, lc.tuning, K=KC * KH * KW if deep_ok(out.data_type, a_vec, b_vec) else 0)
     TM, TN4 = tile
@@ -386,15 +391,29 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
               workgroup=_tile_workgroup(n_inv, sg), **variables)
 
 
+def _sg_tile(lc, M: int, N: int, batches: int, K: int) -> tuple[int, int] | None:
+    """The subgroup variant's tile (:func:`choose_tile_sg`) where the context has subgroup lanes,
+    ``WEBNN_GPU_FORCE_MATMUL_SG`` is not ``off`` and the padding is acceptable (:func:`sg_rows_ok`);
+    else None."""
+    lanes = getattr(lc, "subgroup", 0)
+    if not lanes or _env.force("matmul_sg") == "off":
+        return None
+    tile = choose_tile_sg(M, N, batches, lanes, K=K)
+    return tile if sg_rows_ok(M, tile[0], lanes) else None
+
+
 def _tile_workgroup(n_inv: int, sg: int) -> int:
     """Invocations per workgroup of a tile launch: :data:`TILE_WORKGROUP`, or
     :data:`TILE_SMALL_WORKGROUP` below four such workgroups (lavapipe runs a workgroup on one
-    thread), or one subgroup for the subgroup variant's launches of at most two."""
-    if n_inv >= 4 * TILE_WORKGROUP:
-        return TILE_WORKGROUP
-    if sg and n_inv <= 2 * sg:
-        return sg
-    return max(TILE_SMALL_WORKGROUP, sg)
+    thread). The subgroup variant (``sg`` lanes) keeps 16 below :data:`SG_WORKGROUPS` workgroups
+    of 64 (its launches are half as many invocations as the plain kernel's, and 5 workgroups on 2
+    threads leave one idle for a fifth of the time; 16 costs no more CPU time, measured) and
+    takes one subgroup per workgroup for launches of at most two subgroups."""
+    if sg:
+        if n_inv >= SG_WORKGROUPS * TILE_WORKGROUP:
+            return TILE_WORKGROUP
+        return TILE_SMALL_WORKGROUP if n_inv > 2 * sg else sg
+    return TILE_WORKGROUP if n_inv >= 4 * TILE_WORKGROUP else TILE_SMALL_WORKGROUP
 
 
 def _batch_offsets(shape, batch_shape, matrix_size: int) -> list[int]:
