@@ -101,7 +101,7 @@ MATMUL_CASES = [
     ((333, 36), (36, 50)),  # M, N ragged; B packed to 52 columns
     ((4, 128), (128, 64)),  # below one subgroup of rows (TM = 1, half the lanes padding); was matmul/small
     ((70, 1), (1, 12)),  # K = 1: only the tail rows of B
-    ((37, 41), (41, 8)),  # K % 4 = 1 with scalar A loads, one column tile
+    ((37, 41), (41, 16)),  # K % 4 = 1 with scalar A loads, one column tile
     ((3, 21, 64), (3, 64, 20)),  # batched: bidx from the padded tile count
 ]
 

@@ -86,6 +86,10 @@ SG_TILE_M = 8
 #: ... and vec4 column blocks (:data:`SG_TILE_N4_DEEP` from :data:`DEEP_K` multiply-adds per output).
 SG_TILE_N4 = 12
 SG_TILE_N4_DEEP = 16
+#: Small products (:data:`SMALL_MAX_OUTPUTS`) of at least this many multiply-adds take the
+#: subgroup variant where it applies (one more pipeline; below, ``matmul/small.wgsl``'s shared
+#: pipeline and its dispatch-bound time win).
+SG_SMALL_MIN_MACS = 16384
 #: Subgroup-variant launches below this many workgroups of :data:`TILE_WORKGROUP` use workgroups
 #: of :data:`TILE_SMALL_WORKGROUP` (finer load balance over the threads).
 SG_WORKGROUPS = 16
@@ -306,15 +310,16 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     With ``lc.subgroup`` lanes (:func:`subgroup_lanes`), no forced ``tile`` and vec4 loads of
     B, the subgroup variant (``sg``; :func:`choose_tile_sg`) runs unless it would pad more
     than half of its rows (:func:`sg_rows_ok`), the launch writes ``pool`` partials or reads
-    ``a_add_up``; it also takes the small products it fits from ``matmul/small.wgsl`` (whose
-    scalar loads of A and B are each a loop over the lanes: 4 x 128 x 64 took 130 us there).
+    ``a_add_up``; it also takes the small products of at least :data:`SG_SMALL_MIN_MACS` that
+    it fits from ``matmul/small.wgsl`` (whose scalar loads of A and B are each a loop over the
+    lanes: 4 x 128 x 64 took 205 us of CPU time there, 120 us in the variant).
     ``WEBNN_GPU_FORCE_MATMUL_SG=off`` (read at build time) turns it off.
     """
     batch_shape = list(batch_shape)
     batches = math.prod(batch_shape) if batch_shape else 1
     b_cols_ = N if b_cols is None else b_cols
     sg_fits = (b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols_ % 4 == 0 and all(s % 4 == 0 for s in b_bst)
-               and _sg_tile(lc, M, N, batches, KC) is not None)
+               and M * N * batches * KC >= SG_SMALL_MIN_MACS and _sg_tile(lc, M, N, batches, KC) is not None)
     if (small_ok and pool is None and given is None and a_scale is None and a_add is None and tile is None and a_mode == "dense" and len(batch_shape) <= 1
             and M * N * batches <= SMALL_MAX_OUTPUTS and KC <= SMALL_MAX_K and not sg_fits):
         ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
