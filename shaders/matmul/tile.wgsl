@@ -53,7 +53,9 @@
                  the padding tiles read the last row and store nothing), each lane loads its share
                  of the 4 * TN4 vectors of B a k step needs and subgroupBroadcast hands them to
                  the others (b_vec; no pool, no up); k.n and every workgroup are multiples of sg,
-                 so whole subgroups return together
+                 so whole subgroups return together. The epilogue's operands read at the channel
+                 (ep.chan, a bias) are shared the same way: each lane loads those of 4 * TN4 / sg
+                 of the tile's channels
     dyn          M, N, KC4, a_rs, b_ks, b_cols, o_sp and tiles_m come from the u32 parameter buffer
                  `prm` ([invocations, M, N, KC4, a_rs, b_ks, b_cols, o_sp, tiles_m]) instead of the
                  text: dense, unbatched, aligned products (pointwise convs, matmuls) of any size
@@ -303,6 +305,18 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
 {% if ep.chan and ep_rows %}
 {% for i in range(TM) %}
   {{ tl.hoist_q(ep, "r" ~ i, "min(m0 + " ~ i ~ "u, " ~ ("M_" if dyn else M ~ "u") ~ " - 1u)") }}
+{% endfor %}
+{% elif ep.chan and sg %}
+  // the tile's 4 * TN4 channels: lane l loads the operands of channels l, l + {{ sg }}, ..., the
+  // subgroup shares them
+{% for t in range((4 * TN4 + sg - 1) // sg) %}
+  let ql{{ t }} = {{ ep.q_fn }}(min(n0 + lane + {{ sg * t }}u, {{ ("N_" if dyn else N ~ "u") }} - 1u) + bidx * {{ group_cols }}u);
+{% endfor %}
+{% for j in range(TN4) %}
+{% for c in range(4) %}
+{% set v = 4 * j + c %}
+  let q{{ j }}_{{ c }} = {{ ep.q_struct }}({% for f in range(ep.q_count) %}subgroupBroadcast(ql{{ v // sg }}.q{{ f }}, {{ v % sg }}u){{ ", " if not loop.last }}{% endfor %});
+{% endfor %}
 {% endfor %}
 {% elif ep.chan %}
 {% for j in range(TN4) %}
