@@ -47,11 +47,10 @@ def test_subgroup_lanes_from_the_adapter():
 
 def test_subgroup_tile_pads_the_fewest_rows():
     lanes = 8
-    assert linalg.choose_tile_sg(49, 192, 1, lanes, K=1152) == (7, 16)  # 56 rows, 64 columns (deep)
+    assert linalg.choose_tile_sg(49, 192, 1, lanes, K=1152) == (7, 12)  # 56 rows, 48 columns
     assert linalg.choose_tile_sg(36, 256, 1, lanes, K=256) == (5, 8)  # 40 rows; 12 does not divide 64
     assert linalg.choose_tile_sg(144, 256, 1, lanes, K=256)[0] == 6  # 144 rows exactly
-    assert linalg.choose_tile_sg(1024, 1024, 1, lanes, K=1024) == (8, 16)
-    assert linalg.choose_tile_sg(1024, 1024, 1, lanes, K=64) == (8, 8)  # shallow: at most 48 columns
+    assert linalg.choose_tile_sg(1024, 1024, 1, lanes, K=1024) == (8, 8)  # 12 does not divide 256
     # one subgroup of rows: the column tile narrows until two subgroups share the work
     assert linalg.choose_tile_sg(16, 64, 1, lanes, K=128) == (2, 8)
     assert linalg.choose_tile_sg(4, 8, 1, lanes, K=128) == (1, 1)

@@ -83,9 +83,9 @@ SMALL_MAX_K = 1024
 #: them and the others read them with ``subgroupBroadcast`` (a register extract on llvmpipe,
 #: where every storage load is a loop over the SIMD lanes). Largest tile: rows ...
 SG_TILE_M = 8
-#: ... and vec4 column blocks (:data:`SG_TILE_N4_DEEP` from :data:`DEEP_K` multiply-adds per output).
+#: ... and vec4 column blocks (64 columns for deep products measured the same and took twice
+#: as long to compile: 11 s for 7 x 64 on a loaded machine).
 SG_TILE_N4 = 12
-SG_TILE_N4_DEEP = 16
 #: Small products (:data:`SMALL_MAX_OUTPUTS`) of at least this many multiply-adds take the
 #: subgroup variant where it applies (one more pipeline; below, ``matmul/small.wgsl``'s shared
 #: pipeline and its dispatch-bound time win).
@@ -197,18 +197,17 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0) -> tupl
     The row tiles are padded to a multiple of ``lanes`` (a subgroup shares one column tile),
     so TM (at most :data:`SG_TILE_M`) is the one computing the fewest padded rows
     ``ceil(ceil(M / TM) / lanes) * lanes * TM`` (the larger on ties: 49 rows take 7, 36 take 5,
-    144 take 6). TN4 is the largest divisor of ceil(N / 4) up to :data:`SG_TILE_N4`
-    (:data:`SG_TILE_N4_DEEP` for K >= :data:`DEEP_K`) that still gives two subgroups (both
+    144 take 6). TN4 is the largest divisor of ceil(N / 4) up to :data:`SG_TILE_N4` that still gives two subgroups (both
     cores of a 2-core machine) where a narrower one would. B's loads cost a lane's share, so
-    wide column blocks are cheap; A's loads are each lane's own.
+    wide column blocks are cheap; A's loads are each lane's own. K does not change the choice
+    (kept for the signature of :func:`choose_tile`).
     """
     def padded(tm):
         return -(-(-(-M // tm)) // lanes) * lanes * tm
 
     tm = min(range(1, SG_TILE_M + 1), key=lambda t: (padded(t), -t))
     n4 = -(-N // 4)
-    top = SG_TILE_N4_DEEP if K >= DEEP_K else SG_TILE_N4
-    divisors = [d for d in range(min(top, n4), 0, -1) if n4 % d == 0]
+    divisors = [d for d in range(min(SG_TILE_N4, n4), 0, -1) if n4 % d == 0]
     groups = batches * padded(tm) // (tm * lanes)
     for d in divisors:
         if groups * (n4 // d) >= 2:
