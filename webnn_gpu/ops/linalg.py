@@ -33,12 +33,13 @@ float16 operands are read as f16 and accumulated in f32.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
 from .. import _env
 from .. import _validate as V
-from .._kernels import strides
+from .._kernels import LANE_LOOP, strides, tuning_profile
 from ..builder import MLGraphBuilder, MLOperand, Value
 from . import _epilogue
 from ._registry import builder_method, lowering, support
@@ -181,10 +182,6 @@ def subgroup_lanes(adapter_info: dict, features) -> int:
     profile (Mesa < 24) takes the variant: its storage loads are a loop over the lanes, which
     the subgroup's shared loads avoid; elsewhere the size is not known before a pipeline runs.
     """
-    import re
-
-    from .._kernels import LANE_LOOP, tuning_profile
-
     if "subgroup" not in features or tuning_profile(adapter_info) != LANE_LOOP:
         return 0
     m = re.search(r"\b(128|256|512) bits\b", str(adapter_info.get("device", "")))
@@ -197,8 +194,8 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0) -> tupl
     The row tiles are padded to a multiple of ``lanes`` (a subgroup shares one column tile),
     so TM (at most :data:`SG_TILE_M`) is the one computing the fewest padded rows
     ``ceil(ceil(M / TM) / lanes) * lanes * TM`` (the larger on ties: 49 rows take 7, 36 take 5,
-    144 take 6). TN4 is the largest divisor of ceil(N / 4) up to :data:`SG_TILE_N4` that still gives two subgroups (both
-    cores of a 2-core machine) where a narrower one would. B's loads cost a lane's share, so
+    144 take 6). TN4 is the largest divisor of ceil(N / 4) up to :data:`SG_TILE_N4` that still
+    gives two subgroups (both cores of a 2-core machine) where a narrower one would. B's loads cost a lane's share, so
     wide column blocks are cheap; A's loads are each lane's own. K does not change the choice
     (kept for the signature of :func:`choose_tile`).
     """
@@ -338,7 +335,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         a_vec = a_vec and all(conv[k] % 4 == 0 for k in ("in_sn", "in_sh", "in_sw"))
     b_vec = b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols % 4 == 0 and all(s % 4 == 0 for s in b_bst)
     sg = 0
-    if tile is None and b_vec and order in (None, "m") and pool is None and a_add_up is None:
+    if tile is None and b_vec and (order or TILE_ORDER) == "m" and pool is None and a_add_up is None:
         tile = _sg_tile(lc, M, N, batches, KC * KH * KW)
         sg = lc.subgroup if tile is not None else 0
     if tile is None:
