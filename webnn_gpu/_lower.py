@@ -59,6 +59,10 @@ class KernelStep:
     ranges: list | None = None
     #: the user's own WGSL (``MLGraphBuilder.wgsl``): compile errors are the caller's
     user_code: bool = False
+    #: floating-point operations of one dispatch (2 per multiply-add of a product kernel; 0 when
+    #: not counted) and a short note of its size and variant, for ``webnn-gpu profile``
+    flops: int = 0
+    note: str = ""
 
 
 @dataclass

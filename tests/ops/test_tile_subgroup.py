@@ -174,3 +174,21 @@ def test_subgroup_variant_off_when_forced(ctx, rng, monkeypatch):
     expect_sg(ctx, steps, want=False)
     A, B = a.astype(np.float64), b.astype(np.float64)
     check(out, A @ B, np.abs(A) @ np.abs(B), 64, np.float32, "forced off")
+
+
+def test_profile_shows_a_product_kernels_size_and_gflops(ctx, rng):
+    """``webnn-gpu profile``'s table: GFLOP/s from the launch's flops, the size and the variant."""
+    from webnn_gpu.profile import format_table, profile_graph
+
+    import webnn_gpu as webnn
+
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [1, 6, 8, 16]})
+    w = b.constant(data(rng, (24, 3, 3, 16)))
+    g = b.build({"y": b.exp(b.conv2d(x, w, padding=[1] * 4, input_layout="nhwc", filter_layout="ohwi"))})
+    rows = profile_graph(ctx, g, {"x": data(rng, (1, 6, 8, 16))}, repeats=2)
+    conv = [r for r in rows if r["template"] == "matmul/tile.wgsl"]
+    assert len(conv) == 1 and conv[0]["flops"] == 2 * 48 * 24 * 144
+    assert conv[0]["note"].startswith("48x16 3x3->24 ") and conv[0]["note"].endswith(" sg") == (ctx._subgroup > 0)
+    line = [ln for ln in format_table(rows).splitlines() if "matmul/tile.wgsl" in ln and "[" in ln][0]
+    assert f"{conv[0]['flops'] / conv[0]['us'] / 1e3:.1f}" in line and "[48x16 3x3->24 " in line

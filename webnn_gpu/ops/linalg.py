@@ -323,8 +323,9 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         params = [M * N * batches, M, N, KC, a_rs, a_ks, b_ks, b_ns, o_P, o_sn, o_sp, o_so,
                   bst[0][0], bst[1][0], bst[2][0], group_cols]
         prm = make_constant(np.array(params, dtype=np.uint32), "uint32")
-        lc.kernel("matmul/small.wgsl", [("a", a), ("b", b)] + ep.operands + [("prm", prm)], [("out", out)],
-                  M * N * batches, workgroup=TILE_WORKGROUP, T=wgsl_type(out.data_type), ep=ep)
+        step = lc.kernel("matmul/small.wgsl", [("a", a), ("b", b)] + ep.operands + [("prm", prm)], [("out", out)],
+                         M * N * batches, workgroup=TILE_WORKGROUP, T=wgsl_type(out.data_type), ep=ep)
+        step.flops, step.note = 2 * M * N * KC * batches, _size_note(M, KC, N, batches, 1, 1, "small")
         return
     b_cols = N if b_cols is None else b_cols
     a_vec = a_vec and a_ks == 1 and KC % 4 == 0 and all(s % 4 == 0 for s in a_bst)
@@ -388,8 +389,18 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         variables.update(conv or {})
     else:
         variables.update(P=1, OW=1, in_sn=0, in_sh=0, in_sw=0, H=1, W=1, sh=1, sw=1, dh=1, dw=1, pt=0, pl=0)
-    lc.kernel("matmul/tile.wgsl", inputs, [("out", out)] + ([("pool", pool)] if pool is not None else []), n_inv,
-              workgroup=_tile_workgroup(n_inv, sg), **variables)
+    step = lc.kernel("matmul/tile.wgsl", inputs, [("out", out)] + ([("pool", pool)] if pool is not None else []),
+                     n_inv, workgroup=_tile_workgroup(n_inv, sg), **variables)
+    step.flops = 2 * M * N * KC * KH * KW * batches
+    step.note = _size_note(M, KC, N, batches, KH, KW, f"{TM}x{4 * TN4}" + (" sg" if sg else "") + (" dyn" if dyn else ""))
+
+
+def _size_note(M: int, K: int, N: int, batches: int, KH: int, KW: int, variant: str) -> str:
+    """``M x K -> N`` (K per filter tap, the window ``KHxKW`` and ``batches`` when not 1) and the
+    variant: the size column of ``webnn-gpu profile``."""
+    win = f" {KH}x{KW}" if KH * KW > 1 else ""
+    bat = f" b{batches}" if batches > 1 else ""
+    return f"{M}x{K}{win}->{N}{bat} {variant}"
 
 
 def _sg_tile(lc, M: int, N: int, batches: int, K: int) -> tuple[int, int] | None:
