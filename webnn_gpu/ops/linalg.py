@@ -13,7 +13,10 @@ Kernels (``shaders/matmul/``):
   are vec4. Dense, unbatched, aligned products (the pointwise convs of a model, most
   matmuls) read M, N, K and their strides from a small parameter buffer (``dyn``), so they
   share one pipeline per tile shape and epilogue instead of compiling one per size (cold
-  start; no measurable change in kernel time on lavapipe).
+  start; no measurable change in kernel time on lavapipe). On lavapipe before Mesa 24 it runs
+  as its subgroup variant (``sg``, :func:`choose_tile_sg`): a subgroup's invocations share one
+  column tile and split its loads of B and of the per-channel epilogue operands among their
+  lanes (``subgroupBroadcast``), 1.1-2x less CPU time on conv layers.
 * ``naive.wgsl``: one output per invocation; for tiny products and as a cross-check.
 * ``small.wgsl``: one output per invocation with every size and stride read from a u32
   parameter buffer, so a single pipeline serves all small products (at most
