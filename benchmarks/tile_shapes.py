@@ -11,7 +11,8 @@ load): the process loads the model, records the size of every ``matmul/tile.wgsl
 timestamp queries (``webnn_gpu.profile``; each kernel in a pass of its own, so a few us of
 pass overhead are included) and prints one JSON line. ``--matmul S`` also times an S^3
 float32 matmul graph the same way. The table shows, per launch, the median microseconds of
-each checkout and GFLOP/s (2 flops per multiply-add of the real K; padding not counted).
+each checkout and GFLOP/s (2 flops per multiply-add of the real K; padding not counted); a tile
+``TMxTN`` ends in ``s`` for the subgroup variant and in ``d`` for sizes from the parameter buffer.
 
 A checkout is a source tree of webnn-gpu imported from its own ``webnn_gpu/`` and ``shaders/``
 with this environment's packages, as ``benchmarks/ab.py`` does; the default is this one.
@@ -60,7 +61,7 @@ def kernel(self, template, inputs, outputs, n, **kw):
         else:
             batches = max(1, int(n) // max(1, v["tiles_m"] * v["tiles_n"]))
             seen[id(step)] = dict(M=v["M"], N=v["N"], K=v["KC"] * v["KH"] * v["KW"], win=v["KH"] * v["KW"],
-                                  tile=f"{v['TM']}x{4 * v['TN4']}", dyn=bool(v.get("dyn")), op=self.node.op,
+                                  tile=f"{v['TM']}x{4 * v['TN4']}" + ("s" if v.get("sg") else ""), dyn=bool(v.get("dyn")), op=self.node.op,
                                   batch=batches, ep=steps, label=self.label,
                                   pro=("s" if v.get("a_scale") else "") + ("a" if v.get("a_add") else ""))
     return step

@@ -59,6 +59,10 @@ class KernelStep:
     ranges: list | None = None
     #: the user's own WGSL (``MLGraphBuilder.wgsl``): compile errors are the caller's
     user_code: bool = False
+    #: floating-point operations of one dispatch (2 per multiply-add of a product kernel; 0 when
+    #: not counted) and a short note of its size and variant, for ``webnn-gpu profile``
+    flops: int = 0
+    note: str = ""
 
 
 @dataclass
@@ -81,6 +85,9 @@ class LowerContext:
     limits: dict
     #: the adapter's kernel-tuning profile (:func:`webnn_gpu._kernels.tuning_profile`)
     tuning: str = _kernels.DEFAULT_TUNING
+    #: lanes of a subgroup the tile kernel may share loads across, 0 for none
+    #: (:func:`webnn_gpu.ops.linalg.subgroup_lanes`)
+    subgroup: int = 0
     steps: list = field(default_factory=list)
     aliases: dict = field(default_factory=dict)  # value id -> source Value
     temps: list = field(default_factory=list)

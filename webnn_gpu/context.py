@@ -32,7 +32,7 @@ os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 
 _POWER = ("default", "high-performance", "low-power")
 _DEVICE_TYPES = ("cpu", "gpu", "npu")
-_WANTED_FEATURES = ("shader-f16", "shader-int64", "timestamp-query")
+_WANTED_FEATURES = ("shader-f16", "shader-int64", "timestamp-query", "subgroup")
 _WANTED_LIMITS = (
     "max-storage-buffer-binding-size",
     "max-buffer-size",
@@ -173,6 +173,9 @@ class MLContext:
         _startup.apply()  # before the first pipeline: wgpu-py's cffi types parse faster
         self._pipelines = PipelineCache.of(device)  # shared by every context on this device
         self._tuning = tuning_profile(self.adapter_info)
+        from .ops.linalg import subgroup_lanes
+
+        self._subgroup = subgroup_lanes(self.adapter_info, self._features)
         self._staging = _StagingPool(device)
         self._lock = threading.RLock()
         self._destroyed = False

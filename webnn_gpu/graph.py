@@ -90,7 +90,8 @@ class MLGraph:
             lower = LOWERINGS.get(node.op)
             if lower is None:
                 raise NotSupportedError(f"{where(node.op, node.label)}: this operator has no kernel yet")
-            lc = LowerContext(node, context._features, context._limits, tuning=context._tuning)
+            lc = LowerContext(node, context._features, context._limits, tuning=context._tuning,
+                              subgroup=context._subgroup)
             start = len(steps)
             lower(node, lc)
             steps.extend(lc.steps)

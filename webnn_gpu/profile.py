@@ -26,7 +26,8 @@ def profile_graph(ctx, graph, inputs: dict, repeats: int = 10) -> list[dict]:
 
     Returns:
         list[dict]: one row per kernel in execution order: ``label``, ``template``,
-        ``groups`` (workgroup counts) and ``us`` (median microseconds).
+        ``groups`` (workgroup counts), ``us`` (median microseconds), ``flops`` (floating-point
+        operations of a product kernel, else 0) and ``note`` (its size and variant, else "").
 
     Raises:
         NotSupportedError: the device has no ``timestamp-query`` feature.
@@ -63,8 +64,8 @@ def profile_graph(ctx, graph, inputs: dict, repeats: int = 10) -> list[dict]:
         staging.unmap()
         for k in range(len(kernels)):
             samples[k].append(float(ticks[2 * k + 1] - ticks[2 * k]) / 1000.0)  # ns -> us
-    rows = [{"label": s.label, "template": s.template, "groups": s.groups, "us": float(np.median(samples[k]))}
-            for k, s in enumerate(kernels)]
+    rows = [{"label": s.label, "template": s.template, "groups": s.groups, "us": float(np.median(samples[k])),
+             "flops": s.flops, "note": s.note} for k, s in enumerate(kernels)]
     for key in [k for k in graph._bind_cache if k[1] == io_key]:
         del graph._bind_cache[key]
     for b in (resolve, staging, *io.values(), *outs.values()):
@@ -137,11 +138,15 @@ def format_pipelines(rows: list[dict]) -> str:
 
 def format_table(rows: list[dict], pipelines: int | None = None) -> str:
     """A text table of :func:`profile_graph` rows, slowest operators summed at the end
-    (``pipelines``: the graph's :func:`pipeline_count`, shown beside the kernel count)."""
+    (``pipelines``: the graph's :func:`pipeline_count`, shown beside the kernel count). Product
+    kernels (matmul, gemm, conv2d on the tile kernels) also show GFLOP/s and their size
+    ``M x K -> N`` (K per filter tap, then the window) with the tile and variant."""
     total = sum(r["us"] for r in rows) or 1.0
-    lines = [f"{'#':>3}  {'us':>9}  {'%':>5}  {'kernel':<28} label"]
+    lines = [f"{'#':>3}  {'us':>9}  {'%':>5}  {'GF/s':>5}  {'kernel':<28} label"]
     for i, r in enumerate(rows):
-        lines.append(f"{i:>3}  {r['us']:>9.1f}  {100 * r['us'] / total:>5.1f}  {r['template']:<28} {r['label']}")
+        gf = f"{r['flops'] / r['us'] / 1e3:>5.1f}" if r.get("flops") and r["us"] > 0 else f"{'':>5}"
+        note = f"  [{r['note']}]" if r.get("note") else ""
+        lines.append(f"{i:>3}  {r['us']:>9.1f}  {100 * r['us'] / total:>5.1f}  {gf}  {r['template']:<28} {r['label']}{note}")
     by_template: defaultdict[str, float] = defaultdict(float)
     for r in rows:
         by_template[r["template"]] += r["us"]

@@ -48,6 +48,14 @@
                  column, to `pool` ([tiles_m, N / 4] vec4<f32>; one batch item, out_vec): the
                  partial sums of a global average pool of a pointwise conv's NHWC output (the
                  compiler's fuse_pool_partials)
+    sg           0, or the subgroup size (linalg.subgroup_lanes): a subgroup's invocations take
+                 consecutive row tiles of one column tile (tiles_m is padded to a multiple of sg;
+                 the padding tiles read the last row and store nothing), each lane loads its share
+                 of the 4 * TN4 vectors of B a k step needs and subgroupBroadcast hands them to
+                 the others (b_vec; no pool, no up); k.n and every workgroup are multiples of sg,
+                 so whole subgroups return together. The epilogue's operands read at the channel
+                 (ep.chan, a bias) are shared the same way: each lane loads those of 4 * TN4 / sg
+                 of the tile's channels
     dyn          M, N, KC4, a_rs, b_ks, b_cols, o_sp and tiles_m come from the u32 parameter buffer
                  `prm` ([invocations, M, N, KC4, a_rs, b_ks, b_cols, o_sp, tiles_m]) instead of the
                  text: dense, unbatched, aligned products (pointwise convs, matmuls) of any size
@@ -88,7 +96,8 @@ enable f16;
 {{ tl.epilogue_fns(ep) }}
 
 @compute @workgroup_size({{ k.workgroup }})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>{% if sg %},
+        @builtin(subgroup_invocation_id) lane: u32{% endif %}) {
   let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
 {% if dyn %}
   if (idx >= prm[0]) { return; }
@@ -180,6 +189,18 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% endfor %}
 {% endif %}
+{% if sg %}
+{% set SGL = (4 * TN4 + sg - 1) // sg %}
+{# B vector v = r * TN4 + j of a k step (row r, column block j) is loaded by lane v % sg as its
+   load v / sg; the rows past the reduction's tail (tail_rows) load row 0 instead #}
+{% macro sg_off(t, rows) %}
+{%- set v = "min(lane + " ~ (sg * t) ~ "u, " ~ (rows * TN4 - 1) ~ "u)" -%}
+({{ v }} / {{ TN4 }}u) * {% if dyn %}(b_ks_ / 4u){% else %}{{ b_ks // 4 }}u{% endif %} + min(n0 + 4u * ({{ v }} % {{ TN4 }}u), {% if dyn %}b_cols_ - 4u{% else %}{{ b_cols - 4 }}u{% endif %}) / 4u
+{%- endmacro %}
+{% for t in range(SGL) %}
+  let so{{ t }} = {{ sg_off(t, 4) }};
+{% endfor %}
+{% endif %}
 {% for i in range(TM) %}
 {% for j in range(TN4) %}
   var c{{ i }}_{{ j }} = vec4<f32>(0.0);
@@ -224,11 +245,22 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
 {%- endmacro %}
 {% macro body(kexpr, tail) %}
 {% set rows = (KC % 4) if tail else 4 %}
+{% if sg %}
+{% for t in range((rows * TN4 + sg - 1) // sg) %}
+      let bl{{ t }} = vec4<f32>(b[(kb + ({{ kexpr }}) * {% if dyn %}b_ks_{% else %}{{ b_ks }}u{% endif %}) / 4u + {{ ("so" ~ t) if not tail else sg_off(t, rows) }}]);
+{% endfor %}
+{% for r in range(rows) %}
+{% for j in range(TN4) %}
+      let b{{ r }}_{{ j }} = subgroupBroadcast(bl{{ (r * TN4 + j) // sg }}, {{ (r * TN4 + j) % sg }}u);
+{% endfor %}
+{% endfor %}
+{% else %}
 {% for r in range(rows) %}
 {% for j in range(TN4) %}
       let b{{ r }}_{{ j }} = {{ b_load(r, j, kexpr) }};
 {% endfor %}
 {% endfor %}
+{% endif %}
 {% if a_scale %}
       let sc = vec4<f32>(asc[({{ kexpr }}) / 4u]);
 {% endif %}
@@ -273,6 +305,18 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
 {% if ep.chan and ep_rows %}
 {% for i in range(TM) %}
   {{ tl.hoist_q(ep, "r" ~ i, "min(m0 + " ~ i ~ "u, " ~ ("M_" if dyn else M ~ "u") ~ " - 1u)") }}
+{% endfor %}
+{% elif ep.chan and sg %}
+  // the tile's 4 * TN4 channels: lane l loads the operands of channels l, l + {{ sg }}, ..., the
+  // subgroup shares them
+{% for t in range((4 * TN4 + sg - 1) // sg) %}
+  let ql{{ t }} = {{ ep.q_fn }}(min(n0 + lane + {{ sg * t }}u, {{ ("N_" if dyn else N ~ "u") }} - 1u) + bidx * {{ group_cols }}u);
+{% endfor %}
+{% for j in range(TN4) %}
+{% for c in range(4) %}
+{% set v = 4 * j + c %}
+  let q{{ j }}_{{ c }} = {{ ep.q_struct }}({% for f in range(ep.q_count) %}subgroupBroadcast(ql{{ v // sg }}.q{{ f }}, {{ v % sg }}u){{ ", " if not loop.last }}{% endfor %});
+{% endfor %}
 {% endfor %}
 {% elif ep.chan %}
 {% for j in range(TN4) %}

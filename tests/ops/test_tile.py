@@ -69,8 +69,10 @@ def test_deep_products_take_wider_tiles_on_lane_loop():
 
 
 # ---------------------------------------------------------------- the deep tile on the GPU
-def test_deep_tile_with_ragged_edges(ctx, rng):
-    """333 x 516 x 160: 16 x 32 tiles on lane-loop (float32, vec4 loads), the last row tile 13 rows."""
+def test_deep_tile_with_ragged_edges(ctx, rng, monkeypatch):
+    """333 x 516 x 160: 16 x 32 tiles on lane-loop (float32, vec4 loads), the last row tile 13 rows
+    (the plain kernel: its subgroup variant is test_tile_subgroup.py's)."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_SG", "off")
     dtype = np.float32
     a, b = data(rng, (333, 516), dtype), data(rng, (516, 160), dtype)
     out, steps = build_run(ctx, lambda bld, o: bld.matmul(o["a"], o["b"]), {"a": a, "b": b})

@@ -126,7 +126,7 @@ def lower_attention(node, lc) -> None:
     each by its own lowering (their kernels labelled with their own nodes)."""
     a: AttentionAttrs = node.attrs
     for part in a.parts():
-        sub = LowerContext(part, lc.features, lc.limits, tuning=lc.tuning)
+        sub = LowerContext(part, lc.features, lc.limits, tuning=lc.tuning, subgroup=lc.subgroup)
         LOWERINGS[part.op](part, sub)
         lc.steps.extend(sub.steps)
         lc.aliases.update(sub.aliases)

@@ -86,6 +86,9 @@ class Epilogue:
     fn: str = "epilogue"
     q_fn: str = "ep_q"
     q_struct: str = "EpQ"
+    #: The fields of ``EpQ`` (``q0`` .. ``q{q_count - 1}``, f32): a kernel may build one from
+    #: values other invocations loaded (the tile kernel's subgroup variant).
+    q_count: int = 0
     #: True when the kernel passes the operand ``given`` to :func:`build` as a last argument
     #: ``gv: f32`` (a value it already holds in a register) instead of the epilogue loading it.
     given: bool = False
@@ -241,6 +244,7 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
         lines = [f"struct {ep.q_struct} {{ {fields} }}",
                  f"fn {ep.q_fn}(ch: u32) -> {ep.q_struct} {{ return {ep.q_struct}({loads}); }}"] + lines
         ep.chan = True
+        ep.q_count = len(chan_reads)
     by_type: dict[str, list[str]] = {}
     for T, name in sorted(funcs):
         by_type.setdefault(T, []).append(name)

@@ -13,7 +13,10 @@ Kernels (``shaders/matmul/``):
   are vec4. Dense, unbatched, aligned products (the pointwise convs of a model, most
   matmuls) read M, N, K and their strides from a small parameter buffer (``dyn``), so they
   share one pipeline per tile shape and epilogue instead of compiling one per size (cold
-  start; no measurable change in kernel time on lavapipe).
+  start; no measurable change in kernel time on lavapipe). On lavapipe before Mesa 24 it runs
+  as its subgroup variant (``sg``, :func:`choose_tile_sg`): a subgroup's invocations share one
+  column tile and split its loads of B and of the per-channel epilogue operands among their
+  lanes (``subgroupBroadcast``), 1.1-2x less CPU time on conv layers.
 * ``naive.wgsl``: one output per invocation; for tiny products and as a cross-check.
 * ``small.wgsl``: one output per invocation with every size and stride read from a u32
   parameter buffer, so a single pipeline serves all small products (at most
@@ -33,12 +36,13 @@ float16 operands are read as f16 and accumulated in f32.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
 from .. import _env
 from .. import _validate as V
-from .._kernels import strides
+from .._kernels import LANE_LOOP, strides, tuning_profile
 from ..builder import MLGraphBuilder, MLOperand, Value
 from . import _epilogue
 from ._registry import builder_method, lowering, support
@@ -77,6 +81,22 @@ B_UNIFORM_OFF = _env.force("matmul_b") == "storage"
 SMALL_MAX_OUTPUTS = 512
 #: ... and at most this many multiply-adds per output.
 SMALL_MAX_K = 1024
+#: The subgroup variant of the tile kernel (``sg`` in ``matmul/tile.wgsl``; the "lane-loop"
+#: profile with the ``subgroup`` feature): the invocations of a subgroup take consecutive row
+#: tiles of one column tile, so they need the same vectors of B; each lane loads 1 / lanes of
+#: them and the others read them with ``subgroupBroadcast`` (a register extract on llvmpipe,
+#: where every storage load is a loop over the SIMD lanes). Largest tile: rows ...
+SG_TILE_M = 8
+#: ... and vec4 column blocks (64 columns for deep products measured the same and took twice
+#: as long to compile: 11 s for 7 x 64 on a loaded machine).
+SG_TILE_N4 = 12
+#: Small products (:data:`SMALL_MAX_OUTPUTS`) of at least this many multiply-adds take the
+#: subgroup variant where it applies (one more pipeline; below, ``matmul/small.wgsl``'s shared
+#: pipeline and its dispatch-bound time win).
+SG_SMALL_MIN_MACS = 16384
+#: Subgroup-variant launches below this many workgroups of :data:`TILE_WORKGROUP` use workgroups
+#: of :data:`TILE_SMALL_WORKGROUP` (finer load balance over the threads).
+SG_WORKGROUPS = 16
 
 
 # ---------------------------------------------------------------- helpers shared with conv
@@ -155,6 +175,50 @@ def choose_tile(M: int, N: int, batches: int, tuning: str = "default", K: int = 
     while count(tm, tn4) < MIN_INVOCATIONS and tm > 2:
         tm = max(2, tm // 2)
     return tm, tn4
+
+
+def subgroup_lanes(adapter_info: dict, features) -> int:
+    """The subgroup size the tile kernel may rely on (0: no subgroup variant).
+
+    llvmpipe (lavapipe) runs a subgroup as one row of its SIMD registers: the adapter's
+    ``"llvmpipe (LLVM x, 256 bits)"`` gives 8 lanes of 32 bits. Only the "lane-loop" tuning
+    profile (Mesa < 24) takes the variant: its storage loads are a loop over the lanes, which
+    the subgroup's shared loads avoid; elsewhere the size is not known before a pipeline runs.
+    """
+    if "subgroup" not in features or tuning_profile(adapter_info) != LANE_LOOP:
+        return 0
+    m = re.search(r"\b(128|256|512) bits\b", str(adapter_info.get("device", "")))
+    return int(m.group(1)) // 32 if m else 0
+
+
+def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0) -> tuple[int, int]:
+    """(TM, TN4) of the subgroup variant for an M x N output per batch item, K multiply-adds each.
+
+    The row tiles are padded to a multiple of ``lanes`` (a subgroup shares one column tile),
+    so TM (at most :data:`SG_TILE_M`) is the one computing the fewest padded rows
+    ``ceil(ceil(M / TM) / lanes) * lanes * TM`` (the larger on ties: 49 rows take 7, 36 take 5,
+    144 take 6). TN4 is the largest divisor of ceil(N / 4) up to :data:`SG_TILE_N4` that still
+    gives two subgroups (both cores of a 2-core machine) where a narrower one would. B's loads cost a lane's share, so
+    wide column blocks are cheap; A's loads are each lane's own. K does not change the choice
+    (kept for the signature of :func:`choose_tile`).
+    """
+    def padded(tm):
+        return -(-(-(-M // tm)) // lanes) * lanes * tm
+
+    tm = min(range(1, SG_TILE_M + 1), key=lambda t: (padded(t), -t))
+    n4 = -(-N // 4)
+    divisors = [d for d in range(min(SG_TILE_N4, n4), 0, -1) if n4 % d == 0]
+    groups = batches * padded(tm) // (tm * lanes)
+    for d in divisors:
+        if groups * (n4 // d) >= 2:
+            return tm, d
+    return tm, divisors[-1]
+
+
+def sg_rows_ok(M: int, tm: int, lanes: int) -> bool:
+    """Whether the subgroup variant's padding wastes at most half of its rows (M >= lanes / 2
+    rows in all: a product of one or two rows is not shared by a subgroup's lanes)."""
+    return -(-(-(-M // tm)) // lanes) * lanes * tm <= 2 * M
 
 
 def deep_ok(data_type: str, a_vec: bool, b_vec: bool) -> bool:
@@ -241,18 +305,30 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
 
     ``a_vec`` / ``b_vec`` / vec4 stores are only used when the addressing is aligned; callers
     pass what they want and this function drops what the geometry does not allow.
+
+    With ``lc.subgroup`` lanes (:func:`subgroup_lanes`), no forced ``tile`` and vec4 loads of
+    B, the subgroup variant (``sg``; :func:`choose_tile_sg`) runs unless it would pad more
+    than half of its rows (:func:`sg_rows_ok`), the launch writes ``pool`` partials or reads
+    ``a_add_up``; it also takes the small products of at least :data:`SG_SMALL_MIN_MACS` that
+    it fits from ``matmul/small.wgsl`` (whose scalar loads of A and B are each a loop over the
+    lanes: 4 x 128 x 64 took 205 us of CPU time there, 120 us in the variant).
+    ``WEBNN_GPU_FORCE_MATMUL_SG=off`` (read at build time) turns it off.
     """
     batch_shape = list(batch_shape)
     batches = math.prod(batch_shape) if batch_shape else 1
+    b_cols_ = N if b_cols is None else b_cols
+    sg_fits = (b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols_ % 4 == 0 and all(s % 4 == 0 for s in b_bst)
+               and M * N * batches * KC >= SG_SMALL_MIN_MACS and _sg_tile(lc, M, N, batches, KC) is not None)
     if (small_ok and pool is None and given is None and a_scale is None and a_add is None and tile is None and a_mode == "dense" and len(batch_shape) <= 1
-            and M * N * batches <= SMALL_MAX_OUTPUTS and KC <= SMALL_MAX_K):
+            and M * N * batches <= SMALL_MAX_OUTPUTS and KC <= SMALL_MAX_K and not sg_fits):
         ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
         bst = (list(a_bst) or [0], list(b_bst) or [0], list(o_bst) or [0])
         params = [M * N * batches, M, N, KC, a_rs, a_ks, b_ks, b_ns, o_P, o_sn, o_sp, o_so,
                   bst[0][0], bst[1][0], bst[2][0], group_cols]
         prm = make_constant(np.array(params, dtype=np.uint32), "uint32")
-        lc.kernel("matmul/small.wgsl", [("a", a), ("b", b)] + ep.operands + [("prm", prm)], [("out", out)],
-                  M * N * batches, workgroup=TILE_WORKGROUP, T=wgsl_type(out.data_type), ep=ep)
+        step = lc.kernel("matmul/small.wgsl", [("a", a), ("b", b)] + ep.operands + [("prm", prm)], [("out", out)],
+                         M * N * batches, workgroup=TILE_WORKGROUP, T=wgsl_type(out.data_type), ep=ep)
+        step.flops, step.note = 2 * M * N * KC * batches, _size_note(M, KC, N, batches, 1, 1, "small")
         return
     b_cols = N if b_cols is None else b_cols
     a_vec = a_vec and a_ks == 1 and KC % 4 == 0 and all(s % 4 == 0 for s in a_bst)
@@ -262,6 +338,10 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         assert conv is not None  # im2col mode always comes with the conv geometry
         a_vec = a_vec and all(conv[k] % 4 == 0 for k in ("in_sn", "in_sh", "in_sw"))
     b_vec = b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols % 4 == 0 and all(s % 4 == 0 for s in b_bst)
+    sg = 0
+    if tile is None and b_vec and (order or TILE_ORDER) == "m" and pool is None and a_add_up is None:
+        tile = _sg_tile(lc, M, N, batches, KC * KH * KW)
+        sg = lc.subgroup if tile is not None else 0
     if tile is None:
         tile = choose_tile(M, N, batches, lc.tuning, K=KC * KH * KW if deep_ok(out.data_type, a_vec, b_vec) else 0)
     TM, TN4 = tile
@@ -271,6 +351,8 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         TM = up_rows(TM, a_add_up[1])
         up = (a_add_up[0], a_add_up[1], a_add.shape[1], a_add.shape[2])
     tiles_m = -(-M // TM)
+    if sg:  # a subgroup's lanes take row tiles of one column tile; the padding rows store nothing
+        tiles_m = -(-tiles_m // sg) * sg
     tiles_n = -(-(-(-N // 4)) // TN4)
     out_vec = (o_so == 1 and N % 4 == 0 and o_sp % 4 == 0 and (o_sn % 4 == 0 or o_P >= M)
                and all(s % 4 == 0 for s in o_bst))
@@ -297,7 +379,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
-        b_uniform_vec4=B_UNIFORM_FLOATS // 4, pool=pool is not None, ep_loop=TM > 1 and not ep_rows and (ep.given or reads_per_output(ep)),
+        b_uniform_vec4=B_UNIFORM_FLOATS // 4, pool=pool is not None, sg=sg, ep_loop=TM > 1 and not ep_rows and (ep.given or reads_per_output(ep)),
     )
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
@@ -310,8 +392,45 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         variables.update(conv or {})
     else:
         variables.update(P=1, OW=1, in_sn=0, in_sh=0, in_sw=0, H=1, W=1, sh=1, sw=1, dh=1, dw=1, pt=0, pl=0)
-    lc.kernel("matmul/tile.wgsl", inputs, [("out", out)] + ([("pool", pool)] if pool is not None else []), n_inv,
-              workgroup=TILE_WORKGROUP if n_inv >= 4 * TILE_WORKGROUP else TILE_SMALL_WORKGROUP, **variables)
+    step = lc.kernel("matmul/tile.wgsl", inputs, [("out", out)] + ([("pool", pool)] if pool is not None else []),
+                     n_inv, workgroup=_tile_workgroup(n_inv, sg), **variables)
+    step.flops = 2 * M * N * KC * KH * KW * batches
+    step.note = _size_note(M, KC, N, batches, KH, KW, f"{TM}x{4 * TN4}" + (" sg" if sg else "") + (" dyn" if dyn else ""))
+
+
+def _size_note(M: int, K: int, N: int, batches: int, KH: int, KW: int, variant: str) -> str:
+    """``M x K -> N`` (K per filter tap, the window ``KHxKW`` and ``batches`` when not 1) and the
+    variant: the size column of ``webnn-gpu profile``."""
+    win = f" {KH}x{KW}" if KH * KW > 1 else ""
+    bat = f" b{batches}" if batches > 1 else ""
+    return f"{M}x{K}{win}->{N}{bat} {variant}"
+
+
+def _sg_tile(lc, M: int, N: int, batches: int, K: int) -> tuple[int, int] | None:
+    """The subgroup variant's tile (:func:`choose_tile_sg`) where the context has subgroup lanes,
+    ``WEBNN_GPU_FORCE_MATMUL_SG`` is not ``off`` and the padding is acceptable (:func:`sg_rows_ok`);
+    else None."""
+    lanes = getattr(lc, "subgroup", 0)
+    if not lanes or _env.force("matmul_sg") == "off":
+        return None
+    tile = choose_tile_sg(M, N, batches, lanes, K=K)
+    return tile if sg_rows_ok(M, tile[0], lanes) else None
+
+
+def _tile_workgroup(n_inv: int, sg: int) -> int:
+    """Invocations per workgroup of a tile launch: :data:`TILE_WORKGROUP`, or
+    :data:`TILE_SMALL_WORKGROUP` below four such workgroups (lavapipe runs a workgroup on one
+    thread). The subgroup variant (``sg`` lanes) keeps 16 below :data:`SG_WORKGROUPS` workgroups
+    of 64 (its launches are half as many invocations as the plain kernel's, and 5 workgroups on 2
+    threads leave one idle for a fifth of the time; 16 costs no more CPU time, measured) and
+    takes one subgroup per workgroup for launches of at most eight subgroups (49 x 1152 -> 192:
+    four subgroups, four workgroups instead of two; hand_landmark_full 7-10% less wall time in
+    two runs on a loaded machine, the same CPU time)."""
+    if sg:
+        if n_inv >= SG_WORKGROUPS * TILE_WORKGROUP:
+            return TILE_WORKGROUP
+        return TILE_SMALL_WORKGROUP if n_inv > 8 * sg else sg
+    return TILE_WORKGROUP if n_inv >= 4 * TILE_WORKGROUP else TILE_SMALL_WORKGROUP
 
 
 def _batch_offsets(shape, batch_shape, matrix_size: int) -> list[int]:

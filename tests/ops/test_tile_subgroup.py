@@ -1,0 +1,194 @@
+"""The tile kernel's subgroup variant (``sg`` in ``matmul/tile.wgsl``) against float64 NumPy at
+its boundaries: padded row tiles (M not a multiple of TM x lanes, M below one subgroup's rows),
+N narrower than a column tile or not a multiple of 4, K = 1 and K not a multiple of 4 (the
+reduction's tail rows of B), batches, conv2d as an implicit GEMM with strides, padding and
+groups, a fused bias + activation + residual epilogue, float16; and its choice rules without a GPU.
+
+On an adapter without the variant (``MLContext._subgroup == 0``) the same cases check the
+plain kernel; on lavapipe before Mesa 24 each asserts that the variant ran.
+
+Tolerance: the float64 result of the same inputs, within the f32 accumulation bound
+``4 * K * 2**-24 * (|A| @ |B|)`` plus the output's rounding (an f16 ulp for float16) and the
+epilogue's f32 roundings (``check`` of test_tile.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from references import conv2d_nhwc
+from test_tile import build_run, check, data, tile_steps
+
+from webnn_gpu.ops import linalg
+
+LLVMPIPE = {"device": "llvmpipe (LLVM 15.0.6, 256 bits)", "description": "Mesa 22.3.6 (LLVM 15.0.6)"}
+
+
+def is_sg(step) -> bool:
+    return "subgroupBroadcast" in step.wgsl
+
+
+def expect_sg(ctx, steps, want: bool = True):
+    (step,) = tile_steps(steps)
+    assert is_sg(step) == (want and ctx._subgroup > 0), "the subgroup variant where the adapter has it"
+    return step
+
+
+# ---------------------------------------------------------------- choice rules (no GPU)
+def test_subgroup_lanes_from_the_adapter():
+    assert linalg.subgroup_lanes(LLVMPIPE, {"subgroup"}) == 8
+    assert linalg.subgroup_lanes(dict(LLVMPIPE, device="llvmpipe (LLVM 15.0.6, 128 bits)"), {"subgroup"}) == 4
+    assert linalg.subgroup_lanes(LLVMPIPE, set()) == 0, "needs the subgroup feature"
+    mesa25 = dict(LLVMPIPE, description="Mesa 25.0.7 (LLVM 19.1.7)")
+    assert linalg.subgroup_lanes(mesa25, {"subgroup"}) == 0, "only the lane-loop profile"
+    assert linalg.subgroup_lanes({"device": "NVIDIA H100", "description": ""}, {"subgroup"}) == 0
+
+
+def test_subgroup_tile_pads_the_fewest_rows():
+    lanes = 8
+    assert linalg.choose_tile_sg(49, 192, 1, lanes, K=1152) == (7, 12)  # 56 rows, 48 columns
+    assert linalg.choose_tile_sg(36, 256, 1, lanes, K=256) == (5, 8)  # 40 rows; 12 does not divide 64
+    assert linalg.choose_tile_sg(144, 256, 1, lanes, K=256)[0] == 6  # 144 rows exactly
+    assert linalg.choose_tile_sg(1024, 1024, 1, lanes, K=1024) == (8, 8)  # 12 does not divide 256
+    # one subgroup of rows: the column tile narrows until two subgroups share the work
+    assert linalg.choose_tile_sg(16, 64, 1, lanes, K=128) == (2, 8)
+    assert linalg.choose_tile_sg(4, 8, 1, lanes, K=128) == (1, 1)
+    assert linalg.sg_rows_ok(4, 1, lanes) and not linalg.sg_rows_ok(3, 1, lanes) and not linalg.sg_rows_ok(1, 1, lanes)
+    for M in range(1, 300, 7):
+        tm, tn4 = linalg.choose_tile_sg(M, 100, 1, lanes)
+        assert 1 <= tm <= linalg.SG_TILE_M and 25 % tn4 == 0
+        assert -(-(-(-M // tm)) // lanes) * lanes * tm < M + lanes * tm
+
+
+# ---------------------------------------------------------------- the variant on the GPU
+def test_subgroup_size_is_what_the_kernel_assumes(ctx):
+    """The kernel bakes the lane of each broadcast: the driver's subgroup size must be lc.subgroup."""
+    if not ctx._subgroup:
+        assert "subgroup" not in ctx.features or ctx._tuning != "lane-loop"
+        return
+    dev = ctx.device
+    code = """
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) li: u32, @builtin(subgroup_size) s: u32,
+        @builtin(subgroup_invocation_id) lane: u32) {
+  out[li] = s * 1000u + lane;
+}
+"""
+    import wgpu
+
+    buf = dev.create_buffer(size=256, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
+    pipe = dev.create_compute_pipeline(layout="auto", compute={"module": dev.create_shader_module(code=code),
+                                                               "entry_point": "main"})
+    bg = dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[{"binding": 0, "resource": {"buffer": buf}}])
+    enc = dev.create_command_encoder()
+    cp = enc.begin_compute_pass()
+    cp.set_pipeline(pipe)
+    cp.set_bind_group(0, bg)
+    cp.dispatch_workgroups(1)
+    cp.end()
+    dev.queue.submit([enc.finish()])
+    got = np.frombuffer(dev.queue.read_buffer(buf), np.uint32)
+    lanes = ctx._subgroup
+    np.testing.assert_array_equal(got // 1000, lanes)
+    np.testing.assert_array_equal(got % 1000, np.arange(64) % lanes)  # consecutive invocations, one subgroup
+
+
+MATMUL_CASES = [
+    ((49, 1152), (1152, 192)),  # deep, padded rows (7 x 8 = 56)
+    ((333, 36), (36, 50)),  # M, N ragged; B packed to 52 columns
+    ((4, 128), (128, 64)),  # below one subgroup of rows (TM = 1, half the lanes padding); was matmul/small
+    ((70, 1), (1, 12)),  # K = 1: only the tail rows of B
+    ((37, 41), (41, 16)),  # K % 4 = 1 with scalar A loads, one column tile
+    ((3, 21, 64), (3, 64, 20)),  # batched: bidx from the padded tile count
+]
+
+
+@pytest.mark.parametrize("sa, sb", MATMUL_CASES, ids=["deep", "ragged", "m4", "k1", "ktail", "batched"])
+def test_subgroup_matmul(ctx, rng, sa, sb):
+    a, b = data(rng, sa), data(rng, sb)
+    out, steps = build_run(ctx, lambda bld, o: bld.matmul(o["a"], bld.constant(b)), {"a": a})
+    expect_sg(ctx, steps)
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    check(out, np.matmul(A, B), np.matmul(np.abs(A), np.abs(B)), sa[-1], np.float32, f"sg {sa} x {sb}")
+
+
+def test_subgroup_matmul_float16_with_bias_and_relu(ctx, rng):
+    if "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is not supported on this adapter")
+    a, b, bias = data(rng, (45, 72), np.float16), data(rng, (72, 24), np.float16), data(rng, (24,), np.float16)
+    out, steps = build_run(ctx, lambda bld, o: bld.relu(bld.add(bld.matmul(o["a"], bld.constant(b)), bld.constant(bias))),
+                           {"a": a})
+    expect_sg(ctx, steps)
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    check(out, np.maximum(A @ B + bias, 0), np.abs(A) @ np.abs(B) + np.abs(bias.astype(np.float64)), 73,
+          np.float16, "sg f16")
+
+
+def test_subgroup_pointwise_conv_with_residual_and_hard_swish(ctx, rng):
+    """The parameter-buffer path, vec4 residual in the looped epilogue: 1x1 conv, bias, add, hard_swish."""
+    x, res = data(rng, (1, 13, 11, 40)), data(rng, (1, 13, 11, 96))
+    w, bias = data(rng, (96, 1, 1, 40)), data(rng, (96,))
+
+    def build(bld, o):
+        y = bld.conv2d(o["x"], bld.constant(w), bias=bld.constant(bias), input_layout="nhwc", filter_layout="ohwi")
+        return bld.hard_swish(bld.add(y, o["r"]))
+
+    out, steps = build_run(ctx, build, {"x": x, "r": res})
+    step = expect_sg(ctx, steps)
+    assert "prm" in step.wgsl and "gres[o / 4u]" in step.wgsl
+    z = conv2d_nhwc(x, w, bias) + res
+    X, W = np.abs(x.astype(np.float64)).reshape(-1, 40), np.abs(w.astype(np.float64)).reshape(96, 40)
+    absref = (X @ W.T + np.abs(bias)).reshape(z.shape) + np.abs(res)
+    ref = z * np.clip(z + 3, 0, 6) / 6
+    # hard_swish multiplies the sum by at most (|z| + 3) / 6 + 1 / 6 of its error
+    check(out, ref, absref * (np.abs(z) / 3 + 2), 42, np.float32, "sg residual hard_swish")
+
+
+@pytest.mark.parametrize("shape, filt, stride, pad, groups", [
+    ((1, 17, 15, 8), (24, 3, 3, 8), 2, 1, 1),  # im2col, strided, padded
+    ((1, 9, 10, 3), (40, 3, 3, 3), 1, 1, 1),  # 3 input channels: scalar A loads, K = 27
+    ((2, 8, 7, 16), (32, 3, 3, 8), 1, 0, 2),  # two groups (the batch of the product), two images
+], ids=["s2p1", "c3", "groups"])
+def test_subgroup_conv2d_implicit_gemm(ctx, rng, shape, filt, stride, pad, groups):
+    x, w, bias = data(rng, shape), data(rng, filt), data(rng, (filt[0],))
+
+    def build(bld, o):
+        y = bld.conv2d(o["x"], bld.constant(w), bias=bld.constant(bias), strides=[stride] * 2, padding=[pad] * 4,
+                       groups=groups, input_layout="nhwc", filter_layout="ohwi")
+        return bld.relu(y)
+
+    out, steps = build_run(ctx, build, {"x": x})
+    expect_sg(ctx, steps)
+    ref = conv2d_nhwc(x, w, bias, pad=pad, stride=stride, groups=groups)
+    absref = conv2d_nhwc(np.abs(x), np.abs(w), np.abs(bias), pad=pad, stride=stride, groups=groups)
+    k = filt[1] * filt[2] * filt[3]
+    check(out, np.maximum(ref, 0), absref, k + 1, np.float32, "sg conv")
+
+
+def test_subgroup_variant_off_when_forced(ctx, rng, monkeypatch):
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_SG", "off")
+    a, b = data(rng, (49, 64)), data(rng, (64, 32))
+    out, steps = build_run(ctx, lambda bld, o: bld.matmul(o["a"], bld.constant(b)), {"a": a})
+    expect_sg(ctx, steps, want=False)
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    check(out, A @ B, np.abs(A) @ np.abs(B), 64, np.float32, "forced off")
+
+
+def test_profile_shows_a_product_kernels_size_and_gflops(ctx, rng):
+    """``webnn-gpu profile``'s table: GFLOP/s from the launch's flops, the size and the variant."""
+    from webnn_gpu.profile import format_table, profile_graph
+
+    import webnn_gpu as webnn
+
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [1, 6, 8, 16]})
+    w = b.constant(data(rng, (24, 3, 3, 16)))
+    g = b.build({"y": b.exp(b.conv2d(x, w, padding=[1] * 4, input_layout="nhwc", filter_layout="ohwi"))})
+    rows = profile_graph(ctx, g, {"x": data(rng, (1, 6, 8, 16))}, repeats=2)
+    conv = [r for r in rows if r["template"] == "matmul/tile.wgsl"]
+    assert len(conv) == 1 and conv[0]["flops"] == 2 * 48 * 24 * 144
+    assert conv[0]["note"].startswith("48x16 3x3->24 ") and conv[0]["note"].endswith(" sg") == (ctx._subgroup > 0)
+    line = [ln for ln in format_table(rows).splitlines() if "matmul/tile.wgsl" in ln and "[" in ln][0]
+    assert f"{conv[0]['flops'] / conv[0]['us'] / 1e3:.1f}" in line and "[48x16 3x3->24 " in line
