@@ -642,7 +642,7 @@ class CompileHelpers:
         seen = _seen_folder(folder) if folder is not None else None
         device = context.device
         adapter = context._adapter or getattr(device, "adapter", None)
-        if seen is None or adapter is None:
+        if folder is None or seen is None or adapter is None:
             return None
         return cls(adapter, sorted(device.features), dict(device.limits), folder, seen)
 
@@ -700,7 +700,7 @@ class CompileHelpers:
             load[q] += len(job[1])
             if q:
                 shares[q - 1].append(job)
-        lent = set()
+        lent: set = set()
         for device, share in zip(devices, shares):
             if not share:
                 continue

@@ -247,7 +247,7 @@ class MLGraph:
                 self._static_group(i)
             for t in self._const_tensors:
                 t._use_in(self)
-            if lent:
+            if lent and helpers is not None:
                 # the graph's own queue runs the rest of its new pipelines while the helpers
                 # finish; then theirs, found in Mesa's disk cache
                 sent = {id(p) for p in submitted}
