@@ -407,7 +407,8 @@ def pool_rows(node, tuning: str = "default") -> int:
         e, proj = node.attrs.get("expand"), node.attrs["project"]
         g = _geometry(node.attrs["depthwise"])
         n4 = -(-_project_width(proj) // 4) if proj is not None else 0
-        th, tw = _dwp_block(g, n4, e.inputs[0].shape[3] // 4 if e is not None else 0, tuning)
+        th, tw = _dwp_block(g, n4, e.inputs[0].shape[3] // 4 if e is not None else 0, tuning,
+                            proj is not None and proj.op == "conv2d")
     else:
         g = _geometry(node)
         variant = _conv_variant(g, "nhwc", tuning)
@@ -553,6 +554,9 @@ DWP_KERNEL_COST = 1.2e5
 #: ... and a factor on the fused kernel's estimate per profile (lavapipe 25 runs it about 3x
 #: slower than its loads and multiply-adds say: fitted on benchmarks/dw_project.py's grid).
 DWP_FUSED_FACTOR = {"lane-loop": 1.0, "default": 3.0}
+#: ... and the cores a kernel's workgroups spread over (lavapipe runs a workgroup on one thread;
+#: 1: idle cores are not counted).
+DWP_CORES = {"lane-loop": 2, "default": 1}
 
 
 def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tuple[float, float]:
@@ -565,10 +569,8 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
     and loads ``TM + TN4`` values per step of its ``C``-deep product."""
     L = DWP_LOAD_COST.get(tuning, DWP_LOAD_COST["default"])
     kk, c4, n4 = g["KH"] * g["KW"], -(-g["C"] // 4), -(-n // 4)
-    th, tw = _dwp_block(g, n4, k4, tuning)
-    blocks = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw)
-    window = len(_rows(g, th)) * len(_segment(g, tw))
-    fused = blocks * c4 * (L * (kk + window + 4 * n4) + th * tw * (kk + 4 * n4)) + blocks * th * tw * n4 * L
+    th, tw, splits = _dwp_plan(g, n4, k4, tuning)
+    fused = _dwp_fused_cost(g, n4, th, tw, splits, tuning)
     th, tw = _depthwise_block(g, tuning)
     blocks = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw)
     window = len(_rows(g, th)) * len(_segment(g, tw))
@@ -641,7 +643,8 @@ def expand_block_ok(e, dw, proj, tuning: str = "default") -> bool:
     """Whether the depthwise + projection kernel's block for ``dw`` and ``proj`` keeps the
     recomputed expansion ``e`` within :data:`EXPAND_MAX_RECOMPUTE`."""
     g = _geometry(dw)
-    th, tw = _dwp_block(g, -(-_project_width(proj) // 4), e.inputs[0].shape[3] // 4, tuning)
+    th, tw = _dwp_block(g, -(-_project_width(proj) // 4), e.inputs[0].shape[3] // 4, tuning,
+                        proj is not None and proj.op == "conv2d")
     return recompute_ok(g, th, tw)
 
 
@@ -683,22 +686,62 @@ def _project_width(proj) -> int:
     return p["O"] if proj.op == "conv2d" else p["KH"] * p["KW"] * p["O"]
 
 
-def _dwp_block(g: dict, n4: int, k4: int, tuning: str) -> tuple[int, int]:
-    """(TH, TW) of the depthwise + projection kernel: the depthwise block, smaller while the
-    accumulators (``n4`` vec4s per pixel), the held expansion inputs (``k4`` vec4s per input
-    pixel read) or too few invocations for the cores call for it."""
+def _dwp_block(g: dict, n4: int, k4: int, tuning: str, split: bool = True) -> tuple[int, int]:
+    """(TH, TW) of the depthwise + projection kernel (:func:`_dwp_plan`)."""
+    th, tw, _ = _dwp_plan(g, n4, k4, tuning, split)
+    return th, tw
+
+
+def _dwp_blocks_for(g: dict, ns: int, splits: int, k4: int, tuning: str) -> tuple[int, int]:
+    """(TH, TW) of the depthwise + projection kernel with ``ns`` vec4 accumulators per pixel and
+    ``splits`` invocations per pixel block: the depthwise block, smaller while the accumulators,
+    the held expansion inputs (``k4`` vec4s per input pixel read) or too few invocations for
+    the cores call for it."""
     th, tw = _depthwise_block(g, tuning)
 
-    def blocks(th_, tw_):
-        return g["NB"] * -(-g["OH"] // th_) * -(-g["OW"] // tw_)
+    def invocations(th_, tw_):
+        return g["NB"] * -(-g["OH"] // th_) * -(-g["OW"] // tw_) * splits
 
-    while th * tw > 1 and (th * tw * n4 > PROJECT_MAX_ACC or blocks(th, tw) < 4 * PROJECT_WORKGROUP
+    while th * tw > 1 and (th * tw * ns > PROJECT_MAX_ACC or invocations(th, tw) < 4 * PROJECT_WORKGROUP
                            or len(_rows(g, th)) * len(_segment(g, tw)) * k4 > EXPAND_MAX_X):
         if th >= tw:
             th = max(1, th // 2)
         else:
             tw = max(1, tw // 2)
     return th, tw
+
+
+def _dwp_fused_cost(g: dict, n4: int, th: int, tw: int, splits: int, tuning: str) -> float:
+    """Estimated cost of the depthwise + projection kernel (the units of :func:`_project_cost`)
+    with a TH x TW block and the projection's ``n4`` vec4 columns split over ``splits``
+    invocations: every invocation loads the block's taps, input window and its rows of the
+    projection per group of 4 channels, and stores its outputs; lavapipe runs a workgroup on
+    one thread, so with fewer workgroups than :data:`DWP_CORES` the cores left idle count."""
+    L = DWP_LOAD_COST.get(tuning, DWP_LOAD_COST["default"])
+    kk, c4, ns = g["KH"] * g["KW"], -(-g["C"] // 4), n4 // splits
+    inv = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw) * splits
+    window = len(_rows(g, th)) * len(_segment(g, tw))
+    per = c4 * (L * (kk + window + 4 * ns) + th * tw * (kk + 4 * ns)) + th * tw * max(ns, 1) * L
+    cores = DWP_CORES.get(tuning, DWP_CORES["default"])
+    busy = -(-inv // (PROJECT_WORKGROUP * cores)) * PROJECT_WORKGROUP * cores if cores > 1 else inv
+    return per * busy
+
+
+def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True) -> tuple[int, int, int]:
+    """(TH, TW, S) of the depthwise + projection kernel with ``n4`` vec4 columns of projection
+    per pixel (0: none) and ``k4`` vec4s of expansion input per input pixel (0: none): S
+    invocations per pixel block, each computing ``n4 / S`` of the columns (S divides ``n4``;
+    1 unless ``split``, which a pointwise projection without an expansion allows), and the
+    pixel block, the cheapest by :func:`_dwp_fused_cost`."""
+    best = None
+    for splits in range(1, max(n4, 1) + 1):
+        if max(n4, 1) % splits or (splits > 1 and (k4 or not split)):
+            continue
+        th, tw = _dwp_blocks_for(g, n4 // splits, splits, k4, tuning)
+        cost = _dwp_fused_cost(g, n4, th, tw, splits, tuning)
+        if best is None or cost < best[0]:
+            best = (cost, th, tw, splits)
+    return best[1], best[2], best[3]
 
 
 @lowering("depthwise_project")
@@ -740,16 +783,18 @@ def lower_depthwise_project(node, lc) -> None:
         mode = "conv" if proj.op == "conv2d" else "transpose"
     else:
         pep, mode = None, "store"
-    th, tw = _dwp_block(g, n4, k4, lc.tuning)
+    th, tw, splits = _dwp_plan(g, n4, k4, lc.tuning, mode == "conv")
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
-    n_inv = g["NB"] * ohb * owb
+    n_inv = g["NB"] * ohb * owb * splits
+    prm = make_constant(np.array([n_inv, g["C"] // 4, n4, N, g["H"], g["W"], g["OH"], g["OW"], ohb, owb, g["pt"],
+                                  g["pl"], splits, 0, 0, 0], dtype=np.uint32), "uint32")
     outs = [("out", out)]
     pooled = proj is None and bool(dw.attrs.get("pool_output"))
     if pooled:  # fuse_conv_pool: per-block channel sums
         part, reduce_pool = _pool_partials(lc, dw, ohb * owb, g["C"])
         outs.append(("pool", part))
     elif len(node.outputs) == 2:  # fuse_pool_partials: per-block sums of the projection's output
-        assert mode == "conv" and N % 4 == 0 and tuple(node.outputs[1].shape) == (n_inv, N), "partials_ok, pool_rows"
+        assert mode == "conv" and N % 4 == 0 and tuple(node.outputs[1].shape) == (ohb * owb, N), "partials_ok, pool_rows"
         outs.append(("pool", node.outputs[1]))
     w = _relayout(lc, dw.inputs[1], dw.attrs["filter_layout"], "hwio")
     w_ubo = uniform_copy(lc, w)
@@ -758,16 +803,18 @@ def lower_depthwise_project(node, lc) -> None:
         for FT, names in ee.functions if ee is not None else ():
             fns.setdefault(FT, set()).update(names)
     lc.kernel("conv/depthwise_project.wgsl",
-              [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + expand_in, outs,
-              n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TH=th, TW=tw, OHB=ohb, OWB=owb,
-              n_inv=n_inv, rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N, N4=n4, center=ep.given,
-              C4=g["C"] // 4, mode=mode, KH2=p["KH"], KW2=p["KW"], O2=p["O"],
+              [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + expand_in + [("prm", prm)], outs,
+              n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TH=th, TW=tw,
+              rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N if mode == "transpose" else 0,
+              NS=n4 // splits, center=ep.given, fdiv=n_inv < DW_FDIV_MAX,
+              pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
+              O2=p["O"],
               out_vec=mode == "store" or mode == "conv" and N % 4 == 0, pool=len(outs) == 2,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
               p_uniform=B_UNIFORM_FLOATS // 4 if pw_ubo is not None else 0,
               fns=sorted((FT, sorted(names)) for FT, names in fns.items()), expand=e is not None, eep=eep,
               K4=k4, we_uniform=B_UNIFORM_FLOATS // 4 if we_ubo is not None else 0,
-              **{k: g[k] for k in _BLOCK_GEOMETRY})
+              **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
     if pooled:
         reduce_pool()
 
