@@ -40,7 +40,8 @@
     N            projected values per pixel (mode "transpose" only: its stores are unrolled)
     NS           vec4 columns of the projection per invocation (a divisor of N4 = ceil(N / 4))
     pep          the projection's epilogue (bias first), read at the projection output's index
-                 (None in mode "store")
+                 (None in mode "store"); pep.given: its residual operand (same shape as out) is
+                 bound as `pg` and loaded as vec4 (out_vec only)
     mode         "store": no projection, out is the depthwise output [NB, OH, OW, C] (vec4);
                  "conv": out is [NB, OH, OW, N]; "transpose": value n = (a * KW2 + b) * O2 + o of
                  pixel (oh, ow) goes to out[NB, OH * KH2, OW * KW2, O2] at (oh * KH2 + a, ow * KW2 + b, o)
@@ -57,7 +58,7 @@
   Parameters (uniform `prm`, u32 vec4s): 0: invocations (NB * OHB * OWB * S), C4, N4, N
     1: H, W, OH, OW  2: OHB = ceil(OH / TH), OWB = ceil(OW / TW), pt, pl  3: S
   Bindings: x (NHWC, vec4), f ([KH, KW, C] vec4), ep operands..., [pw ([C, N4] vec4),
-    pep operands... (not "store")], [we, eep operands... (expand)], prm, out, [pool].
+    pep operands..., [pg (pep.given)] (not "store")], [we, eep operands... (expand)], prm, out, [pool].
   Workgroup: (k.workgroup, 1, 1); column block fastest, then block column.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
@@ -74,6 +75,10 @@ enable f16;
 {{ tl.weights(nb.i, "pw", T, true, p_uniform) }}
 {{ tl.epilogue_decls(pep, nb.i + 1) }}
 {% set nb.i = nb.i + 1 + pep.operands | length %}
+{% if pep.given %}
+{{ tl.decl(nb.i, "pg", T, true, false) }}
+{% set nb.i = nb.i + 1 %}
+{% endif %}
 {% endif %}
 {% if expand %}
 {{ tl.weights(nb.i, "we", T, true, we_uniform) }}
@@ -263,7 +268,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       let o = pix{{ t }}_{{ p }} * N + 4u * (jb + {{ j }}u);
       let v = a{{ t }}_{{ p }}_{{ j }};
 {% if out_vec %}
-      let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(pep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "4u * (jb + " ~ j ~ "u) + " ~ c ~ "u", "gq" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
+{% if pep.given %}
+      let g = vec4<f32>(pg[pix{{ t }}_{{ p }} * N4 + jb + {{ j }}u]);
+{% endif %}
+      let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(pep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "4u * (jb + " ~ j ~ "u) + " ~ c ~ "u", "gq" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
       out[pix{{ t }}_{{ p }} * N4 + jb + {{ j }}u] = vec4<{{ T }}>(e);
 {% if pool %}
       ps{{ j }} = ps{{ j }} + e;

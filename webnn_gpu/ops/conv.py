@@ -772,14 +772,16 @@ def lower_depthwise_project(node, lc) -> None:
     N = n4 = 0
     p = {"KH": 1, "KW": 1, "O": 1}
     if proj is not None:
-        pep = _conv_epilogue(proj, out, "nhwc", first_binding="pe", name="project")
         p = _geometry(proj)
         N = _project_width(proj)
+        gi = (given_operand(proj, out, _epilogue.steps_of(proj), g["NB"] * g["OH"] * g["OW"], N, g["C"])
+              if proj.op == "conv2d" and N % 4 == 0 else None)  # a residual add: loaded as vec4
+        pep = _conv_epilogue(proj, out, "nhwc", first_binding="pe", name="project", given=gi)
         mat = _project_matrix(proj)
         n4 = mat.shape[1] // 4
         pw = make_constant(mat, proj.inputs[1].data_type)
         pw_ubo = uniform_copy(lc, pw)
-        project_in = [("pw", pw_ubo or pw)] + pep.operands
+        project_in = [("pw", pw_ubo or pw)] + pep.operands + ([("pg", proj.inputs[gi])] if pep.given else [])
         mode = "conv" if proj.op == "conv2d" else "transpose"
     else:
         pep, mode = None, "store"
