@@ -553,7 +553,15 @@ DWP_LOAD_COST = {"lane-loop": 8.0, "default": 2.0}
 DWP_KERNEL_COST = 1.2e5
 #: ... and a factor on the fused kernel's estimate per profile (lavapipe 25 runs it about 3x
 #: slower than its loads and multiply-adds say: fitted on benchmarks/dw_project.py's grid).
-DWP_FUSED_FACTOR = {"lane-loop": 1.0, "default": 3.0}
+DWP_FUSED_FACTOR = {"lane-loop": 2.4, "default": 3.0}
+#: ... the fused kernel's weights per profile (storage vec4 load or store, uniform vec4 load,
+#: vec4 multiply-add): on lavapipe before Mesa 24 every storage access is a loop over the SIMD
+#: lanes and each component, uniform loads are gathers and multiply-adds nearly free (fitted on
+#: 10 shapes x up to 13 plans of the kernel, Mesa 22.3); elsewhere the loads-and-multiply-adds
+#: model of the two-kernel side.
+DWP_FUSED_WEIGHTS = {"lane-loop": (8.0, 1.75, 0.05), "default": (2.0, 2.0, 1.0)}
+#: ... the block rows and columns its plan (:func:`_dwp_plan`) chooses from
+DWP_BLOCK_SIZES = (1, 2, 3, 4, 6, 8)
 #: ... and the cores a kernel's workgroups spread over (lavapipe runs a workgroup on one thread;
 #: 1: idle cores are not counted).
 DWP_CORES = {"lane-loop": 2, "default": 1}
@@ -714,14 +722,18 @@ def _dwp_blocks_for(g: dict, ns: int, splits: int, k4: int, tuning: str) -> tupl
 def _dwp_fused_cost(g: dict, n4: int, th: int, tw: int, splits: int, tuning: str) -> float:
     """Estimated cost of the depthwise + projection kernel (the units of :func:`_project_cost`)
     with a TH x TW block and the projection's ``n4`` vec4 columns split over ``splits``
-    invocations: every invocation loads the block's taps, input window and its rows of the
-    projection per group of 4 channels, and stores its outputs; lavapipe runs a workgroup on
-    one thread, so with fewer workgroups than :data:`DWP_CORES` the cores left idle count."""
-    L = DWP_LOAD_COST.get(tuning, DWP_LOAD_COST["default"])
+    invocations: every invocation loads, per group of 4 channels, the block's input window
+    (storage), the taps and its rows of the projection (uniform where :func:`uniform_copy`
+    puts it, else storage), does its
+    multiply-adds and stores its outputs, each weighted by the profile's
+    :data:`DWP_FUSED_WEIGHTS`; lavapipe runs a workgroup on one thread, so with fewer
+    workgroups than :data:`DWP_CORES` the cores left idle count."""
+    ws, wu, wf = DWP_FUSED_WEIGHTS.get(tuning, DWP_FUSED_WEIGHTS["default"])
     kk, c4, ns = g["KH"] * g["KW"], -(-g["C"] // 4), n4 // splits
     inv = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw) * splits
     window = len(_rows(g, th)) * len(_segment(g, tw))
-    per = c4 * (L * (kk + window + 4 * ns) + th * tw * (kk + 4 * ns)) + th * tw * max(ns, 1) * L
+    wp = wu if tuning == "lane-loop" and g["C"] * 4 * n4 <= B_UNIFORM_FLOATS else ws  # uniform_copy's rule
+    per = c4 * (ws * window + wu * kk + wp * 4 * ns + wf * th * tw * (kk + 4 * ns)) + ws * th * tw * max(ns, 1)
     cores = DWP_CORES.get(tuning, DWP_CORES["default"])
     busy = -(-inv // (PROJECT_WORKGROUP * cores)) * PROJECT_WORKGROUP * cores if cores > 1 else inv
     return per * busy
@@ -729,18 +741,31 @@ def _dwp_fused_cost(g: dict, n4: int, th: int, tw: int, splits: int, tuning: str
 
 def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True) -> tuple[int, int, int]:
     """(TH, TW, S) of the depthwise + projection kernel with ``n4`` vec4 columns of projection
-    per pixel (0: none) and ``k4`` vec4s of expansion input per input pixel (0: none): S
-    invocations per pixel block, each computing ``n4 / S`` of the columns (S divides ``n4``;
-    1 unless ``split``, which a pointwise projection without an expansion allows), and the
-    pixel block, the cheapest by :func:`_dwp_fused_cost`."""
+    per pixel (0: none) and ``k4`` vec4s of expansion input per input pixel (0: none).
+
+    A pointwise projection without an expansion (``split``): S invocations per pixel block,
+    each computing ``n4 / S`` of the columns (S divides ``n4``), and a block of
+    :data:`DWP_BLOCK_SIZES` rows and columns, the cheapest by :func:`_dwp_fused_cost` among
+    those whose accumulators fit :data:`PROJECT_MAX_ACC` and loaded window
+    :data:`DW_MAX_LOADS`. Otherwise S = 1 and the block of :func:`_dwp_blocks_for`."""
+    if not split or k4 or not n4:
+        th, tw = _dwp_blocks_for(g, n4, 1, k4, tuning)
+        return th, tw, 1
     best = None
-    for splits in range(1, max(n4, 1) + 1):
-        if max(n4, 1) % splits or (splits > 1 and (k4 or not split)):
+    for splits in range(1, n4 + 1):
+        if n4 % splits:
             continue
-        th, tw = _dwp_blocks_for(g, n4 // splits, splits, k4, tuning)
-        cost = _dwp_fused_cost(g, n4, th, tw, splits, tuning)
-        if best is None or cost < best[0]:
-            best = (cost, th, tw, splits)
+        ns = n4 // splits
+        for th in DWP_BLOCK_SIZES:
+            for tw in DWP_BLOCK_SIZES:
+                if (th > g["OH"] or tw > g["OW"] or th * tw * ns > PROJECT_MAX_ACC
+                        or len(_rows(g, th)) * len(_segment(g, tw)) > DW_MAX_LOADS):
+                    continue
+                cost = _dwp_fused_cost(g, n4, th, tw, splits, tuning)
+                if best is None or cost < best[0]:
+                    best = (cost, th, tw, splits)
+    if best is None:  # one pixel and one column per invocation fits any layer project_ok takes
+        return 1, 1, n4
     return best[1], best[2], best[3]
 
 
