@@ -560,8 +560,11 @@ DWP_FUSED_FACTOR = {"lane-loop": 2.4, "default": 3.0}
 #: 10 shapes x up to 13 plans of the kernel, Mesa 22.3); elsewhere the loads-and-multiply-adds
 #: model of the two-kernel side.
 DWP_FUSED_WEIGHTS = {"lane-loop": (8.0, 1.75, 0.05), "default": (2.0, 2.0, 1.0)}
-#: ... the block rows and columns its plan (:func:`_dwp_plan`) chooses from
+#: ... the block rows and columns its plan (:func:`_dwp_plan`) chooses from, and at most this
+#: many vec4 accumulators per invocation there: LLVM's compile time grows with the unrolled
+#: block (about 0.2 s CPU per KiB of WGSL on lavapipe)
 DWP_BLOCK_SIZES = (1, 2, 3, 4, 6, 8)
+DWP_PLAN_MAX_ACC = 32
 #: ... and the cores a kernel's workgroups spread over (lavapipe runs a workgroup on one thread;
 #: 1: idle cores are not counted).
 DWP_CORES = {"lane-loop": 2, "default": 1}
@@ -758,7 +761,7 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True) -> tup
         ns = n4 // splits
         for th in DWP_BLOCK_SIZES:
             for tw in DWP_BLOCK_SIZES:
-                if (th > g["OH"] or tw > g["OW"] or th * tw * ns > PROJECT_MAX_ACC
+                if (th > g["OH"] or tw > g["OW"] or th * tw * ns > DWP_PLAN_MAX_ACC
                         or len(_rows(g, th)) * len(_segment(g, tw)) > DW_MAX_LOADS):
                     continue
                 cost = _dwp_fused_cost(g, n4, th, tw, splits, tuning)
