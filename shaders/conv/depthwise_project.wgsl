@@ -8,7 +8,7 @@
 
   Each invocation computes a TH x TW block of depthwise output pixels for every channel, four
   channels (one vec4) at a time in a loop, and accumulates their projection into NS vec4
-  accumulators per pixel: one of the S column blocks of the N4 vec4 columns (S = N4 / NS
+  accumulators per pixel: one of the S column blocks of the N4 vec4 columns (S = ceil(N4 / NS)
   invocations per pixel block, column block fastest; each computes the block's depthwise
   values itself, so small images with wide projections still fill the cores). Per channel
   group it loads the taps, the input rows the block touches (as conv/depthwise.wgsl does),
@@ -38,7 +38,10 @@
                  input at each output pixel is kept (xc) for an epilogue residual add of the
                  depthwise input itself (ep.given), which then costs no load
     N            projected values per pixel (mode "transpose" only: its stores are unrolled)
-    NS           vec4 columns of the projection per invocation (a divisor of N4 = ceil(N / 4))
+    NS           vec4 columns of the projection per invocation (S = ceil(N4 / NS) invocations per
+                 pixel block, N4 = ceil(N / 4))
+    ragged       NS does not divide N4: the last column block loads its missing columns from
+                 the last one and stores none of them
     pep          the projection's epilogue (bias first), read at the projection output's index
                  (None in mode "store"); pep.given: its residual operand (same shape as out) is
                  bound as `pg` and loaded as vec4 (out_vec only)
@@ -237,7 +240,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for j in range(NS if mode != "store" else 0) %}
     // projection columns 4 (jb + j) ..: each row of the matrix is loaded right before its uses
 {% for c in range(4) %}
-    let p{{ c }}_{{ j }} = vec4<f32>(pw[(cb * 4u + {{ c }}u) * N4 + jb + {{ j }}u]);
+    let p{{ c }}_{{ j }} = vec4<f32>(pw[(cb * 4u + {{ c }}u) * N4 + {{ "min(jb + " ~ j ~ "u, N4 - 1u)" if ragged else "jb + " ~ j ~ "u" }}]);
 {% endfor %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
@@ -264,7 +267,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for p in range(TW) %}
   if (in{{ t }}_{{ p }}) {
 {% for j in range(NS) %}
-    {
+    {{ "if (jb + " ~ j ~ "u < N4) " if ragged }}{
       let o = pix{{ t }}_{{ p }} * N + 4u * (jb + {{ j }}u);
       let v = a{{ t }}_{{ p }}_{{ j }};
 {% if out_vec %}
@@ -290,7 +293,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% for j in range(NS if pool else 0) %}
   // this block's column sums: row idx of the [blocks, N] partials
-  pool[idx * N4 + jb + {{ j }}u] = ps{{ j }};
+  {{ "if (jb + " ~ j ~ "u < N4) " if ragged }}{ pool[idx * N4 + jb + {{ j }}u] = ps{{ j }}; }
 {% endfor %}
 {% elif mode == "transpose" %}
 {% for oc in range(O2) %}

@@ -180,6 +180,8 @@ _SPLIT_CASES = {
     "N=10 (not a multiple of 4), split 3": ((6, 6), 1, 12, 10, 3, 1, 1, (2, 3, 3), "float32", False),
     "5x5 dilation 2, float16, split 2, residual": ((9, 8), 1, 16, 16, 5, 1, 2, (2, 2, 2), "float16", True),
     "batch 2, block past the edges, split 2": ((5, 6), 2, 4, 8, 3, 1, 1, (4, 4, 2), "float32", True),
+    "N=28 over 2 invocations (4 + 3 columns), residual": ((6, 7), 1, 8, 28, 3, 1, 1, (2, 2, 2), "float32", True),
+    "N=22 over 4 invocations (2 + 2 + 2 + 0 columns)": ((5, 5), 1, 8, 22, 3, 2, 1, (2, 2, 4), "float32", False),
 }
 
 
@@ -187,7 +189,7 @@ _SPLIT_CASES = {
 def test_depthwise_project_plans_against_numpy(ctx, rng, monkeypatch, case):
     """conv/depthwise_project.wgsl with its projection columns split over several invocations
     per pixel block (S), blocks past the image's edges, a projection width not a multiple of
-    4 (scalar stores), odd images with stride 2, dilation, float16, and the projection's
+    4 (scalar stores), a last column block with fewer columns, odd images with stride 2, dilation, float16, and the projection's
     residual add loaded as vec4 (pep.given): against float64 NumPy."""
     (h, w), nb, C, N, k, s, d, plan, dt, residual = _SPLIT_CASES[case]
     if dt == "float16" and "float16" not in ctx.supported_data_types:

@@ -732,7 +732,7 @@ def _dwp_fused_cost(g: dict, n4: int, th: int, tw: int, splits: int, tuning: str
     :data:`DWP_FUSED_WEIGHTS`; lavapipe runs a workgroup on one thread, so with fewer
     workgroups than :data:`DWP_CORES` the cores left idle count."""
     ws, wu, wf = DWP_FUSED_WEIGHTS.get(tuning, DWP_FUSED_WEIGHTS["default"])
-    kk, c4, ns = g["KH"] * g["KW"], -(-g["C"] // 4), n4 // splits
+    kk, c4, ns = g["KH"] * g["KW"], -(-g["C"] // 4), -(-n4 // splits)
     inv = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw) * splits
     window = len(_rows(g, th)) * len(_segment(g, tw))
     wp = wu if tuning == "lane-loop" and g["C"] * 4 * n4 <= B_UNIFORM_FLOATS else ws  # uniform_copy's rule
@@ -747,7 +747,7 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True) -> tup
     per pixel (0: none) and ``k4`` vec4s of expansion input per input pixel (0: none).
 
     A pointwise projection without an expansion (``split``): S invocations per pixel block,
-    each computing ``n4 / S`` of the columns (S divides ``n4``), and a block of
+    each computing ``ceil(n4 / S)`` of the columns (the last block maybe fewer), and a block of
     :data:`DWP_BLOCK_SIZES` rows and columns, the cheapest by :func:`_dwp_fused_cost` among
     those whose accumulators fit :data:`PROJECT_MAX_ACC` and loaded window
     :data:`DW_MAX_LOADS`. Otherwise S = 1 and the block of :func:`_dwp_blocks_for`."""
@@ -755,10 +755,10 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True) -> tup
         th, tw = _dwp_blocks_for(g, n4, 1, k4, tuning)
         return th, tw, 1
     best = None
-    for splits in range(1, n4 + 1):
-        if n4 % splits:
+    for ns in range(1, min(n4, DWP_PLAN_MAX_ACC) + 1):
+        splits = -(-n4 // ns)
+        if -(-n4 // splits) != ns:  # the same S as a narrower block
             continue
-        ns = n4 // splits
         for th in DWP_BLOCK_SIZES:
             for tw in DWP_BLOCK_SIZES:
                 if (th > g["OH"] or tw > g["OW"] or th * tw * ns > DWP_PLAN_MAX_ACC
@@ -836,7 +836,7 @@ def lower_depthwise_project(node, lc) -> None:
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + expand_in + [("prm", prm)], outs,
               n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TH=th, TW=tw,
               rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N if mode == "transpose" else 0,
-              NS=n4 // splits, center=ep.given, fdiv=n_inv < DW_FDIV_MAX,
+              NS=-(-n4 // splits), ragged=n4 % splits != 0, center=ep.given, fdiv=n_inv < DW_FDIV_MAX,
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
               O2=p["O"],
               out_vec=mode == "store" or mode == "conv" and N % 4 == 0, pool=len(outs) == 2,
