@@ -553,7 +553,7 @@ DWP_LOAD_COST = {"lane-loop": 8.0, "default": 2.0}
 DWP_KERNEL_COST = 1.2e5
 #: ... and a factor on the fused kernel's estimate per profile (lavapipe 25 runs it about 3x
 #: slower than its loads and multiply-adds say: fitted on benchmarks/dw_project.py's grid).
-DWP_FUSED_FACTOR = {"lane-loop": 2.4, "default": 3.0}
+DWP_FUSED_FACTOR = {"lane-loop": 1.0, "default": 3.0}
 #: ... the fused kernel's weights per profile (storage vec4 load or store, uniform vec4 load,
 #: vec4 multiply-add): on lavapipe before Mesa 24 every storage access is a loop over the SIMD
 #: lanes and each component, uniform loads are gathers and multiply-adds nearly free (fitted on
@@ -576,12 +576,16 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
     channels: (one ``conv/depthwise_project.wgsl`` kernel, the depthwise kernel + the tile
     kernel). Every invocation of each kernel loads its operands, stores its outputs and does
     its multiply-adds; the fused kernel holds a block of ``TH x TW`` pixels and loads the whole
-    ``C x N`` projection matrix once per block, the tile kernel holds ``TM x 4 TN4`` outputs
-    and loads ``TM + TN4`` values per step of its ``C``-deep product."""
+    ``C x N`` projection matrix once per block (the block of :func:`_dwp_blocks_for`, one
+    invocation per block: the model was fitted on that kernel; the plan :func:`_dwp_plan`
+    then runs, which its own cost model estimates no slower), the tile kernel holds
+    ``TM x 4 TN4`` outputs and loads ``TM + TN4`` values per step of its ``C``-deep product."""
     L = DWP_LOAD_COST.get(tuning, DWP_LOAD_COST["default"])
     kk, c4, n4 = g["KH"] * g["KW"], -(-g["C"] // 4), -(-n // 4)
-    th, tw, splits = _dwp_plan(g, n4, k4, tuning)
-    fused = _dwp_fused_cost(g, n4, th, tw, splits, tuning)
+    th, tw = _dwp_blocks_for(g, n4, 1, k4, tuning)
+    blocks = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw)
+    window = len(_rows(g, th)) * len(_segment(g, tw))
+    fused = blocks * c4 * (L * (kk + window + 4 * n4) + th * tw * (kk + 4 * n4)) + blocks * th * tw * n4 * L
     th, tw = _depthwise_block(g, tuning)
     blocks = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw)
     window = len(_rows(g, th)) * len(_segment(g, tw))
