@@ -260,6 +260,6 @@ def test_small_images_split_the_projection_over_invocations():
     the columns over several invocations per pixel block (few blocks would leave a core
     idle); a large image keeps one invocation per block."""
     th, tw, splits = conv._dwp_plan(_geometry(3, 3, 128, 3), 32, 0, "lane-loop")
-    assert splits > 1 and th * tw * 32 // splits <= conv.PROJECT_MAX_ACC
+    assert splits > 1 and th * tw * -(-32 // splits) <= conv.DWP_PLAN_MAX_ACC
     assert conv._dwp_plan(_geometry(96, 96, 16, 3), 4, 0, "lane-loop")[2] == 1
     assert conv._dwp_plan(_geometry(3, 3, 128, 3), 32, 4, "lane-loop")[2] == 1  # an expansion: never split
