@@ -581,8 +581,8 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
     kernel). Every invocation of each kernel loads its operands, stores its outputs and does
     its multiply-adds; the fused kernel holds a block of ``TH x TW`` pixels and loads the whole
     ``C x N`` projection matrix once per block (the block of :func:`_dwp_blocks_for`, one
-    invocation per block: the model was fitted on that kernel; the plan :func:`_dwp_plan`
-    then runs, which its own cost model estimates no slower), the tile kernel holds
+    invocation per block: the model was fitted on that kernel; the kernel then runs the plan
+    of :func:`_dwp_plan`), the tile kernel holds
     ``TM x 4 TN4`` outputs and loads ``TM + TN4`` values per step of its ``C``-deep product."""
     L = DWP_LOAD_COST.get(tuning, DWP_LOAD_COST["default"])
     kk, c4, n4 = g["KH"] * g["KW"], -(-g["C"] // 4), -(-n // 4)
@@ -731,14 +731,14 @@ def _dwp_blocks_for(g: dict, ns: int, splits: int, k4: int, tuning: str) -> tupl
 
 
 def _dwp_fused_cost(g: dict, n4: int, th: int, tw: int, splits: int, tuning: str) -> float:
-    """Estimated cost of the depthwise + projection kernel (the units of :func:`_project_cost`)
-    with a TH x TW block and the projection's ``n4`` vec4 columns split over ``splits``
-    invocations: every invocation loads, per group of 4 channels, the block's input window
-    (storage), the taps and its rows of the projection (uniform where :func:`uniform_copy`
-    puts it, else storage), does its
-    multiply-adds and stores its outputs, each weighted by the profile's
-    :data:`DWP_FUSED_WEIGHTS`; lavapipe runs a workgroup on one thread, so with fewer
-    workgroups than :data:`DWP_CORES` the cores left idle count."""
+    """Estimated cost of the depthwise + projection kernel with a TH x TW block and the
+    projection's ``n4`` vec4 columns split over ``splits`` invocations per block, for
+    :func:`_dwp_plan` to compare plans: every invocation loads, per group of 4 channels, the
+    block's input window (storage), the taps and its rows of the projection (uniform where
+    :func:`uniform_copy` puts it, else storage), does its multiply-adds and stores its
+    outputs, each weighted by the profile's :data:`DWP_FUSED_WEIGHTS`; lavapipe runs a
+    workgroup on one thread, so with fewer workgroups than :data:`DWP_CORES` the cores left
+    idle count."""
     ws, wu, wf = DWP_FUSED_WEIGHTS.get(tuning, DWP_FUSED_WEIGHTS["default"])
     kk, c4, ns = g["KH"] * g["KW"], -(-g["C"] // 4), -(-n4 // splits)
     inv = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw) * splits
@@ -758,8 +758,8 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True) -> tup
     each computing ``ceil(n4 / S)`` of the columns (the last block maybe fewer), and a block of
     :data:`DWP_BLOCK_SIZES` rows and columns, the cheapest by :func:`_dwp_fused_cost` among
     those whose accumulators fit :data:`DWP_PLAN_MAX_ACC` (:data:`DWP_PLAN_MAX_ACC_LARGE` on
-    large images) and loaded window
-    :data:`DW_MAX_LOADS`. Otherwise S = 1 and the block of :func:`_dwp_blocks_for`."""
+    large images) and loaded window :data:`DW_MAX_LOADS`. Otherwise S = 1 and the block of
+    :func:`_dwp_blocks_for`."""
     if not split or k4 or not n4:
         th, tw = _dwp_blocks_for(g, n4, 1, k4, tuning)
         return th, tw, 1
