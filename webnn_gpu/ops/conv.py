@@ -565,6 +565,8 @@ DWP_FUSED_WEIGHTS = {"lane-loop": (8.0, 1.75, 0.05), "default": (2.0, 2.0, 1.0)}
 #: block (about 0.2 s CPU per KiB of WGSL on lavapipe)
 DWP_BLOCK_SIZES = (1, 2, 3, 4, 6, 8)
 DWP_PLAN_MAX_ACC = 32
+#: ... the profiles whose weights were fitted (others keep one invocation per pixel block)
+DWP_PLAN_PROFILES = ("lane-loop",)
 #: ... or this many on images of at least :data:`DWP_LARGE_PIXELS` output pixels, where the
 #: larger block's run time pays for its compile
 DWP_PLAN_MAX_ACC_LARGE = 64
@@ -754,13 +756,15 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True) -> tup
     """(TH, TW, S) of the depthwise + projection kernel with ``n4`` vec4 columns of projection
     per pixel (0: none) and ``k4`` vec4s of expansion input per input pixel (0: none).
 
-    A pointwise projection without an expansion (``split``): S invocations per pixel block,
+    A pointwise projection without an expansion (``split``) whose matrix fits the uniform
+    buffer, on a profile of :data:`DWP_PLAN_PROFILES`: S invocations per pixel block,
     each computing ``ceil(n4 / S)`` of the columns (the last block maybe fewer), and a block of
     :data:`DWP_BLOCK_SIZES` rows and columns, the cheapest by :func:`_dwp_fused_cost` among
     those whose accumulators fit :data:`DWP_PLAN_MAX_ACC` (:data:`DWP_PLAN_MAX_ACC_LARGE` on
     large images) and loaded window :data:`DW_MAX_LOADS`. Otherwise S = 1 and the block of
     :func:`_dwp_blocks_for`."""
-    if not split or k4 or not n4:
+    if (not split or k4 or not n4 or tuning not in DWP_PLAN_PROFILES
+            or g["C"] * 4 * n4 > B_UNIFORM_FLOATS):  # a storage-buffer matrix: measured slower split
         th, tw = _dwp_blocks_for(g, n4, 1, k4, tuning)
         return th, tw, 1
     best = None
