@@ -564,13 +564,9 @@ DWP_FUSED_WEIGHTS = {"lane-loop": (8.0, 1.75, 0.05), "default": (2.0, 2.0, 1.0)}
 #: many vec4 accumulators per invocation there: LLVM's compile time grows with the unrolled
 #: block (about 0.2 s CPU per KiB of WGSL on lavapipe)
 DWP_BLOCK_SIZES = (1, 2, 3, 4, 6, 8)
-DWP_PLAN_MAX_ACC = 32
+DWP_PLAN_MAX_ACC = 64
 #: ... the profiles whose weights were fitted (others keep one invocation per pixel block)
 DWP_PLAN_PROFILES = ("lane-loop",)
-#: ... or this many on images of at least :data:`DWP_LARGE_PIXELS` output pixels, where the
-#: larger block's run time pays for its compile
-DWP_PLAN_MAX_ACC_LARGE = 64
-DWP_LARGE_PIXELS = 1024
 #: ... and the cores a kernel's workgroups spread over (lavapipe runs a workgroup on one thread;
 #: 1: idle cores are not counted).
 DWP_CORES = {"lane-loop": 2, "default": 1}
@@ -760,15 +756,15 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True) -> tup
     buffer, on a profile of :data:`DWP_PLAN_PROFILES`: S invocations per pixel block,
     each computing ``ceil(n4 / S)`` of the columns (the last block maybe fewer), and a block of
     :data:`DWP_BLOCK_SIZES` rows and columns, the cheapest by :func:`_dwp_fused_cost` among
-    those whose accumulators fit :data:`DWP_PLAN_MAX_ACC` (:data:`DWP_PLAN_MAX_ACC_LARGE` on
-    large images) and loaded window :data:`DW_MAX_LOADS`. Otherwise S = 1 and the block of
+    those whose accumulators fit :data:`DWP_PLAN_MAX_ACC` and loaded window
+    :data:`DW_MAX_LOADS`. Otherwise S = 1 and the block of
     :func:`_dwp_blocks_for`."""
     if (not split or k4 or not n4 or tuning not in DWP_PLAN_PROFILES
             or g["C"] * 4 * n4 > B_UNIFORM_FLOATS):  # a storage-buffer matrix: measured slower split
         th, tw = _dwp_blocks_for(g, n4, 1, k4, tuning)
         return th, tw, 1
     best = None
-    max_acc = DWP_PLAN_MAX_ACC_LARGE if g["OH"] * g["OW"] >= DWP_LARGE_PIXELS else DWP_PLAN_MAX_ACC
+    max_acc = DWP_PLAN_MAX_ACC
     for ns in range(1, min(n4, max_acc) + 1):
         splits = -(-n4 // ns)
         if -(-n4 // splits) != ns:  # the same S as a narrower block
