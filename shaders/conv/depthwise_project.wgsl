@@ -7,9 +7,16 @@
   removes the depthwise kernel's stores and the projection's loads.
 
   Each invocation computes a TH x TW block of depthwise output pixels for every channel, four
-  channels (one vec4) at a time in a loop, and accumulates their projection into N4 vec4
-  accumulators per pixel. Per channel group it loads the taps, the input rows the block
-  touches (as conv/depthwise.wgsl does), and the four rows of the projection matrix.
+  channels (one vec4) at a time in a loop, and accumulates their projection into NS vec4
+  accumulators per pixel: one of the S column blocks of the N4 vec4 columns (S = ceil(N4 / NS)
+  invocations per pixel block, column block fastest; each computes the block's depthwise
+  values itself, so small images with wide projections still fill the cores). Per channel
+  group it loads the taps, the input rows the block touches (as conv/depthwise.wgsl does),
+  and four rows of its columns of the projection matrix.
+
+  The sizes come from a uniform parameter buffer, so layers that differ only in image size,
+  channels, padding or projection width (a multiple of NS vec4s) share one pipeline; the
+  unrolled structure (window, strides, dilations, block, NS, epilogues) is baked in.
 
   With `expand`, the depthwise input is itself computed here: a pointwise conv2d (K -> C
   channels, its epilogue) of `x`, evaluated for every input pixel the block reads (before the
@@ -24,15 +31,20 @@
                  uniform buffer of that many vec4s); eep its epilogue (bias-like operands only)
     TH, TW       depthwise output rows and columns per invocation
     KH, KW, sh, sw, dh, dw, rows, seg   the depthwise window, as in conv/depthwise.wgsl
-    NB, H, W, C, C4, OH, OW, pt, pl     depthwise sizes (C a multiple of 4) and leading padding
+    pt, pl       leading padding (used in the text only with `center`)
     ep           the depthwise epilogue (bias first; channel = the depthwise channel), read at the
                  depthwise output's index; operands at the channel are loaded once per group
     center       stride 1, same size, the window's center tap on a loaded input (pt and pl): the
                  input at each output pixel is kept (xc) for an epilogue residual add of the
                  depthwise input itself (ep.given), which then costs no load
-    N, N4        projected values per pixel (N4 = ceil(N / 4) vec4 columns of `pw`)
+    N            projected values per pixel (mode "transpose" only: its stores are unrolled)
+    NS           vec4 columns of the projection per invocation (S = ceil(N4 / NS) invocations per
+                 pixel block, N4 = ceil(N / 4))
+    ragged       NS does not divide N4: the last column block loads its missing columns from
+                 the last one and stores none of them
     pep          the projection's epilogue (bias first), read at the projection output's index
-                 (None in mode "store")
+                 (None in mode "store"); pep.given: its residual operand (same shape as out) is
+                 bound as `pg` and loaded as vec4 (out_vec only)
     mode         "store": no projection, out is the depthwise output [NB, OH, OW, C] (vec4);
                  "conv": out is [NB, OH, OW, N]; "transpose": value n = (a * KW2 + b) * O2 + o of
                  pixel (oh, ow) goes to out[NB, OH * KH2, OW * KW2, O2] at (oh * KH2 + a, ow * KW2 + b, o)
@@ -45,10 +57,12 @@
                  (fuse_conv_pool); mode "conv" (out_vec), [blocks, N4] of the projection's output
                  (fuse_pool_partials)
     fns          (T, names) activation helpers of the epilogues
-    n_inv        invocations: NB * OHB * OWB (OHB = ceil(OH / TH), OWB = ceil(OW / TW))
+    fdiv         invocations < 2^20: the index is split with f32 divisions (exact there)
+  Parameters (uniform `prm`, u32 vec4s): 0: invocations (NB * OHB * OWB * S), C4, N4, N
+    1: H, W, OH, OW  2: OHB = ceil(OH / TH), OWB = ceil(OW / TW), pt, pl  3: S
   Bindings: x (NHWC, vec4), f ([KH, KW, C] vec4), ep operands..., [pw ([C, N4] vec4),
-    pep operands... (not "store")], [we, eep operands... (expand)], out, [pool].
-  Workgroup: (k.workgroup, 1, 1); block column fastest.
+    pep operands..., [pg (pep.given)] (not "store")], [we, eep operands... (expand)], prm, out, [pool].
+  Workgroup: (k.workgroup, 1, 1); column block fastest, then block column.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
 {% import "_lib/activations.wgsl" as act %}
@@ -64,15 +78,20 @@ enable f16;
 {{ tl.weights(nb.i, "pw", T, true, p_uniform) }}
 {{ tl.epilogue_decls(pep, nb.i + 1) }}
 {% set nb.i = nb.i + 1 + pep.operands | length %}
+{% if pep.given %}
+{{ tl.decl(nb.i, "pg", T, true, false) }}
+{% set nb.i = nb.i + 1 %}
+{% endif %}
 {% endif %}
 {% if expand %}
 {{ tl.weights(nb.i, "we", T, true, we_uniform) }}
 {{ tl.epilogue_decls(eep, nb.i + 1) }}
 {% set nb.i = nb.i + 1 + eep.operands | length %}
 {% endif %}
-{{ tl.decl(nb.i, "out", T, out_vec, true) }}
+@group(0) @binding({{ nb.i }}) var<uniform> prm: array<vec4<u32>, 4>;
+{{ tl.decl(nb.i + 1, "out", T, out_vec, true) }}
 {% if pool %}
-@group(0) @binding({{ nb.i + 1 }}) var<storage, read_write> pool: array<vec4<f32>>;
+@group(0) @binding({{ nb.i + 2 }}) var<storage, read_write> pool: array<vec4<f32>>;
 {% endif %}
 {% for FT, names in fns %}
 {{ act.defs(FT, names) }}
@@ -87,12 +106,47 @@ enable f16;
 {{ eep.code }}
 {% endif %}
 
-{{ tl.pixel_block(k, n_inv, OWB, OHB, TH, TW, sh, sw, pt, pl, seg, W) }}
+@compute @workgroup_size({{ k.workgroup }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let gidx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
+  if (gidx >= prm[0].x) { return; }
+  let C4 = prm[0].y;
+  let N4 = prm[0].z;
+  let H = prm[1].x;
+  let W = prm[1].y;
+  let OH = prm[1].z;
+  let OW = prm[1].w;
+  let OHB = prm[2].x;
+  let OWB = prm[2].y;
+  let S = prm[3].x;
+{% if fdiv %}
+  // Quotients through f32, exact for dividends below 2^20 (fdiv): x86 has no vector integer
+  // division, so runtime divisors would otherwise cost a scalar division per lane.
+  let idx = u32((f32(gidx) + 0.5) / f32(S));
+  let r1 = u32((f32(idx) + 0.5) / f32(OWB));
+  let n = u32((f32(r1) + 0.5) / f32(OHB));
+{% else %}
+  let idx = gidx / S;
+  let r1 = idx / OWB;
+  let n = r1 / OHB;
+{% endif %}
+  let jb = (gidx - idx * S) * {{ NS }}u;  // this invocation's first vec4 column of the projection
+  let wb = idx - r1 * OWB;
+  let hb = r1 - n * OHB;
+  let oh0 = hb * {{ TH }}u;
+  let ow0 = wb * {{ TW }}u;
+  let ih0 = i32(oh0 * {{ sh }}u) - i32(prm[2].z);
+  let iw0 = i32(ow0 * {{ sw }}u) - i32(prm[2].w);
+{% for j in seg %}
+  let cx{{ j }} = iw0 + {{ j }};
+  let cok{{ j }} = u32(cx{{ j }}) < W;
+  let ci{{ j }} = select(0u, u32(cx{{ j }}), cok{{ j }});
+{% endfor %}
 {% if expand %}
 {% for r, uses in rows %}
   let hy{{ r }} = ih0 + {{ r }};
-  let hrok{{ r }} = u32(hy{{ r }}) < {{ H }}u;
-  let hrow{{ r }} = (n * {{ H }}u + select(0u, u32(hy{{ r }}), hrok{{ r }})) * {{ W }}u;
+  let hrok{{ r }} = u32(hy{{ r }}) < H;
+  let hrow{{ r }} = (n * H + select(0u, u32(hy{{ r }}), hrok{{ r }})) * W;
 {% for j in seg %}
   let hok{{ r }}_{{ j }} = hrok{{ r }} && cok{{ j }};
 {% for kk in range(K4) %}
@@ -103,20 +157,20 @@ enable f16;
 {% endif %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
-  let in{{ t }}_{{ p }} = oh0 + {{ t }}u < {{ OH }}u && ow0 + {{ p }}u < {{ OW }}u;
-  let pix{{ t }}_{{ p }} = (n * {{ OH }}u + oh0 + {{ t }}u) * {{ OW }}u + ow0 + {{ p }}u;
-{% for j in range(N4) %}
+  let in{{ t }}_{{ p }} = oh0 + {{ t }}u < OH && ow0 + {{ p }}u < OW;
+  let pix{{ t }}_{{ p }} = (n * OH + oh0 + {{ t }}u) * OW + ow0 + {{ p }}u;
+{% for j in range(NS) %}
   var a{{ t }}_{{ p }}_{{ j }} = vec4<f32>(0.0);
 {% endfor %}
 {% endfor %}
 {% endfor %}
-  for (var cb = 0u; cb < {{ C4 }}u; cb = cb + 1u) {
+  for (var cb = 0u; cb < C4; cb = cb + 1u) {
 {% if pool and mode == "store" %}
     var psum = vec4<f32>(0.0);
 {% endif %}
 {% for kh in range(KH) %}
 {% for kw in range(KW) %}
-    let w{{ kh }}_{{ kw }} = vec4<f32>(f[{{ kh * KW + kw }}u * {{ C4 }}u + cb]);
+    let w{{ kh }}_{{ kw }} = vec4<f32>(f[{{ kh * KW + kw }}u * C4 + cb]);
 {% endfor %}
 {% endfor %}
 {% if expand %}
@@ -138,14 +192,14 @@ enable f16;
 {% for r, uses in rows %}
     {
       let y = ih0 + {{ r }};
-      let rok = u32(y) < {{ H }}u;
-      let row = (n * {{ H }}u + select(0u, u32(y), rok)) * {{ W }}u;
+      let rok = u32(y) < H;
+      let row = (n * H + select(0u, u32(y), rok)) * W;
 {% for j in seg %}
 {% if expand %}
       let s{{ j }} = {% for kq in range(4 * K4) %}X{{ r }}_{{ j }}_{{ kq // 4 }}.{{ "xyzw"[kq % 4] }} * u{{ kq }}{{ " + " if not loop.last }}{% endfor %};
       let x{{ j }} = select(vec4<f32>(0.0), vec4<f32>({% for c in range(4) %}{{ tl.apply(eep, "s" ~ j ~ "." ~ "xyzw"[c], "0u", "cb * 4u + " ~ c ~ "u", "eq" ~ c) }}{{ ", " if not loop.last }}{% endfor %}), hok{{ r }}_{{ j }});
 {% else %}
-      let x{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(row + ci{{ j }}) * {{ C4 }}u + cb]), rok && cok{{ j }});
+      let x{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(row + ci{{ j }}) * C4 + cb]), rok && cok{{ j }});
 {% endif %}
 {% endfor %}
 {% for t, kh in uses %}
@@ -171,11 +225,11 @@ enable f16;
     var e{{ t }}_{{ p }} = vec4<f32>(0.0);
 {% endif %}
     if (in{{ t }}_{{ p }}) {
-      let o = pix{{ t }}_{{ p }} * {{ C }}u + cb * 4u;
+      let o = pix{{ t }}_{{ p }} * C4 * 4u + cb * 4u;
       let v = d{{ t }}_{{ p }};
       {{ "let e" if mode == "store" else "e" ~ t ~ "_" ~ p }} = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u", "q" ~ c, "xc" ~ t ~ "_" ~ p ~ "." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
 {% if mode == "store" %}
-      out[pix{{ t }}_{{ p }} * {{ C4 }}u + cb] = vec4<{{ T }}>(e);
+      out[pix{{ t }}_{{ p }} * C4 + cb] = vec4<{{ T }}>(e);
 {% if pool %}
       psum = psum + e;
 {% endif %}
@@ -183,10 +237,10 @@ enable f16;
     }
 {% endfor %}
 {% endfor %}
-{% for j in range(N4 if mode != "store" else 0) %}
-    // projection columns 4j..4j+3: each row of the matrix is loaded right before its uses
+{% for j in range(NS if mode != "store" else 0) %}
+    // projection columns 4 (jb + j) ..: each row of the matrix is loaded right before its uses
 {% for c in range(4) %}
-    let p{{ c }}_{{ j }} = vec4<f32>(pw[(cb * 4u + {{ c }}u) * {{ N4 }}u + {{ j }}u]);
+    let p{{ c }}_{{ j }} = vec4<f32>(pw[(cb * 4u + {{ c }}u) * N4 + {{ "min(jb + " ~ j ~ "u, N4 - 1u)" if ragged else "jb + " ~ j ~ "u" }}]);
 {% endfor %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
@@ -196,15 +250,14 @@ enable f16;
 {% endfor %}
 {% if pool and mode == "store" %}
     // this block's channel sums: row idx (= (n * OHB + hb) * OWB + wb) of the [blocks, C4] partials
-    pool[idx * {{ C4 }}u + cb] = psum;
+    pool[idx * C4 + cb] = psum;
 {% endif %}
   }
 {% if mode == "conv" %}
-{% for j in range(N4) %}
+  let N = prm[0].w;
+{% for j in range(NS) %}
 {% for c in range(4) %}
-{% if 4 * j + c < N %}
-  {{ tl.hoist_q(pep, "gq" ~ j ~ "_" ~ c, (4 * j + c) ~ "u") }}
-{% endif %}
+  {{ tl.hoist_q(pep, "gq" ~ j ~ "_" ~ c, "min(4u * (jb + " ~ j ~ "u) + " ~ c ~ "u, N - 1u)") }}
 {% endfor %}
 {% if pool %}
   var ps{{ j }} = vec4<f32>(0.0);
@@ -213,21 +266,24 @@ enable f16;
 {% for t in range(TH) %}
 {% for p in range(TW) %}
   if (in{{ t }}_{{ p }}) {
-{% for j in range(N4) %}
-    {
-      let o = pix{{ t }}_{{ p }} * {{ N }}u + {{ 4 * j }}u;
+{% for j in range(NS) %}
+    {{ "if (jb + " ~ j ~ "u < N4) " if ragged }}{
+      let o = pix{{ t }}_{{ p }} * N + 4u * (jb + {{ j }}u);
       let v = a{{ t }}_{{ p }}_{{ j }};
 {% if out_vec %}
-      let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(pep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", (4 * j + c) ~ "u", "gq" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
-      out[pix{{ t }}_{{ p }} * {{ N4 }}u + {{ j }}u] = vec4<{{ T }}>(e);
+{% if pep.given %}
+      let g = vec4<f32>(pg[pix{{ t }}_{{ p }} * N4 + jb + {{ j }}u]);
+{% endif %}
+      let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(pep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "4u * (jb + " ~ j ~ "u) + " ~ c ~ "u", "gq" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
+      out[pix{{ t }}_{{ p }} * N4 + jb + {{ j }}u] = vec4<{{ T }}>(e);
 {% if pool %}
       ps{{ j }} = ps{{ j }} + e;
 {% endif %}
 {% else %}
 {% for c in range(4) %}
-{% if 4 * j + c < N %}
-      out[o + {{ c }}u] = {{ T }}({{ tl.apply(pep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", (4 * j + c) ~ "u", "gq" ~ j ~ "_" ~ c) }});
-{% endif %}
+      if (4u * (jb + {{ j }}u) + {{ c }}u < N) {
+        out[o + {{ c }}u] = {{ T }}({{ tl.apply(pep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "4u * (jb + " ~ j ~ "u) + " ~ c ~ "u", "gq" ~ j ~ "_" ~ c) }});
+      }
 {% endfor %}
 {% endif %}
     }
@@ -235,9 +291,9 @@ enable f16;
   }
 {% endfor %}
 {% endfor %}
-{% for j in range(N4 if pool else 0) %}
+{% for j in range(NS if pool else 0) %}
   // this block's column sums: row idx of the [blocks, N] partials
-  pool[idx * {{ N4 }}u + {{ j }}u] = ps{{ j }};
+  {{ "if (jb + " ~ j ~ "u < N4) " if ragged }}{ pool[idx * N4 + jb + {{ j }}u] = ps{{ j }}; }
 {% endfor %}
 {% elif mode == "transpose" %}
 {% for oc in range(O2) %}
@@ -246,11 +302,11 @@ enable f16;
 {% for t in range(TH) %}
 {% for p in range(TW) %}
   if (in{{ t }}_{{ p }}) {
-    let b0 = ((n * {{ OH }}u + oh0 + {{ t }}u) * {{ KH2 }}u * {{ OW * KW2 }}u + (ow0 + {{ p }}u) * {{ KW2 }}u) * {{ O2 }}u;
+    let b0 = ((n * OH + oh0 + {{ t }}u) * {{ KH2 }}u * OW * {{ KW2 }}u + (ow0 + {{ p }}u) * {{ KW2 }}u) * {{ O2 }}u;
 {% for nn in range(N) %}
 {% set a_ = nn // (KW2 * O2) %}{% set b_ = (nn // O2) % KW2 %}{% set oc = nn % O2 %}
     {
-      let o = b0 + {{ (a_ * OW * KW2 + b_) * O2 + oc }}u;
+      let o = b0 + ({{ a_ }}u * OW * {{ KW2 }}u + {{ b_ }}u) * {{ O2 }}u + {{ oc }}u;
       out[o] = {{ T }}({{ tl.apply(pep, "a" ~ t ~ "_" ~ p ~ "_" ~ (nn // 4) ~ "." ~ "xyzw"[nn % 4], "o", oc ~ "u", "gq" ~ oc) }});
     }
 {% endfor %}

@@ -169,3 +169,97 @@ def test_multiplier_2_depthwise_and_projection_stay_two_kernels(ctx, rng):
     np.testing.assert_allclose(got["m"], d.mean(axis=(1, 2)), atol=2e-5, rtol=2e-5)
     templates = _templates(ctx, build, {"x": x})
     assert templates[0] == "conv/depthwise.wgsl" and "conv/depthwise_project.wgsl" not in templates
+
+
+# ---------------------------------------------------------------- the depthwise + projection kernel's plans
+# (image H x W, batch, channels, projected channels, window, stride, dilation, (TH, TW, S), dtype,
+# a residual add and prelu after the projection)
+_SPLIT_CASES = {
+    "3x3 image, N=128 over 8 invocations, residual": ((3, 3), 1, 128, 128, 3, 1, 1, (3, 3, 8), "float32", True),
+    "odd 7x5, stride 2, N=24 split 3": ((7, 5), 1, 8, 24, 3, 2, 1, (2, 2, 3), "float32", False),
+    "N=10 (not a multiple of 4), split 3": ((6, 6), 1, 12, 10, 3, 1, 1, (2, 3, 3), "float32", False),
+    "5x5 dilation 2, float16, split 2, residual": ((9, 8), 1, 16, 16, 5, 1, 2, (2, 2, 2), "float16", True),
+    "batch 2, block past the edges, split 2": ((5, 6), 2, 4, 8, 3, 1, 1, (4, 4, 2), "float32", True),
+    "N=28 over 2 invocations (4 + 3 columns), residual": ((6, 7), 1, 8, 28, 3, 1, 1, (2, 2, 2), "float32", True),
+    "N=22 over 4 invocations (2 + 2 + 2 + 0 columns)": ((5, 5), 1, 8, 22, 3, 2, 1, (2, 2, 4), "float32", False),
+}
+
+
+@pytest.mark.parametrize("case", list(_SPLIT_CASES))
+def test_depthwise_project_plans_against_numpy(ctx, rng, monkeypatch, case):
+    """conv/depthwise_project.wgsl with its projection columns split over several invocations
+    per pixel block (S), blocks past the image's edges, a projection width not a multiple of
+    4 (scalar stores), a last column block with fewer columns, odd images with stride 2, dilation, float16, and the projection's
+    residual add loaded as vec4 (pep.given): against float64 NumPy."""
+    (h, w), nb, C, N, k, s, d, plan, dt, residual = _SPLIT_CASES[case]
+    if dt == "float16" and "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is expected on lavapipe")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setattr(conv, "_dwp_plan", lambda *a, **kw: plan)
+    npdt = np.float32 if dt == "float32" else np.float16
+    pad = (k - 1) // 2 * d
+    oh, ow = [(n + 2 * pad - d * (k - 1) - 1) // s + 1 for n in (h, w)]
+    x = rng.standard_normal((nb, h, w, C)).astype(npdt)
+    wd = (rng.standard_normal((1, k, k, C)) * 0.3).astype(npdt)  # ihwo
+    bd = rng.standard_normal(C).astype(npdt)
+    wp = (rng.standard_normal((N, 1, 1, C)) * (0.3 if C < 64 else 0.1)).astype(npdt)  # ohwi
+    bp = rng.standard_normal(N).astype(npdt)
+    slope = rng.uniform(0.05, 0.5, N).astype(npdt)
+    inputs = {"x": x}
+    if residual:
+        inputs["r"] = rng.standard_normal((nb, oh, ow, N)).astype(npdt)
+
+    def build(b, o):
+        dd = b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C, padding=[pad] * 4,
+                      strides=[s, s], dilations=[d, d], bias=b.constant(bd))
+        p = b.conv2d(b.relu(dd), b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
+        if residual:
+            p = b.prelu(b.add(p, o["r"]), b.constant(slope))
+        return {"y": p}
+
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    dref = ref_conv2d(x.astype(np.float64).transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(3, 0, 1, 2),
+                      [pad] * 4, (s, s), (d, d), groups=C).transpose(0, 2, 3, 1) + bd.astype(np.float64)
+    ref = np.einsum("nhwc,oc->nhwo", np.maximum(dref, 0), wp[:, 0, 0, :].astype(np.float64)) + bp
+    if residual:
+        ref = ref + inputs["r"]
+        ref = np.where(ref >= 0, ref, ref * slope.astype(np.float64))
+    tol = 2e-5 if dt == "float32" else 3e-2
+    np.testing.assert_allclose(got, ref, atol=tol, rtol=tol)
+    assert _templates(ctx, build, inputs) == ["conv/depthwise_project.wgsl"]
+
+
+def test_depthwise_project_layers_of_one_structure_share_a_pipeline(ctx, rng, monkeypatch):
+    """Sizes come from the parameter buffer: two layers with different images, channels and
+    projection widths (16 and 32 columns, 4 vec4s per invocation) render one WGSL text."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setattr(conv, "_dwp_plan", lambda g, n4, k4, tuning, split=True: (2, 2, n4 // 4))
+    x = rng.standard_normal((1, 10, 12, 8)).astype(np.float32)
+    w1, w2 = (rng.standard_normal((1, 3, 3, c)).astype(np.float32) * 0.3 for c in (8, 16))
+    p1 = (rng.standard_normal((16, 1, 1, 8)) * 0.3).astype(np.float32)
+    p2 = (rng.standard_normal((32, 1, 1, 16)) * 0.3).astype(np.float32)
+    b = webnn.MLGraphBuilder(ctx)
+    xi = b.input("x", {"data_type": "float32", "shape": list(x.shape)})
+    y = b.conv2d(b.relu(b.conv2d(xi, b.constant(w1), input_layout="nhwc", filter_layout="ihwo", groups=8,
+                                 padding=[1] * 4)), b.constant(p1), input_layout="nhwc", filter_layout="ohwi")
+    y = b.conv2d(b.relu(b.conv2d(y, b.constant(w2), input_layout="nhwc", filter_layout="ihwo", groups=16,
+                                 padding=[1] * 4, strides=[2, 2])), b.constant(p2), input_layout="nhwc",
+                 filter_layout="ohwi")
+    y = b.conv2d(b.relu(b.conv2d(y, b.constant(rng.standard_normal((1, 3, 3, 32)).astype(np.float32) * 0.3),
+                                 input_layout="nhwc", filter_layout="ihwo", groups=32, padding=[1] * 4)),
+                 b.constant((rng.standard_normal((16, 1, 1, 32)) * 0.3).astype(np.float32)), input_layout="nhwc",
+                 filter_layout="ohwi")
+    g = b.build({"y": y})
+    texts = [s.wgsl for s in g._steps if getattr(s, "template", "") == "conv/depthwise_project.wgsl"]
+    assert len(texts) == 3 and texts[0] == texts[2] and texts[0] != texts[1]  # the second has stride 2
+    assert np.isfinite(ctx.compute(g, {"x": x})["y"]).all()
+
+
+def test_small_images_split_the_projection_over_invocations():
+    """The plan (lane-loop profile) for a 3 x 3 image with 128 channels projected to 128 spreads
+    the columns over several invocations per pixel block (few blocks would leave a core
+    idle); a large image keeps one invocation per block."""
+    th, tw, splits = conv._dwp_plan(_geometry(3, 3, 128, 3), 32, 0, "lane-loop")
+    assert splits > 1 and th * tw * -(-32 // splits) <= conv.DWP_PLAN_MAX_ACC
+    assert conv._dwp_plan(_geometry(96, 96, 16, 3), 4, 0, "lane-loop")[2] == 1
+    assert conv._dwp_plan(_geometry(3, 3, 128, 3), 32, 4, "lane-loop")[2] == 1  # an expansion: never split

@@ -407,7 +407,8 @@ def pool_rows(node, tuning: str = "default") -> int:
         e, proj = node.attrs.get("expand"), node.attrs["project"]
         g = _geometry(node.attrs["depthwise"])
         n4 = -(-_project_width(proj) // 4) if proj is not None else 0
-        th, tw = _dwp_block(g, n4, e.inputs[0].shape[3] // 4 if e is not None else 0, tuning)
+        th, tw = _dwp_block(g, n4, e.inputs[0].shape[3] // 4 if e is not None else 0, tuning,
+                            proj is not None and proj.op == "conv2d")
     else:
         g = _geometry(node)
         variant = _conv_variant(g, "nhwc", tuning)
@@ -553,6 +554,22 @@ DWP_KERNEL_COST = 1.2e5
 #: ... and a factor on the fused kernel's estimate per profile (lavapipe 25 runs it about 3x
 #: slower than its loads and multiply-adds say: fitted on benchmarks/dw_project.py's grid).
 DWP_FUSED_FACTOR = {"lane-loop": 1.0, "default": 3.0}
+#: ... the fused kernel's weights per profile (storage vec4 load or store, uniform vec4 load,
+#: vec4 multiply-add): on lavapipe before Mesa 24 every storage access is a loop over the SIMD
+#: lanes and each component, uniform loads are gathers and multiply-adds nearly free (fitted on
+#: 10 shapes x up to 13 plans of the kernel, Mesa 22.3); elsewhere the loads-and-multiply-adds
+#: model of the two-kernel side.
+DWP_FUSED_WEIGHTS = {"lane-loop": (8.0, 1.75, 0.05), "default": (2.0, 2.0, 1.0)}
+#: ... the block rows and columns its plan (:func:`_dwp_plan`) chooses from, and at most this
+#: many vec4 accumulators per invocation there: LLVM's compile time grows with the unrolled
+#: block (about 0.2 s CPU per KiB of WGSL on lavapipe)
+DWP_BLOCK_SIZES = (1, 2, 3, 4, 6, 8)
+DWP_PLAN_MAX_ACC = 64
+#: ... the profiles whose weights were fitted (others keep one invocation per pixel block)
+DWP_PLAN_PROFILES = ("lane-loop",)
+#: ... and the cores a kernel's workgroups spread over (lavapipe runs a workgroup on one thread;
+#: 1: idle cores are not counted).
+DWP_CORES = {"lane-loop": 2, "default": 1}
 
 
 def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tuple[float, float]:
@@ -561,11 +578,13 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
     channels: (one ``conv/depthwise_project.wgsl`` kernel, the depthwise kernel + the tile
     kernel). Every invocation of each kernel loads its operands, stores its outputs and does
     its multiply-adds; the fused kernel holds a block of ``TH x TW`` pixels and loads the whole
-    ``C x N`` projection matrix once per block, the tile kernel holds ``TM x 4 TN4`` outputs
-    and loads ``TM + TN4`` values per step of its ``C``-deep product."""
+    ``C x N`` projection matrix once per block (the block of :func:`_dwp_blocks_for`, one
+    invocation per block: the model was fitted on that kernel; the kernel then runs the plan
+    of :func:`_dwp_plan`), the tile kernel holds
+    ``TM x 4 TN4`` outputs and loads ``TM + TN4`` values per step of its ``C``-deep product."""
     L = DWP_LOAD_COST.get(tuning, DWP_LOAD_COST["default"])
     kk, c4, n4 = g["KH"] * g["KW"], -(-g["C"] // 4), -(-n // 4)
-    th, tw = _dwp_block(g, n4, k4, tuning)
+    th, tw = _dwp_blocks_for(g, n4, 1, k4, tuning)
     blocks = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw)
     window = len(_rows(g, th)) * len(_segment(g, tw))
     fused = blocks * c4 * (L * (kk + window + 4 * n4) + th * tw * (kk + 4 * n4)) + blocks * th * tw * n4 * L
@@ -641,7 +660,8 @@ def expand_block_ok(e, dw, proj, tuning: str = "default") -> bool:
     """Whether the depthwise + projection kernel's block for ``dw`` and ``proj`` keeps the
     recomputed expansion ``e`` within :data:`EXPAND_MAX_RECOMPUTE`."""
     g = _geometry(dw)
-    th, tw = _dwp_block(g, -(-_project_width(proj) // 4), e.inputs[0].shape[3] // 4, tuning)
+    th, tw = _dwp_block(g, -(-_project_width(proj) // 4), e.inputs[0].shape[3] // 4, tuning,
+                        proj is not None and proj.op == "conv2d")
     return recompute_ok(g, th, tw)
 
 
@@ -683,22 +703,83 @@ def _project_width(proj) -> int:
     return p["O"] if proj.op == "conv2d" else p["KH"] * p["KW"] * p["O"]
 
 
-def _dwp_block(g: dict, n4: int, k4: int, tuning: str) -> tuple[int, int]:
-    """(TH, TW) of the depthwise + projection kernel: the depthwise block, smaller while the
-    accumulators (``n4`` vec4s per pixel), the held expansion inputs (``k4`` vec4s per input
-    pixel read) or too few invocations for the cores call for it."""
+def _dwp_block(g: dict, n4: int, k4: int, tuning: str, split: bool = True) -> tuple[int, int]:
+    """(TH, TW) of the depthwise + projection kernel (:func:`_dwp_plan`)."""
+    th, tw, _ = _dwp_plan(g, n4, k4, tuning, split)
+    return th, tw
+
+
+def _dwp_blocks_for(g: dict, ns: int, splits: int, k4: int, tuning: str) -> tuple[int, int]:
+    """(TH, TW) of the depthwise + projection kernel with ``ns`` vec4 accumulators per pixel and
+    ``splits`` invocations per pixel block: the depthwise block, smaller while the accumulators,
+    the held expansion inputs (``k4`` vec4s per input pixel read) or too few invocations for
+    the cores call for it."""
     th, tw = _depthwise_block(g, tuning)
 
-    def blocks(th_, tw_):
-        return g["NB"] * -(-g["OH"] // th_) * -(-g["OW"] // tw_)
+    def invocations(th_, tw_):
+        return g["NB"] * -(-g["OH"] // th_) * -(-g["OW"] // tw_) * splits
 
-    while th * tw > 1 and (th * tw * n4 > PROJECT_MAX_ACC or blocks(th, tw) < 4 * PROJECT_WORKGROUP
+    while th * tw > 1 and (th * tw * ns > PROJECT_MAX_ACC or invocations(th, tw) < 4 * PROJECT_WORKGROUP
                            or len(_rows(g, th)) * len(_segment(g, tw)) * k4 > EXPAND_MAX_X):
         if th >= tw:
             th = max(1, th // 2)
         else:
             tw = max(1, tw // 2)
     return th, tw
+
+
+def _dwp_fused_cost(g: dict, n4: int, th: int, tw: int, splits: int, tuning: str) -> float:
+    """Estimated cost of the depthwise + projection kernel with a TH x TW block and the
+    projection's ``n4`` vec4 columns split over ``splits`` invocations per block, for
+    :func:`_dwp_plan` to compare plans: every invocation loads, per group of 4 channels, the
+    block's input window (storage), the taps and its rows of the projection (uniform where
+    :func:`uniform_copy` puts it, else storage), does its multiply-adds and stores its
+    outputs, each weighted by the profile's :data:`DWP_FUSED_WEIGHTS`; lavapipe runs a
+    workgroup on one thread, so with fewer workgroups than :data:`DWP_CORES` the cores left
+    idle count."""
+    ws, wu, wf = DWP_FUSED_WEIGHTS.get(tuning, DWP_FUSED_WEIGHTS["default"])
+    kk, c4, ns = g["KH"] * g["KW"], -(-g["C"] // 4), -(-n4 // splits)
+    inv = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw) * splits
+    window = len(_rows(g, th)) * len(_segment(g, tw))
+    wp = wu if tuning == "lane-loop" and g["C"] * 4 * n4 <= B_UNIFORM_FLOATS else ws  # uniform_copy's rule
+    per = c4 * (ws * window + wu * kk + wp * 4 * ns + wf * th * tw * (kk + 4 * ns)) + ws * th * tw * max(ns, 1)
+    cores = DWP_CORES.get(tuning, DWP_CORES["default"])
+    busy = -(-inv // (PROJECT_WORKGROUP * cores)) * PROJECT_WORKGROUP * cores if cores > 1 else inv
+    return per * busy
+
+
+def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True) -> tuple[int, int, int]:
+    """(TH, TW, S) of the depthwise + projection kernel with ``n4`` vec4 columns of projection
+    per pixel (0: none) and ``k4`` vec4s of expansion input per input pixel (0: none).
+
+    A pointwise projection without an expansion (``split``) whose matrix fits the uniform
+    buffer, on a profile of :data:`DWP_PLAN_PROFILES`: S invocations per pixel block,
+    each computing ``ceil(n4 / S)`` of the columns (the last block maybe fewer), and a block of
+    :data:`DWP_BLOCK_SIZES` rows and columns, the cheapest by :func:`_dwp_fused_cost` among
+    those whose accumulators fit :data:`DWP_PLAN_MAX_ACC` and loaded window
+    :data:`DW_MAX_LOADS`. Otherwise S = 1 and the block of
+    :func:`_dwp_blocks_for`."""
+    if (not split or k4 or not n4 or tuning not in DWP_PLAN_PROFILES
+            or g["C"] * 4 * n4 > B_UNIFORM_FLOATS):  # a storage-buffer matrix: measured slower split
+        th, tw = _dwp_blocks_for(g, n4, 1, k4, tuning)
+        return th, tw, 1
+    best = None
+    max_acc = DWP_PLAN_MAX_ACC
+    for ns in range(1, min(n4, max_acc) + 1):
+        splits = -(-n4 // ns)
+        if -(-n4 // splits) != ns:  # the same S as a narrower block
+            continue
+        for th in DWP_BLOCK_SIZES:
+            for tw in DWP_BLOCK_SIZES:
+                if (th > g["OH"] or tw > g["OW"] or th * tw * ns > max_acc
+                        or len(_rows(g, th)) * len(_segment(g, tw)) > DW_MAX_LOADS):
+                    continue
+                cost = _dwp_fused_cost(g, n4, th, tw, splits, tuning)
+                if best is None or cost < best[0]:
+                    best = (cost, th, tw, splits)
+    if best is None:  # one pixel and one column per invocation fits any layer project_ok takes
+        return 1, 1, n4
+    return best[1], best[2], best[3]
 
 
 @lowering("depthwise_project")
@@ -729,27 +810,31 @@ def lower_depthwise_project(node, lc) -> None:
     N = n4 = 0
     p = {"KH": 1, "KW": 1, "O": 1}
     if proj is not None:
-        pep = _conv_epilogue(proj, out, "nhwc", first_binding="pe", name="project")
         p = _geometry(proj)
         N = _project_width(proj)
+        gi = (given_operand(proj, out, _epilogue.steps_of(proj), g["NB"] * g["OH"] * g["OW"], N, g["C"])
+              if proj.op == "conv2d" and N % 4 == 0 else None)  # a residual add: loaded as vec4
+        pep = _conv_epilogue(proj, out, "nhwc", first_binding="pe", name="project", given=gi)
         mat = _project_matrix(proj)
         n4 = mat.shape[1] // 4
         pw = make_constant(mat, proj.inputs[1].data_type)
         pw_ubo = uniform_copy(lc, pw)
-        project_in = [("pw", pw_ubo or pw)] + pep.operands
+        project_in = [("pw", pw_ubo or pw)] + pep.operands + ([("pg", proj.inputs[gi])] if pep.given else [])
         mode = "conv" if proj.op == "conv2d" else "transpose"
     else:
         pep, mode = None, "store"
-    th, tw = _dwp_block(g, n4, k4, lc.tuning)
+    th, tw, splits = _dwp_plan(g, n4, k4, lc.tuning, mode == "conv")
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
-    n_inv = g["NB"] * ohb * owb
+    n_inv = g["NB"] * ohb * owb * splits
+    prm = make_constant(np.array([n_inv, g["C"] // 4, n4, N, g["H"], g["W"], g["OH"], g["OW"], ohb, owb, g["pt"],
+                                  g["pl"], splits, 0, 0, 0], dtype=np.uint32), "uint32")
     outs = [("out", out)]
     pooled = proj is None and bool(dw.attrs.get("pool_output"))
     if pooled:  # fuse_conv_pool: per-block channel sums
         part, reduce_pool = _pool_partials(lc, dw, ohb * owb, g["C"])
         outs.append(("pool", part))
     elif len(node.outputs) == 2:  # fuse_pool_partials: per-block sums of the projection's output
-        assert mode == "conv" and N % 4 == 0 and tuple(node.outputs[1].shape) == (n_inv, N), "partials_ok, pool_rows"
+        assert mode == "conv" and N % 4 == 0 and tuple(node.outputs[1].shape) == (ohb * owb, N), "partials_ok, pool_rows"
         outs.append(("pool", node.outputs[1]))
     w = _relayout(lc, dw.inputs[1], dw.attrs["filter_layout"], "hwio")
     w_ubo = uniform_copy(lc, w)
@@ -758,16 +843,18 @@ def lower_depthwise_project(node, lc) -> None:
         for FT, names in ee.functions if ee is not None else ():
             fns.setdefault(FT, set()).update(names)
     lc.kernel("conv/depthwise_project.wgsl",
-              [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + expand_in, outs,
-              n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TH=th, TW=tw, OHB=ohb, OWB=owb,
-              n_inv=n_inv, rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N, N4=n4, center=ep.given,
-              C4=g["C"] // 4, mode=mode, KH2=p["KH"], KW2=p["KW"], O2=p["O"],
+              [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + expand_in + [("prm", prm)], outs,
+              n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TH=th, TW=tw,
+              rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N if mode == "transpose" else 0,
+              NS=-(-n4 // splits), ragged=n4 % splits != 0, center=ep.given, fdiv=n_inv < DW_FDIV_MAX,
+              pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
+              O2=p["O"],
               out_vec=mode == "store" or mode == "conv" and N % 4 == 0, pool=len(outs) == 2,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
               p_uniform=B_UNIFORM_FLOATS // 4 if pw_ubo is not None else 0,
               fns=sorted((FT, sorted(names)) for FT, names in fns.items()), expand=e is not None, eep=eep,
               K4=k4, we_uniform=B_UNIFORM_FLOATS // 4 if we_ubo is not None else 0,
-              **{k: g[k] for k in _BLOCK_GEOMETRY})
+              **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
     if pooled:
         reduce_pool()
 
