@@ -30,14 +30,11 @@ something as ratios taken in the same run on the same machine.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import pathlib
-import statistics
 import subprocess
 import sys
-import time
 
 DEFAULT_TF_PYTHON = pathlib.Path.home() / ".cache" / "webnn-gpu" / "bench" / "venv-tf2onnx" / "bin" / "python"
 
@@ -269,15 +266,6 @@ def generate(out: pathlib.Path, names: list[str]) -> None:
 #: The issue's tolerances on max |webnn - LiteRT| / max |LiteRT|.
 TOLERANCE = {"float32": 1e-3, "float16": 3e-2}
 
-BUILD_SCRIPT = """
-import json, sys, time
-import webnn_gpu as webnn
-ctx = webnn.ml.create_context()
-data = open(sys.argv[1], "rb").read()
-t0 = time.perf_counter()
-webnn.load(data, ctx, dtype=sys.argv[2])
-print(json.dumps({"build_s": time.perf_counter() - t0}))
-"""
 
 
 def seeded_inputs(details: list[dict], seed: int = 0) -> dict[str, "np.ndarray"]:  # noqa: F821
@@ -333,19 +321,9 @@ class WebNN:
         return {n: self.ctx.read_tensor(t) for n, t in self.t_out.items()}
 
 
-def fresh_build(path: pathlib.Path, dtype: str, env: dict[str, str]) -> float | None:
-    """Seconds of ``webnn.load`` in a new Python process with ``env`` added."""
-    r = subprocess.run([sys.executable, "-c", BUILD_SCRIPT, str(path), dtype], capture_output=True, text=True,
-                       env={**os.environ, **env}, timeout=1800)
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
-    if r.returncode or not lines:
-        print(f"    fresh-process build failed: {r.stderr.strip()[-300:]}", file=sys.stderr)
-        return None
-    return json.loads(lines[-1])["build_s"]
-
-
 def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
     import numpy as np
+    import zoo
 
     data = path.read_bytes()
     row: dict = {"model": name}
@@ -365,19 +343,10 @@ def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
     row["kernels"] = engine.model.graph.kernel_count
     lite = LiteRT(data, threads=2, xnnpack=True)
     runners = {"webnn": lambda: engine.run(x), "xnnpack2": lambda: lite.run(x)}
-    times: dict[str, list[float]] = {k: [] for k in runners}
-    for _ in range(args.warmup):
-        for run in runners.values():
-            run()
-    for _ in range(args.rounds):  # alternating inside every round
-        for key, run in runners.items():
-            t0 = time.perf_counter()
-            run()
-            times[key].append(time.perf_counter() - t0)
-    med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    med = zoo.alternate(runners, args.warmup, args.rounds)
     row.update(webnn_ms=med["webnn"], xnnpack2_ms=med["xnnpack2"], ratio=med["webnn"] / med["xnnpack2"])
     if args.cold:
-        row["first_build_s"] = fresh_build(path, args.dtype, {"MESA_SHADER_CACHE_DISABLE": "true"})
+        row["first_build_s"] = zoo.fresh_build(path, args.dtype, {"MESA_SHADER_CACHE_DISABLE": "true"})
     return row
 
 
@@ -428,16 +397,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     import webnn_gpu as webnn
 
-    ctx = webnn.ml.create_context()
-    rows = []
-    for name in args.models:
-        print(f"{name} ...", file=sys.stderr, flush=True)
-        rows.append(bench_model(ctx, name, out / f"{name}.tflite", args))
-        print("  " + json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import zoo  # the same timing and fresh-process build as the MediaPipe zoo
+
+    rows = zoo.run_rows(webnn.ml.create_context(), {n: out / f"{n}.tflite" for n in args.models}, bench_model, args)
     print(format_table(rows))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
     return 0
 
 

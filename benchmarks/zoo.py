@@ -128,6 +128,33 @@ def fresh_build(path, dtype: str, env: dict[str, str]) -> float | None:
     return json.loads(lines[-1])["build_s"]
 
 
+def alternate(runners: dict, warmup: int, rounds: int) -> dict[str, float]:
+    """Median milliseconds of each runner, the runners alternating inside every round."""
+    times: dict[str, list[float]] = {k: [] for k in runners}
+    for _ in range(warmup):
+        for run in runners.values():
+            run()
+    for _ in range(rounds):
+        for key, run in runners.items():
+            t0 = time.perf_counter()
+            run()
+            times[key].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) * 1e3 for k, v in times.items()}
+
+
+def run_rows(ctx, paths: dict, bench, args) -> list[dict]:
+    """``bench(ctx, name, path, args)`` for every model in turn, each row printed as it comes; then the table."""
+    rows = []
+    for name, path in paths.items():
+        print(f"{name} ...", file=sys.stderr, flush=True)
+        rows.append(bench(ctx, name, path, args))
+        print("  " + json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return rows
+
+
 def bench_model(ctx, name: str, path, args) -> dict:
     data = path.read_bytes()
     engine = WebNN(ctx, path, args.dtype)  # also warms Mesa's shader cache for the warm build
@@ -141,16 +168,7 @@ def bench_model(ctx, name: str, path, args) -> dict:
     for threads in (1, 2):
         lite = LiteRT(data, threads=threads, xnnpack=True)
         runners[f"xnnpack{threads}"] = lambda lite=lite: lite.run(x)
-    times: dict[str, list[float]] = {k: [] for k in runners}
-    for _ in range(args.warmup):
-        for run in runners.values():
-            run()
-    for _ in range(args.rounds):  # the runtimes alternate inside every round
-        for key, run in runners.items():
-            t0 = time.perf_counter()
-            run()
-            times[key].append(time.perf_counter() - t0)
-    med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    med = alternate(runners, args.warmup, args.rounds)
     row = {"model": name, "max_error": err, "webnn_ms": med["webnn"], "xnnpack1_ms": med["xnnpack1"],
            "xnnpack2_ms": med["xnnpack2"], "ratio": med["webnn"] / med["xnnpack2"],
            "kernels": engine.kernels, "pipelines": engine.pipelines}
@@ -186,16 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args(argv)
     paths = models.fetch_many(args.models)
-    ctx = webnn.ml.create_context()
-    rows = []
-    for name in args.models:
-        print(f"{name} ...", file=sys.stderr, flush=True)
-        rows.append(bench_model(ctx, name, paths[name], args))
-        print("  " + json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    rows = run_rows(webnn.ml.create_context(), {n: paths[n] for n in args.models}, bench_model, args)
     print(format_table(rows))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
     return 0
 
 
