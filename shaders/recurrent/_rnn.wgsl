@@ -9,6 +9,9 @@
   step(H, B, T, GH, direction): locate(), then the step s (load_step(0)), its time index t,
     and the row offsets prow (this step's projections: GH per row), hrow (the hidden state)
     and rrow (direction d's recurrent weights).
+  lstm_gates(acts, has_peep, H): from the gates' sums ai, ao, af, ag and the cell state c,
+    the peephole terms (has_peep: load_peep), the gates and the new cell (ct) and hidden (ht)
+    states, with the activations acts = [gate, cell input, cell output].
 -#}
 {% macro act(name, x) -%}
 {% if name == "relu" %}max({{ x }}, 0.0){% elif name == "sigmoid" %}sigmoid_f32({{ x }}){% else %}tanh_f32({{ x }}){% endif %}
@@ -32,4 +35,19 @@
   let prow = ((d * {{ T }}u + t) * {{ B }}u + b) * {{ GH }}u;
   let hrow = db * {{ H }}u;
   let rrow = d * {{ GH }}u;
+{% endmacro %}
+
+{% macro lstm_gates(acts, has_peep, H) %}
+{% if has_peep %}
+  let prw = d * {{ 3 * H }}u + j;
+  ai = ai + c * f32(load_peep(prw));
+  ao = ao + c * f32(load_peep(prw + {{ H }}u));
+  af = af + c * f32(load_peep(prw + {{ 2 * H }}u));
+{% endif %}
+  let gi = {{ act(acts[0], "ai") }};
+  let gf = {{ act(acts[0], "af") }};
+  let gg = {{ act(acts[1], "ag") }};
+  let go = {{ act(acts[0], "ao") }};
+  let ct = gf * c + gi * gg;
+  let ht = go * {{ act(acts[2], "ct") }};
 {% endmacro %}

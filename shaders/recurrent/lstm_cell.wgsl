@@ -74,18 +74,7 @@ f32(load_{{ name }}((wrow + {{ G }}u + j) * {{ KK }}u + k))
 {% else %}
   let c = 0.0;
 {% endif %}
-{% if has_peep %}
-  let prw = d * {{ 3 * H }}u + j;
-  ai = ai + c * f32(load_peep(prw));
-  ao = ao + c * f32(load_peep(prw + {{ H }}u));
-  af = af + c * f32(load_peep(prw + {{ 2 * H }}u));
-{% endif %}
-  let gi = {{ rnn.act(acts[0], "ai") }};
-  let gf = {{ rnn.act(acts[0], "af") }};
-  let gg = {{ rnn.act(acts[1], "ag") }};
-  let go = {{ rnn.act(acts[0], "ao") }};
-  let ct = gf * c + gi * gg;
-  let ht = go * {{ rnn.act(acts[2], "ct") }};
+{{ rnn.lstm_gates(acts, has_peep, H) }}
   store_out_h(idx, {{ b.out_h.compute }}(ht));
   store_out_c(idx, {{ b.out_c.compute }}(ct));
 {% if has_seq %}

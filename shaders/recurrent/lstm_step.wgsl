@@ -40,18 +40,7 @@
   af = af + sf;
   ag = ag + sg;
   let c = load_state_in({{ N }}u + idx);
-{% if has_peep %}
-  let prw = d * {{ 3 * H }}u + j;
-  ai = ai + c * f32(load_peep(prw));
-  ao = ao + c * f32(load_peep(prw + {{ H }}u));
-  af = af + c * f32(load_peep(prw + {{ 2 * H }}u));
-{% endif %}
-  let gi = {{ rnn.act(acts[0], "ai") }};
-  let gf = {{ rnn.act(acts[0], "af") }};
-  let gg = {{ rnn.act(acts[1], "ag") }};
-  let go = {{ rnn.act(acts[0], "ao") }};
-  let ct = gf * c + gi * gg;
-  let ht = go * {{ rnn.act(acts[2], "ct") }};
+{{ rnn.lstm_gates(acts, has_peep, H) }}
   store_state_out(idx, ht);
   store_state_out({{ N }}u + idx, ct);
 {% if has_seq %}
