@@ -733,7 +733,7 @@ class CompileHelpers:
                 slots[i] = max(slots.get(i, 0), min(size, HELPER_SCRATCH_BYTES))
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
         buffers: dict = {}
-        ran = []
+        ran, jobs = [], []
         try:
             buffers = {i: device.create_buffer(size=-(-size // 16) * 16, usage=usage, label="compile helper scratch")
                        for i, size in slots.items()}
@@ -744,19 +744,13 @@ class CompileHelpers:
                         {"binding": i, "resource": {"buffer": buffers[i], "offset": 0,
                                                     "size": min(size, HELPER_SCRATCH_BYTES)}}
                         for i, size in enumerate(sizes)], label=label)
-                    cache.submit_once(device, [(pipe, group, label, template)])
+                    jobs.append((pipe, group, label, template))
                     ran.append(key)
                 except Exception as exc:  # this one compiles on the graph's own queue
                     log.debug("compile helper: %s: %s: %s", label or template, type(exc).__name__, exc)
-            if ran:
-                fence = device.create_buffer(size=4, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
-                enc = device.create_command_encoder()
-                enc.clear_buffer(fence)
-                device.queue.submit([enc.finish()])
-                fence.map_sync(wgpu.MapMode.READ)  # the queue ran (compiled) everything before it
-                fence.unmap()
-                fence.destroy()
-                done.update(ran)
+            # one submission; returns when the queue ran (compiled) them all
+            cache.run_once(device, jobs, wait=lambda fence: fence.map_sync(wgpu.MapMode.READ))
+            done.update(ran)
         except Exception as exc:  # the graph's own queue compiles what is left
             log.debug("compile helper: %s: %s", type(exc).__name__, exc)
         finally:

@@ -288,10 +288,17 @@ class MLGraph:
             group = self._static_groups[i] = self._make_bind_group(step, {}, {})
         return group
 
+    @staticmethod
+    def _binding_range(step: KernelStep, i: int) -> tuple[int, int]:
+        """(offset, bytes) of ``step``'s binding ``i`` in its buffer."""
+        if step.ranges and step.ranges[i]:
+            return step.ranges[i]
+        v = step.values[i]
+        return 0, _dtypes.buffer_size(v.data_type, v.shape)
+
     def _binding_sizes(self, step: KernelStep) -> list[int]:
         """Bytes bound at each binding of ``step`` (as :meth:`_make_bind_group` binds them)."""
-        return [step.ranges[i][1] if step.ranges and step.ranges[i] else _dtypes.buffer_size(v.data_type, v.shape)
-                for i, v in enumerate(step.values)]
+        return [self._binding_range(step, i)[1] for i in range(len(step.values))]
 
     def _warm_scratch(self) -> tuple[dict, dict]:
         """Scratch buffers (zeros) standing for the graph's inputs and outputs in warm-up runs."""
@@ -404,8 +411,7 @@ class MLGraph:
         entries = []
         for i, v in enumerate(step.values):
             buf = self._buffer_of(v, ins, outs)
-            offset, size = (step.ranges[i] if step.ranges and step.ranges[i]
-                            else (0, _dtypes.buffer_size(v.data_type, v.shape)))
+            offset, size = self._binding_range(step, i)
             entries.append({"binding": i, "resource": {"buffer": buf, "offset": offset, "size": size}})
         return self._context.device.create_bind_group(
             layout=step.pipeline.get_bind_group_layout(0), entries=entries, label=step.label

@@ -95,3 +95,20 @@ def feeds(nodes) -> dict:
             if v is not None and v.kind == "input" and v.id not in seen:
                 seen[v.id] = rng.standard_normal(v.shape)
     return seen
+
+
+def checked_rewrite(rule, ir, outputs: dict, *, rtol: float, atol: float) -> list:
+    """``rule(nodes, outputs)`` on ``ir``'s nodes: checks that it left them as they were, that
+    its nodes are in order, and that both graphs compute the same outputs (float64, within
+    ``rtol``/``atol``) on seeded data; returns the new nodes."""
+    from webnn_gpu.compiler import check_order
+
+    nodes = list(ir.nodes)
+    new = rule(nodes, outputs)
+    assert nodes == ir.nodes
+    check_order(new, outputs, rule.__name__)
+    data = feeds(nodes)
+    want, got = evaluate(nodes, outputs, data), evaluate(new, outputs, data)
+    for k in outputs:
+        np.testing.assert_allclose(got[k], want[k], rtol=rtol, atol=atol, err_msg=k)
+    return new

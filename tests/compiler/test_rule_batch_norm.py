@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _ireval import evaluate, feeds
+from _ireval import checked_rewrite
 from _irb import IR
 from helpers import kernel_templates, run_graph
 from references import ref_conv2d
 
-from webnn_gpu.compiler import check_order
 from webnn_gpu.compiler.rules.norm import split_batch_norm
 
 C = 6
@@ -40,15 +39,7 @@ def _graph(ir: IR, *, producer="conv", stats="const", scale=True, bias=True, axi
 
 
 def _rewrite(ir, outputs):
-    nodes = list(ir.nodes)
-    new = split_batch_norm(nodes, outputs)
-    assert nodes == ir.nodes
-    check_order(new, outputs, "split_batch_norm")
-    data = feeds(nodes)
-    want, got = evaluate(nodes, outputs, data), evaluate(new, outputs, data)
-    for k in outputs:
-        np.testing.assert_allclose(got[k], want[k], rtol=1e-6, atol=1e-6, err_msg=k)
-    return new
+    return checked_rewrite(split_batch_norm, ir, outputs, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("scale,bias,axis", [(True, True, 1), (False, True, 1), (True, False, 3), (False, False, 3)])

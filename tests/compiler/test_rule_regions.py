@@ -6,25 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _ireval import TO_NCHW, TO_NHWC, evaluate, feeds
+from _ireval import TO_NCHW, TO_NHWC, checked_rewrite
 from _irb import IR
 
-from webnn_gpu.compiler import check_order
 from webnn_gpu.compiler.rules.nchw import compose_transposes
 from webnn_gpu.compiler.rules.regions import nhwc_regions, plan_regions
 
 
 def rewrite(ir: IR, outputs: dict):
-    """(nodes after the rule, the outputs both graphs computed, checked equal)."""
-    nodes = list(ir.nodes)
-    new = nhwc_regions(nodes, outputs)
-    assert nodes == ir.nodes
-    check_order(new, outputs, "nhwc_regions")
-    data = feeds(nodes)
-    want, got = evaluate(nodes, outputs, data), evaluate(new, outputs, data)
-    for k in outputs:
-        np.testing.assert_allclose(got[k], want[k], rtol=1e-12, atol=1e-12, err_msg=k)
-    return new
+    """The nodes after the rule, both graphs' outputs checked equal."""
+    return checked_rewrite(nhwc_regions, ir, outputs, rtol=1e-12, atol=1e-12)
 
 
 def kernels(nodes, op="transpose"):
@@ -221,14 +212,7 @@ def test_a_transpose_by_another_permutation_is_kept_or_composed():
 
 # ---------------------------------------------------------------- compose_transposes through views
 def _compose(ir, outputs):
-    nodes = list(ir.nodes)
-    new = compose_transposes(nodes, outputs)
-    check_order(new, outputs, "compose_transposes")
-    data = feeds(nodes)
-    want, got = evaluate(nodes, outputs, data), evaluate(new, outputs, data)
-    for k in outputs:
-        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
-    return new
+    return checked_rewrite(compose_transposes, ir, outputs, rtol=0, atol=0)
 
 
 def test_a_squeeze_between_two_transposes_is_a_view():

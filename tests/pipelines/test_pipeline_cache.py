@@ -188,15 +188,21 @@ def test_nchw_pointwise_conv_loads_channel_operands_once_per_row(ctx, rng, nb, c
 
 # ---------------------------------------------------------------- the tools
 
-def test_build_time_per_pipeline_reports_every_pipeline(tmp_path):
+def _synthetic_model(tmp_path, name: str, stem: str):
+    """``tmp_path / (stem + ".tflite")``, written with ``tests/model/synthetic_models.py``'s case ``name``."""
     sys.path.insert(0, str(REPO / "tests" / "model"))
     try:
         from synthetic_models import CASES
     finally:
         sys.path.pop(0)
-    data, _ = CASES["conv_same_stride2_relu6"]()
-    model = tmp_path / "conv.tflite"
+    data, _ = CASES[name]()
+    model = tmp_path / f"{stem}.tflite"
     model.write_bytes(data)
+    return model
+
+
+def test_build_time_per_pipeline_reports_every_pipeline(tmp_path):
+    model = _synthetic_model(tmp_path, "conv_same_stride2_relu6", "conv")
     out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "build_time.py"), "--per-pipeline",
                           "--repeats", "2", "--json", str(tmp_path / "rows.json"), str(model)],
                          capture_output=True, text=True, timeout=300)
@@ -273,14 +279,7 @@ def test_a_failed_pipeline_after_early_warm_ups_keeps_nothing(two_contexts, monk
 def test_profile_cli_prints_compile_times(tmp_path, capsys):
     from webnn_gpu import cli
 
-    sys.path.insert(0, str(REPO / "tests" / "model"))
-    try:
-        from synthetic_models import CASES
-    finally:
-        sys.path.pop(0)
-    data, _ = CASES["pools_same_padding"]()
-    model = tmp_path / "pools.tflite"
-    model.write_bytes(data)
+    model = _synthetic_model(tmp_path, "pools_same_padding", "pools")
     assert cli.main(["profile", "--compile-times", "--repeats", "1", str(model)]) == 0
     out = capsys.readouterr().out
     table = out.split("\n\n", 1)[1]
