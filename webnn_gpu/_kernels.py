@@ -733,7 +733,7 @@ class CompileHelpers:
                 slots[i] = max(slots.get(i, 0), min(size, HELPER_SCRATCH_BYTES))
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
         buffers: dict = {}
-        ran, jobs = [], []
+        ran, made = [], []
         try:
             buffers = {i: device.create_buffer(size=-(-size // 16) * 16, usage=usage, label="compile helper scratch")
                        for i, size in slots.items()}
@@ -744,12 +744,13 @@ class CompileHelpers:
                         {"binding": i, "resource": {"buffer": buffers[i], "offset": 0,
                                                     "size": min(size, HELPER_SCRATCH_BYTES)}}
                         for i, size in enumerate(sizes)], label=label)
-                    jobs.append((pipe, group, label, template))
+                    cache.submit_once(device, [(pipe, group, label, template)])  # compiles while the next is made
                     ran.append(key)
+                    made.append(pipe)
                 except Exception as exc:  # this one compiles on the graph's own queue
                     log.debug("compile helper: %s: %s: %s", label or template, type(exc).__name__, exc)
-            # one submission; returns when the queue ran (compiled) them all
-            cache.run_once(device, jobs, wait=lambda fence: fence.map_sync(wgpu.MapMode.READ))
+            # returns when the queue ran (compiled) everything submitted
+            cache.run_once(device, [], wait=lambda fence: fence.map_sync(wgpu.MapMode.READ), submitted=tuple(made))
             done.update(ran)
         except Exception as exc:  # the graph's own queue compiles what is left
             log.debug("compile helper: %s: %s", type(exc).__name__, exc)
