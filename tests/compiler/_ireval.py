@@ -27,6 +27,17 @@ def _pool(a, x):
     return y if nchw else y.transpose(TO_NHWC)
 
 
+def _max_pool(a, x):
+    nchw = a.get("layout", "nchw") == "nchw"
+    xn = x if nchw else x.transpose(TO_NCHW)
+    (wh, ww), (sh, sw) = a["window"], a["strides"]
+    assert a["padding"] == [0, 0, 0, 0] and a["dilations"] == [1, 1]
+    oh, ow = (xn.shape[2] - wh) // sh + 1, (xn.shape[3] - ww) // sw + 1
+    y = np.stack([xn[:, :, i:i + (oh - 1) * sh + 1:sh, j:j + (ow - 1) * sw + 1:sw]
+                  for i in range(wh) for j in range(ww)]).max(0)
+    return y if nchw else y.transpose(TO_NHWC)
+
+
 def _bn(a, x, mean, var, scale=None, bias=None):
     shape = [1] * x.ndim
     shape[a["axis"]] = -1
@@ -53,6 +64,7 @@ EVAL = {
     "reshape": lambda n, x: x.reshape(n.outputs[0].shape),
     "conv2d": lambda n, *xs: _conv(n.attrs, *xs),
     "average_pool2d": lambda n, x: _pool(n.attrs, x),
+    "max_pool2d": lambda n, x: _max_pool(n.attrs, x),
     "reduce_mean": lambda n, x: x.mean(axis=tuple(n.attrs["axes"]), keepdims=n.attrs["keep"]),
     "softmax": lambda n, x: _softmax(n.attrs, x),
     "concat": lambda n, *xs: np.concatenate(xs, axis=n.attrs["axis"]),

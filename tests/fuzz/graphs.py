@@ -586,7 +586,15 @@ class Gen:
         attrs = {"window_dimensions": [k, k], "strides": [self.pick((1, 2))] * 2, "layout": layout}
         if self.p(0.4) and k > 1:
             attrs["padding"] = [int(self.rng.integers(0, k)) for _ in range(4)]
-        y = self.emit(self.pick(("average_pool2d", "max_pool2d")), [v], attrs)
+        op = self.pick(("average_pool2d", "max_pool2d"))
+        y = self.emit(op, [v], attrs)
+        if self.p(0.3):  # the same pool again (merge_duplicates), or a near miss: other strides
+            again = attrs if self.p(0.6) else {**attrs, "strides": [3 - attrs["strides"][0]] * 2}
+            y2 = self.emit(op, [v], dict(again))
+            if self.shape(y2) == self.shape(y):
+                y = self.emit("add", [y, y2])
+            else:
+                self.output(y2)
         return self.elementwise_tail(y, layout, 3), layout  # a windowed pool hosts an epilogue
 
     def motif_upsample(self, v, layout):

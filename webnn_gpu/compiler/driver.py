@@ -22,6 +22,7 @@ from .._env import DEBUG
 from ..fusions.attention import fuse_attention
 from ..fusions.layer_norm import fuse_layer_norm
 from ..fusions.squeeze_excite import fuse_squeeze_excite
+from .rules.canonical import depthwise_to_scale, mean_to_pool, merge_duplicates
 from .rules.cleanup import dead_code
 from .rules.conv import (fuse_conv_input, fuse_conv_pool, fuse_conv_upsample, fuse_depthwise_project,
                          swap_resample_conv)
@@ -77,6 +78,9 @@ ORDER: tuple[Stage, ...] = (
         Rule(fold_constants, "before every fusion: a constant computed by ops (a transposed filter, a "
                              "float16 scale cast up) must be host data for the fusions' constant tests "
                              "(a 1x1 filter, the 3 and 6 of hard-swish, layer normalization's epsilon)"),
+        Rule(merge_duplicates, "after fold_constants (an operand computed by ops is host data then, the same for "
+                               "both readers) and before every fusion: the fused kernels would compute the "
+                               "duplicate twice"),
         Rule(fold_matmul_transpose, "after fold_constants (a constant transposed operand is folded into "
                                     "host data instead) and before fuse_attention and fuse_epilogue: they "
                                     "take the matmul as it will run, reading its operand in place"),
@@ -91,8 +95,14 @@ ORDER: tuple[Stage, ...] = (
                                  "graph's, become one (or a free view where they cancel)"),
     )),
     Stage("structural", (
+        Rule(depthwise_to_scale, "after fold_constants (the filter and bias must be host data) and before "
+                                 "fuse_epilogue and fuse_elementwise: the mul and add it makes become the producing "
+                                 "kernel's epilogue steps or join an element-wise chain"),
         Rule(fuse_layer_norm, "before fuse_epilogue and fuse_elementwise: they would take the decomposed "
                               "form's sub, mul and add into other kernels"),
+        Rule(mean_to_pool, "after fuse_layer_norm (the decomposed form's means are the reductions it matches) "
+                           "and before fuse_pool_input, fuse_conv_pool, fuse_pool_partials and "
+                           "fuse_squeeze_excite: they take global average pools"),
         Rule(swap_resample_conv, "before fuse_epilogue: it swaps only a conv without an epilogue (a bias "
                                  "commutes with the resample, an activation does not)"),
         Rule(fuse_hard_swish, "before fuse_epilogue: its input has two readers in the decomposed form "
