@@ -60,6 +60,7 @@ EVAL = {
     "relu": lambda n, x: np.maximum(x, 0),
     "neg": lambda n, x: -x,
     "sigmoid": lambda n, x: 1 / (1 + np.exp(-x)),
+    "swish": lambda n, x: x / (1 + np.exp(-x)),
     "transpose": lambda n, x: np.transpose(x, n.attrs["permutation"]),
     "reshape": lambda n, x: x.reshape(n.outputs[0].shape),
     "conv2d": lambda n, *xs: _conv(n.attrs, *xs),

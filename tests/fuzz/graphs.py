@@ -366,7 +366,7 @@ class Gen:
     # -- motifs
     def elementwise_tail(self, v, layout=None, max_ops=4) -> str:
         """0..max_ops element-wise ops after ``v`` (an epilogue): activations, binaries with
-        scalar / per-channel / full-shape operands in either order, the hard-swish sequence,
+        scalar / per-channel / full-shape operands in either order, the hard-swish and swish sequences,
         a value read twice or output in the middle."""
         for _ in range(int(self.rng.integers(0, max_ops + 1))):
             shape = self.shape(v)
@@ -386,6 +386,12 @@ class Gen:
                 elif op == "elu":
                     attrs = {"alpha": 0.7}
                 v = self.emit(op, [v], attrs)
+            elif r < 0.45 and self.p(0.3):
+                # x * sigmoid(x) (fuse_swish); now and then the sigmoid read elsewhere (a near miss)
+                sg = self.emit("sigmoid", [v])
+                if self.p(0.2):
+                    self.output(sg)
+                v = self.emit("mul", [v, sg] if self.p(0.5) else [sg, v])
             elif r < 0.45:
                 # x * clamp(x + 3, 0, 6) / 6 (fuse_hard_swish), in one of its forms
                 three = self.const([], "value:3")

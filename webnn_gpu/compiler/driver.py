@@ -26,7 +26,7 @@ from .rules.canonical import depthwise_to_scale, mean_to_pool, merge_duplicates
 from .rules.cleanup import dead_code
 from .rules.conv import (fuse_conv_input, fuse_conv_pool, fuse_conv_upsample, fuse_depthwise_project,
                          swap_resample_conv)
-from .rules.elementwise import fuse_elementwise, fuse_hard_swish
+from .rules.elementwise import fuse_elementwise, fuse_hard_swish, fuse_swish
 from .rules.epilogue import fuse_epilogue
 from .rules.fold import fold_constants
 from .rules.layout import fold_layout
@@ -107,6 +107,8 @@ ORDER: tuple[Stage, ...] = (
                                  "commutes with the resample, an activation does not)"),
         Rule(fuse_hard_swish, "before fuse_epilogue: its input has two readers in the decomposed form "
                               "(an epilogue chain stops there); the hard_swish node is one epilogue step"),
+        Rule(fuse_swish, "before fuse_epilogue: its input has two readers in the decomposed form (an "
+                         "epilogue chain stops there); the swish node is one epilogue step"),
         Rule(split_batch_norm, "before fuse_epilogue: the element-wise steps it makes become the producing "
                                "kernel's epilogue"),
     )),
