@@ -1,6 +1,6 @@
-"""The canonical-form rules (``depthwise_to_scale``, ``mean_to_pool``, ``merge_duplicates``): on
-hand-made IR (no GPU), checked by a float64 evaluator of the IR, near misses included; and on
-the GPU against float64 NumPy, with the kernels they save."""
+"""The canonical-form rules (``depthwise_to_scale``, ``mean_to_pool``, ``merge_duplicates``,
+``sink_reshapes``): on hand-made IR (no GPU), checked by a float64 evaluator of the IR, near
+misses included; and on the GPU against float64 NumPy, with the kernels they save."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from _ireval import checked_rewrite
 from _irb import IR
 from helpers import kernel_templates, run_graph
 
-from webnn_gpu.compiler.rules.canonical import depthwise_to_scale, mean_to_pool, merge_duplicates
+from webnn_gpu.compiler.rules.canonical import depthwise_to_scale, mean_to_pool, merge_duplicates, sink_reshapes
 
 C = 6
 
@@ -184,3 +184,67 @@ def test_on_the_gpu_a_pool_computed_twice_runs_once(ctx, rng):
     np.testing.assert_allclose(got["y"], np.maximum(p, 0) - 1 / (1 + np.exp(-p)), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got["z"], np.max([xd[:, i:i + 7, j:j + 7] for i in range(2) for j in range(2)], axis=0))
     assert kernel_templates(ctx, build, {"x": x}).count("pool/pool2d.wgsl") == 2
+
+
+# ---------------------------------------------------------------- sink_reshapes
+def _conv_reshape(ir):
+    """NHWC 1x1 conv2d -> reshape [1, H * W, C] (a fully connected layer's unflatten)."""
+    x = ir.input((1, 3, 4, C))
+    h = ir.conv(x, ir.filt(C, 1, C))
+    return h, ir.op("reshape", [h], (1, 12, C))
+
+
+def test_element_wise_ops_after_a_reshape_move_before_it():
+    """relu, a residual of the reshaped shape (read through a view) and a per-channel bias (the
+    trailing axis the reshape keeps) run on the conv's shape; one reshape at the end."""
+    ir = IR()
+    h, r = _conv_reshape(ir)
+    res = ir.input((1, 12, C))
+    y = ir.op("add", [ir.op("add", [ir.op("relu", [r]), res]), ir.const(np.linspace(-1, 1, C))])
+    new = checked_rewrite(sink_reshapes, ir, {"y": y}, rtol=0, atol=0)
+    assert [n.op for n in new] == ["conv2d", "relu", "reshape", "add", "add", "reshape"]
+    assert all(tuple(n.outputs[0].shape) == (1, 3, 4, C) for n in new[1:-1] if n.op != "reshape")
+    assert new[2].inputs == [res] and new[-1].outputs == [y]
+
+
+@pytest.mark.parametrize("case", ["reshape read elsewhere", "reshape an output", "operand across changed axes",
+                                  "producer an input", "reshape read twice"])
+def test_near_misses_keep_the_reshape_first(case):
+    ir = IR()
+    if case == "producer an input":
+        h = ir.input((1, 3, 4, C))
+        r = ir.op("reshape", [h], (1, 12, C))
+    else:
+        h, r = _conv_reshape(ir)
+    outputs = {}
+    if case == "operand across changed axes":
+        y = ir.op("mul", [r, ir.const(np.linspace(1, 2, 12).reshape(1, 12, 1))])
+    elif case == "reshape read twice":
+        y = ir.op("mul", [r, r])
+    else:
+        y = ir.op("relu", [r])
+    if case == "reshape read elsewhere":
+        outputs["z"] = ir.op("neg", [r])
+    elif case == "reshape an output":
+        outputs["r"] = r
+    outputs["y"] = y
+    assert sink_reshapes(list(ir.nodes), outputs) == ir.nodes
+
+
+def test_on_the_gpu_ops_after_a_reshape_are_the_convs_epilogue(ctx, rng):
+    """NHWC 1x1 conv2d -> reshape [1, H * W, C] -> gelu -> add a residual: float64 NumPy's
+    result in one kernel (the element-wise ops ran as a kernel of their own behind the view)."""
+    from math import erf
+
+    x = rng.standard_normal((1, 3, 4, 5)).astype(np.float32)
+    w = (rng.standard_normal((8, 1, 1, 5)) * 0.5).astype(np.float32)
+    res = rng.standard_normal((1, 12, 8)).astype(np.float32)
+
+    def build(b, ops):
+        h = b.conv2d(ops["x"], b.constant(w), input_layout="nhwc", filter_layout="ohwi")
+        return {"y": b.add(b.gelu(b.reshape(h, [1, 12, 8])), ops["r"])}
+
+    h = np.einsum("nhwc,oc->nhwo", x.astype(np.float64), w[:, 0, 0].astype(np.float64)).reshape(1, 12, 8)
+    want = 0.5 * h * (1 + np.vectorize(erf)(h / np.sqrt(2))) + res
+    np.testing.assert_allclose(run_graph(ctx, build, {"x": x, "r": res})["y"], want, rtol=1e-5, atol=1e-5)
+    assert len(kernel_templates(ctx, build, {"x": x, "r": res})) == 1

@@ -22,7 +22,7 @@ from .._env import DEBUG
 from ..fusions.attention import fuse_attention
 from ..fusions.layer_norm import fuse_layer_norm
 from ..fusions.squeeze_excite import fuse_squeeze_excite
-from .rules.canonical import depthwise_to_scale, mean_to_pool, merge_duplicates
+from .rules.canonical import depthwise_to_scale, mean_to_pool, merge_duplicates, sink_reshapes
 from .rules.cleanup import dead_code
 from .rules.conv import (fuse_conv_input, fuse_conv_pool, fuse_conv_upsample, fuse_depthwise_project,
                          swap_resample_conv)
@@ -109,6 +109,9 @@ ORDER: tuple[Stage, ...] = (
                               "(an epilogue chain stops there); the hard_swish node is one epilogue step"),
         Rule(fuse_swish, "before fuse_epilogue: its input has two readers in the decomposed form (an "
                          "epilogue chain stops there); the swish node is one epilogue step"),
+        Rule(sink_reshapes, "after fuse_layer_norm, fuse_hard_swish and fuse_swish (they match their forms as "
+                            "the graph writes them) and before fuse_epilogue and fuse_elementwise: the ops it moves "
+                            "next to their producer become its epilogue steps or join its chain"),
         Rule(split_batch_norm, "before fuse_epilogue: the element-wise steps it makes become the producing "
                                "kernel's epilogue"),
     )),

@@ -10,6 +10,8 @@ Same contract as the other rules of :mod:`webnn_gpu.compiler`: ``(nodes, outputs
   global ``average_pool2d`` (the same reduction kernels), which the pool rules fuse.
 * :func:`merge_duplicates`: two nodes with the same operator, operands and attributes
   compute the same value: the later one's readers read the first one's.
+* :func:`sink_reshapes`: an element-wise operator after a ``reshape`` runs before it, next to
+  the kernel that makes the value (whose epilogue then takes it).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from ..._ir import GraphView, Node, Value
 
 log = logging.getLogger("webnn_gpu")
 
-__all__ = ["depthwise_to_scale", "mean_to_pool", "merge_duplicates"]
+__all__ = ["depthwise_to_scale", "mean_to_pool", "merge_duplicates", "sink_reshapes"]
 
 
 def _host_data(v, data_type: str) -> bool:
@@ -191,3 +193,92 @@ def merge_duplicates(nodes: list, outputs: dict, context=None) -> list:
                         list(node.outputs), node.attrs, node.label)
         result.append(node)
     return result
+
+
+#: most reshapes one call moves (each move is one element-wise op; a chain moves one op per round)
+_SINK_ROUNDS = 16
+
+
+def _sink_operand(operand, x, y):
+    """How the other operand of an element-wise op on ``y = reshape(x)`` is read on ``x``'s
+    shape: ``"same"`` (it broadcasts to ``x`` the way it did to ``y``: a single value, or it
+    varies only along trailing axes that ``x`` and ``y`` share), ``"view"`` (it has ``y``'s
+    shape: a reshape view to ``x``'s), or None."""
+    shp = tuple(operand.shape)
+    core = shp[next((i for i, d in enumerate(shp) if d != 1), len(shp)):]  # leading 1s dropped
+    if not core:
+        return "same" if len(shp) <= len(x.shape) else None
+    k = len(core)
+    if k <= len(x.shape) and tuple(x.shape[-k:]) == tuple(y.shape[-k:]) == core and len(shp) <= len(x.shape):
+        return "same"
+    if shp == tuple(y.shape):
+        return "view"
+    return None
+
+
+def sink_reshapes(nodes: list, outputs: dict, context=None) -> list:
+    """``op(reshape(x), ...)``, a float element-wise operator (unary, or binary with the other
+    operand a single value, of the reshaped shape, or varying only along trailing axes the
+    reshape keeps) of a reshape read by nothing else, becomes ``reshape(op(x, ...))``: the
+    same values in the same order (a reshape keeps the row-major order), computed next to the
+    kernel that makes ``x``, whose epilogue (or element-wise chain) then takes the op; the
+    reshape stays a view. Applied until no reshape moves, so a chain moves as a whole.
+    TFLite's converter writes a ``FULLY_CONNECTED`` of a sequence as a 2-D product and a
+    ``RESHAPE`` back, then the activation and the residual add: each was a kernel of its own.
+
+    Not moved: a reshape that is a graph output or read elsewhere, one of a graph input or a
+    constant, or whose producer hosts no epilogue and is no element-wise operator (nothing to
+    join), an operator changing the data type, an operand that broadcasts across axes the
+    reshape changes, an op reading the reshape twice.
+    """
+    from ...ops import _epilogue
+    from ...ops.elementwise import FUSIBLE
+
+    for _ in range(_SINK_ROUNDS):
+        g = GraphView(nodes, outputs)
+        replaced: dict[int, list[Node]] = {}
+        dropped: set[int] = set()
+        for r in nodes:
+            if r.op != "reshape" or len(r.inputs) != 1 or len(r.outputs) != 1 or r.attrs.get("operand_view"):
+                continue  # (a view this rule made of another operand stays: moving it back would undo the move)
+            x, y = r.inputs[0], r.outputs[0]
+            p = g.producer(x)
+            if (p is None or not (_epilogue.hosts(p) or p.op in FUSIBLE) or x.data_type not in ("float32", "float16")
+                    or p.id in dropped or p.id in replaced or r.id in replaced):
+                continue
+            e = g.sole_consumer(y)
+            if (e is None or e.op not in FUSIBLE or e.id in replaced or len(e.outputs) != 1
+                    or e.outputs[0].data_type != y.data_type or tuple(e.outputs[0].shape) != tuple(y.shape)
+                    or sum(1 for v in e.inputs if v is y) != 1 or len(e.inputs) > 2):
+                continue
+            views: list[Node] = []
+            ins = []
+            ok = True
+            for v in e.inputs:
+                if v is y:
+                    ins.append(x)
+                    continue
+                how = _sink_operand(v, x, y) if v.data_type == y.data_type else None
+                if how is None:
+                    ok = False
+                    break
+                if how == "view":
+                    w = Value(v.data_type, tuple(x.shape), "op")
+                    views.append(Node("reshape", [v], [w], {"operand_view": True}, r.label))
+                    w.producer = views[-1]
+                    v = w
+                ins.append(v)
+            if not ok:
+                continue
+            z = e.outputs[0]
+            mid = Value(z.data_type, tuple(x.shape), "op")
+            moved = Node(e.op, ins, [mid], e.attrs, e.label)
+            mid.producer = moved
+            replaced[e.id] = [*views, moved, Node("reshape", [mid], [z], {}, r.label)]
+            dropped.add(r.id)
+            if DEBUG >= 2:
+                log.debug("sink_reshapes: %s [%s] before reshape [%s]", e.op, e.label, r.label)
+        if not replaced:
+            return nodes
+        nodes = GraphView(nodes, outputs).replace(replaced, dropped)
+    return nodes
