@@ -38,6 +38,13 @@ def _max_pool(a, x):
     return y if nchw else y.transpose(TO_NHWC)
 
 
+def _gemm(a, x, w, c=None):
+    x = x.T if a.get("a_transpose") else x
+    w = w.T if a.get("b_transpose") else w
+    y = a.get("alpha", 1.0) * (x @ w)
+    return y if c is None else y + a.get("beta", 1.0) * c
+
+
 def _bn(a, x, mean, var, scale=None, bias=None):
     shape = [1] * x.ndim
     shape[a["axis"]] = -1
@@ -64,6 +71,7 @@ EVAL = {
     "transpose": lambda n, x: np.transpose(x, n.attrs["permutation"]),
     "reshape": lambda n, x: x.reshape(n.outputs[0].shape),
     "conv2d": lambda n, *xs: _conv(n.attrs, *xs),
+    "gemm": lambda n, *xs: _gemm(n.attrs, *xs),
     "average_pool2d": lambda n, x: _pool(n.attrs, x),
     "max_pool2d": lambda n, x: _max_pool(n.attrs, x),
     "reduce_mean": lambda n, x: x.mean(axis=tuple(n.attrs["axes"]), keepdims=n.attrs["keep"]),

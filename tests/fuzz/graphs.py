@@ -846,6 +846,8 @@ class Gen:
             else:
                 b = self.made_const([K, N], "filter") if self.p(0.7) else self.input([K, N])
             v = self.emit("matmul", [a, b])
+        elif self.p(0.25):
+            return self.graph_unrolled_dense()
         else:
             at, bt = self.p(0.3), self.p(0.3)
             a = self.input([K, M] if at else [M, K])
@@ -857,6 +859,32 @@ class Gen:
                      "b_transpose": bt}
             v = self.emit("gemm", [a, b], attrs, kw)
         self.output(self.elementwise_tail(v, None, 4))
+
+    def graph_unrolled_dense(self):
+        """A dense layer applied row by row (an unrolled TimeDistributed): slice, reshape, gemm
+        with one shared matrix and bias, an activation, concat (stack_shared_gemms); near
+        misses: rows out of order, another matrix for one row, a row read elsewhere."""
+        T, K, N = self.pick((2, 3, 4)), self.pick((4, 7)), self.pick((3, 8))
+        x = self.emit("relu", [self.input([T, 1, K])])
+        b, c = self.made_const([N, K], "filter"), self.made_const([N])
+        act = self.pick(("relu", "sigmoid", ""))
+        near = self.pick(("", "", "order", "other", "read"))
+        order = list(range(T))
+        if near == "order":
+            order[0], order[1] = order[1], order[0]
+        rows = []
+        for i in order:
+            r = self.emit("reshape", [self.emit("slice", [x], {"starts": [i, 0, 0], "sizes": [1, 1, K],
+                                                                "strides": [1, 1, 1]})], {"new_shape": [1, K]})
+            w = self.made_const([N, K], "filter") if near == "other" and i == order[-1] else b
+            g = self.emit("gemm", [r, w], {"alpha": 1.0, "beta": 1.0, "a_transpose": False, "b_transpose": True},
+                          {"c": c})
+            if act:
+                g = self.emit(act, [g])
+            if near == "read" and i == order[0]:
+                self.output(g)
+            rows.append(self.emit("reshape", [g], {"new_shape": [1, 1, N]}))
+        self.output(self.emit("concat", rows, {"axis": 0}))
 
     def graph_attention(self):
         """softmax(q k^T * scale + mask) v, with epilogues on both matmuls."""

@@ -30,7 +30,7 @@ from .rules.elementwise import fuse_elementwise, fuse_hard_swish, fuse_swish
 from .rules.epilogue import fuse_epilogue
 from .rules.fold import fold_constants
 from .rules.layout import fold_layout
-from .rules.linalg import fold_matmul_transpose
+from .rules.linalg import fold_matmul_transpose, stack_shared_gemms
 from .rules.norm import split_batch_norm
 from .rules.nchw import compose_transposes, nchw_conv_to_nhwc
 from .rules.pool import fuse_pool_input, fuse_pool_partials
@@ -121,6 +121,8 @@ ORDER: tuple[Stage, ...] = (
         Rule(fold_layout, "after fuse_epilogue: it reads a zero pad or a slice in place where an epilogue "
                           "step took it as an operand; before fuse_conv_input and fuse_depthwise_project, "
                           "whose legality tests see the conv's final padding"),
+        Rule(stack_shared_gemms, "after fuse_epilogue: each step's activation is its gemm's epilogue by then (the "
+                                 "gemms compare equal with it, and the concat reads them directly)"),
     )),
     Stage("kernels", (
         Rule(fuse_attention, "after fuse_epilogue: the scale, the mask and a tail are the matmuls' epilogues "
