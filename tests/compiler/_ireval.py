@@ -31,7 +31,9 @@ def _max_pool(a, x):
     nchw = a.get("layout", "nchw") == "nchw"
     xn = x if nchw else x.transpose(TO_NCHW)
     (wh, ww), (sh, sw) = a["window"], a["strides"]
-    assert a["padding"] == [0, 0, 0, 0] and a["dilations"] == [1, 1]
+    assert a["dilations"] == [1, 1]
+    t, b, l, r = a["padding"]  # left out of the windows: -inf never wins
+    xn = np.pad(xn, [(0, 0), (0, 0), (t, b), (l, r)], constant_values=-np.inf)
     oh, ow = (xn.shape[2] - wh) // sh + 1, (xn.shape[3] - ww) // sw + 1
     y = np.stack([xn[:, :, i:i + (oh - 1) * sh + 1:sh, j:j + (ow - 1) * sw + 1:sw]
                   for i in range(wh) for j in range(ww)]).max(0)

@@ -643,7 +643,7 @@ class Gen:
         twice or an output), a channel pad of a pooled branch added to a conv's output (a
         residual, maybe followed by prelu) or a slice of a wider branch in its place; a non-zero
         or -0.0 value, the edge mode, a pad of the channels before a conv, a pad before a
-        pool, a strided slice."""
+        pool (folded into a max pool of a relu or sigmoid, not of a tanh), a strided slice."""
         shape = self.shape(v)
         rank_h, rank_w, rank_c = (1, 2, 3) if layout == "nhwc" else (2, 3, 1)
         value = 0.0
@@ -667,6 +667,10 @@ class Gen:
             if self.p(0.1):
                 self.output(p)
             if self.p(0.15):  # a pool reads it: its padding would exclude what the pad includes
+                if self.p(0.5):  # ... unless it max-pools values >= 0 (not tanh's) with a window past the pad
+                    p = self.emit("pad", [self.emit(self.pick(("relu", "sigmoid", "tanh")), [v])], attrs)
+                    if min(self.shape(p)[rank_h], self.shape(p)[rank_w]) >= 3:
+                        return self.emit("max_pool2d", [p], {"window_dimensions": [3, 3], "layout": layout}), layout
                 return self.emit(self.pick(("average_pool2d", "max_pool2d")), [p],
                                  {"window_dimensions": [1, 1] if min(self.shape(p)[rank_h], self.shape(p)[rank_w]) < 2
                                   else [2, 2], "layout": layout}), layout
