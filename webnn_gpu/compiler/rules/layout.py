@@ -137,7 +137,7 @@ def fold_layout(nodes: list, outputs: dict, context=None) -> list:
                 and len(node.inputs) == 1):
             p = producer.get(node.inputs[0].id)
             padding = _pool_padding(node, p) if p is not None and zero_pad(p) else None
-            if padding is not None and _non_negative(p.inputs[0], producer):
+            if p is not None and padding is not None and _non_negative(p.inputs[0], producer):
                 new = Node(node.op, [p.inputs[0]], list(node.outputs), {**node.attrs, "padding": padding}, node.label)
                 if DEBUG >= 2:
                     log.debug("fold_layout: max_pool2d [%s] pads as pad [%s] did", node.label, p.label)

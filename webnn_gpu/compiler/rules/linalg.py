@@ -55,7 +55,7 @@ def fold_matmul_transpose(nodes: list, outputs: dict, context=None) -> list:
 def _through_reshapes(g, v, up: bool):
     """Follow ``v`` through reshapes that are its only reader (``up``: towards producers, the
     reshapes' inputs; else towards the one reader): (the value reached, the reshape nodes)."""
-    chain = []
+    chain: list[Node] = []
     while True:
         if up:
             p = g.producer(v)
