@@ -77,7 +77,8 @@ def stack_shared_gemms(nodes: list, outputs: dict, context=None) -> list:
     ``[1, K]``), every gemm multiplies by the same ``B`` with the same ``c``, options and
     epilogue, and the concat stacks the results in that order (through reshapes, along an
     axis with only axes of size 1 before it), becomes one ``gemm(reshape(X, [n, K]), B, c)``
-    reshaped to the concat's shape: the same products row by row, in one kernel instead of
+    reshaped to the concat's shape: the same sums row by row (the kernel variant chosen for
+    ``n`` rows may add them in another order: float32 rounding), in one kernel instead of
     ``2n + 1`` (TFLite's converter unrolls a ``TimeDistributed(Dense)`` after a recurrent
     layer into a ``STRIDED_SLICE`` and a ``FULLY_CONNECTED`` per step, and a ``PACK``).
 
