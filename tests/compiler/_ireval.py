@@ -27,6 +27,26 @@ def _pool(a, x):
     return y if nchw else y.transpose(TO_NHWC)
 
 
+def _max_pool(a, x):
+    nchw = a.get("layout", "nchw") == "nchw"
+    xn = x if nchw else x.transpose(TO_NCHW)
+    (wh, ww), (sh, sw) = a["window"], a["strides"]
+    assert a["dilations"] == [1, 1]
+    t, b, l, r = a["padding"]  # left out of the windows: -inf never wins
+    xn = np.pad(xn, [(0, 0), (0, 0), (t, b), (l, r)], constant_values=-np.inf)
+    oh, ow = (xn.shape[2] - wh) // sh + 1, (xn.shape[3] - ww) // sw + 1
+    y = np.stack([xn[:, :, i:i + (oh - 1) * sh + 1:sh, j:j + (ow - 1) * sw + 1:sw]
+                  for i in range(wh) for j in range(ww)]).max(0)
+    return y if nchw else y.transpose(TO_NHWC)
+
+
+def _gemm(a, x, w, c=None):
+    x = x.T if a.get("a_transpose") else x
+    w = w.T if a.get("b_transpose") else w
+    y = a.get("alpha", 1.0) * (x @ w)
+    return y if c is None else y + a.get("beta", 1.0) * c
+
+
 def _bn(a, x, mean, var, scale=None, bias=None):
     shape = [1] * x.ndim
     shape[a["axis"]] = -1
@@ -49,10 +69,13 @@ EVAL = {
     "relu": lambda n, x: np.maximum(x, 0),
     "neg": lambda n, x: -x,
     "sigmoid": lambda n, x: 1 / (1 + np.exp(-x)),
+    "swish": lambda n, x: x / (1 + np.exp(-x)),
     "transpose": lambda n, x: np.transpose(x, n.attrs["permutation"]),
     "reshape": lambda n, x: x.reshape(n.outputs[0].shape),
     "conv2d": lambda n, *xs: _conv(n.attrs, *xs),
+    "gemm": lambda n, *xs: _gemm(n.attrs, *xs),
     "average_pool2d": lambda n, x: _pool(n.attrs, x),
+    "max_pool2d": lambda n, x: _max_pool(n.attrs, x),
     "reduce_mean": lambda n, x: x.mean(axis=tuple(n.attrs["axes"]), keepdims=n.attrs["keep"]),
     "softmax": lambda n, x: _softmax(n.attrs, x),
     "concat": lambda n, *xs: np.concatenate(xs, axis=n.attrs["axis"]),

@@ -68,3 +68,18 @@ def test_per_channel_operands_of_any_rank_become_channel_reads():
     steps = res[1].attrs["epilogue"]
     assert [s.get("axis") for s in steps] == [3, 3, 3] and steps[0]["reverse"]
     assert all(res[1].inputs[s["input"]].shape == (8,) for s in steps)
+
+
+def test_an_excitation_past_the_work_limit_stays_two_convs():
+    """Two 1x1 convs on a pixel pair into one single-workgroup kernel up to SE_MAX_MACS
+    multiply-adds (a 96 -> 24 -> 96 excitation); a classifier head's 576 -> 1024 -> 10 stays
+    two convs (each on kernels that use both cores)."""
+    from webnn_gpu.fusions.squeeze_excite import SE_MAX_MACS
+
+    for c, r, o, fused in ((96, 24, 96, True), (576, 1024, 10, False)):
+        assert (c * r + r * o <= SE_MAX_MACS) == fused
+        x = _v((1, 1, 1, c), "input")
+        a, b = _v((1, 1, 1, r)), _v((1, 1, 1, o))
+        nodes = [_pw(x, _c((r, 1, 1, c)), a), _pw(a, _c((o, 1, 1, r)), b)]
+        out = fuse_squeeze_excite(nodes, {"y": b})
+        assert [n.op for n in out] == (["squeeze_excite"] if fused else ["conv2d", "conv2d"])

@@ -298,3 +298,64 @@ def test_normalizations_take_an_epilogue_read_per_channel():
     r = _v((1, 8, 4, 4), kind="input")
     out = fuse_epilogue([bn, _n("add", [n, r], y)], {"y": y})
     assert out[0].inputs[3:] == [None, None, r] and out[0].attrs["epilogue"] == [{"op": "add", "input": 5}]
+
+
+def _pad_pool_ir(*, producer="relu", beg=(0, 1, 1, 0), end=(0, 1, 2, 0), window=(3, 3), pool="max_pool2d"):
+    """x -> producer (NHWC) -> zero pad of H and W -> 3x3 stride-2 pool."""
+    from _irb import IR
+
+    ir = IR()
+    x = ir.input((1, 7, 6, 4))
+    if producer == "conv+relu":
+        h = ir.conv(x, ir.filt(4, 1, 4))
+        h.producer.attrs["epilogue"] = [{"op": "relu"}]
+    else:
+        h = ir.op(producer, [x]) if producer else x
+    shape = tuple(d + b + e for d, b, e in zip(h.shape, beg, end))
+    p = ir.op("pad", [h], shape, beginning_padding=list(beg), ending_padding=list(end), mode="constant", value=0.0)
+    oh, ow = (shape[1] - window[0]) // 2 + 1, (shape[2] - window[1]) // 2 + 1
+    y = ir.op(pool, [p], (1, oh, ow, 4), window=list(window), padding=[0, 0, 0, 0], strides=[2, 2],
+              dilations=[1, 1], layout="nhwc")
+    return ir, {"y": y}
+
+
+@pytest.mark.parametrize("producer", ["relu", "sigmoid"])
+def test_zero_pad_of_non_negative_values_before_a_max_pool_is_the_pools_padding(producer):
+    from _ireval import checked_rewrite
+
+    ir, outputs = _pad_pool_ir(producer=producer)
+    new = checked_rewrite(fold_layout, ir, outputs, rtol=0, atol=0)
+    assert [n.op for n in new] == [producer, "max_pool2d"] and new[1].attrs["padding"] == [1, 1, 1, 2]
+
+
+def test_a_relu_epilogue_makes_the_values_non_negative_too():
+    ir, outputs = _pad_pool_ir(producer="conv+relu")
+    assert [n.op for n in fold_layout(list(ir.nodes), outputs)] == ["conv2d", "max_pool2d"]
+
+
+@pytest.mark.parametrize("case", ["maybe negative", "a window in the padding", "average pool", "a graph input"])
+def test_pads_before_a_max_pool_that_stay(case):
+    kw = {"maybe negative": dict(producer="tanh"), "a window in the padding": dict(beg=(0, 3, 0, 0)),
+          "average pool": dict(pool="average_pool2d"), "a graph input": dict(producer="")}[case]
+    ir, outputs = _pad_pool_ir(**kw)
+    assert [n.op for n in fold_layout(list(ir.nodes), outputs)] == [n.op for n in ir.nodes]
+
+
+def test_on_the_gpu_a_zero_pad_before_a_max_pool_of_a_relu_is_its_padding(ctx, rng):
+    """NHWC conv2d + relu -> zero pad 1 -> 3x3 stride-2 max pool (Keras' ZeroPadding2D before
+    MaxPooling2D): float64 NumPy's result without the pad kernel."""
+    from helpers import kernel_templates, run_graph
+
+    x = rng.standard_normal((1, 9, 8, 3)).astype(np.float32)
+    w = rng.standard_normal((8, 1, 1, 3)).astype(np.float32)
+
+    def build(b, ops):
+        h = b.relu(b.conv2d(ops["x"], b.constant(w), input_layout="nhwc", filter_layout="ohwi"))
+        p = b.pad(h, [0, 1, 1, 0], [0, 1, 1, 0])
+        return {"y": b.max_pool2d(p, window_dimensions=[3, 3], strides=[2, 2], layout="nhwc")}
+
+    h = np.maximum(np.einsum("nhwc,oc->nhwo", x.astype(np.float64), w[:, 0, 0].astype(np.float64)), 0)
+    hp = np.pad(h, [(0, 0), (1, 1), (1, 1), (0, 0)])
+    want = np.max([hp[:, i:i + 9:2, j:j + 8:2] for i in range(3) for j in range(3)], axis=0)
+    np.testing.assert_allclose(run_graph(ctx, build, {"x": x})["y"], want, rtol=1e-5, atol=1e-6)
+    assert not any(t.startswith("layout/") for t in kernel_templates(ctx, build, {"x": x}))

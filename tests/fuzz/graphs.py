@@ -366,7 +366,7 @@ class Gen:
     # -- motifs
     def elementwise_tail(self, v, layout=None, max_ops=4) -> str:
         """0..max_ops element-wise ops after ``v`` (an epilogue): activations, binaries with
-        scalar / per-channel / full-shape operands in either order, the hard-swish sequence,
+        scalar / per-channel / full-shape operands in either order, the hard-swish and swish sequences,
         a value read twice or output in the middle."""
         for _ in range(int(self.rng.integers(0, max_ops + 1))):
             shape = self.shape(v)
@@ -386,6 +386,12 @@ class Gen:
                 elif op == "elu":
                     attrs = {"alpha": 0.7}
                 v = self.emit(op, [v], attrs)
+            elif r < 0.45 and self.p(0.3):
+                # x * sigmoid(x) (fuse_swish); now and then the sigmoid read elsewhere (a near miss)
+                sg = self.emit("sigmoid", [v])
+                if self.p(0.2):
+                    self.output(sg)
+                v = self.emit("mul", [v, sg] if self.p(0.5) else [sg, v])
             elif r < 0.45:
                 # x * clamp(x + 3, 0, 6) / 6 (fuse_hard_swish), in one of its forms
                 three = self.const([], "value:3")
@@ -586,7 +592,15 @@ class Gen:
         attrs = {"window_dimensions": [k, k], "strides": [self.pick((1, 2))] * 2, "layout": layout}
         if self.p(0.4) and k > 1:
             attrs["padding"] = [int(self.rng.integers(0, k)) for _ in range(4)]
-        y = self.emit(self.pick(("average_pool2d", "max_pool2d")), [v], attrs)
+        op = self.pick(("average_pool2d", "max_pool2d"))
+        y = self.emit(op, [v], attrs)
+        if self.p(0.3):  # the same pool again (merge_duplicates), or a near miss: other strides
+            again = attrs if self.p(0.6) else {**attrs, "strides": [3 - attrs["strides"][0]] * 2}
+            y2 = self.emit(op, [v], dict(again))
+            if self.shape(y2) == self.shape(y):
+                y = self.emit("add", [y, y2])
+            else:
+                self.output(y2)
         return self.elementwise_tail(y, layout, 3), layout  # a windowed pool hosts an epilogue
 
     def motif_upsample(self, v, layout):
@@ -629,7 +643,7 @@ class Gen:
         twice or an output), a channel pad of a pooled branch added to a conv's output (a
         residual, maybe followed by prelu) or a slice of a wider branch in its place; a non-zero
         or -0.0 value, the edge mode, a pad of the channels before a conv, a pad before a
-        pool, a strided slice."""
+        pool (folded into a max pool of a relu or sigmoid, not of a tanh), a strided slice."""
         shape = self.shape(v)
         rank_h, rank_w, rank_c = (1, 2, 3) if layout == "nhwc" else (2, 3, 1)
         value = 0.0
@@ -653,6 +667,10 @@ class Gen:
             if self.p(0.1):
                 self.output(p)
             if self.p(0.15):  # a pool reads it: its padding would exclude what the pad includes
+                if self.p(0.5):  # ... unless it max-pools values >= 0 (not tanh's) with a window past the pad
+                    p = self.emit("pad", [self.emit(self.pick(("relu", "sigmoid", "tanh")), [v])], attrs)
+                    if min(self.shape(p)[rank_h], self.shape(p)[rank_w]) >= 3:
+                        return self.emit("max_pool2d", [p], {"window_dimensions": [3, 3], "layout": layout}), layout
                 return self.emit(self.pick(("average_pool2d", "max_pool2d")), [p],
                                  {"window_dimensions": [1, 1] if min(self.shape(p)[rank_h], self.shape(p)[rank_w]) < 2
                                   else [2, 2], "layout": layout}), layout
@@ -832,6 +850,8 @@ class Gen:
             else:
                 b = self.made_const([K, N], "filter") if self.p(0.7) else self.input([K, N])
             v = self.emit("matmul", [a, b])
+        elif self.p(0.25):
+            return self.graph_unrolled_dense()
         else:
             at, bt = self.p(0.3), self.p(0.3)
             a = self.input([K, M] if at else [M, K])
@@ -843,6 +863,32 @@ class Gen:
                      "b_transpose": bt}
             v = self.emit("gemm", [a, b], attrs, kw)
         self.output(self.elementwise_tail(v, None, 4))
+
+    def graph_unrolled_dense(self):
+        """A dense layer applied row by row (an unrolled TimeDistributed): slice, reshape, gemm
+        with one shared matrix and bias, an activation, concat (stack_shared_gemms); near
+        misses: rows out of order, another matrix for one row, a row read elsewhere."""
+        T, K, N = self.pick((2, 3, 4)), self.pick((4, 7)), self.pick((3, 8))
+        x = self.emit("relu", [self.input([T, 1, K])])
+        b, c = self.made_const([N, K], "filter"), self.made_const([N])
+        act = self.pick(("relu", "sigmoid", ""))
+        near = self.pick(("", "", "order", "other", "read"))
+        order = list(range(T))
+        if near == "order":
+            order[0], order[1] = order[1], order[0]
+        rows = []
+        for i in order:
+            r = self.emit("reshape", [self.emit("slice", [x], {"starts": [i, 0, 0], "sizes": [1, 1, K],
+                                                                "strides": [1, 1, 1]})], {"new_shape": [1, K]})
+            w = self.made_const([N, K], "filter") if near == "other" and i == order[-1] else b
+            g = self.emit("gemm", [r, w], {"alpha": 1.0, "beta": 1.0, "a_transpose": False, "b_transpose": True},
+                          {"c": c})
+            if act:
+                g = self.emit(act, [g])
+            if near == "read" and i == order[0]:
+                self.output(g)
+            rows.append(self.emit("reshape", [g], {"new_shape": [1, 1, N]}))
+        self.output(self.emit("concat", rows, {"axis": 0}))
 
     def graph_attention(self):
         """softmax(q k^T * scale + mask) v, with epilogues on both matmuls."""

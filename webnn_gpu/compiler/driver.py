@@ -22,14 +22,15 @@ from .._env import DEBUG
 from ..fusions.attention import fuse_attention
 from ..fusions.layer_norm import fuse_layer_norm
 from ..fusions.squeeze_excite import fuse_squeeze_excite
+from .rules.canonical import depthwise_to_scale, mean_to_pool, merge_duplicates, sink_reshapes
 from .rules.cleanup import dead_code
 from .rules.conv import (fuse_conv_input, fuse_conv_pool, fuse_conv_upsample, fuse_depthwise_project,
                          swap_resample_conv)
-from .rules.elementwise import fuse_elementwise, fuse_hard_swish
+from .rules.elementwise import fuse_elementwise, fuse_hard_swish, fuse_swish
 from .rules.epilogue import fuse_epilogue
 from .rules.fold import fold_constants
 from .rules.layout import fold_layout
-from .rules.linalg import fold_matmul_transpose
+from .rules.linalg import fold_matmul_transpose, stack_shared_gemms
 from .rules.norm import split_batch_norm
 from .rules.nchw import compose_transposes, nchw_conv_to_nhwc
 from .rules.pool import fuse_pool_input, fuse_pool_partials
@@ -77,6 +78,9 @@ ORDER: tuple[Stage, ...] = (
         Rule(fold_constants, "before every fusion: a constant computed by ops (a transposed filter, a "
                              "float16 scale cast up) must be host data for the fusions' constant tests "
                              "(a 1x1 filter, the 3 and 6 of hard-swish, layer normalization's epsilon)"),
+        Rule(merge_duplicates, "after fold_constants (an operand computed by ops is host data then, the same for "
+                               "both readers) and before every fusion: the fused kernels would compute the "
+                               "duplicate twice"),
         Rule(fold_matmul_transpose, "after fold_constants (a constant transposed operand is folded into "
                                     "host data instead) and before fuse_attention and fuse_epilogue: they "
                                     "take the matmul as it will run, reading its operand in place"),
@@ -91,12 +95,23 @@ ORDER: tuple[Stage, ...] = (
                                  "graph's, become one (or a free view where they cancel)"),
     )),
     Stage("structural", (
+        Rule(depthwise_to_scale, "after fold_constants (the filter and bias must be host data) and before "
+                                 "fuse_epilogue and fuse_elementwise: the mul and add it makes become the producing "
+                                 "kernel's epilogue steps or join an element-wise chain"),
         Rule(fuse_layer_norm, "before fuse_epilogue and fuse_elementwise: they would take the decomposed "
                               "form's sub, mul and add into other kernels"),
+        Rule(mean_to_pool, "after fuse_layer_norm (the decomposed form's means are the reductions it matches) "
+                           "and before fuse_pool_input, fuse_conv_pool, fuse_pool_partials and "
+                           "fuse_squeeze_excite: they take global average pools"),
         Rule(swap_resample_conv, "before fuse_epilogue: it swaps only a conv without an epilogue (a bias "
                                  "commutes with the resample, an activation does not)"),
         Rule(fuse_hard_swish, "before fuse_epilogue: its input has two readers in the decomposed form "
                               "(an epilogue chain stops there); the hard_swish node is one epilogue step"),
+        Rule(fuse_swish, "before fuse_epilogue: its input has two readers in the decomposed form (an "
+                         "epilogue chain stops there); the swish node is one epilogue step"),
+        Rule(sink_reshapes, "after fuse_layer_norm, fuse_hard_swish and fuse_swish (they match their forms as "
+                            "the graph writes them) and before fuse_epilogue and fuse_elementwise: the ops it moves "
+                            "next to their producer become its epilogue steps or join its chain"),
         Rule(split_batch_norm, "before fuse_epilogue: the element-wise steps it makes become the producing "
                                "kernel's epilogue"),
     )),
@@ -106,6 +121,8 @@ ORDER: tuple[Stage, ...] = (
         Rule(fold_layout, "after fuse_epilogue: it reads a zero pad or a slice in place where an epilogue "
                           "step took it as an operand; before fuse_conv_input and fuse_depthwise_project, "
                           "whose legality tests see the conv's final padding"),
+        Rule(stack_shared_gemms, "after fuse_epilogue: each step's activation is its gemm's epilogue by then (the "
+                                 "gemms compare equal with it, and the concat reads them directly)"),
     )),
     Stage("kernels", (
         Rule(fuse_attention, "after fuse_epilogue: the scale, the mask and a tail are the matmuls' epilogues "

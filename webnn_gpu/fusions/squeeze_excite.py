@@ -48,11 +48,18 @@ class SqueezeExciteAttrs(FusedAttrs):
 #: largest channel / hidden widths (workgroup memory holds both).
 SE_MAX_CHANNELS = 1024
 SE_WORKGROUP = 64
+#: most multiply-adds of both layers: the kernel runs them in one workgroup, on one core.
+#: (Lavapipe, 2026-11-25, MobileNetV3-Small's Keras conversion: its classifier head, pool ->
+#: 576 -> 1024 -> 10, took 3.0 ms as one kernel against 0.8 ms as a pool and two conv
+#: kernels; an excitation 576 -> 144 -> 576, 166K multiply-adds, 0.75 ms against 0.48 ms; one
+#: of 41K, 0.23 ms, about what three kernels take.)
+SE_MAX_MACS = 1 << 16
 
 
 def squeeze_excite_ok(fc1, fc2) -> bool:
     """Whether ``fc2(fc1(v))``, two conv2d on one NHWC pixel (1x1, constant filters), can run
-    as one ``matmul/squeeze_excite.wgsl`` kernel (:func:`fuse_squeeze_excite`)."""
+    as one ``matmul/squeeze_excite.wgsl`` kernel (:func:`fuse_squeeze_excite`): at most
+    :data:`SE_MAX_CHANNELS` channels and :data:`SE_MAX_MACS` multiply-adds."""
     for fc in (fc1, fc2) if fc2 is not None else (fc1,):
         if fc.op != "conv2d" or len(fc.outputs) != 1 or fc.attrs.get("input_layout") != "nhwc":
             return False
@@ -65,6 +72,9 @@ def squeeze_excite_ok(fc1, fc2) -> bool:
             return False
         if max(g["C"], g["O"]) > SE_MAX_CHANNELS:
             return False
+    macs = sum(_geometry(fc)["C"] * _geometry(fc)["O"] for fc in ((fc1, fc2) if fc2 is not None else (fc1,)))
+    if macs > SE_MAX_MACS:
+        return False
     mid = fc1.outputs[0]
     return fc2 is None or (fc2.inputs[0] is mid and not any(v is mid for v in fc2.inputs[1:])
             and fc2.outputs[0].data_type == mid.data_type)

@@ -120,7 +120,12 @@ _ew(
     EW("hard_swish", 1, "select({a} * max({T}(0), min({T}(6), {a} + {T}(3))) / {T}(6), {T}(0), {a} <= {T}(-3))",
        FLOATS, doc="x * max(0, min(6, x + 3)) / 6."),
     EW("prelu", 2, "select({b} * {a}, {a}, {a} >= {T}(0))", SIGNED, doc="x where x >= 0 else slope * x (slope broadcasts)."),
+    EW("swish", 1, "{a} * sigmoid_{T}({a})", FLOATS, funcs=("sigmoid",),
+       doc="x * sigmoid(x) (SiLU): made by the compiler's fuse_swish, no builder method."),
 )
+#: operators the compiler makes (one node for a decomposed form) that the builder does not
+#: offer (not WebNN operators): no builder method, no entry in op_support_limits()
+COMPILER_ONLY = {"swish"}
 
 # Operators with options: expression built from the node's attributes.
 _OPTION_OPS = {
@@ -159,7 +164,7 @@ def literal(value, data_type: str) -> str:
 #: off, and f16 intermediates of multi-step formulas (alpha * x + beta, ...) lose accuracy by
 #: cancellation. Single correctly rounded operations (add, mul, ...) stay in f16.
 PROMOTE_F16 = {"exp", "log", "sqrt", "sin", "cos", "tan", "erf", "reciprocal", "sigmoid", "tanh", "gelu",
-               "softplus", "softsign", "hard_swish", "elu", "leaky_relu", "hard_sigmoid", "linear", "pow"}
+               "softplus", "softsign", "hard_swish", "elu", "leaky_relu", "hard_sigmoid", "linear", "pow", "swish"}
 
 
 def expression(node, args: list[str]) -> tuple[list[str], str, set[tuple[str, str]]]:
@@ -470,6 +475,8 @@ def _make_option_op(name, types, defaults, doc):
 
 
 for _row in _TABLE.values():
+    if _row.name in COMPILER_ONLY:
+        continue
     builder_method(_make_binary(_row) if _row.arity == 2 else _make_unary(_row))
     _operands = {"a": (_row.types, (0, MAX_RANK)), "b": (_row.types, (0, MAX_RANK))} if _row.arity == 2 else \
         {"input": (_row.types, (0, MAX_RANK))}

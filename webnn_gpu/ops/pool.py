@@ -151,7 +151,8 @@ def input_add_ok(node, other, scale: int = 1) -> bool:
 
 @lowering(*KINDS)
 def lower_pool(node, lc) -> None:
-    """A global pool is a reduction; other pools run pool/pool2d.wgsl."""
+    """A global pool is a reduction; other pools run pool/pool2d.wgsl (float32 NHWC with
+    channels a multiple of 4: pool/pool2d_vec4.wgsl, four channels per invocation)."""
     x, out = node.inputs[0], node.outputs[0]
     other = node.inputs[node.attrs["input_add"]] if "input_add" in node.attrs else None
     if "input_partials" in node.attrs:  # fuse_pool_partials: x holds [rows, C] partial sums
@@ -176,6 +177,18 @@ def lower_pool(node, lc) -> None:
     ist = row_strides(x.shape)
     M = out.size
     group = WH * WW > GROUP_WINDOW and M < 1024
+    if (not group and layout == "nhwc" and x.shape[3] % 4 == 0 and x.data_type == "float32"
+            and out.data_type == "float32" and _env.force("pool") != "scalar"):
+        # Four channels per invocation: one window walk and vec4 loads serve them all (lavapipe,
+        # 2026-11-25: the 2x2 max pools of face_landmark, palm_detection_lite and iris_landmark
+        # in 0.6-0.8 of the one-channel kernel's time; WEBNN_GPU_FORCE_POOL=scalar for that one).
+        N, OH, OW, C = out.shape
+        lc.kernel("pool/pool2d_vec4.wgsl", [("src", x), *ep.operands], [("out", out)], M // 4, workgroup=64,
+                  kind=kind, out_strides=row_strides((N, OH, OW, C // 4)),
+                  in_st={"n": ist[0] // 4, "h": ist[1] // 4, "w": ist[2] // 4}, H=H, W=W, WH=WH, WW=WW,
+                  SH=a["strides"][0], SW=a["strides"][1], DH=DH, DW=DW, PT=a["padding"][0], PL=a["padding"][2],
+                  ep=ep)
+        return
     wg = 64 if group else 256
     lc.kernel("pool/pool2d.wgsl", [("src", x), *ep.operands], [("out", out)], M,
               groups=workgroups(M, lc.limits, lc.label) if group else None, workgroup=wg,

@@ -79,6 +79,36 @@ def fuse_hard_swish(nodes: list, outputs: dict, context=None) -> list:
     return g.replace(replaced, removed)
 
 
+def fuse_swish(nodes: list, outputs: dict, context=None) -> list:
+    """Rewrite ``mul(x, sigmoid(x))`` (either order) as one ``swish(x)`` node (SiLU; an
+    operator of the compiler, ``x * sigmoid(x)`` in float32 as the two nodes computed it:
+    the same roundings). ``x`` has two readers in the decomposed form, so an epilogue chain
+    stops there and the pair ran as an element-wise kernel of its own; ``swish`` is one
+    epilogue step of the kernel making ``x``. The sigmoid's value must be read by the mul
+    alone and be no graph output; float data of one shape. (TFLite's converter writes Keras'
+    ``swish`` / ``silu`` activation, EfficientNet's, as ``LOGISTIC`` and ``MUL``.)
+    """
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for sig in nodes:
+        if sig.op != "sigmoid" or len(sig.inputs) != 1 or sig.outputs[0].data_type not in ("float32", "float16"):
+            continue
+        x, s = sig.inputs[0], sig.outputs[0]
+        mul = g.sole_consumer(s)
+        if mul is None or mul.op != "mul" or len(mul.inputs) != 2 or mul.id in replaced:
+            continue
+        a, b = mul.inputs
+        if {a.id, b.id} != {x.id, s.id} or a is b:
+            continue
+        y = mul.outputs[0]
+        if tuple(y.shape) != tuple(x.shape) or y.data_type != x.data_type or tuple(s.shape) != tuple(x.shape):
+            continue
+        replaced[mul.id] = Node("swish", [x], [y], {}, mul.label or sig.label)
+        dropped.add(sig.id)
+    return g.replace(replaced, dropped) if replaced else nodes
+
+
 #: element-wise inputs a fused kernel may bind (plus its output); the default WebGPU limit is 8
 MAX_FUSED_INPUTS = 7
 

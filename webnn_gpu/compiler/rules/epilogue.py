@@ -32,6 +32,13 @@ EPILOGUE_HOSTS = {"conv2d": 3, "conv_transpose2d": 3, "matmul": 2, "gemm": 3, "a
 #: 11 s with one broadcast load, 39 s with two scalar loads.)
 EPILOGUE_MAX_STEPS = 12
 EPILOGUE_MAX_LOADS = 1
+#: Kernels that store one element (or one vec4) per call site and unroll at most 16 of them
+#: (``shaders/_lib/epilogue.wgsl``: windowed pools, resample2d, normalizations) may read two
+#: operands per element: a per-channel operand (they pass no channel coordinate, so a
+#: prelu's slope is a load) and a residual.
+SCALAR_HOSTS = ("average_pool2d", "l2_pool2d", "max_pool2d", "resample2d", "batch_normalization",
+                "instance_normalization", "layer_normalization")
+SCALAR_HOST_MAX_LOADS = 2
 #: ... and it binds at most this many operands (each read per channel is still loaded where
 #: the kernel hoists it, once per stored column: about a third of a second of compile each)
 EPILOGUE_MAX_OPERANDS = 4
@@ -144,6 +151,7 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
         inputs = list(host.inputs)
         steps = list(host.attrs.get("epilogue") or [])
         loads = sum(1 for st in steps if "input" in st and "axis" not in st)
+        max_loads = SCALAR_HOST_MAX_LOADS if host.op in SCALAR_HOSTS else EPILOGUE_MAX_LOADS
         views: list = []
         bound: dict[int, Any] = {}  # an operand's id -> the Value bound for it (maybe re-made 1-D)
         v = host.outputs[0]
@@ -170,7 +178,7 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
                 chan, is_chan = per
                 if is_chan:
                     step["axis"] = _chan_axis(host)
-                elif loads + 1 > EPILOGUE_MAX_LOADS:
+                elif loads + 1 > max_loads:
                     break
                 else:
                     loads += 1

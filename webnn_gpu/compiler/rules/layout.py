@@ -61,6 +61,37 @@ def _conv_padding(conv, pad) -> list[int] | None:
     return [p[0] + beg[h], p[1] + end[h], p[2] + beg[w], p[3] + end[w]]
 
 
+def _non_negative(v, producer) -> bool:
+    """Whether every element of ``v`` is >= 0 (or NaN) by how it is made: a relu, a sigmoid or
+    a clamp with a lower bound >= 0, as an operator or as the last step of an epilogue."""
+    p = producer.get(v.id)
+    if p is None or len(p.outputs) != 1:
+        return False
+    steps = p.attrs.get("epilogue") if isinstance(p.attrs, dict) else None
+    last = dict(steps[-1]) if steps else {"op": p.op, **(p.attrs if isinstance(p.attrs, dict) else {})}
+    if last.get("input") is not None:
+        return False
+    if last["op"] in ("relu", "sigmoid"):
+        return True
+    lo = last.get("min_value")
+    return last["op"] == "clamp" and lo is not None and float(lo) >= 0.0
+
+
+def _pool_padding(pool, pad) -> list[int] | None:
+    """max_pool2d ``pool``'s padding for reading ``pad``'s input (a zero pad of the spatial axes,
+    less than the window on each side, of a pool without padding or dilation), or None."""
+    a = pool.attrs
+    h, w = (2, 3) if a.get("layout", "nchw") == "nchw" else (1, 2)
+    beg, end = pad.attrs["beginning_padding"], pad.attrs["ending_padding"]
+    if (len(beg) != 4 or any(beg[d] or end[d] for d in range(4) if d not in (h, w)) or list(a["padding"]) != [0] * 4
+            or list(a["dilations"]) != [1, 1]):
+        return None
+    (wh, ww) = a["window"]
+    if max(beg[h], end[h]) >= wh or max(beg[w], end[w]) >= ww:
+        return None  # (a window entirely in the padding: the pool would give -inf, the pad 0)
+    return [beg[h], end[h], beg[w], end[w]]
+
+
 def fold_layout(nodes: list, outputs: dict, context=None) -> list:
     """Fold zero ``pad`` nodes into the kernels that read them.
 
@@ -69,8 +100,14 @@ def fold_layout(nodes: list, outputs: dict, context=None) -> list:
       zeros too: the same sums, the zero terms left out). The conv must read the padded value
       only as its input (not as filter, bias or epilogue operand) and take no input prologue.
       A pad of the batch or channel axes, with a non-zero (or -0.0) value, or of another mode
-      stays; so does a pad before a pool (a pool's padding is excluded from its window, a
-      zero pad is not).
+      stays; so does a pad before an average pool (a pool's padding is excluded from its
+      window, a zero pad is not).
+    * ``max_pool2d(pad(x))``, the pad filling the spatial axes with zeros, less than the
+      window on each side, and ``x`` non-negative by construction (a relu, a sigmoid or a clamp
+      at >= 0, as an operator or the last epilogue step of its producer), becomes the max pool
+      of ``x`` with the pad's counts as its padding: every window holds an element of ``x``,
+      and a zero beside values >= 0 changes no maximum (Keras' ``ZeroPadding2D`` before the
+      stem's ``MaxPooling2D`` in ResNet and DenseNet).
     * An epilogue step ``{"op": ..., "input": i}`` of a kernel hosting epilogues whose operand is ``pad(x)`` (zeros, any axes) reads ``x`` instead, through the
       step's ``"pad"`` offsets (zero outside ``x``; :mod:`webnn_gpu.ops._epilogue`): a
       residual add whose branch was channel-padded. The operand must be bound for that step
@@ -96,6 +133,14 @@ def fold_layout(nodes: list, outputs: dict, context=None) -> list:
                            {**node.attrs, "padding": padding}, node.label)
                 if DEBUG >= 2:
                     log.debug("fold_layout: conv2d [%s] pads as pad [%s] did", node.label, p.label)
+        if (node.op == "max_pool2d" and isinstance(node.attrs, dict) and node.inputs and not node.attrs.get("epilogue")
+                and len(node.inputs) == 1):
+            p = producer.get(node.inputs[0].id)
+            padding = _pool_padding(node, p) if p is not None and zero_pad(p) else None
+            if p is not None and padding is not None and _non_negative(p.inputs[0], producer):
+                new = Node(node.op, [p.inputs[0]], list(node.outputs), {**node.attrs, "padding": padding}, node.label)
+                if DEBUG >= 2:
+                    log.debug("fold_layout: max_pool2d [%s] pads as pad [%s] did", node.label, p.label)
         new = _read_padded_operands(new, producer)
         if new is not node:
             replaced[node.id] = new

@@ -1,11 +1,12 @@
-"""Rules on matrix products: operand views a matmul reads in place."""
+"""Rules on matrix products: operand views a matmul reads in place; one product for rows
+that an unrolled loop multiplied one at a time by the same matrix."""
 
 from __future__ import annotations
 
 import logging
 
 from ..._env import DEBUG
-from ..._ir import GraphView, Node
+from ..._ir import GraphView, Node, Value
 
 log = logging.getLogger("webnn_gpu")
 
@@ -49,3 +50,95 @@ def fold_matmul_transpose(nodes: list, outputs: dict, context=None) -> list:
         if DEBUG >= 2:
             log.debug("fold_matmul_transpose: matmul [%s] reads a transposed", mm.label)
     return g.replace(replaced, dropped)
+
+
+def _through_reshapes(g, v, up: bool):
+    """Follow ``v`` through reshapes that are its only reader (``up``: towards producers, the
+    reshapes' inputs; else towards the one reader): (the value reached, the reshape nodes)."""
+    chain: list[Node] = []
+    while True:
+        if up:
+            p = g.producer(v)
+            if p is None or p.op != "reshape" or g.sole_consumer(v) is None:
+                return v, chain
+            chain.append(p)
+            v = p.inputs[0]
+        else:
+            c = g.sole_consumer(v)
+            if c is None or c.op != "reshape":
+                return v, chain
+            chain.append(c)
+            v = c.outputs[0]
+
+
+def stack_shared_gemms(nodes: list, outputs: dict, context=None) -> list:
+    """``concat([gemm(row_0, B, c), ..., gemm(row_n-1, B, c)])``, where ``row_i`` is the
+    ``i``-th slice of one tensor ``X`` along its first axis of size > 1 (through reshapes to
+    ``[1, K]``), every gemm multiplies by the same ``B`` with the same ``c``, options and
+    epilogue, and the concat stacks the results in that order (through reshapes, along an
+    axis with only axes of size 1 before it), becomes one ``gemm(reshape(X, [n, K]), B, c)``
+    reshaped to the concat's shape: the same sums row by row (the kernel variant chosen for
+    ``n`` rows may add them in another order: float32 rounding), in one kernel instead of
+    ``2n + 1`` (TFLite's converter unrolls a ``TimeDistributed(Dense)`` after a recurrent
+    layer into a ``STRIDED_SLICE`` and a ``FULLY_CONNECTED`` per step, and a ``PACK``).
+
+    Not stacked: gemms with different operands or options, a transposed ``a``, slices that do
+    not cover ``X`` once in concat order, any intermediate value read elsewhere or a graph
+    output, a concat along an axis with a larger axis before it.
+    """
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, list[Node]] = {}
+    dropped: set[int] = set()
+    for cat in nodes:
+        if cat.op != "concat" or len(cat.inputs) < 2 or not isinstance(cat.attrs, dict):
+            continue
+        y = cat.outputs[0]
+        axis = cat.attrs["axis"]
+        if any(d != 1 for d in y.shape[:axis]) or len({v.id for v in cat.inputs}) != len(cat.inputs):
+            continue
+        gemms, path, rows = [], [], []
+        for v in cat.inputs:
+            src, chain = _through_reshapes(g, v, up=True)
+            gm = g.producer(src)
+            if gm is None or gm.op != "gemm" or g.sole_consumer(src) is None or len(gm.outputs) != 1:
+                break
+            a = gm.inputs[0]
+            row, chain2 = _through_reshapes(g, a, up=True)
+            sl = g.producer(row)
+            if (sl is None or sl.op != "slice" or g.sole_consumer(row) is None or g.sole_consumer(a) is None
+                    or tuple(a.shape) != (1, a.shape[1]) or gm.attrs.get("a_transpose")):
+                break
+            gemms.append(gm)
+            rows.append(sl)
+            path += chain + chain2 + [gm, sl]
+        if len(gemms) != len(cat.inputs):
+            continue
+        g0, x = gemms[0], rows[0].inputs[0]
+        if any(m.inputs[1:] != g0.inputs[1:] or m.attrs != g0.attrs for m in gemms[1:]):
+            continue
+        if any(s.inputs[0] is not x for s in rows):
+            continue
+        t = next((d for d, n in enumerate(x.shape) if n != 1), None)
+        n = len(rows)
+        if t is None or x.shape[t] != n:
+            continue
+        want = [[0] * len(x.shape) for _ in range(n)]
+        for i in range(n):
+            want[i][t] = i
+        if any(list(s.attrs["starts"]) != want[i] or any(st != 1 for st in s.attrs.get("strides", [])) or
+               tuple(s.outputs[0].shape) != tuple(1 if d == t else e for d, e in enumerate(x.shape))
+               for i, s in enumerate(rows)):
+            continue
+        K, N = g0.inputs[0].shape[1], g0.outputs[0].shape[1]
+        if y.size != n * N or x.size != n * K:
+            continue
+        a_all = Value(x.data_type, (n, K), "op")
+        stacked = Value(g0.outputs[0].data_type, (n, N), "op")
+        view = Node("reshape", [x], [a_all], {}, g0.label)
+        gemm = Node("gemm", [a_all, *g0.inputs[1:]], [stacked], g0.attrs, cat.label or g0.label)
+        a_all.producer, stacked.producer = view, gemm
+        replaced[cat.id] = [view, gemm, Node("reshape", [stacked], [y], {}, cat.label)]
+        dropped.update(p.id for p in path)
+        if DEBUG >= 2:
+            log.debug("stack_shared_gemms: %d gemms [%s ...] as one of %d rows", n, g0.label, n)
+    return g.replace(replaced, dropped) if replaced else nodes

@@ -1,0 +1,284 @@
+"""Canonical forms: an operator rewritten as an equivalent one that later rules fuse, and
+identical nodes computed once.
+
+Same contract as the other rules of :mod:`webnn_gpu.compiler`: ``(nodes, outputs, context=None)
+-> nodes``, never mutating a node it receives, firing only where the result is the same.
+
+* :func:`depthwise_to_scale`: a 1x1 depthwise conv2d (one filter value per channel) is a
+  per-channel ``mul`` and ``add``, which the producing kernel takes as epilogue steps.
+* :func:`mean_to_pool`: a ``reduce_mean`` over the two spatial axes of a 4-D value is a
+  global ``average_pool2d`` (the same reduction kernels), which the pool rules fuse.
+* :func:`merge_duplicates`: two nodes with the same operator, operands and attributes
+  compute the same value: the later one's readers read the first one's.
+* :func:`sink_reshapes`: an element-wise operator after a ``reshape`` runs before it, next to
+  the kernel that makes the value (whose epilogue then takes it).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from ..._env import DEBUG
+from ..._ir import GraphView, Node, Value
+
+log = logging.getLogger("webnn_gpu")
+
+__all__ = ["depthwise_to_scale", "mean_to_pool", "merge_duplicates", "sink_reshapes"]
+
+
+def _host_data(v, data_type: str) -> bool:
+    return v is not None and v.kind == "constant" and v.data is not None and v.data_type == data_type
+
+
+def _plain(node) -> bool:
+    """Whether ``node`` carries no fusion of an earlier rule (an epilogue, a prologue, a second
+    output): its attributes are the builder's."""
+    return (isinstance(node.attrs, dict) and len(node.outputs) == 1
+            and not any(k in node.attrs for k in ("epilogue", "input_scale", "input_add", "input_partials",
+                                                  "pool_output")))
+
+
+def depthwise_to_scale(nodes: list, outputs: dict, context=None) -> list:
+    """``conv2d(x, filter, bias)`` with a 1x1 window, one filter per input channel and one
+    output channel per group (``groups`` = input channels = output channels), unit strides and
+    no padding computes ``x * w[c] + b[c]`` for each element: it becomes ``mul(x, w)`` and
+    ``add(., b)`` with the filter and bias as per-channel constants shaped for the input
+    layout (``[1, 1, 1, C]`` NHWC, ``[1, C, 1, 1]`` NCHW). ``fuse_epilogue`` then gives them to
+    the kernel producing ``x`` (two epilogue steps reading one value per channel) or
+    ``fuse_elementwise`` merges them with their element-wise neighbours: one kernel less, and
+    no pass over the tensor. (TFLite models scale channels after an activation with such a
+    conv; the conv kernel's one product and the bias add are the same two float32 roundings.)
+
+    Not rewritten: float16 (the kernels round an epilogue once, two element-wise kernels
+    twice), a filter or bias that is not host data, a conv with a fusion of an earlier rule,
+    a channel multiplier above 1, strides, padding or a window larger than 1x1.
+    """
+    replaced: dict[int, list[Node]] = {}
+    for conv in nodes:
+        if conv.op != "conv2d" or not _plain(conv) or len(conv.inputs) > 3:
+            continue
+        x, w = conv.inputs[0], conv.inputs[1]
+        b = conv.inputs[2] if len(conv.inputs) > 2 else None
+        y = conv.outputs[0]
+        a = conv.attrs
+        if y.data_type != "float32" or x.data_type != "float32" or len(x.shape) != 4:
+            continue
+        nhwc = a.get("input_layout", "nchw") == "nhwc"
+        C = x.shape[3 if nhwc else 1]
+        if (tuple(y.shape) != tuple(x.shape) or a.get("groups") != C or w.size != C or b is not None and b.size != C
+                or list(a.get("strides", [1, 1])) != [1, 1] or list(a.get("padding", [0] * 4)) != [0] * 4
+                or sorted(w.shape) != [1, 1, 1, C]):
+            continue  # (a 1x1 filter of one input channel per group has the output channels as its only axis)
+        if not _host_data(w, "float32") or (b is not None and not _host_data(b, "float32")):
+            continue
+        shape = (1, 1, 1, C) if nhwc else (1, C, 1, 1)
+        scale = Value("float32", shape, "constant", data=np.ascontiguousarray(w.data, dtype=np.float32).reshape(-1))
+        mid = y if b is None else Value("float32", tuple(y.shape), "op")
+        chain = [Node("mul", [x, scale], [mid], {}, conv.label)]
+        if b is not None:
+            mid.producer = chain[0]
+            shift = Value("float32", shape, "constant", data=np.ascontiguousarray(b.data, dtype=np.float32).reshape(-1))
+            chain.append(Node("add", [mid, shift], [y], {}, conv.label))
+        replaced[conv.id] = chain
+        if DEBUG >= 2:
+            log.debug("depthwise_to_scale: conv2d [%s] as a per-channel mul%s", conv.label, " and add" * (b is not None))
+    return GraphView(nodes, outputs).replace(replaced) if replaced else nodes
+
+
+def mean_to_pool(nodes: list, outputs: dict, context=None) -> list:
+    """``reduce_mean(x, axes)`` of a float 4-D ``x`` over its two spatial axes (``[1, 2]``, the
+    NHWC layout, or ``[2, 3]``, NCHW) becomes the global ``average_pool2d`` of that layout
+    (followed by a ``reshape``, a view, when the reduction drops the axes). Both lower to the
+    same reduction kernels; as a pool, the rules that take global average pools apply:
+    ``fuse_pool_input`` (a skip add summed as it loads), ``fuse_conv_pool`` and
+    ``fuse_pool_partials`` (the producer's partial sums) and ``fuse_squeeze_excite`` (the
+    means taken into the excitation's kernel). TFLite's converter writes Keras'
+    ``GlobalAveragePooling2D`` and squeeze-and-excite's pool as ``MEAN``.
+
+    Not rewritten: other axes (a mean over the channels, or over one spatial axis), other
+    ranks, integer data, a ``reduce_mean`` with a fusion of an earlier rule."""
+    replaced: dict[int, list[Node]] = {}
+    for red in nodes:
+        if red.op != "reduce_mean" or not _plain(red) or len(red.inputs) != 1:
+            continue
+        x, y = red.inputs[0], red.outputs[0]
+        if len(x.shape) != 4 or x.data_type not in ("float32", "float16") or y.data_type != x.data_type:
+            continue
+        axes = sorted(int(d) % 4 for d in red.attrs.get("axes", ()))
+        if axes == [1, 2]:
+            layout, hw = "nhwc", (x.shape[1], x.shape[2])
+        elif axes == [2, 3]:
+            layout, hw = "nchw", (x.shape[2], x.shape[3])
+        else:
+            continue
+        pooled = tuple(1 if d in axes else s for d, s in enumerate(x.shape))
+        out = y if tuple(y.shape) == pooled else Value(y.data_type, pooled, "op")
+        pool = Node("average_pool2d", [x], [out], {"window": list(hw), "padding": [0, 0, 0, 0], "strides": [1, 1],
+                                                   "dilations": [1, 1], "layout": layout}, red.label)
+        chain = [pool]
+        if out is not y:
+            out.producer = pool
+            chain.append(Node("reshape", [out], [y], {}, red.label))
+        replaced[red.id] = chain
+        if DEBUG >= 2:
+            log.debug("mean_to_pool: reduce_mean [%s] as a global %s average pool", red.label, layout)
+    return GraphView(nodes, outputs).replace(replaced) if replaced else nodes
+
+
+def _key(node):
+    """A hashable key of what ``node`` computes (operator, operand ids, attributes), or None
+    when its attributes are not plain data the key can hold."""
+    def freeze(x):
+        if isinstance(x, dict):
+            return tuple(sorted((k, freeze(v)) for k, v in x.items()))
+        if isinstance(x, (list, tuple)):
+            return tuple(freeze(v) for v in x)
+        if isinstance(x, (str, int, float, bool)) or x is None:
+            return (type(x).__name__, x)
+        raise TypeError
+
+    if not isinstance(node.attrs, dict) or len(node.outputs) != 1:
+        return None
+    try:
+        attrs = freeze(node.attrs)
+    except TypeError:  # (a NumPy array, a typed fused attribute: not compared)
+        return None
+    ins = tuple(None if v is None else v.id for v in node.inputs)
+    out = node.outputs[0]
+    return node.op, ins, attrs, out.data_type, tuple(out.shape)
+
+
+#: operators whose result depends on nothing but their operands and attributes, computed by a
+#: kernel (not a view): two of them over the same operands compute the same value
+_PURE = {"max_pool2d", "average_pool2d", "l2_pool2d", "conv2d", "conv_transpose2d", "matmul", "gemm",
+         "resample2d", "concat", "pad", "slice", "transpose", "reduce_mean", "reduce_max", "reduce_min",
+         "reduce_sum", "softmax", "relu", "sigmoid", "tanh", "clamp", "add", "sub", "mul", "div", "max", "min",
+         "prelu", "leaky_relu", "hard_swish", "elu", "gelu", "abs", "neg", "exp", "log", "sqrt"}
+
+
+def merge_duplicates(nodes: list, outputs: dict, context=None) -> list:
+    """Two nodes of the same operator over the same operand values with equal attributes (plain
+    data) and the same output type compute the same value: the later one is dropped and its
+    readers read the earlier one's output (common subexpressions; MediaPipe's face landmark
+    model max-pools one tensor twice with the same window). Applies to the operators of
+    ``_PURE`` with one output. A later node that is a graph output stays (the output keeps its
+    own value), as does anything whose attributes hold arrays or typed fused attributes."""
+    g = GraphView(nodes, outputs)
+    first: dict = {}
+    alias: dict[int, Value] = {}  # id of a dropped node's output -> the value that replaces it
+    for node in nodes:
+        if node.op not in _PURE:
+            continue
+        if any(v is not None and v.id in alias for v in node.inputs):
+            continue  # (its operands are renamed below; a second round would compare it: one pass is enough)
+        key = _key(node)
+        if key is None:
+            continue
+        if key in first and not g.is_output(node.outputs[0]):
+            alias[node.outputs[0].id] = first[key].outputs[0]
+            continue
+        first.setdefault(key, node)
+    if not alias:
+        return nodes
+    result = []
+    for node in nodes:
+        if node.outputs and node.outputs[0].id in alias:
+            if DEBUG >= 2:
+                log.debug("merge_duplicates: %s [%s] is computed already", node.op, node.label)
+            continue
+        if any(v is not None and v.id in alias for v in node.inputs):
+            node = Node(node.op, [alias.get(v.id, v) if v is not None else None for v in node.inputs],
+                        list(node.outputs), node.attrs, node.label)
+        result.append(node)
+    return result
+
+
+#: most reshapes one call moves (each move is one element-wise op; a chain moves one op per round)
+_SINK_ROUNDS = 16
+
+
+def _sink_operand(operand, x, y):
+    """How the other operand of an element-wise op on ``y = reshape(x)`` is read on ``x``'s
+    shape: ``"same"`` (it broadcasts to ``x`` the way it did to ``y``: a single value, or it
+    varies only along trailing axes that ``x`` and ``y`` share), ``"view"`` (it has ``y``'s
+    shape: a reshape view to ``x``'s), or None."""
+    shp = tuple(operand.shape)
+    core = shp[next((i for i, d in enumerate(shp) if d != 1), len(shp)):]  # leading 1s dropped
+    if not core:
+        return "same" if len(shp) <= len(x.shape) else None
+    k = len(core)
+    if k <= len(x.shape) and tuple(x.shape[-k:]) == tuple(y.shape[-k:]) == core and len(shp) <= len(x.shape):
+        return "same"
+    if shp == tuple(y.shape):
+        return "view"
+    return None
+
+
+def sink_reshapes(nodes: list, outputs: dict, context=None) -> list:
+    """``op(reshape(x), ...)``, a float element-wise operator (unary, or binary with the other
+    operand a single value, of the reshaped shape, or varying only along trailing axes the
+    reshape keeps) of a reshape read by nothing else, becomes ``reshape(op(x, ...))``: the
+    same values in the same order (a reshape keeps the row-major order), computed next to the
+    kernel that makes ``x``, whose epilogue (or element-wise chain) then takes the op; the
+    reshape stays a view. Applied until no reshape moves, so a chain moves as a whole.
+    TFLite's converter writes a ``FULLY_CONNECTED`` of a sequence as a 2-D product and a
+    ``RESHAPE`` back, then the activation and the residual add: each was a kernel of its own.
+
+    Not moved: a reshape that is a graph output or read elsewhere, one of a graph input or a
+    constant, or whose producer hosts no epilogue and is no element-wise operator (nothing to
+    join), an operator changing the data type, an operand that broadcasts across axes the
+    reshape changes, an op reading the reshape twice.
+    """
+    from ...ops import _epilogue
+    from ...ops.elementwise import FUSIBLE
+
+    for _ in range(_SINK_ROUNDS):
+        g = GraphView(nodes, outputs)
+        replaced: dict[int, list[Node]] = {}
+        dropped: set[int] = set()
+        for r in nodes:
+            if r.op != "reshape" or len(r.inputs) != 1 or len(r.outputs) != 1 or r.attrs.get("operand_view"):
+                continue  # (a view this rule made of another operand stays: moving it back would undo the move)
+            x, y = r.inputs[0], r.outputs[0]
+            p = g.producer(x)
+            if (p is None or not (_epilogue.hosts(p) or p.op in FUSIBLE) or x.data_type not in ("float32", "float16")
+                    or p.id in dropped or p.id in replaced or r.id in replaced):
+                continue
+            e = g.sole_consumer(y)
+            if (e is None or e.op not in FUSIBLE or e.id in replaced or len(e.outputs) != 1
+                    or e.outputs[0].data_type != y.data_type or tuple(e.outputs[0].shape) != tuple(y.shape)
+                    or sum(1 for v in e.inputs if v is y) != 1 or len(e.inputs) > 2):
+                continue
+            views: list[Node] = []
+            ins = []
+            ok = True
+            for v in e.inputs:
+                if v is y:
+                    ins.append(x)
+                    continue
+                how = _sink_operand(v, x, y) if v.data_type == y.data_type else None
+                if how is None:
+                    ok = False
+                    break
+                if how == "view":
+                    w = Value(v.data_type, tuple(x.shape), "op")
+                    views.append(Node("reshape", [v], [w], {"operand_view": True}, r.label))
+                    w.producer = views[-1]
+                    v = w
+                ins.append(v)
+            if not ok:
+                continue
+            z = e.outputs[0]
+            mid = Value(z.data_type, tuple(x.shape), "op")
+            moved = Node(e.op, ins, [mid], e.attrs, e.label)
+            mid.producer = moved
+            replaced[e.id] = [*views, moved, Node("reshape", [mid], [z], {}, r.label)]
+            dropped.add(r.id)
+            if DEBUG >= 2:
+                log.debug("sink_reshapes: %s [%s] before reshape [%s]", e.op, e.label, r.label)
+        if not replaced:
+            return nodes
+        nodes = GraphView(nodes, outputs).replace(replaced, dropped)
+    return nodes
