@@ -484,3 +484,56 @@ def test_magnitude_of_stacked_halves_is_one_reduction(ctx):
     x = rng.standard_normal((1, 1, 40)).astype(np.float32)
     ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(loaded.compute(x)["mag"], ref, atol=1e-5 * np.abs(ref).max(), rtol=0)
+
+
+@pytest.mark.parametrize("opset, near_miss", [(18, False), (13, False), (18, True)])
+def test_spelled_out_lstm_cell_is_one_recurrent_kernel(ctx, opset, near_miss):
+    """Gemm(x) + Gemm(h) -> Split in 4 -> sigmoid/tanh gates -> c' = f * c + i * g,
+    h' = o * tanh(c') (PyTorch's exported LSTMCell, Silero VAD's op18 file), with the gates in
+    any order, runs as one recurrent kernel; c' may be read elsewhere too. Values as float64
+    NumPy. Near miss: a gate also read as a graph output keeps the ops as they are."""
+    rng = np.random.default_rng(12)
+    B, I, H = 2, 6, 8
+    wx = rng.standard_normal((4 * H, I)).astype(np.float32) * 0.5
+    wh = rng.standard_normal((H, 4 * H)).astype(np.float32) * 0.5  # transB=0: [H, 4H]
+    bx = rng.standard_normal(4 * H).astype(np.float32)
+    bh = rng.standard_normal((1, 4 * H)).astype(np.float32)
+    order = ["o", "g", "i", "f"]  # the parts of the split, by role
+    inits = [numpy_helper.from_array(a, k) for k, a in (("wx", wx), ("wh", wh), ("bx", bx), ("bh", bh))]
+    split_in = ["z"]
+    split_kw = {"axis": 1}
+    if opset >= 18:
+        split_kw["num_outputs"] = 4
+    else:
+        inits.append(numpy_helper.from_array(np.array([H] * 4, np.int64), "sizes"))
+        split_in.append("sizes")
+    nodes = [helper.make_node("Gemm", ["x", "wx", "bx"], ["gx"], transB=1),
+             helper.make_node("Gemm", ["h", "wh", "bh"], ["gh"]),
+             helper.make_node("Add", ["gh", "gx"], ["z"]),
+             helper.make_node("Split", split_in, [f"z_{r}" for r in order], **split_kw),
+             *[helper.make_node("Tanh" if r == "g" else "Sigmoid", [f"z_{r}"], [f"a_{r}"]) for r in order],
+             helper.make_node("Mul", ["c", "a_f"], ["fc"]),
+             helper.make_node("Mul", ["a_i", "a_g"], ["ig"]),
+             helper.make_node("Add", ["ig", "fc"], ["c2"]),
+             helper.make_node("Tanh", ["c2"], ["tc"]),
+             helper.make_node("Mul", ["tc", "a_o"], ["h2"]),
+             helper.make_node("Relu", ["c2"], ["c2r"])]
+    outs = [_vi("h2", TensorProto.FLOAT, None), _vi("c2r", TensorProto.FLOAT, None)]
+    if near_miss:
+        outs.append(_vi("a_i", TensorProto.FLOAT, None))
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [B, I]), _vi("h", TensorProto.FLOAT, [B, H]),
+                       _vi("c", TensorProto.FLOAT, [B, H])], outs, inits, opset=opset)
+    loaded = wonnx.load(m, ctx)
+    templates = _templates(loaded)
+    assert any(t.startswith("recurrent/") for t in templates) != near_miss, templates
+    x, h, c = (rng.standard_normal((B, n)).astype(np.float32) for n in (I, H, H))
+    z = x.astype(np.float64) @ wx.T.astype(np.float64) + bx + h.astype(np.float64) @ wh.astype(np.float64) + bh
+    a = {r: z[:, k * H:(k + 1) * H] for k, r in enumerate(order)}
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    c2 = sig(a["f"]) * c + sig(a["i"]) * np.tanh(a["g"])
+    h2 = sig(a["o"]) * np.tanh(c2)
+    got = loaded.compute({"x": x, "h": h, "c": c})
+    np.testing.assert_allclose(got["h2"], h2, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(got["c2r"], np.maximum(c2, 0), atol=1e-5 * np.abs(c2).max(), rtol=0)
+    if near_miss:
+        np.testing.assert_allclose(got["a_i"], sig(a["i"]), atol=1e-6, rtol=0)

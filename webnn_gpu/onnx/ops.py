@@ -16,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .convert import Unsupported
+from .rewrite import rewrite
 
 __all__ = ["HANDLERS", "MAPPED_TO", "reshape_target", "slice_params", "reduce_axes"]
 
@@ -1649,7 +1650,7 @@ def _if(c, n, x):
     for t in g.initializer:
         c.env[t.name] = numpy_helper.to_array(t)
     saved = c.node
-    c.walk(g.node)
+    c.walk(rewrite(g.node, c.env, [o.name for o in g.output]))
     c.node = saved
     return [c.env.get(o.name) for o in g.output]
 
