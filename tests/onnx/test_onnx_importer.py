@@ -537,3 +537,37 @@ def test_spelled_out_lstm_cell_is_one_recurrent_kernel(ctx, opset, near_miss):
     np.testing.assert_allclose(got["c2r"], np.maximum(c2, 0), atol=1e-5 * np.abs(c2).max(), rtol=0)
     if near_miss:
         np.testing.assert_allclose(got["a_i"], sig(a["i"]), atol=1e-6, rtol=0)
+
+
+def test_conv_transpose_batchnorm_folds_into_its_weights(ctx):
+    """ConvTranspose (2 groups) -> Add of a per-channel bias -> BatchNormalization -> Relu (PP-OCR
+    det's upsampling head) is one conv_transpose2d kernel with the relu as its epilogue; values
+    as float64 NumPy."""
+    rng = np.random.default_rng(5)
+    C, O, G, H, W = 6, 4, 2, 3, 5
+    w = rng.standard_normal((C, O // G, 2, 2)).astype(np.float32)
+    bias = rng.standard_normal((1, O, 1, 1)).astype(np.float32)
+    scale, offset, mean = (rng.standard_normal(O).astype(np.float32) for _ in range(3))
+    var = rng.uniform(0.5, 2, O).astype(np.float32)
+    inits = [numpy_helper.from_array(a, k) for k, a in (("w", w), ("bias", bias), ("scale", scale),
+                                                        ("offset", offset), ("mean", mean), ("var", var))]
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["t"], kernel_shape=[2, 2], strides=[2, 2], group=G),
+             helper.make_node("Add", ["t", "bias"], ["tb"]),
+             helper.make_node("BatchNormalization", ["tb", "scale", "offset", "mean", "var"], ["n"], epsilon=1e-3),
+             helper.make_node("Relu", ["n"], ["y"])]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, C, H, W])], [_vi("y", TensorProto.FLOAT, None)], inits)
+    loaded = wonnx.load(m, ctx)
+    assert _templates(loaded) == ["conv/transpose_tiled.wgsl"], _templates(loaded)
+    x = rng.standard_normal((1, C, H, W)).astype(np.float32)
+    t = np.zeros((1, O, 2 * H, 2 * W))
+    cg, og = C // G, O // G
+    for o in range(O):
+        gi = o // og
+        for c in range(gi * cg, (gi + 1) * cg):
+            for kh in range(2):
+                for kw in range(2):
+                    t[0, o, kh::2, kw::2] += x[0, c].astype(np.float64) * w[c, o % og, kh, kw]
+    sh = (1, O, 1, 1)
+    want = np.maximum((t + bias - mean.reshape(sh)) / np.sqrt(var.reshape(sh) + 1e-3) * scale.reshape(sh)
+                      + offset.reshape(sh), 0)
+    np.testing.assert_allclose(loaded.compute(x)["y"], want, atol=1e-5 * np.abs(want).max(), rtol=0)

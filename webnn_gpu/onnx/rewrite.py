@@ -52,8 +52,9 @@ def _per_channel(a: np.ndarray, rank: int, channels: int) -> np.ndarray | None:
 
 
 def _plain_conv(conv, w, b_name, known) -> bool:
-    """``conv`` is an ai.onnx Conv with known float weights and a known bias (or none)."""
-    if conv.op_type != "Conv" or conv.domain not in _DEFAULT or w is None or w.ndim < 3:
+    """``conv`` is an ai.onnx Conv or ConvTranspose with known float weights and a known bias
+    (or none)."""
+    if conv.op_type not in ("Conv", "ConvTranspose") or conv.domain not in _DEFAULT or w is None or w.ndim < 3:
         return False
     return not b_name or isinstance(known.get(b_name), np.ndarray)
 
@@ -62,11 +63,11 @@ def fold_conv_affine(nodes, env: dict, outputs) -> list:
     """Fold known per-channel scales and offsets into the weights and bias of the ``Conv``
     nodes next to them (as ONNX Runtime's ConvBNFusion, ConvMulFusion and ConvAddFusion do).
 
-    * Output side: a ``Conv`` whose only reader is an inference ``BatchNormalization``, or a
-      ``Mul``, ``Add``, ``Div`` or ``Sub`` (for these two the conv on the left) with a known
-      operand that is the same along every axis but the channels (a ``[C, 1, 1]`` offset, a
-      ``[1]`` scale), becomes one ``Conv``: ``W' = W * s``,
-      ``B' = B * s + a`` (a normalization: ``s = scale / sqrt(var + epsilon)``,
+    * Output side: a ``Conv`` or ``ConvTranspose`` whose only reader is an inference
+      ``BatchNormalization``, or a ``Mul``, ``Add``, ``Div`` or ``Sub`` (for these two the conv
+      on the left) with a known operand that is the same along every axis but the channels (a
+      ``[C, 1, 1]`` offset, a ``[1]`` scale), becomes one such node: ``W' = W * s`` along the
+      output channels, ``B' = B * s + a`` (a normalization: ``s = scale / sqrt(var + epsilon)``,
       ``a = bias - mean * s``).
     * Input side: a ``Mul``, ``Div``, ``Add`` or ``Sub`` (the conv's input on the left) of a
       known per-channel operand whose only reader is a ``Conv`` without padding and with one
@@ -119,9 +120,8 @@ def fold_conv_affine(nodes, env: dict, outputs) -> list:
         new.name = f"{conv.name}+{other.name}" if conv.name and other.name else (conv.name or other.name)
         return new
 
-    def output_side(conv, reader, w, b):
+    def output_side(conv, reader, w, cout):
         """(s, a) with conv's output -> reader == conv * s + a, or None."""
-        cout = w.shape[0]
         if reader.op_type == "BatchNormalization":
             if len(reader.input) < 5 or int(_attr(reader, "training_mode", 0)) or int(_attr(reader, "spatial", 1)) != 1:
                 return None
@@ -162,7 +162,11 @@ def fold_conv_affine(nodes, env: dict, outputs) -> list:
             b = known_float(b_name) if b_name else None
             if b_name and b is None:
                 continue
-            cout = w.shape[0]
+            groups = int(_attr(conv, "group", 1))
+            transposed = conv.op_type == "ConvTranspose"  # weights [C, O / group, kh, kw]
+            cout = w.shape[1] * groups if transposed else w.shape[0]
+            if transposed and w.shape[0] % groups:
+                continue
             b0 = np.zeros(cout) if b is None else b.reshape(-1).astype(np.float64)
             # output side
             out = conv.output[0]
@@ -170,10 +174,15 @@ def fold_conv_affine(nodes, env: dict, outputs) -> list:
             if uses[out] == 1 and len(rs) == 1 and rs[0] not in drop and rs[0] not in replace:
                 reader = nodes[rs[0]]
                 if reader.domain in _DEFAULT and all(not o or not uses[o] for o in reader.output[1:]):
-                    sa = output_side(conv, reader, w, b)
+                    sa = output_side(conv, reader, w, cout)
                     if sa is not None:
                         s, a = sa
-                        w2 = (w.astype(np.float64) * s.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
+                        if transposed:  # output channel gi * (O / group) + j: weights [gi * C / group:, j]
+                            sg = s.reshape(groups, 1, -1, *(1,) * (w.ndim - 2))
+                            w2 = (w.astype(np.float64).reshape(groups, -1, *w.shape[1:]) * sg).reshape(w.shape)
+                            w2 = w2.astype(w.dtype)
+                        else:
+                            w2 = (w.astype(np.float64) * s.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
                         replace[j] = new_conv(conv, w2, (b0 * s + a).astype(w.dtype), conv.input[0],
                                               reader.output[0], reader)
                         drop.add(rs[0])
@@ -181,7 +190,7 @@ def fold_conv_affine(nodes, env: dict, outputs) -> list:
             # input side: no padding, one group
             x = conv.input[0]
             i = producer.get(x)
-            if i is None or i in drop or i in replace or uses[x] != 1 or int(_attr(conv, "group", 1)) != 1:
+            if transposed or i is None or i in drop or i in replace or uses[x] != 1 or int(_attr(conv, "group", 1)) != 1:
                 continue
             pads = _attr(conv, "pads", None)
             if _attr(conv, "auto_pad", "NOTSET") not in ("NOTSET", "VALID") or (pads and any(pads)):
