@@ -571,3 +571,49 @@ def test_conv_transpose_batchnorm_folds_into_its_weights(ctx):
     want = np.maximum((t + bias - mean.reshape(sh)) / np.sqrt(var.reshape(sh) + 1e-3) * scale.reshape(sh)
                       + offset.reshape(sh), 0)
     np.testing.assert_allclose(loaded.compute(x)["y"], want, atol=1e-5 * np.abs(want).max(), rtol=0)
+
+
+def test_tanh_gelu_after_a_sliced_squeezed_conv_keeps_the_conv_layout(ctx):
+    """Conv (2-D, 5x1) -> a Slice of everything -> Squeeze -> Add of a known bias -> the tanh
+    form of gelu written out (products of two run-time views) -> GlobalMaxPool, as jax2tf
+    writes Magika's conv block: the bias runs in the conv's kernel and the gelu is one
+    element-wise kernel on the conv's output (no transposes between them); values as float64
+    NumPy."""
+    rng = np.random.default_rng(8)
+    C, O, L = 8, 12, 20
+    w = (rng.standard_normal((O, C, 5, 1)) * 0.3).astype(np.float32)
+    bias = rng.standard_normal((1, O, 1)).astype(np.float32)
+    k = {n: numpy_helper.from_array(np.array(v, np.float32), n) for n, v in
+         (("c3", 0.044715), ("sq", 0.7978846), ("one", 1.0), ("half", 0.5))}
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "bias"), *k.values(),
+             numpy_helper.from_array(np.array([0, 0, 0], np.int64), "s0"),
+             numpy_helper.from_array(np.array([2 ** 31 - 1] * 3, np.int64), "e0"),
+             numpy_helper.from_array(np.array([0, 1, 2], np.int64), "ax"),
+             numpy_helper.from_array(np.array([3], np.int64), "a3")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[5, 1]),
+             helper.make_node("Slice", ["c", "s0", "e0", "ax"], ["cs"]),
+             helper.make_node("Squeeze", ["cs", "a3"], ["c3d"]),
+             helper.make_node("Add", ["c3d", "bias"], ["v"]),
+             helper.make_node("Mul", ["c3", "v"], ["m0"]),
+             helper.make_node("Mul", ["v", "m0"], ["m1"]),
+             helper.make_node("Mul", ["v", "m1"], ["m2"]),
+             helper.make_node("Add", ["v", "m2"], ["inner"]),
+             helper.make_node("Mul", ["sq", "inner"], ["m3"]),
+             helper.make_node("Tanh", ["m3"], ["t"]),
+             helper.make_node("Add", ["one", "t"], ["t1"]),
+             helper.make_node("Mul", ["half", "t1"], ["m4"]),
+             helper.make_node("Mul", ["v", "m4"], ["g"]),
+             helper.make_node("GlobalMaxPool", ["g"], ["y"])]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, C, L + 4, 1])], [_vi("y", TensorProto.FLOAT, None)], inits,
+               opset=15)
+    loaded = wonnx.load(m, ctx)
+    templates = _templates(loaded)
+    after = templates[templates.index("matmul/tile.wgsl") + 1:]  # (the NCHW input may be re-laid out first)
+    assert not any(t.startswith("layout/") for t in after), templates
+    assert sum(t.startswith("elementwise/") for t in after) == 1, templates
+    x = rng.standard_normal((1, C, L + 4, 1)).astype(np.float32)
+    conv = np.stack([sum(w[o, i, t, 0] * x[0, i, t:t + L, 0].astype(np.float64) for i in range(C) for t in range(5))
+                     for o in range(O)]) + bias[0]
+    gelu = 0.5 * conv * (1 + np.tanh(0.7978846 * (conv + 0.044715 * conv ** 3)))
+    want = gelu.max(axis=1).reshape(1, O, 1)
+    np.testing.assert_allclose(loaded.compute(x)["y"], want, atol=1e-5 * np.abs(want).max(), rtol=0)

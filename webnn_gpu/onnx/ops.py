@@ -94,10 +94,18 @@ def _binary_through_view(c, method, a, b):
     """``method(a, b)`` computed before the reshape when one side is known and the other
     is a unit-axes view of a kernel's output (:func:`_view_host`), so that the producing
     kernel can take it as an epilogue step: the known side is re-laid out for the source's
-    shape (the same elements meet), then the result is reshaped. None where that does not
-    apply."""
-    if method not in _EPILOGUE_BINARY or c.is_known(a) == c.is_known(b):
+    shape (the same elements meet), then the result is reshaped. Where both sides are such
+    views of outputs of one shape, viewed alike, the op runs on the two outputs (a chain of
+    element-wise ops on a conv's output stays in the conv's shape and layout). None where
+    that does not apply."""
+    if method not in _EPILOGUE_BINARY or (c.is_known(a) and c.is_known(b)):
         return None
+    if not c.is_known(a) and not c.is_known(b):
+        # two views of kernel outputs of one shape, viewed alike (a tanh-gelu's products)
+        sa, sb = _view_host(c, a), _view_host(c, b)
+        if sa is None or sb is None or c.shape(a) != c.shape(b) or c.shape(sa) != c.shape(sb):
+            return None
+        return c.call("reshape", c.call(method, *_same_type(c, sa, sb)), list(c.shape(a)))
     v, k = (b, a) if c.is_known(a) else (a, b)
     src = _view_host(c, v)
     if src is None:
@@ -1281,7 +1289,7 @@ def _slice(c, n, x):
     if rev:
         v = c.call("reverse", v, axes=rev)
     if st == [0] * len(s) and sz == list(s) and stp == [1] * len(s):
-        return c.call("identity", v) if not rev else v
+        return v  # the whole tensor: the value itself, as Identity (a kernel's epilogue may follow)
     return c.call("slice", v, st, sz, strides=stp)
 
 
