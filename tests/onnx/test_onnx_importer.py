@@ -617,3 +617,22 @@ def test_tanh_gelu_after_a_sliced_squeezed_conv_keeps_the_conv_layout(ctx):
     gelu = 0.5 * conv * (1 + np.tanh(0.7978846 * (conv + 0.044715 * conv ** 3)))
     want = gelu.max(axis=1).reshape(1, O, 1)
     np.testing.assert_allclose(loaded.compute(x)["y"], want, atol=1e-5 * np.abs(want).max(), rtol=0)
+
+
+def test_gather_from_a_unit_axis_is_a_reshape(ctx):
+    """Gather of index 0 (or -1) along an axis of size 1 (Silero VAD's last encoder position)
+    is a reshape: no gather kernel; values as NumPy's take."""
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "i0"), numpy_helper.from_array(np.array([-1], np.int64), "i1"),
+             numpy_helper.from_array(np.array(1, np.int64), "i2")]
+    nodes = [helper.make_node("Gather", ["x", "i0"], ["a"], axis=2),
+             helper.make_node("Gather", ["x", "i1"], ["b"], axis=-1),
+             helper.make_node("Gather", ["x", "i2"], ["c"], axis=1)]
+    outs = [_vi(k, TensorProto.FLOAT, None) for k in "abc"]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [2, 3, 1])], outs, inits)
+    loaded = wonnx.load(m, ctx)
+    assert sum(t.startswith("gather_scatter/") for t in _templates(loaded)) == 1, _templates(loaded)
+    x = rng.standard_normal((2, 3, 1)).astype(np.float32)
+    got = loaded.compute(x)
+    for k, (i, axis) in zip("abc", ((np.array(0), 2), (np.array([-1]), 2), (np.array(1), 1))):
+        np.testing.assert_array_equal(got[k], np.take(x, i, axis=axis))

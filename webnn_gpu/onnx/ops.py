@@ -1329,13 +1329,20 @@ def _pad(c, n, x):
     return c.call("pad", v, begin, end, mode=modes[mode], value=value)
 
 
-@_h("Gather", to="gather")
+@_h("Gather", to="gather; known indices into an axis of size 1: reshape")
 def _gather(c, n, x):
     v = c.operand(x[0])
     idx = x[1]
     if c.is_known(idx) and idx.dtype not in (np.int32, np.int64):
         idx = idx.astype(np.int64)
-    return c.call("gather", v, c.operand(idx), axis=int(n.attr("axis", 0)) % _rank(c, v))
+    axis = int(n.attr("axis", 0)) % _rank(c, v)
+    s = c.shape(v)
+    if c.is_known(idx) and s[axis] == 1 and np.all(np.isin(np.asarray(idx), (0, -1))):
+        # every index picks the one entry of a unit axis: the same elements, reshaped
+        out = [*s[:axis], *np.shape(idx), *s[axis + 1:]]
+        if int(np.prod(out)) == int(np.prod(s)):
+            return c.call("reshape", v, out)
+    return c.call("gather", v, c.operand(idx), axis=axis)
 
 
 @_h("GatherElements", to="gather_elements")
