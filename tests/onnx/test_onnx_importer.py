@@ -636,3 +636,31 @@ def test_gather_from_a_unit_axis_is_a_reshape(ctx):
     got = loaded.compute(x)
     for k, (i, axis) in zip("abc", ((np.array(0), 2), (np.array([-1]), 2), (np.array(1), 1))):
         np.testing.assert_array_equal(got[k], np.take(x, i, axis=axis))
+
+
+@pytest.mark.parametrize("k", [(2, 2), (3, 1)])
+def test_upsampling_conv_transpose_is_a_pointwise_conv_and_a_pixel_shuffle(ctx, k):
+    """ConvTranspose with kernel == stride, no padding, 8 outputs, a bias and a Relu after it
+    (PP-OCR det's 24 -> 24 layer) runs as a 1x1 conv on a matrix kernel, with the relu in its
+    epilogue, and a pixel shuffle: no conv_transpose2d and no element-wise kernel; values as
+    float64 NumPy."""
+    rng = np.random.default_rng(6)
+    C, O, H, W = 5, 8, 3, 4
+    kh, kw = k
+    w = rng.standard_normal((C, O, kh, kw)).astype(np.float32)
+    b = rng.standard_normal(O).astype(np.float32)
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["t"], kernel_shape=list(k), strides=list(k)),
+             helper.make_node("Relu", ["t"], ["y"])]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, C, H, W])], [_vi("y", TensorProto.FLOAT, None)],
+               [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    loaded = wonnx.load(m, ctx)
+    templates = _templates(loaded)
+    assert any(t.startswith("matmul/") for t in templates) and not any(
+        t.startswith(("conv/transpose", "elementwise/")) for t in templates), templates
+    x = rng.standard_normal((1, C, H, W)).astype(np.float32)
+    t = np.zeros((1, O, kh * H, kw * W))
+    for i in range(kh):
+        for j in range(kw):
+            t[0, :, i::kh, j::kw] = np.einsum("chw,co->ohw", x[0].astype(np.float64), w[:, :, i, j].astype(np.float64))
+    want = np.maximum(t + b.reshape(1, O, 1, 1), 0)
+    np.testing.assert_allclose(loaded.compute(x)["y"], want, atol=1e-5 * np.abs(want).max(), rtol=0)

@@ -111,6 +111,9 @@ class Converter:
         self._reported: set[tuple] = set()
         self.used: set[str] = set()
         self.node: Node | None = None
+        #: id of an operand made by a pixel shuffle -> (the operand shuffled, the shuffle, the
+        #: operand) (``ops._pixel_shuffle_conv``)
+        self.shuffled: dict[int, tuple] = {}
         #: value name -> (index operand, depth) for values that are one-hot encodings
         #: (``ops._note_one_hot``)
         self.one_hot: dict[str, tuple[Any, int]] = {}
