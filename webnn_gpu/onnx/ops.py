@@ -583,7 +583,8 @@ def _rank_of_input(c, n):
 _h("FusedConv", to="conv2d + its activation", domain=MS)(_conv)
 
 
-@_h("ConvTranspose", to="conv_transpose2d (nchw, iohw); output_shape through the pads it implies; kernel == stride, more than 4 outputs: 1x1 conv2d + pixel shuffle")
+@_h("ConvTranspose", to="conv_transpose2d (nchw, iohw); output_shape through the pads it implies; "
+                         "kernel == stride, filter not baked: 1x1 conv2d + pixel shuffle")
 def _conv_transpose(c, n, x):
     v, w, bias, r, kernel, strides, dil, in_sizes, one_d = _conv_common(c, n, x)
     out_pad = [int(p) for p in (n.attr("output_padding") or [0] * r)]
@@ -609,7 +610,7 @@ def _conv_transpose(c, n, x):
         pads = [int(p) for p in (n.attr("pads") or [0] * (2 * r))]
         begin, end = pads[:r], pads[r:]
     if not one_d and kernel == strides and dil == [1, 1] and not any(begin + end + out_pad) \
-            and int(n.attr("group", 1)) == 1 and c.is_known(x[1]) and c.shape(w)[1] > TRANSPOSE_BAKED_OUT \
+            and int(n.attr("group", 1)) == 1 and c.is_known(x[1]) and not _baked_transpose(np.asarray(x[1])) \
             and (len(x) < 3 or x[2] is None or c.is_known(x[2])):
         return _pixel_shuffle_conv(c, v, np.asarray(x[1]), None if len(x) < 3 or x[2] is None else np.asarray(x[2]))
     out = c.call("conv_transpose2d", v, w, padding=_pads4(begin, end, one_d), strides=_ext(strides, one_d, 1),
@@ -618,15 +619,19 @@ def _conv_transpose(c, n, x):
     return _from_2d(c, out) if one_d else out
 
 
-#: conv_transpose2d's tiled kernel bakes a known filter of at most this many output channels
-#: into its shader (``webnn_gpu/ops/conv.py``), which beats a 1x1 conv and a pixel shuffle
-TRANSPOSE_BAKED_OUT = 4
+def _baked_transpose(w: np.ndarray) -> bool:
+    """Whether conv_transpose2d's tiled kernel bakes this known ``[C, O, KH, KW]`` filter into
+    its shader (at most 4 outputs, a small filter: ``webnn_gpu/ops/conv.py``), which beats a
+    1x1 conv and a pixel shuffle."""
+    from ..ops.conv import TRANSPOSE_BAKE_MAX
+
+    return w.shape[1] <= 4 and w.size <= TRANSPOSE_BAKE_MAX
 
 
 def _pixel_shuffle_conv(c, v, w: np.ndarray, bias: np.ndarray | None):
     """``ConvTranspose`` whose kernel equals its stride (no padding, dilation, output padding
-    or groups: each output pixel gets exactly one tap), a known ``[C, O, KH, KW]`` filter and
-    more than :data:`TRANSPOSE_BAKED_OUT` outputs, as a 1x1 ``conv2d`` to ``KH * KW * O``
+    or groups: each output pixel gets exactly one tap) and a known ``[C, O, KH, KW]`` filter
+    that the tiled kernel would not bake (:func:`_baked_transpose`), as a 1x1 ``conv2d`` to ``KH * KW * O``
     channels in (kh, kw, o) order, then a pixel shuffle (reshape, transpose, reshape) of its
     output: the same products and sums, on the tiled matrix kernel (PP-OCR det's 24 -> 24
     upsampling layer: 4.7 ms in place of 21 ms on Mesa 25 lavapipe). A unary activation of
