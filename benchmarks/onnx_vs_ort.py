@@ -1,7 +1,7 @@
 """ONNX models on webnn-gpu against ONNX Runtime's CPU provider (1 and 2 threads), and the
 selfie model's ONNX twin against its TFLite load.
 
-    python benchmarks/onnx_vs_ort.py [--rounds 20] [--models magika,silero-vad,ppocr-cls,selfie-onnx]
+    python benchmarks/onnx_vs_ort.py [--rounds 20] [--models magika,silero-vad,silero-vad-ifless,ppocr-det,ppocr-cls,ppocr-rec,selfie-onnx]
     python benchmarks/onnx_vs_ort.py --webgpu [--webgpu-turns 3]   # also ORT WebGPU and webnn-gpu on Mesa 25
 
 For each model the sides run in turn inside every round (webnn-gpu, ORT 1 thread, ORT 2
@@ -48,6 +48,12 @@ def _selfie_input():
     return {"input_1": np.load(peers.selfie_input()).astype(np.float32).reshape(1, 256, 256, 3)}
 
 
+def _ocr_input(h, w):
+    """A random normalized NCHW image; the shapes are ``examples/onnx_ocr.py``'s (a 96x640 page
+    strip for the detector, a 48x192 crop for the classifier, a 48x320 line for the recogniser)."""
+    return np.random.default_rng(0).uniform(-1, 1, (1, 3, h, w)).astype(np.float32)
+
+
 #: name -> (model path getter, webnn load options, inputs getter, names of inputs known at load time)
 CASES = {
     "magika": (lambda: models.fetch("magika"), {"dims": {"unk__214": 1}},
@@ -55,8 +61,17 @@ CASES = {
     "silero-vad": (lambda: models.fetch("silero-vad"), {"dims": {"input": [1, 576], "state": [2, 1, 128]}},
                    lambda: {"input": np.random.default_rng(0).standard_normal((1, 576)).astype(np.float32) * 0.1,
                             "state": np.zeros((2, 1, 128), np.float32), "sr": np.array(16000, np.int64)}, ["sr"]),
+    "silero-vad-ifless": (lambda: models.fetch("silero-vad-ifless"),
+                          {"dims": {"input": [1, 576], "state": [2, 1, 128]}},
+                          lambda: {"input": np.random.default_rng(0).standard_normal((1, 576)).astype(np.float32) * 0.1,
+                                   "state": np.zeros((2, 1, 128), np.float32), "sr": np.array(16000, np.int64)},
+                          ["sr"]),
+    "ppocr-det": (lambda: models.fetch("ppocr-det"), {"dims": {"x": [1, 3, 96, 640]}},
+                  lambda: {"x": _ocr_input(96, 640)}, []),
     "ppocr-cls": (lambda: models.fetch("ppocr-cls"), {"dims": {"x": [1, 3, 48, 192]}},
-                  lambda: {"x": np.random.default_rng(0).uniform(-1, 1, (1, 3, 48, 192)).astype(np.float32)}, []),
+                  lambda: {"x": _ocr_input(48, 192)}, []),
+    "ppocr-rec": (lambda: models.fetch("ppocr-rec"), {"dims": {"x": [1, 3, 48, 320]}},
+                  lambda: {"x": _ocr_input(48, 320)}, []),
     "selfie-onnx": (peers.selfie_onnx, {}, _selfie_input, []),
 }
 

@@ -18,12 +18,40 @@
     wconst         None, or the constant filter as WGSL literals wconst[kh][kw][t][ci] (one group,
                    TO == O, a small filter): the weights are baked into the shader, so an invocation
                    only loads its input pixel (storage loads dominate on lavapipe)
+    by_group       the workgroup's id names its output-channel block and batch (a 3-D dispatch of
+                   (ceil(H * W / k.workgroup), O / TO, NB) workgroups) and every invocation runs to
+                   the end (those past the last pixel store nothing): the filter and epilogue
+                   indices are then uniform across the workgroup, and lavapipe loads each filter
+                   vector once for the workgroup instead of once per invocation
   Bindings: input, filter (not with wconst), epilogue operands..., out.
   Workgroup: (k.workgroup, 1, 1); invocations NB * (O / TO) * H * W, input column fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
+{% if by_group %}
+{% if T == "f16" %}
+enable f16;
+{% endif %}
+{{ tl.decl(0, "x", T, vec, false) }}
+{{ tl.decl(1, "f", T, vec, false) }}
+{{ tl.epilogue_decls(ep, 2) }}
+{{ tl.decl(2 + ep.operands | length, "out", T, false, true) }}
+{{ tl.epilogue_fns(ep) }}
+
+@compute @workgroup_size({{ k.workgroup }})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let pix0 = wid.x * {{ k.workgroup }}u + li;
+  let live = pix0 < {{ H * W }}u;
+  let pix = min(pix0, {{ H * W - 1 }}u);
+  let iw = pix % {{ W }}u;
+  let ih = pix / {{ W }}u;
+  let ob = wid.y;
+  let n = wid.z;
+  let o0 = ob * {{ TO }}u;
+  let g = o0 / {{ OPG }}u;
+{% else %}
 {{ tl.prologue(k, T, ["x"] if wconst else ["x", "f"], vec, ep) }}
 {{ tl.decode_out(W, H, O, TO, OPG, "iw", "ih") }}
+{% endif %}
   let xp = n * {{ in_sn }}u + g * {{ I * in_sc }}u + ih * {{ in_sh }}u + iw * {{ in_sw }}u;
   let fb = g * {{ I * f_si }}u + (o0 - g * {{ OPG }}u) * {{ f_so }}u;
 {% for kh in range(KH) %}
@@ -80,7 +108,7 @@
 {% for kw in range(KW) %}
     {
       let ow = i32(iw * {{ KW }}u + {{ kw }}u) - {{ pl }};
-      if (u32(oh) < {{ OH }}u && u32(ow) < {{ OW }}u) {
+      if ({% if by_group %}live && {% endif %}u32(oh) < {{ OH }}u && u32(ow) < {{ OW }}u) {
         let ob0 = n * {{ o_sn }}u + u32(oh) * {{ o_sh }}u + u32(ow) * {{ o_sw }}u;
 {% for t in range(TO) %}
         {

@@ -484,3 +484,183 @@ def test_magnitude_of_stacked_halves_is_one_reduction(ctx):
     x = rng.standard_normal((1, 1, 40)).astype(np.float32)
     ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(loaded.compute(x)["mag"], ref, atol=1e-5 * np.abs(ref).max(), rtol=0)
+
+
+@pytest.mark.parametrize("opset, near_miss", [(18, False), (13, False), (18, True)])
+def test_spelled_out_lstm_cell_is_one_recurrent_kernel(ctx, opset, near_miss):
+    """Gemm(x) + Gemm(h) -> Split in 4 -> sigmoid/tanh gates -> c' = f * c + i * g,
+    h' = o * tanh(c') (PyTorch's exported LSTMCell, Silero VAD's op18 file), with the gates in
+    any order, runs as one recurrent kernel; c' may be read elsewhere too. Values as float64
+    NumPy. Near miss: a gate also read as a graph output keeps the ops as they are."""
+    rng = np.random.default_rng(12)
+    B, I, H = 2, 6, 8
+    wx = rng.standard_normal((4 * H, I)).astype(np.float32) * 0.5
+    wh = rng.standard_normal((H, 4 * H)).astype(np.float32) * 0.5  # transB=0: [H, 4H]
+    bx = rng.standard_normal(4 * H).astype(np.float32)
+    bh = rng.standard_normal((1, 4 * H)).astype(np.float32)
+    order = ["o", "g", "i", "f"]  # the parts of the split, by role
+    inits = [numpy_helper.from_array(a, k) for k, a in (("wx", wx), ("wh", wh), ("bx", bx), ("bh", bh))]
+    split_in = ["z"]
+    split_kw = {"axis": 1}
+    if opset >= 18:
+        split_kw["num_outputs"] = 4
+    else:
+        inits.append(numpy_helper.from_array(np.array([H] * 4, np.int64), "sizes"))
+        split_in.append("sizes")
+    nodes = [helper.make_node("Gemm", ["x", "wx", "bx"], ["gx"], transB=1),
+             helper.make_node("Gemm", ["h", "wh", "bh"], ["gh"]),
+             helper.make_node("Add", ["gh", "gx"], ["z"]),
+             helper.make_node("Split", split_in, [f"z_{r}" for r in order], **split_kw),
+             *[helper.make_node("Tanh" if r == "g" else "Sigmoid", [f"z_{r}"], [f"a_{r}"]) for r in order],
+             helper.make_node("Mul", ["c", "a_f"], ["fc"]),
+             helper.make_node("Mul", ["a_i", "a_g"], ["ig"]),
+             helper.make_node("Add", ["ig", "fc"], ["c2"]),
+             helper.make_node("Tanh", ["c2"], ["tc"]),
+             helper.make_node("Mul", ["tc", "a_o"], ["h2"]),
+             helper.make_node("Relu", ["c2"], ["c2r"])]
+    outs = [_vi("h2", TensorProto.FLOAT, None), _vi("c2r", TensorProto.FLOAT, None)]
+    if near_miss:
+        outs.append(_vi("a_i", TensorProto.FLOAT, None))
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [B, I]), _vi("h", TensorProto.FLOAT, [B, H]),
+                       _vi("c", TensorProto.FLOAT, [B, H])], outs, inits, opset=opset)
+    loaded = wonnx.load(m, ctx)
+    templates = _templates(loaded)
+    assert any(t.startswith("recurrent/") for t in templates) != near_miss, templates
+    x, h, c = (rng.standard_normal((B, n)).astype(np.float32) for n in (I, H, H))
+    z = x.astype(np.float64) @ wx.T.astype(np.float64) + bx + h.astype(np.float64) @ wh.astype(np.float64) + bh
+    a = {r: z[:, k * H:(k + 1) * H] for k, r in enumerate(order)}
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    c2 = sig(a["f"]) * c + sig(a["i"]) * np.tanh(a["g"])
+    h2 = sig(a["o"]) * np.tanh(c2)
+    got = loaded.compute({"x": x, "h": h, "c": c})
+    np.testing.assert_allclose(got["h2"], h2, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(got["c2r"], np.maximum(c2, 0), atol=1e-5 * np.abs(c2).max(), rtol=0)
+    if near_miss:
+        np.testing.assert_allclose(got["a_i"], sig(a["i"]), atol=1e-6, rtol=0)
+
+
+def test_conv_transpose_batchnorm_folds_into_its_weights(ctx):
+    """ConvTranspose (2 groups) -> Add of a per-channel bias -> BatchNormalization -> Relu (PP-OCR
+    det's upsampling head) is one conv_transpose2d kernel with the relu as its epilogue; values
+    as float64 NumPy."""
+    rng = np.random.default_rng(5)
+    C, O, G, H, W = 6, 4, 2, 3, 5
+    w = rng.standard_normal((C, O // G, 2, 2)).astype(np.float32)
+    bias = rng.standard_normal((1, O, 1, 1)).astype(np.float32)
+    scale, offset, mean = (rng.standard_normal(O).astype(np.float32) for _ in range(3))
+    var = rng.uniform(0.5, 2, O).astype(np.float32)
+    inits = [numpy_helper.from_array(a, k) for k, a in (("w", w), ("bias", bias), ("scale", scale),
+                                                        ("offset", offset), ("mean", mean), ("var", var))]
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["t"], kernel_shape=[2, 2], strides=[2, 2], group=G),
+             helper.make_node("Add", ["t", "bias"], ["tb"]),
+             helper.make_node("BatchNormalization", ["tb", "scale", "offset", "mean", "var"], ["n"], epsilon=1e-3),
+             helper.make_node("Relu", ["n"], ["y"])]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, C, H, W])], [_vi("y", TensorProto.FLOAT, None)], inits)
+    loaded = wonnx.load(m, ctx)
+    assert _templates(loaded) == ["conv/transpose_tiled.wgsl"], _templates(loaded)
+    x = rng.standard_normal((1, C, H, W)).astype(np.float32)
+    t = np.zeros((1, O, 2 * H, 2 * W))
+    cg, og = C // G, O // G
+    for o in range(O):
+        gi = o // og
+        for c in range(gi * cg, (gi + 1) * cg):
+            for kh in range(2):
+                for kw in range(2):
+                    t[0, o, kh::2, kw::2] += x[0, c].astype(np.float64) * w[c, o % og, kh, kw]
+    sh = (1, O, 1, 1)
+    want = np.maximum((t + bias - mean.reshape(sh)) / np.sqrt(var.reshape(sh) + 1e-3) * scale.reshape(sh)
+                      + offset.reshape(sh), 0)
+    np.testing.assert_allclose(loaded.compute(x)["y"], want, atol=1e-5 * np.abs(want).max(), rtol=0)
+
+
+def test_tanh_gelu_after_a_sliced_squeezed_conv_keeps_the_conv_layout(ctx):
+    """Conv (2-D, 5x1) -> a Slice of everything -> Squeeze -> Add of a known bias -> the tanh
+    form of gelu written out (products of two run-time views) -> GlobalMaxPool, as jax2tf
+    writes Magika's conv block: the bias runs in the conv's kernel and the gelu is one
+    element-wise kernel on the conv's output (no transposes between them); values as float64
+    NumPy."""
+    rng = np.random.default_rng(8)
+    C, O, L = 8, 12, 20
+    w = (rng.standard_normal((O, C, 5, 1)) * 0.3).astype(np.float32)
+    bias = rng.standard_normal((1, O, 1)).astype(np.float32)
+    k = {n: numpy_helper.from_array(np.array(v, np.float32), n) for n, v in
+         (("c3", 0.044715), ("sq", 0.7978846), ("one", 1.0), ("half", 0.5))}
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "bias"), *k.values(),
+             numpy_helper.from_array(np.array([0, 0, 0], np.int64), "s0"),
+             numpy_helper.from_array(np.array([2 ** 31 - 1] * 3, np.int64), "e0"),
+             numpy_helper.from_array(np.array([0, 1, 2], np.int64), "ax"),
+             numpy_helper.from_array(np.array([3], np.int64), "a3")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[5, 1]),
+             helper.make_node("Slice", ["c", "s0", "e0", "ax"], ["cs"]),
+             helper.make_node("Squeeze", ["cs", "a3"], ["c3d"]),
+             helper.make_node("Add", ["c3d", "bias"], ["v"]),
+             helper.make_node("Mul", ["c3", "v"], ["m0"]),
+             helper.make_node("Mul", ["v", "m0"], ["m1"]),
+             helper.make_node("Mul", ["v", "m1"], ["m2"]),
+             helper.make_node("Add", ["v", "m2"], ["inner"]),
+             helper.make_node("Mul", ["sq", "inner"], ["m3"]),
+             helper.make_node("Tanh", ["m3"], ["t"]),
+             helper.make_node("Add", ["one", "t"], ["t1"]),
+             helper.make_node("Mul", ["half", "t1"], ["m4"]),
+             helper.make_node("Mul", ["v", "m4"], ["g"]),
+             helper.make_node("GlobalMaxPool", ["g"], ["y"])]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, C, L + 4, 1])], [_vi("y", TensorProto.FLOAT, None)], inits,
+               opset=15)
+    loaded = wonnx.load(m, ctx)
+    templates = _templates(loaded)
+    after = templates[templates.index("matmul/tile.wgsl") + 1:]  # (the NCHW input may be re-laid out first)
+    assert not any(t.startswith("layout/") for t in after), templates
+    assert sum(t.startswith("elementwise/") for t in after) == 1, templates
+    x = rng.standard_normal((1, C, L + 4, 1)).astype(np.float32)
+    conv = np.stack([sum(w[o, i, t, 0] * x[0, i, t:t + L, 0].astype(np.float64) for i in range(C) for t in range(5))
+                     for o in range(O)]) + bias[0]
+    gelu = 0.5 * conv * (1 + np.tanh(0.7978846 * (conv + 0.044715 * conv ** 3)))
+    want = gelu.max(axis=1).reshape(1, O, 1)
+    np.testing.assert_allclose(loaded.compute(x)["y"], want, atol=1e-5 * np.abs(want).max(), rtol=0)
+
+
+def test_gather_from_a_unit_axis_is_a_reshape(ctx):
+    """Gather of index 0 (or -1) along an axis of size 1 (Silero VAD's last encoder position)
+    is a reshape: no gather kernel; values as NumPy's take."""
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "i0"), numpy_helper.from_array(np.array([-1], np.int64), "i1"),
+             numpy_helper.from_array(np.array(1, np.int64), "i2")]
+    nodes = [helper.make_node("Gather", ["x", "i0"], ["a"], axis=2),
+             helper.make_node("Gather", ["x", "i1"], ["b"], axis=-1),
+             helper.make_node("Gather", ["x", "i2"], ["c"], axis=1)]
+    outs = [_vi(k, TensorProto.FLOAT, None) for k in "abc"]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [2, 3, 1])], outs, inits)
+    loaded = wonnx.load(m, ctx)
+    assert sum(t.startswith("gather_scatter/") for t in _templates(loaded)) == 1, _templates(loaded)
+    x = rng.standard_normal((2, 3, 1)).astype(np.float32)
+    got = loaded.compute(x)
+    for k, (i, axis) in zip("abc", ((np.array(0), 2), (np.array([-1]), 2), (np.array(1), 1))):
+        np.testing.assert_array_equal(got[k], np.take(x, i, axis=axis))
+
+
+@pytest.mark.parametrize("k", [(2, 2), (3, 1)])
+def test_upsampling_conv_transpose_is_a_pointwise_conv_and_a_pixel_shuffle(ctx, k):
+    """ConvTranspose with kernel == stride, no padding, 8 outputs, a bias and a Relu after it
+    (PP-OCR det's 24 -> 24 layer) runs as a 1x1 conv on a matrix kernel, with the relu in its
+    epilogue, and a pixel shuffle: no conv_transpose2d and no element-wise kernel; values as
+    float64 NumPy."""
+    rng = np.random.default_rng(6)
+    C, O, H, W = 5, 8, 3, 4
+    kh, kw = k
+    w = rng.standard_normal((C, O, kh, kw)).astype(np.float32)
+    b = rng.standard_normal(O).astype(np.float32)
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["t"], kernel_shape=list(k), strides=list(k)),
+             helper.make_node("Relu", ["t"], ["y"])]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [1, C, H, W])], [_vi("y", TensorProto.FLOAT, None)],
+               [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    loaded = wonnx.load(m, ctx)
+    templates = _templates(loaded)
+    assert any(t.startswith("matmul/") for t in templates) and not any(
+        t.startswith(("conv/transpose", "elementwise/")) for t in templates), templates
+    x = rng.standard_normal((1, C, H, W)).astype(np.float32)
+    t = np.zeros((1, O, kh * H, kw * W))
+    for i in range(kh):
+        for j in range(kw):
+            t[0, :, i::kh, j::kw] = np.einsum("chw,co->ohw", x[0].astype(np.float64), w[:, :, i, j].astype(np.float64))
+    want = np.maximum(t + b.reshape(1, O, 1, 1), 0)
+    np.testing.assert_allclose(loaded.compute(x)["y"], want, atol=1e-5 * np.abs(want).max(), rtol=0)

@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import MLTypeError, NotSupportedError, WebNNError
 from .fold import fold
 from .reader import ONNX_TO_WEBNN, TYPE_NAMES
-from .rewrite import fold_conv_affine
+from .rewrite import rewrite
 
 __all__ = ["Converter", "Converted", "Unsupported", "GRAPH_DTYPES"]
 
@@ -111,6 +111,9 @@ class Converter:
         self._reported: set[tuple] = set()
         self.used: set[str] = set()
         self.node: Node | None = None
+        #: id of an operand made by a pixel shuffle -> (the operand shuffled, the shuffle, the
+        #: operand) (``ops._pixel_shuffle_conv``)
+        self.shuffled: dict[int, tuple] = {}
         #: value name -> (index operand, depth) for values that are one-hot encodings
         #: (``ops._note_one_hot``)
         self.one_hot: dict[str, tuple[Any, int]] = {}
@@ -264,7 +267,7 @@ class Converter:
         self.used = {o.name for o in g.output}
         self._collect_used(g)
         self._precheck(g, counts)
-        self.walk(fold_conv_affine(g.node, self.env, [o.name for o in g.output]))
+        self.walk(rewrite(g.node, self.env, [o.name for o in g.output]))
         if self.failures:
             raise NotSupportedError(
                 f"onnx.load: {len(self.failures)} node(s) cannot be expressed in WebNN:\n  "

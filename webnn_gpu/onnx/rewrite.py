@@ -12,7 +12,7 @@ from collections import Counter
 
 import numpy as np
 
-__all__ = ["fold_conv_affine"]
+__all__ = ["fold_conv_affine", "fuse_lstm_cell", "rewrite"]
 
 _DEFAULT = ("", "ai.onnx")
 #: element-wise ops with a known per-channel operand that fold into a conv's weights and bias
@@ -52,8 +52,9 @@ def _per_channel(a: np.ndarray, rank: int, channels: int) -> np.ndarray | None:
 
 
 def _plain_conv(conv, w, b_name, known) -> bool:
-    """``conv`` is an ai.onnx Conv with known float weights and a known bias (or none)."""
-    if conv.op_type != "Conv" or conv.domain not in _DEFAULT or w is None or w.ndim < 3:
+    """``conv`` is an ai.onnx Conv or ConvTranspose with known float weights and a known bias
+    (or none)."""
+    if conv.op_type not in ("Conv", "ConvTranspose") or conv.domain not in _DEFAULT or w is None or w.ndim < 3:
         return False
     return not b_name or isinstance(known.get(b_name), np.ndarray)
 
@@ -62,11 +63,11 @@ def fold_conv_affine(nodes, env: dict, outputs) -> list:
     """Fold known per-channel scales and offsets into the weights and bias of the ``Conv``
     nodes next to them (as ONNX Runtime's ConvBNFusion, ConvMulFusion and ConvAddFusion do).
 
-    * Output side: a ``Conv`` whose only reader is an inference ``BatchNormalization``, or a
-      ``Mul``, ``Add``, ``Div`` or ``Sub`` (for these two the conv on the left) with a known
-      operand that is the same along every axis but the channels (a ``[C, 1, 1]`` offset, a
-      ``[1]`` scale), becomes one ``Conv``: ``W' = W * s``,
-      ``B' = B * s + a`` (a normalization: ``s = scale / sqrt(var + epsilon)``,
+    * Output side: a ``Conv`` or ``ConvTranspose`` whose only reader is an inference
+      ``BatchNormalization``, or a ``Mul``, ``Add``, ``Div`` or ``Sub`` (for these two the conv
+      on the left) with a known operand that is the same along every axis but the channels (a
+      ``[C, 1, 1]`` offset, a ``[1]`` scale), becomes one such node: ``W' = W * s`` along the
+      output channels, ``B' = B * s + a`` (a normalization: ``s = scale / sqrt(var + epsilon)``,
       ``a = bias - mean * s``).
     * Input side: a ``Mul``, ``Div``, ``Add`` or ``Sub`` (the conv's input on the left) of a
       known per-channel operand whose only reader is a ``Conv`` without padding and with one
@@ -119,9 +120,8 @@ def fold_conv_affine(nodes, env: dict, outputs) -> list:
         new.name = f"{conv.name}+{other.name}" if conv.name and other.name else (conv.name or other.name)
         return new
 
-    def output_side(conv, reader, w, b):
+    def output_side(conv, reader, w, cout):
         """(s, a) with conv's output -> reader == conv * s + a, or None."""
-        cout = w.shape[0]
         if reader.op_type == "BatchNormalization":
             if len(reader.input) < 5 or int(_attr(reader, "training_mode", 0)) or int(_attr(reader, "spatial", 1)) != 1:
                 return None
@@ -162,7 +162,11 @@ def fold_conv_affine(nodes, env: dict, outputs) -> list:
             b = known_float(b_name) if b_name else None
             if b_name and b is None:
                 continue
-            cout = w.shape[0]
+            groups = int(_attr(conv, "group", 1))
+            transposed = conv.op_type == "ConvTranspose"  # weights [C, O / group, kh, kw]
+            cout = w.shape[1] * groups if transposed else w.shape[0]
+            if transposed and w.shape[0] % groups:
+                continue
             b0 = np.zeros(cout) if b is None else b.reshape(-1).astype(np.float64)
             # output side
             out = conv.output[0]
@@ -170,10 +174,15 @@ def fold_conv_affine(nodes, env: dict, outputs) -> list:
             if uses[out] == 1 and len(rs) == 1 and rs[0] not in drop and rs[0] not in replace:
                 reader = nodes[rs[0]]
                 if reader.domain in _DEFAULT and all(not o or not uses[o] for o in reader.output[1:]):
-                    sa = output_side(conv, reader, w, b)
+                    sa = output_side(conv, reader, w, cout)
                     if sa is not None:
                         s, a = sa
-                        w2 = (w.astype(np.float64) * s.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
+                        if transposed:  # output channel gi * (O / group) + j: weights [gi * C / group:, j]
+                            sg = s.reshape(groups, 1, -1, *(1,) * (w.ndim - 2))
+                            w2 = (w.astype(np.float64).reshape(groups, -1, *w.shape[1:]) * sg).reshape(w.shape)
+                            w2 = w2.astype(w.dtype)
+                        else:
+                            w2 = (w.astype(np.float64) * s.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
                         replace[j] = new_conv(conv, w2, (b0 * s + a).astype(w.dtype), conv.input[0],
                                               reader.output[0], reader)
                         drop.add(rs[0])
@@ -181,7 +190,7 @@ def fold_conv_affine(nodes, env: dict, outputs) -> list:
             # input side: no padding, one group
             x = conv.input[0]
             i = producer.get(x)
-            if i is None or i in drop or i in replace or uses[x] != 1 or int(_attr(conv, "group", 1)) != 1:
+            if transposed or i is None or i in drop or i in replace or uses[x] != 1 or int(_attr(conv, "group", 1)) != 1:
                 continue
             pads = _attr(conv, "pads", None)
             if _attr(conv, "auto_pad", "NOTSET") not in ("NOTSET", "VALID") or (pads and any(pads)):
@@ -223,3 +232,213 @@ def fold_conv_affine(nodes, env: dict, outputs) -> list:
             break
         nodes = folded
     return nodes
+
+
+def _known_consts(nodes, env: dict) -> dict:
+    """``env`` plus the tensors of the ``Constant`` nodes of ``nodes`` (value name -> array)."""
+    from onnx import numpy_helper
+
+    known = dict(env)
+    for p in nodes:
+        if p.op_type == "Constant" and p.domain in _DEFAULT and len(p.attribute) == 1 \
+                and p.attribute[0].name == "value":
+            known[p.output[0]] = numpy_helper.to_array(p.attribute[0].t)
+    return known
+
+
+def fuse_lstm_cell(nodes, env: dict, outputs) -> list:
+    """Write one step of a long short-term memory cell spelled out in ONNX operators as an
+    ``LSTM`` node of one time step (as PyTorch's exporter writes ``nn.LSTMCell``, and as
+    ``torch.export`` writes a one-step ``nn.LSTM``).
+
+    The pattern, each intermediate value read only inside it::
+
+        z = Gemm(x, W1, b1) + Gemm(h, W2, b2)            # alpha = beta = 1, transA = 0
+        z0, z1, z2, z3 = Split(z, 4 equal parts along the last axis)
+        c' = Sigmoid(zf) * c + Sigmoid(zi) * Tanh(zg)     # any operand order
+        h' = Sigmoid(zo) * Tanh(c')
+
+    where ``{zi, zf, zg, zo}`` are the four parts in any order (told apart by the role each
+    plays) and the Gemm weights and biases are known. It becomes ``LSTM`` (``hidden_size`` H,
+    gates in ONNX's ``iofc`` order, ``W`` from the Gemm of the input whose width is not H when
+    one is, else the first) between reshapes to and from its ``[1, batch, .]`` layout: the
+    same products, sums and activations (one recurrent kernel instead of two matrix products,
+    four slices and the element-wise ops). ``c'`` and ``h'`` may be read anywhere.
+
+    Arguments:
+        nodes (sequence[onnx.NodeProto]): a graph's nodes in order.
+        env (dict): value name -> NumPy array for the values known at load time; the new
+            weights and shapes are added to it.
+        outputs (sequence[str]): the graph's output names.
+
+    Returns:
+        list[onnx.NodeProto]: the new node list (the input list where nothing matched).
+    """
+    from onnx import helper
+
+    nodes = list(nodes)
+    known = _known_consts(nodes, env)
+    uses = _uses(nodes, outputs)
+    producer = {o: k for k, p in enumerate(nodes) for o in p.output if o}
+    readers: dict[str, list[int]] = {}
+    for k, p in enumerate(nodes):
+        for i in p.input:
+            if i:
+                readers.setdefault(i, []).append(k)
+
+    def prod(name, op):
+        k = producer.get(name)
+        if k is None or nodes[k].op_type != op or nodes[k].domain not in _DEFAULT:
+            return None
+        return k
+
+    def only_reader(name, op):
+        """The index of the single node reading ``name`` when it is an ``op``, else None."""
+        rs = readers.get(name, [])
+        if uses[name] != 1 or len(rs) != 1 or nodes[rs[0]].op_type != op or nodes[rs[0]].domain not in _DEFAULT:
+            return None
+        return rs[0]
+
+    def gemm(k):
+        """(input name, weight [4H, K] float64, bias [4H] float64) of a plain Gemm, or None."""
+        p = nodes[k]
+        if len(p.input) < 2 or float(_attr(p, "alpha", 1.0)) != 1.0 or int(_attr(p, "transA", 0)):
+            return None
+        w = known.get(p.input[1])
+        if not isinstance(w, np.ndarray) or w.dtype.kind != "f" or w.ndim != 2:
+            return None
+        w = w if int(_attr(p, "transB", 0)) else w.T
+        n = w.shape[0]
+        b = np.zeros(n)
+        if len(p.input) > 2 and p.input[2]:
+            bb = known.get(p.input[2])
+            if not isinstance(bb, np.ndarray) or bb.dtype.kind != "f" or float(_attr(p, "beta", 1.0)) != 1.0:
+                return None
+            if bb.size == 1:
+                b = np.full(n, float(bb.reshape(-1)[0]))
+            elif bb.size == n and bb.shape[-1] == n:
+                b = bb.reshape(-1).astype(np.float64)
+            else:
+                return None
+        return p.input[0], w, b
+
+    def mul_parts(k):
+        """The two input names of Mul node ``k``."""
+        return list(nodes[k].input)
+
+    count = 0
+    replaced: dict[int, list] = {}
+    drop: set[int] = set()
+    for ks, split in enumerate(nodes):
+        if split.op_type != "Split" or split.domain not in _DEFAULT or len(split.output) != 4:
+            continue
+        if any(not o or uses[o] != 1 for o in split.output):
+            continue
+        ka = prod(split.input[0], "Add")
+        if ka is None or uses[split.input[0]] != 1 or len(nodes[ka].input) != 2:
+            continue
+        sizes = known.get(split.input[1]) if len(split.input) > 1 and split.input[1] else _attr(split, "split", None)
+        kg = [prod(i, "Gemm") for i in nodes[ka].input]
+        if None in kg or kg[0] == kg[1] or any(uses[i] != 1 for i in nodes[ka].input):
+            continue
+        gs = [gemm(k) for k in kg]
+        if None in gs or gs[0][1].shape[0] != gs[1][1].shape[0] or gs[0][1].shape[0] % 4:
+            continue
+        H = gs[0][1].shape[0] // 4
+        axis = int(_attr(split, "axis", 0))
+        if axis not in (1, -1) or (sizes is not None and list(np.asarray(sizes).reshape(-1)) != [H] * 4):
+            continue
+        # each part's activation, by role
+        act = {}
+        for j, o in enumerate(split.output):
+            r = readers.get(o, [None])[0]
+            if r is None or nodes[r].op_type not in ("Sigmoid", "Tanh") or uses[nodes[r].output[0]] != 1:
+                break
+            act[j] = r
+        if len(act) != 4 or sorted(nodes[r].op_type for r in act.values()) != ["Sigmoid"] * 3 + ["Tanh"]:
+            continue
+        g_part = next(j for j, r in act.items() if nodes[r].op_type == "Tanh")
+        km_ig = only_reader(nodes[act[g_part]].output[0], "Mul")
+        if km_ig is None:
+            continue
+        i_names = [v for v in mul_parts(km_ig) if v != nodes[act[g_part]].output[0]]
+        i_part = next((j for j, r in act.items() if j != g_part and [nodes[r].output[0]] == i_names), None)
+        if i_part is None:
+            continue
+        kc = only_reader(nodes[km_ig].output[0], "Add")
+        if kc is None:
+            continue
+        other = [v for v in nodes[kc].input if v != nodes[km_ig].output[0]]
+        kmf = prod(other[0], "Mul") if len(other) == 1 else None
+        if kmf is None or uses[other[0]] != 1:
+            continue
+        f_part = c_prev = None
+        for j, r in act.items():
+            if j in (g_part, i_part):
+                continue
+            ins = mul_parts(kmf)
+            if nodes[r].output[0] in ins and len(ins) == 2:
+                f_part, c_prev = j, ins[1 - ins.index(nodes[r].output[0])]
+        if f_part is None or c_prev == nodes[act[f_part]].output[0]:
+            continue
+        o_part = ({0, 1, 2, 3} - {g_part, i_part, f_part}).pop()
+        c_new = nodes[kc].output[0]
+        kt = next((r for r in readers.get(c_new, []) if nodes[r].op_type == "Tanh" and nodes[r].domain in _DEFAULT),
+                  None)
+        if kt is None or uses[nodes[kt].output[0]] != 1:
+            continue
+        kh = only_reader(nodes[kt].output[0], "Mul")
+        if kh is None or sorted(mul_parts(kh)) != sorted([nodes[kt].output[0], nodes[act[o_part]].output[0]]) \
+                or only_reader(nodes[act[o_part]].output[0], "Mul") != kh:
+            continue
+        h_new = nodes[kh].output[0]
+        pattern = {*kg, ka, ks, *act.values(), km_ig, kc, kmf, kt, kh}
+        if pattern & (drop | set(replaced)) or len(pattern) != 13 or max(pattern) != kh:
+            continue
+        if any(r <= kh for r in readers.get(c_new, []) if r not in pattern):
+            continue  # c' read before h' is computed: the fused node could not stand at h'
+        # W applies to the input whose width is not H (either one when both are)
+        (x0, w0, b0), (x1, w1, b1) = gs
+        if w1.shape[1] != H:
+            (x0, w0, b0), (x1, w1, b1) = (x1, w1, b1), (x0, w0, b0)
+        if w1.shape[1] != H:
+            continue
+        order = [i_part, o_part, f_part, g_part]  # ONNX's iofc
+        dt = known[nodes[kg[0]].input[1]].dtype
+
+        def gates(m):
+            return np.concatenate([m[j * H:(j + 1) * H] for j in order])
+
+        count += 1
+        base = f"{h_new}::lstm_cell{count}"
+        consts = {"W": gates(w0)[None], "R": gates(w1)[None], "B": np.concatenate([gates(b0), gates(b1)])[None],
+                  "in3": np.array([1, -1, w0.shape[1]], np.int64), "st3": np.array([1, -1, H], np.int64),
+                  "st2": np.array([-1, H], np.int64)}
+        for k, v in consts.items():
+            env[f"{base}/{k}"] = known[f"{base}/{k}"] = v.astype(dt) if v.dtype.kind == "f" else v
+        name = nodes[kh].name or h_new
+        new = [helper.make_node("Reshape", [x0, f"{base}/in3"], [f"{base}/x"], name=f"{name}/x"),
+               helper.make_node("Reshape", [x1, f"{base}/st3"], [f"{base}/h"], name=f"{name}/h"),
+               helper.make_node("Reshape", [c_prev, f"{base}/st3"], [f"{base}/c"], name=f"{name}/c"),
+               helper.make_node("LSTM", [f"{base}/x", f"{base}/W", f"{base}/R", f"{base}/B", "", f"{base}/h",
+                                         f"{base}/c"], ["", f"{base}/Y_h", f"{base}/Y_c"], name=name,
+                                hidden_size=H),
+               helper.make_node("Reshape", [f"{base}/Y_h", f"{base}/st2"], [h_new], name=f"{name}/h'"),
+               helper.make_node("Reshape", [f"{base}/Y_c", f"{base}/st2"], [c_new], name=f"{name}/c'")]
+        replaced[kh] = new  # at the last node of the pattern: every input is ready there
+        drop |= pattern - {kh}
+    if not replaced:
+        return nodes
+    out = []
+    for k, p in enumerate(nodes):
+        if k in replaced:
+            out.extend(replaced[k])
+        elif k not in drop:
+            out.append(p)
+    return out
+
+
+def rewrite(nodes, env: dict, outputs) -> list:
+    """Every load-time rewrite of this module, in order, on one graph's node list
+    (:func:`fuse_lstm_cell`, then :func:`fold_conv_affine`)."""
+    return fold_conv_affine(fuse_lstm_cell(nodes, env, outputs), env, outputs)

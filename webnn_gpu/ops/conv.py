@@ -1100,10 +1100,13 @@ def lower_conv_transpose2d(node, lc) -> None:
             hwoi = np.transpose(data, [flayout.index(ch) for ch in "hwoi"]).astype(np.float32)
             wconst = [[[[literal(v, "float32") for v in hwoi[kh, kw, t]] for t in range(to)]
                        for kw in range(g["KW"])] for kh in range(g["KH"])]
+        # loaded filter: one output-channel block and batch per workgroup (uniform filter loads)
+        grid = (-(-g["H"] * g["W"] // WORKGROUP), g["O"] // to, g["NB"])
+        by_group = wconst is None and max(grid) <= int(lc.limits.get("max-compute-workgroups-per-dimension", 65535))
         lc.kernel("conv/transpose_tiled.wgsl", [("x", x)] + ([] if wconst else [("f", f)]) + ep.operands, [("out", out)],
-                  g["NB"] * (g["O"] // to) * g["H"] * g["W"], workgroup=WORKGROUP, T=wgsl_type(out.data_type),
-                  TO=to, OPG=opg, I=I, vec=vec, f_si=fs["i"], f_so=fs["o"], f_sh=fs["h"], f_sw=fs["w"], ep=ep,
-                  wconst=wconst, **g)
+                  g["NB"] * (g["O"] // to) * g["H"] * g["W"], groups=grid if by_group else None, workgroup=WORKGROUP,
+                  T=wgsl_type(out.data_type), TO=to, OPG=opg, I=I, vec=vec, f_si=fs["i"], f_so=fs["o"], f_sh=fs["h"],
+                  f_sw=fs["w"], ep=ep, wconst=wconst, by_group=by_group, **g)
         return
     lc.kernel("conv/transpose.wgsl", [("x", x), ("f", f)] + ep.operands, [("out", out)],
               g["NB"] * (g["O"] // to) * g["OH"] * g["OW"], workgroup=WORKGROUP, T=wgsl_type(out.data_type), TO=to,
