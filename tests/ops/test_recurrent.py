@@ -190,8 +190,15 @@ GRU_CASES = list(itertools.product(["forward", "backward", "both"], [True, False
 ACT_PAIRS = [("sigmoid", "tanh"), ("tanh", "relu"), ("sigmoid", "sigmoid"), ("relu", "tanh")]
 
 
+@pytest.fixture(params=["sequence", "steps"])
+def path(request, monkeypatch):
+    """Each recurrent kernel path: one ``sequence`` launch, or a kernel per step."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_RECURRENT", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("direction, reset_after, layout", GRU_CASES)
-def test_gru_options(ctx, rng, direction, reset_after, layout):
+def test_gru_options(ctx, rng, direction, reset_after, layout, path):
     steps, batch, isz, hidden = 3, 2, 3, 4
     nd = 2 if direction == "both" else 1
     case = GRU_CASES.index((direction, reset_after, layout))
@@ -273,7 +280,7 @@ ACT_TRIPLES = [("sigmoid", "tanh", "tanh"), ("relu", "tanh", "sigmoid"), ("tanh"
 
 @pytest.mark.parametrize("steps", [3, 1])  # one step: the single lstm_cell kernel
 @pytest.mark.parametrize("direction, layout", LSTM_CASES)
-def test_lstm_options(ctx, rng, direction, layout, steps):
+def test_lstm_options(ctx, rng, direction, layout, steps, path):
     batch, isz, hidden = 2, 3, 4
     nd = 2 if direction == "both" else 1
     case = LSTM_CASES.index((direction, layout))
@@ -329,8 +336,7 @@ def test_lstm_float16_all_options(ctx, rng, steps):
     _check(out["seq"], s, dt)
     templates = kernel_templates(ctx, build, inputs)
     assert templates == (["recurrent/lstm_cell.wgsl"] if steps == 1 else
-                         ["recurrent/project.wgsl", "recurrent/init.wgsl"] + ["recurrent/lstm_step.wgsl"] * steps
-                         + ["recurrent/finish.wgsl"])
+                         ["recurrent/project.wgsl", "recurrent/sequence.wgsl"])
 
 
 @pytest.mark.parametrize("dt", ["float32", "float16"])
@@ -358,7 +364,8 @@ def test_lstm_cell(ctx, rng, dt, layout, acts, full):
     _check(out["c"], c, dt)
 
 
-def test_longer_sequences_share_one_step_pipeline(ctx, rng):
+def test_longer_sequences_share_one_step_pipeline(ctx, rng, monkeypatch):
+    monkeypatch.setenv("WEBNN_GPU_FORCE_RECURRENT", "steps")
     steps, batch, isz, hidden = 24, 3, 8, 16
     dt = "float32"
     inputs = {"x": _rand(rng, (steps, batch, isz), dt, 1.0), "w": _rand(rng, (2, 4 * hidden, isz), dt, 0.3),
@@ -381,6 +388,62 @@ def test_longer_sequences_share_one_step_pipeline(ctx, rng):
     _check(out["seq"], rs, dt)
     rg, _ = ref_gru(inputs["x"], inputs["gw"], inputs["gr"], steps, hidden, reset_after=False, direction="backward")
     _check(out["gh"], rg, dt)
+
+
+def _plain_rnn_gru(rng, nd, hidden, isz, act, r_bias=1.0):
+    """GRU weights (zrn) that make a plain RNN: zero update and reset rows, the reset bias
+    ``r_bias`` (1: r = 1 with a relu gate activation)."""
+    w = np.zeros((nd, 3 * hidden, isz), np.float32)
+    r = np.zeros((nd, 3 * hidden, hidden), np.float32)
+    b = np.zeros((nd, 3 * hidden), np.float32)
+    w[:, 2 * hidden:] = _rand(rng, (nd, hidden, isz), np.float32)
+    r[:, 2 * hidden:] = _rand(rng, (nd, hidden, hidden), np.float32)
+    b[:, 2 * hidden:] = _rand(rng, (nd, hidden), np.float32)
+    b[:, hidden:2 * hidden] = r_bias
+    return w, r, b
+
+
+@pytest.mark.parametrize("act, r_bias, direction", [("tanh", 1.0, "forward"), ("relu", 1.0, "both"),
+                                                     ("tanh", 0.5, "backward")])
+def test_gru_as_plain_rnn(ctx, rng, act, r_bias, direction):
+    """A gru with constant update/reset gates (z = 0, r = 1) runs the new gate alone; with
+    r = 0.5 (a near miss) all three gates: both equal the spec's equations."""
+    steps, batch, isz, hidden = 6, 2, 5, 7
+    nd = 2 if direction == "both" else 1
+    w, r, bias = _plain_rnn_gru(rng, nd, hidden, isz, act, r_bias)
+    x = _rand(rng, (steps, batch, isz), np.float32, 1.0)
+    b = webnn.MLGraphBuilder(ctx)
+    xo = b.input("x", {"data_type": "float32", "shape": list(x.shape)})
+    h, s = b.gru(xo, b.constant(w), b.constant(r), steps, hidden, bias=b.constant(bias), return_sequence=True,
+                 direction=direction, activations=["relu", act])
+    graph = b.build({"h": h, "s": s})
+    proj = graph._steps[0].values[-1]
+    assert [st.template for st in graph._steps] == ["recurrent/project.wgsl", "recurrent/sequence.wgsl"]
+    assert proj.shape[-1] == (hidden if r_bias == 1.0 else 3 * hidden)
+    out = ctx.compute(graph, {"x": x})
+    rh, rs = ref_gru(x, w, r, steps, hidden, bias, direction=direction, acts=("relu", act))
+    _check(out["h"], rh, "float32")
+    _check(out["s"], rs, "float32")
+
+
+def test_sequence_kernel_more_units_than_invocations(ctx, rng, monkeypatch):
+    """hidden_size 260 (> 256 invocations: each handles two units), forced onto the one-launch kernel."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_RECURRENT", "sequence")
+    steps, batch, isz, hidden = 3, 2, 4, 260
+    inputs = {"x": _rand(rng, (steps, batch, isz), "float32", 1.0),
+              "w": _rand(rng, (1, 4 * hidden, isz), "float32", 0.2),
+              "r": _rand(rng, (1, 4 * hidden, hidden), "float32", 0.1),
+              "c0": _rand(rng, (1, batch, hidden), "float32")}
+
+    def build(b, o):
+        h, c = b.lstm(o["x"], o["w"], o["r"], steps, hidden, initial_cell_state=o["c0"])
+        return {"h": h, "c": c}
+
+    assert kernel_templates(ctx, build, inputs) == ["recurrent/project.wgsl", "recurrent/sequence.wgsl"]
+    out = run_graph(ctx, build, inputs)
+    h, c, _ = ref_lstm(inputs["x"], inputs["w"], inputs["r"], steps, hidden, c0=inputs["c0"])
+    _check(out["h"], h, "float32")
+    _check(out["c"], c, "float32")
 
 
 # ---------------------------------------------------------------- validation
