@@ -417,13 +417,52 @@ def test_gru_as_plain_rnn(ctx, rng, act, r_bias, direction):
     h, s = b.gru(xo, b.constant(w), b.constant(r), steps, hidden, bias=b.constant(bias), return_sequence=True,
                  direction=direction, activations=["relu", act])
     graph = b.build({"h": h, "s": s})
-    proj = graph._steps[0].values[-1]
-    assert [st.template for st in graph._steps] == ["recurrent/project.wgsl", "recurrent/sequence.wgsl"]
-    assert proj.shape[-1] == (hidden if r_bias == 1.0 else 3 * hidden)
+    proj = graph._steps[-1].values[0]  # the sequence kernel's projections: [steps * batch, nd * gates * hidden]
+    assert [st.template for st in graph._steps][1:] == ["recurrent/sequence.wgsl"]
+    assert proj.shape == (steps * batch, nd * (hidden if r_bias == 1.0 else 3 * hidden))
     out = ctx.compute(graph, {"x": x})
     rh, rs = ref_gru(x, w, r, steps, hidden, bias, direction=direction, acts=("relu", act))
     _check(out["h"], rh, "float32")
     _check(out["s"], rs, "float32")
+
+
+@pytest.mark.parametrize("op, direction, dt, hidden", [
+    ("lstm", "both", "float32", 8), ("lstm", "forward", "float16", 8), ("lstm", "backward", "float32", 6),
+    ("gru", "both", "float32", 12), ("gru", "forward", "float16", 4), ("gru", "backward", "float32", 5)])
+def test_sequence_kernel_constant_weights(ctx, rng, op, direction, dt, hidden):
+    """Constant weights (what models load): the projection as a gemm (float32) or the project
+    kernel (float16), then the sequence kernel reading the transposed recurrent weight as
+    vec4 (hidden_size % 4 == 0) or scalars; every option that the kernel reads."""
+    steps, batch, isz = 5, 3, 6
+    nd, g = (2 if direction == "both" else 1), (4 if op == "lstm" else 3)
+    arrs = {"x": _rand(rng, (steps, batch, isz), dt, 1.0), "w": _rand(rng, (nd, g * hidden, isz), dt),
+            "r": _rand(rng, (nd, g * hidden, hidden), dt), "b": _rand(rng, (nd, g * hidden), dt),
+            "rb": _rand(rng, (nd, g * hidden), dt), "h0": _rand(rng, (nd, batch, hidden), dt),
+            "p": _rand(rng, (nd, 3 * hidden), dt), "c0": _rand(rng, (nd, batch, hidden), dt)}
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": dt, "shape": list(arrs["x"].shape)})
+    c = {k: b.constant(v) for k, v in arrs.items() if k != "x"}
+    if op == "lstm":
+        h, cc, s = b.lstm(x, c["w"], c["r"], steps, hidden, bias=c["b"], recurrent_bias=c["rb"],
+                          peephole_weight=c["p"], initial_hidden_state=c["h0"], initial_cell_state=c["c0"],
+                          return_sequence=True, direction=direction, layout="ifgo")
+        want = ref_lstm(arrs["x"], arrs["w"], arrs["r"], steps, hidden, arrs["b"], arrs["rb"], arrs["p"],
+                        arrs["h0"], arrs["c0"], direction, "ifgo")
+        outs = {"h": h, "c": cc, "s": s}
+    else:
+        h, s = b.gru(x, c["w"], c["r"], steps, hidden, bias=c["b"], recurrent_bias=c["rb"],
+                     initial_hidden_state=c["h0"], return_sequence=True, direction=direction)
+        want = ref_gru(arrs["x"], arrs["w"], arrs["r"], steps, hidden, arrs["b"], arrs["rb"], arrs["h0"],
+                       direction=direction)
+        outs = {"h": h, "s": s}
+    graph = b.build(outs)
+    templates = [st.template for st in graph._steps if hasattr(st, "template")]
+    assert templates[-1] == "recurrent/sequence.wgsl" and len(templates) == 2
+    assert templates[0] in (("recurrent/project.wgsl",) if dt == "float16" else ("matmul/tile.wgsl", "matmul/small.wgsl"))
+    assert ("r4: array<vec4<f32>>" in graph._steps[-1].wgsl) == (hidden % 4 == 0)
+    out = ctx.compute(graph, {"x": arrs["x"]})
+    for name, ref in zip(outs, want):
+        _check(out[name], ref, dt, name)
 
 
 def test_sequence_kernel_more_units_than_invocations(ctx, rng, monkeypatch):

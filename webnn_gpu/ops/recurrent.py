@@ -593,6 +593,34 @@ def _plain_rnn(node) -> bool:
     return bool((z <= 0).all() and (rr == 1).all())
 
 
+def _project_gemm(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None, fold_limit: int,
+                  common: dict) -> Value | None:
+    """The input projection of every step and direction as one ``gemm`` (the tile kernel)
+    into a new f32 ``[T * B, D * GH]`` (``[T, B, D, GH]``), or None where the project kernel
+    keeps it: a float16 input (the projection stays in f32) or weights or biases computed at
+    run time."""
+    if vx.data_type != "float32" or any(v is not None and (v.kind != "constant" or v.data is None)
+                                        for v in (vw, vb, vrb)):
+        return None
+    from .._ir import Node
+    from .linalg import lower_gemm, make_constant
+
+    steps, batch, nd, gh, isz = common["T"], common["B"], common["D"], common["GH"], common["I"]
+    bias = np.zeros((nd, gh), np.float32)
+    if vb is not None:
+        bias += vb.data.reshape(nd, gh).astype(np.float32)
+    if vrb is not None:
+        bias[:, :fold_limit] += vrb.data.reshape(nd, gh)[:, :fold_limit].astype(np.float32)
+    rows = Value("float32", (steps * batch, isz), "op")
+    lc.alias(rows, vx)
+    proj = lc.temp("float32", (steps * batch, nd * gh))
+    weight = make_constant(vw.data.reshape(nd * gh, isz).astype(np.float32), "float32")
+    node = Node("gemm", [rows, weight, make_constant(bias.reshape(-1), "float32")], [proj],
+                dict(a_transpose=False, b_transpose=True, alpha=1.0, beta=1.0), label=lc.node.label)
+    lower_gemm(node, lc)
+    return proj
+
+
 def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None) -> bool:
     """``project`` then one ``sequence`` kernel for every step (state in workgroup memory);
     False (nothing added) where the kernel does not apply: GRU with ``reset_after=False``,
@@ -631,6 +659,9 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
     ins = [("x", vx), ("w", vw)] + ([("bias", vb)] if vb is not None else []) + \
         ([("rbias", vrb)] if vrb is not None else [])
     r_t = _transposed(vr)
+    vec = r_t is not None and hidden % 4 == 0
+    if vec and r_t.data_type != "float32":
+        r_t = Value("float32", r_t.shape, "constant", data=r_t.data.astype(np.float32))
     seq_ins = [("proj", None), ("r", r_t or vr)] + [
         (k, v) for k, v in (("rbias", rbias if cell == "gru" else None), ("peep", vp), ("h0", vh), ("c0", vc))
         if v is not None]
@@ -638,13 +669,17 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
         ([("seq", seq)] if seq is not None else [])
     if len(seq_ins) + len(outs) > int(lc.limits.get("max-storage-buffers-per-shader-stage", 8)):
         return False
-    proj = lc.temp("float32", (nd, common["T"], batch, gh))
-    lc.kernel("recurrent/project.wgsl", ins, [("proj", proj)], nd * common["T"] * batch * gh,
-              has_bias=vb is not None, has_rbias=vrb is not None, fold_limit=fold_limit, **common)
+    proj = _project_gemm(lc, vx, vw, vb, vrb, fold_limit, common)
+    if proj is None:
+        proj = lc.temp("float32", (nd, common["T"], batch, gh))
+        lc.kernel("recurrent/project.wgsl", ins, [("proj", proj)], nd * common["T"] * batch * gh,
+                  has_bias=vb is not None, has_rbias=vrb is not None, fold_limit=fold_limit, **common)
     seq_ins[0] = ("proj", proj)
-    wg = min(256, -(-hidden // 8) * 8)
+    lanes = hidden // 4 if vec else hidden
+    wg = min(256, -(-lanes // 8) * 8)
     lc.kernel("recurrent/sequence.wgsl", seq_ins, outs, nd * batch * hidden, groups=(nd * batch, 1, 1),
-              workgroup=wg, cell=cell, gate=gate, acts=acts, r_t=r_t is not None,
+              proj_tbd=proj.shape == (common["T"] * batch, nd * gh),
+              workgroup=wg, cell=cell, gate=gate, acts=acts, r_t=r_t is not None, vec=vec,
               has_rbias=cell == "gru" and rbias is not None, has_peep=vp is not None, has_h0=vh is not None,
               has_c0=vc is not None, has_seq=seq is not None, **common)
     return True
