@@ -143,10 +143,14 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     state and a non-zero constant cell state. ``near_miss``: the GRU's candidate uses RELU
     (not a WebNN gru with tanh): the loop must be unrolled instead. ``cond_reads_state``: the
     condition also tests the hidden state (``sum(h) > -1e9``), so the trip count is not static.
+    ``cell`` ``"tanh"``, ``"relu"`` or ``"relu6"``: a Keras SimpleRNN with that activation
+    (a fully connected layer of the hidden state without bias, one of the step's input with
+    bias, ADD, the activation; the buffer holds the last state); ``"relu6"`` is no plain RNN
+    that WebNN's gru can express: the loop must be unrolled.
     """
-    rng = np.random.default_rng(44 if cell == "lstm" else 45)
+    rng = np.random.default_rng({"lstm": 44, "gru": 45}.get(cell, 46))
     steps, batch, features, units = 5, 2, 3, 4
-    gates = 4 if cell == "lstm" else 3
+    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
     m = ModelMaker()
     x = m.input([batch, steps, features])
     seq = m.op("TRANSPOSE", [x, m.const(np.int32([1, 0, 2]))], [steps, batch, features])
@@ -204,6 +208,13 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
                           [-1, batch, units])
         buf1 = m.op("CONCATENATION", [pre, row, post], buf_shape, options=dict(axis=0))
         m.output(i1, t1, buf1, h1, c1, ins[-1])
+    elif gates == 1:
+        rec = m.op("FULLY_CONNECTED", [h, m.const(_f32(rng, units, units, scale=0.5)), -1], state)
+        xw = m.op("FULLY_CONNECTED", [x_t, m.const(_f32(rng, units, features, scale=0.5)),
+                                      m.const(_f32(rng, units, scale=0.3))], state)
+        h1 = m.op({"tanh": "TANH", "relu": "RELU", "relu6": "RELU6"}[cell], [m.op("ADD", [xw, rec], state)], state)
+        buf1 = m.op("RESHAPE", [h1, m.const(np.int32(buf_shape))], buf_shape)
+        m.output(i1, t1, buf1, h1, ins[-1])
     else:
         xw = m.op("FULLY_CONNECTED", [x_t, m.const(_f32(rng, gates * units, features, scale=0.5)),
                                       m.const(_f32(rng, gates * units, scale=0.3))], [batch, gates * units])
@@ -244,6 +255,21 @@ def gru_loop():
 @case
 def gru_loop_near_miss():
     return recurrent_loop("gru", near_miss=True)
+
+
+@case
+def simple_rnn_loop():
+    return recurrent_loop("tanh")
+
+
+@case
+def simple_rnn_loop_relu():
+    return recurrent_loop("relu")
+
+
+@case
+def simple_rnn_loop_near_miss():
+    return recurrent_loop("relu6")
 
 
 def keras_layer_norm(bias: bool) -> tuple[bytes, list[np.ndarray]]:

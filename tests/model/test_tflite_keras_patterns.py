@@ -74,10 +74,13 @@ def test_input_shapes_must_fit_the_signature(ctx):
         webnn.load(data, ctx, input_shapes={"x": [1, 4, 6]})
 
 
-@pytest.mark.parametrize("case, mapped", [("lstm_loop", True), ("gru_loop", True), ("gru_loop_near_miss", False)])
+@pytest.mark.parametrize("case, mapped", [("lstm_loop", True), ("gru_loop", True), ("gru_loop_near_miss", False),
+                                          ("simple_rnn_loop", True), ("simple_rnn_loop_relu", True),
+                                          ("simple_rnn_loop_near_miss", False)])
 def test_recurrent_loops_become_one_operator_only_when_they_are_one(case, mapped, ctx, monkeypatch):
-    """A Keras 3 LSTM / GRU loop becomes one lstm / gru; a near miss (RELU candidate) is
-    unrolled; both agree with LiteRT (test_keras_patterns_match_litert)."""
+    """A Keras 3 LSTM / GRU loop becomes one lstm / gru, a SimpleRNN loop (tanh or relu) one
+    gru in plain-RNN form (two kernels); a near miss (a RELU candidate in a GRU, RELU6 in a
+    SimpleRNN) is unrolled; all agree with LiteRT (test_keras_patterns_match_litert)."""
     from webnn_gpu.tflite import loops
 
     calls = []
@@ -89,8 +92,11 @@ def test_recurrent_loops_become_one_operator_only_when_they_are_one(case, mapped
 
     monkeypatch.setattr(loops, "map_recurrent_loop", spy)
     data, _ = KERAS_CASES[case]()
-    webnn.load(data, ctx)
+    model = webnn.load(data, ctx)
     assert calls == [mapped]
+    if mapped and case.startswith("simple_rnn"):
+        assert [s.template for s in model.graph._steps if hasattr(s, "template")][-1] == "recurrent/sequence.wgsl"
+        assert model.graph.kernel_count == 3  # the input's transpose, the projection, the sequence
 
 
 @pytest.mark.parametrize("case", ["layer_norm_keras3", "layer_norm_keras3_no_beta"])

@@ -113,7 +113,7 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
     _, w_w, w_b = inp[0]
     hidden = r_w.shape[1]
     gates = w_w.shape[0] // max(hidden, 1)
-    if gates not in (3, 4) or r_w.shape[0] != gates * hidden or w_w.shape[0] != gates * hidden:
+    if gates not in (1, 3, 4) or r_w.shape[0] != gates * hidden or w_w.shape[0] != gates * hidden:
         return False
     state_shape = shapes[h_var]
     if len(state_shape) != 2 or state_shape[1] != hidden:
@@ -145,9 +145,10 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
     zeros = np.zeros(gates * hidden)
     w_bias = w_b if w_b is not None else zeros
     r_bias = r_b if r_b is not None else zeros
-    if gates == 4:
+    if gates in (1, 4):
         stored = [bsub.tensors[i].data for bop in bsub.operators if bop.name == "ADD" for i in bop.inputs if i >= 0]
-        added = [np.asarray(a, np.float64).reshape(-1) for a in stored if a is not None and a.size == 4 * hidden]
+        added = [np.asarray(a, np.float64).reshape(-1) for a in stored
+                 if a is not None and a.size == gates * hidden and gates * hidden > 1]
         w_bias = w_bias + r_bias + sum(added, zeros)
 
     probe = Converter(cv.model, _NoBuilder(), "float32", label_prefix="probe/")
@@ -186,9 +187,11 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
     if trips != steps or steps < 1:
         return False
 
-    def reference(t: int) -> tuple[np.ndarray, np.ndarray | None]:
+    def reference(t: int, act: str) -> tuple[np.ndarray, np.ndarray | None]:
         x = floats_probe[seq_var][t].astype(np.float64)
         h = floats_probe[h_var].astype(np.float64)
+        if gates == 1:
+            return _PLAIN_ACTS[act](x @ w_w.T + h @ r_w.T + w_bias), None
         if c_var is not None:
             z = x @ w_w.T + h @ r_w.T + w_bias
             i, f, g, o = np.split(z, 4, axis=1)
@@ -200,35 +203,77 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
 
     # Every step (a spread of 16 in longer loops), each with new random values.
     checked = range(steps) if steps <= 256 else sorted({int(v) for v in np.linspace(0, steps - 1, 16)})
-    for t in checked:
-        floats_probe.update({k: rng.standard_normal(shapes[k]).astype(np.float32) * 0.5 for k in floats})
-        counters = counters_at(t)
-        outs = run(body, args_at(counters))
-        if outs is None:
-            return False
-        h_ref, c_ref = reference(t)
-        buf = floats_probe[buf_var].astype(np.float64)
-        if whole_sequence:
-            buf = buf.copy()
-            buf[t] = h_ref.reshape(buf_shape[1:])
-        else:
-            buf = h_ref.reshape(buf_shape)
-        checks: list[tuple[Any, np.ndarray]] = [(outs[h_var], h_ref), (outs[buf_var], buf)]
-        if c_var is not None and c_ref is not None:
-            checks.append((outs[c_var], c_ref))
-        checks += [(outs[k], floats_probe[k].astype(np.float64)) for k in passthrough]
-        if not all(_close(g, r) for g, r in checks):
-            return False
-        if any(not np.array_equal(outs[k], counters_at(t + 1)[k]) for k in ints):
-            return False
 
-    _emit(cv, op, entries, gates=gates, hidden=hidden, steps=steps, batch=batch, w=w_w, r=r_w, w_bias=w_bias,
+    def matches(act: str) -> bool:
+        probe_rng = np.random.default_rng(1)
+        for t in checked:
+            floats_probe.update({k: probe_rng.standard_normal(shapes[k]).astype(np.float32) * 0.5 for k in floats})
+            counters = counters_at(t)
+            outs = run(body, args_at(counters))
+            if outs is None:
+                return False
+            h_ref, c_ref = reference(t, act)
+            buf = floats_probe[buf_var].astype(np.float64)
+            if whole_sequence:
+                buf = buf.copy()
+                buf[t] = h_ref.reshape(buf_shape[1:])
+            else:
+                buf = h_ref.reshape(buf_shape)
+            checks: list[tuple[Any, np.ndarray]] = [(outs[h_var], h_ref), (outs[buf_var], buf)]
+            if c_var is not None and c_ref is not None:
+                checks.append((outs[c_var], c_ref))
+            checks += [(outs[k], floats_probe[k].astype(np.float64)) for k in passthrough]
+            if not all(_close(g, r) for g, r in checks):
+                return False
+            if any(not np.array_equal(outs[k], counters_at(t + 1)[k]) for k in ints):
+                return False
+        return True
+
+    # A plain RNN's activation is the operator that writes the new state (TANH, RELU or
+    # LOGISTIC: random probes cannot tell RELU from RELU6 or a clamp that they do not reach).
+    act = "tanh"
+    if gates == 1:
+        writer = next((o for o in bsub.operators if bsub.outputs[h_var] in o.outputs), None)
+        act = _PLAIN_OPS.get(writer.name if writer is not None else "", "")
+        if not act:
+            return False
+    if not matches(act):
+        return False
+    _emit(cv, op, entries, act=act, gates=gates, hidden=hidden, steps=steps, batch=batch, w=w_w, r=r_w, w_bias=w_bias,
           r_bias=r_bias, h_var=h_var, c_var=c_var, seq_var=seq_var, buf_var=buf_var, whole_sequence=whole_sequence,
           final_counters=counters_at(steps), passthrough=passthrough)
     return True
 
 
-def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, gates: int, hidden: int, steps: int, batch: int,
+#: A plain RNN's activations (Keras' SimpleRNN, TFLite's fused activation), in GRU form.
+_PLAIN_ACTS = {"tanh": np.tanh, "relu": lambda v: np.maximum(v, 0.0), "sigmoid": _sigmoid}
+_PLAIN_OPS = {"TANH": "tanh", "RELU": "relu", "LOGISTIC": "sigmoid"}
+
+
+def plain_rnn(cv: Converter, x: Any, w: np.ndarray, r: np.ndarray, bias: np.ndarray, steps: int, hidden: int,
+              act: str, h0: Any, label: str) -> tuple[Any, Any]:
+    """``h = act(x W' + h R' + bias)`` over a time-major ``x`` ``[steps, batch, input]`` as
+    WebNN's ``gru`` (returns its final state ``[1, batch, hidden]`` and sequence ``[steps, 1,
+    batch, hidden]``): update and reset rows of zeros, a ``relu`` gate activation and gate
+    biases 0 (update) and 1 (reset), so that z = relu(0) = 0 and r = relu(1) = 1 exactly and
+    the GRU's ``z * h + (1 - z) * n`` is ``n = act(x W' + bias + h R')``. The engine runs
+    such a gru's new gate alone (``ops.recurrent._plain_rnn``)."""
+    b = cv.builder
+    isz = w.shape[1]
+
+    def const(a: np.ndarray) -> Any:
+        a = np.ascontiguousarray(a, dtype=cv._np_float)
+        return b.constant({"data_type": cv.float_type, "shape": list(a.shape)}, a)
+
+    gw = np.concatenate([np.zeros((2 * hidden, isz)), w])[None]
+    gr = np.concatenate([np.zeros((2 * hidden, hidden)), r])[None]
+    gb = np.concatenate([np.zeros(hidden), np.ones(hidden), bias])[None]
+    h_t, seq = b.gru(x, const(gw), const(gr), steps, hidden, bias=const(gb), initial_hidden_state=h0,
+                     reset_after=True, return_sequence=True, layout="zrn", activations=["relu", act], label=label)
+    return h_t, seq
+
+
+def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gates: int, hidden: int, steps: int, batch: int,
           w: np.ndarray, r: np.ndarray, w_bias: np.ndarray, r_bias: np.ndarray, h_var: int, c_var: int | None,
           seq_var: int, buf_var: int, whole_sequence: bool, final_counters: dict[int, np.ndarray],
           passthrough: list[int]) -> None:
@@ -252,7 +297,10 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, gates: int, hi
 
     x = operand(seq_var)
     weight, recurrent = const(w[None]), const(r[None])
-    if gates == 4:
+    c_t = None
+    if gates == 1:
+        h_t, seq = plain_rnn(cv, x, w, r, w_bias, steps, hidden, act, initial(h_var), label + "/rnn")
+    elif gates == 4:
         h_t, c_t, seq = b.lstm(x, weight, recurrent, steps, hidden, bias=const(w_bias[None]),
                                initial_hidden_state=initial(h_var), initial_cell_state=initial(c_var),
                                return_sequence=True, layout="ifgo", label=label + "/lstm")
@@ -260,7 +308,6 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, gates: int, hi
         h_t, seq = b.gru(x, weight, recurrent, steps, hidden, bias=const(w_bias[None]),
                          recurrent_bias=const(r_bias[None]), initial_hidden_state=initial(h_var), reset_after=True,
                          return_sequence=True, layout="zrn", label=label + "/gru")
-        c_t = None
     buf_shape = [int(d) for d in entries[buf_var].shape]
     for k, value in final_counters.items():
         cv.set_entry(op, np.asarray(value), k)

@@ -1847,7 +1847,8 @@ def _bidirectional_lstm(cv: Converter, op: OperatorInfo) -> None:
         cv.set_output(op, _batch_major(cv, op, y, time_major), j)
 
 
-@handles("UNIDIRECTIONAL_SEQUENCE_RNN", webnn="matmul for the inputs, then per step gemm + add + activation")
+@handles("UNIDIRECTIONAL_SEQUENCE_RNN", webnn="gru in plain-RNN form (constant weights, tanh or relu); "
+                                              "else matmul for the inputs, then per step gemm + add + activation")
 def _unidirectional_rnn(cv: Converter, op: OperatorInfo) -> None:
     o = op.options(_fb.SequenceRNNOptions)
     act = _opt(o, "FusedActivationFunction", ACT_TANH)
@@ -1861,6 +1862,18 @@ def _unidirectional_rnn(cv: Converter, op: OperatorInfo) -> None:
     x = cv.operand(op, 0)
     if not time_major:
         x = b.transpose(x, permutation=[1, 0, 2], label=label + "/time_major")
+    weights = [cv.static(op, i) for i in (1, 2, 3)]
+    if act in _RNN_ACTIVATIONS and all(w is not None and w.dtype.kind == "f" for w in weights):
+        from .loops import plain_rnn
+
+        h0 = _state(cv, op, 4)
+        if h0 is not None:
+            h0 = b.reshape(h0, [1, batch, units], label=label + "/initial")
+        _, seq = plain_rnn(cv, x, *(w.astype(np.float64) for w in weights), steps, units, _RNN_ACTIVATIONS[act],
+                           h0, label + "/rnn")
+        y = b.reshape(seq, [steps, batch, units], label=label + "/sequence")
+        cv.set_output(op, _batch_major(cv, op, y, time_major))
+        return
     # Input projections of every step at once: [steps * batch, input] x W^T + bias.
     xw = b.gemm(b.reshape(x, [steps * batch, shape[2]], label=label + "/rows"), cv.operand(op, 1),
                 c=cv.operand(op, 3), b_transpose=True, label=label + "/input")
