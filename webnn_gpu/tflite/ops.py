@@ -626,10 +626,43 @@ def _fully_connected(cv: Converter, op: OperatorInfo) -> None:
     label = cv.label(op)
     x = cv.operand(op, 0)
     rows = count // depth
+    activation = _opt(o, "FusedActivationFunction", ACT_NONE)
+    keep = bool(_opt(o, "KeepNumDims", False))
+    weights = cv.static(op, 1)
+    rows_of = _rows_of(cv, op, x_shape, depth, units, keep)
+    after = _bias_after_reshape(cv, op, units) if activation == ACT_NONE else None
+    if rows_of is not None and weights is not None and weights.dtype.kind == "f" and \
+            (after is None or after[1] is rows_of[1]):
+        # Rows of a rank > 2 tensor: a matmul with the transposed weights in the rows' own
+        # leading shape (no reshapes between the product and its readers, so that the bias,
+        # the activation and element-wise readers such as a residual add become its epilogue).
+        x3, unflatten = rows_of
+        w_t = np.ascontiguousarray(weights.T).astype(cv._np_float)
+        y = cv.builder.matmul(x3, cv.builder.constant({"data_type": cv.float_type, "shape": [depth, units]}, w_t),
+                              label=label)
+        bias = cv.constant_like(op, 2, after[0]) if after is not None else cv.optional_operand(op, 2)
+        if bias is not None:
+            y = cv.builder.add(y, bias, label=label + "/bias")
+        if after is not None:
+            add = after[2]
+            y = _activation(cv, add, y, _opt(add.options(_fb.AddOptions), "FusedActivationFunction", ACT_NONE))
+        else:
+            y = _activation(cv, op, y, activation)
+        if unflatten is None:
+            cv.set_output(op, y)
+            return
+        # The FULLY_CONNECTED's own [rows, units] output is read by the unflattening RESHAPE
+        # alone, which takes the matmul's result as it is (and an ADD of a constant after it,
+        # which the bias above did).
+        cv.set_output(op, cv.builder.reshape(y, [rows, units], label=label + "/rows"))
+        cv.set_output(unflatten, y)
+        cv.claimed.add(unflatten.index)
+        if after is not None:
+            cv.set_output(after[2], y)
+            cv.claimed.add(after[2].index)
+        return
     if list(x_shape) != [rows, depth]:
         x = cv.builder.reshape(x, [rows, depth], label=label + "/flatten")
-    activation = _opt(o, "FusedActivationFunction", ACT_NONE)
-    after = _bias_after_reshape(cv, op, units) if activation == ACT_NONE else None
     if after is not None:
         bias = cv.constant_like(op, 2, after[0])
     else:
@@ -638,7 +671,6 @@ def _fully_connected(cv: Converter, op: OperatorInfo) -> None:
     if after is not None:  # the ADD's activation (element-wise: before the reshapes alike)
         add = after[2]
         y = _activation(cv, add, y, _opt(add.options(_fb.AddOptions), "FusedActivationFunction", ACT_NONE))
-    keep = bool(_opt(o, "KeepNumDims", False))
     out_shape = cv.out_shape(op, 0, lambda: [*x_shape[:-1], units] if keep else [rows, units])
     if out_shape != [rows, units]:
         y = cv.builder.reshape(y, out_shape, label=label + "/unflatten")
@@ -651,6 +683,40 @@ def _fully_connected(cv: Converter, op: OperatorInfo) -> None:
     HANDLERS["RESHAPE"](cv, reshape)
     cv.set_output(add, cv.operand(add, 0 if add.inputs[0] == reshape.outputs[0] else 1))
     cv.claimed.update((reshape.index, add.index))
+
+
+def _rows_of(cv: Converter, op: OperatorInfo, x_shape: Any, depth: int, units: int,
+             keep: bool) -> tuple[Any, OperatorInfo | None] | None:
+    """A FULLY_CONNECTED over the rows of a tensor of rank > 2, as (that tensor's operand, the
+    RESHAPE that gives the result the tensor's leading shape, or None), or None:
+
+    * ``keep_num_dims`` with a rank > 2 input (the result has the input's leading shape);
+    * an input that a RESHAPE flattens from ``[*lead, depth]`` and a sole reader that is a
+      RESHAPE to ``[*lead, units]`` (a static target shape; Keras' Dense on a sequence, as
+      TensorFlow's converter writes it with its shape arithmetic)."""
+    if keep:
+        if len(x_shape) > 2 and int(x_shape[-1]) == depth:
+            return cv.operand(op, 0), None
+        return None
+    flatten = cv.producer(op.inputs[0])
+    unflatten = cv.sole_consumer(op.outputs[0])
+    if flatten is None or flatten.name != "RESHAPE" or unflatten is None or unflatten.name != "RESHAPE" or \
+            unflatten.inputs[0] != op.outputs[0] or len(unflatten.inputs) < 2:
+        return None
+    src = cv.tensor(flatten, 0).shape
+    if len(src) < 3 or int(src[-1]) != depth:
+        return None
+    lead = [int(d) for d in src[:-1]]
+    target = cv.static(unflatten, 1)
+    if target is None or target.dtype.kind not in "iu":
+        return None
+    target = [int(d) for d in target.reshape(-1)]
+    known = int(np.prod([d for d in target if d != -1], dtype=np.int64))
+    if target.count(-1) == 1 and known > 0:
+        target[target.index(-1)] = int(np.prod(lead, dtype=np.int64)) * units // known
+    if target != [*lead, units]:
+        return None
+    return cv.operand(flatten, 0), unflatten
 
 
 def _bias_after_reshape(cv: Converter, op: OperatorInfo, units: int) -> tuple[np.ndarray, Any, Any] | None:
