@@ -267,16 +267,36 @@ def lower_batch_normalization(node, lc) -> None:
                node.attrs["epsilon"])
 
 
+#: The longest row (normalized values) that layer normalization handles in one kernel
+#: (``layer_norm.wgsl``: statistics and outputs by the same invocation or workgroup); longer
+#: rows take moments.wgsl and normalize.wgsl, which spreads the outputs over every core.
+ROW_KERNEL_MAX = 4096
+
+
 @lowering("instance_normalization", "layer_normalization")
 def lower_moments_norm(node, lc) -> None:
-    """instance/layer normalization: moments.wgsl (mean, variance per group), then normalize.wgsl."""
+    """instance/layer normalization: moments.wgsl (mean, variance per group), then normalize.wgsl;
+    a layer normalization of rows up to :data:`ROW_KERNEL_MAX` values whose scale and bias
+    run along the normalized axes in order: one layer_norm.wgsl kernel."""
     x, sc, bi = node.inputs[:3]  # (fused epilogue operands follow)
     axes = node.attrs["axes"]
     kept, red = merge_axes(x.shape, axes)
     M = math.prod(s for s, _ in kept)
     K = math.prod(s for s, _ in red)
-    stats = lc.temp("float32", (M, 2))
     mode, wg, _ = plan(M, K)
+    if node.op == "layer_normalization" and K <= ROW_KERNEL_MAX and list(axes) == sorted(axes) and \
+            (list(node.attrs["param_axes"]) == list(axes) or (sc is None and bi is None)):
+        out = node.outputs[0]
+        ins = [("x", x)] + [(n, v) for n, v in (("scale", sc), ("bias", bi)) if v is not None]
+        ep = _epilogue.build(node, out, _epilogue.steps_of(node))
+        lc.kernel("norm/layer_norm.wgsl", ins + ep.operands, [("out", out)], M,
+                  groups=None if mode == "thread" else workgroups(M, lc.limits, lc.label), workgroup=wg, mode=mode,
+                  M=M, K=K, kept_rm=strides([s for s, _ in kept]), kept_st=[t for _, t in kept],
+                  red_rm=strides([s for s, _ in red]), red_st=[t for _, t in red], has_scale=sc is not None,
+                  has_bias=bi is not None, epsilon=_literal(node.attrs["epsilon"]),
+                  out_T=_dtypes.info(out.data_type).compute, ep=ep)
+        return
+    stats = lc.temp("float32", (M, 2))
     lc.kernel("norm/moments.wgsl", [("src", x)], [("out", stats)], M,
               groups=None if mode == "thread" else workgroups(M, lc.limits, lc.label), workgroup=wg, mode=mode,
               M=M, K=K, kept_rm=strides([s for s, _ in kept]), kept_st=[t for _, t in kept],
