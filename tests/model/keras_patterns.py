@@ -373,6 +373,32 @@ for _kind in ("heads", "both", "rows"):
     KERAS_CASES[f"einsum_dense_{_kind}"] = lambda kind=_kind: einsum_dense(kind)
 
 
+def dense_on_rows(kind: str) -> tuple[bytes, list[np.ndarray]]:
+    """Keras' Dense on a sequence as TensorFlow's converter writes it: RESHAPE [2, 5, 6] ->
+    [10, 6], FULLY_CONNECTED without bias, RESHAPE back to [2, 5, 16], ADD of the bias, GELU;
+    then a second Dense (FULLY_CONNECTED with keep_num_dims, bias and fused RELU) and a residual
+    ADD of its input. ``regroup``: a near miss, the first unflattening RESHAPE gives [2, 10, 8]
+    (not the rows' leading shape)."""
+    rng = np.random.default_rng(50)
+    m = ModelMaker()
+    x = m.input([2, 5, 6])
+    rows = m.op("RESHAPE", [x, m.const(np.int32([-1, 6]))], [10, 6])
+    fc = m.op("FULLY_CONNECTED", [rows, m.const(_f32(rng, 16, 6)), -1], [10, 16])
+    shape = [2, 10, 8] if kind == "regroup" else [2, 5, 16]
+    back = m.op("RESHAPE", [fc, m.const(np.int32(shape))], shape)
+    biased = m.op("ADD", [back, m.const(_f32(rng, shape[-1], scale=0.3))], shape)
+    act = m.op("GELU", [biased], shape)
+    y = m.op("RESHAPE", [act, m.const(np.int32([2, 5, 16]))], [2, 5, 16]) if kind == "regroup" else act
+    fc2 = m.op("FULLY_CONNECTED", [y, m.const(_f32(rng, 16, 16, scale=0.25)), m.const(_f32(rng, 16, scale=0.3))],
+               [2, 5, 16], options=dict(keepNumDims=True, fusedActivationFunction=1))
+    m.output(m.op("ADD", [fc2, y], [2, 5, 16]))
+    return m.finish(), [_f32(rng, 2, 5, 6)]
+
+
+for _kind in ("rows", "regroup"):
+    KERAS_CASES[f"dense_on_{_kind}"] = lambda kind=_kind: dense_on_rows(kind)
+
+
 def embedding(shift: int = 0) -> tuple[bytes, list[np.ndarray]]:
     """Keras' Embedding: ``GATHER(table, SELECT_V2(LESS(ids, 0), ADD(ids, vocab), ids))`` on
     ids in [-vocab, vocab); ``shift`` != 0 is a near miss (``ADD(ids, vocab + shift)``)."""

@@ -100,10 +100,10 @@ def test_recurrent_loops_become_one_operator_only_when_they_are_one(case, mapped
 
 
 @pytest.mark.parametrize("case", ["layer_norm_keras3", "layer_norm_keras3_no_beta"])
-def test_keras3_layer_norm_is_two_kernels(case, ctx):
-    """fuse_layer_norm takes the converter's negated-mean form (moments + normalize)."""
+def test_keras3_layer_norm_is_one_kernel(case, ctx):
+    """fuse_layer_norm takes the converter's negated-mean form (one layer_norm kernel)."""
     data, _ = KERAS_CASES[case]()
-    assert webnn.load(data, ctx).graph.kernel_count == 2
+    assert webnn.load(data, ctx).graph.kernel_count == 1
 
 
 @pytest.mark.parametrize("kind, fused", [("depthwise", True), ("conv1d", True), ("same", False)])
@@ -147,6 +147,18 @@ def test_einsum_dense_bias_joins_the_gemm(kind, folded, ctx):
     data, _ = KERAS_CASES[f"einsum_dense_{kind}"]()
     kernels = webnn.load(data, ctx).graph.kernel_count
     assert (kernels == 1) if folded else (kernels == 2), kernels
+
+
+@pytest.mark.parametrize("kind, kernels", [("rows", 2), ("regroup", 3)])
+def test_dense_on_rows_is_a_matmul_with_its_epilogue(kind, kernels, ctx):
+    """A FULLY_CONNECTED between a flattening and an unflattening RESHAPE (or with
+    keep_num_dims) is a matmul in the rows' shape: its bias, GELU, fused RELU and the residual
+    ADD are its epilogue (two kernels for two Dense layers); reshaped to another shape, the
+    first stays a gemm, its bias ADD and GELU an element-wise kernel of their own (they agree
+    with LiteRT in test_keras_patterns_match_litert)."""
+    data, _ = KERAS_CASES[f"dense_on_{kind}"]()
+    graph = webnn.load(data, ctx).graph
+    assert graph.kernel_count == kernels, [s.template for s in graph._steps if hasattr(s, "template")]
 
 
 @pytest.mark.parametrize("case, alone", [("embedding", True), ("embedding_near_miss", False)])
