@@ -140,6 +140,34 @@ def test_float16_bounds_beyond_its_range_clamp_alike(ctx):
     np.testing.assert_allclose(next(iter(got.values())).astype(np.float32), ref, rtol=3e-2, atol=3e-2 * 100)
 
 
+@pytest.mark.parametrize("reader", ["SOFTMAX", "ADD"])
+def test_float16_attention_mask_beyond_its_range(reader, ctx):
+    """Keras' MultiHeadAttention with a causal mask: SELECT_V2(mask, scores, -1e9) then SOFTMAX
+    loads in float16 (the mask value is -65504) and agrees with LiteRT's float32, a line masked
+    everywhere included (uniform); read by anything else, the constant is refused by name."""
+    from tflite_maker import ModelMaker
+
+    m = ModelMaker()
+    x = m.input([1, 2, 4, 4])
+    keep = np.tril(np.ones((4, 4), bool))
+    keep[2] = False  # a line masked everywhere
+    masked = m.op("SELECT_V2", [m.const(keep), x, m.const(np.float32(-1e9))], [1, 2, 4, 4])
+    if reader == "SOFTMAX":
+        m.output(m.op("SOFTMAX", [masked], [1, 2, 4, 4], options=dict(beta=1.0)))
+    else:
+        m.output(m.op("ADD", [masked, x], [1, 2, 4, 4]))
+    data = m.finish()
+    if reader == "ADD":
+        with pytest.raises(NotSupportedError, match=r"SELECT_V2.*exceed the float16 range"):
+            webnn.load(data, ctx, dtype="float16")
+        return
+    xv = np.random.default_rng(51).standard_normal((1, 2, 4, 4)).astype(np.float32) * 4
+    (ref,) = run_litert(data, [xv])
+    got = next(iter(webnn.load(data, ctx, dtype="float16").compute(xv).values())).astype(np.float32)
+    np.testing.assert_allclose(got, ref, rtol=3e-2, atol=3e-2)
+    np.testing.assert_allclose(got[:, :, 2], 0.25, rtol=1e-3)
+
+
 @pytest.mark.parametrize("kind, folded", [("heads", True), ("both", True), ("rows", False)])
 def test_einsum_dense_bias_joins_the_gemm(kind, folded, ctx):
     """A bias added after the RESHAPE that splits a FULLY_CONNECTED's units becomes the

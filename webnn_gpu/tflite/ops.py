@@ -1209,13 +1209,30 @@ def _cast(cv: Converter, op: OperatorInfo) -> None:
                   cv.builder.identity(x, label=label))
 
 
-@handles("SELECT", "SELECT_V2", webnn="where (SELECT's rank-1 condition picks rows)")
+@handles("SELECT", "SELECT_V2", webnn="where (SELECT's rank-1 condition picks rows; in float16 a mask value "
+                                       "beyond its range read by a SOFTMAX is +-65504)")
 def _select(cv: Converter, op: OperatorInfo) -> None:
     cond = cv.operand(op, 0)
     rank = len(cv.tensor(op, 1).shape)
     if op.name == "SELECT" and len(cond.shape) == 1 and rank > 1:
         cond = cv.builder.reshape(cond, [int(cond.shape[0])] + [1] * (rank - 1), label=cv.label(op) + "/rows")
-    cv.set_output(op, cv.builder.where(cond, cv.operand(op, 1), cv.operand(op, 2), label=cv.label(op)))
+    cv.set_output(op, cv.builder.where(cond, _mask_value(cv, op, 1), _mask_value(cv, op, 2), label=cv.label(op)))
+
+
+def _mask_value(cv: Converter, op: OperatorInfo, i: int) -> Any:
+    """Input ``i`` of SELECT / SELECT_V2. In a float16 graph, a constant beyond float16's range
+    (an attention mask's -1e9, Keras' MultiHeadAttention) read by a SOFTMAX alone is float16's
+    largest finite magnitude with its sign: exp of it minus the line's maximum is 0 as exp(-1e9 -
+    max) is, and a line masked everywhere stays uniform (as in float32; -inf would give NaN)."""
+    value = cv.static(op, i)
+    reader = cv.sole_consumer(op.outputs[0])
+    if (cv.float_type != "float16" or value is None or value.dtype.kind != "f" or reader is None
+            or reader.name != "SOFTMAX" or _opt(reader.options(_fb.SoftmaxOptions), "Beta", 1.0) != 1.0
+            or np.all(np.abs(value) <= np.finfo(np.float16).max)):
+        return cv.operand(op, i)
+    top = float(np.finfo(np.float16).max)
+    clamped = np.clip(np.asarray(value, np.float32), -top, top).astype(np.float16)
+    return cv.builder.constant({"data_type": "float16", "shape": list(clamped.shape)}, clamped)
 
 
 # ----------------------------------------------------------------------------- reductions, normalizations
