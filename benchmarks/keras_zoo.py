@@ -66,6 +66,10 @@ MODELS = {
     "autoencoder": "dense autoencoder 784 -> 256 -> 64 -> 16 -> 64 -> 256 -> 784 (relu, sigmoid)",
     "seq2seq": "encoder-decoder Transformer: encoder self-attention, decoder MultiHeadAttention with a causal mask "
                "and cross-attention, LayerNormalization, 24 + 16 tokens",
+    "lstm_seq2seq": "encoder-decoder LSTM: the encoder's final states start the decoder (initial_state), "
+                    "TimeDistributed Dense + softmax, 12 + 10 tokens",
+    "conv_autoencoder": "convolutional autoencoder 28x28x1: Conv2D + MaxPooling2D down, Conv2DTranspose and "
+                        "UpSampling2D up, sigmoid",
 }
 
 
@@ -249,6 +253,21 @@ def _architectures():
         d = layers.LayerNormalization(epsilon=1e-6)(d + layers.Dense(dim)(layers.Dense(2 * dim, activation="relu")(d)))
         return keras.Model([src, tgt], layers.Dense(vocab, activation="softmax")(d))
 
+    def lstm_seq2seq():
+        src = keras.Input((12,), dtype="int32", batch_size=1)
+        tgt = keras.Input((10,), dtype="int32", batch_size=1)
+        _, h, c = layers.LSTM(32, return_state=True)(layers.Embedding(300, 24)(src))
+        d = layers.LSTM(32, return_sequences=True)(layers.Embedding(200, 24)(tgt), initial_state=[h, c])
+        return keras.Model([src, tgt], layers.TimeDistributed(layers.Dense(200, activation="softmax"))(d))
+
+    def conv_autoencoder():
+        img = keras.Input((28, 28, 1))
+        x = layers.MaxPooling2D()(layers.Conv2D(16, 3, padding="same", activation="relu")(img))
+        x = layers.MaxPooling2D()(layers.Conv2D(8, 3, padding="same", activation="relu")(x))
+        x = layers.Conv2DTranspose(8, 3, strides=2, padding="same", activation="relu")(x)
+        x = layers.UpSampling2D()(layers.Conv2D(16, 3, padding="same", activation="relu")(x))
+        return keras.Model(img, layers.Conv2D(1, 3, padding="same", activation="sigmoid")(x))
+
     int8 = {"optimizations": [tf.lite.Optimize.DEFAULT]}
     return {
         "mobilenet_v2": (app(apps.MobileNetV2, 128, alpha=0.5), {}),
@@ -274,6 +293,8 @@ def _architectures():
         "convnext_block": (convnext_block, {}),
         "autoencoder": (autoencoder, {}),
         "seq2seq": (seq2seq, {}),
+        "lstm_seq2seq": (lstm_seq2seq, {}),
+        "conv_autoencoder": (conv_autoencoder, {}),
     }
 
 

@@ -134,7 +134,7 @@ def tensor_list_loop():
     return m.finish(), [_f32(rng, 3, 4)]
 
 
-def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool = False
+def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool = False, buffer: bool = True
                    ) -> tuple[bytes, list[np.ndarray]]:
     """A Keras 3 LSTM or GRU layer as TensorFlow's converter writes it: a time-major
     sequence, a WHILE with two counters, a body of fully connected layers, a gate split
@@ -143,7 +143,9 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     state and a non-zero constant cell state. ``near_miss``: the GRU's candidate uses RELU
     (not a WebNN gru with tanh): the loop must be unrolled instead. ``cond_reads_state``: the
     condition also tests the hidden state (``sum(h) > -1e9``), so the trip count is not static.
-    ``cell`` ``"tanh"``, ``"relu"`` or ``"relu6"``: a Keras SimpleRNN with that activation
+    ``buffer=False`` (LSTM): no buffer, the loop variables are the counters, the states and
+    the sequence (a Keras layer with ``return_state`` and no sequence), the model's outputs the
+    final h and c. ``cell`` ``"tanh"``, ``"relu"`` or ``"relu6"``: a Keras SimpleRNN with that activation
     (a fully connected layer of the hidden state without bias, one of the step's input with
     bias, ADD, the activation; the buffer holds the last state); ``"relu6"`` is no plain RNN
     that WebNN's gru can express: the loop must be unrolled.
@@ -164,6 +166,8 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
         loop_vars = [m.const(np.int32(0)), m.const(np.int32(0)), m.const(np.zeros(buf_shape, np.float32)),
                      m.const(np.zeros(state, np.float32)), seq]
     shapes = [[], [], buf_shape, state] + ([state] if cell == "lstm" else []) + [[steps, batch, features]]
+    if not buffer:  # (LSTM) the buffer's slot goes: [i, t, h, c, seq]
+        del loop_vars[2], shapes[2]
     dtypes = [np.int32, np.int32] + [np.float32] * (len(shapes) - 2)
 
     cond = m.subgraph()
@@ -179,6 +183,8 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
 
     body = m.subgraph()
     ins = [m.input(s, d) for s, d in zip(shapes, dtypes)]
+    if not buffer:
+        ins.insert(2, -1)
     i, t, buf, h = ins[:4]
     one = m.const(np.int32(1))
     i1 = m.op("ADD", [i, one], [], out_dtype=np.int32)
@@ -197,6 +203,14 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
         gi, gf, gg, go = m.op("SPLIT", [m.const(np.int32(1)), z], [state] * 4, options=dict(numSplits=4), outputs=4)
         c1 = m.op("ADD", [m.op("MUL", [sig(gf), c], state), m.op("MUL", [sig(gi), tanh(gg)], state)], state)
         h1 = m.op("MUL", [sig(go), tanh(c1)], state)
+        if not buffer:
+            m.output(i1, t1, h1, c1, ins[-1])
+            m.subgraph(0)
+            outs = m.op("WHILE", loop_vars, shapes, options=dict(condSubgraphIndex=cond, bodySubgraphIndex=body),
+                        outputs=len(shapes))
+            m.tensors[outs[0]].type = m.tensors[outs[1]].type = INT32
+            m.output(outs[2], outs[3])
+            return m.finish(), [_f32(rng, batch, steps, features), _f32(rng, *state)]
         row = m.op("RESHAPE", [h1, m.const(np.int32([1, batch, units]))], [1, batch, units])
         vec = m.const(np.int32([1]))
         pre_size = m.op("CONCATENATION", [m.op("RESHAPE", [t, vec], [1], out_dtype=np.int32),
@@ -245,6 +259,11 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
 @case
 def lstm_loop():
     return recurrent_loop("lstm")
+
+
+@case
+def lstm_loop_state_only():
+    return recurrent_loop("lstm", buffer=False)
 
 
 @case

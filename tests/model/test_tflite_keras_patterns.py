@@ -74,11 +74,13 @@ def test_input_shapes_must_fit_the_signature(ctx):
         webnn.load(data, ctx, input_shapes={"x": [1, 4, 6]})
 
 
-@pytest.mark.parametrize("case, mapped", [("lstm_loop", True), ("gru_loop", True), ("gru_loop_near_miss", False),
+@pytest.mark.parametrize("case, mapped", [("lstm_loop", True), ("lstm_loop_state_only", True), ("gru_loop", True),
+                                          ("gru_loop_near_miss", False),
                                           ("simple_rnn_loop", True), ("simple_rnn_loop_relu", True),
                                           ("simple_rnn_loop_near_miss", False)])
 def test_recurrent_loops_become_one_operator_only_when_they_are_one(case, mapped, ctx, monkeypatch):
-    """A Keras 3 LSTM / GRU loop becomes one lstm / gru, a SimpleRNN loop (tanh or relu) one
+    """A Keras 3 LSTM / GRU loop (with a buffer, or an LSTM returning its states alone) becomes
+    one lstm / gru, a SimpleRNN loop (tanh or relu) one
     gru in plain-RNN form (two kernels); a near miss (a RELU candidate in a GRU, RELU6 in a
     SimpleRNN) is unrolled; all agree with LiteRT (test_keras_patterns_match_litert)."""
     from webnn_gpu.tflite import loops

@@ -551,12 +551,18 @@ def lower_recurrent(node, lc) -> None:
 SEQUENCE_MAX_MACS = 4 * 128 * 128
 
 
+def _host(v: Value) -> np.ndarray:
+    """The data of a host constant (its callers checked it is one), in its shape."""
+    assert v.data is not None
+    return v.data.reshape(v.shape)
+
+
 def _rows(v: Value | None, start: int, size: int) -> Value | None:
     """Rows ``[start, start + size)`` of the last-but-one axis of a constant ``[D, G(, K)]``
     (the last axis for a bias ``[D, G]``) as a new constant."""
     if v is None:
         return None
-    a = v.data.reshape(v.shape)
+    a = _host(v)
     a = a[..., start:start + size, :] if a.ndim == 3 else a[..., start:start + size]
     a = np.ascontiguousarray(a)
     return Value(v.data_type, a.shape, "constant", data=a.reshape(-1))
@@ -608,13 +614,13 @@ def _project_gemm(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None,
     steps, batch, nd, gh, isz = common["T"], common["B"], common["D"], common["GH"], common["I"]
     bias = np.zeros((nd, gh), np.float32)
     if vb is not None:
-        bias += vb.data.reshape(nd, gh).astype(np.float32)
+        bias += _host(vb).reshape(nd, gh).astype(np.float32)
     if vrb is not None:
-        bias[:, :fold_limit] += vrb.data.reshape(nd, gh)[:, :fold_limit].astype(np.float32)
+        bias[:, :fold_limit] += _host(vrb).reshape(nd, gh)[:, :fold_limit].astype(np.float32)
     rows = Value("float32", (steps * batch, isz), "op")
     lc.alias(rows, vx)
     proj = lc.temp("float32", (steps * batch, nd * gh))
-    weight = make_constant(vw.data.reshape(nd * gh, isz).astype(np.float32), "float32")
+    weight = make_constant(_host(vw).reshape(nd * gh, isz).astype(np.float32), "float32")
     node = Node("gemm", [rows, weight, make_constant(bias.reshape(-1), "float32")], [proj],
                 dict(a_transpose=False, b_transpose=True, alpha=1.0, beta=1.0), label=lc.node.label)
     lower_gemm(node, lc)
@@ -660,8 +666,8 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
         ([("rbias", vrb)] if vrb is not None else [])
     r_t = _transposed(vr)
     vec = r_t is not None and hidden % 4 == 0
-    if vec and r_t.data_type != "float32":
-        r_t = Value("float32", r_t.shape, "constant", data=r_t.data.astype(np.float32))
+    if r_t is not None and vec and r_t.data_type != "float32":
+        r_t = Value("float32", r_t.shape, "constant", data=_host(r_t).reshape(-1).astype(np.float32))
     seq_ins = [("proj", None), ("r", r_t or vr)] + [
         (k, v) for k, v in (("rbias", rbias if cell == "gru" else None), ("peep", vp), ("h0", vh), ("c0", vc))
         if v is not None]

@@ -21,6 +21,7 @@ result.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -127,16 +128,16 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
             return False
         c_var = cells[0]
         others.remove(c_var)
-    if len(others) != 1:
+    if len(others) > 1:
         return False
-    buf_var = others[0]
+    buf_var = others[0] if others else None  # none: a layer returning its final state alone
     seqs = [k for k in passthrough if len(shapes[k]) == 3 and shapes[k][1] == batch and
             shapes[k][2] == w_w.shape[1]]
     if len(seqs) != 1:
         return False
     seq_var = seqs[0]
     steps = shapes[seq_var][0]
-    buf_shape = shapes[buf_var]
+    buf_shape = shapes[buf_var] if buf_var is not None else (1, batch, hidden)
     if int(np.prod(buf_shape)) not in (batch * hidden, steps * batch * hidden) or buf_shape[0] not in (1, steps):
         return False
     whole_sequence = buf_shape[0] == steps and int(np.prod(buf_shape)) == steps * batch * hidden
@@ -213,13 +214,15 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
             if outs is None:
                 return False
             h_ref, c_ref = reference(t, act)
-            buf = floats_probe[buf_var].astype(np.float64)
-            if whole_sequence:
-                buf = buf.copy()
-                buf[t] = h_ref.reshape(buf_shape[1:])
-            else:
-                buf = h_ref.reshape(buf_shape)
-            checks: list[tuple[Any, np.ndarray]] = [(outs[h_var], h_ref), (outs[buf_var], buf)]
+            checks: list[tuple[Any, np.ndarray]] = [(outs[h_var], h_ref)]
+            if buf_var is not None:
+                buf = floats_probe[buf_var].astype(np.float64)
+                if whole_sequence:
+                    buf = buf.copy()
+                    buf[t] = h_ref.reshape(buf_shape[1:])
+                else:
+                    buf = h_ref.reshape(buf_shape)
+                checks.append((outs[buf_var], buf))
             if c_var is not None and c_ref is not None:
                 checks.append((outs[c_var], c_ref))
             checks += [(outs[k], floats_probe[k].astype(np.float64)) for k in passthrough]
@@ -246,7 +249,7 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
 
 
 #: A plain RNN's activations (Keras' SimpleRNN, TFLite's fused activation), in GRU form.
-_PLAIN_ACTS = {"tanh": np.tanh, "relu": lambda v: np.maximum(v, 0.0), "sigmoid": _sigmoid}
+_PLAIN_ACTS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"tanh": np.tanh, "relu": lambda v: np.maximum(v, 0.0), "sigmoid": _sigmoid}
 _PLAIN_OPS = {"TANH": "tanh", "RELU": "relu", "LOGISTIC": "sigmoid"}
 
 
@@ -275,7 +278,7 @@ def plain_rnn(cv: Converter, x: Any, w: np.ndarray, r: np.ndarray, bias: np.ndar
 
 def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gates: int, hidden: int, steps: int, batch: int,
           w: np.ndarray, r: np.ndarray, w_bias: np.ndarray, r_bias: np.ndarray, h_var: int, c_var: int | None,
-          seq_var: int, buf_var: int, whole_sequence: bool, final_counters: dict[int, np.ndarray],
+          seq_var: int, buf_var: int | None, whole_sequence: bool, final_counters: dict[int, np.ndarray],
           passthrough: list[int]) -> None:
     b, label = cv.builder, cv.label(op)
 
@@ -308,7 +311,7 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gate
         h_t, seq = b.gru(x, weight, recurrent, steps, hidden, bias=const(w_bias[None]),
                          recurrent_bias=const(r_bias[None]), initial_hidden_state=initial(h_var), reset_after=True,
                          return_sequence=True, layout="zrn", label=label + "/gru")
-    buf_shape = [int(d) for d in entries[buf_var].shape]
+
     for k, value in final_counters.items():
         cv.set_entry(op, np.asarray(value), k)
     for k in passthrough:
@@ -316,4 +319,6 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gate
     cv.set_output(op, b.reshape(h_t, [batch, hidden], label=f"{label}/h"), h_var)
     if c_var is not None:
         cv.set_output(op, b.reshape(c_t, [batch, hidden], label=f"{label}/c"), c_var)
-    cv.set_output(op, b.reshape(seq if whole_sequence else h_t, buf_shape, label=f"{label}/buffer"), buf_var)
+    if buf_var is not None:
+        buf_shape = [int(d) for d in entries[buf_var].shape]
+        cv.set_output(op, b.reshape(seq if whole_sequence else h_t, buf_shape, label=f"{label}/buffer"), buf_var)

@@ -707,10 +707,10 @@ def _rows_of(cv: Converter, op: OperatorInfo, x_shape: Any, depth: int, units: i
     if len(src) < 3 or int(src[-1]) != depth:
         return None
     lead = [int(d) for d in src[:-1]]
-    target = cv.static(unflatten, 1)
-    if target is None or target.dtype.kind not in "iu":
+    shape = cv.static(unflatten, 1)
+    if shape is None or shape.dtype.kind not in "iu":
         return None
-    target = [int(d) for d in target.reshape(-1)]
+    target = [int(d) for d in shape.reshape(-1)]
     known = int(np.prod([d for d in target if d != -1], dtype=np.int64))
     if target.count(-1) == 1 and known > 0:
         target[target.index(-1)] = int(np.prod(lead, dtype=np.int64)) * units // known
@@ -1945,15 +1945,16 @@ def _unidirectional_rnn(cv: Converter, op: OperatorInfo) -> None:
     x = cv.operand(op, 0)
     if not time_major:
         x = b.transpose(x, permutation=[1, 0, 2], label=label + "/time_major")
-    weights = [cv.static(op, i) for i in (1, 2, 3)]
-    if act in _RNN_ACTIVATIONS and all(w is not None and w.dtype.kind == "f" for w in weights):
+    w, r, bias = (cv.static(op, i) for i in (1, 2, 3))
+    if act in _RNN_ACTIVATIONS and w is not None and r is not None and bias is not None and \
+            all(a.dtype.kind == "f" for a in (w, r, bias)):
         from .loops import plain_rnn
 
         h0 = _state(cv, op, 4)
         if h0 is not None:
             h0 = b.reshape(h0, [1, batch, units], label=label + "/initial")
-        _, seq = plain_rnn(cv, x, *(w.astype(np.float64) for w in weights), steps, units, _RNN_ACTIVATIONS[act],
-                           h0, label + "/rnn")
+        _, seq = plain_rnn(cv, x, w.astype(np.float64), r.astype(np.float64), bias.astype(np.float64), steps, units,
+                           _RNN_ACTIVATIONS[act], h0, label + "/rnn")
         y = b.reshape(seq, [steps, batch, units], label=label + "/sequence")
         cv.set_output(op, _batch_major(cv, op, y, time_major))
         return
