@@ -418,6 +418,37 @@ for _kind in ("rows", "regroup"):
     KERAS_CASES[f"dense_on_{_kind}"] = lambda kind=_kind: dense_on_rows(kind)
 
 
+def time_distributed(kind: str) -> tuple[bytes, list[np.ndarray]]:
+    """Keras' TimeDistributed as TensorFlow's converter unrolls it: for each of the 5 steps of
+    x [2, 5, 6] along axis 1, STRIDED_SLICE (shrinking that axis), a Dense (FULLY_CONNECTED),
+    then ``swish``: LOGISTIC and MUL (``softmax``: a fused RELU, then SOFTMAX); PACK along
+    axis 1. ``near_miss``: the step 3 uses other weights (no TimeDistributed)."""
+    rng = np.random.default_rng(52)
+    m = ModelMaker()
+    x = m.input([2, 5, 6])
+    w, bias = m.const(_f32(rng, 4, 6, scale=0.5)), m.const(_f32(rng, 4, scale=0.3))
+    other = m.const(_f32(rng, 4, 6, scale=0.5))
+    steps = []
+    for t in range(5):
+        x_t = m.op("STRIDED_SLICE", [x, m.const(np.int32([0, t, 0])), m.const(np.int32([0, t + 1, 0])),
+                                     m.const(np.int32([1, 1, 1]))], [2, 6],
+                   options=dict(beginMask=5, endMask=5, shrinkAxisMask=2))
+        weights = other if kind == "near_miss" and t == 3 else w
+        if kind == "softmax":
+            y = m.op("FULLY_CONNECTED", [x_t, weights, bias], [2, 4], options=dict(fusedActivationFunction=1))
+            y = m.op("SOFTMAX", [y], [2, 4], options=dict(beta=1.0))
+        else:
+            y = m.op("FULLY_CONNECTED", [x_t, weights, bias], [2, 4])
+            y = m.op("MUL", [y, m.op("LOGISTIC", [y], [2, 4])], [2, 4])
+        steps.append(y)
+    m.output(m.op("PACK", steps, [2, 5, 4], options=dict(valuesCount=5, axis=1)))
+    return m.finish(), [_f32(rng, 2, 5, 6)]
+
+
+for _kind in ("swish", "softmax", "near_miss"):
+    KERAS_CASES[f"time_distributed_{_kind}"] = lambda kind=_kind: time_distributed(kind)
+
+
 def embedding(shift: int = 0) -> tuple[bytes, list[np.ndarray]]:
     """Keras' Embedding: ``GATHER(table, SELECT_V2(LESS(ids, 0), ADD(ids, vocab), ids))`` on
     ids in [-vocab, vocab); ``shift`` != 0 is a near miss (``ADD(ids, vocab + shift)``)."""

@@ -191,6 +191,19 @@ def test_dense_on_rows_is_a_matmul_with_its_epilogue(kind, kernels, ctx):
     assert graph.kernel_count == kernels, [s.template for s in graph._steps if hasattr(s, "template")]
 
 
+@pytest.mark.parametrize("kind, steps", [("swish", 1), ("softmax", 1), ("near_miss", 5)])
+def test_unrolled_time_distributed_runs_once(kind, steps, ctx):
+    """The unrolled steps of a TimeDistributed (a PACK of identical per-step chains) run as one
+    matmul over every step with its activation (and a softmax); with one step's weights
+    different, each step keeps its own kernels (both agree with LiteRT in
+    test_keras_patterns_match_litert)."""
+    data, _ = KERAS_CASES[f"time_distributed_{kind}"]()
+    graph = webnn.load(data, ctx).graph
+    products = [s for s in graph._steps if getattr(s, "template", "").startswith("matmul/")]
+    assert len(products) == steps
+    assert graph.kernel_count <= (3 if steps == 1 else 20)
+
+
 @pytest.mark.parametrize("case, alone", [("embedding", True), ("embedding_near_miss", False)])
 def test_embedding_negative_ids_wrap_in_the_gather(case, alone, ctx):
     """Keras' Embedding wraps negative ids with LESS + ADD + SELECT_V2 before GATHER; WebNN's

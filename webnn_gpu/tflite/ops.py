@@ -928,8 +928,156 @@ def _fold_pack(cv: Converter, op: OperatorInfo, values: list) -> list:
     return [np.stack(values, axis=axis % (rank + 1))]
 
 
-@handles("PACK", webnn="reshape + concat (folded at load time when static)")
+#: Operators a per-time-step chain of an unrolled ``TimeDistributed`` may hold (see
+#: :func:`_time_distributed`): row-wise, so that they apply to every step at once.
+_PER_STEP_UNARY = {"LOGISTIC": "sigmoid", "TANH": "tanh", "RELU": "relu", "HARD_SWISH": "hard_swish", "ELU": "elu"}
+_PER_STEP_BINARY = {"ADD": ("add", _fb.AddOptions), "MUL": ("mul", _fb.MulOptions), "SUB": ("sub", _fb.SubOptions)}
+
+
+def _step_signature(cv: Converter, op: OperatorInfo) -> tuple | None:
+    """What a per-step operator computes apart from its step input: its code, the options it
+    reads and its constant inputs; None for an operator outside the per-step set."""
+    consts = tuple((i, t) for i, t in enumerate(op.inputs) if t >= 0 and cv.static(op, i) is not None)
+    if op.name == "FULLY_CONNECTED":
+        o = op.options(_fb.FullyConnectedOptions)
+        if _opt(o, "WeightsFormat", 0) != 0 or _opt(o, "KeepNumDims", False) or cv.static(op, 1) is None:
+            return None
+        return op.name, _opt(o, "FusedActivationFunction", ACT_NONE), consts
+    if op.name in _PER_STEP_UNARY:
+        return op.name, consts
+    if op.name in _PER_STEP_BINARY:
+        return op.name, _opt(op.options(_PER_STEP_BINARY[op.name][1]), "FusedActivationFunction", ACT_NONE), consts
+    if op.name == "SOFTMAX":
+        return op.name, float(_opt(op.options(_fb.SoftmaxOptions), "Beta", 1.0)), consts
+    if op.name == "GELU":
+        return op.name, bool(_opt(op.options(_fb.GeluOptions), "Approximate", False)), consts
+    return None
+
+
+def _step_cone(cv: Converter, tensor: int) -> tuple[OperatorInfo, list[OperatorInfo]] | None:
+    """The STRIDED_SLICE and the per-step operators (in execution order) between it and
+    ``tensor``: every operator's computed inputs come from the cone, every value inside it
+    is read inside it alone. None when the operators reaching ``tensor`` are not that."""
+    ops: dict[int, OperatorInfo] = {}
+    slices: list[OperatorInfo] = []
+    todo = [tensor]
+    while todo:
+        t = todo.pop()
+        prod = cv.producer(t)
+        if prod is None:
+            return None
+        if prod.index in ops or prod in slices:
+            continue
+        if prod.name == "STRIDED_SLICE":
+            slices.append(prod)
+            continue
+        if _step_signature(cv, prod) is None:
+            return None
+        ops[prod.index] = prod
+        todo += [i for k, i in enumerate(prod.inputs) if i >= 0 and cv.static(prod, k) is None]
+    if len(slices) != 1 or not ops or any(len(o.outputs) != 1 for o in ops.values()):
+        return None
+    inside = ({o.outputs[0] for o in ops.values()} | {slices[0].outputs[0]}) - {tensor}
+    for o in cv.model.operators:
+        if o.index not in ops and any(i in inside for i in o.inputs):
+            return None  # a value of the chain read outside it
+    if any(t in cv.model.outputs for t in inside) or sum(tensor in o.inputs for o in cv.model.operators) != 1:
+        return None
+    return slices[0], [ops[k] for k in sorted(ops)]
+
+
+def _time_distributed(cv: Converter, op: OperatorInfo) -> bool:
+    """A PACK of N per-step chains, each taking step t of one tensor along the PACK's axis
+    (a STRIDED_SLICE that shrinks that axis) through the same operators with the same
+    constants (Keras' TimeDistributed as TensorFlow's converter unrolls it): the chain once,
+    on the whole tensor (fully connected layers as a matmul over its rows). Says whether it
+    emitted it."""
+    rank = len(cv.tensor(op, 0).shape)
+    axis = cv.axis(op, _opt(op.options(_fb.PackOptions), "Axis", 0), rank + 1)
+    cones = [_step_cone(cv, t) for t in op.inputs]
+    if len(cones) < 2 or any(c is None for c in cones):
+        return False
+    src = cones[0][0].inputs[0]  # type: ignore[index]
+    src_shape = [int(d) for d in cv.model.tensors[src].shape]
+    if len(src_shape) != rank + 1 or axis >= rank or src_shape[axis] != len(op.inputs):
+        return False
+    index = np.arange(int(np.prod(src_shape)), dtype=np.int64).reshape(src_shape)
+    wiring: list[dict[int, int]] = []
+    for t, cone in enumerate(cones):
+        sl, chain = cone  # type: ignore[misc]
+        if sl.inputs[0] != src:
+            return False
+        params = [cv.static(sl, k) for k in (1, 2, 3)]
+        if any(p is None for p in params):
+            return False
+        try:
+            (taken,) = _fold_movement(cv, sl, [index, *params])
+        except Exception:  # noqa: BLE001 - not a step of the tensor
+            return False
+        if not np.array_equal(taken, np.take(index, t, axis=axis)):
+            return False
+        first = cones[0][1]  # type: ignore[index]
+        if len(chain) != len(first):
+            return False
+        # The same operators on positionally matching values.
+        names = {sl.outputs[0]: cones[0][0].outputs[0]}  # type: ignore[index]
+        for mine, ref in zip(chain, first):
+            if _step_signature(cv, mine) != _step_signature(cv, ref) or len(mine.inputs) != len(ref.inputs):
+                return False
+            for k, (a, b) in enumerate(zip(mine.inputs, ref.inputs)):
+                if cv.static(mine, k) is None and names.get(a) != b:
+                    return False
+            names[mine.outputs[0]] = ref.outputs[0]
+        if names.get(op.inputs[t]) != op.inputs[0]:
+            return False
+        wiring.append(names)
+    # Emit the first chain on the whole tensor: its values gain the step axis at `axis`.
+    b = cv.builder
+    sl0, chain0 = cones[0]  # type: ignore[misc]
+    values: dict[int, Any] = {sl0.outputs[0]: cv.operand(sl0, 0)}
+
+    def arg(o: OperatorInfo, k: int) -> Any:
+        return values[o.inputs[k]] if o.inputs[k] in values else cv.operand(o, k)
+
+    for o in chain0:
+        label = cv.label(o) + "/steps"
+        if o.name == "FULLY_CONNECTED":
+            w = cv.static(o, 1)
+            assert w is not None
+            y = b.matmul(arg(o, 0), b.constant({"data_type": cv.float_type, "shape": [int(w.shape[1]), int(w.shape[0])]},
+                                               np.ascontiguousarray(w.T).astype(cv._np_float)), label=label)
+            if len(o.inputs) > 2 and o.inputs[2] >= 0:
+                y = b.add(y, cv.operand(o, 2), label=label + "/bias")
+            y = _activation(cv, o, y, _opt(o.options(_fb.FullyConnectedOptions), "FusedActivationFunction", ACT_NONE))
+        elif o.name in _PER_STEP_UNARY:
+            y = getattr(b, _PER_STEP_UNARY[o.name])(arg(o, 0), label=label)
+        elif o.name in _PER_STEP_BINARY:
+            method, opts = _PER_STEP_BINARY[o.name]
+            y = getattr(b, method)(arg(o, 0), arg(o, 1), label=label)
+            y = _activation(cv, o, y, _opt(o.options(opts), "FusedActivationFunction", ACT_NONE))
+        elif o.name == "SOFTMAX":
+            x = arg(o, 0)
+            beta = float(_opt(o.options(_fb.SoftmaxOptions), "Beta", 1.0))
+            if beta != 1.0:
+                x = b.mul(x, cv.scalar_constant(beta, cv.float_type), label=label + "/beta")
+            y = b.softmax(x, len(x.shape) - 1, label=label)
+        else:  # GELU
+            if _opt(o.options(_fb.GeluOptions), "Approximate", False):
+                return False
+            y = b.gelu(arg(o, 0), label=label)
+        values[o.outputs[0]] = y
+    out = values[op.inputs[0]]
+    if list(out.shape) != cv.out_shape(op, 0, lambda: list(out.shape)):
+        return False
+    cv.set_output(op, out)
+    return True
+
+
+@handles("PACK", webnn="reshape + concat (folded at load time when static); a PACK of the steps of an unrolled "
+                       "TimeDistributed: the step's operators once, on every step")
 def _pack(cv: Converter, op: OperatorInfo) -> None:
+    if _time_distributed(cv, op):
+        return
     rank = len(cv.tensor(op, 0).shape)
     axis = cv.axis(op, _opt(op.options(_fb.PackOptions), "Axis", 0), rank + 1)
     shape = list(cv.tensor(op, 0).shape)
