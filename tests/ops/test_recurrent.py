@@ -190,15 +190,8 @@ GRU_CASES = list(itertools.product(["forward", "backward", "both"], [True, False
 ACT_PAIRS = [("sigmoid", "tanh"), ("tanh", "relu"), ("sigmoid", "sigmoid"), ("relu", "tanh")]
 
 
-@pytest.fixture(params=["sequence", "steps"])
-def path(request, monkeypatch):
-    """Each recurrent kernel path: one ``sequence`` launch, or a kernel per step."""
-    monkeypatch.setenv("WEBNN_GPU_FORCE_RECURRENT", request.param)
-    return request.param
-
-
 @pytest.mark.parametrize("direction, reset_after, layout", GRU_CASES)
-def test_gru_options(ctx, rng, direction, reset_after, layout, path):
+def test_gru_options(ctx, rng, direction, reset_after, layout):
     steps, batch, isz, hidden = 3, 2, 3, 4
     nd = 2 if direction == "both" else 1
     case = GRU_CASES.index((direction, reset_after, layout))
@@ -280,7 +273,7 @@ ACT_TRIPLES = [("sigmoid", "tanh", "tanh"), ("relu", "tanh", "sigmoid"), ("tanh"
 
 @pytest.mark.parametrize("steps", [3, 1])  # one step: the single lstm_cell kernel
 @pytest.mark.parametrize("direction, layout", LSTM_CASES)
-def test_lstm_options(ctx, rng, direction, layout, steps, path):
+def test_lstm_options(ctx, rng, direction, layout, steps):
     batch, isz, hidden = 2, 3, 4
     nd = 2 if direction == "both" else 1
     case = LSTM_CASES.index((direction, layout))
@@ -364,6 +357,18 @@ def test_lstm_cell(ctx, rng, dt, layout, acts, full):
     _check(out["c"], c, dt)
 
 
+@pytest.mark.parametrize("case", [0, 4, 9])
+def test_per_step_kernels(ctx, rng, monkeypatch, case):
+    """The per-step kernels (forced; the default for large recurrent products) on cases of
+    test_gru_options and test_lstm_options (which take the sequence kernel)."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_RECURRENT", "steps")
+    if case < 6:
+        direction, layout = LSTM_CASES[case]
+        test_lstm_options(ctx, rng, direction, layout, 3)
+    else:
+        test_gru_options(ctx, rng, *GRU_CASES[case])
+
+
 def test_longer_sequences_share_one_step_pipeline(ctx, rng, monkeypatch):
     monkeypatch.setenv("WEBNN_GPU_FORCE_RECURRENT", "steps")
     steps, batch, isz, hidden = 24, 3, 8, 16
@@ -427,8 +432,8 @@ def test_gru_as_plain_rnn(ctx, rng, act, r_bias, direction):
 
 
 @pytest.mark.parametrize("op, direction, dt, hidden", [
-    ("lstm", "both", "float32", 8), ("lstm", "forward", "float16", 8), ("lstm", "backward", "float32", 6),
-    ("gru", "both", "float32", 12), ("gru", "forward", "float16", 4), ("gru", "backward", "float32", 5)])
+    ("lstm", "both", "float32", 8), ("lstm", "backward", "float32", 6), ("gru", "forward", "float16", 4),
+    ("gru", "both", "float32", 5)])
 def test_sequence_kernel_constant_weights(ctx, rng, op, direction, dt, hidden):
     """Constant weights (what models load): the projection as a gemm (float32) or the project
     kernel (float16), then the sequence kernel reading the transposed recurrent weight as
