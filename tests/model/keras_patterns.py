@@ -134,8 +134,8 @@ def tensor_list_loop():
     return m.finish(), [_f32(rng, 3, 4)]
 
 
-def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool = False, buffer: bool = True
-                   ) -> tuple[bytes, list[np.ndarray]]:
+def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool = False, buffer: bool = True,
+                   reverse: bool = False) -> tuple[bytes, list[np.ndarray]]:
     """A Keras 3 LSTM or GRU layer as TensorFlow's converter writes it: a time-major
     sequence, a WHILE with two counters, a body of fully connected layers, a gate split
     and the activations, and a buffer written per step (LSTM: the whole sequence through
@@ -143,7 +143,9 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     state and a non-zero constant cell state. ``near_miss``: the GRU's candidate uses RELU
     (not a WebNN gru with tanh): the loop must be unrolled instead. ``cond_reads_state``: the
     condition also tests the hidden state (``sum(h) > -1e9``), so the trip count is not static.
-    ``buffer=False`` (LSTM): no buffer, the loop variables are the counters, the states and
+    ``reverse`` (LSTM): the backward layer of a Keras Bidirectional: the loop reads the
+    sequence reversed along time (REVERSE_V2), its buffer is reversed back (through a RESHAPE
+    that adds a dimension of size 1). ``buffer=False`` (LSTM): no buffer, the loop variables are the counters, the states and
     the sequence (a Keras layer with ``return_state`` and no sequence), the model's outputs the
     final h and c. ``cell`` ``"tanh"``, ``"relu"`` or ``"relu6"``: a Keras SimpleRNN with that activation
     (a fully connected layer of the hidden state without bias, one of the step's input with
@@ -156,6 +158,8 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     m = ModelMaker()
     x = m.input([batch, steps, features])
     seq = m.op("TRANSPOSE", [x, m.const(np.int32([1, 0, 2]))], [steps, batch, features])
+    if reverse:
+        seq = m.op("REVERSE_V2", [seq, m.const(np.int32([0]))], [steps, batch, features])
     state = [batch, units]
     buf_shape = [steps, batch, units] if cell == "lstm" else [1, batch, units]
     if cell == "lstm":
@@ -251,7 +255,11 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     outs = m.op("WHILE", loop_vars, shapes, options=dict(condSubgraphIndex=cond, bodySubgraphIndex=body),
                 outputs=len(shapes))
     m.tensors[outs[0]].type = m.tensors[outs[1]].type = INT32
-    m.output(outs[2], outs[3])
+    if reverse:
+        wide = m.op("RESHAPE", [outs[2], m.const(np.int32([1, steps, batch, units]))], [1, steps, batch, units])
+        m.output(m.op("REVERSE_V2", [wide, m.const(np.int32([1]))], [1, steps, batch, units]), outs[3])
+    else:
+        m.output(outs[2], outs[3])
     inputs = [_f32(rng, batch, steps, features)] + ([_f32(rng, *state)] if cell == "lstm" else [])
     return m.finish(), inputs
 
@@ -259,6 +267,11 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
 @case
 def lstm_loop():
     return recurrent_loop("lstm")
+
+
+@case
+def lstm_loop_backward():
+    return recurrent_loop("lstm", reverse=True)
 
 
 @case

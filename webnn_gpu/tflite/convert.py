@@ -73,6 +73,10 @@ class Converter:
         self._shapes: dict[int, tuple[int, ...]] = {}
         # Operators an earlier handler already computed as part of its pattern (their indices).
         self.claimed: set[int] = set()
+        # Tensors the loader computed as the reversal along one axis of an operand it also has
+        # (a backward recurrent layer's buffer): tensor -> (that operand, the axis); a
+        # REVERSE_V2 of them (through reshapes) is the operand itself.
+        self.reversed_of: dict[int, tuple[Any, int]] = {}
 
     # -- naming and errors
     def label(self, op: OperatorInfo) -> str:

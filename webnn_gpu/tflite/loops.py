@@ -254,7 +254,7 @@ _PLAIN_OPS = {"TANH": "tanh", "RELU": "relu", "LOGISTIC": "sigmoid"}
 
 
 def plain_rnn(cv: Converter, x: Any, w: np.ndarray, r: np.ndarray, bias: np.ndarray, steps: int, hidden: int,
-              act: str, h0: Any, label: str) -> tuple[Any, Any]:
+              act: str, h0: Any, label: str, direction: str = "forward") -> tuple[Any, Any]:
     """``h = act(x W' + h R' + bias)`` over a time-major ``x`` ``[steps, batch, input]`` as
     WebNN's ``gru`` (returns its final state ``[1, batch, hidden]`` and sequence ``[steps, 1,
     batch, hidden]``): update and reset rows of zeros, a ``relu`` gate activation and gate
@@ -272,7 +272,8 @@ def plain_rnn(cv: Converter, x: Any, w: np.ndarray, r: np.ndarray, bias: np.ndar
     gr = np.concatenate([np.zeros((2 * hidden, hidden)), r])[None]
     gb = np.concatenate([np.zeros(hidden), np.ones(hidden), bias])[None]
     h_t, seq = b.gru(x, const(gw), const(gr), steps, hidden, bias=const(gb), initial_hidden_state=h0,
-                     reset_after=True, return_sequence=True, layout="zrn", activations=["relu", act], label=label)
+                     reset_after=True, return_sequence=True, direction=direction, layout="zrn",
+                     activations=["relu", act], label=label)
     return h_t, seq
 
 
@@ -299,18 +300,26 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gate
         return b.reshape(operand(k), [1, batch, hidden], label=f"{label}/initial{k}")
 
     x = operand(seq_var)
+    # A loop over the time reversal of a sequence (Keras' backward layer of a Bidirectional)
+    # is the operator's backward direction over the sequence itself: its buffer, indexed by
+    # loop step, is the operator's sequence output reversed.
+    unreversed = _time_reversal_of(cv, op.inputs[seq_var])
+    direction = "forward"
+    if unreversed is not None:
+        x, direction = unreversed, "backward"
     weight, recurrent = const(w[None]), const(r[None])
     c_t = None
     if gates == 1:
-        h_t, seq = plain_rnn(cv, x, w, r, w_bias, steps, hidden, act, initial(h_var), label + "/rnn")
+        h_t, seq = plain_rnn(cv, x, w, r, w_bias, steps, hidden, act, initial(h_var), label + "/rnn",
+                             direction=direction)
     elif gates == 4:
         h_t, c_t, seq = b.lstm(x, weight, recurrent, steps, hidden, bias=const(w_bias[None]),
                                initial_hidden_state=initial(h_var), initial_cell_state=initial(c_var),
-                               return_sequence=True, layout="ifgo", label=label + "/lstm")
+                               return_sequence=True, direction=direction, layout="ifgo", label=label + "/lstm")
     else:
         h_t, seq = b.gru(x, weight, recurrent, steps, hidden, bias=const(w_bias[None]),
                          recurrent_bias=const(r_bias[None]), initial_hidden_state=initial(h_var), reset_after=True,
-                         return_sequence=True, layout="zrn", label=label + "/gru")
+                         return_sequence=True, direction=direction, layout="zrn", label=label + "/gru")
 
     for k, value in final_counters.items():
         cv.set_entry(op, np.asarray(value), k)
@@ -321,4 +330,21 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gate
         cv.set_output(op, b.reshape(c_t, [batch, hidden], label=f"{label}/c"), c_var)
     if buf_var is not None:
         buf_shape = [int(d) for d in entries[buf_var].shape]
-        cv.set_output(op, b.reshape(seq if whole_sequence else h_t, buf_shape, label=f"{label}/buffer"), buf_var)
+        buf = b.reshape(seq if whole_sequence else h_t, buf_shape, label=f"{label}/buffer")
+        if whole_sequence and direction == "backward":
+            cv.reversed_of[op.outputs[buf_var]] = (buf, 0)
+            buf = b.reverse(buf, axes=[0], label=f"{label}/steps")
+        cv.set_output(op, buf, buf_var)
+
+
+def _time_reversal_of(cv: Converter, tensor: int) -> Any | None:
+    """The operand of the sequence that ``tensor`` (a loop's time-major sequence) reverses
+    along time (a REVERSE_V2 of axis 0), or None."""
+    prod = cv.producer(tensor)
+    if prod is None or prod.name != "REVERSE_V2":
+        return None
+    axes = cv.static(prod, 1)
+    rank = len(cv.tensor(prod, 0).shape)
+    if axes is None or sorted({int(a) % rank for a in axes.reshape(-1)}) != [0]:
+        return None
+    return cv.operand(prod, 0)

@@ -1449,10 +1449,40 @@ def _local_response_normalization(cv: Converter, op: OperatorInfo) -> None:
 # ----------------------------------------------------------------------------- data movement
 
 
-@handles("REVERSE_V2", webnn="reverse(axes=)")
+def _reversal_source(cv: Converter, tensor: int, axes: list[int]) -> Any | None:
+    """The operand whose reversal along ``axes`` ``tensor`` is (so that reversing ``tensor``
+    along them gives it back), through RESHAPEs that only add or drop dimensions of size 1;
+    None when the loader knows of none (:attr:`Converter.reversed_of`)."""
+    if len(axes) != 1:
+        return None
+    axis = axes[0]
+    for _ in range(8):
+        if tensor in cv.reversed_of:
+            src, along = cv.reversed_of[tensor]
+            return src if along == axis else None
+        prod = cv.producer(tensor)
+        if prod is None or prod.name != "RESHAPE":
+            return None
+        shape_out = [int(d) for d in cv.model.tensors[tensor].shape] if tensor not in cv._shapes else \
+            list(cv._shapes[tensor])
+        shape_in = [int(d) for d in cv.tensor(prod, 0).shape]
+        kept_out = [i for i, d in enumerate(shape_out) if d != 1]
+        kept_in = [i for i, d in enumerate(shape_in) if d != 1]
+        if [shape_out[i] for i in kept_out] != [shape_in[i] for i in kept_in] or axis not in kept_out:
+            return None
+        axis = kept_in[kept_out.index(axis)]
+        tensor = prod.inputs[0]
+    return None
+
+
+@handles("REVERSE_V2", webnn="reverse(axes=) (a reversal of a backward recurrent layer's reversed buffer: a view)")
 def _reverse_v2(cv: Converter, op: OperatorInfo) -> None:
     rank = len(cv.tensor(op, 0).shape)
     axes = sorted({cv.axis(op, int(a), rank) for a in cv.value(op, 1).reshape(-1)})
+    src = _reversal_source(cv, op.inputs[0], axes)
+    if src is not None:
+        cv.set_output(op, cv.builder.reshape(src, [int(d) for d in cv.tensor(op, 0).shape], label=cv.label(op)))
+        return
     cv.set_output(op, cv.builder.reverse(cv.operand(op, 0), axes=axes, label=cv.label(op)))
 
 
