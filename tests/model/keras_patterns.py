@@ -405,6 +405,26 @@ for _kind in ("heads", "both", "rows"):
     KERAS_CASES[f"einsum_dense_{_kind}"] = lambda kind=_kind: einsum_dense(kind)
 
 
+def heads_projection(perm: tuple[int, ...]) -> tuple[bytes, list[np.ndarray]]:
+    """MultiHeadAttention's query/value projection as TensorFlow's converter writes it:
+    FULLY_CONNECTED (keep_num_dims, no bias) of x [2, 5, 6] to 12 units, RESHAPE [2, 5, 3, 4],
+    ADD of the [3, 4] bias, TRANSPOSE ``perm`` ([0, 2, 1, 3]: heads first; [0, 2, 3, 1], the
+    key's, a near miss)."""
+    rng = np.random.default_rng(53)
+    m = ModelMaker()
+    x = m.input([2, 5, 6])
+    fc = m.op("FULLY_CONNECTED", [x, m.const(_f32(rng, 12, 6)), -1], [2, 5, 12], options=dict(keepNumDims=True))
+    heads = m.op("RESHAPE", [fc, m.const(np.int32([-1, 5, 3, 4]))], [2, 5, 3, 4])
+    biased = m.op("ADD", [heads, m.const(_f32(rng, 3, 4))], [2, 5, 3, 4])
+    shape = [[2, 5, 3, 4][p] for p in perm]
+    m.output(m.op("TRANSPOSE", [biased, m.const(np.int32(perm))], shape))
+    return m.finish(), [_f32(rng, 2, 5, 6)]
+
+
+KERAS_CASES["heads_projection"] = lambda: heads_projection((0, 2, 1, 3))
+KERAS_CASES["heads_projection_key"] = lambda: heads_projection((0, 2, 3, 1))
+
+
 def dense_on_rows(kind: str) -> tuple[bytes, list[np.ndarray]]:
     """Keras' Dense on a sequence as TensorFlow's converter writes it: RESHAPE [2, 5, 6] ->
     [10, 6], FULLY_CONNECTED without bias, RESHAPE back to [2, 5, 16], ADD of the bias, GELU;

@@ -183,6 +183,18 @@ def test_einsum_dense_bias_joins_the_gemm(kind, folded, ctx):
     assert (kernels == 1) if folded else (kernels == 2), kernels
 
 
+@pytest.mark.parametrize("case, kernels", [("heads_projection", ["matmul/small.wgsl"]),
+                                           ("heads_projection_key", ["matmul/small.wgsl", "layout/remap.wgsl"])])
+def test_heads_projection_is_one_batched_matmul(case, kernels, ctx):
+    """A query/value projection split into heads and transposed heads-first is one matmul
+    writing that layout (its bias the epilogue); the key's transpose (a near miss) stays a
+    kernel after the gemm (both agree with LiteRT in test_keras_patterns_match_litert)."""
+    data, _ = KERAS_CASES[case]()
+    graph = webnn.load(data, ctx).graph
+    got = [s.template for s in graph._steps if hasattr(s, "template")]
+    assert [t.replace("tile.wgsl", "small.wgsl") for t in got] == kernels, got
+
+
 @pytest.mark.parametrize("kind, kernels", [("rows", 2), ("regroup", 3)])
 def test_dense_on_rows_is_a_matmul_with_its_epilogue(kind, kernels, ctx):
     """A FULLY_CONNECTED between a flattening and an unflattening RESHAPE (or with

@@ -661,6 +661,9 @@ def _fully_connected(cv: Converter, op: OperatorInfo) -> None:
             cv.set_output(after[2], y)
             cv.claimed.add(after[2].index)
         return
+    if after is not None and weights is not None and weights.dtype.kind == "f" and \
+            _heads_first(cv, op, x, x_shape, weights, after):
+        return
     if list(x_shape) != [rows, depth]:
         x = cv.builder.reshape(x, [rows, depth], label=label + "/flatten")
     if after is not None:
@@ -683,6 +686,45 @@ def _fully_connected(cv: Converter, op: OperatorInfo) -> None:
     HANDLERS["RESHAPE"](cv, reshape)
     cv.set_output(add, cv.operand(add, 0 if add.inputs[0] == reshape.outputs[0] else 1))
     cv.claimed.update((reshape.index, add.index))
+
+
+def _heads_first(cv: Converter, op: OperatorInfo, x: Any, x_shape: Any, weights: np.ndarray,
+                 after: tuple[np.ndarray, OperatorInfo, OperatorInfo]) -> bool:
+    """Keras' MultiHeadAttention projection of a query or value: FULLY_CONNECTED over
+    ``x`` [B, S, D], RESHAPE to [B, S, H, dh], ADD of the bias, TRANSPOSE to [B, H, S, dh],
+    each the sole reader of the one before. Emitted as one batched matmul of ``x`` viewed as
+    [B, 1, S, D] with the weights per head [1, H, D, dh], plus the bias [H, 1, dh]: the heads
+    come out in the transposed layout, without a transpose kernel. Says whether it did."""
+    bias, reshape, add = after
+    transpose = cv.sole_consumer(add.outputs[0])
+    if transpose is None or transpose.name != "TRANSPOSE" or transpose.inputs[0] != add.outputs[0] or \
+            _opt(add.options(_fb.AddOptions), "FusedActivationFunction", ACT_NONE) != ACT_NONE:
+        return False
+    perm = cv.static(transpose, 1)
+    heads_shape = [int(d) for d in cv.out_tensor(reshape, 0).shape]
+    units, depth = weights.shape
+    if perm is None or [int(p) for p in perm.reshape(-1)] != [0, 2, 1, 3] or len(x_shape) != 3 or \
+            len(heads_shape) != 4 or heads_shape[:2] != [int(d) for d in x_shape[:2]] or \
+            heads_shape[2] * heads_shape[3] != units or int(x_shape[2]) != depth:
+        return False
+    b, label = cv.builder, cv.label(op)
+    batch, seq = int(x_shape[0]), int(x_shape[1])
+    heads, dh = heads_shape[2], heads_shape[3]
+    w = np.ascontiguousarray(weights.astype(np.float64).T.reshape(depth, heads, dh).transpose(1, 0, 2)[None])
+    y = b.matmul(b.reshape(x, [batch, 1, seq, depth], label=label + "/rows"),
+                 b.constant({"data_type": cv.float_type, "shape": list(w.shape)}, w.astype(cv._np_float)),
+                 label=label)
+    y = b.add(y, cv.constant_like(op, 2, bias.reshape(heads, 1, dh)), label=label + "/bias")
+    # The pattern's own tensors (read inside it alone) as views of the result (their values
+    # are right; nothing reads them, so they cost nothing).
+    per_row = b.transpose(y, permutation=[0, 2, 1, 3], label=label + "/rows_first")
+    cv.set_output(op, b.reshape(per_row, [int(d) for d in cv.out_tensor(op, 0).shape] if
+                                not cv.out_tensor(op, 0).is_dynamic else [batch, seq, units], label=label + "/fc"))
+    cv.set_output(reshape, per_row)
+    cv.set_output(add, per_row)
+    cv.set_output(transpose, y)
+    cv.claimed.update((reshape.index, add.index, transpose.index))
+    return True
 
 
 def _rows_of(cv: Converter, op: OperatorInfo, x_shape: Any, depth: int, units: int,
