@@ -507,7 +507,7 @@ def lower_recurrent(node, lc) -> None:
     ins = [("x", vx), ("w", vw)] + ([("bias", vb)] if vb is not None else []) + \
         ([("rbias", vrb)] if vrb is not None else [])
     lc.kernel("recurrent/project.wgsl", ins, [("proj", proj)], nd * steps * batch * gh,
-              has_bias=vb is not None, has_rbias=vrb is not None, fold_limit=fold_limit, **common)
+              has_bias=vb is not None, has_rbias=vrb is not None, fold_limit=fold_limit, vec=False, **common)
 
     n_state = 2 if is_lstm else 1
     states = [lc.temp("float32", (n_state, nd, batch, hidden)) for _ in range(2)]
@@ -678,8 +678,12 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
     proj = _project_gemm(lc, vx, vw, vb, vrb, fold_limit, common)
     if proj is None:
         proj = lc.temp("float32", (nd, common["T"], batch, gh))
-        lc.kernel("recurrent/project.wgsl", ins, [("proj", proj)], nd * common["T"] * batch * gh,
-                  has_bias=vb is not None, has_rbias=vrb is not None, fold_limit=fold_limit, **common)
+        w_t = _transposed(vw) if gh % 4 == 0 else None
+        if w_t is not None:  # constant weights (float16 graphs): four gate rows per invocation
+            ins[1] = ("w", Value("float32", w_t.shape, "constant", data=_host(w_t).reshape(-1).astype(np.float32)))
+        lc.kernel("recurrent/project.wgsl", ins, [("proj", proj)], nd * common["T"] * batch * gh // (4 if w_t else 1),
+                  has_bias=vb is not None, has_rbias=vrb is not None, fold_limit=fold_limit, vec=w_t is not None,
+                  **common)
     seq_ins[0] = ("proj", proj)
     lanes = hidden // 4 if vec else hidden
     wg = min(256, -(-lanes // 8) * 8)
