@@ -701,8 +701,14 @@ def _heads_first(cv: Converter, op: OperatorInfo, x: Any, x_shape: Any, weights:
             _opt(add.options(_fb.AddOptions), "FusedActivationFunction", ACT_NONE) != ACT_NONE:
         return False
     perm = cv.static(transpose, 1)
-    heads_shape = [int(d) for d in cv.out_tensor(reshape, 0).shape]
     units, depth = weights.shape
+    target = cv.static(reshape, 1) if len(reshape.inputs) > 1 else None
+    if target is None or target.dtype.kind not in "iu":
+        return False
+    heads_shape = [int(d) for d in target.reshape(-1)]
+    known = int(np.prod([d for d in heads_shape if d != -1], dtype=np.int64))
+    if heads_shape.count(-1) == 1 and known > 0:  # (the batch a Keras model leaves open)
+        heads_shape[heads_shape.index(-1)] = int(np.prod([int(d) for d in x_shape[:-1]], dtype=np.int64)) * units // known
     if perm is None or [int(p) for p in perm.reshape(-1)] != [0, 2, 1, 3] or len(x_shape) != 3 or \
             len(heads_shape) != 4 or heads_shape[:2] != [int(d) for d in x_shape[:2]] or \
             heads_shape[2] * heads_shape[3] != units or int(x_shape[2]) != depth:
