@@ -8,12 +8,15 @@ https://www.w3.org/TR/webnn/#api-mlgraphbuilder-softmax-method
 Instance and layer normalization are one algorithm: ``norm/moments.wgsl`` computes the mean
 and variance of each group of reduced values (two passes: the mean, then the mean squared
 deviation), then ``norm/normalize.wgsl`` writes ``(x - mean) / sqrt(variance + epsilon) *
-scale + bias`` per element. Batch normalization is the second kernel alone, with the given
-mean and variance. Softmax is one kernel (``norm/softmax.wgsl``): per line the maximum, the
-sum of exponentials, then the outputs. float16 computes in f32 and rounds once; epsilon is
-first rounded to the input's data type, as the spec casts it. ``normalize.wgsl`` applies the
-fused epilogue of ``node.attrs["epilogue"]`` (:mod:`webnn_gpu.ops._epilogue`) to each value
-it stores.
+scale + bias`` per element. A layer normalization of rows up to ``ROW_KERNEL_MAX`` values
+whose scale and bias run along the normalized axes is one kernel (``norm/layer_norm.wgsl``:
+the statistics and the outputs of a row by one invocation, or by one workgroup for few long
+rows). Batch normalization is ``normalize.wgsl`` alone, with the given mean and variance.
+Softmax is one kernel (``norm/softmax.wgsl``): per line the maximum, the sum of
+exponentials, then the outputs. float16 computes in f32 and rounds once; epsilon is first
+rounded to the input's data type, as the spec casts it. ``normalize.wgsl`` and
+``layer_norm.wgsl`` apply the fused epilogue of ``node.attrs["epilogue"]``
+(:mod:`webnn_gpu.ops._epilogue`) to each value they store.
 """
 
 from __future__ import annotations

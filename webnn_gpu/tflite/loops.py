@@ -1,10 +1,15 @@
 """Map a ``WHILE`` loop that is a recurrent layer onto WebNN's ``lstm`` / ``gru``.
 
-TensorFlow's converter writes a Keras 3 ``LSTM`` or ``GRU`` layer as a ``WHILE`` loop
-whose body computes one time step from fully connected layers, a split into gates and
-the gate activations, and writes the new state into a buffer (the layer's output
-sequence, or its last state). Unrolled, that is ten or more kernels per time step; as one
-``lstm`` / ``gru`` operator it is one kernel per step.
+TensorFlow's converter writes a Keras 3 ``LSTM``, ``GRU`` or ``SimpleRNN`` layer as a
+``WHILE`` loop whose body computes one time step from fully connected layers, a split into
+gates and the gate activations, and writes the new state into a buffer (the layer's output
+sequence, or its last state; no buffer for a layer that returns its states alone).
+Unrolled, that is ten or more kernels per time step; as one ``lstm`` / ``gru`` operator it
+is two kernels for every step (``ops.recurrent``). A ``SimpleRNN`` becomes a ``gru`` in
+plain-RNN form (:func:`plain_rnn`), its activation the ``TANH``, ``RELU`` or ``LOGISTIC``
+that writes the new state. A loop over the time reversal of a sequence (``REVERSE_V2`` of
+axis 0: Keras' backward layer of a ``Bidirectional``) is the operator's backward direction
+over the sequence itself, and the reversal of its buffer back is a view.
 
 :func:`map_recurrent_loop` reads the candidate's parameters from the body (the fully
 connected layer fed by the sequence and the one fed by the hidden state, their biases),
