@@ -1042,17 +1042,19 @@ def _time_distributed(cv: Converter, op: OperatorInfo) -> bool:
     emitted it."""
     rank = len(cv.tensor(op, 0).shape)
     axis = cv.axis(op, _opt(op.options(_fb.PackOptions), "Axis", 0), rank + 1)
-    cones = [_step_cone(cv, t) for t in op.inputs]
-    if len(cones) < 2 or any(c is None for c in cones):
+    found = [_step_cone(cv, t) for t in op.inputs]
+    cones = [c for c in found if c is not None]
+    if len(cones) < 2 or len(cones) != len(found):
         return False
-    src = cones[0][0].inputs[0]  # type: ignore[index]
+    (sl0, chain0), first = cones[0], cones[0][1]
+    src = sl0.inputs[0]
     src_shape = [int(d) for d in cv.model.tensors[src].shape]
     if len(src_shape) != rank + 1 or axis >= rank or src_shape[axis] != len(op.inputs):
         return False
     index = np.arange(int(np.prod(src_shape)), dtype=np.int64).reshape(src_shape)
     wiring: list[dict[int, int]] = []
     for t, cone in enumerate(cones):
-        sl, chain = cone  # type: ignore[misc]
+        sl, chain = cone
         if sl.inputs[0] != src:
             return False
         params = [cv.static(sl, k) for k in (1, 2, 3)]
@@ -1064,11 +1066,10 @@ def _time_distributed(cv: Converter, op: OperatorInfo) -> bool:
             return False
         if not np.array_equal(taken, np.take(index, t, axis=axis)):
             return False
-        first = cones[0][1]  # type: ignore[index]
         if len(chain) != len(first):
             return False
         # The same operators on positionally matching values.
-        names = {sl.outputs[0]: cones[0][0].outputs[0]}  # type: ignore[index]
+        names = {sl.outputs[0]: sl0.outputs[0]}
         for mine, ref in zip(chain, first):
             if _step_signature(cv, mine) != _step_signature(cv, ref) or len(mine.inputs) != len(ref.inputs):
                 return False
@@ -1081,7 +1082,6 @@ def _time_distributed(cv: Converter, op: OperatorInfo) -> bool:
         wiring.append(names)
     # Emit the first chain on the whole tensor: its values gain the step axis at `axis`.
     b = cv.builder
-    sl0, chain0 = cones[0]  # type: ignore[misc]
     values: dict[int, Any] = {sl0.outputs[0]: cv.operand(sl0, 0)}
 
     def arg(o: OperatorInfo, k: int) -> Any:
