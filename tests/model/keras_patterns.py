@@ -343,7 +343,8 @@ def dilated_conv(kind: str) -> tuple[bytes, list[np.ndarray]]:
 
     ``depthwise``: 2x2 blocks around a 3x3 depthwise convolution (multiplier 2, RELU6),
     paddings and crops that differ; ``conv1d``: a dilated Conv1D (block 3, EXPAND_DIMS,
-    a 1x5 CONV_2D with bias, RESHAPE); ``same``: a near miss (SAME padding inside), computed
+    a 1x5 CONV_2D with bias, RESHAPE; ``conv1d_bias_after``: and an ADD of a per-channel
+    bias with a fused RELU after BATCH_TO_SPACE_ND); ``same``: a near miss (SAME padding inside), computed
     by the operators one by one.
     """
     rng = np.random.default_rng(47)
@@ -357,7 +358,7 @@ def dilated_conv(kind: str) -> tuple[bytes, list[np.ndarray]]:
         out = m.op("BATCH_TO_SPACE_ND", [conv, m.const(np.int32([2, 2])), m.const(np.int32([[0, 1], [0, 0]]))],
                    [1, 9, 10, 8])
         inputs = [_f32(rng, 1, 9, 10, 4, scale=3.0)]
-    elif kind == "conv1d":
+    elif kind in ("conv1d", "conv1d_bias_after"):
         x = m.input([1, 12, 3])
         s2b = m.op("SPACE_TO_BATCH_ND", [x, m.const(np.int32([3])), m.const(np.int32([[3, 3]]))], [3, 6, 3])
         grown = m.op("EXPAND_DIMS", [s2b, m.const(np.int32(1))], [3, 1, 6, 3])
@@ -365,6 +366,8 @@ def dilated_conv(kind: str) -> tuple[bytes, list[np.ndarray]]:
                     options=dict(padding=schema.Padding.VALID, **_UNIT))
         flat = m.op("RESHAPE", [conv, m.const(np.int32([3, 4, 5]))], [3, 4, 5])
         out = m.op("BATCH_TO_SPACE_ND", [flat, m.const(np.int32([3])), m.const(np.int32([[0, 0]]))], [1, 12, 5])
+        if kind == "conv1d_bias_after":  # Keras' dilated Conv1D: the bias (and activation) after the block
+            out = m.op("ADD", [out, m.const(_f32(rng, 5))], [1, 12, 5], options=dict(fusedActivationFunction=1))
         inputs = [_f32(rng, 1, 12, 3)]
     else:
         x = m.input([1, 8, 8, 2])
@@ -379,7 +382,7 @@ def dilated_conv(kind: str) -> tuple[bytes, list[np.ndarray]]:
     return m.finish(), inputs
 
 
-for _kind in ("depthwise", "conv1d", "same"):
+for _kind in ("depthwise", "conv1d", "conv1d_bias_after", "same"):
     KERAS_CASES[f"dilated_conv_{_kind}"] = lambda kind=_kind: dilated_conv(kind)
 
 

@@ -112,10 +112,12 @@ def test_keras3_layer_norm_is_one_kernel(case, ctx):
     assert webnn.load(data, ctx).graph.kernel_count == 1
 
 
-@pytest.mark.parametrize("kind, fused", [("depthwise", True), ("conv1d", True), ("same", False)])
+@pytest.mark.parametrize("kind, fused", [("depthwise", True), ("conv1d", True), ("conv1d_bias_after", True),
+                                         ("same", False)])
 def test_dilated_convolutions_are_one_conv2d(kind, fused, ctx):
     """SPACE_TO_BATCH_ND + VALID convolution + BATCH_TO_SPACE_ND is one dilated conv2d
-    (one kernel); with SAME padding inside it is not (the block operators stay)."""
+    (one kernel), a bias ADD after it included; with SAME padding inside it is not (the
+    block operators stay)."""
     data, _ = KERAS_CASES[f"dilated_conv_{kind}"]()
     kernels = webnn.load(data, ctx).graph.kernel_count
     assert (kernels == 1) if fused else (kernels > 2), kernels

@@ -1805,15 +1805,41 @@ def _dilated_conv(cv: Converter, op: OperatorInfo) -> bool:
         if len(w_shape) != 4 or int(w_shape[3]) % channels:
             return False
         groups, filter_layout = channels, "ihwo"
+    activation = _opt(o, "FusedActivationFunction", ACT_NONE)
+    bias = cv.optional_operand(conv, 2)
+    add = _bias_after(cv, conv, b2s, int(w_shape[0] if conv.name == "CONV_2D" else w_shape[3])) \
+        if activation == ACT_NONE else None
+    if add is not None:  # the converter's bias ADD after BATCH_TO_SPACE_ND: the conv's own bias
+        bias, add_op = cv.constant_like(conv, 2, add[0]), add[1]
+        activation = _opt(add_op.options(_fb.AddOptions), "FusedActivationFunction", ACT_NONE)
     y = b.conv2d(x, cv.operand(conv, 1), padding=padding, strides=[1, 1], dilations=dilations, groups=groups,
-                 input_layout="nhwc", filter_layout=filter_layout, bias=cv.optional_operand(conv, 2),
-                 label=f"{cv.label(conv)}/dilated")
-    y = _activation(cv, conv, y, _opt(o, "FusedActivationFunction", ACT_NONE))
+                 input_layout="nhwc", filter_layout=filter_layout, bias=bias, label=f"{cv.label(conv)}/dilated")
+    y = _activation(cv, add[1] if add is not None else conv, y, activation)
     if expand_axis is not None:
         y = b.reshape(y, [int(d) for i, d in enumerate(y.shape) if i != expand_axis], label=cv.label(b2s))
     cv.set_output(b2s, y)
     cv.claimed.update(o.index for o in (*chain, b2s))
+    if add is not None:  # (BATCH_TO_SPACE_ND's output, read by the ADD alone, holds its result too)
+        cv.set_output(add[1], y)
+        cv.claimed.add(add[1].index)
     return True
+
+
+def _bias_after(cv: Converter, conv: OperatorInfo, last: OperatorInfo, channels: int
+                ) -> tuple[np.ndarray, OperatorInfo] | None:
+    """An ADD of a per-channel constant (a vector of ``channels``, or one value, along the last
+    axis) that is the sole reader of ``last``'s output: (the conv's own constant bias, or zeros,
+    plus it; the ADD), or None."""
+    add = cv.sole_consumer(last.outputs[0])
+    if add is None or add.name != "ADD" or len(add.inputs) != 2 or \
+            [add.inputs[0], add.inputs[1]].count(last.outputs[0]) != 1:
+        return None
+    c = cv.static(add, 1 if add.inputs[0] == last.outputs[0] else 0)
+    own = cv.static(conv, 2) if len(conv.inputs) > 2 and conv.inputs[2] >= 0 else np.zeros(channels, np.float32)
+    if c is None or c.dtype.kind != "f" or own is None or own.dtype.kind != "f" or own.size != channels or \
+            c.size not in (1, channels) or any(int(d) != 1 for d in c.shape[:-1]):
+        return None
+    return own.astype(np.float64).reshape(-1) + np.broadcast_to(c.astype(np.float64).reshape(-1), [channels]), add
 
 
 @handles("SPACE_TO_BATCH_ND", webnn="conv2d(dilations=) with the convolution and BATCH_TO_SPACE_ND after it "
