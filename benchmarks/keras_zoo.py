@@ -60,6 +60,16 @@ MODELS = {
                  "Conv2DTranspose, UpSampling2D, Cropping2D, GroupNormalization, Resizing, GlobalMaxPooling2D",
     "layers_seq": "everyday sequence layers: Bidirectional(GRU), TimeDistributed(Dense), Attention, Conv1DTranspose, "
                   "UpSampling1D, RepeatVector, Permute, Dot, UnitNormalization, LSTM(return_state)",
+    "mobilenet_v3_large": "keras.applications.MobileNetV3Large, 96x96",
+    "convnext_block": "ConvNeXt-tiny-like: 4x4 patch stem, 3 blocks of DepthwiseConv2D 7x7, LayerNormalization over "
+                      "channels, Dense 4x + GELU, Dense, layer scale, residual; 64x64",
+    "autoencoder": "dense autoencoder 784 -> 256 -> 64 -> 16 -> 64 -> 256 -> 784 (relu, sigmoid)",
+    "seq2seq": "encoder-decoder Transformer: encoder self-attention, decoder MultiHeadAttention with a causal mask "
+               "and cross-attention, LayerNormalization, 24 + 16 tokens",
+    "lstm_seq2seq": "encoder-decoder LSTM: the encoder's final states start the decoder (initial_state), "
+                    "TimeDistributed Dense + softmax, 12 + 10 tokens",
+    "conv_autoencoder": "convolutional autoencoder 28x28x1: Conv2D + MaxPooling2D down, Conv2DTranspose and "
+                        "UpSampling2D up, sigmoid",
 }
 
 
@@ -200,6 +210,64 @@ def _architectures():
         d = layers.Dot(axes=(1, 2))([p, v])
         return keras.Model(ids, [layers.Flatten()(d), c])
 
+    class LayerScale(layers.Layer):  # ConvNeXt's per-channel scale of the residual branch
+        def build(self, shape):
+            self.gamma = self.add_weight(shape=(shape[-1],), initializer="ones")
+
+        def call(self, x):
+            return x * self.gamma
+
+    def convnext_block():
+        dim = 48
+        img = keras.Input((64, 64, 3))
+        x = layers.LayerNormalization(epsilon=1e-6)(layers.Conv2D(dim, 4, strides=4)(img))
+        for _ in range(3):
+            y = layers.DepthwiseConv2D(7, padding="same")(x)
+            y = layers.LayerNormalization(epsilon=1e-6)(y)
+            y = layers.Dense(dim)(layers.Dense(4 * dim, activation="gelu")(y))
+            x = layers.Add()([x, LayerScale()(y)])
+        x = layers.LayerNormalization(epsilon=1e-6)(layers.GlobalAveragePooling2D()(x))
+        return keras.Model(img, layers.Dense(10)(x))
+
+    def autoencoder():
+        inp = keras.Input((784,))
+        x = inp
+        for units in (256, 64):
+            x = layers.Dense(units, activation="relu")(x)
+        x = layers.Dense(16)(x)
+        for units in (64, 256):
+            x = layers.Dense(units, activation="relu")(x)
+        return keras.Model(inp, layers.Dense(784, activation="sigmoid")(x))
+
+    def seq2seq():
+        vocab, src_len, tgt_len, dim = 400, 24, 16, 32
+        src = keras.Input((src_len,), dtype="int32")
+        tgt = keras.Input((tgt_len,), dtype="int32")
+        e = layers.Embedding(vocab, dim)(src) + layers.Embedding(src_len, dim)(keras.ops.arange(src_len))
+        e = layers.LayerNormalization(epsilon=1e-6)(e + layers.MultiHeadAttention(4, dim // 4)(e, e))
+        e = layers.LayerNormalization(epsilon=1e-6)(e + layers.Dense(dim)(layers.Dense(2 * dim, activation="relu")(e)))
+        d = layers.Embedding(vocab, dim)(tgt) + layers.Embedding(tgt_len, dim)(keras.ops.arange(tgt_len))
+        d = layers.LayerNormalization(epsilon=1e-6)(
+            d + layers.MultiHeadAttention(4, dim // 4)(d, d, use_causal_mask=True))
+        d = layers.LayerNormalization(epsilon=1e-6)(d + layers.MultiHeadAttention(4, dim // 4)(d, e))
+        d = layers.LayerNormalization(epsilon=1e-6)(d + layers.Dense(dim)(layers.Dense(2 * dim, activation="relu")(d)))
+        return keras.Model([src, tgt], layers.Dense(vocab, activation="softmax")(d))
+
+    def lstm_seq2seq():
+        src = keras.Input((12,), dtype="int32", batch_size=1)
+        tgt = keras.Input((10,), dtype="int32", batch_size=1)
+        _, h, c = layers.LSTM(32, return_state=True)(layers.Embedding(300, 24)(src))
+        d = layers.LSTM(32, return_sequences=True)(layers.Embedding(200, 24)(tgt), initial_state=[h, c])
+        return keras.Model([src, tgt], layers.TimeDistributed(layers.Dense(200, activation="softmax"))(d))
+
+    def conv_autoencoder():
+        img = keras.Input((28, 28, 1))
+        x = layers.MaxPooling2D()(layers.Conv2D(16, 3, padding="same", activation="relu")(img))
+        x = layers.MaxPooling2D()(layers.Conv2D(8, 3, padding="same", activation="relu")(x))
+        x = layers.Conv2DTranspose(8, 3, strides=2, padding="same", activation="relu")(x)
+        x = layers.UpSampling2D()(layers.Conv2D(16, 3, padding="same", activation="relu")(x))
+        return keras.Model(img, layers.Conv2D(1, 3, padding="same", activation="sigmoid")(x))
+
     int8 = {"optimizations": [tf.lite.Optimize.DEFAULT]}
     return {
         "mobilenet_v2": (app(apps.MobileNetV2, 128, alpha=0.5), {}),
@@ -221,6 +289,12 @@ def _architectures():
         "slicing": (slicing, {}),
         "layers_2d": (layers_2d, {}),
         "layers_seq": (layers_seq, {}),
+        "mobilenet_v3_large": (app(apps.MobileNetV3Large, 96), {}),
+        "convnext_block": (convnext_block, {}),
+        "autoencoder": (autoencoder, {}),
+        "seq2seq": (seq2seq, {}),
+        "lstm_seq2seq": (lstm_seq2seq, {}),
+        "conv_autoencoder": (conv_autoencoder, {}),
     }
 
 

@@ -1,7 +1,8 @@
 {#-
   Binding declarations with load/store helpers for every WebNN data type.
 
-  decl(bindings, int64): declares bindings[i] at @group(0) @binding(i) and, per binding NAME,
+  decl(bindings, int64, first=0): declares bindings[i] at @group(0) @binding(first + i) and, per
+    binding NAME,
     inputs:  fn load_raw_NAME(i: u32) -> RAW      (the element as stored: f32, f16, i32, u32,
                                                     the byte as u32, or vec2<u32> for 64-bit)
              fn load_NAME(i: u32) -> COMPUTE       (f32, f16, i32, u32, i64, u64)
@@ -29,9 +30,9 @@
 @group(0) @binding(0) var<storage, read> src: array<vec4<{{ k.bindings[0].storage }}>>;
 @group(0) @binding(1) var<storage, read_write> out: array<vec4<{{ k.bindings[1].storage }}>>;
 {% endmacro %}
-{% macro decl(bindings, int64) %}
+{% macro decl(bindings, int64, first=0) %}
 {% for b in bindings %}
-{% set i = loop.index0 %}
+{% set i = first + loop.index0 %}
 {% if b.packing == "plain" %}
 @group(0) @binding({{ i }}) var<storage, {{ "read_write" if b.output else "read" }}> {{ b.name }}: array<{{ b.storage }}>;
 {% if b.output %}

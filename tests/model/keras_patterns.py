@@ -134,8 +134,8 @@ def tensor_list_loop():
     return m.finish(), [_f32(rng, 3, 4)]
 
 
-def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool = False
-                   ) -> tuple[bytes, list[np.ndarray]]:
+def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool = False, buffer: bool = True,
+                   reverse: bool = False) -> tuple[bytes, list[np.ndarray]]:
     """A Keras 3 LSTM or GRU layer as TensorFlow's converter writes it: a time-major
     sequence, a WHILE with two counters, a body of fully connected layers, a gate split
     and the activations, and a buffer written per step (LSTM: the whole sequence through
@@ -143,13 +143,23 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     state and a non-zero constant cell state. ``near_miss``: the GRU's candidate uses RELU
     (not a WebNN gru with tanh): the loop must be unrolled instead. ``cond_reads_state``: the
     condition also tests the hidden state (``sum(h) > -1e9``), so the trip count is not static.
+    ``reverse`` (LSTM): the backward layer of a Keras Bidirectional: the loop reads the
+    sequence reversed along time (REVERSE_V2), its buffer is reversed back (through a RESHAPE
+    that adds a dimension of size 1). ``buffer=False`` (LSTM): no buffer, the loop variables are the counters, the states and
+    the sequence (a Keras layer with ``return_state`` and no sequence), the model's outputs the
+    final h and c. ``cell`` ``"tanh"``, ``"relu"`` or ``"relu6"``: a Keras SimpleRNN with that activation
+    (a fully connected layer of the hidden state without bias, one of the step's input with
+    bias, ADD, the activation; the buffer holds the last state); ``"relu6"`` is no plain RNN
+    that WebNN's gru can express: the loop must be unrolled.
     """
-    rng = np.random.default_rng(44 if cell == "lstm" else 45)
+    rng = np.random.default_rng({"lstm": 44, "gru": 45}.get(cell, 46))
     steps, batch, features, units = 5, 2, 3, 4
-    gates = 4 if cell == "lstm" else 3
+    gates = {"lstm": 4, "gru": 3}.get(cell, 1)
     m = ModelMaker()
     x = m.input([batch, steps, features])
     seq = m.op("TRANSPOSE", [x, m.const(np.int32([1, 0, 2]))], [steps, batch, features])
+    if reverse:
+        seq = m.op("REVERSE_V2", [seq, m.const(np.int32([0]))], [steps, batch, features])
     state = [batch, units]
     buf_shape = [steps, batch, units] if cell == "lstm" else [1, batch, units]
     if cell == "lstm":
@@ -160,6 +170,8 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
         loop_vars = [m.const(np.int32(0)), m.const(np.int32(0)), m.const(np.zeros(buf_shape, np.float32)),
                      m.const(np.zeros(state, np.float32)), seq]
     shapes = [[], [], buf_shape, state] + ([state] if cell == "lstm" else []) + [[steps, batch, features]]
+    if not buffer:  # (LSTM) the buffer's slot goes: [i, t, h, c, seq]
+        del loop_vars[2], shapes[2]
     dtypes = [np.int32, np.int32] + [np.float32] * (len(shapes) - 2)
 
     cond = m.subgraph()
@@ -175,6 +187,8 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
 
     body = m.subgraph()
     ins = [m.input(s, d) for s, d in zip(shapes, dtypes)]
+    if not buffer:
+        ins.insert(2, -1)
     i, t, buf, h = ins[:4]
     one = m.const(np.int32(1))
     i1 = m.op("ADD", [i, one], [], out_dtype=np.int32)
@@ -193,6 +207,14 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
         gi, gf, gg, go = m.op("SPLIT", [m.const(np.int32(1)), z], [state] * 4, options=dict(numSplits=4), outputs=4)
         c1 = m.op("ADD", [m.op("MUL", [sig(gf), c], state), m.op("MUL", [sig(gi), tanh(gg)], state)], state)
         h1 = m.op("MUL", [sig(go), tanh(c1)], state)
+        if not buffer:
+            m.output(i1, t1, h1, c1, ins[-1])
+            m.subgraph(0)
+            outs = m.op("WHILE", loop_vars, shapes, options=dict(condSubgraphIndex=cond, bodySubgraphIndex=body),
+                        outputs=len(shapes))
+            m.tensors[outs[0]].type = m.tensors[outs[1]].type = INT32
+            m.output(outs[2], outs[3])
+            return m.finish(), [_f32(rng, batch, steps, features), _f32(rng, *state)]
         row = m.op("RESHAPE", [h1, m.const(np.int32([1, batch, units]))], [1, batch, units])
         vec = m.const(np.int32([1]))
         pre_size = m.op("CONCATENATION", [m.op("RESHAPE", [t, vec], [1], out_dtype=np.int32),
@@ -204,6 +226,13 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
                           [-1, batch, units])
         buf1 = m.op("CONCATENATION", [pre, row, post], buf_shape, options=dict(axis=0))
         m.output(i1, t1, buf1, h1, c1, ins[-1])
+    elif gates == 1:
+        rec = m.op("FULLY_CONNECTED", [h, m.const(_f32(rng, units, units, scale=0.5)), -1], state)
+        xw = m.op("FULLY_CONNECTED", [x_t, m.const(_f32(rng, units, features, scale=0.5)),
+                                      m.const(_f32(rng, units, scale=0.3))], state)
+        h1 = m.op({"tanh": "TANH", "relu": "RELU", "relu6": "RELU6"}[cell], [m.op("ADD", [xw, rec], state)], state)
+        buf1 = m.op("RESHAPE", [h1, m.const(np.int32(buf_shape))], buf_shape)
+        m.output(i1, t1, buf1, h1, ins[-1])
     else:
         xw = m.op("FULLY_CONNECTED", [x_t, m.const(_f32(rng, gates * units, features, scale=0.5)),
                                       m.const(_f32(rng, gates * units, scale=0.3))], [batch, gates * units])
@@ -226,7 +255,11 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     outs = m.op("WHILE", loop_vars, shapes, options=dict(condSubgraphIndex=cond, bodySubgraphIndex=body),
                 outputs=len(shapes))
     m.tensors[outs[0]].type = m.tensors[outs[1]].type = INT32
-    m.output(outs[2], outs[3])
+    if reverse:
+        wide = m.op("RESHAPE", [outs[2], m.const(np.int32([1, steps, batch, units]))], [1, steps, batch, units])
+        m.output(m.op("REVERSE_V2", [wide, m.const(np.int32([1]))], [1, steps, batch, units]), outs[3])
+    else:
+        m.output(outs[2], outs[3])
     inputs = [_f32(rng, batch, steps, features)] + ([_f32(rng, *state)] if cell == "lstm" else [])
     return m.finish(), inputs
 
@@ -237,6 +270,16 @@ def lstm_loop():
 
 
 @case
+def lstm_loop_backward():
+    return recurrent_loop("lstm", reverse=True)
+
+
+@case
+def lstm_loop_state_only():
+    return recurrent_loop("lstm", buffer=False)
+
+
+@case
 def gru_loop():
     return recurrent_loop("gru")
 
@@ -244,6 +287,21 @@ def gru_loop():
 @case
 def gru_loop_near_miss():
     return recurrent_loop("gru", near_miss=True)
+
+
+@case
+def simple_rnn_loop():
+    return recurrent_loop("tanh")
+
+
+@case
+def simple_rnn_loop_relu():
+    return recurrent_loop("relu")
+
+
+@case
+def simple_rnn_loop_near_miss():
+    return recurrent_loop("relu6")
 
 
 def keras_layer_norm(bias: bool) -> tuple[bytes, list[np.ndarray]]:
@@ -285,7 +343,8 @@ def dilated_conv(kind: str) -> tuple[bytes, list[np.ndarray]]:
 
     ``depthwise``: 2x2 blocks around a 3x3 depthwise convolution (multiplier 2, RELU6),
     paddings and crops that differ; ``conv1d``: a dilated Conv1D (block 3, EXPAND_DIMS,
-    a 1x5 CONV_2D with bias, RESHAPE); ``same``: a near miss (SAME padding inside), computed
+    a 1x5 CONV_2D with bias, RESHAPE; ``conv1d_bias_after``: and an ADD of a per-channel
+    bias with a fused RELU after BATCH_TO_SPACE_ND); ``same``: a near miss (SAME padding inside), computed
     by the operators one by one.
     """
     rng = np.random.default_rng(47)
@@ -299,7 +358,7 @@ def dilated_conv(kind: str) -> tuple[bytes, list[np.ndarray]]:
         out = m.op("BATCH_TO_SPACE_ND", [conv, m.const(np.int32([2, 2])), m.const(np.int32([[0, 1], [0, 0]]))],
                    [1, 9, 10, 8])
         inputs = [_f32(rng, 1, 9, 10, 4, scale=3.0)]
-    elif kind == "conv1d":
+    elif kind in ("conv1d", "conv1d_bias_after"):
         x = m.input([1, 12, 3])
         s2b = m.op("SPACE_TO_BATCH_ND", [x, m.const(np.int32([3])), m.const(np.int32([[3, 3]]))], [3, 6, 3])
         grown = m.op("EXPAND_DIMS", [s2b, m.const(np.int32(1))], [3, 1, 6, 3])
@@ -307,6 +366,8 @@ def dilated_conv(kind: str) -> tuple[bytes, list[np.ndarray]]:
                     options=dict(padding=schema.Padding.VALID, **_UNIT))
         flat = m.op("RESHAPE", [conv, m.const(np.int32([3, 4, 5]))], [3, 4, 5])
         out = m.op("BATCH_TO_SPACE_ND", [flat, m.const(np.int32([3])), m.const(np.int32([[0, 0]]))], [1, 12, 5])
+        if kind == "conv1d_bias_after":  # Keras' dilated Conv1D: the bias (and activation) after the block
+            out = m.op("ADD", [out, m.const(_f32(rng, 5))], [1, 12, 5], options=dict(fusedActivationFunction=1))
         inputs = [_f32(rng, 1, 12, 3)]
     else:
         x = m.input([1, 8, 8, 2])
@@ -321,7 +382,7 @@ def dilated_conv(kind: str) -> tuple[bytes, list[np.ndarray]]:
     return m.finish(), inputs
 
 
-for _kind in ("depthwise", "conv1d", "same"):
+for _kind in ("depthwise", "conv1d", "conv1d_bias_after", "same"):
     KERAS_CASES[f"dilated_conv_{_kind}"] = lambda kind=_kind: dilated_conv(kind)
 
 
@@ -345,6 +406,83 @@ def einsum_dense(kind: str) -> tuple[bytes, list[np.ndarray]]:
 
 for _kind in ("heads", "both", "rows"):
     KERAS_CASES[f"einsum_dense_{_kind}"] = lambda kind=_kind: einsum_dense(kind)
+
+
+def heads_projection(perm: tuple[int, ...]) -> tuple[bytes, list[np.ndarray]]:
+    """MultiHeadAttention's query/value projection as TensorFlow's converter writes it:
+    FULLY_CONNECTED (keep_num_dims, no bias) of x [2, 5, 6] to 12 units, RESHAPE [2, 5, 3, 4],
+    ADD of the [3, 4] bias, TRANSPOSE ``perm`` ([0, 2, 1, 3]: heads first; [0, 2, 3, 1], the
+    key's, a near miss)."""
+    rng = np.random.default_rng(53)
+    m = ModelMaker()
+    x = m.input([2, 5, 6])
+    fc = m.op("FULLY_CONNECTED", [x, m.const(_f32(rng, 12, 6)), -1], [2, 5, 12], options=dict(keepNumDims=True))
+    heads = m.op("RESHAPE", [fc, m.const(np.int32([-1, 5, 3, 4]))], [2, 5, 3, 4])
+    biased = m.op("ADD", [heads, m.const(_f32(rng, 3, 4))], [2, 5, 3, 4])
+    shape = [[2, 5, 3, 4][p] for p in perm]
+    m.output(m.op("TRANSPOSE", [biased, m.const(np.int32(perm))], shape))
+    return m.finish(), [_f32(rng, 2, 5, 6)]
+
+
+KERAS_CASES["heads_projection"] = lambda: heads_projection((0, 2, 1, 3))
+KERAS_CASES["heads_projection_key"] = lambda: heads_projection((0, 2, 3, 1))
+
+
+def dense_on_rows(kind: str) -> tuple[bytes, list[np.ndarray]]:
+    """Keras' Dense on a sequence as TensorFlow's converter writes it: RESHAPE [2, 5, 6] ->
+    [10, 6], FULLY_CONNECTED without bias, RESHAPE back to [2, 5, 16], ADD of the bias, GELU;
+    then a second Dense (FULLY_CONNECTED with keep_num_dims, bias and fused RELU) and a residual
+    ADD of its input. ``regroup``: a near miss, the first unflattening RESHAPE gives [2, 10, 8]
+    (not the rows' leading shape)."""
+    rng = np.random.default_rng(50)
+    m = ModelMaker()
+    x = m.input([2, 5, 6])
+    rows = m.op("RESHAPE", [x, m.const(np.int32([-1, 6]))], [10, 6])
+    fc = m.op("FULLY_CONNECTED", [rows, m.const(_f32(rng, 16, 6)), -1], [10, 16])
+    shape = [2, 10, 8] if kind == "regroup" else [2, 5, 16]
+    back = m.op("RESHAPE", [fc, m.const(np.int32(shape))], shape)
+    biased = m.op("ADD", [back, m.const(_f32(rng, shape[-1], scale=0.3))], shape)
+    act = m.op("GELU", [biased], shape)
+    y = m.op("RESHAPE", [act, m.const(np.int32([2, 5, 16]))], [2, 5, 16]) if kind == "regroup" else act
+    fc2 = m.op("FULLY_CONNECTED", [y, m.const(_f32(rng, 16, 16, scale=0.25)), m.const(_f32(rng, 16, scale=0.3))],
+               [2, 5, 16], options=dict(keepNumDims=True, fusedActivationFunction=1))
+    m.output(m.op("ADD", [fc2, y], [2, 5, 16]))
+    return m.finish(), [_f32(rng, 2, 5, 6)]
+
+
+for _kind in ("rows", "regroup"):
+    KERAS_CASES[f"dense_on_{_kind}"] = lambda kind=_kind: dense_on_rows(kind)
+
+
+def time_distributed(kind: str) -> tuple[bytes, list[np.ndarray]]:
+    """Keras' TimeDistributed as TensorFlow's converter unrolls it: for each of the 5 steps of
+    x [2, 5, 6] along axis 1, STRIDED_SLICE (shrinking that axis), a Dense (FULLY_CONNECTED),
+    then ``swish``: LOGISTIC and MUL (``softmax``: a fused RELU, then SOFTMAX); PACK along
+    axis 1. ``near_miss``: the step 3 uses other weights (no TimeDistributed)."""
+    rng = np.random.default_rng(52)
+    m = ModelMaker()
+    x = m.input([2, 5, 6])
+    w, bias = m.const(_f32(rng, 4, 6, scale=0.5)), m.const(_f32(rng, 4, scale=0.3))
+    other = m.const(_f32(rng, 4, 6, scale=0.5))
+    steps = []
+    for t in range(5):
+        x_t = m.op("STRIDED_SLICE", [x, m.const(np.int32([0, t, 0])), m.const(np.int32([0, t + 1, 0])),
+                                     m.const(np.int32([1, 1, 1]))], [2, 6],
+                   options=dict(beginMask=5, endMask=5, shrinkAxisMask=2))
+        weights = other if kind == "near_miss" and t == 3 else w
+        if kind == "softmax":
+            y = m.op("FULLY_CONNECTED", [x_t, weights, bias], [2, 4], options=dict(fusedActivationFunction=1))
+            y = m.op("SOFTMAX", [y], [2, 4], options=dict(beta=1.0))
+        else:
+            y = m.op("FULLY_CONNECTED", [x_t, weights, bias], [2, 4])
+            y = m.op("MUL", [y, m.op("LOGISTIC", [y], [2, 4])], [2, 4])
+        steps.append(y)
+    m.output(m.op("PACK", steps, [2, 5, 4], options=dict(valuesCount=5, axis=1)))
+    return m.finish(), [_f32(rng, 2, 5, 6)]
+
+
+for _kind in ("swish", "softmax", "near_miss"):
+    KERAS_CASES[f"time_distributed_{_kind}"] = lambda kind=_kind: time_distributed(kind)
 
 
 def embedding(shift: int = 0) -> tuple[bytes, list[np.ndarray]]:

@@ -18,7 +18,7 @@ from ai_edge_litert import schema_py_generated as schema
 from tflite_maker import ModelMaker
 
 OP_CASES: dict[str, Callable[[], tuple[bytes, list[np.ndarray]]]] = {}
-NONE, RELU, TANH = 0, 1, 4
+NONE, RELU, RELU6, TANH = 0, 1, 3, 4
 INT32, INT64, FLOAT32, BOOL = (schema.TensorType.INT32, schema.TensorType.INT64, schema.TensorType.FLOAT32,
                                schema.TensorType.BOOL)
 
@@ -372,3 +372,22 @@ def recurrent_layers():
                [batch, steps, units], options=dict(fusedActivationFunction=TANH, timeMajor=False))
     m.output(lstm, *bi, rnn)
     return m.finish(), [_f32(rng, batch, steps, features)]
+
+
+@case
+def plain_rnn_variants():
+    """UNIDIRECTIONAL_SEQUENCE_RNN time-major with RELU (a gru in plain-RNN form, 8 units: the
+    vec4 sequence kernel) and with RELU6 (per-step kernels)."""
+    rng = np.random.default_rng(37)
+    m = ModelMaker()
+    batch, steps, features, units = 2, 6, 3, 8
+    x = m.input([steps, batch, features])
+
+    def rnn(act, state):
+        return m.op("UNIDIRECTIONAL_SEQUENCE_RNN",
+                    [x, m.const(_f32(rng, units, features, scale=0.5)), m.const(_f32(rng, units, units, scale=0.5)),
+                     m.const(_f32(rng, units, scale=0.2)), state],
+                    [steps, batch, units], options=dict(fusedActivationFunction=act, timeMajor=True))
+
+    m.output(rnn(RELU, m.variable([batch, units])), rnn(RELU6, m.variable([batch, units])))
+    return m.finish(), [_f32(rng, steps, batch, features)]

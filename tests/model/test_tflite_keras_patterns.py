@@ -74,10 +74,17 @@ def test_input_shapes_must_fit_the_signature(ctx):
         webnn.load(data, ctx, input_shapes={"x": [1, 4, 6]})
 
 
-@pytest.mark.parametrize("case, mapped", [("lstm_loop", True), ("gru_loop", True), ("gru_loop_near_miss", False)])
+@pytest.mark.parametrize("case, mapped", [("lstm_loop", True), ("lstm_loop_state_only", True),
+                                          ("lstm_loop_backward", True), ("gru_loop", True),
+                                          ("gru_loop_near_miss", False),
+                                          ("simple_rnn_loop", True), ("simple_rnn_loop_relu", True),
+                                          ("simple_rnn_loop_near_miss", False)])
 def test_recurrent_loops_become_one_operator_only_when_they_are_one(case, mapped, ctx, monkeypatch):
-    """A Keras 3 LSTM / GRU loop becomes one lstm / gru; a near miss (RELU candidate) is
-    unrolled; both agree with LiteRT (test_keras_patterns_match_litert)."""
+    """A Keras 3 LSTM / GRU loop (with a buffer, or an LSTM returning its states alone, or the
+    backward half of a Bidirectional: the backward direction, the reversals views) becomes
+    one lstm / gru, a SimpleRNN loop (tanh or relu) one
+    gru in plain-RNN form (two kernels); a near miss (a RELU candidate in a GRU, RELU6 in a
+    SimpleRNN) is unrolled; all agree with LiteRT (test_keras_patterns_match_litert)."""
     from webnn_gpu.tflite import loops
 
     calls = []
@@ -89,21 +96,28 @@ def test_recurrent_loops_become_one_operator_only_when_they_are_one(case, mapped
 
     monkeypatch.setattr(loops, "map_recurrent_loop", spy)
     data, _ = KERAS_CASES[case]()
-    webnn.load(data, ctx)
+    model = webnn.load(data, ctx)
     assert calls == [mapped]
+    if case == "lstm_loop_backward":  # the backward direction, no reversal kernels
+        assert not [s.label for s in model.graph._steps if "REVERSE" in s.label or "reverse" in s.label]
+    if mapped and case.startswith("simple_rnn"):
+        assert [s.template for s in model.graph._steps if hasattr(s, "template")][-1] == "recurrent/sequence.wgsl"
+        assert model.graph.kernel_count == 3  # the input's transpose, the projection, the sequence
 
 
 @pytest.mark.parametrize("case", ["layer_norm_keras3", "layer_norm_keras3_no_beta"])
-def test_keras3_layer_norm_is_two_kernels(case, ctx):
-    """fuse_layer_norm takes the converter's negated-mean form (moments + normalize)."""
+def test_keras3_layer_norm_is_one_kernel(case, ctx):
+    """fuse_layer_norm takes the converter's negated-mean form (one layer_norm kernel)."""
     data, _ = KERAS_CASES[case]()
-    assert webnn.load(data, ctx).graph.kernel_count == 2
+    assert webnn.load(data, ctx).graph.kernel_count == 1
 
 
-@pytest.mark.parametrize("kind, fused", [("depthwise", True), ("conv1d", True), ("same", False)])
+@pytest.mark.parametrize("kind, fused", [("depthwise", True), ("conv1d", True), ("conv1d_bias_after", True),
+                                         ("same", False)])
 def test_dilated_convolutions_are_one_conv2d(kind, fused, ctx):
     """SPACE_TO_BATCH_ND + VALID convolution + BATCH_TO_SPACE_ND is one dilated conv2d
-    (one kernel); with SAME padding inside it is not (the block operators stay)."""
+    (one kernel), a bias ADD after it included; with SAME padding inside it is not (the
+    block operators stay)."""
     data, _ = KERAS_CASES[f"dilated_conv_{kind}"]()
     kernels = webnn.load(data, ctx).graph.kernel_count
     assert (kernels == 1) if fused else (kernels > 2), kernels
@@ -134,6 +148,34 @@ def test_float16_bounds_beyond_its_range_clamp_alike(ctx):
     np.testing.assert_allclose(next(iter(got.values())).astype(np.float32), ref, rtol=3e-2, atol=3e-2 * 100)
 
 
+@pytest.mark.parametrize("reader", ["SOFTMAX", "ADD"])
+def test_float16_attention_mask_beyond_its_range(reader, ctx):
+    """Keras' MultiHeadAttention with a causal mask: SELECT_V2(mask, scores, -1e9) then SOFTMAX
+    loads in float16 (the mask value is -65504) and agrees with LiteRT's float32, a line masked
+    everywhere included (uniform); read by anything else, the constant is refused by name."""
+    from tflite_maker import ModelMaker
+
+    m = ModelMaker()
+    x = m.input([1, 2, 4, 4])
+    keep = np.tril(np.ones((4, 4), bool))
+    keep[2] = False  # a line masked everywhere
+    masked = m.op("SELECT_V2", [m.const(keep), x, m.const(np.float32(-1e9))], [1, 2, 4, 4])
+    if reader == "SOFTMAX":
+        m.output(m.op("SOFTMAX", [masked], [1, 2, 4, 4], options=dict(beta=1.0)))
+    else:
+        m.output(m.op("ADD", [masked, x], [1, 2, 4, 4]))
+    data = m.finish()
+    if reader == "ADD":
+        with pytest.raises(NotSupportedError, match=r"SELECT_V2.*exceed the float16 range"):
+            webnn.load(data, ctx, dtype="float16")
+        return
+    xv = np.random.default_rng(51).standard_normal((1, 2, 4, 4)).astype(np.float32) * 4
+    (ref,) = run_litert(data, [xv])
+    got = next(iter(webnn.load(data, ctx, dtype="float16").compute(xv).values())).astype(np.float32)
+    np.testing.assert_allclose(got, ref, rtol=3e-2, atol=3e-2)
+    np.testing.assert_allclose(got[:, :, 2], 0.25, rtol=1e-3)
+
+
 @pytest.mark.parametrize("kind, folded", [("heads", True), ("both", True), ("rows", False)])
 def test_einsum_dense_bias_joins_the_gemm(kind, folded, ctx):
     """A bias added after the RESHAPE that splits a FULLY_CONNECTED's units becomes the
@@ -141,6 +183,43 @@ def test_einsum_dense_bias_joins_the_gemm(kind, folded, ctx):
     data, _ = KERAS_CASES[f"einsum_dense_{kind}"]()
     kernels = webnn.load(data, ctx).graph.kernel_count
     assert (kernels == 1) if folded else (kernels == 2), kernels
+
+
+@pytest.mark.parametrize("case, kernels", [("heads_projection", ["matmul/small.wgsl"]),
+                                           ("heads_projection_key", ["matmul/small.wgsl", "layout/remap.wgsl"])])
+def test_heads_projection_is_one_batched_matmul(case, kernels, ctx):
+    """A query/value projection split into heads and transposed heads-first is one matmul
+    writing that layout (its bias the epilogue); the key's transpose (a near miss) stays a
+    kernel after the gemm (both agree with LiteRT in test_keras_patterns_match_litert)."""
+    data, _ = KERAS_CASES[case]()
+    graph = webnn.load(data, ctx).graph
+    got = [s.template for s in graph._steps if hasattr(s, "template")]
+    assert [t.replace("tile.wgsl", "small.wgsl") for t in got] == kernels, got
+
+
+@pytest.mark.parametrize("kind, kernels", [("rows", 2), ("regroup", 3)])
+def test_dense_on_rows_is_a_matmul_with_its_epilogue(kind, kernels, ctx):
+    """A FULLY_CONNECTED between a flattening and an unflattening RESHAPE (or with
+    keep_num_dims) is a matmul in the rows' shape: its bias, GELU, fused RELU and the residual
+    ADD are its epilogue (two kernels for two Dense layers); reshaped to another shape, the
+    first stays a gemm, its bias ADD and GELU an element-wise kernel of their own (they agree
+    with LiteRT in test_keras_patterns_match_litert)."""
+    data, _ = KERAS_CASES[f"dense_on_{kind}"]()
+    graph = webnn.load(data, ctx).graph
+    assert graph.kernel_count == kernels, [s.template for s in graph._steps if hasattr(s, "template")]
+
+
+@pytest.mark.parametrize("kind, steps", [("swish", 1), ("softmax", 1), ("near_miss", 5)])
+def test_unrolled_time_distributed_runs_once(kind, steps, ctx):
+    """The unrolled steps of a TimeDistributed (a PACK of identical per-step chains) run as one
+    matmul over every step with its activation (and a softmax); with one step's weights
+    different, each step keeps its own kernels (both agree with LiteRT in
+    test_keras_patterns_match_litert)."""
+    data, _ = KERAS_CASES[f"time_distributed_{kind}"]()
+    graph = webnn.load(data, ctx).graph
+    products = [s for s in graph._steps if getattr(s, "template", "").startswith("matmul/")]
+    assert len(products) == steps
+    assert graph.kernel_count <= (3 if steps == 1 else 20)
 
 
 @pytest.mark.parametrize("case, alone", [("embedding", True), ("embedding_near_miss", False)])

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import webnn_gpu as webnn
-from helpers import assert_close, run_graph
+from helpers import assert_close, kernel_templates, run_graph
 
 TOL = {np.float32: (2e-5, 2e-5), np.float16: (4e-3, 2e-3)}
 
@@ -160,6 +160,29 @@ def test_layer_normalization_axes(ctx, rng, dtype):
                      rtol=rtol, err_msg=f"axes={axes}")
         assert_close(out[f"full{i}"], ref_normalize(xd, mean, var, s64, b64, _eps_as(1e-3, dtype)), atol=atol,
                      rtol=rtol, err_msg=f"axes={axes} scale+bias")
+
+
+@pytest.mark.parametrize("shape, templates", [
+    ((2, 3000), ["norm/layer_norm.wgsl"]),  # few long rows: a workgroup per row
+    ((40, 24), ["norm/layer_norm.wgsl"]),  # many short rows: an invocation per row
+    ((2, 4100), ["norm/moments.wgsl", "norm/normalize.wgsl"])])  # past ROW_KERNEL_MAX: two kernels
+def test_layer_normalization_row_kernel_with_epilogue(ctx, rng, shape, templates):
+    """Statistics and outputs in one kernel for rows up to ROW_KERNEL_MAX values, with a fused
+    epilogue (a residual add, then relu) in either form."""
+    x = (rng.standard_normal(shape) * 2 + 3).astype(np.float32)
+    res = rng.standard_normal(shape).astype(np.float32)
+    s, bb = rng.standard_normal(shape[1:]).astype(np.float32), rng.standard_normal(shape[1:]).astype(np.float32)
+
+    def build(b, o):
+        y = b.layer_normalization(o["x"], axes=[1], scale=b.constant(s), bias=b.constant(bb), epsilon=1e-3)
+        return {"y": b.relu(b.add(y, o["r"]))}
+
+    out = run_graph(ctx, build, {"x": x, "r": res})
+    xd = x.astype(np.float64)
+    ref = ref_normalize(xd, xd.mean(axis=1, keepdims=True), xd.var(axis=1, keepdims=True), s.astype(np.float64),
+                        bb.astype(np.float64), _eps_as(1e-3, np.float32))
+    assert_close(out["y"], np.maximum(ref + res, 0.0), atol=1e-5, rtol=1e-5)
+    assert kernel_templates(ctx, build, {"x": x, "r": res}) == templates
 
 
 def test_layer_normalization_rank0_rank1_and_nan(ctx):

@@ -329,8 +329,7 @@ def test_lstm_float16_all_options(ctx, rng, steps):
     _check(out["seq"], s, dt)
     templates = kernel_templates(ctx, build, inputs)
     assert templates == (["recurrent/lstm_cell.wgsl"] if steps == 1 else
-                         ["recurrent/project.wgsl", "recurrent/init.wgsl"] + ["recurrent/lstm_step.wgsl"] * steps
-                         + ["recurrent/finish.wgsl"])
+                         ["recurrent/project.wgsl", "recurrent/sequence.wgsl"])
 
 
 @pytest.mark.parametrize("dt", ["float32", "float16"])
@@ -358,7 +357,20 @@ def test_lstm_cell(ctx, rng, dt, layout, acts, full):
     _check(out["c"], c, dt)
 
 
-def test_longer_sequences_share_one_step_pipeline(ctx, rng):
+@pytest.mark.parametrize("case", [0, 4, 9])
+def test_per_step_kernels(ctx, rng, monkeypatch, case):
+    """The per-step kernels (forced; the default for large recurrent products) on cases of
+    test_gru_options and test_lstm_options (which take the sequence kernel)."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_RECURRENT", "steps")
+    if case < 6:
+        direction, layout = LSTM_CASES[case]
+        test_lstm_options(ctx, rng, direction, layout, 3)
+    else:
+        test_gru_options(ctx, rng, *GRU_CASES[case])
+
+
+def test_longer_sequences_share_one_step_pipeline(ctx, rng, monkeypatch):
+    monkeypatch.setenv("WEBNN_GPU_FORCE_RECURRENT", "steps")
     steps, batch, isz, hidden = 24, 3, 8, 16
     dt = "float32"
     inputs = {"x": _rand(rng, (steps, batch, isz), dt, 1.0), "w": _rand(rng, (2, 4 * hidden, isz), dt, 0.3),
@@ -381,6 +393,101 @@ def test_longer_sequences_share_one_step_pipeline(ctx, rng):
     _check(out["seq"], rs, dt)
     rg, _ = ref_gru(inputs["x"], inputs["gw"], inputs["gr"], steps, hidden, reset_after=False, direction="backward")
     _check(out["gh"], rg, dt)
+
+
+def _plain_rnn_gru(rng, nd, hidden, isz, act, r_bias=1.0):
+    """GRU weights (zrn) that make a plain RNN: zero update and reset rows, the reset bias
+    ``r_bias`` (1: r = 1 with a relu gate activation)."""
+    w = np.zeros((nd, 3 * hidden, isz), np.float32)
+    r = np.zeros((nd, 3 * hidden, hidden), np.float32)
+    b = np.zeros((nd, 3 * hidden), np.float32)
+    w[:, 2 * hidden:] = _rand(rng, (nd, hidden, isz), np.float32)
+    r[:, 2 * hidden:] = _rand(rng, (nd, hidden, hidden), np.float32)
+    b[:, 2 * hidden:] = _rand(rng, (nd, hidden), np.float32)
+    b[:, hidden:2 * hidden] = r_bias
+    return w, r, b
+
+
+@pytest.mark.parametrize("act, r_bias, direction", [("tanh", 1.0, "forward"), ("relu", 1.0, "both"),
+                                                     ("tanh", 0.5, "backward")])
+def test_gru_as_plain_rnn(ctx, rng, act, r_bias, direction):
+    """A gru with constant update/reset gates (z = 0, r = 1) runs the new gate alone; with
+    r = 0.5 (a near miss) all three gates: both equal the spec's equations."""
+    steps, batch, isz, hidden = 6, 2, 5, 7
+    nd = 2 if direction == "both" else 1
+    w, r, bias = _plain_rnn_gru(rng, nd, hidden, isz, act, r_bias)
+    x = _rand(rng, (steps, batch, isz), np.float32, 1.0)
+    b = webnn.MLGraphBuilder(ctx)
+    xo = b.input("x", {"data_type": "float32", "shape": list(x.shape)})
+    h, s = b.gru(xo, b.constant(w), b.constant(r), steps, hidden, bias=b.constant(bias), return_sequence=True,
+                 direction=direction, activations=["relu", act])
+    graph = b.build({"h": h, "s": s})
+    proj = graph._steps[-1].values[0]  # the sequence kernel's projections: [steps * batch, nd * gates * hidden]
+    assert [st.template for st in graph._steps][1:] == ["recurrent/sequence.wgsl"]
+    assert proj.shape == (steps * batch, nd * (hidden if r_bias == 1.0 else 3 * hidden))
+    out = ctx.compute(graph, {"x": x})
+    rh, rs = ref_gru(x, w, r, steps, hidden, bias, direction=direction, acts=("relu", act))
+    _check(out["h"], rh, "float32")
+    _check(out["s"], rs, "float32")
+
+
+@pytest.mark.parametrize("op, direction, dt, hidden", [
+    ("lstm", "both", "float32", 8), ("lstm", "backward", "float32", 6), ("gru", "forward", "float16", 4),
+    ("gru", "both", "float32", 5)])
+def test_sequence_kernel_constant_weights(ctx, rng, op, direction, dt, hidden):
+    """Constant weights (what models load): the projection as a gemm (float32) or the project
+    kernel (float16), then the sequence kernel reading the transposed recurrent weight as
+    vec4 (hidden_size % 4 == 0) or scalars; every option that the kernel reads."""
+    steps, batch, isz = 5, 3, 6
+    nd, g = (2 if direction == "both" else 1), (4 if op == "lstm" else 3)
+    arrs = {"x": _rand(rng, (steps, batch, isz), dt, 1.0), "w": _rand(rng, (nd, g * hidden, isz), dt),
+            "r": _rand(rng, (nd, g * hidden, hidden), dt), "b": _rand(rng, (nd, g * hidden), dt),
+            "rb": _rand(rng, (nd, g * hidden), dt), "h0": _rand(rng, (nd, batch, hidden), dt),
+            "p": _rand(rng, (nd, 3 * hidden), dt), "c0": _rand(rng, (nd, batch, hidden), dt)}
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": dt, "shape": list(arrs["x"].shape)})
+    c = {k: b.constant(v) for k, v in arrs.items() if k != "x"}
+    if op == "lstm":
+        h, cc, s = b.lstm(x, c["w"], c["r"], steps, hidden, bias=c["b"], recurrent_bias=c["rb"],
+                          peephole_weight=c["p"], initial_hidden_state=c["h0"], initial_cell_state=c["c0"],
+                          return_sequence=True, direction=direction, layout="ifgo")
+        want = ref_lstm(arrs["x"], arrs["w"], arrs["r"], steps, hidden, arrs["b"], arrs["rb"], arrs["p"],
+                        arrs["h0"], arrs["c0"], direction, "ifgo")
+        outs = {"h": h, "c": cc, "s": s}
+    else:
+        h, s = b.gru(x, c["w"], c["r"], steps, hidden, bias=c["b"], recurrent_bias=c["rb"],
+                     initial_hidden_state=c["h0"], return_sequence=True, direction=direction)
+        want = ref_gru(arrs["x"], arrs["w"], arrs["r"], steps, hidden, arrs["b"], arrs["rb"], arrs["h0"],
+                       direction=direction)
+        outs = {"h": h, "s": s}
+    graph = b.build(outs)
+    templates = [st.template for st in graph._steps if hasattr(st, "template")]
+    assert templates[-1] == "recurrent/sequence.wgsl" and len(templates) == 2
+    assert templates[0] in (("recurrent/project.wgsl",) if dt == "float16" else ("matmul/tile.wgsl", "matmul/small.wgsl"))
+    assert ("r4: array<vec4<f32>>" in graph._steps[-1].wgsl) == (hidden % 4 == 0)
+    out = ctx.compute(graph, {"x": arrs["x"]})
+    for name, ref in zip(outs, want):
+        _check(out[name], ref, dt, name)
+
+
+def test_sequence_kernel_more_units_than_invocations(ctx, rng, monkeypatch):
+    """hidden_size 260 (> 256 invocations: each handles two units), forced onto the one-launch kernel."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_RECURRENT", "sequence")
+    steps, batch, isz, hidden = 3, 2, 4, 260
+    inputs = {"x": _rand(rng, (steps, batch, isz), "float32", 1.0),
+              "w": _rand(rng, (1, 4 * hidden, isz), "float32", 0.2),
+              "r": _rand(rng, (1, 4 * hidden, hidden), "float32", 0.1),
+              "c0": _rand(rng, (1, batch, hidden), "float32")}
+
+    def build(b, o):
+        h, c = b.lstm(o["x"], o["w"], o["r"], steps, hidden, initial_cell_state=o["c0"])
+        return {"h": h, "c": c}
+
+    assert kernel_templates(ctx, build, inputs) == ["recurrent/project.wgsl", "recurrent/sequence.wgsl"]
+    out = run_graph(ctx, build, inputs)
+    h, c, _ = ref_lstm(inputs["x"], inputs["w"], inputs["r"], steps, hidden, c0=inputs["c0"])
+    _check(out["h"], h, "float32")
+    _check(out["c"], c, "float32")
 
 
 # ---------------------------------------------------------------- validation

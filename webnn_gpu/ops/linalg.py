@@ -548,6 +548,10 @@ def lower_matmul(node, lc) -> None:
     M, N = out.shape[-2], out.shape[-1]
     K = a.shape[-2] if at else a.shape[-1]
     batch_shape = list(out.shape[:-2])
+    if len(b.shape) == 2 and batch_shape and not at:
+        # One matrix b for every batch of a row-major a: the batches are more rows of a
+        # single product (a taller tile grid instead of many short ones).
+        M, batch_shape = M * math.prod(batch_shape), []
     a_rs, a_ks = (1, M) if at else (K, 1)
     b_ks, b_ns, b_cols = (1, K, None) if bt else (N, 1, None)
     if len(b.shape) == 2:

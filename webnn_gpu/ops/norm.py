@@ -8,12 +8,15 @@ https://www.w3.org/TR/webnn/#api-mlgraphbuilder-softmax-method
 Instance and layer normalization are one algorithm: ``norm/moments.wgsl`` computes the mean
 and variance of each group of reduced values (two passes: the mean, then the mean squared
 deviation), then ``norm/normalize.wgsl`` writes ``(x - mean) / sqrt(variance + epsilon) *
-scale + bias`` per element. Batch normalization is the second kernel alone, with the given
-mean and variance. Softmax is one kernel (``norm/softmax.wgsl``): per line the maximum, the
-sum of exponentials, then the outputs. float16 computes in f32 and rounds once; epsilon is
-first rounded to the input's data type, as the spec casts it. ``normalize.wgsl`` applies the
-fused epilogue of ``node.attrs["epilogue"]`` (:mod:`webnn_gpu.ops._epilogue`) to each value
-it stores.
+scale + bias`` per element. A layer normalization of rows up to ``ROW_KERNEL_MAX`` values
+whose scale and bias run along the normalized axes is one kernel (``norm/layer_norm.wgsl``:
+the statistics and the outputs of a row by one invocation, or by one workgroup for few long
+rows). Batch normalization is ``normalize.wgsl`` alone, with the given mean and variance.
+Softmax is one kernel (``norm/softmax.wgsl``): per line the maximum, the sum of
+exponentials, then the outputs. float16 computes in f32 and rounds once; epsilon is first
+rounded to the input's data type, as the spec casts it. ``normalize.wgsl`` and
+``layer_norm.wgsl`` apply the fused epilogue of ``node.attrs["epilogue"]``
+(:mod:`webnn_gpu.ops._epilogue`) to each value they store.
 """
 
 from __future__ import annotations
@@ -267,16 +270,36 @@ def lower_batch_normalization(node, lc) -> None:
                node.attrs["epsilon"])
 
 
+#: The longest row (normalized values) that layer normalization handles in one kernel
+#: (``layer_norm.wgsl``: statistics and outputs by the same invocation or workgroup); longer
+#: rows take moments.wgsl and normalize.wgsl, which spreads the outputs over every core.
+ROW_KERNEL_MAX = 4096
+
+
 @lowering("instance_normalization", "layer_normalization")
 def lower_moments_norm(node, lc) -> None:
-    """instance/layer normalization: moments.wgsl (mean, variance per group), then normalize.wgsl."""
+    """instance/layer normalization: moments.wgsl (mean, variance per group), then normalize.wgsl;
+    a layer normalization of rows up to :data:`ROW_KERNEL_MAX` values whose scale and bias
+    run along the normalized axes in order: one layer_norm.wgsl kernel."""
     x, sc, bi = node.inputs[:3]  # (fused epilogue operands follow)
     axes = node.attrs["axes"]
     kept, red = merge_axes(x.shape, axes)
     M = math.prod(s for s, _ in kept)
     K = math.prod(s for s, _ in red)
-    stats = lc.temp("float32", (M, 2))
     mode, wg, _ = plan(M, K)
+    if node.op == "layer_normalization" and K <= ROW_KERNEL_MAX and list(axes) == sorted(axes) and \
+            (list(node.attrs["param_axes"]) == list(axes) or (sc is None and bi is None)):
+        out = node.outputs[0]
+        ins = [("x", x)] + [(n, v) for n, v in (("scale", sc), ("bias", bi)) if v is not None]
+        ep = _epilogue.build(node, out, _epilogue.steps_of(node))
+        lc.kernel("norm/layer_norm.wgsl", ins + ep.operands, [("out", out)], M,
+                  groups=None if mode == "thread" else workgroups(M, lc.limits, lc.label), workgroup=wg, mode=mode,
+                  M=M, K=K, kept_rm=strides([s for s, _ in kept]), kept_st=[t for _, t in kept],
+                  red_rm=strides([s for s, _ in red]), red_st=[t for _, t in red], has_scale=sc is not None,
+                  has_bias=bi is not None, epsilon=_literal(node.attrs["epsilon"]),
+                  out_T=_dtypes.info(out.data_type).compute, ep=ep)
+        return
+    stats = lc.temp("float32", (M, 2))
     lc.kernel("norm/moments.wgsl", [("src", x)], [("out", stats)], M,
               groups=None if mode == "thread" else workgroups(M, lc.limits, lc.label), workgroup=wg, mode=mode,
               M=M, K=K, kept_rm=strides([s for s, _ in kept]), kept_st=[t for _, t in kept],

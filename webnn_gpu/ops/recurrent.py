@@ -27,7 +27,14 @@ For ``direction="backward"`` the time steps run from last to first, ``"both"`` r
 index t, the state each direction produced from input t (the WPT vectors' order).
 
 Kernels (``shaders/recurrent/``) rather than a decomposition into ~20 builder ops per step:
-one ``project`` kernel computes x W' + biases for every step and direction at once, ``init``
+one ``project`` kernel computes x W' + biases for every step and direction at once; then, where
+one step's recurrent product is small (hidden_size * gates * hidden_size at most
+:data:`SEQUENCE_MAX_MACS`; GRU with ``reset_after``, or LSTM), one ``sequence`` kernel runs every
+step: a workgroup per direction and batch row keeps the state in workgroup memory, one barrier
+per step, and writes the final state (two kernels for the whole operator). A ``gru`` whose
+update and reset gates are constant (zero weights, ``relu`` gate activation, biases giving
+z = 0 and r = 1: a plain RNN in GRU form, :func:`_plain_rnn`) runs the new gate alone there.
+Otherwise (``WEBNN_GPU_FORCE_RECURRENT=steps|sequence`` forces either) ``init``
 loads the initial state (or zeros) into an f32 state buffer, then one ``gru_step`` (two with
 ``reset_after=False``) or ``lstm_step`` kernel per time step updates the state (both
 directions in one launch, ping-ponging two state buffers; each launch reads its step index
@@ -43,6 +50,7 @@ from typing import Literal, overload
 
 import numpy as np
 
+from .. import _env
 from .. import _validate as V
 from ..builder import MLGraphBuilder, MLOperand, Value
 from ._registry import builder_method, lowering, support
@@ -492,11 +500,14 @@ def lower_recurrent(node, lc) -> None:
                   has_seq=seq is not None, w_t=w_in is not None, r_t=r_in is not None, **common)
         return
 
+    if _lower_sequence(node, lc, is_lstm=is_lstm, common=common, seq=seq):
+        return
+
     proj = lc.temp("float32", (nd, steps, batch, gh))
     ins = [("x", vx), ("w", vw)] + ([("bias", vb)] if vb is not None else []) + \
         ([("rbias", vrb)] if vrb is not None else [])
     lc.kernel("recurrent/project.wgsl", ins, [("proj", proj)], nd * steps * batch * gh,
-              has_bias=vb is not None, has_rbias=vrb is not None, fold_limit=fold_limit, **common)
+              has_bias=vb is not None, has_rbias=vrb is not None, fold_limit=fold_limit, vec=False, **common)
 
     n_state = 2 if is_lstm else 1
     states = [lc.temp("float32", (n_state, nd, batch, hidden)) for _ in range(2)]
@@ -532,3 +543,153 @@ def lower_recurrent(node, lc) -> None:
     final = states[steps % 2]
     outs = [("out_h", node.outputs[0])] + ([("out_c", node.outputs[1])] if is_lstm else [])
     lc.kernel("recurrent/finish.wgsl", [("state", final)], outs, n, n_state=n_state, **common)
+
+
+#: The most multiply-adds of one step's recurrent product (hidden_size * gates * hidden_size)
+#: that the one-launch ``sequence`` kernel takes: its workgroup runs on one core, so beyond
+#: this the per-step kernels, spread over every core, pay for their launches.
+SEQUENCE_MAX_MACS = 4 * 128 * 128
+
+
+def _host(v: Value) -> np.ndarray:
+    """The data of a host constant (its callers checked it is one), in its shape."""
+    assert v.data is not None
+    return v.data.reshape(v.shape)
+
+
+def _rows(v: Value | None, start: int, size: int) -> Value | None:
+    """Rows ``[start, start + size)`` of the last-but-one axis of a constant ``[D, G(, K)]``
+    (the last axis for a bias ``[D, G]``) as a new constant."""
+    if v is None:
+        return None
+    a = _host(v)
+    a = a[..., start:start + size, :] if a.ndim == 3 else a[..., start:start + size]
+    a = np.ascontiguousarray(a)
+    return Value(v.data_type, a.shape, "constant", data=a.reshape(-1))
+
+
+def _plain_rnn(node) -> bool:
+    """Whether a ``gru`` is a plain RNN, ``h = g(x Wn' + bn + h Rn' + rbn)``, written in GRU
+    form: constant weights whose update and reset rows are zeros, ``relu`` gate activation,
+    update-gate biases summing to at most 0 and reset-gate biases to exactly 1 (in float32,
+    as the kernels sum them), so that z = 0 and r = 1 at every step: ``h = z * h + (1 - z) *
+    n`` is ``n``. What TensorFlow Lite's plain RNN layers load as."""
+    a = node.attrs
+    vx, vw, vr, vb, vrb, vh = node.inputs
+    if node.op != "gru" or not a["reset_after"] or a["activations"][0] != "relu":
+        return False
+    if any(v is None or v.kind != "constant" or v.data is None for v in (vw, vr, vb)):
+        return False
+    if vrb is not None and (vrb.kind != "constant" or vrb.data is None):
+        return False
+    hidden = a["hidden_size"]
+    gate = _GATE_INDEX[a["layout"]]
+    nd = vw.shape[0]
+    w = vw.data.reshape(vw.shape)
+    r = vr.data.reshape(vr.shape)
+    bias = vb.data.reshape(nd, 3 * hidden).astype(np.float32)
+    if vrb is not None:
+        bias = bias + vrb.data.reshape(nd, 3 * hidden).astype(np.float32)
+    for g in ("z", "r"):
+        rows = slice(gate[g] * hidden, (gate[g] + 1) * hidden)
+        if w[:, rows].any() or r[:, rows].any():
+            return False
+    z = bias[:, gate["z"] * hidden:(gate["z"] + 1) * hidden]
+    rr = bias[:, gate["r"] * hidden:(gate["r"] + 1) * hidden]
+    return bool((z <= 0).all() and (rr == 1).all())
+
+
+def _project_gemm(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None, fold_limit: int,
+                  common: dict) -> Value | None:
+    """The input projection of every step and direction as one ``gemm`` (the tile kernel)
+    into a new f32 ``[T * B, D * GH]`` (``[T, B, D, GH]``), or None where the project kernel
+    keeps it: a float16 input (the projection stays in f32) or weights or biases computed at
+    run time."""
+    if vx.data_type != "float32" or any(v is not None and (v.kind != "constant" or v.data is None)
+                                        for v in (vw, vb, vrb)):
+        return None
+    from .._ir import Node
+    from .linalg import lower_gemm, make_constant
+
+    steps, batch, nd, gh, isz = common["T"], common["B"], common["D"], common["GH"], common["I"]
+    bias = np.zeros((nd, gh), np.float32)
+    if vb is not None:
+        bias += _host(vb).reshape(nd, gh).astype(np.float32)
+    if vrb is not None:
+        bias[:, :fold_limit] += _host(vrb).reshape(nd, gh)[:, :fold_limit].astype(np.float32)
+    rows = Value("float32", (steps * batch, isz), "op")
+    lc.alias(rows, vx)
+    proj = lc.temp("float32", (steps * batch, nd * gh))
+    weight = make_constant(_host(vw).reshape(nd * gh, isz).astype(np.float32), "float32")
+    node = Node("gemm", [rows, weight, make_constant(bias.reshape(-1), "float32")], [proj],
+                dict(a_transpose=False, b_transpose=True, alpha=1.0, beta=1.0), label=lc.node.label)
+    lower_gemm(node, lc)
+    return proj
+
+
+def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None) -> bool:
+    """``project`` then one ``sequence`` kernel for every step (state in workgroup memory);
+    False (nothing added) where the kernel does not apply: GRU with ``reset_after=False``,
+    a recurrent product above :data:`SEQUENCE_MAX_MACS` (unless ``WEBNN_GPU_FORCE_RECURRENT=sequence``),
+    more bindings or workgroup memory than the device has, or ``WEBNN_GPU_FORCE_RECURRENT=steps``."""
+    a = node.attrs
+    if is_lstm:
+        vx, vw, vr, vb, vrb, vp, vh, vc = node.inputs
+    else:
+        vx, vw, vr, vb, vrb, vh = node.inputs
+        vp = vc = None
+        if not a.get("reset_after", True):
+            return False
+    forced = _env.force("recurrent")
+    if forced not in ("", "steps", "sequence"):
+        raise ValueError(f"WEBNN_GPU_FORCE_RECURRENT={forced!r}: expected steps or sequence")
+    if forced == "steps":
+        return False
+    hidden, nd, batch = common["H"], common["D"], common["B"]
+    gh = common["GH"]
+    if (hidden * gh > SEQUENCE_MAX_MACS and forced != "sequence") or nd * batch > int(lc.limits.get("max-compute-workgroups-per-dimension",
+                                                                         65535)):
+        return False
+    if 12 * hidden > int(lc.limits.get("max-compute-workgroup-storage-size", 16384)):
+        return False
+    cell, acts, gate = ("lstm" if is_lstm else "gru"), a["activations"], _GATE_INDEX[a["layout"]]
+    # Recurrent biases fold into the projection except GRU's new gate.
+    fold_limit = gh if is_lstm else 2 * hidden
+    rbias = vrb
+    if not is_lstm and _plain_rnn(node):
+        n0 = gate["n"] * hidden
+        vw, vr, vb = _rows(vw, n0, hidden), _rows(vr, n0, hidden), _rows(vb, n0, hidden)
+        vrb = _rows(vrb, n0, hidden)
+        cell, acts, gate, gh, fold_limit, rbias = "rnn", [acts[1]], {"n": 0}, hidden, hidden, None
+        common = dict(common, GH=gh)
+    ins = [("x", vx), ("w", vw)] + ([("bias", vb)] if vb is not None else []) + \
+        ([("rbias", vrb)] if vrb is not None else [])
+    r_t = _transposed(vr)
+    vec = r_t is not None and hidden % 4 == 0
+    if r_t is not None and vec and r_t.data_type != "float32":
+        r_t = Value("float32", r_t.shape, "constant", data=_host(r_t).reshape(-1).astype(np.float32))
+    seq_ins = [("proj", None), ("r", r_t or vr)] + [
+        (k, v) for k, v in (("rbias", rbias if cell == "gru" else None), ("peep", vp), ("h0", vh), ("c0", vc))
+        if v is not None]
+    outs = [("out_h", node.outputs[0])] + ([("out_c", node.outputs[1])] if is_lstm else []) + \
+        ([("seq", seq)] if seq is not None else [])
+    if len(seq_ins) + len(outs) > int(lc.limits.get("max-storage-buffers-per-shader-stage", 8)):
+        return False
+    proj = _project_gemm(lc, vx, vw, vb, vrb, fold_limit, common)
+    if proj is None:
+        proj = lc.temp("float32", (nd, common["T"], batch, gh))
+        w_t = _transposed(vw) if gh % 4 == 0 else None
+        if w_t is not None:  # constant weights (float16 graphs): four gate rows per invocation
+            ins[1] = ("w", Value("float32", w_t.shape, "constant", data=_host(w_t).reshape(-1).astype(np.float32)))
+        lc.kernel("recurrent/project.wgsl", ins, [("proj", proj)], nd * common["T"] * batch * gh // (4 if w_t else 1),
+                  has_bias=vb is not None, has_rbias=vrb is not None, fold_limit=fold_limit, vec=w_t is not None,
+                  **common)
+    seq_ins[0] = ("proj", proj)
+    lanes = hidden // 4 if vec else hidden
+    wg = min(256, -(-lanes // 8) * 8)
+    lc.kernel("recurrent/sequence.wgsl", seq_ins, outs, nd * batch * hidden, groups=(nd * batch, 1, 1),
+              proj_tbd=proj.shape == (common["T"] * batch, nd * gh),
+              workgroup=wg, cell=cell, gate=gate, acts=acts, r_t=r_t is not None, vec=vec,
+              has_rbias=cell == "gru" and rbias is not None, has_peep=vp is not None, has_h0=vh is not None,
+              has_c0=vc is not None, has_seq=seq is not None, **common)
+    return True

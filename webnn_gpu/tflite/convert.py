@@ -73,6 +73,10 @@ class Converter:
         self._shapes: dict[int, tuple[int, ...]] = {}
         # Operators an earlier handler already computed as part of its pattern (their indices).
         self.claimed: set[int] = set()
+        # Tensors the loader computed as the reversal along one axis of an operand it also has
+        # (a backward recurrent layer's buffer): tensor -> (that operand, the axis); a
+        # REVERSE_V2 of them (through reshapes) is the operand itself.
+        self.reversed_of: dict[int, tuple[Any, int]] = {}
 
     # -- naming and errors
     def label(self, op: OperatorInfo) -> str:
@@ -262,7 +266,8 @@ class Converter:
         if value.dtype.kind == "f":
             data_type = self.float_type
             if value.dtype != self._np_float:
-                cast = value.astype(self._np_float)
+                with np.errstate(over="ignore"):  # checked below
+                    cast = value.astype(self._np_float)
                 if not np.isfinite(cast).all() and np.isfinite(value).all():
                     raise self.unsupported(op, f"constant {t.name!r} whose values exceed the {data_type} range")
                 value = cast
@@ -278,7 +283,8 @@ class Converter:
     def constant_like(self, op: OperatorInfo, i: int, value: np.ndarray) -> Any:
         """A float constant operand of ``value`` in the graph's float type (a value the loader
         computed in place of input ``i``; named after it in errors)."""
-        cast = np.asarray(value).astype(self._np_float)
+        with np.errstate(over="ignore"):  # checked below
+            cast = np.asarray(value).astype(self._np_float)
         if not np.isfinite(cast).all() and np.isfinite(value).all():
             raise self.unsupported(op, f"a computed constant for input {i} whose values exceed the "
                                        f"{self.float_type} range")

@@ -1,10 +1,15 @@
 """Map a ``WHILE`` loop that is a recurrent layer onto WebNN's ``lstm`` / ``gru``.
 
-TensorFlow's converter writes a Keras 3 ``LSTM`` or ``GRU`` layer as a ``WHILE`` loop
-whose body computes one time step from fully connected layers, a split into gates and
-the gate activations, and writes the new state into a buffer (the layer's output
-sequence, or its last state). Unrolled, that is ten or more kernels per time step; as one
-``lstm`` / ``gru`` operator it is one kernel per step.
+TensorFlow's converter writes a Keras 3 ``LSTM``, ``GRU`` or ``SimpleRNN`` layer as a
+``WHILE`` loop whose body computes one time step from fully connected layers, a split into
+gates and the gate activations, and writes the new state into a buffer (the layer's output
+sequence, or its last state; no buffer for a layer that returns its states alone).
+Unrolled, that is ten or more kernels per time step; as one ``lstm`` / ``gru`` operator it
+is two kernels for every step (``ops.recurrent``). A ``SimpleRNN`` becomes a ``gru`` in
+plain-RNN form (:func:`plain_rnn`), its activation the ``TANH``, ``RELU`` or ``LOGISTIC``
+that writes the new state. A loop over the time reversal of a sequence (``REVERSE_V2`` of
+axis 0: Keras' backward layer of a ``Bidirectional``) is the operator's backward direction
+over the sequence itself, and the reversal of its buffer back is a view.
 
 :func:`map_recurrent_loop` reads the candidate's parameters from the body (the fully
 connected layer fed by the sequence and the one fed by the hidden state, their biases),
@@ -21,6 +26,7 @@ result.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -113,7 +119,7 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
     _, w_w, w_b = inp[0]
     hidden = r_w.shape[1]
     gates = w_w.shape[0] // max(hidden, 1)
-    if gates not in (3, 4) or r_w.shape[0] != gates * hidden or w_w.shape[0] != gates * hidden:
+    if gates not in (1, 3, 4) or r_w.shape[0] != gates * hidden or w_w.shape[0] != gates * hidden:
         return False
     state_shape = shapes[h_var]
     if len(state_shape) != 2 or state_shape[1] != hidden:
@@ -127,16 +133,16 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
             return False
         c_var = cells[0]
         others.remove(c_var)
-    if len(others) != 1:
+    if len(others) > 1:
         return False
-    buf_var = others[0]
+    buf_var = others[0] if others else None  # none: a layer returning its final state alone
     seqs = [k for k in passthrough if len(shapes[k]) == 3 and shapes[k][1] == batch and
             shapes[k][2] == w_w.shape[1]]
     if len(seqs) != 1:
         return False
     seq_var = seqs[0]
     steps = shapes[seq_var][0]
-    buf_shape = shapes[buf_var]
+    buf_shape = shapes[buf_var] if buf_var is not None else (1, batch, hidden)
     if int(np.prod(buf_shape)) not in (batch * hidden, steps * batch * hidden) or buf_shape[0] not in (1, steps):
         return False
     whole_sequence = buf_shape[0] == steps and int(np.prod(buf_shape)) == steps * batch * hidden
@@ -145,9 +151,10 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
     zeros = np.zeros(gates * hidden)
     w_bias = w_b if w_b is not None else zeros
     r_bias = r_b if r_b is not None else zeros
-    if gates == 4:
+    if gates in (1, 4):
         stored = [bsub.tensors[i].data for bop in bsub.operators if bop.name == "ADD" for i in bop.inputs if i >= 0]
-        added = [np.asarray(a, np.float64).reshape(-1) for a in stored if a is not None and a.size == 4 * hidden]
+        added = [np.asarray(a, np.float64).reshape(-1) for a in stored
+                 if a is not None and a.size == gates * hidden and gates * hidden > 1]
         w_bias = w_bias + r_bias + sum(added, zeros)
 
     probe = Converter(cv.model, _NoBuilder(), "float32", label_prefix="probe/")
@@ -186,9 +193,11 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
     if trips != steps or steps < 1:
         return False
 
-    def reference(t: int) -> tuple[np.ndarray, np.ndarray | None]:
+    def reference(t: int, act: str) -> tuple[np.ndarray, np.ndarray | None]:
         x = floats_probe[seq_var][t].astype(np.float64)
         h = floats_probe[h_var].astype(np.float64)
+        if gates == 1:
+            return _PLAIN_ACTS[act](x @ w_w.T + h @ r_w.T + w_bias), None
         if c_var is not None:
             z = x @ w_w.T + h @ r_w.T + w_bias
             i, f, g, o = np.split(z, 4, axis=1)
@@ -200,37 +209,82 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
 
     # Every step (a spread of 16 in longer loops), each with new random values.
     checked = range(steps) if steps <= 256 else sorted({int(v) for v in np.linspace(0, steps - 1, 16)})
-    for t in checked:
-        floats_probe.update({k: rng.standard_normal(shapes[k]).astype(np.float32) * 0.5 for k in floats})
-        counters = counters_at(t)
-        outs = run(body, args_at(counters))
-        if outs is None:
-            return False
-        h_ref, c_ref = reference(t)
-        buf = floats_probe[buf_var].astype(np.float64)
-        if whole_sequence:
-            buf = buf.copy()
-            buf[t] = h_ref.reshape(buf_shape[1:])
-        else:
-            buf = h_ref.reshape(buf_shape)
-        checks: list[tuple[Any, np.ndarray]] = [(outs[h_var], h_ref), (outs[buf_var], buf)]
-        if c_var is not None and c_ref is not None:
-            checks.append((outs[c_var], c_ref))
-        checks += [(outs[k], floats_probe[k].astype(np.float64)) for k in passthrough]
-        if not all(_close(g, r) for g, r in checks):
-            return False
-        if any(not np.array_equal(outs[k], counters_at(t + 1)[k]) for k in ints):
-            return False
 
-    _emit(cv, op, entries, gates=gates, hidden=hidden, steps=steps, batch=batch, w=w_w, r=r_w, w_bias=w_bias,
+    def matches(act: str) -> bool:
+        probe_rng = np.random.default_rng(1)
+        for t in checked:
+            floats_probe.update({k: probe_rng.standard_normal(shapes[k]).astype(np.float32) * 0.5 for k in floats})
+            counters = counters_at(t)
+            outs = run(body, args_at(counters))
+            if outs is None:
+                return False
+            h_ref, c_ref = reference(t, act)
+            checks: list[tuple[Any, np.ndarray]] = [(outs[h_var], h_ref)]
+            if buf_var is not None:
+                buf = floats_probe[buf_var].astype(np.float64)
+                if whole_sequence:
+                    buf = buf.copy()
+                    buf[t] = h_ref.reshape(buf_shape[1:])
+                else:
+                    buf = h_ref.reshape(buf_shape)
+                checks.append((outs[buf_var], buf))
+            if c_var is not None and c_ref is not None:
+                checks.append((outs[c_var], c_ref))
+            checks += [(outs[k], floats_probe[k].astype(np.float64)) for k in passthrough]
+            if not all(_close(g, r) for g, r in checks):
+                return False
+            if any(not np.array_equal(outs[k], counters_at(t + 1)[k]) for k in ints):
+                return False
+        return True
+
+    # A plain RNN's activation is the operator that writes the new state (TANH, RELU or
+    # LOGISTIC: random probes cannot tell RELU from RELU6 or a clamp that they do not reach).
+    act = "tanh"
+    if gates == 1:
+        writer = next((o for o in bsub.operators if bsub.outputs[h_var] in o.outputs), None)
+        act = _PLAIN_OPS.get(writer.name if writer is not None else "", "")
+        if not act:
+            return False
+    if not matches(act):
+        return False
+    _emit(cv, op, entries, act=act, gates=gates, hidden=hidden, steps=steps, batch=batch, w=w_w, r=r_w, w_bias=w_bias,
           r_bias=r_bias, h_var=h_var, c_var=c_var, seq_var=seq_var, buf_var=buf_var, whole_sequence=whole_sequence,
           final_counters=counters_at(steps), passthrough=passthrough)
     return True
 
 
-def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, gates: int, hidden: int, steps: int, batch: int,
+#: A plain RNN's activations (Keras' SimpleRNN, TFLite's fused activation), in GRU form.
+_PLAIN_ACTS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"tanh": np.tanh, "relu": lambda v: np.maximum(v, 0.0), "sigmoid": _sigmoid}
+_PLAIN_OPS = {"TANH": "tanh", "RELU": "relu", "LOGISTIC": "sigmoid"}
+
+
+def plain_rnn(cv: Converter, x: Any, w: np.ndarray, r: np.ndarray, bias: np.ndarray, steps: int, hidden: int,
+              act: str, h0: Any, label: str, direction: str = "forward") -> tuple[Any, Any]:
+    """``h = act(x W' + h R' + bias)`` over a time-major ``x`` ``[steps, batch, input]`` as
+    WebNN's ``gru`` (returns its final state ``[1, batch, hidden]`` and sequence ``[steps, 1,
+    batch, hidden]``): update and reset rows of zeros, a ``relu`` gate activation and gate
+    biases 0 (update) and 1 (reset), so that z = relu(0) = 0 and r = relu(1) = 1 exactly and
+    the GRU's ``z * h + (1 - z) * n`` is ``n = act(x W' + bias + h R')``. The engine runs
+    such a gru's new gate alone (``ops.recurrent._plain_rnn``)."""
+    b = cv.builder
+    isz = w.shape[1]
+
+    def const(a: np.ndarray) -> Any:
+        a = np.ascontiguousarray(a, dtype=cv._np_float)
+        return b.constant({"data_type": cv.float_type, "shape": list(a.shape)}, a)
+
+    gw = np.concatenate([np.zeros((2 * hidden, isz)), w])[None]
+    gr = np.concatenate([np.zeros((2 * hidden, hidden)), r])[None]
+    gb = np.concatenate([np.zeros(hidden), np.ones(hidden), bias])[None]
+    h_t, seq = b.gru(x, const(gw), const(gr), steps, hidden, bias=const(gb), initial_hidden_state=h0,
+                     reset_after=True, return_sequence=True, direction=direction, layout="zrn",
+                     activations=["relu", act], label=label)
+    return h_t, seq
+
+
+def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gates: int, hidden: int, steps: int, batch: int,
           w: np.ndarray, r: np.ndarray, w_bias: np.ndarray, r_bias: np.ndarray, h_var: int, c_var: int | None,
-          seq_var: int, buf_var: int, whole_sequence: bool, final_counters: dict[int, np.ndarray],
+          seq_var: int, buf_var: int | None, whole_sequence: bool, final_counters: dict[int, np.ndarray],
           passthrough: list[int]) -> None:
     b, label = cv.builder, cv.label(op)
 
@@ -251,17 +305,27 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, gates: int, hi
         return b.reshape(operand(k), [1, batch, hidden], label=f"{label}/initial{k}")
 
     x = operand(seq_var)
+    # A loop over the time reversal of a sequence (Keras' backward layer of a Bidirectional)
+    # is the operator's backward direction over the sequence itself: its buffer, indexed by
+    # loop step, is the operator's sequence output reversed.
+    unreversed = _time_reversal_of(cv, op.inputs[seq_var])
+    direction = "forward"
+    if unreversed is not None:
+        x, direction = unreversed, "backward"
     weight, recurrent = const(w[None]), const(r[None])
-    if gates == 4:
+    c_t = None
+    if gates == 1:
+        h_t, seq = plain_rnn(cv, x, w, r, w_bias, steps, hidden, act, initial(h_var), label + "/rnn",
+                             direction=direction)
+    elif gates == 4:
         h_t, c_t, seq = b.lstm(x, weight, recurrent, steps, hidden, bias=const(w_bias[None]),
                                initial_hidden_state=initial(h_var), initial_cell_state=initial(c_var),
-                               return_sequence=True, layout="ifgo", label=label + "/lstm")
+                               return_sequence=True, direction=direction, layout="ifgo", label=label + "/lstm")
     else:
         h_t, seq = b.gru(x, weight, recurrent, steps, hidden, bias=const(w_bias[None]),
                          recurrent_bias=const(r_bias[None]), initial_hidden_state=initial(h_var), reset_after=True,
-                         return_sequence=True, layout="zrn", label=label + "/gru")
-        c_t = None
-    buf_shape = [int(d) for d in entries[buf_var].shape]
+                         return_sequence=True, direction=direction, layout="zrn", label=label + "/gru")
+
     for k, value in final_counters.items():
         cv.set_entry(op, np.asarray(value), k)
     for k in passthrough:
@@ -269,4 +333,23 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, gates: int, hi
     cv.set_output(op, b.reshape(h_t, [batch, hidden], label=f"{label}/h"), h_var)
     if c_var is not None:
         cv.set_output(op, b.reshape(c_t, [batch, hidden], label=f"{label}/c"), c_var)
-    cv.set_output(op, b.reshape(seq if whole_sequence else h_t, buf_shape, label=f"{label}/buffer"), buf_var)
+    if buf_var is not None:
+        buf_shape = [int(d) for d in entries[buf_var].shape]
+        buf = b.reshape(seq if whole_sequence else h_t, buf_shape, label=f"{label}/buffer")
+        if whole_sequence and direction == "backward":
+            cv.reversed_of[op.outputs[buf_var]] = (buf, 0)
+            buf = b.reverse(buf, axes=[0], label=f"{label}/steps")
+        cv.set_output(op, buf, buf_var)
+
+
+def _time_reversal_of(cv: Converter, tensor: int) -> Any | None:
+    """The operand of the sequence that ``tensor`` (a loop's time-major sequence) reverses
+    along time (a REVERSE_V2 of axis 0), or None."""
+    prod = cv.producer(tensor)
+    if prod is None or prod.name != "REVERSE_V2":
+        return None
+    axes = cv.static(prod, 1)
+    rank = len(cv.tensor(prod, 0).shape)
+    if axes is None or sorted({int(a) % rank for a in axes.reshape(-1)}) != [0]:
+        return None
+    return cv.operand(prod, 0)

@@ -626,10 +626,46 @@ def _fully_connected(cv: Converter, op: OperatorInfo) -> None:
     label = cv.label(op)
     x = cv.operand(op, 0)
     rows = count // depth
+    activation = _opt(o, "FusedActivationFunction", ACT_NONE)
+    keep = bool(_opt(o, "KeepNumDims", False))
+    weights = cv.static(op, 1)
+    rows_of = _rows_of(cv, op, x_shape, depth, units, keep)
+    after = _bias_after_reshape(cv, op, units) if activation == ACT_NONE else None
+    if rows_of is not None and weights is not None and weights.dtype.kind == "f" and \
+            (after is None or after[1] is rows_of[1]):
+        # Rows of a rank > 2 tensor: a matmul with the transposed weights in the rows' own
+        # leading shape (no reshapes between the product and its readers, so that the bias,
+        # the activation and element-wise readers such as a residual add become its epilogue).
+        x3, unflatten = rows_of
+        w_t = np.ascontiguousarray(weights.T).astype(cv._np_float)
+        y = cv.builder.matmul(x3, cv.builder.constant({"data_type": cv.float_type, "shape": [depth, units]}, w_t),
+                              label=label)
+        bias = cv.constant_like(op, 2, after[0]) if after is not None else cv.optional_operand(op, 2)
+        if bias is not None:
+            y = cv.builder.add(y, bias, label=label + "/bias")
+        if after is not None:
+            add = after[2]
+            y = _activation(cv, add, y, _opt(add.options(_fb.AddOptions), "FusedActivationFunction", ACT_NONE))
+        else:
+            y = _activation(cv, op, y, activation)
+        if unflatten is None:
+            cv.set_output(op, y)
+            return
+        # The FULLY_CONNECTED's own [rows, units] output is read by the unflattening RESHAPE
+        # alone, which takes the matmul's result as it is (and an ADD of a constant after it,
+        # which the bias above did).
+        cv.set_output(op, cv.builder.reshape(y, [rows, units], label=label + "/rows"))
+        cv.set_output(unflatten, y)
+        cv.claimed.add(unflatten.index)
+        if after is not None:
+            cv.set_output(after[2], y)
+            cv.claimed.add(after[2].index)
+        return
+    if after is not None and weights is not None and weights.dtype.kind == "f" and \
+            _heads_first(cv, op, x, x_shape, weights, after):
+        return
     if list(x_shape) != [rows, depth]:
         x = cv.builder.reshape(x, [rows, depth], label=label + "/flatten")
-    activation = _opt(o, "FusedActivationFunction", ACT_NONE)
-    after = _bias_after_reshape(cv, op, units) if activation == ACT_NONE else None
     if after is not None:
         bias = cv.constant_like(op, 2, after[0])
     else:
@@ -638,7 +674,6 @@ def _fully_connected(cv: Converter, op: OperatorInfo) -> None:
     if after is not None:  # the ADD's activation (element-wise: before the reshapes alike)
         add = after[2]
         y = _activation(cv, add, y, _opt(add.options(_fb.AddOptions), "FusedActivationFunction", ACT_NONE))
-    keep = bool(_opt(o, "KeepNumDims", False))
     out_shape = cv.out_shape(op, 0, lambda: [*x_shape[:-1], units] if keep else [rows, units])
     if out_shape != [rows, units]:
         y = cv.builder.reshape(y, out_shape, label=label + "/unflatten")
@@ -651,6 +686,85 @@ def _fully_connected(cv: Converter, op: OperatorInfo) -> None:
     HANDLERS["RESHAPE"](cv, reshape)
     cv.set_output(add, cv.operand(add, 0 if add.inputs[0] == reshape.outputs[0] else 1))
     cv.claimed.update((reshape.index, add.index))
+
+
+def _heads_first(cv: Converter, op: OperatorInfo, x: Any, x_shape: Any, weights: np.ndarray,
+                 after: tuple[np.ndarray, OperatorInfo, OperatorInfo]) -> bool:
+    """Keras' MultiHeadAttention projection of a query or value: FULLY_CONNECTED over
+    ``x`` [B, S, D], RESHAPE to [B, S, H, dh], ADD of the bias, TRANSPOSE to [B, H, S, dh],
+    each the sole reader of the one before. Emitted as one batched matmul of ``x`` viewed as
+    [B, 1, S, D] with the weights per head [1, H, D, dh], plus the bias [H, 1, dh]: the heads
+    come out in the transposed layout, without a transpose kernel. Says whether it did."""
+    bias, reshape, add = after
+    transpose = cv.sole_consumer(add.outputs[0])
+    if transpose is None or transpose.name != "TRANSPOSE" or transpose.inputs[0] != add.outputs[0] or \
+            _opt(add.options(_fb.AddOptions), "FusedActivationFunction", ACT_NONE) != ACT_NONE:
+        return False
+    perm = cv.static(transpose, 1)
+    units, depth = weights.shape
+    target = cv.static(reshape, 1) if len(reshape.inputs) > 1 else None
+    if target is None or target.dtype.kind not in "iu":
+        return False
+    heads_shape = [int(d) for d in target.reshape(-1)]
+    known = int(np.prod([d for d in heads_shape if d != -1], dtype=np.int64))
+    if heads_shape.count(-1) == 1 and known > 0:  # (the batch a Keras model leaves open)
+        heads_shape[heads_shape.index(-1)] = int(np.prod([int(d) for d in x_shape[:-1]], dtype=np.int64)) * units // known
+    if perm is None or [int(p) for p in perm.reshape(-1)] != [0, 2, 1, 3] or len(x_shape) != 3 or \
+            len(heads_shape) != 4 or heads_shape[:2] != [int(d) for d in x_shape[:2]] or \
+            heads_shape[2] * heads_shape[3] != units or int(x_shape[2]) != depth:
+        return False
+    b, label = cv.builder, cv.label(op)
+    batch, seq = int(x_shape[0]), int(x_shape[1])
+    heads, dh = heads_shape[2], heads_shape[3]
+    w = np.ascontiguousarray(weights.astype(np.float64).T.reshape(depth, heads, dh).transpose(1, 0, 2)[None])
+    y = b.matmul(b.reshape(x, [batch, 1, seq, depth], label=label + "/rows"),
+                 b.constant({"data_type": cv.float_type, "shape": list(w.shape)}, w.astype(cv._np_float)),
+                 label=label)
+    y = b.add(y, cv.constant_like(op, 2, bias.reshape(heads, 1, dh)), label=label + "/bias")
+    # The pattern's own tensors (read inside it alone) as views of the result (their values
+    # are right; nothing reads them, so they cost nothing).
+    per_row = b.transpose(y, permutation=[0, 2, 1, 3], label=label + "/rows_first")
+    cv.set_output(op, b.reshape(per_row, [int(d) for d in cv.out_tensor(op, 0).shape] if
+                                not cv.out_tensor(op, 0).is_dynamic else [batch, seq, units], label=label + "/fc"))
+    cv.set_output(reshape, per_row)
+    cv.set_output(add, per_row)
+    cv.set_output(transpose, y)
+    cv.claimed.update((reshape.index, add.index, transpose.index))
+    return True
+
+
+def _rows_of(cv: Converter, op: OperatorInfo, x_shape: Any, depth: int, units: int,
+             keep: bool) -> tuple[Any, OperatorInfo | None] | None:
+    """A FULLY_CONNECTED over the rows of a tensor of rank > 2, as (that tensor's operand, the
+    RESHAPE that gives the result the tensor's leading shape, or None), or None:
+
+    * ``keep_num_dims`` with a rank > 2 input (the result has the input's leading shape);
+    * an input that a RESHAPE flattens from ``[*lead, depth]`` and a sole reader that is a
+      RESHAPE to ``[*lead, units]`` (a static target shape; Keras' Dense on a sequence, as
+      TensorFlow's converter writes it with its shape arithmetic)."""
+    if keep:
+        if len(x_shape) > 2 and int(x_shape[-1]) == depth:
+            return cv.operand(op, 0), None
+        return None
+    flatten = cv.producer(op.inputs[0])
+    unflatten = cv.sole_consumer(op.outputs[0])
+    if flatten is None or flatten.name != "RESHAPE" or unflatten is None or unflatten.name != "RESHAPE" or \
+            unflatten.inputs[0] != op.outputs[0] or len(unflatten.inputs) < 2:
+        return None
+    src = cv.tensor(flatten, 0).shape
+    if len(src) < 3 or int(src[-1]) != depth:
+        return None
+    lead = [int(d) for d in src[:-1]]
+    shape = cv.static(unflatten, 1)
+    if shape is None or shape.dtype.kind not in "iu":
+        return None
+    target = [int(d) for d in shape.reshape(-1)]
+    known = int(np.prod([d for d in target if d != -1], dtype=np.int64))
+    if target.count(-1) == 1 and known > 0:
+        target[target.index(-1)] = int(np.prod(lead, dtype=np.int64)) * units // known
+    if target != [*lead, units]:
+        return None
+    return cv.operand(flatten, 0), unflatten
 
 
 def _bias_after_reshape(cv: Converter, op: OperatorInfo, units: int) -> tuple[np.ndarray, Any, Any] | None:
@@ -862,8 +976,156 @@ def _fold_pack(cv: Converter, op: OperatorInfo, values: list) -> list:
     return [np.stack(values, axis=axis % (rank + 1))]
 
 
-@handles("PACK", webnn="reshape + concat (folded at load time when static)")
+#: Operators a per-time-step chain of an unrolled ``TimeDistributed`` may hold (see
+#: :func:`_time_distributed`): row-wise, so that they apply to every step at once.
+_PER_STEP_UNARY = {"LOGISTIC": "sigmoid", "TANH": "tanh", "RELU": "relu", "HARD_SWISH": "hard_swish", "ELU": "elu"}
+_PER_STEP_BINARY = {"ADD": ("add", _fb.AddOptions), "MUL": ("mul", _fb.MulOptions), "SUB": ("sub", _fb.SubOptions)}
+
+
+def _step_signature(cv: Converter, op: OperatorInfo) -> tuple | None:
+    """What a per-step operator computes apart from its step input: its code, the options it
+    reads and its constant inputs; None for an operator outside the per-step set."""
+    consts = tuple((i, t) for i, t in enumerate(op.inputs) if t >= 0 and cv.static(op, i) is not None)
+    if op.name == "FULLY_CONNECTED":
+        o = op.options(_fb.FullyConnectedOptions)
+        if _opt(o, "WeightsFormat", 0) != 0 or _opt(o, "KeepNumDims", False) or cv.static(op, 1) is None:
+            return None
+        return op.name, _opt(o, "FusedActivationFunction", ACT_NONE), consts
+    if op.name in _PER_STEP_UNARY:
+        return op.name, consts
+    if op.name in _PER_STEP_BINARY:
+        return op.name, _opt(op.options(_PER_STEP_BINARY[op.name][1]), "FusedActivationFunction", ACT_NONE), consts
+    if op.name == "SOFTMAX":
+        return op.name, float(_opt(op.options(_fb.SoftmaxOptions), "Beta", 1.0)), consts
+    if op.name == "GELU":
+        return op.name, bool(_opt(op.options(_fb.GeluOptions), "Approximate", False)), consts
+    return None
+
+
+def _step_cone(cv: Converter, tensor: int) -> tuple[OperatorInfo, list[OperatorInfo]] | None:
+    """The STRIDED_SLICE and the per-step operators (in execution order) between it and
+    ``tensor``: every operator's computed inputs come from the cone, every value inside it
+    is read inside it alone. None when the operators reaching ``tensor`` are not that."""
+    ops: dict[int, OperatorInfo] = {}
+    slices: list[OperatorInfo] = []
+    todo = [tensor]
+    while todo:
+        t = todo.pop()
+        prod = cv.producer(t)
+        if prod is None:
+            return None
+        if prod.index in ops or prod in slices:
+            continue
+        if prod.name == "STRIDED_SLICE":
+            slices.append(prod)
+            continue
+        if _step_signature(cv, prod) is None:
+            return None
+        ops[prod.index] = prod
+        todo += [i for k, i in enumerate(prod.inputs) if i >= 0 and cv.static(prod, k) is None]
+    if len(slices) != 1 or not ops or any(len(o.outputs) != 1 for o in ops.values()):
+        return None
+    inside = ({o.outputs[0] for o in ops.values()} | {slices[0].outputs[0]}) - {tensor}
+    for o in cv.model.operators:
+        if o.index not in ops and any(i in inside for i in o.inputs):
+            return None  # a value of the chain read outside it
+    if any(t in cv.model.outputs for t in inside) or sum(tensor in o.inputs for o in cv.model.operators) != 1:
+        return None
+    return slices[0], [ops[k] for k in sorted(ops)]
+
+
+def _time_distributed(cv: Converter, op: OperatorInfo) -> bool:
+    """A PACK of N per-step chains, each taking step t of one tensor along the PACK's axis
+    (a STRIDED_SLICE that shrinks that axis) through the same operators with the same
+    constants (Keras' TimeDistributed as TensorFlow's converter unrolls it): the chain once,
+    on the whole tensor (fully connected layers as a matmul over its rows). Says whether it
+    emitted it."""
+    rank = len(cv.tensor(op, 0).shape)
+    axis = cv.axis(op, _opt(op.options(_fb.PackOptions), "Axis", 0), rank + 1)
+    found = [_step_cone(cv, t) for t in op.inputs]
+    cones = [c for c in found if c is not None]
+    if len(cones) < 2 or len(cones) != len(found):
+        return False
+    (sl0, chain0), first = cones[0], cones[0][1]
+    src = sl0.inputs[0]
+    src_shape = [int(d) for d in cv.model.tensors[src].shape]
+    if len(src_shape) != rank + 1 or axis >= rank or src_shape[axis] != len(op.inputs):
+        return False
+    index = np.arange(int(np.prod(src_shape)), dtype=np.int64).reshape(src_shape)
+    wiring: list[dict[int, int]] = []
+    for t, cone in enumerate(cones):
+        sl, chain = cone
+        if sl.inputs[0] != src:
+            return False
+        params = [cv.static(sl, k) for k in (1, 2, 3)]
+        if any(p is None for p in params):
+            return False
+        try:
+            (taken,) = _fold_movement(cv, sl, [index, *params])
+        except Exception:  # noqa: BLE001 - not a step of the tensor
+            return False
+        if not np.array_equal(taken, np.take(index, t, axis=axis)):
+            return False
+        if len(chain) != len(first):
+            return False
+        # The same operators on positionally matching values.
+        names = {sl.outputs[0]: sl0.outputs[0]}
+        for mine, ref in zip(chain, first):
+            if _step_signature(cv, mine) != _step_signature(cv, ref) or len(mine.inputs) != len(ref.inputs):
+                return False
+            for k, (a, b) in enumerate(zip(mine.inputs, ref.inputs)):
+                if cv.static(mine, k) is None and names.get(a) != b:
+                    return False
+            names[mine.outputs[0]] = ref.outputs[0]
+        if names.get(op.inputs[t]) != op.inputs[0]:
+            return False
+        wiring.append(names)
+    # Emit the first chain on the whole tensor: its values gain the step axis at `axis`.
+    b = cv.builder
+    values: dict[int, Any] = {sl0.outputs[0]: cv.operand(sl0, 0)}
+
+    def arg(o: OperatorInfo, k: int) -> Any:
+        return values[o.inputs[k]] if o.inputs[k] in values else cv.operand(o, k)
+
+    for o in chain0:
+        label = cv.label(o) + "/steps"
+        if o.name == "FULLY_CONNECTED":
+            w = cv.static(o, 1)
+            assert w is not None
+            y = b.matmul(arg(o, 0), b.constant({"data_type": cv.float_type, "shape": [int(w.shape[1]), int(w.shape[0])]},
+                                               np.ascontiguousarray(w.T).astype(cv._np_float)), label=label)
+            if len(o.inputs) > 2 and o.inputs[2] >= 0:
+                y = b.add(y, cv.operand(o, 2), label=label + "/bias")
+            y = _activation(cv, o, y, _opt(o.options(_fb.FullyConnectedOptions), "FusedActivationFunction", ACT_NONE))
+        elif o.name in _PER_STEP_UNARY:
+            y = getattr(b, _PER_STEP_UNARY[o.name])(arg(o, 0), label=label)
+        elif o.name in _PER_STEP_BINARY:
+            method, opts = _PER_STEP_BINARY[o.name]
+            y = getattr(b, method)(arg(o, 0), arg(o, 1), label=label)
+            y = _activation(cv, o, y, _opt(o.options(opts), "FusedActivationFunction", ACT_NONE))
+        elif o.name == "SOFTMAX":
+            x = arg(o, 0)
+            beta = float(_opt(o.options(_fb.SoftmaxOptions), "Beta", 1.0))
+            if beta != 1.0:
+                x = b.mul(x, cv.scalar_constant(beta, cv.float_type), label=label + "/beta")
+            y = b.softmax(x, len(x.shape) - 1, label=label)
+        else:  # GELU
+            if _opt(o.options(_fb.GeluOptions), "Approximate", False):
+                return False
+            y = b.gelu(arg(o, 0), label=label)
+        values[o.outputs[0]] = y
+    out = values[op.inputs[0]]
+    if list(out.shape) != cv.out_shape(op, 0, lambda: list(out.shape)):
+        return False
+    cv.set_output(op, out)
+    return True
+
+
+@handles("PACK", webnn="reshape + concat (folded at load time when static); a PACK of the steps of an unrolled "
+                       "TimeDistributed: the step's operators once, on every step")
 def _pack(cv: Converter, op: OperatorInfo) -> None:
+    if _time_distributed(cv, op):
+        return
     rank = len(cv.tensor(op, 0).shape)
     axis = cv.axis(op, _opt(op.options(_fb.PackOptions), "Axis", 0), rank + 1)
     shape = list(cv.tensor(op, 0).shape)
@@ -1143,13 +1405,30 @@ def _cast(cv: Converter, op: OperatorInfo) -> None:
                   cv.builder.identity(x, label=label))
 
 
-@handles("SELECT", "SELECT_V2", webnn="where (SELECT's rank-1 condition picks rows)")
+@handles("SELECT", "SELECT_V2", webnn="where (SELECT's rank-1 condition picks rows; in float16 a mask value "
+                                       "beyond its range read by a SOFTMAX is +-65504)")
 def _select(cv: Converter, op: OperatorInfo) -> None:
     cond = cv.operand(op, 0)
     rank = len(cv.tensor(op, 1).shape)
     if op.name == "SELECT" and len(cond.shape) == 1 and rank > 1:
         cond = cv.builder.reshape(cond, [int(cond.shape[0])] + [1] * (rank - 1), label=cv.label(op) + "/rows")
-    cv.set_output(op, cv.builder.where(cond, cv.operand(op, 1), cv.operand(op, 2), label=cv.label(op)))
+    cv.set_output(op, cv.builder.where(cond, _mask_value(cv, op, 1), _mask_value(cv, op, 2), label=cv.label(op)))
+
+
+def _mask_value(cv: Converter, op: OperatorInfo, i: int) -> Any:
+    """Input ``i`` of SELECT / SELECT_V2. In a float16 graph, a constant beyond float16's range
+    (an attention mask's -1e9, Keras' MultiHeadAttention) read by a SOFTMAX alone is float16's
+    largest finite magnitude with its sign: exp of it minus the line's maximum is 0 as exp(-1e9 -
+    max) is, and a line masked everywhere stays uniform (as in float32; -inf would give NaN)."""
+    value = cv.static(op, i)
+    reader = cv.sole_consumer(op.outputs[0])
+    if (cv.float_type != "float16" or value is None or value.dtype.kind != "f" or reader is None
+            or reader.name != "SOFTMAX" or _opt(reader.options(_fb.SoftmaxOptions), "Beta", 1.0) != 1.0
+            or np.all(np.abs(value) <= np.finfo(np.float16).max)):
+        return cv.operand(op, i)
+    top = float(np.finfo(np.float16).max)
+    clamped = np.clip(np.asarray(value, np.float32), -top, top).astype(np.float16)
+    return cv.builder.constant({"data_type": "float16", "shape": list(clamped.shape)}, clamped)
 
 
 # ----------------------------------------------------------------------------- reductions, normalizations
@@ -1218,10 +1497,40 @@ def _local_response_normalization(cv: Converter, op: OperatorInfo) -> None:
 # ----------------------------------------------------------------------------- data movement
 
 
-@handles("REVERSE_V2", webnn="reverse(axes=)")
+def _reversal_source(cv: Converter, tensor: int, axes: list[int]) -> Any | None:
+    """The operand whose reversal along ``axes`` ``tensor`` is (so that reversing ``tensor``
+    along them gives it back), through RESHAPEs that only add or drop dimensions of size 1;
+    None when the loader knows of none (:attr:`Converter.reversed_of`)."""
+    if len(axes) != 1:
+        return None
+    axis = axes[0]
+    for _ in range(8):
+        if tensor in cv.reversed_of:
+            src, along = cv.reversed_of[tensor]
+            return src if along == axis else None
+        prod = cv.producer(tensor)
+        if prod is None or prod.name != "RESHAPE":
+            return None
+        shape_out = [int(d) for d in cv.model.tensors[tensor].shape] if tensor not in cv._shapes else \
+            list(cv._shapes[tensor])
+        shape_in = [int(d) for d in cv.tensor(prod, 0).shape]
+        kept_out = [i for i, d in enumerate(shape_out) if d != 1]
+        kept_in = [i for i, d in enumerate(shape_in) if d != 1]
+        if [shape_out[i] for i in kept_out] != [shape_in[i] for i in kept_in] or axis not in kept_out:
+            return None
+        axis = kept_in[kept_out.index(axis)]
+        tensor = prod.inputs[0]
+    return None
+
+
+@handles("REVERSE_V2", webnn="reverse(axes=) (a reversal of a backward recurrent layer's reversed buffer: a view)")
 def _reverse_v2(cv: Converter, op: OperatorInfo) -> None:
     rank = len(cv.tensor(op, 0).shape)
     axes = sorted({cv.axis(op, int(a), rank) for a in cv.value(op, 1).reshape(-1)})
+    src = _reversal_source(cv, op.inputs[0], axes)
+    if src is not None:
+        cv.set_output(op, cv.builder.reshape(src, [int(d) for d in cv.tensor(op, 0).shape], label=cv.label(op)))
+        return
     cv.set_output(op, cv.builder.reverse(cv.operand(op, 0), axes=axes, label=cv.label(op)))
 
 
@@ -1496,15 +1805,41 @@ def _dilated_conv(cv: Converter, op: OperatorInfo) -> bool:
         if len(w_shape) != 4 or int(w_shape[3]) % channels:
             return False
         groups, filter_layout = channels, "ihwo"
+    activation = _opt(o, "FusedActivationFunction", ACT_NONE)
+    bias = cv.optional_operand(conv, 2)
+    add = _bias_after(cv, conv, b2s, int(w_shape[0] if conv.name == "CONV_2D" else w_shape[3])) \
+        if activation == ACT_NONE else None
+    if add is not None:  # the converter's bias ADD after BATCH_TO_SPACE_ND: the conv's own bias
+        bias, add_op = cv.constant_like(conv, 2, add[0]), add[1]
+        activation = _opt(add_op.options(_fb.AddOptions), "FusedActivationFunction", ACT_NONE)
     y = b.conv2d(x, cv.operand(conv, 1), padding=padding, strides=[1, 1], dilations=dilations, groups=groups,
-                 input_layout="nhwc", filter_layout=filter_layout, bias=cv.optional_operand(conv, 2),
-                 label=f"{cv.label(conv)}/dilated")
-    y = _activation(cv, conv, y, _opt(o, "FusedActivationFunction", ACT_NONE))
+                 input_layout="nhwc", filter_layout=filter_layout, bias=bias, label=f"{cv.label(conv)}/dilated")
+    y = _activation(cv, add[1] if add is not None else conv, y, activation)
     if expand_axis is not None:
         y = b.reshape(y, [int(d) for i, d in enumerate(y.shape) if i != expand_axis], label=cv.label(b2s))
     cv.set_output(b2s, y)
     cv.claimed.update(o.index for o in (*chain, b2s))
+    if add is not None:  # (BATCH_TO_SPACE_ND's output, read by the ADD alone, holds its result too)
+        cv.set_output(add[1], y)
+        cv.claimed.add(add[1].index)
     return True
+
+
+def _bias_after(cv: Converter, conv: OperatorInfo, last: OperatorInfo, channels: int
+                ) -> tuple[np.ndarray, OperatorInfo] | None:
+    """An ADD of a per-channel constant (a vector of ``channels``, or one value, along the last
+    axis) that is the sole reader of ``last``'s output: (the conv's own constant bias, or zeros,
+    plus it; the ADD), or None."""
+    add = cv.sole_consumer(last.outputs[0])
+    if add is None or add.name != "ADD" or len(add.inputs) != 2 or \
+            [add.inputs[0], add.inputs[1]].count(last.outputs[0]) != 1:
+        return None
+    c = cv.static(add, 1 if add.inputs[0] == last.outputs[0] else 0)
+    own = cv.static(conv, 2) if len(conv.inputs) > 2 and conv.inputs[2] >= 0 else np.zeros(channels, np.float32)
+    if c is None or c.dtype.kind != "f" or own is None or own.dtype.kind != "f" or own.size != channels or \
+            c.size not in (1, channels) or any(int(d) != 1 for d in c.shape[:-1]):
+        return None
+    return own.astype(np.float64).reshape(-1) + np.broadcast_to(c.astype(np.float64).reshape(-1), [channels]), add
 
 
 @handles("SPACE_TO_BATCH_ND", webnn="conv2d(dilations=) with the convolution and BATCH_TO_SPACE_ND after it "
@@ -1847,7 +2182,8 @@ def _bidirectional_lstm(cv: Converter, op: OperatorInfo) -> None:
         cv.set_output(op, _batch_major(cv, op, y, time_major), j)
 
 
-@handles("UNIDIRECTIONAL_SEQUENCE_RNN", webnn="matmul for the inputs, then per step gemm + add + activation")
+@handles("UNIDIRECTIONAL_SEQUENCE_RNN", webnn="gru in plain-RNN form (constant weights, tanh or relu); "
+                                              "else matmul for the inputs, then per step gemm + add + activation")
 def _unidirectional_rnn(cv: Converter, op: OperatorInfo) -> None:
     o = op.options(_fb.SequenceRNNOptions)
     act = _opt(o, "FusedActivationFunction", ACT_TANH)
@@ -1861,6 +2197,19 @@ def _unidirectional_rnn(cv: Converter, op: OperatorInfo) -> None:
     x = cv.operand(op, 0)
     if not time_major:
         x = b.transpose(x, permutation=[1, 0, 2], label=label + "/time_major")
+    w, r, bias = (cv.static(op, i) for i in (1, 2, 3))
+    if act in _RNN_ACTIVATIONS and w is not None and r is not None and bias is not None and \
+            all(a.dtype.kind == "f" for a in (w, r, bias)):
+        from .loops import plain_rnn
+
+        h0 = _state(cv, op, 4)
+        if h0 is not None:
+            h0 = b.reshape(h0, [1, batch, units], label=label + "/initial")
+        _, seq = plain_rnn(cv, x, w.astype(np.float64), r.astype(np.float64), bias.astype(np.float64), steps, units,
+                           _RNN_ACTIVATIONS[act], h0, label + "/rnn")
+        y = b.reshape(seq, [steps, batch, units], label=label + "/sequence")
+        cv.set_output(op, _batch_major(cv, op, y, time_major))
+        return
     # Input projections of every step at once: [steps * batch, input] x W^T + bias.
     xw = b.gemm(b.reshape(x, [steps * batch, shape[2]], label=label + "/rows"), cv.operand(op, 1),
                 c=cv.operand(op, 3), b_transpose=True, label=label + "/input")
