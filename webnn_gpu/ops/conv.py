@@ -89,6 +89,11 @@ TRANSPOSE_BAKE_MAX = 256
 #: values per pixel, and this many vec4 accumulators per invocation (pixels x N / 4).
 PROJECT_MAX_N = 128
 PROJECT_MAX_ACC = 96
+#: ... and its stores of the projection run in a loop over the block's NS columns (the column's
+#: accumulator picked by selects) rather than unrolled: LLVM's compile time on lavapipe grows
+#: faster than linearly with the loads and stores in the text (each a loop over the SIMD
+#: lanes before Mesa 24), and this leaves TH x TW of them instead of TH x TW x NS.
+DWP_COLUMN_LOOP = True
 #: ... and this many invocations per workgroup: the kernel has one invocation per pixel block,
 #: so small images give few invocations, and lavapipe runs each workgroup on one thread.
 PROJECT_WORKGROUP = 16
@@ -827,7 +832,7 @@ def lower_depthwise_project(node, lc) -> None:
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
     n_inv = g["NB"] * ohb * owb * splits
     prm = make_constant(np.array([n_inv, g["C"] // 4, n4, N, g["H"], g["W"], g["OH"], g["OW"], ohb, owb, g["pt"],
-                                  g["pl"], splits, 0, 0, 0], dtype=np.uint32), "uint32")
+                                  g["pl"], splits, -(-n4 // splits) if n4 else 0, k4, 0], dtype=np.uint32), "uint32")
     outs = [("out", out)]
     pooled = proj is None and bool(dw.attrs.get("pool_output"))
     if pooled:  # fuse_conv_pool: per-block channel sums
@@ -846,7 +851,8 @@ def lower_depthwise_project(node, lc) -> None:
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + expand_in + [("prm", prm)], outs,
               n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TH=th, TW=tw,
               rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N if mode == "transpose" else 0,
-              NS=-(-n4 // splits), ragged=n4 % splits != 0, center=ep.given, fdiv=n_inv < DW_FDIV_MAX,
+              NS=-(-n4 // splits), ragged=n4 % splits != 0, col_loop=DWP_COLUMN_LOOP, center=ep.given,
+              fdiv=n_inv < DW_FDIV_MAX,
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
               O2=p["O"],
               out_vec=mode == "store" or mode == "conv" and N % 4 == 0, pool=len(outs) == 2,
