@@ -43,6 +43,8 @@
                  pixel block, N4 = ceil(N / 4))
     ragged       NS does not divide N4: the last column block loads its missing columns from
                  the last one and stores none of them
+    row_loop     no expansion: the channel loop reads the block's input rows in a loop (prm[3].w
+                 iterations, R = the rows' span), each output row's tap row picked by selects
     col_loop     mode "conv": the stores run in a loop over the NS columns (prm[3].y iterations,
                  the column's accumulator picked by selects), so the text has TH x TW stores, not
                  TH x TW x NS (LLVM's compile time grows faster than the loads and stores)
@@ -63,9 +65,9 @@
     fns          (T, names) activation helpers of the epilogues
     fdiv         invocations < 2^20: the index is split with f32 divisions (exact there)
   Parameters (uniform `prm`, u32 vec4s): 0: invocations (NB * OHB * OWB * S), C4, N4, N
-    1: H, W, OH, OW  2: OHB = ceil(OH / TH), OWB = ceil(OW / TW), pt, pl  3: S, NS, K4 (the
-    loop bounds of col_loop and of the expansion's loads: runtime values, so that LLVM does not
-    unroll those loops)
+    1: H, W, OH, OW  2: OHB = ceil(OH / TH), OWB = ceil(OW / TW), pt, pl  3: S, NS, K4, R (the
+    bounds of col_loop, of the expansion's loads and of row_loop: runtime values, so that LLVM
+    does not unroll those loops)
   Bindings: x (NHWC, vec4), f ([KH, KW, C] vec4), ep operands..., [pw ([C, N4] vec4),
     pep operands..., [pg (pep.given)] (not "store")], [we, eep operands... (expand)], prm, out, [pool].
   Workgroup: (k.workgroup, 1, 1); column block fastest, then block column.
@@ -207,6 +209,39 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endif %}
 {% endfor %}
 {% endfor %}
+{% if row_loop %}
+    // the block's input rows in a loop (prm[3].w iterations): each row's columns are loaded once
+    // and used by every output row t whose window reaches it, through tap row (r - t sh) / dh
+    // (picked by selects), so the text has the columns of one row, not of all of them
+    for (var r = 0u; r < prm[3].w; r = r + 1u) {
+      let y = ih0 + i32(r);
+      let rok = u32(y) < H;
+      let row = (n * H + select(0u, u32(y), rok)) * W;
+{% for j in seg %}
+      let x{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(row + ci{{ j }}) * C4 + cb]), rok && cok{{ j }});
+{% endfor %}
+{% for t in range(TH) %}
+      if (r >= {{ t * sh }}u && r <= {{ t * sh + (KH - 1) * dh }}u{{ " && (r - " ~ t * sh ~ "u) % " ~ dh ~ "u == 0u" if dh > 1 }}) {
+        let kt = (r - {{ t * sh }}u){{ " / " ~ dh ~ "u" if dh > 1 }};
+{% for kw in range(KW) %}
+        let wt{{ kw }} = {% for kh in range(1, KH) %}select({% endfor %}w0_{{ kw }}{% for kh in range(1, KH) %}, w{{ kh }}_{{ kw }}, kt == {{ kh }}u){% endfor %};
+{% endfor %}
+{% for kw in range(KW) %}
+{% for p in range(TW) %}
+        d{{ t }}_{{ p }} = d{{ t }}_{{ p }} + x{{ p * sw + kw * dw }} * wt{{ kw }};
+{% endfor %}
+{% endfor %}
+      }
+{% if center %}
+      if (r == {{ t + pt }}u) {
+{% for p in range(TW) %}
+        xc{{ t }}_{{ p }} = x{{ p + pl }};
+{% endfor %}
+      }
+{% endif %}
+{% endfor %}
+    }
+{% else %}
 {% for r, uses in rows %}
     {
       let y = ih0 + {{ r }};
@@ -234,6 +269,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
     }
 {% endfor %}
+{% endif %}
 {% for c in range(4) %}
     {{ tl.hoist_q(ep, "q" ~ c, "cb * 4u + " ~ c ~ "u") }}
 {% endfor %}

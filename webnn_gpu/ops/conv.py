@@ -78,6 +78,10 @@ BLOCK_MAX_WEIGHTS = 256
 BLOCK_ROW_LOOP = True
 #: NCHW implicit GEMM reads an NHWC copy of the input when the channels allow vec4 loads.
 NCHW_TO_NHWC = True
+#: The depthwise kernels read the input rows of their block in a loop (each output row's tap
+#: row picked by selects) rather than unrolled: the text then has one row's loads, not every
+#: row's (LLVM's compile time on lavapipe grows faster than the loads in the text).
+DW_ROW_LOOP = True
 #: Largest (input rows x input columns) one depthwise invocation loads (register budget).
 DW_MAX_LOADS = 128
 #: The depthwise kernel splits its invocation index with f32 divisions below this many
@@ -832,7 +836,8 @@ def lower_depthwise_project(node, lc) -> None:
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
     n_inv = g["NB"] * ohb * owb * splits
     prm = make_constant(np.array([n_inv, g["C"] // 4, n4, N, g["H"], g["W"], g["OH"], g["OW"], ohb, owb, g["pt"],
-                                  g["pl"], splits, -(-n4 // splits) if n4 else 0, k4, 0], dtype=np.uint32), "uint32")
+                                  g["pl"], splits, -(-n4 // splits) if n4 else 0, k4, _rows(g, th)[-1][0] + 1],
+                                 dtype=np.uint32), "uint32")
     outs = [("out", out)]
     pooled = proj is None and bool(dw.attrs.get("pool_output"))
     if pooled:  # fuse_conv_pool: per-block channel sums
@@ -852,6 +857,7 @@ def lower_depthwise_project(node, lc) -> None:
               n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TH=th, TW=tw,
               rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N if mode == "transpose" else 0,
               NS=-(-n4 // splits), ragged=n4 % splits != 0, col_loop=DWP_COLUMN_LOOP, center=ep.given,
+              row_loop=DW_ROW_LOOP and e is None,
               fdiv=n_inv < DW_FDIV_MAX,
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
               O2=p["O"],
