@@ -127,6 +127,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let OHB = prm[2].x;
   let OWB = prm[2].y;
   let S = prm[3].x;
+  let R = prm[3].w;  // row_loop's iterations
 {% if fdiv %}
   // Quotients through f32, exact for dividends below 2^20 (fdiv): x86 has no vector integer
   // division, so runtime divisors would otherwise cost a scalar division per lane.
@@ -213,7 +214,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     // the block's input rows in a loop (prm[3].w iterations): each row's columns are loaded once
     // and used by every output row t whose window reaches it, through tap row (r - t sh) / dh
     // (picked by selects), so the text has the columns of one row, not of all of them
-    for (var r = 0u; r < prm[3].w; r = r + 1u) {
+    for (var r = 0u; r < R; r = r + 1u) {
       let y = ih0 + i32(r);
       let rok = u32(y) < H;
       let row = (n * H + select(0u, u32(y), rok)) * W;

@@ -902,7 +902,7 @@ def lower_conv2d(node, lc) -> None:
         ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
         n_inv = g["NB"] * ohb * owb * c4
         prm = make_constant(np.array([n_inv, c4, g["O"], owb, ohb, g["H"], g["W"], g["OH"], g["OW"], g["pt"],
-                                      g["pl"], g["C"]], dtype=np.uint32), "uint32")
+                                      g["pl"], g["C"], _rows(g, th)[-1][0] + 1], dtype=np.uint32), "uint32")
         vec = g["O"] % 4 == 0 and m == 1
         outs = [("out", out)]
         pooled = bool(node.attrs.get("pool_output"))
@@ -915,7 +915,8 @@ def lower_conv2d(node, lc) -> None:
         w = w_ubo if w_ubo is not None else w
         lc.kernel("conv/depthwise.wgsl", [("x", x), ("f", w)] + ep.operands + [("prm", prm)], outs,
                   n_inv, workgroup=WORKGROUP, T=T, vec=vec, M=m, TH=th, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
-                  rows=_rows(g, th), pool=pooled, f_uniform=B_UNIFORM_FLOATS // 4 if f_uniform else 0,
+                  rows=_rows(g, th), row_loop=DW_ROW_LOOP, pool=pooled,
+                  f_uniform=B_UNIFORM_FLOATS // 4 if f_uniform else 0,
                   seg=_segment(g, tw), ep=ep, **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
         if pooled:
             reduce_pool()
