@@ -45,6 +45,9 @@
                  the last one and stores none of them
     row_loop     no expansion: the channel loop reads the block's input rows in a loop (prm[3].w
                  iterations, R = the rows' span), each output row's tap row picked by selects
+    x_loop       (expand) the held expansion inputs are loaded in a loop over their K4 vec4s
+                 (prm[3].z iterations, each value put in place by a select): one load per pixel
+                 in the text instead of K4
     col_loop     mode "conv": the stores run in a loop over the NS columns (prm[3].y iterations,
                  the column's accumulator picked by selects), so the text has TH x TW stores, not
                  TH x TW x NS (LLVM's compile time grows faster than the loads and stores)
@@ -159,10 +162,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for j in seg %}
   let hok{{ r }}_{{ j }} = hrok{{ r }} && cok{{ j }};
 {% for kk in range(K4) %}
+{% if x_loop %}
   var X{{ r }}_{{ j }}_{{ kk }} = vec4<f32>(0.0);
+{% else %}
+  let X{{ r }}_{{ j }}_{{ kk }} = vec4<f32>(x[(hrow{{ r }} + ci{{ j }}) * {{ K4 }}u + {{ kk }}u]);
+{% endif %}
 {% endfor %}
 {% endfor %}
 {% endfor %}
+{% if x_loop %}
   // the expansion's inputs, one vec4 of each pixel per iteration (prm[3].z = K4 iterations:
   // LLVM keeps the loop, and the text has one load per pixel instead of K4)
   for (var kk = 0u; kk < prm[3].z; kk = kk + 1u) {
@@ -175,6 +183,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% endfor %}
   }
+{% endif %}
 {% endif %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
