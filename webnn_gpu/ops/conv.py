@@ -115,9 +115,9 @@ EXPAND_MAX_K = 32
 #: more than the stores and loads it saves (measured on the selfie model's 5x5 blocks).
 EXPAND_MAX_RECOMPUTE = 2.5
 #: ... and at most this many vec4s of expansion input held per invocation (rows x columns x
-#: K / 4, live through the channel loop): 324 of them (a 4 x 4 block of a stride-2 3x3 window
-#: on 16 channels) take LLVM 13 s to compile, a 2 x 4 block's 180 take 4 s and run as fast
-#: (lavapipe, Mesa 22.3).
+#: K / 4, live through the channel loop): past it LLVM's compile time grows fast (324 of them,
+#: a 4 x 4 block of a stride-2 3x3 window on 16 channels, several times a 2 x 4 block's 180,
+#: which runs as fast; lavapipe, Mesa 22.3).
 EXPAND_MAX_X = 256
 
 
@@ -574,8 +574,9 @@ DWP_FUSED_FACTOR = {"lane-loop": 1.0, "default": 3.0}
 #: model of the two-kernel side.
 DWP_FUSED_WEIGHTS = {"lane-loop": (8.0, 1.75, 0.05), "default": (2.0, 2.0, 1.0)}
 #: ... the block rows and columns its plan (:func:`_dwp_plan`) chooses from, and at most this
-#: many vec4 accumulators per invocation there: LLVM's compile time grows with the unrolled
-#: block (about 0.2 s CPU per KiB of WGSL on lavapipe)
+#: many vec4 accumulators per invocation there: LLVM's compile time on lavapipe grows faster
+#: than linearly with the accumulators held through the channel loop (docs/conv.md, Pipelines;
+#: 32 would halve it for these blocks but ran face_detection_short_range's kernels 1.27x slower)
 DWP_BLOCK_SIZES = (1, 2, 3, 4, 6, 8)
 DWP_PLAN_MAX_ACC = 64
 #: ... the profiles whose weights were fitted (others keep one invocation per pixel block)
