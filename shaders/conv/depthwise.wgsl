@@ -18,6 +18,8 @@
     fdiv         invocations < 2^20: the index is split with f32 divisions (exact there)
     KH, KW       window; sh, sw strides; dh, dw dilations
     rows         [(r, [(t, kh), ...])]: input row r (from oh0 * sh - pt) feeds output row t via tap kh
+    row_loop     the rows are read in a loop, each output row's tap row picked by selects
+                 (rather than unrolled: LLVM's compile time grows faster than the loads)
     seg          sorted distinct column offsets p * sw + kw * dw (p < TW, kw < KW) from ow0 * sw - pl
     ep           fused epilogue (webnn_gpu/ops/_epilogue.py); channel = c; operands read at the
                  channel (a bias) are loaded once per invocation (q0..q3)
@@ -28,7 +30,8 @@
                  (fuse_conv_pool) then reduces these partials instead of re-reading the output
   Parameters (binding `prm`, u32): 0 invocations  1 C4 = ceil(C / 4)  2 C (output channels)
     3 OWB = ceil(OW / TW)  4 OHB = ceil(OH / TH)  5 H  6 W  7 OH  8 OW  9 pt  10 pl (leading
-    padding)  11 CI (input channels, C / M)
+    padding)  11 CI (input channels, C / M)  12 R (row_loop's iterations: the span of `rows`, a
+    runtime value so that LLVM does not unroll the loop)
   Bindings: input (NHWC, CI channels), filter ([KH, KW, C]), epilogue operands..., prm, out (NHWC),
     pool (pool only).
   Workgroup: (k.workgroup, 1, 1); invocations NB * OHB * OWB * C4, channel block fastest.
@@ -111,6 +114,33 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   var acc{{ t }}_{{ p }} = vec4<f32>(0.0);
 {% endfor %}
 {% endfor %}
+{% if row_loop %}
+  // the block's input rows in a loop (prm[12] iterations, the rows' span): each row's columns are
+  // loaded once and used by every output row t whose window reaches it, through tap row
+  // (r - t sh) / dh (picked by selects), so the text has one row's loads, not every row's
+  let R = prm[12];
+  for (var r = 0u; r < R; r = r + 1u) {
+    let y = ih0 + i32(r);
+    let rok = u32(y) < H;
+    let row = (n * H + select(0u, u32(y), rok)) * W;
+{% for j in seg %}
+    let x{{ j }} = select(vec4<f32>(0.0), ld_x(row + ci{{ j }}, cb, CI, C), rok && cok{{ j }});
+{% endfor %}
+{% for t in range(TH) %}
+    if (r >= {{ t * sh }}u && r <= {{ t * sh + (KH - 1) * dh }}u{{ " && (r - " ~ t * sh ~ "u) % " ~ dh ~ "u == 0u" if dh > 1 }}) {
+      let kt = (r - {{ t * sh }}u){{ " / " ~ dh ~ "u" if dh > 1 }};
+{% for kw in range(KW) %}
+      let wt{{ kw }} = {% for kh in range(1, KH) %}select({% endfor %}w0_{{ kw }}{% for kh in range(1, KH) %}, w{{ kh }}_{{ kw }}, kt == {{ kh }}u){% endfor %};
+{% endfor %}
+{% for kw in range(KW) %}
+{% for p in range(TW) %}
+      acc{{ t }}_{{ p }} = acc{{ t }}_{{ p }} + x{{ p * sw + kw * dw }} * wt{{ kw }};
+{% endfor %}
+{% endfor %}
+    }
+{% endfor %}
+  }
+{% else %}
 {% for r, uses in rows %}
   {
     let y = ih0 + {{ r }};
@@ -128,6 +158,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
   }
 {% endfor %}
+{% endif %}
 {% for c in range(4) %}
   {{ tl.hoist_q(ep, "q" ~ c, "min(cb * 4u + " ~ c ~ "u, C - 1u)") }}
 {% endfor %}

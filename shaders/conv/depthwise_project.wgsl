@@ -20,8 +20,9 @@
 
   With `expand`, the depthwise input is itself computed here: a pointwise conv2d (K -> C
   channels, its epilogue) of `x`, evaluated for every input pixel the block reads (before the
-  channel loop those pixels' K values are loaded once; per channel group, four expanded
-  channels are computed from them in registers). A MobileNet inverted-residual block then
+  channel loop those pixels' K values are loaded once, in a loop over their K4 vec4s with one
+  load per pixel in the text; per channel group, four expanded channels are computed from them
+  in registers). A MobileNet inverted-residual block then
   reads its input once and writes its output once.
 
   Context:
@@ -42,6 +43,14 @@
                  pixel block, N4 = ceil(N / 4))
     ragged       NS does not divide N4: the last column block loads its missing columns from
                  the last one and stores none of them
+    row_loop     no expansion: the channel loop reads the block's input rows in a loop (prm[3].w
+                 iterations, R = the rows' span), each output row's tap row picked by selects
+    x_loop       (expand) the held expansion inputs are loaded in a loop over their K4 vec4s
+                 (prm[3].z iterations, each value put in place by a select): one load per pixel
+                 in the text instead of K4
+    col_loop     mode "conv": the stores run in a loop over the NS columns (prm[3].y iterations,
+                 the column's accumulator picked by selects), so the text has TH x TW stores, not
+                 TH x TW x NS (LLVM's compile time grows faster than the loads and stores)
     pep          the projection's epilogue (bias first), read at the projection output's index
                  (None in mode "store"); pep.given: its residual operand (same shape as out) is
                  bound as `pg` and loaded as vec4 (out_vec only)
@@ -59,7 +68,9 @@
     fns          (T, names) activation helpers of the epilogues
     fdiv         invocations < 2^20: the index is split with f32 divisions (exact there)
   Parameters (uniform `prm`, u32 vec4s): 0: invocations (NB * OHB * OWB * S), C4, N4, N
-    1: H, W, OH, OW  2: OHB = ceil(OH / TH), OWB = ceil(OW / TW), pt, pl  3: S
+    1: H, W, OH, OW  2: OHB = ceil(OH / TH), OWB = ceil(OW / TW), pt, pl  3: S, NS, K4, R (the
+    bounds of col_loop, of the expansion's loads and of row_loop: runtime values, so that LLVM
+    does not unroll those loops)
   Bindings: x (NHWC, vec4), f ([KH, KW, C] vec4), ep operands..., [pw ([C, N4] vec4),
     pep operands..., [pg (pep.given)] (not "store")], [we, eep operands... (expand)], prm, out, [pool].
   Workgroup: (k.workgroup, 1, 1); column block fastest, then block column.
@@ -119,6 +130,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let OHB = prm[2].x;
   let OWB = prm[2].y;
   let S = prm[3].x;
+  let R = prm[3].w;  // row_loop's iterations
 {% if fdiv %}
   // Quotients through f32, exact for dividends below 2^20 (fdiv): x86 has no vector integer
   // division, so runtime divisors would otherwise cost a scalar division per lane.
@@ -150,10 +162,28 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for j in seg %}
   let hok{{ r }}_{{ j }} = hrok{{ r }} && cok{{ j }};
 {% for kk in range(K4) %}
+{% if x_loop %}
+  var X{{ r }}_{{ j }}_{{ kk }} = vec4<f32>(0.0);
+{% else %}
   let X{{ r }}_{{ j }}_{{ kk }} = vec4<f32>(x[(hrow{{ r }} + ci{{ j }}) * {{ K4 }}u + {{ kk }}u]);
+{% endif %}
 {% endfor %}
 {% endfor %}
 {% endfor %}
+{% if x_loop %}
+  // the expansion's inputs, one vec4 of each pixel per iteration (prm[3].z = K4 iterations:
+  // LLVM keeps the loop, and the text has one load per pixel instead of K4)
+  for (var kk = 0u; kk < prm[3].z; kk = kk + 1u) {
+{% for r, uses in rows %}
+{% for j in seg %}
+    let v{{ r }}_{{ j }} = vec4<f32>(x[(hrow{{ r }} + ci{{ j }}) * {{ K4 }}u + kk]);
+{% for kk in range(K4) %}
+    X{{ r }}_{{ j }}_{{ kk }} = select(X{{ r }}_{{ j }}_{{ kk }}, v{{ r }}_{{ j }}, kk == {{ kk }}u);
+{% endfor %}
+{% endfor %}
+{% endfor %}
+  }
+{% endif %}
 {% endif %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
@@ -189,6 +219,39 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endif %}
 {% endfor %}
 {% endfor %}
+{% if row_loop %}
+    // the block's input rows in a loop (prm[3].w iterations): each row's columns are loaded once
+    // and used by every output row t whose window reaches it, through tap row (r - t sh) / dh
+    // (picked by selects), so the text has the columns of one row, not of all of them
+    for (var r = 0u; r < R; r = r + 1u) {
+      let y = ih0 + i32(r);
+      let rok = u32(y) < H;
+      let row = (n * H + select(0u, u32(y), rok)) * W;
+{% for j in seg %}
+      let x{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(row + ci{{ j }}) * C4 + cb]), rok && cok{{ j }});
+{% endfor %}
+{% for t in range(TH) %}
+      if (r >= {{ t * sh }}u && r <= {{ t * sh + (KH - 1) * dh }}u{{ " && (r - " ~ t * sh ~ "u) % " ~ dh ~ "u == 0u" if dh > 1 }}) {
+        let kt = (r - {{ t * sh }}u){{ " / " ~ dh ~ "u" if dh > 1 }};
+{% for kw in range(KW) %}
+        let wt{{ kw }} = {% for kh in range(1, KH) %}select({% endfor %}w0_{{ kw }}{% for kh in range(1, KH) %}, w{{ kh }}_{{ kw }}, kt == {{ kh }}u){% endfor %};
+{% endfor %}
+{% for kw in range(KW) %}
+{% for p in range(TW) %}
+        d{{ t }}_{{ p }} = d{{ t }}_{{ p }} + x{{ p * sw + kw * dw }} * wt{{ kw }};
+{% endfor %}
+{% endfor %}
+      }
+{% if center %}
+      if (r == {{ t + pt }}u) {
+{% for p in range(TW) %}
+        xc{{ t }}_{{ p }} = x{{ p + pl }};
+{% endfor %}
+      }
+{% endif %}
+{% endfor %}
+    }
+{% else %}
 {% for r, uses in rows %}
     {
       let y = ih0 + {{ r }};
@@ -216,25 +279,26 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
     }
 {% endfor %}
+{% endif %}
 {% for c in range(4) %}
     {{ tl.hoist_q(ep, "q" ~ c, "cb * 4u + " ~ c ~ "u") }}
 {% endfor %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
-{% if mode != "store" %}
-    var e{{ t }}_{{ p }} = vec4<f32>(0.0);
-{% endif %}
+{% if mode == "store" %}
     if (in{{ t }}_{{ p }}) {
       let o = pix{{ t }}_{{ p }} * C4 * 4u + cb * 4u;
       let v = d{{ t }}_{{ p }};
-      {{ "let e" if mode == "store" else "e" ~ t ~ "_" ~ p }} = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u", "q" ~ c, "xc" ~ t ~ "_" ~ p ~ "." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
-{% if mode == "store" %}
+      let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u", "q" ~ c, "xc" ~ t ~ "_" ~ p ~ "." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
       out[pix{{ t }}_{{ p }} * C4 + cb] = vec4<{{ T }}>(e);
 {% if pool %}
       psum = psum + e;
 {% endif %}
-{% endif %}
     }
+{% else %}
+    // every pixel of the block, in the image or not (only the stores check): no branch here
+    let e{{ t }}_{{ p }} = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "d" ~ t ~ "_" ~ p ~ "." ~ "xyzw"[c], "pix" ~ t ~ "_" ~ p ~ " * C4 * 4u + cb * 4u + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u", "q" ~ c, "xc" ~ t ~ "_" ~ p ~ "." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
+{% endif %}
 {% endfor %}
 {% endfor %}
 {% for j in range(NS if mode != "store" else 0) %}
@@ -253,7 +317,53 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     pool[idx * C4 + cb] = psum;
 {% endif %}
   }
-{% if mode == "conv" %}
+{% if mode == "conv" and col_loop %}
+  let N = prm[0].w;
+  // one column of the block per iteration (prm[3].y = NS iterations: LLVM keeps the loop, and
+  // the text has TH x TW stores instead of TH x TW x NS); column j's accumulator is picked by selects
+  for (var j = 0u; j < prm[3].y; j = j + 1u) {
+    let col = jb + j;
+{% if ragged %}
+    if (col >= N4) { break; }
+{% endif %}
+{% for c in range(4) %}
+    {{ tl.hoist_q(pep, "gq" ~ c, "min(4u * col + " ~ c ~ "u, N - 1u)") }}
+{% endfor %}
+{% if pool %}
+    var ps = vec4<f32>(0.0);
+{% endif %}
+{% for t in range(TH) %}
+{% for p in range(TW) %}
+    {
+      let v = {% for jj in range(1, NS) %}select({% endfor %}a{{ t }}_{{ p }}_0{% for jj in range(1, NS) %}, a{{ t }}_{{ p }}_{{ jj }}, j == {{ jj }}u){% endfor %};
+      if (in{{ t }}_{{ p }}) {
+        let o = pix{{ t }}_{{ p }} * N + 4u * col;
+{% if out_vec %}
+{% if pep.given %}
+        let g = vec4<f32>(pg[pix{{ t }}_{{ p }} * N4 + col]);
+{% endif %}
+        let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(pep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "4u * col + " ~ c ~ "u", "gq" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
+        out[pix{{ t }}_{{ p }} * N4 + col] = vec4<{{ T }}>(e);
+{% if pool %}
+        ps = ps + e;
+{% endif %}
+{% else %}
+{% for c in range(4) %}
+        if (4u * col + {{ c }}u < N) {
+          out[o + {{ c }}u] = {{ T }}({{ tl.apply(pep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "4u * col + " ~ c ~ "u", "gq" ~ c) }});
+        }
+{% endfor %}
+{% endif %}
+      }
+    }
+{% endfor %}
+{% endfor %}
+{% if pool %}
+    // this block's column sums: row idx of the [blocks, N] partials
+    pool[idx * N4 + col] = ps;
+{% endif %}
+  }
+{% elif mode == "conv" %}
   let N = prm[0].w;
 {% for j in range(NS) %}
 {% for c in range(4) %}

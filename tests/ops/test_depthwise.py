@@ -119,6 +119,8 @@ _DW_CASES = {
     "many channels, small image": ((5, 5), 96, 1, 3, 1, 1, (1, 1, 1, 1), "float32"),
     "multiplier 2, dilation 2, float16": ((9, 11), 4, 2, 3, 1, 2, (2, 2, 2, 2), "float16"),
     "C=6, stride 2, float16": ((7, 9), 6, 1, 3, 2, 1, (1, 1, 1, 1), "float16"),
+    "C=8, stride 2 and dilation 2": ((13, 11), 8, 1, 3, 2, 2, (2, 2, 2, 2), "float32"),
+    "C=16, 5x5 dilation 3, uneven pad": ((14, 12), 16, 1, 5, 1, 3, (6, 5, 4, 6), "float32"),
 }
 
 
@@ -182,6 +184,8 @@ _SPLIT_CASES = {
     "batch 2, block past the edges, split 2": ((5, 6), 2, 4, 8, 3, 1, 1, (4, 4, 2), "float32", True),
     "N=28 over 2 invocations (4 + 3 columns), residual": ((6, 7), 1, 8, 28, 3, 1, 1, (2, 2, 2), "float32", True),
     "N=22 over 4 invocations (2 + 2 + 2 + 0 columns)": ((5, 5), 1, 8, 22, 3, 2, 1, (2, 2, 4), "float32", False),
+    "4x4 block, stride 2, dilation 2, N=20 ragged": ((11, 10), 1, 8, 20, 3, 2, 2, (4, 4, 2), "float32", True),
+    "7x7 window, 4x2 block, one invocation": ((12, 9), 1, 4, 8, 7, 1, 1, (4, 2, 1), "float32", True),
 }
 
 
@@ -263,3 +267,58 @@ def test_small_images_split_the_projection_over_invocations():
     assert splits > 1 and th * tw * -(-32 // splits) <= conv.DWP_PLAN_MAX_ACC
     assert conv._dwp_plan(_geometry(96, 96, 16, 3), 4, 0, "lane-loop")[2] == 1
     assert conv._dwp_plan(_geometry(3, 3, 128, 3), 32, 4, "lane-loop")[2] == 1  # an expansion: never split
+
+
+# ---------------------------------------------------------------- the expansion computed in the kernel
+# (image, expansion input channels K, expanded channels C, projected channels N, stride, (TH, TW));
+# the K / 4 vec4s of each input pixel are loaded in a loop (K4 iterations), the stores in a loop
+# over the block's columns, and the image's edges cut the last blocks
+_EXPAND_CASES = {
+    "K=24 (6 vec4s), 2x2 block, residual": ((9, 7), 24, 40, 24, 1, (2, 2)),
+    "K=8, stride 2, 2x4 block, N=12 ragged edge": ((11, 13), 8, 16, 12, 2, (2, 4)),
+}
+
+
+@pytest.mark.parametrize("case", list(_EXPAND_CASES))
+def test_expansion_depthwise_projection_against_numpy(ctx, rng, monkeypatch, case):
+    """conv/depthwise_project.wgsl with the expansion conv computed in the kernel (inverted
+    residual block: expand + relu6, depthwise + relu6, project + the block's input), for an
+    expansion of 6 vec4s and one with stride 2 whose blocks pass the image's edges: against
+    float64 NumPy, in one kernel whose text has one load per input pixel of the block."""
+    (h, w), K, C, N, s, block = _EXPAND_CASES[case]
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setattr(conv, "expand_block_ok", lambda *a, **kw: True)
+    monkeypatch.setattr(conv, "_dwp_plan", lambda g, n4, k4, tuning, split=True: (*block, 1))
+    x = rng.standard_normal((1, h, w, K)).astype(np.float32)
+    we = (rng.standard_normal((C, 1, 1, K)) * 0.3).astype(np.float32)  # ohwi
+    be = rng.standard_normal(C).astype(np.float32)
+    wd = (rng.standard_normal((1, 3, 3, C)) * 0.3).astype(np.float32)  # ihwo
+    bd = rng.standard_normal(C).astype(np.float32)
+    wp = (rng.standard_normal((N, 1, 1, C)) * 0.2).astype(np.float32)  # ohwi
+    bp = rng.standard_normal(N).astype(np.float32)
+    residual = s == 1 and N == K
+
+    def build(b, o):
+        e = b.clamp(b.conv2d(o["x"], b.constant(we), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(be)),
+                    min_value=0.0, max_value=6.0)
+        d = b.clamp(b.conv2d(e, b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C, padding=[1] * 4,
+                             strides=[s, s], bias=b.constant(bd)), min_value=0.0, max_value=6.0)
+        p = b.conv2d(d, b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
+        return {"y": b.add(p, o["x"]) if residual else p}
+
+    got = run_graph(ctx, build, {"x": x})["y"].astype(np.float64)
+    x64 = x.astype(np.float64)
+    e = np.clip(np.einsum("nhwk,ck->nhwc", x64, we[:, 0, 0, :].astype(np.float64)) + be, 0, 6)
+    d = ref_conv2d(e.transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(3, 0, 1, 2), [1] * 4, (s, s),
+                   groups=C).transpose(0, 2, 3, 1) + bd
+    ref = np.einsum("nhwc,oc->nhwo", np.clip(d, 0, 6), wp[:, 0, 0, :].astype(np.float64)) + bp
+    if residual:
+        ref = ref + x64
+    np.testing.assert_allclose(got, ref, atol=3e-5, rtol=3e-5)
+    b = webnn.MLGraphBuilder(ctx)
+    xi = b.input("x", {"data_type": "float32", "shape": list(x.shape)})
+    g = b.build(build(b, {"x": xi}))
+    steps = [st for st in g._steps if getattr(st, "template", "") == "conv/depthwise_project.wgsl"]
+    assert len(steps) == 1 and len([st for st in g._steps if hasattr(st, "template")]) == 1
+    assert "for (var kk = 0u;" in steps[0].wgsl and steps[0].wgsl.count("x[(hrow") == len(conv._rows(
+        dict(KH=3, sh=s, dh=1), block[0])) * len(conv._segment(dict(KW=3, sw=s, dw=1), block[1]))

@@ -78,6 +78,10 @@ BLOCK_MAX_WEIGHTS = 256
 BLOCK_ROW_LOOP = True
 #: NCHW implicit GEMM reads an NHWC copy of the input when the channels allow vec4 loads.
 NCHW_TO_NHWC = True
+#: The depthwise kernels read the input rows of their block in a loop (each output row's tap
+#: row picked by selects) rather than unrolled: the text then has one row's loads, not every
+#: row's (LLVM's compile time on lavapipe grows faster than the loads in the text).
+DW_ROW_LOOP = True
 #: Largest (input rows x input columns) one depthwise invocation loads (register budget).
 DW_MAX_LOADS = 128
 #: The depthwise kernel splits its invocation index with f32 divisions below this many
@@ -89,6 +93,15 @@ TRANSPOSE_BAKE_MAX = 256
 #: values per pixel, and this many vec4 accumulators per invocation (pixels x N / 4).
 PROJECT_MAX_N = 128
 PROJECT_MAX_ACC = 96
+#: ... and its stores of the projection run in a loop over the block's NS columns (the column's
+#: accumulator picked by selects) rather than unrolled: LLVM's compile time on lavapipe grows
+#: faster than linearly with the loads and stores in the text (each a loop over the SIMD
+#: lanes before Mesa 24), and this leaves TH x TW of them instead of TH x TW x NS.
+DWP_COLUMN_LOOP = True
+#: ... and with an expansion, it loads the K / 4 vec4s of each input pixel it holds in a loop
+#: over them (each value put in place by selects) rather than unrolled: the text has one load
+#: per pixel instead of K / 4 (the largest of these kernels compiled 2-3x faster).
+DWP_EXPAND_LOOP = True
 #: ... and this many invocations per workgroup: the kernel has one invocation per pixel block,
 #: so small images give few invocations, and lavapipe runs each workgroup on one thread.
 PROJECT_WORKGROUP = 16
@@ -102,9 +115,9 @@ EXPAND_MAX_K = 32
 #: more than the stores and loads it saves (measured on the selfie model's 5x5 blocks).
 EXPAND_MAX_RECOMPUTE = 2.5
 #: ... and at most this many vec4s of expansion input held per invocation (rows x columns x
-#: K / 4, live through the channel loop): 324 of them (a 4 x 4 block of a stride-2 3x3 window
-#: on 16 channels) take LLVM 13 s to compile, a 2 x 4 block's 180 take 4 s and run as fast
-#: (lavapipe, Mesa 22.3).
+#: K / 4, live through the channel loop): past it LLVM's compile time grows fast (324 of them,
+#: a 4 x 4 block of a stride-2 3x3 window on 16 channels, several times a 2 x 4 block's 180,
+#: which runs as fast; lavapipe, Mesa 22.3).
 EXPAND_MAX_X = 256
 
 
@@ -561,8 +574,9 @@ DWP_FUSED_FACTOR = {"lane-loop": 1.0, "default": 3.0}
 #: model of the two-kernel side.
 DWP_FUSED_WEIGHTS = {"lane-loop": (8.0, 1.75, 0.05), "default": (2.0, 2.0, 1.0)}
 #: ... the block rows and columns its plan (:func:`_dwp_plan`) chooses from, and at most this
-#: many vec4 accumulators per invocation there: LLVM's compile time grows with the unrolled
-#: block (about 0.2 s CPU per KiB of WGSL on lavapipe)
+#: many vec4 accumulators per invocation there: LLVM's compile time on lavapipe grows faster
+#: than linearly with the accumulators held through the channel loop (docs/conv.md, Pipelines;
+#: 32 would halve it for these blocks but ran face_detection_short_range's kernels 1.27x slower)
 DWP_BLOCK_SIZES = (1, 2, 3, 4, 6, 8)
 DWP_PLAN_MAX_ACC = 64
 #: ... the profiles whose weights were fitted (others keep one invocation per pixel block)
@@ -827,7 +841,8 @@ def lower_depthwise_project(node, lc) -> None:
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
     n_inv = g["NB"] * ohb * owb * splits
     prm = make_constant(np.array([n_inv, g["C"] // 4, n4, N, g["H"], g["W"], g["OH"], g["OW"], ohb, owb, g["pt"],
-                                  g["pl"], splits, 0, 0, 0], dtype=np.uint32), "uint32")
+                                  g["pl"], splits, -(-n4 // splits) if n4 else 0, k4, _rows(g, th)[-1][0] + 1],
+                                 dtype=np.uint32), "uint32")
     outs = [("out", out)]
     pooled = proj is None and bool(dw.attrs.get("pool_output"))
     if pooled:  # fuse_conv_pool: per-block channel sums
@@ -846,7 +861,9 @@ def lower_depthwise_project(node, lc) -> None:
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + expand_in + [("prm", prm)], outs,
               n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TH=th, TW=tw,
               rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N if mode == "transpose" else 0,
-              NS=-(-n4 // splits), ragged=n4 % splits != 0, center=ep.given, fdiv=n_inv < DW_FDIV_MAX,
+              NS=-(-n4 // splits), ragged=n4 % splits != 0, col_loop=DWP_COLUMN_LOOP, center=ep.given,
+              row_loop=DW_ROW_LOOP and e is None, x_loop=DWP_EXPAND_LOOP,
+              fdiv=n_inv < DW_FDIV_MAX,
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
               O2=p["O"],
               out_vec=mode == "store" or mode == "conv" and N % 4 == 0, pool=len(outs) == 2,
@@ -890,7 +907,7 @@ def lower_conv2d(node, lc) -> None:
         ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
         n_inv = g["NB"] * ohb * owb * c4
         prm = make_constant(np.array([n_inv, c4, g["O"], owb, ohb, g["H"], g["W"], g["OH"], g["OW"], g["pt"],
-                                      g["pl"], g["C"]], dtype=np.uint32), "uint32")
+                                      g["pl"], g["C"], _rows(g, th)[-1][0] + 1], dtype=np.uint32), "uint32")
         vec = g["O"] % 4 == 0 and m == 1
         outs = [("out", out)]
         pooled = bool(node.attrs.get("pool_output"))
@@ -903,7 +920,8 @@ def lower_conv2d(node, lc) -> None:
         w = w_ubo if w_ubo is not None else w
         lc.kernel("conv/depthwise.wgsl", [("x", x), ("f", w)] + ep.operands + [("prm", prm)], outs,
                   n_inv, workgroup=WORKGROUP, T=T, vec=vec, M=m, TH=th, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
-                  rows=_rows(g, th), pool=pooled, f_uniform=B_UNIFORM_FLOATS // 4 if f_uniform else 0,
+                  rows=_rows(g, th), row_loop=DW_ROW_LOOP, pool=pooled,
+                  f_uniform=B_UNIFORM_FLOATS // 4 if f_uniform else 0,
                   seg=_segment(g, tw), ep=ep, **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
         if pooled:
             reduce_pool()
