@@ -30,6 +30,9 @@
     b_vec        B read as vec4 along n (b_ns == 1, b_ks and offsets multiples of 4)
     b_uniform    B is a float32 constant in a uniform buffer of b_uniform_vec4 vec4s (zero-padded)
     b_cols       columns of B that may be read (N, or N padded to a multiple of 4 for packed constants)
+    b_panel      0, or B (b_vec) is stored as one [rows, 4 * TN4] panel per column tile, each after the
+                 other (linalg.panel_pack; b_ks == 4 * TN4): the panel of tile tn starts at vec4
+                 tn * b_panel (with dyn, at tn * prm[6]), so a column tile's B is one contiguous stream
     o_P, o_sn, o_sp, o_so  out[m, n] = out[(m / o_P) * o_sn + (m % o_P) * o_sp + n * o_so]
     out_vec      vec4 stores (o_so == 1, offsets multiples of 4, N multiple of 4)
     ep           the fused epilogue (webnn_gpu/ops/_epilogue.py), channel = n + bidx * group_cols;
@@ -178,7 +181,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endif %}
 {% endfor %}
 {# ---- per-column addressing of B ---- #}
-{% if b_vec %}
+{% if b_vec and b_panel %}
+  // B is stored as one contiguous [rows, 4 * TN4] panel per column tile
+  let bp = tn * {% if dyn %}b_cols_{% else %}{{ b_panel }}u{% endif %};
+{% for j in range(TN4) %}
+  let bn{{ j }} = bp + {{ j }}u;
+{% endfor %}
+{% elif b_vec %}
 {% for j in range(TN4) %}
   let bn{{ j }} = min(n0 + {{ 4 * j }}u, {% if dyn %}b_cols_ - 4u{% else %}{{ b_cols - 4 }}u{% endif %}) / 4u;
 {% endfor %}
@@ -195,7 +204,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
    load v / sg; the rows past the reduction's tail (tail_rows) load row 0 instead #}
 {% macro sg_off(t, rows) %}
 {%- set v = "min(lane + " ~ (sg * t) ~ "u, " ~ (rows * TN4 - 1) ~ "u)" -%}
+{% if b_panel %}
+bp + {{ v }}
+{%- else %}
 ({{ v }} / {{ TN4 }}u) * {% if dyn %}(b_ks_ / 4u){% else %}{{ b_ks // 4 }}u{% endif %} + min(n0 + 4u * ({{ v }} % {{ TN4 }}u), {% if dyn %}b_cols_ - 4u{% else %}{{ b_cols - 4 }}u{% endif %}) / 4u
+{%- endif %}
 {%- endmacro %}
 {% for t in range(SGL) %}
   let so{{ t }} = {{ sg_off(t, 4) }};
