@@ -85,6 +85,10 @@ B_PANEL = True
 SMALL_MAX_OUTPUTS = 512
 #: ... and at most this many multiply-adds per output.
 SMALL_MAX_K = 1024
+#: ... and fewer than this many multiply-adds in all: past it the tile kernel's vec4 loads and
+#: register tile win even on a few outputs (1 x 512 -> 216: 557 us of CPU time in
+#: ``matmul/small.wgsl``, 253 us in the tile kernel; 2 x 1024 -> 128: 817 / 290 us; Mesa 22.3).
+SMALL_MAX_MACS = 16384
 #: The subgroup variant of the tile kernel (``sg`` in ``matmul/tile.wgsl``; the "lane-loop"
 #: profile with the ``subgroup`` feature): the invocations of a subgroup take consecutive row
 #: tiles of one column tile, so they need the same vectors of B; each lane loads 1 / lanes of
@@ -94,10 +98,6 @@ SG_TILE_M = 8
 #: ... and vec4 column blocks (64 columns for deep products measured the same and took twice
 #: as long to compile: 11 s for 7 x 64 on a loaded machine).
 SG_TILE_N4 = 12
-#: Small products (:data:`SMALL_MAX_OUTPUTS`) of at least this many multiply-adds take the
-#: subgroup variant where it applies (one more pipeline; below, ``matmul/small.wgsl``'s shared
-#: pipeline and its dispatch-bound time win).
-SG_SMALL_MIN_MACS = 16384
 #: Subgroup-variant launches below this many workgroups of :data:`TILE_WORKGROUP` use workgroups
 #: of :data:`TILE_SMALL_WORKGROUP` (finer load balance over the threads).
 SG_WORKGROUPS = 16
@@ -251,13 +251,22 @@ def deep_ok(data_type: str, a_vec: bool, b_vec: bool) -> bool:
     return data_type == "float32" and a_vec and b_vec
 
 
+def small_product(M: int, N: int, batches: int, K: int) -> bool:
+    """Whether an M x N product (``batches`` of them, K multiply-adds per output) is small enough
+    for ``matmul/small.wgsl`` (:data:`SMALL_MAX_OUTPUTS`, :data:`SMALL_MAX_K`,
+    :data:`SMALL_MAX_MACS`; the last not under ``WEBNN_GPU_FORCE_MATMUL=small``): dispatch-bound,
+    so one shared pipeline beats a tile kernel of its own."""
+    return (M * N * batches <= SMALL_MAX_OUTPUTS and K <= SMALL_MAX_K
+            and (M * N * batches * K < SMALL_MAX_MACS or _env.force("matmul") == "small"))
+
+
 def given_operand(node, out: Value, steps: list[dict], M: int, N: int, KC: int, batches: int = 1) -> int | None:
     """The node input a binary epilogue step reads at each output's own index (same shape as
     ``out``, same data type; a residual add), for the tile kernel to load as vec4 itself
     (``_epilogue.build(..., given=i)``), or None: also for products that ``matmul/small.wgsl``
     runs, and under ``WEBNN_GPU_FORCE_MATMUL_RESIDUAL=scalar`` (the epilogue's own scalar
     loads, for measurements)."""
-    if _env.force("matmul_residual") == "scalar" or (M * N * batches <= SMALL_MAX_OUTPUTS and KC <= SMALL_MAX_K):
+    if _env.force("matmul_residual") == "scalar" or small_product(M, N, batches, KC):
         return None
     for step in steps:
         i = step.get("input")
@@ -332,18 +341,15 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     With ``lc.subgroup`` lanes (:func:`subgroup_lanes`), no forced ``tile`` and vec4 loads of
     B, the subgroup variant (``sg``; :func:`choose_tile_sg`) runs unless it would pad more
     than half of its rows (:func:`sg_rows_ok`), the launch writes ``pool`` partials or reads
-    ``a_add_up``; it also takes the small products of at least :data:`SG_SMALL_MIN_MACS` that
-    it fits from ``matmul/small.wgsl`` (whose scalar loads of A and B are each a loop over the
-    lanes: 4 x 128 x 64 took 205 us of CPU time there, 120 us in the variant).
+    ``a_add_up``. Products of few outputs but at least :data:`SMALL_MAX_MACS` multiply-adds
+    take the tile kernel, not ``matmul/small.wgsl`` (whose scalar loads of A and B are each a
+    loop over the lanes: 4 x 128 x 64 took 205 us of CPU time there, 120 us in the variant).
     ``WEBNN_GPU_FORCE_MATMUL_SG=off`` (read at build time) turns it off.
     """
     batch_shape = list(batch_shape)
     batches = math.prod(batch_shape) if batch_shape else 1
-    b_cols_ = N if b_cols is None else b_cols
-    sg_fits = (b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols_ % 4 == 0 and all(s % 4 == 0 for s in b_bst)
-               and M * N * batches * KC >= SG_SMALL_MIN_MACS and _sg_tile(lc, M, N, batches, KC) is not None)
     if (small_ok and pool is None and given is None and a_scale is None and a_add is None and tile is None and a_mode == "dense" and len(batch_shape) <= 1
-            and M * N * batches <= SMALL_MAX_OUTPUTS and KC <= SMALL_MAX_K and not sg_fits):
+            and small_product(M, N, batches, KC)):
         ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
         bst = (list(a_bst) or [0], list(b_bst) or [0], list(o_bst) or [0])
         params = [M * N * batches, M, N, KC, a_rs, a_ks, b_ks, b_ns, o_P, o_sn, o_sp, o_so,
