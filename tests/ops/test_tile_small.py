@@ -1,0 +1,134 @@
+"""The tile kernel on few output rows and odd widths, against float64 NumPy at the boundaries of
+its choices: B as contiguous column panels (``linalg.panel_pack``; M = 1, 2, 4, 5, K not a
+multiple of 4, N not a multiple of the panel, batched A, the parameter-buffer path with a
+residual epilogue, float16), a one-group conv2d whose output channels are not a multiple of 4
+(vec4 loads of B), and which products ``matmul/small.wgsl`` keeps (``linalg.small_product``).
+
+Tolerance: the float64 result of the same inputs, within the f32 accumulation bound
+``4 * K * 2**-24 * (|A| @ |B|)`` plus the output's rounding (an f16 ulp for float16) and the
+epilogue's f32 roundings (``check`` of test_tile.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from references import conv2d_nhwc
+from test_tile import build_run, check, data, tile_steps
+
+from webnn_gpu.builder import Value
+from webnn_gpu.ops import linalg
+
+PANEL = "B is stored as one contiguous"
+
+
+def vec4_b(step) -> bool:
+    return "var<storage, read> b: array<vec4<" in step.wgsl
+
+
+# ---------------------------------------------------------------- rules (no GPU)
+def test_panel_pack_lays_out_column_tiles_one_after_the_other():
+    m = np.arange(5 * 12, dtype=np.float32).reshape(5, 12)
+    v = linalg.make_constant(m, "float32")
+    p = linalg.panel_pack(v, 5, 12, 12, 8, 2)
+    got = p.data.reshape(p.shape)
+    assert got.shape == (2, 5, 8)
+    np.testing.assert_array_equal(got[0], m[:, :8])
+    np.testing.assert_array_equal(got[1, :, :4], m[:, 8:])
+    assert not got[1, :, 4:].any(), "the last panel is zero-padded"
+    # a row stride wider than the used columns (a packed B): only b_cols columns are kept
+    q = linalg.panel_pack(v, 5, 12, 8, 4, 2).data.reshape(2, 5, 4)
+    np.testing.assert_array_equal(np.concatenate([q[0], q[1]], axis=1), m[:, :8])
+    assert linalg.panel_pack(Value("float32", (5, 12), "input"), 5, 12, 12, 8, 2) is None, "not a host constant"
+    assert linalg.panel_pack(v, 4, 12, 12, 8, 2) is None, "size mismatch"
+    assert linalg.panel_pack(v, 5, 12, 12, 4, 2) is None, "panels narrower than B"
+
+
+def test_small_kernel_only_for_dispatch_bound_products(monkeypatch):
+    assert linalg.small_product(1, 128, 1, 32)  # 4096 multiply-adds: one shared pipeline
+    assert not linalg.small_product(1, 216, 1, 512), "a long K takes the tile kernel"
+    assert not linalg.small_product(2, 128, 1, 1024)
+    assert not linalg.small_product(1, 600, 1, 8), "too many outputs"
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL", "small")
+    assert linalg.small_product(1, 216, 1, 512) and not linalg.small_product(1, 216, 1, 2048)
+
+
+# ---------------------------------------------------------------- B panels on the GPU
+@pytest.mark.parametrize("M", [1, 2, 4, 5])
+def test_few_rows_read_b_as_panels(ctx, rng, M):
+    """[M, 202] x [202, 100] (a constant B of 20200 values: a storage buffer): K % 4 = 2 (the
+    reduction's tail rows), 25 vec4 columns (ragged against the panels); M = 1, 2 run the plain
+    kernel, 4 and 5 its subgroup variant where the adapter has it."""
+    a, b = data(rng, (M, 202)), data(rng, (202, 100))
+    out, steps = build_run(ctx, lambda bld, o: bld.matmul(o["a"], bld.constant(b)), {"a": a})
+    (step,) = tile_steps(steps)
+    assert PANEL in step.wgsl
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    check(out, A @ B, np.abs(A) @ np.abs(B), 202, np.float32, f"panels M={M}")
+
+
+def test_batched_a_with_one_b_reads_panels(ctx, rng):
+    a, b = data(rng, (3, 5, 64)), data(rng, (64, 264))
+    out, steps = build_run(ctx, lambda bld, o: bld.matmul(o["a"], bld.constant(b)), {"a": a})
+    (step,) = tile_steps(steps)
+    assert PANEL in step.wgsl
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    check(out, A @ B, np.abs(A) @ np.abs(B), 64, np.float32, "batched panels")
+
+
+def test_pointwise_conv_panels_with_residual_epilogue(ctx, rng):
+    """Six pixels, 208 -> 96 channels: sizes from the parameter buffer (the panel stride too),
+    bias, a residual add loaded as vec4 by the kernel, then relu."""
+    x, res = data(rng, (1, 2, 3, 208)), data(rng, (1, 2, 3, 96))
+    w, bias = data(rng, (96, 1, 1, 208)), data(rng, (96,))
+
+    def build(bld, o):
+        y = bld.conv2d(o["x"], bld.constant(w), bias=bld.constant(bias), input_layout="nhwc", filter_layout="ohwi")
+        return bld.relu(bld.add(y, o["r"]))
+
+    out, steps = build_run(ctx, build, {"x": x, "r": res})
+    (step,) = tile_steps(steps)
+    assert PANEL in step.wgsl and "prm" in step.wgsl and "gres" in step.wgsl
+    z = conv2d_nhwc(x, w, bias) + res
+    absref = conv2d_nhwc(np.abs(x), np.abs(w), np.abs(bias)) + np.abs(res)
+    check(out, np.maximum(z, 0), absref, 210, np.float32, "pointwise panels residual")
+
+
+def test_float16_panels(ctx, rng):
+    if "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is not supported on this adapter")
+    a, b = data(rng, (5, 128), np.float16), data(rng, (128, 40), np.float16)
+    out, steps = build_run(ctx, lambda bld, o: bld.matmul(o["a"], bld.constant(b)), {"a": a})
+    (step,) = tile_steps(steps)
+    assert PANEL in step.wgsl
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    check(out, A @ B, np.abs(A) @ np.abs(B), 128, np.float16, "f16 panels")
+
+
+# ---------------------------------------------------------------- conv2d heads
+@pytest.mark.parametrize("hw", [(2, 2), (4, 6)], ids=["m1", "m6"])
+def test_conv_with_odd_output_channels_loads_b_as_vec4(ctx, rng, hw):
+    """A 2x2 stride-2 conv of 128 channels to 38 (one group; 38 is not a multiple of 4): the
+    filter's columns are padded to 40 and read as vec4, in panels; bias and relu."""
+    x, w, bias = data(rng, (1, *hw, 128)), data(rng, (38, 2, 2, 128)), data(rng, (38,))
+
+    def build(bld, o):
+        y = bld.conv2d(o["x"], bld.constant(w), bias=bld.constant(bias), strides=[2, 2], input_layout="nhwc",
+                       filter_layout="ohwi")
+        return bld.relu(y)
+
+    out, steps = build_run(ctx, build, {"x": x})
+    (step,) = tile_steps(steps)
+    assert vec4_b(step) and PANEL in step.wgsl
+    ref = conv2d_nhwc(x, w, bias, stride=2)
+    absref = conv2d_nhwc(np.abs(x), np.abs(w), np.abs(bias), stride=2)
+    check(out, np.maximum(ref, 0), absref, 513, np.float32, "odd O")
+
+
+def test_one_row_with_a_long_k_takes_the_tile_kernel(ctx, rng):
+    a, b = data(rng, (1, 512)), data(rng, (512, 36))
+    out, steps = build_run(ctx, lambda bld, o: bld.matmul(o["a"], bld.constant(b)), {"a": a})
+    assert [s.template for s in steps] == ["matmul/tile.wgsl"]
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    check(out, A @ B, np.abs(A) @ np.abs(B), 512, np.float32, "1 x 512 x 36")
