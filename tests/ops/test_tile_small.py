@@ -2,7 +2,10 @@
 its choices: B as contiguous column panels (``linalg.panel_pack``; M = 1, 2, 4, 5, K not a
 multiple of 4, N not a multiple of the panel, batched A, the parameter-buffer path with a
 residual epilogue, float16), a one-group conv2d whose output channels are not a multiple of 4
-(vec4 loads of B), and which products ``matmul/small.wgsl`` keeps (``linalg.small_product``).
+(vec4 loads of B), which products ``matmul/small.wgsl`` keeps (``linalg.small_product``), and
+the implicit GEMM's shared input columns (``win``, ``linalg.window_rows``: padding at every edge,
+strides, dilations, 3 input channels with scalar loads and a K tail, two images, groups, one
+output channel, the plain kernel and the subgroup variant).
 
 Tolerance: the float64 result of the same inputs, within the f32 accumulation bound
 ``4 * K * 2**-24 * (|A| @ |B|)`` plus the output's rounding (an f16 ulp for float16) and the
@@ -14,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from references import conv2d_nhwc
+from references import conv2d_nhwc, ref_conv2d
 from test_tile import build_run, check, data, tile_steps
 
 from webnn_gpu.builder import Value
@@ -132,3 +135,58 @@ def test_one_row_with_a_long_k_takes_the_tile_kernel(ctx, rng):
     assert [s.template for s in steps] == ["matmul/tile.wgsl"]
     A, B = a.astype(np.float64), b.astype(np.float64)
     check(out, A @ B, np.abs(A) @ np.abs(B), 512, np.float32, "1 x 512 x 36")
+
+
+# ---------------------------------------------------------------- shared input columns
+WINDOW_CASES = [
+    # x shape (NHWC), filter (OHWI), stride, dilation, pad, groups
+    ((1, 12, 16, 8), (1, 3, 3, 8), 1, 1, 1, 1),  # one output channel, padded edges
+    ((2, 8, 8, 3), (6, 3, 3, 3), 1, 1, 1, 1),  # 3 channels: scalar loads, K tail; 2 images; O padded to 8
+    ((1, 15, 15, 16), (4, 5, 5, 16), 2, 1, 2, 1),  # 5x5 stride 2: 19 columns for 8 pixels x 5 taps
+    ((1, 10, 12, 8), (2, 3, 3, 8), 1, 2, 2, 1),  # dilation 2
+    ((1, 8, 8, 16), (8, 3, 3, 8), 1, 1, 1, 2),  # two groups of 4 output channels
+]
+
+
+@pytest.mark.parametrize("shape, filt, stride, dil, pad, groups", WINDOW_CASES,
+                         ids=["o1", "c3", "s2", "d2", "groups"])
+def test_window_shares_input_columns(ctx, rng, shape, filt, stride, dil, pad, groups):
+    x, w, bias = data(rng, shape), data(rng, filt), data(rng, (filt[0],))
+
+    def build(bld, o):
+        y = bld.conv2d(o["x"], bld.constant(w), bias=bld.constant(bias), strides=[stride] * 2, padding=[pad] * 4,
+                       dilations=[dil] * 2, groups=groups, input_layout="nhwc", filter_layout="ohwi")
+        return bld.relu(y)
+
+    out, steps = build_run(ctx, build, {"x": x})
+    (step,) = tile_steps(steps)
+    assert "let xc0 = iw0 + 0;" in step.wgsl, "the shared columns"
+
+    def ref(xx, ww, bb):
+        r = ref_conv2d(xx.astype(np.float64).transpose(0, 3, 1, 2), ww.astype(np.float64).transpose(0, 3, 1, 2),
+                       padding=(pad,) * 4, strides=(stride,) * 2, dilations=(dil,) * 2, groups=groups)
+        return r.transpose(0, 2, 3, 1) + bb.astype(np.float64)
+
+    k = filt[1] * filt[2] * filt[3]
+    check(out, np.maximum(ref(x, w, bias), 0), ref(np.abs(x), np.abs(w), np.abs(bias)), k + 1, np.float32, "window")
+
+
+def test_window_on_the_plain_kernel(ctx, rng, monkeypatch):
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_SG", "off")
+    x, w = data(rng, (1, 7, 12, 8)), data(rng, (3, 3, 3, 8))
+    out, steps = build_run(ctx, lambda bld, o: bld.conv2d(o["x"], bld.constant(w), padding=[1] * 4, input_layout="nhwc",
+                                                           filter_layout="ohwi"), {"x": x})
+    (step,) = tile_steps(steps)
+    assert "let xc0 = iw0 + 0;" in step.wgsl and "subgroupBroadcast" not in step.wgsl
+    check(out, conv2d_nhwc(x, w, pad=1), conv2d_nhwc(np.abs(x), np.abs(w), pad=1), 72, np.float32, "plain window")
+
+
+def test_window_rows_rule():
+    conv = dict(OW=64, sw=1, dw=1)
+    assert linalg.window_rows(8, 1, 3, conv) == 8
+    assert linalg.window_rows(8, 8, 3, conv) == 0, "wide tiles keep per-tap loads"
+    assert linalg.window_rows(8, 1, 1, conv) == 0, "no window to share"
+    assert linalg.window_rows(5, 1, 3, dict(conv, OW=14)) == 0, "2 of 5 rows: too short"
+    assert linalg.window_rows(8, 1, 3, dict(conv, OW=14)) == 7
+    assert linalg.window_rows(8, 1, 2, dict(conv, sw=2)) == 0, "2x2 stride 2: no column is shared"
+    assert linalg.window_rows(8, 4, 7, conv) == 0, "too much unrolled code"

@@ -75,6 +75,13 @@ TILE_DYNAMIC = True
 B_UNIFORM_FLOATS = 16384
 #: ``WEBNN_GPU_FORCE_MATMUL_B=storage`` keeps B in a storage buffer (for measurements).
 B_UNIFORM_OFF = _env.force("matmul_b") == "storage"
+#: Implicit-GEMM tiles of at most this many vec4 column blocks share their input column loads
+#: between the window's taps (:func:`window_rows`): with more, the unrolled taps' accumulators
+#: and B vectors outgrow the registers (3x3 stride 1, 16 -> 32 channels over 64 x 64 pixels,
+#: 8 x 32 tiles: 1.7x the CPU time; 8 x 16 tiles: 0.90; 8 x 4: 0.80, Mesa 22.3) ...
+WINDOW_MAX_TN4 = 4
+#: ... and at most this many unrolled KW x TM x TN4 (LLVM's compile time grows with the code).
+WINDOW_MAX_UNROLL = 160
 #: Constant B matrices of launches with more than one column tile are re-laid out as one
 #: contiguous panel per column tile (:func:`panel_pack`); ``WEBNN_GPU_FORCE_MATMUL_PANEL=off``
 #: (read at build time) keeps the row-major layout (for measurements).
@@ -301,6 +308,29 @@ def reads_per_output(ep: _epilogue.Epilogue) -> bool:
     return any(f"{name}[" in body for name, _ in ep.operands)
 
 
+def window_rows(TM: int, TN4: int, KW: int, conv: dict) -> int:
+    """The rows of an implicit-GEMM tile that loads its input columns once per filter row
+    (``win`` in ``matmul/tile.wgsl``), or 0 for the per-tap loads.
+
+    The TM rows must be consecutive pixels of one output row, so TM becomes the largest divisor
+    of the output width up to TM (at least 3/4 of TM, and 2); the window must overlap between
+    neighbouring pixels (KW > 1 and fewer distinct columns than TM x KW taps), the tile be
+    narrow (:data:`WINDOW_MAX_TN4`: few output channels, where the loads of A are most of the
+    time) and its unrolled taps stay within :data:`WINDOW_MAX_UNROLL` (KW x TM x TN4).
+    ``WEBNN_GPU_FORCE_MATMUL_WINDOW=off`` (read at build time) turns it off. Every load of A is
+    a loop over the SIMD lanes on lavapipe: a 3x3 stride-1 window over 8-pixel tiles loads 10
+    vectors per filter row instead of 24 (8 -> 1 channel over 256 x 256 pixels: 0.64 of the CPU
+    time; 5x5, 32 -> 2 channels: 0.63).
+    """
+    if KW < 2 or TN4 > WINDOW_MAX_TN4 or _env.force("matmul_window") == "off":
+        return 0
+    tm = max(d for d in range(1, TM + 1) if conv["OW"] % d == 0)
+    cols = len({i * conv["sw"] + kw * conv["dw"] for i in range(tm) for kw in range(KW)})
+    if tm < 2 or 4 * tm < 3 * TM or cols >= tm * KW or KW * tm * TN4 > WINDOW_MAX_UNROLL:
+        return 0
+    return tm
+
+
 def up_rows(TM: int, W: int) -> int:
     """The rows of a tile that interpolates a 2x-upsampled operand (``a_add_up``): one image row
     of width ``W`` from an even column, so the largest even divisor of ``W`` up to ``TM``."""
@@ -374,6 +404,12 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     if tile is None:
         tile = choose_tile(M, N, batches, lc.tuning, K=KC * KH * KW if deep_ok(out.data_type, a_vec, b_vec) else 0)
     TM, TN4 = tile
+    win: list[int] = []
+    if a_mode == "im2col" and conv is not None:
+        tm_win = window_rows(TM, TN4, KW, conv)
+        if tm_win:
+            TM = tm_win
+            win = sorted({i * conv["sw"] + kw * conv["dw"] for i in range(TM) for kw in range(KW)})
     up = None
     if a_add_up is not None:  # a tile's rows must be one image row, starting at an even column
         assert a_add is not None and a_mode == "dense"
@@ -413,7 +449,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
-        b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, pool=pool is not None, sg=sg, ep_loop=TM > 1 and not ep_rows and (ep.given or reads_per_output(ep)),
+        b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, pool=pool is not None, sg=sg, ep_loop=TM > 1 and not ep_rows and (ep.given or reads_per_output(ep)),
     )
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
