@@ -270,10 +270,11 @@ def small_product(M: int, N: int, batches: int, K: int) -> bool:
 def given_operand(node, out: Value, steps: list[dict], M: int, N: int, KC: int, batches: int = 1) -> int | None:
     """The node input a binary epilogue step reads at each output's own index (same shape as
     ``out``, same data type; a residual add), for the tile kernel to load as vec4 itself
-    (``_epilogue.build(..., given=i)``), or None: also for products that ``matmul/small.wgsl``
-    runs, and under ``WEBNN_GPU_FORCE_MATMUL_RESIDUAL=scalar`` (the epilogue's own scalar
+    (``_epilogue.build(..., given=i)``), or None: also for products within
+    ``matmul/small.wgsl``'s output and K limits (:data:`SMALL_MAX_OUTPUTS`, :data:`SMALL_MAX_K`;
+    where the tile kernel runs them, the epilogue loads the operand itself), and under ``WEBNN_GPU_FORCE_MATMUL_RESIDUAL=scalar`` (the epilogue's own scalar
     loads, for measurements)."""
-    if _env.force("matmul_residual") == "scalar" or small_product(M, N, batches, KC):
+    if _env.force("matmul_residual") == "scalar" or (M * N * batches <= SMALL_MAX_OUTPUTS and KC <= SMALL_MAX_K):
         return None
     for step in steps:
         i = step.get("input")
