@@ -16,11 +16,17 @@ Kernels (``shaders/matmul/``):
   start; no measurable change in kernel time on lavapipe). On lavapipe before Mesa 24 it runs
   as its subgroup variant (``sg``, :func:`choose_tile_sg`): a subgroup's invocations share one
   column tile and split its loads of B and of the per-channel epilogue operands among their
-  lanes (``subgroupBroadcast``), 1.1-2x less CPU time on conv layers.
+  lanes (``subgroupBroadcast``), 1.1-2x less CPU time on conv layers. A constant B of a launch
+  with several column tiles is stored as one contiguous panel per column tile
+  (:func:`panel_pack`): products with few output rows are bound by B's loads, which then stream
+  (ResNet50's last stage 2.2x less CPU time). An implicit GEMM with few output channels loads
+  each input column once per filter row and shares it between the window's taps
+  (:func:`window_rows`).
 * ``naive.wgsl``: one output per invocation; for tiny products and as a cross-check.
 * ``small.wgsl``: one output per invocation with every size and stride read from a u32
   parameter buffer, so a single pipeline serves all small products (at most
-  :data:`SMALL_MAX_OUTPUTS` outputs, one batch dimension, dense A) of a graph: the
+  :data:`SMALL_MAX_OUTPUTS` outputs and fewer than :data:`SMALL_MAX_MACS` multiply-adds, one
+  batch dimension, dense A; :func:`small_product`) of a graph: the
   squeeze-and-excitation 1x1 convs of a MobileNet-style model no longer compile one tile
   kernel per shape (cold start); they are dispatch-bound either way.
 
