@@ -472,7 +472,8 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     step = lc.kernel("matmul/tile.wgsl", inputs, [("out", out)] + ([("pool", pool)] if pool is not None else []),
                      n_inv, workgroup=_tile_workgroup(n_inv, sg), **variables)
     step.flops = 2 * M * N * KC * KH * KW * batches
-    step.note = _size_note(M, KC, N, batches, KH, KW, f"{TM}x{4 * TN4}" + (" sg" if sg else "") + (" dyn" if dyn else ""))
+    step.note = _size_note(M, KC, N, batches, KH, KW, f"{TM}x{4 * TN4}" + (" sg" if sg else "") + (" dyn" if dyn else "")
+                           + (" panels" if b_panel else "") + (" win" if win else ""))
 
 
 def _size_note(M: int, K: int, N: int, batches: int, KH: int, KW: int, variant: str) -> str:
