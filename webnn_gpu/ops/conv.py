@@ -972,8 +972,8 @@ def lower_conv2d(node, lc) -> None:
     grouped = G > 1
     tile_kernel(lc, x, w, out, M=g["NB"] * P, N=OPG, batch_shape=[G] if grouped else [],
                 a_bst=[I * ist["in_sc"]] if grouped else [], b_bst=[OPG] if grouped else [],
-                o_bst=[OPG * o_so] if grouped else [], a_mode="im2col", a_ks=ist["in_sc"], a_vec=True, b_ks=wcols, b_ns=1, b_vec=True,
-                b_cols=wcols if G == 1 else OPG, o_P=o_P, o_sn=o_sn, o_sp=o_sp, o_so=o_so, KH=g["KH"], KW=g["KW"],
+                o_bst=[OPG * o_so] if grouped else [], a_mode="im2col", a_ks=ist["in_sc"], a_vec=True, b_ks=wcols,
+                b_ns=1, b_vec=True, b_cols=wcols if G == 1 else OPG, o_P=o_P, o_sn=o_sn, o_sp=o_sp, o_so=o_so, KH=g["KH"], KW=g["KW"],
                 KC=I, conv=conv, epilogue=ep, group_cols=OPG)
 
 

@@ -250,7 +250,8 @@ def panel_pack(b: Value, rows: int, b_ks: int, b_cols: int, width: int, panels: 
     (4 x 2048 -> 512 2.4x the CPU time of 4 x 16384 -> 64, the same B, Mesa 22.3).
     """
     data = constant_array(b)
-    if not B_PANEL or _env.force("matmul_panel") == "off" or data is None or data.size != rows * b_ks or b_cols > panels * width:
+    if (not B_PANEL or _env.force("matmul_panel") == "off" or data is None or data.size != rows * b_ks
+            or b_cols > panels * width):
         return None
     mat = np.zeros((rows, panels * width), dtype=data.dtype)
     mat[:, :b_cols] = data.reshape(rows, b_ks)[:, :b_cols]
@@ -278,8 +279,9 @@ def given_operand(node, out: Value, steps: list[dict], M: int, N: int, KC: int, 
     ``out``, same data type; a residual add), for the tile kernel to load as vec4 itself
     (``_epilogue.build(..., given=i)``), or None: also for products within
     ``matmul/small.wgsl``'s output and K limits (:data:`SMALL_MAX_OUTPUTS`, :data:`SMALL_MAX_K`;
-    where the tile kernel runs them, the epilogue loads the operand itself), and under ``WEBNN_GPU_FORCE_MATMUL_RESIDUAL=scalar`` (the epilogue's own scalar
-    loads, for measurements)."""
+    where the tile kernel runs them, the epilogue loads the operand itself), and under
+    ``WEBNN_GPU_FORCE_MATMUL_RESIDUAL=scalar`` (the epilogue's own scalar loads, for
+    measurements)."""
     if _env.force("matmul_residual") == "scalar" or (M * N * batches <= SMALL_MAX_OUTPUTS and KC <= SMALL_MAX_K):
         return None
     for step in steps:
