@@ -5,7 +5,7 @@ residual epilogue, float16), a one-group conv2d whose output channels are not a 
 (vec4 loads of B), which products ``matmul/small.wgsl`` keeps (``linalg.small_product``), and
 the implicit GEMM's shared input columns (``win``, ``linalg.window_rows``: padding at every edge,
 strides, dilations, 3 input channels with scalar loads and a K tail, two images, groups, one
-output channel, the plain kernel and the subgroup variant).
+output channel, an NCHW input, float16, the plain kernel and the subgroup variant).
 
 Tolerance: the float64 result of the same inputs, within the f32 accumulation bound
 ``4 * K * 2**-24 * (|A| @ |B|)`` plus the output's rounding (an f16 ulp for float16) and the
@@ -190,3 +190,22 @@ def test_window_rows_rule():
     assert linalg.window_rows(8, 1, 3, dict(conv, OW=14)) == 7
     assert linalg.window_rows(8, 1, 2, dict(conv, sw=2)) == 0, "2x2 stride 2: no column is shared"
     assert linalg.window_rows(8, 4, 7, conv) == 0, "too much unrolled code"
+
+
+def test_window_on_nchw_and_float16(ctx, rng):
+    """An NCHW input of 3 channels (read through strides, an NCHW output) and a float16 one."""
+    x, w = data(rng, (1, 3, 10, 16)), data(rng, (2, 3, 3, 3))
+    out, steps = build_run(ctx, lambda bld, o: bld.conv2d(o["x"], bld.constant(w), padding=[1] * 4), {"x": x})
+    (step,) = tile_steps(steps)
+    assert "let xc0 = iw0 + 0;" in step.wgsl
+    ref = ref_conv2d(x.astype(np.float64), w.astype(np.float64), padding=(1,) * 4)
+    check(out, ref, ref_conv2d(np.abs(x).astype(np.float64), np.abs(w).astype(np.float64), padding=(1,) * 4), 27,
+          np.float32, "nchw window")
+    if "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is not supported on this adapter")
+    xh, wh = data(rng, (1, 8, 16, 8), np.float16), data(rng, (4, 3, 3, 8), np.float16)
+    out, steps = build_run(ctx, lambda bld, o: bld.conv2d(o["x"], bld.constant(wh), padding=[1] * 4, input_layout="nhwc",
+                                                           filter_layout="ohwi"), {"x": xh})
+    (step,) = tile_steps(steps)
+    assert "let xc0 = iw0 + 0;" in step.wgsl
+    check(out, conv2d_nhwc(xh, wh, pad=1), conv2d_nhwc(np.abs(xh), np.abs(wh), pad=1), 72, np.float16, "f16 window")
