@@ -1,7 +1,7 @@
 """Process CPU time per dispatch of one-layer graphs (any conv2d window, or a matmul), two
 checkouts alternating in fresh processes.
 
-    .venv/bin/python benchmarks/tile_layers.py OLD_CHECKOUT NEW_CHECKOUT SPEC [SPEC ...] [--rounds 3]
+    .venv/bin/python benchmarks/tile_layers.py OLD_CHECKOUT NEW_CHECKOUT SPEC [SPEC ...] [--rounds 3] [--mesa25]
 
 A SPEC is ``conv:H,W,C,O,KH,KW[,STRIDE,PAD]`` (one NHWC image, an OHWI constant filter, a bias,
 symmetric padding) or ``mm:M,K,N`` (a float32 matmul with a constant B), optionally prefixed by
@@ -13,7 +13,8 @@ steadier than wall time on a machine shared with other work), best of two batche
 shows the best of ``--rounds`` per checkout, GFLOP/s per CPU second and NEW / OLD, with the tile
 kernel's size note (``M x K per tap, window -> N, tile``). A checkout is a source tree imported
 from its own ``webnn_gpu/`` and ``shaders/`` with this environment's packages, as
-``benchmarks/ab.py`` does.
+``benchmarks/ab.py`` does. ``--mesa25`` runs on the Mesa 25 lavapipe that ``benchmarks/peers.py``
+unpacks (the "default" tuning profile: no subgroup variant).
 """
 
 from __future__ import annotations
@@ -111,9 +112,15 @@ def main(argv=None) -> int:
     p.add_argument("new")
     p.add_argument("specs", nargs="+")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--mesa25", action="store_true", help="run on the Mesa 25 lavapipe of benchmarks/peers.py")
     args = p.parse_args(argv)
     env = dict(os.environ)
     env.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    if args.mesa25:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import peers
+
+        env.update(peers.mesa25())
     roots = [os.path.abspath(args.old), os.path.abspath(args.new)]
     best: dict[str, list] = {r: [None] * len(args.specs) for r in roots}
     for _ in range(args.rounds):
