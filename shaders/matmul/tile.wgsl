@@ -16,6 +16,11 @@
                  "im2col": A[m, (kh, kw, c)] = input[n, oh*sh - pt + kh*dh, ow*sw - pl + kw*dw, c]
                  (m = (n, oh, ow)); in_sn, in_sh, in_sw, in_sc element strides of the input,
                  H, W, OW, P = OH*OW, sh, sw, dh, dw, pt, pl
+    win          [] or, with im2col, the input column offsets (from ow0 * sw - pl) that a tile's TM
+                 output pixels read over the window's KW taps: the TM rows are consecutive pixels of
+                 one output row (OW % TM == 0), so each k step loads those columns once per filter
+                 row and every tap reads its pixels' vectors from them (len(win) loads instead of
+                 TM * KW); the KW taps are unrolled
     a_ks         k stride of A (in_sc for im2col)
     a_vec        A read as vec4 along k (a_ks == 1, offsets multiples of 4)
     a_scale      A[m, k] is multiplied by asc[k] as it is loaded (dense, a_vec; a squeeze-and-excite
@@ -30,6 +35,9 @@
     b_vec        B read as vec4 along n (b_ns == 1, b_ks and offsets multiples of 4)
     b_uniform    B is a float32 constant in a uniform buffer of b_uniform_vec4 vec4s (zero-padded)
     b_cols       columns of B that may be read (N, or N padded to a multiple of 4 for packed constants)
+    b_panel      0, or B (b_vec) is stored as one [rows, 4 * TN4] panel per column tile, each after the
+                 other (linalg.panel_pack; b_ks == 4 * TN4): the panel of tile tn starts at vec4
+                 tn * b_panel (with dyn, at tn * prm[6]), so a column tile's B is one contiguous stream
     o_P, o_sn, o_sp, o_so  out[m, n] = out[(m / o_P) * o_sn + (m % o_P) * o_sp + n * o_so]
     out_vec      vec4 stores (o_so == 1, offsets multiples of 4, N multiple of 4)
     ep           the fused epilogue (webnn_gpu/ops/_epilogue.py), channel = n + bidx * group_cols;
@@ -157,7 +165,23 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% endif %}
 {# ---- per-row addressing of A ---- #}
-{% for i in range(TM) %}
+{% if win %}
+  // the tile's TM pixels: one output row, columns ow0 .. ow0 + TM - 1
+  let mr0 = min(m0, {{ M - TM }}u);
+  let img0 = mr0 / {{ P }}u;
+  let p0 = mr0 - img0 * {{ P }}u;
+  let oh0 = p0 / {{ OW }}u;
+  let ow0 = p0 - oh0 * {{ OW }}u;
+  let ih0 = i32(oh0 * {{ sh }}u) - {{ pt }};
+  let iw0 = i32(ow0 * {{ sw }}u) - {{ pl }};
+  let ib0 = a_off + img0 * {{ in_sn }}u;
+{% for s in win %}
+  let xc{{ s }} = iw0 + {{ s }};
+  let xok{{ s }} = u32(xc{{ s }}) < {{ W }}u;
+  let xo{{ s }} = select(0u, u32(xc{{ s }}) * {{ in_sw }}u, xok{{ s }});
+{% endfor %}
+{% endif %}
+{% for i in range(0 if win else TM) %}
 {% if dyn %}
   let mr{{ i }} = min(m0 + {{ i }}u, M_ - 1u);
   let ar{{ i }} = a_off + mr{{ i }} * a_rs_;
@@ -178,7 +202,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endif %}
 {% endfor %}
 {# ---- per-column addressing of B ---- #}
-{% if b_vec %}
+{% if b_vec and b_panel %}
+  // B is stored as one contiguous [rows, 4 * TN4] panel per column tile
+  let bp = tn * {% if dyn %}b_cols_{% else %}{{ b_panel }}u{% endif %};
+{% for j in range(TN4) %}
+  let bn{{ j }} = bp + {{ j }}u;
+{% endfor %}
+{% elif b_vec %}
 {% for j in range(TN4) %}
   let bn{{ j }} = min(n0 + {{ 4 * j }}u, {% if dyn %}b_cols_ - 4u{% else %}{{ b_cols - 4 }}u{% endif %}) / 4u;
 {% endfor %}
@@ -195,7 +225,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
    load v / sg; the rows past the reduction's tail (tail_rows) load row 0 instead #}
 {% macro sg_off(t, rows) %}
 {%- set v = "min(lane + " ~ (sg * t) ~ "u, " ~ (rows * TN4 - 1) ~ "u)" -%}
+{% if b_panel %}
+bp + {{ v }}
+{%- else %}
 ({{ v }} / {{ TN4 }}u) * {% if dyn %}(b_ks_ / 4u){% else %}{{ b_ks // 4 }}u{% endif %} + min(n0 + 4u * ({{ v }} % {{ TN4 }}u), {% if dyn %}b_cols_ - 4u{% else %}{{ b_cols - 4 }}u{% endif %}) / 4u
+{%- endif %}
 {%- endmacro %}
 {% for t in range(SGL) %}
   let so{{ t }} = {{ sg_off(t, 4) }};
@@ -211,17 +245,23 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% else %}
   { let kh = 0u;
 {% endif %}
-{% if KW > 1 %}
+{% if win %}
+  {
+    let kb0 = b_off + kh * {{ KW * KC * b_ks }}u;
+    let yw = ih0 + i32(kh * {{ dh }}u);
+    let yok = u32(yw) < {{ H }}u;
+    let yrow = ib0 + select(0u, u32(yw), yok) * {{ in_sh }}u;
+{% elif KW > 1 %}
   for (var kw = 0u; kw < {{ KW }}u; kw = kw + 1u) {
 {% else %}
   { let kw = 0u;
 {% endif %}
 {% if dyn %}
     let kb = b_off;
-{% else %}
+{% elif not win %}
     let kb = b_off + (kh * {{ KW }}u + kw) * {{ KC * b_ks }}u;
 {% endif %}
-{% if a_mode == "im2col" %}
+{% if a_mode == "im2col" and not win %}
 {% for i in range(TM) %}
     let y{{ i }} = ih{{ i }} + i32(kh * {{ dh }}u);
     let x{{ i }} = iw{{ i }} + i32(kw * {{ dw }}u);
@@ -243,8 +283,40 @@ vec4<f32>(b[(kb + ({{ kexpr }} + {{ r }}u) * {% if dyn %}b_ks_{% else %}{{ b_ks 
 vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }}u + bn{{ j }}_{{ c }}]){{ ", " if not loop.last }}{% endfor %})
 {%- endif %}
 {%- endmacro %}
+{% macro col_load(s, kexpr, tail) %}
+{% if a_vec %}
+vec4<f32>(a[(yrow + xo{{ s }} + {{ kexpr }}) / 4u])
+{%- else %}
+vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a[yrow + xo{{ s }} + ({{ kexpr }} + {{ r }}u) * {{ a_ks }}u]){% endif %}{{ ", " if not loop.last }}{% endfor %})
+{%- endif %}
+{%- endmacro %}
+{% macro fma(i, rows) %}
+{% for j in range(TN4) %}
+      c{{ i }}_{{ j }} = c{{ i }}_{{ j }}{% for r in range(rows) %} + a{{ i }}.{{ "xyzw"[r] }} * b{{ r }}_{{ j }}{% endfor %};
+{% endfor %}
+{% endmacro %}
 {% macro body(kexpr, tail) %}
 {% set rows = (KC % 4) if tail else 4 %}
+{% if win %}
+{% for s in win %}
+      let w{{ s }} = select(vec4<f32>(0.0), {{ col_load(s, kexpr, tail) }}, yok && xok{{ s }});
+{% endfor %}
+{% for kw in range(KW) %}
+      {
+      let kb = kb0 + {{ kw * KC * b_ks }}u;
+{{ bpart(kexpr, tail, rows) }}
+{% for i in range(TM) %}
+      let a{{ i }} = w{{ i * sw + kw * dw }};
+{{ fma(i, rows) }}
+{% endfor %}
+      }
+{% endfor %}
+{% else %}
+{{ bpart(kexpr, tail, rows) }}
+{{ apart(kexpr, tail, rows) }}
+{% endif %}
+{% endmacro %}
+{% macro bpart(kexpr, tail, rows) %}
 {% if sg %}
 {% for t in range((rows * TN4 + sg - 1) // sg) %}
       let bl{{ t }} = vec4<f32>(b[(kb + ({{ kexpr }}) * {% if dyn %}b_ks_{% else %}{{ b_ks }}u{% endif %}) / 4u + {{ ("so" ~ t) if not tail else sg_off(t, rows) }}]);
@@ -261,6 +333,8 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
 {% endfor %}
 {% endfor %}
 {% endif %}
+{% endmacro %}
+{% macro apart(kexpr, tail, rows) %}
 {% if a_scale %}
       let sc = vec4<f32>(asc[({{ kexpr }}) / 4u]);
 {% endif %}
@@ -280,9 +354,7 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
 {% else %}
       let a{{ i }} = {{ a_load(i, kexpr, tail) }};
 {% endif %}
-{% for j in range(TN4) %}
-      c{{ i }}_{{ j }} = c{{ i }}_{{ j }}{% for r in range(rows) %} + a{{ i }}.{{ "xyzw"[r] }} * b{{ r }}_{{ j }}{% endfor %};
-{% endfor %}
+{{ fma(i, rows) }}
 {% endfor %}
 {% endmacro %}
 {% if dyn %}

@@ -985,9 +985,13 @@ def lower_conv2d(node, lc) -> None:
         ist = input_strides(x.shape, "nhwc")
     conv = dict(P=P, OW=g["OW"], H=g["H"], W=g["W"], sh=g["sh"], sw=g["sw"], dh=g["dh"], dw=g["dw"], pt=g["pt"],
                 pl=g["pl"], in_sn=ist["in_sn"], in_sh=ist["in_sh"], in_sw=ist["in_sw"])
-    tile_kernel(lc, x, w, out, M=g["NB"] * P, N=OPG, batch_shape=[G], a_bst=[I * ist["in_sc"]], b_bst=[OPG],
-                o_bst=[OPG * o_so], a_mode="im2col", a_ks=ist["in_sc"], a_vec=True, b_ks=wcols, b_ns=1, b_vec=True,
-                b_cols=wcols if G == 1 else OPG, o_P=o_P, o_sn=o_sn, o_sp=o_sp, o_so=o_so, KH=g["KH"], KW=g["KW"],
+    # one group: no batch dimension (a group stride of OPG columns would break B's vec4 alignment
+    # when O is not a multiple of 4, leaving B to scalar loads)
+    grouped = G > 1
+    tile_kernel(lc, x, w, out, M=g["NB"] * P, N=OPG, batch_shape=[G] if grouped else [],
+                a_bst=[I * ist["in_sc"]] if grouped else [], b_bst=[OPG] if grouped else [],
+                o_bst=[OPG * o_so] if grouped else [], a_mode="im2col", a_ks=ist["in_sc"], a_vec=True, b_ks=wcols,
+                b_ns=1, b_vec=True, b_cols=wcols if G == 1 else OPG, o_P=o_P, o_sn=o_sn, o_sp=o_sp, o_so=o_so, KH=g["KH"], KW=g["KW"],
                 KC=I, conv=conv, epilogue=ep, group_cols=OPG)
 
 

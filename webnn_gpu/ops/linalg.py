@@ -16,11 +16,17 @@ Kernels (``shaders/matmul/``):
   start; no measurable change in kernel time on lavapipe). On lavapipe before Mesa 24 it runs
   as its subgroup variant (``sg``, :func:`choose_tile_sg`): a subgroup's invocations share one
   column tile and split its loads of B and of the per-channel epilogue operands among their
-  lanes (``subgroupBroadcast``), 1.1-2x less CPU time on conv layers.
+  lanes (``subgroupBroadcast``), 1.1-2x less CPU time on conv layers. A constant B of a launch
+  with several column tiles is stored as one contiguous panel per column tile
+  (:func:`panel_pack`): products with few output rows are bound by B's loads, which then stream
+  (ResNet50's last stage 2.2x less CPU time). An implicit GEMM with few output channels loads
+  each input column once per filter row and shares it between the window's taps
+  (:func:`window_rows`).
 * ``naive.wgsl``: one output per invocation; for tiny products and as a cross-check.
 * ``small.wgsl``: one output per invocation with every size and stride read from a u32
   parameter buffer, so a single pipeline serves all small products (at most
-  :data:`SMALL_MAX_OUTPUTS` outputs, one batch dimension, dense A) of a graph: the
+  :data:`SMALL_MAX_OUTPUTS` outputs and fewer than :data:`SMALL_MAX_MACS` multiply-adds, one
+  batch dimension, dense A; :func:`small_product`) of a graph: the
   squeeze-and-excitation 1x1 convs of a MobileNet-style model no longer compile one tile
   kernel per shape (cold start); they are dispatch-bound either way.
 
@@ -75,12 +81,27 @@ TILE_DYNAMIC = True
 B_UNIFORM_FLOATS = 16384
 #: ``WEBNN_GPU_FORCE_MATMUL_B=storage`` keeps B in a storage buffer (for measurements).
 B_UNIFORM_OFF = _env.force("matmul_b") == "storage"
+#: Implicit-GEMM tiles of at most this many vec4 column blocks share their input column loads
+#: between the window's taps (:func:`window_rows`): with more, the unrolled taps' accumulators
+#: and B vectors outgrow the registers (3x3 stride 1, 16 -> 32 channels over 64 x 64 pixels,
+#: 8 x 32 tiles: 1.7x the CPU time; 8 x 16 tiles: 0.90; 8 x 4: 0.80, Mesa 22.3) ...
+WINDOW_MAX_TN4 = 4
+#: ... and at most this many unrolled KW x TM x TN4 (LLVM's compile time grows with the code).
+WINDOW_MAX_UNROLL = 160
+#: Constant B matrices of launches with more than one column tile are re-laid out as one
+#: contiguous panel per column tile (:func:`panel_pack`); ``WEBNN_GPU_FORCE_MATMUL_PANEL=off``
+#: (read at build time) keeps the row-major layout (for measurements).
+B_PANEL = True
 #: Products with at most this many outputs (and one batch dimension at most) run
 #: ``matmul/small.wgsl``, whose sizes come from a parameter buffer: one pipeline for every
 #: such shape (cold start) instead of one tile kernel per shape; they are dispatch-bound anyway.
 SMALL_MAX_OUTPUTS = 512
 #: ... and at most this many multiply-adds per output.
 SMALL_MAX_K = 1024
+#: ... and fewer than this many multiply-adds in all: past it the tile kernel's vec4 loads and
+#: register tile win even on a few outputs (1 x 512 -> 216: 557 us of CPU time in
+#: ``matmul/small.wgsl``, 253 us in the tile kernel; 2 x 1024 -> 128: 817 / 290 us; Mesa 22.3).
+SMALL_MAX_MACS = 16384
 #: The subgroup variant of the tile kernel (``sg`` in ``matmul/tile.wgsl``; the "lane-loop"
 #: profile with the ``subgroup`` feature): the invocations of a subgroup take consecutive row
 #: tiles of one column tile, so they need the same vectors of B; each lane loads 1 / lanes of
@@ -90,10 +111,6 @@ SG_TILE_M = 8
 #: ... and vec4 column blocks (64 columns for deep products measured the same and took twice
 #: as long to compile: 11 s for 7 x 64 on a loaded machine).
 SG_TILE_N4 = 12
-#: Small products (:data:`SMALL_MAX_OUTPUTS`) of at least this many multiply-adds take the
-#: subgroup variant where it applies (one more pipeline; below, ``matmul/small.wgsl``'s shared
-#: pipeline and its dispatch-bound time win).
-SG_SMALL_MIN_MACS = 16384
 #: Subgroup-variant launches below this many workgroups of :data:`TILE_WORKGROUP` use workgroups
 #: of :data:`TILE_SMALL_WORKGROUP` (finer load balance over the threads).
 SG_WORKGROUPS = 16
@@ -224,6 +241,26 @@ def sg_rows_ok(M: int, tm: int, lanes: int) -> bool:
     return -(-(-(-M // tm)) // lanes) * lanes * tm <= 2 * M
 
 
+def panel_pack(b: Value, rows: int, b_ks: int, b_cols: int, width: int, panels: int) -> Value | None:
+    """A constant B (``rows`` x ``b_cols`` used of a row-major ``rows`` x ``b_ks`` matrix) re-laid out
+    as ``panels`` column panels of ``width`` columns each, one after the other
+    (``[panels, rows, width]``, zero-padded), or None: B is not a host constant, its size does not
+    match, or :data:`B_PANEL` is off.
+
+    A launch whose column tiles are ``width`` wide then reads each tile's B as one contiguous
+    stream instead of ``width`` columns of every row: with few output rows (small M) the
+    kernel's time is B's loads, and B's rows a few KB apart left every k step waiting on memory
+    (4 x 2048 -> 512 2.4x the CPU time of 4 x 16384 -> 64, the same B, Mesa 22.3).
+    """
+    data = constant_array(b)
+    if (not B_PANEL or _env.force("matmul_panel") == "off" or data is None or data.size != rows * b_ks
+            or b_cols > panels * width):
+        return None
+    mat = np.zeros((rows, panels * width), dtype=data.dtype)
+    mat[:, :b_cols] = data.reshape(rows, b_ks)[:, :b_cols]
+    return make_constant(mat.reshape(rows, panels, width).transpose(1, 0, 2), b.data_type)
+
+
 def deep_ok(data_type: str, a_vec: bool, b_vec: bool) -> bool:
     """Whether a product may take the deep tiles (:data:`TILE_MAX_DEEP`): float32 with vec4
     loads of A and B. A 16 x 32 tile with scalar loads or f16 conversions compiles for tens of
@@ -231,12 +268,23 @@ def deep_ok(data_type: str, a_vec: bool, b_vec: bool) -> bool:
     return data_type == "float32" and a_vec and b_vec
 
 
+def small_product(M: int, N: int, batches: int, K: int) -> bool:
+    """Whether an M x N product (``batches`` of them, K multiply-adds per output) is small enough
+    for ``matmul/small.wgsl`` (:data:`SMALL_MAX_OUTPUTS`, :data:`SMALL_MAX_K`,
+    :data:`SMALL_MAX_MACS`; the last not under ``WEBNN_GPU_FORCE_MATMUL=small``): dispatch-bound,
+    so one shared pipeline beats a tile kernel of its own."""
+    return (M * N * batches <= SMALL_MAX_OUTPUTS and K <= SMALL_MAX_K
+            and (M * N * batches * K < SMALL_MAX_MACS or _env.force("matmul") == "small"))
+
+
 def given_operand(node, out: Value, steps: list[dict], M: int, N: int, KC: int, batches: int = 1) -> int | None:
     """The node input a binary epilogue step reads at each output's own index (same shape as
     ``out``, same data type; a residual add), for the tile kernel to load as vec4 itself
-    (``_epilogue.build(..., given=i)``), or None: also for products that ``matmul/small.wgsl``
-    runs, and under ``WEBNN_GPU_FORCE_MATMUL_RESIDUAL=scalar`` (the epilogue's own scalar
-    loads, for measurements)."""
+    (``_epilogue.build(..., given=i)``), or None: also for products within
+    ``matmul/small.wgsl``'s output and K limits (:data:`SMALL_MAX_OUTPUTS`, :data:`SMALL_MAX_K`;
+    where the tile kernel runs them, the epilogue loads the operand itself), and under
+    ``WEBNN_GPU_FORCE_MATMUL_RESIDUAL=scalar`` (the epilogue's own scalar loads, for
+    measurements)."""
     if _env.force("matmul_residual") == "scalar" or (M * N * batches <= SMALL_MAX_OUTPUTS and KC <= SMALL_MAX_K):
         return None
     for step in steps:
@@ -270,6 +318,29 @@ def reads_per_output(ep: _epilogue.Epilogue) -> bool:
     at = ep.code.find(f"fn {ep.fn}(")
     body = ep.code[at:] if at >= 0 else ep.code
     return any(f"{name}[" in body for name, _ in ep.operands)
+
+
+def window_rows(TM: int, TN4: int, KW: int, conv: dict) -> int:
+    """The rows of an implicit-GEMM tile that loads its input columns once per filter row
+    (``win`` in ``matmul/tile.wgsl``), or 0 for the per-tap loads.
+
+    The TM rows must be consecutive pixels of one output row, so TM becomes the largest divisor
+    of the output width up to TM (at least 3/4 of TM, and 2); the window must overlap between
+    neighbouring pixels (KW > 1 and fewer distinct columns than TM x KW taps), the tile be
+    narrow (:data:`WINDOW_MAX_TN4`: few output channels, where the loads of A are most of the
+    time) and its unrolled taps stay within :data:`WINDOW_MAX_UNROLL` (KW x TM x TN4).
+    ``WEBNN_GPU_FORCE_MATMUL_WINDOW=off`` (read at build time) turns it off. Every load of A is
+    a loop over the SIMD lanes on lavapipe: a 3x3 stride-1 window over 8-pixel tiles loads 10
+    vectors per filter row instead of 24 (8 -> 1 channel over 256 x 256 pixels: 0.64 of the CPU
+    time; 5x5, 32 -> 2 channels: 0.63).
+    """
+    if KW < 2 or TN4 > WINDOW_MAX_TN4 or _env.force("matmul_window") == "off":
+        return 0
+    tm = max(d for d in range(1, TM + 1) if conv["OW"] % d == 0)
+    cols = len({i * conv["sw"] + kw * conv["dw"] for i in range(tm) for kw in range(KW)})
+    if tm < 2 or 4 * tm < 3 * TM or cols >= tm * KW or KW * tm * TN4 > WINDOW_MAX_UNROLL:
+        return 0
+    return tm
 
 
 def up_rows(TM: int, W: int) -> int:
@@ -312,18 +383,15 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     With ``lc.subgroup`` lanes (:func:`subgroup_lanes`), no forced ``tile`` and vec4 loads of
     B, the subgroup variant (``sg``; :func:`choose_tile_sg`) runs unless it would pad more
     than half of its rows (:func:`sg_rows_ok`), the launch writes ``pool`` partials or reads
-    ``a_add_up``; it also takes the small products of at least :data:`SG_SMALL_MIN_MACS` that
-    it fits from ``matmul/small.wgsl`` (whose scalar loads of A and B are each a loop over the
-    lanes: 4 x 128 x 64 took 205 us of CPU time there, 120 us in the variant).
+    ``a_add_up``. Products of few outputs but at least :data:`SMALL_MAX_MACS` multiply-adds
+    take the tile kernel, not ``matmul/small.wgsl`` (whose scalar loads of A and B are each a
+    loop over the lanes: 4 x 128 x 64 took 205 us of CPU time there, 120 us in the variant).
     ``WEBNN_GPU_FORCE_MATMUL_SG=off`` (read at build time) turns it off.
     """
     batch_shape = list(batch_shape)
     batches = math.prod(batch_shape) if batch_shape else 1
-    b_cols_ = N if b_cols is None else b_cols
-    sg_fits = (b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols_ % 4 == 0 and all(s % 4 == 0 for s in b_bst)
-               and M * N * batches * KC >= SG_SMALL_MIN_MACS and _sg_tile(lc, M, N, batches, KC) is not None)
     if (small_ok and pool is None and given is None and a_scale is None and a_add is None and tile is None and a_mode == "dense" and len(batch_shape) <= 1
-            and M * N * batches <= SMALL_MAX_OUTPUTS and KC <= SMALL_MAX_K and not sg_fits):
+            and small_product(M, N, batches, KC)):
         ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
         bst = (list(a_bst) or [0], list(b_bst) or [0], list(o_bst) or [0])
         params = [M * N * batches, M, N, KC, a_rs, a_ks, b_ks, b_ns, o_P, o_sn, o_sp, o_so,
@@ -348,6 +416,12 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     if tile is None:
         tile = choose_tile(M, N, batches, lc.tuning, K=KC * KH * KW if deep_ok(out.data_type, a_vec, b_vec) else 0)
     TM, TN4 = tile
+    win: list[int] = []
+    if a_mode == "im2col" and conv is not None:
+        tm_win = window_rows(TM, TN4, KW, conv)
+        if tm_win:
+            TM = tm_win
+            win = sorted({i * conv["sw"] + kw * conv["dw"] for i in range(TM) for kw in range(KW)})
     up = None
     if a_add_up is not None:  # a tile's rows must be one image row, starting at an even column
         assert a_add is not None and a_mode == "dense"
@@ -362,6 +436,11 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     b_ubo = uniform_copy(lc, b) if b_vec and out.data_type == "float32" else None
     b_uniform = b_ubo is not None
     b = b_ubo if b_ubo is not None else b
+    b_panel = 0
+    if b_vec and not b_uniform and tiles_n > 1 and not any(b_bst):
+        panels = panel_pack(b, KH * KW * KC, b_ks, b_cols, 4 * TN4, tiles_n)
+        if panels is not None:
+            b, b_ks, b_panel = panels, 4 * TN4, KH * KW * KC * TN4
     if (a_scale is not None or a_add is not None) and not (a_vec and a_mode == "dense"):
         raise AssertionError(f"{lc.label}: an input prologue needs dense vec4 loads of A")  # the pass checks this
     ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
@@ -382,14 +461,14 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
-        b_uniform_vec4=B_UNIFORM_FLOATS // 4, pool=pool is not None, sg=sg, ep_loop=TM > 1 and not ep_rows and (ep.given or reads_per_output(ep)),
+        b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, pool=pool is not None, sg=sg, ep_loop=TM > 1 and not ep_rows and (ep.given or reads_per_output(ep)),
     )
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
     assert (given is not None) == ep.given, f"{lc.label}: an epilogue built with given needs its operand"
     inputs += [("gres", given)] if given is not None else []
     if dyn:
-        sizes = [n_inv, M, N, KC // 4 * 4, a_rs, b_ks, b_cols, o_sp, tiles_m]
+        sizes = [n_inv, M, N, KC // 4 * 4, a_rs, b_ks, b_panel or b_cols, o_sp, tiles_m]
         inputs.append(("prm", make_constant(np.array(sizes, dtype=np.uint32), "uint32")))
     if a_mode == "im2col":
         variables.update(conv or {})
@@ -398,7 +477,8 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     step = lc.kernel("matmul/tile.wgsl", inputs, [("out", out)] + ([("pool", pool)] if pool is not None else []),
                      n_inv, workgroup=_tile_workgroup(n_inv, sg), **variables)
     step.flops = 2 * M * N * KC * KH * KW * batches
-    step.note = _size_note(M, KC, N, batches, KH, KW, f"{TM}x{4 * TN4}" + (" sg" if sg else "") + (" dyn" if dyn else ""))
+    step.note = _size_note(M, KC, N, batches, KH, KW, f"{TM}x{4 * TN4}" + (" sg" if sg else "") + (" dyn" if dyn else "")
+                           + (" panels" if b_panel else "") + (" win" if win else ""))
 
 
 def _size_note(M: int, K: int, N: int, batches: int, KH: int, KW: int, variant: str) -> str:

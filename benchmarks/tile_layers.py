@@ -1,0 +1,145 @@
+"""Process CPU time per dispatch of one-layer graphs (any conv2d window, or a matmul), two
+checkouts alternating in fresh processes.
+
+    .venv/bin/python benchmarks/tile_layers.py OLD_CHECKOUT NEW_CHECKOUT SPEC [SPEC ...] [--rounds 3] [--mesa25]
+
+A SPEC is ``conv:H,W,C,O,KH,KW[,STRIDE,PAD]`` (one NHWC image, an OHWI constant filter, a bias,
+symmetric padding) or ``mm:M,K,N`` (a float32 matmul with a constant B), optionally prefixed by
+``NAME=VALUE+NAME=VALUE@`` environment variables set while that graph is built (a
+``WEBNN_GPU_FORCE_*`` switch). Each process builds every graph, checks it against float64 NumPy
+(the largest error relative to the largest output is printed), then times each one with
+``time.process_time()`` (all threads of the process: lavapipe's workers do the work, so this is
+steadier than wall time on a machine shared with other work), best of two batches; the table
+shows the best of ``--rounds`` per checkout, GFLOP/s per CPU second and NEW / OLD, with the tile
+kernel's size note (``M x K per tap, window -> N, tile``). A checkout is a source tree imported
+from its own ``webnn_gpu/`` and ``shaders/`` with this environment's packages, as
+``benchmarks/ab.py`` does. ``--mesa25`` runs on the Mesa 25 lavapipe that ``benchmarks/peers.py``
+unpacks (the "default" tuning profile: no subgroup variant).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+_RUN = r'''
+import json, os, sys, time, types
+import numpy as np
+root, specs = sys.argv[1], json.loads(sys.argv[2])
+sys.path.insert(0, root)
+sh = types.ModuleType("webnn_gpu.shaders"); sh.__file__ = root + "/shaders/__init__.py"; sh.__path__ = [root + "/shaders"]
+sys.modules["webnn_gpu.shaders"] = sh
+import webnn_gpu as webnn
+from webnn_gpu._lower import KernelStep
+assert webnn.__file__.startswith(root), webnn.__file__
+ctx = webnn.ml.create_context()
+rng = np.random.default_rng(0)
+
+
+def build(spec):
+    envs = {}
+    if "@" in spec:
+        e, spec = spec.split("@")
+        envs = dict(kv.split("=") for kv in e.split("+"))
+    old = {k: os.environ.get(k) for k in envs}
+    os.environ.update(envs)
+    kind, args = spec.split(":")
+    a = [int(v) for v in args.split(",")]
+    b = webnn.MLGraphBuilder(ctx)
+    if kind == "mm":
+        M, K, N = a
+        x = b.input("x", {"data_type": "float32", "shape": [M, K]})
+        wt = rng.standard_normal((K, N)).astype(np.float32)
+        xin = rng.standard_normal((M, K)).astype(np.float32)
+        y = b.matmul(x, b.constant(wt))
+        ref = xin.astype(np.float64) @ wt
+        macs = K
+    else:
+        H, W, C, O, KH, KW, s, p = (a + [1, 0])[:8]
+        x = b.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
+        wt = rng.standard_normal((O, KH, KW, C)).astype(np.float32)
+        bias = rng.standard_normal(O).astype(np.float32)
+        y = b.conv2d(x, b.constant(wt), bias=b.constant(bias), strides=[s, s], padding=[p] * 4,
+                     input_layout="nhwc", filter_layout="ohwi")
+        xin = rng.standard_normal((1, H, W, C)).astype(np.float32)
+        xp = np.pad(xin.astype(np.float64), ((0, 0), (p, p), (p, p), (0, 0)))
+        OH, OW = (H + 2 * p - KH) // s + 1, (W + 2 * p - KW) // s + 1
+        ref = np.zeros((1, OH, OW, O))
+        for kh in range(KH):
+            for kw in range(KW):
+                ref += np.einsum("nhwc,oc->nhwo", xp[:, kh:kh + s * OH:s, kw:kw + s * OW:s, :],
+                                 wt[:, kh, kw, :].astype(np.float64))
+        ref += bias
+        macs = KH * KW * C
+    g = b.build({"y": y})
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    notes = [st.note or st.template for st in g._steps if isinstance(st, KernelStep)]
+    t = ctx.create_tensor({"data_type": "float32", "shape": list(xin.shape), "writable": True})
+    ctx.write_tensor(t, xin)
+    out = ctx.create_tensor({"data_type": "float32", "shape": list(y.shape), "readable": True})
+    ctx.dispatch(g, {"x": t}, {"y": out})
+    err = float(np.abs(ctx.read_tensor(out) - ref).max() / np.abs(ref).max())
+    return dict(g=g, t=t, out=out, note="; ".join(notes), err=err, flops=2 * ref.size * macs)
+
+
+cases = [build(s) for s in specs]
+res = []
+for c in cases:
+    reps = max(3, min(50, int(5e7 / c["flops"])))
+    best = 1e9
+    for _ in range(2):
+        c0 = time.process_time()
+        for _ in range(reps):
+            ctx.dispatch(c["g"], {"x": c["t"]}, {"y": c["out"]})
+        ctx.read_tensor(c["out"])
+        best = min(best, (time.process_time() - c0) / reps)
+    res.append([best, c["flops"], c["note"], c["err"]])
+print("JSON" + json.dumps(res))
+'''
+
+
+def main(argv=None) -> int:
+    """Run the comparison (see the module docstring)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("old")
+    p.add_argument("new")
+    p.add_argument("specs", nargs="+")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--mesa25", action="store_true", help="run on the Mesa 25 lavapipe of benchmarks/peers.py")
+    args = p.parse_args(argv)
+    env = dict(os.environ)
+    env.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    if args.mesa25:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import peers
+
+        env.update(peers.mesa25())
+    roots = [os.path.abspath(args.old), os.path.abspath(args.new)]
+    best: dict[str, list] = {r: [None] * len(args.specs) for r in roots}
+    for _ in range(args.rounds):
+        for root in roots:
+            out = subprocess.run([sys.executable, "-c", _RUN, root, json.dumps(args.specs)], capture_output=True,
+                                 text=True, env=env)
+            if out.returncode:
+                print(out.stderr[-2000:], file=sys.stderr)
+                return 1
+            for i, r in enumerate(json.loads(out.stdout.split("JSON")[-1])):
+                if best[root][i] is None or r[0] < best[root][i][0]:
+                    best[root][i] = r
+    print(f"{'spec':34s} {'old us':>9s} {'GF/s':>6s} {'new us':>9s} {'GF/s':>6s} {'new/old':>7s}  max err  new variant")
+    for i, spec in enumerate(args.specs):
+        (ot, fl, onote, oerr), (nt, _, nnote, nerr) = best[roots[0]][i], best[roots[1]][i]
+        print(f"{spec:34s} {ot * 1e6:9.0f} {fl / ot / 1e9:6.1f} {nt * 1e6:9.0f} {fl / nt / 1e9:6.1f} {nt / ot:7.2f}"
+              f"  {max(oerr, nerr):.0e}  {nnote}" + ("" if onote == nnote else f" (old: {onote})"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
