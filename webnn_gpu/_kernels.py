@@ -570,20 +570,21 @@ COMPILE_HELP_MIN_BYTES = 32768
 #: writes little, and wgpu clamps what lies past a binding, so larger values are bound in part.
 HELPER_SCRATCH_BYTES = 4 << 20
 
-#: LLVM's compile time on llvmpipe per KB of WGSL, by template (ms; Mesa 22.3, measured alone
-#: with ``benchmarks/build_time.py --per-pipeline`` over the zoo, 2026-11-24): the order in which
-#: a cold build's compile queues take a graph's new pipelines (longest first, so that the last
-#: one to start is short). Only the order depends on it, never a result.
-COMPILE_MS_PER_KB = {"conv/depthwise_project.wgsl": 90.0, "conv/block.wgsl": 60.0, "matmul/tile.wgsl": 25.0,
-                     "conv/depthwise.wgsl": 30.0}
+#: LLVM's compile time on llvmpipe per KB of WGSL, by template (ms of CPU; Mesa 22.3, each
+#: pipeline of pose_landmark_full and selfie_segmentation alone, ``benchmarks/build_time.py
+#: --per-pipeline``, 2026-11-24; single pipelines vary 2-6 fold around these): the order in which
+#: a cold build's compile queues take a graph's new pipelines (longest first, so that the last one
+#: to start is short). Only the order depends on it, never a result.
+COMPILE_MS_PER_KB = {"conv/depthwise_project.wgsl": 80.0, "conv/block.wgsl": 55.0, "conv/depthwise.wgsl": 45.0,
+                     "matmul/tile.wgsl": 21.0}
 
 _FALSE = ("", "0", "false", "no", "n", "off")
 
 
 def compile_cost(template: str, wgsl_bytes: int) -> float:
     """The predicted LLVM compile time (seconds) of a pipeline on llvmpipe, from its template
-    and the length of its WGSL (:data:`COMPILE_MS_PER_KB`; 30 ms per KB for other templates)."""
-    return COMPILE_MS_PER_KB.get(template, 30.0) * wgsl_bytes / 1024 / 1000
+    and the length of its WGSL (:data:`COMPILE_MS_PER_KB`; 20 ms per KB for other templates)."""
+    return COMPILE_MS_PER_KB.get(template, 20.0) * wgsl_bytes / 1024 / 1000
 
 
 @dataclass
