@@ -235,12 +235,14 @@ class MLGraph:
                         first_step.setdefault(cache.key(step.wgsl), i)
                 big = [k for k, i in first_step.items()
                        if len(steps[i].wgsl) >= EARLY_WARM_UP_BYTES and not cache.has(k)]
-                if helpers is not None:
-                    shared = helpers.start([_kernels.CompileJob(
-                        k, steps[first_step[k]].wgsl, steps[first_step[k]].template, steps[first_step[k]].label,
-                        self._binding_sizes(steps[first_step[k]]), self._constant_bytes(steps[first_step[k]]))
-                        for k in big if helpers.is_new(k)])
-                lent = shared.keys if shared is not None else set()
+                jobs = [_kernels.CompileJob(k, steps[first_step[k]].wgsl, steps[first_step[k]].template,
+                                            steps[first_step[k]].label, self._binding_sizes(steps[first_step[k]]),
+                                            self._constant_bytes(steps[first_step[k]]))
+                        for k in big if helpers is not None and helpers.is_new(k)]
+                shared = helpers.start(jobs) if helpers is not None else None
+                # every shared key, also those a helper has already taken (this device must not
+                # compile them too: it finds them in Mesa's cache at the end)
+                lent = {j.key for j in jobs} if shared is not None else set()
 
                 def on_ready(key, pipe):
                     i = first_step[key]

@@ -71,15 +71,26 @@ def helpers_on(monkeypatch, tmp_path):
     return calls, tmp_path
 
 
-def test_a_helper_compiles_what_it_takes_and_results_hold(helpers_on, rng):
+def test_a_helper_compiles_what_it_takes_and_results_hold(helpers_on, monkeypatch, rng):
     calls, tmp_path = helpers_on
     calls["own"] = "never"  # every shared pipeline goes to the helper
     ctx = webnn.ml.create_context()
+    runs = []  # (pipelines run on the graph's device, whether the helpers were waited for)
+    submit, run_once = _kernels.PipelineCache.submit_once, _kernels.PipelineCache.run_once
+    monkeypatch.setattr(_kernels.PipelineCache, "submit_once", lambda self, device, jobs: (
+        runs.append(({id(j[0]) for j in jobs}, bool(calls["compiled"]))) if device is ctx.device else None,
+        submit(self, device, jobs))[1])
+    monkeypatch.setattr(_kernels.PipelineCache, "run_once", lambda self, device, jobs, wait, submitted=(): (
+        runs.append(({id(j[0]) for j in jobs}, bool(calls["compiled"]))) if device is ctx.device else None,
+        run_once(self, device, jobs, wait, submitted))[1])
     g = _graph(ctx, 2053)
     keys = {ctx._pipelines.key(s.wgsl) for s in _kernels_of(g)}
     (shared, started), = calls["started"]
     assert shared == keys and len(keys) == 4 and started
     assert calls["compiled"][0] == keys, "the helper compiled every job it took"
+    own = {id(s.pipeline) for s in _kernels_of(g)}
+    assert all(not (pipes & own) or waited for pipes, waited in runs) and any(waited for _, waited in runs), \
+        "the graph's device runs a pipeline a helper took only after the helper compiled it (no second compile)"
     assert {id(s.pipeline) for s in _kernels_of(g)} <= ctx._pipelines.warm
     assert all(s.pipeline is ctx._pipelines.get(s.wgsl) for s in _kernels_of(g)), "the graph's own pipelines"
     _check(ctx, g, 2053, rng)
