@@ -14,7 +14,9 @@ the shared per-user cache is neither read nor filled); a second fresh process th
 same load with that folder filled (warm). Prints per model the distinct pipelines, the kernels,
 and wall and CPU seconds of both builds (CPU: user + system time of the process, its compile
 threads and the driver's queue thread included; on a machine shared with other work it is the
-steadier number), then the totals per checkout.
+steadier number), the CPU seconds of the cold build's busiest thread (on Linux; lavapipe
+compiles on one queue thread per device, so with a core per queue the cold build's wall time
+on an idle machine is about this), then the totals per checkout.
 
 A checkout is a source tree of webnn-gpu (for instance ``git archive COMMIT | tar -x -C DIR``);
 it is imported from its own ``webnn_gpu/`` and ``shaders/`` with this environment's packages,
@@ -65,12 +67,32 @@ def cpu():
     return r.ru_utime + r.ru_stime
 
 
+def threads():
+    """CPU seconds of each thread of this process (Linux; {} elsewhere)."""
+    import os
+    out = {}
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    tick = os.sysconf("SC_CLK_TCK")
+    for t in tasks:
+        try:
+            with open(f"/proc/self/task/{t}/stat") as fh:
+                f = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[t] = (int(f[11]) + int(f[12])) / tick
+    return out
+
+
 ctx = webnn.ml.create_context()
-t0, c0 = time.perf_counter(), cpu()
+t0, c0, th0 = time.perf_counter(), cpu(), threads()
 graph = webnn.load(path, ctx, dtype=dtype).graph
-wall, secs = time.perf_counter() - t0, cpu() - c0
+wall, secs, th1 = time.perf_counter() - t0, cpu() - c0, threads()
 kernels = [s for s in graph._steps if isinstance(s, KernelStep)]
-print(json.dumps({"wall": wall, "cpu": secs, "kernels": len(kernels),
+busiest = max((v - th0.get(k, 0.0) for k, v in th1.items()), default=float("nan"))
+print(json.dumps({"wall": wall, "cpu": secs, "busiest": busiest, "kernels": len(kernels),
                   "pipelines": len({id(s.pipeline) for s in kernels})}))
 '''
 
@@ -213,9 +235,9 @@ def main(argv=None) -> int:
         return _per_pipeline_main(args, _models(args), env, roots[0])
     names = {r: (os.path.basename(r) or r) if r else "this" for r in roots}
     print(f"{'model':<36} {'checkout':<12} {'pipes':>5} {'kernels':>7} {'cold wall':>9} {'cold cpu':>8} "
-          f"{'warm wall':>9} {'warm cpu':>8}", flush=True)
-    totals = {r: {"cold_wall": 0.0, "cold_cpu": 0.0, "warm_wall": 0.0, "warm_cpu": 0.0, "pipelines": 0, "models": 0,
-                  "worst": 0.0} for r in roots}
+          f"{'busiest':>7} {'warm wall':>9} {'warm cpu':>8}", flush=True)
+    totals = {r: {"cold_wall": 0.0, "cold_cpu": 0.0, "cold_busiest": 0.0, "warm_wall": 0.0, "warm_cpu": 0.0,
+                  "pipelines": 0, "models": 0, "worst": 0.0} for r in roots}
     failed = []
     for model in _models(args):
         name = os.path.splitext(os.path.basename(model))[0]
@@ -234,14 +256,16 @@ def main(argv=None) -> int:
             continue
         for r in roots:
             def med(which, key, r=r):
-                vals = [x[which][key] for x in runs[r] if x[which] is not None]
+                vals = [x[which][key] for x in runs[r] if x[which] is not None and key in x[which]]
                 return statistics.median(vals) if vals else float("nan")
 
             row = {k: med(w, s) for k, (w, s) in {"cold_wall": ("cold", "wall"), "cold_cpu": ("cold", "cpu"),
-                                                  "warm_wall": ("warm", "wall"), "warm_cpu": ("warm", "cpu")}.items()}
+                                                  "cold_busiest": ("cold", "busiest"), "warm_wall": ("warm", "wall"),
+                                                  "warm_cpu": ("warm", "cpu")}.items()}
             first = runs[r][0]["cold"]
             print(f"{name:<36} {names[r]:<12} {first['pipelines']:>5} {first['kernels']:>7} {row['cold_wall']:>9.1f} "
-                  f"{row['cold_cpu']:>8.1f} {row['warm_wall']:>9.2f} {row['warm_cpu']:>8.2f}", flush=True)
+                  f"{row['cold_cpu']:>8.1f} {row['cold_busiest']:>7.1f} {row['warm_wall']:>9.2f} "
+                  f"{row['warm_cpu']:>8.2f}", flush=True)
             t = totals[r]
             for k, v in row.items():
                 t[k] += v
@@ -252,7 +276,7 @@ def main(argv=None) -> int:
         t = totals[r]
         warm = "" if args.no_warm else f"; warm {t['warm_wall']:.2f} s wall, {t['warm_cpu']:.2f} s CPU"
         print(f"total {names[r]}: {t['models']} models, {t['pipelines']} pipelines; cold {t['cold_wall']:.1f} s wall "
-              f"(slowest {t['worst']:.1f} s), {t['cold_cpu']:.1f} s CPU{warm}")
+              f"(slowest {t['worst']:.1f} s), {t['cold_cpu']:.1f} s CPU, busiest threads {t['cold_busiest']:.1f} s{warm}")
     if len(roots) > 1:
         base = totals[roots[0]]
         for r in roots[1:]:

@@ -570,7 +570,103 @@ COMPILE_HELP_MIN_BYTES = 32768
 #: writes little, and wgpu clamps what lies past a binding, so larger values are bound in part.
 HELPER_SCRATCH_BYTES = 4 << 20
 
+#: LLVM's compile time on llvmpipe per KB of WGSL, by template (ms of CPU; Mesa 22.3, each
+#: pipeline of pose_landmark_full and selfie_segmentation alone, ``benchmarks/build_time.py
+#: --per-pipeline``, 2026-11-24; single pipelines vary 2-6 fold around these): the order in which
+#: a cold build's compile queues take a graph's new pipelines (longest first, so that the last one
+#: to start is short). Only the order depends on it, never a result.
+COMPILE_MS_PER_KB = {"conv/depthwise_project.wgsl": 80.0, "conv/block.wgsl": 55.0, "conv/depthwise.wgsl": 45.0,
+                     "matmul/tile.wgsl": 21.0}
+
 _FALSE = ("", "0", "false", "no", "n", "off")
+
+
+def compile_cost(template: str, wgsl_bytes: int) -> float:
+    """The predicted LLVM compile time (seconds) of a pipeline on llvmpipe, from its template
+    and the length of its WGSL (:data:`COMPILE_MS_PER_KB`; 20 ms per KB for other templates)."""
+    return COMPILE_MS_PER_KB.get(template, 20.0) * wgsl_bytes / 1024 / 1000
+
+
+@dataclass
+class CompileJob:
+    """A new pipeline of a graph that a compile queue runs once: its key
+    (:meth:`PipelineCache.key`), WGSL, template, label, the bytes bound at each binding and,
+    per binding, the contents a helper writes into its scratch buffer first (the constant bound
+    there in the graph; None: zeros).
+
+    llvmpipe does not compile a kernel for a run whose uniform buffers hold nothing but zeros
+    (it ran in 0.1 s with 0.1 s of CPU where the graph's own first run compiled for 2.9 s, and
+    the graph's device then compiled it again), so a helper binds what the graph binds.
+    """
+
+    key: str
+    wgsl: str
+    template: str
+    label: str
+    sizes: list
+    data: list = field(default_factory=list)
+
+    @property
+    def cost(self) -> float:
+        """Predicted compile seconds (:func:`compile_cost`)."""
+        return compile_cost(self.template, len(self.wgsl))
+
+
+class CompileQueue:
+    """The new pipelines of one build, longest predicted compile first, taken one at a time by
+    the compile queues (the graph's own device and the helpers): each takes the next when it
+    has compiled the last, so the queues finish at about the same time (no split fixed in
+    advance, which a wrong prediction would unbalance). Safe to use from several threads."""
+
+    def __init__(self, jobs: list):
+        self._jobs = sorted(jobs, key=lambda j: -j.cost)
+        self._cond = threading.Condition()
+        self._busy = 0  # jobs taken by a helper and not yet done
+        #: keys compiled by a helper (the graph's own device then finds them in Mesa's cache)
+        self.done: list[str] = []
+        #: keys a helper took but could not run (the graph's own queue compiles them)
+        self.failed: set = set()
+
+    @property
+    def keys(self) -> set:
+        """Keys of every job not yet taken."""
+        with self._cond:
+            return {j.key for j in self._jobs}
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._jobs)
+
+    def take(self, ready=None, helper: bool = False) -> CompileJob | None:
+        """The next job (the longest predicted of those for which ``ready(key)`` is true, when
+        given), removed from the queue; None when there is none."""
+        with self._cond:
+            for i, job in enumerate(self._jobs):
+                if ready is None or ready(job.key):
+                    del self._jobs[i]
+                    self._busy += helper
+                    return job
+            return None
+
+    def finish(self, job: CompileJob, ok: bool) -> None:
+        """A helper ran ``job`` (``ok``) or failed to."""
+        with self._cond:
+            self._busy -= 1
+            (self.done.append(job.key) if ok else self.failed.add(job.key))
+            self._cond.notify_all()
+
+    def settled(self) -> bool:
+        """Whether every job has been taken and no helper is still on one."""
+        with self._cond:
+            return not self._jobs and not self._busy
+
+
+#: Queues that compile a graph's new pipelines at ``build()`` on drivers that compile a
+#: pipeline's machine code at its first dispatch on the device's one queue thread (lavapipe):
+#: the graph's own device and ``COMPILE_DEVICES - 1`` helper devices on the same adapter
+#: (``WEBNN_GPU_COMPILE_DEVICES``; default: the CPU count, at most 4; 1 = the graph's own queue
+#: only). See :class:`CompileHelpers`.
+COMPILE_DEVICES = max(1, int(os.environ.get("WEBNN_GPU_COMPILE_DEVICES") or min(4, os.cpu_count() or 1)))
 
 
 def mesa_cache_folder() -> Path | None:
@@ -598,8 +694,10 @@ class CompileHelpers:
     llvmpipe compiles a pipeline's machine code with LLVM at its first dispatch, on the queue
     thread of its device: one thread per device, so a model's cold build compiles one pipeline
     after another on one core. Devices of one process share Mesa's on-disk shader cache, so a
-    pipeline first run on a helper device (same WGSL, same features) is found there when the
-    graph's own device runs it: a helper's queue compiles in parallel with the graph's.
+    pipeline first run on a helper device (same WGSL, same features, its constants bound) is
+    found there when the graph's own device runs it: a helper's queue compiles in parallel with
+    the graph's. The graph's queue and the helpers take the pipelines one at a time from one
+    :class:`CompileQueue`, longest predicted compile first.
 
     Only where that pays: the adapter compiles lazily (llvmpipe), Mesa's disk cache is on
     (:func:`mesa_cache_folder`), and the pipeline is new to that cache. The last is known from a
@@ -620,9 +718,9 @@ class CompileHelpers:
         self._folder = folder
         self._seen = seen
         self._threads: list[threading.Thread] = []
-        #: pipeline keys lent to a helper and compiled there (set by :meth:`wait`)
+        self._queue: CompileQueue | None = None
+        #: pipeline keys compiled by a helper (set by :meth:`wait`)
         self.compiled: set[str] = set()
-        self._done: list[set] = []
 
     @classmethod
     def of(cls, context) -> CompileHelpers | None:
@@ -632,8 +730,8 @@ class CompileHelpers:
             context (MLContext): the context that builds.
 
         Returns:
-            CompileHelpers | None: a new object (per build); the helper devices it lends to
-            are made at the first :meth:`lend` that lends, once per adapter and device
+            CompileHelpers | None: a new object (per build); the helper devices it starts are
+            made at the first :meth:`start` that starts one, once per adapter and device
             features in a process.
         """
         if COMPILE_DEVICES < 2 or not compiles_at_dispatch(context.adapter_info):
@@ -679,79 +777,79 @@ class CompileHelpers:
         except OSError as exc:
             log.debug("compile helpers: markers not written (%s)", exc)
 
-    def lend(self, jobs: list) -> set:
-        """Split ``jobs`` ((key, wgsl, template, label, binding sizes) each, new pipelines; at
-        least :data:`COMPILE_HELP_MIN_BYTES` of WGSL together, else none is lent)
-        between the graph's own queue and the helpers, longest WGSL first onto the queue with
-        the least WGSL so far, and start the helpers' share: each helper creates its pipelines
-        and runs each once (one workgroup, scratch buffers) on a thread of its own.
+    def start(self, jobs: list) -> CompileQueue | None:
+        """Put ``jobs`` (:class:`CompileJob`, new pipelines) in a :class:`CompileQueue` and start
+        the helpers on it: each, on a thread of its own, takes the next job, creates its
+        pipeline, runs it once (one workgroup, scratch buffers holding the job's constants) and
+        waits for that run (its compile) before it takes another. The graph's own queue takes
+        jobs from the same queue (:meth:`CompileQueue.take`).
 
         Returns:
-            set: the keys lent to helpers (the graph's own device runs them after :meth:`wait`,
-            when Mesa's disk cache has them).
+            CompileQueue | None: None (nothing started) when there are no jobs, or they have less than
+            :data:`COMPILE_HELP_MIN_BYTES` of WGSL together, or no helper device can be made.
         """
-        if sum(len(j[1]) for j in jobs) < COMPILE_HELP_MIN_BYTES:
-            return set()
+        if not jobs or sum(len(j.wgsl) for j in jobs) < COMPILE_HELP_MIN_BYTES:
+            return None
         devices = self.devices
-        load = [0] * (1 + len(devices))
-        shares: list[list] = [[] for _ in devices]
-        for job in sorted(jobs, key=lambda j: -len(j[1])):
-            q = min(range(len(load)), key=lambda i: load[i])
-            load[q] += len(job[1])
-            if q:
-                shares[q - 1].append(job)
-        lent: set = set()
-        for device, share in zip(devices, shares):
-            if not share:
-                continue
-            lent.update(j[0] for j in share)
-            done: set = set()
-            self._done.append(done)
-            t = threading.Thread(target=self._compile, args=(device, share, done), daemon=True,
+        if not devices:
+            return None
+        queue = self._queue = CompileQueue(jobs)
+        for device in devices[:len(jobs)]:
+            t = threading.Thread(target=self._work, args=(device, queue), daemon=True,
                                  name="webnn-gpu-compile-helper")
             t.start()
             self._threads.append(t)
-        return lent
+        return queue
 
-    def wait(self) -> set:
-        """Wait until the helpers have run their share; the keys they compiled."""
+    def wait(self, cancel: bool = False) -> set:
+        """Wait until the helpers have ended (``cancel``: after the job each is on; else when
+        the queue is empty); the keys they compiled."""
+        if cancel and self._queue is not None:
+            with self._queue._cond:  # helpers take nothing more
+                self._queue._jobs = []
         for t in self._threads:
             t.join()
         self._threads = []
-        for done in self._done:
-            self.compiled |= done
+        if self._queue is not None:
+            self.compiled |= set(self._queue.done)
         return self.compiled
 
     @staticmethod
-    def _compile(device, share: list, done: set) -> None:
+    def _work(device, queue: CompileQueue) -> None:
+        """A helper: take jobs from ``queue`` and run each once on ``device`` until none is left."""
         import wgpu
 
         cache = PipelineCache(device)  # not kept: the graph's own device runs what it made
-        slots: dict[int, int] = {}
-        for job in share:
-            for i, size in enumerate(job[4]):
-                slots[i] = max(slots.get(i, 0), min(size, HELPER_SCRATCH_BYTES))
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
-        buffers: dict = {}
-        ran, made = [], []
+        buffers: dict = {}  # binding -> scratch buffer, grown as jobs need
         try:
-            buffers = {i: device.create_buffer(size=-(-size // 16) * 16, usage=usage, label="compile helper scratch")
-                       for i, size in slots.items()}
-            for key, wgsl, template, label, sizes in share:
+            while (job := queue.take(helper=True)) is not None:
+                ok = False
                 try:
-                    pipe = cache.get(wgsl, template=template, label=label)
-                    group = device.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
-                        {"binding": i, "resource": {"buffer": buffers[i], "offset": 0,
-                                                    "size": min(size, HELPER_SCRATCH_BYTES)}}
-                        for i, size in enumerate(sizes)], label=label)
-                    cache.submit_once(device, [(pipe, group, label, template)])  # compiles while the next is made
-                    ran.append(key)
-                    made.append(pipe)
+                    pipe = cache.get(job.wgsl, template=job.template, label=job.label)
+                    entries = []
+                    for i, size in enumerate(job.sizes):
+                        size = min(size, HELPER_SCRATCH_BYTES)
+                        buf = buffers.get(i)
+                        if buf is None or buf.size < size:
+                            if buf is not None:
+                                buf.destroy()
+                            buf = buffers[i] = device.create_buffer(size=-(-max(size, 4) // 16) * 16, usage=usage,
+                                                                    label="compile helper scratch")
+                        data = job.data[i] if i < len(job.data) else None
+                        if data is not None:  # the constant the graph binds here (else: any bytes)
+                            raw = bytes(data[:size])
+                            device.queue.write_buffer(buf, 0, raw + bytes(-(-size // 4) * 4 - len(raw)))
+                        entries.append({"binding": i, "resource": {"buffer": buf, "offset": 0, "size": size}})
+                    group = device.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=entries,
+                                                     label=job.label)
+                    cache.run_once(device, [(pipe, group, job.label, job.template)],
+                                   wait=lambda f: f.map_sync(wgpu.MapMode.READ))  # returns when compiled
+                    ok = True
                 except Exception as exc:  # this one compiles on the graph's own queue
-                    log.debug("compile helper: %s: %s: %s", label or template, type(exc).__name__, exc)
-            # returns when the queue ran (compiled) everything submitted
-            cache.run_once(device, [], wait=lambda fence: fence.map_sync(wgpu.MapMode.READ), submitted=tuple(made))
-            done.update(ran)
+                    log.debug("compile helper: %s: %s: %s", job.label or job.template, type(exc).__name__, exc)
+                finally:
+                    queue.finish(job, ok)
         except Exception as exc:  # the graph's own queue compiles what is left
             log.debug("compile helper: %s: %s", type(exc).__name__, exc)
         finally:

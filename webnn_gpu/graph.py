@@ -209,8 +209,23 @@ class MLGraph:
         submitted: list = []
         made_for: dict = {}  # step index -> the pipeline on_ready gave it
         helpers = _kernels.CompileHelpers.of(context) if early else None
-        lent: set = set()  # keys of new pipelines a helper device compiles first
+        shared = None  # the CompileQueue of new large pipelines, shared with helper devices
+        ready: dict = {}  # key of a shared job -> its pipeline, made on this device
         big: list = []  # keys of new pipelines of at least EARLY_WARM_UP_BYTES
+
+        def group_of(i):
+            if not scratch:
+                scratch.extend(self._warm_scratch())
+            return self._static_group(i) or self._make_bind_group(steps[i], *scratch)
+
+        def own_turn():
+            # this device's queue: the next shared job whose pipeline is made here, run and
+            # waited for (its compile) before the next is taken, so the helpers get the others
+            while shared is not None and (job := shared.take(ready.__contains__)) is not None:
+                i = first_step[job.key]
+                cache.run_once(device, [(ready[job.key], group_of(i), steps[i].label, steps[i].template)],
+                               lambda fence: self._context._timeline.map_read(fence, 4, "build"))
+
         try:
             on_ready = None
             if early:
@@ -220,22 +235,25 @@ class MLGraph:
                         first_step.setdefault(cache.key(step.wgsl), i)
                 big = [k for k, i in first_step.items()
                        if len(steps[i].wgsl) >= EARLY_WARM_UP_BYTES and not cache.has(k)]
-                if helpers is not None:
-                    lent = helpers.lend([(k, steps[first_step[k]].wgsl, steps[first_step[k]].template,
-                                          steps[first_step[k]].label, self._binding_sizes(steps[first_step[k]]))
-                                         for k in big if helpers.is_new(k)])
+                jobs = [_kernels.CompileJob(k, steps[first_step[k]].wgsl, steps[first_step[k]].template,
+                                            steps[first_step[k]].label, self._binding_sizes(steps[first_step[k]]),
+                                            self._constant_bytes(steps[first_step[k]]))
+                        for k in big if helpers is not None and helpers.is_new(k)]
+                shared = helpers.start(jobs) if helpers is not None else None
+                # every shared key, also those a helper has already taken (this device must not
+                # compile them too: it finds them in Mesa's cache at the end)
+                lent = {j.key for j in jobs} if shared is not None else set()
 
                 def on_ready(key, pipe):
                     i = first_step[key]
                     step = steps[i]
                     step.pipeline = made_for[i] = pipe
-                    if len(step.wgsl) < EARLY_WARM_UP_BYTES or key in lent:
-                        return  # compiles in a moment, or on a helper: run with the rest at the end
-                    if not scratch:
-                        scratch.extend(self._warm_scratch())
-                    group = self._static_group(i) or self._make_bind_group(step, *scratch)
-                    cache.submit_once(device, [(pipe, group, step.label, step.template)])
-                    submitted.append(pipe)
+                    if key in lent:
+                        ready[key] = pipe
+                        own_turn()
+                    elif len(step.wgsl) >= EARLY_WARM_UP_BYTES:  # else compiles in a moment: with the rest
+                        cache.submit_once(device, [(pipe, group_of(i), step.label, step.template)])
+                        submitted.append(pipe)
 
             pipes = cache.get_many([(s.wgsl, s.template, s.label) for s in kernels], on_ready=on_ready)
             for step, pipe in zip(kernels, pipes):
@@ -247,21 +265,21 @@ class MLGraph:
                 self._static_group(i)
             for t in self._const_tensors:
                 t._use_in(self)
-            if lent and helpers is not None:
-                # the graph's own queue runs the rest of its new pipelines while the helpers
-                # finish; then theirs, found in Mesa's disk cache
-                sent = {id(p) for p in submitted}
+            if shared is not None and helpers is not None:
+                for key in shared.keys:  # made by another build meanwhile (no on_ready here)
+                    ready.setdefault(key, steps[first_step[key]].pipeline)
+                own_turn()
+                # the short new pipelines meanwhile, while the helpers finish theirs; then
+                # theirs, found in Mesa's disk cache (in _warm_up)
                 rest: dict = {}
                 for i, step in enumerate(steps):
                     pipe = step.pipeline if isinstance(step, KernelStep) else None
-                    if (pipe is not None and id(pipe) not in cache.warm and id(pipe) not in sent
-                            and id(pipe) not in rest and cache.key(step.wgsl) not in lent):
+                    if (pipe is not None and id(pipe) not in cache.warm and id(pipe) not in rest
+                            and len(step.wgsl) < EARLY_WARM_UP_BYTES):
                         rest[id(pipe)] = i
                 if rest:
-                    if not scratch:
-                        scratch.extend(self._warm_scratch())
-                    cache.submit_once(device, [(steps[i].pipeline, self._static_group(i) or self._make_bind_group(
-                        steps[i], *scratch), steps[i].label, steps[i].template) for i in rest.values()])
+                    cache.submit_once(device, [(steps[i].pipeline, group_of(i), steps[i].label, steps[i].template)
+                                               for i in rest.values()])
                     submitted.extend(steps[i].pipeline for i in rest.values())
                 helpers.wait()
             if warm:
@@ -270,7 +288,7 @@ class MLGraph:
                 helpers.mark(big)
         finally:
             if helpers is not None:
-                helpers.wait()  # a failed build: the helpers' threads end before it raises
+                helpers.wait(cancel=True)  # a failed build: the helpers' threads end before it raises
             for b in (*scratch[0].values(), *scratch[1].values()) if scratch else ():
                 b.destroy()
         if log.isEnabledFor(logging.DEBUG):
@@ -299,6 +317,19 @@ class MLGraph:
     def _binding_sizes(self, step: KernelStep) -> list[int]:
         """Bytes bound at each binding of ``step`` (as :meth:`_make_bind_group` binds them)."""
         return [self._binding_range(step, i)[1] for i in range(len(step.values))]
+
+    def _constant_bytes(self, step: KernelStep) -> list:
+        """Per binding of ``step``, the bytes of the constant the graph binds there (from its
+        offset), or None where a binding is not a constant uploaded from host data."""
+        out: list = []
+        for i, v in enumerate(step.values):
+            r = self._root(v)
+            if r.kind != "constant" or r.tensor is not None or r.data is None:
+                out.append(None)
+                continue
+            offset, size = self._binding_range(step, i)
+            out.append(np.ascontiguousarray(r.data).reshape(-1).view(np.uint8)[offset:offset + size])
+        return out
 
     def _warm_scratch(self) -> tuple[dict, dict]:
         """Scratch buffers (zeros) standing for the graph's inputs and outputs in warm-up runs."""

@@ -35,8 +35,10 @@ def _check(ctx, graph, n: int, rng) -> None:
 @pytest.fixture
 def helpers_on(monkeypatch, tmp_path):
     """One helper device (also on adapters other than lavapipe, where it is not used: the
-    helpers work the same there); every new pipeline counts as large and is worth lending;
-    markers in ``tmp_path``."""
+    helpers work the same there); every new pipeline counts as large and is worth sharing;
+    markers in ``tmp_path``. ``calls["started"]`` gets the keys of each build's shared jobs,
+    ``calls["compiled"]`` what the helpers compiled; ``calls["own"]`` is set to "never" (the
+    graph's queue takes no shared job) or "only" (the helper takes none) by a test."""
     monkeypatch.setattr(_kernels, "COMPILE_DEVICES", 2)
     monkeypatch.setattr(_kernels, "compiles_at_dispatch", lambda info: True)  # lavapipe's, also elsewhere
     monkeypatch.setattr(graph_module, "EARLY_WARM_UP_BYTES", 0)
@@ -45,56 +47,86 @@ def helpers_on(monkeypatch, tmp_path):
     mesa.mkdir()
     monkeypatch.setattr(_kernels, "mesa_cache_folder", lambda: mesa)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    calls = {"lent": [], "compiled": []}
-    lend, wait = _kernels.CompileHelpers.lend, _kernels.CompileHelpers.wait
+    calls = {"started": [], "compiled": [], "own": None}
+    start, wait, take = _kernels.CompileHelpers.start, _kernels.CompileHelpers.wait, _kernels.CompileQueue.take
 
-    def spy_lend(self, jobs):
-        keys = lend(self, jobs)
-        calls["lent"].append((len(jobs), set(keys)))
-        return keys
+    def spy_start(self, jobs):
+        queue = start(self, jobs)
+        calls["started"].append(({j.key for j in jobs}, queue is not None))
+        return queue
 
-    def spy_wait(self):
-        done = wait(self)
+    def spy_wait(self, cancel=False):
+        done = wait(self, cancel)
         calls["compiled"].append(set(done))
         return done
 
-    monkeypatch.setattr(_kernels.CompileHelpers, "lend", spy_lend)
+    def steered_take(self, ready=None, helper=False):
+        if calls["own"] == ("only" if helper else "never"):
+            return None
+        return take(self, ready, helper)
+
+    monkeypatch.setattr(_kernels.CompileHelpers, "start", spy_start)
     monkeypatch.setattr(_kernels.CompileHelpers, "wait", spy_wait)
+    monkeypatch.setattr(_kernels.CompileQueue, "take", steered_take)
     return calls, tmp_path
 
 
-def test_helpers_compile_part_of_a_new_graph_and_results_hold(helpers_on, rng):
+def test_a_helper_compiles_what_it_takes_and_results_hold(helpers_on, monkeypatch, rng):
     calls, tmp_path = helpers_on
+    calls["own"] = "never"  # every shared pipeline goes to the helper
     ctx = webnn.ml.create_context()
+    runs = []  # (pipelines run on the graph's device, whether the helpers were waited for)
+    submit, run_once = _kernels.PipelineCache.submit_once, _kernels.PipelineCache.run_once
+    monkeypatch.setattr(_kernels.PipelineCache, "submit_once", lambda self, device, jobs: (
+        runs.append(({id(j[0]) for j in jobs}, bool(calls["compiled"]))) if device is ctx.device else None,
+        submit(self, device, jobs))[1])
+    monkeypatch.setattr(_kernels.PipelineCache, "run_once", lambda self, device, jobs, wait, submitted=(): (
+        runs.append(({id(j[0]) for j in jobs}, bool(calls["compiled"]))) if device is ctx.device else None,
+        run_once(self, device, jobs, wait, submitted))[1])
     g = _graph(ctx, 2053)
     keys = {ctx._pipelines.key(s.wgsl) for s in _kernels_of(g)}
-    (jobs, lent), = calls["lent"]
-    assert jobs == len(keys) == 4 and lent and lent < keys, "some new pipelines went to the helper, not all"
-    assert calls["compiled"][0] == lent, "the helper compiled what it was lent"
+    (shared, started), = calls["started"]
+    assert shared == keys and len(keys) == 4 and started
+    assert calls["compiled"][0] == keys, "the helper compiled every job it took"
+    own = {id(s.pipeline) for s in _kernels_of(g)}
+    assert all(not (pipes & own) or waited for pipes, waited in runs) and any(waited for _, waited in runs), \
+        "the graph's device runs a pipeline a helper took only after the helper compiled it (no second compile)"
     assert {id(s.pipeline) for s in _kernels_of(g)} <= ctx._pipelines.warm
     assert all(s.pipeline is ctx._pipelines.get(s.wgsl) for s in _kernels_of(g)), "the graph's own pipelines"
     _check(ctx, g, 2053, rng)
     seen = list((tmp_path / "xdg" / "webnn-gpu" / "mesa-seen").glob("*/*"))
     assert {p.name for p in seen} - {"folder"} == keys, "each pipeline Mesa's cache now holds is marked"
-    # a new device in this process (Mesa's cache has them all): nothing is lent
-    calls["lent"].clear()
+    # a new device in this process (Mesa's cache has them all): nothing is shared
+    calls["started"].clear()
     other = webnn.ml.create_context()
     _check(other, _graph(other, 2053), 2053, rng)
-    assert calls["lent"] == [(0, set())]
+    assert calls["started"] == [(set(), False)]
+
+
+def test_the_graphs_queue_takes_jobs_from_the_shared_queue(helpers_on, rng):
+    calls, _ = helpers_on
+    calls["own"] = "only"  # the helper takes none: the graph's queue runs them all, one by one
+    ctx = webnn.ml.create_context()
+    g = _graph(ctx, 2081)
+    (shared, started), = calls["started"]
+    assert len(shared) == 4 and started and calls["compiled"][0] == set()
+    assert {id(s.pipeline) for s in _kernels_of(g)} <= ctx._pipelines.warm
+    _check(ctx, g, 2081, rng)
 
 
 def test_a_failing_helper_costs_time_not_results(helpers_on, monkeypatch, rng):
     calls, _ = helpers_on
-    real = _kernels.CompileHelpers._compile
+    calls["own"] = "never"
+    real = _kernels.PipelineCache.get
 
-    def broken(device, share, done):  # a helper whose shaders do not compile
-        real(device, [(k, w + "\nthis is not WGSL", t, label, sizes) for k, w, t, label, sizes in share], done)
+    def broken(self, wgsl, **kw):  # the helper's shaders do not compile
+        return real(self, wgsl if self.device is ctx.device else wgsl + "\nthis is not WGSL", **kw)
 
-    monkeypatch.setattr(_kernels.CompileHelpers, "_compile", staticmethod(broken))
+    monkeypatch.setattr(_kernels.PipelineCache, "get", broken)
     ctx = webnn.ml.create_context()
     g = _graph(ctx, 2063)
-    (_, lent), = calls["lent"]
-    assert lent and calls["compiled"][0] == set(), "the helper failed and compiled nothing"
+    (shared, _), = calls["started"]
+    assert shared and calls["compiled"][0] == set(), "the helper failed and compiled nothing"
     assert {id(s.pipeline) for s in _kernels_of(g)} <= ctx._pipelines.warm
     _check(ctx, g, 2063, rng)
 
@@ -117,8 +149,8 @@ def test_no_helpers_where_they_cannot_pay(monkeypatch, tmp_path):
     monkeypatch.setenv("MESA_SHADER_CACHE_DISABLE", "false")
     helpers = _kernels.CompileHelpers.of(ctx)
     monkeypatch.setattr(_kernels.CompileHelpers, "_DEVICES", {})
-    small = [(f"k{i}", "x" * 5000, "t.wgsl", "l", [4]) for i in range(3)]  # compiles in a moment: kept
-    assert helpers is not None and helpers.lend(small) == set() and helpers.wait() == set()
+    small = [_kernels.CompileJob(f"k{i}", "x" * 5000, "t.wgsl", "l", [4]) for i in range(3)]  # compiles in a moment
+    assert helpers is not None and helpers.start(small) is None and helpers.wait() == set()
     assert _kernels.CompileHelpers._DEVICES == {}, "no helper device is made before one is needed"
     monkeypatch.setattr(_kernels, "COMPILE_DEVICES", 1)
     assert _kernels.CompileHelpers.of(ctx) is None
@@ -126,11 +158,12 @@ def test_no_helpers_where_they_cannot_pay(monkeypatch, tmp_path):
 
 def test_a_helper_binds_large_values_in_part(helpers_on, monkeypatch, rng):
     calls, _ = helpers_on
+    calls["own"] = "never"
     monkeypatch.setattr(_kernels, "HELPER_SCRATCH_BYTES", 256)  # 64 of the 2069 floats
     ctx = webnn.ml.create_context()
     g = _graph(ctx, 2069)
-    (_, lent), = calls["lent"]
-    assert lent and calls["compiled"][0] == lent, "bound in part, the helper still ran (compiled) its share"
+    (shared, _), = calls["started"]
+    assert shared and calls["compiled"][0] == shared, "bound in part, the helper still ran (compiled) them"
     _check(ctx, g, 2069, rng)
 
 
@@ -146,39 +179,65 @@ def _conv_nhwc(x, w_ohwi, pad: int) -> np.ndarray:
     return out
 
 
-def test_the_graphs_queue_runs_its_short_pipelines_while_a_helper_compiles(helpers_on, monkeypatch, rng):
+def test_a_helper_binds_the_graphs_constants(helpers_on, monkeypatch, rng):
+    """llvmpipe compiles nothing for a run whose uniform buffers hold only zeros, so a helper
+    writes the constants the graph binds (here the conv's weights, read back from the graph's
+    own buffer) into its scratch buffers before it runs a pipeline."""
     calls, _ = helpers_on
-    monkeypatch.setattr(graph_module, "EARLY_WARM_UP_BYTES", 2000)  # the two convs, not the two maps
-    events = []
-    submit, wait = _kernels.PipelineCache.submit_once, _kernels.CompileHelpers.wait
-    monkeypatch.setattr(_kernels.PipelineCache, "submit_once", lambda self, device, jobs: (
-        events.append(("submit", device, [j[3] for j in jobs])), submit(self, device, jobs)))
-    monkeypatch.setattr(_kernels.CompileHelpers, "wait", lambda self: (events.append(("wait",)), wait(self))[1])
+    calls["own"] = "never"
+    monkeypatch.setattr(graph_module, "EARLY_WARM_UP_BYTES", 2000)  # the conv, not the map
+    written = []
+    import wgpu
+
+    queue_type = type(webnn.ml.create_context().device.queue)
+    real = queue_type.write_buffer
+
+    def spy(self, buffer, offset, data, *args, **kw):
+        if buffer.label == "compile helper scratch":
+            written.append(bytes(data))
+        return real(self, buffer, offset, data, *args, **kw)
+
+    monkeypatch.setattr(queue_type, "write_buffer", spy)
     ctx = webnn.ml.create_context()
-    w1 = (rng.standard_normal((12, 3, 3, 8)) / 8).astype(np.float32)
-    w2 = (rng.standard_normal((16, 5, 5, 8)) / 16).astype(np.float32)
+    w = (rng.standard_normal((12, 3, 3, 8)) / 8).astype(np.float32)
     b = webnn.MLGraphBuilder(ctx)
     x = b.input("x", {"data_type": "float32", "shape": [1, 9, 7, 8]})
-    g = b.build({"y1": b.conv2d(x, b.constant(w1), input_layout="nhwc", filter_layout="ohwi", padding=[1, 1, 1, 1]),
-                 "y2": b.conv2d(x, b.constant(w2), input_layout="nhwc", filter_layout="ohwi", padding=[2, 2, 2, 2]),
-                 "e": b.exp(x), "t": b.tanh(x)})
-    steps = _kernels_of(g)
-    big = sorted((s for s in steps if len(s.wgsl) >= 2000), key=lambda s: len(s.wgsl))
-    assert len(big) == 2 and len(steps) == 4, [(s.template, len(s.wgsl)) for s in steps]
-    (_, lent), = calls["lent"]
-    assert lent == {ctx._pipelines.key(big[0].wgsl)}, "the longer one stays, the other is lent"
-    own = [e for e in events if e[0] == "wait" or e[1] is ctx.device]
-    first_wait = own.index(("wait",))
-    before = [t for e in own[:first_wait] for t in e[2]]
-    assert before.count("elementwise/map4.wgsl") == 2 and before.count("matmul/tile.wgsl") == 1, \
-        "the graph's queue got its own conv and the short maps before waiting for the helper"
-    assert {id(s.pipeline) for s in steps} <= ctx._pipelines.warm
+    g = b.build({"y": b.conv2d(x, b.constant(w), input_layout="nhwc", filter_layout="ohwi", padding=[1, 1, 1, 1]),
+                 "e": b.exp(x)})
+    conv = [s for s in _kernels_of(g) if len(s.wgsl) >= 2000]
+    assert len(conv) == 1
+    (shared, _), = calls["started"]
+    assert shared == {ctx._pipelines.key(conv[0].wgsl)} and calls["compiled"][0] == shared
+    bound = []  # what the graph's own device binds at the conv's constant bindings
+    for i, v in enumerate(conv[0].values):
+        if g._root(v).kind == "constant":
+            offset, size = g._binding_range(conv[0], i)
+            buf = g._buffers[g._slot[g._root(v).id].key]
+            bound.append(bytes(ctx.device.queue.read_buffer(buf, offset, -(-size // 4) * 4)))
+    assert bound and sorted(bound) == sorted(written), "the helper bound the same bytes as the graph"
     xin = rng.standard_normal((1, 9, 7, 8)).astype(np.float32)
     out = ctx.compute(g, {"x": xin})
-    np.testing.assert_allclose(out["y1"], _conv_nhwc(xin, w1, 1), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(out["y2"], _conv_nhwc(xin, w2, 2), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(out["e"], np.exp(xin.astype(np.float64)), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(out["t"], np.tanh(xin.astype(np.float64)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["y"], _conv_nhwc(xin, w, 1), rtol=1e-4, atol=1e-5)
+
+
+def test_the_compile_queue_hands_out_the_longest_predicted_first():
+    """GPU-free: the order (predicted LLVM time: template and WGSL length), ``ready``, and the
+    bookkeeping of what helpers did."""
+    jobs = [_kernels.CompileJob("tile", "x" * 40000, "matmul/tile.wgsl", "", [4]),
+            _kernels.CompileJob("dwp", "x" * 20000, "conv/depthwise_project.wgsl", "", [4]),
+            _kernels.CompileJob("other", "x" * 30000, "pool/pool2d.wgsl", "", [4])]
+    assert [round(j.cost, 2) for j in jobs] == [0.82, 1.56, 0.59]
+    q = _kernels.CompileQueue(jobs)
+    assert len(q) == 3 and q.keys == {"tile", "dwp", "other"} and not q.settled()
+    assert q.take(ready=lambda k: k != "dwp").key == "tile", "the longest of those made here"
+    job = q.take(helper=True)
+    assert job.key == "dwp" and not q.settled()
+    q.finish(job, ok=False)
+    assert q.failed == {"dwp"} and q.done == []
+    job = q.take(helper=True)
+    assert job.key == "other" and q.take() is None and not q.settled()
+    q.finish(job, ok=True)
+    assert q.done == ["other"] and q.settled() and len(q) == 0
 
 
 def test_markers_of_mesa_folders_that_are_gone_are_removed(monkeypatch, tmp_path):
