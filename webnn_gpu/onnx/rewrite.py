@@ -379,7 +379,7 @@ def fuse_lstm_cell(nodes, env: dict, outputs) -> list:
             ins = mul_parts(kmf)
             if nodes[r].output[0] in ins and len(ins) == 2:
                 f_part, c_prev = j, ins[1 - ins.index(nodes[r].output[0])]
-        if f_part is None or c_prev == nodes[act[f_part]].output[0]:
+        if f_part is None or c_prev is None or c_prev == nodes[act[f_part]].output[0]:
             continue
         o_part = ({0, 1, 2, 3} - {g_part, i_part, f_part}).pop()
         c_new = nodes[kc].output[0]
@@ -414,8 +414,8 @@ def fuse_lstm_cell(nodes, env: dict, outputs) -> list:
         consts = {"W": gates(w0)[None], "R": gates(w1)[None], "B": np.concatenate([gates(b0), gates(b1)])[None],
                   "in3": np.array([1, -1, w0.shape[1]], np.int64), "st3": np.array([1, -1, H], np.int64),
                   "st2": np.array([-1, H], np.int64)}
-        for k, v in consts.items():
-            env[f"{base}/{k}"] = known[f"{base}/{k}"] = v.astype(dt) if v.dtype.kind == "f" else v
+        for key, v in consts.items():
+            env[f"{base}/{key}"] = known[f"{base}/{key}"] = v.astype(dt) if v.dtype.kind == "f" else v
         name = nodes[kh].name or h_new
         new = [helper.make_node("Reshape", [x0, f"{base}/in3"], [f"{base}/x"], name=f"{name}/x"),
                helper.make_node("Reshape", [x1, f"{base}/st3"], [f"{base}/h"], name=f"{name}/h"),
