@@ -21,8 +21,9 @@ order where they commute):
 ``scale`` and ``bias`` must vary along ``A`` alone (host constants are re-made in the
 kernel's ``[x.shape[a] for a in A]`` shape, a computed one of that many elements is viewed
 so). Every intermediate value must feed only the pattern and be no graph output. The result
-is computed by the ``layer_normalization`` kernel (``norm/moments.wgsl`` then
-``norm/normalize.wgsl``), which accumulates in float32: equal to the decomposed form up to
+is computed by the ``layer_normalization`` node (``norm/layer_norm.wgsl`` for rows of at most
+4,096 values whose scale and bias run along the normalized axes, else ``norm/moments.wgsl``
+then ``norm/normalize.wgsl``), which accumulates in float32: equal to the decomposed form up to
 rounding.
 """
 
@@ -336,7 +337,7 @@ def _negated_mean_form(mt: _Matcher, x: Value, axes, eps: float, scale: Value | 
 def fuse_layer_norm(nodes: list, outputs: dict, context=None) -> list:
     """A decomposed layer normalization (the patterns of :mod:`webnn_gpu.fusions.layer_norm`)
     becomes one ``layer_normalization`` node over the same axes, in its last node's place (its
-    operands are all computed there): two kernels instead of eight to eleven."""
+    operands are all computed there): one or two kernels instead of eight to eleven."""
     g = GraphView(nodes, outputs)
     replaced: dict[int, list[Node]] = {}
     dropped: set[int] = set()
