@@ -1,7 +1,6 @@
 {#-
   norm/layer_norm.wgsl: layer normalization in one kernel for short rows: the mean and
-  variance of each row's K values (two passes: the mean first, then the mean of squared
-  deviations), then its outputs (x - mean) / sqrt(variance + epsilon) * scale + bias, with
+  variance of each row's K values (norm/_moments.wgsl's two passes), then its outputs (x - mean) / sqrt(variance + epsilon) * scale + bias, with
   the fused epilogue. Computes in f32.
 
   Value r of row m is x[base(m) + off(r)] as in norm/moments.wgsl; the output has x's shape,
@@ -23,6 +22,7 @@
 {% import "_lib/index.wgsl" as ix %}
 {% import "_lib/epilogue.wgsl" as el %}
 {% import "reduce/_lib.wgsl" as rl %}
+{% import "norm/_moments.wgsl" as mo %}
 {{ io.prelude(k, int64) }}
 {{ rl.fns("add", "f32") }}
 {{ el.fns(ep) }}
@@ -35,6 +35,10 @@ fn base_of(m: u32) -> u32 {
 fn offset(r: u32) -> u32 {
 {{ ix.coords("q", "r", red_rm) }}
   return {{ ix.dot("q", red_st) }};
+}
+
+fn value(base: u32, r: u32) -> f32 {
+  return f32(load_x(base + offset(r)));
 }
 
 fn store_value(e: u32, r: u32, v: f32, mean: f32, inv: f32) {
@@ -51,43 +55,16 @@ fn store_value(e: u32, r: u32, v: f32, mean: f32, inv: f32) {
 {% if mode == "thread" %}
 {{ io.main_header(k) }}
   let base = base_of(idx);
-  var s = 0.0;
-  for (var r = 0u; r < {{ K }}u; r = r + 1u) { s = s + f32(load_x(base + offset(r))); }
-  let mean = s / {{ K }}.0;
-  var v = 0.0;
-  for (var r = 0u; r < {{ K }}u; r = r + 1u) {
-    let d = f32(load_x(base + offset(r))) - mean;
-    v = v + d * d;
-  }
-  let inv = 1.0 / sqrt(v / {{ K }}.0 + {{ epsilon }});
+{{ mo.thread(K) }}
+  let inv = 1.0 / sqrt(variance + {{ epsilon }});
   for (var r = 0u; r < {{ K }}u; r = r + 1u) {
     let e = base + offset(r);
     store_value(e, r, f32(load_x(e)), mean, inv);
   }
 }
 {% else %}
-var<workgroup> sh_v: array<f32, {{ k.workgroup }}>;
-
-@compute @workgroup_size({{ k.workgroup }})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) t: u32) {
-  let m = wid.x + wid.y * nwg.x;
-  if (m >= {{ M }}u) { return; }
-  let base = base_of(m);
-  var s = 0.0;
-  for (var r = t; r < {{ K }}u; r = r + {{ k.workgroup }}u) { s = s + f32(load_x(base + offset(r))); }
-  sh_v[t] = s;
-{{ rl.tree(k.workgroup, "add") }}
-  let mean = sh_v[0] / {{ K }}.0;
-  workgroupBarrier();
-  var v = 0.0;
-  for (var r = t; r < {{ K }}u; r = r + {{ k.workgroup }}u) {
-    let d = f32(load_x(base + offset(r))) - mean;
-    v = v + d * d;
-  }
-  sh_v[t] = v;
-{{ rl.tree(k.workgroup, "add") }}
-  let inv = 1.0 / sqrt(sh_v[0] / {{ K }}.0 + {{ epsilon }});
+{{ mo.group_main(k, M, K) }}
+  let inv = 1.0 / sqrt(variance + {{ epsilon }});
   for (var r = t; r < {{ K }}u; r = r + {{ k.workgroup }}u) {
     let e = base + offset(r);
     store_value(e, r, f32(load_x(e)), mean, inv);
