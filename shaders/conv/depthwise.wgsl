@@ -37,6 +37,7 @@
   Workgroup: (k.workgroup, 1, 1); invocations NB * OHB * OWB * C4, channel block fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
+{% import "conv/_rows.wgsl" as rw %}
 {% if T == "f16" %}
 enable f16;
 {% endif %}
@@ -127,17 +128,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let x{{ j }} = select(vec4<f32>(0.0), ld_x(row + ci{{ j }}, cb, CI, C), rok && cok{{ j }});
 {% endfor %}
 {% for t in range(TH) %}
-    if (r >= {{ t * sh }}u && r <= {{ t * sh + (KH - 1) * dh }}u{{ " && (r - " ~ t * sh ~ "u) % " ~ dh ~ "u == 0u" if dh > 1 }}) {
-      let kt = (r - {{ t * sh }}u){{ " / " ~ dh ~ "u" if dh > 1 }};
-{% for kw in range(KW) %}
-      let wt{{ kw }} = {% for kh in range(1, KH) %}select({% endfor %}w0_{{ kw }}{% for kh in range(1, KH) %}, w{{ kh }}_{{ kw }}, kt == {{ kh }}u){% endfor %};
-{% endfor %}
-{% for kw in range(KW) %}
-{% for p in range(TW) %}
-      acc{{ t }}_{{ p }} = acc{{ t }}_{{ p }} + x{{ p * sw + kw * dw }} * wt{{ kw }};
-{% endfor %}
-{% endfor %}
-    }
+{{ rw.row_taps("acc", t, KH, KW, TW, sh, sw, dh, dw) }}
 {% endfor %}
   }
 {% else %}

@@ -76,6 +76,7 @@
   Workgroup: (k.workgroup, 1, 1); column block fastest, then block column.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
+{% import "conv/_rows.wgsl" as rw %}
 {% import "_lib/activations.wgsl" as act %}
 {% if T == "f16" %}
 enable f16;
@@ -231,17 +232,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       let x{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(row + ci{{ j }}) * C4 + cb]), rok && cok{{ j }});
 {% endfor %}
 {% for t in range(TH) %}
-      if (r >= {{ t * sh }}u && r <= {{ t * sh + (KH - 1) * dh }}u{{ " && (r - " ~ t * sh ~ "u) % " ~ dh ~ "u == 0u" if dh > 1 }}) {
-        let kt = (r - {{ t * sh }}u){{ " / " ~ dh ~ "u" if dh > 1 }};
-{% for kw in range(KW) %}
-        let wt{{ kw }} = {% for kh in range(1, KH) %}select({% endfor %}w0_{{ kw }}{% for kh in range(1, KH) %}, w{{ kh }}_{{ kw }}, kt == {{ kh }}u){% endfor %};
-{% endfor %}
-{% for kw in range(KW) %}
-{% for p in range(TW) %}
-        d{{ t }}_{{ p }} = d{{ t }}_{{ p }} + x{{ p * sw + kw * dw }} * wt{{ kw }};
-{% endfor %}
-{% endfor %}
-      }
+{{ rw.row_taps("d", t, KH, KW, TW, sh, sw, dh, dw) }}
 {% if center %}
       if (r == {{ t + pt }}u) {
 {% for p in range(TW) %}
