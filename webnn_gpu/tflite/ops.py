@@ -767,6 +767,23 @@ def _rows_of(cv: Converter, op: OperatorInfo, x_shape: Any, depth: int, units: i
     return cv.operand(flatten, 0), unflatten
 
 
+def _constant_add(cv: Converter, tensor: int) -> tuple[OperatorInfo, np.ndarray] | None:
+    """(the ADD, its float constant operand) when the sole reader of ``tensor`` is an ADD of it
+    and a load-time float constant, else None."""
+    add = cv.sole_consumer(tensor)
+    if add is None or add.name != "ADD" or len(add.inputs) != 2 or [add.inputs[0], add.inputs[1]].count(tensor) != 1:
+        return None
+    c = cv.static(add, 1 if add.inputs[0] == tensor else 0)
+    return None if c is None or c.dtype.kind != "f" else (add, c)
+
+
+def _own_bias(cv: Converter, op: OperatorInfo, size: int) -> np.ndarray | None:
+    """A conv's or FULLY_CONNECTED's constant bias (input 2; zeros when it has none) as ``size``
+    float values, or None when the bias is computed or does not have that size."""
+    own = cv.static(op, 2) if len(op.inputs) > 2 and op.inputs[2] >= 0 else np.zeros(size, np.float32)
+    return None if own is None or own.dtype.kind != "f" or own.size != size else own
+
+
 def _bias_after_reshape(cv: Converter, op: OperatorInfo, units: int) -> tuple[np.ndarray, Any, Any] | None:
     """Keras' EinsumDense (MultiHeadAttention's projections): a FULLY_CONNECTED without fused
     activation whose sole reader is a RESHAPE splitting the units into trailing dimensions,
@@ -776,14 +793,10 @@ def _bias_after_reshape(cv: Converter, op: OperatorInfo, units: int) -> tuple[np
     reshape = cv.sole_consumer(op.outputs[0])
     if reshape is None or reshape.name != "RESHAPE" or reshape.inputs[0] != op.outputs[0]:
         return None
-    add = cv.sole_consumer(reshape.outputs[0])
-    if add is None or add.name != "ADD" or len(add.inputs) != 2 or \
-            [add.inputs[0], add.inputs[1]].count(reshape.outputs[0]) != 1:
+    found, own = _constant_add(cv, reshape.outputs[0]), _own_bias(cv, op, units)
+    if found is None or own is None:
         return None
-    c = cv.static(add, 1 if add.inputs[0] == reshape.outputs[0] else 0)
-    own = cv.static(op, 2) if len(op.inputs) > 2 and op.inputs[2] >= 0 else np.zeros(units, np.float32)
-    if c is None or c.dtype.kind != "f" or own is None or own.dtype.kind != "f" or own.size != units:
-        return None
+    add, c = found
     out = cv.model.tensors[reshape.outputs[0]]
     sig = tuple(out.shape_signature) if out.shape_signature is not None else tuple(out.shape)
     trailing: list[int] = []
@@ -1830,14 +1843,11 @@ def _bias_after(cv: Converter, conv: OperatorInfo, last: OperatorInfo, channels:
     """An ADD of a per-channel constant (a vector of ``channels``, or one value, along the last
     axis) that is the sole reader of ``last``'s output: (the conv's own constant bias, or zeros,
     plus it; the ADD), or None."""
-    add = cv.sole_consumer(last.outputs[0])
-    if add is None or add.name != "ADD" or len(add.inputs) != 2 or \
-            [add.inputs[0], add.inputs[1]].count(last.outputs[0]) != 1:
+    found, own = _constant_add(cv, last.outputs[0]), _own_bias(cv, conv, channels)
+    if found is None or own is None:
         return None
-    c = cv.static(add, 1 if add.inputs[0] == last.outputs[0] else 0)
-    own = cv.static(conv, 2) if len(conv.inputs) > 2 and conv.inputs[2] >= 0 else np.zeros(channels, np.float32)
-    if c is None or c.dtype.kind != "f" or own is None or own.dtype.kind != "f" or own.size != channels or \
-            c.size not in (1, channels) or any(int(d) != 1 for d in c.shape[:-1]):
+    add, c = found
+    if c.size not in (1, channels) or any(int(d) != 1 for d in c.shape[:-1]):
         return None
     return own.astype(np.float64).reshape(-1) + np.broadcast_to(c.astype(np.float64).reshape(-1), [channels]), add
 
