@@ -463,17 +463,22 @@ def _transposed(v: Value) -> Value | None:
     return Value(v.data_type, (d, k, g), "constant", data=data)
 
 
+def _operands(node, is_lstm: bool) -> tuple:
+    """A recurrent node's inputs as (x, W, R, B, RB, peephole, h0, c0): a GRU has no peephole
+    weight or cell state (None there)."""
+    if is_lstm:
+        return tuple(node.inputs)
+    vx, vw, vr, vb, vrb, vh = node.inputs
+    return vx, vw, vr, vb, vrb, None, vh, None
+
+
 @lowering("gru", "gru_cell", "lstm", "lstm_cell")
 def lower_recurrent(node, lc) -> None:
     """project, init, one step kernel (two for GRU with reset_after=False) per step, finish;
     an LSTM of one step (``lstm_cell``, ``lstm`` with steps = 1) is one ``lstm_cell`` kernel."""
     is_lstm = node.op.startswith("lstm")
     a = node.attrs
-    if is_lstm:
-        vx, vw, vr, vb, vrb, vp, vh, vc = node.inputs
-    else:
-        vx, vw, vr, vb, vrb, vh = node.inputs
-        vp = vc = None
+    vx, vw, vr, vb, vrb, vp, vh, vc = _operands(node, is_lstm)
     hidden, steps = a["hidden_size"], a["steps"]
     gates = 4 if is_lstm else 3
     gh = gates * hidden
@@ -633,13 +638,9 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
     a recurrent product above :data:`SEQUENCE_MAX_MACS` (unless ``WEBNN_GPU_FORCE_RECURRENT=sequence``),
     more bindings or workgroup memory than the device has, or ``WEBNN_GPU_FORCE_RECURRENT=steps``."""
     a = node.attrs
-    if is_lstm:
-        vx, vw, vr, vb, vrb, vp, vh, vc = node.inputs
-    else:
-        vx, vw, vr, vb, vrb, vh = node.inputs
-        vp = vc = None
-        if not a.get("reset_after", True):
-            return False
+    if not is_lstm and not a.get("reset_after", True):
+        return False
+    vx, vw, vr, vb, vrb, vp, vh, vc = _operands(node, is_lstm)
     forced = _env.force("recurrent")
     if forced not in ("", "steps", "sequence"):
         raise ValueError(f"WEBNN_GPU_FORCE_RECURRENT={forced!r}: expected steps or sequence")
