@@ -20,6 +20,7 @@
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guards idx < M (thread) or g < M (group).
 -#}
 {% import "_lib/io.wgsl" as io %}
+{% import "pool/_window.wgsl" as pw %}
 {% import "_lib/index.wgsl" as ix %}
 {% import "reduce/_lib.wgsl" as rl %}
 {% import "_lib/epilogue.wgsl" as el %}
@@ -55,14 +56,7 @@ fn value(w: Win, kh: u32, kw: u32, ok: ptr<function, bool>) -> {{ A }} {
 {% endif %}
 }
 
-fn inside(start: i32, dil: u32, n: u32, size: i32) -> u32 {
-  var count = 0u;
-  for (var i = 0u; i < n; i = i + 1u) {
-    let p = start + i32(i * dil);
-    if (p >= 0 && p < size) { count = count + 1u; }
-  }
-  return count;
-}
+{{ pw.inside_fn() }}
 
 fn finish(o: u32, w: Win, a: {{ A }}) {
 {% if kind == "avg" %}

@@ -18,6 +18,7 @@
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guards idx < k.n (output vec4s).
 -#}
 {% import "_lib/io.wgsl" as io %}
+{% import "pool/_window.wgsl" as pw %}
 {% import "_lib/index.wgsl" as ix %}
 {% import "_lib/epilogue.wgsl" as el %}
 {% if ep.empty %}
@@ -38,14 +39,7 @@ fn comb4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
 }
 {% endif %}
 
-fn inside(start: i32, dil: u32, n: u32, size: i32) -> u32 {
-  var count = 0u;
-  for (var i = 0u; i < n; i = i + 1u) {
-    let p = start + i32(i * dil);
-    if (p >= 0 && p < size) { count = count + 1u; }
-  }
-  return count;
-}
+{{ pw.inside_fn() }}
 
 {{ io.main_header(k) }}
 {{ ix.coords("c", "idx", out_strides) }}
