@@ -588,6 +588,17 @@ class Gen:
             y = self.emit("mul", [c, p] if self.p(0.5) else [p, c])
             return y, layout
         H, W = (shape[1], shape[2]) if layout == "nhwc" else (shape[2], shape[3])
+        if self.p(0.4):
+            # windows that tile the input and an element-wise chain of that input (fuse_pool_map;
+            # near misses: NCHW, channels not a multiple of 4, a slope that is an input, a
+            # residual operand, the chain read twice or output in the middle)
+            win = [2 if H % 2 == 0 else 1, 2 if W % 2 == 0 else 1]
+            y = self.emit(self.pick(("average_pool2d", "max_pool2d")), [v],
+                          {"window_dimensions": win, "strides": list(win), "layout": layout})
+            t = self.emit("prelu", [v, self.chan_operand(shape, layout)])
+            t = self.elementwise_tail(t, layout, 3)
+            self.output(t)
+            return self.elementwise_tail(y, layout, 2), layout
         k = min(self.pick((2, 3)), H, W)
         attrs = {"window_dimensions": [k, k], "strides": [self.pick((1, 2))] * 2, "layout": layout}
         if self.p(0.4) and k > 1:

@@ -115,3 +115,91 @@ def fuse_pool_partials(nodes: list, outputs: dict, context=None) -> list:
             log.debug("fuse_pool_partials: %s [%s] from partial sums (%d operands)", pool.op, pool.label,
                       1 + (part2 is not None))
     return g.replace(replaced, set())
+
+
+def fuse_pool_map(nodes: list, outputs: dict, context=None) -> list:
+    """A windowed pool whose windows tile its input (each element read by exactly one window:
+    ``side_ok``) stores a chain of element-wise operators over that same input as it loads
+    it: the pool gets a second output, the chain's last value, and ``attrs["side"]``, the
+    chain as epilogue steps over the input element (:mod:`webnn_gpu.ops._epilogue`).
+
+    Pattern: ``x`` read by the pool and by an element-wise chain (float unary operators and
+    binary ones whose other operand is a constant varying along the channel axis alone: a
+    prelu's slope, a per-channel scale or shift), each value of the chain but the last read
+    by its next operator alone and no graph output. A chain that a producing kernel could
+    take as its epilogue was taken by ``fuse_epilogue`` (``x`` then had one reader); this
+    rule takes the chain next to a pool reading the same value (BlazeFace-style blocks:
+    ``prelu(x) * s + b`` feeds a stride-2 conv while ``max_pool2d(x)`` feeds the residual),
+    which was an element-wise kernel reading ``x`` again. The fused node stands where the
+    later of the pool and the chain's last operator stood, or the earlier where the other's
+    readers come before it; where neither place keeps the order, the rule does not fire.
+    Near misses: a chain value read elsewhere or a graph output in the middle, an operand
+    read per element (a residual) or computed, windows that overlap, skip or pad, a layout
+    or data type the vec4 pool kernel does not take.
+    """
+    from ...ops.pool import side_ok
+    from .epilogue import EPILOGUE_MAX_OPERANDS, EPILOGUE_MAX_STEPS, _epilogue_step, _per_channel
+
+    g = GraphView(nodes, outputs)
+    index = {n.id: i for i, n in enumerate(nodes)}
+    taken: set[int] = set()
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+
+    def step_of(v, c, inputs):
+        """The side step for reader ``c`` of ``v`` (its operand appended to ``inputs``), or None."""
+        got = _epilogue_step(pool, v, c)
+        if got is None:
+            return None
+        step, operand = got
+        if operand is None:
+            return step
+        chan = _per_channel(pool, v, operand)
+        if not isinstance(chan, Value) or chan.kind != "constant" or len(inputs) - n_own >= EPILOGUE_MAX_OPERANDS:
+            return None  # (an operand read per element or computed: not a step the pool takes)
+        inputs.append(chan)
+        return {**step, "input": len(inputs) - 1, "axis": 3}
+
+    for pool in nodes:
+        if pool.id in taken or not side_ok(pool):
+            continue
+        x = pool.inputs[0]
+        inputs = list(pool.inputs)
+        n_own = len(inputs)
+        steps: list = []
+        chain: list = []
+        cs = [c for c in g.consumers(x) if c is not pool and c.id not in taken]
+        while cs and len(steps) < EPILOGUE_MAX_STEPS:
+            v = chain[-1].outputs[0] if chain else x
+            step = None
+            for c in cs:  # x: the first reader that makes a step starts the chain
+                step = step_of(v, c, inputs)
+                if step is not None:
+                    break
+            if step is None:
+                break
+            steps.append(step)
+            chain.append(c)
+            y = c.outputs[0]
+            cs = g.consumers(y)
+            if g.is_output(y) or len(cs) != 1 or cs[0].id in taken:
+                break  # y is the chain's last value: read by several, or a graph output
+        if not chain:
+            continue
+        last = chain[-1]
+        y = last.outputs[0]
+        # where the fused node stands: after every input's producer, before every reader
+        ready = max((index[p.id] for p in map(g.producer, inputs[:n_own]) if p is not None), default=-1)
+        first_reader = min((index[c.id] for c in g.consumers(pool.outputs[0]) + g.consumers(y)), default=len(nodes))
+        at = next((n for n in sorted((pool, last), key=lambda n: -index[n.id])
+                   if ready < index[n.id] < first_reader), None)
+        if at is None:
+            continue
+        attrs = {**pool.attrs, "side": steps}
+        label = "+".join(dict.fromkeys(n.label for n in (pool, *chain) if n.label))
+        replaced[at.id] = Node(pool.op, inputs, [pool.outputs[0], y], attrs, label)
+        dropped.update(n.id for n in (pool, *chain) if n is not at)
+        taken.update(n.id for n in (pool, *chain))
+        if DEBUG >= 2:
+            log.debug("fuse_pool_map: %s [%s] stores %s of its input", pool.op, pool.label, [s["op"] for s in steps])
+    return g.replace(replaced, dropped)
