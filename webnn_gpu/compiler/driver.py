@@ -29,7 +29,7 @@ from .rules.conv import (fuse_conv_input, fuse_conv_pool, fuse_conv_upsample, fu
 from .rules.elementwise import fuse_elementwise, fuse_hard_swish, fuse_swish
 from .rules.epilogue import fuse_epilogue
 from .rules.fold import fold_constants
-from .rules.layout import fold_layout
+from .rules.layout import fold_layout, fuse_concat_map
 from .rules.linalg import fold_matmul_transpose, stack_shared_gemms
 from .rules.norm import split_batch_norm
 from .rules.nchw import compose_transposes, nchw_conv_to_nhwc
@@ -145,6 +145,9 @@ ORDER: tuple[Stage, ...] = (
                             "host went there), fuse_conv_input (a scale a pointwise conv reads in costs no "
                             "store) and the pool rules (a pool with a fused input is no side host); before "
                             "fuse_elementwise, which would merge the chain into a kernel of its own"),
+        Rule(fuse_concat_map, "after fuse_epilogue and fuse_conv_input (a chain a kernel takes as its epilogue or "
+                              "prologue costs no store) and before fuse_elementwise, which would merge the chain "
+                              "into a kernel of its own"),
     )),
     Stage("elementwise", (
         Rule(fuse_elementwise, "last: it merges the element-wise nodes no kernel took as a prologue or "

@@ -138,52 +138,21 @@ def fuse_pool_map(nodes: list, outputs: dict, context=None) -> list:
     or data type the vec4 pool kernel does not take.
     """
     from ...ops.pool import side_ok
-    from .epilogue import EPILOGUE_MAX_OPERANDS, EPILOGUE_MAX_STEPS, _epilogue_step, _per_channel
+    from .epilogue import side_chain
 
     g = GraphView(nodes, outputs)
     index = {n.id: i for i, n in enumerate(nodes)}
     taken: set[int] = set()
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
-
-    def step_of(v, c, inputs):
-        """The side step for reader ``c`` of ``v`` (its operand appended to ``inputs``), or None."""
-        got = _epilogue_step(pool, v, c)
-        if got is None:
-            return None
-        step, operand = got
-        if operand is None:
-            return step
-        chan = _per_channel(pool, v, operand)
-        if not isinstance(chan, Value) or chan.kind != "constant" or len(inputs) - n_own >= EPILOGUE_MAX_OPERANDS:
-            return None  # (an operand read per element or computed: not a step the pool takes)
-        inputs.append(chan)
-        return {**step, "input": len(inputs) - 1, "axis": 3}
-
     for pool in nodes:
         if pool.id in taken or not side_ok(pool):
             continue
         x = pool.inputs[0]
-        inputs = list(pool.inputs)
-        n_own = len(inputs)
-        steps: list = []
-        chain: list = []
-        cs = [c for c in g.consumers(x) if c is not pool and c.id not in taken]
-        while cs and len(steps) < EPILOGUE_MAX_STEPS:
-            v = chain[-1].outputs[0] if chain else x
-            step = None
-            for c in cs:  # x: the first reader that makes a step starts the chain
-                step = step_of(v, c, inputs)
-                if step is not None:
-                    break
-            if step is None:
-                break
-            steps.append(step)
-            chain.append(c)
-            y = c.outputs[0]
-            cs = g.consumers(y)
-            if g.is_output(y) or len(cs) != 1 or cs[0].id in taken:
-                break  # y is the chain's last value: read by several, or a graph output
+        n_own = len(pool.inputs)
+        steps, operands, chain = side_chain(g, pool, x, [c for c in g.consumers(x) if c is not pool], 3, n_own,
+                                            taken)
+        inputs = list(pool.inputs) + operands
         if not chain:
             continue
         last = chain[-1]
