@@ -124,6 +124,9 @@ def evaluate(nodes, outputs, feeds):
             y = _steps(node.attrs.get("epilogue") or [], EVAL[node.op](node, xs[0]), xs)
             if "side" in node.attrs:
                 env[node.outputs[1].id] = _steps(node.attrs["side"], xs[0], xs)
+        elif node.op == "concat" and "side" in node.attrs:  # fuse_concat_map: the map of the output
+            y = EVAL["concat"](node, *xs[:node.attrs["side_parts"]])
+            env[node.outputs[1].id] = _steps(node.attrs["side"], y, xs)
         else:
             y = EVAL[node.op](node, *xs)
         assert y.shape == tuple(node.outputs[0].shape), (node, y.shape)

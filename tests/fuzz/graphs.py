@@ -468,7 +468,15 @@ class Gen:
         return self.emit("conv2d", [v, w], attrs, kw)
 
     def motif_conv(self, v, layout):
-        """A conv and its epilogue; now and then a long one (the epilogue's bounds)."""
+        """A conv and its epilogue; now and then a long one (the epilogue's bounds); now and then
+        a dense-block step: the conv's output concatenated to its input, that concat read by an
+        element-wise chain (``fuse_concat_map``) and by a second concat."""
+        if layout == "nhwc" and self.p(0.3):
+            y = self.elementwise_tail(self.conv(v, layout, pointwise=True, O=self.pick((4, 8, 6))), layout, 2)
+            cat = self.emit("concat", [v, y], {"axis": 3})
+            t = self.emit("mul", [cat, self.chan_operand(self.shape(cat), layout)])
+            t = self.elementwise_tail(t, layout, 3)
+            return self.emit("concat", [cat, t], {"axis": 3}), layout
         return self.elementwise_tail(self.conv(v, layout), layout, 14 if self.p(0.1) else 4), layout
 
     def motif_conv_input(self, v, layout):
