@@ -14,9 +14,11 @@
     in_st        {"n","h","w"} -> input stride of that dimension in vec4 units
     H, W, WH, WW, SH, SW, DH, DW, PT, PL
     ep           fused epilogue (webnn_gpu/ops/_epilogue.py), applied to each stored value
-    side         None, or the epilogue (function `side`, channel axis 3) applied to each input
-                 element loaded, stored at the element's own index in side_out (the windows
-                 tile the input: each element is loaded, and stored, once)
+    side         None, or the epilogue (function `side`, channel axis 3) applied to each element
+                 of the input as it is loaded (side_of "input": the windows tile the input, each
+                 element is loaded, and stored, once) or of the output as it is stored
+                 ("output"), stored at the element's own index in side_out
+    side_of      "input" | "output" (with side)
     fns          (T, names) activation helpers of ep and side
   Bindings: src, epilogue operands..., side operands..., out, side_out (src, out and side_out as
   arrays of vec4<f32>).
@@ -57,6 +59,7 @@ fn comb4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
   let base = c0 * {{ in_st.n }}u + c3;
   let h0 = i32(c1 * {{ SH }}u) - {{ PT }};
   let w0 = i32(c2 * {{ SW }}u) - {{ PL }};
+{% set in_side = side and side_of == "input" %}
 {% if side and side.chan %}
   let sq0 = side_q(c3 * 4u);
   let sq1 = side_q(c3 * 4u + 1u);
@@ -76,7 +79,7 @@ fn comb4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
       if (iw < 0 || iw >= {{ W }}) { continue; }
       let xi = base + u32(ih) * {{ in_st.h }}u + u32(iw) * {{ in_st.w }}u;
       let x = src[xi];
-{% if side %}
+{% if in_side %}
 {% set q = side.chan %}
       side_out[xi] = vec4<f32>(side(x.x, xi * 4u, c3 * 4u{{ ", sq0" if q }}), side(x.y, xi * 4u + 1u, c3 * 4u + 1u{{ ", sq1" if q }}),
                                side(x.z, xi * 4u + 2u, c3 * 4u + 2u{{ ", sq2" if q }}), side(x.w, xi * 4u + 3u, c3 * 4u + 3u{{ ", sq3" if q }}));
@@ -98,5 +101,13 @@ fn comb4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
 {% else %}
   let v = select(acc, vec4<f32>(bitcast<f32>(0xff800000u)), count == 0u);
 {% endif %}
+{% if side and not in_side %}
+  let r = {{ el.apply4(ep, "v", "idx * 4u") }};
+  out[idx] = r;
+{% set q = side.chan %}
+  side_out[idx] = vec4<f32>(side(r.x, idx * 4u, c3 * 4u{{ ", sq0" if q }}), side(r.y, idx * 4u + 1u, c3 * 4u + 1u{{ ", sq1" if q }}),
+                            side(r.z, idx * 4u + 2u, c3 * 4u + 2u{{ ", sq2" if q }}), side(r.w, idx * 4u + 3u, c3 * 4u + 3u{{ ", sq3" if q }}));
+{% else %}
   out[idx] = {{ el.apply4(ep, "v", "idx * 4u") }};
+{% endif %}
 }

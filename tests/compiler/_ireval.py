@@ -123,7 +123,8 @@ def evaluate(nodes, outputs, feeds):
             # a pool's epilogue and its map of the input (fuse_pool_map) read the node's operands
             y = _steps(node.attrs.get("epilogue") or [], EVAL[node.op](node, xs[0]), xs)
             if "side" in node.attrs:
-                env[node.outputs[1].id] = _steps(node.attrs["side"], xs[0], xs)
+                of = y if node.attrs.get("side_of") == "output" else xs[0]
+                env[node.outputs[1].id] = _steps(node.attrs["side"], of, xs)
         elif node.op == "concat" and "side" in node.attrs:  # fuse_concat_map: the map of the output
             y = EVAL["concat"](node, *xs[:node.attrs["side_parts"]])
             env[node.outputs[1].id] = _steps(node.attrs["side"], y, xs)

@@ -157,3 +157,40 @@ def test_on_the_gpu_the_map_may_be_a_graph_output(ctx, rng):
                                rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(got["z"], 1 / (1 + np.exp(-np.where(h >= 0, h, h * slope))), rtol=1e-5, atol=1e-6)
     assert len(kernel_templates(ctx, build, {"x": x})) == 2
+
+
+def test_a_pool_stores_a_chain_of_its_output_read_elsewhere_too():
+    """Any windows (here overlapping and padded): the chain over the pool's output, which the
+    pool's other reader needs as it is (a dense block's transition pool)."""
+    ir = IR()
+    x = ir.op("relu", [ir.input(IMG)])
+    p = _max_pool(ir, x, window=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1))
+    z = _chain(ir, p)
+    outputs = {"z": z, "w": ir.op("transpose", [p], (1, 8, 4, 3), permutation=[0, 3, 1, 2])}
+    new = checked_rewrite(fuse_pool_map, ir, outputs, rtol=1e-12, atol=1e-12)
+    assert _ops(new) == ["relu", "max_pool2d", "transpose"]
+    assert new[1].outputs == [p, z] and new[1].attrs["side_of"] == "output"
+    # near miss: the chain the output's only reader (an epilogue's place; the pool is left alone)
+    ir = IR()
+    p = _max_pool(ir, ir.op("relu", [ir.input(IMG)]), window=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1))
+    z = _chain(ir, p)
+    assert fuse_pool_map(list(ir.nodes), {"z": z}) == ir.nodes
+
+
+def test_on_the_gpu_the_pool_writes_the_map_of_its_output(ctx, rng):
+    """A padded 3x3/2 max pool, its output also a graph output, read by a per-channel scale,
+    shift and relu: float64 NumPy's results, one pool kernel (the neg before it is another)."""
+    x = rng.standard_normal((1, 7, 9, 8)).astype(np.float32)
+    s, b0 = rng.standard_normal((1, 1, 1, 8)).astype(np.float32), rng.standard_normal((8,)).astype(np.float32)
+
+    def build(b, ops):
+        p = b.max_pool2d(b.neg(ops["x"]), window_dimensions=[3, 3], strides=[2, 2], padding=[1, 1, 1, 1],
+                         layout="nhwc")
+        return {"p": p, "z": b.relu(b.add(b.mul(p, b.constant(s)), b.constant(b0)))}
+
+    xp = np.pad(-x.astype(np.float64), [(0, 0), (1, 1), (1, 1), (0, 0)], constant_values=-np.inf)
+    want_p = np.stack([xp[:, i:i + 7:2, j:j + 9:2] for i in range(3) for j in range(3)]).max(0)
+    got = run_graph(ctx, build, {"x": x})
+    np.testing.assert_allclose(got["p"], want_p, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got["z"], np.maximum(want_p * s + b0, 0), rtol=1e-5, atol=1e-6)
+    assert kernel_templates(ctx, build, {"x": x}) == ["elementwise/map4.wgsl", "pool/pool2d_vec4.wgsl"]

@@ -17,10 +17,10 @@ the average and L2 pools and the lowest value of the type (-inf for floats) for 
 
 A windowed (not global) float pool applies the fused epilogue of ``node.attrs["epilogue"]``
 (:mod:`webnn_gpu.ops._epilogue`) to each value it stores (:func:`webnn_gpu.ops._epilogue.hosts`).
-A pool whose windows tile its input (:func:`side_ok`) may also store a map of its input: with
-``node.attrs["side"]`` (epilogue steps applied to each input element) the node has a second
-output, of the input's shape, written as the window walk loads each element (the compiler's
-``fuse_pool_map``).
+A float32 NHWC pool may also store a map of its output, or (windows that tile its input) of its
+input (:func:`side_ok`): with ``node.attrs["side"]`` (epilogue steps applied to each element of
+the ``attrs["side_of"]`` value) the node has a second output, written as the window walk loads
+each input element or as the pool stores each output (the compiler's ``fuse_pool_map``).
 """
 
 from __future__ import annotations
@@ -153,12 +153,13 @@ def input_add_ok(node, other, scale: int = 1) -> bool:
             and tuple(other.shape) == want and _is_global(node) and _env.force("reduce") != "group")
 
 
-def side_ok(node) -> bool:
-    """Whether pool ``node`` can store a map of its input as a second output
-    (``attrs["side"]``, the compiler's ``fuse_pool_map``): a windowed float32 NHWC pool with
-    channels a multiple of 4 (``pool/pool2d_vec4.wgsl``) whose windows tile its input, each
-    element read by exactly one window (strides equal to the window, no padding or dilation,
-    the input's height and width multiples of the window), and no fused input."""
+def side_ok(node, of: str = "input") -> bool:
+    """Whether pool ``node`` can store a map of its input (``of="input"``) or of its output
+    (``"output"``) as a second output (``attrs["side"]``, ``attrs["side_of"]``; the compiler's
+    ``fuse_pool_map``): a windowed float32 NHWC pool with channels a multiple of 4
+    (``pool/pool2d_vec4.wgsl``) and no fused input; for a map of its input, windows that tile
+    it, each element read by exactly one window (strides equal to the window, no padding or
+    dilation, the input's height and width multiples of the window)."""
     if node.op not in KINDS or len(node.outputs) != 1 or "side" in node.attrs:
         return False
     if any(k in node.attrs for k in ("input_add", "input_partials")):
@@ -167,12 +168,14 @@ def side_ok(node) -> bool:
     if a["layout"] != "nhwc" or x.data_type != "float32" or out.data_type != "float32" or x.shape[3] % 4:
         return False
     (WH, WW), (SH, SW) = a["window"], a["strides"]
-    if _is_global(node) or a["padding"] != [0, 0, 0, 0] or a["dilations"] != [1, 1] or [SH, SW] != [WH, WW]:
+    if _is_global(node) or WH * WW > GROUP_WINDOW and out.size < 1024 or _env.force("pool") == "scalar":
+        return False
+    if of == "output":
+        return True
+    if a["padding"] != [0, 0, 0, 0] or a["dilations"] != [1, 1] or [SH, SW] != [WH, WW]:
         return False
     H, W = x.shape[1], x.shape[2]
-    if H % WH or W % WW or out.shape[1] * WH != H or out.shape[2] * WW != W:
-        return False
-    return WH * WW <= GROUP_WINDOW and _env.force("pool") != "scalar"
+    return not (H % WH or W % WW or out.shape[1] * WH != H or out.shape[2] * WW != W)
 
 
 def _helpers(*eps) -> list:
@@ -227,7 +230,7 @@ def lower_pool(node, lc) -> None:
                   kind=kind, out_strides=row_strides((N, OH, OW, C // 4)),
                   in_st={"n": ist[0] // 4, "h": ist[1] // 4, "w": ist[2] // 4}, H=H, W=W, WH=WH, WW=WW,
                   SH=a["strides"][0], SW=a["strides"][1], DH=DH, DW=DW, PT=a["padding"][0], PL=a["padding"][2],
-                  ep=ep, side=side, fns=_helpers(ep, side))
+                  ep=ep, side=side, side_of=node.attrs.get("side_of", "input"), fns=_helpers(ep, side))
         return
     if side is not None:
         raise ValueError(f"{node.op}: attrs['side'] needs the vec4 pool kernel (see side_ok)")
