@@ -13,7 +13,8 @@
     side        None, or the epilogue (function `side`, webnn_gpu/ops/_epilogue.py; float32)
                 applied to each output element, stored at its index in side_out (the
                 compiler's fuse_concat_map); chan: the last axis' size C, whose coordinate
-                (e % C) the epilogue reads its per-channel operands at
+                (e % C) the epilogue reads its per-channel operands at; side_only: the map is
+                the one output (dst; no side_out)
     fns         (T, names) activation helpers of side
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guarded by idx < k.n (output vec4s).
 -#}
@@ -41,11 +42,13 @@
     v = {{ p.name }}[((o * {{ p.size }}u + a - {{ p.lo }}u) * {{ inner }}u + i) / 4u];
 {% endfor %}
   }
+{% if not side_only %}
   dst[idx] = v;
+{% endif %}
 {% if side %}
   let c = e % {{ chan }}u;
 {% set q = side.chan %}
-  side_out[idx] = vec4<f32>(side(v.x, e, c{{ ", side_q(c)" if q }}), side(v.y, e + 1u, c + 1u{{ ", side_q(c + 1u)" if q }}),
+  {{ "dst" if side_only else "side_out" }}[idx] = vec4<f32>(side(v.x, e, c{{ ", side_q(c)" if q }}), side(v.y, e + 1u, c + 1u{{ ", side_q(c + 1u)" if q }}),
                             side(v.z, e + 2u, c + 2u{{ ", side_q(c + 2u)" if q }}), side(v.w, e + 3u, c + 3u{{ ", side_q(c + 3u)" if q }}));
 {% endif %}
 }

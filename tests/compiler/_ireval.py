@@ -127,7 +127,10 @@ def evaluate(nodes, outputs, feeds):
                 env[node.outputs[1].id] = _steps(node.attrs["side"], of, xs)
         elif node.op == "concat" and "side" in node.attrs:  # fuse_concat_map: the map of the output
             y = EVAL["concat"](node, *xs[:node.attrs["side_parts"]])
-            env[node.outputs[1].id] = _steps(node.attrs["side"], y, xs)
+            if len(node.outputs) == 1:  # the map alone
+                y = _steps(node.attrs["side"], y, xs)
+            else:
+                env[node.outputs[1].id] = _steps(node.attrs["side"], y, xs)
         else:
             y = EVAL[node.op](node, *xs)
         assert y.shape == tuple(node.outputs[0].shape), (node, y.shape)

@@ -54,7 +54,7 @@ def test_the_concat_output_may_be_a_graph_output():
     assert _ops(new) == ["concat"] and new[0].outputs == [v, z]
 
 
-@pytest.mark.parametrize("case", ["only reader", "residual operand", "computed operand", "operand along another axis",
+@pytest.mark.parametrize("case", ["residual operand", "computed operand", "operand along another axis",
                                   "slabs not multiples of 4", "last axis not a multiple of 4", "float16"])
 def test_near_misses(case):
     ir = IR("float16" if case == "float16" else "float32")
@@ -76,10 +76,19 @@ def test_near_misses(case):
     else:
         z = _bn_relu(ir, v)
     outputs = {"z": z}
-    if case != "only reader":  # v's other reader (not element-wise: no chain of its own)
-        outputs["w"] = ir.op("reshape", [v], (int(np.prod(shape)),))
+    outputs["w"] = ir.op("reshape", [v], (int(np.prod(shape)),))  # v's other reader (not element-wise)
     new = fuse_concat_map(list(ir.nodes), outputs)
     assert new == ir.nodes, case
+
+
+def test_the_chain_as_the_concats_only_reader_is_its_one_output():
+    ir = IR()
+    a, b = ir.op("relu", [ir.input((1, 3, 5, 8))]), ir.op("relu", [ir.input((1, 3, 5, 4))])
+    v = ir.op("concat", [a, b], (1, 3, 5, 12), axis=3)
+    z = _bn_relu(ir, v)
+    w = ir.op("transpose", [z], (1, 12, 3, 5), permutation=[0, 3, 1, 2])
+    new = checked_rewrite(fuse_concat_map, ir, {"w": w}, rtol=1e-12, atol=1e-12)
+    assert _ops(new) == ["relu", "relu", "concat", "transpose"] and new[2].outputs == [z]
 
 
 def test_the_chain_stops_at_a_second_reader():
@@ -119,6 +128,20 @@ def test_on_the_gpu_the_concat_writes_the_map(ctx, rng, monkeypatch):
     assert len(templates) == 4 and templates[1] == templates[3] == "layout/concat_vec4.wgsl", templates
     monkeypatch.setenv("WEBNN_GPU_PASSES", "-fuse_concat_map")
     assert len(kernel_templates(ctx, build, {"x": x})) == 5
+
+
+def test_on_the_gpu_the_concat_applies_a_chain_it_alone_feeds(ctx, rng):
+    """concat -> scale, shift, relu read by nothing else: one kernel storing the chain's value."""
+    x, y = rng.standard_normal((1, 3, 4, 8)).astype(np.float32), rng.standard_normal((1, 3, 4, 4)).astype(np.float32)
+    s = rng.standard_normal((12,)).astype(np.float32)
+
+    def build(b, ops):
+        return {"z": b.relu(b.mul(b.concat([ops["x"], ops["y"]], 3), b.constant(s)))}
+
+    got = run_graph(ctx, build, {"x": x, "y": y})["z"]
+    np.testing.assert_allclose(got, np.maximum(np.concatenate([x, y], 3).astype(np.float64) * s, 0), rtol=1e-6,
+                               atol=1e-7)
+    assert kernel_templates(ctx, build, {"x": x, "y": y}) == ["layout/concat_vec4.wgsl"]
 
 
 def test_on_the_gpu_a_vec4_concat_is_exact(ctx, rng):

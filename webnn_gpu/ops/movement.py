@@ -387,7 +387,7 @@ def concat_vec4_ok(node, extra: int = 0, limits=None) -> bool:
 def lower_concat(node, lc) -> None:
     """concat: one ``layout/concat.wgsl`` kernel reading every input (32-bit data in slabs of
     multiples of 4 elements: ``layout/concat_vec4.wgsl``, which also stores the map of
-    ``attrs["side"]`` as a second output), or (more inputs than a kernel may bind) one kernel
+    ``attrs["side"]`` as a second output, or alone as its one output), or (more inputs than a kernel may bind) one kernel
     per input placing it at its offset along the axis."""
     dst = node.outputs[0]
     if _is_alias(node):
@@ -405,12 +405,15 @@ def lower_concat(node, lc) -> None:
     if "side" in node.attrs:  # fuse_concat_map: the map of the output, stored beside it
         from . import _epilogue
 
-        side = _epilogue.build(node, node.outputs[1], node.attrs["side"], chan_axis=len(dst.shape) - 1,
+        side = _epilogue.build(node, node.outputs[-1], node.attrs["side"], chan_axis=len(dst.shape) - 1,
                                first_binding="sd", name="side")
     if side is not None or concat_vec4_ok(node, limits=lc.limits):
-        outs = [("dst", dst)] + ([("side_out", node.outputs[1])] if side is not None else [])
+        outs = [("dst", dst)]
+        if side is not None and len(node.outputs) == 2:
+            outs.append(("side_out", node.outputs[1]))
         lc.kernel("layout/concat_vec4.wgsl", srcs + (side.operands if side else []), outs, dst.size // 4,
                   parts=parts, inner=inner, total=dst.shape[ax], side=side, chan=dst.shape[-1],
+                  side_only=side is not None and len(node.outputs) == 1,
                   fns=side.functions if side else [])
         return
     if len(node.inputs) + 1 <= max_buffers:

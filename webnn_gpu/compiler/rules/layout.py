@@ -200,7 +200,8 @@ def fuse_concat_map(nodes: list, outputs: dict, context=None) -> list:
     readers (or is a graph output) stores the chain's value too, as it copies each element:
     the concat gets a second output, the chain's last value, and ``attrs["side"]``, the chain
     as epilogue steps over the output element (:mod:`webnn_gpu.ops._epilogue`; operands read
-    along the last axis, ``attrs["side_parts"]`` counting the concat's own inputs).
+    along the last axis, ``attrs["side_parts"]`` counting the concat's own inputs). Where the
+    chain is ``v``'s only reader, the concat stores the chain's value alone (its one output).
 
     Pattern: ``concat(parts) -> v``; ``v`` read by a chain of float unary operators and binary
     ones whose other operand is a constant varying along the last axis alone (a batch
@@ -208,8 +209,8 @@ def fuse_concat_map(nodes: list, outputs: dict, context=None) -> list:
     by its next operator alone and no graph output, and ``v`` read elsewhere as well. A dense
     block (DenseNet) concatenates the features so far, normalizes and activates them for the
     next layer's conv, and concatenates them again: the copy and the element-wise kernel become
-    one kernel. Near misses: a chain that is ``v``'s only reader (an epilogue of the concat would
-    serve; the concat kernel stores ``v`` regardless), an operand read per element or computed,
+    one kernel (and the last concat of a block, read by the transition's normalization alone,
+    applies it as it copies). Near misses: an operand read per element or computed,
     a chain value read elsewhere or a graph output in the middle, data that is not float32,
     parts whose slabs are not multiples of 4 elements (``concat_vec4_ok``), the last axis not a
     multiple of 4, more bindings than the device allows.
@@ -233,14 +234,14 @@ def fuse_concat_map(nodes: list, outputs: dict, context=None) -> list:
         readers = g.consumers(v)
         n = len(cat.inputs)
         steps, operands, chain = side_chain(g, cat, v, readers, len(v.shape) - 1, n, taken)
-        if not chain or (len(readers) < 2 and not g.is_output(v)):
-            continue
-        if not concat_vec4_ok(cat, 1 + len(operands), limits):
+        if not chain or not concat_vec4_ok(cat, 1 + len(operands), limits):
             continue
         y = chain[-1].outputs[0]
+        # the chain v's only reader: the concat stores its value alone (an epilogue)
+        outs = [v, y] if len(readers) > 1 or g.is_output(v) else [y]
         attrs = {**cat.attrs, "side": steps, "side_parts": n}
         label = "+".join(dict.fromkeys(x.label for x in (cat, *chain) if x.label))
-        replaced[cat.id] = Node("concat", list(cat.inputs) + operands, [v, y], attrs, label)
+        replaced[cat.id] = Node("concat", list(cat.inputs) + operands, outs, attrs, label)
         dropped.update(x.id for x in chain)
         taken.update(x.id for x in (cat, *chain))
         if DEBUG >= 2:
