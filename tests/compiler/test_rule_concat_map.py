@@ -54,7 +54,7 @@ def test_the_concat_output_may_be_a_graph_output():
     assert _ops(new) == ["concat"] and new[0].outputs == [v, z]
 
 
-@pytest.mark.parametrize("case", ["residual operand", "computed operand", "operand along another axis",
+@pytest.mark.parametrize("case", ["residual operand", "computed operand", "second operand read per element",
                                   "slabs not multiples of 4", "last axis not a multiple of 4", "float16"])
 def test_near_misses(case):
     ir = IR("float16" if case == "float16" else "float32")
@@ -71,13 +71,18 @@ def test_near_misses(case):
         z = ir.op("add", [v, ir.op("relu", [ir.input(tuple(shape))])])
     elif case == "computed operand":
         z = ir.op("mul", [v, ir.op("relu", [ir.input((C,))])])
-    elif case == "operand along another axis":
+    elif case == "second operand read per element":  # (the first one is a step: the chain is that one)
         z = ir.op("mul", [v, ir.const(np.linspace(0, 1, shape[2]), (1, 1, shape[2], 1))])
+        z = ir.op("add", [z, ir.const(np.linspace(0, 1, shape[2] * 12), (1, 1, shape[2], 12))])
     else:
         z = _bn_relu(ir, v)
     outputs = {"z": z}
     outputs["w"] = ir.op("reshape", [v], (int(np.prod(shape)),))  # v's other reader (not element-wise)
     new = fuse_concat_map(list(ir.nodes), outputs)
+    if case == "second operand read per element":
+        cat = next(n for n in new if n.op == "concat")
+        assert [s["op"] for s in cat.attrs["side"]] == ["mul"] and "add" in _ops(new)
+        return
     assert new == ir.nodes, case
 
 
@@ -89,6 +94,16 @@ def test_the_chain_as_the_concats_only_reader_is_its_one_output():
     w = ir.op("transpose", [z], (1, 12, 3, 5), permutation=[0, 3, 1, 2])
     new = checked_rewrite(fuse_concat_map, ir, {"w": w}, rtol=1e-12, atol=1e-12)
     assert _ops(new) == ["relu", "relu", "concat", "transpose"] and new[2].outputs == [z]
+
+
+def test_one_constant_of_another_shape_is_read_per_element():
+    """A ViT's class token concatenated to the patch embeddings, the position embedding added."""
+    ir = IR()
+    cls, patches = ir.const(np.linspace(-1, 1, 8), (1, 1, 8)), ir.op("relu", [ir.input((1, 4, 8))])
+    v = ir.op("concat", [cls, patches], (1, 5, 8), axis=1)
+    z = ir.op("add", [v, ir.const(np.linspace(0, 2, 40), (5, 8))])
+    new = checked_rewrite(fuse_concat_map, ir, {"z": z}, rtol=1e-12, atol=1e-12)
+    assert _ops(new) == ["relu", "concat"] and new[1].outputs == [z] and "axis" not in new[1].attrs["side"][0]
 
 
 def test_the_chain_stops_at_a_second_reader():
@@ -142,6 +157,20 @@ def test_on_the_gpu_the_concat_applies_a_chain_it_alone_feeds(ctx, rng):
     np.testing.assert_allclose(got, np.maximum(np.concatenate([x, y], 3).astype(np.float64) * s, 0), rtol=1e-6,
                                atol=1e-7)
     assert kernel_templates(ctx, build, {"x": x, "y": y}) == ["layout/concat_vec4.wgsl"]
+
+
+def test_on_the_gpu_the_concat_adds_a_position_embedding(ctx, rng):
+    """concat([class token, patches], 1) + position embedding ([rows, width], read per element)."""
+    cls = rng.standard_normal((1, 1, 8)).astype(np.float32)
+    pos = rng.standard_normal((5, 8)).astype(np.float32)
+    x = rng.standard_normal((1, 4, 8)).astype(np.float32)
+
+    def build(b, ops):
+        return {"z": b.add(b.concat([b.constant(cls), ops["x"]], 1), b.constant(pos))}
+
+    got = run_graph(ctx, build, {"x": x})["z"]
+    np.testing.assert_allclose(got, np.concatenate([cls, x], 1).astype(np.float64) + pos, rtol=1e-6, atol=1e-7)
+    assert kernel_templates(ctx, build, {"x": x}) == ["layout/concat_vec4.wgsl"]
 
 
 def test_on_the_gpu_a_vec4_concat_is_exact(ctx, rng):

@@ -211,16 +211,19 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
     return g.replace(placed, dropped | (absorbed - placed.keys()))
 
 
-def side_chain(g: GraphView, host, v, first: list, axis: int, n_inputs: int, taken=()) -> tuple[list, list, list]:
+def side_chain(g: GraphView, host, v, first: list, axis: int, n_inputs: int, taken=(),
+               loads: int = 0) -> tuple[list, list, list]:
     """The element-wise chain over ``v`` that ``host`` can store beside its own output (a
     "side" map: ``fuse_pool_map``, ``fuse_concat_map``), as (steps, operands, chain nodes).
 
     The chain starts at the first of ``first`` (readers of ``v``) that makes an epilogue step
     and follows single readers that are not graph outputs, each a float unary element-wise
     operator or a binary one whose other operand is a constant varying along ``axis`` alone
-    (bound 1-D, read at that coordinate; a scalar included); a step's ``"input"`` counts from
-    ``n_inputs`` (the host's own inputs come first). At most :data:`EPILOGUE_MAX_STEPS` steps
-    and :data:`EPILOGUE_MAX_OPERANDS` operands; nodes in ``taken`` are left alone.
+    (bound 1-D, read at that coordinate; a scalar included), or, up to ``loads`` of them, a
+    constant or graph input of another broadcast shape (read per element); a step's
+    ``"input"`` counts from ``n_inputs`` (the host's own inputs come first). At most
+    :data:`EPILOGUE_MAX_STEPS` steps and :data:`EPILOGUE_MAX_OPERANDS` operands; nodes in
+    ``taken`` are left alone.
     """
     steps: list = []
     operands: list = []
@@ -236,11 +239,16 @@ def side_chain(g: GraphView, host, v, first: list, axis: int, n_inputs: int, tak
             step, operand = got
             if operand is not None:
                 chan = _per_channel(host, cur, operand, axis)
-                if not isinstance(chan, Value) or chan.kind != "constant" or len(operands) >= EPILOGUE_MAX_OPERANDS:
+                whole = (not isinstance(chan, Value) and operand.kind in ("constant", "input")
+                         and sum("axis" not in st for st in steps if "input" in st) < loads)
+                if (not (isinstance(chan, Value) and chan.kind == "constant") and not whole
+                        or len(operands) >= EPILOGUE_MAX_OPERANDS):
                     step = None  # (read per element, or computed: not a step a side map takes)
                     continue
-                operands.append(chan)
-                step = {**step, "input": n_inputs + len(operands) - 1, "axis": axis}
+                operands.append(operand if whole else chan)
+                step = {**step, "input": n_inputs + len(operands) - 1}
+                if not whole:
+                    step["axis"] = axis
             break
         if step is None:
             break

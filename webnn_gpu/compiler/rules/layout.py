@@ -200,17 +200,19 @@ def fuse_concat_map(nodes: list, outputs: dict, context=None) -> list:
     readers (or is a graph output) stores the chain's value too, as it copies each element:
     the concat gets a second output, the chain's last value, and ``attrs["side"]``, the chain
     as epilogue steps over the output element (:mod:`webnn_gpu.ops._epilogue`; operands read
-    along the last axis, ``attrs["side_parts"]`` counting the concat's own inputs). Where the
+    along the last axis, and one constant or graph input of another broadcast shape, read per
+    element; ``attrs["side_parts"]`` counting the concat's own inputs). Where the
     chain is ``v``'s only reader, the concat stores the chain's value alone (its one output).
 
     Pattern: ``concat(parts) -> v``; ``v`` read by a chain of float unary operators and binary
     ones whose other operand is a constant varying along the last axis alone (a batch
-    normalization's scale and shift, an activation), each value of the chain but the last read
+    normalization's scale and shift, an activation) or one other constant, each value of the chain but the last read
     by its next operator alone and no graph output, and ``v`` read elsewhere as well. A dense
     block (DenseNet) concatenates the features so far, normalizes and activates them for the
     next layer's conv, and concatenates them again: the copy and the element-wise kernel become
     one kernel (and the last concat of a block, read by the transition's normalization alone,
-    applies it as it copies). Near misses: an operand read per element or computed,
+    applies it as it copies; a ViT's class token concatenated to the patches, then the
+    position embedding added). Near misses: a second operand read per element, a computed one,
     a chain value read elsewhere or a graph output in the middle, data that is not float32,
     parts whose slabs are not multiples of 4 elements (``concat_vec4_ok``), the last axis not a
     multiple of 4, more bindings than the device allows.
@@ -233,7 +235,7 @@ def fuse_concat_map(nodes: list, outputs: dict, context=None) -> list:
             continue
         readers = g.consumers(v)
         n = len(cat.inputs)
-        steps, operands, chain = side_chain(g, cat, v, readers, len(v.shape) - 1, n, taken)
+        steps, operands, chain = side_chain(g, cat, v, readers, len(v.shape) - 1, n, taken, loads=1)
         if not chain or not concat_vec4_ok(cat, 1 + len(operands), limits):
             continue
         y = chain[-1].outputs[0]
