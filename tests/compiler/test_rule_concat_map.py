@@ -188,3 +188,15 @@ def test_on_the_gpu_a_vec4_concat_is_exact(ctx, rng):
         np.testing.assert_array_equal(got["f"], np.concatenate([a for n, a in arrays.items() if n.startswith("x")], axis))
         np.testing.assert_array_equal(got["i"], np.concatenate([arrays["i0"]] * 2, axis))
         assert kernel_templates(ctx, build, arrays) == ["layout/concat_vec4.wgsl"] * 2
+
+
+def test_the_scalar_concat_can_be_forced(ctx, rng, monkeypatch):
+    """WEBNN_GPU_FORCE_CONCAT=scalar runs the one-element kernel where the vec4 one applies."""
+    arrays = {"a": rng.standard_normal((2, 4)).astype(np.float32), "b": rng.standard_normal((2, 8)).astype(np.float32)}
+
+    def build(b, ops):
+        return {"y": b.concat([ops["a"], ops["b"]], 1)}
+
+    monkeypatch.setenv("WEBNN_GPU_FORCE_CONCAT", "scalar")
+    np.testing.assert_array_equal(run_graph(ctx, build, arrays)["y"], np.concatenate([arrays["a"], arrays["b"]], 1))
+    assert kernel_templates(ctx, build, arrays) == ["layout/concat.wgsl"]
