@@ -154,7 +154,9 @@ def fuse_pool_map(nodes: list, outputs: dict, context=None) -> list:
             continue
         x = pool.inputs[0]
         n_own = len(pool.inputs)
-        steps, operands, chain = [], [], []
+        steps: list = []
+        operands: list = []
+        chain: list = []
         if side_ok(pool):
             steps, operands, chain = side_chain(g, pool, x, [c for c in g.consumers(x) if c is not pool], 3, n_own,
                                                 taken)
