@@ -175,17 +175,19 @@ def test_on_the_gpu_the_concat_adds_a_position_embedding(ctx, rng):
 
 def test_on_the_gpu_a_vec4_concat_is_exact(ctx, rng):
     """The vec4 concat (slabs of multiples of 4 elements) along each axis: bit-exact, int32 too."""
-    for axis, shapes in ((0, [(2, 3, 4), (1, 3, 4)]), (1, [(2, 4, 2), (2, 2, 2), (2, 6, 2)]), (2, [(3, 2, 4), (3, 2, 8)])):
+    cases = ((0, [(2, 3, 4), (1, 3, 4)]), (1, [(2, 4, 2), (2, 2, 2), (2, 6, 2)]), (2, [(3, 2, 4), (3, 2, 8)]))
+    for axis, shapes in cases:
         arrays = {f"x{i}": rng.standard_normal(s).astype(np.float32) for i, s in enumerate(shapes)}
         arrays["i0"] = rng.integers(-9, 9, shapes[0]).astype(np.int32)
 
-        def build(b, ops, axis=axis):
+        def build(b, ops, axis=axis, arrays=arrays):
             f = b.concat([ops[n] for n in arrays if n.startswith("x")], axis)
             i = b.concat([ops["i0"], ops["i0"]], axis)
             return {"f": f, "i": i}
 
         got = run_graph(ctx, build, arrays)
-        np.testing.assert_array_equal(got["f"], np.concatenate([a for n, a in arrays.items() if n.startswith("x")], axis))
+        want = np.concatenate([a for n, a in arrays.items() if n.startswith("x")], axis)
+        np.testing.assert_array_equal(got["f"], want)
         np.testing.assert_array_equal(got["i"], np.concatenate([arrays["i0"]] * 2, axis))
         assert kernel_templates(ctx, build, arrays) == ["layout/concat_vec4.wgsl"] * 2
 

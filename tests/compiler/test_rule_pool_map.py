@@ -18,7 +18,8 @@ IMG = (1, 8, 6, 8)
 def _max_pool(ir, x, window=(2, 2), strides=None, padding=(0, 0, 0, 0), layout="nhwc"):
     n, h, w, c = x.shape if layout == "nhwc" else (x.shape[0], x.shape[2], x.shape[3], x.shape[1])
     st = list(strides or window)
-    oh, ow = (h + padding[0] + padding[1] - window[0]) // st[0] + 1, (w + padding[2] + padding[3] - window[1]) // st[1] + 1
+    oh = (h + padding[0] + padding[1] - window[0]) // st[0] + 1
+    ow = (w + padding[2] + padding[3] - window[1]) // st[1] + 1
     shape = (n, oh, ow, c) if layout == "nhwc" else (n, c, oh, ow)
     return ir.op("max_pool2d", [x], shape, window=list(window), padding=list(padding), strides=st,
                  dilations=[1, 1], layout=layout)

@@ -387,8 +387,8 @@ def concat_vec4_ok(node, extra: int = 0, limits=None) -> bool:
 def lower_concat(node, lc) -> None:
     """concat: one ``layout/concat.wgsl`` kernel reading every input (32-bit data in slabs of
     multiples of 4 elements: ``layout/concat_vec4.wgsl``, which also stores the map of
-    ``attrs["side"]`` as a second output, or alone as its one output), or (more inputs than a kernel may bind) one kernel
-    per input placing it at its offset along the axis."""
+    ``attrs["side"]`` as a second output, or alone as its one output), or (more inputs than a
+    kernel may bind) one kernel per input placing it at its offset along the axis."""
     dst = node.outputs[0]
     if _is_alias(node):
         lc.alias(dst, node.inputs[0])
