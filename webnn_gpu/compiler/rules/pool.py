@@ -1,5 +1,6 @@
 """Pool rules: a global average pool sums its operand's add as it loads, or reduces the
-per-invocation channel sums its operands' producers write."""
+per-invocation channel sums its operands' producers write; a windowed pool stores an
+element-wise chain of its input or output beside its own output (a side map)."""
 
 from __future__ import annotations
 
