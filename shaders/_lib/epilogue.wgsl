@@ -8,10 +8,19 @@
     the kernels pass no channel coordinate (`ch` 0): operands are indexed from o.
   fns4(ep): `fn epilogue4(v: vec4<f32>, o: u32) -> vec4<f32>` (after fns(ep); nothing when empty).
   apply4(ep, v, o): the vec4<f32> v, output elements o..o+3, through the epilogue lane by lane.
-  vec4_bindings(k): the kernel's enables and bindings, `src` and `out` as arrays of vec4 of
-    their storage types and the others (epilogue operands) as plain arrays (io.vec4_src_out
-    with operands between src and out).
+  vec4_bindings(k): the kernel's enables and bindings, `src`, `out` and `side_out` as arrays of
+    vec4 of their storage types and the others (epilogue operands) as plain arrays
+    (io.vec4_src_out with operands between src and out).
+  defs(fns): the activation helpers of several epilogues, fns as (T, [names]) merged (a helper
+    two epilogues call is defined once).
 -#}
+{% macro defs(fns) %}
+{% import "_lib/activations.wgsl" as act %}
+{% for T, names in fns %}
+{{ act.defs(T, names) }}
+{% endfor %}
+{% endmacro %}
+
 {% macro fns(ep) %}
 {% import "_lib/activations.wgsl" as act %}
 {% if not ep.empty %}
@@ -44,6 +53,6 @@ fn epilogue4(v: vec4<f32>, o: u32) -> vec4<f32> {
 {{ e }}
 {% endfor %}
 {% for b in k.bindings %}
-@group(0) @binding({{ loop.index0 }}) var<storage, {{ "read_write" if b.output else "read" }}> {{ b.name }}: array<{{ "vec4<" ~ b.storage ~ ">" if b.name in ("src", "out") else b.storage }}>;
+@group(0) @binding({{ loop.index0 }}) var<storage, {{ "read_write" if b.output else "read" }}> {{ b.name }}: array<{{ "vec4<" ~ b.storage ~ ">" if b.name in ("src", "out", "side_out") else b.storage }}>;
 {% endfor %}
 {% endmacro %}

@@ -14,19 +14,32 @@
     in_st        {"n","h","w"} -> input stride of that dimension in vec4 units
     H, W, WH, WW, SH, SW, DH, DW, PT, PL
     ep           fused epilogue (webnn_gpu/ops/_epilogue.py), applied to each stored value
-  Bindings: src, epilogue operands..., out (src and out as arrays of vec4<f32>).
+    side         None, or the epilogue (function `side`, channel axis 3) applied to each element
+                 of the input as it is loaded (side_of "input": the windows tile the input, each
+                 element is loaded, and stored, once) or of the output as it is stored
+                 ("output"), stored at the element's own index in side_out
+    side_of      "input" | "output" (with side)
+    fns          (T, names) activation helpers of ep and side
+  Bindings: src, epilogue operands..., side operands..., out, side_out (src, out and side_out as
+  arrays of vec4<f32>).
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guards idx < k.n (output vec4s).
 -#}
 {% import "_lib/io.wgsl" as io %}
 {% import "pool/_window.wgsl" as pw %}
 {% import "_lib/index.wgsl" as ix %}
 {% import "_lib/epilogue.wgsl" as el %}
-{% if ep.empty %}
+{% if ep.empty and not side %}
 {{ io.vec4_src_out(k) }}
 {% else %}
 {{ el.vec4_bindings(k) }}
-{{ el.fns(ep) }}
+{{ el.defs(fns) }}
+{% if not ep.empty %}
+{{ ep.code }}
 {{ el.fns4(ep) }}
+{% endif %}
+{% if side %}
+{{ side.code }}
+{% endif %}
 {% endif %}
 
 {% if kind == "max" %}
@@ -46,6 +59,13 @@ fn comb4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
   let base = c0 * {{ in_st.n }}u + c3;
   let h0 = i32(c1 * {{ SH }}u) - {{ PT }};
   let w0 = i32(c2 * {{ SW }}u) - {{ PL }};
+{% set in_side = side and side_of == "input" %}
+{% if side and side.chan %}
+  let sq0 = side_q(c3 * 4u);
+  let sq1 = side_q(c3 * 4u + 1u);
+  let sq2 = side_q(c3 * 4u + 2u);
+  let sq3 = side_q(c3 * 4u + 3u);
+{% endif %}
 {% if kind == "max" %}
   var acc = vec4<f32>(bitcast<f32>(0xff800000u));
 {% else %}
@@ -57,7 +77,13 @@ fn comb4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
     for (var kw = 0u; kw < {{ WW }}u; kw = kw + 1u) {
       let iw = w0 + i32(kw * {{ DW }}u);
       if (iw < 0 || iw >= {{ W }}) { continue; }
-      let x = src[base + u32(ih) * {{ in_st.h }}u + u32(iw) * {{ in_st.w }}u];
+      let xi = base + u32(ih) * {{ in_st.h }}u + u32(iw) * {{ in_st.w }}u;
+      let x = src[xi];
+{% if in_side %}
+{% set q = side.chan %}
+      side_out[xi] = vec4<f32>(side(x.x, xi * 4u, c3 * 4u{{ ", sq0" if q }}), side(x.y, xi * 4u + 1u, c3 * 4u + 1u{{ ", sq1" if q }}),
+                               side(x.z, xi * 4u + 2u, c3 * 4u + 2u{{ ", sq2" if q }}), side(x.w, xi * 4u + 3u, c3 * 4u + 3u{{ ", sq3" if q }}));
+{% endif %}
 {% if kind == "max" %}
       acc = comb4(acc, x);
 {% elif kind == "l2" %}
@@ -75,5 +101,13 @@ fn comb4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
 {% else %}
   let v = select(acc, vec4<f32>(bitcast<f32>(0xff800000u)), count == 0u);
 {% endif %}
+{% if side and not in_side %}
+  let r = {{ el.apply4(ep, "v", "idx * 4u") }};
+  out[idx] = r;
+{% set q = side.chan %}
+  side_out[idx] = vec4<f32>(side(r.x, idx * 4u, c3 * 4u{{ ", sq0" if q }}), side(r.y, idx * 4u + 1u, c3 * 4u + 1u{{ ", sq1" if q }}),
+                            side(r.z, idx * 4u + 2u, c3 * 4u + 2u{{ ", sq2" if q }}), side(r.w, idx * 4u + 3u, c3 * 4u + 3u{{ ", sq3" if q }}));
+{% else %}
   out[idx] = {{ el.apply4(ep, "v", "idx * 4u") }};
+{% endif %}
 }

@@ -67,6 +67,7 @@ EVAL = {
     "div": lambda n, x, y: x / y,
     "max": lambda n, x, y: np.maximum(x, y),
     "relu": lambda n, x: np.maximum(x, 0),
+    "prelu": lambda n, x, slope: np.where(x >= 0, x, x * slope),
     "neg": lambda n, x: -x,
     "sigmoid": lambda n, x: 1 / (1 + np.exp(-x)),
     "swish": lambda n, x: x / (1 + np.exp(-x)),
@@ -88,6 +89,20 @@ EVAL = {
 }
 
 
+def _steps(steps, x, operands):
+    """``x`` through epilogue steps (webnn_gpu/ops/_epilogue.py's format) reading ``operands``
+    (the node's input values)."""
+    for st in steps:
+        if "input" not in st:
+            x = EVAL[st["op"]](None, x)
+            continue
+        w = operands[st["input"]]
+        if st.get("axis") is not None:
+            w = w.reshape([-1 if d == st["axis"] else 1 for d in range(x.ndim)])
+        x = EVAL[st["op"]](None, *((w, x) if st.get("reverse") else (x, w)))
+    return x
+
+
 def evaluate(nodes, outputs, feeds):
     """float64 values of ``outputs`` computed node by node (constants from their data, ``feeds``
     for the inputs: value id -> array)."""
@@ -103,7 +118,21 @@ def evaluate(nodes, outputs, feeds):
         return env[v.id]
 
     for node in nodes:
-        y = EVAL[node.op](node, *[val(v) for v in node.inputs])
+        xs = [val(v) for v in node.inputs]
+        if node.op.endswith("_pool2d") and ("side" in node.attrs or node.attrs.get("epilogue")):
+            # a pool's epilogue and its map of the input (fuse_pool_map) read the node's operands
+            y = _steps(node.attrs.get("epilogue") or [], EVAL[node.op](node, xs[0]), xs)
+            if "side" in node.attrs:
+                of = y if node.attrs.get("side_of") == "output" else xs[0]
+                env[node.outputs[1].id] = _steps(node.attrs["side"], of, xs)
+        elif node.op == "concat" and "side" in node.attrs:  # fuse_concat_map: the map of the output
+            y = EVAL["concat"](node, *xs[:node.attrs["side_parts"]])
+            if len(node.outputs) == 1:  # the map alone
+                y = _steps(node.attrs["side"], y, xs)
+            else:
+                env[node.outputs[1].id] = _steps(node.attrs["side"], y, xs)
+        else:
+            y = EVAL[node.op](node, *xs)
         assert y.shape == tuple(node.outputs[0].shape), (node, y.shape)
         env[node.outputs[0].id] = y
     return {k: val(v) for k, v in outputs.items()}

@@ -468,7 +468,15 @@ class Gen:
         return self.emit("conv2d", [v, w], attrs, kw)
 
     def motif_conv(self, v, layout):
-        """A conv and its epilogue; now and then a long one (the epilogue's bounds)."""
+        """A conv and its epilogue; now and then a long one (the epilogue's bounds); now and then
+        a dense-block step: the conv's output concatenated to its input, that concat read by an
+        element-wise chain (``fuse_concat_map``) and by a second concat."""
+        if layout == "nhwc" and self.p(0.3):
+            y = self.elementwise_tail(self.conv(v, layout, pointwise=True, O=self.pick((4, 8, 6))), layout, 2)
+            cat = self.emit("concat", [v, y], {"axis": 3})
+            t = self.emit("mul", [cat, self.chan_operand(self.shape(cat), layout)])
+            t = self.elementwise_tail(t, layout, 3)
+            return self.emit("concat", [cat, t], {"axis": 3}), layout
         return self.elementwise_tail(self.conv(v, layout), layout, 14 if self.p(0.1) else 4), layout
 
     def motif_conv_input(self, v, layout):
@@ -588,6 +596,17 @@ class Gen:
             y = self.emit("mul", [c, p] if self.p(0.5) else [p, c])
             return y, layout
         H, W = (shape[1], shape[2]) if layout == "nhwc" else (shape[2], shape[3])
+        if self.p(0.4):
+            # windows that tile the input and an element-wise chain of that input (fuse_pool_map;
+            # near misses: NCHW, channels not a multiple of 4, a slope that is an input, a
+            # residual operand, the chain read twice or output in the middle)
+            win = [2 if H % 2 == 0 else 1, 2 if W % 2 == 0 else 1]
+            y = self.emit(self.pick(("average_pool2d", "max_pool2d")), [v],
+                          {"window_dimensions": win, "strides": list(win), "layout": layout})
+            t = self.emit("prelu", [v, self.chan_operand(shape, layout)])
+            t = self.elementwise_tail(t, layout, 3)
+            self.output(t)
+            return self.elementwise_tail(y, layout, 2), layout
         k = min(self.pick((2, 3)), H, W)
         attrs = {"window_dimensions": [k, k], "strides": [self.pick((1, 2))] * 2, "layout": layout}
         if self.p(0.4) and k > 1:

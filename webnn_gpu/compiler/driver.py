@@ -29,11 +29,11 @@ from .rules.conv import (fuse_conv_input, fuse_conv_pool, fuse_conv_upsample, fu
 from .rules.elementwise import fuse_elementwise, fuse_hard_swish, fuse_swish
 from .rules.epilogue import fuse_epilogue
 from .rules.fold import fold_constants
-from .rules.layout import fold_layout
+from .rules.layout import fold_layout, fuse_concat_map
 from .rules.linalg import fold_matmul_transpose, stack_shared_gemms
 from .rules.norm import split_batch_norm
 from .rules.nchw import compose_transposes, nchw_conv_to_nhwc
-from .rules.pool import fuse_pool_input, fuse_pool_partials
+from .rules.pool import fuse_pool_input, fuse_pool_map, fuse_pool_partials
 from .rules.regions import nhwc_regions
 
 log = logging.getLogger("webnn_gpu")
@@ -141,6 +141,13 @@ ORDER: tuple[Stage, ...] = (
                                  "producers (depthwise_project nodes) for the partial sums of what a pool sums"),
         Rule(fuse_squeeze_excite, "after fuse_conv_pool and fuse_pool_partials: it takes the partial sums they "
                                   "make into the excitation's kernel"),
+        Rule(fuse_pool_map, "after fuse_epilogue (the pool's own epilogue is set; a chain a producer could "
+                            "host went there), fuse_conv_input (a scale a pointwise conv reads in costs no "
+                            "store) and the pool rules (a pool with a fused input is no side host); before "
+                            "fuse_elementwise, which would merge the chain into a kernel of its own"),
+        Rule(fuse_concat_map, "after fuse_epilogue and fuse_conv_input (a chain a kernel takes as its epilogue or "
+                              "prologue costs no store) and before fuse_elementwise, which would merge the chain "
+                              "into a kernel of its own"),
     )),
     Stage("elementwise", (
         Rule(fuse_elementwise, "last: it merges the element-wise nodes no kernel took as a prologue or "

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import _dtypes
+from .. import _dtypes, _env
 from .. import _validate as V
 from .._kernels import strides
 
@@ -369,9 +369,25 @@ def concat(self: MLGraphBuilder, inputs: Sequence[MLOperand], axis: int, *, labe
     return self._emit1(op, vals, first.data_type, shape, {"axis": ax, "alias": len(vals) == 1}, label=label)
 
 
+def concat_vec4_ok(node, extra: int = 0, limits=None) -> bool:
+    """Whether concat ``node`` runs ``layout/concat_vec4.wgsl`` (four elements per invocation):
+    32-bit data, every input's slab (its size along the axis times the dimensions after it) a
+    multiple of 4 elements, and its inputs, ``extra`` more bindings and the output within the
+    device's storage-buffer limit (``limits``; WebGPU's default 8 without)."""
+    if node.op != "concat" or _is_alias(node) or node.outputs[0].data_type not in ("float32", "int32", "uint32"):
+        return False
+    dst, ax = node.outputs[0], node.attrs["axis"]
+    inner = math.prod(dst.shape[ax + 1:])
+    max_buffers = int((limits or {}).get("max-storage-buffers-per-shader-stage", 8))
+    return (all(v.shape[ax] * inner % 4 == 0 for v in node.inputs)
+            and len(node.inputs) + extra + 1 <= max_buffers and _env.force("concat") != "scalar")
+
+
 @lowering("concat")
 def lower_concat(node, lc) -> None:
-    """concat: one ``layout/concat.wgsl`` kernel reading every input, or (more inputs than a
+    """concat: one ``layout/concat.wgsl`` kernel reading every input (32-bit data in slabs of
+    multiples of 4 elements: ``layout/concat_vec4.wgsl``, which also stores the map of
+    ``attrs["side"]`` as a second output, or alone as its one output), or (more inputs than a
     kernel may bind) one kernel per input placing it at its offset along the axis."""
     dst = node.outputs[0]
     if _is_alias(node):
@@ -379,14 +395,30 @@ def lower_concat(node, lc) -> None:
         return
     ax = node.attrs["axis"]
     max_buffers = int(lc.limits.get("max-storage-buffers-per-shader-stage", 8))
+    inner = math.prod(dst.shape[ax + 1:])
+    parts, lo = [], 0
+    for i, src in enumerate(node.inputs[:node.attrs.get("side_parts", len(node.inputs))]):
+        parts.append({"name": f"src{i}", "lo": lo, "hi": lo + src.shape[ax], "size": src.shape[ax]})
+        lo += src.shape[ax]
+    srcs = [(p["name"], v) for p, v in zip(parts, node.inputs)]
+    side = None
+    if "side" in node.attrs:  # fuse_concat_map: the map of the output, stored beside it
+        from . import _epilogue
+
+        side = _epilogue.build(node, node.outputs[-1], node.attrs["side"], chan_axis=len(dst.shape) - 1,
+                               first_binding="sd", name="side")
+    if side is not None or concat_vec4_ok(node, limits=lc.limits):
+        outs = [("dst", dst)]
+        if side is not None and len(node.outputs) == 2:
+            outs.append(("side_out", node.outputs[1]))
+        lc.kernel("layout/concat_vec4.wgsl", srcs + (side.operands if side else []), outs, dst.size // 4,
+                  parts=parts, inner=inner, total=dst.shape[ax], side=side, chan=dst.shape[-1],
+                  side_only=side is not None and len(node.outputs) == 1,
+                  fns=side.functions if side else [])
+        return
     if len(node.inputs) + 1 <= max_buffers:
-        inner = math.prod(dst.shape[ax + 1:])
-        parts, lo = [], 0
-        for i, src in enumerate(node.inputs):
-            parts.append({"name": f"src{i}", "lo": lo, "hi": lo + src.shape[ax], "size": src.shape[ax]})
-            lo += src.shape[ax]
-        lc.kernel("layout/concat.wgsl", [(p["name"], v) for p, v in zip(parts, node.inputs)], [("dst", dst)],
-                  dst.size, parts=parts, inner=inner, total=dst.shape[ax])
+        lc.kernel("layout/concat.wgsl", srcs, [("dst", dst)], dst.size, parts=parts, inner=inner,
+                  total=dst.shape[ax])
         return
     ost = strides(dst.shape)
     offset = 0

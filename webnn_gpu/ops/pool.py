@@ -17,6 +17,10 @@ the average and L2 pools and the lowest value of the type (-inf for floats) for 
 
 A windowed (not global) float pool applies the fused epilogue of ``node.attrs["epilogue"]``
 (:mod:`webnn_gpu.ops._epilogue`) to each value it stores (:func:`webnn_gpu.ops._epilogue.hosts`).
+A float32 NHWC pool may also store a map of its output, or (windows that tile its input) of its
+input (:func:`side_ok`): with ``node.attrs["side"]`` (epilogue steps applied to each element of
+the ``attrs["side_of"]`` value) the node has a second output, written as the window walk loads
+each input element or as the pool stores each output (the compiler's ``fuse_pool_map``).
 """
 
 from __future__ import annotations
@@ -149,6 +153,40 @@ def input_add_ok(node, other, scale: int = 1) -> bool:
             and tuple(other.shape) == want and _is_global(node) and _env.force("reduce") != "group")
 
 
+def side_ok(node, of: str = "input") -> bool:
+    """Whether pool ``node`` can store a map of its input (``of="input"``) or of its output
+    (``"output"``) as a second output (``attrs["side"]``, ``attrs["side_of"]``; the compiler's
+    ``fuse_pool_map``): a windowed float32 NHWC pool with channels a multiple of 4
+    (``pool/pool2d_vec4.wgsl``) and no fused input; for a map of its input, windows that tile
+    it, each element read by exactly one window (strides equal to the window, no padding or
+    dilation, the input's height and width multiples of the window)."""
+    if node.op not in KINDS or len(node.outputs) != 1 or "side" in node.attrs:
+        return False
+    if any(k in node.attrs for k in ("input_add", "input_partials")):
+        return False
+    x, out, a = node.inputs[0], node.outputs[0], node.attrs
+    if a["layout"] != "nhwc" or x.data_type != "float32" or out.data_type != "float32" or x.shape[3] % 4:
+        return False
+    (WH, WW), (SH, SW) = a["window"], a["strides"]
+    if _is_global(node) or WH * WW > GROUP_WINDOW and out.size < 1024 or _env.force("pool") == "scalar":
+        return False
+    if of == "output":
+        return True
+    if a["padding"] != [0, 0, 0, 0] or a["dilations"] != [1, 1] or [SH, SW] != [WH, WW]:
+        return False
+    H, W = x.shape[1], x.shape[2]
+    return not (H % WH or W % WW or out.shape[1] * WH != H or out.shape[2] * WW != W)
+
+
+def _helpers(*eps) -> list:
+    """The activation helpers of several epilogues (None skipped) as ``[(T, [names])]``, each once."""
+    fns: dict = {}
+    for ep in eps:
+        for T, names in ep.functions if ep is not None else ():
+            fns.setdefault(T, set()).update(names)
+    return sorted((T, sorted(names)) for T, names in fns.items())
+
+
 @lowering(*KINDS)
 def lower_pool(node, lc) -> None:
     """A global pool is a reduction; other pools run pool/pool2d.wgsl (float32 NHWC with
@@ -174,6 +212,9 @@ def lower_pool(node, lc) -> None:
         return
     assert other is None, "fuse_pool_input only targets global average pools"
     ep = _epilogue.build(node, out, _epilogue.steps_of(node))
+    side = None
+    if "side" in node.attrs:  # fuse_pool_map: the map of the input, stored as the windows read it
+        side = _epilogue.build(node, node.outputs[1], node.attrs["side"], chan_axis=3, first_binding="s", name="side")
     ist = row_strides(x.shape)
     M = out.size
     group = WH * WW > GROUP_WINDOW and M < 1024
@@ -183,12 +224,16 @@ def lower_pool(node, lc) -> None:
         # 2026-11-25: the 2x2 max pools of face_landmark, palm_detection_lite and iris_landmark
         # in 0.6-0.8 of the one-channel kernel's time; WEBNN_GPU_FORCE_POOL=scalar for that one).
         N, OH, OW, C = out.shape
-        lc.kernel("pool/pool2d_vec4.wgsl", [("src", x), *ep.operands], [("out", out)], M // 4, workgroup=64,
+        outs = [("out", out)] + ([("side_out", node.outputs[1])] if side is not None else [])
+        lc.kernel("pool/pool2d_vec4.wgsl", [("src", x), *ep.operands, *(side.operands if side else [])], outs,
+                  M // 4, workgroup=64,
                   kind=kind, out_strides=row_strides((N, OH, OW, C // 4)),
                   in_st={"n": ist[0] // 4, "h": ist[1] // 4, "w": ist[2] // 4}, H=H, W=W, WH=WH, WW=WW,
                   SH=a["strides"][0], SW=a["strides"][1], DH=DH, DW=DW, PT=a["padding"][0], PL=a["padding"][2],
-                  ep=ep)
+                  ep=ep, side=side, side_of=node.attrs.get("side_of", "input"), fns=_helpers(ep, side))
         return
+    if side is not None:
+        raise ValueError(f"{node.op}: attrs['side'] needs the vec4 pool kernel (see side_ok)")
     wg = 64 if group else 256
     lc.kernel("pool/pool2d.wgsl", [("src", x), *ep.operands], [("out", out)], M,
               groups=workgroups(M, lc.limits, lc.label) if group else None, workgroup=wg,

@@ -59,13 +59,13 @@ def _chan_axis(host) -> int | None:
     return None
 
 
-def _per_channel(host, v, operand):
-    """``operand`` as a 1-D Value along the host's channel axis when it varies along no other
-    axis of ``v``'s shape (the same values read at the channel coordinate): the operand itself
-    when already 1-D of the channels' size, a new constant for host data (a scalar broadcast
-    to every channel), ``"reshape"`` for a computed operand of the channels' size (a view),
-    else None."""
-    axis = _chan_axis(host)
+def _per_channel(host, v, operand, axis: int | None = None):
+    """``operand`` as a 1-D Value along the host's channel axis (or ``axis``) when it varies
+    along no other axis of ``v``'s shape (the same values read at the channel coordinate): the
+    operand itself when already 1-D of the channels' size, a new constant for host data (a
+    scalar broadcast to every channel), ``"reshape"`` for a computed operand of the channels'
+    size (a view), else None."""
+    axis = _chan_axis(host) if axis is None else axis
     if axis is None:
         return None
     rank, C = len(v.shape), v.shape[axis]
@@ -209,3 +209,53 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
         return nodes
     # each absorbed consumer leaves, the last of a chain for its fused host (and views)
     return g.replace(placed, dropped | (absorbed - placed.keys()))
+
+
+def side_chain(g: GraphView, host, v, first: list, axis: int, n_inputs: int, taken=(),
+               loads: int = 0) -> tuple[list, list, list]:
+    """The element-wise chain over ``v`` that ``host`` can store beside its own output (a
+    "side" map: ``fuse_pool_map``, ``fuse_concat_map``), as (steps, operands, chain nodes).
+
+    The chain starts at the first of ``first`` (readers of ``v``) that makes an epilogue step
+    and follows single readers that are not graph outputs, each a float unary element-wise
+    operator or a binary one whose other operand is a constant varying along ``axis`` alone
+    (bound 1-D, read at that coordinate; a scalar included), or, up to ``loads`` of them, a
+    constant or graph input of another broadcast shape (read per element); a step's
+    ``"input"`` counts from ``n_inputs`` (the host's own inputs come first). At most
+    :data:`EPILOGUE_MAX_STEPS` steps and :data:`EPILOGUE_MAX_OPERANDS` operands; nodes in
+    ``taken`` are left alone.
+    """
+    steps: list = []
+    operands: list = []
+    chain: list = []
+    cs = [c for c in first if c.id not in taken]
+    while cs and len(steps) < EPILOGUE_MAX_STEPS:
+        cur = chain[-1].outputs[0] if chain else v
+        step = None
+        for c in cs:  # the first reader that makes a step starts the chain
+            got = _epilogue_step(host, cur, c) if c.op not in EPILOGUE_HOSTS else None
+            if got is None:
+                continue
+            step, operand = got
+            if operand is not None:
+                chan = _per_channel(host, cur, operand, axis)
+                whole = (not isinstance(chan, Value) and operand.kind in ("constant", "input")
+                         and sum("axis" not in st for st in steps if "input" in st) < loads)
+                if (not (isinstance(chan, Value) and chan.kind == "constant") and not whole
+                        or len(operands) >= EPILOGUE_MAX_OPERANDS):
+                    step = None  # (read per element, or computed: not a step a side map takes)
+                    continue
+                operands.append(operand if whole else chan)
+                step = {**step, "input": n_inputs + len(operands) - 1}
+                if not whole:
+                    step["axis"] = axis
+            break
+        if step is None:
+            break
+        steps.append(step)
+        chain.append(c)
+        y = c.outputs[0]
+        cs = g.consumers(y)
+        if g.is_output(y) or len(cs) != 1 or cs[0].id in taken:
+            break  # y ends the chain: read by several, or a graph output
+    return steps, operands, chain

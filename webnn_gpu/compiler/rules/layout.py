@@ -9,6 +9,8 @@ firing only where the result is the same (when in doubt it does not fire).
   branch is channel-padded) is read in place, through a guarded load; so is a unit-stride
   ``slice`` read by an epilogue step (a residual taking some of a branch's channels). The
   ``pad`` / ``slice`` kernel is then gone when nothing else reads its output.
+* :func:`fuse_concat_map`: an element-wise chain over a concat's output (read elsewhere too)
+  is stored by the concat kernel beside that output.
 """
 
 from __future__ import annotations
@@ -191,3 +193,59 @@ def _read_padded_operands(node, producer):
     if not changed:
         return node
     return Node(node.op, inputs, list(node.outputs), {**node.attrs, "epilogue": new_steps}, node.label)
+
+
+def fuse_concat_map(nodes: list, outputs: dict, context=None) -> list:
+    """A float32 concat whose output ``v`` is read by an element-wise chain and by other
+    readers (or is a graph output) stores the chain's value too, as it copies each element:
+    the concat gets a second output, the chain's last value, and ``attrs["side"]``, the chain
+    as epilogue steps over the output element (:mod:`webnn_gpu.ops._epilogue`; operands read
+    along the last axis, and one constant or graph input of another broadcast shape, read per
+    element; ``attrs["side_parts"]`` counting the concat's own inputs). Where the
+    chain is ``v``'s only reader, the concat stores the chain's value alone (its one output).
+
+    Pattern: ``concat(parts) -> v``; ``v`` read by a chain of float unary operators and binary
+    ones whose other operand is a constant varying along the last axis alone (a batch
+    normalization's scale and shift, an activation) or one other constant, each value of the chain but the last read
+    by its next operator alone and no graph output, and ``v`` read elsewhere as well. A dense
+    block (DenseNet) concatenates the features so far, normalizes and activates them for the
+    next layer's conv, and concatenates them again: the copy and the element-wise kernel become
+    one kernel (and the last concat of a block, read by the transition's normalization alone,
+    applies it as it copies; a ViT's class token concatenated to the patches, then the
+    position embedding added). Near misses: a second operand read per element, a computed one,
+    a chain value read elsewhere or a graph output in the middle, data that is not float32,
+    parts whose slabs are not multiples of 4 elements (``concat_vec4_ok``), the last axis not a
+    multiple of 4, more bindings than the device allows.
+    """
+    from ..._ir import GraphView, Node
+    from ...ops.movement import concat_vec4_ok
+    from ._common import _max_bindings
+    from .epilogue import side_chain
+
+    g = GraphView(nodes, outputs)
+    taken: set[int] = set()
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    limits = {"max-storage-buffers-per-shader-stage": _max_bindings(context)}
+    for cat in nodes:
+        if cat.op != "concat" or "side" in cat.attrs or cat.id in taken or len(cat.outputs) != 1:
+            continue
+        v = cat.outputs[0]
+        if v.data_type != "float32" or v.shape[-1] % 4 or not concat_vec4_ok(cat, 1, limits):
+            continue
+        readers = g.consumers(v)
+        n = len(cat.inputs)
+        steps, operands, chain = side_chain(g, cat, v, readers, len(v.shape) - 1, n, taken, loads=1)
+        if not chain or not concat_vec4_ok(cat, 1 + len(operands), limits):
+            continue
+        y = chain[-1].outputs[0]
+        # the chain v's only reader: the concat stores its value alone (an epilogue)
+        outs = [v, y] if len(readers) > 1 or g.is_output(v) else [y]
+        attrs = {**cat.attrs, "side": steps, "side_parts": n}
+        label = "+".join(dict.fromkeys(x.label for x in (cat, *chain) if x.label))
+        replaced[cat.id] = Node("concat", list(cat.inputs) + operands, outs, attrs, label)
+        dropped.update(x.id for x in chain)
+        taken.update(x.id for x in (cat, *chain))
+        if DEBUG >= 2:
+            log.debug("fuse_concat_map: concat [%s] stores %s of its output", cat.label, [s["op"] for s in steps])
+    return g.replace(replaced, dropped)

@@ -1,5 +1,6 @@
 """Pool rules: a global average pool sums its operand's add as it loads, or reduces the
-per-invocation channel sums its operands' producers write."""
+per-invocation channel sums its operands' producers write; a windowed pool stores an
+element-wise chain of its input or output beside its own output (a side map)."""
 
 from __future__ import annotations
 
@@ -115,3 +116,78 @@ def fuse_pool_partials(nodes: list, outputs: dict, context=None) -> list:
             log.debug("fuse_pool_partials: %s [%s] from partial sums (%d operands)", pool.op, pool.label,
                       1 + (part2 is not None))
     return g.replace(replaced, set())
+
+
+def fuse_pool_map(nodes: list, outputs: dict, context=None) -> list:
+    """A windowed pool whose windows tile its input (each element read by exactly one window:
+    ``side_ok``) stores a chain of element-wise operators over that same input as it loads
+    it: the pool gets a second output, the chain's last value, and ``attrs["side"]``, the
+    chain as epilogue steps over the input element (:mod:`webnn_gpu.ops._epilogue`;
+    ``attrs["side_of"]`` = ``"input"``). Failing that, a pool whose output is read by a chain
+    and by other readers (or is a graph output) stores the chain over its output as it
+    stores it (``"output"``; any windows): DenseNet's stem and transition pools feed the next
+    layer's normalization and the dense block's concat.
+
+    Pattern: ``x`` read by the pool and by an element-wise chain (float unary operators and
+    binary ones whose other operand is a constant varying along the channel axis alone: a
+    prelu's slope, a per-channel scale or shift), each value of the chain but the last read
+    by its next operator alone and no graph output. A chain that a producing kernel could
+    take as its epilogue was taken by ``fuse_epilogue`` (``x`` then had one reader); this
+    rule takes the chain next to a pool reading the same value (BlazeFace-style blocks:
+    ``prelu(x) * s + b`` feeds a stride-2 conv while ``max_pool2d(x)`` feeds the residual),
+    which was an element-wise kernel reading ``x`` again. The fused node stands where the
+    later of the pool and the chain's last operator stood, or the earlier where the other's
+    readers come before it; where neither place keeps the order, the rule does not fire.
+    Near misses: a chain value read elsewhere or a graph output in the middle, an operand
+    read per element (a residual) or computed, windows that overlap, skip or pad, a layout
+    or data type the vec4 pool kernel does not take.
+    """
+    from ...ops.pool import side_ok
+    from .epilogue import side_chain
+
+    g = GraphView(nodes, outputs)
+    index = {n.id: i for i, n in enumerate(nodes)}
+    taken: set[int] = set()
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for pool in nodes:
+        if pool.id in taken or not side_ok(pool, "output"):
+            continue
+        x = pool.inputs[0]
+        n_own = len(pool.inputs)
+        steps: list = []
+        operands: list = []
+        chain: list = []
+        if side_ok(pool):
+            steps, operands, chain = side_chain(g, pool, x, [c for c in g.consumers(x) if c is not pool], 3, n_own,
+                                                taken)
+        at = None
+        if chain:
+            y = chain[-1].outputs[0]
+            # where the fused node stands: after every input's producer, before every reader
+            ready = max((index[p.id] for p in map(g.producer, pool.inputs) if p is not None), default=-1)
+            first_reader = min((index[c.id] for c in g.consumers(pool.outputs[0]) + g.consumers(y)),
+                               default=len(nodes))
+            at = next((n for n in sorted((pool, chain[-1]), key=lambda n: -index[n.id])
+                       if ready < index[n.id] < first_reader), None)
+        side_of = "input"
+        if at is None:  # the map of the output, read elsewhere too (else fuse_epilogue took the chain)
+            p = pool.outputs[0]
+            readers = g.consumers(p)
+            if not side_ok(pool, "output") or (len(readers) < 2 and not g.is_output(p)):
+                continue
+            steps, operands, chain = side_chain(g, pool, p, readers, 3, n_own, taken)
+            if not chain:
+                continue
+            at, side_of = pool, "output"
+        inputs = list(pool.inputs) + operands
+        y = chain[-1].outputs[0]
+        attrs = {**pool.attrs, "side": steps, "side_of": side_of}
+        label = "+".join(dict.fromkeys(n.label for n in (pool, *chain) if n.label))
+        replaced[at.id] = Node(pool.op, inputs, [pool.outputs[0], y], attrs, label)
+        dropped.update(n.id for n in (pool, *chain) if n is not at)
+        taken.update(n.id for n in (pool, *chain))
+        if DEBUG >= 2:
+            log.debug("fuse_pool_map: %s [%s] stores %s of its %s", pool.op, pool.label, [s["op"] for s in steps],
+                      side_of)
+    return g.replace(replaced, dropped)
