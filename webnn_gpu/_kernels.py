@@ -703,11 +703,12 @@ class ModelPrefetch:
         key = cls.model_key(data, options, context)
         if key is None:
             return cls(None, None)
-        self = cls(cache, folder / "models" / f"{key}.json")
+        path = folder / "models" / f"{key}.json"
+        self = cls(cache, path)
         try:
             import json
 
-            self.listed = [e for e in json.loads(self._path.read_text())["pipelines"]
+            self.listed = [e for e in json.loads(path.read_text())["pipelines"]
                            if isinstance(e, list) and len(e) == 4 and all(isinstance(x, str) for x in e)]
         except (OSError, ValueError, KeyError, TypeError):
             self.listed = []
