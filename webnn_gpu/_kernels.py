@@ -379,6 +379,9 @@ class PipelineCache:
         #: the same in CPU seconds of the process (the driver's compile thread; the caller
         #: waits): steadier than wall time on a loaded machine
         self.compile_cpu_seconds: dict[int, float] = {}
+        #: key (:meth:`key`) -> CPU seconds of the thread that made the pipeline (naga's and the
+        #: driver's front end: what a build with Mesa's shader cache warm spends per pipeline)
+        self.create_cpu_seconds: dict[str, float] = {}
 
     @classmethod
     def of(cls, device) -> PipelineCache:
@@ -606,10 +609,13 @@ class PipelineCache:
             Path(DUMP_DIR).mkdir(parents=True, exist_ok=True)
             (Path(DUMP_DIR) / f"{k[:12]}_{template.replace('/', '_')}").write_text(wgsl)
         try:
+            t0 = time.thread_time()
             module = self.device.create_shader_module(code=wgsl, label=f"{label or template}")
-            return self.device.create_compute_pipeline(
+            pipe = self.device.create_compute_pipeline(
                 layout="auto", compute={"module": module, "entry_point": entry}, label=label or template
             )
+            self.create_cpu_seconds[k] = time.thread_time() - t0
+            return pipe
         except Exception as exc:  # wgpu raises GPUValidationError and friends
             raise OperationError(
                 f"{label or template}: our kernel failed to compile (template {template!r}): {exc}\n"
@@ -619,7 +625,9 @@ class PipelineCache:
     def _insert(self, k: str, pipe) -> None:
         self._items[k] = pipe
         if len(self._items) > self.capacity:
-            old = id(self._items.popitem(last=False)[1])
+            old_key, old_pipe = self._items.popitem(last=False)
+            self.create_cpu_seconds.pop(old_key, None)
+            old = id(old_pipe)
             self.warm.discard(old)
             self.compile_seconds.pop(old, None)
             self.compile_cpu_seconds.pop(old, None)
