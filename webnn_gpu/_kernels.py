@@ -636,6 +636,11 @@ class PipelineCache:
         return len(self._items)
 
 
+#: A model file larger than this is named by its path, size and modification time in
+#: :meth:`ModelPrefetch.model_key` instead of by its bytes (reading it twice would cost more).
+MODEL_HASH_MAX_BYTES = 64 << 20
+
+
 class ModelPrefetch:
     """The pipelines of a model's last build, listed on disk per model, so that the next
     ``webnn.load`` of the same model starts making them before it reads the model.
@@ -647,7 +652,8 @@ class ModelPrefetch:
     (:meth:`PipelineCache.prefetch`). The list is kept beside the rendered WGSL
     (``<cache dir>/wgsl-<hash>/models/<model key>.json``: an edited template starts a new
     one), names each text's file there and its pipeline key, and is checked text by text
-    against those keys. The model key is a hash of the model's bytes, the load options and
+    against those keys. The model key is a hash of the model's bytes (of a file above
+    :data:`MODEL_HASH_MAX_BYTES`: its path, size and modification time), the load options and
     the adapter (device, driver, features). A list that no longer fits (the code lowers the
     model to other kernels) costs the making of the pipelines it names that the build does
     not use, never a result: the build uses only what it lowers to, what it does not take is
@@ -702,8 +708,12 @@ class ModelPrefetch:
             if isinstance(source, (bytes, bytearray, memoryview)):
                 data = bytes(source)
             elif isinstance(source, (str, os.PathLike)):
-                with open(source, "rb") as f:
-                    data = f.read()
+                st = os.stat(source)
+                if st.st_size > MODEL_HASH_MAX_BYTES:  # named by where and when, not read twice
+                    data = f"{os.path.realpath(source)}\0{st.st_size}\0{st.st_mtime_ns}".encode()
+                else:
+                    with open(source, "rb") as f:
+                        data = f.read()
             else:
                 return cls(None, None)
         except OSError:  # the loader reports it

@@ -237,3 +237,21 @@ def test_a_stale_or_broken_list_costs_time_never_a_result(synthetic, wgsl_folder
         assert json.loads(listed_file.read_text())["pipelines"] == good
     finally:
         fresh.destroy()
+
+
+def test_a_large_model_file_is_named_by_path_size_and_time(tmp_path, monkeypatch, ctx, threads, wgsl_folder):
+    """Above MODEL_HASH_MAX_BYTES the file is not read for its key: a rewritten file (new
+    modification time) gets a list of its own."""
+    import os
+
+    monkeypatch.setattr(_kernels, "MODEL_HASH_MAX_BYTES", 4)
+    path = tmp_path / "big.tflite"
+    path.write_bytes(b"12345678")
+    read = []
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda f, *a, **k: (read.append(str(f)), real_open(f, *a, **k))[1])
+    one = _kernels.ModelPrefetch.start(ctx, path, {})._path
+    assert str(path) not in read and one is not None
+    os.utime(path, ns=(1, 1))
+    two = _kernels.ModelPrefetch.start(ctx, path, {})._path
+    assert two is not None and two != one
