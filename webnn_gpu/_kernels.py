@@ -325,17 +325,22 @@ def workgroups(n_groups: int, limits: dict, what: str = "kernel") -> tuple[int, 
 #: Threads that compile a graph's new pipelines (``WEBNN_GPU_PIPELINE_THREADS``; 1 = in turn).
 PIPELINE_THREADS = max(1, int(os.environ.get("WEBNN_GPU_PIPELINE_THREADS") or min(4, os.cpu_count() or 1)))
 
-_POOL: list = []  # [the ThreadPoolExecutor that makes pipelines], made on first use
+_POOL: dict = {}  # process id -> the ThreadPoolExecutor that makes pipelines, made on first use
 _POOL_LOCK = threading.Lock()
 
 
 def _pipeline_pool() -> ThreadPoolExecutor:
     """The :data:`PIPELINE_THREADS` threads that make pipelines for every cache of the process
-    (one pool: concurrent builds share the cores instead of each starting threads of its own)."""
+    (one pool: concurrent builds share the cores instead of each starting threads of its own).
+    A process forked from one that had made the pool gets a new one (the threads were not
+    forked with it)."""
+    pid = os.getpid()
     with _POOL_LOCK:
-        if not _POOL:
-            _POOL.append(ThreadPoolExecutor(PIPELINE_THREADS, thread_name_prefix="webnn-gpu-pipelines"))
-        return _POOL[0]
+        pool = _POOL.get(pid)
+        if pool is None:
+            _POOL.clear()
+            pool = _POOL[pid] = ThreadPoolExecutor(PIPELINE_THREADS, thread_name_prefix="webnn-gpu-pipelines")
+        return pool
 
 
 def _warm_up_encoder(device, jobs: list):

@@ -255,3 +255,29 @@ def test_a_large_model_file_is_named_by_path_size_and_time(tmp_path, monkeypatch
     os.utime(path, ns=(1, 1))
     two = _kernels.ModelPrefetch.start(ctx, path, {})._path
     assert two is not None and two != one
+
+
+def test_a_forked_process_makes_pipelines_on_threads_of_its_own(ctx, threads):
+    """The pool's threads are not forked: a child that builds must not wait on them forever."""
+    import multiprocessing
+    import os
+
+    cache = ctx._pipelines
+    cache.get_many([(_kernel(9110), "t.wgsl", "[parent]"), (_kernel(9111), "t.wgsl", "[parent]")])  # the pool exists
+    parent_pool = _kernels._pipeline_pool()
+
+    def child(queue):
+        try:
+            pool = _kernels._pipeline_pool()
+            queue.put((pool is not parent_pool, pool.submit(os.getpid).result(timeout=30) == os.getpid()))
+        except Exception as exc:  # noqa: BLE001 - reported to the parent
+            queue.put(repr(exc))
+
+    mp = multiprocessing.get_context("fork")
+    queue = mp.Queue()
+    proc = mp.Process(target=child, args=(queue,))
+    proc.start()
+    try:
+        assert queue.get(timeout=60) == (True, True)
+    finally:
+        proc.join(timeout=60)
