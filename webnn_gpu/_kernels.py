@@ -782,20 +782,21 @@ COMPILE_HELP_MIN_BYTES = 32768
 HELPER_SCRATCH_BYTES = 4 << 20
 
 #: LLVM's compile time on llvmpipe per KB of WGSL, by template (ms of CPU; Mesa 22.3, each
-#: pipeline of pose_landmark_full and selfie_segmentation alone, ``benchmarks/build_time.py
-#: --per-pipeline``, 2026-11-24; single pipelines vary 2-6 fold around these): the order in which
-#: a cold build's compile queues take a graph's new pipelines (longest first, so that the last one
-#: to start is short). Only the order depends on it, never a result.
-COMPILE_MS_PER_KB = {"conv/depthwise_project.wgsl": 80.0, "conv/block.wgsl": 55.0, "conv/depthwise.wgsl": 45.0,
-                     "matmul/tile.wgsl": 21.0}
+#: pipeline of pose_landmark_full, selfie_segmentation and hand_landmark_full alone,
+#: ``benchmarks/build_time.py --per-pipeline``, 2026-11-25: depthwise + projection 14-39 ms per
+#: KB over 23 pipelines, tile 8-53 over 38, ``block`` 31-73 over 3, depthwise 13-20 over 14): the
+#: order in which a cold build's compile queues take a graph's new pipelines (longest first, so
+#: that the last one to start is short). Only the order depends on it, never a result.
+COMPILE_MS_PER_KB = {"conv/depthwise_project.wgsl": 28.0, "conv/block.wgsl": 55.0, "conv/depthwise.wgsl": 17.0,
+                     "matmul/tile.wgsl": 16.0}
 
 _FALSE = ("", "0", "false", "no", "n", "off")
 
 
 def compile_cost(template: str, wgsl_bytes: int) -> float:
     """The predicted LLVM compile time (seconds) of a pipeline on llvmpipe, from its template
-    and the length of its WGSL (:data:`COMPILE_MS_PER_KB`; 20 ms per KB for other templates)."""
-    return COMPILE_MS_PER_KB.get(template, 20.0) * wgsl_bytes / 1024 / 1000
+    and the length of its WGSL (:data:`COMPILE_MS_PER_KB`; 17 ms per KB for other templates)."""
+    return COMPILE_MS_PER_KB.get(template, 17.0) * wgsl_bytes / 1024 / 1000
 
 
 @dataclass
