@@ -26,9 +26,10 @@ without the rendered-template caches (``WEBNN_GPU_TEMPLATE_CACHE=0``).
 ``--per-pipeline`` measures, per model, each distinct pipeline instead: in one fresh process
 with Mesa's cache empty, the time of its first run at ``build()`` (LLVM's compile on lavapipe;
 each pipeline in a submission of its own) and the run time of the kernels that use it
-(timestamp queries, median of ``--repeats``), with the size of its WGSL; then the sums per
-template over all models. This shows which pipelines cost the first build and whether their
-specialisation pays at run time. ``--json FILE`` also writes the rows. The same table for one
+(timestamp queries, median of ``--repeats``), with the size of its WGSL and the CPU time of
+making it (naga's and the driver's front end: what a build with Mesa's cache warm spends on
+it); then the sums per template over all models. This shows which pipelines cost the first
+build and whether their specialisation pays at run time. ``--json FILE`` also writes the rows. The same table for one
 model in this process: ``webnn-gpu profile --compile-times MODEL`` (with
 ``MESA_SHADER_CACHE_DISABLE=true`` for cold compiles).
 """
@@ -177,15 +178,19 @@ def _per_pipeline_main(args, models: list[str], env: dict, root: str) -> int:
         print(f"== all {len(models) - len(failed)} models")
         by: dict[str, list] = {}
         for r in every:
-            t = by.setdefault(r["template"], [0, 0.0, 0.0, 0.0, 0.0])
+            t = by.setdefault(r["template"], [0, 0.0, 0.0, 0.0, 0.0, 0, 0.0])
             t[0] += 1
             t[1] += r["compile_s"] or 0.0
             t[2] += r.get("compile_cpu_s") or 0.0
             t[3] = max(t[3], r["compile_s"] or 0.0)
             t[4] += r["us"] or 0.0
-        print(f"  {'template':<28} {'pipes':>5} {'compile s':>9} {'CPU s':>8} {'slowest s':>9} {'run us':>9}")
-        for name, (n, cs, cpu, worst, us) in sorted(by.items(), key=lambda kv: -kv[1][1]):
-            print(f"  {name:<28} {n:>5} {cs:>9.2f} {cpu:>8.2f} {worst:>9.2f} {us:>9.1f}")
+            t[5] += r["wgsl_bytes"]
+            t[6] += r.get("create_cpu_s") or 0.0
+        print(f"  {'template':<28} {'pipes':>5} {'compile s':>9} {'CPU s':>8} {'slowest s':>9} {'run us':>9} "
+              f"{'WGSL KB':>8} {'make s':>7}")
+        for name, (n, cs, cpu, worst, us, nbytes, make) in sorted(by.items(), key=lambda kv: -kv[1][1]):
+            print(f"  {name:<28} {n:>5} {cs:>9.2f} {cpu:>8.2f} {worst:>9.2f} {us:>9.1f} {nbytes / 1024:>8.0f} "
+                  f"{make:>7.2f}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(every, fh, indent=1)

@@ -58,7 +58,8 @@ def load(source, context: MLContext, **options):
 
     The format is told by content, not by file name: a TFLite flatbuffer carries the
     identifier ``TFL3`` at bytes 4-8; anything else that parses as an ONNX ModelProto is
-    read as ONNX.
+    read as ONNX. A model loaded before with the same options starts making the pipelines of
+    its last build while it is read and converted (``webnn_gpu._kernels.ModelPrefetch``).
 
     Arguments:
         source (str | os.PathLike | bytes): the model file or its bytes.
@@ -74,6 +75,18 @@ def load(source, context: MLContext, **options):
         DataError: neither a TFLite nor an ONNX model.
         NotSupportedError: operators the loader cannot map (all named in the message).
     """
+    from ._kernels import ModelPrefetch
+
+    prefetch = ModelPrefetch.start(context, source, options)  # the pipelines of its last load
+    loaded = None
+    try:
+        loaded = _load(source, context, **options)
+        return loaded
+    finally:
+        prefetch.finish(loaded)
+
+
+def _load(source, context: MLContext, **options):
     if isinstance(source, (bytes, bytearray, memoryview)):
         head = bytes(source[:8])
     elif isinstance(source, (str, _os.PathLike)):

@@ -7,9 +7,11 @@
 * ``WEBNN_GPU_PROFILE=1``: time each kernel with timestamp queries.
 * ``WEBNN_GPU_PASSES=-name,...``: switch compiler passes off (``webnn_gpu.compiler``).
 * ``WEBNN_GPU_WARMUP=0``: skip running new pipelines once at ``build()`` (``MLGraph._warm_up``).
-* ``WEBNN_GPU_TEMPLATE_CACHE=0``: do not keep compiled Jinja templates under the cache directory
-  (``webnn_gpu._kernels._bytecode_cache``).
-* ``WEBNN_GPU_PIPELINE_THREADS=N``: threads that create a graph's new pipelines at ``build()``.
+* ``WEBNN_GPU_TEMPLATE_CACHE=0``: do not keep compiled Jinja templates, rendered WGSL and each
+  model's pipeline list under the cache directory (``webnn_gpu._kernels._bytecode_cache``,
+  ``_rendered_dir``, ``ModelPrefetch``).
+* ``WEBNN_GPU_PIPELINE_THREADS=N``: threads that create pipelines (a graph's new ones at
+  ``build()``, and ahead of it: ``PipelineCache.prefetch``; 1 = in turn, nothing ahead).
 * ``WEBNN_GPU_COMPILE_DEVICES=N``: queues that compile a graph's new pipelines on lavapipe, its
   own and N - 1 helper devices (``webnn_gpu._kernels.CompileHelpers``; 1 = its own only).
 

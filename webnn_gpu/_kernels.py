@@ -177,6 +177,8 @@ class KernelContext:
             _RENDERED[key] = text
             if len(_RENDERED) > RENDER_CACHE_SIZE:
                 _RENDERED.popitem(last=False)
+        if path is not None:
+            _RENDERED_FILE[PipelineCache.key(text)] = path.name
         return text
 
 
@@ -185,6 +187,9 @@ class KernelContext:
 _RENDERED: OrderedDict = OrderedDict()
 RENDER_CACHE_SIZE = 4096
 _RENDERED_DIR: list = []  # [Path | None], computed once
+#: pipeline key (:meth:`PipelineCache.key`) of a rendered text -> its file in :func:`_rendered_dir`
+#: (what a model's pipeline list names, see :class:`ModelPrefetch`)
+_RENDERED_FILE: dict[str, str] = {}
 
 
 def _rendered_dir():
@@ -320,6 +325,23 @@ def workgroups(n_groups: int, limits: dict, what: str = "kernel") -> tuple[int, 
 #: Threads that compile a graph's new pipelines (``WEBNN_GPU_PIPELINE_THREADS``; 1 = in turn).
 PIPELINE_THREADS = max(1, int(os.environ.get("WEBNN_GPU_PIPELINE_THREADS") or min(4, os.cpu_count() or 1)))
 
+_POOL: dict = {}  # process id -> the ThreadPoolExecutor that makes pipelines, made on first use
+_POOL_LOCK = threading.Lock()
+
+
+def _pipeline_pool() -> ThreadPoolExecutor:
+    """The :data:`PIPELINE_THREADS` threads that make pipelines for every cache of the process
+    (one pool: concurrent builds share the cores instead of each starting threads of its own).
+    A process forked from one that had made the pool gets a new one (the threads were not
+    forked with it)."""
+    pid = os.getpid()
+    with _POOL_LOCK:
+        pool = _POOL.get(pid)
+        if pool is None:
+            _POOL.clear()
+            pool = _POOL[pid] = ThreadPoolExecutor(PIPELINE_THREADS, thread_name_prefix="webnn-gpu-pipelines")
+        return pool
+
 
 def _warm_up_encoder(device, jobs: list):
     """A command encoder running each of ``jobs`` ((pipeline, bind group, label, template)
@@ -346,6 +368,8 @@ class PipelineCache:
         self._device = weakref.ref(device)  # the device's cache must not keep it alive (see of)
         self.capacity = capacity
         self._items: OrderedDict[str, object] = OrderedDict()
+        #: key -> Future of a pipeline :meth:`prefetch` started and no call has taken yet
+        self._pending: dict = {}
         self._lock = threading.RLock()
         self.hits = 0
         self.misses = 0
@@ -360,6 +384,9 @@ class PipelineCache:
         #: the same in CPU seconds of the process (the driver's compile thread; the caller
         #: waits): steadier than wall time on a loaded machine
         self.compile_cpu_seconds: dict[int, float] = {}
+        #: key (:meth:`key`) -> CPU seconds of the thread that made the pipeline (naga's and the
+        #: driver's front end: what a build with Mesa's shader cache warm spends per pipeline)
+        self.create_cpu_seconds: dict[str, float] = {}
 
     @classmethod
     def of(cls, device) -> PipelineCache:
@@ -404,7 +431,11 @@ class PipelineCache:
                 self.hits += 1
                 self._items.move_to_end(k)
                 return pipe
-        pipe = self._compile(k, wgsl, template, label, entry)
+            started = self._pending.pop(k, None) if entry == "main" else None
+        if started is not None:  # being made by prefetch: take it (its error, if it failed)
+            pipe = started.result()
+        else:
+            pipe = self._compile(k, wgsl, template, label, entry)
         with self._lock:
             have = self._items.get(k)  # another thread made it meanwhile: keep one
             if have is not None:
@@ -419,10 +450,52 @@ class PipelineCache:
         with self._lock:
             return key in self._items
 
+    def prefetch(self, requests: list) -> list[str]:
+        """Start making the pipelines of ``requests`` ((wgsl, template, label) each) that the
+        cache neither has nor is making, on the pipeline threads, and return at once.
+
+        A later :meth:`get_many` or :meth:`get` of the same text takes the pipeline made here
+        (with its error, if it failed) instead of making it again; until then it is not in the
+        cache. ``build()`` starts each kernel's pipeline as soon as its node is lowered, and
+        ``webnn.load`` those of the model's last build before it reads the model
+        (:class:`ModelPrefetch`), so that the front end (naga and the driver's) runs on the
+        other cores while Python converts and lowers. Nothing when :data:`PIPELINE_THREADS`
+        is 1.
+
+        Arguments:
+            requests (list): (wgsl, template, label) of each pipeline.
+
+        Returns:
+            list[str]: the keys started (for :meth:`discard`).
+        """
+        if PIPELINE_THREADS < 2 or not requests:
+            return []
+        started = []
+        pool = _pipeline_pool()
+        with self._lock:
+            for wgsl, template, label in requests:
+                k = self.key(wgsl)
+                if k in self._items or k in self._pending:
+                    continue
+                self._pending[k] = pool.submit(self._compile, k, wgsl, template, label, "main")
+                started.append(k)
+        return started
+
+    def discard(self, keys) -> None:
+        """Drop what :meth:`prefetch` started for ``keys`` and no call has taken (the pipelines
+        of a build that failed, or of a model's stale pipeline list): nothing of it is kept,
+        and what has not started yet does not run."""
+        with self._lock:
+            for k in keys:
+                f = self._pending.pop(k, None)
+                if f is not None:
+                    f.cancel()
+
     def get_many(self, requests: list, on_ready=None) -> list:
         """The pipelines of ``requests`` ((wgsl, template, label) each), compiling the misses
         on :data:`PIPELINE_THREADS` threads: wgpu-native and the driver compile independent
-        pipelines in parallel (2 threads halve a model's build on 2 cores).
+        pipelines in parallel (2 threads halve a model's build on 2 cores). A miss that
+        :meth:`prefetch` has started is taken from there, not made again.
 
         ``on_ready(key, pipeline)`` is called in the calling thread for each pipeline this call
         makes, as soon as it is made, while the others are still being made (``build()``
@@ -434,27 +507,35 @@ class PipelineCache:
         """
         keys = [self.key(w) for w, _, _ in requests]
         todo: dict = {}
+        futures: dict = {}  # Future -> key: those prefetch started, taken here, then todo's
         with self._lock:
             for k, req in zip(keys, requests):
-                if k not in self._items and k not in todo:
+                if k in self._items or k in todo:
+                    continue
+                started = self._pending.pop(k, None)
+                if started is not None:
+                    futures[started] = k
+                    todo[k] = None
+                else:
                     todo[k] = req
+            todo = {k: req for k, req in todo.items() if req is not None}
         threads = min(PIPELINE_THREADS, len(todo))
         made: dict = {}
-        if threads > 1:
+        if threads > 1 or futures:
             # longest shaders first (the driver's time grows with the unrolled code), so that
             # no large one starts last while the other threads are idle
-            order = sorted(todo, key=lambda k: -len(todo[k][0]))
-            with ThreadPoolExecutor(threads, thread_name_prefix="webnn-gpu-pipelines") as pool:
-                futures = {pool.submit(self._compile, k, todo[k][0], todo[k][1], todo[k][2], "main"): k for k in order}
-                try:
-                    for f in as_completed(futures):
-                        made[futures[f]] = f.result()
-                        if on_ready is not None:
-                            on_ready(futures[f], made[futures[f]])
-                except BaseException:
-                    for f in futures:
-                        f.cancel()
-                    raise
+            pool = _pipeline_pool()
+            for k in sorted(todo, key=lambda k: -len(todo[k][0])):
+                futures[pool.submit(self._compile, k, todo[k][0], todo[k][1], todo[k][2], "main")] = k
+            try:
+                for f in as_completed(futures):
+                    made[futures[f]] = f.result()
+                    if on_ready is not None:
+                        on_ready(futures[f], made[futures[f]])
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
             with self._lock:
                 for k, pipe in list(made.items()):
                     if k in self._items:  # another thread made it meanwhile: keep one
@@ -533,10 +614,13 @@ class PipelineCache:
             Path(DUMP_DIR).mkdir(parents=True, exist_ok=True)
             (Path(DUMP_DIR) / f"{k[:12]}_{template.replace('/', '_')}").write_text(wgsl)
         try:
+            t0 = time.thread_time()
             module = self.device.create_shader_module(code=wgsl, label=f"{label or template}")
-            return self.device.create_compute_pipeline(
+            pipe = self.device.create_compute_pipeline(
                 layout="auto", compute={"module": module, "entry_point": entry}, label=label or template
             )
+            self.create_cpu_seconds[k] = time.thread_time() - t0
+            return pipe
         except Exception as exc:  # wgpu raises GPUValidationError and friends
             raise OperationError(
                 f"{label or template}: our kernel failed to compile (template {template!r}): {exc}\n"
@@ -546,7 +630,9 @@ class PipelineCache:
     def _insert(self, k: str, pipe) -> None:
         self._items[k] = pipe
         if len(self._items) > self.capacity:
-            old = id(self._items.popitem(last=False)[1])
+            old_key, old_pipe = self._items.popitem(last=False)
+            self.create_cpu_seconds.pop(old_key, None)
+            old = id(old_pipe)
             self.warm.discard(old)
             self.compile_seconds.pop(old, None)
             self.compile_cpu_seconds.pop(old, None)
@@ -555,15 +641,140 @@ class PipelineCache:
         return len(self._items)
 
 
-#: Queues that compile a graph's new pipelines at ``build()`` on drivers that compile a
-#: pipeline's machine code at its first dispatch on the device's one queue thread (lavapipe):
-#: the graph's own device and ``COMPILE_DEVICES - 1`` helper devices on the same adapter
-#: (``WEBNN_GPU_COMPILE_DEVICES``; default: the CPU count, at most 4; 1 = the graph's own queue
-#: only). See :class:`CompileHelpers`.
-COMPILE_DEVICES = max(1, int(os.environ.get("WEBNN_GPU_COMPILE_DEVICES") or min(4, os.cpu_count() or 1)))
+#: A model file larger than this is named by its path, size and modification time in
+#: :meth:`ModelPrefetch.model_key` instead of by its bytes (reading it twice would cost more).
+MODEL_HASH_MAX_BYTES = 64 << 20
 
-#: ... where a graph's new pipelines of at least 4 KB (``graph.EARLY_WARM_UP_BYTES``) have at
-#: least this much WGSL together: less compiles in about a second on the graph's own queue.
+
+class ModelPrefetch:
+    """The pipelines of a model's last build, listed on disk per model, so that the next
+    ``webnn.load`` of the same model starts making them before it reads the model.
+
+    With Mesa's shader cache warm a build is mostly making pipelines (naga's and the driver's
+    front end, on :data:`PIPELINE_THREADS` threads) and Python on one core: reading the file,
+    converting it, the compiler's rules, lowering. Started from the list, the pipelines are
+    made on the other cores during that Python; ``build()`` takes them
+    (:meth:`PipelineCache.prefetch`). The list is kept beside the rendered WGSL
+    (``<cache dir>/wgsl-<hash>/models/<model key>.json``: an edited template starts a new
+    one), names each text's file there and its pipeline key, and is checked text by text
+    against those keys. The model key is a hash of the model's bytes (of a file above
+    :data:`MODEL_HASH_MAX_BYTES`: its path, size and modification time), the load options and
+    the adapter (device, driver, features). A list that no longer fits (the code lowers the
+    model to other kernels) costs the making of the pipelines it names that the build does
+    not use, never a result: the build uses only what it lowers to, what it does not take is
+    dropped, and the list is written again. Nothing is read or written with
+    ``WEBNN_GPU_TEMPLATE_CACHE=0``, when the options are not plain data (``custom_ops``), or
+    for a source that is not a file or bytes; an unreadable or unwritable list costs time,
+    never an error.
+    """
+
+    def __init__(self, cache: PipelineCache | None, path: Path | None):
+        self._cache = cache
+        self._path = path
+        #: the list as read: [key, file, template, label] per pipeline
+        self.listed: list = []
+        #: keys of the pipelines started from the list
+        self.started: list[str] = []
+
+    @staticmethod
+    def model_key(data: bytes, options: dict, context) -> str | None:
+        """The hash naming a model's list: its bytes, the load options and the context's
+        adapter and features (None when an option is not plain data)."""
+        def plain(x):
+            if isinstance(x, dict):
+                return all(isinstance(k, str) and plain(v) for k, v in x.items())
+            if isinstance(x, (list, tuple)):
+                return all(plain(v) for v in x)
+            return x is None or isinstance(x, (str, bool, int, float))
+
+        if not plain(options):
+            return None
+        h = hashlib.sha1(data)
+        info = getattr(context, "adapter_info", None) or {}
+        extra = (sorted(options.items()), sorted((str(k), str(v)) for k, v in dict(info).items()),
+                 sorted(getattr(context, "_features", ()) or ()))
+        h.update(b"\0" + repr(extra).encode())
+        return h.hexdigest()[:24]
+
+    @classmethod
+    def start(cls, context, source, options: dict) -> ModelPrefetch:
+        """Read the list of the model ``source`` (a path or bytes) loaded with ``options`` on
+        ``context`` and start making its pipelines (:meth:`PipelineCache.prefetch`).
+
+        Returns:
+            ModelPrefetch: call :meth:`finish` with the loaded model (or None) when the load
+            is over. It does nothing when there is no list or no list can be kept.
+        """
+        cache = getattr(context, "_pipelines", None)
+        folder = _rendered_dir()
+        if not isinstance(cache, PipelineCache) or folder is None or PIPELINE_THREADS < 2:
+            return cls(None, None)
+        try:
+            if isinstance(source, (bytes, bytearray, memoryview)):
+                data = bytes(source)
+            elif isinstance(source, (str, os.PathLike)):
+                st = os.stat(source)
+                if st.st_size > MODEL_HASH_MAX_BYTES:  # named by where and when, not read twice
+                    data = f"{os.path.realpath(source)}\0{st.st_size}\0{st.st_mtime_ns}".encode()
+                else:
+                    with open(source, "rb") as f:
+                        data = f.read()
+            else:
+                return cls(None, None)
+        except OSError:  # the loader reports it
+            return cls(None, None)
+        key = cls.model_key(data, options, context)
+        if key is None:
+            return cls(None, None)
+        path = folder / "models" / f"{key}.json"
+        self = cls(cache, path)
+        try:
+            import json
+
+            self.listed = [e for e in json.loads(path.read_text())["pipelines"]
+                           if isinstance(e, list) and len(e) == 4 and all(isinstance(x, str) for x in e)]
+        except (OSError, ValueError, KeyError, TypeError):
+            self.listed = []
+        requests = []
+        for key_, name, template, label in self.listed:
+            text = _read_text(folder / name) if "/" not in name and name.endswith(".wgsl") else None
+            if text is not None and PipelineCache.key(text) == key_:
+                requests.append((text, template, label))
+        self.started = cache.prefetch(requests)
+        return self
+
+    def finish(self, loaded) -> None:
+        """Drop what was started and the build did not take; with ``loaded`` (the loaded
+        model: its ``graph``), write the model's list if it changed."""
+        if self._cache is None:
+            return
+        self._cache.discard(self.started)
+        graph = getattr(loaded, "graph", None)
+        steps = getattr(graph, "_steps", None)
+        if steps is None or self._path is None:
+            return
+        texts: dict = {}
+        for step in steps:
+            wgsl = getattr(step, "wgsl", None)
+            if wgsl is not None and not getattr(step, "user_code", False):
+                texts.setdefault(PipelineCache.key(wgsl), step)
+        entries = [[k, _RENDERED_FILE[k], step.template, step.label]
+                   for k, step in sorted(texts.items(), key=lambda kv: -len(kv[1].wgsl)) if k in _RENDERED_FILE]
+        if entries == self.listed:
+            return
+        import json
+
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            log.debug("model pipeline list: not written (%s)", exc)
+            return
+        _write_text(self._path, json.dumps({"pipelines": entries}))
+
+
+#: Compile helpers (:class:`CompileHelpers`, :data:`COMPILE_DEVICES`) start where a graph's new
+#: pipelines of at least 4 KB (``graph.EARLY_WARM_UP_BYTES``) have at least this much WGSL
+#: together: less compiles in about a second on the graph's own queue.
 COMPILE_HELP_MIN_BYTES = 32768
 
 #: Largest scratch binding of a helper's runs (bytes): one workgroup of a kernel reads and
@@ -571,20 +782,21 @@ COMPILE_HELP_MIN_BYTES = 32768
 HELPER_SCRATCH_BYTES = 4 << 20
 
 #: LLVM's compile time on llvmpipe per KB of WGSL, by template (ms of CPU; Mesa 22.3, each
-#: pipeline of pose_landmark_full and selfie_segmentation alone, ``benchmarks/build_time.py
-#: --per-pipeline``, 2026-11-24; single pipelines vary 2-6 fold around these): the order in which
-#: a cold build's compile queues take a graph's new pipelines (longest first, so that the last one
-#: to start is short). Only the order depends on it, never a result.
-COMPILE_MS_PER_KB = {"conv/depthwise_project.wgsl": 80.0, "conv/block.wgsl": 55.0, "conv/depthwise.wgsl": 45.0,
-                     "matmul/tile.wgsl": 21.0}
+#: pipeline of pose_landmark_full, selfie_segmentation and hand_landmark_full alone,
+#: ``benchmarks/build_time.py --per-pipeline``, 2026-11-25: depthwise + projection 14-39 ms per
+#: KB over 23 pipelines, tile 8-53 over 38, ``block`` 31-73 over 3, depthwise 13-20 over 14): the
+#: order in which a cold build's compile queues take a graph's new pipelines (longest first, so
+#: that the last one to start is short). Only the order depends on it, never a result.
+COMPILE_MS_PER_KB = {"conv/depthwise_project.wgsl": 28.0, "conv/block.wgsl": 55.0, "conv/depthwise.wgsl": 17.0,
+                     "matmul/tile.wgsl": 16.0}
 
 _FALSE = ("", "0", "false", "no", "n", "off")
 
 
 def compile_cost(template: str, wgsl_bytes: int) -> float:
     """The predicted LLVM compile time (seconds) of a pipeline on llvmpipe, from its template
-    and the length of its WGSL (:data:`COMPILE_MS_PER_KB`; 20 ms per KB for other templates)."""
-    return COMPILE_MS_PER_KB.get(template, 20.0) * wgsl_bytes / 1024 / 1000
+    and the length of its WGSL (:data:`COMPILE_MS_PER_KB`; 17 ms per KB for other templates)."""
+    return COMPILE_MS_PER_KB.get(template, 17.0) * wgsl_bytes / 1024 / 1000
 
 
 @dataclass

@@ -68,6 +68,15 @@ class MLGraph:
     # ------------------------------------------------------------------ build
     @classmethod
     def _compile(cls, context, nodes, inputs: dict, outputs: dict) -> MLGraph:
+        prefetched: list = []  # keys of the pipelines this build started making while it lowered
+        try:
+            return cls._compile_graph(context, nodes, inputs, outputs, prefetched)
+        except BaseException:
+            context._pipelines.discard(prefetched)  # a failed build keeps none of them
+            raise
+
+    @classmethod
+    def _compile_graph(cls, context, nodes, inputs: dict, outputs: dict, prefetched: list) -> MLGraph:
         from . import _custom, compiler
         from .ops._registry import LOWERINGS
 
@@ -82,7 +91,9 @@ class MLGraph:
         self._inputs = {name: v for name, v in inputs.items() if v.id in used_inputs}
         self._outputs = dict(outputs)
 
-        # Lower every node.
+        # Lower every node; each new kernel's pipeline starts being made at once (on the
+        # pipeline threads, while the next nodes are lowered).
+        cache = context._pipelines
         steps: list = []
         aliases: dict[int, Value] = {}
         node_temps: list[tuple[int, int, list]] = []
@@ -95,6 +106,8 @@ class MLGraph:
             start = len(steps)
             lower(node, lc)
             steps.extend(lc.steps)
+            prefetched += cache.prefetch([(s.wgsl, s.template, s.label) for s in lc.steps
+                                          if isinstance(s, KernelStep) and not s.user_code])
             aliases.update(lc.aliases)
             if lc.temps:
                 node_temps.append((start, max(len(steps) - 1, start), lc.temps))
@@ -199,7 +212,6 @@ class MLGraph:
         self._bind_cache = OrderedDict()
         self._static_groups = {}
         self._compute_io = None  # lazily created buffers for compute()
-        cache = context._pipelines
         warm = os.environ.get("WEBNN_GPU_WARMUP", "1") != "0"
         # Warm-up runs of new pipelines are submitted as soon as each is made, so that the
         # driver's compile (lavapipe: LLVM, on its queue thread) overlaps the creation of the

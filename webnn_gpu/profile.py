@@ -91,7 +91,9 @@ def pipeline_rows(graph, rows: list[dict] | None = None) -> list[dict]:
         list[dict]: ``template``, ``label`` (of its first kernel), ``kernels`` (how many use
         it), ``wgsl_bytes``, ``wgsl_lines``, ``compile_s`` (its first run, the driver's
         compile on lavapipe, or None when that was not timed: see
-        ``PipelineCache.timed``; it ran in an earlier build or before timing was on) and
+        ``PipelineCache.timed``; it ran in an earlier build or before timing was on),
+        ``create_cpu_s`` (CPU seconds of making it: naga's and the driver's front end, what a
+        build with Mesa's cache warm spends on it; None if this process did not make it) and
         ``us`` (None without ``rows``), slowest compile first.
     """
     cache = graph.context._pipelines
@@ -104,6 +106,7 @@ def pipeline_rows(graph, rows: list[dict] | None = None) -> list[dict]:
                 "template": s.template, "label": s.label, "kernels": 0, "wgsl_bytes": len(s.wgsl),
                 "wgsl_lines": s.wgsl.count("\n") + 1, "compile_s": cache.compile_seconds.get(id(s.pipeline)),
                 "compile_cpu_s": cache.compile_cpu_seconds.get(id(s.pipeline)),
+                "create_cpu_s": cache.create_cpu_seconds.get(cache.key(s.wgsl)),
                 "us": None if rows is None else 0.0}
         row["kernels"] += 1
         if rows is not None:
@@ -113,26 +116,30 @@ def pipeline_rows(graph, rows: list[dict] | None = None) -> list[dict]:
 
 def format_pipelines(rows: list[dict]) -> str:
     """A text table of :func:`pipeline_rows`, with the sums per template at the end."""
-    lines = [f"{'compile s':>9}  {'CPU s':>7}  {'run us':>8}  {'kernels':>7}  {'WGSL B':>7}  {'kernel':<28} label"]
+    lines = [f"{'compile s':>9}  {'CPU s':>7}  {'run us':>8}  {'kernels':>7}  {'WGSL B':>7}  {'make ms':>7}  "
+             f"{'kernel':<28} label"]
     for r in rows:
         cs = "-" if r["compile_s"] is None else f"{r['compile_s']:.3f}"
         cpu = "-" if r.get("compile_cpu_s") is None else f"{r['compile_cpu_s']:.3f}"
         us = "-" if r["us"] is None else f"{r['us']:.1f}"
-        lines.append(f"{cs:>9}  {cpu:>7}  {us:>8}  {r['kernels']:>7}  {r['wgsl_bytes']:>7}  {r['template']:<28} "
-                     f"{r['label']}")
-    by: dict[str, list] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
+        make = "-" if r.get("create_cpu_s") is None else f"{1e3 * r['create_cpu_s']:.1f}"
+        lines.append(f"{cs:>9}  {cpu:>7}  {us:>8}  {r['kernels']:>7}  {r['wgsl_bytes']:>7}  {make:>7}  "
+                     f"{r['template']:<28} {r['label']}")
+    by: dict[str, list] = defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0.0])
     for r in rows:
         t = by[r["template"]]
         t[0] += 1
         t[1] += r["compile_s"] or 0.0
         t[2] += r.get("compile_cpu_s") or 0.0
         t[3] += r["us"] or 0.0
+        t[4] += r.get("create_cpu_s") or 0.0
     total = sum(t[1] for t in by.values())
     cpu_total = sum(t[2] for t in by.values())
-    lines.append(f"{len(rows)} pipelines, compile {total:.2f} s ({cpu_total:.2f} s CPU); by template "
-                 f"(pipelines, compile s, CPU s, run us):")
-    for name, (n, cs, cpu, us) in sorted(by.items(), key=lambda kv: -kv[1][1]):
-        lines.append(f"  {name:<28} {n:>4}  {cs:>8.2f} s  {cpu:>8.2f} s  {us:>9.1f} us")
+    make_total = sum(t[4] for t in by.values())
+    lines.append(f"{len(rows)} pipelines, compile {total:.2f} s ({cpu_total:.2f} s CPU), made in {make_total:.2f} s "
+                 f"of CPU; by template (pipelines, compile s, CPU s, run us, make s):")
+    for name, (n, cs, cpu, us, make) in sorted(by.items(), key=lambda kv: -kv[1][1]):
+        lines.append(f"  {name:<28} {n:>4}  {cs:>8.2f} s  {cpu:>8.2f} s  {us:>9.1f} us  {make:>6.2f} s")
     return "\n".join(lines)
 
 

@@ -152,6 +152,7 @@ def test_timed_builds_record_each_pipeline_compile(two_contexts, rng):
     assert sum(r["kernels"] for r in rows) == g.kernel_count
     assert all(r["compile_s"] is not None and r["compile_s"] > 0 and r["compile_cpu_s"] is not None for r in rows)
     assert all(r["wgsl_bytes"] > 0 and r["us"] is None for r in rows)
+    assert all(r["create_cpu_s"] is not None and r["create_cpu_s"] >= 0 for r in rows), "each made here"
     text = format_pipelines(rows)
     assert "elementwise/" in text and f"{len(rows)} pipelines, compile" in text
     x0 = rng.standard_normal((5, 37)).astype(np.float32)
