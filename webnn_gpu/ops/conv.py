@@ -432,7 +432,7 @@ def pool_rows(node, tuning: str = "default") -> int:
             if node.attrs.get("input_add_up2"):
                 tm = up_rows(tm, g["W"])
             return -(-M // tm)
-        tile = _block_tile(g) if variant == "block" else _depthwise_block(g, tuning)
+        tile = _block_tile(g) if variant == "block" else _dw_strip(g, tuning)
         assert tile is not None, "_conv_variant checks the block fits"
         th, tw = tile
         if variant == "block":  # one row per workgroup
@@ -474,6 +474,22 @@ def _depthwise_block(g: dict, tuning: str = "default") -> tuple[int, int]:
         else:
             tw = max(1, tw // 2)
     return th, tw
+
+
+def _dw_taps(g: dict) -> list[tuple[int, int, int]]:
+    """(kh, j, m) per tap row of the stand-alone depthwise kernel: tap row kh reads input row j
+    (< sh) of a row step into accumulator slot m (the output row m steps behind)."""
+    return [(kh, kh * g["dh"] % g["sh"], kh * g["dh"] // g["sh"]) for kh in range(g["KH"])]
+
+
+def _dw_strip(g: dict, tuning: str = "default") -> tuple[int, int]:
+    """(TH, TW): output rows and columns per invocation of the stand-alone depthwise kernel."""
+    return min(16, g["OH"]), min(4, g["OW"])
+
+
+def _dw_workgroup(n_inv: int) -> int:
+    """Invocations per workgroup of the stand-alone depthwise kernel."""
+    return WORKGROUP if n_inv >= 4 * WORKGROUP else PROJECT_WORKGROUP
 
 
 def input_prologue_ok(node, scale=None, residual=None) -> bool:
@@ -901,26 +917,27 @@ def lower_conv2d(node, lc) -> None:
     if variant == "depthwise":
         ep = _conv_epilogue(node, out, layout)
         w = _relayout(lc, f, flayout, "hwio")  # [KH, KW, 1, O] == [KH, KW, O]
-        th, tw = _depthwise_block(g, lc.tuning)
+        th, tw = _dw_strip(g, lc.tuning)
         m = g["O"] // g["C"]  # channel multiplier: output channel o reads input channel o // m
         c4 = -(-g["O"] // 4)
         ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
         n_inv = g["NB"] * ohb * owb * c4
         prm = make_constant(np.array([n_inv, c4, g["O"], owb, ohb, g["H"], g["W"], g["OH"], g["OW"], g["pt"],
-                                      g["pl"], g["C"], _rows(g, th)[-1][0] + 1], dtype=np.uint32), "uint32")
+                                      g["pl"], g["C"], th], dtype=np.uint32), "uint32")
         vec = g["O"] % 4 == 0 and m == 1
         outs = [("out", out)]
         pooled = bool(node.attrs.get("pool_output"))
-        if pooled:  # fuse_conv_pool: per-block channel sums
+        if pooled:  # fuse_conv_pool: per-strip channel sums
             assert vec, "fuse_conv_pool checks pool_output_ok"
             part, reduce_pool = _pool_partials(lc, node, ohb * owb, g["C"])
             outs.append(("pool", part))
         w_ubo = uniform_copy(lc, w) if vec else None
         f_uniform = w_ubo is not None
         w = w_ubo if w_ubo is not None else w
+        taps = _dw_taps(g)
         lc.kernel("conv/depthwise.wgsl", [("x", x), ("f", w)] + ep.operands + [("prm", prm)], outs,
-                  n_inv, workgroup=WORKGROUP, T=T, vec=vec, M=m, TH=th, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
-                  rows=_rows(g, th), row_loop=DW_ROW_LOOP, pool=pooled,
+                  n_inv, workgroup=_dw_workgroup(n_inv), T=T, vec=vec, M=m, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
+                  A=max(t[2] for t in taps) + 1, taps=taps, jrows=sorted({t[1] for t in taps}), pool=pooled,
                   f_uniform=B_UNIFORM_FLOATS // 4 if f_uniform else 0,
                   seg=_segment(g, tw), ep=ep, **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
         if pooled:
