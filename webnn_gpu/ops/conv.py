@@ -84,6 +84,16 @@ NCHW_TO_NHWC = True
 DW_ROW_LOOP = True
 #: Largest (input rows x input columns) one depthwise invocation loads (register budget).
 DW_MAX_LOADS = 128
+#: The stand-alone depthwise kernel (``conv/depthwise.wgsl``, :func:`_dw_strip`): at most
+#: this many output columns per invocation, and its cost model's weights per tuning profile,
+#: in vec4 multiply-adds: a storage-buffer vec4 load of the input, a store, a uniform load of
+#: a tap, an accumulator slot move, the fixed part of an invocation, and ``spill``: each
+#: multiply-add's extra cost per vec4 accumulator held (register pressure).
+DW_MAX_TW = 8
+DW_COST = {"lane-loop": dict(load=12.0, store=10.0, tap=4.0, move=0.5, fixed=60.0, spill=0.015),
+           "default": dict(load=4.0, store=4.0, tap=2.0, move=0.5, fixed=60.0, spill=0.015)}
+#: ... and the threads that run its workgroups (lavapipe: one per core).
+DW_CORES = 2
 #: The depthwise kernel splits its invocation index with f32 divisions below this many
 #: invocations (exact there), with integer divisions above.
 DW_FDIV_MAX = 1 << 20
@@ -483,8 +493,35 @@ def _dw_taps(g: dict) -> list[tuple[int, int, int]]:
 
 
 def _dw_strip(g: dict, tuning: str = "default") -> tuple[int, int]:
-    """(TH, TW): output rows and columns per invocation of the stand-alone depthwise kernel."""
-    return min(16, g["OH"]), min(4, g["OW"])
+    """(TH, TW): output rows (a strip, walked in a loop) and columns (unrolled) per invocation
+    of the stand-alone depthwise kernel: the pair of least :func:`_dw_cost`, TW up to
+    :data:`DW_MAX_TW` and TH any height that splits the output rows into strips of equal
+    count."""
+    heights = sorted({-(-g["OH"] // k) for k in range(1, g["OH"] + 1)})
+    best = min(((_dw_cost(g, th, tw, tuning), -th, tw) for tw in range(1, min(DW_MAX_TW, g["OW"]) + 1)
+                for th in heights))
+    return -best[1], best[2]
+
+
+def _dw_cost(g: dict, th: int, tw: int, tuning: str = "default") -> float:
+    """Estimated time of the stand-alone depthwise kernel with TH x TW strips, in vec4
+    multiply-adds of one invocation: each invocation's work (:data:`DW_COST`'s weights: a fixed
+    part and the taps; per row step its input loads, multiply-adds, whose cost grows with the
+    accumulators held, and slot moves; per output its store) times the invocations one of
+    :data:`DW_CORES` threads runs (lavapipe runs a workgroup on one thread)."""
+    w = DW_COST.get(tuning, DW_COST["default"])
+    taps = _dw_taps(g)
+    A, jr, kk = max(t[2] for t in taps) + 1, len({t[1] for t in taps}), g["KH"] * g["KW"]
+    per_step = (w["load"] * jr * len(_segment(g, tw)) + kk * tw * (1 + w["spill"] * A * tw)
+                + w["move"] * (A - 1) * tw)
+    strips = -(-g["OH"] // th)
+    rows = g["OH"] + strips * (A - 1)  # row steps of one column of strips
+    cols = -(-g["OW"] // tw)
+    per_col = strips * (w["fixed"] + w["tap"] * kk) + rows * per_step + g["OH"] * tw * w["store"]
+    n_inv = g["NB"] * strips * cols * -(-g["O"] // 4)
+    wg = _dw_workgroup(n_inv)
+    n_wg = -(-n_inv // wg)
+    return -(-n_wg // DW_CORES) * wg * per_col / strips
 
 
 def _dw_workgroup(n_inv: int) -> int:
