@@ -9,9 +9,10 @@ applies, and falls back to the automatic choice where it does not):
 * ``pointwise``: 1x1 filter, stride 1, no padding, one group: a plain matmul on the tile
   kernel (NHWC: ``[N*H*W, C] x [C, O]``; NCHW: ``[O, C] x [N, C, H*W]``).
 * ``depthwise``: groups == input channels on NHWC, output channels any multiple of them
-  (``shaders/conv/depthwise.wgsl``): vec4 of channels x several output columns per invocation,
-  input columns loaded once per filter row. Sizes and padding come from a parameter buffer:
-  one pipeline per (window, strides, dilations, block, epilogue), whatever the image size.
+  (``shaders/conv/depthwise.wgsl``): vec4 of channels x a strip of output rows x 4 columns per
+  invocation, walked one row per loop iteration so that each input row is loaded once per
+  strip (:func:`_dw_strip`). Sizes, padding and the strip height come from a parameter buffer:
+  one pipeline per (window, strides, dilations, epilogue), whatever the image size.
 * ``block``: one group, NHWC, at most 4 input and 32 output channels and a filter of at most
   :data:`BLOCK_MAX_WEIGHTS` vec4s (a first layer on an RGB image with a small window;
   ``shaders/conv/block.wgsl``): a block of output pixels with every output channel per
@@ -59,8 +60,11 @@ CONV_TRANSPOSE2D_FILTER_LAYOUTS = ("iohw", "hwoi", "ohwi")
 CONV_VARIANTS = ("direct", "gemm", "pointwise", "depthwise", "block")
 #: Invocations per workgroup of the conv kernels.
 WORKGROUP = 64
-#: Output rows and columns per invocation of the depthwise kernel, per tuning profile
-#: (:func:`webnn_gpu._kernels.tuning_profile`; measured on lavapipe, Mesa 22.3 and 25.0).
+#: Output rows and columns of a depthwise pixel block, per tuning profile
+#: (:func:`webnn_gpu._kernels.tuning_profile`; measured on lavapipe, Mesa 22.3 and 25.0): the
+#: depthwise + projection kernel's starting block, and the block whose loads
+#: :data:`DW_MAX_LOADS` bounds for the depthwise variant (the stand-alone kernel walks strips:
+#: :func:`_dw_strip`).
 DW_BLOCK = {"lane-loop": (4, 4), "default": (8, 4)}
 #: The ``block`` kernel (``conv/block.wgsl``): at most this many input channels and output
 #: channels, output block per invocation, and loaded input values per invocation.
@@ -78,7 +82,7 @@ BLOCK_MAX_WEIGHTS = 256
 BLOCK_ROW_LOOP = True
 #: NCHW implicit GEMM reads an NHWC copy of the input when the channels allow vec4 loads.
 NCHW_TO_NHWC = True
-#: The depthwise kernels read the input rows of their block in a loop (each output row's tap
+#: The depthwise + projection kernel reads the input rows of its block in a loop (each output row's tap
 #: row picked by selects) rather than unrolled: the text then has one row's loads, not every
 #: row's (LLVM's compile time on lavapipe grows faster than the loads in the text).
 DW_ROW_LOOP = True
@@ -474,9 +478,9 @@ def _pool_partials(lc, conv, rows: int, C: int):
 
 
 def _depthwise_block(g: dict, tuning: str = "default") -> tuple[int, int]:
-    """(TH, TW) output pixels per depthwise invocation: the profile's :data:`DW_BLOCK`,
-    smaller for small images and for windows whose loaded rows x columns would not fit in
-    registers."""
+    """(TH, TW) output pixels of a depthwise pixel block (the depthwise + projection kernel's
+    starting block): the profile's :data:`DW_BLOCK`, smaller for small images and for windows
+    whose loaded rows x columns would not fit in registers."""
     th, tw = DW_BLOCK.get(tuning, DW_BLOCK["default"])
     th, tw = min(th, g["OH"]), min(tw, g["OW"])
     while len(_rows(g, th)) * len(_segment(g, tw)) > DW_MAX_LOADS and th * tw > 1:
