@@ -36,6 +36,27 @@ def test_tap_rows_feed_the_slot_of_their_output_row():
     assert conv._dw_taps(_geometry(8, 8, 4, 3, 3, s=3)) == [(0, 0, 0), (1, 1, 0), (2, 2, 0)]
 
 
+def _invocations(g, th, tw):
+    return -(-g["OH"] // th) * -(-g["OW"] // tw) * -(-g["O"] // 4)
+
+
+def test_plan_takes_whole_columns_where_channels_fill_the_threads():
+    """Many channels: one strip per column of 4 (each input row loaded once); few channels on a
+    tall image: strips short enough for a workgroup per thread; a tiny image: no more
+    invocations than one SIMD row runs at once."""
+    g = _geometry(48, 48, 64, 5, 5)
+    assert conv._dw_strip(g, "lane-loop") == (48, 4)
+    g = _geometry(512, 8, 4, 3, 3)
+    th, tw = conv._dw_strip(g, "lane-loop")
+    n = _invocations(g, th, tw)
+    assert th < 512 and -(-n // conv._dw_workgroup(n)) >= conv.DW_CORES
+    g = _geometry(3, 3, 16, 3, 3)
+    assert _invocations(g, *conv._dw_strip(g, "lane-loop")) <= conv.DW_LANES
+    for tuning in ("lane-loop", "default"):  # the cost counts the strips' overlap
+        g = _geometry(40, 40, 256, 5, 5)
+        assert conv._dw_cost(g, 40, 4, tuning) < conv._dw_cost(g, 4, 4, tuning)
+
+
 # (image H x W, channels, multiplier, window KH x KW, stride, dilation, dtype, forced (TH, TW))
 _CASES = {
     "ragged strips both ways": ((13, 11), 8, 1, (3, 3), 1, 1, "float32", (5, 3)),

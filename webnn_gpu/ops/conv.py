@@ -97,8 +97,10 @@ DW_MAX_LOADS = 128
 DW_TW = 4
 DW_COST = {"lane-loop": dict(load=12.0, store=10.0, tap=4.0, move=0.5, fixed=60.0, spill=0.008),
            "default": dict(load=4.0, store=4.0, tap=2.0, move=0.5, fixed=60.0, spill=0.008)}
-#: ... and the threads that run its workgroups (lavapipe: one per core).
+#: ... and the threads that run its workgroups (lavapipe: one per core), and the invocations
+#: one SIMD row of a thread runs at once (llvmpipe at 256 bits: 8).
 DW_CORES = 2
+DW_LANES = 8
 #: The depthwise kernel splits its invocation index with f32 divisions below this many
 #: invocations (exact there), with integer divisions above.
 DW_FDIV_MAX = 1 << 20
@@ -511,8 +513,9 @@ def _dw_cost(g: dict, th: int, tw: int, tuning: str = "default") -> float:
     """Estimated time of the stand-alone depthwise kernel with TH x TW strips, in vec4
     multiply-adds of one invocation: each invocation's work (:data:`DW_COST`'s weights: a fixed
     part and the taps; per row step its input loads, multiply-adds, whose cost grows with the
-    accumulators held, and slot moves; per output its store) times the invocations one of
-    :data:`DW_CORES` threads runs (lavapipe runs a workgroup on one thread)."""
+    accumulators held, and slot moves; per output its store) times the invocations the busiest
+    of :data:`DW_CORES` threads runs (lavapipe runs a workgroup on one thread), rounded up to
+    whole SIMD rows of :data:`DW_LANES` (a partly filled row costs a full one)."""
     w = DW_COST.get(tuning, DW_COST["default"])
     taps = _dw_taps(g)
     A, jr, kk = max(t[2] for t in taps) + 1, len({t[1] for t in taps}), g["KH"] * g["KW"]
@@ -524,8 +527,8 @@ def _dw_cost(g: dict, th: int, tw: int, tuning: str = "default") -> float:
     per_col = strips * (w["fixed"] + w["tap"] * kk) + rows * per_step + g["OH"] * tw * w["store"]
     n_inv = g["NB"] * strips * cols * -(-g["O"] // 4)
     wg = _dw_workgroup(n_inv)
-    n_wg = -(-n_inv // wg)
-    return -(-n_wg // DW_CORES) * wg * per_col / strips
+    busiest = min(n_inv, -(-(-(-n_inv // wg)) // DW_CORES) * wg)  # invocations of the busiest thread
+    return -(-busiest // DW_LANES) * DW_LANES * per_col / strips
 
 
 def _dw_workgroup(n_inv: int) -> int:
