@@ -49,7 +49,7 @@ def test_plan_takes_whole_columns_where_channels_fill_the_threads():
     g = _geometry(512, 8, 4, 3, 3)
     th, tw = conv._dw_strip(g, "lane-loop")
     n = _invocations(g, th, tw)
-    assert th < 512 and -(-n // conv._dw_workgroup(n)) >= conv.DW_CORES
+    assert th < 512 and -(-n // conv.DW_WORKGROUP) >= conv.DW_CORES
     g = _geometry(3, 3, 16, 3, 3)
     assert _invocations(g, *conv._dw_strip(g, "lane-loop")) <= conv.DW_LANES
     for tuning in ("lane-loop", "default"):  # the cost counts the strips' overlap

@@ -97,8 +97,11 @@ DW_MAX_LOADS = 128
 DW_TW = 4
 DW_COST = {"lane-loop": dict(load=12.0, store=10.0, tap=4.0, move=0.5, fixed=60.0, spill=0.008),
            "default": dict(load=4.0, store=4.0, tap=2.0, move=0.5, fixed=60.0, spill=0.008)}
-#: ... and the threads that run its workgroups (lavapipe: one per core), and the invocations
-#: one SIMD row of a thread runs at once (llvmpipe at 256 bits: 8).
+#: ... its invocations per workgroup (lavapipe runs a workgroup on one thread: small ones
+#: balance the threads; 16 and 64 measured alike on large launches, and one size keeps one
+#: pipeline per window), the threads that run them (lavapipe: one per core), and the
+#: invocations one SIMD row of a thread runs at once (llvmpipe at 256 bits: 8).
+DW_WORKGROUP = 16
 DW_CORES = 2
 DW_LANES = 8
 #: The depthwise kernel splits its invocation index with f32 divisions below this many
@@ -526,16 +529,9 @@ def _dw_cost(g: dict, th: int, tw: int, tuning: str = "default") -> float:
     cols = -(-g["OW"] // tw)
     per_col = strips * (w["fixed"] + w["tap"] * kk) + rows * per_step + g["OH"] * tw * w["store"]
     n_inv = g["NB"] * strips * cols * -(-g["O"] // 4)
-    wg = _dw_workgroup(n_inv)
+    wg = DW_WORKGROUP
     busiest = min(n_inv, -(-(-(-n_inv // wg)) // DW_CORES) * wg)  # invocations of the busiest thread
     return -(-busiest // DW_LANES) * DW_LANES * per_col / strips
-
-
-def _dw_workgroup(n_inv: int) -> int:
-    """Invocations per workgroup of the stand-alone depthwise kernel: :data:`WORKGROUP`, or 16
-    below 16 such workgroups (lavapipe runs a workgroup on one thread: smaller ones balance the
-    threads better), as the tile kernel does."""
-    return WORKGROUP if n_inv >= 16 * WORKGROUP else PROJECT_WORKGROUP
 
 
 def input_prologue_ok(node, scale=None, residual=None) -> bool:
@@ -982,7 +978,7 @@ def lower_conv2d(node, lc) -> None:
         w = w_ubo if w_ubo is not None else w
         taps = _dw_taps(g)
         lc.kernel("conv/depthwise.wgsl", [("x", x), ("f", w)] + ep.operands + [("prm", prm)], outs,
-                  n_inv, workgroup=_dw_workgroup(n_inv), T=T, vec=vec, M=m, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
+                  n_inv, workgroup=DW_WORKGROUP, T=T, vec=vec, M=m, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
                   A=max(t[2] for t in taps) + 1, taps=taps, jrows=sorted({t[1] for t in taps}), pool=pooled,
                   f_uniform=B_UNIFORM_FLOATS // 4 if f_uniform else 0,
                   seg=_segment(g, tw), ep=ep, **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
