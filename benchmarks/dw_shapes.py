@@ -5,8 +5,9 @@
 MODEL: a .tflite/.onnx path or a name known to ``webnn-gpu fetch``. For every
 ``conv/depthwise.wgsl`` and ``conv/depthwise_project.wgsl`` dispatch it prints the depthwise
 shape (output H x W, channels C, multiplier M, window, stride, dilation), the projection
-width N (0: none; ``+e`` where the expansion conv is computed in the kernel), the pixel block,
-invocations and workgroups, the kernel's microseconds (timestamp queries, median of
+width N (0: none; ``+e`` where the expansion conv is computed in the kernel), the stand-alone
+kernel's strip (TH x TW output rows and columns per invocation; ``-`` for the fused kernel),
+the workgroups, the kernel's microseconds (timestamp queries, median of
 ``--repeats``), its useful GFLOP/s (2 multiply-add flops per depthwise tap and projection
 weight) and GB/s (its input, weights and output, each counted once).
 """
@@ -37,7 +38,8 @@ def _shape_row(step, tuning: str) -> dict:
     size = 2 if dw.outputs[0].data_type == "float16" else 4
     moved = size * (g["NB"] * g["H"] * g["W"] * (k or g["C"]) + g["KH"] * g["KW"] * g["O"] + g["C"] * (n + k)
                     + pix * (n or g["O"]))
-    return dict(hw=f"{g['OH']}x{g['OW']}", C=g["C"], M=g["O"] // g["C"], win=f"{g['KH']}x{g['KW']}",
+    strip = "-" if node.op == "depthwise_project" else "x".join(str(v) for v in conv._dw_strip(g, tuning))
+    return dict(hw=f"{g['OH']}x{g['OW']}", C=g["C"], M=g["O"] // g["C"], win=f"{g['KH']}x{g['KW']}", strip=strip,
                 s=g["sh"], d=g["dh"], N=f"{n}{'+e' if k else ''}", flops=flops, bytes=moved)
 
 
@@ -68,7 +70,7 @@ def main(argv=None) -> int:
         total = sum(r["us"] for r in rows)
         print(f"# {os.path.basename(path)}: {total:.0f} us over {len(rows)} kernels")
         print(f"{'kernel':>8} {'out':>7} {'C':>4} {'M':>2} {'win':>4} {'s':>1} {'d':>1} {'N':>6} {'wgs':>5} "
-              f"{'us':>8} {'GFLOP/s':>8} {'GB/s':>6}  label")
+              f"{'strip':>6} {'us':>8} {'GFLOP/s':>8} {'GB/s':>6}  label")
         dw_us = 0.0
         for st, r in zip(steps, rows):
             if st.template not in DW_TEMPLATES:
@@ -77,7 +79,7 @@ def main(argv=None) -> int:
             dw_us += r["us"]
             wgs = int(np.prod(r["groups"]))
             print(f"{'dwp' if 'project' in st.template else 'dw':>8} {sr['hw']:>7} {sr['C']:>4} {sr['M']:>2} "
-                  f"{sr['win']:>4} {sr['s']:>1} {sr['d']:>1} {sr['N']:>6} {wgs:>5} {r['us']:>8.1f} "
+                  f"{sr['win']:>4} {sr['s']:>1} {sr['d']:>1} {sr['N']:>6} {wgs:>5} {sr['strip']:>6} {r['us']:>8.1f} "
                   f"{sr['flops'] / r['us'] / 1e3:>8.2f} {sr['bytes'] / r['us'] / 1e3:>6.2f}  {r['label']}")
         print(f"# depthwise kernels: {dw_us:.0f} us of {total:.0f} us\n")
         model.graph.destroy()

@@ -1,25 +1,30 @@
 {#-
   conv/depthwise.wgsl: depthwise conv2d (groups == input channels, output channels a multiple
   M of them: output channel o reads input channel o / M) on NHWC.
-  Each invocation computes 4 output channels (one vec4) for a TH x TW block of output pixels. The
-  KH x KW filter taps are loaded once into registers; each input row the block touches is
-  loaded once (only the columns `seg` that some output uses) and reused for every output row
-  and tap that reads it. Out-of-image rows and columns read as zero (padding).
-  The sizes and the leading padding come from a u32 parameter buffer, so layers that differ
-  only in their image size, channels or padding share one pipeline (cold start); the unrolled
-  structure (window, strides, dilations, block) is baked in.
+  Each invocation computes 4 output channels (one vec4) for a strip of up to TH output rows
+  (a runtime value) by TW output columns. It walks down the strip one output row per loop
+  iteration, loading only the input rows that enter the window (sh of them, fewer when a tap
+  row never reads some) and adding each into the A rows of accumulators still open: slot m
+  holds output row i - m at iteration i, and tap row kh feeds slot floor(kh dh / sh) from input
+  row kh dh mod sh of the iteration. The oldest slot is complete at the end of the iteration:
+  it is stored, and the slots move down by one. So every input value is loaded once per strip
+  (and the taps once per invocation), and the loop body holds one row step, whatever TH is.
+  Out-of-image rows and columns read as zero (padding).
+  The sizes, TH and the leading padding come from a u32 parameter buffer, so layers that differ
+  only in their image size, channels, padding or strip height share one pipeline (cold start);
+  the unrolled structure (window, strides, dilations, TW) is baked in.
 
   Context:
     T            storage type ("f32" or "f16"); accumulation in f32
     vec          C % 4 == 0 and M == 1: input, filter and output read/written as vec4 (else
                  scalar, clamped to the last channel)
     M            channel multiplier (output channels per input channel)
-    TH, TW       output rows and columns per invocation
+    TW           output columns per invocation
     fdiv         invocations < 2^20: the index is split with f32 divisions (exact there)
     KH, KW       window; sh, sw strides; dh, dw dilations
-    rows         [(r, [(t, kh), ...])]: input row r (from oh0 * sh - pt) feeds output row t via tap kh
-    row_loop     the rows are read in a loop, each output row's tap row picked by selects
-                 (rather than unrolled: LLVM's compile time grows faster than the loads)
+    A            accumulator rows (slots): floor((KH - 1) dh / sh) + 1
+    jrows        sorted input rows j (< sh) of an iteration that some tap row reads
+    taps         [(kh, j, m)]: tap row kh reads iteration row j into slot m
     seg          sorted distinct column offsets p * sw + kw * dw (p < TW, kw < KW) from ow0 * sw - pl
     ep           fused epilogue (webnn_gpu/ops/_epilogue.py); channel = c; operands read at the
                  channel (a bias) are loaded once per invocation (q0..q3)
@@ -30,14 +35,12 @@
                  (fuse_conv_pool) then reduces these partials instead of re-reading the output
   Parameters (binding `prm`, u32): 0 invocations  1 C4 = ceil(C / 4)  2 C (output channels)
     3 OWB = ceil(OW / TW)  4 OHB = ceil(OH / TH)  5 H  6 W  7 OH  8 OW  9 pt  10 pl (leading
-    padding)  11 CI (input channels, C / M)  12 R (row_loop's iterations: the span of `rows`, a
-    runtime value so that LLVM does not unroll the loop)
+    padding)  11 CI (input channels, C / M)  12 TH (output rows per invocation)
   Bindings: input (NHWC, CI channels), filter ([KH, KW, C]), epilogue operands..., prm, out (NHWC),
     pool (pool only).
   Workgroup: (k.workgroup, 1, 1); invocations NB * OHB * OWB * C4, channel block fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
-{% import "conv/_rows.wgsl" as rw %}
 {% if T == "f16" %}
 enable f16;
 {% endif %}
@@ -77,6 +80,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let OW = prm[8];
   let OWB = prm[3];
   let OHB = prm[4];
+  let TH = prm[12];
 {% if vec %}
   let CI = C4;
 {% else %}
@@ -96,8 +100,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let cb = idx - r0 * C4;
   let wb = r0 - r1 * OWB;
   let hb = r1 - n * OHB;
-  let oh0 = hb * {{ TH }}u;
+  let oh0 = hb * TH;
   let ow0 = wb * {{ TW }}u;
+  let nr = min(TH, OH - oh0);
   let ih0 = i32(oh0 * {{ sh }}u) - i32(prm[9]);
   let iw0 = i32(ow0 * {{ sw }}u) - i32(prm[10]);
 {% for kh in range(KH) %}
@@ -110,77 +115,77 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let cok{{ j }} = u32(cx{{ j }}) < W;
   let ci{{ j }} = select(0u, u32(cx{{ j }}), cok{{ j }});
 {% endfor %}
-{% for t in range(TH) %}
 {% for p in range(TW) %}
-  var acc{{ t }}_{{ p }} = vec4<f32>(0.0);
+  let pok{{ p }} = ow0 + {{ p }}u < OW;
 {% endfor %}
-{% endfor %}
-{% if row_loop %}
-  // the block's input rows in a loop (prm[12] iterations, the rows' span): each row's columns are
-  // loaded once and used by every output row t whose window reaches it, through tap row
-  // (r - t sh) / dh (picked by selects), so the text has one row's loads, not every row's
-  let R = prm[12];
-  for (var r = 0u; r < R; r = r + 1u) {
-    let y = ih0 + i32(r);
-    let rok = u32(y) < H;
-    let row = (n * H + select(0u, u32(y), rok)) * W;
-{% for j in seg %}
-    let x{{ j }} = select(vec4<f32>(0.0), ld_x(row + ci{{ j }}, cb, CI, C), rok && cok{{ j }});
-{% endfor %}
-{% for t in range(TH) %}
-{{ rw.row_taps("acc", t, KH, KW, TW, sh, sw, dh, dw) }}
-{% endfor %}
-  }
-{% else %}
-{% for r, uses in rows %}
-  {
-    let y = ih0 + {{ r }};
-    let rok = u32(y) < H;
-    let row = (n * H + select(0u, u32(y), rok)) * W;
-{% for j in seg %}
-    let x{{ j }} = select(vec4<f32>(0.0), ld_x(row + ci{{ j }}, cb, CI, C), rok && cok{{ j }});
-{% endfor %}
-{% for t, kh in uses %}
-{% for kw in range(KW) %}
+{% for m in range(A) %}
 {% for p in range(TW) %}
-    acc{{ t }}_{{ p }} = acc{{ t }}_{{ p }} + x{{ p * sw + kw * dw }} * w{{ kh }}_{{ kw }};
+  var acc{{ m }}_{{ p }} = vec4<f32>(0.0);
 {% endfor %}
 {% endfor %}
-{% endfor %}
-  }
-{% endfor %}
-{% endif %}
 {% for c in range(4) %}
   {{ tl.hoist_q(ep, "q" ~ c, "min(cb * 4u + " ~ c ~ "u, C - 1u)") }}
 {% endfor %}
 {% if pool %}
   var psum = vec4<f32>(0.0);
 {% endif %}
-{% for t in range(TH) %}
+  // iteration i: input rows (oh0 + i) sh - pt + j; output row oh0 + i - {{ A - 1 }} is complete after it
+  for (var i = 0u; i < nr + {{ A - 1 }}u; i = i + 1u) {
+    let yb = ih0 + i32(i * {{ sh }}u);
+{% for j in jrows %}
+    let y{{ j }} = yb + {{ j }};
+    let rok{{ j }} = u32(y{{ j }}) < H;
+    let row{{ j }} = (n * H + select(0u, u32(y{{ j }}), rok{{ j }})) * W;
+{% for s in seg %}
+    let x{{ j }}_{{ s }} = select(vec4<f32>(0.0), ld_x(row{{ j }} + ci{{ s }}, cb, CI, C), rok{{ j }} && cok{{ s }});
+{% endfor %}
+{% endfor %}
+{% for kh, j, m in taps %}
+{% for kw in range(KW) %}
 {% for p in range(TW) %}
-  if (oh0 + {{ t }}u < OH && ow0 + {{ p }}u < OW) {
-    let pix = (n * OH + oh0 + {{ t }}u) * OW + ow0 + {{ p }}u;
-    let v = acc{{ t }}_{{ p }};
+    acc{{ m }}_{{ p }} = acc{{ m }}_{{ p }} + x{{ j }}_{{ p * sw + kw * dw }} * w{{ kh }}_{{ kw }};
+{% endfor %}
+{% endfor %}
+{% endfor %}
+{% if A > 1 %}
+    if (i >= {{ A - 1 }}u) {
+{% else %}
+    {
+{% endif %}
+      let pr = (n * OH + oh0 + i - {{ A - 1 }}u) * OW + ow0;
+{% for p in range(TW) %}
+      if (pok{{ p }}) {
+        let pix = pr + {{ p }}u;
+        let v = acc{{ A - 1 }}_{{ p }};
 {% if vec %}
-    let o = pix * C + cb * 4u;
-    let ov = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u", "q" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
-    out[pix * C4 + cb] = vec4<{{ T }}>(ov);
+        let o = pix * C + cb * 4u;
+        let ov = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u", "q" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
+        out[pix * C4 + cb] = vec4<{{ T }}>(ov);
 {% if pool %}
-    psum = psum + ov;
+        psum = psum + ov;
 {% endif %}
 {% else %}
 {% for c in range(4) %}
-    if (cb * 4u + {{ c }}u < C) {
-      let o = pix * C + cb * 4u + {{ c }}u;
-      out[o] = {{ T }}({{ tl.apply(ep, "v." ~ "xyzw"[c], "o", "cb * 4u + " ~ c ~ "u", "q" ~ c) }});
-    }
+        if (cb * 4u + {{ c }}u < C) {
+          let o = pix * C + cb * 4u + {{ c }}u;
+          out[o] = {{ T }}({{ tl.apply(ep, "v." ~ "xyzw"[c], "o", "cb * 4u + " ~ c ~ "u", "q" ~ c) }});
+        }
 {% endfor %}
 {% endif %}
+      }
+{% endfor %}
+    }
+{% for m in range(A - 1, 0, -1) %}
+{% for p in range(TW) %}
+    acc{{ m }}_{{ p }} = acc{{ m - 1 }}_{{ p }};
+{% endfor %}
+{% endfor %}
+{% for p in range(TW) %}
+    acc0_{{ p }} = vec4<f32>(0.0);
+{% endfor %}
   }
-{% endfor %}
-{% endfor %}
 {% if pool %}
-  // this block's sum per channel: row r0 = (n * OHB + hb) * OWB + wb of the [blocks, C4] partials
+  // this strip's sum per channel: row r0 = (n * OHB + hb) * OWB + wb of the [blocks, C4] partials
   pool[r0 * C4 + cb] = psum;
 {% endif %}
 }

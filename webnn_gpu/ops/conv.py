@@ -9,9 +9,10 @@ applies, and falls back to the automatic choice where it does not):
 * ``pointwise``: 1x1 filter, stride 1, no padding, one group: a plain matmul on the tile
   kernel (NHWC: ``[N*H*W, C] x [C, O]``; NCHW: ``[O, C] x [N, C, H*W]``).
 * ``depthwise``: groups == input channels on NHWC, output channels any multiple of them
-  (``shaders/conv/depthwise.wgsl``): vec4 of channels x several output columns per invocation,
-  input columns loaded once per filter row. Sizes and padding come from a parameter buffer:
-  one pipeline per (window, strides, dilations, block, epilogue), whatever the image size.
+  (``shaders/conv/depthwise.wgsl``): vec4 of channels x a strip of output rows x 4 columns per
+  invocation, walked one row per loop iteration so that each input row is loaded once per
+  strip (:func:`_dw_strip`). Sizes, padding and the strip height come from a parameter buffer:
+  one pipeline per (window, strides, dilations, epilogue), whatever the image size.
 * ``block``: one group, NHWC, at most 4 input and 32 output channels and a filter of at most
   :data:`BLOCK_MAX_WEIGHTS` vec4s (a first layer on an RGB image with a small window;
   ``shaders/conv/block.wgsl``): a block of output pixels with every output channel per
@@ -59,8 +60,11 @@ CONV_TRANSPOSE2D_FILTER_LAYOUTS = ("iohw", "hwoi", "ohwi")
 CONV_VARIANTS = ("direct", "gemm", "pointwise", "depthwise", "block")
 #: Invocations per workgroup of the conv kernels.
 WORKGROUP = 64
-#: Output rows and columns per invocation of the depthwise kernel, per tuning profile
-#: (:func:`webnn_gpu._kernels.tuning_profile`; measured on lavapipe, Mesa 22.3 and 25.0).
+#: Output rows and columns of a depthwise pixel block, per tuning profile
+#: (:func:`webnn_gpu._kernels.tuning_profile`; measured on lavapipe, Mesa 22.3 and 25.0): the
+#: depthwise + projection kernel's starting block, and the block whose loads
+#: :data:`DW_MAX_LOADS` bounds for the depthwise variant (the stand-alone kernel walks strips:
+#: :func:`_dw_strip`).
 DW_BLOCK = {"lane-loop": (4, 4), "default": (8, 4)}
 #: The ``block`` kernel (``conv/block.wgsl``): at most this many input channels and output
 #: channels, output block per invocation, and loaded input values per invocation.
@@ -78,12 +82,28 @@ BLOCK_MAX_WEIGHTS = 256
 BLOCK_ROW_LOOP = True
 #: NCHW implicit GEMM reads an NHWC copy of the input when the channels allow vec4 loads.
 NCHW_TO_NHWC = True
-#: The depthwise kernels read the input rows of their block in a loop (each output row's tap
+#: The depthwise + projection kernel reads the input rows of its block in a loop (each output row's tap
 #: row picked by selects) rather than unrolled: the text then has one row's loads, not every
 #: row's (LLVM's compile time on lavapipe grows faster than the loads in the text).
 DW_ROW_LOOP = True
 #: Largest (input rows x input columns) one depthwise invocation loads (register budget).
 DW_MAX_LOADS = 128
+#: The stand-alone depthwise kernel (``conv/depthwise.wgsl``, :func:`_dw_strip`): this many
+#: output columns per invocation (3 to 8 measured alike within 15% on the zoo's layers, 2
+#: slower; one width keeps one pipeline per window), and its cost model's weights per tuning profile,
+#: in vec4 multiply-adds: a storage-buffer vec4 load of the input, a store, a uniform load of
+#: a tap, an accumulator slot move, the fixed part of an invocation, and ``spill``: each
+#: multiply-add's extra cost per vec4 accumulator held (register pressure).
+DW_TW = 4
+DW_COST = {"lane-loop": dict(load=12.0, store=10.0, tap=4.0, move=0.5, fixed=60.0, spill=0.008),
+           "default": dict(load=4.0, store=4.0, tap=2.0, move=0.5, fixed=60.0, spill=0.008)}
+#: ... its invocations per workgroup (lavapipe runs a workgroup on one thread: small ones
+#: balance the threads; 16 and 64 measured alike on large launches, and one size keeps one
+#: pipeline per window), the threads that run them (lavapipe: one per core), and the
+#: invocations one SIMD row of a thread runs at once (llvmpipe at 256 bits: 8).
+DW_WORKGROUP = 16
+DW_CORES = 2
+DW_LANES = 8
 #: The depthwise kernel splits its invocation index with f32 divisions below this many
 #: invocations (exact there), with integer divisions above.
 DW_FDIV_MAX = 1 << 20
@@ -432,7 +452,7 @@ def pool_rows(node, tuning: str = "default") -> int:
             if node.attrs.get("input_add_up2"):
                 tm = up_rows(tm, g["W"])
             return -(-M // tm)
-        tile = _block_tile(g) if variant == "block" else _depthwise_block(g, tuning)
+        tile = _block_tile(g) if variant == "block" else _dw_strip(g, tuning)
         assert tile is not None, "_conv_variant checks the block fits"
         th, tw = tile
         if variant == "block":  # one row per workgroup
@@ -463,9 +483,9 @@ def _pool_partials(lc, conv, rows: int, C: int):
 
 
 def _depthwise_block(g: dict, tuning: str = "default") -> tuple[int, int]:
-    """(TH, TW) output pixels per depthwise invocation: the profile's :data:`DW_BLOCK`,
-    smaller for small images and for windows whose loaded rows x columns would not fit in
-    registers."""
+    """(TH, TW) output pixels of a depthwise pixel block (the depthwise + projection kernel's
+    starting block): the profile's :data:`DW_BLOCK`, smaller for small images and for windows
+    whose loaded rows x columns would not fit in registers."""
     th, tw = DW_BLOCK.get(tuning, DW_BLOCK["default"])
     th, tw = min(th, g["OH"]), min(tw, g["OW"])
     while len(_rows(g, th)) * len(_segment(g, tw)) > DW_MAX_LOADS and th * tw > 1:
@@ -474,6 +494,44 @@ def _depthwise_block(g: dict, tuning: str = "default") -> tuple[int, int]:
         else:
             tw = max(1, tw // 2)
     return th, tw
+
+
+def _dw_taps(g: dict) -> list[tuple[int, int, int]]:
+    """(kh, j, m) per tap row of the stand-alone depthwise kernel: tap row kh reads input row j
+    (< sh) of a row step into accumulator slot m (the output row m steps behind)."""
+    return [(kh, kh * g["dh"] % g["sh"], kh * g["dh"] // g["sh"]) for kh in range(g["KH"])]
+
+
+def _dw_strip(g: dict, tuning: str = "default") -> tuple[int, int]:
+    """(TH, TW): output rows (a strip, walked in a loop) and columns (unrolled) per invocation
+    of the stand-alone depthwise kernel: TW = :data:`DW_TW` (or the output's width when
+    narrower) and the strip height of least :func:`_dw_cost` among those that split the output
+    rows into strips of equal count."""
+    tw = min(DW_TW, g["OW"])
+    heights = {-(-g["OH"] // k) for k in range(1, g["OH"] + 1)}
+    return min(heights, key=lambda th: (_dw_cost(g, th, tw, tuning), -th)), tw
+
+
+def _dw_cost(g: dict, th: int, tw: int, tuning: str = "default") -> float:
+    """Estimated time of the stand-alone depthwise kernel with TH x TW strips, in vec4
+    multiply-adds of one invocation: each invocation's work (:data:`DW_COST`'s weights: a fixed
+    part and the taps; per row step its input loads, multiply-adds, whose cost grows with the
+    accumulators held, and slot moves; per output its store) times the invocations the busiest
+    of :data:`DW_CORES` threads runs (lavapipe runs a workgroup on one thread), rounded up to
+    whole SIMD rows of :data:`DW_LANES` (a partly filled row costs a full one)."""
+    w = DW_COST.get(tuning, DW_COST["default"])
+    taps = _dw_taps(g)
+    A, jr, kk = max(t[2] for t in taps) + 1, len({t[1] for t in taps}), g["KH"] * g["KW"]
+    per_step = (w["load"] * jr * len(_segment(g, tw)) + kk * tw * (1 + w["spill"] * A * tw)
+                + w["move"] * (A - 1) * tw)
+    strips = -(-g["OH"] // th)
+    rows = g["OH"] + strips * (A - 1)  # row steps of one column of strips
+    cols = -(-g["OW"] // tw)
+    per_col = strips * (w["fixed"] + w["tap"] * kk) + rows * per_step + g["OH"] * tw * w["store"]
+    n_inv = g["NB"] * strips * cols * -(-g["O"] // 4)
+    wg = DW_WORKGROUP
+    busiest = min(n_inv, -(-(-(-n_inv // wg)) // DW_CORES) * wg)  # invocations of the busiest thread
+    return -(-busiest // DW_LANES) * DW_LANES * per_col / strips
 
 
 def input_prologue_ok(node, scale=None, residual=None) -> bool:
@@ -901,26 +959,27 @@ def lower_conv2d(node, lc) -> None:
     if variant == "depthwise":
         ep = _conv_epilogue(node, out, layout)
         w = _relayout(lc, f, flayout, "hwio")  # [KH, KW, 1, O] == [KH, KW, O]
-        th, tw = _depthwise_block(g, lc.tuning)
+        th, tw = _dw_strip(g, lc.tuning)
         m = g["O"] // g["C"]  # channel multiplier: output channel o reads input channel o // m
         c4 = -(-g["O"] // 4)
         ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
         n_inv = g["NB"] * ohb * owb * c4
         prm = make_constant(np.array([n_inv, c4, g["O"], owb, ohb, g["H"], g["W"], g["OH"], g["OW"], g["pt"],
-                                      g["pl"], g["C"], _rows(g, th)[-1][0] + 1], dtype=np.uint32), "uint32")
+                                      g["pl"], g["C"], th], dtype=np.uint32), "uint32")
         vec = g["O"] % 4 == 0 and m == 1
         outs = [("out", out)]
         pooled = bool(node.attrs.get("pool_output"))
-        if pooled:  # fuse_conv_pool: per-block channel sums
+        if pooled:  # fuse_conv_pool: per-strip channel sums
             assert vec, "fuse_conv_pool checks pool_output_ok"
             part, reduce_pool = _pool_partials(lc, node, ohb * owb, g["C"])
             outs.append(("pool", part))
         w_ubo = uniform_copy(lc, w) if vec else None
         f_uniform = w_ubo is not None
         w = w_ubo if w_ubo is not None else w
+        taps = _dw_taps(g)
         lc.kernel("conv/depthwise.wgsl", [("x", x), ("f", w)] + ep.operands + [("prm", prm)], outs,
-                  n_inv, workgroup=WORKGROUP, T=T, vec=vec, M=m, TH=th, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
-                  rows=_rows(g, th), row_loop=DW_ROW_LOOP, pool=pooled,
+                  n_inv, workgroup=DW_WORKGROUP, T=T, vec=vec, M=m, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
+                  A=max(t[2] for t in taps) + 1, taps=taps, jrows=sorted({t[1] for t in taps}), pool=pooled,
                   f_uniform=B_UNIFORM_FLOATS // 4 if f_uniform else 0,
                   seg=_segment(g, tw), ep=ep, **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
         if pooled:
