@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -296,6 +296,131 @@ def _depthwise_conv_2d(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, _activation(cv, op, y, _opt(o, "FusedActivationFunction", ACT_NONE)))
 
 
+class _Conv3D(NamedTuple):
+    """The options of a CONV_3D / CONV_3D_TRANSPOSE: (depth, height, width) strides and
+    dilations, the TFLite padding enum and the fused activation."""
+
+    strides: list[int]
+    dilations: list[int]
+    padding: int
+    activation: int
+
+
+def _conv3d_options(cv: Converter, op: OperatorInfo) -> _Conv3D:
+    o = op.options(_fb.Conv3DOptions)
+    strides = [_opt(o, "StrideD", 1), _opt(o, "StrideH", 1), _opt(o, "StrideW", 1)]
+    dilations = [_opt(o, "DilationDFactor", 1), _opt(o, "DilationHFactor", 1), _opt(o, "DilationWFactor", 1)]
+    cv.require_positive(op, strides=strides, dilations=dilations)
+    padding = _opt(o, "Padding", PADDING_SAME)
+    if padding not in (PADDING_SAME, PADDING_VALID):
+        raise cv.unsupported(op, f"padding value {padding}")
+    return _Conv3D(strides, dilations, padding, _opt(o, "FusedActivationFunction", ACT_NONE))
+
+
+def _filter_3d(cv: Converter, op: OperatorInfo, i: int, perm: list[int], shape: list[int]) -> Any:
+    """Input ``i`` (a 5-D filter) transposed by ``perm`` and reshaped to the 4-D ``shape``: in
+    NumPy when it is known at load time, else with the builder."""
+    value = cv.static(op, i)
+    if value is not None and value.dtype.kind == "f":
+        return cv.constant_like(op, i, np.transpose(value, perm).reshape(shape))
+    b, label = cv.builder, cv.label(op)
+    return b.reshape(b.transpose(cv.operand(op, i), permutation=perm, label=label + "/filter"), shape,
+                     label=label + "/filter2d")
+
+
+@handles("CONV_3D", webnn="conv2d over the depth taps stacked along the channels (pad + strided slice per tap + "
+                          "concat + reshape; filter to OHWI) + fused activation")
+def _conv_3d(cv: Converter, op: OperatorInfo) -> None:
+    # out[n, od] = sum over the depth taps i of conv2d(x[n, od * sd + i * dd - pad], w[i]): the
+    # taps' input slices side by side along the channels (within each group) are one conv2d
+    # over [N * OD, H, W, kd * C] with the filter's taps likewise side by side.
+    p = _conv3d_options(cv, op)
+    n, d, h, w, c = (int(v) for v in _check_rank(cv, op, 0, 5))
+    kd, kh, kw, cin, out_c = (int(v) for v in _check_rank(cv, op, 1, 5))
+    if cin <= 0 or c % cin:
+        raise cv.malformed(op, f"input channels {c} not a multiple of the filter's {cin}")
+    groups = c // cin
+    sd, dd = p.strides[0], p.dilations[0]
+    front, back = same_padding(d, kd, sd, dd) if p.padding == PADDING_SAME else (0, 0)
+    od = (d + front + back - (kd - 1) * dd - 1) // sd + 1
+    if od < 1:
+        raise cv.malformed(op, f"a depth of {d} too small for a filter depth of {kd} (dilation {dd})")
+    b, label = cv.builder, cv.label(op)
+    x = cv.operand(op, 0)
+    if front or back:
+        x = b.pad(x, [0, front, 0, 0, 0], [0, back, 0, 0, 0], label=label + "/pad_depth")
+    if kd == 1 and sd == 1:
+        taps = x
+    else:
+        parts = []
+        for i in range(kd):
+            part = b.slice(x, [0, i * dd, 0, 0, 0], [n, od, h, w, c], strides=[1, sd, 1, 1, 1],
+                           label=f"{label}/tap{i}")
+            parts.append(part if groups == 1 else b.reshape(part, [n, od, h, w, groups, cin], label=f"{label}/g{i}"))
+        taps = parts[0] if kd == 1 else b.concat(parts, len(parts[0].shape) - 1, label=label + "/taps")
+    taps = b.reshape(taps, [n * od, h, w, kd * c], label=label + "/stacked")
+    weights = _filter_3d(cv, op, 1, [4, 1, 2, 0, 3], [out_c, kh, kw, kd * cin])
+    padding = conv_padding(p.padding, (h, w), (kh, kw), p.strides[1:], p.dilations[1:])
+    y = b.conv2d(taps, weights, padding=padding, strides=p.strides[1:], dilations=p.dilations[1:], groups=groups,
+                 input_layout="nhwc", filter_layout="ohwi", bias=cv.optional_operand(op, 2), label=label)
+    y = b.reshape(y, [n, od, int(y.shape[1]), int(y.shape[2]), out_c], label=label + "/out")
+    cv.set_output(op, _activation(cv, op, y, p.activation))
+
+
+@handles("CONV_3D_TRANSPOSE", webnn="conv_transpose2d with the depth taps as output channels, then a matmul "
+                                    "with a 0/1 matrix that places each tap at its output depth (+ bias, "
+                                    "fused activation)")
+def _conv_3d_transpose(cv: Converter, op: OperatorInfo) -> None:
+    # Inputs: output_shape, filter [kd, kh, kw, O, I], input [N, D, H, W, I], optional bias.
+    # Input depth id and tap i add conv_transpose2d(x[id], w[i]) to output depth
+    # id * sd + i * dd - pad: one conv_transpose2d gives every tap (kd * O channels), and the
+    # sum over (i, id) per output depth is a product with a constant 0/1 matrix.
+    p = _conv3d_options(cv, op)
+    out_shape = [int(v) for v in cv.value(op, 0).reshape(-1)]
+    kd, kh, kw, out_c, cin = (int(v) for v in _check_rank(cv, op, 1, 5))
+    n, d, h, w, c = (int(v) for v in _check_rank(cv, op, 2, 5))
+    if len(out_shape) != 5 or out_shape[0] != n or out_shape[4] != out_c or c != cin:
+        raise cv.malformed(op, f"output_shape {out_shape} does not fit the input {[n, d, h, w, c]} and the filter "
+                               f"{[kd, kh, kw, out_c, cin]}")
+    od, oh, ow = out_shape[1:4]
+    # TFLite pads as a forward convolution from the output to the input.
+    pads = conv_padding(p.padding, (oh, ow), (kh, kw), p.strides[1:], p.dilations[1:])
+    sd, dd = p.strides[0], p.dilations[0]
+    front = same_padding(od, kd, sd, dd)[0] if p.padding == PADDING_SAME else 0
+    output_padding = []
+    for axis, (size_in, k, s, dil) in enumerate(zip((h, w), (kh, kw), p.strides[1:], p.dilations[1:])):
+        natural = (size_in - 1) * s + (k - 1) * dil + 1 - pads[2 * axis] - pads[2 * axis + 1]
+        extra = out_shape[2 + axis] - natural
+        if not 0 <= extra < s:
+            raise cv.unsupported(op, f"output_shape {out_shape} that WebNN's output_padding cannot reach "
+                                     f"(axis {axis + 2}: natural size {natural})")
+        output_padding.append(extra)
+    b, label = cv.builder, cv.label(op)
+    x = b.reshape(cv.operand(op, 2), [n * d, h, w, c], label=label + "/frames")
+    weights = _filter_3d(cv, op, 1, [0, 3, 1, 2, 4], [kd * out_c, kh, kw, cin])
+    y = b.conv_transpose2d(x, weights, padding=pads, strides=p.strides[1:], dilations=p.dilations[1:],
+                           output_padding=output_padding, input_layout="nhwc", filter_layout="ohwi",
+                           label=label)
+    place = np.zeros((od, kd * d), np.float32)
+    for i in range(kd):
+        for j in range(d):
+            o = j * sd + i * dd - front
+            if 0 <= o < od:
+                place[o, i * d + j] = 1.0
+    if kd == 1 and d == od and np.array_equal(place, np.eye(od)):
+        y = b.reshape(y, [n, od, oh, ow, out_c], label=label + "/out")
+    else:
+        y = b.reshape(y, [n, d, oh * ow, kd, out_c], label=label + "/taps")
+        y = b.transpose(y, permutation=[0, 3, 1, 2, 4], label=label + "/taps_first")
+        y = b.reshape(y, [n, kd * d, oh * ow * out_c], label=label + "/rows")
+        y = b.matmul(cv.constant_like(op, 1, place[None]), y, label=label + "/depth")
+        y = b.reshape(y, [n, od, oh, ow, out_c], label=label + "/out")
+    bias = cv.optional_operand(op, 3)
+    if bias is not None:
+        y = b.add(y, bias, label=label + "/bias")
+    cv.set_output(op, _activation(cv, op, y, p.activation))
+
+
 def _conv_transpose(
     cv: Converter, op: OperatorInfo, x_index: int, w_index: int, bias_index: int,
     padding: list[int], strides: list[int], output_padding: list[int], activation: int,
@@ -471,6 +596,9 @@ def _reduce(method: str) -> Handler:
 for _name, _method in (("MEAN", "reduce_mean"), ("SUM", "reduce_sum"), ("REDUCE_MAX", "reduce_max"),
                        ("REDUCE_MIN", "reduce_min"), ("REDUCE_PROD", "reduce_product")):
     handles(_name, webnn=f"{_method}(axes=, keep_dimensions=)")(_reduce(_method))
+# BOOL tensors are uint8 0 / 1: "any" is their maximum, "all" their minimum.
+handles("REDUCE_ANY", webnn="reduce_max of the BOOL (uint8 0 / 1) values")(_reduce("reduce_max"))
+handles("REDUCE_ALL", webnn="reduce_min of the BOOL (uint8 0 / 1) values")(_reduce("reduce_min"))
 
 
 @handles("RESIZE_BILINEAR", webnn="resample2d(mode='linear', axes=[1, 2]) (half-pixel); two matmuls (other options)")
@@ -1208,12 +1336,13 @@ def _fold_movement(cv: Converter, op: OperatorInfo, values: list) -> list:
     return [np.flip(x, tuple(int(a) for a in values[1].reshape(-1)))]
 
 
-@folds("SUM", "REDUCE_PROD", "REDUCE_MAX", "REDUCE_MIN")
+@folds("SUM", "REDUCE_PROD", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_ANY", "REDUCE_ALL")
 def _fold_reduce(cv: Converter, op: OperatorInfo, values: list) -> list:
     x = values[0]
     axes = tuple(sorted({cv.axis(op, int(a), x.ndim) for a in values[1].reshape(-1)}))
     keep = bool(_opt(op.options(_fb.ReducerOptions), "KeepDims", False))
-    fn = {"SUM": np.add, "REDUCE_PROD": np.multiply, "REDUCE_MAX": np.maximum, "REDUCE_MIN": np.minimum}[op.name]
+    fn = {"SUM": np.add, "REDUCE_PROD": np.multiply, "REDUCE_MAX": np.maximum, "REDUCE_MIN": np.minimum,
+          "REDUCE_ANY": np.maximum, "REDUCE_ALL": np.minimum}[op.name]
     out = fn.reduce(x, axis=axes, keepdims=keep)  # type: ignore[call-overload]
     return [np.asarray(out).astype(x.dtype)]
 
