@@ -125,6 +125,50 @@ def normalizations():
 
 
 @case
+def conv_3d():
+    """CONV_3D (SAME with strides, VALID with a depth dilation, a fused activation) and
+    CONV_3D_TRANSPOSE (strides, SAME and VALID, bias) against LiteRT's 3-D kernels."""
+    rng = np.random.default_rng(40)
+    m = ModelMaker()
+    x = m.input([1, 5, 6, 7, 3])
+    w1 = m.const(_f32(rng, 3, 3, 2, 3, 4, scale=0.5))
+    same = m.op("CONV_3D", [x, w1, m.const(_f32(rng, 4))], [1, 3, 3, 3, 4],
+                options=dict(padding=0, strideD=2, strideH=2, strideW=3, fusedActivationFunction=RELU))
+    w2 = m.const(_f32(rng, 2, 1, 3, 3, 2, scale=0.5))
+    valid = m.op("CONV_3D", [x, w2, -1], [1, 3, 6, 5, 2],
+                 options=dict(padding=1, strideD=1, strideH=1, strideW=1, dilationDFactor=2))
+    y = m.input([1, 3, 4, 2, 4])
+    wt = m.const(_f32(rng, 3, 2, 3, 5, 4, scale=0.5))
+    up = m.op("CONV_3D_TRANSPOSE", [m.const(_i32([1, 6, 8, 4, 5])), wt, y, m.const(_f32(rng, 5))], [1, 6, 8, 4, 5],
+              options=dict(padding=0, strideD=2, strideH=2, strideW=2))
+    wt2 = m.const(_f32(rng, 2, 3, 1, 3, 4, scale=0.5))
+    up2 = m.op("CONV_3D_TRANSPOSE", [m.const(_i32([1, 4, 6, 2, 3])), wt2, y, -1], [1, 4, 6, 2, 3],
+               options=dict(padding=1, strideD=1, strideH=1, strideW=1))
+    m.output(same, valid, up, up2)
+    return m.finish(), [_f32(rng, 1, 5, 6, 7, 3), _f32(rng, 1, 3, 4, 2, 4)]
+
+
+@case
+def top_k_and_any_all():
+    """TOPK_V2 (ties keep index order; float and int32 rows) and REDUCE_ANY / REDUCE_ALL of
+    BOOL tensors (Keras' Masking)."""
+    rng = np.random.default_rng(41)
+    m = ModelMaker()
+    x = m.input(S)
+    vals, idx = m.op("TOPK_V2", [x, m.const(_i32(3))], [[2, 3, 3], [2, 3, 3]], out_dtype=[np.float32, np.int32],
+                     outputs=2)
+    i = m.input([4, 6], dtype=np.int32)
+    ivals, iidx = m.op("TOPK_V2", [i, m.const(_i32(6))], [[4, 6], [4, 6]], out_dtype=np.int32, outputs=2)
+    nz = m.op("NOT_EQUAL", [x, m.const(np.float32(0.0))], S, out_dtype=np.bool_)
+    anys = m.op("REDUCE_ANY", [nz, m.const(_i32([-1]))], [2, 3], out_dtype=np.bool_)
+    alls = m.op("REDUCE_ALL", [nz, m.const(_i32([0, 2]))], [1, 3, 1], out_dtype=np.bool_, options=dict(keepDims=True))
+    m.output(vals, idx, ivals, iidx, anys, alls)
+    xv = np.round(_f32(rng, *S, scale=2.0), 0)  # rounded: ties, and zeros for the masks
+    xv[1, 2] = 0.0
+    return m.finish(), [xv.astype(np.float32), rng.integers(-3, 3, (4, 6)).astype(np.int32)]
+
+
+@case
 def depth_and_space():
     rng = np.random.default_rng(26)
     m = ModelMaker()

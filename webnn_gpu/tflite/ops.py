@@ -354,7 +354,7 @@ def _conv_3d(cv: Converter, op: OperatorInfo) -> None:
     else:
         parts = []
         for i in range(kd):
-            part = b.slice(x, [0, i * dd, 0, 0, 0], [n, od, h, w, c], strides=[1, sd, 1, 1, 1],
+            part = b.slice(x, [0, i * dd, 0, 0, 0], [n, (od - 1) * sd + 1, h, w, c], strides=[1, sd, 1, 1, 1],
                            label=f"{label}/tap{i}")
             parts.append(part if groups == 1 else b.reshape(part, [n, od, h, w, groups, cin], label=f"{label}/g{i}"))
         taps = parts[0] if kd == 1 else b.concat(parts, len(parts[0].shape) - 1, label=label + "/taps")
@@ -1584,6 +1584,42 @@ def _arg_max_min(cv: Converter, op: OperatorInfo) -> None:
     y = getattr(cv.builder, method)(cv.operand(op, 0), axis, keep_dimensions=False,
                                     output_data_type=_webnn_type(cv, op), label=cv.label(op))
     cv.set_output(op, y)
+
+
+@handles("TOPK_V2", webnn="k rounds of arg_max + reduce_max over the last axis, each round's winner then set "
+                          "to -inf (where + equal), concatenated")
+def _topk_v2(cv: Converter, op: OperatorInfo) -> None:
+    # TFLite's TopK: the k largest values of each row (last axis) in descending order, ties
+    # in index order, and their int32 indices. Each round takes the first maximum (arg_max's
+    # tie rule is the lowest index) and masks it out of the next round.
+    shape = [int(v) for v in cv.tensor(op, 0).shape]
+    if not shape:
+        raise cv.malformed(op, "a scalar input (TOPK_V2 needs rank >= 1)")
+    k = int(cv.value(op, 1).reshape(-1)[0])
+    n = shape[-1]
+    if not 0 < k <= n:
+        raise cv.malformed(op, f"k = {k} for rows of {n} values")
+    index_type = _webnn_type(cv, op, 1)
+    b, label = cv.builder, cv.label(op)
+    x = cv.operand(op, 0)
+    axis = len(shape) - 1
+    iota = b.constant({"data_type": index_type, "shape": [n]},
+                      np.arange(n, dtype=np.int32 if index_type == "int32" else np.int64))
+    if x.data_type == cv.float_type:
+        lowest = cv.scalar_constant(-np.inf, cv.float_type)
+    elif x.data_type == "int32":
+        lowest = b.constant({"data_type": "int32", "shape": []}, np.array(np.iinfo(np.int32).min, np.int32))
+    else:
+        raise cv.unsupported(op, f"an input of type {x.data_type} (float or int32 inputs only)")
+    values, indices = [], []
+    for r in range(k):
+        idx = b.arg_max(x, axis, keep_dimensions=True, output_data_type=index_type, label=f"{label}/arg{r}")
+        values.append(b.reduce_max(x, axes=[axis], keep_dimensions=True, label=f"{label}/max{r}"))
+        indices.append(idx)
+        if r + 1 < k:
+            x = b.where(b.equal(iota, idx, label=f"{label}/hit{r}"), lowest, x, label=f"{label}/mask{r}")
+    cv.set_output(op, values[0] if k == 1 else b.concat(values, axis, label=label + "/values"), 0)
+    cv.set_output(op, indices[0] if k == 1 else b.concat(indices, axis, label=label + "/indices"), 1)
 
 
 @handles("CUMSUM", webnn="cumulative_sum(axis, exclusive=, reversed=)")
