@@ -1,5 +1,5 @@
 {#-
-  recurrent/sequence.wgsl: every time step of a GRU (reset_after), LSTM or plain RNN in one
+  recurrent/sequence.wgsl: every time step of a GRU, LSTM or plain RNN in one
   launch: one workgroup per (direction, batch row) keeps its hidden (and cell) state in
   workgroup memory and steps through time with one barrier per step.
 
@@ -10,7 +10,11 @@
                 ([D, B, H]; if has_h0 / has_c0), then the outputs out_h ([D, B, H]), out_c
                 (LSTM), seq ([T, D, B, H], if has_seq)
     H B T D GH I  sizes; direction: "forward" | "backward" | "both"
-    cell        "gru" (reset_after), "lstm" or "rnn" (h = act(x W' + b + h R'): GH = H, no gates)
+    cell        "gru", "lstm" or "rnn" (h = act(x W' + b + h R'): GH = H, no gates)
+    reset_after GRU: the reset gate multiplies the recurrent product (True) or the state before
+                it (False: each step computes z and r * h of every unit first, into workgroup
+                memory, then, after a barrier, the new gate from r * h; every recurrent bias
+                is then folded into proj)
     gate        row block of each gate ({"z", "r", "n"} or {"i", "o", "f", "g"}; {"n": 0} for rnn)
     acts        the activations ([f, g] GRU, [f, g, h] LSTM, [g] rnn)
     r_t, has_rbias, has_peep, has_h0, has_c0, has_seq
@@ -58,6 +62,11 @@ vec4<f32>(f32(load_{{ name }}({{ i }})), f32(load_{{ name }}({{ i }} + 1u)), f32
 {% set HQ, GQ = H // 4, GH // 4 %}
 {% endif %}
 var<workgroup> hs: array<f32, {{ 2 * H }}>;
+{% set gru0 = cell == "gru" and not reset_after %}
+{% if gru0 %}
+var<workgroup> rhs: array<f32, {{ H }}>;
+var<workgroup> zs: array<f32, {{ H }}>;
+{% endif %}
 {% if cell == "lstm" %}
 var<workgroup> cs: array<f32, {{ H }}>;
 {% endif %}
@@ -93,6 +102,47 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 {% endif %}
     let cur = (s & 1u) * {{ H }}u;
     let nxt = {{ H }}u - cur;
+{% if gru0 and vec %}
+{% set ZQ, RQ = gate.z * HQ, gate.r * HQ %}
+    for (var q = lid.x; q < {{ HQ }}u; q = q + {{ WG }}u) {
+      let j = q * 4u;
+      let pq = prow / 4u + q;
+      var az = vec4<f32>(0.0);
+      var ar = vec4<f32>(0.0);
+      for (var k = 0u; k < {{ H }}u; k = k + 1u) {
+        let hk = hs[cur + k];
+        let rq = (d * {{ H }}u + k) * {{ GQ }}u + q;
+        az = az + hk * r4[rq + {{ ZQ }}u];
+        ar = ar + hk * r4[rq + {{ RQ }}u];
+      }
+      let z = {{ acts[0] }}4(proj4[pq + {{ ZQ }}u] + az);
+      let rh = {{ acts[0] }}4(proj4[pq + {{ RQ }}u] + ar) * vec4<f32>(hs[cur + j], hs[cur + j + 1u], hs[cur + j + 2u], hs[cur + j + 3u]);
+      zs[j] = z.x;
+      zs[j + 1u] = z.y;
+      zs[j + 2u] = z.z;
+      zs[j + 3u] = z.w;
+      rhs[j] = rh.x;
+      rhs[j + 1u] = rh.y;
+      rhs[j + 2u] = rh.z;
+      rhs[j + 3u] = rh.w;
+    }
+{% elif gru0 %}
+{% set ZO, RO = gate.z * H, gate.r * H %}
+    for (var j = lid.x; j < {{ H }}u; j = j + {{ WG }}u) {
+      var az = 0.0;
+      var ar = 0.0;
+      for (var k = 0u; k < {{ H }}u; k = k + 1u) {
+        let hk = hs[cur + k];
+        az = az + hk * {{ rload(ZO) }};
+        ar = ar + hk * {{ rload(RO) }};
+      }
+      zs[j] = {{ rnn.act(acts[0], "load_proj(prow + " ~ ZO ~ "u + j) + az") }};
+      rhs[j] = {{ rnn.act(acts[0], "load_proj(prow + " ~ RO ~ "u + j) + ar") }} * hs[cur + j];
+    }
+{% endif %}
+{% if gru0 %}
+    workgroupBarrier();
+{% endif %}
 {% if vec %}
     for (var q = lid.x; q < {{ HQ }}u; q = q + {{ WG }}u) {
       let j = q * 4u;
@@ -124,6 +174,16 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
       cs[j + 1u] = ct.y;
       cs[j + 2u] = ct.z;
       cs[j + 3u] = ct.w;
+{% elif gru0 %}
+{% set NQ = gate.n * HQ %}
+      var an = vec4<f32>(0.0);
+      for (var k = 0u; k < {{ H }}u; k = k + 1u) {
+        an = an + rhs[k] * r4[(d * {{ H }}u + k) * {{ GQ }}u + q + {{ NQ }}u];
+      }
+      let z = vec4<f32>(zs[j], zs[j + 1u], zs[j + 2u], zs[j + 3u]);
+      let n = {{ acts[1] }}4(proj4[pq + {{ NQ }}u] + an);
+      let h = vec4<f32>(hs[cur + j], hs[cur + j + 1u], hs[cur + j + 2u], hs[cur + j + 3u]);
+      let hn = z * h + n * (1.0 - z);
 {% elif cell == "gru" %}
 {% set ZQ, RQ, NQ = gate.z * HQ, gate.r * HQ, gate.n * HQ %}
       var az = vec4<f32>(0.0);
@@ -186,6 +246,15 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 {{ rnn.lstm_gates(acts, has_peep, H) }}
       cs[j] = ct;
       let hn = ht;
+{% elif gru0 %}
+{% set NO = gate.n * H %}
+      var an = 0.0;
+      for (var k = 0u; k < {{ H }}u; k = k + 1u) {
+        an = an + rhs[k] * {{ rload(NO) }};
+      }
+      let z = zs[j];
+      let n = {{ rnn.act(acts[1], "load_proj(prow + " ~ NO ~ "u + j) + an") }};
+      let hn = z * hs[cur + j] + n * (1.0 - z);
 {% elif cell == "gru" %}
 {% set ZO, RO, NO = gate.z * H, gate.r * H, gate.n * H %}
       var az = 0.0;

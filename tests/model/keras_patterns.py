@@ -150,9 +150,14 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     final h and c. ``cell`` ``"tanh"``, ``"relu"`` or ``"relu6"``: a Keras SimpleRNN with that activation
     (a fully connected layer of the hidden state without bias, one of the step's input with
     bias, ADD, the activation; the buffer holds the last state); ``"relu6"`` is no plain RNN
-    that WebNN's gru can express: the loop must be unrolled.
+    that WebNN's gru can express: the loop must be unrolled. ``"gru0"``: a Keras GRU with
+    ``reset_after=False`` (the state's product gives the update and reset gates, a second
+    square one of ``r * h`` the new gate, as Keras writes it; ``near_miss``: that product
+    reads ``h`` instead of ``r * h``, which no WebNN gru computes).
     """
-    rng = np.random.default_rng({"lstm": 44, "gru": 45}.get(cell, 46))
+    reset_after = cell != "gru0"
+    cell = "gru" if cell == "gru0" else cell
+    rng = np.random.default_rng({"lstm": 44, "gru": 45 if reset_after else 47}.get(cell, 46))
     steps, batch, features, units = 5, 2, 3, 4
     gates = {"lstm": 4, "gru": 3}.get(cell, 1)
     m = ModelMaker()
@@ -233,6 +238,21 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
         h1 = m.op({"tanh": "TANH", "relu": "RELU", "relu6": "RELU6"}[cell], [m.op("ADD", [xw, rec], state)], state)
         buf1 = m.op("RESHAPE", [h1, m.const(np.int32(buf_shape))], buf_shape)
         m.output(i1, t1, buf1, h1, ins[-1])
+    elif not reset_after:
+        xw = m.op("FULLY_CONNECTED", [x_t, m.const(_f32(rng, gates * units, features, scale=0.5)),
+                                      m.const(_f32(rng, gates * units, scale=0.3))], [batch, gates * units])
+        xz, xr, xn = m.op("SPLIT", [m.const(np.int32(1)), xw], [state] * 3, options=dict(numSplits=3), outputs=3)
+        rec = m.op("FULLY_CONNECTED", [h, m.const(_f32(rng, 2 * units, units, scale=0.5)), -1], [batch, 2 * units])
+        hz, hr = m.op("SPLIT", [m.const(np.int32(1)), rec], [state] * 2, options=dict(numSplits=2), outputs=2)
+        u = sig(m.op("ADD", [xz, hz], state))
+        r = sig(m.op("ADD", [xr, hr], state))
+        rh = h if near_miss else m.op("MUL", [r, h], state)
+        hn = m.op("FULLY_CONNECTED", [rh, m.const(_f32(rng, units, units, scale=0.5)), -1], state)
+        n = tanh(m.op("ADD", [xn, hn], state))
+        keep = m.op("SUB", [m.const(np.float32(1.0)), u], state)
+        h1 = m.op("ADD", [m.op("MUL", [u, h], state), m.op("MUL", [keep, n], state)], state)
+        buf1 = m.op("RESHAPE", [h1, m.const(np.int32(buf_shape))], buf_shape)
+        m.output(i1, t1, buf1, h1, ins[-1])
     else:
         xw = m.op("FULLY_CONNECTED", [x_t, m.const(_f32(rng, gates * units, features, scale=0.5)),
                                       m.const(_f32(rng, gates * units, scale=0.3))], [batch, gates * units])
@@ -287,6 +307,16 @@ def gru_loop():
 @case
 def gru_loop_near_miss():
     return recurrent_loop("gru", near_miss=True)
+
+
+@case
+def gru_loop_reset_before():
+    return recurrent_loop("gru0")
+
+
+@case
+def gru_loop_reset_before_near_miss():
+    return recurrent_loop("gru0", near_miss=True)
 
 
 @case

@@ -76,13 +76,14 @@ def test_input_shapes_must_fit_the_signature(ctx):
 
 @pytest.mark.parametrize("case, mapped", [("lstm_loop", True), ("lstm_loop_state_only", True),
                                           ("lstm_loop_backward", True), ("gru_loop", True),
-                                          ("gru_loop_near_miss", False),
+                                          ("gru_loop_near_miss", False), ("gru_loop_reset_before", True),
+                                          ("gru_loop_reset_before_near_miss", False),
                                           ("simple_rnn_loop", True), ("simple_rnn_loop_relu", True),
                                           ("simple_rnn_loop_near_miss", False)])
 def test_recurrent_loops_become_one_operator_only_when_they_are_one(case, mapped, ctx, monkeypatch):
     """A Keras 3 LSTM / GRU loop (with a buffer, or an LSTM returning its states alone, or the
-    backward half of a Bidirectional: the backward direction, the reversals views) becomes
-    one lstm / gru, a SimpleRNN loop (tanh or relu) one
+    backward half of a Bidirectional: the backward direction, the reversals views; a GRU with
+    reset_after=False: one sequence kernel) becomes one lstm / gru, a SimpleRNN loop (tanh or relu) one
     gru in plain-RNN form (two kernels); a near miss (a RELU candidate in a GRU, RELU6 in a
     SimpleRNN) is unrolled; all agree with LiteRT (test_keras_patterns_match_litert)."""
     from webnn_gpu.tflite import loops
@@ -100,6 +101,8 @@ def test_recurrent_loops_become_one_operator_only_when_they_are_one(case, mapped
     assert calls == [mapped]
     if case == "lstm_loop_backward":  # the backward direction, no reversal kernels
         assert not [s.label for s in model.graph._steps if "REVERSE" in s.label or "reverse" in s.label]
+    if mapped and case == "gru_loop_reset_before":
+        assert [s.template for s in model.graph._steps if hasattr(s, "template")][-1] == "recurrent/sequence.wgsl"
     if mapped and case.startswith("simple_rnn"):
         assert [s.template for s in model.graph._steps if hasattr(s, "template")][-1] == "recurrent/sequence.wgsl"
         assert model.graph.kernel_count == 3  # the input's transpose, the projection, the sequence

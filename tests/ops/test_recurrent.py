@@ -431,13 +431,15 @@ def test_gru_as_plain_rnn(ctx, rng, act, r_bias, direction):
     _check(out["s"], rs, "float32")
 
 
-@pytest.mark.parametrize("op, direction, dt, hidden", [
-    ("lstm", "both", "float32", 8), ("lstm", "backward", "float32", 6), ("gru", "forward", "float16", 4),
-    ("gru", "both", "float32", 5)])
-def test_sequence_kernel_constant_weights(ctx, rng, op, direction, dt, hidden):
+@pytest.mark.parametrize("op, direction, dt, hidden, reset_after", [
+    ("lstm", "both", "float32", 8, True), ("lstm", "backward", "float32", 6, True),
+    ("gru", "forward", "float16", 4, True), ("gru", "both", "float32", 5, True), ("gru", "backward", "float32", 8, False),
+    ("gru", "both", "float16", 6, False)])
+def test_sequence_kernel_constant_weights(ctx, rng, op, direction, dt, hidden, reset_after):
     """Constant weights (what models load): the projection as a gemm (float32) or the project
     kernel (float16), then the sequence kernel reading the transposed recurrent weight as
-    vec4 (hidden_size % 4 == 0) or scalars; every option that the kernel reads."""
+    vec4 (hidden_size % 4 == 0) or scalars; every option that the kernel reads (a GRU with
+    reset_after=False: z and r * h of every unit, a barrier, then the new gate)."""
     steps, batch, isz = 5, 3, 6
     nd, g = (2 if direction == "both" else 1), (4 if op == "lstm" else 3)
     arrs = {"x": _rand(rng, (steps, batch, isz), dt, 1.0), "w": _rand(rng, (nd, g * hidden, isz), dt),
@@ -456,9 +458,10 @@ def test_sequence_kernel_constant_weights(ctx, rng, op, direction, dt, hidden):
         outs = {"h": h, "c": cc, "s": s}
     else:
         h, s = b.gru(x, c["w"], c["r"], steps, hidden, bias=c["b"], recurrent_bias=c["rb"],
-                     initial_hidden_state=c["h0"], return_sequence=True, direction=direction)
+                     initial_hidden_state=c["h0"], return_sequence=True, direction=direction,
+                     reset_after=reset_after)
         want = ref_gru(arrs["x"], arrs["w"], arrs["r"], steps, hidden, arrs["b"], arrs["rb"], arrs["h0"],
-                       direction=direction)
+                       reset_after=reset_after, direction=direction)
         outs = {"h": h, "s": s}
     graph = b.build(outs)
     templates = [st.template for st in graph._steps if hasattr(st, "template")]

@@ -634,12 +634,11 @@ def _project_gemm(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None,
 
 def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None) -> bool:
     """``project`` then one ``sequence`` kernel for every step (state in workgroup memory);
-    False (nothing added) where the kernel does not apply: GRU with ``reset_after=False``,
+    False (nothing added) where the kernel does not apply:
     a recurrent product above :data:`SEQUENCE_MAX_MACS` (unless ``WEBNN_GPU_FORCE_RECURRENT=sequence``),
     more bindings or workgroup memory than the device has, or ``WEBNN_GPU_FORCE_RECURRENT=steps``."""
     a = node.attrs
-    if not is_lstm and not a.get("reset_after", True):
-        return False
+    reset_after = is_lstm or a.get("reset_after", True)
     vx, vw, vr, vb, vrb, vp, vh, vc = _operands(node, is_lstm)
     forced = _env.force("recurrent")
     if forced not in ("", "steps", "sequence"):
@@ -651,11 +650,13 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
     if (hidden * gh > SEQUENCE_MAX_MACS and forced != "sequence") or nd * batch > int(lc.limits.get("max-compute-workgroups-per-dimension",
                                                                          65535)):
         return False
-    if 12 * hidden > int(lc.limits.get("max-compute-workgroup-storage-size", 16384)):
+    # Workgroup memory: two hidden states, and the cell state (LSTM) or z and r * h (GRU
+    # with reset_after=False), in f32.
+    if (12 if reset_after else 16) * hidden > int(lc.limits.get("max-compute-workgroup-storage-size", 16384)):
         return False
     cell, acts, gate = ("lstm" if is_lstm else "gru"), a["activations"], _GATE_INDEX[a["layout"]]
-    # Recurrent biases fold into the projection except GRU's new gate.
-    fold_limit = gh if is_lstm else 2 * hidden
+    # Recurrent biases fold into the projection except GRU's new gate with reset_after.
+    fold_limit = gh if is_lstm or not reset_after else 2 * hidden
     rbias = vrb
     if not is_lstm and _plain_rnn(node):
         n0 = gate["n"] * hidden
@@ -670,7 +671,8 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
     if r_t is not None and vec and r_t.data_type != "float32":
         r_t = Value("float32", r_t.shape, "constant", data=_host(r_t).reshape(-1).astype(np.float32))
     seq_ins = [("proj", None), ("r", r_t or vr)] + [
-        (k, v) for k, v in (("rbias", rbias if cell == "gru" else None), ("peep", vp), ("h0", vh), ("c0", vc))
+        (k, v) for k, v in (("rbias", rbias if cell == "gru" and reset_after else None), ("peep", vp), ("h0", vh),
+                            ("c0", vc))
         if v is not None]
     outs = [("out_h", node.outputs[0])] + ([("out_c", node.outputs[1])] if is_lstm else []) + \
         ([("seq", seq)] if seq is not None else [])
@@ -690,7 +692,7 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
     wg = min(256, -(-lanes // 8) * 8)
     lc.kernel("recurrent/sequence.wgsl", seq_ins, outs, nd * batch * hidden, groups=(nd * batch, 1, 1),
               proj_tbd=proj.shape == (common["T"] * batch, nd * gh),
-              workgroup=wg, cell=cell, gate=gate, acts=acts, r_t=r_t is not None, vec=vec,
-              has_rbias=cell == "gru" and rbias is not None, has_peep=vp is not None, has_h0=vh is not None,
+              workgroup=wg, cell=cell, gate=gate, acts=acts, r_t=r_t is not None, vec=vec, reset_after=reset_after,
+              has_rbias=cell == "gru" and reset_after and rbias is not None, has_peep=vp is not None, has_h0=vh is not None,
               has_c0=vc is not None, has_seq=seq is not None, **common)
     return True

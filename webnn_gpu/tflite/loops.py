@@ -1,9 +1,11 @@
 """Map a ``WHILE`` loop that is a recurrent layer onto WebNN's ``lstm`` / ``gru``.
 
-TensorFlow's converter writes a Keras 3 ``LSTM``, ``GRU`` or ``SimpleRNN`` layer as a
-``WHILE`` loop whose body computes one time step from fully connected layers, a split into
-gates and the gate activations, and writes the new state into a buffer (the layer's output
-sequence, or its last state; no buffer for a layer that returns its states alone).
+TensorFlow's converter writes a Keras 3 ``LSTM``, ``GRU`` (either ``reset_after``; with
+``reset_after=False`` a second product of the state times the reset gate feeds the new
+gate) or ``SimpleRNN`` layer as a ``WHILE`` loop whose body computes one time step from
+fully connected layers, a split into gates and the gate activations, and writes the new
+state into a buffer (the layer's output sequence, or its last state; no buffer for a layer
+that returns its states alone).
 Unrolled, that is ten or more kernels per time step; as one ``lstm`` / ``gru`` operator it
 is two kernels for every step (``ops.recurrent``). A ``SimpleRNN`` becomes a ``gru`` in
 plain-RNN form (:func:`plain_rnn`), its activation the ``TANH``, ``RELU`` or ``LOGISTIC``
@@ -19,8 +21,7 @@ the operators' TFLite definitions) on new random values at every time step (a sp
 16 in loops over 256 steps) gives what the WebNN operator's equations give with those
 parameters, for every loop variable: the states, the buffer, the counters and the
 variables passed through. Anything else
-(another cell, other activations, ``reset_after=False``, a loop that reads its input in
-another order) is left to the unrolling in ``ops._while``: the mapping never changes a
+(another cell, other activations, a loop that reads its input in another order) is left to the unrolling in ``ops._while``: the mapping never changes a
 result.
 """
 
@@ -113,6 +114,19 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
     fcs = _fc_params(bsub)
     rec = [(bsub.inputs.index(t), w, b) for t, w, b in fcs if t in bsub.inputs and bsub.inputs.index(t) in changing]
     inp = [(t, w, b) for t, w, b in fcs if t not in bsub.inputs]
+    reset_after = True
+    if len(rec) == 1 and len(inp) == 2 and rec[0][1].shape[0] == 2 * rec[0][1].shape[1]:
+        # A GRU with reset_after=False (Keras' GRU(reset_after=False)): the state's product
+        # gives the update and reset gates, and a square one on r * h the new gate.
+        hid = rec[0][1].shape[1]
+        square = [k for k, (_, w, _) in enumerate(inp) if w.shape == (hid, hid)]
+        if len(square) == 1:
+            _, n_w, n_b = inp.pop(square[0])
+            _, zr_w, zr_b = rec[0]
+            zr_b = zr_b if zr_b is not None else np.zeros(2 * hid)
+            rec = [(rec[0][0], np.concatenate([zr_w, n_w]),
+                    np.concatenate([zr_b, n_b if n_b is not None else np.zeros(hid)]))]
+            reset_after = False
     if len(rec) != 1 or len(inp) != 1:
         return False
     h_var, r_w, r_b = rec[0]
@@ -205,6 +219,9 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
             return _sigmoid(o) * np.tanh(c), c
         xz, hz = np.split(x @ w_w.T + w_bias, 3, axis=1), np.split(h @ r_w.T + r_bias, 3, axis=1)
         u, r = _sigmoid(xz[0] + hz[0]), _sigmoid(xz[1] + hz[1])
+        if not reset_after:
+            n_rows = slice(2 * hidden, 3 * hidden)
+            return u * h + (1 - u) * np.tanh(xz[2] + (r * h) @ r_w[n_rows].T + r_bias[n_rows]), None
         return u * h + (1 - u) * np.tanh(xz[2] + r * hz[2]), None
 
     # Every step (a spread of 16 in longer loops), each with new random values.
@@ -249,7 +266,7 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
         return False
     _emit(cv, op, entries, act=act, gates=gates, hidden=hidden, steps=steps, batch=batch, w=w_w, r=r_w, w_bias=w_bias,
           r_bias=r_bias, h_var=h_var, c_var=c_var, seq_var=seq_var, buf_var=buf_var, whole_sequence=whole_sequence,
-          final_counters=counters_at(steps), passthrough=passthrough)
+          final_counters=counters_at(steps), passthrough=passthrough, reset_after=reset_after)
     return True
 
 
@@ -285,7 +302,7 @@ def plain_rnn(cv: Converter, x: Any, w: np.ndarray, r: np.ndarray, bias: np.ndar
 def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gates: int, hidden: int, steps: int, batch: int,
           w: np.ndarray, r: np.ndarray, w_bias: np.ndarray, r_bias: np.ndarray, h_var: int, c_var: int | None,
           seq_var: int, buf_var: int | None, whole_sequence: bool, final_counters: dict[int, np.ndarray],
-          passthrough: list[int]) -> None:
+          passthrough: list[int], reset_after: bool = True) -> None:
     b, label = cv.builder, cv.label(op)
 
     def const(a: np.ndarray) -> Any:
@@ -323,7 +340,7 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gate
                                return_sequence=True, direction=direction, layout="ifgo", label=label + "/lstm")
     else:
         h_t, seq = b.gru(x, weight, recurrent, steps, hidden, bias=const(w_bias[None]),
-                         recurrent_bias=const(r_bias[None]), initial_hidden_state=initial(h_var), reset_after=True,
+                         recurrent_bias=const(r_bias[None]), initial_hidden_state=initial(h_var), reset_after=reset_after,
                          return_sequence=True, direction=direction, layout="zrn", label=label + "/gru")
 
     for k, value in final_counters.items():
