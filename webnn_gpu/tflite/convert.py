@@ -77,6 +77,10 @@ class Converter:
         # (a backward recurrent layer's buffer): tensor -> (that operand, the axis); a
         # REVERSE_V2 of them (through reshapes) is the operand itself.
         self.reversed_of: dict[int, tuple[Any, int]] = {}
+        # Quantized tensors whose operand holds their real (dequantized) values already: a
+        # GATHER from an int8 table (dynamic-range quantization of an Embedding), read only
+        # by DEQUANTIZE, which then passes the operand on.
+        self.dequantized: set[int] = set()
 
     # -- naming and errors
     def label(self, op: OperatorInfo) -> str:

@@ -623,6 +623,9 @@ def _resize_bilinear(cv: Converter, op: OperatorInfo) -> None:
 @handles("DEQUANTIZE", webnn="(folded at load time into a constant)")
 def _dequantize(cv: Converter, op: OperatorInfo) -> None:
     t = cv.tensor(op, 0)
+    if t.index in cv.dequantized:  # computed from the dequantized constant (a quantized table's GATHER)
+        cv.set_output(op, cv.operand(op, 0))
+        return
     stored = cv._folded.get(t.index, t.data)  # a DENSIFY before it has been folded
     if stored is None:
         raise cv.unsupported(op, "a run-time (non-constant) input; only constant weights can be dequantized")
@@ -2097,7 +2100,33 @@ def _gather(cv: Converter, op: OperatorInfo) -> None:
     axis = cv.axis(op, int(_opt(o, "Axis", 0)), rank)
     ids = _wrapped_indices(cv, op, int(cv.tensor(op, 0).shape[axis]))
     indices = cv.operand(op, 1) if ids is None else cv._operands[ids]
-    cv.set_output(op, cv.builder.gather(cv.operand(op, 0), indices, axis=axis, label=cv.label(op)))
+    table = _dequantized_table(cv, op, axis)
+    cv.set_output(op, cv.builder.gather(cv.operand(op, 0) if table is None else table, indices, axis=axis,
+                                        label=cv.label(op)))
+    if table is not None:
+        cv.dequantized.add(op.outputs[0])
+
+
+def _dequantized_table(cv: Converter, op: OperatorInfo, axis: int) -> Any | None:
+    """The real values of GATHER's table as a float constant when the table is a quantized
+    integer constant (TensorFlow's dynamic-range quantization of an ``Embedding``), the
+    output keeps the table's quantization and only DEQUANTIZE reads it: the gathered real
+    values are what DEQUANTIZE gives. Else None (the table as it is)."""
+    t, out = cv.tensor(op, 0), cv.out_tensor(op)
+    q, oq = t.quantization, out.quantization
+    if q is None or oq is None or t.data is None or t.type_name not in ("INT8", "UINT8", "INT16") \
+            or out.type_name != t.type_name or out.index in cv.model.outputs:
+        return None
+    if q.scale.size != 1:  # per channel: along an axis the gather keeps in place
+        ids_rank = len(cv.tensor(op, 1).shape)
+        if q.axis == axis or oq.axis != (q.axis if q.axis < axis else q.axis + ids_rank - 1):
+            return None
+    if not (np.array_equal(q.scale, oq.scale) and np.array_equal(q.zero_point, oq.zero_point)):
+        return None
+    readers = [o for o in cv.model.operators if out.index in o.inputs]
+    if not readers or any(o.name != "DEQUANTIZE" for o in readers):
+        return None
+    return cv.constant_like(op, 0, dequantize(t.data, q))
 
 
 def _wrapped_indices(cv: Converter, op: OperatorInfo, size: int) -> int | None:
