@@ -135,7 +135,7 @@ def tensor_list_loop():
 
 
 def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool = False, buffer: bool = True,
-                   reverse: bool = False) -> tuple[bytes, list[np.ndarray]]:
+                   reverse: bool = False, weights: str = "float32") -> tuple[bytes, list[np.ndarray]]:
     """A Keras 3 LSTM or GRU layer as TensorFlow's converter writes it: a time-major
     sequence, a WHILE with two counters, a body of fully connected layers, a gate split
     and the activations, and a buffer written per step (LSTM: the whole sequence through
@@ -154,6 +154,9 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     ``reset_after=False`` (the state's product gives the update and reset gates, a second
     square one of ``r * h`` the new gate, as Keras writes it; ``near_miss``: that product
     reads ``h`` instead of ``r * h``, which no WebNN gru computes).
+    ``weights`` ``"float16"``: the body's weights and biases are float16 behind DEQUANTIZE
+    (``Optimize.DEFAULT`` with float16); ``"int8"``: the fully connected weights are int8 with
+    per-row scales, used directly (dynamic-range quantization).
     """
     reset_after = cell != "gru0"
     cell = "gru" if cell == "gru0" else cell
@@ -190,6 +193,16 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
                   [], out_dtype=np.bool_)
     m.output(go)
 
+    def weight(*shape: int, scale: float) -> int:
+        v = _f32(rng, *shape, scale=scale)
+        if weights == "float16":
+            return m.op("DEQUANTIZE", [m.const(v.astype(np.float16))], list(shape))
+        if weights == "int8" and len(shape) == 2:
+            scales = np.abs(v).max(axis=1) / 127
+            return m.const(np.round(v / scales[:, None]).astype(np.int8),
+                           quant=(scales.tolist(), [0] * shape[0], 0))
+        return m.const(v)
+
     body = m.subgraph()
     ins = [m.input(s, d) for s, d in zip(shapes, dtypes)]
     if not buffer:
@@ -203,11 +216,11 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     tanh = lambda v: m.op("TANH", [v], state)  # noqa: E731
     if cell == "lstm":
         c = ins[4]
-        rec = m.op("FULLY_CONNECTED", [h, m.const(_f32(rng, gates * units, units, scale=0.5)), -1],
+        rec = m.op("FULLY_CONNECTED", [h, weight(gates * units, units, scale=0.5), -1],
                    [batch, gates * units])
-        xw = m.op("FULLY_CONNECTED", [x_t, m.const(_f32(rng, gates * units, features, scale=0.5)), -1],
+        xw = m.op("FULLY_CONNECTED", [x_t, weight(gates * units, features, scale=0.5), -1],
                   [batch, gates * units])
-        z = m.op("ADD", [m.op("ADD", [xw, rec], [batch, gates * units]), m.const(_f32(rng, gates * units, scale=0.3))],
+        z = m.op("ADD", [m.op("ADD", [xw, rec], [batch, gates * units]), weight(gates * units, scale=0.3)],
                  [batch, gates * units])
         gi, gf, gg, go = m.op("SPLIT", [m.const(np.int32(1)), z], [state] * 4, options=dict(numSplits=4), outputs=4)
         c1 = m.op("ADD", [m.op("MUL", [sig(gf), c], state), m.op("MUL", [sig(gi), tanh(gg)], state)], state)
@@ -232,33 +245,33 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
         buf1 = m.op("CONCATENATION", [pre, row, post], buf_shape, options=dict(axis=0))
         m.output(i1, t1, buf1, h1, c1, ins[-1])
     elif gates == 1:
-        rec = m.op("FULLY_CONNECTED", [h, m.const(_f32(rng, units, units, scale=0.5)), -1], state)
-        xw = m.op("FULLY_CONNECTED", [x_t, m.const(_f32(rng, units, features, scale=0.5)),
-                                      m.const(_f32(rng, units, scale=0.3))], state)
+        rec = m.op("FULLY_CONNECTED", [h, weight(units, units, scale=0.5), -1], state)
+        xw = m.op("FULLY_CONNECTED", [x_t, weight(units, features, scale=0.5),
+                                      weight(units, scale=0.3)], state)
         h1 = m.op({"tanh": "TANH", "relu": "RELU", "relu6": "RELU6"}[cell], [m.op("ADD", [xw, rec], state)], state)
         buf1 = m.op("RESHAPE", [h1, m.const(np.int32(buf_shape))], buf_shape)
         m.output(i1, t1, buf1, h1, ins[-1])
     elif not reset_after:
-        xw = m.op("FULLY_CONNECTED", [x_t, m.const(_f32(rng, gates * units, features, scale=0.5)),
-                                      m.const(_f32(rng, gates * units, scale=0.3))], [batch, gates * units])
+        xw = m.op("FULLY_CONNECTED", [x_t, weight(gates * units, features, scale=0.5),
+                                      weight(gates * units, scale=0.3)], [batch, gates * units])
         xz, xr, xn = m.op("SPLIT", [m.const(np.int32(1)), xw], [state] * 3, options=dict(numSplits=3), outputs=3)
-        rec = m.op("FULLY_CONNECTED", [h, m.const(_f32(rng, 2 * units, units, scale=0.5)), -1], [batch, 2 * units])
+        rec = m.op("FULLY_CONNECTED", [h, weight(2 * units, units, scale=0.5), -1], [batch, 2 * units])
         hz, hr = m.op("SPLIT", [m.const(np.int32(1)), rec], [state] * 2, options=dict(numSplits=2), outputs=2)
         u = sig(m.op("ADD", [xz, hz], state))
         r = sig(m.op("ADD", [xr, hr], state))
         rh = h if near_miss else m.op("MUL", [r, h], state)
-        hn = m.op("FULLY_CONNECTED", [rh, m.const(_f32(rng, units, units, scale=0.5)), -1], state)
+        hn = m.op("FULLY_CONNECTED", [rh, weight(units, units, scale=0.5), -1], state)
         n = tanh(m.op("ADD", [xn, hn], state))
         keep = m.op("SUB", [m.const(np.float32(1.0)), u], state)
         h1 = m.op("ADD", [m.op("MUL", [u, h], state), m.op("MUL", [keep, n], state)], state)
         buf1 = m.op("RESHAPE", [h1, m.const(np.int32(buf_shape))], buf_shape)
         m.output(i1, t1, buf1, h1, ins[-1])
     else:
-        xw = m.op("FULLY_CONNECTED", [x_t, m.const(_f32(rng, gates * units, features, scale=0.5)),
-                                      m.const(_f32(rng, gates * units, scale=0.3))], [batch, gates * units])
+        xw = m.op("FULLY_CONNECTED", [x_t, weight(gates * units, features, scale=0.5),
+                                      weight(gates * units, scale=0.3)], [batch, gates * units])
         xz, xr, xn = m.op("SPLIT", [m.const(np.int32(1)), xw], [state] * 3, options=dict(numSplits=3), outputs=3)
-        rec = m.op("FULLY_CONNECTED", [h, m.const(_f32(rng, gates * units, units, scale=0.5)),
-                                       m.const(_f32(rng, gates * units, scale=0.3))], [batch, gates * units])
+        rec = m.op("FULLY_CONNECTED", [h, weight(gates * units, units, scale=0.5),
+                                       weight(gates * units, scale=0.3)], [batch, gates * units])
         hz, hr, hn = (m.op("STRIDED_SLICE", [rec, m.const(np.int32([0, k * units])),
                                              m.const(np.int32([0, (k + 1) * units])), m.const(np.int32([1, 1]))],
                            state, options=dict(beginMask=1, endMask=1)) for k in range(3))
@@ -307,6 +320,16 @@ def gru_loop():
 @case
 def gru_loop_near_miss():
     return recurrent_loop("gru", near_miss=True)
+
+
+@case
+def gru_loop_float16():
+    return recurrent_loop("gru", weights="float16")
+
+
+@case
+def lstm_loop_float16():
+    return recurrent_loop("lstm", weights="float16")
 
 
 @case
@@ -533,3 +556,29 @@ def embedding(shift: int = 0) -> tuple[bytes, list[np.ndarray]]:
 
 KERAS_CASES["embedding"] = embedding
 KERAS_CASES["embedding_near_miss"] = lambda: embedding(shift=-1)
+
+
+def embedding_int8(per_channel: bool = False, second_reader: bool = False) -> tuple[bytes, list[np.ndarray]]:
+    """An Embedding converted with ``Optimize.DEFAULT`` (dynamic-range quantization): GATHER
+    from an int8 table (per-tensor scale and zero point, or per-column scales along axis 1)
+    into an int8 tensor with the table's quantization, then DEQUANTIZE. ``second_reader``: the
+    int8 gather output is also a model output (it must stay int8)."""
+    rng = np.random.default_rng(51)
+    vocab, dim = 13, 6
+    m = ModelMaker()
+    ids = m.input([2, 5], np.int32)
+    table = rng.integers(-128, 128, (vocab, dim)).astype(np.int8)
+    quant = ([float(v) for v in rng.random(dim) * 0.05 + 0.01], [0] * dim, 1) if per_channel else ([0.037], [3], 0)
+    t = m.const(table, quant=quant)
+    g = m.op("GATHER", [t, ids], [2, 5, dim], out_dtype=np.int8, options=dict(axis=0))
+    q = schema.QuantizationParametersT()
+    q.scale, q.zeroPoint, q.quantizedDimension = list(quant[0]), list(quant[1]), 2 if per_channel else 0
+    m.tensors[g].quantization = q
+    real = m.op("DEQUANTIZE", [g], [2, 5, dim])
+    m.output(m.op("ADD", [real, m.const(_f32(rng, dim))], [2, 5, dim]), *([g] if second_reader else []))
+    return m.finish(), [rng.integers(0, vocab, (2, 5)).astype(np.int32)]
+
+
+KERAS_CASES["embedding_int8"] = embedding_int8
+KERAS_CASES["embedding_int8_per_channel"] = lambda: embedding_int8(per_channel=True)
+

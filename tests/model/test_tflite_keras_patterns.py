@@ -77,6 +77,7 @@ def test_input_shapes_must_fit_the_signature(ctx):
 @pytest.mark.parametrize("case, mapped", [("lstm_loop", True), ("lstm_loop_state_only", True),
                                           ("lstm_loop_backward", True), ("gru_loop", True),
                                           ("gru_loop_near_miss", False), ("gru_loop_reset_before", True),
+                                          ("gru_loop_float16", True), ("lstm_loop_float16", True),
                                           ("gru_loop_reset_before_near_miss", False),
                                           ("simple_rnn_loop", True), ("simple_rnn_loop_relu", True),
                                           ("simple_rnn_loop_near_miss", False)])
@@ -223,6 +224,36 @@ def test_unrolled_time_distributed_runs_once(kind, steps, ctx):
     products = [s for s in graph._steps if getattr(s, "template", "").startswith("matmul/")]
     assert len(products) == steps
     assert graph.kernel_count <= (3 if steps == 1 else 20)
+
+
+def test_recurrent_loop_with_int8_weights_is_one_operator(ctx, monkeypatch):
+    """A loop whose fully connected weights are int8 with per-row scales (dynamic-range
+    quantization) maps onto the operator with the dequantized weights: near LiteRT's hybrid
+    kernels, which also quantize the activations (the int8 weights test's tolerance)."""
+    from keras_patterns import recurrent_loop
+    from webnn_gpu.tflite import loops
+
+    calls = []
+    original = loops.map_recurrent_loop
+    monkeypatch.setattr(loops, "map_recurrent_loop", lambda *a, **k: calls.append(original(*a, **k)) or calls[-1])
+    data, inputs = recurrent_loop("lstm", weights="int8")
+    refs = run_litert(data, inputs)
+    model = webnn.load(data, ctx)
+    assert calls == [True]
+    got = model.compute({n: x for n, x in zip(model.input_names, inputs)})
+    for name, ref in zip(model.output_names, refs):
+        assert float(np.abs(got[name] - ref).max()) <= 3e-2 * float(np.abs(ref).max()), name
+
+
+def test_int8_gather_read_beyond_dequantize_is_refused(ctx):
+    """The int8 table's gathered values stay int8 where another operator (here the model's
+    output) reads them: quantized outputs are refused, naming the GATHER."""
+    from keras_patterns import embedding_int8
+
+    data, inputs = embedding_int8(second_reader=True)
+    run_litert(data, inputs)  # a valid model
+    with pytest.raises(NotSupportedError, match=r"operator #0 GATHER: quantized tensor"):
+        webnn.load(data, ctx)
 
 
 @pytest.mark.parametrize("case, alone", [("embedding", True), ("embedding_near_miss", False)])

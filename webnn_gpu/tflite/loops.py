@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .ops import FOLDERS
+from .reader import dequantize
 
 if TYPE_CHECKING:  # pragma: no cover
     from .convert import Converter
@@ -64,22 +65,42 @@ def _close(got: Any, ref: np.ndarray) -> bool:
         initial=0.0)))
 
 
+def _stored_real(body: ModelInfo, tensor: int) -> np.ndarray | None:
+    """The real values of a constant of the body: stored float, int8 with quantization
+    parameters (dynamic-range quantization), or either behind a DEQUANTIZE (float16
+    weights); else None."""
+    t = body.tensors[tensor]
+    if t.data is None:
+        prod = next((o for o in body.operators if tensor in o.outputs), None)
+        if prod is None or prod.name != "DEQUANTIZE" or not prod.inputs:
+            return None
+        t = body.tensors[prod.inputs[0]]
+        if t.data is None:
+            return None
+    if t.data.dtype.kind == "f":
+        return t.data.astype(np.float64)
+    if t.quantization is not None and t.type_name in ("INT8", "UINT8", "INT16"):
+        return dequantize(t.data, t.quantization).astype(np.float64)
+    return None
+
+
 def _fc_params(body: ModelInfo) -> list[tuple[int, np.ndarray, np.ndarray | None]]:
-    """(input tensor, weights, bias) of the body's FULLY_CONNECTED operators with stored float weights."""
+    """(input tensor, weights, bias) of the body's FULLY_CONNECTED operators with constant
+    weights (:func:`_stored_real`)."""
     out = []
     for bop in body.operators:
         if bop.name != "FULLY_CONNECTED" or len(bop.inputs) < 2:
             continue
-        w = body.tensors[bop.inputs[1]]
-        if w.data is None or w.data.dtype.kind != "f" or w.data.ndim != 2:
+        w = _stored_real(body, bop.inputs[1])
+        if w is None or w.ndim != 2:
             continue
         bias = None
         if len(bop.inputs) > 2 and bop.inputs[2] >= 0:
-            bt = body.tensors[bop.inputs[2]]
-            if bt.data is None or bt.data.dtype.kind != "f":
+            bias = _stored_real(body, bop.inputs[2])
+            if bias is None:
                 continue
-            bias = bt.data.astype(np.float64).reshape(-1)
-        out.append((bop.inputs[0], w.data.astype(np.float64), bias))
+            bias = bias.reshape(-1)
+        out.append((bop.inputs[0], w, bias))
     return out
 
 
@@ -166,7 +187,7 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
     w_bias = w_b if w_b is not None else zeros
     r_bias = r_b if r_b is not None else zeros
     if gates in (1, 4):
-        stored = [bsub.tensors[i].data for bop in bsub.operators if bop.name == "ADD" for i in bop.inputs if i >= 0]
+        stored = [_stored_real(bsub, i) for bop in bsub.operators if bop.name == "ADD" for i in bop.inputs if i >= 0]
         added = [np.asarray(a, np.float64).reshape(-1) for a in stored
                  if a is not None and a.size == gates * hidden and gates * hidden > 1]
         w_bias = w_bias + r_bias + sum(added, zeros)

@@ -1362,6 +1362,15 @@ def _fold_unary_float(cv: Converter, op: OperatorInfo, values: list) -> list:
         return [_NP_UNARY_FLOAT[op.name](values[0].astype(np.float64))]
 
 
+@folds("DEQUANTIZE")
+def _fold_dequantize(cv: Converter, op: OperatorInfo, values: list) -> list:
+    # cv.static gives an int8 input of this float operator dequantized, a float16 one as stored
+    # (what the DEQUANTIZE handler records; here also inside a loop body run at load time).
+    if values[0].dtype.kind != "f":
+        raise cv.unsupported(op, f"input of type {cv.tensor(op, 0).type_name} without quantization parameters")
+    return [values[0]]
+
+
 @folds("FULLY_CONNECTED")
 def _fold_fully_connected(cv: Converter, op: OperatorInfo, values: list) -> list:
     o = op.options(_fb.FullyConnectedOptions)
