@@ -1598,12 +1598,48 @@ def _arg_max_min(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, y)
 
 
-@handles("TOPK_V2", webnn="k rounds of arg_max + reduce_max over the last axis, each round's winner then set "
-                          "to -inf (where + equal), concatenated")
+#: TOPK_V2 as one custom WGSL operator (``MLGraphBuilder.wgsl``): an invocation per row of
+#: ``n`` values takes the ``k`` largest in turn; round r picks the largest value that comes
+#: after round r - 1's (value, index) in TFLite's order (value descending, index ascending
+#: among ties), so no value is taken twice and ties keep index order.
+_TOP_K_WGSL = """{% if inputs[0].type == "f16" %}enable f16;
+{% endif %}
+@group(0) @binding(0) var<storage, read> x: array<{{ inputs[0].type }}>;
+@group(0) @binding(1) var<storage, read_write> values: array<{{ inputs[0].type }}>;
+@group(0) @binding(2) var<storage, read_write> indices: array<i32>;
+@compute @workgroup_size({{ workgroup_size }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let row = gid.x;
+  if (row >= {{ rows }}u) { return; }
+  let base = row * {{ n }}u;
+  var pv = x[base];
+  var pi = -1;
+  for (var r = 0u; r < {{ k }}u; r = r + 1u) {
+    var bv = x[base];
+    var bi = -1;
+    for (var j = 0u; j < {{ n }}u; j = j + 1u) {
+      let v = x[base + j];
+      let ij = i32(j);
+      let after = pi < 0 || v < pv || (v == pv && ij > pi);
+      if (after && (bi < 0 || v > bv)) {
+        bv = v;
+        bi = ij;
+      }
+    }
+    values[row * {{ k }}u + r] = bv;
+    indices[row * {{ k }}u + r] = bi;
+    pv = bv;
+    pi = bi;
+  }
+}
+"""
+
+
+@handles("TOPK_V2", webnn="one custom WGSL operator (MLGraphBuilder.wgsl): per row, k rounds over the last axis, "
+                          "each taking the largest value after the previous round's in (value desc, index asc) order")
 def _topk_v2(cv: Converter, op: OperatorInfo) -> None:
     # TFLite's TopK: the k largest values of each row (last axis) in descending order, ties
-    # in index order, and their int32 indices. Each round takes the first maximum (arg_max's
-    # tie rule is the lowest index) and masks it out of the next round.
+    # in index order, and their int32 indices.
     shape = [int(v) for v in cv.tensor(op, 0).shape]
     if not shape:
         raise cv.malformed(op, "a scalar input (TOPK_V2 needs rank >= 1)")
@@ -1611,27 +1647,18 @@ def _topk_v2(cv: Converter, op: OperatorInfo) -> None:
     n = shape[-1]
     if not 0 < k <= n:
         raise cv.malformed(op, f"k = {k} for rows of {n} values")
-    index_type = _webnn_type(cv, op, 1)
-    b, label = cv.builder, cv.label(op)
+    if _webnn_type(cv, op, 1) != "int32":
+        raise cv.unsupported(op, f"indices of type {cv.out_tensor(op, 1).type_name} (int32 only)")
     x = cv.operand(op, 0)
-    axis = len(shape) - 1
-    iota = b.constant({"data_type": index_type, "shape": [n]},
-                      np.arange(n, dtype=np.int32 if index_type == "int32" else np.int64))
-    if x.data_type == cv.float_type:
-        lowest = cv.scalar_constant(-np.inf, cv.float_type)
-    elif x.data_type == "int32":
-        lowest = b.constant({"data_type": "int32", "shape": []}, np.array(np.iinfo(np.int32).min, np.int32))
-    else:
-        raise cv.unsupported(op, f"an input of type {x.data_type} (float or int32 inputs only)")
-    values, indices = [], []
-    for r in range(k):
-        idx = b.arg_max(x, axis, keep_dimensions=True, output_data_type=index_type, label=f"{label}/arg{r}")
-        values.append(b.reduce_max(x, axes=[axis], keep_dimensions=True, label=f"{label}/max{r}"))
-        indices.append(idx)
-        if r + 1 < k:
-            x = b.where(b.equal(iota, idx, label=f"{label}/hit{r}"), lowest, x, label=f"{label}/mask{r}")
-    cv.set_output(op, values[0] if k == 1 else b.concat(values, axis, label=label + "/values"), 0)
-    cv.set_output(op, indices[0] if k == 1 else b.concat(indices, axis, label=label + "/indices"), 1)
+    if x.data_type not in ("float32", "float16", "int32"):
+        raise cv.unsupported(op, f"an input of type {x.data_type}")
+    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    out_shape = [*shape[:-1], k]
+    values, indices = cv.builder.wgsl(
+        _TOP_K_WGSL, [x], [{"data_type": x.data_type, "shape": out_shape}, {"data_type": "int32", "shape": out_shape}],
+        workgroup_size=64, dispatch=[-(-rows // 64)], constants={"rows": rows, "n": n, "k": k}, label=cv.label(op))
+    cv.set_output(op, values, 0)
+    cv.set_output(op, indices, 1)
 
 
 @handles("CUMSUM", webnn="cumulative_sum(axis, exclusive=, reversed=)")
