@@ -150,7 +150,7 @@ def conv_3d():
 
 @case
 def top_k_and_any_all():
-    """TOPK_V2 (ties keep index order, also at -inf; float and int32 rows; k = n: Keras'
+    """TOPK_V2 (ties keep index order, also at the lowest float; float and int32 rows; k = n: Keras'
     sort) and REDUCE_ANY / REDUCE_ALL of BOOL tensors (Keras' Masking)."""
     rng = np.random.default_rng(41)
     m = ModelMaker()
@@ -165,7 +165,7 @@ def top_k_and_any_all():
     m.output(vals, idx, ivals, iidx, anys, alls)
     xv = np.round(_f32(rng, *S, scale=2.0), 0)  # rounded: ties, and zeros for the masks
     xv[1, 2] = 0.0
-    xv[0, 1, :6] = -np.inf  # ties at -inf among the k largest
+    xv[0, 1, :6] = np.finfo(np.float32).min  # ties at the lowest float among the k largest
     return m.finish(), [xv.astype(np.float32), rng.integers(-3, 3, (4, 6)).astype(np.int32)]
 
 
