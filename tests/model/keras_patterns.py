@@ -135,7 +135,8 @@ def tensor_list_loop():
 
 
 def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool = False, buffer: bool = True,
-                   reverse: bool = False, weights: str = "float32") -> tuple[bytes, list[np.ndarray]]:
+                   reverse: bool = False, weights: str = "float32", embedded: bool = False
+                   ) -> tuple[bytes, list[np.ndarray]]:
     """A Keras 3 LSTM or GRU layer as TensorFlow's converter writes it: a time-major
     sequence, a WHILE with two counters, a body of fully connected layers, a gate split
     and the activations, and a buffer written per step (LSTM: the whole sequence through
@@ -156,7 +157,9 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     reads ``h`` instead of ``r * h``, which no WebNN gru computes).
     ``weights`` ``"float16"``: the body's weights and biases are float16 behind DEQUANTIZE
     (``Optimize.DEFAULT`` with float16); ``"int8"``: the fully connected weights are int8 with
-    per-row scales, used directly (dynamic-range quantization).
+    per-row scales, used directly (dynamic-range quantization). ``embedded``: the sequence is
+    the GATHER of a constant table by int32 ids [batch, steps] (Keras' Embedding) before the
+    transpose.
     """
     reset_after = cell != "gru0"
     cell = "gru" if cell == "gru0" else cell
@@ -164,7 +167,11 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     steps, batch, features, units = 5, 2, 3, 4
     gates = {"lstm": 4, "gru": 3}.get(cell, 1)
     m = ModelMaker()
-    x = m.input([batch, steps, features])
+    if embedded:
+        ids = m.input([batch, steps], np.int32)
+        x = m.op("GATHER", [m.const(_f32(rng, 9, features)), ids], [batch, steps, features], options=dict(axis=0))
+    else:
+        x = m.input([batch, steps, features])
     seq = m.op("TRANSPOSE", [x, m.const(np.int32([1, 0, 2]))], [steps, batch, features])
     if reverse:
         seq = m.op("REVERSE_V2", [seq, m.const(np.int32([0]))], [steps, batch, features])
@@ -293,7 +300,8 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
         m.output(m.op("REVERSE_V2", [wide, m.const(np.int32([1]))], [1, steps, batch, units]), outs[3])
     else:
         m.output(outs[2], outs[3])
-    inputs = [_f32(rng, batch, steps, features)] + ([_f32(rng, *state)] if cell == "lstm" else [])
+    first = rng.integers(0, 9, (batch, steps)).astype(np.int32) if embedded else _f32(rng, batch, steps, features)
+    inputs = [first] + ([_f32(rng, *state)] if cell == "lstm" else [])
     return m.finish(), inputs
 
 
@@ -330,6 +338,21 @@ def gru_loop_float16():
 @case
 def lstm_loop_float16():
     return recurrent_loop("lstm", weights="float16")
+
+
+@case
+def gru_loop_embedded():
+    return recurrent_loop("gru", embedded=True)
+
+
+@case
+def lstm_loop_embedded():
+    return recurrent_loop("lstm", embedded=True)
+
+
+@case
+def simple_rnn_loop_embedded():
+    return recurrent_loop("tanh", embedded=True)
 
 
 @case

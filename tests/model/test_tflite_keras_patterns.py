@@ -78,6 +78,8 @@ def test_input_shapes_must_fit_the_signature(ctx):
                                           ("lstm_loop_backward", True), ("gru_loop", True),
                                           ("gru_loop_near_miss", False), ("gru_loop_reset_before", True),
                                           ("gru_loop_float16", True), ("lstm_loop_float16", True),
+                                          ("gru_loop_embedded", True), ("lstm_loop_embedded", True),
+                                          ("simple_rnn_loop_embedded", True),
                                           ("gru_loop_reset_before_near_miss", False),
                                           ("simple_rnn_loop", True), ("simple_rnn_loop_relu", True),
                                           ("simple_rnn_loop_near_miss", False)])
@@ -102,6 +104,9 @@ def test_recurrent_loops_become_one_operator_only_when_they_are_one(case, mapped
     assert calls == [mapped]
     if case == "lstm_loop_backward":  # the backward direction, no reversal kernels
         assert not [s.label for s in model.graph._steps if "REVERSE" in s.label or "reverse" in s.label]
+    if mapped and case.endswith("_embedded"):  # the projected table's gather, the transpose, the sequence
+        assert [s.template for s in model.graph._steps if hasattr(s, "template")] == [
+            "gather_scatter/gather.wgsl", "layout/remap.wgsl", "recurrent/sequence.wgsl"]
     if mapped and case == "gru_loop_reset_before":
         assert [s.template for s in model.graph._steps if hasattr(s, "template")][-1] == "recurrent/sequence.wgsl"
     if mapped and case.startswith("simple_rnn"):

@@ -646,3 +646,39 @@ def test_op_support_limits(ctx):
     assert lim["gru"]["initial_hidden_state"]["data_types"] == ["float32", "float16"]
     assert lim["lstm"]["outputs"]["rank_range"] == {"min": 3, "max": 4}
     assert lim["lstm_cell"]["peephole_weight"]["rank_range"] == {"min": 1, "max": 1}
+
+
+@pytest.mark.parametrize("op, bias_value", [("lstm", 0.0), ("gru", 0.0), ("gru", 0.5)])
+def test_identity_input_weight_reads_x_as_the_projection(ctx, rng, op, bias_value):
+    """A constant identity input weight with zero input biases (what the TFLite loader makes of
+    a recurrent layer reading an embedding: the table projected at load time) takes x itself
+    as the projection: the sequence kernel alone. A GRU's recurrent bias of the new gate stays
+    in the kernel; a non-zero input bias (a near miss) keeps the projection product."""
+    steps, batch, hidden = 5, 2, 4
+    g = 4 if op == "lstm" else 3
+    x = _rand(rng, (steps, batch, g * hidden), "float32", 1.0)
+    r = _rand(rng, (1, g * hidden, hidden), "float32")
+    bias = np.full((1, g * hidden), bias_value, np.float32)
+    rbias = np.zeros((1, g * hidden), np.float32)
+    rbias[:, 2 * hidden:] = _rand(rng, (1, hidden), "float32") if op == "gru" else 0.0
+    eye = np.eye(g * hidden, dtype=np.float32)[None]
+    b = webnn.MLGraphBuilder(ctx)
+    xo = b.input("x", {"data_type": "float32", "shape": list(x.shape)})
+    if op == "lstm":
+        h, _, s = b.lstm(xo, b.constant(eye), b.constant(r), steps, hidden, bias=b.constant(bias),
+                         return_sequence=True, layout="ifgo")
+        want = ref_lstm(x, eye, r, steps, hidden, bias, layout="ifgo")
+        want = (want[0], want[2])
+    else:
+        h, s = b.gru(xo, b.constant(eye), b.constant(r), steps, hidden, bias=b.constant(bias),
+                     recurrent_bias=b.constant(rbias), return_sequence=True)
+        want = ref_gru(x, eye, r, steps, hidden, bias, rbias)
+    graph = b.build({"h": h, "s": s})
+    templates = [st.template for st in graph._steps if hasattr(st, "template")]
+    if bias_value:
+        assert templates[-1] == "recurrent/sequence.wgsl" and len(templates) == 2
+    else:
+        assert templates == ["recurrent/sequence.wgsl"]
+    out = ctx.compute(graph, {"x": x})
+    _check(out["h"], want[0], "float32", "hidden")
+    _check(out["s"], want[1], "float32", "sequence")

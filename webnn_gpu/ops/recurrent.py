@@ -632,6 +632,25 @@ def _project_gemm(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None,
     return proj
 
 
+def _identity_projection(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None, fold_limit: int,
+                         common: dict) -> Value | None:
+    """``x`` itself (a view ``[T * B, GH]``) as the input projection of every step where it is
+    one: one direction, float32, a constant identity weight and the biases the projection
+    takes all zero (what the TFLite loader makes of a layer reading an embedding: the table
+    projected at load time). Else None."""
+    steps, batch, nd, gh, isz = common["T"], common["B"], common["D"], common["GH"], common["I"]
+    if nd != 1 or gh != isz or vx.data_type != "float32" or vw.kind != "constant" or vw.data is None:
+        return None
+    if not np.array_equal(_host(vw).reshape(gh, isz), np.eye(gh, dtype=_host(vw).dtype)):
+        return None
+    for v, rows in ((vb, gh), (vrb, fold_limit)):
+        if v is not None and (v.kind != "constant" or v.data is None or _host(v).reshape(nd, gh)[:, :rows].any()):
+            return None
+    rows_view = Value("float32", (steps * batch, gh), "op")
+    lc.alias(rows_view, vx)
+    return rows_view
+
+
 def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None) -> bool:
     """``project`` then one ``sequence`` kernel for every step (state in workgroup memory);
     False (nothing added) where the kernel does not apply:
@@ -678,7 +697,9 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
         ([("seq", seq)] if seq is not None else [])
     if len(seq_ins) + len(outs) > int(lc.limits.get("max-storage-buffers-per-shader-stage", 8)):
         return False
-    proj = _project_gemm(lc, vx, vw, vb, vrb, fold_limit, common)
+    proj = _identity_projection(lc, vx, vw, vb, vrb, fold_limit, common)
+    if proj is None:
+        proj = _project_gemm(lc, vx, vw, vb, vrb, fold_limit, common)
     if proj is None:
         proj = lc.temp("float32", (nd, common["T"], batch, gh))
         w_t = _transposed(vw) if gh % 4 == 0 else None

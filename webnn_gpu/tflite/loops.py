@@ -343,13 +343,28 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gate
         return b.reshape(operand(k), [1, batch, hidden], label=f"{label}/initial{k}")
 
     x = operand(seq_var)
+    seq_tensor = op.inputs[seq_var]
     # A loop over the time reversal of a sequence (Keras' backward layer of a Bidirectional)
     # is the operator's backward direction over the sequence itself: its buffer, indexed by
     # loop step, is the operator's sequence output reversed.
-    unreversed = _time_reversal_of(cv, op.inputs[seq_var])
+    unreversed = _time_reversal_of(cv, seq_tensor)
     direction = "forward"
     if unreversed is not None:
         x, direction = unreversed, "backward"
+        seq_tensor = cv.producer(seq_tensor).inputs[0]
+    # The biases the input projection takes (the rest stay with the operator): every one of
+    # an LSTM or plain RNN; a GRU's input biases and the recurrent ones of the gates that
+    # reset_after leaves outside the reset (all three without it).
+    folded_r = np.zeros_like(r_bias) if gates == 3 else r_bias
+    if gates == 3:
+        folded_r[:2 * hidden if reset_after else 3 * hidden] = r_bias[:2 * hidden if reset_after else 3 * hidden]
+    embedded = _embedded_projection(cv, seq_tensor, w, w_bias + folded_r if gates == 3 else w_bias, label)
+    if embedded is not None:
+        # x W' + biases of every token is a row of a constant table: the projection is the
+        # gather, and the operator's input weight the identity (its lowering reads x as the
+        # projection).
+        x, w = embedded, np.eye(w.shape[0])
+        w_bias, r_bias = np.zeros_like(w_bias), r_bias - folded_r
     weight, recurrent = const(w[None]), const(r[None])
     c_t = None
     if gates == 1:
@@ -378,6 +393,59 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gate
             cv.reversed_of[op.outputs[buf_var]] = (buf, 0)
             buf = b.reverse(buf, axes=[0], label=f"{label}/steps")
         cv.set_output(op, buf, buf_var)
+
+
+#: The most values of an embedding's projected table (vocabulary x gates * hidden_size)
+#: :func:`_embedded_projection` makes, beyond four times the embedding table itself.
+PROJECTED_TABLE_MAX = 1 << 20
+
+
+def _embedded_projection(cv: Converter, tensor: int, w: np.ndarray, bias: np.ndarray, label: str) -> Any | None:
+    """A loop's time-major sequence ``tensor`` [T, B, E] that is the GATHER of a constant
+    table [V, E] by ids [B, T] (Keras' ``Embedding``), brought time-major by a RESHAPE (B = 1)
+    or a TRANSPOSE: the projection ``x W' + bias`` of every step as the gather of the
+    projected table ``table W' + bias`` [V, G] by the same ids, time-major alike. None
+    where the sequence is something else, the graph is not float32 (the operator's
+    projection stays in f32 there), or the projected table would be larger than four times
+    the table and :data:`PROJECTED_TABLE_MAX`."""
+    from .ops import _fb, _wrapped_indices
+
+    if cv.float_type != "float32":
+        return None
+    move = cv.producer(tensor)
+    if move is None or move.name not in ("RESHAPE", "TRANSPOSE"):
+        return None
+    gather = cv.producer(move.inputs[0])
+    if gather is None or gather.name != "GATHER" or len(gather.inputs) != 2:
+        return None
+    o = gather.options(_fb.GatherOptions)
+    table = cv.static(gather, 0)
+    if (o is not None and (o.Axis() != 0 or o.BatchDims() != 0)) or table is None or table.dtype.kind != "f" or \
+            table.ndim != 2 or table.shape[1] != w.shape[1]:
+        return None
+    ids_shape = tuple(int(d) for d in cv.tensor(gather, 1).shape)
+    steps_major = tuple(int(d) for d in cv.tensor(move, 0).shape)
+    seq_shape = tuple(int(d) for d in cv.model.tensors[tensor].shape)
+    if len(ids_shape) != 2 or steps_major != (*ids_shape, table.shape[1]) or \
+            seq_shape != (ids_shape[1], ids_shape[0], table.shape[1]):
+        return None
+    if move.name == "TRANSPOSE":
+        perm = cv.static(move, 1)
+        if perm is None or [int(p) for p in perm.reshape(-1)] != [1, 0, 2]:
+            return None
+    elif ids_shape[0] != 1:
+        return None
+    projected = table.astype(np.float64) @ w.T + bias
+    if projected.size > max(4 * table.size, PROJECTED_TABLE_MAX):
+        return None
+    b = cv.builder
+    ids = _wrapped_indices(cv, gather, table.shape[0])
+    rows = b.gather(b.constant({"data_type": "float32", "shape": list(projected.shape)},
+                               np.ascontiguousarray(projected, np.float32)),
+                    cv.operand(gather, 1) if ids is None else cv._operands[ids], axis=0, label=label + "/projected")
+    if ids_shape[0] == 1:
+        return b.reshape(rows, [ids_shape[1], 1, projected.shape[1]], label=label + "/steps")
+    return b.transpose(rows, permutation=[1, 0, 2], label=label + "/steps")
 
 
 def _time_reversal_of(cv: Converter, tensor: int) -> Any | None:
