@@ -170,6 +170,25 @@ def top_k_and_any_all():
 
 
 @case
+def softmax_other_axis():
+    """A softmax over axis 1 as TensorFlow's converter writes it (TRANSPOSE, SOFTMAX over the
+    last axis, the inverse TRANSPOSE; with beta), and a near miss whose second TRANSPOSE is
+    not the inverse of the first."""
+    rng = np.random.default_rng(42)
+    m = ModelMaker()
+    x = m.input([2, 5, 3, 4])
+    perm = m.const(_i32([0, 2, 3, 1]))
+    t = m.op("TRANSPOSE", [x, perm], [2, 3, 4, 5])
+    sm = m.op("SOFTMAX", [t], [2, 3, 4, 5], options=dict(beta=0.7))
+    back = m.op("TRANSPOSE", [sm, m.const(_i32([0, 3, 1, 2]))], [2, 5, 3, 4])
+    t2 = m.op("TRANSPOSE", [x, perm], [2, 3, 4, 5])
+    sm2 = m.op("SOFTMAX", [t2], [2, 3, 4, 5], options=dict(beta=1.0))
+    other = m.op("TRANSPOSE", [sm2, m.const(_i32([0, 1, 3, 2]))], [2, 3, 5, 4])
+    m.output(back, other)
+    return m.finish(), [_f32(rng, 2, 5, 3, 4, scale=2.0)]
+
+
+@case
 def depth_and_space():
     rng = np.random.default_rng(26)
     m = ModelMaker()

@@ -48,6 +48,18 @@ def test_operators_match_litert(case, ctx):
     _compare(case, got, refs, model.output_names)
 
 
+def test_softmax_between_inverse_transposes_is_one_kernel(ctx):
+    """TRANSPOSE + SOFTMAX + the inverse TRANSPOSE is one softmax over the untransposed axis;
+    the near miss of the same model keeps its transposes."""
+    from op_models import softmax_other_axis
+
+    data, _ = softmax_other_axis()
+    templates = [s.template for s in webnn.load(data, ctx).graph._steps if hasattr(s, "template")]
+    # the beta multiply and the softmax; the near miss: a transpose, the softmax, a transpose
+    assert templates == ["elementwise/map4.wgsl", "norm/softmax.wgsl", "layout/remap.wgsl", "norm/softmax.wgsl",
+                         "layout/remap.wgsl"]
+
+
 def test_int8_weights_are_dequantized_at_load(ctx):
     """int8 weights used directly (LiteRT's hybrid kernels) become float constants: the
     graph equals the float model with DEQUANTIZE, and is near LiteRT's hybrid result

@@ -693,14 +693,46 @@ def _reshape_rule(cv: Converter, op: OperatorInfo) -> list[int]:
     return new
 
 
-@handles("SOFTMAX", webnn="softmax(axis=last) (times beta first when beta != 1)")
+@handles("SOFTMAX", webnn="softmax(axis=last) (times beta first when beta != 1); between a TRANSPOSE and its "
+                          "inverse (a softmax over another axis, as TensorFlow's converter writes it): softmax(axis=) "
+                          "of the untransposed tensor")
 def _softmax(cv: Converter, op: OperatorInfo) -> None:
     beta = float(_opt(op.options(_fb.SoftmaxOptions), "Beta", 1.0))
     x = cv.operand(op, 0)
     rank = len(cv.tensor(op, 0).shape)
+    axis = rank - 1
+    around = _transposed_around(cv, op, rank)
+    if around is not None:
+        before, after, axis = around
+        x = cv.operand(before, 0)
     if beta != 1.0:
         x = cv.builder.mul(x, cv.scalar_constant(beta, cv.float_type), label=cv.label(op) + "/beta")
-    cv.set_output(op, cv.builder.softmax(x, rank - 1, label=cv.label(op)))
+    y = cv.builder.softmax(x, axis, label=cv.label(op))
+    if around is None:
+        cv.set_output(op, y)
+        return
+    # The softmax's own output (read by the inverse transpose alone) as a view of the result.
+    cv.set_output(op, cv.builder.transpose(y, permutation=[int(p) for p in cv.static(before, 1).reshape(-1)],
+                                           label=cv.label(op) + "/transposed"))
+    cv.set_output(after, y)
+    cv.claimed.add(after.index)
+
+
+def _transposed_around(cv: Converter, op: OperatorInfo, rank: int) -> tuple[OperatorInfo, OperatorInfo, int] | None:
+    """(the TRANSPOSE before ``op``, the one after it, the axis of the untransposed tensor
+    that ``op``'s last axis is) when a TRANSPOSE whose only reader is ``op`` gives its input
+    and ``op``'s only reader is the inverse TRANSPOSE; else None."""
+    before, after = cv.producer(op.inputs[0]), cv.sole_consumer(op.outputs[0])
+    if before is None or after is None or before.name != "TRANSPOSE" or after.name != "TRANSPOSE" or \
+            cv.sole_consumer(op.inputs[0]) is not op or after.inputs[0] != op.outputs[0]:
+        return None
+    p, q = cv.static(before, 1), cv.static(after, 1)
+    if p is None or q is None or p.size != rank or q.size != rank:
+        return None
+    perm, inv = [int(v) % rank for v in p.reshape(-1)], [int(v) % rank for v in q.reshape(-1)]
+    if sorted(perm) != list(range(rank)) or [perm[i] for i in inv] != list(range(rank)):
+        return None
+    return before, after, perm[-1]
 
 
 def _paddings(cv: Converter, op: OperatorInfo, rank: int) -> tuple[list[int], list[int]]:
