@@ -170,6 +170,34 @@ def top_k_and_any_all():
 
 
 @case
+def one_hot_and_segments():
+    """ONE_HOT (last axis and axis 0; indices outside [0, depth) give off_value),
+    UNSORTED_SEGMENT_SUM (load-time ids, a segment no id names), SCATTER_ND (distinct
+    indices; repeated ones, whose updates TFLite adds) and REVERSE_SEQUENCE (load-time and
+    run-time lengths)."""
+    rng = np.random.default_rng(43)
+    m = ModelMaker()
+    ids = m.input([2, 5], dtype=np.int32)
+    on, off = m.const(np.float32(2.5)), m.const(np.float32(-1.0))
+    last = m.op("ONE_HOT", [ids, m.const(_i32(4)), on, off], [2, 5, 4], options=dict(axis=-1))
+    first = m.op("ONE_HOT", [ids, m.const(_i32(3)), on, off], [3, 2, 5], options=dict(axis=0))
+    x = m.input([6, 4])
+    seg = m.op("UNSORTED_SEGMENT_SUM", [x, m.const(_i32([0, 2, 0, 3, 2, 0])), m.const(_i32(5))], [5, 4])
+    u = m.input([3, 4])
+    distinct = m.op("SCATTER_ND", [m.const(_i32([[4], [0], [2]])), u, m.const(_i32([5, 4]))], [5, 4])
+    repeated = m.op("SCATTER_ND", [m.const(_i32([[1, 2], [0, 0], [1, 2]])), m.input([3]), m.const(_i32([2, 3]))],
+                    [2, 3])
+    seq = m.input([3, 6, 2])
+    lens = m.input([3], dtype=np.int32)
+    rev_static = m.op("REVERSE_SEQUENCE", [seq, m.const(_i32([4, 6, 1]))], [3, 6, 2],
+                      options=dict(seqDim=1, batchDim=0))
+    rev_run = m.op("REVERSE_SEQUENCE", [seq, lens], [3, 6, 2], options=dict(seqDim=1, batchDim=0))
+    m.output(last, first, seg, distinct, repeated, rev_static, rev_run)
+    return m.finish(), [np.array([[0, 3, -1, 2, 4], [1, 1, 0, 5, 2]], np.int32), _f32(rng, 6, 4), _f32(rng, 3, 4),
+                        _f32(rng, 3), _f32(rng, 3, 6, 2), np.array([2, 0, 6], np.int32)]
+
+
+@case
 def softmax_other_axis():
     """A softmax over axis 1 as TensorFlow's converter writes it (TRANSPOSE, SOFTMAX over the
     last axis, the inverse TRANSPOSE; with beta), and a near miss whose second TRANSPOSE is

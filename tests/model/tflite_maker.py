@@ -114,6 +114,10 @@ _OPTIONS = {
     "REDUCE_ANY": "ReducerOptions",
     "REDUCE_ALL": "ReducerOptions",
     "TOPK_V2": "TopKV2Options",
+    "ONE_HOT": "OneHotOptions",
+    "UNSORTED_SEGMENT_SUM": "UnsortedSegmentSumOptions",
+    "SCATTER_ND": "ScatterNdOptions",
+    "REVERSE_SEQUENCE": "ReverseSequenceOptions",
 }
 
 

@@ -2225,6 +2225,132 @@ def _gather_nd(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, cv.builder.gather_nd(cv.operand(op, 0), cv.operand(op, 1), label=cv.label(op)))
 
 
+@handles("ONE_HOT", webnn="where(equal(indices with a new axis, a constant 0..depth-1 along it), on, off)")
+def _one_hot(cv: Converter, op: OperatorInfo) -> None:
+    # Inputs: indices, depth (scalar), on_value, off_value; an index outside [0, depth) gives
+    # off_value everywhere along the new axis (TFLite's definition).
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    depth = int(cv.value(op, 1).reshape(-1)[0])
+    if depth < 1:
+        raise cv.malformed(op, f"depth {depth}")
+    rank = len(shape) + 1
+    axis = int(_opt(op.options(_fb.OneHotOptions), "Axis", -1))
+    axis = cv.axis(op, axis, rank)
+    b, label = cv.builder, cv.label(op)
+    ids = cv.operand(op, 0)
+    if ids.data_type not in ("int32", "int64"):
+        raise cv.unsupported(op, f"indices of type {ids.data_type}")
+    ids = b.reshape(ids, shape[:axis] + [1] + shape[axis:], label=label + "/ids")
+    iota_shape = [1] * rank
+    iota_shape[axis] = depth
+    iota = b.constant({"data_type": ids.data_type, "shape": iota_shape},
+                      np.arange(depth, dtype=np.int32 if ids.data_type == "int32" else np.int64).reshape(iota_shape))
+    hit = b.equal(ids, iota, label=label + "/hit")
+    out_shape = shape[:axis] + [depth] + shape[axis:]
+    on, off = cv.operand(op, 2), cv.operand(op, 3)
+    y = b.where(hit, on, off, label=label)
+    if list(y.shape) != out_shape:
+        y = b.expand(y, out_shape, label=label + "/expand")
+    cv.set_output(op, y)
+
+
+def _static_ids(cv: Converter, op: OperatorInfo, i: int, what: str) -> np.ndarray:
+    ids = cv.static(op, i)
+    if ids is None:
+        raise cv.unsupported(op, f"run-time {what} (input {i}); they must be known at load time")
+    return ids.astype(np.int64)
+
+
+@handles("UNSORTED_SEGMENT_SUM", webnn="matmul of a constant 0/1 segment matrix [segments, N] with the data "
+                                       "as [N, rest] (segment ids known at load time)")
+def _unsorted_segment_sum(cv: Converter, op: OperatorInfo) -> None:
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    ids = _static_ids(cv, op, 1, "segment ids")
+    segments = int(cv.value(op, 2).reshape(-1)[0])
+    if tuple(ids.shape) != tuple(shape[:ids.ndim]) or segments < 1:
+        raise cv.malformed(op, f"segment ids of shape {list(ids.shape)} for data {shape}, {segments} segments")
+    rows = int(np.prod(ids.shape, dtype=np.int64))
+    rest = shape[ids.ndim:]
+    place = np.zeros((segments, rows), np.float32)
+    flat = ids.reshape(-1)
+    keep = (flat >= 0) & (flat < segments)  # other ids are dropped
+    place[flat[keep], np.arange(rows)[keep]] = 1.0
+    b, label = cv.builder, cv.label(op)
+    x = cv.operand(op, 0)
+    if x.data_type != cv.float_type:
+        raise cv.unsupported(op, f"data of type {x.data_type} (float data only)")
+    inner = int(np.prod(rest, dtype=np.int64))
+    y = b.matmul(cv.constant_like(op, 1, place), b.reshape(x, [rows, inner], label=label + "/rows"), label=label)
+    cv.set_output(op, b.reshape(y, [segments, *rest], label=label + "/out"))
+
+
+@handles("SCATTER_ND", webnn="scatter_nd into zeros (distinct indices known at load time); a matmul with a 0/1 "
+                             "matrix where indices repeat (TFLite adds their updates)")
+def _scatter_nd(cv: Converter, op: OperatorInfo) -> None:
+    # Inputs: indices [..., m], updates [..., *shape[m:]], shape.
+    ids = _static_ids(cv, op, 0, "indices")
+    shape = [int(d) for d in cv.value(op, 2).reshape(-1)]
+    m = int(ids.shape[-1]) if ids.ndim else 0
+    if ids.ndim < 1 or m > len(shape) or ((ids < 0) | (ids >= np.asarray(shape[:m]))).any():
+        raise cv.malformed(op, f"indices {ids.tolist()} for shape {shape}")
+    b, label = cv.builder, cv.label(op)
+    upd = cv.operand(op, 1)
+    tuples = ids.reshape(-1, m)
+    slots = int(np.prod(shape[:m], dtype=np.int64))
+    flat = np.ravel_multi_index(tuple(tuples.T), shape[:m]) if m else np.zeros(len(tuples), np.int64)
+    inner = int(np.prod(shape[m:], dtype=np.int64))
+    if len(np.unique(flat)) == len(flat):
+        zeros = b.constant({"data_type": upd.data_type, "shape": shape},
+                           np.zeros(shape, dtype=np.float16 if upd.data_type == "float16" else
+                                    np.float32 if upd.data_type == "float32" else np.int32))
+        if upd.data_type not in ("float32", "float16", "int32"):
+            raise cv.unsupported(op, f"updates of type {upd.data_type}")
+        index_op = b.constant({"data_type": "int32", "shape": list(ids.shape)}, ids.astype(np.int32))
+        cv.set_output(op, b.scatter_nd(zeros, index_op, upd, label=label))
+        return
+    if upd.data_type != cv.float_type:
+        raise cv.unsupported(op, f"repeated indices with updates of type {upd.data_type}")
+    place = np.zeros((slots, len(flat)), np.float32)
+    np.add.at(place, (flat, np.arange(len(flat))), 1.0)
+    y = b.matmul(cv.constant_like(op, 0, place), b.reshape(upd, [len(flat), inner], label=label + "/rows"),
+                 label=label)
+    cv.set_output(op, b.reshape(y, shape, label=label + "/out"))
+
+
+@handles("REVERSE_SEQUENCE", webnn="gather_elements along the sequence axis with indices len - 1 - t for t < len "
+                                   "(constant when the lengths are known at load time, else from lesser / sub / where)")
+def _reverse_sequence(cv: Converter, op: OperatorInfo) -> None:
+    o = op.options(_fb.ReverseSequenceOptions)
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    rank = len(shape)
+    seq_axis = cv.axis(op, int(_opt(o, "SeqDim", 0)), rank)
+    batch_axis = cv.axis(op, int(_opt(o, "BatchDim", 0)), rank)
+    if seq_axis == batch_axis:
+        raise cv.malformed(op, f"seq_dim and batch_dim are both {seq_axis}")
+    b, label = cv.builder, cv.label(op)
+    t_shape = [1] * rank
+    t_shape[seq_axis] = shape[seq_axis]
+    b_shape = [1] * rank
+    b_shape[batch_axis] = shape[batch_axis]
+    t = np.arange(shape[seq_axis], dtype=np.int32).reshape(t_shape)
+    lengths = cv.static(op, 1)
+    if lengths is not None:
+        n = np.minimum(lengths.astype(np.int64), shape[seq_axis]).reshape(b_shape)
+        index = np.broadcast_to(np.where(t < n, n - 1 - t, t), shape).astype(np.int32)
+        ids = b.constant({"data_type": "int32", "shape": shape}, np.ascontiguousarray(index))
+    else:
+        n = cv.operand(op, 1)
+        if n.data_type != "int32":
+            n = b.cast(n, "int32", label=label + "/lengths")
+        n = b.reshape(n, b_shape, label=label + "/per_batch")
+        tc = b.constant({"data_type": "int32", "shape": t_shape}, t)
+        flipped = b.sub(b.sub(n, b.constant({"data_type": "int32", "shape": []}, np.array(1, np.int32)),
+                              label=label + "/last"), tc, label=label + "/flipped")
+        ids = b.expand(b.where(b.lesser(tc, n, label=label + "/inside"), flipped, tc, label=label + "/index"), shape,
+                       label=label + "/indices")
+    cv.set_output(op, b.gather_elements(cv.operand(op, 0), ids, axis=seq_axis, label=label))
+
+
 @handles("EMBEDDING_LOOKUP", webnn="gather(value, ids, axis=0)")
 def _embedding_lookup(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, cv.builder.gather(cv.operand(op, 1), cv.operand(op, 0), axis=0, label=cv.label(op)))
