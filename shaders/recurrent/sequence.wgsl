@@ -20,6 +20,8 @@
     r_t, has_rbias, has_peep, has_h0, has_c0, has_seq
     vec         proj and r (then f32, transposed: r_t) read as vec4<f32> (H % 4 == 0): each
                 invocation computes four neighbouring hidden units of every gate
+    r_local     (vec) the workgroup copies its direction's r into workgroup memory (rw) before
+                the first step and reads it there
   Workgroup: (k.workgroup, 1, 1); D * B workgroups (no folding: D * B <= 65535); invocation
   lid handles the hidden units j = lid, lid + k.workgroup, ... of its workgroup's row (vec:
   the units 4 q .. 4 q + 3 for q = lid, lid + k.workgroup, ...).
@@ -71,6 +73,11 @@ var<workgroup> zs: array<f32, {{ H }}>;
 var<workgroup> cs: array<f32, {{ H }}>;
 {% endif %}
 
+{#- the recurrent weight: r4, or (r_local) its copy for this workgroup's direction in workgroup memory -#}
+{% set RW, RB = ("rw", " - rbase") if vec and r_local else ("r4", "") %}
+{% if vec and r_local %}
+var<workgroup> rw: array<vec4<f32>, {{ H * (GH // 4) }}>;
+{% endif %}
 @compute @workgroup_size({{ WG }})
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
   let db = wid.x;
@@ -78,6 +85,12 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   let d = db / {{ B }}u;
   let hrow = db * {{ H }}u;
   let rrow = d * {{ GH }}u;
+{% if vec and r_local %}
+  let rbase = d * {{ H * (GH // 4) }}u;
+  for (var i = lid.x; i < {{ H * (GH // 4) }}u; i = i + {{ WG }}u) {
+    rw[i] = r4[rbase + i];
+  }
+{% endif %}
   for (var j = lid.x; j < {{ H }}u; j = j + {{ WG }}u) {
 {% if has_h0 %}
     hs[j] = f32(load_h0(hrow + j));
@@ -112,8 +125,8 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
       for (var k = 0u; k < {{ H }}u; k = k + 1u) {
         let hk = hs[cur + k];
         let rq = (d * {{ H }}u + k) * {{ GQ }}u + q;
-        az = az + hk * r4[rq + {{ ZQ }}u];
-        ar = ar + hk * r4[rq + {{ RQ }}u];
+        az = az + hk * {{ RW }}[rq + {{ ZQ }}u{{ RB }}];
+        ar = ar + hk * {{ RW }}[rq + {{ RQ }}u{{ RB }}];
       }
       let z = {{ acts[0] }}4(proj4[pq + {{ ZQ }}u] + az);
       let rh = {{ acts[0] }}4(proj4[pq + {{ RQ }}u] + ar) * vec4<f32>(hs[cur + j], hs[cur + j + 1u], hs[cur + j + 2u], hs[cur + j + 3u]);
@@ -156,10 +169,10 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
       for (var k = 0u; k < {{ H }}u; k = k + 1u) {
         let hk = hs[cur + k];
         let rq = (d * {{ H }}u + k) * {{ GQ }}u + q;
-        ai = ai + hk * r4[rq + {{ IQ }}u];
-        ao = ao + hk * r4[rq + {{ OQ }}u];
-        af = af + hk * r4[rq + {{ FQ }}u];
-        ag = ag + hk * r4[rq + {{ GQq }}u];
+        ai = ai + hk * {{ RW }}[rq + {{ IQ }}u{{ RB }}];
+        ao = ao + hk * {{ RW }}[rq + {{ OQ }}u{{ RB }}];
+        af = af + hk * {{ RW }}[rq + {{ FQ }}u{{ RB }}];
+        ag = ag + hk * {{ RW }}[rq + {{ GQq }}u{{ RB }}];
       }
       let c = vec4<f32>(cs[j], cs[j + 1u], cs[j + 2u], cs[j + 3u]);
 {% if has_peep %}
@@ -178,7 +191,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 {% set NQ = gate.n * HQ %}
       var an = vec4<f32>(0.0);
       for (var k = 0u; k < {{ H }}u; k = k + 1u) {
-        an = an + rhs[k] * r4[(d * {{ H }}u + k) * {{ GQ }}u + q + {{ NQ }}u];
+        an = an + rhs[k] * {{ RW }}[(d * {{ H }}u + k) * {{ GQ }}u + q + {{ NQ }}u{{ RB }}];
       }
       let z = vec4<f32>(zs[j], zs[j + 1u], zs[j + 2u], zs[j + 3u]);
       let n = {{ acts[1] }}4(proj4[pq + {{ NQ }}u] + an);
@@ -192,9 +205,9 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
       for (var k = 0u; k < {{ H }}u; k = k + 1u) {
         let hk = hs[cur + k];
         let rq = (d * {{ H }}u + k) * {{ GQ }}u + q;
-        az = az + hk * r4[rq + {{ ZQ }}u];
-        ar = ar + hk * r4[rq + {{ RQ }}u];
-        an = an + hk * r4[rq + {{ NQ }}u];
+        az = az + hk * {{ RW }}[rq + {{ ZQ }}u{{ RB }}];
+        ar = ar + hk * {{ RW }}[rq + {{ RQ }}u{{ RB }}];
+        an = an + hk * {{ RW }}[rq + {{ NQ }}u{{ RB }}];
       }
       let z = {{ acts[0] }}4(proj4[pq + {{ ZQ }}u] + az);
       let r = {{ acts[0] }}4(proj4[pq + {{ RQ }}u] + ar);
@@ -207,7 +220,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 {% else %}
       var an = proj4[pq];
       for (var k = 0u; k < {{ H }}u; k = k + 1u) {
-        an = an + hs[cur + k] * r4[(d * {{ H }}u + k) * {{ GQ }}u + q];
+        an = an + hs[cur + k] * {{ RW }}[(d * {{ H }}u + k) * {{ GQ }}u + q{{ RB }}];
       }
       let hn = {{ acts[0] }}4(an);
 {% endif %}

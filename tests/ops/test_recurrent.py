@@ -434,6 +434,7 @@ def test_gru_as_plain_rnn(ctx, rng, act, r_bias, direction):
 @pytest.mark.parametrize("op, direction, dt, hidden, reset_after", [
     ("lstm", "both", "float32", 8, True), ("lstm", "backward", "float32", 6, True),
     ("gru", "forward", "float16", 4, True), ("gru", "both", "float32", 5, True), ("gru", "backward", "float32", 8, False),
+    ("lstm", "forward", "float32", 48, True),
     ("gru", "both", "float16", 6, False)])
 def test_sequence_kernel_constant_weights(ctx, rng, op, direction, dt, hidden, reset_after):
     """Constant weights (what models load): the projection as a gemm (float32) or the project
@@ -468,6 +469,9 @@ def test_sequence_kernel_constant_weights(ctx, rng, op, direction, dt, hidden, r
     assert templates[-1] == "recurrent/sequence.wgsl" and len(templates) == 2
     assert templates[0] in (("recurrent/project.wgsl",) if dt == "float16" else ("matmul/tile.wgsl", "matmul/small.wgsl"))
     assert ("r4: array<vec4<f32>>" in graph._steps[-1].wgsl) == (hidden % 4 == 0)
+    # the recurrent weight in workgroup memory where it fits beside the state
+    fits = 4 * (g * hidden * hidden + 4 * hidden) <= int(ctx._limits.get("max-compute-workgroup-storage-size", 16384))
+    assert ("var<workgroup> rw" in graph._steps[-1].wgsl) == (hidden % 4 == 0 and fits)
     out = ctx.compute(graph, {"x": arrs["x"]})
     for name, ref in zip(outs, want):
         _check(out[name], ref, dt, name)
