@@ -198,6 +198,18 @@ def one_hot_and_segments():
 
 
 @case
+def atan2():
+    """ATAN2 in every quadrant and on the axes."""
+    rng = np.random.default_rng(44)
+    m = ModelMaker()
+    y, x = m.input(S), m.input(S)
+    m.output(m.op("ATAN2", [y, x], S))
+    xv, yv = _f32(rng, *S), _f32(rng, *S)
+    xv[0, 0, :4], yv[0, 0, :4] = [0.0, -2.0, 1.0, -1.0], [3.0, 0.0, 0.0, 0.0]
+    return m.finish(), [yv, xv]
+
+
+@case
 def softmax_other_axis():
     """A softmax over axis 1 as TensorFlow's converter writes it (TRANSPOSE, SOFTMAX over the
     last axis, the inverse TRANSPOSE; with beta), and a near miss whose second TRANSPOSE is

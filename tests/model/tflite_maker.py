@@ -118,6 +118,7 @@ _OPTIONS = {
     "UNSORTED_SEGMENT_SUM": "UnsortedSegmentSumOptions",
     "SCATTER_ND": "ScatterNdOptions",
     "REVERSE_SEQUENCE": "ReverseSequenceOptions",
+    "ATAN2": None,
 }
 
 

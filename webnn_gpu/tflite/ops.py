@@ -2225,6 +2225,34 @@ def _gather_nd(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, cv.builder.gather_nd(cv.operand(op, 0), cv.operand(op, 1), label=cv.label(op)))
 
 
+#: ATAN2 element-wise as a custom WGSL operator (WebNN has no atan2): WGSL's atan2(y, x).
+_ATAN2_WGSL = """{% if inputs[0].type == "f16" %}enable f16;
+{% endif %}
+@group(0) @binding(0) var<storage, read> y: array<{{ inputs[0].type }}>;
+@group(0) @binding(1) var<storage, read> x: array<{{ inputs[0].type }}>;
+@group(0) @binding(2) var<storage, read_write> out: array<{{ inputs[0].type }}>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let i = gid.x + gid.y * groups.x * 64u;
+  if (i >= {{ outputs[0].size }}u) { return; }
+  out[i] = atan2(y[i], x[i]);
+}
+"""
+
+
+@handles("ATAN2", webnn="one custom WGSL operator (MLGraphBuilder.wgsl) computing WGSL's atan2(y, x) per element")
+def _atan2(cv: Converter, op: OperatorInfo) -> None:
+    b, label = cv.builder, cv.label(op)
+    y, x = cv.operand(op, 0), cv.operand(op, 1)
+    if y.data_type != cv.float_type or x.data_type != cv.float_type:
+        raise cv.unsupported(op, f"inputs of types {y.data_type} and {x.data_type} (float inputs only)")
+    shape = [int(d) for d in y.shape]
+    if list(x.shape) != shape:  # (as LiteRT's kernel, which does not broadcast)
+        raise cv.malformed(op, f"operands of shapes {shape} and {list(x.shape)}")
+    cv.set_output(op, b.wgsl(_ATAN2_WGSL, [y, x], {"data_type": cv.float_type, "shape": shape}, workgroup_size=64,
+                             label=label))
+
+
 @handles("ONE_HOT", webnn="where(equal(indices with a new axis, a constant 0..depth-1 along it), on, off)")
 def _one_hot(cv: Converter, op: OperatorInfo) -> None:
     # Inputs: indices, depth (scalar), on_value, off_value; an index outside [0, depth) gives
