@@ -186,7 +186,7 @@ class Converter:
             return self._folded[t.index]
         if t.data is not None and (t.quantization is None or t.type_name in _FLOAT_TYPES):
             return t.data  # (also when an operator already made it a constant operand)
-        if t.data is not None and t.type_name in ("INT8", "UINT8", "INT16") and \
+        if t.data is not None and t.quantization is not None and t.type_name in ("INT8", "UINT8", "INT16") and \
                 any(self.model.tensors[j].type_name in _FLOAT_TYPES for j in op.outputs):
             return dequantize(t.data, t.quantization)  # int8 weights of a float operator, as _constant
         return None

@@ -350,8 +350,9 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gate
     unreversed = _time_reversal_of(cv, seq_tensor)
     direction = "forward"
     if unreversed is not None:
-        x, direction = unreversed, "backward"
-        seq_tensor = cv.producer(seq_tensor).inputs[0]
+        reversal = cv.producer(seq_tensor)
+        assert reversal is not None  # (the REVERSE_V2 that _time_reversal_of found)
+        x, direction, seq_tensor = unreversed, "backward", reversal.inputs[0]
     # The biases the input projection takes (the rest stay with the operator): every one of
     # an LSTM or plain RNN; a GRU's input biases and the recurrent ones of the gates that
     # reset_after leaves outside the reset (all three without it).

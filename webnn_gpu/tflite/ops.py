@@ -703,7 +703,7 @@ def _softmax(cv: Converter, op: OperatorInfo) -> None:
     axis = rank - 1
     around = _transposed_around(cv, op, rank)
     if around is not None:
-        before, after, axis = around
+        before, after, axis, perm = around
         x = cv.operand(before, 0)
     if beta != 1.0:
         x = cv.builder.mul(x, cv.scalar_constant(beta, cv.float_type), label=cv.label(op) + "/beta")
@@ -712,15 +712,15 @@ def _softmax(cv: Converter, op: OperatorInfo) -> None:
         cv.set_output(op, y)
         return
     # The softmax's own output (read by the inverse transpose alone) as a view of the result.
-    cv.set_output(op, cv.builder.transpose(y, permutation=[int(p) for p in cv.static(before, 1).reshape(-1)],
-                                           label=cv.label(op) + "/transposed"))
+    cv.set_output(op, cv.builder.transpose(y, permutation=perm, label=cv.label(op) + "/transposed"))
     cv.set_output(after, y)
     cv.claimed.add(after.index)
 
 
-def _transposed_around(cv: Converter, op: OperatorInfo, rank: int) -> tuple[OperatorInfo, OperatorInfo, int] | None:
+def _transposed_around(cv: Converter, op: OperatorInfo, rank: int
+                       ) -> tuple[OperatorInfo, OperatorInfo, int, list[int]] | None:
     """(the TRANSPOSE before ``op``, the one after it, the axis of the untransposed tensor
-    that ``op``'s last axis is) when a TRANSPOSE whose only reader is ``op`` gives its input
+    that ``op``'s last axis is, the first TRANSPOSE's permutation) when a TRANSPOSE whose only reader is ``op`` gives its input
     and ``op``'s only reader is the inverse TRANSPOSE; else None."""
     before, after = cv.producer(op.inputs[0]), cv.sole_consumer(op.outputs[0])
     if before is None or after is None or before.name != "TRANSPOSE" or after.name != "TRANSPOSE" or \
@@ -732,7 +732,7 @@ def _transposed_around(cv: Converter, op: OperatorInfo, rank: int) -> tuple[Oper
     perm, inv = [int(v) % rank for v in p.reshape(-1)], [int(v) % rank for v in q.reshape(-1)]
     if sorted(perm) != list(range(rank)) or [perm[i] for i in inv] != list(range(rank)):
         return None
-    return before, after, perm[-1]
+    return before, after, perm[-1], perm
 
 
 def _paddings(cv: Converter, op: OperatorInfo, rank: int) -> tuple[list[int], list[int]]:
