@@ -135,14 +135,14 @@ def tensor_list_loop():
 
 
 def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool = False, buffer: bool = True,
-                   reverse: bool = False, weights: str = "float32", embedded: bool = False
-                   ) -> tuple[bytes, list[np.ndarray]]:
+                   reverse: bool = False, weights: str = "float32", embedded: bool = False,
+                   relu_cell: bool = False) -> tuple[bytes, list[np.ndarray]]:
     """A Keras 3 LSTM or GRU layer as TensorFlow's converter writes it: a time-major
     sequence, a WHILE with two counters, a body of fully connected layers, a gate split
     and the activations, and a buffer written per step (LSTM: the whole sequence through
     SLICE + CONCATENATION; GRU: the last state). The LSTM starts from a run-time hidden
-    state and a non-zero constant cell state. ``near_miss``: the GRU's candidate uses RELU
-    (not a WebNN gru with tanh): the loop must be unrolled instead. ``cond_reads_state``: the
+    state and a non-zero constant cell state. ``near_miss``: the GRU's candidate uses RELU6
+    (no WebNN gru activation): the loop must be unrolled instead. ``cond_reads_state``: the
     condition also tests the hidden state (``sum(h) > -1e9``), so the trip count is not static.
     ``reverse`` (LSTM): the backward layer of a Keras Bidirectional: the loop reads the
     sequence reversed along time (REVERSE_V2), its buffer is reversed back (through a RESHAPE
@@ -159,7 +159,8 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     (``Optimize.DEFAULT`` with float16); ``"int8"``: the fully connected weights are int8 with
     per-row scales, used directly (dynamic-range quantization). ``embedded``: the sequence is
     the GATHER of a constant table by int32 ids [batch, steps] (Keras' Embedding) before the
-    transpose.
+    transpose. ``relu_cell`` (LSTM, GRU): the cell activation is RELU (Keras'
+    ``activation="relu"``); the GRU's ``near_miss`` uses RELU6, which no WebNN gru computes.
     """
     reset_after = cell != "gru0"
     cell = "gru" if cell == "gru0" else cell
@@ -220,7 +221,7 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     t1 = m.op("ADD", [t, one], [], out_dtype=np.int32)
     x_t = m.op("GATHER", [ins[-1], t], [batch, features])
     sig = lambda v: m.op("LOGISTIC", [v], state)  # noqa: E731
-    tanh = lambda v: m.op("TANH", [v], state)  # noqa: E731
+    tanh = (lambda v: m.op("RELU", [v], state)) if relu_cell else (lambda v: m.op("TANH", [v], state))  # noqa: E731
     if cell == "lstm":
         c = ins[4]
         rec = m.op("FULLY_CONNECTED", [h, weight(gates * units, units, scale=0.5), -1],
@@ -285,7 +286,7 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
         u = sig(m.op("ADD", [xz, hz], state))
         r = sig(m.op("ADD", [xr, hr], state))
         pre_n = m.op("ADD", [xn, m.op("MUL", [r, hn], state)], state)
-        n = m.op("RELU", [pre_n], state) if near_miss else tanh(pre_n)
+        n = m.op("RELU6", [pre_n], state) if near_miss else tanh(pre_n)
         keep = m.op("SUB", [m.const(np.float32(1.0)), u], state)
         h1 = m.op("ADD", [m.op("MUL", [u, h], state), m.op("MUL", [keep, n], state)], state)
         buf1 = m.op("RESHAPE", [h1, m.const(np.int32(buf_shape))], buf_shape)
@@ -353,6 +354,16 @@ def lstm_loop_embedded():
 @case
 def simple_rnn_loop_embedded():
     return recurrent_loop("tanh", embedded=True)
+
+
+@case
+def gru_loop_relu():
+    return recurrent_loop("gru", relu_cell=True)
+
+
+@case
+def lstm_loop_relu():
+    return recurrent_loop("lstm", relu_cell=True)
 
 
 @case

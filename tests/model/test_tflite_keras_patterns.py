@@ -79,6 +79,7 @@ def test_input_shapes_must_fit_the_signature(ctx):
                                           ("gru_loop_near_miss", False), ("gru_loop_reset_before", True),
                                           ("gru_loop_float16", True), ("lstm_loop_float16", True),
                                           ("gru_loop_embedded", True), ("lstm_loop_embedded", True),
+                                          ("gru_loop_relu", True), ("lstm_loop_relu", True),
                                           ("simple_rnn_loop_embedded", True),
                                           ("gru_loop_reset_before_near_miss", False),
                                           ("simple_rnn_loop", True), ("simple_rnn_loop_relu", True),
@@ -86,8 +87,8 @@ def test_input_shapes_must_fit_the_signature(ctx):
 def test_recurrent_loops_become_one_operator_only_when_they_are_one(case, mapped, ctx, monkeypatch):
     """A Keras 3 LSTM / GRU loop (with a buffer, or an LSTM returning its states alone, or the
     backward half of a Bidirectional: the backward direction, the reversals views; a GRU with
-    reset_after=False: one sequence kernel) becomes one lstm / gru, a SimpleRNN loop (tanh or relu) one
-    gru in plain-RNN form (two kernels); a near miss (a RELU candidate in a GRU, RELU6 in a
+    reset_after=False: one sequence kernel; a relu cell activation) becomes one lstm / gru, a SimpleRNN loop (tanh or relu) one
+    gru in plain-RNN form (two kernels); a near miss (a RELU6 candidate in a GRU, RELU6 in a
     SimpleRNN) is unrolled; all agree with LiteRT (test_keras_patterns_match_litert)."""
     from webnn_gpu.tflite import loops
 

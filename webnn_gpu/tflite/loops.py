@@ -20,9 +20,10 @@ trip count, equal to the sequence's length) and running the body at load time (N
 the operators' TFLite definitions) on new random values at every time step (a spread of
 16 in loops over 256 steps) gives what the WebNN operator's equations give with those
 parameters, for every loop variable: the states, the buffer, the counters and the
-variables passed through. Anything else
-(another cell, other activations, a loop that reads its input in another order) is left to the unrolling in ``ops._while``: the mapping never changes a
-result.
+variables passed through. The cell activation (Keras' ``activation``) is tanh, or relu
+where the body applies a RELU and nothing that clamps (:func:`_relu_only`). Anything else
+(another cell, other activations, a loop that reads its input in another order) is left to
+the unrolling in ``ops._while``: the mapping never changes a result.
 """
 
 from __future__ import annotations
@@ -233,17 +234,18 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
         h = floats_probe[h_var].astype(np.float64)
         if gates == 1:
             return _PLAIN_ACTS[act](x @ w_w.T + h @ r_w.T + w_bias), None
+        g_act = _PLAIN_ACTS[act]  # the cell's activation (Keras' `activation`)
         if c_var is not None:
             z = x @ w_w.T + h @ r_w.T + w_bias
             i, f, g, o = np.split(z, 4, axis=1)
-            c = _sigmoid(f) * floats_probe[c_var].astype(np.float64) + _sigmoid(i) * np.tanh(g)
-            return _sigmoid(o) * np.tanh(c), c
+            c = _sigmoid(f) * floats_probe[c_var].astype(np.float64) + _sigmoid(i) * g_act(g)
+            return _sigmoid(o) * g_act(c), c
         xz, hz = np.split(x @ w_w.T + w_bias, 3, axis=1), np.split(h @ r_w.T + r_bias, 3, axis=1)
         u, r = _sigmoid(xz[0] + hz[0]), _sigmoid(xz[1] + hz[1])
         if not reset_after:
             n_rows = slice(2 * hidden, 3 * hidden)
-            return u * h + (1 - u) * np.tanh(xz[2] + (r * h) @ r_w[n_rows].T + r_bias[n_rows]), None
-        return u * h + (1 - u) * np.tanh(xz[2] + r * hz[2]), None
+            return u * h + (1 - u) * g_act(xz[2] + (r * h) @ r_w[n_rows].T + r_bias[n_rows]), None
+        return u * h + (1 - u) * g_act(xz[2] + r * hz[2]), None
 
     # Every step (a spread of 16 in longer loops), each with new random values.
     checked = range(steps) if steps <= 256 else sorted({int(v) for v in np.linspace(0, steps - 1, 16)})
@@ -277,6 +279,8 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
 
     # A plain RNN's activation is the operator that writes the new state (TANH, RELU or
     # LOGISTIC: random probes cannot tell RELU from RELU6 or a clamp that they do not reach).
+    # An LSTM's or GRU's cell activation is tanh, or relu where the body applies a RELU (an
+    # operator or a fused activation) and nothing that would clamp it (RELU6, a MINIMUM, ...).
     act = "tanh"
     if gates == 1:
         writer = next((o for o in bsub.operators if bsub.outputs[h_var] in o.outputs), None)
@@ -284,11 +288,35 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
         if not act:
             return False
     if not matches(act):
-        return False
+        if gates == 1 or not _relu_only(bsub) or not matches("relu"):
+            return False
+        act = "relu"
     _emit(cv, op, entries, act=act, gates=gates, hidden=hidden, steps=steps, batch=batch, w=w_w, r=r_w, w_bias=w_bias,
           r_bias=r_bias, h_var=h_var, c_var=c_var, seq_var=seq_var, buf_var=buf_var, whole_sequence=whole_sequence,
           final_counters=counters_at(steps), passthrough=passthrough, reset_after=reset_after)
     return True
+
+
+def _relu_only(body: ModelInfo) -> bool:
+    """Whether ``body`` applies a RELU (an operator, or the fused activation of an ADD, SUB,
+    MUL or FULLY_CONNECTED) and no other bounded activation or MINIMUM / MAXIMUM: then its
+    cell activation, if not tanh, can only be relu (random probes do not reach RELU6's 6)."""
+    from .ops import _fb
+
+    options = {"ADD": "AddOptions", "SUB": "SubOptions", "MUL": "MulOptions",
+               "FULLY_CONNECTED": "FullyConnectedOptions"}
+    relu = False
+    for o in body.operators:
+        if o.name in ("RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "MINIMUM", "MAXIMUM", "LEAKY_RELU", "PRELU"):
+            return False
+        code = 0
+        if o.name in options:
+            opts = o.options(getattr(_fb, options[o.name]))
+            code = opts.FusedActivationFunction() if opts is not None else 0
+        if code not in (0, 1):
+            return False
+        relu = relu or o.name == "RELU" or code == 1
+    return relu
 
 
 #: A plain RNN's activations (Keras' SimpleRNN, TFLite's fused activation), in GRU form.
@@ -374,11 +402,13 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gate
     elif gates == 4:
         h_t, c_t, seq = b.lstm(x, weight, recurrent, steps, hidden, bias=const(w_bias[None]),
                                initial_hidden_state=initial(h_var), initial_cell_state=initial(c_var),
-                               return_sequence=True, direction=direction, layout="ifgo", label=label + "/lstm")
+                               return_sequence=True, direction=direction, layout="ifgo",
+                               activations=["sigmoid", act, act], label=label + "/lstm")
     else:
         h_t, seq = b.gru(x, weight, recurrent, steps, hidden, bias=const(w_bias[None]),
                          recurrent_bias=const(r_bias[None]), initial_hidden_state=initial(h_var), reset_after=reset_after,
-                         return_sequence=True, direction=direction, layout="zrn", label=label + "/gru")
+                         return_sequence=True, direction=direction, layout="zrn", activations=["sigmoid", act],
+                         label=label + "/gru")
 
     for k, value in final_counters.items():
         cv.set_entry(op, np.asarray(value), k)
