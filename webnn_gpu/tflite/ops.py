@@ -2285,7 +2285,7 @@ def _one_hot(cv: Converter, op: OperatorInfo) -> None:
 def _static_ids(cv: Converter, op: OperatorInfo, i: int, what: str) -> np.ndarray:
     ids = cv.static(op, i)
     if ids is None:
-        raise cv.unsupported(op, f"run-time {what} (input {i}); they must be known at load time")
+        raise cv.unsupported(op, f"{what} computed at run time (input {i}; the loader needs them at load time)")
     return ids.astype(np.int64)
 
 
