@@ -198,6 +198,28 @@ def one_hot_and_segments():
 
 
 @case
+def segment_shape_arithmetic():
+    """What the converter writes for a reshape of a tensor with dynamic dimensions: SHAPE,
+    UNSORTED_SEGMENT_PROD of its dimensions (folded at load time; an empty segment is 1),
+    RESHAPE to the result; UNSORTED_SEGMENT_MAX / MIN / SUM of load-time data (empty segments:
+    the lowest and highest int32, 0)."""
+    rng = np.random.default_rng(45)
+    m = ModelMaker()
+    x = m.input([2, 3, 4])
+    shape = m.op("SHAPE", [x], [3], out_dtype=np.int32, options=dict(outType=INT32))
+    target = m.op("UNSORTED_SEGMENT_PROD", [shape, m.const(_i32([0, 0, 2])), m.const(_i32(3))], [3],
+                  out_dtype=np.int32)
+    flat = m.op("RESHAPE", [x, target], [6, 1, 4])
+    vals = m.const(_i32([[5, -2], [7, 1], [-3, 9]]))
+    seg = m.const(_i32([1, 1, 3]))
+    mx = m.op("UNSORTED_SEGMENT_MAX", [vals, seg, m.const(_i32(4))], [4, 2], out_dtype=np.int32)
+    mn = m.op("UNSORTED_SEGMENT_MIN", [vals, seg, m.const(_i32(4))], [4, 2], out_dtype=np.int32)
+    sm = m.op("UNSORTED_SEGMENT_SUM", [vals, seg, m.const(_i32(4))], [4, 2], out_dtype=np.int32)
+    m.output(flat, m.op("ADD", [mx, mn], [4, 2], out_dtype=np.int32), sm)
+    return m.finish(), [_f32(rng, 2, 3, 4)]
+
+
+@case
 def atan2():
     """ATAN2 in every quadrant and on the axes."""
     rng = np.random.default_rng(44)

@@ -61,8 +61,8 @@ def test_softmax_between_inverse_transposes_is_one_kernel(ctx):
 
 
 def test_scatter_and_segments_with_run_time_ids_are_refused(ctx):
-    """SCATTER_ND and UNSORTED_SEGMENT_SUM need their indices at load time; run-time ones
-    are a NotSupportedError naming the operator and the input."""
+    """SCATTER_ND and UNSORTED_SEGMENT_SUM need their indices at load time, UNSORTED_SEGMENT_PROD
+    its data too; run-time ones are a NotSupportedError naming the operator and the input."""
     m = ModelMaker()
     ids = m.input([3, 1], dtype=np.int32)
     m.output(m.op("SCATTER_ND", [ids, m.input([3]), m.const(np.int32([5]))], [5]))
@@ -72,6 +72,11 @@ def test_scatter_and_segments_with_run_time_ids_are_refused(ctx):
     x, seg = m.input([4, 2]), m.input([4], dtype=np.int32)
     m.output(m.op("UNSORTED_SEGMENT_SUM", [x, seg, m.const(np.int32(3))], [3, 2]))
     with pytest.raises(NotSupportedError, match=r"UNSORTED_SEGMENT_SUM: segment ids computed at run time \(input 1"):
+        webnn.load(m.finish(), ctx)
+    m = ModelMaker()
+    m.output(m.op("UNSORTED_SEGMENT_PROD", [m.input([4, 2]), m.const(np.int32([0, 1, 0, 2])), m.const(np.int32(3))],
+                  [3, 2]))
+    with pytest.raises(NotSupportedError, match=r"UNSORTED_SEGMENT_PROD: data computed at run time"):
         webnn.load(m.finish(), ctx)
 
 

@@ -119,6 +119,9 @@ _OPTIONS = {
     "SCATTER_ND": "ScatterNdOptions",
     "REVERSE_SEQUENCE": "ReverseSequenceOptions",
     "ATAN2": None,
+    "UNSORTED_SEGMENT_PROD": "UnsortedSegmentProdOptions",
+    "UNSORTED_SEGMENT_MAX": "UnsortedSegmentMaxOptions",
+    "UNSORTED_SEGMENT_MIN": "UnsortedSegmentMinOptions",
 }
 
 

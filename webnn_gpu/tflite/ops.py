@@ -2312,6 +2312,31 @@ def _unsorted_segment_sum(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, b.reshape(y, [segments, *rest], label=label + "/out"))
 
 
+@folds("UNSORTED_SEGMENT_SUM", "UNSORTED_SEGMENT_PROD", "UNSORTED_SEGMENT_MAX", "UNSORTED_SEGMENT_MIN")
+def _fold_segments(cv: Converter, op: OperatorInfo, values: list) -> list:
+    # TFLite's kernels: each segment starts at the reduction's identity (0, 1, the type's
+    # lowest / highest value) and ids outside [0, segments) are skipped.
+    data, ids = values[0], values[1].astype(np.int64)
+    segments = int(values[2].reshape(-1)[0])
+    if tuple(ids.shape) != tuple(data.shape[:ids.ndim]) or segments < 1:
+        raise cv.malformed(op, f"segment ids of shape {list(ids.shape)} for data {list(data.shape)}, "
+                               f"{segments} segments")
+    kind = op.name.rsplit("_", 1)[1]
+    info = np.finfo(data.dtype) if data.dtype.kind == "f" else np.iinfo(data.dtype)
+    start = {"SUM": 0, "PROD": 1, "MAX": info.min, "MIN": info.max}[kind]
+    out = np.full((segments, *data.shape[ids.ndim:]), start, dtype=data.dtype)
+    flat, rows = ids.reshape(-1), data.reshape(-1, *data.shape[ids.ndim:])
+    keep = (flat >= 0) & (flat < segments)
+    {"SUM": np.add, "PROD": np.multiply, "MAX": np.maximum, "MIN": np.minimum}[kind].at(out, flat[keep], rows[keep])
+    return [out]
+
+
+@handles("UNSORTED_SEGMENT_PROD", "UNSORTED_SEGMENT_MAX", "UNSORTED_SEGMENT_MIN",
+         webnn="(folded at load time: the shape arithmetic of a model with dynamic dimensions)")
+def _unsorted_segment_other(cv: Converter, op: OperatorInfo) -> None:
+    raise cv.unsupported(op, "data computed at run time (input 0; the loader folds this operator at load time only)")
+
+
 @handles("SCATTER_ND", webnn="scatter_nd into zeros (distinct indices known at load time); a matmul with a 0/1 "
                              "matrix where indices repeat (TFLite adds their updates)")
 def _scatter_nd(cv: Converter, op: OperatorInfo) -> None:
