@@ -477,21 +477,36 @@ def einsum_dense(kind: str) -> tuple[bytes, list[np.ndarray]]:
     """Keras' EinsumDense (MultiHeadAttention's projections): FULLY_CONNECTED (keep_num_dims),
     RESHAPE splitting the 12 units into 3 x 4, ADD of a bias. ``heads``: a [3, 4] bias with a
     fused RELU; ``both``: the FULLY_CONNECTED has its own bias too and the added one is
-    [1, 1, 3, 4]; ``rows``: a near miss, the added constant varies along the rows ([5, 1, 1])."""
+    [1, 1, 3, 4]; ``rows``: a near miss, the added constant varies along the rows ([5, 1, 1]);
+    ``dynamic``: the sequence length is dynamic and the RESHAPE's new shape comes from SHAPE
+    (of the input), GATHER and CONCATENATION written after the FULLY_CONNECTED (a Keras model
+    over ``keras.Input((None, 6))``)."""
     rng = np.random.default_rng(49)
     m = ModelMaker()
     x = m.input([2, 5, 6])
+    if kind == "dynamic":
+        _signature(m, x, [2, -1, 6])
     fc_bias = m.const(_f32(rng, 12)) if kind == "both" else -1
     fc = m.op("FULLY_CONNECTED", [x, m.const(_f32(rng, 12, 6)), fc_bias], [2, 5, 12], options=dict(keepNumDims=True))
-    heads = m.op("RESHAPE", [fc, m.const(np.int32([2, 5, 3, 4]))], [2, 5, 3, 4])
-    shape = {"heads": (3, 4), "both": (1, 1, 3, 4), "rows": (5, 1, 1)}[kind]
+    if kind == "dynamic":
+        _signature(m, fc, [2, -1, 12])
+        lead = m.op("GATHER", [m.op("SHAPE", [x], [3], out_dtype=np.int32, options=dict(outType=INT32)),
+                               m.const(np.int32([0, 1]))], [2], out_dtype=np.int32, options=dict(axis=0))
+        target = m.op("CONCATENATION", [lead, m.const(np.int32([3, 4]))], [4], out_dtype=np.int32,
+                      options=dict(axis=0))
+        heads = _signature(m, m.op("RESHAPE", [fc, target], [2, 5, 3, 4]), [2, -1, 3, 4])
+    else:
+        heads = m.op("RESHAPE", [fc, m.const(np.int32([2, 5, 3, 4]))], [2, 5, 3, 4])
+    shape = {"heads": (3, 4), "both": (1, 1, 3, 4), "rows": (5, 1, 1), "dynamic": (3, 4)}[kind]
     out = m.op("ADD", [heads, m.const(_f32(rng, *shape))], [2, 5, 3, 4],
                options=dict(fusedActivationFunction=1 if kind == "heads" else 0))
+    if kind == "dynamic":
+        _signature(m, out, [2, -1, 3, 4])
     m.output(out)
     return m.finish(), [_f32(rng, 2, 5, 6)]
 
 
-for _kind in ("heads", "both", "rows"):
+for _kind in ("heads", "both", "rows", "dynamic"):
     KERAS_CASES[f"einsum_dense_{_kind}"] = lambda kind=_kind: einsum_dense(kind)
 
 

@@ -232,6 +232,17 @@ def test_unrolled_time_distributed_runs_once(kind, steps, ctx):
     assert graph.kernel_count <= (3 if steps == 1 else 20)
 
 
+def test_einsum_dense_with_a_dynamic_length_takes_input_shapes(ctx):
+    """An EinsumDense over a dynamic sequence length: its RESHAPE's new shape is shape
+    arithmetic written after the FULLY_CONNECTED, so the bias fold leaves the RESHAPE to its
+    own turn; resized with input_shapes, the model agrees with LiteRT resized alike."""
+    data, _ = KERAS_CASES["einsum_dense_dynamic"]()
+    x = np.random.default_rng(52).standard_normal((2, 7, 6)).astype(np.float32)
+    model = webnn.load(data, ctx, input_shapes={"input_0": [2, 7, 6]})
+    got = model.compute(x)
+    _compare("einsum_dense_dynamic", got, _litert_resized(data, [x]), model.output_names)
+
+
 def test_recurrent_loop_with_int8_weights_is_one_operator(ctx, monkeypatch):
     """A loop whose fully connected weights are int8 with per-row scales (dynamic-range
     quantization) maps onto the operator with the dequantized weights: near LiteRT's hybrid

@@ -956,6 +956,8 @@ def _bias_after_reshape(cv: Converter, op: OperatorInfo, units: int) -> tuple[np
     reshape = cv.sole_consumer(op.outputs[0])
     if reshape is None or reshape.name != "RESHAPE" or reshape.inputs[0] != op.outputs[0]:
         return None
+    if cv.model.tensors[reshape.outputs[0]].is_dynamic and (len(reshape.inputs) < 2 or cv.static(reshape, 1) is None):
+        return None  # its new shape comes from shape arithmetic after this operator (a dynamic dimension)
     found, own = _constant_add(cv, reshape.outputs[0]), _own_bias(cv, op, units)
     if found is None or own is None:
         return None
