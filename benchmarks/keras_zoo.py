@@ -11,8 +11,9 @@ Two halves in one file:
   builds well-known Keras architectures with seeded random weights (Keras applications
   with ``weights=None``, a U-Net, a Transformer encoder, a ViT, recurrent text models,
   ...), converts each with ``tf.lite.TFLiteConverter.from_keras_model`` exactly as a
-  user would (batch size left open; default float options; ``mobilenet_v2_int8`` with
-  ``optimizations=[tf.lite.Optimize.DEFAULT]``, int8 weights), and writes
+  user would (batch size left open; default float options; ``mobilenet_v2_int8`` and
+  ``transformer_int8`` with ``optimizations=[tf.lite.Optimize.DEFAULT]``, int8 weights;
+  ``lstm_f16`` with float16 weights as well), and writes
   ``<name>.tflite`` to ``$XDG_CACHE_HOME/webnn-gpu/keras_zoo/`` (never to the repository).
 * **compare** (the project's venv): for every model, ``webnn.load`` and LiteRT (builtin
   kernels) on one seeded input (floats: standard normal; token ids: uniform in [0, 20));
@@ -70,6 +71,14 @@ MODELS = {
                     "TimeDistributed Dense + softmax, 12 + 10 tokens",
     "conv_autoencoder": "convolutional autoencoder 28x28x1: Conv2D + MaxPooling2D down, Conv2DTranspose and "
                         "UpSampling2D up, sigmoid",
+    "mobilenet_v1": "keras.applications.MobileNet(alpha=0.5), 128x128",
+    "conv3d": "video-like 8x16x16x3 clip: Conv3D (SAME, relu), Conv3D (1x3x3, strides 1x2x2), Conv3DTranspose "
+              "(strides 2), GlobalAveragePooling3D, Dense",
+    "rnn_variants": "Embedding + Bidirectional(GRU, merge sum) + Bidirectional(SimpleRNN, merge ave) + "
+                    "GRU(reset_after=False, go_backwards), 20 tokens",
+    "transformer_int8": "the transformer, converted with Optimize.DEFAULT (int8 weights and embedding tables)",
+    "lstm_f16": "the LSTM text model, converted with float16 weights",
+    "top_k": "Dense classifier head with tf.math.top_k (k=3: values and indices) and a sort of its scores",
 }
 
 
@@ -268,7 +277,31 @@ def _architectures():
         x = layers.UpSampling2D()(layers.Conv2D(16, 3, padding="same", activation="relu")(x))
         return keras.Model(img, layers.Conv2D(1, 3, padding="same", activation="sigmoid")(x))
 
+    def conv3d():
+        clip = keras.Input((8, 16, 16, 3))
+        x = layers.Conv3D(8, 3, padding="same", activation="relu")(clip)
+        x = layers.Conv3D(16, (1, 3, 3), strides=(1, 2, 2))(x)
+        x = layers.Conv3DTranspose(8, 3, strides=2, padding="same")(x)
+        return keras.Model(clip, layers.Dense(4)(layers.GlobalAveragePooling3D()(x)))
+
+    def rnn_variants(x):
+        x = layers.Bidirectional(layers.GRU(16, return_sequences=True), merge_mode="sum")(x)
+        x = layers.Bidirectional(layers.SimpleRNN(8, return_sequences=True), merge_mode="ave")(x)
+        return layers.Dense(3)(layers.GRU(12, reset_after=False, go_backwards=True)(x))
+
+    def top_k():
+        inp = keras.Input((32,))
+        scores = layers.Dense(20)(layers.Dense(64, activation="relu")(inp))
+
+        class TopK(layers.Layer):
+            def call(self, s):
+                values, indices = tf.math.top_k(s, k=3)
+                return [values, tf.cast(indices, tf.float32), tf.sort(s, direction="DESCENDING")]
+
+        return keras.Model(inp, TopK()(scores))
+
     int8 = {"optimizations": [tf.lite.Optimize.DEFAULT]}
+    f16 = {"optimizations": [tf.lite.Optimize.DEFAULT], "target_spec.supported_types": [tf.float16]}
     return {
         "mobilenet_v2": (app(apps.MobileNetV2, 128, alpha=0.5), {}),
         "mobilenet_v2_int8": (app(apps.MobileNetV2, 128, alpha=0.5), int8),
@@ -295,6 +328,12 @@ def _architectures():
         "seq2seq": (seq2seq, {}),
         "lstm_seq2seq": (lstm_seq2seq, {}),
         "conv_autoencoder": (conv_autoencoder, {}),
+        "mobilenet_v1": (app(apps.MobileNet, 128, alpha=0.5), {}),
+        "conv3d": (conv3d, {}),
+        "rnn_variants": (text(rnn_variants), {}),
+        "transformer_int8": (transformer, int8),
+        "lstm_f16": (text(lambda x: layers.Dense(4)(layers.LSTM(32)(x))), f16),
+        "top_k": (top_k, {}),
     }
 
 
@@ -323,7 +362,10 @@ def generate(out: pathlib.Path, names: list[str]) -> None:
                          .astype(v.dtype))
         converter = tf.lite.TFLiteConverter.from_keras_model(model)
         for key, value in options.items():
-            setattr(converter, key, value)
+            if key == "target_spec.supported_types":  # float16 weights
+                converter.target_spec.supported_types = value
+            else:
+                setattr(converter, key, value)
         try:
             data = converter.convert()
         except Exception as exc:  # noqa: BLE001 - reported, the other models still convert

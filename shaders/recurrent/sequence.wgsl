@@ -1,5 +1,5 @@
 {#-
-  recurrent/sequence.wgsl: every time step of a GRU (reset_after), LSTM or plain RNN in one
+  recurrent/sequence.wgsl: every time step of a GRU, LSTM or plain RNN in one
   launch: one workgroup per (direction, batch row) keeps its hidden (and cell) state in
   workgroup memory and steps through time with one barrier per step.
 
@@ -10,12 +10,18 @@
                 ([D, B, H]; if has_h0 / has_c0), then the outputs out_h ([D, B, H]), out_c
                 (LSTM), seq ([T, D, B, H], if has_seq)
     H B T D GH I  sizes; direction: "forward" | "backward" | "both"
-    cell        "gru" (reset_after), "lstm" or "rnn" (h = act(x W' + b + h R'): GH = H, no gates)
+    cell        "gru", "lstm" or "rnn" (h = act(x W' + b + h R'): GH = H, no gates)
+    reset_after GRU: the reset gate multiplies the recurrent product (True) or the state before
+                it (False: each step computes z and r * h of every unit first, into workgroup
+                memory, then, after a barrier, the new gate from r * h; every recurrent bias
+                is then folded into proj)
     gate        row block of each gate ({"z", "r", "n"} or {"i", "o", "f", "g"}; {"n": 0} for rnn)
     acts        the activations ([f, g] GRU, [f, g, h] LSTM, [g] rnn)
     r_t, has_rbias, has_peep, has_h0, has_c0, has_seq
     vec         proj and r (then f32, transposed: r_t) read as vec4<f32> (H % 4 == 0): each
                 invocation computes four neighbouring hidden units of every gate
+    r_local     (vec) the workgroup copies its direction's r into workgroup memory (rw) before
+                the first step and reads it there
   Workgroup: (k.workgroup, 1, 1); D * B workgroups (no folding: D * B <= 65535); invocation
   lid handles the hidden units j = lid, lid + k.workgroup, ... of its workgroup's row (vec:
   the units 4 q .. 4 q + 3 for q = lid, lid + k.workgroup, ...).
@@ -58,10 +64,20 @@ vec4<f32>(f32(load_{{ name }}({{ i }})), f32(load_{{ name }}({{ i }} + 1u)), f32
 {% set HQ, GQ = H // 4, GH // 4 %}
 {% endif %}
 var<workgroup> hs: array<f32, {{ 2 * H }}>;
+{% set gru0 = cell == "gru" and not reset_after %}
+{% if gru0 %}
+var<workgroup> rhs: array<f32, {{ H }}>;
+var<workgroup> zs: array<f32, {{ H }}>;
+{% endif %}
 {% if cell == "lstm" %}
 var<workgroup> cs: array<f32, {{ H }}>;
 {% endif %}
 
+{#- the recurrent weight: r4, or (r_local) its copy for this workgroup's direction in workgroup memory -#}
+{% set RW, RB = ("rw", " - rbase") if vec and r_local else ("r4", "") %}
+{% if vec and r_local %}
+var<workgroup> rw: array<vec4<f32>, {{ H * (GH // 4) }}>;
+{% endif %}
 @compute @workgroup_size({{ WG }})
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
   let db = wid.x;
@@ -69,6 +85,12 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   let d = db / {{ B }}u;
   let hrow = db * {{ H }}u;
   let rrow = d * {{ GH }}u;
+{% if vec and r_local %}
+  let rbase = d * {{ H * (GH // 4) }}u;
+  for (var i = lid.x; i < {{ H * (GH // 4) }}u; i = i + {{ WG }}u) {
+    rw[i] = r4[rbase + i];
+  }
+{% endif %}
   for (var j = lid.x; j < {{ H }}u; j = j + {{ WG }}u) {
 {% if has_h0 %}
     hs[j] = f32(load_h0(hrow + j));
@@ -93,6 +115,47 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 {% endif %}
     let cur = (s & 1u) * {{ H }}u;
     let nxt = {{ H }}u - cur;
+{% if gru0 and vec %}
+{% set ZQ, RQ = gate.z * HQ, gate.r * HQ %}
+    for (var q = lid.x; q < {{ HQ }}u; q = q + {{ WG }}u) {
+      let j = q * 4u;
+      let pq = prow / 4u + q;
+      var az = vec4<f32>(0.0);
+      var ar = vec4<f32>(0.0);
+      for (var k = 0u; k < {{ H }}u; k = k + 1u) {
+        let hk = hs[cur + k];
+        let rq = (d * {{ H }}u + k) * {{ GQ }}u + q;
+        az = az + hk * {{ RW }}[rq + {{ ZQ }}u{{ RB }}];
+        ar = ar + hk * {{ RW }}[rq + {{ RQ }}u{{ RB }}];
+      }
+      let z = {{ acts[0] }}4(proj4[pq + {{ ZQ }}u] + az);
+      let rh = {{ acts[0] }}4(proj4[pq + {{ RQ }}u] + ar) * vec4<f32>(hs[cur + j], hs[cur + j + 1u], hs[cur + j + 2u], hs[cur + j + 3u]);
+      zs[j] = z.x;
+      zs[j + 1u] = z.y;
+      zs[j + 2u] = z.z;
+      zs[j + 3u] = z.w;
+      rhs[j] = rh.x;
+      rhs[j + 1u] = rh.y;
+      rhs[j + 2u] = rh.z;
+      rhs[j + 3u] = rh.w;
+    }
+{% elif gru0 %}
+{% set ZO, RO = gate.z * H, gate.r * H %}
+    for (var j = lid.x; j < {{ H }}u; j = j + {{ WG }}u) {
+      var az = 0.0;
+      var ar = 0.0;
+      for (var k = 0u; k < {{ H }}u; k = k + 1u) {
+        let hk = hs[cur + k];
+        az = az + hk * {{ rload(ZO) }};
+        ar = ar + hk * {{ rload(RO) }};
+      }
+      zs[j] = {{ rnn.act(acts[0], "load_proj(prow + " ~ ZO ~ "u + j) + az") }};
+      rhs[j] = {{ rnn.act(acts[0], "load_proj(prow + " ~ RO ~ "u + j) + ar") }} * hs[cur + j];
+    }
+{% endif %}
+{% if gru0 %}
+    workgroupBarrier();
+{% endif %}
 {% if vec %}
     for (var q = lid.x; q < {{ HQ }}u; q = q + {{ WG }}u) {
       let j = q * 4u;
@@ -106,10 +169,10 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
       for (var k = 0u; k < {{ H }}u; k = k + 1u) {
         let hk = hs[cur + k];
         let rq = (d * {{ H }}u + k) * {{ GQ }}u + q;
-        ai = ai + hk * r4[rq + {{ IQ }}u];
-        ao = ao + hk * r4[rq + {{ OQ }}u];
-        af = af + hk * r4[rq + {{ FQ }}u];
-        ag = ag + hk * r4[rq + {{ GQq }}u];
+        ai = ai + hk * {{ RW }}[rq + {{ IQ }}u{{ RB }}];
+        ao = ao + hk * {{ RW }}[rq + {{ OQ }}u{{ RB }}];
+        af = af + hk * {{ RW }}[rq + {{ FQ }}u{{ RB }}];
+        ag = ag + hk * {{ RW }}[rq + {{ GQq }}u{{ RB }}];
       }
       let c = vec4<f32>(cs[j], cs[j + 1u], cs[j + 2u], cs[j + 3u]);
 {% if has_peep %}
@@ -124,6 +187,16 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
       cs[j + 1u] = ct.y;
       cs[j + 2u] = ct.z;
       cs[j + 3u] = ct.w;
+{% elif gru0 %}
+{% set NQ = gate.n * HQ %}
+      var an = vec4<f32>(0.0);
+      for (var k = 0u; k < {{ H }}u; k = k + 1u) {
+        an = an + rhs[k] * {{ RW }}[(d * {{ H }}u + k) * {{ GQ }}u + q + {{ NQ }}u{{ RB }}];
+      }
+      let z = vec4<f32>(zs[j], zs[j + 1u], zs[j + 2u], zs[j + 3u]);
+      let n = {{ acts[1] }}4(proj4[pq + {{ NQ }}u] + an);
+      let h = vec4<f32>(hs[cur + j], hs[cur + j + 1u], hs[cur + j + 2u], hs[cur + j + 3u]);
+      let hn = z * h + n * (1.0 - z);
 {% elif cell == "gru" %}
 {% set ZQ, RQ, NQ = gate.z * HQ, gate.r * HQ, gate.n * HQ %}
       var az = vec4<f32>(0.0);
@@ -132,9 +205,9 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
       for (var k = 0u; k < {{ H }}u; k = k + 1u) {
         let hk = hs[cur + k];
         let rq = (d * {{ H }}u + k) * {{ GQ }}u + q;
-        az = az + hk * r4[rq + {{ ZQ }}u];
-        ar = ar + hk * r4[rq + {{ RQ }}u];
-        an = an + hk * r4[rq + {{ NQ }}u];
+        az = az + hk * {{ RW }}[rq + {{ ZQ }}u{{ RB }}];
+        ar = ar + hk * {{ RW }}[rq + {{ RQ }}u{{ RB }}];
+        an = an + hk * {{ RW }}[rq + {{ NQ }}u{{ RB }}];
       }
       let z = {{ acts[0] }}4(proj4[pq + {{ ZQ }}u] + az);
       let r = {{ acts[0] }}4(proj4[pq + {{ RQ }}u] + ar);
@@ -147,7 +220,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 {% else %}
       var an = proj4[pq];
       for (var k = 0u; k < {{ H }}u; k = k + 1u) {
-        an = an + hs[cur + k] * r4[(d * {{ H }}u + k) * {{ GQ }}u + q];
+        an = an + hs[cur + k] * {{ RW }}[(d * {{ H }}u + k) * {{ GQ }}u + q{{ RB }}];
       }
       let hn = {{ acts[0] }}4(an);
 {% endif %}
@@ -186,6 +259,15 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 {{ rnn.lstm_gates(acts, has_peep, H) }}
       cs[j] = ct;
       let hn = ht;
+{% elif gru0 %}
+{% set NO = gate.n * H %}
+      var an = 0.0;
+      for (var k = 0u; k < {{ H }}u; k = k + 1u) {
+        an = an + rhs[k] * {{ rload(NO) }};
+      }
+      let z = zs[j];
+      let n = {{ rnn.act(acts[1], "load_proj(prow + " ~ NO ~ "u + j) + an") }};
+      let hn = z * hs[cur + j] + n * (1.0 - z);
 {% elif cell == "gru" %}
 {% set ZO, RO, NO = gate.z * H, gate.r * H, gate.n * H %}
       var az = 0.0;

@@ -135,13 +135,14 @@ def tensor_list_loop():
 
 
 def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool = False, buffer: bool = True,
-                   reverse: bool = False) -> tuple[bytes, list[np.ndarray]]:
+                   reverse: bool = False, weights: str = "float32", embedded: bool = False,
+                   relu_cell: bool = False) -> tuple[bytes, list[np.ndarray]]:
     """A Keras 3 LSTM or GRU layer as TensorFlow's converter writes it: a time-major
     sequence, a WHILE with two counters, a body of fully connected layers, a gate split
     and the activations, and a buffer written per step (LSTM: the whole sequence through
     SLICE + CONCATENATION; GRU: the last state). The LSTM starts from a run-time hidden
-    state and a non-zero constant cell state. ``near_miss``: the GRU's candidate uses RELU
-    (not a WebNN gru with tanh): the loop must be unrolled instead. ``cond_reads_state``: the
+    state and a non-zero constant cell state. ``near_miss``: the GRU's candidate uses RELU6
+    (no WebNN gru activation): the loop must be unrolled instead. ``cond_reads_state``: the
     condition also tests the hidden state (``sum(h) > -1e9``), so the trip count is not static.
     ``reverse`` (LSTM): the backward layer of a Keras Bidirectional: the loop reads the
     sequence reversed along time (REVERSE_V2), its buffer is reversed back (through a RESHAPE
@@ -150,13 +151,28 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     final h and c. ``cell`` ``"tanh"``, ``"relu"`` or ``"relu6"``: a Keras SimpleRNN with that activation
     (a fully connected layer of the hidden state without bias, one of the step's input with
     bias, ADD, the activation; the buffer holds the last state); ``"relu6"`` is no plain RNN
-    that WebNN's gru can express: the loop must be unrolled.
+    that WebNN's gru can express: the loop must be unrolled. ``"gru0"``: a Keras GRU with
+    ``reset_after=False`` (the state's product gives the update and reset gates, a second
+    square one of ``r * h`` the new gate, as Keras writes it; ``near_miss``: that product
+    reads ``h`` instead of ``r * h``, which no WebNN gru computes).
+    ``weights`` ``"float16"``: the body's weights and biases are float16 behind DEQUANTIZE
+    (``Optimize.DEFAULT`` with float16); ``"int8"``: the fully connected weights are int8 with
+    per-row scales, used directly (dynamic-range quantization). ``embedded``: the sequence is
+    the GATHER of a constant table by int32 ids [batch, steps] (Keras' Embedding) before the
+    transpose. ``relu_cell`` (LSTM, GRU): the cell activation is RELU (Keras'
+    ``activation="relu"``); the GRU's ``near_miss`` uses RELU6, which no WebNN gru computes.
     """
-    rng = np.random.default_rng({"lstm": 44, "gru": 45}.get(cell, 46))
+    reset_after = cell != "gru0"
+    cell = "gru" if cell == "gru0" else cell
+    rng = np.random.default_rng({"lstm": 44, "gru": 45 if reset_after else 47}.get(cell, 46))
     steps, batch, features, units = 5, 2, 3, 4
     gates = {"lstm": 4, "gru": 3}.get(cell, 1)
     m = ModelMaker()
-    x = m.input([batch, steps, features])
+    if embedded:
+        ids = m.input([batch, steps], np.int32)
+        x = m.op("GATHER", [m.const(_f32(rng, 9, features)), ids], [batch, steps, features], options=dict(axis=0))
+    else:
+        x = m.input([batch, steps, features])
     seq = m.op("TRANSPOSE", [x, m.const(np.int32([1, 0, 2]))], [steps, batch, features])
     if reverse:
         seq = m.op("REVERSE_V2", [seq, m.const(np.int32([0]))], [steps, batch, features])
@@ -185,6 +201,16 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
                   [], out_dtype=np.bool_)
     m.output(go)
 
+    def weight(*shape: int, scale: float) -> int:
+        v = _f32(rng, *shape, scale=scale)
+        if weights == "float16":
+            return m.op("DEQUANTIZE", [m.const(v.astype(np.float16))], list(shape))
+        if weights == "int8" and len(shape) == 2:
+            scales = np.abs(v).max(axis=1) / 127
+            return m.const(np.round(v / scales[:, None]).astype(np.int8),
+                           quant=(scales.tolist(), [0] * shape[0], 0))
+        return m.const(v)
+
     body = m.subgraph()
     ins = [m.input(s, d) for s, d in zip(shapes, dtypes)]
     if not buffer:
@@ -195,14 +221,14 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     t1 = m.op("ADD", [t, one], [], out_dtype=np.int32)
     x_t = m.op("GATHER", [ins[-1], t], [batch, features])
     sig = lambda v: m.op("LOGISTIC", [v], state)  # noqa: E731
-    tanh = lambda v: m.op("TANH", [v], state)  # noqa: E731
+    tanh = (lambda v: m.op("RELU", [v], state)) if relu_cell else (lambda v: m.op("TANH", [v], state))  # noqa: E731
     if cell == "lstm":
         c = ins[4]
-        rec = m.op("FULLY_CONNECTED", [h, m.const(_f32(rng, gates * units, units, scale=0.5)), -1],
+        rec = m.op("FULLY_CONNECTED", [h, weight(gates * units, units, scale=0.5), -1],
                    [batch, gates * units])
-        xw = m.op("FULLY_CONNECTED", [x_t, m.const(_f32(rng, gates * units, features, scale=0.5)), -1],
+        xw = m.op("FULLY_CONNECTED", [x_t, weight(gates * units, features, scale=0.5), -1],
                   [batch, gates * units])
-        z = m.op("ADD", [m.op("ADD", [xw, rec], [batch, gates * units]), m.const(_f32(rng, gates * units, scale=0.3))],
+        z = m.op("ADD", [m.op("ADD", [xw, rec], [batch, gates * units]), weight(gates * units, scale=0.3)],
                  [batch, gates * units])
         gi, gf, gg, go = m.op("SPLIT", [m.const(np.int32(1)), z], [state] * 4, options=dict(numSplits=4), outputs=4)
         c1 = m.op("ADD", [m.op("MUL", [sig(gf), c], state), m.op("MUL", [sig(gi), tanh(gg)], state)], state)
@@ -227,25 +253,40 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
         buf1 = m.op("CONCATENATION", [pre, row, post], buf_shape, options=dict(axis=0))
         m.output(i1, t1, buf1, h1, c1, ins[-1])
     elif gates == 1:
-        rec = m.op("FULLY_CONNECTED", [h, m.const(_f32(rng, units, units, scale=0.5)), -1], state)
-        xw = m.op("FULLY_CONNECTED", [x_t, m.const(_f32(rng, units, features, scale=0.5)),
-                                      m.const(_f32(rng, units, scale=0.3))], state)
+        rec = m.op("FULLY_CONNECTED", [h, weight(units, units, scale=0.5), -1], state)
+        xw = m.op("FULLY_CONNECTED", [x_t, weight(units, features, scale=0.5),
+                                      weight(units, scale=0.3)], state)
         h1 = m.op({"tanh": "TANH", "relu": "RELU", "relu6": "RELU6"}[cell], [m.op("ADD", [xw, rec], state)], state)
         buf1 = m.op("RESHAPE", [h1, m.const(np.int32(buf_shape))], buf_shape)
         m.output(i1, t1, buf1, h1, ins[-1])
-    else:
-        xw = m.op("FULLY_CONNECTED", [x_t, m.const(_f32(rng, gates * units, features, scale=0.5)),
-                                      m.const(_f32(rng, gates * units, scale=0.3))], [batch, gates * units])
+    elif not reset_after:
+        xw = m.op("FULLY_CONNECTED", [x_t, weight(gates * units, features, scale=0.5),
+                                      weight(gates * units, scale=0.3)], [batch, gates * units])
         xz, xr, xn = m.op("SPLIT", [m.const(np.int32(1)), xw], [state] * 3, options=dict(numSplits=3), outputs=3)
-        rec = m.op("FULLY_CONNECTED", [h, m.const(_f32(rng, gates * units, units, scale=0.5)),
-                                       m.const(_f32(rng, gates * units, scale=0.3))], [batch, gates * units])
+        rec = m.op("FULLY_CONNECTED", [h, weight(2 * units, units, scale=0.5), -1], [batch, 2 * units])
+        hz, hr = m.op("SPLIT", [m.const(np.int32(1)), rec], [state] * 2, options=dict(numSplits=2), outputs=2)
+        u = sig(m.op("ADD", [xz, hz], state))
+        r = sig(m.op("ADD", [xr, hr], state))
+        rh = h if near_miss else m.op("MUL", [r, h], state)
+        hn = m.op("FULLY_CONNECTED", [rh, weight(units, units, scale=0.5), -1], state)
+        n = tanh(m.op("ADD", [xn, hn], state))
+        keep = m.op("SUB", [m.const(np.float32(1.0)), u], state)
+        h1 = m.op("ADD", [m.op("MUL", [u, h], state), m.op("MUL", [keep, n], state)], state)
+        buf1 = m.op("RESHAPE", [h1, m.const(np.int32(buf_shape))], buf_shape)
+        m.output(i1, t1, buf1, h1, ins[-1])
+    else:
+        xw = m.op("FULLY_CONNECTED", [x_t, weight(gates * units, features, scale=0.5),
+                                      weight(gates * units, scale=0.3)], [batch, gates * units])
+        xz, xr, xn = m.op("SPLIT", [m.const(np.int32(1)), xw], [state] * 3, options=dict(numSplits=3), outputs=3)
+        rec = m.op("FULLY_CONNECTED", [h, weight(gates * units, units, scale=0.5),
+                                       weight(gates * units, scale=0.3)], [batch, gates * units])
         hz, hr, hn = (m.op("STRIDED_SLICE", [rec, m.const(np.int32([0, k * units])),
                                              m.const(np.int32([0, (k + 1) * units])), m.const(np.int32([1, 1]))],
                            state, options=dict(beginMask=1, endMask=1)) for k in range(3))
         u = sig(m.op("ADD", [xz, hz], state))
         r = sig(m.op("ADD", [xr, hr], state))
         pre_n = m.op("ADD", [xn, m.op("MUL", [r, hn], state)], state)
-        n = m.op("RELU", [pre_n], state) if near_miss else tanh(pre_n)
+        n = m.op("RELU6", [pre_n], state) if near_miss else tanh(pre_n)
         keep = m.op("SUB", [m.const(np.float32(1.0)), u], state)
         h1 = m.op("ADD", [m.op("MUL", [u, h], state), m.op("MUL", [keep, n], state)], state)
         buf1 = m.op("RESHAPE", [h1, m.const(np.int32(buf_shape))], buf_shape)
@@ -260,7 +301,8 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
         m.output(m.op("REVERSE_V2", [wide, m.const(np.int32([1]))], [1, steps, batch, units]), outs[3])
     else:
         m.output(outs[2], outs[3])
-    inputs = [_f32(rng, batch, steps, features)] + ([_f32(rng, *state)] if cell == "lstm" else [])
+    first = rng.integers(0, 9, (batch, steps)).astype(np.int32) if embedded else _f32(rng, batch, steps, features)
+    inputs = [first] + ([_f32(rng, *state)] if cell == "lstm" else [])
     return m.finish(), inputs
 
 
@@ -287,6 +329,51 @@ def gru_loop():
 @case
 def gru_loop_near_miss():
     return recurrent_loop("gru", near_miss=True)
+
+
+@case
+def gru_loop_float16():
+    return recurrent_loop("gru", weights="float16")
+
+
+@case
+def lstm_loop_float16():
+    return recurrent_loop("lstm", weights="float16")
+
+
+@case
+def gru_loop_embedded():
+    return recurrent_loop("gru", embedded=True)
+
+
+@case
+def lstm_loop_embedded():
+    return recurrent_loop("lstm", embedded=True)
+
+
+@case
+def simple_rnn_loop_embedded():
+    return recurrent_loop("tanh", embedded=True)
+
+
+@case
+def gru_loop_relu():
+    return recurrent_loop("gru", relu_cell=True)
+
+
+@case
+def lstm_loop_relu():
+    return recurrent_loop("lstm", relu_cell=True)
+
+
+@case
+def gru_loop_reset_before():
+    return recurrent_loop("gru0")
+
+
+@case
+def gru_loop_reset_before_near_miss():
+    return recurrent_loop("gru0", near_miss=True)
 
 
 @case
@@ -390,21 +477,36 @@ def einsum_dense(kind: str) -> tuple[bytes, list[np.ndarray]]:
     """Keras' EinsumDense (MultiHeadAttention's projections): FULLY_CONNECTED (keep_num_dims),
     RESHAPE splitting the 12 units into 3 x 4, ADD of a bias. ``heads``: a [3, 4] bias with a
     fused RELU; ``both``: the FULLY_CONNECTED has its own bias too and the added one is
-    [1, 1, 3, 4]; ``rows``: a near miss, the added constant varies along the rows ([5, 1, 1])."""
+    [1, 1, 3, 4]; ``rows``: a near miss, the added constant varies along the rows ([5, 1, 1]);
+    ``dynamic``: the sequence length is dynamic and the RESHAPE's new shape comes from SHAPE
+    (of the input), GATHER and CONCATENATION written after the FULLY_CONNECTED (a Keras model
+    over ``keras.Input((None, 6))``)."""
     rng = np.random.default_rng(49)
     m = ModelMaker()
     x = m.input([2, 5, 6])
+    if kind == "dynamic":
+        _signature(m, x, [2, -1, 6])
     fc_bias = m.const(_f32(rng, 12)) if kind == "both" else -1
     fc = m.op("FULLY_CONNECTED", [x, m.const(_f32(rng, 12, 6)), fc_bias], [2, 5, 12], options=dict(keepNumDims=True))
-    heads = m.op("RESHAPE", [fc, m.const(np.int32([2, 5, 3, 4]))], [2, 5, 3, 4])
-    shape = {"heads": (3, 4), "both": (1, 1, 3, 4), "rows": (5, 1, 1)}[kind]
+    if kind == "dynamic":
+        _signature(m, fc, [2, -1, 12])
+        lead = m.op("GATHER", [m.op("SHAPE", [x], [3], out_dtype=np.int32, options=dict(outType=INT32)),
+                               m.const(np.int32([0, 1]))], [2], out_dtype=np.int32, options=dict(axis=0))
+        target = m.op("CONCATENATION", [lead, m.const(np.int32([3, 4]))], [4], out_dtype=np.int32,
+                      options=dict(axis=0))
+        heads = _signature(m, m.op("RESHAPE", [fc, target], [2, 5, 3, 4]), [2, -1, 3, 4])
+    else:
+        heads = m.op("RESHAPE", [fc, m.const(np.int32([2, 5, 3, 4]))], [2, 5, 3, 4])
+    shape = {"heads": (3, 4), "both": (1, 1, 3, 4), "rows": (5, 1, 1), "dynamic": (3, 4)}[kind]
     out = m.op("ADD", [heads, m.const(_f32(rng, *shape))], [2, 5, 3, 4],
                options=dict(fusedActivationFunction=1 if kind == "heads" else 0))
+    if kind == "dynamic":
+        _signature(m, out, [2, -1, 3, 4])
     m.output(out)
     return m.finish(), [_f32(rng, 2, 5, 6)]
 
 
-for _kind in ("heads", "both", "rows"):
+for _kind in ("heads", "both", "rows", "dynamic"):
     KERAS_CASES[f"einsum_dense_{_kind}"] = lambda kind=_kind: einsum_dense(kind)
 
 
@@ -503,3 +605,29 @@ def embedding(shift: int = 0) -> tuple[bytes, list[np.ndarray]]:
 
 KERAS_CASES["embedding"] = embedding
 KERAS_CASES["embedding_near_miss"] = lambda: embedding(shift=-1)
+
+
+def embedding_int8(per_channel: bool = False, second_reader: bool = False) -> tuple[bytes, list[np.ndarray]]:
+    """An Embedding converted with ``Optimize.DEFAULT`` (dynamic-range quantization): GATHER
+    from an int8 table (per-tensor scale and zero point, or per-column scales along axis 1)
+    into an int8 tensor with the table's quantization, then DEQUANTIZE. ``second_reader``: the
+    int8 gather output is also a model output (it must stay int8)."""
+    rng = np.random.default_rng(51)
+    vocab, dim = 13, 6
+    m = ModelMaker()
+    ids = m.input([2, 5], np.int32)
+    table = rng.integers(-128, 128, (vocab, dim)).astype(np.int8)
+    quant = ([float(v) for v in rng.random(dim) * 0.05 + 0.01], [0] * dim, 1) if per_channel else ([0.037], [3], 0)
+    t = m.const(table, quant=quant)
+    g = m.op("GATHER", [t, ids], [2, 5, dim], out_dtype=np.int8, options=dict(axis=0))
+    q = schema.QuantizationParametersT()
+    q.scale, q.zeroPoint, q.quantizedDimension = list(quant[0]), list(quant[1]), 2 if per_channel else 0
+    m.tensors[g].quantization = q
+    real = m.op("DEQUANTIZE", [g], [2, 5, dim])
+    m.output(m.op("ADD", [real, m.const(_f32(rng, dim))], [2, 5, dim]), *([g] if second_reader else []))
+    return m.finish(), [rng.integers(0, vocab, (2, 5)).astype(np.int32)]
+
+
+KERAS_CASES["embedding_int8"] = embedding_int8
+KERAS_CASES["embedding_int8_per_channel"] = lambda: embedding_int8(per_channel=True)
+

@@ -125,6 +125,132 @@ def normalizations():
 
 
 @case
+def conv_3d():
+    """CONV_3D (SAME with strides, VALID with a depth dilation, a fused activation) and
+    CONV_3D_TRANSPOSE (strides, SAME and VALID, bias) against LiteRT's 3-D kernels."""
+    rng = np.random.default_rng(40)
+    m = ModelMaker()
+    x = m.input([1, 5, 6, 7, 3])
+    w1 = m.const(_f32(rng, 3, 3, 2, 3, 4, scale=0.5))
+    same = m.op("CONV_3D", [x, w1, m.const(_f32(rng, 4))], [1, 3, 3, 3, 4],
+                options=dict(padding=0, strideD=2, strideH=2, strideW=3, fusedActivationFunction=RELU))
+    w2 = m.const(_f32(rng, 2, 1, 3, 3, 2, scale=0.5))
+    valid = m.op("CONV_3D", [x, w2, -1], [1, 3, 6, 5, 2],
+                 options=dict(padding=1, strideD=1, strideH=1, strideW=1, dilationDFactor=2))
+    y = m.input([1, 3, 4, 2, 4])
+    wt = m.const(_f32(rng, 3, 2, 3, 5, 4, scale=0.5))
+    up = m.op("CONV_3D_TRANSPOSE", [m.const(_i32([1, 6, 8, 4, 5])), wt, y, m.const(_f32(rng, 5))], [1, 6, 8, 4, 5],
+              options=dict(padding=0, strideD=2, strideH=2, strideW=2))
+    wt2 = m.const(_f32(rng, 2, 3, 1, 3, 4, scale=0.5))
+    up2 = m.op("CONV_3D_TRANSPOSE", [m.const(_i32([1, 4, 6, 2, 3])), wt2, y, -1], [1, 4, 6, 2, 3],
+               options=dict(padding=1, strideD=1, strideH=1, strideW=1))
+    m.output(same, valid, up, up2)
+    return m.finish(), [_f32(rng, 1, 5, 6, 7, 3), _f32(rng, 1, 3, 4, 2, 4)]
+
+
+@case
+def top_k_and_any_all():
+    """TOPK_V2 (ties keep index order, also at the lowest float; float and int32 rows; k = n: Keras'
+    sort) and REDUCE_ANY / REDUCE_ALL of BOOL tensors (Keras' Masking)."""
+    rng = np.random.default_rng(41)
+    m = ModelMaker()
+    x = m.input(S)
+    vals, idx = m.op("TOPK_V2", [x, m.const(_i32(3))], [[2, 3, 3], [2, 3, 3]], out_dtype=[np.float32, np.int32],
+                     outputs=2)
+    i = m.input([4, 6], dtype=np.int32)
+    ivals, iidx = m.op("TOPK_V2", [i, m.const(_i32(6))], [[4, 6], [4, 6]], out_dtype=np.int32, outputs=2)
+    nz = m.op("NOT_EQUAL", [x, m.const(np.float32(0.0))], S, out_dtype=np.bool_)
+    anys = m.op("REDUCE_ANY", [nz, m.const(_i32([-1]))], [2, 3], out_dtype=np.bool_)
+    alls = m.op("REDUCE_ALL", [nz, m.const(_i32([0, 2]))], [1, 3, 1], out_dtype=np.bool_, options=dict(keepDims=True))
+    m.output(vals, idx, ivals, iidx, anys, alls)
+    xv = np.round(_f32(rng, *S, scale=2.0), 0)  # rounded: ties, and zeros for the masks
+    xv[1, 2] = 0.0
+    xv[0, 1, :6] = np.finfo(np.float32).min  # ties at the lowest float among the k largest
+    return m.finish(), [xv.astype(np.float32), rng.integers(-3, 3, (4, 6)).astype(np.int32)]
+
+
+@case
+def one_hot_and_segments():
+    """ONE_HOT (last axis and axis 0; indices outside [0, depth) give off_value),
+    UNSORTED_SEGMENT_SUM (load-time ids, a segment no id names), SCATTER_ND (distinct
+    indices; repeated ones, whose updates TFLite adds) and REVERSE_SEQUENCE (load-time and
+    run-time lengths)."""
+    rng = np.random.default_rng(43)
+    m = ModelMaker()
+    ids = m.input([2, 5], dtype=np.int32)
+    on, off = m.const(np.float32(2.5)), m.const(np.float32(-1.0))
+    last = m.op("ONE_HOT", [ids, m.const(_i32(4)), on, off], [2, 5, 4], options=dict(axis=-1))
+    first = m.op("ONE_HOT", [ids, m.const(_i32(3)), on, off], [3, 2, 5], options=dict(axis=0))
+    x = m.input([6, 4])
+    seg = m.op("UNSORTED_SEGMENT_SUM", [x, m.const(_i32([0, 2, 0, 3, 2, 0])), m.const(_i32(5))], [5, 4])
+    u = m.input([3, 4])
+    distinct = m.op("SCATTER_ND", [m.const(_i32([[4], [0], [2]])), u, m.const(_i32([5, 4]))], [5, 4])
+    repeated = m.op("SCATTER_ND", [m.const(_i32([[1, 2], [0, 0], [1, 2]])), m.input([3]), m.const(_i32([2, 3]))],
+                    [2, 3])
+    seq = m.input([3, 6, 2])
+    lens = m.input([3], dtype=np.int32)
+    rev_static = m.op("REVERSE_SEQUENCE", [seq, m.const(_i32([4, 6, 1]))], [3, 6, 2],
+                      options=dict(seqDim=1, batchDim=0))
+    rev_run = m.op("REVERSE_SEQUENCE", [seq, lens], [3, 6, 2], options=dict(seqDim=1, batchDim=0))
+    m.output(last, first, seg, distinct, repeated, rev_static, rev_run)
+    return m.finish(), [np.array([[0, 3, -1, 2, 4], [1, 1, 0, 5, 2]], np.int32), _f32(rng, 6, 4), _f32(rng, 3, 4),
+                        _f32(rng, 3), _f32(rng, 3, 6, 2), np.array([2, 0, 6], np.int32)]
+
+
+@case
+def segment_shape_arithmetic():
+    """What the converter writes for a reshape of a tensor with dynamic dimensions: SHAPE,
+    UNSORTED_SEGMENT_PROD of its dimensions (folded at load time; an empty segment is 1),
+    RESHAPE to the result; UNSORTED_SEGMENT_MAX / MIN / SUM of load-time data (empty segments:
+    the lowest and highest int32, 0)."""
+    rng = np.random.default_rng(45)
+    m = ModelMaker()
+    x = m.input([2, 3, 4])
+    shape = m.op("SHAPE", [x], [3], out_dtype=np.int32, options=dict(outType=INT32))
+    target = m.op("UNSORTED_SEGMENT_PROD", [shape, m.const(_i32([0, 0, 2])), m.const(_i32(3))], [3],
+                  out_dtype=np.int32)
+    flat = m.op("RESHAPE", [x, target], [6, 1, 4])
+    vals = m.const(_i32([[5, -2], [7, 1], [-3, 9]]))
+    seg = m.const(_i32([1, 1, 3]))
+    mx = m.op("UNSORTED_SEGMENT_MAX", [vals, seg, m.const(_i32(4))], [4, 2], out_dtype=np.int32)
+    mn = m.op("UNSORTED_SEGMENT_MIN", [vals, seg, m.const(_i32(4))], [4, 2], out_dtype=np.int32)
+    sm = m.op("UNSORTED_SEGMENT_SUM", [vals, seg, m.const(_i32(4))], [4, 2], out_dtype=np.int32)
+    m.output(flat, m.op("ADD", [mx, mn], [4, 2], out_dtype=np.int32), sm)
+    return m.finish(), [_f32(rng, 2, 3, 4)]
+
+
+@case
+def atan2():
+    """ATAN2 in every quadrant and on the axes."""
+    rng = np.random.default_rng(44)
+    m = ModelMaker()
+    y, x = m.input(S), m.input(S)
+    m.output(m.op("ATAN2", [y, x], S))
+    xv, yv = _f32(rng, *S), _f32(rng, *S)
+    xv[0, 0, :4], yv[0, 0, :4] = [0.0, -2.0, 1.0, -1.0], [3.0, 0.0, 0.0, 0.0]
+    return m.finish(), [yv, xv]
+
+
+@case
+def softmax_other_axis():
+    """A softmax over axis 1 as TensorFlow's converter writes it (TRANSPOSE, SOFTMAX over the
+    last axis, the inverse TRANSPOSE; with beta), and a near miss whose second TRANSPOSE is
+    not the inverse of the first."""
+    rng = np.random.default_rng(42)
+    m = ModelMaker()
+    x = m.input([2, 5, 3, 4])
+    perm = m.const(_i32([0, 2, 3, 1]))
+    t = m.op("TRANSPOSE", [x, perm], [2, 3, 4, 5])
+    sm = m.op("SOFTMAX", [t], [2, 3, 4, 5], options=dict(beta=0.7))
+    back = m.op("TRANSPOSE", [sm, m.const(_i32([0, 3, 1, 2]))], [2, 5, 3, 4])
+    t2 = m.op("TRANSPOSE", [x, perm], [2, 3, 4, 5])
+    sm2 = m.op("SOFTMAX", [t2], [2, 3, 4, 5], options=dict(beta=1.0))
+    other = m.op("TRANSPOSE", [sm2, m.const(_i32([0, 1, 3, 2]))], [2, 3, 5, 4])
+    m.output(back, other)
+    return m.finish(), [_f32(rng, 2, 5, 3, 4, scale=2.0)]
+
+
+@case
 def depth_and_space():
     rng = np.random.default_rng(26)
     m = ModelMaker()

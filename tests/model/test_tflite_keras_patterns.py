@@ -76,14 +76,19 @@ def test_input_shapes_must_fit_the_signature(ctx):
 
 @pytest.mark.parametrize("case, mapped", [("lstm_loop", True), ("lstm_loop_state_only", True),
                                           ("lstm_loop_backward", True), ("gru_loop", True),
-                                          ("gru_loop_near_miss", False),
+                                          ("gru_loop_near_miss", False), ("gru_loop_reset_before", True),
+                                          ("gru_loop_float16", True), ("lstm_loop_float16", True),
+                                          ("gru_loop_embedded", True), ("lstm_loop_embedded", True),
+                                          ("gru_loop_relu", True), ("lstm_loop_relu", True),
+                                          ("simple_rnn_loop_embedded", True),
+                                          ("gru_loop_reset_before_near_miss", False),
                                           ("simple_rnn_loop", True), ("simple_rnn_loop_relu", True),
                                           ("simple_rnn_loop_near_miss", False)])
 def test_recurrent_loops_become_one_operator_only_when_they_are_one(case, mapped, ctx, monkeypatch):
     """A Keras 3 LSTM / GRU loop (with a buffer, or an LSTM returning its states alone, or the
-    backward half of a Bidirectional: the backward direction, the reversals views) becomes
-    one lstm / gru, a SimpleRNN loop (tanh or relu) one
-    gru in plain-RNN form (two kernels); a near miss (a RELU candidate in a GRU, RELU6 in a
+    backward half of a Bidirectional: the backward direction, the reversals views; a GRU with
+    reset_after=False: one sequence kernel; a relu cell activation) becomes one lstm / gru, a SimpleRNN loop (tanh or relu) one
+    gru in plain-RNN form (two kernels); a near miss (a RELU6 candidate in a GRU, RELU6 in a
     SimpleRNN) is unrolled; all agree with LiteRT (test_keras_patterns_match_litert)."""
     from webnn_gpu.tflite import loops
 
@@ -100,6 +105,11 @@ def test_recurrent_loops_become_one_operator_only_when_they_are_one(case, mapped
     assert calls == [mapped]
     if case == "lstm_loop_backward":  # the backward direction, no reversal kernels
         assert not [s.label for s in model.graph._steps if "REVERSE" in s.label or "reverse" in s.label]
+    if mapped and case.endswith("_embedded"):  # the projected table's gather, the transpose, the sequence
+        assert [s.template for s in model.graph._steps if hasattr(s, "template")] == [
+            "gather_scatter/gather.wgsl", "layout/remap.wgsl", "recurrent/sequence.wgsl"]
+    if mapped and case == "gru_loop_reset_before":
+        assert [s.template for s in model.graph._steps if hasattr(s, "template")][-1] == "recurrent/sequence.wgsl"
     if mapped and case.startswith("simple_rnn"):
         assert [s.template for s in model.graph._steps if hasattr(s, "template")][-1] == "recurrent/sequence.wgsl"
         assert model.graph.kernel_count == 3  # the input's transpose, the projection, the sequence
@@ -220,6 +230,47 @@ def test_unrolled_time_distributed_runs_once(kind, steps, ctx):
     products = [s for s in graph._steps if getattr(s, "template", "").startswith("matmul/")]
     assert len(products) == steps
     assert graph.kernel_count <= (3 if steps == 1 else 20)
+
+
+def test_einsum_dense_with_a_dynamic_length_takes_input_shapes(ctx):
+    """An EinsumDense over a dynamic sequence length: its RESHAPE's new shape is shape
+    arithmetic written after the FULLY_CONNECTED, so the bias fold leaves the RESHAPE to its
+    own turn; resized with input_shapes, the model agrees with LiteRT resized alike."""
+    data, _ = KERAS_CASES["einsum_dense_dynamic"]()
+    x = np.random.default_rng(52).standard_normal((2, 7, 6)).astype(np.float32)
+    model = webnn.load(data, ctx, input_shapes={"input_0": [2, 7, 6]})
+    got = model.compute(x)
+    _compare("einsum_dense_dynamic", got, _litert_resized(data, [x]), model.output_names)
+
+
+def test_recurrent_loop_with_int8_weights_is_one_operator(ctx, monkeypatch):
+    """A loop whose fully connected weights are int8 with per-row scales (dynamic-range
+    quantization) maps onto the operator with the dequantized weights: near LiteRT's hybrid
+    kernels, which also quantize the activations (the int8 weights test's tolerance)."""
+    from keras_patterns import recurrent_loop
+    from webnn_gpu.tflite import loops
+
+    calls = []
+    original = loops.map_recurrent_loop
+    monkeypatch.setattr(loops, "map_recurrent_loop", lambda *a, **k: calls.append(original(*a, **k)) or calls[-1])
+    data, inputs = recurrent_loop("lstm", weights="int8")
+    refs = run_litert(data, inputs)
+    model = webnn.load(data, ctx)
+    assert calls == [True]
+    got = model.compute({n: x for n, x in zip(model.input_names, inputs)})
+    for name, ref in zip(model.output_names, refs):
+        assert float(np.abs(got[name] - ref).max()) <= 3e-2 * float(np.abs(ref).max()), name
+
+
+def test_int8_gather_read_beyond_dequantize_is_refused(ctx):
+    """The int8 table's gathered values stay int8 where another operator (here the model's
+    output) reads them: quantized outputs are refused, naming the GATHER."""
+    from keras_patterns import embedding_int8
+
+    data, inputs = embedding_int8(second_reader=True)
+    run_litert(data, inputs)  # a valid model
+    with pytest.raises(NotSupportedError, match=r"operator #0 GATHER: quantized tensor"):
+        webnn.load(data, ctx)
 
 
 @pytest.mark.parametrize("case, alone", [("embedding", True), ("embedding_near_miss", False)])

@@ -48,6 +48,38 @@ def test_operators_match_litert(case, ctx):
     _compare(case, got, refs, model.output_names)
 
 
+def test_softmax_between_inverse_transposes_is_one_kernel(ctx):
+    """TRANSPOSE + SOFTMAX + the inverse TRANSPOSE is one softmax over the untransposed axis;
+    the near miss of the same model keeps its transposes."""
+    from op_models import softmax_other_axis
+
+    data, _ = softmax_other_axis()
+    templates = [s.template for s in webnn.load(data, ctx).graph._steps if hasattr(s, "template")]
+    # the beta multiply and the softmax; the near miss: a transpose, the softmax, a transpose
+    assert templates == ["elementwise/map4.wgsl", "norm/softmax.wgsl", "layout/remap.wgsl", "norm/softmax.wgsl",
+                         "layout/remap.wgsl"]
+
+
+def test_scatter_and_segments_with_run_time_ids_are_refused(ctx):
+    """SCATTER_ND and UNSORTED_SEGMENT_SUM need their indices at load time, UNSORTED_SEGMENT_PROD
+    its data too; run-time ones are a NotSupportedError naming the operator and the input."""
+    m = ModelMaker()
+    ids = m.input([3, 1], dtype=np.int32)
+    m.output(m.op("SCATTER_ND", [ids, m.input([3]), m.const(np.int32([5]))], [5]))
+    with pytest.raises(NotSupportedError, match=r"operator #0 SCATTER_ND: indices computed at run time \(input 0"):
+        webnn.load(m.finish(), ctx)
+    m = ModelMaker()
+    x, seg = m.input([4, 2]), m.input([4], dtype=np.int32)
+    m.output(m.op("UNSORTED_SEGMENT_SUM", [x, seg, m.const(np.int32(3))], [3, 2]))
+    with pytest.raises(NotSupportedError, match=r"UNSORTED_SEGMENT_SUM: segment ids computed at run time \(input 1"):
+        webnn.load(m.finish(), ctx)
+    m = ModelMaker()
+    m.output(m.op("UNSORTED_SEGMENT_PROD", [m.input([4, 2]), m.const(np.int32([0, 1, 0, 2])), m.const(np.int32(3))],
+                  [3, 2]))
+    with pytest.raises(NotSupportedError, match=r"UNSORTED_SEGMENT_PROD: data computed at run time"):
+        webnn.load(m.finish(), ctx)
+
+
 def test_int8_weights_are_dequantized_at_load(ctx):
     """int8 weights used directly (LiteRT's hybrid kernels) become float constants: the
     graph equals the float model with DEQUANTIZE, and is near LiteRT's hybrid result

@@ -109,6 +109,19 @@ _OPTIONS = {
     "RANGE": "RangeOptions",
     "WHERE": "WhereOptions",
     "DENSIFY": "DensifyOptions",
+    "CONV_3D": "Conv3DOptions",
+    "CONV_3D_TRANSPOSE": "Conv3DOptions",
+    "REDUCE_ANY": "ReducerOptions",
+    "REDUCE_ALL": "ReducerOptions",
+    "TOPK_V2": "TopKV2Options",
+    "ONE_HOT": "OneHotOptions",
+    "UNSORTED_SEGMENT_SUM": "UnsortedSegmentSumOptions",
+    "SCATTER_ND": "ScatterNdOptions",
+    "REVERSE_SEQUENCE": "ReverseSequenceOptions",
+    "ATAN2": None,
+    "UNSORTED_SEGMENT_PROD": "UnsortedSegmentProdOptions",
+    "UNSORTED_SEGMENT_MAX": "UnsortedSegmentMaxOptions",
+    "UNSORTED_SEGMENT_MIN": "UnsortedSegmentMinOptions",
 }
 
 
@@ -230,12 +243,13 @@ class ModelMaker:
         """Append an operator (builtin ``name``, or a custom op when ``custom_options`` is given).
 
         Returns the output tensor, or with ``outputs=k`` a list of k (``out_shape`` is then
-        a list of shapes).
+        a list of shapes, ``out_dtype`` one type or a list of k).
         """
         shapes = list(out_shape) if outputs is not None else [out_shape]
-        outs = [self._tensor(shp, out_dtype, f"{out_name or name.lower()}_{len(self.operators)}_{k}"
+        dtypes = out_dtype if isinstance(out_dtype, list) else [out_dtype] * len(shapes)
+        outs = [self._tensor(shp, dt, f"{out_name or name.lower()}_{len(self.operators)}_{k}"
                              if outputs is not None else out_name or f"{name.lower()}_{len(self.operators)}")
-                for k, shp in enumerate(shapes)]
+                for k, (shp, dt) in enumerate(zip(shapes, dtypes))]
         out = outs[0]
         key = (name, custom_options is not None, version)
         if key not in self._code_index:

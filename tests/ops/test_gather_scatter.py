@@ -316,3 +316,36 @@ def test_shapes_and_support_limits(ctx):
         assert set(limits[op]["indices"]["data_types"]) == set(INDEX_TYPES)
         assert set(limits[op]["input"]["data_types"]) == set(DTYPES)
     assert limits["scatter_nd"]["updates"]["rank_range"] == {"min": 0, "max": 8}
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16"])
+def test_gather_hosts_an_epilogue(ctx, rng, dt):
+    """An embedding's lookup then a position add (a broadcast constant) and a scale: one gather
+    kernel that applies them as it stores. Near misses keep their own kernels: an int32 gather
+    (its values move raw) and a float gather whose output is also read elsewhere."""
+    from helpers import kernel_templates
+
+    table = rng.standard_normal((11, 8)).astype(dt)
+    pos = rng.standard_normal((5, 8)).astype(dt)
+    ids = np.array([[3, 0, 10, -1, 7], [1, 1, 2, 9, 4]], np.int32)
+    itable = rng.integers(-50, 50, (11, 8)).astype(np.int32)
+
+    def build(b, o):
+        e = b.gather(b.constant(table), o["ids"], axis=0)
+        fused = b.mul(b.add(e, b.constant(pos)), b.constant(np.array(1.5, dt)))
+        return {"fused": fused}
+
+    def build_near(b, o):
+        e = b.gather(b.constant(table), o["ids"], axis=0)
+        i = b.gather(b.constant(itable), o["ids"], axis=0)
+        return {"both": b.add(e, b.constant(pos)), "raw": e, "int": b.add(i, b.constant(np.array(3, np.int32)))}
+
+    out = run_graph(ctx, build, {"ids": ids})
+    emb = table.astype(np.float64)[ids % 11]
+    tol = 1e-6 if dt == "float32" else 2e-3
+    np.testing.assert_allclose(out["fused"].astype(np.float64), (emb + pos) * 1.5, rtol=tol, atol=tol * 4)
+    assert kernel_templates(ctx, build, {"ids": ids}) == ["gather_scatter/gather.wgsl"]
+    near = run_graph(ctx, build_near, {"ids": ids})
+    np.testing.assert_allclose(near["both"].astype(np.float64), emb + pos, rtol=tol, atol=tol * 4)
+    np.testing.assert_array_equal(near["int"], itable[ids % 11] + 3)
+    assert len(kernel_templates(ctx, build_near, {"ids": ids})) == 4

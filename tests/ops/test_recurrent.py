@@ -431,13 +431,16 @@ def test_gru_as_plain_rnn(ctx, rng, act, r_bias, direction):
     _check(out["s"], rs, "float32")
 
 
-@pytest.mark.parametrize("op, direction, dt, hidden", [
-    ("lstm", "both", "float32", 8), ("lstm", "backward", "float32", 6), ("gru", "forward", "float16", 4),
-    ("gru", "both", "float32", 5)])
-def test_sequence_kernel_constant_weights(ctx, rng, op, direction, dt, hidden):
+@pytest.mark.parametrize("op, direction, dt, hidden, reset_after", [
+    ("lstm", "both", "float32", 8, True), ("lstm", "backward", "float32", 6, True),
+    ("gru", "forward", "float16", 4, True), ("gru", "both", "float32", 5, True), ("gru", "backward", "float32", 8, False),
+    ("lstm", "forward", "float32", 48, True),
+    ("gru", "both", "float16", 6, False)])
+def test_sequence_kernel_constant_weights(ctx, rng, op, direction, dt, hidden, reset_after):
     """Constant weights (what models load): the projection as a gemm (float32) or the project
     kernel (float16), then the sequence kernel reading the transposed recurrent weight as
-    vec4 (hidden_size % 4 == 0) or scalars; every option that the kernel reads."""
+    vec4 (hidden_size % 4 == 0) or scalars; every option that the kernel reads (a GRU with
+    reset_after=False: z and r * h of every unit, a barrier, then the new gate)."""
     steps, batch, isz = 5, 3, 6
     nd, g = (2 if direction == "both" else 1), (4 if op == "lstm" else 3)
     arrs = {"x": _rand(rng, (steps, batch, isz), dt, 1.0), "w": _rand(rng, (nd, g * hidden, isz), dt),
@@ -456,15 +459,19 @@ def test_sequence_kernel_constant_weights(ctx, rng, op, direction, dt, hidden):
         outs = {"h": h, "c": cc, "s": s}
     else:
         h, s = b.gru(x, c["w"], c["r"], steps, hidden, bias=c["b"], recurrent_bias=c["rb"],
-                     initial_hidden_state=c["h0"], return_sequence=True, direction=direction)
+                     initial_hidden_state=c["h0"], return_sequence=True, direction=direction,
+                     reset_after=reset_after)
         want = ref_gru(arrs["x"], arrs["w"], arrs["r"], steps, hidden, arrs["b"], arrs["rb"], arrs["h0"],
-                       direction=direction)
+                       reset_after=reset_after, direction=direction)
         outs = {"h": h, "s": s}
     graph = b.build(outs)
     templates = [st.template for st in graph._steps if hasattr(st, "template")]
     assert templates[-1] == "recurrent/sequence.wgsl" and len(templates) == 2
     assert templates[0] in (("recurrent/project.wgsl",) if dt == "float16" else ("matmul/tile.wgsl", "matmul/small.wgsl"))
     assert ("r4: array<vec4<f32>>" in graph._steps[-1].wgsl) == (hidden % 4 == 0)
+    # the recurrent weight in workgroup memory where it fits beside the state
+    fits = 4 * (g * hidden * hidden + 4 * hidden) <= int(ctx._limits.get("max-compute-workgroup-storage-size", 16384))
+    assert ("var<workgroup> rw" in graph._steps[-1].wgsl) == (hidden % 4 == 0 and fits)
     out = ctx.compute(graph, {"x": arrs["x"]})
     for name, ref in zip(outs, want):
         _check(out[name], ref, dt, name)
@@ -643,3 +650,39 @@ def test_op_support_limits(ctx):
     assert lim["gru"]["initial_hidden_state"]["data_types"] == ["float32", "float16"]
     assert lim["lstm"]["outputs"]["rank_range"] == {"min": 3, "max": 4}
     assert lim["lstm_cell"]["peephole_weight"]["rank_range"] == {"min": 1, "max": 1}
+
+
+@pytest.mark.parametrize("op, bias_value", [("lstm", 0.0), ("gru", 0.0), ("gru", 0.5)])
+def test_identity_input_weight_reads_x_as_the_projection(ctx, rng, op, bias_value):
+    """A constant identity input weight with zero input biases (what the TFLite loader makes of
+    a recurrent layer reading an embedding: the table projected at load time) takes x itself
+    as the projection: the sequence kernel alone. A GRU's recurrent bias of the new gate stays
+    in the kernel; a non-zero input bias (a near miss) keeps the projection product."""
+    steps, batch, hidden = 5, 2, 4
+    g = 4 if op == "lstm" else 3
+    x = _rand(rng, (steps, batch, g * hidden), "float32", 1.0)
+    r = _rand(rng, (1, g * hidden, hidden), "float32")
+    bias = np.full((1, g * hidden), bias_value, np.float32)
+    rbias = np.zeros((1, g * hidden), np.float32)
+    rbias[:, 2 * hidden:] = _rand(rng, (1, hidden), "float32") if op == "gru" else 0.0
+    eye = np.eye(g * hidden, dtype=np.float32)[None]
+    b = webnn.MLGraphBuilder(ctx)
+    xo = b.input("x", {"data_type": "float32", "shape": list(x.shape)})
+    if op == "lstm":
+        h, _, s = b.lstm(xo, b.constant(eye), b.constant(r), steps, hidden, bias=b.constant(bias),
+                         return_sequence=True, layout="ifgo")
+        want = ref_lstm(x, eye, r, steps, hidden, bias, layout="ifgo")
+        want = (want[0], want[2])
+    else:
+        h, s = b.gru(xo, b.constant(eye), b.constant(r), steps, hidden, bias=b.constant(bias),
+                     recurrent_bias=b.constant(rbias), return_sequence=True)
+        want = ref_gru(x, eye, r, steps, hidden, bias, rbias)
+    graph = b.build({"h": h, "s": s})
+    templates = [st.template for st in graph._steps if hasattr(st, "template")]
+    if bias_value:
+        assert templates[-1] == "recurrent/sequence.wgsl" and len(templates) == 2
+    else:
+        assert templates == ["recurrent/sequence.wgsl"]
+    out = ctx.compute(graph, {"x": x})
+    _check(out["h"], want[0], "float32", "hidden")
+    _check(out["s"], want[1], "float32", "sequence")

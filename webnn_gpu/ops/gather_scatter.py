@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import math
 
+from .. import _dtypes
 from .. import _validate as V
 from .._kernels import strides
 from ..builder import MLGraphBuilder, MLOperand
+from . import _epilogue
 from ._registry import ALL, builder_method, lowering, support
 
 MAX_RANK = V.MAX_RANK
@@ -192,14 +194,17 @@ def gather_nd(self: MLGraphBuilder, input: MLOperand, indices: MLOperand, *, lab
 
 @lowering("gather")
 def lower_gather(node, lc) -> None:
-    """gather: output dims [axis, axis+q) walk indices; the index picks input[.., i, ..]."""
-    src, ind = node.inputs
+    """gather: output dims [axis, axis+q) walk indices; the index picks input[.., i, ..]; a
+    fused epilogue (``attrs["epilogue"]``, float inputs: an embedding's position add) applies
+    to each value as it is stored."""
+    src, ind = node.inputs[:2]
     out = node.outputs[0]
     ax, q = node.attrs["axis"], len(ind.shape)
     ist, jst = strides(src.shape), strides(ind.shape)
     in_terms = ist[:ax] + [0] * q + ist[ax + 1:]
     idx_terms = [0] * ax + jst + [0] * (len(src.shape) - ax - 1)
-    _gather_kernel(lc, src, ind, out, in_terms, idx_terms, [(0, src.shape[ax], ist[ax])])
+    _gather_kernel(lc, src, ind, out, in_terms, idx_terms, [(0, src.shape[ax], ist[ax])],
+                   _epilogue.build(node, out, _epilogue.steps_of(node)))
 
 
 @lowering("gather_elements")
@@ -225,10 +230,12 @@ def lower_gather_nd(node, lc) -> None:
     _gather_kernel(lc, src, ind, out, in_terms, idx_terms, [(j, src.shape[j], ist[j]) for j in range(m)])
 
 
-def _gather_kernel(lc, src, ind, out, in_terms, idx_terms, components) -> None:
-    lc.kernel("gather_scatter/gather.wgsl", [("input", src), ("indices", ind)], [("output", out)], out.size,
-              out_strides=strides(out.shape), in_terms=in_terms, idx_terms=idx_terms,
-              components=[{"offset": o, "size": n, "stride": s} for o, n, s in components])
+def _gather_kernel(lc, src, ind, out, in_terms, idx_terms, components, ep=None) -> None:
+    ep = ep or _epilogue.Epilogue()
+    lc.kernel("gather_scatter/gather.wgsl", [("input", src), ("indices", ind)] + ep.operands, [("output", out)],
+              out.size, out_strides=strides(out.shape), in_terms=in_terms, idx_terms=idx_terms,
+              components=[{"offset": o, "size": n, "stride": s} for o, n, s in components], ep=ep,
+              out_T=_dtypes.info(out.data_type).compute)
 
 
 # ---------------------------------------------------------------- scatter family

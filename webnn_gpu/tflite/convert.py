@@ -77,6 +77,10 @@ class Converter:
         # (a backward recurrent layer's buffer): tensor -> (that operand, the axis); a
         # REVERSE_V2 of them (through reshapes) is the operand itself.
         self.reversed_of: dict[int, tuple[Any, int]] = {}
+        # Quantized tensors whose operand holds their real (dequantized) values already: a
+        # GATHER from an int8 table (dynamic-range quantization of an Embedding), read only
+        # by DEQUANTIZE, which then passes the operand on.
+        self.dequantized: set[int] = set()
 
     # -- naming and errors
     def label(self, op: OperatorInfo) -> str:
@@ -182,6 +186,9 @@ class Converter:
             return self._folded[t.index]
         if t.data is not None and (t.quantization is None or t.type_name in _FLOAT_TYPES):
             return t.data  # (also when an operator already made it a constant operand)
+        if t.data is not None and t.quantization is not None and t.type_name in ("INT8", "UINT8", "INT16") and \
+                any(self.model.tensors[j].type_name in _FLOAT_TYPES for j in op.outputs):
+            return dequantize(t.data, t.quantization)  # int8 weights of a float operator, as _constant
         return None
 
     def entry(self, op: OperatorInfo, i: int) -> Any:

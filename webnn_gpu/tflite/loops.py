@@ -1,9 +1,11 @@
 """Map a ``WHILE`` loop that is a recurrent layer onto WebNN's ``lstm`` / ``gru``.
 
-TensorFlow's converter writes a Keras 3 ``LSTM``, ``GRU`` or ``SimpleRNN`` layer as a
-``WHILE`` loop whose body computes one time step from fully connected layers, a split into
-gates and the gate activations, and writes the new state into a buffer (the layer's output
-sequence, or its last state; no buffer for a layer that returns its states alone).
+TensorFlow's converter writes a Keras 3 ``LSTM``, ``GRU`` (either ``reset_after``; with
+``reset_after=False`` a second product of the state times the reset gate feeds the new
+gate) or ``SimpleRNN`` layer as a ``WHILE`` loop whose body computes one time step from
+fully connected layers, a split into gates and the gate activations, and writes the new
+state into a buffer (the layer's output sequence, or its last state; no buffer for a layer
+that returns its states alone).
 Unrolled, that is ten or more kernels per time step; as one ``lstm`` / ``gru`` operator it
 is two kernels for every step (``ops.recurrent``). A ``SimpleRNN`` becomes a ``gru`` in
 plain-RNN form (:func:`plain_rnn`), its activation the ``TANH``, ``RELU`` or ``LOGISTIC``
@@ -18,10 +20,10 @@ trip count, equal to the sequence's length) and running the body at load time (N
 the operators' TFLite definitions) on new random values at every time step (a spread of
 16 in loops over 256 steps) gives what the WebNN operator's equations give with those
 parameters, for every loop variable: the states, the buffer, the counters and the
-variables passed through. Anything else
-(another cell, other activations, ``reset_after=False``, a loop that reads its input in
-another order) is left to the unrolling in ``ops._while``: the mapping never changes a
-result.
+variables passed through. The cell activation (Keras' ``activation``) is tanh, or relu
+where the body applies a RELU and nothing that clamps (:func:`_relu_only`). Anything else
+(another cell, other activations, a loop that reads its input in another order) is left to
+the unrolling in ``ops._while``: the mapping never changes a result.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .ops import FOLDERS
+from .reader import dequantize
 
 if TYPE_CHECKING:  # pragma: no cover
     from .convert import Converter
@@ -63,22 +66,42 @@ def _close(got: Any, ref: np.ndarray) -> bool:
         initial=0.0)))
 
 
+def _stored_real(body: ModelInfo, tensor: int) -> np.ndarray | None:
+    """The real values of a constant of the body: stored float, int8 with quantization
+    parameters (dynamic-range quantization), or either behind a DEQUANTIZE (float16
+    weights); else None."""
+    t = body.tensors[tensor]
+    if t.data is None:
+        prod = next((o for o in body.operators if tensor in o.outputs), None)
+        if prod is None or prod.name != "DEQUANTIZE" or not prod.inputs:
+            return None
+        t = body.tensors[prod.inputs[0]]
+        if t.data is None:
+            return None
+    if t.data.dtype.kind == "f":
+        return t.data.astype(np.float64)
+    if t.quantization is not None and t.type_name in ("INT8", "UINT8", "INT16"):
+        return dequantize(t.data, t.quantization).astype(np.float64)
+    return None
+
+
 def _fc_params(body: ModelInfo) -> list[tuple[int, np.ndarray, np.ndarray | None]]:
-    """(input tensor, weights, bias) of the body's FULLY_CONNECTED operators with stored float weights."""
+    """(input tensor, weights, bias) of the body's FULLY_CONNECTED operators with constant
+    weights (:func:`_stored_real`)."""
     out = []
     for bop in body.operators:
         if bop.name != "FULLY_CONNECTED" or len(bop.inputs) < 2:
             continue
-        w = body.tensors[bop.inputs[1]]
-        if w.data is None or w.data.dtype.kind != "f" or w.data.ndim != 2:
+        w = _stored_real(body, bop.inputs[1])
+        if w is None or w.ndim != 2:
             continue
         bias = None
         if len(bop.inputs) > 2 and bop.inputs[2] >= 0:
-            bt = body.tensors[bop.inputs[2]]
-            if bt.data is None or bt.data.dtype.kind != "f":
+            bias = _stored_real(body, bop.inputs[2])
+            if bias is None:
                 continue
-            bias = bt.data.astype(np.float64).reshape(-1)
-        out.append((bop.inputs[0], w.data.astype(np.float64), bias))
+            bias = bias.reshape(-1)
+        out.append((bop.inputs[0], w, bias))
     return out
 
 
@@ -113,6 +136,19 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
     fcs = _fc_params(bsub)
     rec = [(bsub.inputs.index(t), w, b) for t, w, b in fcs if t in bsub.inputs and bsub.inputs.index(t) in changing]
     inp = [(t, w, b) for t, w, b in fcs if t not in bsub.inputs]
+    reset_after = True
+    if len(rec) == 1 and len(inp) == 2 and rec[0][1].shape[0] == 2 * rec[0][1].shape[1]:
+        # A GRU with reset_after=False (Keras' GRU(reset_after=False)): the state's product
+        # gives the update and reset gates, and a square one on r * h the new gate.
+        hid = rec[0][1].shape[1]
+        square = [k for k, (_, w, _) in enumerate(inp) if w.shape == (hid, hid)]
+        if len(square) == 1:
+            _, n_w, n_b = inp.pop(square[0])
+            _, zr_w, zr_b = rec[0]
+            zr_b = zr_b if zr_b is not None else np.zeros(2 * hid)
+            rec = [(rec[0][0], np.concatenate([zr_w, n_w]),
+                    np.concatenate([zr_b, n_b if n_b is not None else np.zeros(hid)]))]
+            reset_after = False
     if len(rec) != 1 or len(inp) != 1:
         return False
     h_var, r_w, r_b = rec[0]
@@ -152,7 +188,7 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
     w_bias = w_b if w_b is not None else zeros
     r_bias = r_b if r_b is not None else zeros
     if gates in (1, 4):
-        stored = [bsub.tensors[i].data for bop in bsub.operators if bop.name == "ADD" for i in bop.inputs if i >= 0]
+        stored = [_stored_real(bsub, i) for bop in bsub.operators if bop.name == "ADD" for i in bop.inputs if i >= 0]
         added = [np.asarray(a, np.float64).reshape(-1) for a in stored
                  if a is not None and a.size == gates * hidden and gates * hidden > 1]
         w_bias = w_bias + r_bias + sum(added, zeros)
@@ -198,14 +234,18 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
         h = floats_probe[h_var].astype(np.float64)
         if gates == 1:
             return _PLAIN_ACTS[act](x @ w_w.T + h @ r_w.T + w_bias), None
+        g_act = _PLAIN_ACTS[act]  # the cell's activation (Keras' `activation`)
         if c_var is not None:
             z = x @ w_w.T + h @ r_w.T + w_bias
             i, f, g, o = np.split(z, 4, axis=1)
-            c = _sigmoid(f) * floats_probe[c_var].astype(np.float64) + _sigmoid(i) * np.tanh(g)
-            return _sigmoid(o) * np.tanh(c), c
+            c = _sigmoid(f) * floats_probe[c_var].astype(np.float64) + _sigmoid(i) * g_act(g)
+            return _sigmoid(o) * g_act(c), c
         xz, hz = np.split(x @ w_w.T + w_bias, 3, axis=1), np.split(h @ r_w.T + r_bias, 3, axis=1)
         u, r = _sigmoid(xz[0] + hz[0]), _sigmoid(xz[1] + hz[1])
-        return u * h + (1 - u) * np.tanh(xz[2] + r * hz[2]), None
+        if not reset_after:
+            n_rows = slice(2 * hidden, 3 * hidden)
+            return u * h + (1 - u) * g_act(xz[2] + (r * h) @ r_w[n_rows].T + r_bias[n_rows]), None
+        return u * h + (1 - u) * g_act(xz[2] + r * hz[2]), None
 
     # Every step (a spread of 16 in longer loops), each with new random values.
     checked = range(steps) if steps <= 256 else sorted({int(v) for v in np.linspace(0, steps - 1, 16)})
@@ -239,6 +279,8 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
 
     # A plain RNN's activation is the operator that writes the new state (TANH, RELU or
     # LOGISTIC: random probes cannot tell RELU from RELU6 or a clamp that they do not reach).
+    # An LSTM's or GRU's cell activation is tanh, or relu where the body applies a RELU (an
+    # operator or a fused activation) and nothing that would clamp it (RELU6, a MINIMUM, ...).
     act = "tanh"
     if gates == 1:
         writer = next((o for o in bsub.operators if bsub.outputs[h_var] in o.outputs), None)
@@ -246,11 +288,35 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
         if not act:
             return False
     if not matches(act):
-        return False
+        if gates == 1 or not _relu_only(bsub) or not matches("relu"):
+            return False
+        act = "relu"
     _emit(cv, op, entries, act=act, gates=gates, hidden=hidden, steps=steps, batch=batch, w=w_w, r=r_w, w_bias=w_bias,
           r_bias=r_bias, h_var=h_var, c_var=c_var, seq_var=seq_var, buf_var=buf_var, whole_sequence=whole_sequence,
-          final_counters=counters_at(steps), passthrough=passthrough)
+          final_counters=counters_at(steps), passthrough=passthrough, reset_after=reset_after)
     return True
+
+
+def _relu_only(body: ModelInfo) -> bool:
+    """Whether ``body`` applies a RELU (an operator, or the fused activation of an ADD, SUB,
+    MUL or FULLY_CONNECTED) and no other bounded activation or MINIMUM / MAXIMUM: then its
+    cell activation, if not tanh, can only be relu (random probes do not reach RELU6's 6)."""
+    from .ops import _fb
+
+    options = {"ADD": "AddOptions", "SUB": "SubOptions", "MUL": "MulOptions",
+               "FULLY_CONNECTED": "FullyConnectedOptions"}
+    relu = False
+    for o in body.operators:
+        if o.name in ("RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "MINIMUM", "MAXIMUM", "LEAKY_RELU", "PRELU"):
+            return False
+        code = 0
+        if o.name in options:
+            opts = o.options(getattr(_fb, options[o.name]))
+            code = opts.FusedActivationFunction() if opts is not None else 0
+        if code not in (0, 1):
+            return False
+        relu = relu or o.name == "RELU" or code == 1
+    return relu
 
 
 #: A plain RNN's activations (Keras' SimpleRNN, TFLite's fused activation), in GRU form.
@@ -285,7 +351,7 @@ def plain_rnn(cv: Converter, x: Any, w: np.ndarray, r: np.ndarray, bias: np.ndar
 def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gates: int, hidden: int, steps: int, batch: int,
           w: np.ndarray, r: np.ndarray, w_bias: np.ndarray, r_bias: np.ndarray, h_var: int, c_var: int | None,
           seq_var: int, buf_var: int | None, whole_sequence: bool, final_counters: dict[int, np.ndarray],
-          passthrough: list[int]) -> None:
+          passthrough: list[int], reset_after: bool = True) -> None:
     b, label = cv.builder, cv.label(op)
 
     def const(a: np.ndarray) -> Any:
@@ -305,13 +371,29 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gate
         return b.reshape(operand(k), [1, batch, hidden], label=f"{label}/initial{k}")
 
     x = operand(seq_var)
+    seq_tensor = op.inputs[seq_var]
     # A loop over the time reversal of a sequence (Keras' backward layer of a Bidirectional)
     # is the operator's backward direction over the sequence itself: its buffer, indexed by
     # loop step, is the operator's sequence output reversed.
-    unreversed = _time_reversal_of(cv, op.inputs[seq_var])
+    unreversed = _time_reversal_of(cv, seq_tensor)
     direction = "forward"
     if unreversed is not None:
-        x, direction = unreversed, "backward"
+        reversal = cv.producer(seq_tensor)
+        assert reversal is not None  # (the REVERSE_V2 that _time_reversal_of found)
+        x, direction, seq_tensor = unreversed, "backward", reversal.inputs[0]
+    # The biases the input projection takes (the rest stay with the operator): every one of
+    # an LSTM or plain RNN; a GRU's input biases and the recurrent ones of the gates that
+    # reset_after leaves outside the reset (all three without it).
+    folded_r = np.zeros_like(r_bias) if gates == 3 else r_bias
+    if gates == 3:
+        folded_r[:2 * hidden if reset_after else 3 * hidden] = r_bias[:2 * hidden if reset_after else 3 * hidden]
+    embedded = _embedded_projection(cv, seq_tensor, w, w_bias + folded_r if gates == 3 else w_bias, label)
+    if embedded is not None:
+        # x W' + biases of every token is a row of a constant table: the projection is the
+        # gather, and the operator's input weight the identity (its lowering reads x as the
+        # projection).
+        x, w = embedded, np.eye(w.shape[0])
+        w_bias, r_bias = np.zeros_like(w_bias), r_bias - folded_r
     weight, recurrent = const(w[None]), const(r[None])
     c_t = None
     if gates == 1:
@@ -320,11 +402,13 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gate
     elif gates == 4:
         h_t, c_t, seq = b.lstm(x, weight, recurrent, steps, hidden, bias=const(w_bias[None]),
                                initial_hidden_state=initial(h_var), initial_cell_state=initial(c_var),
-                               return_sequence=True, direction=direction, layout="ifgo", label=label + "/lstm")
+                               return_sequence=True, direction=direction, layout="ifgo",
+                               activations=["sigmoid", act, act], label=label + "/lstm")
     else:
         h_t, seq = b.gru(x, weight, recurrent, steps, hidden, bias=const(w_bias[None]),
-                         recurrent_bias=const(r_bias[None]), initial_hidden_state=initial(h_var), reset_after=True,
-                         return_sequence=True, direction=direction, layout="zrn", label=label + "/gru")
+                         recurrent_bias=const(r_bias[None]), initial_hidden_state=initial(h_var), reset_after=reset_after,
+                         return_sequence=True, direction=direction, layout="zrn", activations=["sigmoid", act],
+                         label=label + "/gru")
 
     for k, value in final_counters.items():
         cv.set_entry(op, np.asarray(value), k)
@@ -340,6 +424,59 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gate
             cv.reversed_of[op.outputs[buf_var]] = (buf, 0)
             buf = b.reverse(buf, axes=[0], label=f"{label}/steps")
         cv.set_output(op, buf, buf_var)
+
+
+#: The most values of an embedding's projected table (vocabulary x gates * hidden_size)
+#: :func:`_embedded_projection` makes, beyond four times the embedding table itself.
+PROJECTED_TABLE_MAX = 1 << 20
+
+
+def _embedded_projection(cv: Converter, tensor: int, w: np.ndarray, bias: np.ndarray, label: str) -> Any | None:
+    """A loop's time-major sequence ``tensor`` [T, B, E] that is the GATHER of a constant
+    table [V, E] by ids [B, T] (Keras' ``Embedding``), brought time-major by a RESHAPE (B = 1)
+    or a TRANSPOSE: the projection ``x W' + bias`` of every step as the gather of the
+    projected table ``table W' + bias`` [V, G] by the same ids, time-major alike. None
+    where the sequence is something else, the graph is not float32 (the operator's
+    projection stays in f32 there), or the projected table would be larger than four times
+    the table and :data:`PROJECTED_TABLE_MAX`."""
+    from .ops import _fb, _wrapped_indices
+
+    if cv.float_type != "float32":
+        return None
+    move = cv.producer(tensor)
+    if move is None or move.name not in ("RESHAPE", "TRANSPOSE"):
+        return None
+    gather = cv.producer(move.inputs[0])
+    if gather is None or gather.name != "GATHER" or len(gather.inputs) != 2:
+        return None
+    o = gather.options(_fb.GatherOptions)
+    table = cv.static(gather, 0)
+    if (o is not None and (o.Axis() != 0 or o.BatchDims() != 0)) or table is None or table.dtype.kind != "f" or \
+            table.ndim != 2 or table.shape[1] != w.shape[1]:
+        return None
+    ids_shape = tuple(int(d) for d in cv.tensor(gather, 1).shape)
+    steps_major = tuple(int(d) for d in cv.tensor(move, 0).shape)
+    seq_shape = tuple(int(d) for d in cv.model.tensors[tensor].shape)
+    if len(ids_shape) != 2 or steps_major != (*ids_shape, table.shape[1]) or \
+            seq_shape != (ids_shape[1], ids_shape[0], table.shape[1]):
+        return None
+    if move.name == "TRANSPOSE":
+        perm = cv.static(move, 1)
+        if perm is None or [int(p) for p in perm.reshape(-1)] != [1, 0, 2]:
+            return None
+    elif ids_shape[0] != 1:
+        return None
+    projected = table.astype(np.float64) @ w.T + bias
+    if projected.size > max(4 * table.size, PROJECTED_TABLE_MAX):
+        return None
+    b = cv.builder
+    ids = _wrapped_indices(cv, gather, table.shape[0])
+    rows = b.gather(b.constant({"data_type": "float32", "shape": list(projected.shape)},
+                               np.ascontiguousarray(projected, np.float32)),
+                    cv.operand(gather, 1) if ids is None else cv._operands[ids], axis=0, label=label + "/projected")
+    if ids_shape[0] == 1:
+        return b.reshape(rows, [ids_shape[1], 1, projected.shape[1]], label=label + "/steps")
+    return b.transpose(rows, permutation=[1, 0, 2], label=label + "/steps")
 
 
 def _time_reversal_of(cv: Converter, tensor: int) -> Any | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -296,6 +296,131 @@ def _depthwise_conv_2d(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, _activation(cv, op, y, _opt(o, "FusedActivationFunction", ACT_NONE)))
 
 
+class _Conv3D(NamedTuple):
+    """The options of a CONV_3D / CONV_3D_TRANSPOSE: (depth, height, width) strides and
+    dilations, the TFLite padding enum and the fused activation."""
+
+    strides: list[int]
+    dilations: list[int]
+    padding: int
+    activation: int
+
+
+def _conv3d_options(cv: Converter, op: OperatorInfo) -> _Conv3D:
+    o = op.options(_fb.Conv3DOptions)
+    strides = [_opt(o, "StrideD", 1), _opt(o, "StrideH", 1), _opt(o, "StrideW", 1)]
+    dilations = [_opt(o, "DilationDFactor", 1), _opt(o, "DilationHFactor", 1), _opt(o, "DilationWFactor", 1)]
+    cv.require_positive(op, strides=strides, dilations=dilations)
+    padding = _opt(o, "Padding", PADDING_SAME)
+    if padding not in (PADDING_SAME, PADDING_VALID):
+        raise cv.unsupported(op, f"padding value {padding}")
+    return _Conv3D(strides, dilations, padding, _opt(o, "FusedActivationFunction", ACT_NONE))
+
+
+def _filter_3d(cv: Converter, op: OperatorInfo, i: int, perm: list[int], shape: list[int]) -> Any:
+    """Input ``i`` (a 5-D filter) transposed by ``perm`` and reshaped to the 4-D ``shape``: in
+    NumPy when it is known at load time, else with the builder."""
+    value = cv.static(op, i)
+    if value is not None and value.dtype.kind == "f":
+        return cv.constant_like(op, i, np.transpose(value, perm).reshape(shape))
+    b, label = cv.builder, cv.label(op)
+    return b.reshape(b.transpose(cv.operand(op, i), permutation=perm, label=label + "/filter"), shape,
+                     label=label + "/filter2d")
+
+
+@handles("CONV_3D", webnn="conv2d over the depth taps stacked along the channels (pad + strided slice per tap + "
+                          "concat + reshape; filter to OHWI) + fused activation")
+def _conv_3d(cv: Converter, op: OperatorInfo) -> None:
+    # out[n, od] = sum over the depth taps i of conv2d(x[n, od * sd + i * dd - pad], w[i]): the
+    # taps' input slices side by side along the channels (within each group) are one conv2d
+    # over [N * OD, H, W, kd * C] with the filter's taps likewise side by side.
+    p = _conv3d_options(cv, op)
+    n, d, h, w, c = (int(v) for v in _check_rank(cv, op, 0, 5))
+    kd, kh, kw, cin, out_c = (int(v) for v in _check_rank(cv, op, 1, 5))
+    if cin <= 0 or c % cin:
+        raise cv.malformed(op, f"input channels {c} not a multiple of the filter's {cin}")
+    groups = c // cin
+    sd, dd = p.strides[0], p.dilations[0]
+    front, back = same_padding(d, kd, sd, dd) if p.padding == PADDING_SAME else (0, 0)
+    od = (d + front + back - (kd - 1) * dd - 1) // sd + 1
+    if od < 1:
+        raise cv.malformed(op, f"a depth of {d} too small for a filter depth of {kd} (dilation {dd})")
+    b, label = cv.builder, cv.label(op)
+    x = cv.operand(op, 0)
+    if front or back:
+        x = b.pad(x, [0, front, 0, 0, 0], [0, back, 0, 0, 0], label=label + "/pad_depth")
+    if kd == 1 and sd == 1:
+        taps = x
+    else:
+        parts = []
+        for i in range(kd):
+            part = b.slice(x, [0, i * dd, 0, 0, 0], [n, (od - 1) * sd + 1, h, w, c], strides=[1, sd, 1, 1, 1],
+                           label=f"{label}/tap{i}")
+            parts.append(part if groups == 1 else b.reshape(part, [n, od, h, w, groups, cin], label=f"{label}/g{i}"))
+        taps = parts[0] if kd == 1 else b.concat(parts, len(parts[0].shape) - 1, label=label + "/taps")
+    taps = b.reshape(taps, [n * od, h, w, kd * c], label=label + "/stacked")
+    weights = _filter_3d(cv, op, 1, [4, 1, 2, 0, 3], [out_c, kh, kw, kd * cin])
+    padding = conv_padding(p.padding, (h, w), (kh, kw), p.strides[1:], p.dilations[1:])
+    y = b.conv2d(taps, weights, padding=padding, strides=p.strides[1:], dilations=p.dilations[1:], groups=groups,
+                 input_layout="nhwc", filter_layout="ohwi", bias=cv.optional_operand(op, 2), label=label)
+    y = b.reshape(y, [n, od, int(y.shape[1]), int(y.shape[2]), out_c], label=label + "/out")
+    cv.set_output(op, _activation(cv, op, y, p.activation))
+
+
+@handles("CONV_3D_TRANSPOSE", webnn="conv_transpose2d with the depth taps as output channels, then a matmul "
+                                    "with a 0/1 matrix that places each tap at its output depth (+ bias, "
+                                    "fused activation)")
+def _conv_3d_transpose(cv: Converter, op: OperatorInfo) -> None:
+    # Inputs: output_shape, filter [kd, kh, kw, O, I], input [N, D, H, W, I], optional bias.
+    # Input depth id and tap i add conv_transpose2d(x[id], w[i]) to output depth
+    # id * sd + i * dd - pad: one conv_transpose2d gives every tap (kd * O channels), and the
+    # sum over (i, id) per output depth is a product with a constant 0/1 matrix.
+    p = _conv3d_options(cv, op)
+    out_shape = [int(v) for v in cv.value(op, 0).reshape(-1)]
+    kd, kh, kw, out_c, cin = (int(v) for v in _check_rank(cv, op, 1, 5))
+    n, d, h, w, c = (int(v) for v in _check_rank(cv, op, 2, 5))
+    if len(out_shape) != 5 or out_shape[0] != n or out_shape[4] != out_c or c != cin:
+        raise cv.malformed(op, f"output_shape {out_shape} does not fit the input {[n, d, h, w, c]} and the filter "
+                               f"{[kd, kh, kw, out_c, cin]}")
+    od, oh, ow = out_shape[1:4]
+    # TFLite pads as a forward convolution from the output to the input.
+    pads = conv_padding(p.padding, (oh, ow), (kh, kw), p.strides[1:], p.dilations[1:])
+    sd, dd = p.strides[0], p.dilations[0]
+    front = same_padding(od, kd, sd, dd)[0] if p.padding == PADDING_SAME else 0
+    output_padding = []
+    for axis, (size_in, k, s, dil) in enumerate(zip((h, w), (kh, kw), p.strides[1:], p.dilations[1:])):
+        natural = (size_in - 1) * s + (k - 1) * dil + 1 - pads[2 * axis] - pads[2 * axis + 1]
+        extra = out_shape[2 + axis] - natural
+        if not 0 <= extra < s:
+            raise cv.unsupported(op, f"output_shape {out_shape} that WebNN's output_padding cannot reach "
+                                     f"(axis {axis + 2}: natural size {natural})")
+        output_padding.append(extra)
+    b, label = cv.builder, cv.label(op)
+    x = b.reshape(cv.operand(op, 2), [n * d, h, w, c], label=label + "/frames")
+    weights = _filter_3d(cv, op, 1, [0, 3, 1, 2, 4], [kd * out_c, kh, kw, cin])
+    y = b.conv_transpose2d(x, weights, padding=pads, strides=p.strides[1:], dilations=p.dilations[1:],
+                           output_padding=output_padding, input_layout="nhwc", filter_layout="ohwi",
+                           label=label)
+    place = np.zeros((od, kd * d), np.float32)
+    for i in range(kd):
+        for j in range(d):
+            o = j * sd + i * dd - front
+            if 0 <= o < od:
+                place[o, i * d + j] = 1.0
+    if kd == 1 and d == od and np.array_equal(place, np.eye(od)):
+        y = b.reshape(y, [n, od, oh, ow, out_c], label=label + "/out")
+    else:
+        y = b.reshape(y, [n, d, oh * ow, kd, out_c], label=label + "/taps")
+        y = b.transpose(y, permutation=[0, 3, 1, 2, 4], label=label + "/taps_first")
+        y = b.reshape(y, [n, kd * d, oh * ow * out_c], label=label + "/rows")
+        y = b.matmul(cv.constant_like(op, 1, place[None]), y, label=label + "/depth")
+        y = b.reshape(y, [n, od, oh, ow, out_c], label=label + "/out")
+    bias = cv.optional_operand(op, 3)
+    if bias is not None:
+        y = b.add(y, bias, label=label + "/bias")
+    cv.set_output(op, _activation(cv, op, y, p.activation))
+
+
 def _conv_transpose(
     cv: Converter, op: OperatorInfo, x_index: int, w_index: int, bias_index: int,
     padding: list[int], strides: list[int], output_padding: list[int], activation: int,
@@ -471,6 +596,9 @@ def _reduce(method: str) -> Handler:
 for _name, _method in (("MEAN", "reduce_mean"), ("SUM", "reduce_sum"), ("REDUCE_MAX", "reduce_max"),
                        ("REDUCE_MIN", "reduce_min"), ("REDUCE_PROD", "reduce_product")):
     handles(_name, webnn=f"{_method}(axes=, keep_dimensions=)")(_reduce(_method))
+# BOOL tensors are uint8 0 / 1: "any" is their maximum, "all" their minimum.
+handles("REDUCE_ANY", webnn="reduce_max of the BOOL (uint8 0 / 1) values")(_reduce("reduce_max"))
+handles("REDUCE_ALL", webnn="reduce_min of the BOOL (uint8 0 / 1) values")(_reduce("reduce_min"))
 
 
 @handles("RESIZE_BILINEAR", webnn="resample2d(mode='linear', axes=[1, 2]) (half-pixel); two matmuls (other options)")
@@ -495,6 +623,9 @@ def _resize_bilinear(cv: Converter, op: OperatorInfo) -> None:
 @handles("DEQUANTIZE", webnn="(folded at load time into a constant)")
 def _dequantize(cv: Converter, op: OperatorInfo) -> None:
     t = cv.tensor(op, 0)
+    if t.index in cv.dequantized:  # computed from the dequantized constant (a quantized table's GATHER)
+        cv.set_output(op, cv.operand(op, 0))
+        return
     stored = cv._folded.get(t.index, t.data)  # a DENSIFY before it has been folded
     if stored is None:
         raise cv.unsupported(op, "a run-time (non-constant) input; only constant weights can be dequantized")
@@ -562,14 +693,46 @@ def _reshape_rule(cv: Converter, op: OperatorInfo) -> list[int]:
     return new
 
 
-@handles("SOFTMAX", webnn="softmax(axis=last) (times beta first when beta != 1)")
+@handles("SOFTMAX", webnn="softmax(axis=last) (times beta first when beta != 1); between a TRANSPOSE and its "
+                          "inverse (a softmax over another axis, as TensorFlow's converter writes it): softmax(axis=) "
+                          "of the untransposed tensor")
 def _softmax(cv: Converter, op: OperatorInfo) -> None:
     beta = float(_opt(op.options(_fb.SoftmaxOptions), "Beta", 1.0))
     x = cv.operand(op, 0)
     rank = len(cv.tensor(op, 0).shape)
+    axis = rank - 1
+    around = _transposed_around(cv, op, rank)
+    if around is not None:
+        before, after, axis, perm = around
+        x = cv.operand(before, 0)
     if beta != 1.0:
         x = cv.builder.mul(x, cv.scalar_constant(beta, cv.float_type), label=cv.label(op) + "/beta")
-    cv.set_output(op, cv.builder.softmax(x, rank - 1, label=cv.label(op)))
+    y = cv.builder.softmax(x, axis, label=cv.label(op))
+    if around is None:
+        cv.set_output(op, y)
+        return
+    # The softmax's own output (read by the inverse transpose alone) as a view of the result.
+    cv.set_output(op, cv.builder.transpose(y, permutation=perm, label=cv.label(op) + "/transposed"))
+    cv.set_output(after, y)
+    cv.claimed.add(after.index)
+
+
+def _transposed_around(cv: Converter, op: OperatorInfo, rank: int
+                       ) -> tuple[OperatorInfo, OperatorInfo, int, list[int]] | None:
+    """(the TRANSPOSE before ``op``, the one after it, the axis of the untransposed tensor
+    that ``op``'s last axis is, the first TRANSPOSE's permutation) when a TRANSPOSE whose only reader is ``op`` gives its input
+    and ``op``'s only reader is the inverse TRANSPOSE; else None."""
+    before, after = cv.producer(op.inputs[0]), cv.sole_consumer(op.outputs[0])
+    if before is None or after is None or before.name != "TRANSPOSE" or after.name != "TRANSPOSE" or \
+            cv.sole_consumer(op.inputs[0]) is not op or after.inputs[0] != op.outputs[0]:
+        return None
+    p, q = cv.static(before, 1), cv.static(after, 1)
+    if p is None or q is None or p.size != rank or q.size != rank:
+        return None
+    perm, inv = [int(v) % rank for v in p.reshape(-1)], [int(v) % rank for v in q.reshape(-1)]
+    if sorted(perm) != list(range(rank)) or [perm[i] for i in inv] != list(range(rank)):
+        return None
+    return before, after, perm[-1], perm
 
 
 def _paddings(cv: Converter, op: OperatorInfo, rank: int) -> tuple[list[int], list[int]]:
@@ -793,6 +956,8 @@ def _bias_after_reshape(cv: Converter, op: OperatorInfo, units: int) -> tuple[np
     reshape = cv.sole_consumer(op.outputs[0])
     if reshape is None or reshape.name != "RESHAPE" or reshape.inputs[0] != op.outputs[0]:
         return None
+    if cv.model.tensors[reshape.outputs[0]].is_dynamic and (len(reshape.inputs) < 2 or cv.static(reshape, 1) is None):
+        return None  # its new shape comes from shape arithmetic after this operator (a dynamic dimension)
     found, own = _constant_add(cv, reshape.outputs[0]), _own_bias(cv, op, units)
     if found is None or own is None:
         return None
@@ -1208,12 +1373,13 @@ def _fold_movement(cv: Converter, op: OperatorInfo, values: list) -> list:
     return [np.flip(x, tuple(int(a) for a in values[1].reshape(-1)))]
 
 
-@folds("SUM", "REDUCE_PROD", "REDUCE_MAX", "REDUCE_MIN")
+@folds("SUM", "REDUCE_PROD", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_ANY", "REDUCE_ALL")
 def _fold_reduce(cv: Converter, op: OperatorInfo, values: list) -> list:
     x = values[0]
     axes = tuple(sorted({cv.axis(op, int(a), x.ndim) for a in values[1].reshape(-1)}))
     keep = bool(_opt(op.options(_fb.ReducerOptions), "KeepDims", False))
-    fn = {"SUM": np.add, "REDUCE_PROD": np.multiply, "REDUCE_MAX": np.maximum, "REDUCE_MIN": np.minimum}[op.name]
+    fn = {"SUM": np.add, "REDUCE_PROD": np.multiply, "REDUCE_MAX": np.maximum, "REDUCE_MIN": np.minimum,
+          "REDUCE_ANY": np.maximum, "REDUCE_ALL": np.minimum}[op.name]
     out = fn.reduce(x, axis=axes, keepdims=keep)  # type: ignore[call-overload]
     return [np.asarray(out).astype(x.dtype)]
 
@@ -1228,6 +1394,15 @@ _NP_UNARY_FLOAT: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 def _fold_unary_float(cv: Converter, op: OperatorInfo, values: list) -> list:
     with np.errstate(over="ignore"):
         return [_NP_UNARY_FLOAT[op.name](values[0].astype(np.float64))]
+
+
+@folds("DEQUANTIZE")
+def _fold_dequantize(cv: Converter, op: OperatorInfo, values: list) -> list:
+    # cv.static gives an int8 input of this float operator dequantized, a float16 one as stored
+    # (what the DEQUANTIZE handler records; here also inside a loop body run at load time).
+    if values[0].dtype.kind != "f":
+        raise cv.unsupported(op, f"input of type {cv.tensor(op, 0).type_name} without quantization parameters")
+    return [values[0]]
 
 
 @folds("FULLY_CONNECTED")
@@ -1455,6 +1630,69 @@ def _arg_max_min(cv: Converter, op: OperatorInfo) -> None:
     y = getattr(cv.builder, method)(cv.operand(op, 0), axis, keep_dimensions=False,
                                     output_data_type=_webnn_type(cv, op), label=cv.label(op))
     cv.set_output(op, y)
+
+
+#: TOPK_V2 as one custom WGSL operator (``MLGraphBuilder.wgsl``): an invocation per row of
+#: ``n`` values takes the ``k`` largest in turn; round r picks the largest value that comes
+#: after round r - 1's (value, index) in TFLite's order (value descending, index ascending
+#: among ties), so no value is taken twice and ties keep index order.
+_TOP_K_WGSL = """{% if inputs[0].type == "f16" %}enable f16;
+{% endif %}
+@group(0) @binding(0) var<storage, read> x: array<{{ inputs[0].type }}>;
+@group(0) @binding(1) var<storage, read_write> values: array<{{ inputs[0].type }}>;
+@group(0) @binding(2) var<storage, read_write> indices: array<i32>;
+@compute @workgroup_size({{ workgroup_size }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let row = gid.x;
+  if (row >= {{ rows }}u) { return; }
+  let base = row * {{ n }}u;
+  var pv = x[base];
+  var pi = -1;
+  for (var r = 0u; r < {{ k }}u; r = r + 1u) {
+    var bv = x[base];
+    var bi = -1;
+    for (var j = 0u; j < {{ n }}u; j = j + 1u) {
+      let v = x[base + j];
+      let ij = i32(j);
+      let after = pi < 0 || v < pv || (v == pv && ij > pi);
+      if (after && (bi < 0 || v > bv)) {
+        bv = v;
+        bi = ij;
+      }
+    }
+    values[row * {{ k }}u + r] = bv;
+    indices[row * {{ k }}u + r] = bi;
+    pv = bv;
+    pi = bi;
+  }
+}
+"""
+
+
+@handles("TOPK_V2", webnn="one custom WGSL operator (MLGraphBuilder.wgsl): per row, k rounds over the last axis, "
+                          "each taking the largest value after the previous round's in (value desc, index asc) order")
+def _topk_v2(cv: Converter, op: OperatorInfo) -> None:
+    # TFLite's TopK: the k largest values of each row (last axis) in descending order, ties
+    # in index order, and their int32 indices.
+    shape = [int(v) for v in cv.tensor(op, 0).shape]
+    if not shape:
+        raise cv.malformed(op, "a scalar input (TOPK_V2 needs rank >= 1)")
+    k = int(cv.value(op, 1).reshape(-1)[0])
+    n = shape[-1]
+    if not 0 < k <= n:
+        raise cv.malformed(op, f"k = {k} for rows of {n} values")
+    if _webnn_type(cv, op, 1) != "int32":
+        raise cv.unsupported(op, f"indices of type {cv.out_tensor(op, 1).type_name} (int32 only)")
+    x = cv.operand(op, 0)
+    if x.data_type not in ("float32", "float16", "int32"):
+        raise cv.unsupported(op, f"an input of type {x.data_type}")
+    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    out_shape = [*shape[:-1], k]
+    values, indices = cv.builder.wgsl(
+        _TOP_K_WGSL, [x], [{"data_type": x.data_type, "shape": out_shape}, {"data_type": "int32", "shape": out_shape}],
+        workgroup_size=64, dispatch=[-(-rows // 64)], constants={"rows": rows, "n": n, "k": k}, label=cv.label(op))
+    cv.set_output(op, values, 0)
+    cv.set_output(op, indices, 1)
 
 
 @handles("CUMSUM", webnn="cumulative_sum(axis, exclusive=, reversed=)")
@@ -1932,7 +2170,33 @@ def _gather(cv: Converter, op: OperatorInfo) -> None:
     axis = cv.axis(op, int(_opt(o, "Axis", 0)), rank)
     ids = _wrapped_indices(cv, op, int(cv.tensor(op, 0).shape[axis]))
     indices = cv.operand(op, 1) if ids is None else cv._operands[ids]
-    cv.set_output(op, cv.builder.gather(cv.operand(op, 0), indices, axis=axis, label=cv.label(op)))
+    table = _dequantized_table(cv, op, axis)
+    cv.set_output(op, cv.builder.gather(cv.operand(op, 0) if table is None else table, indices, axis=axis,
+                                        label=cv.label(op)))
+    if table is not None:
+        cv.dequantized.add(op.outputs[0])
+
+
+def _dequantized_table(cv: Converter, op: OperatorInfo, axis: int) -> Any | None:
+    """The real values of GATHER's table as a float constant when the table is a quantized
+    integer constant (TensorFlow's dynamic-range quantization of an ``Embedding``), the
+    output keeps the table's quantization and only DEQUANTIZE reads it: the gathered real
+    values are what DEQUANTIZE gives. Else None (the table as it is)."""
+    t, out = cv.tensor(op, 0), cv.out_tensor(op)
+    q, oq = t.quantization, out.quantization
+    if q is None or oq is None or t.data is None or t.type_name not in ("INT8", "UINT8", "INT16") \
+            or out.type_name != t.type_name or out.index in cv.model.outputs:
+        return None
+    if q.scale.size != 1:  # per channel: along an axis the gather keeps in place
+        ids_rank = len(cv.tensor(op, 1).shape)
+        if q.axis == axis or oq.axis != (q.axis if q.axis < axis else q.axis + ids_rank - 1):
+            return None
+    if not (np.array_equal(q.scale, oq.scale) and np.array_equal(q.zero_point, oq.zero_point)):
+        return None
+    readers = [o for o in cv.model.operators if out.index in o.inputs]
+    if not readers or any(o.name != "DEQUANTIZE" for o in readers):
+        return None
+    return cv.constant_like(op, 0, dequantize(t.data, q))
 
 
 def _wrapped_indices(cv: Converter, op: OperatorInfo, size: int) -> int | None:
@@ -1961,6 +2225,185 @@ def _wrapped_indices(cv: Converter, op: OperatorInfo, size: int) -> int | None:
 @handles("GATHER_ND", webnn="gather_nd")
 def _gather_nd(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, cv.builder.gather_nd(cv.operand(op, 0), cv.operand(op, 1), label=cv.label(op)))
+
+
+#: ATAN2 element-wise as a custom WGSL operator (WebNN has no atan2): WGSL's atan2(y, x).
+_ATAN2_WGSL = """{% if inputs[0].type == "f16" %}enable f16;
+{% endif %}
+@group(0) @binding(0) var<storage, read> y: array<{{ inputs[0].type }}>;
+@group(0) @binding(1) var<storage, read> x: array<{{ inputs[0].type }}>;
+@group(0) @binding(2) var<storage, read_write> out: array<{{ inputs[0].type }}>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let i = gid.x + gid.y * groups.x * 64u;
+  if (i >= {{ outputs[0].size }}u) { return; }
+  out[i] = atan2(y[i], x[i]);
+}
+"""
+
+
+@handles("ATAN2", webnn="one custom WGSL operator (MLGraphBuilder.wgsl) computing WGSL's atan2(y, x) per element")
+def _atan2(cv: Converter, op: OperatorInfo) -> None:
+    b, label = cv.builder, cv.label(op)
+    y, x = cv.operand(op, 0), cv.operand(op, 1)
+    if y.data_type != cv.float_type or x.data_type != cv.float_type:
+        raise cv.unsupported(op, f"inputs of types {y.data_type} and {x.data_type} (float inputs only)")
+    shape = [int(d) for d in y.shape]
+    if list(x.shape) != shape:  # (as LiteRT's kernel, which does not broadcast)
+        raise cv.malformed(op, f"operands of shapes {shape} and {list(x.shape)}")
+    cv.set_output(op, b.wgsl(_ATAN2_WGSL, [y, x], {"data_type": cv.float_type, "shape": shape}, workgroup_size=64,
+                             label=label))
+
+
+@handles("ONE_HOT", webnn="where(equal(indices with a new axis, a constant 0..depth-1 along it), on, off)")
+def _one_hot(cv: Converter, op: OperatorInfo) -> None:
+    # Inputs: indices, depth (scalar), on_value, off_value; an index outside [0, depth) gives
+    # off_value everywhere along the new axis (TFLite's definition).
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    depth = int(cv.value(op, 1).reshape(-1)[0])
+    if depth < 1:
+        raise cv.malformed(op, f"depth {depth}")
+    rank = len(shape) + 1
+    axis = int(_opt(op.options(_fb.OneHotOptions), "Axis", -1))
+    axis = cv.axis(op, axis, rank)
+    b, label = cv.builder, cv.label(op)
+    ids = cv.operand(op, 0)
+    if ids.data_type not in ("int32", "int64"):
+        raise cv.unsupported(op, f"indices of type {ids.data_type}")
+    ids = b.reshape(ids, shape[:axis] + [1] + shape[axis:], label=label + "/ids")
+    iota_shape = [1] * rank
+    iota_shape[axis] = depth
+    iota = b.constant({"data_type": ids.data_type, "shape": iota_shape},
+                      np.arange(depth, dtype=np.int32 if ids.data_type == "int32" else np.int64).reshape(iota_shape))
+    hit = b.equal(ids, iota, label=label + "/hit")
+    out_shape = shape[:axis] + [depth] + shape[axis:]
+    on, off = cv.operand(op, 2), cv.operand(op, 3)
+    y = b.where(hit, on, off, label=label)
+    if list(y.shape) != out_shape:
+        y = b.expand(y, out_shape, label=label + "/expand")
+    cv.set_output(op, y)
+
+
+def _static_ids(cv: Converter, op: OperatorInfo, i: int, what: str) -> np.ndarray:
+    ids = cv.static(op, i)
+    if ids is None:
+        raise cv.unsupported(op, f"{what} computed at run time (input {i}; the loader needs them at load time)")
+    return ids.astype(np.int64)
+
+
+@handles("UNSORTED_SEGMENT_SUM", webnn="matmul of a constant 0/1 segment matrix [segments, N] with the data "
+                                       "as [N, rest] (segment ids known at load time)")
+def _unsorted_segment_sum(cv: Converter, op: OperatorInfo) -> None:
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    ids = _static_ids(cv, op, 1, "segment ids")
+    segments = int(cv.value(op, 2).reshape(-1)[0])
+    if tuple(ids.shape) != tuple(shape[:ids.ndim]) or segments < 1:
+        raise cv.malformed(op, f"segment ids of shape {list(ids.shape)} for data {shape}, {segments} segments")
+    rows = int(np.prod(ids.shape, dtype=np.int64))
+    rest = shape[ids.ndim:]
+    place = np.zeros((segments, rows), np.float32)
+    flat = ids.reshape(-1)
+    keep = (flat >= 0) & (flat < segments)  # other ids are dropped
+    place[flat[keep], np.arange(rows)[keep]] = 1.0
+    b, label = cv.builder, cv.label(op)
+    x = cv.operand(op, 0)
+    if x.data_type != cv.float_type:
+        raise cv.unsupported(op, f"data of type {x.data_type} (float data only)")
+    inner = int(np.prod(rest, dtype=np.int64))
+    y = b.matmul(cv.constant_like(op, 1, place), b.reshape(x, [rows, inner], label=label + "/rows"), label=label)
+    cv.set_output(op, b.reshape(y, [segments, *rest], label=label + "/out"))
+
+
+@folds("UNSORTED_SEGMENT_SUM", "UNSORTED_SEGMENT_PROD", "UNSORTED_SEGMENT_MAX", "UNSORTED_SEGMENT_MIN")
+def _fold_segments(cv: Converter, op: OperatorInfo, values: list) -> list:
+    # TFLite's kernels: each segment starts at the reduction's identity (0, 1, the type's
+    # lowest / highest value) and ids outside [0, segments) are skipped.
+    data, ids = values[0], values[1].astype(np.int64)
+    segments = int(values[2].reshape(-1)[0])
+    if tuple(ids.shape) != tuple(data.shape[:ids.ndim]) or segments < 1:
+        raise cv.malformed(op, f"segment ids of shape {list(ids.shape)} for data {list(data.shape)}, "
+                               f"{segments} segments")
+    kind = op.name.rsplit("_", 1)[1]
+    info = np.finfo(data.dtype) if data.dtype.kind == "f" else np.iinfo(data.dtype)
+    start = {"SUM": 0, "PROD": 1, "MAX": info.min, "MIN": info.max}[kind]
+    out = np.full((segments, *data.shape[ids.ndim:]), start, dtype=data.dtype)
+    flat, rows = ids.reshape(-1), data.reshape(-1, *data.shape[ids.ndim:])
+    keep = (flat >= 0) & (flat < segments)
+    {"SUM": np.add, "PROD": np.multiply, "MAX": np.maximum, "MIN": np.minimum}[kind].at(out, flat[keep], rows[keep])
+    return [out]
+
+
+@handles("UNSORTED_SEGMENT_PROD", "UNSORTED_SEGMENT_MAX", "UNSORTED_SEGMENT_MIN",
+         webnn="(folded at load time: the shape arithmetic of a model with dynamic dimensions)")
+def _unsorted_segment_other(cv: Converter, op: OperatorInfo) -> None:
+    raise cv.unsupported(op, "data computed at run time (input 0; the loader folds this operator at load time only)")
+
+
+@handles("SCATTER_ND", webnn="scatter_nd into zeros (distinct indices known at load time); a matmul with a 0/1 "
+                             "matrix where indices repeat (TFLite adds their updates)")
+def _scatter_nd(cv: Converter, op: OperatorInfo) -> None:
+    # Inputs: indices [..., m], updates [..., *shape[m:]], shape.
+    ids = _static_ids(cv, op, 0, "indices")
+    shape = [int(d) for d in cv.value(op, 2).reshape(-1)]
+    m = int(ids.shape[-1]) if ids.ndim else 0
+    if ids.ndim < 1 or m > len(shape) or ((ids < 0) | (ids >= np.asarray(shape[:m]))).any():
+        raise cv.malformed(op, f"indices {ids.tolist()} for shape {shape}")
+    b, label = cv.builder, cv.label(op)
+    upd = cv.operand(op, 1)
+    tuples = ids.reshape(-1, m)
+    slots = int(np.prod(shape[:m], dtype=np.int64))
+    flat = np.ravel_multi_index(tuple(tuples.T), shape[:m]) if m else np.zeros(len(tuples), np.int64)
+    inner = int(np.prod(shape[m:], dtype=np.int64))
+    if len(np.unique(flat)) == len(flat):
+        zeros = b.constant({"data_type": upd.data_type, "shape": shape},
+                           np.zeros(shape, dtype=np.float16 if upd.data_type == "float16" else
+                                    np.float32 if upd.data_type == "float32" else np.int32))
+        if upd.data_type not in ("float32", "float16", "int32"):
+            raise cv.unsupported(op, f"updates of type {upd.data_type}")
+        index_op = b.constant({"data_type": "int32", "shape": list(ids.shape)}, ids.astype(np.int32))
+        cv.set_output(op, b.scatter_nd(zeros, index_op, upd, label=label))
+        return
+    if upd.data_type != cv.float_type:
+        raise cv.unsupported(op, f"repeated indices with updates of type {upd.data_type}")
+    place = np.zeros((slots, len(flat)), np.float32)
+    np.add.at(place, (flat, np.arange(len(flat))), 1.0)
+    y = b.matmul(cv.constant_like(op, 0, place), b.reshape(upd, [len(flat), inner], label=label + "/rows"),
+                 label=label)
+    cv.set_output(op, b.reshape(y, shape, label=label + "/out"))
+
+
+@handles("REVERSE_SEQUENCE", webnn="gather_elements along the sequence axis with indices len - 1 - t for t < len "
+                                   "(constant when the lengths are known at load time, else from lesser / sub / where)")
+def _reverse_sequence(cv: Converter, op: OperatorInfo) -> None:
+    o = op.options(_fb.ReverseSequenceOptions)
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    rank = len(shape)
+    seq_axis = cv.axis(op, int(_opt(o, "SeqDim", 0)), rank)
+    batch_axis = cv.axis(op, int(_opt(o, "BatchDim", 0)), rank)
+    if seq_axis == batch_axis:
+        raise cv.malformed(op, f"seq_dim and batch_dim are both {seq_axis}")
+    b, label = cv.builder, cv.label(op)
+    t_shape = [1] * rank
+    t_shape[seq_axis] = shape[seq_axis]
+    b_shape = [1] * rank
+    b_shape[batch_axis] = shape[batch_axis]
+    t = np.arange(shape[seq_axis], dtype=np.int32).reshape(t_shape)
+    lengths = cv.static(op, 1)
+    if lengths is not None:
+        n = np.minimum(lengths.astype(np.int64), shape[seq_axis]).reshape(b_shape)
+        index = np.broadcast_to(np.where(t < n, n - 1 - t, t), shape).astype(np.int32)
+        ids = b.constant({"data_type": "int32", "shape": shape}, np.ascontiguousarray(index))
+    else:
+        n = cv.operand(op, 1)
+        if n.data_type != "int32":
+            n = b.cast(n, "int32", label=label + "/lengths")
+        n = b.reshape(n, b_shape, label=label + "/per_batch")
+        tc = b.constant({"data_type": "int32", "shape": t_shape}, t)
+        flipped = b.sub(b.sub(n, b.constant({"data_type": "int32", "shape": []}, np.array(1, np.int32)),
+                              label=label + "/last"), tc, label=label + "/flipped")
+        ids = b.expand(b.where(b.lesser(tc, n, label=label + "/inside"), flipped, tc, label=label + "/index"), shape,
+                       label=label + "/indices")
+    cv.set_output(op, b.gather_elements(cv.operand(op, 0), ids, axis=seq_axis, label=label))
 
 
 @handles("EMBEDDING_LOOKUP", webnn="gather(value, ids, axis=0)")

@@ -20,7 +20,7 @@ log = logging.getLogger("webnn_gpu")
 #: go after them, the slot stays None when the option is absent)
 EPILOGUE_HOSTS = {"conv2d": 3, "conv_transpose2d": 3, "matmul": 2, "gemm": 3, "average_pool2d": 1, "l2_pool2d": 1,
                   "max_pool2d": 1, "resample2d": 1, "batch_normalization": 5, "instance_normalization": 3,
-                  "layer_normalization": 3}
+                  "layer_normalization": 3, "gather": 2}
 #: The host kernels unroll their stores (a block of pixels, a register tile: up to a few
 #: hundred calls of the epilogue in one shader), and the shader compiler inlines the epilogue
 #: at each call: an epilogue may hold at most this many steps, of which at most
@@ -37,7 +37,7 @@ EPILOGUE_MAX_LOADS = 1
 #: operands per element: a per-channel operand (they pass no channel coordinate, so a
 #: prelu's slope is a load) and a residual.
 SCALAR_HOSTS = ("average_pool2d", "l2_pool2d", "max_pool2d", "resample2d", "batch_normalization",
-                "instance_normalization", "layer_normalization")
+                "instance_normalization", "layer_normalization", "gather")
 SCALAR_HOST_MAX_LOADS = 2
 #: ... and it binds at most this many operands (each read per channel is still loaded where
 #: the kernel hoists it, once per stored column: about a third of a second of compile each)
