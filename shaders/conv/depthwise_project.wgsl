@@ -100,7 +100,7 @@ enable f16;
 {{ tl.epilogue_decls(eep, nb.i + 1) }}
 {% set nb.i = nb.i + 1 + eep.operands | length %}
 {% endif %}
-@group(0) @binding({{ nb.i }}) var<uniform> prm: array<vec4<u32>, 4>;
+@group(0) @binding({{ nb.i }}) var<uniform> prm: array<vec4<u32>, 5>;
 {{ tl.decl(nb.i + 1, "out", T, out_vec, true) }}
 {% if pool %}
 @group(0) @binding({{ nb.i + 2 }}) var<storage, read_write> pool: array<vec4<f32>>;
@@ -119,7 +119,8 @@ enable f16;
 {% endif %}
 
 @compute @workgroup_size({{ k.workgroup }})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>{% if sg %},
+        @builtin(subgroup_invocation_id) lane: u32{% endif %}) {
   let gidx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
   if (gidx >= prm[0].x) { return; }
   let C4 = prm[0].y;
@@ -132,6 +133,26 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let OWB = prm[2].y;
   let S = prm[3].x;
   let R = prm[3].w;  // row_loop's iterations
+{% if sg %}
+  // column block slowest, pixel blocks padded to prm[4].y (a multiple of sg): the lanes of a
+  // subgroup share one column block, so they share its loads of the taps and the projection
+  let PP = prm[4].y;
+{% if fdiv %}
+  let sb = u32((f32(gidx) + 0.5) / f32(PP));
+{% else %}
+  let sb = gidx / PP;
+{% endif %}
+  let live = gidx - sb * PP < prm[4].x;  // a padding lane computes the last block and stores nothing
+  let idx = min(gidx - sb * PP, prm[4].x - 1u);
+{% if fdiv %}
+  let r1 = u32((f32(idx) + 0.5) / f32(OWB));
+  let n = u32((f32(r1) + 0.5) / f32(OHB));
+{% else %}
+  let r1 = idx / OWB;
+  let n = r1 / OHB;
+{% endif %}
+  let jb = sb * {{ NS }}u;  // this invocation's first vec4 column of the projection
+{% else %}
 {% if fdiv %}
   // Quotients through f32, exact for dividends below 2^20 (fdiv): x86 has no vector integer
   // division, so runtime divisors would otherwise cost a scalar division per lane.
@@ -144,6 +165,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let n = r1 / OHB;
 {% endif %}
   let jb = (gidx - idx * S) * {{ NS }}u;  // this invocation's first vec4 column of the projection
+{% endif %}
   let wb = idx - r1 * OWB;
   let hb = r1 - n * OHB;
   let oh0 = hb * {{ TH }}u;
@@ -188,20 +210,43 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endif %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
-  let in{{ t }}_{{ p }} = oh0 + {{ t }}u < OH && ow0 + {{ p }}u < OW;
+  let in{{ t }}_{{ p }} = oh0 + {{ t }}u < OH && ow0 + {{ p }}u < OW{{ " && live" if sg }};
   let pix{{ t }}_{{ p }} = (n * OH + oh0 + {{ t }}u) * OW + ow0 + {{ p }}u;
 {% for j in range(NS) %}
   var a{{ t }}_{{ p }}_{{ j }} = vec4<f32>(0.0);
 {% endfor %}
 {% endfor %}
 {% endfor %}
+{% if sg %}
+  // lane-shared loads: tap v (of KH KW) and projection vector v = c NS + j (row c of the
+  // group, column jb + j) are loaded by lane v % sg and handed to the others by subgroupBroadcast
+{% for t in range((KH * KW + sg - 1) // sg) %}
+  let fo{{ t }} = min(lane + {{ t * sg }}u, {{ KH * KW - 1 }}u) * C4;
+{% endfor %}
+{% for t in range((4 * NS + sg - 1) // sg if mode != "store" else 0) %}
+  let pv{{ t }} = min(lane + {{ t * sg }}u, {{ 4 * NS - 1 }}u);
+  let po{{ t }} = (pv{{ t }} / {{ NS }}u) * N4 + {{ "min(jb + pv" ~ t ~ " % " ~ NS ~ "u, N4 - 1u)" if ragged else "jb + pv" ~ t ~ " % " ~ NS ~ "u" }};
+{% endfor %}
+{% endif %}
   for (var cb = 0u; cb < C4; cb = cb + 1u) {
 {% if pool and mode == "store" %}
     var psum = vec4<f32>(0.0);
 {% endif %}
+{% if sg %}
+{% for t in range((KH * KW + sg - 1) // sg) %}
+    let wl{{ t }} = vec4<f32>(f[fo{{ t }} + cb]);
+{% endfor %}
+{% for t in range((4 * NS + sg - 1) // sg if mode != "store" else 0) %}
+    let pl{{ t }} = vec4<f32>(pw[cb * 4u * N4 + po{{ t }}]);
+{% endfor %}
+{% endif %}
 {% for kh in range(KH) %}
 {% for kw in range(KW) %}
+{% if sg %}
+    let w{{ kh }}_{{ kw }} = subgroupBroadcast(wl{{ (kh * KW + kw) // sg }}, {{ (kh * KW + kw) % sg }}u);
+{% else %}
     let w{{ kh }}_{{ kw }} = vec4<f32>(f[{{ kh * KW + kw }}u * C4 + cb]);
+{% endif %}
 {% endfor %}
 {% endfor %}
 {% if expand %}
@@ -295,7 +340,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for j in range(NS if mode != "store" else 0) %}
     // projection columns 4 (jb + j) ..: each row of the matrix is loaded right before its uses
 {% for c in range(4) %}
+{% if sg %}
+    let p{{ c }}_{{ j }} = subgroupBroadcast(pl{{ (c * NS + j) // sg }}, {{ (c * NS + j) % sg }}u);
+{% else %}
     let p{{ c }}_{{ j }} = vec4<f32>(pw[(cb * 4u + {{ c }}u) * N4 + {{ "min(jb + " ~ j ~ "u, N4 - 1u)" if ragged else "jb + " ~ j ~ "u" }}]);
+{% endif %}
 {% endfor %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
@@ -305,7 +354,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% if pool and mode == "store" %}
     // this block's channel sums: row idx (= (n * OHB + hb) * OWB + wb) of the [blocks, C4] partials
-    pool[idx * C4 + cb] = psum;
+    {{ "if (live) { " if sg }}pool[idx * C4 + cb] = psum;{{ " }" if sg }}
 {% endif %}
   }
 {% if mode == "conv" and col_loop %}
@@ -351,7 +400,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% if pool %}
     // this block's column sums: row idx of the [blocks, N] partials
-    pool[idx * N4 + col] = ps;
+    {{ "if (live) { " if sg }}pool[idx * N4 + col] = ps;{{ " }" if sg }}
 {% endif %}
   }
 {% elif mode == "conv" %}
@@ -394,7 +443,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% for j in range(NS if pool else 0) %}
   // this block's column sums: row idx of the [blocks, N] partials
-  {{ "if (jb + " ~ j ~ "u < N4) " if ragged }}{ pool[idx * N4 + jb + {{ j }}u] = ps{{ j }}; }
+  {{ "if (jb + " ~ j ~ "u < N4) " if ragged }}{ {{ "if (live) { " if sg }}pool[idx * N4 + jb + {{ j }}u] = ps{{ j }};{{ " }" if sg }} }
 {% endfor %}
 {% elif mode == "transpose" %}
 {% for oc in range(O2) %}

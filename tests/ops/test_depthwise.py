@@ -237,7 +237,7 @@ def test_depthwise_project_layers_of_one_structure_share_a_pipeline(ctx, rng, mo
     """Sizes come from the parameter buffer: two layers with different images, channels and
     projection widths (16 and 32 columns, 4 vec4s per invocation) render one WGSL text."""
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
-    monkeypatch.setattr(conv, "_dwp_plan", lambda g, n4, k4, tuning, split=True: (2, 2, n4 // 4))
+    monkeypatch.setattr(conv, "_dwp_plan", lambda g, n4, k4, tuning, split=True, sg=0: (2, 2, n4 // 4))
     x = rng.standard_normal((1, 10, 12, 8)).astype(np.float32)
     w1, w2 = (rng.standard_normal((1, 3, 3, c)).astype(np.float32) * 0.3 for c in (8, 16))
     p1 = (rng.standard_normal((16, 1, 1, 8)) * 0.3).astype(np.float32)
@@ -288,7 +288,7 @@ def test_expansion_depthwise_projection_against_numpy(ctx, rng, monkeypatch, cas
     (h, w), K, C, N, s, block = _EXPAND_CASES[case]
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
     monkeypatch.setattr(conv, "expand_block_ok", lambda *a, **kw: True)
-    monkeypatch.setattr(conv, "_dwp_plan", lambda g, n4, k4, tuning, split=True: (*block, 1))
+    monkeypatch.setattr(conv, "_dwp_plan", lambda g, n4, k4, tuning, split=True, sg=0: (*block, 1))
     x = rng.standard_normal((1, h, w, K)).astype(np.float32)
     we = (rng.standard_normal((C, 1, 1, K)) * 0.3).astype(np.float32)  # ohwi
     be = rng.standard_normal(C).astype(np.float32)

@@ -105,6 +105,10 @@ DWP_EXPAND_LOOP = True
 #: ... and this many invocations per workgroup: the kernel has one invocation per pixel block,
 #: so small images give few invocations, and lavapipe runs each workgroup on one thread.
 PROJECT_WORKGROUP = 16
+#: ... and, with subgroup lanes on the lane-loop profile, the lanes of a subgroup share one
+#: column block and split its loads of the taps and the projection matrix among them
+#: (``sg``, :func:`_dwp_lanes`).
+DWP_SUBGROUP = True
 #: The geometry the pixel-block kernels (block, depthwise_project) bake into their text.
 _BLOCK_GEOMETRY = ("KH", "KW", "sh", "sw", "dh", "dw", "NB", "H", "W", "C", "OH", "OW", "pt", "pl")
 #: ... with the expansion conv folded in (fuse_depthwise_project): at most this many input
@@ -762,7 +766,7 @@ def _dwp_fused_cost(g: dict, n4: int, th: int, tw: int, splits: int, tuning: str
     return per * busy
 
 
-def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True) -> tuple[int, int, int]:
+def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True, sg: int = 0) -> tuple[int, int, int]:
     """(TH, TW, S) of the depthwise + projection kernel with ``n4`` vec4 columns of projection
     per pixel (0: none) and ``k4`` vec4s of expansion input per input pixel (0: none).
 
@@ -794,6 +798,18 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True) -> tup
     if best is None:  # one pixel and one column per invocation fits any layer project_ok takes
         return 1, 1, n4
     return best[1], best[2], best[3]
+
+
+def _dwp_lanes(lc, mode: str, expand: bool) -> int:
+    """The subgroup lanes the depthwise + projection kernel shares its loads of the taps and of
+    the projection matrix over (``sg``; 0: none): :data:`DWP_SUBGROUP`, a context with subgroup
+    lanes (:func:`webnn_gpu.ops.linalg.subgroup_lanes`), the lane-loop profile, a projection
+    and no expansion."""
+    lanes = getattr(lc, "subgroup", 0)
+    if (not DWP_SUBGROUP or lc.tuning != "lane-loop" or mode == "store" or expand
+            or not lanes or PROJECT_WORKGROUP % lanes):
+        return 0
+    return lanes
 
 
 @lowering("depthwise_project")
@@ -837,12 +853,15 @@ def lower_depthwise_project(node, lc) -> None:
         mode = "conv" if proj.op == "conv2d" else "transpose"
     else:
         pep, mode = None, "store"
-    th, tw, splits = _dwp_plan(g, n4, k4, lc.tuning, mode == "conv")
+    sg = _dwp_lanes(lc, mode, e is not None)
+    th, tw, splits = _dwp_plan(g, n4, k4, lc.tuning, mode == "conv", sg=sg)
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
-    n_inv = g["NB"] * ohb * owb * splits
+    blocks = g["NB"] * ohb * owb
+    padded = -(-blocks // sg) * sg if sg else blocks  # sg: a subgroup's lanes share a column block
+    n_inv = padded * splits
     prm = make_constant(np.array([n_inv, g["C"] // 4, n4, N, g["H"], g["W"], g["OH"], g["OW"], ohb, owb, g["pt"],
-                                  g["pl"], splits, -(-n4 // splits) if n4 else 0, k4, _rows(g, th)[-1][0] + 1],
-                                 dtype=np.uint32), "uint32")
+                                  g["pl"], splits, -(-n4 // splits) if n4 else 0, k4, _rows(g, th)[-1][0] + 1,
+                                  blocks, padded, 0, 0], dtype=np.uint32), "uint32")
     outs = [("out", out)]
     pooled = proj is None and bool(dw.attrs.get("pool_output"))
     if pooled:  # fuse_conv_pool: per-block channel sums
@@ -863,7 +882,7 @@ def lower_depthwise_project(node, lc) -> None:
               rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N if mode == "transpose" else 0,
               NS=-(-n4 // splits), ragged=n4 % splits != 0, col_loop=DWP_COLUMN_LOOP, center=ep.given,
               row_loop=DW_ROW_LOOP and e is None, x_loop=DWP_EXPAND_LOOP,
-              fdiv=n_inv < DW_FDIV_MAX,
+              fdiv=n_inv < DW_FDIV_MAX, sg=sg,
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
               O2=p["O"],
               out_vec=mode == "store" or mode == "conv" and N % 4 == 0, pool=len(outs) == 2,
