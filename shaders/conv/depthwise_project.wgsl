@@ -250,8 +250,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% endfor %}
 {% if expand %}
+{% for t in range((4 * K4 + sg - 1) // sg if sg else 0) %}
+    let ul{{ t }} = vec4<f32>(we[cb * {{ 4 * K4 }}u + min(lane + {{ t * sg }}u, {{ 4 * K4 - 1 }}u)]);
+{% endfor %}
 {% for kq in range(4 * K4) %}
+{% if sg %}
+    let u{{ kq }} = subgroupBroadcast(ul{{ kq // sg }}, {{ kq % sg }}u);
+{% else %}
     let u{{ kq }} = vec4<f32>(we[cb * {{ 4 * K4 }}u + {{ kq }}u]);
+{% endif %}
 {% endfor %}
 {% for c in range(4) %}
     {{ tl.hoist_q(eep, "eq" ~ c, "cb * 4u + " ~ c ~ "u") }}

@@ -746,7 +746,7 @@ def _dwp_blocks_for(g: dict, ns: int, splits: int, k4: int, tuning: str) -> tupl
     return th, tw
 
 
-def _dwp_fused_cost(g: dict, n4: int, th: int, tw: int, splits: int, tuning: str) -> float:
+def _dwp_fused_cost(g: dict, n4: int, th: int, tw: int, splits: int, tuning: str, sg: int = 0) -> float:
     """Estimated cost of the depthwise + projection kernel with a TH x TW block and the
     projection's ``n4`` vec4 columns split over ``splits`` invocations per block, for
     :func:`_dwp_plan` to compare plans: every invocation loads, per group of 4 channels, the
@@ -757,10 +757,12 @@ def _dwp_fused_cost(g: dict, n4: int, th: int, tw: int, splits: int, tuning: str
     idle count."""
     ws, wu, wf = DWP_FUSED_WEIGHTS.get(tuning, DWP_FUSED_WEIGHTS["default"])
     kk, c4, ns = g["KH"] * g["KW"], -(-g["C"] // 4), -(-n4 // splits)
-    inv = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw) * splits
+    blocks = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw)
+    inv = (-(-blocks // sg) * sg if sg else blocks) * splits
     window = len(_rows(g, th)) * len(_segment(g, tw))
     wp = wu if tuning == "lane-loop" and g["C"] * 4 * n4 <= B_UNIFORM_FLOATS else ws  # uniform_copy's rule
-    per = c4 * (ws * window + wu * kk + wp * 4 * ns + wf * th * tw * (kk + 4 * ns)) + ws * th * tw * max(ns, 1)
+    taps, rows = (-(-kk // sg), -(-4 * ns // sg)) if sg else (kk, 4 * ns)  # sg: a lane's share
+    per = c4 * (ws * window + wu * taps + wp * rows + wf * th * tw * (kk + 4 * ns)) + ws * th * tw * max(ns, 1)
     cores = DWP_CORES.get(tuning, DWP_CORES["default"])
     busy = -(-inv // (PROJECT_WORKGROUP * cores)) * PROJECT_WORKGROUP * cores if cores > 1 else inv
     return per * busy
@@ -778,12 +780,14 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True, sg: in
     :data:`DW_MAX_LOADS`. Otherwise S = 1 and the block of
     :func:`_dwp_blocks_for`."""
     if (not split or k4 or not n4 or tuning not in DWP_PLAN_PROFILES
-            or g["C"] * 4 * n4 > B_UNIFORM_FLOATS):  # a storage-buffer matrix: measured slower split
+            or not sg and g["C"] * 4 * n4 > B_UNIFORM_FLOATS):  # a storage-buffer matrix: measured slower split
         th, tw = _dwp_blocks_for(g, n4, 1, k4, tuning)
         return th, tw, 1
     best = None
     max_acc = DWP_PLAN_MAX_ACC
-    for ns in range(1, min(n4, max_acc) + 1):
+    if sg:  # one column block (all the columns) of at least 2 x 2 pixels where PROJECT_MAX_ACC allows
+        max_acc = max(max_acc, min(PROJECT_MAX_ACC, 4 * n4))
+    for ns in range(n4 if sg and n4 <= max_acc else 1, min(n4, max_acc) + 1):  # sg: the lanes share the loads
         splits = -(-n4 // ns)
         if -(-n4 // splits) != ns:  # the same S as a narrower block
             continue
@@ -792,7 +796,7 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True, sg: in
                 if (th > g["OH"] or tw > g["OW"] or th * tw * ns > max_acc
                         or len(_rows(g, th)) * len(_segment(g, tw)) > DW_MAX_LOADS):
                     continue
-                cost = _dwp_fused_cost(g, n4, th, tw, splits, tuning)
+                cost = _dwp_fused_cost(g, n4, th, tw, splits, tuning, sg)
                 if best is None or cost < best[0]:
                     best = (cost, th, tw, splits)
     if best is None:  # one pixel and one column per invocation fits any layer project_ok takes
@@ -800,14 +804,14 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True, sg: in
     return best[1], best[2], best[3]
 
 
-def _dwp_lanes(lc, mode: str, expand: bool) -> int:
-    """The subgroup lanes the depthwise + projection kernel shares its loads of the taps and of
-    the projection matrix over (``sg``; 0: none): :data:`DWP_SUBGROUP`, a context with subgroup
-    lanes (:func:`webnn_gpu.ops.linalg.subgroup_lanes`), the lane-loop profile, a projection
-    and no expansion."""
+def _dwp_lanes(lc) -> int:
+    """The subgroup lanes the depthwise + projection kernel shares its loads of the taps, the
+    projection matrix and the expansion's weights over (``sg``; 0: none): with
+    :data:`DWP_SUBGROUP`, a context with subgroup lanes
+    (:func:`webnn_gpu.ops.linalg.subgroup_lanes`) on the lane-loop profile, where every lane
+    would otherwise load them itself, each a loop over the lanes (storage) or a gather (uniform)."""
     lanes = getattr(lc, "subgroup", 0)
-    if (not DWP_SUBGROUP or lc.tuning != "lane-loop" or mode == "store" or expand
-            or not lanes or PROJECT_WORKGROUP % lanes):
+    if not DWP_SUBGROUP or lc.tuning != "lane-loop" or not lanes or PROJECT_WORKGROUP % lanes:
         return 0
     return lanes
 
@@ -853,7 +857,7 @@ def lower_depthwise_project(node, lc) -> None:
         mode = "conv" if proj.op == "conv2d" else "transpose"
     else:
         pep, mode = None, "store"
-    sg = _dwp_lanes(lc, mode, e is not None)
+    sg = _dwp_lanes(lc)
     th, tw, splits = _dwp_plan(g, n4, k4, lc.tuning, mode == "conv", sg=sg)
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
     blocks = g["NB"] * ohb * owb
