@@ -107,7 +107,7 @@ DWP_EXPAND_LOOP = True
 PROJECT_WORKGROUP = 16
 #: ... and, with subgroup lanes on the lane-loop profile, the lanes of a subgroup share one
 #: column block and split its loads of the taps and the projection matrix among them
-#: (``sg``, :func:`_dwp_lanes`).
+#: (``sg``, :func:`dwp_lanes`).
 DWP_SUBGROUP = True
 #: The geometry the pixel-block kernels (block, depthwise_project) bake into their text.
 _BLOCK_GEOMETRY = ("KH", "KW", "sh", "sw", "dh", "dw", "NB", "H", "W", "C", "OH", "OW", "pt", "pl")
@@ -523,14 +523,15 @@ def pool_output_ok(node, tuning: str) -> bool:
             and _conv_variant(g, "nhwc", tuning) == "depthwise")
 
 
-def project_ok(dw, proj, tuning: str = "default") -> bool:
+def project_ok(dw, proj, tuning: str = "default", lanes: int = 0) -> bool:
     """Whether depthwise conv2d ``dw`` and ``proj``, the node reading its output, can run as
     one ``conv/depthwise_project.wgsl`` kernel (the compiler's ``fuse_depthwise_project``):
     ``dw`` on the depthwise kernel (NHWC, channels a multiple of 4, no other output), ``proj``
     a pointwise NHWC conv2d (where one kernel is estimated faster than the depthwise and the
     tile kernel: :func:`project_pays`) or an NHWC conv_transpose2d whose filter equals its
     stride (no padding, one group), with a constant filter, at most :data:`PROJECT_MAX_N`
-    values per pixel, reading the depthwise output only as its input."""
+    values per pixel, reading the depthwise output only as its input. ``lanes``: the kernel's
+    subgroup lanes (:func:`dwp_lanes`)."""
     if dw.op != "conv2d" or len(dw.outputs) != 1 or dw.attrs.get("input_layout") != "nhwc":
         return False
     if "input_scale" in dw.attrs or "input_add" in dw.attrs or dw.attrs.get("pool_output"):
@@ -550,7 +551,7 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
     p = _geometry(proj)
     if proj.op == "conv2d":
         n = p["O"]
-        ok = _conv_variant(p, "nhwc", tuning) == "pointwise" and project_pays(g, n, tuning)
+        ok = _conv_variant(p, "nhwc", tuning) == "pointwise" and project_pays(g, n, tuning, lanes=lanes)
     elif proj.op == "conv_transpose2d":
         n = p["KH"] * p["KW"] * p["O"]
         a = proj.attrs
@@ -571,6 +572,11 @@ DWP_KERNEL_COST = 1.2e5
 #: ... and a factor on the fused kernel's estimate per profile (lavapipe 25 runs it about 3x
 #: slower than its loads and multiply-adds say: fitted on benchmarks/dw_project.py's grid).
 DWP_FUSED_FACTOR = {"lane-loop": 1.0, "default": 3.0}
+#: ... and a further factor where the kernel shares its loads of the taps and the projection
+#: among a subgroup's lanes (``sg``): it ran 0.75-0.9x the two kernels' time on layers the model
+#: puts at 0.5-1.2 and 1.6x on one it puts at 1.6 (a 5x5 window, 672 -> 112 channels on 7 x 7);
+#: lavapipe, Mesa 22.3.6.
+DWP_SG_FACTOR = 0.8
 #: ... the fused kernel's weights per profile (storage vec4 load or store, uniform vec4 load,
 #: vec4 multiply-add): on lavapipe before Mesa 24 every storage access is a loop over the SIMD
 #: lanes and each component, uniform loads are gathers and multiply-adds nearly free (fitted on
@@ -616,13 +622,14 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
     return fused * DWP_FUSED_FACTOR.get(tuning, DWP_FUSED_FACTOR["default"]), depthwise + tile + DWP_KERNEL_COST
 
 
-def project_pays(g: dict, n: int, tuning: str = "default", k4: int = 0) -> bool:
+def project_pays(g: dict, n: int, tuning: str = "default", k4: int = 0, lanes: int = 0) -> bool:
     """Whether running depthwise conv2d ``g`` and its pointwise projection to ``n`` channels as
-    one kernel is estimated faster than as two (:func:`_project_cost`)."""
+    one kernel is estimated faster than as two (:func:`_project_cost`; with ``lanes`` sharing
+    the kernel's loads, :data:`DWP_SG_FACTOR` times the fused estimate)."""
     if _env.force("dwp") == "fused":
         return True
     fused, two = _project_cost(g, n, tuning, k4)
-    return fused <= two
+    return fused * (DWP_SG_FACTOR if lanes else 1.0) <= two
 
 
 def _center(g: dict) -> bool:
@@ -804,16 +811,15 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True, sg: in
     return best[1], best[2], best[3]
 
 
-def _dwp_lanes(lc) -> int:
+def dwp_lanes(tuning: str, subgroup: int) -> int:
     """The subgroup lanes the depthwise + projection kernel shares its loads of the taps, the
-    projection matrix and the expansion's weights over (``sg``; 0: none): with
-    :data:`DWP_SUBGROUP`, a context with subgroup lanes
-    (:func:`webnn_gpu.ops.linalg.subgroup_lanes`) on the lane-loop profile, where every lane
-    would otherwise load them itself, each a loop over the lanes (storage) or a gather (uniform)."""
-    lanes = getattr(lc, "subgroup", 0)
-    if not DWP_SUBGROUP or lc.tuning != "lane-loop" or not lanes or PROJECT_WORKGROUP % lanes:
+    projection matrix and the expansion's weights over (``sg``; 0: none), on a device with
+    ``subgroup`` lanes (:func:`webnn_gpu.ops.linalg.subgroup_lanes`, 0: none) and ``tuning``:
+    with :data:`DWP_SUBGROUP`, on the lane-loop profile, where every lane would otherwise load
+    them itself, each a loop over the lanes (storage) or a gather (uniform)."""
+    if not DWP_SUBGROUP or tuning != "lane-loop" or not subgroup or PROJECT_WORKGROUP % subgroup:
         return 0
-    return lanes
+    return subgroup
 
 
 @lowering("depthwise_project")
@@ -857,8 +863,10 @@ def lower_depthwise_project(node, lc) -> None:
         mode = "conv" if proj.op == "conv2d" else "transpose"
     else:
         pep, mode = None, "store"
-    sg = _dwp_lanes(lc)
-    th, tw, splits = _dwp_plan(g, n4, k4, lc.tuning, mode == "conv", sg=sg)
+    sg = dwp_lanes(lc.tuning, getattr(lc, "subgroup", 0))
+    partials = len(node.outputs) == 2 or proj is None and bool(dw.attrs.get("pool_output"))
+    # a pool's partial sums have one row per block of pool_rows' plan, which the compiler sized
+    th, tw, splits = _dwp_plan(g, n4, k4, lc.tuning, mode == "conv", sg=0 if partials else sg)
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
     blocks = g["NB"] * ohb * owb
     padded = -(-blocks // sg) * sg if sg else blocks  # sg: a subgroup's lanes share a column block
