@@ -67,13 +67,23 @@
                  (fuse_pool_partials)
     fns          (T, names) activation helpers of the epilogues
     fdiv         invocations < 2^20: the index is split with f32 divisions (exact there)
-  Parameters (uniform `prm`, u32 vec4s): 0: invocations (NB * OHB * OWB * S), C4, N4, N
-    1: H, W, OH, OW  2: OHB = ceil(OH / TH), OWB = ceil(OW / TW), pt, pl  3: S, NS, K4, R (the
-    bounds of col_loop, of the expansion's loads and of row_loop: runtime values, so that LLVM
-    does not unroll those loops)
+    sg           0, or the subgroup size (conv.dwp_lanes): the column block is the slowest index
+                 and the pixel blocks are padded to a multiple of sg (prm[4].y), so the lanes of a
+                 subgroup share one column block; per channel group each lane loads its share of
+                 the KH x KW taps, of the 4 NS projection vectors and of the expansion's 4 K4
+                 weight vectors, and subgroupBroadcast hands them to the others (a register
+                 extract on llvmpipe, where every lane would otherwise load each of them: a loop
+                 over the lanes for a storage buffer, a gather for a uniform one). A padding lane
+                 computes the last block and stores nothing; whole subgroups return together
+  Parameters (uniform `prm`, u32 vec4s): 0: invocations (NB * OHB * OWB * S, the blocks padded
+    to whole subgroups with sg), C4, N4, N  1: H, W, OH, OW  2: OHB = ceil(OH / TH),
+    OWB = ceil(OW / TW), pt, pl  3: S, NS, K4, R (the bounds of col_loop, of the expansion's
+    loads and of row_loop: runtime values, so that LLVM does not unroll those loops)
+    4: NB * OHB * OWB, the same padded to a multiple of sg (sg only), 0, 0
   Bindings: x (NHWC, vec4), f ([KH, KW, C] vec4), ep operands..., [pw ([C, N4] vec4),
     pep operands..., [pg (pep.given)] (not "store")], [we, eep operands... (expand)], prm, out, [pool].
-  Workgroup: (k.workgroup, 1, 1); column block fastest, then block column.
+  Workgroup: (k.workgroup, 1, 1); column block fastest, then block column (sg: block column
+  fastest, column block slowest).
 -#}
 {% import "_lib/tile.wgsl" as tl %}
 {% import "conv/_rows.wgsl" as rw %}
