@@ -523,15 +523,14 @@ def pool_output_ok(node, tuning: str) -> bool:
             and _conv_variant(g, "nhwc", tuning) == "depthwise")
 
 
-def project_ok(dw, proj, tuning: str = "default", lanes: int = 0) -> bool:
+def project_ok(dw, proj, tuning: str = "default") -> bool:
     """Whether depthwise conv2d ``dw`` and ``proj``, the node reading its output, can run as
     one ``conv/depthwise_project.wgsl`` kernel (the compiler's ``fuse_depthwise_project``):
     ``dw`` on the depthwise kernel (NHWC, channels a multiple of 4, no other output), ``proj``
     a pointwise NHWC conv2d (where one kernel is estimated faster than the depthwise and the
     tile kernel: :func:`project_pays`) or an NHWC conv_transpose2d whose filter equals its
     stride (no padding, one group), with a constant filter, at most :data:`PROJECT_MAX_N`
-    values per pixel, reading the depthwise output only as its input. ``lanes``: the kernel's
-    subgroup lanes (:func:`dwp_lanes`)."""
+    values per pixel, reading the depthwise output only as its input."""
     if dw.op != "conv2d" or len(dw.outputs) != 1 or dw.attrs.get("input_layout") != "nhwc":
         return False
     if "input_scale" in dw.attrs or "input_add" in dw.attrs or dw.attrs.get("pool_output"):
@@ -551,7 +550,7 @@ def project_ok(dw, proj, tuning: str = "default", lanes: int = 0) -> bool:
     p = _geometry(proj)
     if proj.op == "conv2d":
         n = p["O"]
-        ok = _conv_variant(p, "nhwc", tuning) == "pointwise" and project_pays(g, n, tuning, lanes=lanes)
+        ok = _conv_variant(p, "nhwc", tuning) == "pointwise" and project_pays(g, n, tuning)
     elif proj.op == "conv_transpose2d":
         n = p["KH"] * p["KW"] * p["O"]
         a = proj.attrs
@@ -572,11 +571,6 @@ DWP_KERNEL_COST = 1.2e5
 #: ... and a factor on the fused kernel's estimate per profile (lavapipe 25 runs it about 3x
 #: slower than its loads and multiply-adds say: fitted on benchmarks/dw_project.py's grid).
 DWP_FUSED_FACTOR = {"lane-loop": 1.0, "default": 3.0}
-#: ... and a further factor where the kernel shares its loads of the taps and the projection
-#: among a subgroup's lanes (``sg``): it ran 0.75-0.9x the two kernels' time on layers the model
-#: puts at 0.5-1.2 and 1.6x on one it puts at 1.6 (a 5x5 window, 672 -> 112 channels on 7 x 7);
-#: lavapipe, Mesa 22.3.6.
-DWP_SG_FACTOR = 0.8
 #: ... the fused kernel's weights per profile (storage vec4 load or store, uniform vec4 load,
 #: vec4 multiply-add): on lavapipe before Mesa 24 every storage access is a loop over the SIMD
 #: lanes and each component, uniform loads are gathers and multiply-adds nearly free (fitted on
@@ -622,14 +616,13 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
     return fused * DWP_FUSED_FACTOR.get(tuning, DWP_FUSED_FACTOR["default"]), depthwise + tile + DWP_KERNEL_COST
 
 
-def project_pays(g: dict, n: int, tuning: str = "default", k4: int = 0, lanes: int = 0) -> bool:
+def project_pays(g: dict, n: int, tuning: str = "default", k4: int = 0) -> bool:
     """Whether running depthwise conv2d ``g`` and its pointwise projection to ``n`` channels as
-    one kernel is estimated faster than as two (:func:`_project_cost`; with ``lanes`` sharing
-    the kernel's loads, :data:`DWP_SG_FACTOR` times the fused estimate)."""
+    one kernel is estimated faster than as two (:func:`_project_cost`)."""
     if _env.force("dwp") == "fused":
         return True
     fused, two = _project_cost(g, n, tuning, k4)
-    return fused * (DWP_SG_FACTOR if lanes else 1.0) <= two
+    return fused <= two
 
 
 def _center(g: dict) -> bool:

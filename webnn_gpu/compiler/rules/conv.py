@@ -240,10 +240,9 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
     its inputs are theirs (the depthwise output aside). The depthwise output must feed nothing
     else; :func:`webnn_gpu.ops.conv.project_ok` says which pairs the kernel takes.
     """
-    from ...ops.conv import dwp_lanes, expand_block_ok, expand_ok, project_ok, store_ok
+    from ...ops.conv import expand_block_ok, expand_ok, project_ok, store_ok
 
     tuning = getattr(context, "_tuning", "default")
-    lanes = dwp_lanes(tuning, getattr(context, "_subgroup", 0))
     max_bindings = _max_bindings(context)
     g = GraphView(nodes, outputs)
     replaced: dict[int, Node] = {}
@@ -284,7 +283,7 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
         dw = g.producer(mid)
         if dw is None or dw.id in dropped or g.is_output(mid) or len(g.consumers(mid)) != 1:
             continue
-        if not project_ok(dw, proj, tuning, lanes) or _epilogue_loads(dw) + _epilogue_loads(proj) > DWP_MAX_LOADS:
+        if not project_ok(dw, proj, tuning) or _epilogue_loads(dw) + _epilogue_loads(proj) > DWP_MAX_LOADS:
             continue
         attrs = {"depthwise": dw, "project": proj}
         first = list(dw.inputs)
