@@ -88,6 +88,20 @@
 {% import "_lib/tile.wgsl" as tl %}
 {% import "conv/_rows.wgsl" as rw %}
 {% import "_lib/activations.wgsl" as act %}
+{#- The epilogue operands of channels ch0 + 0..3 as q<name>0..3 (ep.chan): with sg, lane l < 4
+   loads those of channel ch0 + l and subgroupBroadcast hands them to the others. -#}
+{% macro hoist_q4(ep, name, ch0, last="") %}
+{% if ep.chan and sg %}
+    let {{ name }}l = {{ ep.q_fn }}({{ "min(" if last }}{{ ch0 }} + min(lane, 3u){{ ", " ~ last ~ ")" if last }});
+{% for c in range(4) %}
+    let {{ name }}{{ c }} = {{ ep.q_struct }}({% for f in range(ep.q_count) %}subgroupBroadcast({{ name }}l.q{{ f }}, {{ c }}u){{ ", " if not loop.last }}{% endfor %});
+{% endfor %}
+{% else %}
+{% for c in range(4) %}
+    {{ tl.hoist_q(ep, name ~ c, ("min(" if last else "") ~ ch0 ~ " + " ~ c ~ "u" ~ (", " ~ last ~ ")" if last else "")) }}
+{% endfor %}
+{% endif %}
+{% endmacro %}
 {% if T == "f16" %}
 enable f16;
 {% endif %}
@@ -270,9 +284,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let u{{ kq }} = vec4<f32>(we[cb * {{ 4 * K4 }}u + {{ kq }}u]);
 {% endif %}
 {% endfor %}
-{% for c in range(4) %}
-    {{ tl.hoist_q(eep, "eq" ~ c, "cb * 4u + " ~ c ~ "u") }}
-{% endfor %}
+{{ hoist_q4(eep, "eq", "cb * 4u") }}
 {% endif %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
@@ -333,9 +345,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
 {% endfor %}
 {% endif %}
-{% for c in range(4) %}
-    {{ tl.hoist_q(ep, "q" ~ c, "cb * 4u + " ~ c ~ "u") }}
-{% endfor %}
+{{ hoist_q4(ep, "q", "cb * 4u") }}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
 {% if mode == "store" %}
@@ -383,9 +393,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% if ragged %}
     if (col >= N4) { break; }
 {% endif %}
-{% for c in range(4) %}
-    {{ tl.hoist_q(pep, "gq" ~ c, "min(4u * col + " ~ c ~ "u, N - 1u)") }}
-{% endfor %}
+{{ hoist_q4(pep, "gq", "4u * col", "N - 1u") }}
 {% if pool %}
     var ps = vec4<f32>(0.0);
 {% endif %}
