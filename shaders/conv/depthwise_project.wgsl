@@ -70,8 +70,9 @@
     sg           0, or the subgroup size (conv.dwp_lanes): the column block is the slowest index
                  and the pixel blocks are padded to a multiple of sg (prm[4].y), so the lanes of a
                  subgroup share one column block; per channel group each lane loads its share of
-                 the KH x KW taps, of the 4 NS projection vectors and of the expansion's 4 K4
-                 weight vectors, and subgroupBroadcast hands them to the others (a register
+                 the KH x KW taps, of the 4 NS projection vectors, of the expansion's 4 K4
+                 weight vectors and of the epilogues' per-channel operands of its four channels
+                 (hoist_q4), and subgroupBroadcast hands them to the others (a register
                  extract on llvmpipe, where every lane would otherwise load each of them: a loop
                  over the lanes for a storage buffer, a gather for a uniform one). A padding lane
                  computes the last block and stores nothing; whole subgroups return together
