@@ -777,8 +777,10 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True, sg: in
     each computing ``ceil(n4 / S)`` of the columns (the last block maybe fewer), and a block of
     :data:`DWP_BLOCK_SIZES` rows and columns, the cheapest by :func:`_dwp_fused_cost` among
     those whose accumulators fit :data:`DWP_PLAN_MAX_ACC` and loaded window
-    :data:`DW_MAX_LOADS`. Otherwise S = 1 and the block of
-    :func:`_dwp_blocks_for`."""
+    :data:`DW_MAX_LOADS`. With ``sg`` lanes sharing the kernel's loads (:func:`dwp_lanes`) the
+    same for any matrix, but with S = 1 (a split would only recompute the depthwise values) and
+    at most max(:data:`DWP_PLAN_MAX_ACC`, min(:data:`PROJECT_MAX_ACC`, 4 n4)) accumulators.
+    Otherwise S = 1 and the block of :func:`_dwp_blocks_for`."""
     if (not split or k4 or not n4 or tuning not in DWP_PLAN_PROFILES
             or not sg and g["C"] * 4 * n4 > B_UNIFORM_FLOATS):  # a storage-buffer matrix: measured slower split
         th, tw = _dwp_blocks_for(g, n4, 1, k4, tuning)
