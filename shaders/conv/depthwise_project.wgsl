@@ -67,17 +67,42 @@
                  (fuse_pool_partials)
     fns          (T, names) activation helpers of the epilogues
     fdiv         invocations < 2^20: the index is split with f32 divisions (exact there)
-  Parameters (uniform `prm`, u32 vec4s): 0: invocations (NB * OHB * OWB * S), C4, N4, N
-    1: H, W, OH, OW  2: OHB = ceil(OH / TH), OWB = ceil(OW / TW), pt, pl  3: S, NS, K4, R (the
-    bounds of col_loop, of the expansion's loads and of row_loop: runtime values, so that LLVM
-    does not unroll those loops)
+    sg           0, or the subgroup size (conv.dwp_lanes): the column block is the slowest index
+                 and the pixel blocks are padded to a multiple of sg (prm[4].y), so the lanes of a
+                 subgroup share one column block; per channel group each lane loads its share of
+                 the KH x KW taps, of the 4 NS projection vectors, of the expansion's 4 K4
+                 weight vectors and of the epilogues' per-channel operands of its four channels
+                 (hoist_q4), and subgroupBroadcast hands them to the others (a register
+                 extract on llvmpipe, where every lane would otherwise load each of them: a loop
+                 over the lanes for a storage buffer, a gather for a uniform one). A padding lane
+                 computes the last block and stores nothing; whole subgroups return together
+  Parameters (uniform `prm`, u32 vec4s): 0: invocations (NB * OHB * OWB * S, the blocks padded
+    to whole subgroups with sg), C4, N4, N  1: H, W, OH, OW  2: OHB = ceil(OH / TH),
+    OWB = ceil(OW / TW), pt, pl  3: S, NS, K4, R (the bounds of col_loop, of the expansion's
+    loads and of row_loop: runtime values, so that LLVM does not unroll those loops)
+    4: NB * OHB * OWB, the same padded to a multiple of sg (sg only), 0, 0
   Bindings: x (NHWC, vec4), f ([KH, KW, C] vec4), ep operands..., [pw ([C, N4] vec4),
     pep operands..., [pg (pep.given)] (not "store")], [we, eep operands... (expand)], prm, out, [pool].
-  Workgroup: (k.workgroup, 1, 1); column block fastest, then block column.
+  Workgroup: (k.workgroup, 1, 1); column block fastest, then block column (sg: block column
+  fastest, column block slowest).
 -#}
 {% import "_lib/tile.wgsl" as tl %}
 {% import "conv/_rows.wgsl" as rw %}
 {% import "_lib/activations.wgsl" as act %}
+{#- The epilogue operands of channels ch0 + 0..3 as q<name>0..3 (ep.chan): with sg, lane l < 4
+   loads those of channel ch0 + l and subgroupBroadcast hands them to the others. -#}
+{% macro hoist_q4(ep, name, ch0, last="") %}
+{% if ep.chan and sg %}
+    let {{ name }}l = {{ ep.q_fn }}({{ "min(" if last }}{{ ch0 }} + min(lane, 3u){{ ", " ~ last ~ ")" if last }});
+{% for c in range(4) %}
+    let {{ name }}{{ c }} = {{ ep.q_struct }}({% for f in range(ep.q_count) %}subgroupBroadcast({{ name }}l.q{{ f }}, {{ c }}u){{ ", " if not loop.last }}{% endfor %});
+{% endfor %}
+{% else %}
+{% for c in range(4) %}
+    {{ tl.hoist_q(ep, name ~ c, ("min(" if last else "") ~ ch0 ~ " + " ~ c ~ "u" ~ (", " ~ last ~ ")" if last else "")) }}
+{% endfor %}
+{% endif %}
+{% endmacro %}
 {% if T == "f16" %}
 enable f16;
 {% endif %}
@@ -100,7 +125,7 @@ enable f16;
 {{ tl.epilogue_decls(eep, nb.i + 1) }}
 {% set nb.i = nb.i + 1 + eep.operands | length %}
 {% endif %}
-@group(0) @binding({{ nb.i }}) var<uniform> prm: array<vec4<u32>, 4>;
+@group(0) @binding({{ nb.i }}) var<uniform> prm: array<vec4<u32>, 5>;
 {{ tl.decl(nb.i + 1, "out", T, out_vec, true) }}
 {% if pool %}
 @group(0) @binding({{ nb.i + 2 }}) var<storage, read_write> pool: array<vec4<f32>>;
@@ -119,7 +144,8 @@ enable f16;
 {% endif %}
 
 @compute @workgroup_size({{ k.workgroup }})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>{% if sg %},
+        @builtin(subgroup_invocation_id) lane: u32{% endif %}) {
   let gidx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
   if (gidx >= prm[0].x) { return; }
   let C4 = prm[0].y;
@@ -132,6 +158,26 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let OWB = prm[2].y;
   let S = prm[3].x;
   let R = prm[3].w;  // row_loop's iterations
+{% if sg %}
+  // column block slowest, pixel blocks padded to prm[4].y (a multiple of sg): the lanes of a
+  // subgroup share one column block, so they share its loads of the taps and the projection
+  let PP = prm[4].y;
+{% if fdiv %}
+  let sb = u32((f32(gidx) + 0.5) / f32(PP));
+{% else %}
+  let sb = gidx / PP;
+{% endif %}
+  let live = gidx - sb * PP < prm[4].x;  // a padding lane computes the last block and stores nothing
+  let idx = min(gidx - sb * PP, prm[4].x - 1u);
+{% if fdiv %}
+  let r1 = u32((f32(idx) + 0.5) / f32(OWB));
+  let n = u32((f32(r1) + 0.5) / f32(OHB));
+{% else %}
+  let r1 = idx / OWB;
+  let n = r1 / OHB;
+{% endif %}
+  let jb = sb * {{ NS }}u;  // this invocation's first vec4 column of the projection
+{% else %}
 {% if fdiv %}
   // Quotients through f32, exact for dividends below 2^20 (fdiv): x86 has no vector integer
   // division, so runtime divisors would otherwise cost a scalar division per lane.
@@ -144,6 +190,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let n = r1 / OHB;
 {% endif %}
   let jb = (gidx - idx * S) * {{ NS }}u;  // this invocation's first vec4 column of the projection
+{% endif %}
   let wb = idx - r1 * OWB;
   let hb = r1 - n * OHB;
   let oh0 = hb * {{ TH }}u;
@@ -188,29 +235,57 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endif %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
-  let in{{ t }}_{{ p }} = oh0 + {{ t }}u < OH && ow0 + {{ p }}u < OW;
+  let in{{ t }}_{{ p }} = oh0 + {{ t }}u < OH && ow0 + {{ p }}u < OW{{ " && live" if sg }};
   let pix{{ t }}_{{ p }} = (n * OH + oh0 + {{ t }}u) * OW + ow0 + {{ p }}u;
 {% for j in range(NS) %}
   var a{{ t }}_{{ p }}_{{ j }} = vec4<f32>(0.0);
 {% endfor %}
 {% endfor %}
 {% endfor %}
+{% if sg %}
+  // lane-shared loads: tap v (of KH KW) and projection vector v = c NS + j (row c of the
+  // group, column jb + j) are loaded by lane v % sg and handed to the others by subgroupBroadcast
+{% for t in range((KH * KW + sg - 1) // sg) %}
+  let fo{{ t }} = min(lane + {{ t * sg }}u, {{ KH * KW - 1 }}u) * C4;
+{% endfor %}
+{% for t in range((4 * NS + sg - 1) // sg if mode != "store" else 0) %}
+  let pv{{ t }} = min(lane + {{ t * sg }}u, {{ 4 * NS - 1 }}u);
+  let po{{ t }} = (pv{{ t }} / {{ NS }}u) * N4 + {{ "min(jb + pv" ~ t ~ " % " ~ NS ~ "u, N4 - 1u)" if ragged else "jb + pv" ~ t ~ " % " ~ NS ~ "u" }};
+{% endfor %}
+{% endif %}
   for (var cb = 0u; cb < C4; cb = cb + 1u) {
 {% if pool and mode == "store" %}
     var psum = vec4<f32>(0.0);
 {% endif %}
+{% if sg %}
+{% for t in range((KH * KW + sg - 1) // sg) %}
+    let wl{{ t }} = vec4<f32>(f[fo{{ t }} + cb]);
+{% endfor %}
+{% for t in range((4 * NS + sg - 1) // sg if mode != "store" else 0) %}
+    let pl{{ t }} = vec4<f32>(pw[cb * 4u * N4 + po{{ t }}]);
+{% endfor %}
+{% endif %}
 {% for kh in range(KH) %}
 {% for kw in range(KW) %}
+{% if sg %}
+    let w{{ kh }}_{{ kw }} = subgroupBroadcast(wl{{ (kh * KW + kw) // sg }}, {{ (kh * KW + kw) % sg }}u);
+{% else %}
     let w{{ kh }}_{{ kw }} = vec4<f32>(f[{{ kh * KW + kw }}u * C4 + cb]);
+{% endif %}
 {% endfor %}
 {% endfor %}
 {% if expand %}
+{% for t in range((4 * K4 + sg - 1) // sg if sg else 0) %}
+    let ul{{ t }} = vec4<f32>(we[cb * {{ 4 * K4 }}u + min(lane + {{ t * sg }}u, {{ 4 * K4 - 1 }}u)]);
+{% endfor %}
 {% for kq in range(4 * K4) %}
+{% if sg %}
+    let u{{ kq }} = subgroupBroadcast(ul{{ kq // sg }}, {{ kq % sg }}u);
+{% else %}
     let u{{ kq }} = vec4<f32>(we[cb * {{ 4 * K4 }}u + {{ kq }}u]);
+{% endif %}
 {% endfor %}
-{% for c in range(4) %}
-    {{ tl.hoist_q(eep, "eq" ~ c, "cb * 4u + " ~ c ~ "u") }}
-{% endfor %}
+{{ hoist_q4(eep, "eq", "cb * 4u") }}
 {% endif %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
@@ -271,9 +346,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
 {% endfor %}
 {% endif %}
-{% for c in range(4) %}
-    {{ tl.hoist_q(ep, "q" ~ c, "cb * 4u + " ~ c ~ "u") }}
-{% endfor %}
+{{ hoist_q4(ep, "q", "cb * 4u") }}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
 {% if mode == "store" %}
@@ -295,7 +368,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for j in range(NS if mode != "store" else 0) %}
     // projection columns 4 (jb + j) ..: each row of the matrix is loaded right before its uses
 {% for c in range(4) %}
+{% if sg %}
+    let p{{ c }}_{{ j }} = subgroupBroadcast(pl{{ (c * NS + j) // sg }}, {{ (c * NS + j) % sg }}u);
+{% else %}
     let p{{ c }}_{{ j }} = vec4<f32>(pw[(cb * 4u + {{ c }}u) * N4 + {{ "min(jb + " ~ j ~ "u, N4 - 1u)" if ragged else "jb + " ~ j ~ "u" }}]);
+{% endif %}
 {% endfor %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
@@ -305,7 +382,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% if pool and mode == "store" %}
     // this block's channel sums: row idx (= (n * OHB + hb) * OWB + wb) of the [blocks, C4] partials
-    pool[idx * C4 + cb] = psum;
+    {{ "if (live) { " if sg }}pool[idx * C4 + cb] = psum;{{ " }" if sg }}
 {% endif %}
   }
 {% if mode == "conv" and col_loop %}
@@ -317,9 +394,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% if ragged %}
     if (col >= N4) { break; }
 {% endif %}
-{% for c in range(4) %}
-    {{ tl.hoist_q(pep, "gq" ~ c, "min(4u * col + " ~ c ~ "u, N - 1u)") }}
-{% endfor %}
+{{ hoist_q4(pep, "gq", "4u * col", "N - 1u") }}
 {% if pool %}
     var ps = vec4<f32>(0.0);
 {% endif %}
@@ -351,7 +426,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% if pool %}
     // this block's column sums: row idx of the [blocks, N] partials
-    pool[idx * N4 + col] = ps;
+    {{ "if (live) { " if sg }}pool[idx * N4 + col] = ps;{{ " }" if sg }}
 {% endif %}
   }
 {% elif mode == "conv" %}
@@ -394,7 +469,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% for j in range(NS if pool else 0) %}
   // this block's column sums: row idx of the [blocks, N] partials
-  {{ "if (jb + " ~ j ~ "u < N4) " if ragged }}{ pool[idx * N4 + jb + {{ j }}u] = ps{{ j }}; }
+  {{ "if (jb + " ~ j ~ "u < N4) " if ragged }}{ {{ "if (live) { " if sg }}pool[idx * N4 + jb + {{ j }}u] = ps{{ j }};{{ " }" if sg }} }
 {% endfor %}
 {% elif mode == "transpose" %}
 {% for oc in range(O2) %}

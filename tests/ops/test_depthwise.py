@@ -76,12 +76,15 @@ def test_fuse_depthwise_project_asks_the_cost_model(monkeypatch):
 _NEAR_MISS = {"N=60, two kernels": (12, 64, 60, False), "N=64, one kernel": (12, 64, 64, True)}
 
 
+@pytest.mark.parametrize("lanes", [True, False], ids=["sg", "no-sg"])
 @pytest.mark.parametrize("case", list(_NEAR_MISS))
-def test_fused_or_not_both_sides_of_the_boundary_match_numpy(ctx, rng, monkeypatch, case):
+def test_fused_or_not_both_sides_of_the_boundary_match_numpy(ctx, rng, monkeypatch, case, lanes):
     """A depthwise conv (bias, relu6) and its projection (bias) on each side of the cost
-    model's boundary: the kernels it picks, and the float64 NumPy result either way."""
+    model's boundary, the fused kernel with and without its lane-shared loads (``sg``): the
+    kernels it picks, and the float64 NumPy result either way."""
     monkeypatch.setattr(ctx, "_tuning", "lane-loop")
     monkeypatch.delenv("WEBNN_GPU_FORCE_DWP", raising=False)
+    monkeypatch.setattr(conv, "DWP_SUBGROUP", lanes)
     hw, C, N, fused = _NEAR_MISS[case]
     assert conv.project_pays(_geometry(hw, hw, C, 3), N, "lane-loop") == fused
     x = rng.standard_normal((1, hw, hw, C)).astype(np.float32)
@@ -237,7 +240,7 @@ def test_depthwise_project_layers_of_one_structure_share_a_pipeline(ctx, rng, mo
     """Sizes come from the parameter buffer: two layers with different images, channels and
     projection widths (16 and 32 columns, 4 vec4s per invocation) render one WGSL text."""
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
-    monkeypatch.setattr(conv, "_dwp_plan", lambda g, n4, k4, tuning, split=True: (2, 2, n4 // 4))
+    monkeypatch.setattr(conv, "_dwp_plan", lambda g, n4, k4, tuning, split=True, sg=0: (2, 2, n4 // 4))
     x = rng.standard_normal((1, 10, 12, 8)).astype(np.float32)
     w1, w2 = (rng.standard_normal((1, 3, 3, c)).astype(np.float32) * 0.3 for c in (8, 16))
     p1 = (rng.standard_normal((16, 1, 1, 8)) * 0.3).astype(np.float32)
@@ -269,6 +272,77 @@ def test_small_images_split_the_projection_over_invocations():
     assert conv._dwp_plan(_geometry(3, 3, 128, 3), 32, 4, "lane-loop")[2] == 1  # an expansion: never split
 
 
+# ---------------------------------------------------------------- loads shared by a subgroup's lanes
+# (image H x W, batch, channels, projected channels, window, stride, dilation, plan or None for
+# the kernel's own, a residual add and prelu after the projection)
+_LANE_CASES = {
+    "192 -> 96 (a storage-buffer matrix), 5x4 image, residual": ((5, 4), 1, 192, 96, 3, 1, 1, None, True),
+    "stride 2, dilation 2, N=20, 13 blocks (not a multiple of 8)": ((9, 11), 1, 16, 20, 3, 2, 2, None, True),
+    "5x5 window, batch 2, 2x3 block": ((7, 6), 2, 8, 16, 5, 1, 1, (2, 3, 1), False),
+    "N=28 split 3 (ragged), 1x1 blocks padded to 8 lanes": ((3, 3), 1, 8, 28, 3, 1, 1, (1, 1, 3), True),
+}
+
+
+@pytest.mark.parametrize("lanes", [True, False], ids=["sg", "no-sg"])
+@pytest.mark.parametrize("case", list(_LANE_CASES))
+def test_depthwise_project_lane_shared_loads_against_numpy(ctx, rng, monkeypatch, case, lanes):
+    """conv/depthwise_project.wgsl with the taps and projection rows loaded once per subgroup and
+    handed out by subgroupBroadcast (``sg``, the lane-loop profile with subgroups; pixel blocks
+    padded to whole subgroups, the padding lanes storing nothing) and without (DWP_SUBGROUP off):
+    a projection matrix too large for the uniform buffer, stride 2 with dilation, a 5x5 window on
+    a batch of 2, a ragged column split; against float64 NumPy."""
+    (h, w), nb, C, N, k, s, d, plan, residual = _LANE_CASES[case]
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setattr(conv, "DWP_SUBGROUP", lanes)
+    if plan is not None:
+        monkeypatch.setattr(conv, "_dwp_plan", lambda *a, **kw: plan)
+    pad = (k - 1) // 2 * d
+    oh, ow = [(n + 2 * pad - d * (k - 1) - 1) // s + 1 for n in (h, w)]
+    x = rng.standard_normal((nb, h, w, C)).astype(np.float32)
+    wd = (rng.standard_normal((1, k, k, C)) * 0.3).astype(np.float32)  # ihwo
+    bd = rng.standard_normal(C).astype(np.float32)
+    wp = (rng.standard_normal((N, 1, 1, C)) * (0.3 if C < 64 else 0.1)).astype(np.float32)  # ohwi
+    bp = rng.standard_normal(N).astype(np.float32)
+    slope = rng.uniform(0.05, 0.5, N).astype(np.float32)
+    inputs = {"x": x}
+    if residual:
+        inputs["r"] = rng.standard_normal((nb, oh, ow, N)).astype(np.float32)
+
+    def build(b, o):
+        dd = b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C, padding=[pad] * 4,
+                      strides=[s, s], dilations=[d, d], bias=b.constant(bd))
+        p = b.conv2d(b.relu(dd), b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
+        if residual:
+            p = b.prelu(b.add(p, o["r"]), b.constant(slope))
+        return {"y": p}
+
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    dref = ref_conv2d(x.astype(np.float64).transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(3, 0, 1, 2),
+                      [pad] * 4, (s, s), (d, d), groups=C).transpose(0, 2, 3, 1) + bd.astype(np.float64)
+    ref = np.einsum("nhwc,oc->nhwo", np.maximum(dref, 0), wp[:, 0, 0, :].astype(np.float64)) + bp
+    if residual:
+        ref = ref + inputs["r"]
+        ref = np.where(ref >= 0, ref, ref * slope.astype(np.float64))
+    np.testing.assert_allclose(got, ref, atol=3e-5, rtol=3e-5)
+    b = webnn.MLGraphBuilder(ctx)
+    gi = {name: b.input(name, {"data_type": "float32", "shape": list(v.shape)}) for name, v in inputs.items()}
+    steps = [st for st in b.build(build(b, gi))._steps if hasattr(st, "template")]
+    assert [st.template for st in steps] == ["conv/depthwise_project.wgsl"]
+    assert ("subgroupBroadcast" in steps[0].wgsl) == (lanes and ctx._subgroup > 0 and ctx._tuning == "lane-loop")
+
+
+def test_lane_shared_plan_keeps_every_column_in_one_invocation():
+    """With subgroup lanes the plan keeps one column block (the lanes share the projection's
+    loads, so a split only recomputes the depthwise values) and chooses the block by the cost
+    model: a matrix too large for the uniform buffer is planned too."""
+    for g, n4 in ((_geometry(3, 3, 128, 3), 32), (_geometry(96, 96, 16, 3), 4), (_geometry(6, 6, 384, 3), 24),
+                  (_geometry(16, 16, 528, 5), 22)):
+        th, tw, splits = conv._dwp_plan(g, n4, 0, "lane-loop", sg=8)
+        assert splits == 1 and th * tw * n4 <= max(conv.DWP_PLAN_MAX_ACC, min(conv.PROJECT_MAX_ACC, 4 * n4))
+    assert conv._dwp_plan(_geometry(96, 96, 16, 3), 4, 0, "lane-loop", sg=8)[:2] == (4, 4)
+    assert conv._dwp_plan(_geometry(16, 16, 528, 5), 22, 0, "lane-loop", sg=8)[:2] == (2, 2)
+
+
 # ---------------------------------------------------------------- the expansion computed in the kernel
 # (image, expansion input channels K, expanded channels C, projected channels N, stride, (TH, TW));
 # the K / 4 vec4s of each input pixel are loaded in a loop (K4 iterations), the stores in a loop
@@ -288,7 +362,7 @@ def test_expansion_depthwise_projection_against_numpy(ctx, rng, monkeypatch, cas
     (h, w), K, C, N, s, block = _EXPAND_CASES[case]
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
     monkeypatch.setattr(conv, "expand_block_ok", lambda *a, **kw: True)
-    monkeypatch.setattr(conv, "_dwp_plan", lambda g, n4, k4, tuning, split=True: (*block, 1))
+    monkeypatch.setattr(conv, "_dwp_plan", lambda g, n4, k4, tuning, split=True, sg=0: (*block, 1))
     x = rng.standard_normal((1, h, w, K)).astype(np.float32)
     we = (rng.standard_normal((C, 1, 1, K)) * 0.3).astype(np.float32)  # ohwi
     be = rng.standard_normal(C).astype(np.float32)

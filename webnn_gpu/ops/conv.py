@@ -125,6 +125,10 @@ DWP_EXPAND_LOOP = True
 #: ... and this many invocations per workgroup: the kernel has one invocation per pixel block,
 #: so small images give few invocations, and lavapipe runs each workgroup on one thread.
 PROJECT_WORKGROUP = 16
+#: ... and, with subgroup lanes on the lane-loop profile, the lanes of a subgroup share one
+#: column block and split its loads of the taps and the projection matrix among them
+#: (``sg``, :func:`dwp_lanes`).
+DWP_SUBGROUP = True
 #: The geometry the pixel-block kernels (block, depthwise_project) bake into their text.
 _BLOCK_GEOMETRY = ("KH", "KW", "sh", "sw", "dh", "dw", "NB", "H", "W", "C", "OH", "OW", "pt", "pl")
 #: ... with the expansion conv folded in (fuse_depthwise_project): at most this many input
@@ -800,7 +804,7 @@ def _dwp_blocks_for(g: dict, ns: int, splits: int, k4: int, tuning: str) -> tupl
     return th, tw
 
 
-def _dwp_fused_cost(g: dict, n4: int, th: int, tw: int, splits: int, tuning: str) -> float:
+def _dwp_fused_cost(g: dict, n4: int, th: int, tw: int, splits: int, tuning: str, sg: int = 0) -> float:
     """Estimated cost of the depthwise + projection kernel with a TH x TW block and the
     projection's ``n4`` vec4 columns split over ``splits`` invocations per block, for
     :func:`_dwp_plan` to compare plans: every invocation loads, per group of 4 channels, the
@@ -811,16 +815,18 @@ def _dwp_fused_cost(g: dict, n4: int, th: int, tw: int, splits: int, tuning: str
     idle count."""
     ws, wu, wf = DWP_FUSED_WEIGHTS.get(tuning, DWP_FUSED_WEIGHTS["default"])
     kk, c4, ns = g["KH"] * g["KW"], -(-g["C"] // 4), -(-n4 // splits)
-    inv = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw) * splits
+    blocks = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw)
+    inv = (-(-blocks // sg) * sg if sg else blocks) * splits
     window = len(_rows(g, th)) * len(_segment(g, tw))
     wp = wu if tuning == "lane-loop" and g["C"] * 4 * n4 <= B_UNIFORM_FLOATS else ws  # uniform_copy's rule
-    per = c4 * (ws * window + wu * kk + wp * 4 * ns + wf * th * tw * (kk + 4 * ns)) + ws * th * tw * max(ns, 1)
+    taps, rows = (-(-kk // sg), -(-4 * ns // sg)) if sg else (kk, 4 * ns)  # sg: a lane's share
+    per = c4 * (ws * window + wu * taps + wp * rows + wf * th * tw * (kk + 4 * ns)) + ws * th * tw * max(ns, 1)
     cores = DWP_CORES.get(tuning, DWP_CORES["default"])
     busy = -(-inv // (PROJECT_WORKGROUP * cores)) * PROJECT_WORKGROUP * cores if cores > 1 else inv
     return per * busy
 
 
-def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True) -> tuple[int, int, int]:
+def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True, sg: int = 0) -> tuple[int, int, int]:
     """(TH, TW, S) of the depthwise + projection kernel with ``n4`` vec4 columns of projection
     per pixel (0: none) and ``k4`` vec4s of expansion input per input pixel (0: none).
 
@@ -829,15 +835,19 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True) -> tup
     each computing ``ceil(n4 / S)`` of the columns (the last block maybe fewer), and a block of
     :data:`DWP_BLOCK_SIZES` rows and columns, the cheapest by :func:`_dwp_fused_cost` among
     those whose accumulators fit :data:`DWP_PLAN_MAX_ACC` and loaded window
-    :data:`DW_MAX_LOADS`. Otherwise S = 1 and the block of
-    :func:`_dwp_blocks_for`."""
+    :data:`DW_MAX_LOADS`. With ``sg`` lanes sharing the kernel's loads (:func:`dwp_lanes`) the
+    same for any matrix, but with S = 1 (a split would only recompute the depthwise values) and
+    at most max(:data:`DWP_PLAN_MAX_ACC`, min(:data:`PROJECT_MAX_ACC`, 4 n4)) accumulators.
+    Otherwise S = 1 and the block of :func:`_dwp_blocks_for`."""
     if (not split or k4 or not n4 or tuning not in DWP_PLAN_PROFILES
-            or g["C"] * 4 * n4 > B_UNIFORM_FLOATS):  # a storage-buffer matrix: measured slower split
+            or not sg and g["C"] * 4 * n4 > B_UNIFORM_FLOATS):  # a storage-buffer matrix: measured slower split
         th, tw = _dwp_blocks_for(g, n4, 1, k4, tuning)
         return th, tw, 1
     best = None
     max_acc = DWP_PLAN_MAX_ACC
-    for ns in range(1, min(n4, max_acc) + 1):
+    if sg:  # one column block (all the columns) of at least 2 x 2 pixels where PROJECT_MAX_ACC allows
+        max_acc = max(max_acc, min(PROJECT_MAX_ACC, 4 * n4))
+    for ns in range(n4 if sg and n4 <= max_acc else 1, min(n4, max_acc) + 1):  # sg: the lanes share the loads
         splits = -(-n4 // ns)
         if -(-n4 // splits) != ns:  # the same S as a narrower block
             continue
@@ -846,12 +856,23 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True) -> tup
                 if (th > g["OH"] or tw > g["OW"] or th * tw * ns > max_acc
                         or len(_rows(g, th)) * len(_segment(g, tw)) > DW_MAX_LOADS):
                     continue
-                cost = _dwp_fused_cost(g, n4, th, tw, splits, tuning)
+                cost = _dwp_fused_cost(g, n4, th, tw, splits, tuning, sg)
                 if best is None or cost < best[0]:
                     best = (cost, th, tw, splits)
     if best is None:  # one pixel and one column per invocation fits any layer project_ok takes
         return 1, 1, n4
     return best[1], best[2], best[3]
+
+
+def dwp_lanes(tuning: str, subgroup: int) -> int:
+    """The subgroup lanes the depthwise + projection kernel shares its loads of the taps, the
+    projection matrix and the expansion's weights over (``sg``; 0: none), on a device with
+    ``subgroup`` lanes (:func:`webnn_gpu.ops.linalg.subgroup_lanes`, 0: none) and ``tuning``:
+    with :data:`DWP_SUBGROUP`, on the lane-loop profile, where every lane would otherwise load
+    them itself, each a loop over the lanes (storage) or a gather (uniform)."""
+    if not DWP_SUBGROUP or tuning != "lane-loop" or not subgroup or PROJECT_WORKGROUP % subgroup:
+        return 0
+    return subgroup
 
 
 @lowering("depthwise_project")
@@ -895,12 +916,17 @@ def lower_depthwise_project(node, lc) -> None:
         mode = "conv" if proj.op == "conv2d" else "transpose"
     else:
         pep, mode = None, "store"
-    th, tw, splits = _dwp_plan(g, n4, k4, lc.tuning, mode == "conv")
+    sg = dwp_lanes(lc.tuning, getattr(lc, "subgroup", 0))
+    partials = len(node.outputs) == 2 or proj is None and bool(dw.attrs.get("pool_output"))
+    # a pool's partial sums have one row per block of pool_rows' plan, which the compiler sized
+    th, tw, splits = _dwp_plan(g, n4, k4, lc.tuning, mode == "conv", sg=0 if partials else sg)
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
-    n_inv = g["NB"] * ohb * owb * splits
+    blocks = g["NB"] * ohb * owb
+    padded = -(-blocks // sg) * sg if sg else blocks  # sg: a subgroup's lanes share a column block
+    n_inv = padded * splits
     prm = make_constant(np.array([n_inv, g["C"] // 4, n4, N, g["H"], g["W"], g["OH"], g["OW"], ohb, owb, g["pt"],
-                                  g["pl"], splits, -(-n4 // splits) if n4 else 0, k4, _rows(g, th)[-1][0] + 1],
-                                 dtype=np.uint32), "uint32")
+                                  g["pl"], splits, -(-n4 // splits) if n4 else 0, k4, _rows(g, th)[-1][0] + 1,
+                                  blocks, padded, 0, 0], dtype=np.uint32), "uint32")
     outs = [("out", out)]
     pooled = proj is None and bool(dw.attrs.get("pool_output"))
     if pooled:  # fuse_conv_pool: per-block channel sums
@@ -921,7 +947,7 @@ def lower_depthwise_project(node, lc) -> None:
               rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N if mode == "transpose" else 0,
               NS=-(-n4 // splits), ragged=n4 % splits != 0, col_loop=DWP_COLUMN_LOOP, center=ep.given,
               row_loop=DW_ROW_LOOP and e is None, x_loop=DWP_EXPAND_LOOP,
-              fdiv=n_inv < DW_FDIV_MAX,
+              fdiv=n_inv < DW_FDIV_MAX, sg=sg,
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
               O2=p["O"],
               out_vec=mode == "store" or mode == "conv" and N % 4 == 0, pool=len(outs) == 2,
