@@ -22,6 +22,39 @@ def _geometry(h, w, c, k, s=1, d=1, m=1):
     return dict(NB=1, H=h, W=w, C=c, O=c * m, OH=oh, OW=ow, KH=k, KW=k, G=c, sh=s, sw=s, dh=d, dw=d, pt=p, pl=p)
 
 
+def _pair_case(rng, hw, nb, C, N, k, s, d, residual, npdt=np.float32):
+    """A depthwise conv2d (relu) and its pointwise projection, with an optional residual add and
+    prelu after it: (build, inputs, float64 reference) for ``run_graph``."""
+    h, w = hw
+    pad = (k - 1) // 2 * d
+    oh, ow = [(n + 2 * pad - d * (k - 1) - 1) // s + 1 for n in (h, w)]
+    x = rng.standard_normal((nb, h, w, C)).astype(npdt)
+    wd = (rng.standard_normal((1, k, k, C)) * 0.3).astype(npdt)  # ihwo
+    bd = rng.standard_normal(C).astype(npdt)
+    wp = (rng.standard_normal((N, 1, 1, C)) * (0.3 if C < 64 else 0.1)).astype(npdt)  # ohwi
+    bp = rng.standard_normal(N).astype(npdt)
+    slope = rng.uniform(0.05, 0.5, N).astype(npdt)
+    inputs = {"x": x}
+    if residual:
+        inputs["r"] = rng.standard_normal((nb, oh, ow, N)).astype(npdt)
+
+    def build(b, o):
+        dd = b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C, padding=[pad] * 4,
+                      strides=[s, s], dilations=[d, d], bias=b.constant(bd))
+        p = b.conv2d(b.relu(dd), b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
+        if residual:
+            p = b.prelu(b.add(p, o["r"]), b.constant(slope))
+        return {"y": p}
+
+    dref = ref_conv2d(x.astype(np.float64).transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(3, 0, 1, 2),
+                      [pad] * 4, (s, s), (d, d), groups=C).transpose(0, 2, 3, 1) + bd.astype(np.float64)
+    ref = np.einsum("nhwc,oc->nhwo", np.maximum(dref, 0), wp[:, 0, 0, :].astype(np.float64)) + bp
+    if residual:
+        ref = ref + inputs["r"]
+        ref = np.where(ref >= 0, ref, ref * slope.astype(np.float64))
+    return build, inputs, ref
+
+
 # ---------------------------------------------------------------- the cost model (no GPU)
 @pytest.mark.parametrize("tuning", ["lane-loop", "default"])
 def test_cost_model_keeps_small_layers_fused_and_splits_wide_ones(tuning, monkeypatch):
@@ -204,33 +237,8 @@ def test_depthwise_project_plans_against_numpy(ctx, rng, monkeypatch, case):
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
     monkeypatch.setattr(conv, "_dwp_plan", lambda *a, **kw: plan)
     npdt = np.float32 if dt == "float32" else np.float16
-    pad = (k - 1) // 2 * d
-    oh, ow = [(n + 2 * pad - d * (k - 1) - 1) // s + 1 for n in (h, w)]
-    x = rng.standard_normal((nb, h, w, C)).astype(npdt)
-    wd = (rng.standard_normal((1, k, k, C)) * 0.3).astype(npdt)  # ihwo
-    bd = rng.standard_normal(C).astype(npdt)
-    wp = (rng.standard_normal((N, 1, 1, C)) * (0.3 if C < 64 else 0.1)).astype(npdt)  # ohwi
-    bp = rng.standard_normal(N).astype(npdt)
-    slope = rng.uniform(0.05, 0.5, N).astype(npdt)
-    inputs = {"x": x}
-    if residual:
-        inputs["r"] = rng.standard_normal((nb, oh, ow, N)).astype(npdt)
-
-    def build(b, o):
-        dd = b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C, padding=[pad] * 4,
-                      strides=[s, s], dilations=[d, d], bias=b.constant(bd))
-        p = b.conv2d(b.relu(dd), b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
-        if residual:
-            p = b.prelu(b.add(p, o["r"]), b.constant(slope))
-        return {"y": p}
-
+    build, inputs, ref = _pair_case(rng, (h, w), nb, C, N, k, s, d, residual, npdt)
     got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
-    dref = ref_conv2d(x.astype(np.float64).transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(3, 0, 1, 2),
-                      [pad] * 4, (s, s), (d, d), groups=C).transpose(0, 2, 3, 1) + bd.astype(np.float64)
-    ref = np.einsum("nhwc,oc->nhwo", np.maximum(dref, 0), wp[:, 0, 0, :].astype(np.float64)) + bp
-    if residual:
-        ref = ref + inputs["r"]
-        ref = np.where(ref >= 0, ref, ref * slope.astype(np.float64))
     tol = 2e-5 if dt == "float32" else 3e-2
     np.testing.assert_allclose(got, ref, atol=tol, rtol=tol)
     assert _templates(ctx, build, inputs) == ["conv/depthwise_project.wgsl"]
@@ -296,33 +304,8 @@ def test_depthwise_project_lane_shared_loads_against_numpy(ctx, rng, monkeypatch
     monkeypatch.setattr(conv, "DWP_SUBGROUP", lanes)
     if plan is not None:
         monkeypatch.setattr(conv, "_dwp_plan", lambda *a, **kw: plan)
-    pad = (k - 1) // 2 * d
-    oh, ow = [(n + 2 * pad - d * (k - 1) - 1) // s + 1 for n in (h, w)]
-    x = rng.standard_normal((nb, h, w, C)).astype(np.float32)
-    wd = (rng.standard_normal((1, k, k, C)) * 0.3).astype(np.float32)  # ihwo
-    bd = rng.standard_normal(C).astype(np.float32)
-    wp = (rng.standard_normal((N, 1, 1, C)) * (0.3 if C < 64 else 0.1)).astype(np.float32)  # ohwi
-    bp = rng.standard_normal(N).astype(np.float32)
-    slope = rng.uniform(0.05, 0.5, N).astype(np.float32)
-    inputs = {"x": x}
-    if residual:
-        inputs["r"] = rng.standard_normal((nb, oh, ow, N)).astype(np.float32)
-
-    def build(b, o):
-        dd = b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C, padding=[pad] * 4,
-                      strides=[s, s], dilations=[d, d], bias=b.constant(bd))
-        p = b.conv2d(b.relu(dd), b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
-        if residual:
-            p = b.prelu(b.add(p, o["r"]), b.constant(slope))
-        return {"y": p}
-
+    build, inputs, ref = _pair_case(rng, (h, w), nb, C, N, k, s, d, residual)
     got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
-    dref = ref_conv2d(x.astype(np.float64).transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(3, 0, 1, 2),
-                      [pad] * 4, (s, s), (d, d), groups=C).transpose(0, 2, 3, 1) + bd.astype(np.float64)
-    ref = np.einsum("nhwc,oc->nhwo", np.maximum(dref, 0), wp[:, 0, 0, :].astype(np.float64)) + bp
-    if residual:
-        ref = ref + inputs["r"]
-        ref = np.where(ref >= 0, ref, ref * slope.astype(np.float64))
     np.testing.assert_allclose(got, ref, atol=3e-5, rtol=3e-5)
     b = webnn.MLGraphBuilder(ctx)
     gi = {name: b.input(name, {"data_type": "float32", "shape": list(v.shape)}) for name, v in inputs.items()}
