@@ -70,6 +70,15 @@ CONV_CASES = {
     # conv/block.wgsl: few input and output channels, a block of pixels per invocation
     "block-c4-dilated-batch2": conv_case(2, 4, 10, 9, 8, 5, 5, (2, 2, 3, 1), (1, 2), (2, 1), input_layout="nhwc",
                                          filter_layout="hwio", bias=True),
+    # ... its input rows as vec4s (W * C a multiple of 4): 3 channels, stride 2, the padding misaligning the
+    # row segment (pl = 1: one more vec4), reads past the right edge and the buffer's end (padding 2)
+    "block-vec4-pad-s2": conv_case(2, 3, 14, 12, 16, 3, 3, (1, 2, 1, 2), (2, 2), input_layout="nhwc",
+                                   filter_layout="ohwi", bias=True),
+    "block-vec4-5x5-o8": conv_case(1, 3, 11, 20, 8, 5, 5, (2, 2, 2, 2), (2, 2), input_layout="nhwc",
+                                   filter_layout="hwio", bias=True),
+    "block-vec4-c2-s1": conv_case(1, 2, 7, 6, 12, 3, 3, (1, 1, 1, 1), input_layout="nhwc", filter_layout="ohwi"),
+    "block-vec4-f16": conv_case(1, 3, 9, 8, 12, 3, 3, (0, 1, 0, 1), (2, 2), input_layout="nhwc",
+                                filter_layout="ohwi", bias=True, dtype=np.float16),
     # past BLOCK_MAX_WEIGHTS filter vec4s (5x5 x 3 -> 24: 450) the implicit GEMM instead
     "first-layer-5x5-nhwc": conv_case(1, 3, 13, 11, 24, 5, 5, (1, 2, 1, 2), (2, 2), input_layout="nhwc",
                                       filter_layout="ohwi", bias=True),
@@ -208,6 +217,7 @@ def _templates(ctx, case) -> set[str]:
     ("depthwise-3x3", "gemm", "matmul/tile.wgsl"),
     ("nhwc-3x3-c16", "depthwise", "matmul/tile.wgsl"),  # not applicable: automatic choice
     ("first-layer-nhwc", "", "conv/block.wgsl"),
+    ("block-vec4-pad-s2", "", "conv/block.wgsl"),
     ("first-layer-nhwc", "gemm", "matmul/tile.wgsl"),
     ("nhwc-3x3-c16", "block", "matmul/tile.wgsl"),  # 16 input channels: automatic choice
     ("first-layer-5x5-nhwc", "", "matmul/tile.wgsl"),  # a filter too large to hold: no block
@@ -215,6 +225,24 @@ def _templates(ctx, case) -> set[str]:
 def test_conv2d_variant_choice(ctx, force, name, variant, template):
     force("conv", variant)
     assert template in _templates(ctx, CONV_CASES[name])
+
+
+@pytest.mark.parametrize("name, vec4", [("block-vec4-pad-s2", True), ("block-vec4-5x5-o8", True),
+                                         ("block-vec4-c2-s1", True), ("block-c4-dilated-batch2", True),
+                                         ("first-layer-nhwc", False)])
+def test_conv2d_block_vec4_rows(ctx, name, vec4):
+    """The block kernel reads its input as vec4s exactly where every row and block starts at a
+    multiple of 4 values (W * C and TW * sw * C; rows of 23 x 3 values do not)."""
+    case = CONV_CASES[name]
+    bld = webnn.MLGraphBuilder(ctx)
+    dt = webnn._dtypes.from_numpy(np.dtype(case["dtype"]))
+    x = bld.input("x", {"data_type": dt, "shape": [case["n"], case["h"], case["w"], case["c"]]})
+    wshape = np.array([case["o"], case["c"], case["kh"], case["kw"]])[list(CONV_FILTER[case["filter_layout"]])]
+    y = bld.conv2d(x, bld.constant(np.ones([int(d) for d in wshape], np.dtype(case["dtype"]))),
+                   input_layout="nhwc", filter_layout=case["filter_layout"],
+                   **{k: list(case[k]) for k in ("padding", "strides", "dilations")})
+    (text,) = [s.wgsl for s in bld.build({"y": y})._steps if getattr(s, "template", "") == "conv/block.wgsl"]
+    assert ("x: array<vec4<" in text) == vec4
 
 
 @pytest.mark.parametrize("name", ["depthwise-3x3", "depthwise-5x5-s2", "depthwise-c6-dilated"])
@@ -402,7 +430,8 @@ def _hswish(v):
 @pytest.mark.parametrize("name, variant", [("pointwise-nhwc", ""), ("pointwise-nchw", ""), ("depthwise-3x3", ""),
                                            ("pointwise-se-nhwc", ""), ("pointwise-se-nchw", ""),
                                            ("nhwc-3x3-c16", "gemm"), ("grouped-nchw", "direct"),
-                                           ("grouped-nchw", "gemm"), ("nchw-3x3-c8", "gemm"), ("float16-nhwc", "")])
+                                           ("grouped-nchw", "gemm"), ("nchw-3x3-c8", "gemm"), ("float16-nhwc", ""),
+                                           ("block-vec4-pad-s2", "")])
 def test_conv2d_epilogue(ctx, rng, force, name, variant):
     """Bias, then hard-swish, then a residual add of a same-shaped tensor, then clamp."""
     force("conv", variant)
