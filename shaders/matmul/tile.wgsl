@@ -60,7 +60,7 @@
                  consecutive row tiles of one column tile (tiles_m is padded to a multiple of sg;
                  the padding tiles read the last row and store nothing), each lane loads its share
                  of the 4 * TN4 vectors of B a k step needs and subgroupBroadcast hands them to
-                 the others (b_vec; no pool, no up); k.n and every workgroup are multiples of sg,
+                 the others (b_vec; no pool); k.n and every workgroup are multiples of sg,
                  so whole subgroups return together. The epilogue's operands read at the channel
                  (ep.chan, a bias) are shared the same way: each lane loads those of 4 * TN4 / sg
                  of the tile's channels
@@ -148,10 +148,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let n0 = tn * {{ 4 * TN4 }}u;
 {% if up %}
 {% set UH, UW, uh, uw = up %}
-  // the tile's pixels: one image row y, columns x0 .. x0 + TM - 1 (x0 even)
-  let uimg = m0 / {{ UH * UW }}u;
-  let uy = (m0 / {{ UW }}u) % {{ UH }}u;
-  let ux0 = m0 % {{ UW }}u;
+  // the tile's pixels: one image row y, columns x0 .. x0 + TM - 1 (x0 even; the subgroup
+  // variant's padding tiles read the last one)
+  let um0 = min(m0, {{ M - TM }}u);
+  let uimg = um0 / {{ UH * UW }}u;
+  let uy = (um0 / {{ UW }}u) % {{ UH }}u;
+  let ux0 = um0 % {{ UW }}u;
   let ut = uy / 2u;
   let ueven = (uy & 1u) == 0u;
   let ur0 = select(ut, max(ut, 1u) - 1u, ueven);

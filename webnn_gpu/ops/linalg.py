@@ -382,8 +382,8 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
 
     With ``lc.subgroup`` lanes (:func:`subgroup_lanes`), no forced ``tile`` and vec4 loads of
     B, the subgroup variant (``sg``; :func:`choose_tile_sg`) runs unless it would pad more
-    than half of its rows (:func:`sg_rows_ok`), the launch writes ``pool`` partials or reads
-    ``a_add_up``. Products of few outputs but at least :data:`SMALL_MAX_MACS` multiply-adds
+    than half of its rows (:func:`sg_rows_ok`) or the launch writes ``pool`` partials (with
+    ``a_add_up``, its rows are cut to an image row's divisor, :func:`up_rows`). Products of few outputs but at least :data:`SMALL_MAX_MACS` multiply-adds
     take the tile kernel, not ``matmul/small.wgsl`` (whose scalar loads of A and B are each a
     loop over the lanes: 4 x 128 x 64 took 205 us of CPU time there, 120 us in the variant).
     ``WEBNN_GPU_FORCE_MATMUL_SG=off`` (read at build time) turns it off.
@@ -410,8 +410,11 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         a_vec = a_vec and all(conv[k] % 4 == 0 for k in ("in_sn", "in_sh", "in_sw"))
     b_vec = b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols % 4 == 0 and all(s % 4 == 0 for s in b_bst)
     sg = 0
-    if tile is None and b_vec and (order or TILE_ORDER) == "m" and pool is None and a_add_up is None:
+    if tile is None and b_vec and (order or TILE_ORDER) == "m" and pool is None:
         tile = _sg_tile(lc, M, N, batches, KC * KH * KW)
+        if tile is not None and a_add_up is not None:  # a tile's rows: one image row from an even column
+            tile = (up_rows(tile[0], a_add_up[1]), tile[1])
+            tile = tile if sg_rows_ok(M, tile[0], lc.subgroup) else None
         sg = lc.subgroup if tile is not None else 0
     if tile is None:
         tile = choose_tile(M, N, batches, lc.tuning, K=KC * KH * KW if deep_ok(out.data_type, a_vec, b_vec) else 0)
