@@ -5,7 +5,8 @@ checkouts alternating in fresh processes.
 
 A SPEC is ``conv:H,W,C,O,KH,KW[,STRIDE,PAD]`` (one NHWC image, an OHWI constant filter, a bias,
 symmetric padding), ``mm:M,K,N`` (a float32 matmul with a constant B) or ``up:H,W,C,O`` (a 1x1 conv, then
-relu, of ``x * scale + resample2d(small, 2x)``: fuse_conv_upsample's kernel), optionally prefixed by
+relu, of ``x * scale + resample2d(small, 2x)``: fuse_conv_upsample's kernel) or ``pool:H,W,C,O`` (a 1x1
+conv and the global mean of its output, also an output: fuse_pool_partials's kernel), optionally prefixed by
 ``NAME=VALUE+NAME=VALUE@`` environment variables set while that graph is built (a
 ``WEBNN_GPU_FORCE_*`` switch). Each process builds every graph, checks it against float64 NumPy
 (the largest error relative to the largest output is printed), then times each one with
@@ -51,6 +52,7 @@ def build(spec):
     a = [int(v) for v in args.split(",")]
     b = webnn.MLGraphBuilder(ctx)
     small = None
+    extra = {}
     if kind == "up":
         H, W, C, O = a
         x = b.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
@@ -73,6 +75,16 @@ def build(spec):
             return np.take(v, lo, axis) * (1 - f) + np.take(v, hi, axis) * f
         v = xin.astype(np.float64) * sc + up1(up1(small.astype(np.float64), 1), 2)
         ref = np.maximum(np.einsum("nhwc,oc->nhwo", v, wt[:, 0, 0, :].astype(np.float64)), 0)
+        macs = C
+    elif kind == "pool":
+        H, W, C, O = a
+        x = b.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
+        wt = rng.standard_normal((O, 1, 1, C)).astype(np.float32)
+        xin = rng.standard_normal((1, H, W, C)).astype(np.float32)
+        y = b.conv2d(x, b.constant(wt), input_layout="nhwc", filter_layout="ohwi")
+        pooled = b.reduce_mean(y, axes=[1, 2], keep_dimensions=True)
+        extra["p"] = pooled
+        ref = np.einsum("nhwc,oc->nhwo", xin.astype(np.float64), wt[:, 0, 0, :].astype(np.float64))
         macs = C
     elif kind == "mm":
         M, K, N = a
@@ -99,7 +111,7 @@ def build(spec):
                                  wt[:, kh, kw, :].astype(np.float64))
         ref += bias
         macs = KH * KW * C
-    g = b.build({"y": y})
+    g = b.build({"y": y, **extra})
     for k, v in old.items():
         if v is None:
             os.environ.pop(k, None)
@@ -113,9 +125,11 @@ def build(spec):
     if small is not None:
         feeds["small"] = ctx.create_tensor({"data_type": "float32", "shape": list(small.shape), "writable": True})
         ctx.write_tensor(feeds["small"], small)
-    ctx.dispatch(g, feeds, {"y": out})
+    outs = {"y": out} | {k: ctx.create_tensor({"data_type": "float32", "shape": list(v.shape), "readable": True})
+                         for k, v in extra.items()}
+    ctx.dispatch(g, feeds, outs)
     err = float(np.abs(ctx.read_tensor(out) - ref).max() / np.abs(ref).max())
-    return dict(g=g, t=feeds, out=out, note="; ".join(notes), err=err, flops=2 * ref.size * macs)
+    return dict(g=g, t=feeds, out=out, outs=outs, note="; ".join(notes), err=err, flops=2 * ref.size * macs)
 
 
 cases = [build(s) for s in specs]
@@ -126,7 +140,7 @@ for c in cases:
     for _ in range(2):
         c0 = time.process_time()
         for _ in range(reps):
-            ctx.dispatch(c["g"], c["t"], {"y": c["out"]})
+            ctx.dispatch(c["g"], c["t"], c["outs"])
         ctx.read_tensor(c["out"])
         best = min(best, (time.process_time() - c0) / reps)
     res.append([best, c["flops"], c["note"], c["err"]])
