@@ -137,18 +137,15 @@ var<workgroup> wsum: array<vec4<f32>, {{ k.workgroup * O4 }}>;
 {% endfor %}
 {% for p in range(TW) %}
 {% for j in range(O4) %}
-    var a{{ p }}_{{ j }} = vec4<f32>(0.0);
+    var a{{ p }}_{{ j }}: vec4<f32>;
 {% endfor %}
 {% endfor %}
-{% for kh in range(KH) %}
-{% for kw in range(KW) %}
+    // one output vec4 at a time, its whole window in one expression: with every accumulator
+    // updated tap by tap, LLVM kept them all live and spilled (3x3, 3 -> 16 channels: 0.84-0.91
+    // of the CPU time this way; two partial sums per output were 1.2x slower)
 {% for p in range(TW) %}
-{% for c in range(C) %}
 {% for j in range(O4) %}
-    a{{ p }}_{{ j }} = a{{ p }}_{{ j }} + r{{ kh }}_{{ p * sw + kw * dw }}_{{ c }} * w{{ kh }}_{{ kw }}_{{ c }}_{{ j }};
-{% endfor %}
-{% endfor %}
-{% endfor %}
+    a{{ p }}_{{ j }} = {% for kh in range(KH) %}{% for kw in range(KW) %}{% for c in range(C) %}{{ " + " if not (loop.first and kw == 0 and kh == 0) }}r{{ kh }}_{{ p * sw + kw * dw }}_{{ c }} * w{{ kh }}_{{ kw }}_{{ c }}_{{ j }}{% endfor %}{% endfor %}{% endfor %};
 {% endfor %}
 {% endfor %}
 {% for kh in range(keep) %}
