@@ -3,10 +3,11 @@ checkouts alternating in fresh processes.
 
     .venv/bin/python benchmarks/tile_layers.py OLD_CHECKOUT NEW_CHECKOUT SPEC [SPEC ...] [--rounds 3] [--mesa25]
 
-A SPEC is ``conv:H,W,C,O,KH,KW[,STRIDE,PAD]`` (one NHWC image, an OHWI constant filter, a bias,
-symmetric padding), ``mm:M,K,N`` (a float32 matmul with a constant B) or ``up:H,W,C,O`` (a 1x1 conv, then
-relu, of ``x * scale + resample2d(small, 2x)``: fuse_conv_upsample's kernel) or ``pool:H,W,C,O`` (a 1x1
-conv and the global mean of its output, also an output: fuse_pool_partials's kernel), optionally prefixed by
+A SPEC is ``conv:H,W,C,O,KH,KW[,STRIDE,PAD[,PAD_END]]`` (one NHWC image, an OHWI constant filter, a
+bias, PAD before and PAD_END (default PAD) after the rows and columns), ``mm:M,K,N`` (a float32
+matmul with a constant B), ``up:H,W,C,O`` (a 1x1 conv, then relu, of ``x * scale +
+resample2d(small, 2x)``: fuse_conv_upsample's kernel) or ``pool:H,W,C,O`` (a 1x1 conv and the global
+mean of its output, also an output: fuse_pool_partials's kernel), optionally prefixed by
 ``NAME=VALUE+NAME=VALUE@`` environment variables set while that graph is built (a
 ``WEBNN_GPU_FORCE_*`` switch). Each process builds every graph, checks it against float64 NumPy
 (the largest error relative to the largest output is printed), then times each one with
@@ -96,14 +97,15 @@ def build(spec):
         macs = K
     else:
         H, W, C, O, KH, KW, s, p = (a + [1, 0])[:8]
+        pe = a[8] if len(a) > 8 else p
         x = b.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
         wt = rng.standard_normal((O, KH, KW, C)).astype(np.float32)
         bias = rng.standard_normal(O).astype(np.float32)
-        y = b.conv2d(x, b.constant(wt), bias=b.constant(bias), strides=[s, s], padding=[p] * 4,
+        y = b.conv2d(x, b.constant(wt), bias=b.constant(bias), strides=[s, s], padding=[p, pe, p, pe],
                      input_layout="nhwc", filter_layout="ohwi")
         xin = rng.standard_normal((1, H, W, C)).astype(np.float32)
-        xp = np.pad(xin.astype(np.float64), ((0, 0), (p, p), (p, p), (0, 0)))
-        OH, OW = (H + 2 * p - KH) // s + 1, (W + 2 * p - KW) // s + 1
+        xp = np.pad(xin.astype(np.float64), ((0, 0), (p, pe), (p, pe), (0, 0)))
+        OH, OW = (H + p + pe - KH) // s + 1, (W + p + pe - KW) // s + 1
         ref = np.zeros((1, OH, OW, O))
         for kh in range(KH):
             for kw in range(KW):
