@@ -382,9 +382,8 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
 
     With ``lc.subgroup`` lanes (:func:`subgroup_lanes`), no forced ``tile`` and vec4 loads of
     B, the subgroup variant (``sg``; :func:`choose_tile_sg`) runs unless it would pad more
-    than half of its rows (:func:`sg_rows_ok`); with ``a_add_up`` its rows are cut to an image
-    row's divisor (:func:`up_rows`), and a launch writing ``pool`` partials takes the plain
-    kernel's tile (:func:`choose_tile`; ``conv.pool_rows`` sized the partials with it). Products of few outputs but at least :data:`SMALL_MAX_MACS` multiply-adds
+    than half of its rows (:func:`sg_rows_ok`) or the launch writes ``pool`` partials (with
+    ``a_add_up``, its rows are cut to an image row's divisor, :func:`up_rows`). Products of few outputs but at least :data:`SMALL_MAX_MACS` multiply-adds
     take the tile kernel, not ``matmul/small.wgsl`` (whose scalar loads of A and B are each a
     loop over the lanes: 4 x 128 x 64 took 205 us of CPU time there, 120 us in the variant).
     ``WEBNN_GPU_FORCE_MATMUL_SG=off`` (read at build time) turns it off.
@@ -411,22 +410,14 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         a_vec = a_vec and all(conv[k] % 4 == 0 for k in ("in_sn", "in_sh", "in_sw"))
     b_vec = b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols % 4 == 0 and all(s % 4 == 0 for s in b_bst)
     sg = 0
-    deep = KC * KH * KW if deep_ok(out.data_type, a_vec, b_vec) else 0
     if tile is None and b_vec and (order or TILE_ORDER) == "m" and pool is None:
         tile = _sg_tile(lc, M, N, batches, KC * KH * KW)
         if tile is not None and a_add_up is not None:  # a tile's rows: one image row from an even column
             tile = (up_rows(tile[0], a_add_up[1]), tile[1])
             tile = tile if sg_rows_ok(M, tile[0], lc.subgroup) else None
         sg = lc.subgroup if tile is not None else 0
-    elif tile is None and b_vec and (order or TILE_ORDER) == "m" and getattr(lc, "subgroup", 0) \
-            and _env.force("matmul_sg") != "off":
-        # pool partials: the rows of choose_tile's tile (conv.pool_rows sized them), shared B loads
-        plain = choose_tile(M, N, batches, lc.tuning, K=deep)
-        rows = up_rows(plain[0], a_add_up[1]) if a_add_up is not None else plain[0]
-        if sg_rows_ok(M, rows, lc.subgroup):
-            tile, sg = (rows, plain[1]), lc.subgroup
     if tile is None:
-        tile = choose_tile(M, N, batches, lc.tuning, K=deep)
+        tile = choose_tile(M, N, batches, lc.tuning, K=KC * KH * KW if deep_ok(out.data_type, a_vec, b_vec) else 0)
     TM, TN4 = tile
     win: list[int] = []
     if a_mode == "im2col" and conv is not None:
@@ -439,7 +430,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         assert a_add is not None and a_mode == "dense"
         TM = up_rows(TM, a_add_up[1])
         up = (a_add_up[0], a_add_up[1], a_add.shape[1], a_add.shape[2])
-    tiles_m = rows_m = -(-M // TM)
+    tiles_m = -(-M // TM)
     if sg:  # a subgroup's lanes take row tiles of one column tile; the padding rows store nothing
         tiles_m = -(-tiles_m // sg) * sg
     tiles_n = -(-(-(-N // 4)) // TN4)
@@ -461,13 +452,13 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         ep = row_epilogue
     order = order or TILE_ORDER
     n_inv = batches * tiles_m * tiles_n
-    if pool is not None and not (out_vec and batches == 1 and tuple(pool.shape) == (rows_m, N)):
+    if pool is not None and not (out_vec and batches == 1 and tuple(pool.shape) == (tiles_m, N)):
         raise AssertionError(f"{lc.label}: pool partials need one batch item and vec4 stores")  # pool_rows checks
     dyn = (TILE_DYNAMIC and up is None and pool is None and a_mode == "dense" and not batch_shape and a_vec and b_vec and out_vec
            and a_ks == 1 and b_ns == 1 and o_so == 1 and (o_sn == 0 or o_P >= M) and KH == KW == 1 and not group_cols
            and order == "m")
     variables = dict(
-        T=wgsl_type(out.data_type), needs_f16=False, TM=TM, TN4=TN4, order=order, M=M, N=N, tiles_m=tiles_m, rows_m=rows_m,
+        T=wgsl_type(out.data_type), needs_f16=False, TM=TM, TN4=TN4, order=order, M=M, N=N, tiles_m=tiles_m,
         tiles_n=tiles_n, batch_strides=strides(batch_shape), a_bst=list(a_bst), b_bst=list(b_bst),
         o_bst=list(o_bst), KH=KH, KW=KW, KC=KC, KC4=KC // 4 * 4, a_mode=a_mode, a_rs=a_rs, a_ks=a_ks,
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
