@@ -70,15 +70,6 @@ CONV_CASES = {
     # conv/block.wgsl: few input and output channels, a block of pixels per invocation
     "block-c4-dilated-batch2": conv_case(2, 4, 10, 9, 8, 5, 5, (2, 2, 3, 1), (1, 2), (2, 1), input_layout="nhwc",
                                          filter_layout="hwio", bias=True),
-    # ... its input rows as vec4s (W * C a multiple of 4): 3 channels, stride 2, the padding misaligning the
-    # row segment (pl = 1: one more vec4), reads past the right edge and the buffer's end (padding 2)
-    "block-vec4-pad-s2": conv_case(2, 3, 14, 12, 16, 3, 3, (1, 2, 1, 2), (2, 2), input_layout="nhwc",
-                                   filter_layout="ohwi", bias=True),
-    "block-vec4-5x5-o8": conv_case(1, 3, 11, 20, 8, 5, 5, (2, 2, 2, 2), (2, 2), input_layout="nhwc",
-                                   filter_layout="hwio", bias=True),
-    "block-vec4-c2-s1": conv_case(1, 2, 7, 6, 12, 3, 3, (1, 1, 1, 1), input_layout="nhwc", filter_layout="ohwi"),
-    "block-vec4-f16": conv_case(1, 3, 9, 8, 12, 3, 3, (0, 1, 0, 1), (2, 2), input_layout="nhwc",
-                                filter_layout="ohwi", bias=True, dtype=np.float16),
     # past BLOCK_MAX_WEIGHTS filter vec4s (5x5 x 3 -> 24: 450) the implicit GEMM instead
     "first-layer-5x5-nhwc": conv_case(1, 3, 13, 11, 24, 5, 5, (1, 2, 1, 2), (2, 2), input_layout="nhwc",
                                       filter_layout="ohwi", bias=True),
@@ -217,7 +208,6 @@ def _templates(ctx, case) -> set[str]:
     ("depthwise-3x3", "gemm", "matmul/tile.wgsl"),
     ("nhwc-3x3-c16", "depthwise", "matmul/tile.wgsl"),  # not applicable: automatic choice
     ("first-layer-nhwc", "", "conv/block.wgsl"),
-    ("block-vec4-pad-s2", "", "conv/block.wgsl"),
     ("first-layer-nhwc", "gemm", "matmul/tile.wgsl"),
     ("nhwc-3x3-c16", "block", "matmul/tile.wgsl"),  # 16 input channels: automatic choice
     ("first-layer-5x5-nhwc", "", "matmul/tile.wgsl"),  # a filter too large to hold: no block
@@ -227,22 +217,66 @@ def test_conv2d_variant_choice(ctx, force, name, variant, template):
     assert template in _templates(ctx, CONV_CASES[name])
 
 
-@pytest.mark.parametrize("name, vec4", [("block-vec4-pad-s2", True), ("block-vec4-5x5-o8", True),
-                                         ("block-vec4-c2-s1", True), ("block-c4-dilated-batch2", True),
-                                         ("first-layer-nhwc", False)])
-def test_conv2d_block_vec4_rows(ctx, name, vec4):
-    """The block kernel reads its input as vec4s exactly where every row and block starts at a
-    multiple of 4 values (W * C and TW * sw * C; rows of 23 x 3 values do not)."""
-    case = CONV_CASES[name]
+# conv/block.wgsl reading its input rows as vec4s (W * C a multiple of 4): 3 channels, stride 2, the
+# padding misaligning the row segment (pl = 1: one more vec4), reads past the right edge and the
+# buffer's end (padding 2 at the end), a 5x5 window, 2 channels, float16
+BLOCK_VEC4_CASES = {
+    "pad-s2-batch2": conv_case(2, 3, 14, 12, 16, 3, 3, (1, 2, 1, 2), (2, 2), input_layout="nhwc",
+                               filter_layout="ohwi", bias=True),
+    "5x5-o4": conv_case(1, 3, 11, 20, 4, 5, 5, (2, 2, 2, 2), (2, 2), input_layout="nhwc", filter_layout="hwio",
+                        bias=True),
+    "c2-s1": conv_case(1, 2, 7, 6, 12, 3, 3, (1, 1, 1, 1), input_layout="nhwc", filter_layout="ohwi"),
+    "f16": conv_case(1, 3, 9, 8, 12, 3, 3, (0, 1, 0, 1), (2, 2), input_layout="nhwc", filter_layout="ohwi",
+                     bias=True, dtype=np.float16),
+}
+
+
+def _block_wgsl(ctx, case) -> str:
+    """The conv/block.wgsl text of ``case`` built as run_conv builds it (the same pipeline)."""
     bld = webnn.MLGraphBuilder(ctx)
-    dt = webnn._dtypes.from_numpy(np.dtype(case["dtype"]))
-    x = bld.input("x", {"data_type": dt, "shape": [case["n"], case["h"], case["w"], case["c"]]})
+    dt = np.dtype(case["dtype"])
+    x = bld.input("x", {"data_type": webnn._dtypes.from_numpy(dt), "shape": [case["n"], case["h"], case["w"], case["c"]]})
     wshape = np.array([case["o"], case["c"], case["kh"], case["kw"]])[list(CONV_FILTER[case["filter_layout"]])]
-    y = bld.conv2d(x, bld.constant(np.ones([int(d) for d in wshape], np.dtype(case["dtype"]))),
-                   input_layout="nhwc", filter_layout=case["filter_layout"],
+    y = bld.conv2d(x, bld.constant(np.ones([int(d) for d in wshape], dt)), input_layout="nhwc",
+                   filter_layout=case["filter_layout"], bias=bld.constant(np.ones(case["o"], dt)) if case["bias"] else None,
                    **{k: list(case[k]) for k in ("padding", "strides", "dilations")})
-    (text,) = [s.wgsl for s in bld.build({"y": y})._steps if getattr(s, "template", "") == "conv/block.wgsl"]
-    assert ("x: array<vec4<" in text) == vec4
+    (text,) = [st.wgsl for st in bld.build({"y": y})._steps if getattr(st, "template", "") == "conv/block.wgsl"]
+    return text
+
+
+@pytest.mark.parametrize("name", list(BLOCK_VEC4_CASES))
+def test_conv2d_block_vec4_rows(ctx, rng, name):
+    """The block kernel with vec4 row loads is exact at its boundaries."""
+    case = BLOCK_VEC4_CASES[name]
+    if case["dtype"] == np.float16 and "float16" not in ctx.supported_data_types:
+        pytest.skip("no shader-f16")
+    assert "x: array<vec4<" in _block_wgsl(ctx, case)
+    got, ref, absref, k = run_conv(ctx, rng, case)
+    check(got, ref, absref, k, case["dtype"], f"block vec4 {name}")
+
+
+def test_conv2d_block_scalar_rows(ctx):
+    """Rows whose values are not a multiple of 4 (23 x 3) keep scalar loads (the numbers:
+    test_conv2d)."""
+    assert "x: array<vec4<" not in _block_wgsl(ctx, CONV_CASES["first-layer-nhwc"])
+
+
+def test_conv2d_block_vec4_prelu_residual(ctx, rng):
+    """The block kernel's vec4 rows under a PReLU with a per-channel slope, then a residual add."""
+    case = BLOCK_VEC4_CASES["pad-s2-batch2"]
+    oh = (case["h"] + 3 - 3) // 2 + 1
+    ow = (case["w"] + 3 - 3) // 2 + 1
+    slope = rng.uniform(0.05, 0.5, case["o"]).astype(np.float32)
+    res = rng.uniform(-1, 1, (case["n"], oh, ow, case["o"])).astype(np.float32)
+
+    def epilogue(y, o):
+        _attach(y, [{"op": "prelu", "operand": 0, "axis": 3}, {"op": "add", "operand": 1}], [o["slope"], o["res"]])
+
+    got, ref, absref, k = run_conv(ctx, rng, case, epilogue=epilogue, extra={"slope": slope, "res": res})
+    want = np.where(ref >= 0, ref, slope.astype(np.float64)[None, :, None, None] * ref) \
+        + res.astype(np.float64).transpose(0, 3, 1, 2)
+    err = np.abs(got - want)
+    assert (err <= 1e-5 * (1 + absref + np.abs(want))).all(), f"worst error {err.max():.3e}"
 
 
 @pytest.mark.parametrize("name", ["depthwise-3x3", "depthwise-5x5-s2", "depthwise-c6-dilated"])
@@ -430,8 +464,7 @@ def _hswish(v):
 @pytest.mark.parametrize("name, variant", [("pointwise-nhwc", ""), ("pointwise-nchw", ""), ("depthwise-3x3", ""),
                                            ("pointwise-se-nhwc", ""), ("pointwise-se-nchw", ""),
                                            ("nhwc-3x3-c16", "gemm"), ("grouped-nchw", "direct"),
-                                           ("grouped-nchw", "gemm"), ("nchw-3x3-c8", "gemm"), ("float16-nhwc", ""),
-                                           ("block-vec4-pad-s2", "")])
+                                           ("grouped-nchw", "gemm"), ("nchw-3x3-c8", "gemm"), ("float16-nhwc", "")])
 def test_conv2d_epilogue(ctx, rng, force, name, variant):
     """Bias, then hard-swish, then a residual add of a same-shaped tensor, then clamp."""
     force("conv", variant)
