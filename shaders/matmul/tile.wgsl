@@ -33,6 +33,12 @@
                  of two small-image rows, weights 1/4 and 3/4
     b_ks, b_ns   B[k, n] = b[k * b_ks + n * b_ns]; row k = (kh * KW + kw) * KC + c
     b_vec        B read as vec4 along n (b_ns == 1, b_ks and offsets multiples of 4)
+    bdot         N <= 3 columns, one column tile: b holds B transposed ([N, KH * KW * KC], a host
+                 constant; b_ks = 1) and each k step loads N vec4s of it along k and adds
+                 dot(A row, column) to the accumulator's component n: 4 multiply-adds per row and
+                 column instead of the 16 of a vec4 column block that is 1 to 3 columns wide
+                 (a one-channel head; linalg.dot_columns); with sg, lane n loads column n's vec4
+                 and the subgroup shares them
     b_uniform    B is a float32 constant in a uniform buffer of b_uniform_vec4 vec4s (zero-padded)
     b_cols       columns of B that may be read (N, or N padded to a multiple of 4 for packed constants)
     b_panel      0, or B (b_vec) is stored as one [rows, 4 * TN4] panel per column tile, each after the
@@ -293,9 +299,13 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {%- endif %}
 {%- endmacro %}
 {% macro fma(i, rows) %}
+{% if bdot %}
+      c{{ i }}_0 = c{{ i }}_0 + vec4<f32>({% for n in range(4) %}{% if n < N %}dot(a{{ i }}, bt{{ n }}){% else %}0.0{% endif %}{{ ", " if not loop.last }}{% endfor %});
+{% else %}
 {% for j in range(TN4) %}
       c{{ i }}_{{ j }} = c{{ i }}_{{ j }}{% for r in range(rows) %} + a{{ i }}.{{ "xyzw"[r] }} * b{{ r }}_{{ j }}{% endfor %};
 {% endfor %}
+{% endif %}
 {% endmacro %}
 {% macro body(kexpr, tail) %}
 {% set rows = (KC % 4) if tail else 4 %}
@@ -319,7 +329,16 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% endif %}
 {% endmacro %}
 {% macro bpart(kexpr, tail, rows) %}
-{% if sg %}
+{% if bdot and sg %}
+      let btl = vec4<f32>(b[(kb + {{ kexpr }} + min(lane, {{ N - 1 }}u) * {{ KH * KW * KC }}u) / 4u]);
+{% for n in range(N) %}
+      let bt{{ n }} = subgroupBroadcast(btl, {{ n }}u);
+{% endfor %}
+{% elif bdot %}
+{% for n in range(N) %}
+      let bt{{ n }} = vec4<f32>(b[(kb + {{ kexpr }} + {{ n }}u * {{ KH * KW * KC }}u) / 4u]);
+{% endfor %}
+{% elif sg %}
 {% for t in range((rows * TN4 + sg - 1) // sg) %}
       let bl{{ t }} = vec4<f32>(b[(kb + ({{ kexpr }}) * {% if dyn %}b_ks_{% else %}{{ b_ks }}u{% endif %}) / 4u + {{ ("so" ~ t) if not tail else sg_off(t, rows) }}]);
 {% endfor %}
