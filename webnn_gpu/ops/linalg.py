@@ -21,7 +21,8 @@ Kernels (``shaders/matmul/``):
   (:func:`panel_pack`): products with few output rows are bound by B's loads, which then stream
   (ResNet50's last stage 2.2x less CPU time). An implicit GEMM with few output channels loads
   each input column once per filter row and shares it between the window's taps
-  (:func:`window_rows`).
+  (:func:`window_rows`). A constant B of 1 to 3 columns is stored transposed and each column
+  is one ``dot`` per k step (:func:`dot_columns`) instead of a 4-column vec4 block.
 * ``naive.wgsl``: one output per invocation; for tiny products and as a cross-check.
 * ``small.wgsl``: one output per invocation with every size and stride read from a u32
   parameter buffer, so a single pipeline serves all small products (at most
@@ -408,6 +409,9 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     take the tile kernel, not ``matmul/small.wgsl`` (whose scalar loads of A and B are each a
     loop over the lanes: 4 x 128 x 64 took 205 us of CPU time there, 120 us in the variant).
     ``WEBNN_GPU_FORCE_MATMUL_SG=off`` (read at build time) turns it off.
+
+    A constant B of 1 to 3 columns with vec4 loads of A and B, no batch offsets, no ``pool``
+    and no ``a_add_up`` is read transposed (``bdot``; :func:`dot_columns`), on either kernel.
     """
     batch_shape = list(batch_shape)
     batches = math.prod(batch_shape) if batch_shape else 1
