@@ -21,6 +21,9 @@
                  one output row (OW % TM == 0), so each k step loads those columns once per filter
                  row and every tap reads its pixels' vectors from them (len(win) loads instead of
                  TM * KW); the KW taps are unrolled
+    win_fused    with win: the KW taps' B vectors are loaded first and each accumulator adds all
+                 KW taps in one expression (loaded and stored once per filter row, not KW times;
+                 not with bdot)
     a_ks         k stride of A (in_sc for im2col)
     a_vec        A read as vec4 along k (a_ks == 1, offsets multiples of 4)
     a_scale      A[m, k] is multiplied by asc[k] as it is loaded (dense, a_vec; a squeeze-and-excite
@@ -313,6 +316,29 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% for s in win %}
       let w{{ s }} = select(vec4<f32>(0.0), {{ col_load(s, kexpr, tail) }}, yok && xok{{ s }});
 {% endfor %}
+{% if win_fused %}
+{% for kw in range(KW) %}
+{% for r in range(rows) %}
+{% for j in range(TN4) %}
+      var bk{{ kw }}_{{ r }}_{{ j }}: vec4<f32>;
+{% endfor %}
+{% endfor %}
+      {
+      let kb = kb0 + {{ kw * KC * b_ks }}u;
+{{ bpart(kexpr, tail, rows) }}
+{% for r in range(rows) %}
+{% for j in range(TN4) %}
+      bk{{ kw }}_{{ r }}_{{ j }} = b{{ r }}_{{ j }};
+{% endfor %}
+{% endfor %}
+      }
+{% endfor %}
+{% for i in range(TM) %}
+{% for j in range(TN4) %}
+      c{{ i }}_{{ j }} = c{{ i }}_{{ j }}{% for kw in range(KW) %}{% for r in range(rows) %} + w{{ i * sw + kw * dw }}.{{ "xyzw"[r] }} * bk{{ kw }}_{{ r }}_{{ j }}{% endfor %}{% endfor %};
+{% endfor %}
+{% endfor %}
+{% else %}
 {% for kw in range(KW) %}
       {
       let kb = kb0 + {{ kw * KC * b_ks }}u;
@@ -323,6 +349,7 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% endfor %}
       }
 {% endfor %}
+{% endif %}
 {% else %}
 {{ bpart(kexpr, tail, rows) }}
 {{ apart(kexpr, tail, rows) }}

@@ -89,6 +89,10 @@ B_UNIFORM_OFF = _env.force("matmul_b") == "storage"
 WINDOW_MAX_TN4 = 4
 #: ... and at most this many unrolled KW x TM x TN4 (LLVM's compile time grows with the code).
 WINDOW_MAX_UNROLL = 160
+#: ... and accumulate each output vec4 over all KW taps of a filter row in one expression (the
+#: taps' B vectors loaded first), not tap by tap: the accumulators are loaded and stored KW times
+#: fewer (spilled on wide tiles; 3x3 and 5x5 windows to 2-16 channels: 0.78-0.94 of the CPU time).
+WINDOW_FUSED = True
 #: Constant B matrices of launches with more than one column tile are re-laid out as one
 #: contiguous panel per column tile (:func:`panel_pack`); ``WEBNN_GPU_FORCE_MATMUL_PANEL=off``
 #: (read at build time) keeps the row-major layout (for measurements).
@@ -494,7 +498,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
-        b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, pool=pool is not None, sg=sg, ep_loop=TM > 1 and not ep_rows and (ep.given or reads_per_output(ep)),
+        b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, ep_loop=TM > 1 and not ep_rows and (ep.given or reads_per_output(ep)),
     )
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
