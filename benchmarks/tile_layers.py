@@ -3,8 +3,11 @@ checkouts alternating in fresh processes.
 
     .venv/bin/python benchmarks/tile_layers.py OLD_CHECKOUT NEW_CHECKOUT SPEC [SPEC ...] [--rounds 3] [--mesa25]
 
-A SPEC is ``conv:H,W,C,O,KH,KW[,STRIDE,PAD]`` (one NHWC image, an OHWI constant filter, a bias,
-symmetric padding) or ``mm:M,K,N`` (a float32 matmul with a constant B), optionally prefixed by
+A SPEC is ``conv:H,W,C,O,KH,KW[,STRIDE,PAD[,PAD_END]]`` (one NHWC image, an OHWI constant filter, a
+bias, PAD before and PAD_END (default PAD) after the rows and columns), ``mm:M,K,N`` (a float32
+matmul with a constant B), ``up:H,W,C,O`` (a 1x1 conv, then relu, of ``x * scale +
+resample2d(small, 2x)``: fuse_conv_upsample's kernel) or ``pool:H,W,C,O`` (a 1x1 conv and the global
+mean of its output, also an output: fuse_pool_partials's kernel), optionally prefixed by
 ``NAME=VALUE+NAME=VALUE@`` environment variables set while that graph is built (a
 ``WEBNN_GPU_FORCE_*`` switch). Each process builds every graph, checks it against float64 NumPy
 (the largest error relative to the largest output is printed), then times each one with
@@ -49,7 +52,42 @@ def build(spec):
     kind, args = spec.split(":")
     a = [int(v) for v in args.split(",")]
     b = webnn.MLGraphBuilder(ctx)
-    if kind == "mm":
+    small = None
+    extra = {}
+    if kind == "up":
+        H, W, C, O = a
+        x = b.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
+        sm = b.input("small", {"data_type": "float32", "shape": [1, H // 2, W // 2, C]})
+        sc = rng.uniform(0.5, 1.5, (1, 1, 1, C)).astype(np.float32)
+        wt = rng.standard_normal((O, 1, 1, C)).astype(np.float32)
+        xin = rng.standard_normal((1, H, W, C)).astype(np.float32)
+        small = rng.standard_normal((1, H // 2, W // 2, C)).astype(np.float32)
+        up = b.resample2d(sm, mode="linear", scales=[2.0, 2.0], axes=[1, 2])
+        y = b.relu(b.conv2d(b.add(b.mul(x, b.constant(sc)), up), b.constant(wt), input_layout="nhwc",
+                            filter_layout="ohwi"))
+        # the exact 2x bilinear upsampling (half-pixel centers, clamped) of the small image
+        def up1(v, axis):
+            n = v.shape[axis]
+            i = np.arange(2 * n)
+            src = np.clip((i + 0.5) / 2 - 0.5, 0, n - 1)
+            lo = np.floor(src).astype(int)
+            hi = np.minimum(lo + 1, n - 1)
+            f = (src - lo).reshape([-1 if d == axis else 1 for d in range(v.ndim)])
+            return np.take(v, lo, axis) * (1 - f) + np.take(v, hi, axis) * f
+        v = xin.astype(np.float64) * sc + up1(up1(small.astype(np.float64), 1), 2)
+        ref = np.maximum(np.einsum("nhwc,oc->nhwo", v, wt[:, 0, 0, :].astype(np.float64)), 0)
+        macs = C
+    elif kind == "pool":
+        H, W, C, O = a
+        x = b.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
+        wt = rng.standard_normal((O, 1, 1, C)).astype(np.float32)
+        xin = rng.standard_normal((1, H, W, C)).astype(np.float32)
+        y = b.conv2d(x, b.constant(wt), input_layout="nhwc", filter_layout="ohwi")
+        pooled = b.reduce_mean(y, axes=[1, 2], keep_dimensions=True)
+        extra["p"] = pooled
+        ref = np.einsum("nhwc,oc->nhwo", xin.astype(np.float64), wt[:, 0, 0, :].astype(np.float64))
+        macs = C
+    elif kind == "mm":
         M, K, N = a
         x = b.input("x", {"data_type": "float32", "shape": [M, K]})
         wt = rng.standard_normal((K, N)).astype(np.float32)
@@ -59,14 +97,15 @@ def build(spec):
         macs = K
     else:
         H, W, C, O, KH, KW, s, p = (a + [1, 0])[:8]
+        pe = a[8] if len(a) > 8 else p
         x = b.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
         wt = rng.standard_normal((O, KH, KW, C)).astype(np.float32)
         bias = rng.standard_normal(O).astype(np.float32)
-        y = b.conv2d(x, b.constant(wt), bias=b.constant(bias), strides=[s, s], padding=[p] * 4,
+        y = b.conv2d(x, b.constant(wt), bias=b.constant(bias), strides=[s, s], padding=[p, pe, p, pe],
                      input_layout="nhwc", filter_layout="ohwi")
         xin = rng.standard_normal((1, H, W, C)).astype(np.float32)
-        xp = np.pad(xin.astype(np.float64), ((0, 0), (p, p), (p, p), (0, 0)))
-        OH, OW = (H + 2 * p - KH) // s + 1, (W + 2 * p - KW) // s + 1
+        xp = np.pad(xin.astype(np.float64), ((0, 0), (p, pe), (p, pe), (0, 0)))
+        OH, OW = (H + p + pe - KH) // s + 1, (W + p + pe - KW) // s + 1
         ref = np.zeros((1, OH, OW, O))
         for kh in range(KH):
             for kw in range(KW):
@@ -74,7 +113,7 @@ def build(spec):
                                  wt[:, kh, kw, :].astype(np.float64))
         ref += bias
         macs = KH * KW * C
-    g = b.build({"y": y})
+    g = b.build({"y": y, **extra})
     for k, v in old.items():
         if v is None:
             os.environ.pop(k, None)
@@ -84,9 +123,15 @@ def build(spec):
     t = ctx.create_tensor({"data_type": "float32", "shape": list(xin.shape), "writable": True})
     ctx.write_tensor(t, xin)
     out = ctx.create_tensor({"data_type": "float32", "shape": list(y.shape), "readable": True})
-    ctx.dispatch(g, {"x": t}, {"y": out})
+    feeds = {"x": t}
+    if small is not None:
+        feeds["small"] = ctx.create_tensor({"data_type": "float32", "shape": list(small.shape), "writable": True})
+        ctx.write_tensor(feeds["small"], small)
+    outs = {"y": out} | {k: ctx.create_tensor({"data_type": "float32", "shape": list(v.shape), "readable": True})
+                         for k, v in extra.items()}
+    ctx.dispatch(g, feeds, outs)
     err = float(np.abs(ctx.read_tensor(out) - ref).max() / np.abs(ref).max())
-    return dict(g=g, t=t, out=out, note="; ".join(notes), err=err, flops=2 * ref.size * macs)
+    return dict(g=g, t=feeds, out=out, outs=outs, note="; ".join(notes), err=err, flops=2 * ref.size * macs)
 
 
 cases = [build(s) for s in specs]
@@ -97,7 +142,7 @@ for c in cases:
     for _ in range(2):
         c0 = time.process_time()
         for _ in range(reps):
-            ctx.dispatch(c["g"], {"x": c["t"]}, {"y": c["out"]})
+            ctx.dispatch(c["g"], c["t"], c["outs"])
         ctx.read_tensor(c["out"])
         best = min(best, (time.process_time() - c0) / reps)
     res.append([best, c["flops"], c["note"], c["err"]])

@@ -21,6 +21,9 @@
                  one output row (OW % TM == 0), so each k step loads those columns once per filter
                  row and every tap reads its pixels' vectors from them (len(win) loads instead of
                  TM * KW); the KW taps are unrolled
+    win_fused    with win: the KW taps' B vectors are loaded first and each accumulator adds all
+                 KW taps in one expression (loaded and stored once per filter row, not KW times;
+                 not with bdot)
     a_ks         k stride of A (in_sc for im2col)
     a_vec        A read as vec4 along k (a_ks == 1, offsets multiples of 4)
     a_scale      A[m, k] is multiplied by asc[k] as it is loaded (dense, a_vec; a squeeze-and-excite
@@ -33,6 +36,12 @@
                  of two small-image rows, weights 1/4 and 3/4
     b_ks, b_ns   B[k, n] = b[k * b_ks + n * b_ns]; row k = (kh * KW + kw) * KC + c
     b_vec        B read as vec4 along n (b_ns == 1, b_ks and offsets multiples of 4)
+    bdot         N <= 3 columns, one column tile: b holds B transposed ([N, KH * KW * KC], a host
+                 constant; b_ks = 1) and each k step loads N vec4s of it along k and adds
+                 dot(A row, column) to the accumulator's component n: 4 multiply-adds per row and
+                 column instead of the 16 of a vec4 column block that is 1 to 3 columns wide
+                 (a one-channel head; linalg.dot_columns); with sg, lane n loads column n's vec4
+                 and the subgroup shares them
     b_uniform    B is a float32 constant in a uniform buffer of b_uniform_vec4 vec4s (zero-padded)
     b_cols       columns of B that may be read (N, or N padded to a multiple of 4 for packed constants)
     b_panel      0, or B (b_vec) is stored as one [rows, 4 * TN4] panel per column tile, each after the
@@ -60,7 +69,7 @@
                  consecutive row tiles of one column tile (tiles_m is padded to a multiple of sg;
                  the padding tiles read the last row and store nothing), each lane loads its share
                  of the 4 * TN4 vectors of B a k step needs and subgroupBroadcast hands them to
-                 the others (b_vec; no pool, no up); k.n and every workgroup are multiples of sg,
+                 the others (b_vec; no pool); k.n and every workgroup are multiples of sg,
                  so whole subgroups return together. The epilogue's operands read at the channel
                  (ep.chan, a bias) are shared the same way: each lane loads those of 4 * TN4 / sg
                  of the tile's channels
@@ -148,10 +157,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let n0 = tn * {{ 4 * TN4 }}u;
 {% if up %}
 {% set UH, UW, uh, uw = up %}
-  // the tile's pixels: one image row y, columns x0 .. x0 + TM - 1 (x0 even)
-  let uimg = m0 / {{ UH * UW }}u;
-  let uy = (m0 / {{ UW }}u) % {{ UH }}u;
-  let ux0 = m0 % {{ UW }}u;
+  // the tile's pixels: one image row y, columns x0 .. x0 + TM - 1 (x0 even; the subgroup
+  // variant's padding tiles read the last one)
+  let um0 = min(m0, {{ M - TM }}u);
+  let uimg = um0 / {{ UH * UW }}u;
+  let uy = (um0 / {{ UW }}u) % {{ UH }}u;
+  let ux0 = um0 % {{ UW }}u;
   let ut = uy / 2u;
   let ueven = (uy & 1u) == 0u;
   let ur0 = select(ut, max(ut, 1u) - 1u, ueven);
@@ -291,9 +302,13 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {%- endif %}
 {%- endmacro %}
 {% macro fma(i, rows) %}
+{% if bdot %}
+      c{{ i }}_0 = c{{ i }}_0 + vec4<f32>({% for n in range(4) %}{% if n < N %}dot(a{{ i }}, bt{{ n }}){% else %}0.0{% endif %}{{ ", " if not loop.last }}{% endfor %});
+{% else %}
 {% for j in range(TN4) %}
       c{{ i }}_{{ j }} = c{{ i }}_{{ j }}{% for r in range(rows) %} + a{{ i }}.{{ "xyzw"[r] }} * b{{ r }}_{{ j }}{% endfor %};
 {% endfor %}
+{% endif %}
 {% endmacro %}
 {% macro body(kexpr, tail) %}
 {% set rows = (KC % 4) if tail else 4 %}
@@ -301,6 +316,29 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% for s in win %}
       let w{{ s }} = select(vec4<f32>(0.0), {{ col_load(s, kexpr, tail) }}, yok && xok{{ s }});
 {% endfor %}
+{% if win_fused %}
+{% for kw in range(KW) %}
+{% for r in range(rows) %}
+{% for j in range(TN4) %}
+      var bk{{ kw }}_{{ r }}_{{ j }}: vec4<f32>;
+{% endfor %}
+{% endfor %}
+      {
+      let kb = kb0 + {{ kw * KC * b_ks }}u;
+{{ bpart(kexpr, tail, rows) }}
+{% for r in range(rows) %}
+{% for j in range(TN4) %}
+      bk{{ kw }}_{{ r }}_{{ j }} = b{{ r }}_{{ j }};
+{% endfor %}
+{% endfor %}
+      }
+{% endfor %}
+{% for i in range(TM) %}
+{% for j in range(TN4) %}
+      c{{ i }}_{{ j }} = c{{ i }}_{{ j }}{% for kw in range(KW) %}{% for r in range(rows) %} + w{{ i * sw + kw * dw }}.{{ "xyzw"[r] }} * bk{{ kw }}_{{ r }}_{{ j }}{% endfor %}{% endfor %};
+{% endfor %}
+{% endfor %}
+{% else %}
 {% for kw in range(KW) %}
       {
       let kb = kb0 + {{ kw * KC * b_ks }}u;
@@ -311,13 +349,23 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% endfor %}
       }
 {% endfor %}
+{% endif %}
 {% else %}
 {{ bpart(kexpr, tail, rows) }}
 {{ apart(kexpr, tail, rows) }}
 {% endif %}
 {% endmacro %}
 {% macro bpart(kexpr, tail, rows) %}
-{% if sg %}
+{% if bdot and sg %}
+      let btl = vec4<f32>(b[(kb + {{ kexpr }} + min(lane, {{ N - 1 }}u) * {{ KH * KW * KC }}u) / 4u]);
+{% for n in range(N) %}
+      let bt{{ n }} = subgroupBroadcast(btl, {{ n }}u);
+{% endfor %}
+{% elif bdot %}
+{% for n in range(N) %}
+      let bt{{ n }} = vec4<f32>(b[(kb + {{ kexpr }} + {{ n }}u * {{ KH * KW * KC }}u) / 4u]);
+{% endfor %}
+{% elif sg %}
 {% for t in range((rows * TN4 + sg - 1) // sg) %}
       let bl{{ t }} = vec4<f32>(b[(kb + ({{ kexpr }}) * {% if dyn %}b_ks_{% else %}{{ b_ks }}u{% endif %}) / 4u + {{ ("so" ~ t) if not tail else sg_off(t, rows) }}]);
 {% endfor %}

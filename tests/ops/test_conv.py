@@ -217,6 +217,68 @@ def test_conv2d_variant_choice(ctx, force, name, variant, template):
     assert template in _templates(ctx, CONV_CASES[name])
 
 
+# conv/block.wgsl reading its input rows as vec4s (W * C a multiple of 4): 3 channels, stride 2, the
+# padding misaligning the row segment (pl = 1: one more vec4), reads past the right edge and the
+# buffer's end (padding 2 at the end), a 5x5 window, 2 channels, float16
+BLOCK_VEC4_CASES = {
+    "pad-s2-batch2": conv_case(2, 3, 14, 12, 16, 3, 3, (1, 2, 1, 2), (2, 2), input_layout="nhwc",
+                               filter_layout="ohwi", bias=True),
+    "5x5-o4": conv_case(1, 3, 11, 20, 4, 5, 5, (2, 2, 2, 2), (2, 2), input_layout="nhwc", filter_layout="hwio",
+                        bias=True),
+    "c2-s1": conv_case(1, 2, 7, 6, 12, 3, 3, (1, 1, 1, 1), input_layout="nhwc", filter_layout="ohwi"),
+    "f16": conv_case(1, 3, 9, 8, 12, 3, 3, (0, 1, 0, 1), (2, 2), input_layout="nhwc", filter_layout="ohwi",
+                     bias=True, dtype=np.float16),
+}
+
+
+def _block_wgsl(ctx, case) -> str:
+    """The conv/block.wgsl text of ``case`` built as run_conv builds it (the same pipeline)."""
+    bld = webnn.MLGraphBuilder(ctx)
+    dt = np.dtype(case["dtype"])
+    x = bld.input("x", {"data_type": webnn._dtypes.from_numpy(dt), "shape": [case["n"], case["h"], case["w"], case["c"]]})
+    wshape = np.array([case["o"], case["c"], case["kh"], case["kw"]])[list(CONV_FILTER[case["filter_layout"]])]
+    y = bld.conv2d(x, bld.constant(np.ones([int(d) for d in wshape], dt)), input_layout="nhwc",
+                   filter_layout=case["filter_layout"], bias=bld.constant(np.ones(case["o"], dt)) if case["bias"] else None,
+                   **{k: list(case[k]) for k in ("padding", "strides", "dilations")})
+    (text,) = [st.wgsl for st in bld.build({"y": y})._steps if getattr(st, "template", "") == "conv/block.wgsl"]
+    return text
+
+
+@pytest.mark.parametrize("name", list(BLOCK_VEC4_CASES))
+def test_conv2d_block_vec4_rows(ctx, rng, name):
+    """The block kernel with vec4 row loads is exact at its boundaries."""
+    case = BLOCK_VEC4_CASES[name]
+    if case["dtype"] == np.float16 and "float16" not in ctx.supported_data_types:
+        pytest.skip("no shader-f16")
+    assert "x: array<vec4<" in _block_wgsl(ctx, case)
+    got, ref, absref, k = run_conv(ctx, rng, case)
+    check(got, ref, absref, k, case["dtype"], f"block vec4 {name}")
+
+
+def test_conv2d_block_scalar_rows(ctx):
+    """Rows whose values are not a multiple of 4 (23 x 3) keep scalar loads (the numbers:
+    test_conv2d)."""
+    assert "x: array<vec4<" not in _block_wgsl(ctx, CONV_CASES["first-layer-nhwc"])
+
+
+def test_conv2d_block_vec4_prelu_residual(ctx, rng):
+    """The block kernel's vec4 rows under a PReLU with a per-channel slope, then a residual add."""
+    case = BLOCK_VEC4_CASES["pad-s2-batch2"]
+    oh = (case["h"] + 3 - 3) // 2 + 1
+    ow = (case["w"] + 3 - 3) // 2 + 1
+    slope = rng.uniform(0.05, 0.5, case["o"]).astype(np.float32)
+    res = rng.uniform(-1, 1, (case["n"], oh, ow, case["o"])).astype(np.float32)
+
+    def epilogue(y, o):
+        _attach(y, [{"op": "prelu", "operand": 0, "axis": 3}, {"op": "add", "operand": 1}], [o["slope"], o["res"]])
+
+    got, ref, absref, k = run_conv(ctx, rng, case, epilogue=epilogue, extra={"slope": slope, "res": res})
+    want = np.where(ref >= 0, ref, slope.astype(np.float64)[None, :, None, None] * ref) \
+        + res.astype(np.float64).transpose(0, 3, 1, 2)
+    err = np.abs(got - want)
+    assert (err <= 1e-5 * (1 + absref + np.abs(want))).all(), f"worst error {err.max():.3e}"
+
+
 @pytest.mark.parametrize("name", ["depthwise-3x3", "depthwise-5x5-s2", "depthwise-c6-dilated"])
 def test_conv2d_depthwise_integer_division(ctx, rng, force, monkeypatch, name):
     """The depthwise kernel's integer-division index split (used past DW_FDIV_MAX invocations)."""

@@ -192,3 +192,31 @@ def test_profile_shows_a_product_kernels_size_and_gflops(ctx, rng):
     assert conv[0]["note"].startswith("48x16 3x3->24 ") and conv[0]["note"].endswith(" sg") == (ctx._subgroup > 0)
     line = [ln for ln in format_table(rows).splitlines() if "matmul/tile.wgsl" in ln and "[" in ln][0]
     assert f"{conv[0]['flops'] / conv[0]['us'] / 1e3:.1f}" in line and "[48x16 3x3->24 " in line
+
+
+@pytest.mark.parametrize("small_hw", [(3, 13), (5, 6)], ids=["26-columns", "12-columns"])
+def test_subgroup_pointwise_conv_on_an_upsampled_operand(ctx, rng, small_hw):
+    """fuse_conv_upsample's kernel (A = x * s + the 2x bilinear upsampling of a small image) on the
+    variant: its rows cut to an even divisor of the image row (26 columns: 5 -> 2, 12 columns:
+    5 -> 4) and its row tiles padded to whole subgroups (78 tiles to 80, 30 to 32), the padding
+    tiles interpolating the last row and storing nothing."""
+    from references import ref_resample
+
+    h, w = small_hw
+    C, O = 8, 12
+    x, small = data(rng, (1, 2 * h, 2 * w, C)), data(rng, (1, h, w, C))
+    s = rng.uniform(0.5, 1.5, (1, 1, 1, C)).astype(np.float32)
+    wt, bias = data(rng, (O, 1, 1, C)), data(rng, (O,))
+
+    def build(bld, o):
+        up = bld.resample2d(o["small"], mode="linear", scales=[2.0, 2.0], axes=[1, 2])
+        return bld.relu(bld.conv2d(bld.add(bld.mul(o["x"], bld.constant(s)), up), bld.constant(wt),
+                                   bias=bld.constant(bias), input_layout="nhwc", filter_layout="ohwi"))
+
+    out, steps = build_run(ctx, build, {"x": x, "small": small})
+    step = expect_sg(ctx, steps)
+    assert "ares" in step.wgsl and "um0" in step.wgsl, "the upsampled operand is interpolated in the kernel"
+    v = x.astype(np.float64) * s + ref_resample(small.astype(np.float64), "linear", [2 * h, 2 * w], axes=(1, 2))
+    ref = np.einsum("nhwc,oc->nhwo", v, wt[:, 0, 0, :].astype(np.float64)) + bias
+    absref = np.einsum("nhwc,oc->nhwo", np.abs(v), np.abs(wt[:, 0, 0, :].astype(np.float64))) + np.abs(bias)
+    check(out, np.maximum(ref, 0), absref, C + 4, np.float32, "sg upsampled")

@@ -72,6 +72,10 @@ BLOCK_MAX_C = 4
 BLOCK_MAX_O = 32
 BLOCK_TILE = (4, 2)
 BLOCK_MAX_LOADS = 256
+#: ... and it loads a block's input row segment as the vec4s covering it where rows and blocks
+#: start at multiples of 4 values (:func:`_block_xv`): 3 channels x 5 columns are 4 vec4 loads
+#: instead of 15 scalar ones.
+BLOCK_VEC4 = True
 #: ... and at most this many filter vec4s (KH * KW * C * O / 4), which an invocation holds in
 #: registers throughout: past it the kernel spills, LLVM takes 12-20 s to compile it (5x5
 #: windows to 24 or 32 channels) and the implicit GEMM runs as fast or faster (measured on
@@ -410,6 +414,15 @@ def _block_tile(g: dict) -> tuple[int, int] | None:
         else:
             tw = max(1, tw // 2)
     return th, tw
+
+
+def _block_xv(g: dict, tw: int) -> int:
+    """The ``block`` kernel's vec4 count of its input when it loads its input rows as vec4s
+    (:data:`BLOCK_VEC4`; every row and every block's first column start at a multiple of 4
+    values: ``W * C`` and ``TW * sw * C`` multiples of 4), else 0 (scalar loads)."""
+    if not BLOCK_VEC4 or (g["W"] * g["C"]) % 4 or (tw * g["sw"] * g["C"]) % 4:
+        return 0
+    return g["NB"] * g["H"] * g["W"] * g["C"] // 4
 
 
 def partials_ok(node, tuning: str = "default") -> bool:
@@ -1025,7 +1038,7 @@ def lower_conv2d(node, lc) -> None:
             assert node.attrs["pool_output"] == "partials"
             outs.append(("pool", _pool_partials(lc, node, -(-n_inv // PROJECT_WORKGROUP), g["O"])[0]))
         lc.kernel("conv/block.wgsl", [("x", x), ("f", w_ubo or w)] + ep.operands, outs, n_inv,
-                  pool=len(outs) == 2, row_loop=BLOCK_ROW_LOOP and th > 1,
+                  pool=len(outs) == 2, row_loop=BLOCK_ROW_LOOP and th > 1, xv=_block_xv(g, tw),
                   workgroup=PROJECT_WORKGROUP, T=T, TH=th, TW=tw, OHB=ohb, OWB=owb, n_inv=n_inv, O4=g["O"] // 4,
                   rows=_rows(g, th), seg=_segment(g, tw), ep=ep,
                   f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,

@@ -21,7 +21,8 @@ Kernels (``shaders/matmul/``):
   (:func:`panel_pack`): products with few output rows are bound by B's loads, which then stream
   (ResNet50's last stage 2.2x less CPU time). An implicit GEMM with few output channels loads
   each input column once per filter row and shares it between the window's taps
-  (:func:`window_rows`).
+  (:func:`window_rows`). A constant B of 1 to 3 columns is stored transposed and each column
+  is one ``dot`` per k step (:func:`dot_columns`) instead of a 4-column vec4 block.
 * ``naive.wgsl``: one output per invocation; for tiny products and as a cross-check.
 * ``small.wgsl``: one output per invocation with every size and stride read from a u32
   parameter buffer, so a single pipeline serves all small products (at most
@@ -88,10 +89,18 @@ B_UNIFORM_OFF = _env.force("matmul_b") == "storage"
 WINDOW_MAX_TN4 = 4
 #: ... and at most this many unrolled KW x TM x TN4 (LLVM's compile time grows with the code).
 WINDOW_MAX_UNROLL = 160
+#: ... and accumulate each output vec4 over all KW taps of a filter row in one expression (the
+#: taps' B vectors loaded first), not tap by tap: the accumulators are loaded and stored KW times
+#: fewer (spilled on wide tiles; 3x3 and 5x5 windows to 2-16 channels: 0.78-0.94 of the CPU time).
+WINDOW_FUSED = True
 #: Constant B matrices of launches with more than one column tile are re-laid out as one
 #: contiguous panel per column tile (:func:`panel_pack`); ``WEBNN_GPU_FORCE_MATMUL_PANEL=off``
 #: (read at build time) keeps the row-major layout (for measurements).
 B_PANEL = True
+#: Products of at most this many columns with a constant B take the tile kernel's ``bdot`` mode
+#: (:func:`dot_columns`): a dot product per column instead of a 4-column vec4 block.
+DOT_COLUMNS = True
+DOT_MAX_N = 3
 #: Products with at most this many outputs (and one batch dimension at most) run
 #: ``matmul/small.wgsl``, whose sizes come from a parameter buffer: one pipeline for every
 #: such shape (cold start) instead of one tile kernel per shape; they are dispatch-bound anyway.
@@ -261,6 +270,23 @@ def panel_pack(b: Value, rows: int, b_ks: int, b_cols: int, width: int, panels: 
     return make_constant(mat.reshape(rows, panels, width).transpose(1, 0, 2), b.data_type)
 
 
+def dot_columns(b: Value, N: int, rows: int, b_ks: int) -> Value | None:
+    """B transposed (``[N, rows]``, a new constant) for the tile kernel's ``bdot`` mode, or None:
+    1 to 3 columns (:data:`DOT_MAX_N`), B a host constant of ``rows`` x ``b_ks`` values, and
+    :data:`DOT_COLUMNS` on (``WEBNN_GPU_FORCE_MATMUL_DOT=off`` turns it off at build time).
+
+    A vec4 column block computes 4 columns whatever N is: 16 multiply-adds per k step and row
+    where a one-channel head needs 4. In ``bdot`` mode each k step loads the N columns' vec4s
+    along k and adds one ``dot`` per column (the callers check vec4 loads of A and B, no batch
+    and no input prologue that needs its own tile).
+    """
+    data = constant_array(b)
+    if (not DOT_COLUMNS or _env.force("matmul_dot") == "off" or not 1 <= N <= DOT_MAX_N or data is None
+            or data.size != rows * b_ks or rows % 4):
+        return None
+    return make_constant(np.ascontiguousarray(data.reshape(rows, b_ks)[:, :N].T), b.data_type)
+
+
 def deep_ok(data_type: str, a_vec: bool, b_vec: bool) -> bool:
     """Whether a product may take the deep tiles (:data:`TILE_MAX_DEEP`): float32 with vec4
     loads of A and B. A 16 x 32 tile with scalar loads or f16 conversions compiles for tens of
@@ -382,11 +408,14 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
 
     With ``lc.subgroup`` lanes (:func:`subgroup_lanes`), no forced ``tile`` and vec4 loads of
     B, the subgroup variant (``sg``; :func:`choose_tile_sg`) runs unless it would pad more
-    than half of its rows (:func:`sg_rows_ok`), the launch writes ``pool`` partials or reads
-    ``a_add_up``. Products of few outputs but at least :data:`SMALL_MAX_MACS` multiply-adds
+    than half of its rows (:func:`sg_rows_ok`) or the launch writes ``pool`` partials (with
+    ``a_add_up``, its rows are cut to an image row's divisor, :func:`up_rows`). Products of few outputs but at least :data:`SMALL_MAX_MACS` multiply-adds
     take the tile kernel, not ``matmul/small.wgsl`` (whose scalar loads of A and B are each a
     loop over the lanes: 4 x 128 x 64 took 205 us of CPU time there, 120 us in the variant).
     ``WEBNN_GPU_FORCE_MATMUL_SG=off`` (read at build time) turns it off.
+
+    A constant B of 1 to 3 columns with vec4 loads of A and B, no batch offsets, no ``pool``
+    and no ``a_add_up`` is read transposed (``bdot``; :func:`dot_columns`), on either kernel.
     """
     batch_shape = list(batch_shape)
     batches = math.prod(batch_shape) if batch_shape else 1
@@ -410,8 +439,16 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         a_vec = a_vec and all(conv[k] % 4 == 0 for k in ("in_sn", "in_sh", "in_sw"))
     b_vec = b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols % 4 == 0 and all(s % 4 == 0 for s in b_bst)
     sg = 0
-    if tile is None and b_vec and (order or TILE_ORDER) == "m" and pool is None and a_add_up is None:
+    bdot = None
+    if tile is None and pool is None and a_add_up is None and a_vec and b_vec and not any(b_bst):
+        bdot = dot_columns(b, N, KH * KW * KC, b_ks)
+        if bdot is not None:
+            b, b_ks = bdot, 1
+    if tile is None and b_vec and (order or TILE_ORDER) == "m" and pool is None:
         tile = _sg_tile(lc, M, N, batches, KC * KH * KW)
+        if tile is not None and a_add_up is not None:  # a tile's rows: one image row from an even column
+            tile = (up_rows(tile[0], a_add_up[1]), tile[1])
+            tile = tile if sg_rows_ok(M, tile[0], lc.subgroup) else None
         sg = lc.subgroup if tile is not None else 0
     if tile is None:
         tile = choose_tile(M, N, batches, lc.tuning, K=KC * KH * KW if deep_ok(out.data_type, a_vec, b_vec) else 0)
@@ -461,7 +498,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
-        b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, pool=pool is not None, sg=sg, ep_loop=TM > 1 and not ep_rows and (ep.given or reads_per_output(ep)),
+        b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, ep_loop=TM > 1 and not ep_rows and (ep.given or reads_per_output(ep)),
     )
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
