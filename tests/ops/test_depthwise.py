@@ -72,27 +72,21 @@ def test_fuse_depthwise_project_asks_the_cost_model(monkeypatch):
 
 
 # (image, channels, projected channels, fused?) on each side of the cost model's boundary
-# (lane-loop profile with the lane-shared loads: 48 x 48 x 16, 3x3: N = 36 is estimated faster
-# as one kernel, 40 as two)
-_NEAR_MISS = {"N=36, one kernel": (48, 16, 36, True), "N=40, two kernels": (48, 16, 40, False)}
+# (lane-loop profile: 12 x 12 x 64, 3x3: N = 60 is estimated faster as two kernels, 64 as one)
+_NEAR_MISS = {"N=60, two kernels": (12, 64, 60, False), "N=64, one kernel": (12, 64, 64, True)}
 
 
 @pytest.mark.parametrize("lanes", [True, False], ids=["sg", "no-sg"])
 @pytest.mark.parametrize("case", list(_NEAR_MISS))
 def test_fused_or_not_both_sides_of_the_boundary_match_numpy(ctx, rng, monkeypatch, case, lanes):
     """A depthwise conv (bias, relu6) and its projection (bias) on each side of the cost
-    model's boundary (with the lane-shared loads, ``sg``), the fused kernel with and without
-    them (without, forced: the model, which then estimates the kernel dearer, splits both): the
+    model's boundary, the fused kernel with and without its lane-shared loads (``sg``): the
     kernels it picks, and the float64 NumPy result either way."""
     monkeypatch.setattr(ctx, "_tuning", "lane-loop")
     monkeypatch.delenv("WEBNN_GPU_FORCE_DWP", raising=False)
+    monkeypatch.setattr(conv, "DWP_SUBGROUP", lanes)
     hw, C, N, fused = _NEAR_MISS[case]
     assert conv.project_pays(_geometry(hw, hw, C, 3), N, "lane-loop") == fused
-    monkeypatch.setattr(conv, "DWP_SUBGROUP", lanes)
-    if not lanes:
-        assert not conv.project_pays(_geometry(hw, hw, C, 3), N, "lane-loop")
-        if fused:
-            monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
     x = rng.standard_normal((1, hw, hw, C)).astype(np.float32)
     wd = (rng.standard_normal((1, 3, 3, C)) * 0.3).astype(np.float32)  # ihwo
     bd = rng.standard_normal(C).astype(np.float32)

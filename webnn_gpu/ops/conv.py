@@ -648,48 +648,18 @@ DWP_PLAN_PROFILES = ("lane-loop",)
 DWP_CORES = {"lane-loop": 2, "default": 1}
 
 
-#: The cost model of :func:`project_pays` on the profiles it was fitted on (lavapipe, Mesa
-#: 22.3.6: 56 shapes of the zoo's pairs and others, ``benchmarks/dw_project.py --cpu``, the
-#: least of two runs): process CPU microseconds per inference as a linear function of each
-#: side's terms: the fused kernel's (its ``sg`` plan's :func:`_dwp_fused_cost`, its N/4 vec4
-#: outputs per pixel, 1) and the two kernels' (:func:`_dw_cost` of the depthwise kernel's
-#: strips, the tile kernel's load-and-multiply-add estimate of :func:`_project_cost`, N/4, 1).
-#: The constants' difference (83 us) is the second kernel's dispatch. :func:`project_pays` fuses
-#: where this and the loads-and-multiply-adds model (``_project_cost(..., fit=False)``) both
-#: say so: this fit alone also fused iris_landmark's 16 x 16 x 64 -> 128 pairs (prelu and a
-#: residual add), about even on the benchmark's graph but 1.2x slower fused in the model.
-DWP_PAYS = {"lane-loop": dict(fused=(5.26e-4, 1.08e-2, 374.0), two=(6.50e-4, 4.31e-5, 9.20e-3, 457.0))}
-
-
-def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0, fit: bool = True) -> tuple[float, float]:
-    """Estimated costs of depthwise conv2d ``g`` and a pointwise projection to ``n`` channels:
-    (one ``conv/depthwise_project.wgsl`` kernel, the depthwise kernel + the tile kernel).
-
-    On a profile of :data:`DWP_PAYS`, in microseconds: the fused kernel from the estimate of
-    the plan it runs (:func:`_dwp_plan` with the ``sg`` lanes of :func:`dwp_lanes` on a
-    :data:`DW_LANES`-lane subgroup) and its stores, the depthwise kernel from :func:`_dw_cost`
-    of its strips (:func:`_dw_strip`), the tile kernel from its loads and multiply-adds (below),
-    each side with its vec4 outputs and its fixed cost. Elsewhere (or with ``fit`` False) in
-    vec4 multiply-adds of one SIMD batch, loads weighted by :data:`DWP_LOAD_COST`: every invocation of each
-    kernel loads its operands, stores its outputs and does its multiply-adds; the fused kernel
-    holds a block of ``TH x TW`` pixels and loads the whole ``C x N`` projection matrix once
-    per block (the block of :func:`_dwp_blocks_for`, one invocation per block), the depthwise
-    kernel a block of :func:`_depthwise_block`; the two-kernel side pays
-    :data:`DWP_KERNEL_COST` more. In both, the tile kernel holds ``TM x 4 TN4`` outputs and
-    loads ``TM + TN4`` values per step of its ``C``-deep product."""
+def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tuple[float, float]:
+    """Estimated costs (vec4 multiply-adds of one SIMD batch, loads weighted by
+    :data:`DWP_LOAD_COST`) of depthwise conv2d ``g`` and a pointwise projection to ``n``
+    channels: (one ``conv/depthwise_project.wgsl`` kernel, the depthwise kernel + the tile
+    kernel). Every invocation of each kernel loads its operands, stores its outputs and does
+    its multiply-adds; the fused kernel holds a block of ``TH x TW`` pixels and loads the whole
+    ``C x N`` projection matrix once per block (the block of :func:`_dwp_blocks_for`, one
+    invocation per block: the model was fitted on that kernel; the kernel then runs the plan
+    of :func:`_dwp_plan`), the tile kernel holds
+    ``TM x 4 TN4`` outputs and loads ``TM + TN4`` values per step of its ``C``-deep product."""
     L = DWP_LOAD_COST.get(tuning, DWP_LOAD_COST["default"])
     kk, c4, n4 = g["KH"] * g["KW"], -(-g["C"] // 4), -(-n // 4)
-    M = g["NB"] * g["OH"] * g["OW"]
-    tm, tn4 = choose_tile(M, n, 1, tuning)
-    tile = -(-M // tm) * -(-n4 // tn4) * (g["C"] * (L * (tm + tn4) + tm * tn4) + L * tm * tn4)
-    fit = DWP_PAYS.get(tuning) if fit else None
-    if fit is not None:
-        sg = dwp_lanes(tuning, DW_LANES)
-        th, tw, splits = _dwp_plan(g, n4, k4, tuning, True, sg)
-        a, b, c = fit["fused"]
-        fused = a * _dwp_fused_cost(g, n4, th, tw, splits, tuning, sg) + b * M * n4 + c
-        a, at, b, c = fit["two"]
-        return fused, a * _dw_cost(g, *_dw_strip(g, tuning), tuning) + at * tile + b * M * n4 + c
     th, tw = _dwp_blocks_for(g, n4, 1, k4, tuning)
     blocks = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw)
     window = len(_rows(g, th)) * len(_segment(g, tw))
@@ -698,19 +668,18 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0, fit: bo
     blocks = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw)
     window = len(_rows(g, th)) * len(_segment(g, tw))
     depthwise = blocks * c4 * (L * (kk + window + th * tw) + th * tw * kk)
+    M = g["NB"] * g["OH"] * g["OW"]
+    tm, tn4 = choose_tile(M, n, 1, tuning)
+    tile = -(-M // tm) * -(-n4 // tn4) * (g["C"] * (L * (tm + tn4) + tm * tn4) + L * tm * tn4)
     return fused * DWP_FUSED_FACTOR.get(tuning, DWP_FUSED_FACTOR["default"]), depthwise + tile + DWP_KERNEL_COST
 
 
 def project_pays(g: dict, n: int, tuning: str = "default", k4: int = 0) -> bool:
     """Whether running depthwise conv2d ``g`` and its pointwise projection to ``n`` channels as
-    one kernel is estimated faster than as two (:func:`_project_cost`; on a profile of
-    :data:`DWP_PAYS`, by its fit and by the loads-and-multiply-adds model both)."""
+    one kernel is estimated faster than as two (:func:`_project_cost`)."""
     if _env.force("dwp") == "fused":
         return True
     fused, two = _project_cost(g, n, tuning, k4)
-    if tuning in DWP_PAYS:  # and the loads-and-multiply-adds model agrees: see DWP_PAYS
-        loads_fused, loads_two = _project_cost(g, n, tuning, k4, fit=False)
-        return fused <= two and loads_fused <= loads_two
     return fused <= two
 
 
