@@ -2,13 +2,16 @@
 
     .venv/bin/python benchmarks/dw_project.py [--hw 8,16,32,64] [--c 32,128,512] [--n 16,64,128]
                                               [--windows 3/1,5/1,3/2] [--repeats 5]
+                                              [--shapes 96x16x16x3x1,6x384x96x3x1 ...]
 
 For every (image size, channels C, projected channels N, window/stride) it builds the graph
 ``conv2d(relu(depthwise(x) + b), w) + b2`` (NHWC, float32) twice in one process, with the
 compiler's ``fuse_depthwise_project`` pass switched off and forced on
 (``WEBNN_GPU_FORCE_DWP=fused``), and times every kernel with timestamp queries (``webnn_gpu.profile.profile_graph``, the median of ``--repeats``); the
-two sides alternate, so both see the same machine load. Prints one row per shape: the fused
-kernel's microseconds, the two kernels' sum, their ratio, and the ratio of the cost model's
+two sides alternate, so both see the same machine load. ``--shapes`` replaces the grid by a
+list of ``HWxCxNxKxS`` shapes; ``--cpu`` times each graph's write / dispatch / read runs in
+process CPU time instead (what ``benchmarks/ab.py`` compares; the dw and tile columns then 0). Prints one row per shape: the fused kernel's microseconds, the
+two kernels' sum and each of them (depthwise, tile), their ratio, and the ratio of the cost model's
 estimates (:func:`webnn_gpu.ops.conv._project_cost`; below 1: it fuses). docs/conv.md has the
 grid the model was fitted on.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -37,17 +41,41 @@ def _graph(ctx, hw, C, N, k, s):
     return b.build({"y": p}), {"x": rng.standard_normal((1, hw, hw, C)).astype(np.float32)}
 
 
-def _time(ctx, hw, C, N, k, s, fused, repeats):
+def _cpu(ctx, g, inputs, runs):
+    """Process CPU microseconds per write / dispatch / read run of ``g`` (the least of 3 batches of
+    ``runs``), what ``benchmarks/ab.py`` compares."""
+    (name, x), = inputs.items()
+    ti = ctx.create_tensor({"data_type": "float32", "shape": list(x.shape), "writable": True})
+    to = {n: ctx.create_tensor({"data_type": od["data_type"], "shape": od["shape"], "readable": True})
+          for n, od in g.outputs.items()}
+    best = float("inf")
+    for i in range(4):
+        c0 = time.process_time()
+        for _ in range(runs if i else 3):
+            ctx.write_tensor(ti, x)
+            ctx.dispatch(g, {name: ti}, to)
+            [ctx.read_tensor(t) for t in to.values()]
+        if i:
+            best = min(best, (time.process_time() - c0) / runs * 1e6)
+    return best
+
+
+def _time(ctx, hw, C, N, k, s, fused, repeats, cpu=False):
     from webnn_gpu.profile import profile_graph
 
     os.environ["WEBNN_GPU_PASSES"] = "" if fused else "-fuse_depthwise_project"
     os.environ["WEBNN_GPU_FORCE_DWP"] = "fused" if fused else ""
     g, inputs = _graph(ctx, hw, C, N, k, s)
+    if cpu:
+        us = _cpu(ctx, g, inputs, 4 * repeats)
+        g.destroy()
+        return us, 0.0
     rows = profile_graph(ctx, g, inputs, repeats=repeats)
     g.destroy()
     templates = [r["template"] for r in rows]
     assert ("conv/depthwise_project.wgsl" in templates) == fused, templates
-    return sum(r["us"] for r in rows)
+    dw = sum(r["us"] for r in rows if r["template"] == "conv/depthwise.wgsl")
+    return sum(r["us"] for r in rows), dw
 
 
 def main(argv=None) -> int:
@@ -58,6 +86,8 @@ def main(argv=None) -> int:
     p.add_argument("--n", default="16,64,128")
     p.add_argument("--windows", default="3/1,5/1,3/2", help="window/stride pairs")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--shapes", default="", help="HWxCxNxKxS shapes instead of the grid")
+    p.add_argument("--cpu", action="store_true", help="process CPU time per run instead of timestamps")
     args = p.parse_args(argv)
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     import webnn_gpu as webnn
@@ -66,20 +96,22 @@ def main(argv=None) -> int:
     ctx = webnn.ml.create_context()
     ints = lambda s: [int(v) for v in s.split(",")]  # noqa: E731
     print(f"# {ctx.adapter_info.get('description', '')}, tuning {ctx._tuning}")
-    print(f"{'hw':>4} {'C':>4} {'N':>4} {'k/s':>4} {'fused us':>9} {'two us':>9} {'ratio':>6} {'model':>6}")
-    for win in args.windows.split(","):
-        k, s = (int(v) for v in win.split("/"))
-        for hw in ints(args.hw):
-            for C in ints(args.c):
-                for N in ints(args.n):
-                    fused = _time(ctx, hw, C, N, k, s, True, args.repeats)
-                    two = _time(ctx, hw, C, N, k, s, False, args.repeats)
-                    oh = (hw - 1) // s + 1
-                    g = dict(NB=1, H=hw, W=hw, C=C, O=C, OH=oh, OW=oh, KH=k, KW=k, G=C, sh=s, sw=s, dh=1, dw=1,
-                             pt=(k - 1) // 2, pl=(k - 1) // 2)
-                    f_cost, t_cost = _project_cost(g, N, ctx._tuning)
-                    print(f"{hw:>4} {C:>4} {N:>4} {k}/{s:<2} {fused:>9.0f} {two:>9.0f} {fused / two:>6.2f} "
-                          f"{f_cost / t_cost:>6.2f}", flush=True)
+    print(f"{'hw':>4} {'C':>4} {'N':>4} {'k/s':>4} {'fused us':>9} {'two us':>9} {'dw us':>7} {'tile us':>7} "
+          f"{'ratio':>6} {'model':>6}")
+    if args.shapes:
+        shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    else:
+        shapes = [(hw, C, N, *(int(v) for v in win.split("/"))) for win in args.windows.split(",")
+                  for hw in ints(args.hw) for C in ints(args.c) for N in ints(args.n)]
+    for hw, C, N, k, s in shapes:
+        fused, _ = _time(ctx, hw, C, N, k, s, True, args.repeats, args.cpu)
+        two, dw = _time(ctx, hw, C, N, k, s, False, args.repeats, args.cpu)
+        oh = (hw - 1) // s + 1
+        g = dict(NB=1, H=hw, W=hw, C=C, O=C, OH=oh, OW=oh, KH=k, KW=k, G=C, sh=s, sw=s, dh=1, dw=1,
+                 pt=(k - 1) // 2, pl=(k - 1) // 2)
+        f_cost, t_cost = _project_cost(g, N, ctx._tuning)
+        print(f"{hw:>4} {C:>4} {N:>4} {k}/{s:<2} {fused:>9.0f} {two:>9.0f} {dw:>7.0f} {two - dw:>7.0f} "
+              f"{fused / two:>6.2f} {f_cost / t_cost:>6.2f}", flush=True)
     return 0
 
 
