@@ -91,6 +91,9 @@ class LowerContext:
     steps: list = field(default_factory=list)
     aliases: dict = field(default_factory=dict)  # value id -> source Value
     temps: list = field(default_factory=list)
+    #: notes one graph's lowerings share (the same dict for every node of a build), e.g. the
+    #: workgroup sizes of the tile kernels launched so far (:func:`webnn_gpu.ops.linalg._tile_workgroup`)
+    shared: dict = field(default_factory=dict)
 
     @property
     def label(self) -> str:
