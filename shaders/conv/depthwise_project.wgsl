@@ -285,6 +285,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let u{{ kq }} = vec4<f32>(we[cb * {{ 4 * K4 }}u + {{ kq }}u]);
 {% endif %}
 {% endfor %}
+{% for kk in range(K4) %}
+    let U{{ kk }} = mat4x4<f32>(u{{ 4 * kk }}, u{{ 4 * kk + 1 }}, u{{ 4 * kk + 2 }}, u{{ 4 * kk + 3 }});
+{% endfor %}
 {{ hoist_q4(eep, "eq", "cb * 4u") }}
 {% endif %}
 {% for t in range(TH) %}
@@ -325,7 +328,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       let row = (n * H + select(0u, u32(y), rok)) * W;
 {% for j in seg %}
 {% if expand %}
-      let s{{ j }} = {% for kq in range(4 * K4) %}X{{ r }}_{{ j }}_{{ kq // 4 }}.{{ "xyzw"[kq % 4] }} * u{{ kq }}{{ " + " if not loop.last }}{% endfor %};
+      let s{{ j }} = {% for kk in range(K4) %}U{{ kk }} * X{{ r }}_{{ j }}_{{ kk }}{{ " + " if not loop.last }}{% endfor %};
       let x{{ j }} = select(vec4<f32>(0.0), vec4<f32>({% for c in range(4) %}{{ tl.apply(eep, "s" ~ j ~ "." ~ "xyzw"[c], "0u", "cb * 4u + " ~ c ~ "u", "eq" ~ c) }}{{ ", " if not loop.last }}{% endfor %}), hok{{ r }}_{{ j }});
 {% else %}
       let x{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(row + ci{{ j }}) * C4 + cb]), rok && cok{{ j }});
@@ -374,9 +377,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let p{{ c }}_{{ j }} = vec4<f32>(pw[(cb * 4u + {{ c }}u) * N4 + {{ "min(jb + " ~ j ~ "u, N4 - 1u)" if ragged else "jb + " ~ j ~ "u" }}]);
 {% endif %}
 {% endfor %}
+    let P{{ j }} = mat4x4<f32>(p0_{{ j }}, p1_{{ j }}, p2_{{ j }}, p3_{{ j }});
 {% for t in range(TH) %}
 {% for p in range(TW) %}
-    a{{ t }}_{{ p }}_{{ j }} = a{{ t }}_{{ p }}_{{ j }} + e{{ t }}_{{ p }}.x * p0_{{ j }} + e{{ t }}_{{ p }}.y * p1_{{ j }} + e{{ t }}_{{ p }}.z * p2_{{ j }} + e{{ t }}_{{ p }}.w * p3_{{ j }};
+    a{{ t }}_{{ p }}_{{ j }} = a{{ t }}_{{ p }}_{{ j }} + P{{ j }} * e{{ t }}_{{ p }};
 {% endfor %}
 {% endfor %}
 {% endfor %}
