@@ -103,6 +103,20 @@
 {% endfor %}
 {% endif %}
 {% endmacro %}
+{#- ep_v4: a function applying epilogue `ep` to the four channels ch .. ch + 3 of one vec4
+   (at indices o + 0..3, or o for all four without o_step; q0..q3 their hoisted operands; g the
+   given operand's four values): called once per pixel, so that the unrolled body has one call
+   where it had four epilogue calls and their arguments (see the header). -#}
+{% macro ep_v4_def(ep, o_step=true) %}
+{% if not ep.empty %}
+fn {{ ep.fn }}_v4(v: vec4<f32>, o: u32, ch: u32{% if ep.chan %}{% for c in range(4) %}, q{{ c }}: {{ ep.q_struct }}{% endfor %}{% endif %}{% if ep.given %}, g: vec4<f32>{% endif %}) -> vec4<f32> {
+  return vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u" if o_step else "o", "ch + " ~ c ~ "u", "q" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
+}
+{% endif %}
+{% endmacro %}
+{% macro ep_v4(ep, v, o, ch, q, g="") -%}
+{% if ep.empty %}{{ v }}{% else %}{{ ep.fn }}_v4({{ v }}, {{ o }}, {{ ch }}{% if ep.chan %}{% for c in range(4) %}, {{ q }}{{ c }}{% endfor %}{% endif %}{% if ep.given %}, {{ g }}{% endif %}){% endif %}
+{%- endmacro %}
 {% if T == "f16" %}
 enable f16;
 {% endif %}
@@ -135,12 +149,15 @@ enable f16;
 {% endfor %}
 {% if not ep.empty %}
 {{ ep.code }}
+{{ ep_v4_def(ep) }}
 {% endif %}
 {% if mode != "store" and not pep.empty %}
 {{ pep.code }}
+{{ ep_v4_def(pep) }}
 {% endif %}
 {% if expand and not eep.empty %}
 {{ eep.code }}
+{{ ep_v4_def(eep, false) }}
 {% endif %}
 
 @compute @workgroup_size({{ k.workgroup }})
@@ -329,7 +346,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for j in seg %}
 {% if expand %}
       let s{{ j }} = {% for kk in range(K4) %}U{{ kk }} * X{{ r }}_{{ j }}_{{ kk }}{{ " + " if not loop.last }}{% endfor %};
-      let x{{ j }} = select(vec4<f32>(0.0), vec4<f32>({% for c in range(4) %}{{ tl.apply(eep, "s" ~ j ~ "." ~ "xyzw"[c], "0u", "cb * 4u + " ~ c ~ "u", "eq" ~ c) }}{{ ", " if not loop.last }}{% endfor %}), hok{{ r }}_{{ j }});
+      let x{{ j }} = select(vec4<f32>(0.0), {{ ep_v4(eep, "s" ~ j, "0u", "cb * 4u", "eq") }}, hok{{ r }}_{{ j }});
 {% else %}
       let x{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(row + ci{{ j }}) * C4 + cb]), rok && cok{{ j }});
 {% endif %}
@@ -356,7 +373,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (in{{ t }}_{{ p }}) {
       let o = pix{{ t }}_{{ p }} * C4 * 4u + cb * 4u;
       let v = d{{ t }}_{{ p }};
-      let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u", "q" ~ c, "xc" ~ t ~ "_" ~ p ~ "." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
+      let e = {{ ep_v4(ep, "v", "o", "cb * 4u", "q", "xc" ~ t ~ "_" ~ p) }};
       out[pix{{ t }}_{{ p }} * C4 + cb] = vec4<{{ T }}>(e);
 {% if pool %}
       psum = psum + e;
@@ -364,7 +381,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
 {% else %}
     // every pixel of the block, in the image or not (only the stores check): no branch here
-    let e{{ t }}_{{ p }} = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "d" ~ t ~ "_" ~ p ~ "." ~ "xyzw"[c], "pix" ~ t ~ "_" ~ p ~ " * C4 * 4u + cb * 4u + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u", "q" ~ c, "xc" ~ t ~ "_" ~ p ~ "." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
+    let e{{ t }}_{{ p }} = {{ ep_v4(ep, "d" ~ t ~ "_" ~ p, "pix" ~ t ~ "_" ~ p ~ " * C4 * 4u + cb * 4u", "cb * 4u", "q", "xc" ~ t ~ "_" ~ p) }};
 {% endif %}
 {% endfor %}
 {% endfor %}
@@ -412,7 +429,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% if pep.given %}
         let g = vec4<f32>(pg[pix{{ t }}_{{ p }} * N4 + col]);
 {% endif %}
-        let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(pep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "4u * col + " ~ c ~ "u", "gq" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
+        let e = {{ ep_v4(pep, "v", "o", "4u * col", "gq", "g") }};
         out[pix{{ t }}_{{ p }} * N4 + col] = vec4<{{ T }}>(e);
 {% if pool %}
         ps = ps + e;
@@ -454,7 +471,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% if pep.given %}
       let g = vec4<f32>(pg[pix{{ t }}_{{ p }} * N4 + jb + {{ j }}u]);
 {% endif %}
-      let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(pep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "4u * (jb + " ~ j ~ "u) + " ~ c ~ "u", "gq" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
+      let e = {{ ep_v4(pep, "v", "o", "4u * (jb + " ~ j ~ "u)", "gq" ~ j ~ "_", "g") }};
       out[pix{{ t }}_{{ p }} * N4 + jb + {{ j }}u] = vec4<{{ T }}>(e);
 {% if pool %}
       ps{{ j }} = ps{{ j }} + e;
