@@ -14,6 +14,13 @@
   group it loads the taps, the input rows the block touches (as conv/depthwise.wgsl does),
   and four rows of its columns of the projection matrix.
 
+  Written for naga's front end, whose time grows with the square of a function's expression
+  count (docs/performance.md, "Build time"): each epilogue's four channels of a vec4 are one
+  call of a helper (ep_v4: `<ep.fn>_v4`) and the expansion's and the projection's four-term
+  multiply-adds are `mat4x4<f32> * vec4<f32>` (U, P: four weight vectors as columns), so
+  `main` has one expression where it had four to fifteen; lavapipe inlines the helpers and
+  lowers the products to the same arithmetic (only the products' order of addition differs).
+
   The sizes come from a uniform parameter buffer, so layers that differ only in image size,
   channels, padding or projection width (a multiple of NS vec4s) share one pipeline; the
   unrolled structure (window, strides, dilations, block, NS, epilogues) is baked in.
