@@ -14,6 +14,13 @@
   group it loads the taps, the input rows the block touches (as conv/depthwise.wgsl does),
   and four rows of its columns of the projection matrix.
 
+  Written for naga's front end, whose time grows with the square of a function's expression
+  count (docs/performance.md, "Build time"): each epilogue's four channels of a vec4 are one
+  call of a helper (ep_v4: `<ep.fn>_v4`) and the expansion's and the projection's four-term
+  multiply-adds are `mat4x4<f32> * vec4<f32>` (U, P: four weight vectors as columns), so
+  `main` has one expression where it had four to fifteen; lavapipe inlines the helpers and
+  lowers the products to the same arithmetic (only the products' order of addition differs).
+
   The sizes come from a uniform parameter buffer, so layers that differ only in image size,
   channels, padding or projection width (a multiple of NS vec4s) share one pipeline; the
   unrolled structure (window, strides, dilations, block, NS, epilogues) is baked in.
@@ -103,6 +110,20 @@
 {% endfor %}
 {% endif %}
 {% endmacro %}
+{#- ep_v4: a function applying epilogue `ep` to the four channels ch .. ch + 3 of one vec4
+   (at indices o + 0..3, or o for all four without o_step; q0..q3 their hoisted operands; g the
+   given operand's four values): called once per pixel, so that the unrolled body has one call
+   where it had four epilogue calls and their arguments (see the header). -#}
+{% macro ep_v4_def(ep, o_step=true) %}
+{% if not ep.empty %}
+fn {{ ep.fn }}_v4(v: vec4<f32>, o: u32, ch: u32{% if ep.chan %}{% for c in range(4) %}, q{{ c }}: {{ ep.q_struct }}{% endfor %}{% endif %}{% if ep.given %}, g: vec4<f32>{% endif %}) -> vec4<f32> {
+  return vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u" if o_step else "o", "ch + " ~ c ~ "u", "q" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
+}
+{% endif %}
+{% endmacro %}
+{% macro ep_v4(ep, v, o, ch, q, g="") -%}
+{% if ep.empty %}{{ v }}{% else %}{{ ep.fn }}_v4({{ v }}, {{ o }}, {{ ch }}{% if ep.chan %}{% for c in range(4) %}, {{ q }}{{ c }}{% endfor %}{% endif %}{% if ep.given %}, {{ g }}{% endif %}){% endif %}
+{%- endmacro %}
 {% if T == "f16" %}
 enable f16;
 {% endif %}
@@ -135,12 +156,15 @@ enable f16;
 {% endfor %}
 {% if not ep.empty %}
 {{ ep.code }}
+{{ ep_v4_def(ep) }}
 {% endif %}
 {% if mode != "store" and not pep.empty %}
 {{ pep.code }}
+{{ ep_v4_def(pep) }}
 {% endif %}
 {% if expand and not eep.empty %}
 {{ eep.code }}
+{{ ep_v4_def(eep, false) }}
 {% endif %}
 
 @compute @workgroup_size({{ k.workgroup }})
@@ -285,6 +309,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let u{{ kq }} = vec4<f32>(we[cb * {{ 4 * K4 }}u + {{ kq }}u]);
 {% endif %}
 {% endfor %}
+{% for kk in range(K4) %}
+    let U{{ kk }} = mat4x4<f32>(u{{ 4 * kk }}, u{{ 4 * kk + 1 }}, u{{ 4 * kk + 2 }}, u{{ 4 * kk + 3 }});
+{% endfor %}
 {{ hoist_q4(eep, "eq", "cb * 4u") }}
 {% endif %}
 {% for t in range(TH) %}
@@ -325,8 +352,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       let row = (n * H + select(0u, u32(y), rok)) * W;
 {% for j in seg %}
 {% if expand %}
-      let s{{ j }} = {% for kq in range(4 * K4) %}X{{ r }}_{{ j }}_{{ kq // 4 }}.{{ "xyzw"[kq % 4] }} * u{{ kq }}{{ " + " if not loop.last }}{% endfor %};
-      let x{{ j }} = select(vec4<f32>(0.0), vec4<f32>({% for c in range(4) %}{{ tl.apply(eep, "s" ~ j ~ "." ~ "xyzw"[c], "0u", "cb * 4u + " ~ c ~ "u", "eq" ~ c) }}{{ ", " if not loop.last }}{% endfor %}), hok{{ r }}_{{ j }});
+      let s{{ j }} = {% for kk in range(K4) %}U{{ kk }} * X{{ r }}_{{ j }}_{{ kk }}{{ " + " if not loop.last }}{% endfor %};
+      let x{{ j }} = select(vec4<f32>(0.0), {{ ep_v4(eep, "s" ~ j, "0u", "cb * 4u", "eq") }}, hok{{ r }}_{{ j }});
 {% else %}
       let x{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(row + ci{{ j }}) * C4 + cb]), rok && cok{{ j }});
 {% endif %}
@@ -353,7 +380,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (in{{ t }}_{{ p }}) {
       let o = pix{{ t }}_{{ p }} * C4 * 4u + cb * 4u;
       let v = d{{ t }}_{{ p }};
-      let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u", "q" ~ c, "xc" ~ t ~ "_" ~ p ~ "." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
+      let e = {{ ep_v4(ep, "v", "o", "cb * 4u", "q", "xc" ~ t ~ "_" ~ p) }};
       out[pix{{ t }}_{{ p }} * C4 + cb] = vec4<{{ T }}>(e);
 {% if pool %}
       psum = psum + e;
@@ -361,7 +388,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
 {% else %}
     // every pixel of the block, in the image or not (only the stores check): no branch here
-    let e{{ t }}_{{ p }} = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "d" ~ t ~ "_" ~ p ~ "." ~ "xyzw"[c], "pix" ~ t ~ "_" ~ p ~ " * C4 * 4u + cb * 4u + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u", "q" ~ c, "xc" ~ t ~ "_" ~ p ~ "." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
+    let e{{ t }}_{{ p }} = {{ ep_v4(ep, "d" ~ t ~ "_" ~ p, "pix" ~ t ~ "_" ~ p ~ " * C4 * 4u + cb * 4u", "cb * 4u", "q", "xc" ~ t ~ "_" ~ p) }};
 {% endif %}
 {% endfor %}
 {% endfor %}
@@ -374,9 +401,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let p{{ c }}_{{ j }} = vec4<f32>(pw[(cb * 4u + {{ c }}u) * N4 + {{ "min(jb + " ~ j ~ "u, N4 - 1u)" if ragged else "jb + " ~ j ~ "u" }}]);
 {% endif %}
 {% endfor %}
+    let P{{ j }} = mat4x4<f32>(p0_{{ j }}, p1_{{ j }}, p2_{{ j }}, p3_{{ j }});
 {% for t in range(TH) %}
 {% for p in range(TW) %}
-    a{{ t }}_{{ p }}_{{ j }} = a{{ t }}_{{ p }}_{{ j }} + e{{ t }}_{{ p }}.x * p0_{{ j }} + e{{ t }}_{{ p }}.y * p1_{{ j }} + e{{ t }}_{{ p }}.z * p2_{{ j }} + e{{ t }}_{{ p }}.w * p3_{{ j }};
+    a{{ t }}_{{ p }}_{{ j }} = a{{ t }}_{{ p }}_{{ j }} + P{{ j }} * e{{ t }}_{{ p }};
 {% endfor %}
 {% endfor %}
 {% endfor %}
@@ -408,7 +436,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% if pep.given %}
         let g = vec4<f32>(pg[pix{{ t }}_{{ p }} * N4 + col]);
 {% endif %}
-        let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(pep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "4u * col + " ~ c ~ "u", "gq" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
+        let e = {{ ep_v4(pep, "v", "o", "4u * col", "gq", "g") }};
         out[pix{{ t }}_{{ p }} * N4 + col] = vec4<{{ T }}>(e);
 {% if pool %}
         ps = ps + e;
@@ -450,7 +478,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% if pep.given %}
       let g = vec4<f32>(pg[pix{{ t }}_{{ p }} * N4 + jb + {{ j }}u]);
 {% endif %}
-      let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(pep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "4u * (jb + " ~ j ~ "u) + " ~ c ~ "u", "gq" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
+      let e = {{ ep_v4(pep, "v", "o", "4u * (jb + " ~ j ~ "u)", "gq" ~ j ~ "_", "g") }};
       out[pix{{ t }}_{{ p }} * N4 + jb + {{ j }}u] = vec4<{{ T }}>(e);
 {% if pool %}
       ps{{ j }} = ps{{ j }} + e;
