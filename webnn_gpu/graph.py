@@ -97,13 +97,13 @@ class MLGraph:
         steps: list = []
         aliases: dict[int, Value] = {}
         node_temps: list[tuple[int, int, list]] = []
-        shared: dict = {}  # LowerContext.shared
+        lower_shared: dict = {}  # LowerContext.shared: what one node leaves for the next
         for node in nodes:
             lower = LOWERINGS.get(node.op)
             if lower is None:
                 raise NotSupportedError(f"{where(node.op, node.label)}: this operator has no kernel yet")
             lc = LowerContext(node, context._features, context._limits, tuning=context._tuning,
-                              subgroup=context._subgroup, shared=shared)
+                              subgroup=context._subgroup, shared=lower_shared)
             start = len(steps)
             lower(node, lc)
             steps.extend(lc.steps)
