@@ -1,11 +1,31 @@
 {#-
   norm/_moments.wgsl: the mean and variance of one row's K values, for norm/moments.wgsl and
   norm/layer_norm.wgsl. Two passes over the values: the mean first, then the mean of squared
-  deviations (no cancellation). Accumulates in f32. The including template declares
-  `fn value(base: u32, r: u32) -> f32` (value r of the row starting at base) and, in the
-  group form, `fn base_of(m: u32) -> u32`; the macros leave `mean` and `variance` defined.
+  deviations (no cancellation). Accumulates in f32. `rows` declares the
+  row addressing (`base_of`, `offset`, `value`) the other macros read; they leave `mean` and
+  `variance` defined.
 -#}
+{% import "_lib/index.wgsl" as ix %}
 {% import "reduce/_lib.wgsl" as rl %}
+
+{#- The row addressing both kernels share: `base_of(m)`, the first value of kept row m;
+    `offset(r)`, value r's distance from it; `value(base, r)`, that value as f32 read with
+    `load` (the input's load helper). -#}
+{% macro rows(kept_rm, kept_st, red_rm, red_st, load) %}
+fn base_of(m: u32) -> u32 {
+{{ ix.coords("p", "m", kept_rm) }}
+  return {{ ix.dot("p", kept_st) }};
+}
+
+fn offset(r: u32) -> u32 {
+{{ ix.coords("q", "r", red_rm) }}
+  return {{ ix.dot("q", red_st) }};
+}
+
+fn value(base: u32, r: u32) -> f32 {
+  return f32({{ load }}(base + offset(r)));
+}
+{% endmacro %}
 
 {#- One invocation per row: `base` is defined by the caller. -#}
 {% macro thread(K) %}

@@ -19,7 +19,6 @@
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guards idx < M (thread) or g < M (group).
 -#}
 {% import "_lib/io.wgsl" as io %}
-{% import "_lib/index.wgsl" as ix %}
 {% import "_lib/epilogue.wgsl" as el %}
 {% import "reduce/_lib.wgsl" as rl %}
 {% import "norm/_moments.wgsl" as mo %}
@@ -27,19 +26,7 @@
 {{ rl.fns("add", "f32") }}
 {{ el.fns(ep) }}
 
-fn base_of(m: u32) -> u32 {
-{{ ix.coords("p", "m", kept_rm) }}
-  return {{ ix.dot("p", kept_st) }};
-}
-
-fn offset(r: u32) -> u32 {
-{{ ix.coords("q", "r", red_rm) }}
-  return {{ ix.dot("q", red_st) }};
-}
-
-fn value(base: u32, r: u32) -> f32 {
-  return f32(load_x(base + offset(r)));
-}
+{{ mo.rows(kept_rm, kept_st, red_rm, red_st, "load_x") }}
 
 fn store_value(e: u32, r: u32, v: f32, mean: f32, inv: f32) {
   var y = (v - mean) * inv;

@@ -12,21 +12,12 @@
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guards idx < M (thread) or g < M (group).
 -#}
 {% import "_lib/io.wgsl" as io %}
-{% import "_lib/index.wgsl" as ix %}
 {% import "reduce/_lib.wgsl" as rl %}
 {% import "norm/_moments.wgsl" as mo %}
 {{ io.prelude(k, int64) }}
 {{ rl.fns("add", "f32") }}
 
-fn base_of(m: u32) -> u32 {
-{{ ix.coords("p", "m", kept_rm) }}
-  return {{ ix.dot("p", kept_st) }};
-}
-
-fn value(base: u32, r: u32) -> f32 {
-{{ ix.coords("q", "r", red_rm) }}
-  return f32(load_src(base + {{ ix.dot("q", red_st) }}));
-}
+{{ mo.rows(kept_rm, kept_st, red_rm, red_st, "load_src") }}
 
 {% if mode == "thread" %}
 {{ io.main_header(k) }}
