@@ -25,6 +25,21 @@ def _kernel(n: int) -> str:
             f"  if (g.x < arrayLength(&out)) {{ out[g.x] = out[g.x] * {n}.0; }}\n}}\n")
 
 
+def _spy_prefetch(mp) -> list:
+    """Patch PipelineCache.prefetch through ``mp`` (a MonkeyPatch) to record the keys it starts;
+    returns the list they are appended to."""
+    started: list = []
+    real = _kernels.PipelineCache.prefetch
+
+    def spy(self, requests):
+        keys = real(self, requests)
+        started.extend(keys)
+        return keys
+
+    mp.setattr(_kernels.PipelineCache, "prefetch", spy)
+    return started
+
+
 @pytest.fixture
 def threads(monkeypatch):
     """Prefetching on (it is off with one pipeline thread, as on a one-CPU machine)."""
@@ -99,15 +114,7 @@ def _chain(ctx, n: int):
 def test_build_makes_each_kernel_while_it_lowers_and_a_failed_build_keeps_none(ctx, threads, made, monkeypatch,
                                                                                  rng):
     cache = ctx._pipelines
-    started: list = []
-    real_prefetch = _kernels.PipelineCache.prefetch
-
-    def spy(self, requests):
-        keys = real_prefetch(self, requests)
-        started.extend(keys)
-        return keys
-
-    monkeypatch.setattr(_kernels.PipelineCache, "prefetch", spy)
+    started = _spy_prefetch(monkeypatch)
 
     def failing(self, requests, on_ready=None):
         raise OperationError("injected after lowering")
@@ -189,16 +196,8 @@ def test_load_starts_the_pipelines_of_the_models_last_build(synthetic, wgsl_fold
         assert pf.listed == listed and sorted(pf.started) == sorted(e[0] for e in listed)
         pf.finish(None)
         assert not second._pipelines._pending, "what no build took is dropped"
-        started: list = []
-        real = _kernels.PipelineCache.prefetch
-
-        def spy(self, requests):
-            keys = real(self, requests)
-            started.extend(keys)
-            return keys
-
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(_kernels.PipelineCache, "prefetch", spy)
+            started = _spy_prefetch(mp)
             third = webnn.ml.create_context()
             try:
                 model = webnn.load(path, third)
