@@ -248,10 +248,9 @@ class MLGraph:
                         first_step.setdefault(cache.key(step.wgsl), i)
                 big = [k for k, i in first_step.items()
                        if len(steps[i].wgsl) >= EARLY_WARM_UP_BYTES and not cache.has(k)]
-                jobs = [_kernels.CompileJob(k, steps[first_step[k]].wgsl, steps[first_step[k]].template,
-                                            steps[first_step[k]].label, self._binding_sizes(steps[first_step[k]]),
-                                            self._constant_bytes(steps[first_step[k]]))
-                        for k in big if helpers is not None and helpers.is_new(k)]
+                firsts = [(k, steps[first_step[k]]) for k in big if helpers is not None and helpers.is_new(k)]
+                jobs = [_kernels.CompileJob(k, st.wgsl, st.template, st.label, self._binding_sizes(st),
+                                            self._constant_bytes(st)) for k, st in firsts]
                 shared = helpers.start(jobs) if helpers is not None else None
                 # every shared key, also those a helper has already taken (this device must not
                 # compile them too: it finds them in Mesa's cache at the end)
