@@ -10,6 +10,7 @@ import numpy as np
 
 from ..._env import DEBUG
 from ..._ir import GraphView, Node, Value
+from ...ops._epilogue import HOST_SLOTS
 from ._common import _is_linear_doubling, _max_bindings, _view_label
 
 log = logging.getLogger("webnn_gpu")
@@ -17,10 +18,8 @@ log = logging.getLogger("webnn_gpu")
 
 #: operators whose kernels apply ``attrs["epilogue"]``, with the number of input slots their
 #: own operands take (conv bias and gemm's c are optional inputs at index 2: epilogue operands
-#: go after them, the slot stays None when the option is absent)
-EPILOGUE_HOSTS = {"conv2d": 3, "conv_transpose2d": 3, "matmul": 2, "gemm": 3, "average_pool2d": 1, "l2_pool2d": 1,
-                  "max_pool2d": 1, "resample2d": 1, "batch_normalization": 5, "instance_normalization": 3,
-                  "layer_normalization": 3, "gather": 2}
+#: go after them, the slot stays None when the option is absent): the kernels' own table
+EPILOGUE_HOSTS = HOST_SLOTS
 #: The host kernels unroll their stores (a block of pixels, a register tile: up to a few
 #: hundred calls of the epilogue in one shader), and the shader compiler inlines the epilogue
 #: at each call: an epilogue may hold at most this many steps, of which at most
