@@ -121,13 +121,20 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
     entries = [cv.entry(op, i) for i in range(n)]
     shapes = [tuple(int(d) for d in e.shape) for e in entries]
     ints = [k for k, e in enumerate(entries) if isinstance(e, np.ndarray) and e.dtype.kind in "iu" and e.ndim == 0]
+    # A BOOL sequence passed through unchanged is a mask (Keras' masking: Embedding(mask_zero=True),
+    # Masking): a masked step keeps the states and repeats (or zeroes) the output.
+    bools = [k for k, e in enumerate(entries) if k not in ints and bsub.tensors[bsub.inputs[k]].type_name == "BOOL"]
+    if len(bools) > 1 or any(bsub.outputs[k] != bsub.inputs[k] for k in bools):
+        return False
+    mask_var = bools[0] if bools else None
     for k, e in enumerate(entries):
-        if k not in ints and not (e.dtype.kind == "f" if isinstance(e, np.ndarray) else e.data_type == cv.float_type):
+        if k not in ints and k != mask_var and \
+                not (e.dtype.kind == "f" if isinstance(e, np.ndarray) else e.data_type == cv.float_type):
             return False
-    floats = [k for k in range(n) if k not in ints]
+    floats = [k for k in range(n) if k not in ints and k != mask_var]
     # The condition may read the counters only (then the trip count is known at load time).
     read_by_cond = {i for o in csub.operators for i in o.inputs} | set(csub.outputs)
-    if len(csub.inputs) != n or any(csub.inputs[k] in read_by_cond for k in floats):
+    if len(csub.inputs) != n or any(csub.inputs[k] in read_by_cond for k in (*floats, *bools)):
         return False
     passthrough = [k for k in floats if bsub.outputs[k] == bsub.inputs[k]]
     changing = [k for k in floats if k not in passthrough]
@@ -162,6 +169,15 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
         return False
     batch = state_shape[0]
     others = [k for k in changing if k != h_var]
+    prev_var = None  # a masked loop's previous output (what a masked step writes), beside the state
+    if mask_var is not None:
+        # The one read by SELECT_V2 alone (the cell state is also read by the forget gate's MUL).
+        prevs = [k for k in others if shapes[k] == state_shape and
+                 all(o.name == "SELECT_V2" for o in bsub.operators if bsub.inputs[k] in o.inputs)]
+        if len(prevs) != 1:
+            return False
+        prev_var = prevs[0]
+        others.remove(prev_var)
     c_var = None
     if gates == 4:
         cells = [k for k in others if shapes[k] == state_shape]
@@ -178,6 +194,8 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
         return False
     seq_var = seqs[0]
     steps = shapes[seq_var][0]
+    if mask_var is not None and shapes[mask_var] not in ((steps, batch, 1), (steps, batch)):
+        return False
     buf_shape = shapes[buf_var] if buf_var is not None else (1, batch, hidden)
     if int(np.prod(buf_shape)) not in (batch * hidden, steps * batch * hidden) or buf_shape[0] not in (1, steps):
         return False
@@ -204,6 +222,9 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
 
     rng = np.random.default_rng(0)
     floats_probe = {k: rng.standard_normal(shapes[k]).astype(np.float32) * 0.5 for k in floats}
+
+    if mask_var is not None:
+        floats_probe[mask_var] = rng.integers(0, 2, shapes[mask_var]).astype(np.bool_)
 
     def args_at(counters: dict[int, np.ndarray]) -> list[Any]:
         return [counters[k] if k in ints else floats_probe[k] for k in range(n)]
@@ -250,23 +271,41 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
     # Every step (a spread of 16 in longer loops), each with new random values.
     checked = range(steps) if steps <= 256 else sorted({int(v) for v in np.linspace(0, steps - 1, 16)})
 
-    def matches(act: str) -> bool:
+    def matches(act: str, masked: str = "") -> bool:
         probe_rng = np.random.default_rng(1)
         for t in checked:
             floats_probe.update({k: probe_rng.standard_normal(shapes[k]).astype(np.float32) * 0.5 for k in floats})
             counters = counters_at(t)
+            if mask_var is not None:
+                # Random bits, the step's own alternating (both cases are checked).
+                bits = probe_rng.integers(0, 2, shapes[mask_var]).astype(np.bool_)
+                bits[t] = ((np.arange(batch) + t) % 2 == 0).reshape(bits[t].shape)
+                floats_probe[mask_var] = bits
             outs = run(body, args_at(counters))
             if outs is None:
                 return False
             h_ref, c_ref = reference(t, act)
-            checks: list[tuple[Any, np.ndarray]] = [(outs[h_var], h_ref)]
+            checks: list[tuple[Any, np.ndarray]] = []
+            if mask_var is not None:
+                # Keras' masked step: the states stay, the output is the previous one ("prev")
+                # or zeros ("zero": a Bidirectional layer's return_sequences).
+                keep = floats_probe[mask_var][t].reshape(batch, 1)
+                prev = floats_probe[prev_var].astype(np.float64)
+                checks.append((outs[prev_var], np.where(keep, h_ref, prev if masked == "prev" else 0.0)))
+                h_ref = np.where(keep, h_ref, floats_probe[h_var].astype(np.float64))
+                if c_ref is not None:
+                    c_ref = np.where(keep, c_ref, floats_probe[c_var].astype(np.float64))
+                out_ref = checks[0][1]
+            else:
+                out_ref = h_ref
+            checks.append((outs[h_var], h_ref))
             if buf_var is not None:
                 buf = floats_probe[buf_var].astype(np.float64)
                 if whole_sequence:
                     buf = buf.copy()
-                    buf[t] = h_ref.reshape(buf_shape[1:])
+                    buf[t] = out_ref.reshape(buf_shape[1:])
                 else:
-                    buf = h_ref.reshape(buf_shape)
+                    buf = out_ref.reshape(buf_shape)
                 checks.append((outs[buf_var], buf))
             if c_var is not None and c_ref is not None:
                 checks.append((outs[c_var], c_ref))
@@ -284,16 +323,29 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
     act = "tanh"
     if gates == 1:
         writer = next((o for o in bsub.operators if bsub.outputs[h_var] in o.outputs), None)
+        if writer is not None and writer.name == "SELECT_V2" and mask_var is not None and len(writer.inputs) == 3:
+            writer = next((o for o in bsub.operators if writer.inputs[1] in o.outputs), None)  # the masked step's
         act = _PLAIN_OPS.get(writer.name if writer is not None else "", "")
         if not act:
             return False
-    if not matches(act):
-        if gates == 1 or not _relu_only(bsub) or not matches("relu"):
-            return False
-        act = "relu"
-    _emit(cv, op, entries, act=act, gates=gates, hidden=hidden, steps=steps, batch=batch, w=w_w, r=r_w, w_bias=w_bias,
-          r_bias=r_bias, h_var=h_var, c_var=c_var, seq_var=seq_var, buf_var=buf_var, whole_sequence=whole_sequence,
-          final_counters=counters_at(steps), passthrough=passthrough, reset_after=reset_after)
+    masked = ""
+    for masked in ("prev", "zero") if mask_var is not None else ("",):
+        if matches(act, masked):
+            break
+        if gates != 1 and _relu_only(bsub) and matches("relu", masked):
+            act = "relu"
+            break
+    else:
+        return False
+    params = dict(act=act, gates=gates, hidden=hidden, steps=steps, batch=batch, w=w_w, r=r_w, w_bias=w_bias,
+                  r_bias=r_bias, h_var=h_var, c_var=c_var, seq_var=seq_var, buf_var=buf_var,
+                  whole_sequence=whole_sequence, final_counters=counters_at(steps), passthrough=passthrough,
+                  reset_after=reset_after)
+    if mask_var is not None:
+        assert prev_var is not None
+        _emit_masked(cv, op, entries, mask_var=mask_var, prev_var=prev_var, zero_output=masked == "zero", **params)
+    else:
+        _emit(cv, op, entries, **params)
     return True
 
 
@@ -424,6 +476,129 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gate
             cv.reversed_of[op.outputs[buf_var]] = (buf, 0)
             buf = b.reverse(buf, axes=[0], label=f"{label}/steps")
         cv.set_output(op, buf, buf_var)
+
+
+#: A gate pre-activation at which the engine's sigmoid is exactly 1 (and at minus it exactly 0):
+#: ``1 / (1 + exp(-x))`` rounds to 1.0 beyond x = 17 in float32 and exp(-x) underflows to 0
+#: beyond 104; representable in float16.
+_SATURATE = 1e4
+
+
+def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_var: int, prev_var: int,
+                 zero_output: bool, act: str, gates: int, hidden: int, steps: int, batch: int, w: np.ndarray,
+                 r: np.ndarray, w_bias: np.ndarray, r_bias: np.ndarray, h_var: int, c_var: int | None, seq_var: int,
+                 buf_var: int | None, whole_sequence: bool, final_counters: dict[int, np.ndarray],
+                 passthrough: list[int], reset_after: bool = True) -> None:
+    """A masked recurrent loop (Keras' masking: a step whose mask is false keeps the states
+    and writes the previous output, or zeros with ``zero_output``) as the operator over the
+    unmasked steps alone, moved to the front in their order (a ``gather`` along time of the
+    input projection by indices computed from the mask's ``cumulative_sum``), and its
+    sequence gathered back: step t outputs the state after the last unmasked step up to t.
+    The slots after the unmasked steps keep an LSTM's cell state exactly (input gate
+    pre-activation -:data:`_SATURATE`, forget gate +:data:`_SATURATE`), so the operator's
+    final cell state is the layer's; the final hidden state is gathered from the sequence.
+    Exact for any mask (every row of the batch its own)."""
+    b, label = cv.builder, cv.label(op)
+    ft = cv.float_type
+    gh, isz = w.shape
+
+    def const(a: np.ndarray, data_type: str | None = None) -> Any:
+        a = np.ascontiguousarray(a, dtype=np.float32 if data_type == "float32" else cv._np_float)
+        return b.constant({"data_type": data_type or ft, "shape": list(a.shape)}, a)
+
+    def operand(k: int) -> Any:
+        e = entries[k]
+        return const(e) if isinstance(e, np.ndarray) else e
+
+    def state(k: int | None) -> Any:  # [B, H]
+        if k is None or (isinstance(entries[k], np.ndarray) and not entries[k].any()):
+            return const(np.zeros((batch, hidden)))
+        return b.reshape(operand(k), [batch, hidden], label=f"{label}/state{k}")
+
+    def initial(k: int | None) -> Any:
+        if k is None or (isinstance(entries[k], np.ndarray) and not entries[k].any()):
+            return None
+        return b.reshape(operand(k), [1, batch, hidden], label=f"{label}/initial{k}")
+
+    def along_time(v: Any, idx: Any, count: int, width: int, name: str) -> Any:
+        """``v`` [T, B, width] at the int32 steps ``idx`` [count, B] of each batch row."""
+        if batch == 1:
+            return b.gather(v, b.reshape(idx, [count]), axis=0, label=f"{label}/{name}")
+        idx = b.expand(b.reshape(idx, [count, batch, 1]), [count, batch, width])
+        return b.gather_elements(v, idx, axis=0, label=f"{label}/{name}")
+
+    # The input projection of every step, biases included (as _emit folds them).
+    folded_r = np.zeros_like(r_bias) if gates == 3 else r_bias
+    if gates == 3:
+        folded_r[:2 * hidden if reset_after else 3 * hidden] = r_bias[:2 * hidden if reset_after else 3 * hidden]
+    proj_bias = w_bias + folded_r if gates == 3 else w_bias
+    proj = _embedded_projection(cv, op.inputs[seq_var], w, proj_bias, label)
+    if proj is None:
+        rows = b.reshape(operand(seq_var), [steps * batch, isz], label=f"{label}/rows")
+        proj = b.gemm(rows, const(w), c=const(proj_bias), b_transpose=True, label=f"{label}/projection")
+        proj = b.reshape(proj, [steps, batch, gh], label=f"{label}/projected")
+
+    # Mask arithmetic in float32 (counts up to the step count are exact).
+    mask = e if not isinstance(e := entries[mask_var], np.ndarray) else \
+        b.constant({"data_type": "uint8", "shape": list(e.shape)}, np.ascontiguousarray(e, np.uint8))
+    m = b.cast(b.reshape(mask, [steps, batch]), "float32", label=f"{label}/mask")
+    done = b.cumulative_sum(m, 0, label=f"{label}/done")  # unmasked steps up to and with t
+    count = b.reduce_sum(m, axes=[0], keep_dimensions=True, label=f"{label}/count")  # [1, B]
+    slots = const(np.arange(steps).reshape(steps, 1, 1), "float32")
+    # Slot k takes the step t where done[t] first exceeds k: the number of steps with done <= k.
+    src = b.reduce_sum(b.cast(b.lesser_or_equal(b.reshape(done, [1, steps, batch]), slots), "float32"), axes=[1],
+                       label=f"{label}/sources")
+    src = b.cast(b.min(src, const(np.float32(steps - 1), "float32")), "int32")
+    x = along_time(proj, src, steps, gh, "compact")
+    if gates == 4:
+        hold = np.zeros(gh)
+        hold[:hidden], hold[hidden:2 * hidden] = -_SATURATE, _SATURATE  # ifgo: i = 0, f = 1
+        after = b.greater_or_equal(b.reshape(slots, [steps, 1]), count)  # [T, B]
+        x = b.where(b.reshape(after, [steps, batch, 1]), const(hold), x, label=f"{label}/hold")
+
+    eye = np.eye(gh)
+    c_t = None
+    if gates == 1:
+        h_t, seq = plain_rnn(cv, x, eye, r, np.zeros(hidden), steps, hidden, act, initial(h_var), label + "/rnn")
+    elif gates == 4:
+        h_t, c_t, seq = b.lstm(x, const(eye[None]), const(r[None]), steps, hidden,
+                               initial_hidden_state=initial(h_var), initial_cell_state=initial(c_var),
+                               return_sequence=True, layout="ifgo", activations=["sigmoid", act, act],
+                               label=label + "/lstm")
+    else:
+        h_t, seq = b.gru(x, const(eye[None]), const(r[None]), steps, hidden,
+                         recurrent_bias=const((r_bias - folded_r)[None]), initial_hidden_state=initial(h_var),
+                         reset_after=reset_after, return_sequence=True, layout="zrn", activations=["sigmoid", act],
+                         label=label + "/gru")
+    states = b.reshape(seq, [steps, batch, hidden], label=f"{label}/states")
+    zero = const(np.float32(0), "float32")
+    one = const(np.float32(1), "float32")
+    last = b.cast(b.max(b.sub(count, one), zero), "int32")
+    h_last = b.reshape(along_time(states, last, 1, hidden, "last"), [batch, hidden])
+    any_step = b.reshape(b.greater(count, zero), [batch, 1])
+    h_final = b.where(any_step, h_last, state(h_var), label=f"{label}/h")
+    # Step t's output: the state after the last unmasked step up to t; before any, the
+    # previous output's start (or zeros, and zeros at every masked step with zero_output).
+    outs = along_time(states, b.cast(b.max(b.sub(done, one), zero), "int32"), steps, hidden, "outputs")
+    if zero_output:
+        outs = b.where(b.reshape(mask, [steps, batch, 1]), outs, const(np.zeros(())), label=f"{label}/masked")
+    else:
+        outs = b.where(b.reshape(b.greater(done, zero), [steps, batch, 1]), outs, state(prev_var),
+                       label=f"{label}/masked")
+    out_final = b.reshape(b.slice(outs, [steps - 1, 0, 0], [1, batch, hidden]), [batch, hidden])
+
+    for k, value in final_counters.items():
+        cv.set_entry(op, np.asarray(value), k)
+    for k in (*passthrough, mask_var):
+        cv.set_entry(op, entries[k], k)
+    cv.set_output(op, h_final, h_var)
+    cv.set_output(op, out_final, prev_var)
+    if c_var is not None:
+        cv.set_output(op, b.reshape(c_t, [batch, hidden], label=f"{label}/c"), c_var)
+    if buf_var is not None:
+        buf_shape = [int(d) for d in entries[buf_var].shape]
+        cv.set_output(op, b.reshape(outs if whole_sequence else out_final, buf_shape, label=f"{label}/buffer"),
+                      buf_var)
 
 
 #: The most values of an embedding's projected table (vocabulary x gates * hidden_size)
