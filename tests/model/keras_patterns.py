@@ -136,7 +136,7 @@ def tensor_list_loop():
 
 def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool = False, buffer: bool = True,
                    reverse: bool = False, weights: str = "float32", embedded: bool = False,
-                   relu_cell: bool = False) -> tuple[bytes, list[np.ndarray]]:
+                   relu_cell: bool = False, masked: str = "") -> tuple[bytes, list[np.ndarray]]:
     """A Keras 3 LSTM or GRU layer as TensorFlow's converter writes it: a time-major
     sequence, a WHILE with two counters, a body of fully connected layers, a gate split
     and the activations, and a buffer written per step (LSTM: the whole sequence through
@@ -161,6 +161,12 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     the GATHER of a constant table by int32 ids [batch, steps] (Keras' Embedding) before the
     transpose. ``relu_cell`` (LSTM, GRU): the cell activation is RELU (Keras'
     ``activation="relu"``); the GRU's ``near_miss`` uses RELU6, which no WebNN gru computes.
+    ``masked`` (with ``embedded``; LSTM, GRU with ``reset_after``, SimpleRNN): Keras' masking
+    (``Embedding(mask_zero=True)``): the mask ``ids != 0`` goes time-major into the loop, which
+    also carries the previous output; per step ``SELECT_V2(mask_t, new, old)`` keeps the states
+    where the mask is false and writes the previous output (``"prev"``) or zeros (``"zero"``,
+    a Bidirectional layer's ``return_sequences``) into the buffer. The ids hold zeros at the
+    start, inside and at the end of a row, and a row of zeros alone (no unmasked step).
     """
     reset_after = cell != "gru0"
     cell = "gru" if cell == "gru0" else cell
@@ -168,9 +174,15 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     steps, batch, features, units = 5, 2, 3, 4
     gates = {"lstm": 4, "gru": 3}.get(cell, 1)
     m = ModelMaker()
+    if masked:
+        batch = 3
     if embedded:
         ids = m.input([batch, steps], np.int32)
         x = m.op("GATHER", [m.const(_f32(rng, 9, features)), ids], [batch, steps, features], options=dict(axis=0))
+        if masked:
+            nz = m.op("NOT_EQUAL", [ids, m.const(np.int32(0))], [batch, steps], out_dtype=np.bool_)
+            nz = m.op("RESHAPE", [nz, m.const(np.int32([batch, steps, 1]))], [batch, steps, 1], out_dtype=np.bool_)
+            mask_seq = m.op("TRANSPOSE", [nz, m.const(np.int32([1, 0, 2]))], [steps, batch, 1], out_dtype=np.bool_)
     else:
         x = m.input([batch, steps, features])
     seq = m.op("TRANSPOSE", [x, m.const(np.int32([1, 0, 2]))], [steps, batch, features])
@@ -189,6 +201,10 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     if not buffer:  # (LSTM) the buffer's slot goes: [i, t, h, c, seq]
         del loop_vars[2], shapes[2]
     dtypes = [np.int32, np.int32] + [np.float32] * (len(shapes) - 2)
+    if masked:  # [i, t, buf, prev, h, (c), mask, seq]
+        loop_vars[3:3] = [m.const(np.zeros(state, np.float32))]
+        shapes[3:3], dtypes[3:3] = [state], [np.float32]
+        loop_vars[-1:-1], shapes[-1:-1], dtypes[-1:-1] = [mask_seq], [[steps, batch, 1]], [np.bool_]
 
     cond = m.subgraph()
     ins = [m.input(s, d) for s, d in zip(shapes, dtypes)]
@@ -215,7 +231,27 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     ins = [m.input(s, d) for s, d in zip(shapes, dtypes)]
     if not buffer:
         ins.insert(2, -1)
+    prev = mask_t = -1
+    if masked:
+        prev, mask_in = ins.pop(3), ins.pop(-2)
     i, t, buf, h = ins[:4]
+    if masked:
+        mask_t = m.op("GATHER", [mask_in, t], [batch, 1], out_dtype=np.bool_)
+
+    def step(new: int, old: int) -> int:  # Keras' masked step: the old value where the mask is false
+        return m.op("SELECT_V2", [mask_t, new, old], state) if masked else new
+
+    def out(h1: int) -> int:  # what the buffer gets
+        if not masked:
+            return h1
+        return step(h1, prev if masked == "prev" else m.const(np.zeros(state, np.float32)))
+
+    def body_outputs(*values: int) -> None:  # i, t, buf, h, (c), seq
+        values = list(values)
+        if masked:
+            values[3:3] = [h_out]
+            values[-1:-1] = [mask_in]
+        m.output(*values)
     one = m.const(np.int32(1))
     i1 = m.op("ADD", [i, one], [], out_dtype=np.int32)
     t1 = m.op("ADD", [t, one], [], out_dtype=np.int32)
@@ -233,6 +269,8 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
         gi, gf, gg, go = m.op("SPLIT", [m.const(np.int32(1)), z], [state] * 4, options=dict(numSplits=4), outputs=4)
         c1 = m.op("ADD", [m.op("MUL", [sig(gf), c], state), m.op("MUL", [sig(gi), tanh(gg)], state)], state)
         h1 = m.op("MUL", [sig(go), tanh(c1)], state)
+        h_out = out(h1)
+        h1, c1 = step(h1, h), step(c1, c)
         if not buffer:
             m.output(i1, t1, h1, c1, ins[-1])
             m.subgraph(0)
@@ -241,7 +279,7 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
             m.tensors[outs[0]].type = m.tensors[outs[1]].type = INT32
             m.output(outs[2], outs[3])
             return m.finish(), [_f32(rng, batch, steps, features), _f32(rng, *state)]
-        row = m.op("RESHAPE", [h1, m.const(np.int32([1, batch, units]))], [1, batch, units])
+        row = m.op("RESHAPE", [h_out, m.const(np.int32([1, batch, units]))], [1, batch, units])
         vec = m.const(np.int32([1]))
         pre_size = m.op("CONCATENATION", [m.op("RESHAPE", [t, vec], [1], out_dtype=np.int32),
                                           m.const(np.int32([-1, -1]))], [3], out_dtype=np.int32, options=dict(axis=0))
@@ -251,14 +289,16 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
         post = _signature(m, m.op("SLICE", [buf, post_begin, m.const(np.int32([-1, -1, -1]))], [1, batch, units]),
                           [-1, batch, units])
         buf1 = m.op("CONCATENATION", [pre, row, post], buf_shape, options=dict(axis=0))
-        m.output(i1, t1, buf1, h1, c1, ins[-1])
+        body_outputs(i1, t1, buf1, h1, c1, ins[-1])
     elif gates == 1:
         rec = m.op("FULLY_CONNECTED", [h, weight(units, units, scale=0.5), -1], state)
         xw = m.op("FULLY_CONNECTED", [x_t, weight(units, features, scale=0.5),
                                       weight(units, scale=0.3)], state)
         h1 = m.op({"tanh": "TANH", "relu": "RELU", "relu6": "RELU6"}[cell], [m.op("ADD", [xw, rec], state)], state)
-        buf1 = m.op("RESHAPE", [h1, m.const(np.int32(buf_shape))], buf_shape)
-        m.output(i1, t1, buf1, h1, ins[-1])
+        h_out = out(h1)
+        h1 = step(h1, h)
+        buf1 = m.op("RESHAPE", [h_out, m.const(np.int32(buf_shape))], buf_shape)
+        body_outputs(i1, t1, buf1, h1, ins[-1])
     elif not reset_after:
         xw = m.op("FULLY_CONNECTED", [x_t, weight(gates * units, features, scale=0.5),
                                       weight(gates * units, scale=0.3)], [batch, gates * units])
@@ -289,8 +329,10 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
         n = m.op("RELU6", [pre_n], state) if near_miss else tanh(pre_n)
         keep = m.op("SUB", [m.const(np.float32(1.0)), u], state)
         h1 = m.op("ADD", [m.op("MUL", [u, h], state), m.op("MUL", [keep, n], state)], state)
-        buf1 = m.op("RESHAPE", [h1, m.const(np.int32(buf_shape))], buf_shape)
-        m.output(i1, t1, buf1, h1, ins[-1])
+        h_out = out(h1)
+        h1 = step(h1, h)
+        buf1 = m.op("RESHAPE", [h_out, m.const(np.int32(buf_shape))], buf_shape)
+        body_outputs(i1, t1, buf1, h1, ins[-1])
 
     m.subgraph(0)
     outs = m.op("WHILE", loop_vars, shapes, options=dict(condSubgraphIndex=cond, bodySubgraphIndex=body),
@@ -299,9 +341,13 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     if reverse:
         wide = m.op("RESHAPE", [outs[2], m.const(np.int32([1, steps, batch, units]))], [1, steps, batch, units])
         m.output(m.op("REVERSE_V2", [wide, m.const(np.int32([1]))], [1, steps, batch, units]), outs[3])
+    elif masked:
+        m.output(*outs[2:len(shapes) - 2])  # the buffer, the previous output, h (and c)
     else:
         m.output(outs[2], outs[3])
     first = rng.integers(0, 9, (batch, steps)).astype(np.int32) if embedded else _f32(rng, batch, steps, features)
+    if masked:  # zeros at the start, inside, at the end; a row without any unmasked step
+        first = np.int32([[0, 3, 0, 5, 0], [7, 2, 0, 0, 4], [0, 0, 0, 0, 0]])
     inputs = [first] + ([_f32(rng, *state)] if cell == "lstm" else [])
     return m.finish(), inputs
 
@@ -354,6 +400,26 @@ def lstm_loop_embedded():
 @case
 def simple_rnn_loop_embedded():
     return recurrent_loop("tanh", embedded=True)
+
+
+@case
+def lstm_loop_masked():
+    return recurrent_loop("lstm", embedded=True, masked="prev")
+
+
+@case
+def lstm_loop_masked_zero():
+    return recurrent_loop("lstm", embedded=True, masked="zero")
+
+
+@case
+def gru_loop_masked():
+    return recurrent_loop("gru", embedded=True, masked="prev")
+
+
+@case
+def simple_rnn_loop_masked():
+    return recurrent_loop("tanh", embedded=True, masked="zero")
 
 
 @case

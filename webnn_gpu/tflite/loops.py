@@ -541,7 +541,8 @@ def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_va
     # Mask arithmetic in float32 (counts up to the step count are exact).
     mask = e if not isinstance(e := entries[mask_var], np.ndarray) else \
         b.constant({"data_type": "uint8", "shape": list(e.shape)}, np.ascontiguousarray(e, np.uint8))
-    m = b.cast(b.reshape(mask, [steps, batch]), "float32", label=f"{label}/mask")
+    mask = b.reshape(mask, [steps, batch])
+    m = b.cast(mask, "float32", label=f"{label}/mask")
     done = b.cumulative_sum(m, 0, label=f"{label}/done")  # unmasked steps up to and with t
     count = b.reduce_sum(m, axes=[0], keep_dimensions=True, label=f"{label}/count")  # [1, B]
     slots = const(np.arange(steps).reshape(steps, 1, 1), "float32")
@@ -570,22 +571,32 @@ def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_va
                          recurrent_bias=const((r_bias - folded_r)[None]), initial_hidden_state=initial(h_var),
                          reset_after=reset_after, return_sequence=True, layout="zrn", activations=["sigmoid", act],
                          label=label + "/gru")
+    # Step t's output is the state after the last unmasked step up to t: row done[t] of the
+    # states behind the previous output's start (zeros, in Keras' layers) as row 0.
     states = b.reshape(seq, [steps, batch, hidden], label=f"{label}/states")
-    zero = const(np.float32(0), "float32")
-    one = const(np.float32(1), "float32")
-    last = b.cast(b.max(b.sub(count, one), zero), "int32")
-    h_last = b.reshape(along_time(states, last, 1, hidden, "last"), [batch, hidden])
-    any_step = b.reshape(b.greater(count, zero), [batch, 1])
-    h_final = b.where(any_step, h_last, state(h_var), label=f"{label}/h")
-    # Step t's output: the state after the last unmasked step up to t; before any, the
-    # previous output's start (or zeros, and zeros at every masked step with zero_output).
-    outs = along_time(states, b.cast(b.max(b.sub(done, one), zero), "int32"), steps, hidden, "outputs")
-    if zero_output:
-        outs = b.where(b.reshape(mask, [steps, batch, 1]), outs, const(np.zeros(())), label=f"{label}/masked")
+
+    def behind(k: int | None) -> Any:
+        return b.concat([b.reshape(state(k), [1, batch, hidden]), states], 0, label=f"{label}/after{k}")
+
+    def zero_state(k: int | None) -> bool:
+        return k is None or (isinstance(entries[k], np.ndarray) and not entries[k].any())
+
+    with_prev = behind(prev_var)
+    with_h = with_prev if zero_state(h_var) and zero_state(prev_var) else behind(h_var)
+    last = b.cast(count, "int32")
+    h_final = b.reshape(along_time(with_h, last, 1, hidden, "h"), [batch, hidden])
+    if whole_sequence and buf_var is not None:
+        outs = along_time(with_prev, b.cast(done, "int32"), steps, hidden, "outputs")
+        if zero_output:
+            outs = b.where(b.reshape(mask, [steps, batch, 1]), outs, const(np.zeros(())), label=f"{label}/masked")
+        out_final = b.reshape(b.slice(outs, [steps - 1, 0, 0], [1, batch, hidden]), [batch, hidden])
     else:
-        outs = b.where(b.reshape(b.greater(done, zero), [steps, batch, 1]), outs, state(prev_var),
-                       label=f"{label}/masked")
-    out_final = b.reshape(b.slice(outs, [steps - 1, 0, 0], [1, batch, hidden]), [batch, hidden])
+        outs = None
+        out_final = h_final if with_h is with_prev else \
+            b.reshape(along_time(with_prev, last, 1, hidden, "last"), [batch, hidden])
+        if zero_output:
+            keep = b.reshape(b.slice(mask, [steps - 1, 0], [1, batch]), [batch, 1])
+            out_final = b.where(keep, out_final, const(np.zeros(())), label=f"{label}/masked")
 
     for k, value in final_counters.items():
         cv.set_entry(op, np.asarray(value), k)
@@ -597,7 +608,7 @@ def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_va
         cv.set_output(op, b.reshape(c_t, [batch, hidden], label=f"{label}/c"), c_var)
     if buf_var is not None:
         buf_shape = [int(d) for d in entries[buf_var].shape]
-        cv.set_output(op, b.reshape(outs if whole_sequence else out_final, buf_shape, label=f"{label}/buffer"),
+        cv.set_output(op, b.reshape(outs if outs is not None else out_final, buf_shape, label=f"{label}/buffer"),
                       buf_var)
 
 
