@@ -165,7 +165,7 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     (``Embedding(mask_zero=True)``): the mask ``ids != 0`` goes time-major into the loop, which
     also carries the previous output; per step ``SELECT_V2(mask_t, new, old)`` keeps the states
     where the mask is false and writes the previous output (``"prev"``) or zeros (``"zero"``,
-    a Bidirectional layer's ``return_sequences``) into the buffer. The ids hold zeros at the
+    a Bidirectional layer's ``return_sequences``: no previous output in the loop) into the buffer. The ids hold zeros at the
     start, inside and at the end of a row, and a row of zeros alone (no unmasked step).
     """
     reset_after = cell != "gru0"
@@ -201,9 +201,10 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     if not buffer:  # (LSTM) the buffer's slot goes: [i, t, h, c, seq]
         del loop_vars[2], shapes[2]
     dtypes = [np.int32, np.int32] + [np.float32] * (len(shapes) - 2)
-    if masked:  # [i, t, buf, prev, h, (c), mask, seq]
+    if masked == "prev":  # [i, t, buf, prev, h, (c), mask, seq]
         loop_vars[3:3] = [m.const(np.zeros(state, np.float32))]
         shapes[3:3], dtypes[3:3] = [state], [np.float32]
+    if masked:
         loop_vars[-1:-1], shapes[-1:-1], dtypes[-1:-1] = [mask_seq], [[steps, batch, 1]], [np.bool_]
 
     cond = m.subgraph()
@@ -233,7 +234,7 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
         ins.insert(2, -1)
     prev = mask_t = -1
     if masked:
-        prev, mask_in = ins.pop(3), ins.pop(-2)
+        prev, mask_in = ins.pop(3) if masked == "prev" else -1, ins.pop(-2)
     i, t, buf, h = ins[:4]
     if masked:
         mask_t = m.op("GATHER", [mask_in, t], [batch, 1], out_dtype=np.bool_)
@@ -248,8 +249,9 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
 
     def body_outputs(*values: int) -> None:  # i, t, buf, h, (c), seq
         values = list(values)
-        if masked:
+        if masked == "prev":
             values[3:3] = [h_out]
+        if masked:
             values[-1:-1] = [mask_in]
         m.output(*values)
     one = m.const(np.int32(1))

@@ -174,10 +174,11 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
         # The one read by SELECT_V2 alone (the cell state is also read by the forget gate's MUL).
         prevs = [k for k in others if shapes[k] == state_shape and
                  all(o.name == "SELECT_V2" for o in bsub.operators if bsub.inputs[k] in o.inputs)]
-        if len(prevs) != 1:
+        if len(prevs) > 1:
             return False
-        prev_var = prevs[0]
-        others.remove(prev_var)
+        if prevs:  # (none where every masked step writes zeros)
+            prev_var = prevs[0]
+            others.remove(prev_var)
     c_var = None
     if gates == 4:
         cells = [k for k in others if shapes[k] == state_shape]
@@ -290,12 +291,13 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
                 # Keras' masked step: the states stay, the output is the previous one ("prev")
                 # or zeros ("zero": a Bidirectional layer's return_sequences).
                 keep = floats_probe[mask_var][t].reshape(batch, 1)
-                prev = floats_probe[prev_var].astype(np.float64)
-                checks.append((outs[prev_var], np.where(keep, h_ref, prev if masked == "prev" else 0.0)))
+                prev = floats_probe[prev_var].astype(np.float64) if masked == "prev" else 0.0
+                out_ref = np.where(keep, h_ref, prev)
+                if prev_var is not None:
+                    checks.append((outs[prev_var], out_ref))
                 h_ref = np.where(keep, h_ref, floats_probe[h_var].astype(np.float64))
                 if c_ref is not None:
                     c_ref = np.where(keep, c_ref, floats_probe[c_var].astype(np.float64))
-                out_ref = checks[0][1]
             else:
                 out_ref = h_ref
             checks.append((outs[h_var], h_ref))
@@ -329,7 +331,7 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
         if not act:
             return False
     masked = ""
-    for masked in ("prev", "zero") if mask_var is not None else ("",):
+    for masked in ("prev", "zero") if prev_var is not None else ("zero",) if mask_var is not None else ("",):
         if matches(act, masked):
             break
         if gates != 1 and _relu_only(bsub) and matches("relu", masked):
@@ -342,7 +344,6 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
                   whole_sequence=whole_sequence, final_counters=counters_at(steps), passthrough=passthrough,
                   reset_after=reset_after)
     if mask_var is not None:
-        assert prev_var is not None
         _emit_masked(cv, op, entries, mask_var=mask_var, prev_var=prev_var, zero_output=masked == "zero", **params)
     else:
         _emit(cv, op, entries, **params)
@@ -484,7 +485,7 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gate
 _SATURATE = 1e4
 
 
-def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_var: int, prev_var: int,
+def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_var: int, prev_var: int | None,
                  zero_output: bool, act: str, gates: int, hidden: int, steps: int, batch: int, w: np.ndarray,
                  r: np.ndarray, w_bias: np.ndarray, r_bias: np.ndarray, h_var: int, c_var: int | None, seq_var: int,
                  buf_var: int | None, whole_sequence: bool, final_counters: dict[int, np.ndarray],
@@ -603,7 +604,8 @@ def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_va
     for k in (*passthrough, mask_var):
         cv.set_entry(op, entries[k], k)
     cv.set_output(op, h_final, h_var)
-    cv.set_output(op, out_final, prev_var)
+    if prev_var is not None:
+        cv.set_output(op, out_final, prev_var)
     if c_var is not None:
         cv.set_output(op, b.reshape(c_t, [batch, hidden], label=f"{label}/c"), c_var)
     if buf_var is not None:
