@@ -276,6 +276,36 @@ def gathers():
     return m.finish(), [_f32(rng, *S), _i32([5, 0, 3, 3])]
 
 
+@case
+def gathers_batched():
+    """GATHER with batch_dims on run-time params and indices (Keras' ``ops.take_along_axis``,
+    ``tf.gather(batch_dims=)``): the indices' axis right after the batch (with and without
+    dimensions after it), one between, two index dimensions, batch_dims 2;
+    and BUCKETIZE (Keras' ``Discretization``, ``ops.digitize``): values on the boundaries, below
+    and above them all, an int32 input, repeated boundaries."""
+    rng = np.random.default_rng(28)
+    m = ModelMaker()
+    x = m.input(S)
+    ids = m.input([2, 5], dtype=np.int32)
+    ids3 = m.input([2, 3, 4], dtype=np.int32)
+    outs = [m.op("GATHER", [x, ids], [2, 5, 8], options=dict(axis=1, batchDims=1)),
+            m.op("GATHER", [x, ids3], [2, 3, 4], options=dict(axis=2, batchDims=2)),
+            m.op("GATHER", [x, ids3], [2, 3, 3, 4],
+                 options=dict(axis=2, batchDims=1)),
+            m.op("GATHER", [m.op("RESHAPE", [x, m.const(_i32([2, 3, 4, 2]))], [2, 3, 4, 2]), ids], [2, 3, 5, 2],
+                 options=dict(axis=2, batchDims=1))]
+    bounds = [-1.0, -0.25, 0.0, 0.0, 0.5, 1.5]
+    values = m.input([3, 7])
+    outs.append(m.op("BUCKETIZE", [values], [3, 7], out_dtype=np.int32, options=dict(boundaries=bounds)))
+    outs.append(m.op("BUCKETIZE", [ids], [2, 5], out_dtype=np.int32, options=dict(boundaries=[-1.0, 0.0, 2.0])))
+    m.output(*outs)
+    vals = _f32(rng, 3, 7)
+    vals[0, :6] = bounds  # on the boundaries
+    vals[1, :2] = [-5.0, 5.0]
+    return m.finish(), [_f32(rng, *S), _i32([[0, 2, 1, 2, 0], [1, 0, 0, 2, 2]]),
+                        rng.integers(0, 3, (2, 3, 4)).astype(np.int32), vals]
+
+
 #: STRIDED_SLICE specifications on a [2, 5, 6, 4] input: (begin, end, strides, options, output shape).
 STRIDED = [
     ([0, 1, 0, 0], [2, 4, 6, 4], [1, 1, 2, 1], {}, [2, 3, 3, 4]),

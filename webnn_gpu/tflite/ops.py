@@ -2161,11 +2161,13 @@ def _space_to_depth(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, b.reshape(x, [n, h // bs, w // bs, bs * bs * c], label=label))
 
 
-@handles("GATHER", webnn="gather(axis=) (batch_dims 0; negative ids wrapped by SELECT_V2 go to the gather as they are)")
+@handles("GATHER", webnn="gather(axis=) (negative ids wrapped by SELECT_V2 go to the gather as they are); "
+                          "batch_dims > 0: gather_elements with the indices expanded")
 def _gather(cv: Converter, op: OperatorInfo) -> None:
     o = op.options(_fb.GatherOptions)
     if _opt(o, "BatchDims", 0):
-        raise cv.unsupported(op, f"batch_dims={_opt(o, 'BatchDims', 0)} with a run-time input")
+        _gather_batched(cv, op, int(_opt(o, "Axis", 0)), int(_opt(o, "BatchDims", 0)))
+        return
     rank = len(cv.tensor(op, 0).shape)
     axis = cv.axis(op, int(_opt(o, "Axis", 0)), rank)
     ids = _wrapped_indices(cv, op, int(cv.tensor(op, 0).shape[axis]))
@@ -2175,6 +2177,65 @@ def _gather(cv: Converter, op: OperatorInfo) -> None:
                                         label=cv.label(op)))
     if table is not None:
         cv.dequantized.add(op.outputs[0])
+
+
+def _gather_batched(cv: Converter, op: OperatorInfo, axis: int, batch_dims: int) -> None:
+    """GATHER with ``batch_dims`` > 0 (``tf.gather(..., batch_dims=)``, Keras'
+    ``ops.take_along_axis``): ``out[b, m, i, r] = params[b, m, ids[b, i], r]`` for the batch
+    dimensions b, the params' dimensions m between them and ``axis``, the indices' own i and
+    the params' r after ``axis``. One ``gather_elements`` along ``axis`` with the indices (i
+    flattened into one dimension) expanded over m and r, reshaped to the output."""
+    b, label = cv.builder, cv.label(op)
+    p_shape = [int(d) for d in cv.tensor(op, 0).shape]
+    i_shape = [int(d) for d in cv.tensor(op, 1).shape]
+    batch_dims %= max(len(i_shape), 1)
+    axis = cv.axis(op, axis, len(p_shape))
+    if not batch_dims <= axis or p_shape[:batch_dims] != i_shape[:batch_dims]:
+        raise cv.malformed(op, f"batch_dims={batch_dims} with axis {axis}, params {p_shape} and indices {i_shape}")
+    ids = cv.operand(op, 1)
+    if ids.data_type not in ("int32", "int64"):
+        raise cv.unsupported(op, f"indices of type {ids.data_type}")
+    lead, mid, rest = p_shape[:batch_dims], p_shape[batch_dims:axis], p_shape[axis + 1:]
+    own = int(np.prod(i_shape[batch_dims:], dtype=np.int64))
+    ids = b.reshape(ids, lead + [1] * len(mid) + [own] + [1] * len(rest), label=label + "/ids")
+    full = lead + mid + [own] + rest
+    if list(ids.shape) != full:
+        ids = b.expand(ids, full, label=label + "/expand")
+    y = b.gather_elements(cv.operand(op, 0), ids, axis=axis, label=label)
+    cv.set_output(op, b.reshape(y, lead + mid + i_shape[batch_dims:] + rest, label=label + "/out"))
+
+
+@folds("BUCKETIZE")
+def _fold_bucketize(cv: Converter, op: OperatorInfo, values: list) -> list:
+    bounds = _bucket_boundaries(cv, op)
+    return [np.searchsorted(bounds, values[0].astype(np.float64), side="right").astype(np.int32)]
+
+
+def _bucket_boundaries(cv: Converter, op: OperatorInfo) -> np.ndarray:
+    o = op.options(_fb.BucketizeOptions)
+    bounds = np.zeros(0, np.float32) if o is None or o.BoundariesIsNone() else \
+        np.asarray(o.BoundariesAsNumpy(), np.float32).reshape(-1)
+    if bounds.size > 1 and not (np.diff(bounds) >= 0).all():
+        raise cv.malformed(op, f"boundaries {bounds.tolist()} are not sorted")
+    return bounds
+
+
+@handles("BUCKETIZE", webnn="reduce_sum(cast(logical_not(lesser(x, boundaries))))")
+def _bucketize(cv: Converter, op: OperatorInfo) -> None:
+    # TFLite: the index of the first boundary above the value (upper_bound), the count of
+    # the boundaries b with not(x < b): NaN counts every boundary, as there.
+    bounds = _bucket_boundaries(cv, op)
+    b, label = cv.builder, cv.label(op)
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    x = cv.operand(op, 0)
+    if bounds.size == 0:
+        cv.set_output(op, b.constant({"data_type": "int32", "shape": shape}, np.zeros(shape, np.int32)))
+        return
+    if x.data_type != "float32":
+        x = b.cast(x, "float32", label=label + "/float")
+    x = b.reshape(x, shape + [1], label=label + "/values")
+    above = b.logical_not(b.lesser(x, b.constant({"data_type": "float32", "shape": [bounds.size]}, bounds)))
+    cv.set_output(op, b.reduce_sum(b.cast(above, "int32"), axes=[len(shape)], label=label))
 
 
 def _dequantized_table(cv: Converter, op: OperatorInfo, axis: int) -> Any | None:
