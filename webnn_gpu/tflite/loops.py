@@ -479,6 +479,32 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gate
         cv.set_output(op, buf, buf_var)
 
 
+#: A masked loop's plan (one invocation per batch row b, mask [T, B] int32): ``src[k, b]`` the
+#: step of the k-th unmasked one (``hold`` for the slots after them), ``done[t, b]`` the
+#: unmasked steps up to and with t, ``count[b]`` all of them.
+_MASK_PLAN_WGSL = """@group(0) @binding(0) var<storage, read> mask: array<i32>;
+@group(0) @binding(1) var<storage, read_write> src: array<i32>;
+@group(0) @binding(2) var<storage, read_write> done: array<i32>;
+@group(0) @binding(3) var<storage, read_write> count: array<i32>;
+@compute @workgroup_size({{ workgroup_size }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let b = gid.x;
+  if (b >= {{ batch }}u) { return; }
+  var c = 0u;
+  for (var t = 0u; t < {{ steps }}u; t = t + 1u) {
+    if (mask[t * {{ batch }}u + b] != 0) {
+      src[c * {{ batch }}u + b] = i32(t);
+      c = c + 1u;
+    }
+    done[t * {{ batch }}u + b] = i32(c);
+  }
+  count[b] = i32(c);
+  for (var k = c; k < {{ steps }}u; k = k + 1u) {
+    src[k * {{ batch }}u + b] = {{ hold }};
+  }
+}
+"""
+
 #: A gate pre-activation at which the engine's sigmoid is exactly 1 (and at minus it exactly 0):
 #: ``1 / (1 + exp(-x))`` rounds to 1.0 beyond x = 17 in float32 and exp(-x) underflows to 0
 #: beyond 104; representable in float16.
@@ -539,24 +565,22 @@ def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_va
         proj = b.gemm(rows, const(w), c=const(proj_bias), b_transpose=True, label=f"{label}/projection")
         proj = b.reshape(proj, [steps, batch, gh], label=f"{label}/projected")
 
-    # Mask arithmetic in float32 (counts up to the step count are exact).
     mask = e if not isinstance(e := entries[mask_var], np.ndarray) else \
         b.constant({"data_type": "uint8", "shape": list(e.shape)}, np.ascontiguousarray(e, np.uint8))
     mask = b.reshape(mask, [steps, batch])
-    m = b.cast(mask, "float32", label=f"{label}/mask")
-    done = b.cumulative_sum(m, 0, label=f"{label}/done")  # unmasked steps up to and with t
-    count = b.reduce_sum(m, axes=[0], keep_dimensions=True, label=f"{label}/count")  # [1, B]
-    slots = const(np.arange(steps).reshape(steps, 1, 1), "float32")
-    # Slot k takes the step t where done[t] first exceeds k: the number of steps with done <= k.
-    src = b.reduce_sum(b.cast(b.lesser_or_equal(b.reshape(done, [1, steps, batch]), slots), "float32"), axes=[1],
-                       label=f"{label}/sources")
-    src = b.cast(b.min(src, const(np.float32(steps - 1), "float32")), "int32")
-    x = along_time(proj, src, steps, gh, "compact")
+    # One small kernel reads the mask: the source step of every slot, the unmasked steps up
+    # to and with every t, their count.
+    hold_row = steps if gates == 4 else steps - 1
+    src, done, count = b.wgsl(
+        _MASK_PLAN_WGSL, [b.cast(mask, "int32", label=f"{label}/mask")],
+        [{"data_type": "int32", "shape": [steps, batch]}] * 2 + [{"data_type": "int32", "shape": [1, batch]}],
+        workgroup_size=64, dispatch=[-(-batch // 64)], constants={"steps": steps, "batch": batch, "hold": hold_row},
+        label=f"{label}/mask_plan")
     if gates == 4:
-        hold = np.zeros(gh)
-        hold[:hidden], hold[hidden:2 * hidden] = -_SATURATE, _SATURATE  # ifgo: i = 0, f = 1
-        after = b.greater_or_equal(b.reshape(slots, [steps, 1]), count)  # [T, B]
-        x = b.where(b.reshape(after, [steps, batch, 1]), const(hold), x, label=f"{label}/hold")
+        hold = np.zeros((1, batch, gh))
+        hold[..., :hidden], hold[..., hidden:2 * hidden] = -_SATURATE, _SATURATE  # ifgo: i = 0, f = 1
+        proj = b.concat([proj, const(hold)], 0, label=f"{label}/hold")
+    x = along_time(proj, src, steps, gh, "compact")
 
     eye = np.eye(gh)
     c_t = None
@@ -584,10 +608,10 @@ def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_va
 
     with_prev = behind(prev_var)
     with_h = with_prev if zero_state(h_var) and zero_state(prev_var) else behind(h_var)
-    last = b.cast(count, "int32")
+    last = count
     h_final = b.reshape(along_time(with_h, last, 1, hidden, "h"), [batch, hidden])
     if whole_sequence and buf_var is not None:
-        outs = along_time(with_prev, b.cast(done, "int32"), steps, hidden, "outputs")
+        outs = along_time(with_prev, done, steps, hidden, "outputs")
         if zero_output:
             outs = b.where(b.reshape(mask, [steps, batch, 1]), outs, const(np.zeros(())), label=f"{label}/masked")
         out_final = b.reshape(b.slice(outs, [steps - 1, 0, 0], [1, batch, hidden]), [batch, hidden])
