@@ -637,19 +637,19 @@ def _project_gemm(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None,
 
 def _identity_projection(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None, fold_limit: int,
                          common: dict) -> Value | None:
-    """``x`` itself (a view ``[T * B, GH]``) as the input projection of every step where it is
-    one: one direction, float32, a constant identity weight and the biases the projection
-    takes all zero (what the TFLite loader makes of a layer reading an embedding: the table
-    projected at load time). Else None."""
+    """``x`` itself (a view ``[T * B, D * GH]``) as the input projection of every step where it
+    is one: float32, a constant identity weight (``[D, GH, D * GH]``: direction d takes its
+    block of x) and the biases the projection takes all zero (what the TFLite loader makes of
+    a layer reading an embedding: the table projected at load time). Else None."""
     steps, batch, nd, gh, isz = common["T"], common["B"], common["D"], common["GH"], common["I"]
-    if nd != 1 or gh != isz or vx.data_type != "float32" or vw.kind != "constant" or vw.data is None:
+    if nd * gh != isz or vx.data_type != "float32" or vw.kind != "constant" or vw.data is None:
         return None
-    if not np.array_equal(_host(vw).reshape(gh, isz), np.eye(gh, dtype=_host(vw).dtype)):
+    if not np.array_equal(_host(vw).reshape(nd * gh, isz), np.eye(isz, dtype=_host(vw).dtype)):
         return None
     for v, rows in ((vb, gh), (vrb, fold_limit)):
         if v is not None and (v.kind != "constant" or v.data is None or _host(v).reshape(nd, gh)[:, :rows].any()):
             return None
-    rows_view = Value("float32", (steps * batch, gh), "op")
+    rows_view = Value("float32", (steps * batch, nd * gh), "op")
     lc.alias(rows_view, vx)
     return rows_view
 

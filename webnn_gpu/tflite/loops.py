@@ -105,19 +105,21 @@ def _fc_params(body: ModelInfo) -> list[tuple[int, np.ndarray, np.ndarray | None
     return out
 
 
-def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) -> bool:
-    """Emit ``op`` (a WHILE) as one ``lstm`` or ``gru`` when it is one; says whether it did."""
+def _plan(cv: Converter, op: OperatorInfo, cond: int, body: int) -> dict[str, Any] | None:
+    """The parameters of the recurrent layer that ``op`` (a WHILE) is, checked by the probe
+    (the keywords of :func:`_emit` / :func:`_emit_masked`, with ``entries``, ``mask_var``,
+    ``prev_var`` and ``zero_output``); None where it is none."""
     from .convert import Converter
 
     subs = cv.model.subgraphs
     if not (0 < cond < len(subs) and 0 < body < len(subs)):
-        return False
+        return None
     bsub, csub = subs[body], subs[cond]
     if any(o.name not in FOLDERS for o in (*bsub.operators, *csub.operators)):
-        return False
+        return None
     n = len(op.inputs)
     if len(bsub.inputs) != n or len(bsub.outputs) != n or len(op.outputs) != n:
-        return False
+        return None
     entries = [cv.entry(op, i) for i in range(n)]
     shapes = [tuple(int(d) for d in e.shape) for e in entries]
     ints = [k for k, e in enumerate(entries) if isinstance(e, np.ndarray) and e.dtype.kind in "iu" and e.ndim == 0]
@@ -125,17 +127,17 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
     # Masking): a masked step keeps the states and repeats (or zeroes) the output.
     bools = [k for k, e in enumerate(entries) if k not in ints and bsub.tensors[bsub.inputs[k]].type_name == "BOOL"]
     if len(bools) > 1 or any(bsub.outputs[k] != bsub.inputs[k] for k in bools):
-        return False
+        return None
     mask_var = bools[0] if bools else None
     for k, e in enumerate(entries):
         if k not in ints and k != mask_var and \
                 not (e.dtype.kind == "f" if isinstance(e, np.ndarray) else e.data_type == cv.float_type):
-            return False
+            return None
     floats = [k for k in range(n) if k not in ints and k != mask_var]
     # The condition may read the counters only (then the trip count is known at load time).
     read_by_cond = {i for o in csub.operators for i in o.inputs} | set(csub.outputs)
     if len(csub.inputs) != n or any(csub.inputs[k] in read_by_cond for k in (*floats, *bools)):
-        return False
+        return None
     passthrough = [k for k in floats if bsub.outputs[k] == bsub.inputs[k]]
     changing = [k for k in floats if k not in passthrough]
 
@@ -157,16 +159,16 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
                     np.concatenate([zr_b, n_b if n_b is not None else np.zeros(hid)]))]
             reset_after = False
     if len(rec) != 1 or len(inp) != 1:
-        return False
+        return None
     h_var, r_w, r_b = rec[0]
     _, w_w, w_b = inp[0]
     hidden = r_w.shape[1]
     gates = w_w.shape[0] // max(hidden, 1)
     if gates not in (1, 3, 4) or r_w.shape[0] != gates * hidden or w_w.shape[0] != gates * hidden:
-        return False
+        return None
     state_shape = shapes[h_var]
     if len(state_shape) != 2 or state_shape[1] != hidden:
-        return False
+        return None
     batch = state_shape[0]
     others = [k for k in changing if k != h_var]
     prev_var = None  # a masked loop's previous output (what a masked step writes), beside the state
@@ -175,7 +177,7 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
         prevs = [k for k in others if shapes[k] == state_shape and
                  all(o.name == "SELECT_V2" for o in bsub.operators if bsub.inputs[k] in o.inputs)]
         if len(prevs) > 1:
-            return False
+            return None
         if prevs:  # (none where every masked step writes zeros)
             prev_var = prevs[0]
             others.remove(prev_var)
@@ -183,23 +185,23 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
     if gates == 4:
         cells = [k for k in others if shapes[k] == state_shape]
         if len(cells) != 1:
-            return False
+            return None
         c_var = cells[0]
         others.remove(c_var)
     if len(others) > 1:
-        return False
+        return None
     buf_var = others[0] if others else None  # none: a layer returning its final state alone
     seqs = [k for k in passthrough if len(shapes[k]) == 3 and shapes[k][1] == batch and
             shapes[k][2] == w_w.shape[1]]
     if len(seqs) != 1:
-        return False
+        return None
     seq_var = seqs[0]
     steps = shapes[seq_var][0]
     if mask_var is not None and shapes[mask_var] not in ((steps, batch, 1), (steps, batch)):
-        return False
+        return None
     buf_shape = shapes[buf_var] if buf_var is not None else (1, batch, hidden)
     if int(np.prod(buf_shape)) not in (batch * hidden, steps * batch * hidden) or buf_shape[0] not in (1, steps):
-        return False
+        return None
     whole_sequence = buf_shape[0] == steps and int(np.prod(buf_shape)) == steps * batch * hidden
     # Biases: LSTM adds every bias into one vector (the fully connected ones and constant
     # vectors added to the gates); GRU keeps the input and the recurrent bias apart.
@@ -234,7 +236,7 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
     start = {k: entries[k] for k in ints}
     once = run(body, args_at(start))
     if once is None:
-        return False
+        return None
     increment = {k: once[k].astype(np.int64) - start[k].astype(np.int64) for k in ints}
 
     def counters_at(t: int) -> dict[int, np.ndarray]:
@@ -244,12 +246,12 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
     while trips <= steps:
         keep = run(cond, args_at(counters_at(trips)))
         if keep is None:
-            return False
+            return None
         if not bool(keep[0].reshape(-1)[0]):
             break
         trips += 1
     if trips != steps or steps < 1:
-        return False
+        return None
 
     def reference(t: int, act: str) -> tuple[np.ndarray, np.ndarray | None]:
         x = floats_probe[seq_var][t].astype(np.float64)
@@ -329,7 +331,7 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
             writer = next((o for o in bsub.operators if writer.inputs[1] in o.outputs), None)  # the masked step's
         act = _PLAIN_OPS.get(writer.name if writer is not None else "", "")
         if not act:
-            return False
+            return None
     masked = ""
     for masked in ("prev", "zero") if prev_var is not None else ("zero",) if mask_var is not None else ("",):
         if matches(act, masked):
@@ -338,16 +340,229 @@ def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) ->
             act = "relu"
             break
     else:
+        return None
+    return dict(act=act, gates=gates, hidden=hidden, steps=steps, batch=batch, w=w_w, r=r_w, w_bias=w_bias,
+                r_bias=r_bias, h_var=h_var, c_var=c_var, seq_var=seq_var, buf_var=buf_var,
+                whole_sequence=whole_sequence, final_counters=counters_at(steps), passthrough=passthrough,
+                reset_after=reset_after, entries=entries, mask_var=mask_var, prev_var=prev_var,
+                zero_output=masked == "zero")
+
+
+def map_recurrent_loop(cv: Converter, op: OperatorInfo, cond: int, body: int) -> bool:
+    """Emit ``op`` (a WHILE) as one ``lstm`` or ``gru`` when it is one; says whether it did.
+    With the loop over its sequence's time reversal that a Keras ``Bidirectional`` layer writes
+    beside it (later in the subgraph, its inputs known by now), the two become one operator of
+    ``direction="both"`` (:func:`_emit_pair`: both directions in one launch, one projection)."""
+    plan = _plan(cv, op, cond, body)
+    if plan is None:
         return False
-    params = dict(act=act, gates=gates, hidden=hidden, steps=steps, batch=batch, w=w_w, r=r_w, w_bias=w_bias,
-                  r_bias=r_bias, h_var=h_var, c_var=c_var, seq_var=seq_var, buf_var=buf_var,
-                  whole_sequence=whole_sequence, final_counters=counters_at(steps), passthrough=passthrough,
-                  reset_after=reset_after)
+    partner = _partner(cv, op, plan)
+    if partner is not None:
+        _emit_pair(cv, (op, plan), partner)
+        cv.claimed.add(partner[0].index)
+        return True
+    entries, mask_var, prev_var, zero_output = (plan.pop(k) for k in ("entries", "mask_var", "prev_var", "zero_output"))
     if mask_var is not None:
-        _emit_masked(cv, op, entries, mask_var=mask_var, prev_var=prev_var, zero_output=masked == "zero", **params)
+        _emit_masked(cv, op, entries, mask_var=mask_var, prev_var=prev_var, zero_output=zero_output, **plan)
     else:
-        _emit(cv, op, entries, **params)
+        _emit(cv, op, entries, **plan)
     return True
+
+
+def _reverses(cv: Converter, tensor: int, of: int) -> bool:
+    """Whether ``tensor`` is the REVERSE_V2 along axis 0 (time) of ``of``."""
+    prod = cv.producer(tensor)
+    if prod is None or prod.name != "REVERSE_V2" or prod.inputs[0] != of:
+        return False
+    axes = cv.static(prod, 1)
+    rank = len(cv.tensor(prod, 0).shape)
+    return axes is not None and sorted({int(a) % rank for a in axes.reshape(-1)}) == [0]
+
+
+def _partner(cv: Converter, op: OperatorInfo, plan: dict[str, Any]) -> tuple[OperatorInfo, dict[str, Any]] | None:
+    """The other direction of a Keras ``Bidirectional`` layer whose loop ``op`` is: a later
+    WHILE of this subgraph, not yet converted, over the time reversal of ``op``'s sequence (or
+    the sequence that ``op``'s reverses), whose inputs are all known by now and that
+    :func:`_plan` maps onto the same operator (gates, sizes, activation, ``reset_after``);
+    neither masked. Else None."""
+    from .ops import _fb, _opt
+
+    if plan["mask_var"] is not None or plan["gates"] == 1:
+        return None
+    seq = op.inputs[plan["seq_var"]]
+    for other in cv.model.operators:
+        if other.index <= op.index or other.name != "WHILE" or other.index in cv.claimed:
+            continue
+        if not any(_reverses(cv, t, seq) or _reverses(cv, seq, t) for t in other.inputs if t >= 0):
+            continue
+        o = other.options(_fb.WhileOptions)
+        try:
+            plan2 = _plan(cv, other, int(_opt(o, "CondSubgraphIndex", 0)), int(_opt(o, "BodySubgraphIndex", 0)))
+        except Exception:  # noqa: BLE001 - an input not known yet: no pair
+            return None
+        if plan2 is None or plan2["mask_var"] is not None:
+            return None
+        seq2 = other.inputs[plan2["seq_var"]]
+        same = ("act", "gates", "hidden", "steps", "batch", "reset_after", "whole_sequence")
+        if any(plan[k] != plan2[k] for k in same) or plan["w"].shape != plan2["w"].shape or \
+                (plan["buf_var"] is None) != (plan2["buf_var"] is None) or \
+                not (_reverses(cv, seq2, seq) or _reverses(cv, seq, seq2)):
+            return None
+        return other, plan2
+    return None
+
+
+def _emit_pair(cv: Converter, first: tuple[OperatorInfo, dict[str, Any]],
+               second: tuple[OperatorInfo, dict[str, Any]]) -> None:
+    """Two loops, one over a sequence and one over its time reversal (a Keras
+    ``Bidirectional`` layer), as one ``lstm`` / ``gru`` of ``direction="both"``: the
+    directions' weights stacked, one input projection (the embedded table's gather projects
+    both: a block identity weight), both directions in one launch. The backward loop's
+    buffer is the operator's backward sequence reversed (a view for the REVERSE_V2 that
+    Keras applies to it)."""
+    (op_a, pa), (op_b, pb) = first, second
+    fwd, bwd = (first, second) if _reverses(cv, op_b.inputs[pb["seq_var"]], op_a.inputs[pa["seq_var"]]) \
+        else (second, first)
+    (op_f, pf), (op_r, pr) = fwd, bwd
+    b, label = cv.builder, cv.label(op_a)
+    gates, hidden, steps, batch = pf["gates"], pf["hidden"], pf["steps"], pf["batch"]
+    reset_after = pf["reset_after"]
+
+    def const(a: np.ndarray) -> Any:
+        a = np.ascontiguousarray(a, dtype=cv._np_float)
+        return b.constant({"data_type": cv.float_type, "shape": list(a.shape)}, a)
+
+    def operand(p: dict[str, Any], k: int) -> Any:
+        e = p["entries"][k]
+        return const(e) if isinstance(e, np.ndarray) else e
+
+    def biases(p: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:  # (the projection's, the operator's)
+        w_bias, r_bias = p["w_bias"], p["r_bias"]
+        if gates != 3:
+            return w_bias, np.zeros_like(r_bias)
+        folded = np.zeros_like(r_bias)
+        rows = 2 * hidden if reset_after else 3 * hidden
+        folded[:rows] = r_bias[:rows]
+        return w_bias + folded, r_bias - folded
+
+    (pb_f, rb_f), (pb_r, rb_r) = biases(pf), biases(pr)
+    gh = pf["w"].shape[0]
+    w = np.stack([pf["w"], pr["w"]])
+    proj_bias = np.stack([pb_f, pb_r])
+    seq_tensor = op_f.inputs[pf["seq_var"]]
+    x = _embedded_projection(cv, seq_tensor, w.reshape(2 * gh, -1), proj_bias.reshape(-1), label)
+    if x is not None:  # both directions' projections, side by side: the weight picks its half
+        w, proj_bias = np.eye(2 * gh).reshape(2, gh, 2 * gh), np.zeros_like(proj_bias)
+    else:
+        x = operand(pf, pf["seq_var"])
+    r_bias = np.stack([rb_f, rb_r])
+
+    def initial(name: str) -> Any:
+        ks = [p[name] for p in (pf, pr)]
+        if all(k is None for k in ks):
+            return None
+        es = [p["entries"][k] for p, k in zip((pf, pr), ks)]
+        if all(isinstance(e, np.ndarray) and not e.any() for e in es):
+            return None  # zeros: the operator's default
+        parts = [b.reshape(operand(p, k), [1, batch, hidden], label=f"{label}/{name}{d}")
+                 for d, (p, k) in enumerate(zip((pf, pr), ks))]
+        return b.concat(parts, 0, label=f"{label}/{name}")
+
+    c_t = None
+    if gates == 4:
+        h_t, c_t, seq = b.lstm(x, const(w), const(np.stack([pf["r"], pr["r"]])), steps, hidden,
+                               bias=const(proj_bias), initial_hidden_state=initial("h_var"),
+                               initial_cell_state=initial("c_var"), return_sequence=True, direction="both",
+                               layout="ifgo", activations=["sigmoid", pf["act"], pf["act"]], label=label + "/lstm")
+    else:
+        h_t, seq = b.gru(x, const(w), const(np.stack([pf["r"], pr["r"]])), steps, hidden, bias=const(proj_bias),
+                         recurrent_bias=const(r_bias), initial_hidden_state=initial("h_var"),
+                         reset_after=reset_after, return_sequence=True, direction="both", layout="zrn",
+                         activations=["sigmoid", pf["act"]], label=label + "/gru")
+
+    _merged_concat(cv, fwd, bwd, seq, h_t, label)
+    for d, (op, p) in enumerate((fwd, bwd)):
+        lab = cv.label(op)
+        for k, value in p["final_counters"].items():
+            cv.set_entry(op, np.asarray(value), k)
+        for k in p["passthrough"]:
+            cv.set_entry(op, p["entries"][k], k)
+        h = b.reshape(b.slice(h_t, [d, 0, 0], [1, batch, hidden]), [batch, hidden], label=f"{lab}/h")
+        cv.set_output(op, h, p["h_var"])
+        if p["c_var"] is not None:
+            c = b.reshape(b.slice(c_t, [d, 0, 0], [1, batch, hidden]), [batch, hidden], label=f"{lab}/c")
+            cv.set_output(op, c, p["c_var"])
+        if p["buf_var"] is None:
+            continue
+        buf_shape = [int(v) for v in p["entries"][p["buf_var"]].shape]
+        if not p["whole_sequence"]:
+            cv.set_output(op, b.reshape(h, buf_shape, label=f"{lab}/buffer"), p["buf_var"])
+            continue
+        buf = b.reshape(b.slice(seq, [0, d, 0, 0], [steps, 1, batch, hidden]), buf_shape, label=f"{lab}/buffer")
+        if d == 1:
+            cv.reversed_of[op.outputs[p["buf_var"]]] = (buf, 0)
+            buf = b.reverse(buf, axes=[0], label=f"{lab}/steps")
+        cv.set_output(op, buf, p["buf_var"])
+
+
+def _view_chain(cv: Converter, tensor: int, steps: int, reversal: bool) -> int | None:
+    """Follow ``tensor`` through the operators that keep its values in order (RESHAPE,
+    SQUEEZE, EXPAND_DIMS, a STRIDED_SLICE of strides 1 that keeps every value), each its value's only
+    reader, and with ``reversal`` exactly one REVERSE_V2 along the axis of ``steps``;
+    return the tensor at the end (read by a non-view operator), or None."""
+    reversed_once = False
+    while True:
+        readers = [o for o in cv.model.operators if tensor in o.inputs]
+        if len(readers) != 1 or tensor in cv.model.outputs:
+            return None
+        o = readers[0]
+        size = int(np.prod(cv.model.tensors[tensor].shape))
+        if o.name in ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "STRIDED_SLICE") and o.inputs[0] == tensor and \
+                int(np.prod(cv.out_tensor(o).shape)) == size:
+            if o.name == "STRIDED_SLICE":  # all the values with strides 1: the identity
+                strides = cv.static(o, 3)
+                if strides is None or (strides.reshape(-1) != 1).any():
+                    return None
+        elif o.name == "REVERSE_V2" and reversal and not reversed_once and o.inputs[0] == tensor:
+            axes, shape = cv.static(o, 1), [int(v) for v in cv.model.tensors[tensor].shape]
+            if axes is None or axes.size != 1 or shape[int(axes.reshape(-1)[0]) % len(shape)] != steps or \
+                    sum(v != 1 for v in shape) > 2:
+                return None
+            reversed_once = True
+        else:
+            return tensor if reversed_once == reversal else None
+        tensor = o.outputs[0]
+
+
+def _merged_concat(cv: Converter, fwd: tuple[OperatorInfo, dict[str, Any]], bwd: tuple[OperatorInfo, dict[str, Any]],
+                   seq: Any, h_t: Any, label: str) -> None:
+    """Keras' ``Bidirectional`` output (``merge_mode="concat"``, batch 1): the CONCATENATION
+    along the last axis of the forward loop's buffer and of the backward one's reversed back
+    (through views alone) is the merged operator's sequence ``[T, 2, 1, H]`` (or final state
+    ``[2, 1, H]``) reshaped: the concatenation takes it, and the per-direction slices are left
+    to no reader."""
+    from .ops import _fb, _opt
+
+    (op_f, pf), (op_r, pr) = fwd, bwd
+    if pf["batch"] != 1 or pf["buf_var"] is None or pr["buf_var"] is None:
+        return
+    whole = pf["whole_sequence"]
+    ends = [_view_chain(cv, op.outputs[p["buf_var"]], pf["steps"], whole and d == 1)
+            for d, (op, p) in enumerate((fwd, bwd))]
+    if None in ends:
+        return
+    concat = next((o for o in cv.model.operators if ends[0] in o.inputs), None)
+    if concat is None or concat.name != "CONCATENATION" or list(concat.inputs) != ends:
+        return
+    o = concat.options(_fb.ConcatenationOptions)
+    out_shape = [int(v) for v in cv.out_tensor(concat).shape]
+    if _opt(o, "FusedActivationFunction", 0) != 0 or int(_opt(o, "Axis", 0)) % len(out_shape) != len(out_shape) - 1:
+        return
+    value = seq if whole else h_t
+    if int(np.prod(out_shape)) != int(np.prod(value.shape)):
+        return
+    cv.set_output(concat, cv.builder.reshape(value, out_shape, label=f"{label}/merged"))
+    cv.claimed.add(concat.index)
 
 
 def _relu_only(body: ModelInfo) -> bool:
