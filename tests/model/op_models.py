@@ -277,6 +277,23 @@ def gathers():
 
 
 @case
+def top_k_shared():
+    """Three TOPK_V2 of one input (Keras: ``top_k`` and a sort of the same scores: one launch),
+    the first's indices read by a CAST to float32 alone (written as floats), the third's by a
+    CAST to float32 and a model output (kept int32); ties in the rows."""
+    rng = np.random.default_rng(42)
+    m = ModelMaker()
+    x = m.input(S)
+    v2, i2 = m.op("TOPK_V2", [x, m.const(_i32(2))], [[2, 3, 2]] * 2, out_dtype=[np.float32, np.int32], outputs=2)
+    v8, i8 = m.op("TOPK_V2", [x, m.const(_i32(8))], [[2, 3, 8]] * 2, out_dtype=[np.float32, np.int32], outputs=2)
+    v5, i5 = m.op("TOPK_V2", [x, m.const(_i32(5))], [[2, 3, 5]] * 2, out_dtype=[np.float32, np.int32], outputs=2)
+    f2 = m.op("CAST", [i2], [2, 3, 2])
+    f5 = m.op("CAST", [i5], [2, 3, 5])
+    m.output(v2, f2, v8, i8, v5, f5, i5)
+    return m.finish(), [np.round(_f32(rng, *S, scale=2.0), 0)]
+
+
+@case
 def gathers_batched():
     """GATHER with batch_dims on run-time params and indices (Keras' ``ops.take_along_axis``,
     ``tf.gather(batch_dims=)``): the indices' axis right after the batch (with and without

@@ -1635,12 +1635,14 @@ def _arg_max_min(cv: Converter, op: OperatorInfo) -> None:
 #: TOPK_V2 as one custom WGSL operator (``MLGraphBuilder.wgsl``): an invocation per row of
 #: ``n`` values takes the ``k`` largest in turn; round r picks the largest value that comes
 #: after round r - 1's (value, index) in TFLite's order (value descending, index ascending
-#: among ties), so no value is taken twice and ties keep index order.
+#: among ties), so no value is taken twice and ties keep index order. Several TOPK_V2 of one
+#: input share the launch: round r writes the outputs of every k above r (``ks``; an index
+#: output read only by a CAST to float32 is written as float32).
 _TOP_K_WGSL = """{% if inputs[0].type == "f16" %}enable f16;
 {% endif %}
 @group(0) @binding(0) var<storage, read> x: array<{{ inputs[0].type }}>;
-@group(0) @binding(1) var<storage, read_write> values: array<{{ inputs[0].type }}>;
-@group(0) @binding(2) var<storage, read_write> indices: array<i32>;
+{% for o in outputs %}@group(0) @binding({{ o.binding }}) var<storage, read_write> out{{ loop.index0 }}: array<{{ o.type }}>;
+{% endfor %}
 @compute @workgroup_size({{ workgroup_size }})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let row = gid.x;
@@ -1648,7 +1650,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let base = row * {{ n }}u;
   var pv = x[base];
   var pi = -1;
-  for (var r = 0u; r < {{ k }}u; r = r + 1u) {
+  for (var r = 0u; r < {{ ks | max }}u; r = r + 1u) {
     var bv = x[base];
     var bi = -1;
     for (var j = 0u; j < {{ n }}u; j = j + 1u) {
@@ -1660,13 +1662,35 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         bi = ij;
       }
     }
-    values[row * {{ k }}u + r] = bv;
-    indices[row * {{ k }}u + r] = bi;
+{% for k in ks %}
+    if (r < {{ k }}u) {
+      out{{ 2 * loop.index0 }}[row * {{ k }}u + r] = bv;
+      out{{ 2 * loop.index0 + 1 }}[row * {{ k }}u + r] = {{ outputs[2 * loop.index0 + 1].type }}(bi);
+    }
+{% endfor %}
     pv = bv;
     pi = bi;
   }
 }
 """
+
+
+def _topk_k(cv: Converter, op: OperatorInfo, n: int) -> int:
+    k = int(cv.value(op, 1).reshape(-1)[0])
+    if not 0 < k <= n:
+        raise cv.malformed(op, f"k = {k} for rows of {n} values")
+    if _webnn_type(cv, op, 1) != "int32":
+        raise cv.unsupported(op, f"indices of type {cv.out_tensor(op, 1).type_name} (int32 only)")
+    return k
+
+
+def _float_indices(cv: Converter, op: OperatorInfo) -> OperatorInfo | None:
+    """The CAST to float32 that alone reads TOPK_V2 ``op``'s indices (not a model output), or None."""
+    t = op.outputs[1]
+    readers = [o for o in cv.model.operators if t in o.inputs]
+    if t in cv.model.outputs or len(readers) != 1 or readers[0].name != "CAST" or readers[0].index in cv.claimed:
+        return None
+    return readers[0] if cv.out_tensor(readers[0]).type_name == "FLOAT32" else None
 
 
 @handles("TOPK_V2", webnn="one custom WGSL operator (MLGraphBuilder.wgsl): per row, k rounds over the last axis, "
@@ -1677,22 +1701,31 @@ def _topk_v2(cv: Converter, op: OperatorInfo) -> None:
     shape = [int(v) for v in cv.tensor(op, 0).shape]
     if not shape:
         raise cv.malformed(op, "a scalar input (TOPK_V2 needs rank >= 1)")
-    k = int(cv.value(op, 1).reshape(-1)[0])
     n = shape[-1]
-    if not 0 < k <= n:
-        raise cv.malformed(op, f"k = {k} for rows of {n} values")
-    if _webnn_type(cv, op, 1) != "int32":
-        raise cv.unsupported(op, f"indices of type {cv.out_tensor(op, 1).type_name} (int32 only)")
     x = cv.operand(op, 0)
     if x.data_type not in ("float32", "float16", "int32"):
         raise cv.unsupported(op, f"an input of type {x.data_type}")
+    # The later TOPK_V2 of the same input (Keras: top_k and a sort of the same scores) join.
+    group = [op] + [o for o in cv.model.operators if o.index > op.index and o.name == "TOPK_V2" and
+                    o.inputs[0] == op.inputs[0] and o.index not in cv.claimed and cv.static(o, 1) is not None]
+    ks = [_topk_k(cv, o, n) for o in group]
+    casts = [_float_indices(cv, o) for o in group]
     rows = int(np.prod(shape[:-1], dtype=np.int64))
-    out_shape = [*shape[:-1], k]
-    values, indices = cv.builder.wgsl(
-        _TOP_K_WGSL, [x], [{"data_type": x.data_type, "shape": out_shape}, {"data_type": "int32", "shape": out_shape}],
-        workgroup_size=64, dispatch=[-(-rows // 64)], constants={"rows": rows, "n": n, "k": k}, label=cv.label(op))
-    cv.set_output(op, values, 0)
-    cv.set_output(op, indices, 1)
+    descs = []
+    for k, cast in zip(ks, casts):
+        descs += [{"data_type": x.data_type, "shape": [*shape[:-1], k]},
+                  {"data_type": "float32" if cast is not None else "int32", "shape": [*shape[:-1], k]}]
+    outs = cv.builder.wgsl(_TOP_K_WGSL, [x], descs, workgroup_size=64, dispatch=[-(-rows // 64)],
+                           constants={"rows": rows, "n": n, "ks": ks}, label=cv.label(op))
+    for j, (o, cast) in enumerate(zip(group, casts)):
+        cv.set_output(o, outs[2 * j], 0)
+        if cast is None:
+            cv.set_output(o, outs[2 * j + 1], 1)
+        else:  # the CAST's output, written by the kernel
+            cv.set_output(cast, outs[2 * j + 1])
+            cv.claimed.add(cast.index)
+        if o is not op:
+            cv.claimed.add(o.index)
 
 
 @handles("CUMSUM", webnn="cumulative_sum(axis, exclusive=, reversed=)")
