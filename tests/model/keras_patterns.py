@@ -193,6 +193,8 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     seq = m.op("TRANSPOSE", [x, m.const(np.int32([1, 0, 2]))], [steps, batch, features])
     if reverse:
         seq = m.op("REVERSE_V2", [seq, m.const(np.int32([0]))], [steps, batch, features])
+        if masked:
+            mask_seq = m.op("REVERSE_V2", [mask_seq, m.const(np.int32([0]))], [steps, batch, 1], out_dtype=np.bool_)
     state = [batch, units]
     buf_shape = [steps, batch, units] if cell == "lstm" else [1, batch, units]
     if cell == "lstm":
@@ -455,6 +457,11 @@ def gru0_loop_bidirectional():
 @case
 def lstm_loop_masked():
     return recurrent_loop("lstm", embedded=True, masked="prev")
+
+
+@case
+def lstm_loop_masked_backward():
+    return recurrent_loop("lstm", embedded=True, masked="prev", reverse=True)
 
 
 @case

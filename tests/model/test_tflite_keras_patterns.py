@@ -85,7 +85,7 @@ def test_input_shapes_must_fit_the_signature(ctx):
                                           ("simple_rnn_loop", True), ("simple_rnn_loop_relu", True),
                                           ("simple_rnn_loop_near_miss", False), ("lstm_loop_masked", True),
                                           ("lstm_loop_masked_zero", True), ("gru_loop_masked", True),
-                                          ("simple_rnn_loop_masked", True), ("lstm_loop_bidirectional", True),
+                                          ("simple_rnn_loop_masked", True), ("lstm_loop_masked_backward", True), ("lstm_loop_bidirectional", True),
                                           ("gru_loop_bidirectional", True), ("gru0_loop_bidirectional", True)])
 def test_recurrent_loops_become_one_operator_only_when_they_are_one(case, mapped, ctx, monkeypatch):
     """A Keras 3 LSTM / GRU loop (with a buffer, or an LSTM returning its states alone, or the

@@ -695,23 +695,34 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gate
 
 
 #: A masked loop's plan (one invocation per batch row b, mask [T, B] int32): ``src[k, b]`` the
-#: step of the k-th unmasked one (``hold`` for the slots after them), ``done[t, b]`` the
-#: unmasked steps up to and with t, ``count[b]`` all of them.
+#: step of the k-th unmasked one (``hold`` for the slots after them), or with ``vocab`` that
+#: step's id (``ids`` [B, T] batch-major, read at ``T - 1 - t`` when ``reversed``; negative ids
+#: wrapped, as Keras' Embedding does); ``done[t, b]`` the unmasked steps up to and with t (0
+#: at a masked step with ``zero``), ``count[b]`` all of them.
 _MASK_PLAN_WGSL = """@group(0) @binding(0) var<storage, read> mask: array<i32>;
-@group(0) @binding(1) var<storage, read_write> src: array<i32>;
-@group(0) @binding(2) var<storage, read_write> done: array<i32>;
-@group(0) @binding(3) var<storage, read_write> count: array<i32>;
+{% if vocab %}@group(0) @binding(1) var<storage, read> ids: array<i32>;
+{% endif %}
+@group(0) @binding({{ outputs[0].binding }}) var<storage, read_write> src: array<i32>;
+@group(0) @binding({{ outputs[1].binding }}) var<storage, read_write> done: array<i32>;
+@group(0) @binding({{ outputs[2].binding }}) var<storage, read_write> count: array<i32>;
 @compute @workgroup_size({{ workgroup_size }})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let b = gid.x;
   if (b >= {{ batch }}u) { return; }
   var c = 0u;
   for (var t = 0u; t < {{ steps }}u; t = t + 1u) {
-    if (mask[t * {{ batch }}u + b] != 0) {
+    let keep = mask[t * {{ batch }}u + b] != 0;
+    if (keep) {
+{% if vocab %}
+      var id = ids[b * {{ steps }}u + {% if reversed %}{{ steps - 1 }}u - t{% else %}t{% endif %}];
+      if (id < 0) { id = id + {{ vocab }}; }
+      src[c * {{ batch }}u + b] = clamp(id, 0, {{ vocab - 1 }});
+{% else %}
       src[c * {{ batch }}u + b] = i32(t);
+{% endif %}
       c = c + 1u;
     }
-    done[t * {{ batch }}u + b] = i32(c);
+    done[t * {{ batch }}u + b] = {% if zero %}select(0, i32(c), keep){% else %}i32(c){% endif %};
   }
   count[b] = i32(c);
   for (var k = c; k < {{ steps }}u; k = k + 1u) {
@@ -774,28 +785,51 @@ def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_va
     if gates == 3:
         folded_r[:2 * hidden if reset_after else 3 * hidden] = r_bias[:2 * hidden if reset_after else 3 * hidden]
     proj_bias = w_bias + folded_r if gates == 3 else w_bias
-    proj = _embedded_projection(cv, op.inputs[seq_var], w, proj_bias, label)
-    if proj is None:
-        rows = b.reshape(operand(seq_var), [steps * batch, isz], label=f"{label}/rows")
-        proj = b.gemm(rows, const(w), c=const(proj_bias), b_transpose=True, label=f"{label}/projection")
-        proj = b.reshape(proj, [steps, batch, gh], label=f"{label}/projected")
-
     mask = e if not isinstance(e := entries[mask_var], np.ndarray) else \
         b.constant({"data_type": "uint8", "shape": list(e.shape)}, np.ascontiguousarray(e, np.uint8))
     mask = b.reshape(mask, [steps, batch])
-    # One small kernel reads the mask: the source step of every slot, the unmasked steps up
-    # to and with every t, their count.
-    hold_row = steps if gates == 4 else steps - 1
+    # An LSTM's slots after the unmasked steps take a row that holds its cell state.
+    hold = np.zeros((1, gh))
+    hold[:, :hidden], hold[:, hidden:2 * hidden] = -_SATURATE, _SATURATE  # ifgo: i = 0, f = 1
+    zero_state_prev = prev_var is None or (isinstance(entries[prev_var], np.ndarray) and not entries[prev_var].any())
+    zero_in_plan = zero_output and zero_state_prev and whole_sequence and buf_var is not None
+    # A sequence read from an Embedding (maybe time-reversed: a Bidirectional layer's backward
+    # half): the plan kernel picks the ids of the unmasked steps, and one gather of the
+    # projected table (with the hold row) is the compacted projection.
+    seq_tensor, reversed_ids = op.inputs[seq_var], False
+    prod = cv.producer(seq_tensor)
+    if prod is not None and _reverses(cv, seq_tensor, prod.inputs[0]):
+        seq_tensor, reversed_ids = prod.inputs[0], True
+    table = _embedded_table(cv, seq_tensor, w, proj_bias)
+    plan_inputs = [b.cast(mask, "int32", label=f"{label}/mask")]
+    if table is not None and table[1].data_type == "int32":
+        projected, ids, _ = table
+        vocab = projected.shape[0]
+        if gates == 4:
+            projected = np.concatenate([projected, hold])
+        plan_inputs.append(ids)
+        constants = {"vocab": vocab, "reversed": reversed_ids, "hold": vocab if gates == 4 else 0}
+        proj = None
+    else:
+        proj = _embedded_projection(cv, op.inputs[seq_var], w, proj_bias, label)
+        if proj is None:
+            rows = b.reshape(operand(seq_var), [steps * batch, isz], label=f"{label}/rows")
+            proj = b.gemm(rows, const(w), c=const(proj_bias), b_transpose=True, label=f"{label}/projection")
+            proj = b.reshape(proj, [steps, batch, gh], label=f"{label}/projected")
+        constants = {"vocab": 0, "reversed": False, "hold": steps if gates == 4 else steps - 1}
+    # One small kernel reads the mask: the source step (or id) of every slot, the unmasked
+    # steps up to and with every t, their count.
     src, done, count = b.wgsl(
-        _MASK_PLAN_WGSL, [b.cast(mask, "int32", label=f"{label}/mask")],
+        _MASK_PLAN_WGSL, plan_inputs,
         [{"data_type": "int32", "shape": [steps, batch]}] * 2 + [{"data_type": "int32", "shape": [1, batch]}],
-        workgroup_size=64, dispatch=[-(-batch // 64)], constants={"steps": steps, "batch": batch, "hold": hold_row},
-        label=f"{label}/mask_plan")
-    if gates == 4:
-        hold = np.zeros((1, batch, gh))
-        hold[..., :hidden], hold[..., hidden:2 * hidden] = -_SATURATE, _SATURATE  # ifgo: i = 0, f = 1
-        proj = b.concat([proj, const(hold)], 0, label=f"{label}/hold")
-    x = along_time(proj, src, steps, gh, "compact")
+        workgroup_size=64, dispatch=[-(-batch // 64)],
+        constants={"steps": steps, "batch": batch, "zero": zero_in_plan, **constants}, label=f"{label}/mask_plan")
+    if proj is None:
+        x = b.gather(const(projected), src, axis=0, label=f"{label}/compact")
+    else:
+        if gates == 4:
+            proj = b.concat([proj, const(np.broadcast_to(hold, (1, batch, gh)))], 0, label=f"{label}/hold")
+        x = along_time(proj, src, steps, gh, "compact")
 
     eye = np.eye(gh)
     c_t = None
@@ -827,7 +861,7 @@ def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_va
     h_final = b.reshape(along_time(with_h, last, 1, hidden, "h"), [batch, hidden])
     if whole_sequence and buf_var is not None:
         outs = along_time(with_prev, done, steps, hidden, "outputs")
-        if zero_output:
+        if zero_output and not zero_in_plan:
             outs = b.where(b.reshape(mask, [steps, batch, 1]), outs, const(np.zeros(())), label=f"{label}/masked")
         out_final = b.reshape(b.slice(outs, [steps - 1, 0, 0], [1, batch, hidden]), [batch, hidden])
     else:
@@ -866,6 +900,23 @@ def _embedded_projection(cv: Converter, tensor: int, w: np.ndarray, bias: np.nda
     where the sequence is something else, the graph is not float32 (the operator's
     projection stays in f32 there), or the projected table would be larger than four times
     the table and :data:`PROJECTED_TABLE_MAX`."""
+    found = _embedded_table(cv, tensor, w, bias)
+    if found is None:
+        return None
+    projected, ids, ids_shape = found
+    b = cv.builder
+    rows = b.gather(b.constant({"data_type": "float32", "shape": list(projected.shape)},
+                               np.ascontiguousarray(projected, np.float32)), ids, axis=0, label=label + "/projected")
+    if ids_shape[0] == 1:
+        return b.reshape(rows, [ids_shape[1], 1, projected.shape[1]], label=label + "/steps")
+    return b.transpose(rows, permutation=[1, 0, 2], label=label + "/steps")
+
+
+def _embedded_table(cv: Converter, tensor: int, w: np.ndarray,
+                    bias: np.ndarray) -> tuple[np.ndarray, Any, tuple[int, int]] | None:
+    """For :func:`_embedded_projection`: the projected table ``table W' + bias`` (float64),
+    the ids operand (batch-major ``[B, T]``; negative ones as the model gives them, for a
+    gather that wraps them) and its shape; or None."""
     from .ops import _fb, _wrapped_indices
 
     if cv.float_type != "float32":
@@ -896,14 +947,8 @@ def _embedded_projection(cv: Converter, tensor: int, w: np.ndarray, bias: np.nda
     projected = table.astype(np.float64) @ w.T + bias
     if projected.size > max(4 * table.size, PROJECTED_TABLE_MAX):
         return None
-    b = cv.builder
     ids = _wrapped_indices(cv, gather, table.shape[0])
-    rows = b.gather(b.constant({"data_type": "float32", "shape": list(projected.shape)},
-                               np.ascontiguousarray(projected, np.float32)),
-                    cv.operand(gather, 1) if ids is None else cv._operands[ids], axis=0, label=label + "/projected")
-    if ids_shape[0] == 1:
-        return b.reshape(rows, [ids_shape[1], 1, projected.shape[1]], label=label + "/steps")
-    return b.transpose(rows, permutation=[1, 0, 2], label=label + "/steps")
+    return projected, cv.operand(gather, 1) if ids is None else cv._operands[ids], (ids_shape[0], ids_shape[1])
 
 
 def _time_reversal_of(cv: Converter, tensor: int) -> Any | None:
