@@ -224,7 +224,8 @@ def _plan(cv: Converter, op: OperatorInfo, cond: int, body: int) -> dict[str, An
         return outs if all(isinstance(v, np.ndarray) for v in outs) else None
 
     rng = np.random.default_rng(0)
-    floats_probe = {k: rng.standard_normal(shapes[k]).astype(np.float32) * 0.5 for k in floats}
+    floats_probe: dict[int, np.ndarray] = {k: rng.standard_normal(shapes[k]).astype(np.float32) * 0.5
+                                           for k in floats}
 
     if mask_var is not None:
         floats_probe[mask_var] = rng.integers(0, 2, shapes[mask_var]).astype(np.bool_)
@@ -293,12 +294,13 @@ def _plan(cv: Converter, op: OperatorInfo, cond: int, body: int) -> dict[str, An
                 # Keras' masked step: the states stay, the output is the previous one ("prev")
                 # or zeros ("zero": a Bidirectional layer's return_sequences).
                 keep = floats_probe[mask_var][t].reshape(batch, 1)
-                prev = floats_probe[prev_var].astype(np.float64) if masked == "prev" else 0.0
+                prev = floats_probe[prev_var].astype(np.float64) if masked == "prev" and prev_var is not None \
+                    else 0.0
                 out_ref = np.where(keep, h_ref, prev)
                 if prev_var is not None:
                     checks.append((outs[prev_var], out_ref))
                 h_ref = np.where(keep, h_ref, floats_probe[h_var].astype(np.float64))
-                if c_ref is not None:
+                if c_ref is not None and c_var is not None:
                     c_ref = np.where(keep, c_ref, floats_probe[c_var].astype(np.float64))
             else:
                 out_ref = h_ref
@@ -744,9 +746,10 @@ def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_va
                  passthrough: list[int], reset_after: bool = True) -> None:
     """A masked recurrent loop (Keras' masking: a step whose mask is false keeps the states
     and writes the previous output, or zeros with ``zero_output``) as the operator over the
-    unmasked steps alone, moved to the front in their order (a ``gather`` along time of the
-    input projection by indices computed from the mask's ``cumulative_sum``), and its
-    sequence gathered back: step t outputs the state after the last unmasked step up to t.
+    unmasked steps alone, moved to the front in their order (a ``gather`` of the input
+    projection by the indices one small kernel computes from the mask, :data:`_MASK_PLAN_WGSL`),
+    and its sequence gathered back: step t outputs the state after the last unmasked step up
+    to t.
     The slots after the unmasked steps keep an LSTM's cell state exactly (input gate
     pre-activation -:data:`_SATURATE`, forget gate +:data:`_SATURATE`), so the operator's
     final cell state is the layer's; the final hidden state is gathered from the sequence.
@@ -763,13 +766,16 @@ def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_va
         e = entries[k]
         return const(e) if isinstance(e, np.ndarray) else e
 
+    def zero_state(k: int | None) -> bool:  # none, or a constant of zeros
+        return k is None or (isinstance(entries[k], np.ndarray) and not entries[k].any())
+
     def state(k: int | None) -> Any:  # [B, H]
-        if k is None or (isinstance(entries[k], np.ndarray) and not entries[k].any()):
+        if k is None or zero_state(k):
             return const(np.zeros((batch, hidden)))
         return b.reshape(operand(k), [batch, hidden], label=f"{label}/state{k}")
 
     def initial(k: int | None) -> Any:
-        if k is None or (isinstance(entries[k], np.ndarray) and not entries[k].any()):
+        if k is None or zero_state(k):
             return None
         return b.reshape(operand(k), [1, batch, hidden], label=f"{label}/initial{k}")
 
@@ -791,8 +797,7 @@ def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_va
     # An LSTM's slots after the unmasked steps take a row that holds its cell state.
     hold = np.zeros((1, gh))
     hold[:, :hidden], hold[:, hidden:2 * hidden] = -_SATURATE, _SATURATE  # ifgo: i = 0, f = 1
-    zero_state_prev = prev_var is None or (isinstance(entries[prev_var], np.ndarray) and not entries[prev_var].any())
-    zero_in_plan = zero_output and zero_state_prev and whole_sequence and buf_var is not None
+    zero_in_plan = zero_output and zero_state(prev_var) and whole_sequence and buf_var is not None
     # A sequence read from an Embedding (maybe time-reversed: a Bidirectional layer's backward
     # half): the plan kernel picks the ids of the unmasked steps, and one gather of the
     # projected table (with the hold row) is the compacted projection.
@@ -852,13 +857,9 @@ def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_va
     def behind(k: int | None) -> Any:
         return b.concat([b.reshape(state(k), [1, batch, hidden]), states], 0, label=f"{label}/after{k}")
 
-    def zero_state(k: int | None) -> bool:
-        return k is None or (isinstance(entries[k], np.ndarray) and not entries[k].any())
-
     with_prev = behind(prev_var)
     with_h = with_prev if zero_state(h_var) and zero_state(prev_var) else behind(h_var)
-    last = count
-    h_final = b.reshape(along_time(with_h, last, 1, hidden, "h"), [batch, hidden])
+    h_final = b.reshape(along_time(with_h, count, 1, hidden, "h"), [batch, hidden])
     if whole_sequence and buf_var is not None:
         outs = along_time(with_prev, done, steps, hidden, "outputs")
         if zero_output and not zero_in_plan:
@@ -867,7 +868,7 @@ def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_va
     else:
         outs = None
         out_final = h_final if with_h is with_prev else \
-            b.reshape(along_time(with_prev, last, 1, hidden, "last"), [batch, hidden])
+            b.reshape(along_time(with_prev, count, 1, hidden, "last"), [batch, hidden])
         if zero_output:
             keep = b.reshape(b.slice(mask, [steps - 1, 0], [1, batch]), [batch, 1])
             out_final = b.where(keep, out_final, const(np.zeros(())), label=f"{label}/masked")
