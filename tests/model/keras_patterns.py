@@ -360,8 +360,10 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
                    outputs=len(shapes))
         for outs in (back, fwd):
             m.tensors[outs[0]].type = m.tensors[outs[1]].type = INT32
-        if cell == "lstm":  # the whole sequences
+        if cell == "lstm":  # the whole sequences, batch-major: a reshape at batch 1, else a transpose
             halves = [m.op("RESHAPE", [o[2], m.const(np.int32([batch, steps, units]))], [batch, steps, units])
+                      if batch == 1 else
+                      m.op("TRANSPOSE", [o[2], m.const(np.int32([1, 0, 2]))], [batch, steps, units])
                       for o in (fwd, back)]
             halves[1] = m.op("REVERSE_V2", [halves[1], m.const(np.int32([1]))], [batch, steps, units])
             merged = m.op("CONCATENATION", halves, [batch, steps, 2 * units], options=dict(axis=2))
@@ -442,6 +444,11 @@ def simple_rnn_loop_embedded():
 @case
 def lstm_loop_bidirectional():
     return recurrent_loop("lstm", bidirectional=True, batch=1)
+
+
+@case
+def lstm_loop_bidirectional_batch():
+    return recurrent_loop("lstm", bidirectional=True)
 
 
 @case

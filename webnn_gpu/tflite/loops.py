@@ -538,19 +538,25 @@ def _view_chain(cv: Converter, tensor: int, steps: int, reversal: bool) -> int |
 
 def _merged_concat(cv: Converter, fwd: tuple[OperatorInfo, dict[str, Any]], bwd: tuple[OperatorInfo, dict[str, Any]],
                    seq: Any, h_t: Any, label: str) -> None:
-    """Keras' ``Bidirectional`` output (``merge_mode="concat"``, batch 1): the CONCATENATION
-    along the last axis of the forward loop's buffer and of the backward one's reversed back
-    (through views alone) is the merged operator's sequence ``[T, 2, 1, H]`` (or final state
-    ``[2, 1, H]``) reshaped: the concatenation takes it, and the per-direction slices are left
-    to no reader."""
+    """Keras' ``Bidirectional`` output (``merge_mode="concat"``): the CONCATENATION along the
+    last axis of the forward loop's buffer and of the backward one's reversed back is the
+    merged operator's sequence ``[T, 2, B, H]`` (or final state ``[2, B, H]``) brought
+    batch-major: at batch 1 through views alone (a reshape), else through the converter's
+    TRANSPOSE to batch-major (``[B, T, H]``, the backward one then reversed along axis 1; one
+    transpose of the operator's output). The concatenation takes it, and the per-direction
+    slices are left to no reader."""
     from .ops import _fb, _opt
 
     (op_f, pf), (op_r, pr) = fwd, bwd
-    if pf["batch"] != 1 or pf["buf_var"] is None or pr["buf_var"] is None:
+    if pf["buf_var"] is None or pr["buf_var"] is None:
         return
-    whole = pf["whole_sequence"]
-    ends = [_view_chain(cv, op.outputs[p["buf_var"]], pf["steps"], whole and d == 1)
-            for d, (op, p) in enumerate((fwd, bwd))]
+    whole, batch, steps = pf["whole_sequence"], pf["batch"], pf["steps"]
+    if batch == 1:
+        ends = [_view_chain(cv, op.outputs[p["buf_var"]], steps, whole and d == 1)
+                for d, (op, p) in enumerate((fwd, bwd))]
+    else:
+        ends = [_batch_major_chain(cv, op.outputs[p["buf_var"]], whole, whole and d == 1)
+                for d, (op, p) in enumerate((fwd, bwd))]
     if None in ends:
         return
     concat = next((o for o in cv.model.operators if ends[0] in o.inputs), None)
@@ -563,8 +569,45 @@ def _merged_concat(cv: Converter, fwd: tuple[OperatorInfo, dict[str, Any]], bwd:
     value = seq if whole else h_t
     if int(np.prod(out_shape)) != int(np.prod(value.shape)):
         return
+    if batch != 1:  # [T, 2, B, H] -> [B, T, 2, H]; [2, B, H] -> [B, 2, H]
+        value = cv.builder.transpose(value, permutation=[2, 0, 1, 3] if whole else [1, 0, 2],
+                                     label=f"{label}/batch_major")
     cv.set_output(concat, cv.builder.reshape(value, out_shape, label=f"{label}/merged"))
     cv.claimed.add(concat.index)
+
+
+def _batch_major_chain(cv: Converter, tensor: int, whole: bool, reversal: bool) -> int | None:
+    """TensorFlow's converter's forms beyond batch 1: a loop's sequence buffer ``[T, B, H]``
+    read by a TRANSPOSE to ``[B, T, H]`` alone (then, with ``reversal``, by a REVERSE_V2 of
+    axis 1 alone), or its last state ``[1, B, H]`` by a RESHAPE or a STRIDED_SLICE of strides 1
+    that keeps every value (``[B, H]``) alone; the tensor at the end, or None."""
+    def sole(t: int, *names: str) -> OperatorInfo | None:
+        readers = [o for o in cv.model.operators if t in o.inputs]
+        if len(readers) != 1 or t in cv.model.outputs or readers[0].name not in names or readers[0].inputs[0] != t:
+            return None
+        return readers[0]
+
+    if not whole:
+        o = sole(tensor, "STRIDED_SLICE", "RESHAPE")
+        if o is None or int(np.prod(cv.out_tensor(o).shape)) != int(np.prod(cv.model.tensors[tensor].shape)) or \
+                len(cv.out_tensor(o).shape) != 2:
+            return None
+        strides = cv.static(o, 3) if o.name == "STRIDED_SLICE" else np.ones(1)
+        if strides is None or (strides.reshape(-1) != 1).any():
+            return None
+        return o.outputs[0]
+    o = sole(tensor, "TRANSPOSE")
+    perm = cv.static(o, 1) if o is not None else None
+    if o is None or perm is None or [int(v) for v in perm.reshape(-1)] != [1, 0, 2]:
+        return None
+    end = o.outputs[0]
+    if reversal:
+        r = sole(end, "REVERSE_V2")
+        axes = cv.static(r, 1) if r is not None else None
+        if r is None or axes is None or [int(a) % 3 for a in axes.reshape(-1)] != [1]:
+            return None
+        end = r.outputs[0]
+    return end
 
 
 def _relu_only(body: ModelInfo) -> bool:
