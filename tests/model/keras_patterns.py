@@ -168,9 +168,9 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     where the mask is false and writes the previous output (``"prev"``) or zeros (``"zero"``,
     a Bidirectional layer's ``return_sequences``: no previous output in the loop) into the buffer. The ids hold zeros at the
     start, inside and at the end of a row, and a row of zeros alone (no unmasked step).
-    ``bidirectional`` (LSTM, GRU): Keras' ``Bidirectional``: a second loop with its own
+    ``bidirectional`` (LSTM, GRU, SimpleRNN): Keras' ``Bidirectional``: a second loop with its own
     weights over the sequence reversed along time, written first; the LSTM's sequences
-    (batch-major, the backward one reversed back) or the GRU's last states concatenated
+    (batch-major, the backward one reversed back) or the GRU's / SimpleRNN's last states concatenated
     along the features, and each direction's final state, are the outputs.
     """
     reset_after = cell != "gru0"
@@ -449,6 +449,11 @@ def lstm_loop_bidirectional():
 @case
 def lstm_loop_bidirectional_batch():
     return recurrent_loop("lstm", bidirectional=True)
+
+
+@case
+def simple_rnn_loop_bidirectional():
+    return recurrent_loop("tanh", bidirectional=True, batch=1)
 
 
 @case

@@ -389,7 +389,7 @@ def _partner(cv: Converter, op: OperatorInfo, plan: dict[str, Any]) -> tuple[Ope
     neither masked. Else None."""
     from .ops import _fb, _opt
 
-    if plan["mask_var"] is not None or plan["gates"] == 1:
+    if plan["mask_var"] is not None:
         return None
     seq = op.inputs[plan["seq_var"]]
     for other in cv.model.operators:
@@ -471,7 +471,10 @@ def _emit_pair(cv: Converter, first: tuple[OperatorInfo, dict[str, Any]],
         return b.concat(parts, 0, label=f"{label}/{name}")
 
     c_t = None
-    if gates == 4:
+    if gates == 1:
+        h_t, seq = plain_rnn(cv, x, w, np.stack([pf["r"], pr["r"]]), proj_bias, steps, hidden, pf["act"],
+                             initial("h_var"), label + "/rnn", direction="both")
+    elif gates == 4:
         h_t, c_t, seq = b.lstm(x, const(w), const(np.stack([pf["r"], pr["r"]])), steps, hidden,
                                bias=const(proj_bias), initial_hidden_state=initial("h_var"),
                                initial_cell_state=initial("c_var"), return_sequence=True, direction="both",
@@ -644,17 +647,19 @@ def plain_rnn(cv: Converter, x: Any, w: np.ndarray, r: np.ndarray, bias: np.ndar
     batch, hidden]``): update and reset rows of zeros, a ``relu`` gate activation and gate
     biases 0 (update) and 1 (reset), so that z = relu(0) = 0 and r = relu(1) = 1 exactly and
     the GRU's ``z * h + (1 - z) * n`` is ``n = act(x W' + bias + h R')``. The engine runs
-    such a gru's new gate alone (``ops.recurrent._plain_rnn``)."""
+    such a gru's new gate alone (``ops.recurrent._plain_rnn``). With ``direction="both"``,
+    ``w``, ``r`` and ``bias`` hold both directions (``[2, hidden, input]``, ...)."""
     b = cv.builder
-    isz = w.shape[1]
+    w3, r3, b2 = (w[None], r[None], bias[None]) if w.ndim == 2 else (w, r, bias)  # [D, ...] for "both"
+    nd, isz = w3.shape[0], w3.shape[2]
 
     def const(a: np.ndarray) -> Any:
         a = np.ascontiguousarray(a, dtype=cv._np_float)
         return b.constant({"data_type": cv.float_type, "shape": list(a.shape)}, a)
 
-    gw = np.concatenate([np.zeros((2 * hidden, isz)), w])[None]
-    gr = np.concatenate([np.zeros((2 * hidden, hidden)), r])[None]
-    gb = np.concatenate([np.zeros(hidden), np.ones(hidden), bias])[None]
+    gw = np.concatenate([np.zeros((nd, 2 * hidden, isz)), w3], axis=1)
+    gr = np.concatenate([np.zeros((nd, 2 * hidden, hidden)), r3], axis=1)
+    gb = np.concatenate([np.zeros((nd, hidden)), np.ones((nd, hidden)), b2], axis=1)
     h_t, seq = b.gru(x, const(gw), const(gr), steps, hidden, bias=const(gb), initial_hidden_state=h0,
                      reset_after=True, return_sequence=True, direction=direction, layout="zrn",
                      activations=["relu", act], label=label)
