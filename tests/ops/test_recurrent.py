@@ -497,6 +497,32 @@ def test_sequence_kernel_more_units_than_invocations(ctx, rng, monkeypatch):
     _check(out["c"], c, "float32")
 
 
+@pytest.mark.parametrize("steps", [900, 1100])
+def test_long_sequences_stay_within_the_loop_limit(ctx, rng, steps):
+    """llvmpipe leaves an invocation's loops after 65535 iterations in all: a 64-unit LSTM's
+    sequence kernel runs 66 per step, so 900 steps take the one launch and 1100 the per-step
+    kernels; both agree with NumPy (1100 steps in one launch stopped after about 990)."""
+    from webnn_gpu.ops.recurrent import LOOP_LIMIT, sequence_loop_iterations
+
+    batch, isz, hidden = 1, 3, 64
+    inputs = {"x": _rand(rng, (steps, batch, isz), "float32", 1.0),
+              "w": _rand(rng, (1, 4 * hidden, isz), "float32", 0.3),
+              "r": _rand(rng, (1, 4 * hidden, hidden), "float32", 0.15)}
+
+    def build(b, o):
+        h, c, seq = b.lstm(o["x"], o["w"], o["r"], steps, hidden, return_sequence=True)
+        return {"h": h, "c": c, "seq": seq}
+
+    one_launch = sequence_loop_iterations(steps, hidden, 4 * hidden, False, False) <= LOOP_LIMIT
+    assert one_launch == (steps == 900)
+    assert ("recurrent/sequence.wgsl" in kernel_templates(ctx, build, inputs)) == one_launch
+    out = run_graph(ctx, build, inputs, tensor_path=False)
+    h, c, seq = ref_lstm(inputs["x"], inputs["w"], inputs["r"], steps, hidden)
+    _check(out["h"], h, "float32", "hidden")
+    _check(out["c"], c, "float32", "cell")
+    _check(out["seq"], seq, "float32", "sequence")
+
+
 # ---------------------------------------------------------------- validation
 def _gru_operands(builder, nd=1, steps=2, batch=3, isz=4, hidden=5, dt="float32", **over):
     shapes = {"x": (steps, batch, isz), "w": (nd, 3 * hidden, isz), "r": (nd, 3 * hidden, hidden),

@@ -664,11 +664,35 @@ def _r_local(lc, hidden: int, gh: int, reset_after: bool, is_lstm: bool) -> bool
     return 4 * (hidden * gh + state) <= int(lc.limits.get("max-compute-workgroup-storage-size", 16384))
 
 
+#: The most loop iterations one shader invocation runs on llvmpipe (lavapipe, Mesa 22.3's
+#: gallivm): its loop limiter, one counter per invocation for all of its loops, leaves every
+#: loop once 65535 iterations have run in all, silently (a sequence kernel of 1000 steps of
+#: 128 units stopped a third of the way). Kernels whose loops could run longer take another
+#: form (:func:`sequence_loop_iterations`).
+LOOP_LIMIT = 65535
+
+
+def _sequence_workgroup(lanes: int) -> int:
+    return min(256, -(-lanes // 8) * 8)
+
+
+def sequence_loop_iterations(steps: int, hidden: int, gh: int, vec: bool, gru0: bool) -> int:
+    """An upper bound of the loop iterations of one ``recurrent/sequence.wgsl`` invocation:
+    the copy of the recurrent weight and the state set-up, then per step the loop over the
+    invocation's units (two with ``gru0``), each over the ``hidden`` columns of the product."""
+    lanes = hidden // 4 if vec else hidden
+    wg = _sequence_workgroup(lanes)
+    units = -(-lanes // wg)
+    setup = -(-(hidden * max(gh // 4, 1)) // wg) + 2 * -(-hidden // wg)
+    return setup + steps * (1 + (2 if gru0 else 1) * units * (hidden + 1))
+
+
 def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None) -> bool:
     """``project`` then one ``sequence`` kernel for every step (state in workgroup memory);
     False (nothing added) where the kernel does not apply:
     a recurrent product above :data:`SEQUENCE_MAX_MACS` (unless ``WEBNN_GPU_FORCE_RECURRENT=sequence``),
-    more bindings or workgroup memory than the device has, or ``WEBNN_GPU_FORCE_RECURRENT=steps``."""
+    more loop iterations per invocation than :data:`LOOP_LIMIT` (long sequences), more bindings
+    or workgroup memory than the device has, or ``WEBNN_GPU_FORCE_RECURRENT=steps``."""
     a = node.attrs
     reset_after = is_lstm or a.get("reset_after", True)
     vx, vw, vr, vb, vrb, vp, vh, vc = _operands(node, is_lstm)
@@ -700,6 +724,8 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
         ([("rbias", vrb)] if vrb is not None else [])
     r_t = _transposed(vr)
     vec = r_t is not None and hidden % 4 == 0
+    if sequence_loop_iterations(common["T"], hidden, gh, vec, cell == "gru" and not reset_after) > LOOP_LIMIT:
+        return False
     if r_t is not None and vec and r_t.data_type != "float32":
         r_t = Value("float32", r_t.shape, "constant", data=_host(r_t).reshape(-1).astype(np.float32))
     seq_ins = [("proj", None), ("r", r_t or vr)] + [
@@ -723,7 +749,7 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
                   **common)
     seq_ins[0] = ("proj", proj)
     lanes = hidden // 4 if vec else hidden
-    wg = min(256, -(-lanes // 8) * 8)
+    wg = _sequence_workgroup(lanes)
     lc.kernel("recurrent/sequence.wgsl", seq_ins, outs, nd * batch * hidden, groups=(nd * batch, 1, 1),
               proj_tbd=proj.shape == (common["T"] * batch, nd * gh),
               r_local=vec and _r_local(lc, hidden, gh, reset_after, is_lstm),
