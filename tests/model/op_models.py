@@ -294,6 +294,20 @@ def top_k_shared():
 
 
 @case
+def top_k_long_rows():
+    """TOPK_V2 of rows of 300 values, k = 300 and 7 in one launch: 300 rounds of 300 would pass
+    llvmpipe's 65535 loop iterations per invocation, so each value finds its rank (ties in
+    index order, as in rounds)."""
+    rng = np.random.default_rng(43)
+    m = ModelMaker()
+    x = m.input([2, 300])
+    v, i = m.op("TOPK_V2", [x, m.const(_i32(300))], [[2, 300]] * 2, out_dtype=[np.float32, np.int32], outputs=2)
+    v7, i7 = m.op("TOPK_V2", [x, m.const(_i32(7))], [[2, 7]] * 2, out_dtype=[np.float32, np.int32], outputs=2)
+    m.output(v, i, v7, i7)
+    return m.finish(), [np.round(_f32(rng, 2, 300, scale=3.0), 0)]
+
+
+@case
 def gathers_batched():
     """GATHER with batch_dims on run-time params and indices (Keras' ``ops.take_along_axis``,
     ``tf.gather(batch_dims=)``): the indices' axis right after the batch (with and without

@@ -1675,6 +1675,40 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 """
 
 
+#: TOPK_V2 by ranks, where the rounds would run past llvmpipe's loop limit
+#: (:data:`webnn_gpu.ops.recurrent.LOOP_LIMIT`: k * n iterations per row): an invocation per
+#: value counts the values before it in TFLite's order (n iterations) and, where that rank is
+#: below k, writes the value and its index there. The same order, so the same outputs.
+_TOP_K_RANK_WGSL = """{% if inputs[0].type == "f16" %}enable f16;
+{% endif %}
+@group(0) @binding(0) var<storage, read> x: array<{{ inputs[0].type }}>;
+{% for o in outputs %}@group(0) @binding({{ o.binding }}) var<storage, read_write> out{{ loop.index0 }}: array<{{ o.type }}>;
+{% endfor %}
+@compute @workgroup_size({{ workgroup_size }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let e = gid.x + gid.y * {{ row_stride }}u;
+  if (e >= {{ rows * n }}u) { return; }
+  let row = e / {{ n }}u;
+  let i = e % {{ n }}u;
+  let base = row * {{ n }}u;
+  let v = x[base + i];
+  var rank = 0u;
+  for (var j = 0u; j < {{ n }}u; j = j + 1u) {
+    let u = x[base + j];
+    if (u > v || (u == v && j < i)) {
+      rank = rank + 1u;
+    }
+  }
+{% for k in ks %}
+  if (rank < {{ k }}u) {
+    out{{ 2 * loop.index0 }}[row * {{ k }}u + rank] = v;
+    out{{ 2 * loop.index0 + 1 }}[row * {{ k }}u + rank] = {{ outputs[2 * loop.index0 + 1].type }}(i32(i));
+  }
+{% endfor %}
+}
+"""
+
+
 def _topk_k(cv: Converter, op: OperatorInfo, n: int) -> int:
     k = int(cv.value(op, 1).reshape(-1)[0])
     if not 0 < k <= n:
@@ -1715,8 +1749,20 @@ def _topk_v2(cv: Converter, op: OperatorInfo) -> None:
     for k, cast in zip(ks, casts):
         descs += [{"data_type": x.data_type, "shape": [*shape[:-1], k]},
                   {"data_type": "float32" if cast is not None else "int32", "shape": [*shape[:-1], k]}]
-    outs = cv.builder.wgsl(_TOP_K_WGSL, [x], descs, workgroup_size=64, dispatch=[-(-rows // 64)],
-                           constants={"rows": rows, "n": n, "ks": ks}, label=cv.label(op))
+    from ..ops.recurrent import LOOP_LIMIT
+
+    if max(ks) * (n + 1) <= LOOP_LIMIT:  # rounds: an invocation per row
+        outs = cv.builder.wgsl(_TOP_K_WGSL, [x], descs, workgroup_size=64, dispatch=[-(-rows // 64)],
+                               constants={"rows": rows, "n": n, "ks": ks}, label=cv.label(op))
+    elif n < LOOP_LIMIT:  # ranks: an invocation per value
+        groups = -(-rows * n // 64)
+        grid = [groups] if groups <= 65535 else [65535, -(-groups // 65535)]
+        outs = cv.builder.wgsl(_TOP_K_RANK_WGSL, [x], descs, workgroup_size=64, dispatch=grid,
+                               constants={"rows": rows, "n": n, "ks": ks, "row_stride": 65535 * 64},
+                               label=cv.label(op))
+    else:
+        raise cv.unsupported(op, f"rows of {n} values (at most {LOOP_LIMIT - 1}: llvmpipe ends a shader "
+                                 f"invocation's loops after {LOOP_LIMIT} iterations)")
     for j, (o, cast) in enumerate(zip(group, casts)):
         cv.set_output(o, outs[2 * j], 0)
         if cast is None:
