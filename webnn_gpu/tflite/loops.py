@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..ops.recurrent import LOOP_LIMIT
 from .ops import FOLDERS
 from .reader import dequantize
 
@@ -198,6 +199,8 @@ def _plan(cv: Converter, op: OperatorInfo, cond: int, body: int) -> dict[str, An
     seq_var = seqs[0]
     steps = shapes[seq_var][0]
     if mask_var is not None and shapes[mask_var] not in ((steps, batch, 1), (steps, batch)):
+        return None
+    if mask_var is not None and 2 * steps + 2 > LOOP_LIMIT:  # the mask plan's loops (llvmpipe)
         return None
     buf_shape = shapes[buf_var] if buf_var is not None else (1, batch, hidden)
     if int(np.prod(buf_shape)) not in (batch * hidden, steps * batch * hidden) or buf_shape[0] not in (1, steps):
