@@ -694,13 +694,14 @@ def sequence_loop_iterations(steps: int, hidden: int, gh: int, vec: bool, gru0: 
     return setup + steps * (2 + (2 if gru0 else 1) * unit_loop)
 
 
-def _sequence_chunk(lc, steps: int, batch: int, hidden: int, gh: int, vec: bool, gru0: bool) -> int | None:
+def _sequence_chunk(lc, steps: int, batch: int, hidden: int, gh: int, vec: bool, gru0: bool,
+                    seq_itemsize: int) -> int | None:
     """The most steps one ``sequence`` launch of a one-direction layer may take within
     :data:`SEQUENCE_LOOP_BUDGET`, a multiple of the steps whose projection and sequence rows start at a
     storage-buffer offset the device accepts; None where not even one such chunk fits."""
-    align = int(lc.limits.get("min-storage-buffer-offset-alignment", 256)) // 4
+    align = int(lc.limits.get("min-storage-buffer-offset-alignment", 256))
     unit = 1
-    for row in (batch * gh, batch * hidden):  # f32 values per step of the projection, the sequence
+    for row in (batch * gh * 4, batch * hidden * seq_itemsize):  # bytes per step: the f32 projection, the sequence
         unit = np.lcm(unit, align // np.gcd(align, row))
     lo, hi = 0, steps
     while lo < hi:  # the most steps within the limit (the bound grows with the steps)
@@ -752,8 +753,8 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
     chunk = None
     if sequence_loop_iterations(common["T"], hidden, gh, vec, cell == "gru" and not reset_after) > \
             SEQUENCE_LOOP_BUDGET:
-        chunk = _sequence_chunk(lc, common["T"], batch, hidden, gh, vec, cell == "gru" and not reset_after) \
-            if nd == 1 else None
+        chunk = _sequence_chunk(lc, common["T"], batch, hidden, gh, vec, cell == "gru" and not reset_after,
+                                _dtypes_itemsize(seq)) if nd == 1 else None
         if chunk is None:
             return False
     if r_t is not None and vec and r_t.data_type != "float32":
