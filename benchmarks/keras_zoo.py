@@ -79,6 +79,8 @@ MODELS = {
     "transformer_int8": "the transformer, converted with Optimize.DEFAULT (int8 weights and embedding tables)",
     "lstm_f16": "the LSTM text model, converted with float16 weights",
     "top_k": "Dense classifier head with tf.math.top_k (k=3: values and indices) and a sort of its scores",
+    "masked_rnn": "Embedding(mask_zero=True) + Bidirectional(LSTM(16, return_sequences)) + GRU(16) + Dense, "
+                  "20 tokens (masked loops)",
 }
 
 
@@ -300,6 +302,12 @@ def _architectures():
 
         return keras.Model(inp, TopK()(scores))
 
+    def masked_rnn():
+        ids = keras.Input((20,), dtype="int32", batch_size=1)
+        x = layers.Embedding(500, 24, mask_zero=True)(ids)
+        x = layers.Bidirectional(layers.LSTM(16, return_sequences=True))(x)
+        return keras.Model(ids, layers.Dense(4)(layers.GRU(16)(x)))
+
     int8 = {"optimizations": [tf.lite.Optimize.DEFAULT]}
     f16 = {"optimizations": [tf.lite.Optimize.DEFAULT], "target_spec.supported_types": [tf.float16]}
     return {
@@ -334,6 +342,7 @@ def _architectures():
         "transformer_int8": (transformer, int8),
         "lstm_f16": (text(lambda x: layers.Dense(4)(layers.LSTM(32)(x))), f16),
         "top_k": (top_k, {}),
+        "masked_rnn": (masked_rnn, {}),
     }
 
 

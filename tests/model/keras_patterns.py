@@ -136,7 +136,8 @@ def tensor_list_loop():
 
 def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool = False, buffer: bool = True,
                    reverse: bool = False, weights: str = "float32", embedded: bool = False,
-                   relu_cell: bool = False) -> tuple[bytes, list[np.ndarray]]:
+                   relu_cell: bool = False, masked: str = "", bidirectional: bool = False,
+                   batch: int = 2) -> tuple[bytes, list[np.ndarray]]:
     """A Keras 3 LSTM or GRU layer as TensorFlow's converter writes it: a time-major
     sequence, a WHILE with two counters, a body of fully connected layers, a gate split
     and the activations, and a buffer written per step (LSTM: the whole sequence through
@@ -161,21 +162,39 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     the GATHER of a constant table by int32 ids [batch, steps] (Keras' Embedding) before the
     transpose. ``relu_cell`` (LSTM, GRU): the cell activation is RELU (Keras'
     ``activation="relu"``); the GRU's ``near_miss`` uses RELU6, which no WebNN gru computes.
+    ``masked`` (with ``embedded``; LSTM, GRU with ``reset_after``, SimpleRNN): Keras' masking
+    (``Embedding(mask_zero=True)``): the mask ``ids != 0`` goes time-major into the loop, which
+    also carries the previous output; per step ``SELECT_V2(mask_t, new, old)`` keeps the states
+    where the mask is false and writes the previous output (``"prev"``) or zeros (``"zero"``,
+    a Bidirectional layer's ``return_sequences``: no previous output in the loop) into the buffer. The ids hold zeros at the
+    start, inside and at the end of a row, and a row of zeros alone (no unmasked step).
+    ``bidirectional`` (LSTM, GRU, SimpleRNN): Keras' ``Bidirectional``: a second loop with its own
+    weights over the sequence reversed along time, written first; the LSTM's sequences
+    (batch-major, the backward one reversed back) or the GRU's / SimpleRNN's last states concatenated
+    along the features, and each direction's final state, are the outputs.
     """
     reset_after = cell != "gru0"
     cell = "gru" if cell == "gru0" else cell
     rng = np.random.default_rng({"lstm": 44, "gru": 45 if reset_after else 47}.get(cell, 46))
-    steps, batch, features, units = 5, 2, 3, 4
+    steps, features, units = 5, 3, 4
     gates = {"lstm": 4, "gru": 3}.get(cell, 1)
     m = ModelMaker()
+    if masked:
+        batch = 3
     if embedded:
         ids = m.input([batch, steps], np.int32)
         x = m.op("GATHER", [m.const(_f32(rng, 9, features)), ids], [batch, steps, features], options=dict(axis=0))
+        if masked:
+            nz = m.op("NOT_EQUAL", [ids, m.const(np.int32(0))], [batch, steps], out_dtype=np.bool_)
+            nz = m.op("RESHAPE", [nz, m.const(np.int32([batch, steps, 1]))], [batch, steps, 1], out_dtype=np.bool_)
+            mask_seq = m.op("TRANSPOSE", [nz, m.const(np.int32([1, 0, 2]))], [steps, batch, 1], out_dtype=np.bool_)
     else:
         x = m.input([batch, steps, features])
     seq = m.op("TRANSPOSE", [x, m.const(np.int32([1, 0, 2]))], [steps, batch, features])
     if reverse:
         seq = m.op("REVERSE_V2", [seq, m.const(np.int32([0]))], [steps, batch, features])
+        if masked:
+            mask_seq = m.op("REVERSE_V2", [mask_seq, m.const(np.int32([0]))], [steps, batch, 1], out_dtype=np.bool_)
     state = [batch, units]
     buf_shape = [steps, batch, units] if cell == "lstm" else [1, batch, units]
     if cell == "lstm":
@@ -189,6 +208,11 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     if not buffer:  # (LSTM) the buffer's slot goes: [i, t, h, c, seq]
         del loop_vars[2], shapes[2]
     dtypes = [np.int32, np.int32] + [np.float32] * (len(shapes) - 2)
+    if masked == "prev":  # [i, t, buf, prev, h, (c), mask, seq]
+        loop_vars[3:3] = [m.const(np.zeros(state, np.float32))]
+        shapes[3:3], dtypes[3:3] = [state], [np.float32]
+    if masked:
+        loop_vars[-1:-1], shapes[-1:-1], dtypes[-1:-1] = [mask_seq], [[steps, batch, 1]], [np.bool_]
 
     cond = m.subgraph()
     ins = [m.input(s, d) for s, d in zip(shapes, dtypes)]
@@ -211,97 +235,158 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
                            quant=(scales.tolist(), [0] * shape[0], 0))
         return m.const(v)
 
-    body = m.subgraph()
-    ins = [m.input(s, d) for s, d in zip(shapes, dtypes)]
-    if not buffer:
-        ins.insert(2, -1)
-    i, t, buf, h = ins[:4]
-    one = m.const(np.int32(1))
-    i1 = m.op("ADD", [i, one], [], out_dtype=np.int32)
-    t1 = m.op("ADD", [t, one], [], out_dtype=np.int32)
-    x_t = m.op("GATHER", [ins[-1], t], [batch, features])
-    sig = lambda v: m.op("LOGISTIC", [v], state)  # noqa: E731
-    tanh = (lambda v: m.op("RELU", [v], state)) if relu_cell else (lambda v: m.op("TANH", [v], state))  # noqa: E731
-    if cell == "lstm":
-        c = ins[4]
-        rec = m.op("FULLY_CONNECTED", [h, weight(gates * units, units, scale=0.5), -1],
-                   [batch, gates * units])
-        xw = m.op("FULLY_CONNECTED", [x_t, weight(gates * units, features, scale=0.5), -1],
-                  [batch, gates * units])
-        z = m.op("ADD", [m.op("ADD", [xw, rec], [batch, gates * units]), weight(gates * units, scale=0.3)],
-                 [batch, gates * units])
-        gi, gf, gg, go = m.op("SPLIT", [m.const(np.int32(1)), z], [state] * 4, options=dict(numSplits=4), outputs=4)
-        c1 = m.op("ADD", [m.op("MUL", [sig(gf), c], state), m.op("MUL", [sig(gi), tanh(gg)], state)], state)
-        h1 = m.op("MUL", [sig(go), tanh(c1)], state)
+    def make_body() -> int:
+        body = m.subgraph()
+        ins = [m.input(s, d) for s, d in zip(shapes, dtypes)]
         if not buffer:
-            m.output(i1, t1, h1, c1, ins[-1])
-            m.subgraph(0)
-            outs = m.op("WHILE", loop_vars, shapes, options=dict(condSubgraphIndex=cond, bodySubgraphIndex=body),
-                        outputs=len(shapes))
-            m.tensors[outs[0]].type = m.tensors[outs[1]].type = INT32
-            m.output(outs[2], outs[3])
-            return m.finish(), [_f32(rng, batch, steps, features), _f32(rng, *state)]
-        row = m.op("RESHAPE", [h1, m.const(np.int32([1, batch, units]))], [1, batch, units])
-        vec = m.const(np.int32([1]))
-        pre_size = m.op("CONCATENATION", [m.op("RESHAPE", [t, vec], [1], out_dtype=np.int32),
-                                          m.const(np.int32([-1, -1]))], [3], out_dtype=np.int32, options=dict(axis=0))
-        pre = _signature(m, m.op("SLICE", [buf, m.const(np.int32([0, 0, 0])), pre_size], [1, 1, 1]), [-1, -1, -1])
-        post_begin = m.op("CONCATENATION", [m.op("RESHAPE", [t1, vec], [1], out_dtype=np.int32),
-                                            m.const(np.int32([0, 0]))], [3], out_dtype=np.int32, options=dict(axis=0))
-        post = _signature(m, m.op("SLICE", [buf, post_begin, m.const(np.int32([-1, -1, -1]))], [1, batch, units]),
-                          [-1, batch, units])
-        buf1 = m.op("CONCATENATION", [pre, row, post], buf_shape, options=dict(axis=0))
-        m.output(i1, t1, buf1, h1, c1, ins[-1])
-    elif gates == 1:
-        rec = m.op("FULLY_CONNECTED", [h, weight(units, units, scale=0.5), -1], state)
-        xw = m.op("FULLY_CONNECTED", [x_t, weight(units, features, scale=0.5),
-                                      weight(units, scale=0.3)], state)
-        h1 = m.op({"tanh": "TANH", "relu": "RELU", "relu6": "RELU6"}[cell], [m.op("ADD", [xw, rec], state)], state)
-        buf1 = m.op("RESHAPE", [h1, m.const(np.int32(buf_shape))], buf_shape)
-        m.output(i1, t1, buf1, h1, ins[-1])
-    elif not reset_after:
-        xw = m.op("FULLY_CONNECTED", [x_t, weight(gates * units, features, scale=0.5),
-                                      weight(gates * units, scale=0.3)], [batch, gates * units])
-        xz, xr, xn = m.op("SPLIT", [m.const(np.int32(1)), xw], [state] * 3, options=dict(numSplits=3), outputs=3)
-        rec = m.op("FULLY_CONNECTED", [h, weight(2 * units, units, scale=0.5), -1], [batch, 2 * units])
-        hz, hr = m.op("SPLIT", [m.const(np.int32(1)), rec], [state] * 2, options=dict(numSplits=2), outputs=2)
-        u = sig(m.op("ADD", [xz, hz], state))
-        r = sig(m.op("ADD", [xr, hr], state))
-        rh = h if near_miss else m.op("MUL", [r, h], state)
-        hn = m.op("FULLY_CONNECTED", [rh, weight(units, units, scale=0.5), -1], state)
-        n = tanh(m.op("ADD", [xn, hn], state))
-        keep = m.op("SUB", [m.const(np.float32(1.0)), u], state)
-        h1 = m.op("ADD", [m.op("MUL", [u, h], state), m.op("MUL", [keep, n], state)], state)
-        buf1 = m.op("RESHAPE", [h1, m.const(np.int32(buf_shape))], buf_shape)
-        m.output(i1, t1, buf1, h1, ins[-1])
-    else:
-        xw = m.op("FULLY_CONNECTED", [x_t, weight(gates * units, features, scale=0.5),
-                                      weight(gates * units, scale=0.3)], [batch, gates * units])
-        xz, xr, xn = m.op("SPLIT", [m.const(np.int32(1)), xw], [state] * 3, options=dict(numSplits=3), outputs=3)
-        rec = m.op("FULLY_CONNECTED", [h, weight(gates * units, units, scale=0.5),
-                                       weight(gates * units, scale=0.3)], [batch, gates * units])
-        hz, hr, hn = (m.op("STRIDED_SLICE", [rec, m.const(np.int32([0, k * units])),
-                                             m.const(np.int32([0, (k + 1) * units])), m.const(np.int32([1, 1]))],
-                           state, options=dict(beginMask=1, endMask=1)) for k in range(3))
-        u = sig(m.op("ADD", [xz, hz], state))
-        r = sig(m.op("ADD", [xr, hr], state))
-        pre_n = m.op("ADD", [xn, m.op("MUL", [r, hn], state)], state)
-        n = m.op("RELU6", [pre_n], state) if near_miss else tanh(pre_n)
-        keep = m.op("SUB", [m.const(np.float32(1.0)), u], state)
-        h1 = m.op("ADD", [m.op("MUL", [u, h], state), m.op("MUL", [keep, n], state)], state)
-        buf1 = m.op("RESHAPE", [h1, m.const(np.int32(buf_shape))], buf_shape)
-        m.output(i1, t1, buf1, h1, ins[-1])
+            ins.insert(2, -1)
+        prev = mask_t = -1
+        if masked:
+            prev, mask_in = ins.pop(3) if masked == "prev" else -1, ins.pop(-2)
+        i, t, buf, h = ins[:4]
+        if masked:
+            mask_t = m.op("GATHER", [mask_in, t], [batch, 1], out_dtype=np.bool_)
 
+        def step(new: int, old: int) -> int:  # Keras' masked step: the old value where the mask is false
+            return m.op("SELECT_V2", [mask_t, new, old], state) if masked else new
+
+        def out(h1: int) -> int:  # what the buffer gets
+            if not masked:
+                return h1
+            return step(h1, prev if masked == "prev" else m.const(np.zeros(state, np.float32)))
+
+        def body_outputs(*values: int) -> None:  # i, t, buf, h, (c), seq
+            values = list(values)
+            if masked == "prev":
+                values[3:3] = [h_out]
+            if masked:
+                values[-1:-1] = [mask_in]
+            m.output(*values)
+        one = m.const(np.int32(1))
+        i1 = m.op("ADD", [i, one], [], out_dtype=np.int32)
+        t1 = m.op("ADD", [t, one], [], out_dtype=np.int32)
+        x_t = m.op("GATHER", [ins[-1], t], [batch, features])
+        sig = lambda v: m.op("LOGISTIC", [v], state)  # noqa: E731
+        tanh = (lambda v: m.op("RELU", [v], state)) if relu_cell else (lambda v: m.op("TANH", [v], state))  # noqa: E731
+        if cell == "lstm":
+            c = ins[4]
+            rec = m.op("FULLY_CONNECTED", [h, weight(gates * units, units, scale=0.5), -1],
+                       [batch, gates * units])
+            xw = m.op("FULLY_CONNECTED", [x_t, weight(gates * units, features, scale=0.5), -1],
+                      [batch, gates * units])
+            z = m.op("ADD", [m.op("ADD", [xw, rec], [batch, gates * units]), weight(gates * units, scale=0.3)],
+                     [batch, gates * units])
+            gi, gf, gg, go = m.op("SPLIT", [m.const(np.int32(1)), z], [state] * 4, options=dict(numSplits=4), outputs=4)
+            c1 = m.op("ADD", [m.op("MUL", [sig(gf), c], state), m.op("MUL", [sig(gi), tanh(gg)], state)], state)
+            h1 = m.op("MUL", [sig(go), tanh(c1)], state)
+            h_out = out(h1)
+            h1, c1 = step(h1, h), step(c1, c)
+            if not buffer:
+                m.output(i1, t1, h1, c1, ins[-1])
+                return body
+            row = m.op("RESHAPE", [h_out, m.const(np.int32([1, batch, units]))], [1, batch, units])
+            vec = m.const(np.int32([1]))
+            pre_size = m.op("CONCATENATION", [m.op("RESHAPE", [t, vec], [1], out_dtype=np.int32),
+                                              m.const(np.int32([-1, -1]))], [3], out_dtype=np.int32, options=dict(axis=0))
+            pre = _signature(m, m.op("SLICE", [buf, m.const(np.int32([0, 0, 0])), pre_size], [1, 1, 1]), [-1, -1, -1])
+            post_begin = m.op("CONCATENATION", [m.op("RESHAPE", [t1, vec], [1], out_dtype=np.int32),
+                                                m.const(np.int32([0, 0]))], [3], out_dtype=np.int32, options=dict(axis=0))
+            post = _signature(m, m.op("SLICE", [buf, post_begin, m.const(np.int32([-1, -1, -1]))], [1, batch, units]),
+                              [-1, batch, units])
+            buf1 = m.op("CONCATENATION", [pre, row, post], buf_shape, options=dict(axis=0))
+            body_outputs(i1, t1, buf1, h1, c1, ins[-1])
+        elif gates == 1:
+            rec = m.op("FULLY_CONNECTED", [h, weight(units, units, scale=0.5), -1], state)
+            xw = m.op("FULLY_CONNECTED", [x_t, weight(units, features, scale=0.5),
+                                          weight(units, scale=0.3)], state)
+            h1 = m.op({"tanh": "TANH", "relu": "RELU", "relu6": "RELU6"}[cell], [m.op("ADD", [xw, rec], state)], state)
+            h_out = out(h1)
+            h1 = step(h1, h)
+            buf1 = m.op("RESHAPE", [h_out, m.const(np.int32(buf_shape))], buf_shape)
+            body_outputs(i1, t1, buf1, h1, ins[-1])
+        elif not reset_after:
+            xw = m.op("FULLY_CONNECTED", [x_t, weight(gates * units, features, scale=0.5),
+                                          weight(gates * units, scale=0.3)], [batch, gates * units])
+            xz, xr, xn = m.op("SPLIT", [m.const(np.int32(1)), xw], [state] * 3, options=dict(numSplits=3), outputs=3)
+            rec = m.op("FULLY_CONNECTED", [h, weight(2 * units, units, scale=0.5), -1], [batch, 2 * units])
+            hz, hr = m.op("SPLIT", [m.const(np.int32(1)), rec], [state] * 2, options=dict(numSplits=2), outputs=2)
+            u = sig(m.op("ADD", [xz, hz], state))
+            r = sig(m.op("ADD", [xr, hr], state))
+            rh = h if near_miss else m.op("MUL", [r, h], state)
+            hn = m.op("FULLY_CONNECTED", [rh, weight(units, units, scale=0.5), -1], state)
+            n = tanh(m.op("ADD", [xn, hn], state))
+            keep = m.op("SUB", [m.const(np.float32(1.0)), u], state)
+            h1 = m.op("ADD", [m.op("MUL", [u, h], state), m.op("MUL", [keep, n], state)], state)
+            buf1 = m.op("RESHAPE", [h1, m.const(np.int32(buf_shape))], buf_shape)
+            m.output(i1, t1, buf1, h1, ins[-1])
+        else:
+            xw = m.op("FULLY_CONNECTED", [x_t, weight(gates * units, features, scale=0.5),
+                                          weight(gates * units, scale=0.3)], [batch, gates * units])
+            xz, xr, xn = m.op("SPLIT", [m.const(np.int32(1)), xw], [state] * 3, options=dict(numSplits=3), outputs=3)
+            rec = m.op("FULLY_CONNECTED", [h, weight(gates * units, units, scale=0.5),
+                                           weight(gates * units, scale=0.3)], [batch, gates * units])
+            hz, hr, hn = (m.op("STRIDED_SLICE", [rec, m.const(np.int32([0, k * units])),
+                                                 m.const(np.int32([0, (k + 1) * units])), m.const(np.int32([1, 1]))],
+                               state, options=dict(beginMask=1, endMask=1)) for k in range(3))
+            u = sig(m.op("ADD", [xz, hz], state))
+            r = sig(m.op("ADD", [xr, hr], state))
+            pre_n = m.op("ADD", [xn, m.op("MUL", [r, hn], state)], state)
+            n = m.op("RELU6", [pre_n], state) if near_miss else tanh(pre_n)
+            keep = m.op("SUB", [m.const(np.float32(1.0)), u], state)
+            h1 = m.op("ADD", [m.op("MUL", [u, h], state), m.op("MUL", [keep, n], state)], state)
+            h_out = out(h1)
+            h1 = step(h1, h)
+            buf1 = m.op("RESHAPE", [h_out, m.const(np.int32(buf_shape))], buf_shape)
+            body_outputs(i1, t1, buf1, h1, ins[-1])
+
+        return body
+
+    body = make_body()
+    body_back = make_body() if bidirectional else -1  # the backward layer's own weights
     m.subgraph(0)
+    if not buffer:
+        outs = m.op("WHILE", loop_vars, shapes, options=dict(condSubgraphIndex=cond, bodySubgraphIndex=body),
+                    outputs=len(shapes))
+        m.tensors[outs[0]].type = m.tensors[outs[1]].type = INT32
+        m.output(outs[2], outs[3])
+        return m.finish(), [_f32(rng, batch, steps, features), _f32(rng, *state)]
+    if bidirectional:
+        # Keras' Bidirectional as the converter writes it: the backward loop first, over the
+        # sequence reversed; the outputs batch-major, the backward one reversed back, concatenated.
+        rseq = m.op("REVERSE_V2", [seq, m.const(np.int32([0]))], [steps, batch, features])
+        back = m.op("WHILE", loop_vars[:-1] + [rseq], shapes,
+                    options=dict(condSubgraphIndex=cond, bodySubgraphIndex=body_back), outputs=len(shapes))
+        fwd = m.op("WHILE", loop_vars, shapes, options=dict(condSubgraphIndex=cond, bodySubgraphIndex=body),
+                   outputs=len(shapes))
+        for outs in (back, fwd):
+            m.tensors[outs[0]].type = m.tensors[outs[1]].type = INT32
+        if cell == "lstm":  # the whole sequences, batch-major: a reshape at batch 1, else a transpose
+            halves = [m.op("RESHAPE", [o[2], m.const(np.int32([batch, steps, units]))], [batch, steps, units])
+                      if batch == 1 else
+                      m.op("TRANSPOSE", [o[2], m.const(np.int32([1, 0, 2]))], [batch, steps, units])
+                      for o in (fwd, back)]
+            halves[1] = m.op("REVERSE_V2", [halves[1], m.const(np.int32([1]))], [batch, steps, units])
+            merged = m.op("CONCATENATION", halves, [batch, steps, 2 * units], options=dict(axis=2))
+        else:  # the last states
+            halves = [m.op("RESHAPE", [o[2], m.const(np.int32(state))], state) for o in (fwd, back)]
+            merged = m.op("CONCATENATION", halves, [batch, 2 * units], options=dict(axis=1))
+        m.output(merged, fwd[3], back[3], *((fwd[4], back[4]) if cell == "lstm" else ()))
+        first = rng.integers(0, 9, (batch, steps)).astype(np.int32) if embedded else \
+            _f32(rng, batch, steps, features)
+        return m.finish(), [first] + ([_f32(rng, *state)] if cell == "lstm" else [])
     outs = m.op("WHILE", loop_vars, shapes, options=dict(condSubgraphIndex=cond, bodySubgraphIndex=body),
                 outputs=len(shapes))
     m.tensors[outs[0]].type = m.tensors[outs[1]].type = INT32
     if reverse:
         wide = m.op("RESHAPE", [outs[2], m.const(np.int32([1, steps, batch, units]))], [1, steps, batch, units])
         m.output(m.op("REVERSE_V2", [wide, m.const(np.int32([1]))], [1, steps, batch, units]), outs[3])
+    elif masked:
+        m.output(*outs[2:len(shapes) - 2])  # the buffer, the previous output, h (and c)
     else:
         m.output(outs[2], outs[3])
     first = rng.integers(0, 9, (batch, steps)).astype(np.int32) if embedded else _f32(rng, batch, steps, features)
+    if masked:  # zeros at the start, inside, at the end; a row without any unmasked step
+        first = np.int32([[0, 3, 0, 5, 0], [7, 2, 0, 0, 4], [0, 0, 0, 0, 0]])
     inputs = [first] + ([_f32(rng, *state)] if cell == "lstm" else [])
     return m.finish(), inputs
 
@@ -354,6 +439,56 @@ def lstm_loop_embedded():
 @case
 def simple_rnn_loop_embedded():
     return recurrent_loop("tanh", embedded=True)
+
+
+@case
+def lstm_loop_bidirectional():
+    return recurrent_loop("lstm", bidirectional=True, batch=1)
+
+
+@case
+def lstm_loop_bidirectional_batch():
+    return recurrent_loop("lstm", bidirectional=True)
+
+
+@case
+def simple_rnn_loop_bidirectional():
+    return recurrent_loop("tanh", bidirectional=True, batch=1)
+
+
+@case
+def gru_loop_bidirectional():
+    return recurrent_loop("gru", bidirectional=True, embedded=True)
+
+
+@case
+def gru0_loop_bidirectional():
+    return recurrent_loop("gru0", bidirectional=True, batch=1)
+
+
+@case
+def lstm_loop_masked():
+    return recurrent_loop("lstm", embedded=True, masked="prev")
+
+
+@case
+def lstm_loop_masked_backward():
+    return recurrent_loop("lstm", embedded=True, masked="prev", reverse=True)
+
+
+@case
+def lstm_loop_masked_zero():
+    return recurrent_loop("lstm", embedded=True, masked="zero")
+
+
+@case
+def gru_loop_masked():
+    return recurrent_loop("gru", embedded=True, masked="prev")
+
+
+@case
+def simple_rnn_loop_masked():
+    return recurrent_loop("tanh", embedded=True, masked="zero")
 
 
 @case

@@ -276,6 +276,67 @@ def gathers():
     return m.finish(), [_f32(rng, *S), _i32([5, 0, 3, 3])]
 
 
+@case
+def top_k_shared():
+    """Three TOPK_V2 of one input (Keras: ``top_k`` and a sort of the same scores: one launch),
+    the first's indices read by a CAST to float32 alone (written as floats), the third's by a
+    CAST to float32 and a model output (kept int32); ties in the rows."""
+    rng = np.random.default_rng(42)
+    m = ModelMaker()
+    x = m.input(S)
+    v2, i2 = m.op("TOPK_V2", [x, m.const(_i32(2))], [[2, 3, 2]] * 2, out_dtype=[np.float32, np.int32], outputs=2)
+    v8, i8 = m.op("TOPK_V2", [x, m.const(_i32(8))], [[2, 3, 8]] * 2, out_dtype=[np.float32, np.int32], outputs=2)
+    v5, i5 = m.op("TOPK_V2", [x, m.const(_i32(5))], [[2, 3, 5]] * 2, out_dtype=[np.float32, np.int32], outputs=2)
+    f2 = m.op("CAST", [i2], [2, 3, 2])
+    f5 = m.op("CAST", [i5], [2, 3, 5])
+    m.output(v2, f2, v8, i8, v5, f5, i5)
+    return m.finish(), [np.round(_f32(rng, *S, scale=2.0), 0)]
+
+
+@case
+def top_k_long_rows():
+    """TOPK_V2 of rows of 300 values, k = 300 and 7 in one launch: 300 rounds of 300 would pass
+    llvmpipe's 65535 loop iterations per invocation, so each value finds its rank (ties in
+    index order, as in rounds)."""
+    rng = np.random.default_rng(43)
+    m = ModelMaker()
+    x = m.input([2, 300])
+    v, i = m.op("TOPK_V2", [x, m.const(_i32(300))], [[2, 300]] * 2, out_dtype=[np.float32, np.int32], outputs=2)
+    v7, i7 = m.op("TOPK_V2", [x, m.const(_i32(7))], [[2, 7]] * 2, out_dtype=[np.float32, np.int32], outputs=2)
+    m.output(v, i, v7, i7)
+    return m.finish(), [np.round(_f32(rng, 2, 300, scale=3.0), 0)]
+
+
+@case
+def gathers_batched():
+    """GATHER with batch_dims on run-time params and indices (Keras' ``ops.take_along_axis``,
+    ``tf.gather(batch_dims=)``): the indices' axis right after the batch (with and without
+    dimensions after it), one between, two index dimensions, batch_dims 2;
+    and BUCKETIZE (Keras' ``Discretization``, ``ops.digitize``): values on the boundaries, below
+    and above them all, an int32 input, repeated boundaries."""
+    rng = np.random.default_rng(28)
+    m = ModelMaker()
+    x = m.input(S)
+    ids = m.input([2, 5], dtype=np.int32)
+    ids3 = m.input([2, 3, 4], dtype=np.int32)
+    outs = [m.op("GATHER", [x, ids], [2, 5, 8], options=dict(axis=1, batchDims=1)),
+            m.op("GATHER", [x, ids3], [2, 3, 4], options=dict(axis=2, batchDims=2)),
+            m.op("GATHER", [x, ids3], [2, 3, 3, 4],
+                 options=dict(axis=2, batchDims=1)),
+            m.op("GATHER", [m.op("RESHAPE", [x, m.const(_i32([2, 3, 4, 2]))], [2, 3, 4, 2]), ids], [2, 3, 5, 2],
+                 options=dict(axis=2, batchDims=1))]
+    bounds = [-1.0, -0.25, 0.0, 0.0, 0.5, 1.5]
+    values = m.input([3, 7])
+    outs.append(m.op("BUCKETIZE", [values], [3, 7], out_dtype=np.int32, options=dict(boundaries=bounds)))
+    outs.append(m.op("BUCKETIZE", [ids], [2, 5], out_dtype=np.int32, options=dict(boundaries=[-1.0, 0.0, 2.0])))
+    m.output(*outs)
+    vals = _f32(rng, 3, 7)
+    vals[0, :6] = bounds  # on the boundaries
+    vals[1, :2] = [-5.0, 5.0]
+    return m.finish(), [_f32(rng, *S), _i32([[0, 2, 1, 2, 0], [1, 0, 0, 2, 2]]),
+                        rng.integers(0, 3, (2, 3, 4)).astype(np.int32), vals]
+
+
 #: STRIDED_SLICE specifications on a [2, 5, 6, 4] input: (begin, end, strides, options, output shape).
 STRIDED = [
     ([0, 1, 0, 0], [2, 4, 6, 4], [1, 1, 2, 1], {}, [2, 3, 3, 4]),

@@ -83,11 +83,17 @@ def test_input_shapes_must_fit_the_signature(ctx):
                                           ("simple_rnn_loop_embedded", True),
                                           ("gru_loop_reset_before_near_miss", False),
                                           ("simple_rnn_loop", True), ("simple_rnn_loop_relu", True),
-                                          ("simple_rnn_loop_near_miss", False)])
+                                          ("simple_rnn_loop_near_miss", False), ("lstm_loop_masked", True),
+                                          ("lstm_loop_masked_zero", True), ("gru_loop_masked", True),
+                                          ("simple_rnn_loop_masked", True), ("lstm_loop_masked_backward", True), ("lstm_loop_bidirectional", True),
+                                          ("gru_loop_bidirectional", True), ("gru0_loop_bidirectional", True),
+                                          ("lstm_loop_bidirectional_batch", True),
+                                          ("simple_rnn_loop_bidirectional", True)])
 def test_recurrent_loops_become_one_operator_only_when_they_are_one(case, mapped, ctx, monkeypatch):
     """A Keras 3 LSTM / GRU loop (with a buffer, or an LSTM returning its states alone, or the
     backward half of a Bidirectional: the backward direction, the reversals views; a GRU with
-    reset_after=False: one sequence kernel; a relu cell activation) becomes one lstm / gru, a SimpleRNN loop (tanh or relu) one
+    reset_after=False: one sequence kernel; a relu cell activation; masked) becomes one lstm / gru, the two loops of a
+    Bidirectional layer one of direction "both", a SimpleRNN loop (tanh or relu) one
     gru in plain-RNN form (two kernels); a near miss (a RELU6 candidate in a GRU, RELU6 in a
     SimpleRNN) is unrolled; all agree with LiteRT (test_keras_patterns_match_litert)."""
     from webnn_gpu.tflite import loops
@@ -110,7 +116,13 @@ def test_recurrent_loops_become_one_operator_only_when_they_are_one(case, mapped
             "gather_scatter/gather.wgsl", "layout/remap.wgsl", "recurrent/sequence.wgsl"]
     if mapped and case == "gru_loop_reset_before":
         assert [s.template for s in model.graph._steps if hasattr(s, "template")][-1] == "recurrent/sequence.wgsl"
-    if mapped and case.startswith("simple_rnn"):
+    if "_bidirectional" in case:  # both loops: one operator of direction "both", one launch
+        templates = [s.template for s in model.graph._steps if hasattr(s, "template")]
+        assert templates.count("recurrent/sequence.wgsl") == 1
+        # the concatenation of the directions' sequences (or last states) is the operator's
+        # own, reshaped (batch 1) or transposed to batch-major
+        assert "CONCATENATION" not in str([s.label for s in model.graph._steps])
+    if mapped and case.startswith("simple_rnn") and "masked" not in case and "bidirectional" not in case:
         assert [s.template for s in model.graph._steps if hasattr(s, "template")][-1] == "recurrent/sequence.wgsl"
         assert model.graph.kernel_count == 3  # the input's transpose, the projection, the sequence
 

@@ -172,6 +172,23 @@ def test_unsupported_builtin_op_names_op_code_and_index():
         _convert(model)
 
 
+def test_resource_variables_are_refused_naming_the_stateful_layer():
+    """Keras' stateful=True writes VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE (and CALL_ONCE to
+    set them up): state kept between invocations, which a webnn-gpu graph does not keep."""
+    m = ModelMaker()
+    x = m.input([1, 4])
+    var = m.op("VAR_HANDLE", [], [])
+    state = m.op("READ_VARIABLE", [var], [1, 4])
+    y = m.op("ADD", [x, state], [1, 4])
+    m.op("ASSIGN_VARIABLE", [var, y], [])
+    m.output(y)
+    with pytest.raises(NotSupportedError, match=r"\(ASSIGN_VARIABLE, READ_VARIABLE, VAR_HANDLE\): operator #0 VAR_HANDLE "
+                                                r".*; resource variables: a stateful layer \(Keras' stateful=True\) "
+                                                r"keeps its state between invocations, a webnn-gpu graph keeps none "
+                                                r"\(ASSIGN_VARIABLE, READ_VARIABLE, VAR_HANDLE\)"):
+        _convert(m.finish())
+
+
 def test_unsupported_custom_op_names_the_custom_code():
     model = _single_op_model("MyFancyOp", custom=b"\x00")
     with pytest.raises(NotSupportedError, match=r"operator #1 MyFancyOp \(custom op 'MyFancyOp'\)"):

@@ -194,3 +194,14 @@ def test_densify_follows_the_traversal_order_and_blocks():
                                          ("dense", 2), ("dense", 2)))
     values = np.array([1, 2, 3, 4, 5, 6, 7, 8], np.float32)
     np.testing.assert_array_equal(densify(sp, values.tobytes(), "FLOAT32", blocked.shape), blocked)
+
+
+def test_top_k_of_one_input_is_one_launch(ctx):
+    """TOPK_V2s of one input share one kernel; a CAST to float32 that alone reads indices is
+    the kernel's own output; one that shares them with a model output stays (the values
+    against LiteRT: test_operators_match_litert[top_k_shared])."""
+    from op_models import top_k_shared
+
+    data, _ = top_k_shared()
+    labels = [s.label for s in webnn.load(data, ctx).graph._steps]
+    assert labels == ["wgsl ['TOPK_V2#0']", "cast ['CAST#4']"]

@@ -69,6 +69,7 @@ _OPTIONS = {
     "DEPTH_TO_SPACE": "DepthToSpaceOptions",
     "SPACE_TO_DEPTH": "SpaceToDepthOptions",
     "GATHER": "GatherOptions",
+    "BUCKETIZE": "BucketizeOptions",
     "GATHER_ND": "GatherNdOptions",
     "GELU": "GeluOptions",
     "L2_NORMALIZATION": "L2NormOptions",

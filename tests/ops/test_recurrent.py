@@ -497,6 +497,47 @@ def test_sequence_kernel_more_units_than_invocations(ctx, rng, monkeypatch):
     _check(out["c"], c, "float32")
 
 
+@pytest.mark.parametrize("op, steps, reset_after, direction", [("lstm", 800, True, "forward"),
+                                                             ("lstm", 1100, True, "backward"),
+                                                             ("gru", 1000, False, "forward")])
+def test_long_sequences_stay_within_the_loop_limit(ctx, rng, op, steps, reset_after, direction):
+    """llvmpipe leaves an invocation's loops after 65535 iterations in all: a 64-unit layer's
+    sequence kernel runs about 70 per step (a GRU with reset_after=False twice that), so 800
+    LSTM steps take one launch and longer sequences chunks of steps, a launch each, the states
+    passed on; all agree with NumPy (1100 steps in one launch stopped after about 990)."""
+    from webnn_gpu.ops.recurrent import SEQUENCE_LOOP_BUDGET, sequence_loop_iterations
+
+    batch, isz, hidden = 2, 3, 64
+    gates = 4 if op == "lstm" else 3
+    inputs = {"x": _rand(rng, (steps, batch, isz), "float32", 1.0),
+              "w": _rand(rng, (1, gates * hidden, isz), "float32", 0.3),
+              "r": _rand(rng, (1, gates * hidden, hidden), "float32", 0.15),
+              "h0": _rand(rng, (1, batch, hidden), "float32")}
+
+    def build(b, o):
+        if op == "lstm":
+            h, c, seq = b.lstm(o["x"], o["w"], o["r"], steps, hidden, initial_hidden_state=o["h0"],
+                               return_sequence=True, direction=direction)
+            return {"h": h, "c": c, "seq": seq}
+        h, seq = b.gru(o["x"], o["w"], o["r"], steps, hidden, initial_hidden_state=o["h0"], reset_after=reset_after,
+                       return_sequence=True, direction=direction)
+        return {"h": h, "seq": seq}
+
+    launches = kernel_templates(ctx, build, inputs).count("recurrent/sequence.wgsl")
+    one = sequence_loop_iterations(steps, hidden, gates * hidden, False, not reset_after) <= SEQUENCE_LOOP_BUDGET
+    assert one == (steps == 800) and (launches == 1) == one and launches >= 1
+    out = run_graph(ctx, build, inputs, tensor_path=False)
+    if op == "lstm":
+        h, c, seq = ref_lstm(inputs["x"], inputs["w"], inputs["r"], steps, hidden, h0=inputs["h0"],
+                             direction=direction)
+        _check(out["c"], c, "float32", "cell")
+    else:
+        h, seq = ref_gru(inputs["x"], inputs["w"], inputs["r"], steps, hidden, h0=inputs["h0"],
+                         reset_after=reset_after, direction=direction)
+    _check(out["h"], h, "float32", "hidden")
+    _check(out["seq"], seq, "float32", "sequence")
+
+
 # ---------------------------------------------------------------- validation
 def _gru_operands(builder, nd=1, steps=2, batch=3, isz=4, hidden=5, dt="float32", **over):
     shapes = {"x": (steps, batch, isz), "w": (nd, 3 * hidden, isz), "r": (nd, 3 * hidden, hidden),

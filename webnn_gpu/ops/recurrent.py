@@ -637,19 +637,19 @@ def _project_gemm(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None,
 
 def _identity_projection(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None, fold_limit: int,
                          common: dict) -> Value | None:
-    """``x`` itself (a view ``[T * B, GH]``) as the input projection of every step where it is
-    one: one direction, float32, a constant identity weight and the biases the projection
-    takes all zero (what the TFLite loader makes of a layer reading an embedding: the table
-    projected at load time). Else None."""
+    """``x`` itself (a view ``[T * B, D * GH]``) as the input projection of every step where it
+    is one: float32, a constant identity weight (``[D, GH, D * GH]``: direction d takes its
+    block of x) and the biases the projection takes all zero (what the TFLite loader makes of
+    a layer reading an embedding: the table projected at load time). Else None."""
     steps, batch, nd, gh, isz = common["T"], common["B"], common["D"], common["GH"], common["I"]
-    if nd != 1 or gh != isz or vx.data_type != "float32" or vw.kind != "constant" or vw.data is None:
+    if nd * gh != isz or vx.data_type != "float32" or vw.kind != "constant" or vw.data is None:
         return None
-    if not np.array_equal(_host(vw).reshape(gh, isz), np.eye(gh, dtype=_host(vw).dtype)):
+    if not np.array_equal(_host(vw).reshape(nd * gh, isz), np.eye(isz, dtype=_host(vw).dtype)):
         return None
     for v, rows in ((vb, gh), (vrb, fold_limit)):
         if v is not None and (v.kind != "constant" or v.data is None or _host(v).reshape(nd, gh)[:, :rows].any()):
             return None
-    rows_view = Value("float32", (steps * batch, gh), "op")
+    rows_view = Value("float32", (steps * batch, nd * gh), "op")
     lc.alias(rows_view, vx)
     return rows_view
 
@@ -664,11 +664,61 @@ def _r_local(lc, hidden: int, gh: int, reset_after: bool, is_lstm: bool) -> bool
     return 4 * (hidden * gh + state) <= int(lc.limits.get("max-compute-workgroup-storage-size", 16384))
 
 
+#: The most loop iterations one shader invocation runs on llvmpipe (lavapipe, Mesa 22.3's
+#: gallivm): its loop limiter, one counter per invocation for all of its loops, leaves every
+#: loop once 65535 iterations have run in all, silently (a sequence kernel of 1000 steps of
+#: 128 units stopped a third of the way). Kernels whose loops could run longer take another
+#: form (:func:`sequence_loop_iterations`).
+LOOP_LIMIT = 65535
+#: What the sequence kernel's bound (:func:`sequence_loop_iterations`) may reach: the limit less
+#: a sixteenth, for iterations the bound does not see (a GRU with reset_after=False over 480
+#: steps of 64 units, bounded at 65484, was cut short).
+SEQUENCE_LOOP_BUDGET = LOOP_LIMIT - LOOP_LIMIT // 16
+
+
+def _sequence_workgroup(lanes: int) -> int:
+    return min(256, -(-lanes // 8) * 8)
+
+
+def sequence_loop_iterations(steps: int, hidden: int, gh: int, vec: bool, gru0: bool) -> int:
+    """An upper bound of the loop iterations of one ``recurrent/sequence.wgsl`` invocation,
+    as llvmpipe counts them (a loop of n iterations n + 1: its exit test too): the copy of the
+    recurrent weight, the state set-up and the final store, then per step the loop over the
+    invocation's units (two with ``gru0``), each over the ``hidden`` columns of the product,
+    with one iteration of margin per step."""
+    lanes = hidden // 4 if vec else hidden
+    wg = _sequence_workgroup(lanes)
+    units = -(-lanes // wg)
+    setup = -(-(hidden * max(gh // 4, 1)) // wg) + 1 + 2 * (-(-hidden // wg) + 1) + 1
+    unit_loop = units + 1 + units * (hidden + 1)
+    return setup + steps * (2 + (2 if gru0 else 1) * unit_loop)
+
+
+def _sequence_chunk(lc, steps: int, batch: int, hidden: int, gh: int, vec: bool, gru0: bool,
+                    seq_itemsize: int) -> int | None:
+    """The most steps one ``sequence`` launch of a one-direction layer may take within
+    :data:`SEQUENCE_LOOP_BUDGET`, a multiple of the steps whose projection and sequence rows start at a
+    storage-buffer offset the device accepts; None where not even one such chunk fits."""
+    align = int(lc.limits.get("min-storage-buffer-offset-alignment", 256))
+    unit = 1
+    for row in (batch * gh * 4, batch * hidden * seq_itemsize):  # bytes per step: the f32 projection, the sequence
+        unit = np.lcm(unit, align // np.gcd(align, row))
+    lo, hi = 0, steps
+    while lo < hi:  # the most steps within the limit (the bound grows with the steps)
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if sequence_loop_iterations(mid, hidden, gh, vec, gru0) <= SEQUENCE_LOOP_BUDGET \
+            else (lo, mid - 1)
+    chunk = lo // int(unit) * int(unit)
+    return chunk if chunk >= 1 else None
+
+
 def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None) -> bool:
     """``project`` then one ``sequence`` kernel for every step (state in workgroup memory);
     False (nothing added) where the kernel does not apply:
     a recurrent product above :data:`SEQUENCE_MAX_MACS` (unless ``WEBNN_GPU_FORCE_RECURRENT=sequence``),
-    more bindings or workgroup memory than the device has, or ``WEBNN_GPU_FORCE_RECURRENT=steps``."""
+    more loop iterations per invocation than :data:`SEQUENCE_LOOP_BUDGET` (long sequences: one direction
+    runs in chunks of steps, a launch each, the states passed on; both directions do not), more bindings
+    or workgroup memory than the device has, or ``WEBNN_GPU_FORCE_RECURRENT=steps``."""
     a = node.attrs
     reset_after = is_lstm or a.get("reset_after", True)
     vx, vw, vr, vb, vrb, vp, vh, vc = _operands(node, is_lstm)
@@ -700,6 +750,13 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
         ([("rbias", vrb)] if vrb is not None else [])
     r_t = _transposed(vr)
     vec = r_t is not None and hidden % 4 == 0
+    chunk = None
+    if sequence_loop_iterations(common["T"], hidden, gh, vec, cell == "gru" and not reset_after) > \
+            SEQUENCE_LOOP_BUDGET:
+        chunk = _sequence_chunk(lc, common["T"], batch, hidden, gh, vec, cell == "gru" and not reset_after,
+                                _dtypes_itemsize(seq)) if nd == 1 else None
+        if chunk is None:
+            return False
     if r_t is not None and vec and r_t.data_type != "float32":
         r_t = Value("float32", r_t.shape, "constant", data=_host(r_t).reshape(-1).astype(np.float32))
     seq_ins = [("proj", None), ("r", r_t or vr)] + [
@@ -723,11 +780,44 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
                   **common)
     seq_ins[0] = ("proj", proj)
     lanes = hidden // 4 if vec else hidden
-    wg = min(256, -(-lanes // 8) * 8)
-    lc.kernel("recurrent/sequence.wgsl", seq_ins, outs, nd * batch * hidden, groups=(nd * batch, 1, 1),
-              proj_tbd=proj.shape == (common["T"] * batch, nd * gh),
-              r_local=vec and _r_local(lc, hidden, gh, reset_after, is_lstm),
-              workgroup=wg, cell=cell, gate=gate, acts=acts, r_t=r_t is not None, vec=vec, reset_after=reset_after,
-              has_rbias=cell == "gru" and reset_after and rbias is not None, has_peep=vp is not None, has_h0=vh is not None,
-              has_c0=vc is not None, has_seq=seq is not None, **common)
+    wg = _sequence_workgroup(lanes)
+    variables = dict(proj_tbd=proj.shape == (common["T"] * batch, nd * gh),
+                     r_local=vec and _r_local(lc, hidden, gh, reset_after, is_lstm),
+                     workgroup=wg, cell=cell, gate=gate, acts=acts, r_t=r_t is not None, vec=vec,
+                     reset_after=reset_after, has_rbias=cell == "gru" and reset_after and rbias is not None,
+                     has_peep=vp is not None, has_seq=seq is not None)
+    if chunk is None:
+        lc.kernel("recurrent/sequence.wgsl", seq_ins, outs, nd * batch * hidden, groups=(nd * batch, 1, 1),
+                  has_h0=vh is not None, has_c0=vc is not None, **variables, **common)
+        return True
+    # One direction in chunks of steps (in its time order), each launch starting from the
+    # states the one before left: the projection's and the sequence's rows of the chunk bound
+    # at their offsets (the same layout for one direction, [T * B, GH] and [T, 1, B, H]).
+    steps = common["T"]
+    starts = list(range(0, steps, chunk))
+    if a.get("direction", "forward") == "backward":
+        starts.reverse()
+    h_prev, c_prev = vh, vc
+    for i, t0 in enumerate(starts):
+        tc = min(chunk, steps - t0)
+        last = i == len(starts) - 1
+        out_h = node.outputs[0] if last else lc.temp(node.outputs[0].data_type, (1, batch, hidden))
+        out_c = (node.outputs[1] if last else lc.temp(node.outputs[1].data_type, (1, batch, hidden))) if is_lstm \
+            else None
+        ins_c = [(n, v) for n, v in seq_ins if n not in ("h0", "c0")]
+        ins_c += [(n, v) for n, v in (("h0", h_prev), ("c0", c_prev)) if v is not None]
+        outs_c = [("out_h", out_h)] + ([("out_c", out_c)] if is_lstm else []) + \
+            ([("seq", seq)] if seq is not None else [])
+        ranges = [(t0 * batch * gh * 4, tc * batch * gh * 4) if n == "proj" else None for n, _ in ins_c] + \
+            [(t0 * batch * hidden * _dtypes_itemsize(seq), tc * batch * hidden * _dtypes_itemsize(seq))
+             if n == "seq" else None for n, _ in outs_c]
+        lc.kernel("recurrent/sequence.wgsl", ins_c, outs_c, batch * hidden, groups=(batch, 1, 1), ranges=ranges,
+                  has_h0=h_prev is not None, has_c0=c_prev is not None, **variables, **dict(common, T=tc))
+        h_prev, c_prev = out_h, out_c
     return True
+
+
+def _dtypes_itemsize(v: Value | None) -> int:
+    from .. import _dtypes
+
+    return _dtypes.info(v.data_type).itemsize if v is not None else 4

@@ -424,6 +424,13 @@ def convert(model: ModelInfo, builder: Any, dtype: str = "float32", custom_ops=N
     )
 
 
+#: Why the loader refuses some operators it knows (added to the NotSupportedError).
+REFUSED_BECAUSE = {
+    name: "resource variables: a stateful layer (Keras' stateful=True) keeps its state between invocations, "
+          "a webnn-gpu graph keeps none" for name in ("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE")
+}
+
+
 def check_mapped(model: ModelInfo, custom_ops: dict | None = None) -> None:
     """Raise one NotSupportedError listing every operator (of every subgraph) with no handler.
 
@@ -445,6 +452,8 @@ def check_mapped(model: ModelInfo, custom_ops: dict | None = None) -> None:
                 missing.append(f"{where}operator #{op.index} {op.name} ({what})")
     if missing:
         names = sorted({m.split(" (")[0].rsplit(" ", 1)[1] for m in missing})
+        reasons = sorted({REFUSED_BECAUSE[n] for n in names if n in REFUSED_BECAUSE})
+        hint += "".join(f"; {r} ({', '.join(n for n in names if REFUSED_BECAUSE.get(n) == r)})" for r in reasons)
         raise _located(NotSupportedError,
                        f"tflite.load: {len(missing)} operator(s) of the model are not supported "
                        f"({', '.join(names)}): {'; '.join(missing)}{hint} "

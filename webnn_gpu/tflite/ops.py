@@ -1635,12 +1635,14 @@ def _arg_max_min(cv: Converter, op: OperatorInfo) -> None:
 #: TOPK_V2 as one custom WGSL operator (``MLGraphBuilder.wgsl``): an invocation per row of
 #: ``n`` values takes the ``k`` largest in turn; round r picks the largest value that comes
 #: after round r - 1's (value, index) in TFLite's order (value descending, index ascending
-#: among ties), so no value is taken twice and ties keep index order.
+#: among ties), so no value is taken twice and ties keep index order. Several TOPK_V2 of one
+#: input share the launch: round r writes the outputs of every k above r (``ks``; an index
+#: output read only by a CAST to float32 is written as float32).
 _TOP_K_WGSL = """{% if inputs[0].type == "f16" %}enable f16;
 {% endif %}
 @group(0) @binding(0) var<storage, read> x: array<{{ inputs[0].type }}>;
-@group(0) @binding(1) var<storage, read_write> values: array<{{ inputs[0].type }}>;
-@group(0) @binding(2) var<storage, read_write> indices: array<i32>;
+{% for o in outputs %}@group(0) @binding({{ o.binding }}) var<storage, read_write> out{{ loop.index0 }}: array<{{ o.type }}>;
+{% endfor %}
 @compute @workgroup_size({{ workgroup_size }})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let row = gid.x;
@@ -1648,7 +1650,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let base = row * {{ n }}u;
   var pv = x[base];
   var pi = -1;
-  for (var r = 0u; r < {{ k }}u; r = r + 1u) {
+  for (var r = 0u; r < {{ ks | max }}u; r = r + 1u) {
     var bv = x[base];
     var bi = -1;
     for (var j = 0u; j < {{ n }}u; j = j + 1u) {
@@ -1660,13 +1662,69 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         bi = ij;
       }
     }
-    values[row * {{ k }}u + r] = bv;
-    indices[row * {{ k }}u + r] = bi;
+{% for k in ks %}
+    if (r < {{ k }}u) {
+      out{{ 2 * loop.index0 }}[row * {{ k }}u + r] = bv;
+      out{{ 2 * loop.index0 + 1 }}[row * {{ k }}u + r] = {{ outputs[2 * loop.index0 + 1].type }}(bi);
+    }
+{% endfor %}
     pv = bv;
     pi = bi;
   }
 }
 """
+
+
+#: TOPK_V2 by ranks, where the rounds would run past llvmpipe's loop limit
+#: (:data:`webnn_gpu.ops.recurrent.LOOP_LIMIT`: k * n iterations per row): an invocation per
+#: value counts the values before it in TFLite's order (n iterations) and, where that rank is
+#: below k, writes the value and its index there. The same order, so the same outputs.
+_TOP_K_RANK_WGSL = """{% if inputs[0].type == "f16" %}enable f16;
+{% endif %}
+@group(0) @binding(0) var<storage, read> x: array<{{ inputs[0].type }}>;
+{% for o in outputs %}@group(0) @binding({{ o.binding }}) var<storage, read_write> out{{ loop.index0 }}: array<{{ o.type }}>;
+{% endfor %}
+@compute @workgroup_size({{ workgroup_size }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let e = gid.x + gid.y * {{ row_stride }}u;
+  if (e >= {{ rows * n }}u) { return; }
+  let row = e / {{ n }}u;
+  let i = e % {{ n }}u;
+  let base = row * {{ n }}u;
+  let v = x[base + i];
+  var rank = 0u;
+  for (var j = 0u; j < {{ n }}u; j = j + 1u) {
+    let u = x[base + j];
+    if (u > v || (u == v && j < i)) {
+      rank = rank + 1u;
+    }
+  }
+{% for k in ks %}
+  if (rank < {{ k }}u) {
+    out{{ 2 * loop.index0 }}[row * {{ k }}u + rank] = v;
+    out{{ 2 * loop.index0 + 1 }}[row * {{ k }}u + rank] = {{ outputs[2 * loop.index0 + 1].type }}(i32(i));
+  }
+{% endfor %}
+}
+"""
+
+
+def _topk_k(cv: Converter, op: OperatorInfo, n: int) -> int:
+    k = int(cv.value(op, 1).reshape(-1)[0])
+    if not 0 < k <= n:
+        raise cv.malformed(op, f"k = {k} for rows of {n} values")
+    if _webnn_type(cv, op, 1) != "int32":
+        raise cv.unsupported(op, f"indices of type {cv.out_tensor(op, 1).type_name} (int32 only)")
+    return k
+
+
+def _float_indices(cv: Converter, op: OperatorInfo) -> OperatorInfo | None:
+    """The CAST to float32 that alone reads TOPK_V2 ``op``'s indices (not a model output), or None."""
+    t = op.outputs[1]
+    readers = [o for o in cv.model.operators if t in o.inputs]
+    if t in cv.model.outputs or len(readers) != 1 or readers[0].name != "CAST" or readers[0].index in cv.claimed:
+        return None
+    return readers[0] if cv.out_tensor(readers[0]).type_name == "FLOAT32" else None
 
 
 @handles("TOPK_V2", webnn="one custom WGSL operator (MLGraphBuilder.wgsl): per row, k rounds over the last axis, "
@@ -1677,22 +1735,43 @@ def _topk_v2(cv: Converter, op: OperatorInfo) -> None:
     shape = [int(v) for v in cv.tensor(op, 0).shape]
     if not shape:
         raise cv.malformed(op, "a scalar input (TOPK_V2 needs rank >= 1)")
-    k = int(cv.value(op, 1).reshape(-1)[0])
     n = shape[-1]
-    if not 0 < k <= n:
-        raise cv.malformed(op, f"k = {k} for rows of {n} values")
-    if _webnn_type(cv, op, 1) != "int32":
-        raise cv.unsupported(op, f"indices of type {cv.out_tensor(op, 1).type_name} (int32 only)")
     x = cv.operand(op, 0)
     if x.data_type not in ("float32", "float16", "int32"):
         raise cv.unsupported(op, f"an input of type {x.data_type}")
+    # The later TOPK_V2 of the same input (Keras: top_k and a sort of the same scores) join.
+    group = [op] + [o for o in cv.model.operators if o.index > op.index and o.name == "TOPK_V2" and
+                    o.inputs[0] == op.inputs[0] and o.index not in cv.claimed and cv.static(o, 1) is not None]
+    ks = [_topk_k(cv, o, n) for o in group]
+    casts = [_float_indices(cv, o) for o in group]
     rows = int(np.prod(shape[:-1], dtype=np.int64))
-    out_shape = [*shape[:-1], k]
-    values, indices = cv.builder.wgsl(
-        _TOP_K_WGSL, [x], [{"data_type": x.data_type, "shape": out_shape}, {"data_type": "int32", "shape": out_shape}],
-        workgroup_size=64, dispatch=[-(-rows // 64)], constants={"rows": rows, "n": n, "k": k}, label=cv.label(op))
-    cv.set_output(op, values, 0)
-    cv.set_output(op, indices, 1)
+    descs = []
+    for k, cast in zip(ks, casts):
+        descs += [{"data_type": x.data_type, "shape": [*shape[:-1], k]},
+                  {"data_type": "float32" if cast is not None else "int32", "shape": [*shape[:-1], k]}]
+    from ..ops.recurrent import LOOP_LIMIT
+
+    if max(ks) * (n + 1) <= LOOP_LIMIT:  # rounds: an invocation per row
+        outs = cv.builder.wgsl(_TOP_K_WGSL, [x], descs, workgroup_size=64, dispatch=[-(-rows // 64)],
+                               constants={"rows": rows, "n": n, "ks": ks}, label=cv.label(op))
+    elif n < LOOP_LIMIT:  # ranks: an invocation per value
+        groups = -(-rows * n // 64)
+        grid = [groups] if groups <= 65535 else [65535, -(-groups // 65535)]
+        outs = cv.builder.wgsl(_TOP_K_RANK_WGSL, [x], descs, workgroup_size=64, dispatch=grid,
+                               constants={"rows": rows, "n": n, "ks": ks, "row_stride": 65535 * 64},
+                               label=cv.label(op))
+    else:
+        raise cv.unsupported(op, f"rows of {n} values (at most {LOOP_LIMIT - 1}: llvmpipe ends a shader "
+                                 f"invocation's loops after {LOOP_LIMIT} iterations)")
+    for j, (o, cast) in enumerate(zip(group, casts)):
+        cv.set_output(o, outs[2 * j], 0)
+        if cast is None:
+            cv.set_output(o, outs[2 * j + 1], 1)
+        else:  # the CAST's output, written by the kernel
+            cv.set_output(cast, outs[2 * j + 1])
+            cv.claimed.add(cast.index)
+        if o is not op:
+            cv.claimed.add(o.index)
 
 
 @handles("CUMSUM", webnn="cumulative_sum(axis, exclusive=, reversed=)")
@@ -2161,11 +2240,13 @@ def _space_to_depth(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, b.reshape(x, [n, h // bs, w // bs, bs * bs * c], label=label))
 
 
-@handles("GATHER", webnn="gather(axis=) (batch_dims 0; negative ids wrapped by SELECT_V2 go to the gather as they are)")
+@handles("GATHER", webnn="gather(axis=) (negative ids wrapped by SELECT_V2 go to the gather as they are); "
+                          "batch_dims > 0: gather_elements with the indices expanded")
 def _gather(cv: Converter, op: OperatorInfo) -> None:
     o = op.options(_fb.GatherOptions)
     if _opt(o, "BatchDims", 0):
-        raise cv.unsupported(op, f"batch_dims={_opt(o, 'BatchDims', 0)} with a run-time input")
+        _gather_batched(cv, op, int(_opt(o, "Axis", 0)), int(_opt(o, "BatchDims", 0)))
+        return
     rank = len(cv.tensor(op, 0).shape)
     axis = cv.axis(op, int(_opt(o, "Axis", 0)), rank)
     ids = _wrapped_indices(cv, op, int(cv.tensor(op, 0).shape[axis]))
@@ -2175,6 +2256,65 @@ def _gather(cv: Converter, op: OperatorInfo) -> None:
                                         label=cv.label(op)))
     if table is not None:
         cv.dequantized.add(op.outputs[0])
+
+
+def _gather_batched(cv: Converter, op: OperatorInfo, axis: int, batch_dims: int) -> None:
+    """GATHER with ``batch_dims`` > 0 (``tf.gather(..., batch_dims=)``, Keras'
+    ``ops.take_along_axis``): ``out[b, m, i, r] = params[b, m, ids[b, i], r]`` for the batch
+    dimensions b, the params' dimensions m between them and ``axis``, the indices' own i and
+    the params' r after ``axis``. One ``gather_elements`` along ``axis`` with the indices (i
+    flattened into one dimension) expanded over m and r, reshaped to the output."""
+    b, label = cv.builder, cv.label(op)
+    p_shape = [int(d) for d in cv.tensor(op, 0).shape]
+    i_shape = [int(d) for d in cv.tensor(op, 1).shape]
+    batch_dims %= max(len(i_shape), 1)
+    axis = cv.axis(op, axis, len(p_shape))
+    if not batch_dims <= axis or p_shape[:batch_dims] != i_shape[:batch_dims]:
+        raise cv.malformed(op, f"batch_dims={batch_dims} with axis {axis}, params {p_shape} and indices {i_shape}")
+    ids = cv.operand(op, 1)
+    if ids.data_type not in ("int32", "int64"):
+        raise cv.unsupported(op, f"indices of type {ids.data_type}")
+    lead, mid, rest = p_shape[:batch_dims], p_shape[batch_dims:axis], p_shape[axis + 1:]
+    own = int(np.prod(i_shape[batch_dims:], dtype=np.int64))
+    ids = b.reshape(ids, lead + [1] * len(mid) + [own] + [1] * len(rest), label=label + "/ids")
+    full = lead + mid + [own] + rest
+    if list(ids.shape) != full:
+        ids = b.expand(ids, full, label=label + "/expand")
+    y = b.gather_elements(cv.operand(op, 0), ids, axis=axis, label=label)
+    cv.set_output(op, b.reshape(y, lead + mid + i_shape[batch_dims:] + rest, label=label + "/out"))
+
+
+@folds("BUCKETIZE")
+def _fold_bucketize(cv: Converter, op: OperatorInfo, values: list) -> list:
+    bounds = _bucket_boundaries(cv, op)
+    return [np.searchsorted(bounds, values[0].astype(np.float64), side="right").astype(np.int32)]
+
+
+def _bucket_boundaries(cv: Converter, op: OperatorInfo) -> np.ndarray:
+    o = op.options(_fb.BucketizeOptions)
+    bounds = np.zeros(0, np.float32) if o is None or o.BoundariesIsNone() else \
+        np.asarray(o.BoundariesAsNumpy(), np.float32).reshape(-1)
+    if bounds.size > 1 and not (np.diff(bounds) >= 0).all():
+        raise cv.malformed(op, f"boundaries {bounds.tolist()} are not sorted")
+    return bounds
+
+
+@handles("BUCKETIZE", webnn="reduce_sum(cast(logical_not(lesser(x, boundaries))))")
+def _bucketize(cv: Converter, op: OperatorInfo) -> None:
+    # TFLite: the index of the first boundary above the value (upper_bound), the count of
+    # the boundaries b with not(x < b): NaN counts every boundary, as there.
+    bounds = _bucket_boundaries(cv, op)
+    b, label = cv.builder, cv.label(op)
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    x = cv.operand(op, 0)
+    if bounds.size == 0:
+        cv.set_output(op, b.constant({"data_type": "int32", "shape": shape}, np.zeros(shape, np.int32)))
+        return
+    if x.data_type != "float32":
+        x = b.cast(x, "float32", label=label + "/float")
+    x = b.reshape(x, shape + [1], label=label + "/values")
+    above = b.logical_not(b.lesser(x, b.constant({"data_type": "float32", "shape": [bounds.size]}, bounds)))
+    cv.set_output(op, b.reduce_sum(b.cast(above, "int32"), axes=[len(shape)], label=label))
 
 
 def _dequantized_table(cv: Converter, op: OperatorInfo, axis: int) -> Any | None:
