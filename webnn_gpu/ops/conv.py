@@ -877,6 +877,64 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True, sg: in
     return best[1], best[2], best[3]
 
 
+#: The strip kernel (``conv/depthwise_project_strip.wgsl``, :func:`_dwp_strip`): on these profiles,
+#: for at most this many channels and projected channels (both unrolled in its text) ...
+DWP_STRIP_PROFILES = ("lane-loop",)
+DWP_STRIP_MAX_C = 32
+#: ... strips of this many output columns, and at least this many invocations where the image
+#: has the rows for it (the strips are cut into chunks of rows to fill the cores' workgroups)
+DWP_STRIP_TW = 4
+DWP_STRIP_MIN_INV = 128
+
+
+def _dwp_strip(g: dict, n4: int, tuning: str) -> tuple[int, int, int] | None:
+    """(TW, TH, RB) of the depthwise + projection strip kernel for depthwise conv2d ``g`` and a
+    pointwise projection of ``n4`` vec4 columns, or None where it does not run (the pixel-block
+    kernel does): a profile of :data:`DWP_STRIP_PROFILES`, at most :data:`DWP_STRIP_MAX_C` input
+    and projected channels, vertical dilation 1. Strips of TW = :data:`DWP_STRIP_TW` columns,
+    the output rows cut into RB chunks of TH rows, as few as give :data:`DWP_STRIP_MIN_INV`
+    invocations."""
+    if (tuning not in DWP_STRIP_PROFILES or not n4 or g["C"] > DWP_STRIP_MAX_C or 4 * n4 > DWP_STRIP_MAX_C
+            or g["dh"] != 1):
+        return None
+    tw = min(DWP_STRIP_TW, g["OW"])
+    owb = g["NB"] * -(-g["OW"] // tw)
+    rb = min(g["OH"], max(1, -(-DWP_STRIP_MIN_INV // owb)))
+    th = -(-g["OH"] // rb)
+    return tw, th, -(-g["OH"] // th)
+
+
+def _lower_dwp_strip(lc, node, g: dict, strip: tuple[int, int, int], x, *, w_in, ep, pep, project_in: list,
+                     pw_uniform: bool, xres: bool) -> None:
+    """The kernel of :func:`lower_depthwise_project` on ``conv/depthwise_project_strip.wgsl``
+    (plan ``strip`` of :func:`_dwp_strip`); ``xres``: the projection's residual operand is the
+    depthwise input, read from the kernel's held rows (``pg`` is not bound)."""
+    tw, th, rb = strip
+    out = node.outputs[0]
+    owb = -(-g["OW"] // tw)
+    n_inv = g["NB"] * rb * owb
+    prm = make_constant(np.array([n_inv, g["H"], g["W"], g["OH"], g["OW"], owb, rb, th, g["pt"], g["pl"], 0, 0],
+                                 dtype=np.uint32), "uint32")
+    w = _relayout(lc, w_in, node.attrs["depthwise"].attrs["filter_layout"], "hwio")
+    w_ubo = uniform_copy(lc, w)
+    if xres:
+        project_in = [v for v in project_in if v[0] != "pg"]
+    fns: dict = {}
+    for ee in (ep, pep):
+        for FT, names in ee.functions:
+            fns.setdefault(FT, set()).update(names)
+    n4 = -(-out.shape[3] // 4)
+    lc.kernel("conv/depthwise_project_strip.wgsl",
+              [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
+              n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TW=tw, C4=g["C"] // 4, N4=n4,
+              seg=_segment(g, tw), hold=max(0, g["KH"] - g["sh"]), ep=ep, pep=pep, xres=xres,
+              pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,
+              f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
+              p_uniform=B_UNIFORM_FLOATS // 4 if pw_uniform else 0, fdiv=n_inv < DW_FDIV_MAX,
+              fns=sorted((FT, sorted(names)) for FT, names in fns.items()),
+              **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dw")})
+
+
 def dwp_lanes(tuning: str, subgroup: int) -> int:
     """The subgroup lanes the depthwise + projection kernel shares its loads of the taps, the
     projection matrix and the expansion's weights over (``sg``; 0: none), on a device with
@@ -931,6 +989,12 @@ def lower_depthwise_project(node, lc) -> None:
         pep, mode = None, "store"
     sg = dwp_lanes(lc.tuning, getattr(lc, "subgroup", 0))
     partials = len(node.outputs) == 2 or proj is None and bool(dw.attrs.get("pool_output"))
+    strip = _dwp_strip(g, n4, lc.tuning) if mode == "conv" and e is None and not partials and N % 4 == 0 else None
+    if strip is not None:
+        _lower_dwp_strip(lc, node, g, strip, x, w_in=dw.inputs[1], ep=ep, pep=pep, project_in=project_in,
+                         pw_uniform=pw_ubo is not None,
+                         xres=bool(pep.given) and proj.inputs[gi] is dw.inputs[0] and N == g["C"] and center)
+        return
     # a pool's partial sums have one row per block of pool_rows' plan, which the compiler sized
     th, tw, splits = _dwp_plan(g, n4, k4, lc.tuning, mode == "conv", sg=0 if partials else sg)
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
