@@ -880,11 +880,16 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True, sg: in
 #: The strip kernel (``conv/depthwise_project_strip.wgsl``, :func:`_dwp_strip`): on these profiles,
 #: for at most this many channels and projected channels (both unrolled in its text) ...
 DWP_STRIP_PROFILES = ("lane-loop",)
-DWP_STRIP_MAX_C = 32
-#: ... strips of this many output columns, and at least this many invocations where the image
-#: has the rows for it (the strips are cut into chunks of rows to fill the cores' workgroups)
+DWP_STRIP_MAX_C = 16
+DWP_STRIP_MAX_N = 16
+#: ... strips of this many output columns, in workgroups of this many invocations, and at least
+#: this many workgroups where the image has the rows for it (the strips are cut into chunks of
+#: rows to fill the cores' threads; longer strips load fewer rows twice) ...
 DWP_STRIP_TW = 4
-DWP_STRIP_MIN_INV = 128
+DWP_STRIP_WORKGROUP = 8
+DWP_STRIP_MIN_GROUPS = 6
+#: ... and at least this many output rows per chunk (the pixel blocks are as fast below it)
+DWP_STRIP_MIN_TH = 24
 
 
 def _dwp_strip(g: dict, n4: int, tuning: str) -> tuple[int, int, int] | None:
@@ -894,12 +899,12 @@ def _dwp_strip(g: dict, n4: int, tuning: str) -> tuple[int, int, int] | None:
     and projected channels, vertical dilation 1. Strips of TW = :data:`DWP_STRIP_TW` columns,
     the output rows cut into RB chunks of TH rows, as few as give :data:`DWP_STRIP_MIN_INV`
     invocations."""
-    if (tuning not in DWP_STRIP_PROFILES or not n4 or g["C"] > DWP_STRIP_MAX_C or 4 * n4 > DWP_STRIP_MAX_C
-            or g["dh"] != 1):
+    if (tuning not in DWP_STRIP_PROFILES or not n4 or g["C"] > DWP_STRIP_MAX_C or 4 * n4 > DWP_STRIP_MAX_N
+            or g["dh"] != 1 or g["sh"] != 1 or g["OH"] < DWP_STRIP_MIN_TH):
         return None
     tw = min(DWP_STRIP_TW, g["OW"])
     owb = g["NB"] * -(-g["OW"] // tw)
-    rb = min(g["OH"], max(1, -(-DWP_STRIP_MIN_INV // owb)))
+    rb = max(1, min(g["OH"] // DWP_STRIP_MIN_TH, -(-DWP_STRIP_MIN_GROUPS * DWP_STRIP_WORKGROUP // owb)))
     th = -(-g["OH"] // rb)
     return tw, th, -(-g["OH"] // th)
 
@@ -926,7 +931,7 @@ def _lower_dwp_strip(lc, node, g: dict, strip: tuple[int, int, int], x, *, w_in,
     n4 = -(-out.shape[3] // 4)
     lc.kernel("conv/depthwise_project_strip.wgsl",
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
-              n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TW=tw, C4=g["C"] // 4, N4=n4,
+              n_inv, workgroup=DWP_STRIP_WORKGROUP, T=wgsl_type(out.data_type), TW=tw, C4=g["C"] // 4, N4=n4,
               seg=_segment(g, tw), hold=max(0, g["KH"] - g["sh"]), ep=ep, pep=pep, xres=xres,
               pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
