@@ -957,7 +957,9 @@ def lower_depthwise_project(node, lc) -> None:
     in one kernel (``attrs["depthwise"]`` / ``["project"]``, the original nodes; see
     :func:`project_ok`), maybe with the expansion conv making its input (``attrs["expand"]``,
     :func:`expand_ok`). Without a projection (``project`` None) the kernel stores the depthwise
-    output, and the partial sums of its global pool when the depthwise node has one."""
+    output, and the partial sums of its global pool when the depthwise node has one. A
+    pointwise projection of a layer with few channels (:func:`_dwp_strip`) runs on
+    ``conv/depthwise_project_strip.wgsl`` instead of the pixel blocks."""
     dw, proj = node.attrs["depthwise"], node.attrs["project"]
     x, mid, out = dw.inputs[0], dw.outputs[0], node.outputs[0]
     g = _geometry(dw)
