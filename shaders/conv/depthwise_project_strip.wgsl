@@ -5,9 +5,10 @@
 
   Each invocation owns a strip of TW output columns and walks down TH output rows of it (a
   chunk of the image's height), one output row per loop iteration, holding every channel:
-  the channels (C4 vec4s) and the projection's columns (N4 vec4s) are unrolled, so the KH - sh
+  the channels (C4 vec4s) and the projection's columns (N4 vec4s) are unrolled, so the KH - 1
   input rows the next output row shares with this one stay in registers (X<row>_<cb>_<col>) and
-  each iteration loads only the sh rows that enter the window; the taps, the projection matrix
+  each iteration loads only the row that enters the window (the first KH - 1 iterations only
+  load, so that the text has one row of loads); the taps, the projection matrix
   and the epilogues' per-channel operands are loaded once per invocation, before the loop.
   Per output row it computes the TW depthwise pixels of each group of four channels as one
   expression each, passes them through the depthwise epilogue and adds their projection
@@ -25,9 +26,9 @@
     T            storage type ("f32" or "f16"); accumulation in f32
     C4, N4       input channels and projection width in vec4s (unrolled)
     TW           output columns per strip
-    KH, KW, sh, sw, dw   the depthwise window (vertical dilation 1); seg: the input column
-                 offsets (from ow0 sw - pl) the strip reads
-    hold         KH - sh (at least 0): input rows kept from one output row to the next
+    KH, KW, sw, dw   the depthwise window (vertical stride and dilation 1); seg: the input
+                 column offsets (from ow0 sw - pl) the strip reads
+    hold         KH - 1: input rows kept from one output row to the next
     ep           the depthwise epilogue (bias first; channel = the depthwise channel); ep.given:
                  a residual add of the depthwise input, read from the held rows (needs pt, pl)
     pep          the projection's epilogue (bias first); pep.given: its residual operand (same
@@ -106,7 +107,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let ow0 = (gidx - r1 * OWB) * {{ TW }}u;
   let oh0 = (r1 - n * RB) * TH;
   let rows = min(TH, OH - oh0);
-  let ih0 = i32(oh0 * {{ sh }}u) - i32(prm[2].x);
+  let ih0 = i32(oh0) - i32(prm[2].x);
   let iw0 = i32(ow0 * {{ sw }}u) - i32(prm[2].y);
 {% for j in seg %}
   let cx{{ j }} = iw0 + {{ j }};
@@ -131,31 +132,27 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for j in range(N4) %}
 {{ hoist4(pep, "g" ~ j ~ "_", (4 * j) ~ "u") }}
 {% endfor %}
-  // the first window's rows 0 .. hold - 1 (the rows each output row shares with the next)
+  // the window's rows 0 .. hold - 1, held from one iteration to the next; the first hold
+  // iterations only load rows (so that the text has one row of loads, not hold + 1)
 {% for kh in range(hold) %}
-  let yr{{ kh }} = ih0 + {{ kh }};
-  let rok{{ kh }} = u32(yr{{ kh }}) < H;
-  let row{{ kh }} = (n * H + select(0u, u32(yr{{ kh }}), rok{{ kh }})) * W;
 {% for cb in range(C4) %}
 {% for j in seg %}
-  var X{{ kh }}_{{ cb }}_{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(row{{ kh }} + ci{{ j }}) * {{ C4 }}u + {{ cb }}u]), rok{{ kh }} && cok{{ j }});
+  var X{{ kh }}_{{ cb }}_{{ j }} = vec4<f32>(0.0);
 {% endfor %}
 {% endfor %}
 {% endfor %}
-  for (var i = 0u; i < rows; i = i + 1u) {
-    let yb = ih0 + i32(i * {{ sh }}u);
-    // the rows entering the window: hold .. KH - 1
-{% for kh in range(hold, KH) %}
-    let y{{ kh }} = yb + {{ kh }};
-    let rk{{ kh }} = u32(y{{ kh }}) < H;
-    let rw{{ kh }} = (n * H + select(0u, u32(y{{ kh }}), rk{{ kh }})) * W;
+  for (var i = 0u; i < rows + {{ hold }}u; i = i + 1u) {
+    // the row entering the window (row KH - 1 of output row i - hold's window)
+    let y = ih0 + i32(i);
+    let rk = u32(y) < H;
+    let rw = (n * H + select(0u, u32(y), rk)) * W;
 {% for cb in range(C4) %}
 {% for j in seg %}
-    let Y{{ kh }}_{{ cb }}_{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(rw{{ kh }} + ci{{ j }}) * {{ C4 }}u + {{ cb }}u]), rk{{ kh }} && cok{{ j }});
+    let Y{{ KH - 1 }}_{{ cb }}_{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(rw + ci{{ j }}) * {{ C4 }}u + {{ cb }}u]), rk && cok{{ j }});
 {% endfor %}
 {% endfor %}
-{% endfor %}
-    let pixb = (n * OH + oh0 + i) * OW + ow0;
+    if (i >= {{ hold }}u) {
+    let pixb = (n * OH + oh0 + i - {{ hold }}u) * OW + ow0;
 {% for cb in range(C4) %}
     // channels 4 cb ..: the depthwise pixels, their epilogue and their projection
 {% for p in range(TW) %}
@@ -177,10 +174,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
     }
 {% endfor %}
+    }
 {% for kh in range(hold) %}
 {% for cb in range(C4) %}
 {% for j in seg %}
-    X{{ kh }}_{{ cb }}_{{ j }} = {{ xin(kh + sh, cb, j) }};
+    X{{ kh }}_{{ cb }}_{{ j }} = {{ xin(kh + 1, cb, j) }};
 {% endfor %}
 {% endfor %}
 {% endfor %}

@@ -932,12 +932,12 @@ def _lower_dwp_strip(lc, node, g: dict, strip: tuple[int, int, int], x, *, w_in,
     lc.kernel("conv/depthwise_project_strip.wgsl",
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
               n_inv, workgroup=DWP_STRIP_WORKGROUP, T=wgsl_type(out.data_type), TW=tw, C4=g["C"] // 4, N4=n4,
-              seg=_segment(g, tw), hold=max(0, g["KH"] - g["sh"]), ep=ep, pep=pep, xres=xres,
+              seg=_segment(g, tw), hold=g["KH"] - 1, ep=ep, pep=pep, xres=xres,
               pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
               p_uniform=B_UNIFORM_FLOATS // 4 if pw_uniform else 0, fdiv=n_inv < DW_FDIV_MAX,
               fns=sorted((FT, sorted(names)) for FT, names in fns.items()),
-              **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dw")})
+              **{k: g[k] for k in ("KH", "KW", "sw", "dw")})
 
 
 def dwp_lanes(tuning: str, subgroup: int) -> int:
