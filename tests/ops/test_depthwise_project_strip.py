@@ -26,16 +26,17 @@ def _geometry(h, w, c, k, s=1, d=1):
 
 # ---------------------------------------------------------------- the plan (no GPU)
 def test_strip_plan_takes_tall_layers_with_few_channels():
-    """Stride 1, at most DWP_STRIP_MAX_C channels and DWP_STRIP_MAX_N projected ones, vertical
-    dilation 1, at least DWP_STRIP_MIN_TH output rows, on the lane-loop profile; the rows are
-    cut into as few chunks as give DWP_STRIP_MIN_GROUPS workgroups."""
+    """Vertical stride 1, at most DWP_STRIP_MAX_C channels and DWP_STRIP_MAX_N projected ones,
+    vertical dilation 1, at least DWP_STRIP_MIN_TH output rows, on the lane-loop profile; the
+    rows are cut into as few chunks as give DWP_STRIP_MIN_GROUPS workgroups, and a layer with
+    fewer workgroups than lavapipe's threads stays on the pixel blocks."""
     assert conv._dwp_strip(_geometry(96, 96, 16, 3), 4, "lane-loop") == (4, 48, 2)  # face_landmark's first layers
     assert conv._dwp_strip(_geometry(256, 256, 8, 3), 2, "lane-loop") == (4, 256, 1)
-    tw, th, rb = conv._dwp_strip(_geometry(40, 6, 8, 5), 3, "lane-loop")
-    assert (tw, rb) == (4, 1) and th == 40  # too few rows for 2 chunks of DWP_STRIP_MIN_TH
+    assert conv._dwp_strip(_geometry(47, 64, 8, 5), 3, "lane-loop") == (4, 47, 1)  # 2 chunks would be < 24 rows
     for g, n4, tuning in ((_geometry(96, 96, 16, 3), 4, "default"), (_geometry(96, 96, 24, 3), 4, "lane-loop"),
                           (_geometry(96, 96, 16, 3), 5, "lane-loop"), (_geometry(96, 96, 16, 3, s=2), 4, "lane-loop"),
-                          (_geometry(96, 96, 16, 3, d=2), 4, "lane-loop"), (_geometry(16, 16, 16, 3), 4, "lane-loop")):
+                          (_geometry(96, 96, 16, 3, d=2), 4, "lane-loop"), (_geometry(16, 16, 16, 3), 4, "lane-loop"),
+                          (_geometry(32, 32, 16, 3), 4, "lane-loop")):  # 8 strips of 32 rows: one workgroup
         assert conv._dwp_strip(g, n4, tuning) is None
 
 
@@ -101,6 +102,7 @@ def test_strip_kernel_against_numpy(ctx, rng, monkeypatch, case):
     monkeypatch.setattr(conv, "DWP_STRIP_PROFILES", (ctx._tuning,))
     monkeypatch.setattr(conv, "DWP_STRIP_MIN_TH", th)
     monkeypatch.setattr(conv, "DWP_STRIP_MIN_GROUPS", 64)  # as many chunks of th rows as the image has
+    monkeypatch.setitem(conv.DWP_CORES, ctx._tuning, 0)  # however few workgroups that makes
     npdt = np.float32 if dt == "float32" else np.float16
     build, inputs, ref = _case(rng, nb, hw, C, N, k, s, d, residual, npdt)
     got = run_graph(ctx, build, inputs)["y"].astype(np.float64)

@@ -896,15 +896,19 @@ def _dwp_strip(g: dict, n4: int, tuning: str) -> tuple[int, int, int] | None:
     """(TW, TH, RB) of the depthwise + projection strip kernel for depthwise conv2d ``g`` and a
     pointwise projection of ``n4`` vec4 columns, or None where it does not run (the pixel-block
     kernel does): a profile of :data:`DWP_STRIP_PROFILES`, at most :data:`DWP_STRIP_MAX_C` input
-    and projected channels, vertical dilation 1. Strips of TW = :data:`DWP_STRIP_TW` columns,
-    the output rows cut into RB chunks of TH rows, as few as give :data:`DWP_STRIP_MIN_INV`
-    invocations."""
+    and :data:`DWP_STRIP_MAX_N` projected channels, vertical stride and dilation 1, at least
+    :data:`DWP_STRIP_MIN_TH` output rows. Strips of TW = :data:`DWP_STRIP_TW` columns, the
+    output rows cut into RB chunks of TH rows (at least :data:`DWP_STRIP_MIN_TH`), as few as
+    give :data:`DWP_STRIP_MIN_GROUPS` workgroups, and at least one workgroup for each of
+    :data:`DWP_CORES` (lavapipe's threads run one workgroup each)."""
     if (tuning not in DWP_STRIP_PROFILES or not n4 or g["C"] > DWP_STRIP_MAX_C or 4 * n4 > DWP_STRIP_MAX_N
             or g["dh"] != 1 or g["sh"] != 1 or g["OH"] < DWP_STRIP_MIN_TH):
         return None
     tw = min(DWP_STRIP_TW, g["OW"])
     owb = g["NB"] * -(-g["OW"] // tw)
     rb = max(1, min(g["OH"] // DWP_STRIP_MIN_TH, -(-DWP_STRIP_MIN_GROUPS * DWP_STRIP_WORKGROUP // owb)))
+    if owb * rb < DWP_CORES.get(tuning, 1) * DWP_STRIP_WORKGROUP:  # fewer workgroups than threads
+        return None
     th = -(-g["OH"] // rb)
     return tw, th, -(-g["OH"] // th)
 
