@@ -27,8 +27,9 @@ def _geometry(h, w, c, k, s=1, d=1):
 # ---------------------------------------------------------------- the plan (no GPU)
 def test_strip_plan_takes_tall_layers_with_few_channels():
     """Vertical stride 1, at most DWP_STRIP_MAX_C channels and DWP_STRIP_MAX_N projected ones,
-    vertical dilation 1, at least DWP_STRIP_MIN_TH output rows, on the lane-loop profile; the
-    rows are cut into as few chunks as give DWP_STRIP_MIN_GROUPS workgroups, and a layer with
+    at most DWP_STRIP_MAX_TAPS taps, vertical dilation 1, at least DWP_STRIP_MIN_TH output rows,
+    on the lane-loop profile; the rows are cut into as few chunks as give DWP_STRIP_MIN_GROUPS
+    workgroups, and a layer with
     fewer workgroups than lavapipe's threads stays on the pixel blocks."""
     assert conv._dwp_strip(_geometry(96, 96, 16, 3), 4, "lane-loop") == (4, 48, 2)  # face_landmark's first layers
     assert conv._dwp_strip(_geometry(256, 256, 8, 3), 2, "lane-loop") == (4, 256, 1)
@@ -36,7 +37,8 @@ def test_strip_plan_takes_tall_layers_with_few_channels():
     for g, n4, tuning in ((_geometry(96, 96, 16, 3), 4, "default"), (_geometry(96, 96, 24, 3), 4, "lane-loop"),
                           (_geometry(96, 96, 16, 3), 5, "lane-loop"), (_geometry(96, 96, 16, 3, s=2), 4, "lane-loop"),
                           (_geometry(96, 96, 16, 3, d=2), 4, "lane-loop"), (_geometry(16, 16, 16, 3), 4, "lane-loop"),
-                          (_geometry(32, 32, 16, 3), 4, "lane-loop")):  # 8 strips of 32 rows: one workgroup
+                          (_geometry(32, 32, 16, 3), 4, "lane-loop"),  # 8 strips of 32 rows: one workgroup
+                          (_geometry(96, 96, 16, 7), 4, "lane-loop")):
         assert conv._dwp_strip(g, n4, tuning) is None
 
 

@@ -882,6 +882,8 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True, sg: in
 DWP_STRIP_PROFILES = ("lane-loop",)
 DWP_STRIP_MAX_C = 16
 DWP_STRIP_MAX_N = 16
+#: ... and windows of at most this many taps (a 7 x 7 window measured no faster than the blocks)
+DWP_STRIP_MAX_TAPS = 25
 #: ... strips of this many output columns, in workgroups of this many invocations, and at least
 #: this many workgroups where the image has the rows for it (the strips are cut into chunks of
 #: rows to fill the cores' threads; longer strips load fewer rows twice) ...
@@ -896,13 +898,15 @@ def _dwp_strip(g: dict, n4: int, tuning: str) -> tuple[int, int, int] | None:
     """(TW, TH, RB) of the depthwise + projection strip kernel for depthwise conv2d ``g`` and a
     pointwise projection of ``n4`` vec4 columns, or None where it does not run (the pixel-block
     kernel does): a profile of :data:`DWP_STRIP_PROFILES`, at most :data:`DWP_STRIP_MAX_C` input
-    and :data:`DWP_STRIP_MAX_N` projected channels, vertical stride and dilation 1, at least
+    and :data:`DWP_STRIP_MAX_N` projected channels, at most :data:`DWP_STRIP_MAX_TAPS` taps,
+    vertical stride and dilation 1, at least
     :data:`DWP_STRIP_MIN_TH` output rows. Strips of TW = :data:`DWP_STRIP_TW` columns, the
     output rows cut into RB chunks of TH rows (at least :data:`DWP_STRIP_MIN_TH`), as few as
     give :data:`DWP_STRIP_MIN_GROUPS` workgroups, and at least one workgroup for each of
     :data:`DWP_CORES` (lavapipe's threads run one workgroup each)."""
     if (tuning not in DWP_STRIP_PROFILES or not n4 or g["C"] > DWP_STRIP_MAX_C or 4 * n4 > DWP_STRIP_MAX_N
-            or g["dh"] != 1 or g["sh"] != 1 or g["OH"] < DWP_STRIP_MIN_TH):
+            or g["KH"] * g["KW"] > DWP_STRIP_MAX_TAPS or g["dh"] != 1 or g["sh"] != 1
+            or g["OH"] < DWP_STRIP_MIN_TH):
         return None
     tw = min(DWP_STRIP_TW, g["OW"])
     owb = g["NB"] * -(-g["OW"] // tw)
