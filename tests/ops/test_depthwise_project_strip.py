@@ -29,8 +29,8 @@ def test_strip_plan_takes_tall_layers_with_few_channels():
     """Vertical stride 1, at most DWP_STRIP_MAX_C channels and DWP_STRIP_MAX_N projected ones,
     at most DWP_STRIP_MAX_TAPS taps, vertical dilation 1, at least DWP_STRIP_MIN_TH output rows,
     on the lane-loop profile; the rows are cut into as few chunks as give DWP_STRIP_MIN_GROUPS
-    workgroups, and a layer with
-    fewer workgroups than lavapipe's threads stays on the pixel blocks."""
+    workgroups, and a layer with fewer workgroups than lavapipe's threads stays on the pixel
+    blocks."""
     assert conv._dwp_strip(_geometry(96, 96, 16, 3), 4, "lane-loop") == (4, 48, 2)  # face_landmark's first layers
     assert conv._dwp_strip(_geometry(256, 256, 8, 3), 2, "lane-loop") == (4, 256, 1)
     assert conv._dwp_strip(_geometry(47, 64, 8, 5), 3, "lane-loop") == (4, 47, 1)  # 2 chunks would be < 24 rows
