@@ -11,12 +11,12 @@
   load, so that the text has one row of loads); the taps, the projection matrix
   and the epilogues' per-channel operands are loaded once per invocation, before the loop.
   Per output row it computes the TW depthwise pixels of each group of four channels as one
-  expression each, passes them through the depthwise epilogue and adds their projection
-  (`mat4x4 * vec4`) into TW x N4 accumulators, which live only for that row; then stores the
-  row through the projection's epilogue. Against conv/depthwise_project.wgsl's pixel blocks
-  (which reload the window's overlapping rows for every block and hold TH x TW x NS
-  accumulators across their channel loop) it loads about a third fewer input values and
-  keeps no partial sums across the channel loop.
+  expression each and passes them through the depthwise epilogue; each output vec4 is then one
+  expression, the sum of its C4 projection products (`mat4x4 * vec4`), stored through the
+  projection's epilogue. Against conv/depthwise_project.wgsl's pixel blocks (which reload the
+  window's overlapping rows for every block and hold TH x TW x NS accumulators across their
+  channel loop) it loads about a third fewer input values and carries no accumulator through
+  a loop.
 
   With `xres` the projection's residual add reads the depthwise input itself at the output's
   pixel (stride 1, same size, N == C: an inverted-residual block's skip): that value is in the
