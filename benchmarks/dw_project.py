@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/dw_project.py [--hw 8,16,32,64] [--c 32,128,512] [--n 16,64,128]
                                               [--windows 3/1,5/1,3/2] [--repeats 5]
-                                              [--shapes 96x16x16x3x1,6x384x96x3x1 ...]
+                                              [--shapes 96x16x16x3x1,6x384x96x3x1 ...] [--cpu]
+                                              [--vs-block] [--face]
 
 For every (image size, channels C, projected channels N, window/stride) it builds the graph
 ``conv2d(relu(depthwise(x) + b), w) + b2`` (NHWC, float32) twice in one process, with the
@@ -10,7 +11,12 @@ compiler's ``fuse_depthwise_project`` pass switched off and forced on
 (``WEBNN_GPU_FORCE_DWP=fused``), and times every kernel with timestamp queries (``webnn_gpu.profile.profile_graph``, the median of ``--repeats``); the
 two sides alternate, so both see the same machine load. ``--shapes`` replaces the grid by a
 list of ``HWxCxNxKxS`` shapes; ``--cpu`` times each graph's write / dispatch / read runs in
-process CPU time instead (what ``benchmarks/ab.py`` compares; the dw and tile columns then 0). Prints one row per shape: the fused kernel's microseconds, the
+process CPU time instead (what ``benchmarks/ab.py`` compares; the dw and tile columns then 0).
+``--vs-block`` compares the fused kernel the plan picks (``conv/depthwise_project_strip.wgsl``
+where it runs) with the pixel-block kernel instead of two kernels (the "two" column is then
+the pixel-block kernel); ``--face`` builds the face models' blocks instead,
+``prelu(conv2d(depthwise(x) + b, w) + b2 + x)`` (the residual where N == C and stride 1).
+Prints one row per shape: the fused kernel's microseconds, the
 two kernels' sum and each of them (depthwise, tile), their ratio, and the ratio of the cost model's
 estimates (:func:`webnn_gpu.ops.conv._project_cost`; below 1: it fuses). docs/conv.md has the
 grid the model was fitted on.
@@ -26,7 +32,7 @@ import time
 import numpy as np
 
 
-def _graph(ctx, hw, C, N, k, s):
+def _graph(ctx, hw, C, N, k, s, face=False):
     import webnn_gpu as webnn
 
     rng = np.random.default_rng(0)
@@ -36,8 +42,12 @@ def _graph(ctx, hw, C, N, k, s):
     d = b.conv2d(x, b.constant((rng.standard_normal((1, k, k, C)) * 0.3).astype(np.float32)), input_layout="nhwc",
                  filter_layout="ihwo", groups=C, padding=[pad] * 4, strides=[s, s],
                  bias=b.constant(rng.standard_normal(C).astype(np.float32)))
-    p = b.conv2d(b.relu(d), b.constant((rng.standard_normal((N, 1, 1, C)) * 0.1).astype(np.float32)),
+    p = b.conv2d(d if face else b.relu(d), b.constant((rng.standard_normal((N, 1, 1, C)) * 0.1).astype(np.float32)),
                  input_layout="nhwc", filter_layout="ohwi", bias=b.constant(rng.standard_normal(N).astype(np.float32)))
+    if face:  # the face models' blocks: prelu(projection + x), the residual where the shapes allow
+        if s == 1 and N == C:
+            p = b.add(p, x)
+        p = b.prelu(p, b.constant((rng.random((1, 1, 1, N)) * 0.5).astype(np.float32)))
     return b.build({"y": p}), {"x": rng.standard_normal((1, hw, hw, C)).astype(np.float32)}
 
 
@@ -60,12 +70,20 @@ def _cpu(ctx, g, inputs, runs):
     return best
 
 
-def _time(ctx, hw, C, N, k, s, fused, repeats, cpu=False):
+def _time(ctx, hw, C, N, k, s, fused, repeats, cpu=False, vs_block=False, face=False):
+    from webnn_gpu.ops import conv
     from webnn_gpu.profile import profile_graph
 
+    strip_profiles = conv.DWP_STRIP_PROFILES
+    if vs_block:  # both sides fused: the strip kernel where it runs (fused) against the pixel blocks
+        conv.DWP_STRIP_PROFILES = strip_profiles if fused else ()
+        fused = True
     os.environ["WEBNN_GPU_PASSES"] = "" if fused else "-fuse_depthwise_project"
     os.environ["WEBNN_GPU_FORCE_DWP"] = "fused" if fused else ""
-    g, inputs = _graph(ctx, hw, C, N, k, s)
+    try:
+        g, inputs = _graph(ctx, hw, C, N, k, s, face)
+    finally:
+        conv.DWP_STRIP_PROFILES = strip_profiles
     if cpu:
         us = _cpu(ctx, g, inputs, 4 * repeats)
         g.destroy()
@@ -73,7 +91,7 @@ def _time(ctx, hw, C, N, k, s, fused, repeats, cpu=False):
     rows = profile_graph(ctx, g, inputs, repeats=repeats)
     g.destroy()
     templates = [r["template"] for r in rows]
-    assert ("conv/depthwise_project.wgsl" in templates) == fused, templates
+    assert any(t.startswith("conv/depthwise_project") for t in templates) == fused, templates
     dw = sum(r["us"] for r in rows if r["template"] == "conv/depthwise.wgsl")
     return sum(r["us"] for r in rows), dw
 
@@ -88,6 +106,11 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--shapes", default="", help="HWxCxNxKxS shapes instead of the grid")
     p.add_argument("--cpu", action="store_true", help="process CPU time per run instead of timestamps")
+    p.add_argument("--vs-block", action="store_true",
+                   help="both sides fused: the kernel the plan picks (the strip kernel where it runs) against "
+                        "the pixel-block kernel (conv/depthwise_project.wgsl)")
+    p.add_argument("--face", action="store_true",
+                   help="the face models' blocks: no relu, prelu(projection + x) (the residual where N == C, stride 1)")
     args = p.parse_args(argv)
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     import webnn_gpu as webnn
@@ -104,8 +127,8 @@ def main(argv=None) -> int:
         shapes = [(hw, C, N, *(int(v) for v in win.split("/"))) for win in args.windows.split(",")
                   for hw in ints(args.hw) for C in ints(args.c) for N in ints(args.n)]
     for hw, C, N, k, s in shapes:
-        fused, _ = _time(ctx, hw, C, N, k, s, True, args.repeats, args.cpu)
-        two, dw = _time(ctx, hw, C, N, k, s, False, args.repeats, args.cpu)
+        fused, _ = _time(ctx, hw, C, N, k, s, True, args.repeats, args.cpu, args.vs_block, args.face)
+        two, dw = _time(ctx, hw, C, N, k, s, False, args.repeats, args.cpu, args.vs_block, args.face)
         oh = (hw - 1) // s + 1
         g = dict(NB=1, H=hw, W=hw, C=C, O=C, OH=oh, OW=oh, KH=k, KW=k, G=C, sh=s, sw=s, dh=1, dw=1,
                  pt=(k - 1) // 2, pl=(k - 1) // 2)

@@ -3,10 +3,12 @@
     .venv/bin/python benchmarks/dw_shapes.py MODEL [MODEL ...] [--repeats 5]
 
 MODEL: a .tflite/.onnx path or a name known to ``webnn-gpu fetch``. For every
-``conv/depthwise.wgsl`` and ``conv/depthwise_project.wgsl`` dispatch it prints the depthwise
+``conv/depthwise.wgsl``, ``conv/depthwise_project.wgsl`` (``dwp``) and
+``conv/depthwise_project_strip.wgsl`` (``dwps``) dispatch it prints the depthwise
 shape (output H x W, channels C, multiplier M, window, stride, dilation), the projection
-width N (0: none; ``+e`` where the expansion conv is computed in the kernel), the stand-alone
-kernel's strip (TH x TW output rows and columns per invocation; ``-`` for the fused kernel),
+width N (0: none; ``+e`` where the expansion conv is computed in the kernel), the strip of the
+stand-alone kernel and of the fused strip kernel (TH x TW output rows and columns per
+invocation; ``-`` for the pixel-block kernel),
 the workgroups, the kernel's microseconds (timestamp queries, median of
 ``--repeats``), its useful GFLOP/s (2 multiply-add flops per depthwise tap and projection
 weight) and GB/s (its input, weights and output, each counted once).
@@ -19,7 +21,7 @@ import os
 
 import numpy as np
 
-DW_TEMPLATES = ("conv/depthwise.wgsl", "conv/depthwise_project.wgsl")
+DW_TEMPLATES = ("conv/depthwise.wgsl", "conv/depthwise_project.wgsl", "conv/depthwise_project_strip.wgsl")
 
 
 def _shape_row(step, tuning: str) -> dict:
@@ -38,7 +40,11 @@ def _shape_row(step, tuning: str) -> dict:
     size = 2 if dw.outputs[0].data_type == "float16" else 4
     moved = size * (g["NB"] * g["H"] * g["W"] * (k or g["C"]) + g["KH"] * g["KW"] * g["O"] + g["C"] * (n + k)
                     + pix * (n or g["O"]))
-    strip = "-" if node.op == "depthwise_project" else "x".join(str(v) for v in conv._dw_strip(g, tuning))
+    if step.template == "conv/depthwise_project_strip.wgsl":  # the fused strip kernel's TH x TW
+        tw, th, _ = conv._dwp_strip(g, -(-n // 4), tuning)
+        strip = f"{th}x{tw}"
+    else:
+        strip = "-" if node.op == "depthwise_project" else "x".join(str(v) for v in conv._dw_strip(g, tuning))
     return dict(hw=f"{g['OH']}x{g['OW']}", C=g["C"], M=g["O"] // g["C"], win=f"{g['KH']}x{g['KW']}", strip=strip,
                 s=g["sh"], d=g["dh"], N=f"{n}{'+e' if k else ''}", flops=flops, bytes=moved)
 
@@ -78,7 +84,7 @@ def main(argv=None) -> int:
             sr = _shape_row(st, ctx._tuning)
             dw_us += r["us"]
             wgs = int(np.prod(r["groups"]))
-            print(f"{'dwp' if 'project' in st.template else 'dw':>8} {sr['hw']:>7} {sr['C']:>4} {sr['M']:>2} "
+            print(f"{'dwps' if 'strip' in st.template else 'dwp' if 'project' in st.template else 'dw':>8} {sr['hw']:>7} {sr['C']:>4} {sr['M']:>2} "
                   f"{sr['win']:>4} {sr['s']:>1} {sr['d']:>1} {sr['N']:>6} {wgs:>5} {sr['strip']:>6} {r['us']:>8.1f} "
                   f"{sr['flops'] / r['us'] / 1e3:>8.2f} {sr['bytes'] / r['us'] / 1e3:>6.2f}  {r['label']}")
         print(f"# depthwise kernels: {dw_us:.0f} us of {total:.0f} us\n")

@@ -2,8 +2,10 @@
   conv/_rows.wgsl: the row loop of conv/depthwise.wgsl and conv/depthwise_project.wgsl. The
   kernels loop over the block's input rows r (a runtime bound, so LLVM keeps it a loop), load
   each row's columns once as x<j>, and add them into every output row t whose window reaches
-  row r, through tap row (r - t sh) / dh picked by selects among the taps w<kh>_<kw>.
+  row r, through tap row (r - t sh) / dh picked by selects among the taps w<kh>_<kw>. Also the
+  fused kernels' per-vec4 epilogue helpers (ep_v4_def, ep_v4).
 -#}
+{% import "_lib/tile.wgsl" as tl %}
 
 {#- Output row t's share of input row r: acc<t>_<p> += x<p sw + kw dw> * tap (kh, kw). -#}
 {% macro row_taps(acc, t, KH, KW, TW, sh, sw, dh, dw) %}
@@ -19,3 +21,19 @@
 {% endfor %}
       }
 {% endmacro %}
+
+{#- ep_v4: a function applying epilogue `ep` to the four channels ch .. ch + 3 of one vec4
+   (at indices o + 0..3, or o for all four without o_step; q0..q3 their hoisted operands; g the
+   given operand's four values): called once per pixel, so that the unrolled body has one call
+   where it had four epilogue calls and their arguments (see conv/depthwise_project.wgsl's
+   header). -#}
+{% macro ep_v4_def(ep, o_step=true) %}
+{% if not ep.empty %}
+fn {{ ep.fn }}_v4(v: vec4<f32>, o: u32, ch: u32{% if ep.chan %}{% for c in range(4) %}, q{{ c }}: {{ ep.q_struct }}{% endfor %}{% endif %}{% if ep.given %}, g: vec4<f32>{% endif %}) -> vec4<f32> {
+  return vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u" if o_step else "o", "ch + " ~ c ~ "u", "q" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
+}
+{% endif %}
+{% endmacro %}
+{% macro ep_v4(ep, v, o, ch, q, g="") -%}
+{% if ep.empty %}{{ v }}{% else %}{{ ep.fn }}_v4({{ v }}, {{ o }}, {{ ch }}{% if ep.chan %}{% for c in range(4) %}, {{ q }}{{ c }}{% endfor %}{% endif %}{% if ep.given %}, {{ g }}{% endif %}){% endif %}
+{%- endmacro %}

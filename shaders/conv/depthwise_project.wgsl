@@ -95,6 +95,7 @@
 -#}
 {% import "_lib/tile.wgsl" as tl %}
 {% import "conv/_rows.wgsl" as rw %}
+{% from "conv/_rows.wgsl" import ep_v4_def, ep_v4 %}
 {% import "_lib/activations.wgsl" as act %}
 {#- The epilogue operands of channels ch0 + 0..3 as q<name>0..3 (ep.chan): with sg, lane l < 4
    loads those of channel ch0 + l and subgroupBroadcast hands them to the others. -#}
@@ -110,20 +111,6 @@
 {% endfor %}
 {% endif %}
 {% endmacro %}
-{#- ep_v4: a function applying epilogue `ep` to the four channels ch .. ch + 3 of one vec4
-   (at indices o + 0..3, or o for all four without o_step; q0..q3 their hoisted operands; g the
-   given operand's four values): called once per pixel, so that the unrolled body has one call
-   where it had four epilogue calls and their arguments (see the header). -#}
-{% macro ep_v4_def(ep, o_step=true) %}
-{% if not ep.empty %}
-fn {{ ep.fn }}_v4(v: vec4<f32>, o: u32, ch: u32{% if ep.chan %}{% for c in range(4) %}, q{{ c }}: {{ ep.q_struct }}{% endfor %}{% endif %}{% if ep.given %}, g: vec4<f32>{% endif %}) -> vec4<f32> {
-  return vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u" if o_step else "o", "ch + " ~ c ~ "u", "q" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
-}
-{% endif %}
-{% endmacro %}
-{% macro ep_v4(ep, v, o, ch, q, g="") -%}
-{% if ep.empty %}{{ v }}{% else %}{{ ep.fn }}_v4({{ v }}, {{ o }}, {{ ch }}{% if ep.chan %}{% for c in range(4) %}, {{ q }}{{ c }}{% endfor %}{% endif %}{% if ep.given %}, {{ g }}{% endif %}){% endif %}
-{%- endmacro %}
 {% if T == "f16" %}
 enable f16;
 {% endif %}

@@ -877,6 +877,77 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True, sg: in
     return best[1], best[2], best[3]
 
 
+#: The strip kernel (``conv/depthwise_project_strip.wgsl``, :func:`_dwp_strip`): on these profiles,
+#: for at most this many channels and projected channels (both unrolled in its text) ...
+DWP_STRIP_PROFILES = ("lane-loop",)
+DWP_STRIP_MAX_C = 16
+DWP_STRIP_MAX_N = 16
+#: ... and windows of at most this many taps (a 7 x 7 window measured no faster than the blocks)
+DWP_STRIP_MAX_TAPS = 25
+#: ... strips of this many output columns, in workgroups of this many invocations, and at least
+#: this many workgroups where the image has the rows for it (the strips are cut into chunks of
+#: rows to fill the cores' threads; longer strips load fewer rows twice) ...
+DWP_STRIP_TW = 4
+DWP_STRIP_WORKGROUP = 8
+DWP_STRIP_MIN_GROUPS = 6
+#: ... and at least this many output rows per chunk (the pixel blocks are as fast below it)
+DWP_STRIP_MIN_TH = 24
+
+
+def _dwp_strip(g: dict, n4: int, tuning: str) -> tuple[int, int, int] | None:
+    """(TW, TH, RB) of the depthwise + projection strip kernel for depthwise conv2d ``g`` and a
+    pointwise projection of ``n4`` vec4 columns, or None where it does not run (the pixel-block
+    kernel does): a profile of :data:`DWP_STRIP_PROFILES`, at most :data:`DWP_STRIP_MAX_C` input
+    and :data:`DWP_STRIP_MAX_N` projected channels, at most :data:`DWP_STRIP_MAX_TAPS` taps,
+    vertical stride and dilation 1, at least
+    :data:`DWP_STRIP_MIN_TH` output rows. Strips of TW = :data:`DWP_STRIP_TW` columns, the
+    output rows cut into RB chunks of TH rows (at least :data:`DWP_STRIP_MIN_TH`), as few as
+    give :data:`DWP_STRIP_MIN_GROUPS` workgroups, and at least one workgroup for each of
+    :data:`DWP_CORES` (lavapipe's threads run one workgroup each)."""
+    if (tuning not in DWP_STRIP_PROFILES or not n4 or g["C"] > DWP_STRIP_MAX_C or 4 * n4 > DWP_STRIP_MAX_N
+            or g["KH"] * g["KW"] > DWP_STRIP_MAX_TAPS or g["dh"] != 1 or g["sh"] != 1
+            or g["OH"] < DWP_STRIP_MIN_TH):
+        return None
+    tw = min(DWP_STRIP_TW, g["OW"])
+    owb = g["NB"] * -(-g["OW"] // tw)
+    rb = max(1, min(g["OH"] // DWP_STRIP_MIN_TH, -(-DWP_STRIP_MIN_GROUPS * DWP_STRIP_WORKGROUP // owb)))
+    if owb * rb < DWP_CORES.get(tuning, 1) * DWP_STRIP_WORKGROUP:  # fewer workgroups than threads
+        return None
+    th = -(-g["OH"] // rb)
+    return tw, th, -(-g["OH"] // th)
+
+
+def _lower_dwp_strip(lc, node, g: dict, strip: tuple[int, int, int], x, *, w_in, ep, pep, project_in: list,
+                     pw_uniform: bool, xres: bool) -> None:
+    """The kernel of :func:`lower_depthwise_project` on ``conv/depthwise_project_strip.wgsl``
+    (plan ``strip`` of :func:`_dwp_strip`); ``xres``: the projection's residual operand is the
+    depthwise input, read from the kernel's held rows (``pg`` is not bound)."""
+    tw, th, rb = strip
+    out = node.outputs[0]
+    owb = -(-g["OW"] // tw)
+    n_inv = g["NB"] * rb * owb
+    prm = make_constant(np.array([n_inv, g["H"], g["W"], g["OH"], g["OW"], owb, rb, th, g["pt"], g["pl"], 0, 0],
+                                 dtype=np.uint32), "uint32")
+    w = _relayout(lc, w_in, node.attrs["depthwise"].attrs["filter_layout"], "hwio")
+    w_ubo = uniform_copy(lc, w)
+    if xres:
+        project_in = [v for v in project_in if v[0] != "pg"]
+    fns: dict = {}
+    for ee in (ep, pep):
+        for FT, names in ee.functions:
+            fns.setdefault(FT, set()).update(names)
+    n4 = -(-out.shape[3] // 4)
+    lc.kernel("conv/depthwise_project_strip.wgsl",
+              [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
+              n_inv, workgroup=DWP_STRIP_WORKGROUP, T=wgsl_type(out.data_type), TW=tw, C4=g["C"] // 4, N4=n4,
+              seg=_segment(g, tw), hold=g["KH"] - 1, ep=ep, pep=pep, xres=xres,
+              pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,
+              f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
+              p_uniform=B_UNIFORM_FLOATS // 4 if pw_uniform else 0, fdiv=n_inv < DW_FDIV_MAX,
+              fns=sorted((FT, sorted(names)) for FT, names in fns.items()),
+              **{k: g[k] for k in ("KH", "KW", "sw", "dw")})
+
+
 def dwp_lanes(tuning: str, subgroup: int) -> int:
     """The subgroup lanes the depthwise + projection kernel shares its loads of the taps, the
     projection matrix and the expansion's weights over (``sg``; 0: none), on a device with
@@ -894,7 +965,9 @@ def lower_depthwise_project(node, lc) -> None:
     in one kernel (``attrs["depthwise"]`` / ``["project"]``, the original nodes; see
     :func:`project_ok`), maybe with the expansion conv making its input (``attrs["expand"]``,
     :func:`expand_ok`). Without a projection (``project`` None) the kernel stores the depthwise
-    output, and the partial sums of its global pool when the depthwise node has one."""
+    output, and the partial sums of its global pool when the depthwise node has one. A
+    pointwise projection of a layer with few channels (:func:`_dwp_strip`) runs on
+    ``conv/depthwise_project_strip.wgsl`` instead of the pixel blocks."""
     dw, proj = node.attrs["depthwise"], node.attrs["project"]
     x, mid, out = dw.inputs[0], dw.outputs[0], node.outputs[0]
     g = _geometry(dw)
@@ -931,6 +1004,13 @@ def lower_depthwise_project(node, lc) -> None:
         pep, mode = None, "store"
     sg = dwp_lanes(lc.tuning, getattr(lc, "subgroup", 0))
     partials = len(node.outputs) == 2 or proj is None and bool(dw.attrs.get("pool_output"))
+    strip = _dwp_strip(g, n4, lc.tuning) if mode == "conv" and e is None and not partials and N % 4 == 0 else None
+    if strip is not None and (not pep.given or tuple(proj.inputs[gi].shape) == tuple(out.shape)):
+        # the strip kernel reads a given residual at the output's own index, as vec4
+        _lower_dwp_strip(lc, node, g, strip, x, w_in=dw.inputs[1], ep=ep, pep=pep, project_in=project_in,
+                         pw_uniform=pw_ubo is not None,
+                         xres=bool(pep.given) and proj.inputs[gi] is dw.inputs[0] and N == g["C"] and center)
+        return
     # a pool's partial sums have one row per block of pool_rows' plan, which the compiler sized
     th, tw, splits = _dwp_plan(g, n4, k4, lc.tuning, mode == "conv", sg=0 if partials else sg)
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)

@@ -1,0 +1,186 @@
+{#-
+  conv/depthwise_project_strip.wgsl: a depthwise conv2d (NHWC) and the pointwise conv2d reading
+  its output, in one kernel, for layers with few channels (the compiler's fuse_depthwise_project
+  pass; conv/depthwise_project.wgsl is the general kernel, docs/conv.md says which runs where).
+
+  Each invocation owns a strip of TW output columns and walks down TH output rows of it (a
+  chunk of the image's height), one output row per loop iteration, holding every channel:
+  the channels (C4 vec4s) and the projection's columns (N4 vec4s) are unrolled, so the KH - 1
+  input rows the next output row shares with this one stay in registers (X<row>_<cb>_<col>) and
+  each iteration loads only the row that enters the window (the first KH - 1 iterations only
+  load, so that the text has one row of loads); the taps, the projection matrix
+  and the epilogues' per-channel operands are loaded once per invocation, before the loop.
+  Per output row it computes the TW depthwise pixels of each group of four channels as one
+  expression each and passes them through the depthwise epilogue; each output vec4 is then one
+  expression, the sum of its C4 projection products (`mat4x4 * vec4`), stored through the
+  projection's epilogue. Against conv/depthwise_project.wgsl's pixel blocks (which reload the
+  window's overlapping rows for every block and hold TH x TW x NS accumulators across their
+  channel loop) it loads about a third fewer input values and carries no accumulator through
+  a loop.
+
+  With `xres` the projection's residual add reads the depthwise input itself at the output's
+  pixel (stride 1, same size, N == C: an inverted-residual block's skip): that value is in the
+  held rows (row pt, column p + pl of the window), so it costs no load.
+
+  Context:
+    T            storage type ("f32" or "f16"); accumulation in f32
+    C4, N4       input channels and projection width in vec4s (unrolled)
+    TW           output columns per strip
+    KH, KW, sw, dw   the depthwise window (vertical stride and dilation 1); seg: the input
+                 column offsets (from ow0 sw - pl) the strip reads
+    hold         KH - 1: input rows kept from one output row to the next
+    ep           the depthwise epilogue (bias first; channel = the depthwise channel); ep.given:
+                 a residual add of the depthwise input, read from the held rows (needs pt, pl)
+    pep          the projection's epilogue (bias first); pep.given: its residual operand (same
+                 shape as out), bound as `pg` and loaded as vec4, or with `xres` the held input
+    xres, pt, pl see above (pt, pl: the leading padding, in the text only for the held residuals)
+    f_uniform    0, or the depthwise filter is in a uniform buffer of this many vec4s
+    p_uniform    0, or the projection matrix is in a uniform buffer of this many vec4s
+    fns          (T, names) activation helpers of the epilogues
+    fdiv         invocations < 2^20: the index is split with f32 divisions (exact there)
+  Parameters (uniform `prm`, u32 vec4s): 0: invocations (NB * RB * OWB), H, W, OH
+    1: OW, OWB = ceil(OW / TW), RB = ceil(OH / TH), TH  2: pt, pl, 0, 0
+  Bindings: x (NHWC, vec4), f ([KH, KW, C] vec4), ep operands..., pw ([C, N4] vec4), pep
+    operands..., [pg (pep.given without xres)], prm, out.
+  Workgroup: (k.workgroup, 1, 1); strip fastest, then row chunk, then batch.
+-#}
+{% import "_lib/tile.wgsl" as tl %}
+{% import "_lib/activations.wgsl" as act %}
+{% from "conv/_rows.wgsl" import ep_v4_def, ep_v4 %}
+{#- The input row kh of the current window, channel group cb, column offset j. -#}
+{% macro xin(kh, cb, j) %}{{ "X" if kh < hold else "Y" }}{{ kh }}_{{ cb }}_{{ j }}{% endmacro %}
+{#- Depthwise pixel p of channel group cb: its KH x KW products, one expression. -#}
+{% macro xsum(cb, p) %}{% for kh in range(KH) %}{% for kw in range(KW) %}{{ xin(kh, cb, p * sw + kw * dw) }} * w{{ cb }}_{{ kh }}_{{ kw }}{{ " + " if not loop.last }}{% endfor %}{{ " + " if not loop.last }}{% endfor %}{% endmacro %}
+{#- Epilogue operands of channels ch0 + 0..3 as <name>0..3. -#}
+{% macro hoist4(ep, name, ch0) %}
+{% for c in range(4) %}
+  {{ tl.hoist_q(ep, name ~ c, ch0 ~ " + " ~ c ~ "u") }}
+{% endfor %}
+{% endmacro %}
+{% if T == "f16" %}
+enable f16;
+{% endif %}
+{% set nb = namespace(i=2) %}
+{{ tl.decl(0, "x", T, true, false) }}
+{{ tl.weights(1, "f", T, true, f_uniform) }}
+{{ tl.epilogue_decls(ep, nb.i) }}
+{% set nb.i = nb.i + ep.operands | length %}
+{{ tl.weights(nb.i, "pw", T, true, p_uniform) }}
+{{ tl.epilogue_decls(pep, nb.i + 1) }}
+{% set nb.i = nb.i + 1 + pep.operands | length %}
+{% if pep.given and not xres %}
+{{ tl.decl(nb.i, "pg", T, true, false) }}
+{% set nb.i = nb.i + 1 %}
+{% endif %}
+@group(0) @binding({{ nb.i }}) var<uniform> prm: array<vec4<u32>, 3>;
+{{ tl.decl(nb.i + 1, "out", T, true, true) }}
+{% for FT, names in fns %}
+{{ act.defs(FT, names) }}
+{% endfor %}
+{% if not ep.empty %}
+{{ ep.code }}
+{{ ep_v4_def(ep) }}
+{% endif %}
+{% if not pep.empty %}
+{{ pep.code }}
+{{ ep_v4_def(pep) }}
+{% endif %}
+
+@compute @workgroup_size({{ k.workgroup }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let gidx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
+  if (gidx >= prm[0].x) { return; }
+  let H = prm[0].y;
+  let W = prm[0].z;
+  let OH = prm[0].w;
+  let OW = prm[1].x;
+  let OWB = prm[1].y;
+  let RB = prm[1].z;
+  let TH = prm[1].w;
+{% if fdiv %}
+  let r1 = u32((f32(gidx) + 0.5) / f32(OWB));
+  let n = u32((f32(r1) + 0.5) / f32(RB));
+{% else %}
+  let r1 = gidx / OWB;
+  let n = r1 / RB;
+{% endif %}
+  let ow0 = (gidx - r1 * OWB) * {{ TW }}u;
+  let oh0 = (r1 - n * RB) * TH;
+  let rows = min(TH, OH - oh0);
+  let ih0 = i32(oh0) - i32(prm[2].x);
+  let iw0 = i32(ow0 * {{ sw }}u) - i32(prm[2].y);
+{% for j in seg %}
+  let cx{{ j }} = iw0 + {{ j }};
+  let cok{{ j }} = u32(cx{{ j }}) < W;
+  let ci{{ j }} = select(0u, u32(cx{{ j }}), cok{{ j }});
+{% endfor %}
+{% for p in range(TW) %}
+  let in{{ p }} = ow0 + {{ p }}u < OW;
+{% endfor %}
+  // once per invocation: the taps, the projection's 4 x 4 blocks and the per-channel operands
+{% for cb in range(C4) %}
+{% for kh in range(KH) %}
+{% for kw in range(KW) %}
+  let w{{ cb }}_{{ kh }}_{{ kw }} = vec4<f32>(f[{{ (kh * KW + kw) * C4 + cb }}u]);
+{% endfor %}
+{% endfor %}
+{% for j in range(N4) %}
+  let P{{ cb }}_{{ j }} = mat4x4<f32>({% for c in range(4) %}vec4<f32>(pw[{{ (4 * cb + c) * N4 + j }}u]){{ ", " if not loop.last }}{% endfor %});
+{% endfor %}
+{{ hoist4(ep, "q" ~ cb ~ "_", (4 * cb) ~ "u") }}
+{% endfor %}
+{% for j in range(N4) %}
+{{ hoist4(pep, "g" ~ j ~ "_", (4 * j) ~ "u") }}
+{% endfor %}
+  // the window's rows 0 .. hold - 1, held from one iteration to the next; the first hold
+  // iterations only load rows (so that the text has one row of loads, not hold + 1)
+{% for kh in range(hold) %}
+{% for cb in range(C4) %}
+{% for j in seg %}
+  var X{{ kh }}_{{ cb }}_{{ j }} = vec4<f32>(0.0);
+{% endfor %}
+{% endfor %}
+{% endfor %}
+  for (var i = 0u; i < rows + {{ hold }}u; i = i + 1u) {
+    // the row entering the window (row KH - 1 of output row i - hold's window)
+    let y = ih0 + i32(i);
+    let rk = u32(y) < H;
+    let rw = (n * H + select(0u, u32(y), rk)) * W;
+{% for cb in range(C4) %}
+{% for j in seg %}
+    let Y{{ KH - 1 }}_{{ cb }}_{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(rw + ci{{ j }}) * {{ C4 }}u + {{ cb }}u]), rk && cok{{ j }});
+{% endfor %}
+{% endfor %}
+    if (i >= {{ hold }}u) {
+    let pixb = (n * OH + oh0 + i - {{ hold }}u) * OW + ow0;
+{% for cb in range(C4) %}
+    // channels 4 cb ..: the depthwise pixels, their epilogue and their projection
+{% for p in range(TW) %}
+    let e{{ cb }}_{{ p }} = {{ ep_v4(ep, "(" ~ xsum(cb, p) ~ ")", "(pixb + " ~ p ~ "u) * " ~ (4 * C4) ~ "u + " ~ (4 * cb) ~ "u", (4 * cb) ~ "u", "q" ~ cb ~ "_", xin(pt, cb, p + pl) if ep.given else "") }};
+{% endfor %}
+{% endfor %}
+{% for p in range(TW) %}
+    if (in{{ p }}) {
+{% for j in range(N4) %}
+      {
+        let a = {% for cb in range(C4) %}P{{ cb }}_{{ j }} * e{{ cb }}_{{ p }}{{ " + " if not loop.last }}{% endfor %};
+{% if pep.given and xres %}
+        let g = {{ xin(pt, j, p + pl) }};
+{% elif pep.given %}
+        let g = vec4<f32>(pg[(pixb + {{ p }}u) * {{ N4 }}u + {{ j }}u]);
+{% endif %}
+        out[(pixb + {{ p }}u) * {{ N4 }}u + {{ j }}u] = vec4<{{ T }}>({{ ep_v4(pep, "a", "(pixb + " ~ p ~ "u) * " ~ (4 * N4) ~ "u + " ~ (4 * j) ~ "u", (4 * j) ~ "u", "g" ~ j ~ "_", "g") }});
+      }
+{% endfor %}
+    }
+{% endfor %}
+    }
+{% for kh in range(hold) %}
+{% for cb in range(C4) %}
+{% for j in seg %}
+    X{{ kh }}_{{ cb }}_{{ j }} = {{ xin(kh + 1, cb, j) }};
+{% endfor %}
+{% endfor %}
+{% endfor %}
+  }
+}
