@@ -78,6 +78,15 @@
                  text: dense, unbatched, aligned products (pointwise convs, matmuls) of any size
                  share one pipeline per (tile, K % 4, tiles_n == 1, epilogue); their values in the
                  context are then not used
+  Written for naga's front end, whose time grows with the square of a function's expression
+  count (docs/performance.md, "Build time"): the epilogue and stores of one row of the tile are
+  a helper function, `tile_row(m, ..., the row's TN4 accumulators, the channel operands)`, that
+  `main` calls once per row (once per pass with ep_loop; with pool it takes and returns the
+  column sums, TileSums), and a k step's four-row multiply-adds are `mat4x4<f32> * vec4<f32>`
+  (bm{j}: the four B vectors of column block j as columns; the partial rows of the last step
+  when KC % 4 != 0 keep the scalar form). lavapipe inlines the helper and lowers the products to
+  the same multiply-adds (only their order of addition differs), so the work per invocation is
+  unchanged.
   Bindings: a, b, epilogue operands..., asc (a_scale only), ares (a_add only), gres (ep.given only),
     prm (dyn only), out, pool (pool only).
   Workgroup: (k.workgroup, 1, 1), 2-D folded dispatch over batches * tiles_m * tiles_n invocations.
