@@ -874,6 +874,13 @@ class CompileQueue:
         with self._cond:
             return not self._jobs and not self._busy
 
+    def wait_done(self, count: int, timeout: float | None = None) -> list[str]:
+        """Wait until helpers have compiled ``count`` jobs, the queue is settled, or ``timeout``
+        seconds have passed; the keys compiled so far (:attr:`done`, in the order they ended)."""
+        with self._cond:
+            self._cond.wait_for(lambda: len(self.done) >= count or (not self._jobs and not self._busy), timeout)
+            return list(self.done)
+
 
 #: Queues that compile a graph's new pipelines at ``build()`` on drivers that compile a
 #: pipeline's machine code at its first dispatch on the device's one queue thread (lavapipe):
@@ -1014,6 +1021,10 @@ class CompileHelpers:
             t.start()
             self._threads.append(t)
         return queue
+
+    def running(self) -> bool:
+        """Whether a helper thread is still at work."""
+        return any(t.is_alive() for t in self._threads)
 
     def wait(self, cancel: bool = False) -> set:
         """Wait until the helpers have ended (``cancel``: after the job each is on; else when
