@@ -88,3 +88,28 @@ def test_damaged_model_is_a_data_error(cut):
     data = _model()
     with pytest.raises(DataError, match="tflite.load"):
         read_model(data[:int(len(data) * cut)])
+
+
+@pytest.mark.parametrize("shape", [(6, 1, 1, 9), (5, 7), (3,)])
+def test_row_csr_densify_equals_the_general_walk(shape, monkeypatch):
+    """The converter's layout (dense dimensions in order, the last CSR) in array operations,
+    against the general walk of every level, on random sparse constants with empty rows."""
+    from webnn_gpu.tflite import reader
+
+    rng = np.random.default_rng(len(shape))
+    dense = rng.standard_normal(shape).astype(np.float32) * (rng.random(shape) < 0.3)
+    rows = dense.reshape(-1, shape[-1])
+    segments = np.concatenate([[0], np.cumsum((rows != 0).sum(axis=1))]).astype(np.int64)
+    indices = np.nonzero(rows)[1].astype(np.int64)
+    values = rows[rows != 0].astype("<f4").tobytes()
+    sp = reader.Sparsity(tuple(range(len(shape))), (),
+                         tuple(("dense", n) for n in shape[:-1]) + (("csr", segments, indices),))
+    fast = reader.densify(sp, values, "FLOAT32", shape)
+    np.testing.assert_array_equal(fast, dense)
+    monkeypatch.setattr(reader, "_densify_rows", lambda *a: None)
+    np.testing.assert_array_equal(reader.densify(sp, values, "FLOAT32", shape), dense)
+    # parameters that do not fit stay a DataError (the general walk names what is wrong)
+    monkeypatch.undo()
+    bad = reader.Sparsity(sp.traversal_order, (), sp.dims[:-1] + (("csr", segments[:-1], indices),))
+    with pytest.raises(DataError, match="sparse tensor"):
+        reader.densify(bad, values, "FLOAT32", shape)

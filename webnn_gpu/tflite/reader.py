@@ -498,6 +498,30 @@ def _sparsity_of(sp: Any) -> Sparsity:
     return Sparsity(order, block_map, tuple(dims))
 
 
+def _densify_rows(sparsity: Sparsity, values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """:func:`densify` of the layout TFLite's converter writes for weights (the dimensions in
+    order, no blocks, every one dense but the last, which is CSR: one segment per row), in a
+    few array operations; None for any other layout or parameters that do not fit exactly
+    (the general walk then reads them, and names what is wrong)."""
+    rank = len(shape)
+    dims = sparsity.dims
+    if (rank < 1 or sparsity.block_map or tuple(sparsity.traversal_order or range(rank)) != tuple(range(rank))
+            or len(dims) != rank or dims[-1][0] != "csr"
+            or any(d[0] != "dense" or d[1] != size for d, size in zip(dims[:-1], shape[:-1]))):
+        return None
+    segments, indices = dims[-1][1], dims[-1][2]
+    rows, width = int(np.prod(shape[:-1], dtype=np.int64)), shape[-1]
+    if len(segments) != rows + 1 or segments[0] != 0 or segments[-1] != len(values) or len(indices) < len(values):
+        return None
+    counts = np.diff(segments)
+    cols = indices[:len(values)]
+    if (counts < 0).any() or (cols < 0).any() or (cols >= width).any():
+        return None
+    dense = np.zeros(rows * width, dtype=values.dtype)
+    dense[np.repeat(np.arange(rows, dtype=np.int64) * width, counts) + cols] = values
+    return dense.reshape(shape)
+
+
 def densify(sparsity: Sparsity, raw: bytes, type_name: str, shape: tuple[int, ...], index: int = 0,
             name: str = "") -> np.ndarray:
     """The dense array of a sparse constant tensor (what TFLite's ``DENSIFY`` computes).
@@ -537,6 +561,9 @@ def densify(sparsity: Sparsity, raw: bytes, type_name: str, shape: tuple[int, ..
     if len(raw) % dtype.itemsize:
         raise bad(f"{len(raw)} bytes of values is not a whole number of {type_name}")
     values = np.frombuffer(raw, dtype=dtype)
+    fast = _densify_rows(sparsity, values, shape)
+    if fast is not None:
+        return fast
     block_size = [0] * len(sparsity.block_map)
     for level, dim in enumerate(sparsity.dims):
         if order[level] >= rank:
