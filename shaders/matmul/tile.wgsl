@@ -372,11 +372,7 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
       c{{ i }}_0 = c{{ i }}_0 + vec4<f32>({% for n in range(4) %}{% if n < N %}dot(a{{ i }}, bt{{ n }}){% else %}0.0{% endif %}{{ ", " if not loop.last }}{% endfor %});
 {% else %}
 {% for j in range(TN4) %}
-{% if rows == 4 %}
-      c{{ i }}_{{ j }} = c{{ i }}_{{ j }} + bm{{ j }} * a{{ i }};
-{% else %}
       c{{ i }}_{{ j }} = c{{ i }}_{{ j }}{% for r in range(rows) %} + a{{ i }}.{{ "xyzw"[r] }} * b{{ r }}_{{ j }}{% endfor %};
-{% endif %}
 {% endfor %}
 {% endif %}
 {% endmacro %}
@@ -388,38 +384,24 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% endfor %}
 {% if win_fused %}
 {% for kw in range(KW) %}
-{% if rows == 4 %}
-{% for j in range(TN4) %}
-      var bk{{ kw }}_{{ j }}: mat4x4<f32>;
-{% endfor %}
-{% else %}
 {% for r in range(rows) %}
 {% for j in range(TN4) %}
       var bk{{ kw }}_{{ r }}_{{ j }}: vec4<f32>;
 {% endfor %}
 {% endfor %}
-{% endif %}
       {
       let kb = kb0 + {{ kw * KC * b_ks }}u;
 {{ bpart(kexpr, tail, rows) }}
-{% for j in range(TN4) %}
-{% if rows == 4 %}
-      bk{{ kw }}_{{ j }} = bm{{ j }};
-{% else %}
 {% for r in range(rows) %}
+{% for j in range(TN4) %}
       bk{{ kw }}_{{ r }}_{{ j }} = b{{ r }}_{{ j }};
 {% endfor %}
-{% endif %}
 {% endfor %}
       }
 {% endfor %}
 {% for i in range(TM) %}
 {% for j in range(TN4) %}
-{% if rows == 4 %}
-      c{{ i }}_{{ j }} = c{{ i }}_{{ j }}{% for kw in range(KW) %} + bk{{ kw }}_{{ j }} * w{{ i * sw + kw * dw }}{% endfor %};
-{% else %}
       c{{ i }}_{{ j }} = c{{ i }}_{{ j }}{% for kw in range(KW) %}{% for r in range(rows) %} + w{{ i * sw + kw * dw }}.{{ "xyzw"[r] }} * bk{{ kw }}_{{ r }}_{{ j }}{% endfor %}{% endfor %};
-{% endif %}
 {% endfor %}
 {% endfor %}
 {% else %}
@@ -463,11 +445,6 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% for j in range(TN4) %}
       let b{{ r }}_{{ j }} = {{ b_load(r, j, kexpr) }};
 {% endfor %}
-{% endfor %}
-{% endif %}
-{% if rows == 4 and not bdot %}
-{% for j in range(TN4) %}
-      let bm{{ j }} = mat4x4<f32>(b0_{{ j }}, b1_{{ j }}, b2_{{ j }}, b3_{{ j }});
 {% endfor %}
 {% endif %}
 {% endmacro %}
