@@ -785,12 +785,13 @@ HELPER_SCRATCH_BYTES = 4 << 20
 #: pipeline of pose_landmark_full, selfie_segmentation and hand_landmark_full alone,
 #: ``benchmarks/build_time.py --per-pipeline``, 2026-11-25: depthwise + projection 14-39 ms per
 #: KB over 23 pipelines, tile 8-53 over 38, ``block`` 31-73 over 3, depthwise 13-20 over 14; the
-#: tile template's text has since halved for the same code, its rows' stores in a helper
-#: function: pose_landmark_full's 13 tile pipelines, 194 KB, 5.8 s, 30 ms per KB): the order
+#: tile template's text has since shrunk for the same code, its rows' stores in a helper
+#: function: pose_landmark_full's 13 tile pipelines, 218 KB instead of 371, 5.8 s, 27 ms per
+#: KB): the order
 #: in which a cold build's compile queues take a graph's new pipelines (longest first, so that
 #: the last one to start is short). Only the order depends on it, never a result.
 COMPILE_MS_PER_KB = {"conv/depthwise_project.wgsl": 28.0, "conv/block.wgsl": 55.0, "conv/depthwise.wgsl": 17.0,
-                     "matmul/tile.wgsl": 30.0}
+                     "matmul/tile.wgsl": 27.0}
 
 _FALSE = ("", "0", "false", "no", "n", "off")
 

@@ -82,11 +82,10 @@
   count (docs/performance.md, "Build time"): the epilogue and stores of one row of the tile are
   a helper function, `tile_row(m, ..., the row's TN4 accumulators, the channel operands)`, that
   `main` calls once per row (once per pass with ep_loop; with pool it takes and returns the
-  column sums, TileSums), and a k step's four-row multiply-adds are `mat4x4<f32> * vec4<f32>`
-  (bm{j}: the four B vectors of column block j as columns; the partial rows of the last step
-  when KC % 4 != 0 keep the scalar form). lavapipe inlines the helper and lowers the products to
-  the same multiply-adds (only their order of addition differs), so the work per invocation is
-  unchanged.
+  column sums, TileSums). lavapipe inlines it, so the code and the work per invocation are
+  unchanged. (The k step's multiply-adds stay `c + a.x * b0 + ...`: as `mat4x4<f32> * vec4<f32>`
+  they would cost naga a little less, but lavapipe would compile other operations: a matrix
+  product becomes a multiply followed by multiply-adds, with the accumulator's add after them.)
   Bindings: a, b, epilogue operands..., asc (a_scale only), ares (a_add only), gres (ep.given only),
     prm (dyn only), out, pool (pool only).
   Workgroup: (k.workgroup, 1, 1), 2-D folded dispatch over batches * tiles_m * tiles_n invocations.
