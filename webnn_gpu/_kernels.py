@@ -785,11 +785,14 @@ HELPER_SCRATCH_BYTES = 4 << 20
 #: pipeline of pose_landmark_full, selfie_segmentation and hand_landmark_full alone,
 #: ``benchmarks/build_time.py --per-pipeline``, 2026-11-25: depthwise + projection 14-39 ms per
 #: KB over 23 pipelines, tile 8-53 over 38, ``block`` 31-73 over 3, depthwise 13-20 over 14; the
-#: depthwise + projection strips 62 on face_landmark's, everything in its text unrolled): the
-#: order in which a cold build's compile queues take a graph's new pipelines (longest first, so
-#: that the last one to start is short). Only the order depends on it, never a result.
+#: tile template's text has since shrunk for the same code, its rows' stores in a helper
+#: function: pose_landmark_full's 13 tile pipelines, 218 KB instead of 371, 5.8 s, 27 ms per
+#: KB; the depthwise + projection strips 62 on face_landmark's, everything in its text
+#: unrolled): the order in which a cold build's compile queues take a graph's new pipelines
+#: (longest first, so that the last one to start is short). Only the order depends on it,
+#: never a result.
 COMPILE_MS_PER_KB = {"conv/depthwise_project.wgsl": 28.0, "conv/block.wgsl": 55.0, "conv/depthwise.wgsl": 17.0,
-                     "matmul/tile.wgsl": 16.0, "conv/depthwise_project_strip.wgsl": 60.0}
+                     "matmul/tile.wgsl": 27.0, "conv/depthwise_project_strip.wgsl": 60.0}
 
 _FALSE = ("", "0", "false", "no", "n", "off")
 
@@ -872,6 +875,13 @@ class CompileQueue:
         """Whether every job has been taken and no helper is still on one."""
         with self._cond:
             return not self._jobs and not self._busy
+
+    def wait_done(self, count: int, timeout: float | None = None) -> list[str]:
+        """Wait until helpers have compiled ``count`` jobs, the queue is settled, or ``timeout``
+        seconds have passed; the keys compiled so far (:attr:`done`, in the order they ended)."""
+        with self._cond:
+            self._cond.wait_for(lambda: len(self.done) >= count or (not self._jobs and not self._busy), timeout)
+            return list(self.done)
 
 
 #: Queues that compile a graph's new pipelines at ``build()`` on drivers that compile a
@@ -1013,6 +1023,10 @@ class CompileHelpers:
             t.start()
             self._threads.append(t)
         return queue
+
+    def running(self) -> bool:
+        """Whether a helper thread is still at work."""
+        return any(t.is_alive() for t in self._threads)
 
     def wait(self, cancel: bool = False) -> set:
         """Wait until the helpers have ended (``cancel``: after the job each is on; else when

@@ -293,6 +293,21 @@ class MLGraph:
                     cache.submit_once(device, [(steps[i].pipeline, group_of(i), steps[i].label, steps[i].template)
                                                for i in rest.values()])
                     submitted.extend(steps[i].pipeline for i in rest.values())
+                # while a helper compiles its last jobs, this device's queue runs those it has
+                # finished, which Mesa's cache holds (each once another has ended after it, so
+                # that Mesa's cache writer has stored it); the last ones run in _warm_up
+                handed = 0
+                while True:
+                    done = shared.wait_done(handed + 2, timeout=0.5)
+                    fresh = [first_step[k] for k in done[handed:-1] if k in first_step]
+                    handed = max(handed, len(done) - 1)
+                    fresh = [i for i in fresh if id(steps[i].pipeline) not in cache.warm]
+                    if fresh:
+                        cache.submit_once(device, [(steps[i].pipeline, group_of(i), steps[i].label, steps[i].template)
+                                                   for i in fresh])
+                        submitted.extend(steps[i].pipeline for i in fresh)
+                    if shared.settled() or not helpers.running():
+                        break
                 helpers.wait()
             if warm:
                 self._warm_up(tuple(scratch) or None, submitted)

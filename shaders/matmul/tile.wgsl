@@ -78,6 +78,14 @@
                  text: dense, unbatched, aligned products (pointwise convs, matmuls) of any size
                  share one pipeline per (tile, K % 4, tiles_n == 1, epilogue); their values in the
                  context are then not used
+  Written for naga's front end, whose time grows with the square of a function's expression
+  count (docs/performance.md, "Build time"): the epilogue and stores of one row of the tile are
+  a helper function, `tile_row(m, ..., the row's TN4 accumulators, the channel operands)`, that
+  `main` calls once per row (once per pass with ep_loop; with pool it takes and returns the
+  column sums, TileSums). lavapipe inlines it, so the code and the work per invocation are
+  unchanged. (The k step's multiply-adds stay `c + a.x * b0 + ...`: as `mat4x4<f32> * vec4<f32>`
+  they would cost naga a little less, but lavapipe would compile other operations: a matrix
+  product becomes a multiply followed by multiply-adds, with the accumulator's add after them.)
   Bindings: a, b, epilogue operands..., asc (a_scale only), ares (a_add only), gres (ep.given only),
     prm (dyn only), out, pool (pool only).
   Workgroup: (k.workgroup, 1, 1), 2-D folded dispatch over batches * tiles_m * tiles_n invocations.
@@ -111,6 +119,63 @@ enable f16;
 @group(0) @binding({{ prm_at + (2 if dyn else 1) }}) var<storage, read_write> pool: array<vec4<f32>>;
 {% endif %}
 {{ tl.epilogue_fns(ep) }}
+
+{# ---- the epilogue and stores of one row of the tile, a function of its own (see the header) ---- #}
+{% if pool %}
+struct TileSums { {% for j in range(TN4) %}s{{ j }}: vec4<f32>{{ ", " if not loop.last }}{% endfor %} }
+{% endif %}
+fn tile_row(m: u32, o_off: u32, n0: u32, bidx: u32{% if dyn %}, M_: u32, N_: u32, o_sp_: u32{% endif %}
+{%- for j in range(TN4) %}, c{{ j }}: vec4<f32>{% endfor %}
+{%- if ep.chan and ep_rows %}, r: {{ ep.q_struct }}{% elif ep.chan %}{% for j in range(TN4) %}{% for c in range(4) %}, q{{ j }}_{{ c }}: {{ ep.q_struct }}{% endfor %}{% endfor %}{% endif %}
+{%- if pool %}, ps: TileSums{% endif %}){% if pool %} -> TileSums{% endif %} {
+{% if pool %}
+  var s = ps;
+{% endif %}
+{% if dyn %}
+  if (m < M_) {
+    let orow = o_off + m * o_sp_;
+{% else %}
+  if (m < {{ M }}u) {
+    let orow = o_off + (m / {{ o_P }}u) * {{ o_sn }}u + (m % {{ o_P }}u) * {{ o_sp }}u;
+{% endif %}
+{% for j in range(TN4) %}
+    {
+      let n = n0 + {{ 4 * j }}u;
+      let ch = n + bidx * {{ group_cols }}u;
+{% if out_vec %}
+      if (n < {% if dyn %}N_{% else %}{{ N }}u{% endif %}) {
+        let o = orow + n;
+        let v = c{{ j }};
+{% if ep.given %}
+        let g = vec4<f32>(gres[o / 4u]);
+{% endif %}
+        let e = vec4<f32>({% for c in range(4) %}{% if ep_rows %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "m", "r", "g." ~ "xyzw"[c]) }}{% else %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{% endif %}{{ ", " if not loop.last }}{% endfor %});
+        out[o / 4u] = vec4<{{ T }}>(e);
+{% if pool %}
+        s.s{{ j }} = s.s{{ j }} + e;
+{% endif %}
+      }
+{% else %}
+{% for c in range(4) %}
+      if (n + {{ c }}u < {{ N }}u) {
+        let o = orow + (n + {{ c }}u) * {{ o_so }}u;
+        out[o] = {{ T }}({% if ep_rows %}{{ tl.apply(ep, "c" ~ j ~ "." ~ "xyzw"[c], "o", "m", "r", "f32(gres[o])") }}{% else %}{{ tl.apply(ep, "c" ~ j ~ "." ~ "xyzw"[c], "o", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "f32(gres[o])") }}{% endif %});
+      }
+{% endfor %}
+{% endif %}
+    }
+{% endfor %}
+  }
+{% if pool %}
+  return s;
+{% endif %}
+}
+{% macro row_call(m, i, r) -%}
+{{ "ps = " if pool }}tile_row({{ m }}, o_off, n0, bidx{% if dyn %}, M_, N_, o_sp_{% endif %}
+{%- for j in range(TN4) %}, c{{ i }}_{{ j }}{% endfor %}
+{%- if ep.chan and ep_rows %}, {{ r }}{% elif ep.chan %}{% for j in range(TN4) %}{% for c in range(4) %}, q{{ j }}_{{ c }}{% endfor %}{% endfor %}{% endif %}
+{%- if pool %}, ps{% endif %});
+{%- endmacro %}
 
 @compute @workgroup_size({{ k.workgroup }})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>{% if sg %},
@@ -445,51 +510,14 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% endfor %}
 {% endfor %}
 {% endif %}
-{% for j in range(TN4 if pool else 0) %}
-  var ps{{ j }} = vec4<f32>(0.0);
-{% endfor %}
-{% macro store_row(ri, i) %}
-{% if dyn %}
-  if (m0 + {{ ri }} < M_) {
-    let orow = o_off + (m0 + {{ ri }}) * o_sp_;
-{% else %}
-  if (m0 + {{ ri }} < {{ M }}u) {
-    let orow = o_off + ((m0 + {{ ri }}) / {{ o_P }}u) * {{ o_sn }}u + ((m0 + {{ ri }}) % {{ o_P }}u) * {{ o_sp }}u;
-{% endif %}
-{% for j in range(TN4) %}
-    {
-      let n = n0 + {{ 4 * j }}u;
-      let ch = n + bidx * {{ group_cols }}u;
-{% if out_vec %}
-      if (n < {% if dyn %}N_{% else %}{{ N }}u{% endif %}) {
-        let o = orow + n;
-        let v = c{{ i }}_{{ j }};
-{% if ep.given %}
-        let g = vec4<f32>(gres[o / 4u]);
-{% endif %}
-        let e = vec4<f32>({% for c in range(4) %}{% if ep_rows %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "m0 + " ~ ri, "r" ~ i, "g." ~ "xyzw"[c]) }}{% else %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{% endif %}{{ ", " if not loop.last }}{% endfor %});
-        out[o / 4u] = vec4<{{ T }}>(e);
 {% if pool %}
-        ps{{ j }} = ps{{ j }} + e;
+  var ps = TileSums({% for j in range(TN4) %}vec4<f32>(0.0){{ ", " if not loop.last }}{% endfor %});
 {% endif %}
-      }
-{% else %}
-{% for c in range(4) %}
-      if (n + {{ c }}u < {{ N }}u) {
-        let o = orow + (n + {{ c }}u) * {{ o_so }}u;
-        out[o] = {{ T }}({% if ep_rows %}{{ tl.apply(ep, "c" ~ i ~ "_" ~ j ~ "." ~ "xyzw"[c], "o", "m0 + " ~ ri, "r" ~ i, "f32(gres[o])") }}{% else %}{{ tl.apply(ep, "c" ~ i ~ "_" ~ j ~ "." ~ "xyzw"[c], "o", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "f32(gres[o])") }}{% endif %});
-      }
-{% endfor %}
-{% endif %}
-    }
-{% endfor %}
-  }
-{% endmacro %}
 {% if ep_loop %}
   // One copy of the epilogue: a loop over the tile's rows, each pass storing row 0 and
   // moving the rows below it up by one (LLVM's compile time grows with every inlined copy).
   for (var ri = 0u; ri < {{ TM }}u; ri = ri + 1u) {
-{{ store_row("ri", 0) }}
+    {{ row_call("m0 + ri", 0, "") }}
 {% for i in range(TM - 1) %}
 {% for j in range(TN4) %}
     c{{ i }}_{{ j }} = c{{ i + 1 }}_{{ j }};
@@ -498,13 +526,13 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
   }
 {% else %}
 {% for i in range(TM) %}
-{{ store_row(i ~ "u", i) }}
+  {{ row_call("m0 + " ~ i ~ "u", i, "r" ~ i) }}
 {% endfor %}
 {% endif %}
 {% for j in range(TN4 if pool else 0) %}
   if (n0 + {{ 4 * j }}u < {{ N }}u) {
     // this tile's column sums: row tm of the [tiles_m, N] partials
-    pool[tm * {{ N // 4 }}u + n0 / 4u + {{ j }}u] = ps{{ j }};
+    pool[tm * {{ N // 4 }}u + n0 / 4u + {{ j }}u] = ps.s{{ j }};
   }
 {% endfor %}
 }

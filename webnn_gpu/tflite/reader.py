@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
+import struct
 from typing import Any
 
 import numpy as np
@@ -287,70 +288,153 @@ def _read_model(fb: Any, data: bytes) -> ModelInfo:
     return subgraphs[0]
 
 
-def _read_subgraph(fb: Any, model: Any, data: bytes, sub: Any, type_names: dict, opcodes: list) -> tuple:
-    n_buffers = model.BuffersLength()
-    tensors: list[TensorInfo] = []
-    for ti in range(sub.TensorsLength()):
-        t = sub.Tensors(ti)
-        type_code = int(t.Type())
-        type_name = type_names.get(type_code, f"TYPE_{type_code}")
-        shape = _as_tuple(t.ShapeAsNumpy())
-        signature = _as_tuple(t.ShapeSignatureAsNumpy()) if not t.ShapeSignatureIsNone() else None
-        raw_name = t.Name()
-        name = raw_name.decode("utf-8", "replace") if raw_name is not None else ""
+# Direct reads of the tables the loader walks for every tensor and operator (Tensor, Buffer,
+# Operator): the generated accessors look each field up through several Python calls, which
+# made reading a zoo model's ~500 tensors most of the parse (about 3x the time).
+_I32 = struct.Struct("<i")
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_VTABLES: dict[int, struct.Struct] = {}
 
-        buffer_index = int(t.Buffer())
+
+def _fields(data: bytes, pos: int) -> tuple[int, ...]:
+    """The field offsets of the flatbuffer table at ``pos`` (0 where a field is absent)."""
+    vt = pos - _I32.unpack_from(data, pos)[0]
+    n = (_U16.unpack_from(data, vt)[0] - 4) // 2
+    st = _VTABLES.get(n)
+    if st is None:
+        st = _VTABLES[n] = struct.Struct(f"<{n}H")
+    return st.unpack_from(data, vt + 4)
+
+
+def _field(fields: tuple[int, ...], i: int) -> int:
+    return fields[i] if i < len(fields) else 0
+
+
+def _vector(data: bytes, pos: int, off: int) -> tuple[int, int]:
+    """(start, length) of the vector field at ``off`` of the table at ``pos``."""
+    at = pos + off
+    vec = at + _U32.unpack_from(data, at)[0]
+    return vec + 4, _U32.unpack_from(data, vec)[0]
+
+
+def _ints(data: bytes, pos: int, off: int) -> tuple[int, ...]:
+    """An int32 vector field as a tuple (``()`` when absent)."""
+    if not off:
+        return ()
+    start, n = _vector(data, pos, off)
+    return tuple(np.frombuffer(data, "<i4", n, start).tolist())
+
+
+def _ubytes(data: bytes, pos: int, off: int) -> bytes:
+    """A ubyte vector field's bytes (``b""`` when absent)."""
+    if not off:
+        return b""
+    start, n = _vector(data, pos, off)
+    if start + n > len(data):
+        raise IndexError(f"a vector of {n} bytes at {start} lies outside the {len(data)}-byte buffer")
+    return data[start:start + n]
+
+
+def _tables(data: bytes, pos: int, off: int) -> list[int]:
+    """The positions of the tables of a vector-of-tables field (``[]`` when absent)."""
+    if not off:
+        return []
+    start, n = _vector(data, pos, off)
+    return [start + 4 * i + _U32.unpack_from(data, start + 4 * i)[0] for i in range(n)]
+
+
+def _table(data: bytes, pos: int, off: int) -> int | None:
+    """The position of a table field (None when absent)."""
+    return pos + off + _U32.unpack_from(data, pos + off)[0] if off else None
+
+
+def _read_subgraph(fb: Any, model: Any, data: bytes, sub: Any, type_names: dict, opcodes: list) -> tuple:
+    # schema.fbs field numbers: Model.buffers 4; SubGraph.tensors 0, operators 3; Tensor.shape 0,
+    # type 1, buffer 2, name 3, quantization 4, sparsity 6, shape_signature 7; Buffer.data 0,
+    # offset 1, size 2; Operator.opcode_index 0, inputs 1, outputs 2, custom_options 5,
+    # large_custom_options_offset 9, large_custom_options_size 10
+    mpos, spos = model._tab.Pos, sub._tab.Pos
+    buffers = _tables(data, mpos, _field(_fields(data, mpos), 4))
+    n_buffers = len(buffers)
+    sub_fields = _fields(data, spos)
+    tensors: list[TensorInfo] = []
+    for ti, tpos in enumerate(_tables(data, spos, _field(sub_fields, 0))):
+        f = _fields(data, tpos)
+        off = _field(f, 1)
+        type_code = data[tpos + off] if off else 0
+        type_name = type_names.get(type_code, f"TYPE_{type_code}")
+        shape = _ints(data, tpos, _field(f, 0))
+        signature = _ints(data, tpos, _field(f, 7)) if _field(f, 7) else None
+        off = _field(f, 3)
+        name = _ubytes(data, tpos, _field(f, 3)).decode("utf-8", "replace")  # a string: a byte vector
+        off = _field(f, 2)
+        buffer_index = _U32.unpack_from(data, tpos + off)[0] if off else 0
         contents: np.ndarray | None = None
         raw: bytes | None = None
+        sparse_at = _table(data, tpos, _field(f, 6))
         if buffer_index > 0:
             if buffer_index >= n_buffers:
                 raise DataError(f"tflite.load: tensor {ti} ({name!r}) uses buffer {buffer_index}, "
                                 f"but the model has {n_buffers} buffers")
-            buf = model.Buffers(buffer_index)
-            offset, size = int(buf.Offset()), int(buf.Size())
+            bpos = buffers[buffer_index]
+            bf = _fields(data, bpos)
+            off1, off2 = _field(bf, 1), _field(bf, 2)
+            offset = _U64.unpack_from(data, bpos + off1)[0] if off1 else 0
+            size = _U64.unpack_from(data, bpos + off2)[0] if off2 else 0
             if offset > 1:  # large models keep buffers after the flatbuffer
                 if offset + size > len(data):
                     raise DataError(f"tflite.load: buffer {buffer_index} ({offset}+{size}) lies outside "
                                     f"the {len(data)}-byte file")
                 raw = data[offset:offset + size]
-            elif buf.DataLength() > 0:
-                raw = buf.DataAsNumpy().tobytes()
-            if raw and t.Sparsity() is None:
+            else:
+                raw = _ubytes(data, bpos, _field(bf, 0)) or None
+            if raw and sparse_at is None:
                 contents = _decode_buffer(raw, type_name, shape, ti, name)
 
         quant = None
-        q = t.Quantization()
-        if q is not None and q.ScaleLength() > 0:
-            zp = q.ZeroPointAsNumpy() if q.ZeroPointLength() > 0 else np.zeros(q.ScaleLength(), np.int64)
-            quant = Quantization(
-                scale=np.asarray(q.ScaleAsNumpy(), np.float64),
-                zero_point=np.asarray(zp, np.int64),
-                axis=int(q.QuantizedDimension()),
-            )
-        sparsity = t.Sparsity()
-        if sparsity is not None and contents is None and raw:
+        q_at = _table(data, tpos, _field(f, 4))
+        if q_at is not None:
+            q = fb.QuantizationParameters()
+            q.Init(data, q_at)
+            if q.ScaleLength() > 0:
+                zp = q.ZeroPointAsNumpy() if q.ZeroPointLength() > 0 else np.zeros(q.ScaleLength(), np.int64)
+                quant = Quantization(
+                    scale=np.asarray(q.ScaleAsNumpy(), np.float64),
+                    zero_point=np.asarray(zp, np.int64),
+                    axis=int(q.QuantizedDimension()),
+                )
+        if sparse_at is not None and contents is None and raw:
+            sparsity = fb.SparsityParameters()
+            sparsity.Init(data, sparse_at)
             contents = densify(_sparsity_of(sparsity), raw, type_name, shape, ti, name)
         tensors.append(TensorInfo(ti, name, shape, signature, type_name, contents, quant))
 
     operators: list[OperatorInfo] = []
     n_tensors = len(tensors)
-    for oi in range(sub.OperatorsLength()):
-        op = sub.Operators(oi)
-        code_index = int(op.OpcodeIndex())
+    for oi, opos in enumerate(_tables(data, spos, _field(sub_fields, 3))):
+        f = _fields(data, opos)
+        off = _field(f, 0)
+        code_index = _U32.unpack_from(data, opos + off)[0] if off else 0
         if not 0 <= code_index < len(opcodes):
             raise DataError(f"tflite.load: operator {oi} uses op code {code_index}, "
                             f"but the model has {len(opcodes)}")
         opcode, custom_code, version = opcodes[code_index]
-        inputs = _as_tuple(op.InputsAsNumpy())
-        outputs = _as_tuple(op.OutputsAsNumpy())
+        inputs = _ints(data, opos, _field(f, 1))
+        outputs = _ints(data, opos, _field(f, 2))
         for t_index in inputs + outputs:
             if t_index >= n_tensors or t_index < -1:
                 raise DataError(f"tflite.load: operator {oi} ({opcode}) refers to tensor {t_index}, "
                                 f"but the subgraph has {n_tensors}")
-        custom_options = op.CustomOptionsAsNumpy().tobytes() if op.CustomOptionsLength() > 0 else None
-        if custom_options is None and int(op.LargeCustomOptionsOffset()) > 1:
-            off, size = int(op.LargeCustomOptionsOffset()), int(op.LargeCustomOptionsSize())
-            custom_options = data[off:off + size]
+        custom_options = _ubytes(data, opos, _field(f, 5)) or None
+        off9, off10 = _field(f, 9), _field(f, 10)
+        large = _U64.unpack_from(data, opos + off9)[0] if off9 else 0
+        if custom_options is None and large > 1:
+            size = _U64.unpack_from(data, opos + off10)[0] if off10 else 0
+            custom_options = data[large:large + size]
+        op = fb.Operator()
+        op.Init(data, opos)
         operators.append(OperatorInfo(oi, opcode, custom_code, version, inputs, outputs, custom_options, op))
 
     return tensors, operators
@@ -414,6 +498,30 @@ def _sparsity_of(sp: Any) -> Sparsity:
     return Sparsity(order, block_map, tuple(dims))
 
 
+def _densify_rows(sparsity: Sparsity, values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """:func:`densify` of the layout TFLite's converter writes for weights (the dimensions in
+    order, no blocks, every one dense but the last, which is CSR: one segment per row), in a
+    few array operations; None for any other layout or parameters that do not fit exactly
+    (the general walk then reads them, and names what is wrong)."""
+    rank = len(shape)
+    dims = sparsity.dims
+    if (rank < 1 or sparsity.block_map or tuple(sparsity.traversal_order or range(rank)) != tuple(range(rank))
+            or len(dims) != rank or dims[-1][0] != "csr"
+            or any(d[0] != "dense" or d[1] != size for d, size in zip(dims[:-1], shape[:-1]))):
+        return None
+    segments, indices = dims[-1][1], dims[-1][2]
+    rows, width = int(np.prod(shape[:-1], dtype=np.int64)), shape[-1]
+    if len(segments) != rows + 1 or segments[0] != 0 or segments[-1] != len(values) or len(indices) < len(values):
+        return None
+    counts = np.diff(segments)
+    cols = indices[:len(values)]
+    if (counts < 0).any() or (cols < 0).any() or (cols >= width).any():
+        return None
+    dense = np.zeros(rows * width, dtype=values.dtype)
+    dense[np.repeat(np.arange(rows, dtype=np.int64) * width, counts) + cols] = values
+    return dense.reshape(shape)
+
+
 def densify(sparsity: Sparsity, raw: bytes, type_name: str, shape: tuple[int, ...], index: int = 0,
             name: str = "") -> np.ndarray:
     """The dense array of a sparse constant tensor (what TFLite's ``DENSIFY`` computes).
@@ -453,6 +561,9 @@ def densify(sparsity: Sparsity, raw: bytes, type_name: str, shape: tuple[int, ..
     if len(raw) % dtype.itemsize:
         raise bad(f"{len(raw)} bytes of values is not a whole number of {type_name}")
     values = np.frombuffer(raw, dtype=dtype)
+    fast = _densify_rows(sparsity, values, shape)
+    if fast is not None:
+        return fast
     block_size = [0] * len(sparsity.block_map)
     for level, dim in enumerate(sparsity.dims):
         if order[level] >= rank:

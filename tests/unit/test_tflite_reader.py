@@ -1,0 +1,115 @@
+"""``webnn_gpu.tflite.reader`` reads Tensor, Buffer and Operator tables directly (struct reads of
+the flatbuffer): every field it takes must equal what the ``tflite`` package's generated
+accessors give, on models written by ``tests/model/tflite_maker.py`` (names, shapes, signatures,
+constants, quantization, sparse constants, custom options, absent fields), and a damaged file
+must stay a ``DataError``. No GPU."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
+
+import tflite  # noqa: E402
+
+from tflite_maker import ModelMaker  # noqa: E402
+from webnn_gpu.errors import DataError  # noqa: E402
+from webnn_gpu.tflite.reader import read_model  # noqa: E402
+
+
+def _model() -> bytes:
+    rng = np.random.default_rng(3)
+    m = ModelMaker()
+    x = m.input([1, 4, 4, 3], name="image")
+    w = m.const(rng.standard_normal((8, 1, 1, 3)).astype(np.float32), name="weights")
+    bias = m.const(rng.standard_normal(8).astype(np.float16), name="")
+    q = m.const(rng.integers(-5, 5, (8,)).astype(np.int8), name="q", quant=([0.5], [1], 0))
+    sparse = m.sparse_const(np.array([[0, 1.5, 0, 0], [2, 0, 0, 3]], np.float32), name="sp")
+    y = m.op("CONV_2D", [x, w, -1], [1, 4, 4, 8], options={"strideH": 1, "strideW": 1})
+    z = m.op("Cube", [y, bias, q, sparse], [1, 4, 4, 8], custom_options=b"\x01\x02\x03")
+    m.output(z)
+    return m.finish()
+
+
+def _reference(data: bytes):
+    """Tensors and operators read with the generated accessors."""
+    model = tflite.Model.GetRootAsModel(data, 0)
+    sub = model.Subgraphs(0)
+    tensors = []
+    for i in range(sub.TensorsLength()):
+        t = sub.Tensors(i)
+        shape = tuple(int(v) for v in t.ShapeAsNumpy()) if t.ShapeLength() else ()
+        sig = None if t.ShapeSignatureIsNone() else tuple(int(v) for v in t.ShapeSignatureAsNumpy())
+        name = t.Name().decode() if t.Name() is not None else ""
+        raw = None
+        if t.Buffer() > 0:
+            b = model.Buffers(t.Buffer())
+            raw = b.DataAsNumpy().tobytes() if b.DataLength() else None
+        tensors.append((name, shape, sig, int(t.Type()), raw, t.Sparsity() is not None))
+    ops = []
+    for i in range(sub.OperatorsLength()):
+        o = sub.Operators(i)
+        ops.append((int(o.OpcodeIndex()), tuple(int(v) for v in o.InputsAsNumpy()),
+                    tuple(int(v) for v in o.OutputsAsNumpy()),
+                    o.CustomOptionsAsNumpy().tobytes() if o.CustomOptionsLength() else None))
+    return tensors, ops
+
+
+def test_direct_reads_equal_the_generated_accessors():
+    data = _model()
+    info = read_model(data)
+    tensors, ops = _reference(data)
+    assert len(info.tensors) == len(tensors) and len(info.operators) == len(ops)
+    types = {v: k for k, v in vars(tflite.TensorType).items() if not k.startswith("_")}
+    for t, (name, shape, sig, type_code, raw, sparse) in zip(info.tensors, tensors):
+        assert (t.name, t.shape, t.shape_signature, t.type_name) == (name, shape, sig, types[type_code])
+        if raw is not None and not sparse:
+            assert t.data is not None and t.data.tobytes() == raw
+        elif not sparse:
+            assert t.data is None
+    by_name = {t.name: t for t in info.tensors}
+    np.testing.assert_array_equal(by_name["sp"].data, [[0, 1.5, 0, 0], [2, 0, 0, 3]])
+    quant = by_name["q"].quantization
+    assert quant is not None and quant.scale.tolist() == [0.5] and quant.zero_point.tolist() == [1]
+    assert by_name["weights"].quantization is None
+    for op, (code, ins, outs, custom) in zip(info.operators, ops):
+        assert (op.inputs, op.outputs, op.custom_options) == (ins, outs, custom)
+    assert [op.name for op in info.operators] == ["CONV_2D", "Cube"]
+    conv = info.operators[0].options(tflite.Conv2DOptions)  # options still read lazily
+    assert conv is not None and conv.StrideH() == 1
+
+
+@pytest.mark.parametrize("cut", [0.3, 0.6, 0.9])
+def test_damaged_model_is_a_data_error(cut):
+    data = _model()
+    with pytest.raises(DataError, match="tflite.load"):
+        read_model(data[:int(len(data) * cut)])
+
+
+@pytest.mark.parametrize("shape", [(6, 1, 1, 9), (5, 7), (3,)])
+def test_row_csr_densify_equals_the_general_walk(shape, monkeypatch):
+    """The converter's layout (dense dimensions in order, the last CSR) in array operations,
+    against the general walk of every level, on random sparse constants with empty rows."""
+    from webnn_gpu.tflite import reader
+
+    rng = np.random.default_rng(len(shape))
+    dense = rng.standard_normal(shape).astype(np.float32) * (rng.random(shape) < 0.3)
+    rows = dense.reshape(-1, shape[-1])
+    segments = np.concatenate([[0], np.cumsum((rows != 0).sum(axis=1))]).astype(np.int64)
+    indices = np.nonzero(rows)[1].astype(np.int64)
+    values = rows[rows != 0].astype("<f4").tobytes()
+    sp = reader.Sparsity(tuple(range(len(shape))), (),
+                         tuple(("dense", n) for n in shape[:-1]) + (("csr", segments, indices),))
+    fast = reader.densify(sp, values, "FLOAT32", shape)
+    np.testing.assert_array_equal(fast, dense)
+    monkeypatch.setattr(reader, "_densify_rows", lambda *a: None)
+    np.testing.assert_array_equal(reader.densify(sp, values, "FLOAT32", shape), dense)
+    # parameters that do not fit stay a DataError (the general walk names what is wrong)
+    monkeypatch.undo()
+    bad = reader.Sparsity(sp.traversal_order, (), sp.dims[:-1] + (("csr", segments[:-1], indices),))
+    with pytest.raises(DataError, match="sparse tensor"):
+        reader.densify(bad, values, "FLOAT32", shape)
