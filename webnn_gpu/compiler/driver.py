@@ -35,6 +35,7 @@ from .rules.norm import split_batch_norm
 from .rules.nchw import compose_transposes, nchw_conv_to_nhwc
 from .rules.pool import fuse_pool_input, fuse_pool_map, fuse_pool_partials
 from .rules.regions import nhwc_regions
+from .rules.views import fold_matmul_views
 
 log = logging.getLogger("webnn_gpu")
 
@@ -84,6 +85,9 @@ ORDER: tuple[Stage, ...] = (
         Rule(fold_matmul_transpose, "after fold_constants (a constant transposed operand is folded into "
                                     "host data instead) and before fuse_attention and fuse_epilogue: they "
                                     "take the matmul as it will run, reading its operand in place"),
+        Rule(fold_matmul_views, "after fold_matmul_transpose (a swap of A's last two dimensions is its fold) and "
+                                "before fuse_attention and fuse_epilogue: a matmul takes its epilogue and joins an "
+                                "attention node reading and storing its operands in place"),
         Rule(nhwc_regions, "after fold_constants (the filters and broadcast constants it re-lays out are host "
                            "data) and before nchw_conv_to_nhwc (the convs of a region it stores NHWC are NHWC "
                            "already; that rule takes those it leaves) and compose_transposes (the transposes "

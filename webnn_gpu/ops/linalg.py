@@ -592,6 +592,15 @@ def _twin_workgroup(n_inv: int, workgroup: int, used) -> int:
     return min(fits, key=lambda w: (max(w, workgroup) / min(w, workgroup), w))
 
 
+def _view_offsets(shape, st, batch_shape) -> list[int]:
+    """Element offsets per batch coordinate of an operand of ``shape`` (batch dimensions, then
+    its two matrix dimensions) with element strides ``st``, broadcast to ``batch_shape``."""
+    r = len(batch_shape)
+    own = [1] * (r - (len(shape) - 2)) + list(shape[:-2])
+    ost = [0] * (r - (len(shape) - 2)) + list(st[:-2])
+    return [0 if own[d] == 1 and batch_shape[d] != 1 else ost[d] for d in range(r)]
+
+
 def _batch_offsets(shape, batch_shape, matrix_size: int) -> list[int]:
     """Element offsets per batch coordinate of an operand broadcast to ``batch_shape``."""
     r = len(batch_shape)
@@ -608,13 +617,17 @@ def _matmul_variant() -> str:
 
 
 def _lower_product(node, lc, a: Value, b: Value, *, M, N, K, batch_shape, a_bst, b_bst, a_rs, a_ks, b_ks, b_ns,
-                   steps, b_cols=None) -> None:
-    """Lower out = A x B (+ epilogue steps) with the chosen variant."""
+                   steps, b_cols=None, o_bst=None, o_sp=None) -> None:
+    """Lower out = A x B (+ epilogue steps) with the chosen variant. ``o_bst`` / ``o_sp``: the
+    output's batch offsets and row stride where it is not stored row-major (``out_view``)."""
     out = node.outputs[0]
     ep = _epilogue.build(node, out, steps, chan_axis=len(out.shape) - 1)
     variant = _matmul_variant()
-    o_bst = [s * M * N for s in strides(batch_shape)]
-    if variant == "naive" or (not variant and M * N * math.prod(batch_shape or [1]) < 64 and K <= 64):
+    strided_out = o_bst is not None
+    o_bst = [s * M * N for s in strides(batch_shape)] if o_bst is None else list(o_bst)
+    o_sp = N if o_sp is None else o_sp
+    if not strided_out and (variant == "naive" or (not variant and M * N * math.prod(batch_shape or [1]) < 64
+                                                  and K <= 64)):
         lc.kernel("matmul/naive.wgsl", [("a", a), ("b", b)] + ep.operands, [("out", out)], out.size,
                   T=wgsl_type(out.data_type), M=M, N=N, K=K, batch_strides=strides(batch_shape), a_bst=a_bst,
                   b_bst=b_bst, a_rs=a_rs, a_ks=a_ks, b_ks=b_ks, b_ns=b_ns, ep=ep)
@@ -626,7 +639,7 @@ def _lower_product(node, lc, a: Value, b: Value, *, M, N, K, batch_shape, a_bst,
         ep = _epilogue.build(node, out, steps, chan_axis=len(out.shape) - 1, given=gi)
     tile_kernel(lc, a, b, out, M=M, N=N, batch_shape=batch_shape, a_bst=a_bst, b_bst=b_bst, o_bst=o_bst,
                 a_rs=a_rs, a_ks=a_ks, a_vec=vec, b_ks=b_ks, b_ns=b_ns, b_vec=vec, b_cols=b_cols,
-                o_P=M, o_sn=0, o_sp=N, o_so=1, KC=K, epilogue=ep, small_ok=small_ok,
+                o_P=M, o_sn=0, o_sp=o_sp, o_so=1, KC=K, epilogue=ep, small_ok=small_ok,
                 given=node.inputs[gi] if gi is not None else None)
 
 
@@ -698,6 +711,9 @@ def lower_matmul(node, lc) -> None:
     ``attrs["a_transpose"]`` (set by the compiler's ``fold_matmul_transpose``, not by the
     builder): ``a`` holds the transpose of its last two dimensions and is read through swapped
     strides."""
+    if any(k in node.attrs for k in ("a_view", "b_view", "out_view")):
+        _lower_matmul_views(node, lc)
+        return
     a, b = node.inputs[0], node.inputs[1]
     at, bt = bool(node.attrs.get("a_transpose")), False
     out = node.outputs[0]
@@ -719,6 +735,38 @@ def lower_matmul(node, lc) -> None:
                    a_bst=_batch_offsets(a.shape[:-2], batch_shape, M * K),
                    b_bst=_batch_offsets(b.shape[:-2], batch_shape, K * (b_cols or N)),
                    a_rs=a_rs, a_ks=a_ks, b_ks=b_ks, b_ns=b_ns, steps=_epilogue.steps_of(node), b_cols=b_cols)
+
+
+def _lower_matmul_views(node, lc) -> None:
+    """matmul with operands read through strides or an output stored permuted (the compiler's
+    ``fold_matmul_views``): ``attrs["a_view"]`` / ``attrs["b_view"]`` = (shape, element strides)
+    of the operand as the product reads it from its input (a contiguous value of another shape);
+    ``attrs["out_view"]`` = element strides of each dimension of the natural
+    ``[batch..., M, N]`` output in the node's output (columns contiguous). Batch dimensions of
+    size 1 are dropped (fewer index terms; one batch dimension left can take
+    ``matmul/small.wgsl``)."""
+    a, b = node.inputs[0], node.inputs[1]
+    at = bool(node.attrs.get("a_transpose"))
+    a_shape, a_st = node.attrs.get("a_view") or (tuple(a.shape), tuple(strides(a.shape)))
+    if at:  # a holds the transpose of its last two dimensions
+        a_shape = tuple(a_shape[:-2]) + (a_shape[-1], a_shape[-2])
+        a_st = tuple(a_st[:-2]) + (a_st[-1], a_st[-2])
+    b_shape, b_st = node.attrs.get("b_view") or (tuple(b.shape), tuple(strides(b.shape)))
+    M, K, N = a_shape[-2], a_shape[-1], b_shape[-1]
+    batch = [max(x, y) for x, y in zip(
+        [1] * (max(len(a_shape), len(b_shape)) - len(a_shape)) + list(a_shape[:-2]),
+        [1] * (max(len(a_shape), len(b_shape)) - len(b_shape)) + list(b_shape[:-2]))]
+    out_st = node.attrs.get("out_view")
+    if out_st is None:
+        out_st = tuple(strides(batch + [M, N]))
+    a_bst = _view_offsets(a_shape, a_st, batch)
+    b_bst = _view_offsets(b_shape, b_st, batch)
+    o_bst = list(out_st[:-2])
+    keep = [d for d in range(len(batch)) if batch[d] != 1]
+    _lower_product(node, lc, a, b, M=M, N=N, K=K, batch_shape=[batch[d] for d in keep],
+                   a_bst=[a_bst[d] for d in keep], b_bst=[b_bst[d] for d in keep],
+                   a_rs=a_st[-2], a_ks=a_st[-1], b_ks=b_st[-2], b_ns=b_st[-1], steps=_epilogue.steps_of(node),
+                   o_bst=[o_bst[d] for d in keep], o_sp=out_st[-2])
 
 
 # ---------------------------------------------------------------- gemm
