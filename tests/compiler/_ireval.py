@@ -47,6 +47,30 @@ def _gemm(a, x, w, c=None):
     return y if c is None else y + a.get("beta", 1.0) * c
 
 
+def _strided(x, view):
+    """``x`` (contiguous) read as ``view`` = (shape, element strides), as a new array."""
+    shape, st = view
+    flat = np.ascontiguousarray(x).reshape(-1)
+    return np.lib.stride_tricks.as_strided(flat, shape, [s * flat.itemsize for s in st]).copy()
+
+
+def _matmul(n, x, w, *rest):
+    """matmul, with the compiler's ``a_transpose``, ``a_view`` / ``b_view`` (operand read through
+    strides) and ``out_view`` (the output stored permuted: strides of the natural output's
+    dimensions) and an epilogue over the node's other operands."""
+    a = n.attrs
+    x = _strided(x, a["a_view"]) if "a_view" in a else x
+    x = np.swapaxes(x, -1, -2) if a.get("a_transpose") else x
+    w = _strided(w, a["b_view"]) if "b_view" in a else w
+    y = x @ w
+    if "out_view" in a:
+        out = np.zeros(n.outputs[0].shape)
+        flat = out.reshape(-1)
+        np.lib.stride_tricks.as_strided(flat, y.shape, [max(s, 0) * flat.itemsize for s in a["out_view"]])[...] = y
+        y = out
+    return _steps(a.get("epilogue") or [], y, [x, w, *rest])
+
+
 def _bn(a, x, mean, var, scale=None, bias=None):
     shape = [1] * x.ndim
     shape[a["axis"]] = -1
@@ -75,6 +99,7 @@ EVAL = {
     "reshape": lambda n, x: x.reshape(n.outputs[0].shape),
     "conv2d": lambda n, *xs: _conv(n.attrs, *xs),
     "gemm": lambda n, *xs: _gemm(n.attrs, *xs),
+    "matmul": _matmul,
     "average_pool2d": lambda n, x: _pool(n.attrs, x),
     "max_pool2d": lambda n, x: _max_pool(n.attrs, x),
     "reduce_mean": lambda n, x: x.mean(axis=tuple(n.attrs["axes"]), keepdims=n.attrs["keep"]),
