@@ -769,6 +769,41 @@ def _lower_matmul_views(node, lc) -> None:
                    o_bst=[o_bst[d] for d in keep], o_sp=out_st[-2])
 
 
+@lowering("matmul_layer_norm")
+def lower_matmul_layer_norm(node, lc) -> None:
+    """matmul_layer_norm (the compiler's ``fuse_matmul_layer_norm``): ``matmul/layer_norm.wgsl``,
+    one invocation per row: the product with its epilogue, then the layer normalization over the
+    row with its own. B is packed to a multiple of 4 columns (a uniform buffer where it fits)."""
+    from types import SimpleNamespace
+
+    from .norm import _literal
+
+    split = node.attrs["split"]
+    mm_inputs, ln_inputs = node.inputs[:split], node.inputs[split:]
+    a, b = mm_inputs[0], mm_inputs[1]
+    out = node.outputs[0]
+    K, N = b.shape
+    R = out.size // N
+    product = SimpleNamespace(op="matmul", inputs=list(mm_inputs), attrs=node.attrs["product"])
+    norm = SimpleNamespace(op="layer_normalization", inputs=[None, *ln_inputs], attrs=node.attrs["norm"])
+    ep = _epilogue.build(product, out, _epilogue.steps_of(product), chan_axis=len(out.shape) - 1)
+    ep2 = _epilogue.build(norm, out, _epilogue.steps_of(norm), chan_axis=len(out.shape) - 1, first_binding="f",
+                          name="norm_epilogue")
+    packed = _pack_b(b, K, N, False)
+    bm = packed[0] if packed is not None else b
+    ubo = uniform_copy(lc, bm)
+    sc, bi = (ln_inputs + [None, None])[:2]
+    ins = [("a", a), ("b", ubo if ubo is not None else bm)] + ep.operands
+    ins += [(n, v) for n, v in (("scale", sc), ("bias", bi)) if v is not None] + ep2.operands
+    wg = 8 if R <= 4 * TILE_SMALL_WORKGROUP else TILE_SMALL_WORKGROUP
+    step = lc.kernel("matmul/layer_norm.wgsl", ins, [("out", out)], R, workgroup=wg, R=R, K=K, N=N,
+                     a_vec=K % 4 == 0, b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
+                     has_scale=sc is not None, has_bias=bi is not None,
+                     epsilon=_literal(node.attrs["norm"]["epsilon"]), ep=ep, ep2=ep2)
+    step.flops = 2 * R * N * K
+    step.note = _size_note(R, K, N, 1, 1, 1, "layer_norm" + (" ubo" if ubo is not None else ""))
+
+
 # ---------------------------------------------------------------- gemm
 # IDL: MLOperand gemm(MLOperand a, MLOperand b, optional MLGemmOptions options = {});
 @builder_method

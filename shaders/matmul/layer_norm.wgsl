@@ -1,0 +1,88 @@
+{#-
+  matmul/layer_norm.wgsl: a product whose rows a layer normalization over the last axis reads
+  (the compiler's fuse_matmul_layer_norm): one invocation per output row computes its N values
+  (vec4 accumulators, A's row and B's rows in order of k), applies the product's epilogue (a
+  bias, a residual add), then the row's mean and variance (two passes over the registers, as
+  norm/layer_norm.wgsl), and stores (x - mean) / sqrt(variance + epsilon) * scale + bias
+  through the normalization's own epilogue. One launch and no intermediate tensor instead of two
+  (webnn_gpu/ops/linalg.py `lower_matmul_layer_norm`).
+
+  Context:
+    R, K, N      rows (all batches), multiply-adds per output, columns (N4 = ceil(N / 4) vec4s)
+    a_vec        A's rows start at multiples of 4 values and K % 4 == 0: vec4 loads of A
+    b_uniform    vec4s of B's float32 uniform buffer (zero-padded), or 0: B in a storage buffer
+    B            [K, 4 * N4] row-major, zero-padded columns (linalg._pack_b)
+    has_scale, has_bias, epsilon   the normalization's (epsilon a WGSL f32 literal)
+    ep, ep2      the product's epilogue (before the statistics) and the normalization's
+  Bindings: a, b, ep operands..., [scale], [bias], ep2 operands..., out.
+  Workgroup: (k.workgroup, 1, 1), one invocation per row, 2-D folded dispatch.
+-#}
+{% import "_lib/tile.wgsl" as tl %}
+{% set N4 = (N + 3) // 4 %}
+{{ tl.decl(0, "a", "f32", a_vec, false) }}
+{{ tl.weights(1, "b", "f32", true, b_uniform) }}
+{{ tl.epilogue_decls(ep, 2) }}
+{% set at = 2 + ep.operands | length %}
+{% if has_scale %}
+@group(0) @binding({{ at }}) var<storage, read> scale: array<f32>;
+{% endif %}
+{% if has_bias %}
+@group(0) @binding({{ at + (1 if has_scale else 0) }}) var<storage, read> bias: array<f32>;
+{% endif %}
+{% set at2 = at + (1 if has_scale else 0) + (1 if has_bias else 0) %}
+{{ tl.epilogue_decls(ep2, at2) }}
+{{ tl.decl(at2 + ep2.operands | length, "out", "f32", false, true) }}
+{{ tl.epilogue_fns(ep) }}
+{{ tl.epilogue_fns(ep2) }}
+
+@compute @workgroup_size({{ k.workgroup }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let r = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
+  if (r >= {{ R }}u) { return; }
+{% for j in range(N4) %}
+  var c{{ j }} = vec4<f32>(0.0);
+{% endfor %}
+{% if a_vec %}
+  for (var k4 = 0u; k4 < {{ K // 4 }}u; k4 = k4 + 1u) {
+    let av = a[r * {{ K // 4 }}u + k4];
+{% for i in range(4) %}
+    let bk{{ i }} = (4u * k4 + {{ i }}u) * {{ N4 }}u;
+{% for j in range(N4) %}
+    c{{ j }} = c{{ j }} + av[{{ i }}] * vec4<f32>(b[bk{{ i }} + {{ j }}u]);
+{% endfor %}
+{% endfor %}
+  }
+{% else %}
+  for (var k = 0u; k < {{ K }}u; k = k + 1u) {
+    let av = f32(a[r * {{ K }}u + k]);
+    let bk = k * {{ N4 }}u;
+{% for j in range(N4) %}
+    c{{ j }} = c{{ j }} + av * vec4<f32>(b[bk + {{ j }}u]);
+{% endfor %}
+  }
+{% endif %}
+  let o = r * {{ N }}u;
+  var s = 0.0;
+{% for n in range(N) %}
+  let x{{ n }} = {{ tl.apply(ep, "c" ~ (n // 4) ~ "[" ~ (n % 4) ~ "]", "o + " ~ n ~ "u", n ~ "u") }};
+  s = s + x{{ n }};
+{% endfor %}
+  let mean = s / {{ N }}.0;
+  var v = 0.0;
+{% for n in range(N) %}
+  v = v + (x{{ n }} - mean) * (x{{ n }} - mean);
+{% endfor %}
+  let inv = 1.0 / sqrt(v / {{ N }}.0 + {{ epsilon }});
+{% for n in range(N) %}
+  {
+    var y = (x{{ n }} - mean) * inv;
+{% if has_scale %}
+    y = y * scale[{{ n }}u];
+{% endif %}
+{% if has_bias %}
+    y = y + bias[{{ n }}u];
+{% endif %}
+    out[o + {{ n }}u] = {{ tl.apply(ep2, "y", "o + " ~ n ~ "u", n ~ "u") }};
+  }
+{% endfor %}
+}

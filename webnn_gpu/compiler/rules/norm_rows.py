@@ -1,0 +1,87 @@
+"""Rules on small products whose rows a normalization reads: one kernel for both.
+
+A transformer block normalizes the rows of its projections (``LayerNormalization(x +
+Dense(y))``): a matmul with a bias and a residual add as its epilogue, then a layer
+normalization over the last axis. At a short sequence both are a few microseconds of work and a
+launch each (about 45 us of wall time on lavapipe).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from ..._env import DEBUG
+from ..._ir import GraphView, Node
+
+log = logging.getLogger("webnn_gpu")
+
+#: Longest row (N) the fused kernel keeps in registers (N / 4 vec4 accumulators) ...
+NORM_MAX_N = 64
+#: ... and most multiply-adds of the product: one invocation computes a whole row, so a large
+#: product would run on few invocations (the tile kernel spreads it over tiles).
+NORM_MAX_MACS = 1 << 17
+
+
+def _norm_ok(ln: Node) -> bool:
+    """A float32 layer normalization over the last axis alone, its scale and bias (if any) along
+    it, an epilogue that does not read the normalized input itself."""
+    x = ln.inputs[0]
+    r = len(x.shape)
+    if ln.op != "layer_normalization" or len(ln.outputs) != 1 or x.data_type != "float32" or r < 2:
+        return False
+    if list(ln.attrs.get("axes", ())) != [r - 1] or list(ln.attrs.get("param_axes", ())) != [r - 1]:
+        return False
+    if any(v is not None and tuple(v.shape) != (x.shape[-1],) for v in ln.inputs[1:3]):
+        return False
+    return not any(st.get("input") == 0 for st in ln.attrs.get("epilogue") or [])
+
+
+def _product_ok(mm: Node) -> bool:
+    """A float32 matmul of a row-major A by a constant 2-D B (no operand views, no transposed A),
+    short rows and few multiply-adds (:data:`NORM_MAX_N`, :data:`NORM_MAX_MACS`)."""
+    if mm.op != "matmul" or len(mm.outputs) != 1 or mm.outputs[0].data_type != "float32":
+        return False
+    if any(k in mm.attrs for k in ("a_transpose", "a_view", "b_view", "out_view")):
+        return False
+    a, b, out = mm.inputs[0], mm.inputs[1], mm.outputs[0]
+    if b.kind != "constant" or b.data is None or len(b.shape) != 2 or tuple(a.shape[:-1]) != tuple(out.shape[:-1]):
+        return False
+    K, N = b.shape
+    return N <= NORM_MAX_N and math.prod(out.shape) * K <= NORM_MAX_MACS
+
+
+def fuse_matmul_layer_norm(nodes: list, outputs: dict, context=None) -> list:
+    """``layer_normalization(matmul(a, B), axes=[last])`` becomes one ``matmul_layer_norm`` node
+    (``matmul/layer_norm.wgsl``): one invocation per row computes the row, the product's
+    epilogue, the statistics and the normalized outputs with the normalization's epilogue.
+
+    The node's inputs are the matmul's, then the normalization's scale, bias and epilogue
+    operands (``attrs["split"]``: how many are the matmul's); ``attrs["product"]`` and
+    ``attrs["norm"]`` are the two nodes' attributes (their epilogue steps index their own
+    inputs: the normalization's input 0 is the product).
+
+    Fires where the product is float32 with a constant 2-D B and at most :data:`NORM_MAX_N`
+    columns and :data:`NORM_MAX_MACS` multiply-adds, its only reader is the normalization (over
+    the last axis, scale and bias along it) and it is no graph output. float16 stays two kernels
+    (the product would not be rounded to float16 before the statistics).
+    """
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for ln in nodes:
+        if ln.op != "layer_normalization" or not _norm_ok(ln):
+            continue
+        x = ln.inputs[0]
+        mm = g.producer(x)
+        if mm is None or mm.id in dropped or mm.id in replaced or not _product_ok(mm):
+            continue
+        if g.sole_consumer(x) is not ln or g.is_output(x):
+            continue
+        inputs = list(mm.inputs) + list(ln.inputs[1:])
+        attrs = {"split": len(mm.inputs), "product": dict(mm.attrs), "norm": dict(ln.attrs)}
+        replaced[ln.id] = Node("matmul_layer_norm", inputs, list(ln.outputs), attrs, f"{mm.label}+{ln.label}")
+        dropped.add(mm.id)
+        if DEBUG >= 2:
+            log.debug("fuse_matmul_layer_norm: [%s] + [%s]", mm.label, ln.label)
+    return g.replace(replaced, dropped)
