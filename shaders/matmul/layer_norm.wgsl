@@ -1,7 +1,7 @@
 {#-
   matmul/layer_norm.wgsl: a product whose rows a layer normalization over the last axis reads
   (the compiler's fuse_matmul_layer_norm): one invocation per output row computes its N values
-  (vec4 accumulators, A's row and B's rows in order of k), applies the product's epilogue (a
+  (an array of vec4 accumulators, A's row and B's rows in order of k; loops, not unrolled: LLVM compiles a 64-column row in a fraction of the unrolled time), applies the product's epilogue (a
   bias, a residual add), then the row's mean and variance (two passes over the registers, as
   norm/layer_norm.wgsl), and stores (x - mean) / sqrt(variance + epsilon) * scale + bias
   through the normalization's own epilogue. One launch and no intermediate tensor instead of two
@@ -39,50 +39,47 @@
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let r = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
   if (r >= {{ R }}u) { return; }
-{% for j in range(N4) %}
-  var c{{ j }} = vec4<f32>(0.0);
-{% endfor %}
+  var c: array<vec4<f32>, {{ N4 }}>;
+  for (var j = 0u; j < {{ N4 }}u; j = j + 1u) { c[j] = vec4<f32>(0.0); }
 {% if a_vec %}
   for (var k4 = 0u; k4 < {{ K // 4 }}u; k4 = k4 + 1u) {
     let av = a[r * {{ K // 4 }}u + k4];
-{% for i in range(4) %}
-    let bk{{ i }} = (4u * k4 + {{ i }}u) * {{ N4 }}u;
-{% for j in range(N4) %}
-    c{{ j }} = c{{ j }} + av[{{ i }}] * vec4<f32>(b[bk{{ i }} + {{ j }}u]);
-{% endfor %}
-{% endfor %}
+    let bk = 4u * k4 * {{ N4 }}u;
+    for (var j = 0u; j < {{ N4 }}u; j = j + 1u) {
+      c[j] = c[j] + av.x * vec4<f32>(b[bk + j]) + av.y * vec4<f32>(b[bk + {{ N4 }}u + j])
+           + av.z * vec4<f32>(b[bk + {{ 2 * N4 }}u + j]) + av.w * vec4<f32>(b[bk + {{ 3 * N4 }}u + j]);
+    }
   }
 {% else %}
   for (var k = 0u; k < {{ K }}u; k = k + 1u) {
     let av = f32(a[r * {{ K }}u + k]);
     let bk = k * {{ N4 }}u;
-{% for j in range(N4) %}
-    c{{ j }} = c{{ j }} + av * vec4<f32>(b[bk + {{ j }}u]);
-{% endfor %}
+    for (var j = 0u; j < {{ N4 }}u; j = j + 1u) { c[j] = c[j] + av * vec4<f32>(b[bk + j]); }
   }
 {% endif %}
   let o = r * {{ N }}u;
+  var x: array<f32, {{ N }}>;
   var s = 0.0;
-{% for n in range(N) %}
-  let x{{ n }} = {{ tl.apply(ep, "c" ~ (n // 4) ~ "[" ~ (n % 4) ~ "]", "o + " ~ n ~ "u", n ~ "u") }};
-  s = s + x{{ n }};
-{% endfor %}
+  for (var n = 0u; n < {{ N }}u; n = n + 1u) {
+    let v = {{ tl.apply(ep, "c[n / 4u][n % 4u]", "o + n", "n") }};
+    x[n] = v;
+    s = s + v;
+  }
   let mean = s / {{ N }}.0;
-  var v = 0.0;
-{% for n in range(N) %}
-  v = v + (x{{ n }} - mean) * (x{{ n }} - mean);
-{% endfor %}
-  let inv = 1.0 / sqrt(v / {{ N }}.0 + {{ epsilon }});
-{% for n in range(N) %}
-  {
-    var y = (x{{ n }} - mean) * inv;
+  var q = 0.0;
+  for (var n = 0u; n < {{ N }}u; n = n + 1u) {
+    let d = x[n] - mean;
+    q = q + d * d;
+  }
+  let inv = 1.0 / sqrt(q / {{ N }}.0 + {{ epsilon }});
+  for (var n = 0u; n < {{ N }}u; n = n + 1u) {
+    var y = (x[n] - mean) * inv;
 {% if has_scale %}
-    y = y * scale[{{ n }}u];
+    y = y * scale[n];
 {% endif %}
 {% if has_bias %}
-    y = y + bias[{{ n }}u];
+    y = y + bias[n];
 {% endif %}
-    out[o + {{ n }}u] = {{ tl.apply(ep2, "y", "o + " ~ n ~ "u", n ~ "u") }};
+    out[o + n] = {{ tl.apply(ep2, "y", "o + n", "n") }};
   }
-{% endfor %}
 }

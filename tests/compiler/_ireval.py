@@ -71,6 +71,32 @@ def _matmul(n, x, w, *rest):
     return _steps(a.get("epilogue") or [], y, [x, w, *rest])
 
 
+def _matmul_layer_norm(n, *xs):
+    """fuse_matmul_layer_norm's node: the matmul of its first ``split`` inputs (with its epilogue),
+    then a layer normalization over the last axis with the rest (scale, bias, epilogue operands)."""
+    from types import SimpleNamespace
+
+    k = n.attrs["split"]
+    y = _matmul(SimpleNamespace(attrs=n.attrs["product"], outputs=n.outputs), *xs[:k])
+    rest = list(xs[k:])
+    scale, bias = (rest + [None, None])[:2]
+    mean = y.mean(-1, keepdims=True)
+    y = (y - mean) / np.sqrt(((y - mean) ** 2).mean(-1, keepdims=True) + n.attrs["norm"]["epsilon"])
+    y = y if scale is None else y * scale
+    y = y if bias is None else y + bias
+    return _steps(n.attrs["norm"].get("epilogue") or [], y, [None, *rest])
+
+
+def _layer_norm(n, x, scale=None, bias=None, *rest):
+    axes = tuple(n.attrs["axes"])
+    mean = x.mean(axes, keepdims=True)
+    y = (x - mean) / np.sqrt(((x - mean) ** 2).mean(axes, keepdims=True) + n.attrs["epsilon"])
+    shape = [x.shape[d] if d in axes else 1 for d in range(x.ndim)]
+    y = y if scale is None else y * scale.reshape(shape)
+    y = y if bias is None else y + bias.reshape(shape)
+    return _steps(n.attrs.get("epilogue") or [], y, [x, scale, bias, *rest])
+
+
 def _bn(a, x, mean, var, scale=None, bias=None):
     shape = [1] * x.ndim
     shape[a["axis"]] = -1
@@ -100,6 +126,8 @@ EVAL = {
     "conv2d": lambda n, *xs: _conv(n.attrs, *xs),
     "gemm": lambda n, *xs: _gemm(n.attrs, *xs),
     "matmul": _matmul,
+    "matmul_layer_norm": _matmul_layer_norm,
+    "layer_normalization": _layer_norm,
     "average_pool2d": lambda n, x: _pool(n.attrs, x),
     "max_pool2d": lambda n, x: _max_pool(n.attrs, x),
     "reduce_mean": lambda n, x: x.mean(axis=tuple(n.attrs["axes"]), keepdims=n.attrs["keep"]),

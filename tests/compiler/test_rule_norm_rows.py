@@ -1,0 +1,85 @@
+"""fuse_matmul_layer_norm: a small product and the layer normalization of its rows become one
+``matmul_layer_norm`` node. GPU-free IR tests (``checked_rewrite`` compares both graphs in
+float64) of where it fires and the near misses; GPU checks in tests/ops/test_matmul_layer_norm.py."""
+
+from __future__ import annotations
+
+import numpy as np
+from _irb import IR
+from _ireval import checked_rewrite
+
+from webnn_gpu.compiler.rules import norm_rows
+from webnn_gpu.compiler.rules.norm_rows import fuse_matmul_layer_norm
+
+TOL = dict(rtol=1e-9, atol=1e-9)
+
+
+def _block(ir: IR, *, T=6, K=8, N=12, scale=True, bias=True, ln_epilogue=None, axes=None, B=None):
+    rng = np.random.default_rng(3)
+    x, res = ir.input((1, T, K)), ir.input((1, T, N))
+    w = ir.const(rng.standard_normal((K, N)) if B is None else B)
+    c = ir.const(rng.standard_normal(N))
+    y = ir.op("matmul", [x, w, c, res], (1, T, N),
+              epilogue=[{"op": "add", "input": 2, "axis": 2}, {"op": "add", "input": 3}])
+    params = [ir.const(rng.standard_normal(N)) if on else None for on in (scale, bias)]
+    ax = [2] if axes is None else axes
+    extra = {} if ln_epilogue is None else {"epilogue": ln_epilogue}
+    z = ir.op("layer_normalization", [y, *params], (1, T, N), axes=ax, param_axes=ax, epsilon=1e-5, **extra)
+    return y, z
+
+
+def test_the_product_and_its_normalization_become_one_node():
+    ir = IR()
+    y, z = _block(ir)
+    new = checked_rewrite(fuse_matmul_layer_norm, ir, {"z": z}, **TOL)
+    (node,) = new
+    assert node.op == "matmul_layer_norm" and node.outputs == [z] and node.attrs["split"] == 4
+
+
+def test_without_scale_or_bias_and_with_a_tail():
+    ir = IR()
+    y, z = _block(ir, scale=False, bias=True, ln_epilogue=[{"op": "relu"}])
+    (node,) = checked_rewrite(fuse_matmul_layer_norm, ir, {"z": z}, **TOL)
+    assert node.inputs[4] is None and node.attrs["norm"]["epilogue"] == [{"op": "relu"}]
+
+
+def test_the_size_limits(monkeypatch):
+    ir = IR()
+    y, z = _block(ir, T=6, K=8, N=12)
+    monkeypatch.setattr(norm_rows, "NORM_MAX_MACS", 6 * 8 * 12 - 1)
+    assert fuse_matmul_layer_norm(ir.nodes, {"z": z}) == ir.nodes
+    monkeypatch.setattr(norm_rows, "NORM_MAX_MACS", 6 * 8 * 12)
+    assert [n.op for n in fuse_matmul_layer_norm(ir.nodes, {"z": z})] == ["matmul_layer_norm"]
+    monkeypatch.setattr(norm_rows, "NORM_MAX_N", 11)
+    assert fuse_matmul_layer_norm(ir.nodes, {"z": z}) == ir.nodes
+
+
+# ---------------------------------------------------------------- near misses
+def test_a_second_reader_or_a_graph_output_keeps_both():
+    ir = IR()
+    y, z = _block(ir)
+    n = ir.op("neg", [y])
+    assert fuse_matmul_layer_norm(ir.nodes, {"z": z, "n": n}) == ir.nodes
+    ir = IR()
+    y, z = _block(ir)
+    assert fuse_matmul_layer_norm(ir.nodes, {"z": z, "y": y}) == ir.nodes
+
+
+def test_other_axes_float16_or_a_computed_b_keep_both():
+    ir = IR()
+    y, z = _block(ir, axes=[1, 2])
+    assert fuse_matmul_layer_norm(ir.nodes, {"z": z}) == ir.nodes
+    ir = IR("float16")
+    y, z = _block(ir)
+    assert fuse_matmul_layer_norm(ir.nodes, {"z": z}) == ir.nodes
+    ir = IR()
+    x, wi = ir.input((1, 6, 8)), ir.input((8, 12))
+    y = ir.op("matmul", [x, wi], (1, 6, 12))
+    z = ir.op("layer_normalization", [y, None, None], (1, 6, 12), axes=[2], param_axes=[2], epsilon=1e-5)
+    assert fuse_matmul_layer_norm(ir.nodes, {"z": z}) == ir.nodes
+
+
+def test_a_normalization_tail_reading_its_own_input_keeps_both():
+    ir = IR()
+    y, z = _block(ir, ln_epilogue=[{"op": "add", "input": 0}])
+    assert fuse_matmul_layer_norm(ir.nodes, {"z": z}) == ir.nodes
