@@ -14,7 +14,8 @@
     B            [K, 4 * N4] row-major, zero-padded columns (linalg._pack_b)
     has_scale, has_bias, epsilon   the normalization's (epsilon a WGSL f32 literal)
     ep, ep2      the product's epilogue (before the statistics) and the normalization's
-  Bindings: a, b, ep operands..., [scale], [bias], ep2 operands..., out.
+    keep         also store the product (after its epilogue) to `prod` (its other readers)
+  Bindings: a, b, ep operands..., [scale], [bias], ep2 operands..., out, [prod].
   Workgroup: (k.workgroup, 1, 1), one invocation per row, 2-D folded dispatch.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
@@ -32,6 +33,9 @@
 {% set at2 = at + (1 if has_scale else 0) + (1 if has_bias else 0) %}
 {{ tl.epilogue_decls(ep2, at2) }}
 {{ tl.decl(at2 + ep2.operands | length, "out", "f32", false, true) }}
+{% if keep %}
+{{ tl.decl(at2 + ep2.operands | length + 1, "prod", "f32", false, true) }}
+{% endif %}
 {{ tl.epilogue_fns(ep) }}
 {{ tl.epilogue_fns(ep2) }}
 
@@ -63,6 +67,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   for (var n = 0u; n < {{ N }}u; n = n + 1u) {
     let v = {{ tl.apply(ep, "c[n / 4u][n % 4u]", "o + n", "n") }};
     x[n] = v;
+{% if keep %}
+    prod[o + n] = v;
+{% endif %}
     s = s + v;
   }
   let mean = s / {{ N }}.0;

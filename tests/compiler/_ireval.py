@@ -71,20 +71,21 @@ def _matmul(n, x, w, *rest):
     return _steps(a.get("epilogue") or [], y, [x, w, *rest])
 
 
-def _matmul_layer_norm(n, *xs):
+def _matmul_layer_norm(n, *xs, both=False):
     """fuse_matmul_layer_norm's node: the matmul of its first ``split`` inputs (with its epilogue),
     then a layer normalization over the last axis with the rest (scale, bias, epilogue operands)."""
     from types import SimpleNamespace
 
     k = n.attrs["split"]
-    y = _matmul(SimpleNamespace(attrs=n.attrs["product"], outputs=n.outputs), *xs[:k])
+    y = prod = _matmul(SimpleNamespace(attrs=n.attrs["product"], outputs=n.outputs), *xs[:k])
     rest = list(xs[k:])
     scale, bias = (rest + [None, None])[:2]
     mean = y.mean(-1, keepdims=True)
     y = (y - mean) / np.sqrt(((y - mean) ** 2).mean(-1, keepdims=True) + n.attrs["norm"]["epsilon"])
     y = y if scale is None else y * scale
     y = y if bias is None else y + bias
-    return _steps(n.attrs["norm"].get("epilogue") or [], y, [None, *rest])
+    y = _steps(n.attrs["norm"].get("epilogue") or [], y, [None, *rest])
+    return (y, prod) if both else y
 
 
 def _layer_norm(n, x, scale=None, bias=None, *rest):
@@ -184,6 +185,8 @@ def evaluate(nodes, outputs, feeds):
                 y = _steps(node.attrs["side"], y, xs)
             else:
                 env[node.outputs[1].id] = _steps(node.attrs["side"], y, xs)
+        elif node.op == "matmul_layer_norm" and len(node.outputs) > 1:  # the product stored too
+            y, env[node.outputs[1].id] = _matmul_layer_norm(node, *xs, both=True)
         else:
             y = EVAL[node.op](node, *xs)
         assert y.shape == tuple(node.outputs[0].shape), (node, y.shape)

@@ -54,15 +54,32 @@ def test_the_size_limits(monkeypatch):
     assert fuse_matmul_layer_norm(ir.nodes, {"z": z}) == ir.nodes
 
 
-# ---------------------------------------------------------------- near misses
-def test_a_second_reader_or_a_graph_output_keeps_both():
+def test_a_product_read_elsewhere_is_stored_too_in_its_place():
+    """A pre-norm block: the sum feeds the normalization and the next residual add (here read
+    before the normalization)."""
     ir = IR()
     y, z = _block(ir)
+    ln = ir.nodes.pop()
     n = ir.op("neg", [y])
-    assert fuse_matmul_layer_norm(ir.nodes, {"z": z, "n": n}) == ir.nodes
+    ir.nodes.append(ln)
+    new = checked_rewrite(fuse_matmul_layer_norm, ir, {"z": z, "n": n}, **TOL)
+    assert [x.op for x in new] == ["matmul_layer_norm", "neg"] and new[0].outputs == [z, y]
     ir = IR()
     y, z = _block(ir)
-    assert fuse_matmul_layer_norm(ir.nodes, {"z": z, "y": y}) == ir.nodes
+    (node,) = checked_rewrite(fuse_matmul_layer_norm, ir, {"z": z, "y": y}, **TOL)
+    assert node.outputs == [z, y]
+
+
+# ---------------------------------------------------------------- near misses
+def test_a_stored_product_needs_the_normalizations_operands_before_it():
+    ir = IR()
+    y, z = _block(ir, scale=False, bias=False)
+    ln = ir.nodes.pop()
+    n = ir.op("neg", [y])
+    late = ir.op("neg", [ir.input((12,))])
+    ir.op("layer_normalization", [y, late, None], (1, 6, 12), axes=[2], param_axes=[2], epsilon=1e-5)
+    z2 = ir.nodes[-1].outputs[0]
+    assert fuse_matmul_layer_norm(ir.nodes, {"z": z2, "n": n}) == ir.nodes
 
 
 def test_other_axes_float16_or_a_computed_b_keep_both():

@@ -52,3 +52,27 @@ def test_near_misses_keep_two_kernels(ctx, rng, N, dt, tol):
     got = run_graph(ctx, build, {"x": x, "r": r})["z"].astype(np.float64)
     np.testing.assert_allclose(got, _ref(x, r, w, c, g, be, False), rtol=tol, atol=tol)
     assert "matmul/layer_norm.wgsl" not in kernel_templates(ctx, build, {"x": x, "r": r})
+
+
+def test_a_product_read_elsewhere_is_stored_by_the_same_kernel(ctx, rng):
+    """A pre-norm block: the sum is normalized and also read by another op (and a graph output)."""
+    T, K, N = 9, 12, 20
+    x = rng.standard_normal((1, T, K)).astype(np.float32)
+    r = rng.standard_normal((1, T, N)).astype(np.float32)
+    w, c = (rng.standard_normal((K, N)) / np.sqrt(K)).astype(np.float32), rng.standard_normal(N).astype(np.float32)
+    g, be = rng.standard_normal(N).astype(np.float32), rng.standard_normal(N).astype(np.float32)
+
+    def build(b, o):
+        y = b.add(b.add(b.matmul(o["x"], b.constant({"data_type": "float32", "shape": [K, N]}, w)),
+                        b.constant({"data_type": "float32", "shape": [N]}, c)), o["r"])
+        z = b.layer_normalization(y, axes=[2], epsilon=1e-3, scale=b.constant({"data_type": "float32", "shape": [N]}, g),
+                                  bias=b.constant({"data_type": "float32", "shape": [N]}, be))
+        return {"z": b.sigmoid(z), "y": y, "y2": b.mul(y, y)}
+
+    got = run_graph(ctx, build, {"x": x, "r": r})
+    y = x.astype(np.float64) @ w + c + r
+    z = _ref(x, r, w, c, g, be, False)
+    np.testing.assert_allclose(got["y"], y, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["z"], 1 / (1 + np.exp(-z)), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got["y2"], y * y, rtol=1e-4, atol=1e-4)
+    assert kernel_templates(ctx, build, {"x": x, "r": r})[0] == "matmul/layer_norm.wgsl"

@@ -772,8 +772,9 @@ def _lower_matmul_views(node, lc) -> None:
 @lowering("matmul_layer_norm")
 def lower_matmul_layer_norm(node, lc) -> None:
     """matmul_layer_norm (the compiler's ``fuse_matmul_layer_norm``): ``matmul/layer_norm.wgsl``,
-    one invocation per row: the product with its epilogue, then the layer normalization over the
-    row with its own. B is packed to a multiple of 4 columns (a uniform buffer where it fits)."""
+    one invocation per row: the product with its epilogue (also stored where the node has a
+    second output), then the layer normalization over the row with its own. B is packed to a
+    multiple of 4 columns (a uniform buffer where it fits)."""
     from types import SimpleNamespace
 
     from .norm import _literal
@@ -796,7 +797,8 @@ def lower_matmul_layer_norm(node, lc) -> None:
     ins = [("a", a), ("b", ubo if ubo is not None else bm)] + ep.operands
     ins += [(n, v) for n, v in (("scale", sc), ("bias", bi)) if v is not None] + ep2.operands
     wg = 8 if R <= 4 * TILE_SMALL_WORKGROUP else TILE_SMALL_WORKGROUP
-    step = lc.kernel("matmul/layer_norm.wgsl", ins, [("out", out)], R, workgroup=wg, R=R, K=K, N=N,
+    outs = [("out", out)] + ([("prod", node.outputs[1])] if len(node.outputs) > 1 else [])
+    step = lc.kernel("matmul/layer_norm.wgsl", ins, outs, R, workgroup=wg, R=R, K=K, N=N, keep=len(outs) > 1,
                      a_vec=K % 4 == 0, b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
                      has_scale=sc is not None, has_bias=bi is not None,
                      epsilon=_literal(node.attrs["norm"]["epsilon"]), ep=ep, ep2=ep2)

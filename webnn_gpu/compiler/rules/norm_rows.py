@@ -51,6 +51,17 @@ def _product_ok(mm: Node) -> bool:
     return N <= NORM_MAX_N and math.prod(out.shape) * K <= NORM_MAX_MACS
 
 
+def _ready_before(g: GraphView, values, node: Node) -> bool:
+    """Whether every value of ``values`` is ready before ``node`` runs (no value, a constant or
+    an input, or computed by an earlier node)."""
+    at = {n.id: i for i, n in enumerate(g.nodes)}
+    for v in values:
+        p = g.producer(v) if v is not None else None
+        if p is not None and at[p.id] >= at[node.id]:
+            return False
+    return True
+
+
 def fuse_matmul_layer_norm(nodes: list, outputs: dict, context=None) -> list:
     """``layer_normalization(matmul(a, B), axes=[last])`` becomes one ``matmul_layer_norm`` node
     (``matmul/layer_norm.wgsl``): one invocation per row computes the row, the product's
@@ -62,9 +73,11 @@ def fuse_matmul_layer_norm(nodes: list, outputs: dict, context=None) -> list:
     inputs: the normalization's input 0 is the product).
 
     Fires where the product is float32 with a constant 2-D B and at most :data:`NORM_MAX_N`
-    columns and :data:`NORM_MAX_MACS` multiply-adds, its only reader is the normalization (over
-    the last axis, scale and bias along it) and it is no graph output. float16 stays two kernels
-    (the product would not be rounded to float16 before the statistics).
+    columns and :data:`NORM_MAX_MACS` multiply-adds and the normalization runs over the last axis
+    (scale and bias along it). Where the product has other readers or is a graph output (a
+    pre-norm block's residual stream), the node also stores it as a second output and takes the
+    matmul's place (the normalization's other operands must be ready there). float16 stays two
+    kernels (the product would not be rounded to float16 before the statistics).
     """
     g = GraphView(nodes, outputs)
     replaced: dict[int, Node] = {}
@@ -76,12 +89,21 @@ def fuse_matmul_layer_norm(nodes: list, outputs: dict, context=None) -> list:
         mm = g.producer(x)
         if mm is None or mm.id in dropped or mm.id in replaced or not _product_ok(mm):
             continue
-        if g.sole_consumer(x) is not ln or g.is_output(x):
+        keep = g.sole_consumer(x) is not ln or g.is_output(x)
+        if any(v is x for v in ln.inputs[1:]):
+            continue  # the normalization's tail reads the product: the node would read what it writes
+        if keep and not _ready_before(g, ln.inputs[1:], mm):
             continue
         inputs = list(mm.inputs) + list(ln.inputs[1:])
         attrs = {"split": len(mm.inputs), "product": dict(mm.attrs), "norm": dict(ln.attrs)}
-        replaced[ln.id] = Node("matmul_layer_norm", inputs, list(ln.outputs), attrs, f"{mm.label}+{ln.label}")
-        dropped.add(mm.id)
+        fused = Node("matmul_layer_norm", inputs, list(ln.outputs) + ([x] if keep else []), attrs,
+                     f"{mm.label}+{ln.label}")
+        if keep:  # the product's other readers may come before the normalization: in its place
+            replaced[mm.id] = fused
+            dropped.add(ln.id)
+        else:
+            replaced[ln.id] = fused
+            dropped.add(mm.id)
         if DEBUG >= 2:
             log.debug("fuse_matmul_layer_norm: [%s] + [%s]", mm.label, ln.label)
     return g.replace(replaced, dropped)
