@@ -931,7 +931,11 @@ class Gen:
         axes = self.pick(([2], [1, 2]))
         C = [shape[a] for a in axes]
         miss = self.pick((None, None, None, None, "reader", "output", "axes", "eps", "scale"))
-        x = self.input(shape)
+        if self.p(0.4):  # the rows of a product (fuse_matmul_layer_norm)
+            K = self.pick((4, 7))
+            x = self.emit("matmul", [self.input(shape[:-1] + [K]), self.made_const([K, shape[-1]], "filter")])
+        else:
+            x = self.input(shape)
 
         def mean(v, ax):
             return self.emit("reduce_mean", [v], {"axes": ax, "keep_dimensions": True})
