@@ -737,6 +737,23 @@ def lower_matmul(node, lc) -> None:
                    a_rs=a_rs, a_ks=a_ks, b_ks=b_ks, b_ns=b_ns, steps=_epilogue.steps_of(node), b_cols=b_cols)
 
 
+def _views(node):
+    """A matmul node's operands as it reads them: (A's shape, A's element strides, B's shape, B's
+    strides, the batch shape, the output's strides per dimension of ``batch + [M, N]``), with
+    ``a_transpose``, ``a_view``, ``b_view`` and ``out_view`` (the compiler's) applied."""
+    a, b = node.inputs[0], node.inputs[1]
+    a_shape, a_st = node.attrs.get("a_view") or (tuple(a.shape), tuple(strides(a.shape)))
+    if node.attrs.get("a_transpose"):  # a holds the transpose of its last two dimensions
+        a_shape = tuple(a_shape[:-2]) + (a_shape[-1], a_shape[-2])
+        a_st = tuple(a_st[:-2]) + (a_st[-1], a_st[-2])
+    b_shape, b_st = node.attrs.get("b_view") or (tuple(b.shape), tuple(strides(b.shape)))
+    r = max(len(a_shape), len(b_shape))
+    batch = [max(x, y) for x, y in zip([1] * (r - len(a_shape)) + list(a_shape[:-2]),
+                                       [1] * (r - len(b_shape)) + list(b_shape[:-2]))]
+    out_st = node.attrs.get("out_view") or tuple(strides(batch + [a_shape[-2], b_shape[-1]]))
+    return a_shape, a_st, b_shape, b_st, batch, tuple(out_st)
+
+
 def _lower_matmul_views(node, lc) -> None:
     """matmul with operands read through strides or an output stored permuted (the compiler's
     ``fold_matmul_views``): ``attrs["a_view"]`` / ``attrs["b_view"]`` = (shape, element strides)
@@ -745,28 +762,86 @@ def _lower_matmul_views(node, lc) -> None:
     ``[batch..., M, N]`` output in the node's output (columns contiguous). Batch dimensions of
     size 1 are dropped (fewer index terms; one batch dimension left can take
     ``matmul/small.wgsl``)."""
-    a, b = node.inputs[0], node.inputs[1]
-    at = bool(node.attrs.get("a_transpose"))
-    a_shape, a_st = node.attrs.get("a_view") or (tuple(a.shape), tuple(strides(a.shape)))
-    if at:  # a holds the transpose of its last two dimensions
-        a_shape = tuple(a_shape[:-2]) + (a_shape[-1], a_shape[-2])
-        a_st = tuple(a_st[:-2]) + (a_st[-1], a_st[-2])
-    b_shape, b_st = node.attrs.get("b_view") or (tuple(b.shape), tuple(strides(b.shape)))
+    a_shape, a_st, b_shape, b_st, batch, out_st = _views(node)
     M, K, N = a_shape[-2], a_shape[-1], b_shape[-1]
-    batch = [max(x, y) for x, y in zip(
-        [1] * (max(len(a_shape), len(b_shape)) - len(a_shape)) + list(a_shape[:-2]),
-        [1] * (max(len(a_shape), len(b_shape)) - len(b_shape)) + list(b_shape[:-2]))]
-    out_st = node.attrs.get("out_view")
-    if out_st is None:
-        out_st = tuple(strides(batch + [M, N]))
     a_bst = _view_offsets(a_shape, a_st, batch)
     b_bst = _view_offsets(b_shape, b_st, batch)
     o_bst = list(out_st[:-2])
     keep = [d for d in range(len(batch)) if batch[d] != 1]
-    _lower_product(node, lc, a, b, M=M, N=N, K=K, batch_shape=[batch[d] for d in keep],
+    _lower_product(node, lc, node.inputs[0], node.inputs[1], M=M, N=N, K=K, batch_shape=[batch[d] for d in keep],
                    a_bst=[a_bst[d] for d in keep], b_bst=[b_bst[d] for d in keep],
                    a_rs=a_st[-2], a_ks=a_st[-1], b_ks=b_st[-2], b_ns=b_st[-1], steps=_epilogue.steps_of(node),
                    o_bst=[o_bst[d] for d in keep], o_sp=out_st[-2])
+
+
+#: One invocation per query row of an attention block (``matmul/attention.wgsl``) up to this
+#: many keys (the row's scores are kept in a private array) ...
+ATTENTION_MAX_KEYS = 128
+#: ... and this depth of the queries and values (vec4 registers).
+ATTENTION_MAX_DEPTH = 64
+
+
+def attention_kernel(node, lc) -> bool:
+    """Lower an ``attention`` node (``webnn_gpu.fusions.attention``) as one
+    ``matmul/attention.wgsl`` launch where it applies, and return whether it did: float32, no
+    reshapes between the products and the softmax other than ones keeping the shape, the two
+    products over the same batch and rows, at most :data:`ATTENTION_MAX_KEYS` keys, depths that
+    are multiples of 4 up to :data:`ATTENTION_MAX_DEPTH`, q, k and v readable as vec4 along the
+    depth (through the products' views: a key matrix transposed by ``fold_matmul_views`` is).
+
+    One invocation per query row computes its scores (q . k_j with the scores' epilogue, a scale
+    or a mask), the softmax as ``norm/softmax.wgsl`` does (max, sum of exponentials, each
+    probability e / sum), and the probabilities times v with the context's epilogue, stored
+    through the context's output view: one launch instead of three, no scores or probabilities
+    in memory. ``WEBNN_GPU_FORCE_ATTENTION=split`` keeps the three kernels (for measurements).
+    """
+    att = node.attrs
+    scores, softmax, context = att.scores, att.softmax, att.context
+    if _env.force("attention") == "split":
+        return False
+    for v in (att.before, att.after):
+        if v is not None and tuple(v.inputs[0].shape) != tuple(v.outputs[0].shape):
+            return False
+    if (context.attrs.get("a_transpose") or "a_view" in context.attrs or "out_view" in scores.attrs
+            or scores.outputs[0].data_type != "float32"):
+        return False
+    if any(v is not None and v.data_type != "float32" for n in (scores, context) for v in n.inputs):
+        return False
+    q_shape, q_st, k_shape, k_st, s_batch, _ = _views(scores)
+    p_shape, _, v_shape, v_st, c_batch, o_st = _views(context)
+    M, D, L, Dv = q_shape[-2], q_shape[-1], k_shape[-1], v_shape[-1]
+    if tuple(scores.outputs[0].shape) != tuple(s_batch) + (M, L) or list(s_batch) != list(c_batch):
+        return False
+    if tuple(p_shape) != tuple(s_batch) + (M, L) or v_shape[-2] != L or softmax.attrs.get("axis") != len(p_shape) - 1:
+        return False
+    if L > ATTENTION_MAX_KEYS or D > ATTENTION_MAX_DEPTH or Dv > ATTENTION_MAX_DEPTH or D % 4 or Dv % 4:
+        return False
+    q_bst = _view_offsets(q_shape, q_st, s_batch)
+    k_bst = _view_offsets(k_shape, k_st, s_batch)
+    v_bst = _view_offsets(v_shape, v_st, s_batch)
+    o_bst = list(o_st[:-2])
+    vec = (q_st[-1] == 1 and k_st[-2] == 1 and v_st[-1] == 1 and o_st[-1] == 1
+           and all(x % 4 == 0 for x in [*q_bst, *k_bst, *v_bst, *o_bst, q_st[-2], k_st[-1], v_st[-2], o_st[-2]]))
+    if not vec:
+        return False
+    keep = [d for d in range(len(s_batch)) if s_batch[d] != 1]
+    batch = [s_batch[d] for d in keep]
+    ep_s = _epilogue.build(scores, scores.outputs[0], _epilogue.steps_of(scores),
+                           chan_axis=len(scores.outputs[0].shape) - 1)
+    out = context.outputs[0]
+    ep_c = _epilogue.build(context, out, _epilogue.steps_of(context), chan_axis=len(out.shape) - 1,
+                           first_binding="c", name="ctx_epilogue")
+    q, k, v = scores.inputs[0], scores.inputs[1], context.inputs[1]
+    R = math.prod(s_batch) * M
+    step = lc.kernel("matmul/attention.wgsl", [("q", q), ("k", k), ("v", v)] + ep_s.operands + ep_c.operands,
+                     [("out", out)], R, workgroup=TILE_SMALL_WORKGROUP if R >= 4 * TILE_SMALL_WORKGROUP else 8,
+                     R=R, M=M, D=D, L=L, Dv=Dv, batch_strides=strides(batch),
+                     q_bst=[q_bst[d] // 4 for d in keep], k_bst=[k_bst[d] // 4 for d in keep],
+                     v_bst=[v_bst[d] // 4 for d in keep], o_bst=[o_bst[d] for d in keep],
+                     q_rs=q_st[-2] // 4, k_ns=k_st[-1] // 4, v_ks=v_st[-2] // 4, o_sp=o_st[-2], ep=ep_s, ep2=ep_c)
+    step.flops = 2 * R * L * (D + Dv)
+    step.note = f"{M}x{D}x{L}->{Dv} b{R // M}"
+    return True
 
 
 @lowering("matmul_layer_norm")
