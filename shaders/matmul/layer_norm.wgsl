@@ -1,17 +1,20 @@
 {#-
-  matmul/layer_norm.wgsl: a product whose rows a layer normalization over the last axis reads
-  (the compiler's fuse_matmul_layer_norm): one invocation per output row computes its N values
+  matmul/layer_norm.wgsl: a product whose rows a layer normalization or a softmax over the last
+  axis reads (the compiler's fuse_matmul_layer_norm, fuse_matmul_softmax; the product a matmul or
+  a gemm): one invocation per output row computes its N values
   (an array of vec4 accumulators, A's row and B's rows in order of k; loops, not unrolled: LLVM compiles a 64-column row in a fraction of the unrolled time), applies the product's epilogue (a
   bias, a residual add), then the row's mean and variance (two passes over the registers, as
   norm/layer_norm.wgsl), and stores (x - mean) / sqrt(variance + epsilon) * scale + bias
-  through the normalization's own epilogue. One launch and no intermediate tensor instead of two
-  (webnn_gpu/ops/linalg.py `lower_matmul_layer_norm`).
+  through the normalization's own epilogue (softmax: exp(x - max) / sum of exp(x - max), as
+  norm/softmax.wgsl). One launch and no intermediate tensor instead of two
+  (webnn_gpu/ops/linalg.py `lower_matmul_rows`).
 
   Context:
     R, K, N      rows (all batches), multiply-adds per output, columns (N4 = ceil(N / 4) vec4s)
     a_vec        A's rows start at multiples of 4 values and K % 4 == 0: vec4 loads of A
     b_uniform    vec4s of B's float32 uniform buffer (zero-padded), or 0: B in a storage buffer
     B            [K, 4 * N4] row-major, zero-padded columns (linalg._pack_b)
+    softmax      the row's softmax instead of its layer normalization
     has_scale, has_bias, epsilon   the normalization's (epsilon a WGSL f32 literal)
     ep, ep2      the product's epilogue (before the statistics) and the normalization's
     keep         also store the product (after its epilogue) to `prod` (its other readers)
@@ -72,6 +75,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endif %}
     s = s + v;
   }
+{% if softmax %}
+  var mx = x[0];
+  for (var n = 1u; n < {{ N }}u; n = n + 1u) { mx = max(mx, x[n]); }
+  var se = 0.0;
+  for (var n = 0u; n < {{ N }}u; n = n + 1u) { se = se + exp(x[n] - mx); }
+  for (var n = 0u; n < {{ N }}u; n = n + 1u) {
+    out[o + n] = {{ tl.apply(ep2, "exp(x[n] - mx) / se", "o + n", "n") }};
+  }
+{% else %}
   let mean = s / {{ N }}.0;
   var q = 0.0;
   for (var n = 0u; n < {{ N }}u; n = n + 1u) {
@@ -89,4 +101,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endif %}
     out[o + n] = {{ tl.apply(ep2, "y", "o + n", "n") }};
   }
+{% endif %}
 }

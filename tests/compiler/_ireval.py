@@ -77,13 +77,21 @@ def _matmul_layer_norm(n, *xs, both=False):
     from types import SimpleNamespace
 
     k = n.attrs["split"]
-    y = prod = _matmul(SimpleNamespace(attrs=n.attrs["product"], outputs=n.outputs), *xs[:k])
+    if n.attrs.get("product_op") == "gemm":
+        pa = n.attrs["product"]
+        y = _steps(pa.get("epilogue") or [], _gemm(pa, *xs[:min(k, 3)]), list(xs[:k]))
+    else:
+        y = _matmul(SimpleNamespace(attrs=n.attrs["product"], outputs=n.outputs), *xs[:k])
+    prod = y
     rest = list(xs[k:])
-    scale, bias = (rest + [None, None])[:2]
-    mean = y.mean(-1, keepdims=True)
-    y = (y - mean) / np.sqrt(((y - mean) ** 2).mean(-1, keepdims=True) + n.attrs["norm"]["epsilon"])
-    y = y if scale is None else y * scale
-    y = y if bias is None else y + bias
+    if n.op == "matmul_softmax":
+        y = _softmax({"axis": -1}, y)
+    else:
+        scale, bias = (rest + [None, None])[:2]
+        mean = y.mean(-1, keepdims=True)
+        y = (y - mean) / np.sqrt(((y - mean) ** 2).mean(-1, keepdims=True) + n.attrs["norm"]["epsilon"])
+        y = y if scale is None else y * scale
+        y = y if bias is None else y + bias
     y = _steps(n.attrs["norm"].get("epilogue") or [], y, [None, *rest])
     return (y, prod) if both else y
 
@@ -125,9 +133,10 @@ EVAL = {
     "transpose": lambda n, x: np.transpose(x, n.attrs["permutation"]),
     "reshape": lambda n, x: x.reshape(n.outputs[0].shape),
     "conv2d": lambda n, *xs: _conv(n.attrs, *xs),
-    "gemm": lambda n, *xs: _gemm(n.attrs, *xs),
+    "gemm": lambda n, *xs: _steps(n.attrs.get("epilogue") or [], _gemm(n.attrs, *xs[:3]), list(xs)),
     "matmul": _matmul,
     "matmul_layer_norm": _matmul_layer_norm,
+    "matmul_softmax": _matmul_layer_norm,
     "layer_normalization": _layer_norm,
     "average_pool2d": lambda n, x: _pool(n.attrs, x),
     "max_pool2d": lambda n, x: _max_pool(n.attrs, x),
@@ -185,7 +194,7 @@ def evaluate(nodes, outputs, feeds):
                 y = _steps(node.attrs["side"], y, xs)
             else:
                 env[node.outputs[1].id] = _steps(node.attrs["side"], y, xs)
-        elif node.op == "matmul_layer_norm" and len(node.outputs) > 1:  # the product stored too
+        elif node.op in ("matmul_layer_norm", "matmul_softmax") and len(node.outputs) > 1:  # the product too
             y, env[node.outputs[1].id] = _matmul_layer_norm(node, *xs, both=True)
         else:
             y = EVAL[node.op](node, *xs)

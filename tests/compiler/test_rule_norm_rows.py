@@ -100,3 +100,42 @@ def test_a_normalization_tail_reading_its_own_input_keeps_both():
     ir = IR()
     y, z = _block(ir, ln_epilogue=[{"op": "add", "input": 0}])
     assert fuse_matmul_layer_norm(ir.nodes, {"z": z}) == ir.nodes
+
+
+# ---------------------------------------------------------------- softmax
+def _head(ir: IR, *, M=1, K=16, N=10, bt=True, axis=None):
+    rng = np.random.default_rng(5)
+    x = ir.input((M, K))
+    w = ir.const(rng.standard_normal((N, K) if bt else (K, N)))
+    c = ir.const(rng.standard_normal(N))
+    y = ir.op("gemm", [x, w, c], (M, N), alpha=0.5, beta=2.0, a_transpose=False, b_transpose=bt,
+              epilogue=[{"op": "relu"}])
+    return y, ir.op("softmax", [y], (M, N), axis=1 if axis is None else axis)
+
+
+def test_a_dense_layer_and_its_softmax_become_one_node():
+    from webnn_gpu.compiler.rules.norm_rows import fuse_matmul_softmax
+
+    for bt in (True, False):
+        ir = IR()
+        y, p = _head(ir, M=3, bt=bt)
+        (node,) = checked_rewrite(fuse_matmul_softmax, ir, {"p": p}, **TOL)
+        assert node.op == "matmul_softmax" and node.attrs["product_op"] == "gemm" and node.outputs == [p]
+
+
+def test_softmax_near_misses():
+    from webnn_gpu.compiler.rules.norm_rows import fuse_matmul_softmax
+
+    ir = IR()
+    y, p = _head(ir, axis=0)  # along the rows
+    assert fuse_matmul_softmax(ir.nodes, {"p": p}) == ir.nodes
+    ir = IR()
+    y, p = _head(ir, K=1024, N=10)  # one row's product past NORM_MAX_ROW_MACS
+    assert fuse_matmul_softmax(ir.nodes, {"p": p}) == ir.nodes
+    ir = IR()
+    y, p = _head(ir, N=65)
+    assert fuse_matmul_softmax(ir.nodes, {"p": p}) == ir.nodes
+    ir = IR()  # a product read elsewhere: stored too
+    y, p = _head(ir)
+    (node,) = checked_rewrite(fuse_matmul_softmax, ir, {"p": p, "y": y}, **TOL)
+    assert node.outputs == [p, y]

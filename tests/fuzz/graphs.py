@@ -881,6 +881,8 @@ class Gen:
             attrs = {"alpha": self.pick((1.0, 0.5)), "beta": self.pick((1.0, -2.0)), "a_transpose": at,
                      "b_transpose": bt}
             v = self.emit("gemm", [a, b], attrs, kw)
+            if self.p(0.3):  # a classifier's last dense layer (fuse_matmul_softmax)
+                v = self.emit("softmax", [v], {"axis": 1})
         self.output(self.elementwise_tail(v, None, 4))
 
     def graph_unrolled_dense(self):

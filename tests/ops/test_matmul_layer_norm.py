@@ -76,3 +76,22 @@ def test_a_product_read_elsewhere_is_stored_by_the_same_kernel(ctx, rng):
     np.testing.assert_allclose(got["z"], 1 / (1 + np.exp(-z)), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got["y2"], y * y, rtol=1e-4, atol=1e-4)
     assert kernel_templates(ctx, build, {"x": x, "r": r})[0] == "matmul/layer_norm.wgsl"
+
+
+@pytest.mark.parametrize("M,K,N,bt", [(1, 64, 10, True), (5, 12, 7, False), (3, 128, 64, True)])
+def test_dense_layer_and_softmax_in_one_kernel(ctx, rng, M, K, N, bt):
+    """A classifier's last layer: gemm (alpha, beta * c, transposed or plain B) and softmax."""
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    w = (rng.standard_normal((N, K) if bt else (K, N)) / np.sqrt(K)).astype(np.float32)
+    c = rng.standard_normal(N).astype(np.float32)
+
+    def build(b, o):
+        y = b.gemm(o["x"], b.constant({"data_type": "float32", "shape": list(w.shape)}, w),
+                   c=b.constant({"data_type": "float32", "shape": [N]}, c), alpha=0.5, beta=2.0, b_transpose=bt)
+        return {"p": b.softmax(y, axis=1)}
+
+    s = 0.5 * (x.astype(np.float64) @ (w.T if bt else w)) + 2.0 * c
+    e = np.exp(s - s.max(1, keepdims=True))
+    got = run_graph(ctx, build, {"x": x})["p"]
+    np.testing.assert_allclose(got, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+    assert kernel_templates(ctx, build, {"x": x}) == ["matmul/layer_norm.wgsl"]

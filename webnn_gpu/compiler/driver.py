@@ -33,7 +33,7 @@ from .rules.layout import fold_layout, fuse_concat_map
 from .rules.linalg import fold_matmul_transpose, stack_shared_gemms
 from .rules.norm import split_batch_norm
 from .rules.nchw import compose_transposes, nchw_conv_to_nhwc
-from .rules.norm_rows import fuse_matmul_layer_norm
+from .rules.norm_rows import fuse_matmul_layer_norm, fuse_matmul_softmax
 from .rules.pool import fuse_pool_input, fuse_pool_map, fuse_pool_partials
 from .rules.regions import nhwc_regions
 from .rules.views import fold_matmul_views
@@ -134,6 +134,8 @@ ORDER: tuple[Stage, ...] = (
                              "by then (the attention node keeps the matmuls as they are)"),
         Rule(fuse_matmul_layer_norm, "after fuse_epilogue: the product's bias and residual add are its epilogue "
                                      "steps by then, the normalization's tail its own"),
+        Rule(fuse_matmul_softmax, "after fuse_epilogue (as fuse_matmul_layer_norm) and fuse_attention: a softmax "
+                                  "between two products is the attention node's"),
         Rule(fuse_conv_input, "after fuse_epilogue: a mul / add the producing kernel can apply as it "
                               "stores goes there; this rule takes those left in front of a pointwise conv"),
         Rule(fuse_pool_input, "after fuse_epilogue: likewise, a residual add stays its conv's epilogue "

@@ -844,41 +844,47 @@ def attention_kernel(node, lc) -> bool:
     return True
 
 
-@lowering("matmul_layer_norm")
-def lower_matmul_layer_norm(node, lc) -> None:
-    """matmul_layer_norm (the compiler's ``fuse_matmul_layer_norm``): ``matmul/layer_norm.wgsl``,
-    one invocation per row: the product with its epilogue (also stored where the node has a
-    second output), then the layer normalization over the row with its own. B is packed to a
-    multiple of 4 columns (a uniform buffer where it fits)."""
+@lowering("matmul_layer_norm", "matmul_softmax")
+def lower_matmul_rows(node, lc) -> None:
+    """matmul_layer_norm / matmul_softmax (the compiler's ``fuse_matmul_layer_norm`` and
+    ``fuse_matmul_softmax``): ``matmul/layer_norm.wgsl``, one invocation per row: the product
+    (a matmul or a gemm) with its epilogue (also stored where the node has a second output),
+    then the layer normalization or the softmax of the row with its own epilogue. B is packed
+    to a multiple of 4 columns (a uniform buffer where it fits)."""
     from types import SimpleNamespace
 
     from .norm import _literal
 
     split = node.attrs["split"]
-    mm_inputs, ln_inputs = node.inputs[:split], node.inputs[split:]
+    mm_inputs, row_inputs = node.inputs[:split], node.inputs[split:]
     a, b = mm_inputs[0], mm_inputs[1]
     out = node.outputs[0]
-    K, N = b.shape
+    gemm = node.attrs.get("product_op") == "gemm"
+    bt = gemm and node.attrs["product"]["b_transpose"]
+    K, N = (b.shape[::-1] if bt else b.shape)
     R = out.size // N
-    product = SimpleNamespace(op="matmul", inputs=list(mm_inputs), attrs=node.attrs["product"])
-    norm = SimpleNamespace(op="layer_normalization", inputs=[None, *ln_inputs], attrs=node.attrs["norm"])
-    ep = _epilogue.build(product, out, _epilogue.steps_of(product), chan_axis=len(out.shape) - 1)
-    ep2 = _epilogue.build(norm, out, _epilogue.steps_of(norm), chan_axis=len(out.shape) - 1, first_binding="f",
+    product = SimpleNamespace(op="gemm" if gemm else "matmul", inputs=list(mm_inputs), attrs=node.attrs["product"])
+    softmax = node.op == "matmul_softmax"
+    rowop = SimpleNamespace(op="softmax" if softmax else "layer_normalization", inputs=[None, *row_inputs],
+                            attrs=node.attrs["norm"])
+    ep = _epilogue.build(product, out, gemm_steps(product) if gemm else _epilogue.steps_of(product),
+                         chan_axis=len(out.shape) - 1)
+    ep2 = _epilogue.build(rowop, out, _epilogue.steps_of(rowop), chan_axis=len(out.shape) - 1, first_binding="f",
                           name="norm_epilogue")
-    packed = _pack_b(b, K, N, False)
+    packed = _pack_b(b, K, N, bt)
     bm = packed[0] if packed is not None else b
     ubo = uniform_copy(lc, bm)
-    sc, bi = (ln_inputs + [None, None])[:2]
+    sc, bi = (list(row_inputs) + [None, None])[:2] if not softmax else (None, None)
     ins = [("a", a), ("b", ubo if ubo is not None else bm)] + ep.operands
     ins += [(n, v) for n, v in (("scale", sc), ("bias", bi)) if v is not None] + ep2.operands
     wg = 8 if R <= 4 * TILE_SMALL_WORKGROUP else TILE_SMALL_WORKGROUP
     outs = [("out", out)] + ([("prod", node.outputs[1])] if len(node.outputs) > 1 else [])
     step = lc.kernel("matmul/layer_norm.wgsl", ins, outs, R, workgroup=wg, R=R, K=K, N=N, keep=len(outs) > 1,
                      a_vec=K % 4 == 0, b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
-                     has_scale=sc is not None, has_bias=bi is not None,
-                     epsilon=_literal(node.attrs["norm"]["epsilon"]), ep=ep, ep2=ep2)
+                     softmax=softmax, has_scale=sc is not None, has_bias=bi is not None,
+                     epsilon=_literal(node.attrs["norm"].get("epsilon", 0.0)), ep=ep, ep2=ep2)
     step.flops = 2 * R * N * K
-    step.note = _size_note(R, K, N, 1, 1, 1, "layer_norm" + (" ubo" if ubo is not None else ""))
+    step.note = _size_note(R, K, N, 1, 1, 1, ("softmax" if softmax else "layer_norm") + (" ubo" if ubo is not None else ""))
 
 
 # ---------------------------------------------------------------- gemm
@@ -938,6 +944,18 @@ def gemm(self: MLGraphBuilder, a: MLOperand, b: MLOperand, *, c: MLOperand | Non
 support("gemm", {"a": (FLOATS, (2, 2)), "b": (FLOATS, (2, 2)), "c": (FLOATS, (0, 2))}, (FLOATS, (2, 2)))
 
 
+def gemm_steps(node) -> list[dict]:
+    """A gemm node's epilogue steps as its kernels apply them: ``alpha`` and ``beta * c`` first,
+    then ``attrs["epilogue"]``."""
+    steps: list[dict] = []
+    if node.attrs["alpha"] != 1.0:
+        steps.append({"op": "linear", "alpha": node.attrs["alpha"], "beta": 0.0})
+    if len(node.inputs) > 2 and node.inputs[2] is not None:
+        beta = node.attrs["beta"]
+        steps.append({"op": "add", "input": 2, **({"scale": beta} if beta != 1.0 else {})})
+    return steps + _epilogue.steps_of(node)
+
+
 @lowering("gemm")
 def lower_gemm(node, lc) -> None:
     """gemm: the tile kernel; alpha and beta * c become the first epilogue steps."""
@@ -957,12 +975,6 @@ def lower_gemm(node, lc) -> None:
         b_ks, b_ns = b_cols, 1
     else:
         b_ks, b_ns = (1, K) if bt else (N, 1)
-    steps = []
-    if node.attrs["alpha"] != 1.0:
-        steps.append({"op": "linear", "alpha": node.attrs["alpha"], "beta": 0.0})
-    if len(node.inputs) > 2 and node.inputs[2] is not None:
-        beta = node.attrs["beta"]
-        steps.append({"op": "add", "input": 2, **({"scale": beta} if beta != 1.0 else {})})
-    steps += _epilogue.steps_of(node)
+    steps = gemm_steps(node)
     _lower_product(node, lc, a, b, M=M, N=N, K=K, batch_shape=[], a_bst=[], b_bst=[], a_rs=a_rs, a_ks=a_ks,
                    b_ks=b_ks, b_ns=b_ns, steps=steps, b_cols=b_cols)
