@@ -14,6 +14,7 @@
     q_rs         q's row stride (vec4s); k_ns: key j's stride in k (vec4s); v_ks: value row j's
                  stride in v (vec4s); o_sp: the output's row stride (values)
     ep, ep2      the scores' epilogue (o = the scores' flat index, ch = key) and the context's
+    fns          the activation helpers both call, once (linalg.merged_functions)
   Bindings: q, k, v, ep operands..., ep2 operands..., out.
   Workgroup: (k.workgroup, 1, 1), one invocation per query row, 2-D folded dispatch.
 -#}
@@ -27,8 +28,10 @@
 {{ tl.epilogue_decls(ep, 3) }}
 {{ tl.epilogue_decls(ep2, 3 + ep.operands | length) }}
 {{ tl.decl(3 + ep.operands | length + ep2.operands | length, "out", "f32", true, true) }}
-{{ tl.epilogue_fns(ep) }}
-{{ tl.epilogue_fns(ep2) }}
+{% import "_lib/epilogue.wgsl" as epl %}
+{{ epl.defs(fns) }}
+{% if not ep.empty %}{{ ep.code }}{% endif %}
+{% if not ep2.empty %}{{ ep2.code }}{% endif %}
 
 @compute @workgroup_size({{ k.workgroup }})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

@@ -17,6 +17,7 @@
     softmax      the row's softmax instead of its layer normalization
     has_scale, has_bias, epsilon   the normalization's (epsilon a WGSL f32 literal)
     ep, ep2      the product's epilogue (before the statistics) and the normalization's
+    fns          the activation helpers both call, once (linalg.merged_functions)
     keep         also store the product (after its epilogue) to `prod` (its other readers)
   Bindings: a, b, ep operands..., [scale], [bias], ep2 operands..., out, [prod].
   Workgroup: (k.workgroup, 1, 1), one invocation per row, 2-D folded dispatch.
@@ -39,8 +40,10 @@
 {% if keep %}
 {{ tl.decl(at2 + ep2.operands | length + 1, "prod", "f32", false, true) }}
 {% endif %}
-{{ tl.epilogue_fns(ep) }}
-{{ tl.epilogue_fns(ep2) }}
+{% import "_lib/epilogue.wgsl" as epl %}
+{{ epl.defs(fns) }}
+{% if not ep.empty %}{{ ep.code }}{% endif %}
+{% if not ep2.empty %}{{ ep2.code }}{% endif %}
 
 @compute @workgroup_size({{ k.workgroup }})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

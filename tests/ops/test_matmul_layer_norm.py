@@ -95,3 +95,23 @@ def test_dense_layer_and_softmax_in_one_kernel(ctx, rng, M, K, N, bt):
     got = run_graph(ctx, build, {"x": x})["p"]
     np.testing.assert_allclose(got, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
     assert kernel_templates(ctx, build, {"x": x}) == ["matmul/layer_norm.wgsl"]
+
+
+def test_one_activation_helper_in_both_epilogues(ctx, rng):
+    """gelu after the product and after the normalization: its helper is defined once."""
+    from math import erf
+
+    T, K, N = 4, 8, 12
+    x = rng.standard_normal((1, T, K)).astype(np.float32)
+    w = (rng.standard_normal((K, N)) / np.sqrt(K)).astype(np.float32)
+
+    def build(b, o):
+        y = b.gelu(b.matmul(o["x"], b.constant({"data_type": "float32", "shape": [K, N]}, w)))
+        return {"z": b.gelu(b.layer_normalization(y, axes=[2], epsilon=1e-3))}
+
+    gelu = np.vectorize(lambda v: 0.5 * v * (1 + erf(v / np.sqrt(2))))
+    y = gelu(x.astype(np.float64) @ w)
+    z = (y - y.mean(-1, keepdims=True)) / np.sqrt(y.var(-1, keepdims=True) + 1e-3)
+    got = run_graph(ctx, build, {"x": x})["z"]
+    np.testing.assert_allclose(got, gelu(z), rtol=1e-4, atol=1e-4)
+    assert kernel_templates(ctx, build, {"x": x}) == ["matmul/layer_norm.wgsl"]

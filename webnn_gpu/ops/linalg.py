@@ -838,7 +838,8 @@ def attention_kernel(node, lc) -> bool:
                      R=R, M=M, D=D, L=L, Dv=Dv, batch_strides=strides(batch),
                      q_bst=[q_bst[d] // 4 for d in keep], k_bst=[k_bst[d] // 4 for d in keep],
                      v_bst=[v_bst[d] // 4 for d in keep], o_bst=[o_bst[d] for d in keep],
-                     q_rs=q_st[-2] // 4, k_ns=k_st[-1] // 4, v_ks=v_st[-2] // 4, o_sp=o_st[-2], ep=ep_s, ep2=ep_c)
+                     q_rs=q_st[-2] // 4, k_ns=k_st[-1] // 4, v_ks=v_st[-2] // 4, o_sp=o_st[-2], ep=ep_s, ep2=ep_c,
+                     fns=merged_functions(ep_s, ep_c))
     step.flops = 2 * R * L * (D + Dv)
     step.note = f"{M}x{D}x{L}->{Dv} b{R // M}"
     return True
@@ -882,7 +883,8 @@ def lower_matmul_rows(node, lc) -> None:
     step = lc.kernel("matmul/layer_norm.wgsl", ins, outs, R, workgroup=wg, R=R, K=K, N=N, keep=len(outs) > 1,
                      a_vec=K % 4 == 0, b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
                      softmax=softmax, has_scale=sc is not None, has_bias=bi is not None,
-                     epsilon=_literal(node.attrs["norm"].get("epsilon", 0.0)), ep=ep, ep2=ep2)
+                     epsilon=_literal(node.attrs["norm"].get("epsilon", 0.0)), ep=ep, ep2=ep2,
+                     fns=merged_functions(ep, ep2))
     step.flops = 2 * R * N * K
     step.note = _size_note(R, K, N, 1, 1, 1, ("softmax" if softmax else "layer_norm") + (" ubo" if ubo is not None else ""))
 
@@ -942,6 +944,17 @@ def gemm(self: MLGraphBuilder, a: MLOperand, b: MLOperand, *, c: MLOperand | Non
 
 
 support("gemm", {"a": (FLOATS, (2, 2)), "b": (FLOATS, (2, 2)), "c": (FLOATS, (0, 2))}, (FLOATS, (2, 2)))
+
+
+def merged_functions(*eps) -> list:
+    """The activation helpers several epilogues of one kernel call, as ``(T, [names])`` for
+    ``_lib/epilogue.wgsl``'s ``defs`` (a helper two epilogues call is defined once; each
+    epilogue's own code then comes from ``ep.code``)."""
+    by_type: dict[str, set] = {}
+    for ep in eps:
+        for T, names in ep.functions if not ep.empty else ():
+            by_type.setdefault(T, set()).update(names)
+    return sorted((T, sorted(names)) for T, names in by_type.items())
 
 
 def gemm_steps(node) -> list[dict]:
