@@ -96,6 +96,21 @@ def _matmul_layer_norm(n, *xs, both=False):
     return (y, prod) if both else y
 
 
+def _dense_chain(n, x, *rest):
+    """fuse_dense_chain's node: its layers (matmul / gemm with their epilogues) in turn."""
+    from types import SimpleNamespace
+
+    at = 0
+    for op, attrs, count in n.attrs["layers"]:
+        ins = [x, *rest[at:at + count]]
+        at += count
+        if op == "gemm":
+            x = _steps(attrs.get("epilogue") or [], _gemm(attrs, *ins[:3]), ins)
+        else:
+            x = _matmul(SimpleNamespace(attrs=attrs, outputs=n.outputs), *ins)
+    return x
+
+
 def _layer_norm(n, x, scale=None, bias=None, *rest):
     axes = tuple(n.attrs["axes"])
     mean = x.mean(axes, keepdims=True)
@@ -137,6 +152,7 @@ EVAL = {
     "matmul": _matmul,
     "matmul_layer_norm": _matmul_layer_norm,
     "matmul_softmax": _matmul_layer_norm,
+    "dense_chain": _dense_chain,
     "layer_normalization": _layer_norm,
     "average_pool2d": lambda n, x: _pool(n.attrs, x),
     "max_pool2d": lambda n, x: _max_pool(n.attrs, x),

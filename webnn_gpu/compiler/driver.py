@@ -24,6 +24,7 @@ from ..fusions.layer_norm import fuse_layer_norm
 from ..fusions.squeeze_excite import fuse_squeeze_excite
 from .rules.canonical import depthwise_to_scale, mean_to_pool, merge_duplicates, sink_reshapes
 from .rules.cleanup import dead_code
+from .rules.dense_chain import fuse_dense_chain
 from .rules.conv import (fuse_conv_input, fuse_conv_pool, fuse_conv_upsample, fuse_depthwise_project,
                          swap_resample_conv)
 from .rules.elementwise import fuse_elementwise, fuse_hard_swish, fuse_swish
@@ -136,6 +137,9 @@ ORDER: tuple[Stage, ...] = (
                                      "steps by then, the normalization's tail its own"),
         Rule(fuse_matmul_softmax, "after fuse_epilogue (as fuse_matmul_layer_norm) and fuse_attention: a softmax "
                                   "between two products is the attention node's"),
+        Rule(fuse_dense_chain, "after fuse_epilogue (each layer's bias and activation are its epilogue) and "
+                               "fuse_matmul_softmax (a classifier's last layer and its softmax are one kernel "
+                               "already: the chain stops before it)"),
         Rule(fuse_conv_input, "after fuse_epilogue: a mul / add the producing kernel can apply as it "
                               "stores goes there; this rule takes those left in front of a pointwise conv"),
         Rule(fuse_pool_input, "after fuse_epilogue: likewise, a residual add stays its conv's epilogue "

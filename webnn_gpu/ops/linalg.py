@@ -889,6 +889,51 @@ def lower_matmul_rows(node, lc) -> None:
     step.note = _size_note(R, K, N, 1, 1, 1, ("softmax" if softmax else "layer_norm") + (" ubo" if ubo is not None else ""))
 
 
+#: Invocations of the one workgroup of ``matmul/dense_chain.wgsl``.
+CHAIN_WORKGROUP = 64
+
+
+@lowering("dense_chain")
+def lower_dense_chain(node, lc) -> None:
+    """dense_chain (the compiler's ``fuse_dense_chain``): ``matmul/dense_chain.wgsl``, one
+    workgroup computing one-row dense layers in turn (each B re-laid out row-major ``[K, N]``
+    with columns zero-padded to a multiple of 4, each layer's epilogue with its own names)."""
+    from types import SimpleNamespace
+
+    from ..compiler.rules.dense_chain import CHAIN_MAX_N
+
+    layers, at, widths = [], 1, []
+    prev = node.inputs[0]
+    for i, (op, attrs, n_in) in enumerate(node.attrs["layers"]):
+        ins = [prev] + list(node.inputs[at:at + n_in])
+        at += n_in
+        b = ins[1]
+        bt = op == "gemm" and attrs.get("b_transpose")
+        K, N = b.shape[::-1] if bt else b.shape
+        last = i == len(node.attrs["layers"]) - 1
+        out = node.outputs[0] if last else SimpleNamespace(shape=(1, N), data_type="float32")
+        layer = SimpleNamespace(op=op, inputs=ins, attrs=attrs)
+        steps = gemm_steps(layer) if op == "gemm" else _epilogue.steps_of(layer)
+        ep = _epilogue.build(layer, out, steps, chan_axis=1, first_binding=f"l{i}e", name=f"layer{i}")
+        data = constant_array(b)
+        bm = np.zeros((K, -(-N // 4) * 4), np.float32)
+        bm[:, :N] = data.T if bt else data
+        bm = make_constant(bm, "float32")
+        layers.append(SimpleNamespace(K=K, N=N, b=f"w{i}", B=bm, ep=ep))
+        if not last:
+            widths.append(N)
+        prev = SimpleNamespace(shape=(1, N))
+    assert max(widths) <= CHAIN_MAX_N
+    ins = [("x", node.inputs[0])]
+    for layer in layers:
+        ins += [(layer.b, layer.B)] + layer.ep.operands
+    step = lc.kernel("matmul/dense_chain.wgsl", ins, [("out", node.outputs[0])], CHAIN_WORKGROUP,
+                     groups=(1, 1, 1), workgroup=CHAIN_WORKGROUP, layers=layers, width=max(widths),
+                     fns=merged_functions(*[layer.ep for layer in layers]))
+    step.flops = 2 * sum(layer.K * layer.N for layer in layers)
+    step.note = " -> ".join([str(layers[0].K)] + [str(layer.N) for layer in layers]) + " chain"
+
+
 # ---------------------------------------------------------------- gemm
 # IDL: MLOperand gemm(MLOperand a, MLOperand b, optional MLGemmOptions options = {});
 @builder_method
