@@ -916,10 +916,10 @@ def lower_dense_chain(node, lc) -> None:
         steps = gemm_steps(layer) if op == "gemm" else _epilogue.steps_of(layer)
         ep = _epilogue.build(layer, out, steps, chan_axis=1, first_binding=f"l{i}e", name=f"layer{i}")
         data = constant_array(b)
-        bm = np.zeros((K, -(-N // 4) * 4), np.float32)
-        bm[:, :N] = data.T if bt else data
-        bm = make_constant(bm, "float32")
-        layers.append(SimpleNamespace(K=K, N=N, b=f"w{i}", B=bm, ep=ep))
+        assert data is not None  # fuse_dense_chain takes constant weights only
+        packed = np.zeros((K, -(-N // 4) * 4), np.float32)
+        packed[:, :N] = data.T if bt else data
+        layers.append(SimpleNamespace(K=K, N=N, b=f"w{i}", B=make_constant(packed, "float32"), ep=ep))
         if not last:
             widths.append(N)
         prev = SimpleNamespace(shape=(1, N))
