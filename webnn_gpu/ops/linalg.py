@@ -779,6 +779,10 @@ def _lower_matmul_views(node, lc) -> None:
 ATTENTION_MAX_KEYS = 128
 #: ... and this depth of the queries and values (vec4 registers).
 ATTENTION_MAX_DEPTH = 64
+#: Query rows per invocation: each key and value vector is loaded once for them (one row per
+#: invocation loaded all of K and V for every row: ViT's 65 x 16 x 65 heads took as long as the
+#: three kernels).
+ATTENTION_ROWS = 4
 
 
 def attention_kernel(node, lc) -> bool:
@@ -789,8 +793,8 @@ def attention_kernel(node, lc) -> bool:
     are multiples of 4 up to :data:`ATTENTION_MAX_DEPTH`, q, k and v readable as vec4 along the
     depth (through the products' views: a key matrix transposed by ``fold_matmul_views`` is).
 
-    One invocation per query row computes its scores (q . k_j with the scores' epilogue, a scale
-    or a mask), the softmax as ``norm/softmax.wgsl`` does (max, sum of exponentials, each
+    One invocation per :data:`ATTENTION_ROWS` query rows computes their scores (q . k_j with the
+    scores' epilogue, a scale or a mask; each k_j and v_j loaded once for the rows), the softmax as ``norm/softmax.wgsl`` does (max, sum of exponentials, each
     probability e / sum), and the probabilities times v with the context's epilogue, stored
     through the context's output view: one launch instead of three, no scores or probabilities
     in memory. ``WEBNN_GPU_FORCE_ATTENTION=split`` keeps the three kernels (for measurements).
@@ -833,9 +837,12 @@ def attention_kernel(node, lc) -> bool:
                            first_binding="c", name="ctx_epilogue")
     q, k, v = scores.inputs[0], scores.inputs[1], context.inputs[1]
     R = math.prod(s_batch) * M
+    tr = min(ATTENTION_ROWS, M)
+    mt = -(-M // tr)
+    n_inv = math.prod(s_batch) * mt
     step = lc.kernel("matmul/attention.wgsl", [("q", q), ("k", k), ("v", v)] + ep_s.operands + ep_c.operands,
-                     [("out", out)], R, workgroup=TILE_SMALL_WORKGROUP if R >= 4 * TILE_SMALL_WORKGROUP else 8,
-                     R=R, M=M, D=D, L=L, Dv=Dv, batch_strides=strides(batch),
+                     [("out", out)], n_inv, workgroup=TILE_SMALL_WORKGROUP if n_inv >= 4 * TILE_SMALL_WORKGROUP else 8,
+                     n_inv=n_inv, M=M, TR=tr, MT=mt, D=D, L=L, Dv=Dv, batch_strides=strides(batch),
                      q_bst=[q_bst[d] // 4 for d in keep], k_bst=[k_bst[d] // 4 for d in keep],
                      v_bst=[v_bst[d] // 4 for d in keep], o_bst=[o_bst[d] for d in keep],
                      q_rs=q_st[-2] // 4, k_ns=k_st[-1] // 4, v_ks=v_st[-2] // 4, o_sp=o_st[-2], ep=ep_s, ep2=ep_c,
