@@ -801,7 +801,7 @@ def attention_kernel(node, lc) -> bool:
     """
     att = node.attrs
     scores, softmax, context = att.scores, att.softmax, att.context
-    if _env.force("attention") == "split":
+    if _env.force("attention") == "split" or softmax.attrs.get("epilogue"):
         return False
     for v in (att.before, att.after):
         if v is not None and tuple(v.inputs[0].shape) != tuple(v.outputs[0].shape):
