@@ -47,6 +47,80 @@ def _gemm(a, x, w, c=None):
     return y if c is None else y + a.get("beta", 1.0) * c
 
 
+def _strided(x, view):
+    """``x`` (contiguous) read as ``view`` = (shape, element strides), as a new array."""
+    shape, st = view
+    flat = np.ascontiguousarray(x).reshape(-1)
+    return np.lib.stride_tricks.as_strided(flat, shape, [s * flat.itemsize for s in st]).copy()
+
+
+def _matmul(n, x, w, *rest):
+    """matmul, with the compiler's ``a_transpose``, ``a_view`` / ``b_view`` (operand read through
+    strides) and ``out_view`` (the output stored permuted: strides of the natural output's
+    dimensions) and an epilogue over the node's other operands."""
+    a = n.attrs
+    x = _strided(x, a["a_view"]) if "a_view" in a else x
+    x = np.swapaxes(x, -1, -2) if a.get("a_transpose") else x
+    w = _strided(w, a["b_view"]) if "b_view" in a else w
+    y = x @ w
+    if "out_view" in a:
+        out = np.zeros(n.outputs[0].shape)
+        flat = out.reshape(-1)
+        np.lib.stride_tricks.as_strided(flat, y.shape, [max(s, 0) * flat.itemsize for s in a["out_view"]])[...] = y
+        y = out
+    return _steps(a.get("epilogue") or [], y, [x, w, *rest])
+
+
+def _matmul_layer_norm(n, *xs, both=False):
+    """fuse_matmul_layer_norm's node: the matmul of its first ``split`` inputs (with its epilogue),
+    then a layer normalization over the last axis with the rest (scale, bias, epilogue operands)."""
+    from types import SimpleNamespace
+
+    k = n.attrs["split"]
+    if n.attrs.get("product_op") == "gemm":
+        pa = n.attrs["product"]
+        y = _steps(pa.get("epilogue") or [], _gemm(pa, *xs[:min(k, 3)]), list(xs[:k]))
+    else:
+        y = _matmul(SimpleNamespace(attrs=n.attrs["product"], outputs=n.outputs), *xs[:k])
+    prod = y
+    rest = list(xs[k:])
+    if n.op == "matmul_softmax":
+        y = _softmax({"axis": -1}, y)
+    else:
+        scale, bias = (rest + [None, None])[:2]
+        mean = y.mean(-1, keepdims=True)
+        y = (y - mean) / np.sqrt(((y - mean) ** 2).mean(-1, keepdims=True) + n.attrs["norm"]["epsilon"])
+        y = y if scale is None else y * scale
+        y = y if bias is None else y + bias
+    y = _steps(n.attrs["norm"].get("epilogue") or [], y, [None, *rest])
+    return (y, prod) if both else y
+
+
+def _dense_chain(n, x, *rest):
+    """fuse_dense_chain's node: its layers (matmul / gemm with their epilogues) in turn."""
+    from types import SimpleNamespace
+
+    at = 0
+    for op, attrs, count in n.attrs["layers"]:
+        ins = [x, *rest[at:at + count]]
+        at += count
+        if op == "gemm":
+            x = _steps(attrs.get("epilogue") or [], _gemm(attrs, *ins[:3]), ins)
+        else:
+            x = _matmul(SimpleNamespace(attrs=attrs, outputs=n.outputs), *ins)
+    return x
+
+
+def _layer_norm(n, x, scale=None, bias=None, *rest):
+    axes = tuple(n.attrs["axes"])
+    mean = x.mean(axes, keepdims=True)
+    y = (x - mean) / np.sqrt(((x - mean) ** 2).mean(axes, keepdims=True) + n.attrs["epsilon"])
+    shape = [x.shape[d] if d in axes else 1 for d in range(x.ndim)]
+    y = y if scale is None else y * scale.reshape(shape)
+    y = y if bias is None else y + bias.reshape(shape)
+    return _steps(n.attrs.get("epilogue") or [], y, [x, scale, bias, *rest])
+
+
 def _bn(a, x, mean, var, scale=None, bias=None):
     shape = [1] * x.ndim
     shape[a["axis"]] = -1
@@ -74,7 +148,12 @@ EVAL = {
     "transpose": lambda n, x: np.transpose(x, n.attrs["permutation"]),
     "reshape": lambda n, x: x.reshape(n.outputs[0].shape),
     "conv2d": lambda n, *xs: _conv(n.attrs, *xs),
-    "gemm": lambda n, *xs: _gemm(n.attrs, *xs),
+    "gemm": lambda n, *xs: _steps(n.attrs.get("epilogue") or [], _gemm(n.attrs, *xs[:3]), list(xs)),
+    "matmul": _matmul,
+    "matmul_layer_norm": _matmul_layer_norm,
+    "matmul_softmax": _matmul_layer_norm,
+    "dense_chain": _dense_chain,
+    "layer_normalization": _layer_norm,
     "average_pool2d": lambda n, x: _pool(n.attrs, x),
     "max_pool2d": lambda n, x: _max_pool(n.attrs, x),
     "reduce_mean": lambda n, x: x.mean(axis=tuple(n.attrs["axes"]), keepdims=n.attrs["keep"]),
@@ -131,6 +210,8 @@ def evaluate(nodes, outputs, feeds):
                 y = _steps(node.attrs["side"], y, xs)
             else:
                 env[node.outputs[1].id] = _steps(node.attrs["side"], y, xs)
+        elif node.op in ("matmul_layer_norm", "matmul_softmax") and len(node.outputs) > 1:  # the product too
+            y, env[node.outputs[1].id] = _matmul_layer_norm(node, *xs, both=True)
         else:
             y = EVAL[node.op](node, *xs)
         assert y.shape == tuple(node.outputs[0].shape), (node, y.shape)

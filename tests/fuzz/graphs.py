@@ -881,6 +881,14 @@ class Gen:
             attrs = {"alpha": self.pick((1.0, 0.5)), "beta": self.pick((1.0, -2.0)), "a_transpose": at,
                      "b_transpose": bt}
             v = self.emit("gemm", [a, b], attrs, kw)
+            if M == 1 and self.p(0.5):  # another dense layer on the row (fuse_dense_chain)
+                N2 = self.pick((3, 8))
+                v = self.emit("gemm", [v, self.made_const([N2, N], "filter")],
+                              {"alpha": 1.0, "beta": 1.0, "a_transpose": False, "b_transpose": True},
+                              {"c": self.made_const([N2])})
+                N = N2
+            if self.p(0.3):  # a classifier's last dense layer (fuse_matmul_softmax)
+                v = self.emit("softmax", [v], {"axis": 1})
         self.output(self.elementwise_tail(v, None, 4))
 
     def graph_unrolled_dense(self):
@@ -931,7 +939,11 @@ class Gen:
         axes = self.pick(([2], [1, 2]))
         C = [shape[a] for a in axes]
         miss = self.pick((None, None, None, None, "reader", "output", "axes", "eps", "scale"))
-        x = self.input(shape)
+        if self.p(0.4):  # the rows of a product (fuse_matmul_layer_norm)
+            K = self.pick((4, 7))
+            x = self.emit("matmul", [self.input(shape[:-1] + [K]), self.made_const([K, shape[-1]], "filter")])
+        else:
+            x = self.input(shape)
 
         def mean(v, ax):
             return self.emit("reduce_mean", [v], {"axes": ax, "keep_dimensions": True})

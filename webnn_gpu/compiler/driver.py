@@ -24,6 +24,7 @@ from ..fusions.layer_norm import fuse_layer_norm
 from ..fusions.squeeze_excite import fuse_squeeze_excite
 from .rules.canonical import depthwise_to_scale, mean_to_pool, merge_duplicates, sink_reshapes
 from .rules.cleanup import dead_code
+from .rules.dense_chain import fuse_dense_chain
 from .rules.conv import (fuse_conv_input, fuse_conv_pool, fuse_conv_upsample, fuse_depthwise_project,
                          swap_resample_conv)
 from .rules.elementwise import fuse_elementwise, fuse_hard_swish, fuse_swish
@@ -33,8 +34,10 @@ from .rules.layout import fold_layout, fuse_concat_map
 from .rules.linalg import fold_matmul_transpose, stack_shared_gemms
 from .rules.norm import split_batch_norm
 from .rules.nchw import compose_transposes, nchw_conv_to_nhwc
+from .rules.norm_rows import fuse_matmul_layer_norm, fuse_matmul_softmax
 from .rules.pool import fuse_pool_input, fuse_pool_map, fuse_pool_partials
 from .rules.regions import nhwc_regions
+from .rules.views import fold_matmul_views
 
 log = logging.getLogger("webnn_gpu")
 
@@ -84,6 +87,9 @@ ORDER: tuple[Stage, ...] = (
         Rule(fold_matmul_transpose, "after fold_constants (a constant transposed operand is folded into "
                                     "host data instead) and before fuse_attention and fuse_epilogue: they "
                                     "take the matmul as it will run, reading its operand in place"),
+        Rule(fold_matmul_views, "after fold_matmul_transpose (a swap of A's last two dimensions is its fold) and "
+                                "before fuse_attention and fuse_epilogue: a matmul takes its epilogue and joins an "
+                                "attention node reading and storing its operands in place"),
         Rule(nhwc_regions, "after fold_constants (the filters and broadcast constants it re-lays out are host "
                            "data) and before nchw_conv_to_nhwc (the convs of a region it stores NHWC are NHWC "
                            "already; that rule takes those it leaves) and compose_transposes (the transposes "
@@ -127,6 +133,13 @@ ORDER: tuple[Stage, ...] = (
     Stage("kernels", (
         Rule(fuse_attention, "after fuse_epilogue: the scale, the mask and a tail are the matmuls' epilogues "
                              "by then (the attention node keeps the matmuls as they are)"),
+        Rule(fuse_matmul_layer_norm, "after fuse_epilogue: the product's bias and residual add are its epilogue "
+                                     "steps by then, the normalization's tail its own"),
+        Rule(fuse_matmul_softmax, "after fuse_epilogue (as fuse_matmul_layer_norm) and fuse_attention: a softmax "
+                                  "between two products is the attention node's"),
+        Rule(fuse_dense_chain, "after fuse_epilogue (each layer's bias and activation are its epilogue) and "
+                               "fuse_matmul_softmax (a classifier's last layer and its softmax are one kernel "
+                               "already: the chain stops before it)"),
         Rule(fuse_conv_input, "after fuse_epilogue: a mul / add the producing kernel can apply as it "
                               "stores goes there; this rule takes those left in front of a pointwise conv"),
         Rule(fuse_pool_input, "after fuse_epilogue: likewise, a residual add stays its conv's epilogue "

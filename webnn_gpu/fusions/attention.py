@@ -123,7 +123,12 @@ def fuse_attention(nodes: list, outputs: dict, context=None) -> list:
 @lowering("attention")
 def lower_attention(node, lc) -> None:
     """The scores' matmul, the softmax and the context's matmul (and the views between them),
-    each by its own lowering (their kernels labelled with their own nodes)."""
+    each by its own lowering (their kernels labelled with their own nodes); where
+    :func:`~webnn_gpu.ops.linalg.attention_kernel` applies, one kernel for all three."""
+    from ..ops.linalg import attention_kernel
+
+    if attention_kernel(node, lc):
+        return
     a: AttentionAttrs = node.attrs
     for part in a.parts():
         sub = LowerContext(part, lc.features, lc.limits, tuning=lc.tuning, subgroup=lc.subgroup)

@@ -592,6 +592,15 @@ def _twin_workgroup(n_inv: int, workgroup: int, used) -> int:
     return min(fits, key=lambda w: (max(w, workgroup) / min(w, workgroup), w))
 
 
+def _view_offsets(shape, st, batch_shape) -> list[int]:
+    """Element offsets per batch coordinate of an operand of ``shape`` (batch dimensions, then
+    its two matrix dimensions) with element strides ``st``, broadcast to ``batch_shape``."""
+    r = len(batch_shape)
+    own = [1] * (r - (len(shape) - 2)) + list(shape[:-2])
+    ost = [0] * (r - (len(shape) - 2)) + list(st[:-2])
+    return [0 if own[d] == 1 and batch_shape[d] != 1 else ost[d] for d in range(r)]
+
+
 def _batch_offsets(shape, batch_shape, matrix_size: int) -> list[int]:
     """Element offsets per batch coordinate of an operand broadcast to ``batch_shape``."""
     r = len(batch_shape)
@@ -608,13 +617,17 @@ def _matmul_variant() -> str:
 
 
 def _lower_product(node, lc, a: Value, b: Value, *, M, N, K, batch_shape, a_bst, b_bst, a_rs, a_ks, b_ks, b_ns,
-                   steps, b_cols=None) -> None:
-    """Lower out = A x B (+ epilogue steps) with the chosen variant."""
+                   steps, b_cols=None, o_bst=None, o_sp=None) -> None:
+    """Lower out = A x B (+ epilogue steps) with the chosen variant. ``o_bst`` / ``o_sp``: the
+    output's batch offsets and row stride where it is not stored row-major (``out_view``)."""
     out = node.outputs[0]
     ep = _epilogue.build(node, out, steps, chan_axis=len(out.shape) - 1)
     variant = _matmul_variant()
-    o_bst = [s * M * N for s in strides(batch_shape)]
-    if variant == "naive" or (not variant and M * N * math.prod(batch_shape or [1]) < 64 and K <= 64):
+    strided_out = o_bst is not None
+    o_bst = [s * M * N for s in strides(batch_shape)] if o_bst is None else list(o_bst)
+    o_sp = N if o_sp is None else o_sp
+    if not strided_out and (variant == "naive" or (not variant and M * N * math.prod(batch_shape or [1]) < 64
+                                                  and K <= 64)):
         lc.kernel("matmul/naive.wgsl", [("a", a), ("b", b)] + ep.operands, [("out", out)], out.size,
                   T=wgsl_type(out.data_type), M=M, N=N, K=K, batch_strides=strides(batch_shape), a_bst=a_bst,
                   b_bst=b_bst, a_rs=a_rs, a_ks=a_ks, b_ks=b_ks, b_ns=b_ns, ep=ep)
@@ -626,7 +639,7 @@ def _lower_product(node, lc, a: Value, b: Value, *, M, N, K, batch_shape, a_bst,
         ep = _epilogue.build(node, out, steps, chan_axis=len(out.shape) - 1, given=gi)
     tile_kernel(lc, a, b, out, M=M, N=N, batch_shape=batch_shape, a_bst=a_bst, b_bst=b_bst, o_bst=o_bst,
                 a_rs=a_rs, a_ks=a_ks, a_vec=vec, b_ks=b_ks, b_ns=b_ns, b_vec=vec, b_cols=b_cols,
-                o_P=M, o_sn=0, o_sp=N, o_so=1, KC=K, epilogue=ep, small_ok=small_ok,
+                o_P=M, o_sn=0, o_sp=o_sp, o_so=1, KC=K, epilogue=ep, small_ok=small_ok,
                 given=node.inputs[gi] if gi is not None else None)
 
 
@@ -698,6 +711,9 @@ def lower_matmul(node, lc) -> None:
     ``attrs["a_transpose"]`` (set by the compiler's ``fold_matmul_transpose``, not by the
     builder): ``a`` holds the transpose of its last two dimensions and is read through swapped
     strides."""
+    if any(k in node.attrs for k in ("a_view", "b_view", "out_view")):
+        _lower_matmul_views(node, lc)
+        return
     a, b = node.inputs[0], node.inputs[1]
     at, bt = bool(node.attrs.get("a_transpose")), False
     out = node.outputs[0]
@@ -719,6 +735,210 @@ def lower_matmul(node, lc) -> None:
                    a_bst=_batch_offsets(a.shape[:-2], batch_shape, M * K),
                    b_bst=_batch_offsets(b.shape[:-2], batch_shape, K * (b_cols or N)),
                    a_rs=a_rs, a_ks=a_ks, b_ks=b_ks, b_ns=b_ns, steps=_epilogue.steps_of(node), b_cols=b_cols)
+
+
+def _views(node):
+    """A matmul node's operands as it reads them: (A's shape, A's element strides, B's shape, B's
+    strides, the batch shape, the output's strides per dimension of ``batch + [M, N]``), with
+    ``a_transpose``, ``a_view``, ``b_view`` and ``out_view`` (the compiler's) applied."""
+    a, b = node.inputs[0], node.inputs[1]
+    a_shape, a_st = node.attrs.get("a_view") or (tuple(a.shape), tuple(strides(a.shape)))
+    if node.attrs.get("a_transpose"):  # a holds the transpose of its last two dimensions
+        a_shape = tuple(a_shape[:-2]) + (a_shape[-1], a_shape[-2])
+        a_st = tuple(a_st[:-2]) + (a_st[-1], a_st[-2])
+    b_shape, b_st = node.attrs.get("b_view") or (tuple(b.shape), tuple(strides(b.shape)))
+    r = max(len(a_shape), len(b_shape))
+    batch = [max(x, y) for x, y in zip([1] * (r - len(a_shape)) + list(a_shape[:-2]),
+                                       [1] * (r - len(b_shape)) + list(b_shape[:-2]))]
+    out_st = node.attrs.get("out_view") or tuple(strides(batch + [a_shape[-2], b_shape[-1]]))
+    return a_shape, a_st, b_shape, b_st, batch, tuple(out_st)
+
+
+def _lower_matmul_views(node, lc) -> None:
+    """matmul with operands read through strides or an output stored permuted (the compiler's
+    ``fold_matmul_views``): ``attrs["a_view"]`` / ``attrs["b_view"]`` = (shape, element strides)
+    of the operand as the product reads it from its input (a contiguous value of another shape);
+    ``attrs["out_view"]`` = element strides of each dimension of the natural
+    ``[batch..., M, N]`` output in the node's output (columns contiguous). Batch dimensions of
+    size 1 are dropped (fewer index terms; one batch dimension left can take
+    ``matmul/small.wgsl``)."""
+    a_shape, a_st, b_shape, b_st, batch, out_st = _views(node)
+    M, K, N = a_shape[-2], a_shape[-1], b_shape[-1]
+    a_bst = _view_offsets(a_shape, a_st, batch)
+    b_bst = _view_offsets(b_shape, b_st, batch)
+    o_bst = list(out_st[:-2])
+    keep = [d for d in range(len(batch)) if batch[d] != 1]
+    _lower_product(node, lc, node.inputs[0], node.inputs[1], M=M, N=N, K=K, batch_shape=[batch[d] for d in keep],
+                   a_bst=[a_bst[d] for d in keep], b_bst=[b_bst[d] for d in keep],
+                   a_rs=a_st[-2], a_ks=a_st[-1], b_ks=b_st[-2], b_ns=b_st[-1], steps=_epilogue.steps_of(node),
+                   o_bst=[o_bst[d] for d in keep], o_sp=out_st[-2])
+
+
+#: One invocation per query row of an attention block (``matmul/attention.wgsl``) up to this
+#: many keys (the row's scores are kept in a private array) ...
+ATTENTION_MAX_KEYS = 128
+#: ... and this depth of the queries and values (vec4 registers).
+ATTENTION_MAX_DEPTH = 64
+#: Query rows per invocation: each key and value vector is loaded once for them (one row per
+#: invocation loaded all of K and V for every row: ViT's 65 x 16 x 65 heads took as long as the
+#: three kernels).
+ATTENTION_ROWS = 4
+
+
+def attention_kernel(node, lc) -> bool:
+    """Lower an ``attention`` node (``webnn_gpu.fusions.attention``) as one
+    ``matmul/attention.wgsl`` launch where it applies, and return whether it did: float32, no
+    reshapes between the products and the softmax other than ones keeping the shape, the two
+    products over the same batch and rows, at most :data:`ATTENTION_MAX_KEYS` keys, depths that
+    are multiples of 4 up to :data:`ATTENTION_MAX_DEPTH`, q, k and v readable as vec4 along the
+    depth (through the products' views: a key matrix transposed by ``fold_matmul_views`` is).
+
+    One invocation per :data:`ATTENTION_ROWS` query rows computes their scores (q . k_j with the
+    scores' epilogue, a scale or a mask; each k_j and v_j loaded once for the rows), the softmax as ``norm/softmax.wgsl`` does (max, sum of exponentials, each
+    probability e / sum), and the probabilities times v with the context's epilogue, stored
+    through the context's output view: one launch instead of three, no scores or probabilities
+    in memory. ``WEBNN_GPU_FORCE_ATTENTION=split`` keeps the three kernels (for measurements).
+    """
+    att = node.attrs
+    scores, softmax, context = att.scores, att.softmax, att.context
+    if _env.force("attention") == "split" or softmax.attrs.get("epilogue"):
+        return False
+    for v in (att.before, att.after):
+        if v is not None and tuple(v.inputs[0].shape) != tuple(v.outputs[0].shape):
+            return False
+    if (context.attrs.get("a_transpose") or "a_view" in context.attrs or "out_view" in scores.attrs
+            or scores.outputs[0].data_type != "float32"):
+        return False
+    if any(v is not None and v.data_type != "float32" for n in (scores, context) for v in n.inputs):
+        return False
+    q_shape, q_st, k_shape, k_st, s_batch, _ = _views(scores)
+    p_shape, _, v_shape, v_st, c_batch, o_st = _views(context)
+    M, D, L, Dv = q_shape[-2], q_shape[-1], k_shape[-1], v_shape[-1]
+    if tuple(scores.outputs[0].shape) != tuple(s_batch) + (M, L) or list(s_batch) != list(c_batch):
+        return False
+    if tuple(p_shape) != tuple(s_batch) + (M, L) or v_shape[-2] != L or softmax.attrs.get("axis") != len(p_shape) - 1:
+        return False
+    if L > ATTENTION_MAX_KEYS or D > ATTENTION_MAX_DEPTH or Dv > ATTENTION_MAX_DEPTH or D % 4 or Dv % 4:
+        return False
+    q_bst = _view_offsets(q_shape, q_st, s_batch)
+    k_bst = _view_offsets(k_shape, k_st, s_batch)
+    v_bst = _view_offsets(v_shape, v_st, s_batch)
+    o_bst = list(o_st[:-2])
+    vec = (q_st[-1] == 1 and k_st[-2] == 1 and v_st[-1] == 1 and o_st[-1] == 1
+           and all(x % 4 == 0 for x in [*q_bst, *k_bst, *v_bst, *o_bst, q_st[-2], k_st[-1], v_st[-2], o_st[-2]]))
+    if not vec:
+        return False
+    keep = [d for d in range(len(s_batch)) if s_batch[d] != 1]
+    batch = [s_batch[d] for d in keep]
+    ep_s = _epilogue.build(scores, scores.outputs[0], _epilogue.steps_of(scores),
+                           chan_axis=len(scores.outputs[0].shape) - 1)
+    out = context.outputs[0]
+    ep_c = _epilogue.build(context, out, _epilogue.steps_of(context), chan_axis=len(out.shape) - 1,
+                           first_binding="c", name="ctx_epilogue")
+    q, k, v = scores.inputs[0], scores.inputs[1], context.inputs[1]
+    R = math.prod(s_batch) * M
+    tr = min(ATTENTION_ROWS, M)
+    mt = -(-M // tr)
+    n_inv = math.prod(s_batch) * mt
+    step = lc.kernel("matmul/attention.wgsl", [("q", q), ("k", k), ("v", v)] + ep_s.operands + ep_c.operands,
+                     [("out", out)], n_inv, workgroup=TILE_SMALL_WORKGROUP if n_inv >= 4 * TILE_SMALL_WORKGROUP else 8,
+                     n_inv=n_inv, M=M, TR=tr, MT=mt, D=D, L=L, Dv=Dv, batch_strides=strides(batch),
+                     q_bst=[q_bst[d] // 4 for d in keep], k_bst=[k_bst[d] // 4 for d in keep],
+                     v_bst=[v_bst[d] // 4 for d in keep], o_bst=[o_bst[d] for d in keep],
+                     q_rs=q_st[-2] // 4, k_ns=k_st[-1] // 4, v_ks=v_st[-2] // 4, o_sp=o_st[-2], ep=ep_s, ep2=ep_c,
+                     fns=merged_functions(ep_s, ep_c))
+    step.flops = 2 * R * L * (D + Dv)
+    step.note = f"{M}x{D}x{L}->{Dv} b{R // M}"
+    return True
+
+
+@lowering("matmul_layer_norm", "matmul_softmax")
+def lower_matmul_rows(node, lc) -> None:
+    """matmul_layer_norm / matmul_softmax (the compiler's ``fuse_matmul_layer_norm`` and
+    ``fuse_matmul_softmax``): ``matmul/layer_norm.wgsl``, one invocation per row: the product
+    (a matmul or a gemm) with its epilogue (also stored where the node has a second output),
+    then the layer normalization or the softmax of the row with its own epilogue. B is packed
+    to a multiple of 4 columns (a uniform buffer where it fits)."""
+    from types import SimpleNamespace
+
+    from .norm import _literal
+
+    split = node.attrs["split"]
+    mm_inputs, row_inputs = node.inputs[:split], node.inputs[split:]
+    a, b = mm_inputs[0], mm_inputs[1]
+    out = node.outputs[0]
+    gemm = node.attrs.get("product_op") == "gemm"
+    bt = gemm and node.attrs["product"]["b_transpose"]
+    K, N = (b.shape[::-1] if bt else b.shape)
+    R = out.size // N
+    product = SimpleNamespace(op="gemm" if gemm else "matmul", inputs=list(mm_inputs), attrs=node.attrs["product"])
+    softmax = node.op == "matmul_softmax"
+    rowop = SimpleNamespace(op="softmax" if softmax else "layer_normalization", inputs=[None, *row_inputs],
+                            attrs=node.attrs["norm"])
+    ep = _epilogue.build(product, out, gemm_steps(product) if gemm else _epilogue.steps_of(product),
+                         chan_axis=len(out.shape) - 1)
+    ep2 = _epilogue.build(rowop, out, _epilogue.steps_of(rowop), chan_axis=len(out.shape) - 1, first_binding="f",
+                          name="norm_epilogue")
+    packed = _pack_b(b, K, N, bt)
+    bm = packed[0] if packed is not None else b
+    ubo = uniform_copy(lc, bm)
+    sc, bi = (list(row_inputs) + [None, None])[:2] if not softmax else (None, None)
+    ins = [("a", a), ("b", ubo if ubo is not None else bm)] + ep.operands
+    ins += [(n, v) for n, v in (("scale", sc), ("bias", bi)) if v is not None] + ep2.operands
+    wg = 8 if R <= 4 * TILE_SMALL_WORKGROUP else TILE_SMALL_WORKGROUP
+    outs = [("out", out)] + ([("prod", node.outputs[1])] if len(node.outputs) > 1 else [])
+    step = lc.kernel("matmul/layer_norm.wgsl", ins, outs, R, workgroup=wg, R=R, K=K, N=N, keep=len(outs) > 1,
+                     a_vec=K % 4 == 0, b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
+                     softmax=softmax, has_scale=sc is not None, has_bias=bi is not None,
+                     epsilon=_literal(node.attrs["norm"].get("epsilon", 0.0)), ep=ep, ep2=ep2,
+                     fns=merged_functions(ep, ep2))
+    step.flops = 2 * R * N * K
+    step.note = _size_note(R, K, N, 1, 1, 1, ("softmax" if softmax else "layer_norm") + (" ubo" if ubo is not None else ""))
+
+
+#: Invocations of the one workgroup of ``matmul/dense_chain.wgsl``.
+CHAIN_WORKGROUP = 64
+
+
+@lowering("dense_chain")
+def lower_dense_chain(node, lc) -> None:
+    """dense_chain (the compiler's ``fuse_dense_chain``): ``matmul/dense_chain.wgsl``, one
+    workgroup computing one-row dense layers in turn (each B re-laid out row-major ``[K, N]``
+    with columns zero-padded to a multiple of 4, each layer's epilogue with its own names)."""
+    from types import SimpleNamespace
+
+    from ..compiler.rules.dense_chain import CHAIN_MAX_N
+
+    layers, at, widths = [], 1, []
+    prev = node.inputs[0]
+    for i, (op, attrs, n_in) in enumerate(node.attrs["layers"]):
+        ins = [prev] + list(node.inputs[at:at + n_in])
+        at += n_in
+        b = ins[1]
+        bt = op == "gemm" and attrs.get("b_transpose")
+        K, N = b.shape[::-1] if bt else b.shape
+        last = i == len(node.attrs["layers"]) - 1
+        out = node.outputs[0] if last else SimpleNamespace(shape=(1, N), data_type="float32")
+        layer = SimpleNamespace(op=op, inputs=ins, attrs=attrs)
+        steps = gemm_steps(layer) if op == "gemm" else _epilogue.steps_of(layer)
+        ep = _epilogue.build(layer, out, steps, chan_axis=1, first_binding=f"l{i}e", name=f"layer{i}")
+        data = constant_array(b)
+        assert data is not None  # fuse_dense_chain takes constant weights only
+        packed = np.zeros((K, -(-N // 4) * 4), np.float32)
+        packed[:, :N] = data.T if bt else data
+        layers.append(SimpleNamespace(K=K, N=N, b=f"w{i}", B=make_constant(packed, "float32"), ep=ep))
+        if not last:
+            widths.append(N)
+        prev = SimpleNamespace(shape=(1, N))
+    assert max(widths) <= CHAIN_MAX_N
+    ins = [("x", node.inputs[0])]
+    for layer in layers:
+        ins += [(layer.b, layer.B)] + layer.ep.operands
+    step = lc.kernel("matmul/dense_chain.wgsl", ins, [("out", node.outputs[0])], CHAIN_WORKGROUP,
+                     groups=(1, 1, 1), workgroup=CHAIN_WORKGROUP, layers=layers, width=max(widths),
+                     fns=merged_functions(*[layer.ep for layer in layers]))
+    step.flops = 2 * sum(layer.K * layer.N for layer in layers)
+    step.note = " -> ".join([str(layers[0].K)] + [str(layer.N) for layer in layers]) + " chain"
 
 
 # ---------------------------------------------------------------- gemm
@@ -778,6 +998,29 @@ def gemm(self: MLGraphBuilder, a: MLOperand, b: MLOperand, *, c: MLOperand | Non
 support("gemm", {"a": (FLOATS, (2, 2)), "b": (FLOATS, (2, 2)), "c": (FLOATS, (0, 2))}, (FLOATS, (2, 2)))
 
 
+def merged_functions(*eps) -> list:
+    """The activation helpers several epilogues of one kernel call, as ``(T, [names])`` for
+    ``_lib/epilogue.wgsl``'s ``defs`` (a helper two epilogues call is defined once; each
+    epilogue's own code then comes from ``ep.code``)."""
+    by_type: dict[str, set] = {}
+    for ep in eps:
+        for T, names in ep.functions if not ep.empty else ():
+            by_type.setdefault(T, set()).update(names)
+    return sorted((T, sorted(names)) for T, names in by_type.items())
+
+
+def gemm_steps(node) -> list[dict]:
+    """A gemm node's epilogue steps as its kernels apply them: ``alpha`` and ``beta * c`` first,
+    then ``attrs["epilogue"]``."""
+    steps: list[dict] = []
+    if node.attrs["alpha"] != 1.0:
+        steps.append({"op": "linear", "alpha": node.attrs["alpha"], "beta": 0.0})
+    if len(node.inputs) > 2 and node.inputs[2] is not None:
+        beta = node.attrs["beta"]
+        steps.append({"op": "add", "input": 2, **({"scale": beta} if beta != 1.0 else {})})
+    return steps + _epilogue.steps_of(node)
+
+
 @lowering("gemm")
 def lower_gemm(node, lc) -> None:
     """gemm: the tile kernel; alpha and beta * c become the first epilogue steps."""
@@ -797,12 +1040,6 @@ def lower_gemm(node, lc) -> None:
         b_ks, b_ns = b_cols, 1
     else:
         b_ks, b_ns = (1, K) if bt else (N, 1)
-    steps = []
-    if node.attrs["alpha"] != 1.0:
-        steps.append({"op": "linear", "alpha": node.attrs["alpha"], "beta": 0.0})
-    if len(node.inputs) > 2 and node.inputs[2] is not None:
-        beta = node.attrs["beta"]
-        steps.append({"op": "add", "input": 2, **({"scale": beta} if beta != 1.0 else {})})
-    steps += _epilogue.steps_of(node)
+    steps = gemm_steps(node)
     _lower_product(node, lc, a, b, M=M, N=N, K=K, batch_shape=[], a_bst=[], b_bst=[], a_rs=a_rs, a_ks=a_ks,
                    b_ks=b_ks, b_ns=b_ns, steps=steps, b_cols=b_cols)
