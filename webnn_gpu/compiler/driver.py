@@ -33,7 +33,7 @@ from .rules.layout import fold_layout, fuse_concat_map
 from .rules.linalg import fold_matmul_transpose, stack_shared_gemms
 from .rules.norm import split_batch_norm
 from .rules.nchw import compose_transposes, nchw_conv_to_nhwc
-from .rules.pool import fuse_pool_input, fuse_pool_map, fuse_pool_partials
+from .rules.pool import fuse_pool_input, fuse_pool_map, fuse_pool_partials, fuse_pool_residual
 from .rules.regions import nhwc_regions
 
 log = logging.getLogger("webnn_gpu")
@@ -148,6 +148,10 @@ ORDER: tuple[Stage, ...] = (
         Rule(fuse_concat_map, "after fuse_epilogue and fuse_conv_input (a chain a kernel takes as its epilogue or "
                               "prologue costs no store) and before fuse_elementwise, which would merge the chain "
                               "into a kernel of its own"),
+        Rule(fuse_pool_residual, "after fuse_epilogue and fold_layout (the residual add, maybe of a channel-padded "
+                                 "pool, is an epilogue step by then), fuse_depthwise_project (the step is the "
+                                 "projection's; the pair's legality saw the plain residual) and fuse_pool_map "
+                                 "(a pool that stores a side map stays)"),
     )),
     Stage("elementwise", (
         Rule(fuse_elementwise, "last: it merges the element-wise nodes no kernel took as a prologue or "

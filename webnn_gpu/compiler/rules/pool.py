@@ -191,3 +191,90 @@ def fuse_pool_map(nodes: list, outputs: dict, context=None) -> list:
             log.debug("fuse_pool_map: %s [%s] stores %s of its %s", pool.op, pool.label, [s["op"] for s in steps],
                       side_of)
     return g.replace(replaced, dropped)
+
+
+#: attributes of a fused node holding original nodes whose epilogues its kernel applies
+#: (``depthwise_project``: the expansion, the depthwise conv and the projection)
+_PARTS = ("expand", "depthwise", "project")
+
+
+def _pooled_reader(node, p, x, pool: dict):
+    """``node`` reading ``x`` through ``pool`` where one of its epilogue steps reads ``p`` (the
+    pool's output; see :func:`fuse_pool_residual`), or None where it cannot."""
+    from ...ops._epilogue import HOST_SLOTS, hosts
+
+    if node.op == "depthwise_project":
+        parts = {k: node.attrs.get(k) for k in _PARTS if node.attrs.get(k) is not None}
+        readers = [k for k, n in parts.items() if any(v is p for v in n.inputs)]
+        if len(readers) != 1:
+            return None
+        new = _pooled_reader(parts[readers[0]], p, x, pool)
+        if new is None:
+            return None
+        inputs: list = []
+        for v in node.inputs:
+            v = x if v is p else v
+            if all(v is not u for u in inputs):
+                inputs.append(v)
+        return Node(node.op, inputs, list(node.outputs), {**node.attrs, readers[0]: new}, node.label)
+    if node.op not in HOST_SLOTS or not hosts(node) or node.attrs.get("side"):
+        return None
+    at = [i for i, v in enumerate(node.inputs) if v is p]
+    steps = list(node.attrs.get("epilogue") or [])
+    if len(at) != 1 or at[0] < HOST_SLOTS[node.op]:
+        return None  # p is the host's own operand (its image, a bias), not only an epilogue's
+    k = [n for n, st in enumerate(steps) if st.get("input") == at[0]]
+    if len(k) != 1 or "pool" in steps[k[0]] or steps[k[0]].get("axis") is not None:
+        return None
+    steps[k[0]] = {**steps[k[0]], "pool": pool}
+    inputs = list(node.inputs)
+    inputs[at[0]] = x
+    return Node(node.op, inputs, list(node.outputs), {**node.attrs, "epilogue": steps}, node.label)
+
+
+def fuse_pool_residual(nodes: list, outputs: dict, context=None) -> list:
+    """A windowed max or average pool read only by an epilogue step of one kernel (the
+    residual add of a strided block, maybe through a zero pad of its channels: ``"pad"``) is
+    computed where that step reads it: the step reads the pool's input over the window
+    (``"pool"``, :mod:`webnn_gpu.ops._epilogue`) and the pool's kernel goes. BlazeBlock-style
+    models downsample with ``depthwise(stride 2) -> 1x1 conv -> add(max_pool2d(x)) -> prelu``;
+    the pool was a launch of its own and its output written and read back. The host is any
+    epilogue host (conv2d, matmul, ..., a ``depthwise_project`` node's projection).
+
+    Conditions (:func:`webnn_gpu.ops._epilogue.pool_step_ok`): a 4-D float pool without
+    dilation, fused input, epilogue or side map, of at most ``POOL_MAX_TAPS`` taps, each
+    window holding an element of the input (max) or lying inside it (average; float32 only:
+    in float16 the pool's output was rounded before the add). Near misses: a pool read twice
+    or a graph output, a pool read as a host's own operand (its image), a step reading it
+    twice or per channel, a window reaching past the input where it changes the divisor.
+    """
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    from ...ops._epilogue import pool_step_ok
+
+    for pool in nodes:
+        if pool.op not in ("max_pool2d", "average_pool2d") or len(pool.outputs) != 1 or len(pool.inputs) != 1:
+            continue
+        a = pool.attrs
+        p, x = pool.outputs[0], pool.inputs[0]
+        if (any(k in a for k in ("epilogue", "side", "input_add", "input_partials"))
+                or list(a.get("dilations", [1, 1])) != [1, 1] or p.data_type not in ("float32", "float16")
+                or pool.op == "average_pool2d" and p.data_type != "float32"):
+            continue
+        host = g.sole_consumer(p)
+        if host is None or host.id in replaced:
+            continue
+        spec = {"op": "max" if pool.op == "max_pool2d" else "average", "window": list(a["window"]),
+                "strides": list(a["strides"]), "padding": list(a["padding"]), "layout": a.get("layout", "nchw"),
+                "shape": list(p.shape)}
+        if not pool_step_ok(tuple(x.shape), spec):
+            continue
+        new = _pooled_reader(host, p, x, spec)
+        if new is None:
+            continue
+        replaced[host.id] = new
+        dropped.add(pool.id)
+        if DEBUG >= 2:
+            log.debug("fuse_pool_residual: %s [%s] read by %s [%s]", pool.op, pool.label, host.op, host.label)
+    return g.replace(replaced, dropped)
