@@ -102,6 +102,7 @@ enable f16;
 {% endif %}
 {% if ep.given %}
 {{ tl.decl(g_at, "gres", T, out_vec, false) }}
+{{ tl.given_fns(ep, "gres", out_vec) }}
 {% endif %}
 {% if dyn %}
 @group(0) @binding({{ prm_at }}) var<storage, read> prm: array<u32>;
@@ -465,7 +466,7 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
         let o = orow + n;
         let v = c{{ i }}_{{ j }};
 {% if ep.given %}
-        let g = vec4<f32>(gres[o / 4u]);
+        let g = {{ tl.given4(ep, "gres", "o / 4u") }};
 {% endif %}
         let e = vec4<f32>({% for c in range(4) %}{% if ep_rows %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "m0 + " ~ ri, "r" ~ i, "g." ~ "xyzw"[c]) }}{% else %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{% endif %}{{ ", " if not loop.last }}{% endfor %});
         out[o / 4u] = vec4<{{ T }}>(e);
@@ -477,7 +478,7 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% for c in range(4) %}
       if (n + {{ c }}u < {{ N }}u) {
         let o = orow + (n + {{ c }}u) * {{ o_so }}u;
-        out[o] = {{ T }}({% if ep_rows %}{{ tl.apply(ep, "c" ~ i ~ "_" ~ j ~ "." ~ "xyzw"[c], "o", "m0 + " ~ ri, "r" ~ i, "f32(gres[o])") }}{% else %}{{ tl.apply(ep, "c" ~ i ~ "_" ~ j ~ "." ~ "xyzw"[c], "o", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "f32(gres[o])") }}{% endif %});
+        out[o] = {{ T }}({% if ep_rows %}{{ tl.apply(ep, "c" ~ i ~ "_" ~ j ~ "." ~ "xyzw"[c], "o", "m0 + " ~ ri, "r" ~ i, tl.given1(ep, "gres", "o")) }}{% else %}{{ tl.apply(ep, "c" ~ i ~ "_" ~ j ~ "." ~ "xyzw"[c], "o", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, tl.given1(ep, "gres", "o")) }}{% endif %});
       }
 {% endfor %}
 {% endif %}

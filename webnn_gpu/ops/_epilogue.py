@@ -100,6 +100,13 @@ class Epilogue:
     #: True when the kernel passes the operand ``given`` to :func:`build` as a last argument
     #: ``gv: f32`` (a value it already holds in a register) instead of the epilogue loading it.
     given: bool = False
+    #: For a given operand read through a ``"pool"`` step (:func:`given_pool_ok`): WGSL of
+    #: ``fn <fn>_g4(i4: u32) -> vec4<f32>`` (the pooled operand's four values of the output's
+    #: vec4 ``i4``, its binding an array of vec4) and ``fn <fn>_g1(o: u32) -> f32`` (one value,
+    #: a scalar binding), the binding named ``GIVEN`` (``_lib/tile.wgsl``'s ``given_fns``
+    #: names it); empty otherwise: the kernel loads the operand at the output's index.
+    given_g4: str = ""
+    given_g1: str = ""
 
 
 #: The kernels that apply ``attrs["epilogue"]`` (see :func:`hosts`), with the number of input
@@ -199,7 +206,12 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
             if v.data_type != out.data_type:
                 raise ValueError(f"{node.op}: epilogue step {n}: operand data type {v.data_type} != {out.data_type}")
             pool = step.get("pool")
-            if pool is not None:  # the operand read is the pool's window over v (a helper function)
+            if pool is not None and i == given and given_pool_ok(step, v, out):
+                # the kernel loads the pooled operand as vec4 (or one value) through the helpers
+                ep.given = True
+                ep.given_g4, ep.given_g1 = _given_pool_fns(node, n, ep.fn, v, step, out_shape)
+                y = "gv"
+            elif pool is not None:  # the operand read is the pool's window over v (a helper function)
                 if step.get("axis") is not None:
                     raise ValueError(f"{node.op}: epilogue step {n}: 'pool' and 'axis' exclude each other")
                 if i not in bound:
@@ -355,6 +367,56 @@ def _pool_fn(node, n, helper: str, binding: str, x, pool: dict) -> str:
     lines.append("  return acc;" if mx else f"  return acc / {float(WH * WW)!r};")
     lines.append("}")
     return "\n".join(lines)
+
+
+def given_pool_ok(step: dict, v, out) -> bool:
+    """Whether a kernel holding the operand of a ``"pool"`` step as vec4s (``given``) can load
+    it through :attr:`Epilogue.given_g4`: an NHWC pool whose channels are a multiple of 4, the
+    pooled value of the output's shape or placed in it along the channels alone (``"pad"``
+    at a multiple of 4)."""
+    pool = step.get("pool")
+    shp, o = tuple(pool["shape"]) if pool else (), tuple(out.shape)
+    if pool is None or pool.get("layout") != "nhwc" or len(o) != 4 or len(shp) != 4 or shp[3] % 4 or o[3] % 4:
+        return False
+    if not pool_step_ok(tuple(v.shape), pool) or step.get("axis") is not None or "scale" in step:
+        return False
+    pad = step.get("pad") or [0, 0, 0, 0]
+    return (shp[:3] == o[:3] and list(pad[:3]) == [0, 0, 0] and isinstance(pad[3], int)
+            and pad[3] % 4 == 0 and 0 <= pad[3] and pad[3] + shp[3] <= o[3])
+
+
+def _given_pool_fns(node, n, fn: str, x, step: dict, out_shape) -> tuple[str, str]:
+    """The WGSL of :attr:`Epilogue.given_g4` and ``given_g1`` for step ``n`` (``given_pool_ok``)."""
+    pool = step["pool"]
+    (WH, WW), (SH, SW) = pool["window"], pool["strides"]
+    PT, _, PL, _ = pool["padding"]
+    _, H, W, C = x.shape
+    _, OH, OW, CO = out_shape
+    b = (step.get("pad") or [0, 0, 0, 0])[3]
+    check_h = PT > 0 or (pool["shape"][1] - 1) * SH - PT + WH > H
+    check_w = PL > 0 or (pool["shape"][2] - 1) * SW - PL + WW > W
+    mx = pool["op"] == "max"
+
+    def body(width: int, ty: str) -> list[str]:
+        co, c = CO // width, C // width  # the output's and the input's channels in loads
+        lines = [f"  let cc = i % {co}u;", f"  let p = i / {co}u;"]
+        if b or C != CO:
+            lines.append(f"  if (cc < {b // width}u || cc >= {(b + C) // width}u) {{ return {ty}(0.0); }}")
+        lines += [f"  let base = (p / {OW * OH}u) * {H * W * c}u + cc - {b // width}u;",
+                  f"  let h0 = i32(((p / {OW}u) % {OH}u) * {SH}u) - {PT};", f"  let w0 = i32((p % {OW}u) * {SW}u) - {PL};",
+                  f"  var acc = {ty}({'-3.40282347e+38' if mx else '0.0'});"]
+        for kh in range(WH):
+            for kw in range(WW):
+                conds = ([f"h0 + {kh} >= 0", f"h0 + {kh} < {H}"] if check_h else []) + \
+                        ([f"w0 + {kw} >= 0", f"w0 + {kw} < {W}"] if check_w else [])
+                load = f"{ty}(GIVEN[base + u32((h0 + {kh}) * {W} + w0 + {kw}) * {c}u])"
+                upd = f"acc = max(acc, {load});" if mx else f"acc = acc + {load};"
+                lines.append(f"  if ({' && '.join(conds)}) {{ {upd} }}" if conds else f"  {upd}")
+        lines.append("  return acc;" if mx else f"  return acc / {float(WH * WW)!r};")
+        return lines + ["}"]
+
+    return ("\n".join([f"fn {fn}_g4(i: u32) -> vec4<f32> {{"] + body(4, "vec4<f32>")),
+            "\n".join([f"fn {fn}_g1(i: u32) -> f32 {{"] + body(1, "f32")))
 
 
 def _padded_index(node, n, v, pad, out_shape, chan_axis) -> tuple[str, str]:
