@@ -22,8 +22,11 @@ def _pool(a, x):
     nchw = a.get("layout", "nchw") == "nchw"
     xn = x if nchw else x.transpose(TO_NCHW)
     wh, ww = a["window"]
-    n, c, h, w = xn.shape
-    y = np.stack([xn[:, :, i:i + h - wh + 1, j:j + w - ww + 1] for i in range(wh) for j in range(ww)]).mean(0)
+    sh, sw = a.get("strides", [1, 1])
+    assert list(a.get("padding", [0, 0, 0, 0])) == [0, 0, 0, 0]
+    oh, ow = (xn.shape[2] - wh) // sh + 1, (xn.shape[3] - ww) // sw + 1
+    y = np.stack([xn[:, :, i:i + (oh - 1) * sh + 1:sh, j:j + (ow - 1) * sw + 1:sw]
+                  for i in range(wh) for j in range(ww)]).mean(0)
     return y if nchw else y.transpose(TO_NHWC)
 
 
@@ -89,6 +92,20 @@ EVAL = {
 }
 
 
+def _window(pool, w):
+    """A ``"pool"`` step's operand: ``pool`` (its attributes) of ``w``."""
+    a = {"window": pool["window"], "strides": pool["strides"], "padding": pool["padding"], "dilations": [1, 1],
+         "layout": pool["layout"]}
+    return _max_pool(a, w) if pool["op"] == "max" else _pool(a, w)
+
+
+def _framed(w, pad, shape):
+    """A ``"pad"`` step's operand: ``w`` at offset ``pad`` in zeros of ``shape`` (offsets >= 0)."""
+    out = np.zeros(shape)
+    out[tuple(slice(b, b + d) for b, d in zip(pad, w.shape))] = w
+    return out
+
+
 def _steps(steps, x, operands):
     """``x`` through epilogue steps (webnn_gpu/ops/_epilogue.py's format) reading ``operands``
     (the node's input values)."""
@@ -97,6 +114,11 @@ def _steps(steps, x, operands):
             x = EVAL[st["op"]](None, x)
             continue
         w = operands[st["input"]]
+        if st.get("pool") is not None:
+            w = _window(st["pool"], w)
+            assert w.shape == tuple(st["pool"]["shape"])
+        if st.get("pad") is not None:
+            w = _framed(w, st["pad"], x.shape)
         if st.get("axis") is not None:
             w = w.reshape([-1 if d == st["axis"] else 1 for d in range(x.ndim)])
         x = EVAL[st["op"]](None, *((w, x) if st.get("reverse") else (x, w)))
@@ -131,6 +153,10 @@ def evaluate(nodes, outputs, feeds):
                 y = _steps(node.attrs["side"], y, xs)
             else:
                 env[node.outputs[1].id] = _steps(node.attrs["side"], y, xs)
+        elif node.attrs.get("epilogue"):  # an epilogue host: its own operands come first
+            from webnn_gpu.ops._epilogue import HOST_SLOTS
+
+            y = _steps(node.attrs["epilogue"], EVAL[node.op](node, *xs[:HOST_SLOTS[node.op]]), xs)
         else:
             y = EVAL[node.op](node, *xs)
         assert y.shape == tuple(node.outputs[0].shape), (node, y.shape)
