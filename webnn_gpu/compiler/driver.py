@@ -29,7 +29,7 @@ from .rules.conv import (fuse_conv_input, fuse_conv_pool, fuse_conv_upsample, fu
 from .rules.elementwise import fuse_elementwise, fuse_hard_swish, fuse_swish
 from .rules.epilogue import fuse_epilogue
 from .rules.fold import fold_constants
-from .rules.layout import fold_layout, fuse_concat_map
+from .rules.layout import concat_in_place, fold_layout, fuse_concat_map
 from .rules.linalg import fold_matmul_transpose, stack_shared_gemms
 from .rules.norm import split_batch_norm
 from .rules.nchw import compose_transposes, nchw_conv_to_nhwc
@@ -154,8 +154,13 @@ ORDER: tuple[Stage, ...] = (
                                  "(a pool that stores a side map stays)"),
     )),
     Stage("elementwise", (
-        Rule(fuse_elementwise, "last: it merges the element-wise nodes no kernel took as a prologue or "
-                               "an epilogue"),
+        Rule(fuse_elementwise, "last of the fusions: it merges the element-wise nodes no kernel took as a "
+                               "prologue or an epilogue"),
+    )),
+    Stage("memory", (
+        Rule(concat_in_place, "after fuse_elementwise and every fusion: the producers it lets write into a "
+                              "concat's output are the final kernels (a fusion that took one would leave the "
+                              "concat without its block)"),
     )),
 )
 
