@@ -588,6 +588,8 @@ class Gen:
                 other = self.input(shape)
             y = self.emit("add", [v, other] if self.p(0.5) else [other, v])
             return self.emit("average_pool2d", [y], {"layout": layout}), layout
+        if 0.44 <= r < 0.5:
+            return self.motif_heads(v, layout)
         if 0.5 <= r < 0.65:
             return self.motif_pool_residual(v, layout)
         if r < 0.65:
@@ -836,6 +838,26 @@ class Gen:
                 return self.emit("reshape", [v], {"new_shape": [n, h, w, c]}), layout  # equal to a transpose
             return self.emit("transpose", [v], {"permutation": [0, 2, 3, 1]}), layout
         return v, layout
+    def motif_heads(self, v, layout):
+        """Detector heads: two pointwise convs (one of a downsampled ``v``) reshaped to
+        ``[N, rows, k]`` and concatenated along the rows (``concat_in_place``); near misses: a
+        batch of 2, a head also read elsewhere or output, blocks at misaligned offsets (their
+        sizes drawn)."""
+        shape = self.shape(v)
+        small = self.emit("max_pool2d", [v], {"window_dimensions": [2, 2], "strides": [2, 2], "layout": layout,
+                                               "padding": [0, 1, 0, 1]})
+        k = self.pick((1, 2))
+        rows = []
+        for x in (v, small):
+            c = self.conv(x, layout, pointwise=True, O=k * self.pick((1, 2, 3)))
+            n = int(np.prod(self.shape(c)))
+            if self.p(0.1):
+                self.output(c)  # read twice
+            rows.append(self.emit("reshape", [c], {"new_shape": [shape[0], n // (shape[0] * k), k]}))
+        y = self.emit("concat", rows, {"axis": 1})
+        self.output(self.emit("sigmoid", [y]) if self.p(0.5) else y)
+        return v, layout
+
     def motif_pool_residual(self, v, layout):
         """A strided block's residual: a depthwise conv of ``v`` and a pointwise one, plus a
         windowed pool of ``v`` (2x2/2, 3x3/2 padded, 1x1; maybe channel-padded with zeros)
