@@ -526,8 +526,8 @@ class MLGraph:
                     cpass = None
                 src = self._buffer_of(step.src, ins, outs)
                 dst = self._buffer_of(step.dst, ins, outs)
-                encoder.copy_buffer_to_buffer(src, 0 if isinstance(step.src, _OutRef) else self._offset_of(step.src), dst,
-                                              0 if isinstance(step.dst, _OutRef) else self._offset_of(step.dst), step.nbytes)
+                at = [0 if isinstance(v, _OutRef) else self._offset_of(v) for v in (step.src, step.dst)]
+                encoder.copy_buffer_to_buffer(src, at[0], dst, at[1], step.nbytes)
         if cpass is not None:
             cpass.end()
 

@@ -191,7 +191,8 @@ def test_on_the_gpu_the_block_reads_its_pooled_residual(ctx, rng, monkeypatch, c
     slope = rng.uniform(0.05, 0.5, c_out).astype(np.float32)
 
     def build(b, ops):
-        dw = b.conv2d(ops["x"], b.constant(np.ascontiguousarray(wd.transpose(1, 2, 0)).reshape(1, 3, 3, c_in)), padding=[0, 1, 0, 1], strides=[2, 2],
+        f = b.constant(np.ascontiguousarray(wd.transpose(1, 2, 0)).reshape(1, 3, 3, c_in))
+        dw = b.conv2d(ops["x"], f, padding=[0, 1, 0, 1], strides=[2, 2],
                       groups=c_in, input_layout="nhwc", filter_layout="ihwo")
         y = b.conv2d(dw, b.constant(wp.reshape(c_out, 1, 1, c_in)), bias=b.constant(bias), input_layout="nhwc",
                      filter_layout="ohwi")

@@ -403,7 +403,8 @@ def _given_pool_fns(node, n, fn: str, x, step: dict, out_shape) -> tuple[str, st
         if b or C != CO:
             lines.append(f"  if (cc < {b // width}u || cc >= {(b + C) // width}u) {{ return {ty}(0.0); }}")
         lines += [f"  let base = (p / {OW * OH}u) * {H * W * c}u + cc - {b // width}u;",
-                  f"  let h0 = i32(((p / {OW}u) % {OH}u) * {SH}u) - {PT};", f"  let w0 = i32((p % {OW}u) * {SW}u) - {PL};",
+                  f"  let h0 = i32(((p / {OW}u) % {OH}u) * {SH}u) - {PT};",
+                  f"  let w0 = i32((p % {OW}u) * {SW}u) - {PL};",
                   f"  var acc = {ty}({'-3.40282347e+38' if mx else '0.0'});"]
         for kh in range(WH):
             for kw in range(WW):
