@@ -146,6 +146,56 @@ def test_the_near_miss_graphs_fire_when_legal():
     assert [n.op for n in new] == ["conv2d"]
 
 
+@pytest.mark.parametrize("c_out", [8, 16])
+def test_a_pool_ahead_of_the_conv_moves_into_it(c_out):
+    """The pool before the convs in the node list: fuse_epilogue gives the add (and the relu)
+    to the pool; the rule gives them back to the conv making the other branch."""
+    ir = IR()
+    x = ir.op("sigmoid", [ir.input((1, 8, 8, 8))])
+    p = _pool(ir, x)
+    r = p
+    if c_out != 8:
+        r = ir.op("pad", [p], (1, 4, 4, c_out), beginning_padding=[0, 0, 0, 0], ending_padding=[0, 0, 0, c_out - 8],
+                  mode="constant", value=0.0)
+    rng = np.random.default_rng(8)
+    dw = ir.conv(x, ir.const(rng.standard_normal((8, 3, 3, 1)) * 0.3), groups=8, pad=1, stride=2)
+    y = ir.conv(dw, ir.const(rng.standard_normal((c_out, 1, 1, 8)) * 0.3), bias=ir.const(rng.standard_normal(c_out)))
+    slope = ir.const(np.linspace(0.1, 0.3, c_out), (1, 1, 1, c_out))
+    out = ir.op("prelu", [ir.op("add", [r, y]), slope])
+    before = fold_layout(fuse_epilogue(list(ir.nodes), {"y": out}), {"y": out})
+    new = checked_rewrite(_fused, ir, {"y": out}, rtol=1e-12, atol=1e-12)
+    assert not any(n.op == "max_pool2d" for n in new)
+    conv = new[-1]
+    assert conv.op == "conv2d" and conv.outputs == [out] and len(_reads_pool(conv)) == 1
+    assert [s["op"] for s in conv.attrs["epilogue"]] == ["add", "prelu"]
+    if c_out == 8:  # (channel-padded, the conv hosts the add from the start)
+        assert any(n.op == "max_pool2d" and n.attrs.get("epilogue") for n in before)
+
+
+@pytest.mark.parametrize("case", ["branch read elsewhere", "operand per element", "host loads already"])
+def test_a_pool_ahead_of_the_conv_near_misses(case):
+    ir = IR()
+    x = ir.input((1, 8, 8, 8))
+    p = _pool(ir, x)
+    rng = np.random.default_rng(9)
+    h = ir.input((1, 4, 4, 8))
+    y = ir.conv(h, ir.const(rng.standard_normal((8, 1, 1, 8))))
+    if case == "host loads already":
+        y = ir.op("add", [y, ir.op("neg", [ir.input((1, 4, 4, 8))])])
+    s = ir.op("add", [p, y])
+    outputs = {}
+    if case == "operand per element":
+        s = ir.op("mul", [s, ir.input((1, 4, 4, 8))])
+    if case == "branch read elsewhere":
+        outputs["z"] = ir.op("neg", [y])
+    outputs["y"] = ir.op("relu", [s])
+    nodes = fold_layout(fuse_epilogue(list(ir.nodes), outputs), outputs)
+    pool = next(n for n in nodes if n.op == "max_pool2d")
+    if case != "branch read elsewhere":
+        assert pool.attrs.get("epilogue"), "(the pool hosts the add: the pattern)"
+    assert fuse_pool_residual(nodes, outputs) == nodes, case
+
+
 def test_pool_step_ok_checks_every_window():
     max22 = {"op": "max", "window": [2, 2], "strides": [2, 2], "padding": [0, 0, 0, 0], "layout": "nhwc",
              "shape": [1, 4, 4, 8]}
@@ -180,8 +230,9 @@ def _ref_dw(x, w, stride, pad):
     return out
 
 
-@pytest.mark.parametrize("c_in, c_out, side", [(8, 16, 12), (16, 16, 12), (4, 8, 6)])
-def test_on_the_gpu_the_block_reads_its_pooled_residual(ctx, rng, monkeypatch, c_in, c_out, side):
+@pytest.mark.parametrize("c_in, c_out, side, pool_first", [(8, 16, 12, False), (16, 16, 12, False), (4, 8, 6, False),
+                                                         (16, 16, 12, True)])
+def test_on_the_gpu_the_block_reads_its_pooled_residual(ctx, rng, monkeypatch, c_in, c_out, side, pool_first):
     """x -> depthwise 3x3 stride 2 -> 1x1 conv -> add(channel-padded max_pool2d(x)) -> prelu,
     NHWC float32: float64 NumPy's result without the pool's kernel (the rule off: one more)."""
     x = rng.standard_normal((1, side, side, c_in)).astype(np.float32)
@@ -191,12 +242,15 @@ def test_on_the_gpu_the_block_reads_its_pooled_residual(ctx, rng, monkeypatch, c
     slope = rng.uniform(0.05, 0.5, c_out).astype(np.float32)
 
     def build(b, ops):
+        if pool_first:  # (the pool's node first: it takes the add, the rule hands it to the conv)
+            p = b.max_pool2d(ops["x"], window_dimensions=[2, 2], strides=[2, 2], layout="nhwc")
         f = b.constant(np.ascontiguousarray(wd.transpose(1, 2, 0)).reshape(1, 3, 3, c_in))
         dw = b.conv2d(ops["x"], f, padding=[0, 1, 0, 1], strides=[2, 2],
                       groups=c_in, input_layout="nhwc", filter_layout="ihwo")
         y = b.conv2d(dw, b.constant(wp.reshape(c_out, 1, 1, c_in)), bias=b.constant(bias), input_layout="nhwc",
                      filter_layout="ohwi")
-        p = b.max_pool2d(ops["x"], window_dimensions=[2, 2], strides=[2, 2], layout="nhwc")
+        if not pool_first:
+            p = b.max_pool2d(ops["x"], window_dimensions=[2, 2], strides=[2, 2], layout="nhwc")
         if c_out != c_in:
             p = b.pad(p, [0, 0, 0, 0], [0, 0, 0, c_out - c_in])
         return {"y": b.prelu(b.add(y, p), b.constant(slope))}

@@ -861,9 +861,9 @@ class Gen:
     def motif_pool_residual(self, v, layout):
         """A strided block's residual: a depthwise conv of ``v`` and a pointwise one, plus a
         windowed pool of ``v`` (2x2/2, 3x3/2 padded, 1x1; maybe channel-padded with zeros)
-        (``fuse_pool_residual``); near misses: the pool read twice or a graph output, an
-        average pool whose windows reach the padding, a 4x4 window, the pool ahead of the
-        convs (it hosts the add itself)."""
+        (``fuse_pool_residual``), now and then the pool ahead of the convs (it hosts the add
+        itself); near misses: the pool read twice or a graph output, an average pool whose
+        windows reach the padding, a 4x4 window."""
         shape = self.shape(v)
         rank_c, rank_h = (3, 1) if layout == "nhwc" else (1, 2)
         C, H, W = shape[rank_c], shape[rank_h], shape[rank_h + 1]
