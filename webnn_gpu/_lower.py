@@ -90,6 +90,8 @@ class LowerContext:
     subgroup: int = 0
     steps: list = field(default_factory=list)
     aliases: dict = field(default_factory=dict)  # value id -> source Value
+    #: value id -> (the value, the Value whose buffer holds it, byte offset): see :meth:`place`
+    placed: dict = field(default_factory=dict)
     temps: list = field(default_factory=list)
     #: notes one graph's lowerings share (the same dict for every node of a build), e.g. the
     #: workgroup sizes of the tile kernels launched so far (:func:`webnn_gpu.ops.linalg._tile_workgroup`)
@@ -167,6 +169,12 @@ class LowerContext:
     def alias(self, out: Value, src: Value) -> None:
         """Make ``out`` a view of ``src``'s buffer (same bytes, e.g. reshape)."""
         self.aliases[out.id] = src
+
+    def place(self, part: Value, whole: Value, offset: int) -> None:
+        """Store ``part`` (and every value it is a view of) in ``whole``'s buffer from byte
+        ``offset`` on: its producer writes there (a concat read in place). The graph binds it
+        at that offset, a multiple of the device's storage-buffer offset alignment."""
+        self.placed[part.id] = (part, whole, offset)
 
     def temp(self, data_type: str, shape) -> Value:
         """A scratch value for this node's kernels."""

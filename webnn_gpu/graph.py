@@ -56,6 +56,7 @@ class MLGraph:
     _steps: list
     _slot: dict[int, _Slot]
     _root: Callable[[Any], Any]
+    _offset_of: Callable[[Any], int]
     _bind_cache: OrderedDict
     _static_groups: dict[int, Any]
     _compute_io: Any
@@ -96,6 +97,7 @@ class MLGraph:
         cache = context._pipelines
         steps: list = []
         aliases: dict[int, Value] = {}
+        placed: dict[int, tuple] = {}  # value id -> (value, the value holding it, byte offset)
         node_temps: list[tuple[int, int, list]] = []
         lower_shared: dict = {}  # LowerContext.shared: what one node leaves for the next
         for node in nodes:
@@ -110,6 +112,7 @@ class MLGraph:
             prefetched += cache.prefetch([(s.wgsl, s.template, s.label) for s in lc.steps
                                           if isinstance(s, KernelStep) and not s.user_code])
             aliases.update(lc.aliases)
+            placed.update(lc.placed)
             if lc.temps:
                 node_temps.append((start, max(len(steps) - 1, start), lc.temps))
 
@@ -117,6 +120,23 @@ class MLGraph:
             while v.id in aliases:
                 v = aliases[v.id]
             return v
+
+        # A placed part's buffer (the root of its views) is a block of the whole's, at an offset
+        # that every binding of it adds.
+        offsets: dict[int, int] = {}
+        for part, whole, offset in placed.values():
+            r = root(part)
+            if r.kind != "op" or root(whole) is r or r.id in offsets:
+                raise RuntimeError(f"build: {part!r} cannot be stored inside {whole!r} (a bug of concat_in_place)")
+            aliases[r.id] = whole
+            offsets[r.id] = offset
+
+        def offset_of(v):
+            off = 0
+            while v.id in aliases:
+                off += offsets.get(v.id, 0)
+                v = aliases[v.id]
+            return off
 
         # Slots: inputs, constants, outputs, temporaries.
         slot: dict[int, _Slot] = {}
@@ -210,6 +230,7 @@ class MLGraph:
         self._steps = steps
         self._slot = slot
         self._root = root
+        self._offset_of = offset_of
         self._bind_cache = OrderedDict()
         self._static_groups = {}
         self._compute_io = None  # lazily created buffers for compute()
@@ -333,13 +354,14 @@ class MLGraph:
             group = self._static_groups[i] = self._make_bind_group(step, {}, {})
         return group
 
-    @staticmethod
-    def _binding_range(step: KernelStep, i: int) -> tuple[int, int]:
-        """(offset, bytes) of ``step``'s binding ``i`` in its buffer."""
-        if step.ranges and step.ranges[i]:
-            return step.ranges[i]
+    def _binding_range(self, step: KernelStep, i: int) -> tuple[int, int]:
+        """(offset, bytes) of ``step``'s binding ``i`` in its buffer (a value stored in a
+        block of another's, :meth:`~webnn_gpu._lower.LowerContext.place`, from its offset)."""
         v = step.values[i]
-        return 0, _dtypes.buffer_size(v.data_type, v.shape)
+        base = self._offset_of(v) if getattr(self, "_offset_of", None) else 0
+        if step.ranges and step.ranges[i]:
+            return base + step.ranges[i][0], step.ranges[i][1]
+        return base, _dtypes.buffer_size(v.data_type, v.shape)
 
     def _binding_sizes(self, step: KernelStep) -> list[int]:
         """Bytes bound at each binding of ``step`` (as :meth:`_make_bind_group` binds them)."""
@@ -519,7 +541,8 @@ class MLGraph:
                     cpass = None
                 src = self._buffer_of(step.src, ins, outs)
                 dst = self._buffer_of(step.dst, ins, outs)
-                encoder.copy_buffer_to_buffer(src, 0, dst, 0, step.nbytes)
+                at = [0 if isinstance(v, _OutRef) else self._offset_of(v) for v in (step.src, step.dst)]
+                encoder.copy_buffer_to_buffer(src, at[0], dst, at[1], step.nbytes)
         if cpass is not None:
             cpass.end()
 

@@ -12,6 +12,10 @@
   apply(ep, v, o, ch, q, gv): the expression applying the epilogue to the f32 value v (v itself
     when the epilogue is empty); q names the channel's hoisted `EpQ` (see hoist_q) or is empty;
     gv is the value of the operand the kernel holds itself (ep.given).
+  given_fns(ep, name, vec): the helpers loading a pooled given operand (ep.given_g4 / g1, its
+    binding `name`, an array of vec4 with vec), nothing for a plain one.
+  given4(ep, name, i4) / given1(ep, name, o): the given operand's vec4 i4 (as vec4<f32>) / its
+    element o (as f32): the binding's value, or the pool over its window (ep.given_g4 / g1).
   hoist_q(ep, name, ch): `let name = ep_q(ch);` when the epilogue reads operands at the channel
     (ep.chan), else nothing: a kernel storing many outputs of channel ch loads them once.
   prologue(k, T, names, vec, ep): everything before a kernel's body: `enable f16;` for f16,
@@ -55,6 +59,20 @@
 
 {% macro apply(ep, v, o, ch, q="", gv="") -%}
 {% if ep.empty %}{{ v }}{% else %}{{ ep.fn }}({{ v }}, {{ o }}, {{ ch }}{% if ep.chan %}, {{ q or ep.q_fn ~ "(" ~ ch ~ ")" }}{% endif %}{% if ep.given %}, {{ gv }}{% endif %}){% endif %}
+{%- endmacro %}
+
+{% macro given_fns(ep, name, vec) %}
+{% if ep.given_g4 %}
+{{ (ep.given_g4 if vec else ep.given_g1) | replace("GIVEN", name) }}
+{% endif %}
+{% endmacro %}
+
+{% macro given4(ep, name, i4) -%}
+{% if ep.given_g4 %}{{ ep.fn }}_g4({{ i4 }}){% else %}vec4<f32>({{ name }}[{{ i4 }}]){% endif %}
+{%- endmacro %}
+
+{% macro given1(ep, name, o) -%}
+{% if ep.given_g4 %}{{ ep.fn }}_g1({{ o }}){% else %}f32({{ name }}[{{ o }}]){% endif %}
 {%- endmacro %}
 
 {% macro hoist_q(ep, name, ch) -%}

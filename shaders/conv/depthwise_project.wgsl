@@ -125,6 +125,7 @@ enable f16;
 {% set nb.i = nb.i + 1 + pep.operands | length %}
 {% if pep.given %}
 {{ tl.decl(nb.i, "pg", T, true, false) }}
+{{ tl.given_fns(pep, "pg", true) }}
 {% set nb.i = nb.i + 1 %}
 {% endif %}
 {% endif %}
@@ -421,7 +422,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         let o = pix{{ t }}_{{ p }} * N + 4u * col;
 {% if out_vec %}
 {% if pep.given %}
-        let g = vec4<f32>(pg[pix{{ t }}_{{ p }} * N4 + col]);
+        let g = {{ tl.given4(pep, "pg", "pix" ~ t ~ "_" ~ p ~ " * N4 + col") }};
 {% endif %}
         let e = {{ ep_v4(pep, "v", "o", "4u * col", "gq", "g") }};
         out[pix{{ t }}_{{ p }} * N4 + col] = vec4<{{ T }}>(e);
@@ -463,7 +464,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       let v = a{{ t }}_{{ p }}_{{ j }};
 {% if out_vec %}
 {% if pep.given %}
-      let g = vec4<f32>(pg[pix{{ t }}_{{ p }} * N4 + jb + {{ j }}u]);
+      let g = {{ tl.given4(pep, "pg", "pix" ~ t ~ "_" ~ p ~ " * N4 + jb + " ~ j ~ "u") }};
 {% endif %}
       let e = {{ ep_v4(pep, "v", "o", "4u * (jb + " ~ j ~ "u)", "gq" ~ j ~ "_", "g") }};
       out[pix{{ t }}_{{ p }} * N4 + jb + {{ j }}u] = vec4<{{ T }}>(e);

@@ -110,6 +110,7 @@ enable f16;
 {% endif %}
 {% if ep.given %}
 {{ tl.decl(g_at, "gres", T, out_vec, false) }}
+{{ tl.given_fns(ep, "gres", out_vec) }}
 {% endif %}
 {% if dyn %}
 @group(0) @binding({{ prm_at }}) var<storage, read> prm: array<u32>;
@@ -147,7 +148,7 @@ fn tile_row(m: u32, o_off: u32, n0: u32, bidx: u32{% if dyn %}, M_: u32, N_: u32
         let o = orow + n;
         let v = c{{ j }};
 {% if ep.given %}
-        let g = vec4<f32>(gres[o / 4u]);
+        let g = {{ tl.given4(ep, "gres", "o / 4u") }};
 {% endif %}
         let e = vec4<f32>({% for c in range(4) %}{% if ep_rows %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "m", "r", "g." ~ "xyzw"[c]) }}{% else %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{% endif %}{{ ", " if not loop.last }}{% endfor %});
         out[o / 4u] = vec4<{{ T }}>(e);
@@ -159,7 +160,7 @@ fn tile_row(m: u32, o_off: u32, n0: u32, bidx: u32{% if dyn %}, M_: u32, N_: u32
 {% for c in range(4) %}
       if (n + {{ c }}u < {{ N }}u) {
         let o = orow + (n + {{ c }}u) * {{ o_so }}u;
-        out[o] = {{ T }}({% if ep_rows %}{{ tl.apply(ep, "c" ~ j ~ "." ~ "xyzw"[c], "o", "m", "r", "f32(gres[o])") }}{% else %}{{ tl.apply(ep, "c" ~ j ~ "." ~ "xyzw"[c], "o", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "f32(gres[o])") }}{% endif %});
+        out[o] = {{ T }}({% if ep_rows %}{{ tl.apply(ep, "c" ~ j ~ "." ~ "xyzw"[c], "o", "m", "r", tl.given1(ep, "gres", "o")) }}{% else %}{{ tl.apply(ep, "c" ~ j ~ "." ~ "xyzw"[c], "o", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, tl.given1(ep, "gres", "o")) }}{% endif %});
       }
 {% endfor %}
 {% endif %}

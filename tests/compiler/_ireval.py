@@ -22,8 +22,11 @@ def _pool(a, x):
     nchw = a.get("layout", "nchw") == "nchw"
     xn = x if nchw else x.transpose(TO_NCHW)
     wh, ww = a["window"]
-    n, c, h, w = xn.shape
-    y = np.stack([xn[:, :, i:i + h - wh + 1, j:j + w - ww + 1] for i in range(wh) for j in range(ww)]).mean(0)
+    sh, sw = a.get("strides", [1, 1])
+    assert list(a.get("padding", [0, 0, 0, 0])) == [0, 0, 0, 0]
+    oh, ow = (xn.shape[2] - wh) // sh + 1, (xn.shape[3] - ww) // sw + 1
+    y = np.stack([xn[:, :, i:i + (oh - 1) * sh + 1:sh, j:j + (ow - 1) * sw + 1:sw]
+                  for i in range(wh) for j in range(ww)]).mean(0)
     return y if nchw else y.transpose(TO_NHWC)
 
 
@@ -168,6 +171,20 @@ EVAL = {
 }
 
 
+def _window(pool, w):
+    """A ``"pool"`` step's operand: ``pool`` (its attributes) of ``w``."""
+    a = {"window": pool["window"], "strides": pool["strides"], "padding": pool["padding"], "dilations": [1, 1],
+         "layout": pool["layout"]}
+    return _max_pool(a, w) if pool["op"] == "max" else _pool(a, w)
+
+
+def _framed(w, pad, shape):
+    """A ``"pad"`` step's operand: ``w`` at offset ``pad`` in zeros of ``shape`` (offsets >= 0)."""
+    out = np.zeros(shape)
+    out[tuple(slice(b, b + d) for b, d in zip(pad, w.shape))] = w
+    return out
+
+
 def _steps(steps, x, operands):
     """``x`` through epilogue steps (webnn_gpu/ops/_epilogue.py's format) reading ``operands``
     (the node's input values)."""
@@ -176,10 +193,20 @@ def _steps(steps, x, operands):
             x = EVAL[st["op"]](None, x)
             continue
         w = operands[st["input"]]
+        if st.get("pool") is not None:
+            w = _window(st["pool"], w)
+            assert w.shape == tuple(st["pool"]["shape"])
+        if st.get("pad") is not None:
+            w = _framed(w, st["pad"], x.shape)
         if st.get("axis") is not None:
             w = w.reshape([-1 if d == st["axis"] else 1 for d in range(x.ndim)])
         x = EVAL[st["op"]](None, *((w, x) if st.get("reverse") else (x, w)))
     return x
+
+
+#: Ops whose evaluator above applies the node's epilogue itself.
+SELF_EPILOGUE = frozenset({"matmul", "gemm", "layer_normalization", "matmul_layer_norm", "matmul_softmax",
+                           "dense_chain"})
 
 
 def evaluate(nodes, outputs, feeds):
@@ -212,6 +239,11 @@ def evaluate(nodes, outputs, feeds):
                 env[node.outputs[1].id] = _steps(node.attrs["side"], y, xs)
         elif node.op in ("matmul_layer_norm", "matmul_softmax") and len(node.outputs) > 1:  # the product too
             y, env[node.outputs[1].id] = _matmul_layer_norm(node, *xs, both=True)
+        elif node.attrs.get("epilogue") and node.op not in SELF_EPILOGUE:
+            # an epilogue host: its own operands come first
+            from webnn_gpu.ops._epilogue import HOST_SLOTS
+
+            y = _steps(node.attrs["epilogue"], EVAL[node.op](node, *xs[:HOST_SLOTS[node.op]]), xs)
         else:
             y = EVAL[node.op](node, *xs)
         assert y.shape == tuple(node.outputs[0].shape), (node, y.shape)

@@ -572,7 +572,8 @@ class Gen:
 
     def motif_pool(self, v, layout):
         """Pools: a global average pool of a sum (maybe with an upsampled operand), of a conv's
-        output (also read elsewhere), windowed average / max pools."""
+        output (also read elsewhere), windowed average / max pools, a strided block's residual
+        pool (:meth:`motif_pool_residual`)."""
         shape = self.shape(v)
         r = self.rng.random()
         if r < 0.35:
@@ -587,6 +588,10 @@ class Gen:
                 other = self.input(shape)
             y = self.emit("add", [v, other] if self.p(0.5) else [other, v])
             return self.emit("average_pool2d", [y], {"layout": layout}), layout
+        if 0.44 <= r < 0.5:
+            return self.motif_heads(v, layout)
+        if 0.5 <= r < 0.65:
+            return self.motif_pool_residual(v, layout)
         if r < 0.65:
             c = self.conv(v, layout, depthwise=self.p(0.6))
             p = self.emit("average_pool2d", [c], {"layout": layout})
@@ -833,6 +838,76 @@ class Gen:
                 return self.emit("reshape", [v], {"new_shape": [n, h, w, c]}), layout  # equal to a transpose
             return self.emit("transpose", [v], {"permutation": [0, 2, 3, 1]}), layout
         return v, layout
+    def motif_heads(self, v, layout):
+        """Detector heads: two pointwise convs (one of a downsampled ``v``) reshaped to
+        ``[N, rows, k]`` and concatenated along the rows (``concat_in_place``); near misses: a
+        batch of 2, a head also read elsewhere or output, blocks at misaligned offsets (their
+        sizes drawn)."""
+        shape = self.shape(v)
+        small = self.emit("max_pool2d", [v], {"window_dimensions": [2, 2], "strides": [2, 2], "layout": layout,
+                                               "padding": [0, 1, 0, 1]})
+        k = self.pick((1, 2))
+        rows = []
+        for x in (v, small):
+            c = self.conv(x, layout, pointwise=True, O=k * self.pick((1, 2, 3)))
+            n = int(np.prod(self.shape(c)))
+            if self.p(0.1):
+                self.output(c)  # read twice
+            rows.append(self.emit("reshape", [c], {"new_shape": [shape[0], n // (shape[0] * k), k]}))
+        y = self.emit("concat", rows, {"axis": 1})
+        self.output(self.emit("sigmoid", [y]) if self.p(0.5) else y)
+        return v, layout
+
+    def motif_pool_residual(self, v, layout):
+        """A strided block's residual: a depthwise conv of ``v`` and a pointwise one, plus a
+        windowed pool of ``v`` (2x2/2, 3x3/2 padded, 1x1; maybe channel-padded with zeros)
+        (``fuse_pool_residual``), now and then the pool ahead of the convs (it hosts the add
+        itself); near misses: the pool read twice or a graph output, an average pool whose
+        windows reach the padding, a 4x4 window."""
+        shape = self.shape(v)
+        rank_c, rank_h = (3, 1) if layout == "nhwc" else (1, 2)
+        C, H, W = shape[rank_c], shape[rank_h], shape[rank_h + 1]
+        op = self.pick(("max_pool2d", "max_pool2d", "average_pool2d"))
+        win, st, pad = self.pick((([2, 2], 2, [0, 0, 0, 0]), ([3, 3], 2, [1, 1, 1, 1]), ([3, 3], 2, [0, 1, 0, 1]),
+                                  ([1, 1], 1, [0, 0, 0, 0]), ([4, 4], 2, [1, 1, 1, 1])))
+        if H + pad[0] + pad[1] < win[0] or W + pad[2] + pad[3] < win[1]:
+            return v, layout
+        extra = self.pick((0, 0, 4, 8))
+        OH, OW = [(n + pad[2 * k] + pad[2 * k + 1] - win[k]) // st + 1 for k, n in enumerate((H, W))]
+
+        def pool():
+            p = self.emit(op, [v], {"window_dimensions": win, "strides": [st, st], "padding": pad, "layout": layout})
+            if not extra:
+                return p, p
+            end = [0] * 4
+            end[rank_c] = extra
+            return p, self.emit("pad", [p], {"beginning_padding": [0] * 4, "ending_padding": end})
+
+        first = self.p(0.2)
+        if first:
+            p, r = pool()
+        t = self.emit("relu", [v]) if self.p(0.5) else v
+        tot = [(OH - 1) * st + 3 - H, (OW - 1) * st + 3 - W]  # the depthwise 3x3's padding to match
+        if all(0 <= n <= 4 for n in tot):
+            flayout = self.pick(FILTER_LAYOUTS)
+            attrs = {"padding": [tot[0] // 2, tot[0] - tot[0] // 2, tot[1] // 2, tot[1] - tot[1] // 2],
+                     "strides": [st, st], "dilations": [1, 1], "groups": C, "input_layout": layout,
+                     "filter_layout": flayout}
+            c = self.emit("conv2d", [t, self.filt(C, 1, 3, 3, flayout)], attrs)
+        else:
+            c = self.conv(t, layout, depthwise=True)
+        c = self.conv(c, layout, pointwise=True, O=C + extra)
+        if not first:
+            p, r = pool()
+        if self.shape(c) != self.shape(r):
+            self.output(r)
+            return c, layout
+        if self.p(0.15):
+            self.output(p)  # read twice
+        y = self.emit("add", [c, r] if self.p(0.5) else [r, c])
+        if self.p(0.5):
+            y = self.emit("prelu", [y, self.chan_operand(self.shape(y), layout)])
+        return self.elementwise_tail(y, layout, 2), layout
 
     # -- the graph
     def graph4d(self):

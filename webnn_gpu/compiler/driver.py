@@ -30,12 +30,12 @@ from .rules.conv import (fuse_conv_input, fuse_conv_pool, fuse_conv_upsample, fu
 from .rules.elementwise import fuse_elementwise, fuse_hard_swish, fuse_swish
 from .rules.epilogue import fuse_epilogue
 from .rules.fold import fold_constants
-from .rules.layout import fold_layout, fuse_concat_map
+from .rules.layout import concat_in_place, fold_layout, fuse_concat_map
 from .rules.linalg import fold_matmul_transpose, stack_shared_gemms
 from .rules.norm import split_batch_norm
 from .rules.nchw import compose_transposes, nchw_conv_to_nhwc
 from .rules.norm_rows import fuse_matmul_layer_norm, fuse_matmul_softmax
-from .rules.pool import fuse_pool_input, fuse_pool_map, fuse_pool_partials
+from .rules.pool import fuse_pool_input, fuse_pool_map, fuse_pool_partials, fuse_pool_residual
 from .rules.regions import nhwc_regions
 from .rules.views import fold_matmul_views
 
@@ -161,10 +161,19 @@ ORDER: tuple[Stage, ...] = (
         Rule(fuse_concat_map, "after fuse_epilogue and fuse_conv_input (a chain a kernel takes as its epilogue or "
                               "prologue costs no store) and before fuse_elementwise, which would merge the chain "
                               "into a kernel of its own"),
+        Rule(fuse_pool_residual, "after fuse_epilogue and fold_layout (the residual add, maybe of a channel-padded "
+                                 "pool, is an epilogue step by then), fuse_depthwise_project (the step is the "
+                                 "projection's; the pair's legality saw the plain residual) and fuse_pool_map "
+                                 "(a pool that stores a side map stays)"),
     )),
     Stage("elementwise", (
-        Rule(fuse_elementwise, "last: it merges the element-wise nodes no kernel took as a prologue or "
-                               "an epilogue"),
+        Rule(fuse_elementwise, "last of the fusions: it merges the element-wise nodes no kernel took as a "
+                               "prologue or an epilogue"),
+    )),
+    Stage("memory", (
+        Rule(concat_in_place, "after fuse_elementwise and every fusion: the producers it lets write into a "
+                              "concat's output are the final kernels (a fusion that took one would leave the "
+                              "concat without its block)"),
     )),
 )
 

@@ -26,6 +26,14 @@ of dicts, applied in order to the value ``x``:
     that is inside it, else 0: ``b >= 0`` places the operand inside a zero-filled frame (a
     zero ``pad`` folded into its reader), ``b < 0`` reads a window of a larger operand (a
     ``slice`` folded into its reader).
+``{"op": NAME, "input": i, "pool": {...}}``
+    The operand is the value a windowed pool makes of ``node.inputs[i]``, computed where the
+    step reads it (a pool fused into its reader, ``fuse_pool_residual``): ``"pool"`` holds
+    ``"op"`` (``"max"`` or ``"average"``), ``"window"``, ``"strides"``, ``"padding"``
+    (``[top, bottom, left, right]``), ``"layout"`` (``"nhwc"`` / ``"nchw"``) and
+    ``"shape"`` (the pooled shape, which then stands for the operand's shape: ``"pad"``
+    applies to it). Taps in the padding are left out of a max (every window holds one
+    inside); an average's windows lie inside the input (the divisor is the window's size).
 
 Operands are appended to ``node.inputs`` (see :func:`attach`); the graph binds every input
 of a node and the dead-code pass keeps them alive, so nothing else is needed. An operand must
@@ -92,6 +100,13 @@ class Epilogue:
     #: True when the kernel passes the operand ``given`` to :func:`build` as a last argument
     #: ``gv: f32`` (a value it already holds in a register) instead of the epilogue loading it.
     given: bool = False
+    #: For a given operand read through a ``"pool"`` step (:func:`given_pool_ok`): WGSL of
+    #: ``fn <fn>_g4(i4: u32) -> vec4<f32>`` (the pooled operand's four values of the output's
+    #: vec4 ``i4``, its binding an array of vec4) and ``fn <fn>_g1(o: u32) -> f32`` (one value,
+    #: a scalar binding), the binding named ``GIVEN`` (``_lib/tile.wgsl``'s ``given_fns``
+    #: names it); empty otherwise: the kernel loads the operand at the output's index.
+    given_g4: str = ""
+    given_g1: str = ""
 
 
 #: The kernels that apply ``attrs["epilogue"]`` (see :func:`hosts`), with the number of input
@@ -176,6 +191,7 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
     lines = [f"fn {ep.fn}(ev0: f32, o: u32, ch: u32) -> f32 {{", "  var ev = ev0;"]
     bound: dict[int, str] = {}
     chan_reads: list[str] = []  # operands read at `ch` alone, in EpQ order
+    pool_fns: list[str] = []  # the helpers of "pool" steps
     for n, step in enumerate(steps):
         if not isinstance(step, dict) or not isinstance(step.get("op"), str):
             raise ValueError(f"{node.op}: epilogue step {n} must be a dict with an 'op' string, got {step!r}")
@@ -189,13 +205,36 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
             v = node.inputs[i]
             if v.data_type != out.data_type:
                 raise ValueError(f"{node.op}: epilogue step {n}: operand data type {v.data_type} != {out.data_type}")
-            if step.get("pad") is not None:
+            pool = step.get("pool")
+            if pool is not None and i == given and given_pool_ok(step, v, out):
+                # the kernel loads the pooled operand as vec4 (or one value) through the helpers
+                ep.given = True
+                ep.given_g4, ep.given_g1 = _given_pool_fns(node, n, ep.fn, v, step, out_shape)
+                y = "gv"
+            elif pool is not None:  # the operand read is the pool's window over v (a helper function)
+                if step.get("axis") is not None:
+                    raise ValueError(f"{node.op}: epilogue step {n}: 'pool' and 'axis' exclude each other")
+                if i not in bound:
+                    bound[i] = f"{first_binding}{len(bound)}"
+                    ep.operands.append((bound[i], v))
+                helper = f"{ep.fn}_pool{n}"
+                pool_fns.append(_pool_fn(node, n, helper, bound[i], v, pool))
+                v = SimpleNamespace(shape=tuple(pool["shape"]), data_type=v.data_type)  # the pooled operand
+                if step.get("pad") is not None:
+                    index, inside = _padded_index(node, n, v, step["pad"], out_shape, chan_axis)
+                else:
+                    index, inside = _operand_index(node, n, v, None, out_shape, out_strides, None), ""
+                y = (f"select(0.0, {helper}(select(0u, {index}, {inside})), {inside})" if inside
+                     else f"{helper}({index})")
+            elif step.get("pad") is not None:
                 if step.get("axis") is not None:
                     raise ValueError(f"{node.op}: epilogue step {n}: 'pad' and 'axis' exclude each other")
                 index, inside = _padded_index(node, n, v, step["pad"], out_shape, chan_axis)
             else:
                 index, inside = _operand_index(node, n, v, step.get("axis"), out_shape, out_strides, chan_axis), ""
-            if inside or step.get("pad") is not None and index != "o":
+            if pool is not None:
+                pass
+            elif inside or step.get("pad") is not None and index != "o":
                 if i not in bound:
                     bound[i] = f"{first_binding}{len(bound)}"
                     ep.operands.append((bound[i], v))
@@ -247,6 +286,7 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
                  f"fn {ep.q_fn}(ch: u32) -> {ep.q_struct} {{ return {ep.q_struct}({loads}); }}"] + lines
         ep.chan = True
         ep.q_count = len(chan_reads)
+    lines += pool_fns  # (after the epilogue: kernels look for its operands' loads from `fn epilogue(` on)
     by_type: dict[str, list[str]] = {}
     for T, name in sorted(funcs):
         by_type.setdefault(T, []).append(name)
@@ -254,6 +294,130 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
     ep.code = "\n".join(lines)
     ep.empty = not steps
     return ep
+
+
+#: The windows a ``"pool"`` step computes where it reads its operand (each tap is a load
+#: in every store the kernel unrolls).
+POOL_MAX_TAPS = 9
+
+
+def pool_step_ok(x_shape, pool: dict) -> bool:
+    """Whether an epilogue step can read the pool ``pool`` (a ``"pool"`` entry of a step:
+    op, window, strides, padding, layout, shape) of a value of shape ``x_shape``: a 4-D max
+    or average pool without dilation of at most :data:`POOL_MAX_TAPS` taps, every window
+    holding an element of the input (a max) or lying inside it (an average: the divisor is
+    the window's size), the output size what the windows give."""
+    try:
+        op, (WH, WW), (SH, SW) = pool["op"], pool["window"], pool["strides"]
+        PT, PB, PL, PR = pool["padding"]
+        layout, shape = pool["layout"], tuple(pool["shape"])
+    except (KeyError, TypeError, ValueError):
+        return False
+    if op not in ("max", "average") or layout not in ("nhwc", "nchw") or len(x_shape) != 4 or len(shape) != 4:
+        return False
+    if not 1 <= WH * WW <= POOL_MAX_TAPS or min(WH, WW, SH, SW) < 1 or min(PT, PB, PL, PR) < 0:
+        return False
+    h, w, c = (1, 2, 3) if layout == "nhwc" else (2, 3, 1)
+    if shape[0] != x_shape[0] or shape[c] != x_shape[c]:
+        return False
+    for size, out, win, st, p0 in ((x_shape[h], shape[h], WH, SH, PT), (x_shape[w], shape[w], WW, SW, PL)):
+        for o in range(out):
+            first, last = o * st - p0, o * st - p0 + win - 1
+            inside = min(last, size - 1) - max(first, 0) + 1
+            if inside < 1 or op == "average" and inside != win:
+                return False
+    return True
+
+
+def _pool_fn(node, n, helper: str, binding: str, x, pool: dict) -> str:
+    """WGSL ``fn helper(i: u32) -> f32``: the pool ``pool`` of ``x`` (bound as ``binding``) at
+    the linear index ``i`` of the pooled shape (the windows' taps unrolled; the bounds tested
+    only along an axis where some window reaches the padding)."""
+    if not pool_step_ok(tuple(x.shape), pool):
+        raise ValueError(f"{node.op}: epilogue step {n}: a 'pool' step needs a 4-D max or average pool of at most "
+                         f"{POOL_MAX_TAPS} taps whose every window holds (max) or lies in (average) the input, "
+                         f"got {pool!r} over shape {list(x.shape)}")
+    (WH, WW), (SH, SW) = pool["window"], pool["strides"]
+    PT, _, PL, _ = pool["padding"]
+    shape = tuple(pool["shape"])
+    nhwc = pool["layout"] == "nhwc"
+    N, H, W, C = x.shape if nhwc else (x.shape[0], x.shape[2], x.shape[3], x.shape[1])
+    OH, OW = (shape[1], shape[2]) if nhwc else (shape[2], shape[3])
+    lines = [f"fn {helper}(i: u32) -> f32 {{"]
+    if nhwc:
+        lines += [f"  let c = i % {C}u;", f"  let p = i / {C}u;", f"  let base = (p / {OW * OH}u) * {H * W * C}u + c;"]
+        step_w = C
+    else:
+        lines += [f"  let p = i % {OH * OW}u;", f"  let base = (i / {OH * OW}u) * {H * W}u;"]
+        step_w = 1
+    lines += [f"  let oh = (p / {OW}u) % {OH}u;", f"  let ow = p % {OW}u;"]
+    check_h = PT > 0 or (OH - 1) * SH - PT + WH > H
+    check_w = PL > 0 or (OW - 1) * SW - PL + WW > W
+    lines += [f"  let h0 = i32(oh * {SH}u) - {PT};", f"  let w0 = i32(ow * {SW}u) - {PL};"]
+    mx = pool["op"] == "max"
+    lines.append(f"  var acc = {'-3.40282347e+38' if mx else '0.0'};")
+    for kh in range(WH):
+        for kw in range(WW):
+            conds = ([f"h0 + {kh} >= 0", f"h0 + {kh} < {H}"] if check_h else []) + \
+                    ([f"w0 + {kw} >= 0", f"w0 + {kw} < {W}"] if check_w else [])
+            at = f"base + u32((h0 + {kh}) * {W} + w0 + {kw}){f' * {step_w}u' if step_w != 1 else ''}"
+            load = f"f32({binding}[{at}])"
+            upd = f"acc = max(acc, {load});" if mx else f"acc = acc + {load};"
+            lines.append(f"  if ({' && '.join(conds)}) {{ {upd} }}" if conds else f"  {upd}")
+    lines.append("  return acc;" if mx else f"  return acc / {float(WH * WW)!r};")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def given_pool_ok(step: dict, v, out) -> bool:
+    """Whether a kernel holding the operand of a ``"pool"`` step as vec4s (``given``) can load
+    it through :attr:`Epilogue.given_g4`: an NHWC pool whose channels are a multiple of 4, the
+    pooled value of the output's shape or placed in it along the channels alone (``"pad"``
+    at a multiple of 4)."""
+    pool = step.get("pool")
+    shp, o = tuple(pool["shape"]) if pool else (), tuple(out.shape)
+    if pool is None or pool.get("layout") != "nhwc" or len(o) != 4 or len(shp) != 4 or shp[3] % 4 or o[3] % 4:
+        return False
+    if not pool_step_ok(tuple(v.shape), pool) or step.get("axis") is not None or "scale" in step:
+        return False
+    pad = step.get("pad") or [0, 0, 0, 0]
+    return (shp[:3] == o[:3] and list(pad[:3]) == [0, 0, 0] and isinstance(pad[3], int)
+            and pad[3] % 4 == 0 and 0 <= pad[3] and pad[3] + shp[3] <= o[3])
+
+
+def _given_pool_fns(node, n, fn: str, x, step: dict, out_shape) -> tuple[str, str]:
+    """The WGSL of :attr:`Epilogue.given_g4` and ``given_g1`` for step ``n`` (``given_pool_ok``)."""
+    pool = step["pool"]
+    (WH, WW), (SH, SW) = pool["window"], pool["strides"]
+    PT, _, PL, _ = pool["padding"]
+    _, H, W, C = x.shape
+    _, OH, OW, CO = out_shape
+    b = (step.get("pad") or [0, 0, 0, 0])[3]
+    check_h = PT > 0 or (pool["shape"][1] - 1) * SH - PT + WH > H
+    check_w = PL > 0 or (pool["shape"][2] - 1) * SW - PL + WW > W
+    mx = pool["op"] == "max"
+
+    def body(width: int, ty: str) -> list[str]:
+        co, c = CO // width, C // width  # the output's and the input's channels in loads
+        lines = [f"  let cc = i % {co}u;", f"  let p = i / {co}u;"]
+        if b or C != CO:
+            lines.append(f"  if (cc < {b // width}u || cc >= {(b + C) // width}u) {{ return {ty}(0.0); }}")
+        lines += [f"  let base = (p / {OW * OH}u) * {H * W * c}u + cc - {b // width}u;",
+                  f"  let h0 = i32(((p / {OW}u) % {OH}u) * {SH}u) - {PT};",
+                  f"  let w0 = i32((p % {OW}u) * {SW}u) - {PL};",
+                  f"  var acc = {ty}({'-3.40282347e+38' if mx else '0.0'});"]
+        for kh in range(WH):
+            for kw in range(WW):
+                conds = ([f"h0 + {kh} >= 0", f"h0 + {kh} < {H}"] if check_h else []) + \
+                        ([f"w0 + {kw} >= 0", f"w0 + {kw} < {W}"] if check_w else [])
+                load = f"{ty}(GIVEN[base + u32((h0 + {kh}) * {W} + w0 + {kw}) * {c}u])"
+                upd = f"acc = max(acc, {load});" if mx else f"acc = acc + {load};"
+                lines.append(f"  if ({' && '.join(conds)}) {{ {upd} }}" if conds else f"  {upd}")
+        lines.append("  return acc;" if mx else f"  return acc / {float(WH * WW)!r};")
+        return lines + ["}"]
+
+    return ("\n".join([f"fn {fn}_g4(i: u32) -> vec4<f32> {{"] + body(4, "vec4<f32>")),
+            "\n".join([f"fn {fn}_g1(i: u32) -> f32 {{"] + body(1, "f32")))
 
 
 def _padded_index(node, n, v, pad, out_shape, chan_axis) -> tuple[str, str]:

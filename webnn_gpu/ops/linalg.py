@@ -323,6 +323,10 @@ def given_operand(node, out: Value, steps: list[dict], M: int, N: int, KC: int, 
         v = node.inputs[i]
         if v is None or v.data_type != out.data_type:
             continue
+        if "pool" in step:  # a pooled operand: the kernel loads it through the epilogue's helpers
+            if _epilogue.given_pool_ok(step, v, out) and sum(st.get("input") == i for st in steps) == 1:
+                return i
+            continue
         shp = tuple(v.shape)
         if len(shp) > len(out.shape) or (1,) * (len(out.shape) - len(shp)) + shp != tuple(out.shape):
             continue

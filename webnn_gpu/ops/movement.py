@@ -388,10 +388,18 @@ def lower_concat(node, lc) -> None:
     """concat: one ``layout/concat.wgsl`` kernel reading every input (32-bit data in slabs of
     multiples of 4 elements: ``layout/concat_vec4.wgsl``, which also stores the map of
     ``attrs["side"]`` as a second output, or alone as its one output), or (more inputs than a
-    kernel may bind) one kernel per input placing it at its offset along the axis."""
+    kernel may bind) one kernel per input placing it at its offset along the axis; with
+    ``attrs["in_place"]`` (``concat_in_place``) no kernel: each input is stored in its block
+    of the output (:meth:`~webnn_gpu._lower.LowerContext.place`)."""
     dst = node.outputs[0]
     if _is_alias(node):
         lc.alias(dst, node.inputs[0])
+        return
+    if node.attrs.get("in_place"):  # each input's producer writes its block of the output (concat_in_place)
+        offset = 0
+        for src in node.inputs:
+            lc.place(src, dst, offset)
+            offset += _dtypes.byte_length(src.data_type, src.shape)
         return
     ax = node.attrs["axis"]
     max_buffers = int(lc.limits.get("max-storage-buffers-per-shader-stage", 8))

@@ -11,6 +11,8 @@ firing only where the result is the same (when in doubt it does not fire).
   ``pad`` / ``slice`` kernel is then gone when nothing else reads its output.
 * :func:`fuse_concat_map`: an element-wise chain over a concat's output (read elsewhere too)
   is stored by the concat kernel beside that output.
+* :func:`concat_in_place`: a concat whose inputs are contiguous blocks of its output is no
+  kernel: their producers write their blocks.
 """
 
 from __future__ import annotations
@@ -249,3 +251,69 @@ def fuse_concat_map(nodes: list, outputs: dict, context=None) -> list:
         if DEBUG >= 2:
             log.debug("fuse_concat_map: concat [%s] stores %s of its output", cat.label, [s["op"] for s in steps])
     return g.replace(replaced, dropped)
+
+
+#: Operators whose lowering writes its output with kernels (bound at an offset like any
+#: other value), which :func:`concat_in_place` lets write into a concat's output.
+IN_PLACE_PRODUCERS = ("conv2d", "conv_transpose2d", "matmul", "gemm", "depthwise_project")
+
+
+def concat_in_place(nodes: list, outputs: dict, context=None) -> list:
+    """A concat whose every input is a contiguous block of its output (the output's dimensions
+    before the axis all 1) costs no kernel: each input's producer writes its block of the
+    concat's buffer, bound at the block's byte offset (``attrs["in_place"]``; the graph's
+    memory plan stores the input, and the views it is read through, inside the output:
+    :meth:`webnn_gpu._lower.LowerContext.place`). Detector heads reshape their 1x1 convs'
+    outputs to ``[1, anchors, k]`` and concatenate them along the anchors.
+
+    Conditions: each input is made by a conv, matmul, gemm or depthwise + projection kernel,
+    maybe through views (reshapes, moving transposes) that nothing else reads, no graph output
+    on the way; the inputs distinct; every block's byte offset a multiple of the device's
+    ``min-storage-buffer-offset-alignment`` (256 without a device) and every block but the
+    last a multiple of 4 bytes. Near misses: an input read elsewhere or a graph output, an
+    input that is a graph input or constant or made by another kind of kernel, a misaligned
+    offset (pose detection's 1568-anchor head: 6,272 bytes), an axis with a larger dimension
+    before it, a concat that stores a side map.
+    """
+    from ..._dtypes import byte_length
+    from ..._ir import Node
+
+    align = 256 if context is None else int(context.limits.get("min-storage-buffer-offset-alignment", 256))
+    consumers, producer = _users(nodes)
+    out_ids = {v.id for v in outputs.values()}
+    replaced: dict[int, Any] = {}
+    for node in nodes:
+        if node.op != "concat" or node.attrs.get("alias") or "side" in node.attrs or len(node.outputs) != 1:
+            continue
+        dst, ax = node.outputs[0], node.attrs["axis"]
+        if any(d != 1 for d in dst.shape[:ax]) or len(node.inputs) < 2:
+            continue
+        roots: list = []
+        offset = 0
+        for k, v in enumerate(node.inputs):
+            if k and offset % align:
+                break
+            src = v
+            while True:  # through views read by nothing else
+                if src.kind != "op" or src.id in out_ids or len(consumers.get(src.id, ())) != 1:
+                    src = None
+                    break
+                p = producer.get(src.id)
+                if p is None or not (p.attrs.get("alias") and p.op in ("reshape", "transpose")):
+                    break
+                src = p.inputs[0]
+            p = producer.get(src.id) if src is not None else None
+            if p is None or p.op not in IN_PLACE_PRODUCERS or p.attrs.get("in_place") or any(src is r for r in roots):
+                break
+            roots.append(src)
+            offset += byte_length(v.data_type, v.shape)
+            if k < len(node.inputs) - 1 and offset % 4:
+                break
+        else:
+            replaced[node.id] = Node(node.op, list(node.inputs), list(node.outputs),
+                                     {**node.attrs, "in_place": True}, node.label)
+            if DEBUG >= 2:
+                log.debug("concat_in_place: %s [%s]", node.op, node.label)
+    if not replaced:
+        return nodes
+    return [replaced.get(n.id, n) for n in nodes]

@@ -191,3 +191,158 @@ def fuse_pool_map(nodes: list, outputs: dict, context=None) -> list:
             log.debug("fuse_pool_map: %s [%s] stores %s of its %s", pool.op, pool.label, [s["op"] for s in steps],
                       side_of)
     return g.replace(replaced, dropped)
+
+
+#: attributes of a fused node holding original nodes whose epilogues its kernel applies
+#: (``depthwise_project``: the expansion, the depthwise conv and the projection)
+_PARTS = ("expand", "depthwise", "project")
+
+
+def _pooled_reader(node, p, x, pool: dict):
+    """``node`` reading ``x`` through ``pool`` where one of its epilogue steps reads ``p`` (the
+    pool's output; see :func:`fuse_pool_residual`), or None where it cannot."""
+    from ...ops._epilogue import HOST_SLOTS, hosts
+
+    if node.op == "depthwise_project":
+        parts = {k: node.attrs.get(k) for k in _PARTS if node.attrs.get(k) is not None}
+        readers = [k for k, n in parts.items() if any(v is p for v in n.inputs)]
+        if len(readers) != 1:
+            return None
+        new = _pooled_reader(parts[readers[0]], p, x, pool)
+        if new is None:
+            return None
+        inputs: list = []
+        for v in node.inputs:
+            v = x if v is p else v
+            if all(v is not u for u in inputs):
+                inputs.append(v)
+        return Node(node.op, inputs, list(node.outputs), {**node.attrs, readers[0]: new}, node.label)
+    if node.op not in HOST_SLOTS or not hosts(node) or node.attrs.get("side"):
+        return None
+    at = [i for i, v in enumerate(node.inputs) if v is p]
+    steps = list(node.attrs.get("epilogue") or [])
+    if len(at) != 1 or at[0] < HOST_SLOTS[node.op]:
+        return None  # p is the host's own operand (its image, a bias), not only an epilogue's
+    k = [n for n, st in enumerate(steps) if st.get("input") == at[0]]
+    if len(k) != 1 or "pool" in steps[k[0]] or steps[k[0]].get("axis") is not None:
+        return None
+    steps[k[0]] = {**steps[k[0]], "pool": pool}
+    inputs = list(node.inputs)
+    inputs[at[0]] = x
+    return Node(node.op, inputs, list(node.outputs), {**node.attrs, "epilogue": steps}, node.label)
+
+
+def _adding_producer(g: GraphView, pool, x, spec: dict, max_bindings: int):
+    """The producer of the value a pool's epilogue adds first (``add(pool(x), r)``, the pool
+    ahead of ``r``'s producer in the graph, so ``fuse_epilogue`` gave the add to the pool),
+    rewritten to add the window of ``x`` itself and apply the pool's other steps (operands read
+    per channel only), making the pool's output in the pool's place; or None."""
+    from ...ops._epilogue import HOST_SLOTS, hosts
+    from .conv import DWP_MAX_LOADS, _epilogue_loads
+    from .epilogue import EPILOGUE_MAX_LOADS, EPILOGUE_MAX_OPERANDS, EPILOGUE_MAX_STEPS, _chan_axis
+
+    steps = list(pool.attrs.get("epilogue") or [])
+    if not steps or steps[0].get("op") != "add" or set(steps[0]) - {"op", "input", "reverse"}:
+        return None
+    i, y = steps[0]["input"], pool.outputs[0]
+    r = pool.inputs[i] if isinstance(i, int) and 0 < i < len(pool.inputs) else None
+    if (r is None or r is x or tuple(r.shape) != tuple(y.shape) or r.data_type != y.data_type
+            or any(st.get("input") == i for st in steps[1:])
+            or any("input" in st and st.get("axis") != _chan_axis(pool) for st in steps[1:])):
+        return None  # (a + r == r + a exactly: the order of the add's operands does not matter)
+    host = g.producer(r)
+    if host is None or g.is_output(r) or g.consumers(r) != [pool] or host.outputs != [r]:
+        return None
+    target = host.attrs.get("project") if host.op == "depthwise_project" else host
+    if (target is None or target.op not in HOST_SLOTS or not hosts(target) or target.attrs.get("side")
+            or target.outputs[0] is not r or _chan_axis(target) != _chan_axis(pool)):
+        return None
+    own = list(target.attrs.get("epilogue") or [])
+    loads = _epilogue_loads(target) + (_epilogue_loads(host.attrs["depthwise"]) if target is not host else 0)
+    inputs = list(target.inputs) + [None] * (HOST_SLOTS[target.op] - len(target.inputs)) + [x]
+    new = [*own, {"op": "add", "input": len(inputs) - 1, "pool": spec}]
+    for st in steps[1:]:
+        st = dict(st)
+        if "input" in st:
+            inputs.append(pool.inputs[st["input"]])
+            st["input"] = len(inputs) - 1
+        new.append(st)
+    operands = {id(inputs[st["input"]]) for st in new if "input" in st}
+    if (len(new) > EPILOGUE_MAX_STEPS or len(operands) > EPILOGUE_MAX_OPERANDS
+            or loads + 1 > (DWP_MAX_LOADS if target is not host else EPILOGUE_MAX_LOADS)):
+        return None
+    made = Node(target.op, inputs, [y], {**target.attrs, "epilogue": new}, target.label)
+    if target is host:
+        fused = made
+    else:
+        unique: list = []
+        for v in [*host.inputs, *inputs[len(target.inputs):]]:
+            if v is not None and all(v is not u for u in unique):
+                unique.append(v)
+        fused = Node(host.op, unique, [y], {**host.attrs, "project": made}, host.label)
+    if len({v.id for v in fused.inputs if v is not None}) + 2 > max_bindings:
+        return None
+    return fused
+
+
+def fuse_pool_residual(nodes: list, outputs: dict, context=None) -> list:
+    """A windowed max or average pool read only by an epilogue step of one kernel (the
+    residual add of a strided block, maybe through a zero pad of its channels: ``"pad"``) is
+    computed where that step reads it: the step reads the pool's input over the window
+    (``"pool"``, :mod:`webnn_gpu.ops._epilogue`) and the pool's kernel goes. BlazeBlock-style
+    models downsample with ``depthwise(stride 2) -> 1x1 conv -> add(max_pool2d(x)) -> prelu``;
+    the pool was a launch of its own and its output written and read back. The host is any
+    epilogue host (conv2d, matmul, ..., a ``depthwise_project`` node's projection).
+
+    Where the pool came first in the graph, ``fuse_epilogue`` gave it the add (a windowed pool
+    hosts an epilogue): ``add(pool(x), r)`` with ``r`` read by the pool alone; then ``r``'s
+    producer adds the window of ``x`` and applies the pool's other steps (operands read per
+    channel only), within the epilogue's bounds, and makes the pool's output in its place.
+
+    Conditions (:func:`webnn_gpu.ops._epilogue.pool_step_ok`): a 4-D float pool without
+    dilation, fused input or side map, of at most ``POOL_MAX_TAPS`` taps, each
+    window holding an element of the input (max) or lying inside it (average; float32 only:
+    in float16 the pool's output was rounded before the add). Near misses: a pool read twice
+    or a graph output, a pool read as a host's own operand (its image), a step reading it
+    twice or per channel, a window reaching past the input where it changes the divisor.
+    """
+    from ...ops._epilogue import pool_step_ok
+    from ._common import _max_bindings
+
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for pool in nodes:
+        if (pool.op not in ("max_pool2d", "average_pool2d") or len(pool.outputs) != 1 or not pool.inputs
+                or pool.id in replaced or pool.id in dropped):
+            continue
+        a = pool.attrs
+        p, x = pool.outputs[0], pool.inputs[0]
+        if (any(k in a for k in ("side", "input_add", "input_partials"))
+                or list(a.get("dilations", [1, 1])) != [1, 1] or p.data_type not in ("float32", "float16")
+                or pool.op == "average_pool2d" and p.data_type != "float32"):
+            continue
+        spec = {"op": "max" if pool.op == "max_pool2d" else "average", "window": list(a["window"]),
+                "strides": list(a["strides"]), "padding": list(a["padding"]), "layout": a.get("layout", "nchw"),
+                "shape": list(p.shape)}
+        if not pool_step_ok(tuple(x.shape), spec):
+            continue
+        if a.get("epilogue"):  # the pool adds the other branch itself: its producer adds the window
+            made = _adding_producer(g, pool, x, spec, _max_bindings(context) - 1)
+            host = g.producer(pool.inputs[pool.attrs["epilogue"][0]["input"]]) if made is not None else None
+            if host is None or host.id in replaced or host.id in dropped:
+                continue
+            replaced[pool.id] = made
+            dropped.add(host.id)
+            continue
+        host = g.sole_consumer(p)
+        if host is None or host.id in replaced or host.id in dropped or len(pool.inputs) != 1:
+            continue
+        new = _pooled_reader(host, p, x, spec)
+        if new is None:
+            continue
+        replaced[host.id] = new
+        dropped.add(pool.id)
+        if DEBUG >= 2:
+            log.debug("fuse_pool_residual: %s [%s] read by %s [%s]", pool.op, pool.label, host.op, host.label)
+    return g.replace(replaced, dropped)
