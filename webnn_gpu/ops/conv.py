@@ -84,6 +84,12 @@ BLOCK_MAX_WEIGHTS = 256
 #: The ``block`` kernel computes its TH output rows in a loop (``row_loop``), one row per
 #: iteration, rather than unrolled: LLVM compiles TH times less code.
 BLOCK_ROW_LOOP = True
+#: ... and with a constant filter of at most this many values it has the filter, and a constant
+#: bias, as WGSL literals (``bake``): an invocation loads no weights (on Mesa 22 each of its
+#: uniform loads was a gather, and the 3x3 x 3 -> 16 pipeline compiled in 1.3 s instead of 0.4 s),
+#: at the price of one pipeline per layer's weights (a network has one such layer).
+#: ``WEBNN_GPU_FORCE_CONV_BLOCK_WEIGHTS=loaded`` keeps the loads.
+BLOCK_BAKE_MAX = 1024
 #: NCHW implicit GEMM reads an NHWC copy of the input when the channels allow vec4 loads.
 NCHW_TO_NHWC = True
 #: The depthwise + projection kernel reads the input rows of its block in a loop (each output row's tap
@@ -317,12 +323,13 @@ def _geometry(node) -> dict:
                 o_sn=ost["in_sn"], o_sc=ost["in_sc"], o_sh=ost["in_sh"], o_sw=ost["in_sw"])
 
 
-def _conv_epilogue(node, out, layout: str, chan_axis_known: bool = True, **names):
-    """Bias (input 2) as the first epilogue step, then the node's own steps (``names``:
-    ``first_binding`` / ``name`` of :func:`webnn_gpu.ops._epilogue.build`)."""
+def _conv_epilogue(node, out, layout: str, chan_axis_known: bool = True, bias: bool = True, **names):
+    """Bias (input 2) as the first epilogue step (unless ``bias`` is false: the kernel adds it
+    itself), then the node's own steps (``names``: ``first_binding`` / ``name`` of
+    :func:`webnn_gpu.ops._epilogue.build`)."""
     axis = 1 if layout == "nchw" else 3
     steps = []
-    if len(node.inputs) > 2 and node.inputs[2] is not None:
+    if bias and len(node.inputs) > 2 and node.inputs[2] is not None:
         steps.append({"op": "add", "input": 2, "axis": axis})
     steps += _epilogue.steps_of(node)
     return _epilogue.build(node, out, steps, chan_axis=axis if chan_axis_known else None, **names)
@@ -371,8 +378,8 @@ def _conv_variant(g: dict, layout: str, tuning: str = "default") -> str:
     th, tw = _depthwise_block(g, tuning)
     depthwise = (layout == "nhwc" and g["G"] == g["C"] and g["O"] % g["C"] == 0 and g["KH"] * g["KW"] <= 49
                  and len(_segment(g, tw)) * len(_rows(g, th)) <= DW_MAX_LOADS)
-    block = (layout == "nhwc" and g["G"] == 1 and g["C"] <= BLOCK_MAX_C and g["O"] % 4 == 0
-             and g["O"] <= BLOCK_MAX_O and g["KH"] * g["KW"] * g["C"] * g["O"] // 4 <= BLOCK_MAX_WEIGHTS
+    block = (layout == "nhwc" and g["G"] == 1 and g["C"] <= BLOCK_MAX_C
+             and g["O"] <= BLOCK_MAX_O and g["KH"] * g["KW"] * g["C"] * -(-g["O"] // 4) <= BLOCK_MAX_WEIGHTS
              and not pointwise and _block_tile(g) is not None)
     if (forced == "pointwise" and pointwise or forced == "depthwise" and depthwise or forced == "block" and block
             or forced in ("gemm", "direct")):
@@ -425,6 +432,32 @@ def _block_xv(g: dict, tw: int) -> int:
     return g["NB"] * g["H"] * g["W"] * g["C"] // 4
 
 
+def _vec4_literal(values) -> str:
+    """``vec4<f32>(...)`` of four values, each the exact float32 value (a float16 widens exactly)."""
+    parts = []
+    for v in np.asarray(values, np.float32):
+        parts.append(repr(float(v)) if np.isfinite(v) else literal(float(v), "float32"))
+    return f"vec4<f32>({', '.join(parts)})"
+
+
+def _block_literals(node, w: Value) -> tuple[list[str] | None, list[str] | None]:
+    """The ``block`` kernel's baked weights (:data:`BLOCK_BAKE_MAX`): the filter ``w`` ([KH, KW,
+    C, O4 * 4], hwio) as one ``vec4<f32>`` literal per filter vec4 in the order the kernel reads
+    them, and the bias as one per output vec4 (None when there is none or it is not constant:
+    the epilogue adds it); (None, None) when the filter is not baked."""
+    data = constant_array(w)
+    if data is None or data.size > BLOCK_BAKE_MAX or _env.force("conv_block_weights") == "loaded":
+        return None, None
+    wconst = [_vec4_literal(v) for v in np.asarray(data, np.float32).reshape(-1, 4)]
+    bias = node.inputs[2] if len(node.inputs) > 2 else None
+    bdata = constant_array(bias) if bias is not None else None
+    if bdata is None:
+        return wconst, None
+    b = np.zeros(-(-bdata.size // 4) * 4, np.float32)
+    b[:bdata.size] = bdata.reshape(-1)
+    return wconst, [_vec4_literal(v) for v in b.reshape(-1, 4)]
+
+
 def partials_ok(node, tuning: str = "default") -> bool:
     """Whether ``node`` can also write the partial sums of a global average pool of its output
     as a second output (the compiler's ``fuse_pool_partials``): one NHWC image, a float output
@@ -442,7 +475,8 @@ def partials_ok(node, tuning: str = "default") -> bool:
     g = _geometry(node)
     variant = _conv_variant(g, "nhwc", tuning)
     if variant == "block":
-        return g["NB"] == 1 and "input_scale" not in node.attrs and "input_add" not in node.attrs
+        return (g["NB"] == 1 and g["O"] % 4 == 0 and "input_scale" not in node.attrs
+                and "input_add" not in node.attrs)
     return (variant == "pointwise" and g["NB"] == 1 and g["O"] % 4 == 0
             and g["OH"] * g["OW"] * g["O"] > SMALL_MAX_OUTPUTS)
 
@@ -1025,22 +1059,25 @@ def lower_conv2d(node, lc) -> None:
             reduce_pool()
         return
     if variant == "block":
-        ep = _conv_epilogue(node, out, layout)
-        w = _relayout(lc, f, flayout, "hwio")  # [KH, KW, C, O]: vec4s of output channels
+        o4 = -(-g["O"] // 4)
+        # [KH, KW, C, O]: vec4s of output channels (O padded to a multiple of 4 with zeros)
+        w = _relayout(lc, f, flayout, "hwio", pad_last_to=o4 * 4 if g["O"] % 4 else None)
+        wconst, bconst = _block_literals(node, w)
+        ep = _conv_epilogue(node, out, layout, bias=bconst is None)
         tile = _block_tile(g)
         assert tile is not None, "_conv_variant checks the block fits"
         th, tw = tile
         ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
         n_inv = g["NB"] * ohb * owb
-        w_ubo = uniform_copy(lc, w)
+        w_ubo = uniform_copy(lc, w) if wconst is None else None
         outs = [("out", out)]
         if node.attrs.get("pool_output"):  # fuse_pool_partials: a global pool reduces these
-            assert node.attrs["pool_output"] == "partials"
+            assert node.attrs["pool_output"] == "partials" and g["O"] % 4 == 0, "partials_ok"
             outs.append(("pool", _pool_partials(lc, node, -(-n_inv // PROJECT_WORKGROUP), g["O"])[0]))
-        lc.kernel("conv/block.wgsl", [("x", x), ("f", w_ubo or w)] + ep.operands, outs, n_inv,
-                  pool=len(outs) == 2, row_loop=BLOCK_ROW_LOOP and th > 1, xv=_block_xv(g, tw),
-                  workgroup=PROJECT_WORKGROUP, T=T, TH=th, TW=tw, OHB=ohb, OWB=owb, n_inv=n_inv, O4=g["O"] // 4,
-                  rows=_rows(g, th), seg=_segment(g, tw), ep=ep,
+        lc.kernel("conv/block.wgsl", [("x", x)] + ([("f", w_ubo or w)] if wconst is None else []) + ep.operands,
+                  outs, n_inv, pool=len(outs) == 2, row_loop=BLOCK_ROW_LOOP and th > 1, xv=_block_xv(g, tw),
+                  workgroup=PROJECT_WORKGROUP, T=T, TH=th, TW=tw, OHB=ohb, OWB=owb, n_inv=n_inv, O4=o4, O=g["O"],
+                  rows=_rows(g, th), seg=_segment(g, tw), ep=ep, wconst=wconst, bconst=bconst,
                   f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
                   **{k: g[k] for k in _BLOCK_GEOMETRY})
         return
