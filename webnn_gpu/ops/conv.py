@@ -1015,6 +1015,8 @@ def lower_conv2d(node, lc) -> None:
     layout, flayout = node.attrs["input_layout"], node.attrs["filter_layout"]
     g = _geometry(node)
     variant = _conv_variant(g, layout, lc.tuning)
+    if variant == "block" and g["O"] % 4 and constant_array(f) is None:
+        variant = "gemm"  # the block kernel's vec4 filter columns need a zero-padded (constant) copy
     T = wgsl_type(out.data_type)
     scale = node.inputs[node.attrs["input_scale"]] if "input_scale" in node.attrs else None
     residual = node.inputs[node.attrs["input_add"]] if "input_add" in node.attrs else None
