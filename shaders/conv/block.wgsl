@@ -21,6 +21,9 @@
                  order [KH, KW, C, O4] (no `f` binding: the weights are constants of the pipeline)
     bconst       None, or the bias as literals, one `vec4<f32>(...)` per output vec4, added to each
                  sum (the epilogue then has no bias step)
+    qconst       None, or the epilogue's per-channel operands as literals: one `EpQ(...)` per
+                 output channel (O4 * 4 of them), used instead of `ep_q(ch)` (the epilogue then
+                 has neither those operands nor `ep_q`)
     n_inv        invocations: NB * OHB * OWB
     xv           0, or x is read as vec4s (W * C and TW * sw * C multiples of 4; xv = NB * H * W * C / 4,
                  the vec4 count): a block's input row segment is (seg[-1] + 1) * C consecutive
@@ -66,6 +69,10 @@
 {% endfor %}
 {% endfor %}
 {% endif %}
+{%- endmacro %}
+{#- the hoisted per-channel epilogue operands of channel ch: baked (qconst) or loaded #}
+{% macro hoist_q(name, ch) -%}
+{% if qconst %}let {{ name }} = {{ qconst[ch] }};{% else %}{{ tl.hoist_q(ep, name, ch ~ "u") }}{% endif %}
 {%- endmacro %}
 {% macro store_pixel(row, p, acc) %}
   if ({{ "live && " if pool }}oh0 + {{ row }} < {{ OH }}u && ow0 + {{ p }}u < {{ OW }}u) {
@@ -130,7 +137,7 @@ var<workgroup> wsum: array<vec4<f32>, {{ k.workgroup * O4 }}>;
 {% if row_loop %}
 {% for j in range(O4) %}
 {% for c in range(4) %}
-  {{ tl.hoist_q(ep, "q" ~ j ~ "_" ~ c, (4 * j + c) ~ "u") }}
+  {{ hoist_q("q" ~ j ~ "_" ~ c, 4 * j + c) }}
 {% endfor %}
 {% endfor %}
 {% if pool %}
@@ -211,7 +218,7 @@ var<workgroup> wsum: array<vec4<f32>, {{ k.workgroup * O4 }}>;
 {% endfor %}
 {% for j in range(O4) %}
 {% for c in range(4) %}
-  {{ tl.hoist_q(ep, "q" ~ j ~ "_" ~ c, (4 * j + c) ~ "u") }}
+  {{ hoist_q("q" ~ j ~ "_" ~ c, 4 * j + c) }}
 {% endfor %}
 {% endfor %}
 {% if pool %}

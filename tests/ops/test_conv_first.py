@@ -140,12 +140,15 @@ def test_first_layer_loaded_filter(ctx, rng, monkeypatch):
     _check(got, ref, absref, k, np.float32, "loaded weights")
 
 
-def _block_text(ctx, H, W, C, O, KH, KW, s=2, bias=True) -> str | None:
+def _block_text(ctx, H, W, C, O, KH, KW, s=2, bias=True, slope=False) -> str | None:
     bld = webnn.MLGraphBuilder(ctx)
     x = bld.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
     wt = np.full((O, KH, KW, C), 0.5, np.float32)
     y = bld.conv2d(x, bld.constant(wt), strides=[s, s], input_layout="nhwc", filter_layout="ohwi",
                    bias=bld.constant(np.full(O, 0.25, np.float32)) if bias else None)
+    if slope:
+        y = bld.prelu(y, bld.constant(np.arange(O, dtype=np.float32) / 8) if slope == "constant"
+                      else bld.input("slope", {"data_type": "float32", "shape": [O]}))
     texts = [st.wgsl for st in bld.build({"y": y})._steps if getattr(st, "template", "") == "conv/block.wgsl"]
     return texts[0] if texts else None
 
@@ -169,3 +172,9 @@ def test_first_layer_bake_limits(ctx):
     # more output channels than BLOCK_MAX_O: the implicit GEMM
     assert _block_text(ctx, 16, 16, 2, conv.BLOCK_MAX_O + 1, 3, 3) is None
     assert _block_text(ctx, 16, 16, 2, conv.BLOCK_MAX_O, 3, 3) is not None
+    # a constant per-channel epilogue operand (a PReLU slope) is baked per channel, zeros past O;
+    # one that is a graph input is loaded
+    text = _block_text(ctx, 16, 16, 3, 6, 3, 3, slope="constant")
+    assert "let q1_1 = EpQ(0.625);" in text and "let q1_2 = EpQ(0.0);" in text and "ep_q(" not in text
+    text = _block_text(ctx, 16, 16, 3, 6, 3, 3, slope="input")
+    assert "let q1_1 = ep_q(5u);" in text

@@ -92,6 +92,8 @@ class Epilogue:
     #: True when the kernel passes the operand ``given`` to :func:`build` as a last argument
     #: ``gv: f32`` (a value it already holds in a register) instead of the epilogue loading it.
     given: bool = False
+    #: The binding names of the operands ``ep_q`` loads, in ``EpQ`` field order (``q0`` ..).
+    chan_operands: list = field(default_factory=list)
 
 
 #: The kernels that apply ``attrs["epilogue"]`` (see :func:`hosts`), with the number of input
@@ -247,6 +249,7 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
                  f"fn {ep.q_fn}(ch: u32) -> {ep.q_struct} {{ return {ep.q_struct}({loads}); }}"] + lines
         ep.chan = True
         ep.q_count = len(chan_reads)
+        ep.chan_operands = list(chan_reads)
     by_type: dict[str, list[str]] = {}
     for T, name in sorted(funcs):
         by_type.setdefault(T, []).append(name)

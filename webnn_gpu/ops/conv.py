@@ -42,6 +42,9 @@ Bias is the first step of the fused epilogue (:mod:`webnn_gpu.ops._epilogue`), f
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import numpy as np
 
 from .. import _env
@@ -432,12 +435,15 @@ def _block_xv(g: dict, tw: int) -> int:
     return g["NB"] * g["H"] * g["W"] * g["C"] // 4
 
 
+def _f32_literal(v) -> str:
+    """A WGSL literal of the exact float32 value ``v`` (a float16 widens exactly)."""
+    v = np.float32(v)
+    return repr(float(v)) if np.isfinite(v) else literal(float(v), "float32")
+
+
 def _vec4_literal(values) -> str:
-    """``vec4<f32>(...)`` of four values, each the exact float32 value (a float16 widens exactly)."""
-    parts = []
-    for v in np.asarray(values, np.float32):
-        parts.append(repr(float(v)) if np.isfinite(v) else literal(float(v), "float32"))
-    return f"vec4<f32>({', '.join(parts)})"
+    """``vec4<f32>(...)`` of four values (:func:`_f32_literal`)."""
+    return f"vec4<f32>({', '.join(_f32_literal(v) for v in np.asarray(values, np.float32))})"
 
 
 def _block_literals(node, w: Value) -> tuple[list[str] | None, list[str] | None]:
@@ -456,6 +462,25 @@ def _block_literals(node, w: Value) -> tuple[list[str] | None, list[str] | None]
     b = np.zeros(-(-bdata.size // 4) * 4, np.float32)
     b[:bdata.size] = bdata.reshape(-1)
     return wconst, [_vec4_literal(v) for v in b.reshape(-1, 4)]
+
+
+def _baked_chan_operands(ep, O: int):
+    """The epilogue ``ep`` of a kernel with baked weights, its per-channel operands (those
+    ``ep_q`` loads: a PReLU slope, a per-channel scale) baked too when they are all constants:
+    (the epilogue without those operands and ``ep_q``, one ``EpQ(...)`` literal per channel of
+    the O4 * 4 (zeros past O)); (``ep``, None) when some is not a constant or is read elsewhere."""
+    if not ep.chan:
+        return ep, None
+    operands = dict(ep.operands)
+    values = [constant_array(operands[name]) for name in ep.chan_operands]
+    code = "\n".join(line for line in ep.code.split("\n") if not line.startswith(f"fn {ep.q_fn}("))
+    if any(v is None for v in values) or any(re.search(rf"\b{name}\[", code) for name in ep.chan_operands):
+        return ep, None
+    cols = [np.asarray(v, np.float32).reshape(-1) for v in values]
+    q = [f"{ep.q_struct}({', '.join(_f32_literal(c[ch]) if ch < O else '0.0' for c in cols)})"
+         for ch in range(-(-O // 4) * 4)]
+    kept = [(name, v) for name, v in ep.operands if name not in ep.chan_operands]
+    return dataclasses.replace(ep, operands=kept, code=code), q
 
 
 def partials_ok(node, tuning: str = "default") -> bool:
@@ -1066,6 +1091,9 @@ def lower_conv2d(node, lc) -> None:
         w = _relayout(lc, f, flayout, "hwio", pad_last_to=o4 * 4 if g["O"] % 4 else None)
         wconst, bconst = _block_literals(node, w)
         ep = _conv_epilogue(node, out, layout, bias=bconst is None)
+        qconst = None
+        if wconst is not None:
+            ep, qconst = _baked_chan_operands(ep, g["O"])
         tile = _block_tile(g)
         assert tile is not None, "_conv_variant checks the block fits"
         th, tw = tile
@@ -1079,7 +1107,7 @@ def lower_conv2d(node, lc) -> None:
         lc.kernel("conv/block.wgsl", [("x", x)] + ([("f", w_ubo or w)] if wconst is None else []) + ep.operands,
                   outs, n_inv, pool=len(outs) == 2, row_loop=BLOCK_ROW_LOOP and th > 1, xv=_block_xv(g, tw),
                   workgroup=PROJECT_WORKGROUP, T=T, TH=th, TW=tw, OHB=ohb, OWB=owb, n_inv=n_inv, O4=o4, O=g["O"],
-                  rows=_rows(g, th), seg=_segment(g, tw), ep=ep, wconst=wconst, bconst=bconst,
+                  rows=_rows(g, th), seg=_segment(g, tw), ep=ep, wconst=wconst, bconst=bconst, qconst=qconst,
                   f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
                   **{k: g[k] for k in _BLOCK_GEOMETRY})
         return
