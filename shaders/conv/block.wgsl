@@ -10,9 +10,7 @@
   Context:
     T            storage type ("f32" or "f16"); accumulation in f32
     TH, TW       output rows and columns per invocation; OHB, OWB = ceil(OH / TH), ceil(OW / TW)
-    NB, H, W, C, O, OH, OW, pt, pl    sizes and leading padding; O4 = ceil(O / 4) vec4 output columns
-                 (O not a multiple of 4: `out` is scalar and the last vec4's missing channels are
-                 not stored)
+    NB, H, W, C, O4, OH, OW, pt, pl   sizes (O4 = O / 4 vec4 output columns) and leading padding
     KH, KW, sh, sw, dh, dw, rows, seg the window, as in conv/depthwise.wgsl
     ep           fused epilogue (bias first; channel = the output channel), hoisted per channel
     f_uniform    0, or the filter ([KH, KW, C, O4] vec4s) is a float32 constant in a uniform
@@ -22,7 +20,7 @@
     bconst       None, or the bias as literals, one `vec4<f32>(...)` per output vec4, added to each
                  sum (the epilogue then has no bias step)
     qconst       None, or the epilogue's per-channel operands as literals: one `EpQ(...)` per
-                 output channel (O4 * 4 of them), used instead of `ep_q(ch)` (the epilogue then
+                 output channel, used instead of `ep_q(ch)` (the epilogue then
                  has neither those operands nor `ep_q`)
     n_inv        invocations: NB * OHB * OWB
     xv           0, or x is read as vec4s (W * C and TW * sw * C multiples of 4; xv = NB * H * W * C / 4,
@@ -38,7 +36,7 @@
                  partial sums of a global average pool of the output (the compiler's
                  fuse_pool_partials), few enough rows for the one workgroup that reduces them
   Bindings: x (NHWC, scalar; vec4 with xv), f ([KH, KW, C, O4] vec4; not with wconst), epilogue
-    operands..., out (NHWC, vec4; scalar when O is not a multiple of 4), pool (pool only).
+    operands..., out (NHWC, vec4), pool (pool only).
   Workgroup: (k.workgroup, 1, 1); block column fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
@@ -79,17 +77,10 @@
     let pix = (n * {{ OH }}u + oh0 + {{ row }}) * {{ OW }}u + ow0 + {{ p }}u;
 {% for j in range(O4) %}
     {
-      let o = pix * {{ O }}u + {{ 4 * j }}u;
+      let o = pix * {{ 4 * O4 }}u + {{ 4 * j }}u;
       let v = {{ acc }}{{ j }};
-{% set nc = [4, O - 4 * j] | min %}
-{% if O % 4 == 0 %}
       let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", (4 * j + c) ~ "u", "q" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
       out[pix * {{ O4 }}u + {{ j }}u] = vec4<{{ T }}>(e);
-{% else %}
-{% for c in range(nc) %}
-      out[o + {{ c }}u] = {{ T }}({{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", (4 * j + c) ~ "u", "q" ~ j ~ "_" ~ c) }});
-{% endfor %}
-{% endif %}
 {% if pool %}
       psum{{ j }} = psum{{ j }} + e;
 {% endif %}
@@ -106,7 +97,7 @@ enable f16;
 {{ tl.weights(1, "f", T, true, f_uniform) }}
 {% endif %}
 {{ tl.epilogue_decls(ep, fb) }}
-{{ tl.decl(fb + ep.operands | length, "out", T, O % 4 == 0, true) }}
+{{ tl.decl(fb + ep.operands | length, "out", T, true, true) }}
 {% if pool %}
 @group(0) @binding({{ fb + 1 + ep.operands | length }}) var<storage, read_write> pool: array<vec4<f32>>;
 {% endif %}

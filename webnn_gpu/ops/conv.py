@@ -16,7 +16,9 @@ applies, and falls back to the automatic choice where it does not):
 * ``block``: one group, NHWC, at most 4 input and 32 output channels and a filter of at most
   :data:`BLOCK_MAX_WEIGHTS` vec4s (a first layer on an RGB image with a small window;
   ``shaders/conv/block.wgsl``): a block of output pixels with every output channel per
-  invocation, each input row loaded once for every tap that reads it.
+  invocation, each input row loaded once for every tap that reads it. A constant filter of at
+  most :data:`BLOCK_BAKE_MAX` values is in the shader's text as literals, with a constant bias
+  and the epilogue's constant per-channel operands (no weight loads; one pipeline per layer).
 * ``gemm``: implicit GEMM on the tile kernel (``shaders/matmul/tile.wgsl``), the input patch
   gathered on the fly (no im2col buffer); any layout pair, any groups.
 * ``direct``: ``shaders/conv/direct.wgsl``, the general fallback reading everything through
@@ -381,8 +383,8 @@ def _conv_variant(g: dict, layout: str, tuning: str = "default") -> str:
     th, tw = _depthwise_block(g, tuning)
     depthwise = (layout == "nhwc" and g["G"] == g["C"] and g["O"] % g["C"] == 0 and g["KH"] * g["KW"] <= 49
                  and len(_segment(g, tw)) * len(_rows(g, th)) <= DW_MAX_LOADS)
-    block = (layout == "nhwc" and g["G"] == 1 and g["C"] <= BLOCK_MAX_C
-             and g["O"] <= BLOCK_MAX_O and g["KH"] * g["KW"] * g["C"] * -(-g["O"] // 4) <= BLOCK_MAX_WEIGHTS
+    block = (layout == "nhwc" and g["G"] == 1 and g["C"] <= BLOCK_MAX_C and g["O"] % 4 == 0
+             and g["O"] <= BLOCK_MAX_O and g["KH"] * g["KW"] * g["C"] * g["O"] // 4 <= BLOCK_MAX_WEIGHTS
              and not pointwise and _block_tile(g) is not None)
     if (forced == "pointwise" and pointwise or forced == "depthwise" and depthwise or forced == "block" and block
             or forced in ("gemm", "direct")):
@@ -448,7 +450,7 @@ def _vec4_literal(values) -> str:
 
 def _block_literals(node, w: Value) -> tuple[list[str] | None, list[str] | None]:
     """The ``block`` kernel's baked weights (:data:`BLOCK_BAKE_MAX`): the filter ``w`` ([KH, KW,
-    C, O4 * 4], hwio) as one ``vec4<f32>`` literal per filter vec4 in the order the kernel reads
+    C, O], hwio) as one ``vec4<f32>`` literal per filter vec4 in the order the kernel reads
     them, and the bias as one per output vec4 (None when there is none or it is not constant:
     the epilogue adds it); (None, None) when the filter is not baked."""
     data = constant_array(w)
@@ -459,16 +461,14 @@ def _block_literals(node, w: Value) -> tuple[list[str] | None, list[str] | None]
     bdata = constant_array(bias) if bias is not None else None
     if bdata is None:
         return wconst, None
-    b = np.zeros(-(-bdata.size // 4) * 4, np.float32)
-    b[:bdata.size] = bdata.reshape(-1)
-    return wconst, [_vec4_literal(v) for v in b.reshape(-1, 4)]
+    return wconst, [_vec4_literal(v) for v in np.asarray(bdata, np.float32).reshape(-1, 4)]
 
 
 def _baked_chan_operands(ep, O: int):
     """The epilogue ``ep`` of a kernel with baked weights, its per-channel operands (those
     ``ep_q`` loads: a PReLU slope, a per-channel scale) baked too when they are all constants:
     (the epilogue without those operands and ``ep_q``, one ``EpQ(...)`` literal per channel of
-    the O4 * 4 (zeros past O)); (``ep``, None) when some is not a constant or is read elsewhere."""
+    the O); (``ep``, None) when some is not a constant or is read elsewhere."""
     if not ep.chan:
         return ep, None
     operands = dict(ep.operands)
@@ -477,8 +477,7 @@ def _baked_chan_operands(ep, O: int):
     if any(v is None for v in values) or any(re.search(rf"\b{name}\[", code) for name in ep.chan_operands):
         return ep, None
     cols = [np.asarray(v, np.float32).reshape(-1) for v in values]
-    q = [f"{ep.q_struct}({', '.join(_f32_literal(c[ch]) if ch < O else '0.0' for c in cols)})"
-         for ch in range(-(-O // 4) * 4)]
+    q = [f"{ep.q_struct}({', '.join(_f32_literal(c[ch]) for c in cols)})" for ch in range(O)]
     kept = [(name, v) for name, v in ep.operands if name not in ep.chan_operands]
     return dataclasses.replace(ep, operands=kept, code=code), q
 
@@ -500,8 +499,7 @@ def partials_ok(node, tuning: str = "default") -> bool:
     g = _geometry(node)
     variant = _conv_variant(g, "nhwc", tuning)
     if variant == "block":
-        return (g["NB"] == 1 and g["O"] % 4 == 0 and "input_scale" not in node.attrs
-                and "input_add" not in node.attrs)
+        return g["NB"] == 1 and "input_scale" not in node.attrs and "input_add" not in node.attrs
     return (variant == "pointwise" and g["NB"] == 1 and g["O"] % 4 == 0
             and g["OH"] * g["OW"] * g["O"] > SMALL_MAX_OUTPUTS)
 
@@ -1040,8 +1038,6 @@ def lower_conv2d(node, lc) -> None:
     layout, flayout = node.attrs["input_layout"], node.attrs["filter_layout"]
     g = _geometry(node)
     variant = _conv_variant(g, layout, lc.tuning)
-    if variant == "block" and g["O"] % 4 and constant_array(f) is None:
-        variant = "gemm"  # the block kernel's vec4 filter columns need a zero-padded (constant) copy
     T = wgsl_type(out.data_type)
     scale = node.inputs[node.attrs["input_scale"]] if "input_scale" in node.attrs else None
     residual = node.inputs[node.attrs["input_add"]] if "input_add" in node.attrs else None
@@ -1086,9 +1082,7 @@ def lower_conv2d(node, lc) -> None:
             reduce_pool()
         return
     if variant == "block":
-        o4 = -(-g["O"] // 4)
-        # [KH, KW, C, O]: vec4s of output channels (O padded to a multiple of 4 with zeros)
-        w = _relayout(lc, f, flayout, "hwio", pad_last_to=o4 * 4 if g["O"] % 4 else None)
+        w = _relayout(lc, f, flayout, "hwio")  # [KH, KW, C, O]: vec4s of output channels
         wconst, bconst = _block_literals(node, w)
         ep = _conv_epilogue(node, out, layout, bias=bconst is None)
         qconst = None
@@ -1102,11 +1096,11 @@ def lower_conv2d(node, lc) -> None:
         w_ubo = uniform_copy(lc, w) if wconst is None else None
         outs = [("out", out)]
         if node.attrs.get("pool_output"):  # fuse_pool_partials: a global pool reduces these
-            assert node.attrs["pool_output"] == "partials" and g["O"] % 4 == 0, "partials_ok"
+            assert node.attrs["pool_output"] == "partials"
             outs.append(("pool", _pool_partials(lc, node, -(-n_inv // PROJECT_WORKGROUP), g["O"])[0]))
         lc.kernel("conv/block.wgsl", [("x", x)] + ([("f", w_ubo or w)] if wconst is None else []) + ep.operands,
                   outs, n_inv, pool=len(outs) == 2, row_loop=BLOCK_ROW_LOOP and th > 1, xv=_block_xv(g, tw),
-                  workgroup=PROJECT_WORKGROUP, T=T, TH=th, TW=tw, OHB=ohb, OWB=owb, n_inv=n_inv, O4=o4, O=g["O"],
+                  workgroup=PROJECT_WORKGROUP, T=T, TH=th, TW=tw, OHB=ohb, OWB=owb, n_inv=n_inv, O4=g["O"] // 4,
                   rows=_rows(g, th), seg=_segment(g, tw), ep=ep, wconst=wconst, bconst=bconst, qconst=qconst,
                   f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
                   **{k: g[k] for k in _BLOCK_GEOMETRY})
