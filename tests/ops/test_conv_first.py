@@ -29,6 +29,8 @@ CASES = {
     "c2-1x1-s2-o8": (9, 7, 2, 8, 1, 1, 2, (0, 0, 0, 0), True, np.float32),
     "c2-3x3-s1-pad-o12": (8, 10, 2, 12, 3, 3, 1, (1, 1, 1, 1), True, np.float32),
     "rgb-3x3-s2-f16-o8": (11, 12, 3, 8, 3, 3, 2, (0, 1, 0, 1), True, np.float16),
+    # past BLOCK_MAX_O with a baked filter: one output column per invocation
+    "rgb-3x3-s2-o64": (13, 14, 3, 64, 3, 3, 2, (0, 1, 0, 1), True, np.float32),
     # output channels not a multiple of 4: the implicit GEMM (the block kernel's scalar stores
     # ran 1.3-3.3x slower)
     "rgb-3x3-s2-o13": (17, 23, 3, 13, 3, 3, 2, (1, 1, 1, 1), True, np.float32),
@@ -136,6 +138,10 @@ def test_first_layer_loaded_filter(ctx, rng, monkeypatch):
     got, ref, absref, k, templates = _run(ctx, rng, CASES["rgb-3x3-s2-same-o16"], constant=False)
     assert templates == ["conv/permute.wgsl", "conv/block.wgsl"], templates  # the filter to hwio
     _check(got, ref, absref, k, np.float32, "input filter")
+    # past BLOCK_MAX_O only a baked filter takes the block kernel
+    got, ref, absref, k, templates = _run(ctx, rng, CASES["rgb-3x3-s2-o64"], constant=False)
+    assert "conv/block.wgsl" not in templates, templates
+    _check(got, ref, absref, k, np.float32, "input filter")
     monkeypatch.setenv("WEBNN_GPU_FORCE_CONV_BLOCK_WEIGHTS", "loaded")
     got, ref, absref, k, templates = _run(ctx, rng, CASES["rgb-3x3-s2-same-o16"])
     assert templates == ["conv/block.wgsl"], templates
@@ -164,14 +170,19 @@ def test_first_layer_bake_limits(ctx):
     assert "const b3 = vec4<f32>(0.25, 0.25, 0.25, 0.25);" in text
     assert "ev = (ev + q.q0)" not in text  # no bias step in the epilogue
     assert _block_text(ctx, 16, 16, 3, 13, 3, 3) is None  # O % 4 != 0: the implicit GEMM
-    # 5x5 x 4 -> 12: 1200 values > BLOCK_BAKE_MAX (300 vec4s > BLOCK_MAX_WEIGHTS too: the implicit GEMM)
-    assert 5 * 5 * 4 * 12 > conv.BLOCK_BAKE_MAX
+    # 5x5 x 4 -> 12: 300 vec4s > BLOCK_MAX_WEIGHTS and 100 taps x channels > BLOCK_BAKE_K
     assert _block_text(ctx, 16, 16, 4, 12, 5, 5) is None
     # 5x5 x 3 -> 12: 900 values, 225 vec4s: baked
     assert "const w4_4_2_2" in _block_text(ctx, 16, 16, 3, 12, 5, 5)
-    # more output channels than BLOCK_MAX_O: the implicit GEMM
-    assert _block_text(ctx, 16, 16, 2, conv.BLOCK_MAX_O + 1, 3, 3) is None
-    assert _block_text(ctx, 16, 16, 2, conv.BLOCK_MAX_O, 3, 3) is not None
+    # past BLOCK_MAX_O output channels only a baked filter of at most BLOCK_BAKE_K taps x channels,
+    # up to BLOCK_BAKE_O output channels
+    assert conv.BLOCK_BAKE_K == 27 and conv.BLOCK_BAKE_O == 64 and 27 * 64 <= conv.BLOCK_BAKE_MAX
+    assert "const w2_2_2_15" in _block_text(ctx, 16, 16, 3, 64, 3, 3)
+    assert _block_text(ctx, 16, 16, 3, 68, 3, 3) is None
+    assert _block_text(ctx, 16, 16, 4, 36, 3, 3) is None  # 36 taps x channels
+    assert _block_text(ctx, 16, 16, 4, 28, 3, 3) is not None  # 252 vec4s: within BLOCK_MAX_WEIGHTS
+    assert _block_text(ctx, 16, 16, 3, 48, 5, 5, s=2) is None  # 75 taps x channels
+    assert _block_text(ctx, 16, 16, 2, 40, 3, 3) is not None
     # a constant per-channel epilogue operand (a PReLU slope) is baked per channel, zeros past O;
     # one that is a graph input is loaded
     text = _block_text(ctx, 16, 16, 3, 8, 3, 3, slope="constant")

@@ -95,7 +95,13 @@ BLOCK_ROW_LOOP = True
 #: uniform loads was a gather, and the 3x3 x 3 -> 16 pipeline compiled in 1.3 s instead of 0.4 s),
 #: at the price of one pipeline per layer's weights (a network has one such layer).
 #: ``WEBNN_GPU_FORCE_CONV_BLOCK_WEIGHTS=loaded`` keeps the loads.
-BLOCK_BAKE_MAX = 1024
+BLOCK_BAKE_MAX = 2048
+#: ... so that a constant filter with at most BLOCK_BAKE_K taps x input channels takes the
+#: kernel up to BLOCK_BAKE_O output channels whatever BLOCK_MAX_WEIGHTS says (its weights are
+#: not held in registers): 3x3 x 3 -> 64 ran in 0.65-0.73 of the implicit GEMM's CPU time;
+#: 5x5 x 3 -> 24 and -> 32 (75 taps x channels) stay on the implicit GEMM (0.85-1.3x).
+BLOCK_BAKE_K = 27
+BLOCK_BAKE_O = 64
 #: NCHW implicit GEMM reads an NHWC copy of the input when the channels allow vec4 loads.
 NCHW_TO_NHWC = True
 #: The depthwise + projection kernel reads the input rows of its block in a loop (each output row's tap
@@ -323,7 +329,9 @@ def _geometry(node) -> dict:
     _, o, oh, ow = input_dims(out.shape, a["input_layout"])
     fd = filter_dims(f.shape, a["filter_layout"])
     ost = input_strides(out.shape, a["input_layout"])
+    # FC: the filter is a constant (the block kernel bakes it into its text)
     return dict(NB=n, C=c, H=h, W=w, O=o, OH=oh, OW=ow, KH=fd["h"], KW=fd["w"], G=a["groups"],
+                FC=constant_array(f) is not None,
                 sh=a["strides"][0], sw=a["strides"][1], dh=a["dilations"][0], dw=a["dilations"][1],
                 pt=a["padding"][0], pl=a["padding"][2], **input_strides(x.shape, a["input_layout"]),
                 o_sn=ost["in_sn"], o_sc=ost["in_sc"], o_sh=ost["in_sh"], o_sw=ost["in_sw"])
@@ -384,8 +392,10 @@ def _conv_variant(g: dict, layout: str, tuning: str = "default") -> str:
     th, tw = _depthwise_block(g, tuning)
     depthwise = (layout == "nhwc" and g["G"] == g["C"] and g["O"] % g["C"] == 0 and g["KH"] * g["KW"] <= 49
                  and len(_segment(g, tw)) * len(_rows(g, th)) <= DW_MAX_LOADS)
+    k = g["KH"] * g["KW"] * g["C"]
+    baked = g.get("FC", False) and k <= BLOCK_BAKE_K and g["O"] <= BLOCK_BAKE_O and k * g["O"] <= BLOCK_BAKE_MAX
     block = (layout == "nhwc" and g["G"] == 1 and g["C"] <= BLOCK_MAX_C and g["O"] % 4 == 0
-             and g["O"] <= BLOCK_MAX_O and g["KH"] * g["KW"] * g["C"] * g["O"] // 4 <= BLOCK_MAX_WEIGHTS
+             and (g["O"] <= BLOCK_MAX_O and k * g["O"] // 4 <= BLOCK_MAX_WEIGHTS or baked)
              and not pointwise and _block_tile(g) is not None)
     if (forced == "pointwise" and pointwise or forced == "depthwise" and depthwise or forced == "block" and block
             or forced in ("gemm", "direct")):
@@ -416,9 +426,11 @@ def _rows(g: dict, th: int) -> list[tuple[int, list[tuple[int, int]]]]:
 
 
 def _block_tile(g: dict) -> tuple[int, int] | None:
-    """(TH, TW) of the ``block`` kernel: :data:`BLOCK_TILE`, halved until the input values one
-    invocation loads fit :data:`BLOCK_MAX_LOADS`; None when even one pixel does not."""
-    th, tw = min(BLOCK_TILE[0], g["OH"]), min(BLOCK_TILE[1], g["OW"])
+    """(TH, TW) of the ``block`` kernel: :data:`BLOCK_TILE` (one column past
+    :data:`BLOCK_MAX_O` output channels: half the text to compile, and the stores outweigh the
+    loads it saves), halved until the input values one invocation loads fit
+    :data:`BLOCK_MAX_LOADS`; None when even one pixel does not."""
+    th, tw = min(BLOCK_TILE[0], g["OH"]), min(BLOCK_TILE[1] if g["O"] <= BLOCK_MAX_O else 1, g["OW"])
     while len(_rows(g, th)) * len(_segment(g, tw)) * g["C"] > BLOCK_MAX_LOADS:
         if th == tw == 1:
             return None
