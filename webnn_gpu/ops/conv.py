@@ -92,14 +92,16 @@ BLOCK_MAX_WEIGHTS = 256
 BLOCK_ROW_LOOP = True
 #: ... and with a constant filter of at most this many values it has the filter, and a constant
 #: bias, as WGSL literals (``bake``): an invocation loads no weights (on Mesa 22 each of its
-#: uniform loads was a gather, and the 3x3 x 3 -> 16 pipeline compiled in 1.3 s instead of 0.4 s),
-#: at the price of one pipeline per layer's weights (a network has one such layer).
+#: uniform loads was a gather), the pipeline compiles 3-5x faster (the loaded weights were live
+#: across the row loop), at the price of one pipeline per layer's weights (a network has one
+#: such layer).
 #: ``WEBNN_GPU_FORCE_CONV_BLOCK_WEIGHTS=loaded`` keeps the loads.
 BLOCK_BAKE_MAX = 2048
 #: ... so that a constant filter with at most BLOCK_BAKE_K taps x input channels takes the
 #: kernel up to BLOCK_BAKE_O output channels whatever BLOCK_MAX_WEIGHTS says (its weights are
-#: not held in registers): 3x3 x 3 -> 64 ran in 0.65-0.73 of the implicit GEMM's CPU time;
-#: 5x5 x 3 -> 24 and -> 32 (75 taps x channels) stay on the implicit GEMM (0.85-1.3x).
+#: not held in registers): 3x3 x 3 -> 48 and -> 64 ran in 0.61-0.75 of the implicit GEMM's CPU
+#: time; 5x5 x 3 -> 24 and -> 32 (75 taps x channels) stay on the implicit GEMM (0.85-1.3x, and
+#: 2-3.5 s of LLVM against 1-1.5 s).
 BLOCK_BAKE_K = 27
 BLOCK_BAKE_O = 64
 #: NCHW implicit GEMM reads an NHWC copy of the input when the channels allow vec4 loads.
@@ -480,8 +482,8 @@ def _block_literals(node, w: Value) -> tuple[list[str] | None, list[str] | None]
 def _baked_chan_operands(ep, O: int):
     """The epilogue ``ep`` of a kernel with baked weights, its per-channel operands (those
     ``ep_q`` loads: a PReLU slope, a per-channel scale) baked too when they are all constants:
-    (the epilogue without those operands and ``ep_q``, one ``EpQ(...)`` literal per channel of
-    the O); (``ep``, None) when some is not a constant or is read elsewhere."""
+    (the epilogue without those operands and ``ep_q``, one ``EpQ(...)`` literal per output
+    channel); (``ep``, None) when some is not a constant or is read elsewhere."""
     if not ep.chan:
         return ep, None
     operands = dict(ep.operands)
