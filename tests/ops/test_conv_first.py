@@ -139,8 +139,7 @@ def test_first_layer_loaded_filter(ctx, rng, monkeypatch):
     assert templates == ["conv/permute.wgsl", "conv/block.wgsl"], templates  # the filter to hwio
     _check(got, ref, absref, k, np.float32, "input filter")
     # past BLOCK_MAX_O only a baked filter takes the block kernel
-    got, ref, absref, k, templates = _run(ctx, rng, CASES["rgb-3x3-s2-o64"], constant=False)
-    assert "conv/block.wgsl" not in templates, templates
+    assert _variant(ctx, 16, 16, 3, 64, 3, 3, constant=False) == "gemm"
     _check(got, ref, absref, k, np.float32, "input filter")
     monkeypatch.setenv("WEBNN_GPU_FORCE_CONV_BLOCK_WEIGHTS", "loaded")
     got, ref, absref, k, templates = _run(ctx, rng, CASES["rgb-3x3-s2-same-o16"])
@@ -161,6 +160,16 @@ def _block_text(ctx, H, W, C, O, KH, KW, s=2, bias=True, slope=False) -> str | N
     return texts[0] if texts else None
 
 
+def _variant(ctx, H, W, C, O, KH, KW, s=2, constant=True) -> str:
+    """The conv2d variant ``_conv_variant`` picks for the node (no build)."""
+    bld = webnn.MLGraphBuilder(ctx)
+    x = bld.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
+    w = (bld.constant(np.full((O, KH, KW, C), 0.5, np.float32)) if constant
+         else bld.input("w", {"data_type": "float32", "shape": [O, KH, KW, C]}))
+    y = bld.conv2d(x, w, strides=[s, s], input_layout="nhwc", filter_layout="ohwi")
+    return conv._conv_variant(conv._geometry(y._value.producer), "nhwc")
+
+
 def test_first_layer_bake_limits(ctx):
     """The weights are literals up to BLOCK_BAKE_MAX filter values (padded to vec4s of output
     channels), the bias with them; the kernel choice itself stops at BLOCK_MAX_O output channels
@@ -169,20 +178,20 @@ def test_first_layer_bake_limits(ctx):
     assert "const w2_2_2_3 = vec4<f32>(0.5, 0.5, 0.5, 0.5);" in text and "var<uniform> f" not in text
     assert "const b3 = vec4<f32>(0.25, 0.25, 0.25, 0.25);" in text
     assert "ev = (ev + q.q0)" not in text  # no bias step in the epilogue
-    assert _block_text(ctx, 16, 16, 3, 13, 3, 3) is None  # O % 4 != 0: the implicit GEMM
+    assert _variant(ctx, 16, 16, 3, 13, 3, 3) == "gemm"  # O % 4 != 0
     # 5x5 x 4 -> 12: 300 vec4s > BLOCK_MAX_WEIGHTS and 100 taps x channels > BLOCK_BAKE_K
-    assert _block_text(ctx, 16, 16, 4, 12, 5, 5) is None
+    assert _variant(ctx, 16, 16, 4, 12, 5, 5) == "gemm"
     # 5x5 x 3 -> 12: 900 values, 225 vec4s: baked
-    assert "const w4_4_2_2" in _block_text(ctx, 16, 16, 3, 12, 5, 5)
+    assert _variant(ctx, 16, 16, 3, 12, 5, 5) == "block" and 5 * 5 * 3 * 12 <= conv.BLOCK_BAKE_MAX
     # past BLOCK_MAX_O output channels only a baked filter of at most BLOCK_BAKE_K taps x channels,
     # up to BLOCK_BAKE_O output channels
     assert conv.BLOCK_BAKE_K == 27 and conv.BLOCK_BAKE_O == 64 and 27 * 64 <= conv.BLOCK_BAKE_MAX
     assert "const w2_2_2_15" in _block_text(ctx, 16, 16, 3, 64, 3, 3)
-    assert _block_text(ctx, 16, 16, 3, 68, 3, 3) is None
-    assert _block_text(ctx, 16, 16, 4, 36, 3, 3) is None  # 36 taps x channels
-    assert _block_text(ctx, 16, 16, 4, 28, 3, 3) is not None  # 252 vec4s: within BLOCK_MAX_WEIGHTS
-    assert _block_text(ctx, 16, 16, 3, 48, 5, 5, s=2) is None  # 75 taps x channels
-    assert _block_text(ctx, 16, 16, 2, 40, 3, 3) is not None
+    assert _variant(ctx, 16, 16, 3, 68, 3, 3) == "gemm"
+    assert _variant(ctx, 16, 16, 4, 36, 3, 3) == "gemm"  # 36 taps x channels
+    assert _variant(ctx, 16, 16, 4, 28, 3, 3) == "block"  # 252 vec4s: within BLOCK_MAX_WEIGHTS
+    assert _variant(ctx, 16, 16, 3, 48, 5, 5) == "gemm"  # 75 taps x channels
+    assert _variant(ctx, 16, 16, 2, 40, 3, 3) == "block"
     # a constant per-channel epilogue operand (a PReLU slope) is baked per channel, zeros past O;
     # one that is a graph input is loaded
     text = _block_text(ctx, 16, 16, 3, 8, 3, 3, slope="constant")
