@@ -3,8 +3,10 @@ checkouts alternating in fresh processes.
 
     .venv/bin/python benchmarks/tile_layers.py OLD_CHECKOUT NEW_CHECKOUT SPEC [SPEC ...] [--rounds 3] [--mesa25]
 
-A SPEC is ``conv:H,W,C,O,KH,KW[,STRIDE,PAD[,PAD_END]]`` (one NHWC image, an OHWI constant filter, a
-bias, PAD before and PAD_END (default PAD) after the rows and columns), ``mm:M,K,N`` (a float32
+A SPEC is ``conv:H,W,C,O,KH,KW[,STRIDE,PAD[,PAD_END]][/ACT]`` (one NHWC image, an OHWI constant filter, a
+bias, PAD before and PAD_END (default PAD) after the rows and columns, then ACT: ``relu6``,
+``hard_swish``, ``prelu`` or ``prelu_mul_add``, a PReLU then a per-channel scale and shift, all
+with constant operands), ``first`` (the first layers of the 13 zoo models, as they are there), ``mm:M,K,N`` (a float32
 matmul with a constant B), ``up:H,W,C,O`` (a 1x1 conv, then relu, of ``x * scale +
 resample2d(small, 2x)``: fuse_conv_upsample's kernel) or ``pool:H,W,C,O`` (a 1x1 conv and the global
 mean of its output, also an output: fuse_pool_partials's kernel), optionally prefixed by
@@ -50,7 +52,7 @@ def build(spec):
     old = {k: os.environ.get(k) for k in envs}
     os.environ.update(envs)
     kind, args = spec.split(":")
-    a = [int(v) for v in args.split(",")]
+    a = [int(v) for v in args.split("/")[0].split(",")]
     b = webnn.MLGraphBuilder(ctx)
     small = None
     extra = {}
@@ -96,6 +98,7 @@ def build(spec):
         ref = xin.astype(np.float64) @ wt
         macs = K
     else:
+        act = args.split("/")[1] if "/" in args else ""
         H, W, C, O, KH, KW, s, p = (a + [1, 0])[:8]
         pe = a[8] if len(a) > 8 else p
         x = b.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
@@ -112,6 +115,18 @@ def build(spec):
                 ref += np.einsum("nhwc,oc->nhwo", xp[:, kh:kh + s * OH:s, kw:kw + s * OW:s, :],
                                  wt[:, kh, kw, :].astype(np.float64))
         ref += bias
+        slope = rng.uniform(0.05, 0.5, O).astype(np.float32)
+        m, ad = rng.uniform(0.5, 2, O).astype(np.float32), rng.uniform(-1, 1, O).astype(np.float32)
+        if act == "relu6":
+            y, ref = b.clamp(y, min_value=0.0, max_value=6.0), np.clip(ref, 0, 6)
+        elif act == "hard_swish":
+            y, ref = b.hard_swish(y), ref * np.clip(ref + 3, 0, 6) / 6
+        elif act in ("prelu", "prelu_mul_add"):
+            y, ref = b.prelu(y, b.constant(slope)), np.where(ref >= 0, ref, slope * ref)
+            if act == "prelu_mul_add":
+                y, ref = b.add(b.mul(y, b.constant(m)), b.constant(ad)), ref * m + ad
+        elif act:
+            raise SystemExit(f"unknown epilogue {act!r}: relu6, hard_swish, prelu or prelu_mul_add")
         macs = KH * KW * C
     g = b.build({"y": y, **extra})
     for k, v in old.items():
@@ -150,6 +165,17 @@ print("JSON" + json.dumps(res))
 '''
 
 
+#: The zoo's first layers (3 x 3 or 5 x 5 stride-2 convs on the RGB image, with their epilogues):
+#: face_landmark, hand_recrop, selfie_segmentation, hand_landmark_full / _lite, pose_detection,
+#: pose_landmark_full, face_detection_full_range_sparse, face_detection_short_range,
+#: palm_detection_full / _lite, iris_landmark.
+FIRST_LAYERS = ["conv:192,192,3,16,3,3,2,0,1/prelu", "conv:256,256,3,8,3,3,2,0,1/prelu_mul_add",
+                "conv:256,256,3,16,3,3,2,0,1/hard_swish", "conv:224,224,3,24,3,3,2,0,1/relu6",
+                "conv:224,224,3,24,3,3,2,1/relu6", "conv:256,256,3,24,3,3,2,1/relu6", "conv:192,192,3,32,3,3,2,1/relu6",
+                "conv:128,128,3,24,5,5,2,1,2/relu6", "conv:192,192,3,32,5,5,2,1,2/prelu",
+                "conv:64,64,3,64,3,3,2,0,1/prelu"]
+
+
 def main(argv=None) -> int:
     """Run the comparison (see the module docstring)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -159,6 +185,7 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--mesa25", action="store_true", help="run on the Mesa 25 lavapipe of benchmarks/peers.py")
     args = p.parse_args(argv)
+    args.specs = [f for s in args.specs for f in (FIRST_LAYERS if s == "first" else [s])]
     env = dict(os.environ)
     env.setdefault("XDG_RUNTIME_DIR", "/tmp")
     if args.mesa25:

@@ -4,7 +4,8 @@
   layer on an RGB image). Each input row the block touches is loaded once, only the columns
   some output reads (as conv/depthwise.wgsl), and reused by every tap and output that reads
   it: a 3x3 stride-2 window over 3 channels loads 15 values per output instead of the
-  implicit GEMM's 27. The filter is loaded once per invocation as vec4s of output channels.
+  implicit GEMM's 27. The filter is loaded once per invocation as vec4s of output channels, or
+  is in the text as literals (wconst).
 
   Context:
     T            storage type ("f32" or "f16"); accumulation in f32
@@ -12,8 +13,15 @@
     NB, H, W, C, O4, OH, OW, pt, pl   sizes (O4 = O / 4 vec4 output columns) and leading padding
     KH, KW, sh, sw, dh, dw, rows, seg the window, as in conv/depthwise.wgsl
     ep           fused epilogue (bias first; channel = the output channel), hoisted per channel
-    f_uniform    0, or the filter ([KH, KW, C, O] as vec4s of O) is a float32 constant in a uniform
+    f_uniform    0, or the filter ([KH, KW, C, O4] vec4s) is a float32 constant in a uniform
                  buffer of this many vec4s
+    wconst       None, or the filter as WGSL literals, one `vec4<f32>(...)` per filter vec4 in the
+                 order [KH, KW, C, O4] (no `f` binding: the weights are constants of the pipeline)
+    bconst       None, or the bias as literals, one `vec4<f32>(...)` per output vec4, added to each
+                 sum (the epilogue then has no bias step)
+    qconst       None, or the epilogue's per-channel operands as literals: one `EpQ(...)` per
+                 output channel, used instead of `ep_q(ch)` (the epilogue then
+                 has neither those operands nor `ep_q`)
     n_inv        invocations: NB * OHB * OWB
     xv           0, or x is read as vec4s (W * C and TW * sw * C multiples of 4; xv = NB * H * W * C / 4,
                  the vec4 count): a block's input row segment is (seg[-1] + 1) * C consecutive
@@ -27,8 +35,8 @@
                  ([ceil(n_inv / workgroup), O4] vec4<f32>, added up in workgroup memory): the
                  partial sums of a global average pool of the output (the compiler's
                  fuse_pool_partials), few enough rows for the one workgroup that reduces them
-  Bindings: x (NHWC, scalar; vec4 with xv), f ([KH, KW, C, O4] vec4), epilogue operands..., out (NHWC, vec4),
-    pool (pool only).
+  Bindings: x (NHWC, scalar; vec4 with xv), f ([KH, KW, C, O4] vec4; not with wconst), epilogue
+    operands..., out (NHWC, vec4), pool (pool only).
   Workgroup: (k.workgroup, 1, 1); block column fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
@@ -60,6 +68,10 @@
 {% endfor %}
 {% endif %}
 {%- endmacro %}
+{#- the hoisted per-channel epilogue operands of channel ch: baked (qconst) or loaded #}
+{% macro hoist_q(name, ch) -%}
+{% if qconst %}let {{ name }} = {{ qconst[ch] }};{% else %}{{ tl.hoist_q(ep, name, ch ~ "u") }}{% endif %}
+{%- endmacro %}
 {% macro store_pixel(row, p, acc) %}
   if ({{ "live && " if pool }}oh0 + {{ row }} < {{ OH }}u && ow0 + {{ p }}u < {{ OW }}u) {
     let pix = (n * {{ OH }}u + oh0 + {{ row }}) * {{ OW }}u + ow0 + {{ p }}u;
@@ -80,11 +92,14 @@
 enable f16;
 {% endif %}
 {{ tl.decl(0, "x", T, xv > 0, false) }}
+{% set fb = 2 if wconst is none else 1 %}
+{% if wconst is none %}
 {{ tl.weights(1, "f", T, true, f_uniform) }}
-{{ tl.epilogue_decls(ep, 2) }}
-{{ tl.decl(2 + ep.operands | length, "out", T, true, true) }}
+{% endif %}
+{{ tl.epilogue_decls(ep, fb) }}
+{{ tl.decl(fb + ep.operands | length, "out", T, true, true) }}
 {% if pool %}
-@group(0) @binding({{ 3 + ep.operands | length }}) var<storage, read_write> pool: array<vec4<f32>>;
+@group(0) @binding({{ fb + 1 + ep.operands | length }}) var<storage, read_write> pool: array<vec4<f32>>;
 {% endif %}
 {{ tl.epilogue_fns(ep) }}
 {% if pool %}
@@ -96,15 +111,24 @@ var<workgroup> wsum: array<vec4<f32>, {{ k.workgroup * O4 }}>;
 {% for kw in range(KW) %}
 {% for c in range(C) %}
 {% for j in range(O4) %}
+{% if wconst is none %}
   let w{{ kh }}_{{ kw }}_{{ c }}_{{ j }} = vec4<f32>(f[{{ ((kh * KW + kw) * C + c) * O4 + j }}u]);
+{% else %}
+  const w{{ kh }}_{{ kw }}_{{ c }}_{{ j }} = {{ wconst[((kh * KW + kw) * C + c) * O4 + j] }};
+{% endif %}
 {% endfor %}
 {% endfor %}
 {% endfor %}
 {% endfor %}
+{% if bconst %}
+{% for j in range(O4) %}
+  const b{{ j }} = {{ bconst[j] }};
+{% endfor %}
+{% endif %}
 {% if row_loop %}
 {% for j in range(O4) %}
 {% for c in range(4) %}
-  {{ tl.hoist_q(ep, "q" ~ j ~ "_" ~ c, (4 * j + c) ~ "u") }}
+  {{ hoist_q("q" ~ j ~ "_" ~ c, 4 * j + c) }}
 {% endfor %}
 {% endfor %}
 {% if pool %}
@@ -145,7 +169,7 @@ var<workgroup> wsum: array<vec4<f32>, {{ k.workgroup * O4 }}>;
     // of the CPU time this way; two partial sums per output were 1.2x slower)
 {% for p in range(TW) %}
 {% for j in range(O4) %}
-    a{{ p }}_{{ j }} = {% for kh in range(KH) %}{% for kw in range(KW) %}{% for c in range(C) %}{{ " + " if not (loop.first and kw == 0 and kh == 0) }}r{{ kh }}_{{ p * sw + kw * dw }}_{{ c }} * w{{ kh }}_{{ kw }}_{{ c }}_{{ j }}{% endfor %}{% endfor %}{% endfor %};
+    a{{ p }}_{{ j }} = {% for kh in range(KH) %}{% for kw in range(KW) %}{% for c in range(C) %}{{ " + " if not (loop.first and kw == 0 and kh == 0) }}r{{ kh }}_{{ p * sw + kw * dw }}_{{ c }} * w{{ kh }}_{{ kw }}_{{ c }}_{{ j }}{% endfor %}{% endfor %}{% endfor %}{{ " + b" ~ j if bconst }};
 {% endfor %}
 {% endfor %}
 {% for kh in range(keep) %}
@@ -163,7 +187,7 @@ var<workgroup> wsum: array<vec4<f32>, {{ k.workgroup * O4 }}>;
 {% for t in range(TH) %}
 {% for p in range(TW) %}
 {% for j in range(O4) %}
-  var a{{ t }}_{{ p }}_{{ j }} = vec4<f32>(0.0);
+  var a{{ t }}_{{ p }}_{{ j }} = {{ "b" ~ j if bconst else "vec4<f32>(0.0)" }};
 {% endfor %}
 {% endfor %}
 {% endfor %}
@@ -185,7 +209,7 @@ var<workgroup> wsum: array<vec4<f32>, {{ k.workgroup * O4 }}>;
 {% endfor %}
 {% for j in range(O4) %}
 {% for c in range(4) %}
-  {{ tl.hoist_q(ep, "q" ~ j ~ "_" ~ c, (4 * j + c) ~ "u") }}
+  {{ hoist_q("q" ~ j ~ "_" ~ c, 4 * j + c) }}
 {% endfor %}
 {% endfor %}
 {% if pool %}

@@ -107,6 +107,8 @@ class Epilogue:
     #: names it); empty otherwise: the kernel loads the operand at the output's index.
     given_g4: str = ""
     given_g1: str = ""
+    #: The binding names of the operands ``ep_q`` loads, in ``EpQ`` field order (``q0`` ..).
+    chan_operands: list = field(default_factory=list)
 
 
 #: The kernels that apply ``attrs["epilogue"]`` (see :func:`hosts`), with the number of input
@@ -286,6 +288,7 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
                  f"fn {ep.q_fn}(ch: u32) -> {ep.q_struct} {{ return {ep.q_struct}({loads}); }}"] + lines
         ep.chan = True
         ep.q_count = len(chan_reads)
+        ep.chan_operands = list(chan_reads)
     lines += pool_fns  # (after the epilogue: kernels look for its operands' loads from `fn epilogue(` on)
     by_type: dict[str, list[str]] = {}
     for T, name in sorted(funcs):

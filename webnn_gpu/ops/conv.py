@@ -16,7 +16,9 @@ applies, and falls back to the automatic choice where it does not):
 * ``block``: one group, NHWC, at most 4 input and 32 output channels and a filter of at most
   :data:`BLOCK_MAX_WEIGHTS` vec4s (a first layer on an RGB image with a small window;
   ``shaders/conv/block.wgsl``): a block of output pixels with every output channel per
-  invocation, each input row loaded once for every tap that reads it.
+  invocation, each input row loaded once for every tap that reads it. A constant filter of at
+  most :data:`BLOCK_BAKE_MAX` values is in the shader's text as literals, with a constant bias
+  and the epilogue's constant per-channel operands (no weight loads; one pipeline per layer).
 * ``gemm``: implicit GEMM on the tile kernel (``shaders/matmul/tile.wgsl``), the input patch
   gathered on the fly (no im2col buffer); any layout pair, any groups.
 * ``direct``: ``shaders/conv/direct.wgsl``, the general fallback reading everything through
@@ -41,6 +43,9 @@ Bias is the first step of the fused epilogue (:mod:`webnn_gpu.ops._epilogue`), f
 """
 
 from __future__ import annotations
+
+import dataclasses
+import re
 
 import numpy as np
 
@@ -67,10 +72,11 @@ WORKGROUP = 64
 #: :func:`_dw_strip`).
 DW_BLOCK = {"lane-loop": (4, 4), "default": (8, 4)}
 #: The ``block`` kernel (``conv/block.wgsl``): at most this many input channels and output
-#: channels, output block per invocation, and loaded input values per invocation.
+#: channels, output block per invocation (8 rows: with baked weights 0.72-0.90 of the CPU time
+#: of 4 rows on the zoo's 3x3 first layers; 16 alike), and loaded input values per invocation.
 BLOCK_MAX_C = 4
 BLOCK_MAX_O = 32
-BLOCK_TILE = (4, 2)
+BLOCK_TILE = (8, 2)
 BLOCK_MAX_LOADS = 256
 #: ... and it loads a block's input row segment as the vec4s covering it where rows and blocks
 #: start at multiples of 4 values (:func:`_block_xv`): 3 channels x 5 columns are 4 vec4 loads
@@ -84,6 +90,20 @@ BLOCK_MAX_WEIGHTS = 256
 #: The ``block`` kernel computes its TH output rows in a loop (``row_loop``), one row per
 #: iteration, rather than unrolled: LLVM compiles TH times less code.
 BLOCK_ROW_LOOP = True
+#: ... and with a constant filter of at most this many values it has the filter, and a constant
+#: bias, as WGSL literals (``bake``): an invocation loads no weights (on Mesa 22 each of its
+#: uniform loads was a gather), the pipeline compiles 3-5x faster (the loaded weights were live
+#: across the row loop), at the price of one pipeline per layer's weights (a network has one
+#: such layer).
+#: ``WEBNN_GPU_FORCE_CONV_BLOCK_WEIGHTS=loaded`` keeps the loads.
+BLOCK_BAKE_MAX = 2048
+#: ... so that a constant filter with at most BLOCK_BAKE_K taps x input channels takes the
+#: kernel up to BLOCK_BAKE_O output channels whatever BLOCK_MAX_WEIGHTS says (its weights are
+#: not held in registers): 3x3 x 3 -> 48 and -> 64 ran in 0.61-0.75 of the implicit GEMM's CPU
+#: time; 5x5 x 3 -> 24 and -> 32 (75 taps x channels) stay on the implicit GEMM (0.85-1.3x, and
+#: 2-3.5 s of LLVM against 1-1.5 s).
+BLOCK_BAKE_K = 27
+BLOCK_BAKE_O = 64
 #: NCHW implicit GEMM reads an NHWC copy of the input when the channels allow vec4 loads.
 NCHW_TO_NHWC = True
 #: The depthwise + projection kernel reads the input rows of its block in a loop (each output row's tap
@@ -311,18 +331,21 @@ def _geometry(node) -> dict:
     _, o, oh, ow = input_dims(out.shape, a["input_layout"])
     fd = filter_dims(f.shape, a["filter_layout"])
     ost = input_strides(out.shape, a["input_layout"])
+    # FC: the filter is a constant (the block kernel bakes it into its text)
     return dict(NB=n, C=c, H=h, W=w, O=o, OH=oh, OW=ow, KH=fd["h"], KW=fd["w"], G=a["groups"],
+                FC=constant_array(f) is not None,
                 sh=a["strides"][0], sw=a["strides"][1], dh=a["dilations"][0], dw=a["dilations"][1],
                 pt=a["padding"][0], pl=a["padding"][2], **input_strides(x.shape, a["input_layout"]),
                 o_sn=ost["in_sn"], o_sc=ost["in_sc"], o_sh=ost["in_sh"], o_sw=ost["in_sw"])
 
 
-def _conv_epilogue(node, out, layout: str, chan_axis_known: bool = True, **names):
-    """Bias (input 2) as the first epilogue step, then the node's own steps (``names``:
-    ``first_binding`` / ``name`` of :func:`webnn_gpu.ops._epilogue.build`)."""
+def _conv_epilogue(node, out, layout: str, chan_axis_known: bool = True, bias: bool = True, **names):
+    """Bias (input 2) as the first epilogue step (unless ``bias`` is false: the kernel adds it
+    itself), then the node's own steps (``names``: ``first_binding`` / ``name`` of
+    :func:`webnn_gpu.ops._epilogue.build`)."""
     axis = 1 if layout == "nchw" else 3
     steps = []
-    if len(node.inputs) > 2 and node.inputs[2] is not None:
+    if bias and len(node.inputs) > 2 and node.inputs[2] is not None:
         steps.append({"op": "add", "input": 2, "axis": axis})
     steps += _epilogue.steps_of(node)
     return _epilogue.build(node, out, steps, chan_axis=axis if chan_axis_known else None, **names)
@@ -371,8 +394,10 @@ def _conv_variant(g: dict, layout: str, tuning: str = "default") -> str:
     th, tw = _depthwise_block(g, tuning)
     depthwise = (layout == "nhwc" and g["G"] == g["C"] and g["O"] % g["C"] == 0 and g["KH"] * g["KW"] <= 49
                  and len(_segment(g, tw)) * len(_rows(g, th)) <= DW_MAX_LOADS)
+    k = g["KH"] * g["KW"] * g["C"]
+    baked = g.get("FC", False) and k <= BLOCK_BAKE_K and g["O"] <= BLOCK_BAKE_O and k * g["O"] <= BLOCK_BAKE_MAX
     block = (layout == "nhwc" and g["G"] == 1 and g["C"] <= BLOCK_MAX_C and g["O"] % 4 == 0
-             and g["O"] <= BLOCK_MAX_O and g["KH"] * g["KW"] * g["C"] * g["O"] // 4 <= BLOCK_MAX_WEIGHTS
+             and (g["O"] <= BLOCK_MAX_O and k * g["O"] // 4 <= BLOCK_MAX_WEIGHTS or baked)
              and not pointwise and _block_tile(g) is not None)
     if (forced == "pointwise" and pointwise or forced == "depthwise" and depthwise or forced == "block" and block
             or forced in ("gemm", "direct")):
@@ -403,9 +428,11 @@ def _rows(g: dict, th: int) -> list[tuple[int, list[tuple[int, int]]]]:
 
 
 def _block_tile(g: dict) -> tuple[int, int] | None:
-    """(TH, TW) of the ``block`` kernel: :data:`BLOCK_TILE`, halved until the input values one
-    invocation loads fit :data:`BLOCK_MAX_LOADS`; None when even one pixel does not."""
-    th, tw = min(BLOCK_TILE[0], g["OH"]), min(BLOCK_TILE[1], g["OW"])
+    """(TH, TW) of the ``block`` kernel: :data:`BLOCK_TILE` (one column past
+    :data:`BLOCK_MAX_O` output channels: half the text to compile, and the stores outweigh the
+    loads it saves), halved until the input values one invocation loads fit
+    :data:`BLOCK_MAX_LOADS`; None when even one pixel does not."""
+    th, tw = min(BLOCK_TILE[0], g["OH"]), min(BLOCK_TILE[1] if g["O"] <= BLOCK_MAX_O else 1, g["OW"])
     while len(_rows(g, th)) * len(_segment(g, tw)) * g["C"] > BLOCK_MAX_LOADS:
         if th == tw == 1:
             return None
@@ -423,6 +450,51 @@ def _block_xv(g: dict, tw: int) -> int:
     if not BLOCK_VEC4 or (g["W"] * g["C"]) % 4 or (tw * g["sw"] * g["C"]) % 4:
         return 0
     return g["NB"] * g["H"] * g["W"] * g["C"] // 4
+
+
+def _f32_literal(v) -> str:
+    """A WGSL literal of the exact float32 value ``v`` (a float16 widens exactly)."""
+    v = np.float32(v)
+    return repr(float(v)) if np.isfinite(v) else literal(float(v), "float32")
+
+
+def _vec4_literal(values) -> str:
+    """``vec4<f32>(...)`` of four values (:func:`_f32_literal`)."""
+    return f"vec4<f32>({', '.join(_f32_literal(v) for v in np.asarray(values, np.float32))})"
+
+
+def _block_literals(node, w: Value) -> tuple[list[str] | None, list[str] | None]:
+    """The ``block`` kernel's baked weights (:data:`BLOCK_BAKE_MAX`): the filter ``w`` ([KH, KW,
+    C, O], hwio) as one ``vec4<f32>`` literal per filter vec4 in the order the kernel reads
+    them, and the bias as one per output vec4 (None when there is none or it is not constant:
+    the epilogue adds it); (None, None) when the filter is not baked."""
+    data = constant_array(w)
+    if data is None or data.size > BLOCK_BAKE_MAX or _env.force("conv_block_weights") == "loaded":
+        return None, None
+    wconst = [_vec4_literal(v) for v in np.asarray(data, np.float32).reshape(-1, 4)]
+    bias = node.inputs[2] if len(node.inputs) > 2 else None
+    bdata = constant_array(bias) if bias is not None else None
+    if bdata is None:
+        return wconst, None
+    return wconst, [_vec4_literal(v) for v in np.asarray(bdata, np.float32).reshape(-1, 4)]
+
+
+def _baked_chan_operands(ep, O: int):
+    """The epilogue ``ep`` of a kernel with baked weights, its per-channel operands (those
+    ``ep_q`` loads: a PReLU slope, a per-channel scale) baked too when they are all constants:
+    (the epilogue without those operands and ``ep_q``, one ``EpQ(...)`` literal per output
+    channel); (``ep``, None) when some is not a constant or is read elsewhere."""
+    if not ep.chan:
+        return ep, None
+    operands = dict(ep.operands)
+    values = [constant_array(operands[name]) for name in ep.chan_operands]
+    code = "\n".join(line for line in ep.code.split("\n") if not line.startswith(f"fn {ep.q_fn}("))
+    if any(v is None for v in values) or any(re.search(rf"\b{name}\[", code) for name in ep.chan_operands):
+        return ep, None
+    cols = [np.asarray(v, np.float32).reshape(-1) for v in values]
+    q = [f"{ep.q_struct}({', '.join(_f32_literal(c[ch]) for c in cols)})" for ch in range(O)]
+    kept = [(name, v) for name, v in ep.operands if name not in ep.chan_operands]
+    return dataclasses.replace(ep, operands=kept, code=code), q
 
 
 def partials_ok(node, tuning: str = "default") -> bool:
@@ -1105,22 +1177,26 @@ def lower_conv2d(node, lc) -> None:
             reduce_pool()
         return
     if variant == "block":
-        ep = _conv_epilogue(node, out, layout)
         w = _relayout(lc, f, flayout, "hwio")  # [KH, KW, C, O]: vec4s of output channels
+        wconst, bconst = _block_literals(node, w)
+        ep = _conv_epilogue(node, out, layout, bias=bconst is None)
+        qconst = None
+        if wconst is not None:
+            ep, qconst = _baked_chan_operands(ep, g["O"])
         tile = _block_tile(g)
         assert tile is not None, "_conv_variant checks the block fits"
         th, tw = tile
         ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
         n_inv = g["NB"] * ohb * owb
-        w_ubo = uniform_copy(lc, w)
+        w_ubo = uniform_copy(lc, w) if wconst is None else None
         outs = [("out", out)]
         if node.attrs.get("pool_output"):  # fuse_pool_partials: a global pool reduces these
             assert node.attrs["pool_output"] == "partials"
             outs.append(("pool", _pool_partials(lc, node, -(-n_inv // PROJECT_WORKGROUP), g["O"])[0]))
-        lc.kernel("conv/block.wgsl", [("x", x), ("f", w_ubo or w)] + ep.operands, outs, n_inv,
-                  pool=len(outs) == 2, row_loop=BLOCK_ROW_LOOP and th > 1, xv=_block_xv(g, tw),
+        lc.kernel("conv/block.wgsl", [("x", x)] + ([("f", w_ubo or w)] if wconst is None else []) + ep.operands,
+                  outs, n_inv, pool=len(outs) == 2, row_loop=BLOCK_ROW_LOOP and th > 1, xv=_block_xv(g, tw),
                   workgroup=PROJECT_WORKGROUP, T=T, TH=th, TW=tw, OHB=ohb, OWB=owb, n_inv=n_inv, O4=g["O"] // 4,
-                  rows=_rows(g, th), seg=_segment(g, tw), ep=ep,
+                  rows=_rows(g, th), seg=_segment(g, tw), ep=ep, wconst=wconst, bconst=bconst, qconst=qconst,
                   f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
                   **{k: g[k] for k in _BLOCK_GEOMETRY})
         return
