@@ -79,16 +79,39 @@ def _case(rng, nb, hw, C, N, k, s, d, residual, npdt):
         dd = b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C, padding=pads,
                       strides=list(s), dilations=list(d), bias=b.constant(bd))
         p = b.conv2d(dd, b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
-        if residual:
+        if residual == "pool":  # a 3x3 stride-1 max pool of the input: fuse_pool_residual reads its window
+            p = b.add(p, b.max_pool2d(o["x"], window_dimensions=[3, 3], padding=[1, 1, 1, 1], layout="nhwc"))
+        elif residual:
             p = b.add(p, o[residual])
         return {"y": b.prelu(p, b.constant(slope))}
 
     dref = ref_conv2d(x.astype(np.float64).transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(3, 0, 1, 2),
                       [pads[0], pads[1], pads[2], pads[3]], s, d, groups=C).transpose(0, 2, 3, 1) + bd
     ref = np.einsum("nhwc,oc->nhwo", dref, wp[:, 0, 0, :].astype(np.float64)) + bp
-    if residual:
+    if residual == "pool":
+        xp = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)), constant_values=-np.inf)
+        ref = ref + np.max([xp[:, i:i + h, j:j + w] for i in range(3) for j in range(3)], axis=0)
+    elif residual:
         ref = ref + inputs[residual].astype(np.float64)
     return build, inputs, np.where(ref >= 0, ref, ref * slope.astype(np.float64))
+
+
+def test_pooled_residual_is_not_read_as_the_input(ctx, rng, monkeypatch):
+    """A residual that is a stride-1 pool of the depthwise input (fuse_pool_residual reads the
+    pool's window in the epilogue) has the output's shape and is the held input itself, but is
+    not its value: the strip kernel must not take it (near miss), and the result is the pool's."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setattr(conv, "DWP_STRIP_PROFILES", (ctx._tuning,))
+    monkeypatch.setattr(conv, "DWP_STRIP_MIN_TH", 4)
+    monkeypatch.setitem(conv.DWP_CORES, ctx._tuning, 0)
+    build, inputs, ref = _case(rng, 1, (12, 12), 16, 16, (3, 3), (1, 1), (1, 1), "pool", np.float32)
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    np.testing.assert_allclose(got, ref, atol=2e-5, rtol=2e-5)
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {n: b.input(n, {"data_type": "float32", "shape": list(a.shape)}) for n, a in inputs.items()}))
+    templates = [st.template for st in g._steps if hasattr(st, "template")]
+    g.destroy()
+    assert STRIP not in templates and "pool/pool2d_vec4.wgsl" not in templates, templates
 
 
 @pytest.mark.parametrize("case", list(_CASES))

@@ -1077,8 +1077,9 @@ def lower_depthwise_project(node, lc) -> None:
     sg = dwp_lanes(lc.tuning, getattr(lc, "subgroup", 0))
     partials = len(node.outputs) == 2 or proj is None and bool(dw.attrs.get("pool_output"))
     strip = _dwp_strip(g, n4, lc.tuning) if mode == "conv" and e is None and not partials and N % 4 == 0 else None
-    if strip is not None and (not pep.given or tuple(proj.inputs[gi].shape) == tuple(out.shape)):
-        # the strip kernel reads a given residual at the output's own index, as vec4
+    if strip is not None and (not pep.given or not pep.given_g4 and tuple(proj.inputs[gi].shape) == tuple(out.shape)):
+        # the strip kernel reads a given residual at the output's own index, as vec4 (not the
+        # window of a pool fuse_pool_residual folded into the read: pep.given_g4)
         _lower_dwp_strip(lc, node, g, strip, x, w_in=dw.inputs[1], ep=ep, pep=pep, project_in=project_in,
                          pw_uniform=pw_ubo is not None,
                          xres=bool(pep.given) and proj.inputs[gi] is dw.inputs[0] and N == g["C"] and center)
