@@ -1,0 +1,100 @@
+"""Products whose reduction is too long for one shader invocation's loops on llvmpipe (Mesa 22.3
+ends all loops of an invocation after ``LOOP_LIMIT`` iterations, silently): matmul and gemm
+split K in chunks (:func:`webnn_gpu.ops.linalg.k_chunks`), one tile launch of the chunks'
+partial products and ``matmul/ksum.wgsl`` summing them with the epilogue; against float64
+NumPy just past the limit, and the chunk plan without a GPU.
+
+Tolerance: ``check`` of test_tile.py, the f32 accumulation bound ``4 * K * 2**-24 * (|A| @ |B|)``
+plus the output's rounding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from test_tile import build_run, check, data
+
+import webnn_gpu as webnn
+from webnn_gpu.ops import linalg
+from webnn_gpu.ops.recurrent import LOOP_LIMIT
+
+
+# ---------------------------------------------------------------- the chunk plan (no GPU)
+@pytest.mark.parametrize("K", [245_540, 245_764, 300_000, 300_007, 786_432, 4_000_001])
+def test_chunks_cover_k_within_the_budget(K):
+    C, KC = linalg.k_chunks(K)
+    assert KC % 4 == 0 and C * KC <= K
+    rem = K - C * KC
+    assert rem < 5 * C, "the remainder ksum.wgsl sums in its loop stays small"
+    assert linalg.tile_loop_iterations(KC) <= linalg.LOOP_BUDGET
+    assert C + 1 + rem + 1 <= linalg.LOOP_BUDGET, "ksum.wgsl's own loops"
+    assert linalg.LOOP_BUDGET < LOOP_LIMIT
+
+
+def test_products_under_the_budget_do_not_split():
+    assert linalg.k_chunks(1) is None
+    assert linalg.k_chunks(64) is None
+    k_max = max(k for k in range(4 * linalg.LOOP_BUDGET - 400, 4 * linalg.LOOP_BUDGET, 4)
+                if linalg.tile_loop_iterations(k) <= linalg.LOOP_BUDGET)
+    assert linalg.k_chunks(k_max) is None
+    assert linalg.k_chunks(k_max + 4) is not None
+    # the naive kernel's loop is K long
+    assert linalg.k_chunks(70_000, naive=True) is not None and linalg.k_chunks(70_000) is None
+
+
+def test_tile_loop_bound_grows_with_the_window():
+    assert linalg.tile_loop_iterations(64, 3, 3, 8) > 9 * 16
+
+
+# ---------------------------------------------------------------- on the GPU, past the limit
+def _ref(a, w):
+    a64, w64 = a.astype(np.float64), w.astype(np.float64)
+    return a64 @ w64, np.abs(a64) @ np.abs(w64)
+
+
+def _kernels(steps):
+    return [s.template for s in steps]
+
+
+@pytest.mark.parametrize("M,K,N", [(1, 300_000, 4), (3, 300_007, 5)])
+def test_matmul_past_the_loop_limit(ctx, rng, M, K, N):
+    a, w = data(rng, (M, K)), data(rng, (K, N))
+    got, steps = build_run(ctx, lambda b, o: b.matmul(o["a"], b.constant(w)), {"a": a})
+    assert "matmul/ksum.wgsl" in _kernels(steps)
+    ref, absref = _ref(a, w)
+    check(got, ref, absref, K, np.float32, f"matmul {M}x{K}->{N}")
+
+
+def test_batched_matmul_of_two_inputs_past_the_loop_limit(ctx, rng):
+    K = 250_003
+    a, w = data(rng, (2, 1, K)), data(rng, (2, K, 4))
+    got, steps = build_run(ctx, lambda b, o: b.matmul(o["a"], o["w"]), {"a": a, "w": w})
+    assert "matmul/ksum.wgsl" in _kernels(steps)
+    ref, absref = _ref(a, w)
+    check(got, ref, absref, K, np.float32, "batched matmul")
+
+
+def test_gemm_with_c_alpha_beta_and_relu_past_the_loop_limit(ctx, rng):
+    K = 262_144
+    a, w, c = data(rng, (2, K)), data(rng, (3, K)), data(rng, (3,))
+
+    def build(b, o):
+        y = b.gemm(o["a"], b.constant(w), c=b.constant(c), alpha=0.5, beta=-2.0, b_transpose=True)
+        return b.relu(y)
+
+    got, steps = build_run(ctx, build, {"a": a})
+    assert "matmul/ksum.wgsl" in _kernels(steps)
+    prod, absref = _ref(a, w.T)
+    ref = np.maximum(0.5 * prod - 2.0 * c.astype(np.float64), 0.0)
+    check(got, ref, 0.5 * absref + 2.0 * np.abs(c), K, np.float32, "gemm")
+
+
+def test_conv_past_the_loop_limit_raises_at_build(ctx):
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [1, 16, 16, 1024]})
+    w = b.constant(np.zeros((4, 16, 16, 1024), np.float32))
+    y = b.conv2d(x, w, input_layout="nhwc", filter_layout="ohwi", label="huge")
+    with pytest.raises(webnn.errors.NotSupportedError, match=r"conv2d.*huge.*262144 multiply-adds.*65535") as e:
+        b.build({"y": y})
+    print(e.value)
