@@ -90,11 +90,47 @@ def test_gemm_with_c_alpha_beta_and_relu_past_the_loop_limit(ctx, rng):
     check(got, ref, 0.5 * absref + 2.0 * np.abs(c), K, np.float32, "gemm")
 
 
-def test_conv_past_the_loop_limit_raises_at_build(ctx):
+def test_pointwise_conv_of_many_channels_splits_like_matmul(ctx, rng):
+    C = 250_000
+    x, w = data(rng, (1, 1, 2, C)), data(rng, (3, 1, 1, C))
+    bias = data(rng, (3,))
+
+    def build(b, o):
+        return b.conv2d(o["x"], b.constant(w), bias=b.constant(bias), input_layout="nhwc", filter_layout="ohwi")
+
+    got, steps = build_run(ctx, build, {"x": x})
+    assert "matmul/ksum.wgsl" in _kernels(steps)
+    prod, absref = _ref(x.reshape(2, C), w.reshape(3, C).T)
+    ref = (prod + bias.astype(np.float64)).reshape(1, 1, 2, 3)
+    check(got, ref, (absref + np.abs(bias)).reshape(1, 1, 2, 3), C, np.float32, "pointwise conv")
+
+
+def _raises_at_build(ctx, build, shape, match):
     b = webnn.MLGraphBuilder(ctx)
-    x = b.input("x", {"data_type": "float32", "shape": [1, 16, 16, 1024]})
-    w = b.constant(np.zeros((4, 16, 16, 1024), np.float32))
-    y = b.conv2d(x, w, input_layout="nhwc", filter_layout="ohwi", label="huge")
-    with pytest.raises(webnn.errors.NotSupportedError, match=r"conv2d.*huge.*262144 multiply-adds.*65535") as e:
+    x = b.input("x", {"data_type": "float32", "shape": shape})
+    y = build(b, x)
+    with pytest.raises(webnn.errors.NotSupportedError, match=match) as e:
         b.build({"y": y})
-    print(e.value)
+    assert "65535" in str(e.value)
+
+
+def test_conv_with_a_window_past_the_loop_limit_raises_at_build(ctx):
+    w = np.zeros((4, 16, 16, 1024), np.float32)  # implicit GEMM: 16 x 16 taps of 1024 channels
+    _raises_at_build(ctx, lambda b, x: b.conv2d(x, b.constant(w), input_layout="nhwc", filter_layout="ohwi",
+                                                label="huge"),
+                     [1, 16, 16, 1024], r"conv2d.*huge.*262144 multiply-adds")
+
+
+def test_depthwise_conv_with_a_window_past_the_loop_limit_raises_at_build(ctx):
+    w = np.zeros((1, 256, 256, 2), np.float32)  # the direct kernel: 256 x 256 taps
+    _raises_at_build(ctx, lambda b, x: b.conv2d(x, b.constant(w), input_layout="nhwc", filter_layout="ihwo",
+                                                groups=2, label="dw"),
+                     [1, 256, 256, 2], r"conv2d.*dw.*65536 multiply-adds.*256x256 taps")
+
+
+@pytest.mark.parametrize("tiled", [True, False])
+def test_conv_transpose_past_the_loop_limit_raises_at_build(ctx, tiled):
+    k = 2 if tiled else 3  # kernel == strides tiles the output
+    w = np.zeros((300_000, 1, k, k), np.float32)  # 75000 vec4 loads of the channels per tap
+    _raises_at_build(ctx, lambda b, x: b.conv_transpose2d(x, b.constant(w), strides=[2, 2], label="ct"),
+                     [1, 300_000, 1, 1], r"conv_transpose2d.*ct.*input channels")

@@ -56,8 +56,9 @@ from ..builder import MLGraphBuilder, MLOperand, Value
 from . import _epilogue
 from ._registry import builder_method, lowering, support
 from .elementwise import literal
-from .linalg import (B_UNIFORM_FLOATS, FLOATS, SMALL_MAX_OUTPUTS, Shown, choose_tile, constant_array, deep_ok,
-                     given_operand, make_constant, tile_kernel, uniform_copy, up_rows, wgsl_type)
+from .linalg import (B_UNIFORM_FLOATS, FLOATS, SMALL_MAX_OUTPUTS, Shown, check_loops, choose_tile, constant_array,
+                     deep_ok, given_operand, k_chunks, lower_split_k, make_constant, tile_kernel, uniform_copy,
+                     up_rows, wgsl_type)
 
 INPUT_LAYOUTS = ("nchw", "nhwc")
 CONV2D_FILTER_LAYOUTS = ("oihw", "hwio", "ohwi", "ihwo")
@@ -1144,6 +1145,8 @@ def lower_conv2d(node, lc) -> None:
         opg = g["O"] // g["G"]
         to = 4 if opg % 4 == 0 else 1
         fs = filter_strides(f.shape, flayout)
+        I, KH, KW = g["C"] // g["G"], g["KH"], g["KW"]
+        check_loops(lc, KH + 1 + KH * (KW + 1 + KW * (I + 1)) + 2, KH * KW * I, f"{KH}x{KW} taps of {I}")
         lc.kernel("conv/direct.wgsl", [("x", x), ("f", f)] + ep.operands, [("out", out)],
                   g["NB"] * (g["O"] // to) * g["OH"] * g["OW"], workgroup=WORKGROUP, T=T, TO=to, OPG=opg,
                   I=g["C"] // g["G"], f_so=fs["o"], f_si=fs["i"], f_sh=fs["h"], f_sw=fs["w"], ep=ep, **g)
@@ -1223,6 +1226,12 @@ def lower_conv2d(node, lc) -> None:
         o_P, o_sn, o_sp, o_so = P, O * P, 1, P
     if variant == "pointwise":
         M = g["NB"] * P
+        chunks = k_chunks(C)
+        if chunks is not None and layout == "nhwc" and scale is None and residual is None and not node.attrs.get(
+                "pool_output"):  # too many channels for one invocation's loops: the matmul's split
+            lower_split_k(lc, node, x, w, ep, chunks, M=M, N=O, K=C, batch_shape=[], a_bst=[], b_bst=[], o_bst=[],
+                         o_sp=O, a_rs=C, a_ks=1, b_ks=wcols, b_ns=1, b_cols=wcols, vec=True)
+            return
         gi = given_operand(node, out, _epilogue.steps_of(node), M, O, C) if layout == "nhwc" else None
         if gi is not None:  # the tile kernel loads the residual itself, as vec4
             ep = _conv_epilogue(node, out, layout, given=gi)
@@ -1367,7 +1376,9 @@ def lower_conv_transpose2d(node, lc) -> None:
     forced = _env.force("conv_transpose")
     if forced and forced not in ("direct", "tiled"):
         raise ValueError(f"WEBNN_GPU_FORCE_CONV_TRANSPOSE={forced!r}: expected direct or tiled")
+    ci_it = -(-I // 4) if vec else I
     if tiled and forced != "direct":
+        check_loops(lc, ci_it + 8, I, f"{I} input channels")
         wconst = None
         data = constant_array(f)
         if (data is not None and g["G"] == 1 and g["O"] <= 4 and data.size <= TRANSPOSE_BAKE_MAX
@@ -1385,6 +1396,10 @@ def lower_conv_transpose2d(node, lc) -> None:
                   T=wgsl_type(out.data_type), TO=to, OPG=opg, I=I, vec=vec, f_si=fs["i"], f_so=fs["o"], f_sh=fs["h"],
                   f_sw=fs["w"], ep=ep, wconst=wconst, by_group=by_group, **g)
         return
+    kh_it = -(-g["KH"] // g["sh"]) if g["dh"] == 1 else g["KH"]
+    kw_it = -(-g["KW"] // g["sw"]) if g["dw"] == 1 else g["KW"]
+    check_loops(lc, kh_it + 1 + kh_it * (kw_it + 1 + kw_it * (ci_it + 1)) + 2, kh_it * kw_it * I,
+                f"{kh_it}x{kw_it} taps of {I} input channels")
     lc.kernel("conv/transpose.wgsl", [("x", x), ("f", f)] + ep.operands, [("out", out)],
               g["NB"] * (g["O"] // to) * g["OH"] * g["OW"], workgroup=WORKGROUP, T=wgsl_type(out.data_type), TO=to,
               OPG=opg, I=I, vec=vec, f_si=fs["i"], f_so=fs["o"], f_sh=fs["h"], f_sw=fs["w"], ep=ep, **g)

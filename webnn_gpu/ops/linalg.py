@@ -473,12 +473,8 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         assert a_add is not None and a_mode == "dense"
         TM = up_rows(TM, a_add_up[1])
         up = (a_add_up[0], a_add_up[1], a_add.shape[1], a_add.shape[2])
-    loops = tile_loop_iterations(KC, KH, KW, TM)
-    if loops > LOOP_BUDGET:  # the matmul lowerings split their reduction (k_chunks); a conv cannot
-        raise NotSupportedError(
-            f"{lc.label}: a reduction of {KH * KW * KC} multiply-adds per output ({KH}x{KW} taps of {KC}) needs "
-            f"about {loops} loop iterations in one shader invocation, more than {LOOP_BUDGET} (llvmpipe ends an "
-            f"invocation's loops after {LOOP_LIMIT} iterations)")
+    # the matmul lowerings split their reduction (k_chunks); a conv's cannot be
+    check_loops(lc, tile_loop_iterations(KC, KH, KW, TM), KH * KW * KC, f"{KH}x{KW} taps of {KC}")
     tiles_m = -(-M // TM)
     if sg:  # a subgroup's lanes take row tiles of one column tile; the padding rows store nothing
         tiles_m = -(-tiles_m // sg) * sg
@@ -562,6 +558,18 @@ def tile_loop_iterations(KC: int, KH: int = 1, KW: int = 1, TM: int = TILE_ROWS_
     return KH * (KW * (-(-KC // 4) + 2) + 1) + TM + 8
 
 
+def check_loops(lc, loops: int, macs: int, detail: str) -> None:
+    """Raise NotSupportedError at build time where a kernel's invocation would run ``loops``
+    loop iterations (a bound) for a reduction of ``macs`` multiply-adds per output (``detail``:
+    its taps and channels), more than :data:`LOOP_BUDGET`: llvmpipe would end its loops early
+    and return a wrong result without an error."""
+    if loops > LOOP_BUDGET:
+        raise NotSupportedError(
+            f"{lc.label}: a reduction of {macs} multiply-adds per output ({detail}) needs about {loops} loop "
+            f"iterations in one shader invocation, more than {LOOP_BUDGET} (llvmpipe ends an invocation's loops "
+            f"after {LOOP_LIMIT} iterations)")
+
+
 def k_chunks(K: int, naive: bool = False) -> tuple[int, int] | None:
     """How a product of reduction length ``K`` splits so that no invocation's loops pass
     :data:`LOOP_BUDGET`: None where one tile launch (with ``naive``, one ``matmul/naive.wgsl``
@@ -577,7 +585,7 @@ def k_chunks(K: int, naive: bool = False) -> tuple[int, int] | None:
     return C, K // C // 4 * 4
 
 
-def _lower_split(lc, node, a: Value, b: Value, ep, chunks: tuple[int, int], *, M, N, K, batch_shape, a_bst, b_bst,
+def lower_split_k(lc, node, a: Value, b: Value, ep, chunks: tuple[int, int], *, M, N, K, batch_shape, a_bst, b_bst,
                  o_bst, o_sp, a_rs, a_ks, b_ks, b_ns, b_cols, vec: bool) -> None:
     """out = A x B (+ ``ep``) in two launches, for a reduction too long for one invocation's
     loops (:func:`k_chunks` gives ``chunks``): the tile kernel writes the partial products of
@@ -695,7 +703,7 @@ def _lower_product(node, lc, a: Value, b: Value, *, M, N, K, batch_shape, a_bst,
     o_sp = N if o_sp is None else o_sp
     chunks = k_chunks(K, naive=variant == "naive")
     if chunks is not None:
-        _lower_split(lc, node, a, b, ep, chunks, M=M, N=N, K=K, batch_shape=list(batch_shape), a_bst=list(a_bst),
+        lower_split_k(lc, node, a, b, ep, chunks, M=M, N=N, K=K, batch_shape=list(batch_shape), a_bst=list(a_bst),
                      b_bst=list(b_bst), o_bst=o_bst, o_sp=o_sp, a_rs=a_rs, a_ks=a_ks, b_ks=b_ks, b_ns=b_ns,
                      b_cols=b_cols, vec=variant != "tile_scalar")
         return
