@@ -105,6 +105,23 @@ def test_pointwise_conv_of_many_channels_splits_like_matmul(ctx, rng):
     check(got, ref, (absref + np.abs(bias)).reshape(1, 1, 2, 3), C, np.float32, "pointwise conv")
 
 
+def test_pointwise_nchw_conv_of_many_channels_splits_like_matmul(ctx, rng):
+    C = 250_000
+    x, w = data(rng, (2, C, 1, 2)), data(rng, (3, C, 1, 1))
+    bias = data(rng, (3,))
+
+    def build(b, o):
+        return b.relu(b.conv2d(o["x"], b.constant(w), bias=b.constant(bias)))
+
+    got, steps = build_run(ctx, build, {"x": x})
+    assert "matmul/ksum.wgsl" in _kernels(steps)
+    w64 = w.reshape(3, C).astype(np.float64)
+    x64 = x.reshape(2, C, 2).astype(np.float64)
+    ref = np.maximum(np.einsum("oc,ncp->nop", w64, x64) + bias.astype(np.float64)[:, None], 0).reshape(2, 3, 1, 2)
+    absref = (np.einsum("oc,ncp->nop", np.abs(w64), np.abs(x64)) + np.abs(bias)[:, None]).reshape(2, 3, 1, 2)
+    check(got, ref, absref, C, np.float32, "pointwise nchw conv")
+
+
 def _raises_at_build(ctx, build, shape, match):
     b = webnn.MLGraphBuilder(ctx)
     x = b.input("x", {"data_type": "float32", "shape": shape})

@@ -1210,6 +1210,12 @@ def lower_conv2d(node, lc) -> None:
     if variant == "pointwise" and layout == "nchw":
         # out[n] = W[O, C] x X[n][C, H*W]: A is the filter (hwio -> [C, O], read transposed).
         wa = _relayout(lc, f, flayout, "oihw")
+        chunks = k_chunks(C)
+        if chunks is not None:  # too many channels for one invocation's loops: the matmul's split
+            lower_split_k(lc, node, wa, x, _conv_epilogue(node, out, layout, chan_axis_known=False), chunks, M=O,
+                          N=P, K=C, batch_shape=[g["NB"]], a_bst=[0], b_bst=[C * P], o_bst=[O * P], o_sp=P, a_rs=C,
+                          a_ks=1, b_ks=P, b_ns=1, b_cols=P, vec=True)
+            return
         tile_kernel(lc, wa, x, out, M=O, N=P, batch_shape=[g["NB"]], a_bst=[0], b_bst=[C * P], o_bst=[O * P],
                     a_rs=C, a_ks=1, a_vec=True, b_ks=P, b_ns=1, b_vec=True, o_P=O, o_sn=0, o_sp=P, o_so=1, KC=C,
                     epilogue=_conv_epilogue(node, out, layout, chan_axis_known=False),
