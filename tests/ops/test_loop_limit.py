@@ -66,6 +66,16 @@ def test_matmul_past_the_loop_limit(ctx, rng, M, K, N):
     check(got, ref, absref, K, np.float32, f"matmul {M}x{K}->{N}")
 
 
+def test_matmul_just_under_the_budget_takes_one_tile_launch(ctx, rng):
+    K = 245_000  # about 61,300 loop iterations by the bound: one launch, and still right
+    assert linalg.k_chunks(K) is None
+    a, w = data(rng, (1, K)), data(rng, (K, 4))
+    got, steps = build_run(ctx, lambda b, o: b.matmul(o["a"], b.constant(w)), {"a": a})
+    assert _kernels(steps) == ["matmul/tile.wgsl"]
+    ref, absref = _ref(a, w)
+    check(got, ref, absref, K, np.float32, "matmul under the budget")
+
+
 def test_batched_matmul_of_two_inputs_past_the_loop_limit(ctx, rng):
     K = 250_003
     a, w = data(rng, (2, 1, K)), data(rng, (2, K, 4))
