@@ -16,7 +16,7 @@ import pytest
 from test_tile import build_run, check, data
 
 import webnn_gpu as webnn
-from webnn_gpu.ops import linalg
+from webnn_gpu.ops import conv, linalg
 from webnn_gpu.ops.recurrent import LOOP_LIMIT
 
 
@@ -141,11 +141,33 @@ def _raises_at_build(ctx, build, shape, match):
     assert "65535" in str(e.value)
 
 
+def test_implicit_gemm_conv_splits_its_channels(ctx, rng):
+    C = 30_000  # 3 x 3 taps of 30000 channels: two chunks of 15000
+    x, w, bias = data(rng, (1, 4, 3, C)), data(rng, (4, 3, 3, C)), data(rng, (4,))
+
+    def build(b, o):
+        return b.relu(b.conv2d(o["x"], b.constant(w), bias=b.constant(bias), input_layout="nhwc",
+                               filter_layout="ohwi"))
+
+    got, steps = build_run(ctx, build, {"x": x})
+    assert "matmul/ksum.wgsl" in _kernels(steps)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    prod = np.stack([np.einsum("hwc,ohwc->o", x64[0, i:i + 3], w64) for i in range(2)]).reshape(1, 2, 1, 4)
+    absref = np.stack([np.einsum("hwc,ohwc->o", np.abs(x64[0, i:i + 3]), np.abs(w64)) for i in range(2)])
+    ref = np.maximum(prod + bias.astype(np.float64), 0)
+    check(got, ref, absref.reshape(1, 2, 1, 4) + np.abs(bias), 9 * C, np.float32, "implicit GEMM conv")
+
+
+def test_channel_chunks_are_equal_multiples_of_4():
+    assert conv._channel_chunks(30_000, 3, 3) == 2
+    assert conv._channel_chunks(4, 150, 150) is None  # the taps alone pass the budget
+
+
 def test_conv_with_a_window_past_the_loop_limit_raises_at_build(ctx):
-    w = np.zeros((4, 16, 16, 1024), np.float32)  # implicit GEMM: 16 x 16 taps of 1024 channels
+    w = np.zeros((2, 150, 150, 4), np.float32)  # implicit GEMM: 150 x 150 taps of 4 channels
     _raises_at_build(ctx, lambda b, x: b.conv2d(x, b.constant(w), input_layout="nhwc", filter_layout="ohwi",
                                                 label="huge"),
-                     [1, 16, 16, 1024], r"conv2d.*huge.*262144 multiply-adds")
+                     [1, 150, 150, 4], r"conv2d.*huge.*90000 multiply-adds")
 
 
 def test_depthwise_conv_with_a_window_past_the_loop_limit_raises_at_build(ctx):

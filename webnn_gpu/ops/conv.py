@@ -56,9 +56,9 @@ from ..builder import MLGraphBuilder, MLOperand, Value
 from . import _epilogue
 from ._registry import builder_method, lowering, support
 from .elementwise import literal
-from .linalg import (B_UNIFORM_FLOATS, FLOATS, SMALL_MAX_OUTPUTS, Shown, check_loops, choose_tile, constant_array,
-                     deep_ok, given_operand, k_chunks, lower_split_k, make_constant, tile_kernel, uniform_copy,
-                     up_rows, wgsl_type)
+from .linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, SMALL_MAX_OUTPUTS, Shown, check_loops, choose_tile, constant_array,
+                     deep_ok, given_operand, k_chunks, lower_split_k, make_constant, tile_kernel,
+                     tile_loop_iterations, uniform_copy, up_rows, wgsl_type)
 
 INPUT_LAYOUTS = ("nchw", "nhwc")
 CONV2D_FILTER_LAYOUTS = ("oihw", "hwio", "ohwi", "ihwo")
@@ -1258,12 +1258,53 @@ def lower_conv2d(node, lc) -> None:
     # one group: no batch dimension (a group stride of OPG columns would break B's vec4 alignment
     # when O is not a multiple of 4, leaving B to scalar loads)
     grouped = G > 1
+    if _split_channels(lc, node, x, w, out, ep, g, conv, ist, wcols, layout):
+        return
     tile_kernel(lc, x, w, out, M=g["NB"] * P, N=OPG, batch_shape=[G] if grouped else [],
                 a_bst=[I * ist["in_sc"]] if grouped else [], b_bst=[OPG] if grouped else [],
                 o_bst=[OPG * o_so] if grouped else [], a_mode="im2col", a_ks=ist["in_sc"], a_vec=True, b_ks=wcols,
                 b_ns=1, b_vec=True, b_cols=wcols if G == 1 else OPG, o_P=o_P, o_sn=o_sn, o_sp=o_sp, o_so=o_so, KH=g["KH"], KW=g["KW"],
                 KC=I, conv=conv, epilogue=ep, group_cols=OPG)
 
+
+
+def _channel_chunks(I: int, KH: int, KW: int) -> int | None:
+    """The fewest chunks of an implicit GEMM's ``I`` input channels (each a multiple of 4
+    channels, all alike) whose tile launches stay within llvmpipe's loop budget
+    (:func:`webnn_gpu.ops.linalg.tile_loop_iterations`), or None where none does."""
+    for c in range(2, I // 4 + 1):
+        if I % c == 0 and I // c % 4 == 0 and tile_loop_iterations(I // c, KH, KW) <= LOOP_BUDGET:
+            return c
+    return None
+
+
+def _split_channels(lc, node, x, w, out, ep, g, conv, ist, wcols: int, layout: str) -> bool:
+    """Lower an implicit-GEMM conv2d whose reduction (taps x input channels) is too long for one
+    invocation's loops on llvmpipe as the matmul's split (:func:`webnn_gpu.ops.linalg.k_chunks`):
+    the tile kernel over chunks of the input channels (batch items; the constant filter re-laid
+    out chunk by chunk), then ``matmul/ksum.wgsl`` sums them and applies the epilogue. Only
+    NHWC, one group, a constant filter and channels that split into equal multiples of 4; returns
+    whether it did (else the tile kernel raises NotSupportedError)."""
+    KH, KW, I, O = g["KH"], g["KW"], g["C"], g["O"]
+    if tile_loop_iterations(I, KH, KW) <= LOOP_BUDGET or layout != "nhwc" or g["G"] != 1:
+        return False
+    wdata = constant_array(w)
+    c = _channel_chunks(I, KH, KW)
+    if wdata is None or c is None:
+        return False
+    kc = I // c
+    wc = make_constant(np.ascontiguousarray(wdata.reshape(KH, KW, c, kc, wcols).transpose(2, 0, 1, 3, 4)),
+                       w.data_type)
+    M = g["NB"] * g["OH"] * g["OW"]
+    part = lc.temp(out.data_type, (c, M, O))
+    tile_kernel(lc, x, wc, part, M=M, N=O, batch_shape=[c], a_bst=[kc * ist["in_sc"]], b_bst=[KH * KW * kc * wcols],
+                o_bst=[M * O], a_mode="im2col", a_ks=ist["in_sc"], a_vec=True, b_ks=wcols, b_ns=1, b_vec=True,
+                b_cols=wcols, o_P=M, o_sn=0, o_sp=O, o_so=1, KH=KH, KW=KW, KC=kc, conv=conv)
+    step = lc.kernel("matmul/ksum.wgsl", [("p", part)] + ep.operands, [("out", out)], M * O, T=wgsl_type(out.data_type),
+                     M=M, N=O, K=c * kc, C=c, KC=kc, batch_strides=[], a_bst=[], b_bst=[], o_bst=[], a_rs=0, a_ks=0,
+                     b_ks=0, b_ns=0, o_sp=O, ep=ep)
+    step.flops, step.note = M * O * c, f"{M}x{KH}x{KW}x{I}->{O} ksum {c}x{kc}"
+    return True
 
 # ---------------------------------------------------------------- conv_transpose2d
 # IDL: MLOperand convTranspose2d(MLOperand input, MLOperand filter,
