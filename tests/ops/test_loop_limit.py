@@ -1,8 +1,10 @@
 """Products whose reduction is too long for one shader invocation's loops on llvmpipe (Mesa 22.3
-ends all loops of an invocation after ``LOOP_LIMIT`` iterations, silently): matmul and gemm
-split K in chunks (:func:`webnn_gpu.ops.linalg.k_chunks`), one tile launch of the chunks'
-partial products and ``matmul/ksum.wgsl`` summing them with the epilogue; against float64
-NumPy just past the limit, and the chunk plan without a GPU.
+ends all loops of an invocation after ``LOOP_LIMIT`` iterations, silently): matmul, gemm and
+pointwise conv2d split K in chunks (:func:`webnn_gpu.ops.linalg.k_chunks`), an NHWC implicit
+GEMM its input channels, one tile launch of the chunks' partial products and
+``matmul/ksum.wgsl`` summing them with the epilogue; against float64 NumPy just past the limit,
+and the chunk plan without a GPU. Convolutions that cannot split raise NotSupportedError at
+build time.
 
 Tolerance: ``check`` of test_tile.py, the f32 accumulation bound ``4 * K * 2**-24 * (|A| @ |B|)``
 plus the output's rounding.

@@ -425,6 +425,11 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
 
     A constant B of 1 to 3 columns with vec4 loads of A and B, no batch offsets, no ``pool``
     and no ``a_add_up`` is read transposed (``bdot``; :func:`dot_columns`), on either kernel.
+
+    Raises:
+        NotSupportedError: an invocation's loops would pass :data:`LOOP_BUDGET`
+            (:func:`tile_loop_iterations`; callers that can split the reduction do so first,
+            :func:`k_chunks`).
     """
     batch_shape = list(batch_shape)
     batches = math.prod(batch_shape) if batch_shape else 1
