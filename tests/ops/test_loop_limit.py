@@ -185,3 +185,14 @@ def test_conv_transpose_past_the_loop_limit_raises_at_build(ctx, tiled):
     w = np.zeros((300_000, 1, k, k), np.float32)  # 75000 vec4 loads of the channels per tap
     _raises_at_build(ctx, lambda b, x: b.conv_transpose2d(x, b.constant(w), strides=[2, 2], label="ct"),
                      [1, 300_000, 1, 1], r"conv_transpose2d.*ct.*input channels")
+
+
+def test_squeeze_excite_bound_keeps_many_rows_of_partials_out():
+    from webnn_gpu.fusions.squeeze_excite import se_loop_iterations
+
+    # the zoo's excitations: a few thousand iterations
+    assert se_loop_iterations(32, 8, 32, 784) < 1000
+    assert se_loop_iterations(576, 144, 576, 49) < 5000
+    # 1024 channels: 16 channels per invocation, each over every row of partials
+    assert se_loop_iterations(1024, 64, 1024, 4096) > linalg.LOOP_BUDGET
+    assert se_loop_iterations(64, 16, 64, 61_000, 1000) > linalg.LOOP_BUDGET
