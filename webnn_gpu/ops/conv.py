@@ -56,8 +56,8 @@ from ..builder import MLGraphBuilder, MLOperand, Value
 from . import _epilogue
 from ._registry import builder_method, lowering, support
 from .elementwise import literal
-from .linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, SMALL_MAX_OUTPUTS, Shown, check_loops, choose_tile, constant_array,
-                     deep_ok, given_operand, k_chunks, lower_split_k, make_constant, tile_kernel,
+from .linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, SMALL_MAX_OUTPUTS, Shown, check_loops, choose_tile,
+                     constant_array, deep_ok, given_operand, k_chunks, lower_split_k, make_constant, tile_kernel,
                      tile_loop_iterations, uniform_copy, up_rows, wgsl_type)
 
 INPUT_LAYOUTS = ("nchw", "nhwc")
