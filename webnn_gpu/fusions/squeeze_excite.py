@@ -20,7 +20,8 @@ from .._ir import GraphView, Node, Value
 from ..compiler.rules._common import _max_bindings
 from ..ops._registry import lowering
 from ..ops.conv import _conv_epilogue, _conv_variant, _geometry, _pointwise_matrix
-from ..ops.linalg import B_UNIFORM_FLOATS, FLOATS, constant_array, make_constant, uniform_copy, wgsl_type
+from ..ops.linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, constant_array, make_constant, uniform_copy,
+                          wgsl_type)
 from ._attrs import FusedAttrs
 
 log = logging.getLogger("webnn_gpu")
@@ -54,6 +55,23 @@ SE_WORKGROUP = 64
 #: kernels; an excitation 576 -> 144 -> 576, 166K multiply-adds, 0.75 ms against 0.48 ms; one
 #: of 41K, 0.23 ms, about what three kernels take.)
 SE_MAX_MACS = 1 << 16
+
+
+
+def se_loop_iterations(C: int, R: int, C2: int, rows: int, rows2: int = 0) -> int:
+    """An upper bound of the loop iterations of one ``matmul/squeeze_excite.wgsl`` invocation
+    as llvmpipe counts them (a loop of n iterations n + 1): the channel sums over ``rows`` (and
+    ``rows2``) rows of partials, their P-way adds, the ``C -> R`` layer and the ``R -> C2`` one
+    (``C2`` 0: none), each over the invocation's share of :data:`SE_WORKGROUP`, with a few of
+    margin."""
+    wg = SE_WORKGROUP
+    P = max(1, wg // C)
+    share = -(-C * P // wg)
+    sums = share * (-(-rows // P) + 1 + (-(-rows2 // P) + 1 if rows2 else 0)) + 1
+    means = -(-C // wg) * (P + 1) + 1
+    layer1 = -(-R // wg) * (C + 1) + 1
+    layer2 = -(-C2 // wg) * (R + 1) + 1 if C2 else 0
+    return sums + means + layer1 + layer2 + 16
 
 
 def squeeze_excite_ok(fc1, fc2) -> bool:
@@ -195,6 +213,9 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
                 inputs.append(v)
         if len(inputs) + 1 > max_bindings:
             continue
+        C2 = fc2.outputs[0].shape[-1] if fc2 is not None else 0
+        if se_loop_iterations(src.shape[-1], fc1.outputs[0].shape[-1], C2, rows, two["rows2"]) > LOOP_BUDGET:
+            continue  # llvmpipe would end the kernel's loops early (many rows of partials)
         if conv is not None and new_conv is not None:
             replaced[conv.id] = new_conv
         if pool is not None:

@@ -56,8 +56,9 @@ from ..builder import MLGraphBuilder, MLOperand, Value
 from . import _epilogue
 from ._registry import builder_method, lowering, support
 from .elementwise import literal
-from .linalg import (B_UNIFORM_FLOATS, FLOATS, SMALL_MAX_OUTPUTS, Shown, choose_tile, constant_array, deep_ok,
-                     given_operand, make_constant, tile_kernel, uniform_copy, up_rows, wgsl_type)
+from .linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, SMALL_MAX_OUTPUTS, Shown, check_loops, choose_tile,
+                     constant_array, deep_ok, given_operand, k_chunks, lower_split_k, make_constant, tile_kernel,
+                     tile_loop_iterations, uniform_copy, up_rows, wgsl_type)
 
 INPUT_LAYOUTS = ("nchw", "nhwc")
 CONV2D_FILTER_LAYOUTS = ("oihw", "hwio", "ohwi", "ihwo")
@@ -1144,6 +1145,8 @@ def lower_conv2d(node, lc) -> None:
         opg = g["O"] // g["G"]
         to = 4 if opg % 4 == 0 else 1
         fs = filter_strides(f.shape, flayout)
+        I, KH, KW = g["C"] // g["G"], g["KH"], g["KW"]
+        check_loops(lc, KH + 1 + KH * (KW + 1 + KW * (I + 1)) + 2, KH * KW * I, f"{KH}x{KW} taps of {I}")
         lc.kernel("conv/direct.wgsl", [("x", x), ("f", f)] + ep.operands, [("out", out)],
                   g["NB"] * (g["O"] // to) * g["OH"] * g["OW"], workgroup=WORKGROUP, T=T, TO=to, OPG=opg,
                   I=g["C"] // g["G"], f_so=fs["o"], f_si=fs["i"], f_sh=fs["h"], f_sw=fs["w"], ep=ep, **g)
@@ -1207,6 +1210,12 @@ def lower_conv2d(node, lc) -> None:
     if variant == "pointwise" and layout == "nchw":
         # out[n] = W[O, C] x X[n][C, H*W]: A is the filter (hwio -> [C, O], read transposed).
         wa = _relayout(lc, f, flayout, "oihw")
+        chunks = k_chunks(C)
+        if chunks is not None:  # too many channels for one invocation's loops: the matmul's split
+            lower_split_k(lc, node, wa, x, _conv_epilogue(node, out, layout, chan_axis_known=False), chunks, M=O,
+                          N=P, K=C, batch_shape=[g["NB"]], a_bst=[0], b_bst=[C * P], o_bst=[O * P], o_sp=P, a_rs=C,
+                          a_ks=1, b_ks=P, b_ns=1, b_cols=P, vec=True)
+            return
         tile_kernel(lc, wa, x, out, M=O, N=P, batch_shape=[g["NB"]], a_bst=[0], b_bst=[C * P], o_bst=[O * P],
                     a_rs=C, a_ks=1, a_vec=True, b_ks=P, b_ns=1, b_vec=True, o_P=O, o_sn=0, o_sp=P, o_so=1, KC=C,
                     epilogue=_conv_epilogue(node, out, layout, chan_axis_known=False),
@@ -1223,6 +1232,12 @@ def lower_conv2d(node, lc) -> None:
         o_P, o_sn, o_sp, o_so = P, O * P, 1, P
     if variant == "pointwise":
         M = g["NB"] * P
+        chunks = k_chunks(C)
+        if chunks is not None and layout == "nhwc" and scale is None and residual is None and not node.attrs.get(
+                "pool_output"):  # too many channels for one invocation's loops: the matmul's split
+            lower_split_k(lc, node, x, w, ep, chunks, M=M, N=O, K=C, batch_shape=[], a_bst=[], b_bst=[], o_bst=[],
+                         o_sp=O, a_rs=C, a_ks=1, b_ks=wcols, b_ns=1, b_cols=wcols, vec=True)
+            return
         gi = given_operand(node, out, _epilogue.steps_of(node), M, O, C) if layout == "nhwc" else None
         if gi is not None:  # the tile kernel loads the residual itself, as vec4
             ep = _conv_epilogue(node, out, layout, given=gi)
@@ -1243,12 +1258,53 @@ def lower_conv2d(node, lc) -> None:
     # one group: no batch dimension (a group stride of OPG columns would break B's vec4 alignment
     # when O is not a multiple of 4, leaving B to scalar loads)
     grouped = G > 1
+    if _split_channels(lc, node, x, w, out, ep, g, conv, ist, wcols, layout):
+        return
     tile_kernel(lc, x, w, out, M=g["NB"] * P, N=OPG, batch_shape=[G] if grouped else [],
                 a_bst=[I * ist["in_sc"]] if grouped else [], b_bst=[OPG] if grouped else [],
                 o_bst=[OPG * o_so] if grouped else [], a_mode="im2col", a_ks=ist["in_sc"], a_vec=True, b_ks=wcols,
                 b_ns=1, b_vec=True, b_cols=wcols if G == 1 else OPG, o_P=o_P, o_sn=o_sn, o_sp=o_sp, o_so=o_so, KH=g["KH"], KW=g["KW"],
                 KC=I, conv=conv, epilogue=ep, group_cols=OPG)
 
+
+
+def _channel_chunks(I: int, KH: int, KW: int) -> int | None:
+    """The fewest chunks of an implicit GEMM's ``I`` input channels (each a multiple of 4
+    channels, all alike) whose tile launches stay within llvmpipe's loop budget
+    (:func:`webnn_gpu.ops.linalg.tile_loop_iterations`), or None where none does."""
+    for c in range(2, I // 4 + 1):
+        if I % c == 0 and I // c % 4 == 0 and tile_loop_iterations(I // c, KH, KW) <= LOOP_BUDGET:
+            return c
+    return None
+
+
+def _split_channels(lc, node, x, w, out, ep, g, conv, ist, wcols: int, layout: str) -> bool:
+    """Lower an implicit-GEMM conv2d whose reduction (taps x input channels) is too long for one
+    invocation's loops on llvmpipe as the matmul's split (:func:`webnn_gpu.ops.linalg.k_chunks`):
+    the tile kernel over chunks of the input channels (batch items; the constant filter re-laid
+    out chunk by chunk), then ``matmul/ksum.wgsl`` sums them and applies the epilogue. Only
+    NHWC, one group, a constant filter and channels that split into equal multiples of 4; returns
+    whether it did (else the tile kernel raises NotSupportedError)."""
+    KH, KW, I, O = g["KH"], g["KW"], g["C"], g["O"]
+    if tile_loop_iterations(I, KH, KW) <= LOOP_BUDGET or layout != "nhwc" or g["G"] != 1:
+        return False
+    wdata = constant_array(w)
+    c = _channel_chunks(I, KH, KW)
+    if wdata is None or c is None:
+        return False
+    kc = I // c
+    wc = make_constant(np.ascontiguousarray(wdata.reshape(KH, KW, c, kc, wcols).transpose(2, 0, 1, 3, 4)),
+                       w.data_type)
+    M = g["NB"] * g["OH"] * g["OW"]
+    part = lc.temp(out.data_type, (c, M, O))
+    tile_kernel(lc, x, wc, part, M=M, N=O, batch_shape=[c], a_bst=[kc * ist["in_sc"]], b_bst=[KH * KW * kc * wcols],
+                o_bst=[M * O], a_mode="im2col", a_ks=ist["in_sc"], a_vec=True, b_ks=wcols, b_ns=1, b_vec=True,
+                b_cols=wcols, o_P=M, o_sn=0, o_sp=O, o_so=1, KH=KH, KW=KW, KC=kc, conv=conv)
+    step = lc.kernel("matmul/ksum.wgsl", [("p", part)] + ep.operands, [("out", out)], M * O, T=wgsl_type(out.data_type),
+                     M=M, N=O, K=c * kc, C=c, KC=kc, batch_strides=[], a_bst=[], b_bst=[], o_bst=[], a_rs=0, a_ks=0,
+                     b_ks=0, b_ns=0, o_sp=O, ep=ep)
+    step.flops, step.note = M * O * c, f"{M}x{KH}x{KW}x{I}->{O} ksum {c}x{kc}"
+    return True
 
 # ---------------------------------------------------------------- conv_transpose2d
 # IDL: MLOperand convTranspose2d(MLOperand input, MLOperand filter,
@@ -1367,7 +1423,9 @@ def lower_conv_transpose2d(node, lc) -> None:
     forced = _env.force("conv_transpose")
     if forced and forced not in ("direct", "tiled"):
         raise ValueError(f"WEBNN_GPU_FORCE_CONV_TRANSPOSE={forced!r}: expected direct or tiled")
+    ci_it = -(-I // 4) if vec else I
     if tiled and forced != "direct":
+        check_loops(lc, ci_it + 8, I, f"{I} input channels")
         wconst = None
         data = constant_array(f)
         if (data is not None and g["G"] == 1 and g["O"] <= 4 and data.size <= TRANSPOSE_BAKE_MAX
@@ -1385,6 +1443,10 @@ def lower_conv_transpose2d(node, lc) -> None:
                   T=wgsl_type(out.data_type), TO=to, OPG=opg, I=I, vec=vec, f_si=fs["i"], f_so=fs["o"], f_sh=fs["h"],
                   f_sw=fs["w"], ep=ep, wconst=wconst, by_group=by_group, **g)
         return
+    kh_it = -(-g["KH"] // g["sh"]) if g["dh"] == 1 else g["KH"]
+    kw_it = -(-g["KW"] // g["sw"]) if g["dw"] == 1 else g["KW"]
+    check_loops(lc, kh_it + 1 + kh_it * (kw_it + 1 + kw_it * (ci_it + 1)) + 2, kh_it * kw_it * I,
+                f"{kh_it}x{kw_it} taps of {I} input channels")
     lc.kernel("conv/transpose.wgsl", [("x", x), ("f", f)] + ep.operands, [("out", out)],
               g["NB"] * (g["O"] // to) * g["OH"] * g["OW"], workgroup=WORKGROUP, T=wgsl_type(out.data_type), TO=to,
               OPG=opg, I=I, vec=vec, f_si=fs["i"], f_so=fs["o"], f_sh=fs["h"], f_sw=fs["w"], ep=ep, **g)

@@ -51,7 +51,9 @@ from .. import _env
 from .. import _validate as V
 from .._kernels import strides
 from ..builder import MLGraphBuilder, MLOperand, Value
+from ..errors import NotSupportedError
 from . import _epilogue
+from .recurrent import LOOP_LIMIT
 from ._registry import builder_method, lowering, support
 
 FLOATS = ("float32", "float16")
@@ -423,6 +425,11 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
 
     A constant B of 1 to 3 columns with vec4 loads of A and B, no batch offsets, no ``pool``
     and no ``a_add_up`` is read transposed (``bdot``; :func:`dot_columns`), on either kernel.
+
+    Raises:
+        NotSupportedError: an invocation's loops would pass :data:`LOOP_BUDGET`
+            (:func:`tile_loop_iterations`; callers that can split the reduction do so first,
+            :func:`k_chunks`).
     """
     batch_shape = list(batch_shape)
     batches = math.prod(batch_shape) if batch_shape else 1
@@ -471,6 +478,8 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         assert a_add is not None and a_mode == "dense"
         TM = up_rows(TM, a_add_up[1])
         up = (a_add_up[0], a_add_up[1], a_add.shape[1], a_add.shape[2])
+    # the matmul lowerings split their reduction (k_chunks); a conv's cannot be
+    check_loops(lc, tile_loop_iterations(KC, KH, KW, TM), KH * KW * KC, f"{KH}x{KW} taps of {KC}")
     tiles_m = -(-M // TM)
     if sg:  # a subgroup's lanes take row tiles of one column tile; the padding rows store nothing
         tiles_m = -(-tiles_m // sg) * sg
@@ -535,6 +544,73 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     step.flops = 2 * M * N * KC * KH * KW * batches
     step.note = _size_note(M, KC, N, batches, KH, KW, f"{TM}x{4 * TN4}" + (" sg" if sg else "") + (" dyn" if dyn else "")
                            + (" panels" if b_panel else "") + (" win" if win else ""))
+
+
+#: What one invocation's loops may reach in all (llvmpipe ends them, silently, after
+#: :data:`~webnn_gpu.ops.recurrent.LOOP_LIMIT` iterations): the limit less a sixteenth, for
+#: iterations a bound does not see.
+LOOP_BUDGET = LOOP_LIMIT - LOOP_LIMIT // 16
+#: The most rows a tile may have (the deep and subgroup tiles included), for the bound of
+#: :func:`tile_loop_iterations` before the tile is chosen.
+TILE_ROWS_BOUND = 64
+
+
+def tile_loop_iterations(KC: int, KH: int = 1, KW: int = 1, TM: int = TILE_ROWS_BOUND) -> int:
+    """An upper bound of the loop iterations of one ``matmul/tile.wgsl`` invocation as llvmpipe
+    counts them (a loop of n iterations n + 1): the filter rows, per row the taps, per tap the
+    reduction over ``KC`` four at a time, and the epilogue's loop over the ``TM`` rows of the
+    tile, with a few iterations of margin."""
+    return KH * (KW * (-(-KC // 4) + 2) + 1) + TM + 8
+
+
+def check_loops(lc, loops: int, macs: int, detail: str) -> None:
+    """Raise NotSupportedError at build time where a kernel's invocation would run ``loops``
+    loop iterations (a bound) for a reduction of ``macs`` multiply-adds per output (``detail``:
+    its taps and channels), more than :data:`LOOP_BUDGET`: llvmpipe would end its loops early
+    and return a wrong result without an error."""
+    if loops > LOOP_BUDGET:
+        raise NotSupportedError(
+            f"{lc.label}: a reduction of {macs} multiply-adds per output ({detail}) needs about {loops} loop "
+            f"iterations in one shader invocation, more than {LOOP_BUDGET} (llvmpipe ends an invocation's loops "
+            f"after {LOOP_LIMIT} iterations)")
+
+
+def k_chunks(K: int, naive: bool = False) -> tuple[int, int] | None:
+    """How a product of reduction length ``K`` splits so that no invocation's loops pass
+    :data:`LOOP_BUDGET`: None where one tile launch (with ``naive``, one ``matmul/naive.wgsl``
+    launch) stays under it, else ``(C, KC)``: ``C`` chunks of ``KC`` (a multiple of 4) each, one
+    tile launch of ``C`` batch items, whose partial products ``matmul/ksum.wgsl`` sums with the
+    remainder ``K - C * KC`` (less than ``5 * C``) and the epilogue.
+
+    Example: ``k_chunks(300000)`` is ``(2, 150000)``; ``k_chunks(786432)`` is ``(4, 196608)``."""
+    if tile_loop_iterations(K) <= LOOP_BUDGET and not (naive and K + 2 > LOOP_BUDGET):
+        return None
+    k_max = (LOOP_BUDGET - tile_loop_iterations(0)) * 4
+    C = -(-K // k_max)
+    return C, K // C // 4 * 4
+
+
+def lower_split_k(lc, node, a: Value, b: Value, ep, chunks: tuple[int, int], *, M, N, K, batch_shape, a_bst, b_bst,
+                 o_bst, o_sp, a_rs, a_ks, b_ks, b_ns, b_cols, vec: bool) -> None:
+    """out = A x B (+ ``ep``) in two launches, for a reduction too long for one invocation's
+    loops (:func:`k_chunks` gives ``chunks``): the tile kernel writes the partial products of
+    the chunks as batch items of a temporary, then ``matmul/ksum.wgsl`` sums them per output,
+    adds the remainder's multiply-adds and applies the epilogue once."""
+    out = node.outputs[0]
+    C, KC = chunks
+    batches = math.prod(batch_shape) if batch_shape else 1
+    part = lc.temp(out.data_type, (*batch_shape, C, M, N))
+    tile_kernel(lc, a, b, part, M=M, N=N, batch_shape=[*batch_shape, C], a_bst=[*a_bst, KC * a_ks],
+                b_bst=[*b_bst, KC * b_ks], o_bst=[s * C * M * N for s in strides(batch_shape)] + [M * N],
+                a_rs=a_rs, a_ks=a_ks, a_vec=vec, b_ks=b_ks, b_ns=b_ns, b_vec=vec, b_cols=b_cols,
+                o_P=M, o_sn=0, o_sp=N, o_so=1, KC=KC, small_ok=False)
+    ab = [("a", a), ("b", b)] if K > C * KC else []
+    step = lc.kernel("matmul/ksum.wgsl", ab + [("p", part)] + ep.operands, [("out", out)],
+                     M * N * batches, T=wgsl_type(out.data_type), M=M, N=N, K=K, C=C, KC=KC,
+                     batch_strides=strides(batch_shape), a_bst=list(a_bst), b_bst=list(b_bst), o_bst=list(o_bst),
+                     a_rs=a_rs, a_ks=a_ks, b_ks=b_ks, b_ns=b_ns, o_sp=o_sp, ep=ep)
+    step.flops = 2 * M * N * (K - C * KC + C) * batches
+    step.note = _size_note(M, K, N, batches, 1, 1, f"ksum {C}x{KC}")
 
 
 def _size_note(M: int, K: int, N: int, batches: int, KH: int, KW: int, variant: str) -> str:
@@ -630,6 +706,12 @@ def _lower_product(node, lc, a: Value, b: Value, *, M, N, K, batch_shape, a_bst,
     strided_out = o_bst is not None
     o_bst = [s * M * N for s in strides(batch_shape)] if o_bst is None else list(o_bst)
     o_sp = N if o_sp is None else o_sp
+    chunks = k_chunks(K, naive=variant == "naive")
+    if chunks is not None:
+        lower_split_k(lc, node, a, b, ep, chunks, M=M, N=N, K=K, batch_shape=list(batch_shape), a_bst=list(a_bst),
+                     b_bst=list(b_bst), o_bst=o_bst, o_sp=o_sp, a_rs=a_rs, a_ks=a_ks, b_ks=b_ks, b_ns=b_ns,
+                     b_cols=b_cols, vec=variant != "tile_scalar")
+        return
     if not strided_out and (variant == "naive" or (not variant and M * N * math.prod(batch_shape or [1]) < 64
                                                   and K <= 64)):
         lc.kernel("matmul/naive.wgsl", [("a", a), ("b", b)] + ep.operands, [("out", out)], out.size,
