@@ -74,8 +74,8 @@
                  (ep.chan, a bias) are shared the same way: each lane loads those of 4 * TN4 / sg
                  of the tile's channels
     dyn          M, N, KC4, a_rs, b_ks, b_cols, o_sp and tiles_m come from the u32 parameter buffer
-                 `prm` ([invocations, M, N, KC4, a_rs, b_ks, b_cols, o_sp, tiles_m]) instead of the
-                 text: dense, unbatched, aligned products (pointwise convs, matmuls) of any size
+                 `prm` ([invocations, M, N, KC4, a_rs, b_ks, b_cols, o_sp, tiles_m]; with up also
+                 [M - TM, UW, UH, uh, uw, KC]) instead of the text: dense, unbatched, aligned products (pointwise convs, matmuls) of any size
                  share one pipeline per (tile, K % 4, tiles_n == 1, epilogue); their values in the
                  context are then not used
   Written for naga's front end, whose time grows with the square of a function's expression
@@ -223,22 +223,27 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let n0 = tn * {{ 4 * TN4 }}u;
 {% if up %}
 {% set UH, UW, uh, uw = up %}
+{% if dyn %}
+{% set u_last, u_UW, u_UH, u_uh, u_uw, u_KC = "prm[9]", "prm[10]", "prm[11]", "prm[12]", "prm[13]", "prm[14]" %}
+{% else %}
+{% set u_last, u_UW, u_UH, u_uh, u_uw, u_KC = (M - TM) ~ "u", UW ~ "u", UH ~ "u", uh ~ "u", uw ~ "u", KC ~ "u" %}
+{% endif %}
   // the tile's pixels: one image row y, columns x0 .. x0 + TM - 1 (x0 even; the subgroup
   // variant's padding tiles read the last one)
-  let um0 = min(m0, {{ M - TM }}u);
-  let uimg = um0 / {{ UH * UW }}u;
-  let uy = (um0 / {{ UW }}u) % {{ UH }}u;
-  let ux0 = um0 % {{ UW }}u;
+  let um0 = min(m0, {{ u_last }});
+  let uimg = um0 / ({{ u_UH }} * {{ u_UW }});
+  let uy = (um0 / {{ u_UW }}) % {{ u_UH }};
+  let ux0 = um0 % {{ u_UW }};
   let ut = uy / 2u;
   let ueven = (uy & 1u) == 0u;
   let ur0 = select(ut, max(ut, 1u) - 1u, ueven);
-  let ur1 = select(min(ut + 1u, {{ uh - 1 }}u), ut, ueven);
+  let ur1 = select(min(ut + 1u, {{ u_uh }} - 1u), ut, ueven);
   let uwy0 = select(0.75, 0.25, ueven);
   let uwy1 = 1.0 - uwy0;
 {% for j in range(TM // 2 + 2) %}
-  let ucol{{ j }} = u32(clamp(i32(ux0 / 2u) - 1 + {{ j }}, 0, {{ uw - 1 }}));
-  let ua0_{{ j }} = ((uimg * {{ uh }}u + ur0) * {{ uw }}u + ucol{{ j }}) * {{ KC }}u;
-  let ua1_{{ j }} = ((uimg * {{ uh }}u + ur1) * {{ uw }}u + ucol{{ j }}) * {{ KC }}u;
+  let ucol{{ j }} = u32(clamp(i32(ux0 / 2u) - 1 + {{ j }}, 0, i32({{ u_uw }}) - 1));
+  let ua0_{{ j }} = ((uimg * {{ u_uh }} + ur0) * {{ u_uw }} + ucol{{ j }}) * {{ u_KC }};
+  let ua1_{{ j }} = ((uimg * {{ u_uh }} + ur1) * {{ u_uw }} + ucol{{ j }}) * {{ u_KC }};
 {% endfor %}
 {% endif %}
 {# ---- per-row addressing of A ---- #}

@@ -20,6 +20,8 @@ import pytest
 from references import conv2d_nhwc
 from test_tile import build_run, check, data, tile_steps
 
+import webnn_gpu as webnn
+from webnn_gpu._lower import KernelStep
 from webnn_gpu.ops import linalg
 
 LLVMPIPE = {"device": "llvmpipe (LLVM 15.0.6, 256 bits)", "description": "Mesa 22.3.6 (LLVM 15.0.6)"}
@@ -221,3 +223,39 @@ def test_subgroup_pointwise_conv_on_an_upsampled_operand(ctx, rng, small_hw):
     ref = np.einsum("nhwc,oc->nhwo", v, wt[:, 0, 0, :].astype(np.float64)) + bias
     absref = np.einsum("nhwc,oc->nhwo", np.abs(v), np.abs(wt[:, 0, 0, :].astype(np.float64))) + np.abs(bias)
     check(out, np.maximum(ref, 0), absref, C + 4, np.float32, "sg upsampled")
+
+
+def test_upsampled_operand_convs_of_two_sizes_share_one_kernel(ctx, rng):
+    """Two fuse_conv_upsample kernels of one graph on images of 8 x 16 and 16 x 16 pixels (the
+    same row tile): the dynamic variant (sizes and the upsampling geometry from the parameter
+    buffer) renders one WGSL text for both, and both are right against float64 NumPy."""
+    from references import ref_resample
+
+    C, O = 8, 12
+    wt, bias = data(rng, (O, 1, 1, C)), data(rng, (O,))
+    s = rng.uniform(0.5, 1.5, (1, 1, 1, C)).astype(np.float32)
+    sizes = {"p": (4, 8), "q": (8, 8)}
+    inputs = {}
+    for k, (h, w) in sizes.items():
+        inputs[k + "x"], inputs[k + "s"] = data(rng, (1, 2 * h, 2 * w, C)), data(rng, (1, h, w, C))
+    b = webnn.MLGraphBuilder(ctx)
+    ops = {n: b.input(n, {"data_type": "float32", "shape": list(a.shape)}) for n, a in inputs.items()}
+    outs = {}
+    for k in sizes:
+        up = b.resample2d(ops[k + "s"], mode="linear", scales=[2.0, 2.0], axes=[1, 2])
+        outs[k] = b.relu(b.conv2d(b.add(b.mul(ops[k + "x"], b.constant(s)), up), b.constant(wt),
+                                  bias=b.constant(bias), input_layout="nhwc", filter_layout="ohwi"))
+    graph = b.build(outs)
+    steps = tile_steps([st for st in graph._steps if isinstance(st, KernelStep)])
+    got = ctx.compute(graph, inputs)
+    graph.destroy()
+    assert len(steps) == 2 and all("um0" in st.wgsl for st in steps), [st.note for st in steps]
+    if ctx._subgroup:
+        assert steps[0].wgsl == steps[1].wgsl, [st.note for st in steps]
+    w64 = wt[:, 0, 0, :].astype(np.float64)
+    for k, (h, w) in sizes.items():
+        v = inputs[k + "x"].astype(np.float64) * s + ref_resample(inputs[k + "s"].astype(np.float64), "linear",
+                                                                  [2 * h, 2 * w], axes=(1, 2))
+        ref = np.einsum("nhwc,oc->nhwo", v, w64) + bias
+        absref = np.einsum("nhwc,oc->nhwo", np.abs(v), np.abs(w64)) + np.abs(bias)
+        check(got[k], np.maximum(ref, 0), absref, C + 4, np.float32, f"sg upsampled {h}x{w}")

@@ -504,7 +504,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     n_inv = batches * tiles_m * tiles_n
     if pool is not None and not (out_vec and batches == 1 and tuple(pool.shape) == (tiles_m, N)):
         raise AssertionError(f"{lc.label}: pool partials need one batch item and vec4 stores")  # pool_rows checks
-    dyn = (TILE_DYNAMIC and up is None and pool is None and a_mode == "dense" and not batch_shape and a_vec and b_vec and out_vec
+    dyn = (TILE_DYNAMIC and pool is None and a_mode == "dense" and not batch_shape and a_vec and b_vec and out_vec
            and a_ks == 1 and b_ns == 1 and o_so == 1 and (o_sn == 0 or o_P >= M) and KH == KW == 1 and not group_cols
            and order == "m")
     variables = dict(
@@ -522,6 +522,9 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     inputs += [("gres", given)] if given is not None else []
     if dyn:
         sizes = [n_inv, M, N, KC // 4 * 4, a_rs, b_ks, b_panel or b_cols, o_sp, tiles_m]
+        if up is not None:  # the upsampled operand's last tile row, image (UH x UW) and source (uh x uw)
+            UH, UW, uh, uw = up
+            sizes += [M - TM, UW, UH, uh, uw, KC]
         inputs.append(("prm", make_constant(np.array(sizes, dtype=np.uint32), "uint32")))
     if a_mode == "im2col":
         variables.update(conv or {})
