@@ -55,6 +55,19 @@ def assert_close(actual, expected, *, atol: float, rtol: float = 0.0, err_msg: s
                                    equal_nan=True, err_msg=err_msg)
 
 
+def check_accumulated(got, ref, absref, k, dtype, what: str = "") -> None:
+    """``got`` within a float32 accumulation of ``k`` products of ``ref`` (float64, with
+    ``absref`` the same sum of magnitudes), plus the output's rounding (float16 included)."""
+    got = np.asarray(got).astype(np.float64)
+    assert got.shape == ref.shape, (what, got.shape, ref.shape)
+    bound = 4 * k * 2.0**-24 * absref + 2.0**-24 * np.abs(ref) + 1e-30
+    if np.dtype(dtype) == np.float16:
+        bound = bound + 2.0**-11 * np.abs(ref) + 2.0**-24
+    err = np.abs(got - ref)
+    bad = ~(err <= bound)
+    assert not bad.any(), f"{what}: {bad.sum()}/{bad.size} off, worst {err[bad].max():.3e}"
+
+
 def ulp_distance(actual, expected) -> np.ndarray:
     """ULP distance between float32 or float16 arrays (as WPT computes it)."""
     actual = np.asarray(actual)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import webnn_gpu as webnn
-from helpers import run_graph
+from helpers import check_accumulated, run_graph
 from references import ref_conv2d
 from webnn_gpu.errors import MLTypeError, OperationError
 from webnn_gpu.ops import _epilogue
@@ -39,17 +39,6 @@ def ref_conv_transpose2d(x, w, out_hw, padding=(0, 0, 0, 0), strides=(1, 1), dil
                 full[:, g * opg:(g + 1) * opg, r0:r0 + (h - 1) * strides[0] + 1:strides[0],
                      c0:c0 + (wd - 1) * strides[1] + 1:strides[1]] += contrib
     return full[:, :, padding[0]:padding[0] + oh, padding[2]:padding[2] + ow]
-
-
-def check(got, ref, absref, k, dtype, what=""):
-    got = np.asarray(got).astype(np.float64)
-    assert got.shape == ref.shape, (what, got.shape, ref.shape)
-    bound = 4 * k * 2.0**-24 * absref + 2.0**-24 * np.abs(ref) + 1e-30
-    if np.dtype(dtype) == np.float16:
-        bound = bound + 2.0**-11 * np.abs(ref) + 2.0**-24
-    err = np.abs(got - ref)
-    bad = ~(err <= bound)
-    assert not bad.any(), f"{what}: {bad.sum()}/{bad.size} off, worst {err[bad].max():.3e}"
 
 
 # ---------------------------------------------------------------- conv2d
@@ -178,7 +167,7 @@ def test_conv2d(ctx, rng, force, name, variant):
     force("conv", variant)
     case = CONV_CASES[name]
     got, ref, absref, k = run_conv(ctx, rng, case, tensor_path=name == "grouped-nhwc-vec")
-    check(got, ref, absref, k, case["dtype"], f"{name} [{variant or 'auto'}]")
+    check_accumulated(got, ref, absref, k, case["dtype"], f"{name} [{variant or 'auto'}]")
 
 
 def _templates(ctx, case) -> set[str]:
@@ -252,7 +241,7 @@ def test_conv2d_block_vec4_rows(ctx, rng, name):
         pytest.skip("no shader-f16")
     assert "x: array<vec4<" in _block_wgsl(ctx, case)
     got, ref, absref, k = run_conv(ctx, rng, case)
-    check(got, ref, absref, k, case["dtype"], f"block vec4 {name}")
+    check_accumulated(got, ref, absref, k, case["dtype"], f"block vec4 {name}")
 
 
 def test_conv2d_block_scalar_rows(ctx):
@@ -287,7 +276,7 @@ def test_conv2d_depthwise_integer_division(ctx, rng, force, monkeypatch, name):
     force("conv", "depthwise")
     case = CONV_CASES[name]
     got, ref, absref, k = run_conv(ctx, rng, case)
-    check(got, ref, absref, k, case["dtype"], f"{name} [integer division]")
+    check_accumulated(got, ref, absref, k, case["dtype"], f"{name} [integer division]")
 
 
 @pytest.mark.parametrize("tuning", ["lane-loop", "default"])
@@ -302,7 +291,7 @@ def test_conv2d_under_each_tuning_profile(ctx, rng, monkeypatch, tuning, name):
     monkeypatch.setattr(ctx, "_tuning", tuning)
     case = CONV_CASES[name]
     got, ref, absref, k = run_conv(ctx, rng, case)
-    check(got, ref, absref, k, case["dtype"], f"{name} [{tuning}]")
+    check_accumulated(got, ref, absref, k, case["dtype"], f"{name} [{tuning}]")
 
 
 def test_conv2d_depthwise_shares_pipelines(ctx):
@@ -448,7 +437,7 @@ def test_conv_transpose2d(ctx, rng, force, name, variant):
     force("conv_transpose", variant)
     case = CONVT_CASES[name]
     got, ref, absref, k = run_convt(ctx, rng, case, tensor_path=name == "nhwc-vec-o4")
-    check(got, ref, absref, k, case["dtype"], name)
+    check_accumulated(got, ref, absref, k, case["dtype"], name)
 
 
 # ---------------------------------------------------------------- fused epilogue

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import webnn_gpu as webnn
-from helpers import run_graph
+from helpers import check_accumulated, run_graph
 from references import ref_conv2d
 from webnn_gpu.ops import conv
 
@@ -73,15 +73,6 @@ def _run(ctx, rng, case, *, act=None, constant=True, extra=None):
     return got, ref, absref, KH * KW * C, templates
 
 
-def _check(got, ref, absref, k, dtype, what):
-    bound = 4 * k * 2.0**-24 * absref + 2.0**-24 * np.abs(ref) + 1e-30
-    if np.dtype(dtype) == np.float16:
-        bound = bound + 2.0**-11 * np.abs(ref) + 2.0**-24
-    err = np.abs(got - ref)
-    bad = ~(err <= bound)
-    assert not bad.any(), f"{what}: {bad.sum()}/{bad.size} off, worst {err[bad].max():.3e}"
-
-
 @pytest.mark.parametrize("name", list(CASES))
 def test_first_layer(ctx, rng, monkeypatch, name):
     """Each boundary case runs on the block kernel with its weights baked in (or, with O not a
@@ -94,7 +85,7 @@ def test_first_layer(ctx, rng, monkeypatch, name):
         monkeypatch.setenv("WEBNN_GPU_FORCE_CONV", "block")
     got, ref, absref, k, templates = _run(ctx, rng, case)
     assert templates == ["conv/block.wgsl" if case[3] % 4 == 0 else "matmul/tile.wgsl"], templates
-    _check(got, ref, absref, k, case[-1], name)
+    check_accumulated(got, ref, absref, k, case[-1], name)
 
 
 def _hswish(v):
@@ -137,14 +128,14 @@ def test_first_layer_loaded_filter(ctx, rng, monkeypatch):
     WEBNN_GPU_FORCE_CONV_BLOCK_WEIGHTS=loaded."""
     got, ref, absref, k, templates = _run(ctx, rng, CASES["rgb-3x3-s2-same-o16"], constant=False)
     assert templates == ["conv/permute.wgsl", "conv/block.wgsl"], templates  # the filter to hwio
-    _check(got, ref, absref, k, np.float32, "input filter")
+    check_accumulated(got, ref, absref, k, np.float32, "input filter")
     # past BLOCK_MAX_O only a baked filter takes the block kernel
     assert _variant(ctx, 16, 16, 3, 64, 3, 3, constant=False) == "gemm"
-    _check(got, ref, absref, k, np.float32, "input filter")
+    check_accumulated(got, ref, absref, k, np.float32, "input filter")
     monkeypatch.setenv("WEBNN_GPU_FORCE_CONV_BLOCK_WEIGHTS", "loaded")
     got, ref, absref, k, templates = _run(ctx, rng, CASES["rgb-3x3-s2-same-o16"])
     assert templates == ["conv/block.wgsl"], templates
-    _check(got, ref, absref, k, np.float32, "loaded weights")
+    check_accumulated(got, ref, absref, k, np.float32, "loaded weights")
 
 
 def _block_text(ctx, H, W, C, O, KH, KW, s=2, bias=True, slope=False) -> str | None:

@@ -1632,19 +1632,23 @@ def _arg_max_min(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, y)
 
 
+#: The bindings and entry point both TOPK_V2 kernels share: the input, then each output.
+_TOP_K_HEAD = """{% if inputs[0].type == "f16" %}enable f16;
+{% endif %}
+@group(0) @binding(0) var<storage, read> x: array<{{ inputs[0].type }}>;
+{% for o in outputs %}@group(0) @binding({{ o.binding }}) var<storage, read_write> out{{ loop.index0 }}: array<{{ o.type }}>;
+{% endfor %}
+@compute @workgroup_size({{ workgroup_size }})
+"""
+
+
 #: TOPK_V2 as one custom WGSL operator (``MLGraphBuilder.wgsl``): an invocation per row of
 #: ``n`` values takes the ``k`` largest in turn; round r picks the largest value that comes
 #: after round r - 1's (value, index) in TFLite's order (value descending, index ascending
 #: among ties), so no value is taken twice and ties keep index order. Several TOPK_V2 of one
 #: input share the launch: round r writes the outputs of every k above r (``ks``; an index
 #: output read only by a CAST to float32 is written as float32).
-_TOP_K_WGSL = """{% if inputs[0].type == "f16" %}enable f16;
-{% endif %}
-@group(0) @binding(0) var<storage, read> x: array<{{ inputs[0].type }}>;
-{% for o in outputs %}@group(0) @binding({{ o.binding }}) var<storage, read_write> out{{ loop.index0 }}: array<{{ o.type }}>;
-{% endfor %}
-@compute @workgroup_size({{ workgroup_size }})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+_TOP_K_WGSL = _TOP_K_HEAD + """fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let row = gid.x;
   if (row >= {{ rows }}u) { return; }
   let base = row * {{ n }}u;
@@ -1679,13 +1683,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 #: (:data:`webnn_gpu.ops.recurrent.LOOP_LIMIT`: k * n iterations per row): an invocation per
 #: value counts the values before it in TFLite's order (n iterations) and, where that rank is
 #: below k, writes the value and its index there. The same order, so the same outputs.
-_TOP_K_RANK_WGSL = """{% if inputs[0].type == "f16" %}enable f16;
-{% endif %}
-@group(0) @binding(0) var<storage, read> x: array<{{ inputs[0].type }}>;
-{% for o in outputs %}@group(0) @binding({{ o.binding }}) var<storage, read_write> out{{ loop.index0 }}: array<{{ o.type }}>;
-{% endfor %}
-@compute @workgroup_size({{ workgroup_size }})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+_TOP_K_RANK_WGSL = _TOP_K_HEAD + """fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let e = gid.x + gid.y * {{ row_stride }}u;
   if (e >= {{ rows * n }}u) { return; }
   let row = e / {{ n }}u;
