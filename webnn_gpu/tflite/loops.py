@@ -417,6 +417,20 @@ def _partner(cv: Converter, op: OperatorInfo, plan: dict[str, Any]) -> tuple[Ope
     return None
 
 
+def _fold_biases(gates: int, hidden: int, reset_after: bool, w_bias: np.ndarray,
+                 r_bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the input projection's bias, the operator's recurrent bias) of a loop whose projection
+    is computed ahead: the projection takes every bias of an LSTM or plain RNN, and a GRU's
+    input biases plus the recurrent ones of the gates that reset_after leaves outside the
+    reset (all three without it); the rest stays with the operator."""
+    if gates != 3:
+        return w_bias, np.zeros_like(r_bias)
+    folded = np.zeros_like(r_bias)
+    rows = 2 * hidden if reset_after else 3 * hidden
+    folded[:rows] = r_bias[:rows]
+    return w_bias + folded, r_bias - folded
+
+
 def _emit_pair(cv: Converter, first: tuple[OperatorInfo, dict[str, Any]],
                second: tuple[OperatorInfo, dict[str, Any]]) -> None:
     """Two loops, one over a sequence and one over its time reversal (a Keras
@@ -441,16 +455,7 @@ def _emit_pair(cv: Converter, first: tuple[OperatorInfo, dict[str, Any]],
         e = p["entries"][k]
         return const(e) if isinstance(e, np.ndarray) else e
 
-    def biases(p: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:  # (the projection's, the operator's)
-        w_bias, r_bias = p["w_bias"], p["r_bias"]
-        if gates != 3:
-            return w_bias, np.zeros_like(r_bias)
-        folded = np.zeros_like(r_bias)
-        rows = 2 * hidden if reset_after else 3 * hidden
-        folded[:rows] = r_bias[:rows]
-        return w_bias + folded, r_bias - folded
-
-    (pb_f, rb_f), (pb_r, rb_r) = biases(pf), biases(pr)
+    (pb_f, rb_f), (pb_r, rb_r) = (_fold_biases(gates, hidden, reset_after, p["w_bias"], p["r_bias"]) for p in (pf, pr))
     gh = pf["w"].shape[0]
     w = np.stack([pf["w"], pr["w"]])
     proj_bias = np.stack([pb_f, pb_r])
@@ -702,19 +707,14 @@ def _emit(cv: Converter, op: OperatorInfo, entries: list[Any], *, act: str, gate
         reversal = cv.producer(seq_tensor)
         assert reversal is not None  # (the REVERSE_V2 that _time_reversal_of found)
         x, direction, seq_tensor = unreversed, "backward", reversal.inputs[0]
-    # The biases the input projection takes (the rest stay with the operator): every one of
-    # an LSTM or plain RNN; a GRU's input biases and the recurrent ones of the gates that
-    # reset_after leaves outside the reset (all three without it).
-    folded_r = np.zeros_like(r_bias) if gates == 3 else r_bias
-    if gates == 3:
-        folded_r[:2 * hidden if reset_after else 3 * hidden] = r_bias[:2 * hidden if reset_after else 3 * hidden]
-    embedded = _embedded_projection(cv, seq_tensor, w, w_bias + folded_r if gates == 3 else w_bias, label)
+    proj_bias, rest_r_bias = _fold_biases(gates, hidden, reset_after, w_bias, r_bias)
+    embedded = _embedded_projection(cv, seq_tensor, w, proj_bias, label)
     if embedded is not None:
         # x W' + biases of every token is a row of a constant table: the projection is the
         # gather, and the operator's input weight the identity (its lowering reads x as the
         # projection).
         x, w = embedded, np.eye(w.shape[0])
-        w_bias, r_bias = np.zeros_like(w_bias), r_bias - folded_r
+        w_bias, r_bias = np.zeros_like(w_bias), rest_r_bias
     weight, recurrent = const(w[None]), const(r[None])
     c_t = None
     if gates == 1:
@@ -838,10 +838,7 @@ def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_va
         return b.gather_elements(v, idx, axis=0, label=f"{label}/{name}")
 
     # The input projection of every step, biases included (as _emit folds them).
-    folded_r = np.zeros_like(r_bias) if gates == 3 else r_bias
-    if gates == 3:
-        folded_r[:2 * hidden if reset_after else 3 * hidden] = r_bias[:2 * hidden if reset_after else 3 * hidden]
-    proj_bias = w_bias + folded_r if gates == 3 else w_bias
+    proj_bias, rest_r_bias = _fold_biases(gates, hidden, reset_after, w_bias, r_bias)
     mask = e if not isinstance(e := entries[mask_var], np.ndarray) else \
         b.constant({"data_type": "uint8", "shape": list(e.shape)}, np.ascontiguousarray(e, np.uint8))
     mask = b.reshape(mask, [steps, batch])
@@ -898,7 +895,7 @@ def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_va
                                label=label + "/lstm")
     else:
         h_t, seq = b.gru(x, const(eye[None]), const(r[None]), steps, hidden,
-                         recurrent_bias=const((r_bias - folded_r)[None]), initial_hidden_state=initial(h_var),
+                         recurrent_bias=const(rest_r_bias[None]), initial_hidden_state=initial(h_var),
                          reset_after=reset_after, return_sequence=True, layout="zrn", activations=["sigmoid", act],
                          label=label + "/gru")
     # Step t's output is the state after the last unmasked step up to t: row done[t] of the

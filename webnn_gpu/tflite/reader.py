@@ -367,7 +367,6 @@ def _read_subgraph(fb: Any, model: Any, data: bytes, sub: Any, type_names: dict,
         type_name = type_names.get(type_code, f"TYPE_{type_code}")
         shape = _ints(data, tpos, _field(f, 0))
         signature = _ints(data, tpos, _field(f, 7)) if _field(f, 7) else None
-        off = _field(f, 3)
         name = _ubytes(data, tpos, _field(f, 3)).decode("utf-8", "replace")  # a string: a byte vector
         off = _field(f, 2)
         buffer_index = _U32.unpack_from(data, tpos + off)[0] if off else 0
