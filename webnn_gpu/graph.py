@@ -57,6 +57,7 @@ class MLGraph:
     _slot: dict[int, _Slot]
     _root: Callable[[Any], Any]
     _offset_of: Callable[[Any], int]
+    _copy_at: dict[int, tuple[int, ...]]
     _bind_cache: OrderedDict
     _static_groups: dict[int, Any]
     _compute_io: Any
@@ -231,6 +232,9 @@ class MLGraph:
         self._slot = slot
         self._root = root
         self._offset_of = offset_of
+        # each copy step's (source, destination) byte offsets in their buffers, once
+        self._copy_at = {i: tuple(0 if isinstance(v, _OutRef) else offset_of(v) for v in (st.src, st.dst))
+                         for i, st in enumerate(steps) if not isinstance(st, KernelStep)}
         self._bind_cache = OrderedDict()
         self._static_groups = {}
         self._compute_io = None  # lazily created buffers for compute()
@@ -358,7 +362,7 @@ class MLGraph:
         """(offset, bytes) of ``step``'s binding ``i`` in its buffer (a value stored in a
         block of another's, :meth:`~webnn_gpu._lower.LowerContext.place`, from its offset)."""
         v = step.values[i]
-        base = self._offset_of(v) if getattr(self, "_offset_of", None) else 0
+        base = self._offset_of(v)
         if step.ranges and step.ranges[i]:
             return base + step.ranges[i][0], step.ranges[i][1]
         return base, _dtypes.buffer_size(v.data_type, v.shape)
@@ -541,7 +545,7 @@ class MLGraph:
                     cpass = None
                 src = self._buffer_of(step.src, ins, outs)
                 dst = self._buffer_of(step.dst, ins, outs)
-                at = [0 if isinstance(v, _OutRef) else self._offset_of(v) for v in (step.src, step.dst)]
+                at = self._copy_at[i]
                 encoder.copy_buffer_to_buffer(src, at[0], dst, at[1], step.nbytes)
         if cpass is not None:
             cpass.end()

@@ -11,6 +11,7 @@ import logging
 
 from ..._env import DEBUG
 from ..._ir import GraphView, Node
+from ._common import _max_bindings
 
 log = logging.getLogger("webnn_gpu")
 
@@ -18,9 +19,6 @@ log = logging.getLogger("webnn_gpu")
 CHAIN_MAX_WEIGHTS = 16384
 #: ... and the most outputs of a layer (the workgroup-memory row the next layer reads).
 CHAIN_MAX_N = 1024
-#: Storage buffers a chain's kernel may bind where the context does not say (WebGPU's default
-#: maxStorageBuffersPerShaderStage).
-DEFAULT_BUFFERS = 8
 
 
 def _layer_ok(node: Node) -> bool:
@@ -56,12 +54,9 @@ def fuse_dense_chain(nodes: list, outputs: dict, context=None) -> list:
     (``attrs["layers"]``: per layer its op, attributes and how many inputs it reads after A).
     A chain ends at a layer read by anything else or that is a graph output, at a layer past
     :data:`CHAIN_MAX_WEIGHTS` or :data:`CHAIN_MAX_N`, and where the next layer's operands would
-    bind more storage buffers than the device allows (``context.limits``, else
-    :data:`DEFAULT_BUFFERS`).
+    bind more storage buffers than the device allows (``_common._max_bindings``).
     """
-    limit = DEFAULT_BUFFERS
-    if context is not None and hasattr(context, "limits"):
-        limit = int(context.limits.get("max-storage-buffers-per-shader-stage", DEFAULT_BUFFERS))
+    limit = _max_bindings(context)
     g = GraphView(nodes, outputs)
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
