@@ -357,19 +357,27 @@ def _pool_fn(node, n, helper: str, binding: str, x, pool: dict) -> str:
     check_h = PT > 0 or (OH - 1) * SH - PT + WH > H
     check_w = PL > 0 or (OW - 1) * SW - PL + WW > W
     lines += [f"  let h0 = i32(oh * {SH}u) - {PT};", f"  let w0 = i32(ow * {SW}u) - {PL};"]
-    mx = pool["op"] == "max"
-    lines.append(f"  var acc = {'-3.40282347e+38' if mx else '0.0'};")
+    scale = f" * {step_w}u" if step_w != 1 else ""
+    lines += _window_taps("f32", pool["op"] == "max", (WH, WW), (H, W), (check_h, check_w),
+                          lambda kh, kw: f"{binding}[base + u32((h0 + {kh}) * {W} + w0 + {kw}){scale}]")
+    return "\n".join(lines)
+
+
+def _window_taps(ty: str, mx: bool, window, size, check, at) -> list[str]:
+    """The WGSL lines that end a pool helper: ``acc`` over the window's taps unrolled (the max,
+    or the mean of the taps), read as ``ty(at(kh, kw))`` from the tap's row ``h0 + kh`` and
+    column ``w0 + kw``, a tap outside the image skipped along an axis whose ``check`` is set;
+    then the return and the closing brace."""
+    (WH, WW), (H, W), (check_h, check_w) = window, size, check
+    lines = [f"  var acc = {ty}({'-3.40282347e+38' if mx else '0.0'});"]
     for kh in range(WH):
         for kw in range(WW):
             conds = ([f"h0 + {kh} >= 0", f"h0 + {kh} < {H}"] if check_h else []) + \
                     ([f"w0 + {kw} >= 0", f"w0 + {kw} < {W}"] if check_w else [])
-            at = f"base + u32((h0 + {kh}) * {W} + w0 + {kw}){f' * {step_w}u' if step_w != 1 else ''}"
-            load = f"f32({binding}[{at}])"
+            load = f"{ty}({at(kh, kw)})"
             upd = f"acc = max(acc, {load});" if mx else f"acc = acc + {load};"
             lines.append(f"  if ({' && '.join(conds)}) {{ {upd} }}" if conds else f"  {upd}")
-    lines.append("  return acc;" if mx else f"  return acc / {float(WH * WW)!r};")
-    lines.append("}")
-    return "\n".join(lines)
+    return lines + ["  return acc;" if mx else f"  return acc / {float(WH * WW)!r};", "}"]
 
 
 def given_pool_ok(step: dict, v, out) -> bool:
@@ -407,17 +415,9 @@ def _given_pool_fns(node, n, fn: str, x, step: dict, out_shape) -> tuple[str, st
             lines.append(f"  if (cc < {b // width}u || cc >= {(b + C) // width}u) {{ return {ty}(0.0); }}")
         lines += [f"  let base = (p / {OW * OH}u) * {H * W * c}u + cc - {b // width}u;",
                   f"  let h0 = i32(((p / {OW}u) % {OH}u) * {SH}u) - {PT};",
-                  f"  let w0 = i32((p % {OW}u) * {SW}u) - {PL};",
-                  f"  var acc = {ty}({'-3.40282347e+38' if mx else '0.0'});"]
-        for kh in range(WH):
-            for kw in range(WW):
-                conds = ([f"h0 + {kh} >= 0", f"h0 + {kh} < {H}"] if check_h else []) + \
-                        ([f"w0 + {kw} >= 0", f"w0 + {kw} < {W}"] if check_w else [])
-                load = f"{ty}(GIVEN[base + u32((h0 + {kh}) * {W} + w0 + {kw}) * {c}u])"
-                upd = f"acc = max(acc, {load});" if mx else f"acc = acc + {load};"
-                lines.append(f"  if ({' && '.join(conds)}) {{ {upd} }}" if conds else f"  {upd}")
-        lines.append("  return acc;" if mx else f"  return acc / {float(WH * WW)!r};")
-        return lines + ["}"]
+                  f"  let w0 = i32((p % {OW}u) * {SW}u) - {PL};"]
+        return lines + _window_taps(ty, mx, (WH, WW), (H, W), (check_h, check_w),
+                                    lambda kh, kw: f"GIVEN[base + u32((h0 + {kh}) * {W} + w0 + {kw}) * {c}u]")
 
     return ("\n".join([f"fn {fn}_g4(i: u32) -> vec4<f32> {{"] + body(4, "vec4<f32>")),
             "\n".join([f"fn {fn}_g1(i: u32) -> f32 {{"] + body(1, "f32")))
