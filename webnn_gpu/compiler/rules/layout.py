@@ -26,18 +26,6 @@ from ..._env import DEBUG
 log = logging.getLogger("webnn_gpu")
 
 
-def _users(nodes: list) -> tuple[dict[int, list], dict[int, Any]]:
-    """(value id -> the nodes that read it, value id -> the node that makes it)."""
-    consumers: dict[int, list] = {}
-    producer: dict[int, Any] = {}
-    for node in nodes:
-        for v in {v.id: v for v in node.inputs if v is not None}.values():
-            consumers.setdefault(v.id, []).append(node)
-        for v in node.outputs:
-            producer[v.id] = node
-    return consumers, producer
-
-
 def zero_pad(node) -> bool:
     """Whether ``node`` is a float ``pad`` filling with +0.0 (``mode="constant"``)."""
     if node is None or node.op != "pad" or node.attrs.get("mode", "constant") != "constant":
@@ -65,10 +53,11 @@ def _conv_padding(conv, pad) -> list[int] | None:
     return [p[0] + beg[h], p[1] + end[h], p[2] + beg[w], p[3] + end[w]]
 
 
-def _non_negative(v, producer) -> bool:
-    """Whether every element of ``v`` is >= 0 (or NaN) by how it is made: a relu, a sigmoid or
-    a clamp with a lower bound >= 0, as an operator or as the last step of an epilogue."""
-    p = producer.get(v.id)
+def _non_negative(v, g) -> bool:
+    """Whether every element of ``v`` is >= 0 (or NaN) by how ``g`` (a GraphView) makes it: a
+    relu, a sigmoid or a clamp with a lower bound >= 0, as an operator or as the last step of
+    an epilogue."""
+    p = g.producer(v)
     if p is None or len(p.outputs) != 1:
         return False
     steps = p.attrs.get("epilogue") if isinstance(p.attrs, dict) else None
@@ -120,15 +109,14 @@ def fold_layout(nodes: list, outputs: dict, context=None) -> list:
 
     A pad or slice whose every reader took it is dropped (unless it is a graph output).
     """
-    from ..._ir import Node
+    from ..._ir import GraphView, Node
 
-    out_ids = {v.id for v in outputs.values()}
-    consumers, producer = _users(nodes)
+    g = GraphView(nodes, outputs)
     replaced: dict[int, Node] = {}
     for node in nodes:
         new = node
         x = node.inputs[0] if node.op == "conv2d" and node.inputs else None
-        p = producer.get(x.id) if x is not None else None
+        p = g.producer(x)
         if (p is not None and zero_pad(p) and not any(v is x for v in node.inputs[1:])
                 and not any(k in node.attrs for k in ("input_scale", "input_add"))):
             padding = _conv_padding(node, p)
@@ -139,28 +127,29 @@ def fold_layout(nodes: list, outputs: dict, context=None) -> list:
                     log.debug("fold_layout: conv2d [%s] pads as pad [%s] did", node.label, p.label)
         if (node.op == "max_pool2d" and isinstance(node.attrs, dict) and node.inputs and not node.attrs.get("epilogue")
                 and len(node.inputs) == 1):
-            p = producer.get(node.inputs[0].id)
+            p = g.producer(node.inputs[0])
             padding = _pool_padding(node, p) if p is not None and zero_pad(p) else None
-            if p is not None and padding is not None and _non_negative(p.inputs[0], producer):
+            if p is not None and padding is not None and _non_negative(p.inputs[0], g):
                 new = Node(node.op, [p.inputs[0]], list(node.outputs), {**node.attrs, "padding": padding}, node.label)
                 if DEBUG >= 2:
                     log.debug("fold_layout: max_pool2d [%s] pads as pad [%s] did", node.label, p.label)
-        new = _read_padded_operands(new, producer)
+        new = _read_padded_operands(new, g)
         if new is not node:
             replaced[node.id] = new
     if not replaced:
         return nodes
     # drop the pads nothing reads any more
-    read: set[int] = set(out_ids)
+    read: set[int] = {v.id for v in outputs.values()}
     for node in nodes:
         read.update(v.id for v in replaced.get(node.id, node).inputs if v is not None)
     dropped = {n.id for n in nodes if n.op in ("pad", "slice") and not any(v.id in read for v in n.outputs)}
     return [replaced.get(n.id, n) for n in nodes if n.id not in dropped]
 
 
-def _read_padded_operands(node, producer):
+def _read_padded_operands(node, g):
     """``node`` (a copy if anything changes) with each epilogue operand made by a zero pad
-    read through the step's ``"pad"`` offsets from the pad's input."""
+    (its producer in the GraphView ``g``) read through the step's ``"pad"`` offsets from the
+    pad's input."""
     from ..._ir import Node
     from ...ops import _epilogue
 
@@ -176,7 +165,7 @@ def _read_padded_operands(node, producer):
         if i < own or i >= len(inputs) or inputs[i] is None:
             continue
         v = inputs[i]
-        p = producer.get(v.id)
+        p = g.producer(v)
         users = [st for st in new_steps if st.get("input") == i]
         if p is None or not (zero_pad(p) or unit_slice(p)) or sum(1 for u in inputs if u is v) != 1:
             continue
@@ -276,11 +265,10 @@ def concat_in_place(nodes: list, outputs: dict, context=None) -> list:
     before it, a concat that stores a side map.
     """
     from ..._dtypes import byte_length
-    from ..._ir import Node
+    from ..._ir import GraphView, Node
 
     align = 256 if context is None else int(context.limits.get("min-storage-buffer-offset-alignment", 256))
-    consumers, producer = _users(nodes)
-    out_ids = {v.id for v in outputs.values()}
+    g = GraphView(nodes, outputs)
     replaced: dict[int, Any] = {}
     for node in nodes:
         if node.op != "concat" or node.attrs.get("alias") or "side" in node.attrs or len(node.outputs) != 1:
@@ -295,14 +283,14 @@ def concat_in_place(nodes: list, outputs: dict, context=None) -> list:
                 break
             src = v
             while True:  # through views read by nothing else
-                if src.kind != "op" or src.id in out_ids or len(consumers.get(src.id, ())) != 1:
+                if src.kind != "op" or g.sole_consumer(src) is None:
                     src = None
                     break
-                p = producer.get(src.id)
+                p = g.producer(src)
                 if p is None or not (p.attrs.get("alias") and p.op in ("reshape", "transpose")):
                     break
                 src = p.inputs[0]
-            p = producer.get(src.id) if src is not None else None
+            p = g.producer(src)
             if p is None or p.op not in IN_PLACE_PRODUCERS or p.attrs.get("in_place") or any(src is r for r in roots):
                 break
             roots.append(src)
@@ -314,6 +302,4 @@ def concat_in_place(nodes: list, outputs: dict, context=None) -> list:
                                      {**node.attrs, "in_place": True}, node.label)
             if DEBUG >= 2:
                 log.debug("concat_in_place: %s [%s]", node.op, node.label)
-    if not replaced:
-        return nodes
-    return [replaced.get(n.id, n) for n in nodes]
+    return g.replace(replaced)
