@@ -153,6 +153,17 @@ def attach(node, steps: list[dict], operands=()) -> None:
     node.attrs["epilogue"] = steps_of(node) + out
 
 
+def merged_functions(*eps) -> list:
+    """The activation helpers several epilogues of one kernel call (None and empty epilogues
+    skipped), as ``[(T, [names])]`` for ``_lib/epilogue.wgsl``'s ``defs``: a helper two
+    epilogues call is defined once; each epilogue's own code then comes from ``ep.code``."""
+    by_type: dict[str, set] = {}
+    for ep in eps:
+        for T, names in ep.functions if ep is not None and not ep.empty else ():
+            by_type.setdefault(T, set()).update(names)
+    return sorted((T, sorted(names)) for T, names in by_type.items())
+
+
 def steps_of(node) -> list[dict]:
     """The epilogue steps of a node (``attrs["epilogue"]``, a list; empty by default)."""
     steps = node.attrs.get("epilogue") or []

@@ -178,15 +178,6 @@ def side_ok(node, of: str = "input") -> bool:
     return not (H % WH or W % WW or out.shape[1] * WH != H or out.shape[2] * WW != W)
 
 
-def _helpers(*eps) -> list:
-    """The activation helpers of several epilogues (None skipped) as ``[(T, [names])]``, each once."""
-    fns: dict = {}
-    for ep in eps:
-        for T, names in ep.functions if ep is not None else ():
-            fns.setdefault(T, set()).update(names)
-    return sorted((T, sorted(names)) for T, names in fns.items())
-
-
 @lowering(*KINDS)
 def lower_pool(node, lc) -> None:
     """A global pool is a reduction; other pools run pool/pool2d.wgsl (float32 NHWC with
@@ -230,7 +221,7 @@ def lower_pool(node, lc) -> None:
                   kind=kind, out_strides=row_strides((N, OH, OW, C // 4)),
                   in_st={"n": ist[0] // 4, "h": ist[1] // 4, "w": ist[2] // 4}, H=H, W=W, WH=WH, WW=WW,
                   SH=a["strides"][0], SW=a["strides"][1], DH=DH, DW=DW, PT=a["padding"][0], PL=a["padding"][2],
-                  ep=ep, side=side, side_of=node.attrs.get("side_of", "input"), fns=_helpers(ep, side))
+                  ep=ep, side=side, side_of=node.attrs.get("side_of", "input"), fns=_epilogue.merged_functions(ep, side))
         return
     if side is not None:
         raise ValueError(f"{node.op}: attrs['side'] needs the vec4 pool kernel (see side_ok)")
