@@ -34,7 +34,7 @@ def fold_matmul_transpose(nodes: list, outputs: dict, context=None) -> list:
             t = g.producer(inputs[slot])
             if t is None or t.op != "transpose" or t.attrs.get("alias"):
                 continue
-            if g.sole_consumer(t.outputs[0]) is not mm or g.is_output(t.outputs[0]):
+            if g.sole_consumer(t.outputs[0]) is not mm:
                 continue  # something else reads the transpose: it stays, and so does this read
             r = len(t.outputs[0].shape)
             if list(t.attrs["permutation"]) != list(range(r - 2)) + [r - 1, r - 2]:

@@ -93,7 +93,7 @@ def _fuse_rows(nodes: list, outputs: dict, op: str, fused_op: str, ok) -> list:
             continue
         if any(v is x for v in ln.inputs[1:]):
             continue  # the row op's tail reads the product: the node would read what it writes
-        keep = g.sole_consumer(x) is not ln or g.is_output(x)
+        keep = g.sole_consumer(x) is not ln
         if keep and not _ready_before(g, at, ln.inputs[1:], mm):
             continue
         inputs = list(mm.inputs) + list(ln.inputs[1:])

@@ -47,7 +47,7 @@ def _operand_view(g: GraphView, mm: Node, v: Value):
     t = g.producer(v)
     if t is None or t.op != "transpose" or t.attrs.get("alias"):
         return None
-    if g.sole_consumer(v) is not mm or g.is_output(v):
+    if g.sole_consumer(v) is not mm:
         return None
     src = t.inputs[0]
     st = _strides(src.shape)
@@ -61,8 +61,6 @@ def _output_view(g: GraphView, mm: Node):
     the output's columns stay contiguous (stride 1); else None."""
     v, chain = mm.outputs[0], []
     while True:
-        if g.is_output(v):
-            return None
         c = g.sole_consumer(v)
         if c is None or c.op not in ("reshape", "transpose") or len(c.outputs) != 1:
             return None
