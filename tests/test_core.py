@@ -169,6 +169,27 @@ def test_many_writes_without_work_do_not_pile_up(ctx):
 
 
 # ---------------------------------------------------------------- builder and graphs
+def test_a_read_submits_its_copy_and_nothing_else(ctx, monkeypatch):
+    """readTensor's map follows its own copy: no second (empty) submission per read, in the
+    blocking and the awaitable form, and the value read is the one written."""
+    data = np.arange(256, dtype=np.float32)
+    t = ctx.create_tensor({"data_type": "float32", "shape": [256], "readable": True, "writable": True})
+    ctx.write_tensor(t, data)
+    ctx.read_tensor(t)
+    queue = ctx._timeline.queue
+    submit = type(queue).submit
+    counts: list[int] = []
+
+    def counted(self, command_buffers):
+        counts.append(len(command_buffers))
+        return submit(self, command_buffers)
+
+    monkeypatch.setattr(type(queue), "submit", counted)
+    np.testing.assert_array_equal(ctx.read_tensor(t), data)
+    np.testing.assert_array_equal(asyncio.run(ctx.read_tensor_async(t)), data)
+    assert counts == [1, 1]
+
+
 def test_operand_attributes_and_build_once(ctx):
     b = webnn.MLGraphBuilder(ctx)
     x = b.input("x", {"data_type": "float16", "shape": [2, 1, 3]})

@@ -36,6 +36,14 @@ from .errors import InvalidStateError, OperationError
 _MAP_READ = wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
 #: seconds between checks that the device still exists while waiting for a map
 _WATCH_S = 0.05
+
+#: The map mode of a staging buffer that a copy submitted just before fills. wgpu-py 0.32's
+#: ``map_async(READ)`` first submits an empty command buffer of its own on every map of a
+#: ``MAP_READ`` buffer (a guard for a buffer mapped before any submit touched it,
+#: gfx-rs/wgpu-native#305); its own ``queue.read_buffer`` skips that with this mode after its
+#: copy, as every read of ours follows its copy (:meth:`Timeline.read_start`). Skipping it
+#: takes about 70 us off a read on lavapipe.
+_READ_AFTER_COPY = "READ_NOSYNC"
 _IO = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
 
 
@@ -98,21 +106,34 @@ class Timeline:
     def device_stopped(self) -> bool:
         """Whether a pending map can never resolve: the context is gone, or its device was
         destroyed (wgpu-py then stops the thread that polls it, so the map would wait forever)."""
-        return bool(self._closed) or self.ctx._destroyed or getattr(self.device, "_poller", True) is None
+        poller = getattr(self.device, "_poller", True)
+        return bool(self._closed) or self.ctx._destroyed or poller is None or getattr(poller, "_shutdown", False)
 
     def _stopped(self, op: str):
         if not self.ctx._destroyed:
             self.ctx._mark_lost("the device was destroyed")
         return InvalidStateError(f"{op}: the MLContext was destroyed or lost while the read was pending")
 
+    def _map(self, staging, size: int, op: str):
+        """``staging.map_async`` for reading after its copy; a device destroyed meanwhile
+        (wgpu-py has stopped its poll thread, so the call fails) raises InvalidStateError."""
+        try:
+            return staging.map_async(_READ_AFTER_COPY, 0, size)
+        except Exception:
+            if self.device_stopped():
+                raise self._stopped(op) from None
+            raise
+
     def map_read(self, staging, size: int, op: str) -> None:
         """``staging.map_sync(READ)`` that raises InvalidStateError instead of hanging when the
         context is destroyed or its device lost meanwhile (from another thread).
 
         wgpu-py 0.32 has no public wait with a timeout; we use its promise's thread event when
-        it has one, and a plain wait otherwise.
+        it has one, and a plain wait otherwise. (Polling the device in the calling thread
+        instead would save about 20 us a read on lavapipe, but a read would then finish
+        before a ``destroy()`` racing it from another thread could reject it.)
         """
-        promise = staging.map_async(wgpu.MapMode.READ, 0, size)
+        promise = self._map(staging, size, op)
         event = getattr(promise, "_thread_event", None)
         if event is not None:
             while not event.wait(_WATCH_S):
@@ -122,7 +143,7 @@ class Timeline:
 
     async def map_read_async(self, staging, size: int, op: str) -> None:
         """Awaitable :meth:`map_read`; never blocks the event loop."""
-        promise = staging.map_async(wgpu.MapMode.READ, 0, size)
+        promise = self._map(staging, size, op)
 
         async def wait():
             await promise

@@ -179,6 +179,9 @@ class MLContext:
         self._staging = _StagingPool(device)
         self._lock = threading.RLock()
         self._destroyed = False
+        #: set as destroy() is called, before it waits for the lock: a read whose copy was
+        #: being submitted meanwhile (the lock held) rejects, however the two threads race after
+        self._destroying = False
         self._lost_future: concurrent.futures.Future = concurrent.futures.Future()
         self._tensors: set = set()
         self._retired: list = []
@@ -262,6 +265,7 @@ class MLContext:
         """
         if self._destroyed:
             return
+        self._destroying = True
         with self._lock:
             self._destroyed = True
             self._timeline.close("the MLContext was destroyed")
@@ -448,10 +452,10 @@ class MLContext:
 
     def _finish_read(self, op: str, t: MLTensor, staging, out):
         """Copy a mapped staging buffer out; a tensor or context destroyed meanwhile rejects."""
-        if t._destroyed or self._destroyed:
+        if t._destroyed or self._destroyed or self._destroying:
             with contextlib.suppress(Exception):  # the device may be gone with the context
                 staging.unmap()
-            what = "MLTensor" if not self._destroyed else "MLContext"
+            what = "MLContext" if self._destroyed or self._destroying else "MLTensor"
             raise InvalidStateError(f"{op}: the {what} was destroyed or lost while the read was pending")
         info = _dtypes.info(t.data_type)
         n = V.element_count(t.shape)

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Iterator, Protocol
 import numpy as np
 import wgpu
 
+from .._timeline import _READ_AFTER_COPY
 from .blur import BackgroundBlur, ModelDType
 
 __all__ = [
@@ -297,7 +298,7 @@ class BlurPipeline:
             encoder.resolve_query_set(self._queries, 4 * slot, 4, self._resolve, 256 * slot)
             encoder.copy_buffer_to_buffer(self._resolve, 256 * slot, staging, self._ts_offset, 32)
         self.device.queue.submit([encoder.finish()])
-        promise = staging.map_async(wgpu.MapMode.READ)
+        promise = staging.map_async(_READ_AFTER_COPY)  # the copy above fills it
         self._pending.append((ticket, promise))
         self._next += 1
         self.last_submit_times = {"upload": t1 - t0, "record": time.perf_counter() - t1}
