@@ -164,6 +164,9 @@ class KernelContext:
             text = _RENDERED.get(key)
             if text is not None:
                 _RENDERED.move_to_end(key)
+                k = PipelineCache.key(text)
+                if k in _RENDERED_FILE:
+                    _RENDERED_FILE.move_to_end(k)
                 return text
         path = _rendered_path(key) if key is not None else None
         text = _read_text(path) if path is not None else None
@@ -179,6 +182,9 @@ class KernelContext:
                 _RENDERED.popitem(last=False)
         if path is not None:
             _RENDERED_FILE[PipelineCache.key(text)] = path.name
+            _RENDERED_FILE.move_to_end(PipelineCache.key(text))
+            if len(_RENDERED_FILE) > RENDER_CACHE_SIZE:
+                _RENDERED_FILE.popitem(last=False)
         return text
 
 
@@ -188,8 +194,9 @@ _RENDERED: OrderedDict = OrderedDict()
 RENDER_CACHE_SIZE = 4096
 _RENDERED_DIR: list = []  # [Path | None], computed once
 #: pipeline key (:meth:`PipelineCache.key`) of a rendered text -> its file in :func:`_rendered_dir`
-#: (what a model's pipeline list names, see :class:`ModelPrefetch`)
-_RENDERED_FILE: dict[str, str] = {}
+#: (what a model's pipeline list names, see :class:`ModelPrefetch`), the last
+#: RENDER_CACHE_SIZE texts rendered or taken from :data:`_RENDERED`
+_RENDERED_FILE: OrderedDict = OrderedDict()
 
 
 def _rendered_dir():
@@ -356,6 +363,13 @@ def _warm_up_encoder(device, jobs: list):
     return enc
 
 
+@functools.lru_cache(maxsize=RENDER_CACHE_SIZE)
+def _text_key(wgsl: str, entry: str) -> str:
+    """:meth:`PipelineCache.key`, memoized (a text's hash is kept in the str object, so a
+    lookup costs an identity check, not a second SHA-1 of tens of KB)."""
+    return hashlib.sha1(f"{entry}\0{wgsl}".encode()).hexdigest()
+
+
 class PipelineCache:
     """Compute pipelines keyed by a hash of their WGSL text and entry point (LRU).
 
@@ -414,8 +428,9 @@ class PipelineCache:
 
     @staticmethod
     def key(wgsl: str, entry: str = "main") -> str:
-        """The cache key of a shader text and entry point."""
-        return hashlib.sha1(f"{entry}\0{wgsl}".encode()).hexdigest()
+        """The cache key of a shader text and entry point (a SHA-1 of both, worked out once per
+        text: rendering, prefetching, the build and its pipeline list all ask for it)."""
+        return _text_key(wgsl, entry)
 
     def get(self, wgsl: str, *, template: str = "", label: str = "", entry: str = "main"):
         """The pipeline of ``wgsl``, compiling it on a miss.
