@@ -164,8 +164,8 @@ def test_row_loop_stores_the_same_values(ctx, rng, monkeypatch):
     buffer, 8+ rows per invocation) gives bit-identical outputs with and without the row loop."""
     from webnn_gpu.ops import linalg
 
-    x = data(rng, (1, 12, 10, 24))
-    w, bias = data(rng, (40, 1, 1, 24)), data(rng, (40,))
+    x = data(rng, (1, 12, 10, 36))
+    w, bias = data(rng, (40, 1, 1, 36)), data(rng, (40,))
 
     def build(bld, o):
         y = bld.conv2d(o["x"], bld.constant(w), bias=bld.constant(bias), input_layout="nhwc", filter_layout="ohwi")
@@ -178,7 +178,7 @@ def test_row_loop_stores_the_same_values(ctx, rng, monkeypatch):
         (step,) = tile_steps(steps)
         assert looped(step) == row_loop and "prm" in step.wgsl
     assert np.array_equal(outs[True], outs[False])
-    X, W = x.astype(np.float64).reshape(120, 24), w.astype(np.float64).reshape(40, 24)
+    X, W = x.astype(np.float64).reshape(120, 36), w.astype(np.float64).reshape(40, 36)
     np.testing.assert_allclose(outs[True], np.clip(X @ W.T + bias, 0, 6).reshape(1, 12, 10, 40), rtol=1e-5, atol=1e-5)
 
 

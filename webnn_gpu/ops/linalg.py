@@ -83,8 +83,13 @@ TILE_DYNAMIC = True
 #: (``ep_loop`` in ``matmul/tile.wgsl``), not only epilogues that load per output
 #: (:func:`reads_per_output`): each inlined vec4 store is a loop over the SIMD lanes in LLVM's
 #: code, so the TM x TN4 unrolled stores were about half of a tile pipeline's cold compile and
-#: a third of its creation (docs/performance.md, "Build time"). False: bias-only epilogues inlined.
-TILE_EP_LOOP = True
+#: a third of its creation (docs/performance.md, "Build time"). False (for measurements:
+#: ``WEBNN_GPU_FORCE_TILE_EP_LOOP=off``): epilogues that load only per channel are inlined.
+TILE_EP_LOOP = _env.force("tile_ep_loop") != "off"
+#: ... for reductions of at least this length: the loop moves the tile's other rows up after each
+#: row, (TM - 1) x TN4 vec4 moves, which cost 5-8% of a first layer's run time at K = 24-27
+#: (Mesa 22.3) and nothing measurable from K = 64 on.
+TILE_EP_LOOP_MIN_K = 32
 #: Constant B matrices of float32 up to this many values are read from a uniform buffer
 #: (the "lane-loop" tuning profile; 64 KiB, the WebGPU default maxUniformBufferBindingSize).
 B_UNIFORM_FLOATS = 16384
@@ -520,7 +525,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
-        b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, ep_loop=TM > 1 and not ep_rows and (TILE_EP_LOOP or ep.given or reads_per_output(ep)),
+        b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, ep_loop=TM > 1 and not ep_rows and (TILE_EP_LOOP and KH * KW * KC >= TILE_EP_LOOP_MIN_K or ep.given or reads_per_output(ep)),
     )
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
