@@ -87,9 +87,10 @@ TILE_DYNAMIC = True
 #: ``WEBNN_GPU_FORCE_TILE_EP_LOOP=off``): epilogues that load only per channel are inlined.
 TILE_EP_LOOP = _env.force("tile_ep_loop") != "off"
 #: ... for reductions of at least this length: the loop moves the tile's other rows up after each
-#: row, (TM - 1) x TN4 vec4 moves, which cost 5-8% of a first layer's run time at K = 24-27
-#: (Mesa 22.3) and nothing measurable from K = 64 on.
-TILE_EP_LOOP_MIN_K = 32
+#: row, (TM - 1) x TN4 vec4 moves, which cost a pointwise conv of K = 8 (128 x 128 x 8 -> 48,
+#: bias, relu6) 4-8% of its CPU time on Mesa 22.3, and nothing measurable at K = 16, 24 and 75
+#: (96 x 96 x 16 -> 64, 64 x 64 x 24 -> 144, a 5 x 5 stride 2 first layer 3 -> 32).
+TILE_EP_LOOP_MIN_K = 16
 #: Constant B matrices of float32 up to this many values are read from a uniform buffer
 #: (the "lane-loop" tuning profile; 64 KiB, the WebGPU default maxUniformBufferBindingSize).
 B_UNIFORM_FLOATS = 16384
