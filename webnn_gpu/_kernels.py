@@ -164,9 +164,10 @@ class KernelContext:
             text = _RENDERED.get(key)
             if text is not None:
                 _RENDERED.move_to_end(key)
-                k = PipelineCache.key(text)
-                if k in _RENDERED_FILE:
-                    _RENDERED_FILE.move_to_end(k)
+                try:
+                    _RENDERED_FILE.move_to_end(PipelineCache.key(text))
+                except KeyError:  # not kept on disk, or dropped meanwhile
+                    pass
                 return text
         path = _rendered_path(key) if key is not None else None
         text = _read_text(path) if path is not None else None
@@ -181,8 +182,9 @@ class KernelContext:
             if len(_RENDERED) > RENDER_CACHE_SIZE:
                 _RENDERED.popitem(last=False)
         if path is not None:
-            _RENDERED_FILE[PipelineCache.key(text)] = path.name
-            _RENDERED_FILE.move_to_end(PipelineCache.key(text))
+            k = PipelineCache.key(text)
+            _RENDERED_FILE[k] = path.name
+            _RENDERED_FILE.move_to_end(k)
             if len(_RENDERED_FILE) > RENDER_CACHE_SIZE:
                 _RENDERED_FILE.popitem(last=False)
         return text

@@ -357,8 +357,8 @@ def reads_per_output(ep: _epilogue.Epilogue) -> bool:
     ``matmul/tile.wgsl``) instead of inlining it at each of the tile's TM x TN4 stores: every
     inlined load is a loop over the SIMD lanes in LLVM's code, so a 16 x 24 tile with a
     residual add and hard_swish took 14.5 s to compile on Mesa 22.3 inlined and 1.4 s in the
-    loop, and ran 7-14% faster. Epilogues that read operands only per channel stay inlined (the
-    loop's row moves cost up to 15% there).
+    loop, and ran 7-14% faster. Epilogues that read operands only per channel take the loop
+    too where the reduction has at least :data:`TILE_EP_LOOP_MIN_K` terms (:data:`TILE_EP_LOOP`).
     """
     if ep.empty:
         return False
