@@ -18,6 +18,13 @@ steadier number), the CPU seconds of the cold build's busiest thread (on Linux; 
 compiles on one queue thread per device, so with a core per queue the cold build's wall time
 on an idle machine is about this), then the totals per checkout.
 
+Every process runs with compiled bytecode, as an installed package has it: the ``.pyc`` files of
+each checkout and of the packages it imports are written first, by one untimed load per checkout
+(``WEBNN_GPU_WARMUP=0``: no driver compile), into a temporary ``PYTHONPYCACHEPREFIX`` (so that a
+read-only checkout gets them too, and ``PYTHONDONTWRITEBYTECODE`` in the environment does not
+make every process compile the engine's modules again, about 0.1-0.3 s of a warm build);
+``--no-bytecode`` measures with the environment as it is.
+
 A checkout is a source tree of webnn-gpu (for instance ``git archive COMMIT | tar -x -C DIR``);
 it is imported from its own ``webnn_gpu/`` and ``shaders/`` with this environment's packages,
 as ``benchmarks/ab.py`` does; the default is this one. ``--no-template-cache`` also starts
@@ -157,6 +164,24 @@ def per_pipeline(model: str, *, root: str = "", dtype: str = "float32", repeats:
     return _fresh_process(model, [_PER_PIPELINE, root, model, dtype, str(repeats)], cache_dir, env)
 
 
+def with_bytecode(roots: list[str], model: str, dtype: str, env: dict, folder: str) -> dict:
+    """``env`` with compiled bytecode kept in ``folder`` (``PYTHONPYCACHEPREFIX``; without
+    ``PYTHONDONTWRITEBYTECODE``), filled by one untimed load of ``model`` per checkout of ``roots``
+    that makes its pipelines but runs none (``WEBNN_GPU_WARMUP=0``: no driver compile), so that the
+    measured processes import what an installed package would: modules compiled before.
+
+    Raises:
+        RuntimeError: the load failed (as :func:`measure`).
+    """
+    env = dict(env)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = folder
+    for root in roots:
+        with tempfile.TemporaryDirectory(prefix="build-time-mesa-") as cache:
+            measure(model, root=root, dtype=dtype, cache_dir=cache, env=dict(env, WEBNN_GPU_WARMUP="0"))
+    return env
+
+
 def _per_pipeline_main(args, models: list[str], env: dict, root: str) -> int:
     from webnn_gpu.profile import format_pipelines
 
@@ -225,6 +250,8 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", default="float32", choices=["float32", "float16"])
     p.add_argument("--no-warm", action="store_true", help="only the cold build")
     p.add_argument("--no-template-cache", action="store_true", help="WEBNN_GPU_TEMPLATE_CACHE=0 too")
+    p.add_argument("--no-bytecode", action="store_true",
+                   help="do not compile the modules' bytecode first (PYTHONDONTWRITEBYTECODE as it is)")
     p.add_argument("--per-pipeline", action="store_true",
                    help="per model, each pipeline's cold compile and its kernels' run time (one checkout)")
     p.add_argument("--repeats", type=int, default=5, help="--per-pipeline: kernel timing repeats (median)")
@@ -234,17 +261,30 @@ def main(argv=None) -> int:
     env = dict(os.environ)
     if args.no_template_cache:
         env["WEBNN_GPU_TEMPLATE_CACHE"] = "0"
-    if args.per_pipeline:
-        if len(roots) > 1:
-            p.error("--per-pipeline measures one checkout")
-        return _per_pipeline_main(args, _models(args), env, roots[0])
+    if args.per_pipeline and len(roots) > 1:
+        p.error("--per-pipeline measures one checkout")
+    models = _models(args)
+    pyc = None if args.no_bytecode else tempfile.TemporaryDirectory(prefix="build-time-pyc-")
+    try:
+        if pyc is not None:
+            env = with_bytecode(roots, models[0], args.dtype, env, pyc.name)
+        if args.per_pipeline:
+            return _per_pipeline_main(args, models, env, roots[0])
+        return _table(args, models, env, roots)
+    finally:
+        if pyc is not None:
+            pyc.cleanup()
+
+
+def _table(args, models: list[str], env: dict, roots: list[str]) -> int:
+    """Measure each model's cold and warm build per checkout and print the table."""
     names = {r: (os.path.basename(r) or r) if r else "this" for r in roots}
     print(f"{'model':<36} {'checkout':<12} {'pipes':>5} {'kernels':>7} {'cold wall':>9} {'cold cpu':>8} "
           f"{'busiest':>7} {'warm wall':>9} {'warm cpu':>8}", flush=True)
     totals = {r: {"cold_wall": 0.0, "cold_cpu": 0.0, "cold_busiest": 0.0, "warm_wall": 0.0, "warm_cpu": 0.0,
                   "pipelines": 0, "models": 0, "worst": 0.0} for r in roots}
     failed = []
-    for model in _models(args):
+    for model in models:
         name = os.path.splitext(os.path.basename(model))[0]
         runs: dict[str, list[dict]] = {r: [] for r in roots}
         try:

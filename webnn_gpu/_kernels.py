@@ -164,6 +164,10 @@ class KernelContext:
             text = _RENDERED.get(key)
             if text is not None:
                 _RENDERED.move_to_end(key)
+                try:
+                    _RENDERED_FILE.move_to_end(PipelineCache.key(text))
+                except KeyError:  # not kept on disk, or dropped meanwhile
+                    pass
                 return text
         path = _rendered_path(key) if key is not None else None
         text = _read_text(path) if path is not None else None
@@ -178,7 +182,11 @@ class KernelContext:
             if len(_RENDERED) > RENDER_CACHE_SIZE:
                 _RENDERED.popitem(last=False)
         if path is not None:
-            _RENDERED_FILE[PipelineCache.key(text)] = path.name
+            k = PipelineCache.key(text)
+            _RENDERED_FILE[k] = path.name
+            _RENDERED_FILE.move_to_end(k)
+            if len(_RENDERED_FILE) > RENDER_CACHE_SIZE:
+                _RENDERED_FILE.popitem(last=False)
         return text
 
 
@@ -188,8 +196,9 @@ _RENDERED: OrderedDict = OrderedDict()
 RENDER_CACHE_SIZE = 4096
 _RENDERED_DIR: list = []  # [Path | None], computed once
 #: pipeline key (:meth:`PipelineCache.key`) of a rendered text -> its file in :func:`_rendered_dir`
-#: (what a model's pipeline list names, see :class:`ModelPrefetch`)
-_RENDERED_FILE: dict[str, str] = {}
+#: (what a model's pipeline list names, see :class:`ModelPrefetch`), the last
+#: RENDER_CACHE_SIZE texts rendered or taken from :data:`_RENDERED`
+_RENDERED_FILE: OrderedDict = OrderedDict()
 
 
 def _rendered_dir():
@@ -356,6 +365,13 @@ def _warm_up_encoder(device, jobs: list):
     return enc
 
 
+@functools.lru_cache(maxsize=RENDER_CACHE_SIZE)
+def _text_key(wgsl: str, entry: str) -> str:
+    """:meth:`PipelineCache.key`, memoized (a text's hash is kept in the str object, so a
+    lookup costs an identity check, not a second SHA-1 of tens of KB)."""
+    return hashlib.sha1(f"{entry}\0{wgsl}".encode()).hexdigest()
+
+
 class PipelineCache:
     """Compute pipelines keyed by a hash of their WGSL text and entry point (LRU).
 
@@ -414,8 +430,9 @@ class PipelineCache:
 
     @staticmethod
     def key(wgsl: str, entry: str = "main") -> str:
-        """The cache key of a shader text and entry point."""
-        return hashlib.sha1(f"{entry}\0{wgsl}".encode()).hexdigest()
+        """The cache key of a shader text and entry point (a SHA-1 of both, worked out once per
+        text: rendering, prefetching, the build and its pipeline list all ask for it)."""
+        return _text_key(wgsl, entry)
 
     def get(self, wgsl: str, *, template: str = "", label: str = "", entry: str = "main"):
         """The pipeline of ``wgsl``, compiling it on a miss.
@@ -788,11 +805,12 @@ HELPER_SCRATCH_BYTES = 4 << 20
 #: tile template's text has since shrunk for the same code, its rows' stores in a helper
 #: function: pose_landmark_full's 13 tile pipelines, 218 KB instead of 371, 5.8 s, 27 ms per
 #: KB; the depthwise + projection strips 62 on face_landmark's, everything in its text
-#: unrolled): the order in which a cold build's compile queues take a graph's new pipelines
+#: unrolled; with the tile's stores in its row loop (``linalg.TILE_EP_LOOP``) its 15 pipelines
+#: 4.6 s for 243 KB, 19 ms per KB): the order in which a cold build's compile queues take a graph's new pipelines
 #: (longest first, so that the last one to start is short). Only the order depends on it,
 #: never a result.
 COMPILE_MS_PER_KB = {"conv/depthwise_project.wgsl": 28.0, "conv/block.wgsl": 55.0, "conv/depthwise.wgsl": 17.0,
-                     "matmul/tile.wgsl": 27.0, "conv/depthwise_project_strip.wgsl": 60.0}
+                     "matmul/tile.wgsl": 19.0, "conv/depthwise_project_strip.wgsl": 60.0}
 
 _FALSE = ("", "0", "false", "no", "n", "off")
 

@@ -142,16 +142,44 @@ def test_residual_read_by_the_epilogue_when_forced_scalar(ctx, rng, monkeypatch)
     check(out, A @ B + r, np.abs(A) @ np.abs(B) + np.abs(r), 17, np.float32, "scalar residual")
 
 
-def test_per_channel_epilogue_stays_inlined(ctx, rng):
-    """A bias and clamp read operands only per channel: stored at each unrolled store."""
+@pytest.mark.parametrize("row_loop", [True, False])
+def test_per_channel_epilogue_in_the_row_loop(ctx, rng, monkeypatch, row_loop):
+    """A bias and clamp read operands only per channel: stored in the row loop
+    (``linalg.TILE_EP_LOOP``), or at each unrolled store without it; the same values."""
+    from webnn_gpu.ops import linalg
+
+    monkeypatch.setattr(linalg, "TILE_EP_LOOP", row_loop)
     a, b = data(rng, (37, 41)), data(rng, (41, 24))
     bias = data(rng, (24,))
     out, steps = build_run(ctx, lambda bld, o: bld.clamp(bld.add(bld.matmul(o["a"], o["b"]), bld.constant(bias)),
                                                          min_value=-1.0, max_value=4.0), {"a": a, "b": b})
     (step,) = tile_steps(steps)
-    assert not looped(step)
+    assert looped(step) == row_loop
     A, B = a.astype(np.float64), b.astype(np.float64)
     check(out, np.clip(A @ B + bias, -1, 4), np.abs(A) @ np.abs(B) + np.abs(bias), 42, np.float32, "bias clamp")
+
+
+def test_row_loop_stores_the_same_values(ctx, rng, monkeypatch):
+    """A pointwise conv with bias and relu6 (the zoo's commonest tile: sizes in the parameter
+    buffer, 8+ rows per invocation) gives bit-identical outputs with and without the row loop."""
+    from webnn_gpu.ops import linalg
+
+    x = data(rng, (1, 12, 10, 36))
+    w, bias = data(rng, (40, 1, 1, 36)), data(rng, (40,))
+
+    def build(bld, o):
+        y = bld.conv2d(o["x"], bld.constant(w), bias=bld.constant(bias), input_layout="nhwc", filter_layout="ohwi")
+        return bld.clamp(y, min_value=0.0, max_value=6.0)
+
+    outs = {}
+    for row_loop in (False, True):
+        monkeypatch.setattr(linalg, "TILE_EP_LOOP", row_loop)
+        outs[row_loop], steps = build_run(ctx, build, {"x": x})
+        (step,) = tile_steps(steps)
+        assert looped(step) == row_loop and "prm" in step.wgsl
+    assert np.array_equal(outs[True], outs[False])
+    X, W = x.astype(np.float64).reshape(120, 36), w.astype(np.float64).reshape(40, 36)
+    np.testing.assert_allclose(outs[True], np.clip(X @ W.T + bias, 0, 6).reshape(1, 12, 10, 40), rtol=1e-5, atol=1e-5)
 
 
 # ---------------------------------------------------------------- transposes

@@ -196,3 +196,39 @@ def test_pipelines_compile_on_threads_and_report_the_failing_kernel(ctx, monkeyp
     with pytest.raises(OperationError, match="kbad: our kernel failed to compile"):
         cache.get_many([(ok[0], "t.wgsl", "k0"), (bad, "bad.wgsl", "kbad"), (ok[1] + " ", "t.wgsl", "k9")])
     assert len(cache) == 3, "nothing of the failed call is kept"
+
+
+def test_pipeline_keys_hashed_once_and_the_file_index_bounded(tmp_path, monkeypatch):
+    """``PipelineCache.key`` is the SHA-1 of the entry point and text, worked out once per text;
+    the index of rendered files (what a model's pipeline list names) keeps the last
+    ``RENDER_CACHE_SIZE`` texts, the latest renders among them."""
+    import hashlib
+
+    from webnn_gpu import _kernels
+
+    text = "// a kernel\n" * 3000
+    calls = []
+    real = hashlib.sha1
+    monkeypatch.setattr(_kernels.hashlib, "sha1", lambda data=b"": (calls.append(len(data)), real(data))[1])
+    _kernels._text_key.cache_clear()
+    keys = {_kernels.PipelineCache.key(text) for _ in range(4)}
+    assert keys == {real(b"main\0" + text.encode()).hexdigest()} and len(calls) == 1
+    assert _kernels.PipelineCache.key(text, "other") != next(iter(keys)) and len(calls) == 2
+    monkeypatch.setattr(_kernels.hashlib, "sha1", real)
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(_kernels, "_RENDERED_DIR", [])
+    monkeypatch.setattr(_kernels, "_RENDERED", type(_kernels._RENDERED)())
+    monkeypatch.setattr(_kernels, "_RENDERED_FILE", type(_kernels._RENDERED_FILE)())
+    monkeypatch.setattr(_kernels, "RENDER_CACHE_SIZE", 2)
+
+    def render(n):
+        return _kernels.KernelContext("conv/permute.wgsl", [_kernels.Binding("in", "float32"),
+                                                            _kernels.Binding("out", "float32", output=True)], n,
+                                      vars={"out_strides": [12, 4, 1], "in_strides": [1, 2, 6]}).render()
+
+    texts = [render(n) for n in (24, 48, 96)]
+    assert len(set(texts)) == 3
+    index = _kernels._RENDERED_FILE
+    assert list(index) == [_kernels.PipelineCache.key(t) for t in texts[1:]], "the last two"
+    assert render(48) == texts[1] and list(index)[-1] == _kernels.PipelineCache.key(texts[1]), "a hit is the latest"

@@ -48,7 +48,8 @@ def _rows(wgsl: str) -> int:
 
 @pytest.mark.parametrize("subgroup", [0, 8])
 @pytest.mark.parametrize("epilogue", [(), ({"op": "relu"},)])
-def test_rows_stored_by_one_helper(subgroup, epilogue):
+def test_rows_stored_by_one_helper(subgroup, epilogue, monkeypatch):
+    monkeypatch.setattr(linalg, "TILE_EP_LOOP", False)  # each row's call unrolled
     wgsl = _tile_wgsl(256, 64, 96, epilogue=epilogue, subgroup=subgroup)
     main = _main(wgsl)
     tm = _rows(wgsl)
@@ -66,3 +67,30 @@ def test_looped_epilogue_calls_the_helper_once():
     assert "for (var ri = 0u;" in main
     assert main.count("tile_row(") == 1
     assert "out[" not in main and "gres[" not in main
+
+
+@pytest.mark.parametrize("subgroup", [0, 8])
+@pytest.mark.parametrize("epilogue", [(), ({"op": "relu"},), ({"op": "clamp", "min_value": 0.0, "max_value": 6.0},)])
+def test_every_epilogue_stored_in_the_row_loop(subgroup, epilogue):
+    """``linalg.TILE_EP_LOOP``: also an epilogue that loads nothing per output (or none) is
+    stored by one call in the loop over the tile's rows, so the unrolled stores (each a loop
+    over the SIMD lanes in LLVM's code) appear TN4 times, not TM x TN4 times."""
+    wgsl = _tile_wgsl(256, 64, 96, epilogue=epilogue, subgroup=subgroup)
+    main = _main(wgsl)
+    assert _rows(wgsl) > 1
+    assert "for (var ri = 0u;" in main and main.count("tile_row(") == 1
+    assert "out[" not in main
+    linalg.TILE_EP_LOOP = False
+    try:
+        unrolled = _main(_tile_wgsl(256, 64, 96, epilogue=epilogue, subgroup=subgroup))
+    finally:
+        linalg.TILE_EP_LOOP = True
+    assert "for (var ri = 0u;" not in unrolled and unrolled.count("tile_row(m0 + ") == _rows(wgsl)
+
+
+def test_short_reductions_keep_the_stores_unrolled():
+    """Below ``linalg.TILE_EP_LOOP_MIN_K`` the loop's row moves would cost run time: unrolled."""
+    k = linalg.TILE_EP_LOOP_MIN_K
+    short = _main(_tile_wgsl(256, k - 8, 96, epilogue=({"op": "relu"},)))
+    assert "for (var ri = 0u;" not in short and short.count("tile_row(m0 + ") == _rows(_tile_wgsl(256, k - 8, 96))
+    assert "for (var ri = 0u;" in _main(_tile_wgsl(256, k, 96, epilogue=({"op": "relu"},)))

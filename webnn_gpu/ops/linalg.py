@@ -79,6 +79,18 @@ TILE_ORDER = "m"
 #: Dense, unbatched, aligned products read their sizes from a parameter buffer
 #: (``dyn`` in ``matmul/tile.wgsl``): one pipeline per tile shape and epilogue, not per size.
 TILE_DYNAMIC = True
+#: Every tile of more than one row applies its epilogue and stores in a loop over its rows
+#: (``ep_loop`` in ``matmul/tile.wgsl``), not only epilogues that load per output
+#: (:func:`reads_per_output`): each inlined vec4 store is a loop over the SIMD lanes in LLVM's
+#: code, so the TM x TN4 unrolled stores were about half of a tile pipeline's cold compile and
+#: a third of its creation (docs/performance.md, "Build time"). False (for measurements:
+#: ``WEBNN_GPU_FORCE_TILE_EP_LOOP=off``): epilogues that load only per channel are inlined.
+TILE_EP_LOOP = _env.force("tile_ep_loop") != "off"
+#: ... for reductions of at least this length: the loop moves the tile's other rows up after each
+#: row, (TM - 1) x TN4 vec4 moves, which cost a pointwise conv of K = 8 (128 x 128 x 8 -> 48,
+#: bias, relu6) 4-8% of its CPU time on Mesa 22.3, and nothing measurable at K = 16, 24 and 75
+#: (96 x 96 x 16 -> 64, 64 x 64 x 24 -> 144, a 5 x 5 stride 2 first layer 3 -> 32).
+TILE_EP_LOOP_MIN_K = 16
 #: Constant B matrices of float32 up to this many values are read from a uniform buffer
 #: (the "lane-loop" tuning profile; 64 KiB, the WebGPU default maxUniformBufferBindingSize).
 B_UNIFORM_FLOATS = 16384
@@ -345,8 +357,8 @@ def reads_per_output(ep: _epilogue.Epilogue) -> bool:
     ``matmul/tile.wgsl``) instead of inlining it at each of the tile's TM x TN4 stores: every
     inlined load is a loop over the SIMD lanes in LLVM's code, so a 16 x 24 tile with a
     residual add and hard_swish took 14.5 s to compile on Mesa 22.3 inlined and 1.4 s in the
-    loop, and ran 7-14% faster. Epilogues that read operands only per channel stay inlined (the
-    loop's row moves cost up to 15% there).
+    loop, and ran 7-14% faster. Epilogues that read operands only per channel take the loop
+    too where the reduction has at least :data:`TILE_EP_LOOP_MIN_K` terms (:data:`TILE_EP_LOOP`).
     """
     if ep.empty:
         return False
@@ -514,7 +526,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
-        b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, ep_loop=TM > 1 and not ep_rows and (ep.given or reads_per_output(ep)),
+        b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, ep_loop=TM > 1 and not ep_rows and (TILE_EP_LOOP and KH * KW * KC >= TILE_EP_LOOP_MIN_K or ep.given or reads_per_output(ep)),
     )
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
