@@ -71,6 +71,23 @@ def test_cost_model_keeps_small_layers_fused_and_splits_wide_ones(tuning, monkey
     assert conv.project_pays(_geometry(14, 14, 672, 5), 112, tuning)
 
 
+def test_cost_model_splits_wide_5x5_layers_and_fuses_small_3x3_ones(monkeypatch):
+    """The fitted model on lavapipe before Mesa 24 (docs/conv.md, The cost model): a 5x5 window
+    on a large image (palm detection's 96 x 96 x 32 -> 32) runs faster as the depthwise strips
+    and the tile kernel; small 3x3 layers (face detection's 8 x 8 x 96 -> 96, iris's 8 x 8 x
+    64 -> 128) as one kernel; and a pair the strip kernel takes is fused even where the
+    pixel-block kernel's estimate says otherwise."""
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP", raising=False)
+    assert not conv.project_pays(_geometry(96, 96, 32, 5), 32, "lane-loop")
+    assert not conv.project_pays(_geometry(28, 28, 144, 5), 24, "lane-loop")
+    assert conv.project_pays(_geometry(8, 8, 96, 3), 96, "lane-loop")
+    assert conv.project_pays(_geometry(8, 8, 64, 3), 128, "lane-loop")
+    strip = _geometry(256, 256, 4, 3)
+    assert conv._dwp_strip(strip, 4, "lane-loop") is not None
+    fused, two = conv._project_cost(strip, 16, "lane-loop")
+    assert fused > two and conv.project_pays(strip, 16, "lane-loop")
+
+
 def _dw_pw_nodes(hw, C, k, N):
     """IR of a 'same' depthwise conv2d (bias) on [1, hw, hw, C] and a 1x1 conv2d to N channels."""
     from types import SimpleNamespace
