@@ -706,9 +706,9 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
     return ok and n <= PROJECT_MAX_N
 
 
-#: The cost model of :func:`project_pays`, per tuning profile: what one load or store costs
-#: against one vec4 multiply-add of a SIMD batch of invocations (on lavapipe before Mesa 24
-#: every load is a loop over the lanes).
+#: The cost model of :func:`project_pays` on profiles without a fitted one (:data:`DWP_PAY_FIT`),
+#: per tuning profile: what one load or store costs against one vec4 multiply-add of a SIMD
+#: batch of invocations (on lavapipe before Mesa 24 every load is a loop over the lanes).
 DWP_LOAD_COST = {"lane-loop": 8.0, "default": 2.0}
 #: ... and the fixed cost of one more kernel in the same units (about 30 us on lavapipe).
 DWP_KERNEL_COST = 1.2e5
