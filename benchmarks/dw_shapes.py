@@ -117,14 +117,14 @@ def _forms(ctx, path: str, rounds: int, repeats: int, dump=None) -> None:
         two = sum(u for _, u in parts)
         g = conv._geometry(dw)
         n = conv._project_width(proj)
-        f_cost, t_cost = conv._project_cost(g, n, ctx._tuning, e.inputs[0].shape[3] // 4 if e is not None else 0)
+        k4 = e.inputs[0].shape[3] // 4 if e is not None else 0
+        f_cost, t_cost = conv._project_cost(g, n, ctx._tuning, k4)
         picks = "fused" if toks in model_pairs else "split"
         if dump is not None:  # one JSON line per pair, for fitting the cost model
-            dump.write(json.dumps(dict(model=os.path.basename(path), g=g, n=n, k4=e.inputs[0].shape[3] // 4 if e is not None else 0,
-                                       label="+".join(sorted(toks)), fused=us, picks=picks,
-                                       parts=[dict(template=s.template, us=u, op=s.node.op) for s, t, u in rows["split"]
-                                              if t & toks])) + "\n")
-        print(f"{g['OH']:>3}x{g['OW']:<3} {g['C']:>4} {g['KH']}x{g['KW']} {g['sh']} {n:>4}{'+e' if e is not None else '  '} "
+            split = [dict(template=s.template, us=u, op=s.node.op) for s, t, u in rows["split"] if t & toks]
+            dump.write(json.dumps(dict(model=os.path.basename(path), g=g, n=n, k4=k4, label="+".join(sorted(toks)),
+                                       fused=us, picks=picks, parts=split)) + "\n")
+        print(f"{g['OH']:>3}x{g['OW']:<3} {g['C']:>4} {g['KH']}x{g['KW']} {g['sh']} {n:>4}{'+e' if k4 else '  '} "
               f"{us:>7.0f} {two:>7.0f} {us / max(two, 1e-9):>6.2f} {picks:>5} {f_cost / t_cost:>6.2f}  "
               f"{'+'.join(sorted(toks))} ({len(parts)} split kernels)", flush=True)
     for g in graphs.values():
