@@ -12,12 +12,22 @@ invocation; ``-`` for the pixel-block kernel),
 the workgroups, the kernel's microseconds (timestamp queries, median of
 ``--repeats``), its useful GFLOP/s (2 multiply-add flops per depthwise tap and projection
 weight) and GB/s (its input, weights and output, each counted once).
+
+``--forms`` instead builds each model three ways in one process, as the compiler decides, with
+every depthwise + projection pair the fused kernel can take fused
+(``WEBNN_GPU_FORCE_DWP=fused``) and with none fused (``WEBNN_GPU_PASSES=-fuse_depthwise_project``),
+profiles the three alternately (``--rounds``, the least of the rounds' medians per kernel) and
+prints per pair its shape, the fused kernel's microseconds, the two (or three, with the expansion
+conv) kernels' sum, their ratio, which form the compiler picks and what
+:func:`webnn_gpu.ops.conv._project_cost` estimates (below 1: it fuses).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 
 import numpy as np
 
@@ -49,11 +59,86 @@ def _shape_row(step, tuning: str) -> dict:
                 s=g["sh"], d=g["dh"], N=f"{n}{'+e' if k else ''}", flops=flops, bytes=moved)
 
 
+_TOKEN = re.compile(r"[A-Z_0-9]+#[0-9]+")
+
+
+def _tokens(label) -> frozenset:
+    """The source operators (``OP#index``) a kernel's label names."""
+    return frozenset(_TOKEN.findall(str(label)))
+
+
+def _forms(ctx, path: str, rounds: int, repeats: int, dump=None) -> None:
+    """Print every depthwise + projection pair of model ``path`` fused and split (``--forms``)."""
+    import webnn_gpu as webnn
+    from webnn_gpu import _dtypes
+    from webnn_gpu._lower import KernelStep
+    from webnn_gpu.ops import conv
+    from webnn_gpu.profile import profile_graph
+
+    envs = {"model": {}, "fused": {"WEBNN_GPU_FORCE_DWP": "fused"},
+            "split": {"WEBNN_GPU_PASSES": "-fuse_depthwise_project"}}
+    graphs, inputs = {}, None
+    for name, env in envs.items():
+        old = {k: os.environ.get(k) for k in ("WEBNN_GPU_FORCE_DWP", "WEBNN_GPU_PASSES")}
+        os.environ.update({"WEBNN_GPU_FORCE_DWP": "", "WEBNN_GPU_PASSES": "", **env})
+        try:
+            graphs[name] = webnn.load(path, ctx).graph
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        if inputs is None:
+            rng = np.random.default_rng(0)
+            inputs = {nm: rng.random(d["shape"]).astype(_dtypes.info(d["data_type"]).numpy)
+                      for nm, d in graphs[name].inputs.items()}
+    best: dict = {name: None for name in graphs}
+    for _ in range(rounds):
+        for name, g in graphs.items():
+            us = [r["us"] for r in profile_graph(ctx, g, inputs, repeats)]
+            best[name] = us if best[name] is None else [min(a, b) for a, b in zip(best[name], us)]
+    rows = {}
+    for name, g in graphs.items():
+        steps = [s for s in g._steps if isinstance(s, KernelStep)]
+        rows[name] = [(s, _tokens(s.label), us) for s, us in zip(steps, best[name])]
+    model_pairs = {t for s, t, _ in rows["model"] if s.node.op == "depthwise_project"}
+    print(f"# {os.path.basename(path)}: all kernels model {sum(best['model']):.0f} us, fused "
+          f"{sum(best['fused']):.0f}, split {sum(best['split']):.0f} ({len(best['model'])}, "
+          f"{len(best['fused'])}, {len(best['split'])} kernels)")
+    print(f"{'out':>7} {'C':>4} {'win':>4} {'s':>1} {'N':>6} {'fused':>7} {'split':>7} {'ratio':>6} {'picks':>5} "
+          f"{'model':>6}  label")
+    for st, toks, us in rows["fused"]:
+        node = st.node
+        if node.op != "depthwise_project" or node.attrs["project"] is None or node.attrs["project"].op != "conv2d":
+            continue
+        dw, proj, e = node.attrs["depthwise"], node.attrs["project"], node.attrs.get("expand")
+        parts = [(t, u) for s, t, u in rows["split"] if t & toks]
+        two = sum(u for _, u in parts)
+        g = conv._geometry(dw)
+        n = conv._project_width(proj)
+        k4 = e.inputs[0].shape[3] // 4 if e is not None else 0
+        f_cost, t_cost = conv._project_cost(g, n, ctx._tuning, k4)
+        picks = "fused" if toks in model_pairs else "split"
+        if dump is not None:  # one JSON line per pair, for fitting the cost model
+            split = [dict(template=s.template, us=u, op=s.node.op) for s, t, u in rows["split"] if t & toks]
+            dump.write(json.dumps(dict(model=os.path.basename(path), g=g, n=n, k4=k4, label="+".join(sorted(toks)),
+                                       fused=us, picks=picks, parts=split)) + "\n")
+        print(f"{g['OH']:>3}x{g['OW']:<3} {g['C']:>4} {g['KH']}x{g['KW']} {g['sh']} {n:>4}{'+e' if k4 else '  '} "
+              f"{us:>7.0f} {two:>7.0f} {us / max(two, 1e-9):>6.2f} {picks:>5} {f_cost / t_cost:>6.2f}  "
+              f"{'+'.join(sorted(toks))} ({len(parts)} split kernels)", flush=True)
+    for g in graphs.values():
+        g.destroy()
+
+
 def main(argv=None) -> int:
     """Profile the models (see the module docstring)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("models", nargs="+")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--forms", action="store_true", help="each pair fused and split (see the module docstring)")
+    p.add_argument("--rounds", type=int, default=3, help="--forms: alternating rounds")
+    p.add_argument("--dump", default="", help="--forms: append one JSON line per pair to this file")
     args = p.parse_args(argv)
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     import webnn_gpu as webnn
@@ -67,6 +152,10 @@ def main(argv=None) -> int:
             from webnn_gpu.models import fetch
 
             path = fetch(path)
+        if args.forms:
+            with open(args.dump, "a") if args.dump else open(os.devnull, "w") as dump:
+                _forms(ctx, path, args.rounds, args.repeats, dump if args.dump else None)
+            continue
         model = webnn.load(path, ctx)
         rng = np.random.default_rng(0)
         inputs = {nm: rng.random(d["shape"]).astype(_dtypes.info(d["data_type"]).numpy)

@@ -71,6 +71,23 @@ def test_cost_model_keeps_small_layers_fused_and_splits_wide_ones(tuning, monkey
     assert conv.project_pays(_geometry(14, 14, 672, 5), 112, tuning)
 
 
+def test_cost_model_splits_wide_5x5_layers_and_fuses_small_3x3_ones(monkeypatch):
+    """The fitted model on lavapipe before Mesa 24 (docs/conv.md, The cost model): a 5x5 window
+    on a large image (palm detection's 96 x 96 x 32 -> 32) runs faster as the depthwise strips
+    and the tile kernel; small 3x3 layers (face detection's 8 x 8 x 96 -> 96, iris's 8 x 8 x
+    64 -> 128) as one kernel; and a pair the strip kernel takes is fused even where the
+    pixel-block kernel's estimate says otherwise."""
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP", raising=False)
+    assert not conv.project_pays(_geometry(96, 96, 32, 5), 32, "lane-loop")
+    assert not conv.project_pays(_geometry(28, 28, 144, 5), 24, "lane-loop")
+    assert conv.project_pays(_geometry(8, 8, 96, 3), 96, "lane-loop")
+    assert conv.project_pays(_geometry(8, 8, 64, 3), 128, "lane-loop")
+    strip = _geometry(256, 256, 4, 3)
+    assert conv._dwp_strip(strip, 4, "lane-loop") is not None
+    fused, two = conv._project_cost(strip, 16, "lane-loop")
+    assert fused > two and conv.project_pays(strip, 16, "lane-loop")
+
+
 def _dw_pw_nodes(hw, C, k, N):
     """IR of a 'same' depthwise conv2d (bias) on [1, hw, hw, C] and a 1x1 conv2d to N channels."""
     from types import SimpleNamespace
@@ -104,9 +121,9 @@ def test_fuse_depthwise_project_asks_the_cost_model(monkeypatch):
     assert [n.op for n in fuse_depthwise_project(nodes, outs, context)] == ["conv2d", "conv2d"]
 
 
-# (image, channels, projected channels, fused?) on each side of the cost model's boundary
-# (lane-loop profile: 12 x 12 x 64, 3x3: N = 60 is estimated faster as two kernels, 64 as one)
-_NEAR_MISS = {"N=60, two kernels": (12, 64, 60, False), "N=64, one kernel": (12, 64, 64, True)}
+# (image, channels, projected channels, window, fused?) on each side of the cost model's boundary
+# (lane-loop profile: 16 x 16 x 64, 5x5: N = 96 is estimated faster as one kernel, 112 as two)
+_NEAR_MISS = {"N=112, two kernels": (16, 64, 112, 5, False), "N=96, one kernel": (16, 64, 96, 5, True)}
 
 
 @pytest.mark.parametrize("lanes", [True, False], ids=["sg", "no-sg"])
@@ -118,23 +135,23 @@ def test_fused_or_not_both_sides_of_the_boundary_match_numpy(ctx, rng, monkeypat
     monkeypatch.setattr(ctx, "_tuning", "lane-loop")
     monkeypatch.delenv("WEBNN_GPU_FORCE_DWP", raising=False)
     monkeypatch.setattr(conv, "DWP_SUBGROUP", lanes)
-    hw, C, N, fused = _NEAR_MISS[case]
-    assert conv.project_pays(_geometry(hw, hw, C, 3), N, "lane-loop") == fused
+    hw, C, N, k, fused = _NEAR_MISS[case]
+    assert conv.project_pays(_geometry(hw, hw, C, k), N, "lane-loop") == fused
     x = rng.standard_normal((1, hw, hw, C)).astype(np.float32)
-    wd = (rng.standard_normal((1, 3, 3, C)) * 0.3).astype(np.float32)  # ihwo
+    wd = (rng.standard_normal((1, k, k, C)) * 0.3).astype(np.float32)  # ihwo
     bd = rng.standard_normal(C).astype(np.float32)
     wp = (rng.standard_normal((N, 1, 1, C)) * 0.2).astype(np.float32)  # ohwi
     bp = rng.standard_normal(N).astype(np.float32)
 
     def build(b, o):
-        d = b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C, padding=[1] * 4,
-                     bias=b.constant(bd))
+        d = b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C,
+                     padding=[k // 2] * 4, bias=b.constant(bd))
         d = b.clamp(d, min_value=0.0, max_value=6.0)
         return {"y": b.conv2d(d, b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))}
 
     got = run_graph(ctx, build, {"x": x})["y"].astype(np.float64)
     d = ref_conv2d(x.astype(np.float64).transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(3, 0, 1, 2),
-                   [1] * 4, groups=C).transpose(0, 2, 3, 1) + bd
+                   [k // 2] * 4, groups=C).transpose(0, 2, 3, 1) + bd
     ref = np.einsum("nhwc,oc->nhwo", np.clip(d, 0, 6), wp[:, 0, 0, :].astype(np.float64)) + bp
     np.testing.assert_allclose(got, ref, atol=2e-5, rtol=2e-5)
     templates = _templates(ctx, build, {"x": x})

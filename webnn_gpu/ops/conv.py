@@ -706,9 +706,9 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
     return ok and n <= PROJECT_MAX_N
 
 
-#: The cost model of :func:`project_pays`, per tuning profile: what one load or store costs
-#: against one vec4 multiply-add of a SIMD batch of invocations (on lavapipe before Mesa 24
-#: every load is a loop over the lanes).
+#: The cost model of :func:`project_pays` on profiles without a fitted one (:data:`DWP_PAY_FIT`),
+#: per tuning profile: what one load or store costs against one vec4 multiply-add of a SIMD
+#: batch of invocations (on lavapipe before Mesa 24 every load is a loop over the lanes).
 DWP_LOAD_COST = {"lane-loop": 8.0, "default": 2.0}
 #: ... and the fixed cost of one more kernel in the same units (about 30 us on lavapipe).
 DWP_KERNEL_COST = 1.2e5
@@ -734,18 +734,60 @@ DWP_PLAN_PROFILES = ("lane-loop",)
 DWP_CORES = {"lane-loop": 2, "default": 1}
 
 
+#: The fitted form of the cost model on lavapipe before Mesa 24 (the lane-loop profile), in
+#: microseconds (docs/conv.md, The cost model): the fused kernel with its lane-shared plan
+#: (:func:`_dwp_plan`) per 1000 of its busiest thread's input-window loads, depthwise
+#: multiply-adds, projection multiply-adds and stores, and a fixed part; the stand-alone
+#: depthwise kernel per 1000 units of :func:`_dw_cost` and a fixed part; the tile kernel per
+#: million vec4 multiply-adds and vec4s loaded or stored (the depthwise output it reads, its
+#: output) and a fixed part; and the wall time of one more dispatch. Each side was fitted by
+#: least relative error to the per-kernel times of every pair of the 13 zoo models and 30
+#: synthetic shapes (timestamp queries; ``benchmarks/dw_shapes.py --forms``,
+#: ``benchmarks/dw_project.py``).
+DWP_PAY_FIT = {"lane-loop": dict(fused=(4.5, 0.0, 0.36, 11.1, 37.8), dw=(0.32, 38.6), tile=(187.0, 1674.0, 50.2),
+                                 dispatch=45.0)}
+
+
+def _dwp_fused_terms(g: dict, n4: int, tuning: str, sg: int) -> tuple[float, ...]:
+    """What the fused kernel's busiest thread does with its plan (:func:`_dwp_plan` with ``sg``
+    lanes sharing the loads), in thousands: input-window vec4 loads, depthwise vec4
+    multiply-adds, projection vec4 multiply-adds, vec4 stores; and 1 (the fixed part)."""
+    th, tw, splits = _dwp_plan(g, n4, 0, tuning, True, sg=sg)
+    kk, c4, ns = g["KH"] * g["KW"], -(-g["C"] // 4), -(-n4 // splits)
+    blocks = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw)
+    inv = (-(-blocks // sg) * sg if sg else blocks) * splits
+    cores = DWP_CORES.get(tuning, DWP_CORES["default"])
+    busy = -(-inv // (PROJECT_WORKGROUP * cores)) * PROJECT_WORKGROUP
+    window = len(_rows(g, th)) * len(_segment(g, tw))
+    return (busy * c4 * window / 1e3, busy * c4 * th * tw * kk / 1e3, busy * c4 * th * tw * 4 * ns / 1e3,
+            busy * th * tw * ns / 1e3, 1.0)
+
+
 def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tuple[float, float]:
-    """Estimated costs (vec4 multiply-adds of one SIMD batch, loads weighted by
-    :data:`DWP_LOAD_COST`) of depthwise conv2d ``g`` and a pointwise projection to ``n``
-    channels: (one ``conv/depthwise_project.wgsl`` kernel, the depthwise kernel + the tile
-    kernel). Every invocation of each kernel loads its operands, stores its outputs and does
-    its multiply-adds; the fused kernel holds a block of ``TH x TW`` pixels and loads the whole
+    """Estimated costs of depthwise conv2d ``g`` and a pointwise projection to ``n`` channels:
+    (one ``conv/depthwise_project.wgsl`` kernel, the depthwise kernel + the tile kernel).
+
+    On a profile of :data:`DWP_PAY_FIT` (lavapipe), microseconds: each side is a fitted linear
+    function of what its kernels do, the fused kernel with the plan it runs
+    (:func:`_dwp_fused_terms`, the subgroup's :data:`DW_LANES` lanes sharing its loads), the
+    depthwise kernel with its strips (:func:`_dw_cost`), the tile kernel with its
+    multiply-adds and the vec4s it loads and stores, plus one more dispatch.
+
+    Elsewhere, vec4 multiply-adds of one SIMD batch, loads weighted by :data:`DWP_LOAD_COST`:
+    every invocation of each kernel loads its operands, stores its outputs and does its
+    multiply-adds; the fused kernel holds a block of ``TH x TW`` pixels and loads the whole
     ``C x N`` projection matrix once per block (the block of :func:`_dwp_blocks_for`, one
-    invocation per block: the model was fitted on that kernel; the kernel then runs the plan
-    of :func:`_dwp_plan`), the tile kernel holds
+    invocation per block), the depthwise kernel 4 x 4 pixel blocks, the tile kernel holds
     ``TM x 4 TN4`` outputs and loads ``TM + TN4`` values per step of its ``C``-deep product."""
-    L = DWP_LOAD_COST.get(tuning, DWP_LOAD_COST["default"])
     kk, c4, n4 = g["KH"] * g["KW"], -(-g["C"] // 4), -(-n // 4)
+    fit = DWP_PAY_FIT.get(tuning)
+    if fit is not None:
+        fused = sum(w * t for w, t in zip(fit["fused"], _dwp_fused_terms(g, n4, tuning, DW_LANES)))
+        dw = fit["dw"][0] * _dw_cost(g, *_dw_strip(g, tuning), tuning) / 1e3 + fit["dw"][1]
+        M = g["NB"] * g["OH"] * g["OW"]
+        tile = fit["tile"][0] * M * g["C"] * n4 / 1e6 + fit["tile"][1] * M * (g["C"] + n) / 4e6 + fit["tile"][2]
+        return fused, dw + tile + fit["dispatch"]
+    L = DWP_LOAD_COST.get(tuning, DWP_LOAD_COST["default"])
     th, tw = _dwp_blocks_for(g, n4, 1, k4, tuning)
     blocks = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw)
     window = len(_rows(g, th)) * len(_segment(g, tw))
@@ -762,8 +804,12 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
 
 def project_pays(g: dict, n: int, tuning: str = "default", k4: int = 0) -> bool:
     """Whether running depthwise conv2d ``g`` and its pointwise projection to ``n`` channels as
-    one kernel is estimated faster than as two (:func:`_project_cost`)."""
+    one kernel is estimated faster than as two (:func:`_project_cost`). A pair that the strip
+    kernel takes (:func:`_dwp_strip`) is always fused: it ran 0.47-0.75x the two kernels on
+    every zoo layer it takes, and the fitted fused side describes the pixel-block kernel."""
     if _env.force("dwp") == "fused":
+        return True
+    if n % 4 == 0 and _dwp_strip(g, n // 4, tuning) is not None:
         return True
     fused, two = _project_cost(g, n, tuning, k4)
     return fused <= two
