@@ -54,7 +54,7 @@ def test_tile_loop_bound_grows_with_the_window():
 def _tile_kernel(monkeypatch):
     """The tile kernel's split (these products of a few rows would otherwise take
     ``matmul/matvec.wgsl``, whose loop is K / 32 long: test_matvec.py runs it past this limit)."""
-    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL", "tile")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC", "off")
 
 
 def _ref(a, w):

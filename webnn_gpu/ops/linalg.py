@@ -639,11 +639,13 @@ def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
     """(CN, workgroup) of a ``matmul/matvec.wgsl`` launch for an M x K by K x N product, or None
     where the tile kernel serves it: more than :data:`MATVEC_MAX_M` rows or
     :data:`MATVEC_MAX_N` columns, fewer than :data:`MATVEC_MIN_MACS` multiply-adds, no subgroup lanes (:func:`subgroup_lanes`) or
-    another tuning profile than "lane-loop", an invocation's loop past :data:`LOOP_BUDGET`, or
-    ``WEBNN_GPU_FORCE_MATMUL=tile`` (or any forced variant but ``matvec``)."""
+    another tuning profile than "lane-loop", an invocation's loop past :data:`LOOP_BUDGET`,
+    ``WEBNN_GPU_FORCE_MATMUL_MATVEC=off`` or a forced ``WEBNN_GPU_FORCE_MATMUL`` variant other
+    than ``matvec`` (which takes every product of at most :data:`MATVEC_MAX_M` rows)."""
     forced = _env.force("matmul")
     lanes = getattr(lc, "subgroup", 0)
-    if forced and forced != "matvec" or not lanes or lc.tuning != "lane-loop" or not 1 <= M <= MATVEC_MAX_M:
+    if (forced and forced != "matvec" or _env.force("matmul_matvec") == "off" or not lanes
+            or lc.tuning != "lane-loop" or not 1 <= M <= MATVEC_MAX_M):
         return None
     if forced != "matvec" and (M * N * K < MATVEC_MIN_MACS or N > MATVEC_MAX_N):
         return None
@@ -685,11 +687,13 @@ def matvec_kernel(lc, a: Value, b: np.ndarray, out: Value, *, M: int, N: int, K:
     n4 = -(-N // 4)
     groups = -(-n4 // cn)
     bp = matvec_pack(b, K, N, cn, lanes, out.data_type)
+    ubo = uniform_copy(lc, bp)  # float32 of up to 64 KiB on lane-loop: 1 x 256 -> 63 54 -> 45 us
+    bp = ubo if ubo is not None else bp
     a_vec = K % 4 == 0 and a_rs % 4 == 0
     step = lc.kernel("matmul/matvec.wgsl", [("a", a), ("b", bp)] + epilogue.operands, [("out", out)],
                      groups * lanes, workgroup=workgroup, T=wgsl_type(out.data_type), L=lanes, M=M, N=N, K=K,
                      K4=-(-K // 4), KT=-(-(-(-K // 4)) // lanes), CN=cn, G=groups, a_vec=a_vec, a_rs=a_rs, a_rs4=a_rs // 4, o_rs=o_rs,
-                     b_uniform=0, ep=epilogue)
+                     b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0, ep=epilogue)
     step.flops = 2 * M * N * K
     step.note = _size_note(M, K, N, 1, 1, 1, f"matvec {cn}x{workgroup}")
 
