@@ -617,8 +617,10 @@ def lower_split_k(lc, node, a: Value, b: Value, ep, chunks: tuple[int, int], *, 
 
 
 #: Products of at most this many rows with a constant B take ``matmul/matvec.wgsl``
-#: (:func:`matvec_kernel`) on the "lane-loop" profile with subgroups ...
-MATVEC_MAX_M = 4
+#: (:func:`matvec_kernel`) on the "lane-loop" profile with subgroups (from 4 rows the tile
+#: kernel's subgroup variant shares B's loads between rows: 4 x 128 -> 64 and 4 x 288 -> 288 took
+#: 1.05-1.10 of its CPU time in matvec) ...
+MATVEC_MAX_M = 3
 #: ... and at most this many columns: past it the tile kernel's column tiles give every thread
 #: a share already and measured as fast (1 x 288 -> 1404, 1 x 256 -> 784: 0.97-1.0) or faster
 #: (1 x 4096 -> 1000: 1.1x the tile kernel's time in matvec).
@@ -692,7 +694,8 @@ def matvec_kernel(lc, a: Value, b: np.ndarray, out: Value, *, M: int, N: int, K:
     a_vec = K % 4 == 0 and a_rs % 4 == 0
     step = lc.kernel("matmul/matvec.wgsl", [("a", a), ("b", bp)] + epilogue.operands, [("out", out)],
                      groups * lanes, workgroup=workgroup, T=wgsl_type(out.data_type), L=lanes, M=M, N=N, K=K,
-                     K4=-(-K // 4), KT=-(-(-(-K // 4)) // lanes), CN=cn, G=groups, a_vec=a_vec, a_rs=a_rs, a_rs4=a_rs // 4, o_rs=o_rs,
+                     K4=-(-K // 4), KT=-(-(-(-K // 4)) // lanes), CN=cn, G=groups, a_vec=a_vec, a_rs=a_rs,
+                     a_rs4=a_rs // 4, o_rs=o_rs,
                      b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0, ep=epilogue)
     step.flops = 2 * M * N * K
     step.note = _size_note(M, K, N, 1, 1, 1, f"matvec {cn}x{workgroup}")
@@ -793,7 +796,7 @@ def _lower_product(node, lc, a: Value, b: Value, *, M, N, K, batch_shape, a_bst,
     o_sp = N if o_sp is None else o_sp
     bdata = constant_array(b) if not batch_shape and a_ks == 1 else None
     plan = matvec_plan(lc, M, N, K) if bdata is not None else None
-    if plan is not None:
+    if plan is not None and bdata is not None:
         idx = np.arange(K)[:, None] * b_ks + np.arange(N)[None, :] * b_ns
         matvec_kernel(lc, a, bdata.reshape(-1)[idx], out, M=M, N=N, K=K, a_rs=a_rs, o_rs=o_sp, epilogue=ep,
                       plan=plan)
