@@ -42,6 +42,7 @@ def test_plan_takes_few_rows_and_columns_on_lane_loop_only():
     assert linalg.matvec_plan(_lc(), linalg.MATVEC_MAX_M + 1, 63, 1152) is None
     assert linalg.matvec_plan(_lc(), 1, linalg.MATVEC_MAX_N + 1, 1152) is None
     assert linalg.matvec_plan(_lc(), 1, 16, 1000) is None, "fewer than MATVEC_MIN_MACS: small.wgsl"
+    assert linalg.matvec_plan(_lc(), 1, 512, linalg.MATVEC_MIN_K - 4) is None, "a short reduction"
     assert linalg.matvec_plan(_lc(tuning="default"), 1, 63, 1152) is None
     assert linalg.matvec_plan(_lc(subgroup=0), 1, 63, 1152) is None
 
@@ -118,7 +119,7 @@ def test_matmul_with_a_residual_add(ctx, rng):
     check(got, A @ W + R, np.abs(A) @ np.abs(W) + np.abs(R), K + 1, np.float32, "residual")
 
 
-@pytest.mark.parametrize("shape,window", [((1, 3, 3, 32), (3, 3)), ((2, 2, 2, 37), (2, 2)), ((1, 1, 3, 81), (1, 1))],
+@pytest.mark.parametrize("shape,window", [((1, 3, 3, 32), (3, 3)), ((2, 2, 2, 67), (2, 2)), ((1, 1, 3, 260), (1, 1))],
                          ids=["whole-3x3", "whole-2x2-two-images", "pointwise-3-pixels"])
 def test_conv_of_one_output_pixel_or_few_pixels(ctx, rng, shape, window):
     """A window covering the whole input (one output pixel per image) or a 1x1 conv on 3 pixels:

@@ -625,6 +625,10 @@ MATVEC_MAX_M = 3
 #: a share already and measured as fast (1 x 288 -> 1404, 1 x 256 -> 784: 0.97-1.0) or faster
 #: (1 x 4096 -> 1000: 1.1x the tile kernel's time in matvec).
 MATVEC_MAX_N = 512
+#: ... and a reduction of at least this length: shorter, a lane's loop is a few iterations and the
+#: subgroup's sum and stores outweigh it (1 x 64 -> 512 1.27x, 1 x 128 -> 300 1.25x, 2 x 96 -> 400
+#: 1.08x the tile kernel's time; 3 x 256 -> 500 0.91x, 1 x 16384 -> 8 0.48x).
+MATVEC_MIN_K = 256
 #: ... and at least this many multiply-adds (below, the launch's ~45 us is all of it and
 #: ``matmul/small.wgsl`` serves every such shape with one pipeline).
 MATVEC_MIN_MACS = 16384
@@ -640,7 +644,8 @@ MATVEC_MAX_WORKGROUP = 64
 def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
     """(CN, workgroup) of a ``matmul/matvec.wgsl`` launch for an M x K by K x N product, or None
     where the tile kernel serves it: more than :data:`MATVEC_MAX_M` rows or
-    :data:`MATVEC_MAX_N` columns, fewer than :data:`MATVEC_MIN_MACS` multiply-adds, no subgroup lanes (:func:`subgroup_lanes`) or
+    :data:`MATVEC_MAX_N` columns, a reduction shorter than :data:`MATVEC_MIN_K`, fewer than
+    :data:`MATVEC_MIN_MACS` multiply-adds, no subgroup lanes (:func:`subgroup_lanes`) or
     another tuning profile than "lane-loop", an invocation's loop past :data:`LOOP_BUDGET`,
     ``WEBNN_GPU_FORCE_MATMUL_MATVEC=off`` or a forced ``WEBNN_GPU_FORCE_MATMUL`` variant other
     than ``matvec`` (which takes every product of at most :data:`MATVEC_MAX_M` rows)."""
@@ -649,7 +654,7 @@ def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
     if (forced and forced != "matvec" or _env.force("matmul_matvec") == "off" or not lanes
             or lc.tuning != "lane-loop" or not 1 <= M <= MATVEC_MAX_M):
         return None
-    if forced != "matvec" and (M * N * K < MATVEC_MIN_MACS or N > MATVEC_MAX_N):
+    if forced != "matvec" and (M * N * K < MATVEC_MIN_MACS or N > MATVEC_MAX_N or K < MATVEC_MIN_K):
         return None
     k4 = -(-K // 4)
     if -(-k4 // lanes) + 8 > LOOP_BUDGET:
