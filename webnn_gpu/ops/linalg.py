@@ -799,7 +799,7 @@ def _lower_product(node, lc, a: Value, b: Value, *, M, N, K, batch_shape, a_bst,
     strided_out = o_bst is not None
     o_bst = [s * M * N for s in strides(batch_shape)] if o_bst is None else list(o_bst)
     o_sp = N if o_sp is None else o_sp
-    bdata = constant_array(b) if not batch_shape and a_ks == 1 else None
+    bdata = constant_array(b) if not batch_shape and not strided_out and a_ks == 1 else None
     plan = matvec_plan(lc, M, N, K) if bdata is not None else None
     if plan is not None and bdata is not None:
         idx = np.arange(K)[:, None] * b_ks + np.arange(N)[None, :] * b_ns
