@@ -94,6 +94,17 @@ def test_matmul_of_few_rows(ctx, rng, M, K, N, dtype):
     check(got, A @ W, np.abs(A) @ np.abs(W), K, dtype, f"matvec {M}x{K}->{N}")
 
 
+def test_a_small_b_is_read_from_a_uniform_buffer(ctx, rng):
+    """2 x 256 -> 60: B packed is 15 column groups x 64 k steps x 4 vec4s, 64 KiB at most."""
+    M, K, N = 2, 256, 60
+    a, w = data(rng, (M, K)), data(rng, (K, N))
+    got, steps = build_run(ctx, lambda b, o: b.matmul(o["a"], b.constant(w)), {"a": a})
+    if _takes_matvec(ctx):
+        assert _templates(steps) == ["matmul/matvec.wgsl"] and "var<uniform> b:" in steps[0].wgsl
+    A, W = a.astype(np.float64), w.astype(np.float64)
+    check(got, A @ W, np.abs(A) @ np.abs(W), K, np.float32, "uniform B")
+
+
 def test_gemm_with_transposed_b_c_alpha_beta_and_relu(ctx, rng):
     M, K, N = 2, 700, 45
     a, w, c = data(rng, (M, K)), data(rng, (N, K)), data(rng, (N,))
