@@ -669,7 +669,8 @@ def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
 def matvec_pack(data: np.ndarray, K: int, N: int, cn: int, lanes: int, data_type: str) -> Value:
     """A constant B ([K, N] array) in ``matmul/matvec.wgsl``'s layout: for each group of ``cn``
     vec4 columns and each step of 4 rows, the 4 x ``cn`` vec4s one lane loads, consecutive
-    (``[G, K4, 4, cn, 4]``, zero past K and N)."""
+    (``[G, S, 4, cn, 4]`` with the ceil(K / 4) steps padded to S, a multiple of ``lanes``; zero
+    past K and N)."""
     k4, n4 = -(-K // 4), -(-N // 4)
     k4 = -(-k4 // lanes) * lanes
     groups = -(-n4 // cn)
@@ -697,11 +698,11 @@ def matvec_kernel(lc, a: Value, b: np.ndarray, out: Value, *, M: int, N: int, K:
     ubo = uniform_copy(lc, bp)  # float32 of up to 64 KiB on lane-loop: 1 x 256 -> 63 54 -> 45 us
     bp = ubo if ubo is not None else bp
     a_vec = K % 4 == 0 and a_rs % 4 == 0
+    k4 = -(-K // 4)
     step = lc.kernel("matmul/matvec.wgsl", [("a", a), ("b", bp)] + epilogue.operands, [("out", out)],
                      groups * lanes, workgroup=workgroup, T=wgsl_type(out.data_type), L=lanes, M=M, N=N, K=K,
-                     K4=-(-K // 4), KT=-(-(-(-K // 4)) // lanes), CN=cn, G=groups, a_vec=a_vec, a_rs=a_rs,
-                     a_rs4=a_rs // 4, o_rs=o_rs,
-                     b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0, ep=epilogue)
+                     K4=k4, KT=-(-k4 // lanes), CN=cn, G=groups, a_vec=a_vec, a_rs=a_rs, a_rs4=a_rs // 4,
+                     o_rs=o_rs, b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0, ep=epilogue)
     step.flops = 2 * M * N * K
     step.note = _size_note(M, K, N, 1, 1, 1, f"matvec {cn}x{workgroup}")
 
