@@ -26,6 +26,13 @@ from webnn_gpu.ops import linalg
 PANEL = "B is stored as one contiguous"
 
 
+@pytest.fixture(autouse=True)
+def _tile_kernel(monkeypatch):
+    """The tile kernel on few rows (products of up to 4 rows and 512 columns with a constant B
+    otherwise take ``matmul/matvec.wgsl``: test_matvec.py)."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC", "off")
+
+
 def vec4_b(step) -> bool:
     return "var<storage, read> b: array<vec4<" in step.wgsl
 

@@ -27,6 +27,13 @@ from webnn_gpu.ops import linalg
 LLVMPIPE = {"device": "llvmpipe (LLVM 15.0.6, 256 bits)", "description": "Mesa 22.3.6 (LLVM 15.0.6)"}
 
 
+@pytest.fixture(autouse=True)
+def _tile_kernel(monkeypatch):
+    """The tile kernel on few rows too (products of up to 4 rows and 512 columns with a constant
+    B otherwise take ``matmul/matvec.wgsl``: test_matvec.py)."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC", "off")
+
+
 def is_sg(step) -> bool:
     return "subgroupBroadcast" in step.wgsl
 

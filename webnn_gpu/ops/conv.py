@@ -57,8 +57,8 @@ from . import _epilogue
 from ._registry import builder_method, lowering, support
 from .elementwise import literal
 from .linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, SMALL_MAX_OUTPUTS, Shown, check_loops, choose_tile,
-                     constant_array, deep_ok, given_operand, k_chunks, lower_split_k, make_constant, tile_kernel,
-                     tile_loop_iterations, uniform_copy, up_rows, wgsl_type)
+                     constant_array, deep_ok, given_operand, k_chunks, lower_split_k, make_constant, matvec_kernel,
+                     matvec_plan, tile_kernel, tile_loop_iterations, uniform_copy, up_rows, wgsl_type)
 
 INPUT_LAYOUTS = ("nchw", "nhwc")
 CONV2D_FILTER_LAYOUTS = ("oihw", "hwio", "ohwi", "ihwo")
@@ -1186,6 +1186,8 @@ def lower_conv2d(node, lc) -> None:
     residual = node.inputs[node.attrs["input_add"]] if "input_add" in node.attrs else None
     if (scale is not None or residual is not None) and not (variant == "pointwise" and layout == "nhwc"):
         raise AssertionError(f"{lc.label}: an input prologue on a {variant} {layout} conv2d")  # input_prologue_ok
+    if scale is None and residual is None and _matvec_conv(lc, node, g, variant):
+        return
     if variant == "direct":
         ep = _conv_epilogue(node, out, layout)
         opg = g["O"] // g["G"]
@@ -1312,6 +1314,35 @@ def lower_conv2d(node, lc) -> None:
                 b_ns=1, b_vec=True, b_cols=wcols if G == 1 else OPG, o_P=o_P, o_sn=o_sn, o_sp=o_sp, o_so=o_so, KH=g["KH"], KW=g["KW"],
                 KC=I, conv=conv, epilogue=ep, group_cols=OPG)
 
+
+
+def _matvec_conv(lc, node, g: dict, variant: str) -> bool:
+    """Lower an NHWC conv2d of one group with a constant filter as one ``matmul/matvec.wgsl``
+    launch (:func:`webnn_gpu.ops.linalg.matvec_kernel`) where its input is a few rows of a
+    product: a window that covers the whole input (one output pixel per image; a network's
+    last layer on its 1x1, 2x2 or 3x3 features) or a 1x1 conv on a few pixels, i.e. the input
+    read as ``[NB * OH * OW, KH * KW * C]`` rows; True when it did
+    (:func:`webnn_gpu.ops.linalg.matvec_plan` decides by size)."""
+    if (variant not in ("gemm", "pointwise") or _env.force("conv") or node.attrs["input_layout"] != "nhwc"
+            or g["G"] != 1 or node.attrs.get("pool_output") or node.attrs.get("input_add_up2")):
+        return False
+    pointwise = (g["KH"] == g["KW"] == 1 and g["sh"] == g["sw"] == 1 and g["pt"] == g["pl"] == 0
+                 and (g["OH"], g["OW"]) == (g["H"], g["W"]))
+    whole = (g["OH"] == g["OW"] == 1 and (g["KH"], g["KW"]) == (g["H"], g["W"]) and g["pt"] == g["pl"] == 0
+             and (g["dh"] == 1 or g["KH"] == 1) and (g["dw"] == 1 or g["KW"] == 1))
+    data = constant_array(node.inputs[1])
+    if not (pointwise or whole) or data is None:
+        return False
+    M, K, O = g["NB"] * g["OH"] * g["OW"], g["KH"] * g["KW"] * g["C"], g["O"]
+    plan = matvec_plan(lc, M, O, K)
+    if plan is None:
+        return False
+    perm = [node.attrs["filter_layout"].index(ch) for ch in "hwio"]
+    b = np.transpose(data, perm).reshape(K, O)
+    out = node.outputs[0]
+    matvec_kernel(lc, node.inputs[0], b, out, M=M, N=O, K=K, a_rs=K, o_rs=O,
+                  epilogue=_conv_epilogue(node, out, "nhwc"), plan=plan)
+    return True
 
 
 def _channel_chunks(I: int, KH: int, KW: int) -> int | None:

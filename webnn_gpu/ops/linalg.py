@@ -628,6 +628,97 @@ def lower_split_k(lc, node, a: Value, b: Value, ep, chunks: tuple[int, int], *, 
     step.note = _size_note(M, K, N, batches, 1, 1, f"ksum {C}x{KC}")
 
 
+#: Products of at most this many rows with a constant B take ``matmul/matvec.wgsl``
+#: (:func:`matvec_kernel`) on the "lane-loop" profile with subgroups (from 4 rows the tile
+#: kernel's subgroup variant shares B's loads between rows: 4 x 128 -> 64 and 4 x 288 -> 288 took
+#: 1.05-1.10 of its CPU time in matvec) ...
+MATVEC_MAX_M = 3
+#: ... and at most this many columns: past it the tile kernel's column tiles give every thread
+#: a share already and measured as fast (1 x 288 -> 1404, 1 x 256 -> 784: 0.97-1.0) or faster
+#: (1 x 4096 -> 1000: 1.1x the tile kernel's time in matvec).
+MATVEC_MAX_N = 512
+#: ... and a reduction of at least this length: shorter, a lane's loop is a few iterations and the
+#: subgroup's sum and stores outweigh it (1 x 64 -> 512 1.27x, 1 x 128 -> 300 1.25x, 2 x 96 -> 400
+#: 1.08x the tile kernel's time; 3 x 256 -> 500 0.91x, 1 x 16384 -> 8 0.48x).
+MATVEC_MIN_K = 256
+#: ... and at least this many multiply-adds (below, the launch's ~45 us is all of it and
+#: ``matmul/small.wgsl`` serves every such shape with one pipeline).
+MATVEC_MIN_MACS = 16384
+#: Column groups (subgroups) a matvec launch aims for: vec4 columns per subgroup CN is the
+#: largest of :data:`MATVEC_CN` that still gives this many, and the workgroup holds enough
+#: subgroups for :data:`MATVEC_WORKGROUPS` workgroups (lavapipe runs a workgroup on one thread).
+MATVEC_MIN_GROUPS = 16
+MATVEC_CN = (4, 2, 1)
+MATVEC_WORKGROUPS = 8
+MATVEC_MAX_WORKGROUP = 64
+
+
+def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
+    """(CN, workgroup) of a ``matmul/matvec.wgsl`` launch for an M x K by K x N product, or None
+    where the tile kernel serves it: more than :data:`MATVEC_MAX_M` rows or
+    :data:`MATVEC_MAX_N` columns, a reduction shorter than :data:`MATVEC_MIN_K`, fewer than
+    :data:`MATVEC_MIN_MACS` multiply-adds, no subgroup lanes (:func:`subgroup_lanes`) or
+    another tuning profile than "lane-loop", an invocation's loop past :data:`LOOP_BUDGET`,
+    ``WEBNN_GPU_FORCE_MATMUL_MATVEC=off`` or a forced ``WEBNN_GPU_FORCE_MATMUL`` variant other
+    than ``matvec`` (which takes every product of at most :data:`MATVEC_MAX_M` rows)."""
+    forced = _env.force("matmul")
+    lanes = getattr(lc, "subgroup", 0)
+    if (forced and forced != "matvec" or _env.force("matmul_matvec") == "off" or not lanes
+            or lc.tuning != "lane-loop" or not 1 <= M <= MATVEC_MAX_M):
+        return None
+    if forced != "matvec" and (M * N * K < MATVEC_MIN_MACS or N > MATVEC_MAX_N or K < MATVEC_MIN_K):
+        return None
+    k4 = -(-K // 4)
+    if -(-k4 // lanes) + 8 > LOOP_BUDGET:
+        return None
+    n4 = -(-N // 4)
+    cn = next((c for c in MATVEC_CN if -(-n4 // c) >= MATVEC_MIN_GROUPS), MATVEC_CN[-1])
+    groups = -(-n4 // cn)
+    per = max(1, min(MATVEC_MAX_WORKGROUP // lanes, groups // MATVEC_WORKGROUPS))
+    return cn, per * lanes
+
+
+def matvec_pack(data: np.ndarray, K: int, N: int, cn: int, lanes: int, data_type: str) -> Value:
+    """A constant B ([K, N] array) in ``matmul/matvec.wgsl``'s layout: for each group of ``cn``
+    vec4 columns and each step of 4 rows, the 4 x ``cn`` vec4s one lane loads, consecutive
+    (``[G, S, 4, cn, 4]`` with the ceil(K / 4) steps padded to S, a multiple of ``lanes``; zero
+    past K and N)."""
+    k4, n4 = -(-K // 4), -(-N // 4)
+    k4 = -(-k4 // lanes) * lanes
+    groups = -(-n4 // cn)
+    mat = np.zeros((k4 * 4, groups * cn * 4), dtype=data.dtype)
+    mat[:K, :N] = data
+    packed = mat.reshape(k4, 4, groups, cn, 4).transpose(2, 0, 1, 3, 4)
+    return make_constant(packed, data_type)
+
+
+def matvec_kernel(lc, a: Value, b: np.ndarray, out: Value, *, M: int, N: int, K: int, a_rs: int, o_rs: int,
+                  epilogue, plan: tuple[int, int]) -> None:
+    """Add one ``matmul/matvec.wgsl`` launch: out[m, n] = epilogue(sum_k A[m, k] B[k, n]) for
+    the M rows of A (row m at element m * ``a_rs``, k contiguous) and the constant ``b`` (a
+    [K, N] array), out's row m at element m * ``o_rs``; ``plan`` from :func:`matvec_plan`.
+
+    On Mesa 22's lavapipe a one-row product is bound by its loads of B (each a loop over the
+    SIMD lanes) and by how many threads share them: the tile kernel gives such a product one
+    invocation per column tile (4 invocations for 63 columns), this kernel a subgroup per
+    :data:`MATVEC_CN` vec4 columns with the reduction split over its lanes."""
+    cn, workgroup = plan
+    lanes = lc.subgroup
+    n4 = -(-N // 4)
+    groups = -(-n4 // cn)
+    bp = matvec_pack(b, K, N, cn, lanes, out.data_type)
+    ubo = uniform_copy(lc, bp)  # float32 of up to 64 KiB on lane-loop: 1 x 256 -> 63 54 -> 45 us
+    bp = ubo if ubo is not None else bp
+    a_vec = K % 4 == 0 and a_rs % 4 == 0
+    k4 = -(-K // 4)
+    step = lc.kernel("matmul/matvec.wgsl", [("a", a), ("b", bp)] + epilogue.operands, [("out", out)],
+                     groups * lanes, workgroup=workgroup, T=wgsl_type(out.data_type), L=lanes, M=M, N=N, K=K,
+                     K4=k4, KT=-(-k4 // lanes), CN=cn, G=groups, a_vec=a_vec, a_rs=a_rs, a_rs4=a_rs // 4,
+                     o_rs=o_rs, b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0, ep=epilogue)
+    step.flops = 2 * M * N * K
+    step.note = _size_note(M, K, N, 1, 1, 1, f"matvec {cn}x{workgroup}")
+
+
 def _size_note(M: int, K: int, N: int, batches: int, KH: int, KW: int, variant: str) -> str:
     """``M x K -> N`` (K per filter tap, the window ``KHxKW`` and ``batches`` when not 1) and the
     variant: the size column of ``webnn-gpu profile``."""
@@ -706,8 +797,8 @@ def _batch_offsets(shape, batch_shape, matrix_size: int) -> list[int]:
 
 def _matmul_variant() -> str:
     forced = _env.force("matmul")
-    if forced and forced not in ("naive", "tile", "tile_scalar", "small"):
-        raise ValueError(f"WEBNN_GPU_FORCE_MATMUL={forced!r}: expected naive, tile, tile_scalar or small")
+    if forced and forced not in ("naive", "tile", "tile_scalar", "small", "matvec"):
+        raise ValueError(f"WEBNN_GPU_FORCE_MATMUL={forced!r}: expected naive, tile, tile_scalar, small or matvec")
     return forced
 
 
@@ -721,6 +812,13 @@ def _lower_product(node, lc, a: Value, b: Value, *, M, N, K, batch_shape, a_bst,
     strided_out = o_bst is not None
     o_bst = [s * M * N for s in strides(batch_shape)] if o_bst is None else list(o_bst)
     o_sp = N if o_sp is None else o_sp
+    bdata = constant_array(b) if not batch_shape and not strided_out and a_ks == 1 else None
+    plan = matvec_plan(lc, M, N, K) if bdata is not None else None
+    if plan is not None and bdata is not None:
+        idx = np.arange(K)[:, None] * b_ks + np.arange(N)[None, :] * b_ns
+        matvec_kernel(lc, a, bdata.reshape(-1)[idx], out, M=M, N=N, K=K, a_rs=a_rs, o_rs=o_sp, epilogue=ep,
+                      plan=plan)
+        return
     chunks = k_chunks(K, naive=variant == "naive")
     if chunks is not None:
         lower_split_k(lc, node, a, b, ep, chunks, M=M, N=N, K=K, batch_shape=list(batch_shape), a_bst=list(a_bst),

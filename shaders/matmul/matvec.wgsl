@@ -1,0 +1,90 @@
+{#-
+  matmul/matvec.wgsl: C = A x B for a product of few rows (a matrix-vector product: a dense layer
+  on one sample, a conv2d whose window covers its whole input) with a constant B, the reduction
+  split across the lanes of a subgroup. Each subgroup owns CN vec4 columns of the output for all
+  M rows; lane l takes the k steps (4 values of k each) l, l + L, l + 2L, ..., loads its M vec4s
+  of A and the 4 x CN vec4s of B a step needs (B is packed at build time so that these are
+  consecutive: a lane's loads are one stream and the subgroup's L lanes read one block of
+  memory), and the subgroup adds its lanes' partial sums with subgroupAdd (registers, no
+  workgroup memory or barrier). Many subgroups of short loops instead of a few invocations
+  walking all of K: both cores busy on a product of 16 vec4 columns.
+
+  Context:
+    T            storage type of a, b, out ("f32" or "f16"); accumulation in f32
+    L            subgroup size (linalg.subgroup_lanes); the workgroup is a multiple of it
+    M, N, K      output rows, columns and the reduction length; K4 = ceil(K / 4) k steps
+    CN           vec4 columns per subgroup; G = ceil(ceil(N / 4) / CN) subgroups (column groups)
+    a_vec        A read as vec4 along k (K and a_rs multiples of 4; a_rs4 = a_rs / 4), else scalar
+    a_rs         element stride between rows of A (row m of A starts at m * a_rs)
+    o_rs         element stride between rows of out
+    b_uniform    0, or B (float32) is a uniform buffer of this many vec4s
+    ep           fused epilogue (webnn_gpu/ops/_epilogue.py), channel = column n
+  B layout (linalg.matvec_pack): vec4 (((g * K4 + s) * 4 + i) * CN + c) holds B[4 s + i, 4 (g CN + c)
+    .. + 3] (zero past K and N).
+  Bindings: a, b, epilogue operands..., out (scalar).
+  Workgroup: (k.workgroup, 1, 1); subgroup g = idx / L; whole subgroups return together.
+-#}
+{% import "_lib/tile.wgsl" as tl %}
+{% if T == "f16" %}
+enable f16;
+{% endif %}
+{{ tl.decl(0, "a", T, a_vec, false) }}
+{{ tl.weights(1, "b", T, true, b_uniform) }}
+{{ tl.epilogue_decls(ep, 2) }}
+{{ tl.decl(2 + ep.operands | length, "out", T, false, true) }}
+{{ tl.epilogue_fns(ep) }}
+
+@compute @workgroup_size({{ k.workgroup }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(subgroup_invocation_id) lane: u32) {
+  let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
+  let g = idx / {{ L }}u;
+  if (g >= {{ G }}u) { return; }
+{% for m in range(M) %}
+{% for c in range(CN) %}
+  var acc{{ m }}_{{ c }} = vec4<f32>(0.0);
+{% endfor %}
+{% endfor %}
+  let bg = g * {{ KT * L * 4 * CN }}u;
+  for (var t = 0u; t < {{ KT }}u; t = t + 1u) {
+    let s = t * {{ L }}u + lane;
+{% for m in range(M) %}
+{% if a_vec %}
+    let a{{ m }} = {% if K4 % L %}select(vec4<f32>(0.0), {% endif %}vec4<f32>(a[{% if K4 % L %}min({{ m * a_rs4 }}u + s, {{ (M - 1) * a_rs4 + K4 - 1 }}u){% else %}{{ m * a_rs4 }}u + s{% endif %}]){% if K4 % L %}, s < {{ K4 }}u){% endif %};
+{% else %}
+    let k{{ m }} = {{ m * a_rs }}u + 4u * s;
+    let a{{ m }} = vec4<f32>({% for i in range(4) %}{% if i > 0 %}, {% endif %}{% if K % 4 == 0 %}f32(a[k{{ m }} + {{ i }}u]){% else %}select(0.0, f32(a[min(k{{ m }} + {{ i }}u, {{ (M - 1) * a_rs + K - 1 }}u)]), 4u * s + {{ i }}u < {{ K }}u){% endif %}{% endfor %});
+{% endif %}
+{% endfor %}
+    let bo = bg + s * {{ 4 * CN }}u;
+{% for i in range(4) %}
+{% for c in range(CN) %}
+    let b{{ i }}_{{ c }} = vec4<f32>(b[bo + {{ i * CN + c }}u]);
+{% endfor %}
+{% endfor %}
+{% for m in range(M) %}
+{% for c in range(CN) %}
+    acc{{ m }}_{{ c }} = acc{{ m }}_{{ c }} + a{{ m }}.x * b0_{{ c }} + a{{ m }}.y * b1_{{ c }} + a{{ m }}.z * b2_{{ c }} + a{{ m }}.w * b3_{{ c }};
+{% endfor %}
+{% endfor %}
+  }
+{% for m in range(M) %}
+{% for c in range(CN) %}
+  let r{{ m }}_{{ c }} = subgroupAdd(acc{{ m }}_{{ c }});
+{% endfor %}
+{% endfor %}
+  // lane j % L stores the sums of (row, column block) j = m * CN + c
+{% for m in range(M) %}
+{% for c in range(CN) %}
+  if (lane == {{ (m * CN + c) % L }}u) {
+    let n0 = (g * {{ CN }}u + {{ c }}u) * 4u;
+{% for i in range(4) %}
+    if (n0 + {{ i }}u < {{ N }}u) {
+      let o = {{ m * o_rs }}u + n0 + {{ i }}u;
+      out[o] = {{ T }}({{ tl.apply(ep, "r" ~ m ~ "_" ~ c ~ "." ~ "xyzw"[i], "o", "n0 + " ~ i ~ "u") }});
+    }
+{% endfor %}
+  }
+{% endfor %}
+{% endfor %}
+}

@@ -1,0 +1,171 @@
+"""``matmul/matvec.wgsl``: products of a few rows with a constant B (a dense layer on one sample,
+a conv2d whose window covers its whole input, a 1x1 conv on up to 3 pixels), the reduction split
+over a subgroup's lanes. The plan and B's layout without a GPU; on the GPU against float64 NumPy
+at odd sizes (K and N not multiples of 4, 1 to 3 rows), with epilogues (bias, gemm's alpha and
+beta * c, a residual add, PReLU), float16, and K past the tile kernel's loop limit (one launch:
+a lane's loop is K / 32 long).
+
+Tolerance: ``check`` of test_tile.py, the f32 accumulation bound ``4 * K * 2**-24 * (|A| @ |B|)``
+plus the output's rounding (an f16 ulp for float16).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from test_tile import build_run, check, data
+
+from webnn_gpu.ops import linalg
+
+
+def _lc(subgroup=8, tuning="lane-loop"):
+    return SimpleNamespace(subgroup=subgroup, tuning=tuning)
+
+
+def _takes_matvec(ctx) -> bool:
+    """Whether this adapter runs the matvec kernel (the "lane-loop" profile with subgroups)."""
+    return ctx._tuning == "lane-loop" and ctx._subgroup > 0
+
+
+def _templates(steps):
+    return [s.template for s in steps]
+
+
+# ---------------------------------------------------------------- the plan and B's layout (no GPU)
+def test_plan_takes_few_rows_and_columns_on_lane_loop_only():
+    assert linalg.matvec_plan(_lc(), 1, 63, 1152) == (1, 16)
+    assert linalg.matvec_plan(_lc(), 1, 213, 512) == (2, 24)
+    assert linalg.matvec_plan(_lc(), 3, 77, 1000) == (1, 16)
+    assert linalg.matvec_plan(_lc(), linalg.MATVEC_MAX_M + 1, 63, 1152) is None
+    assert linalg.matvec_plan(_lc(), 1, linalg.MATVEC_MAX_N + 1, 1152) is None
+    assert linalg.matvec_plan(_lc(), 1, 16, 1000) is None, "fewer than MATVEC_MIN_MACS: small.wgsl"
+    assert linalg.matvec_plan(_lc(), 1, 512, linalg.MATVEC_MIN_K - 4) is None, "a short reduction"
+    assert linalg.matvec_plan(_lc(tuning="default"), 1, 63, 1152) is None
+    assert linalg.matvec_plan(_lc(subgroup=0), 1, 63, 1152) is None
+
+
+def test_plan_refuses_loops_past_the_budget(monkeypatch):
+    k_max = (linalg.LOOP_BUDGET - 8) * 8 * 4
+    assert linalg.matvec_plan(_lc(), 1, 4, k_max) is not None
+    assert linalg.matvec_plan(_lc(), 1, 4, k_max + 32) is None
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL", "tile")
+    assert linalg.matvec_plan(_lc(), 1, 63, 1152) is None
+
+
+def test_plan_fills_both_cores():
+    for n in (16, 63, 100, 213, 512):
+        cn, wg = linalg.matvec_plan(_lc(), 1, n, 4096)
+        groups = -(-(-(-n // 4)) // cn)
+        assert wg % 8 == 0 and wg <= linalg.MATVEC_MAX_WORKGROUP
+        assert -(-groups * 8 // wg) >= min(groups, 2), (n, cn, wg)
+
+
+def test_pack_puts_a_lanes_step_together():
+    K, N, cn, lanes = 9, 11, 2, 8
+    b = np.arange(K * N, dtype=np.float32).reshape(K, N) + 1
+    packed = linalg.matvec_pack(b, K, N, cn, lanes, "float32").data.reshape(-1, 4)
+    k4 = -(-(-(-K // 4)) // lanes) * lanes
+    for g in range(2):
+        for s in range(k4):
+            for i in range(4):
+                for c in range(cn):
+                    v = packed[((g * k4 + s) * 4 + i) * cn + c]
+                    k, n0 = 4 * s + i, 4 * (g * cn + c)
+                    want = [b[k, n] if k < K and n < N else 0 for n in range(n0, n0 + 4)]
+                    assert list(v) == want, (g, s, i, c)
+
+
+# ---------------------------------------------------------------- on the GPU
+@pytest.mark.parametrize("M,K,N", [(1, 1152, 63), (3, 1001, 77), (3, 516, 130), (2, 4099, 5)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_matmul_of_few_rows(ctx, rng, M, K, N, dtype):
+    if dtype == np.float16 and "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is not supported on this adapter")
+    a, w = data(rng, (M, K), dtype), data(rng, (K, N), dtype)
+    got, steps = build_run(ctx, lambda b, o: b.matmul(o["a"], b.constant(w)), {"a": a})
+    if _takes_matvec(ctx):
+        assert _templates(steps) == ["matmul/matvec.wgsl"]
+        a_decl = next(line for line in steps[0].wgsl.split("\n") if " a: " in line)
+        assert ("array<vec4<" in a_decl) == (K % 4 == 0), "vec4 loads of A where aligned"
+    A, W = a.astype(np.float64), w.astype(np.float64)
+    check(got, A @ W, np.abs(A) @ np.abs(W), K, dtype, f"matvec {M}x{K}->{N}")
+
+
+def test_a_small_b_is_read_from_a_uniform_buffer(ctx, rng):
+    """2 x 256 -> 60: B packed is 15 column groups x 64 k steps x 4 vec4s, 64 KiB at most."""
+    M, K, N = 2, 256, 60
+    a, w = data(rng, (M, K)), data(rng, (K, N))
+    got, steps = build_run(ctx, lambda b, o: b.matmul(o["a"], b.constant(w)), {"a": a})
+    if _takes_matvec(ctx):
+        assert _templates(steps) == ["matmul/matvec.wgsl"] and "var<uniform> b:" in steps[0].wgsl
+    A, W = a.astype(np.float64), w.astype(np.float64)
+    check(got, A @ W, np.abs(A) @ np.abs(W), K, np.float32, "uniform B")
+
+
+def test_gemm_with_transposed_b_c_alpha_beta_and_relu(ctx, rng):
+    M, K, N = 2, 700, 45
+    a, w, c = data(rng, (M, K)), data(rng, (N, K)), data(rng, (N,))
+
+    def build(b, o):
+        return b.relu(b.gemm(o["a"], b.constant(w), c=b.constant(c), alpha=0.5, beta=-2.0, b_transpose=True))
+
+    got, steps = build_run(ctx, build, {"a": a})
+    if _takes_matvec(ctx):
+        assert _templates(steps) == ["matmul/matvec.wgsl"]
+    A, W, C = a.astype(np.float64), w.astype(np.float64), c.astype(np.float64)
+    ref = np.maximum(0.5 * (A @ W.T) - 2.0 * C, 0)
+    check(got, ref, 0.5 * (np.abs(A) @ np.abs(W.T)) + 2.0 * np.abs(C), K + 2, np.float32, "gemm")
+
+
+def test_matmul_with_a_residual_add(ctx, rng):
+    M, K, N = 1, 640, 50
+    a, w, r = data(rng, (M, K)), data(rng, (K, N)), data(rng, (M, N))
+    got, steps = build_run(ctx, lambda b, o: b.add(b.matmul(o["a"], b.constant(w)), o["r"]), {"a": a, "r": r})
+    if _takes_matvec(ctx):
+        assert _templates(steps) == ["matmul/matvec.wgsl"]
+    A, W, R = a.astype(np.float64), w.astype(np.float64), r.astype(np.float64)
+    check(got, A @ W + R, np.abs(A) @ np.abs(W) + np.abs(R), K + 1, np.float32, "residual")
+
+
+@pytest.mark.parametrize("shape,window", [((1, 3, 3, 32), (3, 3)), ((2, 2, 2, 67), (2, 2)), ((1, 1, 3, 260), (1, 1))],
+                         ids=["whole-3x3", "whole-2x2-two-images", "pointwise-3-pixels"])
+def test_conv_of_one_output_pixel_or_few_pixels(ctx, rng, shape, window):
+    """A window covering the whole input (one output pixel per image) or a 1x1 conv on 3 pixels:
+    the input read as rows of a product; bias and PReLU in the epilogue."""
+    O = 70
+    x = data(rng, shape)
+    w, bias, slope = data(rng, (O, *window, shape[3])), data(rng, (O,)), data(rng, (O,))
+
+    def build(b, o):
+        y = b.conv2d(o["x"], b.constant(w), bias=b.constant(bias), input_layout="nhwc", filter_layout="ohwi")
+        return b.prelu(y, b.constant(slope))
+
+    got, steps = build_run(ctx, build, {"x": x})
+    if _takes_matvec(ctx):
+        assert _templates(steps) == ["matmul/matvec.wgsl"]
+    if window == (1, 1):
+        X, W = x.reshape(-1, shape[3]).astype(np.float64), w.reshape(O, -1).T.astype(np.float64)
+        out_shape = (*shape[:3], O)
+    else:
+        X, W = x.reshape(shape[0], -1).astype(np.float64), w.reshape(O, -1).T.astype(np.float64)
+        out_shape = (shape[0], 1, 1, O)
+    pre = X @ W + bias.astype(np.float64)
+    ref = np.where(pre >= 0, pre, pre * slope.astype(np.float64))
+    absref = (np.abs(X) @ np.abs(W) + np.abs(bias)) * np.maximum(1, np.abs(slope))
+    check(got, ref.reshape(out_shape), absref.reshape(out_shape), W.shape[0] + 2, np.float32, "conv")
+
+
+def test_matmul_past_the_tile_kernels_loop_limit_takes_one_launch(ctx, rng):
+    """K = 300,007: the tile kernel would split it in two launches (test_loop_limit.py); a matvec
+    lane loops K / 32 times."""
+    M, K, N = 2, 300_007, 5
+    assert linalg.k_chunks(K) is not None
+    a, w = data(rng, (M, K)), data(rng, (K, N))
+    got, steps = build_run(ctx, lambda b, o: b.matmul(o["a"], b.constant(w)), {"a": a})
+    if _takes_matvec(ctx):
+        assert _templates(steps) == ["matmul/matvec.wgsl"]
+    A, W = a.astype(np.float64), w.astype(np.float64)
+    check(got, A @ W, np.abs(A) @ np.abs(W), K, np.float32, "long K")
