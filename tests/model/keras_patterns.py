@@ -766,3 +766,29 @@ def embedding_int8(per_channel: bool = False, second_reader: bool = False) -> tu
 KERAS_CASES["embedding_int8"] = embedding_int8
 KERAS_CASES["embedding_int8_per_channel"] = lambda: embedding_int8(per_channel=True)
 
+
+
+@case
+def signal_frame():
+    """``tf.signal.frame`` on an open batch: the frame count from SHAPE, SPLIT_V (sizes 1, 1, 0:
+    an empty third piece) and a RESHAPE to a scalar whose shape is an empty constant (a buffer
+    without bytes, as the converter writes it), then STRIDED_SLICE to whole frames and RESHAPE."""
+    rng = np.random.default_rng(48)
+    m = ModelMaker()
+    x = _signature(m, m.input([1, 30]), [-1, 30])
+    shape = m.op("SHAPE", [x], [2], out_dtype=np.int32, options=dict(outType=INT32))
+    batch, length, _ = m.op("SPLIT_V", [shape, m.const(np.int32([1, 1, 0])), m.const(np.int32(0))],
+                            [[1], [1], [0]], out_dtype=np.int32, options=dict(numSplits=3), outputs=3)
+    n = m.op("RESHAPE", [length, m.const(np.zeros(0, np.int32))], [], out_dtype=np.int32)
+    frames = m.op("FLOOR_DIV", [n, m.const(np.int32(8))], [], out_dtype=np.int32)
+    framed_shape = m.op("CONCATENATION", [batch, m.op("PACK", [frames, m.const(np.int32(8))], [2],
+                                                      out_dtype=np.int32, options=dict(valuesCount=2))],
+                        [3], out_dtype=np.int32)
+    end = m.op("CONCATENATION", [batch, m.op("RESHAPE", [m.op("MUL", [frames, m.const(np.int32(8))], [],
+                                                              out_dtype=np.int32), m.const(np.int32([1]))],
+                                             [1], out_dtype=np.int32)], [2], out_dtype=np.int32)
+    whole = _signature(m, m.op("STRIDED_SLICE", [x, m.const(np.int32([0, 0])), end, m.const(np.int32([1, 1]))],
+                               [1, 1]), [-1, -1])
+    out = _signature(m, m.op("RESHAPE", [whole, framed_shape], [1, 1, 8]), [-1, -1, 8])
+    m.output(out)
+    return m.finish(), [_f32(rng, 1, 30)]
