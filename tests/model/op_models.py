@@ -578,3 +578,27 @@ def plain_rnn_variants():
 
     m.output(rnn(RELU, m.variable([batch, units])), rnn(RELU6, m.variable([batch, units])))
     return m.finish(), [_f32(rng, steps, batch, features)]
+
+
+def rfft2d_model(consumer: str = "COMPLEX_ABS") -> tuple[bytes, list[np.ndarray]]:
+    """RFFT2D (a spectrogram's ``tf.signal.stft`` / ``tf.signal.rfft2d``) with fft_length equal to
+    the input's last two sizes, cropping them and zero-padding them; its complex result read by
+    COMPLEX_ABS (through a RESHAPE), REAL and IMAG. ``consumer`` other than COMPLEX_ABS: that
+    operator reads the RFFT2D's result directly and the result is also a model output."""
+    rng = np.random.default_rng(36)
+    m = ModelMaker()
+    x = m.input([2, 4, 16])
+    c64 = np.complex64
+    full = m.op("RFFT2D", [x, m.const(_i32([4, 16]))], [2, 4, 9], out_dtype=c64)
+    if consumer != "COMPLEX_ABS":
+        m.output(m.op(consumer, [full, full], [2, 4, 9]) if consumer == "ADD" else full)
+        return m.finish(), [_f32(rng, 2, 4, 16)]
+    cropped = m.op("RFFT2D", [x, m.const(_i32([1, 8]))], [2, 1, 5], out_dtype=c64)
+    padded = m.op("RFFT2D", [x, m.const(_i32([8, 32]))], [2, 8, 17], out_dtype=c64)
+    flat = m.op("RESHAPE", [padded, m.const(_i32([2, 136]))], [2, 136], out_dtype=c64)
+    m.output(m.op("COMPLEX_ABS", [full], [2, 4, 9]), m.op("REAL", [cropped], [2, 1, 5]),
+             m.op("IMAG", [cropped], [2, 1, 5]), m.op("COMPLEX_ABS", [flat], [2, 136]))
+    return m.finish(), [_f32(rng, 2, 4, 16)]
+
+
+OP_CASES["rfft2d"] = rfft2d_model

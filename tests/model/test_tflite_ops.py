@@ -205,3 +205,15 @@ def test_top_k_of_one_input_is_one_launch(ctx):
     data, _ = top_k_shared()
     labels = [s.label for s in webnn.load(data, ctx).graph._steps]
     assert labels == ["wgsl ['TOPK_V2#0']", "cast ['CAST#4']"]
+
+
+@pytest.mark.parametrize("consumer", ["ADD", "output"])
+def test_complex_value_elsewhere_is_refused(consumer, ctx):
+    """An RFFT2D's complex result read by an operator other than COMPLEX_ABS, REAL, IMAG and
+    reshapes, or a model output, is a NotSupportedError naming it (WebNN has no complex type)."""
+    from op_models import rfft2d_model
+
+    data, _ = rfft2d_model(consumer)
+    with pytest.raises(NotSupportedError, match="operator #1 ADD: a complex input" if consumer == "ADD"
+                       else "model output .* is complex"):
+        webnn.load(data, ctx)

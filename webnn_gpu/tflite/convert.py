@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError, MLTypeError, NotSupportedError, WebNNError
-from .ops import FOLDERS, HANDLERS
+from .ops import COMPLEX_READERS, FOLDERS, HANDLERS, Complex
 from .reader import ModelInfo, OperatorInfo, TensorInfo, dequantize
 
 __all__ = ["Converter", "Converted", "convert", "GRAPH_DTYPES"]
@@ -415,6 +415,9 @@ def convert(model: ModelInfo, builder: Any, dtype: str = "float32", custom_ops=N
         if ti not in cv._operands or ti in model.inputs:
             raise _located(NotSupportedError, f"tflite.load: model output {name!r} is not computed by any "
                                               "operator (a constant or an input passed through)")
+        if isinstance(cv._operands[ti], Complex):
+            raise _located(NotSupportedError, f"tflite.load: model output {name!r} is complex (an RFFT2D's "
+                                              "result); WebNN has no complex type")
         outputs[name] = cv._operands[ti]
     return Converted(
         outputs=outputs,
@@ -475,6 +478,10 @@ def run_operators(cv: Converter, operators: list[OperatorInfo]) -> None:
             what = f"custom op {op.custom_code!r}" if op.opcode == "CUSTOM" else f"op code {op.opcode}"
             raise _located(NotSupportedError, f"{cv.where(op)}: {what} is not supported "
                                               f"(supported: {', '.join(sorted(HANDLERS))})")
+        if op.name not in COMPLEX_READERS and \
+                any(isinstance(cv._operands.get(t), Complex) for t in op.inputs if t >= 0):
+            raise cv.unsupported(op, "a complex input (an RFFT2D's result; COMPLEX_ABS, REAL, IMAG and "
+                                     "reshapes read one)")
         folder = FOLDERS.get(op.name)
         try:
             if folder is not None and folder(cv, op):

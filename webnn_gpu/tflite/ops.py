@@ -662,7 +662,11 @@ def _reshape(cv: Converter, op: OperatorInfo) -> None:
     if int(np.prod(shape, dtype=np.int64)) != in_count:
         raise cv.malformed(op, f"output shape {shape} holds a different element count than "
                                f"the input {list(cv.tensor(op, 0).shape)}")
-    cv.set_output(op, cv.builder.reshape(cv.operand(op, 0), shape, label=cv.label(op)))
+    x = cv.operand(op, 0)
+    if isinstance(x, Complex):  # an RFFT2D's result: both parts
+        cv.set_output(op, Complex(*(cv.builder.reshape(part, shape, label=cv.label(op)) for part in x)))
+        return
+    cv.set_output(op, cv.builder.reshape(x, shape, label=cv.label(op)))
 
 
 def _reshape_rule(cv: Converter, op: OperatorInfo) -> list[int]:
@@ -2818,3 +2822,82 @@ def _unidirectional_rnn(cv: Converter, op: OperatorInfo) -> None:
         outs.append(b.reshape(h, [1, batch, units], label=f"{label}/out{t}"))
     y = outs[0] if steps == 1 else b.concat(outs, 0, label=label + "/sequence")
     cv.set_output(op, _batch_major(cv, op, y, time_major))
+
+
+# ----------------------------------------------------------------------------- complex values (RFFT2D)
+
+
+class Complex(NamedTuple):
+    """A COMPLEX64 tensor as two float operands of the same shape (WebNN has no complex type).
+
+    RFFT2D makes one; RESHAPE, SQUEEZE and EXPAND_DIMS pass it on; COMPLEX_ABS, REAL and
+    IMAG read it. Any other reader is refused (:data:`COMPLEX_READERS`)."""
+
+    re: Any
+    im: Any
+
+    @property
+    def shape(self) -> list[int]:
+        return list(self.re.shape)
+
+
+#: The operators that take a :class:`Complex` input.
+COMPLEX_READERS = frozenset({"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "COMPLEX_ABS", "REAL", "IMAG"})
+
+
+def _dft(n_in: int, n: int, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos and -sin of the DFT of length ``n`` as [n_in, bins] matrices (float64): row t, column
+    k is the term of input sample t in bin k. Samples past ``n`` (cropped) have zero rows; an
+    input shorter than ``n`` is the zero-padded one (its missing rows contribute nothing)."""
+    t = np.arange(n_in)[:, None]
+    k = np.arange(bins)[None, :]
+    angle = 2.0 * np.pi * ((t * k) % n) / n
+    keep = (t < n).astype(np.float64)
+    return np.cos(angle) * keep, -np.sin(angle) * keep
+
+
+@handles("RFFT2D", webnn="matmul of the last axis with the real DFT's cos and -sin matrices (and of the axis "
+                         "before it with the full DFT's, for fft_length[0] > 1): a complex value as two "
+                         "float operands, read by COMPLEX_ABS, REAL or IMAG (through reshapes)")
+def _rfft2d(cv: Converter, op: OperatorInfo) -> None:
+    fft = [int(v) for v in np.asarray(cv.value(op, 1)).reshape(-1)]
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    if cv.tensor(op, 0).type_name not in ("FLOAT32", "FLOAT16") or len(fft) != 2 or len(shape) < 2:
+        raise cv.unsupported(op, f"an input of type {cv.tensor(op, 0).type_name} and rank {len(shape)} with "
+                                 f"fft_length {fft} (expected a float input of rank >= 2 and two lengths)")
+    if min(fft) < 1:
+        raise cv.malformed(op, f"fft_length {fft} (expected values >= 1)")
+    m, n = fft
+    rows, cols = shape[-2:]
+    bins = n // 2 + 1
+    out_shape = shape[:-2] + [m, bins]
+    cv.out_shape(op, 0, lambda: out_shape)
+    b, label = cv.builder, cv.label(op)
+    x = cv.operand(op, 0)
+    if rows > m:
+        x = b.slice(x, [0] * len(shape), shape[:-2] + [m, cols], label=label)
+        rows = m
+    c, s = _dft(cols, n, bins)
+    re = b.matmul(x, cv.constant_like(op, 1, c), label=label)
+    im = b.matmul(x, cv.constant_like(op, 1, s), label=label)
+    if m > 1:  # the full DFT along the axis before: (Cm + i Sm) (re + i im), Sm = -sin
+        cm, sm = _dft(rows, m, m)
+        cm_t, sm_t = cv.constant_like(op, 1, cm.T), cv.constant_like(op, 1, sm.T)
+        re, im = (b.sub(b.matmul(cm_t, re, label=label), b.matmul(sm_t, im, label=label), label=label),
+                  b.add(b.matmul(cm_t, im, label=label), b.matmul(sm_t, re, label=label), label=label))
+    cv.set_output(op, Complex(re, im))
+
+
+@handles("COMPLEX_ABS", "REAL", "IMAG", webnn="sqrt(re * re + im * im), or the part, of RFFT2D's two operands")
+def _complex_part(cv: Converter, op: OperatorInfo) -> None:
+    z = cv.operand(op, 0)
+    if not isinstance(z, Complex):
+        raise cv.unsupported(op, f"an input of type {cv.tensor(op, 0).type_name} that is not an RFFT2D's result")
+    b, label = cv.builder, cv.label(op)
+    if op.name == "REAL":
+        y = b.identity(z.re, label=label)
+    elif op.name == "IMAG":
+        y = b.identity(z.im, label=label)
+    else:
+        y = b.sqrt(b.add(b.mul(z.re, z.re, label=label), b.mul(z.im, z.im, label=label), label=label), label=label)
+    cv.set_output(op, y)
