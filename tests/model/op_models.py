@@ -602,3 +602,22 @@ def rfft2d_model(consumer: str = "COMPLEX_ABS") -> tuple[bytes, list[np.ndarray]
 
 
 OP_CASES["rfft2d"] = rfft2d_model
+
+
+@case
+def segments_and_update():
+    """UNSORTED_SEGMENT_PROD / MAX / MIN and SEGMENT_SUM on run-time data (segment ids known at load
+    time; an empty segment in PROD), DYNAMIC_UPDATE_SLICE with start indices that
+    TFLite clamps so that the update fits."""
+    rng = np.random.default_rng(37)
+    m = ModelMaker()
+    x, upd = m.input([5, 3, 2]), m.input([1, 2, 3])
+    ids = m.const(_i32([2, 0, 2, 3, 0]))
+    outs = [m.op("UNSORTED_SEGMENT_PROD", [x, ids, m.const(_i32([5]))], [5, 3, 2]),
+            m.op("UNSORTED_SEGMENT_MAX", [x, ids, m.const(_i32([4]))], [4, 3, 2]),
+            m.op("UNSORTED_SEGMENT_MIN", [x, m.const(_i32([1, 0, 1, 0, 0])), m.const(_i32([2]))], [2, 3, 2]),
+            m.op("SEGMENT_SUM", [x, m.const(_i32([0, 0, 1, 2, 2]))], [3, 3, 2])]
+    base = m.op("RESHAPE", [x, m.const(_i32([2, 3, 5]))], [2, 3, 5])
+    outs.append(m.op("DYNAMIC_UPDATE_SLICE", [base, upd, m.const(_i32([1, 2, 7]))], [2, 3, 5]))
+    m.output(*outs)
+    return m.finish(), [_f32(rng, 5, 3, 2), _f32(rng, 1, 2, 3)]

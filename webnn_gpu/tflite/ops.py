@@ -2436,11 +2436,11 @@ def _static_ids(cv: Converter, op: OperatorInfo, i: int, what: str) -> np.ndarra
 @handles("UNSORTED_SEGMENT_SUM", webnn="matmul of a constant 0/1 segment matrix [segments, N] with the data "
                                        "as [N, rest] (segment ids known at load time)")
 def _unsorted_segment_sum(cv: Converter, op: OperatorInfo) -> None:
-    shape = [int(d) for d in cv.tensor(op, 0).shape]
-    ids = _static_ids(cv, op, 1, "segment ids")
-    segments = int(cv.value(op, 2).reshape(-1)[0])
-    if tuple(ids.shape) != tuple(shape[:ids.ndim]) or segments < 1:
-        raise cv.malformed(op, f"segment ids of shape {list(ids.shape)} for data {shape}, {segments} segments")
+    ids, segments, shape = _segment_ids(cv, op)
+    _segment_matmul(cv, op, ids, segments, shape)
+
+
+def _segment_matmul(cv: Converter, op: OperatorInfo, ids: np.ndarray, segments: int, shape: list[int]) -> None:
     rows = int(np.prod(ids.shape, dtype=np.int64))
     rest = shape[ids.ndim:]
     place = np.zeros((segments, rows), np.float32)
@@ -2475,10 +2475,88 @@ def _fold_segments(cv: Converter, op: OperatorInfo, values: list) -> list:
     return [out]
 
 
+def _segment_ids(cv: Converter, op: OperatorInfo) -> tuple[np.ndarray, int, list[int]]:
+    """(ids, segments, data shape) of a segment reduction; SEGMENT_SUM's count is the largest id + 1."""
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    ids = _static_ids(cv, op, 1, "segment ids")
+    if op.name == "SEGMENT_SUM":
+        segments = int(ids.max()) + 1 if ids.size else 0
+        if ids.ndim != 1 or ids.size and (ids.min() < 0 or (np.diff(ids) < 0).any()):
+            raise cv.malformed(op, f"segment ids {ids.tolist()} (expected sorted ids >= 0 along the first axis)")
+    else:
+        segments = int(cv.value(op, 2).reshape(-1)[0])
+    if tuple(ids.shape) != tuple(shape[:ids.ndim]) or segments < 1:
+        raise cv.malformed(op, f"segment ids of shape {list(ids.shape)} for data {shape}, {segments} segments")
+    return ids, segments, shape
+
+
 @handles("UNSORTED_SEGMENT_PROD", "UNSORTED_SEGMENT_MAX", "UNSORTED_SEGMENT_MIN",
-         webnn="(folded at load time: the shape arithmetic of a model with dynamic dimensions)")
+         webnn="gather of each segment's rows (segment ids known at load time) as [segments, most rows of one, "
+               "rest], where(a constant mask, the rows, the reduction's identity) for the slots past a segment's "
+               "rows, reduce_product / reduce_max / reduce_min over them (an empty segment: the identity, 1 or "
+               "the float type's lowest / highest, as TFLite)")
 def _unsorted_segment_other(cv: Converter, op: OperatorInfo) -> None:
-    raise cv.unsupported(op, "data computed at run time (input 0; the loader folds this operator at load time only)")
+    ids, segments, shape = _segment_ids(cv, op)
+    x = cv.operand(op, 0)
+    if x.data_type != cv.float_type:
+        raise cv.unsupported(op, f"data of type {x.data_type} (float data only)")
+    kind = op.name.rsplit("_", 1)[1]
+    flat = ids.reshape(-1)
+    rest = shape[ids.ndim:]
+    members = [np.flatnonzero(flat == k) for k in range(segments)]  # ids outside [0, segments) are skipped
+    width = max(1, max(len(r) for r in members))
+    index = np.zeros((segments, width), np.int32)
+    keep = np.zeros((segments, width) + (1,) * len(rest), np.uint8)
+    for k, rows in enumerate(members):
+        index[k, :len(rows)] = rows
+        keep[k, :len(rows)] = 1
+    info = np.finfo(np.float16 if cv.float_type == "float16" else np.float32)
+    identity = {"PROD": 1.0, "MAX": float(info.min), "MIN": float(info.max)}[kind]
+    b, label = cv.builder, cv.label(op)
+    rows = b.reshape(x, [len(flat), *rest], label=label + "/rows")
+    g = b.gather(rows, b.constant({"data_type": "int32", "shape": list(index.shape)}, index), axis=0,
+                 label=label + "/gather")
+    if not keep.all():
+        g = b.where(b.constant({"data_type": "uint8", "shape": list(keep.shape)}, keep), g,
+                    cv.scalar_constant(identity, cv.float_type), label=label + "/pad")
+    reduce = {"PROD": b.reduce_product, "MAX": b.reduce_max, "MIN": b.reduce_min}[kind]
+    cv.set_output(op, reduce(g, axes=[1], keep_dimensions=False, label=label))
+
+
+@handles("SEGMENT_SUM", webnn="as UNSORTED_SEGMENT_SUM with the largest id + 1 segments (sorted segment ids known "
+                              "at load time)")
+def _segment_sum(cv: Converter, op: OperatorInfo) -> None:
+    ids, segments, shape = _segment_ids(cv, op)
+    cv.out_shape(op, 0, lambda: [segments, *shape[1:]])
+    _segment_matmul(cv, op, ids, segments, shape)
+
+
+@folds("SEGMENT_SUM")
+def _fold_segment_sum(cv: Converter, op: OperatorInfo, values: list) -> list:
+    data, ids = values[0], values[1].astype(np.int64).reshape(-1)
+    out = np.zeros((int(ids.max()) + 1 if ids.size else 0, *data.shape[1:]), data.dtype)
+    np.add.at(out, ids, data)
+    return [out]
+
+
+@handles("DYNAMIC_UPDATE_SLICE", webnn="where(a constant mask of the updated block, pad(update), operand) (start "
+                                       "indices known at load time, clamped so that the update fits, as TFLite)")
+def _dynamic_update_slice(cv: Converter, op: OperatorInfo) -> None:
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    size = [int(d) for d in cv.tensor(op, 1).shape]
+    start = _static_ids(cv, op, 2, "start indices").reshape(-1)
+    if len(size) != len(shape) or len(start) != len(shape) or any(u > d for u, d in zip(size, shape)):
+        raise cv.malformed(op, f"an update of shape {size} at {start.tolist()} in an operand of shape {shape}")
+    begin = [int(min(max(s, 0), d - u)) for s, d, u in zip(start, shape, size)]
+    b, label = cv.builder, cv.label(op)
+    x, upd = cv.operand(op, 0), cv.operand(op, 1)
+    if size == shape:
+        cv.set_output(op, b.identity(upd, label=label))
+        return
+    mask = np.zeros(shape, np.uint8)
+    mask[tuple(slice(a, a + u) for a, u in zip(begin, size))] = 1
+    padded = b.pad(upd, begin, [d - a - u for d, a, u in zip(shape, begin, size)], label=label + "/pad")
+    cv.set_output(op, b.where(b.constant({"data_type": "uint8", "shape": shape}, mask), padded, x, label=label))
 
 
 @handles("SCATTER_ND", webnn="scatter_nd into zeros (distinct indices known at load time); a matmul with a 0/1 "
