@@ -621,3 +621,16 @@ def segments_and_update():
     outs.append(m.op("DYNAMIC_UPDATE_SLICE", [base, upd, m.const(_i32([1, 2, 7]))], [2, 3, 5]))
     m.output(*outs)
     return m.finish(), [_f32(rng, 5, 3, 2), _f32(rng, 1, 2, 3)]
+
+
+@case
+def matrix_diagonals():
+    """MATRIX_DIAG, MATRIX_SET_DIAG on wide and tall matrices (``tf.linalg.diag``, ``set_diag``),
+    and a model output that is the input passed through (Keras' linear activation)."""
+    rng = np.random.default_rng(38)
+    m = ModelMaker()
+    x, wide, tall = m.input([2, 3]), m.input([2, 3, 5]), m.input([2, 5, 3])
+    outs = [m.op("MATRIX_DIAG", [x], [2, 3, 3]),
+            m.op("MATRIX_SET_DIAG", [wide, x], [2, 3, 5]), m.op("MATRIX_SET_DIAG", [tall, x], [2, 5, 3])]
+    m.output(*outs, x)
+    return m.finish(), [_f32(rng, 2, 3), _f32(rng, 2, 3, 5), _f32(rng, 2, 5, 3)]

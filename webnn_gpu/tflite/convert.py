@@ -412,9 +412,11 @@ def convert(model: ModelInfo, builder: Any, dtype: str = "float32", custom_ops=N
         if ti in cv._folded and ti not in cv._operands and model.operators:  # a value known at load time
             cv._operands[ti] = builder.identity(cv._constant(model.operators[-1], model.tensors[ti]),
                                                 label=f"output {name}")
-        if ti not in cv._operands or ti in model.inputs:
+        if ti in model.inputs and ti in cv._operands:  # an input passed through (Keras' linear activation)
+            cv._operands[ti] = builder.identity(cv._operands[ti], label=f"output {name}")
+        if ti not in cv._operands:
             raise _located(NotSupportedError, f"tflite.load: model output {name!r} is not computed by any "
-                                              "operator (a constant or an input passed through)")
+                                              "operator")
         if isinstance(cv._operands[ti], Complex):
             raise _located(NotSupportedError, f"tflite.load: model output {name!r} is complex (an RFFT2D's "
                                               "result); WebNN has no complex type")

@@ -2979,3 +2979,34 @@ def _complex_part(cv: Converter, op: OperatorInfo) -> None:
     else:
         y = b.sqrt(b.add(b.mul(z.re, z.re, label=label), b.mul(z.im, z.im, label=label), label=label), label=label)
     cv.set_output(op, y)
+
+
+@handles("MATRIX_DIAG", webnn="mul of the input as [..., 1, N] with a constant identity [N, N]")
+def _matrix_diag(cv: Converter, op: OperatorInfo) -> None:
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    if not shape:
+        raise cv.malformed(op, "a scalar input (expected rank >= 1)")
+    n = shape[-1]
+    b, label = cv.builder, cv.label(op)
+    x = cv.operand(op, 0)
+    if x.data_type != cv.float_type:
+        raise cv.unsupported(op, f"an input of type {x.data_type} (float only)")
+    row = b.reshape(x, shape[:-1] + [1, n], label=label + "/row")
+    cv.set_output(op, b.mul(row, cv.constant_like(op, 0, np.eye(n)), label=label))
+
+
+@handles("MATRIX_SET_DIAG", webnn="where(a constant identity mask, the diagonal as [..., K, 1] (rows) or [..., 1, K] "
+                                  "(columns, more rows than columns), the input)")
+def _matrix_set_diag(cv: Converter, op: OperatorInfo) -> None:
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    diag = [int(d) for d in cv.tensor(op, 1).shape]
+    if len(shape) < 2 or diag != shape[:-2] + [min(shape[-2:])]:
+        raise cv.malformed(op, f"a diagonal of shape {diag} for an input of shape {shape}")
+    rows, cols = shape[-2:]
+    b, label = cv.builder, cv.label(op)
+    d = cv.operand(op, 1)
+    k = diag[-1]
+    d = b.reshape(d, shape[:-2] + ([k, 1] if rows <= cols else [1, k]), label=label + "/diagonal")
+    mask = np.eye(rows, cols, dtype=np.uint8)
+    cv.set_output(op, b.where(b.constant({"data_type": "uint8", "shape": [rows, cols]}, mask), d,
+                              cv.operand(op, 0), label=label))
