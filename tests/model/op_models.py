@@ -634,3 +634,32 @@ def matrix_diagonals():
             m.op("MATRIX_SET_DIAG", [wide, x], [2, 3, 5]), m.op("MATRIX_SET_DIAG", [tall, x], [2, 5, 3])]
     m.output(*outs, x)
     return m.finish(), [_f32(rng, 2, 3), _f32(rng, 2, 3, 5), _f32(rng, 2, 5, 3)]
+
+
+def if_model(static: bool) -> tuple[bytes, list[np.ndarray]]:
+    """``keras.ops.cond``: an IF whose condition is the sign of the input's sum (run time) or a
+    constant (load time); the branches ``x * 2 + c`` and ``-x``, each also returning ``x + 1``."""
+    rng = np.random.default_rng(39)
+    m = ModelMaker()
+    x = m.input([2, 3])
+    then = m.subgraph()
+    tx = m.input([2, 3])
+    m.output(m.op("ADD", [m.op("MUL", [tx, m.const(np.float32(2.0))], [2, 3]), m.const(_f32(rng, 2, 3))], [2, 3]),
+             m.op("ADD", [tx, m.const(np.float32(1.0))], [2, 3]))
+    other = m.subgraph()
+    ex = m.input([2, 3])
+    m.output(m.op("NEG", [ex], [2, 3]), m.op("ADD", [ex, m.const(np.float32(1.0))], [2, 3]))
+    m.subgraph(0)
+    if static:
+        cond = m.const(np.bool_(False))
+    else:
+        total = m.op("SUM", [x, m.const(_i32([0, 1]))], [])
+        cond = m.op("GREATER", [total, m.const(np.float32(0.0))], [], out_dtype=np.bool_)
+    outs = m.op("IF", [cond, x], [[2, 3], [2, 3]], options=dict(thenSubgraphIndex=then, elseSubgraphIndex=other),
+                outputs=2)
+    m.output(*outs)
+    return m.finish(), [_f32(rng, 2, 3)]
+
+
+OP_CASES["if_static"] = lambda: if_model(static=True)
+OP_CASES["if_run_time"] = lambda: if_model(static=False)

@@ -217,3 +217,15 @@ def test_complex_value_elsewhere_is_refused(consumer, ctx):
     with pytest.raises(NotSupportedError, match="operator #1 ADD: a complex input" if consumer == "ADD"
                        else "model output .* is complex"):
         webnn.load(data, ctx)
+
+
+def test_if_run_time_condition_takes_either_branch(ctx):
+    """An IF whose condition is computed at run time gives each branch's outputs as LiteRT does,
+    for inputs that take the then branch and inputs that take the else branch."""
+    from op_models import if_model
+
+    data, (x,) = if_model(static=False)
+    model = webnn.load(data, ctx)
+    for sign in (1.0, -1.0):
+        inputs = [(np.abs(x) * sign).astype(np.float32)]
+        _compare("if", model.compute({model.input_names[0]: inputs[0]}), run_litert(data, inputs), model.output_names)

@@ -87,6 +87,7 @@ _OPTIONS = {
     "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
     "BIDIRECTIONAL_SEQUENCE_LSTM": "BidirectionalSequenceLSTMOptions",
     "WHILE": "WhileOptions",
+    "IF": "IfOptions",
     "FILL": "FillOptions",
     "TILE": "TileOptions",
     "SELECT_V2": "SelectV2Options",

@@ -2746,6 +2746,44 @@ def _while(cv: Converter, op: OperatorInfo) -> None:
         cv.set_entry(op, value, j)
 
 
+@handles("IF", webnn="the branch a load-time condition picks; for a run-time condition both branches, their "
+                     "outputs picked by where(condition) (branches of the same output shapes)")
+def _if(cv: Converter, op: OperatorInfo) -> None:
+    o = op.options(_fb.IfOptions)
+    then_index, else_index = int(_opt(o, "ThenSubgraphIndex", 0)), int(_opt(o, "ElseSubgraphIndex", 0))
+    args = [cv.entry(op, i) for i in range(1, len(op.inputs))]
+    cond = cv.static(op, 0)
+    if cond is not None:
+        if np.asarray(cond).size != 1:
+            raise cv.malformed(op, f"a condition of shape {list(np.asarray(cond).shape)} (expected one value)")
+        pick = then_index if bool(np.asarray(cond).reshape(-1)[0]) else else_index
+        outs = cv.call_subgraph(op, pick, args, f"{cv.label(op)}/{'then' if pick == then_index else 'else'}/")
+        for j, value in enumerate(outs):
+            cv.set_entry(op, value, j)
+        return
+    # A run-time condition: both branches run (they have no side effects: the loader maps no
+    # resource variables) and where() picks each output, the condition broadcast over it.
+    then_outs = cv.call_subgraph(op, then_index, args, f"{cv.label(op)}/then/")
+    else_outs = cv.call_subgraph(op, else_index, args, f"{cv.label(op)}/else/")
+    b, label = cv.builder, cv.label(op)
+    c = cv.operand(op, 0)
+    if int(np.prod(c.shape, dtype=np.int64)) != 1:
+        raise cv.malformed(op, f"a condition of shape {list(c.shape)} (expected one value)")
+    if c.data_type != "uint8":
+        c = b.not_equal(c, b.constant({"data_type": c.data_type, "shape": []},
+                                      np.zeros((), _NP_TYPES[cv.tensor(op, 0).type_name])), label=label + "/cond")
+    for j, (t, e) in enumerate(zip(then_outs, else_outs)):
+        if list(t.shape) != list(e.shape):
+            raise cv.unsupported(op, f"branches whose output {j} differs in shape ({list(t.shape)} and "
+                                     f"{list(e.shape)}) under a run-time condition")
+        t_op = t if not isinstance(t, np.ndarray) else cv.constant_like(op, 1, t) if t.dtype.kind == "f" else None
+        e_op = e if not isinstance(e, np.ndarray) else cv.constant_like(op, 1, e) if e.dtype.kind == "f" else None
+        if t_op is None or e_op is None:
+            raise cv.unsupported(op, f"a non-float output {j} known at load time in one branch only")
+        cond = b.reshape(c, [1] * len(t.shape), label=f"{label}/cond{j}") if len(c.shape) != len(t.shape) else c
+        cv.set_output(op, b.where(cond, t_op, e_op, label=f"{label}/{j}"), j)
+
+
 # ----------------------------------------------------------------------------- recurrent layers
 
 _RNN_ACTIVATIONS = {ACT_RELU: "relu", ACT_TANH: "tanh"}
