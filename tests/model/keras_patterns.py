@@ -792,3 +792,35 @@ def signal_frame():
     out = _signature(m, m.op("RESHAPE", [whole, framed_shape], [1, 1, 8]), [-1, -1, 8])
     m.output(out)
     return m.finish(), [_f32(rng, 1, 30)]
+
+
+def seed_state(output_reads_state: bool = False) -> tuple[bytes, list[np.ndarray]]:
+    """Keras 3's random augmentation layers at inference: the identity, but every call advances a
+    seed generator's state (CALL_ONCE sets it up in its own subgraph; VAR_HANDLE, READ_VARIABLE,
+    ADD, ASSIGN_VARIABLE) that no output reads. ``output_reads_state``: the output also adds the
+    state (a stateful layer: refused)."""
+    rng = np.random.default_rng(49)
+    m = ModelMaker()
+    x = m.input([1, 4])
+    init = m.subgraph()
+    var0 = m.op("VAR_HANDLE", [], [], options=dict(sharedName="seed"))
+    m.tensors[var0].type = schema.TensorType.RESOURCE
+    m.op("ASSIGN_VARIABLE", [var0, m.const(np.int32([7, 0]))], [])
+    m.operators[-1].outputs = []  # ASSIGN_VARIABLE and CALL_ONCE write no tensor
+    m.subgraph(0)
+    m.op("CALL_ONCE", [], [], options=dict(initSubgraphIndex=init))
+    m.operators[-1].outputs = []
+    var = m.op("VAR_HANDLE", [], [], options=dict(sharedName="seed"))
+    m.tensors[var].type = schema.TensorType.RESOURCE
+    state = m.op("READ_VARIABLE", [var], [2], out_dtype=np.int32)
+    m.op("ASSIGN_VARIABLE", [var, m.op("ADD", [state, m.const(np.int32([0, 1]))], [2], out_dtype=np.int32)], [])
+    m.operators[-1].outputs = []
+    y = m.op("MUL", [x, m.const(_f32(rng, 1, 4))], [1, 4])
+    if output_reads_state:
+        y = m.op("MUL", [y, m.op("CAST", [m.op("SUM", [state, m.const(np.int32([0]))], [], out_dtype=np.int32)], [])],
+                 [1, 4])
+    m.output(y)
+    return m.finish(), [_f32(rng, 1, 4)]
+
+
+KERAS_CASES["seed_state"] = seed_state

@@ -88,6 +88,8 @@ _OPTIONS = {
     "BIDIRECTIONAL_SEQUENCE_LSTM": "BidirectionalSequenceLSTMOptions",
     "WHILE": "WhileOptions",
     "IF": "IfOptions",
+    "VAR_HANDLE": "VarHandleOptions",
+    "CALL_ONCE": "CallOnceOptions",
     "FILL": "FillOptions",
     "TILE": "TileOptions",
     "SELECT_V2": "SelectV2Options",
