@@ -287,3 +287,74 @@ def test_run_passes_fuses_before_the_epilogue_rules():
     x = ir.input(SHAPE)
     y = _onnx_form(ir, x)
     assert [n.op for n in run_passes(ir.nodes, {"y": y})] == ["layer_normalization"]
+
+
+GROUPS = (2, 6, 4, 3)  # a GroupNormalization's view: [batch, steps, groups, channels / groups]
+
+
+def _group_form(ir: IR, x, *, gamma=True, beta=True, axes=(1, 3)):
+    """Keras 3's GroupNormalization through TensorFlow 2.21's converter: the negated-mean form
+    over axes (1, 3) of the grouped view, gamma and beta per channel ([1, 1, groups, size]):
+    x * i + (neg(m) * i + beta), i = rsqrt(v + eps) * gamma."""
+    m = ir.mean(x, axes)
+    d = ir.op("sub", [x, m])
+    v = ir.mean(ir.op("mul", [d, d]), axes)
+    i = ir.op("reciprocal", [ir.op("sqrt", [ir.op("add", [v, ir.const(1e-3)])])])
+    per_channel = (1, 1) + tuple(x.shape[2:])
+    i = ir.op("mul", [i, ir.const(np.linspace(0.5, 1.5, 12).reshape(per_channel)) if gamma is True else gamma])
+    nm = ir.op("mul", [ir.op("neg", [m]), i])
+    if beta is not None:
+        nm = ir.op("add", [nm, ir.const(np.linspace(-1, 1, 12).reshape(per_channel)) if beta is True else beta])
+    return ir.op("add", [ir.op("mul", [x, i]), nm])
+
+
+@pytest.mark.parametrize("beta", [True, None])
+def test_a_group_normalization_normalizes_then_scales_per_channel(beta):
+    """Per-channel gamma and beta vary along axes that are not normalized: the node normalizes
+    without them and a mul and an add follow (the kernel's epilogue later)."""
+    ir = IR()
+    x = ir.input(GROUPS)
+    y = _group_form(ir, x, beta=beta)
+    out = _fused(ir, y)
+    assert [n.op for n in out] == ["layer_normalization", "mul"] + (["add"] if beta else [])
+    ln = out[0]
+    assert ln.inputs[0] is x and ln.inputs[1] is None and ln.inputs[2] is None and ln.attrs["axes"] == (1, 3)
+    assert out[1].inputs[0] is ln.outputs[0] and out[1].inputs[1].shape == (1, 1, 4, 3)
+    assert out[-1].outputs[0] is y
+
+
+def test_a_group_scale_that_grows_the_tensor_keeps_the_graph():
+    """A gamma of a larger rank than x (the product grows x): no match."""
+    ir = IR()
+    y = _group_form(ir, ir.input(GROUPS), gamma=ir.const(np.ones((2, 1, 1, 4, 3))))
+    _unchanged(ir, y)
+
+
+def test_a_group_scale_read_twice_keeps_the_graph():
+    """i (rsqrt times gamma) also read by a graph output: the decomposed nodes stay."""
+    ir = IR()
+    x = ir.input(GROUPS)
+    y = _group_form(ir, x)
+    i = next(n for n in ir.nodes if n.op == "mul" and n.inputs[0].producer is not None
+             and n.inputs[0].producer.op == "reciprocal").outputs[0]
+    _unchanged(ir, y, {"y": y, "i": i})
+
+
+def test_fused_group_norm_matches_numpy(ctx, rng):
+    """GroupNormalization's form on the GPU: one layer_norm.wgsl kernel (gamma and beta its
+    epilogue), against float64 NumPy."""
+    x = (rng.standard_normal(GROUPS) * 2 + 1).astype(np.float32)
+    gamma = (rng.standard_normal((1, 1, 4, 3)) * 0.5 + 1).astype(np.float32)
+    beta = rng.standard_normal((1, 1, 4, 3)).astype(np.float32)
+
+    def build(b, ops):
+        x = ops["x"]
+        m = b.reduce_mean(x, axes=[1, 3], keep_dimensions=True)
+        d = b.sub(x, m)
+        v = b.reduce_mean(b.mul(d, d), axes=[1, 3], keep_dimensions=True)
+        i = b.mul(b.reciprocal(b.sqrt(b.add(v, b.constant("float32", 1e-3)))), b.constant(gamma))
+        return {"y": b.add(b.mul(x, i), b.add(b.mul(b.neg(m), i), b.constant(beta)))}
+
+    ref = _ref_ln(x, (1, 3), 1e-3, gamma, beta)
+    np.testing.assert_allclose(run_graph(ctx, build, {"x": x})["y"], ref, rtol=1e-4, atol=1e-4)
+    assert _templates(ctx, build, {"x": x.shape}) == ["norm/layer_norm.wgsl"]

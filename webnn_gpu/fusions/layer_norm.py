@@ -20,7 +20,11 @@ order where they commute):
 
 ``scale`` and ``bias`` must vary along ``A`` alone (host constants are re-made in the
 kernel's ``[x.shape[a] for a in A]`` shape, a computed one of that many elements is viewed
-so). Every intermediate value must feed only the pattern and be no graph output. The result
+so); in the negated-mean form they may vary along other axes too, broadcasting into ``x``
+without growing it (Keras' ``GroupNormalization``: the tensor viewed as ``[..., groups,
+channels / groups]``, normalized over every axis but the batch and the groups, gamma and beta
+per channel): the node then normalizes without them and a ``mul`` and an ``add`` follow, which
+``fuse_epilogue`` gives the normalization kernel (one kernel for the layer's eight). Every intermediate value must feed only the pattern and be no graph output. The result
 is computed by the ``layer_normalization`` node (``norm/layer_norm.wgsl`` for rows of at most
 4,096 values whose scale and bias run along the normalized axes, else ``norm/moments.wgsl``
 then ``norm/normalize.wgsl``), which accumulates in float32: equal to the decomposed form up to
@@ -68,12 +72,31 @@ class LayerNormMatch:
     bias: Value | None
     #: the nodes the fused node replaces; the last one's output is the result
     nodes: list[Node]
+    #: scale and bias vary along other axes than the normalized ones (a group normalization's
+    #: per-channel parameters): they stay a mul and an add after the node
+    outer: bool = False
 
     def lower(self) -> list[Node]:
         """The nodes that compute the match: views that give a computed scale or bias the
         kernel's shape, then the ``layer_normalization`` node (producing the last matched
-        node's output)."""
+        node's output); with :attr:`outer`, the node without parameters, then ``mul`` by the
+        scale and ``add`` of the bias (which the normalization kernel takes as its epilogue)."""
         last = self.nodes[-1]
+        labels = [n.label for n in self.nodes if n.label]
+        label = labels[-1] if labels else ""
+        if self.outer:
+            steps = [(op, v) for op, v in (("mul", self.scale), ("add", self.bias)) if v is not None]
+            n = Value(self.x.data_type, tuple(self.x.shape), "op")
+            out: list[Node] = [Node("layer_normalization", [self.x, None, None], [n],
+                                    LayerNormAttrs(self.axes, self.axes, self.epsilon), label)]
+            n.producer = out[0]
+            for k, (op, v) in enumerate(steps):
+                y = last.outputs[0] if k == len(steps) - 1 else Value(self.x.data_type, tuple(self.x.shape), "op")
+                out.append(Node(op, [n, v], [y], {}, label))
+                if k < len(steps) - 1:
+                    y.producer = out[-1]
+                n = y
+            return out
         want = tuple(self.x.shape[a] for a in self.axes)
         views: list[Node] = []
         params: list[Value | None] = []
@@ -88,9 +111,8 @@ class LayerNormMatch:
                 view = Value(v.data_type, want, "op")
                 views.append(Node("reshape", [v], [view], {"alias": True}, _view_label(last)))
                 params.append(view)
-        labels = [n.label for n in self.nodes if n.label]
         fused = Node("layer_normalization", [self.x, *params], list(last.outputs),
-                     LayerNormAttrs(self.axes, self.axes, self.epsilon), labels[-1] if labels else "")
+                     LayerNormAttrs(self.axes, self.axes, self.epsilon), label)
         return [*views, fused]
 
 
@@ -118,6 +140,14 @@ def _param_ok(v: Value | None, x: Value, axes: tuple[int, ...]) -> bool:
     if v.kind == "constant" and v.data is not None:
         return True
     return all(shp[a] == x.shape[a] for a in axes)
+
+
+def _param_outer(v: Value | None, x: Value) -> bool:
+    """Whether ``v`` (a scale or bias) broadcasts into ``x``'s shape without growing it (any axes:
+    applied after the normalization as a ``mul`` or ``add``)."""
+    if v is None or v.data_type != x.data_type or len(v.shape) > len(x.shape):
+        return False
+    return all(d in (1, x.shape[a]) for a, d in enumerate(_aligned(v.shape, len(x.shape))))
 
 
 def _epsilon(v: Value | None, like: Value) -> float | None:
@@ -274,15 +304,21 @@ def match_layer_norm(g: GraphView, mean: Node) -> LayerNormMatch | None:
     scale = None
     i = r
     gm = mt.only(r, "mul")
+    outer = False
     if gm is not None and _param_ok(_other(gm, r), x, axes):  # i = rsqrt(v + eps) * scale
         scale, i = _other(gm, r), gm.outputs[0]
+        nodes.append(gm)
+    elif gm is not None and _param_outer(_other(gm, r), x):  # a scale along other axes (GroupNormalization)
+        scale, i, outer = _other(gm, r), gm.outputs[0], True
         nodes.append(gm)
     if g.is_output(i):
         return None
     i_users = g.consumers(i)
     mb = next((u for u in users if u is not sub), None)
     if mb is not None and mb.op == "neg":  # TFLite's converter for Keras 3: y = x * i + (neg(m) * i + bias)
-        return _negated_mean_form(mt, x, axes, eps, scale, nodes, mb, i, i_users)
+        return _negated_mean_form(mt, x, axes, eps, scale, nodes, mb, i, i_users, outer)
+    if outer:
+        return None
     xa = next((u for u in i_users if u is not mb), None)
     if (len(i_users) != 2 or mb is None or mb not in i_users or xa is None or mb.op != "mul" or xa.op != "mul"
             or _other(mb, m) is not i or _other(xa, x) is not i or tuple(xa.outputs[0].shape) != tuple(x.shape)):
@@ -305,9 +341,13 @@ def match_layer_norm(g: GraphView, mean: Node) -> LayerNormMatch | None:
 
 
 def _negated_mean_form(mt: _Matcher, x: Value, axes, eps: float, scale: Value | None, nodes: list[Node],
-                       neg: Node, i: Value, i_users: list[Node]) -> LayerNormMatch | None:
+                       neg: Node, i: Value, i_users: list[Node], outer: bool = False) -> LayerNormMatch | None:
     """The rest of the batch-normalization form with the mean negated first:
-    ``y = x * i + (neg(m) * i + bias)`` (or ``x * i + neg(m) * i`` without a bias)."""
+    ``y = x * i + (neg(m) * i + bias)`` (or ``x * i + neg(m) * i`` without a bias). ``outer``:
+    the scale in ``i`` varies along other axes than the normalized ones; then the bias may
+    too (Keras' ``GroupNormalization``: per-channel parameters over a [..., groups, channels /
+    groups] view normalized over all axes but the batch and the groups), and the match
+    normalizes without them, then multiplies and adds."""
     nm = neg.outputs[0]
     mb = mt.only(nm, "mul")
     xa = next((u for u in i_users if u is not mb), None)
@@ -323,7 +363,9 @@ def _negated_mean_form(mt: _Matcher, x: Value, axes, eps: float, scale: Value | 
     else:
         bias = _other(after, nb)
         if not _param_ok(bias, x, axes):
-            return None
+            if not _param_outer(bias, x):
+                return None
+            outer = True
         last = mt.only(xa.outputs[0], "add")
         if (last is None or _other(last, xa.outputs[0]) is not after.outputs[0]
                 or mt.g.sole_consumer(after.outputs[0]) is not last):
@@ -331,7 +373,7 @@ def _negated_mean_form(mt: _Matcher, x: Value, axes, eps: float, scale: Value | 
         y, tail = last, [after]
     if tuple(y.outputs[0].shape) != tuple(x.shape):
         return None
-    return LayerNormMatch(x, axes, eps, scale, bias, [*nodes, neg, mb, *tail, xa, y])
+    return LayerNormMatch(x, axes, eps, scale, bias, [*nodes, neg, mb, *tail, xa, y], outer)
 
 
 def fuse_layer_norm(nodes: list, outputs: dict, context=None) -> list:
