@@ -824,3 +824,25 @@ def seed_state(output_reads_state: bool = False) -> tuple[bytes, list[np.ndarray
 
 
 KERAS_CASES["seed_state"] = seed_state
+
+
+@case
+def group_norm():
+    """Keras 3's GroupNormalization(4) on [1, 12, 16] as TensorFlow 2.21 writes it: RESHAPE to
+    [1, 12, 4, 4], MEAN over (1, 3), NEG, SQUARED_DIFFERENCE, MEAN, ADD, RSQRT, MUL by gamma
+    (per channel), the negated-mean form with beta, RESHAPE back (one normalization kernel)."""
+    rng = np.random.default_rng(50)
+    m = ModelMaker()
+    x = m.input([1, 12, 16])
+    g = m.op("RESHAPE", [x, m.const(np.int32([1, 12, 4, 4]))], [1, 12, 4, 4])
+    axes = m.const(np.int32([1, 3]))
+    mean = m.op("MEAN", [g, axes], [1, 1, 4, 1], options=dict(keepDims=True))
+    neg = m.op("NEG", [mean], [1, 1, 4, 1])
+    sd = m.op("SQUARED_DIFFERENCE", [g, mean], [1, 12, 4, 4])
+    var = m.op("MEAN", [sd, axes], [1, 1, 4, 1], options=dict(keepDims=True))
+    r = m.op("RSQRT", [m.op("ADD", [var, m.const(np.float32(1e-3))], [1, 1, 4, 1])], [1, 1, 4, 1])
+    i = m.op("MUL", [r, m.const(_f32(rng, 1, 1, 4, 4) * 0.5 + 1)], [1, 1, 4, 4])
+    shift = m.op("ADD", [m.op("MUL", [neg, i], [1, 1, 4, 4]), m.const(_f32(rng, 1, 1, 4, 4))], [1, 1, 4, 4])
+    y = m.op("ADD", [m.op("MUL", [g, i], [1, 12, 4, 4]), shift], [1, 12, 4, 4])
+    m.output(m.op("RESHAPE", [y, m.const(np.int32([1, 12, 16]))], [1, 12, 16]))
+    return m.finish(), [(_f32(rng, 1, 12, 16) * 2 + 1).astype(np.float32)]

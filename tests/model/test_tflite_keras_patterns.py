@@ -292,3 +292,11 @@ def test_embedding_negative_ids_wrap_in_the_gather(case, alone, ctx):
     data, _ = KERAS_CASES[case]()
     kernels = webnn.load(data, ctx).graph.kernel_count
     assert (kernels == 1) if alone else (kernels > 1), kernels
+
+
+def test_group_norm_is_one_kernel(ctx):
+    """Keras' GroupNormalization (keras_patterns.group_norm) runs as one norm/layer_norm.wgsl
+    kernel, gamma and beta its epilogue."""
+    data, _ = KERAS_CASES["group_norm"]()
+    templates = [s.template for s in webnn.load(data, ctx).graph._steps if hasattr(s, "template")]
+    assert templates == ["norm/layer_norm.wgsl"]
