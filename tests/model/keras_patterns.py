@@ -137,7 +137,7 @@ def tensor_list_loop():
 def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool = False, buffer: bool = True,
                    reverse: bool = False, weights: str = "float32", embedded: bool = False,
                    relu_cell: bool = False, masked: str = "", bidirectional: bool = False,
-                   batch: int = 2) -> tuple[bytes, list[np.ndarray]]:
+                   batch: int = 2, split_gates: bool = False) -> tuple[bytes, list[np.ndarray]]:
     """A Keras 3 LSTM or GRU layer as TensorFlow's converter writes it: a time-major
     sequence, a WHILE with two counters, a body of fully connected layers, a gate split
     and the activations, and a buffer written per step (LSTM: the whole sequence through
@@ -172,6 +172,8 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     weights over the sequence reversed along time, written first; the LSTM's sequences
     (batch-major, the backward one reversed back) or the GRU's / SimpleRNN's last states concatenated
     along the features, and each direction's final state, are the outputs.
+    ``split_gates`` (LSTM): each gate has its own products, the step's input (with the gate's
+    bias) and the state's (Keras' layers with ``recurrent_dropout``), added per gate.
     """
     reset_after = cell != "gru0"
     cell = "gru" if cell == "gru0" else cell
@@ -270,13 +272,20 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
         tanh = (lambda v: m.op("RELU", [v], state)) if relu_cell else (lambda v: m.op("TANH", [v], state))  # noqa: E731
         if cell == "lstm":
             c = ins[4]
-            rec = m.op("FULLY_CONNECTED", [h, weight(gates * units, units, scale=0.5), -1],
-                       [batch, gates * units])
-            xw = m.op("FULLY_CONNECTED", [x_t, weight(gates * units, features, scale=0.5), -1],
-                      [batch, gates * units])
-            z = m.op("ADD", [m.op("ADD", [xw, rec], [batch, gates * units]), weight(gates * units, scale=0.3)],
-                     [batch, gates * units])
-            gi, gf, gg, go = m.op("SPLIT", [m.const(np.int32(1)), z], [state] * 4, options=dict(numSplits=4), outputs=4)
+            if split_gates:
+                gi, gf, gg, go = [m.op("ADD", [m.op("FULLY_CONNECTED", [x_t, weight(units, features, scale=0.5),
+                                                                          weight(units, scale=0.3)], state),
+                                                m.op("FULLY_CONNECTED", [h, weight(units, units, scale=0.5), -1], state)],
+                                       state) for _ in range(4)]
+            else:
+                rec = m.op("FULLY_CONNECTED", [h, weight(gates * units, units, scale=0.5), -1],
+                           [batch, gates * units])
+                xw = m.op("FULLY_CONNECTED", [x_t, weight(gates * units, features, scale=0.5), -1],
+                          [batch, gates * units])
+                z = m.op("ADD", [m.op("ADD", [xw, rec], [batch, gates * units]), weight(gates * units, scale=0.3)],
+                         [batch, gates * units])
+                gi, gf, gg, go = m.op("SPLIT", [m.const(np.int32(1)), z], [state] * 4, options=dict(numSplits=4),
+                                      outputs=4)
             c1 = m.op("ADD", [m.op("MUL", [sig(gf), c], state), m.op("MUL", [sig(gi), tanh(gg)], state)], state)
             h1 = m.op("MUL", [sig(go), tanh(c1)], state)
             h_out = out(h1)
@@ -394,6 +403,11 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
 @case
 def lstm_loop():
     return recurrent_loop("lstm")
+
+
+@case
+def lstm_loop_split_gates():
+    return recurrent_loop("lstm", split_gates=True)
 
 
 @case

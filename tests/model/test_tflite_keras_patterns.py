@@ -74,7 +74,8 @@ def test_input_shapes_must_fit_the_signature(ctx):
         webnn.load(data, ctx, input_shapes={"x": [1, 4, 6]})
 
 
-@pytest.mark.parametrize("case, mapped", [("lstm_loop", True), ("lstm_loop_state_only", True),
+@pytest.mark.parametrize("case, mapped", [("lstm_loop", True), ("lstm_loop_split_gates", True),
+                                          ("lstm_loop_state_only", True),
                                           ("lstm_loop_backward", True), ("gru_loop", True),
                                           ("gru_loop_near_miss", False), ("gru_loop_reset_before", True),
                                           ("gru_loop_float16", True), ("lstm_loop_float16", True),
