@@ -85,14 +85,14 @@ class LayerNormMatch:
         labels = [n.label for n in self.nodes if n.label]
         label = labels[-1] if labels else ""
         if self.outer:
-            steps = [(op, v) for op, v in (("mul", self.scale), ("add", self.bias)) if v is not None]
+            steps = [(op, p) for op, p in (("mul", self.scale), ("add", self.bias)) if p is not None]
             n = Value(self.x.data_type, tuple(self.x.shape), "op")
             out: list[Node] = [Node("layer_normalization", [self.x, None, None], [n],
                                     LayerNormAttrs(self.axes, self.axes, self.epsilon), label)]
             n.producer = out[0]
-            for k, (op, v) in enumerate(steps):
+            for k, (op, param) in enumerate(steps):
                 y = last.outputs[0] if k == len(steps) - 1 else Value(self.x.data_type, tuple(self.x.shape), "op")
-                out.append(Node(op, [n, v], [y], {}, label))
+                out.append(Node(op, [n, param], [y], {}, label))
                 if k < len(steps) - 1:
                     y.producer = out[-1]
                 n = y

@@ -469,7 +469,8 @@ def inert_state_operators(model: ModelInfo) -> set[int]:
     return {op.index for op in ops if op.index not in needed}
 
 
-def check_mapped(model: ModelInfo, custom_ops: dict | None = None, skip: set[int] = frozenset()) -> None:
+def check_mapped(model: ModelInfo, custom_ops: dict | None = None,
+                 skip: set[int] | frozenset[int] = frozenset()) -> None:
     """Raise one NotSupportedError listing every operator (of every subgraph) with no handler.
 
     A custom op code that ``custom_ops`` maps has one; an unmapped one names that option.
