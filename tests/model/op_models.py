@@ -638,25 +638,28 @@ def matrix_diagonals():
 
 def if_model(static: bool) -> tuple[bytes, list[np.ndarray]]:
     """``keras.ops.cond``: an IF whose condition is the sign of the input's sum (run time) or a
-    constant (load time); the branches ``x * 2 + c`` and ``-x``, each also returning ``x + 1``."""
+    constant (load time); the branches ``x * 2 + c`` and ``-x``, each also returning ``x + 1`` and
+    an int32 value known at load time (different in each branch)."""
     rng = np.random.default_rng(39)
     m = ModelMaker()
     x = m.input([2, 3])
     then = m.subgraph()
     tx = m.input([2, 3])
     m.output(m.op("ADD", [m.op("MUL", [tx, m.const(np.float32(2.0))], [2, 3]), m.const(_f32(rng, 2, 3))], [2, 3]),
-             m.op("ADD", [tx, m.const(np.float32(1.0))], [2, 3]))
+             m.op("ADD", [tx, m.const(np.float32(1.0))], [2, 3]),
+             m.op("ADD", [m.const(_i32([1, 2])), m.const(_i32([10, 10]))], [2], out_dtype=np.int32))
     other = m.subgraph()
     ex = m.input([2, 3])
-    m.output(m.op("NEG", [ex], [2, 3]), m.op("ADD", [ex, m.const(np.float32(1.0))], [2, 3]))
+    m.output(m.op("NEG", [ex], [2, 3]), m.op("ADD", [ex, m.const(np.float32(1.0))], [2, 3]),
+             m.op("ADD", [m.const(_i32([3, 4])), m.const(_i32([10, 10]))], [2], out_dtype=np.int32))
     m.subgraph(0)
     if static:
         cond = m.const(np.bool_(False))
     else:
         total = m.op("SUM", [x, m.const(_i32([0, 1]))], [])
         cond = m.op("GREATER", [total, m.const(np.float32(0.0))], [], out_dtype=np.bool_)
-    outs = m.op("IF", [cond, x], [[2, 3], [2, 3]], options=dict(thenSubgraphIndex=then, elseSubgraphIndex=other),
-                outputs=2)
+    outs = m.op("IF", [cond, x], [[2, 3], [2, 3], [2]], out_dtype=[np.float32, np.float32, np.int32],
+                options=dict(thenSubgraphIndex=then, elseSubgraphIndex=other), outputs=3)
     m.output(*outs)
     return m.finish(), [_f32(rng, 2, 3)]
 

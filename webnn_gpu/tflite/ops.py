@@ -2776,12 +2776,23 @@ def _if(cv: Converter, op: OperatorInfo) -> None:
         if list(t.shape) != list(e.shape):
             raise cv.unsupported(op, f"branches whose output {j} differs in shape ({list(t.shape)} and "
                                      f"{list(e.shape)}) under a run-time condition")
-        t_op = t if not isinstance(t, np.ndarray) else cv.constant_like(op, 1, t) if t.dtype.kind == "f" else None
-        e_op = e if not isinstance(e, np.ndarray) else cv.constant_like(op, 1, e) if e.dtype.kind == "f" else None
-        if t_op is None or e_op is None:
-            raise cv.unsupported(op, f"a non-float output {j} known at load time in one branch only")
+        t_op, e_op = _branch_operand(cv, op, t), _branch_operand(cv, op, e)
         cond = b.reshape(c, [1] * len(t.shape), label=f"{label}/cond{j}") if len(c.shape) != len(t.shape) else c
         cv.set_output(op, b.where(cond, t_op, e_op, label=f"{label}/{j}"), j)
+
+
+def _branch_operand(cv: Converter, op: OperatorInfo, value: Any) -> Any:
+    """A branch output as an operand: a value known at load time becomes a constant."""
+    if not isinstance(value, np.ndarray):
+        return value
+    if value.dtype.kind == "f":
+        return cv.constant_like(op, 1, value)
+    names = {np.dtype(np.bool_): "uint8", np.dtype(np.uint8): "uint8", np.dtype(np.int8): "int8",
+             np.dtype(np.int32): "int32", np.dtype(np.int64): "int64", np.dtype(np.uint32): "uint32"}
+    if value.dtype not in names:
+        raise cv.unsupported(op, f"a branch output of type {value.dtype} known at load time")
+    data = np.array(value.astype(np.uint8) if value.dtype == np.bool_ else value, order="C")
+    return cv.builder.constant({"data_type": names[value.dtype], "shape": list(data.shape)}, data)
 
 
 # ----------------------------------------------------------------------------- recurrent layers
