@@ -13,6 +13,8 @@
     red_rm, red_st    row-major strides over the reduced dims / their input strides
     has_scale, has_bias
     epsilon           WGSL f32 literal (already rounded to the input's data type)
+    form              "layer": (x - mean) / sqrt(variance + epsilon); "rms": x / sqrt(mean(x^2) +
+                      epsilon), mean(x^2) = variance + mean^2; "scaled": x / sqrt(variance + epsilon)
     out_T             compute type of the output
     ep                fused epilogue (webnn_gpu/ops/_epilogue.py), applied to each stored value
   Bindings: x, [scale], [bias], epilogue operands..., out.
@@ -29,7 +31,11 @@
 {{ mo.rows(kept_rm, kept_st, red_rm, red_st, "load_x") }}
 
 fn store_value(e: u32, r: u32, v: f32, mean: f32, inv: f32) {
+{% if form == "layer" %}
   var y = (v - mean) * inv;
+{% else %}
+  var y = v * inv;
+{% endif %}
 {% if has_scale %}
   y = y * f32(load_scale(r));
 {% endif %}
@@ -43,7 +49,7 @@ fn store_value(e: u32, r: u32, v: f32, mean: f32, inv: f32) {
 {{ io.main_header(k) }}
   let base = base_of(idx);
 {{ mo.thread(K) }}
-  let inv = 1.0 / sqrt(variance + {{ epsilon }});
+  let inv = 1.0 / sqrt(variance{% if form == "rms" %} + mean * mean{% endif %} + {{ epsilon }});
   for (var r = 0u; r < {{ K }}u; r = r + 1u) {
     let e = base + offset(r);
     store_value(e, r, f32(load_x(e)), mean, inv);
@@ -51,7 +57,7 @@ fn store_value(e: u32, r: u32, v: f32, mean: f32, inv: f32) {
 }
 {% else %}
 {{ mo.group_main(k, M, K) }}
-  let inv = 1.0 / sqrt(variance + {{ epsilon }});
+  let inv = 1.0 / sqrt(variance{% if form == "rms" %} + mean * mean{% endif %} + {{ epsilon }});
   for (var r = t; r < {{ K }}u; r = r + {{ k.workgroup }}u) {
     let e = base + offset(r);
     store_value(e, r, f32(load_x(e)), mean, inv);

@@ -29,12 +29,19 @@ is computed by the ``layer_normalization`` node (``norm/layer_norm.wgsl`` for ro
 4,096 values whose scale and bias run along the normalized axes, else ``norm/moments.wgsl``
 then ``norm/normalize.wgsl``), which accumulates in float32: equal to the decomposed form up to
 rounding.
+
+The root-mean-square forms (:func:`match_rms_norm`: ``x / sqrt(mean(x * x) + eps)``, Keras'
+``RMSNormalization`` and ONNX exports' RMSNorm; ``x / sqrt(variance(x) + eps)``, Keras'
+``LayerNormalization(rms_scaling=True)``; then a scale and a bias along the axes) become one
+``rms_normalization`` node over rows of at most 4,096 values: the same ``norm/layer_norm.wgsl``
+kernel without centering (mean(x^2) = variance + mean^2 from the row's two passes).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 
 import numpy as np
 
@@ -59,6 +66,9 @@ class LayerNormAttrs(FusedAttrs):
     param_axes: tuple[int, ...]
     #: added to the variance
     epsilon: float
+    #: ``"layer"`` (a ``layer_normalization``), or for an ``rms_normalization`` node ``"rms"``
+    #: (x / sqrt(mean(x^2) + epsilon)) or ``"scaled"`` (x / sqrt(variance + epsilon))
+    form: str = "layer"
 
 
 @dataclasses.dataclass
@@ -75,6 +85,8 @@ class LayerNormMatch:
     #: scale and bias vary along other axes than the normalized ones (a group normalization's
     #: per-channel parameters): they stay a mul and an add after the node
     outer: bool = False
+    #: :attr:`LayerNormAttrs.form`
+    form: str = "layer"
 
     def lower(self) -> list[Node]:
         """The nodes that compute the match: views that give a computed scale or bias the
@@ -111,8 +123,8 @@ class LayerNormMatch:
                 view = Value(v.data_type, want, "op")
                 views.append(Node("reshape", [v], [view], {"alias": True}, _view_label(last)))
                 params.append(view)
-        fused = Node("layer_normalization", [self.x, *params], list(last.outputs),
-                     LayerNormAttrs(self.axes, self.axes, self.epsilon), label)
+        fused = Node("layer_normalization" if self.form == "layer" else "rms_normalization", [self.x, *params],
+                     list(last.outputs), LayerNormAttrs(self.axes, self.axes, self.epsilon, self.form), label)
         return [*views, fused]
 
 
@@ -340,6 +352,59 @@ def match_layer_norm(g: GraphView, mean: Node) -> LayerNormMatch | None:
     return LayerNormMatch(x, axes, eps, scale, bias, nodes)
 
 
+def match_rms_norm(g: GraphView, mean: Node) -> LayerNormMatch | None:
+    """The root-mean-square normalization whose ``reduce_mean`` is ``mean``, or None:
+
+    * ``"rms"``: ``n = x / sqrt(mean(x * x) + eps)`` (or ``pow(x, 2)``; ``x * reciprocal(sqrt(.))``,
+      ``x * pow(., -0.5)``): Keras' ``RMSNormalization``, an ONNX export's RMSNorm;
+    * ``"scaled"``: ``n = x / sqrt(mean((x - mean(x))^2) + eps)``: Keras' ``LayerNormalization(
+      rms_scaling=True)``;
+
+    then ``n * scale + bias`` (each optional, along the normalized axes), every intermediate
+    value read by the pattern alone and no graph output, over rows of at most
+    :data:`~webnn_gpu.ops.norm.ROW_KERNEL_MAX` values (the one kernel ``rms_normalization``
+    has)."""
+    from ..ops.norm import ROW_KERNEL_MAX
+
+    if mean.op != "reduce_mean" or len(mean.outputs) != 1 or not mean.attrs.get("keep"):
+        return None
+    axes = tuple(sorted(mean.attrs.get("axes", ())))
+    src, m = mean.inputs[0], mean.outputs[0]
+    if src.data_type not in FLOATS or not axes or m.data_type != src.data_type or g.is_output(m):
+        return None
+    mt = _Matcher(g)
+    sq = g.producer(src)
+    prefix: list[Node] = []
+    if sq is not None and len(sq.outputs) == 1 and sq.inputs and mt.square_of(sq.inputs[0], sq) and \
+            g.sole_consumer(src) is mean and not g.is_output(src):
+        form, x = "rms", sq.inputs[0]
+    else:  # the mean of x itself, then of its squared deviation
+        form, x = "scaled", src
+        sub = mt.only(m, "sub")
+        if sub is None or sub.inputs[0] is not x or sub.inputs[1] is not m or g.is_output(sub.outputs[0]):
+            return None
+        sq = mt.only(sub.outputs[0], "mul", "pow")
+        if sq is None or not mt.square_of(sub.outputs[0], sq):
+            return None
+        prefix = [mean, sub]
+    d = sq.inputs[0]
+    got = mt.variance(d, sq, axes)
+    if got is None:
+        return None
+    var_nodes, r, eps = got
+    if form == "rms" and var_nodes[1] is not mean:
+        return None
+    divisor = var_nodes[-1].op == "sqrt"
+    norm = mt.only(r, "div" if divisor else "mul")
+    if norm is None or (norm.inputs[0] is not x or norm.inputs[1] is not r if divisor else _other(norm, r) is not x):
+        return None
+    if tuple(norm.outputs[0].shape) != tuple(x.shape) or math.prod(x.shape[a] for a in axes) > ROW_KERNEL_MAX:
+        return None
+    n = norm.outputs[0]
+    aff, scale, bias = _affine(mt, n, x, axes) if not g.is_output(n) else ([], None, None)
+    return LayerNormMatch(x, axes, eps, scale, bias, [*prefix, *var_nodes, norm, *aff], form=form)
+
+
 def _negated_mean_form(mt: _Matcher, x: Value, axes, eps: float, scale: Value | None, nodes: list[Node],
                        neg: Node, i: Value, i_users: list[Node], outer: bool = False) -> LayerNormMatch | None:
     """The rest of the batch-normalization form with the mean negated first:
@@ -386,7 +451,7 @@ def fuse_layer_norm(nodes: list, outputs: dict, context=None) -> list:
     for mean in nodes:
         if mean.op != "reduce_mean" or mean.id in dropped:
             continue
-        found = match_layer_norm(g, mean)
+        found = match_layer_norm(g, mean) or match_rms_norm(g, mean)
         if found is None or any(n.id in dropped or n.id in replaced for n in found.nodes):
             continue
         last = max(found.nodes, key=nodes.index)
