@@ -860,3 +860,18 @@ def group_norm():
     y = m.op("ADD", [m.op("MUL", [g, i], [1, 12, 4, 4]), shift], [1, 12, 4, 4])
     m.output(m.op("RESHAPE", [y, m.const(np.int32([1, 12, 16]))], [1, 12, 16]))
     return m.finish(), [(_f32(rng, 1, 12, 16) * 2 + 1).astype(np.float32)]
+
+
+@case
+def rms_norm():
+    """Keras 3's RMSNormalization on [1, 10, 16] as TensorFlow 2.21 writes it: SQUARE, MEAN over
+    the last axis, ADD epsilon, RSQRT, MUL by x, MUL by the scale (one normalization kernel)."""
+    rng = np.random.default_rng(51)
+    m = ModelMaker()
+    x = m.input([1, 10, 16])
+    ms = m.op("MEAN", [m.op("SQUARE", [x], [1, 10, 16]), m.const(np.int32([-1]))], [1, 10, 1],
+              options=dict(keepDims=True))
+    r = m.op("RSQRT", [m.op("ADD", [ms, m.const(np.float32(1e-6))], [1, 10, 1])], [1, 10, 1])
+    y = m.op("MUL", [m.op("MUL", [x, r], [1, 10, 16]), m.const(_f32(rng, 16) * 0.5 + 1)], [1, 10, 16])
+    m.output(y)
+    return m.finish(), [(_f32(rng, 1, 10, 16) * 2 + 0.5).astype(np.float32)]

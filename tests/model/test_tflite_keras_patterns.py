@@ -295,9 +295,10 @@ def test_embedding_negative_ids_wrap_in_the_gather(case, alone, ctx):
     assert (kernels == 1) if alone else (kernels > 1), kernels
 
 
-def test_group_norm_is_one_kernel(ctx):
-    """Keras' GroupNormalization (keras_patterns.group_norm) runs as one norm/layer_norm.wgsl
-    kernel, gamma and beta its epilogue."""
-    data, _ = KERAS_CASES["group_norm"]()
+@pytest.mark.parametrize("case", ["group_norm", "rms_norm"])
+def test_group_and_rms_norm_are_one_kernel(case, ctx):
+    """Keras' GroupNormalization (keras_patterns.group_norm; gamma and beta the kernel's epilogue)
+    and RMSNormalization (keras_patterns.rms_norm) run as one norm/layer_norm.wgsl kernel."""
+    data, _ = KERAS_CASES[case]()
     templates = [s.template for s in webnn.load(data, ctx).graph._steps if hasattr(s, "template")]
     assert templates == ["norm/layer_norm.wgsl"]
