@@ -456,3 +456,66 @@ def test_fused_rms_norm_matches_numpy(ctx, rng, form):
         ref = x64 / np.sqrt(x64.var(axis=2, keepdims=True) + 1e-3) * gamma
     np.testing.assert_allclose(run_graph(ctx, build, {"x": x})["y"], ref, rtol=1e-4, atol=1e-4)
     assert _templates(ctx, build, {"x": x.shape}) == ["norm/layer_norm.wgsl"]
+
+
+def _l2_form(ir: IR, x, *, kind="min", axes=(2,)):
+    """Keras' UnitNormalization (``kind="min"``: x * min(rsqrt(sum(x^2)), 1e12)) and
+    tf.math.l2_normalize (``"max"``: x * rsqrt(max(sum(x^2), 1e-12)))."""
+    s = ir.op("reduce_sum", [ir.op("mul", [x, x])], tuple(1 if a in axes else d for a, d in enumerate(x.shape)),
+              axes=list(axes), keep=True)
+    if kind == "min":
+        r = ir.op("min", [ir.op("reciprocal", [ir.op("sqrt", [s])]), ir.const(1e12)])
+    else:
+        r = ir.op("reciprocal", [ir.op("sqrt", [ir.op("max", [s, ir.const(1e-12)])])])
+    return ir.op("mul", [x, r])
+
+
+@pytest.mark.parametrize("kind", ["min", "max"])
+def test_an_l2_normalization_becomes_one_node(kind):
+    ir = IR()
+    x = ir.input(SHAPE)
+    y = _l2_form(ir, x, kind=kind, axes=(1, 2))
+    out = _fused(ir, y)
+    assert [n.op for n in out] == ["rms_normalization"]
+    assert out[0].attrs["form"] == "l2" + kind and out[0].attrs["axes"] == (1, 2)
+    assert out[0].attrs.epsilon == pytest.approx(1e12 if kind == "min" else 1e-12)
+
+
+def test_l2_near_misses_keep_the_graph():
+    """A bound that is not one constant, the sum read elsewhere, x * r of another tensor."""
+    ir = IR()
+    x = ir.input(SHAPE)
+    s = ir.op("reduce_sum", [ir.op("mul", [x, x])], (2, 5, 1), axes=[2], keep=True)
+    y = ir.op("mul", [x, ir.op("min", [ir.op("reciprocal", [ir.op("sqrt", [s])]), ir.input((2, 5, 1))])])
+    _unchanged(ir, y)
+    ir = IR()
+    x = ir.input(SHAPE)
+    y = _l2_form(ir, x)
+    _unchanged(ir, y, {"y": y, "s": ir.nodes[1].outputs[0]})
+    ir = IR()
+    x, other = ir.input(SHAPE), ir.input(SHAPE)
+    y = _l2_form(ir, x)
+    ir.nodes[-1].inputs[0] = other
+    _unchanged(ir, y)
+
+
+@pytest.mark.parametrize("kind", ["min", "max"])
+def test_fused_l2_norm_matches_numpy(ctx, rng, kind):
+    """Both L2 forms on the GPU, a row of zeros included: one norm/layer_norm.wgsl kernel, against
+    float64 NumPy."""
+    x = rng.standard_normal((3, 5, 24)).astype(np.float32)
+    x[1, 2] = 0.0
+
+    def build(b, ops):
+        x = ops["x"]
+        s = b.reduce_sum(b.mul(x, x), axes=[2], keep_dimensions=True)
+        if kind == "min":
+            r = b.min(b.reciprocal(b.sqrt(s)), b.constant("float32", 1e12))
+        else:
+            r = b.reciprocal(b.sqrt(b.max(s, b.constant("float32", 1e-12))))
+        return {"y": b.mul(x, r)}
+
+    x64 = x.astype(np.float64)
+    ref = x64 / np.maximum(np.sqrt((x64 ** 2).sum(axis=2, keepdims=True)), 1e-6 if kind == "max" else 1e-12)
+    np.testing.assert_allclose(run_graph(ctx, build, {"x": x})["y"], ref, rtol=1e-4, atol=1e-5)
+    assert _templates(ctx, build, {"x": x.shape}) == ["norm/layer_norm.wgsl"]

@@ -875,3 +875,20 @@ def rms_norm():
     y = m.op("MUL", [m.op("MUL", [x, r], [1, 10, 16]), m.const(_f32(rng, 16) * 0.5 + 1)], [1, 10, 16])
     m.output(y)
     return m.finish(), [(_f32(rng, 1, 10, 16) * 2 + 0.5).astype(np.float32)]
+
+
+@case
+def unit_norm():
+    """Keras 3's UnitNormalization over the last axis (SQUARE, SUM, RSQRT, MINIMUM by 1e12, MUL) and
+    TFLite's L2_NORMALIZATION, a row of zeros in each (one normalization kernel each)."""
+    rng = np.random.default_rng(52)
+    m = ModelMaker()
+    x = m.input([1, 10, 16])
+    total = m.op("SUM", [m.op("SQUARE", [x], [1, 10, 16]), m.const(np.int32([-1]))], [1, 10, 1],
+                 options=dict(keepDims=True))
+    r = m.op("MINIMUM", [m.op("RSQRT", [total], [1, 10, 1]), m.const(np.float32(1e12))], [1, 10, 1])
+    y = m.input([1, 10, 16])  # (another input: the two squares of one would be computed once)
+    m.output(m.op("MUL", [x, r], [1, 10, 16]), m.op("L2_NORMALIZATION", [y], [1, 10, 16]))
+    v, w = _f32(rng, 1, 10, 16), _f32(rng, 1, 10, 16)
+    v[0, 3] = w[0, 5] = 0.0
+    return m.finish(), [v, w]

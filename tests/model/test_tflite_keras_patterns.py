@@ -295,10 +295,11 @@ def test_embedding_negative_ids_wrap_in_the_gather(case, alone, ctx):
     assert (kernels == 1) if alone else (kernels > 1), kernels
 
 
-@pytest.mark.parametrize("case", ["group_norm", "rms_norm"])
-def test_group_and_rms_norm_are_one_kernel(case, ctx):
-    """Keras' GroupNormalization (keras_patterns.group_norm; gamma and beta the kernel's epilogue)
-    and RMSNormalization (keras_patterns.rms_norm) run as one norm/layer_norm.wgsl kernel."""
+@pytest.mark.parametrize("case", ["group_norm", "rms_norm", "unit_norm"])
+def test_group_rms_and_unit_norm_are_one_kernel_each(case, ctx):
+    """Keras' GroupNormalization (keras_patterns.group_norm; gamma and beta the kernel's epilogue),
+    RMSNormalization and UnitNormalization / L2_NORMALIZATION run as one norm/layer_norm.wgsl
+    kernel each."""
     data, _ = KERAS_CASES[case]()
     templates = [s.template for s in webnn.load(data, ctx).graph._steps if hasattr(s, "template")]
-    assert templates == ["norm/layer_norm.wgsl"]
+    assert templates == ["norm/layer_norm.wgsl"] * (2 if case == "unit_norm" else 1)

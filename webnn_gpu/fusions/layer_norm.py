@@ -34,7 +34,9 @@ The root-mean-square forms (:func:`match_rms_norm`: ``x / sqrt(mean(x * x) + eps
 ``RMSNormalization`` and ONNX exports' RMSNorm; ``x / sqrt(variance(x) + eps)``, Keras'
 ``LayerNormalization(rms_scaling=True)``; then a scale and a bias along the axes) become one
 ``rms_normalization`` node over rows of at most 4,096 values: the same ``norm/layer_norm.wgsl``
-kernel without centering (mean(x^2) = variance + mean^2 from the row's two passes).
+kernel without centering (mean(x^2) = variance + mean^2 from the row's two passes). So do the
+L2 forms (:func:`match_l2_norm`: ``x * min(rsqrt(sum(x * x)), c)``, Keras' ``UnitNormalization``;
+``x * rsqrt(max(sum(x * x), e))``, ``tf.math.l2_normalize`` and the loader's L2_NORMALIZATION).
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ class LayerNormAttrs(FusedAttrs):
     #: added to the variance
     epsilon: float
     #: ``"layer"`` (a ``layer_normalization``), or for an ``rms_normalization`` node ``"rms"``
-    #: (x / sqrt(mean(x^2) + epsilon)) or ``"scaled"`` (x / sqrt(variance + epsilon))
+    #: (x / sqrt(mean(x^2) + epsilon)), ``"scaled"`` (x / sqrt(variance + epsilon)), ``"l2min"``
+    #: (x * min(1 / sqrt(sum(x^2)), epsilon)) or ``"l2max"`` (x / sqrt(max(sum(x^2), epsilon)))
     form: str = "layer"
 
 
@@ -405,6 +408,54 @@ def match_rms_norm(g: GraphView, mean: Node) -> LayerNormMatch | None:
     return LayerNormMatch(x, axes, eps, scale, bias, [*prefix, *var_nodes, norm, *aff], form=form)
 
 
+def match_l2_norm(g: GraphView, total: Node) -> LayerNormMatch | None:
+    """The L2 normalization whose ``reduce_sum`` of squares is ``total``, or None:
+    ``x * min(reciprocal(sqrt(sum(x * x))), c)`` (Keras' ``UnitNormalization``: RSQRT, MINIMUM;
+    form ``"l2min"``) or ``x * reciprocal(sqrt(max(sum(x * x), e)))`` (``tf.math.l2_normalize``:
+    MAXIMUM, RSQRT; ``"l2max"``), ``c`` and ``e`` host constants of one non-negative value; every
+    intermediate value read by the pattern alone and no graph output; rows of at most
+    :data:`~webnn_gpu.ops.norm.ROW_KERNEL_MAX` values."""
+    from ..ops.norm import ROW_KERNEL_MAX
+
+    if total.op != "reduce_sum" or len(total.outputs) != 1 or not total.attrs.get("keep"):
+        return None
+    axes = tuple(sorted(total.attrs.get("axes", ())))
+    src, s = total.inputs[0], total.outputs[0]
+    sq = g.producer(src)
+    if (not axes or src.data_type not in FLOATS or sq is None or len(sq.outputs) != 1 or not sq.inputs
+            or g.is_output(src) or g.sole_consumer(src) is not total or g.is_output(s)):
+        return None
+    mt = _Matcher(g)
+    x = sq.inputs[0]
+    if not mt.square_of(x, sq):
+        return None
+    nodes = [sq, total]
+    nxt = mt.only(s, "sqrt", "max")
+    if nxt is None:
+        return None
+    if nxt.op == "max":
+        bound = _epsilon(_other(nxt, s), s)
+        root = mt.only(nxt.outputs[0], "sqrt")
+        rec = mt.only(root.outputs[0], "reciprocal") if root is not None else None
+        if bound is None or rec is None:
+            return None
+        form, nodes, r = "l2max", [*nodes, nxt, root, rec], rec.outputs[0]
+    else:
+        rec = mt.only(nxt.outputs[0], "reciprocal")
+        low = mt.only(rec.outputs[0], "min") if rec is not None else None
+        bound = _epsilon(_other(low, rec.outputs[0]), rec.outputs[0]) if low is not None else None
+        if bound is None:
+            return None
+        form, nodes, r = "l2min", [*nodes, nxt, rec, low], low.outputs[0]
+    norm = mt.only(r, "mul")
+    if norm is None or _other(norm, r) is not x or tuple(norm.outputs[0].shape) != tuple(x.shape) or \
+            math.prod(x.shape[a] for a in axes) > ROW_KERNEL_MAX:
+        return None
+    n = norm.outputs[0]
+    aff, scale, bias = _affine(mt, n, x, axes) if not g.is_output(n) else ([], None, None)
+    return LayerNormMatch(x, axes, bound, scale, bias, [*nodes, norm, *aff], form=form)
+
+
 def _negated_mean_form(mt: _Matcher, x: Value, axes, eps: float, scale: Value | None, nodes: list[Node],
                        neg: Node, i: Value, i_users: list[Node], outer: bool = False) -> LayerNormMatch | None:
     """The rest of the batch-normalization form with the mean negated first:
@@ -449,9 +500,9 @@ def fuse_layer_norm(nodes: list, outputs: dict, context=None) -> list:
     replaced: dict[int, list[Node]] = {}
     dropped: set[int] = set()
     for mean in nodes:
-        if mean.op != "reduce_mean" or mean.id in dropped:
+        if mean.op not in ("reduce_mean", "reduce_sum") or mean.id in dropped:
             continue
-        found = match_layer_norm(g, mean) or match_rms_norm(g, mean)
+        found = match_layer_norm(g, mean) or match_rms_norm(g, mean) or match_l2_norm(g, mean)
         if found is None or any(n.id in dropped or n.id in replaced for n in found.nodes):
             continue
         last = max(found.nodes, key=nodes.index)

@@ -1794,13 +1794,22 @@ def _log_softmax(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, b.sub(shifted, b.log(total, label=label + "/log"), label=label))
 
 
-@handles("L2_NORMALIZATION", webnn="x / max(reduce_l2(x, last axis), 1e-6) + fused activation")
+@handles("L2_NORMALIZATION", webnn="x / max(reduce_l2(x, last axis), 1e-6) + fused activation; float32: "
+                                   "x * reciprocal(sqrt(max(reduce_sum(x * x), 1e-12))), the same values, which "
+                                   "the compiler runs as one normalization kernel")
 def _l2_normalization(cv: Converter, op: OperatorInfo) -> None:
     b, label, x = cv.builder, cv.label(op), cv.operand(op, 0)
     axes = [len(cv.tensor(op, 0).shape) - 1]
-    norm = b.max(b.reduce_l2(x, axes=axes, keep_dimensions=True, label=label + "/norm"),
-                 cv.scalar_constant(1e-6, cv.float_type), label=label + "/eps")
-    y = b.div(x, norm, label=label)
+    if cv.float_type == "float32":  # (1e-12 is 0 in float16)
+        total = b.reduce_sum(b.mul(x, x, label=label + "/square"), axes=axes, keep_dimensions=True,
+                             label=label + "/sum")
+        inv = b.reciprocal(b.sqrt(b.max(total, cv.scalar_constant(1e-12, "float32"), label=label + "/eps"),
+                                  label=label + "/norm"), label=label + "/inverse")
+        y = b.mul(x, inv, label=label)
+    else:
+        norm = b.max(b.reduce_l2(x, axes=axes, keep_dimensions=True, label=label + "/norm"),
+                     cv.scalar_constant(1e-6, cv.float_type), label=label + "/eps")
+        y = b.div(x, norm, label=label)
     cv.set_output(op, _activation(cv, op, y, _opt(op.options(_fb.L2NormOptions), "FusedActivationFunction", ACT_NONE)))
 
 
