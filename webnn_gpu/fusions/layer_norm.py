@@ -426,9 +426,10 @@ def match_l2_norm(g: GraphView, total: Node) -> LayerNormMatch | None:
             or g.is_output(src) or g.sole_consumer(src) is not total or g.is_output(s)):
         return None
     mt = _Matcher(g)
-    x = sq.inputs[0]
-    if not mt.square_of(x, sq):
+    first = sq.inputs[0]
+    if first is None or not mt.square_of(first, sq):
         return None
+    x: Value = first
     nodes = [sq, total]
     nxt = mt.only(s, "sqrt", "max")
     if nxt is None:
@@ -436,14 +437,20 @@ def match_l2_norm(g: GraphView, total: Node) -> LayerNormMatch | None:
     if nxt.op == "max":
         bound = _epsilon(_other(nxt, s), s)
         root = mt.only(nxt.outputs[0], "sqrt")
-        rec = mt.only(root.outputs[0], "reciprocal") if root is not None else None
-        if bound is None or rec is None:
+        if bound is None or root is None:
+            return None
+        rec = mt.only(root.outputs[0], "reciprocal")
+        if rec is None:
             return None
         form, nodes, r = "l2max", [*nodes, nxt, root, rec], rec.outputs[0]
     else:
         rec = mt.only(nxt.outputs[0], "reciprocal")
-        low = mt.only(rec.outputs[0], "min") if rec is not None else None
-        bound = _epsilon(_other(low, rec.outputs[0]), rec.outputs[0]) if low is not None else None
+        if rec is None:
+            return None
+        low = mt.only(rec.outputs[0], "min")
+        if low is None:
+            return None
+        bound = _epsilon(_other(low, rec.outputs[0]), rec.outputs[0])
         if bound is None:
             return None
         form, nodes, r = "l2min", [*nodes, nxt, rec, low], low.outputs[0]
