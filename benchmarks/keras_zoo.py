@@ -81,6 +81,12 @@ MODELS = {
     "top_k": "Dense classifier head with tf.math.top_k (k=3: values and indices) and a sort of its scores",
     "masked_rnn": "Embedding(mask_zero=True) + Bidirectional(LSTM(16, return_sequences)) + GRU(16) + Dense, "
                   "20 tokens (masked loops)",
+    "rnn_dropout": "Embedding + Bidirectional(LSTM(16, dropout, recurrent_dropout, return_sequences)) + "
+                   "GRU(16, recurrent_dropout) + Dense, 20 tokens (seed-generator state, one product per gate)",
+    "augmented_cnn": "RandomFlip, RandomRotation, RandomZoom (identity at inference), Rescaling, Conv2D, MaxPooling2D, "
+                     "GroupNormalization, Dense, 32x32",
+    "spectrogram": "audio classifier: tf.signal.stft magnitude (RFFT2D, COMPLEX_ABS) of 4000 samples, log, Conv1D, "
+                   "GlobalAveragePooling1D, Dense",
 }
 
 
@@ -308,6 +314,28 @@ def _architectures():
         x = layers.Bidirectional(layers.LSTM(16, return_sequences=True))(x)
         return keras.Model(ids, layers.Dense(4)(layers.GRU(16)(x)))
 
+    def rnn_dropout(x):
+        x = layers.Bidirectional(layers.LSTM(16, dropout=0.2, recurrent_dropout=0.2, return_sequences=True))(x)
+        return layers.Dense(4)(layers.GRU(16, recurrent_dropout=0.2)(x))
+
+    def augmented_cnn():
+        img = keras.Input((32, 32, 3))
+        x = layers.RandomZoom(0.1)(layers.RandomRotation(0.1)(layers.RandomFlip()(img)))
+        x = layers.Conv2D(16, 3, activation="relu")(layers.Rescaling(1 / 255.0)(x))
+        x = layers.Conv2D(32, 3, activation="relu")(layers.MaxPooling2D()(x))
+        x = layers.GlobalAveragePooling2D()(layers.GroupNormalization(8)(x))
+        return keras.Model(img, layers.Dense(10, activation="softmax")(x))
+
+    def spectrogram():
+        wave = keras.Input((4000,))
+
+        class Spectrogram(layers.Layer):
+            def call(self, x):
+                return tf.math.log(tf.abs(tf.signal.stft(x, 256, 128, fft_length=256)) + 1e-6)
+
+        x = layers.Conv1D(32, 3, activation="relu")(Spectrogram()(wave))
+        return keras.Model(wave, layers.Dense(6, activation="softmax")(layers.GlobalAveragePooling1D()(x)))
+
     int8 = {"optimizations": [tf.lite.Optimize.DEFAULT]}
     f16 = {"optimizations": [tf.lite.Optimize.DEFAULT], "target_spec.supported_types": [tf.float16]}
     return {
@@ -343,6 +371,9 @@ def _architectures():
         "lstm_f16": (text(lambda x: layers.Dense(4)(layers.LSTM(32)(x))), f16),
         "top_k": (top_k, {}),
         "masked_rnn": (masked_rnn, {}),
+        "rnn_dropout": (text(rnn_dropout), {}),
+        "augmented_cnn": (augmented_cnn, {}),
+        "spectrogram": (spectrogram, {}),
     }
 
 

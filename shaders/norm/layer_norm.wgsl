@@ -13,6 +13,10 @@
     red_rm, red_st    row-major strides over the reduced dims / their input strides
     has_scale, has_bias
     epsilon           WGSL f32 literal (already rounded to the input's data type)
+    form              "layer": (x - mean) / sqrt(variance + epsilon); "rms": x / sqrt(mean(x^2) +
+                      epsilon), mean(x^2) = variance + mean^2; "scaled": x / sqrt(variance + epsilon);
+                      with s = sum(x^2) = K * mean(x^2): "l2min": x * min(1 / sqrt(s), epsilon),
+                      "l2max": x / sqrt(max(s, epsilon))
     out_T             compute type of the output
     ep                fused epilogue (webnn_gpu/ops/_epilogue.py), applied to each stored value
   Bindings: x, [scale], [bias], epilogue operands..., out.
@@ -28,8 +32,22 @@
 
 {{ mo.rows(kept_rm, kept_st, red_rm, red_st, "load_x") }}
 
+{% macro inv() -%}
+{% if form == "l2min" %}
+  let inv = min(1.0 / sqrt(f32({{ K }}) * (variance + mean * mean)), {{ epsilon }});
+{% elif form == "l2max" %}
+  let inv = 1.0 / sqrt(max(f32({{ K }}) * (variance + mean * mean), {{ epsilon }}));
+{% else %}
+  let inv = 1.0 / sqrt(variance{% if form == "rms" %} + mean * mean{% endif %} + {{ epsilon }});
+{% endif %}
+{%- endmacro %}
+
 fn store_value(e: u32, r: u32, v: f32, mean: f32, inv: f32) {
+{% if form == "layer" %}
   var y = (v - mean) * inv;
+{% else %}
+  var y = v * inv;
+{% endif %}
 {% if has_scale %}
   y = y * f32(load_scale(r));
 {% endif %}
@@ -43,7 +61,7 @@ fn store_value(e: u32, r: u32, v: f32, mean: f32, inv: f32) {
 {{ io.main_header(k) }}
   let base = base_of(idx);
 {{ mo.thread(K) }}
-  let inv = 1.0 / sqrt(variance + {{ epsilon }});
+{{ inv() }}
   for (var r = 0u; r < {{ K }}u; r = r + 1u) {
     let e = base + offset(r);
     store_value(e, r, f32(load_x(e)), mean, inv);
@@ -51,7 +69,7 @@ fn store_value(e: u32, r: u32, v: f32, mean: f32, inv: f32) {
 }
 {% else %}
 {{ mo.group_main(k, M, K) }}
-  let inv = 1.0 / sqrt(variance + {{ epsilon }});
+{{ inv() }}
   for (var r = t; r < {{ K }}u; r = r + {{ k.workgroup }}u) {
     let e = base + offset(r);
     store_value(e, r, f32(load_x(e)), mean, inv);

@@ -137,7 +137,7 @@ def tensor_list_loop():
 def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool = False, buffer: bool = True,
                    reverse: bool = False, weights: str = "float32", embedded: bool = False,
                    relu_cell: bool = False, masked: str = "", bidirectional: bool = False,
-                   batch: int = 2) -> tuple[bytes, list[np.ndarray]]:
+                   batch: int = 2, split_gates: bool = False) -> tuple[bytes, list[np.ndarray]]:
     """A Keras 3 LSTM or GRU layer as TensorFlow's converter writes it: a time-major
     sequence, a WHILE with two counters, a body of fully connected layers, a gate split
     and the activations, and a buffer written per step (LSTM: the whole sequence through
@@ -172,6 +172,8 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     weights over the sequence reversed along time, written first; the LSTM's sequences
     (batch-major, the backward one reversed back) or the GRU's / SimpleRNN's last states concatenated
     along the features, and each direction's final state, are the outputs.
+    ``split_gates`` (LSTM): each gate has its own products, the step's input (with the gate's
+    bias) and the state's (Keras' layers with ``recurrent_dropout``), added per gate.
     """
     reset_after = cell != "gru0"
     cell = "gru" if cell == "gru0" else cell
@@ -270,13 +272,20 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
         tanh = (lambda v: m.op("RELU", [v], state)) if relu_cell else (lambda v: m.op("TANH", [v], state))  # noqa: E731
         if cell == "lstm":
             c = ins[4]
-            rec = m.op("FULLY_CONNECTED", [h, weight(gates * units, units, scale=0.5), -1],
-                       [batch, gates * units])
-            xw = m.op("FULLY_CONNECTED", [x_t, weight(gates * units, features, scale=0.5), -1],
-                      [batch, gates * units])
-            z = m.op("ADD", [m.op("ADD", [xw, rec], [batch, gates * units]), weight(gates * units, scale=0.3)],
-                     [batch, gates * units])
-            gi, gf, gg, go = m.op("SPLIT", [m.const(np.int32(1)), z], [state] * 4, options=dict(numSplits=4), outputs=4)
+            if split_gates:
+                gi, gf, gg, go = [m.op("ADD", [m.op("FULLY_CONNECTED", [x_t, weight(units, features, scale=0.5),
+                                                                          weight(units, scale=0.3)], state),
+                                                m.op("FULLY_CONNECTED", [h, weight(units, units, scale=0.5), -1], state)],
+                                       state) for _ in range(4)]
+            else:
+                rec = m.op("FULLY_CONNECTED", [h, weight(gates * units, units, scale=0.5), -1],
+                           [batch, gates * units])
+                xw = m.op("FULLY_CONNECTED", [x_t, weight(gates * units, features, scale=0.5), -1],
+                          [batch, gates * units])
+                z = m.op("ADD", [m.op("ADD", [xw, rec], [batch, gates * units]), weight(gates * units, scale=0.3)],
+                         [batch, gates * units])
+                gi, gf, gg, go = m.op("SPLIT", [m.const(np.int32(1)), z], [state] * 4, options=dict(numSplits=4),
+                                      outputs=4)
             c1 = m.op("ADD", [m.op("MUL", [sig(gf), c], state), m.op("MUL", [sig(gi), tanh(gg)], state)], state)
             h1 = m.op("MUL", [sig(go), tanh(c1)], state)
             h_out = out(h1)
@@ -394,6 +403,11 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
 @case
 def lstm_loop():
     return recurrent_loop("lstm")
+
+
+@case
+def lstm_loop_split_gates():
+    return recurrent_loop("lstm", split_gates=True)
 
 
 @case
@@ -766,3 +780,115 @@ def embedding_int8(per_channel: bool = False, second_reader: bool = False) -> tu
 KERAS_CASES["embedding_int8"] = embedding_int8
 KERAS_CASES["embedding_int8_per_channel"] = lambda: embedding_int8(per_channel=True)
 
+
+
+@case
+def signal_frame():
+    """``tf.signal.frame`` on an open batch: the frame count from SHAPE, SPLIT_V (sizes 1, 1, 0:
+    an empty third piece) and a RESHAPE to a scalar whose shape is an empty constant (a buffer
+    without bytes, as the converter writes it), then STRIDED_SLICE to whole frames and RESHAPE."""
+    rng = np.random.default_rng(48)
+    m = ModelMaker()
+    x = _signature(m, m.input([1, 30]), [-1, 30])
+    shape = m.op("SHAPE", [x], [2], out_dtype=np.int32, options=dict(outType=INT32))
+    batch, length, _ = m.op("SPLIT_V", [shape, m.const(np.int32([1, 1, 0])), m.const(np.int32(0))],
+                            [[1], [1], [0]], out_dtype=np.int32, options=dict(numSplits=3), outputs=3)
+    n = m.op("RESHAPE", [length, m.const(np.zeros(0, np.int32))], [], out_dtype=np.int32)
+    frames = m.op("FLOOR_DIV", [n, m.const(np.int32(8))], [], out_dtype=np.int32)
+    framed_shape = m.op("CONCATENATION", [batch, m.op("PACK", [frames, m.const(np.int32(8))], [2],
+                                                      out_dtype=np.int32, options=dict(valuesCount=2))],
+                        [3], out_dtype=np.int32)
+    end = m.op("CONCATENATION", [batch, m.op("RESHAPE", [m.op("MUL", [frames, m.const(np.int32(8))], [],
+                                                              out_dtype=np.int32), m.const(np.int32([1]))],
+                                             [1], out_dtype=np.int32)], [2], out_dtype=np.int32)
+    whole = _signature(m, m.op("STRIDED_SLICE", [x, m.const(np.int32([0, 0])), end, m.const(np.int32([1, 1]))],
+                               [1, 1]), [-1, -1])
+    out = _signature(m, m.op("RESHAPE", [whole, framed_shape], [1, 1, 8]), [-1, -1, 8])
+    m.output(out)
+    return m.finish(), [_f32(rng, 1, 30)]
+
+
+def seed_state(output_reads_state: bool = False) -> tuple[bytes, list[np.ndarray]]:
+    """Keras 3's random augmentation layers at inference: the identity, but every call advances a
+    seed generator's state (CALL_ONCE sets it up in its own subgraph; VAR_HANDLE, READ_VARIABLE,
+    ADD, ASSIGN_VARIABLE) that no output reads. ``output_reads_state``: the output also adds the
+    state (a stateful layer: refused)."""
+    rng = np.random.default_rng(49)
+    m = ModelMaker()
+    x = m.input([1, 4])
+    init = m.subgraph()
+    var0 = m.op("VAR_HANDLE", [], [], options=dict(sharedName="seed"))
+    m.tensors[var0].type = schema.TensorType.RESOURCE
+    m.op("ASSIGN_VARIABLE", [var0, m.const(np.int32([7, 0]))], [])
+    m.operators[-1].outputs = []  # ASSIGN_VARIABLE and CALL_ONCE write no tensor
+    m.subgraph(0)
+    m.op("CALL_ONCE", [], [], options=dict(initSubgraphIndex=init))
+    m.operators[-1].outputs = []
+    var = m.op("VAR_HANDLE", [], [], options=dict(sharedName="seed"))
+    m.tensors[var].type = schema.TensorType.RESOURCE
+    state = m.op("READ_VARIABLE", [var], [2], out_dtype=np.int32)
+    m.op("ASSIGN_VARIABLE", [var, m.op("ADD", [state, m.const(np.int32([0, 1]))], [2], out_dtype=np.int32)], [])
+    m.operators[-1].outputs = []
+    y = m.op("MUL", [x, m.const(_f32(rng, 1, 4))], [1, 4])
+    if output_reads_state:
+        y = m.op("MUL", [y, m.op("CAST", [m.op("SUM", [state, m.const(np.int32([0]))], [], out_dtype=np.int32)], [])],
+                 [1, 4])
+    m.output(y)
+    return m.finish(), [_f32(rng, 1, 4)]
+
+
+KERAS_CASES["seed_state"] = seed_state
+
+
+@case
+def group_norm():
+    """Keras 3's GroupNormalization(4) on [1, 12, 16] as TensorFlow 2.21 writes it: RESHAPE to
+    [1, 12, 4, 4], MEAN over (1, 3), NEG, SQUARED_DIFFERENCE, MEAN, ADD, RSQRT, MUL by gamma
+    (per channel), the negated-mean form with beta, RESHAPE back (one normalization kernel)."""
+    rng = np.random.default_rng(50)
+    m = ModelMaker()
+    x = m.input([1, 12, 16])
+    g = m.op("RESHAPE", [x, m.const(np.int32([1, 12, 4, 4]))], [1, 12, 4, 4])
+    axes = m.const(np.int32([1, 3]))
+    mean = m.op("MEAN", [g, axes], [1, 1, 4, 1], options=dict(keepDims=True))
+    neg = m.op("NEG", [mean], [1, 1, 4, 1])
+    sd = m.op("SQUARED_DIFFERENCE", [g, mean], [1, 12, 4, 4])
+    var = m.op("MEAN", [sd, axes], [1, 1, 4, 1], options=dict(keepDims=True))
+    r = m.op("RSQRT", [m.op("ADD", [var, m.const(np.float32(1e-3))], [1, 1, 4, 1])], [1, 1, 4, 1])
+    i = m.op("MUL", [r, m.const(_f32(rng, 1, 1, 4, 4) * 0.5 + 1)], [1, 1, 4, 4])
+    shift = m.op("ADD", [m.op("MUL", [neg, i], [1, 1, 4, 4]), m.const(_f32(rng, 1, 1, 4, 4))], [1, 1, 4, 4])
+    y = m.op("ADD", [m.op("MUL", [g, i], [1, 12, 4, 4]), shift], [1, 12, 4, 4])
+    m.output(m.op("RESHAPE", [y, m.const(np.int32([1, 12, 16]))], [1, 12, 16]))
+    return m.finish(), [(_f32(rng, 1, 12, 16) * 2 + 1).astype(np.float32)]
+
+
+@case
+def rms_norm():
+    """Keras 3's RMSNormalization on [1, 10, 16] as TensorFlow 2.21 writes it: SQUARE, MEAN over
+    the last axis, ADD epsilon, RSQRT, MUL by x, MUL by the scale (one normalization kernel)."""
+    rng = np.random.default_rng(51)
+    m = ModelMaker()
+    x = m.input([1, 10, 16])
+    ms = m.op("MEAN", [m.op("SQUARE", [x], [1, 10, 16]), m.const(np.int32([-1]))], [1, 10, 1],
+              options=dict(keepDims=True))
+    r = m.op("RSQRT", [m.op("ADD", [ms, m.const(np.float32(1e-6))], [1, 10, 1])], [1, 10, 1])
+    y = m.op("MUL", [m.op("MUL", [x, r], [1, 10, 16]), m.const(_f32(rng, 16) * 0.5 + 1)], [1, 10, 16])
+    m.output(y)
+    return m.finish(), [(_f32(rng, 1, 10, 16) * 2 + 0.5).astype(np.float32)]
+
+
+@case
+def unit_norm():
+    """Keras 3's UnitNormalization over the last axis (SQUARE, SUM, RSQRT, MINIMUM by 1e12, MUL) and
+    TFLite's L2_NORMALIZATION, a row of zeros in each (one normalization kernel each)."""
+    rng = np.random.default_rng(52)
+    m = ModelMaker()
+    x = m.input([1, 10, 16])
+    total = m.op("SUM", [m.op("SQUARE", [x], [1, 10, 16]), m.const(np.int32([-1]))], [1, 10, 1],
+                 options=dict(keepDims=True))
+    r = m.op("MINIMUM", [m.op("RSQRT", [total], [1, 10, 1]), m.const(np.float32(1e12))], [1, 10, 1])
+    y = m.input([1, 10, 16])  # (another input: the two squares of one would be computed once)
+    m.output(m.op("MUL", [x, r], [1, 10, 16]), m.op("L2_NORMALIZATION", [y], [1, 10, 16]))
+    v, w = _f32(rng, 1, 10, 16), _f32(rng, 1, 10, 16)
+    v[0, 3] = w[0, 5] = 0.0
+    return m.finish(), [v, w]

@@ -578,3 +578,91 @@ def plain_rnn_variants():
 
     m.output(rnn(RELU, m.variable([batch, units])), rnn(RELU6, m.variable([batch, units])))
     return m.finish(), [_f32(rng, steps, batch, features)]
+
+
+def rfft2d_model(consumer: str = "COMPLEX_ABS") -> tuple[bytes, list[np.ndarray]]:
+    """RFFT2D (a spectrogram's ``tf.signal.stft`` / ``tf.signal.rfft2d``) with fft_length equal to
+    the input's last two sizes, cropping them and zero-padding them; its complex result read by
+    COMPLEX_ABS (through a RESHAPE), REAL and IMAG. ``consumer`` other than COMPLEX_ABS: that
+    operator reads the RFFT2D's result directly and the result is also a model output."""
+    rng = np.random.default_rng(36)
+    m = ModelMaker()
+    x = m.input([2, 4, 16])
+    c64 = np.complex64
+    full = m.op("RFFT2D", [x, m.const(_i32([4, 16]))], [2, 4, 9], out_dtype=c64)
+    if consumer != "COMPLEX_ABS":
+        m.output(m.op(consumer, [full, full], [2, 4, 9]) if consumer == "ADD" else full)
+        return m.finish(), [_f32(rng, 2, 4, 16)]
+    cropped = m.op("RFFT2D", [x, m.const(_i32([1, 8]))], [2, 1, 5], out_dtype=c64)
+    padded = m.op("RFFT2D", [x, m.const(_i32([8, 32]))], [2, 8, 17], out_dtype=c64)
+    flat = m.op("RESHAPE", [padded, m.const(_i32([2, 136]))], [2, 136], out_dtype=c64)
+    m.output(m.op("COMPLEX_ABS", [full], [2, 4, 9]), m.op("REAL", [cropped], [2, 1, 5]),
+             m.op("IMAG", [cropped], [2, 1, 5]), m.op("COMPLEX_ABS", [flat], [2, 136]))
+    return m.finish(), [_f32(rng, 2, 4, 16)]
+
+
+OP_CASES["rfft2d"] = rfft2d_model
+
+
+@case
+def segments_and_update():
+    """UNSORTED_SEGMENT_PROD / MAX / MIN and SEGMENT_SUM on run-time data (segment ids known at load
+    time; an empty segment in PROD), DYNAMIC_UPDATE_SLICE with start indices that
+    TFLite clamps so that the update fits."""
+    rng = np.random.default_rng(37)
+    m = ModelMaker()
+    x, upd = m.input([5, 3, 2]), m.input([1, 2, 3])
+    ids = m.const(_i32([2, 0, 2, 3, 0]))
+    outs = [m.op("UNSORTED_SEGMENT_PROD", [x, ids, m.const(_i32([5]))], [5, 3, 2]),
+            m.op("UNSORTED_SEGMENT_MAX", [x, ids, m.const(_i32([4]))], [4, 3, 2]),
+            m.op("UNSORTED_SEGMENT_MIN", [x, m.const(_i32([1, 0, 1, 0, 0])), m.const(_i32([2]))], [2, 3, 2]),
+            m.op("SEGMENT_SUM", [x, m.const(_i32([0, 0, 1, 2, 2]))], [3, 3, 2])]
+    base = m.op("RESHAPE", [x, m.const(_i32([2, 3, 5]))], [2, 3, 5])
+    outs.append(m.op("DYNAMIC_UPDATE_SLICE", [base, upd, m.const(_i32([1, 2, 7]))], [2, 3, 5]))
+    m.output(*outs)
+    return m.finish(), [_f32(rng, 5, 3, 2), _f32(rng, 1, 2, 3)]
+
+
+@case
+def matrix_diagonals():
+    """MATRIX_DIAG, MATRIX_SET_DIAG on wide and tall matrices (``tf.linalg.diag``, ``set_diag``),
+    and a model output that is the input passed through (Keras' linear activation)."""
+    rng = np.random.default_rng(38)
+    m = ModelMaker()
+    x, wide, tall = m.input([2, 3]), m.input([2, 3, 5]), m.input([2, 5, 3])
+    outs = [m.op("MATRIX_DIAG", [x], [2, 3, 3]),
+            m.op("MATRIX_SET_DIAG", [wide, x], [2, 3, 5]), m.op("MATRIX_SET_DIAG", [tall, x], [2, 5, 3])]
+    m.output(*outs, x)
+    return m.finish(), [_f32(rng, 2, 3), _f32(rng, 2, 3, 5), _f32(rng, 2, 5, 3)]
+
+
+def if_model(static: bool) -> tuple[bytes, list[np.ndarray]]:
+    """``keras.ops.cond``: an IF whose condition is the sign of the input's sum (run time) or a
+    constant (load time); the branches ``x * 2 + c`` and ``-x``, each also returning ``x + 1`` and
+    an int32 value known at load time (different in each branch)."""
+    rng = np.random.default_rng(39)
+    m = ModelMaker()
+    x = m.input([2, 3])
+    then = m.subgraph()
+    tx = m.input([2, 3])
+    m.output(m.op("ADD", [m.op("MUL", [tx, m.const(np.float32(2.0))], [2, 3]), m.const(_f32(rng, 2, 3))], [2, 3]),
+             m.op("ADD", [tx, m.const(np.float32(1.0))], [2, 3]),
+             m.op("ADD", [m.const(_i32([1, 2])), m.const(_i32([10, 10]))], [2], out_dtype=np.int32))
+    other = m.subgraph()
+    ex = m.input([2, 3])
+    m.output(m.op("NEG", [ex], [2, 3]), m.op("ADD", [ex, m.const(np.float32(1.0))], [2, 3]),
+             m.op("ADD", [m.const(_i32([3, 4])), m.const(_i32([10, 10]))], [2], out_dtype=np.int32))
+    m.subgraph(0)
+    if static:
+        cond = m.const(np.bool_(False))
+    else:
+        total = m.op("SUM", [x, m.const(_i32([0, 1]))], [])
+        cond = m.op("GREATER", [total, m.const(np.float32(0.0))], [], out_dtype=np.bool_)
+    outs = m.op("IF", [cond, x], [[2, 3], [2, 3], [2]], out_dtype=[np.float32, np.float32, np.int32],
+                options=dict(thenSubgraphIndex=then, elseSubgraphIndex=other), outputs=3)
+    m.output(*outs)
+    return m.finish(), [_f32(rng, 2, 3)]
+
+
+OP_CASES["if_static"] = lambda: if_model(static=True)
+OP_CASES["if_run_time"] = lambda: if_model(static=False)

@@ -74,7 +74,8 @@ def test_input_shapes_must_fit_the_signature(ctx):
         webnn.load(data, ctx, input_shapes={"x": [1, 4, 6]})
 
 
-@pytest.mark.parametrize("case, mapped", [("lstm_loop", True), ("lstm_loop_state_only", True),
+@pytest.mark.parametrize("case, mapped", [("lstm_loop", True), ("lstm_loop_split_gates", True),
+                                          ("lstm_loop_state_only", True),
                                           ("lstm_loop_backward", True), ("gru_loop", True),
                                           ("gru_loop_near_miss", False), ("gru_loop_reset_before", True),
                                           ("gru_loop_float16", True), ("lstm_loop_float16", True),
@@ -292,3 +293,13 @@ def test_embedding_negative_ids_wrap_in_the_gather(case, alone, ctx):
     data, _ = KERAS_CASES[case]()
     kernels = webnn.load(data, ctx).graph.kernel_count
     assert (kernels == 1) if alone else (kernels > 1), kernels
+
+
+@pytest.mark.parametrize("case", ["group_norm", "rms_norm", "unit_norm"])
+def test_group_rms_and_unit_norm_are_one_kernel_each(case, ctx):
+    """Keras' GroupNormalization (keras_patterns.group_norm; gamma and beta the kernel's epilogue),
+    RMSNormalization and UnitNormalization / L2_NORMALIZATION run as one norm/layer_norm.wgsl
+    kernel each."""
+    data, _ = KERAS_CASES[case]()
+    templates = [s.template for s in webnn.load(data, ctx).graph._steps if hasattr(s, "template")]
+    assert templates == ["norm/layer_norm.wgsl"] * (2 if case == "unit_norm" else 1)

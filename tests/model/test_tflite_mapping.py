@@ -166,9 +166,9 @@ def _single_op_model(opname: str, options: dict | None = None, custom: bytes | N
 
 
 def test_unsupported_builtin_op_names_op_code_and_index():
-    model = _single_op_model("MATRIX_DIAG")
-    with pytest.raises(NotSupportedError, match=r"1 operator\(s\) of the model are not supported \(MATRIX_DIAG\): "
-                                                r"operator #1 MATRIX_DIAG \(op code MATRIX_DIAG\)"):
+    model = _single_op_model("SVDF")
+    with pytest.raises(NotSupportedError, match=r"1 operator\(s\) of the model are not supported \(SVDF\): "
+                                                r"operator #1 SVDF \(op code SVDF\)"):
         _convert(model)
 
 
@@ -344,3 +344,13 @@ def test_docs_table_lists_every_supported_op():
     documented = set(re.findall(r"`([A-Za-z0-9_]+)`", table.split("| --- | --- |", 1)[1]))
     missing = set(wtflite.supported_ops()) - documented
     assert not missing, f"docs/model_loading.md does not list {sorted(missing)}"
+
+
+def test_state_that_reaches_an_output_is_still_refused():
+    """The seed-generator pattern loads (keras_patterns.seed_state); once an output reads the
+    variable's value it is a stateful layer's and refused, naming the operators."""
+    from keras_patterns import seed_state
+
+    data, _ = seed_state(output_reads_state=True)
+    with pytest.raises(NotSupportedError, match=r"\(ASSIGN_VARIABLE, CALL_ONCE, READ_VARIABLE, VAR_HANDLE\)"):
+        _convert(data)

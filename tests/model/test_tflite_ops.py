@@ -61,8 +61,8 @@ def test_softmax_between_inverse_transposes_is_one_kernel(ctx):
 
 
 def test_scatter_and_segments_with_run_time_ids_are_refused(ctx):
-    """SCATTER_ND and UNSORTED_SEGMENT_SUM need their indices at load time, UNSORTED_SEGMENT_PROD
-    its data too; run-time ones are a NotSupportedError naming the operator and the input."""
+    """SCATTER_ND, UNSORTED_SEGMENT_SUM and UNSORTED_SEGMENT_PROD need their indices at load time;
+    run-time ones are a NotSupportedError naming the operator and the input."""
     m = ModelMaker()
     ids = m.input([3, 1], dtype=np.int32)
     m.output(m.op("SCATTER_ND", [ids, m.input([3]), m.const(np.int32([5]))], [5]))
@@ -74,9 +74,9 @@ def test_scatter_and_segments_with_run_time_ids_are_refused(ctx):
     with pytest.raises(NotSupportedError, match=r"UNSORTED_SEGMENT_SUM: segment ids computed at run time \(input 1"):
         webnn.load(m.finish(), ctx)
     m = ModelMaker()
-    m.output(m.op("UNSORTED_SEGMENT_PROD", [m.input([4, 2]), m.const(np.int32([0, 1, 0, 2])), m.const(np.int32(3))],
-                  [3, 2]))
-    with pytest.raises(NotSupportedError, match=r"UNSORTED_SEGMENT_PROD: data computed at run time"):
+    x, seg = m.input([4, 2]), m.input([4], dtype=np.int32)
+    m.output(m.op("UNSORTED_SEGMENT_PROD", [x, seg, m.const(np.int32(3))], [3, 2]))
+    with pytest.raises(NotSupportedError, match=r"UNSORTED_SEGMENT_PROD: segment ids computed at run time"):
         webnn.load(m.finish(), ctx)
 
 
@@ -115,15 +115,15 @@ def test_every_unmapped_operator_is_listed_at_once():
     x = m.input([1, 4])
     a = m.op("MyFancyOp", [x], [1, 4], custom_options=b"\x00")
     b = m.op("RELU", [a], [1, 4])
-    c = m.op("MATRIX_DIAG", [b], [1, 4, 4])
+    c = m.op("SVDF", [b], [1, 4, 4])
     m.output(m.op("OtherOp", [c], [1, 4, 4], custom_options=b"\x01"))
     from webnn_gpu.tflite.convert import convert
 
     with pytest.raises(NotSupportedError) as info:
         convert(read_model(m.finish()), object())
     message = str(info.value)
-    assert "3 operator(s) of the model are not supported (MATRIX_DIAG, MyFancyOp, OtherOp)" in message
-    for part in ("operator #0 MyFancyOp (custom op 'MyFancyOp')", "operator #2 MATRIX_DIAG (op code MATRIX_DIAG)",
+    assert "3 operator(s) of the model are not supported (MyFancyOp, OtherOp, SVDF)" in message
+    for part in ("operator #0 MyFancyOp (custom op 'MyFancyOp')", "operator #2 SVDF (op code SVDF)",
                  "operator #3 OtherOp (custom op 'OtherOp')"):
         assert part in message
 
@@ -205,3 +205,27 @@ def test_top_k_of_one_input_is_one_launch(ctx):
     data, _ = top_k_shared()
     labels = [s.label for s in webnn.load(data, ctx).graph._steps]
     assert labels == ["wgsl ['TOPK_V2#0']", "cast ['CAST#4']"]
+
+
+@pytest.mark.parametrize("consumer", ["ADD", "output"])
+def test_complex_value_elsewhere_is_refused(consumer, ctx):
+    """An RFFT2D's complex result read by an operator other than COMPLEX_ABS, REAL, IMAG and
+    reshapes, or a model output, is a NotSupportedError naming it (WebNN has no complex type)."""
+    from op_models import rfft2d_model
+
+    data, _ = rfft2d_model(consumer)
+    with pytest.raises(NotSupportedError, match="operator #1 ADD: a complex input" if consumer == "ADD"
+                       else "model output .* is complex"):
+        webnn.load(data, ctx)
+
+
+def test_if_run_time_condition_takes_either_branch(ctx):
+    """An IF whose condition is computed at run time gives each branch's outputs as LiteRT does,
+    for inputs that take the then branch and inputs that take the else branch."""
+    from op_models import if_model
+
+    data, (x,) = if_model(static=False)
+    model = webnn.load(data, ctx)
+    for sign in (1.0, -1.0):
+        inputs = [(np.abs(x) * sign).astype(np.float32)]
+        _compare("if", model.compute({model.input_names[0]: inputs[0]}), run_litert(data, inputs), model.output_names)

@@ -21,6 +21,7 @@ _TYPES = {
     np.dtype(np.int8): schema.TensorType.INT8,
     np.dtype(np.uint8): schema.TensorType.UINT8,
     np.dtype(np.bool_): schema.TensorType.BOOL,
+    np.dtype(np.complex64): schema.TensorType.COMPLEX64,
 }
 
 # Builtin options: op name -> (BuiltinOptions union tag, options class name).
@@ -86,6 +87,9 @@ _OPTIONS = {
     "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
     "BIDIRECTIONAL_SEQUENCE_LSTM": "BidirectionalSequenceLSTMOptions",
     "WHILE": "WhileOptions",
+    "IF": "IfOptions",
+    "VAR_HANDLE": "VarHandleOptions",
+    "CALL_ONCE": "CallOnceOptions",
     "FILL": "FillOptions",
     "TILE": "TileOptions",
     "SELECT_V2": "SelectV2Options",

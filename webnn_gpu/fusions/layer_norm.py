@@ -20,17 +20,30 @@ order where they commute):
 
 ``scale`` and ``bias`` must vary along ``A`` alone (host constants are re-made in the
 kernel's ``[x.shape[a] for a in A]`` shape, a computed one of that many elements is viewed
-so). Every intermediate value must feed only the pattern and be no graph output. The result
+so); in the negated-mean form they may vary along other axes too, broadcasting into ``x``
+without growing it (Keras' ``GroupNormalization``: the tensor viewed as ``[..., groups,
+channels / groups]``, normalized over every axis but the batch and the groups, gamma and beta
+per channel): the node then normalizes without them and a ``mul`` and an ``add`` follow, which
+``fuse_epilogue`` gives the normalization kernel (one kernel for the layer's eight). Every intermediate value must feed only the pattern and be no graph output. The result
 is computed by the ``layer_normalization`` node (``norm/layer_norm.wgsl`` for rows of at most
 4,096 values whose scale and bias run along the normalized axes, else ``norm/moments.wgsl``
 then ``norm/normalize.wgsl``), which accumulates in float32: equal to the decomposed form up to
 rounding.
+
+The root-mean-square forms (:func:`match_rms_norm`: ``x / sqrt(mean(x * x) + eps)``, Keras'
+``RMSNormalization`` and ONNX exports' RMSNorm; ``x / sqrt(variance(x) + eps)``, Keras'
+``LayerNormalization(rms_scaling=True)``; then a scale and a bias along the axes) become one
+``rms_normalization`` node over rows of at most 4,096 values: the same ``norm/layer_norm.wgsl``
+kernel without centering (mean(x^2) = variance + mean^2 from the row's two passes). So do the
+L2 forms (:func:`match_l2_norm`: ``x * min(rsqrt(sum(x * x)), c)``, Keras' ``UnitNormalization``;
+``x * rsqrt(max(sum(x * x), e))``, ``tf.math.l2_normalize`` and the loader's L2_NORMALIZATION).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 
 import numpy as np
 
@@ -55,6 +68,10 @@ class LayerNormAttrs(FusedAttrs):
     param_axes: tuple[int, ...]
     #: added to the variance
     epsilon: float
+    #: ``"layer"`` (a ``layer_normalization``), or for an ``rms_normalization`` node ``"rms"``
+    #: (x / sqrt(mean(x^2) + epsilon)), ``"scaled"`` (x / sqrt(variance + epsilon)), ``"l2min"``
+    #: (x * min(1 / sqrt(sum(x^2)), epsilon)) or ``"l2max"`` (x / sqrt(max(sum(x^2), epsilon)))
+    form: str = "layer"
 
 
 @dataclasses.dataclass
@@ -68,12 +85,33 @@ class LayerNormMatch:
     bias: Value | None
     #: the nodes the fused node replaces; the last one's output is the result
     nodes: list[Node]
+    #: scale and bias vary along other axes than the normalized ones (a group normalization's
+    #: per-channel parameters): they stay a mul and an add after the node
+    outer: bool = False
+    #: :attr:`LayerNormAttrs.form`
+    form: str = "layer"
 
     def lower(self) -> list[Node]:
         """The nodes that compute the match: views that give a computed scale or bias the
         kernel's shape, then the ``layer_normalization`` node (producing the last matched
-        node's output)."""
+        node's output); with :attr:`outer`, the node without parameters, then ``mul`` by the
+        scale and ``add`` of the bias (which the normalization kernel takes as its epilogue)."""
         last = self.nodes[-1]
+        labels = [n.label for n in self.nodes if n.label]
+        label = labels[-1] if labels else ""
+        if self.outer:
+            steps = [(op, p) for op, p in (("mul", self.scale), ("add", self.bias)) if p is not None]
+            n = Value(self.x.data_type, tuple(self.x.shape), "op")
+            out: list[Node] = [Node("layer_normalization", [self.x, None, None], [n],
+                                    LayerNormAttrs(self.axes, self.axes, self.epsilon), label)]
+            n.producer = out[0]
+            for k, (op, param) in enumerate(steps):
+                y = last.outputs[0] if k == len(steps) - 1 else Value(self.x.data_type, tuple(self.x.shape), "op")
+                out.append(Node(op, [n, param], [y], {}, label))
+                if k < len(steps) - 1:
+                    y.producer = out[-1]
+                n = y
+            return out
         want = tuple(self.x.shape[a] for a in self.axes)
         views: list[Node] = []
         params: list[Value | None] = []
@@ -88,9 +126,8 @@ class LayerNormMatch:
                 view = Value(v.data_type, want, "op")
                 views.append(Node("reshape", [v], [view], {"alias": True}, _view_label(last)))
                 params.append(view)
-        labels = [n.label for n in self.nodes if n.label]
-        fused = Node("layer_normalization", [self.x, *params], list(last.outputs),
-                     LayerNormAttrs(self.axes, self.axes, self.epsilon), labels[-1] if labels else "")
+        fused = Node("layer_normalization" if self.form == "layer" else "rms_normalization", [self.x, *params],
+                     list(last.outputs), LayerNormAttrs(self.axes, self.axes, self.epsilon, self.form), label)
         return [*views, fused]
 
 
@@ -118,6 +155,14 @@ def _param_ok(v: Value | None, x: Value, axes: tuple[int, ...]) -> bool:
     if v.kind == "constant" and v.data is not None:
         return True
     return all(shp[a] == x.shape[a] for a in axes)
+
+
+def _param_outer(v: Value | None, x: Value) -> bool:
+    """Whether ``v`` (a scale or bias) broadcasts into ``x``'s shape without growing it (any axes:
+    applied after the normalization as a ``mul`` or ``add``)."""
+    if v is None or v.data_type != x.data_type or len(v.shape) > len(x.shape):
+        return False
+    return all(d in (1, x.shape[a]) for a, d in enumerate(_aligned(v.shape, len(x.shape))))
 
 
 def _epsilon(v: Value | None, like: Value) -> float | None:
@@ -274,15 +319,21 @@ def match_layer_norm(g: GraphView, mean: Node) -> LayerNormMatch | None:
     scale = None
     i = r
     gm = mt.only(r, "mul")
+    outer = False
     if gm is not None and _param_ok(_other(gm, r), x, axes):  # i = rsqrt(v + eps) * scale
         scale, i = _other(gm, r), gm.outputs[0]
+        nodes.append(gm)
+    elif gm is not None and _param_outer(_other(gm, r), x):  # a scale along other axes (GroupNormalization)
+        scale, i, outer = _other(gm, r), gm.outputs[0], True
         nodes.append(gm)
     if g.is_output(i):
         return None
     i_users = g.consumers(i)
     mb = next((u for u in users if u is not sub), None)
     if mb is not None and mb.op == "neg":  # TFLite's converter for Keras 3: y = x * i + (neg(m) * i + bias)
-        return _negated_mean_form(mt, x, axes, eps, scale, nodes, mb, i, i_users)
+        return _negated_mean_form(mt, x, axes, eps, scale, nodes, mb, i, i_users, outer)
+    if outer:
+        return None
     xa = next((u for u in i_users if u is not mb), None)
     if (len(i_users) != 2 or mb is None or mb not in i_users or xa is None or mb.op != "mul" or xa.op != "mul"
             or _other(mb, m) is not i or _other(xa, x) is not i or tuple(xa.outputs[0].shape) != tuple(x.shape)):
@@ -304,10 +355,122 @@ def match_layer_norm(g: GraphView, mean: Node) -> LayerNormMatch | None:
     return LayerNormMatch(x, axes, eps, scale, bias, nodes)
 
 
+def match_rms_norm(g: GraphView, mean: Node) -> LayerNormMatch | None:
+    """The root-mean-square normalization whose ``reduce_mean`` is ``mean``, or None:
+
+    * ``"rms"``: ``n = x / sqrt(mean(x * x) + eps)`` (or ``pow(x, 2)``; ``x * reciprocal(sqrt(.))``,
+      ``x * pow(., -0.5)``): Keras' ``RMSNormalization``, an ONNX export's RMSNorm;
+    * ``"scaled"``: ``n = x / sqrt(mean((x - mean(x))^2) + eps)``: Keras' ``LayerNormalization(
+      rms_scaling=True)``;
+
+    then ``n * scale + bias`` (each optional, along the normalized axes), every intermediate
+    value read by the pattern alone and no graph output, over rows of at most
+    :data:`~webnn_gpu.ops.norm.ROW_KERNEL_MAX` values (the one kernel ``rms_normalization``
+    has)."""
+    from ..ops.norm import ROW_KERNEL_MAX
+
+    if mean.op != "reduce_mean" or len(mean.outputs) != 1 or not mean.attrs.get("keep"):
+        return None
+    axes = tuple(sorted(mean.attrs.get("axes", ())))
+    src, m = mean.inputs[0], mean.outputs[0]
+    if src.data_type not in FLOATS or not axes or m.data_type != src.data_type or g.is_output(m):
+        return None
+    mt = _Matcher(g)
+    sq = g.producer(src)
+    prefix: list[Node] = []
+    if sq is not None and len(sq.outputs) == 1 and sq.inputs and mt.square_of(sq.inputs[0], sq) and \
+            g.sole_consumer(src) is mean and not g.is_output(src):
+        form, x = "rms", sq.inputs[0]
+    else:  # the mean of x itself, then of its squared deviation
+        form, x = "scaled", src
+        sub = mt.only(m, "sub")
+        if sub is None or sub.inputs[0] is not x or sub.inputs[1] is not m or g.is_output(sub.outputs[0]):
+            return None
+        sq = mt.only(sub.outputs[0], "mul", "pow")
+        if sq is None or not mt.square_of(sub.outputs[0], sq):
+            return None
+        prefix = [mean, sub]
+    d = sq.inputs[0]
+    got = mt.variance(d, sq, axes)
+    if got is None:
+        return None
+    var_nodes, r, eps = got
+    if form == "rms" and var_nodes[1] is not mean:
+        return None
+    divisor = var_nodes[-1].op == "sqrt"
+    norm = mt.only(r, "div" if divisor else "mul")
+    if norm is None or (norm.inputs[0] is not x or norm.inputs[1] is not r if divisor else _other(norm, r) is not x):
+        return None
+    if tuple(norm.outputs[0].shape) != tuple(x.shape) or math.prod(x.shape[a] for a in axes) > ROW_KERNEL_MAX:
+        return None
+    n = norm.outputs[0]
+    aff, scale, bias = _affine(mt, n, x, axes) if not g.is_output(n) else ([], None, None)
+    return LayerNormMatch(x, axes, eps, scale, bias, [*prefix, *var_nodes, norm, *aff], form=form)
+
+
+def match_l2_norm(g: GraphView, total: Node) -> LayerNormMatch | None:
+    """The L2 normalization whose ``reduce_sum`` of squares is ``total``, or None:
+    ``x * min(reciprocal(sqrt(sum(x * x))), c)`` (Keras' ``UnitNormalization``: RSQRT, MINIMUM;
+    form ``"l2min"``) or ``x * reciprocal(sqrt(max(sum(x * x), e)))`` (``tf.math.l2_normalize``:
+    MAXIMUM, RSQRT; ``"l2max"``), ``c`` and ``e`` host constants of one non-negative value; every
+    intermediate value read by the pattern alone and no graph output; rows of at most
+    :data:`~webnn_gpu.ops.norm.ROW_KERNEL_MAX` values."""
+    from ..ops.norm import ROW_KERNEL_MAX
+
+    if total.op != "reduce_sum" or len(total.outputs) != 1 or not total.attrs.get("keep"):
+        return None
+    axes = tuple(sorted(total.attrs.get("axes", ())))
+    src, s = total.inputs[0], total.outputs[0]
+    sq = g.producer(src)
+    if (not axes or src.data_type not in FLOATS or sq is None or len(sq.outputs) != 1 or not sq.inputs
+            or g.is_output(src) or g.sole_consumer(src) is not total or g.is_output(s)):
+        return None
+    mt = _Matcher(g)
+    first = sq.inputs[0]
+    if first is None or not mt.square_of(first, sq):
+        return None
+    x: Value = first
+    nodes = [sq, total]
+    nxt = mt.only(s, "sqrt", "max")
+    if nxt is None:
+        return None
+    if nxt.op == "max":
+        bound = _epsilon(_other(nxt, s), s)
+        root = mt.only(nxt.outputs[0], "sqrt")
+        if bound is None or root is None:
+            return None
+        rec = mt.only(root.outputs[0], "reciprocal")
+        if rec is None:
+            return None
+        form, nodes, r = "l2max", [*nodes, nxt, root, rec], rec.outputs[0]
+    else:
+        rec = mt.only(nxt.outputs[0], "reciprocal")
+        if rec is None:
+            return None
+        low = mt.only(rec.outputs[0], "min")
+        if low is None:
+            return None
+        bound = _epsilon(_other(low, rec.outputs[0]), rec.outputs[0])
+        if bound is None:
+            return None
+        form, nodes, r = "l2min", [*nodes, nxt, rec, low], low.outputs[0]
+    norm = mt.only(r, "mul")
+    if norm is None or _other(norm, r) is not x or tuple(norm.outputs[0].shape) != tuple(x.shape) or \
+            math.prod(x.shape[a] for a in axes) > ROW_KERNEL_MAX:
+        return None
+    n = norm.outputs[0]
+    aff, scale, bias = _affine(mt, n, x, axes) if not g.is_output(n) else ([], None, None)
+    return LayerNormMatch(x, axes, bound, scale, bias, [*nodes, norm, *aff], form=form)
+
+
 def _negated_mean_form(mt: _Matcher, x: Value, axes, eps: float, scale: Value | None, nodes: list[Node],
-                       neg: Node, i: Value, i_users: list[Node]) -> LayerNormMatch | None:
+                       neg: Node, i: Value, i_users: list[Node], outer: bool = False) -> LayerNormMatch | None:
     """The rest of the batch-normalization form with the mean negated first:
-    ``y = x * i + (neg(m) * i + bias)`` (or ``x * i + neg(m) * i`` without a bias)."""
+    ``y = x * i + (neg(m) * i + bias)`` (or ``x * i + neg(m) * i`` without a bias). ``outer``:
+    the scale in ``i`` varies along other axes than the normalized ones; then the bias may
+    too (Keras' ``GroupNormalization``: per-channel parameters over a [..., groups, channels /
+    groups] view normalized over all axes but the batch and the groups), and the match
+    normalizes without them, then multiplies and adds."""
     nm = neg.outputs[0]
     mb = mt.only(nm, "mul")
     xa = next((u for u in i_users if u is not mb), None)
@@ -323,7 +486,9 @@ def _negated_mean_form(mt: _Matcher, x: Value, axes, eps: float, scale: Value | 
     else:
         bias = _other(after, nb)
         if not _param_ok(bias, x, axes):
-            return None
+            if not _param_outer(bias, x):
+                return None
+            outer = True
         last = mt.only(xa.outputs[0], "add")
         if (last is None or _other(last, xa.outputs[0]) is not after.outputs[0]
                 or mt.g.sole_consumer(after.outputs[0]) is not last):
@@ -331,7 +496,7 @@ def _negated_mean_form(mt: _Matcher, x: Value, axes, eps: float, scale: Value | 
         y, tail = last, [after]
     if tuple(y.outputs[0].shape) != tuple(x.shape):
         return None
-    return LayerNormMatch(x, axes, eps, scale, bias, [*nodes, neg, mb, *tail, xa, y])
+    return LayerNormMatch(x, axes, eps, scale, bias, [*nodes, neg, mb, *tail, xa, y], outer)
 
 
 def fuse_layer_norm(nodes: list, outputs: dict, context=None) -> list:
@@ -342,9 +507,9 @@ def fuse_layer_norm(nodes: list, outputs: dict, context=None) -> list:
     replaced: dict[int, list[Node]] = {}
     dropped: set[int] = set()
     for mean in nodes:
-        if mean.op != "reduce_mean" or mean.id in dropped:
+        if mean.op not in ("reduce_mean", "reduce_sum") or mean.id in dropped:
             continue
-        found = match_layer_norm(g, mean)
+        found = match_layer_norm(g, mean) or match_rms_norm(g, mean) or match_l2_norm(g, mean)
         if found is None or any(n.id in dropped or n.id in replaced for n in found.nodes):
             continue
         last = max(found.nodes, key=nodes.index)

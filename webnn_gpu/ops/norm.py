@@ -276,19 +276,22 @@ def lower_batch_normalization(node, lc) -> None:
 ROW_KERNEL_MAX = 4096
 
 
-@lowering("instance_normalization", "layer_normalization")
+@lowering("instance_normalization", "layer_normalization", "rms_normalization")
 def lower_moments_norm(node, lc) -> None:
     """instance/layer normalization: moments.wgsl (mean, variance per group), then normalize.wgsl;
     a layer normalization of rows up to :data:`ROW_KERNEL_MAX` values whose scale and bias
-    run along the normalized axes in order: one layer_norm.wgsl kernel."""
+    run along the normalized axes in order: one layer_norm.wgsl kernel. ``rms_normalization``
+    (the compiler's fused node, :mod:`webnn_gpu.fusions.layer_norm`, only for such rows):
+    the same kernel without centering (``attrs["form"]``)."""
     x, sc, bi = node.inputs[:3]  # (fused epilogue operands follow)
     axes = node.attrs["axes"]
     kept, red = merge_axes(x.shape, axes)
     M = math.prod(s for s, _ in kept)
     K = math.prod(s for s, _ in red)
     mode, wg, _ = plan(M, K)
-    if node.op == "layer_normalization" and K <= ROW_KERNEL_MAX and list(axes) == sorted(axes) and \
-            (list(node.attrs["param_axes"]) == list(axes) or (sc is None and bi is None)):
+    form = node.attrs.get("form", "layer") if node.op == "rms_normalization" else "layer"
+    if node.op in ("layer_normalization", "rms_normalization") and K <= ROW_KERNEL_MAX and \
+            list(axes) == sorted(axes) and (list(node.attrs["param_axes"]) == list(axes) or (sc is None and bi is None)):
         out = node.outputs[0]
         ins = [("x", x)] + [(n, v) for n, v in (("scale", sc), ("bias", bi)) if v is not None]
         ep = _epilogue.build(node, out, _epilogue.steps_of(node))
@@ -296,9 +299,11 @@ def lower_moments_norm(node, lc) -> None:
                   groups=None if mode == "thread" else workgroups(M, lc.limits, lc.label), workgroup=wg, mode=mode,
                   M=M, K=K, kept_rm=strides([s for s, _ in kept]), kept_st=[t for _, t in kept],
                   red_rm=strides([s for s, _ in red]), red_st=[t for _, t in red], has_scale=sc is not None,
-                  has_bias=bi is not None, epsilon=_literal(node.attrs["epsilon"]),
+                  has_bias=bi is not None, epsilon=_literal(node.attrs["epsilon"]), form=form,
                   out_T=_dtypes.info(out.data_type).compute, ep=ep)
         return
+    if node.op == "rms_normalization":  # the rule makes it only for rows the kernel above takes
+        raise AssertionError(f"rms_normalization over {K} values with axes {axes}: no kernel")
     stats = lc.temp("float32", (M, 2))
     lc.kernel("norm/moments.wgsl", [("src", x)], [("out", stats)], M,
               groups=None if mode == "thread" else workgroups(M, lc.limits, lc.label), workgroup=wg, mode=mode,

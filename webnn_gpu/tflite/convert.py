@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError, MLTypeError, NotSupportedError, WebNNError
-from .ops import FOLDERS, HANDLERS
+from .ops import COMPLEX_READERS, FOLDERS, HANDLERS, Complex, _fb
 from .reader import ModelInfo, OperatorInfo, TensorInfo, dequantize
 
 __all__ = ["Converter", "Converted", "convert", "GRAPH_DTYPES"]
@@ -392,8 +392,10 @@ def convert(model: ModelInfo, builder: Any, dtype: str = "float32", custom_ops=N
     from .custom import check_custom_ops
 
     custom = check_custom_ops(custom_ops)
-    check_mapped(model, custom)
+    inert = inert_state_operators(model)
+    check_mapped(model, custom, inert)
     cv = Converter(model, builder, dtype, custom_ops=custom)
+    cv.claimed |= inert
     taken: set[str] = set()
     input_names = _unique_names(model, model.inputs, "input_", taken)
     output_names = _unique_names(model, model.outputs, "output_", taken)
@@ -412,9 +414,14 @@ def convert(model: ModelInfo, builder: Any, dtype: str = "float32", custom_ops=N
         if ti in cv._folded and ti not in cv._operands and model.operators:  # a value known at load time
             cv._operands[ti] = builder.identity(cv._constant(model.operators[-1], model.tensors[ti]),
                                                 label=f"output {name}")
-        if ti not in cv._operands or ti in model.inputs:
+        if ti in model.inputs and ti in cv._operands:  # an input passed through (Keras' linear activation)
+            cv._operands[ti] = builder.identity(cv._operands[ti], label=f"output {name}")
+        if ti not in cv._operands:
             raise _located(NotSupportedError, f"tflite.load: model output {name!r} is not computed by any "
-                                              "operator (a constant or an input passed through)")
+                                              "operator")
+        if isinstance(cv._operands[ti], Complex):
+            raise _located(NotSupportedError, f"tflite.load: model output {name!r} is complex (an RFFT2D's "
+                                              "result); WebNN has no complex type")
         outputs[name] = cv._operands[ti]
     return Converted(
         outputs=outputs,
@@ -431,18 +438,58 @@ REFUSED_BECAUSE = {
 }
 
 
-def check_mapped(model: ModelInfo, custom_ops: dict | None = None) -> None:
+#: The operators of resource variables (a stateful layer's state, a seed generator's).
+STATE_OPS = frozenset({"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"})
+
+
+def inert_state_operators(model: ModelInfo) -> set[int]:
+    """The main subgraph's operators that no model output needs, when the model has resource
+    variables and no output depends on one; else the empty set.
+
+    Keras 3's random augmentation layers (``RandomFlip``, ``RandomRotation``, ...) are the
+    identity at inference, but each call still advances its seed generator: ``READ_VARIABLE``,
+    ``ADD``, ``ASSIGN_VARIABLE``, set up by a ``CALL_ONCE``. That state reaches no output, so
+    the loader leaves those operators out (a layer whose output reads a variable, Keras'
+    ``stateful=True``, is still refused).
+    """
+    ops = model.operators
+    if not any(op.name in STATE_OPS for op in ops):
+        return set()
+    producer = {t: op.index for op in ops for t in op.outputs}
+    needed: set[int] = set()
+    todo = [producer[t] for t in model.outputs if t in producer]
+    while todo:
+        i = todo.pop()
+        if i in needed:
+            continue
+        needed.add(i)
+        todo.extend(producer[t] for t in ops[i].inputs if t in producer)
+    if any(ops[i].name in STATE_OPS for i in needed):
+        return set()
+    return {op.index for op in ops if op.index not in needed}
+
+
+def check_mapped(model: ModelInfo, custom_ops: dict | None = None,
+                 skip: set[int] | frozenset[int] = frozenset()) -> None:
     """Raise one NotSupportedError listing every operator (of every subgraph) with no handler.
 
     A custom op code that ``custom_ops`` maps has one; an unmapped one names that option.
+    ``skip``: main-subgraph operators the loader leaves out (:func:`inert_state_operators`);
+    the subgraphs only their ``CALL_ONCE`` runs are left out too.
     """
     custom_ops = custom_ops or {}
     missing = []
     hint = ""
+    init_only = {int(o.InitSubgraphIndex()) for op in model.operators
+                 if op.index in skip and op.name == "CALL_ONCE" and (o := op.options(_fb.CallOnceOptions)) is not None}
     for sub in model.subgraphs or [model]:
         where = f"subgraph {sub.subgraph_index} " if sub.subgraph_index else ""
+        if sub.subgraph_index in init_only:
+            continue
         for op in sub.operators:
             if op.opcode == "CUSTOM" and op.custom_code in custom_ops:
+                continue
+            if sub.subgraph_index == model.subgraph_index and op.index in skip:
                 continue
             if op.name not in HANDLERS:
                 if op.opcode == "CUSTOM":
@@ -475,6 +522,10 @@ def run_operators(cv: Converter, operators: list[OperatorInfo]) -> None:
             what = f"custom op {op.custom_code!r}" if op.opcode == "CUSTOM" else f"op code {op.opcode}"
             raise _located(NotSupportedError, f"{cv.where(op)}: {what} is not supported "
                                               f"(supported: {', '.join(sorted(HANDLERS))})")
+        if op.name not in COMPLEX_READERS and \
+                any(isinstance(cv._operands.get(t), Complex) for t in op.inputs if t >= 0):
+            raise cv.unsupported(op, "a complex input (an RFFT2D's result; COMPLEX_ABS, REAL, IMAG and "
+                                     "reshapes read one)")
         folder = FOLDERS.get(op.name)
         try:
             if folder is not None and folder(cv, op):

@@ -146,6 +146,18 @@ def _plan(cv: Converter, op: OperatorInfo, cond: int, body: int) -> dict[str, An
     fcs = _fc_params(bsub)
     rec = [(bsub.inputs.index(t), w, b) for t, w, b in fcs if t in bsub.inputs and bsub.inputs.index(t) in changing]
     inp = [(t, w, b) for t, w, b in fcs if t not in bsub.inputs]
+    if len(rec) == len(inp) in (3, 4) and len({k for k, _, _ in rec}) == 1:
+        # One product per gate (Keras' recurrent layers with recurrent_dropout compute each gate's
+        # products apart): stacked in the body's order, which the probe below checks.
+        hid = rec[0][1].shape[1]
+        if all(w.shape == (hid, hid) for _, w, _ in rec) and len({w.shape for _, w, _ in inp}) == 1 and \
+                inp[0][1].shape[0] == hid and len({t for t, _, _ in inp}) == 1:
+            def stack(parts):
+                return (np.concatenate([w for _, w, _ in parts]),
+                        np.concatenate([b if b is not None else np.zeros(hid) for _, _, b in parts]))
+
+            rec = [(rec[0][0], *stack(rec))]
+            inp = [(inp[0][0], *stack(inp))]
     reset_after = True
     if len(rec) == 1 and len(inp) == 2 and rec[0][1].shape[0] == 2 * rec[0][1].shape[1]:
         # A GRU with reset_after=False (Keras' GRU(reset_after=False)): the state's product

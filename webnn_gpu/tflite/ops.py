@@ -662,7 +662,11 @@ def _reshape(cv: Converter, op: OperatorInfo) -> None:
     if int(np.prod(shape, dtype=np.int64)) != in_count:
         raise cv.malformed(op, f"output shape {shape} holds a different element count than "
                                f"the input {list(cv.tensor(op, 0).shape)}")
-    cv.set_output(op, cv.builder.reshape(cv.operand(op, 0), shape, label=cv.label(op)))
+    x = cv.operand(op, 0)
+    if isinstance(x, Complex):  # an RFFT2D's result: both parts
+        cv.set_output(op, Complex(*(cv.builder.reshape(part, shape, label=cv.label(op)) for part in x)))
+        return
+    cv.set_output(op, cv.builder.reshape(x, shape, label=cv.label(op)))
 
 
 def _reshape_rule(cv: Converter, op: OperatorInfo) -> list[int]:
@@ -1790,13 +1794,22 @@ def _log_softmax(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, b.sub(shifted, b.log(total, label=label + "/log"), label=label))
 
 
-@handles("L2_NORMALIZATION", webnn="x / max(reduce_l2(x, last axis), 1e-6) + fused activation")
+@handles("L2_NORMALIZATION", webnn="x / max(reduce_l2(x, last axis), 1e-6) + fused activation; float32: "
+                                   "x * reciprocal(sqrt(max(reduce_sum(x * x), 1e-12))), the same values, which "
+                                   "the compiler runs as one normalization kernel")
 def _l2_normalization(cv: Converter, op: OperatorInfo) -> None:
     b, label, x = cv.builder, cv.label(op), cv.operand(op, 0)
     axes = [len(cv.tensor(op, 0).shape) - 1]
-    norm = b.max(b.reduce_l2(x, axes=axes, keep_dimensions=True, label=label + "/norm"),
-                 cv.scalar_constant(1e-6, cv.float_type), label=label + "/eps")
-    y = b.div(x, norm, label=label)
+    if cv.float_type == "float32":  # (1e-12 is 0 in float16)
+        total = b.reduce_sum(b.mul(x, x, label=label + "/square"), axes=axes, keep_dimensions=True,
+                             label=label + "/sum")
+        inv = b.reciprocal(b.sqrt(b.max(total, cv.scalar_constant(1e-12, "float32"), label=label + "/eps"),
+                                  label=label + "/norm"), label=label + "/inverse")
+        y = b.mul(x, inv, label=label)
+    else:
+        norm = b.max(b.reduce_l2(x, axes=axes, keep_dimensions=True, label=label + "/norm"),
+                     cv.scalar_constant(1e-6, cv.float_type), label=label + "/eps")
+        y = b.div(x, norm, label=label)
     cv.set_output(op, _activation(cv, op, y, _opt(op.options(_fb.L2NormOptions), "FusedActivationFunction", ACT_NONE)))
 
 
@@ -2432,11 +2445,11 @@ def _static_ids(cv: Converter, op: OperatorInfo, i: int, what: str) -> np.ndarra
 @handles("UNSORTED_SEGMENT_SUM", webnn="matmul of a constant 0/1 segment matrix [segments, N] with the data "
                                        "as [N, rest] (segment ids known at load time)")
 def _unsorted_segment_sum(cv: Converter, op: OperatorInfo) -> None:
-    shape = [int(d) for d in cv.tensor(op, 0).shape]
-    ids = _static_ids(cv, op, 1, "segment ids")
-    segments = int(cv.value(op, 2).reshape(-1)[0])
-    if tuple(ids.shape) != tuple(shape[:ids.ndim]) or segments < 1:
-        raise cv.malformed(op, f"segment ids of shape {list(ids.shape)} for data {shape}, {segments} segments")
+    ids, segments, shape = _segment_ids(cv, op)
+    _segment_matmul(cv, op, ids, segments, shape)
+
+
+def _segment_matmul(cv: Converter, op: OperatorInfo, ids: np.ndarray, segments: int, shape: list[int]) -> None:
     rows = int(np.prod(ids.shape, dtype=np.int64))
     rest = shape[ids.ndim:]
     place = np.zeros((segments, rows), np.float32)
@@ -2471,10 +2484,88 @@ def _fold_segments(cv: Converter, op: OperatorInfo, values: list) -> list:
     return [out]
 
 
+def _segment_ids(cv: Converter, op: OperatorInfo) -> tuple[np.ndarray, int, list[int]]:
+    """(ids, segments, data shape) of a segment reduction; SEGMENT_SUM's count is the largest id + 1."""
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    ids = _static_ids(cv, op, 1, "segment ids")
+    if op.name == "SEGMENT_SUM":
+        segments = int(ids.max()) + 1 if ids.size else 0
+        if ids.ndim != 1 or ids.size and (ids.min() < 0 or (np.diff(ids) < 0).any()):
+            raise cv.malformed(op, f"segment ids {ids.tolist()} (expected sorted ids >= 0 along the first axis)")
+    else:
+        segments = int(cv.value(op, 2).reshape(-1)[0])
+    if tuple(ids.shape) != tuple(shape[:ids.ndim]) or segments < 1:
+        raise cv.malformed(op, f"segment ids of shape {list(ids.shape)} for data {shape}, {segments} segments")
+    return ids, segments, shape
+
+
 @handles("UNSORTED_SEGMENT_PROD", "UNSORTED_SEGMENT_MAX", "UNSORTED_SEGMENT_MIN",
-         webnn="(folded at load time: the shape arithmetic of a model with dynamic dimensions)")
+         webnn="gather of each segment's rows (segment ids known at load time) as [segments, most rows of one, "
+               "rest], where(a constant mask, the rows, the reduction's identity) for the slots past a segment's "
+               "rows, reduce_product / reduce_max / reduce_min over them (an empty segment: the identity, 1 or "
+               "the float type's lowest / highest, as TFLite)")
 def _unsorted_segment_other(cv: Converter, op: OperatorInfo) -> None:
-    raise cv.unsupported(op, "data computed at run time (input 0; the loader folds this operator at load time only)")
+    ids, segments, shape = _segment_ids(cv, op)
+    x = cv.operand(op, 0)
+    if x.data_type != cv.float_type:
+        raise cv.unsupported(op, f"data of type {x.data_type} (float data only)")
+    kind = op.name.rsplit("_", 1)[1]
+    flat = ids.reshape(-1)
+    rest = shape[ids.ndim:]
+    members = [np.flatnonzero(flat == k) for k in range(segments)]  # ids outside [0, segments) are skipped
+    width = max(1, max(len(r) for r in members))
+    index = np.zeros((segments, width), np.int32)
+    keep = np.zeros((segments, width) + (1,) * len(rest), np.uint8)
+    for k, rows in enumerate(members):
+        index[k, :len(rows)] = rows
+        keep[k, :len(rows)] = 1
+    info = np.finfo(np.float16 if cv.float_type == "float16" else np.float32)
+    identity = {"PROD": 1.0, "MAX": float(info.min), "MIN": float(info.max)}[kind]
+    b, label = cv.builder, cv.label(op)
+    rows = b.reshape(x, [len(flat), *rest], label=label + "/rows")
+    g = b.gather(rows, b.constant({"data_type": "int32", "shape": list(index.shape)}, index), axis=0,
+                 label=label + "/gather")
+    if not keep.all():
+        g = b.where(b.constant({"data_type": "uint8", "shape": list(keep.shape)}, keep), g,
+                    cv.scalar_constant(identity, cv.float_type), label=label + "/pad")
+    reduce = {"PROD": b.reduce_product, "MAX": b.reduce_max, "MIN": b.reduce_min}[kind]
+    cv.set_output(op, reduce(g, axes=[1], keep_dimensions=False, label=label))
+
+
+@handles("SEGMENT_SUM", webnn="as UNSORTED_SEGMENT_SUM with the largest id + 1 segments (sorted segment ids known "
+                              "at load time)")
+def _segment_sum(cv: Converter, op: OperatorInfo) -> None:
+    ids, segments, shape = _segment_ids(cv, op)
+    cv.out_shape(op, 0, lambda: [segments, *shape[1:]])
+    _segment_matmul(cv, op, ids, segments, shape)
+
+
+@folds("SEGMENT_SUM")
+def _fold_segment_sum(cv: Converter, op: OperatorInfo, values: list) -> list:
+    data, ids = values[0], values[1].astype(np.int64).reshape(-1)
+    out = np.zeros((int(ids.max()) + 1 if ids.size else 0, *data.shape[1:]), data.dtype)
+    np.add.at(out, ids, data)
+    return [out]
+
+
+@handles("DYNAMIC_UPDATE_SLICE", webnn="where(a constant mask of the updated block, pad(update), operand) (start "
+                                       "indices known at load time, clamped so that the update fits, as TFLite)")
+def _dynamic_update_slice(cv: Converter, op: OperatorInfo) -> None:
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    size = [int(d) for d in cv.tensor(op, 1).shape]
+    start = _static_ids(cv, op, 2, "start indices").reshape(-1)
+    if len(size) != len(shape) or len(start) != len(shape) or any(u > d for u, d in zip(size, shape)):
+        raise cv.malformed(op, f"an update of shape {size} at {start.tolist()} in an operand of shape {shape}")
+    begin = [int(min(max(s, 0), d - u)) for s, d, u in zip(start, shape, size)]
+    b, label = cv.builder, cv.label(op)
+    x, upd = cv.operand(op, 0), cv.operand(op, 1)
+    if size == shape:
+        cv.set_output(op, b.identity(upd, label=label))
+        return
+    mask = np.zeros(shape, np.uint8)
+    mask[tuple(slice(a, a + u) for a, u in zip(begin, size))] = 1
+    padded = b.pad(upd, begin, [d - a - u for d, a, u in zip(shape, begin, size)], label=label + "/pad")
+    cv.set_output(op, b.where(b.constant({"data_type": "uint8", "shape": shape}, mask), padded, x, label=label))
 
 
 @handles("SCATTER_ND", webnn="scatter_nd into zeros (distinct indices known at load time); a matmul with a 0/1 "
@@ -2664,6 +2755,55 @@ def _while(cv: Converter, op: OperatorInfo) -> None:
         cv.set_entry(op, value, j)
 
 
+@handles("IF", webnn="the branch a load-time condition picks; for a run-time condition both branches, their "
+                     "outputs picked by where(condition) (branches of the same output shapes)")
+def _if(cv: Converter, op: OperatorInfo) -> None:
+    o = op.options(_fb.IfOptions)
+    then_index, else_index = int(_opt(o, "ThenSubgraphIndex", 0)), int(_opt(o, "ElseSubgraphIndex", 0))
+    args = [cv.entry(op, i) for i in range(1, len(op.inputs))]
+    cond = cv.static(op, 0)
+    if cond is not None:
+        if np.asarray(cond).size != 1:
+            raise cv.malformed(op, f"a condition of shape {list(np.asarray(cond).shape)} (expected one value)")
+        pick = then_index if bool(np.asarray(cond).reshape(-1)[0]) else else_index
+        outs = cv.call_subgraph(op, pick, args, f"{cv.label(op)}/{'then' if pick == then_index else 'else'}/")
+        for j, value in enumerate(outs):
+            cv.set_entry(op, value, j)
+        return
+    # A run-time condition: both branches run (they have no side effects: the loader maps no
+    # resource variables) and where() picks each output, the condition broadcast over it.
+    then_outs = cv.call_subgraph(op, then_index, args, f"{cv.label(op)}/then/")
+    else_outs = cv.call_subgraph(op, else_index, args, f"{cv.label(op)}/else/")
+    b, label = cv.builder, cv.label(op)
+    c = cv.operand(op, 0)
+    if int(np.prod(c.shape, dtype=np.int64)) != 1:
+        raise cv.malformed(op, f"a condition of shape {list(c.shape)} (expected one value)")
+    if c.data_type != "uint8":
+        c = b.not_equal(c, b.constant({"data_type": c.data_type, "shape": []},
+                                      np.zeros((), _NP_TYPES[cv.tensor(op, 0).type_name])), label=label + "/cond")
+    for j, (t, e) in enumerate(zip(then_outs, else_outs)):
+        if list(t.shape) != list(e.shape):
+            raise cv.unsupported(op, f"branches whose output {j} differs in shape ({list(t.shape)} and "
+                                     f"{list(e.shape)}) under a run-time condition")
+        t_op, e_op = _branch_operand(cv, op, t), _branch_operand(cv, op, e)
+        cond = b.reshape(c, [1] * len(t.shape), label=f"{label}/cond{j}") if len(c.shape) != len(t.shape) else c
+        cv.set_output(op, b.where(cond, t_op, e_op, label=f"{label}/{j}"), j)
+
+
+def _branch_operand(cv: Converter, op: OperatorInfo, value: Any) -> Any:
+    """A branch output as an operand: a value known at load time becomes a constant."""
+    if not isinstance(value, np.ndarray):
+        return value
+    if value.dtype.kind == "f":
+        return cv.constant_like(op, 1, value)
+    names = {np.dtype(np.bool_): "uint8", np.dtype(np.uint8): "uint8", np.dtype(np.int8): "int8",
+             np.dtype(np.int32): "int32", np.dtype(np.int64): "int64", np.dtype(np.uint32): "uint32"}
+    if value.dtype not in names:
+        raise cv.unsupported(op, f"a branch output of type {value.dtype} known at load time")
+    data = np.array(value.astype(np.uint8) if value.dtype == np.bool_ else value, order="C")
+    return cv.builder.constant({"data_type": names[value.dtype], "shape": list(data.shape)}, data)
+
+
 # ----------------------------------------------------------------------------- recurrent layers
 
 _RNN_ACTIVATIONS = {ACT_RELU: "relu", ACT_TANH: "tanh"}
@@ -2818,3 +2958,113 @@ def _unidirectional_rnn(cv: Converter, op: OperatorInfo) -> None:
         outs.append(b.reshape(h, [1, batch, units], label=f"{label}/out{t}"))
     y = outs[0] if steps == 1 else b.concat(outs, 0, label=label + "/sequence")
     cv.set_output(op, _batch_major(cv, op, y, time_major))
+
+
+# ----------------------------------------------------------------------------- complex values (RFFT2D)
+
+
+class Complex(NamedTuple):
+    """A COMPLEX64 tensor as two float operands of the same shape (WebNN has no complex type).
+
+    RFFT2D makes one; RESHAPE, SQUEEZE and EXPAND_DIMS pass it on; COMPLEX_ABS, REAL and
+    IMAG read it. Any other reader is refused (:data:`COMPLEX_READERS`)."""
+
+    re: Any
+    im: Any
+
+    @property
+    def shape(self) -> list[int]:
+        return list(self.re.shape)
+
+
+#: The operators that take a :class:`Complex` input.
+COMPLEX_READERS = frozenset({"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "COMPLEX_ABS", "REAL", "IMAG"})
+
+
+def _dft(n_in: int, n: int, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos and -sin of the DFT of length ``n`` as [n_in, bins] matrices (float64): row t, column
+    k is the term of input sample t in bin k. Samples past ``n`` (cropped) have zero rows; an
+    input shorter than ``n`` is the zero-padded one (its missing rows contribute nothing)."""
+    t = np.arange(n_in)[:, None]
+    k = np.arange(bins)[None, :]
+    angle = 2.0 * np.pi * ((t * k) % n) / n
+    keep = (t < n).astype(np.float64)
+    return np.cos(angle) * keep, -np.sin(angle) * keep
+
+
+@handles("RFFT2D", webnn="matmul of the last axis with the real DFT's cos and -sin matrices (and of the axis "
+                         "before it with the full DFT's, for fft_length[0] > 1): a complex value as two "
+                         "float operands, read by COMPLEX_ABS, REAL or IMAG (through reshapes)")
+def _rfft2d(cv: Converter, op: OperatorInfo) -> None:
+    fft = [int(v) for v in np.asarray(cv.value(op, 1)).reshape(-1)]
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    if cv.tensor(op, 0).type_name not in ("FLOAT32", "FLOAT16") or len(fft) != 2 or len(shape) < 2:
+        raise cv.unsupported(op, f"an input of type {cv.tensor(op, 0).type_name} and rank {len(shape)} with "
+                                 f"fft_length {fft} (expected a float input of rank >= 2 and two lengths)")
+    if min(fft) < 1:
+        raise cv.malformed(op, f"fft_length {fft} (expected values >= 1)")
+    m, n = fft
+    rows, cols = shape[-2:]
+    bins = n // 2 + 1
+    out_shape = shape[:-2] + [m, bins]
+    cv.out_shape(op, 0, lambda: out_shape)
+    b, label = cv.builder, cv.label(op)
+    x = cv.operand(op, 0)
+    if rows > m:
+        x = b.slice(x, [0] * len(shape), shape[:-2] + [m, cols], label=label)
+        rows = m
+    c, s = _dft(cols, n, bins)
+    re = b.matmul(x, cv.constant_like(op, 1, c), label=label)
+    im = b.matmul(x, cv.constant_like(op, 1, s), label=label)
+    if m > 1:  # the full DFT along the axis before: (Cm + i Sm) (re + i im), Sm = -sin
+        cm, sm = _dft(rows, m, m)
+        cm_t, sm_t = cv.constant_like(op, 1, cm.T), cv.constant_like(op, 1, sm.T)
+        re, im = (b.sub(b.matmul(cm_t, re, label=label), b.matmul(sm_t, im, label=label), label=label),
+                  b.add(b.matmul(cm_t, im, label=label), b.matmul(sm_t, re, label=label), label=label))
+    cv.set_output(op, Complex(re, im))
+
+
+@handles("COMPLEX_ABS", "REAL", "IMAG", webnn="sqrt(re * re + im * im), or the part, of RFFT2D's two operands")
+def _complex_part(cv: Converter, op: OperatorInfo) -> None:
+    z = cv.operand(op, 0)
+    if not isinstance(z, Complex):
+        raise cv.unsupported(op, f"an input of type {cv.tensor(op, 0).type_name} that is not an RFFT2D's result")
+    b, label = cv.builder, cv.label(op)
+    if op.name == "REAL":
+        y = b.identity(z.re, label=label)
+    elif op.name == "IMAG":
+        y = b.identity(z.im, label=label)
+    else:
+        y = b.sqrt(b.add(b.mul(z.re, z.re, label=label), b.mul(z.im, z.im, label=label), label=label), label=label)
+    cv.set_output(op, y)
+
+
+@handles("MATRIX_DIAG", webnn="mul of the input as [..., 1, N] with a constant identity [N, N]")
+def _matrix_diag(cv: Converter, op: OperatorInfo) -> None:
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    if not shape:
+        raise cv.malformed(op, "a scalar input (expected rank >= 1)")
+    n = shape[-1]
+    b, label = cv.builder, cv.label(op)
+    x = cv.operand(op, 0)
+    if x.data_type != cv.float_type:
+        raise cv.unsupported(op, f"an input of type {x.data_type} (float only)")
+    row = b.reshape(x, shape[:-1] + [1, n], label=label + "/row")
+    cv.set_output(op, b.mul(row, cv.constant_like(op, 0, np.eye(n)), label=label))
+
+
+@handles("MATRIX_SET_DIAG", webnn="where(a constant identity mask, the diagonal as [..., K, 1] (rows) or [..., 1, K] "
+                                  "(columns, more rows than columns), the input)")
+def _matrix_set_diag(cv: Converter, op: OperatorInfo) -> None:
+    shape = [int(d) for d in cv.tensor(op, 0).shape]
+    diag = [int(d) for d in cv.tensor(op, 1).shape]
+    if len(shape) < 2 or diag != shape[:-2] + [min(shape[-2:])]:
+        raise cv.malformed(op, f"a diagonal of shape {diag} for an input of shape {shape}")
+    rows, cols = shape[-2:]
+    b, label = cv.builder, cv.label(op)
+    d = cv.operand(op, 1)
+    k = diag[-1]
+    d = b.reshape(d, shape[:-2] + ([k, 1] if rows <= cols else [1, k]), label=label + "/diagonal")
+    mask = np.eye(rows, cols, dtype=np.uint8)
+    cv.set_output(op, b.where(b.constant({"data_type": "uint8", "shape": [rows, cols]}, mask), d,
+                              cv.operand(op, 0), label=label))

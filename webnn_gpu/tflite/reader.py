@@ -360,6 +360,7 @@ def _read_subgraph(fb: Any, model: Any, data: bytes, sub: Any, type_names: dict,
     n_buffers = len(buffers)
     sub_fields = _fields(data, spos)
     tensors: list[TensorInfo] = []
+    empty: list[int] = []  # tensors with a buffer but no bytes whose static shape holds no element
     for ti, tpos in enumerate(_tables(data, spos, _field(sub_fields, 0))):
         f = _fields(data, tpos)
         off = _field(f, 1)
@@ -391,6 +392,8 @@ def _read_subgraph(fb: Any, model: Any, data: bytes, sub: Any, type_names: dict,
                 raw = _ubytes(data, bpos, _field(bf, 0)) or None
             if raw and sparse_at is None:
                 contents = _decode_buffer(raw, type_name, shape, ti, name)
+            elif not raw and 0 in shape and not (signature and -1 in signature):
+                empty.append(ti)
 
         quant = None
         q_at = _table(data, tpos, _field(f, 4))
@@ -436,6 +439,16 @@ def _read_subgraph(fb: Any, model: Any, data: bytes, sub: Any, type_names: dict,
         op.Init(data, opos)
         operators.append(OperatorInfo(oi, opcode, custom_code, version, inputs, outputs, custom_options, op))
 
+    # A constant without elements (the converter's empty shape vector of a reshape to a scalar,
+    # an empty split size) has a buffer and no bytes, as a run-time tensor has: it is the empty
+    # constant when no operator writes it and the subgraph does not take it as an input.
+    if empty:
+        written = {t for o in operators for t in o.outputs}
+        written.update(_ints(data, spos, _field(sub_fields, 1)))
+        for ti in empty:
+            t = tensors[ti]
+            if ti not in written and t.type_name in TFLITE_TYPES:
+                t.data = np.zeros(t.shape, TFLITE_TYPES[t.type_name])
     return tensors, operators
 
 
