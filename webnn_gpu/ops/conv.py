@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any
 
 import numpy as np
 
@@ -744,7 +745,7 @@ DWP_CORES = {"lane-loop": 2, "default": 1}
 #: least relative error to the per-kernel times of every pair of the 13 zoo models and 30
 #: synthetic shapes (timestamp queries; ``benchmarks/dw_shapes.py --forms``,
 #: ``benchmarks/dw_project.py``).
-DWP_PAY_FIT = {"lane-loop": dict(fused=(4.5, 0.0, 0.36, 11.1, 37.8), dw=(0.32, 38.6), tile=(187.0, 1674.0, 50.2),
+DWP_PAY_FIT: dict[str, dict[str, Any]] = {"lane-loop": dict(fused=(4.5, 0.0, 0.36, 11.1, 37.8), dw=(0.32, 38.6), tile=(187.0, 1674.0, 50.2),
                                  dispatch=45.0)}
 
 
