@@ -1,0 +1,140 @@
+"""Two products in a row as one fused operator, ``mlp``.
+
+Pattern (after :func:`~webnn_gpu.compiler.rules.epilogue.fuse_epilogue`, which has made each
+product's bias, activation and residual add its epilogue steps)::
+
+    h = ep1(x . W1)     a matmul / gemm by a constant [K, H], or an NHWC pointwise conv2d
+    y = ep2(h . W2)     the same kind of product by a constant [H, N], reading h as its A
+
+where ``ep1`` is any epilogue the kernels host (a bias, ``relu``, ``gelu``, ``prelu`` with
+per-channel slopes, ``hard_swish``, a residual add, ...), ``ep2`` any epilogue not reading
+``h`` itself (a residual add of ``x`` or of another tensor, an activation). A transformer's
+feed-forward block (Dense -> gelu -> Dense + residual), an MLP head of many rows, and a pointwise
+expansion followed by a pointwise projection in NHWC models.
+
+Operator: ``mlp`` (:class:`MlpAttrs`), legality :func:`mlp_ok`, rule :func:`fuse_mlp`, lowering
+:func:`webnn_gpu.ops.linalg.lower_mlp` onto ``shaders/matmul/mlp.wgsl`` (each invocation
+keeps its rows of ``h`` in workgroup memory and computes ``y`` from there: one launch, ``h``
+never read back from memory).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from .._env import DEBUG
+from .._ir import GraphView, Node
+from ..compiler.rules._common import _max_bindings
+from ..compiler.rules.norm_rows import _ready_before
+from ..ops.linalg import mlp_plan, mlp_product
+from ._attrs import FusedAttrs
+
+log = logging.getLogger("webnn_gpu")
+
+#: The rule fires where the fused launch has at least this many rows (:func:`mlp_pays`).
+MLP_MIN_ROWS = 16
+#: Most workgroups of one launch (a 1-D dispatch).
+MLP_MAX_WORKGROUPS = 65535
+
+
+@dataclasses.dataclass(frozen=True)
+class MlpAttrs(FusedAttrs):
+    """Attributes of an ``mlp`` node; its inputs are the first product's, then the second one's
+    but its A (each value once), its outputs the second product's output, then the first one's
+    where ``keep``."""
+
+    #: the first product (matmul, gemm or pointwise conv2d), epilogue fused
+    first: Node
+    #: the second product, reading ``first``'s output as its A
+    second: Node
+    #: the first product's output is read elsewhere too (or is a graph output): stored as well
+    keep: bool = False
+
+
+def mlp_ok(first: Node, second: Node) -> bool:
+    """Whether ``second(first(x))`` can run as one ``matmul/mlp.wgsl`` kernel, consumers aside
+    (:func:`fuse_mlp` checks them on the graph): both products of a kind
+    :func:`~webnn_gpu.ops.linalg.mlp_product` accepts, of one data type and one row count,
+    ``second`` reading ``first``'s output as its A and nowhere else (not as a bias, a residual or
+    ``c``)."""
+    p1, p2 = mlp_product(first), mlp_product(second)
+    if p1 is None or p2 is None:
+        return False
+    h = first.outputs[0]
+    if second.inputs[0] is not h or any(v is h for v in second.inputs[1:]):
+        return False
+    if second.outputs[0].data_type != h.data_type or p1[0] != p2[0] or p1[2] != p2[1]:
+        return False
+    return not any(st.get("input") == 0 for st in second.attrs.get("epilogue") or [])
+
+
+def mlp_pays(M: int, K: int, H: int, N: int) -> bool:
+    """The cost condition: whether one ``matmul/mlp.wgsl`` launch is expected to be faster than
+    the two tile launches, at least :data:`MLP_MIN_ROWS` rows (fewer are the one-row chains of
+    ``fuse_dense_chain`` and products whose launches are mostly dispatch cost either way)."""
+    return M >= MLP_MIN_ROWS
+
+
+def fuse_mlp(nodes: list, outputs: dict, context=None) -> list:
+    """``second(first(x))``, two products of the pattern of :mod:`webnn_gpu.fusions.mlp`, becomes
+    one ``mlp`` node (:class:`MlpAttrs`) where :func:`mlp_ok` holds, the device runs the tile
+    kernel's subgroup variant (lavapipe before Mesa 24: ``context``'s subgroup lanes on the
+    ``"lane-loop"`` tuning profile), the kernel's plan fits (:func:`~webnn_gpu.ops.linalg.mlp_plan`:
+    an invocation's hidden rows in workgroup memory, its loops within llvmpipe's budget) and
+    :func:`mlp_pays`.
+
+    Where ``first``'s output has other readers or is a graph output, the node also stores it as a
+    second output and takes ``first``'s place (``second``'s other operands must be ready there);
+    otherwise it takes ``second``'s place. A product read by two products stays as it is (it is no
+    chain), as does an intermediate of more rows than fit, or one where the bindings would pass
+    the device's limit.
+    """
+    lanes = getattr(context, "_subgroup", 0) if context is not None else 0
+    if not lanes or getattr(context, "_tuning", "default") != "lane-loop":
+        return nodes
+    wg_bytes = int(context.limits.get("max-compute-workgroup-storage-size", 16384))
+    limit = _max_bindings(context)
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for second in nodes:
+        if second.op not in ("matmul", "gemm", "conv2d") or not second.inputs or second.id in dropped:
+            continue
+        h = second.inputs[0]
+        first = g.producer(h)
+        if first is None or first.id in dropped or first.id in replaced or second.id in replaced:
+            continue
+        if not mlp_ok(first, second):
+            continue
+        readers = g.consumers(h)
+        if sum(r.op in ("matmul", "gemm", "conv2d") and r.inputs[0] is h for r in readers) != 1:
+            continue  # h feeds two products: no chain
+        keep = len(readers) != 1 or g.is_output(h)
+        if keep and not _ready_before(g, second.inputs[1:], first):
+            continue
+        M, K, H = mlp_product(first)
+        N = mlp_product(second)[2]
+        plan = mlp_plan(M, K, H, N, lanes, wg_bytes)
+        if plan is None or not mlp_pays(M, K, H, N):
+            continue
+        if -(-M // plan[0]) > MLP_MAX_WORKGROUPS * lanes:
+            continue
+        inputs: list = []
+        for v in [*first.inputs, *second.inputs[1:]]:
+            if v is not None and all(v is not u for u in inputs):
+                inputs.append(v)
+        if len(inputs) + 2 + keep > limit:  # the parameters, out, mid
+            continue
+        label = "+".join(n.label for n in (first, second) if n.label)
+        fused = Node("mlp", inputs, list(second.outputs) + ([h] if keep else []), MlpAttrs(first, second, keep), label)
+        if keep:
+            replaced[first.id] = fused
+            dropped.add(second.id)
+        else:
+            replaced[second.id] = fused
+            dropped.add(first.id)
+        if DEBUG >= 2:
+            log.debug("fuse_mlp: [%s] %dx%d->%d->%d%s", label, M, K, H, N, " keep" if keep else "")
+    return g.replace(replaced, dropped)
+
