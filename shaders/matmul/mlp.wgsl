@@ -23,7 +23,10 @@
     fns          the activation helpers both call (linalg.merged_functions)
     keep         also store the hidden rows to `mid` ([M, H]: the first product's output is read
                  elsewhere too)
-  Bindings: x, w1, ep1's operands, w2, ep2's operands, prm ([M]), out, mid (keep only).
+    ep1.given, ep2.given   the epilogue's operand read at each output's own index (a residual add;
+                 linalg.given_operand) is bound as g1 / g2 and loaded as one vec4 per vec4 store
+  Bindings: x, w1, ep1's operands, w2, ep2's operands, g1 (ep1.given), g2 (ep2.given), prm ([M]),
+    out, mid (keep only).
   Workgroup: (sg, 1, 1), one invocation per TM rows, padded to whole workgroups (the padding
   invocations compute the last row and store nothing).
 -#}
@@ -39,7 +42,16 @@ enable f16;
 {% set w2_at = 2 + ep1.operands | length %}
 {{ tl.weights(w2_at, "w2", T, true, w2_uniform) }}
 {{ tl.epilogue_decls(ep2, w2_at + 1) }}
-{% set prm_at = w2_at + 1 + ep2.operands | length %}
+{% set g_at = w2_at + 1 + ep2.operands | length %}
+{% if ep1.given %}
+{{ tl.decl(g_at, "g1", T, true, false) }}
+{{ tl.given_fns(ep1, "g1", true) }}
+{% endif %}
+{% if ep2.given %}
+{{ tl.decl(g_at + (1 if ep1.given else 0), "g2", T, true, false) }}
+{{ tl.given_fns(ep2, "g2", true) }}
+{% endif %}
+{% set prm_at = g_at + (1 if ep1.given else 0) + (1 if ep2.given else 0) %}
 @group(0) @binding({{ prm_at }}) var<storage, read> prm: array<u32>;
 {{ tl.decl(prm_at + 1, "out", T, true, true) }}
 {% if keep %}
@@ -65,7 +77,10 @@ fn row1(m: u32, live: bool, hrow: u32, n0: u32{% for j in range(TN1) %}, c{{ j }
   {
     let n = 4u * (n0 + {{ j }}u);
     let o = m * {{ H }}u + n;
-    let e = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep1, "c" ~ j ~ "." ~ "xyzw"[c], "o + " ~ c ~ "u", "n + " ~ c ~ "u", "q" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %}));
+{% if ep1.given %}
+    let g = {{ tl.given4(ep1, "g1", "o / 4u") }};
+{% endif %}
+    let e = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep1, "c" ~ j ~ "." ~ "xyzw"[c], "o + " ~ c ~ "u", "n + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %}));
     hid[hrow + n0 + {{ j }}u] = vec4<f32>(e);
 {% if keep %}
     if (live) { mid[o / 4u] = e; }
@@ -81,7 +96,10 @@ fn row2(m: u32, live: bool, n0: u32{% for j in range(TN2) %}, c{{ j }}: vec4<f32
   {
     let n = 4u * (n0 + {{ j }}u);
     let o = m * {{ N }}u + n;
-    out[o / 4u] = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep2, "c" ~ j ~ "." ~ "xyzw"[c], "o + " ~ c ~ "u", "n + " ~ c ~ "u", "q" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %}));
+{% if ep2.given %}
+    let g = {{ tl.given4(ep2, "g2", "o / 4u") }};
+{% endif %}
+    out[o / 4u] = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep2, "c" ~ j ~ "." ~ "xyzw"[c], "o + " ~ c ~ "u", "n + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %}));
   }
 {% endfor %}
 }

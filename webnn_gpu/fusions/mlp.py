@@ -32,8 +32,11 @@ from ._attrs import FusedAttrs
 
 log = logging.getLogger("webnn_gpu")
 
-#: The rule fires where the fused launch has at least this many rows (:func:`mlp_pays`).
-MLP_MIN_ROWS = 16
+#: The rule fires where each invocation of the fused kernel takes at least this many rows
+#: (:func:`mlp_pays`) ...
+MLP_MIN_TM = 4
+#: ... in at least this many workgroups (lavapipe runs a workgroup on one thread).
+MLP_MIN_WORKGROUPS = 2
 #: Most workgroups of one launch (a 1-D dispatch).
 MLP_MAX_WORKGROUPS = 65535
 
@@ -69,11 +72,22 @@ def mlp_ok(first: Node, second: Node) -> bool:
     return not any(st.get("input") == 0 for st in second.attrs.get("epilogue") or [])
 
 
-def mlp_pays(M: int, K: int, H: int, N: int) -> bool:
-    """The cost condition: whether one ``matmul/mlp.wgsl`` launch is expected to be faster than
-    the two tile launches, at least :data:`MLP_MIN_ROWS` rows (fewer are the one-row chains of
-    ``fuse_dense_chain`` and products whose launches are mostly dispatch cost either way)."""
-    return M >= MLP_MIN_ROWS
+def mlp_pays(M: int, plan: tuple[int, int, int], lanes: int) -> bool:
+    """The cost condition: one ``matmul/mlp.wgsl`` launch with the plan ``(TM, TN1, TN2)``
+    (:func:`~webnn_gpu.ops.linalg.mlp_plan`) is expected to be no slower than the two tile launches
+    where each invocation takes at least :data:`MLP_MIN_TM` rows (each weight vector a lane loads
+    then serves that many rows, as in the tile kernel's subgroup variant) and the launch has at
+    least :data:`MLP_MIN_WORKGROUPS` workgroups. The fused kernel spreads its work over rows only
+    (each invocation computes every column of both products for its rows), so with fewer rows it
+    runs on fewer threads than the two tile launches, whose invocations also split the columns.
+
+    Measured (Mesa 22.3, 2 cores shared with other work; process CPU time per ``compute`` of a
+    graph of the two products, best of 8-12 alternating rounds, fused / two tile launches):
+    ``[M, K] -> H -> N`` 1024 x 64 -> 128 -> 64 0.79, 256 x 64 -> 128 -> 64 0.94-0.97, 128 x 64 ->
+    128 -> 64 0.76, 64 x 64 -> 128 -> 64 0.96-1.03, 4096 x 16 -> 64 -> 16 0.98 (all TM >= 4);
+    32 x 64 -> 256 -> 64 1.04-1.17 (TM 2), 256 x 256 -> 512 -> 256 1.47 (TM 2: the hidden rows
+    of 8 x 4 rows would not fit 32 KiB), 65 x 48 -> 96 -> 48 0.99-1.04 (TM 3)."""
+    return plan[0] >= MLP_MIN_TM and -(-M // (plan[0] * lanes)) >= MLP_MIN_WORKGROUPS
 
 
 def fuse_mlp(nodes: list, outputs: dict, context=None) -> list:
@@ -116,7 +130,7 @@ def fuse_mlp(nodes: list, outputs: dict, context=None) -> list:
         M, K, H = mlp_product(first)
         N = mlp_product(second)[2]
         plan = mlp_plan(M, K, H, N, lanes, wg_bytes)
-        if plan is None or not mlp_pays(M, K, H, N):
+        if plan is None or not mlp_pays(M, plan, lanes):
             continue
         if -(-M // plan[0]) > MLP_MAX_WORKGROUPS * lanes:
             continue

@@ -1139,7 +1139,7 @@ def lower_gemm(node, lc) -> None:
 #: second output a rule added, keeps it out).
 _MLP_ATTRS = {"matmul": {"epilogue"}, "gemm": {"alpha", "beta", "a_transpose", "b_transpose", "epilogue"},
               "conv2d": {"padding", "strides", "dilations", "groups", "input_layout", "filter_layout", "epilogue"}}
-#: Largest tile of ``matmul/mlp.wgsl``: rows per invocation ...
+#: ``matmul/mlp.wgsl``: most rows per invocation ...
 MLP_MAX_TM = 8
 #: ... and vec4 column blocks of a column tile (the tile kernel's subgroup variant takes up to 12).
 MLP_MAX_TN4 = 8
@@ -1181,16 +1181,21 @@ def mlp_plan(M: int, K: int, H: int, N: int, lanes: int, wg_bytes: int) -> tuple
 
     A workgroup is one subgroup; each invocation keeps its TM hidden rows (``TM x H`` float32) in
     workgroup memory, so ``lanes x TM x H x 4 <= wg_bytes``. TM (at most :data:`MLP_MAX_TM`) is the
-    largest that fits and still gives two workgroups (both of lavapipe's threads) where M allows;
-    TN1 / TN2 are the largest divisors of H / 4 and N / 4 up to :data:`MLP_MAX_TN4`. None also
-    where an invocation's loops would pass :data:`LOOP_BUDGET`."""
+    one computing the fewest padded rows (invocations are padded to whole subgroups), among those
+    giving two workgroups (both of lavapipe's threads) where M allows, the larger on ties; TN1 /
+    TN2 are the largest divisors of H / 4 and N / 4 up to :data:`MLP_MAX_TN4`. None also where an
+    invocation's loops would pass :data:`LOOP_BUDGET`."""
     if lanes < 1 or K % 4 or H % 4 or N % 4:
         return None
-    fits = [t for t in range(MLP_MAX_TM, 0, -1) if lanes * t * H * 4 <= wg_bytes]
+    fits = [t for t in range(1, MLP_MAX_TM + 1) if lanes * t * H * 4 <= wg_bytes]
     if not fits:
         return None
-    two = [t for t in fits if -(-M // (t * lanes)) >= 2]
-    tm = two[0] if two else fits[-1]
+
+    def padded(t):
+        return -(-(-(-M // t)) // lanes) * lanes * t
+
+    two = [t for t in fits if -(-M // (t * lanes)) >= 2] or fits
+    tm = min(two, key=lambda t: (padded(t), -t))
     tn1 = max(d for d in range(1, MLP_MAX_TN4 + 1) if (H // 4) % d == 0)
     tn2 = max(d for d in range(1, MLP_MAX_TN4 + 1) if (N // 4) % d == 0)
     if mlp_loop_iterations(K, H, N, tm, tn1, tn2) > LOOP_BUDGET:
@@ -1206,22 +1211,26 @@ def mlp_loop_iterations(K: int, H: int, N: int, TM: int, TN1: int, TN2: int) -> 
     return t1 * (K // 4 + TM + 3) + t2 * (H // 4 + TM + 3) + 8
 
 
-def _mlp_side(node, out, prefix: str):
-    """One product of an ``mlp`` node: its B as a ``[K, N]`` float matrix and its epilogue
-    (bias, gemm's alpha and ``beta * c``, its own steps) built for ``out`` with binding names
-    ``prefix``."""
-    from .conv import _conv_epilogue, _pointwise_matrix
+def _mlp_side(node, out, prefix: str, M: int, K: int, N: int):
+    """One product of an ``mlp`` node: its B as a ``[K, N]`` float matrix, its epilogue (bias,
+    gemm's alpha and ``beta * c``, its own steps) built for ``out`` with binding names ``prefix``,
+    and the operand the kernel loads itself as vec4 at each output's index (a residual add;
+    :func:`given_operand`), or None."""
+    from .conv import _pointwise_matrix
 
     if node.op == "conv2d":
         mat = _pointwise_matrix(node).T
-        ep = _conv_epilogue(node, out, "nhwc", first_binding=f"{prefix}e", name=prefix)
+        steps = [{"op": "add", "input": 2, "axis": 3}] if len(node.inputs) > 2 and node.inputs[2] is not None else []
+        steps += _epilogue.steps_of(node)
     else:
         mat = constant_array(node.inputs[1])
         if node.op == "gemm" and node.attrs.get("b_transpose"):
             mat = mat.T
         steps = gemm_steps(node) if node.op == "gemm" else _epilogue.steps_of(node)
-        ep = _epilogue.build(node, out, steps, chan_axis=len(out.shape) - 1, first_binding=f"{prefix}e", name=prefix)
-    return np.ascontiguousarray(mat), ep
+    gi = given_operand(node, out, steps, M, N, K)
+    ep = _epilogue.build(node, out, steps, chan_axis=len(out.shape) - 1, first_binding=f"{prefix}e", name=prefix,
+                         given=gi)
+    return np.ascontiguousarray(mat), ep, (node.inputs[gi] if gi is not None else None)
 
 
 @lowering("mlp")
@@ -1229,7 +1238,7 @@ def lower_mlp(node, lc) -> None:
     """mlp (the compiler's ``fuse_mlp``, :mod:`webnn_gpu.fusions.mlp`): ``matmul/mlp.wgsl``, one
     launch for ``second(first(x))``; each invocation keeps its rows of the first product (its
     epilogue applied, rounded to the data type) in workgroup memory and computes the second product
-    from there. ``node.outputs`` is the second product's output, then the first one's where it is
+    from there (:func:`mlp_plan`). ``node.outputs`` is the second product's output, then the first one's where it is
     read elsewhere too (``attrs.keep``). The weights are float32 uniform buffers where they fit
     (:func:`uniform_copy`)."""
     a = node.attrs
@@ -1242,8 +1251,8 @@ def lower_mlp(node, lc) -> None:
     plan = mlp_plan(M, K, H, N, lc.subgroup, wg_bytes)
     assert plan is not None, "fuse_mlp checks the plan"
     TM, TN1, TN2 = plan
-    m1, ep1 = _mlp_side(first, mid, "ep1")
-    m2, ep2 = _mlp_side(second, out, "ep2")
+    m1, ep1, g1 = _mlp_side(first, mid, "ep1", M, K, H)
+    m2, ep2, g2 = _mlp_side(second, out, "ep2", M, H, N)
     ws = []
     for mat in (m1, m2):
         w = make_constant(mat, out.data_type)
@@ -1252,7 +1261,8 @@ def lower_mlp(node, lc) -> None:
     prm = make_constant(np.array([M], dtype=np.uint32), "uint32")
     sg = lc.subgroup
     n_inv = -(-(-(-M // TM)) // sg) * sg
-    inputs = [("x", x), ("w1", ws[0][0])] + ep1.operands + [("w2", ws[1][0])] + ep2.operands + [("prm", prm)]
+    inputs = [("x", x), ("w1", ws[0][0])] + ep1.operands + [("w2", ws[1][0])] + ep2.operands
+    inputs += [(n, g) for n, g in (("g1", g1), ("g2", g2)) if g is not None] + [("prm", prm)]
     outputs = [("out", out)] + ([("mid", node.outputs[1])] if a.keep else [])
     step = lc.kernel("matmul/mlp.wgsl", inputs, outputs, n_inv, workgroup=sg, groups=(n_inv // sg, 1, 1),
                      T=wgsl_type(out.data_type), K=K, H=H, N=N, TM=TM, TN1=TN1, TN2=TN2, sg=sg,
