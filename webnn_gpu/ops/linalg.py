@@ -1140,7 +1140,7 @@ def lower_gemm(node, lc) -> None:
 _MLP_ATTRS = {"matmul": {"epilogue"}, "gemm": {"alpha", "beta", "a_transpose", "b_transpose", "epilogue"},
               "conv2d": {"padding", "strides", "dilations", "groups", "input_layout", "filter_layout", "epilogue"}}
 #: ``matmul/mlp.wgsl``: most rows per invocation ...
-MLP_MAX_TM = 8
+MLP_MAX_TM = 4
 #: ... and vec4 column blocks of a column tile (the tile kernel's subgroup variant takes up to 12).
 MLP_MAX_TN4 = 8
 
