@@ -123,6 +123,10 @@ def test_too_wide_a_hidden_layer_too_few_rows_or_unaligned_sizes_stay():
     ir = IR()
     _, _, y = _pair(ir, M=128, H=2048)  # 8 lanes x 2048 float32 hidden values: past 32 KiB
     assert fuse_mlp(ir.nodes, {"y": y}, LAVAPIPE) == ir.nodes
+    for K, H in ((16, 192), (160, 128)):  # past MLP_MAX_H, past MLP_MAX_WEIGHTS
+        ir = IR()
+        _, _, y = _pair(ir, M=128, K=K, H=H)
+        assert fuse_mlp(ir.nodes, {"y": y}, LAVAPIPE) == ir.nodes
     ir = IR()
     _, _, y = _pair(ir, M=32, H=256)  # two rows per invocation: the two tile launches are faster
     assert fuse_mlp(ir.nodes, {"y": y}, LAVAPIPE) == ir.nodes

@@ -56,11 +56,11 @@ def test_feed_forward_block(ctx, rng, dtype):
     assert kernel_templates(ctx, build, {"x": x}) == ["matmul/mlp.wgsl"]
 
 
-def test_wide_hidden_layer_and_gemm(ctx, rng):
-    # H = 256; gemm layers with a transposed constant B, c and alpha
+def test_gemm_layers(ctx, rng):
+    # gemm layers with a transposed constant B, c and alpha
     x = rng.standard_normal((64, 64)).astype(np.float32)
-    w1, c1 = rng.standard_normal((256, 64)) / 8, rng.standard_normal(256)
-    w2, c2 = rng.standard_normal((256, 32)) / 16, rng.standard_normal(32)
+    w1, c1 = rng.standard_normal((128, 64)) / 8, rng.standard_normal(128)
+    w2, c2 = rng.standard_normal((128, 32)) / 16, rng.standard_normal(32)
 
     def build(b, o):
         h = b.relu(b.gemm(o["x"], _const(b, w1, np.float32), c=_const(b, c1, np.float32), b_transpose=True))
@@ -121,8 +121,13 @@ def test_near_misses_stay_two_launches(ctx, rng):
         h = b.reshape(b.transpose(b.reshape(h, [32, 24]), permutation=[0, 1]), [32, 24])
         return {"y": b.matmul(b.softmax(h, axis=1), _const(b, w2, np.float32))}
 
+    def wide(b, o):  # a hidden layer past fuse_mlp's cost condition
+        h = b.relu(b.matmul(o["x"], _const(b, np.ones((16, 256)), np.float32)))
+        return {"y": b.matmul(h, _const(b, np.ones((256, 8)), np.float32))}
+
     w = w2.astype(np.float32)
-    for build, ins in ((two_readers, {"x": x}), (weights_input, {"x": x, "w": w}), (between, {"x": x})):
+    for build, ins in ((two_readers, {"x": x}), (weights_input, {"x": x, "w": w}), (between, {"x": x}),
+                       (wide, {"x": x})):
         assert "matmul/mlp.wgsl" not in kernel_templates(ctx, build, ins)
     got = run_graph(ctx, two_readers, {"x": x})
     h = np.maximum(x.astype(np.float64) @ w1.astype(np.float32), 0)

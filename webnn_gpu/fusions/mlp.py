@@ -35,8 +35,12 @@ log = logging.getLogger("webnn_gpu")
 #: The rule fires where each invocation of the fused kernel takes at least this many rows
 #: (:func:`mlp_pays`) ...
 MLP_MIN_TM = 4
-#: ... in at least this many workgroups (lavapipe runs a workgroup on one thread).
+#: ... in at least this many workgroups (lavapipe runs a workgroup on one thread) ...
 MLP_MIN_WORKGROUPS = 2
+#: ... with at most this many hidden columns ...
+MLP_MAX_H = 128
+#: ... and at most this many values in each weight matrix (64 KiB of float32: a uniform buffer).
+MLP_MAX_WEIGHTS = 16384
 #: Most workgroups of one launch (a 1-D dispatch).
 MLP_MAX_WORKGROUPS = 65535
 
@@ -72,22 +76,35 @@ def mlp_ok(first: Node, second: Node) -> bool:
     return not any(st.get("input") == 0 for st in second.attrs.get("epilogue") or [])
 
 
-def mlp_pays(M: int, plan: tuple[int, int, int], lanes: int) -> bool:
+def mlp_pays(M: int, K: int, H: int, N: int, plan: tuple[int, int, int], lanes: int) -> bool:
     """The cost condition: one ``matmul/mlp.wgsl`` launch with the plan ``(TM, TN1, TN2)``
-    (:func:`~webnn_gpu.ops.linalg.mlp_plan`) is expected to be no slower than the two tile launches
-    where each invocation takes at least :data:`MLP_MIN_TM` rows (each weight vector a lane loads
-    then serves that many rows, as in the tile kernel's subgroup variant) and the launch has at
-    least :data:`MLP_MIN_WORKGROUPS` workgroups. The fused kernel spreads its work over rows only
-    (each invocation computes every column of both products for its rows), so with fewer rows it
-    runs on fewer threads than the two tile launches, whose invocations also split the columns.
+    (:func:`~webnn_gpu.ops.linalg.mlp_plan`) for ``[M, K] x [K, H] x [H, N]`` is expected to be no
+    slower than the two tile launches where
 
-    Measured (Mesa 22.3, 2 cores shared with other work; process CPU time per ``compute`` of a
-    graph of the two products, best of 8-12 alternating rounds, fused / two tile launches):
-    ``[M, K] -> H -> N`` 1024 x 64 -> 128 -> 64 0.79, 256 x 64 -> 128 -> 64 0.94-0.97, 128 x 64 ->
-    128 -> 64 0.76, 64 x 64 -> 128 -> 64 0.96-1.03, 4096 x 16 -> 64 -> 16 0.98 (all TM >= 4);
-    32 x 64 -> 256 -> 64 1.04-1.17 (TM 2), 256 x 256 -> 512 -> 256 1.47 (TM 2: the hidden rows
-    of 8 x 4 rows would not fit 32 KiB), 65 x 48 -> 96 -> 48 0.99-1.04 (TM 3)."""
-    return plan[0] >= MLP_MIN_TM and -(-M // (plan[0] * lanes)) >= MLP_MIN_WORKGROUPS
+    * each invocation takes at least :data:`MLP_MIN_TM` rows (each weight vector a lane loads then
+      serves that many rows, as in the tile kernel's subgroup variant) and the launch has at least
+      :data:`MLP_MIN_WORKGROUPS` workgroups: the fused kernel spreads its work over rows only
+      (each invocation computes every column of both products for its rows), so with fewer rows
+      it runs on fewer threads than the two tile launches, whose invocations also split the
+      columns;
+    * H is at most :data:`MLP_MAX_H` and each weight matrix holds at most
+      :data:`MLP_MAX_WEIGHTS` values: the kernel reads the weights row-major, where the tile
+      kernel reads a large B as one contiguous panel per column tile, and it holds a row's hidden
+      values in workgroup memory instead of the tile kernel's spread over column tiles.
+
+    Measured (Mesa 22.3, 2 cores shared with other work, load average 7-12; kernel timestamps of
+    ``webnn-gpu profile``, fused against the two tile launches in alternating processes, 3-4
+    rounds): iris_landmark's six pairs (256 and 64 x 64 -> 128 -> 64, the first output also
+    stored) 2131-2276 us against 2131-2904 us, MobileNetV2's three (64 x 192 -> 32 -> 192)
+    435-476 against 463-584 us; past the limits, ResNet50's 256 x 64 -> 256 -> 64 1758-1769 against
+    1270-1872 us, ConvNeXt's 256 x 48 -> 192 -> 48 2332-3606 against 1989-2705 us, and
+    pose_landmark_full's 64 x 864 -> 144 -> 864 (weights of 124K values) 14-29 ms against 5.2-5.5 ms.
+    Graphs of the two products alone (process CPU time per ``compute``, best of 8-12 alternating
+    rounds): 1024 x 64 -> 128 -> 64 0.79-0.96, 256 x 64 -> 128 -> 64 0.94-0.98, 64 x 64 -> 128 -> 64
+    0.96-1.03 (all TM 4 or more); 32 x 64 -> 256 -> 64 1.04-1.17 (TM 2), 65 x 48 -> 96 -> 48
+    0.99-1.04 (TM 3), 256 x 256 -> 512 -> 256 1.47 (TM 2)."""
+    return (plan[0] >= MLP_MIN_TM and -(-M // (plan[0] * lanes)) >= MLP_MIN_WORKGROUPS and H <= MLP_MAX_H
+            and max(K * H, H * N) <= MLP_MAX_WEIGHTS)
 
 
 def fuse_mlp(nodes: list, outputs: dict, context=None) -> list:
@@ -130,7 +147,7 @@ def fuse_mlp(nodes: list, outputs: dict, context=None) -> list:
         M, K, H = mlp_product(first)
         N = mlp_product(second)[2]
         plan = mlp_plan(M, K, H, N, lanes, wg_bytes)
-        if plan is None or not mlp_pays(M, plan, lanes):
+        if plan is None or not mlp_pays(M, K, H, N, plan, lanes):
             continue
         if -(-M // plan[0]) > MLP_MAX_WORKGROUPS * lanes:
             continue
