@@ -155,7 +155,8 @@ def fuse_mlp(nodes: list, outputs: dict, context=None) -> list:
         for v in [*first.inputs, *second.inputs[1:]]:
             if v is not None and all(v is not u for u in inputs):
                 inputs.append(v)
-        if len(inputs) + 2 + keep > limit:  # the parameters, out, mid
+        bound = sum(v is not None for v in [*first.inputs, *second.inputs[1:]])  # as the kernel binds them
+        if bound + 2 + keep > limit:  # the parameters, out, mid
             continue
         label = "+".join(n.label for n in (first, second) if n.label)
         fused = Node("mlp", inputs, list(second.outputs) + ([h] if keep else []), MlpAttrs(first, second, keep), label)
