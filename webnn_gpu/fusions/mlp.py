@@ -144,8 +144,9 @@ def fuse_mlp(nodes: list, outputs: dict, context=None) -> list:
         keep = len(readers) != 1 or g.is_output(h)
         if keep and not _ready_before(g, second.inputs[1:], first):
             continue
-        M, K, H = mlp_product(first)
-        N = mlp_product(second)[2]
+        p1, p2 = mlp_product(first), mlp_product(second)
+        assert p1 is not None and p2 is not None  # mlp_ok checked them
+        (M, K, H), N = p1, p2[2]
         plan = mlp_plan(M, K, H, N, lanes, wg_bytes)
         if plan is None or not mlp_pays(M, K, H, N, plan, lanes):
             continue

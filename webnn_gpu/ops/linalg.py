@@ -1223,9 +1223,9 @@ def _mlp_side(node, out, prefix: str, M: int, K: int, N: int):
         steps = [{"op": "add", "input": 2, "axis": 3}] if len(node.inputs) > 2 and node.inputs[2] is not None else []
         steps += _epilogue.steps_of(node)
     else:
-        mat = constant_array(node.inputs[1])
-        if node.op == "gemm" and node.attrs.get("b_transpose"):
-            mat = mat.T
+        data = constant_array(node.inputs[1])
+        assert data is not None, "fuse_mlp takes constant weights only"
+        mat = data.T if node.op == "gemm" and node.attrs.get("b_transpose") else data
         steps = gemm_steps(node) if node.op == "gemm" else _epilogue.steps_of(node)
     gi = given_operand(node, out, steps, M, N, K)
     ep = _epilogue.build(node, out, steps, chan_axis=len(out.shape) - 1, first_binding=f"{prefix}e", name=prefix,
@@ -1245,8 +1245,9 @@ def lower_mlp(node, lc) -> None:
     first, second = a.first, a.second
     x, out = first.inputs[0], node.outputs[0]
     mid = first.outputs[0]
-    M, K, H = mlp_product(first)
-    _, _, N = mlp_product(second)
+    p1, p2 = mlp_product(first), mlp_product(second)
+    assert p1 is not None and p2 is not None, "fuse_mlp checks both products"
+    (M, K, H), N = p1, p2[2]
     wg_bytes = int(lc.limits.get("max-compute-workgroup-storage-size", 16384))
     plan = mlp_plan(M, K, H, N, lc.subgroup, wg_bytes)
     assert plan is not None, "fuse_mlp checks the plan"
