@@ -114,7 +114,8 @@ def test_operands_computed_after_a_kept_intermediate_stay():
     x = ir2.input((128, 16))
     h = ir2.op("matmul", [x, ir2.const(rng.standard_normal((16, 32)))], (128, 32))
     r = ir2.op("neg", [ir2.input((128, 8))])
-    y = ir2.op("matmul", [h, ir2.const(rng.standard_normal((32, 8))), r], (128, 8), epilogue=[{"op": "add", "input": 2}])
+    y = ir2.op("matmul", [h, ir2.const(rng.standard_normal((32, 8))), r], (128, 8),
+               epilogue=[{"op": "add", "input": 2}])
     new = checked_rewrite(fuse_mlp_on_lavapipe, ir2, {"y": y}, **TOL)
     assert [n.op for n in new] == ["neg", "mlp"]
 
