@@ -88,21 +88,22 @@ def mlp_pays(M: int, K: int, H: int, N: int, plan: tuple[int, int, int], lanes: 
       it runs on fewer threads than the two tile launches, whose invocations also split the
       columns;
     * H is at most :data:`MLP_MAX_H` and each weight matrix holds at most
-      :data:`MLP_MAX_WEIGHTS` values: the kernel reads the weights row-major, where the tile
-      kernel reads a large B as one contiguous panel per column tile, and it holds a row's hidden
-      values in workgroup memory instead of the tile kernel's spread over column tiles.
+      :data:`MLP_MAX_WEIGHTS` values: with deeper products the weight loads, each shared by 4
+      rows per lane where the tile kernel's subgroup variant shares them by 8, dominate, and the
+      kernel reads the weights row-major, where the tile kernel reads a large B as one contiguous
+      panel per column tile.
 
-    Measured (Mesa 22.3, 2 cores shared with other work, load average 7-12; kernel timestamps of
-    ``webnn-gpu profile``, fused against the two tile launches in alternating processes, 3-4
-    rounds): iris_landmark's six pairs (256 and 64 x 64 -> 128 -> 64, the first output also
-    stored) 2131-2276 us against 2131-2904 us, MobileNetV2's three (64 x 192 -> 32 -> 192)
-    435-476 against 463-584 us; past the limits, ResNet50's 256 x 64 -> 256 -> 64 1758-1769 against
-    1270-1872 us, ConvNeXt's 256 x 48 -> 192 -> 48 2332-3606 against 1989-2705 us, and
-    pose_landmark_full's 64 x 864 -> 144 -> 864 (weights of 124K values) 14-29 ms against 5.2-5.5 ms.
-    Graphs of the two products alone (process CPU time per ``compute``, best of 8-12 alternating
-    rounds): 1024 x 64 -> 128 -> 64 0.79-0.96, 256 x 64 -> 128 -> 64 0.94-0.98, 64 x 64 -> 128 -> 64
-    0.96-1.03 (all TM 4 or more); 32 x 64 -> 256 -> 64 1.04-1.17 (TM 2), 65 x 48 -> 96 -> 48
-    0.99-1.04 (TM 3), 256 x 256 -> 512 -> 256 1.47 (TM 2)."""
+    Measured (Mesa 22.3, 2 cores shared with other work). Graphs of the two products alone, process
+    CPU time per ``compute``, best of 10 alternating rounds, fused / two tile launches, two runs at
+    load average 2.5: ``M x K -> H -> N`` 4096 x 16 -> 64 -> 16 0.73, 1024 x 64 -> 128 -> 64
+    0.86-0.93, 256 x 64 -> 128 -> 64 0.80-0.96, 64 x 64 -> 128 -> 64 0.68-0.94, 64 x 192 -> 32 ->
+    192 0.91-0.92, 128 x 48 -> 96 -> 48 (gelu, residual) 0.80-0.99; at load average 7-12, with
+    fewer than 4 rows per invocation: 32 x 64 -> 256 -> 64 1.04-1.17 (TM 2), 65 x 48 -> 96 -> 48
+    0.99-1.04 (TM 3), 256 x 256 -> 512 -> 256 1.47 (TM 2). Kernel timestamps in models (``webnn-gpu
+    profile``, alternating processes, 3 rounds), past the limits: ConvNeXt's 256 x 48 -> 192 -> 48
+    2192-2230 us fused against 2000-2051 us (load average 3-8), ResNet50's 256 x 64 -> 256 -> 64
+    1531-1862 against 1317-1905, pose_landmark_full's 64 x 864 -> 144 -> 864 (weights of 124K
+    values) 14-29 ms against 5.2-5.5 ms."""
     return (plan[0] >= MLP_MIN_TM and -(-M // (plan[0] * lanes)) >= MLP_MIN_WORKGROUPS and H <= MLP_MAX_H
             and max(K * H, H * N) <= MLP_MAX_WEIGHTS)
 
