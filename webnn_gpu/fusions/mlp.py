@@ -15,7 +15,7 @@ expansion followed by a pointwise projection in NHWC models.
 Operator: ``mlp`` (:class:`MlpAttrs`), legality :func:`mlp_ok`, rule :func:`fuse_mlp`, lowering
 :func:`webnn_gpu.ops.linalg.lower_mlp` onto ``shaders/matmul/mlp.wgsl`` (each invocation
 keeps its rows of ``h`` in workgroup memory and computes ``y`` from there: one launch, ``h``
-never read back from memory).
+stored to a buffer only where something else reads it).
 """
 
 from __future__ import annotations
@@ -118,9 +118,9 @@ def fuse_mlp(nodes: list, outputs: dict, context=None) -> list:
 
     Where ``first``'s output has other readers or is a graph output, the node also stores it as a
     second output and takes ``first``'s place (``second``'s other operands must be ready there);
-    otherwise it takes ``second``'s place. A product read by two products stays as it is (it is no
-    chain), as does an intermediate of more rows than fit, or one where the bindings would pass
-    the device's limit.
+    otherwise it takes ``second``'s place. An intermediate read by two products stays as it is (it
+    is no chain), as does a hidden layer too wide for the workgroup memory, and a pair whose
+    bindings would pass the device's limit.
     """
     lanes = getattr(context, "_subgroup", 0) if context is not None else 0
     if not lanes or getattr(context, "_tuning", "default") != "lane-loop":

@@ -1238,9 +1238,9 @@ def lower_mlp(node, lc) -> None:
     """mlp (the compiler's ``fuse_mlp``, :mod:`webnn_gpu.fusions.mlp`): ``matmul/mlp.wgsl``, one
     launch for ``second(first(x))``; each invocation keeps its rows of the first product (its
     epilogue applied, rounded to the data type) in workgroup memory and computes the second product
-    from there (:func:`mlp_plan`). ``node.outputs`` is the second product's output, then the first one's where it is
-    read elsewhere too (``attrs.keep``). The weights are float32 uniform buffers where they fit
-    (:func:`uniform_copy`)."""
+    from there (:func:`mlp_plan`). ``node.outputs`` is the second product's output, then the first
+    one's where it is read elsewhere too (``attrs.keep``). The weights are float32 uniform buffers
+    where they fit (:func:`uniform_copy`)."""
     a = node.attrs
     first, second = a.first, a.second
     x, out = first.inputs[0], node.outputs[0]
