@@ -93,17 +93,18 @@ def mlp_pays(M: int, K: int, H: int, N: int, plan: tuple[int, int, int], lanes: 
       kernel reads the weights row-major, where the tile kernel reads a large B as one contiguous
       panel per column tile.
 
-    Measured (Mesa 22.3, 2 cores shared with other work). Graphs of the two products alone
-    (``benchmarks/mlp_pairs.py``), process CPU time per ``compute``, best of 10 alternating rounds,
-    fused / two tile launches, two runs at load average 2.5: ``M x K -> H -> N`` 4096 x 16 -> 64 -> 16 0.73, 1024 x 64 -> 128 -> 64
-    0.86-0.93, 256 x 64 -> 128 -> 64 0.80-0.96, 64 x 64 -> 128 -> 64 0.68-0.94, 64 x 192 -> 32 ->
-    192 0.91-0.92, 128 x 48 -> 96 -> 48 (gelu, residual) 0.80-0.99; at load average 7-12, with
-    fewer than 4 rows per invocation: 32 x 64 -> 256 -> 64 1.04-1.26 (TM 2), 65 x 48 -> 96 -> 48
-    0.99-1.04 (TM 3), 256 x 256 -> 512 -> 256 1.47 (TM 2). Kernel timestamps in models (``webnn-gpu
-    profile``, alternating processes, 3 rounds), past the limits: ConvNeXt's 256 x 48 -> 192 -> 48
-    2192-2230 us fused against 2000-2051 us (load average 3-8), ResNet50's 256 x 64 -> 256 -> 64
-    1531-1862 against 1317-1905, pose_landmark_full's 64 x 864 -> 144 -> 864 (weights of 124K
-    values) 14-29 ms against 5.2-5.5 ms."""
+    Measured (Mesa 22.3, 2 cores shared with other work; docs/linalg.md, "Two products in one
+    launch"). Graphs of the two products alone (``benchmarks/mlp_pairs.py``), process CPU time per
+    ``compute``, best of 10 alternating rounds, fused / two tile launches, two runs at load average
+    2.5: ``M x K -> H -> N`` 4096 x 16 -> 64 -> 16 0.73, 1024 x 64 -> 128 -> 64 0.86-0.93, 256 x 64
+    -> 128 -> 64 0.80-0.96, 64 x 64 -> 128 -> 64 0.68-0.94, 64 x 192 -> 32 -> 192 0.91-0.92, 128 x 48
+    -> 96 -> 48 (gelu, residual) 0.80-0.99; at load average 5-12, with fewer than 4 rows per
+    invocation: 32 x 64 -> 256 -> 64 1.04-1.26 (TM 2), 65 x 48 -> 96 -> 48 0.96-1.04 (TM 3), 256 x
+    256 -> 512 -> 256 1.47 (TM 2). Kernel timestamps in models (``webnn-gpu profile``, alternating
+    processes, 3 rounds), past the limits: ConvNeXt's 256 x 48 -> 192 -> 48 2192-2230 us fused
+    against 2000-2051 us, ResNet50's 256 x 64 -> 256 -> 64 1531-1862 against 1317-1905,
+    pose_landmark_full's 64 x 864 -> 144 -> 864 (weights of 124K values) 14-29 ms against 5.2-5.5
+    ms."""
     return (plan[0] >= MLP_MIN_TM and -(-M // (plan[0] * lanes)) >= MLP_MIN_WORKGROUPS and H <= MLP_MAX_H
             and max(K * H, H * N) <= MLP_MAX_WEIGHTS)
 
