@@ -209,6 +209,15 @@ SELF_EPILOGUE = frozenset({"matmul", "gemm", "layer_normalization", "matmul_laye
                            "dense_chain"})
 
 
+def _one(node, xs):
+    """One product node's value (its epilogue applied) from its input values ``xs``."""
+    if node.attrs.get("epilogue") and node.op not in SELF_EPILOGUE:
+        from webnn_gpu.ops._epilogue import HOST_SLOTS
+
+        return _steps(node.attrs["epilogue"], EVAL[node.op](node, *xs[:HOST_SLOTS[node.op]]), xs)
+    return EVAL[node.op](node, *xs)
+
+
 def evaluate(nodes, outputs, feeds):
     """float64 values of ``outputs`` computed node by node (constants from their data, ``feeds``
     for the inputs: value id -> array)."""
@@ -239,6 +248,12 @@ def evaluate(nodes, outputs, feeds):
                 env[node.outputs[1].id] = _steps(node.attrs["side"], y, xs)
         elif node.op in ("matmul_layer_norm", "matmul_softmax") and len(node.outputs) > 1:  # the product too
             y, env[node.outputs[1].id] = _matmul_layer_norm(node, *xs, both=True)
+        elif node.op == "mlp":  # fuse_mlp: the first product, then the second on its output
+            first, second = node.attrs["first"], node.attrs["second"]
+            h = _one(first, [val(v) for v in first.inputs])
+            y = _one(second, [h] + [val(v) for v in second.inputs[1:]])
+            if len(node.outputs) > 1:
+                env[node.outputs[1].id] = h
         elif node.attrs.get("epilogue") and node.op not in SELF_EPILOGUE:
             # an epilogue host: its own operands come first
             from webnn_gpu.ops._epilogue import HOST_SLOTS

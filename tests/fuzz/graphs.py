@@ -945,7 +945,7 @@ class Gen:
                 b = self.made_const([K, N], "filter") if self.p(0.7) else self.input([K, N])
             v = self.emit("matmul", [a, b])
         elif self.p(0.25):
-            return self.graph_unrolled_dense()
+            return self.graph_unrolled_dense() if self.p(0.7) else self.graph_feed_forward()
         else:
             at, bt = self.p(0.3), self.p(0.3)
             a = self.input([K, M] if at else [M, K])
@@ -991,6 +991,24 @@ class Gen:
                 self.output(g)
             rows.append(self.emit("reshape", [g], {"new_shape": [1, 1, N]}))
         self.output(self.emit("concat", rows, {"axis": 0}))
+
+    def graph_feed_forward(self):
+        """Two products in a row (fuse_mlp): matmul + bias + activation, then matmul + bias (+ a
+        residual add of x); near misses: the hidden value also an output or read by a second
+        product, too few rows for the fused kernel."""
+        M, K, H, N = self.pick((64, 64, 128, 24)), self.pick((8, 12)), self.pick((8, 16)), self.pick((4, 8))
+        x = self.input([M, K])
+        h = self.emit("add", [self.emit("matmul", [x, self.made_const([K, H], "filter")]), self.made_const([H])])
+        h = self.emit(self.pick(("relu", "gelu", "sigmoid")), [h])
+        near = self.pick(("", "", "output", "second"))
+        if near == "output":
+            self.output(h)
+        elif near == "second":
+            self.output(self.emit("matmul", [h, self.made_const([H, 4], "filter")]))
+        y = self.emit("add", [self.emit("matmul", [h, self.made_const([H, N], "filter")]), self.made_const([N])])
+        if N == K and self.p(0.5):
+            y = self.emit("add", [y, x])
+        self.output(y)
 
     def graph_attention(self):
         """softmax(q k^T * scale + mask) v, with epilogues on both matmuls."""

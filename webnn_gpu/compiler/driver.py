@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from .._env import DEBUG
 from ..fusions.attention import fuse_attention
 from ..fusions.layer_norm import fuse_layer_norm
+from ..fusions.mlp import fuse_mlp
 from ..fusions.squeeze_excite import fuse_squeeze_excite
 from .rules.canonical import depthwise_to_scale, mean_to_pool, merge_duplicates, sink_reshapes
 from .rules.cleanup import dead_code
@@ -165,6 +166,11 @@ ORDER: tuple[Stage, ...] = (
                                  "pool, is an epilogue step by then), fuse_depthwise_project (the step is the "
                                  "projection's; the pair's legality saw the plain residual) and fuse_pool_map "
                                  "(a pool that stores a side map stays)"),
+        Rule(fuse_mlp, "after fuse_epilogue (each product's bias, activation and residual add are its epilogue "
+                       "steps), fuse_matmul_layer_norm and fuse_matmul_softmax (a product and its rows' "
+                       "normalization are one kernel already), fuse_dense_chain (one-row chains), "
+                       "fuse_depthwise_project (a projection it takes is no product here) and fuse_pool_residual "
+                       "(a pooled residual is the first product's epilogue step by then)"),
     )),
     Stage("elementwise", (
         Rule(fuse_elementwise, "last of the fusions: it merges the element-wise nodes no kernel took as a "

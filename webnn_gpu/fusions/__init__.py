@@ -7,6 +7,7 @@ dataclass), its legality check, the rule that finds the pattern and rewrites it 
 * :mod:`.squeeze_excite`: two 1x1 convs on a pooled pixel (and the pool) in one workgroup.
 * :mod:`.layer_norm`: layer normalization from its decomposed form, as ``layer_normalization``.
 * :mod:`.attention`: ``matmul -> softmax -> matmul`` as ``attention``.
+* :mod:`.mlp`: two products in a row (a feed-forward block) as ``mlp``, in one launch.
 """
 
 from __future__ import annotations
@@ -14,4 +15,4 @@ from __future__ import annotations
 # The compiler's driver imports the rules of this package; importing it first (it imports
 # them in turn) lets a module of this package be the first one imported.
 from .. import compiler  # noqa: F401
-from . import attention, layer_norm, squeeze_excite  # noqa: F401
+from . import attention, layer_norm, mlp, squeeze_excite  # noqa: F401

@@ -1242,3 +1242,143 @@ def lower_gemm(node, lc) -> None:
     steps = gemm_steps(node)
     _lower_product(node, lc, a, b, M=M, N=N, K=K, batch_shape=[], a_bst=[], b_bst=[], a_rs=a_rs, a_ks=a_ks,
                    b_ks=b_ks, b_ns=b_ns, steps=steps, b_cols=b_cols)
+
+
+# ---------------------------------------------------------------- two products in one launch
+#: Attributes a product may carry into ``matmul/mlp.wgsl`` (any other one, an input prologue or a
+#: second output a rule added, keeps it out).
+_MLP_ATTRS = {"matmul": {"epilogue"}, "gemm": {"alpha", "beta", "a_transpose", "b_transpose", "epilogue"},
+              "conv2d": {"padding", "strides", "dilations", "groups", "input_layout", "filter_layout", "epilogue"}}
+#: ``matmul/mlp.wgsl``: most rows per invocation ...
+MLP_MAX_TM = 4
+#: ... and vec4 column blocks of a column tile (the tile kernel's subgroup variant takes up to 12).
+MLP_MAX_TN4 = 8
+
+
+def mlp_product(node) -> tuple[int, int, int] | None:
+    """(M, K, N) of ``node`` as one side of ``matmul/mlp.wgsl``, or None: a float32 or float16
+    product of a dense row-major A by a constant 2-D B (``[K, N]``, a gemm's maybe transposed; no
+    transposed A, no operand views), or an NHWC pointwise conv2d with a constant filter (rows the
+    pixels), with no attribute but its own and its epilogue, and K and N multiples of 4 (vec4
+    loads and stores)."""
+    if node.op not in _MLP_ATTRS or len(node.outputs) != 1 or any(k not in _MLP_ATTRS[node.op] for k in node.attrs):
+        return None
+    a, b, out = node.inputs[0], node.inputs[1], node.outputs[0]
+    if out.data_type not in FLOATS or a.data_type != out.data_type or b.data_type != out.data_type:
+        return None
+    if constant_array(b) is None:
+        return None
+    if node.op == "conv2d":
+        from .conv import _conv_variant, _geometry
+
+        if node.attrs["input_layout"] != "nhwc":
+            return None
+        g = _geometry(node)
+        if _conv_variant(g, "nhwc") != "pointwise":
+            return None
+        M, K, N = g["NB"] * g["H"] * g["W"], g["C"], g["O"]
+    else:
+        if node.attrs.get("a_transpose") or len(b.shape) != 2 or tuple(a.shape[:-1]) != tuple(out.shape[:-1]):
+            return None
+        K, N = b.shape[::-1] if node.op == "gemm" and node.attrs.get("b_transpose") else b.shape
+        M = math.prod(out.shape[:-1])
+    return (M, K, N) if K % 4 == 0 and N % 4 == 0 else None
+
+
+def mlp_plan(M: int, K: int, H: int, N: int, lanes: int, wg_bytes: int) -> tuple[int, int, int] | None:
+    """(TM, TN1, TN2) of ``matmul/mlp.wgsl`` for ``[M, K] x [K, H] x [H, N]`` on subgroups of
+    ``lanes`` with ``wg_bytes`` of workgroup memory, or None where it does not fit.
+
+    A workgroup is one subgroup; each invocation keeps its TM hidden rows (``TM x H`` float32) in
+    workgroup memory, so ``lanes x TM x H x 4 <= wg_bytes``. TM (at most :data:`MLP_MAX_TM`) is the
+    one computing the fewest padded rows (invocations are padded to whole subgroups), among those
+    giving two workgroups (both of lavapipe's threads) where M allows, the larger on ties; TN1 /
+    TN2 are the largest divisors of H / 4 and N / 4 up to :data:`MLP_MAX_TN4`. None also where an
+    invocation's loops would pass :data:`LOOP_BUDGET`."""
+    if lanes < 1 or K % 4 or H % 4 or N % 4:
+        return None
+    fits = [t for t in range(1, MLP_MAX_TM + 1) if lanes * t * H * 4 <= wg_bytes]
+    if not fits:
+        return None
+
+    def padded(t):
+        return -(-(-(-M // t)) // lanes) * lanes * t
+
+    two = [t for t in fits if -(-M // (t * lanes)) >= 2] or fits
+    tm = min(two, key=lambda t: (padded(t), -t))
+    tn1 = max(d for d in range(1, MLP_MAX_TN4 + 1) if (H // 4) % d == 0)
+    tn2 = max(d for d in range(1, MLP_MAX_TN4 + 1) if (N // 4) % d == 0)
+    if mlp_loop_iterations(K, H, N, tm, tn1, tn2) > LOOP_BUDGET:
+        return None
+    return tm, tn1, tn2
+
+
+def mlp_loop_iterations(K: int, H: int, N: int, TM: int, TN1: int, TN2: int) -> int:
+    """An upper bound of the loop iterations of one ``matmul/mlp.wgsl`` invocation as llvmpipe
+    counts them (a loop of n iterations n + 1): per column tile of each product its k steps and
+    the loop over its TM rows, a few of margin."""
+    t1, t2 = H // 4 // TN1, N // 4 // TN2
+    return t1 * (K // 4 + TM + 3) + t2 * (H // 4 + TM + 3) + 8
+
+
+def _mlp_side(node, out, prefix: str, M: int, K: int, N: int):
+    """One product of an ``mlp`` node: its B as a ``[K, N]`` float matrix, its epilogue (bias,
+    gemm's alpha and ``beta * c``, its own steps) built for ``out`` with binding names ``prefix``,
+    and the operand the kernel loads itself as vec4 at each output's index (a residual add;
+    :func:`given_operand`), or None."""
+    from .conv import _pointwise_matrix
+
+    if node.op == "conv2d":
+        mat = _pointwise_matrix(node).T
+        steps = [{"op": "add", "input": 2, "axis": 3}] if len(node.inputs) > 2 and node.inputs[2] is not None else []
+        steps += _epilogue.steps_of(node)
+    else:
+        data = constant_array(node.inputs[1])
+        assert data is not None, "fuse_mlp takes constant weights only"
+        mat = data.T if node.op == "gemm" and node.attrs.get("b_transpose") else data
+        steps = gemm_steps(node) if node.op == "gemm" else _epilogue.steps_of(node)
+    gi = given_operand(node, out, steps, M, N, K)
+    ep = _epilogue.build(node, out, steps, chan_axis=len(out.shape) - 1, first_binding=f"{prefix}e", name=prefix,
+                         given=gi)
+    return np.ascontiguousarray(mat), ep, (node.inputs[gi] if gi is not None else None)
+
+
+@lowering("mlp")
+def lower_mlp(node, lc) -> None:
+    """mlp (the compiler's ``fuse_mlp``, :mod:`webnn_gpu.fusions.mlp`): ``matmul/mlp.wgsl``, one
+    launch for ``second(first(x))``; each invocation keeps its rows of the first product (its
+    epilogue applied, rounded to the data type) in workgroup memory and computes the second product
+    from there (:func:`mlp_plan`). ``node.outputs`` is the second product's output, then the first
+    one's where it is read elsewhere too (``attrs.keep``). The weights are float32 uniform buffers
+    where they fit (:func:`uniform_copy`)."""
+    a = node.attrs
+    first, second = a.first, a.second
+    x, out = first.inputs[0], node.outputs[0]
+    mid = first.outputs[0]
+    p1, p2 = mlp_product(first), mlp_product(second)
+    assert p1 is not None and p2 is not None, "fuse_mlp checks both products"
+    (M, K, H), N = p1, p2[2]
+    wg_bytes = int(lc.limits.get("max-compute-workgroup-storage-size", 16384))
+    plan = mlp_plan(M, K, H, N, lc.subgroup, wg_bytes)
+    assert plan is not None, "fuse_mlp checks the plan"
+    TM, TN1, TN2 = plan
+    m1, ep1, g1 = _mlp_side(first, mid, "ep1", M, K, H)
+    m2, ep2, g2 = _mlp_side(second, out, "ep2", M, H, N)
+    ws = []
+    for mat in (m1, m2):
+        w = make_constant(mat, out.data_type)
+        ubo = uniform_copy(lc, w)
+        ws.append((ubo if ubo is not None else w, ubo is not None))
+    prm = make_constant(np.array([M], dtype=np.uint32), "uint32")
+    sg = lc.subgroup
+    n_inv = -(-(-(-M // TM)) // sg) * sg
+    inputs = [("x", x), ("w1", ws[0][0])] + ep1.operands + [("w2", ws[1][0])] + ep2.operands
+    inputs += [(n, g) for n, g in (("g1", g1), ("g2", g2)) if g is not None] + [("prm", prm)]
+    outputs = [("out", out)] + ([("mid", node.outputs[1])] if a.keep else [])
+    step = lc.kernel("matmul/mlp.wgsl", inputs, outputs, n_inv, workgroup=sg, groups=(n_inv // sg, 1, 1),
+                     T=wgsl_type(out.data_type), K=K, H=H, N=N, TM=TM, TN1=TN1, TN2=TN2, sg=sg,
+                     w1_uniform=B_UNIFORM_FLOATS // 4 if ws[0][1] else 0,
+                     w2_uniform=B_UNIFORM_FLOATS // 4 if ws[1][1] else 0,
+                     ep1=ep1, ep2=ep2, fns=merged_functions(ep1, ep2), keep=a.keep)
+    step.flops = 2 * M * H * (K + N)
+    step.note = f"{M}x{K}->{H}->{N} {TM}x{4 * TN1}/{4 * TN2}" + (" keep" if a.keep else "")

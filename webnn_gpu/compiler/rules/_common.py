@@ -1,10 +1,12 @@
-"""Helpers the rules share: device limits, constant tests, labels of added views."""
+"""Helpers the rules share: device limits, constant tests, labels of added views, graph order."""
 
 from __future__ import annotations
 
 import logging
 
 import numpy as np
+
+from ..._ir import GraphView, Node
 
 log = logging.getLogger("webnn_gpu")
 
@@ -36,3 +38,13 @@ def _is_linear_doubling(node) -> bool:
         return False  # (an epilogue after the interpolation is not a plain doubling)
     x, y = node.inputs[0], node.outputs[0]
     return all(y.shape[a] == 2 * x.shape[a] for a in node.attrs["axes"])
+
+
+def ready_before(g: GraphView, at: dict, values, node: Node) -> bool:
+    """Whether every value of ``values`` is ready before ``node`` runs (no value, a constant or
+    an input, or computed by an earlier node; ``at`` maps a node id to its position)."""
+    for v in values:
+        p = g.producer(v) if v is not None else None
+        if p is not None and at[p.id] >= at[node.id]:
+            return False
+    return True

@@ -15,6 +15,7 @@ import math
 
 from ..._env import DEBUG
 from ..._ir import GraphView, Node
+from ._common import ready_before
 
 log = logging.getLogger("webnn_gpu")
 
@@ -67,16 +68,6 @@ def _softmax_ok(sm: Node) -> bool:
             and not any(st.get("input") == 0 for st in sm.attrs.get("epilogue") or []))
 
 
-def _ready_before(g: GraphView, at: dict, values, node: Node) -> bool:
-    """Whether every value of ``values`` is ready before ``node`` runs (no value, a constant or
-    an input, or computed by an earlier node; ``at`` maps a node id to its position)."""
-    for v in values:
-        p = g.producer(v) if v is not None else None
-        if p is not None and at[p.id] >= at[node.id]:
-            return False
-    return True
-
-
 def _fuse_rows(nodes: list, outputs: dict, op: str, fused_op: str, ok) -> list:
     """The product feeding each ``op`` node that ``ok`` accepts, fused with it into one
     ``fused_op`` node (see :func:`fuse_matmul_layer_norm`)."""
@@ -94,7 +85,7 @@ def _fuse_rows(nodes: list, outputs: dict, op: str, fused_op: str, ok) -> list:
         if any(v is x for v in ln.inputs[1:]):
             continue  # the row op's tail reads the product: the node would read what it writes
         keep = g.sole_consumer(x) is not ln
-        if keep and not _ready_before(g, at, ln.inputs[1:], mm):
+        if keep and not ready_before(g, at, ln.inputs[1:], mm):
             continue
         inputs = list(mm.inputs) + list(ln.inputs[1:])
         attrs = {"split": len(mm.inputs), "product_op": mm.op, "product": dict(mm.attrs), "norm": dict(ln.attrs)}

@@ -1,0 +1,203 @@
+{#-
+  matmul/mlp.wgsl: two products in one launch, Y = ep2(ep1(X x W1) x W2) (the compiler's fuse_mlp;
+  webnn_gpu/fusions/mlp.py, webnn_gpu/ops/linalg.py `lower_mlp`). Each invocation takes TM rows of
+  X; its hidden rows (ep1 applied, rounded to T) live in workgroup memory, where only the same
+  invocation reads them back (no barrier), and the second product reads them from there.
+
+  Both products run as the tile kernel's subgroup variant does: the sg invocations of a workgroup
+  (one subgroup) take consecutive row blocks and share one column tile; each lane loads 1 / sg of
+  the weight vectors a k step needs and subgroupBroadcast hands them to the others, and so for the
+  epilogues' operands read at the channel (a bias, PReLU slopes). The epilogue and stores of a
+  row are a helper function called in a loop over the tile's rows (each pass handles row 0 and
+  moves the others up: one copy of the epilogue's code, as the tile kernel's ep_loop).
+
+  Context (webnn_gpu/ops/linalg.py `lower_mlp`):
+    T            storage type of x, the weights' data, mid and out: "f32" or "f16" (f32 sums)
+    K, H, N      X is [M, K], W1 [K, H], W2 [H, N] (all multiples of 4); M comes from prm[0]
+    TM           rows per invocation
+    TN1, TN2     vec4 column blocks of a column tile of the first / second product (dividing
+                 H / 4, N / 4)
+    sg           the subgroup size, also the workgroup size
+    w1_uniform, w2_uniform   0, or the weights are f32 uniform buffers of that many vec4s
+    ep1, ep2     the two products' epilogues (webnn_gpu/ops/_epilogue.py; functions ep1 / ep2)
+    fns          the activation helpers both call (linalg.merged_functions)
+    keep         also store the hidden rows to `mid` ([M, H]: the first product's output is read
+                 elsewhere too)
+    ep1.given, ep2.given   the epilogue's operand read at each output's own index (a residual add;
+                 linalg.given_operand) is bound as g1 / g2 and loaded as one vec4 per vec4 store
+  Bindings: x, w1, ep1's operands, w2, ep2's operands, g1 (ep1.given), g2 (ep2.given), prm ([M]),
+    out, mid (keep only).
+  Workgroup: (sg, 1, 1), one invocation per TM rows, padded to whole workgroups (the padding
+  invocations compute the last row and store nothing).
+-#}
+{% import "_lib/tile.wgsl" as tl %}
+{% import "_lib/epilogue.wgsl" as epl %}
+{% if T == "f16" %}
+enable f16;
+{% endif %}
+{% set H4, N4 = H // 4, N // 4 %}
+{{ tl.decl(0, "x", T, true, false) }}
+{{ tl.weights(1, "w1", T, true, w1_uniform) }}
+{{ tl.epilogue_decls(ep1, 2) }}
+{% set w2_at = 2 + ep1.operands | length %}
+{{ tl.weights(w2_at, "w2", T, true, w2_uniform) }}
+{{ tl.epilogue_decls(ep2, w2_at + 1) }}
+{% set g_at = w2_at + 1 + ep2.operands | length %}
+{% if ep1.given %}
+{{ tl.decl(g_at, "g1", T, true, false) }}
+{{ tl.given_fns(ep1, "g1", true) }}
+{% endif %}
+{% if ep2.given %}
+{{ tl.decl(g_at + (1 if ep1.given else 0), "g2", T, true, false) }}
+{{ tl.given_fns(ep2, "g2", true) }}
+{% endif %}
+{% set prm_at = g_at + (1 if ep1.given else 0) + (1 if ep2.given else 0) %}
+@group(0) @binding({{ prm_at }}) var<storage, read> prm: array<u32>;
+{{ tl.decl(prm_at + 1, "out", T, true, true) }}
+{% if keep %}
+{{ tl.decl(prm_at + 2, "mid", T, true, true) }}
+{% endif %}
+{{ epl.defs(fns) }}
+{% if not ep1.empty %}{{ ep1.code }}{% endif %}
+{% if not ep2.empty %}{{ ep2.code }}{% endif %}
+
+// the hidden rows of the workgroup's invocations: invocation li's row i at (li * TM + i) * H / 4
+var<workgroup> hid: array<vec4<f32>, {{ sg * TM * H4 }}>;
+
+{% macro qparams(ep, TN) -%}
+{% if ep.chan %}{% for j in range(TN) %}{% for c in range(4) %}, q{{ j }}_{{ c }}: {{ ep.q_struct }}{% endfor %}{% endfor %}{% endif %}
+{%- endmacro %}
+{% macro qargs(ep, TN) -%}
+{% if ep.chan %}{% for j in range(TN) %}{% for c in range(4) %}, q{{ j }}_{{ c }}{% endfor %}{% endfor %}{% endif %}
+{%- endmacro %}
+
+// the first product's row m (hidden row hrow in `hid`), columns 4 * n0 .. through ep1
+fn row1(m: u32, live: bool, hrow: u32, n0: u32{% for j in range(TN1) %}, c{{ j }}: vec4<f32>{% endfor %}{{ qparams(ep1, TN1) }}) {
+{% for j in range(TN1) %}
+  {
+    let n = 4u * (n0 + {{ j }}u);
+    let o = m * {{ H }}u + n;
+{% if ep1.given %}
+    let g = {{ tl.given4(ep1, "g1", "o / 4u") }};
+{% endif %}
+    let e = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep1, "c" ~ j ~ "." ~ "xyzw"[c], "o + " ~ c ~ "u", "n + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %}));
+    hid[hrow + n0 + {{ j }}u] = vec4<f32>(e);
+{% if keep %}
+    if (live) { mid[o / 4u] = e; }
+{% endif %}
+  }
+{% endfor %}
+}
+
+// the second product's row m, columns 4 * n0 .. through ep2, stored
+fn row2(m: u32, live: bool, n0: u32{% for j in range(TN2) %}, c{{ j }}: vec4<f32>{% endfor %}{{ qparams(ep2, TN2) }}) {
+  if (!live) { return; }
+{% for j in range(TN2) %}
+  {
+    let n = 4u * (n0 + {{ j }}u);
+    let o = m * {{ N }}u + n;
+{% if ep2.given %}
+    let g = {{ tl.given4(ep2, "g2", "o / 4u") }};
+{% endif %}
+    out[o / 4u] = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep2, "c" ~ j ~ "." ~ "xyzw"[c], "o + " ~ c ~ "u", "n + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %}));
+  }
+{% endfor %}
+}
+
+{# the k step of one product: B vector v = r * TN + j (row r, column block j) is loaded by lane
+   v % sg as its load v / sg and shared; rows of A (a{i}) are each lane's own #}
+{% macro kstep(w, rowlen4, TN, a_expr) %}
+{% for t in range((4 * TN + sg - 1) // sg) %}
+      let bl{{ t }} = vec4<f32>({{ w }}[(kc + bo{{ t }}r) * {{ rowlen4 }}u + n0 + bo{{ t }}c]);
+{% endfor %}
+{% for r in range(4) %}
+{% for j in range(TN) %}
+      let b{{ r }}_{{ j }} = subgroupBroadcast(bl{{ (r * TN + j) // sg }}, {{ (r * TN + j) % sg }}u);
+{% endfor %}
+{% endfor %}
+{% for i in range(TM) %}
+      let a{{ i }} = {{ a_expr(i) }};
+{% for j in range(TN) %}
+      c{{ i }}_{{ j }} = c{{ i }}_{{ j }} + a{{ i }}.x * b0_{{ j }} + a{{ i }}.y * b1_{{ j }} + a{{ i }}.z * b2_{{ j }} + a{{ i }}.w * b3_{{ j }};
+{% endfor %}
+{% endfor %}
+{% endmacro %}
+{% macro offsets(TN) %}
+{% for t in range((4 * TN + sg - 1) // sg) %}
+  let bv{{ t }} = min(lane + {{ sg * t }}u, {{ 4 * TN - 1 }}u);
+  let bo{{ t }}r = bv{{ t }} / {{ TN }}u;
+  let bo{{ t }}c = bv{{ t }} % {{ TN }}u;
+{% endfor %}
+{% endmacro %}
+{% macro hoist(ep, TN, width) %}
+{% if ep.chan %}
+{% for t in range((4 * TN + sg - 1) // sg) %}
+    let ql{{ t }} = {{ ep.q_fn }}(min(4u * n0 + lane + {{ sg * t }}u, {{ width - 1 }}u));
+{% endfor %}
+{% for j in range(TN) %}
+{% for c in range(4) %}
+{% set v = 4 * j + c %}
+    let q{{ j }}_{{ c }} = {{ ep.q_struct }}({% for f in range(ep.q_count) %}subgroupBroadcast(ql{{ v // sg }}.q{{ f }}, {{ v % sg }}u){{ ", " if not loop.last }}{% endfor %});
+{% endfor %}
+{% endfor %}
+{% endif %}
+{% endmacro %}
+{% macro x_row(i) %}vec4<f32>(x[xr{{ i }} + kc / 4u]){% endmacro %}
+{% macro h_row(i) %}hid[hb + {{ i }}u * {{ H4 }}u + kc / 4u]{% endmacro %}
+
+@compute @workgroup_size({{ sg }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) li: u32,
+        @builtin(subgroup_invocation_id) lane: u32) {
+  let M_ = prm[0];
+  let m0 = gid.x * {{ TM }}u;
+  let hb = li * {{ TM * H4 }}u;
+{% for i in range(TM) %}
+  let xr{{ i }} = min(m0 + {{ i }}u, M_ - 1u) * {{ K // 4 }}u;
+{% endfor %}
+  // ---- the first product, column tile by column tile, into hid (and mid)
+  {
+{{ offsets(TN1) }}
+  for (var n0 = 0u; n0 < {{ H4 }}u; n0 = n0 + {{ TN1 }}u) {
+{% for i in range(TM) %}
+{% for j in range(TN1) %}
+    var c{{ i }}_{{ j }} = vec4<f32>(0.0);
+{% endfor %}
+{% endfor %}
+    for (var kc = 0u; kc < {{ K }}u; kc = kc + 4u) {
+{{ kstep("w1", H4, TN1, x_row) }}
+    }
+{{ hoist(ep1, TN1, H) }}
+    for (var ri = 0u; ri < {{ TM }}u; ri = ri + 1u) {
+      row1(m0 + ri, m0 + ri < M_, hb + ri * {{ H4 }}u, n0{% for j in range(TN1) %}, c0_{{ j }}{% endfor %}{{ qargs(ep1, TN1) }});
+{% for i in range(TM - 1) %}
+{% for j in range(TN1) %}
+      c{{ i }}_{{ j }} = c{{ i + 1 }}_{{ j }};
+{% endfor %}
+{% endfor %}
+    }
+  }
+  }
+  // ---- the second product from hid, column tile by column tile
+  {
+{{ offsets(TN2) }}
+  for (var n0 = 0u; n0 < {{ N4 }}u; n0 = n0 + {{ TN2 }}u) {
+{% for i in range(TM) %}
+{% for j in range(TN2) %}
+    var c{{ i }}_{{ j }} = vec4<f32>(0.0);
+{% endfor %}
+{% endfor %}
+    for (var kc = 0u; kc < {{ H }}u; kc = kc + 4u) {
+{{ kstep("w2", N4, TN2, h_row) }}
+    }
+{{ hoist(ep2, TN2, N) }}
+    for (var ri = 0u; ri < {{ TM }}u; ri = ri + 1u) {
+      row2(m0 + ri, m0 + ri < M_, n0{% for j in range(TN2) %}, c0_{{ j }}{% endfor %}{{ qargs(ep2, TN2) }});
+{% for i in range(TM - 1) %}
+{% for j in range(TN2) %}
+      c{{ i }}_{{ j }} = c{{ i + 1 }}_{{ j }};
+{% endfor %}
+{% endfor %}
+    }
+  }
+  }
+}
