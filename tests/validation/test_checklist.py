@@ -291,7 +291,7 @@ def test_build_outputs_names_and_values(ctx):
 # ---------------------------------------------------------------- pending reads
 def _busy_tensor(ctx):
     """A readable tensor that ~0.1 s of queued GPU work writes: a read of it stays pending."""
-    n = 1 << 20
+    n = 1 << 22
     b = webnn.MLGraphBuilder(ctx)
     x = b.input("x", {"data_type": "float32", "shape": [n]})
     v = x
