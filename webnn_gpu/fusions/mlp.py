@@ -25,7 +25,7 @@ import logging
 
 from .._env import DEBUG
 from .._ir import GraphView, Node
-from ..compiler.rules._common import _max_bindings, ready_before
+from ..compiler.rules._common import _max_bindings, place_fused, ready_before
 from ..ops.linalg import mlp_plan, mlp_product
 from ._attrs import FusedAttrs
 
@@ -163,12 +163,7 @@ def fuse_mlp(nodes: list, outputs: dict, context=None) -> list:
             continue
         label = "+".join(n.label for n in (first, second) if n.label)
         fused = Node("mlp", inputs, list(second.outputs) + ([h] if keep else []), MlpAttrs(first, second, keep), label)
-        if keep:
-            replaced[first.id] = fused
-            dropped.add(second.id)
-        else:
-            replaced[second.id] = fused
-            dropped.add(first.id)
+        place_fused(replaced, dropped, first, second, fused, keep)
         if DEBUG >= 2:
             log.debug("fuse_mlp: [%s] %dx%d->%d->%d%s", label, M, K, H, N, " keep" if keep else "")
     return g.replace(replaced, dropped)

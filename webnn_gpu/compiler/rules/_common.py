@@ -48,3 +48,17 @@ def ready_before(g: GraphView, at: dict, values, node: Node) -> bool:
         if p is not None and at[p.id] >= at[node.id]:
             return False
     return True
+
+
+def place_fused(replaced: dict, dropped: set, first: Node, second: Node, fused: Node, keep: bool) -> None:
+    """Record ``fused`` (``first`` and the ``second`` node reading its output, as one node) in
+    a rule's ``replaced`` / ``dropped``: at ``first``'s place when it also stores ``first``'s
+    output (``keep``: its other readers may come before ``second``; the caller has checked
+    with :func:`ready_before` that ``second``'s other operands are ready there), else at
+    ``second``'s."""
+    if keep:
+        replaced[first.id] = fused
+        dropped.add(second.id)
+    else:
+        replaced[second.id] = fused
+        dropped.add(first.id)

@@ -15,7 +15,7 @@ import math
 
 from ..._env import DEBUG
 from ..._ir import GraphView, Node
-from ._common import ready_before
+from ._common import place_fused, ready_before
 
 log = logging.getLogger("webnn_gpu")
 
@@ -90,12 +90,7 @@ def _fuse_rows(nodes: list, outputs: dict, op: str, fused_op: str, ok) -> list:
         inputs = list(mm.inputs) + list(ln.inputs[1:])
         attrs = {"split": len(mm.inputs), "product_op": mm.op, "product": dict(mm.attrs), "norm": dict(ln.attrs)}
         fused = Node(fused_op, inputs, list(ln.outputs) + ([x] if keep else []), attrs, f"{mm.label}+{ln.label}")
-        if keep:  # the product's other readers may come before the row op: in its place
-            replaced[mm.id] = fused
-            dropped.add(ln.id)
-        else:
-            replaced[ln.id] = fused
-            dropped.add(mm.id)
+        place_fused(replaced, dropped, mm, ln, fused, keep)
         if DEBUG >= 2:
             log.debug("%s: [%s] + [%s]", fused_op, mm.label, ln.label)
     return g.replace(replaced, dropped)
