@@ -229,3 +229,35 @@ def test_if_run_time_condition_takes_either_branch(ctx):
     for sign in (1.0, -1.0):
         inputs = [(np.abs(x) * sign).astype(np.float32)]
         _compare("if", model.compute({model.input_names[0]: inputs[0]}), run_litert(data, inputs), model.output_names)
+
+
+def test_matrix_diag_keeps_infinities_and_nan_on_the_diagonal(ctx):
+    """MATRIX_DIAG writes exact zeros off the diagonal whatever the row holds (an infinity or a
+    NaN times zero would be NaN), and takes integer inputs too: against NumPy's diagonals."""
+    for dtype in (np.float32, np.int32):
+        m = ModelMaker()
+        x = m.input([2, 3], dtype=dtype)
+        m.output(m.op("MATRIX_DIAG", [x], [2, 3, 3], out_dtype=dtype))
+        model = webnn.load(m.finish(), ctx)
+        value = (np.array([[1.0, np.inf, -2.0], [np.nan, 3.0, -np.inf]], np.float32) if dtype == np.float32
+                 else np.array([[1, -7, 2], [5, 0, 9]], np.int32))
+        got = model.compute({model.input_names[0]: value})[model.output_names[0]]
+        np.testing.assert_array_equal(got, np.stack([np.diag(r) for r in value]))
+
+
+def test_if_branch_with_the_wrong_output_count_is_refused(ctx):
+    """An IF whose branch gives fewer values than the IF has outputs is malformed, named."""
+    m = ModelMaker()
+    x = m.input([2])
+    then = m.subgraph()
+    t = m.input([2])
+    m.output(t)
+    els = m.subgraph()
+    e = m.input([2])
+    m.output(e)
+    m.subgraph(0)
+    two = m.op("IF", [m.const(np.bool_(True)), x], [[2], [2]], out_dtype=[np.float32, np.float32],
+               options=dict(thenSubgraphIndex=then, elseSubgraphIndex=els), outputs=2)
+    m.output(*two)
+    with pytest.raises(Exception, match=r"IF.*a branch with 1 outputs for an IF of 2"):
+        webnn.load(m.finish(), ctx)

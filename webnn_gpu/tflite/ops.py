@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from .. import _dtypes
 from ..errors import DataError, NotSupportedError
 from .reader import dequantize
 
@@ -2484,14 +2485,19 @@ def _fold_segments(cv: Converter, op: OperatorInfo, values: list) -> list:
     return [out]
 
 
+def _sorted_segment_count(cv: Converter, op: OperatorInfo, ids: np.ndarray) -> int:
+    """SEGMENT_SUM's segment count (the largest id + 1), its ids checked: one axis, sorted, >= 0."""
+    if ids.ndim != 1 or ids.size and (ids.min() < 0 or (np.diff(ids) < 0).any()):
+        raise cv.malformed(op, f"segment ids {ids.tolist()} (expected sorted ids >= 0 along the first axis)")
+    return int(ids.max()) + 1 if ids.size else 0
+
+
 def _segment_ids(cv: Converter, op: OperatorInfo) -> tuple[np.ndarray, int, list[int]]:
     """(ids, segments, data shape) of a segment reduction; SEGMENT_SUM's count is the largest id + 1."""
     shape = [int(d) for d in cv.tensor(op, 0).shape]
     ids = _static_ids(cv, op, 1, "segment ids")
     if op.name == "SEGMENT_SUM":
-        segments = int(ids.max()) + 1 if ids.size else 0
-        if ids.ndim != 1 or ids.size and (ids.min() < 0 or (np.diff(ids) < 0).any()):
-            raise cv.malformed(op, f"segment ids {ids.tolist()} (expected sorted ids >= 0 along the first axis)")
+        segments = _sorted_segment_count(cv, op, ids)
     else:
         segments = int(cv.value(op, 2).reshape(-1)[0])
     if tuple(ids.shape) != tuple(shape[:ids.ndim]) or segments < 1:
@@ -2542,8 +2548,8 @@ def _segment_sum(cv: Converter, op: OperatorInfo) -> None:
 
 @folds("SEGMENT_SUM")
 def _fold_segment_sum(cv: Converter, op: OperatorInfo, values: list) -> list:
-    data, ids = values[0], values[1].astype(np.int64).reshape(-1)
-    out = np.zeros((int(ids.max()) + 1 if ids.size else 0, *data.shape[1:]), data.dtype)
+    data, ids = values[0], values[1].astype(np.int64)
+    out = np.zeros((_sorted_segment_count(cv, op, ids), *data.shape[1:]), data.dtype)
     np.add.at(out, ids, data)
     return [out]
 
@@ -2767,6 +2773,7 @@ def _if(cv: Converter, op: OperatorInfo) -> None:
             raise cv.malformed(op, f"a condition of shape {list(np.asarray(cond).shape)} (expected one value)")
         pick = then_index if bool(np.asarray(cond).reshape(-1)[0]) else else_index
         outs = cv.call_subgraph(op, pick, args, f"{cv.label(op)}/{'then' if pick == then_index else 'else'}/")
+        _check_branch_outputs(cv, op, outs)
         for j, value in enumerate(outs):
             cv.set_entry(op, value, j)
         return
@@ -2774,6 +2781,8 @@ def _if(cv: Converter, op: OperatorInfo) -> None:
     # resource variables) and where() picks each output, the condition broadcast over it.
     then_outs = cv.call_subgraph(op, then_index, args, f"{cv.label(op)}/then/")
     else_outs = cv.call_subgraph(op, else_index, args, f"{cv.label(op)}/else/")
+    _check_branch_outputs(cv, op, then_outs)
+    _check_branch_outputs(cv, op, else_outs)
     b, label = cv.builder, cv.label(op)
     c = cv.operand(op, 0)
     if int(np.prod(c.shape, dtype=np.int64)) != 1:
@@ -2788,6 +2797,12 @@ def _if(cv: Converter, op: OperatorInfo) -> None:
         t_op, e_op = _branch_operand(cv, op, t), _branch_operand(cv, op, e)
         cond = b.reshape(c, [1] * len(t.shape), label=f"{label}/cond{j}") if len(c.shape) != len(t.shape) else c
         cv.set_output(op, b.where(cond, t_op, e_op, label=f"{label}/{j}"), j)
+
+
+def _check_branch_outputs(cv: Converter, op: OperatorInfo, outs: list) -> None:
+    """An IF branch must give one value per output of the IF."""
+    if len(outs) != len(op.outputs):
+        raise cv.malformed(op, f"a branch with {len(outs)} outputs for an IF of {len(op.outputs)}")
 
 
 def _branch_operand(cv: Converter, op: OperatorInfo, value: Any) -> Any:
@@ -3039,7 +3054,8 @@ def _complex_part(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, y)
 
 
-@handles("MATRIX_DIAG", webnn="mul of the input as [..., 1, N] with a constant identity [N, N]")
+@handles("MATRIX_DIAG", webnn="where(a constant identity mask [N, N], the input as [..., 1, N], 0): exact for "
+                              "every value (an infinity or NaN stays on the diagonal) and any type")
 def _matrix_diag(cv: Converter, op: OperatorInfo) -> None:
     shape = [int(d) for d in cv.tensor(op, 0).shape]
     if not shape:
@@ -3047,10 +3063,10 @@ def _matrix_diag(cv: Converter, op: OperatorInfo) -> None:
     n = shape[-1]
     b, label = cv.builder, cv.label(op)
     x = cv.operand(op, 0)
-    if x.data_type != cv.float_type:
-        raise cv.unsupported(op, f"an input of type {x.data_type} (float only)")
     row = b.reshape(x, shape[:-1] + [1, n], label=label + "/row")
-    cv.set_output(op, b.mul(row, cv.constant_like(op, 0, np.eye(n)), label=label))
+    mask = b.constant({"data_type": "uint8", "shape": [n, n]}, np.eye(n, dtype=np.uint8))
+    zero = b.constant({"data_type": x.data_type, "shape": []}, np.zeros((), _dtypes.info(x.data_type).numpy))
+    cv.set_output(op, b.where(mask, row, zero, label=label))
 
 
 @handles("MATRIX_SET_DIAG", webnn="where(a constant identity mask, the diagonal as [..., K, 1] (rows) or [..., 1, K] "
