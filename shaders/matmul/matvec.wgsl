@@ -53,7 +53,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let a{{ m }} = {% if K4 % L %}select(vec4<f32>(0.0), {% endif %}vec4<f32>(a[{% if K4 % L %}min({{ m * a_rs4 }}u + s, {{ (M - 1) * a_rs4 + K4 - 1 }}u){% else %}{{ m * a_rs4 }}u + s{% endif %}]){% if K4 % L %}, s < {{ K4 }}u){% endif %};
 {% else %}
     let k{{ m }} = {{ m * a_rs }}u + 4u * s;
-    let a{{ m }} = vec4<f32>({% for i in range(4) %}{% if i > 0 %}, {% endif %}{% if K % 4 == 0 %}f32(a[k{{ m }} + {{ i }}u]){% else %}select(0.0, f32(a[min(k{{ m }} + {{ i }}u, {{ (M - 1) * a_rs + K - 1 }}u)]), 4u * s + {{ i }}u < {{ K }}u){% endif %}{% endfor %});
+    let a{{ m }} = vec4<f32>({% for i in range(4) %}{% if i > 0 %}, {% endif %}{% if K % 4 == 0 and K4 % L == 0 %}f32(a[k{{ m }} + {{ i }}u]){% else %}select(0.0, f32(a[min(k{{ m }} + {{ i }}u, {{ (M - 1) * a_rs + K - 1 }}u)]), 4u * s + {{ i }}u < {{ K }}u){% endif %}{% endfor %});
 {% endif %}
 {% endfor %}
     let bo = bg + s * {{ 4 * CN }}u;

@@ -58,8 +58,10 @@
                  (a coalesced vec4 load costs about half of four scalar ones on Mesa 22.3)
     ep_loop      apply the epilogue and store in a loop over the tile's rows (one copy of the
                  epilogue's code, each pass storing row 0 and moving the others up), not at each
-                 of the TM x TN4 unrolled stores: for epilogues that load an operand per output
-                 (linalg.reads_per_output), whose inlined copies dominate LLVM's compile time
+                 of the TM x TN4 unrolled stores: every tile of TM > 1 whose reduction has at
+                 least linalg.TILE_EP_LOOP_MIN_K terms, and any epilogue that loads an operand
+                 per output (linalg.reads_per_output); the unrolled stores dominated LLVM's
+                 compile time
     group_cols   output columns per batch item when the batch is conv groups (else 0)
     pool         also write the sums of each invocation's stored outputs over its TM rows, per
                  column, to `pool` ([tiles_m, N / 4] vec4<f32>; one batch item, out_vec): the

@@ -501,8 +501,10 @@ def _negated_mean_form(mt: _Matcher, x: Value, axes, eps: float, scale: Value | 
 
 def fuse_layer_norm(nodes: list, outputs: dict, context=None) -> list:
     """A decomposed layer normalization (the patterns of :mod:`webnn_gpu.fusions.layer_norm`)
-    becomes one ``layer_normalization`` node over the same axes, in its last node's place (its
-    operands are all computed there): one or two kernels instead of eight to eleven."""
+    becomes one ``layer_normalization`` node over the same axes (an RMS or L2 normalization one
+    ``rms_normalization`` node; a group normalization whose scale and bias lie along other axes
+    a ``layer_normalization`` followed by its ``mul`` and ``add``), in its last node's place (its
+    operands are all computed there): one or two kernels instead of four to eleven."""
     g = GraphView(nodes, outputs)
     replaced: dict[int, list[Node]] = {}
     dropped: set[int] = set()

@@ -79,12 +79,14 @@ TILE_ORDER = "m"
 #: Dense, unbatched, aligned products read their sizes from a parameter buffer
 #: (``dyn`` in ``matmul/tile.wgsl``): one pipeline per tile shape and epilogue, not per size.
 TILE_DYNAMIC = True
-#: Every tile of more than one row applies its epilogue and stores in a loop over its rows
-#: (``ep_loop`` in ``matmul/tile.wgsl``), not only epilogues that load per output
-#: (:func:`reads_per_output`): each inlined vec4 store is a loop over the SIMD lanes in LLVM's
-#: code, so the TM x TN4 unrolled stores were about half of a tile pipeline's cold compile and
-#: a third of its creation (docs/performance.md, "Build time"). False (for measurements:
-#: ``WEBNN_GPU_FORCE_TILE_EP_LOOP=off``): epilogues that load only per channel are inlined.
+#: Every tile of more than one row whose reduction has at least :data:`TILE_EP_LOOP_MIN_K` terms
+#: (and whose epilogue is not applied per row, ``ep_rows``) applies its epilogue and stores in a
+#: loop over its rows (``ep_loop`` in ``matmul/tile.wgsl``), not only epilogues that load per
+#: output (:func:`reads_per_output`): each inlined vec4 store is a loop over the SIMD lanes in
+#: LLVM's code, so the TM x TN4 unrolled stores were about half of a tile pipeline's cold compile
+#: and a third of its creation (docs/performance.md, "Build time"). False (for measurements:
+#: ``WEBNN_GPU_FORCE_TILE_EP_LOOP=off``, read once at import): epilogues that load only per
+#: channel are inlined.
 TILE_EP_LOOP = _env.force("tile_ep_loop") != "off"
 #: ... for reductions of at least this length: the loop moves the tile's other rows up after each
 #: row, (TM - 1) x TN4 vec4 moves, which cost a pointwise conv of K = 8 (128 x 128 x 8 -> 48,
