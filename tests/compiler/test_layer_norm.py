@@ -6,6 +6,8 @@ against float64 NumPy.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from _irb import IR
@@ -432,9 +434,10 @@ def test_rms_near_misses_keep_the_graph():
     _unchanged(ir, ir.op("mul", [other, r]))
 
 
-@pytest.mark.parametrize("form", ["rms", "scaled"])
-def test_fused_rms_norm_matches_numpy(ctx, rng, form):
-    """Both forms on the GPU: one norm/layer_norm.wgsl kernel, against float64 NumPy."""
+@pytest.mark.parametrize("form, act", [("rms", None), ("scaled", None), ("rms", "relu"), ("scaled", "gelu")])
+def test_fused_rms_norm_matches_numpy(ctx, rng, form, act):
+    """Both forms on the GPU: one norm/layer_norm.wgsl kernel, against float64 NumPy; an
+    activation after it is the kernel's epilogue."""
     x = (rng.standard_normal((3, 5, 24)) * 2 + 0.5).astype(np.float32)
     gamma = (rng.standard_normal(24) * 0.5 + 1).astype(np.float32)
 
@@ -447,13 +450,18 @@ def test_fused_rms_norm_matches_numpy(ctx, rng, form):
             d = b.sub(x, b.reduce_mean(x, axes=[2], keep_dimensions=True))
             v = b.reduce_mean(b.mul(d, d), axes=[2], keep_dimensions=True)
             r = b.reciprocal(b.sqrt(b.add(v, b.constant("float32", 1e-3))))
-        return {"y": b.mul(b.mul(x, r), b.constant(gamma))}
+        y = b.mul(b.mul(x, r), b.constant(gamma))
+        return {"y": getattr(b, act)(y) if act else y}
 
     x64 = x.astype(np.float64)
     if form == "rms":
         ref = x64 / np.sqrt((x64 ** 2).mean(axis=2, keepdims=True) + 1e-6) * gamma
     else:
         ref = x64 / np.sqrt(x64.var(axis=2, keepdims=True) + 1e-3) * gamma
+    if act == "relu":
+        ref = np.maximum(ref, 0)
+    elif act == "gelu":
+        ref = 0.5 * ref * (1 + np.vectorize(math.erf)(ref / math.sqrt(2)))
     np.testing.assert_allclose(run_graph(ctx, build, {"x": x})["y"], ref, rtol=1e-4, atol=1e-4)
     assert _templates(ctx, build, {"x": x.shape}) == ["norm/layer_norm.wgsl"]
 

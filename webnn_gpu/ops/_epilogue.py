@@ -116,12 +116,12 @@ class Epilogue:
 #: epilogue operands go after them, the slot stays None when the option is absent).
 HOST_SLOTS = {"conv2d": 3, "conv_transpose2d": 3, "matmul": 2, "gemm": 3, "average_pool2d": 1, "l2_pool2d": 1,
               "max_pool2d": 1, "resample2d": 1, "batch_normalization": 5, "instance_normalization": 3,
-              "layer_normalization": 3, "gather": 2}
+              "layer_normalization": 3, "rms_normalization": 3, "gather": 2}
 
 
 def hosts(node) -> bool:
     """Whether ``node``'s kernel applies an epilogue: conv2d, conv_transpose2d, matmul, gemm,
-    resample2d and batch, instance and layer normalization always; a float gather; a float pool when it runs ``pool/pool2d.wgsl`` (a windowed pool,
+    resample2d and batch, instance, layer and RMS normalization always; a float gather; a float pool when it runs ``pool/pool2d.wgsl`` (a windowed pool,
     not a global one, which runs as a reduction)."""
     if node.op not in HOST_SLOTS or len(node.outputs) != 1:
         return False

@@ -36,7 +36,7 @@ EPILOGUE_MAX_LOADS = 1
 #: operands per element: a per-channel operand (they pass no channel coordinate, so a
 #: prelu's slope is a load) and a residual.
 SCALAR_HOSTS = ("average_pool2d", "l2_pool2d", "max_pool2d", "resample2d", "batch_normalization",
-                "instance_normalization", "layer_normalization", "gather")
+                "instance_normalization", "layer_normalization", "rms_normalization", "gather")
 SCALAR_HOST_MAX_LOADS = 2
 #: ... and it binds at most this many operands (each read per channel is still loaded where
 #: the kernel hoists it, once per stored column: about a third of a second of compile each)
