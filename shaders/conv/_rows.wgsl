@@ -3,7 +3,7 @@
   kernels loop over the block's input rows r (a runtime bound, so LLVM keeps it a loop), load
   each row's columns once as x<j>, and add them into every output row t whose window reaches
   row r, through tap row (r - t sh) / dh picked by selects among the taps w<kh>_<kw>. Also the
-  fused kernels' per-vec4 epilogue helpers (ep_v4_def, ep_v4).
+  fused kernels' per-vec4 epilogue helpers (ep_v4_def, ep_v4, hoist_q4).
 -#}
 {% import "_lib/tile.wgsl" as tl %}
 
@@ -37,3 +37,18 @@ fn {{ ep.fn }}_v4(v: vec4<f32>, o: u32, ch: u32{% if ep.chan %}{% for c in range
 {% macro ep_v4(ep, v, o, ch, q, g="") -%}
 {% if ep.empty %}{{ v }}{% else %}{{ ep.fn }}_v4({{ v }}, {{ o }}, {{ ch }}{% if ep.chan %}{% for c in range(4) %}, {{ q }}{{ c }}{% endfor %}{% endif %}{% if ep.given %}, {{ g }}{% endif %}){% endif %}
 {%- endmacro %}
+{#- The epilogue operands of channels ch0 + 0..3 as q<name>0..3 (ep.chan), clamped to `last`
+   when given: with sg (the caller's `lane`), lane l < 4
+   loads those of channel ch0 + l and subgroupBroadcast hands them to the others. -#}
+{% macro hoist_q4(ep, name, ch0, last="", sg=false) %}
+{% if ep.chan and sg %}
+    let {{ name }}l = {{ ep.q_fn }}({{ "min(" if last }}{{ ch0 }} + min(lane, 3u){{ ", " ~ last ~ ")" if last }});
+{% for c in range(4) %}
+    let {{ name }}{{ c }} = {{ ep.q_struct }}({% for f in range(ep.q_count) %}subgroupBroadcast({{ name }}l.q{{ f }}, {{ c }}u){{ ", " if not loop.last }}{% endfor %});
+{% endfor %}
+{% else %}
+{% for c in range(4) %}
+    {{ tl.hoist_q(ep, name ~ c, ("min(" if last else "") ~ ch0 ~ " + " ~ c ~ "u" ~ (", " ~ last ~ ")" if last else "")) }}
+{% endfor %}
+{% endif %}
+{% endmacro %}

@@ -95,22 +95,8 @@
 -#}
 {% import "_lib/tile.wgsl" as tl %}
 {% import "conv/_rows.wgsl" as rw %}
-{% from "conv/_rows.wgsl" import ep_v4_def, ep_v4 %}
+{% from "conv/_rows.wgsl" import ep_v4_def, ep_v4, hoist_q4 %}
 {% import "_lib/activations.wgsl" as act %}
-{#- The epilogue operands of channels ch0 + 0..3 as q<name>0..3 (ep.chan): with sg, lane l < 4
-   loads those of channel ch0 + l and subgroupBroadcast hands them to the others. -#}
-{% macro hoist_q4(ep, name, ch0, last="") %}
-{% if ep.chan and sg %}
-    let {{ name }}l = {{ ep.q_fn }}({{ "min(" if last }}{{ ch0 }} + min(lane, 3u){{ ", " ~ last ~ ")" if last }});
-{% for c in range(4) %}
-    let {{ name }}{{ c }} = {{ ep.q_struct }}({% for f in range(ep.q_count) %}subgroupBroadcast({{ name }}l.q{{ f }}, {{ c }}u){{ ", " if not loop.last }}{% endfor %});
-{% endfor %}
-{% else %}
-{% for c in range(4) %}
-    {{ tl.hoist_q(ep, name ~ c, ("min(" if last else "") ~ ch0 ~ " + " ~ c ~ "u" ~ (", " ~ last ~ ")" if last else "")) }}
-{% endfor %}
-{% endif %}
-{% endmacro %}
 {% if T == "f16" %}
 enable f16;
 {% endif %}
@@ -300,7 +286,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for kk in range(K4) %}
     let U{{ kk }} = mat4x4<f32>(u{{ 4 * kk }}, u{{ 4 * kk + 1 }}, u{{ 4 * kk + 2 }}, u{{ 4 * kk + 3 }});
 {% endfor %}
-{{ hoist_q4(eep, "eq", "cb * 4u") }}
+{{ hoist_q4(eep, "eq", "cb * 4u", sg=sg) }}
 {% endif %}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
@@ -361,7 +347,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
 {% endfor %}
 {% endif %}
-{{ hoist_q4(ep, "q", "cb * 4u") }}
+{{ hoist_q4(ep, "q", "cb * 4u", sg=sg) }}
 {% for t in range(TH) %}
 {% for p in range(TW) %}
 {% if mode == "store" %}
@@ -410,7 +396,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% if ragged %}
     if (col >= N4) { break; }
 {% endif %}
-{{ hoist_q4(pep, "gq", "4u * col", "N - 1u") }}
+{{ hoist_q4(pep, "gq", "4u * col", "N - 1u", sg=sg) }}
 {% if pool %}
     var ps = vec4<f32>(0.0);
 {% endif %}

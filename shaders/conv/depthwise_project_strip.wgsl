@@ -46,17 +46,11 @@
 -#}
 {% import "_lib/tile.wgsl" as tl %}
 {% import "_lib/activations.wgsl" as act %}
-{% from "conv/_rows.wgsl" import ep_v4_def, ep_v4 %}
+{% from "conv/_rows.wgsl" import ep_v4_def, ep_v4, hoist_q4 %}
 {#- The input row kh of the current window, channel group cb, column offset j. -#}
 {% macro xin(kh, cb, j) %}{{ "X" if kh < hold else "Y" }}{{ kh }}_{{ cb }}_{{ j }}{% endmacro %}
 {#- Depthwise pixel p of channel group cb: its KH x KW products, one expression. -#}
 {% macro xsum(cb, p) %}{% for kh in range(KH) %}{% for kw in range(KW) %}{{ xin(kh, cb, p * sw + kw * dw) }} * w{{ cb }}_{{ kh }}_{{ kw }}{{ " + " if not loop.last }}{% endfor %}{{ " + " if not loop.last }}{% endfor %}{% endmacro %}
-{#- Epilogue operands of channels ch0 + 0..3 as <name>0..3. -#}
-{% macro hoist4(ep, name, ch0) %}
-{% for c in range(4) %}
-  {{ tl.hoist_q(ep, name ~ c, ch0 ~ " + " ~ c ~ "u") }}
-{% endfor %}
-{% endmacro %}
 {% if T == "f16" %}
 enable f16;
 {% endif %}
@@ -127,10 +121,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for j in range(N4) %}
   let P{{ cb }}_{{ j }} = mat4x4<f32>({% for c in range(4) %}vec4<f32>(pw[{{ (4 * cb + c) * N4 + j }}u]){{ ", " if not loop.last }}{% endfor %});
 {% endfor %}
-{{ hoist4(ep, "q" ~ cb ~ "_", (4 * cb) ~ "u") }}
+{{ hoist_q4(ep, "q" ~ cb ~ "_", (4 * cb) ~ "u") }}
 {% endfor %}
 {% for j in range(N4) %}
-{{ hoist4(pep, "g" ~ j ~ "_", (4 * j) ~ "u") }}
+{{ hoist_q4(pep, "g" ~ j ~ "_", (4 * j) ~ "u") }}
 {% endfor %}
   // the window's rows 0 .. hold - 1, held from one iteration to the next; the first hold
   // iterations only load rows (so that the text has one row of loads, not hold + 1)
