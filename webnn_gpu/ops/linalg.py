@@ -1047,7 +1047,7 @@ def attention_kernel(node, lc) -> bool:
                      q_bst=[q_bst[d] // 4 for d in keep], k_bst=[k_bst[d] // 4 for d in keep],
                      v_bst=[v_bst[d] // 4 for d in keep], o_bst=[o_bst[d] for d in keep],
                      q_rs=q_st[-2] // 4, k_ns=k_st[-1] // 4, v_ks=v_st[-2] // 4, o_sp=o_st[-2], ep=ep_s, ep2=ep_c,
-                     fns=merged_functions(ep_s, ep_c))
+                     fns=_epilogue.merged_functions(ep_s, ep_c))
     step.flops = 2 * R * L * (D + Dv)
     step.note = f"{M}x{D}x{L}->{Dv} b{R // M}"
     return True
@@ -1092,7 +1092,7 @@ def lower_matmul_rows(node, lc) -> None:
                      a_vec=K % 4 == 0, b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
                      softmax=softmax, has_scale=sc is not None, has_bias=bi is not None,
                      epsilon=_literal(node.attrs["norm"].get("epsilon", 0.0)), ep=ep, ep2=ep2,
-                     fns=merged_functions(ep, ep2))
+                     fns=_epilogue.merged_functions(ep, ep2))
     step.flops = 2 * R * N * K
     step.note = _size_note(R, K, N, 1, 1, 1, ("softmax" if softmax else "layer_norm") + (" ubo" if ubo is not None else ""))
 
@@ -1137,7 +1137,7 @@ def lower_dense_chain(node, lc) -> None:
         ins += [(layer.b, layer.B)] + layer.ep.operands
     step = lc.kernel("matmul/dense_chain.wgsl", ins, [("out", node.outputs[0])], CHAIN_WORKGROUP,
                      groups=(1, 1, 1), workgroup=CHAIN_WORKGROUP, layers=layers, width=max(widths),
-                     fns=merged_functions(*[layer.ep for layer in layers]))
+                     fns=_epilogue.merged_functions(*[layer.ep for layer in layers]))
     step.flops = 2 * sum(layer.K * layer.N for layer in layers)
     step.note = " -> ".join([str(layers[0].K)] + [str(layer.N) for layer in layers]) + " chain"
 
@@ -1197,17 +1197,6 @@ def gemm(self: MLGraphBuilder, a: MLOperand, b: MLOperand, *, c: MLOperand | Non
 
 
 support("gemm", {"a": (FLOATS, (2, 2)), "b": (FLOATS, (2, 2)), "c": (FLOATS, (0, 2))}, (FLOATS, (2, 2)))
-
-
-def merged_functions(*eps) -> list:
-    """The activation helpers several epilogues of one kernel call, as ``(T, [names])`` for
-    ``_lib/epilogue.wgsl``'s ``defs`` (a helper two epilogues call is defined once; each
-    epilogue's own code then comes from ``ep.code``)."""
-    by_type: dict[str, set] = {}
-    for ep in eps:
-        for T, names in ep.functions if not ep.empty else ():
-            by_type.setdefault(T, set()).update(names)
-    return sorted((T, sorted(names)) for T, names in by_type.items())
 
 
 def gemm_steps(node) -> list[dict]:
@@ -1381,6 +1370,6 @@ def lower_mlp(node, lc) -> None:
                      T=wgsl_type(out.data_type), K=K, H=H, N=N, TM=TM, TN1=TN1, TN2=TN2, sg=sg,
                      w1_uniform=B_UNIFORM_FLOATS // 4 if ws[0][1] else 0,
                      w2_uniform=B_UNIFORM_FLOATS // 4 if ws[1][1] else 0,
-                     ep1=ep1, ep2=ep2, fns=merged_functions(ep1, ep2), keep=a.keep)
+                     ep1=ep1, ep2=ep2, fns=_epilogue.merged_functions(ep1, ep2), keep=a.keep)
     step.flops = 2 * M * H * (K + N)
     step.note = f"{M}x{K}->{H}->{N} {TM}x{4 * TN1}/{4 * TN2}" + (" keep" if a.keep else "")
