@@ -1307,7 +1307,7 @@ def lower_conv2d(node, lc) -> None:
     # one group: no batch dimension (a group stride of OPG columns would break B's vec4 alignment
     # when O is not a multiple of 4, leaving B to scalar loads)
     grouped = G > 1
-    if _split_channels(lc, node, x, w, out, ep, g, conv, ist, wcols, layout):
+    if _split_channels(lc, node, x, w, ep, g, conv, ist, wcols, layout):
         return
     tile_kernel(lc, x, w, out, M=g["NB"] * P, N=OPG, batch_shape=[G] if grouped else [],
                 a_bst=[I * ist["in_sc"]] if grouped else [], b_bst=[OPG] if grouped else [],
@@ -1356,7 +1356,7 @@ def _channel_chunks(I: int, KH: int, KW: int) -> int | None:
     return None
 
 
-def _split_channels(lc, node, x, w, out, ep, g, conv, ist, wcols: int, layout: str) -> bool:
+def _split_channels(lc, node, x, w, ep, g, conv, ist, wcols: int, layout: str) -> bool:
     """Lower an implicit-GEMM conv2d whose reduction (taps x input channels) is too long for one
     invocation's loops on llvmpipe as the matmul's split (:func:`webnn_gpu.ops.linalg.k_chunks`):
     the tile kernel over chunks of the input channels (batch items; the constant filter re-laid
@@ -1373,15 +1373,9 @@ def _split_channels(lc, node, x, w, out, ep, g, conv, ist, wcols: int, layout: s
     kc = I // c
     wc = make_constant(np.ascontiguousarray(wdata.reshape(KH, KW, c, kc, wcols).transpose(2, 0, 1, 3, 4)),
                        w.data_type)
-    M = g["NB"] * g["OH"] * g["OW"]
-    part = lc.temp(out.data_type, (c, M, O))
-    tile_kernel(lc, x, wc, part, M=M, N=O, batch_shape=[c], a_bst=[kc * ist["in_sc"]], b_bst=[KH * KW * kc * wcols],
-                o_bst=[M * O], a_mode="im2col", a_ks=ist["in_sc"], a_vec=True, b_ks=wcols, b_ns=1, b_vec=True,
-                b_cols=wcols, o_P=M, o_sn=0, o_sp=O, o_so=1, KH=KH, KW=KW, KC=kc, conv=conv)
-    step = lc.kernel("matmul/ksum.wgsl", [("p", part)] + ep.operands, [("out", out)], M * O, T=wgsl_type(out.data_type),
-                     M=M, N=O, K=c * kc, C=c, KC=kc, batch_strides=[], a_bst=[], b_bst=[], o_bst=[], a_rs=0, a_ks=0,
-                     b_ks=0, b_ns=0, o_sp=O, ep=ep)
-    step.flops, step.note = M * O * c, f"{M}x{KH}x{KW}x{I}->{O} ksum {c}x{kc}"
+    lower_split_k(lc, node, x, wc, ep, (c, kc), M=g["NB"] * g["OH"] * g["OW"], N=O, K=I, batch_shape=[], a_bst=[],
+                  b_bst=[], o_bst=[], o_sp=O, a_rs=0, a_ks=ist["in_sc"], b_ks=wcols, b_ns=1, b_cols=wcols, vec=True,
+                  conv=conv, KH=KH, KW=KW)
     return True
 
 # ---------------------------------------------------------------- conv_transpose2d

@@ -608,26 +608,33 @@ def k_chunks(K: int, naive: bool = False) -> tuple[int, int] | None:
 
 
 def lower_split_k(lc, node, a: Value, b: Value, ep, chunks: tuple[int, int], *, M, N, K, batch_shape, a_bst, b_bst,
-                 o_bst, o_sp, a_rs, a_ks, b_ks, b_ns, b_cols, vec: bool) -> None:
+                  o_bst, o_sp, a_rs, a_ks, b_ks, b_ns, b_cols, vec: bool, conv: dict | None = None, KH: int = 1,
+                  KW: int = 1) -> None:
     """out = A x B (+ ``ep``) in two launches, for a reduction too long for one invocation's
     loops (:func:`k_chunks` gives ``chunks``): the tile kernel writes the partial products of
     the chunks as batch items of a temporary, then ``matmul/ksum.wgsl`` sums them per output,
-    adds the remainder's multiply-adds and applies the epilogue once."""
+    adds the remainder's multiply-adds and applies the epilogue once.
+
+    With ``conv`` (the tile kernel's im2col geometry) A is gathered from an image over the
+    ``KH`` x ``KW`` taps and ``K`` counts the input channels, which the chunks cover exactly;
+    B holds the chunks one after the other, each ``KH * KW * KC`` rows of ``b_ks``."""
     out = node.outputs[0]
     C, KC = chunks
+    assert conv is None or K == C * KC, "an im2col split leaves no remainder"
     batches = math.prod(batch_shape) if batch_shape else 1
     part = lc.temp(out.data_type, (*batch_shape, C, M, N))
+    im2col = {"a_mode": "im2col", "conv": conv, "KH": KH, "KW": KW} if conv is not None else {}
     tile_kernel(lc, a, b, part, M=M, N=N, batch_shape=[*batch_shape, C], a_bst=[*a_bst, KC * a_ks],
-                b_bst=[*b_bst, KC * b_ks], o_bst=[s * C * M * N for s in strides(batch_shape)] + [M * N],
+                b_bst=[*b_bst, KH * KW * KC * b_ks], o_bst=[s * C * M * N for s in strides(batch_shape)] + [M * N],
                 a_rs=a_rs, a_ks=a_ks, a_vec=vec, b_ks=b_ks, b_ns=b_ns, b_vec=vec, b_cols=b_cols,
-                o_P=M, o_sn=0, o_sp=N, o_so=1, KC=KC, small_ok=False)
+                o_P=M, o_sn=0, o_sp=N, o_so=1, KC=KC, small_ok=False, **im2col)
     ab = [("a", a), ("b", b)] if K > C * KC else []
     step = lc.kernel("matmul/ksum.wgsl", ab + [("p", part)] + ep.operands, [("out", out)],
                      M * N * batches, T=wgsl_type(out.data_type), M=M, N=N, K=K, C=C, KC=KC,
                      batch_strides=strides(batch_shape), a_bst=list(a_bst), b_bst=list(b_bst), o_bst=list(o_bst),
                      a_rs=a_rs, a_ks=a_ks, b_ks=b_ks, b_ns=b_ns, o_sp=o_sp, ep=ep)
     step.flops = 2 * M * N * (K - C * KC + C) * batches
-    step.note = _size_note(M, K, N, batches, 1, 1, f"ksum {C}x{KC}")
+    step.note = _size_note(M, K, N, batches, KH, KW, f"ksum {C}x{KC}")
 
 
 #: Products of at most this many rows with a constant B take ``matmul/matvec.wgsl``
