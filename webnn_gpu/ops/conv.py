@@ -341,16 +341,22 @@ def _geometry(node) -> dict:
                 o_sn=ost["in_sn"], o_sc=ost["in_sc"], o_sh=ost["in_sh"], o_sw=ost["in_sw"])
 
 
-def _conv_epilogue(node, out, layout: str, chan_axis_known: bool = True, bias: bool = True, **names):
-    """Bias (input 2) as the first epilogue step (unless ``bias`` is false: the kernel adds it
-    itself), then the node's own steps (``names``: ``first_binding`` / ``name`` of
-    :func:`webnn_gpu.ops._epilogue.build`)."""
-    axis = 1 if layout == "nchw" else 3
+def conv_steps(node, layout: str, bias: bool = True) -> list[dict]:
+    """A conv2d node's epilogue steps as its kernels apply them: the bias (input 2, on the
+    channel axis of ``layout``) first unless ``bias`` is false (the kernel adds it itself), then
+    the node's own steps."""
     steps = []
     if bias and len(node.inputs) > 2 and node.inputs[2] is not None:
-        steps.append({"op": "add", "input": 2, "axis": axis})
-    steps += _epilogue.steps_of(node)
-    return _epilogue.build(node, out, steps, chan_axis=axis if chan_axis_known else None, **names)
+        steps.append({"op": "add", "input": 2, "axis": 1 if layout == "nchw" else 3})
+    return steps + _epilogue.steps_of(node)
+
+
+def _conv_epilogue(node, out, layout: str, chan_axis_known: bool = True, bias: bool = True, **names):
+    """The epilogue of :func:`conv_steps` (``names``: ``first_binding`` / ``name`` of
+    :func:`webnn_gpu.ops._epilogue.build`)."""
+    axis = 1 if layout == "nchw" else 3
+    return _epilogue.build(node, out, conv_steps(node, layout, bias), chan_axis=axis if chan_axis_known else None,
+                           **names)
 
 
 def _relayout(lc, f: Value, layout: str, target: str, pad_last_to: int | None = None) -> Value:

@@ -1324,12 +1324,11 @@ def _mlp_side(node, out, prefix: str, M: int, K: int, N: int):
     gemm's alpha and ``beta * c``, its own steps) built for ``out`` with binding names ``prefix``,
     and the operand the kernel loads itself as vec4 at each output's index (a residual add;
     :func:`given_operand`), or None."""
-    from .conv import _pointwise_matrix
+    from .conv import _pointwise_matrix, conv_steps
 
     if node.op == "conv2d":
         mat = _pointwise_matrix(node).T
-        steps = [{"op": "add", "input": 2, "axis": 3}] if len(node.inputs) > 2 and node.inputs[2] is not None else []
-        steps += _epilogue.steps_of(node)
+        steps = conv_steps(node, "nhwc")
     else:
         data = constant_array(node.inputs[1])
         assert data is not None, "fuse_mlp takes constant weights only"
