@@ -623,11 +623,11 @@ def lower_split_k(lc, node, a: Value, b: Value, ep, chunks: tuple[int, int], *, 
     assert conv is None or K == C * KC, "an im2col split leaves no remainder"
     batches = math.prod(batch_shape) if batch_shape else 1
     part = lc.temp(out.data_type, (*batch_shape, C, M, N))
-    im2col = {"a_mode": "im2col", "conv": conv, "KH": KH, "KW": KW} if conv is not None else {}
     tile_kernel(lc, a, b, part, M=M, N=N, batch_shape=[*batch_shape, C], a_bst=[*a_bst, KC * a_ks],
                 b_bst=[*b_bst, KH * KW * KC * b_ks], o_bst=[s * C * M * N for s in strides(batch_shape)] + [M * N],
                 a_rs=a_rs, a_ks=a_ks, a_vec=vec, b_ks=b_ks, b_ns=b_ns, b_vec=vec, b_cols=b_cols,
-                o_P=M, o_sn=0, o_sp=N, o_so=1, KC=KC, small_ok=False, **im2col)
+                o_P=M, o_sn=0, o_sp=N, o_so=1, KC=KC, small_ok=False, a_mode="dense" if conv is None else "im2col",
+                conv=conv, KH=KH, KW=KW)
     ab = [("a", a), ("b", b)] if K > C * KC else []
     step = lc.kernel("matmul/ksum.wgsl", ab + [("p", part)] + ep.operands, [("out", out)],
                      M * N * batches, T=wgsl_type(out.data_type), M=M, N=N, K=K, C=C, KC=KC,
