@@ -44,8 +44,6 @@ Bias is the first step of the fused epilogue (:mod:`webnn_gpu.ops._epilogue`), f
 
 from __future__ import annotations
 
-import dataclasses
-import re
 from typing import Any
 
 import numpy as np
@@ -492,17 +490,15 @@ def _baked_chan_operands(ep, O: int):
     ``ep_q`` loads: a PReLU slope, a per-channel scale) baked too when they are all constants:
     (the epilogue without those operands and ``ep_q``, one ``EpQ(...)`` literal per output
     channel); (``ep``, None) when some is not a constant or is read elsewhere."""
-    if not ep.chan:
+    baked = ep.without_q()
+    if baked is None:
         return ep, None
     operands = dict(ep.operands)
     values = [constant_array(operands[name]) for name in ep.chan_operands]
-    code = "\n".join(line for line in ep.code.split("\n") if not line.startswith(f"fn {ep.q_fn}("))
-    if any(v is None for v in values) or any(re.search(rf"\b{name}\[", code) for name in ep.chan_operands):
+    if any(v is None for v in values):
         return ep, None
     cols = [np.asarray(v, np.float32).reshape(-1) for v in values]
-    q = [f"{ep.q_struct}({', '.join(_f32_literal(c[ch]) for c in cols)})" for ch in range(O)]
-    kept = [(name, v) for name, v in ep.operands if name not in ep.chan_operands]
-    return dataclasses.replace(ep, operands=kept, code=code), q
+    return baked, [f"{ep.q_struct}({', '.join(_f32_literal(c[ch]) for c in cols)})" for ch in range(O)]
 
 
 def partials_ok(node, tuning: str = "default") -> bool:
