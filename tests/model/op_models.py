@@ -666,3 +666,29 @@ def if_model(static: bool) -> tuple[bytes, list[np.ndarray]]:
 
 OP_CASES["if_static"] = lambda: if_model(static=True)
 OP_CASES["if_run_time"] = lambda: if_model(static=False)
+
+
+def if_known_branches_model() -> tuple[bytes, list[np.ndarray]]:
+    """An IF under a run-time condition whose branches give BOOL, int8 and uint8 values known at
+    load time (each becomes a constant operand of its type, where() picks between them)."""
+    rng = np.random.default_rng(40)
+    m = ModelMaker()
+    x = m.input([2, 3])
+    branches = []
+    for a, b in ((1, 2), (3, -1)):
+        branches.append(m.subgraph())
+        m.input([2, 3])
+        m.output(m.op("LESS", [m.const(_i32([a, b])), m.const(_i32([2, 2]))], [2], out_dtype=np.bool_),
+                 m.op("NEG", [m.const(np.int8([a, -b]))], [2], out_dtype=np.int8),
+                 m.op("MAXIMUM", [m.const(np.uint8([a, b % 256])), m.const(np.uint8([2, 2]))], [2],
+                      out_dtype=np.uint8))
+    m.subgraph(0)
+    total = m.op("SUM", [x, m.const(_i32([0, 1]))], [])
+    cond = m.op("GREATER", [total, m.const(np.float32(0.0))], [], out_dtype=np.bool_)
+    outs = m.op("IF", [cond, x], [[2], [2], [2]], out_dtype=[np.bool_, np.int8, np.uint8],
+                options=dict(thenSubgraphIndex=branches[0], elseSubgraphIndex=branches[1]), outputs=3)
+    m.output(*outs)
+    return m.finish(), [_f32(rng, 2, 3)]
+
+
+OP_CASES["if_run_time_known_branches"] = if_known_branches_model

@@ -222,13 +222,14 @@ def test_complex_value_elsewhere_is_refused(consumer, ctx):
 def test_if_run_time_condition_takes_either_branch(ctx):
     """An IF whose condition is computed at run time gives each branch's outputs as LiteRT does,
     for inputs that take the then branch and inputs that take the else branch."""
-    from op_models import if_model
+    from op_models import if_known_branches_model, if_model
 
-    data, (x,) = if_model(static=False)
-    model = webnn.load(data, ctx)
-    for sign in (1.0, -1.0):
-        inputs = [(np.abs(x) * sign).astype(np.float32)]
-        _compare("if", model.compute({model.input_names[0]: inputs[0]}), run_litert(data, inputs), model.output_names)
+    for data, (x,) in (if_model(static=False), if_known_branches_model()):
+        model = webnn.load(data, ctx)
+        for sign in (1.0, -1.0):
+            inputs = [(np.abs(x) * sign).astype(np.float32)]
+            _compare("if", model.compute({model.input_names[0]: inputs[0]}), run_litert(data, inputs),
+                     model.output_names)
 
 
 def test_matrix_diag_keeps_infinities_and_nan_on_the_diagonal(ctx):

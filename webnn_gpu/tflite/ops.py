@@ -1017,13 +1017,10 @@ def _np_type(cv: Converter, op: OperatorInfo, j: int = 0) -> Any:
 def _webnn_type(cv: Converter, op: OperatorInfo, j: int = 0) -> str:
     """The WebNN data type of output ``j`` (float outputs follow the graph's float type)."""
     t = cv.out_tensor(op, j)
-    if t.type_name in ("FLOAT32", "FLOAT16", "FLOAT64"):
-        return cv.float_type
-    names = {"INT32": "int32", "INT64": "int64", "UINT32": "uint32", "UINT64": "uint64", "INT8": "int8",
-             "UINT8": "uint8", "BOOL": "uint8"}
-    if t.type_name not in names:
+    data_type = cv.data_type(t)
+    if data_type is None:
         raise cv.unsupported(op, f"output of type {t.type_name}")
-    return names[t.type_name]
+    return data_type
 
 
 def folds(*names: str, always: bool = False) -> Callable:
@@ -2811,12 +2808,10 @@ def _branch_operand(cv: Converter, op: OperatorInfo, value: Any) -> Any:
         return value
     if value.dtype.kind == "f":
         return cv.constant_like(op, 1, value)
-    names = {np.dtype(np.bool_): "uint8", np.dtype(np.uint8): "uint8", np.dtype(np.int8): "int8",
-             np.dtype(np.int32): "int32", np.dtype(np.int64): "int64", np.dtype(np.uint32): "uint32"}
-    if value.dtype not in names:
+    operand = cv.int_constant(value)
+    if operand is None:
         raise cv.unsupported(op, f"a branch output of type {value.dtype} known at load time")
-    data = np.array(value.astype(np.uint8) if value.dtype == np.bool_ else value, order="C")
-    return cv.builder.constant({"data_type": names[value.dtype], "shape": list(data.shape)}, data)
+    return operand
 
 
 # ----------------------------------------------------------------------------- recurrent layers
