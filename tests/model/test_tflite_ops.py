@@ -48,6 +48,27 @@ def test_operators_match_litert(case, ctx):
     _compare(case, got, refs, model.output_names)
 
 
+def test_every_emitted_operator_carries_its_tflite_label(ctx):
+    """Every WebNN operator the loader emits for the models of OP_CASES and KERAS_CASES (RFFT2D,
+    COMPLEX_ABS, BUCKETIZE and masked recurrent loops among them) is labelled with the TFLite
+    operator it comes from (``NAME#index``, maybe with a ``/part``) or the model output it passes
+    through (``output NAME``), so errors and kernels name it."""
+    import re
+
+    from keras_patterns import KERAS_CASES
+
+    from webnn_gpu.tflite.convert import convert
+
+    pattern = re.compile(r"(output .+|[A-Za-z0-9_]+#\d+(/.*)?)")
+    unlabelled = []
+    for cases in (OP_CASES, KERAS_CASES):
+        for case in sorted(cases):
+            builder = webnn.MLGraphBuilder(ctx)
+            convert(read_model(cases[case]()[0]), builder)
+            unlabelled += [f"{case}: {n.op} {n.label!r}" for n in builder._nodes if not pattern.fullmatch(n.label)]
+    assert not unlabelled, "\n".join(unlabelled)
+
+
 def test_softmax_between_inverse_transposes_is_one_kernel(ctx):
     """TRANSPOSE + SOFTMAX + the inverse TRANSPOSE is one softmax over the untransposed axis;
     the near miss of the same model keeps its transposes."""

@@ -2322,8 +2322,9 @@ def _bucketize(cv: Converter, op: OperatorInfo) -> None:
     if x.data_type != "float32":
         x = b.cast(x, "float32", label=label + "/float")
     x = b.reshape(x, shape + [1], label=label + "/values")
-    above = b.logical_not(b.lesser(x, b.constant({"data_type": "float32", "shape": [bounds.size]}, bounds)))
-    cv.set_output(op, b.reduce_sum(b.cast(above, "int32"), axes=[len(shape)], label=label))
+    above = b.logical_not(b.lesser(x, b.constant({"data_type": "float32", "shape": [bounds.size]}, bounds),
+                                   label=label), label=label)
+    cv.set_output(op, b.reduce_sum(b.cast(above, "int32", label=label), axes=[len(shape)], label=label))
 
 
 def _dequantized_table(cv: Converter, op: OperatorInfo, axis: int) -> Any | None:
