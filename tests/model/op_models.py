@@ -623,6 +623,25 @@ def segments_and_update():
     return m.finish(), [_f32(rng, 5, 3, 2), _f32(rng, 1, 2, 3)]
 
 
+def segments_model(ids, segments: int, folded: bool = False) -> tuple[bytes, list[np.ndarray]]:
+    """UNSORTED_SEGMENT_SUM / PROD / MAX / MIN of [6, 2] data over the segment ``ids`` (known at load
+    time) into ``segments`` segments; the data a model input, or with ``folded`` a constant (the
+    reductions folded at load time; the input then only passes through)."""
+    rng = np.random.default_rng(41)
+    m = ModelMaker()
+    x = m.input([6, 2])
+    data = m.const(_f32(rng, 6, 2)) if folded else x
+    outs = [m.op(f"UNSORTED_SEGMENT_{kind}", [data, m.const(_i32(ids)), m.const(np.int32(segments))], [segments, 2])
+            for kind in ("SUM", "PROD", "MAX", "MIN")]
+    m.output(*outs, *([x] if folded else []))
+    return m.finish(), [_f32(rng, 6, 2)]
+
+
+# negative ids are dropped; segment 3 is empty
+OP_CASES["segments_negative_ids"] = lambda: segments_model([0, -1, 2, 0, -3, 2], 4)
+OP_CASES["segments_negative_ids_folded"] = lambda: segments_model([0, -1, 2, 0, -3, 2], 4, folded=True)
+
+
 @case
 def matrix_diagonals():
     """MATRIX_DIAG, MATRIX_SET_DIAG on wide and tall matrices (``tf.linalg.diag``, ``set_diag``),

@@ -18,7 +18,7 @@ from op_models import OP_CASES, STRIDED, int8_weights_model, lstm_model, while_m
 from tflite_maker import ModelMaker
 
 import webnn_gpu as webnn
-from webnn_gpu.errors import NotSupportedError
+from webnn_gpu.errors import DataError, NotSupportedError
 from webnn_gpu.tflite.ops import strided_slice_plan
 from webnn_gpu.tflite.reader import read_model
 
@@ -99,6 +99,20 @@ def test_scatter_and_segments_with_run_time_ids_are_refused(ctx):
     m.output(m.op("UNSORTED_SEGMENT_PROD", [x, seg, m.const(np.int32(3))], [3, 2]))
     with pytest.raises(NotSupportedError, match=r"UNSORTED_SEGMENT_PROD: segment ids computed at run time"):
         webnn.load(m.finish(), ctx)
+
+
+@pytest.mark.parametrize("folded", [False, True])
+def test_segment_id_past_the_segment_count_is_refused_as_litert_does(folded, ctx):
+    """An UNSORTED_SEGMENT_* segment id >= num_segments: LiteRT refuses the model (its prepare
+    checks ``max_index < num_segments``), so does the loader, naming the operator, the id and
+    the count, on run-time data and when the reduction folds at load time."""
+    from op_models import segments_model
+
+    data, inputs = segments_model([0, 1, 4, 2, -1, 0], 4, folded=folded)
+    with pytest.raises(Exception, match="max_index < num_segments"):
+        run_litert(data, inputs)
+    with pytest.raises(DataError, match=r"operator #\d+ UNSORTED_SEGMENT_SUM.*segment id 4 for 4 segments"):
+        webnn.load(data, ctx)
 
 
 def test_int8_weights_are_dequantized_at_load(ctx):

@@ -2453,7 +2453,7 @@ def _segment_matmul(cv: Converter, op: OperatorInfo, ids: np.ndarray, segments: 
     rest = shape[ids.ndim:]
     place = np.zeros((segments, rows), np.float32)
     flat = ids.reshape(-1)
-    keep = (flat >= 0) & (flat < segments)  # other ids are dropped
+    keep = flat >= 0  # negative ids are dropped (_segment_ids refuses ids >= segments)
     place[flat[keep], np.arange(rows)[keep]] = 1.0
     b, label = cv.builder, cv.label(op)
     x = cv.operand(op, 0)
@@ -2467,18 +2467,16 @@ def _segment_matmul(cv: Converter, op: OperatorInfo, ids: np.ndarray, segments: 
 @folds("UNSORTED_SEGMENT_SUM", "UNSORTED_SEGMENT_PROD", "UNSORTED_SEGMENT_MAX", "UNSORTED_SEGMENT_MIN")
 def _fold_segments(cv: Converter, op: OperatorInfo, values: list) -> list:
     # TFLite's kernels: each segment starts at the reduction's identity (0, 1, the type's
-    # lowest / highest value) and ids outside [0, segments) are skipped.
+    # lowest / highest value) and negative ids are skipped.
     data, ids = values[0], values[1].astype(np.int64)
     segments = int(values[2].reshape(-1)[0])
-    if tuple(ids.shape) != tuple(data.shape[:ids.ndim]) or segments < 1:
-        raise cv.malformed(op, f"segment ids of shape {list(ids.shape)} for data {list(data.shape)}, "
-                               f"{segments} segments")
+    _check_segment_ids(cv, op, ids, tuple(data.shape), segments)
     kind = op.name.rsplit("_", 1)[1]
     info = np.finfo(data.dtype) if data.dtype.kind == "f" else np.iinfo(data.dtype)
     start = {"SUM": 0, "PROD": 1, "MAX": info.min, "MIN": info.max}[kind]
     out = np.full((segments, *data.shape[ids.ndim:]), start, dtype=data.dtype)
     flat, rows = ids.reshape(-1), data.reshape(-1, *data.shape[ids.ndim:])
-    keep = (flat >= 0) & (flat < segments)
+    keep = flat >= 0
     {"SUM": np.add, "PROD": np.multiply, "MAX": np.maximum, "MIN": np.minimum}[kind].at(out, flat[keep], rows[keep])
     return [out]
 
@@ -2498,9 +2496,18 @@ def _segment_ids(cv: Converter, op: OperatorInfo) -> tuple[np.ndarray, int, list
         segments = _sorted_segment_count(cv, op, ids)
     else:
         segments = int(cv.value(op, 2).reshape(-1)[0])
-    if tuple(ids.shape) != tuple(shape[:ids.ndim]) or segments < 1:
-        raise cv.malformed(op, f"segment ids of shape {list(ids.shape)} for data {shape}, {segments} segments")
+    _check_segment_ids(cv, op, ids, tuple(shape), segments)
     return ids, segments, shape
+
+
+def _check_segment_ids(cv: Converter, op: OperatorInfo, ids: np.ndarray, shape: tuple, segments: int) -> None:
+    """Segment ids must span the data's leading axes and stay below the segment count (LiteRT's
+    prepare refuses a larger id: ``max_index < num_segments``); negative ids are dropped."""
+    if tuple(ids.shape) != tuple(shape[:ids.ndim]) or segments < 1:
+        raise cv.malformed(op, f"segment ids of shape {list(ids.shape)} for data {list(shape)}, {segments} segments")
+    if ids.size and int(ids.max()) >= segments:
+        raise cv.malformed(op, f"segment id {int(ids.max())} for {segments} segments (expected ids < "
+                               f"num_segments; negative ids are dropped)")
 
 
 @handles("UNSORTED_SEGMENT_PROD", "UNSORTED_SEGMENT_MAX", "UNSORTED_SEGMENT_MIN",
@@ -2516,7 +2523,7 @@ def _unsorted_segment_other(cv: Converter, op: OperatorInfo) -> None:
     kind = op.name.rsplit("_", 1)[1]
     flat = ids.reshape(-1)
     rest = shape[ids.ndim:]
-    members = [np.flatnonzero(flat == k) for k in range(segments)]  # ids outside [0, segments) are skipped
+    members = [np.flatnonzero(flat == k) for k in range(segments)]  # negative ids are skipped
     width = max(1, max(len(r) for r in members))
     index = np.zeros((segments, width), np.int32)
     keep = np.zeros((segments, width) + (1,) * len(rest), np.uint8)
