@@ -115,6 +115,28 @@ def test_segment_id_past_the_segment_count_is_refused_as_litert_does(folded, ctx
         webnn.load(data, ctx)
 
 
+@pytest.mark.parametrize("folded", [False, True])
+def test_float16_empty_segments_hold_the_float16_extremes(folded, ctx):
+    """In a float16 graph an empty UNSORTED_SEGMENT_MAX / MIN segment is -65504 / 65504 (float16's
+    lowest / highest: LiteRT's float32 model gives float32's, which float16 cannot hold); the
+    other segments and SUM / PROD match LiteRT within float16 rounding, on run-time data and
+    folded at load time."""
+    from op_models import segments_model
+
+    data, inputs = segments_model([0, -1, 2, 0, -3, 2], 4, folded=folded)  # segments 1 and 3 empty
+    refs = run_litert(data, inputs)
+    model = webnn.load(data, ctx, dtype="float16")
+    got = model.compute({model.input_names[0]: inputs[0].astype(np.float16)})
+    f16 = np.finfo(np.float16)
+    for name, ref in zip(model.output_names, refs):
+        g = got[name].astype(np.float64)
+        if name.startswith(("unsorted_segment_max", "unsorted_segment_min")):
+            extreme = f16.min if "max" in name else f16.max
+            np.testing.assert_array_equal(g[[1, 3]], np.full((2, 2), extreme), err_msg=name)
+            g, ref = g[[0, 2]], ref[[0, 2]]
+        np.testing.assert_allclose(g, ref, atol=3e-3 * max(1.0, float(np.abs(ref).max())), err_msg=name)
+
+
 def test_int8_weights_are_dequantized_at_load(ctx):
     """int8 weights used directly (LiteRT's hybrid kernels) become float constants: the
     graph equals the float model with DEQUANTIZE, and is near LiteRT's hybrid result

@@ -2472,13 +2472,20 @@ def _fold_segments(cv: Converter, op: OperatorInfo, values: list) -> list:
     segments = int(values[2].reshape(-1)[0])
     _check_segment_ids(cv, op, ids, tuple(data.shape), segments)
     kind = op.name.rsplit("_", 1)[1]
-    info = np.finfo(data.dtype) if data.dtype.kind == "f" else np.iinfo(data.dtype)
+    info = _graph_finfo(cv) if data.dtype.kind == "f" else np.iinfo(data.dtype)
     start = {"SUM": 0, "PROD": 1, "MAX": info.min, "MIN": info.max}[kind]
     out = np.full((segments, *data.shape[ids.ndim:]), start, dtype=data.dtype)
     flat, rows = ids.reshape(-1), data.reshape(-1, *data.shape[ids.ndim:])
     keep = flat >= 0
     {"SUM": np.add, "PROD": np.multiply, "MAX": np.maximum, "MIN": np.minimum}[kind].at(out, flat[keep], rows[keep])
     return [out]
+
+
+def _graph_finfo(cv: Converter) -> np.finfo:
+    """The limits of the graph's float type: an empty UNSORTED_SEGMENT_MAX / MIN segment is its
+    lowest / highest value (a float16 graph cannot hold float32's, which LiteRT gives a float32
+    model: it gives -65504 / 65504 there, on run-time data and when the reduction folds)."""
+    return np.finfo(np.float16 if cv.float_type == "float16" else np.float32)
 
 
 def _sorted_segment_count(cv: Converter, op: OperatorInfo, ids: np.ndarray) -> int:
@@ -2514,7 +2521,7 @@ def _check_segment_ids(cv: Converter, op: OperatorInfo, ids: np.ndarray, shape: 
          webnn="gather of each segment's rows (segment ids known at load time) as [segments, most rows of one, "
                "rest], where(a constant mask, the rows, the reduction's identity) for the slots past a segment's "
                "rows, reduce_product / reduce_max / reduce_min over them (an empty segment: the identity, 1 or "
-               "the float type's lowest / highest, as TFLite)")
+               "the graph's float type's lowest / highest, as TFLite; float16: -65504 / 65504)")
 def _unsorted_segment_other(cv: Converter, op: OperatorInfo) -> None:
     ids, segments, shape = _segment_ids(cv, op)
     x = cv.operand(op, 0)
@@ -2530,7 +2537,7 @@ def _unsorted_segment_other(cv: Converter, op: OperatorInfo) -> None:
     for k, rows in enumerate(members):
         index[k, :len(rows)] = rows
         keep[k, :len(rows)] = 1
-    info = np.finfo(np.float16 if cv.float_type == "float16" else np.float32)
+    info = _graph_finfo(cv)
     identity = {"PROD": 1.0, "MAX": float(info.min), "MIN": float(info.max)}[kind]
     b, label = cv.builder, cv.label(op)
     rows = b.reshape(x, [len(flat), *rest], label=label + "/rows")
