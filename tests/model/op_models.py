@@ -642,6 +642,24 @@ OP_CASES["segments_negative_ids"] = lambda: segments_model([0, -1, 2, 0, -3, 2],
 OP_CASES["segments_negative_ids_folded"] = lambda: segments_model([0, -1, 2, 0, -3, 2], 4, folded=True)
 
 
+def update_slice_constants() -> tuple[bytes, list[np.ndarray]]:
+    """DYNAMIC_UPDATE_SLICE whose operand, update and start indices are all constants (folded at
+    load time, the start clamped so that the update fits), float and int32, each read by an
+    operator on the model's input."""
+    rng = np.random.default_rng(42)
+    m = ModelMaker()
+    x, n = m.input([2, 3, 4]), m.input([4], dtype=np.int32)
+    f = m.op("DYNAMIC_UPDATE_SLICE", [m.const(_f32(rng, 2, 3, 4)), m.const(_f32(rng, 1, 2, 2)),
+                                       m.const(_i32([1, 5, -1]))], [2, 3, 4])
+    i = m.op("DYNAMIC_UPDATE_SLICE", [m.const(_i32([1, 2, 3, 4])), m.const(_i32([7, 8])), m.const(_i32([1]))], [4],
+             out_dtype=np.int32)
+    m.output(m.op("ADD", [x, f], [2, 3, 4]), m.op("ADD", [n, i], [4], out_dtype=np.int32))
+    return m.finish(), [_f32(rng, 2, 3, 4), _i32([5, -6, 7, 0])]
+
+
+OP_CASES["update_slice_constants"] = update_slice_constants
+
+
 @case
 def matrix_diagonals():
     """MATRIX_DIAG, MATRIX_SET_DIAG on wide and tall matrices (``tf.linalg.diag``, ``set_diag``),

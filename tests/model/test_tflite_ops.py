@@ -137,6 +137,19 @@ def test_float16_empty_segments_hold_the_float16_extremes(folded, ctx):
         np.testing.assert_allclose(g, ref, atol=3e-3 * max(1.0, float(np.abs(ref).max())), err_msg=name)
 
 
+def test_dynamic_update_slice_of_constants_folds_at_load(ctx):
+    """DYNAMIC_UPDATE_SLICE of constants is computed at load time, as the loader's other
+    operators on constants: the graph holds no operator of it (the values against LiteRT:
+    test_operators_match_litert[update_slice_constants])."""
+    from op_models import update_slice_constants
+
+    from webnn_gpu.tflite.convert import convert
+
+    builder = webnn.MLGraphBuilder(ctx)
+    convert(read_model(update_slice_constants()[0]), builder)
+    assert [n.label for n in builder._nodes] == ["ADD#2", "ADD#3"]
+
+
 def test_int8_weights_are_dequantized_at_load(ctx):
     """int8 weights used directly (LiteRT's hybrid kernels) become float constants: the
     graph equals the float model with DEQUANTIZE, and is near LiteRT's hybrid result

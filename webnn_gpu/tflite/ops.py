@@ -2571,10 +2571,7 @@ def _fold_segment_sum(cv: Converter, op: OperatorInfo, values: list) -> list:
 def _dynamic_update_slice(cv: Converter, op: OperatorInfo) -> None:
     shape = [int(d) for d in cv.tensor(op, 0).shape]
     size = [int(d) for d in cv.tensor(op, 1).shape]
-    start = _static_ids(cv, op, 2, "start indices").reshape(-1)
-    if len(size) != len(shape) or len(start) != len(shape) or any(u > d for u, d in zip(size, shape)):
-        raise cv.malformed(op, f"an update of shape {size} at {start.tolist()} in an operand of shape {shape}")
-    begin = [int(min(max(s, 0), d - u)) for s, d, u in zip(start, shape, size)]
+    begin = _update_begin(cv, op, shape, size, _static_ids(cv, op, 2, "start indices"))
     b, label = cv.builder, cv.label(op)
     x, upd = cv.operand(op, 0), cv.operand(op, 1)
     if size == shape:
@@ -2584,6 +2581,24 @@ def _dynamic_update_slice(cv: Converter, op: OperatorInfo) -> None:
     mask[tuple(slice(a, a + u) for a, u in zip(begin, size))] = 1
     padded = b.pad(upd, begin, [d - a - u for d, a, u in zip(shape, begin, size)], label=label + "/pad")
     cv.set_output(op, b.where(b.constant({"data_type": "uint8", "shape": shape}, mask), padded, x, label=label))
+
+
+def _update_begin(cv: Converter, op: OperatorInfo, shape: list[int], size: list[int], start: np.ndarray) -> list[int]:
+    """Where DYNAMIC_UPDATE_SLICE's update of shape ``size`` goes in its operand of ``shape``: the
+    start indices clamped so that the update fits (TFLite's rule)."""
+    start = start.reshape(-1)
+    if len(size) != len(shape) or len(start) != len(shape) or any(u > d for u, d in zip(size, shape)):
+        raise cv.malformed(op, f"an update of shape {size} at {start.tolist()} in an operand of shape {shape}")
+    return [int(min(max(s, 0), d - u)) for s, d, u in zip(start, shape, size)]
+
+
+@folds("DYNAMIC_UPDATE_SLICE")
+def _fold_dynamic_update_slice(cv: Converter, op: OperatorInfo, values: list) -> list:
+    x, upd = values[0], values[1]
+    begin = _update_begin(cv, op, list(x.shape), list(upd.shape), values[2].astype(np.int64))
+    out = np.array(x, copy=True)
+    out[tuple(slice(a, a + u) for a, u in zip(begin, upd.shape))] = upd
+    return [out]
 
 
 @handles("SCATTER_ND", webnn="scatter_nd into zeros (distinct indices known at load time); a matmul with a 0/1 "
