@@ -82,6 +82,10 @@ class Converter:
         # GATHER from an int8 table (dynamic-range quantization of an Embedding), read only
         # by DEQUANTIZE, which then passes the operand on.
         self.dequantized: set[int] = set()
+        # The subgraph's writer and readers of each tensor (:meth:`producer`, :meth:`readers`),
+        # made on the first question: pattern matchers ask at many operators.
+        self._writer: dict[int, OperatorInfo] | None = None
+        self._readers: dict[int, list[OperatorInfo]] = {}
 
     # -- naming and errors
     def label(self, op: OperatorInfo) -> str:
@@ -119,15 +123,30 @@ class Converter:
             raise self.malformed(op, f"input {i} is missing (the operator has {len(op.inputs)} inputs)")
         return self._actual(op.inputs[i])
 
+    def _index(self) -> dict[int, OperatorInfo]:
+        if self._writer is None:
+            self._writer = {}
+            for o in self.model.operators:
+                for t in o.outputs:
+                    self._writer.setdefault(t, o)
+                for t in dict.fromkeys(o.inputs):
+                    self._readers.setdefault(t, []).append(o)
+        return self._writer
+
     def producer(self, tensor: int) -> OperatorInfo | None:
         """The operator that writes ``tensor`` (None for an input or a constant)."""
-        return next((o for o in self.model.operators if tensor in o.outputs), None)
+        return self._index().get(tensor)
+
+    def readers(self, tensor: int) -> list[OperatorInfo]:
+        """The operators of the subgraph that read ``tensor``, in order."""
+        self._index()
+        return list(self._readers.get(tensor, ()))
 
     def sole_consumer(self, tensor: int) -> OperatorInfo | None:
         """The one operator that reads ``tensor``, when it is that (and no subgraph output)."""
         if tensor in self.model.outputs:
             return None
-        users = [o for o in self.model.operators if tensor in o.inputs]
+        users = self.readers(tensor)
         return users[0] if len(users) == 1 else None
 
     def out_tensor(self, op: OperatorInfo, j: int = 0) -> TensorInfo:

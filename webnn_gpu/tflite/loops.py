@@ -407,8 +407,13 @@ def _partner(cv: Converter, op: OperatorInfo, plan: dict[str, Any]) -> tuple[Ope
     if plan["mask_var"] is not None:
         return None
     seq = op.inputs[plan["seq_var"]]
-    for other in cv.model.operators:
-        if other.index <= op.index or other.name != "WHILE" or other.index in cv.claimed:
+    # the loops that read a time reversal of seq, or the sequence seq reverses
+    prod = cv.producer(seq)
+    near = [o.outputs[0] for o in cv.readers(seq) if o.name == "REVERSE_V2" and o.outputs]
+    near += [prod.inputs[0]] if prod is not None and prod.name == "REVERSE_V2" else []
+    loops = {o.index: o for t in near for o in cv.readers(t) if o.name == "WHILE"}
+    for other in (loops[k] for k in sorted(loops)):
+        if other.index <= op.index or other.index in cv.claimed:
             continue
         if not any(_reverses(cv, t, seq) or _reverses(cv, seq, t) for t in other.inputs if t >= 0):
             continue
@@ -539,7 +544,7 @@ def _view_chain(cv: Converter, tensor: int, steps: int, reversal: bool) -> int |
     return the tensor at the end (read by a non-view operator), or None."""
     reversed_once = False
     while True:
-        readers = [o for o in cv.model.operators if tensor in o.inputs]
+        readers = cv.readers(tensor)
         if len(readers) != 1 or tensor in cv.model.outputs:
             return None
         o = readers[0]
@@ -582,9 +587,9 @@ def _merged_concat(cv: Converter, fwd: tuple[OperatorInfo, dict[str, Any]], bwd:
     else:
         ends = [_batch_major_chain(cv, op.outputs[p["buf_var"]], whole, whole and d == 1)
                 for d, (op, p) in enumerate((fwd, bwd))]
-    if None in ends:
+    if ends[0] is None or ends[1] is None:
         return
-    concat = next((o for o in cv.model.operators if ends[0] in o.inputs), None)
+    concat = next(iter(cv.readers(ends[0])), None)
     if concat is None or concat.name != "CONCATENATION" or list(concat.inputs) != ends:
         return
     o = concat.options(_fb.ConcatenationOptions)
@@ -607,7 +612,7 @@ def _batch_major_chain(cv: Converter, tensor: int, whole: bool, reversal: bool) 
     axis 1 alone), or its last state ``[1, B, H]`` by a RESHAPE or a STRIDED_SLICE of strides 1
     that keeps every value (``[B, H]``) alone; the tensor at the end, or None."""
     def sole(t: int, *names: str) -> OperatorInfo | None:
-        readers = [o for o in cv.model.operators if t in o.inputs]
+        readers = cv.readers(t)
         if len(readers) != 1 or t in cv.model.outputs or readers[0].name not in names or readers[0].inputs[0] != t:
             return None
         return readers[0]

@@ -1206,10 +1206,9 @@ def _step_cone(cv: Converter, tensor: int) -> tuple[OperatorInfo, list[OperatorI
     if len(slices) != 1 or not ops or any(len(o.outputs) != 1 for o in ops.values()):
         return None
     inside = ({o.outputs[0] for o in ops.values()} | {slices[0].outputs[0]}) - {tensor}
-    for o in cv.model.operators:
-        if o.index not in ops and any(i in inside for i in o.inputs):
-            return None  # a value of the chain read outside it
-    if any(t in cv.model.outputs for t in inside) or sum(tensor in o.inputs for o in cv.model.operators) != 1:
+    if any(o.index not in ops for t in inside for o in cv.readers(t)):
+        return None  # a value of the chain read outside it
+    if any(t in cv.model.outputs for t in inside) or len(cv.readers(tensor)) != 1:
         return None
     return slices[0], [ops[k] for k in sorted(ops)]
 
@@ -1721,7 +1720,7 @@ def _topk_k(cv: Converter, op: OperatorInfo, n: int) -> int:
 def _float_indices(cv: Converter, op: OperatorInfo) -> OperatorInfo | None:
     """The CAST to float32 that alone reads TOPK_V2 ``op``'s indices (not a model output), or None."""
     t = op.outputs[1]
-    readers = [o for o in cv.model.operators if t in o.inputs]
+    readers = cv.readers(t)
     if t in cv.model.outputs or len(readers) != 1 or readers[0].name != "CAST" or readers[0].index in cv.claimed:
         return None
     return readers[0] if cv.out_tensor(readers[0]).type_name == "FLOAT32" else None
@@ -1740,7 +1739,7 @@ def _topk_v2(cv: Converter, op: OperatorInfo) -> None:
     if x.data_type not in ("float32", "float16", "int32"):
         raise cv.unsupported(op, f"an input of type {x.data_type}")
     # The later TOPK_V2 of the same input (Keras: top_k and a sort of the same scores) join.
-    group = [op] + [o for o in cv.model.operators if o.index > op.index and o.name == "TOPK_V2" and
+    group = [op] + [o for o in cv.readers(op.inputs[0]) if o.index > op.index and o.name == "TOPK_V2" and
                     o.inputs[0] == op.inputs[0] and o.index not in cv.claimed and cv.static(o, 1) is not None]
     ks = [_topk_k(cv, o, n) for o in group]
     casts = [_float_indices(cv, o) for o in group]
@@ -2343,7 +2342,7 @@ def _dequantized_table(cv: Converter, op: OperatorInfo, axis: int) -> Any | None
             return None
     if not (np.array_equal(q.scale, oq.scale) and np.array_equal(q.zero_point, oq.zero_point)):
         return None
-    readers = [o for o in cv.model.operators if out.index in o.inputs]
+    readers = cv.readers(out.index)
     if not readers or any(o.name != "DEQUANTIZE" for o in readers):
         return None
     return cv.constant_like(op, 0, dequantize(t.data, q))
