@@ -16,7 +16,7 @@
     q_rs         q's row stride (vec4s); k_ns: key j's stride in k (vec4s); v_ks: value row j's
                  stride in v (vec4s); o_sp: the output's row stride (values)
     ep, ep2      the scores' epilogue (o = the scores' flat index, ch = key) and the context's
-    fns          the activation helpers both call, once (linalg.merged_functions)
+    fns          the activation helpers both call, once (_epilogue.merged_functions)
   Bindings: q, k, v, ep operands..., ep2 operands..., out.
   Workgroup: (k.workgroup, 1, 1), one invocation per TR query rows, 2-D folded dispatch.
 -#}

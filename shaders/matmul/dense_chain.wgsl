@@ -11,7 +11,7 @@
                  zero-padded columns) and its
                  epilogue (ep: operands, functions named per layer)
     width        the longest row in workgroup memory (the largest N but the last)
-    fns          the activation helpers the layers' epilogues call, once (linalg.merged_functions)
+    fns          the activation helpers the layers' epilogues call, once (_epilogue.merged_functions)
   Bindings: x (the first layer's [1, K]), per layer B then its epilogue operands, out.
   Workgroup: (k.workgroup, 1, 1), one workgroup.
 -#}

@@ -17,7 +17,7 @@
     softmax      the row's softmax instead of its layer normalization
     has_scale, has_bias, epsilon   the normalization's (epsilon a WGSL f32 literal)
     ep, ep2      the product's epilogue (before the statistics) and the normalization's
-    fns          the activation helpers both call, once (linalg.merged_functions)
+    fns          the activation helpers both call, once (_epilogue.merged_functions)
     keep         also store the product (after its epilogue) to `prod` (its other readers)
   Bindings: a, b, ep operands..., [scale], [bias], ep2 operands..., out, [prod].
   Workgroup: (k.workgroup, 1, 1), one invocation per row, 2-D folded dispatch.

@@ -9,7 +9,8 @@
   the weight vectors a k step needs and subgroupBroadcast hands them to the others, and so for the
   epilogues' operands read at the channel (a bias, PReLU slopes). The epilogue and stores of a
   row are a helper function called in a loop over the tile's rows (each pass handles row 0 and
-  moves the others up: one copy of the epilogue's code, as the tile kernel's ep_loop).
+  moves the others up: one copy of the epilogue's code, as the tile kernel's ep_loop). Those
+  pieces are matmul/_lanes.wgsl's, which both kernels import.
 
   Context (webnn_gpu/ops/linalg.py `lower_mlp`):
     T            storage type of x, the weights' data, mid and out: "f32" or "f16" (f32 sums)
@@ -20,7 +21,7 @@
     sg           the subgroup size, also the workgroup size
     w1_uniform, w2_uniform   0, or the weights are f32 uniform buffers of that many vec4s
     ep1, ep2     the two products' epilogues (webnn_gpu/ops/_epilogue.py; functions ep1 / ep2)
-    fns          the activation helpers both call (linalg.merged_functions)
+    fns          the activation helpers both call (_epilogue.merged_functions)
     keep         also store the hidden rows to `mid` ([M, H]: the first product's output is read
                  elsewhere too)
     ep1.given, ep2.given   the epilogue's operand read at each output's own index (a residual add;
@@ -32,6 +33,7 @@
 -#}
 {% import "_lib/tile.wgsl" as tl %}
 {% import "_lib/epilogue.wgsl" as epl %}
+{% import "matmul/_lanes.wgsl" as ln %}
 {% if T == "f16" %}
 enable f16;
 {% endif %}
@@ -64,15 +66,8 @@ enable f16;
 // the hidden rows of the workgroup's invocations: invocation li's row i at (li * TM + i) * H / 4
 var<workgroup> hid: array<vec4<f32>, {{ sg * TM * H4 }}>;
 
-{% macro qparams(ep, TN) -%}
-{% if ep.chan %}{% for j in range(TN) %}{% for c in range(4) %}, q{{ j }}_{{ c }}: {{ ep.q_struct }}{% endfor %}{% endfor %}{% endif %}
-{%- endmacro %}
-{% macro qargs(ep, TN) -%}
-{% if ep.chan %}{% for j in range(TN) %}{% for c in range(4) %}, q{{ j }}_{{ c }}{% endfor %}{% endfor %}{% endif %}
-{%- endmacro %}
-
 // the first product's row m (hidden row hrow in `hid`), columns 4 * n0 .. through ep1
-fn row1(m: u32, live: bool, hrow: u32, n0: u32{% for j in range(TN1) %}, c{{ j }}: vec4<f32>{% endfor %}{{ qparams(ep1, TN1) }}) {
+fn row1(m: u32, live: bool, hrow: u32, n0: u32{% for j in range(TN1) %}, c{{ j }}: vec4<f32>{% endfor %}{{ ln.qparams(ep1, TN1) }}) {
 {% for j in range(TN1) %}
   {
     let n = 4u * (n0 + {{ j }}u);
@@ -90,7 +85,7 @@ fn row1(m: u32, live: bool, hrow: u32, n0: u32{% for j in range(TN1) %}, c{{ j }
 }
 
 // the second product's row m, columns 4 * n0 .. through ep2, stored
-fn row2(m: u32, live: bool, n0: u32{% for j in range(TN2) %}, c{{ j }}: vec4<f32>{% endfor %}{{ qparams(ep2, TN2) }}) {
+fn row2(m: u32, live: bool, n0: u32{% for j in range(TN2) %}, c{{ j }}: vec4<f32>{% endfor %}{{ ln.qparams(ep2, TN2) }}) {
   if (!live) { return; }
 {% for j in range(TN2) %}
   {
@@ -110,11 +105,7 @@ fn row2(m: u32, live: bool, n0: u32{% for j in range(TN2) %}, c{{ j }}: vec4<f32
 {% for t in range((4 * TN + sg - 1) // sg) %}
       let bl{{ t }} = vec4<f32>({{ w }}[(kc + bo{{ t }}r) * {{ rowlen4 }}u + n0 + bo{{ t }}c]);
 {% endfor %}
-{% for r in range(4) %}
-{% for j in range(TN) %}
-      let b{{ r }}_{{ j }} = subgroupBroadcast(bl{{ (r * TN + j) // sg }}, {{ (r * TN + j) % sg }}u);
-{% endfor %}
-{% endfor %}
+{{ ln.share_b(4, TN, sg, "      ") -}}
 {% for i in range(TM) %}
       let a{{ i }} = {{ a_expr(i) }};
 {% for j in range(TN) %}
@@ -131,15 +122,7 @@ fn row2(m: u32, live: bool, n0: u32{% for j in range(TN2) %}, c{{ j }}: vec4<f32
 {% endmacro %}
 {% macro hoist(ep, TN, width) %}
 {% if ep.chan %}
-{% for t in range((4 * TN + sg - 1) // sg) %}
-    let ql{{ t }} = {{ ep.q_fn }}(min(4u * n0 + lane + {{ sg * t }}u, {{ width - 1 }}u));
-{% endfor %}
-{% for j in range(TN) %}
-{% for c in range(4) %}
-{% set v = 4 * j + c %}
-    let q{{ j }}_{{ c }} = {{ ep.q_struct }}({% for f in range(ep.q_count) %}subgroupBroadcast(ql{{ v // sg }}.q{{ f }}, {{ v % sg }}u){{ ", " if not loop.last }}{% endfor %});
-{% endfor %}
-{% endfor %}
+{% call(t) ln.share_q(ep, TN, sg, "    ") %}min(4u * n0 + lane + {{ sg * t }}u, {{ width - 1 }}u){% endcall %}
 {% endif %}
 {% endmacro %}
 {% macro x_row(i) %}vec4<f32>(x[xr{{ i }} + kc / 4u]){% endmacro %}
@@ -167,14 +150,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation
 {{ kstep("w1", H4, TN1, x_row) }}
     }
 {{ hoist(ep1, TN1, H) }}
-    for (var ri = 0u; ri < {{ TM }}u; ri = ri + 1u) {
-      row1(m0 + ri, m0 + ri < M_, hb + ri * {{ H4 }}u, n0{% for j in range(TN1) %}, c0_{{ j }}{% endfor %}{{ qargs(ep1, TN1) }});
-{% for i in range(TM - 1) %}
-{% for j in range(TN1) %}
-      c{{ i }}_{{ j }} = c{{ i + 1 }}_{{ j }};
-{% endfor %}
-{% endfor %}
-    }
+{% call ln.row_loop(TM, TN1, "    ") %}row1(m0 + ri, m0 + ri < M_, hb + ri * {{ H4 }}u, n0{% for j in range(TN1) %}, c0_{{ j }}{% endfor %}{{ ln.qargs(ep1, TN1) }});{% endcall %}
   }
   }
   // ---- the second product from hid, column tile by column tile
@@ -190,14 +166,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation
 {{ kstep("w2", N4, TN2, h_row) }}
     }
 {{ hoist(ep2, TN2, N) }}
-    for (var ri = 0u; ri < {{ TM }}u; ri = ri + 1u) {
-      row2(m0 + ri, m0 + ri < M_, n0{% for j in range(TN2) %}, c0_{{ j }}{% endfor %}{{ qargs(ep2, TN2) }});
-{% for i in range(TM - 1) %}
-{% for j in range(TN2) %}
-      c{{ i }}_{{ j }} = c{{ i + 1 }}_{{ j }};
-{% endfor %}
-{% endfor %}
-    }
+{% call ln.row_loop(TM, TN2, "    ") %}row2(m0 + ri, m0 + ri < M_, n0{% for j in range(TN2) %}, c0_{{ j }}{% endfor %}{{ ln.qargs(ep2, TN2) }});{% endcall %}
   }
   }
 }

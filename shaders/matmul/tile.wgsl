@@ -74,7 +74,7 @@
                  the others (b_vec; no pool); k.n and every workgroup are multiples of sg,
                  so whole subgroups return together. The epilogue's operands read at the channel
                  (ep.chan, a bias) are shared the same way: each lane loads those of 4 * TN4 / sg
-                 of the tile's channels
+                 of the tile's channels (matmul/_lanes.wgsl, shared with matmul/mlp.wgsl)
     dyn          M, N, KC4, a_rs, b_ks, b_cols, o_sp and tiles_m come from the u32 parameter buffer
                  `prm` ([invocations, M, N, KC4, a_rs, b_ks, b_cols, o_sp, tiles_m]; with up also
                  [M - TM, UW, UH, uh, uw, KC]) instead of the text: dense, unbatched, aligned products (pointwise convs, matmuls) of any size
@@ -94,6 +94,7 @@
 -#}
 {% import "_lib/index.wgsl" as ix %}
 {% import "_lib/tile.wgsl" as tl %}
+{% import "matmul/_lanes.wgsl" as ln %}
 {% if T == "f16" or needs_f16 %}
 enable f16;
 {% endif %}
@@ -129,7 +130,7 @@ struct TileSums { {% for j in range(TN4) %}s{{ j }}: vec4<f32>{{ ", " if not loo
 {% endif %}
 fn tile_row(m: u32, o_off: u32, n0: u32, bidx: u32{% if dyn %}, M_: u32, N_: u32, o_sp_: u32{% endif %}
 {%- for j in range(TN4) %}, c{{ j }}: vec4<f32>{% endfor %}
-{%- if ep.chan and ep_rows %}, r: {{ ep.q_struct }}{% elif ep.chan %}{% for j in range(TN4) %}{% for c in range(4) %}, q{{ j }}_{{ c }}: {{ ep.q_struct }}{% endfor %}{% endfor %}{% endif %}
+{%- if ep.chan and ep_rows %}, r: {{ ep.q_struct }}{% else %}{{ ln.qparams(ep, TN4) }}{% endif %}
 {%- if pool %}, ps: TileSums{% endif %}){% if pool %} -> TileSums{% endif %} {
 {% if pool %}
   var s = ps;
@@ -176,7 +177,7 @@ fn tile_row(m: u32, o_off: u32, n0: u32, bidx: u32{% if dyn %}, M_: u32, N_: u32
 {% macro row_call(m, i, r) -%}
 {{ "ps = " if pool }}tile_row({{ m }}, o_off, n0, bidx{% if dyn %}, M_, N_, o_sp_{% endif %}
 {%- for j in range(TN4) %}, c{{ i }}_{{ j }}{% endfor %}
-{%- if ep.chan and ep_rows %}, {{ r }}{% elif ep.chan %}{% for j in range(TN4) %}{% for c in range(4) %}, q{{ j }}_{{ c }}{% endfor %}{% endfor %}{% endif %}
+{%- if ep.chan and ep_rows %}, {{ r }}{% else %}{{ ln.qargs(ep, TN4) }}{% endif %}
 {%- if pool %}, ps{% endif %});
 {%- endmacro %}
 
@@ -442,11 +443,7 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% for t in range((rows * TN4 + sg - 1) // sg) %}
       let bl{{ t }} = vec4<f32>(b[(kb + ({{ kexpr }}) * {% if dyn %}b_ks_{% else %}{{ b_ks }}u{% endif %}) / 4u + {{ ("so" ~ t) if not tail else sg_off(t, rows) }}]);
 {% endfor %}
-{% for r in range(rows) %}
-{% for j in range(TN4) %}
-      let b{{ r }}_{{ j }} = subgroupBroadcast(bl{{ (r * TN4 + j) // sg }}, {{ (r * TN4 + j) % sg }}u);
-{% endfor %}
-{% endfor %}
+{{ ln.share_b(rows, TN4, sg, "      ") -}}
 {% else %}
 {% for r in range(rows) %}
 {% for j in range(TN4) %}
@@ -502,15 +499,7 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% elif ep.chan and sg %}
   // the tile's 4 * TN4 channels: lane l loads the operands of channels l, l + {{ sg }}, ..., the
   // subgroup shares them
-{% for t in range((4 * TN4 + sg - 1) // sg) %}
-  let ql{{ t }} = {{ ep.q_fn }}(min(n0 + lane + {{ sg * t }}u, {{ ("N_" if dyn else N ~ "u") }} - 1u) + bidx * {{ group_cols }}u);
-{% endfor %}
-{% for j in range(TN4) %}
-{% for c in range(4) %}
-{% set v = 4 * j + c %}
-  let q{{ j }}_{{ c }} = {{ ep.q_struct }}({% for f in range(ep.q_count) %}subgroupBroadcast(ql{{ v // sg }}.q{{ f }}, {{ v % sg }}u){{ ", " if not loop.last }}{% endfor %});
-{% endfor %}
-{% endfor %}
+{% call(t) ln.share_q(ep, TN4, sg, "  ") %}min(n0 + lane + {{ sg * t }}u, {{ ("N_" if dyn else N ~ "u") }} - 1u) + bidx * {{ group_cols }}u{% endcall %}
 {% elif ep.chan %}
 {% for j in range(TN4) %}
 {% for c in range(4) %}
@@ -524,14 +513,7 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% if ep_loop %}
   // One copy of the epilogue: a loop over the tile's rows, each pass storing row 0 and
   // moving the rows below it up by one (LLVM's compile time grows with every inlined copy).
-  for (var ri = 0u; ri < {{ TM }}u; ri = ri + 1u) {
-    {{ row_call("m0 + ri", 0, "") }}
-{% for i in range(TM - 1) %}
-{% for j in range(TN4) %}
-    c{{ i }}_{{ j }} = c{{ i + 1 }}_{{ j }};
-{% endfor %}
-{% endfor %}
-  }
+{% call ln.row_loop(TM, TN4, "  ") %}{{ row_call("m0 + ri", 0, "") }}{% endcall %}
 {% else %}
 {% for i in range(TM) %}
   {{ row_call("m0 + " ~ i ~ "u", i, "r" ~ i) }}

@@ -623,6 +623,43 @@ def segments_and_update():
     return m.finish(), [_f32(rng, 5, 3, 2), _f32(rng, 1, 2, 3)]
 
 
+def segments_model(ids, segments: int, folded: bool = False) -> tuple[bytes, list[np.ndarray]]:
+    """UNSORTED_SEGMENT_SUM / PROD / MAX / MIN of [6, 2] data over the segment ``ids`` (known at load
+    time) into ``segments`` segments; the data a model input, or with ``folded`` a constant (the
+    reductions folded at load time; the input then only passes through)."""
+    rng = np.random.default_rng(41)
+    m = ModelMaker()
+    x = m.input([6, 2])
+    data = m.const(_f32(rng, 6, 2)) if folded else x
+    outs = [m.op(f"UNSORTED_SEGMENT_{kind}", [data, m.const(_i32(ids)), m.const(np.int32(segments))], [segments, 2])
+            for kind in ("SUM", "PROD", "MAX", "MIN")]
+    m.output(*outs, *([x] if folded else []))
+    return m.finish(), [_f32(rng, 6, 2)]
+
+
+# negative ids are dropped; segment 3 is empty
+OP_CASES["segments_negative_ids"] = lambda: segments_model([0, -1, 2, 0, -3, 2], 4)
+OP_CASES["segments_negative_ids_folded"] = lambda: segments_model([0, -1, 2, 0, -3, 2], 4, folded=True)
+
+
+def update_slice_constants() -> tuple[bytes, list[np.ndarray]]:
+    """DYNAMIC_UPDATE_SLICE whose operand, update and start indices are all constants (folded at
+    load time, the start clamped so that the update fits), float and int32, each read by an
+    operator on the model's input."""
+    rng = np.random.default_rng(42)
+    m = ModelMaker()
+    x, n = m.input([2, 3, 4]), m.input([4], dtype=np.int32)
+    f = m.op("DYNAMIC_UPDATE_SLICE", [m.const(_f32(rng, 2, 3, 4)), m.const(_f32(rng, 1, 2, 2)),
+                                       m.const(_i32([1, 5, -1]))], [2, 3, 4])
+    i = m.op("DYNAMIC_UPDATE_SLICE", [m.const(_i32([1, 2, 3, 4])), m.const(_i32([7, 8])), m.const(_i32([1]))], [4],
+             out_dtype=np.int32)
+    m.output(m.op("ADD", [x, f], [2, 3, 4]), m.op("ADD", [n, i], [4], out_dtype=np.int32))
+    return m.finish(), [_f32(rng, 2, 3, 4), _i32([5, -6, 7, 0])]
+
+
+OP_CASES["update_slice_constants"] = update_slice_constants
+
+
 @case
 def matrix_diagonals():
     """MATRIX_DIAG, MATRIX_SET_DIAG on wide and tall matrices (``tf.linalg.diag``, ``set_diag``),
@@ -666,3 +703,29 @@ def if_model(static: bool) -> tuple[bytes, list[np.ndarray]]:
 
 OP_CASES["if_static"] = lambda: if_model(static=True)
 OP_CASES["if_run_time"] = lambda: if_model(static=False)
+
+
+def if_known_branches_model() -> tuple[bytes, list[np.ndarray]]:
+    """An IF under a run-time condition whose branches give BOOL, int8 and uint8 values known at
+    load time (each becomes a constant operand of its type, where() picks between them)."""
+    rng = np.random.default_rng(40)
+    m = ModelMaker()
+    x = m.input([2, 3])
+    branches = []
+    for a, b in ((1, 2), (3, -1)):
+        branches.append(m.subgraph())
+        m.input([2, 3])
+        m.output(m.op("LESS", [m.const(_i32([a, b])), m.const(_i32([2, 2]))], [2], out_dtype=np.bool_),
+                 m.op("NEG", [m.const(np.int8([a, -b]))], [2], out_dtype=np.int8),
+                 m.op("MAXIMUM", [m.const(np.uint8([a, b % 256])), m.const(np.uint8([2, 2]))], [2],
+                      out_dtype=np.uint8))
+    m.subgraph(0)
+    total = m.op("SUM", [x, m.const(_i32([0, 1]))], [])
+    cond = m.op("GREATER", [total, m.const(np.float32(0.0))], [], out_dtype=np.bool_)
+    outs = m.op("IF", [cond, x], [[2], [2], [2]], out_dtype=[np.bool_, np.int8, np.uint8],
+                options=dict(thenSubgraphIndex=branches[0], elseSubgraphIndex=branches[1]), outputs=3)
+    m.output(*outs)
+    return m.finish(), [_f32(rng, 2, 3)]
+
+
+OP_CASES["if_run_time_known_branches"] = if_known_branches_model

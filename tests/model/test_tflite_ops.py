@@ -18,7 +18,7 @@ from op_models import OP_CASES, STRIDED, int8_weights_model, lstm_model, while_m
 from tflite_maker import ModelMaker
 
 import webnn_gpu as webnn
-from webnn_gpu.errors import NotSupportedError
+from webnn_gpu.errors import DataError, NotSupportedError
 from webnn_gpu.tflite.ops import strided_slice_plan
 from webnn_gpu.tflite.reader import read_model
 
@@ -46,6 +46,27 @@ def test_operators_match_litert(case, ctx):
     model = webnn.load(data, ctx)
     got = model.compute({n: np.asarray(x) for n, x in zip(model.input_names, inputs)})
     _compare(case, got, refs, model.output_names)
+
+
+def test_every_emitted_operator_carries_its_tflite_label(ctx):
+    """Every WebNN operator the loader emits for the models of OP_CASES and KERAS_CASES (RFFT2D,
+    COMPLEX_ABS, BUCKETIZE and masked recurrent loops among them) is labelled with the TFLite
+    operator it comes from (``NAME#index``, maybe with a ``/part``) or the model output it passes
+    through (``output NAME``), so errors and kernels name it."""
+    import re
+
+    from keras_patterns import KERAS_CASES
+
+    from webnn_gpu.tflite.convert import convert
+
+    pattern = re.compile(r"(output .+|[A-Za-z0-9_]+#\d+(/.*)?)")
+    unlabelled = []
+    for cases in (OP_CASES, KERAS_CASES):
+        for case in sorted(cases):
+            builder = webnn.MLGraphBuilder(ctx)
+            convert(read_model(cases[case]()[0]), builder)
+            unlabelled += [f"{case}: {n.op} {n.label!r}" for n in builder._nodes if not pattern.fullmatch(n.label)]
+    assert not unlabelled, "\n".join(unlabelled)
 
 
 def test_softmax_between_inverse_transposes_is_one_kernel(ctx):
@@ -78,6 +99,55 @@ def test_scatter_and_segments_with_run_time_ids_are_refused(ctx):
     m.output(m.op("UNSORTED_SEGMENT_PROD", [x, seg, m.const(np.int32(3))], [3, 2]))
     with pytest.raises(NotSupportedError, match=r"UNSORTED_SEGMENT_PROD: segment ids computed at run time"):
         webnn.load(m.finish(), ctx)
+
+
+@pytest.mark.parametrize("folded", [False, True])
+def test_segment_id_past_the_segment_count_is_refused_as_litert_does(folded, ctx):
+    """An UNSORTED_SEGMENT_* segment id >= num_segments: LiteRT refuses the model (its prepare
+    checks ``max_index < num_segments``), so does the loader, naming the operator, the id and
+    the count, on run-time data and when the reduction folds at load time."""
+    from op_models import segments_model
+
+    data, inputs = segments_model([0, 1, 4, 2, -1, 0], 4, folded=folded)
+    with pytest.raises(Exception, match="max_index < num_segments"):
+        run_litert(data, inputs)
+    with pytest.raises(DataError, match=r"operator #\d+ UNSORTED_SEGMENT_SUM.*segment id 4 for 4 segments"):
+        webnn.load(data, ctx)
+
+
+@pytest.mark.parametrize("folded", [False, True])
+def test_float16_empty_segments_hold_the_float16_extremes(folded, ctx):
+    """In a float16 graph an empty UNSORTED_SEGMENT_MAX / MIN segment is -65504 / 65504 (float16's
+    lowest / highest: LiteRT's float32 model gives float32's, which float16 cannot hold); the
+    other segments and SUM / PROD match LiteRT within float16 rounding, on run-time data and
+    folded at load time."""
+    from op_models import segments_model
+
+    data, inputs = segments_model([0, -1, 2, 0, -3, 2], 4, folded=folded)  # segments 1 and 3 empty
+    refs = run_litert(data, inputs)
+    model = webnn.load(data, ctx, dtype="float16")
+    got = model.compute({model.input_names[0]: inputs[0].astype(np.float16)})
+    f16 = np.finfo(np.float16)
+    for name, ref in zip(model.output_names, refs):
+        g = got[name].astype(np.float64)
+        if name.startswith(("unsorted_segment_max", "unsorted_segment_min")):
+            extreme = f16.min if "max" in name else f16.max
+            np.testing.assert_array_equal(g[[1, 3]], np.full((2, 2), extreme), err_msg=name)
+            g, ref = g[[0, 2]], ref[[0, 2]]
+        np.testing.assert_allclose(g, ref, atol=3e-3 * max(1.0, float(np.abs(ref).max())), err_msg=name)
+
+
+def test_dynamic_update_slice_of_constants_folds_at_load(ctx):
+    """DYNAMIC_UPDATE_SLICE of constants is computed at load time, as the loader's other
+    operators on constants: the graph holds no operator of it (the values against LiteRT:
+    test_operators_match_litert[update_slice_constants])."""
+    from op_models import update_slice_constants
+
+    from webnn_gpu.tflite.convert import convert
+
+    builder = webnn.MLGraphBuilder(ctx)
+    convert(read_model(update_slice_constants()[0]), builder)
+    assert [n.label for n in builder._nodes] == ["ADD#2", "ADD#3"]
 
 
 def test_int8_weights_are_dequantized_at_load(ctx):
@@ -222,13 +292,14 @@ def test_complex_value_elsewhere_is_refused(consumer, ctx):
 def test_if_run_time_condition_takes_either_branch(ctx):
     """An IF whose condition is computed at run time gives each branch's outputs as LiteRT does,
     for inputs that take the then branch and inputs that take the else branch."""
-    from op_models import if_model
+    from op_models import if_known_branches_model, if_model
 
-    data, (x,) = if_model(static=False)
-    model = webnn.load(data, ctx)
-    for sign in (1.0, -1.0):
-        inputs = [(np.abs(x) * sign).astype(np.float32)]
-        _compare("if", model.compute({model.input_names[0]: inputs[0]}), run_litert(data, inputs), model.output_names)
+    for data, (x,) in (if_model(static=False), if_known_branches_model()):
+        model = webnn.load(data, ctx)
+        for sign in (1.0, -1.0):
+            inputs = [(np.abs(x) * sign).astype(np.float32)]
+            _compare("if", model.compute({model.input_names[0]: inputs[0]}), run_litert(data, inputs),
+                     model.output_names)
 
 
 def test_matrix_diag_keeps_infinities_and_nan_on_the_diagonal(ctx):

@@ -477,6 +477,59 @@ def test_sequence_kernel_constant_weights(ctx, rng, op, direction, dt, hidden, r
         _check(out[name], ref, dt, name)
 
 
+@pytest.mark.parametrize("cell, reset_after", [("lstm", True), ("gru", True), ("gru", False), ("rnn", True)])
+def test_sequence_kernel_fits_the_device_workgroup_memory(ctx, rng, monkeypatch, cell, reset_after):
+    """Every form of the sequence kernel (LSTM, GRU, GRU with reset_after=False, a GRU that is a
+    plain RNN; the recurrent weight in workgroup memory or not) declares the workgroup memory
+    sequence_workgroup_bytes gives, and the lowering checks it against the device's
+    maxComputeWorkgroupStorageSize: one byte less and it takes the next form (the weight read
+    from storage, then the per-step kernels, which take none), the results unchanged against
+    the equations. (A kernel past the limit would be a NotSupportedError naming the limit and
+    the op: test_checklist.py::test_workgroup_memory_past_the_device_limit_is_refused.)"""
+    from webnn_gpu._lower import workgroup_storage_bytes
+    from webnn_gpu.ops.recurrent import sequence_workgroup_bytes
+
+    steps, batch, isz, hidden = 4, 2, 5, 8
+    g = 4 if cell == "lstm" else 3
+    x = _rand(rng, (steps, batch, isz), np.float32, 1.0)
+    if cell == "rnn":
+        w, r, bias = _plain_rnn_gru(rng, 1, hidden, isz, "tanh", 1.0)
+    else:
+        w, r, bias = (_rand(rng, (1, g * hidden, isz), np.float32), _rand(rng, (1, g * hidden, hidden), np.float32),
+                      _rand(rng, (1, g * hidden), np.float32))
+    gh = hidden if cell == "rnn" else g * hidden
+    kcell = "lstm" if cell == "lstm" else "gru"
+
+    def build():
+        b = webnn.MLGraphBuilder(ctx)
+        xo = b.input("x", {"data_type": "float32", "shape": list(x.shape)})
+        if cell == "lstm":
+            h, _, s = b.lstm(xo, b.constant(w), b.constant(r), steps, hidden, bias=b.constant(bias),
+                             return_sequence=True, label="rec")
+            want = ref_lstm(x, w, r, steps, hidden, bias)
+            want = (want[0], want[2])
+        else:
+            acts = ("relu", "tanh") if cell == "rnn" else ("sigmoid", "tanh")  # (z = 0, r = 1: a plain RNN)
+            h, s = b.gru(xo, b.constant(w), b.constant(r), steps, hidden, bias=b.constant(bias), return_sequence=True,
+                         reset_after=reset_after, activations=list(acts), label="rec")
+            want = ref_gru(x, w, r, steps, hidden, bias, reset_after=reset_after, acts=acts)
+        graph = b.build({"h": h, "s": s})
+        out = ctx.compute(graph, {"x": x})
+        _check(out["h"], want[0], "float32", "h")
+        _check(out["s"], want[1], "float32", "s")
+        seq = [st.wgsl for st in graph._steps if getattr(st, "template", "") == "recurrent/sequence.wgsl"]
+        return workgroup_storage_bytes(seq[0]) if seq else None
+
+    limit = ctx.limits["max-compute-workgroup-storage-size"]
+    with_r = sequence_workgroup_bytes(hidden, gh, kcell, reset_after, True)
+    without_r = sequence_workgroup_bytes(hidden, gh, kcell, reset_after, False)
+    assert with_r <= limit and build() == with_r
+    monkeypatch.setitem(ctx._limits, "max-compute-workgroup-storage-size", with_r - 1)
+    assert build() == without_r
+    monkeypatch.setitem(ctx._limits, "max-compute-workgroup-storage-size", without_r - 1)
+    assert build() is None
+
+
 def test_sequence_kernel_more_units_than_invocations(ctx, rng, monkeypatch):
     """hidden_size 260 (> 256 invocations: each handles two units), forced onto the one-launch kernel."""
     monkeypatch.setenv("WEBNN_GPU_FORCE_RECURRENT", "sequence")

@@ -56,7 +56,7 @@ those loads were a fifth of a pointwise convolution's time). ``tile.apply`` pass
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -109,6 +109,20 @@ class Epilogue:
     given_g1: str = ""
     #: The binding names of the operands ``ep_q`` loads, in ``EpQ`` field order (``q0`` ..).
     chan_operands: list = field(default_factory=list)
+    #: The line of ``code`` that defines ``ep_q`` (with ``chan``).
+    q_def: str = ""
+    #: True when no step reads one of ``chan_operands`` other than at ``ch`` (``ep_q`` alone
+    #: loads them).
+    chan_only: bool = False
+
+    def without_q(self) -> Epilogue | None:
+        """This epilogue for a kernel that writes the ``EpQ`` values into its text as constants:
+        ``code`` without ``ep_q`` and ``operands`` without the ones it loads; None where there
+        is no ``ep_q`` or some step reads one of its operands elsewhere too (``chan_only``)."""
+        if not self.chan or not self.chan_only:
+            return None
+        return replace(self, operands=[(n, v) for n, v in self.operands if n not in self.chan_operands],
+                       code="\n".join(line for line in self.code.split("\n") if line != self.q_def), q_def="")
 
 
 #: The kernels that apply ``attrs["epilogue"]`` (see :func:`hosts`), with the number of input
@@ -204,6 +218,7 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
     lines = [f"fn {ep.fn}(ev0: f32, o: u32, ch: u32) -> f32 {{", "  var ev = ev0;"]
     bound: dict[int, str] = {}
     chan_reads: list[str] = []  # operands read at `ch` alone, in EpQ order
+    read_elsewhere: set[str] = set()  # operands some step reads at another index
     pool_fns: list[str] = []  # the helpers of "pool" steps
     for n, step in enumerate(steps):
         if not isinstance(step, dict) or not isinstance(step.get("op"), str):
@@ -230,6 +245,7 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
                 if i not in bound:
                     bound[i] = f"{first_binding}{len(bound)}"
                     ep.operands.append((bound[i], v))
+                read_elsewhere.add(bound[i])
                 helper = f"{ep.fn}_pool{n}"
                 pool_fns.append(_pool_fn(node, n, helper, bound[i], v, pool))
                 v = SimpleNamespace(shape=tuple(pool["shape"]), data_type=v.data_type)  # the pooled operand
@@ -252,6 +268,7 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
                     bound[i] = f"{first_binding}{len(bound)}"
                     ep.operands.append((bound[i], v))
                 name = bound[i]
+                read_elsewhere.add(name)
                 y = (f"select(0.0, f32({name}[select(0u, {index}, {inside})]), {inside})" if inside
                      else f"f32({name}[{index}])")
             elif i == given and index == "o":
@@ -267,6 +284,7 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
                         chan_reads.append(name)
                     y = f"q.q{chan_reads.index(name)}"
                 else:
+                    read_elsewhere.add(name)
                     y = f"f32({name}[{index}])"
             if "scale" in step:
                 y = f"({literal(step['scale'], 'float32')} * {y})"
@@ -295,11 +313,12 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
     if chan_reads:
         fields = ", ".join(f"q{k}: f32" for k in range(len(chan_reads)))
         loads = ", ".join(f"f32({b}[ch])" for b in chan_reads)
-        lines = [f"struct {ep.q_struct} {{ {fields} }}",
-                 f"fn {ep.q_fn}(ch: u32) -> {ep.q_struct} {{ return {ep.q_struct}({loads}); }}"] + lines
+        ep.q_def = f"fn {ep.q_fn}(ch: u32) -> {ep.q_struct} {{ return {ep.q_struct}({loads}); }}"
+        lines = [f"struct {ep.q_struct} {{ {fields} }}", ep.q_def] + lines
         ep.chan = True
         ep.q_count = len(chan_reads)
         ep.chan_operands = list(chan_reads)
+        ep.chan_only = not read_elsewhere.intersection(chan_reads)
     lines += pool_fns  # (after the epilogue: kernels look for its operands' loads from `fn epilogue(` on)
     by_type: dict[str, list[str]] = {}
     for T, name in sorted(funcs):

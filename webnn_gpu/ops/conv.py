@@ -44,8 +44,6 @@ Bias is the first step of the fused epilogue (:mod:`webnn_gpu.ops._epilogue`), f
 
 from __future__ import annotations
 
-import dataclasses
-import re
 from typing import Any
 
 import numpy as np
@@ -341,16 +339,22 @@ def _geometry(node) -> dict:
                 o_sn=ost["in_sn"], o_sc=ost["in_sc"], o_sh=ost["in_sh"], o_sw=ost["in_sw"])
 
 
-def _conv_epilogue(node, out, layout: str, chan_axis_known: bool = True, bias: bool = True, **names):
-    """Bias (input 2) as the first epilogue step (unless ``bias`` is false: the kernel adds it
-    itself), then the node's own steps (``names``: ``first_binding`` / ``name`` of
-    :func:`webnn_gpu.ops._epilogue.build`)."""
-    axis = 1 if layout == "nchw" else 3
+def conv_steps(node, layout: str, bias: bool = True) -> list[dict]:
+    """A conv2d node's epilogue steps as its kernels apply them: the bias (input 2, on the
+    channel axis of ``layout``) first unless ``bias`` is false (the kernel adds it itself), then
+    the node's own steps."""
     steps = []
     if bias and len(node.inputs) > 2 and node.inputs[2] is not None:
-        steps.append({"op": "add", "input": 2, "axis": axis})
-    steps += _epilogue.steps_of(node)
-    return _epilogue.build(node, out, steps, chan_axis=axis if chan_axis_known else None, **names)
+        steps.append({"op": "add", "input": 2, "axis": 1 if layout == "nchw" else 3})
+    return steps + _epilogue.steps_of(node)
+
+
+def _conv_epilogue(node, out, layout: str, chan_axis_known: bool = True, bias: bool = True, **names):
+    """The epilogue of :func:`conv_steps` (``names``: ``first_binding`` / ``name`` of
+    :func:`webnn_gpu.ops._epilogue.build`)."""
+    axis = 1 if layout == "nchw" else 3
+    return _epilogue.build(node, out, conv_steps(node, layout, bias), chan_axis=axis if chan_axis_known else None,
+                           **names)
 
 
 def _relayout(lc, f: Value, layout: str, target: str, pad_last_to: int | None = None) -> Value:
@@ -486,17 +490,15 @@ def _baked_chan_operands(ep, O: int):
     ``ep_q`` loads: a PReLU slope, a per-channel scale) baked too when they are all constants:
     (the epilogue without those operands and ``ep_q``, one ``EpQ(...)`` literal per output
     channel); (``ep``, None) when some is not a constant or is read elsewhere."""
-    if not ep.chan:
+    baked = ep.without_q()
+    if baked is None:
         return ep, None
     operands = dict(ep.operands)
     values = [constant_array(operands[name]) for name in ep.chan_operands]
-    code = "\n".join(line for line in ep.code.split("\n") if not line.startswith(f"fn {ep.q_fn}("))
-    if any(v is None for v in values) or any(re.search(rf"\b{name}\[", code) for name in ep.chan_operands):
+    if any(v is None for v in values):
         return ep, None
     cols = [np.asarray(v, np.float32).reshape(-1) for v in values]
-    q = [f"{ep.q_struct}({', '.join(_f32_literal(c[ch]) for c in cols)})" for ch in range(O)]
-    kept = [(name, v) for name, v in ep.operands if name not in ep.chan_operands]
-    return dataclasses.replace(ep, operands=kept, code=code), q
+    return baked, [f"{ep.q_struct}({', '.join(_f32_literal(c[ch]) for c in cols)})" for ch in range(O)]
 
 
 def partials_ok(node, tuning: str = "default") -> bool:
@@ -1307,7 +1309,7 @@ def lower_conv2d(node, lc) -> None:
     # one group: no batch dimension (a group stride of OPG columns would break B's vec4 alignment
     # when O is not a multiple of 4, leaving B to scalar loads)
     grouped = G > 1
-    if _split_channels(lc, node, x, w, out, ep, g, conv, ist, wcols, layout):
+    if _split_channels(lc, node, x, w, ep, g, conv, ist, wcols, layout):
         return
     tile_kernel(lc, x, w, out, M=g["NB"] * P, N=OPG, batch_shape=[G] if grouped else [],
                 a_bst=[I * ist["in_sc"]] if grouped else [], b_bst=[OPG] if grouped else [],
@@ -1356,7 +1358,7 @@ def _channel_chunks(I: int, KH: int, KW: int) -> int | None:
     return None
 
 
-def _split_channels(lc, node, x, w, out, ep, g, conv, ist, wcols: int, layout: str) -> bool:
+def _split_channels(lc, node, x, w, ep, g, conv, ist, wcols: int, layout: str) -> bool:
     """Lower an implicit-GEMM conv2d whose reduction (taps x input channels) is too long for one
     invocation's loops on llvmpipe as the matmul's split (:func:`webnn_gpu.ops.linalg.k_chunks`):
     the tile kernel over chunks of the input channels (batch items; the constant filter re-laid
@@ -1373,15 +1375,9 @@ def _split_channels(lc, node, x, w, out, ep, g, conv, ist, wcols: int, layout: s
     kc = I // c
     wc = make_constant(np.ascontiguousarray(wdata.reshape(KH, KW, c, kc, wcols).transpose(2, 0, 1, 3, 4)),
                        w.data_type)
-    M = g["NB"] * g["OH"] * g["OW"]
-    part = lc.temp(out.data_type, (c, M, O))
-    tile_kernel(lc, x, wc, part, M=M, N=O, batch_shape=[c], a_bst=[kc * ist["in_sc"]], b_bst=[KH * KW * kc * wcols],
-                o_bst=[M * O], a_mode="im2col", a_ks=ist["in_sc"], a_vec=True, b_ks=wcols, b_ns=1, b_vec=True,
-                b_cols=wcols, o_P=M, o_sn=0, o_sp=O, o_so=1, KH=KH, KW=KW, KC=kc, conv=conv)
-    step = lc.kernel("matmul/ksum.wgsl", [("p", part)] + ep.operands, [("out", out)], M * O, T=wgsl_type(out.data_type),
-                     M=M, N=O, K=c * kc, C=c, KC=kc, batch_strides=[], a_bst=[], b_bst=[], o_bst=[], a_rs=0, a_ks=0,
-                     b_ks=0, b_ns=0, o_sp=O, ep=ep)
-    step.flops, step.note = M * O * c, f"{M}x{KH}x{KW}x{I}->{O} ksum {c}x{kc}"
+    lower_split_k(lc, node, x, wc, ep, (c, kc), M=g["NB"] * g["OH"] * g["OW"], N=O, K=I, batch_shape=[], a_bst=[],
+                  b_bst=[], o_bst=[], o_sp=O, a_rs=0, a_ks=ist["in_sc"], b_ks=wcols, b_ns=1, b_cols=wcols, vec=True,
+                  conv=conv, KH=KH, KW=KW)
     return True
 
 # ---------------------------------------------------------------- conv_transpose2d

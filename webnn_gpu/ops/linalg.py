@@ -608,26 +608,33 @@ def k_chunks(K: int, naive: bool = False) -> tuple[int, int] | None:
 
 
 def lower_split_k(lc, node, a: Value, b: Value, ep, chunks: tuple[int, int], *, M, N, K, batch_shape, a_bst, b_bst,
-                 o_bst, o_sp, a_rs, a_ks, b_ks, b_ns, b_cols, vec: bool) -> None:
+                  o_bst, o_sp, a_rs, a_ks, b_ks, b_ns, b_cols, vec: bool, conv: dict | None = None, KH: int = 1,
+                  KW: int = 1) -> None:
     """out = A x B (+ ``ep``) in two launches, for a reduction too long for one invocation's
     loops (:func:`k_chunks` gives ``chunks``): the tile kernel writes the partial products of
     the chunks as batch items of a temporary, then ``matmul/ksum.wgsl`` sums them per output,
-    adds the remainder's multiply-adds and applies the epilogue once."""
+    adds the remainder's multiply-adds and applies the epilogue once.
+
+    With ``conv`` (the tile kernel's im2col geometry) A is gathered from an image over the
+    ``KH`` x ``KW`` taps and ``K`` counts the input channels, which the chunks cover exactly;
+    B holds the chunks one after the other, each ``KH * KW * KC`` rows of ``b_ks``."""
     out = node.outputs[0]
     C, KC = chunks
+    assert conv is None or K == C * KC, "an im2col split leaves no remainder"
     batches = math.prod(batch_shape) if batch_shape else 1
     part = lc.temp(out.data_type, (*batch_shape, C, M, N))
     tile_kernel(lc, a, b, part, M=M, N=N, batch_shape=[*batch_shape, C], a_bst=[*a_bst, KC * a_ks],
-                b_bst=[*b_bst, KC * b_ks], o_bst=[s * C * M * N for s in strides(batch_shape)] + [M * N],
+                b_bst=[*b_bst, KH * KW * KC * b_ks], o_bst=[s * C * M * N for s in strides(batch_shape)] + [M * N],
                 a_rs=a_rs, a_ks=a_ks, a_vec=vec, b_ks=b_ks, b_ns=b_ns, b_vec=vec, b_cols=b_cols,
-                o_P=M, o_sn=0, o_sp=N, o_so=1, KC=KC, small_ok=False)
+                o_P=M, o_sn=0, o_sp=N, o_so=1, KC=KC, small_ok=False, a_mode="dense" if conv is None else "im2col",
+                conv=conv, KH=KH, KW=KW)
     ab = [("a", a), ("b", b)] if K > C * KC else []
     step = lc.kernel("matmul/ksum.wgsl", ab + [("p", part)] + ep.operands, [("out", out)],
                      M * N * batches, T=wgsl_type(out.data_type), M=M, N=N, K=K, C=C, KC=KC,
                      batch_strides=strides(batch_shape), a_bst=list(a_bst), b_bst=list(b_bst), o_bst=list(o_bst),
                      a_rs=a_rs, a_ks=a_ks, b_ks=b_ks, b_ns=b_ns, o_sp=o_sp, ep=ep)
     step.flops = 2 * M * N * (K - C * KC + C) * batches
-    step.note = _size_note(M, K, N, batches, 1, 1, f"ksum {C}x{KC}")
+    step.note = _size_note(M, K, N, batches, KH, KW, f"ksum {C}x{KC}")
 
 
 #: Products of at most this many rows with a constant B take ``matmul/matvec.wgsl``
@@ -1047,7 +1054,7 @@ def attention_kernel(node, lc) -> bool:
                      q_bst=[q_bst[d] // 4 for d in keep], k_bst=[k_bst[d] // 4 for d in keep],
                      v_bst=[v_bst[d] // 4 for d in keep], o_bst=[o_bst[d] for d in keep],
                      q_rs=q_st[-2] // 4, k_ns=k_st[-1] // 4, v_ks=v_st[-2] // 4, o_sp=o_st[-2], ep=ep_s, ep2=ep_c,
-                     fns=merged_functions(ep_s, ep_c))
+                     fns=_epilogue.merged_functions(ep_s, ep_c))
     step.flops = 2 * R * L * (D + Dv)
     step.note = f"{M}x{D}x{L}->{Dv} b{R // M}"
     return True
@@ -1092,7 +1099,7 @@ def lower_matmul_rows(node, lc) -> None:
                      a_vec=K % 4 == 0, b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
                      softmax=softmax, has_scale=sc is not None, has_bias=bi is not None,
                      epsilon=_literal(node.attrs["norm"].get("epsilon", 0.0)), ep=ep, ep2=ep2,
-                     fns=merged_functions(ep, ep2))
+                     fns=_epilogue.merged_functions(ep, ep2))
     step.flops = 2 * R * N * K
     step.note = _size_note(R, K, N, 1, 1, 1, ("softmax" if softmax else "layer_norm") + (" ubo" if ubo is not None else ""))
 
@@ -1137,7 +1144,7 @@ def lower_dense_chain(node, lc) -> None:
         ins += [(layer.b, layer.B)] + layer.ep.operands
     step = lc.kernel("matmul/dense_chain.wgsl", ins, [("out", node.outputs[0])], CHAIN_WORKGROUP,
                      groups=(1, 1, 1), workgroup=CHAIN_WORKGROUP, layers=layers, width=max(widths),
-                     fns=merged_functions(*[layer.ep for layer in layers]))
+                     fns=_epilogue.merged_functions(*[layer.ep for layer in layers]))
     step.flops = 2 * sum(layer.K * layer.N for layer in layers)
     step.note = " -> ".join([str(layers[0].K)] + [str(layer.N) for layer in layers]) + " chain"
 
@@ -1197,17 +1204,6 @@ def gemm(self: MLGraphBuilder, a: MLOperand, b: MLOperand, *, c: MLOperand | Non
 
 
 support("gemm", {"a": (FLOATS, (2, 2)), "b": (FLOATS, (2, 2)), "c": (FLOATS, (0, 2))}, (FLOATS, (2, 2)))
-
-
-def merged_functions(*eps) -> list:
-    """The activation helpers several epilogues of one kernel call, as ``(T, [names])`` for
-    ``_lib/epilogue.wgsl``'s ``defs`` (a helper two epilogues call is defined once; each
-    epilogue's own code then comes from ``ep.code``)."""
-    by_type: dict[str, set] = {}
-    for ep in eps:
-        for T, names in ep.functions if not ep.empty else ():
-            by_type.setdefault(T, set()).update(names)
-    return sorted((T, sorted(names)) for T, names in by_type.items())
 
 
 def gemm_steps(node) -> list[dict]:
@@ -1328,12 +1324,11 @@ def _mlp_side(node, out, prefix: str, M: int, K: int, N: int):
     gemm's alpha and ``beta * c``, its own steps) built for ``out`` with binding names ``prefix``,
     and the operand the kernel loads itself as vec4 at each output's index (a residual add;
     :func:`given_operand`), or None."""
-    from .conv import _pointwise_matrix
+    from .conv import _pointwise_matrix, conv_steps
 
     if node.op == "conv2d":
         mat = _pointwise_matrix(node).T
-        steps = [{"op": "add", "input": 2, "axis": 3}] if len(node.inputs) > 2 and node.inputs[2] is not None else []
-        steps += _epilogue.steps_of(node)
+        steps = conv_steps(node, "nhwc")
     else:
         data = constant_array(node.inputs[1])
         assert data is not None, "fuse_mlp takes constant weights only"
@@ -1381,6 +1376,6 @@ def lower_mlp(node, lc) -> None:
                      T=wgsl_type(out.data_type), K=K, H=H, N=N, TM=TM, TN1=TN1, TN2=TN2, sg=sg,
                      w1_uniform=B_UNIFORM_FLOATS // 4 if ws[0][1] else 0,
                      w2_uniform=B_UNIFORM_FLOATS // 4 if ws[1][1] else 0,
-                     ep1=ep1, ep2=ep2, fns=merged_functions(ep1, ep2), keep=a.keep)
+                     ep1=ep1, ep2=ep2, fns=_epilogue.merged_functions(ep1, ep2), keep=a.keep)
     step.flops = 2 * M * H * (K + N)
     step.note = f"{M}x{K}->{H}->{N} {TM}x{4 * TN1}/{4 * TN2}" + (" keep" if a.keep else "")

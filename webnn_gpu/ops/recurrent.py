@@ -654,14 +654,25 @@ def _identity_projection(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value 
     return rows_view
 
 
-def _r_local(lc, hidden: int, gh: int, reset_after: bool, is_lstm: bool) -> bool:
+def sequence_workgroup_bytes(hidden: int, gh: int, cell: str, reset_after: bool, r_local: bool) -> int:
+    """The workgroup memory ``recurrent/sequence.wgsl`` declares, in bytes (f32): the two hidden
+    states, the cell state (``cell`` "lstm") or z and r * h (a GRU with ``reset_after`` False),
+    and with ``r_local`` the recurrent weight (``hidden * gh``)."""
+    state = 2 + (1 if cell == "lstm" else 2 if cell == "gru" and not reset_after else 0)
+    return 4 * (state * hidden + (hidden * gh if r_local else 0))
+
+
+def _r_local(lc, hidden: int, gh: int, reset_after: bool, cell: str) -> bool:
     """Whether the sequence kernel copies its direction's recurrent weight (``hidden * gh`` f32)
     into workgroup memory, beside the state, once before the first step: where it fits (in
     16 KiB a GRU of 32 units, an LSTM of 16; in lavapipe's 32 KiB an LSTM of 32 too). Its
     reads in every step are then 10-15% faster than storage reads (lavapipe, Mesa 22.3:
     a GRU of 32 units 271 -> 246 us for 40 steps, with reset_after=False 358 -> 300 us)."""
-    state = (3 if is_lstm else 2 if reset_after else 4) * hidden
-    return 4 * (hidden * gh + state) <= int(lc.limits.get("max-compute-workgroup-storage-size", 16384))
+    return sequence_workgroup_bytes(hidden, gh, cell, reset_after, True) <= _workgroup_storage(lc)
+
+
+def _workgroup_storage(lc) -> int:
+    return int(lc.limits.get("max-compute-workgroup-storage-size", 16384))
 
 
 #: The most loop iterations one shader invocation runs on llvmpipe (lavapipe, Mesa 22.3's
@@ -732,11 +743,10 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
     if (hidden * gh > SEQUENCE_MAX_MACS and forced != "sequence") or nd * batch > int(lc.limits.get("max-compute-workgroups-per-dimension",
                                                                          65535)):
         return False
-    # Workgroup memory: two hidden states, and the cell state (LSTM) or z and r * h (GRU
-    # with reset_after=False), in f32.
-    if (12 if reset_after else 16) * hidden > int(lc.limits.get("max-compute-workgroup-storage-size", 16384)):
-        return False
     cell, acts, gate = ("lstm" if is_lstm else "gru"), a["activations"], _GATE_INDEX[a["layout"]]
+    # the state in workgroup memory (the per-step kernels take none)
+    if sequence_workgroup_bytes(hidden, gh, cell, reset_after, False) > _workgroup_storage(lc):
+        return False
     # Recurrent biases fold into the projection except GRU's new gate with reset_after.
     fold_limit = gh if is_lstm or not reset_after else 2 * hidden
     rbias = vrb
@@ -782,7 +792,7 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
     lanes = hidden // 4 if vec else hidden
     wg = _sequence_workgroup(lanes)
     variables = dict(proj_tbd=proj.shape == (common["T"] * batch, nd * gh),
-                     r_local=vec and _r_local(lc, hidden, gh, reset_after, is_lstm),
+                     r_local=vec and _r_local(lc, hidden, gh, reset_after, cell),
                      workgroup=wg, cell=cell, gate=gate, acts=acts, r_t=r_t is not None, vec=vec,
                      reset_after=reset_after, has_rbias=cell == "gru" and reset_after and rbias is not None,
                      has_peep=vp is not None, has_seq=seq is not None)

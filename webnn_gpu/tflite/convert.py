@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _dtypes
 from ..errors import DataError, MLTypeError, NotSupportedError, WebNNError
 from .ops import COMPLEX_READERS, FOLDERS, HANDLERS, Complex, _fb
 from .reader import ModelInfo, OperatorInfo, TensorInfo, dequantize
@@ -81,6 +82,10 @@ class Converter:
         # GATHER from an int8 table (dynamic-range quantization of an Embedding), read only
         # by DEQUANTIZE, which then passes the operand on.
         self.dequantized: set[int] = set()
+        # The subgraph's writer and readers of each tensor (:meth:`producer`, :meth:`readers`),
+        # made on the first question: pattern matchers ask at many operators.
+        self._writer: dict[int, OperatorInfo] | None = None
+        self._readers: dict[int, list[OperatorInfo]] = {}
 
     # -- naming and errors
     def label(self, op: OperatorInfo) -> str:
@@ -118,15 +123,30 @@ class Converter:
             raise self.malformed(op, f"input {i} is missing (the operator has {len(op.inputs)} inputs)")
         return self._actual(op.inputs[i])
 
+    def _index(self) -> dict[int, OperatorInfo]:
+        if self._writer is None:
+            self._writer = {}
+            for o in self.model.operators:
+                for t in o.outputs:
+                    self._writer.setdefault(t, o)
+                for t in dict.fromkeys(o.inputs):
+                    self._readers.setdefault(t, []).append(o)
+        return self._writer
+
     def producer(self, tensor: int) -> OperatorInfo | None:
         """The operator that writes ``tensor`` (None for an input or a constant)."""
-        return next((o for o in self.model.operators if tensor in o.outputs), None)
+        return self._index().get(tensor)
+
+    def readers(self, tensor: int) -> list[OperatorInfo]:
+        """The operators of the subgraph that read ``tensor``, in order."""
+        self._index()
+        return list(self._readers.get(tensor, ()))
 
     def sole_consumer(self, tensor: int) -> OperatorInfo | None:
         """The one operator that reads ``tensor``, when it is that (and no subgraph output)."""
         if tensor in self.model.outputs:
             return None
-        users = [o for o in self.model.operators if tensor in o.inputs]
+        users = self.readers(tensor)
         return users[0] if len(users) == 1 else None
 
     def out_tensor(self, op: OperatorInfo, j: int = 0) -> TensorInfo:
@@ -279,13 +299,28 @@ class Converter:
                     raise self.unsupported(op, f"constant {t.name!r} whose values exceed the {data_type} range")
                 value = cast
         else:
-            data_type = {np.dtype(np.int32): "int32", np.dtype(np.int64): "int64", np.dtype(np.uint8): "uint8",
-                         np.dtype(np.int8): "int8", np.dtype(np.uint32): "uint32",
-                         np.dtype(np.uint64): "uint64"}.get(value.dtype)
-            if data_type is None:
+            operand = self.int_constant(value)
+            if operand is None:
                 raise self.unsupported(op, f"constant {t.name!r} of type {t.type_name}")
+            return operand
         value = np.array(value, order="C")  # (np.ascontiguousarray would make a scalar 1-D)
         return self.builder.constant({"data_type": data_type, "shape": list(value.shape)}, value)
+
+    def int_constant(self, value: np.ndarray) -> Any | None:
+        """A constant operand of an integer or boolean (as uint8) value known at load time, or
+        None where its type has no WebNN twin (int16)."""
+        if value.dtype == np.bool_:
+            value = value.astype(np.uint8)
+        data_type = _dtypes.from_numpy(value.dtype) if value.dtype.kind in "iu" else None
+        if data_type is None:
+            return None
+        value = np.array(value, order="C")  # (np.ascontiguousarray would make a scalar 1-D)
+        return self.builder.constant({"data_type": data_type, "shape": list(value.shape)}, value)
+
+    def data_type(self, t: TensorInfo) -> str | None:
+        """The WebNN data type of tensor ``t`` in this graph (float types follow the graph's
+        float type, BOOL is uint8), or None where it has none."""
+        return self.float_type if t.type_name in _FLOAT_TYPES else _INT_TYPES.get(t.type_name)
 
     def constant_like(self, op: OperatorInfo, i: int, value: np.ndarray) -> Any:
         """A float constant operand of ``value`` in the graph's float type (a value the loader
@@ -333,11 +368,8 @@ class Converter:
         if t.quantization is not None and t.type_name not in _FLOAT_TYPES:
             raise _located(NotSupportedError, f"tflite.load: input {t.name!r} is quantized ({t.type_name}); "
                                               "quantized models are not supported")
-        if t.type_name in _FLOAT_TYPES:
-            data_type = self.float_type
-        elif t.type_name in _INT_TYPES:
-            data_type = _INT_TYPES[t.type_name]
-        else:
+        data_type = self.data_type(t)
+        if data_type is None:
             raise _located(NotSupportedError, f"tflite.load: input {t.name!r} of type {t.type_name}")
         desc = {"data_type": data_type, "shape": [int(d) for d in shape]}
         self._operands[t.index] = self.builder.input(name, desc)

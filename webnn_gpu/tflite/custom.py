@@ -38,13 +38,11 @@ def custom_handler(fn: Callable) -> Callable:
     """A converter handler that calls the caller's ``fn`` for one custom operator."""
 
     def handle(cv: Any, op: OperatorInfo) -> None:
-        from .convert import _FLOAT_TYPES, _INT_TYPES
-
         inputs = [cv.optional_operand(op, i) for i in range(len(op.inputs))]
         outputs = []
         for j in range(len(op.outputs)):
             t = cv.out_tensor(op, j)
-            dt = cv.float_type if t.type_name in _FLOAT_TYPES else _INT_TYPES.get(t.type_name, t.type_name.lower())
+            dt = cv.data_type(t) or t.type_name.lower()
             outputs.append({"data_type": dt, "shape": [int(d) for d in t.shape]})
         attributes = {"custom_code": op.custom_code, "custom_options": bytes(op.custom_options or b""),
                       "outputs": outputs, "label": cv.label(op)}

@@ -407,8 +407,13 @@ def _partner(cv: Converter, op: OperatorInfo, plan: dict[str, Any]) -> tuple[Ope
     if plan["mask_var"] is not None:
         return None
     seq = op.inputs[plan["seq_var"]]
-    for other in cv.model.operators:
-        if other.index <= op.index or other.name != "WHILE" or other.index in cv.claimed:
+    # the loops that read a time reversal of seq, or the sequence seq reverses
+    prod = cv.producer(seq)
+    near = [o.outputs[0] for o in cv.readers(seq) if o.name == "REVERSE_V2" and o.outputs]
+    near += [prod.inputs[0]] if prod is not None and prod.name == "REVERSE_V2" else []
+    loops = {o.index: o for t in near for o in cv.readers(t) if o.name == "WHILE"}
+    for other in (loops[k] for k in sorted(loops)):
+        if other.index <= op.index or other.index in cv.claimed:
             continue
         if not any(_reverses(cv, t, seq) or _reverses(cv, seq, t) for t in other.inputs if t >= 0):
             continue
@@ -512,10 +517,11 @@ def _emit_pair(cv: Converter, first: tuple[OperatorInfo, dict[str, Any]],
             cv.set_entry(op, np.asarray(value), k)
         for k in p["passthrough"]:
             cv.set_entry(op, p["entries"][k], k)
-        h = b.reshape(b.slice(h_t, [d, 0, 0], [1, batch, hidden]), [batch, hidden], label=f"{lab}/h")
+        h = b.reshape(b.slice(h_t, [d, 0, 0], [1, batch, hidden], label=f"{lab}/h"), [batch, hidden], label=f"{lab}/h")
         cv.set_output(op, h, p["h_var"])
         if p["c_var"] is not None:
-            c = b.reshape(b.slice(c_t, [d, 0, 0], [1, batch, hidden]), [batch, hidden], label=f"{lab}/c")
+            c = b.reshape(b.slice(c_t, [d, 0, 0], [1, batch, hidden], label=f"{lab}/c"), [batch, hidden],
+                          label=f"{lab}/c")
             cv.set_output(op, c, p["c_var"])
         if p["buf_var"] is None:
             continue
@@ -523,7 +529,8 @@ def _emit_pair(cv: Converter, first: tuple[OperatorInfo, dict[str, Any]],
         if not p["whole_sequence"]:
             cv.set_output(op, b.reshape(h, buf_shape, label=f"{lab}/buffer"), p["buf_var"])
             continue
-        buf = b.reshape(b.slice(seq, [0, d, 0, 0], [steps, 1, batch, hidden]), buf_shape, label=f"{lab}/buffer")
+        buf = b.reshape(b.slice(seq, [0, d, 0, 0], [steps, 1, batch, hidden], label=f"{lab}/buffer"), buf_shape,
+                        label=f"{lab}/buffer")
         if d == 1:
             cv.reversed_of[op.outputs[p["buf_var"]]] = (buf, 0)
             buf = b.reverse(buf, axes=[0], label=f"{lab}/steps")
@@ -537,7 +544,7 @@ def _view_chain(cv: Converter, tensor: int, steps: int, reversal: bool) -> int |
     return the tensor at the end (read by a non-view operator), or None."""
     reversed_once = False
     while True:
-        readers = [o for o in cv.model.operators if tensor in o.inputs]
+        readers = cv.readers(tensor)
         if len(readers) != 1 or tensor in cv.model.outputs:
             return None
         o = readers[0]
@@ -580,9 +587,9 @@ def _merged_concat(cv: Converter, fwd: tuple[OperatorInfo, dict[str, Any]], bwd:
     else:
         ends = [_batch_major_chain(cv, op.outputs[p["buf_var"]], whole, whole and d == 1)
                 for d, (op, p) in enumerate((fwd, bwd))]
-    if None in ends:
+    if ends[0] is None or ends[1] is None:
         return
-    concat = next((o for o in cv.model.operators if ends[0] in o.inputs), None)
+    concat = next(iter(cv.readers(ends[0])), None)
     if concat is None or concat.name != "CONCATENATION" or list(concat.inputs) != ends:
         return
     o = concat.options(_fb.ConcatenationOptions)
@@ -605,7 +612,7 @@ def _batch_major_chain(cv: Converter, tensor: int, whole: bool, reversal: bool) 
     axis 1 alone), or its last state ``[1, B, H]`` by a RESHAPE or a STRIDED_SLICE of strides 1
     that keeps every value (``[B, H]``) alone; the tensor at the end, or None."""
     def sole(t: int, *names: str) -> OperatorInfo | None:
-        readers = [o for o in cv.model.operators if t in o.inputs]
+        readers = cv.readers(t)
         if len(readers) != 1 or t in cv.model.outputs or readers[0].name not in names or readers[0].inputs[0] != t:
             return None
         return readers[0]
@@ -845,15 +852,16 @@ def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_va
     def along_time(v: Any, idx: Any, count: int, width: int, name: str) -> Any:
         """``v`` [T, B, width] at the int32 steps ``idx`` [count, B] of each batch row."""
         if batch == 1:
-            return b.gather(v, b.reshape(idx, [count]), axis=0, label=f"{label}/{name}")
-        idx = b.expand(b.reshape(idx, [count, batch, 1]), [count, batch, width])
+            return b.gather(v, b.reshape(idx, [count], label=f"{label}/{name}"), axis=0, label=f"{label}/{name}")
+        idx = b.expand(b.reshape(idx, [count, batch, 1], label=f"{label}/{name}"), [count, batch, width],
+                       label=f"{label}/{name}")
         return b.gather_elements(v, idx, axis=0, label=f"{label}/{name}")
 
     # The input projection of every step, biases included (as _emit folds them).
     proj_bias, rest_r_bias = _fold_biases(gates, hidden, reset_after, w_bias, r_bias)
     mask = e if not isinstance(e := entries[mask_var], np.ndarray) else \
         b.constant({"data_type": "uint8", "shape": list(e.shape)}, np.ascontiguousarray(e, np.uint8))
-    mask = b.reshape(mask, [steps, batch])
+    mask = b.reshape(mask, [steps, batch], label=f"{label}/mask")
     # An LSTM's slots after the unmasked steps take a row that holds its cell state.
     hold = np.zeros((1, gh))
     hold[:, :hidden], hold[:, hidden:2 * hidden] = -_SATURATE, _SATURATE  # ifgo: i = 0, f = 1
@@ -915,22 +923,26 @@ def _emit_masked(cv: Converter, op: OperatorInfo, entries: list[Any], *, mask_va
     states = b.reshape(seq, [steps, batch, hidden], label=f"{label}/states")
 
     def behind(k: int | None) -> Any:
-        return b.concat([b.reshape(state(k), [1, batch, hidden]), states], 0, label=f"{label}/after{k}")
+        return b.concat([b.reshape(state(k), [1, batch, hidden], label=f"{label}/after{k}"), states], 0,
+                        label=f"{label}/after{k}")
 
     with_prev = behind(prev_var)
     with_h = with_prev if zero_state(h_var) and zero_state(prev_var) else behind(h_var)
-    h_final = b.reshape(along_time(with_h, count, 1, hidden, "h"), [batch, hidden])
+    h_final = b.reshape(along_time(with_h, count, 1, hidden, "h"), [batch, hidden], label=f"{label}/h")
     if whole_sequence and buf_var is not None:
         outs = along_time(with_prev, done, steps, hidden, "outputs")
         if zero_output and not zero_in_plan:
-            outs = b.where(b.reshape(mask, [steps, batch, 1]), outs, const(np.zeros(())), label=f"{label}/masked")
-        out_final = b.reshape(b.slice(outs, [steps - 1, 0, 0], [1, batch, hidden]), [batch, hidden])
+            outs = b.where(b.reshape(mask, [steps, batch, 1], label=f"{label}/masked"), outs, const(np.zeros(())),
+                           label=f"{label}/masked")
+        out_final = b.reshape(b.slice(outs, [steps - 1, 0, 0], [1, batch, hidden], label=f"{label}/last"),
+                              [batch, hidden], label=f"{label}/last")
     else:
         outs = None
         out_final = h_final if with_h is with_prev else \
-            b.reshape(along_time(with_prev, count, 1, hidden, "last"), [batch, hidden])
+            b.reshape(along_time(with_prev, count, 1, hidden, "last"), [batch, hidden], label=f"{label}/last")
         if zero_output:
-            keep = b.reshape(b.slice(mask, [steps - 1, 0], [1, batch]), [batch, 1])
+            keep = b.reshape(b.slice(mask, [steps - 1, 0], [1, batch], label=f"{label}/masked"), [batch, 1],
+                             label=f"{label}/masked")
             out_final = b.where(keep, out_final, const(np.zeros(())), label=f"{label}/masked")
 
     for k, value in final_counters.items():

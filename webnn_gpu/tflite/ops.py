@@ -1017,13 +1017,10 @@ def _np_type(cv: Converter, op: OperatorInfo, j: int = 0) -> Any:
 def _webnn_type(cv: Converter, op: OperatorInfo, j: int = 0) -> str:
     """The WebNN data type of output ``j`` (float outputs follow the graph's float type)."""
     t = cv.out_tensor(op, j)
-    if t.type_name in ("FLOAT32", "FLOAT16", "FLOAT64"):
-        return cv.float_type
-    names = {"INT32": "int32", "INT64": "int64", "UINT32": "uint32", "UINT64": "uint64", "INT8": "int8",
-             "UINT8": "uint8", "BOOL": "uint8"}
-    if t.type_name not in names:
+    data_type = cv.data_type(t)
+    if data_type is None:
         raise cv.unsupported(op, f"output of type {t.type_name}")
-    return names[t.type_name]
+    return data_type
 
 
 def folds(*names: str, always: bool = False) -> Callable:
@@ -1209,10 +1206,9 @@ def _step_cone(cv: Converter, tensor: int) -> tuple[OperatorInfo, list[OperatorI
     if len(slices) != 1 or not ops or any(len(o.outputs) != 1 for o in ops.values()):
         return None
     inside = ({o.outputs[0] for o in ops.values()} | {slices[0].outputs[0]}) - {tensor}
-    for o in cv.model.operators:
-        if o.index not in ops and any(i in inside for i in o.inputs):
-            return None  # a value of the chain read outside it
-    if any(t in cv.model.outputs for t in inside) or sum(tensor in o.inputs for o in cv.model.operators) != 1:
+    if any(o.index not in ops for t in inside for o in cv.readers(t)):
+        return None  # a value of the chain read outside it
+    if any(t in cv.model.outputs for t in inside) or len(cv.readers(tensor)) != 1:
         return None
     return slices[0], [ops[k] for k in sorted(ops)]
 
@@ -1724,7 +1720,7 @@ def _topk_k(cv: Converter, op: OperatorInfo, n: int) -> int:
 def _float_indices(cv: Converter, op: OperatorInfo) -> OperatorInfo | None:
     """The CAST to float32 that alone reads TOPK_V2 ``op``'s indices (not a model output), or None."""
     t = op.outputs[1]
-    readers = [o for o in cv.model.operators if t in o.inputs]
+    readers = cv.readers(t)
     if t in cv.model.outputs or len(readers) != 1 or readers[0].name != "CAST" or readers[0].index in cv.claimed:
         return None
     return readers[0] if cv.out_tensor(readers[0]).type_name == "FLOAT32" else None
@@ -1743,7 +1739,7 @@ def _topk_v2(cv: Converter, op: OperatorInfo) -> None:
     if x.data_type not in ("float32", "float16", "int32"):
         raise cv.unsupported(op, f"an input of type {x.data_type}")
     # The later TOPK_V2 of the same input (Keras: top_k and a sort of the same scores) join.
-    group = [op] + [o for o in cv.model.operators if o.index > op.index and o.name == "TOPK_V2" and
+    group = [op] + [o for o in cv.readers(op.inputs[0]) if o.index > op.index and o.name == "TOPK_V2" and
                     o.inputs[0] == op.inputs[0] and o.index not in cv.claimed and cv.static(o, 1) is not None]
     ks = [_topk_k(cv, o, n) for o in group]
     casts = [_float_indices(cv, o) for o in group]
@@ -2325,8 +2321,9 @@ def _bucketize(cv: Converter, op: OperatorInfo) -> None:
     if x.data_type != "float32":
         x = b.cast(x, "float32", label=label + "/float")
     x = b.reshape(x, shape + [1], label=label + "/values")
-    above = b.logical_not(b.lesser(x, b.constant({"data_type": "float32", "shape": [bounds.size]}, bounds)))
-    cv.set_output(op, b.reduce_sum(b.cast(above, "int32"), axes=[len(shape)], label=label))
+    above = b.logical_not(b.lesser(x, b.constant({"data_type": "float32", "shape": [bounds.size]}, bounds),
+                                   label=label), label=label)
+    cv.set_output(op, b.reduce_sum(b.cast(above, "int32", label=label), axes=[len(shape)], label=label))
 
 
 def _dequantized_table(cv: Converter, op: OperatorInfo, axis: int) -> Any | None:
@@ -2345,7 +2342,7 @@ def _dequantized_table(cv: Converter, op: OperatorInfo, axis: int) -> Any | None
             return None
     if not (np.array_equal(q.scale, oq.scale) and np.array_equal(q.zero_point, oq.zero_point)):
         return None
-    readers = [o for o in cv.model.operators if out.index in o.inputs]
+    readers = cv.readers(out.index)
     if not readers or any(o.name != "DEQUANTIZE" for o in readers):
         return None
     return cv.constant_like(op, 0, dequantize(t.data, q))
@@ -2455,7 +2452,7 @@ def _segment_matmul(cv: Converter, op: OperatorInfo, ids: np.ndarray, segments: 
     rest = shape[ids.ndim:]
     place = np.zeros((segments, rows), np.float32)
     flat = ids.reshape(-1)
-    keep = (flat >= 0) & (flat < segments)  # other ids are dropped
+    keep = flat >= 0  # negative ids are dropped (_segment_ids refuses ids >= segments)
     place[flat[keep], np.arange(rows)[keep]] = 1.0
     b, label = cv.builder, cv.label(op)
     x = cv.operand(op, 0)
@@ -2469,20 +2466,25 @@ def _segment_matmul(cv: Converter, op: OperatorInfo, ids: np.ndarray, segments: 
 @folds("UNSORTED_SEGMENT_SUM", "UNSORTED_SEGMENT_PROD", "UNSORTED_SEGMENT_MAX", "UNSORTED_SEGMENT_MIN")
 def _fold_segments(cv: Converter, op: OperatorInfo, values: list) -> list:
     # TFLite's kernels: each segment starts at the reduction's identity (0, 1, the type's
-    # lowest / highest value) and ids outside [0, segments) are skipped.
+    # lowest / highest value) and negative ids are skipped.
     data, ids = values[0], values[1].astype(np.int64)
     segments = int(values[2].reshape(-1)[0])
-    if tuple(ids.shape) != tuple(data.shape[:ids.ndim]) or segments < 1:
-        raise cv.malformed(op, f"segment ids of shape {list(ids.shape)} for data {list(data.shape)}, "
-                               f"{segments} segments")
+    _check_segment_ids(cv, op, ids, tuple(data.shape), segments)
     kind = op.name.rsplit("_", 1)[1]
-    info = np.finfo(data.dtype) if data.dtype.kind == "f" else np.iinfo(data.dtype)
+    info = _graph_finfo(cv) if data.dtype.kind == "f" else np.iinfo(data.dtype)
     start = {"SUM": 0, "PROD": 1, "MAX": info.min, "MIN": info.max}[kind]
     out = np.full((segments, *data.shape[ids.ndim:]), start, dtype=data.dtype)
     flat, rows = ids.reshape(-1), data.reshape(-1, *data.shape[ids.ndim:])
-    keep = (flat >= 0) & (flat < segments)
+    keep = flat >= 0
     {"SUM": np.add, "PROD": np.multiply, "MAX": np.maximum, "MIN": np.minimum}[kind].at(out, flat[keep], rows[keep])
     return [out]
+
+
+def _graph_finfo(cv: Converter) -> np.finfo:
+    """The limits of the graph's float type: an empty UNSORTED_SEGMENT_MAX / MIN segment is its
+    lowest / highest value (a float16 graph cannot hold float32's, which LiteRT gives a float32
+    model: it gives -65504 / 65504 there, on run-time data and when the reduction folds)."""
+    return np.finfo(np.float16 if cv.float_type == "float16" else np.float32)
 
 
 def _sorted_segment_count(cv: Converter, op: OperatorInfo, ids: np.ndarray) -> int:
@@ -2500,16 +2502,25 @@ def _segment_ids(cv: Converter, op: OperatorInfo) -> tuple[np.ndarray, int, list
         segments = _sorted_segment_count(cv, op, ids)
     else:
         segments = int(cv.value(op, 2).reshape(-1)[0])
-    if tuple(ids.shape) != tuple(shape[:ids.ndim]) or segments < 1:
-        raise cv.malformed(op, f"segment ids of shape {list(ids.shape)} for data {shape}, {segments} segments")
+    _check_segment_ids(cv, op, ids, tuple(shape), segments)
     return ids, segments, shape
+
+
+def _check_segment_ids(cv: Converter, op: OperatorInfo, ids: np.ndarray, shape: tuple, segments: int) -> None:
+    """Segment ids must span the data's leading axes and stay below the segment count (LiteRT's
+    prepare refuses a larger id: ``max_index < num_segments``); negative ids are dropped."""
+    if tuple(ids.shape) != tuple(shape[:ids.ndim]) or segments < 1:
+        raise cv.malformed(op, f"segment ids of shape {list(ids.shape)} for data {list(shape)}, {segments} segments")
+    if ids.size and int(ids.max()) >= segments:
+        raise cv.malformed(op, f"segment id {int(ids.max())} for {segments} segments (expected ids < "
+                               f"num_segments; negative ids are dropped)")
 
 
 @handles("UNSORTED_SEGMENT_PROD", "UNSORTED_SEGMENT_MAX", "UNSORTED_SEGMENT_MIN",
          webnn="gather of each segment's rows (segment ids known at load time) as [segments, most rows of one, "
                "rest], where(a constant mask, the rows, the reduction's identity) for the slots past a segment's "
                "rows, reduce_product / reduce_max / reduce_min over them (an empty segment: the identity, 1 or "
-               "the float type's lowest / highest, as TFLite)")
+               "the graph's float type's lowest / highest, as TFLite; float16: -65504 / 65504)")
 def _unsorted_segment_other(cv: Converter, op: OperatorInfo) -> None:
     ids, segments, shape = _segment_ids(cv, op)
     x = cv.operand(op, 0)
@@ -2518,14 +2529,14 @@ def _unsorted_segment_other(cv: Converter, op: OperatorInfo) -> None:
     kind = op.name.rsplit("_", 1)[1]
     flat = ids.reshape(-1)
     rest = shape[ids.ndim:]
-    members = [np.flatnonzero(flat == k) for k in range(segments)]  # ids outside [0, segments) are skipped
+    members = [np.flatnonzero(flat == k) for k in range(segments)]  # negative ids are skipped
     width = max(1, max(len(r) for r in members))
     index = np.zeros((segments, width), np.int32)
     keep = np.zeros((segments, width) + (1,) * len(rest), np.uint8)
     for k, rows in enumerate(members):
         index[k, :len(rows)] = rows
         keep[k, :len(rows)] = 1
-    info = np.finfo(np.float16 if cv.float_type == "float16" else np.float32)
+    info = _graph_finfo(cv)
     identity = {"PROD": 1.0, "MAX": float(info.min), "MIN": float(info.max)}[kind]
     b, label = cv.builder, cv.label(op)
     rows = b.reshape(x, [len(flat), *rest], label=label + "/rows")
@@ -2559,10 +2570,7 @@ def _fold_segment_sum(cv: Converter, op: OperatorInfo, values: list) -> list:
 def _dynamic_update_slice(cv: Converter, op: OperatorInfo) -> None:
     shape = [int(d) for d in cv.tensor(op, 0).shape]
     size = [int(d) for d in cv.tensor(op, 1).shape]
-    start = _static_ids(cv, op, 2, "start indices").reshape(-1)
-    if len(size) != len(shape) or len(start) != len(shape) or any(u > d for u, d in zip(size, shape)):
-        raise cv.malformed(op, f"an update of shape {size} at {start.tolist()} in an operand of shape {shape}")
-    begin = [int(min(max(s, 0), d - u)) for s, d, u in zip(start, shape, size)]
+    begin = _update_begin(cv, op, shape, size, _static_ids(cv, op, 2, "start indices"))
     b, label = cv.builder, cv.label(op)
     x, upd = cv.operand(op, 0), cv.operand(op, 1)
     if size == shape:
@@ -2572,6 +2580,24 @@ def _dynamic_update_slice(cv: Converter, op: OperatorInfo) -> None:
     mask[tuple(slice(a, a + u) for a, u in zip(begin, size))] = 1
     padded = b.pad(upd, begin, [d - a - u for d, a, u in zip(shape, begin, size)], label=label + "/pad")
     cv.set_output(op, b.where(b.constant({"data_type": "uint8", "shape": shape}, mask), padded, x, label=label))
+
+
+def _update_begin(cv: Converter, op: OperatorInfo, shape: list[int], size: list[int], start: np.ndarray) -> list[int]:
+    """Where DYNAMIC_UPDATE_SLICE's update of shape ``size`` goes in its operand of ``shape``: the
+    start indices clamped so that the update fits (TFLite's rule)."""
+    start = start.reshape(-1)
+    if len(size) != len(shape) or len(start) != len(shape) or any(u > d for u, d in zip(size, shape)):
+        raise cv.malformed(op, f"an update of shape {size} at {start.tolist()} in an operand of shape {shape}")
+    return [int(min(max(s, 0), d - u)) for s, d, u in zip(start, shape, size)]
+
+
+@folds("DYNAMIC_UPDATE_SLICE")
+def _fold_dynamic_update_slice(cv: Converter, op: OperatorInfo, values: list) -> list:
+    x, upd = values[0], values[1]
+    begin = _update_begin(cv, op, list(x.shape), list(upd.shape), values[2].astype(np.int64))
+    out = np.array(x, copy=True)
+    out[tuple(slice(a, a + u) for a, u in zip(begin, upd.shape))] = upd
+    return [out]
 
 
 @handles("SCATTER_ND", webnn="scatter_nd into zeros (distinct indices known at load time); a matmul with a 0/1 "
@@ -2811,12 +2837,10 @@ def _branch_operand(cv: Converter, op: OperatorInfo, value: Any) -> Any:
         return value
     if value.dtype.kind == "f":
         return cv.constant_like(op, 1, value)
-    names = {np.dtype(np.bool_): "uint8", np.dtype(np.uint8): "uint8", np.dtype(np.int8): "int8",
-             np.dtype(np.int32): "int32", np.dtype(np.int64): "int64", np.dtype(np.uint32): "uint32"}
-    if value.dtype not in names:
+    operand = cv.int_constant(value)
+    if operand is None:
         raise cv.unsupported(op, f"a branch output of type {value.dtype} known at load time")
-    data = np.array(value.astype(np.uint8) if value.dtype == np.bool_ else value, order="C")
-    return cv.builder.constant({"data_type": names[value.dtype], "shape": list(data.shape)}, data)
+    return operand
 
 
 # ----------------------------------------------------------------------------- recurrent layers
