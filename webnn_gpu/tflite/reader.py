@@ -349,6 +349,7 @@ _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _VTABLES: dict[int, struct.Struct] = {}
+_INTS: dict[int, struct.Struct] = {}  # int32 vectors by length
 
 
 def _fields(data: bytes, pos: int) -> tuple[int, ...]:
@@ -372,12 +373,22 @@ def _vector(data: bytes, pos: int, off: int) -> tuple[int, int]:
     return vec + 4, _U32.unpack_from(data, vec)[0]
 
 
+def _vector_length(data: bytes, pos: int, off: int) -> int:
+    """The length of the vector field at ``off`` of the table at ``pos`` (0 when absent)."""
+    return _vector(data, pos, off)[1] if off else 0
+
+
 def _ints(data: bytes, pos: int, off: int) -> tuple[int, ...]:
     """An int32 vector field as a tuple (``()`` when absent)."""
     if not off:
         return ()
     start, n = _vector(data, pos, off)
-    return tuple(np.frombuffer(data, "<i4", n, start).tolist())
+    st = _INTS.get(n)
+    if st is None:
+        st = struct.Struct(f"<{n}i")
+        if n <= 64:  # shapes and operators' tensor lists: a few lengths
+            _INTS[n] = st
+    return st.unpack_from(data, start)
 
 
 def _ubytes(data, pos: int, off: int):
@@ -451,7 +462,9 @@ def _read_subgraph(fb: Any, data: bytes, mpos: int, spos: int, type_names: dict,
 
         quant = None
         q_at = _table(data, tpos, _field(f, 4))
-        if q_at is not None:
+        # most float models give every tensor an empty QuantizationParameters table: its scale
+        # vector (field 2) is looked at directly, the generated accessors only for a real one
+        if q_at is not None and _vector_length(data, q_at, _field(_fields(data, q_at), 2)):
             q = fb.QuantizationParameters()
             q.Init(data, q_at)
             if q.ScaleLength() > 0:
