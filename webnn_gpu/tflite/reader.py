@@ -73,6 +73,8 @@ def _schema() -> tuple[_Schema | None, ModuleNotFoundError | None]:
     return _Schema(folders[0]), None
 
 
+_fb: Any  # the classes, looked up by name as the package's own (None: the package is missing)
+_IMPORT_ERROR: ModuleNotFoundError | None
 _fb, _IMPORT_ERROR = _schema()
 
 __all__ = ["TensorInfo", "OperatorInfo", "ModelInfo", "Sparsity", "densify", "read_model", "read_source",
