@@ -745,12 +745,10 @@ class ModelPrefetch:
                            if isinstance(e, list) and len(e) == 4 and all(isinstance(x, str) for x in e)]
         except (OSError, ValueError, KeyError, TypeError):
             self.listed = []
-        requests = []
-        for key_, name, template, label in self.listed:
+        for key_, name, template, label in self.listed:  # each started as soon as its text is read
             text = _read_text(folder / name) if "/" not in name and name.endswith(".wgsl") else None
             if text is not None and PipelineCache.key(text) == key_:
-                requests.append((text, template, label))
-        self.started = cache.prefetch(requests)
+                self.started += cache.prefetch([(text, template, label)])
         return self
 
     def finish(self, loaded) -> None:
