@@ -28,9 +28,10 @@ class _Schema:
 
     Importing the package itself runs all of its ~190 modules (about 35 ms of CPU in every
     process that loads a model, more than reading the model), of which a load uses a handful:
-    the option tables of its operators. Each module is run on its own from the package's folder
-    (none of the modules used here imports another). Once the package has been imported
-    (by the caller, or by a test), its own classes are used.
+    the option tables of its operators. Each module is run on its own from the package's folder;
+    those a load uses import no other (the few generated accessors that do, such as
+    ``Model.Subgraphs``, import the package itself when called, and work as before). Once the
+    package has been imported (by the caller, or by a test), its own classes are used.
     """
 
     def __init__(self, folder: str):
