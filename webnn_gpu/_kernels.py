@@ -658,11 +658,6 @@ class PipelineCache:
         return len(self._items)
 
 
-#: A model file larger than this is named by its path, size and modification time in
-#: :meth:`ModelPrefetch.model_key` instead of by its bytes (reading it twice would cost more).
-MODEL_HASH_MAX_BYTES = 64 << 20
-
-
 class ModelPrefetch:
     """The pipelines of a model's last build, listed on disk per model, so that the next
     ``webnn.load`` of the same model starts making them before it reads the model.
@@ -674,9 +669,10 @@ class ModelPrefetch:
     (:meth:`PipelineCache.prefetch`). The list is kept beside the rendered WGSL
     (``<cache dir>/wgsl-<hash>/models/<model key>.json``: an edited template starts a new
     one), names each text's file there and its pipeline key, and is checked text by text
-    against those keys. The model key is a hash of the model's bytes (of a file above
-    :data:`MODEL_HASH_MAX_BYTES`: its path, size and modification time), the load options and
-    the adapter (device, driver, features). A list that no longer fits (the code lowers the
+    against those keys. The model key is a hash of the model file's path, size, modification
+    time and inode (the file is not read here: reading and hashing pose_landmark_full's 6 MB took
+    8 ms of the main thread, before any pipeline started), or of the model's bytes when it is
+    given as bytes, with the load options and the adapter (device, driver, features). A list that no longer fits (the code lowers the
     model to other kernels) costs the making of the pipelines it names that the build does
     not use, never a result: the build uses only what it lowers to, what it does not take is
     dropped, and the list is written again. Nothing is read or written with
@@ -694,9 +690,10 @@ class ModelPrefetch:
         self.started: list[str] = []
 
     @staticmethod
-    def model_key(data: bytes, options: dict, context) -> str | None:
-        """The hash naming a model's list: its bytes, the load options and the context's
-        adapter and features (None when an option is not plain data)."""
+    def model_key(data: bytes | bytearray | memoryview, options: dict, context) -> str | None:
+        """The hash naming a model's list: ``data`` (the model's bytes, or its file's identity),
+        the load options and the context's adapter and features (None when an option is not
+        plain data)."""
         def plain(x):
             if isinstance(x, dict):
                 return all(isinstance(k, str) and plain(v) for k, v in x.items())
@@ -728,14 +725,10 @@ class ModelPrefetch:
             return cls(None, None)
         try:
             if isinstance(source, (bytes, bytearray, memoryview)):
-                data = bytes(source)
-            elif isinstance(source, (str, os.PathLike)):
+                data = source
+            elif isinstance(source, (str, os.PathLike)):  # named by where and when, not read twice
                 st = os.stat(source)
-                if st.st_size > MODEL_HASH_MAX_BYTES:  # named by where and when, not read twice
-                    data = f"{os.path.realpath(source)}\0{st.st_size}\0{st.st_mtime_ns}".encode()
-                else:
-                    with open(source, "rb") as f:
-                        data = f.read()
+                data = f"{os.path.realpath(source)}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}".encode()
             else:
                 return cls(None, None)
         except OSError:  # the loader reports it
@@ -752,12 +745,10 @@ class ModelPrefetch:
                            if isinstance(e, list) and len(e) == 4 and all(isinstance(x, str) for x in e)]
         except (OSError, ValueError, KeyError, TypeError):
             self.listed = []
-        requests = []
-        for key_, name, template, label in self.listed:
+        for key_, name, template, label in self.listed:  # each started as soon as its text is read
             text = _read_text(folder / name) if "/" not in name and name.endswith(".wgsl") else None
             if text is not None and PipelineCache.key(text) == key_:
-                requests.append((text, template, label))
-        self.started = cache.prefetch(requests)
+                self.started += cache.prefetch([(text, template, label)])
         return self
 
     def finish(self, loaded) -> None:

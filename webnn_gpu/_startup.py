@@ -8,16 +8,44 @@ that occur in the string influence how it parses (the list exists so that pycpar
 type names from identifiers), so :func:`speed_up_cffi_types` makes the parser declare just
 those. The parsed types are the same objects cffi would build (tests/unit/test_startup.py).
 
-Applied once, at import of :mod:`webnn_gpu`; if cffi's internals differ from what this
-expects (another cffi version), nothing is changed.
+Before that, wgpu-py's import declares the whole header to cffi (``ffi.cdef`` of wgpu.h, about
+110 KB): pycparser parses it in pure Python, about 0.11 s of CPU in every process that creates a
+context. :func:`cached_cdef` keeps what that parse produces (the parser's declarations, a
+pickle of cffi's own type objects) in ``<cache dir>/cffi-<hash>.pickle``, named by a hash of the
+header, the cffi, pycparser and Python versions, and loads it instead (about 2 ms); the
+declarations are the same (tests/unit/test_startup.py). ``WEBNN_GPU_TEMPLATE_CACHE=0`` turns it
+off, as the other caches of derived data; an unreadable or unwritable cache costs the parse,
+never an error.
+
+Applied once, when a context is created; if cffi's internals differ from what this expects
+(another cffi version), nothing is changed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
+import os
+import pickle
 import re
+import sys
+import threading
 
 log = logging.getLogger("webnn_gpu")
+
+#: the attributes of cffi's ``Parser`` that a ``cdef`` fills (its ``_structnode2type`` maps
+#: pycparser's syntax nodes of the parse, which are gone after it, and is not kept)
+_PARSER_STATE = ("_declarations", "_included_declarations", "_anonymous_counter", "_int_constants",
+                 "_options", "_inside_extern_python", "_partial_length", "_recomplete", "_uses_new_feature")
+_CDEF_LOCK = threading.Lock()
+
+
+def _known(parser, parsed: bool = True) -> bool:
+    """Whether ``parser`` has the state this module keeps and no other (another cffi may add
+    some): all of it once it has parsed, part of it before."""
+    have, known = set(vars(parser)), {*_PARSER_STATE, "_structnode2type"}
+    return have == known if parsed else have <= known
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
 
@@ -51,10 +79,101 @@ def speed_up_cffi_types(ffi) -> bool:
     return True
 
 
+def _cdef_cache_path(csource: str, options: dict):
+    """``<cache dir>/cffi-<hash>.pickle`` for a cdef of ``csource`` (None: caching off)."""
+    if os.environ.get("WEBNN_GPU_TEMPLATE_CACHE", "1") == "0":
+        return None
+    import cffi
+    import pycparser
+
+    from .models import cache_dir
+
+    h = hashlib.sha256(f"{cffi.__version__}\0{pycparser.__version__}\0{sys.version}\0{sorted(options.items())}\0"
+                       .encode())
+    h.update(csource.encode("utf-8", "surrogatepass"))
+    return cache_dir() / f"cffi-{h.hexdigest()[:24]}.pickle"
+
+
+def cached_cdef(cdef):
+    """``cdef`` (cffi's ``FFI.cdef``) with its parse kept on disk: a declaration that was parsed
+    before is loaded from the cache instead of parsed again (see the module's docstring).
+
+    Only a plain ``cdef`` (no ``override``, nothing left to complete) of a parser that holds
+    nothing yet is cached or loaded; any other call, or a cache entry that does not load, is
+    ``cdef`` itself.
+    """
+
+    def cdef_from_cache(self, csource, override=False, **options):
+        parser = getattr(self, "_parser", None)
+        path = None
+        try:
+            if (isinstance(csource, str) and not override and parser is not None and _known(parser, False)
+                    and not getattr(parser, "_declarations", True) and not getattr(self, "_cdefsources", True)):
+                path = _cdef_cache_path(csource, options)
+        except Exception as exc:  # pragma: no cover - a broken installation
+            log.debug("startup: cdef cache off (%s)", exc)
+        if path is None:
+            return cdef(self, csource, override=override, **options)
+        try:
+            with open(path, "rb") as f:
+                state = pickle.load(f)
+            if not isinstance(state, dict) or set(state) != set(_PARSER_STATE) or state["_recomplete"]:
+                raise ValueError("not a cdef state")
+        except Exception as exc:  # absent, stale or damaged: parse (and keep the parse)
+            log.debug("startup: cdef cache not read (%s: %s)", type(exc).__name__, exc)
+        else:
+            with self._lock:  # what FFI._cdef does besides the parse
+                self._cdef_version = object()
+                for name, value in state.items():
+                    setattr(parser, name, value)
+                self._cdefsources.append(csource)
+            return None
+        result = cdef(self, csource, override=override, **options)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            state = {name: getattr(parser, name) for name in _PARSER_STATE}
+            if not state["_recomplete"] and _known(parser):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with open(tmp, "wb") as f:
+                    pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+                os.replace(tmp, path)
+        except Exception as exc:  # unwritable, or cffi's types not picklable: parsed each time
+            log.debug("startup: cdef cache not written (%s: %s)", type(exc).__name__, exc)
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        return result
+
+    cdef_from_cache._webnn_gpu = True  # type: ignore[attr-defined]
+    return cdef_from_cache
+
+
+def _import_ffi():
+    """wgpu-py's native ffi, imported with :func:`cached_cdef` in place of ``FFI.cdef`` (only
+    while its module runs: other users of cffi see cffi as it is)."""
+    if "wgpu.backends.wgpu_native._ffi" not in sys.modules:
+        try:
+            import cffi.api
+        except Exception:  # pragma: no cover - no cffi: the import below reports it
+            cffi = None
+        fficls = getattr(getattr(cffi, "api", None), "FFI", None) if cffi is not None else None
+        cdef = getattr(fficls, "cdef", None)
+        if fficls is not None and cdef is not None and not getattr(cdef, "_webnn_gpu", False):
+            with _CDEF_LOCK:
+                fficls.cdef = cached_cdef(cdef)
+                try:
+                    from wgpu.backends.wgpu_native._ffi import ffi
+                finally:
+                    fficls.cdef = cdef
+                return ffi
+    from wgpu.backends.wgpu_native._ffi import ffi
+
+    return ffi
+
+
 def apply() -> None:
     """Apply the start-up speed-ups to wgpu-py's native backend (a no-op when unavailable)."""
     try:
-        from wgpu.backends.wgpu_native._ffi import ffi
+        ffi = _import_ffi()
     except Exception as exc:  # another backend, or wgpu-native missing: nothing to speed up
         log.debug("startup: wgpu_native ffi not available (%s)", exc)
         return

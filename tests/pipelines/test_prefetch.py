@@ -238,12 +238,11 @@ def test_a_stale_or_broken_list_costs_time_never_a_result(synthetic, wgsl_folder
         fresh.destroy()
 
 
-def test_a_large_model_file_is_named_by_path_size_and_time(tmp_path, monkeypatch, ctx, threads, wgsl_folder):
-    """Above MODEL_HASH_MAX_BYTES the file is not read for its key: a rewritten file (new
+def test_a_model_file_is_named_by_path_size_and_time(tmp_path, monkeypatch, ctx, threads, wgsl_folder):
+    """The file is not read for its key (the loader reads it): a rewritten file (new
     modification time) gets a list of its own."""
     import os
 
-    monkeypatch.setattr(_kernels, "MODEL_HASH_MAX_BYTES", 4)
     path = tmp_path / "big.tflite"
     path.write_bytes(b"12345678")
     read = []

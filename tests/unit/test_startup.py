@@ -232,3 +232,67 @@ def test_pipeline_keys_hashed_once_and_the_file_index_bounded(tmp_path, monkeypa
     index = _kernels._RENDERED_FILE
     assert list(index) == [_kernels.PipelineCache.key(t) for t in texts[1:]], "the last two"
     assert render(48) == texts[1] and list(index)[-1] == _kernels.PipelineCache.key(texts[1]), "a hit is the latest"
+
+
+def _declared(ffi) -> dict:
+    """What a cdef declared, by value: each declaration's kind, C name and qualifiers (a struct's
+    fields too), and the integer constants."""
+    def describe(tp):
+        if not hasattr(tp, "_get_c_name"):  # a constant's value
+            return [type(tp).__name__, tp]
+        out = [type(tp).__name__, tp._get_c_name()]
+        if getattr(tp, "fldnames", None) is not None:
+            out += [tp.fldnames, [t._get_c_name() for t in tp.fldtypes], tp.fldbitsize, tp.fldquals]
+        return out
+
+    p = ffi._parser
+    return {"decls": {k: (describe(tp), q) for k, (tp, q) in p._declarations.items()},
+            "ints": dict(p._int_constants), "sources": len(ffi._cdefsources)}
+
+
+def test_the_wgpu_header_parse_is_kept_on_disk_and_declares_the_same(tmp_path, monkeypatch):
+    """cached_cdef: the first cdef parses and stores, the second loads what the parse made; both
+    declare what a plain cdef does, and types and sizes read the same."""
+    from wgpu.backends.wgpu_native._ffi import get_wgpu_header
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    header = get_wgpu_header()
+    plain = cffi.FFI()
+    plain.cdef(header)
+    cdef = _startup.cached_cdef(cffi.FFI.cdef)
+    parsed, loaded = cffi.FFI(), cffi.FFI()
+    calls = []
+    monkeypatch.setattr(cffi.cparser.Parser, "parse", lambda self, *a, real=cffi.cparser.Parser.parse, **k:
+                        (calls.append(1), real(self, *a, **k))[1])
+    cdef(parsed, header)
+    assert len(calls) == 1 and len(list((tmp_path / "webnn-gpu").glob("cffi-*.pickle"))) == 1
+    cdef(loaded, header)
+    assert len(calls) == 1, "the second cdef loads, it does not parse"
+    assert _declared(parsed) == _declared(plain) == _declared(loaded)
+    for t in [t for t in TYPES if _parses(plain, t)]:
+        a, b = plain.typeof(t), loaded.typeof(t)
+        assert (a.cname, a.kind) == (b.cname, b.kind), t
+        if a.kind in ("struct", "pointer", "primitive", "enum"):
+            item = a.item if a.kind == "pointer" else a
+            assert plain.sizeof(item) == loaded.sizeof(b.item if b.kind == "pointer" else b), t
+
+
+def test_a_cdef_cache_that_is_damaged_or_off_parses(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cdef = _startup.cached_cdef(cffi.FFI.cdef)
+    src = "typedef struct { int a; double b; } T; enum E { X = 3 };"
+    cdef(cffi.FFI(), src)
+    path, = (tmp_path / "webnn-gpu").glob("cffi-*.pickle")
+    path.write_bytes(b"not a pickle")
+    ffi = cffi.FFI()
+    cdef(ffi, src)  # parsed again, and stored again
+    assert ffi.sizeof("T") == cffi.FFI().sizeof("struct { int a; double b; }") and ffi._parser._int_constants["X"] == 3
+    assert path.read_bytes() != b"not a pickle"
+    other = cffi.FFI()
+    other.cdef("int f(int);")
+    cdef(other, src)  # a parser that holds declarations already: a plain cdef, nothing stored
+    assert other.sizeof("T") == ffi.sizeof("T") and len(list(path.parent.glob("cffi-*.pickle"))) == 1
+    monkeypatch.setenv("WEBNN_GPU_TEMPLATE_CACHE", "0")
+    path.unlink()
+    cdef(cffi.FFI(), src)
+    assert not list(path.parent.glob("cffi-*.pickle"))

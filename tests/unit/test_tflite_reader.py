@@ -83,6 +83,58 @@ def test_direct_reads_equal_the_generated_accessors():
     assert conv is not None and conv.StrideH() == 1
 
 
+def test_model_fields_equal_the_generated_accessors():
+    """The Model, OperatorCode and SubGraph tables are read directly too."""
+    data = _model()
+    info = read_model(data)
+    model = tflite.Model.GetRootAsModel(data, 0)
+    sub = model.Subgraphs(0)
+    assert (info.version, info.description) == (model.Version(), model.Description().decode())
+    assert info.inputs == tuple(sub.InputsAsNumpy().tolist()) and info.outputs == tuple(sub.OutputsAsNumpy().tolist())
+    assert info.subgraph_count == model.SubgraphsLength() and info.name == (sub.Name() or b"").decode()
+    names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
+    for op in info.operators:
+        code = model.OperatorCodes(sub.Operators(op.index).OpcodeIndex())
+        custom = code.CustomCode()
+        assert (op.opcode, op.custom_code, op.version) == (
+            names[max(code.BuiltinCode(), code.DeprecatedBuiltinCode())],
+            custom.decode() if custom is not None else None, code.Version())
+
+
+def test_reading_imports_only_the_schema_classes_it_uses():
+    """The tflite package itself (its ~190 modules) is not imported by a load: only the modules
+    of the classes used (enums, option tables), and they read the same values."""
+    import subprocess
+
+    code = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parents[1] / "model")!r})
+from tflite_maker import ModelMaker
+assert "tflite" not in sys.modules
+import numpy as np
+from webnn_gpu.tflite.reader import _fb, read_model
+m = ModelMaker()
+x = m.input([1, 4, 4, 3], name="image")
+w = m.const(np.ones((8, 1, 1, 3), np.float32), name="weights")
+q = m.const(np.ones(8, np.int8), name="q", quant=([0.5], [1], 0))
+sp = m.sparse_const(np.array([[0, 1.5, 0, 0], [2, 0, 0, 3]], np.float32), name="sp")
+m.output(m.op("CONV_2D", [x, w, -1], [1, 4, 4, 8], options={{"strideH": 2, "strideW": 1}}),
+         m.op("ADD", [q, sp], [2, 4]))
+data = m.finish()
+mods = set(sys.modules)
+info = read_model(data)
+assert info.operators[0].options(_fb.Conv2DOptions).StrideH() == 2
+by_name = {{t.name: t for t in info.tensors}}
+assert by_name["q"].quantization.scale.tolist() == [0.5]
+np.testing.assert_array_equal(by_name["sp"].data, [[0, 1.5, 0, 0], [2, 0, 0, 3]])
+assert "tflite" not in sys.modules, "the whole package was imported"
+print(len([m for m in set(sys.modules) - mods if "_schema" in m or m.startswith("tflite")]))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.strip().splitlines()[-1]) == 0, "schema modules are not registered in sys.modules"
+
+
 @pytest.mark.parametrize("cut", [0.3, 0.6, 0.9])
 def test_damaged_model_is_a_data_error(cut):
     data = _model()

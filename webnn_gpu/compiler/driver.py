@@ -223,8 +223,8 @@ def _changed(before: list, after: list) -> bool:
 
 def run_passes(nodes: list, outputs: dict, context=None, order: Sequence[Stage] | None = None) -> list:
     """Apply the rules of ``order`` (default :data:`ORDER`, minus those ``WEBNN_GPU_PASSES``
-    switches off) to ``nodes``, checking after each that the node list is still in a valid
-    order (:func:`check_order`).
+    switches off) to ``nodes``, checking after each that changes it that the node list is still
+    in a valid order (:func:`check_order`).
 
     Arguments:
         nodes (list[Node]): the graph's nodes in a valid order (not changed).
@@ -235,6 +235,7 @@ def run_passes(nodes: list, outputs: dict, context=None, order: Sequence[Stage] 
     Returns:
         list[Node]: the compiled graph's nodes.
     """
+    check_order(nodes, outputs, "input")
     for stage in ORDER if order is None else order:
         for _ in range(MAX_ROUNDS if stage.repeat else 1):
             changed = False
@@ -242,8 +243,9 @@ def run_passes(nodes: list, outputs: dict, context=None, order: Sequence[Stage] 
                 if not _enabled(rule.fn):
                     continue
                 new = rule.fn(nodes, outputs, context)
-                check_order(new, outputs, rule.name)
-                changed = changed or _changed(nodes, new)
+                if _changed(nodes, new):  # an unchanged list is in the order checked before
+                    check_order(new, outputs, rule.name)
+                    changed = True
                 nodes = new
             if not changed:
                 break

@@ -22,16 +22,11 @@ import numpy as np
 
 from .. import _dtypes
 from ..errors import DataError, NotSupportedError
-from .reader import dequantize
+from .reader import _fb, dequantize  # _fb: the tflite package's classes, imported as used (None: missing)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .convert import Converter
     from .reader import OperatorInfo
-
-try:
-    import tflite as _fb
-except ModuleNotFoundError:  # pragma: no cover - reader.py reports the missing package
-    _fb = None
 
 __all__ = [
     "HANDLERS",

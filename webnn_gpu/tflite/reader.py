@@ -9,22 +9,74 @@ op code name, inputs, outputs and options.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import pathlib
 import struct
+import sys
+import threading
 from typing import Any
 
 import numpy as np
 
 from ..errors import DataError
 
-try:  # the PyPI package generated from schema.fbs (extras "model", "demo", "test")
-    import tflite as _fb
-except ModuleNotFoundError as _exc:  # pragma: no cover - depends on the environment
-    _fb = None
-    _IMPORT_ERROR: ModuleNotFoundError | None = _exc
-else:
-    _IMPORT_ERROR = None
+
+class _Schema:
+    """The classes of the ``tflite`` package (generated from TensorFlow Lite's ``schema.fbs``:
+    ``_fb.Conv2DOptions``, ``_fb.TensorType``, ...), each module imported at its first use.
+
+    Importing the package itself runs all of its ~190 modules (about 35 ms of CPU in every
+    process that loads a model, more than reading the model), of which a load uses a handful:
+    the option tables of its operators. Each module is run on its own from the package's folder;
+    those a load uses import no other (the few generated accessors that do, such as
+    ``Model.Subgraphs``, import the package itself when called, and work as before). Once the
+    package has been imported (by the caller, or by a test), its own classes are used.
+    """
+
+    def __init__(self, folder: str):
+        self._folder = folder
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        package = sys.modules.get("tflite")
+        if package is not None and hasattr(package, name):
+            return getattr(package, name)
+        with self._lock:
+            value = self.__dict__.get(name)
+            if value is not None:
+                return value
+            path = os.path.join(self._folder, f"{name}.py")
+            if not name.isidentifier() or not os.path.isfile(path):
+                raise AttributeError(f"the tflite package has no {name!r}")
+            spec = importlib.util.spec_from_file_location(f"{__name__}._schema.{name}", path)
+            if spec is None or spec.loader is None:  # pragma: no cover - a file that is no module
+                raise AttributeError(f"the tflite package's {name!r} cannot be imported")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            value = getattr(module, name)
+            setattr(self, name, value)  # later lookups find it without __getattr__
+            return value
+
+
+def _schema() -> tuple[_Schema | None, ModuleNotFoundError | None]:
+    """The ``tflite`` package's classes (:class:`_Schema`), or None and the error saying that the
+    package (extras "model", "demo", "test") is missing."""
+    try:
+        spec = importlib.util.find_spec("tflite")
+    except (ImportError, ValueError) as exc:  # pragma: no cover - a broken installation
+        return None, ModuleNotFoundError(str(exc))
+    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if not folders:  # pragma: no cover - depends on the environment
+        return None, ModuleNotFoundError("No module named 'tflite'")
+    return _Schema(folders[0]), None
+
+
+_fb: Any  # the classes, looked up by name as the package's own (None: the package is missing)
+_IMPORT_ERROR: ModuleNotFoundError | None
+_fb, _IMPORT_ERROR = _schema()
 
 __all__ = ["TensorInfo", "OperatorInfo", "ModelInfo", "Sparsity", "densify", "read_model", "read_source",
            "TFLITE_TYPES"]
@@ -215,13 +267,6 @@ def read_source(source: str | os.PathLike | bytes | bytearray | memoryview) -> b
     )
 
 
-def _as_tuple(arr: Any) -> tuple[int, ...]:
-    # The generated accessors return the int 0 for an absent vector.
-    if isinstance(arr, np.ndarray):
-        return tuple(int(v) for v in arr)
-    return ()
-
-
 def read_model(data: bytes) -> ModelInfo:
     """Parse a .tflite flatbuffer into a :class:`ModelInfo` (first subgraph).
 
@@ -251,39 +296,50 @@ def read_model(data: bytes) -> ModelInfo:
 
 
 def _read_model(fb: Any, data: bytes) -> ModelInfo:
-    model = fb.Model.GetRootAsModel(data, 0)
-    if model.SubgraphsLength() < 1:
+    # schema.fbs field numbers: Model.version 0, operator_codes 1, subgraphs 2, description 3;
+    # OperatorCode.deprecated_builtin_code 0 (int8), custom_code 1, version 2 (default 1),
+    # builtin_code 3; SubGraph.inputs 1, outputs 2, name 4
+    mpos = _U32.unpack_from(data, 0)[0]
+    mf = _fields(data, mpos)
+    subs = _tables(data, mpos, _field(mf, 2))
+    if len(subs) < 1:
         raise DataError("tflite.load: the model has no subgraph")
     type_names = _enum_names(fb.TensorType)
     op_names = _enum_names(fb.BuiltinOperator)
 
     opcodes: list[tuple[str, str | None, int]] = []
-    for i in range(model.OperatorCodesLength()):
-        oc = model.OperatorCodes(i)
+    for opos in _tables(data, mpos, _field(mf, 1)):
+        f = _fields(data, opos)
+        off0, off1, off2, off3 = (_field(f, i) for i in range(4))
+        deprecated = struct.unpack_from("<b", data, opos + off0)[0] if off0 else 0
+        builtin = _I32.unpack_from(data, opos + off3)[0] if off3 else 0
         # Schema rule: the real code is the larger of the two fields (the int8
         # deprecated field saturates at 127, PLACEHOLDER_FOR_GREATER_OP_CODES).
-        code = max(int(oc.BuiltinCode()), int(oc.DeprecatedBuiltinCode()))
+        code = max(builtin, deprecated)
         name = op_names.get(code, f"BUILTIN_{code}")
-        custom = oc.CustomCode()
-        opcodes.append((name, custom.decode("utf-8", "replace") if custom is not None else None, int(oc.Version())))
+        custom = _ubytes(data, opos, off1).decode("utf-8", "replace") if off1 else None
+        opcodes.append((name, custom, _I32.unpack_from(data, opos + off2)[0] if off2 else 1))
 
-    description = model.Description()
+    off = _field(mf, 0)
+    version = _U32.unpack_from(data, mpos + off)[0] if off else 0
+    off = _field(mf, 3)
+    description = _ubytes(data, mpos, off).decode("utf-8", "replace") if off else ""
     subgraphs: list[ModelInfo] = []
-    for si in range(model.SubgraphsLength()):
-        sub = model.Subgraphs(si)
-        tensors, operators = _read_subgraph(fb, model, data, sub, type_names, opcodes)
-        sub_name = sub.Name()
+    for si, spos in enumerate(subs):
+        sf = _fields(data, spos)
+        tensors, operators = _read_subgraph(fb, data, mpos, spos, type_names, opcodes)
+        off = _field(sf, 4)
         subgraphs.append(ModelInfo(
-            version=int(model.Version()),
-            description=description.decode("utf-8", "replace") if description is not None else "",
+            version=version,
+            description=description,
             tensors=tensors,
             operators=operators,
-            inputs=_as_tuple(sub.InputsAsNumpy()),
-            outputs=_as_tuple(sub.OutputsAsNumpy()),
-            subgraph_count=int(model.SubgraphsLength()),
+            inputs=_ints(data, spos, _field(sf, 1)),
+            outputs=_ints(data, spos, _field(sf, 2)),
+            subgraph_count=len(subs),
             subgraphs=subgraphs,
             subgraph_index=si,
-            name=sub_name.decode("utf-8", "replace") if sub_name is not None else "",
+            name=_ubytes(data, spos, off).decode("utf-8", "replace") if off else "",
         ))
     return subgraphs[0]
 
@@ -296,6 +352,7 @@ _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _VTABLES: dict[int, struct.Struct] = {}
+_INTS: dict[int, struct.Struct] = {}  # int32 vectors by length
 
 
 def _fields(data: bytes, pos: int) -> tuple[int, ...]:
@@ -319,16 +376,27 @@ def _vector(data: bytes, pos: int, off: int) -> tuple[int, int]:
     return vec + 4, _U32.unpack_from(data, vec)[0]
 
 
+def _vector_length(data: bytes, pos: int, off: int) -> int:
+    """The length of the vector field at ``off`` of the table at ``pos`` (0 when absent)."""
+    return _vector(data, pos, off)[1] if off else 0
+
+
 def _ints(data: bytes, pos: int, off: int) -> tuple[int, ...]:
     """An int32 vector field as a tuple (``()`` when absent)."""
     if not off:
         return ()
     start, n = _vector(data, pos, off)
-    return tuple(np.frombuffer(data, "<i4", n, start).tolist())
+    st = _INTS.get(n)
+    if st is None:
+        st = struct.Struct(f"<{n}i")
+        if n <= 64:  # shapes and operators' tensor lists: a few lengths
+            _INTS[n] = st
+    return st.unpack_from(data, start)
 
 
-def _ubytes(data: bytes, pos: int, off: int) -> bytes:
-    """A ubyte vector field's bytes (``b""`` when absent)."""
+def _ubytes(data, pos: int, off: int):
+    """A ubyte vector field's bytes (``b""`` when absent; a slice of ``data``: bytes of bytes, a
+    memoryview of a memoryview)."""
     if not off:
         return b""
     start, n = _vector(data, pos, off)
@@ -350,17 +418,17 @@ def _table(data: bytes, pos: int, off: int) -> int | None:
     return pos + off + _U32.unpack_from(data, pos + off)[0] if off else None
 
 
-def _read_subgraph(fb: Any, model: Any, data: bytes, sub: Any, type_names: dict, opcodes: list) -> tuple:
+def _read_subgraph(fb: Any, data: bytes, mpos: int, spos: int, type_names: dict, opcodes: list) -> tuple:
     # schema.fbs field numbers: Model.buffers 4; SubGraph.tensors 0, operators 3; Tensor.shape 0,
     # type 1, buffer 2, name 3, quantization 4, sparsity 6, shape_signature 7; Buffer.data 0,
     # offset 1, size 2; Operator.opcode_index 0, inputs 1, outputs 2, custom_options 5,
     # large_custom_options_offset 9, large_custom_options_size 10
-    mpos, spos = model._tab.Pos, sub._tab.Pos
     buffers = _tables(data, mpos, _field(_fields(data, mpos), 4))
     n_buffers = len(buffers)
     sub_fields = _fields(data, spos)
     tensors: list[TensorInfo] = []
     empty: list[int] = []  # tensors with a buffer but no bytes whose static shape holds no element
+    view = memoryview(data)  # constants' bytes are sliced without a copy (_decode_buffer copies once)
     for ti, tpos in enumerate(_tables(data, spos, _field(sub_fields, 0))):
         f = _fields(data, tpos)
         off = _field(f, 1)
@@ -372,7 +440,7 @@ def _read_subgraph(fb: Any, model: Any, data: bytes, sub: Any, type_names: dict,
         off = _field(f, 2)
         buffer_index = _U32.unpack_from(data, tpos + off)[0] if off else 0
         contents: np.ndarray | None = None
-        raw: bytes | None = None
+        raw: memoryview | None = None
         sparse_at = _table(data, tpos, _field(f, 6))
         if buffer_index > 0:
             if buffer_index >= n_buffers:
@@ -387,9 +455,9 @@ def _read_subgraph(fb: Any, model: Any, data: bytes, sub: Any, type_names: dict,
                 if offset + size > len(data):
                     raise DataError(f"tflite.load: buffer {buffer_index} ({offset}+{size}) lies outside "
                                     f"the {len(data)}-byte file")
-                raw = data[offset:offset + size]
+                raw = view[offset:offset + size]
             else:
-                raw = _ubytes(data, bpos, _field(bf, 0)) or None
+                raw = _ubytes(view, bpos, _field(bf, 0)) or None
             if raw and sparse_at is None:
                 contents = _decode_buffer(raw, type_name, shape, ti, name)
             elif not raw and 0 in shape and not (signature and -1 in signature):
@@ -397,7 +465,9 @@ def _read_subgraph(fb: Any, model: Any, data: bytes, sub: Any, type_names: dict,
 
         quant = None
         q_at = _table(data, tpos, _field(f, 4))
-        if q_at is not None:
+        # most float models give every tensor an empty QuantizationParameters table: its scale
+        # vector (field 2) is looked at directly, the generated accessors only for a real one
+        if q_at is not None and _vector_length(data, q_at, _field(_fields(data, q_at), 2)):
             q = fb.QuantizationParameters()
             q.Init(data, q_at)
             if q.ScaleLength() > 0:
@@ -408,9 +478,7 @@ def _read_subgraph(fb: Any, model: Any, data: bytes, sub: Any, type_names: dict,
                     axis=int(q.QuantizedDimension()),
                 )
         if sparse_at is not None and contents is None and raw:
-            sparsity = fb.SparsityParameters()
-            sparsity.Init(data, sparse_at)
-            contents = densify(_sparsity_of(sparsity), raw, type_name, shape, ti, name)
+            contents = densify(_sparsity_of(fb, data, sparse_at), raw, type_name, shape, ti, name)
         tensors.append(TensorInfo(ti, name, shape, signature, type_name, contents, quant))
 
     operators: list[OperatorInfo] = []
@@ -452,7 +520,7 @@ def _read_subgraph(fb: Any, model: Any, data: bytes, sub: Any, type_names: dict,
     return tensors, operators
 
 
-def _decode_buffer(raw: bytes, type_name: str, shape: tuple[int, ...], index: int, name: str) -> np.ndarray:
+def _decode_buffer(raw: bytes | memoryview, type_name: str, shape: tuple[int, ...], index: int, name: str) -> np.ndarray:
     dtype = TFLITE_TYPES.get(type_name)
     if dtype is None:
         raise DataError(f"tflite.load: tensor {index} ({name!r}) holds constant data of type {type_name}, "
@@ -496,10 +564,15 @@ def _index_vector(kind: int, table: Any) -> np.ndarray:
     return np.asarray(vec.ValuesAsNumpy(), np.int64)
 
 
-def _sparsity_of(sp: Any) -> Sparsity:
+def _sparsity_of(fb: Any, data: bytes, pos: int) -> Sparsity:
+    """The SparsityParameters table at ``pos`` (its DimensionMetadata tables found directly: the
+    generated ``DimMetadata`` accessor imports the whole ``tflite`` package)."""
+    sp = fb.SparsityParameters()
+    sp.Init(data, pos)
     dims: list[tuple] = []
-    for i in range(sp.DimMetadataLength()):
-        d = sp.DimMetadata(i)
+    for dpos in _tables(data, pos, _field(_fields(data, pos), 2)):  # SparsityParameters.dim_metadata 2
+        d = fb.DimensionMetadata()
+        d.Init(data, dpos)
         if int(d.Format()) == 0:  # DENSE
             dims.append(("dense", int(d.DenseSize())))
         else:  # SPARSE_CSR
@@ -534,7 +607,7 @@ def _densify_rows(sparsity: Sparsity, values: np.ndarray, shape: tuple[int, ...]
     return dense.reshape(shape)
 
 
-def densify(sparsity: Sparsity, raw: bytes, type_name: str, shape: tuple[int, ...], index: int = 0,
+def densify(sparsity: Sparsity, raw: bytes | memoryview, type_name: str, shape: tuple[int, ...], index: int = 0,
             name: str = "") -> np.ndarray:
     """The dense array of a sparse constant tensor (what TFLite's ``DENSIFY`` computes).
 
@@ -546,7 +619,7 @@ def densify(sparsity: Sparsity, raw: bytes, type_name: str, shape: tuple[int, ..
 
     Arguments:
         sparsity (Sparsity): the tensor's sparsity parameters.
-        raw (bytes): the stored (non-zero) values.
+        raw (bytes | memoryview): the stored (non-zero) values.
         type_name (str): the TFLite element type.
         shape: the dense shape.
         index, name: the tensor, for error messages.
