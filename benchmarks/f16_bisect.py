@@ -16,7 +16,11 @@ the number of non-finite float16 values (an overflow past 65504 shows up there).
   through it, so this shows the operators' float16 accuracy unfused: a jump in the relative
   error names the operator where the error arises.
 * ``--bisect``: one tap at a time, the rest of the graph fused as in the model; a binary
-  search for the first operator whose result exceeds ``--threshold``. When the default
+  search, along the operators an output (``--output``, default the one with the largest
+  error) is computed from, for the first whose result exceeds ``--threshold``.
+* ``--local``: each operator's own error, in float16 ulps, against float64 NumPy of the
+  operator on the GPU's float16 values of its inputs (the test suite's stand-in builder,
+  ``tests/model/numpy_builder.py``); an operator more than 1 ulp off computes wrongly. When the default
   mode's errors stay small and this one's do not, a fusion is the cause (switch rules off
   with ``WEBNN_GPU_PASSES=-name`` to name it).
 
@@ -159,6 +163,52 @@ def local_errors(data: bytes, ctx: Any, x: np.ndarray) -> list[tuple[str, str, t
     return rows
 
 
+def _ancestors(operand: Any) -> set[int]:
+    """The ids of the IR values ``operand`` is computed from, its own included."""
+    seen: set[int] = set()
+    todo = [operand._value]
+    while todo:
+        value = todo.pop()
+        if value is None or value.id in seen:
+            continue
+        seen.add(value.id)
+        if value.producer is not None:
+            todo.extend(value.producer.inputs)
+    return seen
+
+
+def bisect(data: bytes, ctx: Any, x: np.ndarray, output: str | None, threshold: float) -> int:
+    """Binary search, along the operators an output is computed from, for the first whose
+    result (the only tap of the otherwise fused graph) is over ``threshold``."""
+    _, converted, recorded = convert_recorded(data, ctx, "float16")
+    outputs = {r[0]: r for r in errors(run_taps(data, ctx, x, []))}
+    if output is None:
+        output = max(outputs, key=lambda name: outputs[name][5])
+    print(f"output {output!r}: rel {outputs[output][5]:.3e} non-finite {outputs[output][6]}")
+    if outputs[output][5] <= threshold and not outputs[output][6]:
+        print(f"within the threshold {threshold}")
+        return 0
+    ancestors = _ancestors(converted.outputs[output])
+    chain = [i for i, (_, _, o) in enumerate(recorded) if o.data_type == "float16" and o._value.id in ancestors]
+
+    def over(i: int) -> bool:
+        row = next(r for r in errors(run_taps(data, ctx, x, [i])) if r[0] == f"tap{i}")
+        print(f"  tap{i:<5} {row[1]:<22} {row[2][:40]:<40} {str(row[3]):<20} rel {row[5]:.3e} non-finite {row[6]}",
+              flush=True)
+        return row[5] > threshold or row[6] > 0
+
+    lo, hi = 0, len(chain) - 1  # the output itself (chain[-1]) is over the threshold
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if over(chain[mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    method, label, _ = recorded[chain[hi]]
+    print(f"first operator over {threshold} on the way to {output!r}: tap{chain[hi]} ({method} {label!r})")
+    return 0
+
+
 def _input(path: pathlib.Path) -> np.ndarray:
     from skimage import data as skdata
     from skimage.transform import resize
@@ -176,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bisect", action="store_true", help="one tap at a time, binary search")
     ap.add_argument("--local", action="store_true",
                     help="each operator's own error (its GPU result against float64 NumPy on the same inputs)")
+    ap.add_argument("--output", help="--bisect: the model output to follow (default: the one with the largest error)")
     ap.add_argument("--threshold", type=float, default=3e-2, help="relative error that counts as wrong")
     ap.add_argument("--top", type=int, default=25, help="print the taps with the largest errors (0: all, in order)")
     args = ap.parse_args(argv)
@@ -197,28 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.bisect:
-        _, _, recorded = convert_recorded(data, ctx, "float16")
-        floats = [i for i, (_, _, o) in enumerate(recorded) if o.data_type == "float16"]
-        lo, hi = 0, len(floats) - 1  # invariant: floats[hi] is over the threshold (checked first)
-
-        def over(i: int) -> tuple[bool, tuple]:
-            row = next(r for r in errors(run_taps(data, ctx, x, [floats[i]])) if r[0] == f"tap{floats[i]}")
-            print(f"  tap{floats[i]:<5} {row[1]:<22} {row[2][:40]:<40} {str(row[3]):<20} rel {row[5]:.3e} "
-                  f"non-finite {row[6]}", flush=True)
-            return row[5] > args.threshold or row[6] > 0, row
-
-        if not over(hi)[0]:
-            print("the last operator is within the threshold")
-            return 0
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if over(mid)[0]:
-                hi = mid
-            else:
-                lo = mid + 1
-        print(f"first tap over {args.threshold}: tap{floats[hi]} ({recorded[floats[hi]][0]} "
-              f"{recorded[floats[hi]][1]!r})")
-        return 0
+        return bisect(data, ctx, x, args.output, args.threshold)
 
     rows = errors(run_taps(data, ctx, x, args.taps))
     if args.top:
