@@ -239,11 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     x = _input(path)
 
     if args.local:
-        rows = local_errors(data, ctx, x)
-        order = sorted(range(len(rows)), key=lambda i: -rows[i][3])[:args.top] if args.top else range(len(rows))
+        local = local_errors(data, ctx, x)
+        order = sorted(range(len(local)), key=lambda i: -local[i][3])[:args.top] if args.top else range(len(local))
         print(f"{'op':<22} {'label':<40} {'shape':<20} {'max ulps':>9} {'rel err':>10}")
         for i in order:
-            method, label, shape, ulps, rel = rows[i]
+            method, label, shape, ulps, rel = local[i]
             print(f"{method:<22} {label[:40]:<40} {str(shape):<20} {ulps:9.1f} {rel:10.3e}")
         return 0
 
