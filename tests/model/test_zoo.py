@@ -13,12 +13,12 @@ One output is beyond float16's reach: pose_landmark_full's segmentation logits
 of its magnitude in the float32 graph, and rounding any one of 20 of the model's
 intermediate tensors alone (its first convolution's: 30%) by more than 3%; exactly rounded
 float16 operators (float64 NumPy, each operator's result rounded to float16) are 45% off,
-the engine 55% (``benchmarks/f16_bisect.py --local``: each of its operators is within 1 ulp
-of float64 on its own inputs, away from cancellation). So an
-output beyond the float16 tolerance is checked against float16 itself: the test computes
-it with :class:`Float16Builder`; if that meets the tolerance, the engine must too; if not,
-the engine's error at the 0.5, 0.9, 0.99 and 0.999 quantiles must be within the tolerance
-or twice that of exactly rounded float16 operators.
+the engine 55% (``benchmarks/f16_bisect.py --local``: each of its operators is within 1
+ulp of float64 on its own inputs, away from cancellation). So an output beyond the float16
+tolerance is checked against float16 itself: the test computes it with
+:class:`Float16Builder`; if that meets the tolerance, the engine must too; if not, the
+engine's error at the 0.5, 0.9, 0.99 and 0.999 quantiles must be within the tolerance or
+twice that of exactly rounded float16 operators.
 
 Both dtypes are marked ``slow`` (``make test`` runs them). The first builds of the 13
 float16 graphs with Mesa's shader cache empty (``MESA_SHADER_CACHE_DISABLE=true``, one
