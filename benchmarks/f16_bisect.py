@@ -79,10 +79,12 @@ def convert_recorded(data: bytes, ctx: Any, dtype: str):
     return builder, converted, rec.taps
 
 
-def run_taps(data: bytes, ctx: Any, x: np.ndarray, taps: list[int] | None) -> dict[str, list]:
-    """Outputs and taps (``None``: every float tap) of the float16 and float32 graphs."""
+def run_taps(data: bytes, ctx: Any, x: np.ndarray, taps: list[int] | None,
+             dtypes: tuple[str, ...] = ("float16", "float32")) -> dict[str, Any]:
+    """Outputs and taps (``None``: every float tap) of the graph in each of ``dtypes``:
+    dtype -> (recorded operators, tapped indices, name -> result)."""
     result: dict[str, Any] = {}
-    for dtype in ("float16", "float32"):
+    for dtype in dtypes:
         builder, converted, recorded = convert_recorded(data, ctx, dtype)
         picked = [i for i, (_, _, o) in enumerate(recorded) if o.data_type == dtype] if taps is None else taps
         outputs = dict(converted.outputs)
@@ -134,7 +136,7 @@ def local_errors(data: bytes, ctx: Any, x: np.ndarray) -> list[tuple[str, str, t
     rec = RecordingBuilder(NumpyBuilder())
     converted = convert(read_model(data), rec, "float16")
     ((input_name, _),) = converted.inputs.items()
-    gpu16 = run_taps(data, ctx, x, None)["float16"]
+    gpu16 = run_taps(data, ctx, x, None, ("float16",))["float16"]
     recorded, picked, got = gpu16
     assert [(m, tuple(o.shape)) for m, _, o in recorded] == [(m, tuple(o.shape)) for m, _, o in rec.taps], \
         "the GPU and NumPy conversions differ"
