@@ -160,6 +160,7 @@ EVAL = {
     "average_pool2d": lambda n, x: _pool(n.attrs, x),
     "max_pool2d": lambda n, x: _max_pool(n.attrs, x),
     "reduce_mean": lambda n, x: x.mean(axis=tuple(n.attrs["axes"]), keepdims=n.attrs["keep"]),
+    "reduce_sum": lambda n, x: x.sum(axis=tuple(n.attrs["axes"]), keepdims=n.attrs["keep"]),
     "softmax": lambda n, x: _softmax(n.attrs, x),
     "concat": lambda n, *xs: np.concatenate(xs, axis=n.attrs["axis"]),
     "slice": lambda n, x: x[tuple(slice(s, s + (d - 1) * t + 1, t) for s, d, t in

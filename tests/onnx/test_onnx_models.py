@@ -67,6 +67,22 @@ def test_magika_matches_onnxruntime(ctx, magika):
     assert labels[int(got[0].argmax())] == "python"
 
 
+def test_magika_float16_matches_onnxruntime(ctx, magika):
+    """The whole graph in float16: scores within 3e-2 of ONNX Runtime's (float32) and the same
+    labels. Its layer normalizations sum 512 squares past float16's range (1.8e5): the sum is
+    kept in float32 until it is divided (``sum_to_mean``, docs/compiler.md)."""
+    path, config = magika
+    files = [REPO / "webnn_gpu" / "onnx" / "ops.py", REPO / "README.md", REPO / "pyproject.toml"]
+    x = np.stack([magika_features(f.read_bytes(), config) for f in files])
+    got = webnn.load(path, ctx, dims={"unk__214": len(files)}, dtype="float16").compute({"bytes": x})["target_label"]
+    ref = _ort(path).run(None, {"bytes": x})[0]
+    assert got.dtype == np.float16
+    scale = float(np.abs(ref).max())
+    err = float(np.abs(got.astype(np.float64) - ref).max())
+    assert err <= 3e-2 * scale, f"magika float16: max |webnn - onnxruntime| = {err:.3g}, output magnitude {scale:.3g}"
+    assert list(got.argmax(1)) == list(ref.argmax(1))
+
+
 def test_magika_missing_dim_is_named(ctx, magika):
     with pytest.raises(webnn.MLTypeError, match=r"'unk__214'.*'bytes'"):
         webnn.load(magika[0], ctx)

@@ -23,7 +23,7 @@ from ..fusions.attention import fuse_attention
 from ..fusions.layer_norm import fuse_layer_norm
 from ..fusions.mlp import fuse_mlp
 from ..fusions.squeeze_excite import fuse_squeeze_excite
-from .rules.canonical import depthwise_to_scale, mean_to_pool, merge_duplicates, sink_reshapes
+from .rules.canonical import depthwise_to_scale, mean_to_pool, merge_duplicates, sink_reshapes, sum_to_mean
 from .rules.cleanup import dead_code
 from .rules.dense_chain import fuse_dense_chain
 from .rules.conv import (fuse_conv_input, fuse_conv_pool, fuse_conv_upsample, fuse_depthwise_project,
@@ -107,6 +107,8 @@ ORDER: tuple[Stage, ...] = (
                                  "kernel's epilogue steps or join an element-wise chain"),
         Rule(fuse_layer_norm, "before fuse_epilogue and fuse_elementwise: they would take the decomposed "
                               "form's sub, mul and add into other kernels"),
+        Rule(sum_to_mean, "after fold_constants (the scale must be host data) and fuse_layer_norm (it matches "
+                          "the decomposed forms as written); before mean_to_pool, which takes the means it makes"),
         Rule(mean_to_pool, "after fuse_layer_norm (the decomposed form's means are the reductions it matches) "
                            "and before fuse_pool_input, fuse_conv_pool, fuse_pool_partials and "
                            "fuse_squeeze_excite: they take global average pools"),

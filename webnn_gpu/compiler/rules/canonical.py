@@ -8,6 +8,8 @@ Same contract as the other rules of :mod:`webnn_gpu.compiler`: ``(nodes, outputs
   per-channel ``mul`` and ``add``, which the producing kernel takes as epilogue steps.
 * :func:`mean_to_pool`: a ``reduce_mean`` over the two spatial axes of a 4-D value is a
   global ``average_pool2d`` (the same reduction kernels), which the pool rules fuse.
+* :func:`sum_to_mean`: a ``reduce_sum`` scaled by exactly one over its count is a
+  ``reduce_mean`` (the sum kept in float32 until it is divided).
 * :func:`merge_duplicates`: two nodes with the same operator, operands and attributes
   compute the same value: the later one's readers read the first one's.
 * :func:`sink_reshapes`: an element-wise operator after a ``reshape`` runs before it, next to
@@ -25,7 +27,7 @@ from ..._ir import GraphView, Node, Value
 
 log = logging.getLogger("webnn_gpu")
 
-__all__ = ["depthwise_to_scale", "mean_to_pool", "merge_duplicates", "sink_reshapes"]
+__all__ = ["depthwise_to_scale", "mean_to_pool", "merge_duplicates", "sink_reshapes", "sum_to_mean"]
 
 
 def _host_data(v, data_type: str) -> bool:
@@ -125,6 +127,52 @@ def mean_to_pool(nodes: list, outputs: dict, context=None) -> list:
         if DEBUG >= 2:
             log.debug("mean_to_pool: reduce_mean [%s] as a global %s average pool", red.label, layout)
     return GraphView(nodes, outputs).replace(replaced) if replaced else nodes
+
+
+def sum_to_mean(nodes: list, outputs: dict, context=None) -> list:
+    """``mul(reduce_sum(x, axes), c)`` of float ``x``, where ``c`` is a host-data scalar equal
+    to exactly ``1 / n`` (``n`` the number of elements each sum adds, a power of two) and the
+    product is the sum's only reader, becomes ``reduce_mean(x, axes)``; so does
+    ``div(reduce_sum(x, axes), n)``. (jax2tf writes a mean so: a decomposed layer
+    normalization's ``sum(x) / n`` and ``sum(x * x) / n``.) The mean kernel divides its float32
+    sum by ``n`` before it stores: in float16 it rounds once where the two kernels round the
+    sum to float16 before they scale it, and a sum past float16's largest value (65504) is
+    +inf there but not here (the sum of squares of 512 values of magnitude 20). In float32
+    the result is the same number (the same float32 sum scaled exactly by a power of two) in
+    one kernel instead of a sum and a product.
+
+    Not rewritten: a count that is not a power of two (its reciprocal is rounded; a quotient
+    and a product by the reciprocal may differ in float32's last bit), ``c`` other than
+    ``1 / n`` (or ``n`` for a quotient), a ``c`` that is not one host-data value, a sum read elsewhere or
+    a graph output, a product that broadcasts the sum to a larger shape, ``n / sum``, a
+    ``reduce_sum`` with a fusion of an earlier rule, integer data."""
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, Node] = {}
+    dropped: list[int] = []
+    for red in nodes:
+        if red.op != "reduce_sum" or not _plain(red) or len(red.inputs) != 1:
+            continue
+        x, s = red.inputs[0], red.outputs[0]
+        if x.data_type not in ("float32", "float16") or s.data_type != x.data_type:
+            continue
+        scale = g.sole_consumer(s)
+        if scale is None or scale.op not in ("mul", "div") or not _plain(scale) or len(scale.inputs) != 2:
+            continue
+        if scale.op == "div" and scale.inputs[0] is not s:
+            continue
+        c = scale.inputs[1] if scale.inputs[0] is s else scale.inputs[0]
+        if (c is s or not _host_data(c, x.data_type) or c.data.size != 1
+                or tuple(scale.outputs[0].shape) != tuple(s.shape)):
+            continue
+        n = int(np.prod([x.shape[a] for a in red.attrs["axes"]], dtype=np.int64))
+        value = float(c.data.reshape(-1)[0])
+        if n & (n - 1) or (value * n if scale.op == "mul" else value / n) != 1.0:
+            continue  # (a power of two: a float32 sum scaled by 1/n is the same number however computed)
+        replaced[scale.id] = Node("reduce_mean", [x], [scale.outputs[0]], dict(red.attrs), red.label)
+        dropped.append(red.id)
+        if DEBUG >= 2:
+            log.debug("sum_to_mean: reduce_sum [%s] / %d as reduce_mean", red.label, n)
+    return g.replace(replaced, dropped) if replaced else nodes
 
 
 def _key(node):
