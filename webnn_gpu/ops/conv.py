@@ -1068,6 +1068,75 @@ def _lower_dwp_strip(lc, node, g: dict, strip: tuple[int, int, int], x, *, w_in,
               **{k: g[k] for k in ("KH", "KW", "sw", "dw")})
 
 
+#: The channel-lane kernel (``conv/depthwise_project_lanes.wgsl``, :func:`_dwp_lanes`): at most
+#: this many channel groups and projection vec4 columns per lane (each lane's held rows and
+#: products grow with them) ...
+DWPL_MAX_CPL = 2
+DWPL_MAX_NPL = 2
+#: ... strips of this many output columns, and the row chunks cut so that there are at least
+#: this many workgroups (one subgroup each) but chunks of at least DWPL_MIN_TH rows
+DWPL_TW = 4
+DWPL_MIN_GROUPS = 8
+DWPL_MIN_TH = 4
+
+
+def _dwp_lanes(g: dict, n4: int, tuning: str, sg: int) -> tuple[int, int, int, int, int] | None:
+    """(TW, TH, RB, CPL, NPL) of the channel-lane depthwise + projection kernel for depthwise
+    conv2d ``g`` and a pointwise projection of ``n4`` vec4 columns with ``sg`` subgroup lanes, or
+    None where it cannot run: lane-shared loads (``sg``), vertical dilation 1, a window at least
+    as tall as its stride, at most :data:`DWPL_MAX_CPL` channel groups and
+    :data:`DWPL_MAX_NPL` projection columns per lane. Strips of TW = :data:`DWPL_TW` columns,
+    the output rows cut into RB chunks of TH rows, as few as give :data:`DWPL_MIN_GROUPS`
+    workgroups but at least :data:`DWPL_MIN_TH` rows each."""
+    if not sg or not n4 or g["dh"] != 1 or g["KH"] < g["sh"]:
+        return None
+    cpl, npl = -(-(g["C"] // 4) // sg), -(-n4 // sg)
+    if cpl > DWPL_MAX_CPL or npl > DWPL_MAX_NPL:
+        return None
+    tw = min(DWPL_TW, g["OW"])
+    owb = g["NB"] * -(-g["OW"] // tw)
+    rb = max(1, min(g["OH"] // DWPL_MIN_TH, -(-DWPL_MIN_GROUPS // owb)))
+    th = -(-g["OH"] // rb)
+    return tw, th, -(-g["OH"] // th), cpl, npl
+
+
+def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg: int, x, *, w_in, ep, pep,
+                     project_in: list, mat: np.ndarray, xres: bool) -> None:
+    """The kernel of :func:`lower_depthwise_project` on ``conv/depthwise_project_lanes.wgsl``
+    (plan of :func:`_dwp_lanes`, ``sg`` lanes); ``mat`` the [C, N] projection matrix, bound
+    zero-padded; ``xres``: the projection's residual operand is the depthwise input, read from
+    the kernel's held rows (``pg`` is not bound)."""
+    tw, th, rb, cpl, npl = plan
+    out = node.outputs[0]
+    proj = node.attrs["project"]
+    c4, n4 = g["C"] // 4, mat.shape[1] // 4
+    owb = -(-g["OW"] // tw)
+    n_inv = g["NB"] * rb * owb * sg
+    prm = make_constant(np.array([n_inv, g["H"], g["W"], g["OH"], g["OW"], owb, rb, th, g["pt"], g["pl"], c4, n4],
+                                 dtype=np.uint32), "uint32")
+    w = _relayout(lc, w_in, node.attrs["depthwise"].attrs["filter_layout"], "hwio")
+    w_ubo = uniform_copy(lc, w)
+    padded = np.zeros((4 * sg * cpl, 4 * sg * npl), mat.dtype)
+    padded[:mat.shape[0], :mat.shape[1]] = mat
+    pw = make_constant(padded, proj.inputs[1].data_type)
+    pw_ubo = uniform_copy(lc, pw)
+    project_in = [("pw", pw_ubo or pw)] + [v for v in project_in[1:] if not (xres and v[0] == "pg")]
+    fns: dict = {}
+    for ee in (ep, pep):
+        for FT, names in ee.functions:
+            fns.setdefault(FT, set()).update(names)
+    hold = g["KH"] - g["sh"]
+    lc.kernel("conv/depthwise_project_lanes.wgsl",
+              [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
+              n_inv, workgroup=sg, T=wgsl_type(out.data_type), TW=tw, CPL=cpl, NPL=npl, sg=sg,
+              seg=_segment(g, tw), hold=hold, warm=-(-hold // g["sh"]), ep=ep, pep=pep, xres=xres,
+              pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,
+              f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
+              p_uniform=B_UNIFORM_FLOATS // 4 if pw_ubo is not None else 0, fdiv=n_inv < DW_FDIV_MAX,
+              fns=sorted((FT, sorted(names)) for FT, names in fns.items()),
+              **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dw")})
+
+
 def dwp_lanes(tuning: str, subgroup: int) -> int:
     """The subgroup lanes the depthwise + projection kernel shares its loads of the taps, the
     projection matrix and the expansion's weights over (``sg``; 0: none), on a device with
@@ -1124,6 +1193,13 @@ def lower_depthwise_project(node, lc) -> None:
         pep, mode = None, "store"
     sg = dwp_lanes(lc.tuning, getattr(lc, "subgroup", 0))
     partials = len(node.outputs) == 2 or proj is None and bool(dw.attrs.get("pool_output"))
+    row_form = (mode == "conv" and e is None and not partials and N % 4 == 0
+                and (not pep.given or not pep.given_g4 and tuple(proj.inputs[gi].shape) == tuple(out.shape)))
+    lanes = _dwp_lanes(g, n4, lc.tuning, sg) if row_form and _env.force("dwp_form") == "lanes" else None
+    if lanes is not None:
+        _lower_dwp_lanes(lc, node, g, lanes, sg, x, w_in=dw.inputs[1], ep=ep, pep=pep, project_in=project_in,
+                         mat=mat, xres=bool(pep.given) and proj.inputs[gi] is dw.inputs[0] and N == g["C"] and center)
+        return
     strip = _dwp_strip(g, n4, lc.tuning) if mode == "conv" and e is None and not partials and N % 4 == 0 else None
     if strip is not None and (not pep.given or not pep.given_g4 and tuple(proj.inputs[gi].shape) == tuple(out.shape)):
         # the strip kernel reads a given residual at the output's own index, as vec4 (not the
