@@ -28,8 +28,10 @@
   Context:
     T            storage type ("f32" or "f16"); accumulation in f32
     sg           lanes of a subgroup (the workgroup's size)
-    CPL, NPL     channel groups and projection vec4 columns per lane (unrolled); C4 and N4
-                 themselves are parameters, so layers with the same CPL and NPL share a pipeline
+    CPL, NPL     channel groups and projection vec4 columns per lane (unrolled); N4 is a
+                 parameter
+    CS           the channel groups whose values are broadcast (C4, or sg CPL: C4 is then a
+                 parameter only, and layers with the same CPL and NPL share a pipeline)
     TW           output columns per strip
     KH, KW, sh, sw, dw   the depthwise window (vertical dilation 1); seg: the input column
                  offsets (from ow0 sw - pl) the strip reads
@@ -137,7 +139,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for m in range(NPL) %}
   let ol{{ m }} = lane + {{ m * sg }}u < N4;
   let og{{ m }} = min(lane + {{ m * sg }}u, N4 - 1u);
-{% for s in range(sg * CPL) %}
+{% for s in range(CS) %}
   let P{{ m }}_{{ s }} = mat4x4<f32>({% for c in range(4) %}vec4<f32>(pw[{{ (4 * s + c) * sg * NPL + m * sg }}u + lane]){{ ", " if not loop.last }}{% endfor %});
 {% endfor %}
 {% for c in range(4) %}
@@ -183,14 +185,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for p in range(TW) %}
       // pixel p: every lane's depthwise values, broadcast, times this lane's projection columns
       {
-{% for k in range(CPL) %}
-{% for l in range(sg) %}
-      let b{{ k * sg + l }} = subgroupBroadcast(e{{ k }}_{{ p }}, {{ l }}u);
-{% endfor %}
+{% for s in range(CS) %}
+      let b{{ s }} = subgroupBroadcast(e{{ s // sg }}_{{ p }}, {{ s % sg }}u);
 {% endfor %}
 {% for m in range(NPL) %}
       {
-        let a = {% for s in range(sg * CPL) %}P{{ m }}_{{ s }} * b{{ s }}{{ " + " if not loop.last }}{% endfor %};
+        let a = {% for s in range(CS) %}P{{ m }}_{{ s }} * b{{ s }}{{ " + " if not loop.last }}{% endfor %};
         if (rok && in{{ p }} && ol{{ m }}) {
 {% if pep.given and xres %}
           let g = {{ xin(pt, m, p + pl) }};
