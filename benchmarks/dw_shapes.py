@@ -173,9 +173,10 @@ def _lanes_ab(ctx, path: str, rounds: int, repeats: int) -> None:
     seen: set = set()
     for st, toks, us in rows["model"] + rows["no lanes"]:
         other = [(s, u) for s, t, u in rows["model"] + rows["no lanes"] if t & toks]
-        if toks in seen or all(s.template == other[0][0].template for s, _ in other) and len(other) == 2:
+        if toks & seen or all(s.template == other[0][0].template for s, _ in other) and len(other) == 2:
             continue
-        seen.add(toks)
+        toks = frozenset().union(*(t for s, t, u in rows["model"] + rows["no lanes"] if t & toks))
+        seen |= toks
         sides = {name: [(s.template.split("/")[-1].replace(".wgsl", ""), u) for s, t, u in rows[name] if t & toks]
                  for name in rows}
         a, b = (sum(u for _, u in sides[n]) for n in rows)

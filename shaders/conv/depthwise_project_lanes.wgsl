@@ -40,7 +40,8 @@
     ep           the depthwise epilogue (bias first; channel = the depthwise channel); ep.given:
                  a residual add of the depthwise input, read from the held rows (needs pt, pl)
     pep          the projection's epilogue (bias first); pep.given: its residual operand (same
-                 shape as out), bound as `pg` and loaded as vec4, or with `xres` the held input
+                 shape as out), bound as `pg` and loaded as vec4 (or the pool over its window:
+                 pep.given_g4), or with `xres` the held input
     xres, pt, pl see above (pt, pl: the leading padding, in the text only for the held residuals)
     f_uniform    0, or the depthwise filter is in a uniform buffer of this many vec4s
     p_uniform    0, or the padded projection matrix is in a uniform buffer of this many vec4s
@@ -72,6 +73,7 @@ enable f16;
 {% set nb.i = nb.i + 1 + pep.operands | length %}
 {% if pep.given and not xres %}
 {{ tl.decl(nb.i, "pg", T, true, false) }}
+{{ tl.given_fns(pep, "pg", true) }}
 {% set nb.i = nb.i + 1 %}
 {% endif %}
 @group(0) @binding({{ nb.i }}) var<uniform> prm: array<vec4<u32>, 3>;
@@ -195,7 +197,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% if pep.given and xres %}
           let g = {{ xin(pt, m, p + pl) }};
 {% elif pep.given %}
-          let g = vec4<f32>(pg[(pixb + {{ p }}u) * N4 + og{{ m }}]);
+          let g = {{ tl.given4(pep, "pg", "(pixb + " ~ p ~ "u) * N4 + og" ~ m) }};
 {% endif %}
           out[(pixb + {{ p }}u) * N4 + og{{ m }}] = vec4<{{ T }}>({{ ep_v4(pep, "a", "(pixb + " ~ p ~ "u) * 4u * N4 + 4u * og" ~ m, "4u * og" ~ m, "g" ~ m ~ "_", "g") }});
         }

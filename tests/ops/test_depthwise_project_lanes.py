@@ -51,6 +51,27 @@ _CASES = {
 }
 
 
+def test_pooled_residual_is_not_read_as_the_input(ctx, rng, monkeypatch):
+    """A residual that is a stride-1 pool of the depthwise input (fuse_pool_residual reads the
+    pool's window in the epilogue) has the output's shape and is the held input itself, but is
+    not its value (near miss): the channel-lane kernel loads the pool's window (``pg``), and the
+    result is the pool's."""
+    if not ctx._subgroup:
+        pytest.fail("subgroups are expected on lavapipe")
+    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
+    build, inputs, ref = _case(rng, 1, (12, 9), 24, 24, (3, 3), (1, 1), (1, 1), "pool", np.float32)
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    np.testing.assert_allclose(got, ref, atol=3e-5, rtol=3e-5)
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {n: b.input(n, {"data_type": "float32", "shape": list(a.shape)}) for n, a in inputs.items()}))
+    steps = [st for st in g._steps if hasattr(st, "template")]
+    g.destroy()
+    assert [st.template for st in steps] == [LANES]
+    assert " pg:" in steps[0].wgsl
+
+
 @pytest.mark.parametrize("case", list(_CASES))
 def test_lanes_kernel_against_numpy(ctx, rng, monkeypatch, case):
     """The channel-lane kernel with lanes past the channels and the projection's columns, one and

@@ -1248,12 +1248,15 @@ def lower_depthwise_project(node, lc) -> None:
         pep, mode = None, "store"
     sg = dwp_lanes(lc.tuning, getattr(lc, "subgroup", 0))
     partials = len(node.outputs) == 2 or proj is None and bool(dw.attrs.get("pool_output"))
-    row_form = (mode == "conv" and e is None and not partials and N % 4 == 0
-                and (not pep.given or not pep.given_g4 and tuple(proj.inputs[gi].shape) == tuple(out.shape)))
-    # the strip and channel-lane kernels read a given residual at the output's own index, as vec4
-    # (not the window of a pool fuse_pool_residual folded into the read: pep.given_g4)
+    row_form = mode == "conv" and e is None and not partials and N % 4 == 0
     form, plan = _dwp_form(g, n4, lc.tuning, sg) if row_form else ("blocks", None)
-    xres = row_form and bool(pep.given) and proj.inputs[gi] is dw.inputs[0] and N == g["C"] and center
+    # the projection's residual add of the depthwise input itself: from the held rows
+    xres = (row_form and bool(pep.given) and not pep.given_g4 and proj.inputs[gi] is dw.inputs[0]
+            and N == g["C"] and center)
+    if form == "strip" and pep.given and (pep.given_g4 or tuple(proj.inputs[gi].shape) != tuple(out.shape)):
+        # the strip kernel reads a given residual at the output's own index, as vec4 (not the
+        # window of a pool fuse_pool_residual folded into the read: pep.given_g4)
+        form = "blocks"
     if form == "lanes":
         _lower_dwp_lanes(lc, node, g, plan, sg, x, w_in=dw.inputs[1], ep=ep, pep=pep, project_in=project_in,
                          mat=mat, xres=xres)
