@@ -33,6 +33,27 @@ def test_lanes_plan_shapes_and_limits():
         assert conv._dwp_lanes(g, n4, "lane-loop", sg) is None
 
 
+def test_form_strip_first_then_lanes_where_estimated_faster(monkeypatch):
+    """_dwp_form: the strip kernel where it runs (few channels, tall images); the channel-lane
+    kernel where DWPL_FIT estimates it faster than the pixel blocks (face detection's 64 x 64 x
+    24 -> 24, palm detection's 96 x 96 x 32 -> 32 5x5); the pixel blocks on a small image with
+    few projected channels (8 x 8 x 28 -> 16, the lanes kernel's fixed cost) and wherever the
+    lanes cannot run (no subgroup lanes, 72 channels); WEBNN_GPU_FORCE_DWP_FORM forces either."""
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_FORM", raising=False)
+    form = lambda g, n4, sg=8: conv._dwp_form(g, n4, "lane-loop", sg)[0]  # noqa: E731
+    assert form(_geometry(96, 96, 16, 3), 4) == "strip"
+    assert form(_geometry(64, 64, 24, 3), 6) == "lanes"
+    assert form(_geometry(96, 96, 32, 5), 8) == "lanes"
+    assert form(_geometry(8, 8, 28, 3), 4) == "blocks"
+    assert form(_geometry(64, 64, 24, 3), 6, sg=0) == "blocks"
+    assert form(_geometry(24, 24, 72, 3), 6) == "blocks"
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "blocks")
+    assert form(_geometry(64, 64, 24, 3), 6) == "blocks"
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
+    assert form(_geometry(8, 8, 28, 3), 4) == "lanes"
+    assert form(_geometry(96, 96, 16, 3), 4) == "lanes"
+
+
 # ---------------------------------------------------------------- the kernel against NumPy
 # (batch, image H x W, channels C, projected channels N, window KH x KW, strides, dilations,
 # residual: "x" (the depthwise input itself, read from the held rows), "r" (another tensor) or
