@@ -788,7 +788,7 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
         sg = DW_LANES if DWP_SUBGROUP else 0
         form, plan = _dwp_form(g, n4, tuning, sg) if n % 4 == 0 and not k4 else ("blocks", None)
         if form == "lanes":  # the channel-lane kernel where it runs, in the same units (DWPL_FIT)
-            fused = sum(w * t for w, t in zip(DWPL_FIT[tuning], _dwpl_terms(g, n4, plan, sg)))
+            fused = _dwpl_cost(g, n4, plan, sg, tuning)
         dw = fit["dw"][0] * _dw_cost(g, *_dw_strip(g, tuning), tuning) / 1e3 + fit["dw"][1]
         M = g["NB"] * g["OH"] * g["OW"]
         tile = fit["tile"][0] * M * g["C"] * n4 / 1e6 + fit["tile"][1] * M * (g["C"] + n) / 4e6 + fit["tile"][2]
@@ -1112,6 +1112,11 @@ def _dwp_lanes(g: dict, n4: int, tuning: str, sg: int) -> tuple[int, int, int, i
 #: multiply-adds, projection ``mat4x4 * vec4`` products, stores (lanes x vec4s), and a fixed part
 #: (docs/conv.md, The channel-lane kernel; fitted on benchmarks/dw_project.py --vs-lanes).
 DWPL_FIT: dict[str, tuple[float, ...]] = {"lane-loop": (5.86, 0.0, 8.53, 0.0, 46.2)}
+#: ... and the margin, in microseconds, by which that estimate must beat the other kernels': the
+#: fit's median error is 13%, and each of its pipelines (one per channel count, window, stride
+#: and epilogue) costs 0.2-1.2 s of CPU in a first build, where the pair's other kernels often
+#: share theirs with other layers
+DWPL_MARGIN = 60.0
 
 
 def _dwpl_terms(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int) -> tuple[float, ...]:
@@ -1131,12 +1136,18 @@ def _dwpl_terms(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int)
             busy * th * tw * n4 / 1e3, 1.0)
 
 
+def _dwpl_cost(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int, tuning: str) -> float:
+    """The channel-lane kernel's estimated time with ``plan`` in microseconds (:data:`DWPL_FIT`),
+    plus :data:`DWPL_MARGIN`: what :func:`_dwp_form` and :func:`project_pays` compare."""
+    return sum(w * t for w, t in zip(DWPL_FIT[tuning], _dwpl_terms(g, n4, plan, sg))) + DWPL_MARGIN
+
+
 def _dwp_form(g: dict, n4: int, tuning: str, sg: int) -> tuple[str, Any]:
     """Which fused kernel runs depthwise conv2d ``g`` and a pointwise projection of ``n4`` vec4
     columns (no expansion, no pool partials), and its plan: ("strip", :func:`_dwp_strip`'s plan)
     where the strip kernel takes it; else ("lanes", :func:`_dwp_lanes`'s plan) where that kernel
-    can run and is estimated faster (:data:`DWPL_FIT`) than the pixel blocks (the fused side of
-    :data:`DWP_PAY_FIT`); else ("blocks", None). ``WEBNN_GPU_FORCE_DWP_FORM``: "lanes" (wherever
+    can run and is estimated faster by :data:`DWPL_MARGIN` (:func:`_dwpl_cost`) than the pixel
+    blocks (the fused side of :data:`DWP_PAY_FIT`); else ("blocks", None). ``WEBNN_GPU_FORCE_DWP_FORM``: "lanes" (wherever
     it can run) or "blocks" (never the channel-lane kernel)."""
     strip = _dwp_strip(g, n4, tuning)
     force = _env.force("dwp_form")
@@ -1149,7 +1160,7 @@ def _dwp_form(g: dict, n4: int, tuning: str, sg: int) -> tuple[str, Any]:
     if lanes is None or fit is None or lfit is None:
         return "blocks", None
     blocks = sum(w * t for w, t in zip(fit["fused"], _dwp_fused_terms(g, n4, tuning, sg)))
-    if sum(w * t for w, t in zip(lfit, _dwpl_terms(g, n4, lanes, sg))) < blocks:
+    if _dwpl_cost(g, n4, lanes, sg, tuning) < blocks:
         return "lanes", lanes
     return "blocks", None
 
