@@ -55,6 +55,31 @@ def test_form_strip_first_then_lanes_where_estimated_faster(monkeypatch):
 
 
 # ---------------------------------------------------------------- the kernel against NumPy
+# (N, kernel) on each side of _dwp_form's boundary for 24 x 24 x 32, 3x3 (the lane-loop profile)
+_BOUNDARY = {"N=32: the pixel blocks": (32, "conv/depthwise_project.wgsl"), "N=48: the lanes": (48, LANES)}
+
+
+@pytest.mark.parametrize("case", list(_BOUNDARY))
+def test_form_boundary_both_sides_match_numpy(ctx, rng, monkeypatch, case):
+    """The kernel _dwp_form picks unforced, on each side of its boundary (24 x 24 x 32, 3x3,
+    projected to 32: the pixel blocks; to 48: the channel-lane kernel), with a residual of
+    another tensor and prelu: float64 NumPy."""
+    n, template = _BOUNDARY[case]
+    if not ctx._subgroup:
+        pytest.fail("subgroups are expected on lavapipe")
+    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
+    for var in ("WEBNN_GPU_FORCE_DWP", "WEBNN_GPU_FORCE_DWP_FORM"):
+        monkeypatch.delenv(var, raising=False)
+    build, inputs, ref = _case(rng, 1, (24, 24), 32, n, (3, 3), (1, 1), (1, 1), "r", np.float32)
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    np.testing.assert_allclose(got, ref, atol=3e-5, rtol=3e-5)
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {k: b.input(k, {"data_type": "float32", "shape": list(a.shape)}) for k, a in inputs.items()}))
+    templates = [st.template for st in g._steps if hasattr(st, "template")]
+    g.destroy()
+    assert templates == [template]
+
+
 # (batch, image H x W, channels C, projected channels N, window KH x KW, strides, dilations,
 # residual: "x" (the depthwise input itself, read from the held rows), "r" (another tensor) or
 # None, float type, rows per chunk)
