@@ -786,7 +786,7 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
     if fit is not None:
         fused = sum(w * t for w, t in zip(fit["fused"], _dwp_fused_terms(g, n4, tuning, DW_LANES)))
         sg = DW_LANES if DWP_SUBGROUP else 0
-        form, plan = _dwp_form(g, n4, tuning, sg) if n % 4 == 0 and not k4 else ("blocks", None)
+        form, plan = _dwp_form(g, n4, tuning, sg) if n % 4 == 0 and not k4 else ("blocks", _NO_PLAN)
         if form == "lanes":  # the channel-lane kernel where it runs, in the same units (DWPL_FIT)
             fused = _dwpl_cost(g, n4, plan, sg, tuning)
         dw = fit["dw"][0] * _dw_cost(g, *_dw_strip(g, tuning), tuning) / 1e3 + fit["dw"][1]
@@ -1142,13 +1142,17 @@ def _dwpl_cost(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int, 
     return sum(w * t for w, t in zip(DWPL_FIT[tuning], _dwpl_terms(g, n4, plan, sg))) + DWPL_MARGIN
 
 
+_NO_PLAN: Any = None  # the plan of the pixel-block form (its own, _dwp_plan, is made at lowering)
+
+
 def _dwp_form(g: dict, n4: int, tuning: str, sg: int) -> tuple[str, Any]:
     """Which fused kernel runs depthwise conv2d ``g`` and a pointwise projection of ``n4`` vec4
     columns (no expansion, no pool partials), and its plan: ("strip", :func:`_dwp_strip`'s plan)
     where the strip kernel takes it; else ("lanes", :func:`_dwp_lanes`'s plan) where that kernel
     can run and is estimated faster by :data:`DWPL_MARGIN` (:func:`_dwpl_cost`) than the pixel
-    blocks (the fused side of :data:`DWP_PAY_FIT`); else ("blocks", None). ``WEBNN_GPU_FORCE_DWP_FORM``: "lanes" (wherever
-    it can run) or "blocks" (never the channel-lane kernel)."""
+    blocks (the fused side of :data:`DWP_PAY_FIT`); else ("blocks", None).
+    ``WEBNN_GPU_FORCE_DWP_FORM``: "lanes" (wherever it can run) or "blocks" (never the
+    channel-lane kernel)."""
     strip = _dwp_strip(g, n4, tuning)
     force = _env.force("dwp_form")
     lanes = _dwp_lanes(g, n4, tuning, sg) if force != "blocks" else None
@@ -1158,11 +1162,11 @@ def _dwp_form(g: dict, n4: int, tuning: str, sg: int) -> tuple[str, Any]:
         return "strip", strip
     fit, lfit = DWP_PAY_FIT.get(tuning), DWPL_FIT.get(tuning)
     if lanes is None or fit is None or lfit is None:
-        return "blocks", None
+        return "blocks", _NO_PLAN
     blocks = sum(w * t for w, t in zip(fit["fused"], _dwp_fused_terms(g, n4, tuning, sg)))
     if _dwpl_cost(g, n4, lanes, sg, tuning) < blocks:
         return "lanes", lanes
-    return "blocks", None
+    return "blocks", _NO_PLAN
 
 
 def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg: int, x, *, w_in, ep, pep,
@@ -1260,7 +1264,7 @@ def lower_depthwise_project(node, lc) -> None:
     sg = dwp_lanes(lc.tuning, getattr(lc, "subgroup", 0))
     partials = len(node.outputs) == 2 or proj is None and bool(dw.attrs.get("pool_output"))
     row_form = mode == "conv" and e is None and not partials and N % 4 == 0
-    form, plan = _dwp_form(g, n4, lc.tuning, sg) if row_form else ("blocks", None)
+    form, plan = _dwp_form(g, n4, lc.tuning, sg) if row_form else ("blocks", _NO_PLAN)
     # the projection's residual add of the depthwise input itself: from the held rows
     xres = (row_form and bool(pep.given) and not pep.given_g4 and proj.inputs[gi] is dw.inputs[0]
             and N == g["C"] and center)
