@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/dw_project.py [--hw 8,16,32,64] [--c 32,128,512] [--n 16,64,128]
                                               [--windows 3/1,5/1,3/2] [--repeats 5]
                                               [--shapes 96x16x16x3x1,6x384x96x3x1 ...] [--cpu]
-                                              [--vs-block] [--face]
+                                              [--vs-block] [--vs-lanes] [--face] [--rounds 1]
 
 For every (image size, channels C, projected channels N, window/stride) it builds the graph
 ``conv2d(relu(depthwise(x) + b), w) + b2`` (NHWC, float32) twice in one process, with the
@@ -14,7 +14,9 @@ list of ``HWxCxNxKxS`` shapes; ``--cpu`` times each graph's write / dispatch / r
 process CPU time instead (what ``benchmarks/ab.py`` compares; the dw and tile columns then 0).
 ``--vs-block`` compares the fused kernel the plan picks (``conv/depthwise_project_strip.wgsl``
 where it runs) with the pixel-block kernel instead of two kernels (the "two" column is then
-the pixel-block kernel); ``--face`` builds the face models' blocks instead,
+the pixel-block kernel); ``--vs-lanes`` compares the channel-lane kernel
+(``conv/depthwise_project_lanes.wgsl``, forced) with the fused kernel the plan picks without it;
+``--rounds`` alternates the two sides that many times (the least of each); ``--face`` builds the face models' blocks instead,
 ``prelu(conv2d(depthwise(x) + b, w) + b2 + x)`` (the residual where N == C and stride 1).
 Prints one row per shape: the fused kernel's microseconds, the
 two kernels' sum and each of them (depthwise, tile), their ratio, and the ratio of the cost model's
