@@ -30,6 +30,8 @@
     sg           lanes of a subgroup (the workgroup's size)
     CPL, NPL     channel groups and projection vec4 columns per lane (unrolled); N4 is a
                  parameter
+    split        S = prm[3].x subgroups per strip, each computing the depthwise values itself
+                 and projecting them to its own block of NPL sg vec4 columns (cb)
     CS           the channel groups whose values are broadcast (C4, or sg CPL: C4 is then a
                  parameter only, and layers with the same CPL and NPL share a pipeline)
     TW           output columns per strip
@@ -47,8 +49,9 @@
     p_uniform    0, or the padded projection matrix is in a uniform buffer of this many vec4s
     fns          (T, names) activation helpers of the epilogues
     fdiv         strips < 2^20: the index is split with f32 divisions (exact there)
-  Parameters (uniform `prm`, u32 vec4s): 0: invocations (NB * RB * OWB * sg), H, W, OH
-    1: OW, OWB = ceil(OW / TW), RB = ceil(OH / TH), TH  2: pt, pl, C4, N4
+  Parameters (uniform `prm`, u32 vec4s): 0: invocations (NB * RB * OWB * S * sg), H, W, OH
+    1: OW, OWB = ceil(OW / TW), RB = ceil(OH / TH), TH  2: pt, pl, C4, N4  3: S (split), the
+    padded matrix's row in vec4s
   Bindings: x (NHWC, vec4), f ([KH, KW, C] vec4), ep operands..., pw ([4 sg CPL, sg NPL] vec4),
     pep operands..., [pg (pep.given without xres)], prm, out.
   Workgroup: (sg, 1, 1); strip fastest, then row chunk, then batch.
@@ -76,7 +79,7 @@ enable f16;
 {{ tl.given_fns(pep, "pg", true) }}
 {% set nb.i = nb.i + 1 %}
 {% endif %}
-@group(0) @binding({{ nb.i }}) var<uniform> prm: array<vec4<u32>, 3>;
+@group(0) @binding({{ nb.i }}) var<uniform> prm: array<vec4<u32>, 4>;
 {{ tl.decl(nb.i + 1, "out", T, true, true) }}
 {% for FT, names in fns %}
 {{ act.defs(FT, names) }}
@@ -104,7 +107,16 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let TH = prm[1].w;
   let C4 = prm[2].z;
   let N4 = prm[2].w;
+{% if split %}
+  // prm[3].x subgroups per strip, one per block of NPL sg projection columns (cb)
+  let q = gidx / {{ sg }}u;
+  let sid = q / prm[3].x;  // the subgroup's strip
+  let cb = q - sid * prm[3].x;
+  let cb0 = cb * {{ NPL * sg }}u;
+{% else %}
   let sid = gidx / {{ sg }}u;  // the subgroup's strip
+  let cb0 = 0u;
+{% endif %}
 {% if fdiv %}
   let r1 = u32((f32(sid) + 0.5) / f32(OWB));
   let n = u32((f32(r1) + 0.5) / f32(RB));
@@ -139,10 +151,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% endfor %}
 {% for m in range(NPL) %}
-  let ol{{ m }} = lane + {{ m * sg }}u < N4;
-  let og{{ m }} = min(lane + {{ m * sg }}u, N4 - 1u);
+  let ol{{ m }} = cb0 + lane + {{ m * sg }}u < N4;
+  let og{{ m }} = min(cb0 + lane + {{ m * sg }}u, N4 - 1u);
 {% for s in range(CS) %}
-  let P{{ m }}_{{ s }} = mat4x4<f32>({% for c in range(4) %}vec4<f32>(pw[{{ (4 * s + c) * sg * NPL + m * sg }}u + lane]){{ ", " if not loop.last }}{% endfor %});
+  let P{{ m }}_{{ s }} = mat4x4<f32>({% for c in range(4) %}vec4<f32>(pw[{{ ("prm[3].y * " ~ (4 * s + c) ~ "u + cb0 + " ~ m * sg) if split else (4 * s + c) * sg * NPL + m * sg }}u + lane]){{ ", " if not loop.last }}{% endfor %});
 {% endfor %}
 {% for c in range(4) %}
   {{ tl.hoist_q(pep, "g" ~ m ~ "_" ~ c, "4u * og" ~ m ~ " + " ~ c ~ "u") }}
@@ -194,7 +206,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       {
         let a = {% for s in range(CS) %}P{{ m }}_{{ s }} * b{{ s }}{{ " + " if not loop.last }}{% endfor %};
         if (rok && in{{ p }} && ol{{ m }}) {
-{% if pep.given and xres %}
+{% if pep.given and xres and split %}
+          let g = {% for k in range(1, CPL) %}select({% endfor %}{{ xin(pt, 0, p + pl) }}{% for k in range(1, CPL) %}, {{ xin(pt, k, p + pl) }}, cb * {{ NPL }}u + {{ m }}u == {{ k }}u){% endfor %};
+{% elif pep.given and xres %}
           let g = {{ xin(pt, m, p + pl) }};
 {% elif pep.given %}
           let g = {{ tl.given4(pep, "pg", "(pixb + " ~ p ~ "u) * N4 + og" ~ m) }};

@@ -118,6 +118,20 @@ def test_pooled_residual_is_not_read_as_the_input(ctx, rng, monkeypatch):
     assert " pg:" in steps[0].wgsl
 
 
+def test_split_columns_against_numpy(ctx, rng, monkeypatch):
+    """DWPL_SPLIT: two subgroups per strip, each projecting to its own 8 columns (and taking the
+    residual of its own columns' input channels from the held rows): float64 NumPy."""
+    if not ctx._subgroup:
+        pytest.fail("subgroups are expected on lavapipe")
+    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
+    monkeypatch.setattr(conv, "DWPL_SPLIT", True)
+    build, inputs, ref = _case(rng, 1, (9, 10), 56, 56, (3, 3), (1, 1), (1, 1), "x", np.float32)
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    np.testing.assert_allclose(got, ref, atol=3e-5, rtol=3e-5)
+
+
 @pytest.mark.parametrize("case", list(_CASES))
 def test_lanes_kernel_against_numpy(ctx, rng, monkeypatch, case):
     """The channel-lane kernel with lanes past the channels and the projection's columns, one and

@@ -1080,6 +1080,9 @@ DWPL_MAX_CPL = 2
 DWPL_MAX_NPL = 2
 #: ... the channel groups baked into the text (only those are broadcast and multiplied)
 DWPL_EXACT_C = True
+#: ... and with more than one projection column per lane, one subgroup per sg columns instead
+#: (each computing the depthwise values itself): a pipeline holds one column's 4 x 4 blocks
+DWPL_SPLIT = False
 #: ... strips of this many output columns, and the row chunks cut so that there are at least
 #: this many workgroups (one subgroup each) but chunks of at least DWPL_MIN_TH rows
 DWPL_TW = 4
@@ -1180,12 +1183,14 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
     proj = node.attrs["project"]
     c4, n4 = g["C"] // 4, mat.shape[1] // 4
     owb = -(-g["OW"] // tw)
-    n_inv = g["NB"] * rb * owb * sg
-    prm = make_constant(np.array([n_inv, g["H"], g["W"], g["OH"], g["OW"], owb, rb, th, g["pt"], g["pl"], c4, n4],
-                                 dtype=np.uint32), "uint32")
+    npl_all = npl
+    splits, npl = (npl, 1) if DWPL_SPLIT and npl > 1 else (1, npl)
+    n_inv = g["NB"] * rb * owb * splits * sg
+    prm = make_constant(np.array([n_inv, g["H"], g["W"], g["OH"], g["OW"], owb, rb, th, g["pt"], g["pl"], c4, n4,
+                                  splits, sg * npl_all, 0, 0], dtype=np.uint32), "uint32")
     w = _relayout(lc, w_in, node.attrs["depthwise"].attrs["filter_layout"], "hwio")
     w_ubo = uniform_copy(lc, w)
-    padded = np.zeros((4 * sg * cpl, 4 * sg * npl), mat.dtype)
+    padded = np.zeros((4 * sg * cpl, 4 * sg * npl_all), mat.dtype)
     padded[:mat.shape[0], :mat.shape[1]] = mat
     pw = make_constant(padded, proj.inputs[1].data_type)
     pw_ubo = uniform_copy(lc, pw)
@@ -1198,7 +1203,7 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
     lc.kernel("conv/depthwise_project_lanes.wgsl",
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
               n_inv, workgroup=sg, T=wgsl_type(out.data_type), TW=tw, CPL=cpl, NPL=npl, sg=sg,
-              CS=c4 if DWPL_EXACT_C else sg * cpl,
+              CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1,
               seg=_segment(g, tw), hold=hold, warm=-(-hold // g["sh"]), ep=ep, pep=pep, xres=xres,
               pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
