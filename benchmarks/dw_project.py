@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/dw_project.py [--hw 8,16,32,64] [--c 32,128,512] [--n 16,64,128]
                                               [--windows 3/1,5/1,3/2] [--repeats 5]
                                               [--shapes 96x16x16x3x1,6x384x96x3x1 ...] [--cpu]
-                                              [--vs-block] [--face]
+                                              [--vs-block] [--vs-lanes] [--face] [--rounds 1]
 
 For every (image size, channels C, projected channels N, window/stride) it builds the graph
 ``conv2d(relu(depthwise(x) + b), w) + b2`` (NHWC, float32) twice in one process, with the
@@ -14,7 +14,9 @@ list of ``HWxCxNxKxS`` shapes; ``--cpu`` times each graph's write / dispatch / r
 process CPU time instead (what ``benchmarks/ab.py`` compares; the dw and tile columns then 0).
 ``--vs-block`` compares the fused kernel the plan picks (``conv/depthwise_project_strip.wgsl``
 where it runs) with the pixel-block kernel instead of two kernels (the "two" column is then
-the pixel-block kernel); ``--face`` builds the face models' blocks instead,
+the pixel-block kernel); ``--vs-lanes`` compares the channel-lane kernel
+(``conv/depthwise_project_lanes.wgsl``, forced) with the fused kernel the plan picks without it;
+``--rounds`` alternates the two sides that many times (the least of each); ``--face`` builds the face models' blocks instead,
 ``prelu(conv2d(depthwise(x) + b, w) + b2 + x)`` (the residual where N == C and stride 1).
 Prints one row per shape: the fused kernel's microseconds, the
 two kernels' sum and each of them (depthwise, tile), their ratio, and the ratio of the cost model's
@@ -70,12 +72,16 @@ def _cpu(ctx, g, inputs, runs):
     return best
 
 
-def _time(ctx, hw, C, N, k, s, fused, repeats, cpu=False, vs_block=False, face=False):
+def _time(ctx, hw, C, N, k, s, fused, repeats, cpu=False, vs_block=False, face=False, vs_lanes=False):
     from webnn_gpu.ops import conv
     from webnn_gpu.profile import profile_graph
 
     strip_profiles = conv.DWP_STRIP_PROFILES
-    if vs_block:  # both sides fused: the strip kernel where it runs (fused) against the pixel blocks
+    os.environ["WEBNN_GPU_FORCE_DWP_FORM"] = ""
+    if vs_lanes:  # both sides fused: the channel-lane kernel (fused) against the other fused forms
+        os.environ["WEBNN_GPU_FORCE_DWP_FORM"] = "lanes" if fused else "blocks"
+        fused = True
+    elif vs_block:  # both sides fused: the strip kernel where it runs (fused) against the pixel blocks
         conv.DWP_STRIP_PROFILES = strip_profiles if fused else ()
         fused = True
     os.environ["WEBNN_GPU_PASSES"] = "" if fused else "-fuse_depthwise_project"
@@ -109,6 +115,10 @@ def main(argv=None) -> int:
     p.add_argument("--vs-block", action="store_true",
                    help="both sides fused: the kernel the plan picks (the strip kernel where it runs) against "
                         "the pixel-block kernel (conv/depthwise_project.wgsl)")
+    p.add_argument("--vs-lanes", action="store_true",
+                   help="both sides fused: the channel-lane kernel (conv/depthwise_project_lanes.wgsl) against the "
+                        "kernel the plan picks without it")
+    p.add_argument("--rounds", type=int, default=1, help="alternating rounds per shape (the least of each side)")
     p.add_argument("--face", action="store_true",
                    help="the face models' blocks: no relu, prelu(projection + x) (the residual where N == C, stride 1)")
     args = p.parse_args(argv)
@@ -127,8 +137,12 @@ def main(argv=None) -> int:
         shapes = [(hw, C, N, *(int(v) for v in win.split("/"))) for win in args.windows.split(",")
                   for hw in ints(args.hw) for C in ints(args.c) for N in ints(args.n)]
     for hw, C, N, k, s in shapes:
-        fused, _ = _time(ctx, hw, C, N, k, s, True, args.repeats, args.cpu, args.vs_block, args.face)
-        two, dw = _time(ctx, hw, C, N, k, s, False, args.repeats, args.cpu, args.vs_block, args.face)
+        fused = two = dw = float("inf")
+        for _ in range(args.rounds):
+            f1, _ = _time(ctx, hw, C, N, k, s, True, args.repeats, args.cpu, args.vs_block, args.face, args.vs_lanes)
+            t1, d1 = _time(ctx, hw, C, N, k, s, False, args.repeats, args.cpu, args.vs_block, args.face,
+                           args.vs_lanes)
+            fused, (two, dw) = min(fused, f1), min((two, dw), (t1, d1))
         oh = (hw - 1) // s + 1
         g = dict(NB=1, H=hw, W=hw, C=C, O=C, OH=oh, OW=oh, KH=k, KW=k, G=C, sh=s, sw=s, dh=1, dw=1,
                  pt=(k - 1) // 2, pl=(k - 1) // 2)

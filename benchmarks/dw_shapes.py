@@ -4,10 +4,11 @@
 
 MODEL: a .tflite/.onnx path or a name known to ``webnn-gpu fetch``. For every
 ``conv/depthwise.wgsl``, ``conv/depthwise_project.wgsl`` (``dwp``) and
-``conv/depthwise_project_strip.wgsl`` (``dwps``) dispatch it prints the depthwise
+``conv/depthwise_project_strip.wgsl`` (``dwps``) and ``conv/depthwise_project_lanes.wgsl``
+(``dwpl``) dispatch it prints the depthwise
 shape (output H x W, channels C, multiplier M, window, stride, dilation), the projection
 width N (0: none; ``+e`` where the expansion conv is computed in the kernel), the strip of the
-stand-alone kernel and of the fused strip kernel (TH x TW output rows and columns per
+stand-alone kernel and of the fused strip and channel-lane kernels (TH x TW output rows and columns per
 invocation; ``-`` for the pixel-block kernel),
 the workgroups, the kernel's microseconds (timestamp queries, median of
 ``--repeats``), its useful GFLOP/s (2 multiply-add flops per depthwise tap and projection
@@ -31,7 +32,8 @@ import re
 
 import numpy as np
 
-DW_TEMPLATES = ("conv/depthwise.wgsl", "conv/depthwise_project.wgsl", "conv/depthwise_project_strip.wgsl")
+DW_TEMPLATES = ("conv/depthwise.wgsl", "conv/depthwise_project.wgsl", "conv/depthwise_project_strip.wgsl",
+                "conv/depthwise_project_lanes.wgsl")
 
 
 def _shape_row(step, tuning: str) -> dict:
@@ -52,6 +54,9 @@ def _shape_row(step, tuning: str) -> dict:
                     + pix * (n or g["O"]))
     if step.template == "conv/depthwise_project_strip.wgsl":  # the fused strip kernel's TH x TW
         tw, th, _ = conv._dwp_strip(g, -(-n // 4), tuning)
+        strip = f"{th}x{tw}"
+    elif step.template == "conv/depthwise_project_lanes.wgsl":  # the channel-lane kernel's TH x TW
+        tw, th = conv._dwp_lanes(g, -(-n // 4), tuning, conv.DW_LANES)[:2]
         strip = f"{th}x{tw}"
     else:
         strip = "-" if node.op == "depthwise_project" else "x".join(str(v) for v in conv._dw_strip(g, tuning))
@@ -131,6 +136,56 @@ def _forms(ctx, path: str, rounds: int, repeats: int, dump=None) -> None:
         g.destroy()
 
 
+def _lanes_ab(ctx, path: str, rounds: int, repeats: int) -> None:
+    """Print model ``path``'s kernels as the compiler decides against the same without the
+    channel-lane kernel (``WEBNN_GPU_FORCE_DWP_FORM=blocks``; ``--lanes``): both built in one
+    process and profiled alternately, the least of the rounds per kernel; per source pair that
+    either side runs differently, both sides' microseconds."""
+    import webnn_gpu as webnn
+    from webnn_gpu import _dtypes
+    from webnn_gpu._lower import KernelStep
+    from webnn_gpu.profile import profile_graph
+
+    graphs, inputs = {}, None
+    for name, form in (("model", ""), ("no lanes", "blocks")):
+        old = os.environ.get("WEBNN_GPU_FORCE_DWP_FORM")
+        os.environ["WEBNN_GPU_FORCE_DWP_FORM"] = form
+        try:
+            graphs[name] = webnn.load(path, ctx).graph
+        finally:
+            if old is None:
+                os.environ.pop("WEBNN_GPU_FORCE_DWP_FORM", None)
+            else:
+                os.environ["WEBNN_GPU_FORCE_DWP_FORM"] = old
+        if inputs is None:
+            rng = np.random.default_rng(0)
+            inputs = {nm: rng.random(d["shape"]).astype(_dtypes.info(d["data_type"]).numpy)
+                      for nm, d in graphs[name].inputs.items()}
+    best: dict = {name: None for name in graphs}
+    for _ in range(rounds):
+        for name, g in graphs.items():
+            us = [r["us"] for r in profile_graph(ctx, g, inputs, repeats)]
+            best[name] = us if best[name] is None else [min(a, b) for a, b in zip(best[name], us)]
+    rows = {name: [(s, _tokens(s.label), us) for s, us in zip([s for s in g._steps if isinstance(s, KernelStep)],
+                                                               best[name])] for name, g in graphs.items()}
+    print(f"# {os.path.basename(path)}: all kernels {sum(best['model']):.0f} us ({len(best['model'])} kernels), "
+          f"without the channel-lane kernel {sum(best['no lanes']):.0f} us ({len(best['no lanes'])})")
+    seen: set = set()
+    for st, toks, us in rows["model"] + rows["no lanes"]:
+        other = [(s, u) for s, t, u in rows["model"] + rows["no lanes"] if t & toks]
+        if toks & seen or all(s.template == other[0][0].template for s, _ in other) and len(other) == 2:
+            continue
+        toks = frozenset().union(*(t for s, t, u in rows["model"] + rows["no lanes"] if t & toks))
+        seen |= toks
+        sides = {name: [(s.template.split("/")[-1].replace(".wgsl", ""), u) for s, t, u in rows[name] if t & toks]
+                 for name in rows}
+        a, b = (sum(u for _, u in sides[n]) for n in rows)
+        print(f"{'+'.join(sorted(toks)):>44} {a:>7.0f} {b:>7.0f} {a / max(b, 1e-9):>5.2f}  "
+              f"{' + '.join(t for t, _ in sides['model'])} | {' + '.join(t for t, _ in sides['no lanes'])}")
+    for g in graphs.values():
+        g.destroy()
+
+
 def main(argv=None) -> int:
     """Profile the models (see the module docstring)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -138,6 +193,8 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--forms", action="store_true", help="each pair fused and split (see the module docstring)")
     p.add_argument("--rounds", type=int, default=3, help="--forms: alternating rounds")
+    p.add_argument("--lanes", action="store_true",
+                   help="as the compiler decides against without the channel-lane kernel, alternately")
     p.add_argument("--dump", default="", help="--forms: append one JSON line per pair to this file")
     args = p.parse_args(argv)
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
@@ -152,6 +209,9 @@ def main(argv=None) -> int:
             from webnn_gpu.models import fetch
 
             path = fetch(path)
+        if args.lanes:
+            _lanes_ab(ctx, path, args.rounds, args.repeats)
+            continue
         if args.forms:
             with open(args.dump, "a") if args.dump else open(os.devnull, "w") as dump:
                 _forms(ctx, path, args.rounds, args.repeats, dump if args.dump else None)
@@ -173,7 +233,7 @@ def main(argv=None) -> int:
             sr = _shape_row(st, ctx._tuning)
             dw_us += r["us"]
             wgs = int(np.prod(r["groups"]))
-            print(f"{'dwps' if 'strip' in st.template else 'dwp' if 'project' in st.template else 'dw':>8} {sr['hw']:>7} {sr['C']:>4} {sr['M']:>2} "
+            print(f"{'dwps' if 'strip' in st.template else 'dwpl' if 'lanes' in st.template else 'dwp' if 'project' in st.template else 'dw':>8} {sr['hw']:>7} {sr['C']:>4} {sr['M']:>2} "
                   f"{sr['win']:>4} {sr['s']:>1} {sr['d']:>1} {sr['N']:>6} {wgs:>5} {sr['strip']:>6} {r['us']:>8.1f} "
                   f"{sr['flops'] / r['us'] / 1e3:>8.2f} {sr['bytes'] / r['us'] / 1e3:>6.2f}  {r['label']}")
         print(f"# depthwise kernels: {dw_us:.0f} us of {total:.0f} us\n")

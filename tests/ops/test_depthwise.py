@@ -74,11 +74,15 @@ def test_cost_model_keeps_small_layers_fused_and_splits_wide_ones(tuning, monkey
 def test_cost_model_splits_wide_5x5_layers_and_fuses_small_3x3_ones(monkeypatch):
     """The fitted model on lavapipe before Mesa 24 (docs/conv.md, The cost model): a 5x5 window
     on a large image (palm detection's 96 x 96 x 32 -> 32) runs faster as the depthwise strips
-    and the tile kernel; small 3x3 layers (face detection's 8 x 8 x 96 -> 96, iris's 8 x 8 x
-    64 -> 128) as one kernel; and a pair the strip kernel takes is fused even where the
-    pixel-block kernel's estimate says otherwise."""
+    and the tile kernel than on the pixel blocks, but faster on the channel-lane kernel than
+    either; small 3x3 layers (face detection's 8 x 8 x 96 -> 96, iris's 8 x 8 x 64 -> 128) as
+    one kernel; and a pair the strip kernel takes is fused even where the pixel-block kernel's
+    estimate says otherwise."""
     monkeypatch.delenv("WEBNN_GPU_FORCE_DWP", raising=False)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "blocks")
     assert not conv.project_pays(_geometry(96, 96, 32, 5), 32, "lane-loop")
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_FORM")
+    assert conv.project_pays(_geometry(96, 96, 32, 5), 32, "lane-loop")
     assert not conv.project_pays(_geometry(28, 28, 144, 5), 24, "lane-loop")
     assert conv.project_pays(_geometry(8, 8, 96, 3), 96, "lane-loop")
     assert conv.project_pays(_geometry(8, 8, 64, 3), 128, "lane-loop")
@@ -265,6 +269,7 @@ def test_depthwise_project_layers_of_one_structure_share_a_pipeline(ctx, rng, mo
     """Sizes come from the parameter buffer: two layers with different images, channels and
     projection widths (16 and 32 columns, 4 vec4s per invocation) render one WGSL text."""
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "blocks")  # the pixel-block kernel
     monkeypatch.setattr(conv, "_dwp_plan", lambda g, n4, k4, tuning, split=True, sg=0: (2, 2, n4 // 4))
     x = rng.standard_normal((1, 10, 12, 8)).astype(np.float32)
     w1, w2 = (rng.standard_normal((1, 3, 3, c)).astype(np.float32) * 0.3 for c in (8, 16))

@@ -772,7 +772,8 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
 
     On a profile of :data:`DWP_PAY_FIT` (lavapipe), microseconds: each side is a fitted linear
     function of what its kernels do, the fused kernel with the plan it runs
-    (:func:`_dwp_fused_terms`, the subgroup's :data:`DW_LANES` lanes sharing its loads), the
+    (:func:`_dwp_fused_terms`, the subgroup's :data:`DW_LANES` lanes sharing its loads; or the
+    channel-lane kernel's :data:`DWPL_FIT` where :func:`_dwp_form` picks it), the
     depthwise kernel with its strips (:func:`_dw_cost`), the tile kernel with its
     multiply-adds and the vec4s it loads and stores, plus one more dispatch.
 
@@ -786,6 +787,10 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
     fit = DWP_PAY_FIT.get(tuning)
     if fit is not None:
         fused = sum(w * t for w, t in zip(fit["fused"], _dwp_fused_terms(g, n4, tuning, DW_LANES)))
+        sg = DW_LANES if DWP_SUBGROUP else 0
+        form, plan = _dwp_form(g, n4, tuning, sg) if n % 4 == 0 and not k4 else ("blocks", _NO_PLAN)
+        if form == "lanes":  # the channel-lane kernel where it runs, in the same units (DWPL_FIT)
+            fused = _dwpl_cost(g, n4, plan, sg, tuning)
         dw = fit["dw"][0] * _dw_cost(g, *_dw_strip(g, tuning), tuning) / 1e3 + fit["dw"][1]
         M = g["NB"] * g["OH"] * g["OW"]
         tile = fit["tile"][0] * M * g["C"] * n4 / 1e6 + fit["tile"][1] * M * (g["C"] + n) / 4e6 + fit["tile"][2]
@@ -1070,6 +1075,145 @@ def _lower_dwp_strip(lc, node, g: dict, strip: tuple[int, int, int], x, *, w_in,
               **{k: g[k] for k in ("KH", "KW", "sw", "dw")})
 
 
+#: The channel-lane kernel (``conv/depthwise_project_lanes.wgsl``, :func:`_dwp_lanes`): at most
+#: this many channel groups and projection vec4 columns per lane (each lane's held rows and
+#: products grow with them) ...
+DWPL_MAX_CPL = 2
+DWPL_MAX_NPL = 2
+#: ... the channel groups baked into the text (only those are broadcast and multiplied)
+DWPL_EXACT_C = True
+#: ... and with more than one projection column per lane, one subgroup per sg columns instead
+#: (each computing the depthwise values itself): a pipeline holds one column's 4 x 4 blocks
+DWPL_SPLIT = False
+#: ... strips of this many output columns, and the row chunks cut so that there are at least
+#: this many workgroups (one subgroup each) but chunks of at least DWPL_MIN_TH rows
+DWPL_TW = 4
+DWPL_MIN_GROUPS = 8
+DWPL_MIN_TH = 4
+
+
+def _dwp_lanes(g: dict, n4: int, tuning: str, sg: int) -> tuple[int, int, int, int, int] | None:
+    """(TW, TH, RB, CPL, NPL) of the channel-lane depthwise + projection kernel for depthwise
+    conv2d ``g`` and a pointwise projection of ``n4`` vec4 columns with ``sg`` subgroup lanes, or
+    None where it cannot run: lane-shared loads (``sg``), vertical dilation 1, a window at least
+    as tall as its stride, at most :data:`DWPL_MAX_CPL` channel groups and
+    :data:`DWPL_MAX_NPL` projection columns per lane. Strips of TW = :data:`DWPL_TW` columns,
+    the output rows cut into RB chunks of TH rows, as few as give :data:`DWPL_MIN_GROUPS`
+    workgroups but at least :data:`DWPL_MIN_TH` rows each."""
+    if not sg or not n4 or g["dh"] != 1 or g["KH"] < g["sh"]:
+        return None
+    cpl, npl = -(-(g["C"] // 4) // sg), -(-n4 // sg)
+    if cpl > DWPL_MAX_CPL or npl > DWPL_MAX_NPL:
+        return None
+    tw = min(DWPL_TW, g["OW"])
+    owb = g["NB"] * -(-g["OW"] // tw)
+    rb = max(1, min(g["OH"] // DWPL_MIN_TH, -(-DWPL_MIN_GROUPS // owb)))
+    th = -(-g["OH"] // rb)
+    return tw, th, -(-g["OH"] // th), cpl, npl
+
+
+#: The channel-lane kernel's time on lavapipe before Mesa 24, in microseconds per 1000 of what
+#: its busiest thread does (:func:`_dwpl_terms`): input loads (lanes x vec4s), depthwise vec4
+#: multiply-adds, projection ``mat4x4 * vec4`` products, stores (lanes x vec4s), and a fixed part
+#: (docs/conv.md, The channel-lane kernel; fitted on benchmarks/dw_project.py --vs-lanes).
+DWPL_FIT: dict[str, tuple[float, ...]] = {"lane-loop": (5.86, 0.0, 8.53, 0.0, 46.2)}
+#: ... and the margin, in microseconds, by which that estimate must beat the other kernels': the
+#: fit's median error is 13%, and each of its pipelines (one per channel count, window, stride
+#: and epilogue) costs 0.2-1.2 s of CPU in a first build, where the pair's other kernels often
+#: share theirs with other layers
+DWPL_MARGIN = 60.0
+
+
+def _dwpl_terms(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int) -> tuple[float, ...]:
+    """What the channel-lane kernel's busiest thread does with ``plan`` (:func:`_dwp_lanes`), in
+    thousands: input vec4 loads of all lanes, depthwise vec4 multiply-adds per lane, projection
+    ``mat4x4 * vec4`` products per lane, vec4 stores of all lanes; and 1 (the fixed part).
+    lavapipe runs a workgroup (here one subgroup) on one thread: the busiest of
+    :data:`DWP_CORES` runs ceil(workgroups / cores) of them."""
+    tw, th, rb, cpl, npl = plan
+    c4 = g["C"] // 4
+    cs = c4 if DWPL_EXACT_C else sg * cpl
+    wgs = g["NB"] * rb * -(-g["OW"] // tw)
+    busy = -(-wgs // DWP_CORES.get("lane-loop", 2))
+    steps = th + -(-(g["KH"] - g["sh"]) // g["sh"])
+    return (busy * steps * g["sh"] * len(_segment(g, tw)) * c4 / 1e3,
+            busy * th * tw * cpl * g["KH"] * g["KW"] / 1e3, busy * th * tw * cs * npl / 1e3,
+            busy * th * tw * n4 / 1e3, 1.0)
+
+
+def _dwpl_cost(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int, tuning: str) -> float:
+    """The channel-lane kernel's estimated time with ``plan`` in microseconds (:data:`DWPL_FIT`),
+    plus :data:`DWPL_MARGIN`: what :func:`_dwp_form` and :func:`project_pays` compare."""
+    return sum(w * t for w, t in zip(DWPL_FIT[tuning], _dwpl_terms(g, n4, plan, sg))) + DWPL_MARGIN
+
+
+_NO_PLAN: Any = None  # the plan of the pixel-block form (its own, _dwp_plan, is made at lowering)
+
+
+def _dwp_form(g: dict, n4: int, tuning: str, sg: int) -> tuple[str, Any]:
+    """Which fused kernel runs depthwise conv2d ``g`` and a pointwise projection of ``n4`` vec4
+    columns (no expansion, no pool partials), and its plan: ("strip", :func:`_dwp_strip`'s plan)
+    where the strip kernel takes it; else ("lanes", :func:`_dwp_lanes`'s plan) where that kernel
+    can run and is estimated faster by :data:`DWPL_MARGIN` (:func:`_dwpl_cost`) than the pixel
+    blocks (the fused side of :data:`DWP_PAY_FIT`); else ("blocks", None).
+    ``WEBNN_GPU_FORCE_DWP_FORM``: "lanes" (wherever it can run) or "blocks" (never the
+    channel-lane kernel)."""
+    strip = _dwp_strip(g, n4, tuning)
+    force = _env.force("dwp_form")
+    lanes = _dwp_lanes(g, n4, tuning, sg) if force != "blocks" else None
+    if lanes is not None and force == "lanes":
+        return "lanes", lanes
+    if strip is not None:
+        return "strip", strip
+    fit, lfit = DWP_PAY_FIT.get(tuning), DWPL_FIT.get(tuning)
+    if lanes is None or fit is None or lfit is None:
+        return "blocks", _NO_PLAN
+    blocks = sum(w * t for w, t in zip(fit["fused"], _dwp_fused_terms(g, n4, tuning, sg)))
+    if _dwpl_cost(g, n4, lanes, sg, tuning) < blocks:
+        return "lanes", lanes
+    return "blocks", _NO_PLAN
+
+
+def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg: int, x, *, w_in, ep, pep,
+                     project_in: list, mat: np.ndarray, xres: bool) -> None:
+    """The kernel of :func:`lower_depthwise_project` on ``conv/depthwise_project_lanes.wgsl``
+    (plan of :func:`_dwp_lanes`, ``sg`` lanes); ``mat`` the [C, N] projection matrix, bound
+    zero-padded; ``xres``: the projection's residual operand is the depthwise input, read from
+    the kernel's held rows (``pg`` is not bound)."""
+    tw, th, rb, cpl, npl = plan
+    out = node.outputs[0]
+    proj = node.attrs["project"]
+    c4, n4 = g["C"] // 4, mat.shape[1] // 4
+    owb = -(-g["OW"] // tw)
+    npl_all = npl
+    splits, npl = (npl, 1) if DWPL_SPLIT and npl > 1 else (1, npl)
+    n_inv = g["NB"] * rb * owb * splits * sg
+    prm = make_constant(np.array([n_inv, g["H"], g["W"], g["OH"], g["OW"], owb, rb, th, g["pt"], g["pl"], c4, n4,
+                                  splits, sg * npl_all, 0, 0], dtype=np.uint32), "uint32")
+    w = _relayout(lc, w_in, node.attrs["depthwise"].attrs["filter_layout"], "hwio")
+    w_ubo = uniform_copy(lc, w)
+    padded = np.zeros((4 * sg * cpl, 4 * sg * npl_all), mat.dtype)
+    padded[:mat.shape[0], :mat.shape[1]] = mat
+    pw = make_constant(padded, proj.inputs[1].data_type)
+    pw_ubo = uniform_copy(lc, pw)
+    project_in = [("pw", pw_ubo or pw)] + [v for v in project_in[1:] if not (xres and v[0] == "pg")]
+    fns: dict = {}
+    for ee in (ep, pep):
+        for FT, names in ee.functions:
+            fns.setdefault(FT, set()).update(names)
+    hold = g["KH"] - g["sh"]
+    lc.kernel("conv/depthwise_project_lanes.wgsl",
+              [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
+              n_inv, workgroup=sg, T=wgsl_type(out.data_type), TW=tw, CPL=cpl, NPL=npl, sg=sg,
+              CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1,
+              seg=_segment(g, tw), hold=hold, warm=-(-hold // g["sh"]), ep=ep, pep=pep, xres=xres,
+              pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,
+              f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
+              p_uniform=B_UNIFORM_FLOATS // 4 if pw_ubo is not None else 0, fdiv=n_inv < DW_FDIV_MAX,
+              fns=sorted((FT, sorted(names)) for FT, names in fns.items()),
+              **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dw")})
+
+
 def dwp_lanes(tuning: str, subgroup: int) -> int:
     """The subgroup lanes the depthwise + projection kernel shares its loads of the taps, the
     projection matrix and the expansion's weights over (``sg``; 0: none), on a device with
@@ -1126,13 +1270,22 @@ def lower_depthwise_project(node, lc) -> None:
         pep, mode = None, "store"
     sg = dwp_lanes(lc.tuning, getattr(lc, "subgroup", 0))
     partials = len(node.outputs) == 2 or proj is None and bool(dw.attrs.get("pool_output"))
-    strip = _dwp_strip(g, n4, lc.tuning) if mode == "conv" and e is None and not partials and N % 4 == 0 else None
-    if strip is not None and (not pep.given or not pep.given_g4 and tuple(proj.inputs[gi].shape) == tuple(out.shape)):
+    row_form = mode == "conv" and e is None and not partials and N % 4 == 0
+    form, plan = _dwp_form(g, n4, lc.tuning, sg) if row_form else ("blocks", _NO_PLAN)
+    # the projection's residual add of the depthwise input itself: from the held rows
+    xres = (row_form and bool(pep.given) and not pep.given_g4 and proj.inputs[gi] is dw.inputs[0]
+            and N == g["C"] and center)
+    if form == "strip" and pep.given and (pep.given_g4 or tuple(proj.inputs[gi].shape) != tuple(out.shape)):
         # the strip kernel reads a given residual at the output's own index, as vec4 (not the
         # window of a pool fuse_pool_residual folded into the read: pep.given_g4)
-        _lower_dwp_strip(lc, node, g, strip, x, w_in=dw.inputs[1], ep=ep, pep=pep, project_in=project_in,
-                         pw_uniform=pw_ubo is not None,
-                         xres=bool(pep.given) and proj.inputs[gi] is dw.inputs[0] and N == g["C"] and center)
+        form = "blocks"
+    if form == "lanes":
+        _lower_dwp_lanes(lc, node, g, plan, sg, x, w_in=dw.inputs[1], ep=ep, pep=pep, project_in=project_in,
+                         mat=mat, xres=xres)
+        return
+    if form == "strip":
+        _lower_dwp_strip(lc, node, g, plan, x, w_in=dw.inputs[1], ep=ep, pep=pep, project_in=project_in,
+                         pw_uniform=pw_ubo is not None, xres=xres)
         return
     # a pool's partial sums have one row per block of pool_rows' plan, which the compiler sized
     th, tw, splits = _dwp_plan(g, n4, k4, lc.tuning, mode == "conv", sg=0 if partials else sg)

@@ -1,0 +1,231 @@
+{#-
+  conv/depthwise_project_lanes.wgsl: a depthwise conv2d (NHWC) and the pointwise conv2d reading
+  its output, in one kernel, with the channels across the lanes of a subgroup (the compiler's
+  fuse_depthwise_project pass; docs/conv.md says which of the fused kernels runs where).
+
+  One subgroup (the workgroup: sg invocations, one row of llvmpipe's SIMD lanes) owns a strip of
+  TW output columns and walks down TH output rows of it, one output row per loop iteration.
+  Lane l holds the depthwise channel groups l, l + sg, .. (CPL of them, four channels each) and
+  computes the projection's output vec4 columns l, l + sg, .. (NPL of them). Per output row
+  each lane loads only the input rows that enter its channels' window (sh rows of the strip's
+  columns; the KH - sh rows the next output row shares with this one stay in registers, as in
+  conv/depthwise_project_strip.wgsl), computes its TW depthwise pixels per channel group, and
+  `subgroupBroadcast` (a register extract on llvmpipe) hands every lane's depthwise values to
+  the others: each lane then sums its output columns' `mat4x4 * vec4` products over all the
+  input channel groups. The lanes' loads are of different channels at the same pixel, so no
+  input value is loaded twice within a row and only sh rows per output row; no accumulator
+  lives across the loop; the held values per lane are one channel group's, not all of them
+  (the strip kernel unrolls every channel in every invocation, which limits it to 16).
+
+  The lanes past the channels (C4 not a multiple of sg) load nothing and contribute zeros;
+  those past the projection's columns store nothing. The projection matrix is zero-padded to
+  4 sg CPL rows of sg NPL vec4 columns, so its loads need no bounds.
+
+  With `xres` the projection's residual add reads the depthwise input itself at the output's
+  pixel (stride 1, same size, N == C): lane l's output column l + m sg is its own channel group
+  m, whose input at that pixel is in the held rows (row pt, column p + pl of the window): no load.
+
+  Context:
+    T            storage type ("f32" or "f16"); accumulation in f32
+    sg           lanes of a subgroup (the workgroup's size)
+    CPL, NPL     channel groups and projection vec4 columns per lane (unrolled); N4 is a
+                 parameter
+    split        S = prm[3].x subgroups per strip, each computing the depthwise values itself
+                 and projecting them to its own block of NPL sg vec4 columns (cb)
+    CS           the channel groups whose values are broadcast (C4, or sg CPL: C4 is then a
+                 parameter only, and layers with the same CPL and NPL share a pipeline)
+    TW           output columns per strip
+    KH, KW, sh, sw, dw   the depthwise window (vertical dilation 1); seg: the input column
+                 offsets (from ow0 sw - pl) the strip reads
+    hold         KH - sh: input rows kept from one output row to the next; warm: the iterations
+                 before the first output row (ceil(hold / sh)), which only load
+    ep           the depthwise epilogue (bias first; channel = the depthwise channel); ep.given:
+                 a residual add of the depthwise input, read from the held rows (needs pt, pl)
+    pep          the projection's epilogue (bias first); pep.given: its residual operand (same
+                 shape as out), bound as `pg` and loaded as vec4 (or the pool over its window:
+                 pep.given_g4), or with `xres` the held input
+    xres, pt, pl see above (pt, pl: the leading padding, in the text only for the held residuals)
+    f_uniform    0, or the depthwise filter is in a uniform buffer of this many vec4s
+    p_uniform    0, or the padded projection matrix is in a uniform buffer of this many vec4s
+    fns          (T, names) activation helpers of the epilogues
+    fdiv         strips < 2^20: the index is split with f32 divisions (exact there)
+  Parameters (uniform `prm`, u32 vec4s): 0: invocations (NB * RB * OWB * S * sg), H, W, OH
+    1: OW, OWB = ceil(OW / TW), RB = ceil(OH / TH), TH  2: pt, pl, C4, N4  3: S (split), the
+    padded matrix's row in vec4s
+  Bindings: x (NHWC, vec4), f ([KH, KW, C] vec4), ep operands..., pw ([4 sg CPL, sg NPL] vec4),
+    pep operands..., [pg (pep.given without xres)], prm, out.
+  Workgroup: (sg, 1, 1); strip fastest, then row chunk, then batch.
+-#}
+{% import "_lib/tile.wgsl" as tl %}
+{% import "_lib/activations.wgsl" as act %}
+{% from "conv/_rows.wgsl" import ep_v4_def, ep_v4 %}
+{#- The input row kh of the current window, the lane's channel group k, column offset j. -#}
+{% macro xin(kh, k, j) %}{{ "X" if kh < hold else "Y" }}{{ kh }}_{{ k }}_{{ j }}{% endmacro %}
+{#- Depthwise pixel p of the lane's channel group k: its KH x KW products, one expression. -#}
+{% macro xsum(k, p) %}{% for kh in range(KH) %}{% for kw in range(KW) %}{{ xin(kh, k, p * sw + kw * dw) }} * w{{ k }}_{{ kh }}_{{ kw }}{{ " + " if not loop.last }}{% endfor %}{{ " + " if not loop.last }}{% endfor %}{% endmacro %}
+{% if T == "f16" %}
+enable f16;
+{% endif %}
+{% set nb = namespace(i=2) %}
+{{ tl.decl(0, "x", T, true, false) }}
+{{ tl.weights(1, "f", T, true, f_uniform) }}
+{{ tl.epilogue_decls(ep, nb.i) }}
+{% set nb.i = nb.i + ep.operands | length %}
+{{ tl.weights(nb.i, "pw", T, true, p_uniform) }}
+{{ tl.epilogue_decls(pep, nb.i + 1) }}
+{% set nb.i = nb.i + 1 + pep.operands | length %}
+{% if pep.given and not xres %}
+{{ tl.decl(nb.i, "pg", T, true, false) }}
+{{ tl.given_fns(pep, "pg", true) }}
+{% set nb.i = nb.i + 1 %}
+{% endif %}
+@group(0) @binding({{ nb.i }}) var<uniform> prm: array<vec4<u32>, 4>;
+{{ tl.decl(nb.i + 1, "out", T, true, true) }}
+{% for FT, names in fns %}
+{{ act.defs(FT, names) }}
+{% endfor %}
+{% if not ep.empty %}
+{{ ep.code }}
+{{ ep_v4_def(ep) }}
+{% endif %}
+{% if not pep.empty %}
+{{ pep.code }}
+{{ ep_v4_def(pep) }}
+{% endif %}
+
+@compute @workgroup_size({{ sg }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(subgroup_invocation_id) lane: u32) {
+  let gidx = gid.x + gid.y * nwg.x * {{ sg }}u;
+  if (gidx >= prm[0].x) { return; }  // whole subgroups: prm[0].x is a multiple of sg
+  let H = prm[0].y;
+  let W = prm[0].z;
+  let OH = prm[0].w;
+  let OW = prm[1].x;
+  let OWB = prm[1].y;
+  let RB = prm[1].z;
+  let TH = prm[1].w;
+  let C4 = prm[2].z;
+  let N4 = prm[2].w;
+{% if split %}
+  // prm[3].x subgroups per strip, one per block of NPL sg projection columns (cb)
+  let q = gidx / {{ sg }}u;
+  let sid = q / prm[3].x;  // the subgroup's strip
+  let cb = q - sid * prm[3].x;
+  let cb0 = cb * {{ NPL * sg }}u;
+{% else %}
+  let sid = gidx / {{ sg }}u;  // the subgroup's strip
+  let cb0 = 0u;
+{% endif %}
+{% if fdiv %}
+  let r1 = u32((f32(sid) + 0.5) / f32(OWB));
+  let n = u32((f32(r1) + 0.5) / f32(RB));
+{% else %}
+  let r1 = sid / OWB;
+  let n = r1 / RB;
+{% endif %}
+  let ow0 = (sid - r1 * OWB) * {{ TW }}u;
+  let oh0 = (r1 - n * RB) * TH;
+  let ih0 = i32(oh0 * {{ sh }}u) - i32(prm[2].x);
+  let iw0 = i32(ow0 * {{ sw }}u) - i32(prm[2].y);
+{% for j in seg %}
+  let cx{{ j }} = iw0 + {{ j }};
+  let cok{{ j }} = u32(cx{{ j }}) < W;
+  let ci{{ j }} = select(0u, u32(cx{{ j }}), cok{{ j }});
+{% endfor %}
+{% for p in range(TW) %}
+  let in{{ p }} = ow0 + {{ p }}u < OW;
+{% endfor %}
+  // once per invocation: the lane's channel groups, their taps and per-channel operands; its
+  // projection columns, their 4 x 4 blocks of every input channel group and operands
+{% for k in range(CPL) %}
+  let cl{{ k }} = lane + {{ k * sg }}u < C4;
+  let cg{{ k }} = min(lane + {{ k * sg }}u, C4 - 1u);
+{% for kh in range(KH) %}
+{% for kw in range(KW) %}
+  let w{{ k }}_{{ kh }}_{{ kw }} = vec4<f32>(f[{{ kh * KW + kw }}u * C4 + cg{{ k }}]);
+{% endfor %}
+{% endfor %}
+{% for c in range(4) %}
+  {{ tl.hoist_q(ep, "q" ~ k ~ "_" ~ c, "4u * cg" ~ k ~ " + " ~ c ~ "u") }}
+{% endfor %}
+{% endfor %}
+{% for m in range(NPL) %}
+  let ol{{ m }} = cb0 + lane + {{ m * sg }}u < N4;
+  let og{{ m }} = min(cb0 + lane + {{ m * sg }}u, N4 - 1u);
+{% for s in range(CS) %}
+  let P{{ m }}_{{ s }} = mat4x4<f32>({% for c in range(4) %}vec4<f32>(pw[{{ ("prm[3].y * " ~ (4 * s + c) ~ "u + cb0 + " ~ m * sg) if split else (4 * s + c) * sg * NPL + m * sg }}u + lane]){{ ", " if not loop.last }}{% endfor %});
+{% endfor %}
+{% for c in range(4) %}
+  {{ tl.hoist_q(pep, "g" ~ m ~ "_" ~ c, "4u * og" ~ m ~ " + " ~ c ~ "u") }}
+{% endfor %}
+{% endfor %}
+  // the window's rows 0 .. hold - 1, held from one iteration to the next; the first warm
+  // iterations only load rows (so that the text has one step of loads)
+{% for kh in range(hold) %}
+{% for k in range(CPL) %}
+{% for j in seg %}
+  var X{{ kh }}_{{ k }}_{{ j }} = vec4<f32>(0.0);
+{% endfor %}
+{% endfor %}
+{% endfor %}
+  // TH + warm iterations for every strip (a bound uniform across the subgroup, whose lanes
+  // exchange values in the loop); the rows past the image store nothing
+  for (var i = 0u; i < TH + {{ warm }}u; i = i + 1u) {
+    // the rows entering the window: rows hold .. KH - 1 of output row oh0 + i - warm's window
+    let yb = ih0 + (i32(i) - {{ warm }}) * {{ sh }} + {{ hold }};
+{% for jr in range(sh) %}
+    let y{{ jr }} = yb + {{ jr }};
+    let rk{{ jr }} = u32(y{{ jr }}) < H;
+    let rw{{ jr }} = (n * H + select(0u, u32(y{{ jr }}), rk{{ jr }})) * W;
+{% for k in range(CPL) %}
+{% for j in seg %}
+    var Y{{ hold + jr }}_{{ k }}_{{ j }} = vec4<f32>(0.0);
+    if (rk{{ jr }} && cok{{ j }} && cl{{ k }}) {
+      Y{{ hold + jr }}_{{ k }}_{{ j }} = vec4<f32>(x[(rw{{ jr }} + ci{{ j }}) * C4 + cg{{ k }}]);
+    }
+{% endfor %}
+{% endfor %}
+{% endfor %}
+    if (i >= {{ warm }}u) {
+      let oh = oh0 + i - {{ warm }}u;
+      let rok = oh < OH;
+      let pixb = (n * OH + min(oh, OH - 1u)) * OW + ow0;
+{% for k in range(CPL) %}
+{% for p in range(TW) %}
+      let e{{ k }}_{{ p }} = select(vec4<f32>(0.0), {{ ep_v4(ep, "(" ~ xsum(k, p) ~ ")", "(pixb + " ~ p ~ "u) * 4u * C4 + 4u * cg" ~ k, "4u * cg" ~ k, "q" ~ k ~ "_", xin(pt, k, p + pl) if ep.given else "") }}, cl{{ k }});
+{% endfor %}
+{% endfor %}
+{% for p in range(TW) %}
+      // pixel p: every lane's depthwise values, broadcast, times this lane's projection columns
+      {
+{% for s in range(CS) %}
+      let b{{ s }} = subgroupBroadcast(e{{ s // sg }}_{{ p }}, {{ s % sg }}u);
+{% endfor %}
+{% for m in range(NPL) %}
+      {
+        let a = {% for s in range(CS) %}P{{ m }}_{{ s }} * b{{ s }}{{ " + " if not loop.last }}{% endfor %};
+        if (rok && in{{ p }} && ol{{ m }}) {
+{% if pep.given and xres and split %}
+          let g = {% for k in range(1, CPL) %}select({% endfor %}{{ xin(pt, 0, p + pl) }}{% for k in range(1, CPL) %}, {{ xin(pt, k, p + pl) }}, cb * {{ NPL }}u + {{ m }}u == {{ k }}u){% endfor %};
+{% elif pep.given and xres %}
+          let g = {{ xin(pt, m, p + pl) }};
+{% elif pep.given %}
+          let g = {{ tl.given4(pep, "pg", "(pixb + " ~ p ~ "u) * N4 + og" ~ m) }};
+{% endif %}
+          out[(pixb + {{ p }}u) * N4 + og{{ m }}] = vec4<{{ T }}>({{ ep_v4(pep, "a", "(pixb + " ~ p ~ "u) * 4u * N4 + 4u * og" ~ m, "4u * og" ~ m, "g" ~ m ~ "_", "g") }});
+        }
+      }
+{% endfor %}
+      }
+{% endfor %}
+    }
+{% for kh in range(hold) %}
+{% for k in range(CPL) %}
+{% for j in seg %}
+    X{{ kh }}_{{ k }}_{{ j }} = {{ xin(kh + sh, k, j) }};
+{% endfor %}
+{% endfor %}
+{% endfor %}
+  }
+}

@@ -1,0 +1,162 @@
+"""The fused depthwise + projection kernel with the channels across a subgroup's lanes
+(``conv/depthwise_project_lanes.wgsl``: a subgroup walks a strip of TW columns down TH output
+rows, each lane holding its channel groups' window rows, the depthwise values handed to every
+lane by subgroupBroadcast for the projection) and its plan (``webnn_gpu.ops.conv._dwp_lanes``),
+against float64 NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import webnn_gpu as webnn
+from webnn_gpu.ops import conv
+
+from helpers import run_graph
+from test_depthwise_project_strip import _case, _geometry
+
+LANES = "conv/depthwise_project_lanes.wgsl"
+
+
+# ---------------------------------------------------------------- the plan (no GPU)
+def test_lanes_plan_shapes_and_limits():
+    """Strips of DWPL_TW columns, the rows cut into as few chunks as give DWPL_MIN_GROUPS
+    workgroups but at least DWPL_MIN_TH rows each; at most DWPL_MAX_CPL channel groups and
+    DWPL_MAX_NPL projection columns per lane; no lanes, vertical dilation or a window shorter
+    than its stride: none."""
+    assert conv._dwp_lanes(_geometry(64, 64, 24, 3), 6, "lane-loop", 8) == (4, 64, 1, 1, 1)
+    assert conv._dwp_lanes(_geometry(16, 16, 48, 3), 14, "lane-loop", 8) == (4, 8, 2, 2, 2)
+    assert conv._dwp_lanes(_geometry(48, 48, 16, 3, s=2), 8, "lane-loop", 8) == (4, 12, 2, 1, 1)
+    assert conv._dwp_lanes(_geometry(6, 6, 64, 5), 16, "lane-loop", 8) == (4, 6, 1, 2, 2)
+    for g, n4, sg in ((_geometry(64, 64, 24, 3), 6, 0), (_geometry(64, 64, 24, 3, d=2), 6, 8),
+                      (_geometry(24, 24, 72, 3), 6, 8), (_geometry(24, 24, 64, 3), 17, 8)):
+        assert conv._dwp_lanes(g, n4, "lane-loop", sg) is None
+
+
+def test_form_strip_first_then_lanes_where_estimated_faster(monkeypatch):
+    """_dwp_form: the strip kernel where it runs (few channels, tall images); the channel-lane
+    kernel where DWPL_FIT estimates it faster than the pixel blocks (face detection's 64 x 64 x
+    24 -> 24, palm detection's 96 x 96 x 32 -> 32 5x5); the pixel blocks on a small image with
+    few projected channels (8 x 8 x 28 -> 16, the lanes kernel's fixed cost) and wherever the
+    lanes cannot run (no subgroup lanes, 72 channels); WEBNN_GPU_FORCE_DWP_FORM forces either."""
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_FORM", raising=False)
+    form = lambda g, n4, sg=8: conv._dwp_form(g, n4, "lane-loop", sg)[0]  # noqa: E731
+    assert form(_geometry(96, 96, 16, 3), 4) == "strip"
+    assert form(_geometry(64, 64, 24, 3), 6) == "lanes"
+    assert form(_geometry(96, 96, 32, 5), 8) == "lanes"
+    assert form(_geometry(8, 8, 28, 3), 4) == "blocks"
+    assert form(_geometry(64, 64, 24, 3), 6, sg=0) == "blocks"
+    assert form(_geometry(24, 24, 72, 3), 6) == "blocks"
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "blocks")
+    assert form(_geometry(64, 64, 24, 3), 6) == "blocks"
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
+    assert form(_geometry(8, 8, 28, 3), 4) == "lanes"
+    assert form(_geometry(96, 96, 16, 3), 4) == "lanes"
+
+
+# ---------------------------------------------------------------- the kernel against NumPy
+# (N, kernel) on each side of _dwp_form's boundary for 24 x 24 x 32, 3x3 (the lane-loop profile)
+_BOUNDARY = {"N=32: the pixel blocks": (32, "conv/depthwise_project.wgsl"), "N=48: the lanes": (48, LANES)}
+
+
+@pytest.mark.parametrize("case", list(_BOUNDARY))
+def test_form_boundary_both_sides_match_numpy(ctx, rng, monkeypatch, case):
+    """The kernel _dwp_form picks unforced, on each side of its boundary (24 x 24 x 32, 3x3,
+    projected to 32: the pixel blocks; to 48: the channel-lane kernel), with a residual of
+    another tensor and prelu: float64 NumPy."""
+    n, template = _BOUNDARY[case]
+    if not ctx._subgroup:
+        pytest.fail("subgroups are expected on lavapipe")
+    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
+    for var in ("WEBNN_GPU_FORCE_DWP", "WEBNN_GPU_FORCE_DWP_FORM"):
+        monkeypatch.delenv(var, raising=False)
+    build, inputs, ref = _case(rng, 1, (24, 24), 32, n, (3, 3), (1, 1), (1, 1), "r", np.float32)
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    np.testing.assert_allclose(got, ref, atol=3e-5, rtol=3e-5)
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {k: b.input(k, {"data_type": "float32", "shape": list(a.shape)}) for k, a in inputs.items()}))
+    templates = [st.template for st in g._steps if hasattr(st, "template")]
+    g.destroy()
+    assert templates == [template]
+
+
+# (batch, image H x W, channels C, projected channels N, window KH x KW, strides, dilations,
+# residual: "x" (the depthwise input itself, read from the held rows), "r" (another tensor) or
+# None, float type, rows per chunk)
+_CASES = {
+    "C=24 N=24 (6 of 8 lanes), residual of its own input, ragged strip, 3 row chunks":
+        (1, (13, 10), 24, 24, (3, 3), (1, 1), (1, 1), "x", "float32", 5),
+    "C=28 N=32, stride 2, odd image, no residual, one chunk":
+        (1, (13, 11), 28, 32, (3, 3), (2, 2), (1, 1), None, "float32", 7),
+    "C=40 N=36 (two groups per lane), 5x5, batch 2, residual of another tensor":
+        (2, (9, 7), 40, 36, (5, 5), (1, 1), (1, 1), "r", "float32", 4),
+    "C=32 N=64, 5x5 stride 2 (3 held rows, 2 warm-up steps), float16":
+        (1, (15, 12), 32, 64, (5, 5), (2, 2), (1, 1), None, "float16", 3),
+    "C=64 N=64, 3x5 window, column dilation 2, residual of its own input, last chunk of 1 row":
+        (1, (7, 10), 64, 64, (3, 5), (1, 1), (1, 2), "x", "float32", 3),
+}
+
+
+def test_pooled_residual_is_not_read_as_the_input(ctx, rng, monkeypatch):
+    """A residual that is a stride-1 pool of the depthwise input (fuse_pool_residual reads the
+    pool's window in the epilogue) has the output's shape and is the held input itself, but is
+    not its value (near miss): the channel-lane kernel loads the pool's window (``pg``), and the
+    result is the pool's."""
+    if not ctx._subgroup:
+        pytest.fail("subgroups are expected on lavapipe")
+    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
+    build, inputs, ref = _case(rng, 1, (12, 9), 24, 24, (3, 3), (1, 1), (1, 1), "pool", np.float32)
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    np.testing.assert_allclose(got, ref, atol=3e-5, rtol=3e-5)
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {n: b.input(n, {"data_type": "float32", "shape": list(a.shape)}) for n, a in inputs.items()}))
+    steps = [st for st in g._steps if hasattr(st, "template")]
+    g.destroy()
+    assert [st.template for st in steps] == [LANES]
+    assert " pg:" in steps[0].wgsl
+
+
+def test_split_columns_against_numpy(ctx, rng, monkeypatch):
+    """DWPL_SPLIT: two subgroups per strip, each projecting to its own 8 columns (and taking the
+    residual of its own columns' input channels from the held rows): float64 NumPy."""
+    if not ctx._subgroup:
+        pytest.fail("subgroups are expected on lavapipe")
+    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
+    monkeypatch.setattr(conv, "DWPL_SPLIT", True)
+    build, inputs, ref = _case(rng, 1, (9, 10), 56, 56, (3, 3), (1, 1), (1, 1), "x", np.float32)
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    np.testing.assert_allclose(got, ref, atol=3e-5, rtol=3e-5)
+
+
+@pytest.mark.parametrize("case", list(_CASES))
+def test_lanes_kernel_against_numpy(ctx, rng, monkeypatch, case):
+    """The channel-lane kernel with lanes past the channels and the projection's columns, one and
+    two channel groups and columns per lane, strides 1 and 2 (held rows and warm-up steps),
+    padding, strips past the image's right edge, several row chunks (the last shorter), a batch
+    of 2, float16, and the projection's residual add read from the held rows (no ``pg``) or
+    loaded: float64 NumPy."""
+    nb, hw, C, N, k, s, d, residual, dt, th = _CASES[case]
+    if dt == "float16" and "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is expected on lavapipe")
+    if not ctx._subgroup:
+        pytest.fail("subgroups are expected on lavapipe")
+    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
+    monkeypatch.setattr(conv, "DWPL_MIN_TH", th)
+    monkeypatch.setattr(conv, "DWPL_MIN_GROUPS", 64)  # as many chunks of th rows as the image has
+    npdt = np.float32 if dt == "float32" else np.float16
+    build, inputs, ref = _case(rng, nb, hw, C, N, k, s, d, residual, npdt)
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    tol = 3e-5 if dt == "float32" else 3e-2
+    np.testing.assert_allclose(got, ref, atol=tol, rtol=tol)
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {n: b.input(n, {"data_type": dt, "shape": list(a.shape)}) for n, a in inputs.items()}))
+    steps = [st for st in g._steps if hasattr(st, "template")]
+    g.destroy()
+    assert [st.template for st in steps] == [LANES]
+    assert (" pg:" in steps[0].wgsl) == (residual == "r")
