@@ -74,15 +74,13 @@ def _run(ctx, rng, case, *, act=None, constant=True, extra=None):
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_first_layer(ctx, rng, monkeypatch, name):
+def test_first_layer(ctx, rng, name):
     """Each boundary case runs on the block kernel with its weights baked in (or, with O not a
-    multiple of 4, on the implicit GEMM), and is exact (one input channel is a depthwise conv,
-    which the depthwise kernel takes unless forced)."""
+    multiple of 4, on the implicit GEMM), and is exact (one input channel too: a depthwise conv
+    with a channel multiplier of O, which the block kernel computes faster)."""
     case = CASES[name]
     if case[-1] == np.float16 and "float16" not in ctx.supported_data_types:
         pytest.skip("no shader-f16")
-    if case[2] == 1:
-        monkeypatch.setenv("WEBNN_GPU_FORCE_CONV", "block")
     got, ref, absref, k, templates = _run(ctx, rng, case)
     assert templates == ["conv/block.wgsl" if case[3] % 4 == 0 else "matmul/tile.wgsl"], templates
     check_accumulated(got, ref, absref, k, case[-1], name)
@@ -189,3 +187,48 @@ def test_first_layer_bake_limits(ctx):
     assert "let q1_3 = EpQ(0.875);" in text and "ep_q(" not in text
     text = _block_text(ctx, 16, 16, 3, 8, 3, 3, slope="input")
     assert "let q1_3 = ep_q(7u);" in text
+
+
+# one input channel, one group: (H, W, O, KH, KW, stride, padding, dtype, kernel)
+ONE_CHANNEL = {
+    "3x3-s1-o16": ((23, 17, 1, 16, 3, 3, 1, (1, 1, 1, 1), True, np.float32), "conv/block.wgsl"),
+    "5x5-s2-o32": ((20, 21, 1, 32, 5, 5, 2, (1, 2, 2, 1), True, np.float32), "conv/block.wgsl"),
+    "3x3-s2-f16-o8": ((15, 16, 1, 8, 3, 3, 2, (0, 1, 0, 1), True, np.float16), "conv/block.wgsl"),
+    # O not a multiple of 4: the implicit GEMM
+    "3x3-s1-o6": ((9, 10, 1, 6, 3, 3, 1, (1, 1, 1, 1), False, np.float32), "matmul/tile.wgsl"),
+    # fewer than ONE_CHANNEL_MIN_O output channels: still the depthwise kernel
+    "3x3-s1-o2": ((9, 10, 1, 2, 3, 3, 1, (1, 1, 1, 1), True, np.float32), "conv/depthwise.wgsl"),
+}
+
+
+@pytest.mark.parametrize("name", list(ONE_CHANNEL))
+def test_one_channel(ctx, rng, name):
+    """A conv2d of one input channel and one group (a grayscale first layer) is also a depthwise
+    conv2d with a channel multiplier of O; from ONE_CHANNEL_MIN_O output channels on it runs on
+    the block kernel (or the implicit GEMM), exact against float64 NumPy."""
+    case, kernel = ONE_CHANNEL[name]
+    if case[-1] == np.float16 and "float16" not in ctx.supported_data_types:
+        pytest.skip("no shader-f16")
+    assert (case[3] >= conv.ONE_CHANNEL_MIN_O) == (kernel != "conv/depthwise.wgsl")
+    got, ref, absref, k, templates = _run(ctx, rng, case)
+    assert templates == [kernel], templates
+    check_accumulated(got, ref, absref, k, case[-1], name)
+
+
+def test_one_channel_nchw(ctx, rng):
+    """An NCHW conv2d of one input channel stays NCHW on the implicit GEMM (its NHWC form is no
+    longer a depthwise conv, so nchw_conv_to_nhwc adds no transposes), exact against float64."""
+    x = rng.uniform(-1, 1, (1, 1, 19, 22)).astype(np.float32)
+    wt = rng.uniform(-1, 1, (12, 1, 3, 3)).astype(np.float32)
+
+    def build(bld, o):
+        return {"y": bld.conv2d(o["x"], bld.constant(wt), strides=[2, 1], padding=[1, 1, 0, 2])}
+
+    got = run_graph(ctx, build, {"x": x}, tensor_path=False)["y"].astype(np.float64)
+    bld = webnn.MLGraphBuilder(ctx)
+    g = bld.build(build(bld, {"x": bld.input("x", {"data_type": "float32", "shape": [1, 1, 19, 22]})}))
+    assert [st.template for st in g._steps if hasattr(st, "template")] == ["matmul/tile.wgsl"]
+    x64, w64 = x.astype(np.float64), wt.astype(np.float64)
+    ref = ref_conv2d(x64, w64, padding=(1, 1, 0, 2), strides=(2, 1))
+    absref = ref_conv2d(np.abs(x64), np.abs(w64), padding=(1, 1, 0, 2), strides=(2, 1))
+    check_accumulated(got, ref, absref, 9, np.float32, "nchw one channel")

@@ -8,8 +8,9 @@ applies, and falls back to the automatic choice where it does not):
 
 * ``pointwise``: 1x1 filter, stride 1, no padding, one group: a plain matmul on the tile
   kernel (NHWC: ``[N*H*W, C] x [C, O]``; NCHW: ``[O, C] x [N, C, H*W]``).
-* ``depthwise``: groups == input channels on NHWC, output channels any multiple of them
-  (``shaders/conv/depthwise.wgsl``): vec4 of channels x a strip of output rows x 4 columns per
+* ``depthwise``: groups == input channels on NHWC, output channels any multiple of them, but
+  not one input channel with :data:`ONE_CHANNEL_MIN_O` or more output channels, which the
+  ``block`` kernel or the implicit GEMM computes faster (``shaders/conv/depthwise.wgsl``): vec4 of channels x a strip of output rows x 4 columns per
   invocation, walked one row per loop iteration so that each input row is loaded once per
   strip (:func:`_dw_strip`). Sizes, padding and the strip height come from a parameter buffer:
   one pipeline per (window, strides, dilations, epilogue), whatever the image size.
@@ -106,6 +107,12 @@ BLOCK_BAKE_MAX = 2048
 #: 2-3.5 s of LLVM against 1-1.5 s).
 BLOCK_BAKE_K = 27
 BLOCK_BAKE_O = 64
+#: A conv2d of one input channel and one group is also a depthwise conv2d (channel multiplier
+#: O); from this many output channels on it runs on the ``block`` kernel where that fits, else
+#: the implicit GEMM: the depthwise kernel, one output vec4 per invocation, reloads the input
+#: window for every 4 output channels (224 x 224 x 1 -> 16, 3x3: depthwise 3.2 ms, implicit GEMM
+#: 1.7 ms, block 0.63 ms; -> 32, stride 2: 11.6, 1.0, 0.61 ms; lavapipe, Mesa 22.3).
+ONE_CHANNEL_MIN_O = 4
 #: NCHW implicit GEMM reads an NHWC copy of the input when the channels allow vec4 loads.
 NCHW_TO_NHWC = True
 #: The depthwise + projection kernel reads the input rows of its block in a loop (each output row's tap
@@ -395,7 +402,8 @@ def _conv_variant(g: dict, layout: str, tuning: str = "default") -> str:
                  and g["OH"] == g["H"] and g["OW"] == g["W"] and g["G"] == 1)
     th, tw = _depthwise_block(g, tuning)
     depthwise = (layout == "nhwc" and g["G"] == g["C"] and g["O"] % g["C"] == 0 and g["KH"] * g["KW"] <= 49
-                 and len(_segment(g, tw)) * len(_rows(g, th)) <= DW_MAX_LOADS)
+                 and len(_segment(g, tw)) * len(_rows(g, th)) <= DW_MAX_LOADS
+                 and not (g["C"] == 1 and g["O"] >= ONE_CHANNEL_MIN_O))
     k = g["KH"] * g["KW"] * g["C"]
     baked = g.get("FC", False) and k <= BLOCK_BAKE_K and g["O"] <= BLOCK_BAKE_O and k * g["O"] <= BLOCK_BAKE_MAX
     block = (layout == "nhwc" and g["G"] == 1 and g["C"] <= BLOCK_MAX_C and g["O"] % 4 == 0
