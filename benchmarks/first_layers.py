@@ -1,10 +1,12 @@
 """First layers (convs of 1-4 input channels) on kernel variants side by side, in one process.
 
     .venv/bin/python benchmarks/first_layers.py [SPEC ...] [--variant NAME:SETTING[;SETTING]] [--rounds 4]
+        [--dtype float16]
 
 A SPEC is ``H,W,C,O,KH,KW,STRIDE,PAD[,PAD_END][/ACT]`` as ``benchmarks/tile_layers.py``'s
 ``conv:`` (one NHWC float32 image, a constant OHWI filter and bias, then ``relu6``,
-``hard_swish``, ``prelu`` or ``prelu_mul_add`` with constant operands); ``first`` (the default)
+``hard_swish``, ``prelu`` or ``prelu_mul_add`` with constant operands; ``--dtype float16`` makes
+input, filter, bias and operands float16); ``first`` (the default)
 is the zoo's first layers (``tile_layers.FIRST_LAYERS``). A variant is a name and the settings
 applied while its graphs are built: ``ATTR=VALUE`` sets ``webnn_gpu.ops.conv.ATTR`` (a Python
 literal) and ``WEBNN_GPU_...=VALUE`` an environment variable; the variant ``base`` (no
@@ -35,9 +37,8 @@ from webnn_gpu.ops import conv as conv_mod  # noqa: E402
 from webnn_gpu.profile import profile_graph  # noqa: E402
 
 
-def reference(xin, wt, bias, s, p, pe, act, rng):
-    """The float64 conv2d (NHWC input, OHWI filter) with its epilogue, and the epilogue's
-    constant operands."""
+def reference(xin, wt, bias, s, p, pe):
+    """The float64 conv2d (NHWC input, OHWI filter) plus bias."""
     O, KH, KW, _ = wt.shape
     H, W = xin.shape[1:3]
     xp = np.pad(xin.astype(np.float64), ((0, 0), (p, pe), (p, pe), (0, 0)))
@@ -47,23 +48,25 @@ def reference(xin, wt, bias, s, p, pe, act, rng):
         for kw in range(KW):
             ref += np.einsum("nhwc,oc->nhwo", xp[:, kh:kh + s * OH:s, kw:kw + s * OW:s, :],
                              wt[:, kh, kw, :].astype(np.float64))
-    ref += bias
-    ops = dict(slope=rng.uniform(0.05, 0.5, O).astype(np.float32), m=rng.uniform(0.5, 2, O).astype(np.float32),
-               ad=rng.uniform(-1, 1, O).astype(np.float32))
+    return ref + bias.astype(np.float64)
+
+
+def epilogue(ref, act, ops):
+    """The epilogue ``act`` on the float64 ``ref`` with the constant operands ``ops``."""
+    f = {k: v.astype(np.float64) for k, v in ops.items()}
     if act == "relu6":
-        ref = np.clip(ref, 0, 6)
-    elif act == "hard_swish":
-        ref = ref * np.clip(ref + 3, 0, 6) / 6
-    elif act in ("prelu", "prelu_mul_add"):
-        ref = np.where(ref >= 0, ref, ops["slope"] * ref)
-        if act == "prelu_mul_add":
-            ref = ref * ops["m"] + ops["ad"]
-    elif act:
+        return np.clip(ref, 0, 6)
+    if act == "hard_swish":
+        return ref * np.clip(ref + 3, 0, 6) / 6
+    if act in ("prelu", "prelu_mul_add"):
+        ref = np.where(ref >= 0, ref, f["slope"] * ref)
+        return ref * f["m"] + f["ad"] if act == "prelu_mul_add" else ref
+    if act:
         raise SystemExit(f"unknown epilogue {act!r}: relu6, hard_swish, prelu or prelu_mul_add")
-    return ref, ops
+    return ref
 
 
-def build(ctx, spec: str, settings: dict):
+def build(ctx, spec: str, settings: dict, dtype: str = "float32"):
     """The graph of ``spec`` built with ``settings`` applied, its input and its float64 reference."""
     rng = np.random.default_rng(0)
     spec = spec.removeprefix("conv:")
@@ -71,10 +74,13 @@ def build(ctx, spec: str, settings: dict):
     a = [int(v) for v in spec.split("/")[0].split(",")]
     H, W, C, O, KH, KW, s, p = (a + [1, 0])[:8]
     pe = a[8] if len(a) > 8 else p
-    wt = rng.standard_normal((O, KH, KW, C)).astype(np.float32)
-    bias = rng.standard_normal(O).astype(np.float32)
-    xin = rng.standard_normal((1, H, W, C)).astype(np.float32)
-    ref, ops = reference(xin, wt, bias, s, p, pe, act, rng)
+    npt = np.float16 if dtype == "float16" else np.float32
+    wt = rng.standard_normal((O, KH, KW, C)).astype(npt)
+    bias = rng.standard_normal(O).astype(npt)
+    xin = rng.standard_normal((1, H, W, C)).astype(npt)
+    ops = dict(slope=rng.uniform(0.05, 0.5, O).astype(npt), m=rng.uniform(0.5, 2, O).astype(npt),
+               ad=rng.uniform(-1, 1, O).astype(npt))
+    ref = epilogue(reference(xin, wt, bias, s, p, pe), act, ops)
     old_attrs = {k: getattr(conv_mod, k) for k in settings if not k.startswith("WEBNN_GPU_")}
     old_env = {k: os.environ.get(k) for k in settings if k.startswith("WEBNN_GPU_")}
     try:
@@ -84,7 +90,7 @@ def build(ctx, spec: str, settings: dict):
             else:
                 setattr(conv_mod, k, ast.literal_eval(v))
         b = webnn.MLGraphBuilder(ctx)
-        x = b.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
+        x = b.input("x", {"data_type": dtype, "shape": [1, H, W, C]})
         y = b.conv2d(x, b.constant(wt), bias=b.constant(bias), strides=[s, s], padding=[p, pe, p, pe],
                      input_layout="nhwc", filter_layout="ohwi")
         if act == "relu6":
@@ -116,6 +122,7 @@ def main(argv=None) -> int:
     p.add_argument("specs", nargs="*", default=["first"])
     p.add_argument("--variant", action="append", default=[], help="NAME:SETTING[;SETTING]")
     p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--dtype", choices=("float32", "float16"), default="float32")
     args = p.parse_args(argv)
     specs = [f for s in args.specs for f in (FIRST_LAYERS if s == "first" else [s])]
     variants = {"base": {}}
@@ -126,12 +133,12 @@ def main(argv=None) -> int:
     cases = {}
     for spec in specs:
         for name, settings in variants.items():
-            c = build(ctx, spec, settings)
-            t = ctx.create_tensor({"data_type": "float32", "shape": list(c["x"].shape), "writable": True})
+            c = build(ctx, spec, settings, args.dtype)
+            t = ctx.create_tensor({"data_type": args.dtype, "shape": list(c["x"].shape), "writable": True})
             ctx.write_tensor(t, c["x"])
-            out = ctx.create_tensor({"data_type": "float32", "shape": list(c["shape"]), "readable": True})
+            out = ctx.create_tensor({"data_type": args.dtype, "shape": list(c["shape"]), "readable": True})
             ctx.dispatch(c["g"], {"x": t}, {"y": out})
-            c["err"] = float(np.abs(ctx.read_tensor(out) - c["ref"]).max() / np.abs(c["ref"]).max())
+            c["err"] = float(np.abs(ctx.read_tensor(out).astype(np.float64) - c["ref"]).max() / np.abs(c["ref"]).max())
             c.update(t=t, out=out, cpu=1e9, us=1e9)
             cases[spec, name] = c
     for _ in range(args.rounds):
