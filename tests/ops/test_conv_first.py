@@ -29,6 +29,9 @@ CASES = {
     "c2-1x1-s2-o8": (9, 7, 2, 8, 1, 1, 2, (0, 0, 0, 0), True, np.float32),
     "c2-3x3-s1-pad-o12": (8, 10, 2, 12, 3, 3, 1, (1, 1, 1, 1), True, np.float32),
     "rgb-3x3-s2-f16-o8": (11, 12, 3, 8, 3, 3, 2, (0, 1, 0, 1), True, np.float16),
+    # float16 moves as u32 pairs: vec4 rows (above), scalar rows (an odd width), 5x5 on 2 channels
+    "rgb-3x3-s2-f16-odd-o16": (13, 15, 3, 16, 3, 3, 2, (1, 1, 1, 1), True, np.float16),
+    "c2-5x5-s1-f16-o12": (9, 10, 2, 12, 5, 5, 1, (2, 2, 1, 3), False, np.float16),
     # past BLOCK_MAX_O with a baked filter: one output column per invocation
     "rgb-3x3-s2-o64": (13, 14, 3, 64, 3, 3, 2, (0, 1, 0, 1), True, np.float32),
     # output channels not a multiple of 4: the implicit GEMM (the block kernel's scalar stores
@@ -232,3 +235,44 @@ def test_one_channel_nchw(ctx, rng):
     ref = ref_conv2d(x64, w64, padding=(1, 1, 0, 2), strides=(2, 1))
     absref = ref_conv2d(np.abs(x64), np.abs(w64), padding=(1, 1, 0, 2), strides=(2, 1))
     check_accumulated(got, ref, absref, 9, np.float32, "nchw one channel")
+
+
+def test_first_layer_float16_pairs(ctx, rng):
+    """A float16 block kernel binds its vec4 input rows and its output as vec2<u32> pairs of
+    float16 values (BLOCK_HALF_PAIRS) and gives the same bits as reading and writing vec4<f16>,
+    with a fused hard-swish and a fused PReLU; the PReLU's within the float16 bound of float64."""
+    if "float16" not in ctx.supported_data_types:
+        pytest.skip("no shader-f16")
+    x = rng.uniform(-2, 2, (1, 14, 16, 3)).astype(np.float16)
+    wt = rng.uniform(-1, 1, (16, 3, 3, 3)).astype(np.float16)
+    b = rng.uniform(-1, 1, 16).astype(np.float16)
+    slope = rng.uniform(0.05, 0.5, 16).astype(np.float16)
+    acts = {"h": lambda bld, y: bld.hard_swish(y), "p": lambda bld, y: bld.prelu(y, bld.constant(slope))}
+    outs = {}
+    for name, act in acts.items():
+        def build(bld, o, act=act):
+            return {"y": act(bld, bld.conv2d(o["x"], bld.constant(wt), strides=[2, 2], padding=[0, 1, 0, 1],
+                                             input_layout="nhwc", filter_layout="ohwi", bias=bld.constant(b)))}
+
+        for pairs in (True, False):
+            keep, conv.BLOCK_HALF_PAIRS = conv.BLOCK_HALF_PAIRS, pairs
+            try:
+                got = run_graph(ctx, build, {"x": x}, tensor_path=False)["y"]
+                bld = webnn.MLGraphBuilder(ctx)
+                g = bld.build(build(bld, {"x": bld.input("x", {"data_type": "float16", "shape": [1, 14, 16, 3]})}))
+            finally:
+                conv.BLOCK_HALF_PAIRS = keep
+            texts = [st.wgsl for st in g._steps if hasattr(st, "template")]
+            assert [st.template for st in g._steps if hasattr(st, "template")] == ["conv/block.wgsl"]
+            assert ("array<vec2<u32>>" in texts[0] and "pack2x16float" in texts[0]) == pairs
+            assert got.dtype == np.float16
+            outs[name, pairs] = got
+        np.testing.assert_array_equal(outs[name, True].view(np.uint16), outs[name, False].view(np.uint16))
+    x64, w64 = x.astype(np.float64).transpose(0, 3, 1, 2), wt.astype(np.float64).transpose(0, 3, 1, 2)
+    ref = ref_conv2d(x64, w64, padding=(0, 1, 0, 1), strides=(2, 2)) + b.astype(np.float64)[None, :, None, None]
+    absref = (ref_conv2d(np.abs(x64), np.abs(w64), padding=(0, 1, 0, 1), strides=(2, 2))
+              + np.abs(b.astype(np.float64))[None, :, None, None])
+    want = np.where(ref >= 0, ref, slope.astype(np.float64)[None, :, None, None] * ref)
+    got = outs["p", True].astype(np.float64).transpose(0, 3, 1, 2)
+    # the f32 accumulation bound, then the rounding to float16 (half an ulp: 2**-11 relative)
+    assert (np.abs(got - want) <= 4 * 27 * 2.0 ** -24 * absref + 2.0 ** -11 * np.abs(want) + 2.0 ** -25).all()

@@ -85,6 +85,12 @@ BLOCK_MAX_LOADS = 256
 #: start at multiples of 4 values (:func:`_block_xv`): 3 channels x 5 columns are 4 vec4 loads
 #: instead of 15 scalar ones.
 BLOCK_VEC4 = True
+#: ... and in float16 it moves its input rows and outputs as u32 pairs of float16 values
+#: (``pack2x16float`` / ``unpack2x16float``, the same bits): on Mesa 22.3 every storage
+#: access is a loop over the lanes with a bounds check per component, and two u32 components
+#: cost less than four f16 ones (the zoo's float16 3x3 first layers: 0.85-0.98 of the kernel
+#: time; vec4<u32> stores of two output vec4s measured no better).
+BLOCK_HALF_PAIRS = True
 #: ... and at most this many filter vec4s (KH * KW * C * O / 4), which an invocation holds in
 #: registers throughout: past it the kernel spills, LLVM takes 12-20 s to compile it (5x5
 #: windows to 24 or 32 channels) and the implicit GEMM runs as fast or faster (measured on
@@ -1258,6 +1264,7 @@ def lower_conv2d(node, lc) -> None:
                   outs, n_inv, pool=len(outs) == 2, row_loop=BLOCK_ROW_LOOP and th > 1, xv=_block_xv(g, tw),
                   workgroup=PROJECT_WORKGROUP, T=T, TH=th, TW=tw, OHB=ohb, OWB=owb, n_inv=n_inv, O4=g["O"] // 4,
                   rows=_rows(g, th), seg=_segment(g, tw), ep=ep, wconst=wconst, bconst=bconst, qconst=qconst,
+                  h2=T == "f16" and BLOCK_HALF_PAIRS,
                   f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
                   **{k: g[k] for k in _BLOCK_GEOMETRY})
         return
