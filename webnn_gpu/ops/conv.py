@@ -114,6 +114,18 @@ BLOCK_BAKE_MAX = 2048
 #: 2-3.5 s of LLVM against 1-1.5 s).
 BLOCK_BAKE_K = 27
 BLOCK_BAKE_O = 64
+#: ... and a constant filter of more taps x channels, up to BLOCK_WIDE_K (a 5x5 window on RGB),
+#: of at most BLOCK_WIDE_MAX values and BLOCK_MAX_O output channels, that the limits above
+#: leave to the implicit GEMM, takes the kernel with one output row of BLOCK_WIDE_TW columns
+#: per invocation, unrolled (no row loop): in a loop LLVM hoists the baked weights out of it as
+#: 8-wide broadcasts (57 KB of stack for 5x5 x 3 -> 24, more than the L1 cache) and reloads
+#: them, while unrolled they stay 4-byte constants the multiplies read. 5x5 x 3 -> 24 over 128 x
+#: 128 (face_detection_short_range): 0.72-0.77 of the implicit GEMM's CPU and kernel time; -> 32
+#: over 192 x 192 (palm_detection): 0.80-0.90; 8 columns ran that one 1.2-1.3x slower and
+#: compiled for 17 s.
+BLOCK_WIDE_K = 75
+BLOCK_WIDE_MAX = 2400
+BLOCK_WIDE_TW = 4
 #: A conv2d of one input channel and one group is also a depthwise conv2d (channel multiplier
 #: O); from this many output channels on it runs on the ``block`` kernel where that fits, else
 #: the implicit GEMM: the depthwise kernel, one output vec4 per invocation, reloads the input
@@ -414,7 +426,7 @@ def _conv_variant(g: dict, layout: str, tuning: str = "default") -> str:
     k = g["KH"] * g["KW"] * g["C"]
     baked = g.get("FC", False) and k <= BLOCK_BAKE_K and g["O"] <= BLOCK_BAKE_O and k * g["O"] <= BLOCK_BAKE_MAX
     block = (layout == "nhwc" and g["G"] == 1 and g["C"] <= BLOCK_MAX_C and g["O"] % 4 == 0
-             and (g["O"] <= BLOCK_MAX_O and k * g["O"] // 4 <= BLOCK_MAX_WEIGHTS or baked)
+             and (g["O"] <= BLOCK_MAX_O and k * g["O"] // 4 <= BLOCK_MAX_WEIGHTS or baked or _block_wide(g))
              and not pointwise and _block_tile(g) is not None)
     if (forced == "pointwise" and pointwise or forced == "depthwise" and depthwise or forced == "block" and block
             or forced in ("gemm", "direct")):
@@ -444,12 +456,26 @@ def _rows(g: dict, th: int) -> list[tuple[int, list[tuple[int, int]]]]:
     return sorted(uses.items())
 
 
+def _block_wide(g: dict) -> bool:
+    """Whether the ``block`` kernel takes conv geometry ``g`` in its one-row form
+    (:data:`BLOCK_WIDE_K`): a constant filter of more than :data:`BLOCK_BAKE_K` and at most
+    :data:`BLOCK_WIDE_K` taps x channels that :data:`BLOCK_MAX_WEIGHTS` keeps from the row-loop
+    form, at most :data:`BLOCK_MAX_O` output channels and :data:`BLOCK_WIDE_MAX` values."""
+    k = g["KH"] * g["KW"] * g["C"]
+    return (g.get("FC", False) and BLOCK_BAKE_K < k <= BLOCK_WIDE_K and g["O"] <= BLOCK_MAX_O
+            and k * g["O"] // 4 > BLOCK_MAX_WEIGHTS and k * g["O"] <= BLOCK_WIDE_MAX
+            and _env.force("conv_block_weights") != "loaded")
+
+
 def _block_tile(g: dict) -> tuple[int, int] | None:
     """(TH, TW) of the ``block`` kernel: :data:`BLOCK_TILE` (one column past
     :data:`BLOCK_MAX_O` output channels: half the text to compile, and the stores outweigh the
-    loads it saves), halved until the input values one invocation loads fit
+    loads it saves; one row of :data:`BLOCK_WIDE_TW` columns in the one-row form,
+    :func:`_block_wide`), halved until the input values one invocation loads fit
     :data:`BLOCK_MAX_LOADS`; None when even one pixel does not."""
     th, tw = min(BLOCK_TILE[0], g["OH"]), min(BLOCK_TILE[1] if g["O"] <= BLOCK_MAX_O else 1, g["OW"])
+    if _block_wide(g):
+        th, tw = 1, min(BLOCK_WIDE_TW, g["OW"])
     while len(_rows(g, th)) * len(_segment(g, tw)) * g["C"] > BLOCK_MAX_LOADS:
         if th == tw == 1:
             return None
@@ -480,13 +506,15 @@ def _vec4_literal(values) -> str:
     return f"vec4<f32>({', '.join(_f32_literal(v) for v in np.asarray(values, np.float32))})"
 
 
-def _block_literals(node, w: Value) -> tuple[list[str] | None, list[str] | None]:
-    """The ``block`` kernel's baked weights (:data:`BLOCK_BAKE_MAX`): the filter ``w`` ([KH, KW,
-    C, O], hwio) as one ``vec4<f32>`` literal per filter vec4 in the order the kernel reads
-    them, and the bias as one per output vec4 (None when there is none or it is not constant:
-    the epilogue adds it); (None, None) when the filter is not baked."""
+def _block_literals(node, w: Value, wide: bool = False) -> tuple[list[str] | None, list[str] | None]:
+    """The ``block`` kernel's baked weights (:data:`BLOCK_BAKE_MAX` values, or
+    :data:`BLOCK_WIDE_MAX` in the one-row form: ``wide``): the filter ``w`` ([KH, KW, C, O],
+    hwio) as one ``vec4<f32>`` literal per filter vec4 in the order the kernel reads them, and
+    the bias as one per output vec4 (None when there is none or it is not constant: the epilogue
+    adds it); (None, None) when the filter is not baked."""
     data = constant_array(w)
-    if data is None or data.size > BLOCK_BAKE_MAX or _env.force("conv_block_weights") == "loaded":
+    limit = BLOCK_WIDE_MAX if wide else BLOCK_BAKE_MAX
+    if data is None or data.size > limit or _env.force("conv_block_weights") == "loaded":
         return None, None
     wconst = [_vec4_literal(v) for v in np.asarray(data, np.float32).reshape(-1, 4)]
     bias = node.inputs[2] if len(node.inputs) > 2 else None
@@ -1246,7 +1274,7 @@ def lower_conv2d(node, lc) -> None:
         return
     if variant == "block":
         w = _relayout(lc, f, flayout, "hwio")  # [KH, KW, C, O]: vec4s of output channels
-        wconst, bconst = _block_literals(node, w)
+        wconst, bconst = _block_literals(node, w, _block_wide(g))
         ep = _conv_epilogue(node, out, layout, bias=bconst is None)
         qconst = None
         if wconst is not None:
