@@ -34,6 +34,11 @@ CASES = {
     "c2-5x5-s1-f16-o12": (9, 10, 2, 12, 5, 5, 1, (2, 2, 1, 3), False, np.float16),
     # past BLOCK_MAX_O with a baked filter: one output column per invocation
     "rgb-3x3-s2-o64": (13, 14, 3, 64, 3, 3, 2, (0, 1, 0, 1), True, np.float32),
+    # more than 27 taps x channels with a filter too large for the row loop: one row of 4
+    # pixels per invocation, unrolled (BLOCK_WIDE_K), a ragged last block, vec4 and scalar rows
+    "rgb-5x5-s2-o24-wide": (17, 22, 3, 24, 5, 5, 2, (1, 2, 1, 2), True, np.float32),
+    "rgb-5x5-s2-f16-o32-wide": (13, 16, 3, 32, 5, 5, 2, (2, 2, 2, 2), True, np.float16),
+    "c1-7x7-s2-o32-wide": (20, 19, 1, 32, 7, 7, 2, (3, 3, 3, 3), False, np.float32),
     # output channels not a multiple of 4: the implicit GEMM (the block kernel's scalar stores
     # ran 1.3-3.3x slower)
     "rgb-3x3-s2-o13": (17, 23, 3, 13, 3, 3, 2, (1, 1, 1, 1), True, np.float32),
@@ -162,6 +167,21 @@ def _variant(ctx, H, W, C, O, KH, KW, s=2, constant=True) -> str:
     return conv._conv_variant(conv._geometry(y._value.producer), "nhwc")
 
 
+def _geometry_of(ctx, H, W, C, O, KH, KW, s=2) -> dict:
+    bld = webnn.MLGraphBuilder(ctx)
+    x = bld.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
+    y = bld.conv2d(x, bld.constant(np.full((O, KH, KW, C), 0.5, np.float32)), strides=[s, s], input_layout="nhwc",
+                   filter_layout="ohwi")
+    return conv._geometry(y._value.producer)
+
+
+def test_first_layer_wide_loaded_weights(ctx, monkeypatch):
+    """WEBNN_GPU_FORCE_CONV_BLOCK_WEIGHTS=loaded keeps a filter past the row loop's limits off
+    the one-row form (its weights would be loaded; the implicit GEMM is faster)."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_CONV_BLOCK_WEIGHTS", "loaded")
+    assert _variant(ctx, 16, 16, 3, 24, 5, 5) == "gemm"
+
+
 def test_first_layer_bake_limits(ctx):
     """The weights are literals up to BLOCK_BAKE_MAX filter values (padded to vec4s of output
     channels), the bias with them; the kernel choice itself stops at BLOCK_MAX_O output channels
@@ -182,7 +202,17 @@ def test_first_layer_bake_limits(ctx):
     assert _variant(ctx, 16, 16, 3, 68, 3, 3) == "gemm"
     assert _variant(ctx, 16, 16, 4, 36, 3, 3) == "gemm"  # 36 taps x channels
     assert _variant(ctx, 16, 16, 4, 28, 3, 3) == "block"  # 252 vec4s: within BLOCK_MAX_WEIGHTS
-    assert _variant(ctx, 16, 16, 3, 48, 5, 5) == "gemm"  # 75 taps x channels
+    assert _variant(ctx, 16, 16, 3, 48, 5, 5) == "gemm"  # 75 taps x channels, past BLOCK_MAX_O
+    # the one-row form: 28 to BLOCK_WIDE_K taps x channels, at most BLOCK_MAX_O output channels
+    # and BLOCK_WIDE_MAX values, a constant filter, weights not forced to loads
+    assert conv.BLOCK_WIDE_K == 75 and 75 * 32 <= conv.BLOCK_WIDE_MAX
+    assert _variant(ctx, 16, 16, 3, 24, 5, 5) == "block"
+    assert conv._block_tile(_geometry_of(ctx, 16, 16, 3, 24, 5, 5)) == (1, conv.BLOCK_WIDE_TW)
+    assert conv._block_tile(_geometry_of(ctx, 16, 16, 3, 12, 5, 5))[0] > 1  # the row loop
+    assert _variant(ctx, 16, 16, 3, 36, 5, 5) == "gemm"
+    assert _variant(ctx, 16, 16, 4, 24, 5, 5) == "gemm"  # 100 taps x channels
+    assert _variant(ctx, 16, 16, 3, 24, 5, 5, constant=False) == "gemm"
+    assert "const w4_4_2_5" in _block_text(ctx, 16, 16, 3, 24, 5, 5)
     assert _variant(ctx, 16, 16, 2, 40, 3, 3) == "block"
     # a constant per-channel epilogue operand (a PReLU slope) is baked per channel, zeros past O;
     # one that is a graph input is loaded
