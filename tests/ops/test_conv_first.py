@@ -39,6 +39,7 @@ CASES = {
     "rgb-5x5-s2-o24-wide": (17, 22, 3, 24, 5, 5, 2, (1, 2, 1, 2), True, np.float32),
     "rgb-5x5-s2-f16-o32-wide": (13, 16, 3, 32, 5, 5, 2, (2, 2, 2, 2), True, np.float16),
     "c1-7x7-s2-o32-wide": (20, 19, 1, 32, 7, 7, 2, (3, 3, 3, 3), False, np.float32),
+    "rgba-5x5-s2-o16-wide": (15, 18, 4, 16, 5, 5, 2, (2, 1, 2, 1), True, np.float32),
     # output channels not a multiple of 4: the implicit GEMM (the block kernel's scalar stores
     # ran 1.3-3.3x slower)
     "rgb-3x3-s2-o13": (17, 23, 3, 13, 3, 3, 2, (1, 1, 1, 1), True, np.float32),
@@ -191,8 +192,10 @@ def test_first_layer_bake_limits(ctx):
     assert "const b3 = vec4<f32>(0.25, 0.25, 0.25, 0.25);" in text
     assert "ev = (ev + q.q0)" not in text  # no bias step in the epilogue
     assert _variant(ctx, 16, 16, 3, 13, 3, 3) == "gemm"  # O % 4 != 0
-    # 5x5 x 4 -> 12: 300 vec4s > BLOCK_MAX_WEIGHTS and 100 taps x channels > BLOCK_BAKE_K
-    assert _variant(ctx, 16, 16, 4, 12, 5, 5) == "gemm"
+    # 5x5 x 4 -> 12: 300 vec4s > BLOCK_MAX_WEIGHTS and 100 taps x channels > BLOCK_BAKE_K: not
+    # the row loop, but the one-row form (BLOCK_WIDE_K)
+    assert _variant(ctx, 16, 16, 4, 12, 5, 5) == "block"
+    assert conv._block_tile(_geometry_of(ctx, 16, 16, 4, 12, 5, 5))[0] == 1
     # 5x5 x 3 -> 12: 900 values, 225 vec4s: baked
     assert _variant(ctx, 16, 16, 3, 12, 5, 5) == "block" and 5 * 5 * 3 * 12 <= conv.BLOCK_BAKE_MAX
     # past BLOCK_MAX_O output channels only a baked filter of at most BLOCK_BAKE_K taps x channels,
@@ -205,12 +208,13 @@ def test_first_layer_bake_limits(ctx):
     assert _variant(ctx, 16, 16, 3, 48, 5, 5) == "gemm"  # 75 taps x channels, past BLOCK_MAX_O
     # the one-row form: 28 to BLOCK_WIDE_K taps x channels, at most BLOCK_MAX_O output channels
     # and BLOCK_WIDE_MAX values, a constant filter, weights not forced to loads
-    assert conv.BLOCK_WIDE_K == 75 and 75 * 32 <= conv.BLOCK_WIDE_MAX
+    assert conv.BLOCK_WIDE_K == 100 and 75 * 32 <= conv.BLOCK_WIDE_MAX < 100 * 28
     assert _variant(ctx, 16, 16, 3, 24, 5, 5) == "block"
+    assert _variant(ctx, 16, 16, 4, 24, 5, 5) == "block" and _variant(ctx, 16, 16, 4, 28, 5, 5) == "gemm"
+    assert _variant(ctx, 16, 16, 3, 16, 7, 7) == "gemm"  # 147 taps x channels
     assert conv._block_tile(_geometry_of(ctx, 16, 16, 3, 24, 5, 5)) == (1, conv.BLOCK_WIDE_TW)
     assert conv._block_tile(_geometry_of(ctx, 16, 16, 3, 12, 5, 5))[0] > 1  # the row loop
     assert _variant(ctx, 16, 16, 3, 36, 5, 5) == "gemm"
-    assert _variant(ctx, 16, 16, 4, 24, 5, 5) == "gemm"  # 100 taps x channels
     assert _variant(ctx, 16, 16, 3, 24, 5, 5, constant=False) == "gemm"
     assert "const w4_4_2_5" in _block_text(ctx, 16, 16, 3, 24, 5, 5)
     assert _variant(ctx, 16, 16, 2, 40, 3, 3) == "block"
