@@ -40,6 +40,7 @@ CASES = {
     "rgb-5x5-s2-f16-o32-wide": (13, 16, 3, 32, 5, 5, 2, (2, 2, 2, 2), True, np.float16),
     "c1-7x7-s2-o32-wide": (20, 19, 1, 32, 7, 7, 2, (3, 3, 3, 3), False, np.float32),
     "rgba-5x5-s2-o16-wide": (15, 18, 4, 16, 5, 5, 2, (2, 1, 2, 1), True, np.float32),
+    "rgb-7x7-s2-o16-wide": (17, 16, 3, 16, 7, 7, 2, (3, 3, 3, 3), True, np.float32),
     # output channels not a multiple of 4: the implicit GEMM (the block kernel's scalar stores
     # ran 1.3-3.3x slower)
     "rgb-3x3-s2-o13": (17, 23, 3, 13, 3, 3, 2, (1, 1, 1, 1), True, np.float32),
@@ -208,10 +209,11 @@ def test_first_layer_bake_limits(ctx):
     assert _variant(ctx, 16, 16, 3, 48, 5, 5) == "gemm"  # 75 taps x channels, past BLOCK_MAX_O
     # the one-row form: 28 to BLOCK_WIDE_K taps x channels, at most BLOCK_MAX_O output channels
     # and BLOCK_WIDE_MAX values, a constant filter, weights not forced to loads
-    assert conv.BLOCK_WIDE_K == 100 and 75 * 32 <= conv.BLOCK_WIDE_MAX < 100 * 28
+    assert conv.BLOCK_WIDE_K == 147 and 75 * 32 <= conv.BLOCK_WIDE_MAX < 100 * 28
     assert _variant(ctx, 16, 16, 3, 24, 5, 5) == "block"
     assert _variant(ctx, 16, 16, 4, 24, 5, 5) == "block" and _variant(ctx, 16, 16, 4, 28, 5, 5) == "gemm"
-    assert _variant(ctx, 16, 16, 3, 16, 7, 7) == "gemm"  # 147 taps x channels
+    assert _variant(ctx, 16, 16, 3, 16, 7, 7) == "block" and _variant(ctx, 16, 16, 3, 20, 7, 7) == "gemm"
+    assert _variant(ctx, 16, 16, 4, 8, 7, 7) == "gemm"  # 196 taps x channels
     assert conv._block_tile(_geometry_of(ctx, 16, 16, 3, 24, 5, 5)) == (1, conv.BLOCK_WIDE_TW)
     assert conv._block_tile(_geometry_of(ctx, 16, 16, 3, 12, 5, 5))[0] > 1  # the row loop
     assert _variant(ctx, 16, 16, 3, 36, 5, 5) == "gemm"

@@ -114,18 +114,19 @@ BLOCK_BAKE_MAX = 2048
 #: 2-3.5 s of LLVM against 1-1.5 s).
 BLOCK_BAKE_K = 27
 BLOCK_BAKE_O = 64
-#: ... and a constant filter of more taps x channels, up to BLOCK_WIDE_K (a 5x5 window on RGBA),
+#: ... and a constant filter of more taps x channels, up to BLOCK_WIDE_K (a 7x7 window on RGB),
 #: of at most BLOCK_WIDE_MAX values and BLOCK_MAX_O output channels, that the limits above
 #: leave to the implicit GEMM, takes the kernel with one output row of BLOCK_WIDE_TW columns
 #: per invocation, unrolled (no row loop): in a loop LLVM hoists the baked weights out of it as
 #: 8-wide broadcasts (57 KB of stack for 5x5 x 3 -> 24, more than the L1 cache) and reloads
 #: them, while unrolled they stay 4-byte constants the multiplies read. 5x5 x 3 -> 24 over 128 x
 #: 128 (face_detection_short_range): 0.72-0.77 of the implicit GEMM's CPU and kernel time; -> 32
-#: over 192 x 192 (palm_detection): 0.80-0.90; 5x5 x 4 -> 16 and -> 24: 0.66-0.77; 8 columns
+#: over 192 x 192 (palm_detection): 0.80-0.90; 5x5 x 4 -> 16 and -> 24: 0.66-0.77; 7x7 x 3 ->
+#: 16: 0.78-0.80 (compiled in 1.3 s of CPU against 0.4); 8 columns
 #: ran palm_detection's 1.2-1.3x slower and compiled for 17 s. Such a pipeline compiles in
 #: 1.3-2 s of CPU (the implicit GEMM's 0.3-0.4 s); 5x5 x 4 -> 32 (3200 values, 0.69-0.75) took
 #: 6 s on a loaded machine and stays on the implicit GEMM.
-BLOCK_WIDE_K = 100
+BLOCK_WIDE_K = 147
 BLOCK_WIDE_MAX = 2400
 BLOCK_WIDE_TW = 4
 #: A conv2d of one input channel and one group is also a depthwise conv2d (channel multiplier
