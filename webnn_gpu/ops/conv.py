@@ -21,6 +21,8 @@ applies, and falls back to the automatic choice where it does not):
   invocation, each input row loaded once for every tap that reads it. A constant filter of at
   most :data:`BLOCK_BAKE_MAX` values is in the shader's text as literals, with a constant bias
   and the epilogue's constant per-channel operands (no weight loads; one pipeline per layer).
+  A larger constant filter (5x5 and 7x7 windows, :func:`_block_wide`) takes it with one
+  unrolled output row per invocation.
 * ``gemm``: implicit GEMM on the tile kernel (``shaders/matmul/tile.wgsl``), the input patch
   gathered on the fly (no im2col buffer); any layout pair, any groups.
 * ``direct``: ``shaders/conv/direct.wgsl``, the general fallback reading everything through
