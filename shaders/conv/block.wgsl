@@ -31,12 +31,18 @@
                  the block's row start (ow0 * sw * C, a multiple of 4)
     row_loop     the block's TH output rows in a loop, one row per iteration, instead of unrolled
                  (input rows shared by consecutive output rows carried over in registers)
+    h2           float16 (T == "f16"): x (when read as vec4s) and out are bound as arrays of
+                 vec2<u32>, each the four float16 values of a vec4<f16> packed in pairs, and
+                 converted with unpack2x16float / pack2x16float: on Mesa 22.3 a load or store
+                 costs a loop over the lanes with a bounds check per component, so two u32
+                 components cost less than four f16 ones (the values are the same bits)
     pool         also write each workgroup's per-channel sums of its outputs to `pool`
                  ([ceil(n_inv / workgroup), O4] vec4<f32>, added up in workgroup memory): the
                  partial sums of a global average pool of the output (the compiler's
                  fuse_pool_partials), few enough rows for the one workgroup that reduces them
-  Bindings: x (NHWC, scalar; vec4 with xv), f ([KH, KW, C, O4] vec4; not with wconst), epilogue
-    operands..., out (NHWC, vec4), pool (pool only).
+  Bindings: x (NHWC, scalar; vec4 with xv; vec2<u32> with xv and h2), f ([KH, KW, C, O4] vec4;
+    not with wconst), epilogue operands..., out (NHWC, vec4; vec2<u32> with h2), pool (pool
+    only).
   Workgroup: (k.workgroup, 1, 1); block column fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
@@ -51,7 +57,7 @@
 {% set ks = [] %}
 {% for sv in seg %}{% for c in range(C) %}{% set e = (sv - pl) * C + c %}{% if (e // 4) not in ks %}{% set _ = ks.append(e // 4) %}{% endif %}{% endfor %}{% endfor %}
 {% for kv in ks %}
-      let v{{ loop.index0 }} = vec4<f32>(x[u32(clamp(rv + {{ kv }}, 0, {{ xv - 1 }}))]);
+      let v{{ loop.index0 }} = {{ "h4" if h2 else "vec4<f32>" }}(x[u32(clamp(rv + {{ kv }}, 0, {{ xv - 1 }}))]);
 {% endfor %}
 {% for sv in seg %}
 {% for c in range(C) %}
@@ -80,7 +86,11 @@
       let o = pix * {{ 4 * O4 }}u + {{ 4 * j }}u;
       let v = {{ acc }}{{ j }};
       let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", (4 * j + c) ~ "u", "q" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
+{% if h2 %}
+      out[pix * {{ O4 }}u + {{ j }}u] = vec2<u32>(pack2x16float(e.xy), pack2x16float(e.zw));
+{% else %}
       out[pix * {{ O4 }}u + {{ j }}u] = vec4<{{ T }}>(e);
+{% endif %}
 {% if pool %}
       psum{{ j }} = psum{{ j }} + e;
 {% endif %}
@@ -91,13 +101,26 @@
 {% if T == "f16" %}
 enable f16;
 {% endif %}
+{% if h2 and xv %}
+@group(0) @binding(0) var<storage, read> x: array<vec2<u32>>;
+
+// four float16 values packed in two u32s (the storage layout of a vec4<f16>)
+fn h4(u: vec2<u32>) -> vec4<f32> {
+  return vec4<f32>(unpack2x16float(u.x), unpack2x16float(u.y));
+}
+{% else %}
 {{ tl.decl(0, "x", T, xv > 0, false) }}
+{% endif %}
 {% set fb = 2 if wconst is none else 1 %}
 {% if wconst is none %}
 {{ tl.weights(1, "f", T, true, f_uniform) }}
 {% endif %}
 {{ tl.epilogue_decls(ep, fb) }}
+{% if h2 %}
+@group(0) @binding({{ fb + ep.operands | length }}) var<storage, read_write> out: array<vec2<u32>>;
+{% else %}
 {{ tl.decl(fb + ep.operands | length, "out", T, true, true) }}
+{% endif %}
 {% if pool %}
 @group(0) @binding({{ fb + 1 + ep.operands | length }}) var<storage, read_write> pool: array<vec4<f32>>;
 {% endif %}

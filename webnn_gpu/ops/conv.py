@@ -8,17 +8,21 @@ applies, and falls back to the automatic choice where it does not):
 
 * ``pointwise``: 1x1 filter, stride 1, no padding, one group: a plain matmul on the tile
   kernel (NHWC: ``[N*H*W, C] x [C, O]``; NCHW: ``[O, C] x [N, C, H*W]``).
-* ``depthwise``: groups == input channels on NHWC, output channels any multiple of them
-  (``shaders/conv/depthwise.wgsl``): vec4 of channels x a strip of output rows x 4 columns per
-  invocation, walked one row per loop iteration so that each input row is loaded once per
-  strip (:func:`_dw_strip`). Sizes, padding and the strip height come from a parameter buffer:
-  one pipeline per (window, strides, dilations, epilogue), whatever the image size.
+* ``depthwise``: groups == input channels on NHWC, output channels any multiple of them, but
+  not one input channel with :data:`ONE_CHANNEL_MIN_O` or more output channels, which the
+  ``block`` kernel or the implicit GEMM computes faster (``shaders/conv/depthwise.wgsl``):
+  vec4 of channels x a strip of output rows x 4 columns per invocation, walked one row per
+  loop iteration so that each input row is loaded once per strip (:func:`_dw_strip`). Sizes,
+  padding and the strip height come from a parameter buffer: one pipeline per (window,
+  strides, dilations, epilogue), whatever the image size.
 * ``block``: one group, NHWC, at most 4 input and 32 output channels and a filter of at most
   :data:`BLOCK_MAX_WEIGHTS` vec4s (a first layer on an RGB image with a small window;
   ``shaders/conv/block.wgsl``): a block of output pixels with every output channel per
   invocation, each input row loaded once for every tap that reads it. A constant filter of at
   most :data:`BLOCK_BAKE_MAX` values is in the shader's text as literals, with a constant bias
   and the epilogue's constant per-channel operands (no weight loads; one pipeline per layer).
+  A larger constant filter (5x5 and 7x7 windows, :func:`_block_wide`) takes it with one
+  unrolled output row per invocation.
 * ``gemm``: implicit GEMM on the tile kernel (``shaders/matmul/tile.wgsl``), the input patch
   gathered on the fly (no im2col buffer); any layout pair, any groups.
 * ``direct``: ``shaders/conv/direct.wgsl``, the general fallback reading everything through
@@ -82,6 +86,12 @@ BLOCK_MAX_LOADS = 256
 #: start at multiples of 4 values (:func:`_block_xv`): 3 channels x 5 columns are 4 vec4 loads
 #: instead of 15 scalar ones.
 BLOCK_VEC4 = True
+#: ... and in float16 it moves its input rows and outputs as u32 pairs of float16 values
+#: (``pack2x16float`` / ``unpack2x16float``, the same bits): on Mesa 22.3 every storage
+#: access is a loop over the lanes with a bounds check per component, and two u32 components
+#: cost less than four f16 ones (the zoo's float16 3x3 first layers: 0.85-0.98 of the kernel
+#: time; vec4<u32> stores of two output vec4s measured no better).
+BLOCK_HALF_PAIRS = True
 #: ... and at most this many filter vec4s (KH * KW * C * O / 4), which an invocation holds in
 #: registers throughout: past it the kernel spills, LLVM takes 12-20 s to compile it (5x5
 #: windows to 24 or 32 channels) and the implicit GEMM runs as fast or faster (measured on
@@ -104,6 +114,27 @@ BLOCK_BAKE_MAX = 2048
 #: 2-3.5 s of LLVM against 1-1.5 s).
 BLOCK_BAKE_K = 27
 BLOCK_BAKE_O = 64
+#: ... and a constant filter of more taps x channels, up to BLOCK_WIDE_K (a 7x7 window on RGB),
+#: of at most BLOCK_WIDE_MAX values and BLOCK_MAX_O output channels, that the limits above
+#: leave to the implicit GEMM, takes the kernel with one output row of BLOCK_WIDE_TW columns
+#: per invocation, unrolled (no row loop): in a loop LLVM hoists the baked weights out of it as
+#: 8-wide broadcasts (57 KB of stack for 5x5 x 3 -> 24, more than the L1 cache) and reloads
+#: them, while unrolled they stay 4-byte constants the multiplies read. 5x5 x 3 -> 24 over 128 x
+#: 128 (face_detection_short_range): 0.72-0.77 of the implicit GEMM's CPU and kernel time; -> 32
+#: over 192 x 192 (palm_detection): 0.80-0.90; 5x5 x 4 -> 16 and -> 24: 0.66-0.77; 7x7 x 3 ->
+#: 16: 0.78-0.80 (compiled in 1.3 s of CPU against 0.4); 8 columns
+#: ran palm_detection's 1.2-1.3x slower and compiled for 17 s. Such a pipeline compiles in
+#: 1.3-2 s of CPU (the implicit GEMM's 0.3-0.4 s); 5x5 x 4 -> 32 (3200 values, 0.69-0.75) took
+#: 6 s on a loaded machine and stays on the implicit GEMM.
+BLOCK_WIDE_K = 147
+BLOCK_WIDE_MAX = 2400
+BLOCK_WIDE_TW = 4
+#: A conv2d of one input channel and one group is also a depthwise conv2d (channel multiplier
+#: O); from this many output channels on it runs on the ``block`` kernel where that fits, else
+#: the implicit GEMM: the depthwise kernel, one output vec4 per invocation, reloads the input
+#: window for every 4 output channels (224 x 224 x 1 -> 16, 3x3: depthwise 3.2 ms, implicit GEMM
+#: 1.7 ms, block 0.63 ms; -> 32, stride 2: 11.6, 1.0, 0.61 ms; lavapipe, Mesa 22.3).
+ONE_CHANNEL_MIN_O = 4
 #: NCHW implicit GEMM reads an NHWC copy of the input when the channels allow vec4 loads.
 NCHW_TO_NHWC = True
 #: The depthwise + projection kernel reads the input rows of its block in a loop (each output row's tap
@@ -399,11 +430,12 @@ def _conv_variant(g: dict, layout: str, tuning: str = "default") -> str:
                  and g["OH"] == g["H"] and g["OW"] == g["W"] and g["G"] == 1)
     th, tw = _depthwise_block(g, tuning)
     depthwise = (layout == "nhwc" and g["G"] == g["C"] and g["O"] % g["C"] == 0 and g["KH"] * g["KW"] <= 49
-                 and len(_segment(g, tw)) * len(_rows(g, th)) <= DW_MAX_LOADS)
+                 and len(_segment(g, tw)) * len(_rows(g, th)) <= DW_MAX_LOADS
+                 and not (g["C"] == 1 and g["O"] >= ONE_CHANNEL_MIN_O))
     k = g["KH"] * g["KW"] * g["C"]
     baked = g.get("FC", False) and k <= BLOCK_BAKE_K and g["O"] <= BLOCK_BAKE_O and k * g["O"] <= BLOCK_BAKE_MAX
     block = (layout == "nhwc" and g["G"] == 1 and g["C"] <= BLOCK_MAX_C and g["O"] % 4 == 0
-             and (g["O"] <= BLOCK_MAX_O and k * g["O"] // 4 <= BLOCK_MAX_WEIGHTS or baked)
+             and (g["O"] <= BLOCK_MAX_O and k * g["O"] // 4 <= BLOCK_MAX_WEIGHTS or baked or _block_wide(g))
              and not pointwise and _block_tile(g) is not None)
     if (forced == "pointwise" and pointwise or forced == "depthwise" and depthwise or forced == "block" and block
             or forced in ("gemm", "direct")):
@@ -433,12 +465,26 @@ def _rows(g: dict, th: int) -> list[tuple[int, list[tuple[int, int]]]]:
     return sorted(uses.items())
 
 
+def _block_wide(g: dict) -> bool:
+    """Whether the ``block`` kernel takes conv geometry ``g`` in its one-row form
+    (:data:`BLOCK_WIDE_K`): a constant filter of more than :data:`BLOCK_BAKE_K` and at most
+    :data:`BLOCK_WIDE_K` taps x channels that :data:`BLOCK_MAX_WEIGHTS` keeps from the row-loop
+    form, at most :data:`BLOCK_MAX_O` output channels and :data:`BLOCK_WIDE_MAX` values."""
+    k = g["KH"] * g["KW"] * g["C"]
+    return (g.get("FC", False) and BLOCK_BAKE_K < k <= BLOCK_WIDE_K and g["O"] <= BLOCK_MAX_O
+            and k * g["O"] // 4 > BLOCK_MAX_WEIGHTS and k * g["O"] <= BLOCK_WIDE_MAX
+            and _env.force("conv_block_weights") != "loaded")
+
+
 def _block_tile(g: dict) -> tuple[int, int] | None:
     """(TH, TW) of the ``block`` kernel: :data:`BLOCK_TILE` (one column past
     :data:`BLOCK_MAX_O` output channels: half the text to compile, and the stores outweigh the
-    loads it saves), halved until the input values one invocation loads fit
+    loads it saves; one row of :data:`BLOCK_WIDE_TW` columns in the one-row form,
+    :func:`_block_wide`), halved until the input values one invocation loads fit
     :data:`BLOCK_MAX_LOADS`; None when even one pixel does not."""
     th, tw = min(BLOCK_TILE[0], g["OH"]), min(BLOCK_TILE[1] if g["O"] <= BLOCK_MAX_O else 1, g["OW"])
+    if _block_wide(g):
+        th, tw = 1, min(BLOCK_WIDE_TW, g["OW"])
     while len(_rows(g, th)) * len(_segment(g, tw)) * g["C"] > BLOCK_MAX_LOADS:
         if th == tw == 1:
             return None
@@ -469,13 +515,15 @@ def _vec4_literal(values) -> str:
     return f"vec4<f32>({', '.join(_f32_literal(v) for v in np.asarray(values, np.float32))})"
 
 
-def _block_literals(node, w: Value) -> tuple[list[str] | None, list[str] | None]:
-    """The ``block`` kernel's baked weights (:data:`BLOCK_BAKE_MAX`): the filter ``w`` ([KH, KW,
-    C, O], hwio) as one ``vec4<f32>`` literal per filter vec4 in the order the kernel reads
-    them, and the bias as one per output vec4 (None when there is none or it is not constant:
-    the epilogue adds it); (None, None) when the filter is not baked."""
+def _block_literals(node, w: Value, wide: bool = False) -> tuple[list[str] | None, list[str] | None]:
+    """The ``block`` kernel's baked weights (:data:`BLOCK_BAKE_MAX` values, or
+    :data:`BLOCK_WIDE_MAX` in the one-row form: ``wide``): the filter ``w`` ([KH, KW, C, O],
+    hwio) as one ``vec4<f32>`` literal per filter vec4 in the order the kernel reads them, and
+    the bias as one per output vec4 (None when there is none or it is not constant: the epilogue
+    adds it); (None, None) when the filter is not baked."""
     data = constant_array(w)
-    if data is None or data.size > BLOCK_BAKE_MAX or _env.force("conv_block_weights") == "loaded":
+    limit = BLOCK_WIDE_MAX if wide else BLOCK_BAKE_MAX
+    if data is None or data.size > limit or _env.force("conv_block_weights") == "loaded":
         return None, None
     wconst = [_vec4_literal(v) for v in np.asarray(data, np.float32).reshape(-1, 4)]
     bias = node.inputs[2] if len(node.inputs) > 2 else None
@@ -1386,7 +1434,7 @@ def lower_conv2d(node, lc) -> None:
         return
     if variant == "block":
         w = _relayout(lc, f, flayout, "hwio")  # [KH, KW, C, O]: vec4s of output channels
-        wconst, bconst = _block_literals(node, w)
+        wconst, bconst = _block_literals(node, w, _block_wide(g))
         ep = _conv_epilogue(node, out, layout, bias=bconst is None)
         qconst = None
         if wconst is not None:
@@ -1405,6 +1453,7 @@ def lower_conv2d(node, lc) -> None:
                   outs, n_inv, pool=len(outs) == 2, row_loop=BLOCK_ROW_LOOP and th > 1, xv=_block_xv(g, tw),
                   workgroup=PROJECT_WORKGROUP, T=T, TH=th, TW=tw, OHB=ohb, OWB=owb, n_inv=n_inv, O4=g["O"] // 4,
                   rows=_rows(g, th), seg=_segment(g, tw), ep=ep, wconst=wconst, bconst=bconst, qconst=qconst,
+                  h2=T == "f16" and BLOCK_HALF_PAIRS,
                   f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
                   **{k: g[k] for k in _BLOCK_GEOMETRY})
         return
