@@ -183,7 +183,9 @@ class Timeline:
         wgpu-py 0.32 has no public wait with a timeout; we use its promise's thread event when
         it has one, and a plain wait otherwise. (Polling the device in the calling thread
         instead would save about 20 us a read on lavapipe, but a read would then finish
-        before a ``destroy()`` racing it from another thread could reject it.)
+        before a ``destroy()`` racing it from another thread could reject it; a single
+        non-blocking poll saves more but made the shared-device destroy test abort now and
+        then: docs/performance.md, "The fixed cost of one inference".)
         """
         promise = self._map(staging, size, op)
         event = getattr(promise, "_thread_event", None)
