@@ -11,7 +11,9 @@ ordered before the next submit, whichever it is.
 Staged reads: a dispatch whose output is a ``readable`` tensor that was read after the
 dispatch before (a read-back loop) also copies that output into a MAP_READ staging buffer in
 its own command buffer, kept on the tensor while it holds the tensor's value. The next
-``read_tensor`` of it is then a map only: no copy recorded, no submit. Anything that may
+``read_tensor`` of it is then a map only: no copy recorded, no submit; it also starts the
+maps of the other outputs that dispatch staged, so their reads find them done (a map dropped
+before its read is unmapped and its buffer reused by a later dispatch). Anything that may
 change the tensor drops the staged copy first (a write, a dispatch touching it, a rental, its
 destruction), and a tensor whose GPUBuffer was handed out (``MLTensor.buffer``, ``record``,
 ``tensor_from_buffer``, importable tensors) is never staged, so a read returns exactly what a
@@ -70,6 +72,8 @@ class Timeline:
         self._held: deque[_Held] = deque()  # work waiting for rentals, in call order
         self._held_on: set = set()  # tensors touched by held work
         self._unflushed = False  # a write_buffer is waiting for the next submit
+        self._maps: dict = {}  # staged buffer -> the promise of its map, started with a sibling's read
+        self._dropped: list = []  # (buffer, promise): staged copies dropped while mapping or mapped
 
     # ------------------------------------------------------------------ posting
     def _check(self, op: str, tensors=(), graph=None) -> None:
@@ -124,7 +128,9 @@ class Timeline:
         self.unstage(tensors)
         enc = self.device.create_command_encoder(label="dispatch")
         graph._encode(enc, {n: t._buffer for n, t in ins.items()}, {n: t._buffer for n, t in outs.items()}, key)
-        staged = []
+        staged: list = []
+        if self._dropped:
+            self._reap()
         if not self._holds(tensors):
             for t in outs.values():
                 if t._reread and _stageable(t):
@@ -139,6 +145,7 @@ class Timeline:
             raise
         for t, staging in staged:
             t._staged = staging
+            t._siblings = staged
             t._reread = False
 
     def unstage(self, tensors) -> None:
@@ -147,7 +154,27 @@ class Timeline:
             staging = t._staged
             if staging is not None:
                 t._staged = None
+                promise = self._maps.pop(staging, None)
+                if promise is None:
+                    self.ctx._staging.release(staging)
+                else:  # unmapped and pooled once its map is done (:meth:`_reap`)
+                    self._dropped.append((staging, promise))
+
+    def _reap(self) -> None:
+        """Unmap and pool the dropped staged copies whose maps are done."""
+        keep = []
+        for staging, promise in self._dropped:
+            event = getattr(promise, "_thread_event", None)
+            if event is not None and not event.is_set():
+                keep.append((staging, promise))
+                continue
+            try:
+                promise.sync_wait()  # done: returns at once (and marks the buffer mapped)
+                staging.unmap()
                 self.ctx._staging.release(staging)
+            except Exception:  # noqa: BLE001 - a failed map or a lost device: nothing to pool
+                pass
+        self._dropped = keep
 
     def expose(self, tensor) -> None:
         """``tensor``'s GPUBuffer is handed out: others may change it, so it is never staged."""
@@ -187,7 +214,7 @@ class Timeline:
         non-blocking poll saves more but made the shared-device destroy test abort now and
         then: docs/performance.md, "The fixed cost of one inference".)
         """
-        promise = self._map(staging, size, op)
+        promise = self._maps.pop(staging, None) or self._map(staging, size, op)
         event = getattr(promise, "_thread_event", None)
         if event is not None:
             while not event.wait(_WATCH_S):
@@ -197,7 +224,7 @@ class Timeline:
 
     async def map_read_async(self, staging, size: int, op: str) -> None:
         """Awaitable :meth:`map_read`; never blocks the event loop."""
-        promise = self._map(staging, size, op)
+        promise = self._maps.pop(staging, None) or self._map(staging, size, op)
 
         async def wait():
             await promise
@@ -228,6 +255,9 @@ class Timeline:
         staging = tensor._staged
         if staging is not None:
             tensor._staged = None
+            for sibling, buffer in tensor._siblings:  # map the dispatch's other staged outputs now:
+                if sibling._staged is buffer and buffer not in self._maps:  # their reads find them done
+                    self._maps[buffer] = self._map(buffer, sibling._size, "readTensor")
             return staging
         staging = self.ctx._staging.acquire(tensor._size)
         enc = self.device.create_command_encoder(label="readTensor")

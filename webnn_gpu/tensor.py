@@ -58,6 +58,7 @@ class MLTensor:
         #: a MAP_READ buffer holding the value the last dispatch left in this tensor, copied in that
         #: dispatch's command buffer (webnn_gpu._timeline, "staged reads"); None when not valid
         self._staged = None
+        self._siblings: list = []  # (tensor, staged buffer) of every output that dispatch staged
         self._reread = False  # read since the last dispatch that staged it: stage the next one
         self._exposed = False  # its GPUBuffer was handed out: others may change it, never stage
         self._nbytes = _dtypes.byte_length(data_type, self._shape)

@@ -234,3 +234,35 @@ def test_writes_without_work_are_read_in_order(ctx):
     np.testing.assert_array_equal(ctx.read_tensor(t), _x(20))
     t.destroy()
     u.destroy()
+
+
+def test_sibling_maps_started_by_a_read_are_dropped_safely(ctx, graph):
+    """The first read of a staged output maps the dispatch's other staged outputs too; those
+    maps are waited for by their reads, or dropped (and their buffers reused) when a later
+    call changes the tensor before it is read."""
+    t_in = _t(ctx, writable=True)
+    t_a, t_b = _t(ctx, readable=True), _t(ctx, readable=True, writable=True)
+    _loop(ctx, graph, t_in, t_a, t_b, [0, 1])
+    tl = ctx._timeline
+    for k in range(2, 8):
+        ctx.write_tensor(t_in, _x(k))
+        ctx.dispatch(graph, {"x": t_in}, {"a": t_a, "b": t_b})
+        if k % 3 == 0:  # only t_a read: t_b's map is left running, then dropped by the dispatch
+            np.testing.assert_array_equal(ctx.read_tensor(t_a), _ref_a(_x(k)))
+            assert t_b._staged in tl._maps
+            t_b._reread = True
+        elif k % 3 == 1:  # t_b changed by a write while its map runs
+            np.testing.assert_array_equal(ctx.read_tensor(t_a), _ref_a(_x(k)))
+            ctx.write_tensor(t_b, np.full(N, -1.0, np.float32))
+            np.testing.assert_array_equal(ctx.read_tensor(t_b), np.full(N, -1.0))
+        else:
+            _check(ctx, t_a, t_b, _x(k))
+        assert len(tl._dropped) <= 2  # reaped by the next dispatch
+    ctx.dispatch(graph, {"x": t_in}, {"a": t_a, "b": t_b})
+    ctx.read_tensor(t_a)  # starts t_b's map
+    t_b.destroy()  # drops it while mapping
+    t_c = _t(ctx, readable=True)
+    _loop(ctx, graph, t_in, t_a, t_c, [9, 10])
+    assert not tl._dropped
+    for t in (t_in, t_a, t_c):
+        t.destroy()
