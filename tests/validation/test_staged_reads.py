@@ -266,3 +266,14 @@ def test_sibling_maps_started_by_a_read_are_dropped_safely(ctx, graph):
     assert not tl._dropped
     for t in (t_in, t_a, t_c):
         t.destroy()
+
+
+def test_tensor_io_benchmark_runs(capsys):
+    """benchmarks/tensor_io.py checks its outputs against NumPy every round and prints its table."""
+    import runpy
+    from pathlib import Path
+
+    bench = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "tensor_io.py"))
+    bench["main"](["--rounds", "3"])
+    out = capsys.readouterr().out
+    assert "read_tensor (second)" in out and "kernels: 2" in out
