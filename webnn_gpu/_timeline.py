@@ -2,11 +2,10 @@
 
 The timeline is the wgpu queue. ``queue.write_buffer`` is ordered before the next submit,
 and submits run in order, so a tensor is changed in the order of the calls that use it
-without any CPU wait. ``write_buffer`` stages its data until the next submit; a write's data goes out with the
-next submit of any kind (usually the dispatch that follows it), and a second write before any
-submit first flushes the one before with an empty submit, so a loop of writes never piles up
-more than one write's staging memory. Ordering is the queue's either way: ``write_buffer`` is
-ordered before the next submit, whichever it is.
+without any CPU wait. ``write_buffer`` stages its data until the next submit: a write's data
+goes out with the next submit of any kind (usually the dispatch that follows it), and a second
+write before any submit first flushes the one before with an empty submit, so a loop of writes
+never piles up more than one write's staging memory.
 
 Staged reads: a dispatch whose output is a ``readable`` tensor that was read after the
 dispatch before (a read-back loop) also copies that output into a MAP_READ staging buffer in
@@ -154,6 +153,7 @@ class Timeline:
             staging = t._staged
             if staging is not None:
                 t._staged = None
+                t._siblings = []
                 promise = self._maps.pop(staging, None)
                 if promise is None:
                     self.ctx._staging.release(staging)
@@ -255,7 +255,8 @@ class Timeline:
         staging = tensor._staged
         if staging is not None:
             tensor._staged = None
-            for sibling, buffer in tensor._siblings:  # map the dispatch's other staged outputs now:
+            siblings, tensor._siblings = tensor._siblings, []
+            for sibling, buffer in siblings:  # map the dispatch's other staged outputs now:
                 if sibling._staged is buffer and buffer not in self._maps:  # their reads find them done
                     self._maps[buffer] = self._map(buffer, sibling._size, "readTensor")
             return staging
