@@ -2,9 +2,21 @@
 
 The timeline is the wgpu queue. ``queue.write_buffer`` is ordered before the next submit,
 and submits run in order, so a tensor is changed in the order of the calls that use it
-without any CPU wait. ``write_buffer`` stages its data until the next submit, so a write
-not followed by work is flushed with an empty submit (otherwise a loop of writes would pile
-up staging memory).
+without any CPU wait. ``write_buffer`` stages its data until the next submit: a write's data
+goes out with the next submit of any kind (usually the dispatch that follows it), and a second
+write before any submit first flushes the one before with an empty submit, so a loop of writes
+never piles up more than one write's staging memory.
+
+Staged reads: a dispatch whose output is a ``readable`` tensor that was read after the
+dispatch before (a read-back loop) also copies that output into a MAP_READ staging buffer in
+its own command buffer, kept on the tensor while it holds the tensor's value. The next
+``read_tensor`` of it is then a map only: no copy recorded, no submit; it also starts the
+maps of the other outputs that dispatch staged, so their reads find them done (a map dropped
+before its read is unmapped and its buffer reused by a later dispatch). Anything that may
+change the tensor drops the staged copy first (a write, a dispatch touching it, a rental, its
+destruction), and a tensor whose GPUBuffer was handed out (``MLTensor.buffer``, ``record``,
+``tensor_from_buffer``, importable tensors) is never staged, so a read returns exactly what a
+copy made at read time would. Any other read copies and submits as it always did.
 
 This class is the one place that touches the queue. It also keeps the rentals of tensors to
 WebGPU (:mod:`webnn_gpu.interop`), in one of two modes:
@@ -58,6 +70,9 @@ class Timeline:
         self._rented: dict = {}  # MLTensor -> its RentedBuffer (webnn_gpu.interop.rental; .mode is "export" or "import")
         self._held: deque[_Held] = deque()  # work waiting for rentals, in call order
         self._held_on: set = set()  # tensors touched by held work
+        self._unflushed = False  # a write_buffer is waiting for the next submit
+        self._maps: dict = {}  # staged buffer -> the promise of its map, started with a sibling's read
+        self._dropped: list = []  # (buffer, promise): staged copies dropped while mapping or mapped
 
     # ------------------------------------------------------------------ posting
     def _check(self, op: str, tensors=(), graph=None) -> None:
@@ -74,20 +89,28 @@ class Timeline:
             if rental is not None and rental.mode == "export":
                 raise InvalidStateError(exported_message(op, t, rental))
 
+    def _submit(self, command_buffers: list) -> None:
+        """``queue.submit``; it also sends the data of writes made since the last one."""
+        self.queue.submit(command_buffers)
+        self._unflushed = False
+
     def submit(self, command_buffers: list, tensors=()) -> None:
         """Submit command buffers that touch ``tensors`` (held while one of them is rented)."""
-        self._post("submit", tensors, lambda: self.queue.submit(command_buffers))
+        self._post("submit", tensors, lambda: self._submit(command_buffers))
 
     def write(self, tensor, data) -> None:
         """Queue ``data`` (bytes, or a flat C-contiguous ndarray the caller may change once this
         returns) into ``tensor``'s buffer; held, while the tensor is rented, as a copy."""
         self._check("writeTensor", (tensor,))
+        self.unstage((tensor,))
         if self._holds((tensor,)) or not _whole_words(data):
             data = padded_bytes(data)  # a snapshot: the caller's array may change before it runs
 
         def run():
+            if self._unflushed:  # at most one write's data waits for a submit
+                self._submit([])
             self.queue.write_buffer(tensor._buffer, 0, data)
-            self.queue.submit([])
+            self._unflushed = True
 
         self._post("writeTensor", (tensor,), run)
 
@@ -95,12 +118,68 @@ class Timeline:
         """Record the graph with tensors bound and submit it (held while a tensor is rented).
 
         The command buffer is recorded now, so held work does not depend on the graph
-        staying alive until the rental is returned.
+        staying alive until the rental is returned. Outputs read after the previous dispatch
+        are also copied into staging buffers for their next read (see "Staged reads" above);
+        held work stages nothing.
         """
-        self._check("dispatch", [*ins.values(), *outs.values()], graph)
+        tensors = [*ins.values(), *outs.values()]
+        self._check("dispatch", tensors, graph)
+        self.unstage(tensors)
         enc = self.device.create_command_encoder(label="dispatch")
         graph._encode(enc, {n: t._buffer for n, t in ins.items()}, {n: t._buffer for n, t in outs.items()}, key)
-        self.submit([enc.finish()], list(ins.values()) + list(outs.values()))
+        staged: list = []
+        if self._dropped:
+            self._reap()
+        if not self._holds(tensors):
+            for t in outs.values():
+                if t._reread and _stageable(t):
+                    staging = self.ctx._staging.acquire(t._size)
+                    staged.append((t, staging))
+                    enc.copy_buffer_to_buffer(t._buffer, 0, staging, 0, t._size)
+        try:
+            self.submit([enc.finish()], tensors)
+        except BaseException:
+            for _, staging in staged:
+                self.ctx._staging.release(staging)
+            raise
+        for t, staging in staged:
+            t._staged = staging
+            t._siblings = staged
+            t._reread = False
+
+    def unstage(self, tensors) -> None:
+        """Drop the staged copies of ``tensors`` (before anything that may change them)."""
+        for t in tensors:
+            staging = t._staged
+            if staging is not None:
+                t._staged = None
+                t._siblings = []
+                promise = self._maps.pop(staging, None)
+                if promise is None:
+                    self.ctx._staging.release(staging)
+                else:  # unmapped and pooled once its map is done (:meth:`_reap`)
+                    self._dropped.append((staging, promise))
+
+    def _reap(self) -> None:
+        """Unmap and pool the dropped staged copies whose maps are done."""
+        keep = []
+        for staging, promise in self._dropped:
+            event = getattr(promise, "_thread_event", None)
+            if event is not None and not event.is_set():
+                keep.append((staging, promise))
+                continue
+            try:
+                promise.sync_wait()  # done: returns at once (and marks the buffer mapped)
+                staging.unmap()
+                self.ctx._staging.release(staging)
+            except Exception:  # noqa: BLE001 - a failed map or a lost device: nothing to pool
+                pass
+        self._dropped = keep
+
+    def expose(self, tensor) -> None:
+        """``tensor``'s GPUBuffer is handed out: others may change it, so it is never staged."""
+        tensor._exposed = True
+        self.unstage((tensor,))
 
     # ------------------------------------------------------------------ waiting for maps
     def device_stopped(self) -> bool:
@@ -131,9 +210,11 @@ class Timeline:
         wgpu-py 0.32 has no public wait with a timeout; we use its promise's thread event when
         it has one, and a plain wait otherwise. (Polling the device in the calling thread
         instead would save about 20 us a read on lavapipe, but a read would then finish
-        before a ``destroy()`` racing it from another thread could reject it.)
+        before a ``destroy()`` racing it from another thread could reject it; a single
+        non-blocking poll saves more but made the shared-device destroy test abort now and
+        then: docs/performance.md, "The fixed cost of one inference".)
         """
-        promise = self._map(staging, size, op)
+        promise = self._maps.pop(staging, None) or self._map(staging, size, op)
         event = getattr(promise, "_thread_event", None)
         if event is not None:
             while not event.wait(_WATCH_S):
@@ -143,7 +224,7 @@ class Timeline:
 
     async def map_read_async(self, staging, size: int, op: str) -> None:
         """Awaitable :meth:`map_read`; never blocks the event loop."""
-        promise = self._map(staging, size, op)
+        promise = self._maps.pop(staging, None) or self._map(staging, size, op)
 
         async def wait():
             await promise
@@ -161,16 +242,28 @@ class Timeline:
     def read_start(self, tensor):
         """Queue a copy of ``tensor`` into a staging buffer; the caller maps and releases it.
 
+        A staged copy of the tensor's current value (:meth:`dispatch`) is handed over instead,
+        with nothing submitted.
+
         Raises:
             InvalidStateError: the tensor is rented, or work on it is held behind a rental
                 (waiting would never end: the rental is returned by the caller's thread).
         """
         self._check("readTensor", (tensor,))
         self._check_not_held("readTensor", tensor)
+        tensor._reread = True
+        staging = tensor._staged
+        if staging is not None:
+            tensor._staged = None
+            siblings, tensor._siblings = tensor._siblings, []
+            for sibling, buffer in siblings:  # map the dispatch's other staged outputs now:
+                if sibling._staged is buffer and buffer not in self._maps:  # their reads find them done
+                    self._maps[buffer] = self._map(buffer, sibling._size, "readTensor")
+            return staging
         staging = self.ctx._staging.acquire(tensor._size)
         enc = self.device.create_command_encoder(label="readTensor")
         enc.copy_buffer_to_buffer(tensor._buffer, 0, staging, 0, tensor._size)
-        self.queue.submit([enc.finish()])
+        self._submit([enc.finish()])
         return staging
 
     def retire(self, tensor) -> None:
@@ -226,14 +319,16 @@ class Timeline:
             return
         self._check("exportToGPU")
         self._check_not_held("exportToGPU", tensor)
+        self.unstage((tensor,))
         self._rented[tensor] = rental
         tensor._rental = rental
 
     def restore(self, tensor, data) -> None:
         """Write a returned rental's bytes (a bytes-like) back into ``tensor``, before its held work."""
         self._check("exportToGPU")
+        self.unstage((tensor,))
         self.queue.write_buffer(tensor._buffer, 0, data)
-        self.queue.submit([])
+        self._submit([])
 
     def unrent(self, tensor) -> None:
         """Return ``tensor`` to WebNN and submit, in call order, the held work that can now run.
@@ -270,7 +365,7 @@ class Timeline:
             return
         staging = self.ctx._staging.acquire(4)
         enc = self.device.create_command_encoder(label="wait")
-        self.queue.submit([enc.finish()])
+        self._submit([enc.finish()])
         self.map_read(staging, 4, "wait")
         staging.unmap()
         self.ctx._staging.release(staging)
@@ -317,9 +412,10 @@ class Timeline:
         """The byte size of ``tensor``'s buffer (its byte length padded to whole words)."""
         return tensor._size
 
-    @staticmethod
-    def tensor_buffer(tensor):
-        """``tensor``'s GPUBuffer, without the usability check of ``MLTensor.buffer``."""
+    def tensor_buffer(self, tensor):
+        """``tensor``'s GPUBuffer, without the usability check of ``MLTensor.buffer`` (the
+        tensor is never staged after: the caller may change it)."""
+        self.expose(tensor)
         return tensor._buffer
 
     @staticmethod
@@ -410,7 +506,7 @@ class Timeline:
         graph._encode(enc, io.ins, io.outs, ("compute",))
         for name, (k, offset, size) in io.layout.items():
             enc.copy_buffer_to_buffer(io.outs[name], 0, io.staging[k], offset, size)
-        self.queue.submit([enc.finish()])
+        self._submit([enc.finish()])
         result = {}
         for k, (staging, total) in enumerate(zip(io.staging, io.totals)):
             self.map_read(staging, total, "compute")
@@ -433,6 +529,12 @@ class Timeline:
             finally:
                 staging.unmap()
         return result
+
+
+def _stageable(tensor) -> bool:
+    """Whether a dispatch may stage ``tensor``'s value for its next read: readable, and only
+    WebNN changes it (its own buffer, never handed out, not importable)."""
+    return tensor._readable and tensor._owns_buffer and not tensor._importable and not tensor._exposed
 
 
 def of(obj) -> Timeline:

@@ -55,6 +55,12 @@ class MLTensor:
         self._serial = next(_serials)
         self._destroyed = False
         self._rental = None  # set by webnn_gpu.interop while rented
+        #: a MAP_READ buffer holding the value the last dispatch left in this tensor, copied in that
+        #: dispatch's command buffer (webnn_gpu._timeline, "staged reads"); None when not valid
+        self._staged = None
+        self._siblings: list = []  # (tensor, staged buffer) of every output that dispatch staged
+        self._reread = False  # read since the last dispatch that staged it: stage the next one
+        self._exposed = False  # its GPUBuffer was handed out: others may change it, never stage
         self._nbytes = _dtypes.byte_length(data_type, self._shape)
         self._size = _dtypes.buffer_size(data_type, self._shape)
         self._owns_buffer = buffer is None
@@ -127,6 +133,8 @@ class MLTensor:
         WebNN's.
         """
         self._check_usable("buffer")
+        with self._context._lock:
+            self._context._timeline.expose(self)
         return self._buffer
 
     @property
@@ -149,6 +157,8 @@ class MLTensor:
             raise InvalidStateError(f"MLTensor.destroy: {self!r} is rented to WebGPU ({self._rental!r}); return that "
                                     f"buffer (destroy() or the end of its with-block) first")
         self._destroyed = True
+        with self._context._lock:
+            self._context._timeline.unstage((self,))
         self._context._forget_tensor(self)
         self._retire()
 
