@@ -160,3 +160,19 @@ def test_lanes_kernel_against_numpy(ctx, rng, monkeypatch, case):
     g.destroy()
     assert [st.template for st in steps] == [LANES]
     assert (" pg:" in steps[0].wgsl) == (residual == "r")
+
+
+def test_tall_layers_stay_within_the_loop_limit():
+    """A kernel that walks a chunk's output rows in one loop (the channel-lane and strip
+    kernels) cuts a tall layer into enough chunks for llvmpipe's loop limit: 540,000 rows of
+    one column took the lanes kernel with 67,500-row chunks, and every row past about 65,533 of
+    each chunk came out wrong (llvmpipe ends the loop without an error)."""
+    from webnn_gpu.ops.linalg import LOOP_BUDGET
+
+    for h in (540_000, 4_000_000):
+        g = _geometry(h, 1, 32, 3)
+        tw, th, rb, _, _ = conv._dwp_lanes(g, 8, "lane-loop", 8)
+        assert th + g["KH"] + 1 <= LOOP_BUDGET and rb * th >= g["OH"]
+        g = _geometry(h, 8, 16, 3)
+        tw, th, rb = conv._dwp_strip(g, 4, "lane-loop")
+        assert th + g["KH"] + 1 <= LOOP_BUDGET and rb * th >= g["OH"]

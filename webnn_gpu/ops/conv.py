@@ -1086,6 +1086,7 @@ def _dwp_strip(g: dict, n4: int, tuning: str) -> tuple[int, int, int] | None:
     tw = min(DWP_STRIP_TW, g["OW"])
     owb = g["NB"] * -(-g["OW"] // tw)
     rb = max(1, min(g["OH"] // DWP_STRIP_MIN_TH, -(-DWP_STRIP_MIN_GROUPS * DWP_STRIP_WORKGROUP // owb)))
+    rb = max(rb, _row_chunks_in_budget(g))
     if owb * rb < DWP_CORES.get(tuning, 1) * DWP_STRIP_WORKGROUP:  # fewer workgroups than threads
         return None
     th = -(-g["OH"] // rb)
@@ -1140,6 +1141,13 @@ DWPL_MIN_GROUPS = 8
 DWPL_MIN_TH = 4
 
 
+def _row_chunks_in_budget(g: dict) -> int:
+    """The fewest chunks of depthwise conv2d ``g``'s output rows for which a kernel that walks
+    a chunk's rows in one loop, plus up to KH rows of its window held before the first (the
+    strip and channel-lane kernels), stays within llvmpipe's loop limit (:data:`LOOP_BUDGET`)."""
+    return -(-g["OH"] // (LOOP_BUDGET - g["KH"] - 1))
+
+
 def _dwp_lanes(g: dict, n4: int, tuning: str, sg: int) -> tuple[int, int, int, int, int] | None:
     """(TW, TH, RB, CPL, NPL) of the channel-lane depthwise + projection kernel for depthwise
     conv2d ``g`` and a pointwise projection of ``n4`` vec4 columns with ``sg`` subgroup lanes, or
@@ -1155,7 +1163,7 @@ def _dwp_lanes(g: dict, n4: int, tuning: str, sg: int) -> tuple[int, int, int, i
         return None
     tw = min(DWPL_TW, g["OW"])
     owb = g["NB"] * -(-g["OW"] // tw)
-    rb = max(1, min(g["OH"] // DWPL_MIN_TH, -(-DWPL_MIN_GROUPS // owb)))
+    rb = max(1, min(g["OH"] // DWPL_MIN_TH, -(-DWPL_MIN_GROUPS // owb)), _row_chunks_in_budget(g))
     th = -(-g["OH"] // rb)
     return tw, th, -(-g["OH"] // th), cpl, npl
 
