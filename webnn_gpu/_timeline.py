@@ -73,6 +73,7 @@ class Timeline:
         self._unflushed = False  # a write_buffer is waiting for the next submit
         self._maps: dict = {}  # staged buffer -> the promise of its map, started with a sibling's read
         self._dropped: list = []  # (buffer, promise): staged copies dropped while mapping or mapped
+        self._waiting: dict = {}  # staging buffer -> the promise of its map an async read awaits
 
     # ------------------------------------------------------------------ posting
     def _check(self, op: str, tensors=(), graph=None) -> None:
@@ -230,14 +231,32 @@ class Timeline:
             await promise
 
         task = asyncio.ensure_future(wait())
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=_WATCH_S)
-            if done:
-                task.result()
-                return
-            if self.device_stopped():
-                task.cancel()
-                raise self._stopped(op)
+        self._waiting[staging] = promise
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=_WATCH_S)
+                if done:
+                    task.result()
+                    del self._waiting[staging]
+                    return
+                if self.device_stopped():
+                    task.cancel()
+                    raise self._stopped(op)
+        except BaseException:  # cancelled, or the device stopped: see release_read
+            if staging in self._waiting and self.device_stopped():
+                del self._waiting[staging]  # no map to wait for: the buffer goes with the device
+            raise
+
+    def release_read(self, staging) -> None:
+        """Give a read's staging buffer back: to the pool, or, when its map is still running
+        (the awaiting read was cancelled), to the dropped copies that :meth:`_reap` unmaps and
+        pools once the map is done (pooled at once, a later copy into it would fail while the
+        map runs)."""
+        promise = self._waiting.pop(staging, None)
+        if promise is None:
+            self.ctx._staging.release(staging)
+        else:
+            self._dropped.append((staging, promise))
 
     def read_start(self, tensor):
         """Queue a copy of ``tensor`` into a staging buffer; the caller maps and releases it.
@@ -251,6 +270,8 @@ class Timeline:
         """
         self._check("readTensor", (tensor,))
         self._check_not_held("readTensor", tensor)
+        if self._dropped:
+            self._reap()
         tensor._reread = True
         staging = tensor._staged
         if staging is not None:

@@ -432,7 +432,8 @@ class MLContext:
                 await self._timeline.map_read_async(staging, t._size, op)
                 return self._finish_read(op, t, staging, out)
         finally:
-            self._staging.release(staging)
+            with self._lock:
+                self._timeline.release_read(staging)
 
     def _prepare_read(self, op, tensor, out):
         t = self._own_tensor(op, "tensor", tensor)
