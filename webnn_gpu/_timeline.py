@@ -131,13 +131,13 @@ class Timeline:
         staged: list = []
         if self._dropped:
             self._reap()
-        if not self._holds(tensors):
-            for t in outs.values():
-                if t._reread and _stageable(t):
-                    staging = self.ctx._staging.acquire(t._size)
-                    staged.append((t, staging))
-                    enc.copy_buffer_to_buffer(t._buffer, 0, staging, 0, t._size)
         try:
+            if not self._holds(tensors):
+                for t in outs.values():
+                    if t._reread and _stageable(t):
+                        staging = self.ctx._staging.acquire(t._size)
+                        staged.append((t, staging))
+                        enc.copy_buffer_to_buffer(t._buffer, 0, staging, 0, t._size)
             self.submit([enc.finish()], tensors)
         except BaseException:
             for _, staging in staged:
