@@ -56,7 +56,7 @@ def _shape_row(step, tuning: str) -> dict:
         tw, th, _ = conv._dwp_strip(g, -(-n // 4), tuning)
         strip = f"{th}x{tw}"
     elif step.template == "conv/depthwise_project_lanes.wgsl":  # the channel-lane kernel's TH x TW
-        tw, th = conv._dwp_lanes(g, -(-n // 4), tuning, conv.DW_LANES)[:2]
+        tw, th = conv._dwp_lanes(g, -(-n // 4), conv.DW_LANES)[:2]
         strip = f"{th}x{tw}"
     else:
         strip = "-" if node.op == "depthwise_project" else "x".join(str(v) for v in conv._dw_strip(g, tuning))

@@ -24,13 +24,13 @@ def test_lanes_plan_shapes_and_limits():
     workgroups but at least DWPL_MIN_TH rows each; at most DWPL_MAX_CPL channel groups and
     DWPL_MAX_NPL projection columns per lane; no lanes, vertical dilation or a window shorter
     than its stride: none."""
-    assert conv._dwp_lanes(_geometry(64, 64, 24, 3), 6, "lane-loop", 8) == (4, 64, 1, 1, 1)
-    assert conv._dwp_lanes(_geometry(16, 16, 48, 3), 14, "lane-loop", 8) == (4, 8, 2, 2, 2)
-    assert conv._dwp_lanes(_geometry(48, 48, 16, 3, s=2), 8, "lane-loop", 8) == (4, 12, 2, 1, 1)
-    assert conv._dwp_lanes(_geometry(6, 6, 64, 5), 16, "lane-loop", 8) == (4, 6, 1, 2, 2)
+    assert conv._dwp_lanes(_geometry(64, 64, 24, 3), 6, 8) == (4, 64, 1, 1, 1)
+    assert conv._dwp_lanes(_geometry(16, 16, 48, 3), 14, 8) == (4, 8, 2, 2, 2)
+    assert conv._dwp_lanes(_geometry(48, 48, 16, 3, s=2), 8, 8) == (4, 12, 2, 1, 1)
+    assert conv._dwp_lanes(_geometry(6, 6, 64, 5), 16, 8) == (4, 6, 1, 2, 2)
     for g, n4, sg in ((_geometry(64, 64, 24, 3), 6, 0), (_geometry(64, 64, 24, 3, d=2), 6, 8),
                       (_geometry(24, 24, 72, 3), 6, 8), (_geometry(24, 24, 64, 3), 17, 8)):
-        assert conv._dwp_lanes(g, n4, "lane-loop", sg) is None
+        assert conv._dwp_lanes(g, n4, sg) is None
 
 
 def test_form_strip_first_then_lanes_where_estimated_faster(monkeypatch):
@@ -171,7 +171,7 @@ def test_tall_layers_stay_within_the_loop_limit():
 
     for h in (540_000, 4_000_000):
         g = _geometry(h, 1, 32, 3)
-        tw, th, rb, _, _ = conv._dwp_lanes(g, 8, "lane-loop", 8)
+        tw, th, rb, _, _ = conv._dwp_lanes(g, 8, 8)
         assert th + g["KH"] + 1 <= LOOP_BUDGET and rb * th >= g["OH"]
         g = _geometry(h, 8, 16, 3)
         tw, th, rb = conv._dwp_strip(g, 4, "lane-loop")

@@ -1148,7 +1148,7 @@ def _row_chunks_in_budget(g: dict) -> int:
     return -(-g["OH"] // (LOOP_BUDGET - g["KH"] - 1))
 
 
-def _dwp_lanes(g: dict, n4: int, tuning: str, sg: int) -> tuple[int, int, int, int, int] | None:
+def _dwp_lanes(g: dict, n4: int, sg: int) -> tuple[int, int, int, int, int] | None:
     """(TW, TH, RB, CPL, NPL) of the channel-lane depthwise + projection kernel for depthwise
     conv2d ``g`` and a pointwise projection of ``n4`` vec4 columns with ``sg`` subgroup lanes, or
     None where it cannot run: lane-shared loads (``sg``), vertical dilation 1, a window at least
@@ -1216,7 +1216,7 @@ def _dwp_form(g: dict, n4: int, tuning: str, sg: int) -> tuple[str, Any]:
     channel-lane kernel)."""
     strip = _dwp_strip(g, n4, tuning)
     force = _env.force("dwp_form")
-    lanes = _dwp_lanes(g, n4, tuning, sg) if force != "blocks" else None
+    lanes = _dwp_lanes(g, n4, sg) if force != "blocks" else None
     if lanes is not None and force == "lanes":
         return "lanes", lanes
     if strip is not None:
