@@ -3,9 +3,11 @@
   kernels loop over the block's input rows r (a runtime bound, so LLVM keeps it a loop), load
   each row's columns once as x<j>, and add them into every output row t whose window reaches
   row r, through tap row (r - t sh) / dh picked by selects among the taps w<kh>_<kw>. Also the
-  fused kernels' per-vec4 epilogue helpers (ep_v4_def, ep_v4, hoist_q4).
+  fused kernels' per-vec4 epilogue helpers (ep_v4_def, ep_v4, hoist_q4), the functions the
+  depthwise + projection kernels define (pair_fns) and their input columns (columns).
 -#}
 {% import "_lib/tile.wgsl" as tl %}
+{% import "_lib/activations.wgsl" as act %}
 
 {#- Output row t's share of input row r: acc<t>_<p> += x<p sw + kw dw> * tap (kh, kw). -#}
 {% macro row_taps(acc, t, KH, KW, TW, sh, sw, dh, dw) %}
@@ -51,4 +53,30 @@ fn {{ ep.fn }}_v4(v: vec4<f32>, o: u32, ch: u32{% if ep.chan %}{% for c in range
     {{ tl.hoist_q(ep, name ~ c, ("min(" if last else "") ~ ch0 ~ " + " ~ c ~ "u" ~ (", " ~ last ~ ")" if last else "")) }}
 {% endfor %}
 {% endif %}
+{% endmacro %}
+
+{#- The activation functions, the depthwise epilogue `ep` and the projection's `pep` (none: no
+   projection) with their per-vec4 helpers: what every depthwise + projection kernel defines. -#}
+{% macro pair_fns(fns, ep, pep) %}
+{% for FT, names in fns %}
+{{ act.defs(FT, names) }}
+{% endfor %}
+{% if not ep.empty %}
+{{ ep.code }}
+{{ ep_v4_def(ep) }}
+{% endif %}
+{% if pep is not none and not pep.empty %}
+{{ pep.code }}
+{{ ep_v4_def(pep) }}
+{% endif %}
+{% endmacro %}
+
+{#- Input column iw0 + j of the window segment `seg`: cx<j>, whether it is inside the image
+   (cok<j>) and its index clamped into it (ci<j>). -#}
+{% macro columns(seg) %}
+{% for j in seg %}
+  let cx{{ j }} = iw0 + {{ j }};
+  let cok{{ j }} = u32(cx{{ j }}) < W;
+  let ci{{ j }} = select(0u, u32(cx{{ j }}), cok{{ j }});
+{% endfor %}
 {% endmacro %}

@@ -41,6 +41,7 @@
   Workgroup: (k.workgroup, 1, 1); invocations NB * OHB * OWB * C4, channel block fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
+{% import "conv/_rows.wgsl" as rw %}
 {% if T == "f16" %}
 enable f16;
 {% endif %}
@@ -110,11 +111,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let w{{ kh }}_{{ kw }} = ld_f({{ kh * KW + kw }}u, cb, C4, C);
 {% endfor %}
 {% endfor %}
-{% for j in seg %}
-  let cx{{ j }} = iw0 + {{ j }};
-  let cok{{ j }} = u32(cx{{ j }}) < W;
-  let ci{{ j }} = select(0u, u32(cx{{ j }}), cok{{ j }});
-{% endfor %}
+{{ rw.columns(seg) -}}
 {% for p in range(TW) %}
   let pok{{ p }} = ow0 + {{ p }}u < OW;
 {% endfor %}

@@ -96,7 +96,6 @@
 {% import "_lib/tile.wgsl" as tl %}
 {% import "conv/_rows.wgsl" as rw %}
 {% from "conv/_rows.wgsl" import ep_v4_def, ep_v4, hoist_q4 %}
-{% import "_lib/activations.wgsl" as act %}
 {% if T == "f16" %}
 enable f16;
 {% endif %}
@@ -125,17 +124,7 @@ enable f16;
 {% if pool %}
 @group(0) @binding({{ nb.i + 2 }}) var<storage, read_write> pool: array<vec4<f32>>;
 {% endif %}
-{% for FT, names in fns %}
-{{ act.defs(FT, names) }}
-{% endfor %}
-{% if not ep.empty %}
-{{ ep.code }}
-{{ ep_v4_def(ep) }}
-{% endif %}
-{% if mode != "store" and not pep.empty %}
-{{ pep.code }}
-{{ ep_v4_def(pep) }}
-{% endif %}
+{{ rw.pair_fns(fns, ep, pep if mode != "store" else none) -}}
 {% if expand and not eep.empty %}
 {{ eep.code }}
 {{ ep_v4_def(eep, false) }}
@@ -195,11 +184,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let ow0 = wb * {{ TW }}u;
   let ih0 = i32(oh0 * {{ sh }}u) - i32(prm[2].z);
   let iw0 = i32(ow0 * {{ sw }}u) - i32(prm[2].w);
-{% for j in seg %}
-  let cx{{ j }} = iw0 + {{ j }};
-  let cok{{ j }} = u32(cx{{ j }}) < W;
-  let ci{{ j }} = select(0u, u32(cx{{ j }}), cok{{ j }});
-{% endfor %}
+{{ rw.columns(seg) -}}
 {% if expand %}
 {% for r, uses in rows %}
   let hy{{ r }} = ih0 + {{ r }};

@@ -57,8 +57,8 @@
   Workgroup: (sg, 1, 1); strip fastest, then row chunk, then batch.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
-{% import "_lib/activations.wgsl" as act %}
-{% from "conv/_rows.wgsl" import ep_v4_def, ep_v4 %}
+{% import "conv/_rows.wgsl" as rw %}
+{% from "conv/_rows.wgsl" import ep_v4 %}
 {#- The input row kh of the current window, the lane's channel group k, column offset j. -#}
 {% macro xin(kh, k, j) %}{{ "X" if kh < hold else "Y" }}{{ kh }}_{{ k }}_{{ j }}{% endmacro %}
 {#- Depthwise pixel p of the lane's channel group k: its KH x KW products, one expression. -#}
@@ -81,18 +81,7 @@ enable f16;
 {% endif %}
 @group(0) @binding({{ nb.i }}) var<uniform> prm: array<vec4<u32>, 4>;
 {{ tl.decl(nb.i + 1, "out", T, true, true) }}
-{% for FT, names in fns %}
-{{ act.defs(FT, names) }}
-{% endfor %}
-{% if not ep.empty %}
-{{ ep.code }}
-{{ ep_v4_def(ep) }}
-{% endif %}
-{% if not pep.empty %}
-{{ pep.code }}
-{{ ep_v4_def(pep) }}
-{% endif %}
-
+{{ rw.pair_fns(fns, ep, pep) }}
 @compute @workgroup_size({{ sg }})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(subgroup_invocation_id) lane: u32) {
@@ -128,11 +117,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let oh0 = (r1 - n * RB) * TH;
   let ih0 = i32(oh0 * {{ sh }}u) - i32(prm[2].x);
   let iw0 = i32(ow0 * {{ sw }}u) - i32(prm[2].y);
-{% for j in seg %}
-  let cx{{ j }} = iw0 + {{ j }};
-  let cok{{ j }} = u32(cx{{ j }}) < W;
-  let ci{{ j }} = select(0u, u32(cx{{ j }}), cok{{ j }});
-{% endfor %}
+{{ rw.columns(seg) -}}
 {% for p in range(TW) %}
   let in{{ p }} = ow0 + {{ p }}u < OW;
 {% endfor %}

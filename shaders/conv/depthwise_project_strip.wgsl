@@ -45,8 +45,8 @@
   Workgroup: (k.workgroup, 1, 1); strip fastest, then row chunk, then batch.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
-{% import "_lib/activations.wgsl" as act %}
-{% from "conv/_rows.wgsl" import ep_v4_def, ep_v4, hoist_q4 %}
+{% import "conv/_rows.wgsl" as rw %}
+{% from "conv/_rows.wgsl" import ep_v4, hoist_q4 %}
 {#- The input row kh of the current window, channel group cb, column offset j. -#}
 {% macro xin(kh, cb, j) %}{{ "X" if kh < hold else "Y" }}{{ kh }}_{{ cb }}_{{ j }}{% endmacro %}
 {#- Depthwise pixel p of channel group cb: its KH x KW products, one expression. -#}
@@ -68,18 +68,7 @@ enable f16;
 {% endif %}
 @group(0) @binding({{ nb.i }}) var<uniform> prm: array<vec4<u32>, 3>;
 {{ tl.decl(nb.i + 1, "out", T, true, true) }}
-{% for FT, names in fns %}
-{{ act.defs(FT, names) }}
-{% endfor %}
-{% if not ep.empty %}
-{{ ep.code }}
-{{ ep_v4_def(ep) }}
-{% endif %}
-{% if not pep.empty %}
-{{ pep.code }}
-{{ ep_v4_def(pep) }}
-{% endif %}
-
+{{ rw.pair_fns(fns, ep, pep) }}
 @compute @workgroup_size({{ k.workgroup }})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let gidx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
@@ -103,11 +92,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let rows = min(TH, OH - oh0);
   let ih0 = i32(oh0) - i32(prm[2].x);
   let iw0 = i32(ow0 * {{ sw }}u) - i32(prm[2].y);
-{% for j in seg %}
-  let cx{{ j }} = iw0 + {{ j }};
-  let cok{{ j }} = u32(cx{{ j }}) < W;
-  let ci{{ j }} = select(0u, u32(cx{{ j }}), cok{{ j }});
-{% endfor %}
+{{ rw.columns(seg) -}}
 {% for p in range(TW) %}
   let in{{ p }} = ow0 + {{ p }}u < OW;
 {% endfor %}
