@@ -72,20 +72,20 @@ def _tokens(label) -> frozenset:
     return frozenset(_TOKEN.findall(str(label)))
 
 
-def _forms(ctx, path: str, rounds: int, repeats: int, dump=None) -> None:
-    """Print every depthwise + projection pair of model ``path`` fused and split (``--forms``)."""
+def _profiled(ctx, path: str, envs: dict, rounds: int, repeats: int):
+    """Model ``path`` built once per entry of ``envs`` (name -> environment variables set while
+    it loads, restored after), all profiled alternately on one random input, the least of the
+    ``rounds`` per kernel: (graphs, best microseconds per kernel, rows of (kernel step, its
+    source operators, microseconds)), each by name."""
     import webnn_gpu as webnn
     from webnn_gpu import _dtypes
     from webnn_gpu._lower import KernelStep
-    from webnn_gpu.ops import conv
     from webnn_gpu.profile import profile_graph
 
-    envs = {"model": {}, "fused": {"WEBNN_GPU_FORCE_DWP": "fused"},
-            "split": {"WEBNN_GPU_PASSES": "-fuse_depthwise_project"}}
     graphs, inputs = {}, None
     for name, env in envs.items():
-        old = {k: os.environ.get(k) for k in ("WEBNN_GPU_FORCE_DWP", "WEBNN_GPU_PASSES")}
-        os.environ.update({"WEBNN_GPU_FORCE_DWP": "", "WEBNN_GPU_PASSES": "", **env})
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
         try:
             graphs[name] = webnn.load(path, ctx).graph
         finally:
@@ -103,10 +103,19 @@ def _forms(ctx, path: str, rounds: int, repeats: int, dump=None) -> None:
         for name, g in graphs.items():
             us = [r["us"] for r in profile_graph(ctx, g, inputs, repeats)]
             best[name] = us if best[name] is None else [min(a, b) for a, b in zip(best[name], us)]
-    rows = {}
-    for name, g in graphs.items():
-        steps = [s for s in g._steps if isinstance(s, KernelStep)]
-        rows[name] = [(s, _tokens(s.label), us) for s, us in zip(steps, best[name])]
+    rows = {name: [(s, _tokens(s.label), us) for s, us in zip([s for s in g._steps if isinstance(s, KernelStep)],
+                                                               best[name])] for name, g in graphs.items()}
+    return graphs, best, rows
+
+
+def _forms(ctx, path: str, rounds: int, repeats: int, dump=None) -> None:
+    """Print every depthwise + projection pair of model ``path`` fused and split (``--forms``)."""
+    from webnn_gpu.ops import conv
+
+    base = {"WEBNN_GPU_FORCE_DWP": "", "WEBNN_GPU_PASSES": ""}
+    envs = {"model": base, "fused": {**base, "WEBNN_GPU_FORCE_DWP": "fused"},
+            "split": {**base, "WEBNN_GPU_PASSES": "-fuse_depthwise_project"}}
+    graphs, best, rows = _profiled(ctx, path, envs, rounds, repeats)
     model_pairs = {t for s, t, _ in rows["model"] if s.node.op == "depthwise_project"}
     print(f"# {os.path.basename(path)}: all kernels model {sum(best['model']):.0f} us, fused "
           f"{sum(best['fused']):.0f}, split {sum(best['split']):.0f} ({len(best['model'])}, "
@@ -141,33 +150,8 @@ def _lanes_ab(ctx, path: str, rounds: int, repeats: int) -> None:
     channel-lane kernel (``WEBNN_GPU_FORCE_DWP_FORM=blocks``; ``--lanes``): both built in one
     process and profiled alternately, the least of the rounds per kernel; per source pair that
     either side runs differently, both sides' microseconds."""
-    import webnn_gpu as webnn
-    from webnn_gpu import _dtypes
-    from webnn_gpu._lower import KernelStep
-    from webnn_gpu.profile import profile_graph
-
-    graphs, inputs = {}, None
-    for name, form in (("model", ""), ("no lanes", "blocks")):
-        old = os.environ.get("WEBNN_GPU_FORCE_DWP_FORM")
-        os.environ["WEBNN_GPU_FORCE_DWP_FORM"] = form
-        try:
-            graphs[name] = webnn.load(path, ctx).graph
-        finally:
-            if old is None:
-                os.environ.pop("WEBNN_GPU_FORCE_DWP_FORM", None)
-            else:
-                os.environ["WEBNN_GPU_FORCE_DWP_FORM"] = old
-        if inputs is None:
-            rng = np.random.default_rng(0)
-            inputs = {nm: rng.random(d["shape"]).astype(_dtypes.info(d["data_type"]).numpy)
-                      for nm, d in graphs[name].inputs.items()}
-    best: dict = {name: None for name in graphs}
-    for _ in range(rounds):
-        for name, g in graphs.items():
-            us = [r["us"] for r in profile_graph(ctx, g, inputs, repeats)]
-            best[name] = us if best[name] is None else [min(a, b) for a, b in zip(best[name], us)]
-    rows = {name: [(s, _tokens(s.label), us) for s, us in zip([s for s in g._steps if isinstance(s, KernelStep)],
-                                                               best[name])] for name, g in graphs.items()}
+    envs = {"model": {"WEBNN_GPU_FORCE_DWP_FORM": ""}, "no lanes": {"WEBNN_GPU_FORCE_DWP_FORM": "blocks"}}
+    graphs, best, rows = _profiled(ctx, path, envs, rounds, repeats)
     print(f"# {os.path.basename(path)}: all kernels {sum(best['model']):.0f} us ({len(best['model'])} kernels), "
           f"without the channel-lane kernel {sum(best['no lanes']):.0f} us ({len(best['no lanes'])})")
     seen: set = set()
