@@ -177,6 +177,13 @@ class Timeline:
                 pass
         self._dropped = keep
 
+    def reap_closed(self) -> None:
+        """On ``destroy()``: destroy the dropped staged copies whose maps are done (the staging
+        pool is closed, so releasing one destroys it); the others stay until their maps end and
+        go with the device or when collected."""
+        if self._dropped:
+            self._reap()
+
     def expose(self, tensor) -> None:
         """``tensor``'s GPUBuffer is handed out: others may change it, so it is never staged."""
         tensor._exposed = True

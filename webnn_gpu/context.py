@@ -269,10 +269,16 @@ class MLContext:
         with self._lock:
             self._destroyed = True
             self._timeline.close("the MLContext was destroyed")
-            for t in list(self._tensors):
+            tensors = list(self._tensors)
+            for t in tensors:
                 t._destroyed = True
+            # staged copies go with the context (on a shared device they would otherwise live
+            # until their tensors are collected); one whose map is running is destroyed once
+            # the map is done (Timeline._reap), never while wgpu maps it
+            self._timeline.unstage(tensors)
             self._tensors.clear()
             self._staging.clear()
+            self._timeline.reap_closed()
             if not self._lost_future.done():
                 self._lost_future.set_result("destroyed")
             if not self._shared:

@@ -9,6 +9,7 @@ import asyncio
 
 import numpy as np
 import pytest
+import wgpu
 
 import webnn_gpu as webnn
 from webnn_gpu import interop
@@ -317,3 +318,33 @@ def test_a_cancelled_async_read_leaves_its_buffer_out_of_the_pool_until_its_map_
     for t in (t_in, t_a, t_b):
         t.destroy()
     g.destroy()
+
+
+def test_destroying_a_context_on_a_shared_device_destroys_its_staged_copies(monkeypatch):
+    """On the caller's device the staged copies must not outlive ``ctx.destroy()`` (the
+    device lives on); every staging buffer the context took is destroyed by then."""
+    adapter = wgpu.gpu.request_adapter_sync()
+    device = adapter.request_device_sync()
+    ctx = webnn.ml.create_context(device)
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [N]})
+    g = b.build({"a": b.add(x, x), "b": b.exp(x)})
+    t_in, t_a, t_b = _t(ctx, writable=True), _t(ctx, readable=True), _t(ctx, readable=True)
+    taken = []
+    acquire = ctx._staging.acquire
+    monkeypatch.setattr(ctx._staging, "acquire", lambda size: taken.append(acquire(size)) or taken[-1])
+    for k in (0, 1):
+        ctx.write_tensor(t_in, _x(k))
+        ctx.dispatch(g, {"x": t_in}, {"a": t_a, "b": t_b})
+        np.testing.assert_array_equal(ctx.read_tensor(t_a), 2 * _x(k))
+        ctx.read_tensor(t_b)
+    ctx.dispatch(g, {"x": t_in}, {"a": t_a, "b": t_b})  # stages both outputs, maps nothing yet
+    assert t_a._staged is not None and t_b._staged is not None
+    destroyed = []
+    cls = type(taken[0])
+    real = cls.destroy
+    monkeypatch.setattr(cls, "destroy", lambda self: destroyed.append(self) or real(self))
+    ctx.destroy()
+    assert t_a._staged is None and t_b._staged is None
+    assert {id(s) for s in taken} <= {id(s) for s in destroyed}
+    device.create_buffer(size=16, usage=wgpu.BufferUsage.STORAGE)  # the caller's device lives on
