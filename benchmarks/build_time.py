@@ -10,8 +10,10 @@ segmenter); ``--zoo DIR`` adds every ``*.tflite`` of a folder. For each model an
 checkout (alternating, so that every side sees the same machine load) one fresh process times
 ``webnn.load`` (which converts, compiles and warms every pipeline) with Mesa's shader cache in
 an empty private folder (``MESA_SHADER_CACHE_DIR``: the cache is empty, as on a first run, and
-the shared per-user cache is neither read nor filled); a second fresh process then times the
-same load with that folder filled (warm). Prints per model the distinct pipelines, the kernels,
+the shared per-user cache is neither read nor filled), and the engine's lowered plans
+(``webnn_gpu._plancache``) in an empty folder of their own; a second fresh process then times the
+same load with both folders filled (warm). ``--no-plan-cache`` measures without the plans
+(``WEBNN_GPU_PLAN_CACHE=0``). Prints per model the distinct pipelines, the kernels,
 and wall and CPU seconds of both builds (CPU: user + system time of the process, its compile
 threads and the driver's queue thread included; on a machine shared with other work it is the
 steadier number), the CPU seconds of the cold build's busiest thread (on Linux; lavapipe
@@ -250,6 +252,7 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", default="float32", choices=["float32", "float16"])
     p.add_argument("--no-warm", action="store_true", help="only the cold build")
     p.add_argument("--no-template-cache", action="store_true", help="WEBNN_GPU_TEMPLATE_CACHE=0 too")
+    p.add_argument("--no-plan-cache", action="store_true", help="WEBNN_GPU_PLAN_CACHE=0: no lowered plans kept")
     p.add_argument("--no-bytecode", action="store_true",
                    help="do not compile the modules' bytecode first (PYTHONDONTWRITEBYTECODE as it is)")
     p.add_argument("--per-pipeline", action="store_true",
@@ -261,6 +264,8 @@ def main(argv=None) -> int:
     env = dict(os.environ)
     if args.no_template_cache:
         env["WEBNN_GPU_TEMPLATE_CACHE"] = "0"
+    if args.no_plan_cache:
+        env["WEBNN_GPU_PLAN_CACHE"] = "0"
     if args.per_pipeline and len(roots) > 1:
         p.error("--per-pipeline measures one checkout")
     models = _models(args)
@@ -291,9 +296,12 @@ def _table(args, models: list[str], env: dict, roots: list[str]) -> int:
             for _ in range(args.rounds):
                 for r in roots:
                     with tempfile.TemporaryDirectory(prefix="build-time-mesa-") as cache:
-                        cold = measure(model, root=r, dtype=args.dtype, cache_dir=cache, env=env)
+                        # the lowered plans (webnn_gpu._plancache) start empty too, and the warm
+                        # build finds the cold one's, as it finds Mesa's cache filled
+                        pair = dict(env, WEBNN_GPU_PLAN_CACHE_DIR=os.path.join(cache, "plans"))
+                        cold = measure(model, root=r, dtype=args.dtype, cache_dir=cache, env=pair)
                         warm = None if args.no_warm else measure(model, root=r, dtype=args.dtype, cache_dir=cache,
-                                                                 env=env)
+                                                                 env=pair)
                     runs[r].append({"cold": cold, "warm": warm})
         except RuntimeError as exc:
             print(f"{name:<36} failed: {exc}", flush=True)

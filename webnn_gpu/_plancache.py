@@ -5,7 +5,8 @@ the pipeline threads) and Python on the main thread: reading the flatbuffer, con
 the builder's graph, the compiler's rules, lowering every node (rendering its kernel). The last
 part ends in a :class:`webnn_gpu.graph.BuildPlan` (steps with their WGSL, the constants'
 data, the buffer aliases), which this module keeps per model in
-``<cache dir>/plans/<key>.plan`` (:func:`webnn_gpu.models.cache_dir`) so that the next load of
+``<cache dir>/plans/<key>.plan`` (:func:`webnn_gpu.models.cache_dir`; ``WEBNN_GPU_PLAN_CACHE_DIR``
+names another folder) so that the next load of
 the same model builds from it: 0.1-0.2 s less of the main thread on the zoo's larger models.
 
 The key (:func:`key`) is a SHA-256 of everything the plan depends on: the model's bytes, the
@@ -52,10 +53,11 @@ from ._lower import CopyStep, KernelStep
 log = logging.getLogger("webnn_gpu")
 
 _MAGIC = b"WEBNN-GPU-PLAN-1\n"
-_HEADER = len(_MAGIC) + 32 + 8 + 32  # magic, key (SHA-256), payload length, payload SHA-256
+_HEADER = len(_MAGIC) + 32 + 8 + 32  # magic, key (SHA-256), body length, body SHA-256
+_ALIGN = 64  # file offset of each constant's bytes: a multiple of this
 
 #: environment variables that change nothing of a plan (the cache's own switches)
-_NOT_IN_KEY = ("WEBNN_GPU_PLAN_CACHE", "WEBNN_GPU_PLAN_CACHE_MB")
+_NOT_IN_KEY = ("WEBNN_GPU_PLAN_CACHE", "WEBNN_GPU_PLAN_CACHE_MB", "WEBNN_GPU_PLAN_CACHE_DIR")
 
 #: modules whose classes and functions a plan may name (anything else fails to unpickle: a miss)
 _ALLOWED = ("webnn_gpu.", "numpy", "builtins", "collections", "copyreg", "_codecs", "types")
@@ -77,7 +79,9 @@ def max_bytes() -> int:
 
 
 def folder() -> Path:
-    """``<cache dir>/plans`` (not created here)."""
+    """``WEBNN_GPU_PLAN_CACHE_DIR``, or else ``<cache dir>/plans`` (not created here)."""
+    if os.environ.get("WEBNN_GPU_PLAN_CACHE_DIR"):
+        return Path(os.environ["WEBNN_GPU_PLAN_CACHE_DIR"])
     from .models import cache_dir
 
     return cache_dir() / "plans"
@@ -208,24 +212,54 @@ class _Unpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
-def dumps(plan, meta: dict) -> bytes:
+def dumps(plan, meta: dict) -> list:
     """The pickled ``(plan, meta)`` (Values without their producers' graphs, steps without
-    pipelines).
+    pipelines) as the parts of a file's body, to be written one after another: a table, the
+    pickle, then the constants' bytes out of band (pickle protocol 5), each at a multiple of
+    64 bytes of the file, so that :func:`loads` makes the arrays on the file's bytes without
+    copying them.
 
     Raises:
         _Unstorable: the plan holds a constant MLTensor or the user's own WGSL.
     """
+    raws: list = []
     buf = io.BytesIO()
-    _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump((plan, meta))
-    return buf.getvalue()
+    _Pickler(buf, protocol=5, buffer_callback=lambda b: raws.append(b.raw())).dump((plan, meta))
+    payload = buf.getbuffer()
+    table = len(raws).to_bytes(4, "little") + payload.nbytes.to_bytes(8, "little")
+    table += b"".join(r.nbytes.to_bytes(8, "little") for r in raws)
+    parts = [table, payload]
+    at = _HEADER + len(table) + payload.nbytes
+    for r in raws:
+        pad = -at % _ALIGN
+        parts += [b"\0" * pad, r]
+        at += pad + r.nbytes
+    return parts
 
 
-def loads(payload: bytes):
-    """``(plan, meta)`` from :func:`dumps`'s bytes, with new value ids (the plan's dicts keyed
+def loads(body):
+    """``(plan, meta)`` from a file's body (:func:`dumps`'s parts, joined; a writable buffer
+    gives writable arrays, which are views of it), with new value ids (the plan's dicts keyed
     by value id renumbered with them)."""
+    body = memoryview(body)
+    n = int.from_bytes(body[:4], "little")
+    size = int.from_bytes(body[4:12], "little")
+    lens = [int.from_bytes(body[12 + 8 * i:20 + 8 * i], "little") for i in range(n)]
+    at = 12 + 8 * n
+    payload = body[at:at + size]
+    at += size
+    buffers = []
+    for length in lens:
+        at += -(_HEADER + at) % _ALIGN
+        if at + length > len(body):
+            raise ValueError("a buffer lies past the end of the file")
+        buffers.append(body[at:at + length])
+        at += length
+    if len(payload) != size or at != len(body):
+        raise ValueError("the table does not fit the file")
     _LOADING.ids = {}
     try:
-        plan, meta = _Unpickler(io.BytesIO(payload)).load()
+        plan, meta = _Unpickler(io.BytesIO(payload), buffers=buffers).load()
         ids = _LOADING.ids
     finally:
         _LOADING.ids = None
@@ -248,17 +282,20 @@ def load(k: str | None):
     path = _path(k)
     try:
         with open(path, "rb") as fh:
-            blob = fh.read()
+            blob = bytearray(os.fstat(fh.fileno()).st_size)  # writable: the arrays are views of it
+            got = fh.readinto(blob)
     except OSError:
         return None
     try:
-        head = blob[:_HEADER]
+        view = memoryview(blob)
+        head = bytes(view[:_HEADER])
         n = int.from_bytes(head[len(_MAGIC) + 32:len(_MAGIC) + 40], "little")
-        payload = memoryview(blob)[_HEADER:]
-        if (len(head) != _HEADER or not head.startswith(_MAGIC) or head[len(_MAGIC):len(_MAGIC) + 32] != bytes.fromhex(k)
-                or n != len(payload) or hashlib.sha256(payload).digest() != head[len(_MAGIC) + 40:]):
+        body = view[_HEADER:]
+        if (got != len(blob) or len(head) != _HEADER or not head.startswith(_MAGIC)
+                or head[len(_MAGIC):len(_MAGIC) + 32] != bytes.fromhex(k)
+                or n != len(body) or hashlib.sha256(body).digest() != head[len(_MAGIC) + 40:]):
             raise ValueError("header or checksum does not match")
-        plan, meta = loads(payload)
+        plan, meta = loads(body)
         from .graph import BuildPlan
 
         if not isinstance(plan, BuildPlan) or not isinstance(meta, dict):
@@ -283,20 +320,25 @@ def store(k: str | None, plan, meta: dict) -> bool:
     if k is None:
         return False
     try:
-        payload = dumps(plan, meta)
+        parts = dumps(plan, meta)
     except Exception as exc:  # _Unstorable, or something of a plan pickle cannot keep
         log.debug("plan cache: not kept (%s: %s)", type(exc).__name__, exc)
         return False
+    size = sum(memoryview(p).nbytes for p in parts)
     bound = max_bytes()
-    if len(payload) + _HEADER > bound:
+    if size + _HEADER > bound:
         return False
+    digest = hashlib.sha256()
+    for p in parts:
+        digest.update(p)
     path = _path(k)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as fh:
-            fh.write(_MAGIC + bytes.fromhex(k) + len(payload).to_bytes(8, "little") + hashlib.sha256(payload).digest())
-            fh.write(payload)
+            fh.write(_MAGIC + bytes.fromhex(k) + size.to_bytes(8, "little") + digest.digest())
+            for p in parts:
+                fh.write(p)
         os.replace(tmp, path)
     except OSError as exc:
         log.debug("plan cache: not written (%s)", exc)

@@ -624,9 +624,10 @@ def _made_by(v) -> str:
 
 
 def _upload(device, data: np.ndarray, label: str):
-    raw = np.ascontiguousarray(data).tobytes()
-    pad = (-len(raw)) % 4 or (4 if not raw else 0)
+    raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)  # the array's bytes, not copied
+    pad = (-raw.nbytes) % 4 or (4 if not raw.nbytes else 0)
+    if pad:
+        raw = np.concatenate([raw, np.zeros(pad, np.uint8)])
     # constants may also be bound as uniform buffers (the tile kernel's B, see ops/linalg.py)
-    return device.create_buffer_with_data(data=raw + b"\0" * pad, usage=_STORAGE | wgpu.BufferUsage.UNIFORM,
-                                          label=label)
+    return device.create_buffer_with_data(data=raw, usage=_STORAGE | wgpu.BufferUsage.UNIFORM, label=label)
 
