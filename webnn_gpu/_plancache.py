@@ -115,9 +115,9 @@ def _installed(name: str) -> str:
     beside it (importlib.metadata would cost 10-20 ms), or where it lies; "-" when absent."""
     import importlib.util
 
-    module = sys.modules.get(name)
-    if getattr(module, "__version__", None):
-        return str(module.__version__)
+    version = getattr(sys.modules.get(name), "__version__", None)
+    if version:
+        return str(version)
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
