@@ -59,8 +59,11 @@ _ALIGN = 64  # file offset of each constant's bytes: a multiple of this
 #: environment variables that change nothing of a plan (the cache's own switches)
 _NOT_IN_KEY = ("WEBNN_GPU_PLAN_CACHE", "WEBNN_GPU_PLAN_CACHE_MB", "WEBNN_GPU_PLAN_CACHE_DIR")
 
-#: modules whose classes and functions a plan may name (anything else fails to unpickle: a miss)
-_ALLOWED = ("webnn_gpu.", "numpy", "builtins", "collections", "copyreg", "_codecs", "types")
+#: packages whose classes and functions a plan may name, and the builtins it may name (anything
+#: else fails to unpickle: a miss)
+_ALLOWED = ("webnn_gpu", "numpy", "collections", "copyreg", "_codecs", "types")
+_BUILTINS = frozenset({"object", "set", "frozenset", "list", "tuple", "dict", "slice", "range", "complex",
+                       "bytearray", "bytes", "int", "float", "str", "bool"})
 
 
 def enabled() -> bool:
@@ -207,7 +210,7 @@ class _Pickler(pickle.Pickler):
 
 class _Unpickler(pickle.Unpickler):
     def find_class(self, module, name):
-        if not (module + ".").startswith(_ALLOWED) and module not in _ALLOWED:
+        if not (module.split(".")[0] in _ALLOWED or (module == "builtins" and name in _BUILTINS)):
             raise pickle.UnpicklingError(f"{module}.{name} is not part of a plan")
         return super().find_class(module, name)
 

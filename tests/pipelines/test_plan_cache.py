@@ -149,7 +149,7 @@ def test_a_float16_load_keeps_a_plan_of_its_own(plans, model, ctx, monkeypatch):
     assert got.dtype == np.float16 and np.array_equal(got, want)
 
 
-@pytest.mark.parametrize("damage", ["truncated", "flipped", "empty", "garbage", "foreign key"])
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "empty", "garbage", "foreign key", "foreign class"])
 def test_a_broken_file_is_rebuilt_never_an_error(plans, model, ctx, damage, monkeypatch):
     data, inputs, _ = model
     want = _outputs(webnn.load(data, ctx), inputs)
@@ -165,6 +165,16 @@ def test_a_broken_file_is_rebuilt_never_an_error(plans, model, ctx, damage, monk
         path.write_bytes(b"")
     elif damage == "garbage":
         path.write_bytes(os.urandom(len(good)))
+    elif damage == "foreign class":  # header and checksum right, but the pickle calls os.getcwd
+        import hashlib
+        import pickle
+
+        payload = b"\x80\x05cposix\ngetcwd\n)R."  # GLOBAL posix.getcwd, (), REDUCE
+        body = (0).to_bytes(4, "little") + len(payload).to_bytes(8, "little") + payload
+        head = good[:len(_plancache._MAGIC) + 32]
+        path.write_bytes(head + len(body).to_bytes(8, "little") + hashlib.sha256(body).digest() + body)
+        with pytest.raises(pickle.UnpicklingError, match="not part of a plan"):
+            _plancache.loads(body)
     else:  # a whole, valid file of another key under this name
         kept = _plancache.load(_plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx))
         assert _plancache.store("0" * 64, *kept)
