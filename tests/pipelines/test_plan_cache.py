@@ -261,3 +261,43 @@ def test_a_plan_with_a_constant_tensor_is_not_kept(plans, ctx):
     g = b.build({"y": b.add(x, b.constant(c))})
     assert not _plancache.store("1" * 64, g._plan, {})
     assert not list(plans.glob("*"))
+
+
+def test_a_hit_keeps_the_models_pipeline_list(plans, model, tmp_path, monkeypatch):
+    """The texts of a plan were not rendered in this process: the model's pipeline list
+    (``ModelPrefetch``) still names every one of them, and the next load starts them all."""
+    import json
+
+    from webnn_gpu import _kernels
+
+    data, inputs, _ = model
+    folder = tmp_path / "wgsl"
+    folder.mkdir()
+    monkeypatch.setattr(_kernels, "PIPELINE_THREADS", 2)
+    monkeypatch.setattr(_kernels, "_RENDERED_DIR", [folder])
+    monkeypatch.setattr(_kernels, "_RENDERED", type(_kernels._RENDERED)())
+    path = tmp_path / "m.tflite"
+    path.write_bytes(data)
+    contexts = [webnn.ml.create_context() for _ in range(3)]
+    try:
+        first = webnn.load(path, contexts[0])
+        listed_file, = (folder / "models").glob("*.json")
+        listed = json.loads(listed_file.read_text())["pipelines"]
+        keys = {contexts[0]._pipelines.key(s.wgsl) for s in first.graph._steps if isinstance(s, KernelStep)}
+        assert {e[0] for e in listed} == keys
+        monkeypatch.setattr(_kernels, "_RENDERED_FILE", type(_kernels._RENDERED_FILE)())  # a new process
+        for name in [e[1] for e in listed][:1]:
+            (folder / name).unlink()  # one text gone: the hit writes it again
+        with monkeypatch.context() as mp:
+            _no_reading(mp)
+            webnn.load(path, contexts[1])
+        again = json.loads(listed_file.read_text())["pipelines"]
+        assert {e[0] for e in again} == keys, "every text still listed"
+        for key, name, _, _ in again:
+            assert _kernels.PipelineCache.key((folder / name).read_text()) == key
+        pf = _kernels.ModelPrefetch.start(contexts[2], path, {})
+        assert sorted(pf.started) == sorted(keys), "the next load starts them all"
+        pf.finish(None)
+    finally:
+        for c in contexts:
+            c.destroy()
