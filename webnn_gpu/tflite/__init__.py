@@ -167,6 +167,10 @@ def load(
 ) -> LoadedModel:
     """Build a WebNN graph from a .tflite model.
 
+    A model built before with the same options on the same kind of device and engine is built
+    from the lowered plan kept on disk then (:mod:`webnn_gpu._plancache`): the flatbuffer is
+    neither read nor converted again; the graph is the same.
+
     Arguments:
         source (str | os.PathLike | bytes): the model file's path, or its bytes.
         context (MLContext): the context to build the graph for.
