@@ -6,8 +6,8 @@ the builder's graph, the compiler's rules, lowering every node (rendering its ke
 part ends in a :class:`webnn_gpu.graph.BuildPlan` (steps with their WGSL, the constants'
 data, the buffer aliases), which this module keeps per model in
 ``<cache dir>/plans/<key>.plan`` (:func:`webnn_gpu.models.cache_dir`; ``WEBNN_GPU_PLAN_CACHE_DIR``
-names another folder) so that the next load of
-the same model builds from it: 0.1-0.2 s less of the main thread on the zoo's larger models.
+names another folder) so that the next load of the same model builds from it: about 0.1 s less
+of the main thread's CPU on the zoo's larger models (docs/performance.md, "Warm builds").
 
 The key (:func:`key`) is a SHA-256 of everything the plan depends on: the model's bytes, the
 loader and its options (``dtype``, ``input_shapes``; a load with ``custom_ops`` is never
@@ -18,9 +18,12 @@ limits, the kernel tuning profile, the subgroup lanes) and every ``WEBNN_GPU_*``
 variable (forced variants and switched-off rules change the plan). Any of these changed is a
 miss, never a stale plan.
 
-A file holds a header (magic, its key, the payload's length and SHA-256) and the pickled plan;
-one that does not match in every part, cannot be read or does not unpickle into a plan is a
-miss (the model is built as without the cache and the file written again), never an error.
+A file holds a header (magic, its key, the body's length and SHA-256) and the body: the pickled
+plan, with the constants' bytes out of band after it (:func:`dumps`), so that reading makes the
+arrays on the file's bytes without copying them. A file that does not match in every part,
+cannot be read or does not unpickle into a plan is a miss (the model is built as without the
+cache and the file written again), never an error; the unpickler names only the engine's and
+NumPy's classes and a few builtin types.
 Files are written atomically (a temporary file in the folder, then ``os.replace``: a reader
 sees a whole file or none, and two processes writing the same key leave one whole file). The
 folder is kept under ``WEBNN_GPU_PLAN_CACHE_MB`` megabytes (default 256): after a write the
