@@ -4,14 +4,17 @@
                                               [--rounds 1] [--dtype float32] [--no-warm]
     .venv/bin/python benchmarks/build_time.py --per-pipeline [MODEL ...] [--zoo DIR] [--checkout DIR]
                                               [--json FILE]
+    .venv/bin/python benchmarks/build_time.py --warm-profile [MODEL ...] [--zoo DIR] [--checkout DIR]
 
 A MODEL is a ``.tflite`` path or a name ``webnn-gpu fetch`` knows (default: the selfie
 segmenter); ``--zoo DIR`` adds every ``*.tflite`` of a folder. For each model and each
 checkout (alternating, so that every side sees the same machine load) one fresh process times
 ``webnn.load`` (which converts, compiles and warms every pipeline) with Mesa's shader cache in
 an empty private folder (``MESA_SHADER_CACHE_DIR``: the cache is empty, as on a first run, and
-the shared per-user cache is neither read nor filled); a second fresh process then times the
-same load with that folder filled (warm). Prints per model the distinct pipelines, the kernels,
+the shared per-user cache is neither read nor filled), and the engine's lowered plans
+(``webnn_gpu._plancache``) in an empty folder of their own; a second fresh process then times the
+same load with both folders filled (warm). ``--no-plan-cache`` measures without the plans
+(``WEBNN_GPU_PLAN_CACHE=0``). Prints per model the distinct pipelines, the kernels,
 and wall and CPU seconds of both builds (CPU: user + system time of the process, its compile
 threads and the driver's queue thread included; on a machine shared with other work it is the
 steadier number), the CPU seconds of the cold build's busiest thread (on Linux; lavapipe
@@ -36,7 +39,11 @@ each pipeline in a submission of its own) and the run time of the kernels that u
 (timestamp queries, median of ``--repeats``), with the size of its WGSL and the CPU time of
 making it (naga's and the driver's front end: what a build with Mesa's cache warm spends on
 it); then the sums per template over all models. This shows which pipelines cost the first
-build and whether their specialisation pays at run time. ``--json FILE`` also writes the rows. The same table for one
+build and whether their specialisation pays at run time. ``--warm-profile`` shows where a warm
+load's time goes instead (after a cold load in the same private folders): the main thread's
+phases (the plan's key and read, or reading, converting, rules and lowering; uploads, bind
+groups, waits), the pipelines made by template (CPU of naga's module and of the pipeline:
+naga's SPIR-V and the driver's front end) and each thread's CPU. ``--json FILE`` also writes the rows. The same table for one
 model in this process: ``webnn-gpu profile --compile-times MODEL`` (with
 ``MESA_SHADER_CACHE_DISABLE=true`` for cold compiles).
 """
@@ -118,6 +125,86 @@ rng = np.random.default_rng(0)
 inputs = {n: rng.random(d["shape"]).astype(_dtypes.info(d["data_type"]).numpy) for n, d in graph.inputs.items()}
 rows = profile_graph(ctx, graph, inputs, repeats) if "timestamp-query" in ctx.features else None
 print(json.dumps({"wall": wall, "pipelines": pipeline_rows(graph, rows)}))
+'''
+
+
+_WARM_PROFILE = _PREAMBLE + r'''
+import functools, os, threading
+path, dtype = sys.argv[2], sys.argv[3]
+from webnn_gpu import _kernels, graph as G
+import webnn_gpu.tflite as T
+main = threading.main_thread()
+phases = {}  # name -> [wall, main-thread CPU, calls]
+
+
+def timed(owner, name, label):
+    f = getattr(owner, name, None)
+    if f is None:  # a checkout without it
+        return
+
+    @functools.wraps(f)
+    def w(*a, **k):
+        if threading.current_thread() is not main:
+            return f(*a, **k)
+        t0, c0 = time.perf_counter(), time.thread_time()
+        try:
+            return f(*a, **k)
+        finally:
+            x = phases.setdefault(label, [0.0, 0.0, 0])
+            x[0] += time.perf_counter() - t0
+            x[1] += time.thread_time() - c0
+            x[2] += 1
+    setattr(owner, name, w)
+
+
+try:
+    from webnn_gpu import _plancache as P
+    timed(P, "key", "plan key"); timed(P, "load", "plan read"); timed(P, "store", "plan write")
+except ImportError:
+    pass
+timed(T, "read_model", "read flatbuffer"); timed(T, "convert", "convert")
+timed(G.MLGraph, "_lower", "rules + lowering"); timed(G, "_upload", "upload constants")
+timed(G.MLGraph, "_make_bind_group", "bind groups"); timed(_kernels.PipelineCache, "submit_once", "warm-up submits")
+timed(_kernels.PipelineCache, "get_many", "get_many (waits)"); timed(G.MLGraph, "_warm_up", "warm-up wait")
+made = []  # (template, KB, module CPU, pipeline CPU)
+real = _kernels.PipelineCache._compile
+
+
+def compile_(self, k, wgsl, template, label, entry):
+    dev = self.device
+    c0 = time.thread_time()
+    module = dev.create_shader_module(code=wgsl, label=label or template)
+    c1 = time.thread_time()
+    pipe = dev.create_compute_pipeline(layout="auto", compute={"module": module, "entry_point": entry},
+                                       label=label or template)
+    made.append((template, len(wgsl) / 1024, c1 - c0, time.thread_time() - c1))
+    return pipe
+
+
+_kernels.PipelineCache._compile = compile_
+
+
+def threads():
+    out = {}
+    try:
+        for t in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{t}/stat") as fh:
+                f = fh.read().rsplit(")", 1)[1].split()
+            out[t] = (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        pass
+    return out
+
+
+ctx = webnn.ml.create_context()
+r0 = resource.getrusage(resource.RUSAGE_SELF)
+th0, t0, m0 = threads(), time.perf_counter(), time.thread_time()
+webnn.load(path, ctx, dtype=dtype)
+wall, mcpu, th1 = time.perf_counter() - t0, time.thread_time() - m0, threads()
+r1 = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"wall": wall, "cpu": r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, "main": mcpu,
+                  "phases": phases, "made": made,
+                  "threads": sorted((v - th0.get(k, 0.0) for k, v in th1.items()), reverse=True)}))
 '''
 
 
@@ -224,6 +311,44 @@ def _per_pipeline_main(args, models: list[str], env: dict, root: str) -> int:
     return 1 if failed else 0
 
 
+def _warm_profile_main(args, models: list[str], env: dict, root: str) -> int:
+    """Per model: a cold load fills Mesa's cache and the plans in private folders, then a fresh
+    process times a warm load by phase (the main thread's), by template (making the pipelines:
+    naga's module, then the pipeline, which is naga's SPIR-V and the driver's front end) and by
+    thread."""
+    failed = []
+    for model in models:
+        name = os.path.splitext(os.path.basename(model))[0]
+        try:
+            with tempfile.TemporaryDirectory(prefix="build-time-mesa-") as cache:
+                pair = dict(env, WEBNN_GPU_PLAN_CACHE_DIR=os.path.join(cache, "plans"))
+                measure(model, root=root, dtype=args.dtype, cache_dir=cache, env=pair)
+                res = _fresh_process(model, [_WARM_PROFILE, root, model, args.dtype], cache, pair)
+        except RuntimeError as exc:
+            print(f"{name}: failed: {exc}", flush=True)
+            failed.append(name)
+            continue
+        made = res["made"]
+        print(f"== {name}: warm load {res['wall']:.3f} s wall, {res['cpu']:.3f} s CPU (main thread "
+              f"{res['main']:.3f} s); threads' CPU s: {', '.join(f'{t:.2f}' for t in res['threads'] if t >= 0.01)}")
+        print(f"  {'main thread':<28} {'wall ms':>8} {'CPU ms':>7} {'calls':>5}")
+        for label, (w, c, n) in res["phases"].items():
+            print(f"  {label:<28} {w * 1e3:>8.1f} {c * 1e3:>7.1f} {n:>5}")
+        by: dict = {}
+        for template, kb, mod, pipe in made:
+            t = by.setdefault(template, [0, 0.0, 0.0, 0.0])
+            t[0] += 1
+            t[1] += kb
+            t[2] += mod
+            t[3] += pipe
+        print(f"  {'pipelines made, by template':<34} {'pipes':>5} {'WGSL KB':>8} {'module s':>8} {'pipeline s':>10}")
+        for template, (n, kb, mod, pipe) in sorted(by.items(), key=lambda kv: -(kv[1][2] + kv[1][3])):
+            print(f"  {template:<34} {n:>5} {kb:>8.0f} {mod:>8.3f} {pipe:>10.3f}")
+        print(f"  {'all':<34} {len(made):>5} {sum(m[1] for m in made):>8.0f} {sum(m[2] for m in made):>8.3f} "
+              f"{sum(m[3] for m in made):>10.3f}", flush=True)
+    return 1 if failed else 0
+
+
 def _models(args) -> list[str]:
     models = list(args.models)
     for folder in args.zoo:
@@ -250,19 +375,24 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", default="float32", choices=["float32", "float16"])
     p.add_argument("--no-warm", action="store_true", help="only the cold build")
     p.add_argument("--no-template-cache", action="store_true", help="WEBNN_GPU_TEMPLATE_CACHE=0 too")
+    p.add_argument("--no-plan-cache", action="store_true", help="WEBNN_GPU_PLAN_CACHE=0: no lowered plans kept")
     p.add_argument("--no-bytecode", action="store_true",
                    help="do not compile the modules' bytecode first (PYTHONDONTWRITEBYTECODE as it is)")
     p.add_argument("--per-pipeline", action="store_true",
                    help="per model, each pipeline's cold compile and its kernels' run time (one checkout)")
     p.add_argument("--repeats", type=int, default=5, help="--per-pipeline: kernel timing repeats (median)")
     p.add_argument("--json", help="--per-pipeline: also write the rows (with their model) to this file")
+    p.add_argument("--warm-profile", action="store_true",
+                   help="per model, where a warm load's time goes: main thread by phase, pipelines by template")
     args = p.parse_args(argv)
     roots = [os.path.abspath(c) for c in args.checkout] or [""]
     env = dict(os.environ)
     if args.no_template_cache:
         env["WEBNN_GPU_TEMPLATE_CACHE"] = "0"
-    if args.per_pipeline and len(roots) > 1:
-        p.error("--per-pipeline measures one checkout")
+    if args.no_plan_cache:
+        env["WEBNN_GPU_PLAN_CACHE"] = "0"
+    if (args.per_pipeline or args.warm_profile) and len(roots) > 1:
+        p.error("--per-pipeline and --warm-profile measure one checkout")
     models = _models(args)
     pyc = None if args.no_bytecode else tempfile.TemporaryDirectory(prefix="build-time-pyc-")
     try:
@@ -270,6 +400,8 @@ def main(argv=None) -> int:
             env = with_bytecode(roots, models[0], args.dtype, env, pyc.name)
         if args.per_pipeline:
             return _per_pipeline_main(args, models, env, roots[0])
+        if args.warm_profile:
+            return _warm_profile_main(args, models, env, roots[0])
         return _table(args, models, env, roots)
     finally:
         if pyc is not None:
@@ -291,9 +423,12 @@ def _table(args, models: list[str], env: dict, roots: list[str]) -> int:
             for _ in range(args.rounds):
                 for r in roots:
                     with tempfile.TemporaryDirectory(prefix="build-time-mesa-") as cache:
-                        cold = measure(model, root=r, dtype=args.dtype, cache_dir=cache, env=env)
+                        # the lowered plans (webnn_gpu._plancache) start empty too, and the warm
+                        # build finds the cold one's, as it finds Mesa's cache filled
+                        pair = dict(env, WEBNN_GPU_PLAN_CACHE_DIR=os.path.join(cache, "plans"))
+                        cold = measure(model, root=r, dtype=args.dtype, cache_dir=cache, env=pair)
                         warm = None if args.no_warm else measure(model, root=r, dtype=args.dtype, cache_dir=cache,
-                                                                 env=env)
+                                                                 env=pair)
                     runs[r].append({"cold": cold, "warm": warm})
         except RuntimeError as exc:
             print(f"{name:<36} failed: {exc}", flush=True)

@@ -59,7 +59,8 @@ def load(source, context: MLContext, **options):
     The format is told by content, not by file name: a TFLite flatbuffer carries the
     identifier ``TFL3`` at bytes 4-8; anything else that parses as an ONNX ModelProto is
     read as ONNX. A model loaded before with the same options starts making the pipelines of
-    its last build while it is read and converted (``webnn_gpu._kernels.ModelPrefetch``).
+    its last build while it is read and converted (``webnn_gpu._kernels.ModelPrefetch``); a
+    TFLite model is built from its lowered plan kept on disk (``webnn_gpu._plancache``).
 
     Arguments:
         source (str | os.PathLike | bytes): the model file or its bytes.

@@ -688,6 +688,8 @@ class ModelPrefetch:
         self.listed: list = []
         #: keys of the pipelines started from the list
         self.started: list[str] = []
+        #: key -> file of each listed text that was read and matched its key
+        self.verified: dict[str, str] = {}
 
     @staticmethod
     def model_key(data: bytes | bytearray | memoryview, options: dict, context) -> str | None:
@@ -748,6 +750,7 @@ class ModelPrefetch:
         for key_, name, template, label in self.listed:  # each started as soon as its text is read
             text = _read_text(folder / name) if "/" not in name and name.endswith(".wgsl") else None
             if text is not None and PipelineCache.key(text) == key_:
+                self.verified[key_] = name
                 self.started += cache.prefetch([(text, template, label)])
         return self
 
@@ -766,8 +769,17 @@ class ModelPrefetch:
             wgsl = getattr(step, "wgsl", None)
             if wgsl is not None and not getattr(step, "user_code", False):
                 texts.setdefault(PipelineCache.key(wgsl), step)
-        entries = [[k, _RENDERED_FILE[k], step.template, step.label]
-                   for k, step in sorted(texts.items(), key=lambda kv: -len(kv[1].wgsl)) if k in _RENDERED_FILE]
+        # a text this process did not render (a plan from webnn_gpu._plancache) keeps the file
+        # the list named, checked against its key when it was read, or is written to one
+        files = dict(self.verified)
+        files.update((k, _RENDERED_FILE[k]) for k in texts if k in _RENDERED_FILE)
+        folder = _rendered_dir()
+        for k, step in texts.items():
+            if k not in files and folder is not None:
+                files[k] = f"text-{k}.wgsl"
+                _write_text(folder / files[k], step.wgsl)
+        entries = [[k, files[k], step.template, step.label]
+                   for k, step in sorted(texts.items(), key=lambda kv: -len(kv[1].wgsl)) if k in files]
         if entries == self.listed:
             return
         import json

@@ -40,6 +40,20 @@ class _Slot:
         return hash((self.kind, self.key))
 
 
+@dataclass
+class BuildPlan:
+    """A graph lowered to its steps, before any GPU object is made: what ``build()`` turns
+    into buffers and pipelines (:meth:`MLGraph._from_plan`), and what
+    :mod:`webnn_gpu._plancache` keeps on disk. The steps' values carry the constants' data."""
+
+    inputs: dict  # name -> Value, the inputs the steps read
+    outputs: dict  # name -> Value
+    steps: list  # KernelStep and CopyStep, in order
+    aliases: dict  # value id -> the Value it is a view of
+    placed: dict  # value id -> (part, whole, byte offset): LowerContext.place
+    node_temps: list  # (first step, last step, [Value]) of each node's scratch values
+
+
 class MLGraph:
     """A compiled WebNN graph (the spec's MLGraph); made by ``MLGraphBuilder.build``.
 
@@ -63,6 +77,7 @@ class MLGraph:
     _compute_io: Any
     _arena_bytes: int
     _peak_bytes_live: int
+    _plan: BuildPlan
 
     def __init__(self) -> None:  # use MLGraphBuilder.build
         self._destroyed = True
@@ -79,19 +94,19 @@ class MLGraph:
 
     @classmethod
     def _compile_graph(cls, context, nodes, inputs: dict, outputs: dict, prefetched: list) -> MLGraph:
-        from . import _custom, compiler
-        from .ops._registry import LOWERINGS
+        return cls._from_plan(context, cls._lower(context, nodes, inputs, outputs, prefetched))
 
-        self = cls.__new__(cls)
-        self._context = context
-        self._destroyed = False
-        device = context.device
+    @staticmethod
+    def _lower(context, nodes, inputs: dict, outputs: dict, prefetched: list) -> BuildPlan:
+        """Run the compiler's rules over ``nodes`` and lower every node to its steps (each new
+        kernel's pipeline is started as soon as its node is lowered; their keys are added to
+        ``prefetched``)."""
+        from . import compiler
+        from .ops._registry import LOWERINGS
 
         nodes = compiler.run_passes(nodes, outputs, context)
         used_inputs = {v.id for n in nodes for v in n.inputs if v is not None and v.kind == "input"}
         used_inputs |= {v.id for v in outputs.values() if v.kind == "input"}
-        self._inputs = {name: v for name, v in inputs.items() if v.id in used_inputs}
-        self._outputs = dict(outputs)
 
         # Lower every node; each new kernel's pipeline starts being made at once (on the
         # pipeline threads, while the next nodes are lowered).
@@ -116,6 +131,28 @@ class MLGraph:
             placed.update(lc.placed)
             if lc.temps:
                 node_temps.append((start, max(len(steps) - 1, start), lc.temps))
+        return BuildPlan({name: v for name, v in inputs.items() if v.id in used_inputs}, dict(outputs), steps,
+                         aliases, placed, node_temps)
+
+    @classmethod
+    def _from_plan(cls, context, plan: BuildPlan) -> MLGraph:
+        """The graph of a lowered ``plan``: constants uploaded, buffers planned, pipelines made
+        (or taken from those :meth:`PipelineCache.prefetch` started) and warmed up. The plan
+        is not changed, apart from each kernel step's ``pipeline``."""
+        from . import _custom
+
+        self = cls.__new__(cls)
+        self._context = context
+        self._destroyed = False
+        self._plan = plan
+        device = context.device
+        cache = context._pipelines
+        self._inputs = dict(plan.inputs)
+        self._outputs = outputs = dict(plan.outputs)
+        steps = list(plan.steps)
+        aliases = dict(plan.aliases)
+        placed = plan.placed
+        node_temps = plan.node_temps
 
         def root(v):
             while v.id in aliases:
@@ -587,9 +624,10 @@ def _made_by(v) -> str:
 
 
 def _upload(device, data: np.ndarray, label: str):
-    raw = np.ascontiguousarray(data).tobytes()
-    pad = (-len(raw)) % 4 or (4 if not raw else 0)
+    raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)  # the array's bytes, not copied
+    pad = (-raw.nbytes) % 4 or (4 if not raw.nbytes else 0)
+    if pad:
+        raw = np.concatenate([raw, np.zeros(pad, np.uint8)])
     # constants may also be bound as uniform buffers (the tile kernel's B, see ops/linalg.py)
-    return device.create_buffer_with_data(data=raw + b"\0" * pad, usage=_STORAGE | wgpu.BufferUsage.UNIFORM,
-                                          label=label)
+    return device.create_buffer_with_data(data=raw, usage=_STORAGE | wgpu.BufferUsage.UNIFORM, label=label)
 

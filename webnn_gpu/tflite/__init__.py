@@ -103,6 +103,22 @@ class LoadedModel:
             description=description,
         )
 
+    @classmethod
+    def from_plan(cls, plan: Any, *, context: Any, **description: Any) -> "LoadedModel":
+        """Build the graph of a lowered ``plan`` (``webnn_gpu.graph.BuildPlan``, as
+        :mod:`webnn_gpu._plancache` keeps it) on ``context``; ``description``: the other fields
+        (:meth:`describe` of the model it was lowered from)."""
+        from ..graph import MLGraph
+
+        context._check_alive("build")
+        with context._lock, context._guard("build", "compiling the graph"):
+            graph = MLGraph._from_plan(context, plan)
+        return cls(graph=graph, context=context, **description)
+
+    def describe(self) -> dict[str, Any]:
+        """The fields other than ``graph`` and ``context`` (plain data)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("graph", "context")}
+
     @property
     def input_names(self) -> list[str]:
         """The input names, in the model's order."""
@@ -151,6 +167,10 @@ def load(
 ) -> LoadedModel:
     """Build a WebNN graph from a .tflite model.
 
+    A model built before with the same options on the same kind of device and engine is built
+    from the lowered plan kept on disk then (:mod:`webnn_gpu._plancache`): the flatbuffer is
+    neither read nor converted again; the graph is the same.
+
     Arguments:
         source (str | os.PathLike | bytes): the model file's path, or its bytes.
         context (MLContext): the context to build the graph for.
@@ -185,11 +205,21 @@ def load(
         data = read_source(source)
     except TypeError as exc:
         raise MLTypeError(str(exc)) from None
+    from .. import _plancache
+
+    plan_key = None if custom_ops else _plancache.key("tflite", data, {"dtype": dtype, "input_shapes": input_shapes},
+                                                      context)
+    kept = _plancache.load(plan_key)
+    if kept is not None:  # this model lowered before with the same engine, options and device
+        return LoadedModel.from_plan(kept[0], context=context, **kept[1])
     model = read_model(data)
 
     import webnn_gpu  # the engine's public API; imported here so reading needs no GPU
 
     builder = webnn_gpu.MLGraphBuilder(context)
     converted = convert(model, builder, dtype, custom_ops, input_shapes)
-    return LoadedModel.build(builder, converted.outputs, converted.inputs, context=context, dtype=dtype,
-                             layout="nhwc", op_counts=model.op_counts(), description=model.description)
+    loaded = LoadedModel.build(builder, converted.outputs, converted.inputs, context=context, dtype=dtype,
+                               layout="nhwc", op_counts=model.op_counts(), description=model.description)
+    if plan_key is not None:
+        _plancache.store(plan_key, loaded.graph._plan, loaded.describe())
+    return loaded

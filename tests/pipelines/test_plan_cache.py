@@ -1,0 +1,303 @@
+"""Build time: lowered models kept on disk (``webnn_gpu._plancache``): a hit builds the same
+graph without reading, converting or lowering the model; anything changed misses; a broken
+file is rebuilt; concurrent writers leave a whole file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import webnn_gpu as webnn
+from webnn_gpu import _plancache
+from webnn_gpu._lower import KernelStep
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def plans(tmp_path, monkeypatch):
+    """The plan cache on (the suite runs with it off), in a folder of this test's own."""
+    folder = tmp_path / "plans"
+    monkeypatch.setenv("WEBNN_GPU_PLAN_CACHE", "1")
+    monkeypatch.delenv("WEBNN_GPU_PLAN_CACHE_MB", raising=False)
+    monkeypatch.setattr(_plancache, "folder", lambda: folder)
+    return folder
+
+
+def _cases():
+    sys.path.insert(0, str(REPO / "tests" / "model"))
+    try:
+        from litert_reference import run_litert
+        from synthetic_models import CASES
+    finally:
+        sys.path.pop(0)
+    return CASES, run_litert
+
+
+@pytest.fixture(scope="module")
+def model():
+    """A small model with a conv, a depthwise conv and fused activations: (bytes, inputs, LiteRT's outputs)."""
+    cases, run_litert = _cases()
+    data, inputs = cases["depthwise_multiplier2_same_stride2_relu"]()
+    return data, inputs, run_litert(data, inputs)
+
+
+def _outputs(loaded, inputs) -> dict:
+    return loaded.compute(dict(zip(loaded.input_names, inputs)))
+
+
+def _no_reading(monkeypatch):
+    """Make reading a TFLite model fail: a load that succeeds came from a plan."""
+    import webnn_gpu.tflite as tfl
+
+    def refuse(*a, **k):
+        raise AssertionError("the model was read: not a plan-cache hit")
+
+    monkeypatch.setattr(tfl, "read_model", refuse)
+
+
+def test_a_hit_builds_the_same_graph_bit_for_bit(plans, model, ctx, monkeypatch, tmp_path):
+    data, inputs, ref = model
+    path = tmp_path / "m.tflite"
+    path.write_bytes(data)
+    first = webnn.load(path, ctx)
+    files = list(plans.glob("*.plan"))
+    assert len(files) == 1, "the plan of the first load is kept"
+    want = _outputs(first, inputs)
+    for name, r in zip(first.output_names, ref):
+        np.testing.assert_allclose(want[name], r, rtol=1e-5, atol=1e-5)
+    fresh = webnn.ml.create_context()  # a device of its own: every pipeline made again from the plan
+    try:
+        with monkeypatch.context() as mp:
+            _no_reading(mp)
+            again = webnn.load(path, fresh)
+            from_bytes = webnn.load(data, fresh)
+        assert again.describe() == first.describe() == from_bytes.describe()
+        got = _outputs(again, inputs)
+        assert set(got) == set(want)
+        for name in want:
+            assert got[name].dtype == want[name].dtype and np.array_equal(got[name], want[name]), name
+        assert [s.wgsl for s in again.graph._steps if isinstance(s, KernelStep)] == \
+            [s.wgsl for s in first.graph._steps if isinstance(s, KernelStep)]
+        assert np.array_equal(_outputs(from_bytes, inputs)[first.output_names[0]], want[first.output_names[0]])
+        # the plan's values have ids of this process, none shared with the graph it came from
+        ids = {v.id for s in first.graph._steps if isinstance(s, KernelStep) for v in s.values}
+        assert not ids & {v.id for s in again.graph._steps if isinstance(s, KernelStep) for v in s.values}
+    finally:
+        fresh.destroy()
+    assert list(plans.glob("*.plan")) == files, "a hit writes nothing"
+
+
+def test_anything_changed_misses(plans, model, ctx, monkeypatch):
+    data, inputs, _ = model
+    webnn.load(data, ctx)
+    base = _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx)
+    assert base is not None and _plancache.load(base) is not None
+    changed = bytearray(data)
+    changed[-1] ^= 1
+    assert _plancache.key("tflite", bytes(changed), {"dtype": "float32", "input_shapes": None}, ctx) != base
+    assert _plancache.key("tflite", data, {"dtype": "float16", "input_shapes": None}, ctx) != base
+    assert _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": {"x": [1]}}, ctx) != base
+    assert _plancache.key("onnx", data, {"dtype": "float32", "input_shapes": None}, ctx) != base
+    assert _plancache.key("tflite", data, {"custom_ops": {"X": print}}, ctx) is None, "options not data: no cache"
+    with monkeypatch.context() as mp:
+        mp.setenv("WEBNN_GPU_FORCE_DEPTHWISE", "strip")
+        assert _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx) != base
+        mp.setenv("WEBNN_GPU_PLAN_CACHE_MB", "64")
+        mp.delenv("WEBNN_GPU_FORCE_DEPTHWISE")
+        assert _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx) == base, \
+            "the cache's own size bound is not part of the key"
+    with monkeypatch.context() as mp:
+        mp.setattr(_plancache, "engine_hash", lambda: "another engine")
+        assert _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx) != base
+    other = webnn.ml.create_context()
+    try:
+        with monkeypatch.context() as mp:
+            mp.setattr(other, "_limits", dict(other._limits, **{"max-compute-workgroup-storage-size": 1024}))
+            assert _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, other) != base
+        assert _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, other) == base, \
+            "another device of the same adapter: the same plan"
+    finally:
+        other.destroy()
+    with monkeypatch.context() as mp:
+        mp.setenv("WEBNN_GPU_PLAN_CACHE", "0")
+        assert _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx) is None
+        mp.setenv("WEBNN_GPU_PLAN_CACHE", "1")
+        mp.setenv("WEBNN_GPU_TEMPLATE_CACHE", "0")
+        assert _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx) is None
+
+
+def test_a_float16_load_keeps_a_plan_of_its_own(plans, model, ctx, monkeypatch):
+    if "shader-f16" not in ctx._features:
+        pytest.fail("the adapter has no shader-f16")
+    data, inputs, _ = model
+    f32 = webnn.load(data, ctx)
+    f16 = webnn.load(data, ctx, dtype="float16")
+    assert len(list(plans.glob("*.plan"))) == 2
+    with monkeypatch.context() as mp:
+        _no_reading(mp)
+        again = webnn.load(data, ctx, dtype="float16")
+    name = f16.output_names[0]
+    assert again.describe() == f16.describe() and f16.outputs[name]["data_type"] == "float16"
+    assert f32.outputs[name]["data_type"] == "float32"
+    want, got = _outputs(f16, inputs)[name], _outputs(again, inputs)[name]
+    assert got.dtype == np.float16 and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "empty", "garbage", "foreign key", "foreign class"])
+def test_a_broken_file_is_rebuilt_never_an_error(plans, model, ctx, damage, monkeypatch):
+    data, inputs, _ = model
+    want = _outputs(webnn.load(data, ctx), inputs)
+    path, = plans.glob("*.plan")
+    good = path.read_bytes()
+    if damage == "truncated":
+        path.write_bytes(good[: len(good) // 2])
+    elif damage == "flipped":
+        bad = bytearray(good)
+        bad[-100] ^= 0x40  # inside the pickled constants: only the checksum can tell
+        path.write_bytes(bytes(bad))
+    elif damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "garbage":
+        path.write_bytes(os.urandom(len(good)))
+    elif damage == "foreign class":  # header and checksum right, but the pickle calls os.getcwd
+        import hashlib
+        import pickle
+
+        payload = b"\x80\x05cposix\ngetcwd\n)R."  # GLOBAL posix.getcwd, (), REDUCE
+        body = (0).to_bytes(4, "little") + len(payload).to_bytes(8, "little") + payload
+        head = good[:len(_plancache._MAGIC) + 32]
+        path.write_bytes(head + len(body).to_bytes(8, "little") + hashlib.sha256(body).digest() + body)
+        with pytest.raises(pickle.UnpicklingError, match="not part of a plan"):
+            _plancache.loads(body)
+    else:  # a whole, valid file of another key under this name
+        kept = _plancache.load(_plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx))
+        assert _plancache.store("0" * 64, *kept)
+        (plans / f"{'0' * 40}.plan").replace(path)
+    reads = []
+    import webnn_gpu.tflite as tfl
+
+    real = tfl.read_model
+    monkeypatch.setattr(tfl, "read_model", lambda d: (reads.append(1), real(d))[1])
+    loaded = webnn.load(data, ctx)
+    assert reads == [1], "read and built again"
+    got = _outputs(loaded, inputs)
+    for name in want:
+        assert np.array_equal(got[name], want[name])
+    k = _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx)
+    assert _plancache.load(k) is not None, "written again, whole"
+    with monkeypatch.context() as mp:
+        _no_reading(mp)
+        got = _outputs(webnn.load(data, ctx), inputs)
+    for name in want:
+        assert np.array_equal(got[name], want[name])
+
+
+def test_two_processes_writing_at_once_leave_a_whole_file(plans, model, ctx, tmp_path):
+    """Writers of the same key race (each writes a file of its own, then renames it over the
+    key's): a reader finds a whole plan, and the temporary files are gone."""
+    data, inputs, _ = model
+    want = _outputs(webnn.load(data, ctx), inputs)
+    k = _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx)
+    src = tmp_path / "kept.plan"
+    (plans / f"{k[:40]}.plan").replace(src)
+    script = (
+        "import sys, pathlib\n"
+        "from webnn_gpu import _plancache\n"
+        "folder = pathlib.Path(sys.argv[1]); _plancache.folder = lambda: folder\n"
+        "plan, meta = _plancache.loads(pathlib.Path(sys.argv[2]).read_bytes()[_plancache._HEADER:])\n"
+        "for _ in range(20):\n"
+        "    assert _plancache.store(sys.argv[3], plan, meta)\n"
+    )
+    env = dict(os.environ, WEBNN_GPU_PLAN_CACHE="1")
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(plans), str(src), k], env=env) for _ in range(2)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    assert sorted(p.name for p in plans.iterdir()) == [f"{k[:40]}.plan"], "one file, no temporary ones left"
+    loaded = webnn.load(data, ctx)
+    got = _outputs(loaded, inputs)
+    for name in want:
+        assert np.array_equal(got[name], want[name])
+
+
+def test_the_folder_is_bounded_least_recently_used_first(plans, model, ctx, monkeypatch):
+    data, _, _ = model
+    webnn.load(data, ctx)
+    k = _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx)
+    plan, meta = _plancache.load(k)
+    size = (plans / f"{k[:40]}.plan").stat().st_size
+    keys = [str(i) * 64 for i in range(1, 5)]
+    for i, key in enumerate(keys):
+        assert _plancache.store(key, plan, meta)
+        os.utime(plans / f"{key[:40]}.plan", (1000 + i, 1000 + i))
+    os.utime(plans / f"{k[:40]}.plan", (999, 999))
+    assert _plancache.load(keys[0]) is not None  # used now: the most recent
+    monkeypatch.setenv("WEBNN_GPU_PLAN_CACHE_MB", str(3.5 * size / (1 << 20)))
+    assert _plancache.store(keys[1], plan, meta)  # written again, then the folder is pruned
+    left = sorted(p.name[:40] for p in plans.glob("*.plan"))
+    assert left == sorted(x[:40] for x in (keys[0], keys[1], keys[3])), "the oldest two went"
+    monkeypatch.setenv("WEBNN_GPU_PLAN_CACHE_MB", str(0.5 * size / (1 << 20)))
+    assert not _plancache.store(keys[2], plan, meta), "larger than the bound: not kept"
+
+
+def test_an_unwritable_folder_costs_time_never_an_error(tmp_path, model, ctx, monkeypatch):
+    data, inputs, ref = model
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("WEBNN_GPU_PLAN_CACHE", "1")
+    monkeypatch.setattr(_plancache, "folder", lambda: blocker / "plans")
+    loaded = webnn.load(data, ctx)
+    np.testing.assert_allclose(next(iter(_outputs(loaded, inputs).values())), ref[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_plan_with_a_constant_tensor_is_not_kept(plans, ctx):
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [4]})
+    c = ctx.create_constant_tensor({"data_type": "float32", "shape": [4]}, np.ones(4, np.float32))
+    g = b.build({"y": b.add(x, b.constant(c))})
+    assert not _plancache.store("1" * 64, g._plan, {})
+    assert not list(plans.glob("*"))
+
+
+def test_a_hit_keeps_the_models_pipeline_list(plans, model, tmp_path, monkeypatch):
+    """The texts of a plan were not rendered in this process: the model's pipeline list
+    (``ModelPrefetch``) still names every one of them, and the next load starts them all."""
+    import json
+
+    from webnn_gpu import _kernels
+
+    data, inputs, _ = model
+    folder = tmp_path / "wgsl"
+    folder.mkdir()
+    monkeypatch.setattr(_kernels, "PIPELINE_THREADS", 2)
+    monkeypatch.setattr(_kernels, "_RENDERED_DIR", [folder])
+    monkeypatch.setattr(_kernels, "_RENDERED", type(_kernels._RENDERED)())
+    path = tmp_path / "m.tflite"
+    path.write_bytes(data)
+    contexts = [webnn.ml.create_context() for _ in range(3)]
+    try:
+        first = webnn.load(path, contexts[0])
+        listed_file, = (folder / "models").glob("*.json")
+        listed = json.loads(listed_file.read_text())["pipelines"]
+        keys = {contexts[0]._pipelines.key(s.wgsl) for s in first.graph._steps if isinstance(s, KernelStep)}
+        assert {e[0] for e in listed} == keys
+        monkeypatch.setattr(_kernels, "_RENDERED_FILE", type(_kernels._RENDERED_FILE)())  # a new process
+        for name in [e[1] for e in listed][:1]:
+            (folder / name).unlink()  # one text gone: the hit writes it again
+        with monkeypatch.context() as mp:
+            _no_reading(mp)
+            webnn.load(path, contexts[1])
+        again = json.loads(listed_file.read_text())["pipelines"]
+        assert {e[0] for e in again} == keys, "every text still listed"
+        for key, name, _, _ in again:
+            assert _kernels.PipelineCache.key((folder / name).read_text()) == key
+        pf = _kernels.ModelPrefetch.start(contexts[2], path, {})
+        assert sorted(pf.started) == sorted(keys), "the next load starts them all"
+        pf.finish(None)
+    finally:
+        for c in contexts:
+            c.destroy()

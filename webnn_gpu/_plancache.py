@@ -1,0 +1,392 @@
+"""Lowered models kept on disk: a warm ``webnn.load`` skips reading, converting and lowering.
+
+With Mesa's shader cache warm, a model's load is the driver's front end making pipelines (on
+the pipeline threads) and Python on the main thread: reading the flatbuffer, converting it to
+the builder's graph, the compiler's rules, lowering every node (rendering its kernel). The last
+part ends in a :class:`webnn_gpu.graph.BuildPlan` (steps with their WGSL, the constants'
+data, the buffer aliases), which this module keeps per model in
+``<cache dir>/plans/<key>.plan`` (:func:`webnn_gpu.models.cache_dir`; ``WEBNN_GPU_PLAN_CACHE_DIR``
+names another folder) so that the next load of the same model builds from it: about 0.1 s less
+of the main thread's CPU on the zoo's larger models (docs/performance.md, "Warm builds").
+
+The key (:func:`key`) is a SHA-256 of everything the plan depends on: the model's bytes, the
+loader and its options (``dtype``, ``input_shapes``; a load with ``custom_ops`` is never
+cached), the engine's source (every ``.py`` file of the package and every shader template,
+read once per process), the versions of Python, NumPy, wgpu-py (and so wgpu-native's naga),
+Jinja2 and the TFLite reader's packages, the adapter (its info, the device's features and
+limits, the kernel tuning profile, the subgroup lanes) and every ``WEBNN_GPU_*`` environment
+variable (forced variants and switched-off rules change the plan). Any of these changed is a
+miss, never a stale plan.
+
+A file holds a header (magic, its key, the body's length and SHA-256) and the body: the pickled
+plan, with the constants' bytes out of band after it (:func:`dumps`), so that reading makes the
+arrays on the file's bytes without copying them. A file that does not match in every part,
+cannot be read or does not unpickle into a plan is a miss (the model is built as without the
+cache and the file written again), never an error; the unpickler names only the engine's and
+NumPy's classes and a few builtin types.
+Files are written atomically (a temporary file in the folder, then ``os.replace``: a reader
+sees a whole file or none, and two processes writing the same key leave one whole file). The
+folder is kept under ``WEBNN_GPU_PLAN_CACHE_MB`` megabytes (default 256): after a write the
+least recently used plans go first (a hit touches its file). ``WEBNN_GPU_PLAN_CACHE=0`` turns
+the cache off (so does ``WEBNN_GPU_TEMPLATE_CACHE=0``, which turns off every cache of derived
+data). The pickle is read from the user's own cache folder, as the engine's other caches are.
+
+Unpickling gives the plan's values new ids (:class:`webnn_gpu._ir.Value` ids are unique per
+process); producers and steps' nodes are kept as stubs that carry the operator and its label
+(what error messages name), not the graph they came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import io
+import logging
+import os
+import pickle
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+from ._ir import Node, Value
+from ._lower import CopyStep, KernelStep
+
+log = logging.getLogger("webnn_gpu")
+
+_MAGIC = b"WEBNN-GPU-PLAN-1\n"
+_HEADER = len(_MAGIC) + 32 + 8 + 32  # magic, key (SHA-256), body length, body SHA-256
+_ALIGN = 64  # file offset of each constant's bytes: a multiple of this
+
+#: environment variables that change nothing of a plan (the cache's own switches)
+_NOT_IN_KEY = ("WEBNN_GPU_PLAN_CACHE", "WEBNN_GPU_PLAN_CACHE_MB", "WEBNN_GPU_PLAN_CACHE_DIR")
+
+#: packages whose classes and functions a plan may name, and the builtins it may name (anything
+#: else fails to unpickle: a miss)
+_ALLOWED = ("webnn_gpu", "numpy", "collections", "copyreg", "_codecs", "types")
+_BUILTINS = frozenset({"object", "set", "frozenset", "list", "tuple", "dict", "slice", "range", "complex",
+                       "bytearray", "bytes", "int", "float", "str", "bool"})
+
+
+def enabled() -> bool:
+    """Whether plans are read and written (``WEBNN_GPU_PLAN_CACHE`` and
+    ``WEBNN_GPU_TEMPLATE_CACHE`` not ``0``)."""
+    return os.environ.get("WEBNN_GPU_PLAN_CACHE", "1") != "0" and os.environ.get("WEBNN_GPU_TEMPLATE_CACHE",
+                                                                                  "1") != "0"
+
+
+def max_bytes() -> int:
+    """The folder's size bound in bytes (``WEBNN_GPU_PLAN_CACHE_MB``, default 256 MB)."""
+    try:
+        return max(0, int(float(os.environ.get("WEBNN_GPU_PLAN_CACHE_MB", "256")) * (1 << 20)))
+    except ValueError:
+        return 256 << 20
+
+
+def folder() -> Path:
+    """``WEBNN_GPU_PLAN_CACHE_DIR``, or else ``<cache dir>/plans`` (not created here)."""
+    if os.environ.get("WEBNN_GPU_PLAN_CACHE_DIR"):
+        return Path(os.environ["WEBNN_GPU_PLAN_CACHE_DIR"])
+    from .models import cache_dir
+
+    return cache_dir() / "plans"
+
+
+@functools.lru_cache(maxsize=1)
+def engine_hash() -> str:
+    """A SHA-256 of the engine's source (every ``.py`` file of the package, every file under
+    its ``shaders/``) and of the versions of what reading and lowering a model uses; worked
+    out once per process (about 5 ms)."""
+    import jinja2
+    import numpy
+    import wgpu
+
+    from ._kernels import _shader_root
+
+    h = hashlib.sha256()
+    versions = [sys.version, numpy.__version__, wgpu.__version__, jinja2.__version__]
+    for name in ("tflite", "flatbuffers"):  # the reader's packages, not imported for it (30-50 ms)
+        versions.append(f"{name}={_installed(name)}")
+    h.update(repr(versions).encode())
+    for root, pattern in ((Path(__file__).parent, "*.py"), (_shader_root(), "*")):
+        for f in sorted(root.rglob(pattern)):
+            if f.is_file() and "__pycache__" not in f.parts:
+                h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _installed(name: str) -> str:
+    """The version of the installed package ``name``, from its ``.dist-info`` folder's name
+    beside it (importlib.metadata would cost 10-20 ms), or where it lies; "-" when absent."""
+    import importlib.util
+
+    version = getattr(sys.modules.get(name), "__version__", None)
+    if version:
+        return str(version)
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin:
+        return "-"
+    site = Path(spec.origin).parent.parent
+    try:
+        found = sorted(n for n in os.listdir(site) if n.startswith(f"{name}-") and n.endswith(".dist-info"))
+    except OSError:
+        found = []
+    return found[-1] if found else spec.origin
+
+
+def _plain(x) -> bool:
+    if isinstance(x, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in x.items())
+    if isinstance(x, (list, tuple)):
+        return all(_plain(v) for v in x)
+    return x is None or isinstance(x, (str, bool, int, float))
+
+
+def key(loader: str, data, options: dict, context) -> str | None:
+    """The key of a model's plan: ``loader`` (``"tflite"``), the model's bytes ``data``, the
+    load ``options`` and ``context`` (see the module docstring). None when the cache is off or
+    an option is not plain data (then nothing is read or written)."""
+    if not enabled() or not _plain(options):
+        return None
+    try:
+        device = (
+            sorted((str(k), str(v)) for k, v in dict(getattr(context, "adapter_info", None) or {}).items()),
+            sorted(str(f) for f in getattr(context, "_features", ()) or ()),
+            sorted((str(k), str(v)) for k, v in dict(getattr(context, "_limits", None) or {}).items()),
+            str(getattr(context, "_tuning", "")), str(getattr(context, "_subgroup", "")),
+        )
+    except Exception:  # not a context of ours (a test double): no cache
+        return None
+    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("WEBNN_GPU_") and k not in _NOT_IN_KEY)
+    h = hashlib.sha256(repr((engine_hash(), loader, sorted(options.items()), device, env)).encode() + b"\0")
+    h.update(data)
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------- pickling
+
+def _stub(op: str, label: str) -> Node:
+    """A node that names an operator and its label, and nothing of its graph."""
+    return Node(op, [], [], {}, label)
+
+
+def _make(cls, fields: dict):
+    return cls(**fields)
+
+
+_LOADING = threading.local()  # .ids: old value id -> the new Value, while a plan unpickles
+
+
+def _value(fields: dict, old_id: int) -> Value:
+    v = Value(**fields)  # a new id
+    _LOADING.ids[old_id] = v
+    return v
+
+
+class _Unstorable(Exception):
+    """A plan holding something that cannot be kept (a constant MLTensor, the user's WGSL)."""
+
+
+class _Pickler(pickle.Pickler):
+    def reducer_override(self, obj):
+        t = type(obj)
+        if t is Value:
+            if obj.tensor is not None:
+                raise _Unstorable("a constant MLTensor")
+            p = obj.producer
+            fields = dict(data_type=obj.data_type, shape=tuple(obj.shape), kind=obj.kind, name=obj.name,
+                          data=obj.data, producer=None if p is None else _stub(p.op, p.label))
+            return _value, (fields, obj.id)
+        if t is Node:
+            return _stub, (obj.op, obj.label)
+        if t is KernelStep or t is CopyStep:
+            if getattr(obj, "user_code", False):
+                raise _Unstorable("the user's own WGSL")
+            fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.name != "pipeline"}
+            return _make, (t, fields)
+        return NotImplemented
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        if not (module.split(".")[0] in _ALLOWED or (module == "builtins" and name in _BUILTINS)):
+            raise pickle.UnpicklingError(f"{module}.{name} is not part of a plan")
+        return super().find_class(module, name)
+
+
+def dumps(plan, meta: dict) -> list:
+    """The pickled ``(plan, meta)`` (Values without their producers' graphs, steps without
+    pipelines) as the parts of a file's body, to be written one after another: a table, the
+    pickle, then the constants' bytes out of band (pickle protocol 5), each at a multiple of
+    64 bytes of the file, so that :func:`loads` makes the arrays on the file's bytes without
+    copying them.
+
+    Raises:
+        _Unstorable: the plan holds a constant MLTensor or the user's own WGSL.
+    """
+    raws: list = []
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=5, buffer_callback=lambda b: raws.append(b.raw())).dump((plan, meta))
+    payload = buf.getbuffer()
+    table = len(raws).to_bytes(4, "little") + payload.nbytes.to_bytes(8, "little")
+    table += b"".join(r.nbytes.to_bytes(8, "little") for r in raws)
+    parts = [table, payload]
+    at = _HEADER + len(table) + payload.nbytes
+    for r in raws:
+        pad = -at % _ALIGN
+        parts += [b"\0" * pad, r]
+        at += pad + r.nbytes
+    return parts
+
+
+def loads(body):
+    """``(plan, meta)`` from a file's body (:func:`dumps`'s parts, joined; a writable buffer
+    gives writable arrays, which are views of it), with new value ids (the plan's dicts keyed
+    by value id renumbered with them)."""
+    body = memoryview(body)
+    n = int.from_bytes(body[:4], "little")
+    size = int.from_bytes(body[4:12], "little")
+    lens = [int.from_bytes(body[12 + 8 * i:20 + 8 * i], "little") for i in range(n)]
+    at = 12 + 8 * n
+    payload = body[at:at + size]
+    at += size
+    buffers = []
+    for length in lens:
+        at += -(_HEADER + at) % _ALIGN
+        if at + length > len(body):
+            raise ValueError("a buffer lies past the end of the file")
+        buffers.append(body[at:at + length])
+        at += length
+    if len(payload) != size or at != len(body):
+        raise ValueError("the table does not fit the file")
+    _LOADING.ids = {}
+    try:
+        plan, meta = _Unpickler(io.BytesIO(payload), buffers=buffers).load()
+        ids = _LOADING.ids
+    finally:
+        _LOADING.ids = None
+    plan.aliases = {ids[k].id: v for k, v in plan.aliases.items() if k in ids}
+    plan.placed = {ids[k].id: v for k, v in plan.placed.items() if k in ids}
+    return plan, meta
+
+
+# ---------------------------------------------------------------------------- files
+
+def _path(k: str) -> Path:
+    return folder() / f"{k[:40]}.plan"
+
+
+def load(k: str | None):
+    """The ``(plan, meta)`` kept under key ``k``, or None (no file, or one that does not check
+    out: see the module docstring). A hit marks the file as recently used."""
+    if k is None:
+        return None
+    path = _path(k)
+    try:
+        with open(path, "rb") as fh:
+            blob = bytearray(os.fstat(fh.fileno()).st_size)  # writable: the arrays are views of it
+            got = fh.readinto(blob)
+    except OSError:
+        return None
+    try:
+        view = memoryview(blob)
+        head = bytes(view[:_HEADER])
+        n = int.from_bytes(head[len(_MAGIC) + 32:len(_MAGIC) + 40], "little")
+        body = view[_HEADER:]
+        if (got != len(blob) or len(head) != _HEADER or not head.startswith(_MAGIC)
+                or head[len(_MAGIC):len(_MAGIC) + 32] != bytes.fromhex(k)
+                or n != len(body) or hashlib.sha256(body).digest() != head[len(_MAGIC) + 40:]):
+            raise ValueError("header or checksum does not match")
+        plan, meta = loads(body)
+        from .graph import BuildPlan
+
+        if not isinstance(plan, BuildPlan) or not isinstance(meta, dict):
+            raise ValueError("not a plan")
+    except Exception as exc:  # a corrupt or foreign file: rebuilt (and written again)
+        log.debug("plan cache: %s ignored (%s: %s)", path, type(exc).__name__, exc)
+        return None
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+    return plan, meta
+
+
+def store(k: str | None, plan, meta: dict) -> bool:
+    """Keep ``(plan, meta)`` under key ``k`` (atomically), then bound the folder's size.
+
+    Returns:
+        bool: whether the file was written (not when ``k`` is None, the plan cannot be kept, or
+        the folder cannot be written: those cost the next load its time, never an error).
+    """
+    if k is None:
+        return False
+    try:
+        parts = dumps(plan, meta)
+    except Exception as exc:  # _Unstorable, or something of a plan pickle cannot keep
+        log.debug("plan cache: not kept (%s: %s)", type(exc).__name__, exc)
+        return False
+    size = sum(memoryview(p).nbytes for p in parts)
+    bound = max_bytes()
+    if size + _HEADER > bound:
+        return False
+    digest = hashlib.sha256()
+    for p in parts:
+        digest.update(p)
+    path = _path(k)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            fh.write(_MAGIC + bytes.fromhex(k) + size.to_bytes(8, "little") + digest.digest())
+            for p in parts:
+                fh.write(p)
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.debug("plan cache: not written (%s)", exc)
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        return False
+    prune(bound, keep=path)
+    return True
+
+
+def prune(bound: int, keep: Path | None = None) -> None:
+    """Remove the least recently used plans (and temporary files older than an hour) until the
+    folder holds at most ``bound`` bytes; ``keep`` stays."""
+    import time
+
+    files = []
+    try:
+        with os.scandir(folder()) as it:
+            for e in it:
+                try:
+                    st = e.stat()
+                except OSError:
+                    continue
+                if e.name.endswith(".tmp"):
+                    if st.st_mtime < time.time() - 3600:  # left by a process that died
+                        files.append((0.0, st.st_size, e.path))
+                    continue
+                if e.name.endswith(".plan"):
+                    files.append((st.st_mtime, st.st_size, e.path))
+    except OSError:
+        return
+    total = sum(s for t, s, _ in files if t > 0)
+    for t, size, p in sorted(files):
+        if t > 0 and total <= bound:
+            break
+        if keep is not None and p == str(keep):
+            continue
+        try:
+            os.unlink(p)
+        except OSError:
+            continue
+        if t > 0:
+            total -= size
