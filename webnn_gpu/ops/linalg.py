@@ -139,6 +139,9 @@ SG_TILE_N4 = 12
 #: Subgroup-variant launches below this many workgroups of :data:`TILE_WORKGROUP` use workgroups
 #: of :data:`TILE_SMALL_WORKGROUP` (finer load balance over the threads).
 SG_WORKGROUPS = 16
+#: The threads a launch's workgroups are balanced over (lavapipe runs each workgroup on one of its
+#: threads, one per core; the 2-core machine the engine is tuned on): :func:`_tile_workgroup`.
+TILE_THREADS = 2
 #: A tile launch takes a larger workgroup size that an earlier launch of the same kernel in its
 #: graph uses (one pipeline fewer to compile) only where that still gives this many workgroups.
 TWIN_WORKGROUPS = 4
@@ -772,11 +775,21 @@ def _tile_workgroup(n_inv: int, sg: int) -> int:
     threads leave one idle for a fifth of the time; 16 costs no more CPU time, measured) and
     takes one subgroup per workgroup for launches of at most eight subgroups (49 x 1152 -> 192:
     four subgroups, four workgroups instead of two; hand_landmark_full 7-10% less wall time in
-    two runs on a loaded machine, the same CPU time)."""
+    two runs on a loaded machine, the same CPU time). Between those, it takes one subgroup per
+    workgroup where workgroups of 16 would leave a thread idle at the end that workgroups of 8
+    do not (an odd count: 196 x 480 -> 80 is 80 invocations, 5 workgroups of 16 or 10 of 8;
+    :data:`TILE_THREADS`)."""
     if sg:
         if n_inv >= SG_WORKGROUPS * TILE_WORKGROUP:
             return TILE_WORKGROUP
-        return TILE_SMALL_WORKGROUP if n_inv > 8 * sg else sg
+        if n_inv <= 8 * sg:
+            return sg
+        # one subgroup per workgroup where that ends at least 5% sooner on TILE_THREADS threads
+        # (invocations per thread, the last round included): 112 invocations as 14 workgroups of
+        # 8, not 7 of 16 (56 against 64)
+        def span(w):
+            return -(-(-(-n_inv // w)) // TILE_THREADS) * w
+        return sg if span(sg) <= 0.95 * span(TILE_SMALL_WORKGROUP) else TILE_SMALL_WORKGROUP
     return TILE_WORKGROUP if n_inv >= 4 * TILE_WORKGROUP else TILE_SMALL_WORKGROUP
 
 
