@@ -775,21 +775,24 @@ def _tile_workgroup(n_inv: int, sg: int) -> int:
     threads leave one idle for a fifth of the time; 16 costs no more CPU time, measured) and
     takes one subgroup per workgroup for launches of at most eight subgroups (49 x 1152 -> 192:
     four subgroups, four workgroups instead of two; hand_landmark_full 7-10% less wall time in
-    two runs on a loaded machine, the same CPU time). Between those, it takes one subgroup per
-    workgroup where workgroups of 16 would leave a thread idle at the end that workgroups of 8
-    do not (an odd count: 196 x 480 -> 80 is 80 invocations, 5 workgroups of 16 or 10 of 8;
-    :data:`TILE_THREADS`)."""
+    two runs on a loaded machine, the same CPU time). Past eight subgroups it takes the next
+    smaller of those sizes where the larger would leave a thread idle at the end (an odd count
+    of workgroups) and the smaller ends at least 5% sooner on :data:`TILE_THREADS` threads: 196 x
+    480 -> 80 is 80 invocations, 5 workgroups of 16 or 10 of 8; 3136 x 24 -> 144 is 1176, 19 of
+    64 or 74 of 16."""
     if sg:
-        if n_inv >= SG_WORKGROUPS * TILE_WORKGROUP:
-            return TILE_WORKGROUP
         if n_inv <= 8 * sg:
             return sg
-        # one subgroup per workgroup where that ends at least 5% sooner on TILE_THREADS threads
-        # (invocations per thread, the last round included): 112 invocations as 14 workgroups of
-        # 8, not 7 of 16 (56 against 64)
-        def span(w):
+
+        def span(w):  # invocations per thread, the last round whole
             return -(-(-(-n_inv // w)) // TILE_THREADS) * w
-        return sg if span(sg) <= 0.95 * span(TILE_SMALL_WORKGROUP) else TILE_SMALL_WORKGROUP
+        sizes = [w for w in (TILE_WORKGROUP, TILE_SMALL_WORKGROUP, sg) if w % sg == 0]
+        wg = TILE_WORKGROUP if n_inv >= SG_WORKGROUPS * TILE_WORKGROUP else TILE_SMALL_WORKGROUP
+        for w in sizes[sizes.index(wg) + 1:]:
+            if span(w) > 0.95 * span(wg):
+                break
+            wg = w
+        return wg
     return TILE_WORKGROUP if n_inv >= 4 * TILE_WORKGROUP else TILE_SMALL_WORKGROUP
 
 
