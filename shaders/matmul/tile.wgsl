@@ -522,7 +522,7 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% endif %}
 {% for j in range(TN4 if pool else 0) %}
   if ({% if sg %}tm < {{ pool_rows }}u && {% endif %}n0 + {{ 4 * j }}u < {{ N }}u) {
-    // this tile's column sums: row tm of the [tiles_m, N] partials
+    // this tile's column sums: row tm of the [pool_rows, N] partials
     pool[tm * {{ N // 4 }}u + n0 / 4u + {{ j }}u] = ps.s{{ j }};
   }
 {% endfor %}

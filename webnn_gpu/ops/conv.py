@@ -60,8 +60,8 @@ from . import _epilogue
 from ._registry import builder_method, lowering, support
 from .elementwise import literal
 from .linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, SMALL_MAX_OUTPUTS, Shown, check_loops, choose_tile,
-                     constant_array, deep_ok, dense_tile_rows, given_operand, k_chunks, lower_split_k, make_constant, matvec_kernel,
-                     matvec_plan, tile_kernel, tile_loop_iterations, uniform_copy, up_rows, wgsl_type)
+                     constant_array, deep_ok, dense_tile_rows, given_operand, k_chunks, lower_split_k, make_constant,
+                     matvec_kernel, matvec_plan, tile_kernel, tile_loop_iterations, uniform_copy, wgsl_type)
 
 INPUT_LAYOUTS = ("nchw", "nhwc")
 CONV2D_FILTER_LAYOUTS = ("oihw", "hwio", "ohwi", "ihwo")

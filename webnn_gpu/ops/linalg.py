@@ -529,7 +529,8 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         tiles_n=tiles_n, batch_strides=strides(batch_shape), a_bst=list(a_bst), b_bst=list(b_bst),
         o_bst=list(o_bst), KH=KH, KW=KW, KC=KC, KC4=KC // 4 * 4, a_mode=a_mode, a_rs=a_rs, a_ks=a_ks,
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
-        o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1, pool_rows=-(-M // TM),
+        o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
+        pool_rows=-(-M // TM),
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
         b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, ep_loop=TM > 1 and not ep_rows and (TILE_EP_LOOP and KH * KW * KC >= TILE_EP_LOOP_MIN_K or ep.given or reads_per_output(ep)),
     )
@@ -786,9 +787,8 @@ def _tile_workgroup(n_inv: int, sg: int) -> int:
 
         def span(w):  # invocations per thread, the last round whole
             return -(-(-(-n_inv // w)) // TILE_THREADS) * w
-        sizes = [w for w in (TILE_WORKGROUP, TILE_SMALL_WORKGROUP, sg) if w % sg == 0]
         wg = TILE_WORKGROUP if n_inv >= SG_WORKGROUPS * TILE_WORKGROUP else TILE_SMALL_WORKGROUP
-        for w in sizes[sizes.index(wg) + 1:]:
+        for w in sorted({w for w in (TILE_SMALL_WORKGROUP, sg) if w < wg and w % sg == 0}, reverse=True):
             if span(w) > 0.95 * span(wg):
                 break
             wg = w
