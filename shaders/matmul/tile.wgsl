@@ -64,14 +64,15 @@
                  compile time
     group_cols   output columns per batch item when the batch is conv groups (else 0)
     pool         also write the sums of each invocation's stored outputs over its TM rows, per
-                 column, to `pool` ([tiles_m, N / 4] vec4<f32>; one batch item, out_vec): the
+                 column, to `pool` ([pool_rows, N / 4] vec4<f32>; one batch item, out_vec): the
                  partial sums of a global average pool of a pointwise conv's NHWC output (the
                  compiler's fuse_pool_partials)
     sg           0, or the subgroup size (linalg.subgroup_lanes): a subgroup's invocations take
                  consecutive row tiles of one column tile (tiles_m is padded to a multiple of sg;
                  the padding tiles read the last row and store nothing), each lane loads its share
                  of the 4 * TN4 vectors of B a k step needs and subgroupBroadcast hands them to
-                 the others (b_vec; no pool); k.n and every workgroup are multiples of sg,
+                 the others (b_vec; with pool, the padding tiles write no partial sums: pool_rows is
+                 ceil(M / TM)); k.n and every workgroup are multiples of sg,
                  so whole subgroups return together. The epilogue's operands read at the channel
                  (ep.chan, a bias) are shared the same way: each lane loads those of 4 * TN4 / sg
                  of the tile's channels (matmul/_lanes.wgsl, shared with matmul/mlp.wgsl)
@@ -520,8 +521,8 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% endfor %}
 {% endif %}
 {% for j in range(TN4 if pool else 0) %}
-  if (n0 + {{ 4 * j }}u < {{ N }}u) {
-    // this tile's column sums: row tm of the [tiles_m, N] partials
+  if ({% if sg %}tm < {{ pool_rows }}u && {% endif %}n0 + {{ 4 * j }}u < {{ N }}u) {
+    // this tile's column sums: row tm of the [pool_rows, N] partials
     pool[tm * {{ N // 4 }}u + n0 / 4u + {{ j }}u] = ps.s{{ j }};
   }
 {% endfor %}

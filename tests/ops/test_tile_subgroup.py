@@ -266,3 +266,67 @@ def test_upsampled_operand_convs_of_two_sizes_share_one_kernel(ctx, rng):
         ref = np.einsum("nhwc,oc->nhwo", v, w64) + bias
         absref = np.einsum("nhwc,oc->nhwo", np.abs(v), np.abs(w64)) + np.abs(bias)
         check(got[k], np.maximum(ref, 0), absref, C + 4, np.float32, f"sg upsampled {h}x{w}")
+
+
+# ---------------------------------------------------------------- pool partials, workgroups
+def test_subgroup_workgroups_leave_no_thread_idle_at_the_end():
+    """Past eight subgroups a launch takes workgroups of 64 (from 1024 invocations) or 16, or the
+    next smaller size where that ends at least 5% sooner on two threads (an odd count of the
+    larger workgroups)."""
+    lanes = 8
+    assert linalg._tile_workgroup(64, lanes) == 8  # at most eight subgroups: one per workgroup
+    assert linalg._tile_workgroup(80, lanes) == 8  # 5 workgroups of 16 (3 rounds) or 10 of 8 (5 of half)
+    assert linalg._tile_workgroup(112, lanes) == 8  # 7 of 16 or 14 of 8
+    assert linalg._tile_workgroup(96, lanes) == 16  # 6 of 16: both threads end together
+    assert linalg._tile_workgroup(560, lanes) == 16  # 35 of 16: 36 rounds' worth against 35, under 5%
+    assert linalg._tile_workgroup(16 * 64, lanes) == 64
+    assert linalg._tile_workgroup(1176, lanes) == 16  # 19 of 64 (10 rounds) or 74 of 16 (37 of a quarter)
+    assert linalg._tile_workgroup(3136, lanes) == 64  # 49 of 64: 25 rounds against 24.5, under 5%
+    assert linalg._tile_workgroup(80, 0) == 16  # the plain kernel keeps its rule
+
+
+def test_pool_partials_rows_follow_the_tile_kernels_choice():
+    """``dense_tile_rows`` (which sizes a pool's partial sums before the lowering) gives the rows
+    the subgroup tile takes, the plain tile's without subgroup lanes, an image row's divisor for
+    an upsampled operand."""
+    assert linalg.dense_tile_rows(49, 128, 256, "lane-loop", 8, True) == linalg.choose_tile_sg(49, 128, 1, 8)[0] == 7
+    assert linalg.dense_tile_rows(144, 32, 96, "lane-loop", 8, True) == 6
+    assert linalg.dense_tile_rows(144, 32, 96, "lane-loop", 0, True) == linalg.choose_tile(144, 32, 1, "lane-loop", K=96)[0]
+    assert linalg.dense_tile_rows(3, 32, 96, "lane-loop", 8, True) == linalg.choose_tile(3, 32, 1, "lane-loop", K=96)[0]
+    assert linalg.dense_tile_rows(64 * 64, 16, 16, "lane-loop", 8, True, up_w=64) % 2 == 0
+
+
+@pytest.mark.parametrize("hw, c, o, dt", [
+    ((7, 7), 64, 24, np.float32),  # 49 rows: 7 row tiles of 7, one padding tile that writes no partials
+    ((12, 12), 96, 32, np.float32),  # 144 rows of 6
+    ((13, 11), 36, 40, np.float32),  # 143 rows, two column tiles
+    ((9, 9), 40, 16, np.float16),
+])
+def test_subgroup_pointwise_conv_writes_its_global_pools_partial_sums(ctx, rng, hw, c, o, dt):
+    """fuse_pool_partials on the subgroup variant: a pointwise conv (bias, ReLU) and the global
+    mean of its output, both graph outputs; the conv's kernel writes a row of channel sums per
+    row tile and the padding tiles none."""
+    if dt == np.float16 and "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is not supported on this adapter")
+    x, w, bias = data(rng, (1, *hw, c), dt), data(rng, (o, 1, 1, c), dt), data(rng, (o,), dt)
+    b = webnn.MLGraphBuilder(ctx)
+    xin = b.input("x", {"data_type": webnn._dtypes.from_numpy(np.dtype(dt)), "shape": list(x.shape)})
+    y = b.relu(b.conv2d(xin, b.constant(w), bias=b.constant(bias), input_layout="nhwc", filter_layout="ohwi"))
+    graph = b.build({"y": y, "p": b.average_pool2d(y, layout="nhwc")})
+    steps = tile_steps([s for s in graph._steps if isinstance(s, KernelStep)])
+    out = ctx.compute(graph, {"x": x})
+    graph.destroy()
+    (step,) = steps
+    assert step.node.attrs.get("pool_output") == "partials" and is_sg(step) == (ctx._subgroup > 0)
+    z = conv2d_nhwc(x, w, bias)
+    X, W = np.abs(x.astype(np.float64)).reshape(-1, c), np.abs(w.astype(np.float64)).reshape(o, c)
+    absref = (X @ W.T + np.abs(bias.astype(np.float64))).reshape(z.shape)
+    check(out["y"], np.maximum(z, 0), absref, c + 1, dt, "conv")
+    # the mean of the outputs as computed: each output's accumulation error and rounding to the
+    # data type, the f32 sums of the partials, the mean's own rounding
+    ref_p = np.maximum(z, 0).mean(axis=(1, 2), keepdims=True)
+    abs_p = absref.mean(axis=(1, 2), keepdims=True)
+    ulp = 2.0**-11 if dt == np.float16 else 2.0**-24
+    bound = abs_p * (4 * (c + 1 + hw[0] * hw[1]) * 2.0**-24 + ulp) + ulp * np.abs(ref_p) + 1e-30
+    err = np.abs(out["p"].astype(np.float64) - ref_p)
+    assert out["p"].shape == ref_p.shape and (err <= bound).all(), (err.max(), bound.min())

@@ -194,7 +194,7 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
         elif (conv is not None and dw is not None and dw.op == "conv2d" and dw.attrs.get("pool_output") is True
                 and len(conv.outputs) == 2 and src is conv.outputs[1] and only and conv.id not in replaced):
             g_out = conv.outputs[0]
-            rows = pool_rows(conv, tuning)
+            rows = pool_rows(conv, tuning, getattr(context, "_subgroup", 0))
             count = g_out.shape[1] * g_out.shape[2]
             src = Value("float32", (rows, src.shape[3]), "op")
             attrs = dict(dw.attrs)

@@ -60,8 +60,8 @@ from . import _epilogue
 from ._registry import builder_method, lowering, support
 from .elementwise import literal
 from .linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, SMALL_MAX_OUTPUTS, Shown, check_loops, choose_tile,
-                     constant_array, deep_ok, given_operand, k_chunks, lower_split_k, make_constant, matvec_kernel,
-                     matvec_plan, tile_kernel, tile_loop_iterations, uniform_copy, up_rows, wgsl_type)
+                     constant_array, deep_ok, dense_tile_rows, given_operand, k_chunks, lower_split_k, make_constant,
+                     matvec_kernel, matvec_plan, tile_kernel, tile_loop_iterations, uniform_copy, wgsl_type)
 
 INPUT_LAYOUTS = ("nchw", "nhwc")
 CONV2D_FILTER_LAYOUTS = ("oihw", "hwio", "ohwi", "ihwo")
@@ -571,7 +571,7 @@ def partials_ok(node, tuning: str = "default") -> bool:
             and g["OH"] * g["OW"] * g["O"] > SMALL_MAX_OUTPUTS)
 
 
-def pool_rows(node, tuning: str = "default") -> int:
+def pool_rows(node, tuning: str = "default", lanes: int = 0) -> int:
     """The rows of the [rows, C] partial sums ``node``'s kernel writes for a global average pool
     of its output (``attrs["pool_output"]``): one per pixel block of a depthwise conv2d or a
     ``depthwise_project`` node, one per workgroup of a ``block`` conv2d, one per row tile of a
@@ -589,9 +589,7 @@ def pool_rows(node, tuning: str = "default") -> int:
         if variant == "pointwise":
             M = g["OH"] * g["OW"]
             deep = deep_ok(node.outputs[0].data_type, g["C"] % 4 == 0, True)  # as tile_kernel decides
-            tm, _ = choose_tile(M, g["O"], 1, tuning, K=g["C"] if deep else 0)
-            if node.attrs.get("input_add_up2"):
-                tm = up_rows(tm, g["W"])
+            tm = dense_tile_rows(M, g["O"], g["C"], tuning, lanes, deep, g["W"] if node.attrs.get("input_add_up2") else 0)
             return -(-M // tm)
         tile = _block_tile(g) if variant == "block" else _dw_strip(g, tuning)
         assert tile is not None, "_conv_variant checks the block fits"

@@ -139,6 +139,9 @@ SG_TILE_N4 = 12
 #: Subgroup-variant launches below this many workgroups of :data:`TILE_WORKGROUP` use workgroups
 #: of :data:`TILE_SMALL_WORKGROUP` (finer load balance over the threads).
 SG_WORKGROUPS = 16
+#: The threads a launch's workgroups are balanced over (lavapipe runs each workgroup on one of its
+#: threads, one per core; the 2-core machine the engine is tuned on): :func:`_tile_workgroup`.
+TILE_THREADS = 2
 #: A tile launch takes a larger workgroup size that an earlier launch of the same kernel in its
 #: graph uses (one pipeline fewer to compile) only where that still gives this many workgroups.
 TWIN_WORKGROUPS = 4
@@ -472,7 +475,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         bdot = dot_columns(b, N, KH * KW * KC, b_ks)
         if bdot is not None:
             b, b_ks = bdot, 1
-    if tile is None and b_vec and (order or TILE_ORDER) == "m" and pool is None:
+    if tile is None and b_vec and (order or TILE_ORDER) == "m":
         tile = _sg_tile(lc, M, N, batches, KC * KH * KW)
         if tile is not None and a_add_up is not None:  # a tile's rows: one image row from an even column
             tile = (up_rows(tile[0], a_add_up[1]), tile[1])
@@ -516,7 +519,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         ep = row_epilogue
     order = order or TILE_ORDER
     n_inv = batches * tiles_m * tiles_n
-    if pool is not None and not (out_vec and batches == 1 and tuple(pool.shape) == (tiles_m, N)):
+    if pool is not None and not (out_vec and batches == 1 and tuple(pool.shape) == (-(-M // TM), N)):
         raise AssertionError(f"{lc.label}: pool partials need one batch item and vec4 stores")  # pool_rows checks
     dyn = (TILE_DYNAMIC and pool is None and a_mode == "dense" and not batch_shape and a_vec and b_vec and out_vec
            and a_ks == 1 and b_ns == 1 and o_so == 1 and (o_sn == 0 or o_P >= M) and KH == KW == 1 and not group_cols
@@ -527,6 +530,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         o_bst=list(o_bst), KH=KH, KW=KW, KC=KC, KC4=KC // 4 * 4, a_mode=a_mode, a_rs=a_rs, a_ks=a_ks,
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
+        pool_rows=-(-M // TM),
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
         b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, ep_loop=TM > 1 and not ep_rows and (TILE_EP_LOOP and KH * KW * KC >= TILE_EP_LOOP_MIN_K or ep.given or reads_per_output(ep)),
     )
@@ -740,11 +744,28 @@ def _sg_tile(lc, M: int, N: int, batches: int, K: int) -> tuple[int, int] | None
     """The subgroup variant's tile (:func:`choose_tile_sg`) where the context has subgroup lanes,
     ``WEBNN_GPU_FORCE_MATMUL_SG`` is not ``off`` and the padding is acceptable (:func:`sg_rows_ok`);
     else None."""
-    lanes = getattr(lc, "subgroup", 0)
+    return _sg_tile_lanes(getattr(lc, "subgroup", 0), M, N, batches, K)
+
+
+def _sg_tile_lanes(lanes: int, M: int, N: int, batches: int, K: int) -> tuple[int, int] | None:
     if not lanes or _env.force("matmul_sg") == "off":
         return None
     tile = choose_tile_sg(M, N, batches, lanes, K=K)
     return tile if sg_rows_ok(M, tile[0], lanes) else None
+
+
+def dense_tile_rows(M: int, N: int, K: int, tuning: str, lanes: int, deep: bool, up_w: int = 0) -> int:
+    """The rows TM of the tile that :func:`tile_kernel` takes for a dense pointwise product of one
+    batch item with vec4 loads of B and no forced tile (M x K -> N; ``lanes``: the context's
+    subgroup lanes, :func:`subgroup_lanes`; ``deep``: :func:`deep_ok`; ``up_w``: the image width of
+    an ``a_add_up`` operand, else 0). A launch that writes a pool's partial sums writes one row of
+    them per row tile, ceil(M / TM): the compiler sizes them with this before the lowering runs."""
+    tile = _sg_tile_lanes(lanes, M, N, 1, K)
+    if tile is not None and up_w:
+        tm = up_rows(tile[0], up_w)
+        tile = (tm, tile[1]) if sg_rows_ok(M, tm, lanes) else None
+    tm = tile[0] if tile is not None else choose_tile(M, N, 1, tuning, K=K if deep else 0)[0]
+    return up_rows(tm, up_w) if up_w else tm
 
 
 def _tile_workgroup(n_inv: int, sg: int) -> int:
@@ -755,11 +776,23 @@ def _tile_workgroup(n_inv: int, sg: int) -> int:
     threads leave one idle for a fifth of the time; 16 costs no more CPU time, measured) and
     takes one subgroup per workgroup for launches of at most eight subgroups (49 x 1152 -> 192:
     four subgroups, four workgroups instead of two; hand_landmark_full 7-10% less wall time in
-    two runs on a loaded machine, the same CPU time)."""
+    two runs on a loaded machine, the same CPU time). Past eight subgroups it takes the next
+    smaller of those sizes where the larger would leave a thread idle at the end (an odd count
+    of workgroups) and the smaller ends at least 5% sooner on :data:`TILE_THREADS` threads: 196 x
+    480 -> 80 is 80 invocations, 5 workgroups of 16 or 10 of 8; 3136 x 24 -> 144 is 1176, 19 of
+    64 or 74 of 16."""
     if sg:
-        if n_inv >= SG_WORKGROUPS * TILE_WORKGROUP:
-            return TILE_WORKGROUP
-        return TILE_SMALL_WORKGROUP if n_inv > 8 * sg else sg
+        if n_inv <= 8 * sg:
+            return sg
+
+        def span(w):  # invocations per thread, the last round whole
+            return -(-(-(-n_inv // w)) // TILE_THREADS) * w
+        wg = TILE_WORKGROUP if n_inv >= SG_WORKGROUPS * TILE_WORKGROUP else TILE_SMALL_WORKGROUP
+        for w in sorted({w for w in (TILE_SMALL_WORKGROUP, sg) if w < wg and w % sg == 0}, reverse=True):
+            if span(w) > 0.95 * span(wg):
+                break
+            wg = w
+        return wg
     return TILE_WORKGROUP if n_inv >= 4 * TILE_WORKGROUP else TILE_SMALL_WORKGROUP
 
 

@@ -89,7 +89,7 @@ def fuse_pool_partials(nodes: list, outputs: dict, context=None) -> list:
         conv = g.producer(v)
         if conv is None or conv.id in replaced or v is not conv.outputs[0] or not partials_ok(conv, tuning):
             return None
-        part = Value("float32", (pool_rows(conv, tuning), v.shape[3]), "op")
+        part = Value("float32", (pool_rows(conv, tuning, getattr(context, "_subgroup", 0)), v.shape[3]), "op")
         new_conv = Node(conv.op, list(conv.inputs), [v, part], {**conv.attrs, "pool_output": "partials"}, conv.label)
         replaced[conv.id] = new_conv
         return part
