@@ -18,6 +18,8 @@
     a_rs         element stride between rows of A (row m of A starts at m * a_rs)
     o_rs         element stride between rows of out
     b_uniform    0, or B (float32) is a uniform buffer of this many vec4s
+    b_texture    0, or B is an rgba32float texture_2d of 2^b_texture texels a row (vec4 i at
+                 (i & (2^b_texture - 1), i >> b_texture); linalg.texture_copy)
     ep           fused epilogue (webnn_gpu/ops/_epilogue.py), channel = column n
   B layout (linalg.matvec_pack): vec4 (((g * K4 + s) * 4 + i) * CN + c) holds B[4 s + i, 4 (g CN + c)
     .. + 3] (zero past K and N).
@@ -29,7 +31,11 @@
 enable f16;
 {% endif %}
 {{ tl.decl(0, "a", T, a_vec, false) }}
+{% if b_texture %}
+@group(0) @binding(1) var b: texture_2d<f32>;
+{% else %}
 {{ tl.weights(1, "b", T, true, b_uniform) }}
+{% endif %}
 {{ tl.epilogue_decls(ep, 2) }}
 {{ tl.decl(2 + ep.operands | length, "out", T, false, true) }}
 {{ tl.epilogue_fns(ep) }}
@@ -59,7 +65,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let bo = bg + s * {{ 4 * CN }}u;
 {% for i in range(4) %}
 {% for c in range(CN) %}
+{% if b_texture %}
+    let b{{ i }}_{{ c }} = textureLoad(b, vec2<u32>((bo + {{ i * CN + c }}u) & {{ 2 ** b_texture - 1 }}u, (bo + {{ i * CN + c }}u) >> {{ b_texture }}u), 0);
+{% else %}
     let b{{ i }}_{{ c }} = vec4<f32>(b[bo + {{ i * CN + c }}u]);
+{% endif %}
 {% endfor %}
 {% endfor %}
 {% for m in range(M) %}

@@ -21,8 +21,8 @@ from test_tile import build_run, check, data
 from webnn_gpu.ops import linalg
 
 
-def _lc(subgroup=8, tuning="lane-loop"):
-    return SimpleNamespace(subgroup=subgroup, tuning=tuning)
+def _lc(subgroup=8, tuning="lane-loop", max_texture=8192):
+    return SimpleNamespace(subgroup=subgroup, tuning=tuning, limits={"max-texture-dimension-2d": max_texture})
 
 
 def _takes_matvec(ctx) -> bool:
@@ -40,11 +40,37 @@ def test_plan_takes_few_rows_and_columns_on_lane_loop_only():
     assert linalg.matvec_plan(_lc(), 1, 213, 512) == (2, 24)
     assert linalg.matvec_plan(_lc(), 3, 77, 1000) == (1, 16)
     assert linalg.matvec_plan(_lc(), linalg.MATVEC_MAX_M + 1, 63, 1152) is None
-    assert linalg.matvec_plan(_lc(), 1, linalg.MATVEC_MAX_N + 1, 1152) is None
     assert linalg.matvec_plan(_lc(), 1, 16, 1000) is None, "fewer than MATVEC_MIN_MACS: small.wgsl"
     assert linalg.matvec_plan(_lc(), 1, 512, linalg.MATVEC_MIN_K - 4) is None, "a short reduction"
     assert linalg.matvec_plan(_lc(tuning="default"), 1, 63, 1152) is None
     assert linalg.matvec_plan(_lc(subgroup=0), 1, 63, 1152) is None
+
+
+def test_plan_takes_any_width_where_b_fits_a_texture(monkeypatch):
+    """Past MATVEC_MAX_N columns only with B in a texture: from a storage buffer the tile kernel's
+    column tiles were as fast."""
+    assert linalg.matvec_plan(_lc(), 1, 1404, 288) == (4, 64)
+    assert linalg.matvec_plan(_lc(), 3, 1000, 4096) is not None
+    wide = linalg.MATVEC_MAX_N + 1
+    assert linalg.matvec_plan(_lc(), 1, wide, 1152) is not None
+    assert linalg.matvec_plan(_lc(max_texture=16), 1, wide, 1152) is None, "more texel rows than the device allows"
+    assert linalg.matvec_plan(_lc(max_texture=16), 1, linalg.MATVEC_MAX_N, 1152) is not None
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", "storage")
+    assert linalg.matvec_plan(_lc(), 1, wide, 1152) is None
+    assert linalg.matvec_plan(_lc(), 1, linalg.MATVEC_MAX_N, 1152) is not None
+
+
+def test_texture_copy_lays_b_out_in_rows_of_texels():
+    """vec4 i of the packed B is texel (i % width, i // width); zero past the data."""
+    data = np.arange(4 * 5000, dtype=np.float32) + 1
+    tex = linalg.texture_copy(_lc(), linalg.make_constant(data, "float32"))
+    assert tex.texture_width == linalg.TEXTURE_WIDTH and tex.shape == (2, linalg.TEXTURE_WIDTH, 4)
+    flat = tex.data.reshape(-1, 4)
+    assert np.array_equal(flat[:5000].reshape(-1), data) and not flat[5000:].any()
+    small = linalg.texture_copy(_lc(), linalg.make_constant(np.ones(4 * 300, np.float16), "float16"))
+    assert small.texture_width == 512 and small.data.dtype == np.float32 and small.data[:1200].all()
+    assert linalg.texture_copy(_lc(tuning="default"), linalg.make_constant(data, "float32")) is None
+    assert linalg.texture_copy(_lc(max_texture=1), linalg.make_constant(data, "float32")) is None
 
 
 def test_plan_refuses_loops_past_the_budget(monkeypatch):
@@ -90,6 +116,7 @@ def test_matmul_of_few_rows(ctx, rng, M, K, N, dtype):
         assert _templates(steps) == ["matmul/matvec.wgsl"]
         a_decl = next(line for line in steps[0].wgsl.split("\n") if " a: " in line)
         assert ("array<vec4<" in a_decl) == (K % 4 == 0), "vec4 loads of A where aligned"
+        assert "var b: texture_2d<f32>;" in steps[0].wgsl, "B past 64 KiB: a texture"
     A, W = a.astype(np.float64), w.astype(np.float64)
     check(got, A @ W, np.abs(A) @ np.abs(W), K, dtype, f"matvec {M}x{K}->{N}")
 
@@ -103,6 +130,21 @@ def test_a_small_b_is_read_from_a_uniform_buffer(ctx, rng):
         assert _templates(steps) == ["matmul/matvec.wgsl"] and "var<uniform> b:" in steps[0].wgsl
     A, W = a.astype(np.float64), w.astype(np.float64)
     check(got, A @ W, np.abs(A) @ np.abs(W), K, np.float32, "uniform B")
+
+
+@pytest.mark.parametrize("M,K,N,dtype", [(1, 288, 1404, np.float32), (2, 333, 777, np.float16), (3, 517, 1001, np.float32)])
+def test_wide_products_read_b_from_a_texture(ctx, rng, M, K, N, dtype):
+    """Past MATVEC_MAX_N columns (a landmark head, a classifier) with B in a texture: odd K and N,
+    1 to 3 rows, float16; gemm's bias and a sigmoid in the epilogue."""
+    if dtype == np.float16 and "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is not supported on this adapter")
+    a, w, c = data(rng, (M, K), dtype), data(rng, (K, N), dtype), data(rng, (N,), dtype)
+    got, steps = build_run(ctx, lambda b, o: b.sigmoid(b.gemm(o["a"], b.constant(w), c=b.constant(c))), {"a": a})
+    if _takes_matvec(ctx):
+        assert _templates(steps) == ["matmul/matvec.wgsl"] and "var b: texture_2d<f32>;" in steps[0].wgsl
+    A, W, C = a.astype(np.float64), w.astype(np.float64), c.astype(np.float64)
+    # the sigmoid's slope is at most 1/4: the product's error bound carries over
+    check(got, 1 / (1 + np.exp(-(A @ W + C))), np.abs(A) @ np.abs(W) + np.abs(C), K + 1, dtype, f"wide {M}x{K}->{N}")
 
 
 def test_gemm_with_transposed_b_c_alpha_beta_and_relu(ctx, rng):
@@ -130,12 +172,13 @@ def test_matmul_with_a_residual_add(ctx, rng):
     check(got, A @ W + R, np.abs(A) @ np.abs(W) + np.abs(R), K + 1, np.float32, "residual")
 
 
-@pytest.mark.parametrize("shape,window", [((1, 3, 3, 32), (3, 3)), ((2, 2, 2, 67), (2, 2)), ((1, 1, 3, 260), (1, 1))],
-                         ids=["whole-3x3", "whole-2x2-two-images", "pointwise-3-pixels"])
-def test_conv_of_one_output_pixel_or_few_pixels(ctx, rng, shape, window):
+@pytest.mark.parametrize("shape,window,O", [((1, 3, 3, 32), (3, 3), 70), ((2, 2, 2, 67), (2, 2), 70),
+                                            ((1, 1, 3, 260), (1, 1), 70), ((1, 3, 3, 32), (3, 3), 1404)],
+                         ids=["whole-3x3", "whole-2x2-two-images", "pointwise-3-pixels", "whole-3x3-wide"])
+def test_conv_of_one_output_pixel_or_few_pixels(ctx, rng, shape, window, O):
     """A window covering the whole input (one output pixel per image) or a 1x1 conv on 3 pixels:
-    the input read as rows of a product; bias and PReLU in the epilogue."""
-    O = 70
+    the input read as rows of a product; bias and PReLU in the epilogue. 1404 channels: a
+    landmark model's head, B in a texture."""
     x = data(rng, shape)
     w, bias, slope = data(rng, (O, *window, shape[3])), data(rng, (O,)), data(rng, (O,))
 

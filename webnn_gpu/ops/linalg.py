@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -168,6 +169,46 @@ def make_constant(data: np.ndarray, data_type: str) -> Value:
 def wgsl_type(data_type: str) -> str:
     """WGSL storage scalar of a float data type."""
     return "f16" if data_type == "float16" else "f32"
+
+
+#: Texels per row of a constant stored as a texture (:func:`texture_copy`): a power of two, so a
+#: kernel finds texel i at (i & (width - 1), i >> log2(width)).
+TEXTURE_WIDTH = 4096
+
+
+@dataclass(eq=False)
+class TextureConstant(Value):
+    """A constant Value the graph uploads as a 2-D ``rgba32float`` texture of
+    ``texture_width`` texels per row (4 floats each, row-major, zero past the data) instead of
+    a buffer; a kernel binds it as ``texture_2d<f32>`` and reads it with ``textureLoad``."""
+
+    texture_width: int = 0
+
+
+def texture_fits(lc, floats: int) -> bool:
+    """Whether :func:`texture_copy` makes a texture of a constant of ``floats`` values here."""
+    rows = -(-floats // (4 * TEXTURE_WIDTH))
+    return (lc.tuning == "lane-loop" and not B_UNIFORM_OFF and _env.force("matmul_matvec_b") != "storage"
+            and rows <= int(lc.limits.get("max-texture-dimension-2d", 8192)))
+
+
+def texture_copy(lc, v: Value) -> TextureConstant | None:
+    """A copy of constant ``v`` (a multiple of 4 values) for a ``texture_2d<f32>`` binding, or
+    None where it cannot be one: not the "lane-loop" profile (lavapipe before Mesa 24: an
+    ``rgba32float`` ``textureLoad`` at a per-lane address is a gather without the per-lane
+    branches of a storage load, 0.7-0.8 of a vec4 storage load's time; measured nowhere else),
+    ``WEBNN_GPU_FORCE_MATMUL_B=storage``, not a host constant, or more rows than the device's
+    maxTextureDimension2D (:func:`texture_fits`; ``WEBNN_GPU_FORCE_MATMUL_MATVEC_B=storage`` for
+    measurements). float16 values are stored as the float32 values they are."""
+    data = constant_array(v)
+    if data is None or data.size % 4 or not texture_fits(lc, data.size):
+        return None
+    texels = data.size // 4
+    width = min(TEXTURE_WIDTH, 1 << max(0, (texels - 1).bit_length()))
+    rows = -(-texels // width)
+    flat = np.zeros(rows * width * 4, np.float32)
+    flat[:data.size] = data.reshape(-1)
+    return TextureConstant("float32", (rows, width, 4), "constant", data=flat, texture_width=width)
 
 
 def uniform_copy(lc, v: Value) -> Value | None:
@@ -675,7 +716,7 @@ def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
     if (forced and forced != "matvec" or _env.force("matmul_matvec") == "off" or not lanes
             or lc.tuning != "lane-loop" or not 1 <= M <= MATVEC_MAX_M):
         return None
-    if forced != "matvec" and (M * N * K < MATVEC_MIN_MACS or N > MATVEC_MAX_N or K < MATVEC_MIN_K):
+    if forced != "matvec" and (M * N * K < MATVEC_MIN_MACS or K < MATVEC_MIN_K):
         return None
     k4 = -(-K // 4)
     if -(-k4 // lanes) + 8 > LOOP_BUDGET:
@@ -683,6 +724,9 @@ def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
     n4 = -(-N // 4)
     cn = next((c for c in MATVEC_CN if -(-n4 // c) >= MATVEC_MIN_GROUPS), MATVEC_CN[-1])
     groups = -(-n4 // cn)
+    packed = groups * cn * 4 * -(-k4 // lanes) * lanes * 4  # matvec_pack's floats
+    if forced != "matvec" and N > MATVEC_MAX_N and not texture_fits(lc, packed):
+        return None
     per = max(1, min(MATVEC_MAX_WORKGROUP // lanes, groups // MATVEC_WORKGROUPS))
     return cn, per * lanes
 
@@ -717,13 +761,15 @@ def matvec_kernel(lc, a: Value, b: np.ndarray, out: Value, *, M: int, N: int, K:
     groups = -(-n4 // cn)
     bp = matvec_pack(b, K, N, cn, lanes, out.data_type)
     ubo = uniform_copy(lc, bp)  # float32 of up to 64 KiB on lane-loop: 1 x 256 -> 63 54 -> 45 us
-    bp = ubo if ubo is not None else bp
+    tex = texture_copy(lc, bp) if ubo is None else None
+    bp = ubo if ubo is not None else tex if tex is not None else bp
     a_vec = K % 4 == 0 and a_rs % 4 == 0
     k4 = -(-K // 4)
     step = lc.kernel("matmul/matvec.wgsl", [("a", a), ("b", bp)] + epilogue.operands, [("out", out)],
                      groups * lanes, workgroup=workgroup, T=wgsl_type(out.data_type), L=lanes, M=M, N=N, K=K,
                      K4=k4, KT=-(-k4 // lanes), CN=cn, G=groups, a_vec=a_vec, a_rs=a_rs, a_rs4=a_rs // 4,
-                     o_rs=o_rs, b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0, ep=epilogue)
+                     o_rs=o_rs, b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
+                     b_texture=tex.texture_width.bit_length() - 1 if tex is not None else 0, ep=epilogue)
     step.flops = 2 * M * N * K
     step.note = _size_note(M, K, N, 1, 1, 1, f"matvec {cn}x{workgroup}")
 
