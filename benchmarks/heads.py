@@ -38,6 +38,9 @@ ZOO_HEADS = [
     (1, 1152, 117, "pose_landmark_full (2x2 over 2x2x288)"),
     (1, 2048, 10, "Keras resnet50 classifier"),
     (1, 784, 256, "Keras autoencoder"),
+    (1, 256, 784, "Keras autoencoder"),
+    (1, 960, 1280, "Keras mobilenet_v3_large"),
+    (1, 576, 1024, "Keras mobilenet_v3_small"),
     (1, 1152, 48, "Keras efficientnet_b0 SE"),
 ]
 #: shapes no rule was tuned on
@@ -49,7 +52,6 @@ SYNTHETIC = [
     (4, 288, 1404, ""),
     (4, 1152, 195, ""),
     (1, 333, 777, "odd K and N"),
-    (1, 256, 784, ""),
     (1, 64, 512, "short K"),
 ]
 
