@@ -176,7 +176,7 @@ def wgsl_type(data_type: str) -> str:
 TEXTURE_WIDTH = 4096
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class TextureConstant(Value):
     """A constant Value the graph uploads as a 2-D ``rgba32float`` texture of
     ``texture_width`` texels per row (4 floats each, row-major, zero past the data) instead of
