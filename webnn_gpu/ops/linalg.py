@@ -755,23 +755,48 @@ def matvec_kernel(lc, a: Value, b: np.ndarray, out: Value, *, M: int, N: int, K:
     SIMD lanes) and by how many threads share them: the tile kernel gives such a product one
     invocation per column tile (4 invocations for 63 columns), this kernel a subgroup per
     :data:`MATVEC_CN` vec4 columns with the reduction split over its lanes."""
+    matvec_heads_kernel(lc, a, [(b, out, o_rs, epilogue)], M=M, K=K, a_rs=a_rs, plan=plan)
+
+
+def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int, plan: tuple[int, int]) -> None:
+    """Add one ``matmul/matvec.wgsl`` launch for several products of the same rows of A (row m
+    at element m * ``a_rs``): ``heads`` lists per product ``(b, out, o_rs, epilogue)``, ``b`` its
+    constant [K, N] array, ``out`` its output (row m at element m * ``o_rs``) and ``epilogue``
+    its own (:func:`webnn_gpu.ops._epilogue.build`, named apart where there are several). The
+    products' columns are side by side in one packed B, each from a whole column group on;
+    ``plan`` (:func:`matvec_plan`) for all their columns together."""
     cn, workgroup = plan
     lanes = lc.subgroup
-    n4 = -(-N // 4)
-    groups = -(-n4 // cn)
-    bp = matvec_pack(b, K, N, cn, lanes, out.data_type)
+    ctx_heads, g0, parts = [], 0, []
+    for j, (b, out, o_rs, ep) in enumerate(heads):
+        n = b.shape[1]
+        groups = -(-(-(-n // 4)) // cn)
+        ctx_heads.append({"G0": g0, "G": groups, "N": n, "o_rs": o_rs, "ep": ep,
+                          "out": "out" if len(heads) == 1 else f"out{j}"})
+        part = np.zeros((K, groups * cn * 4), dtype=b.dtype)
+        part[:, :n] = b
+        parts.append(part)
+        g0 += groups
+    mat = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+    T = heads[0][1].data_type
+    bp = matvec_pack(mat, K, mat.shape[1], cn, lanes, T)
     ubo = uniform_copy(lc, bp)  # float32 of up to 64 KiB on lane-loop: 1 x 256 -> 63 54 -> 45 us
     tex = texture_copy(lc, bp) if ubo is None else None
     bp = ubo if ubo is not None else tex if tex is not None else bp
     a_vec = K % 4 == 0 and a_rs % 4 == 0
     k4 = -(-K // 4)
-    step = lc.kernel("matmul/matvec.wgsl", [("a", a), ("b", bp)] + epilogue.operands, [("out", out)],
-                     groups * lanes, workgroup=workgroup, T=wgsl_type(out.data_type), L=lanes, M=M, N=N, K=K,
-                     K4=k4, KT=-(-k4 // lanes), CN=cn, G=groups, a_vec=a_vec, a_rs=a_rs, a_rs4=a_rs // 4,
-                     o_rs=o_rs, b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
-                     b_texture=tex.texture_width.bit_length() - 1 if tex is not None else 0, ep=epilogue)
-    step.flops = 2 * M * N * K
-    step.note = _size_note(M, K, N, 1, 1, 1, f"matvec {cn}x{workgroup}")
+    operands = [op for _, _, _, ep in heads for op in ep.operands]
+    outs = [(h["out"], out) for h, (_, out, _, _) in zip(ctx_heads, heads)]
+    step = lc.kernel("matmul/matvec.wgsl", [("a", a), ("b", bp)] + operands, outs,
+                     g0 * lanes, workgroup=workgroup, T=wgsl_type(T), L=lanes, M=M, K=K,
+                     K4=k4, KT=-(-k4 // lanes), CN=cn, G=g0, a_vec=a_vec, a_rs=a_rs, a_rs4=a_rs // 4,
+                     heads=ctx_heads, fns=_epilogue.merged_functions(*[ep for _, _, _, ep in heads]),
+                     b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
+                     b_texture=tex.texture_width.bit_length() - 1 if tex is not None else 0)
+    n_all = sum(h["N"] for h in ctx_heads)
+    step.flops = 2 * M * n_all * K
+    what = "matvec" if len(heads) == 1 else f"matvec {len(heads)} heads"
+    step.note = _size_note(M, K, n_all, 1, 1, 1, f"{what} {cn}x{workgroup}")
 
 
 def _size_note(M: int, K: int, N: int, batches: int, KH: int, KW: int, variant: str) -> str:
