@@ -2,8 +2,9 @@
 a conv2d whose window covers its whole input, a 1x1 conv on up to 3 pixels), the reduction split
 over a subgroup's lanes. The plan and B's layout without a GPU; on the GPU against float64 NumPy
 at odd sizes (K and N not multiples of 4, 1 to 3 rows), with epilogues (bias, gemm's alpha and
-beta * c, a residual add, PReLU), float16, and K past the tile kernel's loop limit (one launch:
-a lane's loop is K / 32 long).
+beta * c, a residual add, PReLU, a sigmoid), float16, K past the tile kernel's loop limit (one
+launch: a lane's loop is K / 32 long), B past 64 KiB in a texture (wide products of up to 1404
+columns), and several heads on one input in one launch (the compiler's fuse_heads).
 
 Tolerance: ``check`` of test_tile.py, the f32 accumulation bound ``4 * K * 2**-24 * (|A| @ |B|)``
 plus the output's rounding (an f16 ulp for float16).
@@ -18,6 +19,8 @@ import pytest
 
 from test_tile import build_run, check, data
 
+import webnn_gpu as webnn
+from webnn_gpu._lower import KernelStep
 from webnn_gpu.ops import linalg
 
 
@@ -212,3 +215,35 @@ def test_matmul_past_the_tile_kernels_loop_limit_takes_one_launch(ctx, rng):
         assert _templates(steps) == ["matmul/matvec.wgsl"]
     A, W = a.astype(np.float64), w.astype(np.float64)
     check(got, A @ W, np.abs(A) @ np.abs(W), K, np.float32, "long K")
+
+
+# ---------------------------------------------------------------- several heads in one launch
+@pytest.mark.parametrize("M,K,dtype", [(1, 672, np.float32), (1, 673, np.float16), (3, 300, np.float32)])
+def test_heads_reading_one_input_take_one_launch(ctx, rng, M, K, dtype):
+    """A landmark model's heads (the compiler's fuse_heads): two scores through a sigmoid, 63
+    coordinates and 700 more (B past 512 columns: the texture) on the same rows, each with its
+    bias; odd K (scalar loads of A), float16, 3 rows."""
+    if dtype == np.float16 and "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is not supported on this adapter")
+    sizes = [1, 1, 63, 700]
+    ws = [data(rng, (n, K), dtype) for n in sizes]
+    cs = [data(rng, (n,), dtype) for n in sizes]
+    x = data(rng, (M, K), dtype)
+    b = webnn.MLGraphBuilder(ctx)
+    xi = b.input("x", {"data_type": webnn._dtypes.from_numpy(x.dtype), "shape": [M, K]})
+    ys = {}
+    for j, (w, c) in enumerate(zip(ws, cs)):
+        y = b.gemm(xi, b.constant(w), c=b.constant(c), b_transpose=True)
+        ys[f"y{j}"] = b.sigmoid(y) if sizes[j] == 1 else y
+    graph = b.build(ys)
+    steps = [s for s in graph._steps if isinstance(s, KernelStep)]
+    got = ctx.compute(graph, {"x": x})
+    graph.destroy()
+    if _takes_matvec(ctx):
+        assert _templates(steps) == ["matmul/matvec.wgsl"] and "heads" in steps[0].note
+    X = x.astype(np.float64)
+    for j, (w, c) in enumerate(zip(ws, cs)):
+        W, C = w.astype(np.float64).T, c.astype(np.float64)
+        pre = X @ W + C
+        ref = 1 / (1 + np.exp(-pre)) if sizes[j] == 1 else pre
+        check(got[f"y{j}"], ref, np.abs(X) @ np.abs(W) + np.abs(C), K + 1, dtype, f"head {j}")

@@ -1313,6 +1313,58 @@ def lower_gemm(node, lc) -> None:
                    b_ks=b_ks, b_ns=b_ns, steps=steps, b_cols=b_cols)
 
 
+# ---------------------------------------------------------------- heads: products of the same rows
+#: Attributes a product may carry as one of ``heads`` (any other one, an input prologue or a
+#: second output a rule added, keeps it out).
+_HEAD_ATTRS = {"matmul": {"epilogue"}, "gemm": {"alpha", "beta", "a_transpose", "b_transpose", "epilogue"}}
+
+
+def matvec_head(node) -> tuple[int, int, int, np.ndarray, list] | None:
+    """``(M, K, N, B, steps)`` of ``node`` as one product of a ``heads`` node: a float32 or
+    float16 matmul or gemm of a dense row-major A (``[M, K]``, or with leading axes of size 1)
+    by a constant 2-D B (``B`` the ``[K, N]`` array, a gemm's maybe transposed), with no
+    attribute but its own and its epilogue (``steps``: a gemm's alpha and beta * c first), or
+    None."""
+    if node.op not in _HEAD_ATTRS or len(node.outputs) != 1 or any(k not in _HEAD_ATTRS[node.op] for k in node.attrs):
+        return None
+    a, b, out = node.inputs[0], node.inputs[1], node.outputs[0]
+    if out.data_type not in FLOATS or a.data_type != out.data_type or b.data_type != out.data_type:
+        return None
+    data = constant_array(b)
+    if data is None or len(b.shape) != 2 or node.attrs.get("a_transpose") or len(a.shape) < 2:
+        return None
+    if any(d != 1 for d in a.shape[:-2]) or any(d != 1 for d in out.shape[:-2]):
+        return None
+    M, K = a.shape[-2], a.shape[-1]
+    mat = data.reshape(b.shape)
+    if node.op == "gemm" and node.attrs.get("b_transpose"):
+        mat = mat.T
+    if mat.shape[0] != K or out.shape[-2:] != (M, mat.shape[1]):
+        return None
+    steps = gemm_steps(node) if node.op == "gemm" else _epilogue.steps_of(node)
+    return M, K, mat.shape[1], mat, steps
+
+
+@lowering("heads")
+def lower_heads(node, lc) -> None:
+    """heads (the compiler's ``fuse_heads``, :mod:`webnn_gpu.fusions.heads`): the products of
+    ``attrs.heads``, all reading the same A, as one ``matmul/matvec.wgsl`` launch
+    (:func:`matvec_heads_kernel`): their B side by side, each product's epilogue and output its
+    own. ``node.outputs`` are the products' outputs in that order."""
+    a = node.inputs[0]
+    heads, M, K = [], 0, 0
+    for j, h in enumerate(node.attrs.heads):
+        M, K, N, mat, steps = matvec_head(h)
+        out = h.outputs[0]
+        ep = _epilogue.build(h, out, steps, chan_axis=len(out.shape) - 1, first_binding=f"h{j}e", name=f"ep{j}")
+        heads.append((mat, out, N, ep))
+    n_all = sum(-(-N // 4) * 4 for _, _, N, _ in heads)
+    plan = matvec_plan(lc, M, n_all, K)
+    if plan is None:  # fuse_heads checked it with this device's profile
+        raise AssertionError(f"{lc.label}: heads without a matvec plan")
+    matvec_heads_kernel(lc, a, [(mat, out, N, ep) for mat, out, N, ep in heads], M=M, K=K, a_rs=K, plan=plan)
+
+
 # ---------------------------------------------------------------- two products in one launch
 #: Attributes a product may carry into ``matmul/mlp.wgsl`` (any other one, an input prologue or a
 #: second output a rule added, keeps it out).
