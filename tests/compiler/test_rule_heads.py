@@ -116,3 +116,16 @@ def test_bindings_past_the_device_limit_stay():
     assert fuse_heads(ir.nodes, {f"y{i}": y for i, y in enumerate(ys)}, small) == ir.nodes
     (node,) = on_lavapipe(ir.nodes, {f"y{i}": y for i, y in enumerate(ys)})
     assert node.op == "heads"
+
+
+def test_convs_covering_their_whole_input_become_one_node():
+    """pose_landmark's two heads: 2x2 convs over the same 2x2x288 features, with biases; a 1x1
+    conv of stride 2 on the same input stays."""
+    ir = IR()
+    rng = np.random.default_rng(8)
+    x = ir.input((1, 2, 2, 288))
+    y1 = ir.conv(x, ir.const(rng.standard_normal((195, 2, 2, 288))), bias=ir.const(rng.standard_normal(195)))
+    y2 = ir.conv(x, ir.const(rng.standard_normal((117, 2, 2, 288))), bias=ir.const(rng.standard_normal(117)))
+    y3 = ir.conv(x, ir.const(rng.standard_normal((8, 1, 1, 288))), stride=2)
+    new = checked_rewrite(on_lavapipe, ir, {"a": y1, "b": y2, "c": y3}, **TOL)
+    assert [n.op for n in new] == ["heads", "conv2d"] and new[0].outputs == [y1, y2]

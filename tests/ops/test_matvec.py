@@ -247,3 +247,32 @@ def test_heads_reading_one_input_take_one_launch(ctx, rng, M, K, dtype):
         pre = X @ W + C
         ref = 1 / (1 + np.exp(-pre)) if sizes[j] == 1 else pre
         check(got[f"y{j}"], ref, np.abs(X) @ np.abs(W) + np.abs(C), K + 1, dtype, f"head {j}")
+
+
+def test_conv_heads_over_the_whole_input_take_one_launch(ctx, rng):
+    """pose_landmark's heads: 2x2 convs over the same 2x2 features (287 channels: K = 1148),
+    with biases, one through a relu."""
+    shape, outs = (1, 2, 2, 287), (195, 117)
+    x = data(rng, shape)
+    ws = [data(rng, (o, 2, 2, shape[3])) for o in outs]
+    bs = [data(rng, (o,)) for o in outs]
+    b = webnn.MLGraphBuilder(ctx)
+    xi = b.input("x", {"data_type": "float32", "shape": list(shape)})
+    ys = {}
+    for j, (w, bias) in enumerate(zip(ws, bs)):
+        y = b.conv2d(xi, b.constant(w), bias=b.constant(bias), input_layout="nhwc", filter_layout="ohwi")
+        ys[f"y{j}"] = b.relu(y) if j == 0 else y
+    graph = b.build(ys)
+    steps = [s for s in graph._steps if isinstance(s, KernelStep)]
+    got = ctx.compute(graph, {"x": x})
+    graph.destroy()
+    if _takes_matvec(ctx):
+        assert _templates(steps) == ["matmul/matvec.wgsl"] and "heads" in steps[0].note
+    X = x.reshape(1, -1).astype(np.float64)
+    for j, (w, bias) in enumerate(zip(ws, bs)):
+        W = w.reshape(w.shape[0], -1).T.astype(np.float64)
+        pre = X @ W + bias.astype(np.float64)
+        ref = np.maximum(pre, 0) if j == 0 else pre
+        absref = np.abs(X) @ np.abs(W) + np.abs(bias)
+        check(got[f"y{j}"], ref.reshape(1, 1, 1, -1), absref.reshape(1, 1, 1, -1), W.shape[0] + 1, np.float32,
+              f"conv head {j}")

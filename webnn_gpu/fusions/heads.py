@@ -7,6 +7,9 @@ product's bias and activation its epilogue steps)::
     y_1 = ep_1(x . W_1)     the same x, another constant [K, N_1]
     ...
 
+or NHWC conv2d of constant filters that read ``x`` as rows of a product (a window covering the
+whole input: a landmark model's last convs on its 2x2 features; a 1x1 conv on a few pixels).
+
 A network's heads on its pooled features (a landmark model's coordinates, presence score and
 handedness), a multi-task classifier: each product alone is bound by its loads of W and pays a
 launch (about 40 us on lavapipe); as one ``matmul/matvec.wgsl`` launch the weights are side by
@@ -36,7 +39,7 @@ class HeadsAttrs(FusedAttrs):
     """Attributes of a ``heads`` node; its inputs are the shared A, then the products' other
     operands (each value once), its outputs the products' outputs in order."""
 
-    #: the products (matmul or gemm, epilogue fused), all reading ``inputs[0]`` as their A
+    #: the products (matmul, gemm or conv2d, epilogue fused), all reading ``inputs[0]`` as their A
     heads: tuple
 
 
@@ -82,7 +85,7 @@ def fuse_heads(nodes: list, outputs: dict, context=None) -> list:
     g = GraphView(nodes, outputs)
     groups: dict[int, list[Node]] = {}
     for n in nodes:
-        if n.op in ("matmul", "gemm") and n.inputs and matvec_head(n) is not None:
+        if n.op in ("matmul", "gemm", "conv2d") and n.inputs and matvec_head(n) is not None:
             groups.setdefault(n.inputs[0].id, []).append(n)
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()

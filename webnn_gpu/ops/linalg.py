@@ -1316,21 +1316,26 @@ def lower_gemm(node, lc) -> None:
 # ---------------------------------------------------------------- heads: products of the same rows
 #: Attributes a product may carry as one of ``heads`` (any other one, an input prologue or a
 #: second output a rule added, keeps it out).
-_HEAD_ATTRS = {"matmul": {"epilogue"}, "gemm": {"alpha", "beta", "a_transpose", "b_transpose", "epilogue"}}
+_HEAD_ATTRS = {"matmul": {"epilogue"}, "gemm": {"alpha", "beta", "a_transpose", "b_transpose", "epilogue"},
+               "conv2d": {"padding", "strides", "dilations", "groups", "input_layout", "filter_layout", "epilogue"}}
 
 
 def matvec_head(node) -> tuple[int, int, int, np.ndarray, list] | None:
     """``(M, K, N, B, steps)`` of ``node`` as one product of a ``heads`` node: a float32 or
     float16 matmul or gemm of a dense row-major A (``[M, K]``, or with leading axes of size 1)
-    by a constant 2-D B (``B`` the ``[K, N]`` array, a gemm's maybe transposed), with no
-    attribute but its own and its epilogue (``steps``: a gemm's alpha and beta * c first), or
-    None."""
+    by a constant 2-D B (``B`` the ``[K, N]`` array, a gemm's maybe transposed), or an NHWC
+    conv2d of one group with a constant filter whose input is rows of a product (a window
+    covering the whole input without padding: one output pixel per image; or a 1x1 conv of
+    stride 1: a row per pixel), with no attribute but its own and its epilogue (``steps``: a
+    gemm's alpha and beta * c, a conv's bias first), or None."""
     if node.op not in _HEAD_ATTRS or len(node.outputs) != 1 or any(k not in _HEAD_ATTRS[node.op] for k in node.attrs):
         return None
     a, b, out = node.inputs[0], node.inputs[1], node.outputs[0]
     if out.data_type not in FLOATS or a.data_type != out.data_type or b.data_type != out.data_type:
         return None
     data = constant_array(b)
+    if node.op == "conv2d":
+        return _conv_head(node, data)
     if data is None or len(b.shape) != 2 or node.attrs.get("a_transpose") or len(a.shape) < 2:
         return None
     if any(d != 1 for d in a.shape[:-2]) or any(d != 1 for d in out.shape[:-2]):
@@ -1343,6 +1348,27 @@ def matvec_head(node) -> tuple[int, int, int, np.ndarray, list] | None:
         return None
     steps = gemm_steps(node) if node.op == "gemm" else _epilogue.steps_of(node)
     return M, K, mat.shape[1], mat, steps
+
+
+def _conv_head(node, data: np.ndarray | None) -> tuple[int, int, int, np.ndarray, list] | None:
+    """:func:`matvec_head` of a conv2d (its conditions there)."""
+    from .conv import _geometry, conv_steps
+
+    if data is None or node.attrs["input_layout"] != "nhwc" or _env.force("conv"):
+        return None
+    g = _geometry(node)
+    if g["G"] != 1:
+        return None
+    pointwise = (g["KH"] == g["KW"] == 1 and g["sh"] == g["sw"] == 1 and g["pt"] == g["pl"] == 0
+                 and (g["OH"], g["OW"]) == (g["H"], g["W"]))
+    whole = (g["OH"] == g["OW"] == 1 and (g["KH"], g["KW"]) == (g["H"], g["W"]) and g["pt"] == g["pl"] == 0
+             and (g["dh"] == 1 or g["KH"] == 1) and (g["dw"] == 1 or g["KW"] == 1))
+    if not (pointwise or whole):
+        return None
+    M, K, O = g["NB"] * g["OH"] * g["OW"], g["KH"] * g["KW"] * g["C"], g["O"]
+    perm = [node.attrs["filter_layout"].index(ch) for ch in "hwio"]
+    mat = np.transpose(data.reshape(node.inputs[1].shape), perm).reshape(K, O)
+    return M, K, O, mat, conv_steps(node, "nhwc", True)
 
 
 @lowering("heads")
