@@ -1333,6 +1333,8 @@ def matvec_head(node) -> tuple[int, int, int, np.ndarray, list] | None:
     a, b, out = node.inputs[0], node.inputs[1], node.outputs[0]
     if out.data_type not in FLOATS or a.data_type != out.data_type or b.data_type != out.data_type:
         return None
+    if b.kind != "constant" or math.prod(out.shape[:-1]) > MATVEC_MAX_M:  # before any copy of B
+        return None
     data = constant_array(b)
     if node.op == "conv2d":
         return _conv_head(node, data)
