@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from .._env import DEBUG
 from ..fusions.attention import fuse_attention
-from ..fusions.layer_norm import fuse_layer_norm
 from ..fusions.heads import fuse_heads
+from ..fusions.layer_norm import fuse_layer_norm
 from ..fusions.mlp import fuse_mlp
 from ..fusions.squeeze_excite import fuse_squeeze_excite
 from .rules.canonical import depthwise_to_scale, mean_to_pool, merge_duplicates, sink_reshapes, sum_to_mean

@@ -50,6 +50,13 @@ def head_ok(node: Node) -> bool:
     return matvec_head(node) is not None and all(v is None or v.kind == "constant" for v in node.inputs[1:])
 
 
+def _shape(node: Node) -> tuple[int, int, int]:
+    """(M, K, N) of a product :func:`head_ok` accepted."""
+    head = matvec_head(node)
+    assert head is not None
+    return head[0], head[1], head[2]
+
+
 def head_group(nodes: list, lanes: int, context) -> bool:
     """Whether ``nodes``, products reading the same A, can run as one ``matmul/matvec.wgsl``
     launch: at least two, each :func:`head_ok`, of one data type, one row count and one K, and
@@ -58,11 +65,11 @@ def head_group(nodes: list, lanes: int, context) -> bool:
     columns)."""
     if len(nodes) < 2 or not all(head_ok(n) for n in nodes):
         return False
-    shapes = [matvec_head(n) for n in nodes]
-    if len({(s[0], s[1]) for s in shapes}) != 1 or len({n.outputs[0].data_type for n in nodes}) != 1:
+    shapes = [_shape(n) for n in nodes]
+    if len({(m, k) for m, k, _ in shapes}) != 1 or len({n.outputs[0].data_type for n in nodes}) != 1:
         return False
     M, K = shapes[0][0], shapes[0][1]
-    n_all = sum(-(-s[2] // 4) * 4 for s in shapes)
+    n_all = sum(-(-n // 4) * 4 for _, _, n in shapes)
     lc = SimpleNamespace(subgroup=lanes, tuning="lane-loop", limits=context.limits)
     return matvec_plan(lc, M, n_all, K) is not None
 
@@ -94,8 +101,8 @@ def fuse_heads(nodes: list, outputs: dict, context=None) -> list:
             continue
         ok = [n for n in group if head_ok(n)]
         if ok:  # those of the first one's rows, K and data type
-            key = (matvec_head(ok[0])[:2], ok[0].outputs[0].data_type)
-            ok = [n for n in ok if (matvec_head(n)[:2], n.outputs[0].data_type) == key]
+            key = (_shape(ok[0])[:2], ok[0].outputs[0].data_type)
+            ok = [n for n in ok if (_shape(n)[:2], n.outputs[0].data_type) == key]
         if not head_group(ok, lanes, context):
             continue
         inputs: list = [ok[0].inputs[0]]

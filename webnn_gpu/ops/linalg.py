@@ -1382,7 +1382,9 @@ def lower_heads(node, lc) -> None:
     a = node.inputs[0]
     heads, M, K = [], 0, 0
     for j, h in enumerate(node.attrs.heads):
-        M, K, N, mat, steps = matvec_head(h)
+        head = matvec_head(h)
+        assert head is not None  # fuse_heads checked each product
+        M, K, N, mat, steps = head
         out = h.outputs[0]
         ep = _epilogue.build(h, out, steps, chan_axis=len(out.shape) - 1, first_binding=f"h{j}e", name=f"ep{j}")
         heads.append((mat, out, N, ep))
