@@ -207,7 +207,7 @@ class MLGraph:
                 self._const_tensors.append(r.tensor)
             else:
                 self._buffers.append(allocate(f"constant {r}", _dtypes.buffer_size(r.data_type, r.shape),
-                                              lambda r=r: _upload(device, r.data, f"constant {r}")))
+                                              lambda r=r: _upload_constant(device, r)))
 
         # Liveness of op values and temps, in step order; greedy best-fit arena.
         first: dict[int, int] = {}
@@ -532,6 +532,9 @@ class MLGraph:
         entries = []
         for i, v in enumerate(step.values):
             buf = self._buffer_of(v, ins, outs)
+            if isinstance(buf, wgpu.GPUTexture):  # a constant stored as a texture (linalg.texture_copy)
+                entries.append({"binding": i, "resource": buf.create_view()})
+                continue
             offset, size = self._binding_range(step, i)
             entries.append({"binding": i, "resource": {"buffer": buf, "offset": offset, "size": size}})
         return self._context.device.create_bind_group(
@@ -621,6 +624,25 @@ def allocate(what: str, nbytes: int, create, op: str = "build"):
 def _made_by(v) -> str:
     node = getattr(v, "producer", None)
     return f" made by {where(node.op, node.label)}" if node is not None else ""
+
+
+def _upload_constant(device, r):
+    """The GPU copy of constant ``r``: an rgba32float texture where it is a
+    ``linalg.TextureConstant`` (``texture_width`` set), else a buffer."""
+    if getattr(r, "texture_width", 0):
+        return _upload_texture(device, r.data, r.texture_width, f"constant {r}")
+    return _upload(device, r.data, f"constant {r}")
+
+
+def _upload_texture(device, data: np.ndarray, width: int, label: str):
+    """A float32 constant (``linalg.TextureConstant``: rows of ``width`` texels of 4 values) as
+    an rgba32float texture that kernels bind as ``texture_2d<f32>``."""
+    rows = data.size // (4 * width)
+    tex = device.create_texture(size=(width, rows, 1), format=wgpu.TextureFormat.rgba32float,
+                                usage=wgpu.TextureUsage.TEXTURE_BINDING | wgpu.TextureUsage.COPY_DST, label=label)
+    device.queue.write_texture({"texture": tex}, np.ascontiguousarray(data, np.float32),
+                               {"bytes_per_row": width * 16, "rows_per_image": rows}, (width, rows, 1))
+    return tex
 
 
 def _upload(device, data: np.ndarray, label: str):

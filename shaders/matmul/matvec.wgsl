@@ -12,16 +12,22 @@
   Context:
     T            storage type of a, b, out ("f32" or "f16"); accumulation in f32
     L            subgroup size (linalg.subgroup_lanes); the workgroup is a multiple of it
-    M, N, K      output rows, columns and the reduction length; K4 = ceil(K / 4) k steps
-    CN           vec4 columns per subgroup; G = ceil(ceil(N / 4) / CN) subgroups (column groups)
+    M, K         output rows and the reduction length; K4 = ceil(K / 4) k steps
+    CN           vec4 columns per subgroup; G subgroups (column groups), all heads'
     a_vec        A read as vec4 along k (K and a_rs multiples of 4; a_rs4 = a_rs / 4), else scalar
     a_rs         element stride between rows of A (row m of A starts at m * a_rs)
-    o_rs         element stride between rows of out
+    heads        the products sharing A, each {G0, G: its column groups from G0 on, N: its
+                 columns, o_rs: element stride between rows of its output, ep: its fused epilogue
+                 (webnn_gpu/ops/_epilogue.py; function names of their own where several), out: its
+                 output's binding name}; one head for a plain product (linalg.matvec_kernel),
+                 several for the heads the compiler's fuse_heads made one node (linalg.lower_heads)
+    fns          the activation helpers of all the heads' epilogues (_epilogue.merged_functions)
     b_uniform    0, or B (float32) is a uniform buffer of this many vec4s
-    ep           fused epilogue (webnn_gpu/ops/_epilogue.py), channel = column n
+    b_texture    0, or B is an rgba32float texture_2d of 2^b_texture texels a row (vec4 i at
+                 (i & (2^b_texture - 1), i >> b_texture); linalg.texture_copy)
   B layout (linalg.matvec_pack): vec4 (((g * K4 + s) * 4 + i) * CN + c) holds B[4 s + i, 4 (g CN + c)
-    .. + 3] (zero past K and N).
-  Bindings: a, b, epilogue operands..., out (scalar).
+    .. + 3] (zero past K and N); the heads' matrices side by side, head h's from column group G0 on.
+  Bindings: a, b, each head's epilogue operands..., each head's output (scalar).
   Workgroup: (k.workgroup, 1, 1); subgroup g = idx / L; whole subgroups return together.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
@@ -29,10 +35,24 @@
 enable f16;
 {% endif %}
 {{ tl.decl(0, "a", T, a_vec, false) }}
+{% if b_texture %}
+@group(0) @binding(1) var b: texture_2d<f32>;
+{% else %}
 {{ tl.weights(1, "b", T, true, b_uniform) }}
-{{ tl.epilogue_decls(ep, 2) }}
-{{ tl.decl(2 + ep.operands | length, "out", T, false, true) }}
-{{ tl.epilogue_fns(ep) }}
+{% endif %}
+{% set ns = namespace(at=2) %}
+{% for h in heads %}
+{{ tl.epilogue_decls(h.ep, ns.at) }}
+{% set ns.at = ns.at + h.ep.operands | length %}
+{% endfor %}
+{% for h in heads %}
+{{ tl.decl(ns.at + loop.index0, h.out, T, false, true) }}
+{% endfor %}
+{% import "_lib/epilogue.wgsl" as epl %}
+{{ epl.defs(fns) }}
+{% for h in heads %}
+{% if not h.ep.empty %}{{ h.ep.code }}{% endif %}
+{% endfor %}
 
 @compute @workgroup_size({{ k.workgroup }})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -59,7 +79,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let bo = bg + s * {{ 4 * CN }}u;
 {% for i in range(4) %}
 {% for c in range(CN) %}
+{% if b_texture %}
+    let b{{ i }}_{{ c }} = textureLoad(b, vec2<u32>((bo + {{ i * CN + c }}u) & {{ 2 ** b_texture - 1 }}u, (bo + {{ i * CN + c }}u) >> {{ b_texture }}u), 0);
+{% else %}
     let b{{ i }}_{{ c }} = vec4<f32>(b[bo + {{ i * CN + c }}u]);
+{% endif %}
 {% endfor %}
 {% endfor %}
 {% for m in range(M) %}
@@ -74,17 +98,25 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% endfor %}
   // lane j % L stores the sums of (row, column block) j = m * CN + c
+{% for h in heads %}
+{% if heads | length > 1 %}
+  if (g >= {{ h.G0 }}u && g < {{ h.G0 + h.G }}u) {
+{% endif %}
 {% for m in range(M) %}
 {% for c in range(CN) %}
   if (lane == {{ (m * CN + c) % L }}u) {
-    let n0 = (g * {{ CN }}u + {{ c }}u) * 4u;
+    let n0 = ({% if h.G0 %}(g - {{ h.G0 }}u){% else %}g{% endif %} * {{ CN }}u + {{ c }}u) * 4u;
 {% for i in range(4) %}
-    if (n0 + {{ i }}u < {{ N }}u) {
-      let o = {{ m * o_rs }}u + n0 + {{ i }}u;
-      out[o] = {{ T }}({{ tl.apply(ep, "r" ~ m ~ "_" ~ c ~ "." ~ "xyzw"[i], "o", "n0 + " ~ i ~ "u") }});
+    if (n0 + {{ i }}u < {{ h.N }}u) {
+      let o = {{ m * h.o_rs }}u + n0 + {{ i }}u;
+      {{ h.out }}[o] = {{ T }}({{ tl.apply(h.ep, "r" ~ m ~ "_" ~ c ~ "." ~ "xyzw"[i], "o", "n0 + " ~ i ~ "u") }});
     }
 {% endfor %}
   }
 {% endfor %}
+{% endfor %}
+{% if heads | length > 1 %}
+  }
+{% endif %}
 {% endfor %}
 }

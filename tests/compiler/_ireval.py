@@ -255,6 +255,10 @@ def evaluate(nodes, outputs, feeds):
             y = _one(second, [h] + [val(v) for v in second.inputs[1:]])
             if len(node.outputs) > 1:
                 env[node.outputs[1].id] = h
+        elif node.op == "heads":  # fuse_heads: each product on the shared A
+            for h, out in zip(node.attrs["heads"], node.outputs):
+                env[out.id] = _one(h, [val(v) for v in h.inputs])
+            continue
         elif node.attrs.get("epilogue") and node.op not in SELF_EPILOGUE:
             # an epilogue host: its own operands come first
             from webnn_gpu.ops._epilogue import HOST_SLOTS

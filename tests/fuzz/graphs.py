@@ -966,6 +966,33 @@ class Gen:
             if self.p(0.3):  # a classifier's last dense layer (fuse_matmul_softmax)
                 v = self.emit("softmax", [v], {"axis": 1})
         self.output(self.elementwise_tail(v, None, 4))
+        self.graph_heads()
+
+    def graph_heads(self):
+        """Sometimes (a draw of its own generator: the graph before it is as it was) a network's
+        heads (fuse_heads): 2 or 3 dense layers on the same few rows with a long reduction, each
+        with its bias and activation; near misses: 4 rows, a computed weight, a residual of an
+        input."""
+        hr = np.random.default_rng([self.seed, 2])
+        if hr.random() >= 0.3:
+            return
+        M, K = int(hr.choice((1, 2, 3, 3, 4))), int(hr.choice((256, 300, 517)))
+        x = self.input([M, K])
+        for _ in range(int(hr.choice((2, 3)))):
+            N = int(hr.choice((1, 5, 63, 600)))
+            kind = hr.random()
+            if kind < 0.15:  # a computed weight
+                v = self.emit("matmul", [x, self.input([K, N])])
+            elif kind < 0.5:
+                v = self.emit("matmul", [x, self.const([K, N], "filter")])
+            else:
+                kw = {"c": self.const([N])}
+                if kind > 0.9:  # a residual of an input: a gemm's c of [M, N]
+                    kw = {"c": self.input([M, N])}
+                v = self.emit("gemm", [x, self.const([N, K], "filter")],
+                              {"alpha": 1.0, "beta": 1.0, "a_transpose": False, "b_transpose": True}, kw)
+            act = hr.choice(("", "sigmoid", "relu"))
+            self.output(self.emit(str(act), [v]) if act else v)
 
     def graph_unrolled_dense(self):
         """A dense layer applied row by row (an unrolled TimeDistributed): slice, reshape, gemm

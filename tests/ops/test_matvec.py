@@ -2,8 +2,9 @@
 a conv2d whose window covers its whole input, a 1x1 conv on up to 3 pixels), the reduction split
 over a subgroup's lanes. The plan and B's layout without a GPU; on the GPU against float64 NumPy
 at odd sizes (K and N not multiples of 4, 1 to 3 rows), with epilogues (bias, gemm's alpha and
-beta * c, a residual add, PReLU), float16, and K past the tile kernel's loop limit (one launch:
-a lane's loop is K / 32 long).
+beta * c, a residual add, PReLU, a sigmoid), float16, K past the tile kernel's loop limit (one
+launch: a lane's loop is K / 32 long), B past 64 KiB in a texture (wide products of up to 1404
+columns), and several heads on one input in one launch (the compiler's fuse_heads).
 
 Tolerance: ``check`` of test_tile.py, the f32 accumulation bound ``4 * K * 2**-24 * (|A| @ |B|)``
 plus the output's rounding (an f16 ulp for float16).
@@ -18,11 +19,13 @@ import pytest
 
 from test_tile import build_run, check, data
 
+import webnn_gpu as webnn
+from webnn_gpu._lower import KernelStep
 from webnn_gpu.ops import linalg
 
 
-def _lc(subgroup=8, tuning="lane-loop"):
-    return SimpleNamespace(subgroup=subgroup, tuning=tuning)
+def _lc(subgroup=8, tuning="lane-loop", max_texture=8192):
+    return SimpleNamespace(subgroup=subgroup, tuning=tuning, limits={"max-texture-dimension-2d": max_texture})
 
 
 def _takes_matvec(ctx) -> bool:
@@ -40,11 +43,37 @@ def test_plan_takes_few_rows_and_columns_on_lane_loop_only():
     assert linalg.matvec_plan(_lc(), 1, 213, 512) == (2, 24)
     assert linalg.matvec_plan(_lc(), 3, 77, 1000) == (1, 16)
     assert linalg.matvec_plan(_lc(), linalg.MATVEC_MAX_M + 1, 63, 1152) is None
-    assert linalg.matvec_plan(_lc(), 1, linalg.MATVEC_MAX_N + 1, 1152) is None
     assert linalg.matvec_plan(_lc(), 1, 16, 1000) is None, "fewer than MATVEC_MIN_MACS: small.wgsl"
     assert linalg.matvec_plan(_lc(), 1, 512, linalg.MATVEC_MIN_K - 4) is None, "a short reduction"
     assert linalg.matvec_plan(_lc(tuning="default"), 1, 63, 1152) is None
     assert linalg.matvec_plan(_lc(subgroup=0), 1, 63, 1152) is None
+
+
+def test_plan_takes_any_width_where_b_fits_a_texture(monkeypatch):
+    """Past MATVEC_MAX_N columns only with B in a texture: from a storage buffer the tile kernel's
+    column tiles were as fast."""
+    assert linalg.matvec_plan(_lc(), 1, 1404, 288) == (4, 64)
+    assert linalg.matvec_plan(_lc(), 3, 1000, 4096) is not None
+    wide = linalg.MATVEC_MAX_N + 1
+    assert linalg.matvec_plan(_lc(), 1, wide, 1152) is not None
+    assert linalg.matvec_plan(_lc(max_texture=16), 1, wide, 1152) is None, "more texel rows than the device allows"
+    assert linalg.matvec_plan(_lc(max_texture=16), 1, linalg.MATVEC_MAX_N, 1152) is not None
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", "storage")
+    assert linalg.matvec_plan(_lc(), 1, wide, 1152) is None
+    assert linalg.matvec_plan(_lc(), 1, linalg.MATVEC_MAX_N, 1152) is not None
+
+
+def test_texture_copy_lays_b_out_in_rows_of_texels():
+    """vec4 i of the packed B is texel (i % width, i // width); zero past the data."""
+    data = np.arange(4 * 5000, dtype=np.float32) + 1
+    tex = linalg.texture_copy(_lc(), linalg.make_constant(data, "float32"))
+    assert tex.texture_width == linalg.TEXTURE_WIDTH and tex.shape == (2, linalg.TEXTURE_WIDTH, 4)
+    flat = tex.data.reshape(-1, 4)
+    assert np.array_equal(flat[:5000].reshape(-1), data) and not flat[5000:].any()
+    small = linalg.texture_copy(_lc(), linalg.make_constant(np.ones(4 * 300, np.float16), "float16"))
+    assert small.texture_width == 512 and small.data.dtype == np.float32 and small.data[:1200].all()
+    assert linalg.texture_copy(_lc(tuning="default"), linalg.make_constant(data, "float32")) is None
+    assert linalg.texture_copy(_lc(max_texture=1), linalg.make_constant(data, "float32")) is None
 
 
 def test_plan_refuses_loops_past_the_budget(monkeypatch):
@@ -90,6 +119,7 @@ def test_matmul_of_few_rows(ctx, rng, M, K, N, dtype):
         assert _templates(steps) == ["matmul/matvec.wgsl"]
         a_decl = next(line for line in steps[0].wgsl.split("\n") if " a: " in line)
         assert ("array<vec4<" in a_decl) == (K % 4 == 0), "vec4 loads of A where aligned"
+        assert "var b: texture_2d<f32>;" in steps[0].wgsl, "B past 64 KiB: a texture"
     A, W = a.astype(np.float64), w.astype(np.float64)
     check(got, A @ W, np.abs(A) @ np.abs(W), K, dtype, f"matvec {M}x{K}->{N}")
 
@@ -103,6 +133,21 @@ def test_a_small_b_is_read_from_a_uniform_buffer(ctx, rng):
         assert _templates(steps) == ["matmul/matvec.wgsl"] and "var<uniform> b:" in steps[0].wgsl
     A, W = a.astype(np.float64), w.astype(np.float64)
     check(got, A @ W, np.abs(A) @ np.abs(W), K, np.float32, "uniform B")
+
+
+@pytest.mark.parametrize("M,K,N,dtype", [(1, 288, 1404, np.float32), (2, 333, 777, np.float16), (3, 517, 1001, np.float32)])
+def test_wide_products_read_b_from_a_texture(ctx, rng, M, K, N, dtype):
+    """Past MATVEC_MAX_N columns (a landmark head, a classifier) with B in a texture: odd K and N,
+    1 to 3 rows, float16; gemm's bias and a sigmoid in the epilogue."""
+    if dtype == np.float16 and "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is not supported on this adapter")
+    a, w, c = data(rng, (M, K), dtype), data(rng, (K, N), dtype), data(rng, (N,), dtype)
+    got, steps = build_run(ctx, lambda b, o: b.sigmoid(b.gemm(o["a"], b.constant(w), c=b.constant(c))), {"a": a})
+    if _takes_matvec(ctx):
+        assert _templates(steps) == ["matmul/matvec.wgsl"] and "var b: texture_2d<f32>;" in steps[0].wgsl
+    A, W, C = a.astype(np.float64), w.astype(np.float64), c.astype(np.float64)
+    # the sigmoid's slope is at most 1/4: the product's error bound carries over
+    check(got, 1 / (1 + np.exp(-(A @ W + C))), np.abs(A) @ np.abs(W) + np.abs(C), K + 1, dtype, f"wide {M}x{K}->{N}")
 
 
 def test_gemm_with_transposed_b_c_alpha_beta_and_relu(ctx, rng):
@@ -130,12 +175,13 @@ def test_matmul_with_a_residual_add(ctx, rng):
     check(got, A @ W + R, np.abs(A) @ np.abs(W) + np.abs(R), K + 1, np.float32, "residual")
 
 
-@pytest.mark.parametrize("shape,window", [((1, 3, 3, 32), (3, 3)), ((2, 2, 2, 67), (2, 2)), ((1, 1, 3, 260), (1, 1))],
-                         ids=["whole-3x3", "whole-2x2-two-images", "pointwise-3-pixels"])
-def test_conv_of_one_output_pixel_or_few_pixels(ctx, rng, shape, window):
+@pytest.mark.parametrize("shape,window,O", [((1, 3, 3, 32), (3, 3), 70), ((2, 2, 2, 67), (2, 2), 70),
+                                            ((1, 1, 3, 260), (1, 1), 70), ((1, 3, 3, 32), (3, 3), 1404)],
+                         ids=["whole-3x3", "whole-2x2-two-images", "pointwise-3-pixels", "whole-3x3-wide"])
+def test_conv_of_one_output_pixel_or_few_pixels(ctx, rng, shape, window, O):
     """A window covering the whole input (one output pixel per image) or a 1x1 conv on 3 pixels:
-    the input read as rows of a product; bias and PReLU in the epilogue."""
-    O = 70
+    the input read as rows of a product; bias and PReLU in the epilogue. 1404 channels: a
+    landmark model's head, B in a texture."""
     x = data(rng, shape)
     w, bias, slope = data(rng, (O, *window, shape[3])), data(rng, (O,)), data(rng, (O,))
 
@@ -169,3 +215,64 @@ def test_matmul_past_the_tile_kernels_loop_limit_takes_one_launch(ctx, rng):
         assert _templates(steps) == ["matmul/matvec.wgsl"]
     A, W = a.astype(np.float64), w.astype(np.float64)
     check(got, A @ W, np.abs(A) @ np.abs(W), K, np.float32, "long K")
+
+
+# ---------------------------------------------------------------- several heads in one launch
+@pytest.mark.parametrize("M,K,dtype", [(1, 672, np.float32), (1, 673, np.float16), (3, 300, np.float32)])
+def test_heads_reading_one_input_take_one_launch(ctx, rng, M, K, dtype):
+    """A landmark model's heads (the compiler's fuse_heads): two scores through a sigmoid, 63
+    coordinates and 700 more (B past 512 columns: the texture) on the same rows, each with its
+    bias; odd K (scalar loads of A), float16, 3 rows."""
+    if dtype == np.float16 and "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is not supported on this adapter")
+    sizes = [1, 1, 63, 700]
+    ws = [data(rng, (n, K), dtype) for n in sizes]
+    cs = [data(rng, (n,), dtype) for n in sizes]
+    x = data(rng, (M, K), dtype)
+    b = webnn.MLGraphBuilder(ctx)
+    xi = b.input("x", {"data_type": webnn._dtypes.from_numpy(x.dtype), "shape": [M, K]})
+    ys = {}
+    for j, (w, c) in enumerate(zip(ws, cs)):
+        y = b.gemm(xi, b.constant(w), c=b.constant(c), b_transpose=True)
+        ys[f"y{j}"] = b.sigmoid(y) if sizes[j] == 1 else y
+    graph = b.build(ys)
+    steps = [s for s in graph._steps if isinstance(s, KernelStep)]
+    got = ctx.compute(graph, {"x": x})
+    graph.destroy()
+    if _takes_matvec(ctx):
+        assert _templates(steps) == ["matmul/matvec.wgsl"] and "heads" in steps[0].note
+    X = x.astype(np.float64)
+    for j, (w, c) in enumerate(zip(ws, cs)):
+        W, C = w.astype(np.float64).T, c.astype(np.float64)
+        pre = X @ W + C
+        ref = 1 / (1 + np.exp(-pre)) if sizes[j] == 1 else pre
+        check(got[f"y{j}"], ref, np.abs(X) @ np.abs(W) + np.abs(C), K + 1, dtype, f"head {j}")
+
+
+def test_conv_heads_over_the_whole_input_take_one_launch(ctx, rng):
+    """pose_landmark's heads: 2x2 convs over the same 2x2 features (287 channels: K = 1148),
+    with biases, one through a relu."""
+    shape, outs = (1, 2, 2, 287), (195, 117)
+    x = data(rng, shape)
+    ws = [data(rng, (o, 2, 2, shape[3])) for o in outs]
+    bs = [data(rng, (o,)) for o in outs]
+    b = webnn.MLGraphBuilder(ctx)
+    xi = b.input("x", {"data_type": "float32", "shape": list(shape)})
+    ys = {}
+    for j, (w, bias) in enumerate(zip(ws, bs)):
+        y = b.conv2d(xi, b.constant(w), bias=b.constant(bias), input_layout="nhwc", filter_layout="ohwi")
+        ys[f"y{j}"] = b.relu(y) if j == 0 else y
+    graph = b.build(ys)
+    steps = [s for s in graph._steps if isinstance(s, KernelStep)]
+    got = ctx.compute(graph, {"x": x})
+    graph.destroy()
+    if _takes_matvec(ctx):
+        assert _templates(steps) == ["matmul/matvec.wgsl"] and "heads" in steps[0].note
+    X = x.reshape(1, -1).astype(np.float64)
+    for j, (w, bias) in enumerate(zip(ws, bs)):
+        W = w.reshape(w.shape[0], -1).T.astype(np.float64)
+        pre = X @ W + bias.astype(np.float64)
+        ref = np.maximum(pre, 0) if j == 0 else pre
+        absref = np.abs(X) @ np.abs(W) + np.abs(bias)
+        check(got[f"y{j}"], ref.reshape(1, 1, 1, -1), absref.reshape(1, 1, 1, -1), W.shape[0] + 1, np.float32,
+              f"conv head {j}")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from .._env import DEBUG
 from ..fusions.attention import fuse_attention
+from ..fusions.heads import fuse_heads
 from ..fusions.layer_norm import fuse_layer_norm
 from ..fusions.mlp import fuse_mlp
 from ..fusions.squeeze_excite import fuse_squeeze_excite
@@ -173,6 +174,10 @@ ORDER: tuple[Stage, ...] = (
                        "normalization are one kernel already), fuse_dense_chain (one-row chains), "
                        "fuse_depthwise_project (a projection it takes is no product here) and fuse_pool_residual "
                        "(a pooled residual is the first product's epilogue step by then)"),
+        Rule(fuse_heads, "after fuse_epilogue (each product's bias and activation are its epilogue steps), "
+                         "fuse_dense_chain and fuse_mlp (a product in a chain or a pair is no head here) and "
+                         "fuse_matmul_layer_norm / fuse_matmul_softmax (a product whose rows are normalized "
+                         "is one kernel already)"),
     )),
     Stage("elementwise", (
         Rule(fuse_elementwise, "last of the fusions: it merges the element-wise nodes no kernel took as a "

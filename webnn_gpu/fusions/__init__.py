@@ -8,6 +8,8 @@ dataclass), its legality check, the rule that finds the pattern and rewrites it 
 * :mod:`.layer_norm`: layer normalization from its decomposed form, as ``layer_normalization``.
 * :mod:`.attention`: ``matmul -> softmax -> matmul`` as ``attention``.
 * :mod:`.mlp`: two products in a row (a feed-forward block) as ``mlp``, in one launch.
+* :mod:`.heads`: products of the same few rows by different constant matrices (a network's
+  heads) as ``heads``, in one launch.
 """
 
 from __future__ import annotations
@@ -15,4 +17,4 @@ from __future__ import annotations
 # The compiler's driver imports the rules of this package; importing it first (it imports
 # them in turn) lets a module of this package be the first one imported.
 from .. import compiler  # noqa: F401
-from . import attention, layer_norm, mlp, squeeze_excite  # noqa: F401
+from . import attention, heads, layer_norm, mlp, squeeze_excite  # noqa: F401

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -171,6 +172,46 @@ def make_constant(data: np.ndarray, data_type: str) -> Value:
 def wgsl_type(data_type: str) -> str:
     """WGSL storage scalar of a float data type."""
     return "f16" if data_type == "float16" else "f32"
+
+
+#: Texels per row of a constant stored as a texture (:func:`texture_copy`): a power of two, so a
+#: kernel finds texel i at (i & (width - 1), i >> log2(width)).
+TEXTURE_WIDTH = 4096
+
+
+@dataclass(eq=False, repr=False)
+class TextureConstant(Value):
+    """A constant Value the graph uploads as a 2-D ``rgba32float`` texture of
+    ``texture_width`` texels per row (4 floats each, row-major, zero past the data) instead of
+    a buffer; a kernel binds it as ``texture_2d<f32>`` and reads it with ``textureLoad``."""
+
+    texture_width: int = 0
+
+
+def texture_fits(lc, floats: int) -> bool:
+    """Whether :func:`texture_copy` makes a texture of a constant of ``floats`` values here."""
+    rows = -(-floats // (4 * TEXTURE_WIDTH))
+    return (lc.tuning == "lane-loop" and not B_UNIFORM_OFF and _env.force("matmul_matvec_b") != "storage"
+            and rows <= int(lc.limits.get("max-texture-dimension-2d", 8192)))
+
+
+def texture_copy(lc, v: Value) -> TextureConstant | None:
+    """A copy of constant ``v`` (a multiple of 4 values) for a ``texture_2d<f32>`` binding, or
+    None where it cannot be one: not the "lane-loop" profile (lavapipe before Mesa 24: an
+    ``rgba32float`` ``textureLoad`` at a per-lane address is a gather without the per-lane
+    branches of a storage load, 0.7-0.8 of a vec4 storage load's time; measured nowhere else),
+    ``WEBNN_GPU_FORCE_MATMUL_B=storage``, not a host constant, or more rows than the device's
+    maxTextureDimension2D (:func:`texture_fits`; ``WEBNN_GPU_FORCE_MATMUL_MATVEC_B=storage`` for
+    measurements). float16 values are stored as the float32 values they are."""
+    data = constant_array(v)
+    if data is None or data.size % 4 or not texture_fits(lc, data.size):
+        return None
+    texels = data.size // 4
+    width = min(TEXTURE_WIDTH, 1 << max(0, (texels - 1).bit_length()))
+    rows = -(-texels // width)
+    flat = np.zeros(rows * width * 4, np.float32)
+    flat[:data.size] = data.reshape(-1)
+    return TextureConstant("float32", (rows, width, 4), "constant", data=flat, texture_width=width)
 
 
 def uniform_copy(lc, v: Value) -> Value | None:
@@ -679,7 +720,7 @@ def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
     if (forced and forced != "matvec" or _env.force("matmul_matvec") == "off" or not lanes
             or lc.tuning != "lane-loop" or not 1 <= M <= MATVEC_MAX_M):
         return None
-    if forced != "matvec" and (M * N * K < MATVEC_MIN_MACS or N > MATVEC_MAX_N or K < MATVEC_MIN_K):
+    if forced != "matvec" and (M * N * K < MATVEC_MIN_MACS or K < MATVEC_MIN_K):
         return None
     k4 = -(-K // 4)
     if -(-k4 // lanes) + 8 > LOOP_BUDGET:
@@ -687,6 +728,9 @@ def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
     n4 = -(-N // 4)
     cn = next((c for c in MATVEC_CN if -(-n4 // c) >= MATVEC_MIN_GROUPS), MATVEC_CN[-1])
     groups = -(-n4 // cn)
+    packed = groups * cn * 4 * -(-k4 // lanes) * lanes * 4  # matvec_pack's floats
+    if forced != "matvec" and N > MATVEC_MAX_N and not texture_fits(lc, packed):
+        return None
     per = max(1, min(MATVEC_MAX_WORKGROUP // lanes, groups // MATVEC_WORKGROUPS))
     return cn, per * lanes
 
@@ -715,21 +759,48 @@ def matvec_kernel(lc, a: Value, b: np.ndarray, out: Value, *, M: int, N: int, K:
     SIMD lanes) and by how many threads share them: the tile kernel gives such a product one
     invocation per column tile (4 invocations for 63 columns), this kernel a subgroup per
     :data:`MATVEC_CN` vec4 columns with the reduction split over its lanes."""
+    matvec_heads_kernel(lc, a, [(b, out, o_rs, epilogue)], M=M, K=K, a_rs=a_rs, plan=plan)
+
+
+def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int, plan: tuple[int, int]) -> None:
+    """Add one ``matmul/matvec.wgsl`` launch for several products of the same rows of A (row m
+    at element m * ``a_rs``): ``heads`` lists per product ``(b, out, o_rs, epilogue)``, ``b`` its
+    constant [K, N] array, ``out`` its output (row m at element m * ``o_rs``) and ``epilogue``
+    its own (:func:`webnn_gpu.ops._epilogue.build`, named apart where there are several). The
+    products' columns are side by side in one packed B, each from a whole column group on;
+    ``plan`` (:func:`matvec_plan`) for all their columns together."""
     cn, workgroup = plan
     lanes = lc.subgroup
-    n4 = -(-N // 4)
-    groups = -(-n4 // cn)
-    bp = matvec_pack(b, K, N, cn, lanes, out.data_type)
+    ctx_heads, g0, parts = [], 0, []
+    for j, (b, out, o_rs, ep) in enumerate(heads):
+        n = b.shape[1]
+        groups = -(-(-(-n // 4)) // cn)
+        ctx_heads.append({"G0": g0, "G": groups, "N": n, "o_rs": o_rs, "ep": ep,
+                          "out": "out" if len(heads) == 1 else f"out{j}"})
+        part = np.zeros((K, groups * cn * 4), dtype=b.dtype)
+        part[:, :n] = b
+        parts.append(part)
+        g0 += groups
+    mat = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+    T = heads[0][1].data_type
+    bp = matvec_pack(mat, K, mat.shape[1], cn, lanes, T)
     ubo = uniform_copy(lc, bp)  # float32 of up to 64 KiB on lane-loop: 1 x 256 -> 63 54 -> 45 us
-    bp = ubo if ubo is not None else bp
+    tex = texture_copy(lc, bp) if ubo is None else None
+    bp = ubo if ubo is not None else tex if tex is not None else bp
     a_vec = K % 4 == 0 and a_rs % 4 == 0
     k4 = -(-K // 4)
-    step = lc.kernel("matmul/matvec.wgsl", [("a", a), ("b", bp)] + epilogue.operands, [("out", out)],
-                     groups * lanes, workgroup=workgroup, T=wgsl_type(out.data_type), L=lanes, M=M, N=N, K=K,
-                     K4=k4, KT=-(-k4 // lanes), CN=cn, G=groups, a_vec=a_vec, a_rs=a_rs, a_rs4=a_rs // 4,
-                     o_rs=o_rs, b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0, ep=epilogue)
-    step.flops = 2 * M * N * K
-    step.note = _size_note(M, K, N, 1, 1, 1, f"matvec {cn}x{workgroup}")
+    operands = [op for _, _, _, ep in heads for op in ep.operands]
+    outs = [(h["out"], out) for h, (_, out, _, _) in zip(ctx_heads, heads)]
+    step = lc.kernel("matmul/matvec.wgsl", [("a", a), ("b", bp)] + operands, outs,
+                     g0 * lanes, workgroup=workgroup, T=wgsl_type(T), L=lanes, M=M, K=K,
+                     K4=k4, KT=-(-k4 // lanes), CN=cn, G=g0, a_vec=a_vec, a_rs=a_rs, a_rs4=a_rs // 4,
+                     heads=ctx_heads, fns=_epilogue.merged_functions(*[ep for _, _, _, ep in heads]),
+                     b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
+                     b_texture=tex.texture_width.bit_length() - 1 if tex is not None else 0)
+    n_all = sum(h["N"] for h in ctx_heads)
+    step.flops = 2 * M * n_all * K
+    what = "matvec" if len(heads) == 1 else f"matvec {len(heads)} heads"
+    step.note = _size_note(M, K, n_all, 1, 1, 1, f"{what} {cn}x{workgroup}")
 
 
 def _size_note(M: int, K: int, N: int, batches: int, KH: int, KW: int, variant: str) -> str:
@@ -1273,6 +1344,88 @@ def lower_gemm(node, lc) -> None:
     steps = gemm_steps(node)
     _lower_product(node, lc, a, b, M=M, N=N, K=K, batch_shape=[], a_bst=[], b_bst=[], a_rs=a_rs, a_ks=a_ks,
                    b_ks=b_ks, b_ns=b_ns, steps=steps, b_cols=b_cols)
+
+
+# ---------------------------------------------------------------- heads: products of the same rows
+#: Attributes a product may carry as one of ``heads`` (any other one, an input prologue or a
+#: second output a rule added, keeps it out).
+_HEAD_ATTRS = {"matmul": {"epilogue"}, "gemm": {"alpha", "beta", "a_transpose", "b_transpose", "epilogue"},
+               "conv2d": {"padding", "strides", "dilations", "groups", "input_layout", "filter_layout", "epilogue"}}
+
+
+def matvec_head(node) -> tuple[int, int, int, np.ndarray, list] | None:
+    """``(M, K, N, B, steps)`` of ``node`` as one product of a ``heads`` node: a float32 or
+    float16 matmul or gemm of a dense row-major A (``[M, K]``, or with leading axes of size 1)
+    by a constant 2-D B (``B`` the ``[K, N]`` array, a gemm's maybe transposed), or an NHWC
+    conv2d of one group with a constant filter whose input is rows of a product (a window
+    covering the whole input without padding: one output pixel per image; or a 1x1 conv of
+    stride 1: a row per pixel), with no attribute but its own and its epilogue (``steps``: a
+    gemm's alpha and beta * c, a conv's bias first), or None."""
+    if node.op not in _HEAD_ATTRS or len(node.outputs) != 1 or any(k not in _HEAD_ATTRS[node.op] for k in node.attrs):
+        return None
+    a, b, out = node.inputs[0], node.inputs[1], node.outputs[0]
+    if out.data_type not in FLOATS or a.data_type != out.data_type or b.data_type != out.data_type:
+        return None
+    if b.kind != "constant" or math.prod(out.shape[:-1]) > MATVEC_MAX_M:  # before any copy of B
+        return None
+    data = constant_array(b)
+    if node.op == "conv2d":
+        return _conv_head(node, data)
+    if data is None or len(b.shape) != 2 or node.attrs.get("a_transpose") or len(a.shape) < 2:
+        return None
+    if any(d != 1 for d in a.shape[:-2]) or any(d != 1 for d in out.shape[:-2]):
+        return None
+    M, K = a.shape[-2], a.shape[-1]
+    mat = data.reshape(b.shape)
+    if node.op == "gemm" and node.attrs.get("b_transpose"):
+        mat = mat.T
+    if mat.shape[0] != K or out.shape[-2:] != (M, mat.shape[1]):
+        return None
+    steps = gemm_steps(node) if node.op == "gemm" else _epilogue.steps_of(node)
+    return M, K, mat.shape[1], mat, steps
+
+
+def _conv_head(node, data: np.ndarray | None) -> tuple[int, int, int, np.ndarray, list] | None:
+    """:func:`matvec_head` of a conv2d (its conditions there)."""
+    from .conv import _geometry, conv_steps
+
+    if data is None or node.attrs["input_layout"] != "nhwc" or _env.force("conv"):
+        return None
+    g = _geometry(node)
+    if g["G"] != 1:
+        return None
+    pointwise = (g["KH"] == g["KW"] == 1 and g["sh"] == g["sw"] == 1 and g["pt"] == g["pl"] == 0
+                 and (g["OH"], g["OW"]) == (g["H"], g["W"]))
+    whole = (g["OH"] == g["OW"] == 1 and (g["KH"], g["KW"]) == (g["H"], g["W"]) and g["pt"] == g["pl"] == 0
+             and (g["dh"] == 1 or g["KH"] == 1) and (g["dw"] == 1 or g["KW"] == 1))
+    if not (pointwise or whole):
+        return None
+    M, K, O = g["NB"] * g["OH"] * g["OW"], g["KH"] * g["KW"] * g["C"], g["O"]
+    perm = [node.attrs["filter_layout"].index(ch) for ch in "hwio"]
+    mat = np.transpose(data.reshape(node.inputs[1].shape), perm).reshape(K, O)
+    return M, K, O, mat, conv_steps(node, "nhwc", True)
+
+
+@lowering("heads")
+def lower_heads(node, lc) -> None:
+    """heads (the compiler's ``fuse_heads``, :mod:`webnn_gpu.fusions.heads`): the products of
+    ``attrs.heads``, all reading the same A, as one ``matmul/matvec.wgsl`` launch
+    (:func:`matvec_heads_kernel`): their B side by side, each product's epilogue and output its
+    own. ``node.outputs`` are the products' outputs in that order."""
+    a = node.inputs[0]
+    heads, M, K = [], 0, 0
+    for j, h in enumerate(node.attrs.heads):
+        head = matvec_head(h)
+        assert head is not None  # fuse_heads checked each product
+        M, K, N, mat, steps = head
+        out = h.outputs[0]
+        ep = _epilogue.build(h, out, steps, chan_axis=len(out.shape) - 1, first_binding=f"h{j}e", name=f"ep{j}")
+        heads.append((mat, out, N, ep))
+    n_all = sum(-(-N // 4) * 4 for _, _, N, _ in heads)
+    plan = matvec_plan(lc, M, n_all, K)
+    if plan is None:  # fuse_heads checked it with this device's profile
+        raise AssertionError(f"{lc.label}: heads without a matvec plan")
+    matvec_heads_kernel(lc, a, [(mat, out, N, ep) for mat, out, N, ep in heads], M=M, K=K, a_rs=K, plan=plan)
 
 
 # ---------------------------------------------------------------- two products in one launch
