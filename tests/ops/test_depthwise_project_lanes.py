@@ -94,20 +94,29 @@ _CASES = {
         (1, (15, 12), 32, 64, (5, 5), (2, 2), (1, 1), None, "float16", 3),
     "C=64 N=64, 3x5 window, column dilation 2, residual of its own input, last chunk of 1 row":
         (1, (7, 10), 64, 64, (3, 5), (1, 1), (1, 2), "x", "float32", 3),
+    "C=24 N=8 (4 pixels per pass), residual of another tensor, ragged strip":
+        (1, (13, 10), 24, 8, (3, 3), (1, 1), (1, 1), "r", "float32", 5),
+    "C=40 N=12 (2 pixels per pass, 3 of 4 lanes), 5x5, batch 2, a strip of 3 columns (half a pass)":
+        (2, (11, 3), 40, 12, (5, 5), (1, 1), (1, 1), None, "float32", 4),
+    "C=16 N=16 (2 pixels per pass), residual of its own input (loaded: another lane's channels)":
+        (1, (10, 9), 16, 16, (3, 3), (1, 1), (1, 1), "x", "float32", 4),
+    "C=36 N=4 (4 pixels per pass, 1 column of 2 lanes), stride 2, float16":
+        (1, (15, 13), 36, 4, (3, 3), (2, 2), (1, 1), None, "float16", 3),
 }
 
 
-def test_pooled_residual_is_not_read_as_the_input(ctx, rng, monkeypatch):
+@pytest.mark.parametrize("C", [24, 16])
+def test_pooled_residual_is_not_read_as_the_input(ctx, rng, monkeypatch, C):
     """A residual that is a stride-1 pool of the depthwise input (fuse_pool_residual reads the
     pool's window in the epilogue) has the output's shape and is the held input itself, but is
     not its value (near miss): the channel-lane kernel loads the pool's window (``pg``), and the
-    result is the pool's."""
+    result is the pool's; also with 2 pixels per pass (C = N = 16, a strip of 3 columns)."""
     if not ctx._subgroup:
         pytest.fail("subgroups are expected on lavapipe")
     monkeypatch.setattr(ctx, "_tuning", "lane-loop")
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
-    build, inputs, ref = _case(rng, 1, (12, 9), 24, 24, (3, 3), (1, 1), (1, 1), "pool", np.float32)
+    build, inputs, ref = _case(rng, 1, (12, 9 if C == 24 else 3), C, C, (3, 3), (1, 1), (1, 1), "pool", np.float32)
     got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
     np.testing.assert_allclose(got, ref, atol=3e-5, rtol=3e-5)
     b = webnn.MLGraphBuilder(ctx)
@@ -159,7 +168,17 @@ def test_lanes_kernel_against_numpy(ctx, rng, monkeypatch, case):
     steps = [st for st in g._steps if hasattr(st, "template")]
     g.destroy()
     assert [st.template for st in steps] == [LANES]
-    assert (" pg:" in steps[0].wgsl) == (residual == "r")
+    packed = conv._dwpl_pack(N // 4, 8, min(conv.DWPL_TW, steps[0].node.outputs[0].shape[2])) > 1
+    assert ("pp ==" in steps[0].wgsl) == packed
+    assert (" pg:" in steps[0].wgsl) == (residual == "r" or residual == "x" and packed)
+
+
+def test_pack_pixels_per_pass():
+    """_dwpl_pack: a projection of at most half the lanes' columns projects 2-4 pixels per pass
+    (its columns' lanes rounded up to a power of two, at most the strip's width); wider, or
+    without lanes or DWPL_PACK: one."""
+    assert [conv._dwpl_pack(n4, 8, 4) for n4 in range(1, 10)] == [4, 4, 2, 2, 1, 1, 1, 1, 1]
+    assert conv._dwpl_pack(2, 8, 3) == 2 and conv._dwpl_pack(1, 8, 1) == 1 and conv._dwpl_pack(2, 0, 4) == 1
 
 
 def test_tall_layers_stay_within_the_loop_limit():

@@ -1139,6 +1139,9 @@ DWPL_SPLIT = False
 DWPL_TW = 4
 DWPL_MIN_GROUPS = 8
 DWPL_MIN_TH = 4
+#: ... and a projection of at most sg / 2 vec4 columns projects several pixels per pass, one per
+#: group of lanes (:func:`_dwpl_pack`)
+DWPL_PACK = True
 
 
 def _row_chunks_in_budget(g: dict) -> int:
@@ -1168,6 +1171,21 @@ def _dwp_lanes(g: dict, n4: int, sg: int) -> tuple[int, int, int, int, int] | No
     return tw, th, -(-g["OH"] // th), cpl, npl
 
 
+def _dwpl_pack(n4: int, sg: int, tw: int) -> int:
+    """Pixels the channel-lane kernel projects per pass (PK) for a projection of ``n4`` vec4
+    columns with ``sg`` lanes and strips of ``tw`` columns: with :data:`DWPL_PACK`, where the
+    columns take at most half the lanes, the largest power of two of lane groups of the columns'
+    width (rounded up to a power of two) that fits ``sg`` and ``tw``, so that the lanes past the
+    columns project another pixel instead of repeating the products; else 1."""
+    if not DWPL_PACK or not sg or n4 < 1 or 2 * n4 > sg:
+        return 1
+    lpp = 1 << (n4 - 1).bit_length()
+    pk = 1
+    while 2 * pk <= min(sg // lpp, tw):
+        pk *= 2
+    return pk
+
+
 #: The channel-lane kernel's time on lavapipe before Mesa 24, in microseconds per 1000 of what
 #: its busiest thread does (:func:`_dwpl_terms`): input loads (lanes x vec4s), depthwise vec4
 #: multiply-adds, projection ``mat4x4 * vec4`` products, stores (lanes x vec4s), and a fixed part
@@ -1192,8 +1210,9 @@ def _dwpl_terms(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int)
     wgs = g["NB"] * rb * -(-g["OW"] // tw)
     busy = -(-wgs // DWP_CORES.get("lane-loop", 2))
     steps = th + -(-(g["KH"] - g["sh"]) // g["sh"])
+    passes = -(-tw // _dwpl_pack(n4, sg, tw))  # a pass: one product per channel group and column
     return (busy * steps * g["sh"] * len(_segment(g, tw)) * c4 / 1e3,
-            busy * th * tw * cpl * g["KH"] * g["KW"] / 1e3, busy * th * tw * cs * npl / 1e3,
+            busy * th * tw * cpl * g["KH"] * g["KW"] / 1e3, busy * th * passes * cs * npl / 1e3,
             busy * th * tw * n4 / 1e3, 1.0)
 
 
@@ -1243,6 +1262,8 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
     owb = -(-g["OW"] // tw)
     npl_all = npl
     splits, npl = (npl, 1) if DWPL_SPLIT and npl > 1 else (1, npl)
+    pk = _dwpl_pack(n4, sg, tw)
+    xres = xres and pk == 1  # a lane of a packed pass projects another lane's channels: pg is loaded
     n_inv = g["NB"] * rb * owb * splits * sg
     prm = make_constant(np.array([n_inv, g["H"], g["W"], g["OH"], g["OW"], owb, rb, th, g["pt"], g["pl"], c4, n4,
                                   splits, sg * npl_all, 0, 0], dtype=np.uint32), "uint32")
@@ -1261,7 +1282,7 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
     lc.kernel("conv/depthwise_project_lanes.wgsl",
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
               n_inv, workgroup=sg, T=wgsl_type(out.data_type), TW=tw, CPL=cpl, NPL=npl, sg=sg,
-              CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1,
+              CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1, PK=pk,
               seg=_segment(g, tw), hold=hold, warm=-(-hold // g["sh"]), ep=ep, pep=pep, xres=xres,
               pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
