@@ -22,14 +22,18 @@ LANES = "conv/depthwise_project_lanes.wgsl"
 def test_lanes_plan_shapes_and_limits():
     """Strips of DWPL_TW columns, the rows cut into as few chunks as give DWPL_MIN_GROUPS
     workgroups but at least DWPL_MIN_TH rows each; at most DWPL_MAX_CPL channel groups and
-    DWPL_MAX_NPL projection columns per lane; no lanes, vertical dilation or a window shorter
-    than its stride: none."""
+    DWPL_MAX_NPL projection columns per lane, and DWPL_MAX_BLOCKS 4 x 4 projection blocks (C / 4
+    x NPL); no lanes, vertical dilation or a window shorter than its stride: none."""
     assert conv._dwp_lanes(_geometry(64, 64, 24, 3), 6, 8) == (4, 64, 1, 1, 1)
     assert conv._dwp_lanes(_geometry(16, 16, 48, 3), 14, 8) == (4, 8, 2, 2, 2)
     assert conv._dwp_lanes(_geometry(48, 48, 16, 3, s=2), 8, 8) == (4, 12, 2, 1, 1)
     assert conv._dwp_lanes(_geometry(6, 6, 64, 5), 16, 8) == (4, 6, 1, 2, 2)
+    assert conv._dwp_lanes(_geometry(24, 24, 128, 3), 8, 8) == (4, 12, 2, 4, 1)
+    assert conv._dwp_lanes(_geometry(24, 24, 32, 3), 32, 8) == (4, 12, 2, 1, 4)
+    assert conv._dwp_lanes(_geometry(24, 24, 72, 3), 6, 8) == (4, 12, 2, 3, 1)
     for g, n4, sg in ((_geometry(64, 64, 24, 3), 6, 0), (_geometry(64, 64, 24, 3, d=2), 6, 8),
-                      (_geometry(24, 24, 72, 3), 6, 8), (_geometry(24, 24, 64, 3), 17, 8)):
+                      (_geometry(24, 24, 160, 3), 6, 8), (_geometry(24, 24, 16, 3), 33, 8),
+                      (_geometry(24, 24, 128, 3), 12, 8), (_geometry(24, 24, 68, 3), 16, 8)):
         assert conv._dwp_lanes(g, n4, sg) is None
 
 
@@ -38,7 +42,7 @@ def test_form_strip_first_then_lanes_where_estimated_faster(monkeypatch):
     kernel where DWPL_FIT estimates it faster than the pixel blocks (face detection's 64 x 64 x
     24 -> 24, palm detection's 96 x 96 x 32 -> 32 5x5); the pixel blocks on a small image with
     few projected channels (8 x 8 x 28 -> 16, the lanes kernel's fixed cost) and wherever the
-    lanes cannot run (no subgroup lanes, 72 channels); WEBNN_GPU_FORCE_DWP_FORM forces either."""
+    lanes cannot run (no subgroup lanes, 160 channels); WEBNN_GPU_FORCE_DWP_FORM forces either."""
     monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_FORM", raising=False)
     form = lambda g, n4, sg=8: conv._dwp_form(g, n4, "lane-loop", sg)[0]  # noqa: E731
     assert form(_geometry(96, 96, 16, 3), 4) == "strip"
@@ -46,7 +50,7 @@ def test_form_strip_first_then_lanes_where_estimated_faster(monkeypatch):
     assert form(_geometry(96, 96, 32, 5), 8) == "lanes"
     assert form(_geometry(8, 8, 28, 3), 4) == "blocks"
     assert form(_geometry(64, 64, 24, 3), 6, sg=0) == "blocks"
-    assert form(_geometry(24, 24, 72, 3), 6) == "blocks"
+    assert form(_geometry(24, 24, 160, 3), 6) == "blocks"
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "blocks")
     assert form(_geometry(64, 64, 24, 3), 6) == "blocks"
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
@@ -56,13 +60,13 @@ def test_form_strip_first_then_lanes_where_estimated_faster(monkeypatch):
 
 # ---------------------------------------------------------------- the kernel against NumPy
 # (N, kernel) on each side of _dwp_form's boundary for 24 x 24 x 32, 3x3 (the lane-loop profile)
-_BOUNDARY = {"N=32: the pixel blocks": (32, "conv/depthwise_project.wgsl"), "N=48: the lanes": (48, LANES)}
+_BOUNDARY = {"N=48: the pixel blocks": (48, "conv/depthwise_project.wgsl"), "N=56: the lanes": (56, LANES)}
 
 
 @pytest.mark.parametrize("case", list(_BOUNDARY))
 def test_form_boundary_both_sides_match_numpy(ctx, rng, monkeypatch, case):
     """The kernel _dwp_form picks unforced, on each side of its boundary (24 x 24 x 32, 3x3,
-    projected to 32: the pixel blocks; to 48: the channel-lane kernel), with a residual of
+    projected to 48: the pixel blocks; to 56: the channel-lane kernel), with a residual of
     another tensor and prelu: float64 NumPy."""
     n, template = _BOUNDARY[case]
     if not ctx._subgroup:
@@ -102,6 +106,14 @@ _CASES = {
         (1, (10, 9), 16, 16, (3, 3), (1, 1), (1, 1), "x", "float32", 4),
     "C=36 N=4 (4 pixels per pass, 1 column of 2 lanes), stride 2, float16":
         (1, (15, 13), 36, 4, (3, 3), (2, 2), (1, 1), None, "float16", 3),
+    "C=128 N=32 (four groups per lane), residual of another tensor":
+        (1, (9, 10), 128, 32, (3, 3), (1, 1), (1, 1), "r", "float32", 4),
+    "C=28 N=100 (four columns per lane, 7 lanes past the columns), stride 2":
+        (1, (11, 9), 28, 100, (3, 3), (2, 2), (1, 1), None, "float32", 3),
+    "C=72 N=28 (three groups per lane, 6 lanes past the channels), 5x5, float16":
+        (1, (8, 9), 72, 28, (5, 5), (1, 1), (1, 1), "r", "float16", 4),
+    "C=24 N=8 (4 pixels per pass), 70,000 rows of 1 column: chunks within llvmpipe's loop limit":
+        (1, (70_000, 1), 24, 8, (3, 3), (1, 1), (1, 1), "r", "float32", 70_000),
 }
 
 

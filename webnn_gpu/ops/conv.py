@@ -1127,8 +1127,11 @@ def _lower_dwp_strip(lc, node, g: dict, strip: tuple[int, int, int], x, *, w_in,
 #: The channel-lane kernel (``conv/depthwise_project_lanes.wgsl``, :func:`_dwp_lanes`): at most
 #: this many channel groups and projection vec4 columns per lane (each lane's held rows and
 #: products grow with them) ...
-DWPL_MAX_CPL = 2
-DWPL_MAX_NPL = 2
+DWPL_MAX_CPL = 4
+DWPL_MAX_NPL = 4
+#: ... and at most this many 4 x 4 projection blocks held per lane (C / 4 x NPL): what LLVM's
+#: compile time and the registers spilled through the row loop grow with
+DWPL_MAX_BLOCKS = 32
 #: ... the channel groups baked into the text (only those are broadcast and multiplied)
 DWPL_EXACT_C = True
 #: ... and with more than one projection column per lane, one subgroup per sg columns instead
@@ -1162,7 +1165,7 @@ def _dwp_lanes(g: dict, n4: int, sg: int) -> tuple[int, int, int, int, int] | No
     if not sg or not n4 or g["dh"] != 1 or g["KH"] < g["sh"]:
         return None
     cpl, npl = -(-(g["C"] // 4) // sg), -(-n4 // sg)
-    if cpl > DWPL_MAX_CPL or npl > DWPL_MAX_NPL:
+    if cpl > DWPL_MAX_CPL or npl > DWPL_MAX_NPL or (g["C"] // 4 if DWPL_EXACT_C else sg * cpl) * npl > DWPL_MAX_BLOCKS:
         return None
     tw = min(DWPL_TW, g["OW"])
     owb = g["NB"] * -(-g["OW"] // tw)
@@ -1190,7 +1193,7 @@ def _dwpl_pack(n4: int, sg: int, tw: int) -> int:
 #: its busiest thread does (:func:`_dwpl_terms`): input loads (lanes x vec4s), depthwise vec4
 #: multiply-adds, projection ``mat4x4 * vec4`` products, stores (lanes x vec4s), and a fixed part
 #: (docs/conv.md, The channel-lane kernel; fitted on benchmarks/dw_project.py --vs-lanes).
-DWPL_FIT: dict[str, tuple[float, ...]] = {"lane-loop": (5.86, 0.0, 8.53, 0.0, 46.2)}
+DWPL_FIT: dict[str, tuple[float, ...]] = {"lane-loop": (5.74, 0.69, 5.54, 5.38, 43.8)}
 #: ... and the margin, in microseconds, by which that estimate must beat the other kernels': the
 #: fit's median error is 13%, and each of its pipelines (one per channel count, window, stride
 #: and epilogue) costs 0.2-1.2 s of CPU in a first build, where the pair's other kernels often
