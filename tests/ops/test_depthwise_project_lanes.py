@@ -60,13 +60,13 @@ def test_form_strip_first_then_lanes_where_estimated_faster(monkeypatch):
 
 # ---------------------------------------------------------------- the kernel against NumPy
 # (N, kernel) on each side of _dwp_form's boundary for 24 x 24 x 32, 3x3 (the lane-loop profile)
-_BOUNDARY = {"N=48: the pixel blocks": (48, "conv/depthwise_project.wgsl"), "N=56: the lanes": (56, LANES)}
+_BOUNDARY = {"N=40: the pixel blocks": (40, "conv/depthwise_project.wgsl"), "N=48: the lanes": (48, LANES)}
 
 
 @pytest.mark.parametrize("case", list(_BOUNDARY))
 def test_form_boundary_both_sides_match_numpy(ctx, rng, monkeypatch, case):
     """The kernel _dwp_form picks unforced, on each side of its boundary (24 x 24 x 32, 3x3,
-    projected to 48: the pixel blocks; to 56: the channel-lane kernel), with a residual of
+    projected to 40: the pixel blocks; to 48: the channel-lane kernel), with a residual of
     another tensor and prelu: float64 NumPy."""
     n, template = _BOUNDARY[case]
     if not ctx._subgroup:

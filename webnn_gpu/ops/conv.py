@@ -1195,10 +1195,10 @@ def _dwpl_pack(n4: int, sg: int, tw: int) -> int:
 #: (docs/conv.md, The channel-lane kernel; fitted on benchmarks/dw_project.py --vs-lanes).
 DWPL_FIT: dict[str, tuple[float, ...]] = {"lane-loop": (5.74, 0.69, 5.54, 5.38, 43.8)}
 #: ... and the margin, in microseconds, by which that estimate must beat the other kernels': the
-#: fit's median error is 13%, and each of its pipelines (one per channel count, window, stride
+#: fit's median error is 16-20%, and each of its pipelines (one per channel count, window, stride
 #: and epilogue) costs 0.2-1.2 s of CPU in a first build, where the pair's other kernels often
 #: share theirs with other layers
-DWPL_MARGIN = 60.0
+DWPL_MARGIN = 50.0
 
 
 def _dwpl_terms(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int) -> tuple[float, ...]:
