@@ -40,8 +40,9 @@ def test_lanes_plan_shapes_and_limits():
 def test_form_strip_first_then_lanes_where_estimated_faster(monkeypatch):
     """_dwp_form: the strip kernel where it runs (few channels, tall images); the channel-lane
     kernel where DWPL_FIT estimates it faster than the pixel blocks (face detection's 64 x 64 x
-    24 -> 24, palm detection's 96 x 96 x 32 -> 32 5x5); the pixel blocks on a small image with
-    few projected channels (8 x 8 x 28 -> 16, the lanes kernel's fixed cost) and wherever the
+    24 -> 24, palm detection's 96 x 96 x 32 -> 32 5x5, face detection's 96 x 96 x 32 -> 8 and
+    24 x 24 x 128 -> 32); the pixel blocks on a small image with few projected channels (8 x 8 x
+    28 -> 16, the lanes kernel's fixed cost) or many channels (8 x 8 x 128) and wherever the
     lanes cannot run (no subgroup lanes, 160 channels); WEBNN_GPU_FORCE_DWP_FORM forces either."""
     monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_FORM", raising=False)
     form = lambda g, n4, sg=8: conv._dwp_form(g, n4, "lane-loop", sg)[0]  # noqa: E731
@@ -49,6 +50,12 @@ def test_form_strip_first_then_lanes_where_estimated_faster(monkeypatch):
     assert form(_geometry(64, 64, 24, 3), 6) == "lanes"
     assert form(_geometry(96, 96, 32, 5), 8) == "lanes"
     assert form(_geometry(8, 8, 28, 3), 4) == "blocks"
+    # 4 pixels per pass (96 x 96 x 32 -> 8), four groups or four columns per lane (24 x 24 x
+    # 128 -> 32, 32 -> 128); the pixel blocks on small images with many channels
+    assert form(_geometry(96, 96, 32, 3), 2) == "lanes"
+    assert form(_geometry(24, 24, 128, 3), 8) == "lanes"
+    assert form(_geometry(24, 24, 32, 3), 32) == "lanes"
+    assert form(_geometry(8, 8, 128, 3), 8) == "blocks"
     assert form(_geometry(64, 64, 24, 3), 6, sg=0) == "blocks"
     assert form(_geometry(24, 24, 160, 3), 6) == "blocks"
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "blocks")
