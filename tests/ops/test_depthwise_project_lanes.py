@@ -28,12 +28,11 @@ def test_lanes_plan_shapes_and_limits():
     assert conv._dwp_lanes(_geometry(16, 16, 48, 3), 14, 8) == (4, 8, 2, 2, 2)
     assert conv._dwp_lanes(_geometry(48, 48, 16, 3, s=2), 8, 8) == (4, 12, 2, 1, 1)
     assert conv._dwp_lanes(_geometry(6, 6, 64, 5), 16, 8) == (4, 6, 1, 2, 2)
-    assert conv._dwp_lanes(_geometry(24, 24, 128, 3), 8, 8) == (4, 12, 2, 4, 1)
     assert conv._dwp_lanes(_geometry(24, 24, 32, 3), 32, 8) == (4, 12, 2, 1, 4)
-    assert conv._dwp_lanes(_geometry(24, 24, 72, 3), 6, 8) == (4, 12, 2, 3, 1)
+    assert conv._dwp_lanes(_geometry(24, 24, 64, 3), 8, 8) == (4, 12, 2, 2, 1)
     for g, n4, sg in ((_geometry(64, 64, 24, 3), 6, 0), (_geometry(64, 64, 24, 3, d=2), 6, 8),
-                      (_geometry(24, 24, 160, 3), 6, 8), (_geometry(24, 24, 16, 3), 33, 8),
-                      (_geometry(24, 24, 128, 3), 12, 8), (_geometry(24, 24, 68, 3), 16, 8)):
+                      (_geometry(24, 24, 72, 3), 6, 8), (_geometry(24, 24, 16, 3), 33, 8),
+                      (_geometry(24, 24, 64, 3), 24, 8), (_geometry(24, 24, 40, 3), 28, 8)):
         assert conv._dwp_lanes(g, n4, sg) is None
 
 
@@ -41,23 +40,22 @@ def test_form_strip_first_then_lanes_where_estimated_faster(monkeypatch):
     """_dwp_form: the strip kernel where it runs (few channels, tall images); the channel-lane
     kernel where DWPL_FIT estimates it faster than the pixel blocks (face detection's 64 x 64 x
     24 -> 24, palm detection's 96 x 96 x 32 -> 32 5x5, face detection's 96 x 96 x 32 -> 8 and
-    24 x 24 x 128 -> 32); the pixel blocks on a small image with few projected channels (8 x 8 x
-    28 -> 16, the lanes kernel's fixed cost) or many channels (8 x 8 x 128) and wherever the
-    lanes cannot run (no subgroup lanes, 160 channels); WEBNN_GPU_FORCE_DWP_FORM forces either."""
+    24 x 24 x 32 -> 128); the pixel blocks on a small image with few projected channels (8 x 8 x
+    28 -> 16, the lanes kernel's fixed cost) or many channels (8 x 8 x 64) and wherever the
+    lanes cannot run (no subgroup lanes, 72 channels); WEBNN_GPU_FORCE_DWP_FORM forces either."""
     monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_FORM", raising=False)
     form = lambda g, n4, sg=8: conv._dwp_form(g, n4, "lane-loop", sg)[0]  # noqa: E731
     assert form(_geometry(96, 96, 16, 3), 4) == "strip"
     assert form(_geometry(64, 64, 24, 3), 6) == "lanes"
     assert form(_geometry(96, 96, 32, 5), 8) == "lanes"
     assert form(_geometry(8, 8, 28, 3), 4) == "blocks"
-    # 4 pixels per pass (96 x 96 x 32 -> 8), four groups or four columns per lane (24 x 24 x
-    # 128 -> 32, 32 -> 128); the pixel blocks on small images with many channels
+    # 4 pixels per pass (96 x 96 x 32 -> 8), four columns per lane (24 x 24 x 32 -> 128); the
+    # pixel blocks on small images with many channels
     assert form(_geometry(96, 96, 32, 3), 2) == "lanes"
-    assert form(_geometry(24, 24, 128, 3), 8) == "lanes"
     assert form(_geometry(24, 24, 32, 3), 32) == "lanes"
-    assert form(_geometry(8, 8, 128, 3), 8) == "blocks"
+    assert form(_geometry(8, 8, 64, 3), 8) == "blocks"
     assert form(_geometry(64, 64, 24, 3), 6, sg=0) == "blocks"
-    assert form(_geometry(24, 24, 160, 3), 6) == "blocks"
+    assert form(_geometry(24, 24, 72, 3), 6) == "blocks"
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "blocks")
     assert form(_geometry(64, 64, 24, 3), 6) == "blocks"
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
@@ -113,12 +111,10 @@ _CASES = {
         (1, (10, 9), 16, 16, (3, 3), (1, 1), (1, 1), "x", "float32", 4),
     "C=36 N=4 (4 pixels per pass, 1 column of 2 lanes), stride 2, float16":
         (1, (15, 13), 36, 4, (3, 3), (2, 2), (1, 1), None, "float16", 3),
-    "C=128 N=32 (four groups per lane), residual of another tensor":
-        (1, (9, 10), 128, 32, (3, 3), (1, 1), (1, 1), "r", "float32", 4),
     "C=28 N=100 (four columns per lane, 7 lanes past the columns), stride 2":
         (1, (11, 9), 28, 100, (3, 3), (2, 2), (1, 1), None, "float32", 3),
-    "C=72 N=28 (three groups per lane, 6 lanes past the channels), 5x5, float16":
-        (1, (8, 9), 72, 28, (5, 5), (1, 1), (1, 1), "r", "float16", 4),
+    "C=56 N=28 (two groups per lane, 2 lanes past the channels), 5x5, float16":
+        (1, (8, 9), 56, 28, (5, 5), (1, 1), (1, 1), "r", "float16", 4),
     "C=24 N=8 (4 pixels per pass), 70,000 rows of 1 column: chunks within llvmpipe's loop limit":
         (1, (70_000, 1), 24, 8, (3, 3), (1, 1), (1, 1), "r", "float32", 70_000),
 }

@@ -1126,8 +1126,9 @@ def _lower_dwp_strip(lc, node, g: dict, strip: tuple[int, int, int], x, *, w_in,
 
 #: The channel-lane kernel (``conv/depthwise_project_lanes.wgsl``, :func:`_dwp_lanes`): at most
 #: this many channel groups and projection vec4 columns per lane (each lane's held rows and
-#: products grow with them) ...
-DWPL_MAX_CPL = 4
+#: products grow with them; 3-4 channel groups per lane compiled in 1.5-1.9 s of CPU and ran
+#: face detection's 24 x 24 x 128 -> 32 only 0.84-0.88x of the pixel blocks) ...
+DWPL_MAX_CPL = 2
 DWPL_MAX_NPL = 4
 #: ... and at most this many 4 x 4 projection blocks held per lane (C / 4 x NPL): what LLVM's
 #: compile time and the registers spilled through the row loop grow with
