@@ -9,7 +9,8 @@ MODEL: a .tflite/.onnx path or a name known to ``webnn-gpu fetch``. For every
 shape (output H x W, channels C, multiplier M, window, stride, dilation), the projection
 width N (0: none; ``+e`` where the expansion conv is computed in the kernel), the strip of the
 stand-alone kernel and of the fused strip and channel-lane kernels (TH x TW output rows and columns per
-invocation; ``-`` for the pixel-block kernel),
+invocation, ``/PK`` where the channel-lane kernel projects PK pixels per pass; ``-`` for the
+pixel-block kernel),
 the workgroups, the kernel's microseconds (timestamp queries, median of
 ``--repeats``), its useful GFLOP/s (2 multiply-add flops per depthwise tap and projection
 weight) and GB/s (its input, weights and output, each counted once).
@@ -57,7 +58,8 @@ def _shape_row(step, tuning: str) -> dict:
         strip = f"{th}x{tw}"
     elif step.template == "conv/depthwise_project_lanes.wgsl":  # the channel-lane kernel's TH x TW
         tw, th = conv._dwp_lanes(g, -(-n // 4), conv.DW_LANES)[:2]
-        strip = f"{th}x{tw}"
+        pk = conv._dwpl_pack(-(-n // 4), conv.DW_LANES, tw)  # pixels per pass
+        strip = f"{th}x{tw}" + (f"/{pk}" if pk > 1 else "")
     else:
         strip = "-" if node.op == "depthwise_project" else "x".join(str(v) for v in conv._dw_strip(g, tuning))
     return dict(hw=f"{g['OH']}x{g['OW']}", C=g["C"], M=g["O"] // g["C"], win=f"{g['KH']}x{g['KW']}", strip=strip,

@@ -32,6 +32,11 @@
                  parameter
     split        S = prm[3].x subgroups per strip, each computing the depthwise values itself
                  and projecting them to its own block of NPL sg vec4 columns (cb)
+    PK           pixels projected per pass (1, or 2-4 for a projection of at most sg / 2 vec4
+                 columns, NPL 1): lane l projects pixel l / LPP of the pass (LPP = sg / PK lanes per
+                 pixel) to column l % LPP, so that lanes past the columns do not repeat the
+                 products of the lanes that store; each broadcast value is picked by its pixel
+                 (selects) and a pixel takes TW / PK passes instead of TW
     CS           the channel groups whose values are broadcast (C4, or sg CPL: C4 is then a
                  parameter only, and layers with the same CPL and NPL share a pipeline)
     TW           output columns per strip
@@ -106,6 +111,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let sid = gidx / {{ sg }}u;  // the subgroup's strip
   let cb0 = 0u;
 {% endif %}
+{% if PK > 1 %}
+  let pp = lane / {{ sg // PK }}u;  // the lane's pixel within a pass of PK pixels
+  let lc = lane - pp * {{ sg // PK }}u;  // and its projection column
+{% else %}
+  let lc = lane;
+{% endif %}
 {% if fdiv %}
   let r1 = u32((f32(sid) + 0.5) / f32(OWB));
   let n = u32((f32(r1) + 0.5) / f32(RB));
@@ -136,10 +147,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% endfor %}
 {% for m in range(NPL) %}
-  let ol{{ m }} = cb0 + lane + {{ m * sg }}u < N4;
-  let og{{ m }} = min(cb0 + lane + {{ m * sg }}u, N4 - 1u);
+  let ol{{ m }} = cb0 + lc + {{ m * sg }}u < N4;
+  let og{{ m }} = min(cb0 + lc + {{ m * sg }}u, N4 - 1u);
 {% for s in range(CS) %}
-  let P{{ m }}_{{ s }} = mat4x4<f32>({% for c in range(4) %}vec4<f32>(pw[{{ ("prm[3].y * " ~ (4 * s + c) ~ "u + cb0 + " ~ m * sg) if split else (4 * s + c) * sg * NPL + m * sg }}u + lane]){{ ", " if not loop.last }}{% endfor %});
+  let P{{ m }}_{{ s }} = mat4x4<f32>({% for c in range(4) %}vec4<f32>(pw[{{ ("prm[3].y * " ~ (4 * s + c) ~ "u + cb0 + " ~ m * sg) if split else (4 * s + c) * sg * NPL + m * sg }}u + lc]){{ ", " if not loop.last }}{% endfor %});
 {% endfor %}
 {% for c in range(4) %}
   {{ tl.hoist_q(pep, "g" ~ m ~ "_" ~ c, "4u * og" ~ m ~ " + " ~ c ~ "u") }}
@@ -181,6 +192,25 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       let e{{ k }}_{{ p }} = select(vec4<f32>(0.0), {{ ep_v4(ep, "(" ~ xsum(k, p) ~ ")", "(pixb + " ~ p ~ "u) * 4u * C4 + 4u * cg" ~ k, "4u * cg" ~ k, "q" ~ k ~ "_", xin(pt, k, p + pl) if ep.given else "") }}, cl{{ k }});
 {% endfor %}
 {% endfor %}
+{% if PK > 1 %}
+{% for t in range(0, TW, PK) %}
+      // pixels t .. t + PK - 1: every lane's depthwise values, broadcast, the lane's pixel's
+      // picked, times its projection column
+      {
+{% for s in range(CS) %}
+      let b{{ s }} = {% for j in range(1, [PK, TW - t] | min) %}select({% endfor %}subgroupBroadcast(e{{ s // sg }}_{{ t }}, {{ s % sg }}u){% for j in range(1, [PK, TW - t] | min) %}, subgroupBroadcast(e{{ s // sg }}_{{ t + j }}, {{ s % sg }}u), pp == {{ j }}u){% endfor %};
+{% endfor %}
+        let a = {% for s in range(CS) %}P0_{{ s }} * b{{ s }}{{ " + " if not loop.last }}{% endfor %};
+        let px = pixb + {{ t }}u + pp;
+        if (rok && ow0 + {{ t }}u + pp < OW{{ (" && pp < " ~ (TW - t) ~ "u") if TW - t < PK }} && ol0) {
+{% if pep.given %}
+          let g = {{ tl.given4(pep, "pg", "px * N4 + og0") }};
+{% endif %}
+          out[px * N4 + og0] = vec4<{{ T }}>({{ ep_v4(pep, "a", "px * 4u * N4 + 4u * og0", "4u * og0", "g0_", "g") }});
+        }
+      }
+{% endfor %}
+{% else %}
 {% for p in range(TW) %}
       // pixel p: every lane's depthwise values, broadcast, times this lane's projection columns
       {
@@ -204,6 +234,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
       }
 {% endfor %}
+{% endif %}
     }
 {% for kh in range(hold) %}
 {% for k in range(CPL) %}

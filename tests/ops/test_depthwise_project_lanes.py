@@ -22,22 +22,26 @@ LANES = "conv/depthwise_project_lanes.wgsl"
 def test_lanes_plan_shapes_and_limits():
     """Strips of DWPL_TW columns, the rows cut into as few chunks as give DWPL_MIN_GROUPS
     workgroups but at least DWPL_MIN_TH rows each; at most DWPL_MAX_CPL channel groups and
-    DWPL_MAX_NPL projection columns per lane; no lanes, vertical dilation or a window shorter
-    than its stride: none."""
+    DWPL_MAX_NPL projection columns per lane, and DWPL_MAX_BLOCKS 4 x 4 projection blocks (C / 4
+    x NPL); no lanes, vertical dilation or a window shorter than its stride: none."""
     assert conv._dwp_lanes(_geometry(64, 64, 24, 3), 6, 8) == (4, 64, 1, 1, 1)
     assert conv._dwp_lanes(_geometry(16, 16, 48, 3), 14, 8) == (4, 8, 2, 2, 2)
     assert conv._dwp_lanes(_geometry(48, 48, 16, 3, s=2), 8, 8) == (4, 12, 2, 1, 1)
     assert conv._dwp_lanes(_geometry(6, 6, 64, 5), 16, 8) == (4, 6, 1, 2, 2)
+    assert conv._dwp_lanes(_geometry(24, 24, 32, 3), 32, 8) == (4, 12, 2, 1, 4)
+    assert conv._dwp_lanes(_geometry(24, 24, 64, 3), 8, 8) == (4, 12, 2, 2, 1)
     for g, n4, sg in ((_geometry(64, 64, 24, 3), 6, 0), (_geometry(64, 64, 24, 3, d=2), 6, 8),
-                      (_geometry(24, 24, 72, 3), 6, 8), (_geometry(24, 24, 64, 3), 17, 8)):
+                      (_geometry(24, 24, 72, 3), 6, 8), (_geometry(24, 24, 16, 3), 33, 8),
+                      (_geometry(24, 24, 64, 3), 24, 8), (_geometry(24, 24, 40, 3), 28, 8)):
         assert conv._dwp_lanes(g, n4, sg) is None
 
 
 def test_form_strip_first_then_lanes_where_estimated_faster(monkeypatch):
     """_dwp_form: the strip kernel where it runs (few channels, tall images); the channel-lane
     kernel where DWPL_FIT estimates it faster than the pixel blocks (face detection's 64 x 64 x
-    24 -> 24, palm detection's 96 x 96 x 32 -> 32 5x5); the pixel blocks on a small image with
-    few projected channels (8 x 8 x 28 -> 16, the lanes kernel's fixed cost) and wherever the
+    24 -> 24, palm detection's 96 x 96 x 32 -> 32 5x5, face detection's 96 x 96 x 32 -> 8 and
+    24 x 24 x 32 -> 128); the pixel blocks on a small image with few projected channels (8 x 8 x
+    28 -> 16, the lanes kernel's fixed cost) or many channels (8 x 8 x 64) and wherever the
     lanes cannot run (no subgroup lanes, 72 channels); WEBNN_GPU_FORCE_DWP_FORM forces either."""
     monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_FORM", raising=False)
     form = lambda g, n4, sg=8: conv._dwp_form(g, n4, "lane-loop", sg)[0]  # noqa: E731
@@ -45,6 +49,11 @@ def test_form_strip_first_then_lanes_where_estimated_faster(monkeypatch):
     assert form(_geometry(64, 64, 24, 3), 6) == "lanes"
     assert form(_geometry(96, 96, 32, 5), 8) == "lanes"
     assert form(_geometry(8, 8, 28, 3), 4) == "blocks"
+    # 4 pixels per pass (96 x 96 x 32 -> 8), four columns per lane (24 x 24 x 32 -> 128); the
+    # pixel blocks on small images with many channels
+    assert form(_geometry(96, 96, 32, 3), 2) == "lanes"
+    assert form(_geometry(24, 24, 32, 3), 32) == "lanes"
+    assert form(_geometry(8, 8, 64, 3), 8) == "blocks"
     assert form(_geometry(64, 64, 24, 3), 6, sg=0) == "blocks"
     assert form(_geometry(24, 24, 72, 3), 6) == "blocks"
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "blocks")
@@ -56,13 +65,13 @@ def test_form_strip_first_then_lanes_where_estimated_faster(monkeypatch):
 
 # ---------------------------------------------------------------- the kernel against NumPy
 # (N, kernel) on each side of _dwp_form's boundary for 24 x 24 x 32, 3x3 (the lane-loop profile)
-_BOUNDARY = {"N=32: the pixel blocks": (32, "conv/depthwise_project.wgsl"), "N=48: the lanes": (48, LANES)}
+_BOUNDARY = {"N=40: the pixel blocks": (40, "conv/depthwise_project.wgsl"), "N=48: the lanes": (48, LANES)}
 
 
 @pytest.mark.parametrize("case", list(_BOUNDARY))
 def test_form_boundary_both_sides_match_numpy(ctx, rng, monkeypatch, case):
     """The kernel _dwp_form picks unforced, on each side of its boundary (24 x 24 x 32, 3x3,
-    projected to 32: the pixel blocks; to 48: the channel-lane kernel), with a residual of
+    projected to 40: the pixel blocks; to 48: the channel-lane kernel), with a residual of
     another tensor and prelu: float64 NumPy."""
     n, template = _BOUNDARY[case]
     if not ctx._subgroup:
@@ -94,20 +103,35 @@ _CASES = {
         (1, (15, 12), 32, 64, (5, 5), (2, 2), (1, 1), None, "float16", 3),
     "C=64 N=64, 3x5 window, column dilation 2, residual of its own input, last chunk of 1 row":
         (1, (7, 10), 64, 64, (3, 5), (1, 1), (1, 2), "x", "float32", 3),
+    "C=24 N=8 (4 pixels per pass), residual of another tensor, ragged strip":
+        (1, (13, 10), 24, 8, (3, 3), (1, 1), (1, 1), "r", "float32", 5),
+    "C=40 N=12 (2 pixels per pass, 3 of 4 lanes), 5x5, batch 2, a strip of 3 columns (half a pass)":
+        (2, (11, 3), 40, 12, (5, 5), (1, 1), (1, 1), None, "float32", 4),
+    "C=16 N=16 (2 pixels per pass), residual of its own input (loaded: another lane's channels)":
+        (1, (10, 9), 16, 16, (3, 3), (1, 1), (1, 1), "x", "float32", 4),
+    "C=36 N=4 (4 pixels per pass, 1 column of 2 lanes), stride 2, float16":
+        (1, (15, 13), 36, 4, (3, 3), (2, 2), (1, 1), None, "float16", 3),
+    "C=28 N=100 (four columns per lane, 7 lanes past the columns), stride 2":
+        (1, (11, 9), 28, 100, (3, 3), (2, 2), (1, 1), None, "float32", 3),
+    "C=56 N=28 (two groups per lane, 2 lanes past the channels), 5x5, float16":
+        (1, (8, 9), 56, 28, (5, 5), (1, 1), (1, 1), "r", "float16", 4),
+    "C=24 N=8 (4 pixels per pass), 70,000 rows of 1 column: chunks within llvmpipe's loop limit":
+        (1, (70_000, 1), 24, 8, (3, 3), (1, 1), (1, 1), "r", "float32", 70_000),
 }
 
 
-def test_pooled_residual_is_not_read_as_the_input(ctx, rng, monkeypatch):
+@pytest.mark.parametrize("C", [24, 16])
+def test_pooled_residual_is_not_read_as_the_input(ctx, rng, monkeypatch, C):
     """A residual that is a stride-1 pool of the depthwise input (fuse_pool_residual reads the
     pool's window in the epilogue) has the output's shape and is the held input itself, but is
     not its value (near miss): the channel-lane kernel loads the pool's window (``pg``), and the
-    result is the pool's."""
+    result is the pool's; also with 2 pixels per pass (C = N = 16, a strip of 3 columns)."""
     if not ctx._subgroup:
         pytest.fail("subgroups are expected on lavapipe")
     monkeypatch.setattr(ctx, "_tuning", "lane-loop")
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
-    build, inputs, ref = _case(rng, 1, (12, 9), 24, 24, (3, 3), (1, 1), (1, 1), "pool", np.float32)
+    build, inputs, ref = _case(rng, 1, (12, 9 if C == 24 else 3), C, C, (3, 3), (1, 1), (1, 1), "pool", np.float32)
     got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
     np.testing.assert_allclose(got, ref, atol=3e-5, rtol=3e-5)
     b = webnn.MLGraphBuilder(ctx)
@@ -159,7 +183,17 @@ def test_lanes_kernel_against_numpy(ctx, rng, monkeypatch, case):
     steps = [st for st in g._steps if hasattr(st, "template")]
     g.destroy()
     assert [st.template for st in steps] == [LANES]
-    assert (" pg:" in steps[0].wgsl) == (residual == "r")
+    packed = conv._dwpl_pack(N // 4, 8, min(conv.DWPL_TW, steps[0].node.outputs[0].shape[2])) > 1
+    assert ("pp ==" in steps[0].wgsl) == packed
+    assert (" pg:" in steps[0].wgsl) == (residual == "r" or residual == "x" and packed)
+
+
+def test_pack_pixels_per_pass():
+    """_dwpl_pack: a projection of at most half the lanes' columns projects 2-4 pixels per pass
+    (its columns' lanes rounded up to a power of two, at most the strip's width); wider, or
+    without lanes or DWPL_PACK: one."""
+    assert [conv._dwpl_pack(n4, 8, 4) for n4 in range(1, 10)] == [4, 4, 2, 2, 1, 1, 1, 1, 1]
+    assert conv._dwpl_pack(2, 8, 3) == 2 and conv._dwpl_pack(1, 8, 1) == 1 and conv._dwpl_pack(2, 0, 4) == 1
 
 
 def test_tall_layers_stay_within_the_loop_limit():

@@ -1124,9 +1124,13 @@ def _lower_dwp_strip(lc, node, g: dict, strip: tuple[int, int, int], x, *, w_in,
 
 #: The channel-lane kernel (``conv/depthwise_project_lanes.wgsl``, :func:`_dwp_lanes`): at most
 #: this many channel groups and projection vec4 columns per lane (each lane's held rows and
-#: products grow with them) ...
+#: products grow with them; 3-4 channel groups per lane compiled in 1.5-1.9 s of CPU and ran
+#: face detection's 24 x 24 x 128 -> 32 only 0.84-0.88x of the pixel blocks) ...
 DWPL_MAX_CPL = 2
-DWPL_MAX_NPL = 2
+DWPL_MAX_NPL = 4
+#: ... and at most this many 4 x 4 projection blocks held per lane (C / 4 x NPL): what LLVM's
+#: compile time and the registers spilled through the row loop grow with
+DWPL_MAX_BLOCKS = 32
 #: ... the channel groups baked into the text (only those are broadcast and multiplied)
 DWPL_EXACT_C = True
 #: ... and with more than one projection column per lane, one subgroup per sg columns instead
@@ -1137,6 +1141,9 @@ DWPL_SPLIT = False
 DWPL_TW = 4
 DWPL_MIN_GROUPS = 8
 DWPL_MIN_TH = 4
+#: ... and a projection of at most sg / 2 vec4 columns projects several pixels per pass, one per
+#: group of lanes (:func:`_dwpl_pack`)
+DWPL_PACK = True
 
 
 def _row_chunks_in_budget(g: dict) -> int:
@@ -1157,7 +1164,7 @@ def _dwp_lanes(g: dict, n4: int, sg: int) -> tuple[int, int, int, int, int] | No
     if not sg or not n4 or g["dh"] != 1 or g["KH"] < g["sh"]:
         return None
     cpl, npl = -(-(g["C"] // 4) // sg), -(-n4 // sg)
-    if cpl > DWPL_MAX_CPL or npl > DWPL_MAX_NPL:
+    if cpl > DWPL_MAX_CPL or npl > DWPL_MAX_NPL or (g["C"] // 4 if DWPL_EXACT_C else sg * cpl) * npl > DWPL_MAX_BLOCKS:
         return None
     tw = min(DWPL_TW, g["OW"])
     owb = g["NB"] * -(-g["OW"] // tw)
@@ -1166,16 +1173,31 @@ def _dwp_lanes(g: dict, n4: int, sg: int) -> tuple[int, int, int, int, int] | No
     return tw, th, -(-g["OH"] // th), cpl, npl
 
 
+def _dwpl_pack(n4: int, sg: int, tw: int) -> int:
+    """Pixels the channel-lane kernel projects per pass (PK) for a projection of ``n4`` vec4
+    columns with ``sg`` lanes and strips of ``tw`` columns: with :data:`DWPL_PACK`, where the
+    columns take at most half the lanes, the largest power of two of lane groups of the columns'
+    width (rounded up to a power of two) that fits ``sg`` and ``tw``, so that the lanes past the
+    columns project another pixel instead of repeating the products; else 1."""
+    if not DWPL_PACK or not sg or n4 < 1 or 2 * n4 > sg:
+        return 1
+    lpp = 1 << (n4 - 1).bit_length()
+    pk = 1
+    while 2 * pk <= min(sg // lpp, tw):
+        pk *= 2
+    return pk
+
+
 #: The channel-lane kernel's time on lavapipe before Mesa 24, in microseconds per 1000 of what
 #: its busiest thread does (:func:`_dwpl_terms`): input loads (lanes x vec4s), depthwise vec4
 #: multiply-adds, projection ``mat4x4 * vec4`` products, stores (lanes x vec4s), and a fixed part
 #: (docs/conv.md, The channel-lane kernel; fitted on benchmarks/dw_project.py --vs-lanes).
-DWPL_FIT: dict[str, tuple[float, ...]] = {"lane-loop": (5.86, 0.0, 8.53, 0.0, 46.2)}
+DWPL_FIT: dict[str, tuple[float, ...]] = {"lane-loop": (5.74, 0.69, 5.54, 5.38, 43.8)}
 #: ... and the margin, in microseconds, by which that estimate must beat the other kernels': the
-#: fit's median error is 13%, and each of its pipelines (one per channel count, window, stride
+#: fit's median error is 16-20%, and each of its pipelines (one per channel count, window, stride
 #: and epilogue) costs 0.2-1.2 s of CPU in a first build, where the pair's other kernels often
 #: share theirs with other layers
-DWPL_MARGIN = 60.0
+DWPL_MARGIN = 50.0
 
 
 def _dwpl_terms(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int) -> tuple[float, ...]:
@@ -1190,8 +1212,9 @@ def _dwpl_terms(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int)
     wgs = g["NB"] * rb * -(-g["OW"] // tw)
     busy = -(-wgs // DWP_CORES.get("lane-loop", 2))
     steps = th + -(-(g["KH"] - g["sh"]) // g["sh"])
+    passes = -(-tw // _dwpl_pack(n4, sg, tw))  # a pass: one product per channel group and column
     return (busy * steps * g["sh"] * len(_segment(g, tw)) * c4 / 1e3,
-            busy * th * tw * cpl * g["KH"] * g["KW"] / 1e3, busy * th * tw * cs * npl / 1e3,
+            busy * th * tw * cpl * g["KH"] * g["KW"] / 1e3, busy * th * passes * cs * npl / 1e3,
             busy * th * tw * n4 / 1e3, 1.0)
 
 
@@ -1241,6 +1264,8 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
     owb = -(-g["OW"] // tw)
     npl_all = npl
     splits, npl = (npl, 1) if DWPL_SPLIT and npl > 1 else (1, npl)
+    pk = _dwpl_pack(n4, sg, tw)
+    xres = xres and pk == 1  # a lane of a packed pass projects another lane's channels: pg is loaded
     n_inv = g["NB"] * rb * owb * splits * sg
     prm = make_constant(np.array([n_inv, g["H"], g["W"], g["OH"], g["OW"], owb, rb, th, g["pt"], g["pl"], c4, n4,
                                   splits, sg * npl_all, 0, 0], dtype=np.uint32), "uint32")
@@ -1259,7 +1284,7 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
     lc.kernel("conv/depthwise_project_lanes.wgsl",
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
               n_inv, workgroup=sg, T=wgsl_type(out.data_type), TW=tw, CPL=cpl, NPL=npl, sg=sg,
-              CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1,
+              CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1, PK=pk,
               seg=_segment(g, tw), hold=hold, warm=-(-hold // g["sh"]), ep=ep, pep=pep, xres=xres,
               pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
