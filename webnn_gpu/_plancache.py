@@ -22,8 +22,15 @@ A file holds a header (magic, its key, the body's length and SHA-256) and the bo
 plan, with the constants' bytes out of band after it (:func:`dumps`), so that reading makes the
 arrays on the file's bytes without copying them. A file that does not match in every part,
 cannot be read or does not unpickle into a plan is a miss (the model is built as without the
-cache and the file written again), never an error; the unpickler names only the engine's and
-NumPy's classes and a few builtin types.
+cache and the file written again), never an error.
+
+The pickle names exactly four functions of this module and nothing else (no class, no builtin,
+no other module, no dotted name): ``_make`` (a ``KernelStep``, ``CopyStep`` or ``BuildPlan``
+from its fields, nothing else), ``_stub`` (a node from two strings), ``_value`` (a Value from
+its fields) and ``_array`` (a constant's array of a plain numeric type on the file's bytes);
+each checks its arguments, and pickle's BUILD cannot change them. Everything else in it is
+pickle's plain data (strings, numbers, tuples, lists, dicts, sets); a plan holding anything
+else is not written. So a file planted in a shared cache folder cannot run code when read.
 Files are written atomically (a temporary file in the folder, then ``os.replace``: a reader
 sees a whole file or none, and two processes writing the same key leave one whole file). The
 folder is kept under ``WEBNN_GPU_PLAN_CACHE_MB`` megabytes (default 256): after a write the
@@ -62,11 +69,7 @@ _ALIGN = 64  # file offset of each constant's bytes: a multiple of this
 #: environment variables that change nothing of a plan (the cache's own switches)
 _NOT_IN_KEY = ("WEBNN_GPU_PLAN_CACHE", "WEBNN_GPU_PLAN_CACHE_MB", "WEBNN_GPU_PLAN_CACHE_DIR")
 
-#: packages whose classes and functions a plan may name, and the builtins it may name (anything
-#: else fails to unpickle: a miss)
-_ALLOWED = ("webnn_gpu", "numpy", "collections", "copyreg", "_codecs", "types")
-_BUILTINS = frozenset({"object", "set", "frozenset", "list", "tuple", "dict", "slice", "range", "complex",
-                       "bytearray", "bytes", "int", "float", "str", "bool"})
+
 
 
 def enabled() -> bool:
@@ -171,20 +174,52 @@ def key(loader: str, data, options: dict, context) -> str | None:
 
 def _stub(op: str, label: str) -> Node:
     """A node that names an operator and its label, and nothing of its graph."""
+    if type(op) is not str or type(label) is not str:
+        raise pickle.UnpicklingError("a node stub takes two strings")
     return Node(op, [], [], {}, label)
 
 
-def _make(cls, fields: dict):
+def _classes() -> dict:
+    from .graph import BuildPlan
+
+    return {"KernelStep": KernelStep, "CopyStep": CopyStep, "BuildPlan": BuildPlan}
+
+
+def _make(kind: str, fields: dict):
+    """A step or the plan (``kind``: ``"KernelStep"``, ``"CopyStep"`` or ``"BuildPlan"``) made
+    from its dataclass fields (a step's pipeline left out); nothing else."""
+    cls = _classes().get(kind) if type(kind) is str else None
+    names = {f.name for f in dataclasses.fields(cls)} - {"pipeline"} if cls is not None else set()
+    if cls is None or type(fields) is not dict or not set(fields) <= names or not all(type(k) is str for k in fields):
+        raise pickle.UnpicklingError(f"not a part of a plan: {kind!r}")
     return cls(**fields)
 
+
+_VALUE_FIELDS = frozenset({"data_type", "shape", "kind", "name", "data", "producer"})
 
 _LOADING = threading.local()  # .ids: old value id -> the new Value, while a plan unpickles
 
 
 def _value(fields: dict, old_id: int) -> Value:
+    """A plan's Value (a new id) from its fields (no constant MLTensor)."""
+    if type(fields) is not dict or not set(fields) <= _VALUE_FIELDS or type(old_id) is not int:
+        raise pickle.UnpicklingError("not a value of a plan")
     v = Value(**fields)  # a new id
     _LOADING.ids[old_id] = v
     return v
+
+
+def _array(buffer, dtype: str, shape: tuple):
+    """A constant's array of a plain numeric ``dtype`` (a NumPy type string) and ``shape`` on
+    ``buffer`` (out of band: the file's bytes), without a copy."""
+    import numpy as np
+
+    dt = np.dtype(dtype) if type(dtype) is str else None
+    if (dt is None or dt.kind not in "biuf" or dt.fields is not None or dt.subdtype is not None
+            or not isinstance(buffer, (bytes, bytearray, memoryview, pickle.PickleBuffer))
+            or type(shape) is not tuple or not all(type(d) is int and d >= 0 for d in shape)):
+        raise pickle.UnpicklingError("not a constant of a plan")
+    return np.frombuffer(buffer, dtype=dt).reshape(shape)
 
 
 class _Unstorable(Exception):
@@ -192,7 +227,11 @@ class _Unstorable(Exception):
 
 
 class _Pickler(pickle.Pickler):
+    """Writes a plan with :class:`_Unpickler`'s four functions as its only globals."""
+
     def reducer_override(self, obj):
+        import numpy as np
+
         t = type(obj)
         if t is Value:
             if obj.tensor is not None:
@@ -203,19 +242,56 @@ class _Pickler(pickle.Pickler):
             return _value, (fields, obj.id)
         if t is Node:
             return _stub, (obj.op, obj.label)
+        if t is np.ndarray:
+            if obj.dtype.kind not in "biuf" or obj.dtype.fields is not None:
+                raise _Unstorable(f"an array of {obj.dtype}")
+            obj = np.ascontiguousarray(obj)
+            return _array, (pickle.PickleBuffer(obj), obj.dtype.str, tuple(int(d) for d in obj.shape))
         if t is KernelStep or t is CopyStep:
             if getattr(obj, "user_code", False):
                 raise _Unstorable("the user's own WGSL")
             fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.name != "pipeline"}
-            return _make, (t, fields)
+            return _make, (t.__name__, fields)
+        if t is _classes()["BuildPlan"]:
+            return _make, ("BuildPlan", {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})
+        if not (obj is None or t in _PLAIN or any(obj is f for f in (_make, _stub, _value, _array))):
+            raise _Unstorable(f"a {t.__qualname__}")
         return NotImplemented
+
+
+#: what a plan holds besides its steps, values, nodes and arrays (pickle's own opcodes)
+_PLAIN = frozenset({str, bytes, bytearray, int, float, bool, tuple, list, dict, set, frozenset, pickle.PickleBuffer})
+
+
+class _Global:
+    """One of the functions a plan may name, frozen: pickle's BUILD cannot change it."""
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn):
+        object.__setattr__(self, "_fn", fn)
+
+    def __call__(self, *args):
+        return self._fn(*args)
+
+    def __setattr__(self, name, value):
+        raise pickle.UnpicklingError("a plan cannot change the engine")
+
+    def __setstate__(self, state):
+        raise pickle.UnpicklingError("a plan cannot change the engine")
+
+
+#: the only globals a plan names: exact (module, name) pairs; anything else (another function,
+#: a class, a builtin, a dotted name) fails to unpickle, a miss
+_GLOBALS = {(__name__, f.__name__): _Global(f) for f in (_make, _stub, _value, _array)}
 
 
 class _Unpickler(pickle.Unpickler):
     def find_class(self, module, name):
-        if not (module.split(".")[0] in _ALLOWED or (module == "builtins" and name in _BUILTINS)):
-            raise pickle.UnpicklingError(f"{module}.{name} is not part of a plan")
-        return super().find_class(module, name)
+        try:
+            return _GLOBALS[(module, name)]
+        except (KeyError, TypeError):
+            raise pickle.UnpicklingError(f"{module}.{name} is not part of a plan") from None
 
 
 def dumps(plan, meta: dict) -> list:

@@ -301,3 +301,91 @@ def test_a_hit_keeps_the_models_pipeline_list(plans, model, tmp_path, monkeypatc
     finally:
         for c in contexts:
             c.destroy()
+
+
+# ---------------------------------------------------------------------------- crafted files
+
+def _call(module: str, name: str, *args) -> bytes:
+    """A pickle (protocol 4) that calls ``module``'s ``name`` (STACK_GLOBAL: the name may hold
+    dots) with string and empty-dict arguments."""
+    import pickle
+
+    def s(x: str) -> bytes:
+        b = x.encode()
+        return pickle.SHORT_BINUNICODE + bytes([len(b)]) + b
+
+    out = b"\x80\x04" + s(module) + s(name) + pickle.STACK_GLOBAL + pickle.MARK
+    for a in args:
+        out += s(a) if isinstance(a, str) else pickle.EMPTY_DICT
+    return out + pickle.TUPLE + pickle.REDUCE + pickle.STOP
+
+
+def _plant(payload: bytes, key: str) -> bytes:
+    """A plan file under ``key`` whose header and checksum are right and whose pickle is
+    ``payload``; returns its body."""
+    import hashlib
+
+    body = (0).to_bytes(4, "little") + len(payload).to_bytes(8, "little") + payload
+    head = _plancache._MAGIC + bytes.fromhex(key) + len(body).to_bytes(8, "little") + hashlib.sha256(body).digest()
+    path = _plancache._path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(head + body)
+    return body
+
+
+@pytest.mark.parametrize("module, name, args", [
+    ("webnn_gpu._plancache", "os.system", ("touch {marker}",)),  # a dotted name inside an allowed module
+    ("webnn_gpu._plancache", "_make.__globals__.get", ("x",)),
+    ("builtins", "eval", ("open({marker!r}, 'w')",)),
+    ("builtins", "getattr", ("x", "y")),
+    ("builtins", "exec", ("open({marker!r}, 'w')",)),
+    ("numpy", "load", ("{marker}",)),  # whole modules are not allowed
+    ("numpy._core.numeric", "_frombuffer", ("x",)),  # nor NumPy's own array pickling
+    ("types", "FunctionType", ("x",)),
+    ("webnn_gpu", "load", ("{marker}",)),
+    ("webnn_gpu._kernels", "_shader_root", ()),
+    ("posix", "system", ("touch {marker}",)),
+])
+def test_a_plan_names_only_the_caches_own_four_functions(plans, tmp_path, module, name, args):
+    """A crafted file (a shared cache folder) with the right header and checksum cannot call
+    anything but ``_make``, ``_stub``, ``_value`` and ``_array``: a miss, nothing run."""
+    import pickle
+
+    marker = tmp_path / "ran"
+    body = _plant(_call(module, name, *(a.format(marker=str(marker)) for a in args)), "ab" * 32)
+    assert _plancache.load("ab" * 32) is None
+    with pytest.raises(pickle.UnpicklingError, match="not part of a plan"):
+        _plancache.loads(body)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("kind", ["MLContext", "Value", "Node", "type", "KernelStep.__init__"])
+def test_make_builds_only_steps_and_plans(plans, kind):
+    import pickle
+
+    body = _plant(_call("webnn_gpu._plancache", "_make", kind, {}), "cd" * 32)
+    assert _plancache.load("cd" * 32) is None
+    with pytest.raises(pickle.UnpicklingError, match="not a part of a plan"):
+        _plancache.loads(body)
+
+
+def test_a_plan_cannot_change_the_functions_it_names(plans):
+    """pickle's BUILD sets attributes of the object on the stack: not of the cache's functions."""
+    import pickle
+
+    payload = (b"\x80\x04" + pickle.SHORT_BINUNICODE + bytes([20]) + b"webnn_gpu._plancache"
+               + pickle.SHORT_BINUNICODE + bytes([5]) + b"_make" + pickle.STACK_GLOBAL
+               + pickle.NONE + pickle.EMPTY_DICT + pickle.SHORT_BINUNICODE + bytes([12]) + b"__qualname__"
+               + pickle.SHORT_BINUNICODE + bytes([4]) + b"evil" + pickle.SETITEM + pickle.TUPLE2
+               + pickle.BUILD + pickle.STOP)
+    _plant(payload, "ef" * 32)
+    assert _plancache.load("ef" * 32) is None
+    assert _plancache._make.__qualname__ == "_make"
+    assert _plancache._GLOBALS[("webnn_gpu._plancache", "_make")]._fn is _plancache._make
+
+
+def test_the_docstring_names_what_a_plan_may_name():
+    doc = _plancache.__doc__
+    assert {m for m, _ in _plancache._GLOBALS} == {"webnn_gpu._plancache"}
+    for _, name in _plancache._GLOBALS:
+        assert f"``{name}``" in doc, name
