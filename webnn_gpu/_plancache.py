@@ -121,12 +121,10 @@ def engine_hash() -> str:
 
 def _installed(name: str) -> str:
     """The version of the installed package ``name``, from its ``.dist-info`` folder's name
-    beside it (importlib.metadata would cost 10-20 ms), or where it lies; "-" when absent."""
+    beside it (importlib.metadata would cost 10-20 ms), or where it lies; "-" when absent. The
+    same whether or not the package was imported."""
     import importlib.util
 
-    version = getattr(sys.modules.get(name), "__version__", None)
-    if version:
-        return str(version)
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):

@@ -389,3 +389,16 @@ def test_the_docstring_names_what_a_plan_may_name():
     assert {m for m, _ in _plancache._GLOBALS} == {"webnn_gpu._plancache"}
     for _, name in _plancache._GLOBALS:
         assert f"``{name}``" in doc, name
+
+
+def test_the_key_is_the_same_whether_or_not_the_reader_was_imported():
+    """The engine hash names the reader's packages by what is installed, not by what the
+    process imported first: a process that imported tflite hits plans written by others."""
+    script = ("import sys\n"
+              "if sys.argv[1] == '1':\n"
+              "    import tflite, flatbuffers\n"
+              "from webnn_gpu import _plancache\n"
+              "print(_plancache.engine_hash())\n")
+    got = [subprocess.run([sys.executable, "-c", script, first], capture_output=True, text=True, check=True,
+                          timeout=120).stdout.strip() for first in ("0", "1")]
+    assert len(got[0]) == 64 and got[0] == got[1]
