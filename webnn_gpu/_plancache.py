@@ -80,11 +80,17 @@ def enabled() -> bool:
 
 
 def max_bytes() -> int:
-    """The folder's size bound in bytes (``WEBNN_GPU_PLAN_CACHE_MB``, default 256 MB)."""
+    """The folder's size bound in bytes (``WEBNN_GPU_PLAN_CACHE_MB``, default 256 MB; ``inf``:
+    no bound; not a number: the default)."""
     try:
-        return max(0, int(float(os.environ.get("WEBNN_GPU_PLAN_CACHE_MB", "256")) * (1 << 20)))
+        mb = float(os.environ.get("WEBNN_GPU_PLAN_CACHE_MB", "256"))
     except ValueError:
-        return 256 << 20
+        mb = 256.0
+    if mb != mb:  # nan
+        mb = 256.0
+    if mb == float("inf"):
+        return sys.maxsize
+    return max(0, int(mb * (1 << 20))) if mb > 0 else 0
 
 
 def folder() -> Path:
@@ -391,14 +397,23 @@ def load(k: str | None):
 
 
 def store(k: str | None, plan, meta: dict) -> bool:
-    """Keep ``(plan, meta)`` under key ``k`` (atomically), then bound the folder's size.
+    """Keep ``(plan, meta)`` under key ``k`` (atomically), then bound the folder's size. Never
+    raises: a plan not kept costs the next load its time, never an error.
 
     Returns:
         bool: whether the file was written (not when ``k`` is None, the plan cannot be kept, or
-        the folder cannot be written: those cost the next load its time, never an error).
+        the folder cannot be written).
     """
     if k is None:
         return False
+    try:
+        return _store(k, plan, meta)
+    except Exception as exc:  # anything unforeseen: the load that lowered the plan still succeeds
+        log.warning("plan cache: %s not kept (%s: %s)", _path(k).name, type(exc).__name__, exc)
+        return False
+
+
+def _store(k: str, plan, meta: dict) -> bool:
     try:
         parts = dumps(plan, meta)
     except Exception as exc:  # _Unstorable, or something of a plan pickle cannot keep

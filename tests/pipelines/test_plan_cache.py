@@ -402,3 +402,26 @@ def test_the_key_is_the_same_whether_or_not_the_reader_was_imported():
     got = [subprocess.run([sys.executable, "-c", script, first], capture_output=True, text=True, check=True,
                           timeout=120).stdout.strip() for first in ("0", "1")]
     assert len(got[0]) == 64 and got[0] == got[1]
+
+
+@pytest.mark.parametrize("bound", ["inf", "nan", "-inf", "1e400", "lots"])
+def test_any_size_bound_loads(plans, model, ctx, monkeypatch, bound):
+    data, inputs, ref = model
+    monkeypatch.setenv("WEBNN_GPU_PLAN_CACHE_MB", bound)
+    loaded = webnn.load(data, ctx)
+    np.testing.assert_allclose(next(iter(_outputs(loaded, inputs).values())), ref[0], rtol=1e-5, atol=1e-5)
+    kept = len(list(plans.glob("*.plan")))
+    assert kept == (0 if bound == "-inf" else 1), "inf: no bound; not a number: the default"
+
+
+def test_a_failure_to_store_never_fails_the_load(plans, model, ctx, monkeypatch):
+    data, inputs, ref = model
+
+    def fail(*a, **k):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(_plancache, "prune", fail)
+    loaded = webnn.load(data, ctx)
+    np.testing.assert_allclose(next(iter(_outputs(loaded, inputs).values())), ref[0], rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(_plancache, "dumps", fail)
+    assert _plancache.store("12" * 32, loaded.graph._plan, {}) is False
