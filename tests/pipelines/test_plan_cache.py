@@ -425,3 +425,23 @@ def test_a_failure_to_store_never_fails_the_load(plans, model, ctx, monkeypatch)
     np.testing.assert_allclose(next(iter(_outputs(loaded, inputs).values())), ref[0], rtol=1e-5, atol=1e-5)
     monkeypatch.setattr(_plancache, "dumps", fail)
     assert _plancache.store("12" * 32, loaded.graph._plan, {}) is False
+
+
+def test_a_bad_context_fails_alike_on_a_hit_and_a_miss(plans, model, ctx, monkeypatch):
+    from webnn_gpu.errors import InvalidStateError, MLTypeError
+
+    data, _, _ = model
+    webnn.load(data, ctx)
+    assert len(list(plans.glob("*.plan"))) == 1
+    dead = webnn.ml.create_context()
+    dead.destroy()
+    errors = []
+    for cache in ("1", "0"):  # a hit, then a miss
+        monkeypatch.setenv("WEBNN_GPU_PLAN_CACHE", cache)
+        with pytest.raises(InvalidStateError) as destroyed:
+            webnn.load(data, dead)
+        with pytest.raises(MLTypeError) as not_one:
+            webnn.load(data, "not a context")
+        errors.append((str(destroyed.value), str(not_one.value)))
+    assert errors[0] == errors[1]
+    assert errors[0][0] == "MLGraphBuilder: the MLContext has been destroyed or lost"
