@@ -52,6 +52,7 @@ import io
 import logging
 import os
 import pickle
+import stat
 import sys
 import threading
 import uuid
@@ -366,12 +367,22 @@ def load(k: str | None):
     if k is None:
         return None
     path = _path(k)
-    try:
-        with open(path, "rb") as fh:
-            blob = bytearray(os.fstat(fh.fileno()).st_size)  # writable: the arrays are views of it
-            got = fh.readinto(blob)
+    try:  # not blocking on a FIFO of that name; nothing read unless a regular file within the bound
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or not _HEADER <= st.st_size <= max_bytes():
+            log.debug("plan cache: %s ignored (not a regular file of a plan's size)", path)
+            return None
+        blob = bytearray(st.st_size)  # writable: the arrays are views of it
+        with open(fd, "rb", closefd=False) as fh:
+            got = fh.readinto(blob)
+    except (OSError, MemoryError):
+        return None
+    finally:
+        os.close(fd)
     try:
         view = memoryview(blob)
         head = bytes(view[:_HEADER])

@@ -445,3 +445,41 @@ def test_a_bad_context_fails_alike_on_a_hit_and_a_miss(plans, model, ctx, monkey
         errors.append((str(destroyed.value), str(not_one.value)))
     assert errors[0] == errors[1]
     assert errors[0][0] == "MLGraphBuilder: the MLContext has been destroyed or lost"
+
+
+def test_a_huge_file_is_not_read(plans, model, ctx):
+    """A sparse ``<key>.plan`` larger than the folder's bound is a miss, never read into
+    memory (4 TiB here: a MemoryError if it were)."""
+    data, inputs, ref = model
+    k = _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx)
+    path = _plancache._path(k)
+    path.parent.mkdir(parents=True)
+    with open(path, "wb") as fh:
+        fh.truncate(1 << 42)
+    assert _plancache.load(k) is None
+    loaded = webnn.load(data, ctx)
+    np.testing.assert_allclose(next(iter(_outputs(loaded, inputs).values())), ref[0], rtol=1e-5, atol=1e-5)
+    assert path.stat().st_size < 1 << 20, "written again, whole"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+def test_a_fifo_of_a_plans_name_does_not_block(plans, model, ctx):
+    import threading
+
+    data, inputs, ref = model
+    k = _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx)
+    path = _plancache._path(k)
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(_plancache.load(k)), daemon=True)
+    reader.start()
+    reader.join(10)
+    blocked = reader.is_alive()
+    if blocked:  # open() waits for a writer: give it one, so the thread ends
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(10)
+    assert not blocked and got == [None]
+    loaded = webnn.load(data, ctx)
+    np.testing.assert_allclose(next(iter(_outputs(loaded, inputs).values())), ref[0], rtol=1e-5, atol=1e-5)
+    assert path.is_file() and _plancache.load(k) is not None, "a plan written in its place"
