@@ -483,3 +483,15 @@ def test_a_fifo_of_a_plans_name_does_not_block(plans, model, ctx):
     loaded = webnn.load(data, ctx)
     np.testing.assert_allclose(next(iter(_outputs(loaded, inputs).values())), ref[0], rtol=1e-5, atol=1e-5)
     assert path.is_file() and _plancache.load(k) is not None, "a plan written in its place"
+
+
+def test_the_suite_runs_with_the_plan_cache_off_whatever_the_shell_says():
+    """tests/conftest.py turns the cache off even when the developer exported it on (the
+    suite must not read or fill the real cache folder)."""
+    script = ("import os, runpy\n"
+              f"runpy.run_path({str(REPO / 'tests' / 'conftest.py')!r})\n"
+              "print(os.environ['WEBNN_GPU_PLAN_CACHE'])\n")
+    env = dict(os.environ, WEBNN_GPU_PLAN_CACHE="1")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True,
+                         timeout=120).stdout
+    assert out.split() == ["0"]
