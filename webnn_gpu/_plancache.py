@@ -16,7 +16,9 @@ read once per process), the versions of Python, NumPy, wgpu-py (and so wgpu-nati
 Jinja2 and the TFLite reader's packages, the adapter (its info, the device's features and
 limits, the kernel tuning profile, the subgroup lanes) and every ``WEBNN_GPU_*`` environment
 variable (forced variants and switched-off rules change the plan). Any of these changed is a
-miss, never a stale plan.
+miss, never a stale plan. The engine's source counts as its files are on disk when the process
+first works out a key: a change inside a running process (a monkeypatched constant, a template
+edited while it runs) is not covered.
 
 A file holds a header (magic, its key, the body's length and SHA-256) and the body: the pickled
 plan, with the constants' bytes out of band after it (:func:`dumps`), so that reading makes the
@@ -33,7 +35,9 @@ pickle's plain data (strings, numbers, tuples, lists, dicts, sets); a plan holdi
 else is not written. So a file planted in a shared cache folder cannot run code when read.
 Files are written atomically (a temporary file in the folder, then ``os.replace``: a reader
 sees a whole file or none, and two processes writing the same key leave one whole file). The
-folder is kept under ``WEBNN_GPU_PLAN_CACHE_MB`` megabytes (default 256): after a write the
+folder is kept under ``WEBNN_GPU_PLAN_CACHE_MB`` megabytes (default 256, ``inf``: no bound), and
+only a regular file no larger than that is read (a FIFO or a huge sparse file of a plan's name
+is a miss): after a write the
 least recently used plans go first (a hit touches its file). ``WEBNN_GPU_PLAN_CACHE=0`` turns
 the cache off (so does ``WEBNN_GPU_TEMPLATE_CACHE=0``, which turns off every cache of derived
 data). The pickle is read from the user's own cache folder, as the engine's other caches are.
