@@ -225,7 +225,7 @@ def _array(buffer, dtype: str, shape: tuple):
 
     dt = np.dtype(dtype) if type(dtype) is str else None
     if (dt is None or dt.kind not in "biuf" or dt.fields is not None or dt.subdtype is not None
-            or not isinstance(buffer, (bytes, bytearray, memoryview, pickle.PickleBuffer))
+            or not isinstance(buffer, (bytes, bytearray, memoryview))
             or type(shape) is not tuple or not all(type(d) is int and d >= 0 for d in shape)):
         raise pickle.UnpicklingError("not a constant of a plan")
     return np.frombuffer(buffer, dtype=dt).reshape(shape)
