@@ -188,18 +188,20 @@ def _stub(op: str, label: str) -> Node:
     return Node(op, [], [], {}, label)
 
 
+@functools.lru_cache(maxsize=1)
 def _classes() -> dict:
+    """kind -> (class, the names of the fields a plan keeps)."""
     from .graph import BuildPlan
 
-    return {"KernelStep": KernelStep, "CopyStep": CopyStep, "BuildPlan": BuildPlan}
+    return {c.__name__: (c, frozenset(f.name for f in dataclasses.fields(c)) - {"pipeline"})
+            for c in (KernelStep, CopyStep, BuildPlan)}
 
 
 def _make(kind: str, fields: dict):
     """A step or the plan (``kind``: ``"KernelStep"``, ``"CopyStep"`` or ``"BuildPlan"``) made
     from its dataclass fields (a step's pipeline left out); nothing else."""
-    cls = _classes().get(kind) if type(kind) is str else None
-    names = {f.name for f in dataclasses.fields(cls)} - {"pipeline"} if cls is not None else set()
-    if cls is None or type(fields) is not dict or not set(fields) <= names or not all(type(k) is str for k in fields):
+    cls, names = _classes().get(kind, (None, frozenset())) if type(kind) is str else (None, frozenset())
+    if cls is None or type(fields) is not dict or not names.issuperset(fields):
         raise pickle.UnpicklingError(f"not a part of a plan: {kind!r}")
     return cls(**fields)
 
@@ -211,7 +213,7 @@ _LOADING = threading.local()  # .ids: old value id -> the new Value, while a pla
 
 def _value(fields: dict, old_id: int) -> Value:
     """A plan's Value (a new id) from its fields (no constant MLTensor)."""
-    if type(fields) is not dict or not set(fields) <= _VALUE_FIELDS or type(old_id) is not int:
+    if type(fields) is not dict or not _VALUE_FIELDS.issuperset(fields) or type(old_id) is not int:
         raise pickle.UnpicklingError("not a value of a plan")
     v = Value(**fields)  # a new id
     _LOADING.ids[old_id] = v
@@ -261,7 +263,7 @@ class _Pickler(pickle.Pickler):
                 raise _Unstorable("the user's own WGSL")
             fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.name != "pipeline"}
             return _make, (t.__name__, fields)
-        if t is _classes()["BuildPlan"]:
+        if t is _classes()["BuildPlan"][0]:
             return _make, ("BuildPlan", {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})
         if not (obj is None or t in _PLAIN or any(obj is f for f in (_make, _stub, _value, _array))):
             raise _Unstorable(f"a {t.__qualname__}")
