@@ -183,7 +183,7 @@ def key(loader: str, data, options: dict, context) -> str | None:
 
 def _stub(op: str, label: str) -> Node:
     """A node that names an operator and its label, and nothing of its graph."""
-    if type(op) is not str or type(label) is not str:
+    if type(op) is not str or not (label is None or type(label) is str):
         raise pickle.UnpicklingError("a node stub takes two strings")
     return Node(op, [], [], {}, label)
 
@@ -249,9 +249,11 @@ class _Pickler(pickle.Pickler):
                 raise _Unstorable("a constant MLTensor")
             p = obj.producer
             fields = dict(data_type=obj.data_type, shape=tuple(obj.shape), kind=obj.kind, name=obj.name,
-                          data=obj.data, producer=None if p is None else _stub(p.op, p.label))
+                          data=obj.data, producer=None if p is None else Node(p.op, [], [], {}, p.label))
             return _value, (fields, obj.id)
         if t is Node:
+            if type(obj.op) is not str or not (obj.label is None or type(obj.label) is str):
+                raise _Unstorable("a node's operator or label not a string")
             return _stub, (obj.op, obj.label)
         if t is np.ndarray:
             if obj.dtype.kind not in "biuf" or obj.dtype.fields is not None:
