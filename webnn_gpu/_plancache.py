@@ -35,10 +35,9 @@ pickle's plain data (strings, numbers, tuples, lists, dicts, sets); a plan holdi
 else is not written. So a file planted in a shared cache folder cannot run code when read.
 Files are written atomically (a temporary file in the folder, then ``os.replace``: a reader
 sees a whole file or none, and two processes writing the same key leave one whole file). The
-folder is kept under ``WEBNN_GPU_PLAN_CACHE_MB`` megabytes (default 256, ``inf``: no bound), and
-only a regular file no larger than that is read (a FIFO or a huge sparse file of a plan's name
-is a miss): after a write the
-least recently used plans go first (a hit touches its file). ``WEBNN_GPU_PLAN_CACHE=0`` turns
+folder is kept under ``WEBNN_GPU_PLAN_CACHE_MB`` megabytes (default 256, ``inf``: no bound):
+after a write the least recently used plans go first (a hit touches its file); only a regular
+file no larger than that is read (a FIFO or a huge sparse file of a plan's name is a miss). ``WEBNN_GPU_PLAN_CACHE=0`` turns
 the cache off (so does ``WEBNN_GPU_TEMPLATE_CACHE=0``, which turns off every cache of derived
 data). The pickle is read from the user's own cache folder, as the engine's other caches are.
 
@@ -75,8 +74,6 @@ _ALIGN = 64  # file offset of each constant's bytes: a multiple of this
 _NOT_IN_KEY = ("WEBNN_GPU_PLAN_CACHE", "WEBNN_GPU_PLAN_CACHE_MB", "WEBNN_GPU_PLAN_CACHE_DIR")
 
 
-
-
 def enabled() -> bool:
     """Whether plans are read and written (``WEBNN_GPU_PLAN_CACHE`` and
     ``WEBNN_GPU_TEMPLATE_CACHE`` not ``0``)."""
@@ -95,7 +92,7 @@ def max_bytes() -> int:
         mb = 256.0
     if mb == float("inf"):
         return sys.maxsize
-    return max(0, int(mb * (1 << 20))) if mb > 0 else 0
+    return int(mb * (1 << 20)) if mb > 0 else 0
 
 
 def folder() -> Path:
