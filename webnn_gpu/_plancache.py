@@ -39,7 +39,8 @@ folder is kept under ``WEBNN_GPU_PLAN_CACHE_MB`` megabytes (default 256, ``inf``
 after a write the least recently used plans go first (a hit touches its file); only a regular
 file no larger than that is read (a FIFO or a huge sparse file of a plan's name is a miss).
 ``WEBNN_GPU_PLAN_CACHE=0`` turns the cache off (so does ``WEBNN_GPU_TEMPLATE_CACHE=0``, which
-turns off every cache of derived data). The pickle is read from the user's own cache folder, as the engine's other caches are.
+turns off every cache of derived data). The pickle is read from the user's own cache folder,
+as the engine's other caches are.
 
 Unpickling gives the plan's values new ids (:class:`webnn_gpu._ir.Value` ids are unique per
 process); producers and steps' nodes are kept as stubs that carry the operator and its label
