@@ -7,8 +7,9 @@ import os
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 # Lowered models are not kept on disk across the suite's loads (tests that change the engine's
 # constants in the process would find plans lowered without the change); tests/pipelines/
-# test_plan_cache.py turns it on.
-os.environ.setdefault("WEBNN_GPU_PLAN_CACHE", "0")
+# test_plan_cache.py turns it on. Assigned, not defaulted: a developer's exported
+# WEBNN_GPU_PLAN_CACHE=1 must not make the suite use the real cache folder.
+os.environ["WEBNN_GPU_PLAN_CACHE"] = "0"
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

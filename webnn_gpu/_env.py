@@ -12,7 +12,7 @@
   ``_rendered_dir``, ``ModelPrefetch``).
 * ``WEBNN_GPU_PLAN_CACHE=0``: do not keep each model's lowered plan on disk
   (``webnn_gpu._plancache``; ``WEBNN_GPU_PLAN_CACHE_MB`` bounds the folder, 256 MB by default,
-  ``WEBNN_GPU_PLAN_CACHE_DIR`` names another one).
+  ``inf`` for no bound; ``WEBNN_GPU_PLAN_CACHE_DIR`` names another one).
 * ``WEBNN_GPU_PIPELINE_THREADS=N``: threads that create pipelines (a graph's new ones at
   ``build()``, and ahead of it: ``PipelineCache.prefetch``; 1 = in turn, nothing ahead).
 * ``WEBNN_GPU_COMPILE_DEVICES=N``: queues that compile a graph's new pipelines on lavapipe, its

@@ -16,20 +16,31 @@ read once per process), the versions of Python, NumPy, wgpu-py (and so wgpu-nati
 Jinja2 and the TFLite reader's packages, the adapter (its info, the device's features and
 limits, the kernel tuning profile, the subgroup lanes) and every ``WEBNN_GPU_*`` environment
 variable (forced variants and switched-off rules change the plan). Any of these changed is a
-miss, never a stale plan.
+miss, never a stale plan. The engine's source counts as its files are on disk when the process
+first works out a key: a change inside a running process (a monkeypatched constant, a template
+edited while it runs) is not covered.
 
 A file holds a header (magic, its key, the body's length and SHA-256) and the body: the pickled
 plan, with the constants' bytes out of band after it (:func:`dumps`), so that reading makes the
 arrays on the file's bytes without copying them. A file that does not match in every part,
 cannot be read or does not unpickle into a plan is a miss (the model is built as without the
-cache and the file written again), never an error; the unpickler names only the engine's and
-NumPy's classes and a few builtin types.
+cache and the file written again), never an error.
+
+The pickle names exactly four functions of this module and nothing else (no class, no builtin,
+no other module, no dotted name): ``_make`` (a ``KernelStep``, ``CopyStep`` or ``BuildPlan``
+from its fields, nothing else), ``_stub`` (a node from two strings), ``_value`` (a Value from
+its fields) and ``_array`` (a constant's array of a plain numeric type on the file's bytes);
+each checks its arguments, and pickle's BUILD cannot change them. Everything else in it is
+pickle's plain data (strings, numbers, tuples, lists, dicts, sets); a plan holding anything
+else is not written. So a file planted in a shared cache folder cannot run code when read.
 Files are written atomically (a temporary file in the folder, then ``os.replace``: a reader
 sees a whole file or none, and two processes writing the same key leave one whole file). The
-folder is kept under ``WEBNN_GPU_PLAN_CACHE_MB`` megabytes (default 256): after a write the
-least recently used plans go first (a hit touches its file). ``WEBNN_GPU_PLAN_CACHE=0`` turns
-the cache off (so does ``WEBNN_GPU_TEMPLATE_CACHE=0``, which turns off every cache of derived
-data). The pickle is read from the user's own cache folder, as the engine's other caches are.
+folder is kept under ``WEBNN_GPU_PLAN_CACHE_MB`` megabytes (default 256, ``inf``: no bound):
+after a write the least recently used plans go first (a hit touches its file); only a regular
+file no larger than that is read (a FIFO or a huge sparse file of a plan's name is a miss).
+``WEBNN_GPU_PLAN_CACHE=0`` turns the cache off (so does ``WEBNN_GPU_TEMPLATE_CACHE=0``, which
+turns off every cache of derived data). The pickle is read from the user's own cache folder,
+as the engine's other caches are.
 
 Unpickling gives the plan's values new ids (:class:`webnn_gpu._ir.Value` ids are unique per
 process); producers and steps' nodes are kept as stubs that carry the operator and its label
@@ -45,6 +56,7 @@ import io
 import logging
 import os
 import pickle
+import stat
 import sys
 import threading
 import uuid
@@ -62,12 +74,6 @@ _ALIGN = 64  # file offset of each constant's bytes: a multiple of this
 #: environment variables that change nothing of a plan (the cache's own switches)
 _NOT_IN_KEY = ("WEBNN_GPU_PLAN_CACHE", "WEBNN_GPU_PLAN_CACHE_MB", "WEBNN_GPU_PLAN_CACHE_DIR")
 
-#: packages whose classes and functions a plan may name, and the builtins it may name (anything
-#: else fails to unpickle: a miss)
-_ALLOWED = ("webnn_gpu", "numpy", "collections", "copyreg", "_codecs", "types")
-_BUILTINS = frozenset({"object", "set", "frozenset", "list", "tuple", "dict", "slice", "range", "complex",
-                       "bytearray", "bytes", "int", "float", "str", "bool"})
-
 
 def enabled() -> bool:
     """Whether plans are read and written (``WEBNN_GPU_PLAN_CACHE`` and
@@ -77,11 +83,17 @@ def enabled() -> bool:
 
 
 def max_bytes() -> int:
-    """The folder's size bound in bytes (``WEBNN_GPU_PLAN_CACHE_MB``, default 256 MB)."""
+    """The folder's size bound in bytes (``WEBNN_GPU_PLAN_CACHE_MB``, default 256 MB; ``inf``:
+    no bound; not a number: the default)."""
     try:
-        return max(0, int(float(os.environ.get("WEBNN_GPU_PLAN_CACHE_MB", "256")) * (1 << 20)))
+        mb = float(os.environ.get("WEBNN_GPU_PLAN_CACHE_MB", "256"))
     except ValueError:
-        return 256 << 20
+        mb = 256.0
+    if mb != mb:  # nan
+        mb = 256.0
+    if mb == float("inf"):
+        return sys.maxsize
+    return int(mb * (1 << 20)) if mb > 0 else 0
 
 
 def folder() -> Path:
@@ -118,12 +130,10 @@ def engine_hash() -> str:
 
 def _installed(name: str) -> str:
     """The version of the installed package ``name``, from its ``.dist-info`` folder's name
-    beside it (importlib.metadata would cost 10-20 ms), or where it lies; "-" when absent."""
+    beside it (importlib.metadata would cost 10-20 ms), or where it lies; "-" when absent. The
+    same whether or not the package was imported."""
     import importlib.util
 
-    version = getattr(sys.modules.get(name), "__version__", None)
-    if version:
-        return str(version)
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
@@ -171,20 +181,54 @@ def key(loader: str, data, options: dict, context) -> str | None:
 
 def _stub(op: str, label: str) -> Node:
     """A node that names an operator and its label, and nothing of its graph."""
+    if type(op) is not str or not (label is None or type(label) is str):
+        raise pickle.UnpicklingError("a node stub takes two strings")
     return Node(op, [], [], {}, label)
 
 
-def _make(cls, fields: dict):
+@functools.lru_cache(maxsize=1)
+def _classes() -> dict:
+    """kind -> (class, the names of the fields a plan keeps)."""
+    from .graph import BuildPlan
+
+    return {c.__name__: (c, frozenset(f.name for f in dataclasses.fields(c)) - {"pipeline"})
+            for c in (KernelStep, CopyStep, BuildPlan)}
+
+
+def _make(kind: str, fields: dict):
+    """A step or the plan (``kind``: ``"KernelStep"``, ``"CopyStep"`` or ``"BuildPlan"``) made
+    from its dataclass fields (a step's pipeline left out); nothing else."""
+    cls, names = _classes().get(kind, (None, frozenset())) if type(kind) is str else (None, frozenset())
+    if cls is None or type(fields) is not dict or not names.issuperset(fields):
+        raise pickle.UnpicklingError(f"not a part of a plan: {kind!r}")
     return cls(**fields)
 
+
+_VALUE_FIELDS = frozenset({"data_type", "shape", "kind", "name", "data", "producer"})
 
 _LOADING = threading.local()  # .ids: old value id -> the new Value, while a plan unpickles
 
 
 def _value(fields: dict, old_id: int) -> Value:
+    """A plan's Value (a new id) from its fields (no constant MLTensor)."""
+    if type(fields) is not dict or not _VALUE_FIELDS.issuperset(fields) or type(old_id) is not int:
+        raise pickle.UnpicklingError("not a value of a plan")
     v = Value(**fields)  # a new id
     _LOADING.ids[old_id] = v
     return v
+
+
+def _array(buffer, dtype: str, shape: tuple):
+    """A constant's array of a plain numeric ``dtype`` (a NumPy type string) and ``shape`` on
+    ``buffer`` (out of band: the file's bytes), without a copy."""
+    import numpy as np
+
+    dt = np.dtype(dtype) if type(dtype) is str else None
+    if (dt is None or dt.kind not in "biuf" or dt.fields is not None or dt.subdtype is not None
+            or not isinstance(buffer, (bytes, bytearray, memoryview))
+            or type(shape) is not tuple or not all(type(d) is int and d >= 0 for d in shape)):
+        raise pickle.UnpicklingError("not a constant of a plan")
+    return np.frombuffer(buffer, dtype=dt).reshape(shape)
 
 
 class _Unstorable(Exception):
@@ -192,30 +236,73 @@ class _Unstorable(Exception):
 
 
 class _Pickler(pickle.Pickler):
+    """Writes a plan with :class:`_Unpickler`'s four functions as its only globals."""
+
     def reducer_override(self, obj):
+        import numpy as np
+
         t = type(obj)
         if t is Value:
             if obj.tensor is not None:
                 raise _Unstorable("a constant MLTensor")
             p = obj.producer
             fields = dict(data_type=obj.data_type, shape=tuple(obj.shape), kind=obj.kind, name=obj.name,
-                          data=obj.data, producer=None if p is None else _stub(p.op, p.label))
+                          data=obj.data, producer=None if p is None else Node(p.op, [], [], {}, p.label))
             return _value, (fields, obj.id)
         if t is Node:
+            if type(obj.op) is not str or not (obj.label is None or type(obj.label) is str):
+                raise _Unstorable("a node's operator or label not a string")
             return _stub, (obj.op, obj.label)
+        if t is np.ndarray:
+            if obj.dtype.kind not in "biuf" or obj.dtype.fields is not None:
+                raise _Unstorable(f"an array of {obj.dtype}")
+            obj = np.ascontiguousarray(obj)
+            return _array, (pickle.PickleBuffer(obj), obj.dtype.str, tuple(int(d) for d in obj.shape))
         if t is KernelStep or t is CopyStep:
             if getattr(obj, "user_code", False):
                 raise _Unstorable("the user's own WGSL")
             fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.name != "pipeline"}
-            return _make, (t, fields)
+            return _make, (t.__name__, fields)
+        if t is _classes()["BuildPlan"][0]:
+            return _make, ("BuildPlan", {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})
+        if not (obj is None or t in _PLAIN or any(obj is f for f in (_make, _stub, _value, _array))):
+            raise _Unstorable(f"a {t.__qualname__}")
         return NotImplemented
+
+
+#: what a plan holds besides its steps, values, nodes and arrays (pickle's own opcodes)
+_PLAIN = frozenset({str, bytes, bytearray, int, float, bool, tuple, list, dict, set, frozenset, pickle.PickleBuffer})
+
+
+class _Global:
+    """One of the functions a plan may name, frozen: pickle's BUILD cannot change it."""
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn):
+        object.__setattr__(self, "_fn", fn)
+
+    def __call__(self, *args):
+        return self._fn(*args)
+
+    def __setattr__(self, name, value):
+        raise pickle.UnpicklingError("a plan cannot change the engine")
+
+    def __setstate__(self, state):
+        raise pickle.UnpicklingError("a plan cannot change the engine")
+
+
+#: the only globals a plan names: exact (module, name) pairs; anything else (another function,
+#: a class, a builtin, a dotted name) fails to unpickle, a miss
+_GLOBALS = {(__name__, f.__name__): _Global(f) for f in (_make, _stub, _value, _array)}
 
 
 class _Unpickler(pickle.Unpickler):
     def find_class(self, module, name):
-        if not (module.split(".")[0] in _ALLOWED or (module == "builtins" and name in _BUILTINS)):
-            raise pickle.UnpicklingError(f"{module}.{name} is not part of a plan")
-        return super().find_class(module, name)
+        try:
+            return _GLOBALS[(module, name)]
+        except (KeyError, TypeError):
+            raise pickle.UnpicklingError(f"{module}.{name} is not part of a plan") from None
 
 
 def dumps(plan, meta: dict) -> list:
@@ -286,12 +373,22 @@ def load(k: str | None):
     if k is None:
         return None
     path = _path(k)
-    try:
-        with open(path, "rb") as fh:
-            blob = bytearray(os.fstat(fh.fileno()).st_size)  # writable: the arrays are views of it
-            got = fh.readinto(blob)
+    try:  # not blocking on a FIFO of that name; nothing read unless a regular file within the bound
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or not _HEADER <= st.st_size <= max_bytes():
+            log.debug("plan cache: %s ignored (not a regular file of a plan's size)", path)
+            return None
+        blob = bytearray(st.st_size)  # writable: the arrays are views of it
+        with open(fd, "rb", closefd=False) as fh:
+            got = fh.readinto(blob)
+    except (OSError, MemoryError):
+        return None
+    finally:
+        os.close(fd)
     try:
         view = memoryview(blob)
         head = bytes(view[:_HEADER])
@@ -317,14 +414,23 @@ def load(k: str | None):
 
 
 def store(k: str | None, plan, meta: dict) -> bool:
-    """Keep ``(plan, meta)`` under key ``k`` (atomically), then bound the folder's size.
+    """Keep ``(plan, meta)`` under key ``k`` (atomically), then bound the folder's size. Never
+    raises: a plan not kept costs the next load its time, never an error.
 
     Returns:
         bool: whether the file was written (not when ``k`` is None, the plan cannot be kept, or
-        the folder cannot be written: those cost the next load its time, never an error).
+        the folder cannot be written).
     """
     if k is None:
         return False
+    try:
+        return _store(k, plan, meta)
+    except Exception as exc:  # anything unforeseen: the load that lowered the plan still succeeds
+        log.warning("plan cache: %s not kept (%s: %s)", _path(k).name, type(exc).__name__, exc)
+        return False
+
+
+def _store(k: str, plan, meta: dict) -> bool:
     try:
         parts = dumps(plan, meta)
     except Exception as exc:  # _Unstorable, or something of a plan pickle cannot keep

@@ -301,3 +301,197 @@ def test_a_hit_keeps_the_models_pipeline_list(plans, model, tmp_path, monkeypatc
     finally:
         for c in contexts:
             c.destroy()
+
+
+# ---------------------------------------------------------------------------- crafted files
+
+def _call(module: str, name: str, *args) -> bytes:
+    """A pickle (protocol 4) that calls ``module``'s ``name`` (STACK_GLOBAL: the name may hold
+    dots) with string and empty-dict arguments."""
+    import pickle
+
+    def s(x: str) -> bytes:
+        b = x.encode()
+        return pickle.SHORT_BINUNICODE + bytes([len(b)]) + b
+
+    out = b"\x80\x04" + s(module) + s(name) + pickle.STACK_GLOBAL + pickle.MARK
+    for a in args:
+        out += s(a) if isinstance(a, str) else pickle.EMPTY_DICT
+    return out + pickle.TUPLE + pickle.REDUCE + pickle.STOP
+
+
+def _plant(payload: bytes, key: str) -> bytes:
+    """A plan file under ``key`` whose header and checksum are right and whose pickle is
+    ``payload``; returns its body."""
+    import hashlib
+
+    body = (0).to_bytes(4, "little") + len(payload).to_bytes(8, "little") + payload
+    head = _plancache._MAGIC + bytes.fromhex(key) + len(body).to_bytes(8, "little") + hashlib.sha256(body).digest()
+    path = _plancache._path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(head + body)
+    return body
+
+
+@pytest.mark.parametrize("module, name, args", [
+    ("webnn_gpu._plancache", "os.system", ("touch {marker}",)),  # a dotted name inside an allowed module
+    ("webnn_gpu._plancache", "_make.__globals__.get", ("x",)),
+    ("builtins", "eval", ("open({marker!r}, 'w')",)),
+    ("builtins", "getattr", ("x", "y")),
+    ("builtins", "exec", ("open({marker!r}, 'w')",)),
+    ("numpy", "load", ("{marker}",)),  # whole modules are not allowed
+    ("numpy._core.numeric", "_frombuffer", ("x",)),  # nor NumPy's own array pickling
+    ("types", "FunctionType", ("x",)),
+    ("webnn_gpu", "load", ("{marker}",)),
+    ("webnn_gpu._kernels", "_shader_root", ()),
+    ("posix", "system", ("touch {marker}",)),
+])
+def test_a_plan_names_only_the_caches_own_four_functions(plans, tmp_path, module, name, args):
+    """A crafted file (a shared cache folder) with the right header and checksum cannot call
+    anything but ``_make``, ``_stub``, ``_value`` and ``_array``: a miss, nothing run."""
+    import pickle
+
+    marker = tmp_path / "ran"
+    body = _plant(_call(module, name, *(a.format(marker=str(marker)) for a in args)), "ab" * 32)
+    assert _plancache.load("ab" * 32) is None
+    with pytest.raises(pickle.UnpicklingError, match="not part of a plan"):
+        _plancache.loads(body)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("kind", ["MLContext", "Value", "Node", "type", "KernelStep.__init__"])
+def test_make_builds_only_steps_and_plans(plans, kind):
+    import pickle
+
+    body = _plant(_call("webnn_gpu._plancache", "_make", kind, {}), "cd" * 32)
+    assert _plancache.load("cd" * 32) is None
+    with pytest.raises(pickle.UnpicklingError, match="not a part of a plan"):
+        _plancache.loads(body)
+
+
+def test_a_plan_cannot_change_the_functions_it_names(plans):
+    """pickle's BUILD sets attributes of the object on the stack: not of the cache's functions."""
+    import pickle
+
+    payload = (b"\x80\x04" + pickle.SHORT_BINUNICODE + bytes([20]) + b"webnn_gpu._plancache"
+               + pickle.SHORT_BINUNICODE + bytes([5]) + b"_make" + pickle.STACK_GLOBAL
+               + pickle.NONE + pickle.EMPTY_DICT + pickle.SHORT_BINUNICODE + bytes([12]) + b"__qualname__"
+               + pickle.SHORT_BINUNICODE + bytes([4]) + b"evil" + pickle.SETITEM + pickle.TUPLE2
+               + pickle.BUILD + pickle.STOP)
+    _plant(payload, "ef" * 32)
+    assert _plancache.load("ef" * 32) is None
+    assert _plancache._make.__qualname__ == "_make"
+    assert _plancache._GLOBALS[("webnn_gpu._plancache", "_make")]._fn is _plancache._make
+
+
+def test_the_docstring_names_what_a_plan_may_name():
+    doc = _plancache.__doc__
+    assert {m for m, _ in _plancache._GLOBALS} == {"webnn_gpu._plancache"}
+    for _, name in _plancache._GLOBALS:
+        assert f"``{name}``" in doc, name
+
+
+def test_the_key_is_the_same_whether_or_not_the_reader_was_imported():
+    """The engine hash names the reader's packages by what is installed, not by what the
+    process imported first: a process that imported tflite hits plans written by others."""
+    script = ("import sys\n"
+              "if sys.argv[1] == '1':\n"
+              "    import tflite, flatbuffers\n"
+              "from webnn_gpu import _plancache\n"
+              "print(_plancache.engine_hash())\n")
+    got = [subprocess.run([sys.executable, "-c", script, first], capture_output=True, text=True, check=True,
+                          timeout=120).stdout.strip() for first in ("0", "1")]
+    assert len(got[0]) == 64 and got[0] == got[1]
+
+
+@pytest.mark.parametrize("bound", ["inf", "nan", "-inf", "1e400", "lots"])
+def test_any_size_bound_loads(plans, model, ctx, monkeypatch, bound):
+    data, inputs, ref = model
+    monkeypatch.setenv("WEBNN_GPU_PLAN_CACHE_MB", bound)
+    loaded = webnn.load(data, ctx)
+    np.testing.assert_allclose(next(iter(_outputs(loaded, inputs).values())), ref[0], rtol=1e-5, atol=1e-5)
+    kept = len(list(plans.glob("*.plan")))
+    assert kept == (0 if bound == "-inf" else 1), "inf: no bound; not a number: the default"
+
+
+def test_a_failure_to_store_never_fails_the_load(plans, model, ctx, monkeypatch):
+    data, inputs, ref = model
+
+    def fail(*a, **k):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(_plancache, "prune", fail)
+    loaded = webnn.load(data, ctx)
+    np.testing.assert_allclose(next(iter(_outputs(loaded, inputs).values())), ref[0], rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(_plancache, "dumps", fail)
+    assert _plancache.store("12" * 32, loaded.graph._plan, {}) is False
+
+
+def test_a_bad_context_fails_alike_on_a_hit_and_a_miss(plans, model, ctx, monkeypatch):
+    from webnn_gpu.errors import InvalidStateError, MLTypeError
+
+    data, _, _ = model
+    webnn.load(data, ctx)
+    assert len(list(plans.glob("*.plan"))) == 1
+    dead = webnn.ml.create_context()
+    dead.destroy()
+    errors = []
+    for cache in ("1", "0"):  # a hit, then a miss
+        monkeypatch.setenv("WEBNN_GPU_PLAN_CACHE", cache)
+        with pytest.raises(InvalidStateError) as destroyed:
+            webnn.load(data, dead)
+        with pytest.raises(MLTypeError) as not_one:
+            webnn.load(data, "not a context")
+        errors.append((str(destroyed.value), str(not_one.value)))
+    assert errors[0] == errors[1]
+    assert errors[0][0] == "MLGraphBuilder: the MLContext has been destroyed or lost"
+
+
+def test_a_huge_file_is_not_read(plans, model, ctx):
+    """A sparse ``<key>.plan`` larger than the folder's bound is a miss, never read into
+    memory (4 TiB here: a MemoryError if it were)."""
+    data, inputs, ref = model
+    k = _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx)
+    path = _plancache._path(k)
+    path.parent.mkdir(parents=True)
+    with open(path, "wb") as fh:
+        fh.truncate(1 << 42)
+    assert _plancache.load(k) is None
+    loaded = webnn.load(data, ctx)
+    np.testing.assert_allclose(next(iter(_outputs(loaded, inputs).values())), ref[0], rtol=1e-5, atol=1e-5)
+    assert path.stat().st_size < 1 << 20, "written again, whole"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+def test_a_fifo_of_a_plans_name_does_not_block(plans, model, ctx):
+    import threading
+
+    data, inputs, ref = model
+    k = _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx)
+    path = _plancache._path(k)
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(_plancache.load(k)), daemon=True)
+    reader.start()
+    reader.join(10)
+    blocked = reader.is_alive()
+    if blocked:  # open() waits for a writer: give it one, so the thread ends
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(10)
+    assert not blocked and got == [None]
+    loaded = webnn.load(data, ctx)
+    np.testing.assert_allclose(next(iter(_outputs(loaded, inputs).values())), ref[0], rtol=1e-5, atol=1e-5)
+    assert path.is_file() and _plancache.load(k) is not None, "a plan written in its place"
+
+
+def test_the_suite_runs_with_the_plan_cache_off_whatever_the_shell_says():
+    """tests/conftest.py turns the cache off even when the developer exported it on (the
+    suite must not read or fill the real cache folder)."""
+    script = ("import os, runpy\n"
+              f"runpy.run_path({str(REPO / 'tests' / 'conftest.py')!r})\n"
+              "print(os.environ['WEBNN_GPU_PLAN_CACHE'])\n")
+    env = dict(os.environ, WEBNN_GPU_PLAN_CACHE="1")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True,
+                         timeout=120).stdout
+    assert out.split() == ["0"]

@@ -205,18 +205,17 @@ def load(
         data = read_source(source)
     except TypeError as exc:
         raise MLTypeError(str(exc)) from None
+    import webnn_gpu  # the engine's public API; imported here so reading needs no GPU
+
     from .. import _plancache
 
+    builder = webnn_gpu.MLGraphBuilder(context)  # checks the context first: a hit fails as a miss does
     plan_key = None if custom_ops else _plancache.key("tflite", data, {"dtype": dtype, "input_shapes": input_shapes},
                                                       context)
     kept = _plancache.load(plan_key)
     if kept is not None:  # this model lowered before with the same engine, options and device
         return LoadedModel.from_plan(kept[0], context=context, **kept[1])
     model = read_model(data)
-
-    import webnn_gpu  # the engine's public API; imported here so reading needs no GPU
-
-    builder = webnn_gpu.MLGraphBuilder(context)
     converted = convert(model, builder, dtype, custom_ops, input_shapes)
     loaded = LoadedModel.build(builder, converted.outputs, converted.inputs, context=context, dtype=dtype,
                                layout="nhwc", op_counts=model.op_counts(), description=model.description)
