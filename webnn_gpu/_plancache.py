@@ -28,8 +28,8 @@ cache and the file written again), never an error.
 
 The pickle names exactly four functions of this module and nothing else (no class, no builtin,
 no other module, no dotted name): ``_make`` (a ``KernelStep``, ``CopyStep`` or ``BuildPlan``
-from its fields, nothing else), ``_stub`` (a node from two strings), ``_value`` (a Value from
-its fields) and ``_array`` (a constant's array of a plain numeric type on the file's bytes);
+from its fields, nothing else), ``_stub`` (a node from two strings), ``_value`` (a Value, or a
+``linalg.TextureConstant`` with its ``texture_width``, from its fields) and ``_array`` (a constant's array of a plain numeric type on the file's bytes);
 each checks its arguments, and pickle's BUILD cannot change them. Everything else in it is
 pickle's plain data (strings, numbers, tuples, lists, dicts, sets); a plan holding anything
 else is not written. So a file planted in a shared cache folder cannot run code when read.
@@ -187,6 +187,13 @@ def _stub(op: str, label: str) -> Node:
 
 
 @functools.lru_cache(maxsize=1)
+def _texture_class() -> type:
+    from .ops.linalg import TextureConstant
+
+    return TextureConstant
+
+
+@functools.lru_cache(maxsize=1)
 def _classes() -> dict:
     """kind -> (class, the names of the fields a plan keeps)."""
     from .graph import BuildPlan
@@ -204,16 +211,24 @@ def _make(kind: str, fields: dict):
     return cls(**fields)
 
 
-_VALUE_FIELDS = frozenset({"data_type", "shape", "kind", "name", "data", "producer"})
+_VALUE_FIELDS = frozenset({"data_type", "shape", "kind", "name", "data", "producer", "texture_width"})
 
 _LOADING = threading.local()  # .ids: old value id -> the new Value, while a plan unpickles
 
 
 def _value(fields: dict, old_id: int) -> Value:
-    """A plan's Value (a new id) from its fields (no constant MLTensor)."""
+    """A plan's Value (a new id) from its fields (no constant MLTensor); with a
+    ``texture_width``, the constant uploaded as a texture (``linalg.TextureConstant``)."""
     if type(fields) is not dict or not _VALUE_FIELDS.issuperset(fields) or type(old_id) is not int:
         raise pickle.UnpicklingError("not a value of a plan")
-    v = Value(**fields)  # a new id
+    if "texture_width" in fields:
+        from .ops.linalg import TextureConstant
+
+        if type(fields["texture_width"]) is not int:
+            raise pickle.UnpicklingError("not a value of a plan")
+        v: Value = TextureConstant(**fields)
+    else:
+        v = Value(**fields)  # a new id
     _LOADING.ids[old_id] = v
     return v
 
@@ -242,12 +257,14 @@ class _Pickler(pickle.Pickler):
         import numpy as np
 
         t = type(obj)
-        if t is Value:
+        if t is Value or t is _texture_class():
             if obj.tensor is not None:
                 raise _Unstorable("a constant MLTensor")
             p = obj.producer
             fields = dict(data_type=obj.data_type, shape=tuple(obj.shape), kind=obj.kind, name=obj.name,
                           data=obj.data, producer=None if p is None else Node(p.op, [], [], {}, p.label))
+            if t is not Value:
+                fields["texture_width"] = int(obj.texture_width)
             return _value, (fields, obj.id)
         if t is Node:
             if type(obj.op) is not str or not (obj.label is None or type(obj.label) is str):

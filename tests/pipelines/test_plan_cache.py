@@ -495,3 +495,37 @@ def test_the_suite_runs_with_the_plan_cache_off_whatever_the_shell_says():
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True,
                          timeout=120).stdout
     assert out.split() == ["0"]
+
+
+def test_a_hit_keeps_a_constant_read_from_a_texture(plans, ctx, monkeypatch, tmp_path):
+    """A wide head's weights are a texture (``linalg.TextureConstant``, on lavapipe): a hit
+    keeps the texture and gives the same outputs, close to float64 NumPy."""
+    sys.path.insert(0, str(REPO / "tests" / "model"))
+    try:
+        from tflite_maker import ModelMaker
+    finally:
+        sys.path.pop(0)
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((1030, 288)).astype(np.float32)  # 1.2 MB of weights: past 64 KiB
+    bias = rng.standard_normal(1030).astype(np.float32)
+    m = ModelMaker()
+    x = m.input([1, 288])
+    m.output(m.op("FULLY_CONNECTED", [x, m.const(w), m.const(bias)], [1, 1030], options=dict(keepNumDims=False)))
+    path = tmp_path / "head.tflite"
+    path.write_bytes(m.finish())
+    xs = rng.standard_normal((1, 288)).astype(np.float32)
+    ref = xs.astype(np.float64) @ w.T.astype(np.float64) + bias
+    first = webnn.load(path, ctx)
+    textures = [v for s in first.graph._steps if isinstance(s, KernelStep) for v in s.values
+                if getattr(v, "texture_width", 0)]
+    if ctx._tuning == "lane-loop":
+        assert textures, "the head's weights are read from a texture on lavapipe"
+    want = first.compute({first.input_names[0]: xs})[first.output_names[0]]
+    np.testing.assert_allclose(want, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+    with monkeypatch.context() as mp:
+        _no_reading(mp)
+        again = webnn.load(path, ctx)
+    kept = [v for s in again.graph._steps if isinstance(s, KernelStep) for v in s.values
+            if getattr(v, "texture_width", 0)]
+    assert [(type(v), v.texture_width, v.shape) for v in kept] == [(type(v), v.texture_width, v.shape) for v in textures]
+    assert np.array_equal(again.compute({again.input_names[0]: xs})[again.output_names[0]], want)
