@@ -310,7 +310,9 @@ class MLGraph:
                         first_step.setdefault(cache.key(step.wgsl), i)
                 big = [k for k, i in first_step.items()
                        if len(steps[i].wgsl) >= EARLY_WARM_UP_BYTES and not cache.has(k)]
-                firsts = [(k, steps[first_step[k]]) for k in big if helpers is not None and helpers.is_new(k)]
+                # a helper binds scratch buffers only: a pipeline binding a texture compiles here
+                firsts = [(k, steps[first_step[k]]) for k in big
+                          if helpers is not None and not self._binds_texture(steps[first_step[k]]) and helpers.is_new(k)]
                 jobs = [_kernels.CompileJob(k, st.wgsl, st.template, st.label, self._binding_sizes(st),
                                             self._constant_bytes(st)) for k, st in firsts]
                 shared = helpers.start(jobs) if helpers is not None else None
@@ -407,6 +409,10 @@ class MLGraph:
     def _binding_sizes(self, step: KernelStep) -> list[int]:
         """Bytes bound at each binding of ``step`` (as :meth:`_make_bind_group` binds them)."""
         return [self._binding_range(step, i)[1] for i in range(len(step.values))]
+
+    def _binds_texture(self, step: KernelStep) -> bool:
+        """Whether ``step`` binds a constant uploaded as a texture (``linalg.TextureConstant``)."""
+        return any(getattr(self._root(v), "texture_width", 0) for v in step.values)
 
     def _constant_bytes(self, step: KernelStep) -> list:
         """Per binding of ``step``, the bytes of the constant the graph binds there (from its
