@@ -45,18 +45,38 @@
 {% if T == "f16" %}
 enable f16;
 {% endif %}
+{% if x64 %}
+@group(0) @binding(0) var<storage, read> x: array<vec2<u64>>;
+{% else %}
 {{ tl.decl(0, "x", T, vec, false) }}
+{% endif %}
 {{ tl.weights(1, "f", T, vec, f_uniform) }}
 {{ tl.epilogue_decls(ep, 2) }}
 @group(0) @binding({{ 2 + ep.operands | length }}) var<storage, read> prm: array<u32>;
+{% if x64 %}
+@group(0) @binding({{ 3 + ep.operands | length }}) var<storage, read_write> out: array<vec2<u64>>;
+{% else %}
 {{ tl.decl(3 + ep.operands | length, "out", T, vec, true) }}
+{% endif %}
 {% if pool %}
 @group(0) @binding({{ 4 + ep.operands | length }}) var<storage, read_write> pool: array<vec4<f32>>;
 {% endif %}
 {{ tl.epilogue_fns(ep) }}
 
 {% if vec %}
+{% if x64 %}
+fn ld_x(i: u32, cb: u32, C4: u32, C: u32) -> vec4<f32> {
+  let v = x[i * C4 + cb];
+  return vec4<f32>(bitcast<f32>(u32(v.x & 0xfffffffflu)), bitcast<f32>(u32(v.x >> 32u)),
+                   bitcast<f32>(u32(v.y & 0xfffffffflu)), bitcast<f32>(u32(v.y >> 32u)));
+}
+fn pk(f: vec4<f32>) -> vec2<u64> {
+  let u = bitcast<vec4<u32>>(f);
+  return vec2<u64>(u64(u.x) | (u64(u.y) << 32u), u64(u.z) | (u64(u.w) << 32u));
+}
+{% else %}
 fn ld_x(i: u32, cb: u32, C4: u32, C: u32) -> vec4<f32> { return vec4<f32>(x[i * C4 + cb]); }
+{% endif %}
 fn ld_f(i: u32, cb: u32, C4: u32, C: u32) -> vec4<f32> { return vec4<f32>(f[i * C4 + cb]); }
 {% else %}
 fn ld_x(i: u32, cb: u32, CI: u32, C: u32) -> vec4<f32> {
@@ -127,14 +147,26 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   var psum = vec4<f32>(0.0);
 {% endif %}
   // iteration i: input rows (oh0 + i) sh - pt + j; output row oh0 + i - {{ A - 1 }} is complete after it
+{% if lead %}
+  // iterations whose input rows are all above the image load nothing: start past them (at most
+  // A - 1 of them, which store nothing)
+  let lead = select(0u, min({{ A - 1 }}u, u32(-(ih0 + {{ jrows[-1] }}) + {{ sh - 1 }}) / {{ sh }}u), ih0 + {{ jrows[-1] }} < 0);
+  for (var i = lead; i < nr + {{ A - 1 }}u; i = i + 1u) {
+{% else %}
   for (var i = 0u; i < nr + {{ A - 1 }}u; i = i + 1u) {
+{% endif %}
     let yb = ih0 + i32(i * {{ sh }}u);
 {% for j in jrows %}
     let y{{ j }} = yb + {{ j }};
     let rok{{ j }} = u32(y{{ j }}) < H;
     let row{{ j }} = (n * H + select(0u, u32(y{{ j }}), rok{{ j }})) * W;
 {% for s in seg %}
+{% if guard %}
+    var x{{ j }}_{{ s }} = vec4<f32>(0.0);
+    if (rok{{ j }} && cok{{ s }}) { x{{ j }}_{{ s }} = ld_x(row{{ j }} + ci{{ s }}, cb, CI, C); }
+{% else %}
     let x{{ j }}_{{ s }} = select(vec4<f32>(0.0), ld_x(row{{ j }} + ci{{ s }}, cb, CI, C), rok{{ j }} && cok{{ s }});
+{% endif %}
 {% endfor %}
 {% endfor %}
 {% for kh, j, m in taps %}
@@ -157,7 +189,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% if vec %}
         let o = pix * C + cb * 4u;
         let ov = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "cb * 4u + " ~ c ~ "u", "q" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
+{% if x64 %}
+        out[pix * C4 + cb] = pk(ov);
+{% else %}
         out[pix * C4 + cb] = vec4<{{ T }}>(ov);
+{% endif %}
 {% if pool %}
         psum = psum + ov;
 {% endif %}

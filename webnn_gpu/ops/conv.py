@@ -150,6 +150,9 @@ DW_MAX_LOADS = 128
 #: a tap, an accumulator slot move, the fixed part of an invocation, and ``spill``: each
 #: multiply-add's extra cost per vec4 accumulator held (register pressure).
 DW_TW = 4
+DW_GUARD = True
+DW_LEAD = True
+DW_X64 = True
 DW_COST = {"lane-loop": dict(load=12.0, store=10.0, tap=4.0, move=0.5, fixed=60.0, spill=0.008),
            "default": dict(load=4.0, store=4.0, tap=2.0, move=0.5, fixed=60.0, spill=0.008)}
 #: ... its invocations per workgroup (lavapipe runs a workgroup on one thread: small ones
@@ -1436,7 +1439,8 @@ def lower_conv2d(node, lc) -> None:
                   n_inv, workgroup=DW_WORKGROUP, T=T, vec=vec, M=m, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
                   A=max(t[2] for t in taps) + 1, taps=taps, jrows=sorted({t[1] for t in taps}), pool=pooled,
                   f_uniform=B_UNIFORM_FLOATS // 4 if f_uniform else 0,
-                  seg=_segment(g, tw), ep=ep, **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
+                  seg=_segment(g, tw), ep=ep, guard=DW_GUARD, lead=DW_LEAD, x64=DW_X64 and vec and T == 'f32' and 'shader-int64' in lc.features,
+                  **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
         if pooled:
             reduce_pool()
         return
