@@ -660,9 +660,11 @@ def _dw_strip(g: dict, tuning: str = "default") -> tuple[int, int]:
     """(TH, TW): output rows (a strip, walked in a loop) and columns (unrolled) per invocation
     of the stand-alone depthwise kernel: TW = :data:`DW_TW` (or the output's width when
     narrower) and the strip height of least :func:`_dw_cost` among those that split the output
-    rows into strips of equal count."""
+    rows into strips of equal count and keep the row loop (TH + A - 1 iterations) within
+    llvmpipe's loop limit (:data:`LOOP_BUDGET`)."""
     tw = min(DW_TW, g["OW"])
-    heights = {-(-g["OH"] // k) for k in range(1, g["OH"] + 1)}
+    slots = max(t[2] for t in _dw_taps(g))  # A - 1
+    heights = {th for th in {-(-g["OH"] // k) for k in range(1, g["OH"] + 1)} if th + slots <= LOOP_BUDGET}
     return min(heights, key=lambda th: (_dw_cost(g, th, tw, tuning), -th)), tw
 
 
