@@ -1,7 +1,7 @@
 {#-
   conv/depthwise.wgsl: depthwise conv2d (groups == input channels, output channels a multiple
   M of them: output channel o reads input channel o / M) on NHWC.
-  Each invocation computes 4 output channels (one vec4) for a strip of up to TH output rows
+  Each invocation computes 4 NH output channels (NH vec4s) for a strip of up to TH output rows
   (a runtime value) by TW output columns. It walks down the strip one output row per loop
   iteration, loading only the input rows that enter the window (sh of them, fewer when a tap
   row never reads some) and adding each into the A rows of accumulators still open: slot m
@@ -9,7 +9,9 @@
   row kh dh mod sh of the iteration. The oldest slot is complete at the end of the iteration:
   it is stored, and the slots move down by one. So every input value is loaded once per strip
   (and the taps once per invocation), and the loop body holds one row step, whatever TH is.
-  Out-of-image rows and columns read as zero (padding).
+  Out-of-image rows and columns read as zero (padding): their loads sit in a branch, which the
+  driver's per-lane load loop passes by for masked lanes, and the loop starts past the leading
+  iterations whose rows are all above the image (at most A - 1 of them, which store nothing).
   The sizes, TH and the leading padding come from a u32 parameter buffer, so layers that differ
   only in their image size, channels, padding or strip height share one pipeline (cold start);
   the unrolled structure (window, strides, dilations, TW) is baked in.
@@ -18,6 +20,11 @@
     T            storage type ("f32" or "f16"); accumulation in f32
     vec          C % 4 == 0 and M == 1: input, filter and output read/written as vec4 (else
                  scalar, clamped to the last channel)
+    x64          (vec only) the input and output bound as u64 words, the same bits: 4 float32
+                 channels as a vec2<u64>, 4 float16 ones as a u64 (NH vec4s: vec4<u64> /
+                 vec2<u64>); on Mesa 22 every storage access is a loop over the lanes and the
+                 components, and a u64 component moves two float32 or four float16 values
+    NH           (x64 only) channel vec4s per invocation (1 or 2; C4 a multiple of NH)
     M            channel multiplier (output channels per input channel)
     TW           output columns per invocation
     fdiv         invocations < 2^20: the index is split with f32 divisions (exact there)
@@ -27,7 +34,7 @@
     taps         [(kh, j, m)]: tap row kh reads iteration row j into slot m
     seg          sorted distinct column offsets p * sw + kw * dw (p < TW, kw < KW) from ow0 * sw - pl
     ep           fused epilogue (webnn_gpu/ops/_epilogue.py); channel = c; operands read at the
-                 channel (a bias) are loaded once per invocation (q0..q3)
+                 channel (a bias) are loaded once per invocation (q{h}_0..q{h}_3 of vec4 h)
     f_uniform    0, or the filter is a float32 constant in a uniform buffer of this many vec4s
                  (zero-padded; vec only)
     pool         (vec only) also write each invocation's per-channel sum of its outputs to
@@ -38,7 +45,7 @@
     padding)  11 CI (input channels, C / M)  12 TH (output rows per invocation)
   Bindings: input (NHWC, CI channels), filter ([KH, KW, C]), epilogue operands..., prm, out (NHWC),
     pool (pool only).
-  Workgroup: (k.workgroup, 1, 1); invocations NB * OHB * OWB * C4, channel block fastest.
+  Workgroup: (k.workgroup, 1, 1); invocations NB * OHB * OWB * C4 / NH, channel block fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
 {% import "conv/_rows.wgsl" as rw %}

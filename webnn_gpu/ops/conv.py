@@ -12,9 +12,10 @@ applies, and falls back to the automatic choice where it does not):
   not one input channel with :data:`ONE_CHANNEL_MIN_O` or more output channels, which the
   ``block`` kernel or the implicit GEMM computes faster (``shaders/conv/depthwise.wgsl``):
   vec4 of channels x a strip of output rows x 4 columns per invocation, walked one row per
-  loop iteration so that each input row is loaded once per strip (:func:`_dw_strip`). Sizes,
-  padding and the strip height come from a parameter buffer: one pipeline per (window,
-  strides, dilations, epilogue), whatever the image size.
+  loop iteration so that each input row is loaded once per strip (:func:`_dw_strip`); on
+  lavapipe before Mesa 24 the channels move as u64 words, two vec4s per invocation for 3x3
+  windows (:func:`_dw_words`). Sizes, padding and the strip height come from a parameter
+  buffer: one pipeline per (window, strides, dilations, epilogue), whatever the image size.
 * ``block``: one group, NHWC, at most 4 input and 32 output channels and a filter of at most
   :data:`BLOCK_MAX_WEIGHTS` vec4s (a first layer on an RGB image with a small window;
   ``shaders/conv/block.wgsl``): a block of output pixels with every output channel per
