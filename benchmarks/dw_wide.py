@@ -14,11 +14,12 @@ window and stride once, with how many times the model runs it), the ``--shapes``
 3x3 and 5x5, strides 1 and 2, channels not a multiple of 8).
 
 ``--env`` builds every layer once per entry (``name=VAR=VALUE,VAR=VALUE``, e.g.
-``strips=WEBNN_GPU_FORCE_DW=strips``), all in one process, and times the builds alternately in
-each round, so that the entries compare under the same machine load; the last column is each
-entry's time over the first's. Prints per layer and entry its microseconds (the depthwise
-kernel; other kernels of the graph, if any, are listed apart), its GFLOP/s (2 flops per tap and
-output value) and the plan (``webnn_gpu.ops.conv._dw_plan``).
+``vec4=WEBNN_GPU_FORCE_DW_WORDS=vec4 u64=WEBNN_GPU_FORCE_DW_WORDS=u64``), all in one process,
+and times the builds alternately in each round, so that the entries compare under the same
+machine load; the last column is the last entry's time over the first's. Prints per layer and
+entry its microseconds (the graph's one kernel: the depthwise conv with the bias and clamp in
+its epilogue), its GFLOP/s (2 flops per tap and output value) and the plan
+(``webnn_gpu.ops.conv._dw_strip`` and ``_dw_words``).
 """
 
 from __future__ import annotations
@@ -73,9 +74,14 @@ def _graph(ctx, H, W, C, K, S, D, dtype):
     return b.build({"y": y}), {"x": rng.standard_normal((1, H, W, C)).astype(np_t)}
 
 
-def _plan(conv, g, tuning) -> str:
-    """The depthwise kernel's plan for geometry ``g``, as text."""
-    return "x".join(str(v) for v in conv._dw_strip(g, tuning))
+def _plan(conv, g, tuning, features) -> str:
+    """The depthwise kernel's plan for geometry ``g``, as text: the strip (TH x TW) and, where
+    the kernel moves u64 words, ``u64`` and the channel vec4s per invocation."""
+    th, tw = conv._dw_strip(g, tuning)
+    words = getattr(conv, "_dw_words", None)  # absent in checkouts before the u64 words
+    n_inv = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw) * -(-g["O"] // 4)
+    x64, nh = words(g, tuning, features, n_inv) if words else (False, 1)
+    return f"{th}x{tw}" + (f" u64x{nh}" if x64 else "")
 
 
 def _with_env(env: dict, fn):
@@ -139,7 +145,8 @@ def main(argv=None) -> int:
 
             steps = [s for s in g._steps if isinstance(s, KernelStep)]
             dws = [s for s in steps if s.template == "conv/depthwise.wgsl"]
-            plans[n] = _with_env(envs[n], lambda: _plan(conv, conv._geometry(dws[0].node), ctx._tuning)) \
+            plans[n] = _with_env(envs[n], lambda: _plan(conv, conv._geometry(dws[0].node), ctx._tuning,
+                                                             ctx.features)) \
                 if dws else ",".join(s.template.split("/")[-1][:8] for s in steps)
         best = {n: float("inf") for n in names}
         for _ in range(args.rounds):

@@ -152,13 +152,41 @@ def _g(h, w, c, k, s=1, m=1):
 
 def test_words_rule():
     """u64 words on the lane-loop profile with 64-bit integers and vec4 channels; two vec4s per
-    invocation for 3x3 windows with an even count of channel vec4s and enough workgroups left."""
+    invocation for 3x3 windows with an even count of channel vec4s and enough workgroups left;
+    WEBNN_GPU_FORCE_DW_WORDS takes vec4s or one vec4."""
     f = frozenset({"shader-int64"})
     assert conv._dw_words(_g(14, 14, 480, 3), "lane-loop", f, 10_000) == (True, 2)
     assert conv._dw_words(_g(14, 14, 480, 5), "lane-loop", f, 10_000) == (True, 1)  # 25 taps
     assert conv._dw_words(_g(14, 14, 20, 3), "lane-loop", f, 10_000) == (True, 1)  # 5 vec4s
-    assert conv._dw_words(_g(14, 14, 480, 3), "lane-loop", f, 100) == (True, 1)  # too few workgroups
+    assert conv._dw_words(_g(14, 14, 480, 3), "lane-loop", f, 60) == (True, 1)  # too few workgroups
     assert conv._dw_words(_g(14, 14, 480, 3), "default", f, 10_000) == (False, 1)
     assert conv._dw_words(_g(14, 14, 480, 3), "lane-loop", frozenset(), 10_000) == (False, 1)
     assert conv._dw_words(_g(14, 14, 6, 3), "lane-loop", f, 10_000) == (False, 1)  # scalar channels
     assert conv._dw_words(_g(14, 14, 8, 3, m=2), "lane-loop", f, 10_000) == (False, 1)  # multiplier
+
+
+@pytest.mark.parametrize("forced, words", [("vec4", (False, 1)), ("u64", (True, 1)), ("", (True, 2))])
+def test_words_can_be_forced(monkeypatch, forced, words):
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DW_WORDS", forced)
+    assert conv._dw_words(_g(14, 14, 480, 3), "lane-loop", frozenset({"shader-int64"}), 10_000) == words
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16"])
+def test_vec4_words_where_u64_is_off(ctx, rng, monkeypatch, dt):
+    """Without u64 words (other drivers, or no 64-bit integers) the kernel moves vec4s of the
+    storage type, with the same skipped loads and rows: stride 2, padding past the window."""
+    monkeypatch.setattr(conv, "DW_X64", False)
+    npdt = np.float32 if dt == "float32" else np.float16
+    x = rng.standard_normal((1, 11, 9, 8)).astype(npdt)
+    wt = (rng.standard_normal((3, 3, 8)) * 0.3).astype(npdt)
+    pad = [3, 1, 0, 2]
+
+    def build(b, o):
+        return {"y": b.relu(b.conv2d(o["x"], b.constant(wt.reshape(1, 3, 3, 8)), input_layout="nhwc",
+                                     filter_layout="ihwo", groups=8, padding=pad, strides=[2, 2]))}
+
+    got = run_graph(ctx, build, {"x": x})["y"].astype(np.float64)
+    tol = 2e-5 if dt == "float32" else 3e-2
+    np.testing.assert_allclose(got, np.maximum(_ref(x, wt, pad, 2, 1), 0), atol=tol, rtol=tol)
+    texts = _kernel_texts(ctx, build, {"x": x})
+    assert len(texts) == 1 and "u64" not in texts[0]

@@ -160,10 +160,11 @@ DW_X64 = True
 #: ... and there, with channels in whole blocks of DW_NH vec4s, each invocation computes DW_NH
 #: channel vec4s (one vec4<u64> load per input pixel, ``NH``) where the window has at most
 #: DW_NH_MAX_TAPS taps (the text of a 5 x 5 window with two: 0.8 s of LLVM against 0.4) and
-#: at least DW_NH_MIN_GROUPS workgroups remain.
+#: at least DW_NH_MIN_GROUPS workgroups remain (one per core: a model's small 3x3 layers then
+#: take the same form, and the same pipeline, as its large ones).
 DW_NH = 2
 DW_NH_MAX_TAPS = 9
-DW_NH_MIN_GROUPS = 4
+DW_NH_MIN_GROUPS = 2
 DW_COST = {"lane-loop": dict(load=12.0, store=10.0, tap=4.0, move=0.5, fixed=60.0, spill=0.008),
            "default": dict(load=4.0, store=4.0, tap=2.0, move=0.5, fixed=60.0, spill=0.008)}
 #: ... its invocations per workgroup (lavapipe runs a workgroup on one thread: small ones
@@ -673,11 +674,13 @@ def _dw_words(g: dict, tuning: str, features, n_inv: int) -> tuple[bool, int]:
     """(x64, NH) of the stand-alone depthwise kernel for geometry ``g`` with ``n_inv``
     invocations of one vec4 of channels each: whether it moves its input and output as u64
     words (:data:`DW_X64`) and how many channel vec4s one invocation computes
-    (:data:`DW_NH`)."""
+    (:data:`DW_NH`). ``WEBNN_GPU_FORCE_DW_WORDS=vec4`` keeps vec4s of the storage type,
+    ``=u64`` one vec4 per invocation."""
     vec = g["O"] % 4 == 0 and g["O"] == g["C"]
-    x64 = DW_X64 and vec and tuning == "lane-loop" and "shader-int64" in features
+    forced = _env.force("dw_words")
+    x64 = DW_X64 and vec and tuning == "lane-loop" and "shader-int64" in features and forced != "vec4"
     nh = (DW_NH if x64 and (g["O"] // 4) % DW_NH == 0 and g["KH"] * g["KW"] <= DW_NH_MAX_TAPS
-          and n_inv // DW_NH >= DW_NH_MIN_GROUPS * DW_WORKGROUP else 1)
+          and n_inv // DW_NH >= DW_NH_MIN_GROUPS * DW_WORKGROUP and forced != "u64" else 1)
     return x64, nh
 
 
