@@ -12,9 +12,10 @@ applies, and falls back to the automatic choice where it does not):
   not one input channel with :data:`ONE_CHANNEL_MIN_O` or more output channels, which the
   ``block`` kernel or the implicit GEMM computes faster (``shaders/conv/depthwise.wgsl``):
   vec4 of channels x a strip of output rows x 4 columns per invocation, walked one row per
-  loop iteration so that each input row is loaded once per strip (:func:`_dw_strip`). Sizes,
-  padding and the strip height come from a parameter buffer: one pipeline per (window,
-  strides, dilations, epilogue), whatever the image size.
+  loop iteration so that each input row is loaded once per strip (:func:`_dw_strip`); on
+  lavapipe before Mesa 24 the channels move as u64 words, two vec4s per invocation for 3x3
+  windows (:func:`_dw_words`). Sizes, padding and the strip height come from a parameter
+  buffer: one pipeline per (window, strides, dilations, epilogue), whatever the image size.
 * ``block``: one group, NHWC, at most 4 input and 32 output channels and a filter of at most
   :data:`BLOCK_MAX_WEIGHTS` vec4s (a first layer on an RGB image with a small window;
   ``shaders/conv/block.wgsl``): a block of output pixels with every output channel per
@@ -145,11 +146,26 @@ DW_ROW_LOOP = True
 DW_MAX_LOADS = 128
 #: The stand-alone depthwise kernel (``conv/depthwise.wgsl``, :func:`_dw_strip`): this many
 #: output columns per invocation (3 to 8 measured alike within 15% on the zoo's layers, 2
-#: slower; one width keeps one pipeline per window), and its cost model's weights per tuning profile,
+#: slower, 7 and 8 up to 1.2x slower on images wider than 8 (accumulator spills); one width
+#: keeps one pipeline per window), and its cost model's weights per tuning profile,
 #: in vec4 multiply-adds: a storage-buffer vec4 load of the input, a store, a uniform load of
 #: a tap, an accumulator slot move, the fixed part of an invocation, and ``spill``: each
 #: multiply-add's extra cost per vec4 accumulator held (register pressure).
 DW_TW = 4
+#: ... on the lane-loop profile (lavapipe before Mesa 24, where every storage access is a loop
+#: over the SIMD lanes and, inside it, over the components), with 64-bit integers, it moves
+#: 4 float32 channels as a vec2<u64> and 4 float16 ones as one u64 (the same bits, half or a
+#: quarter of the components; ``x64``): a copy of 4M float32 values ran 1.35-1.6x faster as
+#: vec4<u64> words than as vec4<f32> (8 values per invocation either way).
+DW_X64 = True
+#: ... and there, with channels in whole blocks of DW_NH vec4s, each invocation computes DW_NH
+#: channel vec4s (one vec4<u64> load per input pixel, ``NH``) where the window has at most
+#: DW_NH_MAX_TAPS taps (the text of a 5 x 5 window with two: 0.8 s of LLVM against 0.4) and
+#: at least DW_NH_MIN_GROUPS workgroups remain (one per core: a model's small 3x3 layers then
+#: take the same form, and the same pipeline, as its large ones).
+DW_NH = 2
+DW_NH_MAX_TAPS = 9
+DW_NH_MIN_GROUPS = 2
 DW_COST = {"lane-loop": dict(load=12.0, store=10.0, tap=4.0, move=0.5, fixed=60.0, spill=0.008),
            "default": dict(load=4.0, store=4.0, tap=2.0, move=0.5, fixed=60.0, spill=0.008)}
 #: ... its invocations per workgroup (lavapipe runs a workgroup on one thread: small ones
@@ -645,10 +661,26 @@ def _dw_strip(g: dict, tuning: str = "default") -> tuple[int, int]:
     """(TH, TW): output rows (a strip, walked in a loop) and columns (unrolled) per invocation
     of the stand-alone depthwise kernel: TW = :data:`DW_TW` (or the output's width when
     narrower) and the strip height of least :func:`_dw_cost` among those that split the output
-    rows into strips of equal count."""
+    rows into strips of equal count and keep the row loop (TH + A - 1 iterations) within
+    llvmpipe's loop limit (:data:`LOOP_BUDGET`)."""
     tw = min(DW_TW, g["OW"])
-    heights = {-(-g["OH"] // k) for k in range(1, g["OH"] + 1)}
+    slots = max(t[2] for t in _dw_taps(g))  # A - 1
+    heights = {th for th in {-(-g["OH"] // k) for k in range(1, g["OH"] + 1)} if th + slots <= LOOP_BUDGET}
     return min(heights, key=lambda th: (_dw_cost(g, th, tw, tuning), -th)), tw
+
+
+def _dw_words(g: dict, tuning: str, features, n_inv: int) -> tuple[bool, int]:
+    """(x64, NH) of the stand-alone depthwise kernel for geometry ``g`` with ``n_inv``
+    invocations of one vec4 of channels each: whether it moves its input and output as u64
+    words (:data:`DW_X64`) and how many channel vec4s one invocation computes
+    (:data:`DW_NH`). ``WEBNN_GPU_FORCE_DW_WORDS=vec4`` keeps vec4s of the storage type,
+    ``=u64`` one vec4 per invocation."""
+    vec = g["O"] % 4 == 0 and g["O"] == g["C"]
+    forced = _env.force("dw_words")
+    x64 = DW_X64 and vec and tuning == "lane-loop" and "shader-int64" in features and forced != "vec4"
+    nh = (DW_NH if x64 and (g["O"] // 4) % DW_NH == 0 and g["KH"] * g["KW"] <= DW_NH_MAX_TAPS
+          and n_inv // DW_NH >= DW_NH_MIN_GROUPS * DW_WORKGROUP and forced != "u64" else 1)
+    return x64, nh
 
 
 def _dw_cost(g: dict, th: int, tw: int, tuning: str = "default") -> float:
@@ -1440,11 +1472,12 @@ def lower_conv2d(node, lc) -> None:
         th, tw = _dw_strip(g, lc.tuning)
         m = g["O"] // g["C"]  # channel multiplier: output channel o reads input channel o // m
         c4 = -(-g["O"] // 4)
+        vec = g["O"] % 4 == 0 and m == 1
         ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
-        n_inv = g["NB"] * ohb * owb * c4
+        x64, nh = _dw_words(g, lc.tuning, lc.features, g["NB"] * ohb * owb * c4)
+        n_inv = g["NB"] * ohb * owb * (c4 // nh)
         prm = make_constant(np.array([n_inv, c4, g["O"], owb, ohb, g["H"], g["W"], g["OH"], g["OW"], g["pt"],
                                       g["pl"], g["C"], th], dtype=np.uint32), "uint32")
-        vec = g["O"] % 4 == 0 and m == 1
         outs = [("out", out)]
         pooled = bool(node.attrs.get("pool_output"))
         if pooled:  # fuse_conv_pool: per-strip channel sums
@@ -1459,7 +1492,8 @@ def lower_conv2d(node, lc) -> None:
                   n_inv, workgroup=DW_WORKGROUP, T=T, vec=vec, M=m, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
                   A=max(t[2] for t in taps) + 1, taps=taps, jrows=sorted({t[1] for t in taps}), pool=pooled,
                   f_uniform=B_UNIFORM_FLOATS // 4 if f_uniform else 0,
-                  seg=_segment(g, tw), ep=ep, **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
+                  seg=_segment(g, tw), ep=ep, x64=x64, NH=nh,
+                  **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
         if pooled:
             reduce_pool()
         return
