@@ -118,13 +118,15 @@ class LowerContext:
             variables: template-specific context.
 
         Raises:
-            NotSupportedError: a binding larger than maxStorageBufferBindingSize (the lowering
+            NotSupportedError: a buffer binding (not a texture) larger than maxStorageBufferBindingSize (the lowering
                 must split such work itself).
         """
         from ._dtypes import buffer_size
 
         limit = int(self.limits.get("max-storage-buffer-binding-size", 128 << 20))
         for i, (name, v) in enumerate([*inputs, *outputs]):
+            if getattr(v, "texture_width", 0):  # a texture (linalg.TextureConstant): linalg.texture_fits bounds it
+                continue
             size = ranges[i][1] if ranges and ranges[i] else buffer_size(v.data_type, v.shape)
             if size > limit:
                 raise NotSupportedError(

@@ -110,11 +110,28 @@ def test_a_single_product_other_profiles_and_transposed_a_stay():
 def test_bindings_past_the_device_limit_stay():
     ir = IR()
     x = ir.input((1, 672))
-    ys = [_gemm(ir, x, 8, seed=i) for i in range(4)]  # A, 4 biases, 4 outputs: 9 bindings
+    ys = [_gemm(ir, x, 8, seed=i) for i in range(4)]  # A, B, 4 biases, 4 outputs: 10 bindings
     small = SimpleNamespace(_subgroup=8, _tuning="lane-loop", limits={"max-storage-buffers-per-shader-stage": 8,
                                                                       "max-texture-dimension-2d": 8192})
     assert fuse_heads(ir.nodes, {f"y{i}": y for i, y in enumerate(ys)}, small) == ir.nodes
     (node,) = on_lavapipe(ir.nodes, {f"y{i}": y for i, y in enumerate(ys)})
+    assert node.op == "heads"
+
+
+def test_the_binding_count_at_the_device_limit_counts_b():
+    """A, B (the matrices side by side, one binding), 4 biases and 4 outputs: 10 bindings fit a
+    limit of 10, not one of 9 (the lowering would refuse the launch)."""
+    ir = IR()
+    x = ir.input((1, 672))
+    ys = [_gemm(ir, x, 8, seed=i) for i in range(4)]
+    outputs = {f"y{i}": y for i, y in enumerate(ys)}
+
+    def device(limit):
+        return SimpleNamespace(_subgroup=8, _tuning="lane-loop", limits={"max-storage-buffers-per-shader-stage": limit,
+                                                                         "max-texture-dimension-2d": 8192})
+
+    assert fuse_heads(ir.nodes, outputs, device(9)) == ir.nodes
+    (node,) = fuse_heads(ir.nodes, outputs, device(10))
     assert node.op == "heads"
 
 

@@ -150,6 +150,23 @@ def test_wide_products_read_b_from_a_texture(ctx, rng, M, K, N, dtype):
     check(got, 1 / (1 + np.exp(-(A @ W + C))), np.abs(A) @ np.abs(W) + np.abs(C), K + 1, dtype, f"wide {M}x{K}->{N}")
 
 
+def test_a_texture_is_not_held_to_the_storage_binding_size(ctx, rng, monkeypatch):
+    """float16 weights go into the texture as float32 (twice their bytes): a B within the
+    device's maxStorageBufferBindingSize as float16 but past it as a texture still builds (a
+    texture's size is bounded by maxTextureDimension2D, linalg.texture_fits)."""
+    if "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is not supported on this adapter")
+    M, K, N = 1, 512, 600
+    a, w = data(rng, (M, K), np.float16), data(rng, (K, N), np.float16)
+    limit = K * N * 2 + 4096  # float16 B fits; as float32 texels it does not
+    monkeypatch.setitem(ctx._limits, "max-storage-buffer-binding-size", limit)
+    got, steps = build_run(ctx, lambda b, o: b.matmul(o["a"], b.constant(w)), {"a": a})
+    if _takes_matvec(ctx):
+        assert _templates(steps) == ["matmul/matvec.wgsl"] and "var b: texture_2d<f32>;" in steps[0].wgsl
+    A, W = a.astype(np.float64), w.astype(np.float64)
+    check(got, A @ W, np.abs(A) @ np.abs(W), K, np.float16, f"texture past the storage limit {M}x{K}->{N}")
+
+
 def test_gemm_with_transposed_b_c_alpha_beta_and_relu(ctx, rng):
     M, K, N = 2, 700, 45
     a, w, c = data(rng, (M, K)), data(rng, (N, K)), data(rng, (N,))

@@ -110,7 +110,7 @@ def fuse_heads(nodes: list, outputs: dict, context=None) -> list:
             for v in n.inputs[1:]:
                 if v is not None and all(v is not u for u in inputs):
                     inputs.append(v)
-        bound = 1 + sum(v is not None for n in ok for v in n.inputs[2:]) + len(ok)  # A, operands, outputs
+        bound = 2 + sum(v is not None for n in ok for v in n.inputs[2:]) + len(ok)  # A, B, operands, outputs
         if bound > limit:
             continue
         label = "+".join(n.label for n in ok if n.label)
