@@ -63,6 +63,10 @@
                  per output (linalg.reads_per_output); the unrolled stores dominated LLVM's
                  compile time
     group_cols   output columns per batch item when the batch is conv groups (else 0)
+    x64          A (a_vec), the output and the given operand (out_vec) are bound as u64 words, the
+                 same bits: 4 float32 values as a vec2<u64>, 4 float16 ones as a u64 (on Mesa 22
+                 every storage access is a loop over the lanes and its components; a u64
+                 component moves two float32 or four float16 values; linalg.tile_words)
     pool         also write the sums of each invocation's stored outputs over its TM rows, per
                  column, to `pool` ([pool_rows, N / 4] vec4<f32>; one batch item, out_vec): the
                  partial sums of a global average pool of a pointwise conv's NHWC output (the
@@ -99,7 +103,12 @@
 {% if T == "f16" or needs_f16 %}
 enable f16;
 {% endif %}
+{% set WT = ("vec2<u64>" if T == "f32" else "u64") if x64 else "" %}
+{% if x64 and a_vec %}
+@group(0) @binding(0) var<storage, read> a: array<{{ WT }}>;
+{% else %}
 {{ tl.decl(0, "a", T, a_vec, false) }}
+{% endif %}
 {{ tl.weights(1, "b", T, b_vec, b_uniform_vec4 if b_uniform else 0) }}
 {{ tl.epilogue_decls(ep, 2) }}
 {% set sc_at = 2 + ep.operands | length %}
@@ -112,18 +121,28 @@ enable f16;
 {% if a_add %}
 {{ tl.decl(res_at, "ares", T, true, false) }}
 {% endif %}
-{% if ep.given %}
+{% if ep.given and x64 and out_vec and not ep.given_g4 %}
+@group(0) @binding({{ g_at }}) var<storage, read> gres: array<{{ WT }}>;
+{{ tl.given_fns(ep, "gres", out_vec) }}
+{% elif ep.given %}
 {{ tl.decl(g_at, "gres", T, out_vec, false) }}
 {{ tl.given_fns(ep, "gres", out_vec) }}
 {% endif %}
 {% if dyn %}
 @group(0) @binding({{ prm_at }}) var<storage, read> prm: array<u32>;
 {% endif %}
+{% if x64 and out_vec %}
+@group(0) @binding({{ prm_at + (1 if dyn else 0) }}) var<storage, read_write> out: array<{{ WT }}>;
+{% else %}
 {{ tl.decl(prm_at + (1 if dyn else 0), "out", T, out_vec, true) }}
+{% endif %}
 {% if pool %}
 @group(0) @binding({{ prm_at + (2 if dyn else 1) }}) var<storage, read_write> pool: array<vec4<f32>>;
 {% endif %}
 {{ tl.epilogue_fns(ep) }}
+{% if x64 %}
+{{ tl.word_fns(T) }}
+{% endif %}
 
 {# ---- the epilogue and stores of one row of the tile, a function of its own (see the header) ---- #}
 {% if pool %}
@@ -152,10 +171,10 @@ fn tile_row(m: u32, o_off: u32, n0: u32, bidx: u32{% if dyn %}, M_: u32, N_: u32
         let o = orow + n;
         let v = c{{ j }};
 {% if ep.given %}
-        let g = {{ tl.given4(ep, "gres", "o / 4u") }};
+        let g = {% if x64 and not ep.given_g4 %}w_up(gres[o / 4u]){% else %}{{ tl.given4(ep, "gres", "o / 4u") }}{% endif %};
 {% endif %}
         let e = vec4<f32>({% for c in range(4) %}{% if ep_rows %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "m", "r", "g." ~ "xyzw"[c]) }}{% else %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{% endif %}{{ ", " if not loop.last }}{% endfor %});
-        out[o / 4u] = vec4<{{ T }}>(e);
+        out[o / 4u] = {% if x64 %}w_pk(e){% else %}vec4<{{ T }}>(e){% endif %};
 {% if pool %}
         s.s{{ j }} = s.s{{ j }} + e;
 {% endif %}
@@ -357,7 +376,7 @@ bp + {{ v }}
 {% endif %}
 {% macro a_load(i, kexpr, tail) %}
 {% if a_vec %}
-vec4<f32>(a[(ar{{ i }} + {{ kexpr }}) / 4u])
+{{ "w_up" if x64 else "vec4<f32>" }}(a[(ar{{ i }} + {{ kexpr }}) / 4u])
 {%- else %}
 vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a[ar{{ i }} + ({{ kexpr }} + {{ r }}u) * {{ a_ks }}u]){% endif %}{{ ", " if not loop.last }}{% endfor %})
 {%- endif %}
@@ -371,7 +390,7 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
 {%- endmacro %}
 {% macro col_load(s, kexpr, tail) %}
 {% if a_vec %}
-vec4<f32>(a[(yrow + xo{{ s }} + {{ kexpr }}) / 4u])
+{{ "w_up" if x64 else "vec4<f32>" }}(a[(yrow + xo{{ s }} + {{ kexpr }}) / 4u])
 {%- else %}
 vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a[yrow + xo{{ s }} + ({{ kexpr }} + {{ r }}u) * {{ a_ks }}u]){% endif %}{{ ", " if not loop.last }}{% endfor %})
 {%- endif %}
