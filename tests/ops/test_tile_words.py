@@ -20,27 +20,27 @@ from test_tile import check, data
 FORMS = ("vec4", "u64", "")
 
 
-def _run(ctx, monkeypatch, build, inputs: dict, form: str):
+def _run(ctx, monkeypatch, build, inputs: dict, form: str, template: str = "matmul/tile.wgsl"):
     """Build and run ``build(builder, operands) -> {name: MLOperand}`` with the tile words forced
-    to ``form``; (outputs, the tile kernel's WGSL texts)."""
+    to ``form``; (outputs, the WGSL texts of ``template``'s kernels)."""
     monkeypatch.setenv("WEBNN_GPU_FORCE_TILE_WORDS", form)
     b = webnn.MLGraphBuilder(ctx)
     ops = {n: b.input(n, {"data_type": webnn._dtypes.from_numpy(a.dtype), "shape": list(a.shape)})
            for n, a in inputs.items()}
     graph = b.build(build(b, ops))
-    texts = [s.wgsl for s in graph._steps if isinstance(s, KernelStep) and s.template == "matmul/tile.wgsl"]
+    texts = [s.wgsl for s in graph._steps if isinstance(s, KernelStep) and s.template == template]
     out = ctx.compute(graph, inputs)
     graph.destroy()
     return out, texts
 
 
-def _forms(ctx, monkeypatch, build, inputs: dict, out_word: str | None):
+def _forms(ctx, monkeypatch, build, inputs: dict, out_word: str | None, template: str = "matmul/tile.wgsl"):
     """Run every form; assert each one's declarations (``out_word``: the default form's output
     element, None: not checked) and that all outputs are bit-identical.
     Returns the default form's outputs."""
-    runs = {f: _run(ctx, monkeypatch, build, inputs, f) for f in FORMS}
+    runs = {f: _run(ctx, monkeypatch, build, inputs, f, template) for f in FORMS}
     for f, (_, texts) in runs.items():
-        assert texts, "the product runs on the tile kernel"
+        assert texts, f"the product runs on {template}"
         if f == "vec4":
             assert not any("u64" in t for t in texts)
         else:
@@ -158,6 +158,36 @@ def test_past_the_loop_limit(ctx, rng, monkeypatch):
     out = _forms(ctx, monkeypatch, build, {"x": x}, None)
     check(out["y"], _ref_pointwise(x, w[:, 0, 0, :], bias),
           _ref_pointwise(np.abs(x), np.abs(w[:, 0, 0, :]), np.abs(bias)), 9, np.float32, "tall image")
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16], ids=["float32", "float16"])
+def test_mlp_forms(ctx, rng, monkeypatch, dt):
+    """matmul/mlp.wgsl's words: a 1x1 expansion + bias + residual + PReLU, kept (``mid``, read by
+    a later add) and read by a 1x1 projection + bias + PReLU (float16 weights in storage
+    buffers, float32 ones in uniform buffers)."""
+    if dt == np.float16 and "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is expected on lavapipe")
+    x, r = data(rng, (1, 8, 8, 16), dt), data(rng, (1, 8, 8, 32), dt)
+    f1, b1, s1 = (data(rng, (32, 1, 1, 16)) / 4).astype(dt), data(rng, (32,), dt), rng.random(32).astype(dt)
+    f2, b2, s2 = (data(rng, (16, 1, 1, 32)) / 6).astype(dt), data(rng, (16,), dt), rng.random(16).astype(dt)
+
+    def build(b, o):
+        h = b.conv2d(o["x"], b.constant(f1), bias=b.constant(b1), input_layout="nhwc", filter_layout="ohwi")
+        h = b.prelu(b.add(h, o["r"]), b.constant(s1))
+        y = b.prelu(b.conv2d(h, b.constant(f2), bias=b.constant(b2), input_layout="nhwc", filter_layout="ohwi"),
+                    b.constant(s2))
+        return {"y": y, "z": b.add(h, b.constant(np.ones(32, dt)))}
+
+    out = _forms(ctx, monkeypatch, build, {"x": x, "r": r}, _words(dt, False), "matmul/mlp.wgsl")
+    q = lambda a: a.astype(np.float64)  # noqa: E731
+    pre = lambda v, s: np.where(v >= 0, v, v * q(s))  # noqa: E731
+    h = pre(_ref_pointwise(x, f1[:, 0, 0, :], b1) + q(r), s1)
+    tol = 2e-5 if dt == np.float32 else 2e-2  # float16: the hidden rows and both outputs rounded
+    np.testing.assert_allclose(q(out["z"]), h + 1, atol=tol, rtol=tol)
+    if dt == np.float16:
+        h = q(h.astype(dt))
+    y = pre(np.einsum("nhwc,oc->nhwo", h, q(f2[:, 0, 0, :])) + q(b2), s2)
+    np.testing.assert_allclose(q(out["y"]), y, atol=tol, rtol=tol)
 
 
 class _LC:

@@ -1578,6 +1578,7 @@ def lower_mlp(node, lc) -> None:
                      T=wgsl_type(out.data_type), K=K, H=H, N=N, TM=TM, TN1=TN1, TN2=TN2, sg=sg,
                      w1_uniform=B_UNIFORM_FLOATS // 4 if ws[0][1] else 0,
                      w2_uniform=B_UNIFORM_FLOATS // 4 if ws[1][1] else 0,
-                     ep1=ep1, ep2=ep2, fns=_epilogue.merged_functions(ep1, ep2), keep=a.keep)
+                     ep1=ep1, ep2=ep2, fns=_epilogue.merged_functions(ep1, ep2), keep=a.keep,
+                     x64=tile_words(lc, out.data_type))
     step.flops = 2 * M * H * (K + N)
     step.note = f"{M}x{K}->{H}->{N} {TM}x{4 * TN1}/{4 * TN2}" + (" keep" if a.keep else "")
