@@ -1,5 +1,5 @@
-"""The tile kernel's memory words (``matmul/tile.wgsl``'s ``x64`` and ``x8``): A, B, the output
-and the given operand moved as u64 words on lavapipe. Every form (``WEBNN_GPU_FORCE_TILE_WORDS``
+"""The tile kernel's memory words (``matmul/tile.wgsl``'s ``x64`` and ``x8``; ``matmul/mlp.wgsl``'s
+``x64``): A, B, the output and the given operand moved as u64 words on lavapipe. Every form (``WEBNN_GPU_FORCE_TILE_WORDS``
 ``vec4``: vec4s of the storage type, ``u64``: words of 4 values, default: stores of 8) must give
 bit-identical outputs, each checked against float64 NumPy: odd sizes, column counts not a
 multiple of 8 or 4, float16, epilogues, a residual add, pool partials, a window conv, and
