@@ -579,15 +579,16 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
            and a_ks == 1 and b_ns == 1 and o_so == 1 and (o_sn == 0 or o_P >= M) and KH == KW == 1 and not group_cols
            and order == "m")
     x64 = tile_words(lc, out.data_type) and (a_vec or b_vec or out_vec)
-    forced = _env.force("tile_words")
+    # stores of two column blocks (8 values) where every stored vec4 pair is 8-aligned
+    x8 = (x64 and _env.force("tile_words") != "u64" and out_vec and TN4 % 2 == 0 and N % 8 == 0 and o_sp % 8 == 0
+          and (o_sn % 8 == 0 or o_P >= M) and all(s % 8 == 0 for s in o_bst))
     variables = dict(
         T=wgsl_type(out.data_type), needs_f16=False, TM=TM, TN4=TN4, order=order, M=M, N=N, tiles_m=tiles_m,
         tiles_n=tiles_n, batch_strides=strides(batch_shape), a_bst=list(a_bst), b_bst=list(b_bst),
         o_bst=list(o_bst), KH=KH, KW=KW, KC=KC, KC4=KC // 4 * 4, a_mode=a_mode, a_rs=a_rs, a_ks=a_ks,
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
-        pool_rows=-(-M // TM), x64=x64, x8=x64 and forced != "u64" and out_vec and TN4 % 2 == 0 and N % 8 == 0 and o_sp % 8 == 0
-        and (o_sn % 8 == 0 or o_P >= M) and all(s % 8 == 0 for s in o_bst),
+        pool_rows=-(-M // TM), x64=x64, x8=x8,
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
         b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, ep_loop=TM > 1 and not ep_rows and (TILE_EP_LOOP and KH * KW * KC >= TILE_EP_LOOP_MIN_K or ep.given or reads_per_output(ep)),
     )
