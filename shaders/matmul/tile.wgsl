@@ -64,10 +64,10 @@
                  compile time
     group_cols   output columns per batch item when the batch is conv groups (else 0)
     x64          A (a_vec), B (b_vec, not b_uniform), the output and the given operand (out_vec)
-                 are bound as u64 words, the
-                 same bits: 4 float32 values as a vec2<u64>, 4 float16 ones as a u64 (on Mesa 22
-                 every storage access is a loop over the lanes and its components; a u64
-                 component moves two float32 or four float16 values; linalg.tile_words)
+                 are bound as u64 words, the same bits: 4 float32 values as a vec2<u64>, 4
+                 float16 ones as a u64 (on Mesa 22 every storage access is a loop over the lanes
+                 and its components; a u64 component moves two float32 or four float16 values;
+                 linalg.tile_words); w_up / w_pk (_lib/tile.wgsl word_fns) split and join them
     x8           (x64 with out_vec, TN4 even, N and the output's offsets multiples of 8) each store
                  (and given load) moves two column blocks, 8 values: a vec4<u64> for float32,
                  a vec2<u64> for float16
