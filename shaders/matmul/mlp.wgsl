@@ -26,6 +26,9 @@
                  elsewhere too)
     ep1.given, ep2.given   the epilogue's operand read at each output's own index (a residual add;
                  linalg.given_operand) is bound as g1 / g2 and loaded as one vec4 per vec4 store
+    x64          x, the weights in storage, the given operands, out and mid are bound as u64 words,
+                 the same bits (4 float32 values as a vec2<u64>, 4 float16 ones as a u64; as
+                 matmul/tile.wgsl's x64, linalg.tile_words)
   Bindings: x, w1, ep1's operands, w2, ep2's operands, g1 (ep1.given), g2 (ep2.given), prm ([M]),
     out, mid (keep only).
   Workgroup: (sg, 1, 1), one invocation per TM rows, padded to whole workgroups (the padding
@@ -38,30 +41,57 @@
 enable f16;
 {% endif %}
 {% set H4, N4 = H // 4, N // 4 %}
-{{ tl.decl(0, "x", T, true, false) }}
-{{ tl.weights(1, "w1", T, true, w1_uniform) }}
+{% set WT = ("vec2<u64>" if T == "f32" else "u64") if x64 else "" %}
+{% set LD = "w_up" if x64 else "vec4<f32>" %}
+{% macro wdecl(index, name, output=false) %}
+{% if x64 %}
+@group(0) @binding({{ index }}) var<storage, {{ "read_write" if output else "read" }}> {{ name }}: array<{{ WT }}>;
+{% else %}
+{{ tl.decl(index, name, T, true, output) }}
+{% endif %}
+{% endmacro %}
+{% macro wts(index, name, uniform) %}
+{% if x64 and not uniform %}
+{{ wdecl(index, name) }}
+{% else %}
+{{ tl.weights(index, name, T, true, uniform) }}
+{% endif %}
+{% endmacro %}
+{{ wdecl(0, "x") }}
+{{ wts(1, "w1", w1_uniform) }}
 {{ tl.epilogue_decls(ep1, 2) }}
 {% set w2_at = 2 + ep1.operands | length %}
-{{ tl.weights(w2_at, "w2", T, true, w2_uniform) }}
+{{ wts(w2_at, "w2", w2_uniform) }}
 {{ tl.epilogue_decls(ep2, w2_at + 1) }}
 {% set g_at = w2_at + 1 + ep2.operands | length %}
 {% if ep1.given %}
+{% if ep1.given_g4 %}
 {{ tl.decl(g_at, "g1", T, true, false) }}
+{% else %}
+{{ wdecl(g_at, "g1") }}
+{% endif %}
 {{ tl.given_fns(ep1, "g1", true) }}
 {% endif %}
 {% if ep2.given %}
+{% if ep2.given_g4 %}
 {{ tl.decl(g_at + (1 if ep1.given else 0), "g2", T, true, false) }}
+{% else %}
+{{ wdecl(g_at + (1 if ep1.given else 0), "g2") }}
+{% endif %}
 {{ tl.given_fns(ep2, "g2", true) }}
 {% endif %}
 {% set prm_at = g_at + (1 if ep1.given else 0) + (1 if ep2.given else 0) %}
 @group(0) @binding({{ prm_at }}) var<storage, read> prm: array<u32>;
-{{ tl.decl(prm_at + 1, "out", T, true, true) }}
+{{ wdecl(prm_at + 1, "out", true) }}
 {% if keep %}
-{{ tl.decl(prm_at + 2, "mid", T, true, true) }}
+{{ wdecl(prm_at + 2, "mid", true) }}
 {% endif %}
 {{ epl.defs(fns) }}
 {% if not ep1.empty %}{{ ep1.code }}{% endif %}
 {% if not ep2.empty %}{{ ep2.code }}{% endif %}
+{% if x64 %}
+{{ tl.word_fns(T) }}
+{% endif %}
 
 // the hidden rows of the workgroup's invocations: invocation li's row i at (li * TM + i) * H / 4
 var<workgroup> hid: array<vec4<f32>, {{ sg * TM * H4 }}>;
@@ -73,12 +103,12 @@ fn row1(m: u32, live: bool, hrow: u32, n0: u32{% for j in range(TN1) %}, c{{ j }
     let n = 4u * (n0 + {{ j }}u);
     let o = m * {{ H }}u + n;
 {% if ep1.given %}
-    let g = {{ tl.given4(ep1, "g1", "o / 4u") }};
+    let g = {% if x64 and not ep1.given_g4 %}w_up(g1[o / 4u]){% else %}{{ tl.given4(ep1, "g1", "o / 4u") }}{% endif %};
 {% endif %}
     let e = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep1, "c" ~ j ~ "." ~ "xyzw"[c], "o + " ~ c ~ "u", "n + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %}));
     hid[hrow + n0 + {{ j }}u] = vec4<f32>(e);
 {% if keep %}
-    if (live) { mid[o / 4u] = e; }
+    if (live) { mid[o / 4u] = {% if x64 %}w_pk(vec4<f32>(e)){% else %}e{% endif %}; }
 {% endif %}
   }
 {% endfor %}
@@ -92,9 +122,9 @@ fn row2(m: u32, live: bool, n0: u32{% for j in range(TN2) %}, c{{ j }}: vec4<f32
     let n = 4u * (n0 + {{ j }}u);
     let o = m * {{ N }}u + n;
 {% if ep2.given %}
-    let g = {{ tl.given4(ep2, "g2", "o / 4u") }};
+    let g = {% if x64 and not ep2.given_g4 %}w_up(g2[o / 4u]){% else %}{{ tl.given4(ep2, "g2", "o / 4u") }}{% endif %};
 {% endif %}
-    out[o / 4u] = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep2, "c" ~ j ~ "." ~ "xyzw"[c], "o + " ~ c ~ "u", "n + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %}));
+    out[o / 4u] = {% if x64 %}w_pk{% else %}vec4<{{ T }}>{% endif %}(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep2, "c" ~ j ~ "." ~ "xyzw"[c], "o + " ~ c ~ "u", "n + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %}));
   }
 {% endfor %}
 }
@@ -103,7 +133,7 @@ fn row2(m: u32, live: bool, n0: u32{% for j in range(TN2) %}, c{{ j }}: vec4<f32
    v % sg as its load v / sg and shared; rows of A (a{i}) are each lane's own #}
 {% macro kstep(w, rowlen4, TN, a_expr) %}
 {% for t in range((4 * TN + sg - 1) // sg) %}
-      let bl{{ t }} = vec4<f32>({{ w }}[(kc + bo{{ t }}r) * {{ rowlen4 }}u + n0 + bo{{ t }}c]);
+      let bl{{ t }} = {{ (LD if (w == "w1" and not w1_uniform) or (w == "w2" and not w2_uniform) else "vec4<f32>") }}({{ w }}[(kc + bo{{ t }}r) * {{ rowlen4 }}u + n0 + bo{{ t }}c]);
 {% endfor %}
 {{ ln.share_b(4, TN, sg, "      ") -}}
 {% for i in range(TM) %}
@@ -125,7 +155,7 @@ fn row2(m: u32, live: bool, n0: u32{% for j in range(TN2) %}, c{{ j }}: vec4<f32
 {% call(t) ln.share_q(ep, TN, sg, "    ") %}min(4u * n0 + lane + {{ sg * t }}u, {{ width - 1 }}u){% endcall %}
 {% endif %}
 {% endmacro %}
-{% macro x_row(i) %}vec4<f32>(x[xr{{ i }} + kc / 4u]){% endmacro %}
+{% macro x_row(i) %}{{ LD }}(x[xr{{ i }} + kc / 4u]){% endmacro %}
 {% macro h_row(i) %}hid[hb + {{ i }}u * {{ H4 }}u + kc / 4u]{% endmacro %}
 
 @compute @workgroup_size({{ sg }})

@@ -63,6 +63,14 @@
                  per output (linalg.reads_per_output); the unrolled stores dominated LLVM's
                  compile time
     group_cols   output columns per batch item when the batch is conv groups (else 0)
+    x64          A (a_vec), B (b_vec, not b_uniform), the output and the given operand (out_vec)
+                 are bound as u64 words, the same bits: 4 float32 values as a vec2<u64>, 4
+                 float16 ones as a u64 (on Mesa 22 every storage access is a loop over the lanes
+                 and its components; a u64 component moves two float32 or four float16 values;
+                 linalg.tile_words); w_up / w_pk (_lib/tile.wgsl word_fns) split and join them
+    x8           (x64 with out_vec, TN4 even, N and the output's offsets multiples of 8) each store
+                 (and given load) moves two column blocks, 8 values: a vec4<u64> for float32,
+                 a vec2<u64> for float16
     pool         also write the sums of each invocation's stored outputs over its TM rows, per
                  column, to `pool` ([pool_rows, N / 4] vec4<f32>; one batch item, out_vec): the
                  partial sums of a global average pool of a pointwise conv's NHWC output (the
@@ -99,8 +107,21 @@
 {% if T == "f16" or needs_f16 %}
 enable f16;
 {% endif %}
+{% set WT = ("vec2<u64>" if T == "f32" else "u64") if x64 else "" %}
+{% set WT8 = ("vec4<u64>" if T == "f32" else "vec2<u64>") if x8 else "" %}
+{% set halves = [".xy", ".zw"] if T == "f32" else [".x", ".y"] %}
+{% if x64 and a_vec %}
+@group(0) @binding(0) var<storage, read> a: array<{{ WT }}>;
+{% else %}
 {{ tl.decl(0, "a", T, a_vec, false) }}
+{% endif %}
+{% set xb = x64 and b_vec and not b_uniform %}
+{% set BL = "w_up" if xb else "vec4<f32>" %}
+{% if xb %}
+@group(0) @binding(1) var<storage, read> b: array<{{ WT }}>;
+{% else %}
 {{ tl.weights(1, "b", T, b_vec, b_uniform_vec4 if b_uniform else 0) }}
+{% endif %}
 {{ tl.epilogue_decls(ep, 2) }}
 {% set sc_at = 2 + ep.operands | length %}
 {% set res_at = sc_at + (1 if a_scale else 0) %}
@@ -112,18 +133,28 @@ enable f16;
 {% if a_add %}
 {{ tl.decl(res_at, "ares", T, true, false) }}
 {% endif %}
-{% if ep.given %}
+{% if ep.given and x64 and out_vec and not ep.given_g4 %}
+@group(0) @binding({{ g_at }}) var<storage, read> gres: array<{{ WT8 or WT }}>;
+{{ tl.given_fns(ep, "gres", out_vec) }}
+{% elif ep.given %}
 {{ tl.decl(g_at, "gres", T, out_vec, false) }}
 {{ tl.given_fns(ep, "gres", out_vec) }}
 {% endif %}
 {% if dyn %}
 @group(0) @binding({{ prm_at }}) var<storage, read> prm: array<u32>;
 {% endif %}
+{% if x64 and out_vec %}
+@group(0) @binding({{ prm_at + (1 if dyn else 0) }}) var<storage, read_write> out: array<{{ WT8 or WT }}>;
+{% else %}
 {{ tl.decl(prm_at + (1 if dyn else 0), "out", T, out_vec, true) }}
+{% endif %}
 {% if pool %}
 @group(0) @binding({{ prm_at + (2 if dyn else 1) }}) var<storage, read_write> pool: array<vec4<f32>>;
 {% endif %}
 {{ tl.epilogue_fns(ep) }}
+{% if x64 %}
+{{ tl.word_fns(T) }}
+{% endif %}
 
 {# ---- the epilogue and stores of one row of the tile, a function of its own (see the header) ---- #}
 {% if pool %}
@@ -143,7 +174,32 @@ fn tile_row(m: u32, o_off: u32, n0: u32, bidx: u32{% if dyn %}, M_: u32, N_: u32
   if (m < {{ M }}u) {
     let orow = o_off + (m / {{ o_P }}u) * {{ o_sn }}u + (m % {{ o_P }}u) * {{ o_sp }}u;
 {% endif %}
-{% for j in range(TN4) %}
+{% for p in range(TN4 // 2 if x8 else 0) %}
+    {
+      // column blocks {{ 2 * p }} and {{ 2 * p + 1 }}: one store of 8 values
+      let n = n0 + {{ 8 * p }}u;
+      if (n < {% if dyn %}N_{% else %}{{ N }}u{% endif %}) {
+        let o = orow + n;
+{% if ep.given and not ep.given_g4 %}
+        let gw = gres[o / 8u];
+{% endif %}
+{% for h in range(2) %}
+{% set j = 2 * p + h %}
+        let ch{{ h }} = n + {{ 4 * h }}u + bidx * {{ group_cols }}u;
+        let v{{ h }} = c{{ j }};
+{% if ep.given %}
+        let g{{ h }} = {% if ep.given_g4 %}{{ tl.given4(ep, "gres", "o / 4u + " ~ h ~ "u") }}{% else %}w_up(gw{{ halves[h] }}){% endif %};
+{% endif %}
+        let e{{ h }} = vec4<f32>({% for c in range(4) %}{% if ep_rows %}{{ tl.apply(ep, "v" ~ h ~ "." ~ "xyzw"[c], "o + " ~ (4 * h + c) ~ "u", "m", "r", "g" ~ h ~ "." ~ "xyzw"[c]) }}{% else %}{{ tl.apply(ep, "v" ~ h ~ "." ~ "xyzw"[c], "o + " ~ (4 * h + c) ~ "u", "ch" ~ h ~ " + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g" ~ h ~ "." ~ "xyzw"[c]) }}{% endif %}{{ ", " if not loop.last }}{% endfor %});
+{% if pool %}
+        s.s{{ j }} = s.s{{ j }} + e{{ h }};
+{% endif %}
+{% endfor %}
+        out[o / 8u] = {{ WT8 }}(w_pk(e0), w_pk(e1));
+      }
+    }
+{% endfor %}
+{% for j in range(0 if x8 else TN4) %}
     {
       let n = n0 + {{ 4 * j }}u;
       let ch = n + bidx * {{ group_cols }}u;
@@ -152,10 +208,10 @@ fn tile_row(m: u32, o_off: u32, n0: u32, bidx: u32{% if dyn %}, M_: u32, N_: u32
         let o = orow + n;
         let v = c{{ j }};
 {% if ep.given %}
-        let g = {{ tl.given4(ep, "gres", "o / 4u") }};
+        let g = {% if x64 and not ep.given_g4 %}w_up(gres[o / 4u]){% else %}{{ tl.given4(ep, "gres", "o / 4u") }}{% endif %};
 {% endif %}
         let e = vec4<f32>({% for c in range(4) %}{% if ep_rows %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "m", "r", "g." ~ "xyzw"[c]) }}{% else %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{% endif %}{{ ", " if not loop.last }}{% endfor %});
-        out[o / 4u] = vec4<{{ T }}>(e);
+        out[o / 4u] = {% if x64 %}w_pk(e){% else %}vec4<{{ T }}>(e){% endif %};
 {% if pool %}
         s.s{{ j }} = s.s{{ j }} + e;
 {% endif %}
@@ -357,21 +413,21 @@ bp + {{ v }}
 {% endif %}
 {% macro a_load(i, kexpr, tail) %}
 {% if a_vec %}
-vec4<f32>(a[(ar{{ i }} + {{ kexpr }}) / 4u])
+{{ "w_up" if x64 else "vec4<f32>" }}(a[(ar{{ i }} + {{ kexpr }}) / 4u])
 {%- else %}
 vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a[ar{{ i }} + ({{ kexpr }} + {{ r }}u) * {{ a_ks }}u]){% endif %}{{ ", " if not loop.last }}{% endfor %})
 {%- endif %}
 {%- endmacro %}
 {% macro b_load(r, j, kexpr) %}
 {% if b_vec %}
-vec4<f32>(b[(kb + ({{ kexpr }} + {{ r }}u) * {% if dyn %}b_ks_{% else %}{{ b_ks }}u{% endif %}) / 4u + bn{{ j }}])
+{{ BL }}(b[(kb + ({{ kexpr }} + {{ r }}u) * {% if dyn %}b_ks_{% else %}{{ b_ks }}u{% endif %}) / 4u + bn{{ j }}])
 {%- else %}
 vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }}u + bn{{ j }}_{{ c }}]){{ ", " if not loop.last }}{% endfor %})
 {%- endif %}
 {%- endmacro %}
 {% macro col_load(s, kexpr, tail) %}
 {% if a_vec %}
-vec4<f32>(a[(yrow + xo{{ s }} + {{ kexpr }}) / 4u])
+{{ "w_up" if x64 else "vec4<f32>" }}(a[(yrow + xo{{ s }} + {{ kexpr }}) / 4u])
 {%- else %}
 vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a[yrow + xo{{ s }} + ({{ kexpr }} + {{ r }}u) * {{ a_ks }}u]){% endif %}{{ ", " if not loop.last }}{% endfor %})
 {%- endif %}
@@ -432,17 +488,17 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% endmacro %}
 {% macro bpart(kexpr, tail, rows) %}
 {% if bdot and sg %}
-      let btl = vec4<f32>(b[(kb + {{ kexpr }} + min(lane, {{ N - 1 }}u) * {{ KH * KW * KC }}u) / 4u]);
+      let btl = {{ BL }}(b[(kb + {{ kexpr }} + min(lane, {{ N - 1 }}u) * {{ KH * KW * KC }}u) / 4u]);
 {% for n in range(N) %}
       let bt{{ n }} = subgroupBroadcast(btl, {{ n }}u);
 {% endfor %}
 {% elif bdot %}
 {% for n in range(N) %}
-      let bt{{ n }} = vec4<f32>(b[(kb + {{ kexpr }} + {{ n }}u * {{ KH * KW * KC }}u) / 4u]);
+      let bt{{ n }} = {{ BL }}(b[(kb + {{ kexpr }} + {{ n }}u * {{ KH * KW * KC }}u) / 4u]);
 {% endfor %}
 {% elif sg %}
 {% for t in range((rows * TN4 + sg - 1) // sg) %}
-      let bl{{ t }} = vec4<f32>(b[(kb + ({{ kexpr }}) * {% if dyn %}b_ks_{% else %}{{ b_ks }}u{% endif %}) / 4u + {{ ("so" ~ t) if not tail else sg_off(t, rows) }}]);
+      let bl{{ t }} = {{ BL }}(b[(kb + ({{ kexpr }}) * {% if dyn %}b_ks_{% else %}{{ b_ks }}u{% endif %}) / 4u + {{ ("so" ~ t) if not tail else sg_off(t, rows) }}]);
 {% endfor %}
 {{ ln.share_b(rows, TN4, sg, "      ") -}}
 {% else %}

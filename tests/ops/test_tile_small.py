@@ -34,7 +34,9 @@ def _tile_kernel(monkeypatch):
 
 
 def vec4_b(step) -> bool:
-    return "var<storage, read> b: array<vec4<" in step.wgsl
+    """B read as vec4s (of its storage type, or as the u64 words of 4 values on lavapipe)."""
+    return any(f"var<storage, read> b: array<{t}>;" in step.wgsl
+               for t in ("vec4<f32>", "vec4<f16>", "vec2<u64>", "u64"))
 
 
 # ---------------------------------------------------------------- rules (no GPU)

@@ -80,6 +80,10 @@ TILE_ORDER = "m"
 #: Dense, unbatched, aligned products read their sizes from a parameter buffer
 #: (``dyn`` in ``matmul/tile.wgsl``): one pipeline per tile shape and epilogue, not per size.
 TILE_DYNAMIC = True
+#: On the "lane-loop" profile with ``shader-int64``, the tile kernel moves A's vec4s, its
+#: output's and the given operand's as u64 words (the same bits; ``x64``, :func:`tile_words`):
+#: every storage access on Mesa 22 is a loop over the lanes and the access's components.
+TILE_X64 = True
 #: Every tile of more than one row whose reduction has at least :data:`TILE_EP_LOOP_MIN_K` terms
 #: (and whose epilogue is not applied per row, ``ep_rows``) applies its epilogue and stores in a
 #: loop over its rows (``ep_loop`` in ``matmul/tile.wgsl``), not only epilogues that load per
@@ -442,6 +446,15 @@ def up_rows(TM: int, W: int) -> int:
     return max(t for t in range(2, max(TM, 2) + 1, 2) if W % t == 0)
 
 
+def tile_words(lc, data_type: str) -> bool:
+    """Whether ``matmul/tile.wgsl`` moves A (vec4 loads), its output and the given operand
+    (vec4 stores) as u64 words (``x64``; :data:`TILE_X64`): the "lane-loop" profile (lavapipe
+    before Mesa 24) with ``shader-int64``. ``WEBNN_GPU_FORCE_TILE_WORDS=vec4`` keeps vec4s of
+    the storage type, ``=u64`` words of 4 values only (no stores of 8, ``x8``)."""
+    return (TILE_X64 and lc.tuning == "lane-loop" and "shader-int64" in lc.features
+            and data_type in ("float32", "float16") and _env.force("tile_words") != "vec4")
+
+
 def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_shape, a_bst, b_bst, o_bst,
                 a_mode: str = "dense", a_rs: int = 0, a_ks: int = 1, a_vec: bool = False,
                 b_ks: int, b_ns: int = 1, b_vec: bool = False, b_cols: int | None = None,
@@ -565,13 +578,17 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     dyn = (TILE_DYNAMIC and pool is None and a_mode == "dense" and not batch_shape and a_vec and b_vec and out_vec
            and a_ks == 1 and b_ns == 1 and o_so == 1 and (o_sn == 0 or o_P >= M) and KH == KW == 1 and not group_cols
            and order == "m")
+    x64 = tile_words(lc, out.data_type) and (a_vec or b_vec or out_vec)
+    # stores of two column blocks (8 values) where every stored vec4 pair is 8-aligned
+    x8 = (x64 and _env.force("tile_words") != "u64" and out_vec and TN4 % 2 == 0 and N % 8 == 0 and o_sp % 8 == 0
+          and (o_sn % 8 == 0 or o_P >= M) and all(s % 8 == 0 for s in o_bst))
     variables = dict(
         T=wgsl_type(out.data_type), needs_f16=False, TM=TM, TN4=TN4, order=order, M=M, N=N, tiles_m=tiles_m,
         tiles_n=tiles_n, batch_strides=strides(batch_shape), a_bst=list(a_bst), b_bst=list(b_bst),
         o_bst=list(o_bst), KH=KH, KW=KW, KC=KC, KC4=KC // 4 * 4, a_mode=a_mode, a_rs=a_rs, a_ks=a_ks,
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
-        pool_rows=-(-M // TM),
+        pool_rows=-(-M // TM), x64=x64, x8=x8,
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
         b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, ep_loop=TM > 1 and not ep_rows and (TILE_EP_LOOP and KH * KW * KC >= TILE_EP_LOOP_MIN_K or ep.given or reads_per_output(ep)),
     )
@@ -1562,6 +1579,7 @@ def lower_mlp(node, lc) -> None:
                      T=wgsl_type(out.data_type), K=K, H=H, N=N, TM=TM, TN1=TN1, TN2=TN2, sg=sg,
                      w1_uniform=B_UNIFORM_FLOATS // 4 if ws[0][1] else 0,
                      w2_uniform=B_UNIFORM_FLOATS // 4 if ws[1][1] else 0,
-                     ep1=ep1, ep2=ep2, fns=_epilogue.merged_functions(ep1, ep2), keep=a.keep)
+                     ep1=ep1, ep2=ep2, fns=_epilogue.merged_functions(ep1, ep2), keep=a.keep,
+                     x64=tile_words(lc, out.data_type))
     step.flops = 2 * M * H * (K + N)
     step.note = f"{M}x{K}->{H}->{N} {TM}x{4 * TN1}/{4 * TN2}" + (" keep" if a.keep else "")
