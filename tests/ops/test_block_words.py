@@ -1,6 +1,7 @@
 """The first-layer kernel's memory words (``conv/block.wgsl`` with ``x64``): pairs of output
 vec4s stored as 8-value u64 words, bit-identical to the same kernel storing vec4s (float16: u32
-pairs; ``WEBNN_GPU_FORCE_BLOCK_WORDS=vec4``) and against float64 NumPy; the rule that picks them
+pairs; ``WEBNN_GPU_FORCE_BLOCK_WORDS=vec4``; float16 takes words only when forced, ``=u64``)
+and against float64 NumPy; the rule that picks them
 (``webnn_gpu.ops.conv._block_words``)."""
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def test_block_words_are_bit_identical_to_vec4s(ctx, rng, monkeypatch, name):
         return {"y": y}
 
     outs = {}
-    for force in ("vec4", ""):
+    for force in ("vec4", "", "u64"):
         monkeypatch.setenv("WEBNN_GPU_FORCE_BLOCK_WORDS", force)
         bld = webnn.MLGraphBuilder(ctx)
         g = bld.build(build(bld, {n: bld.input(n, {"data_type": webnn._dtypes.from_numpy(a.dtype), "shape": list(a.shape)})
@@ -56,10 +57,12 @@ def test_block_words_are_bit_identical_to_vec4s(ctx, rng, monkeypatch, name):
         texts = [st.wgsl for st in g._steps if getattr(st, "template", "") == "conv/block.wgsl"]
         g.destroy()
         assert len(texts) == 1
-        words = force == "" and O % 8 == 0 and ctx._tuning == "lane-loop" and "shader-int64" in ctx.features
+        words = (force != "vec4" and (dt == np.float32 or force == "u64") and O % 8 == 0
+                 and ctx._tuning == "lane-loop" and "shader-int64" in ctx.features)
         assert ("u64>>" in texts[0]) == words
         outs[force or "words"] = run_graph(ctx, build, inputs, tensor_path=False)["y"]
     np.testing.assert_array_equal(outs["words"].view(np.uint8), outs["vec4"].view(np.uint8))
+    np.testing.assert_array_equal(outs["u64"].view(np.uint8), outs["vec4"].view(np.uint8))
     x64, w64 = x.astype(np.float64).transpose(0, 3, 1, 2), wt.astype(np.float64).transpose(0, 3, 1, 2)
     ref = ref_conv2d(x64, w64, padding=pad, strides=(s, s)) + b.astype(np.float64)[None, :, None, None]
     absref = ref_conv2d(np.abs(x64), np.abs(w64), padding=pad, strides=(s, s)) + np.abs(b.astype(np.float64))[None, :, None, None]
@@ -73,15 +76,19 @@ def test_block_words_are_bit_identical_to_vec4s(ctx, rng, monkeypatch, name):
 
 
 def test_block_words_rule(monkeypatch):
-    """u64 words on the lane-loop profile with shader-int64 and output channels a multiple of 8;
-    WEBNN_GPU_FORCE_BLOCK_WORDS=vec4 keeps vec4s, an unknown value is an error."""
+    """u64 words on the lane-loop profile with shader-int64, in float32, with output channels a
+    multiple of 8; WEBNN_GPU_FORCE_BLOCK_WORDS=vec4 keeps vec4s, =u64 takes words in float16
+    too, an unknown value is an error."""
     f = frozenset({"shader-int64"})
-    assert conv._block_words({"O": 16}, "lane-loop", f)
-    assert not conv._block_words({"O": 12}, "lane-loop", f)
-    assert not conv._block_words({"O": 16}, "default", f)
-    assert not conv._block_words({"O": 16}, "lane-loop", frozenset())
+    assert conv._block_words({"O": 16}, "f32", "lane-loop", f)
+    assert not conv._block_words({"O": 16}, "f16", "lane-loop", f)
+    assert not conv._block_words({"O": 12}, "f32", "lane-loop", f)
+    assert not conv._block_words({"O": 16}, "f32", "default", f)
+    assert not conv._block_words({"O": 16}, "f32", "lane-loop", frozenset())
     monkeypatch.setenv("WEBNN_GPU_FORCE_BLOCK_WORDS", "vec4")
-    assert not conv._block_words({"O": 16}, "lane-loop", f)
+    assert not conv._block_words({"O": 16}, "f32", "lane-loop", f)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_BLOCK_WORDS", "u64")
+    assert conv._block_words({"O": 16}, "f16", "lane-loop", f)
     monkeypatch.setenv("WEBNN_GPU_FORCE_BLOCK_WORDS", "wide")
     with pytest.raises(ValueError, match="BLOCK_WORDS"):
-        conv._block_words({"O": 16}, "lane-loop", f)
+        conv._block_words({"O": 16}, "f32", "lane-loop", f)
