@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/words.py [--zoo MODEL ...] [--shapes NxHxWxC ...] [--synthetic]
                                          [--dtype float32] [--repeats 9] [--rounds 4]
+    .venv/bin/python benchmarks/words.py --in-models MODEL ... [--rounds 10]
 
 The layers: the linear doublings (``resample/resample2d_x2.wgsl``) of the ``--zoo`` models (names
 known to ``webnn-gpu fetch`` or ``.tflite`` paths; each distinct input shape once, with how many
@@ -13,6 +14,12 @@ two builds are timed alternately in each round with timestamp queries
 (``webnn_gpu.profile.profile_graph``: the median of ``--repeats``, the least of ``--rounds``).
 Prints per layer the two times in microseconds, whether the second moved u64 words, and
 their ratio.
+
+``--in-models`` instead loads each model twice in one process (the plan cache off), with the
+vec4 forms (``WEBNN_GPU_FORCE_RESAMPLE_WORDS=vec4``, ``WEBNN_GPU_FORCE_BLOCK_WORDS=vec4``) and
+as the context decides, times the two graphs alternately and prints, per kernel template that
+moves words (the doublings, the first layers), the sum of its kernels' times in each, the
+least of ``--rounds``.
 """
 
 from __future__ import annotations
@@ -64,6 +71,48 @@ def _graph(ctx, shape, dtype, env):
                 os.environ[k] = v
 
 
+TEMPLATES = ("resample/resample2d_x2.wgsl", "conv/block.wgsl")
+VEC4_ENV = {"WEBNN_GPU_FORCE_RESAMPLE_WORDS": "vec4", "WEBNN_GPU_FORCE_BLOCK_WORDS": "vec4"}
+
+
+def in_models(models: list[str], rounds: int, repeats: int) -> None:
+    """Time the word-moving kernels inside whole models, both forms (see the module docstring)."""
+    import webnn_gpu as webnn
+    from webnn_gpu.models import fetch
+    from webnn_gpu.profile import profile_graph
+
+    os.environ["WEBNN_GPU_PLAN_CACHE"] = "0"
+    ctx = webnn.ml.create_context()
+    print(f"{'model':>34} {'kernel':>28} {'vec4 us':>9} {'words us':>9} ratio")
+    for m in models:
+        path = m if os.path.exists(m) else str(fetch(m))
+        built = {}
+        for name, env in (("vec4", VEC4_ENV), ("words", {})):
+            old = {k: os.environ.pop(k, None) for k in VEC4_ENV}
+            os.environ.update(env)
+            try:
+                g = webnn.load(path, ctx).graph
+            finally:
+                for k, v in old.items():
+                    os.environ.pop(k, None)
+                    if v is not None:
+                        os.environ[k] = v
+            rng = np.random.default_rng(0)
+            built[name] = (g, {n: rng.uniform(0, 1, v.shape).astype(np.float32) for n, v in g._inputs.items()})
+        best = {(n, t): float("inf") for n in built for t in TEMPLATES}
+        for _ in range(rounds):
+            for n, (g, inputs) in built.items():
+                rows = profile_graph(ctx, g, inputs, repeats)
+                for t in TEMPLATES:
+                    best[n, t] = min(best[n, t], sum(r["us"] for r in rows if r["template"] == t))
+        for g, _ in built.values():
+            g.destroy()
+        for t in TEMPLATES:
+            if best["vec4", t] > 0:
+                print(f"{os.path.basename(path).split('.')[0][:34]:>34} {t[:28]:>28} {best['vec4', t]:>9.1f}"
+                      f" {best['words', t]:>9.1f} {best['words', t] / best['vec4', t]:5.2f}", flush=True)
+
+
 def main(argv=None) -> int:
     """Time the layers (see the module docstring)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -73,8 +122,12 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", default="float32", choices=("float32", "float16"))
     p.add_argument("--repeats", type=int, default=9)
     p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--in-models", nargs="*", default=[], help="time the kernels inside these models instead")
     args = p.parse_args(argv)
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    if args.in_models:
+        in_models(args.in_models, args.rounds, args.repeats)
+        return 0
     import webnn_gpu as webnn
     from webnn_gpu.profile import profile_graph
 
