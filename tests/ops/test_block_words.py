@@ -25,6 +25,8 @@ CASES = {
     "c2-3x3-s1-o12": (8, 10, 2, 12, 3, 1, (1, 1, 1, 1), np.float32, "", False),  # 3 vec4s: vec4 stores
     "rgb-3x3-s2-o16-loaded": (11, 12, 3, 16, 3, 2, (0, 1, 0, 1), np.float32, "relu", True),
     "rgb-3x3-s1-tall-o8": (700, 5, 3, 8, 3, 1, (1, 1, 1, 1), np.float32, "", False),
+    # a global average pool of the output reads the kernel's per-workgroup sums (fuse_pool_partials)
+    "rgb-3x3-s2-o16-pool": (66, 50, 3, 16, 3, 2, (1, 1, 1, 1), np.float32, "pool", False),
 }
 
 
@@ -46,6 +48,9 @@ def test_block_words_are_bit_identical_to_vec4s(ctx, rng, monkeypatch, name):
             y = bld.clamp(y, min_value=0.0, max_value=6.0)
         elif epi == "prelu":
             y = bld.prelu(y, bld.constant(slope))
+        elif epi == "pool":
+            y = bld.relu(y)
+            return {"y": y, "p": bld.average_pool2d(y, layout="nhwc")}
         return {"y": y}
 
     outs = {}
@@ -56,11 +61,14 @@ def test_block_words_are_bit_identical_to_vec4s(ctx, rng, monkeypatch, name):
                                   for n, a in inputs.items()}))
         texts = [st.wgsl for st in g._steps if getattr(st, "template", "") == "conv/block.wgsl"]
         g.destroy()
-        assert len(texts) == 1
+        assert len(texts) == 1 and ("wsum" in texts[0]) == (epi == "pool")
         words = (force != "vec4" and (dt == np.float32 or force == "u64") and O % 8 == 0
                  and ctx._tuning == "lane-loop" and "shader-int64" in ctx.features)
         assert ("u64>>" in texts[0]) == words
-        outs[force or "words"] = run_graph(ctx, build, inputs, tensor_path=False)["y"]
+        got = run_graph(ctx, build, inputs, tensor_path=False)
+        outs[force or "words"] = got["y"]
+        if epi == "pool":
+            outs[force or "words", "p"] = got["p"]
     np.testing.assert_array_equal(outs["words"].view(np.uint8), outs["vec4"].view(np.uint8))
     np.testing.assert_array_equal(outs["u64"].view(np.uint8), outs["vec4"].view(np.uint8))
     x64, w64 = x.astype(np.float64).transpose(0, 3, 1, 2), wt.astype(np.float64).transpose(0, 3, 1, 2)
@@ -72,6 +80,11 @@ def test_block_words_are_bit_identical_to_vec4s(ctx, rng, monkeypatch, name):
         ref = np.clip(ref, 0, 6)
     elif epi == "prelu":
         ref = np.where(ref >= 0, ref, slope.astype(np.float64)[None, :, None, None] * ref)
+    elif epi == "pool":
+        ref = np.maximum(ref, 0)
+        np.testing.assert_array_equal(outs["words", "p"].view(np.uint8), outs["vec4", "p"].view(np.uint8))
+        np.testing.assert_allclose(outs["words", "p"].astype(np.float64).reshape(-1), ref.mean(axis=(2, 3)).reshape(-1),
+                                   atol=1e-5, rtol=1e-5)
     check_accumulated(outs["words"].transpose(0, 3, 1, 2), ref, absref, K * K * C + 1, dt, name)
 
 
