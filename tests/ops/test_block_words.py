@@ -62,7 +62,7 @@ def test_block_words_are_bit_identical_to_vec4s(ctx, rng, monkeypatch, name):
         texts = [st.wgsl for st in g._steps if getattr(st, "template", "") == "conv/block.wgsl"]
         g.destroy()
         assert len(texts) == 1 and ("wsum" in texts[0]) == (epi == "pool")
-        words = (force != "vec4" and (dt == np.float32 or force == "u64") and O % 8 == 0
+        words = (force != "vec4" and (dt == np.float32 or force == "u64") and O % 8 == 0 and O <= conv.BLOCK_MAX_O
                  and ctx._tuning == "lane-loop" and "shader-int64" in ctx.features)
         assert ("u64>>" in texts[0]) == words
         got = run_graph(ctx, build, inputs, tensor_path=False)
@@ -90,12 +90,13 @@ def test_block_words_are_bit_identical_to_vec4s(ctx, rng, monkeypatch, name):
 
 def test_block_words_rule(monkeypatch):
     """u64 words on the lane-loop profile with shader-int64, in float32, with output channels a
-    multiple of 8; WEBNN_GPU_FORCE_BLOCK_WORDS=vec4 keeps vec4s, =u64 takes words in float16
+    multiple of 8 up to BLOCK_MAX_O; WEBNN_GPU_FORCE_BLOCK_WORDS=vec4 keeps vec4s, =u64 takes words in float16
     too, an unknown value is an error."""
     f = frozenset({"shader-int64"})
     assert conv._block_words({"O": 16}, "f32", "lane-loop", f)
     assert not conv._block_words({"O": 16}, "f16", "lane-loop", f)
     assert not conv._block_words({"O": 12}, "f32", "lane-loop", f)
+    assert not conv._block_words({"O": 64}, "f32", "lane-loop", f)  # past BLOCK_MAX_O
     assert not conv._block_words({"O": 16}, "f32", "default", f)
     assert not conv._block_words({"O": 16}, "f32", "lane-loop", frozenset())
     monkeypatch.setenv("WEBNN_GPU_FORCE_BLOCK_WORDS", "vec4")
