@@ -57,8 +57,9 @@ def test_block_words_are_bit_identical_to_vec4s(ctx, rng, monkeypatch, name):
     for force in ("vec4", "", "u64"):
         monkeypatch.setenv("WEBNN_GPU_FORCE_BLOCK_WORDS", force)
         bld = webnn.MLGraphBuilder(ctx)
-        g = bld.build(build(bld, {n: bld.input(n, {"data_type": webnn._dtypes.from_numpy(a.dtype), "shape": list(a.shape)})
-                                  for n, a in inputs.items()}))
+        ops = {n: bld.input(n, {"data_type": webnn._dtypes.from_numpy(a.dtype), "shape": list(a.shape)})
+               for n, a in inputs.items()}
+        g = bld.build(build(bld, ops))
         texts = [st.wgsl for st in g._steps if getattr(st, "template", "") == "conv/block.wgsl"]
         g.destroy()
         assert len(texts) == 1 and ("wsum" in texts[0]) == (epi == "pool")
@@ -73,7 +74,8 @@ def test_block_words_are_bit_identical_to_vec4s(ctx, rng, monkeypatch, name):
     np.testing.assert_array_equal(outs["u64"].view(np.uint8), outs["vec4"].view(np.uint8))
     x64, w64 = x.astype(np.float64).transpose(0, 3, 1, 2), wt.astype(np.float64).transpose(0, 3, 1, 2)
     ref = ref_conv2d(x64, w64, padding=pad, strides=(s, s)) + b.astype(np.float64)[None, :, None, None]
-    absref = ref_conv2d(np.abs(x64), np.abs(w64), padding=pad, strides=(s, s)) + np.abs(b.astype(np.float64))[None, :, None, None]
+    absref = (ref_conv2d(np.abs(x64), np.abs(w64), padding=pad, strides=(s, s))
+              + np.abs(b.astype(np.float64))[None, :, None, None])
     if epi == "relu":
         ref = np.maximum(ref, 0)
     elif epi == "relu6":

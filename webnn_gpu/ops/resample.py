@@ -108,8 +108,8 @@ def _x2_words(channels: int, tuning: str, features) -> bool:
 @lowering("resample2d")
 def lower_resample2d(node, lc) -> None:
     """resample2d: resample2d_x2.wgsl for a linear doubling of channels-last data (2 x 2 outputs
-    per invocation; 8 channels moved as u64 words where :func:`_x2_words` says), resample2d_vec4.wgsl for other channels-last data (4 channels per
-    invocation), else resample2d.wgsl (one invocation per output element).
+    per invocation; 8 channels moved as u64 words where :func:`_x2_words` says),
+    resample2d_vec4.wgsl for other channels-last data (4 channels per invocation), else resample2d.wgsl (one invocation per output element).
     ``WEBNN_GPU_FORCE_RESAMPLE=scalar|vec4|x2`` forces one (where it applies)."""
     x, out = node.inputs[0], node.outputs[0]
     ep = _epilogue.build(node, out, _epilogue.steps_of(node))
