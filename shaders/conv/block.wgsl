@@ -36,16 +36,21 @@
                  converted with unpack2x16float / pack2x16float: on Mesa 22.3 a load or store
                  costs a loop over the lanes with a bounds check per component, so two u32
                  components cost less than four f16 ones (the values are the same bits)
+    x64          (O4 even) out is bound as 8-value u64 words, the same bits: each pair of output
+                 vec4s is stored as one vec4<u64> (float32) or vec2<u64> (float16), 4 or 2
+                 components per access instead of 8 or 4
     pool         also write each workgroup's per-channel sums of its outputs to `pool`
                  ([ceil(n_inv / workgroup), O4] vec4<f32>, added up in workgroup memory): the
                  partial sums of a global average pool of the output (the compiler's
                  fuse_pool_partials), few enough rows for the one workgroup that reduces them
   Bindings: x (NHWC, scalar; vec4 with xv; vec2<u32> with xv and h2), f ([KH, KW, C, O4] vec4;
-    not with wconst), epilogue operands..., out (NHWC, vec4; vec2<u32> with h2), pool (pool
+    not with wconst), epilogue operands..., out (NHWC, vec4; vec2<u32> with h2; vec4<u64> /
+    vec2<u64> with x64), pool (pool
     only).
   Workgroup: (k.workgroup, 1, 1); block column fastest.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
+{% import "_lib/io.wgsl" as io %}
 {#- the loads of input row y (an i32 expression) into `{dst}{s}_{c}` for each column offset s of seg
     and channel c; decl: "let " or "" (assign to vars) #}
 {% macro load_row(dst, y, decl) %}
@@ -81,18 +86,22 @@
 {% macro store_pixel(row, p, acc) %}
   if ({{ "live && " if pool }}oh0 + {{ row }} < {{ OH }}u && ow0 + {{ p }}u < {{ OW }}u) {
     let pix = (n * {{ OH }}u + oh0 + {{ row }}) * {{ OW }}u + ow0 + {{ p }}u;
-{% for j in range(O4) %}
+{% for jw in range(O4 // 2 if x64 else O4) %}
     {
-      let o = pix * {{ 4 * O4 }}u + {{ 4 * j }}u;
-      let v = {{ acc }}{{ j }};
-      let e = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", (4 * j + c) ~ "u", "q" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
-{% if h2 %}
-      out[pix * {{ O4 }}u + {{ j }}u] = vec2<u32>(pack2x16float(e.xy), pack2x16float(e.zw));
-{% else %}
-      out[pix * {{ O4 }}u + {{ j }}u] = vec4<{{ T }}>(e);
-{% endif %}
+{% for j in ([2 * jw, 2 * jw + 1] if x64 else [jw]) %}
+      let o{{ j }} = pix * {{ 4 * O4 }}u + {{ 4 * j }}u;
+      let v{{ j }} = {{ acc }}{{ j }};
+      let e{{ j }} = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v" ~ j ~ "." ~ "xyzw"[c], "o" ~ j ~ " + " ~ c ~ "u", (4 * j + c) ~ "u", "q" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
 {% if pool %}
-      psum{{ j }} = psum{{ j }} + e;
+      psum{{ j }} = psum{{ j }} + e{{ j }};
+{% endif %}
+{% endfor %}
+{% if x64 %}
+      out[pix * {{ O4 // 2 }}u + {{ jw }}u] = {{ "vec4<u64>" if T == "f32" else "vec2<u64>" }}(pk(e{{ 2 * jw }}), pk(e{{ 2 * jw + 1 }}));
+{% elif h2 %}
+      out[pix * {{ O4 }}u + {{ jw }}u] = vec2<u32>(pack2x16float(e{{ jw }}.xy), pack2x16float(e{{ jw }}.zw));
+{% else %}
+      out[pix * {{ O4 }}u + {{ jw }}u] = vec4<{{ T }}>(e{{ jw }});
 {% endif %}
     }
 {% endfor %}
@@ -116,7 +125,10 @@ fn h4(u: vec2<u32>) -> vec4<f32> {
 {{ tl.weights(1, "f", T, true, f_uniform) }}
 {% endif %}
 {{ tl.epilogue_decls(ep, fb) }}
-{% if h2 %}
+{% if x64 %}
+@group(0) @binding({{ fb + ep.operands | length }}) var<storage, read_write> out: array<{{ "vec4<u64>" if T == "f32" else "vec2<u64>" }}>;
+{{ io.words_fns(T) }}
+{% elif h2 %}
 @group(0) @binding({{ fb + ep.operands | length }}) var<storage, read_write> out: array<vec2<u32>>;
 {% else %}
 {{ tl.decl(fb + ep.operands | length, "out", T, true, true) }}

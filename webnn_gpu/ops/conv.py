@@ -93,6 +93,12 @@ BLOCK_VEC4 = True
 #: cost less than four f16 ones (the zoo's float16 3x3 first layers: 0.85-0.98 of the kernel
 #: time; vec4<u32> stores of two output vec4s measured no better).
 BLOCK_HALF_PAIRS = True
+#: ... and on the lane-loop profile with 64-bit integers, in float32 where the output channels
+#: are a multiple of 8, it stores each pair of output vec4s as one 8-value vec4<u64> word (the
+#: same bits): half the components per stored value (:func:`_block_words`). Float16 keeps its
+#: u32 pairs: as vec2<u64> words the zoo's first layers ran 1.0-1.1x their time; so does a
+#: layer past BLOCK_MAX_O channels (iris_landmark's 3 -> 64: 0.96-1.26x inside the model).
+BLOCK_X64 = True
 #: ... and at most this many filter vec4s (KH * KW * C * O / 4), which an invocation holds in
 #: registers throughout: past it the kernel spills, LLVM takes 12-20 s to compile it (5x5
 #: windows to 24 or 32 channels) and the implicit GEMM runs as fast or faster (measured on
@@ -529,6 +535,17 @@ def _f32_literal(v) -> str:
 def _vec4_literal(values) -> str:
     """``vec4<f32>(...)`` of four values (:func:`_f32_literal`)."""
     return f"vec4<f32>({', '.join(_f32_literal(v) for v in np.asarray(values, np.float32))})"
+
+
+def _block_words(g: dict, T: str, tuning: str, features) -> bool:
+    """Whether the block kernel with storage type ``T`` stores its outputs as 8-value u64 words
+    (:data:`BLOCK_X64`: float32, at most :data:`BLOCK_MAX_O` channels, a multiple of 8;
+    ``WEBNN_GPU_FORCE_BLOCK_WORDS=vec4`` keeps vec4s, ``=u64`` takes words in float16 too)."""
+    forced = _env.force("block_words")
+    if forced and forced not in ("vec4", "u64"):
+        raise ValueError(f"WEBNN_GPU_FORCE_BLOCK_WORDS={forced!r}: expected vec4 or u64")
+    return (BLOCK_X64 and g["O"] % 8 == 0 and g["O"] <= BLOCK_MAX_O and tuning == "lane-loop"
+            and "shader-int64" in features and forced != "vec4" and (T == "f32" or forced == "u64"))
 
 
 def _block_literals(node, w: Value, wide: bool = False) -> tuple[list[str] | None, list[str] | None]:
@@ -1518,7 +1535,7 @@ def lower_conv2d(node, lc) -> None:
                   outs, n_inv, pool=len(outs) == 2, row_loop=BLOCK_ROW_LOOP and th > 1, xv=_block_xv(g, tw),
                   workgroup=PROJECT_WORKGROUP, T=T, TH=th, TW=tw, OHB=ohb, OWB=owb, n_inv=n_inv, O4=g["O"] // 4,
                   rows=_rows(g, th), seg=_segment(g, tw), ep=ep, wconst=wconst, bconst=bconst, qconst=qconst,
-                  h2=T == "f16" and BLOCK_HALF_PAIRS,
+                  h2=T == "f16" and BLOCK_HALF_PAIRS, x64=_block_words(g, T, lc.tuning, lc.features),
                   f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
                   **{k: g[k] for k in _BLOCK_GEOMETRY})
         return

@@ -26,6 +26,12 @@ from ..builder import MLGraphBuilder, MLOperand
 from . import _epilogue
 from ._registry import builder_method, lowering, support
 
+#: On the lane-loop profile (lavapipe before Mesa 24: every storage access a loop over the SIMD
+#: lanes and, inside it, over the components) with 64-bit integers, the doubling kernel moves
+#: 8 channels per access as u64 words (float32 a vec4<u64>, float16 a vec2<u64>; the same
+#: bits) where the channels are a multiple of 8 (``x64``). ``WEBNN_GPU_FORCE_RESAMPLE_WORDS=vec4``
+#: keeps vec4s of the storage type.
+X2_X64 = True
 FLOATS = ("float32", "float16")
 MODES = ("nearest-neighbor", "linear")
 
@@ -89,11 +95,21 @@ def resample2d(self: MLGraphBuilder, input: MLOperand, *, mode: str = "nearest-n
 support("resample2d", {"input": (FLOATS, (4, 4))}, (FLOATS, (4, 4)))
 
 
+def _x2_words(channels: int, tuning: str, features) -> bool:
+    """Whether the doubling kernel moves ``channels`` (last axis) as 8-value u64 words
+    (:data:`X2_X64`; ``WEBNN_GPU_FORCE_RESAMPLE_WORDS=vec4`` keeps vec4s)."""
+    forced = _env.force("resample_words")
+    if forced and forced not in ("vec4", "u64"):
+        raise ValueError(f"WEBNN_GPU_FORCE_RESAMPLE_WORDS={forced!r}: expected vec4 or u64")
+    return (X2_X64 and channels % 8 == 0 and tuning == "lane-loop" and "shader-int64" in features
+            and forced != "vec4")
+
+
 @lowering("resample2d")
 def lower_resample2d(node, lc) -> None:
     """resample2d: resample2d_x2.wgsl for a linear doubling of channels-last data (2 x 2 outputs
-    per invocation), resample2d_vec4.wgsl for other channels-last data (4 channels per
-    invocation), else resample2d.wgsl (one invocation per output element).
+    per invocation; 8 channels moved as u64 words where :func:`_x2_words` says),
+    resample2d_vec4.wgsl for other channels-last data (4 channels per invocation), else resample2d.wgsl (one invocation per output element).
     ``WEBNN_GPU_FORCE_RESAMPLE=scalar|vec4|x2`` forces one (where it applies)."""
     x, out = node.inputs[0], node.outputs[0]
     ep = _epilogue.build(node, out, _epilogue.steps_of(node))
@@ -109,13 +125,15 @@ def lower_resample2d(node, lc) -> None:
     if (vec4 and forced != "vec4" and node.attrs["mode"] == "linear"
             and sizes_out == [2 * n for n in sizes_in] and all((2 * o + 1) * n < 2**24 for n, o in zip(sizes_in, sizes_out))):
         # Exact doubling (the segmenter's upsampling): 2 x 2 outputs per invocation.
-        blk = [*out.shape[:3], out.shape[3] // 4]
+        x64 = _x2_words(out.shape[3], lc.tuning, lc.features)
+        w = 8 if x64 else 4
+        blk = [*out.shape[:3], out.shape[3] // w]
         for a, n in zip(ax, sizes_in):
             blk[a] = n
-        lc.kernel("resample/resample2d_x2.wgsl", ins, [("out", out)], out.size // 16,
-                  blk_strides=strides(blk), in_st=strides([*x.shape[:3], x.shape[3] // 4]),
-                  out_st=strides([*out.shape[:3], out.shape[3] // 4]), ax=ax, sizes_in=sizes_in,
-                  out_T=_dtypes.info(out.data_type).compute, ep=ep)
+        lc.kernel("resample/resample2d_x2.wgsl", ins, [("out", out)], out.size // (4 * w),
+                  blk_strides=strides(blk), in_st=strides([*x.shape[:3], x.shape[3] // w]),
+                  out_st=strides([*out.shape[:3], out.shape[3] // w]), ax=ax, sizes_in=sizes_in,
+                  out_T=_dtypes.info(out.data_type).compute, ep=ep, x64=x64)
         return
     if vec4:
         # Four channels per invocation (NHWC): the same coordinates serve a whole vec4.
