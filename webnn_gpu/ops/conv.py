@@ -1283,6 +1283,31 @@ def _dwp_form(g: dict, n4: int, tuning: str, sg: int) -> tuple[str, Any]:
     return "blocks", _NO_PLAN
 
 
+#: ... and on the lane-loop profile with 64-bit integers it moves its input and output as
+#: words of 8 values (vec4<u64> for float32, vec2<u64> for float16; the same bits) where a lane
+#: holds two channel groups or two projection columns (:func:`_dwpl_words`)
+DWPL_WORDS = True
+
+
+def _dwpl_words(c4: int, n4: int, cpl: int, npl: int, pk: int, split: bool, xres: bool, tuning: str,
+                features) -> tuple[bool, bool]:
+    """(xw, ow) of the channel-lane kernel: whether it loads its input (two channel groups per
+    lane, ``cpl`` 2, ``c4`` even) and stores its output (two projection columns per lane, ``npl``
+    2, ``n4`` even, one pixel per pass, no split) as words of 8 values (:data:`DWPL_WORDS`): on
+    the lane-loop profile with ``shader-int64``, where every storage access is a loop over the
+    lanes and the components and a u64 component moves two float32 or four float16 values. A
+    lane's channel groups are then 2l, 2l + 1 (and its columns 2l, 2l + 1), so a residual read
+    from the held input (``xres``) needs both or neither. ``WEBNN_GPU_FORCE_DWP_WORDS=vec4``
+    keeps vec4s of the storage type."""
+    on = (DWPL_WORDS and tuning == "lane-loop" and "shader-int64" in features
+          and _env.force("dwp_words") != "vec4")
+    xw = on and cpl == 2 and c4 % 2 == 0
+    ow = on and npl == 2 and n4 % 2 == 0 and pk == 1 and not split
+    if xres and xw != ow:
+        return False, False
+    return xw, ow
+
+
 def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg: int, x, *, w_in, ep, pep,
                      project_in: list, mat: np.ndarray, xres: bool) -> None:
     """The kernel of :func:`lower_depthwise_project` on ``conv/depthwise_project_lanes.wgsl``
@@ -1313,10 +1338,11 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
         for FT, names in ee.functions:
             fns.setdefault(FT, set()).update(names)
     hold = g["KH"] - g["sh"]
+    xw, ow = _dwpl_words(c4, n4, cpl, npl, pk, splits > 1, xres, lc.tuning, lc.features)
     lc.kernel("conv/depthwise_project_lanes.wgsl",
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
               n_inv, workgroup=sg, T=wgsl_type(out.data_type), TW=tw, CPL=cpl, NPL=npl, sg=sg,
-              CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1, PK=pk,
+              CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1, PK=pk, xw=xw, ow=ow,
               seg=_segment(g, tw), hold=hold, warm=-(-hold // g["sh"]), ep=ep, pep=pep, xres=xres,
               pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,

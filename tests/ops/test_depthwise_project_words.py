@@ -1,0 +1,97 @@
+"""The channel-lane depthwise + projection kernel (``conv/depthwise_project_lanes.wgsl``) moving
+its input and output as words of 8 values (``xw``, ``ow``: vec4<u64> for float32, vec2<u64> for
+float16) against float64 NumPy and bit for bit against its vec4 form
+(``WEBNN_GPU_FORCE_DWP_WORDS=vec4``), and the rule that picks them
+(``webnn_gpu.ops.conv._dwpl_words``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import webnn_gpu as webnn
+from webnn_gpu.ops import conv
+
+from helpers import run_graph
+from test_depthwise_project_strip import _case
+
+LANES = "conv/depthwise_project_lanes.wgsl"
+
+# (batch, image H x W, channels C, projected channels N, window, strides, residual, float type,
+# rows per chunk, (xw, ow) expected)
+_CASES = {
+    "C=64 N=64, residual of its own input (held rows), odd image, 3 row chunks":
+        (1, (13, 11), 64, 64, (3, 3), (1, 1), "x", "float32", 5, (True, True)),
+    "C=40 N=36 (input words, 9 output vec4s: vec4 stores), 5x5, batch 2, residual of another tensor":
+        (2, (9, 7), 40, 36, (5, 5), (1, 1), "r", "float32", 4, (True, False)),
+    "C=64 N=64, 5x5 stride 2, residual of another tensor, float16":
+        (1, (15, 12), 64, 64, (5, 5), (2, 2), "r", "float16", 3, (True, True)),
+    "C=56 N=28, 5x5, float16 (input words, 4 pixels per pass)":
+        (1, (8, 9), 56, 28, (5, 5), (1, 1), "r", "float16", 4, (True, False)),
+    "C=36 N=64 (9 channel vec4s: vec4 loads, output words), stride 2":
+        (1, (11, 9), 36, 64, (3, 3), (2, 2), None, "float32", 3, (False, True)),
+    "C=36 N=36, residual of its own input: neither (a lane's columns are its channels)":
+        (1, (10, 9), 36, 36, (3, 3), (1, 1), "x", "float32", 4, (False, False)),
+    "C=64 N=48, 66,000 rows of 1 column: chunks within llvmpipe's loop limit":
+        (1, (66_000, 1), 64, 48, (3, 3), (1, 1), "r", "float32", 66_000, (True, True)),
+}
+
+
+def _kernel(ctx, build, inputs, dt):
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {n: b.input(n, {"data_type": dt, "shape": list(a.shape)}) for n, a in inputs.items()}))
+    steps = [st for st in g._steps if hasattr(st, "template")]
+    g.destroy()
+    assert [st.template for st in steps] == [LANES]
+    return steps[0].wgsl
+
+
+@pytest.mark.parametrize("case", list(_CASES))
+def test_words_match_numpy_and_vec4_bit_for_bit(ctx, rng, monkeypatch, case):
+    """Input and output words with lanes past the channels and columns, strides 1 and 2, 5x5,
+    padding, strips past the image's edge, row chunks, a batch of 2, float16, bias, prelu, a
+    residual of another tensor or of the held input, channel and column counts not a multiple
+    of 8 (vec4s there), a tall image: float64 NumPy, and the same bits as the vec4 form."""
+    nb, hw, C, N, k, s, residual, dt, th, words = _CASES[case]
+    if dt == "float16" and "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is expected on lavapipe")
+    if not ctx._subgroup or "shader-int64" not in ctx._features:
+        pytest.fail("subgroups and 64-bit integers are expected on lavapipe")
+    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
+    monkeypatch.setattr(conv, "DWPL_MIN_TH", th)
+    monkeypatch.setattr(conv, "DWPL_MIN_GROUPS", 64)
+    npdt = np.float32 if dt == "float32" else np.float16
+    build, inputs, ref = _case(rng, nb, hw, C, N, k, s, (1, 1), residual, npdt)
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_WORDS", raising=False)
+    text = _kernel(ctx, build, inputs, dt)
+    word = "vec4<u64>" if dt == "float32" else "vec2<u64>"
+    assert (f"x: array<{word}>;" in text, f"out: array<{word}>;" in text) == words
+    got = run_graph(ctx, build, inputs)["y"]
+    tol = 3e-5 if dt == "float32" else 3e-2
+    np.testing.assert_allclose(got.astype(np.float64), ref, atol=tol, rtol=tol)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_WORDS", "vec4")
+    assert "u64" not in _kernel(ctx, build, inputs, dt)
+    old = run_graph(ctx, build, inputs)["y"]
+    assert got.dtype == old.dtype and np.array_equal(got.view(np.uint8), old.view(np.uint8))
+
+
+def test_words_rule(monkeypatch):
+    """Input words with two channel groups per lane (an even count), output words with two
+    columns per lane (an even count, one pixel per pass, no split); a residual read from the
+    held rows takes both or neither; only on the lane-loop profile with shader-int64;
+    WEBNN_GPU_FORCE_DWP_WORDS=vec4 keeps vec4s."""
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_WORDS", raising=False)
+    f = {"shader-int64"}
+    w = conv._dwpl_words
+    assert w(16, 16, 2, 2, 1, False, True, "lane-loop", f) == (True, True)
+    assert w(9, 16, 2, 2, 1, False, False, "lane-loop", f) == (False, True)
+    assert w(16, 9, 2, 2, 1, False, False, "lane-loop", f) == (True, False)
+    assert w(16, 16, 2, 2, 1, True, True, "lane-loop", f) == (False, False)  # split: columns l + m sg
+    assert w(16, 2, 2, 1, 4, False, False, "lane-loop", f) == (True, False)
+    assert w(8, 8, 1, 1, 1, False, False, "lane-loop", f) == (False, False)
+    assert w(16, 16, 2, 2, 1, False, False, "default", f) == (False, False)
+    assert w(16, 16, 2, 2, 1, False, False, "lane-loop", set()) == (False, False)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_WORDS", "vec4")
+    assert w(16, 16, 2, 2, 1, False, False, "lane-loop", f) == (False, False)
