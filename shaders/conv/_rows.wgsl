@@ -9,16 +9,16 @@
 {% import "_lib/tile.wgsl" as tl %}
 {% import "_lib/activations.wgsl" as act %}
 
-{#- Output row t's share of input row r: acc<t>_<p> += x<p sw + kw dw> * tap (kh, kw). -#}
-{% macro row_taps(acc, t, KH, KW, TW, sh, sw, dh, dw) %}
+{#- Output row t's share of input row r: acc<t>_<p> += x<xs><p sw + kw dw> * tap (kh, kw) (w<ws><kh>_<kw>). -#}
+{% macro row_taps(acc, t, KH, KW, TW, sh, sw, dh, dw, xs="", ws="") %}
       if (r >= {{ t * sh }}u && r <= {{ t * sh + (KH - 1) * dh }}u{{ " && (r - " ~ t * sh ~ "u) % " ~ dh ~ "u == 0u" if dh > 1 }}) {
         let kt = (r - {{ t * sh }}u){{ " / " ~ dh ~ "u" if dh > 1 }};
 {% for kw in range(KW) %}
-        let wt{{ kw }} = {% for kh in range(1, KH) %}select({% endfor %}w0_{{ kw }}{% for kh in range(1, KH) %}, w{{ kh }}_{{ kw }}, kt == {{ kh }}u){% endfor %};
+        let wt{{ kw }} = {% for kh in range(1, KH) %}select({% endfor %}w{{ ws }}0_{{ kw }}{% for kh in range(1, KH) %}, w{{ ws }}{{ kh }}_{{ kw }}, kt == {{ kh }}u){% endfor %};
 {% endfor %}
 {% for kw in range(KW) %}
 {% for p in range(TW) %}
-        {{ acc }}{{ t }}_{{ p }} = {{ acc }}{{ t }}_{{ p }} + x{{ p * sw + kw * dw }} * wt{{ kw }};
+        {{ acc }}{{ t }}_{{ p }} = {{ acc }}{{ t }}_{{ p }} + x{{ xs }}{{ p * sw + kw * dw }} * wt{{ kw }};
 {% endfor %}
 {% endfor %}
       }

@@ -1,8 +1,9 @@
-"""The channel-lane depthwise + projection kernel (``conv/depthwise_project_lanes.wgsl``) moving
-its input and output as words of 8 values (``xw``, ``ow``: vec4<u64> for float32, vec2<u64> for
-float16) against float64 NumPy and bit for bit against its vec4 form
-(``WEBNN_GPU_FORCE_DWP_WORDS=vec4``), and the rule that picks them
-(``webnn_gpu.ops.conv._dwpl_words``)."""
+"""The fused depthwise + projection kernels moving words of 8 values (vec4<u64> for float32,
+vec2<u64> for float16): the channel-lane kernel (``conv/depthwise_project_lanes.wgsl``) its
+input and output (``xw``, ``ow``), the pixel-block kernel (``conv/depthwise_project.wgsl``) its
+input (``xw``), against float64 NumPy and bit for bit against their vec4 forms
+(``WEBNN_GPU_FORCE_DWP_WORDS=vec4``), and the rules that pick them
+(``webnn_gpu.ops.conv._dwpl_words``, ``_dwp_words``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from helpers import run_graph
 from test_depthwise_project_strip import _case
 
 LANES = "conv/depthwise_project_lanes.wgsl"
+BLOCKS = "conv/depthwise_project.wgsl"
 
 # (batch, image H x W, channels C, projected channels N, window, strides, residual, float type,
 # rows per chunk, (xw, ow) expected)
@@ -37,12 +39,12 @@ _CASES = {
 }
 
 
-def _kernel(ctx, build, inputs, dt):
+def _kernel(ctx, build, inputs, dt, template=LANES):
     b = webnn.MLGraphBuilder(ctx)
     g = b.build(build(b, {n: b.input(n, {"data_type": dt, "shape": list(a.shape)}) for n, a in inputs.items()}))
     steps = [st for st in g._steps if hasattr(st, "template")]
     g.destroy()
-    assert [st.template for st in steps] == [LANES]
+    assert [st.template for st in steps] == [template]
     return steps[0].wgsl
 
 
@@ -77,6 +79,47 @@ def test_words_match_numpy_and_vec4_bit_for_bit(ctx, rng, monkeypatch, case):
     assert got.dtype == old.dtype and np.array_equal(got.view(np.uint8), old.view(np.uint8))
 
 
+# (batch, image H x W, channels C, projected channels N, window, strides, residual, float type,
+# input words expected)
+_BLOCK_CASES = {
+    "C=64 N=64, residual of its own input, odd image": (1, (13, 11), 64, 64, (3, 3), (1, 1), "x", "float32", True),
+    "C=40 N=20 (scalar stores), 5x5 stride 2, batch 2": (2, (11, 9), 40, 20, (5, 5), (2, 2), None, "float32", True),
+    "C=96 N=96, residual of another tensor, float16": (1, (9, 10), 96, 96, (3, 3), (1, 1), "r", "float16", True),
+    "C=48 N=56, 5x5, float16": (1, (8, 7), 48, 56, (5, 5), (1, 1), None, "float16", True),
+    "C=36 N=40 (9 channel vec4s: vec4 loads)": (1, (10, 9), 36, 40, (3, 3), (1, 1), None, "float32", False),
+    "C=16 N=24, 66,000 rows of 2 columns": (1, (66_000, 2), 16, 24, (3, 3), (1, 1), "r", "float32", True),
+}
+
+
+@pytest.mark.parametrize("case", list(_BLOCK_CASES))
+def test_block_words_match_numpy_and_vec4_bit_for_bit(ctx, rng, monkeypatch, case):
+    """The pixel-block kernel's input words (two channel groups per iteration) with strides 1
+    and 2, 5x5, padding, blocks past the image's edge, a batch of 2, float16, bias, prelu, a
+    residual of another tensor or of the depthwise input, scalar stores, channels not a
+    multiple of 8 (vec4s there), a tall image: float64 NumPy, and the same bits as the vec4 form."""
+    nb, hw, C, N, k, s, residual, dt, words = _BLOCK_CASES[case]
+    if dt == "float16" and "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is expected on lavapipe")
+    if "shader-int64" not in ctx._features:
+        pytest.fail("64-bit integers are expected on lavapipe")
+    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "blocks")
+    npdt = np.float32 if dt == "float32" else np.float16
+    build, inputs, ref = _case(rng, nb, hw, C, N, k, s, (1, 1), residual, npdt)
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_WORDS", raising=False)
+    text = _kernel(ctx, build, inputs, dt, BLOCKS)
+    word = "vec4<u64>" if dt == "float32" else "vec2<u64>"
+    assert (f"x: array<{word}>;" in text) == words
+    got = run_graph(ctx, build, inputs)["y"]
+    tol = 3e-5 if dt == "float32" else 3e-2
+    np.testing.assert_allclose(got.astype(np.float64), ref, atol=tol, rtol=tol)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_WORDS", "vec4")
+    assert "u64" not in _kernel(ctx, build, inputs, dt, BLOCKS)
+    old = run_graph(ctx, build, inputs)["y"]
+    assert got.dtype == old.dtype and np.array_equal(got.view(np.uint8), old.view(np.uint8))
+
+
 def test_words_rule(monkeypatch):
     """Input words with two channel groups per lane (an even count), output words with two
     columns per lane (an even count, one pixel per pass, no split); a residual read from the
@@ -93,5 +136,13 @@ def test_words_rule(monkeypatch):
     assert w(8, 8, 1, 1, 1, False, False, "lane-loop", f) == (False, False)
     assert w(16, 16, 2, 2, 1, False, False, "default", f) == (False, False)
     assert w(16, 16, 2, 2, 1, False, False, "lane-loop", set()) == (False, False)
+    b = conv._dwp_words
+    g = lambda c: dict(C=c)  # noqa: E731
+    assert b(g(64), "conv", False, "lane-loop", f) and b(g(8), "conv", False, "lane-loop", f)
+    assert not b(g(36), "conv", False, "lane-loop", f)  # 9 vec4s
+    assert not b(g(64), "store", False, "lane-loop", f) and not b(g(64), "transpose", False, "lane-loop", f)
+    assert not b(g(64), "conv", True, "lane-loop", f)  # an expansion
+    assert not b(g(64), "conv", False, "default", f) and not b(g(64), "conv", False, "lane-loop", set())
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_WORDS", "vec4")
     assert w(16, 16, 2, 2, 1, False, False, "lane-loop", f) == (False, False)
+    assert not b(g(64), "conv", False, "lane-loop", f)

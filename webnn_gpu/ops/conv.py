@@ -1308,6 +1308,22 @@ def _dwpl_words(c4: int, n4: int, cpl: int, npl: int, pk: int, split: bool, xres
     return xw, ow
 
 
+#: The pixel-block kernel (``conv/depthwise_project.wgsl``) on the lane-loop profile with 64-bit
+#: integers: two channel groups per iteration of its channel loop, their input loaded as one
+#: word of 8 values per pixel (:func:`_dwp_words`)
+DWP_WORDS = True
+
+
+def _dwp_words(g: dict, mode: str, expand: bool, tuning: str, features) -> bool:
+    """Whether the pixel-block kernel loads the input of depthwise conv2d ``g`` as words of 8
+    channels (``xw``, :data:`DWP_WORDS`): a pointwise projection (``mode`` "conv"), no expansion,
+    the rows in a loop (:data:`DW_ROW_LOOP`), channels a multiple of 8, on the lane-loop profile
+    with ``shader-int64`` (where a u64 component of a storage access moves two float32 or four
+    float16 values). ``WEBNN_GPU_FORCE_DWP_WORDS=vec4`` keeps vec4s."""
+    return (DWP_WORDS and mode == "conv" and not expand and DW_ROW_LOOP and g["C"] % 8 == 0
+            and tuning == "lane-loop" and "shader-int64" in features and _env.force("dwp_words") != "vec4")
+
+
 def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg: int, x, *, w_in, ep, pep,
                      project_in: list, mat: np.ndarray, xres: bool) -> None:
     """The kernel of :func:`lower_depthwise_project` on ``conv/depthwise_project_lanes.wgsl``
@@ -1453,7 +1469,7 @@ def lower_depthwise_project(node, lc) -> None:
               rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N if mode == "transpose" else 0,
               NS=-(-n4 // splits), ragged=n4 % splits != 0, col_loop=DWP_COLUMN_LOOP, center=ep.given,
               row_loop=DW_ROW_LOOP and e is None, x_loop=DWP_EXPAND_LOOP,
-              fdiv=n_inv < DW_FDIV_MAX, sg=sg,
+              fdiv=n_inv < DW_FDIV_MAX, sg=sg, xw=_dwp_words(g, mode, e is not None, lc.tuning, lc.features),
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
               O2=p["O"],
               out_vec=mode == "store" or mode == "conv" and N % 4 == 0, pool=len(outs) == 2,
