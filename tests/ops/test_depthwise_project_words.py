@@ -146,3 +146,35 @@ def test_words_rule(monkeypatch):
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_WORDS", "vec4")
     assert w(16, 16, 2, 2, 1, False, False, "lane-loop", f) == (False, False)
     assert not b(g(64), "conv", False, "lane-loop", f)
+
+
+def test_block_words_depthwise_residual_of_its_input(ctx, rng, monkeypatch):
+    """The pixel-block kernel's input words with the depthwise epilogue adding its own input
+    (``center``: the input at each output pixel kept from the loaded words), float32: float64
+    NumPy, and the same bits as the vec4 form."""
+    if "shader-int64" not in ctx._features:
+        pytest.fail("64-bit integers are expected on lavapipe")
+    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "blocks")
+    C, N = 32, 24
+    x = rng.standard_normal((1, 9, 11, C)).astype(np.float32)
+    wd = (rng.standard_normal((1, 3, 3, C)) * 0.3).astype(np.float32)
+    wp = (rng.standard_normal((N, 1, 1, C)) * 0.3).astype(np.float32)
+
+    def build(b, o):
+        d = b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C, padding=[1] * 4)
+        return {"y": b.conv2d(b.relu(b.add(d, o["x"])), b.constant(wp), input_layout="nhwc", filter_layout="ohwi")}
+
+    x64 = x.astype(np.float64)
+    xp = np.pad(x64, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    d = sum(xp[:, i:i + 9, j:j + 11] * wd[0, i, j].astype(np.float64) for i in range(3) for j in range(3))
+    ref = np.einsum("nhwc,oc->nhwo", np.maximum(d + x64, 0), wp[:, 0, 0, :].astype(np.float64))
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_WORDS", raising=False)
+    text = _kernel(ctx, build, {"x": x}, "float32", BLOCKS)
+    assert "x: array<vec4<u64>>;" in text and "xch0_" in text
+    got = run_graph(ctx, build, {"x": x})["y"]
+    np.testing.assert_allclose(got.astype(np.float64), ref, atol=3e-5, rtol=3e-5)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_WORDS", "vec4")
+    old = run_graph(ctx, build, {"x": x})["y"]
+    assert np.array_equal(got.view(np.uint8), old.view(np.uint8))
