@@ -26,8 +26,8 @@ _CASES = {
         (1, (13, 11), 64, 64, (3, 3), (1, 1), "x", "float32", 5, (True, True)),
     "C=40 N=36 (input words, 9 output vec4s: vec4 stores), 5x5, batch 2, residual of another tensor":
         (2, (9, 7), 40, 36, (5, 5), (1, 1), "r", "float32", 4, (True, False)),
-    "C=64 N=64, 5x5 stride 2, residual of another tensor, float16":
-        (1, (15, 12), 64, 64, (5, 5), (2, 2), "r", "float16", 3, (True, True)),
+    "C=64 N=64, stride 2, residual of another tensor, float16":
+        (1, (15, 12), 64, 64, (3, 3), (2, 2), "r", "float16", 3, (True, True)),
     "C=56 N=28, 5x5, float16 (input words, 4 pixels per pass)":
         (1, (8, 9), 56, 28, (5, 5), (1, 1), "r", "float16", 4, (True, False)),
     "C=36 N=64 (9 channel vec4s: vec4 loads, output words), stride 2":
