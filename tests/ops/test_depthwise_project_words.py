@@ -178,3 +178,51 @@ def test_block_words_depthwise_residual_of_its_input(ctx, rng, monkeypatch):
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_WORDS", "vec4")
     old = run_graph(ctx, build, {"x": x})["y"]
     assert np.array_equal(got.view(np.uint8), old.view(np.uint8))
+
+
+STRIP = "conv/depthwise_project_strip.wgsl"
+# (batch, image H x W, channels C, projected channels N, window, residual, float type, rows per
+# chunk, (input words, output words) expected)
+_STRIP_CASES = {
+    "C=16 N=16, residual of its own input, ragged strip, 3 row chunks":
+        (1, (13, 10), 16, 16, (3, 3), "x", "float32", 5, (True, True)),
+    "C=8 N=16, 5x5, batch 2, residual of another tensor (loaded as words)":
+        (2, (9, 7), 8, 16, (5, 5), "r", "float32", 9, (True, True)),
+    "C=12 N=8 (3 channel vec4s: vec4 loads), float16, residual of another tensor":
+        (1, (11, 9), 12, 8, (3, 3), "r", "float16", 4, (False, True)),
+    "C=16 N=12 (3 output vec4s: vec4 stores), float16": (1, (10, 7), 16, 12, (3, 3), None, "float16", 3, (True, False)),
+    "C=8 N=8, 66,000 rows of 2 columns": (1, (66_000, 2), 8, 8, (3, 3), "r", "float32", 66_000, (True, True)),
+}
+
+
+@pytest.mark.parametrize("case", list(_STRIP_CASES))
+def test_strip_words_match_numpy_and_vec4_bit_for_bit(ctx, rng, monkeypatch, case):
+    """The strip kernel's input words (C a multiple of 8) and output and residual words (N a
+    multiple of 8), with strips past the image's edge, row chunks, a batch of 2, 5x5, float16,
+    bias, prelu, a residual of another tensor or of the held input, a tall image: float64 NumPy,
+    and the same bits as the vec4 form."""
+    nb, hw, C, N, k, residual, dt, th, words = _STRIP_CASES[case]
+    if dt == "float16" and "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is expected on lavapipe")
+    if "shader-int64" not in ctx._features:
+        pytest.fail("64-bit integers are expected on lavapipe")
+    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "")
+    monkeypatch.setattr(conv, "DWP_STRIP_MIN_TH", th)
+    monkeypatch.setattr(conv, "DWP_STRIP_MIN_GROUPS", 64)
+    monkeypatch.setitem(conv.DWP_CORES, "lane-loop", 0)
+    npdt = np.float32 if dt == "float32" else np.float16
+    build, inputs, ref = _case(rng, nb, hw, C, N, k, (1, 1), (1, 1), residual, npdt)
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_WORDS", raising=False)
+    text = _kernel(ctx, build, inputs, dt, STRIP)
+    word = "vec4<u64>" if dt == "float32" else "vec2<u64>"
+    assert (f"x: array<{word}>;" in text, f"out: array<{word}>;" in text) == words
+    assert (f"pg: array<{word}>;" in text) == (residual == "r" and words[1])
+    got = run_graph(ctx, build, inputs)["y"]
+    tol = 3e-5 if dt == "float32" else 3e-2
+    np.testing.assert_allclose(got.astype(np.float64), ref, atol=tol, rtol=tol)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_WORDS", "vec4")
+    assert "u64" not in _kernel(ctx, build, inputs, dt, STRIP)
+    old = run_graph(ctx, build, inputs)["y"]
+    assert got.dtype == old.dtype and np.array_equal(got.view(np.uint8), old.view(np.uint8))

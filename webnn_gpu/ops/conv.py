@@ -1143,10 +1143,12 @@ def _lower_dwp_strip(lc, node, g: dict, strip: tuple[int, int, int], x, *, w_in,
         for FT, names in ee.functions:
             fns.setdefault(FT, set()).update(names)
     n4 = -(-out.shape[3] // 4)
+    words = _words_ok(lc.tuning, lc.features)
     lc.kernel("conv/depthwise_project_strip.wgsl",
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
               n_inv, workgroup=DWP_STRIP_WORKGROUP, T=wgsl_type(out.data_type), TW=tw, C4=g["C"] // 4, N4=n4,
               seg=_segment(g, tw), hold=g["KH"] - 1, ep=ep, pep=pep, xres=xres,
+              xw=words and (g["C"] // 4) % 2 == 0, ow=words and n4 % 2 == 0,
               pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
               p_uniform=B_UNIFORM_FLOATS // 4 if pw_uniform else 0, fdiv=n_inv < DW_FDIV_MAX,
@@ -1312,6 +1314,14 @@ def _dwpl_words(c4: int, n4: int, cpl: int, npl: int, pk: int, split: bool, xres
 #: integers: two channel groups per iteration of its channel loop, their input loaded as one
 #: word of 8 values per pixel (:func:`_dwp_words`)
 DWP_WORDS = True
+
+
+def _words_ok(tuning: str, features) -> bool:
+    """Whether the fused depthwise + projection kernels may move words of 8 values
+    (:data:`DWP_WORDS`): on the lane-loop profile with ``shader-int64``, unless
+    ``WEBNN_GPU_FORCE_DWP_WORDS=vec4``. The strip kernel then loads its input (C a multiple
+    of 8) and stores its output and loads its residual (N a multiple of 8) as words."""
+    return DWP_WORDS and tuning == "lane-loop" and "shader-int64" in features and _env.force("dwp_words") != "vec4"
 
 
 def _dwp_words(g: dict, mode: str, expand: bool, tuning: str, features) -> bool:
