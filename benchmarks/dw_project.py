@@ -128,7 +128,7 @@ def main(argv=None) -> int:
                    help="both sides fused: the channel-lane kernel (conv/depthwise_project_lanes.wgsl) against the "
                         "kernel the plan picks without it")
     p.add_argument("--vs-words", action="store_true",
-                   help="both sides fused, the same kernel: words of 8 values against vec4s (WEBNN_GPU_FORCE_DWP_WORDS)")
+                   help="both sides fused, one kernel: words of 8 values against vec4s (WEBNN_GPU_FORCE_DWP_WORDS)")
     p.add_argument("--form", default="", help="with --vs-words: force the fused kernel (lanes or blocks)")
     p.add_argument("--rounds", type=int, default=1, help="alternating rounds per shape (the least of each side)")
     p.add_argument("--face", action="store_true",

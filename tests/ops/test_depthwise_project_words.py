@@ -98,6 +98,7 @@ def test_block_words_match_numpy_and_vec4_bit_for_bit(ctx, rng, monkeypatch, cas
     residual of another tensor or of the depthwise input, scalar stores, channels not a
     multiple of 8 (vec4s there), a tall image: float64 NumPy, and the same bits as the vec4 form."""
     nb, hw, C, N, k, s, residual, dt, words = _BLOCK_CASES[case]
+    monkeypatch.setattr(conv, "DWP_BLOCK_WORDS", True)
     if dt == "float16" and "float16" not in ctx.supported_data_types:
         pytest.fail("float16 is expected on lavapipe")
     if "shader-int64" not in ctx._features:
@@ -138,6 +139,9 @@ def test_words_rule(monkeypatch):
     assert w(16, 16, 2, 2, 1, False, False, "lane-loop", set()) == (False, False)
     b = conv._dwp_words
     g = lambda c: dict(C=c)  # noqa: E731
+    monkeypatch.setattr(conv, "DWP_BLOCK_WORDS", False)
+    assert not b(g(64), "conv", False, "lane-loop", f)  # off by default (compile time)
+    monkeypatch.setattr(conv, "DWP_BLOCK_WORDS", True)
     assert b(g(64), "conv", False, "lane-loop", f) and b(g(8), "conv", False, "lane-loop", f)
     assert not b(g(36), "conv", False, "lane-loop", f)  # 9 vec4s
     assert not b(g(64), "store", False, "lane-loop", f) and not b(g(64), "transpose", False, "lane-loop", f)
@@ -157,6 +161,7 @@ def test_block_words_depthwise_residual_of_its_input(ctx, rng, monkeypatch):
     monkeypatch.setattr(ctx, "_tuning", "lane-loop")
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "blocks")
+    monkeypatch.setattr(conv, "DWP_BLOCK_WORDS", True)
     C, N = 32, 24
     x = rng.standard_normal((1, 9, 11, C)).astype(np.float32)
     wd = (rng.standard_normal((1, 3, 3, C)) * 0.3).astype(np.float32)

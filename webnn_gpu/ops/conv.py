@@ -1310,10 +1310,15 @@ def _dwpl_words(c4: int, n4: int, cpl: int, npl: int, pk: int, split: bool, xres
     return xw, ow
 
 
-#: The pixel-block kernel (``conv/depthwise_project.wgsl``) on the lane-loop profile with 64-bit
-#: integers: two channel groups per iteration of its channel loop, their input loaded as one
-#: word of 8 values per pixel (:func:`_dwp_words`)
+#: The fused kernels on the lane-loop profile with 64-bit integers move words of 8 values
+#: (:func:`_words_ok`) ...
 DWP_WORDS = True
+#: ... but the pixel-block kernel (``conv/depthwise_project.wgsl``) only with DWP_BLOCK_WORDS:
+#: two channel groups per iteration of its channel loop, their input one word per pixel
+#: (:func:`_dwp_words`); it ran 0.85-1.09 of the vec4 form's time on the zoo's layers (median
+#: about 0.95) but its pipelines took 1.36x the LLVM time, which would take pose_landmark_full's
+#: first build past 10 s (docs/conv.md)
+DWP_BLOCK_WORDS = False
 
 
 def _words_ok(tuning: str, features) -> bool:
@@ -1326,12 +1331,13 @@ def _words_ok(tuning: str, features) -> bool:
 
 def _dwp_words(g: dict, mode: str, expand: bool, tuning: str, features) -> bool:
     """Whether the pixel-block kernel loads the input of depthwise conv2d ``g`` as words of 8
-    channels (``xw``, :data:`DWP_WORDS`): a pointwise projection (``mode`` "conv"), no expansion,
-    the rows in a loop (:data:`DW_ROW_LOOP`), channels a multiple of 8, on the lane-loop profile
-    with ``shader-int64`` (where a u64 component of a storage access moves two float32 or four
-    float16 values). ``WEBNN_GPU_FORCE_DWP_WORDS=vec4`` keeps vec4s."""
-    return (DWP_WORDS and mode == "conv" and not expand and DW_ROW_LOOP and g["C"] % 8 == 0
-            and tuning == "lane-loop" and "shader-int64" in features and _env.force("dwp_words") != "vec4")
+    channels (``xw``; :data:`DWP_BLOCK_WORDS`, off by default): a pointwise projection
+    (``mode`` "conv"), no expansion, the rows in a loop (:data:`DW_ROW_LOOP`), channels a
+    multiple of 8, where :func:`_words_ok` allows words (the lane-loop profile with
+    ``shader-int64``, where a u64 component of a storage access moves two float32 or four
+    float16 values; ``WEBNN_GPU_FORCE_DWP_WORDS=vec4`` keeps vec4s)."""
+    return (DWP_BLOCK_WORDS and mode == "conv" and not expand and DW_ROW_LOOP and g["C"] % 8 == 0
+            and _words_ok(tuning, features))
 
 
 def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg: int, x, *, w_in, ep, pep,
