@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/dw_project.py [--hw 8,16,32,64] [--c 32,128,512] [--n 16,64,128]
                                               [--windows 3/1,5/1,3/2] [--repeats 5]
                                               [--shapes 96x16x16x3x1,6x384x96x3x1 ...] [--cpu]
-                                              [--vs-block] [--vs-lanes] [--face] [--rounds 1]
+                                              [--vs-block] [--vs-lanes] [--vs-words [--form F]]
+                                              [--face] [--rounds 1]
 
 For every (image size, channels C, projected channels N, window/stride) it builds the graph
 ``conv2d(relu(depthwise(x) + b), w) + b2`` (NHWC, float32) twice in one process, with the
@@ -16,6 +17,9 @@ process CPU time instead (what ``benchmarks/ab.py`` compares; the dw and tile co
 where it runs) with the pixel-block kernel instead of two kernels (the "two" column is then
 the pixel-block kernel); ``--vs-lanes`` compares the channel-lane kernel
 (``conv/depthwise_project_lanes.wgsl``, forced) with the fused kernel the plan picks without it;
+``--vs-words`` compares the fused kernel the plan picks (``--form lanes`` or ``blocks`` forces
+one) moving words of 8 values with the same kernel moving vec4s (``WEBNN_GPU_FORCE_DWP_WORDS=vec4``;
+the "two" column is then the vec4 form);
 ``--rounds`` alternates the two sides that many times (the least of each); ``--face`` builds the face models' blocks instead,
 ``prelu(conv2d(depthwise(x) + b, w) + b2 + x)`` (the residual where N == C and stride 1).
 Prints one row per shape: the fused kernel's microseconds, the
@@ -72,13 +76,18 @@ def _cpu(ctx, g, inputs, runs):
     return best
 
 
-def _time(ctx, hw, C, N, k, s, fused, repeats, cpu=False, vs_block=False, face=False, vs_lanes=False):
+def _time(ctx, hw, C, N, k, s, fused, repeats, cpu=False, vs_block=False, face=False, vs_lanes=False,
+          vs_words=False, form=""):
     from webnn_gpu.ops import conv
     from webnn_gpu.profile import profile_graph
 
     strip_profiles = conv.DWP_STRIP_PROFILES
-    os.environ["WEBNN_GPU_FORCE_DWP_FORM"] = ""
-    if vs_lanes:  # both sides fused: the channel-lane kernel (fused) against the other fused forms
+    os.environ["WEBNN_GPU_FORCE_DWP_FORM"] = form
+    os.environ["WEBNN_GPU_FORCE_DWP_WORDS"] = ""
+    if vs_words:  # both sides fused, the same kernel: words of 8 values (fused) against vec4s
+        os.environ["WEBNN_GPU_FORCE_DWP_WORDS"] = "" if fused else "vec4"
+        fused = True
+    elif vs_lanes:  # both sides fused: the channel-lane kernel (fused) against the other fused forms
         os.environ["WEBNN_GPU_FORCE_DWP_FORM"] = "lanes" if fused else "blocks"
         fused = True
     elif vs_block:  # both sides fused: the strip kernel where it runs (fused) against the pixel blocks
@@ -118,6 +127,9 @@ def main(argv=None) -> int:
     p.add_argument("--vs-lanes", action="store_true",
                    help="both sides fused: the channel-lane kernel (conv/depthwise_project_lanes.wgsl) against the "
                         "kernel the plan picks without it")
+    p.add_argument("--vs-words", action="store_true",
+                   help="both sides fused, one kernel: words of 8 values against vec4s (WEBNN_GPU_FORCE_DWP_WORDS)")
+    p.add_argument("--form", default="", help="with --vs-words: force the fused kernel (lanes or blocks)")
     p.add_argument("--rounds", type=int, default=1, help="alternating rounds per shape (the least of each side)")
     p.add_argument("--face", action="store_true",
                    help="the face models' blocks: no relu, prelu(projection + x) (the residual where N == C, stride 1)")
@@ -139,9 +151,11 @@ def main(argv=None) -> int:
     for hw, C, N, k, s in shapes:
         fused = two = dw = float("inf")
         for _ in range(args.rounds):
-            f1, _ = _time(ctx, hw, C, N, k, s, True, args.repeats, args.cpu, args.vs_block, args.face, args.vs_lanes)
+            kw = dict(vs_words=args.vs_words, form=args.form)
+            f1, _ = _time(ctx, hw, C, N, k, s, True, args.repeats, args.cpu, args.vs_block, args.face, args.vs_lanes,
+                          **kw)
             t1, d1 = _time(ctx, hw, C, N, k, s, False, args.repeats, args.cpu, args.vs_block, args.face,
-                           args.vs_lanes)
+                           args.vs_lanes, **kw)
             fused, (two, dw) = min(fused, f1), min((two, dw), (t1, d1))
         oh = (hw - 1) // s + 1
         g = dict(NB=1, H=hw, W=hw, C=C, O=C, OH=oh, OW=oh, KH=k, KW=k, G=C, sh=s, sw=s, dh=1, dw=1,

@@ -9,16 +9,16 @@
 {% import "_lib/tile.wgsl" as tl %}
 {% import "_lib/activations.wgsl" as act %}
 
-{#- Output row t's share of input row r: acc<t>_<p> += x<p sw + kw dw> * tap (kh, kw). -#}
-{% macro row_taps(acc, t, KH, KW, TW, sh, sw, dh, dw) %}
+{#- Output row t's share of input row r: acc<t>_<p> += x<xs><p sw + kw dw> * tap (kh, kw) (w<ws><kh>_<kw>). -#}
+{% macro row_taps(acc, t, KH, KW, TW, sh, sw, dh, dw, xs="", ws="") %}
       if (r >= {{ t * sh }}u && r <= {{ t * sh + (KH - 1) * dh }}u{{ " && (r - " ~ t * sh ~ "u) % " ~ dh ~ "u == 0u" if dh > 1 }}) {
         let kt = (r - {{ t * sh }}u){{ " / " ~ dh ~ "u" if dh > 1 }};
 {% for kw in range(KW) %}
-        let wt{{ kw }} = {% for kh in range(1, KH) %}select({% endfor %}w0_{{ kw }}{% for kh in range(1, KH) %}, w{{ kh }}_{{ kw }}, kt == {{ kh }}u){% endfor %};
+        let wt{{ kw }} = {% for kh in range(1, KH) %}select({% endfor %}w{{ ws }}0_{{ kw }}{% for kh in range(1, KH) %}, w{{ ws }}{{ kh }}_{{ kw }}, kt == {{ kh }}u){% endfor %};
 {% endfor %}
 {% for kw in range(KW) %}
 {% for p in range(TW) %}
-        {{ acc }}{{ t }}_{{ p }} = {{ acc }}{{ t }}_{{ p }} + x{{ p * sw + kw * dw }} * wt{{ kw }};
+        {{ acc }}{{ t }}_{{ p }} = {{ acc }}{{ t }}_{{ p }} + x{{ xs }}{{ p * sw + kw * dw }} * wt{{ kw }};
 {% endfor %}
 {% endfor %}
       }
@@ -79,4 +79,26 @@ fn {{ ep.fn }}_v4(v: vec4<f32>, o: u32, ch: u32{% if ep.chan %}{% for c in range
   let cok{{ j }} = u32(cx{{ j }}) < W;
   let ci{{ j }} = select(0u, u32(cx{{ j }}), cok{{ j }});
 {% endfor %}
+{% endmacro %}
+
+{#- up / pk: four values of storage type T as half a word of 8 (float32: vec2<u64>, float16:
+   u64; the same bits) and back: the fused kernels' words (xw, ow). -#}
+{% macro word_fns(T) %}
+{% if T == "f16" %}
+fn up(v: u64) -> vec4<f32> {
+  return vec4<f32>(unpack2x16float(u32(v & 0xfffffffflu)), unpack2x16float(u32(v >> 32u)));
+}
+fn pk(f: vec4<f32>) -> u64 {
+  return u64(pack2x16float(f.xy)) | (u64(pack2x16float(f.zw)) << 32u);
+}
+{% else %}
+fn up(v: vec2<u64>) -> vec4<f32> {
+  return vec4<f32>(bitcast<f32>(u32(v.x & 0xfffffffflu)), bitcast<f32>(u32(v.x >> 32u)),
+                   bitcast<f32>(u32(v.y & 0xfffffffflu)), bitcast<f32>(u32(v.y >> 32u)));
+}
+fn pk(f: vec4<f32>) -> vec2<u64> {
+  let u = bitcast<vec4<u32>>(f);
+  return vec2<u64>(u64(u.x) | (u64(u.y) << 32u), u64(u.z) | (u64(u.w) << 32u));
+}
+{% endif %}
 {% endmacro %}

@@ -74,6 +74,13 @@
                  (fuse_pool_partials)
     fns          (T, names) activation helpers of the epilogues
     fdiv         invocations < 2^20: the index is split with f32 divisions (exact there)
+    xw           (mode "conv", row_loop, no expansion, C4 even) the input bound as words of 8
+                 channels (vec4<u64> for float32, vec2<u64> for float16; the same bits): the
+                 channel loop takes two channel groups per iteration and loads each input pixel
+                 of both as one word, in a branch that masked lanes pass by (on Mesa 22 every
+                 storage access is a loop over the lanes and the components, and a u64
+                 component moves two float32 or four float16 values); each group's depthwise
+                 sums, epilogue and projection are those of the vec4 form, in the same order
     sg           0, or the subgroup size (conv.dwp_lanes): the column block is the slowest index
                  and the pixel blocks are padded to a multiple of sg (prm[4].y), so the lanes of a
                  subgroup share one column block; per channel group each lane loads its share of
@@ -99,8 +106,14 @@
 {% if T == "f16" %}
 enable f16;
 {% endif %}
+{% set LT = "vec4<u64>" if T == "f32" else "vec2<u64>" %}
+{% set parts = [".xy", ".zw"] if T == "f32" else [".x", ".y"] %}
 {% set nb = namespace(i=2) %}
+{% if xw %}
+@group(0) @binding(0) var<storage, read> x: array<{{ LT }}>;
+{% else %}
 {{ tl.decl(0, "x", T, true, false) }}
+{% endif %}
 {{ tl.weights(1, "f", T, true, f_uniform) }}
 {{ tl.epilogue_decls(ep, nb.i) }}
 {% set nb.i = nb.i + ep.operands | length %}
@@ -125,6 +138,7 @@ enable f16;
 @group(0) @binding({{ nb.i + 2 }}) var<storage, read_write> pool: array<vec4<f32>>;
 {% endif %}
 {{ rw.pair_fns(fns, ep, pep if mode != "store" else none) -}}
+{{ rw.word_fns(T) if xw }}
 {% if expand and not eep.empty %}
 {{ eep.code }}
 {{ ep_v4_def(eep, false) }}
@@ -236,6 +250,118 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let po{{ t }} = (pv{{ t }} / {{ NS }}u) * N4 + {{ "min(jb + pv" ~ t ~ " % " ~ NS ~ "u, N4 - 1u)" if ragged else "jb + pv" ~ t ~ " % " ~ NS ~ "u" }};
 {% endfor %}
 {% endif %}
+{% set tail %}
+{{ hoist_q4(ep, "q", "cb * 4u", sg=sg) }}
+{% for t in range(TH) %}
+{% for p in range(TW) %}
+{% if mode == "store" %}
+    if (in{{ t }}_{{ p }}) {
+      let o = pix{{ t }}_{{ p }} * C4 * 4u + cb * 4u;
+      let v = d{{ t }}_{{ p }};
+      let e = {{ ep_v4(ep, "v", "o", "cb * 4u", "q", "xc" ~ t ~ "_" ~ p) }};
+      out[pix{{ t }}_{{ p }} * C4 + cb] = vec4<{{ T }}>(e);
+{% if pool %}
+      psum = psum + e;
+{% endif %}
+    }
+{% else %}
+    // every pixel of the block, in the image or not (only the stores check): no branch here
+    let e{{ t }}_{{ p }} = {{ ep_v4(ep, "d" ~ t ~ "_" ~ p, "pix" ~ t ~ "_" ~ p ~ " * C4 * 4u + cb * 4u", "cb * 4u", "q", "xc" ~ t ~ "_" ~ p) }};
+{% endif %}
+{% endfor %}
+{% endfor %}
+{% for j in range(NS if mode != "store" else 0) %}
+    // projection columns 4 (jb + j) ..: each row of the matrix is loaded right before its uses
+{% for c in range(4) %}
+{% if sg %}
+    let p{{ c }}_{{ j }} = subgroupBroadcast(pl{{ (c * NS + j) // sg }}, {{ (c * NS + j) % sg }}u);
+{% else %}
+    let p{{ c }}_{{ j }} = vec4<f32>(pw[(cb * 4u + {{ c }}u) * N4 + {{ "min(jb + " ~ j ~ "u, N4 - 1u)" if ragged else "jb + " ~ j ~ "u" }}]);
+{% endif %}
+{% endfor %}
+    let P{{ j }} = mat4x4<f32>(p0_{{ j }}, p1_{{ j }}, p2_{{ j }}, p3_{{ j }});
+{% for t in range(TH) %}
+{% for p in range(TW) %}
+    a{{ t }}_{{ p }}_{{ j }} = a{{ t }}_{{ p }}_{{ j }} + P{{ j }} * e{{ t }}_{{ p }};
+{% endfor %}
+{% endfor %}
+{% endfor %}
+{% endset %}
+{% if xw %}
+  // words of 8 channels: channel groups cb0 = 2 cw and cb1 = 2 cw + 1 per iteration, their
+  // input one word per pixel (a load outside the image is skipped: the driver's per-lane loop
+  // passes masked lanes by); each group's depthwise values, epilogue and projection as below
+  for (var cw = 0u; cw < C4 / 2u; cw = cw + 1u) {
+{% for h in range(2) %}
+    let cb{{ h }} = 2u * cw + {{ h }}u;
+{% if sg %}
+{% for t in range((KH * KW + sg - 1) // sg) %}
+    let wl{{ h }}_{{ t }} = vec4<f32>(f[fo{{ t }} + cb{{ h }}]);
+{% endfor %}
+{% endif %}
+{% for kh in range(KH) %}
+{% for kw in range(KW) %}
+{% if sg %}
+    let wh{{ h }}_{{ kh }}_{{ kw }} = subgroupBroadcast(wl{{ h }}_{{ (kh * KW + kw) // sg }}, {{ (kh * KW + kw) % sg }}u);
+{% else %}
+    let wh{{ h }}_{{ kh }}_{{ kw }} = vec4<f32>(f[{{ kh * KW + kw }}u * C4 + cb{{ h }}]);
+{% endif %}
+{% endfor %}
+{% endfor %}
+{% for t in range(TH) %}
+{% for p in range(TW) %}
+    var dh{{ h }}_{{ t }}_{{ p }} = vec4<f32>(0.0);
+{% if center %}
+    var xch{{ h }}_{{ t }}_{{ p }} = vec4<f32>(0.0);
+{% endif %}
+{% endfor %}
+{% endfor %}
+{% endfor %}
+    for (var r = 0u; r < R; r = r + 1u) {
+      let y = ih0 + i32(r);
+      let rok = u32(y) < H;
+      let row = (n * H + select(0u, u32(y), rok)) * W;
+{% for j in seg %}
+      var v{{ j }} = {{ LT }}();
+      if (rok && cok{{ j }}) { v{{ j }} = x[(row + ci{{ j }}) * (C4 / 2u) + cw]; }
+{% for h in range(2) %}
+      let xh{{ h }}_{{ j }} = up(v{{ j }}{{ parts[h] }});
+{% endfor %}
+{% endfor %}
+{% for h in range(2) %}
+{% for t in range(TH) %}
+{{ rw.row_taps("dh" ~ h ~ "_", t, KH, KW, TW, sh, sw, dh, dw, "h" ~ h ~ "_", "h" ~ h ~ "_") }}
+{% if center %}
+      if (r == {{ t + pt }}u) {
+{% for p in range(TW) %}
+        xch{{ h }}_{{ t }}_{{ p }} = xh{{ h }}_{{ p + pl }};
+{% endfor %}
+      }
+{% endif %}
+{% endfor %}
+{% endfor %}
+    }
+{% for h in range(2) %}
+    {
+    let cb = cb{{ h }};
+{% if sg %}
+{% for t in range((4 * NS + sg - 1) // sg) %}
+    let pl{{ t }} = vec4<f32>(pw[cb * 4u * N4 + po{{ t }}]);
+{% endfor %}
+{% endif %}
+{% for t in range(TH) %}
+{% for p in range(TW) %}
+    let d{{ t }}_{{ p }} = dh{{ h }}_{{ t }}_{{ p }};
+{% if center %}
+    let xc{{ t }}_{{ p }} = xch{{ h }}_{{ t }}_{{ p }};
+{% endif %}
+{% endfor %}
+{% endfor %}
+{{ tail }}
+    }
+{% endfor %}
+  }
+{% else %}
   for (var cb = 0u; cb < C4; cb = cb + 1u) {
 {% if pool and mode == "store" %}
     var psum = vec4<f32>(0.0);
@@ -332,46 +458,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
 {% endfor %}
 {% endif %}
-{{ hoist_q4(ep, "q", "cb * 4u", sg=sg) }}
-{% for t in range(TH) %}
-{% for p in range(TW) %}
-{% if mode == "store" %}
-    if (in{{ t }}_{{ p }}) {
-      let o = pix{{ t }}_{{ p }} * C4 * 4u + cb * 4u;
-      let v = d{{ t }}_{{ p }};
-      let e = {{ ep_v4(ep, "v", "o", "cb * 4u", "q", "xc" ~ t ~ "_" ~ p) }};
-      out[pix{{ t }}_{{ p }} * C4 + cb] = vec4<{{ T }}>(e);
-{% if pool %}
-      psum = psum + e;
-{% endif %}
-    }
-{% else %}
-    // every pixel of the block, in the image or not (only the stores check): no branch here
-    let e{{ t }}_{{ p }} = {{ ep_v4(ep, "d" ~ t ~ "_" ~ p, "pix" ~ t ~ "_" ~ p ~ " * C4 * 4u + cb * 4u", "cb * 4u", "q", "xc" ~ t ~ "_" ~ p) }};
-{% endif %}
-{% endfor %}
-{% endfor %}
-{% for j in range(NS if mode != "store" else 0) %}
-    // projection columns 4 (jb + j) ..: each row of the matrix is loaded right before its uses
-{% for c in range(4) %}
-{% if sg %}
-    let p{{ c }}_{{ j }} = subgroupBroadcast(pl{{ (c * NS + j) // sg }}, {{ (c * NS + j) % sg }}u);
-{% else %}
-    let p{{ c }}_{{ j }} = vec4<f32>(pw[(cb * 4u + {{ c }}u) * N4 + {{ "min(jb + " ~ j ~ "u, N4 - 1u)" if ragged else "jb + " ~ j ~ "u" }}]);
-{% endif %}
-{% endfor %}
-    let P{{ j }} = mat4x4<f32>(p0_{{ j }}, p1_{{ j }}, p2_{{ j }}, p3_{{ j }});
-{% for t in range(TH) %}
-{% for p in range(TW) %}
-    a{{ t }}_{{ p }}_{{ j }} = a{{ t }}_{{ p }}_{{ j }} + P{{ j }} * e{{ t }}_{{ p }};
-{% endfor %}
-{% endfor %}
-{% endfor %}
+{{ tail }}
 {% if pool and mode == "store" %}
     // this block's channel sums: row idx (= (n * OHB + hb) * OWB + wb) of the [blocks, C4] partials
     {{ "if (live) { " if sg }}pool[idx * C4 + cb] = psum;{{ " }" if sg }}
 {% endif %}
   }
+{% endif %}
 {% if mode == "conv" and col_loop %}
   let N = prm[0].w;
   // one column of the block per iteration (prm[3].y = NS iterations: LLVM keeps the loop, and

@@ -54,6 +54,14 @@
     p_uniform    0, or the padded projection matrix is in a uniform buffer of this many vec4s
     fns          (T, names) activation helpers of the epilogues
     fdiv         strips < 2^20: the index is split with f32 divisions (exact there)
+    xw           (CPL 2, C4 even) the input bound as words of 8 channels (vec4<u64> for float32,
+                 vec2<u64> for float16; the same bits): lane l holds channel groups 2l and 2l + 1
+                 and loads both as one word; on Mesa 22 every storage access is a loop over the
+                 lanes and the components, and a u64 component moves two float32 or four float16
+                 values (else lane l holds groups l, l + sg)
+    ow           (NPL 2, N4 even, PK 1, no split) the output bound as such words: lane l's
+                 projection columns are 2l and 2l + 1, stored as one word (else l, l + sg); with
+                 xres, xw == ow (a lane's columns are its own channel groups)
   Parameters (uniform `prm`, u32 vec4s): 0: invocations (NB * RB * OWB * S * sg), H, W, OH
     1: OW, OWB = ceil(OW / TW), RB = ceil(OH / TH), TH  2: pt, pl, C4, N4  3: S (split), the
     padded matrix's row in vec4s
@@ -66,13 +74,25 @@
 {% from "conv/_rows.wgsl" import ep_v4 %}
 {#- The input row kh of the current window, the lane's channel group k, column offset j. -#}
 {% macro xin(kh, k, j) %}{{ "X" if kh < hold else "Y" }}{{ kh }}_{{ k }}_{{ j }}{% endmacro %}
+{#- Channel group s's lane and its index k there (the broadcast's source). -#}
+{% macro src(s) %}{{ "e" ~ (s % 2) if xw else "e" ~ (s // sg) }}{% endmacro %}
+{% macro srcl(s) %}{{ (s // 2 if xw else s % sg) }}{% endmacro %}
+{#- The lane's k-th channel group and m-th projection column (before cb0). -#}
+{% macro grp(k) %}{{ ("2u * lane + " ~ k ~ "u") if xw else ("lane + " ~ (k * sg) ~ "u") }}{% endmacro %}
+{% macro col(m) %}{{ ("2u * lc + " ~ m ~ "u") if ow else ("lc + " ~ (m * sg) ~ "u") }}{% endmacro %}
 {#- Depthwise pixel p of the lane's channel group k: its KH x KW products, one expression. -#}
 {% macro xsum(k, p) %}{% for kh in range(KH) %}{% for kw in range(KW) %}{{ xin(kh, k, p * sw + kw * dw) }} * w{{ k }}_{{ kh }}_{{ kw }}{{ " + " if not loop.last }}{% endfor %}{{ " + " if not loop.last }}{% endfor %}{% endmacro %}
 {% if T == "f16" %}
 enable f16;
 {% endif %}
+{% set LT = "vec4<u64>" if T == "f32" else "vec2<u64>" %}
+{% set parts = [".xy", ".zw"] if T == "f32" else [".x", ".y"] %}
 {% set nb = namespace(i=2) %}
+{% if xw %}
+@group(0) @binding(0) var<storage, read> x: array<{{ LT }}>;
+{% else %}
 {{ tl.decl(0, "x", T, true, false) }}
+{% endif %}
 {{ tl.weights(1, "f", T, true, f_uniform) }}
 {{ tl.epilogue_decls(ep, nb.i) }}
 {% set nb.i = nb.i + ep.operands | length %}
@@ -85,8 +105,13 @@ enable f16;
 {% set nb.i = nb.i + 1 %}
 {% endif %}
 @group(0) @binding({{ nb.i }}) var<uniform> prm: array<vec4<u32>, 4>;
+{% if ow %}
+@group(0) @binding({{ nb.i + 1 }}) var<storage, read_write> out: array<{{ LT }}>;
+{% else %}
 {{ tl.decl(nb.i + 1, "out", T, true, true) }}
+{% endif %}
 {{ rw.pair_fns(fns, ep, pep) }}
+{{ rw.word_fns(T) if xw or ow }}
 @compute @workgroup_size({{ sg }})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(subgroup_invocation_id) lane: u32) {
@@ -135,8 +160,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   // once per invocation: the lane's channel groups, their taps and per-channel operands; its
   // projection columns, their 4 x 4 blocks of every input channel group and operands
 {% for k in range(CPL) %}
-  let cl{{ k }} = lane + {{ k * sg }}u < C4;
-  let cg{{ k }} = min(lane + {{ k * sg }}u, C4 - 1u);
+  let cl{{ k }} = {{ grp(k) }} < C4;
+  let cg{{ k }} = min({{ grp(k) }}, C4 - 1u);
 {% for kh in range(KH) %}
 {% for kw in range(KW) %}
   let w{{ k }}_{{ kh }}_{{ kw }} = vec4<f32>(f[{{ kh * KW + kw }}u * C4 + cg{{ k }}]);
@@ -147,10 +172,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% endfor %}
 {% for m in range(NPL) %}
-  let ol{{ m }} = cb0 + lc + {{ m * sg }}u < N4;
-  let og{{ m }} = min(cb0 + lc + {{ m * sg }}u, N4 - 1u);
+  let ol{{ m }} = cb0 + {{ col(m) }} < N4;
+  let og{{ m }} = min(cb0 + {{ col(m) }}, N4 - 1u);
 {% for s in range(CS) %}
-  let P{{ m }}_{{ s }} = mat4x4<f32>({% for c in range(4) %}vec4<f32>(pw[{{ ("prm[3].y * " ~ (4 * s + c) ~ "u + cb0 + " ~ m * sg) if split else (4 * s + c) * sg * NPL + m * sg }}u + lc]){{ ", " if not loop.last }}{% endfor %});
+  let P{{ m }}_{{ s }} = mat4x4<f32>({% for c in range(4) %}vec4<f32>(pw[{{ ("prm[3].y * " ~ (4 * s + c) ~ "u + cb0 + " ~ m * sg) if split else (4 * s + c) * sg * NPL }}u + {{ col(m) }}]){{ ", " if not loop.last }}{% endfor %});
 {% endfor %}
 {% for c in range(4) %}
   {{ tl.hoist_q(pep, "g" ~ m ~ "_" ~ c, "4u * og" ~ m ~ " + " ~ c ~ "u") }}
@@ -174,6 +199,17 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let y{{ jr }} = yb + {{ jr }};
     let rk{{ jr }} = u32(y{{ jr }}) < H;
     let rw{{ jr }} = (n * H + select(0u, u32(y{{ jr }}), rk{{ jr }})) * W;
+{% if xw %}
+{% for j in seg %}
+    // the lane's two channel groups, one word (a load outside the image or the channels is
+    // skipped: the driver's per-lane loop passes masked lanes by)
+    var v{{ jr }}_{{ j }} = {{ LT }}();
+    if (rk{{ jr }} && cok{{ j }} && cl0) { v{{ jr }}_{{ j }} = x[(rw{{ jr }} + ci{{ j }}) * (C4 / 2u) + lane]; }
+{% for k in range(2) %}
+    let Y{{ hold + jr }}_{{ k }}_{{ j }} = up(v{{ jr }}_{{ j }}{{ parts[k] }});
+{% endfor %}
+{% endfor %}
+{% else %}
 {% for k in range(CPL) %}
 {% for j in seg %}
     var Y{{ hold + jr }}_{{ k }}_{{ j }} = vec4<f32>(0.0);
@@ -182,6 +218,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
 {% endfor %}
 {% endfor %}
+{% endif %}
 {% endfor %}
     if (i >= {{ warm }}u) {
       let oh = oh0 + i - {{ warm }}u;
@@ -198,7 +235,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       // picked, times its projection column
       {
 {% for s in range(CS) %}
-      let b{{ s }} = {% for j in range(1, [PK, TW - t] | min) %}select({% endfor %}subgroupBroadcast(e{{ s // sg }}_{{ t }}, {{ s % sg }}u){% for j in range(1, [PK, TW - t] | min) %}, subgroupBroadcast(e{{ s // sg }}_{{ t + j }}, {{ s % sg }}u), pp == {{ j }}u){% endfor %};
+      let b{{ s }} = {% for j in range(1, [PK, TW - t] | min) %}select({% endfor %}subgroupBroadcast({{ src(s) }}_{{ t }}, {{ srcl(s) }}u){% for j in range(1, [PK, TW - t] | min) %}, subgroupBroadcast({{ src(s) }}_{{ t + j }}, {{ srcl(s) }}u), pp == {{ j }}u){% endfor %};
 {% endfor %}
         let a = {% for s in range(CS) %}P0_{{ s }} * b{{ s }}{{ " + " if not loop.last }}{% endfor %};
         let px = pixb + {{ t }}u + pp;
@@ -215,8 +252,23 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       // pixel p: every lane's depthwise values, broadcast, times this lane's projection columns
       {
 {% for s in range(CS) %}
-      let b{{ s }} = subgroupBroadcast(e{{ s // sg }}_{{ p }}, {{ s % sg }}u);
+      let b{{ s }} = subgroupBroadcast({{ src(s) }}_{{ p }}, {{ srcl(s) }}u);
 {% endfor %}
+{% if ow %}
+      // the lane's two columns, one word
+      if (rok && in{{ p }} && ol0) {
+{% for m in range(2) %}
+        let a{{ m }} = {% for s in range(CS) %}P{{ m }}_{{ s }} * b{{ s }}{{ " + " if not loop.last }}{% endfor %};
+{% if pep.given and xres %}
+        let g{{ m }} = {{ xin(pt, m, p + pl) }};
+{% elif pep.given %}
+        let g{{ m }} = {{ tl.given4(pep, "pg", "(pixb + " ~ p ~ "u) * N4 + og" ~ m) }};
+{% endif %}
+        let r{{ m }} = {{ ep_v4(pep, "a" ~ m, "(pixb + " ~ p ~ "u) * 4u * N4 + 4u * og" ~ m, "4u * og" ~ m, "g" ~ m ~ "_", "g" ~ m) }};
+{% endfor %}
+        out[(pixb + {{ p }}u) * (N4 / 2u) + lc] = {{ LT }}(pk(r0), pk(r1));
+      }
+{% else %}
 {% for m in range(NPL) %}
       {
         let a = {% for s in range(CS) %}P{{ m }}_{{ s }} * b{{ s }}{{ " + " if not loop.last }}{% endfor %};
@@ -232,6 +284,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         }
       }
 {% endfor %}
+{% endif %}
       }
 {% endfor %}
 {% endif %}

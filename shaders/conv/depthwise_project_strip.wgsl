@@ -38,6 +38,11 @@
     p_uniform    0, or the projection matrix is in a uniform buffer of this many vec4s
     fns          (T, names) activation helpers of the epilogues
     fdiv         invocations < 2^20: the index is split with f32 divisions (exact there)
+    xw           (C4 even) the input bound as words of 8 channels (vec4<u64> for float32,
+                 vec2<u64> for float16; the same bits), loaded in a branch that masked lanes
+                 pass by (on Mesa 22 every storage access is a loop over the lanes and the
+                 components, and a u64 component moves two float32 or four float16 values)
+    ow           (N4 even) the output, and pg, as such words: two projection vec4s per store
   Parameters (uniform `prm`, u32 vec4s): 0: invocations (NB * RB * OWB), H, W, OH
     1: OW, OWB = ceil(OW / TW), RB = ceil(OH / TH), TH  2: pt, pl, 0, 0
   Bindings: x (NHWC, vec4), f ([KH, KW, C] vec4), ep operands..., pw ([C, N4] vec4), pep
@@ -54,21 +59,35 @@
 {% if T == "f16" %}
 enable f16;
 {% endif %}
+{% set LT = "vec4<u64>" if T == "f32" else "vec2<u64>" %}
+{% set parts = [".xy", ".zw"] if T == "f32" else [".x", ".y"] %}
 {% set nb = namespace(i=2) %}
+{% if xw %}
+@group(0) @binding(0) var<storage, read> x: array<{{ LT }}>;
+{% else %}
 {{ tl.decl(0, "x", T, true, false) }}
+{% endif %}
 {{ tl.weights(1, "f", T, true, f_uniform) }}
 {{ tl.epilogue_decls(ep, nb.i) }}
 {% set nb.i = nb.i + ep.operands | length %}
 {{ tl.weights(nb.i, "pw", T, true, p_uniform) }}
 {{ tl.epilogue_decls(pep, nb.i + 1) }}
 {% set nb.i = nb.i + 1 + pep.operands | length %}
-{% if pep.given and not xres %}
+{% if pep.given and not xres and ow %}
+@group(0) @binding({{ nb.i }}) var<storage, read> pg: array<{{ LT }}>;
+{% set nb.i = nb.i + 1 %}
+{% elif pep.given and not xres %}
 {{ tl.decl(nb.i, "pg", T, true, false) }}
 {% set nb.i = nb.i + 1 %}
 {% endif %}
 @group(0) @binding({{ nb.i }}) var<uniform> prm: array<vec4<u32>, 3>;
+{% if ow %}
+@group(0) @binding({{ nb.i + 1 }}) var<storage, read_write> out: array<{{ LT }}>;
+{% else %}
 {{ tl.decl(nb.i + 1, "out", T, true, true) }}
+{% endif %}
 {{ rw.pair_fns(fns, ep, pep) }}
+{{ rw.word_fns(T) if xw or ow }}
 @compute @workgroup_size({{ k.workgroup }})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let gidx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
@@ -125,11 +144,24 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let y = ih0 + i32(i);
     let rk = u32(y) < H;
     let rw = (n * H + select(0u, u32(y), rk)) * W;
+{% if xw %}
+{% for wi in range(C4 // 2) %}
+{% for j in seg %}
+    // channel groups {{ 2 * wi }} and {{ 2 * wi + 1 }}: one word (skipped outside the image)
+    var v{{ wi }}_{{ j }} = {{ LT }}();
+    if (rk && cok{{ j }}) { v{{ wi }}_{{ j }} = x[(rw + ci{{ j }}) * {{ C4 // 2 }}u + {{ wi }}u]; }
+{% for h in range(2) %}
+    let Y{{ KH - 1 }}_{{ 2 * wi + h }}_{{ j }} = up(v{{ wi }}_{{ j }}{{ parts[h] }});
+{% endfor %}
+{% endfor %}
+{% endfor %}
+{% else %}
 {% for cb in range(C4) %}
 {% for j in seg %}
     let Y{{ KH - 1 }}_{{ cb }}_{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(rw + ci{{ j }}) * {{ C4 }}u + {{ cb }}u]), rk && cok{{ j }});
 {% endfor %}
 {% endfor %}
+{% endif %}
     if (i >= {{ hold }}u) {
     let pixb = (n * OH + oh0 + i - {{ hold }}u) * OW + ow0;
 {% for cb in range(C4) %}
@@ -140,6 +172,25 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% for p in range(TW) %}
     if (in{{ p }}) {
+{% if ow %}
+{% for jw in range(N4 // 2) %}
+      {
+{% if pep.given and not xres %}
+        let gw = pg[(pixb + {{ p }}u) * {{ N4 // 2 }}u + {{ jw }}u];
+{% endif %}
+{% for j in (2 * jw, 2 * jw + 1) %}
+        let a{{ j }} = {% for cb in range(C4) %}P{{ cb }}_{{ j }} * e{{ cb }}_{{ p }}{{ " + " if not loop.last }}{% endfor %};
+{% if pep.given and xres %}
+        let g{{ j }} = {{ xin(pt, j, p + pl) }};
+{% elif pep.given %}
+        let g{{ j }} = up(gw{{ parts[j % 2] }});
+{% endif %}
+        let r{{ j }} = {{ ep_v4(pep, "a" ~ j, "(pixb + " ~ p ~ "u) * " ~ (4 * N4) ~ "u + " ~ (4 * j) ~ "u", (4 * j) ~ "u", "g" ~ j ~ "_", "g" ~ j) }};
+{% endfor %}
+        out[(pixb + {{ p }}u) * {{ N4 // 2 }}u + {{ jw }}u] = {{ LT }}(pk(r{{ 2 * jw }}), pk(r{{ 2 * jw + 1 }}));
+      }
+{% endfor %}
+{% else %}
 {% for j in range(N4) %}
       {
         let a = {% for cb in range(C4) %}P{{ cb }}_{{ j }} * e{{ cb }}_{{ p }}{{ " + " if not loop.last }}{% endfor %};
@@ -151,6 +202,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         out[(pixb + {{ p }}u) * {{ N4 }}u + {{ j }}u] = vec4<{{ T }}>({{ ep_v4(pep, "a", "(pixb + " ~ p ~ "u) * " ~ (4 * N4) ~ "u + " ~ (4 * j) ~ "u", (4 * j) ~ "u", "g" ~ j ~ "_", "g") }});
       }
 {% endfor %}
+{% endif %}
     }
 {% endfor %}
     }

@@ -1160,10 +1160,12 @@ def _lower_dwp_strip(lc, node, g: dict, strip: tuple[int, int, int], x, *, w_in,
         for FT, names in ee.functions:
             fns.setdefault(FT, set()).update(names)
     n4 = -(-out.shape[3] // 4)
+    words = _words_ok(lc.tuning, lc.features)
     lc.kernel("conv/depthwise_project_strip.wgsl",
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
               n_inv, workgroup=DWP_STRIP_WORKGROUP, T=wgsl_type(out.data_type), TW=tw, C4=g["C"] // 4, N4=n4,
               seg=_segment(g, tw), hold=g["KH"] - 1, ep=ep, pep=pep, xres=xres,
+              xw=words and (g["C"] // 4) % 2 == 0, ow=words and n4 % 2 == 0,
               pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
               p_uniform=B_UNIFORM_FLOATS // 4 if pw_uniform else 0, fdiv=n_inv < DW_FDIV_MAX,
@@ -1300,6 +1302,61 @@ def _dwp_form(g: dict, n4: int, tuning: str, sg: int) -> tuple[str, Any]:
     return "blocks", _NO_PLAN
 
 
+#: ... and on the lane-loop profile with 64-bit integers it moves its input and output as
+#: words of 8 values (vec4<u64> for float32, vec2<u64> for float16; the same bits) where a lane
+#: holds two channel groups or two projection columns (:func:`_dwpl_words`)
+DWPL_WORDS = True
+
+
+def _dwpl_words(c4: int, n4: int, cpl: int, npl: int, pk: int, split: bool, xres: bool, tuning: str,
+                features) -> tuple[bool, bool]:
+    """(xw, ow) of the channel-lane kernel: whether it loads its input (two channel groups per
+    lane, ``cpl`` 2, ``c4`` even) and stores its output (two projection columns per lane, ``npl``
+    2, ``n4`` even, one pixel per pass, no split) as words of 8 values (:data:`DWPL_WORDS`): on
+    the lane-loop profile with ``shader-int64``, where every storage access is a loop over the
+    lanes and the components and a u64 component moves two float32 or four float16 values. A
+    lane's channel groups are then 2l, 2l + 1 (and its columns 2l, 2l + 1), so a residual read
+    from the held input (``xres``) needs both or neither. ``WEBNN_GPU_FORCE_DWP_WORDS=vec4``
+    keeps vec4s of the storage type."""
+    on = (DWPL_WORDS and tuning == "lane-loop" and "shader-int64" in features
+          and _env.force("dwp_words") != "vec4")
+    xw = on and cpl == 2 and c4 % 2 == 0
+    ow = on and npl == 2 and n4 % 2 == 0 and pk == 1 and not split
+    if xres and xw != ow:
+        return False, False
+    return xw, ow
+
+
+#: The fused kernels on the lane-loop profile with 64-bit integers move words of 8 values
+#: (:func:`_words_ok`) ...
+DWP_WORDS = True
+#: ... but the pixel-block kernel (``conv/depthwise_project.wgsl``) only with DWP_BLOCK_WORDS:
+#: two channel groups per iteration of its channel loop, their input one word per pixel
+#: (:func:`_dwp_words`); it ran 0.85-1.09 of the vec4 form's time on the zoo's layers (median
+#: about 0.95) but its pipelines took 1.36x the LLVM time, which would take pose_landmark_full's
+#: first build past 10 s (docs/conv.md)
+DWP_BLOCK_WORDS = False
+
+
+def _words_ok(tuning: str, features) -> bool:
+    """Whether the fused depthwise + projection kernels may move words of 8 values
+    (:data:`DWP_WORDS`): on the lane-loop profile with ``shader-int64``, unless
+    ``WEBNN_GPU_FORCE_DWP_WORDS=vec4``. The strip kernel then loads its input (C a multiple
+    of 8) and stores its output and loads its residual (N a multiple of 8) as words."""
+    return DWP_WORDS and tuning == "lane-loop" and "shader-int64" in features and _env.force("dwp_words") != "vec4"
+
+
+def _dwp_words(g: dict, mode: str, expand: bool, tuning: str, features) -> bool:
+    """Whether the pixel-block kernel loads the input of depthwise conv2d ``g`` as words of 8
+    channels (``xw``; :data:`DWP_BLOCK_WORDS`, off by default): a pointwise projection
+    (``mode`` "conv"), no expansion, the rows in a loop (:data:`DW_ROW_LOOP`), channels a
+    multiple of 8, where :func:`_words_ok` allows words (the lane-loop profile with
+    ``shader-int64``, where a u64 component of a storage access moves two float32 or four
+    float16 values; ``WEBNN_GPU_FORCE_DWP_WORDS=vec4`` keeps vec4s)."""
+    return (DWP_BLOCK_WORDS and mode == "conv" and not expand and DW_ROW_LOOP and g["C"] % 8 == 0
+            and _words_ok(tuning, features))
+
+
 def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg: int, x, *, w_in, ep, pep,
                      project_in: list, mat: np.ndarray, xres: bool) -> None:
     """The kernel of :func:`lower_depthwise_project` on ``conv/depthwise_project_lanes.wgsl``
@@ -1330,10 +1387,11 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
         for FT, names in ee.functions:
             fns.setdefault(FT, set()).update(names)
     hold = g["KH"] - g["sh"]
+    xw, ow = _dwpl_words(c4, n4, cpl, npl, pk, splits > 1, xres, lc.tuning, lc.features)
     lc.kernel("conv/depthwise_project_lanes.wgsl",
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
               n_inv, workgroup=sg, T=wgsl_type(out.data_type), TW=tw, CPL=cpl, NPL=npl, sg=sg,
-              CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1, PK=pk,
+              CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1, PK=pk, xw=xw, ow=ow,
               seg=_segment(g, tw), hold=hold, warm=-(-hold // g["sh"]), ep=ep, pep=pep, xres=xres,
               pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
@@ -1444,7 +1502,7 @@ def lower_depthwise_project(node, lc) -> None:
               rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N if mode == "transpose" else 0,
               NS=-(-n4 // splits), ragged=n4 % splits != 0, col_loop=DWP_COLUMN_LOOP, center=ep.given,
               row_loop=DW_ROW_LOOP and e is None, x_loop=DWP_EXPAND_LOOP,
-              fdiv=n_inv < DW_FDIV_MAX, sg=sg,
+              fdiv=n_inv < DW_FDIV_MAX, sg=sg, xw=_dwp_words(g, mode, e is not None, lc.tuning, lc.features),
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
               O2=p["O"],
               out_vec=mode == "store" or mode == "conv" and N % 4 == 0, pool=len(outs) == 2,
