@@ -90,26 +90,27 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
   if (idx >= {{ k.n }}u) { return; }
 {% endmacro %}
-{#- words_fns(T): `up` and `pk`, four values of storage type T ("f32" or "f16") to and from
-    u64 words, the same bits (float32: a vec2<u64>, float16: one u64 via pack2x16float /
-    unpack2x16float): on Mesa 22 every storage access is a loop over the lanes and the
-    components, and a u64 component moves two float32 or four float16 values. #}
-{% macro words_fns(T) %}
+{#- words_fns(T, prefix): `<prefix>up` and `<prefix>pk`, four values of storage type T ("f32"
+    or "f16") to and from u64 words, the same bits (float32: a vec2<u64>, float16: one u64 via
+    pack2x16float / unpack2x16float): on Mesa 22 every storage access is a loop over the lanes
+    and the components, and a u64 component moves two float32 or four float16 values. Every
+    kernel moving words defines them with this macro; needs the shader-int64 feature. #}
+{% macro words_fns(T, prefix="") %}
 {% if T == "f16" %}
 // four float16 values as one u64 (one per-lane access component instead of four)
-fn up(v: u64) -> vec4<f32> {
+fn {{ prefix }}up(v: u64) -> vec4<f32> {
   return vec4<f32>(unpack2x16float(u32(v & 0xfffffffflu)), unpack2x16float(u32(v >> 32u)));
 }
-fn pk(f: vec4<f32>) -> u64 {
+fn {{ prefix }}pk(f: vec4<f32>) -> u64 {
   return u64(pack2x16float(f.xy)) | (u64(pack2x16float(f.zw)) << 32u);
 }
 {% else %}
 // four float32 values as two u64s (two per-lane access components instead of four)
-fn up(v: vec2<u64>) -> vec4<f32> {
+fn {{ prefix }}up(v: vec2<u64>) -> vec4<f32> {
   return vec4<f32>(bitcast<f32>(u32(v.x & 0xfffffffflu)), bitcast<f32>(u32(v.x >> 32u)),
                    bitcast<f32>(u32(v.y & 0xfffffffflu)), bitcast<f32>(u32(v.y >> 32u)));
 }
-fn pk(f: vec4<f32>) -> vec2<u64> {
+fn {{ prefix }}pk(f: vec4<f32>) -> vec2<u64> {
   let u = bitcast<vec4<u32>>(f);
   return vec2<u64>(u64(u.x) | (u64(u.y) << 32u), u64(u.z) | (u64(u.w) << 32u));
 }

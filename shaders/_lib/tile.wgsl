@@ -150,21 +150,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   storage access is a loop over the lanes and its components, so a u64 moves two float32 or
   four float16 values per component). Needs the shader-int64 feature. -#}
 {% macro word_fns(T) %}
-{% if T == "f16" %}
-fn w_up(v: u64) -> vec4<f32> {
-  return vec4<f32>(unpack2x16float(u32(v & 0xfffffffflu)), unpack2x16float(u32(v >> 32u)));
-}
-fn w_pk(f: vec4<f32>) -> u64 {
-  return u64(pack2x16float(f.xy)) | (u64(pack2x16float(f.zw)) << 32u);
-}
-{% else %}
-fn w_up(v: vec2<u64>) -> vec4<f32> {
-  return vec4<f32>(bitcast<f32>(u32(v.x & 0xfffffffflu)), bitcast<f32>(u32(v.x >> 32u)),
-                   bitcast<f32>(u32(v.y & 0xfffffffflu)), bitcast<f32>(u32(v.y >> 32u)));
-}
-fn w_pk(f: vec4<f32>) -> vec2<u64> {
-  let u = bitcast<vec4<u32>>(f);
-  return vec2<u64>(u64(u.x) | (u64(u.y) << 32u), u64(u.z) | (u64(u.w) << 32u));
-}
-{% endif %}
+{% import "_lib/io.wgsl" as io %}
+{{ io.words_fns(T, "w_") }}
 {% endmacro %}

@@ -84,21 +84,6 @@ fn {{ ep.fn }}_v4(v: vec4<f32>, o: u32, ch: u32{% if ep.chan %}{% for c in range
 {#- up / pk: four values of storage type T as half a word of 8 (float32: vec2<u64>, float16:
    u64; the same bits) and back: the fused kernels' words (xw, ow). -#}
 {% macro word_fns(T) %}
-{% if T == "f16" %}
-fn up(v: u64) -> vec4<f32> {
-  return vec4<f32>(unpack2x16float(u32(v & 0xfffffffflu)), unpack2x16float(u32(v >> 32u)));
-}
-fn pk(f: vec4<f32>) -> u64 {
-  return u64(pack2x16float(f.xy)) | (u64(pack2x16float(f.zw)) << 32u);
-}
-{% else %}
-fn up(v: vec2<u64>) -> vec4<f32> {
-  return vec4<f32>(bitcast<f32>(u32(v.x & 0xfffffffflu)), bitcast<f32>(u32(v.x >> 32u)),
-                   bitcast<f32>(u32(v.y & 0xfffffffflu)), bitcast<f32>(u32(v.y >> 32u)));
-}
-fn pk(f: vec4<f32>) -> vec2<u64> {
-  let u = bitcast<vec4<u32>>(f);
-  return vec2<u64>(u64(u.x) | (u64(u.y) << 32u), u64(u.z) | (u64(u.w) << 32u));
-}
-{% endif %}
+{% import "_lib/io.wgsl" as io %}
+{{ io.words_fns(T) }}
 {% endmacro %}

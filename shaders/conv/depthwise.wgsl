@@ -72,24 +72,9 @@ enable f16;
 {% endif %}
 {{ tl.epilogue_fns(ep) }}
 
-{% if x64 and T == "f16" %}
-// four float16 values as one u64 (one per-lane access component instead of four)
-fn up(v: u64) -> vec4<f32> {
-  return vec4<f32>(unpack2x16float(u32(v & 0xfffffffflu)), unpack2x16float(u32(v >> 32u)));
-}
-fn pk(f: vec4<f32>) -> u64 {
-  return u64(pack2x16float(f.xy)) | (u64(pack2x16float(f.zw)) << 32u);
-}
-{% elif x64 %}
-// four float32 values as two u64s (two per-lane access components instead of four)
-fn up(v: vec2<u64>) -> vec4<f32> {
-  return vec4<f32>(bitcast<f32>(u32(v.x & 0xfffffffflu)), bitcast<f32>(u32(v.x >> 32u)),
-                   bitcast<f32>(u32(v.y & 0xfffffffflu)), bitcast<f32>(u32(v.y >> 32u)));
-}
-fn pk(f: vec4<f32>) -> vec2<u64> {
-  let u = bitcast<vec4<u32>>(f);
-  return vec2<u64>(u64(u.x) | (u64(u.y) << 32u), u64(u.z) | (u64(u.w) << 32u));
-}
+{% if x64 %}
+{% import "_lib/io.wgsl" as io %}
+{{ io.words_fns(T) }}
 {% endif %}
 {% if vec %}
 {% if not x64 %}
