@@ -32,6 +32,7 @@ import os
 import re
 
 import numpy as np
+from _environ import environ  # benchmarks/_environ.py (the script's folder is on sys.path)
 
 DW_TEMPLATES = ("conv/depthwise.wgsl", "conv/depthwise_project.wgsl", "conv/depthwise_project_strip.wgsl",
                 "conv/depthwise_project_lanes.wgsl")
@@ -86,16 +87,8 @@ def _profiled(ctx, path: str, envs: dict, rounds: int, repeats: int):
 
     graphs, inputs = {}, None
     for name, env in envs.items():
-        old = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
+        with environ(env):
             graphs[name] = webnn.load(path, ctx).graph
-        finally:
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
         if inputs is None:
             rng = np.random.default_rng(0)
             inputs = {nm: rng.random(d["shape"]).astype(_dtypes.info(d["data_type"]).numpy)

@@ -28,6 +28,7 @@ import argparse
 import os
 
 import numpy as np
+from _environ import environ  # benchmarks/_environ.py (the script's folder is on sys.path)
 
 #: Shapes the zoo does not have: (H, W, C, K, S) of the input, "same" padding.
 SYNTHETIC = [(112, 112, 48, 3, 1), (56, 56, 120, 3, 2), (56, 56, 72, 5, 1), (40, 40, 200, 3, 1),
@@ -85,16 +86,8 @@ def _plan(conv, g, tuning, features) -> str:
 
 
 def _with_env(env: dict, fn):
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with environ(env):
         return fn()
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def main(argv=None) -> int:

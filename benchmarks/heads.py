@@ -28,10 +28,10 @@ least round is shown: on a machine shared with other work the forms see the same
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import numpy as np
+from _environ import environ  # benchmarks/_environ.py (the script's folder is on sys.path)
 
 #: (M, K, N, where): the heads of the zoo's models and of the Keras zoo, as products
 ZOO_HEADS = [
@@ -84,9 +84,7 @@ def build(ctx, M: int, K: int, N, env: dict, rng):
     gemms with a bias, a sigmoid on those of one column) built with ``env`` set; its weights."""
     import webnn_gpu as webnn
 
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with environ(env):
         b = webnn.MLGraphBuilder(ctx)
         x = b.input("x", {"data_type": "float32", "shape": [M, K]})
         if isinstance(N, int):
@@ -100,12 +98,6 @@ def build(ctx, M: int, K: int, N, env: dict, rng):
                 outs[f"y{j}"] = b.sigmoid(y) if n == 1 else y
                 w.append((wj, cj))
             g = b.build(outs)
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     return g, w
 
 

@@ -28,6 +28,7 @@ import argparse
 import os
 
 import numpy as np
+from _environ import environ  # benchmarks/_environ.py (the script's folder is on sys.path)
 
 #: Input shapes (N, H, W, C) the zoo does not have.
 SYNTHETIC = [(1, 64, 64, 16), (1, 32, 32, 40), (1, 96, 96, 8), (1, 16, 16, 200), (1, 128, 128, 24),
@@ -54,21 +55,13 @@ def zoo_layers(paths: list[str]) -> list[tuple]:
 def _graph(ctx, shape, dtype, env):
     import webnn_gpu as webnn
 
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with environ(env):
         rng = np.random.default_rng(0)
         np_t = np.float16 if dtype == "float16" else np.float32
         b = webnn.MLGraphBuilder(ctx)
         x = b.input("x", {"data_type": dtype, "shape": list(shape)})
         y = b.resample2d(x, mode="linear", sizes=[2 * shape[1], 2 * shape[2]], axes=[1, 2])
         return b.build({"y": y}), {"x": rng.standard_normal(shape).astype(np_t)}
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 TEMPLATES = ("resample/resample2d_x2.wgsl", "conv/block.wgsl")
@@ -88,15 +81,8 @@ def in_models(models: list[str], rounds: int, repeats: int) -> None:
         path = m if os.path.exists(m) else str(fetch(m))
         built = {}
         for name, env in (("vec4", VEC4_ENV), ("words", {})):
-            old = {k: os.environ.pop(k, None) for k in VEC4_ENV}
-            os.environ.update(env)
-            try:
+            with environ({**{k: None for k in VEC4_ENV}, **env}):
                 g = webnn.load(path, ctx).graph
-            finally:
-                for k, v in old.items():
-                    os.environ.pop(k, None)
-                    if v is not None:
-                        os.environ[k] = v
             rng = np.random.default_rng(0)
             built[name] = (g, {n: rng.uniform(0, 1, v.shape).astype(np.float32) for n, v in g._inputs.items()})
         best = {(n, t): float("inf") for n in built for t in TEMPLATES}
