@@ -186,10 +186,24 @@ DW_LANES = 8
 DW_FDIV_MAX = 1 << 20
 #: Largest constant filter (elements) the tiled conv_transpose2d bakes into its shader.
 TRANSPOSE_BAKE_MAX = 256
-#: depthwise + projection kernel (fuse_depthwise_project): at most this many projected
-#: values per pixel, and this many vec4 accumulators per invocation (pixels x N / 4).
+#: depthwise + projection kernel (fuse_depthwise_project): a transposed-conv projection of at
+#: most this many values per pixel (its stores are unrolled), and a pointwise projection wider
+#: than this is split into column blocks of at most :data:`DWP_WIDE_NS` vec4 columns (each
+#: invocation computes its pixel block's depthwise values itself: :func:`_dwp_plan`); at most
+#: this many vec4 accumulators per invocation (pixels x N / 4).
 PROJECT_MAX_N = 128
 PROJECT_MAX_ACC = 96
+#: ... the widest column block of a wide projection, in vec4 columns (32: a 1 x 2 block of 64
+#: accumulators, the plan that measured fastest on 12 x 12 x 48 -> 192 to 5 x 5 x 728 -> 728;
+#: wider blocks hold fewer pixels, whose shared loads of the matrix then serve fewer products)
+DWP_WIDE_NS = 32
+#: ... and at most this many vec4 accumulators per invocation there (a 2 x 4 block of 16 columns:
+#: 0.8 s of CPU to compile cold on lavapipe, against 0.4 s for 1 x 2 x 32)
+DWP_WIDE_MAX_ACC = 128
+#: ... and with its columns split over several invocations per pixel block, the projection
+#: matrix is bound as one contiguous panel per column block (as the tile kernel's B:
+#: :func:`webnn_gpu.ops.linalg.panel_pack`), so that a block's rows are not N / 4 vec4s apart
+DWP_PANEL = True
 #: ... and its stores of the projection run in a loop over the block's NS columns (the column's
 #: accumulator picked by selects) rather than unrolled: LLVM's compile time on lavapipe grows
 #: faster than linearly with the loads and stores in the text (each a loop over the SIMD
@@ -801,7 +815,13 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
               and not _env.force("conv_transpose"))
     else:
         return False
-    return ok and n <= PROJECT_MAX_N
+    return ok and (n <= PROJECT_MAX_N or proj.op == "conv2d" and g["C"] // 4 * (_max_rows(g) + 1) + n <= LOOP_BUDGET)
+
+
+def _max_rows(g: dict) -> int:
+    """The most input rows a block of the depthwise + projection kernel reads (its row loop's
+    iterations per channel group): the tallest block of :data:`DWP_BLOCK_SIZES`."""
+    return (max(DWP_BLOCK_SIZES) - 1) * g["sh"] + (g["KH"] - 1) * g["dh"] + 1
 
 
 #: The cost model of :func:`project_pays` on profiles without a fitted one (:data:`DWP_PAY_FIT`),
@@ -846,6 +866,29 @@ DWP_PAY_FIT: dict[str, dict[str, Any]] = {"lane-loop": dict(fused=(4.5, 0.0, 0.3
                                  dispatch=45.0)}
 
 
+#: ... and for a wide projection (more than :data:`PROJECT_MAX_N` columns, split into column
+#: blocks: :func:`_dwp_plan`), microseconds per 1000 of the busiest thread's vec4 loads of the
+#: projection matrix, from a storage buffer and from a uniform one: the fit above was made on
+#: plans whose one column block shares each matrix load between all the pixels of 8 lanes'
+#: blocks, where these loads are a small part; a column block of a wide projection loads its
+#: rows for one or two pixels per lane. A storage load costs what an input-window load does
+#: (the fit's first weight), a uniform one (a gather) 0.22 of it (DWP_FUSED_WEIGHTS' ratio).
+DWP_WIDE_MATRIX = {"lane-loop": (4.5, 1.0)}
+
+
+def _dwp_matrix_loads(g: dict, n4: int, tuning: str, sg: int) -> float:
+    """Thousands of vec4 loads of the projection matrix by the fused kernel's busiest thread
+    with its plan (:func:`_dwp_plan`, ``sg`` lanes sharing them): per invocation and channel
+    group, a lane's share of its column block's four rows."""
+    th, tw, splits = _dwp_plan(g, n4, 0, tuning, True, sg=sg)
+    ns = -(-n4 // splits)
+    blocks = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw)
+    inv = (-(-blocks // sg) * sg if sg else blocks) * splits
+    cores = DWP_CORES.get(tuning, DWP_CORES["default"])
+    busy = -(-inv // (PROJECT_WORKGROUP * cores)) * PROJECT_WORKGROUP
+    return busy * -(-g["C"] // 4) * (-(-4 * ns // sg) if sg else 4 * ns) / 1e3
+
+
 def _dwp_fused_terms(g: dict, n4: int, tuning: str, sg: int) -> tuple[float, ...]:
     """What the fused kernel's busiest thread does with its plan (:func:`_dwp_plan` with ``sg``
     lanes sharing the loads), in thousands: input-window vec4 loads, depthwise vec4
@@ -882,6 +925,10 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
     fit = DWP_PAY_FIT.get(tuning)
     if fit is not None:
         fused = sum(w * t for w, t in zip(fit["fused"], _dwp_fused_terms(g, n4, tuning, DW_LANES)))
+        if n > PROJECT_MAX_N and tuning in DWP_WIDE_MATRIX:  # a wide projection's column blocks
+            splits = _dwp_plan(g, n4, 0, tuning, True, sg=DW_LANES)[2]
+            uniform = g["C"] * 4 * splits * -(-n4 // splits) <= B_UNIFORM_FLOATS  # uniform_copy's rule
+            fused += DWP_WIDE_MATRIX[tuning][uniform] * _dwp_matrix_loads(g, n4, tuning, DW_LANES)
         sg = DW_LANES if DWP_SUBGROUP else 0
         form, plan = _dwp_form(g, n4, tuning, sg) if n % 4 == 0 and not k4 else ("blocks", _NO_PLAN)
         if form == "lanes":  # the channel-lane kernel where it runs, in the same units (DWPL_FIT)
@@ -1080,9 +1127,14 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True, sg: in
         return th, tw, 1
     best = None
     max_acc = DWP_PLAN_MAX_ACC
-    if sg:  # one column block (all the columns) of at least 2 x 2 pixels where PROJECT_MAX_ACC allows
+    wide = sg and 4 * n4 > PROJECT_MAX_N
+    if sg and not wide:  # one column block (all the columns) of at least 2 x 2 pixels where PROJECT_MAX_ACC allows
         max_acc = max(max_acc, min(PROJECT_MAX_ACC, 4 * n4))
-    for ns in range(n4 if sg and n4 <= max_acc else 1, min(n4, max_acc) + 1):  # sg: the lanes share the loads
+    ns_all = range(n4 if sg and n4 <= max_acc else 1, min(n4, max_acc) + 1)  # sg: the lanes share the loads
+    if wide:  # column blocks of at most DWP_WIDE_NS (or half, a quarter of it), as even as they can be
+        max_acc = DWP_WIDE_MAX_ACC
+        ns_all = sorted({-(-n4 // -(-n4 // (DWP_WIDE_NS >> i))) for i in range(3)})
+    for ns in ns_all:
         splits = -(-n4 // ns)
         if -(-n4 // splits) != ns:  # the same S as a narrower block
             continue
@@ -1478,6 +1530,15 @@ def lower_depthwise_project(node, lc) -> None:
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
     blocks = g["NB"] * ohb * owb
     padded = -(-blocks // sg) * sg if sg else blocks  # sg: a subgroup's lanes share a column block
+    panel = DWP_PANEL and mode == "conv" and splits > 1 and N > PROJECT_MAX_N
+    if panel:  # each column block's rows of the matrix as one contiguous panel: [S, C, NS] vec4s
+        ns4 = -(-n4 // splits) * 4
+        pm = np.zeros((mat.shape[0], splits * ns4), dtype=mat.dtype)
+        pm[:, :mat.shape[1]] = mat
+        pw = make_constant(np.ascontiguousarray(pm.reshape(-1, splits, ns4).transpose(1, 0, 2)),
+                           proj.inputs[1].data_type)
+        pw_ubo = uniform_copy(lc, pw)
+        project_in[0] = ("pw", pw_ubo or pw)
     n_inv = padded * splits
     prm = make_constant(np.array([n_inv, g["C"] // 4, n4, N, g["H"], g["W"], g["OH"], g["OW"], ohb, owb, g["pt"],
                                   g["pl"], splits, -(-n4 // splits) if n4 else 0, k4, _rows(g, th)[-1][0] + 1,
@@ -1500,7 +1561,7 @@ def lower_depthwise_project(node, lc) -> None:
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + expand_in + [("prm", prm)], outs,
               n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TH=th, TW=tw,
               rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N if mode == "transpose" else 0,
-              NS=-(-n4 // splits), ragged=n4 % splits != 0, col_loop=DWP_COLUMN_LOOP, center=ep.given,
+              NS=-(-n4 // splits), ragged=n4 % splits != 0, panel=panel, col_loop=DWP_COLUMN_LOOP, center=ep.given,
               row_loop=DW_ROW_LOOP and e is None, x_loop=DWP_EXPAND_LOOP,
               fdiv=n_inv < DW_FDIV_MAX, sg=sg, xw=_dwp_words(g, mode, e is not None, lc.tuning, lc.features),
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
