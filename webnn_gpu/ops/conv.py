@@ -784,9 +784,10 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
     one ``conv/depthwise_project.wgsl`` kernel (the compiler's ``fuse_depthwise_project``):
     ``dw`` on the depthwise kernel (NHWC, channels a multiple of 4, no other output), ``proj``
     a pointwise NHWC conv2d (where one kernel is estimated faster than the depthwise and the
-    tile kernel: :func:`project_pays`) or an NHWC conv_transpose2d whose filter equals its
-    stride (no padding, one group), with a constant filter, at most :data:`PROJECT_MAX_N`
-    values per pixel, reading the depthwise output only as its input."""
+    tile kernel: :func:`project_pays`; a projection wider than :data:`PROJECT_MAX_N` runs in
+    column blocks, within llvmpipe's loop limit) or an NHWC conv_transpose2d whose filter equals
+    its stride (no padding, one group, at most :data:`PROJECT_MAX_N` values per pixel), with a
+    constant filter, reading the depthwise output only as its input."""
     if dw.op != "conv2d" or len(dw.outputs) != 1 or dw.attrs.get("input_layout") != "nhwc":
         return False
     if "input_scale" in dw.attrs or "input_add" in dw.attrs or dw.attrs.get("pool_output"):
@@ -874,6 +875,10 @@ DWP_PAY_FIT: dict[str, dict[str, Any]] = {"lane-loop": dict(fused=(4.5, 0.0, 0.3
 #: rows for one or two pixels per lane. A storage load costs what an input-window load does
 #: (the fit's first weight), a uniform one (a gather) 0.22 of it (DWP_FUSED_WEIGHTS' ratio).
 DWP_WIDE_MATRIX = {"lane-loop": (4.5, 1.0)}
+#: ... and a wide projection fuses only where the fused estimate is at most this fraction of the
+#: two kernels': the estimates of both sides measured within 10-15% of the kernels' times on the
+#: zoo's and Keras MobileNet's wide pairs, and a wrong fusion there costs more than a missed one
+DWP_WIDE_MARGIN = 0.9
 
 
 def _dwp_matrix_loads(g: dict, n4: int, tuning: str, sg: int) -> float:
@@ -911,7 +916,8 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
     On a profile of :data:`DWP_PAY_FIT` (lavapipe), microseconds: each side is a fitted linear
     function of what its kernels do, the fused kernel with the plan it runs
     (:func:`_dwp_fused_terms`, the subgroup's :data:`DW_LANES` lanes sharing its loads; or the
-    channel-lane kernel's :data:`DWPL_FIT` where :func:`_dwp_form` picks it), the
+    channel-lane kernel's :data:`DWPL_FIT` where :func:`_dwp_form` picks it; a projection wider
+    than :data:`PROJECT_MAX_N` adds its column blocks' matrix loads, :data:`DWP_WIDE_MATRIX`), the
     depthwise kernel with its strips (:func:`_dw_cost`), the tile kernel with its
     multiply-adds and the vec4s it loads and stores, plus one more dispatch.
 
@@ -956,12 +962,16 @@ def project_pays(g: dict, n: int, tuning: str = "default", k4: int = 0) -> bool:
     """Whether running depthwise conv2d ``g`` and its pointwise projection to ``n`` channels as
     one kernel is estimated faster than as two (:func:`_project_cost`). A pair that the strip
     kernel takes (:func:`_dwp_strip`) is always fused: it ran 0.47-0.75x the two kernels on
-    every zoo layer it takes, and the fitted fused side describes the pixel-block kernel."""
+    every zoo layer it takes, and the fitted fused side describes the pixel-block kernel. A
+    projection wider than :data:`PROJECT_MAX_N` fuses where the fused estimate (its matrix loads
+    counted: :data:`DWP_WIDE_MATRIX`) is at most :data:`DWP_WIDE_MARGIN` of the two kernels'."""
     if _env.force("dwp") == "fused":
         return True
     if n % 4 == 0 and _dwp_strip(g, n // 4, tuning) is not None:
         return True
     fused, two = _project_cost(g, n, tuning, k4)
+    if n > PROJECT_MAX_N and tuning in DWP_WIDE_MATRIX:  # a wide projection's column blocks
+        return fused <= DWP_WIDE_MARGIN * two
     return fused <= two
 
 
@@ -1119,7 +1129,11 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True, sg: in
     those whose accumulators fit :data:`DWP_PLAN_MAX_ACC` and loaded window
     :data:`DW_MAX_LOADS`. With ``sg`` lanes sharing the kernel's loads (:func:`dwp_lanes`) the
     same for any matrix, but with S = 1 (a split would only recompute the depthwise values) and
-    at most max(:data:`DWP_PLAN_MAX_ACC`, min(:data:`PROJECT_MAX_ACC`, 4 n4)) accumulators.
+    at most max(:data:`DWP_PLAN_MAX_ACC`, min(:data:`PROJECT_MAX_ACC`, 4 n4)) accumulators;
+    but a projection wider than :data:`PROJECT_MAX_N` (``wide``) in column blocks of at most
+    :data:`DWP_WIDE_NS`, half or a quarter of it vec4 columns (each as even as S allows) and at
+    most :data:`DWP_WIDE_MAX_ACC` accumulators: one column block would hold one pixel per lane,
+    whose shared loads of the matrix rows then serve one pixel's products.
     Otherwise S = 1 and the block of :func:`_dwp_blocks_for`."""
     if (not split or k4 or not n4 or tuning not in DWP_PLAN_PROFILES
             or not sg and g["C"] * 4 * n4 > B_UNIFORM_FLOATS):  # a storage-buffer matrix: measured slower split
