@@ -36,7 +36,8 @@ def _pair(hw, C, N, *, k=3, s=1, second=False, output=False, prologue=False, tra
     from webnn_gpu._ir import Node, Value
 
     def const(shape):
-        return Value("float32", tuple(shape), "constant", data=np.linspace(-1, 1, int(np.prod(shape)), dtype=np.float32))
+        data = np.linspace(-1, 1, int(np.prod(shape)), dtype=np.float32)
+        return Value("float32", tuple(shape), "constant", data=data)
 
     p = (k - 1) // 2
     oh = (hw + 2 * p - k) // s + 1

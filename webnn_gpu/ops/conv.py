@@ -876,8 +876,8 @@ DWP_PAY_FIT: dict[str, dict[str, Any]] = {"lane-loop": dict(fused=(4.5, 0.0, 0.3
 #: (the fit's first weight), a uniform one (a gather) 0.22 of it (DWP_FUSED_WEIGHTS' ratio).
 DWP_WIDE_MATRIX = {"lane-loop": (4.5, 1.0)}
 #: ... and a wide projection fuses only where the fused estimate is at most this fraction of the
-#: two kernels': the estimates of both sides measured within 10-15% of the kernels' times on the
-#: zoo's and Keras MobileNet's wide pairs, and a wrong fusion there costs more than a missed one
+#: two kernels': the estimates' ratio measured within 5-25% of the kernels' (docs/conv.md, Wide
+#: projections), and a fused pair's pipeline is its own where the two kernels often share theirs
 DWP_WIDE_MARGIN = 0.9
 
 
@@ -1144,7 +1144,7 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True, sg: in
     wide = sg and 4 * n4 > PROJECT_MAX_N
     if sg and not wide:  # one column block (all the columns) of at least 2 x 2 pixels where PROJECT_MAX_ACC allows
         max_acc = max(max_acc, min(PROJECT_MAX_ACC, 4 * n4))
-    ns_all = range(n4 if sg and n4 <= max_acc else 1, min(n4, max_acc) + 1)  # sg: the lanes share the loads
+    ns_all = list(range(n4 if sg and n4 <= max_acc else 1, min(n4, max_acc) + 1))  # sg: the lanes share the loads
     if wide:  # column blocks of at most DWP_WIDE_NS (or half, a quarter of it), as even as they can be
         max_acc = DWP_WIDE_MAX_ACC
         ns_all = sorted({-(-n4 // -(-n4 // (DWP_WIDE_NS >> i))) for i in range(3)})
