@@ -129,6 +129,23 @@ def test_wide_plan_splits_columns_into_panels():
     assert conv._dwp_plan(_geometry(8, 8, 64), 32, 0, "lane-loop", sg=8)[2] == 1
 
 
+def test_wide_estimate_counts_the_tile_kernels_rows():
+    """The two kernels' side of a wide projection (lane-loop) adds the tile kernel's per-row loads
+    and broadcasts of B: more for 9 x 9 pixels (tiles of one row) than for 8 x 8 (tiles of 8 rows)
+    per product, and nothing for a projection of at most PROJECT_MAX_N."""
+    def extra(g, n):
+        _, two = conv._project_cost(g, n, "lane-loop")
+        saved = conv.DWP_WIDE_TILE
+        conv.DWP_WIDE_TILE = {}
+        try:
+            return two - conv._project_cost(g, n, "lane-loop")[1]
+        finally:
+            conv.DWP_WIDE_TILE = saved
+    per = {hw: extra(_geometry(hw, hw, 256), 512) / (hw * hw) for hw in (8, 9)}
+    assert per[9] > 4 * per[8] > 0
+    assert extra(_geometry(9, 9, 256), 128) == 0
+
+
 def test_wide_estimate_counts_the_matrix_loads():
     """The fused side of a wide projection's estimate (lane-loop) includes its loads of the
     projection matrix, more for a storage-buffer matrix than a uniform one."""

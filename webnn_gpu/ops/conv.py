@@ -61,6 +61,7 @@ from . import _epilogue
 from ._registry import builder_method, lowering, support
 from .elementwise import literal
 from .linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, SMALL_MAX_OUTPUTS, Shown, check_loops, choose_tile,
+                     choose_tile_sg,
                      constant_array, deep_ok, dense_tile_rows, given_operand, k_chunks, lower_split_k, make_constant,
                      matvec_kernel, matvec_plan, tile_kernel, tile_loop_iterations, uniform_copy, wgsl_type)
 
@@ -875,10 +876,18 @@ DWP_PAY_FIT: dict[str, dict[str, Any]] = {"lane-loop": dict(fused=(4.5, 0.0, 0.3
 #: rows for one or two pixels per lane. A storage load costs what an input-window load does
 #: (the fit's first weight), a uniform one (a gather) 0.22 of it (DWP_FUSED_WEIGHTS' ratio).
 DWP_WIDE_MATRIX = {"lane-loop": (4.5, 1.0)}
+#: ... and the tile kernel's side of a wide projection adds this many microseconds per million
+#: of its products per row of its tile (``M C N / 4 / TM``, TM of
+#: :func:`webnn_gpu.ops.linalg.choose_tile_sg`): per k step a lane loads its share of B's 4 TN4
+#: vectors and broadcasts all of them for its TM rows, so a tile of one or two rows (the fewest
+#: padded rows of 9, 16, 81 or 289 pixels) is bound by them; the fit above saw projections of at
+#: most 120 columns. Fitted on benchmarks/dw_project.py --wide (15 shapes, one run): the tile
+#: kernel's time over its estimate went from 1.2-3.1 to 1.0-1.75.
+DWP_WIDE_TILE = {"lane-loop": 300.0}
 #: ... and a wide projection fuses only where the fused estimate is at most this fraction of the
-#: two kernels': the estimates' ratio measured within 5-25% of the kernels' (docs/conv.md, Wide
-#: projections), and a fused pair's pipeline is its own where the two kernels often share theirs
-DWP_WIDE_MARGIN = 0.9
+#: two kernels': on benchmarks/dw_project.py --wide (15 shapes, one run) the fused kernel took
+#: a median 1.32x its estimate and the two kernels (a dispatch counted) 1.13x theirs
+DWP_WIDE_MARGIN = 0.86
 
 
 def _dwp_matrix_loads(g: dict, n4: int, tuning: str, sg: int) -> float:
@@ -942,6 +951,8 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
         dw = fit["dw"][0] * _dw_cost(g, *_dw_strip(g, tuning), tuning) / 1e3 + fit["dw"][1]
         M = g["NB"] * g["OH"] * g["OW"]
         tile = fit["tile"][0] * M * g["C"] * n4 / 1e6 + fit["tile"][1] * M * (g["C"] + n) / 4e6 + fit["tile"][2]
+        if n > PROJECT_MAX_N and tuning in DWP_WIDE_TILE:  # B's loads and broadcasts per row of the tile
+            tile += DWP_WIDE_TILE[tuning] * M * g["C"] * n4 / choose_tile_sg(M, n, g["NB"], DW_LANES)[0] / 1e6
         return fused, dw + tile + fit["dispatch"]
     L = DWP_LOAD_COST.get(tuning, DWP_LOAD_COST["default"])
     th, tw = _dwp_blocks_for(g, n4, 1, k4, tuning)
