@@ -116,6 +116,28 @@ def test_rule_near_misses_stay_two_kernels(miss, monkeypatch):
     assert [n.op for n in fuse_depthwise_project(*base)] == ["depthwise_project"]
 
 
+def test_rule_keeps_the_expansion_out_of_a_wide_projection(monkeypatch):
+    """A pointwise expansion (16 -> 48) before the depthwise conv stays its own node when the
+    projection is wide (its plan keeps one column block); with a projection to 96 it is folded
+    into the fused kernel."""
+    from webnn_gpu._ir import Node, Value
+    from webnn_gpu.compiler.rules.conv import fuse_depthwise_project
+
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    for N, folded in ((192, False), (96, True)):
+        nodes, outs, context = _pair(12, 48, N, s=2)
+        x0 = Value("float32", (1, 12, 12, 16), "input", name="x0")
+        data = np.linspace(-1, 1, 48 * 16, dtype=np.float32)
+        e = Node("conv2d", [x0, Value("float32", (48, 1, 1, 16), "constant", data=data)], [nodes[0].inputs[0]],
+                 {"padding": [0] * 4, "strides": [1, 1], "dilations": [1, 1], "groups": 1, "input_layout": "nhwc",
+                  "filter_layout": "ohwi"}, "expand")
+        x = nodes[0].inputs[0]
+        x.kind, x.producer = "op", e
+        new = fuse_depthwise_project([e, *nodes], outs, context)
+        assert [n.op for n in new] == (["depthwise_project"] if folded else ["conv2d", "depthwise_project"])
+        assert (new[-1].attrs.get("expand") is e) == folded
+
+
 def test_wide_plan_splits_columns_into_panels():
     """A wide projection's plan (lane-loop profile, 8 lanes): column blocks of at most
     DWP_WIDE_NS vec4s, as even as they can be, and at most DWP_WIDE_MAX_ACC accumulators; a

@@ -817,7 +817,15 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
               and not _env.force("conv_transpose"))
     else:
         return False
-    return ok and (n <= PROJECT_MAX_N or proj.op == "conv2d" and g["C"] // 4 * (_max_rows(g) + 1) + n <= LOOP_BUDGET)
+    return ok and (n <= PROJECT_MAX_N or proj.op == "conv2d" and tuning in DWP_WIDE_MATRIX
+                   and g["C"] // 4 * (_max_rows(g) + 1) + n <= LOOP_BUDGET)
+
+
+def project_wide(proj) -> bool:
+    """Whether projection ``proj`` makes more than :data:`PROJECT_MAX_N` values per pixel: the
+    depthwise + projection kernel then runs it in column blocks (:func:`_dwp_plan`), without an
+    expansion folded in (the expansion's plan keeps one column block)."""
+    return proj is not None and _project_width(proj) > PROJECT_MAX_N
 
 
 def _max_rows(g: dict) -> int:
@@ -1146,13 +1154,13 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True, sg: in
     most :data:`DWP_WIDE_MAX_ACC` accumulators: one column block would hold one pixel per lane,
     whose shared loads of the matrix rows then serve one pixel's products.
     Otherwise S = 1 and the block of :func:`_dwp_blocks_for`."""
+    wide = 4 * n4 > PROJECT_MAX_N
     if (not split or k4 or not n4 or tuning not in DWP_PLAN_PROFILES
-            or not sg and g["C"] * 4 * n4 > B_UNIFORM_FLOATS):  # a storage-buffer matrix: measured slower split
+            or not sg and not wide and g["C"] * 4 * n4 > B_UNIFORM_FLOATS):  # a storage matrix: measured slower split
         th, tw = _dwp_blocks_for(g, n4, 1, k4, tuning)
         return th, tw, 1
     best = None
     max_acc = DWP_PLAN_MAX_ACC
-    wide = sg and 4 * n4 > PROJECT_MAX_N
     if sg and not wide:  # one column block (all the columns) of at least 2 x 2 pixels where PROJECT_MAX_ACC allows
         max_acc = max(max_acc, min(PROJECT_MAX_ACC, 4 * n4))
     ns_all = list(range(n4 if sg and n4 <= max_acc else 1, min(n4, max_acc) + 1))  # sg: the lanes share the loads
@@ -1586,7 +1594,8 @@ def lower_depthwise_project(node, lc) -> None:
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + expand_in + [("prm", prm)], outs,
               n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TH=th, TW=tw,
               rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N if mode == "transpose" else 0,
-              NS=-(-n4 // splits), ragged=n4 % splits != 0, panel=panel, col_loop=DWP_COLUMN_LOOP, center=ep.given,
+              NS=-(-n4 // splits), ragged=n4 % splits != 0, panel=panel, col_loop=DWP_COLUMN_LOOP,
+              center=ep.given,
               row_loop=DW_ROW_LOOP and e is None, x_loop=DWP_EXPAND_LOOP,
               fdiv=n_inv < DW_FDIV_MAX, sg=sg, xw=_dwp_words(g, mode, e is not None, lc.tuning, lc.features),
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
