@@ -138,6 +138,19 @@ def test_rule_keeps_the_expansion_out_of_a_wide_projection(monkeypatch):
         assert (new[-1].attrs.get("expand") is e) == folded
 
 
+def test_rule_keeps_a_wide_projection_within_the_loop_budget(monkeypatch):
+    """llvmpipe ends an invocation's loops after LOOP_BUDGET iterations in all: a wide projection
+    whose channel loop (C / 4 iterations, each over the block's input rows) would pass it stays
+    two kernels, even forced; one within it fuses."""
+    from webnn_gpu.compiler.rules.conv import fuse_depthwise_project
+
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    rows = conv._max_rows(_geometry(1, 1, 4))
+    big = 4 * (conv.LOOP_BUDGET // (rows + 1) + 1)
+    assert [n.op for n in fuse_depthwise_project(*_pair(1, big, 132))] == ["conv2d", "conv2d"]
+    assert [n.op for n in fuse_depthwise_project(*_pair(1, big - 64, 132))] == ["depthwise_project"]
+
+
 def test_wide_plan_splits_columns_into_panels():
     """A wide projection's plan (lane-loop profile, 8 lanes): column blocks of at most
     DWP_WIDE_NS vec4s, as even as they can be, and at most DWP_WIDE_MAX_ACC accumulators; a
