@@ -194,9 +194,10 @@ TRANSPOSE_BAKE_MAX = 256
 #: this many vec4 accumulators per invocation (pixels x N / 4).
 PROJECT_MAX_N = 128
 PROJECT_MAX_ACC = 96
-#: ... the widest column block of a wide projection, in vec4 columns (32: a 1 x 2 block of 64
-#: accumulators, the plan that measured fastest on 12 x 12 x 48 -> 192 to 5 x 5 x 728 -> 728;
-#: wider blocks hold fewer pixels, whose shared loads of the matrix then serve fewer products)
+#: ... the widest column block of a wide projection, in vec4 columns (32: 1 x 2 blocks of 32
+#: columns ran 0.45-0.8x the time of one column block of 1 x 1 pixels on 8 x 8 x 256 -> 256 and
+#: 16 x 16 x 128 -> 256; wider blocks hold fewer pixels, whose shared loads of the matrix then
+#: serve fewer products)
 DWP_WIDE_NS = 32
 #: ... and at most this many vec4 accumulators per invocation there (a 2 x 4 block of 16 columns:
 #: 0.8 s of CPU to compile cold on lavapipe, against 0.4 s for 1 x 2 x 32)
