@@ -4,7 +4,7 @@
                                       [--model selfie-segmentation [--model iris-landmark ...]] [--runs 40]
 
 Each round runs each checkout once in a fresh process (alternating, so both see the same
-machine load): the process loads every ``--model`` (names of ``webnn_gpu.models``, default the
+machine load): the process loads every ``--model`` (names of ``webnn_gpu.models`` or ``.tflite`` paths, default the
 selfie model), runs each 5 times, then times ``--runs`` dispatch-to-read runs of each
 (``write_tensor``, ``dispatch``, ``read_tensor``) on one random input, with
 ``time.perf_counter()`` (wall, the median of the round) and ``time.process_time()`` (CPU of
@@ -42,7 +42,7 @@ from webnn_gpu.models import fetch
 ctx = webnn.ml.create_context()
 res = {}
 for model in models:
-    g = webnn.load(fetch(model), ctx, dtype=dtype).graph
+    g = webnn.load(model if model.endswith('.tflite') else fetch(model), ctx, dtype=dtype).graph
     (iname, d), = g.inputs.items()
     x = np.random.default_rng(0).random(d["shape"]).astype(np.float16 if d["data_type"] == "float16" else np.float32)
     ti = ctx.create_tensor({"data_type": d["data_type"], "shape": d["shape"], "writable": True})
@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=40, help="timed runs per model and round (default: %(default)s)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float16"])
     p.add_argument("--model", action="append",
-                   help="a name of webnn_gpu.models, repeatable (default: selfie-segmentation)")
+                   help="a name of webnn_gpu.models or a .tflite path, repeatable (default: selfie-segmentation)")
     p.add_argument("--mesa25", action="store_true", help="run on the Mesa 25 lavapipe of benchmarks/peers.py")
     args = p.parse_args(argv)
     models = args.model or ["selfie-segmentation"]

@@ -4,7 +4,7 @@
                                               [--windows 3/1,5/1,3/2] [--repeats 5]
                                               [--shapes 96x16x16x3x1,6x384x96x3x1 ...] [--cpu]
                                               [--vs-block] [--vs-lanes] [--vs-words [--form F]]
-                                              [--face] [--rounds 1]
+                                              [--face] [--rounds 1] [--wide]
 
 For every (image size, channels C, projected channels N, window/stride) it builds the graph
 ``conv2d(relu(depthwise(x) + b), w) + b2`` (NHWC, float32) twice in one process, with the
@@ -22,10 +22,13 @@ one) moving words of 8 values with the same kernel moving vec4s (``WEBNN_GPU_FOR
 the "two" column is then the vec4 form);
 ``--rounds`` alternates the two sides that many times (the least of each); ``--face`` builds the face models' blocks instead,
 ``prelu(conv2d(depthwise(x) + b, w) + b2 + x)`` (the residual where N == C and stride 1).
+``--wide`` replaces the grid by projections wider than ``PROJECT_MAX_N`` (the zoo's, Keras
+MobileNet's and Xception's shapes and others: column blocks of the pixel-block kernel).
 Prints one row per shape: the fused kernel's microseconds, the
-two kernels' sum and each of them (depthwise, tile), their ratio, and the ratio of the cost model's
-estimates (:func:`webnn_gpu.ops.conv._project_cost`; below 1: it fuses). docs/conv.md has the
-grid the model was fitted on.
+two kernels' sum and each of them (depthwise, tile), their ratio, the same ratio with one more
+dispatch's wall time (``DWP_PAY_FIT``'s 45 us) added to the two kernels, the ratio of the cost
+model's estimates (:func:`webnn_gpu.ops.conv._project_cost`; below 1: it fuses) and whether
+:func:`webnn_gpu.ops.conv.project_pays` fuses. docs/conv.md has the grid the model was fitted on.
 """
 
 from __future__ import annotations
@@ -36,6 +39,13 @@ import sys
 import time
 
 import numpy as np
+
+
+#: ``--wide``: HWxCxNxKxS shapes with projections wider than PROJECT_MAX_N: face detection's (12 x 12
+#: x 48 -> 192, 6 x 6 x 96 -> 384), Keras MobileNet's and Xception's, and a few between
+WIDE = ("12x48x192x3x1,6x96x384x3x1,12x96x192x3x2,16x128x256x3x2,16x128x256x3x1,8x256x256x3x1,"
+        "8x256x512x3x2,4x512x512x3x1,24x64x192x3x1,17x256x256x3x1,9x256x728x3x1,5x728x728x3x1,"
+        "3x1024x1536x3x1,10x40x240x5x1,20x32x192x3x2")
 
 
 def _graph(ctx, hw, C, N, k, s, face=False):
@@ -131,18 +141,22 @@ def main(argv=None) -> int:
                    help="both sides fused, one kernel: words of 8 values against vec4s (WEBNN_GPU_FORCE_DWP_WORDS)")
     p.add_argument("--form", default="", help="with --vs-words: force the fused kernel (lanes or blocks)")
     p.add_argument("--rounds", type=int, default=1, help="alternating rounds per shape (the least of each side)")
+    p.add_argument("--wide", action="store_true", help="projections wider than PROJECT_MAX_N instead of the grid")
     p.add_argument("--face", action="store_true",
                    help="the face models' blocks: no relu, prelu(projection + x) (the residual where N == C, stride 1)")
     args = p.parse_args(argv)
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     import webnn_gpu as webnn
-    from webnn_gpu.ops.conv import _project_cost
+    from webnn_gpu.ops.conv import DWP_PAY_FIT, _project_cost, project_pays
 
     ctx = webnn.ml.create_context()
     ints = lambda s: [int(v) for v in s.split(",")]  # noqa: E731
     print(f"# {ctx.adapter_info.get('description', '')}, tuning {ctx._tuning}")
     print(f"{'hw':>4} {'C':>4} {'N':>4} {'k/s':>4} {'fused us':>9} {'two us':>9} {'dw us':>7} {'tile us':>7} "
-          f"{'ratio':>6} {'model':>6}")
+          f"{'ratio':>6} {'+disp':>6} {'model':>6} {'fuses':>5}")
+    dispatch = DWP_PAY_FIT.get(ctx._tuning, {}).get("dispatch", 0.0)
+    if args.wide:
+        args.shapes = args.shapes or WIDE
     if args.shapes:
         shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     else:
@@ -162,7 +176,8 @@ def main(argv=None) -> int:
                  pt=(k - 1) // 2, pl=(k - 1) // 2)
         f_cost, t_cost = _project_cost(g, N, ctx._tuning)
         print(f"{hw:>4} {C:>4} {N:>4} {k}/{s:<2} {fused:>9.0f} {two:>9.0f} {dw:>7.0f} {two - dw:>7.0f} "
-              f"{fused / two:>6.2f} {f_cost / t_cost:>6.2f}", flush=True)
+              f"{fused / two:>6.2f} {fused / (two + dispatch):>6.2f} {f_cost / t_cost:>6.2f} "
+              f"{'yes' if project_pays(g, N, ctx._tuning) else 'no':>5}", flush=True)
     return 0
 
 

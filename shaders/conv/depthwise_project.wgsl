@@ -68,6 +68,9 @@
     out_vec      vec4 stores (mode "conv", N % 4 == 0)
     f_uniform    0, or the depthwise filter is in a uniform buffer of this many vec4s
     p_uniform    0, or the projection matrix is in a uniform buffer of this many vec4s
+    panel        (mode "conv", S > 1) pw holds each column block's rows as one contiguous panel,
+                 [S, C, NS] vec4s, zero-padded past N4: a block's loads of its four rows per
+                 channel group are 4 NS consecutive vec4s instead of four runs N4 apart
     pool         also write each invocation's per-channel sums of its outputs to `pool`, for a
                  global average pool: mode "store", [blocks, C4] vec4<f32> of the depthwise output
                  (fuse_conv_pool); mode "conv" (out_vec), [blocks, N4] of the projection's output
@@ -95,7 +98,7 @@
     OWB = ceil(OW / TW), pt, pl  3: S, NS, K4, R (the bounds of col_loop, of the expansion's
     loads and of row_loop: runtime values, so that LLVM does not unroll those loops)
     4: NB * OHB * OWB, the same padded to a multiple of sg (sg only), 0, 0
-  Bindings: x (NHWC, vec4), f ([KH, KW, C] vec4), ep operands..., [pw ([C, N4] vec4),
+  Bindings: x (NHWC, vec4), f ([KH, KW, C] vec4), ep operands..., [pw ([C, N4] vec4, or panel),
     pep operands..., [pg (pep.given)] (not "store")], [we, eep operands... (expand)], prm, out, [pool].
   Workgroup: (k.workgroup, 1, 1); column block fastest, then block column (sg: block column
   fastest, column block slowest).
@@ -247,7 +250,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% for t in range((4 * NS + sg - 1) // sg if mode != "store" else 0) %}
   let pv{{ t }} = min(lane + {{ t * sg }}u, {{ 4 * NS - 1 }}u);
+{% if panel %}
+  let po{{ t }} = jb * 4u * C4 + pv{{ t }};  // row c, column j of the column block's panel
+{% else %}
   let po{{ t }} = (pv{{ t }} / {{ NS }}u) * N4 + {{ "min(jb + pv" ~ t ~ " % " ~ NS ~ "u, N4 - 1u)" if ragged else "jb + pv" ~ t ~ " % " ~ NS ~ "u" }};
+{% endif %}
 {% endfor %}
 {% endif %}
 {% set tail %}
@@ -276,7 +283,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% if sg %}
     let p{{ c }}_{{ j }} = subgroupBroadcast(pl{{ (c * NS + j) // sg }}, {{ (c * NS + j) % sg }}u);
 {% else %}
+{% if panel %}
+    let p{{ c }}_{{ j }} = vec4<f32>(pw[jb * 4u * C4 + (cb * 4u + {{ c }}u) * {{ NS }}u + {{ j }}u]);
+{% else %}
     let p{{ c }}_{{ j }} = vec4<f32>(pw[(cb * 4u + {{ c }}u) * N4 + {{ "min(jb + " ~ j ~ "u, N4 - 1u)" if ragged else "jb + " ~ j ~ "u" }}]);
+{% endif %}
 {% endif %}
 {% endfor %}
     let P{{ j }} = mat4x4<f32>(p0_{{ j }}, p1_{{ j }}, p2_{{ j }}, p3_{{ j }});
@@ -346,7 +357,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let cb = cb{{ h }};
 {% if sg %}
 {% for t in range((4 * NS + sg - 1) // sg) %}
-    let pl{{ t }} = vec4<f32>(pw[cb * 4u * N4 + po{{ t }}]);
+    let pl{{ t }} = vec4<f32>(pw[cb * {{ "4u * N4" if not panel else (4 * NS) ~ "u" }} + po{{ t }}]);
 {% endfor %}
 {% endif %}
 {% for t in range(TH) %}
@@ -371,7 +382,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let wl{{ t }} = vec4<f32>(f[fo{{ t }} + cb]);
 {% endfor %}
 {% for t in range((4 * NS + sg - 1) // sg if mode != "store" else 0) %}
-    let pl{{ t }} = vec4<f32>(pw[cb * 4u * N4 + po{{ t }}]);
+    let pl{{ t }} = vec4<f32>(pw[cb * {{ "4u * N4" if not panel else (4 * NS) ~ "u" }} + po{{ t }}]);
 {% endfor %}
 {% endif %}
 {% for kh in range(KH) %}

@@ -61,6 +61,7 @@ from . import _epilogue
 from ._registry import builder_method, lowering, support
 from .elementwise import literal
 from .linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, SMALL_MAX_OUTPUTS, Shown, check_loops, choose_tile,
+                     choose_tile_sg,
                      constant_array, deep_ok, dense_tile_rows, given_operand, k_chunks, lower_split_k, make_constant,
                      matvec_kernel, matvec_plan, tile_kernel, tile_loop_iterations, uniform_copy, wgsl_type)
 
@@ -186,10 +187,25 @@ DW_LANES = 8
 DW_FDIV_MAX = 1 << 20
 #: Largest constant filter (elements) the tiled conv_transpose2d bakes into its shader.
 TRANSPOSE_BAKE_MAX = 256
-#: depthwise + projection kernel (fuse_depthwise_project): at most this many projected
-#: values per pixel, and this many vec4 accumulators per invocation (pixels x N / 4).
+#: depthwise + projection kernel (fuse_depthwise_project): a transposed-conv projection of at
+#: most this many values per pixel (its stores are unrolled), and a pointwise projection wider
+#: than this is split into column blocks of at most :data:`DWP_WIDE_NS` vec4 columns (each
+#: invocation computes its pixel block's depthwise values itself: :func:`_dwp_plan`); at most
+#: this many vec4 accumulators per invocation (pixels x N / 4).
 PROJECT_MAX_N = 128
 PROJECT_MAX_ACC = 96
+#: ... the widest column block of a wide projection, in vec4 columns (32: 1 x 2 blocks of 32
+#: columns ran 0.45-0.8x the time of one column block of 1 x 1 pixels on 8 x 8 x 256 -> 256 and
+#: 16 x 16 x 128 -> 256; wider blocks hold fewer pixels, whose shared loads of the matrix then
+#: serve fewer products)
+DWP_WIDE_NS = 32
+#: ... and at most this many vec4 accumulators per invocation there (a 2 x 4 block of 16 columns:
+#: 0.8 s of CPU to compile cold on lavapipe, against 0.4 s for 1 x 2 x 32)
+DWP_WIDE_MAX_ACC = 128
+#: ... and with its columns split over several invocations per pixel block, the projection
+#: matrix is bound as one contiguous panel per column block (as the tile kernel's B:
+#: :func:`webnn_gpu.ops.linalg.panel_pack`), so that a block's rows are not N / 4 vec4s apart
+DWP_PANEL = True
 #: ... and its stores of the projection run in a loop over the block's NS columns (the column's
 #: accumulator picked by selects) rather than unrolled: LLVM's compile time on lavapipe grows
 #: faster than linearly with the loads and stores in the text (each a loop over the SIMD
@@ -770,9 +786,10 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
     one ``conv/depthwise_project.wgsl`` kernel (the compiler's ``fuse_depthwise_project``):
     ``dw`` on the depthwise kernel (NHWC, channels a multiple of 4, no other output), ``proj``
     a pointwise NHWC conv2d (where one kernel is estimated faster than the depthwise and the
-    tile kernel: :func:`project_pays`) or an NHWC conv_transpose2d whose filter equals its
-    stride (no padding, one group), with a constant filter, at most :data:`PROJECT_MAX_N`
-    values per pixel, reading the depthwise output only as its input."""
+    tile kernel: :func:`project_pays`; a projection wider than :data:`PROJECT_MAX_N` runs in
+    column blocks, within llvmpipe's loop limit) or an NHWC conv_transpose2d whose filter equals
+    its stride (no padding, one group, at most :data:`PROJECT_MAX_N` values per pixel), with a
+    constant filter, reading the depthwise output only as its input."""
     if dw.op != "conv2d" or len(dw.outputs) != 1 or dw.attrs.get("input_layout") != "nhwc":
         return False
     if "input_scale" in dw.attrs or "input_add" in dw.attrs or dw.attrs.get("pool_output"):
@@ -801,7 +818,21 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
               and not _env.force("conv_transpose"))
     else:
         return False
-    return ok and n <= PROJECT_MAX_N
+    return ok and (n <= PROJECT_MAX_N or proj.op == "conv2d" and tuning in DWP_WIDE_MATRIX
+                   and g["C"] // 4 * (_max_rows(g) + 1) + n <= LOOP_BUDGET)
+
+
+def project_wide(proj) -> bool:
+    """Whether projection ``proj`` makes more than :data:`PROJECT_MAX_N` values per pixel: the
+    depthwise + projection kernel then runs it in column blocks (:func:`_dwp_plan`), without an
+    expansion folded in (the expansion's plan keeps one column block)."""
+    return proj is not None and _project_width(proj) > PROJECT_MAX_N
+
+
+def _max_rows(g: dict) -> int:
+    """The most input rows a block of the depthwise + projection kernel reads (its row loop's
+    iterations per channel group): the tallest block of :data:`DWP_BLOCK_SIZES`."""
+    return (max(DWP_BLOCK_SIZES) - 1) * g["sh"] + (g["KH"] - 1) * g["dh"] + 1
 
 
 #: The cost model of :func:`project_pays` on profiles without a fitted one (:data:`DWP_PAY_FIT`),
@@ -846,6 +877,41 @@ DWP_PAY_FIT: dict[str, dict[str, Any]] = {"lane-loop": dict(fused=(4.5, 0.0, 0.3
                                  dispatch=45.0)}
 
 
+#: ... and for a wide projection (more than :data:`PROJECT_MAX_N` columns, split into column
+#: blocks: :func:`_dwp_plan`), microseconds per 1000 of the busiest thread's vec4 loads of the
+#: projection matrix, from a storage buffer and from a uniform one: the fit above was made on
+#: plans whose one column block shares each matrix load between all the pixels of 8 lanes'
+#: blocks, where these loads are a small part; a column block of a wide projection loads its
+#: rows for one or two pixels per lane. A storage load costs what an input-window load does
+#: (the fit's first weight), a uniform one (a gather) 0.22 of it (DWP_FUSED_WEIGHTS' ratio).
+DWP_WIDE_MATRIX = {"lane-loop": (4.5, 1.0)}
+#: ... and the tile kernel's side of a wide projection adds this many microseconds per million
+#: of its products per row of its tile (``M C N / 4 / TM``, TM of
+#: :func:`webnn_gpu.ops.linalg.choose_tile_sg`): per k step a lane loads its share of B's 4 TN4
+#: vectors and broadcasts all of them for its TM rows, so a tile of one or two rows (the fewest
+#: padded rows of 9, 16, 81 or 289 pixels) is bound by them; the fit above saw projections of at
+#: most 120 columns. Fitted on benchmarks/dw_project.py --wide (15 shapes, one run): the tile
+#: kernel's time over its estimate went from 1.2-3.1 to 1.0-1.75.
+DWP_WIDE_TILE = {"lane-loop": 300.0}
+#: ... and a wide projection fuses only where the fused estimate is at most this fraction of the
+#: two kernels': on benchmarks/dw_project.py --wide (15 shapes, one run) the fused kernel took
+#: a median 1.32x its estimate and the two kernels (a dispatch counted) 1.13x theirs
+DWP_WIDE_MARGIN = 0.86
+
+
+def _dwp_matrix_loads(g: dict, n4: int, tuning: str, sg: int) -> float:
+    """Thousands of vec4 loads of the projection matrix by the fused kernel's busiest thread
+    with its plan (:func:`_dwp_plan`, ``sg`` lanes sharing them): per invocation and channel
+    group, a lane's share of its column block's four rows."""
+    th, tw, splits = _dwp_plan(g, n4, 0, tuning, True, sg=sg)
+    ns = -(-n4 // splits)
+    blocks = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw)
+    inv = (-(-blocks // sg) * sg if sg else blocks) * splits
+    cores = DWP_CORES.get(tuning, DWP_CORES["default"])
+    busy = -(-inv // (PROJECT_WORKGROUP * cores)) * PROJECT_WORKGROUP
+    return busy * -(-g["C"] // 4) * (-(-4 * ns // sg) if sg else 4 * ns) / 1e3
+
+
 def _dwp_fused_terms(g: dict, n4: int, tuning: str, sg: int) -> tuple[float, ...]:
     """What the fused kernel's busiest thread does with its plan (:func:`_dwp_plan` with ``sg``
     lanes sharing the loads), in thousands: input-window vec4 loads, depthwise vec4
@@ -868,7 +934,8 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
     On a profile of :data:`DWP_PAY_FIT` (lavapipe), microseconds: each side is a fitted linear
     function of what its kernels do, the fused kernel with the plan it runs
     (:func:`_dwp_fused_terms`, the subgroup's :data:`DW_LANES` lanes sharing its loads; or the
-    channel-lane kernel's :data:`DWPL_FIT` where :func:`_dwp_form` picks it), the
+    channel-lane kernel's :data:`DWPL_FIT` where :func:`_dwp_form` picks it; a projection wider
+    than :data:`PROJECT_MAX_N` adds its column blocks' matrix loads, :data:`DWP_WIDE_MATRIX`), the
     depthwise kernel with its strips (:func:`_dw_cost`), the tile kernel with its
     multiply-adds and the vec4s it loads and stores, plus one more dispatch.
 
@@ -882,6 +949,10 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
     fit = DWP_PAY_FIT.get(tuning)
     if fit is not None:
         fused = sum(w * t for w, t in zip(fit["fused"], _dwp_fused_terms(g, n4, tuning, DW_LANES)))
+        if n > PROJECT_MAX_N and tuning in DWP_WIDE_MATRIX:  # a wide projection's column blocks
+            splits = _dwp_plan(g, n4, 0, tuning, True, sg=DW_LANES)[2]
+            uniform = g["C"] * 4 * splits * -(-n4 // splits) <= B_UNIFORM_FLOATS  # uniform_copy's rule
+            fused += DWP_WIDE_MATRIX[tuning][uniform] * _dwp_matrix_loads(g, n4, tuning, DW_LANES)
         sg = DW_LANES if DWP_SUBGROUP else 0
         form, plan = _dwp_form(g, n4, tuning, sg) if n % 4 == 0 and not k4 else ("blocks", _NO_PLAN)
         if form == "lanes":  # the channel-lane kernel where it runs, in the same units (DWPL_FIT)
@@ -889,6 +960,8 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
         dw = fit["dw"][0] * _dw_cost(g, *_dw_strip(g, tuning), tuning) / 1e3 + fit["dw"][1]
         M = g["NB"] * g["OH"] * g["OW"]
         tile = fit["tile"][0] * M * g["C"] * n4 / 1e6 + fit["tile"][1] * M * (g["C"] + n) / 4e6 + fit["tile"][2]
+        if n > PROJECT_MAX_N and tuning in DWP_WIDE_TILE:  # B's loads and broadcasts per row of the tile
+            tile += DWP_WIDE_TILE[tuning] * M * g["C"] * n4 / choose_tile_sg(M, n, g["NB"], DW_LANES)[0] / 1e6
         return fused, dw + tile + fit["dispatch"]
     L = DWP_LOAD_COST.get(tuning, DWP_LOAD_COST["default"])
     th, tw = _dwp_blocks_for(g, n4, 1, k4, tuning)
@@ -909,12 +982,16 @@ def project_pays(g: dict, n: int, tuning: str = "default", k4: int = 0) -> bool:
     """Whether running depthwise conv2d ``g`` and its pointwise projection to ``n`` channels as
     one kernel is estimated faster than as two (:func:`_project_cost`). A pair that the strip
     kernel takes (:func:`_dwp_strip`) is always fused: it ran 0.47-0.75x the two kernels on
-    every zoo layer it takes, and the fitted fused side describes the pixel-block kernel."""
+    every zoo layer it takes, and the fitted fused side describes the pixel-block kernel. A
+    projection wider than :data:`PROJECT_MAX_N` fuses where the fused estimate (its matrix loads
+    counted: :data:`DWP_WIDE_MATRIX`) is at most :data:`DWP_WIDE_MARGIN` of the two kernels'."""
     if _env.force("dwp") == "fused":
         return True
     if n % 4 == 0 and _dwp_strip(g, n // 4, tuning) is not None:
         return True
     fused, two = _project_cost(g, n, tuning, k4)
+    if n > PROJECT_MAX_N and tuning in DWP_WIDE_MATRIX:  # a wide projection's column blocks
+        return fused <= DWP_WIDE_MARGIN * two
     return fused <= two
 
 
@@ -1072,17 +1149,26 @@ def _dwp_plan(g: dict, n4: int, k4: int, tuning: str, split: bool = True, sg: in
     those whose accumulators fit :data:`DWP_PLAN_MAX_ACC` and loaded window
     :data:`DW_MAX_LOADS`. With ``sg`` lanes sharing the kernel's loads (:func:`dwp_lanes`) the
     same for any matrix, but with S = 1 (a split would only recompute the depthwise values) and
-    at most max(:data:`DWP_PLAN_MAX_ACC`, min(:data:`PROJECT_MAX_ACC`, 4 n4)) accumulators.
+    at most max(:data:`DWP_PLAN_MAX_ACC`, min(:data:`PROJECT_MAX_ACC`, 4 n4)) accumulators;
+    but a projection wider than :data:`PROJECT_MAX_N` (``wide``) in column blocks of at most
+    :data:`DWP_WIDE_NS`, half or a quarter of it vec4 columns (each as even as S allows) and at
+    most :data:`DWP_WIDE_MAX_ACC` accumulators: one column block would hold one pixel per lane,
+    whose shared loads of the matrix rows then serve one pixel's products.
     Otherwise S = 1 and the block of :func:`_dwp_blocks_for`."""
+    wide = 4 * n4 > PROJECT_MAX_N
     if (not split or k4 or not n4 or tuning not in DWP_PLAN_PROFILES
-            or not sg and g["C"] * 4 * n4 > B_UNIFORM_FLOATS):  # a storage-buffer matrix: measured slower split
+            or not sg and not wide and g["C"] * 4 * n4 > B_UNIFORM_FLOATS):  # a storage matrix: measured slower split
         th, tw = _dwp_blocks_for(g, n4, 1, k4, tuning)
         return th, tw, 1
     best = None
     max_acc = DWP_PLAN_MAX_ACC
-    if sg:  # one column block (all the columns) of at least 2 x 2 pixels where PROJECT_MAX_ACC allows
+    if sg and not wide:  # one column block (all the columns) of at least 2 x 2 pixels where PROJECT_MAX_ACC allows
         max_acc = max(max_acc, min(PROJECT_MAX_ACC, 4 * n4))
-    for ns in range(n4 if sg and n4 <= max_acc else 1, min(n4, max_acc) + 1):  # sg: the lanes share the loads
+    ns_all = list(range(n4 if sg and n4 <= max_acc else 1, min(n4, max_acc) + 1))  # sg: the lanes share the loads
+    if wide:  # column blocks of at most DWP_WIDE_NS (or half, a quarter of it), as even as they can be
+        max_acc = DWP_WIDE_MAX_ACC
+        ns_all = sorted({-(-n4 // -(-n4 // (DWP_WIDE_NS >> i))) for i in range(3)})
+    for ns in ns_all:
         splits = -(-n4 // ns)
         if -(-n4 // splits) != ns:  # the same S as a narrower block
             continue
@@ -1478,6 +1564,15 @@ def lower_depthwise_project(node, lc) -> None:
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
     blocks = g["NB"] * ohb * owb
     padded = -(-blocks // sg) * sg if sg else blocks  # sg: a subgroup's lanes share a column block
+    panel = DWP_PANEL and mode == "conv" and splits > 1 and N > PROJECT_MAX_N
+    if panel:  # each column block's rows of the matrix as one contiguous panel: [S, C, NS] vec4s
+        ns4 = -(-n4 // splits) * 4
+        pm = np.zeros((mat.shape[0], splits * ns4), dtype=mat.dtype)
+        pm[:, :mat.shape[1]] = mat
+        pw = make_constant(np.ascontiguousarray(pm.reshape(-1, splits, ns4).transpose(1, 0, 2)),
+                           proj.inputs[1].data_type)
+        pw_ubo = uniform_copy(lc, pw)
+        project_in[0] = ("pw", pw_ubo or pw)
     n_inv = padded * splits
     prm = make_constant(np.array([n_inv, g["C"] // 4, n4, N, g["H"], g["W"], g["OH"], g["OW"], ohb, owb, g["pt"],
                                   g["pl"], splits, -(-n4 // splits) if n4 else 0, k4, _rows(g, th)[-1][0] + 1,
@@ -1500,7 +1595,8 @@ def lower_depthwise_project(node, lc) -> None:
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + expand_in + [("prm", prm)], outs,
               n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TH=th, TW=tw,
               rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N if mode == "transpose" else 0,
-              NS=-(-n4 // splits), ragged=n4 % splits != 0, col_loop=DWP_COLUMN_LOOP, center=ep.given,
+              NS=-(-n4 // splits), ragged=n4 % splits != 0, panel=panel, col_loop=DWP_COLUMN_LOOP,
+              center=ep.given,
               row_loop=DW_ROW_LOOP and e is None, x_loop=DWP_EXPAND_LOOP,
               fdiv=n_inv < DW_FDIV_MAX, sg=sg, xw=_dwp_words(g, mode, e is not None, lc.tuning, lc.features),
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],

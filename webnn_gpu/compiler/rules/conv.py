@@ -240,7 +240,7 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
     its inputs are theirs (the depthwise output aside). The depthwise output must feed nothing
     else; :func:`webnn_gpu.ops.conv.project_ok` says which pairs the kernel takes.
     """
-    from ...ops.conv import expand_block_ok, expand_ok, project_ok, store_ok
+    from ...ops.conv import expand_block_ok, expand_ok, project_ok, project_wide, store_ok
 
     tuning = getattr(context, "_tuning", "default")
     max_bindings = _max_bindings(context)
@@ -288,7 +288,7 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
         attrs = {"depthwise": dw, "project": proj}
         first = list(dw.inputs)
         e = expansion(dw)
-        if e is not None and expand_block_ok(e, dw, proj, tuning):
+        if e is not None and not project_wide(proj) and expand_block_ok(e, dw, proj, tuning):
             attrs["expand"] = e  # the inverted residual's expansion too: its output is never stored
             first = list(e.inputs) + list(dw.inputs[1:])
         if fuse(attrs, [*first, *proj.inputs[1:]], proj):
