@@ -62,6 +62,12 @@
     ow           (NPL 2, N4 even, PK 1, no split) the output bound as such words: lane l's
                  projection columns are 2l and 2l + 1, stored as one word (else l, l + sg); with
                  xres, xw == ow (a lane's columns are its own channel groups)
+    CX           0, or the input's channel count where it is not a multiple of 4: x is bound as
+                 scalars (a pixel's channels do not start on a vec4), each group's values are
+                 loaded one by one, those past CX not at all; the taps f are zero-padded to C4
+                 groups and the padded channels' depthwise values zeroed (cm<k>), so the
+                 projection's zero rows see zeros. With xres the residual may be the input
+                 padded with zero channels (N4 > C4): a column past the lane's held groups adds 0
   Parameters (uniform `prm`, u32 vec4s): 0: invocations (NB * RB * OWB * S * sg), H, W, OH
     1: OW, OWB = ceil(OW / TW), RB = ceil(OH / TH), TH  2: pt, pl, C4, N4  3: S (split), the
     padded matrix's row in vec4s
@@ -91,7 +97,7 @@ enable f16;
 {% if xw %}
 @group(0) @binding(0) var<storage, read> x: array<{{ LT }}>;
 {% else %}
-{{ tl.decl(0, "x", T, true, false) }}
+{{ tl.decl(0, "x", T, not CX, false) }}
 {% endif %}
 {{ tl.weights(1, "f", T, true, f_uniform) }}
 {{ tl.epilogue_decls(ep, nb.i) }}
@@ -162,13 +168,17 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for k in range(CPL) %}
   let cl{{ k }} = {{ grp(k) }} < C4;
   let cg{{ k }} = min({{ grp(k) }}, C4 - 1u);
+{% if CX %}
+  // the group's channels inside the input (the last group's tail is padding)
+  let cm{{ k }} = vec4<bool>(cl{{ k }}{% for c in range(1, 4) %}, cl{{ k }} && 4u * cg{{ k }} + {{ c }}u < {{ CX }}u{% endfor %});
+{% endif %}
 {% for kh in range(KH) %}
 {% for kw in range(KW) %}
   let w{{ k }}_{{ kh }}_{{ kw }} = vec4<f32>(f[{{ kh * KW + kw }}u * C4 + cg{{ k }}]);
 {% endfor %}
 {% endfor %}
 {% for c in range(4) %}
-  {{ tl.hoist_q(ep, "q" ~ k ~ "_" ~ c, "4u * cg" ~ k ~ " + " ~ c ~ "u") }}
+  {{ tl.hoist_q(ep, "q" ~ k ~ "_" ~ c, ("min(4u * cg" ~ k ~ " + " ~ c ~ "u, " ~ (CX - 1) ~ "u)") if CX else ("4u * cg" ~ k ~ " + " ~ c ~ "u")) }}
 {% endfor %}
 {% endfor %}
 {% for m in range(NPL) %}
@@ -209,6 +219,20 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let Y{{ hold + jr }}_{{ k }}_{{ j }} = up(v{{ jr }}_{{ j }}{{ parts[k] }});
 {% endfor %}
 {% endfor %}
+{% elif CX %}
+{% for k in range(CPL) %}
+{% for j in seg %}
+    // the group's channels value by value (those past CX not at all)
+    var Y{{ hold + jr }}_{{ k }}_{{ j }} = vec4<f32>(0.0);
+    if (rk{{ jr }} && cok{{ j }} && cl{{ k }}) {
+      let xo = (rw{{ jr }} + ci{{ j }}) * {{ CX }}u + 4u * cg{{ k }};
+      Y{{ hold + jr }}_{{ k }}_{{ j }}.x = f32(x[xo]);
+{% for c in range(1, 4) %}
+      if (cm{{ k }}.{{ "xyzw"[c] }}) { Y{{ hold + jr }}_{{ k }}_{{ j }}.{{ "xyzw"[c] }} = f32(x[xo + {{ c }}u]); }
+{% endfor %}
+    }
+{% endfor %}
+{% endfor %}
 {% else %}
 {% for k in range(CPL) %}
 {% for j in seg %}
@@ -226,7 +250,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       let pixb = (n * OH + min(oh, OH - 1u)) * OW + ow0;
 {% for k in range(CPL) %}
 {% for p in range(TW) %}
-      let e{{ k }}_{{ p }} = select(vec4<f32>(0.0), {{ ep_v4(ep, "(" ~ xsum(k, p) ~ ")", "(pixb + " ~ p ~ "u) * 4u * C4 + 4u * cg" ~ k, "4u * cg" ~ k, "q" ~ k ~ "_", xin(pt, k, p + pl) if ep.given else "") }}, cl{{ k }});
+      let e{{ k }}_{{ p }} = select(vec4<f32>(0.0), {{ ep_v4(ep, "(" ~ xsum(k, p) ~ ")", "(pixb + " ~ p ~ "u) * 4u * C4 + 4u * cg" ~ k, "4u * cg" ~ k, "q" ~ k ~ "_", xin(pt, k, p + pl) if ep.given else "") }}, {{ ("cm" if CX else "cl") ~ k }});
 {% endfor %}
 {% endfor %}
 {% if PK > 1 %}
@@ -276,7 +300,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% if pep.given and xres and split %}
           let g = {% for k in range(1, CPL) %}select({% endfor %}{{ xin(pt, 0, p + pl) }}{% for k in range(1, CPL) %}, {{ xin(pt, k, p + pl) }}, cb * {{ NPL }}u + {{ m }}u == {{ k }}u){% endfor %};
 {% elif pep.given and xres %}
-          let g = {{ xin(pt, m, p + pl) }};
+          let g = {{ xin(pt, m, p + pl) if m < CPL else "vec4<f32>(0.0)" }};
 {% elif pep.given %}
           let g = {{ tl.given4(pep, "pg", "(pixb + " ~ p ~ "u) * N4 + og" ~ m) }};
 {% endif %}

@@ -187,7 +187,7 @@ def steps_of(node) -> list[dict]:
 
 
 def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_binding: str = "e",
-          name: str = "epilogue", given: int | None = None) -> Epilogue:
+          name: str = "epilogue", given: int | None = None, given_pad: bool = False) -> Epilogue:
     """Compile ``steps`` for a kernel writing ``out`` (a Value) of ``node``.
 
     Arguments:
@@ -201,6 +201,10 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
         given: the index of a node input the kernel holds at each output's own index (a
             depthwise conv's input, for a residual add): steps reading it there use the
             function's last argument ``gv`` instead of a load.
+        given_pad: the ``given`` operand may also be read through a ``"pad"`` step (placed in
+            the output's frame with zeros around it): the kernel then passes ``gv`` as the
+            padded operand's value, 0 outside it (the caller checks the frame: the channel-lane
+            depthwise + projection kernel holds the input's channels and zeros past them).
 
     Returns:
         Epilogue: operands to bind, helper functions and the WGSL code.
@@ -263,6 +267,9 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
                 index, inside = _operand_index(node, n, v, step.get("axis"), out_shape, out_strides, chan_axis), ""
             if pool is not None:
                 pass
+            elif given_pad and i == given and step.get("pad") is not None:
+                ep.given = True  # the kernel holds the padded operand's value (0 outside it)
+                y = "gv"
             elif inside or step.get("pad") is not None and index != "o":
                 if i not in bound:
                     bound[i] = f"{first_binding}{len(bound)}"

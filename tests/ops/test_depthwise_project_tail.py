@@ -1,0 +1,133 @@
+"""The channel-lane depthwise + projection kernel (``conv/depthwise_project_lanes.wgsl``) at
+channel counts that are not powers of two: channels not a multiple of 4 (the input loaded value
+by value in its last channel group, the taps zero-padded; ``webnn_gpu.ops.conv._lanes_tail_ok``)
+and BlazeFace's residual of the depthwise input padded with zero channels, read from the held
+rows (``_lanes_residual``), against float64 NumPy (the rule's condition on the IR:
+``tests/compiler/test_rule_depthwise_tail.py``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import webnn_gpu as webnn
+from webnn_gpu.ops import conv
+
+from helpers import kernel_templates, run_graph
+from references import ref_conv2d
+
+LANES = "conv/depthwise_project_lanes.wgsl"
+
+
+def _case(rng, hw, C, N, s, residual, npdt, act="relu"):
+    """A depthwise 3x3 conv2d (bias, ``act``) and its pointwise projection (bias), plus a
+    residual (``"pad"``: the depthwise input padded with N - C zero channels, BlazeFace's;
+    ``"x"``: the input itself; ``"r"``: another tensor; None), then relu: (build, inputs,
+    float64 reference). Stride 2 pads as TFLite's SAME does (bottom and right only) but on a
+    one-pixel image."""
+    h, w = hw
+    pads = [0, 1, 0, 1] if s == 2 and min(h, w) > 1 else [1, 1, 1, 1]
+    oh, ow = (h + pads[0] + pads[1] - 3) // s + 1, (w + pads[2] + pads[3] - 3) // s + 1
+    x = rng.standard_normal((1, h, w, C)).astype(npdt)
+    wd = (rng.standard_normal((C, 3, 3, 1)) * 0.3).astype(npdt)  # ohwi, one group per channel
+    bd = rng.standard_normal(C).astype(npdt)
+    slope = rng.uniform(0.05, 0.5, C).astype(npdt)
+    wp = (rng.standard_normal((N, 1, 1, C)) * 0.3).astype(npdt)
+    bp = rng.standard_normal(N).astype(npdt)
+    inputs = {"x": x}
+    if residual == "r":
+        inputs["r"] = rng.standard_normal((1, oh, ow, N)).astype(npdt)
+
+    def build(b, o):
+        d = b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ohwi", groups=C, padding=pads,
+                     strides=[s, s], bias=b.constant(bd))
+        d = b.relu(d) if act == "relu" else b.prelu(d, b.constant(slope.reshape(1, 1, 1, C)))
+        p = b.conv2d(d, b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
+        if residual == "pad":
+            p = b.add(p, b.pad(o["x"], [0, 0, 0, 0], [0, 0, 0, N - C]))
+        elif residual:
+            p = b.add(p, o[residual])
+        return {"y": b.relu(p)}
+
+    x64 = x.astype(np.float64)
+    d = ref_conv2d(x64.transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(0, 3, 1, 2), pads, (s, s), (1, 1),
+                   groups=C).transpose(0, 2, 3, 1) + bd
+    d = np.maximum(d, 0) if act == "relu" else np.where(d >= 0, d, d * slope.astype(np.float64))
+    ref = np.einsum("nhwc,oc->nhwo", d, wp[:, 0, 0, :].astype(np.float64)) + bp
+    if residual == "pad":
+        ref[..., :C] += x64
+    elif residual == "x":
+        ref += x64
+    elif residual == "r":
+        ref += inputs["r"].astype(np.float64)
+    return build, inputs, np.maximum(ref, 0)
+
+
+def _lane_loop(ctx, monkeypatch):
+    if not ctx._subgroup:
+        pytest.fail("subgroups are expected on lavapipe")
+    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
+    for var in ("WEBNN_GPU_FORCE_DWP", "WEBNN_GPU_FORCE_DWP_FORM"):
+        monkeypatch.delenv(var, raising=False)
+
+
+# (image, C, N, stride, residual, float type, depthwise activation, forced onto the lanes,
+# the kernels expected)
+_CASES = {
+    "C=42 N=48 stride 2 (face detection's 16 x 16 pair), the cost model fuses it":
+        ((32, 32), 42, 48, 2, None, "float32", "relu", False, [LANES]),
+    "C=24 N=28 64 x 64, the input padded to 28 channels as the residual (no load)":
+        ((64, 64), 24, 28, 1, "pad", "float32", "relu", False, [LANES]),
+    "C=24 N=24 64 x 64, the input itself as the residual":
+        ((64, 64), 24, 24, 1, "x", "float32", "relu", False, [LANES]),
+    "C=42 N=48 5 x 7, the input padded as the residual, prelu per channel":
+        ((5, 7), 42, 48, 1, "pad", "float32", "prelu", True, [LANES]),
+    "C=20 N=24 5 x 7, the padded residual, float16":
+        ((5, 7), 20, 24, 1, "pad", "float16", "relu", True, [LANES]),
+    "C=28 N=48 5 x 7, the padded residual past the lane's held groups (two columns, one group)":
+        ((5, 7), 28, 48, 1, "pad", "float32", "relu", True, [LANES]),
+    "C=45 N=48 1 x 1 image, stride 2, residual of another tensor (two groups per lane, 3 values in the last)":
+        ((1, 1), 45, 48, 2, "r", "float32", "relu", True, [LANES]),
+    "C=36 N=28 5 x 7 stride 2, float16":
+        ((5, 7), 36, 28, 2, None, "float16", "prelu", True, [LANES]),
+    "C=44 N=50 (projection not a multiple of 4): the pixel blocks":
+        ((5, 7), 44, 50, 1, None, "float32", "relu", True, ["conv/depthwise_project.wgsl"]),
+}
+
+
+@pytest.mark.parametrize("case", list(_CASES))
+def test_tail_channels_against_numpy(ctx, rng, monkeypatch, case):
+    """Channels not a multiple of 4 on the channel-lane kernel (its last group loaded value by
+    value, the padding's depthwise values zeroed), residuals of the depthwise input padded with
+    zero channels taken from the held rows (no ``pg``), strides 1 and 2, images of one pixel to
+    64 x 64, relu and per-channel prelu, float16: float64 NumPy."""
+    hw, C, N, s, residual, dt, act, force, expected = _CASES[case]
+    if dt == "float16" and "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is expected on lavapipe")
+    _lane_loop(ctx, monkeypatch)
+    if force:
+        monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+        monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
+    npdt = np.float32 if dt == "float32" else np.float16
+    build, inputs, ref = _case(rng, hw, C, N, s, residual, npdt, act)
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    tol = 3e-5 if dt == "float32" else 3e-2
+    np.testing.assert_allclose(got, ref, atol=tol * max(1.0, np.abs(ref).max()), rtol=tol)
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {n: b.input(n, {"data_type": dt, "shape": list(a.shape)}) for n, a in inputs.items()}))
+    steps = [st for st in g._steps if hasattr(st, "template")]
+    g.destroy()
+    assert [st.template for st in steps] == expected
+    if expected == [LANES] and residual in ("pad", "x"):
+        assert " pg:" not in steps[0].wgsl  # read from the held rows
+
+
+def test_tail_near_miss_runs_unfused(ctx, rng, monkeypatch):
+    """C = 45 projected to 50 (not a multiple of 4): no fused kernel takes it; the depthwise
+    kernel and the projection run apart and match float64 NumPy."""
+    _lane_loop(ctx, monkeypatch)
+    build, inputs, ref = _case(rng, (5, 7), 45, 50, 1, None, np.float32)
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    np.testing.assert_allclose(got, ref, atol=3e-5 * max(1.0, np.abs(ref).max()), rtol=3e-5)
+    templates = kernel_templates(ctx, build, inputs)
+    assert "depthwise_project" not in " ".join(templates) and len(templates) == 2, templates
