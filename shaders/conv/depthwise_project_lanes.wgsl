@@ -66,8 +66,11 @@
                  scalars (a pixel's channels do not start on a vec4), each group's values are
                  loaded one by one, those past CX not at all; the taps f are zero-padded to C4
                  groups and the padded channels' depthwise values zeroed (cm<k>), so the
-                 projection's zero rows see zeros. With xres the residual may be the input
-                 padded with zero channels (N4 > C4): a column past the lane's held groups adds 0
+                 projection's zero rows see zeros
+    xpool        with xres: the residual is a pool of the depthwise input inside its window
+                 (op "max" / "average", window (WH, WW), at: its offset in the depthwise window),
+                 computed from the held rows. With xres the residual may have fewer channels
+                 than the output (zero-padded): a column past the lane's held groups adds 0
   Parameters (uniform `prm`, u32 vec4s): 0: invocations (NB * RB * OWB * S * sg), H, W, OH
     1: OW, OWB = ceil(OW / TW), RB = ceil(OH / TH), TH  2: pt, pl, C4, N4  3: S (split), the
     padded matrix's row in vec4s
@@ -80,6 +83,18 @@
 {% from "conv/_rows.wgsl" import ep_v4 %}
 {#- The input row kh of the current window, the lane's channel group k, column offset j. -#}
 {% macro xin(kh, k, j) %}{{ "X" if kh < hold else "Y" }}{{ kh }}_{{ k }}_{{ j }}{% endmacro %}
+{#- The residual of output column m at pixel p from the held rows (xres): the depthwise input
+   at the pixel, or with xpool the pool of its window (rows at[0] + a, columns p sw + at[1] + b
+   of the depthwise window); zero for a column past the lane's channel groups (padding). -#}
+{% macro held(m, p) -%}
+{% if m >= CPL %}vec4<f32>(0.0)
+{%- elif xpool %}
+{%- set ts = [] %}
+{%- for a in range(xpool.window[0]) %}{% for b in range(xpool.window[1]) %}{% set _ = ts.append(xin(xpool.at[0] + a, m, p * sw + xpool.at[1] + b)) %}{% endfor %}{% endfor %}
+{%- if xpool.op == "max" %}{% for t in ts[1:] %}max({% endfor %}{{ ts[0] }}{% for t in ts[1:] %}, {{ t }}){% endfor %}
+{%- else %}({{ ts | join(" + ") }}) * {{ 1.0 / (ts | length) }}{% endif %}
+{%- else %}{{ xin(pt, m, p + pl) }}{% endif %}
+{%- endmacro %}
 {#- Channel group s's lane and its index k there (the broadcast's source). -#}
 {% macro src(s) %}{{ "e" ~ (s % 2) if xw else "e" ~ (s // sg) }}{% endmacro %}
 {% macro srcl(s) %}{{ (s // 2 if xw else s % sg) }}{% endmacro %}
@@ -284,7 +299,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for m in range(2) %}
         let a{{ m }} = {% for s in range(CS) %}P{{ m }}_{{ s }} * b{{ s }}{{ " + " if not loop.last }}{% endfor %};
 {% if pep.given and xres %}
-        let g{{ m }} = {{ xin(pt, m, p + pl) }};
+        let g{{ m }} = {{ held(m, p) }};
 {% elif pep.given %}
         let g{{ m }} = {{ tl.given4(pep, "pg", "(pixb + " ~ p ~ "u) * N4 + og" ~ m) }};
 {% endif %}
@@ -300,7 +315,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% if pep.given and xres and split %}
           let g = {% for k in range(1, CPL) %}select({% endfor %}{{ xin(pt, 0, p + pl) }}{% for k in range(1, CPL) %}, {{ xin(pt, k, p + pl) }}, cb * {{ NPL }}u + {{ m }}u == {{ k }}u){% endfor %};
 {% elif pep.given and xres %}
-          let g = {{ xin(pt, m, p + pl) if m < CPL else "vec4<f32>(0.0)" }};
+          let g = {{ held(m, p) }};
 {% elif pep.given %}
           let g = {{ tl.given4(pep, "pg", "(pixb + " ~ p ~ "u) * N4 + og" ~ m) }};
 {% endif %}

@@ -80,22 +80,40 @@ def test_rule_tail_follows_the_cost_model(monkeypatch):
 
 def test_padded_residual_near_misses():
     """_lanes_residual takes the depthwise input padded with zero channels at offset 0 (stride 1,
-    same size, one pixel per pass), not: a pad at another offset, the input at stride 2, a
-    projection packing pixels (N <= 16), the same channels (the given operand's own path)."""
-    def residual(C, N, pad, stride=1):
+    same size, one pixel per pass), or a pool of it without padding inside the depthwise window
+    (BlazeFace's 2 x 2 stride-2 max pool in a 3 x 3 stride-2 window), not: a pad at another
+    offset, the input itself at stride 2, a projection packing pixels (N <= 16), the same
+    channels unpooled (the given operand's own path), a pool with padding, a pool window
+    outside the depthwise window or of another stride."""
+
+    def residual(C, N, pad, stride=1, pool=None, dpad=1):
         ir = IR()
         x = ir.input((1, 8, 8, C))
-        d = ir.conv(x, ir.filt(C, 3, 1), groups=C, pad=1, stride=stride)
+        d = ir.conv(x, ir.filt(C, 3, 1), groups=C, pad=dpad, stride=stride)
         y = ir.conv(d, ir.filt(N, 1, C))
         proj = y.producer
         proj.inputs.append(x)
-        proj.attrs["epilogue"] = [{"op": "add", "input": 2, "pad": pad}]
+        step = {"op": "add", "input": 2, "pad": pad}
+        if pool is not None:
+            step["pool"] = dict({"op": "max", "window": [2, 2], "strides": [stride, stride], "padding": [0, 0, 0, 0],
+                                 "layout": "nhwc", "shape": [1, d.shape[1], d.shape[2], C]}, **pool)
+        proj.attrs["epilogue"] = [step]
         g = conv._geometry(d.producer)
         return conv._lanes_residual(d.producer, proj, g, y, conv._dwp_lanes(g, -(-N // 4), 8), 8)
 
-    assert residual(24, 28, [0, 0, 0, 0]) == 2
-    assert residual(42, 48, [0, 0, 0, 0]) == 2
+    assert residual(24, 28, [0, 0, 0, 0]) == (2, None)
+    assert residual(42, 48, [0, 0, 0, 0]) == (2, None)
     assert residual(24, 28, [0, 0, 0, 4]) is None
     assert residual(24, 28, [0, 0, 0, 0], stride=2) is None
     assert residual(8, 12, [0, 0, 0, 0]) is None
     assert residual(24, 24, [0, 0, 0, 0]) is None
+    # 8 x 8 -> 3 x 3 (no padding); the pool of the whole image is 4 x 4: not the output's pixels
+    assert residual(42, 48, [0, 0, 0, 0], stride=2, pool={"shape": [1, 4, 4, 42]}, dpad=0) is None
+    ir_ok = residual(42, 48, [0, 0, 0, 0], stride=2, pool={"shape": [1, 3, 3, 42]}, dpad=0)
+    assert ir_ok == (2, {"op": "max", "window": (2, 2), "at": (0, 0)})
+    assert residual(24, 24, [0, 0, 0, 0], stride=2, pool={"shape": [1, 3, 3, 24]}, dpad=0) is not None
+    assert residual(42, 48, [0, 0, 0, 0], stride=2, pool={"shape": [1, 3, 3, 42], "padding": [1, 0, 1, 0]},
+                    dpad=0) is None
+    assert residual(42, 48, [0, 0, 0, 0], stride=2, pool={"shape": [1, 3, 3, 42], "window": [4, 4]}, dpad=0) is None
+    assert residual(42, 48, [0, 0, 0, 0], stride=2, pool={"shape": [1, 3, 3, 42], "strides": [1, 1]},
+                    dpad=0) is None

@@ -22,7 +22,8 @@ LANES = "conv/depthwise_project_lanes.wgsl"
 def _case(rng, hw, C, N, s, residual, npdt, act="relu"):
     """A depthwise 3x3 conv2d (bias, ``act``) and its pointwise projection (bias), plus a
     residual (``"pad"``: the depthwise input padded with N - C zero channels, BlazeFace's;
-    ``"x"``: the input itself; ``"r"``: another tensor; None), then relu: (build, inputs,
+    ``"x"``: the input itself; ``"max"`` / ``"average"``: its 2 x 2 stride-2 pool, padded;
+    ``"r"``: another tensor; None), then relu: (build, inputs,
     float64 reference). Stride 2 pads as TFLite's SAME does (bottom and right only) but on a
     one-pixel image."""
     h, w = hw
@@ -45,6 +46,10 @@ def _case(rng, hw, C, N, s, residual, npdt, act="relu"):
         p = b.conv2d(d, b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
         if residual == "pad":
             p = b.add(p, b.pad(o["x"], [0, 0, 0, 0], [0, 0, 0, N - C]))
+        elif residual in ("max", "average"):  # BlazeFace's stride-2 blocks: a 2 x 2 pool, padded
+            pool = b.max_pool2d if residual == "max" else b.average_pool2d
+            q = pool(o["x"], window_dimensions=[2, 2], strides=[2, 2], layout="nhwc")
+            p = b.add(p, b.pad(q, [0, 0, 0, 0], [0, 0, 0, N - C]) if N > C else q)
         elif residual:
             p = b.add(p, o[residual])
         return {"y": b.relu(p)}
@@ -56,6 +61,9 @@ def _case(rng, hw, C, N, s, residual, npdt, act="relu"):
     ref = np.einsum("nhwc,oc->nhwo", d, wp[:, 0, 0, :].astype(np.float64)) + bp
     if residual == "pad":
         ref[..., :C] += x64
+    elif residual in ("max", "average"):
+        win = x64[:, :2 * oh, :2 * ow].reshape(1, oh, 2, ow, 2, C)
+        ref[..., :C] += win.max(axis=(2, 4)) if residual == "max" else win.mean(axis=(2, 4))
     elif residual == "x":
         ref += x64
     elif residual == "r":
@@ -74,8 +82,14 @@ def _lane_loop(ctx, monkeypatch):
 # (image, C, N, stride, residual, float type, depthwise activation, forced onto the lanes,
 # the kernels expected)
 _CASES = {
-    "C=42 N=48 stride 2 (face detection's 16 x 16 pair), the cost model fuses it":
-        ((32, 32), 42, 48, 2, None, "float32", "relu", False, [LANES]),
+    "C=42 N=48 stride 2 (face detection's 16 x 16 pair), its 2 x 2 max pool padded as the residual":
+        ((32, 32), 42, 48, 2, "max", "float32", "relu", False, [LANES]),
+    "C=24 N=28 5 x 7 stride 2, an average pool padded as the residual":
+        ((5, 7), 24, 28, 2, "average", "float32", "relu", True, [LANES]),
+    "C=20 N=24 9 x 8 stride 2, a max pool padded as the residual, float16":
+        ((9, 8), 20, 24, 2, "max", "float16", "relu", True, [LANES]),
+    "C=32 N=32 9 x 8 stride 2, its max pool unpadded as the residual":
+        ((9, 8), 32, 32, 2, "max", "float32", "prelu", True, [LANES]),
     "C=24 N=28 64 x 64, the input padded to 28 channels as the residual (no load)":
         ((64, 64), 24, 28, 1, "pad", "float32", "relu", False, [LANES]),
     "C=24 N=24 64 x 64, the input itself as the residual":
@@ -118,7 +132,7 @@ def test_tail_channels_against_numpy(ctx, rng, monkeypatch, case):
     steps = [st for st in g._steps if hasattr(st, "template")]
     g.destroy()
     assert [st.template for st in steps] == expected
-    if expected == [LANES] and residual in ("pad", "x"):
+    if expected == [LANES] and residual in ("pad", "x", "max", "average"):
         assert " pg:" not in steps[0].wgsl  # read from the held rows
 
 

@@ -1255,30 +1255,43 @@ def _lanes_tail_ok(dw, g: dict, n: int, tuning: str, sg: int) -> bool:
     return _dwpl_cost(g, n // 4, plan, sg, tuning) <= _project_cost(g, n, tuning)[1]
 
 
-def _lanes_residual(dw, proj, g: dict, out, plan, sg: int) -> int | None:
-    """The input of ``proj`` that its epilogue adds (or otherwise combines) where the
-    channel-lane kernel holds it, padded with zero channels (BlazeFace's residual when a block
-    widens its channels: ``pad(x)`` folded into the add as a ``"pad"`` step): the depthwise
-    input itself, stride 1 and same size (:func:`_center`), fewer channels than the output,
-    placed at offset 0, read by one step; one pixel per pass (:func:`_dwpl_pack`) and no split
-    (:data:`DWPL_SPLIT`), so that each lane's projection columns are its own channel groups.
-    None otherwise (the epilogue loads it itself, per value)."""
+def _lanes_residual(dw, proj, g: dict, out, plan, sg: int) -> tuple[int, dict | None] | None:
+    """(input, pool) of ``proj`` whose epilogue step the channel-lane kernel computes from its
+    held input rows, or None: the depthwise input padded with zero channels (BlazeFace's
+    residual where a block widens its channels: ``pad(x)`` folded into the add as a ``"pad"``
+    step at offset 0), stride 1 and same size (:func:`_center`; pool None), or a max or average
+    pool of it without padding whose window lies inside the depthwise window at every output
+    pixel (BlazeFace's stride-2 blocks: a 2 x 2 stride-2 max pool inside a 3 x 3 stride-2
+    window, column dilation 1; pool: its ``op``, ``window`` and its offset ``at`` in the
+    depthwise window), with as many channels as the output or fewer (the rest zeros), read by
+    one step; one pixel per pass (:func:`_dwpl_pack`) and no split (:data:`DWPL_SPLIT`), so that
+    each lane's projection columns are its own channel groups. The input itself with N == C
+    at stride 1 stays :func:`given_operand`'s (the kernel reads it from its rows as well)."""
     tw, _, _, cpl, npl = plan
     n4 = -(-out.shape[3] // 4)
-    if not _center(g) or _dwpl_pack(n4, sg, tw) != 1 or DWPL_SPLIT and npl > 1:
+    if _dwpl_pack(n4, sg, tw) != 1 or DWPL_SPLIT and npl > 1:
         return None
     steps = _epilogue.steps_of(proj)
     for st in steps:
         i = st.get("input")
         if not isinstance(i, int) or not 0 <= i < len(proj.inputs) or proj.inputs[i] is not dw.inputs[0]:
             continue
-        v = proj.inputs[i]
-        if ("axis" in st or "pool" in st or "scale" in st or list(st.get("pad") or [1]) != [0, 0, 0, 0]
-                or v.data_type != out.data_type or sum(t.get("input") == i for t in steps) != 1):
+        v, pool = proj.inputs[i], st.get("pool")
+        if ("axis" in st or "scale" in st or list(st.get("pad") or [0, 0, 0, 0]) != [0, 0, 0, 0]
+                or v.data_type != out.data_type or sum(t.get("input") == i for t in steps) != 1
+                or v.shape[3] != g["C"] or g["C"] > out.shape[3]):
             return None
-        if tuple(v.shape[:3]) == tuple(out.shape[:3]) and v.shape[3] == g["C"] < out.shape[3]:
-            return i
-        return None
+        if pool is None:
+            ok = _center(g) and tuple(v.shape[:3]) == tuple(out.shape[:3]) and g["C"] < out.shape[3]
+            return (i, None) if ok else None
+        (wh, ww), (ph, pw) = pool["window"], pool["strides"]
+        if (pool.get("op") not in ("max", "average") or pool.get("layout") != "nhwc" or any(pool["padding"])
+                or (ph, pw) != (g["sh"], g["sw"]) or g["dw"] != 1 or g["dh"] != 1
+                or tuple(pool["shape"]) != (g["NB"], g["OH"], g["OW"], g["C"])
+                or g["pt"] + wh > g["KH"] or g["pl"] + ww > g["KW"]
+                or (g["OH"] - 1) * ph + wh > g["H"] or (g["OW"] - 1) * pw + ww > g["W"]):
+            return None
+        return i, {"op": pool["op"], "window": (wh, ww), "at": (g["pt"], g["pl"])}
     return None
 
 
@@ -1416,12 +1429,12 @@ def _dwp_words(g: dict, mode: str, expand: bool, tuning: str, features) -> bool:
 
 
 def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg: int, x, *, w_in, ep, pep,
-                     project_in: list, mat: np.ndarray, xres: bool) -> None:
+                     project_in: list, mat: np.ndarray, xres: bool, xpool: dict | None = None) -> None:
     """The kernel of :func:`lower_depthwise_project` on ``conv/depthwise_project_lanes.wgsl``
     (plan of :func:`_dwp_lanes`, ``sg`` lanes); ``mat`` the [C, N] projection matrix, bound
     zero-padded; ``xres``: the projection's residual operand is the depthwise input (maybe
-    padded with zero channels: :func:`_lanes_residual`), read from the kernel's held rows
-    (``pg`` is not bound). Channels that are not a multiple of 4 (:func:`_lanes_tail_ok`): the
+    padded with zero channels, or a pool of it, ``xpool``: :func:`_lanes_residual`), read
+    from the kernel's held rows (``pg`` is not bound). Channels that are not a multiple of 4 (:func:`_lanes_tail_ok`): the
     input is bound as scalars and its last channel group loaded value by value, the taps
     zero-padded to whole groups, the padded channels' depthwise values zeroed."""
     tw, th, rb, cpl, npl = plan
@@ -1433,6 +1446,7 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
     npl_all = npl
     splits, npl = (npl, 1) if DWPL_SPLIT and npl > 1 else (1, npl)
     pk = _dwpl_pack(n4, sg, tw)
+    assert xpool is None or xres and pk == 1, "_lanes_residual"
     xres = xres and pk == 1  # a lane of a packed pass projects another lane's channels: pg is loaded
     n_inv = g["NB"] * rb * owb * splits * sg
     prm = make_constant(np.array([n_inv, g["H"], g["W"], g["OH"], g["OW"], owb, rb, th, g["pt"], g["pl"], c4, n4,
@@ -1455,7 +1469,7 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
     lc.kernel("conv/depthwise_project_lanes.wgsl",
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
               n_inv, workgroup=sg, T=wgsl_type(out.data_type), TW=tw, CPL=cpl, NPL=npl, sg=sg,
-              CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1, PK=pk, xw=xw, ow=ow, CX=g["C"] if tail else 0,
+              CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1, PK=pk, xw=xw, ow=ow, CX=g["C"] if tail else 0, xpool=xpool,
               seg=_segment(g, tw), hold=hold, warm=-(-hold // g["sh"]), ep=ep, pep=pep, xres=xres,
               pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
@@ -1507,6 +1521,7 @@ def lower_depthwise_project(node, lc) -> None:
     sg = dwp_lanes(lc.tuning, getattr(lc, "subgroup", 0))
     partials = len(node.outputs) == 2 or proj is None and bool(dw.attrs.get("pool_output"))
     form, plan = "blocks", _NO_PLAN
+    gpad, xpool = False, None
     if proj is not None:
         p = _geometry(proj)
         N = _project_width(proj)
@@ -1517,12 +1532,12 @@ def lower_depthwise_project(node, lc) -> None:
         if g["C"] % 4:  # project_ok takes these only for the channel-lane kernel
             form, plan = "lanes", _dwp_lanes(g, n4, sg)
             assert row_form and plan is not None, "project_ok: channels not a multiple of 4 on the lane kernel"
-        gi = (given_operand(proj, out, _epilogue.steps_of(proj), g["NB"] * g["OH"] * g["OW"], N, g["C"])
-              if proj.op == "conv2d" and N % 4 == 0 else None)  # a residual add: loaded as vec4
-        gpad = False
-        if gi is None and form == "lanes":  # the input padded with zero channels: from the held rows
-            gi = _lanes_residual(dw, proj, g, out, plan, sg)
-            gpad = gi is not None
+        # the input padded with zero channels or pooled: computed from the lane kernel's held rows
+        held = _lanes_residual(dw, proj, g, out, plan, sg) if form == "lanes" else None
+        gpad, xpool = held is not None, held[1] if held is not None else None
+        gi = held[0] if held is not None else (
+            given_operand(proj, out, _epilogue.steps_of(proj), g["NB"] * g["OH"] * g["OW"], N, g["C"])
+            if proj.op == "conv2d" and N % 4 == 0 else None)  # a residual add: loaded as vec4
         pep = _conv_epilogue(proj, out, "nhwc", first_binding="pe", name="project", given=gi, given_pad=gpad)
         mat = _project_matrix(proj)
         n4 = mat.shape[1] // 4
@@ -1534,15 +1549,15 @@ def lower_depthwise_project(node, lc) -> None:
         pep, mode = None, "store"
     # the projection's residual add of the depthwise input itself (or padded with zero
     # channels, on the channel-lane kernel): from the held rows
-    xres = (form != "blocks" and bool(pep.given) and not pep.given_g4 and proj.inputs[gi] is dw.inputs[0]
-            and (N == g["C"] or gpad) and center)
+    xres = gpad or (form != "blocks" and bool(pep.given) and not pep.given_g4 and proj.inputs[gi] is dw.inputs[0]
+                    and N == g["C"] and center)
     if form == "strip" and pep.given and (pep.given_g4 or tuple(proj.inputs[gi].shape) != tuple(out.shape)):
         # the strip kernel reads a given residual at the output's own index, as vec4 (not the
         # window of a pool fuse_pool_residual folded into the read: pep.given_g4)
         form = "blocks"
     if form == "lanes":
         _lower_dwp_lanes(lc, node, g, plan, sg, x, w_in=dw.inputs[1], ep=ep, pep=pep, project_in=project_in,
-                         mat=mat, xres=xres)
+                         mat=mat, xres=xres, xpool=xpool if gpad else None)
         return
     if form == "strip":
         _lower_dwp_strip(lc, node, g, plan, x, w_in=dw.inputs[1], ep=ep, pep=pep, project_in=project_in,
