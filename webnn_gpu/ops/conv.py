@@ -1347,14 +1347,23 @@ def _dwpl_cost(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int, 
 
 
 _NO_PLAN: Any = None  # the plan of the pixel-block form (its own, _dwp_plan, is made at lowering)
+#: A pair whose projection adds its depthwise input padded with zero channels, or a pool of it
+#: (:func:`_lanes_residual`), runs on the channel-lane kernel wherever that can run: it computes
+#: the residual from its held rows where the pixel blocks load it value by value with a bounds
+#: test (face_detection_short_range's 32 x 32 x 28 -> 32 stride 2 and 16 x 16 x 48 -> 56 and
+#: 56 -> 64 pairs: 0.65-0.82x of the pixel blocks; docs/conv.md)
+DWPL_HELD_RESIDUAL = True
 
 
-def _dwp_form(g: dict, n4: int, tuning: str, sg: int) -> tuple[str, Any]:
+def _dwp_form(g: dict, n4: int, tuning: str, sg: int, held: bool = False) -> tuple[str, Any]:
     """Which fused kernel runs depthwise conv2d ``g`` and a pointwise projection of ``n4`` vec4
     columns (no expansion, no pool partials), and its plan: ("strip", :func:`_dwp_strip`'s plan)
     where the strip kernel takes it; else ("lanes", :func:`_dwp_lanes`'s plan) where that kernel
-    can run and is estimated faster by :data:`DWPL_MARGIN` (:func:`_dwpl_cost`) than the pixel
-    blocks (the fused side of :data:`DWP_PAY_FIT`); else ("blocks", None).
+    can run and either computes the projection's residual from its held rows where the pixel
+    blocks load it value by value (``held``: :func:`_lanes_residual`, with
+    :data:`DWPL_HELD_RESIDUAL`) or is estimated faster by :data:`DWPL_MARGIN`
+    (:func:`_dwpl_cost`) than the pixel blocks (the fused side of :data:`DWP_PAY_FIT`); else
+    ("blocks", None).
     ``WEBNN_GPU_FORCE_DWP_FORM``: "lanes" (wherever it can run) or "blocks" (never the
     channel-lane kernel)."""
     strip = _dwp_strip(g, n4, tuning)
@@ -1364,6 +1373,8 @@ def _dwp_form(g: dict, n4: int, tuning: str, sg: int) -> tuple[str, Any]:
         return "lanes", lanes
     if strip is not None:
         return "strip", strip
+    if lanes is not None and held and DWPL_HELD_RESIDUAL:
+        return "lanes", lanes
     fit, lfit = DWP_PAY_FIT.get(tuning), DWPL_FIT.get(tuning)
     if lanes is None or fit is None or lfit is None:
         return "blocks", _NO_PLAN
@@ -1528,7 +1539,9 @@ def lower_depthwise_project(node, lc) -> None:
         n4 = -(-N // 4)
         row_form = proj.op == "conv2d" and e is None and not partials and N % 4 == 0
         if row_form:
-            form, plan = _dwp_form(g, n4, lc.tuning, sg)
+            lanes = _dwp_lanes(g, n4, sg) if _env.force("dwp_form") != "blocks" else None
+            held = lanes is not None and _lanes_residual(dw, proj, g, out, lanes, sg) is not None
+            form, plan = _dwp_form(g, n4, lc.tuning, sg, held)
         if g["C"] % 4:  # project_ok takes these only for the channel-lane kernel
             form, plan = "lanes", _dwp_lanes(g, n4, sg)
             assert row_form and plan is not None, "project_ok: channels not a multiple of 4 on the lane kernel"
