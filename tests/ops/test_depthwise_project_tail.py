@@ -19,18 +19,18 @@ from references import ref_conv2d
 LANES = "conv/depthwise_project_lanes.wgsl"
 
 
-def _case(rng, hw, C, N, s, residual, npdt, act="relu"):
-    """A depthwise 3x3 conv2d (bias, ``act``) and its pointwise projection (bias), plus a
+def _case(rng, hw, C, N, s, residual, npdt, act="relu", k=3):
+    """A depthwise k x k conv2d (bias, ``act``) and its pointwise projection (bias), plus a
     residual (``"pad"``: the depthwise input padded with N - C zero channels, BlazeFace's;
     ``"x"``: the input itself; ``"max"`` / ``"average"``: its 2 x 2 stride-2 pool, padded;
     ``"r"``: another tensor; None), then relu: (build, inputs,
     float64 reference). Stride 2 pads as TFLite's SAME does (bottom and right only) but on a
     one-pixel image."""
     h, w = hw
-    pads = [0, 1, 0, 1] if s == 2 and min(h, w) > 1 else [1, 1, 1, 1]
-    oh, ow = (h + pads[0] + pads[1] - 3) // s + 1, (w + pads[2] + pads[3] - 3) // s + 1
+    pads = [k // 2 - 1, k // 2] * 2 if s == 2 and min(h, w) > 1 else [k // 2] * 4
+    oh, ow = (h + pads[0] + pads[1] - k) // s + 1, (w + pads[2] + pads[3] - k) // s + 1
     x = rng.standard_normal((1, h, w, C)).astype(npdt)
-    wd = (rng.standard_normal((C, 3, 3, 1)) * 0.3).astype(npdt)  # ohwi, one group per channel
+    wd = (rng.standard_normal((C, k, k, 1)) * 0.3).astype(npdt)  # ohwi, one group per channel
     bd = rng.standard_normal(C).astype(npdt)
     slope = rng.uniform(0.05, 0.5, C).astype(npdt)
     wp = (rng.standard_normal((N, 1, 1, C)) * 0.3).astype(npdt)
@@ -80,12 +80,14 @@ def _lane_loop(ctx, monkeypatch):
 
 
 # (image, C, N, stride, residual, float type, depthwise activation, forced onto the lanes,
-# the kernels expected)
+# the kernels expected[, window])
 _CASES = {
     "C=42 N=48 stride 2 (face detection's 16 x 16 pair), its 2 x 2 max pool padded as the residual":
         ((32, 32), 42, 48, 2, "max", "float32", "relu", False, [LANES]),
     "C=24 N=28 5 x 7 stride 2, an average pool padded as the residual":
         ((5, 7), 24, 28, 2, "average", "float32", "relu", True, [LANES]),
+    "C=30 N=36 5x5 stride 2 (palm detection's window), a max pool padded as the residual":
+        ((12, 10), 30, 36, 2, "max", "float32", "relu", True, [LANES], 5),
     "C=20 N=24 9 x 8 stride 2, a max pool padded as the residual, float16":
         ((9, 8), 20, 24, 2, "max", "float16", "relu", True, [LANES]),
     "C=32 N=32 9 x 8 stride 2, its max pool unpadded as the residual":
@@ -113,9 +115,10 @@ _CASES = {
 def test_tail_channels_against_numpy(ctx, rng, monkeypatch, case):
     """Channels not a multiple of 4 on the channel-lane kernel (its last group loaded value by
     value, the padding's depthwise values zeroed), residuals of the depthwise input padded with
-    zero channels taken from the held rows (no ``pg``), strides 1 and 2, images of one pixel to
-    64 x 64, relu and per-channel prelu, float16: float64 NumPy."""
-    hw, C, N, s, residual, dt, act, force, expected = _CASES[case]
+    zero channels or 2 x 2 pools of it taken from the held rows (no ``pg``), 3x3 and 5x5
+    windows, strides 1 and 2, images of one pixel to 64 x 64, relu and per-channel prelu,
+    float16: float64 NumPy."""
+    hw, C, N, s, residual, dt, act, force, expected, *k = _CASES[case]
     if dt == "float16" and "float16" not in ctx.supported_data_types:
         pytest.fail("float16 is expected on lavapipe")
     _lane_loop(ctx, monkeypatch)
@@ -123,7 +126,7 @@ def test_tail_channels_against_numpy(ctx, rng, monkeypatch, case):
         monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
         monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
     npdt = np.float32 if dt == "float32" else np.float16
-    build, inputs, ref = _case(rng, hw, C, N, s, residual, npdt, act)
+    build, inputs, ref = _case(rng, hw, C, N, s, residual, npdt, act, *k)
     got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
     tol = 3e-5 if dt == "float32" else 3e-2
     np.testing.assert_allclose(got, ref, atol=tol * max(1.0, np.abs(ref).max()), rtol=tol)
