@@ -67,6 +67,9 @@
                  loaded one by one, those past CX not at all; the taps f are zero-padded to C4
                  groups and the padded channels' depthwise values zeroed (cm<k>), so the
                  projection's zero rows see zeros
+    NX           0, or the output's channel count where it is not a multiple of 4: out is bound
+                 as scalars and each column stored value by value (om<m>: those inside NX);
+                 the projection's per-channel operands are read at channels clamped to NX - 1
     xpool        with xres: the residual is a pool of the depthwise input inside its window
                  (op "max" / "average", window (WH, WW), at: its offset in the depthwise window),
                  computed from the held rows. With xres the residual may have fewer channels
@@ -94,6 +97,24 @@
 {%- if xpool.op == "max" %}{% for t in ts[1:] %}max({% endfor %}{{ ts[0] }}{% for t in ts[1:] %}, {{ t }}){% endfor %}
 {%- else %}({{ ts | join(" + ") }}) * {{ 1.0 / (ts | length) }}{% endif %}
 {%- else %}{{ xin(pt, m, p + pl) }}{% endif %}
+{%- endmacro %}
+{#- Store the vec4 `r` of projection column og<m> at pixel index `px` (NX: value by value,
+   those past NX not at all). -#}
+{% macro store(m, px, r) -%}
+{% if NX %}
+{
+          let ob = ({{ px }}) * {{ NX }}u + 4u * og{{ m }};
+          let rv = {{ r }};
+          out[ob] = {{ T }}(rv.x);
+{% for c in range(1, 4) %}
+          if (om{{ m }}.{{ "xyzw"[c] }}) { out[ob + {{ c }}u] = {{ T }}(rv.{{ "xyzw"[c] }}); }
+{% endfor %}
+        }
+{%- else %}out[({{ px }}) * N4 + og{{ m }}] = vec4<{{ T }}>({{ r }});{% endif %}
+{%- endmacro %}
+{#- The output index of projection column og<m>'s first value at pixel index `px`. -#}
+{% macro oidx(m, px) -%}
+{{ "(" ~ px ~ ") * " ~ NX ~ "u + 4u * og" ~ m if NX else "(" ~ px ~ ") * 4u * N4 + 4u * og" ~ m }}
 {%- endmacro %}
 {#- Channel group s's lane and its index k there (the broadcast's source). -#}
 {% macro src(s) %}{{ "e" ~ (s % 2) if xw else "e" ~ (s // sg) }}{% endmacro %}
@@ -129,7 +150,7 @@ enable f16;
 {% if ow %}
 @group(0) @binding({{ nb.i + 1 }}) var<storage, read_write> out: array<{{ LT }}>;
 {% else %}
-{{ tl.decl(nb.i + 1, "out", T, true, true) }}
+{{ tl.decl(nb.i + 1, "out", T, not NX, true) }}
 {% endif %}
 {{ rw.pair_fns(fns, ep, pep) }}
 {{ rw.word_fns(T) if xw or ow }}
@@ -203,8 +224,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let P{{ m }}_{{ s }} = mat4x4<f32>({% for c in range(4) %}vec4<f32>(pw[{{ ("prm[3].y * " ~ (4 * s + c) ~ "u + cb0 + " ~ m * sg) if split else (4 * s + c) * sg * NPL }}u + {{ col(m) }}]){{ ", " if not loop.last }}{% endfor %});
 {% endfor %}
 {% for c in range(4) %}
-  {{ tl.hoist_q(pep, "g" ~ m ~ "_" ~ c, "4u * og" ~ m ~ " + " ~ c ~ "u") }}
+  {{ tl.hoist_q(pep, "g" ~ m ~ "_" ~ c, ("min(4u * og" ~ m ~ " + " ~ c ~ "u, " ~ (NX - 1) ~ "u)") if NX else ("4u * og" ~ m ~ " + " ~ c ~ "u")) }}
 {% endfor %}
+{% if NX %}
+  // the column's values inside the output (the last column's tail is padding)
+  let om{{ m }} = vec4<bool>(true{% for c in range(1, 4) %}, 4u * og{{ m }} + {{ c }}u < {{ NX }}u{% endfor %});
+{% endif %}
 {% endfor %}
   // the window's rows 0 .. hold - 1, held from one iteration to the next; the first warm
   // iterations only load rows (so that the text has one step of loads)
@@ -282,7 +307,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% if pep.given %}
           let g = {{ tl.given4(pep, "pg", "px * N4 + og0") }};
 {% endif %}
-          out[px * N4 + og0] = vec4<{{ T }}>({{ ep_v4(pep, "a", "px * 4u * N4 + 4u * og0", "4u * og0", "g0_", "g") }});
+          {{ store(0, "px", ep_v4(pep, "a", oidx(0, "px"), "4u * og0", "g0_", "g")) }}
         }
       }
 {% endfor %}
@@ -319,7 +344,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% elif pep.given %}
           let g = {{ tl.given4(pep, "pg", "(pixb + " ~ p ~ "u) * N4 + og" ~ m) }};
 {% endif %}
-          out[(pixb + {{ p }}u) * N4 + og{{ m }}] = vec4<{{ T }}>({{ ep_v4(pep, "a", "(pixb + " ~ p ~ "u) * 4u * N4 + 4u * og" ~ m, "4u * og" ~ m, "g" ~ m ~ "_", "g") }});
+          {{ store(m, "pixb + " ~ p ~ "u", ep_v4(pep, "a", oidx(m, "pixb + " ~ p ~ "u"), "4u * og" ~ m, "g" ~ m ~ "_", "g")) }}
         }
       }
 {% endfor %}

@@ -106,15 +106,21 @@ _CASES = {
         ((1, 1), 45, 48, 2, "r", "float32", "relu", True, [LANES]),
     "C=36 N=28 5 x 7 stride 2, float16":
         ((5, 7), 36, 28, 2, None, "float16", "prelu", True, [LANES]),
-    "C=44 N=50 (projection not a multiple of 4): the pixel blocks":
-        ((5, 7), 44, 50, 1, None, "float32", "relu", True, ["conv/depthwise_project.wgsl"]),
+    "C=36 N=42 32 x 32 (face detection's), the input padded to 42 channels as the residual":
+        ((32, 32), 36, 42, 1, "pad", "float32", "relu", False, [LANES]),
+    "C=44 N=50 5 x 7 (the output stored value by value), residual of another tensor":
+        ((5, 7), 44, 50, 1, "r", "float32", "relu", True, [LANES]),
+    "C=20 N=14 9 x 8 stride 2 (2 pixels per pass, the output stored value by value), float16":
+        ((9, 8), 20, 14, 2, "r", "float16", "prelu", True, [LANES]),
+    "C=44 N=50 5 x 7 without the channel-lane kernel: the pixel blocks":
+        ((5, 7), 44, 50, 1, None, "float32", "relu", "blocks", ["conv/depthwise_project.wgsl"]),
 }
 
 
 @pytest.mark.parametrize("case", list(_CASES))
 def test_tail_channels_against_numpy(ctx, rng, monkeypatch, case):
     """Channels not a multiple of 4 on the channel-lane kernel (its last group loaded value by
-    value, the padding's depthwise values zeroed), residuals of the depthwise input padded with
+    value, the padding's depthwise values zeroed; projections stored value by value), residuals of the depthwise input padded with
     zero channels or 2 x 2 pools of it taken from the held rows (no ``pg``), 3x3 and 5x5
     windows, strides 1 and 2, images of one pixel to 64 x 64, relu and per-channel prelu,
     float16: float64 NumPy."""
@@ -124,7 +130,7 @@ def test_tail_channels_against_numpy(ctx, rng, monkeypatch, case):
     _lane_loop(ctx, monkeypatch)
     if force:
         monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
-        monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
+        monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "blocks" if force == "blocks" else "lanes")
     npdt = np.float32 if dt == "float32" else np.float16
     build, inputs, ref = _case(rng, hw, C, N, s, residual, npdt, act, *k)
     got = run_graph(ctx, build, inputs)["y"].astype(np.float64)

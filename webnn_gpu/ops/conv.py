@@ -1477,10 +1477,12 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
     xw, ow = _dwpl_words(c4, n4, cpl, npl, pk, splits > 1, xres, lc.tuning, lc.features)
     if tail:  # the input as scalars (vec4s of channels are not aligned to its pixels)
         xw, ow = False, ow and not xres
+    nx = out.shape[3] if out.shape[3] % 4 else 0  # the output as scalars, likewise
+    ow = ow and not nx
     lc.kernel("conv/depthwise_project_lanes.wgsl",
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
               n_inv, workgroup=sg, T=wgsl_type(out.data_type), TW=tw, CPL=cpl, NPL=npl, sg=sg,
-              CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1, PK=pk, xw=xw, ow=ow, CX=g["C"] if tail else 0, xpool=xpool,
+              CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1, PK=pk, xw=xw, ow=ow, CX=g["C"] if tail else 0, NX=nx, xpool=xpool,
               seg=_segment(g, tw), hold=hold, warm=-(-hold // g["sh"]), ep=ep, pep=pep, xres=xres,
               pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
@@ -1537,11 +1539,13 @@ def lower_depthwise_project(node, lc) -> None:
         p = _geometry(proj)
         N = _project_width(proj)
         n4 = -(-N // 4)
-        row_form = proj.op == "conv2d" and e is None and not partials and N % 4 == 0
+        row_form = proj.op == "conv2d" and e is None and not partials
         if row_form:
             lanes = _dwp_lanes(g, n4, sg) if _env.force("dwp_form") != "blocks" else None
             held = lanes is not None and _lanes_residual(dw, proj, g, out, lanes, sg) is not None
             form, plan = _dwp_form(g, n4, lc.tuning, sg, held)
+            if N % 4 and form != "lanes":  # the strip kernel stores vec4s; the pixel blocks take it
+                form, plan = "blocks", _NO_PLAN
         if g["C"] % 4:  # project_ok takes these only for the channel-lane kernel
             form, plan = "lanes", _dwp_lanes(g, n4, sg)
             assert row_form and plan is not None, "project_ok: channels not a multiple of 4 on the lane kernel"
