@@ -70,7 +70,8 @@ def test_rule_tail_follows_the_cost_model(monkeypatch):
         monkeypatch.delenv(var, raising=False)
     ir, outputs = _pair(42, 48, hw=32, stride=2)
     g = conv._geometry(ir.nodes[0])
-    fused, two = conv._dwpl_cost(g, 12, conv._dwp_lanes(g, 12, 8), 8, "lane-loop"), conv._project_cost(g, 48, "lane-loop")[1]
+    fused = conv._dwpl_cost(g, 12, conv._dwp_lanes(g, 12, 8), 8, "lane-loop")
+    two = conv._project_cost(g, 48, "lane-loop")[1]
     assert fused < two and _fused(ir, outputs)
     monkeypatch.setattr(conv, "DWPL_MARGIN", conv.DWPL_MARGIN + two - fused + 1.0)
     assert not _fused(*_pair(42, 48, hw=32, stride=2))

@@ -120,10 +120,10 @@ _CASES = {
 @pytest.mark.parametrize("case", list(_CASES))
 def test_tail_channels_against_numpy(ctx, rng, monkeypatch, case):
     """Channels not a multiple of 4 on the channel-lane kernel (its last group loaded value by
-    value, the padding's depthwise values zeroed; projections stored value by value), residuals of the depthwise input padded with
-    zero channels or 2 x 2 pools of it taken from the held rows (no ``pg``), 3x3 and 5x5
-    windows, strides 1 and 2, images of one pixel to 64 x 64, relu and per-channel prelu,
-    float16: float64 NumPy."""
+    value, the padding's depthwise values zeroed; projections stored value by value),
+    residuals of the depthwise input padded with zero channels or 2 x 2 pools of it taken from
+    the held rows (no ``pg``), 3x3 and 5x5 windows, strides 1 and 2, images of one pixel to
+    64 x 64, relu and per-channel prelu, float16: float64 NumPy."""
     hw, C, N, s, residual, dt, act, force, expected, *k = _CASES[case]
     if dt == "float16" and "float16" not in ctx.supported_data_types:
         pytest.fail("float16 is expected on lavapipe")

@@ -1445,8 +1445,8 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
     (plan of :func:`_dwp_lanes`, ``sg`` lanes); ``mat`` the [C, N] projection matrix, bound
     zero-padded; ``xres``: the projection's residual operand is the depthwise input (maybe
     padded with zero channels, or a pool of it, ``xpool``: :func:`_lanes_residual`), read
-    from the kernel's held rows (``pg`` is not bound). Channels that are not a multiple of 4 (:func:`_lanes_tail_ok`): the
-    input is bound as scalars and its last channel group loaded value by value, the taps
+    from the kernel's held rows (``pg`` is not bound). Channels that are not a multiple of 4
+    (:func:`_lanes_tail_ok`): the input is bound as scalars and its last channel group loaded value by value, the taps
     zero-padded to whole groups, the padded channels' depthwise values zeroed."""
     tw, th, rb, cpl, npl = plan
     out = node.outputs[0]
@@ -1482,7 +1482,8 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
     lc.kernel("conv/depthwise_project_lanes.wgsl",
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
               n_inv, workgroup=sg, T=wgsl_type(out.data_type), TW=tw, CPL=cpl, NPL=npl, sg=sg,
-              CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1, PK=pk, xw=xw, ow=ow, CX=g["C"] if tail else 0, NX=nx, xpool=xpool,
+              CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1, PK=pk, xw=xw, ow=ow,
+              CX=g["C"] if tail else 0, NX=nx, xpool=xpool,
               seg=_segment(g, tw), hold=hold, warm=-(-hold // g["sh"]), ep=ep, pep=pep, xres=xres,
               pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
