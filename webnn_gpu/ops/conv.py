@@ -1543,8 +1543,8 @@ def lower_depthwise_project(node, lc) -> None:
         row_form = proj.op == "conv2d" and e is None and not partials
         if row_form:
             lanes = _dwp_lanes(g, n4, sg) if _env.force("dwp_form") != "blocks" else None
-            held = lanes is not None and _lanes_residual(dw, proj, g, out, lanes, sg) is not None
-            form, plan = _dwp_form(g, n4, lc.tuning, sg, held)
+            from_rows = lanes is not None and _lanes_residual(dw, proj, g, out, lanes, sg) is not None
+            form, plan = _dwp_form(g, n4, lc.tuning, sg, from_rows)
             if N % 4 and form != "lanes":  # the strip kernel stores vec4s; the pixel blocks take it
                 form, plan = "blocks", _NO_PLAN
         if g["C"] % 4:  # project_ok takes these only for the channel-lane kernel
