@@ -80,44 +80,52 @@ def _lane_loop(ctx, monkeypatch):
 
 
 # (image, C, N, stride, residual, float type, depthwise activation, forced onto the lanes,
-# the kernels expected[, window])
+# the kernels expected[, window]). _CASES run in `make test`; _SOAK (two channel groups per lane,
+# whose pipelines take 1-2 s of CPU each to compile cold) with `-m soak`.
 _CASES = {
     "C=42 N=48 stride 2 (face detection's 16 x 16 pair), its 2 x 2 max pool padded as the residual":
         ((32, 32), 42, 48, 2, "max", "float32", "relu", False, [LANES]),
+    "C=24 N=28 64 x 64, the input padded to 28 channels as the residual (no load)":
+        ((64, 64), 24, 28, 1, "pad", "float32", "relu", False, [LANES]),
+    "C=24 N=24 64 x 64, the input itself as the residual (the same pipeline)":
+        ((64, 64), 24, 24, 1, "x", "float32", "relu", False, [LANES]),
     "C=24 N=28 5 x 7 stride 2, an average pool padded as the residual":
         ((5, 7), 24, 28, 2, "average", "float32", "relu", True, [LANES]),
+    "C=20 N=24 5 x 7, the padded residual, float16":
+        ((5, 7), 20, 24, 1, "pad", "float16", "relu", True, [LANES]),
+    "C=28 N=48 5 x 7, the padded residual past the lane's held groups (two columns, one group)":
+        ((5, 7), 28, 48, 1, "pad", "float32", "relu", True, [LANES]),
+    "C=29 N=48 1 x 1 image, stride 2, residual of another tensor (3 values in the last group)":
+        ((1, 1), 29, 48, 2, "r", "float32", "relu", True, [LANES]),
+    "C=28 N=50 5 x 7 (two columns, the last stored value by value), residual of another tensor":
+        ((5, 7), 28, 50, 1, "r", "float32", "relu", True, [LANES]),
+    "C=20 N=14 9 x 8 stride 2 (2 pixels per pass, the output stored value by value), float16":
+        ((9, 8), 20, 14, 2, "r", "float16", "prelu", True, [LANES]),
+    "C=44 N=50 5 x 7 without the channel-lane kernel: the pixel blocks":
+        ((5, 7), 44, 50, 1, None, "float32", "relu", "blocks", ["conv/depthwise_project.wgsl"]),
+}
+_SOAK = {
+    "C=36 N=42 32 x 32 (face detection's), the input padded to 42 channels as the residual":
+        ((32, 32), 36, 42, 1, "pad", "float32", "relu", False, [LANES]),
     "C=30 N=36 5x5 stride 2 (palm detection's window), a max pool padded as the residual":
         ((12, 10), 30, 36, 2, "max", "float32", "relu", True, [LANES], 5),
     "C=20 N=24 9 x 8 stride 2, a max pool padded as the residual, float16":
         ((9, 8), 20, 24, 2, "max", "float16", "relu", True, [LANES]),
     "C=32 N=32 9 x 8 stride 2, its max pool unpadded as the residual":
         ((9, 8), 32, 32, 2, "max", "float32", "prelu", True, [LANES]),
-    "C=24 N=28 64 x 64, the input padded to 28 channels as the residual (no load)":
-        ((64, 64), 24, 28, 1, "pad", "float32", "relu", False, [LANES]),
-    "C=24 N=24 64 x 64, the input itself as the residual":
-        ((64, 64), 24, 24, 1, "x", "float32", "relu", False, [LANES]),
     "C=42 N=48 5 x 7, the input padded as the residual, prelu per channel":
         ((5, 7), 42, 48, 1, "pad", "float32", "prelu", True, [LANES]),
-    "C=20 N=24 5 x 7, the padded residual, float16":
-        ((5, 7), 20, 24, 1, "pad", "float16", "relu", True, [LANES]),
-    "C=28 N=48 5 x 7, the padded residual past the lane's held groups (two columns, one group)":
-        ((5, 7), 28, 48, 1, "pad", "float32", "relu", True, [LANES]),
     "C=45 N=48 1 x 1 image, stride 2, residual of another tensor (two groups per lane, 3 values in the last)":
         ((1, 1), 45, 48, 2, "r", "float32", "relu", True, [LANES]),
     "C=36 N=28 5 x 7 stride 2, float16":
         ((5, 7), 36, 28, 2, None, "float16", "prelu", True, [LANES]),
-    "C=36 N=42 32 x 32 (face detection's), the input padded to 42 channels as the residual":
-        ((32, 32), 36, 42, 1, "pad", "float32", "relu", False, [LANES]),
     "C=44 N=50 5 x 7 (the output stored value by value), residual of another tensor":
         ((5, 7), 44, 50, 1, "r", "float32", "relu", True, [LANES]),
-    "C=20 N=14 9 x 8 stride 2 (2 pixels per pass, the output stored value by value), float16":
-        ((9, 8), 20, 14, 2, "r", "float16", "prelu", True, [LANES]),
-    "C=44 N=50 5 x 7 without the channel-lane kernel: the pixel blocks":
-        ((5, 7), 44, 50, 1, None, "float32", "relu", "blocks", ["conv/depthwise_project.wgsl"]),
 }
+_CASES.update(_SOAK)
 
 
-@pytest.mark.parametrize("case", list(_CASES))
+@pytest.mark.parametrize("case", [c if c not in _SOAK else pytest.param(c, marks=pytest.mark.soak) for c in _CASES])
 def test_tail_channels_against_numpy(ctx, rng, monkeypatch, case):
     """Channels not a multiple of 4 on the channel-lane kernel (its last group loaded value by
     value, the padding's depthwise values zeroed; projections stored value by value),
