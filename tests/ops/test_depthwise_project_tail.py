@@ -80,8 +80,7 @@ def _lane_loop(ctx, monkeypatch):
 
 
 # (image, C, N, stride, residual, float type, depthwise activation, forced onto the lanes,
-# the kernels expected[, window]). _CASES run in `make test`; _SOAK (two channel groups per lane,
-# whose pipelines take 1-2 s of CPU each to compile cold) with `-m soak`.
+# the kernels expected[, window])
 _CASES = {
     "C=42 N=48 stride 2 (face detection's 16 x 16 pair), its 2 x 2 max pool padded as the residual":
         ((32, 32), 42, 48, 2, "max", "float32", "relu", False, [LANES]),
@@ -103,8 +102,6 @@ _CASES = {
         ((9, 8), 20, 14, 2, "r", "float16", "prelu", True, [LANES]),
     "C=44 N=50 5 x 7 without the channel-lane kernel: the pixel blocks":
         ((5, 7), 44, 50, 1, None, "float32", "relu", "blocks", ["conv/depthwise_project.wgsl"]),
-}
-_SOAK = {
     "C=36 N=42 32 x 32 (face detection's), the input padded to 42 channels as the residual":
         ((32, 32), 36, 42, 1, "pad", "float32", "relu", False, [LANES]),
     "C=30 N=36 5x5 stride 2 (palm detection's window), a max pool padded as the residual":
@@ -122,10 +119,9 @@ _SOAK = {
     "C=44 N=50 5 x 7 (the output stored value by value), residual of another tensor":
         ((5, 7), 44, 50, 1, "r", "float32", "relu", True, [LANES]),
 }
-_CASES.update(_SOAK)
 
 
-@pytest.mark.parametrize("case", [c if c not in _SOAK else pytest.param(c, marks=pytest.mark.soak) for c in _CASES])
+@pytest.mark.parametrize("case", list(_CASES))
 def test_tail_channels_against_numpy(ctx, rng, monkeypatch, case):
     """Channels not a multiple of 4 on the channel-lane kernel (its last group loaded value by
     value, the padding's depthwise values zeroed; projections stored value by value),
