@@ -101,20 +101,22 @@
 {#- Store the vec4 `r` of projection column og<m> at pixel index `px` (NX: value by value,
    those past NX not at all). -#}
 {% macro store(m, px, r) -%}
+{% set q = "(" ~ px ~ ")" if " " in px else px %}
 {% if NX %}
 {
-          let ob = ({{ px }}) * {{ NX }}u + 4u * og{{ m }};
+          let ob = {{ q }} * {{ NX }}u + 4u * og{{ m }};
           let rv = {{ r }};
           out[ob] = {{ T }}(rv.x);
 {% for c in range(1, 4) %}
           if (om{{ m }}.{{ "xyzw"[c] }}) { out[ob + {{ c }}u] = {{ T }}(rv.{{ "xyzw"[c] }}); }
 {% endfor %}
         }
-{%- else %}out[({{ px }}) * N4 + og{{ m }}] = vec4<{{ T }}>({{ r }});{% endif %}
+{%- else %}out[{{ q }} * N4 + og{{ m }}] = vec4<{{ T }}>({{ r }});{% endif %}
 {%- endmacro %}
 {#- The output index of projection column og<m>'s first value at pixel index `px`. -#}
 {% macro oidx(m, px) -%}
-{{ "(" ~ px ~ ") * " ~ NX ~ "u + 4u * og" ~ m if NX else "(" ~ px ~ ") * 4u * N4 + 4u * og" ~ m }}
+{% set q = "(" ~ px ~ ")" if " " in px else px %}
+{{ q ~ " * " ~ NX ~ "u + 4u * og" ~ m if NX else q ~ " * 4u * N4 + 4u * og" ~ m }}
 {%- endmacro %}
 {#- Channel group s's lane and its index k there (the broadcast's source). -#}
 {% macro src(s) %}{{ "e" ~ (s % 2) if xw else "e" ~ (s // sg) }}{% endmacro %}
