@@ -43,7 +43,8 @@ def test_rule_fuses_channels_not_a_multiple_of_4_on_the_lanes(monkeypatch):
     channel-lane kernel runs it and pays (face detection's 32 x 32 x 42 stride 2 -> 48), and not:
     without subgroup lanes or on another profile, a projection not a multiple of 4, a computed
     depthwise filter, a depthwise epilogue reading an operand per value, a transposed
-    projection, or with the lanes kernel forced off; a multiple of 4 as before."""
+    projection, a depthwise output that is a graph output or has another reader, or with the
+    lanes kernel forced off; a multiple of 4 as before."""
     for var in ("WEBNN_GPU_FORCE_DWP", "WEBNN_GPU_FORCE_DWP_FORM"):
         monkeypatch.delenv(var, raising=False)
     assert _fused(*_pair(42, 48, hw=32, stride=2))
@@ -57,6 +58,12 @@ def test_rule_fuses_channels_not_a_multiple_of_4_on_the_lanes(monkeypatch):
     assert not _fused(*_pair(42, 48, hw=32, stride=2, dw_add={"op": "add", "input": 3}))
     assert not _fused(*_pair(42, 48, hw=16, transpose=True))
     assert not _fused(*_pair(42, 200, hw=32, stride=2))  # past the lanes' columns (and PROJECT_MAX_N)
+    ir, outputs = _pair(42, 48, hw=32, stride=2)
+    outputs["d"] = ir.nodes[0].outputs[0]  # the depthwise output is a graph output too
+    assert not _fused(ir, outputs)
+    ir, outputs = _pair(42, 48, hw=32, stride=2)
+    outputs["z"] = ir.op("neg", [ir.nodes[0].outputs[0]])  # ... or has a second reader
+    assert "depthwise_project" not in [n.op for n in fuse_depthwise_project(ir.nodes, outputs, LANE_LOOP)]
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "blocks")
     assert not _fused(*_pair(42, 48, hw=32, stride=2))
     assert _fused(*_pair(44, 48, hw=32, stride=2))
@@ -118,3 +125,22 @@ def test_padded_residual_near_misses():
     assert residual(42, 48, [0, 0, 0, 0], stride=2, pool={"shape": [1, 3, 3, 42], "window": [4, 4]}, dpad=0) is None
     assert residual(42, 48, [0, 0, 0, 0], stride=2, pool={"shape": [1, 3, 3, 42], "strides": [1, 1]},
                     dpad=0) is None
+
+
+def test_no_expansion_or_partials_before_a_tail():
+    """The expansion before a depthwise conv of 42 channels stays its own node (only the pixel
+    blocks compute an expansion; near miss of the inverted residual), and partials_ok does not
+    give such a node a pool's partial sums."""
+    from webnn_gpu.ops.conv import partials_ok
+
+    def chain(C):
+        ir = IR()
+        x = ir.input((1, 32, 32, 16))
+        e = ir.conv(x, ir.filt(C, 1, 16))
+        d = ir.conv(e, ir.filt(C, 3, 1), groups=C, pad=1, stride=2)
+        y = ir.conv(d, ir.filt(48, 1, C))
+        return fuse_depthwise_project(ir.nodes, {"y": y}, LANE_LOOP)
+
+    out = chain(42)
+    assert [n.op for n in out] == ["conv2d", "depthwise_project"] and "expand" not in out[1].attrs
+    assert not partials_ok(out[1], "lane-loop")
