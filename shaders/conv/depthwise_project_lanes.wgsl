@@ -62,6 +62,18 @@
     ow           (NPL 2, N4 even, PK 1, no split) the output bound as such words: lane l's
                  projection columns are 2l and 2l + 1, stored as one word (else l, l + sg); with
                  xres, xw == ow (a lane's columns are its own channel groups)
+    CX           0, or the input's channel count where it is not a multiple of 4: x is bound as
+                 scalars (a pixel's channels do not start on a vec4), each group's values are
+                 loaded one by one, those past CX not at all; the taps f are zero-padded to C4
+                 groups and the padded channels' depthwise values zeroed (cm<k>), so the
+                 projection's zero rows see zeros
+    NX           0, or the output's channel count where it is not a multiple of 4: out is bound
+                 as scalars and each column stored value by value (om<m>: those inside NX);
+                 the projection's per-channel operands are read at channels clamped to NX - 1
+    xpool        with xres: the residual is a pool of the depthwise input inside its window
+                 (op "max" / "average", window (WH, WW), at: its offset in the depthwise window),
+                 computed from the held rows. With xres the residual may have fewer channels
+                 than the output (zero-padded): a column past the lane's held groups adds 0
   Parameters (uniform `prm`, u32 vec4s): 0: invocations (NB * RB * OWB * S * sg), H, W, OH
     1: OW, OWB = ceil(OW / TW), RB = ceil(OH / TH), TH  2: pt, pl, C4, N4  3: S (split), the
     padded matrix's row in vec4s
@@ -74,6 +86,38 @@
 {% from "conv/_rows.wgsl" import ep_v4 %}
 {#- The input row kh of the current window, the lane's channel group k, column offset j. -#}
 {% macro xin(kh, k, j) %}{{ "X" if kh < hold else "Y" }}{{ kh }}_{{ k }}_{{ j }}{% endmacro %}
+{#- The residual of output column m at pixel p from the held rows (xres): the depthwise input
+   at the pixel, or with xpool the pool of its window (rows at[0] + a, columns p sw + at[1] + b
+   of the depthwise window); zero for a column past the lane's channel groups (padding). -#}
+{% macro held(m, p) -%}
+{% if m >= CPL %}vec4<f32>(0.0)
+{%- elif xpool %}
+{%- set ts = [] %}
+{%- for a in range(xpool.window[0]) %}{% for b in range(xpool.window[1]) %}{% set _ = ts.append(xin(xpool.at[0] + a, m, p * sw + xpool.at[1] + b)) %}{% endfor %}{% endfor %}
+{%- if xpool.op == "max" %}{% for t in ts[1:] %}max({% endfor %}{{ ts[0] }}{% for t in ts[1:] %}, {{ t }}){% endfor %}
+{%- else %}({{ ts | join(" + ") }}) * {{ 1.0 / (ts | length) }}{% endif %}
+{%- else %}{{ xin(pt, m, p + pl) }}{% endif %}
+{%- endmacro %}
+{#- Store the vec4 `r` of projection column og<m> at pixel index `px` (NX: value by value,
+   those past NX not at all). -#}
+{% macro store(m, px, r) -%}
+{% set q = "(" ~ px ~ ")" if " " in px else px %}
+{% if NX %}
+{
+          let ob = {{ q }} * {{ NX }}u + 4u * og{{ m }};
+          let rv = {{ r }};
+          out[ob] = {{ T }}(rv.x);
+{% for c in range(1, 4) %}
+          if (om{{ m }}.{{ "xyzw"[c] }}) { out[ob + {{ c }}u] = {{ T }}(rv.{{ "xyzw"[c] }}); }
+{% endfor %}
+        }
+{%- else %}out[{{ q }} * N4 + og{{ m }}] = vec4<{{ T }}>({{ r }});{% endif %}
+{%- endmacro %}
+{#- The output index of projection column og<m>'s first value at pixel index `px`. -#}
+{% macro oidx(m, px) -%}
+{% set q = "(" ~ px ~ ")" if " " in px else px %}
+{{ q ~ " * " ~ NX ~ "u + 4u * og" ~ m if NX else q ~ " * 4u * N4 + 4u * og" ~ m }}
+{%- endmacro %}
 {#- Channel group s's lane and its index k there (the broadcast's source). -#}
 {% macro src(s) %}{{ "e" ~ (s % 2) if xw else "e" ~ (s // sg) }}{% endmacro %}
 {% macro srcl(s) %}{{ (s // 2 if xw else s % sg) }}{% endmacro %}
@@ -91,7 +135,7 @@ enable f16;
 {% if xw %}
 @group(0) @binding(0) var<storage, read> x: array<{{ LT }}>;
 {% else %}
-{{ tl.decl(0, "x", T, true, false) }}
+{{ tl.decl(0, "x", T, not CX, false) }}
 {% endif %}
 {{ tl.weights(1, "f", T, true, f_uniform) }}
 {{ tl.epilogue_decls(ep, nb.i) }}
@@ -108,7 +152,7 @@ enable f16;
 {% if ow %}
 @group(0) @binding({{ nb.i + 1 }}) var<storage, read_write> out: array<{{ LT }}>;
 {% else %}
-{{ tl.decl(nb.i + 1, "out", T, true, true) }}
+{{ tl.decl(nb.i + 1, "out", T, not NX, true) }}
 {% endif %}
 {{ rw.pair_fns(fns, ep, pep) }}
 {{ rw.word_fns(T) if xw or ow }}
@@ -162,13 +206,17 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for k in range(CPL) %}
   let cl{{ k }} = {{ grp(k) }} < C4;
   let cg{{ k }} = min({{ grp(k) }}, C4 - 1u);
+{% if CX %}
+  // the group's channels inside the input (the last group's tail is padding)
+  let cm{{ k }} = vec4<bool>(cl{{ k }}{% for c in range(1, 4) %}, cl{{ k }} && 4u * cg{{ k }} + {{ c }}u < {{ CX }}u{% endfor %});
+{% endif %}
 {% for kh in range(KH) %}
 {% for kw in range(KW) %}
   let w{{ k }}_{{ kh }}_{{ kw }} = vec4<f32>(f[{{ kh * KW + kw }}u * C4 + cg{{ k }}]);
 {% endfor %}
 {% endfor %}
 {% for c in range(4) %}
-  {{ tl.hoist_q(ep, "q" ~ k ~ "_" ~ c, "4u * cg" ~ k ~ " + " ~ c ~ "u") }}
+  {{ tl.hoist_q(ep, "q" ~ k ~ "_" ~ c, ("min(4u * cg" ~ k ~ " + " ~ c ~ "u, " ~ (CX - 1) ~ "u)") if CX else ("4u * cg" ~ k ~ " + " ~ c ~ "u")) }}
 {% endfor %}
 {% endfor %}
 {% for m in range(NPL) %}
@@ -178,8 +226,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let P{{ m }}_{{ s }} = mat4x4<f32>({% for c in range(4) %}vec4<f32>(pw[{{ ("prm[3].y * " ~ (4 * s + c) ~ "u + cb0 + " ~ m * sg) if split else (4 * s + c) * sg * NPL }}u + {{ col(m) }}]){{ ", " if not loop.last }}{% endfor %});
 {% endfor %}
 {% for c in range(4) %}
-  {{ tl.hoist_q(pep, "g" ~ m ~ "_" ~ c, "4u * og" ~ m ~ " + " ~ c ~ "u") }}
+  {{ tl.hoist_q(pep, "g" ~ m ~ "_" ~ c, ("min(4u * og" ~ m ~ " + " ~ c ~ "u, " ~ (NX - 1) ~ "u)") if NX else ("4u * og" ~ m ~ " + " ~ c ~ "u")) }}
 {% endfor %}
+{% if NX %}
+  // the column's values inside the output (the last column's tail is padding)
+  let om{{ m }} = vec4<bool>(true{% for c in range(1, 4) %}, 4u * og{{ m }} + {{ c }}u < {{ NX }}u{% endfor %});
+{% endif %}
 {% endfor %}
   // the window's rows 0 .. hold - 1, held from one iteration to the next; the first warm
   // iterations only load rows (so that the text has one step of loads)
@@ -209,6 +261,20 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let Y{{ hold + jr }}_{{ k }}_{{ j }} = up(v{{ jr }}_{{ j }}{{ parts[k] }});
 {% endfor %}
 {% endfor %}
+{% elif CX %}
+{% for k in range(CPL) %}
+{% for j in seg %}
+    // the group's channels value by value (those past CX not at all)
+    var Y{{ hold + jr }}_{{ k }}_{{ j }} = vec4<f32>(0.0);
+    if (rk{{ jr }} && cok{{ j }} && cl{{ k }}) {
+      let xo = (rw{{ jr }} + ci{{ j }}) * {{ CX }}u + 4u * cg{{ k }};
+      Y{{ hold + jr }}_{{ k }}_{{ j }}.x = f32(x[xo]);
+{% for c in range(1, 4) %}
+      if (cm{{ k }}.{{ "xyzw"[c] }}) { Y{{ hold + jr }}_{{ k }}_{{ j }}.{{ "xyzw"[c] }} = f32(x[xo + {{ c }}u]); }
+{% endfor %}
+    }
+{% endfor %}
+{% endfor %}
 {% else %}
 {% for k in range(CPL) %}
 {% for j in seg %}
@@ -226,7 +292,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       let pixb = (n * OH + min(oh, OH - 1u)) * OW + ow0;
 {% for k in range(CPL) %}
 {% for p in range(TW) %}
-      let e{{ k }}_{{ p }} = select(vec4<f32>(0.0), {{ ep_v4(ep, "(" ~ xsum(k, p) ~ ")", "(pixb + " ~ p ~ "u) * 4u * C4 + 4u * cg" ~ k, "4u * cg" ~ k, "q" ~ k ~ "_", xin(pt, k, p + pl) if ep.given else "") }}, cl{{ k }});
+      let e{{ k }}_{{ p }} = select(vec4<f32>(0.0), {{ ep_v4(ep, "(" ~ xsum(k, p) ~ ")", "(pixb + " ~ p ~ "u) * 4u * C4 + 4u * cg" ~ k, "4u * cg" ~ k, "q" ~ k ~ "_", xin(pt, k, p + pl) if ep.given else "") }}, {{ ("cm" if CX else "cl") ~ k }});
 {% endfor %}
 {% endfor %}
 {% if PK > 1 %}
@@ -243,7 +309,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% if pep.given %}
           let g = {{ tl.given4(pep, "pg", "px * N4 + og0") }};
 {% endif %}
-          out[px * N4 + og0] = vec4<{{ T }}>({{ ep_v4(pep, "a", "px * 4u * N4 + 4u * og0", "4u * og0", "g0_", "g") }});
+          {{ store(0, "px", ep_v4(pep, "a", oidx(0, "px"), "4u * og0", "g0_", "g")) }}
         }
       }
 {% endfor %}
@@ -260,7 +326,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for m in range(2) %}
         let a{{ m }} = {% for s in range(CS) %}P{{ m }}_{{ s }} * b{{ s }}{{ " + " if not loop.last }}{% endfor %};
 {% if pep.given and xres %}
-        let g{{ m }} = {{ xin(pt, m, p + pl) }};
+        let g{{ m }} = {{ held(m, p) }};
 {% elif pep.given %}
         let g{{ m }} = {{ tl.given4(pep, "pg", "(pixb + " ~ p ~ "u) * N4 + og" ~ m) }};
 {% endif %}
@@ -276,11 +342,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% if pep.given and xres and split %}
           let g = {% for k in range(1, CPL) %}select({% endfor %}{{ xin(pt, 0, p + pl) }}{% for k in range(1, CPL) %}, {{ xin(pt, k, p + pl) }}, cb * {{ NPL }}u + {{ m }}u == {{ k }}u){% endfor %};
 {% elif pep.given and xres %}
-          let g = {{ xin(pt, m, p + pl) }};
+          let g = {{ held(m, p) }};
 {% elif pep.given %}
           let g = {{ tl.given4(pep, "pg", "(pixb + " ~ p ~ "u) * N4 + og" ~ m) }};
 {% endif %}
-          out[(pixb + {{ p }}u) * N4 + og{{ m }}] = vec4<{{ T }}>({{ ep_v4(pep, "a", "(pixb + " ~ p ~ "u) * 4u * N4 + 4u * og" ~ m, "4u * og" ~ m, "g" ~ m ~ "_", "g") }});
+          {{ store(m, "pixb + " ~ p ~ "u", ep_v4(pep, "a", oidx(m, "pixb + " ~ p ~ "u"), "4u * og" ~ m, "g" ~ m ~ "_", "g")) }}
         }
       }
 {% endfor %}

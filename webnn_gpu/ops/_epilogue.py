@@ -187,7 +187,7 @@ def steps_of(node) -> list[dict]:
 
 
 def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_binding: str = "e",
-          name: str = "epilogue", given: int | None = None) -> Epilogue:
+          name: str = "epilogue", given: int | None = None, given_pad: bool = False) -> Epilogue:
     """Compile ``steps`` for a kernel writing ``out`` (a Value) of ``node``.
 
     Arguments:
@@ -201,6 +201,10 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
         given: the index of a node input the kernel holds at each output's own index (a
             depthwise conv's input, for a residual add): steps reading it there use the
             function's last argument ``gv`` instead of a load.
+        given_pad: the kernel holds the value of the ``given`` operand's step whatever its
+            ``"pad"`` and ``"pool"`` (the padded, pooled value, 0 outside the operand), and
+            passes it as ``gv`` (the caller checks the frame and the window: the channel-lane
+            depthwise + projection kernel computes it from its held input rows).
 
     Returns:
         Epilogue: operands to bind, helper functions and the WGSL code.
@@ -234,7 +238,11 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
             if v.data_type != out.data_type:
                 raise ValueError(f"{node.op}: epilogue step {n}: operand data type {v.data_type} != {out.data_type}")
             pool = step.get("pool")
-            if pool is not None and i == given and given_pool_ok(step, v, out):
+            held = given_pad and i == given  # the kernel holds the (padded, maybe pooled) value
+            if held:
+                ep.given = True
+                y = "gv"
+            elif pool is not None and i == given and given_pool_ok(step, v, out):
                 # the kernel loads the pooled operand as vec4 (or one value) through the helpers
                 ep.given = True
                 ep.given_g4, ep.given_g1 = _given_pool_fns(node, n, ep.fn, v, step, out_shape)
@@ -261,7 +269,7 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
                 index, inside = _padded_index(node, n, v, step["pad"], out_shape, chan_axis)
             else:
                 index, inside = _operand_index(node, n, v, step.get("axis"), out_shape, out_strides, chan_axis), ""
-            if pool is not None:
+            if pool is not None or held:
                 pass
             elif inside or step.get("pad") is not None and index != "o":
                 if i not in bound:

@@ -603,13 +603,13 @@ def partials_ok(node, tuning: str = "default") -> bool:
     as a second output (the compiler's ``fuse_pool_partials``): one NHWC image, a float output
     and no other output, on a kernel that writes them: a ``block`` conv2d, a pointwise conv2d
     on the tile kernel (channels a multiple of 4), or a ``depthwise_project`` node projecting
-    with a pointwise conv2d to channels a multiple of 4."""
+    with a pointwise conv2d from and to channels a multiple of 4."""
     if len(node.outputs) != 1 or node.outputs[0].data_type not in FLOATS:
         return False
     if node.op == "depthwise_project":
         proj = node.attrs["project"]
         return (proj is not None and proj.op == "conv2d" and proj.outputs[0].shape[3] % 4 == 0
-                and proj.outputs[0].shape[0] == 1)
+                and proj.outputs[0].shape[0] == 1 and proj.inputs[0].shape[3] % 4 == 0)
     if node.op != "conv2d" or node.attrs.get("input_layout") != "nhwc":
         return False
     g = _geometry(node)
@@ -781,7 +781,7 @@ def pool_output_ok(node, tuning: str) -> bool:
             and _conv_variant(g, "nhwc", tuning) == "depthwise")
 
 
-def project_ok(dw, proj, tuning: str = "default") -> bool:
+def project_ok(dw, proj, tuning: str = "default", lanes: int = 0) -> bool:
     """Whether depthwise conv2d ``dw`` and ``proj``, the node reading its output, can run as
     one ``conv/depthwise_project.wgsl`` kernel (the compiler's ``fuse_depthwise_project``):
     ``dw`` on the depthwise kernel (NHWC, channels a multiple of 4, no other output), ``proj``
@@ -789,7 +789,9 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
     tile kernel: :func:`project_pays`; a projection wider than :data:`PROJECT_MAX_N` runs in
     column blocks, within llvmpipe's loop limit) or an NHWC conv_transpose2d whose filter equals
     its stride (no padding, one group, at most :data:`PROJECT_MAX_N` values per pixel), with a
-    constant filter, reading the depthwise output only as its input."""
+    constant filter, reading the depthwise output only as its input. Channels that are not a
+    multiple of 4 only on the channel-lane kernel (``lanes``: its subgroup lanes,
+    :func:`dwp_lanes`; :func:`_lanes_tail_ok`), with at most :data:`PROJECT_MAX_N` columns."""
     if dw.op != "conv2d" or len(dw.outputs) != 1 or dw.attrs.get("input_layout") != "nhwc":
         return False
     if "input_scale" in dw.attrs or "input_add" in dw.attrs or dw.attrs.get("pool_output"):
@@ -798,7 +800,9 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
     if mid.data_type not in FLOATS or out.data_type != mid.data_type or len(proj.outputs) != 1:
         return False
     g = _geometry(dw)
-    if g["C"] % 4 or g["O"] != g["C"] or _conv_variant(g, "nhwc", tuning) != "depthwise" or _env.force("conv"):
+    if g["O"] != g["C"] or _conv_variant(g, "nhwc", tuning) != "depthwise" or _env.force("conv"):
+        return False
+    if g["C"] % 4 and (proj.op != "conv2d" or not lanes or constant_array(dw.inputs[1]) is None):
         return False
     if proj.inputs[0] is not mid or any(v is mid for v in proj.inputs[1:]):
         return False
@@ -807,7 +811,10 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
     if "input_scale" in proj.attrs or "input_add" in proj.attrs:
         return False
     p = _geometry(proj)
-    if proj.op == "conv2d":
+    if proj.op == "conv2d" and g["C"] % 4:
+        n = p["O"]
+        ok = _conv_variant(p, "nhwc", tuning) == "pointwise" and _lanes_tail_ok(dw, g, n, tuning, lanes)
+    elif proj.op == "conv2d":
         n = p["O"]
         ok = _conv_variant(p, "nhwc", tuning) == "pointwise" and project_pays(g, n, tuning)
     elif proj.op == "conv_transpose2d":
@@ -818,7 +825,7 @@ def project_ok(dw, proj, tuning: str = "default") -> bool:
               and not _env.force("conv_transpose"))
     else:
         return False
-    return ok and (n <= PROJECT_MAX_N or proj.op == "conv2d" and tuning in DWP_WIDE_MATRIX
+    return ok and (n <= PROJECT_MAX_N or proj.op == "conv2d" and not g["C"] % 4 and tuning in DWP_WIDE_MATRIX
                    and g["C"] // 4 * (_max_rows(g) + 1) + n <= LOOP_BUDGET)
 
 
@@ -1300,14 +1307,78 @@ def _dwp_lanes(g: dict, n4: int, sg: int) -> tuple[int, int, int, int, int] | No
     workgroups but at least :data:`DWPL_MIN_TH` rows each."""
     if not sg or not n4 or g["dh"] != 1 or g["KH"] < g["sh"]:
         return None
-    cpl, npl = -(-(g["C"] // 4) // sg), -(-n4 // sg)
-    if cpl > DWPL_MAX_CPL or npl > DWPL_MAX_NPL or (g["C"] // 4 if DWPL_EXACT_C else sg * cpl) * npl > DWPL_MAX_BLOCKS:
+    c4 = -(-g["C"] // 4)  # a channel count not a multiple of 4: its last group zero-padded
+    cpl, npl = -(-c4 // sg), -(-n4 // sg)
+    if cpl > DWPL_MAX_CPL or npl > DWPL_MAX_NPL or (c4 if DWPL_EXACT_C else sg * cpl) * npl > DWPL_MAX_BLOCKS:
         return None
     tw = min(DWPL_TW, g["OW"])
     owb = g["NB"] * -(-g["OW"] // tw)
     rb = max(1, min(g["OH"] // DWPL_MIN_TH, -(-DWPL_MIN_GROUPS // owb)), _row_chunks_in_budget(g))
     th = -(-g["OH"] // rb)
     return tw, th, -(-g["OH"] // th), cpl, npl
+
+
+def _lanes_tail_ok(dw, g: dict, n: int, tuning: str, sg: int) -> bool:
+    """Whether depthwise conv2d ``dw`` (geometry ``g``) whose channels are not a multiple of 4
+    and its pointwise projection to ``n`` channels run as one channel-lane kernel
+    (``conv/depthwise_project_lanes.wgsl``, ``sg`` lanes; the other fused kernels read the
+    input as vec4s): ``n`` a multiple of 4, a plan of :func:`_dwp_lanes`, a depthwise epilogue
+    that reads operands only per channel (its last channel group is padded: the kernel loads
+    the input's channels one by one there and zeroes the padding), and its estimate
+    (:func:`_dwpl_cost`, with :data:`DWPL_MARGIN`) below the depthwise and the tile kernel's
+    (:func:`_project_cost`), unless ``WEBNN_GPU_FORCE_DWP=fused`` or
+    ``WEBNN_GPU_FORCE_DWP_FORM=lanes``; never with ``WEBNN_GPU_FORCE_DWP_FORM=blocks``."""
+    force = _env.force("dwp_form")
+    if n % 4 or not sg or force == "blocks" or DWP_PAY_FIT.get(tuning) is None or DWPL_FIT.get(tuning) is None:
+        return False
+    if any("input" in st and (st.get("axis") != 3 or "pool" in st or "pad" in st) for st in _epilogue.steps_of(dw)):
+        return False
+    plan = _dwp_lanes(g, n // 4, sg)
+    if plan is None:
+        return False
+    if force == "lanes" or _env.force("dwp") == "fused":
+        return True
+    return _dwpl_cost(g, n // 4, plan, sg, tuning) <= _project_cost(g, n, tuning)[1]
+
+
+def _lanes_residual(dw, proj, g: dict, out, plan, sg: int) -> tuple[int, dict | None] | None:
+    """(input, pool) of ``proj`` whose epilogue step the channel-lane kernel computes from its
+    held input rows, or None: the depthwise input padded with zero channels (BlazeFace's
+    residual where a block widens its channels: ``pad(x)`` folded into the add as a ``"pad"``
+    step at offset 0), stride 1 and same size (:func:`_center`; pool None), or a max or average
+    pool of it without padding whose window lies inside the depthwise window at every output
+    pixel (BlazeFace's stride-2 blocks: a 2 x 2 stride-2 max pool inside a 3 x 3 stride-2
+    window, column dilation 1; pool: its ``op``, ``window`` and its offset ``at`` in the
+    depthwise window), with as many channels as the output or fewer (the rest zeros), read by
+    one step; one pixel per pass (:func:`_dwpl_pack`) and no split (:data:`DWPL_SPLIT`), so that
+    each lane's projection columns are its own channel groups. The input itself with N == C
+    at stride 1 stays :func:`given_operand`'s (the kernel reads it from its rows as well)."""
+    tw, _, _, cpl, npl = plan
+    n4 = -(-out.shape[3] // 4)
+    if _dwpl_pack(n4, sg, tw) != 1 or DWPL_SPLIT and npl > 1:
+        return None
+    steps = _epilogue.steps_of(proj)
+    for st in steps:
+        i = st.get("input")
+        if not isinstance(i, int) or not 0 <= i < len(proj.inputs) or proj.inputs[i] is not dw.inputs[0]:
+            continue
+        v, pool = proj.inputs[i], st.get("pool")
+        if ("axis" in st or "scale" in st or list(st.get("pad") or [0, 0, 0, 0]) != [0, 0, 0, 0]
+                or v.data_type != out.data_type or sum(t.get("input") == i for t in steps) != 1
+                or v.shape[3] != g["C"] or g["C"] > out.shape[3]):
+            return None
+        if pool is None:
+            ok = _center(g) and tuple(v.shape[:3]) == tuple(out.shape[:3]) and g["C"] < out.shape[3]
+            return (i, None) if ok else None
+        (wh, ww), (ph, pw) = pool["window"], pool["strides"]
+        if (pool.get("op") not in ("max", "average") or pool.get("layout") != "nhwc" or any(pool["padding"])
+                or (ph, pw) != (g["sh"], g["sw"]) or g["dw"] != 1 or g["dh"] != 1
+                or tuple(pool["shape"]) != (g["NB"], g["OH"], g["OW"], g["C"])
+                or g["pt"] + wh > g["KH"] or g["pl"] + ww > g["KW"]
+                or (g["OH"] - 1) * ph + wh > g["H"] or (g["OW"] - 1) * pw + ww > g["W"]):
+            return None
+        return i, {"op": pool["op"], "window": (wh, ww), "at": (g["pt"], g["pl"])}
+    return None
 
 
 def _dwpl_pack(n4: int, sg: int, tw: int) -> int:
@@ -1344,7 +1415,7 @@ def _dwpl_terms(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int)
     lavapipe runs a workgroup (here one subgroup) on one thread: the busiest of
     :data:`DWP_CORES` runs ceil(workgroups / cores) of them."""
     tw, th, rb, cpl, npl = plan
-    c4 = g["C"] // 4
+    c4 = -(-g["C"] // 4)
     cs = c4 if DWPL_EXACT_C else sg * cpl
     wgs = g["NB"] * rb * -(-g["OW"] // tw)
     busy = -(-wgs // DWP_CORES.get("lane-loop", 2))
@@ -1362,14 +1433,23 @@ def _dwpl_cost(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int, 
 
 
 _NO_PLAN: Any = None  # the plan of the pixel-block form (its own, _dwp_plan, is made at lowering)
+#: A pair whose projection adds its depthwise input padded with zero channels, or a pool of it
+#: (:func:`_lanes_residual`), runs on the channel-lane kernel wherever that can run: it computes
+#: the residual from its held rows where the pixel blocks load it value by value with a bounds
+#: test (face_detection_short_range's 32 x 32 x 28 -> 32 stride 2 and 16 x 16 x 48 -> 56 and
+#: 56 -> 64 pairs: 0.65-0.82x of the pixel blocks; docs/conv.md)
+DWPL_HELD_RESIDUAL = True
 
 
-def _dwp_form(g: dict, n4: int, tuning: str, sg: int) -> tuple[str, Any]:
+def _dwp_form(g: dict, n4: int, tuning: str, sg: int, held: bool = False) -> tuple[str, Any]:
     """Which fused kernel runs depthwise conv2d ``g`` and a pointwise projection of ``n4`` vec4
     columns (no expansion, no pool partials), and its plan: ("strip", :func:`_dwp_strip`'s plan)
     where the strip kernel takes it; else ("lanes", :func:`_dwp_lanes`'s plan) where that kernel
-    can run and is estimated faster by :data:`DWPL_MARGIN` (:func:`_dwpl_cost`) than the pixel
-    blocks (the fused side of :data:`DWP_PAY_FIT`); else ("blocks", None).
+    can run and either computes the projection's residual from its held rows where the pixel
+    blocks load it value by value (``held``: :func:`_lanes_residual`, with
+    :data:`DWPL_HELD_RESIDUAL`) or is estimated faster by :data:`DWPL_MARGIN`
+    (:func:`_dwpl_cost`) than the pixel blocks (the fused side of :data:`DWP_PAY_FIT`); else
+    ("blocks", None).
     ``WEBNN_GPU_FORCE_DWP_FORM``: "lanes" (wherever it can run) or "blocks" (never the
     channel-lane kernel)."""
     strip = _dwp_strip(g, n4, tuning)
@@ -1379,6 +1459,8 @@ def _dwp_form(g: dict, n4: int, tuning: str, sg: int) -> tuple[str, Any]:
         return "lanes", lanes
     if strip is not None:
         return "strip", strip
+    if lanes is not None and held and DWPL_HELD_RESIDUAL:
+        return "lanes", lanes
     fit, lfit = DWP_PAY_FIT.get(tuning), DWPL_FIT.get(tuning)
     if lanes is None or fit is None or lfit is None:
         return "blocks", _NO_PLAN
@@ -1444,24 +1526,29 @@ def _dwp_words(g: dict, mode: str, expand: bool, tuning: str, features) -> bool:
 
 
 def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg: int, x, *, w_in, ep, pep,
-                     project_in: list, mat: np.ndarray, xres: bool) -> None:
+                     project_in: list, mat: np.ndarray, xres: bool, xpool: dict | None = None) -> None:
     """The kernel of :func:`lower_depthwise_project` on ``conv/depthwise_project_lanes.wgsl``
     (plan of :func:`_dwp_lanes`, ``sg`` lanes); ``mat`` the [C, N] projection matrix, bound
-    zero-padded; ``xres``: the projection's residual operand is the depthwise input, read from
-    the kernel's held rows (``pg`` is not bound)."""
+    zero-padded; ``xres``: the projection's residual operand is the depthwise input (maybe
+    padded with zero channels, or a pool of it, ``xpool``: :func:`_lanes_residual`), read
+    from the kernel's held rows (``pg`` is not bound). Channels that are not a multiple of 4
+    (:func:`_lanes_tail_ok`): the input is bound as scalars and its last channel group loaded value by value, the taps
+    zero-padded to whole groups, the padded channels' depthwise values zeroed."""
     tw, th, rb, cpl, npl = plan
     out = node.outputs[0]
     proj = node.attrs["project"]
-    c4, n4 = g["C"] // 4, mat.shape[1] // 4
+    c4, n4 = -(-g["C"] // 4), mat.shape[1] // 4
+    tail = g["C"] % 4 != 0
     owb = -(-g["OW"] // tw)
     npl_all = npl
     splits, npl = (npl, 1) if DWPL_SPLIT and npl > 1 else (1, npl)
     pk = _dwpl_pack(n4, sg, tw)
+    assert xpool is None or xres and pk == 1, "_lanes_residual"
     xres = xres and pk == 1  # a lane of a packed pass projects another lane's channels: pg is loaded
     n_inv = g["NB"] * rb * owb * splits * sg
     prm = make_constant(np.array([n_inv, g["H"], g["W"], g["OH"], g["OW"], owb, rb, th, g["pt"], g["pl"], c4, n4,
                                   splits, sg * npl_all, 0, 0], dtype=np.uint32), "uint32")
-    w = _relayout(lc, w_in, node.attrs["depthwise"].attrs["filter_layout"], "hwio")
+    w = _relayout(lc, w_in, node.attrs["depthwise"].attrs["filter_layout"], "hwio", 4 * c4 if tail else None)
     w_ubo = uniform_copy(lc, w)
     padded = np.zeros((4 * sg * cpl, 4 * sg * npl_all), mat.dtype)
     padded[:mat.shape[0], :mat.shape[1]] = mat
@@ -1474,10 +1561,15 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
             fns.setdefault(FT, set()).update(names)
     hold = g["KH"] - g["sh"]
     xw, ow = _dwpl_words(c4, n4, cpl, npl, pk, splits > 1, xres, lc.tuning, lc.features)
+    if tail:  # the input as scalars (vec4s of channels are not aligned to its pixels)
+        xw, ow = False, ow and not xres
+    nx = out.shape[3] if out.shape[3] % 4 else 0  # the output as scalars, likewise
+    ow = ow and not nx
     lc.kernel("conv/depthwise_project_lanes.wgsl",
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
               n_inv, workgroup=sg, T=wgsl_type(out.data_type), TW=tw, CPL=cpl, NPL=npl, sg=sg,
               CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1, PK=pk, xw=xw, ow=ow,
+              CX=g["C"] if tail else 0, NX=nx, xpool=xpool,
               seg=_segment(g, tw), hold=hold, warm=-(-hold // g["sh"]), ep=ep, pep=pep, xres=xres,
               pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
@@ -1526,12 +1618,31 @@ def lower_depthwise_project(node, lc) -> None:
     pw_ubo = None
     N = n4 = 0
     p = {"KH": 1, "KW": 1, "O": 1}
+    sg = dwp_lanes(lc.tuning, getattr(lc, "subgroup", 0))
+    partials = len(node.outputs) == 2 or proj is None and bool(dw.attrs.get("pool_output"))
+    form, plan = "blocks", _NO_PLAN
+    gpad, xpool = False, None
     if proj is not None:
         p = _geometry(proj)
         N = _project_width(proj)
-        gi = (given_operand(proj, out, _epilogue.steps_of(proj), g["NB"] * g["OH"] * g["OW"], N, g["C"])
-              if proj.op == "conv2d" and N % 4 == 0 else None)  # a residual add: loaded as vec4
-        pep = _conv_epilogue(proj, out, "nhwc", first_binding="pe", name="project", given=gi)
+        n4 = -(-N // 4)
+        row_form = proj.op == "conv2d" and e is None and not partials
+        if row_form:
+            lanes = _dwp_lanes(g, n4, sg) if _env.force("dwp_form") != "blocks" else None
+            from_rows = lanes is not None and _lanes_residual(dw, proj, g, out, lanes, sg) is not None
+            form, plan = _dwp_form(g, n4, lc.tuning, sg, from_rows)
+            if N % 4 and form != "lanes":  # the strip kernel stores vec4s; the pixel blocks take it
+                form, plan = "blocks", _NO_PLAN
+        if g["C"] % 4:  # project_ok takes these only for the channel-lane kernel
+            form, plan = "lanes", _dwp_lanes(g, n4, sg)
+            assert row_form and plan is not None, "project_ok: channels not a multiple of 4 on the lane kernel"
+        # the input padded with zero channels or pooled: computed from the lane kernel's held rows
+        held = _lanes_residual(dw, proj, g, out, plan, sg) if form == "lanes" else None
+        gpad, xpool = held is not None, held[1] if held is not None else None
+        gi = held[0] if held is not None else (
+            given_operand(proj, out, _epilogue.steps_of(proj), g["NB"] * g["OH"] * g["OW"], N, g["C"])
+            if proj.op == "conv2d" and N % 4 == 0 else None)  # a residual add: loaded as vec4
+        pep = _conv_epilogue(proj, out, "nhwc", first_binding="pe", name="project", given=gi, given_pad=gpad)
         mat = _project_matrix(proj)
         n4 = mat.shape[1] // 4
         pw = make_constant(mat, proj.inputs[1].data_type)
@@ -1540,20 +1651,17 @@ def lower_depthwise_project(node, lc) -> None:
         mode = "conv" if proj.op == "conv2d" else "transpose"
     else:
         pep, mode = None, "store"
-    sg = dwp_lanes(lc.tuning, getattr(lc, "subgroup", 0))
-    partials = len(node.outputs) == 2 or proj is None and bool(dw.attrs.get("pool_output"))
-    row_form = mode == "conv" and e is None and not partials and N % 4 == 0
-    form, plan = _dwp_form(g, n4, lc.tuning, sg) if row_form else ("blocks", _NO_PLAN)
-    # the projection's residual add of the depthwise input itself: from the held rows
-    xres = (row_form and bool(pep.given) and not pep.given_g4 and proj.inputs[gi] is dw.inputs[0]
-            and N == g["C"] and center)
+    # the projection's residual add of the depthwise input itself (or padded with zero
+    # channels, on the channel-lane kernel): from the held rows
+    xres = gpad or (form != "blocks" and bool(pep.given) and not pep.given_g4 and proj.inputs[gi] is dw.inputs[0]
+                    and N == g["C"] and center)
     if form == "strip" and pep.given and (pep.given_g4 or tuple(proj.inputs[gi].shape) != tuple(out.shape)):
         # the strip kernel reads a given residual at the output's own index, as vec4 (not the
         # window of a pool fuse_pool_residual folded into the read: pep.given_g4)
         form = "blocks"
     if form == "lanes":
         _lower_dwp_lanes(lc, node, g, plan, sg, x, w_in=dw.inputs[1], ep=ep, pep=pep, project_in=project_in,
-                         mat=mat, xres=xres)
+                         mat=mat, xres=xres, xpool=xpool if gpad else None)
         return
     if form == "strip":
         _lower_dwp_strip(lc, node, g, plan, x, w_in=dw.inputs[1], ep=ep, pep=pep, project_in=project_in,

@@ -240,9 +240,10 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
     its inputs are theirs (the depthwise output aside). The depthwise output must feed nothing
     else; :func:`webnn_gpu.ops.conv.project_ok` says which pairs the kernel takes.
     """
-    from ...ops.conv import expand_block_ok, expand_ok, project_ok, project_wide, store_ok
+    from ...ops.conv import dwp_lanes, expand_block_ok, expand_ok, project_ok, project_wide, store_ok
 
     tuning = getattr(context, "_tuning", "default")
+    lanes = dwp_lanes(tuning, getattr(context, "_subgroup", 0))  # the channel-lane kernel's
     max_bindings = _max_bindings(context)
     g = GraphView(nodes, outputs)
     replaced: dict[int, Node] = {}
@@ -283,11 +284,11 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
         dw = g.producer(mid)
         if dw is None or dw.id in dropped or g.is_output(mid) or len(g.consumers(mid)) != 1:
             continue
-        if not project_ok(dw, proj, tuning) or _epilogue_loads(dw) + _epilogue_loads(proj) > DWP_MAX_LOADS:
+        if not project_ok(dw, proj, tuning, lanes) or _epilogue_loads(dw) + _epilogue_loads(proj) > DWP_MAX_LOADS:
             continue
         attrs = {"depthwise": dw, "project": proj}
         first = list(dw.inputs)
-        e = expansion(dw)
+        e = expansion(dw) if dw.inputs[0].shape[3] % 4 == 0 else None  # else only the lane kernel
         if e is not None and not project_wide(proj) and expand_block_ok(e, dw, proj, tuning):
             attrs["expand"] = e  # the inverted residual's expansion too: its output is never stored
             first = list(e.inputs) + list(dw.inputs[1:])
