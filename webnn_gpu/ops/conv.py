@@ -49,6 +49,7 @@ Bias is the first step of the fused epilogue (:mod:`webnn_gpu.ops._epilogue`), f
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -220,6 +221,13 @@ EXPAND_MAX_RECOMPUTE = 2.5
 #: a 4 x 4 block of a stride-2 3x3 window on 16 channels, several times a 2 x 4 block's 180,
 #: which runs as fast; lavapipe, Mesa 22.3).
 EXPAND_MAX_X = 256
+#: ... or, for an expansion of any K (a multiple of 4) whose band of input rows fits, computed by
+#: each workgroup into workgroup memory before its blocks (``xsh``, :func:`expand_shared_ok`): at
+#: most this many bytes of it (WebGPU's default maxComputeWorkgroupStorageSize) ...
+EXPAND_SHARED_BYTES = 16384
+#: ... each pixel's expansion input loaded at most this many vec4s at a time (a divisor of K / 4,
+#: unrolled; the chunks run in a loop)
+EXPAND_SHARED_KC = 8
 
 
 # ---------------------------------------------------------------- shapes and validation
@@ -614,8 +622,8 @@ def pool_rows(node, tuning: str = "default", lanes: int = 0) -> int:
         e, proj = node.attrs.get("expand"), node.attrs["project"]
         g = _geometry(node.attrs["depthwise"])
         n4 = -(-_project_width(proj) // 4) if proj is not None else 0
-        th, tw = _dwp_block(g, n4, e.inputs[0].shape[3] // 4 if e is not None else 0, tuning,
-                            proj is not None and proj.op == "conv2d")
+        k4 = e.inputs[0].shape[3] // 4 if e is not None and not node.attrs.get("expand_shared") else 0
+        th, tw = _dwp_block(g, n4, k4, tuning, proj is not None and proj.op == "conv2d")
     else:
         g = _geometry(node)
         variant = _conv_variant(g, "nhwc", tuning)
@@ -926,10 +934,10 @@ def _center(g: dict) -> bool:
             and g["pl"] % g["dw"] == 0 and g["pl"] // g["dw"] < g["KW"])
 
 
-def expand_ok(e, dw, tuning: str = "default") -> bool:
+def expand_ok(e, dw, tuning: str = "default", max_k: int | None = EXPAND_MAX_K) -> bool:
     """Whether pointwise conv2d ``e``, whose output only ``dw`` (a depthwise conv2d that
     :func:`project_ok` takes) reads, can be computed inside the depthwise + projection kernel:
-    NHWC, a constant filter, input channels a multiple of 4 (at most :data:`EXPAND_MAX_K`),
+    NHWC, a constant filter, input channels a multiple of 4 (at most ``max_k``, None: any),
     no input prologue, only bias-like epilogue operands; and ``dw`` reads ``e``'s output at
     its own index (a residual add) only where the kernel holds it (:func:`_center`)."""
     if e.op != "conv2d" or len(e.outputs) != 1 or e.attrs.get("input_layout") != "nhwc":
@@ -939,7 +947,7 @@ def expand_ok(e, dw, tuning: str = "default") -> bool:
     if dw.inputs[0] is not e.outputs[0] or e.inputs[0].data_type != e.outputs[0].data_type:
         return False
     g = _geometry(e)
-    if _conv_variant(g, "nhwc", tuning) != "pointwise" or g["C"] % 4 or g["C"] > EXPAND_MAX_K:
+    if _conv_variant(g, "nhwc", tuning) != "pointwise" or g["C"] % 4 or max_k is not None and g["C"] > max_k:
         return False
     if any("input" in st and st.get("axis") != 3 for st in _epilogue.steps_of(e)):
         return False
@@ -981,6 +989,95 @@ def recompute_ok(g: dict, th: int, tw: int) -> bool:
     reads (:data:`EXPAND_MAX_RECOMPUTE`)."""
     reads = min(th * g["sh"], g["H"]) * min(tw * g["sw"], g["W"])
     return len(_rows(g, th)) * len(_segment(g, tw)) <= EXPAND_MAX_RECOMPUTE * reads
+
+
+def _expand_chunk(k4: int) -> int:
+    """The vec4s of each pixel's expansion input the ``xsh`` kernel loads at a time: the largest
+    divisor of ``k4`` up to :data:`EXPAND_SHARED_KC`."""
+    return max(d for d in range(1, min(k4, EXPAND_SHARED_KC) + 1) if k4 % d == 0)
+
+
+def _expand_bands(g: dict, th: int, tw: int, splits: int, sg: int) -> list[int]:
+    """Input rows each workgroup of the ``xsh`` kernel expands into workgroup memory (one image,
+    TH x TW blocks, ``splits`` invocations per block, ``sg`` lanes sharing a column block; the
+    kernel computes the same band from its first and last block)."""
+    ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
+    blocks = ohb * owb
+    wg = PROJECT_WORKGROUP
+    if sg:
+        unit = math.lcm(sg, wg)
+        padded = -(-blocks // unit) * unit
+        n_inv = padded * splits
+    else:
+        n_inv = blocks * splits
+    bands = []
+    for g0 in range(0, n_inv, wg):
+        if sg:
+            sb0 = g0 // padded
+            lo, hi = g0 - sb0 * padded, min(g0 + wg - 1 - sb0 * padded, blocks - 1)
+        else:
+            lo, hi = g0 // splits, min(g0 + wg - 1, n_inv - 1) // splits
+        r0 = max((lo // owb) * th * g["sh"] - g["pt"], 0)
+        r1 = min(max((hi // owb) * th * g["sh"] - g["pt"] + (th - 1) * g["sh"] + (g["KH"] - 1) * g["dh"] + 1, r0), g["H"])
+        bands.append(r1 - r0)
+    return bands
+
+
+#: The ``xsh`` kernel's expansion, in microseconds per thousand units of its busiest thread (a
+#: SIMD row of 8 invocations: a vec4 storage load of the input, or one vec4 of weights loaded
+#: at a uniform address and its 4 x 4 multiply-adds) and per workgroup barrier; fitted on
+#: iris_landmark's small-image blocks (docs/conv.md, The expansion in workgroup memory).
+EXPAND_SHARED_FIT = {"lane-loop": (1.0, 2.0)}
+
+
+def _expand_shared_cost(g: dict, k4: int, n4: int, tuning: str) -> tuple[float, float]:
+    """(extra microseconds of the ``depthwise_project`` kernel computing expansion ``k4`` -> ``g``'s
+    C in workgroup memory, microseconds of the separate pointwise conv2d on the tile kernel and
+    its dispatch), on a profile of :data:`EXPAND_SHARED_FIT`; the worse of the plans with and
+    without :data:`DW_LANES` lanes sharing a column block."""
+    fit, tile = EXPAND_SHARED_FIT[tuning], DWP_PAY_FIT[tuning]
+    c4, kc = g["C"] // 4, _expand_chunk(k4)
+    worst = 0.0
+    for sg in (0, DW_LANES):
+        th, tw, splits = _dwp_plan(g, n4, 0, tuning, True, sg=sg)
+        bands = _expand_bands(g, th, tw, splits, sg)
+        cores = DWP_CORES.get(tuning, DWP_CORES["default"])
+        per_core = [0.0] * cores
+        for i, rows in enumerate(bands):  # workgroups go round the cores
+            rowsimd = -(-rows * g["W"] // DW_LANES)
+            units = rowsimd * (k4 + c4 * k4 * 4 + 2 * c4 * (k4 // kc))
+            per_core[i % cores] += fit[0] * units / 1e3 + fit[1]
+        worst = max(worst, max(per_core))
+    M = g["NB"] * g["H"] * g["W"]
+    t = tile["tile"]
+    sep = t[0] * M * 4 * k4 * c4 / 1e6 + t[1] * M * (4 * k4 + g["C"]) / 4e6 + t[2] + tile["dispatch"]
+    return worst, sep
+
+
+def expand_shared_ok(e, dw, proj, tuning: str = "default") -> bool:
+    """Whether pointwise conv2d ``e`` (any input channels that :func:`expand_ok` takes otherwise)
+    is computed inside the depthwise + projection kernel of ``dw`` and ``proj`` into workgroup
+    memory first (``xsh``): one image, each workgroup's band of expanded input rows within
+    :data:`EXPAND_SHARED_BYTES` (with and without lanes sharing a column block), and, on a
+    profile with a fitted cost (:data:`EXPAND_SHARED_FIT`), the added expansion estimated
+    cheaper than the separate conv's kernel and dispatch (:func:`_expand_shared_cost`).
+    ``WEBNN_GPU_FORCE_DWP_EXPAND=shared`` takes every one that fits, ``=off`` none."""
+    force = _env.force("dwp_expand")
+    if force == "off" or proj is None or proj.op != "conv2d" or not expand_ok(e, dw, tuning, None):
+        return False
+    g = _geometry(dw)
+    if g["NB"] != 1:
+        return False
+    n4 = -(-_project_width(proj) // 4)
+    k4 = e.inputs[0].shape[3] // 4
+    for sg in (0, DW_LANES):
+        th, tw, splits = _dwp_plan(g, n4, 0, tuning, True, sg=sg)
+        if max(_expand_bands(g, th, tw, splits, sg)) * g["W"] * g["C"] * 4 > EXPAND_SHARED_BYTES:
+            return False
+    if force == "shared" or tuning not in EXPAND_SHARED_FIT:
+        return force == "shared"
+    extra, sep = _expand_shared_cost(g, k4, n4, tuning)
+    return extra <= sep
 
 
 def _pointwise_matrix(fc) -> np.ndarray:
@@ -1426,6 +1523,7 @@ def lower_depthwise_project(node, lc) -> None:
     center = _center(g)  # a residual add of the depthwise input from the registers
     ep = _conv_epilogue(dw, mid, "nhwc", given=0 if center else None)
     e = node.attrs.get("expand")
+    xsh = e is not None and bool(node.attrs.get("expand_shared"))  # computed into workgroup memory first
     eep, k4, expand_in = None, 0, []
     we_ubo = None
     if e is not None:  # the depthwise input is computed here from the expansion's input
@@ -1474,10 +1572,22 @@ def lower_depthwise_project(node, lc) -> None:
                          pw_uniform=pw_ubo is not None, xres=xres)
         return
     # a pool's partial sums have one row per block of pool_rows' plan, which the compiler sized
-    th, tw, splits = _dwp_plan(g, n4, k4, lc.tuning, mode == "conv", sg=0 if partials else sg)
+    if partials:
+        sg = 0
+    th, tw, splits = _dwp_plan(g, n4, 0 if xsh else k4, lc.tuning, mode == "conv", sg=sg)
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
     blocks = g["NB"] * ohb * owb
-    padded = -(-blocks // sg) * sg if sg else blocks  # sg: a subgroup's lanes share a column block
+    unit = math.lcm(sg, PROJECT_WORKGROUP) if xsh and sg else sg  # xsh: a workgroup has one column block
+    padded = -(-blocks // unit) * unit if sg else blocks  # sg: a subgroup's lanes share a column block
+    xs_n, kc = 0, 0
+    if xsh:
+        bands = _expand_bands(g, th, tw, splits, sg)
+        xs_n = max(bands) * g["W"] * (g["C"] // 4)
+        kc = _expand_chunk(k4)
+        assert g["NB"] == 1 and xs_n * 16 <= EXPAND_SHARED_BYTES, "expand_shared_ok checks the band fits"
+        check_loops(lc, -(-max(bands) * g["W"] // PROJECT_WORKGROUP) * (k4 // kc + 1) * (g["C"] // 4 + 1)
+                    + (g["C"] // 4) * (_rows(g, th)[-1][0] + 3) + n4 + 8,
+                    4 * k4, f"an expansion of {4 * k4} channels")
     n_inv = padded * splits
     prm = make_constant(np.array([n_inv, g["C"] // 4, n4, N, g["H"], g["W"], g["OH"], g["OW"], ohb, owb, g["pt"],
                                   g["pl"], splits, -(-n4 // splits) if n4 else 0, k4, _rows(g, th)[-1][0] + 1,
@@ -1501,7 +1611,7 @@ def lower_depthwise_project(node, lc) -> None:
               n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TH=th, TW=tw,
               rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N if mode == "transpose" else 0,
               NS=-(-n4 // splits), ragged=n4 % splits != 0, col_loop=DWP_COLUMN_LOOP, center=ep.given,
-              row_loop=DW_ROW_LOOP and e is None, x_loop=DWP_EXPAND_LOOP,
+              row_loop=DW_ROW_LOOP and (e is None or xsh), x_loop=DWP_EXPAND_LOOP, xsh=xsh, XS=xs_n, KC=kc,
               fdiv=n_inv < DW_FDIV_MAX, sg=sg, xw=_dwp_words(g, mode, e is not None, lc.tuning, lc.features),
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
               O2=p["O"],

@@ -1,0 +1,95 @@
+"""fuse_depthwise_project with an expansion of any input width computed in workgroup memory
+(``expand_shared``): a 1x1 conv (PReLU) -> depthwise 3x3 -> 1x1 projection (residual add,
+PReLU) as one kernel, against float64 NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import webnn_gpu as webnn
+from webnn_gpu.errors import NotSupportedError
+
+from helpers import kernel_templates as _templates
+from helpers import run_graph
+from references import conv2d_nhwc
+
+
+def _prelu(x, slope):
+    return np.where(x >= 0, x, x * slope)
+
+
+def _block(rng, K, C, N, hw, stride=1, npdt=np.float32):
+    """The inverted-residual block's data and its build function (expansion K -> C with PReLU,
+    depthwise 3x3 with bias, projection C -> N with bias, residual add and PReLU)."""
+    x = rng.standard_normal((1, *hw, K)).astype(npdt)
+    d = {
+        "x": x,
+        "we": (rng.standard_normal((C, 1, 1, K)) / np.sqrt(K)).astype(npdt),
+        "be": (rng.standard_normal(C) * 0.1).astype(npdt),
+        "ae": (rng.random(C) * 0.5).astype(npdt),
+        "wd": (rng.standard_normal((1, 3, 3, C)) * 0.3).astype(npdt),
+        "bd": (rng.standard_normal(C) * 0.1).astype(npdt),
+        "wp": (rng.standard_normal((N, 1, 1, C)) / np.sqrt(C)).astype(npdt),
+        "bp": (rng.standard_normal(N) * 0.1).astype(npdt),
+        "ap": (rng.random(N) * 0.5).astype(npdt),
+    }
+    oh, ow = [(s + 2 - 3) // stride + 1 for s in hw]
+    r = rng.standard_normal((1, oh, ow, N)).astype(npdt)
+
+    def build(b, o):
+        e = b.conv2d(o["x"], b.constant(d["we"]), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(d["be"]))
+        e = b.prelu(e, b.constant(d["ae"]))
+        t = b.conv2d(e, b.constant(d["wd"]), input_layout="nhwc", filter_layout="ihwo", groups=C,
+                     bias=b.constant(d["bd"]), padding=[1, 1, 1, 1], strides=[stride] * 2)
+        p = b.conv2d(t, b.constant(d["wp"]), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(d["bp"]))
+        return {"y": b.prelu(b.add(p, o["r"]), b.constant(d["ap"]))}
+
+    def ref():
+        f = {k: v.astype(np.float64) for k, v in d.items()}
+        e = _prelu(np.einsum("nhwk,ck->nhwc", f["x"], f["we"][:, 0, 0, :]) + f["be"], f["ae"])
+        t = conv2d_nhwc(e, f["wd"].transpose(3, 1, 2, 0), f["bd"], 1, stride, groups=C)
+        p = np.einsum("nhwc,oc->nhwo", t, f["wp"][:, 0, 0, :]) + f["bp"]
+        return _prelu(p + r.astype(np.float64), f["ap"])
+
+    return build, {"x": x, "r": r}, ref
+
+
+# (K, image): every K with every image would compile a pipeline each; these cover each K, each
+# image, chunks of 3, 5 and 8 vec4s (K4 = 9, 65, 16, 32) and bands of one to eight rows
+_CASES = [(36, (1, 1)), (36, (8, 8)), (64, (2, 2)), (64, (3, 5)), (128, (8, 8)), (128, (1, 1)),
+          (260, (3, 5)), (260, (2, 2))]
+
+
+@pytest.mark.parametrize("K,hw", _CASES, ids=[f"K{k}-{h}x{w}" for k, (h, w) in _CASES])
+def test_expansion_of_any_width_runs_inside_the_fused_kernel(ctx, rng, monkeypatch, K, hw):
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND", "shared")
+    build, inputs, ref = _block(rng, K, 16, 32, hw)
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    np.testing.assert_allclose(got, ref(), atol=2e-5, rtol=2e-5)
+    assert _templates(ctx, build, inputs) == ["conv/depthwise_project.wgsl"]
+
+
+@pytest.mark.parametrize("tuning", ["lane-loop", "default"])
+def test_expansion_in_workgroup_memory_float16_and_tunings(ctx, rng, monkeypatch, tuning):
+    """float16 storage (float32 accumulation), on both tuning profiles (with and without lanes
+    sharing a column block), a stride-2 depthwise conv."""
+    monkeypatch.setattr(ctx, "_tuning", tuning)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND", "shared")
+    build, inputs, ref = _block(rng, 64, 16, 32, (5, 6), stride=2, npdt=np.float16)
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    np.testing.assert_allclose(got, ref(), atol=3e-2, rtol=3e-2)
+    assert _templates(ctx, build, inputs) == ["conv/depthwise_project.wgsl"]
+
+
+def test_expansion_in_workgroup_memory_on_a_tall_image(ctx, rng, monkeypatch):
+    """A wide expansion (K = 1024) on a tall image: many workgroups, each its band of rows, and
+    every invocation's loops within llvmpipe's budget of 65535 iterations."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND", "shared")
+    build, inputs, ref = _block(rng, 1024, 8, 8, (96, 2))
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    np.testing.assert_allclose(got, ref(), atol=5e-5, rtol=5e-5)
+    assert _templates(ctx, build, inputs) == ["conv/depthwise_project.wgsl"]
