@@ -193,26 +193,54 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   {
     let K4 = prm[3].z;
     let P = (xr1 - xr0) * W;
-    for (var p = lid; p < P; p = p + {{ k.workgroup }}u) {
-      let xp = (xr0 * W + p) * K4;
+    // a loop uniform across the workgroup, PX pixels per invocation per iteration (each weight
+    // vector loaded serves all of them; a lane past the band computes its last pixel and stores nothing)
+    for (var pb = 0u; pb < P; pb = pb + {{ PX * k.workgroup }}u) {
+{% for i in range(PX) %}
+      let p{{ i }} = min(pb + lid + {{ i * k.workgroup }}u, P - 1u);
+      let pin{{ i }} = pb + lid + {{ i * k.workgroup }}u < P;
+      let xp{{ i }} = (xr0 * W + p{{ i }}) * K4;
+{% endfor %}
       for (var kc = 0u; kc < K4; kc = kc + {{ KC }}u) {
+{% for i in range(PX) %}
 {% for q in range(KC) %}
-        let X{{ q }} = vec4<f32>(x[xp + kc + {{ q }}u]);
+        let X{{ i }}_{{ q }} = vec4<f32>(x[xp{{ i }} + kc + {{ q }}u]);
+{% endfor %}
 {% endfor %}
         for (var cb = 0u; cb < C4; cb = cb + 1u) {
           let wo = (cb * K4 + kc) * 4u;
-          var s = select(xs[p * C4 + cb], vec4<f32>(0.0), kc == 0u);
+{% for i in range(PX) %}
+          var s{{ i }} = select(xs[p{{ i }} * C4 + cb], vec4<f32>(0.0), kc == 0u);
+{% endfor %}
+{% if sg %}
+          // lane l loads weight vectors l, l + sg, ... and subgroupBroadcast hands them to the
+          // others (at loop-dependent addresses every lane's own load would be a gather)
+{% for t in range((4 * KC + sg - 1) // sg) %}
+          let ul{{ t }} = vec4<f32>(we[wo + min(lane + {{ t * sg }}u, {{ 4 * KC - 1 }}u)]);
+{% endfor %}
+{% endif %}
 {% for q in range(KC) %}
-          s = s + mat4x4<f32>(vec4<f32>(we[wo + {{ 4 * q }}u]), vec4<f32>(we[wo + {{ 4 * q + 1 }}u]),
-                              vec4<f32>(we[wo + {{ 4 * q + 2 }}u]), vec4<f32>(we[wo + {{ 4 * q + 3 }}u])) * X{{ q }};
+{% if sg %}
+          let U{{ q }} = mat4x4<f32>({% for c in range(4) %}subgroupBroadcast(ul{{ (4 * q + c) // sg }}, {{ (4 * q + c) % sg }}u){{ ", " if not loop.last }}{% endfor %});
+{% else %}
+          let U{{ q }} = mat4x4<f32>(vec4<f32>(we[wo + {{ 4 * q }}u]), vec4<f32>(we[wo + {{ 4 * q + 1 }}u]),
+                                 vec4<f32>(we[wo + {{ 4 * q + 2 }}u]), vec4<f32>(we[wo + {{ 4 * q + 3 }}u]));
+{% endif %}
+{% for i in range(PX) %}
+          s{{ i }} = s{{ i }} + U{{ q }} * X{{ i }}_{{ q }};
+{% endfor %}
 {% endfor %}
 {% if not eep.empty %}
           if (kc + {{ KC }}u >= K4) {  // the last chunk: the expansion's epilogue
 {{ hoist_q4(eep, "eq", "cb * 4u") }}
-            s = {{ ep_v4(eep, "s", "0u", "cb * 4u", "eq") }};
+{% for i in range(PX) %}
+            s{{ i }} = {{ ep_v4(eep, "s" ~ i, "0u", "cb * 4u", "eq") }};
+{% endfor %}
           }
 {% endif %}
-          xs[p * C4 + cb] = s;
+{% for i in range(PX) %}
+          if (pin{{ i }}) { xs[p{{ i }} * C4 + cb] = s{{ i }}; }
+{% endfor %}
         }
       }
     }

@@ -228,6 +228,11 @@ EXPAND_SHARED_BYTES = 16384
 #: ... each pixel's expansion input loaded at most this many vec4s at a time (a divisor of K / 4,
 #: unrolled; the chunks run in a loop)
 EXPAND_SHARED_KC = 8
+#: ... in workgroups of this many invocations (one SIMD row on llvmpipe: a small image's rows
+#: then spread over more workgroups, so over the cores)
+EXPAND_SHARED_WORKGROUP = 8
+#: ... each invocation expanding this many pixels at a time (each weight vector it loads serves them all)
+EXPAND_SHARED_PX = 2
 
 
 # ---------------------------------------------------------------- shapes and validation
@@ -1003,10 +1008,9 @@ def _expand_bands(g: dict, th: int, tw: int, splits: int, sg: int) -> list[int]:
     kernel computes the same band from its first and last block)."""
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
     blocks = ohb * owb
-    wg = PROJECT_WORKGROUP
+    wg = max(EXPAND_SHARED_WORKGROUP, sg)
     if sg:
-        unit = math.lcm(sg, wg)
-        padded = -(-blocks // unit) * unit
+        padded = -(-blocks // wg) * wg
         n_inv = padded * splits
     else:
         n_inv = blocks * splits
@@ -1577,7 +1581,8 @@ def lower_depthwise_project(node, lc) -> None:
     th, tw, splits = _dwp_plan(g, n4, 0 if xsh else k4, lc.tuning, mode == "conv", sg=sg)
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
     blocks = g["NB"] * ohb * owb
-    unit = math.lcm(sg, PROJECT_WORKGROUP) if xsh and sg else sg  # xsh: a workgroup has one column block
+    wg = max(EXPAND_SHARED_WORKGROUP, sg) if xsh else PROJECT_WORKGROUP
+    unit = wg if xsh and sg else sg  # xsh: a workgroup has one column block
     padded = -(-blocks // unit) * unit if sg else blocks  # sg: a subgroup's lanes share a column block
     xs_n, kc = 0, 0
     if xsh:
@@ -1585,7 +1590,7 @@ def lower_depthwise_project(node, lc) -> None:
         xs_n = max(bands) * g["W"] * (g["C"] // 4)
         kc = _expand_chunk(k4)
         assert g["NB"] == 1 and xs_n * 16 <= EXPAND_SHARED_BYTES, "expand_shared_ok checks the band fits"
-        check_loops(lc, -(-max(bands) * g["W"] // PROJECT_WORKGROUP) * (k4 // kc + 1) * (g["C"] // 4 + 1)
+        check_loops(lc, -(-max(bands) * g["W"] // (wg * EXPAND_SHARED_PX)) * (k4 // kc + 1) * (g["C"] // 4 + 1)
                     + (g["C"] // 4) * (_rows(g, th)[-1][0] + 3) + n4 + 8,
                     4 * k4, f"an expansion of {4 * k4} channels")
     n_inv = padded * splits
@@ -1608,10 +1613,10 @@ def lower_depthwise_project(node, lc) -> None:
             fns.setdefault(FT, set()).update(names)
     lc.kernel("conv/depthwise_project.wgsl",
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + expand_in + [("prm", prm)], outs,
-              n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TH=th, TW=tw,
+              n_inv, workgroup=wg, T=wgsl_type(out.data_type), TH=th, TW=tw,
               rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N if mode == "transpose" else 0,
               NS=-(-n4 // splits), ragged=n4 % splits != 0, col_loop=DWP_COLUMN_LOOP, center=ep.given,
-              row_loop=DW_ROW_LOOP and (e is None or xsh), x_loop=DWP_EXPAND_LOOP, xsh=xsh, XS=xs_n, KC=kc,
+              row_loop=DW_ROW_LOOP and (e is None or xsh), x_loop=DWP_EXPAND_LOOP, xsh=xsh, XS=xs_n, KC=kc, PX=EXPAND_SHARED_PX,
               fdiv=n_inv < DW_FDIV_MAX, sg=sg, xw=_dwp_words(g, mode, e is not None, lc.tuning, lc.features),
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
               O2=p["O"],
