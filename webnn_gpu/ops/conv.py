@@ -1027,35 +1027,33 @@ def _expand_bands(g: dict, th: int, tw: int, splits: int, sg: int) -> list[int]:
     return bands
 
 
-#: The ``xsh`` kernel's expansion, in microseconds per thousand units of its busiest thread (a
-#: SIMD row of 8 invocations: a vec4 storage load of the input, or one vec4 of weights loaded
-#: at a uniform address and its 4 x 4 multiply-adds) and per workgroup barrier; fitted on
-#: iris_landmark's small-image blocks (docs/conv.md, The expansion in workgroup memory).
-EXPAND_SHARED_FIT = {"lane-loop": (1.0, 2.0)}
+#: The ``xsh`` kernel's expansion on profiles with a fitted cost (lavapipe, Mesa 22.3, with
+#: subgroup lanes sharing its weight loads): microseconds per thousand vec4 x 4 x 4 products of
+#: a SIMD row of invocations on its busiest core (the workgroups' pixel iterations, each
+#: :data:`EXPAND_SHARED_PX` pixels, times C / 4 x K / 4), and per workgroup; least squares
+#: over 14 shapes of ``benchmarks/dw_expand.py`` (images 1x1 to 16x16, K 64 to 1024, C 32 to
+#: 128; the fused kernel's time less the depthwise + projection kernel's; docs/conv.md).
+EXPAND_SHARED_FIT = {"lane-loop": (62.0, 0.0)}
 
 
 def _expand_shared_cost(g: dict, k4: int, n4: int, tuning: str) -> tuple[float, float]:
-    """(extra microseconds of the ``depthwise_project`` kernel computing expansion ``k4`` -> ``g``'s
-    C in workgroup memory, microseconds of the separate pointwise conv2d on the tile kernel and
-    its dispatch), on a profile of :data:`EXPAND_SHARED_FIT`; the worse of the plans with and
-    without :data:`DW_LANES` lanes sharing a column block."""
+    """(microseconds the ``depthwise_project`` kernel adds computing expansion ``k4`` -> ``g``'s C
+    in workgroup memory, microseconds of the separate pointwise conv2d on the tile kernel and its
+    dispatch), on a profile of :data:`EXPAND_SHARED_FIT`, with :data:`DW_LANES` lanes sharing a
+    column block as on lavapipe. Workgroups go round the :data:`DWP_CORES` cores."""
     fit, tile = EXPAND_SHARED_FIT[tuning], DWP_PAY_FIT[tuning]
-    c4, kc = g["C"] // 4, _expand_chunk(k4)
-    worst = 0.0
-    for sg in (0, DW_LANES):
-        th, tw, splits = _dwp_plan(g, n4, 0, tuning, True, sg=sg)
-        bands = _expand_bands(g, th, tw, splits, sg)
-        cores = DWP_CORES.get(tuning, DWP_CORES["default"])
-        per_core = [0.0] * cores
-        for i, rows in enumerate(bands):  # workgroups go round the cores
-            rowsimd = -(-rows * g["W"] // DW_LANES)
-            units = rowsimd * (k4 + c4 * k4 * 4 + 2 * c4 * (k4 // kc))
-            per_core[i % cores] += fit[0] * units / 1e3 + fit[1]
-        worst = max(worst, max(per_core))
+    c4 = g["C"] // 4
+    sg = DW_LANES
+    th, tw, splits = _dwp_plan(g, n4, 0, tuning, True, sg=sg)
+    cores = DWP_CORES.get(tuning, DWP_CORES["default"])
+    per_core = [0.0] * cores
+    for i, rows in enumerate(_expand_bands(g, th, tw, splits, sg)):
+        its = -(-rows * g["W"] // (max(EXPAND_SHARED_WORKGROUP, sg) * EXPAND_SHARED_PX))
+        per_core[i % cores] += fit[0] * its * c4 * k4 / 1e3 + fit[1]
     M = g["NB"] * g["H"] * g["W"]
     t = tile["tile"]
     sep = t[0] * M * 4 * k4 * c4 / 1e6 + t[1] * M * (4 * k4 + g["C"]) / 4e6 + t[2] + tile["dispatch"]
-    return worst, sep
+    return max(per_core), sep
 
 
 def expand_shared_ok(e, dw, proj, tuning: str = "default") -> bool:
@@ -1063,8 +1061,10 @@ def expand_shared_ok(e, dw, proj, tuning: str = "default") -> bool:
     is computed inside the depthwise + projection kernel of ``dw`` and ``proj`` into workgroup
     memory first (``xsh``): one image, each workgroup's band of expanded input rows within
     :data:`EXPAND_SHARED_BYTES` (with and without lanes sharing a column block), and, on a
-    profile with a fitted cost (:data:`EXPAND_SHARED_FIT`), the added expansion estimated
-    cheaper than the separate conv's kernel and dispatch (:func:`_expand_shared_cost`).
+    profile with a fitted cost (:data:`EXPAND_SHARED_FIT`), where the pair without it runs on
+    the pixel blocks (not the strip or channel-lane kernels, which the expansion would give up)
+    and the added expansion is estimated cheaper than the separate conv's kernel and dispatch
+    (:func:`_expand_shared_cost`).
     ``WEBNN_GPU_FORCE_DWP_EXPAND=shared`` takes every one that fits, ``=off`` none."""
     force = _env.force("dwp_expand")
     if force == "off" or proj is None or proj.op != "conv2d" or not expand_ok(e, dw, tuning, None):
@@ -1080,6 +1080,8 @@ def expand_shared_ok(e, dw, proj, tuning: str = "default") -> bool:
             return False
     if force == "shared" or tuning not in EXPAND_SHARED_FIT:
         return force == "shared"
+    if _project_width(proj) % 4 == 0 and _dwp_form(g, n4, tuning, DW_LANES if DWP_SUBGROUP else 0)[0] != "blocks":
+        return False
     extra, sep = _expand_shared_cost(g, k4, n4, tuning)
     return extra <= sep
 
