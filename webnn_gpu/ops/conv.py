@@ -1060,7 +1060,8 @@ def expand_shared_ok(e, dw, proj, tuning: str = "default") -> bool:
     """Whether pointwise conv2d ``e`` (any input channels that :func:`expand_ok` takes otherwise)
     is computed inside the depthwise + projection kernel of ``dw`` and ``proj`` into workgroup
     memory first (``xsh``): one image, each workgroup's band of expanded input rows within
-    :data:`EXPAND_SHARED_BYTES` (with and without lanes sharing a column block), and, on a
+    :data:`EXPAND_SHARED_BYTES` (with and without lanes sharing a column block, and with pool
+    partials, whose plan has none), and, on a
     profile with a fitted cost (:data:`EXPAND_SHARED_FIT`), where the pair without it runs on
     the pixel blocks (not the strip or channel-lane kernels, which the expansion would give up)
     and the added expansion is estimated cheaper than the separate conv's kernel and dispatch
@@ -1074,8 +1075,8 @@ def expand_shared_ok(e, dw, proj, tuning: str = "default") -> bool:
         return False
     n4 = -(-_project_width(proj) // 4)
     k4 = e.inputs[0].shape[3] // 4
-    for sg in (0, DW_LANES):
-        th, tw, splits = _dwp_plan(g, n4, 0, tuning, True, sg=sg)
+    for plan_sg, sg in ((0, 0), (DW_LANES, DW_LANES), (0, DW_LANES)):  # (0, lanes): with pool partials
+        th, tw, splits = _dwp_plan(g, n4, 0, tuning, True, sg=plan_sg)
         if max(_expand_bands(g, th, tw, splits, sg)) * g["W"] * g["C"] * 4 > EXPAND_SHARED_BYTES:
             return False
     if force == "shared" or tuning not in EXPAND_SHARED_FIT:
@@ -1578,9 +1579,7 @@ def lower_depthwise_project(node, lc) -> None:
                          pw_uniform=pw_ubo is not None, xres=xres)
         return
     # a pool's partial sums have one row per block of pool_rows' plan, which the compiler sized
-    if partials:
-        sg = 0
-    th, tw, splits = _dwp_plan(g, n4, 0 if xsh else k4, lc.tuning, mode == "conv", sg=sg)
+    th, tw, splits = _dwp_plan(g, n4, 0 if xsh else k4, lc.tuning, mode == "conv", sg=0 if partials else sg)
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
     blocks = g["NB"] * ohb * owb
     wg = max(EXPAND_SHARED_WORKGROUP, sg) if xsh else PROJECT_WORKGROUP
