@@ -1520,7 +1520,8 @@ def lower_depthwise_project(node, lc) -> None:
     """A depthwise conv2d and the pointwise conv2d / tiled conv_transpose2d reading its output,
     in one kernel (``attrs["depthwise"]`` / ``["project"]``, the original nodes; see
     :func:`project_ok`), maybe with the expansion conv making its input (``attrs["expand"]``,
-    :func:`expand_ok`). Without a projection (``project`` None) the kernel stores the depthwise
+    :func:`expand_ok`; with ``attrs["expand_shared"]`` each workgroup computes it into workgroup
+    memory first, :func:`expand_shared_ok`). Without a projection (``project`` None) the kernel stores the depthwise
     output, and the partial sums of its global pool when the depthwise node has one. A
     pointwise projection of a layer with few channels (:func:`_dwp_strip`) runs on
     ``conv/depthwise_project_strip.wgsl`` instead of the pixel blocks."""
