@@ -69,6 +69,7 @@ def _time(ctx, shape, shared, repeats, wall):
     os.environ["WEBNN_GPU_FORCE_DWP_EXPAND"] = "shared" if shared else "off"
     g, inputs = _graph(ctx, *shape)
     rows = profile_graph(ctx, g, inputs, repeats=repeats)
+    assert not shared or len(rows) == 1, f"{shape}: the expansion was not taken in (its band does not fit)"
     us = sum(r["us"] for r in rows)
     w = _wall(ctx, g, inputs, 4 * repeats) if wall else 0.0
     g.destroy()
