@@ -1,16 +1,17 @@
 """An inverted-residual block's expansion inside the fused depthwise + projection kernel
 (``expand_shared``, workgroup memory) against the expansion as its own kernel, per shape.
 
-    .venv/bin/python benchmarks/dw_expand.py [--shapes 8x128x64x128,4x128x64x128 ...] [--repeats 10]
-                                             [--rounds 2] [--wall]
+    .venv/bin/python benchmarks/dw_expand.py [--shapes 8x128x64x128,4x128x64x128 ...]
+                                             [--repeats 10] [--rounds 2] [--wall]
 
 Each shape ``HWxKxCxN`` builds ``prelu(conv1x1(depthwise3x3(prelu(conv1x1(x, K -> C))), C -> N)
 + r)`` (NHWC, float32, stride 1) twice in one process: with the expansion forced into the fused
 kernel (``WEBNN_GPU_FORCE_DWP_EXPAND=shared``) and kept apart (``=off``), the two sides
 alternating ``--rounds`` times (the least of each). It prints the kernels' microseconds by
-timestamp queries (median of ``--repeats``; of them, the separate 1x1 conv's), the kernel counts, and the cost model's estimates
-(:func:`webnn_gpu.ops.conv._expand_shared_cost`: the fused kernel's added expansion against the
-separate kernel with its dispatch; it fuses where the first is lower). ``--wall`` also times
+timestamp queries (median of ``--repeats``; of them, the separate 1x1 conv's), the kernel
+counts, and the cost model's estimates (:func:`webnn_gpu.ops.conv._expand_shared_cost`: the
+fused kernel's added expansion against the separate kernel with its dispatch; it fuses where
+the first is lower). ``--wall`` also times
 whole write / dispatch / read runs (wall microseconds per run, the least of 3 batches), which
 include each kernel's dispatch (about 40 us on lavapipe)."""
 

@@ -49,7 +49,6 @@ Bias is the first step of the fused epilogue (:mod:`webnn_gpu.ops._epilogue`), f
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -1022,7 +1021,8 @@ def _expand_bands(g: dict, th: int, tw: int, splits: int, sg: int) -> list[int]:
         else:
             lo, hi = g0 // splits, min(g0 + wg - 1, n_inv - 1) // splits
         r0 = max((lo // owb) * th * g["sh"] - g["pt"], 0)
-        r1 = min(max((hi // owb) * th * g["sh"] - g["pt"] + (th - 1) * g["sh"] + (g["KH"] - 1) * g["dh"] + 1, r0), g["H"])
+        bottom = (hi // owb) * th * g["sh"] - g["pt"] + (th - 1) * g["sh"] + (g["KH"] - 1) * g["dh"] + 1
+        r1 = min(max(bottom, r0), g["H"])
         bands.append(r1 - r0)
     return bands
 
@@ -1061,12 +1061,12 @@ def expand_shared_ok(e, dw, proj, tuning: str = "default") -> bool:
     is computed inside the depthwise + projection kernel of ``dw`` and ``proj`` into workgroup
     memory first (``xsh``): one image, each workgroup's band of expanded input rows within
     :data:`EXPAND_SHARED_BYTES` (with and without lanes sharing a column block, and with pool
-    partials, whose plan has none), and, on a
-    profile with a fitted cost (:data:`EXPAND_SHARED_FIT`), where the pair without it runs on
-    the pixel blocks (not the strip or channel-lane kernels, which the expansion would give up)
-    and the added expansion is estimated cheaper than the separate conv's kernel and dispatch
-    (:func:`_expand_shared_cost`).
-    ``WEBNN_GPU_FORCE_DWP_EXPAND=shared`` takes every one that fits, ``=off`` none."""
+    partials, whose plan has none), and, on a profile with a fitted cost
+    (:data:`EXPAND_SHARED_FIT`), where the pair without it runs on the pixel blocks (not the
+    strip or channel-lane kernels, which the expansion would give up) and the added expansion
+    is estimated cheaper than the separate conv's kernel and dispatch
+    (:func:`_expand_shared_cost`). ``WEBNN_GPU_FORCE_DWP_EXPAND=shared`` takes every one that
+    fits, ``=off`` none."""
     force = _env.force("dwp_expand")
     if force == "off" or proj is None or proj.op != "conv2d" or not expand_ok(e, dw, tuning, None):
         return False
@@ -1521,8 +1521,8 @@ def lower_depthwise_project(node, lc) -> None:
     in one kernel (``attrs["depthwise"]`` / ``["project"]``, the original nodes; see
     :func:`project_ok`), maybe with the expansion conv making its input (``attrs["expand"]``,
     :func:`expand_ok`; with ``attrs["expand_shared"]`` each workgroup computes it into workgroup
-    memory first, :func:`expand_shared_ok`). Without a projection (``project`` None) the kernel stores the depthwise
-    output, and the partial sums of its global pool when the depthwise node has one. A
+    memory first, :func:`expand_shared_ok`). Without a projection (``project`` None) the kernel
+    stores the depthwise output, and the partial sums of its global pool when the depthwise node has one. A
     pointwise projection of a layer with few channels (:func:`_dwp_strip`) runs on
     ``conv/depthwise_project_strip.wgsl`` instead of the pixel blocks."""
     dw, proj = node.attrs["depthwise"], node.attrs["project"]
@@ -1586,13 +1586,13 @@ def lower_depthwise_project(node, lc) -> None:
     wg = max(EXPAND_SHARED_WORKGROUP, sg) if xsh else PROJECT_WORKGROUP
     unit = wg if xsh and sg else sg  # xsh: a workgroup has one column block
     padded = -(-blocks // unit) * unit if sg else blocks  # sg: a subgroup's lanes share a column block
-    xs_n, kc = 0, 0
+    xs_n, xkc = 0, 0
     if xsh:
         bands = _expand_bands(g, th, tw, splits, sg)
         xs_n = max(bands) * g["W"] * (g["C"] // 4)
-        kc = _expand_chunk(k4)
+        xkc = _expand_chunk(k4)
         assert g["NB"] == 1 and xs_n * 16 <= EXPAND_SHARED_BYTES, "expand_shared_ok checks the band fits"
-        check_loops(lc, -(-max(bands) * g["W"] // (wg * EXPAND_SHARED_PX)) * (k4 // kc + 1) * (g["C"] // 4 + 1)
+        check_loops(lc, -(-max(bands) * g["W"] // (wg * EXPAND_SHARED_PX)) * (k4 // xkc + 1) * (g["C"] // 4 + 1)
                     + (g["C"] // 4) * (_rows(g, th)[-1][0] + 3) + n4 + 8,
                     4 * k4, f"an expansion of {4 * k4} channels")
     n_inv = padded * splits
@@ -1618,7 +1618,8 @@ def lower_depthwise_project(node, lc) -> None:
               n_inv, workgroup=wg, T=wgsl_type(out.data_type), TH=th, TW=tw,
               rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N if mode == "transpose" else 0,
               NS=-(-n4 // splits), ragged=n4 % splits != 0, col_loop=DWP_COLUMN_LOOP, center=ep.given,
-              row_loop=DW_ROW_LOOP and (e is None or xsh), x_loop=DWP_EXPAND_LOOP, xsh=xsh, XS=xs_n, KC=kc, PX=EXPAND_SHARED_PX,
+              row_loop=DW_ROW_LOOP and (e is None or xsh), x_loop=DWP_EXPAND_LOOP,
+              xsh=xsh, XS=xs_n, KC=xkc, PX=EXPAND_SHARED_PX,
               fdiv=n_inv < DW_FDIV_MAX, sg=sg, xw=_dwp_words(g, mode, e is not None, lc.tuning, lc.features),
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
               O2=p["O"],
