@@ -97,3 +97,42 @@ def test_expansion_in_workgroup_memory_on_a_tall_image(ctx, rng, monkeypatch):
     got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
     np.testing.assert_allclose(got, ref(), atol=5e-5, rtol=5e-5)
     assert _templates(ctx, build, inputs) == ["conv/depthwise_project.wgsl"]
+
+
+# (image, K, C, N, window, stride, dilation, tuning): the band's rows for other windows, strides
+# and dilations, projections not a multiple of 4, and column splits without lanes (default)
+_GEOMETRIES = [((7, 9), 40, 8, 6, 5, 1, 2, "lane-loop"), ((10, 3), 48, 12, 10, 3, 2, 1, "lane-loop"),
+               ((6, 6), 36, 16, 20, 5, 2, 1, "default"), ((5, 7), 100, 8, 8, 3, 1, 3, "default")]
+
+
+@pytest.mark.parametrize("geometry", _GEOMETRIES, ids=lambda g: f"{g[0][0]}x{g[0][1]}-{g[4]}x{g[4]}s{g[5]}d{g[6]}-{g[7]}")
+def test_expansion_in_workgroup_memory_for_other_windows(ctx, rng, monkeypatch, geometry):
+    from references import ref_conv2d
+
+    hw, K, C, N, k, s, dil, tuning = geometry
+    monkeypatch.setattr(ctx, "_tuning", tuning)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND", "shared")
+    pad = (k - 1) // 2 * dil
+    x = rng.standard_normal((1, *hw, K)).astype(np.float32)
+    we = (rng.standard_normal((C, 1, 1, K)) / np.sqrt(K)).astype(np.float32)
+    be = rng.standard_normal(C).astype(np.float32)
+    wd = (rng.standard_normal((1, k, k, C)) * 0.3).astype(np.float32)
+    bd = rng.standard_normal(C).astype(np.float32)
+    wp = (rng.standard_normal((N, 1, 1, C)) / np.sqrt(C)).astype(np.float32)
+    bp = rng.standard_normal(N).astype(np.float32)
+
+    def build(b, o):
+        e = b.relu(b.conv2d(o["x"], b.constant(we), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(be)))
+        d = b.conv2d(e, b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C, bias=b.constant(bd),
+                     padding=[pad] * 4, strides=[s, s], dilations=[dil, dil])
+        p = b.conv2d(b.relu(d), b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
+        return {"y": b.sigmoid(p)}
+
+    got = run_graph(ctx, build, {"x": x})["y"].astype(np.float64)
+    e = np.maximum(np.einsum("nhwk,ck->nhwc", x.astype(np.float64), we[:, 0, 0, :].astype(np.float64)) + be, 0)
+    d = ref_conv2d(e.transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(3, 0, 1, 2), [pad] * 4, [s, s],
+                   [dil, dil], groups=C).transpose(0, 2, 3, 1)
+    p = np.einsum("nhwc,oc->nhwo", np.maximum(d + bd, 0), wp[:, 0, 0, :].astype(np.float64)) + bp
+    np.testing.assert_allclose(got, 1 / (1 + np.exp(-p)), atol=2e-5, rtol=2e-5)
+    assert _templates(ctx, build, {"x": x}) == ["conv/depthwise_project.wgsl"]
