@@ -105,7 +105,8 @@ _GEOMETRIES = [((7, 9), 40, 8, 6, 5, 1, 2, "lane-loop"), ((10, 3), 48, 12, 10, 3
                ((6, 6), 36, 16, 20, 5, 2, 1, "default"), ((5, 7), 100, 8, 8, 3, 1, 3, "default")]
 
 
-@pytest.mark.parametrize("geometry", _GEOMETRIES, ids=lambda g: f"{g[0][0]}x{g[0][1]}-{g[4]}x{g[4]}s{g[5]}d{g[6]}-{g[7]}")
+@pytest.mark.parametrize("geometry", _GEOMETRIES,
+                         ids=lambda g: f"{g[0][0]}x{g[0][1]}-{g[4]}x{g[4]}s{g[5]}d{g[6]}-{g[7]}")
 def test_expansion_in_workgroup_memory_for_other_windows(ctx, rng, monkeypatch, geometry):
     from references import ref_conv2d
 
