@@ -32,8 +32,19 @@
   in registers). A MobileNet inverted-residual block then
   reads its input once and writes its output once.
 
+  With `xsh` (an expansion of any K, on small images), the workgroup first computes the
+  expanded values of the input rows its blocks read (the band, from its first and last block)
+  into workgroup memory `xs` ([band pixels, C4] vec4<f32>, XS of them): each invocation takes
+  band pixels lid, lid + workgroup, ..., and for each loads its K values KC vec4s at a time
+  (a loop over K4 / KC chunks) and accumulates all C4 channel groups of the expansion in `xs`
+  (weights at addresses uniform across the invocations: one load and a broadcast from a
+  uniform buffer), the epilogue applied with the last chunk. After one barrier the blocks read
+  `xs` where they would read the depthwise input (the rows in a loop as without expansion).
+
   Context:
     T            storage type ("f32" or "f16"); accumulation in f32
+    xsh, XS, KC  (expand) the expansion computed into workgroup memory first (see above): XS
+                 vec4s of it, KC vec4s of each pixel's input per chunk (KC divides K4)
     expand       x is the expansion's input ([NB, H, W, K] with K4 = K / 4 vec4s); we is its
                  weight matrix as [C4, K] vec4s of four expanded channels (we_uniform: in a
                  uniform buffer of that many vec4s); eep its epilogue (bias-like operands only)
@@ -97,7 +108,7 @@
     to whole subgroups with sg), C4, N4, N  1: H, W, OH, OW  2: OHB = ceil(OH / TH),
     OWB = ceil(OW / TW), pt, pl  3: S, NS, K4, R (the bounds of col_loop, of the expansion's
     loads and of row_loop: runtime values, so that LLVM does not unroll those loops)
-    4: NB * OHB * OWB, the same padded to a multiple of sg (sg only), 0, 0
+    4: NB * OHB * OWB, the same padded to a multiple of sg (sg only; xsh: of the workgroup too), 0, 0
   Bindings: x (NHWC, vec4), f ([KH, KW, C] vec4), ep operands..., [pw ([C, N4] vec4, or panel),
     pep operands..., [pg (pep.given)] (not "store")], [we, eep operands... (expand)], prm, out, [pool].
   Workgroup: (k.workgroup, 1, 1); column block fastest, then block column (sg: block column
@@ -140,6 +151,9 @@ enable f16;
 {% if pool %}
 @group(0) @binding({{ nb.i + 2 }}) var<storage, read_write> pool: array<vec4<f32>>;
 {% endif %}
+{% if xsh %}
+var<workgroup> xs: array<vec4<f32>, {{ XS }}>;
+{% endif %}
 {{ rw.pair_fns(fns, ep, pep if mode != "store" else none) -}}
 {{ rw.word_fns(T) if xw }}
 {% if expand and not eep.empty %}
@@ -149,9 +163,12 @@ enable f16;
 
 @compute @workgroup_size({{ k.workgroup }})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>{% if sg %},
-        @builtin(subgroup_invocation_id) lane: u32{% endif %}) {
+        @builtin(subgroup_invocation_id) lane: u32{% endif %}{% if xsh %},
+        @builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>{% endif %}) {
   let gidx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
+{% if not xsh %}
   if (gidx >= prm[0].x) { return; }
+{% endif %}
   let C4 = prm[0].y;
   let N4 = prm[0].z;
   let H = prm[1].x;
@@ -162,6 +179,78 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let OWB = prm[2].y;
   let S = prm[3].x;
   let R = prm[3].w;  // row_loop's iterations
+{% if xsh %}
+  // the expansion of the band of input rows [xr0, xr1) this workgroup's blocks read, into xs
+  let g0 = (wid.x + wid.y * nwg.x) * {{ k.workgroup }}u;
+{% if sg %}
+  let sb0 = g0 / prm[4].y;  // the pixel blocks are padded to whole workgroups: one column block
+  let i_lo = g0 - sb0 * prm[4].y;
+  let i_hi = min(g0 + {{ k.workgroup - 1 }}u - sb0 * prm[4].y, prm[4].x - 1u);
+{% else %}
+  let i_lo = g0 / S;
+  let i_hi = min(g0 + {{ k.workgroup - 1 }}u, prm[0].x - 1u) / S;
+{% endif %}
+  let xr0 = u32(max(i32((i_lo / OWB) * {{ TH * sh }}u) - i32(prm[2].z), 0));
+  let xr1 = u32(clamp(i32((i_hi / OWB) * {{ TH * sh }}u) - i32(prm[2].z) + {{ (TH - 1) * sh + (KH - 1) * dh + 1 }},
+                      i32(xr0), i32(H)));
+  {
+    let K4 = prm[3].z;
+    let P = (xr1 - xr0) * W;
+    // a loop uniform across the workgroup, PX pixels per invocation per iteration (each weight
+    // vector loaded serves all of them; a lane past the band computes its last pixel and stores nothing)
+    for (var pb = 0u; pb < P; pb = pb + {{ PX * k.workgroup }}u) {
+{% for i in range(PX) %}
+      let p{{ i }} = min(pb + lid + {{ i * k.workgroup }}u, P - 1u);
+      let pin{{ i }} = pb + lid + {{ i * k.workgroup }}u < P;
+      let xp{{ i }} = (xr0 * W + p{{ i }}) * K4;
+{% endfor %}
+      for (var kc = 0u; kc < K4; kc = kc + {{ KC }}u) {
+{% for i in range(PX) %}
+{% for q in range(KC) %}
+        let X{{ i }}_{{ q }} = vec4<f32>(x[xp{{ i }} + kc + {{ q }}u]);
+{% endfor %}
+{% endfor %}
+        for (var cb = 0u; cb < C4; cb = cb + 1u) {
+          let wo = (cb * K4 + kc) * 4u;
+{% for i in range(PX) %}
+          var s{{ i }} = select(xs[p{{ i }} * C4 + cb], vec4<f32>(0.0), kc == 0u);
+{% endfor %}
+{% if sg %}
+          // lane l loads weight vectors l, l + sg, ... and subgroupBroadcast hands them to the
+          // others (at loop-dependent addresses every lane's own load would be a gather)
+{% for t in range((4 * KC + sg - 1) // sg) %}
+          let ul{{ t }} = vec4<f32>(we[wo + min(lane + {{ t * sg }}u, {{ 4 * KC - 1 }}u)]);
+{% endfor %}
+{% endif %}
+{% for q in range(KC) %}
+{% if sg %}
+          let U{{ q }} = mat4x4<f32>({% for c in range(4) %}subgroupBroadcast(ul{{ (4 * q + c) // sg }}, {{ (4 * q + c) % sg }}u){{ ", " if not loop.last }}{% endfor %});
+{% else %}
+          let U{{ q }} = mat4x4<f32>(vec4<f32>(we[wo + {{ 4 * q }}u]), vec4<f32>(we[wo + {{ 4 * q + 1 }}u]),
+                                 vec4<f32>(we[wo + {{ 4 * q + 2 }}u]), vec4<f32>(we[wo + {{ 4 * q + 3 }}u]));
+{% endif %}
+{% for i in range(PX) %}
+          s{{ i }} = s{{ i }} + U{{ q }} * X{{ i }}_{{ q }};
+{% endfor %}
+{% endfor %}
+{% if not eep.empty %}
+          if (kc + {{ KC }}u >= K4) {  // the last chunk: the expansion's epilogue
+{{ hoist_q4(eep, "eq", "cb * 4u") }}
+{% for i in range(PX) %}
+            s{{ i }} = {{ ep_v4(eep, "s" ~ i, "0u", "cb * 4u", "eq") }};
+{% endfor %}
+          }
+{% endif %}
+{% for i in range(PX) %}
+          if (pin{{ i }}) { xs[p{{ i }} * C4 + cb] = s{{ i }}; }
+{% endfor %}
+        }
+      }
+    }
+  }
+  workgroupBarrier();
+  if (gidx >= prm[0].x) { return; }
+{% endif %}
 {% if sg %}
   // column block slowest, pixel blocks padded to prm[4].y (a multiple of sg): the lanes of a
   // subgroup share one column block, so they share its loads of the taps and the projection
@@ -202,7 +291,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let ih0 = i32(oh0 * {{ sh }}u) - i32(prm[2].z);
   let iw0 = i32(ow0 * {{ sw }}u) - i32(prm[2].w);
 {{ rw.columns(seg) -}}
-{% if expand %}
+{% if expand and not xsh %}
 {% for r, uses in rows %}
   let hy{{ r }} = ih0 + {{ r }};
   let hrok{{ r }} = u32(hy{{ r }}) < H;
@@ -394,7 +483,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endif %}
 {% endfor %}
 {% endfor %}
-{% if expand %}
+{% if expand and not xsh %}
 {% for t in range((4 * K4 + sg - 1) // sg if sg else 0) %}
     let ul{{ t }} = vec4<f32>(we[cb * {{ 4 * K4 }}u + min(lane + {{ t * sg }}u, {{ 4 * K4 - 1 }}u)]);
 {% endfor %}
@@ -425,10 +514,17 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     for (var r = 0u; r < R; r = r + 1u) {
       let y = ih0 + i32(r);
       let rok = u32(y) < H;
+{% if xsh %}
+      let row = select(0u, u32(y) - xr0, rok) * W;  // xs holds the band's rows
+{% for j in seg %}
+      let x{{ j }} = select(vec4<f32>(0.0), xs[(row + ci{{ j }}) * C4 + cb], rok && cok{{ j }});
+{% endfor %}
+{% else %}
       let row = (n * H + select(0u, u32(y), rok)) * W;
 {% for j in seg %}
       let x{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(row + ci{{ j }}) * C4 + cb]), rok && cok{{ j }});
 {% endfor %}
+{% endif %}
 {% for t in range(TH) %}
 {{ rw.row_taps("d", t, KH, KW, TW, sh, sw, dh, dw) }}
 {% if center %}
@@ -445,9 +541,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     {
       let y = ih0 + {{ r }};
       let rok = u32(y) < H;
+{% if xsh %}
+      let row = select(0u, u32(y) - xr0, rok) * W;  // xs holds the band's rows
+{% else %}
       let row = (n * H + select(0u, u32(y), rok)) * W;
+{% endif %}
 {% for j in seg %}
-{% if expand %}
+{% if xsh %}
+      let x{{ j }} = select(vec4<f32>(0.0), xs[(row + ci{{ j }}) * C4 + cb], rok && cok{{ j }});
+{% elif expand %}
       let s{{ j }} = {% for kk in range(K4) %}U{{ kk }} * X{{ r }}_{{ j }}_{{ kk }}{{ " + " if not loop.last }}{% endfor %};
       let x{{ j }} = select(vec4<f32>(0.0), {{ ep_v4(eep, "s" ~ j, "0u", "cb * 4u", "eq") }}, hok{{ r }}_{{ j }});
 {% else %}

@@ -236,6 +236,18 @@ EXPAND_MAX_RECOMPUTE = 2.5
 #: a 4 x 4 block of a stride-2 3x3 window on 16 channels, several times a 2 x 4 block's 180,
 #: which runs as fast; lavapipe, Mesa 22.3).
 EXPAND_MAX_X = 256
+#: ... or, for an expansion of any K (a multiple of 4) whose band of input rows fits, computed by
+#: each workgroup into workgroup memory before its blocks (``xsh``, :func:`expand_shared_ok`): at
+#: most this many bytes of it (WebGPU's default maxComputeWorkgroupStorageSize) ...
+EXPAND_SHARED_BYTES = 16384
+#: ... each pixel's expansion input loaded at most this many vec4s at a time (a divisor of K / 4,
+#: unrolled; the chunks run in a loop)
+EXPAND_SHARED_KC = 8
+#: ... in workgroups of this many invocations (one SIMD row on llvmpipe: a small image's rows
+#: then spread over more workgroups, so over the cores)
+EXPAND_SHARED_WORKGROUP = 8
+#: ... each invocation expanding this many pixels at a time (each weight vector it loads serves them all)
+EXPAND_SHARED_PX = 2
 
 
 # ---------------------------------------------------------------- shapes and validation
@@ -630,8 +642,8 @@ def pool_rows(node, tuning: str = "default", lanes: int = 0) -> int:
         e, proj = node.attrs.get("expand"), node.attrs["project"]
         g = _geometry(node.attrs["depthwise"])
         n4 = -(-_project_width(proj) // 4) if proj is not None else 0
-        th, tw = _dwp_block(g, n4, e.inputs[0].shape[3] // 4 if e is not None else 0, tuning,
-                            proj is not None and proj.op == "conv2d")
+        k4 = e.inputs[0].shape[3] // 4 if e is not None and not node.attrs.get("expand_shared") else 0
+        th, tw = _dwp_block(g, n4, k4, tuning, proj is not None and proj.op == "conv2d")
     else:
         g = _geometry(node)
         variant = _conv_variant(g, "nhwc", tuning)
@@ -1010,10 +1022,10 @@ def _center(g: dict) -> bool:
             and g["pl"] % g["dw"] == 0 and g["pl"] // g["dw"] < g["KW"])
 
 
-def expand_ok(e, dw, tuning: str = "default") -> bool:
+def expand_ok(e, dw, tuning: str = "default", max_k: int | None = EXPAND_MAX_K) -> bool:
     """Whether pointwise conv2d ``e``, whose output only ``dw`` (a depthwise conv2d that
     :func:`project_ok` takes) reads, can be computed inside the depthwise + projection kernel:
-    NHWC, a constant filter, input channels a multiple of 4 (at most :data:`EXPAND_MAX_K`),
+    NHWC, a constant filter, input channels a multiple of 4 (at most ``max_k``, None: any),
     no input prologue, only bias-like epilogue operands; and ``dw`` reads ``e``'s output at
     its own index (a residual add) only where the kernel holds it (:func:`_center`)."""
     if e.op != "conv2d" or len(e.outputs) != 1 or e.attrs.get("input_layout") != "nhwc":
@@ -1023,7 +1035,7 @@ def expand_ok(e, dw, tuning: str = "default") -> bool:
     if dw.inputs[0] is not e.outputs[0] or e.inputs[0].data_type != e.outputs[0].data_type:
         return False
     g = _geometry(e)
-    if _conv_variant(g, "nhwc", tuning) != "pointwise" or g["C"] % 4 or g["C"] > EXPAND_MAX_K:
+    if _conv_variant(g, "nhwc", tuning) != "pointwise" or g["C"] % 4 or max_k is not None and g["C"] > max_k:
         return False
     if any("input" in st and st.get("axis") != 3 for st in _epilogue.steps_of(e)):
         return False
@@ -1065,6 +1077,98 @@ def recompute_ok(g: dict, th: int, tw: int) -> bool:
     reads (:data:`EXPAND_MAX_RECOMPUTE`)."""
     reads = min(th * g["sh"], g["H"]) * min(tw * g["sw"], g["W"])
     return len(_rows(g, th)) * len(_segment(g, tw)) <= EXPAND_MAX_RECOMPUTE * reads
+
+
+def _expand_chunk(k4: int) -> int:
+    """The vec4s of each pixel's expansion input the ``xsh`` kernel loads at a time: the largest
+    divisor of ``k4`` up to :data:`EXPAND_SHARED_KC`."""
+    return max(d for d in range(1, min(k4, EXPAND_SHARED_KC) + 1) if k4 % d == 0)
+
+
+def _expand_bands(g: dict, th: int, tw: int, splits: int, sg: int) -> list[int]:
+    """Input rows each workgroup of the ``xsh`` kernel expands into workgroup memory (one image,
+    TH x TW blocks, ``splits`` invocations per block, ``sg`` lanes sharing a column block; the
+    kernel computes the same band from its first and last block)."""
+    ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
+    blocks = ohb * owb
+    wg = max(EXPAND_SHARED_WORKGROUP, sg)
+    if sg:
+        padded = -(-blocks // wg) * wg
+        n_inv = padded * splits
+    else:
+        n_inv = blocks * splits
+    bands = []
+    for g0 in range(0, n_inv, wg):
+        if sg:
+            sb0 = g0 // padded
+            lo, hi = g0 - sb0 * padded, min(g0 + wg - 1 - sb0 * padded, blocks - 1)
+        else:
+            lo, hi = g0 // splits, min(g0 + wg - 1, n_inv - 1) // splits
+        r0 = max((lo // owb) * th * g["sh"] - g["pt"], 0)
+        bottom = (hi // owb) * th * g["sh"] - g["pt"] + (th - 1) * g["sh"] + (g["KH"] - 1) * g["dh"] + 1
+        r1 = min(max(bottom, r0), g["H"])
+        bands.append(r1 - r0)
+    return bands
+
+
+#: The ``xsh`` kernel's expansion on profiles with a fitted cost (lavapipe, Mesa 22.3, with
+#: subgroup lanes sharing its weight loads): microseconds per thousand vec4 x 4 x 4 products of
+#: a SIMD row of invocations on its busiest core (the workgroups' pixel iterations, each
+#: :data:`EXPAND_SHARED_PX` pixels, times C / 4 x K / 4), and per workgroup; least squares
+#: over 14 shapes of ``benchmarks/dw_expand.py`` (images 1x1 to 16x16, K 64 to 1024, C 32 to
+#: 128; the fused kernel's time less the depthwise + projection kernel's; docs/conv.md).
+EXPAND_SHARED_FIT = {"lane-loop": (62.0, 0.0)}
+
+
+def _expand_shared_cost(g: dict, k4: int, n4: int, tuning: str) -> tuple[float, float]:
+    """(microseconds the ``depthwise_project`` kernel adds computing expansion ``k4`` -> ``g``'s C
+    in workgroup memory, microseconds of the separate pointwise conv2d on the tile kernel and its
+    dispatch), on a profile of :data:`EXPAND_SHARED_FIT`, with :data:`DW_LANES` lanes sharing a
+    column block as on lavapipe. Workgroups go round the :data:`DWP_CORES` cores."""
+    fit, tile = EXPAND_SHARED_FIT[tuning], DWP_PAY_FIT[tuning]
+    c4 = g["C"] // 4
+    sg = DW_LANES
+    th, tw, splits = _dwp_plan(g, n4, 0, tuning, True, sg=sg)
+    cores = DWP_CORES.get(tuning, DWP_CORES["default"])
+    per_core = [0.0] * cores
+    for i, rows in enumerate(_expand_bands(g, th, tw, splits, sg)):
+        its = -(-rows * g["W"] // (max(EXPAND_SHARED_WORKGROUP, sg) * EXPAND_SHARED_PX))
+        per_core[i % cores] += fit[0] * its * c4 * k4 / 1e3 + fit[1]
+    M = g["NB"] * g["H"] * g["W"]
+    t = tile["tile"]
+    sep = t[0] * M * 4 * k4 * c4 / 1e6 + t[1] * M * (4 * k4 + g["C"]) / 4e6 + t[2] + tile["dispatch"]
+    return max(per_core), sep
+
+
+def expand_shared_ok(e, dw, proj, tuning: str = "default") -> bool:
+    """Whether pointwise conv2d ``e`` (any input channels that :func:`expand_ok` takes otherwise)
+    is computed inside the depthwise + projection kernel of ``dw`` and ``proj`` into workgroup
+    memory first (``xsh``): one image, each workgroup's band of expanded input rows within
+    :data:`EXPAND_SHARED_BYTES` (with and without lanes sharing a column block, and with pool
+    partials, whose plan has none), and, on a profile with a fitted cost
+    (:data:`EXPAND_SHARED_FIT`), where the pair without it runs on the pixel blocks (not the
+    strip or channel-lane kernels, which the expansion would give up) and the added expansion
+    is estimated cheaper than the separate conv's kernel and dispatch
+    (:func:`_expand_shared_cost`). ``WEBNN_GPU_FORCE_DWP_EXPAND=shared`` takes every one that
+    fits, ``=off`` none."""
+    force = _env.force("dwp_expand")
+    if force == "off" or proj is None or proj.op != "conv2d" or not expand_ok(e, dw, tuning, None):
+        return False
+    g = _geometry(dw)
+    if g["NB"] != 1:
+        return False
+    n4 = -(-_project_width(proj) // 4)
+    k4 = e.inputs[0].shape[3] // 4
+    for plan_sg, sg in ((0, 0), (DW_LANES, DW_LANES), (0, DW_LANES)):  # (0, lanes): with pool partials
+        th, tw, splits = _dwp_plan(g, n4, 0, tuning, True, sg=plan_sg)
+        if max(_expand_bands(g, th, tw, splits, sg)) * g["W"] * g["C"] * 4 > EXPAND_SHARED_BYTES:
+            return False
+    if force == "shared" or tuning not in EXPAND_SHARED_FIT:
+        return force == "shared"
+    if _project_width(proj) % 4 == 0 and _dwp_form(g, n4, tuning, DW_LANES if DWP_SUBGROUP else 0)[0] != "blocks":
+        return False
+    extra, sep = _expand_shared_cost(g, k4, n4, tuning)
+    return extra <= sep
 
 
 def _pointwise_matrix(fc) -> np.ndarray:
@@ -1594,8 +1698,9 @@ def lower_depthwise_project(node, lc) -> None:
     """A depthwise conv2d and the pointwise conv2d / tiled conv_transpose2d reading its output,
     in one kernel (``attrs["depthwise"]`` / ``["project"]``, the original nodes; see
     :func:`project_ok`), maybe with the expansion conv making its input (``attrs["expand"]``,
-    :func:`expand_ok`). Without a projection (``project`` None) the kernel stores the depthwise
-    output, and the partial sums of its global pool when the depthwise node has one. A
+    :func:`expand_ok`; with ``attrs["expand_shared"]`` each workgroup computes it into workgroup
+    memory first, :func:`expand_shared_ok`). Without a projection (``project`` None) the kernel
+    stores the depthwise output, and the partial sums of its global pool when the depthwise node has one. A
     pointwise projection of a layer with few channels (:func:`_dwp_strip`) runs on
     ``conv/depthwise_project_strip.wgsl`` instead of the pixel blocks."""
     dw, proj = node.attrs["depthwise"], node.attrs["project"]
@@ -1604,6 +1709,7 @@ def lower_depthwise_project(node, lc) -> None:
     center = _center(g)  # a residual add of the depthwise input from the registers
     ep = _conv_epilogue(dw, mid, "nhwc", given=0 if center else None)
     e = node.attrs.get("expand")
+    xsh = e is not None and bool(node.attrs.get("expand_shared"))  # computed into workgroup memory first
     eep, k4, expand_in = None, 0, []
     we_ubo = None
     if e is not None:  # the depthwise input is computed here from the expansion's input
@@ -1668,10 +1774,12 @@ def lower_depthwise_project(node, lc) -> None:
                          pw_uniform=pw_ubo is not None, xres=xres)
         return
     # a pool's partial sums have one row per block of pool_rows' plan, which the compiler sized
-    th, tw, splits = _dwp_plan(g, n4, k4, lc.tuning, mode == "conv", sg=0 if partials else sg)
+    th, tw, splits = _dwp_plan(g, n4, 0 if xsh else k4, lc.tuning, mode == "conv", sg=0 if partials else sg)
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
     blocks = g["NB"] * ohb * owb
-    padded = -(-blocks // sg) * sg if sg else blocks  # sg: a subgroup's lanes share a column block
+    wg = max(EXPAND_SHARED_WORKGROUP, sg) if xsh else PROJECT_WORKGROUP
+    unit = wg if xsh and sg else sg  # xsh: a workgroup has one column block
+    padded = -(-blocks // unit) * unit if sg else blocks  # sg: a subgroup's lanes share a column block
     panel = DWP_PANEL and mode == "conv" and splits > 1 and N > PROJECT_MAX_N
     if panel:  # each column block's rows of the matrix as one contiguous panel: [S, C, NS] vec4s
         ns4 = -(-n4 // splits) * 4
@@ -1681,6 +1789,15 @@ def lower_depthwise_project(node, lc) -> None:
                            proj.inputs[1].data_type)
         pw_ubo = uniform_copy(lc, pw)
         project_in[0] = ("pw", pw_ubo or pw)
+    xs_n, xkc = 0, 0
+    if xsh:
+        bands = _expand_bands(g, th, tw, splits, sg)
+        xs_n = max(bands) * g["W"] * (g["C"] // 4)
+        xkc = _expand_chunk(k4)
+        assert g["NB"] == 1 and xs_n * 16 <= EXPAND_SHARED_BYTES, "expand_shared_ok checks the band fits"
+        check_loops(lc, -(-max(bands) * g["W"] // (wg * EXPAND_SHARED_PX)) * (k4 // xkc + 1) * (g["C"] // 4 + 1)
+                    + (g["C"] // 4) * (_rows(g, th)[-1][0] + 3) + n4 + 8,
+                    4 * k4, f"an expansion of {4 * k4} channels")
     n_inv = padded * splits
     prm = make_constant(np.array([n_inv, g["C"] // 4, n4, N, g["H"], g["W"], g["OH"], g["OW"], ohb, owb, g["pt"],
                                   g["pl"], splits, -(-n4 // splits) if n4 else 0, k4, _rows(g, th)[-1][0] + 1,
@@ -1701,11 +1818,12 @@ def lower_depthwise_project(node, lc) -> None:
             fns.setdefault(FT, set()).update(names)
     lc.kernel("conv/depthwise_project.wgsl",
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + expand_in + [("prm", prm)], outs,
-              n_inv, workgroup=PROJECT_WORKGROUP, T=wgsl_type(out.data_type), TH=th, TW=tw,
+              n_inv, workgroup=wg, T=wgsl_type(out.data_type), TH=th, TW=tw,
               rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N if mode == "transpose" else 0,
               NS=-(-n4 // splits), ragged=n4 % splits != 0, panel=panel, col_loop=DWP_COLUMN_LOOP,
               center=ep.given,
-              row_loop=DW_ROW_LOOP and e is None, x_loop=DWP_EXPAND_LOOP,
+              row_loop=DW_ROW_LOOP and (e is None or xsh), x_loop=DWP_EXPAND_LOOP,
+              xsh=xsh, XS=xs_n, KC=xkc, PX=EXPAND_SHARED_PX,
               fdiv=n_inv < DW_FDIV_MAX, sg=sg, xw=_dwp_words(g, mode, e is not None, lc.tuning, lc.features),
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
               O2=p["O"],

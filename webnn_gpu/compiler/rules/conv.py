@@ -240,7 +240,8 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
     its inputs are theirs (the depthwise output aside). The depthwise output must feed nothing
     else; :func:`webnn_gpu.ops.conv.project_ok` says which pairs the kernel takes.
     """
-    from ...ops.conv import dwp_lanes, expand_block_ok, expand_ok, project_ok, project_wide, store_ok
+    from ...ops.conv import (EXPAND_MAX_K, dwp_lanes, expand_block_ok, expand_ok, expand_shared_ok, project_ok,
+                             project_wide, store_ok)
 
     tuning = getattr(context, "_tuning", "default")
     lanes = dwp_lanes(tuning, getattr(context, "_subgroup", 0))  # the channel-lane kernel's
@@ -249,12 +250,13 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
 
-    def expansion(dw):
-        """The pointwise conv making ``dw``'s input, when the kernel can compute it too."""
+    def expansion(dw, max_k=EXPAND_MAX_K):
+        """The pointwise conv making ``dw``'s input (at most ``max_k`` input channels, None:
+        any), when the kernel can compute it too."""
         v = dw.inputs[0]
         e = g.producer(v) if v is not None else None
         if (e is None or e.id in dropped or e.id in replaced or g.is_output(v)
-                or len(g.consumers(v)) != 1 or not expand_ok(e, dw, tuning)):
+                or len(g.consumers(v)) != 1 or not expand_ok(e, dw, tuning, max_k)):
             return None
         return e
 
@@ -288,9 +290,16 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
             continue
         attrs = {"depthwise": dw, "project": proj}
         first = list(dw.inputs)
-        e = expansion(dw) if dw.inputs[0].shape[3] % 4 == 0 else None  # else only the lane kernel
-        if e is not None and not project_wide(proj) and expand_block_ok(e, dw, proj, tuning):
+        # channels not a multiple of 4 run only on the lane kernel; a wide projection's column
+        # blocks take no expansion
+        e = expansion(dw, None) if dw.inputs[0].shape[3] % 4 == 0 and not project_wide(proj) else None
+        if e is not None and e.inputs[0].shape[3] <= EXPAND_MAX_K and expand_block_ok(e, dw, proj, tuning):
             attrs["expand"] = e  # the inverted residual's expansion too: its output is never stored
+            first = list(e.inputs) + list(dw.inputs[1:])
+        elif e is not None and expand_shared_ok(e, dw, proj, tuning):
+            # any input width on small images: each workgroup expands its band of input rows
+            # into workgroup memory first
+            attrs.update(expand=e, expand_shared=True)
             first = list(e.inputs) + list(dw.inputs[1:])
         if fuse(attrs, [*first, *proj.inputs[1:]], proj):
             dropped.add(dw.id)

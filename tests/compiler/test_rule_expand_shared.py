@@ -1,0 +1,147 @@
+"""fuse_depthwise_project taking the expansion conv of any input width into the fused kernel's
+workgroup memory (``expand_shared``) on hand-made IR (no GPU): where it fires (small images
+on the lane-loop profile, the cost model of ``webnn_gpu.ops.conv._expand_shared_cost``), and
+its near misses. The GPU tests against float64 NumPy are in
+tests/perf/test_expand_shared_gpu.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _irb import IR
+from _ireval import evaluate, feeds
+
+from webnn_gpu.compiler import check_order
+from webnn_gpu.compiler.rules.conv import fuse_depthwise_project
+from webnn_gpu.ops import conv
+
+
+class _Ctx:
+    """What the rule reads of a context: the tuning profile and the device's limits (lavapipe's
+    storage buffers per stage)."""
+
+    def __init__(self, tuning="lane-loop"):
+        self._tuning = tuning
+        self.limits = {"max-storage-buffers-per-shader-stage": 32}
+
+
+def _block(ir, hw, K, C, N, *, stride=1, window=3, x=None):
+    """1x1 conv K -> C (bias, PReLU) -> depthwise (bias) -> 1x1 conv C -> N (bias): the
+    expansion's output, the depthwise output and the projection's."""
+    x = ir.input((1, hw, hw, K)) if x is None else x
+    e = ir.conv(x, ir.filt(C, 1, K), bias=ir.const(np.linspace(-0.5, 0.5, C)))
+    e.producer.attrs["epilogue"] = [{"op": "prelu", "input": 3, "axis": 3}]
+    e.producer.inputs.append(ir.const(np.linspace(0.1, 0.3, C), (C,)))
+    d = ir.conv(e, ir.filt(C, window, 1), groups=C, pad=(window - 1) // 2, stride=stride,
+                bias=ir.const(np.linspace(-1, 1, C)))
+    y = ir.conv(d, ir.filt(N, 1, C), bias=ir.const(np.linspace(0, 1, N)))
+    return e, d, y
+
+
+def _unfused(nodes):
+    """The nodes with each depthwise_project node replaced by the originals it holds."""
+    out = []
+    for n in nodes:
+        if n.op == "depthwise_project":
+            out += [p for p in (n.attrs.get("expand"), n.attrs["depthwise"], n.attrs["project"]) if p is not None]
+        else:
+            out.append(n)
+    return out
+
+
+def _fused(ir, outputs, tuning="lane-loop"):
+    nodes = list(ir.nodes)
+    new = fuse_depthwise_project(nodes, outputs, _Ctx(tuning))
+    assert nodes == ir.nodes, "the rule does not mutate what it receives"
+    check_order(new, outputs, "fuse_depthwise_project")
+    data = feeds(nodes)
+    want, got = evaluate(nodes, outputs, data), evaluate(_unfused(new), outputs, data)
+    for k in outputs:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-12, atol=1e-12, err_msg=k)
+    return new
+
+
+def _shared(nodes):
+    return [n for n in nodes if n.op == "depthwise_project" and n.attrs.get("expand_shared")]
+
+
+@pytest.mark.parametrize("hw,K", [(1, 128), (2, 128), (4, 128), (2, 36), (4, 260)])
+def test_small_images_compute_their_expansion_inside(hw, K):
+    ir = IR()
+    e, _, y = _block(ir, hw, K, 64, 128)
+    new = _fused(ir, {"y": y})
+    (node,) = _shared(new)
+    assert [n.op for n in new] == ["depthwise_project"]
+    assert node.attrs["expand"] is e.producer and node.inputs[0] is e.producer.inputs[0]
+
+
+def test_large_images_keep_the_expansion_apart():
+    """16 x 16 (iris's 128 -> 64): the halo's recompute over many workgroups costs more than the
+    separate kernel (measured 2x); 32 x 32: the pair runs on the channel-lane kernel."""
+    for hw, K, C, N in ((16, 128, 64, 128), (32, 64, 32, 64)):
+        ir = IR()
+        _, _, y = _block(ir, hw, K, C, N)
+        new = _fused(ir, {"y": y})
+        assert not _shared(new) and [n.op for n in new] == ["conv2d", "depthwise_project"], hw
+
+
+def test_expansion_near_misses():
+    for case in ("second reader", "output", "K % 4", "input prologue", "default profile", "batch 2",
+                 "too wide for workgroup memory", "stride-2 5x5 at 64x64"):
+        ir = IR()
+        K = 130 if case == "K % 4" else 128
+        hw = 64 if case.startswith("stride") else 4
+        x = ir.input((2 if case == "batch 2" else 1, hw, hw, K))
+        C = 1024 if case.startswith("too wide") else 64
+        if case == "input prologue":  # a per-channel scale of the expansion's input (fuse_conv_input)
+            e, _, y = _block(ir, hw, K, C, 128, x=x)
+            e.producer.attrs["input_scale"] = len(e.producer.inputs)
+            e.producer.inputs.append(ir.const(np.linspace(1, 2, K), (K,)))
+        elif case.startswith("stride"):
+            e, _, y = _block(ir, hw, 32 * 4, 64, 32, stride=2, window=5, x=x)
+        else:
+            e, _, y = _block(ir, hw, K, C, 32 if C > 128 else 128, x=x)
+        outputs = {"y": y}
+        if case == "second reader":
+            outputs["z"] = ir.op("neg", [e])
+        elif case == "output":
+            outputs["e"] = e
+        new = _fused(ir, outputs, "default" if case == "default profile" else "lane-loop")
+        assert not _shared(new), case
+        assert e.producer in new or case == "too wide for workgroup memory" and not any(
+            n.op == "depthwise_project" for n in new), case
+
+
+def test_forced_and_switched_off(monkeypatch):
+    """WEBNN_GPU_FORCE_DWP_EXPAND=shared takes a pair the model declines where its band fits;
+    =off keeps every expansion apart."""
+    ir = IR()
+    _, _, y = _block(ir, 16, 128, 64, 128)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND", "shared")
+    assert _shared(_fused(ir, {"y": y}))
+    ir = IR()
+    _, _, y = _block(ir, 2, 128, 64, 128)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND", "off")
+    assert not _shared(_fused(ir, {"y": y}))
+
+
+def test_the_bands_cover_every_row_a_block_reads():
+    """Each workgroup's band (conv._expand_bands, the kernel's own formula) holds every input row
+    its blocks' windows reach inside the image, for both orders of the blocks."""
+    for hw, stride, window in ((8, 1, 3), (9, 2, 3), (5, 1, 5), (17, 2, 5)):
+        g = {"KH": window, "KW": window, "sh": stride, "sw": stride, "dh": 1, "dw": 1, "NB": 1, "H": hw, "W": hw,
+             "C": 16, "OH": (hw + 2 * (window // 2) - window) // stride + 1, "pt": window // 2}
+        g["OW"] = g["OH"]
+        for th, tw, splits, sg in ((1, 2, 1, 8), (2, 2, 1, 0), (1, 1, 3, 0), (3, 1, 2, 0)):
+            bands = conv._expand_bands(g, th, tw, splits, sg)
+            ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
+            wg = max(conv.EXPAND_SHARED_WORKGROUP, sg)
+            padded = -(-ohb * owb // wg) * wg
+            for i, rows in enumerate(bands):
+                lanes = range(i * wg, (i + 1) * wg)
+                blocks = {min(gi % padded, ohb * owb - 1) if sg else gi // splits for gi in lanes
+                          if sg or gi < ohb * owb * splits}
+                need = {y for b in blocks for t in range(th) for k in range(window)
+                        if 0 <= (y := ((b // owb) * th + t) * stride - g["pt"] + k) < hw}
+                r0 = min(need)
+                assert max(need) - r0 + 1 <= rows, (hw, th, tw, splits, sg, i)
