@@ -141,6 +141,11 @@ SG_TILE_M = 8
 #: ... and vec4 column blocks (64 columns for deep products measured the same and took twice
 #: as long to compile: 11 s for 7 x 64 on a loaded machine).
 SG_TILE_N4 = 12
+#: What a row tile of the subgroup variant costs per k step besides its rows, in rows: B's loads
+#: and broadcasts, shared by the tile's rows. :func:`choose_tile_sg` weighs a tile of TM rows as
+#: ``padded rows * (TM + SG_TILE_COST) / TM``. Fitted to CPU time per dispatch on Mesa 22.3
+#: (81 x 728 -> 728 at 1, 2, 4, 6 and 8 rows: 7.35, 5.58, 4.31, 4.17, 4.94 ms).
+SG_TILE_COST = 1.36
 #: Subgroup-variant launches below this many workgroups of :data:`TILE_WORKGROUP` use workgroups
 #: of :data:`TILE_SMALL_WORKGROUP` (finer load balance over the threads).
 SG_WORKGROUPS = 16
@@ -291,9 +296,12 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0) -> tupl
     """(TM, TN4) of the subgroup variant for an M x N output per batch item, K multiply-adds each.
 
     The row tiles are padded to a multiple of ``lanes`` (a subgroup shares one column tile),
-    so TM (at most :data:`SG_TILE_M`) is the one computing the fewest padded rows
-    ``ceil(ceil(M / TM) / lanes) * lanes * TM`` (the larger on ties: 49 rows take 7, 36 take 5,
-    144 take 6). TN4 is the largest divisor of ceil(N / 4) up to :data:`SG_TILE_N4` that still
+    so TM (at most :data:`SG_TILE_M`) is the one of the least cost ``padded * (TM +
+    SG_TILE_COST) / TM``, with ``padded = ceil(ceil(M / TM) / lanes) * lanes * TM`` rows computed
+    (the larger on ties; at most 2M where any TM allows it): each row tile loads and broadcasts its
+    vectors of B once per k step for all its rows, so a one-row tile costs 2.36 rows per row
+    (81 rows take 6 x 16 = 96 rows, not 1 x 88; 49 take 7, 36 take 5, 144 take 6, 16 take 2,
+    4 take 1). TN4 is the largest divisor of ceil(N / 4) up to :data:`SG_TILE_N4` that still
     gives two subgroups (both cores of a 2-core machine) where a narrower one would. B's loads cost a lane's share, so
     wide column blocks are cheap; A's loads are each lane's own. K does not change the choice
     (kept for the signature of :func:`choose_tile`).
@@ -301,7 +309,8 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0) -> tupl
     def padded(tm):
         return -(-(-(-M // tm)) // lanes) * lanes * tm
 
-    tm = min(range(1, SG_TILE_M + 1), key=lambda t: (padded(t), -t))
+    fits = [t for t in range(1, SG_TILE_M + 1) if padded(t) <= 2 * M] or list(range(1, SG_TILE_M + 1))
+    tm = min(fits, key=lambda t: (padded(t) * (t + SG_TILE_COST) / t, -t))
     n4 = -(-N // 4)
     divisors = [d for d in range(min(SG_TILE_N4, n4), 0, -1) if n4 % d == 0]
     groups = batches * padded(tm) // (tm * lanes)
