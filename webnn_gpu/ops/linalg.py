@@ -292,7 +292,8 @@ def subgroup_lanes(adapter_info: dict, features) -> int:
     return int(m.group(1)) // 32 if m else 0
 
 
-def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0) -> tuple[int, int]:
+def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0,
+                   cost: float | None = None) -> tuple[int, int]:
     """(TM, TN4) of the subgroup variant for an M x N output per batch item, K multiply-adds each.
 
     The row tiles are padded to a multiple of ``lanes`` (a subgroup shares one column tile),
@@ -301,7 +302,7 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0) -> tupl
     (the larger on ties; at most 2M where any TM allows it): each row tile loads and broadcasts its
     vectors of B once per k step for all its rows, so a one-row tile costs 2.36 rows per row
     (81 rows take 6 x 16 = 96 rows, not 1 x 88; 49 take 7, 36 take 5, 144 take 6, 16 take 2,
-    4 take 1). TN4 is the largest divisor of ceil(N / 4) up to :data:`SG_TILE_N4` that still
+    4 take 1; ``cost`` 0: the fewest padded rows). TN4 is the largest divisor of ceil(N / 4) up to :data:`SG_TILE_N4` that still
     gives two subgroups (both cores of a 2-core machine) where a narrower one would. B's loads cost a lane's share, so
     wide column blocks are cheap; A's loads are each lane's own. K does not change the choice
     (kept for the signature of :func:`choose_tile`).
@@ -309,8 +310,9 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0) -> tupl
     def padded(tm):
         return -(-(-(-M // tm)) // lanes) * lanes * tm
 
+    cost = SG_TILE_COST if cost is None else cost
     fits = [t for t in range(1, SG_TILE_M + 1) if padded(t) <= 2 * M] or list(range(1, SG_TILE_M + 1))
-    tm = min(fits, key=lambda t: (padded(t) * (t + SG_TILE_COST) / t, -t))
+    tm = min(fits, key=lambda t: (padded(t) * (t + cost) / t, -t))
     n4 = -(-N // 4)
     divisors = [d for d in range(min(SG_TILE_N4, n4), 0, -1) if n4 % d == 0]
     groups = batches * padded(tm) // (tm * lanes)
@@ -540,6 +542,11 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
             b, b_ks = bdot, 1
     if tile is None and b_vec and (order or TILE_ORDER) == "m":
         tile = _sg_tile(lc, M, N, batches, KC * KH * KW)
+        if tile is not None and a_mode == "im2col" and conv is not None and not window_rows(*tile, KW, conv):
+            # consecutive pixels of an image row share their input columns between the taps (`win`):
+            # where the weighted rows lose that and the fewest padded rows keep it, the latter
+            few = _sg_tile_lanes(lc.subgroup, M, N, batches, KC * KH * KW, cost=0.0)
+            tile = few if few is not None and window_rows(*few, KW, conv) else tile
         if tile is not None and a_add_up is not None:  # a tile's rows: one image row from an even column
             tile = (up_rows(tile[0], a_add_up[1]), tile[1])
             tile = tile if sg_rows_ok(M, tile[0], lc.subgroup) else None
@@ -844,10 +851,11 @@ def _sg_tile(lc, M: int, N: int, batches: int, K: int) -> tuple[int, int] | None
     return _sg_tile_lanes(getattr(lc, "subgroup", 0), M, N, batches, K)
 
 
-def _sg_tile_lanes(lanes: int, M: int, N: int, batches: int, K: int) -> tuple[int, int] | None:
+def _sg_tile_lanes(lanes: int, M: int, N: int, batches: int, K: int, cost: float | None = None
+                   ) -> tuple[int, int] | None:
     if not lanes or _env.force("matmul_sg") == "off":
         return None
-    tile = choose_tile_sg(M, N, batches, lanes, K=K)
+    tile = choose_tile_sg(M, N, batches, lanes, K=K, cost=cost)
     return tile if sg_rows_ok(M, tile[0], lanes) else None
 
 
