@@ -297,12 +297,13 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0,
     """(TM, TN4) of the subgroup variant for an M x N output per batch item, K multiply-adds each.
 
     The row tiles are padded to a multiple of ``lanes`` (a subgroup shares one column tile),
-    so TM (at most :data:`SG_TILE_M`) is the one of the least cost ``padded * (TM +
-    SG_TILE_COST) / TM``, with ``padded = ceil(ceil(M / TM) / lanes) * lanes * TM`` rows computed
-    (the larger on ties; at most 2M where any TM allows it): each row tile loads and broadcasts its
-    vectors of B once per k step for all its rows, so a one-row tile costs 2.36 rows per row
-    (81 rows take 6 x 16 = 96 rows, not 1 x 88; 49 take 7, 36 take 5, 144 take 6, 16 take 2,
-    4 take 1; ``cost`` 0: the fewest padded rows). TN4 is the largest divisor of ceil(N / 4) up to :data:`SG_TILE_N4` that still
+    so TM (at most :data:`SG_TILE_M`) is the one of the least cost ``padded * (TM + cost) / TM``,
+    with ``padded = ceil(ceil(M / TM) / lanes) * lanes * TM`` rows computed (the larger on ties;
+    at most 2M where any TM allows it) and ``cost`` a row tile's own cost in rows
+    (:data:`SG_TILE_COST` when None; 0 gives the fewest padded rows): each row tile loads and
+    broadcasts its vectors of B once per k step for all its rows, so one-row tiles cost 2.36 rows
+    per row (81 rows take 6 x 16 = 96 rows, not 1 x 88; 49 take 7, 36 take 5, 144 take 6, 16
+    take 2, 4 take 1). TN4 is the largest divisor of ceil(N / 4) up to :data:`SG_TILE_N4` that still
     gives two subgroups (both cores of a 2-core machine) where a narrower one would. B's loads cost a lane's share, so
     wide column blocks are cheap; A's loads are each lane's own. K does not change the choice
     (kept for the signature of :func:`choose_tile`).
