@@ -141,6 +141,11 @@ SG_TILE_M = 8
 #: ... and vec4 column blocks (64 columns for deep products measured the same and took twice
 #: as long to compile: 11 s for 7 x 64 on a loaded machine).
 SG_TILE_N4 = 12
+#: What a row tile of the subgroup variant costs per k step besides its rows, in rows: B's loads
+#: and broadcasts, shared by the tile's rows. :func:`choose_tile_sg` weighs a tile of TM rows as
+#: ``padded rows * (TM + SG_TILE_COST) / TM``. Fitted to CPU time per dispatch on Mesa 22.3
+#: (81 x 728 -> 728 at 1, 2, 4, 6 and 8 rows: 7.35, 5.58, 4.31, 4.17, 4.94 ms).
+SG_TILE_COST = 1.36
 #: Subgroup-variant launches below this many workgroups of :data:`TILE_WORKGROUP` use workgroups
 #: of :data:`TILE_SMALL_WORKGROUP` (finer load balance over the threads).
 SG_WORKGROUPS = 16
@@ -287,13 +292,18 @@ def subgroup_lanes(adapter_info: dict, features) -> int:
     return int(m.group(1)) // 32 if m else 0
 
 
-def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0) -> tuple[int, int]:
+def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0,
+                   cost: float | None = None) -> tuple[int, int]:
     """(TM, TN4) of the subgroup variant for an M x N output per batch item, K multiply-adds each.
 
     The row tiles are padded to a multiple of ``lanes`` (a subgroup shares one column tile),
-    so TM (at most :data:`SG_TILE_M`) is the one computing the fewest padded rows
-    ``ceil(ceil(M / TM) / lanes) * lanes * TM`` (the larger on ties: 49 rows take 7, 36 take 5,
-    144 take 6). TN4 is the largest divisor of ceil(N / 4) up to :data:`SG_TILE_N4` that still
+    so TM (at most :data:`SG_TILE_M`) is the one of the least cost ``padded * (TM + cost) / TM``,
+    with ``padded = ceil(ceil(M / TM) / lanes) * lanes * TM`` rows computed (the larger on ties;
+    at most 2M where any TM allows it) and ``cost`` a row tile's own cost in rows
+    (:data:`SG_TILE_COST` when None; 0 gives the fewest padded rows): each row tile loads and
+    broadcasts its vectors of B once per k step for all its rows, so one-row tiles cost 2.36 rows
+    per row (81 rows take 6 x 16 = 96 rows, not 1 x 88; 49 take 7, 36 take 5, 144 take 6, 16
+    take 2, 4 take 1). TN4 is the largest divisor of ceil(N / 4) up to :data:`SG_TILE_N4` that still
     gives two subgroups (both cores of a 2-core machine) where a narrower one would. B's loads cost a lane's share, so
     wide column blocks are cheap; A's loads are each lane's own. K does not change the choice
     (kept for the signature of :func:`choose_tile`).
@@ -301,7 +311,9 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0) -> tupl
     def padded(tm):
         return -(-(-(-M // tm)) // lanes) * lanes * tm
 
-    tm = min(range(1, SG_TILE_M + 1), key=lambda t: (padded(t), -t))
+    cost = SG_TILE_COST if cost is None else cost
+    fits = [t for t in range(1, SG_TILE_M + 1) if padded(t) <= 2 * M] or list(range(1, SG_TILE_M + 1))
+    tm = min(fits, key=lambda t: (padded(t) * (t + cost) / t, -t))
     n4 = -(-N // 4)
     divisors = [d for d in range(min(SG_TILE_N4, n4), 0, -1) if n4 % d == 0]
     groups = batches * padded(tm) // (tm * lanes)
@@ -531,6 +543,11 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
             b, b_ks = bdot, 1
     if tile is None and b_vec and (order or TILE_ORDER) == "m":
         tile = _sg_tile(lc, M, N, batches, KC * KH * KW)
+        if tile is not None and a_mode == "im2col" and conv is not None and not window_rows(*tile, KW, conv):
+            # consecutive pixels of an image row share their input columns between the taps (`win`):
+            # where the weighted rows lose that and the fewest padded rows keep it, the latter
+            few = _sg_tile_lanes(lc.subgroup, M, N, batches, KC * KH * KW, cost=0.0)
+            tile = few if few is not None and window_rows(*few, KW, conv) else tile
         if tile is not None and a_add_up is not None:  # a tile's rows: one image row from an even column
             tile = (up_rows(tile[0], a_add_up[1]), tile[1])
             tile = tile if sg_rows_ok(M, tile[0], lc.subgroup) else None
@@ -835,10 +852,11 @@ def _sg_tile(lc, M: int, N: int, batches: int, K: int) -> tuple[int, int] | None
     return _sg_tile_lanes(getattr(lc, "subgroup", 0), M, N, batches, K)
 
 
-def _sg_tile_lanes(lanes: int, M: int, N: int, batches: int, K: int) -> tuple[int, int] | None:
+def _sg_tile_lanes(lanes: int, M: int, N: int, batches: int, K: int, cost: float | None = None
+                   ) -> tuple[int, int] | None:
     if not lanes or _env.force("matmul_sg") == "off":
         return None
-    tile = choose_tile_sg(M, N, batches, lanes, K=K)
+    tile = choose_tile_sg(M, N, batches, lanes, K=K, cost=cost)
     return tile if sg_rows_ok(M, tile[0], lanes) else None
 
 
