@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from webnn_gpu.ops import conv
+from webnn_gpu.ops.linalg import choose_tile_sg
 
 from helpers import kernel_templates, run_graph
 from references import ref_conv2d
@@ -166,8 +167,9 @@ def test_wide_plan_splits_columns_into_panels():
 
 def test_wide_estimate_counts_the_tile_kernels_rows():
     """The two kernels' side of a wide projection (lane-loop) adds the tile kernel's per-row loads
-    and broadcasts of B: more for 9 x 9 pixels (tiles of one row) than for 8 x 8 (tiles of 8 rows)
-    per product, and nothing for a projection of at most PROJECT_MAX_N."""
+    and broadcasts of B, per product inversely to the rows of its tiles: more for 4 x 4 pixels
+    (tiles of two rows) than for 8 x 8 (tiles of 8 rows), and nothing for a projection of at
+    most PROJECT_MAX_N."""
     def extra(g, n):
         _, two = conv._project_cost(g, n, "lane-loop")
         saved = conv.DWP_WIDE_TILE
@@ -176,8 +178,10 @@ def test_wide_estimate_counts_the_tile_kernels_rows():
             return two - conv._project_cost(g, n, "lane-loop")[1]
         finally:
             conv.DWP_WIDE_TILE = saved
-    per = {hw: extra(_geometry(hw, hw, 256), 512) / (hw * hw) for hw in (8, 9)}
-    assert per[9] > 4 * per[8] > 0
+    rows = {hw: choose_tile_sg(hw * hw, 512, 1, conv.DW_LANES)[0] for hw in (4, 8)}
+    assert rows == {4: 2, 8: 8}, rows
+    per = {hw: extra(_geometry(hw, hw, 256), 512) / (hw * hw) for hw in (4, 8)}
+    assert per[4] == pytest.approx(4 * per[8]) and per[8] > 0
     assert extra(_geometry(9, 9, 256), 128) == 0
 
 
