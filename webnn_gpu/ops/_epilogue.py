@@ -100,9 +100,10 @@ class Epilogue:
     #: True when the kernel passes the operand ``given`` to :func:`build` as a last argument
     #: ``gv: f32`` (a value it already holds in a register) instead of the epilogue loading it.
     given: bool = False
-    #: For a given operand read through a ``"pool"`` step (:func:`given_pool_ok`): WGSL of
+    #: For a given operand read through a ``"pool"`` step (:func:`given_pool_ok`) or placed
+    #: among zero channels by a ``"pad"`` step (:func:`given_chan_pad_ok`): WGSL of
     #: ``fn <fn>_g4(i4: u32) -> vec4<f32>`` (the pooled operand's four values of the output's
-    #: vec4 ``i4``, its binding an array of vec4) and ``fn <fn>_g1(o: u32) -> f32`` (one value,
+    #: vec4 ``i4``, its binding an array of vec4; 0 in the zero channels) and ``fn <fn>_g1(o: u32) -> f32`` (one value,
     #: a scalar binding), the binding named ``GIVEN`` (``_lib/tile.wgsl``'s ``given_fns``
     #: names it); empty otherwise: the kernel loads the operand at the output's index.
     given_g4: str = ""
@@ -239,6 +240,7 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
                 raise ValueError(f"{node.op}: epilogue step {n}: operand data type {v.data_type} != {out.data_type}")
             pool = step.get("pool")
             held = given_pad and i == given  # the kernel holds the (padded, maybe pooled) value
+            chan_pad = not held and pool is None and i == given and given_chan_pad_ok(step, v, out)
             if held:
                 ep.given = True
                 y = "gv"
@@ -246,6 +248,11 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
                 # the kernel loads the pooled operand as vec4 (or one value) through the helpers
                 ep.given = True
                 ep.given_g4, ep.given_g1 = _given_pool_fns(node, n, ep.fn, v, step, out_shape)
+                y = "gv"
+            elif chan_pad:
+                # the operand placed among zero channels: the kernel loads it as vec4 through the helpers
+                ep.given = True
+                ep.given_g4, ep.given_g1 = _given_chan_pad_fns(ep.fn, v, step, out_shape)
                 y = "gv"
             elif pool is not None:  # the operand read is the pool's window over v (a helper function)
                 if step.get("axis") is not None:
@@ -269,7 +276,7 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
                 index, inside = _padded_index(node, n, v, step["pad"], out_shape, chan_axis)
             else:
                 index, inside = _operand_index(node, n, v, step.get("axis"), out_shape, out_strides, chan_axis), ""
-            if pool is not None or held:
+            if pool is not None or held or chan_pad:
                 pass
             elif inside or step.get("pad") is not None and index != "o":
                 if i not in bound:
@@ -456,6 +463,38 @@ def _given_pool_fns(node, n, fn: str, x, step: dict, out_shape) -> tuple[str, st
                   f"  let w0 = i32((p % {OW}u) * {SW}u) - {PL};"]
         return lines + _window_taps(ty, mx, (WH, WW), (H, W), (check_h, check_w),
                                     lambda kh, kw: f"GIVEN[base + u32((h0 + {kh}) * {W} + w0 + {kw}) * {c}u]")
+
+    return ("\n".join([f"fn {fn}_g4(i: u32) -> vec4<f32> {{"] + body(4, "vec4<f32>")),
+            "\n".join([f"fn {fn}_g1(i: u32) -> f32 {{"] + body(1, "f32")))
+
+
+def given_chan_pad_ok(step: dict, v, out) -> bool:
+    """Whether a kernel holding the operand of a ``"pad"`` step (no ``"pool"``) as vec4s
+    (``given``) can load it through :attr:`Epilogue.given_g4`: a 4-D (NHWC) operand of the
+    output's batch, height and width, placed among zero channels at an offset that is a
+    multiple of 4, both channel counts multiples of 4 and the operand not the output's whole
+    shape (BlazeFace's ``pad(x)`` added to a block's wider output)."""
+    pad, shp, o = step.get("pad"), tuple(v.shape), tuple(out.shape)
+    if (pad is None or "pool" in step or step.get("axis") is not None or "scale" in step
+            or len(o) != 4 or len(shp) != 4 or not isinstance(pad, (list, tuple)) or len(pad) != 4):
+        return False
+    b = pad[3]
+    return (shp[:3] == o[:3] and list(pad[:3]) == [0, 0, 0] and isinstance(b, int) and not isinstance(b, bool)
+            and shp[3] % 4 == 0 and o[3] % 4 == 0 and b % 4 == 0 and 0 <= b and b + shp[3] <= o[3]
+            and shp[3] < o[3])
+
+
+def _given_chan_pad_fns(fn: str, x, step: dict, out_shape) -> tuple[str, str]:
+    """The WGSL of :attr:`Epilogue.given_g4` and ``given_g1`` for a ``"pad"`` step that
+    :func:`given_chan_pad_ok` takes: the output's vec4 ``i`` (value ``i``) reads the operand's
+    vec4 (value) of its pixel at the channel minus the offset, 0 outside the operand's channels."""
+    C, CO, b = x.shape[3], out_shape[3], step["pad"][3]
+
+    def body(width: int, ty: str) -> list[str]:
+        co, c, b0 = CO // width, C // width, b // width  # in loads
+        inside = (f"cc >= {b0}u && " if b0 else "") + f"cc < {b0 + c}u"
+        return [f"  let cc = i % {co}u;", f"  if (!({inside})) {{ return {ty}(0.0); }}",
+                f"  return {ty}(GIVEN[(i / {co}u) * {c}u + cc{f' - {b0}u' if b0 else ''}]);", "}"]
 
     return ("\n".join([f"fn {fn}_g4(i: u32) -> vec4<f32> {{"] + body(4, "vec4<f32>")),
             "\n".join([f"fn {fn}_g1(i: u32) -> f32 {{"] + body(1, "f32")))

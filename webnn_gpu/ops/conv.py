@@ -1693,6 +1693,30 @@ def dwp_lanes(tuning: str, subgroup: int) -> int:
     return subgroup
 
 
+#: The pixel-block kernel loads a residual placed among zero channels as vec4s
+#: (:func:`_blocks_padded_residual`); False: its epilogue loads it value by value (for A/B runs)
+DWP_PADDED_GIVEN = True
+
+
+def _blocks_padded_residual(proj, out) -> int | None:
+    """The input of ``proj`` (a pointwise conv2d fused after a depthwise one) that its epilogue
+    adds placed among zero channels (BlazeFace's ``pad(x)`` where a block widens its channels:
+    a ``"pad"`` step, :func:`_epilogue.given_chan_pad_ok`), read by one step, for the pixel-block
+    kernel to load as vec4s (``pg``, through ``given_g4``; 0 in the zero channels), or None:
+    the epilogue then loads it value by value, each with a bounds test. (A pool of it,
+    ``fuse_pool_residual``'s, is :func:`given_operand`'s.)"""
+    steps = _epilogue.steps_of(proj)
+    for st in steps:
+        i = st.get("input")
+        if not isinstance(i, int) or not 0 <= i < len(proj.inputs) or proj.inputs[i] is None:
+            continue
+        v = proj.inputs[i]
+        if (v.data_type == out.data_type and st.get("op") in _epilogue.BINARY
+                and _epilogue.given_chan_pad_ok(st, v, out) and sum(t.get("input") == i for t in steps) == 1):
+            return i
+    return None
+
+
 @lowering("depthwise_project")
 def lower_depthwise_project(node, lc) -> None:
     """A depthwise conv2d and the pointwise conv2d / tiled conv_transpose2d reading its output,
@@ -1748,6 +1772,8 @@ def lower_depthwise_project(node, lc) -> None:
         gi = held[0] if held is not None else (
             given_operand(proj, out, _epilogue.steps_of(proj), g["NB"] * g["OH"] * g["OW"], N, g["C"])
             if proj.op == "conv2d" and N % 4 == 0 else None)  # a residual add: loaded as vec4
+        if gi is None and DWP_PADDED_GIVEN and form == "blocks" and proj.op == "conv2d" and N % 4 == 0:
+            gi = _blocks_padded_residual(proj, out)  # the pixel blocks load it as vec4 among zeros
         pep = _conv_epilogue(proj, out, "nhwc", first_binding="pe", name="project", given=gi, given_pad=gpad)
         mat = _project_matrix(proj)
         n4 = mat.shape[1] // 4
