@@ -190,7 +190,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let i_lo = g0 / S;
   let i_hi = min(g0 + {{ k.workgroup - 1 }}u, prm[0].x - 1u) / S;
 {% endif %}
-  let xr0 = u32(max(i32((i_lo / OWB) * {{ TH * sh }}u) - i32(prm[2].z), 0));
+  // (a workgroup whose blocks read only padding rows below the image expands none)
+  let xr0 = u32(clamp(i32((i_lo / OWB) * {{ TH * sh }}u) - i32(prm[2].z), 0, i32(H)));
   let xr1 = u32(clamp(i32((i_hi / OWB) * {{ TH * sh }}u) - i32(prm[2].z) + {{ (TH - 1) * sh + (KH - 1) * dh + 1 }},
                       i32(xr0), i32(H)));
   {

@@ -145,3 +145,30 @@ def test_the_bands_cover_every_row_a_block_reads():
                         if 0 <= (y := ((b // owb) * th + t) * stride - g["pt"] + k) < hw}
                 r0 = min(need)
                 assert max(need) - r0 + 1 <= rows, (hw, th, tw, splits, sg, i)
+
+
+@pytest.mark.parametrize("shape", [(5, 256, 128, 32, 1), (3, 256, 128, 64, 2), (5, 512, 128, 8, 2)])
+def test_expand_shared_ok_sizes_the_band_for_the_devices_lanes(monkeypatch, shape):
+    """With 16 subgroup lanes (llvmpipe on AVX-512) the kernel's workgroups hold 16 blocks: the
+    rule checks the band for the lanes it is given, so what it takes fits workgroup memory."""
+    hw, K, C, N, s = shape
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND", "shared")
+    ir = IR()
+    e, d, y = _block(ir, hw, K, C, N, stride=s)
+    en, dn, pn = e.producer, d.producer, y.producer
+    g = conv._geometry(dn)
+    for lanes in (8, 16):
+        if conv.expand_shared_ok(en, dn, pn, "lane-loop", lanes):
+            n4 = -(-N // 4)
+            for plan_sg, sg in ((0, 0), (lanes, lanes), (0, lanes)):
+                th, tw, splits = conv._dwp_plan(g, n4, 0, "lane-loop", True, sg=plan_sg)
+                assert max(conv._expand_bands(g, th, tw, splits, sg)) * g["W"] * g["C"] * 4 <= conv.EXPAND_SHARED_BYTES
+
+
+def test_expand_bands_of_blocks_below_the_image_are_empty():
+    """Blocks that read only the padding rows below the image expand no rows (never a negative
+    band)."""
+    g = {"NB": 1, "H": 2, "W": 2, "C": 64, "OH": 18, "OW": 2, "KH": 3, "KW": 3, "sh": 1, "sw": 1, "dh": 1,
+         "dw": 1, "pt": 1, "pl": 1}  # 17 rows of padding below: 18 one-row blocks, workgroups of 8
+    bands = conv._expand_bands(g, 1, 2, 1, 0)
+    assert bands == [2, 0, 0]

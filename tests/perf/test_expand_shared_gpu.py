@@ -137,3 +137,59 @@ def test_expansion_in_workgroup_memory_for_other_windows(ctx, rng, monkeypatch, 
     p = np.einsum("nhwc,oc->nhwo", np.maximum(d + bd, 0), wp[:, 0, 0, :].astype(np.float64)) + bp
     np.testing.assert_allclose(got, 1 / (1 + np.exp(-p)), atol=2e-5, rtol=2e-5)
     assert _templates(ctx, build, {"x": x}) == ["conv/depthwise_project.wgsl"]
+
+
+def _padded_block(rng, K, C, N, hw, pad):
+    """Expansion K -> C (bias, PReLU), 3x3 depthwise with padding ``pad`` (top, bottom, left,
+    right), projection C -> N (bias): its build function, inputs and float64 reference."""
+    from references import ref_conv2d
+
+    x = rng.standard_normal((1, *hw, K)).astype(np.float32)
+    we = (rng.standard_normal((C, 1, 1, K)) / np.sqrt(K)).astype(np.float32)
+    be = (rng.standard_normal(C) * 0.1).astype(np.float32)
+    ae = (rng.random(C) * 0.5).astype(np.float32)
+    wd = (rng.standard_normal((1, 3, 3, C)) * 0.3).astype(np.float32)
+    wp = (rng.standard_normal((N, 1, 1, C)) / np.sqrt(C)).astype(np.float32)
+    bp = (rng.standard_normal(N) * 0.1).astype(np.float32)
+
+    def build(b, o):
+        e = b.prelu(b.conv2d(o["x"], b.constant(we), input_layout="nhwc", filter_layout="ohwi",
+                             bias=b.constant(be)), b.constant(ae))
+        d = b.conv2d(e, b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C, padding=pad)
+        return {"y": b.conv2d(d, b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))}
+
+    def ref():
+        e = _prelu(np.einsum("nhwk,ck->nhwc", x.astype(np.float64), we[:, 0, 0, :].astype(np.float64)) + be, ae)
+        d = ref_conv2d(e.transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(3, 0, 1, 2), pad, [1, 1], [1, 1],
+                       groups=C).transpose(0, 2, 3, 1)
+        return np.einsum("nhwc,oc->nhwo", d, wp[:, 0, 0, :].astype(np.float64)) + bp
+
+    return build, {"x": x}, ref
+
+
+# (image, bottom padding, forced): workgroups whose blocks read only the padding rows below the
+# image expand no rows (their band starts at the image's end); the first two fuse under the
+# default cost model
+@pytest.mark.parametrize("case", [((2, 2), 4, False), ((4, 4), 8, False), ((8, 2), 6, True)],
+                         ids=lambda c: f"{c[0][0]}x{c[0][1]}-bottom{c[1]}{'-forced' if c[2] else ''}")
+def test_expansion_in_workgroup_memory_with_blocks_below_the_image(ctx, rng, monkeypatch, case):
+    hw, bottom, forced = case
+    if forced:
+        monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+        monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND", "shared")
+    build, inputs, ref = _padded_block(rng, 128, 64, 128, hw, [1, bottom, 1, 1])
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    np.testing.assert_allclose(got, ref(), atol=1e-4, rtol=1e-4)
+    assert _templates(ctx, build, inputs) == ["conv/depthwise_project.wgsl"]
+
+
+def test_expansion_in_workgroup_memory_declined_past_the_loop_limit(ctx, rng, monkeypatch):
+    """K / 4 = 347 (prime: chunks of one vec4) into 4 channels on a 4 x 256 image would run
+    1 + 64 (2 + 347 (1 + 2)) > 65535 loop iterations per invocation: the rule keeps the two
+    kernels even when forced, and the result is right."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND", "shared")
+    build, inputs, ref = _padded_block(rng, 1388, 4, 4, (4, 256), [1, 1, 1, 1])
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    np.testing.assert_allclose(got, ref(), atol=1e-4, rtol=1e-4)
+    assert len(_templates(ctx, build, inputs)) == 2

@@ -1104,7 +1104,7 @@ def _expand_bands(g: dict, th: int, tw: int, splits: int, sg: int) -> list[int]:
             lo, hi = g0 - sb0 * padded, min(g0 + wg - 1 - sb0 * padded, blocks - 1)
         else:
             lo, hi = g0 // splits, min(g0 + wg - 1, n_inv - 1) // splits
-        r0 = max((lo // owb) * th * g["sh"] - g["pt"], 0)
+        r0 = min(max((lo // owb) * th * g["sh"] - g["pt"], 0), g["H"])  # blocks reading only padding: none
         bottom = (hi // owb) * th * g["sh"] - g["pt"] + (th - 1) * g["sh"] + (g["KH"] - 1) * g["dh"] + 1
         r1 = min(max(bottom, r0), g["H"])
         bands.append(r1 - r0)
@@ -1120,14 +1120,25 @@ def _expand_bands(g: dict, th: int, tw: int, splits: int, sg: int) -> list[int]:
 EXPAND_SHARED_FIT = {"lane-loop": (62.0, 0.0)}
 
 
-def _expand_shared_cost(g: dict, k4: int, n4: int, tuning: str) -> tuple[float, float]:
+def _expand_shared_loops(g: dict, th: int, tw: int, splits: int, sg: int, k4: int, n4: int) -> int:
+    """Loop iterations one invocation of the ``xsh`` kernel runs (llvmpipe's limit counts them
+    all): the band's pixel loop (:data:`EXPAND_SHARED_PX` pixels per invocation per pass), in
+    each pass the chunks of K (:func:`_expand_chunk`) and in each chunk the channel groups;
+    then the depthwise rows per channel group and the projection's columns."""
+    wg = max(EXPAND_SHARED_WORKGROUP, sg)
+    npb = -(-max(_expand_bands(g, th, tw, splits, sg)) * g["W"] // (wg * EXPAND_SHARED_PX))
+    c4 = g["C"] // 4
+    nkc = k4 // _expand_chunk(k4)
+    return 1 + npb * (2 + nkc * (c4 + 2)) + c4 * (_rows(g, th)[-1][0] + 3) + n4 + 8
+
+
+def _expand_shared_cost(g: dict, k4: int, n4: int, tuning: str, sg: int = DW_LANES) -> tuple[float, float]:
     """(microseconds the ``depthwise_project`` kernel adds computing expansion ``k4`` -> ``g``'s C
     in workgroup memory, microseconds of the separate pointwise conv2d on the tile kernel and its
-    dispatch), on a profile of :data:`EXPAND_SHARED_FIT`, with :data:`DW_LANES` lanes sharing a
-    column block as on lavapipe. Workgroups go round the :data:`DWP_CORES` cores."""
+    dispatch), on a profile of :data:`EXPAND_SHARED_FIT`, with ``sg`` lanes sharing a column
+    block (:data:`DW_LANES` on lavapipe). Workgroups go round the :data:`DWP_CORES` cores."""
     fit, tile = EXPAND_SHARED_FIT[tuning], DWP_PAY_FIT[tuning]
     c4 = g["C"] // 4
-    sg = DW_LANES
     th, tw, splits = _dwp_plan(g, n4, 0, tuning, True, sg=sg)
     cores = DWP_CORES.get(tuning, DWP_CORES["default"])
     per_core = [0.0] * cores
@@ -1140,7 +1151,7 @@ def _expand_shared_cost(g: dict, k4: int, n4: int, tuning: str) -> tuple[float, 
     return max(per_core), sep
 
 
-def expand_shared_ok(e, dw, proj, tuning: str = "default") -> bool:
+def expand_shared_ok(e, dw, proj, tuning: str = "default", lanes: int = DW_LANES) -> bool:
     """Whether pointwise conv2d ``e`` (any input channels that :func:`expand_ok` takes otherwise)
     is computed inside the depthwise + projection kernel of ``dw`` and ``proj`` into workgroup
     memory first (``xsh``): one image, each workgroup's band of expanded input rows within
@@ -1149,8 +1160,10 @@ def expand_shared_ok(e, dw, proj, tuning: str = "default") -> bool:
     (:data:`EXPAND_SHARED_FIT`), where the pair without it runs on the pixel blocks (not the
     strip or channel-lane kernels, which the expansion would give up) and the added expansion
     is estimated cheaper than the separate conv's kernel and dispatch
-    (:func:`_expand_shared_cost`). ``WEBNN_GPU_FORCE_DWP_EXPAND=shared`` takes every one that
-    fits, ``=off`` none."""
+    (:func:`_expand_shared_cost`); ``lanes``: the subgroup lanes the kernel's workgroups will
+    have (:func:`dwp_lanes`; 0 checks with :data:`DW_LANES`), and every form within llvmpipe's
+    loop limit (:func:`_expand_shared_loops`). ``WEBNN_GPU_FORCE_DWP_EXPAND=shared`` takes every
+    one that fits, ``=off`` none."""
     force = _env.force("dwp_expand")
     if force == "off" or proj is None or proj.op != "conv2d" or not expand_ok(e, dw, tuning, None):
         return False
@@ -1159,15 +1172,18 @@ def expand_shared_ok(e, dw, proj, tuning: str = "default") -> bool:
         return False
     n4 = -(-_project_width(proj) // 4)
     k4 = e.inputs[0].shape[3] // 4
-    for plan_sg, sg in ((0, 0), (DW_LANES, DW_LANES), (0, DW_LANES)):  # (0, lanes): with pool partials
+    L = lanes or DW_LANES
+    for plan_sg, sg in ((0, 0), (L, L), (0, L)):  # (0, lanes): with pool partials
         th, tw, splits = _dwp_plan(g, n4, 0, tuning, True, sg=plan_sg)
         if max(_expand_bands(g, th, tw, splits, sg)) * g["W"] * g["C"] * 4 > EXPAND_SHARED_BYTES:
             return False
+        if _expand_shared_loops(g, th, tw, splits, sg, k4, n4) > LOOP_BUDGET:
+            return False
     if force == "shared" or tuning not in EXPAND_SHARED_FIT:
         return force == "shared"
-    if _project_width(proj) % 4 == 0 and _dwp_form(g, n4, tuning, DW_LANES if DWP_SUBGROUP else 0)[0] != "blocks":
+    if _project_width(proj) % 4 == 0 and _dwp_form(g, n4, tuning, L if DWP_SUBGROUP else 0)[0] != "blocks":
         return False
-    extra, sep = _expand_shared_cost(g, k4, n4, tuning)
+    extra, sep = _expand_shared_cost(g, k4, n4, tuning, L)
     return extra <= sep
 
 
@@ -1821,9 +1837,7 @@ def lower_depthwise_project(node, lc) -> None:
         xs_n = max(bands) * g["W"] * (g["C"] // 4)
         xkc = _expand_chunk(k4)
         assert g["NB"] == 1 and xs_n * 16 <= EXPAND_SHARED_BYTES, "expand_shared_ok checks the band fits"
-        check_loops(lc, -(-max(bands) * g["W"] // (wg * EXPAND_SHARED_PX)) * (k4 // xkc + 1) * (g["C"] // 4 + 1)
-                    + (g["C"] // 4) * (_rows(g, th)[-1][0] + 3) + n4 + 8,
-                    4 * k4, f"an expansion of {4 * k4} channels")
+        check_loops(lc, _expand_shared_loops(g, th, tw, splits, sg, k4, n4), 4 * k4, f"an expansion of {4 * k4} channels")
     n_inv = padded * splits
     prm = make_constant(np.array([n_inv, g["C"] // 4, n4, N, g["H"], g["W"], g["OH"], g["OW"], ohb, owb, g["pt"],
                                   g["pl"], splits, -(-n4 // splits) if n4 else 0, k4, _rows(g, th)[-1][0] + 1,

@@ -296,7 +296,7 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
         if e is not None and e.inputs[0].shape[3] <= EXPAND_MAX_K and expand_block_ok(e, dw, proj, tuning):
             attrs["expand"] = e  # the inverted residual's expansion too: its output is never stored
             first = list(e.inputs) + list(dw.inputs[1:])
-        elif e is not None and expand_shared_ok(e, dw, proj, tuning):
+        elif e is not None and expand_shared_ok(e, dw, proj, tuning, lanes):
             # any input width on small images: each workgroup expands its band of input rows
             # into workgroup memory first
             attrs.update(expand=e, expand_shared=True)
