@@ -141,13 +141,14 @@ def test_rule_keeps_the_expansion_out_of_a_wide_projection(monkeypatch):
 
 def test_rule_keeps_a_wide_projection_within_the_loop_budget(monkeypatch):
     """llvmpipe ends an invocation's loops after LOOP_BUDGET iterations in all: a wide projection
-    whose channel loop (C / 4 iterations, each over the block's input rows) would pass it stays
-    two kernels, even forced; one within it fuses."""
+    whose channel loop (C / 4 iterations, each over the block's input rows; llvmpipe counts a
+    loop of n iterations as n + 1) would pass it stays two kernels, even forced; one within it
+    fuses."""
     from webnn_gpu.compiler.rules.conv import fuse_depthwise_project
 
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
     rows = conv._max_rows(_geometry(1, 1, 4))
-    big = 4 * (conv.LOOP_BUDGET // (rows + 1) + 1)
+    big = 4 * (conv.LOOP_BUDGET // (rows + 2) + 1)
     assert [n.op for n in fuse_depthwise_project(*_pair(1, big, 132))] == ["conv2d", "conv2d"]
     assert [n.op for n in fuse_depthwise_project(*_pair(1, big - 64, 132))] == ["depthwise_project"]
 

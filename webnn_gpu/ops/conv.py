@@ -838,7 +838,7 @@ def project_ok(dw, proj, tuning: str = "default", lanes: int = 0) -> bool:
     else:
         return False
     return ok and (n <= PROJECT_MAX_N or proj.op == "conv2d" and not g["C"] % 4 and tuning in DWP_WIDE_MATRIX
-                   and g["C"] // 4 * (_max_rows(g) + 1) + n <= LOOP_BUDGET)
+                   and g["C"] // 4 * (_max_rows(g) + 2) + n + 2 <= LOOP_BUDGET)
 
 
 def project_wide(proj) -> bool:
