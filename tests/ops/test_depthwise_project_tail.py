@@ -158,3 +158,29 @@ def test_tail_near_miss_runs_unfused(ctx, rng, monkeypatch):
     np.testing.assert_allclose(got, ref, atol=3e-5 * max(1.0, np.abs(ref).max()), rtol=3e-5)
     templates = kernel_templates(ctx, build, inputs)
     assert "depthwise_project" not in " ".join(templates) and len(templates) == 2, templates
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_one_channel_residual_broadcast_is_not_a_padded_one(ctx, rng, stride):
+    """A one-channel depthwise input (or its 2x2 max pool, stride 2) added to a 24-channel
+    projection broadcasts over the channels; it is not the input padded with zero channels that
+    the channel-lane kernel works out from its rows."""
+    n = 24
+    x = rng.standard_normal((1, 8, 6, 1)).astype(np.float32)
+    wd = (rng.standard_normal((1, 3, 3, 1)) * 0.3).astype(np.float32)
+    wp = (rng.standard_normal((n, 1, 1, 1)) * 0.3).astype(np.float32)
+    pads = [1, 1, 1, 1] if stride == 1 else [0, 1, 0, 1]
+
+    def build(b, o):
+        d = b.relu(b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ohwi", padding=pads,
+                            strides=[stride, stride]))
+        p = b.conv2d(d, b.constant(wp), input_layout="nhwc", filter_layout="ohwi")
+        r = o["x"] if stride == 1 else b.max_pool2d(o["x"], window_dimensions=[2, 2], strides=[2, 2], layout="nhwc")
+        return {"y": b.relu(b.add(p, r))}
+
+    got = run_graph(ctx, build, {"x": x})["y"].astype(np.float64)
+    X = x.astype(np.float64)
+    D = np.maximum(ref_conv2d(X.transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(0, 3, 1, 2), pads,
+                              (stride, stride), (1, 1)).transpose(0, 2, 3, 1), 0)
+    R = X if stride == 1 else X.reshape(1, 4, 2, 3, 2, 1).max(axis=(2, 4))
+    np.testing.assert_allclose(got, np.maximum(D * wp[:, 0, 0, 0].astype(np.float64) + R, 0), atol=1e-5, rtol=1e-5)

@@ -1487,6 +1487,8 @@ def _lanes_residual(dw, proj, g: dict, out, plan, sg: int) -> tuple[int, dict | 
                 or v.data_type != out.data_type or sum(t.get("input") == i for t in steps) != 1
                 or v.shape[3] != g["C"] or g["C"] > out.shape[3]):
             return None
+        if g["C"] < out.shape[3] and st.get("pad") is None:  # a one-channel operand broadcast: not zeros
+            return None
         if pool is None:
             ok = _center(g) and tuple(v.shape[:3]) == tuple(out.shape[:3]) and g["C"] < out.shape[3]
             return (i, None) if ok else None
