@@ -81,12 +81,18 @@ def ulp_distance(actual, expected) -> np.ndarray:
     return np.abs(a - e)
 
 
-def kernel_templates(ctx, build, inputs: dict) -> list[str]:
-    """The templates of the kernels a graph compiles to, in order: ``build(builder, operands)``
-    and ``inputs`` as for :func:`run_graph` (the inputs give only the descriptors)."""
+def kernel_steps(ctx, build, inputs: dict) -> list:
+    """The kernel steps a graph compiles to, in order (each with its ``template`` and ``wgsl``):
+    ``build(builder, operands)`` and ``inputs`` as for :func:`run_graph` (the inputs give only
+    the descriptors)."""
     b = webnn.MLGraphBuilder(ctx)
     g = b.build(build(b, {n: b.input(n, {"data_type": webnn._dtypes.from_numpy(a.dtype), "shape": list(a.shape)})
                           for n, a in inputs.items()}))
-    templates = [s.template for s in g._steps if hasattr(s, "template")]
+    steps = [s for s in g._steps if hasattr(s, "template")]
     g.destroy()
-    return templates
+    return steps
+
+
+def kernel_templates(ctx, build, inputs: dict) -> list[str]:
+    """The templates of the kernels a graph compiles to, in order (see :func:`kernel_steps`)."""
+    return [s.template for s in kernel_steps(ctx, build, inputs)]

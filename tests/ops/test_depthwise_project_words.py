@@ -10,10 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import webnn_gpu as webnn
 from webnn_gpu.ops import conv
 
-from helpers import run_graph
+from helpers import kernel_steps, run_graph
 from test_depthwise_project_strip import _case
 
 LANES = "conv/depthwise_project_lanes.wgsl"
@@ -39,13 +38,22 @@ _CASES = {
 }
 
 
-def _kernel(ctx, build, inputs, dt, template=LANES):
-    b = webnn.MLGraphBuilder(ctx)
-    g = b.build(build(b, {n: b.input(n, {"data_type": dt, "shape": list(a.shape)}) for n, a in inputs.items()}))
-    steps = [st for st in g._steps if hasattr(st, "template")]
-    g.destroy()
+def _kernel(ctx, build, inputs, template=LANES):
+    steps = kernel_steps(ctx, build, inputs)
     assert [st.template for st in steps] == [template]
     return steps[0].wgsl
+
+
+def _numpy_and_vec4_bits(ctx, monkeypatch, build, inputs, ref, dt, template=LANES):
+    """The words form's output against float64 ``ref`` (float32 3e-5, float16 3e-2), then the
+    same bits from the vec4 form (``WEBNN_GPU_FORCE_DWP_WORDS=vec4``, whose kernel has no u64)."""
+    got = run_graph(ctx, build, inputs)["y"]
+    tol = 3e-5 if dt == "float32" else 3e-2
+    np.testing.assert_allclose(got.astype(np.float64), ref, atol=tol, rtol=tol)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_WORDS", "vec4")
+    assert "u64" not in _kernel(ctx, build, inputs, template)
+    old = run_graph(ctx, build, inputs)["y"]
+    assert got.dtype == old.dtype and np.array_equal(got.view(np.uint8), old.view(np.uint8))
 
 
 @pytest.mark.parametrize("case", list(_CASES))
@@ -67,16 +75,10 @@ def test_words_match_numpy_and_vec4_bit_for_bit(ctx, rng, monkeypatch, case):
     npdt = np.float32 if dt == "float32" else np.float16
     build, inputs, ref = _case(rng, nb, hw, C, N, k, s, (1, 1), residual, npdt)
     monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_WORDS", raising=False)
-    text = _kernel(ctx, build, inputs, dt)
+    text = _kernel(ctx, build, inputs)
     word = "vec4<u64>" if dt == "float32" else "vec2<u64>"
     assert (f"x: array<{word}>;" in text, f"out: array<{word}>;" in text) == words
-    got = run_graph(ctx, build, inputs)["y"]
-    tol = 3e-5 if dt == "float32" else 3e-2
-    np.testing.assert_allclose(got.astype(np.float64), ref, atol=tol, rtol=tol)
-    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_WORDS", "vec4")
-    assert "u64" not in _kernel(ctx, build, inputs, dt)
-    old = run_graph(ctx, build, inputs)["y"]
-    assert got.dtype == old.dtype and np.array_equal(got.view(np.uint8), old.view(np.uint8))
+    _numpy_and_vec4_bits(ctx, monkeypatch, build, inputs, ref, dt)
 
 
 # (batch, image H x W, channels C, projected channels N, window, strides, residual, float type,
@@ -109,16 +111,10 @@ def test_block_words_match_numpy_and_vec4_bit_for_bit(ctx, rng, monkeypatch, cas
     npdt = np.float32 if dt == "float32" else np.float16
     build, inputs, ref = _case(rng, nb, hw, C, N, k, s, (1, 1), residual, npdt)
     monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_WORDS", raising=False)
-    text = _kernel(ctx, build, inputs, dt, BLOCKS)
+    text = _kernel(ctx, build, inputs, BLOCKS)
     word = "vec4<u64>" if dt == "float32" else "vec2<u64>"
     assert (f"x: array<{word}>;" in text) == words
-    got = run_graph(ctx, build, inputs)["y"]
-    tol = 3e-5 if dt == "float32" else 3e-2
-    np.testing.assert_allclose(got.astype(np.float64), ref, atol=tol, rtol=tol)
-    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_WORDS", "vec4")
-    assert "u64" not in _kernel(ctx, build, inputs, dt, BLOCKS)
-    old = run_graph(ctx, build, inputs)["y"]
-    assert got.dtype == old.dtype and np.array_equal(got.view(np.uint8), old.view(np.uint8))
+    _numpy_and_vec4_bits(ctx, monkeypatch, build, inputs, ref, dt, BLOCKS)
 
 
 def test_words_rule(monkeypatch):
@@ -176,7 +172,7 @@ def test_block_words_depthwise_residual_of_its_input(ctx, rng, monkeypatch):
     d = sum(xp[:, i:i + 9, j:j + 11] * wd[0, i, j].astype(np.float64) for i in range(3) for j in range(3))
     ref = np.einsum("nhwc,oc->nhwo", np.maximum(d + x64, 0), wp[:, 0, 0, :].astype(np.float64))
     monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_WORDS", raising=False)
-    text = _kernel(ctx, build, {"x": x}, "float32", BLOCKS)
+    text = _kernel(ctx, build, {"x": x}, BLOCKS)
     assert "x: array<vec4<u64>>;" in text and "xch0_" in text
     got = run_graph(ctx, build, {"x": x})["y"]
     np.testing.assert_allclose(got.astype(np.float64), ref, atol=3e-5, rtol=3e-5)
@@ -220,14 +216,8 @@ def test_strip_words_match_numpy_and_vec4_bit_for_bit(ctx, rng, monkeypatch, cas
     npdt = np.float32 if dt == "float32" else np.float16
     build, inputs, ref = _case(rng, nb, hw, C, N, k, (1, 1), (1, 1), residual, npdt)
     monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_WORDS", raising=False)
-    text = _kernel(ctx, build, inputs, dt, STRIP)
+    text = _kernel(ctx, build, inputs, STRIP)
     word = "vec4<u64>" if dt == "float32" else "vec2<u64>"
     assert (f"x: array<{word}>;" in text, f"out: array<{word}>;" in text) == words
     assert (f"pg: array<{word}>;" in text) == (residual == "r" and words[1])
-    got = run_graph(ctx, build, inputs)["y"]
-    tol = 3e-5 if dt == "float32" else 3e-2
-    np.testing.assert_allclose(got.astype(np.float64), ref, atol=tol, rtol=tol)
-    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_WORDS", "vec4")
-    assert "u64" not in _kernel(ctx, build, inputs, dt, STRIP)
-    old = run_graph(ctx, build, inputs)["y"]
-    assert got.dtype == old.dtype and np.array_equal(got.view(np.uint8), old.view(np.uint8))
+    _numpy_and_vec4_bits(ctx, monkeypatch, build, inputs, ref, dt, STRIP)
