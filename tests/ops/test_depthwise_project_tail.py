@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-
 from helpers import kernel_steps, kernel_templates, run_graph
 from references import ref_conv2d
 
