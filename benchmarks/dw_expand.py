@@ -20,9 +20,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
+
+from _common import per_run_us  # benchmarks/_common.py (the script's folder is on sys.path)
 
 
 def _graph(ctx, hw, K, C, N):
@@ -46,24 +47,6 @@ def _graph(ctx, hw, K, C, N):
     return b.build({"y": y}), inputs
 
 
-def _wall(ctx, g, inputs, runs):
-    ts = {n: ctx.create_tensor({"data_type": "float32", "shape": list(a.shape), "writable": True})
-          for n, a in inputs.items()}
-    to = {n: ctx.create_tensor({"data_type": od["data_type"], "shape": od["shape"], "readable": True})
-          for n, od in g.outputs.items()}
-    best = float("inf")
-    for i in range(4):
-        t0 = time.perf_counter()
-        for _ in range(runs if i else 3):
-            for n, a in inputs.items():
-                ctx.write_tensor(ts[n], a)
-            ctx.dispatch(g, ts, to)
-            [ctx.read_tensor(t) for t in to.values()]
-        if i:
-            best = min(best, (time.perf_counter() - t0) / runs * 1e6)
-    return best
-
-
 def _time(ctx, shape, shared, repeats, wall):
     from webnn_gpu.profile import profile_graph
 
@@ -72,7 +55,7 @@ def _time(ctx, shape, shared, repeats, wall):
     rows = profile_graph(ctx, g, inputs, repeats=repeats)
     assert not shared or len(rows) == 1, f"{shape}: the expansion was not taken in (its band does not fit)"
     us = sum(r["us"] for r in rows)
-    w = _wall(ctx, g, inputs, 4 * repeats) if wall else 0.0
+    w = per_run_us(ctx, g, inputs, 4 * repeats) if wall else 0.0
     g.destroy()
     return us, len(rows), w, sum(r["us"] for r in rows if not r["template"].startswith("conv/depthwise_project"))
 

@@ -40,6 +40,8 @@ import time
 
 import numpy as np
 
+from _common import per_run_us  # benchmarks/_common.py (the script's folder is on sys.path)
+
 
 #: ``--wide``: HWxCxNxKxS shapes with projections wider than PROJECT_MAX_N: face detection's (12 x 12
 #: x 48 -> 192, 6 x 6 x 96 -> 384), Keras MobileNet's and Xception's, and a few between
@@ -67,25 +69,6 @@ def _graph(ctx, hw, C, N, k, s, face=False):
     return b.build({"y": p}), {"x": rng.standard_normal((1, hw, hw, C)).astype(np.float32)}
 
 
-def _cpu(ctx, g, inputs, runs):
-    """Process CPU microseconds per write / dispatch / read run of ``g`` (the least of 3 batches of
-    ``runs``), what ``benchmarks/ab.py`` compares."""
-    (name, x), = inputs.items()
-    ti = ctx.create_tensor({"data_type": "float32", "shape": list(x.shape), "writable": True})
-    to = {n: ctx.create_tensor({"data_type": od["data_type"], "shape": od["shape"], "readable": True})
-          for n, od in g.outputs.items()}
-    best = float("inf")
-    for i in range(4):
-        c0 = time.process_time()
-        for _ in range(runs if i else 3):
-            ctx.write_tensor(ti, x)
-            ctx.dispatch(g, {name: ti}, to)
-            [ctx.read_tensor(t) for t in to.values()]
-        if i:
-            best = min(best, (time.process_time() - c0) / runs * 1e6)
-    return best
-
-
 def _time(ctx, hw, C, N, k, s, fused, repeats, cpu=False, vs_block=False, face=False, vs_lanes=False,
           vs_words=False, form=""):
     from webnn_gpu.ops import conv
@@ -110,7 +93,7 @@ def _time(ctx, hw, C, N, k, s, fused, repeats, cpu=False, vs_block=False, face=F
     finally:
         conv.DWP_STRIP_PROFILES = strip_profiles
     if cpu:
-        us = _cpu(ctx, g, inputs, 4 * repeats)
+        us = per_run_us(ctx, g, inputs, 4 * repeats, time.process_time)
         g.destroy()
         return us, 0.0
     rows = profile_graph(ctx, g, inputs, repeats=repeats)

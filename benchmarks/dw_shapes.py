@@ -32,7 +32,7 @@ import os
 import re
 
 import numpy as np
-from _environ import environ  # benchmarks/_environ.py (the script's folder is on sys.path)
+from _common import environ  # benchmarks/_common.py (the script's folder is on sys.path)
 
 DW_TEMPLATES = ("conv/depthwise.wgsl", "conv/depthwise_project.wgsl", "conv/depthwise_project_strip.wgsl",
                 "conv/depthwise_project_lanes.wgsl")

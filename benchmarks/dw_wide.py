@@ -28,7 +28,7 @@ import argparse
 import os
 
 import numpy as np
-from _environ import environ  # benchmarks/_environ.py (the script's folder is on sys.path)
+from _common import best_kernel_us, environ, model_paths  # benchmarks/_common.py (the script's folder is on sys.path)
 
 #: Shapes the zoo does not have: (H, W, C, K, S) of the input, "same" padding.
 SYNTHETIC = [(112, 112, 48, 3, 1), (56, 56, 120, 3, 2), (56, 56, 72, 5, 1), (40, 40, 200, 3, 1),
@@ -104,15 +104,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     import webnn_gpu as webnn
     from webnn_gpu.ops import conv
-    from webnn_gpu.profile import profile_graph
 
-    paths = []
-    for m in args.zoo:
-        if not os.path.exists(m):
-            from webnn_gpu.models import fetch
-
-            m = str(fetch(m))
-        paths.append(m)
+    paths = model_paths(args.zoo)
     layers = zoo_layers(paths) if paths else []
     for s in args.shapes:
         v = [int(t) for t in s.lower().split("x")]
@@ -141,11 +134,7 @@ def main(argv=None) -> int:
             plans[n] = _with_env(envs[n], lambda: _plan(conv, conv._geometry(dws[0].node), ctx._tuning,
                                                              ctx.features)) \
                 if dws else ",".join(s.template.split("/")[-1][:8] for s in steps)
-        best = {n: float("inf") for n in names}
-        for _ in range(args.rounds):
-            for n, (g, inputs) in built.items():
-                rows = profile_graph(ctx, g, inputs, args.repeats)
-                best[n] = min(best[n], sum(r["us"] for r in rows))
+        best = best_kernel_us(ctx, built, args.rounds, args.repeats)
         for g, _ in built.values():
             g.destroy()
         oh, ow = -(-H // S), -(-W // S)

@@ -31,7 +31,7 @@ import argparse
 import sys
 
 import numpy as np
-from _environ import environ  # benchmarks/_environ.py (the script's folder is on sys.path)
+from _common import environ  # benchmarks/_common.py (the script's folder is on sys.path)
 
 #: (M, K, N, where): the heads of the zoo's models and of the Keras zoo, as products
 ZOO_HEADS = [

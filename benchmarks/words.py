@@ -28,7 +28,7 @@ import argparse
 import os
 
 import numpy as np
-from _environ import environ  # benchmarks/_environ.py (the script's folder is on sys.path)
+from _common import best_kernel_us, environ, model_paths  # benchmarks/_common.py (the script's folder is on sys.path)
 
 #: Input shapes (N, H, W, C) the zoo does not have.
 SYNTHETIC = [(1, 64, 64, 16), (1, 32, 32, 40), (1, 96, 96, 8), (1, 16, 16, 200), (1, 128, 128, 24),
@@ -71,14 +71,12 @@ VEC4_ENV = {"WEBNN_GPU_FORCE_RESAMPLE_WORDS": "vec4", "WEBNN_GPU_FORCE_BLOCK_WOR
 def in_models(models: list[str], rounds: int, repeats: int) -> None:
     """Time the word-moving kernels inside whole models, both forms (see the module docstring)."""
     import webnn_gpu as webnn
-    from webnn_gpu.models import fetch
     from webnn_gpu.profile import profile_graph
 
     os.environ["WEBNN_GPU_PLAN_CACHE"] = "0"
     ctx = webnn.ml.create_context()
     print(f"{'model':>34} {'kernel':>28} {'vec4 us':>9} {'words us':>9} ratio")
-    for m in models:
-        path = m if os.path.exists(m) else str(fetch(m))
+    for path in model_paths(models):
         built = {}
         for name, env in (("vec4", VEC4_ENV), ("words", {})):
             with environ({**{k: None for k in VEC4_ENV}, **env}):
@@ -115,15 +113,8 @@ def main(argv=None) -> int:
         in_models(args.in_models, args.rounds, args.repeats)
         return 0
     import webnn_gpu as webnn
-    from webnn_gpu.profile import profile_graph
 
-    paths = []
-    for m in args.zoo:
-        if not os.path.exists(m):
-            from webnn_gpu.models import fetch
-
-            m = str(fetch(m))
-        paths.append(m)
+    paths = model_paths(args.zoo)
     layers = zoo_layers(paths) if paths else []
     layers += [(*[int(t) for t in s.lower().split("x")], 1, "given") for s in args.shapes]
     if args.synthetic or not layers:
@@ -135,10 +126,7 @@ def main(argv=None) -> int:
     for *shape, count, model in layers:
         built = {n: _graph(ctx, tuple(shape), args.dtype, env) for n, env in envs.items()}
         u64 = "u64" in next(s.wgsl for s in built["words"][0]._steps if hasattr(s, "wgsl"))
-        best = dict.fromkeys(envs, float("inf"))
-        for _ in range(args.rounds):
-            for n, (g, inputs) in built.items():
-                best[n] = min(best[n], sum(r["us"] for r in profile_graph(ctx, g, inputs, args.repeats)))
+        best = best_kernel_us(ctx, built, args.rounds, args.repeats)
         for g, _ in built.values():
             g.destroy()
         for n in envs:

@@ -1,0 +1,71 @@
+"""What several benchmarks share: environment variables set for a block (each form of a kernel is
+built under its ``WEBNN_GPU_FORCE_*`` switches, which the engine reads at build time), the models
+named on a command line, the best kernel time of several builds profiled alternately, and the
+time per write / dispatch / read run of a graph."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+
+
+@contextlib.contextmanager
+def environ(env: dict):
+    """Set ``env`` (a value of None unsets the variable) for the block, then restore what was."""
+    old = {k: os.environ.get(k) for k in env}
+    for k, v in env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def model_paths(names: list[str]) -> list[str]:
+    """``.tflite`` paths for ``names``: a path as given, else a model name of ``webnn-gpu fetch``
+    (fetched into the cache on first use)."""
+    from webnn_gpu.models import fetch
+
+    return [m if os.path.exists(m) else str(fetch(m)) for m in names]
+
+
+def best_kernel_us(ctx, built: dict, rounds: int, repeats: int, keep=None) -> dict:
+    """name -> the least over ``rounds`` of the summed kernel time (timestamp queries, the median
+    of ``repeats``) of each ``(graph, inputs)`` in ``built``, the builds profiled in turn within
+    each round; ``keep(row)`` picks the kernels summed (default all)."""
+    from webnn_gpu.profile import profile_graph
+
+    best = dict.fromkeys(built, float("inf"))
+    for _ in range(rounds):
+        for n, (g, inputs) in built.items():
+            rows = profile_graph(ctx, g, inputs, repeats)
+            best[n] = min(best[n], sum(r["us"] for r in rows if keep is None or keep(r)))
+    return best
+
+
+def per_run_us(ctx, g, inputs: dict, runs: int, clock=time.perf_counter) -> float:
+    """Microseconds of ``clock`` per write / dispatch / read run of ``g`` on ``inputs`` (name ->
+    float32 array): the least of 3 batches of ``runs`` after a warm-up batch of 3."""
+    ts = {n: ctx.create_tensor({"data_type": "float32", "shape": list(a.shape), "writable": True})
+          for n, a in inputs.items()}
+    to = {n: ctx.create_tensor({"data_type": od["data_type"], "shape": od["shape"], "readable": True})
+          for n, od in g.outputs.items()}
+    best = float("inf")
+    for i in range(4):
+        t0 = clock()
+        for _ in range(runs if i else 3):
+            for n, a in inputs.items():
+                ctx.write_tensor(ts[n], a)
+            ctx.dispatch(g, ts, to)
+            [ctx.read_tensor(t) for t in to.values()]
+        if i:
+            best = min(best, (clock() - t0) / runs * 1e6)
+    return best
