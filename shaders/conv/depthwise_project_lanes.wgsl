@@ -223,7 +223,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let ol{{ m }} = cb0 + {{ col(m) }} < N4;
   let og{{ m }} = min(cb0 + {{ col(m) }}, N4 - 1u);
 {% for s in range(CS) %}
-  let P{{ m }}_{{ s }} = mat4x4<f32>({% for c in range(4) %}vec4<f32>(pw[{{ ("prm[3].y * " ~ (4 * s + c) ~ "u + cb0 + " ~ m * sg) if split else (4 * s + c) * sg * NPL }}u + {{ col(m) }}]){{ ", " if not loop.last }}{% endfor %});
+  let P{{ m }}_{{ s }} = mat4x4<f32>({% for c in range(4) %}vec4<f32>(pw[{{ ("prm[3].y * " ~ (4 * s + c) ~ "u + cb0") if split else ((4 * s + c) * sg * NPL) ~ "u" }} + {{ col(m) }}]){{ ", " if not loop.last }}{% endfor %});
 {% endfor %}
 {% for c in range(4) %}
   {{ tl.hoist_q(pep, "g" ~ m ~ "_" ~ c, ("min(4u * og" ~ m ~ " + " ~ c ~ "u, " ~ (NX - 1) ~ "u)") if NX else ("4u * og" ~ m ~ " + " ~ c ~ "u")) }}

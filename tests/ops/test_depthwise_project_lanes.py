@@ -23,17 +23,33 @@ def test_lanes_plan_shapes_and_limits():
     """Strips of DWPL_TW columns, the rows cut into as few chunks as give DWPL_MIN_GROUPS
     workgroups but at least DWPL_MIN_TH rows each; at most DWPL_MAX_CPL channel groups and
     DWPL_MAX_NPL projection columns per lane, and DWPL_MAX_BLOCKS 4 x 4 projection blocks (C / 4
-    x NPL); no lanes, vertical dilation or a window shorter than its stride: none."""
+    x NPL), more columns split between at most DWPL_MAX_SPLITS subgroups; no lanes, vertical
+    dilation, a window shorter than its stride or more splits: none."""
     assert conv._dwp_lanes(_geometry(64, 64, 24, 3), 6, 8) == (4, 64, 1, 1, 1)
     assert conv._dwp_lanes(_geometry(16, 16, 48, 3), 14, 8) == (4, 8, 2, 2, 2)
     assert conv._dwp_lanes(_geometry(48, 48, 16, 3, s=2), 8, 8) == (4, 12, 2, 1, 1)
     assert conv._dwp_lanes(_geometry(6, 6, 64, 5), 16, 8) == (4, 6, 1, 2, 2)
     assert conv._dwp_lanes(_geometry(24, 24, 32, 3), 32, 8) == (4, 12, 2, 1, 4)
     assert conv._dwp_lanes(_geometry(24, 24, 64, 3), 8, 8) == (4, 12, 2, 2, 1)
+    # more columns per lane than DWPL_MAX_NPL or DWPL_MAX_BLOCKS allow: split between as few
+    # subgroups per strip as fit (counted in the workgroups), the columns spread evenly
+    assert conv._dwp_lanes(_geometry(24, 24, 16, 3), 33, 8) == (4, 24, 1, 1, 3)
+    assert conv._dwp_lanes(_geometry(24, 24, 64, 3), 24, 8) == (4, 24, 1, 2, 2)
+    assert conv._dwp_lanes(_geometry(24, 24, 40, 3), 28, 8) == (4, 24, 1, 2, 2)
+    assert conv._dwp_lanes(_geometry(8, 8, 64, 3), 32, 8) == (4, 4, 2, 2, 2)
+    assert conv._dwpl_splits(32, 8, 2) == 2 and conv._dwpl_splits(48, 8, 2) == 3 and conv._dwpl_splits(33, 8, 3) == 2
     for g, n4, sg in ((_geometry(64, 64, 24, 3), 6, 0), (_geometry(64, 64, 24, 3, d=2), 6, 8),
-                      (_geometry(24, 24, 72, 3), 6, 8), (_geometry(24, 24, 16, 3), 33, 8),
-                      (_geometry(24, 24, 64, 3), 24, 8), (_geometry(24, 24, 40, 3), 28, 8)):
+                      (_geometry(24, 24, 72, 3), 6, 8), (_geometry(12, 12, 48, 3), 72, 8)):
         assert conv._dwp_lanes(g, n4, sg) is None
+
+
+def test_lanes_plan_split_switched_off(monkeypatch):
+    """WEBNN_GPU_FORCE_DWPL_SPLIT=off: no plan where a lane's columns would exceed
+    DWPL_MAX_NPL or DWPL_MAX_BLOCKS (the columns are not split); within them, the same plan."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWPL_SPLIT", "off")
+    assert conv._dwp_lanes(_geometry(24, 24, 64, 3), 24, 8) is None
+    assert conv._dwp_lanes(_geometry(24, 24, 16, 3), 33, 8) is None
+    assert conv._dwp_lanes(_geometry(24, 24, 32, 3), 32, 8) == (4, 12, 2, 1, 4)
 
 
 def test_form_strip_first_then_lanes_where_estimated_faster(monkeypatch):
@@ -115,6 +131,18 @@ _CASES = {
         (1, (11, 9), 28, 100, (3, 3), (2, 2), (1, 1), None, "float32", 3),
     "C=56 N=28 (two groups per lane, 2 lanes past the channels), 5x5, float16":
         (1, (8, 9), 56, 28, (5, 5), (1, 1), (1, 1), "r", "float16", 4),
+    "C=64 N=128 (columns split between 2 subgroups of 2 columns per lane), residual of another tensor":
+        (1, (9, 10), 64, 128, (3, 3), (1, 1), (1, 1), "r", "float32", 4),
+    "C=48 N=192 (3 subgroups of 2 columns per lane), stride 2, odd image":
+        (1, (13, 11), 48, 192, (3, 3), (2, 2), (1, 1), None, "float32", 3),
+    "C=64 N=72 (2 subgroups of 2 columns, the last past the columns), float16":
+        (1, (7, 9), 64, 72, (3, 3), (1, 1), (1, 1), "r", "float16", 4),
+    "C=40 N=100 (2 subgroups, 7 lanes past the columns), 5x5 stride 2, batch 2":
+        (2, (11, 9), 40, 100, (5, 5), (2, 2), (1, 1), "r", "float32", 3),
+    "C=62 N=128 (channels not a multiple of 4, 2 subgroups), stride 2, odd image":
+        (1, (9, 7), 62, 128, (3, 3), (2, 2), (1, 1), None, "float32", 3),
+    "C=64 N=126 (output not a multiple of 4, 2 subgroups), 5x5":
+        (1, (6, 7), 64, 126, (5, 5), (1, 1), (1, 1), None, "float32", 3),
     "C=24 N=8 (4 pixels per pass), 70,000 rows of 1 column: chunks within llvmpipe's loop limit":
         (1, (70_000, 1), 24, 8, (3, 3), (1, 1), (1, 1), "r", "float32", 70_000),
 }
