@@ -31,7 +31,8 @@
     CPL, NPL     channel groups and projection vec4 columns per lane (unrolled); N4 is a
                  parameter
     split        S = prm[3].x subgroups per strip, each computing the depthwise values itself
-                 and projecting them to its own block of NPL sg vec4 columns (cb)
+                 and projecting them to its own block of NPL sg vec4 columns (cb; the lane's
+                 columns cb NPL sg + l + m sg), the matrix rows prm[3].y = S NPL sg vec4s long
     PK           pixels projected per pass (1, or 2-4 for a projection of at most sg / 2 vec4
                  columns, NPL 1): lane l projects pixel l / LPP of the pass (LPP = sg / PK lanes per
                  pixel) to column l % LPP, so that lanes past the columns do not repeat the

@@ -1499,7 +1499,7 @@ def _lanes_residual(dw, proj, g: dict, out, plan, sg: int) -> tuple[int, dict | 
     pixel (BlazeFace's stride-2 blocks: a 2 x 2 stride-2 max pool inside a 3 x 3 stride-2
     window, column dilation 1; pool: its ``op``, ``window`` and its offset ``at`` in the
     depthwise window), with as many channels as the output or fewer (the rest zeros), read by
-    one step; one pixel per pass (:func:`_dwpl_pack`) and no split (:data:`DWPL_SPLIT`), so that
+    one step; one pixel per pass (:func:`_dwpl_pack`) and one subgroup per strip (:func:`_dwpl_splits`), so that
     each lane's projection columns are its own channel groups. The input itself with N == C
     at stride 1 stays :func:`given_operand`'s (the kernel reads it from its rows as well)."""
     tw, _, _, cpl, npl = plan
