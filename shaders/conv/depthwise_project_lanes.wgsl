@@ -31,7 +31,8 @@
     CPL, NPL     channel groups and projection vec4 columns per lane (unrolled); N4 is a
                  parameter
     split        S = prm[3].x subgroups per strip, each computing the depthwise values itself
-                 and projecting them to its own block of NPL sg vec4 columns (cb)
+                 and projecting them to its own block of NPL sg vec4 columns (cb; the lane's
+                 columns cb NPL sg + l + m sg), the matrix rows prm[3].y = S NPL sg vec4s long
     PK           pixels projected per pass (1, or 2-4 for a projection of at most sg / 2 vec4
                  columns, NPL 1): lane l projects pixel l / LPP of the pass (LPP = sg / PK lanes per
                  pixel) to column l % LPP, so that lanes past the columns do not repeat the
@@ -223,7 +224,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let ol{{ m }} = cb0 + {{ col(m) }} < N4;
   let og{{ m }} = min(cb0 + {{ col(m) }}, N4 - 1u);
 {% for s in range(CS) %}
-  let P{{ m }}_{{ s }} = mat4x4<f32>({% for c in range(4) %}vec4<f32>(pw[{{ ("prm[3].y * " ~ (4 * s + c) ~ "u + cb0 + " ~ m * sg) if split else (4 * s + c) * sg * NPL }}u + {{ col(m) }}]){{ ", " if not loop.last }}{% endfor %});
+  let P{{ m }}_{{ s }} = mat4x4<f32>({% for c in range(4) %}vec4<f32>(pw[{{ ("prm[3].y * " ~ (4 * s + c) ~ "u + cb0") if split else ((4 * s + c) * sg * NPL) ~ "u" }} + {{ col(m) }}]){{ ", " if not loop.last }}{% endfor %});
 {% endfor %}
 {% for c in range(4) %}
   {{ tl.hoist_q(pep, "g" ~ m ~ "_" ~ c, ("min(4u * og" ~ m ~ " + " ~ c ~ "u, " ~ (NX - 1) ~ "u)") if NX else ("4u * og" ~ m ~ " + " ~ c ~ "u")) }}

@@ -23,17 +23,36 @@ def test_lanes_plan_shapes_and_limits():
     """Strips of DWPL_TW columns, the rows cut into as few chunks as give DWPL_MIN_GROUPS
     workgroups but at least DWPL_MIN_TH rows each; at most DWPL_MAX_CPL channel groups and
     DWPL_MAX_NPL projection columns per lane, and DWPL_MAX_BLOCKS 4 x 4 projection blocks (C / 4
-    x NPL); no lanes, vertical dilation or a window shorter than its stride: none."""
+    x NPL), more columns split between at most DWPL_MAX_SPLITS subgroups; no lanes, vertical
+    dilation, a window shorter than its stride or more splits: none."""
     assert conv._dwp_lanes(_geometry(64, 64, 24, 3), 6, 8) == (4, 64, 1, 1, 1)
     assert conv._dwp_lanes(_geometry(16, 16, 48, 3), 14, 8) == (4, 8, 2, 2, 2)
     assert conv._dwp_lanes(_geometry(48, 48, 16, 3, s=2), 8, 8) == (4, 12, 2, 1, 1)
     assert conv._dwp_lanes(_geometry(6, 6, 64, 5), 16, 8) == (4, 6, 1, 2, 2)
     assert conv._dwp_lanes(_geometry(24, 24, 32, 3), 32, 8) == (4, 12, 2, 1, 4)
     assert conv._dwp_lanes(_geometry(24, 24, 64, 3), 8, 8) == (4, 12, 2, 2, 1)
+    # more columns per lane than DWPL_MAX_NPL or DWPL_MAX_BLOCKS allow: split between as few
+    # subgroups per strip as fit (counted in the workgroups), the columns spread evenly
+    assert conv._dwp_lanes(_geometry(24, 24, 16, 3), 33, 8) == (4, 24, 1, 1, 3)
+    # (within DWPL_SPLIT_BLOCKS blocks per lane)
+    assert conv._dwp_lanes(_geometry(24, 24, 64, 3), 24, 8) == (4, 24, 1, 2, 1)
+    assert conv._dwp_lanes(_geometry(24, 24, 40, 3), 28, 8) == (4, 24, 1, 2, 1)
+    assert conv._dwp_lanes(_geometry(8, 8, 64, 3), 32, 8) == (4, 8, 1, 2, 1)
+    assert conv._dwp_lanes(_geometry(12, 12, 32, 3), 48, 8) == (4, 12, 1, 1, 2)
+    assert conv._dwpl_splits(32, 8, 1) == 4 and conv._dwpl_splits(48, 8, 2) == 3 and conv._dwpl_splits(33, 8, 3) == 2
+    # more than DWPL_MAX_SPLITS subgroups (48 -> 192: 6 of one column per lane): none
     for g, n4, sg in ((_geometry(64, 64, 24, 3), 6, 0), (_geometry(64, 64, 24, 3, d=2), 6, 8),
-                      (_geometry(24, 24, 72, 3), 6, 8), (_geometry(24, 24, 16, 3), 33, 8),
-                      (_geometry(24, 24, 64, 3), 24, 8), (_geometry(24, 24, 40, 3), 28, 8)):
+                      (_geometry(24, 24, 72, 3), 6, 8), (_geometry(12, 12, 48, 3), 48, 8)):
         assert conv._dwp_lanes(g, n4, sg) is None
+
+
+def test_lanes_plan_split_switched_off(monkeypatch):
+    """WEBNN_GPU_FORCE_DWPL_SPLIT=off: no plan where a lane's columns would exceed
+    DWPL_MAX_NPL or DWPL_MAX_BLOCKS (the columns are not split); within them, the same plan."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWPL_SPLIT", "off")
+    assert conv._dwp_lanes(_geometry(24, 24, 64, 3), 24, 8) is None
+    assert conv._dwp_lanes(_geometry(24, 24, 16, 3), 33, 8) is None
+    assert conv._dwp_lanes(_geometry(24, 24, 32, 3), 32, 8) == (4, 12, 2, 1, 4)
 
 
 def test_form_strip_first_then_lanes_where_estimated_faster(monkeypatch):
@@ -63,23 +82,44 @@ def test_form_strip_first_then_lanes_where_estimated_faster(monkeypatch):
     assert form(_geometry(96, 96, 16, 3), 4) == "lanes"
 
 
+def test_form_split_columns_where_estimated_faster(monkeypatch):
+    """_dwp_form on pairs whose columns split between subgroups: the channel-lane kernel where
+    DWPL_FIT estimates it faster (16 x 16 x 64 -> 128: 4 subgroups of one column per lane,
+    iris_landmark's); the pixel blocks where a split strip's last subgroup is mostly past the
+    columns (16 x 16 x 64 -> 72) or the image is small (8 x 8 x 64 -> 128), and with
+    WEBNN_GPU_FORCE_DWPL_SPLIT=off."""
+    for var in ("WEBNN_GPU_FORCE_DWP_FORM", "WEBNN_GPU_FORCE_DWPL_SPLIT"):
+        monkeypatch.delenv(var, raising=False)
+    form = lambda g, n4: conv._dwp_form(g, n4, "lane-loop", 8)  # noqa: E731
+    assert form(_geometry(16, 16, 64, 3), 32) == ("lanes", (4, 16, 1, 2, 1))
+    assert form(_geometry(16, 16, 64, 3), 18)[0] == "blocks"
+    assert form(_geometry(8, 8, 64, 3), 32)[0] == "blocks"
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWPL_SPLIT", "off")
+    assert form(_geometry(16, 16, 64, 3), 32)[0] == "blocks"
+
+
 # ---------------------------------------------------------------- the kernel against NumPy
 # (N, kernel) on each side of _dwp_form's boundary for 24 x 24 x 32, 3x3 (the lane-loop profile)
-_BOUNDARY = {"N=40: the pixel blocks": (40, "conv/depthwise_project.wgsl"), "N=48: the lanes": (48, LANES)}
+# and for 16 x 16 x 64 where the columns split between subgroups
+_BOUNDARY = {"N=40: the pixel blocks": (32, 40, "conv/depthwise_project.wgsl"), "N=48: the lanes": (32, 48, LANES),
+             "C=64 N=72 (split): the pixel blocks": (64, 72, "conv/depthwise_project.wgsl"),
+             "C=64 N=128 (split): the lanes": (64, 128, LANES)}
 
 
 @pytest.mark.parametrize("case", list(_BOUNDARY))
 def test_form_boundary_both_sides_match_numpy(ctx, rng, monkeypatch, case):
     """The kernel _dwp_form picks unforced, on each side of its boundary (24 x 24 x 32, 3x3,
-    projected to 40: the pixel blocks; to 48: the channel-lane kernel), with a residual of
-    another tensor and prelu: float64 NumPy."""
-    n, template = _BOUNDARY[case]
+    projected to 40: the pixel blocks; to 48: the channel-lane kernel; 16 x 16 x 64 with split
+    columns, projected to 72: the pixel blocks; to 128: the channel-lane kernel), with a
+    residual of another tensor and prelu: float64 NumPy."""
+    c, n, template = _BOUNDARY[case]
     if not ctx._subgroup:
         pytest.fail("subgroups are expected on lavapipe")
     monkeypatch.setattr(ctx, "_tuning", "lane-loop")
-    for var in ("WEBNN_GPU_FORCE_DWP", "WEBNN_GPU_FORCE_DWP_FORM"):
+    for var in ("WEBNN_GPU_FORCE_DWP", "WEBNN_GPU_FORCE_DWP_FORM", "WEBNN_GPU_FORCE_DWPL_SPLIT"):
         monkeypatch.delenv(var, raising=False)
-    build, inputs, ref = _case(rng, 1, (24, 24), 32, n, (3, 3), (1, 1), (1, 1), "r", np.float32)
+    hw = (24, 24) if c == 32 else (16, 16)
+    build, inputs, ref = _case(rng, 1, hw, c, n, (3, 3), (1, 1), (1, 1), "r", np.float32)
     got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
     np.testing.assert_allclose(got, ref, atol=3e-5, rtol=3e-5)
     b = webnn.MLGraphBuilder(ctx)
@@ -115,6 +155,18 @@ _CASES = {
         (1, (11, 9), 28, 100, (3, 3), (2, 2), (1, 1), None, "float32", 3),
     "C=56 N=28 (two groups per lane, 2 lanes past the channels), 5x5, float16":
         (1, (8, 9), 56, 28, (5, 5), (1, 1), (1, 1), "r", "float16", 4),
+    "C=64 N=128 (columns split between 4 subgroups of 1 column per lane), residual of another tensor":
+        (1, (9, 10), 64, 128, (3, 3), (1, 1), (1, 1), "r", "float32", 4),
+    "C=32 N=192 (3 subgroups of 2 columns per lane), stride 2, odd image":
+        (1, (13, 11), 32, 192, (3, 3), (2, 2), (1, 1), None, "float32", 3),
+    "C=64 N=72 (3 subgroups, 6 lanes of the last past the columns), float16":
+        (1, (7, 9), 64, 72, (3, 3), (1, 1), (1, 1), "r", "float16", 4),
+    "C=40 N=100 (4 subgroups, 7 lanes of the last past the columns), 5x5 stride 2, batch 2":
+        (2, (11, 9), 40, 100, (5, 5), (2, 2), (1, 1), "r", "float32", 3),
+    "C=62 N=128 (channels not a multiple of 4, 4 subgroups), stride 2, odd image":
+        (1, (9, 7), 62, 128, (3, 3), (2, 2), (1, 1), None, "float32", 3),
+    "C=64 N=126 (output not a multiple of 4, 4 subgroups), 5x5":
+        (1, (6, 7), 64, 126, (5, 5), (1, 1), (1, 1), None, "float32", 3),
     "C=24 N=8 (4 pixels per pass), 70,000 rows of 1 column: chunks within llvmpipe's loop limit":
         (1, (70_000, 1), 24, 8, (3, 3), (1, 1), (1, 1), "r", "float32", 70_000),
 }
@@ -186,6 +238,9 @@ def test_lanes_kernel_against_numpy(ctx, rng, monkeypatch, case):
     packed = conv._dwpl_pack(N // 4, 8, min(conv.DWPL_TW, steps[0].node.outputs[0].shape[2])) > 1
     assert ("pp ==" in steps[0].wgsl) == packed
     assert (" pg:" in steps[0].wgsl) == (residual == "r" or residual == "x" and packed)
+    g = conv._geometry(steps[0].node.attrs["depthwise"])
+    splits = conv._dwpl_splits(-(-N // 4), 8, conv._dwp_lanes(g, -(-N // 4), 8)[4])
+    assert ("let cb = " in steps[0].wgsl) == (splits > 1) and (splits > 1) == ("subgroups" in case)
 
 
 def test_pack_pixels_per_pass():

@@ -1400,6 +1400,15 @@ DWPL_EXACT_C = True
 #: ... and with more than one projection column per lane, one subgroup per sg columns instead
 #: (each computing the depthwise values itself): a pipeline holds one column's 4 x 4 blocks
 DWPL_SPLIT = False
+#: ... and where a lane's columns would be more than DWPL_MAX_NPL or hold more than
+#: DWPL_MAX_BLOCKS blocks, the columns split between as few subgroups per strip as keep each
+#: lane's within DWPL_MAX_NPL and this many blocks (0: no split; ``WEBNN_GPU_FORCE_DWPL_SPLIT=off``
+#: likewise): iris_landmark's 16 x 16 x 64 -> 128 ran as fast with 16 blocks per lane (4
+#: subgroups) as with 32 (2), and its pipelines compiled in 0.67-0.75 s of CPU instead of
+#: 1.06-1.38 ...
+DWPL_SPLIT_BLOCKS = 16
+#: ... into at most this many subgroups
+DWPL_MAX_SPLITS = 4
 #: ... strips of this many output columns, and the row chunks cut so that there are at least
 #: this many workgroups (one subgroup each) but chunks of at least DWPL_MIN_TH rows
 DWPL_TW = 4
@@ -1421,21 +1430,41 @@ def _dwp_lanes(g: dict, n4: int, sg: int) -> tuple[int, int, int, int, int] | No
     """(TW, TH, RB, CPL, NPL) of the channel-lane depthwise + projection kernel for depthwise
     conv2d ``g`` and a pointwise projection of ``n4`` vec4 columns with ``sg`` subgroup lanes, or
     None where it cannot run: lane-shared loads (``sg``), vertical dilation 1, a window at least
-    as tall as its stride, at most :data:`DWPL_MAX_CPL` channel groups and
-    :data:`DWPL_MAX_NPL` projection columns per lane. Strips of TW = :data:`DWPL_TW` columns,
-    the output rows cut into RB chunks of TH rows, as few as give :data:`DWPL_MIN_GROUPS`
-    workgroups but at least :data:`DWPL_MIN_TH` rows each."""
+    as tall as its stride, at most :data:`DWPL_MAX_CPL` channel groups per lane. NPL: the
+    projection columns per lane of one subgroup, at most :data:`DWPL_MAX_NPL` in all; where a
+    lane's columns would be more than that or hold more than :data:`DWPL_MAX_BLOCKS` 4 x 4
+    blocks, the columns are split between :func:`_dwpl_splits` subgroups per strip (each
+    computes the depthwise values itself), at most :data:`DWPL_MAX_SPLITS`, as few as keep each
+    lane's columns within DWPL_MAX_NPL and :data:`DWPL_SPLIT_BLOCKS` blocks, spread evenly. Strips of
+    TW = :data:`DWPL_TW` columns, the output rows cut into RB chunks of TH rows, as few as give
+    :data:`DWPL_MIN_GROUPS` workgroups (subgroups of all splits) but at least
+    :data:`DWPL_MIN_TH` rows each."""
     if not sg or not n4 or g["dh"] != 1 or g["KH"] < g["sh"]:
         return None
     c4 = -(-g["C"] // 4)  # a channel count not a multiple of 4: its last group zero-padded
     cpl, npl = -(-c4 // sg), -(-n4 // sg)
-    if cpl > DWPL_MAX_CPL or npl > DWPL_MAX_NPL or (c4 if DWPL_EXACT_C else sg * cpl) * npl > DWPL_MAX_BLOCKS:
+    if cpl > DWPL_MAX_CPL:
         return None
+    cs = c4 if DWPL_EXACT_C else sg * cpl
+    if DWPL_SPLIT:
+        npl = 1
+    elif npl > DWPL_MAX_NPL or cs * npl > DWPL_MAX_BLOCKS:
+        most = min(DWPL_MAX_NPL, DWPL_SPLIT_BLOCKS // cs)  # columns per lane of a split strip
+        splits = -(-npl // most) if most else 0
+        if not most or splits > DWPL_MAX_SPLITS or _env.force("dwpl_split") == "off":
+            return None
+        npl = -(-npl // splits)  # as few subgroups as fit, the columns spread evenly
     tw = min(DWPL_TW, g["OW"])
-    owb = g["NB"] * -(-g["OW"] // tw)
+    owb = g["NB"] * -(-g["OW"] // tw) * _dwpl_splits(n4, sg, npl)
     rb = max(1, min(g["OH"] // DWPL_MIN_TH, -(-DWPL_MIN_GROUPS // owb)), _row_chunks_in_budget(g))
     th = -(-g["OH"] // rb)
     return tw, th, -(-g["OH"] // th), cpl, npl
+
+
+def _dwpl_splits(n4: int, sg: int, npl: int) -> int:
+    """Subgroups per strip of the channel-lane kernel projecting ``n4`` vec4 columns with ``sg``
+    lanes and ``npl`` columns per lane (:func:`_dwp_lanes`): each takes sg NPL columns."""
+    return -(-(-(-n4 // sg)) // npl)
 
 
 def _lanes_tail_ok(dw, g: dict, n: int, tuning: str, sg: int) -> bool:
@@ -1470,12 +1499,12 @@ def _lanes_residual(dw, proj, g: dict, out, plan, sg: int) -> tuple[int, dict | 
     pixel (BlazeFace's stride-2 blocks: a 2 x 2 stride-2 max pool inside a 3 x 3 stride-2
     window, column dilation 1; pool: its ``op``, ``window`` and its offset ``at`` in the
     depthwise window), with as many channels as the output or fewer (the rest zeros), read by
-    one step; one pixel per pass (:func:`_dwpl_pack`) and no split (:data:`DWPL_SPLIT`), so that
+    one step; one pixel per pass (:func:`_dwpl_pack`) and one subgroup per strip (:func:`_dwpl_splits`), so that
     each lane's projection columns are its own channel groups. The input itself with N == C
     at stride 1 stays :func:`given_operand`'s (the kernel reads it from its rows as well)."""
     tw, _, _, cpl, npl = plan
     n4 = -(-out.shape[3] // 4)
-    if _dwpl_pack(n4, sg, tw) != 1 or DWPL_SPLIT and npl > 1:
+    if _dwpl_pack(n4, sg, tw) != 1 or _dwpl_splits(n4, sg, npl) > 1:
         return None
     steps = _epilogue.steps_of(proj)
     for st in steps:
@@ -1539,13 +1568,14 @@ def _dwpl_terms(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int)
     tw, th, rb, cpl, npl = plan
     c4 = -(-g["C"] // 4)
     cs = c4 if DWPL_EXACT_C else sg * cpl
-    wgs = g["NB"] * rb * -(-g["OW"] // tw)
+    splits = _dwpl_splits(n4, sg, npl)
+    wgs = g["NB"] * rb * -(-g["OW"] // tw) * splits
     busy = -(-wgs // DWP_CORES.get("lane-loop", 2))
     steps = th + -(-(g["KH"] - g["sh"]) // g["sh"])
     passes = -(-tw // _dwpl_pack(n4, sg, tw))  # a pass: one product per channel group and column
     return (busy * steps * g["sh"] * len(_segment(g, tw)) * c4 / 1e3,
             busy * th * tw * cpl * g["KH"] * g["KW"] / 1e3, busy * th * passes * cs * npl / 1e3,
-            busy * th * tw * n4 / 1e3, 1.0)
+            busy * th * tw * n4 / splits / 1e3, 1.0)
 
 
 def _dwpl_cost(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int, tuning: str) -> float:
@@ -1662,17 +1692,16 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
     c4, n4 = -(-g["C"] // 4), mat.shape[1] // 4
     tail = g["C"] % 4 != 0
     owb = -(-g["OW"] // tw)
-    npl_all = npl
-    splits, npl = (npl, 1) if DWPL_SPLIT and npl > 1 else (1, npl)
+    splits = _dwpl_splits(n4, sg, npl)
     pk = _dwpl_pack(n4, sg, tw)
     assert xpool is None or xres and pk == 1, "_lanes_residual"
     xres = xres and pk == 1  # a lane of a packed pass projects another lane's channels: pg is loaded
     n_inv = g["NB"] * rb * owb * splits * sg
     prm = make_constant(np.array([n_inv, g["H"], g["W"], g["OH"], g["OW"], owb, rb, th, g["pt"], g["pl"], c4, n4,
-                                  splits, sg * npl_all, 0, 0], dtype=np.uint32), "uint32")
+                                  splits, sg * npl * splits, 0, 0], dtype=np.uint32), "uint32")
     w = _relayout(lc, w_in, node.attrs["depthwise"].attrs["filter_layout"], "hwio", 4 * c4 if tail else None)
     w_ubo = uniform_copy(lc, w)
-    padded = np.zeros((4 * sg * cpl, 4 * sg * npl_all), mat.dtype)
+    padded = np.zeros((4 * sg * cpl, 4 * sg * npl * splits), mat.dtype)
     padded[:mat.shape[0], :mat.shape[1]] = mat
     pw = make_constant(padded, proj.inputs[1].data_type)
     pw_ubo = uniform_copy(lc, pw)
