@@ -17,12 +17,23 @@ declarations are the same (tests/unit/test_startup.py). ``WEBNN_GPU_TEMPLATE_CAC
 off, as the other caches of derived data; an unreadable or unwritable cache costs the parse,
 never an error.
 
+Each type string still costs a pycparser run the first time a process asks for it (about
+0.6 ms; a warm ``webnn.load`` asks for 25 of them, 16 ms of CPU). The syntax tree pycparser
+makes of a type string depends only on the string and on which of its words are typedef names,
+so :func:`speed_up_cffi_types` keeps the trees of plain type strings (typedef names, ``*``,
+``[]``, function types; no ``struct``, ``union`` or ``enum`` bodies) by the string and those
+names, in memory and in ``<cache dir>/cffi-types-<hash>.pickle`` (named by the cffi, pycparser
+and Python versions); cffi makes its types from the tree as before. The file is read with an
+unpickler that builds pycparser's syntax-tree classes and nothing else; a file that does not
+load is ignored and written again.
+
 Applied once, when a context is created; if cffi's internals differ from what this expects
 (another cffi version), nothing is changed.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import logging
@@ -48,10 +59,100 @@ def _known(parser, parsed: bool = True) -> bool:
     return have == known if parsed else have <= known
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
+#: what cffi's ``Parser.parse_type_and_quals`` wraps a type string in; a plain type string
+#: (names, pointers, arrays, function types) whose syntax tree is kept (:func:`_type_trees`)
+_TYPE_SOURCE = re.compile(r"void __dummy\(\n(?!.*\b(?:struct|union|enum)\b)[\w\s*\[\](),]*\n\);")
+_TREES_LOCK = threading.Lock()
+#: (type source, its typedef names) -> what the parser returned; None until read from disk
+_TREES: dict | None = None
+_TREES_DIRTY = False
+
+
+def _trees_path():
+    """``<cache dir>/cffi-types-<hash>.pickle`` (None: caching off)."""
+    if os.environ.get("WEBNN_GPU_TEMPLATE_CACHE", "1") == "0":
+        return None
+    import cffi
+    import pycparser
+
+    from .models import cache_dir
+
+    h = hashlib.sha256(f"{cffi.__version__}\0{pycparser.__version__}\0{sys.version}".encode())
+    return cache_dir() / f"cffi-types-{h.hexdigest()[:24]}.pickle"
+
+
+class _TreeUnpickler(pickle.Unpickler):
+    """Builds pycparser's syntax-tree classes (and its source position) only."""
+
+    def find_class(self, module, name):
+        import pycparser.c_ast
+
+        if module == "pycparser.c_ast" or (module in ("pycparser.c_parser", "pycparser.plyparser")
+                                           and name == "Coord"):
+            found = super().find_class(module, name)
+            if isinstance(found, type) and (issubclass(found, pycparser.c_ast.Node) or name == "Coord"):
+                return found
+        raise pickle.UnpicklingError(f"{module}.{name} is not a syntax-tree class")
+
+
+def _type_trees() -> dict:
+    """The kept syntax trees of type strings (read from disk on first use)."""
+    global _TREES
+    with _TREES_LOCK:
+        if _TREES is None:
+            _TREES = {}
+            path = _trees_path()
+            try:
+                if path is not None:
+                    with open(path, "rb") as f:
+                        got = _TreeUnpickler(f).load()
+                    if not isinstance(got, dict) or not all(
+                            isinstance(k, tuple) and len(k) == 2 and isinstance(k[0], str)
+                            and _TYPE_SOURCE.fullmatch(k[0]) and isinstance(k[1], tuple)
+                            and isinstance(v, tuple) and len(v) == 3 and v[2] == k[0] for k, v in got.items()):
+                        raise ValueError("not a table of type-string trees")
+                    _TREES = got
+            except Exception as exc:  # absent, stale or damaged: parsed again (and written)
+                log.debug("startup: cffi type cache not read (%s: %s)", type(exc).__name__, exc)
+        return _TREES
+
+
+def _keep_type_tree(key: tuple, tree: tuple) -> None:
+    """Keep ``tree`` (what the parser returned for a type string) under ``key``; the table is
+    written to disk when the process exits (once, however many it kept)."""
+    global _TREES_DIRTY
+    with _TREES_LOCK:
+        if _TREES is not None:
+            _TREES[key] = tree
+            if not _TREES_DIRTY:
+                _TREES_DIRTY = True
+                atexit.register(_write_type_trees)
+
+
+def _write_type_trees() -> None:
+    """Write the kept type-string trees to disk (a temporary file renamed: a reader sees a
+    whole table or none)."""
+    global _TREES_DIRTY
+    with _TREES_LOCK:
+        path = _trees_path()
+        if path is None or _TREES is None or not _TREES_DIRTY:
+            return
+        _TREES_DIRTY = False
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as f:
+                pickle.dump(_TREES, f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+        except Exception as exc:  # unwritable: parsed again by the next process
+            log.debug("startup: cffi type cache not written (%s: %s)", type(exc).__name__, exc)
+            with contextlib.suppress(OSError):
+                tmp.unlink()
 
 
 def speed_up_cffi_types(ffi) -> bool:
-    """Make ``ffi``'s type-string parsing declare only the typedefs a string mentions.
+    """Make ``ffi``'s type-string parsing declare only the typedefs a string mentions, and keep
+    the syntax trees of plain type strings (in memory and on disk: see the module's docstring).
 
     Returns:
         bool: True when the parser was wrapped (or already was), False when ``ffi`` does not
@@ -67,12 +168,21 @@ def speed_up_cffi_types(ffi) -> bool:
     def parse_declaring_used_typedefs(csource):
         everything = parser._declarations
         words = set(_WORD.findall(csource))
+        key = None
+        if isinstance(csource, str) and _TYPE_SOURCE.fullmatch(csource):
+            key = (csource, tuple(sorted(w for w in words if f"typedef {w}" in everything)))
+            tree = _type_trees().get(key)
+            if tree is not None:
+                return tree
         parser._declarations = {k: v for k, v in everything.items()
                                 if not k.startswith("typedef ") or k[8:] in words}
         try:
-            return parse(csource)
+            tree = parse(csource)
         finally:
             parser._declarations = everything
+        if key is not None and isinstance(tree, tuple) and len(tree) == 3 and tree[2] == csource:
+            _keep_type_tree(key, tree)
+        return tree
 
     parse_declaring_used_typedefs._webnn_gpu = True  # type: ignore[attr-defined]
     parser._parse = parse_declaring_used_typedefs

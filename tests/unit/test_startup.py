@@ -70,6 +70,7 @@ def test_only_the_mentioned_typedefs_are_declared(monkeypatch):
     seen = []
     real = cparser._get_parser()
     monkeypatch.setattr(cparser, "_get_parser", lambda: _Recorder(real, seen))
+    monkeypatch.setattr(_startup, "_TREES", {})  # no type string parsed before
     plain, patched = _wgpu_ffis()
     assert _startup.speed_up_cffi_types(patched)  # a second call keeps one wrapper
     seen.clear()
@@ -78,6 +79,71 @@ def test_only_the_mentioned_typedefs_are_declared(monkeypatch):
     unpatched_count, patched_count = (src.count("typedef int ") for src in seen)
     assert unpatched_count > 300  # every typedef of wgpu.h: what made each new type cost ~40 ms
     assert patched_count <= 3
+
+
+def _same_type(plain, patched, t):
+    a, b = plain.typeof(t), patched.typeof(t)
+    assert a.cname == b.cname and a.kind == b.kind, t
+    if a.kind == "pointer":
+        a, b = a.item, b.item
+    if a.kind in ("struct", "primitive", "enum"):
+        assert plain.sizeof(a) == patched.sizeof(b), t
+        if a.kind == "struct":
+            assert [(n, f.type.cname, f.offset) for n, f in a.fields] == \
+                [(n, f.type.cname, f.offset) for n, f in b.fields], t
+
+
+def test_type_string_trees_are_kept_on_disk_and_give_the_same_types(tmp_path, monkeypatch):
+    """A second process finds the syntax trees of the type strings the first one parsed (no
+    pycparser run) and cffi makes the same types of them."""
+    from cffi import cparser
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(_startup, "_TREES", None)
+    monkeypatch.setattr(_startup, "_TREES_DIRTY", False)
+    plain, patched = _wgpu_ffis()
+    known = [t for t in TYPES if _parses(plain, t)]
+    fn = "void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)"
+    if _parses(plain, fn):
+        known.append(fn)
+    for t in known:
+        _same_type(plain, patched, t)
+    _startup._write_type_trees()  # what the first process does at exit
+    files = list((tmp_path / "webnn-gpu").glob("cffi-types-*.pickle"))
+    assert len(files) == 1
+
+    monkeypatch.setattr(_startup, "_TREES", None)  # a second process: read from disk
+    seen = []
+    real = cparser._get_parser()
+    monkeypatch.setattr(cparser, "_get_parser", lambda: _Recorder(real, seen))
+    _, again = _wgpu_ffis()
+    seen.clear()
+    for t in known:
+        _same_type(plain, again, t)
+    assert seen == [], "every type string was parsed before"
+    again.typeof("struct { int a; } *")  # a struct body is parsed each time, not kept
+    assert len(seen) == 1
+
+
+def test_a_damaged_or_foreign_type_cache_is_ignored(tmp_path, monkeypatch):
+    import pickle
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = _startup._trees_path()
+    path.parent.mkdir(parents=True)
+    plain, _ = _wgpu_ffis()
+    key = ("void __dummy(\nWGPULimits *\n);", ("WGPULimits",))
+    for body in (b"not a pickle", pickle.dumps({key: (print, {}, key[0])}), pickle.dumps([1, 2]),
+                 pickle.dumps({key: ("a tree", {}, "another source")})):
+        path.write_bytes(body)
+        monkeypatch.setattr(_startup, "_TREES", None)
+        monkeypatch.setattr(_startup, "_TREES_DIRTY", False)
+        _, patched = _wgpu_ffis()
+        _same_type(plain, patched, "WGPULimits *")
+        assert key not in _startup._TREES or _startup._TREES[key][0] != "a tree"
+    monkeypatch.setattr(_startup, "_TREES", None)
+    monkeypatch.setenv("WEBNN_GPU_TEMPLATE_CACHE", "0")
+    assert _startup._trees_path() is None and _startup._type_trees() == {}
 
 
 class _Recorder:
