@@ -215,6 +215,11 @@ DWP_COLUMN_LOOP = True
 #: over them (each value put in place by selects) rather than unrolled: the text has one load
 #: per pixel instead of K / 4 (the largest of these kernels compiled 2-3x faster).
 DWP_EXPAND_LOOP = True
+#: ... put in place by shifting each pixel's held values down one place per iteration (the new
+#: one last) rather than by a select per value: no ALU in the loop, and lavapipe's and naga's
+#: front ends make the largest of these pipelines about 10% faster (docs/conv.md);
+#: ``WEBNN_GPU_FORCE_DWP_EXPAND_LOAD=select`` keeps the selects
+DWP_EXPAND_SHIFT = True
 #: ... and this many invocations per workgroup: the kernel has one invocation per pixel block,
 #: so small images give few invocations, and lavapipe runs each workgroup on one thread.
 PROJECT_WORKGROUP = 16
@@ -1894,6 +1899,7 @@ def lower_depthwise_project(node, lc) -> None:
               NS=-(-n4 // splits), ragged=n4 % splits != 0, panel=panel, col_loop=DWP_COLUMN_LOOP,
               center=ep.given,
               row_loop=DW_ROW_LOOP and (e is None or xsh), x_loop=DWP_EXPAND_LOOP,
+              x_shift=DWP_EXPAND_SHIFT and _env.force("dwp_expand_load") != "select",
               xsh=xsh, XS=xs_n, KC=xkc, PX=EXPAND_SHARED_PX,
               fdiv=n_inv < DW_FDIV_MAX, sg=sg, xw=_dwp_words(g, mode, e is not None, lc.tuning, lc.features),
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
