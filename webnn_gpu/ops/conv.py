@@ -217,7 +217,7 @@ DWP_COLUMN_LOOP = True
 DWP_EXPAND_LOOP = True
 #: ... put in place by shifting each pixel's held values down one place per iteration (the new
 #: one last) rather than by a select per value: no ALU in the loop, and lavapipe's and naga's
-#: front ends make the largest of these pipelines about 10% faster (docs/conv.md);
+#: front ends make the largest of these pipelines 10-15% faster (docs/conv.md);
 #: ``WEBNN_GPU_FORCE_DWP_EXPAND_LOAD=select`` keeps the selects
 DWP_EXPAND_SHIFT = True
 #: ... and this many invocations per workgroup: the kernel has one invocation per pixel block,
