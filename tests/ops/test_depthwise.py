@@ -358,6 +358,18 @@ _EXPAND_CASES = {
 }
 
 
+def test_expansion_loads_shift_only_from_six_vec4s(monkeypatch):
+    """The expansion's held inputs are shifted into place at K / 4 >= 6 (measured no slower
+    there), put there by selects below (K / 4 = 4 ran 1.5-5% slower shifted); the switch forces
+    either form."""
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_EXPAND_LOAD", raising=False)
+    assert [conv._expand_shift(k4) for k4 in (1, 2, 4, 5, 6, 8, 24)] == [False] * 4 + [True] * 3
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND_LOAD", "select")
+    assert not conv._expand_shift(8)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND_LOAD", "shift")
+    assert conv._expand_shift(2)
+
+
 @pytest.mark.parametrize("form", ["shift", "select"])
 @pytest.mark.parametrize("case", list(_EXPAND_CASES))
 def test_expansion_depthwise_projection_against_numpy(ctx, rng, monkeypatch, case, form):
@@ -366,11 +378,10 @@ def test_expansion_depthwise_projection_against_numpy(ctx, rng, monkeypatch, cas
     expansion of 6 vec4s and one with stride 2 whose blocks pass the image's edges: against
     float64 NumPy, in one kernel whose text has one load per input pixel of the block, its
     values put in place by shifting them down (x_shift) or by selects
-    (``WEBNN_GPU_FORCE_DWP_EXPAND_LOAD=select``)."""
+    (``WEBNN_GPU_FORCE_DWP_EXPAND_LOAD=shift|select``)."""
     (h, w), K, C, N, s, block = _EXPAND_CASES[case]
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
-    if form == "select":
-        monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND_LOAD", "select")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND_LOAD", form)
     monkeypatch.setattr(conv, "expand_block_ok", lambda *a, **kw: True)
     monkeypatch.setattr(conv, "_dwp_plan", lambda g, n4, k4, tuning, split=True, sg=0: (*block, 1))
     x = rng.standard_normal((1, h, w, K)).astype(np.float32)
