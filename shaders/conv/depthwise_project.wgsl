@@ -66,6 +66,9 @@
     x_loop       (expand) the held expansion inputs are loaded in a loop over their K4 vec4s
                  (prm[3].z iterations, each value put in place by a select): one load per pixel
                  in the text instead of K4
+    x_shift      (x_loop) each iteration moves a pixel's held values down one place and puts
+                 the new one last (K4 copies, which SSA makes free, instead of K4 selects and
+                 compares); exact only because prm[3].z is K4
     col_loop     mode "conv": the stores run in a loop over the NS columns (prm[3].y iterations,
                  the column's accumulator picked by selects), so the text has TH x TW stores, not
                  TH x TW x NS (LLVM's compile time grows faster than the loads and stores)
@@ -311,13 +314,23 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% if x_loop %}
   // the expansion's inputs, one vec4 of each pixel per iteration (prm[3].z = K4 iterations:
   // LLVM keeps the loop, and the text has one load per pixel instead of K4)
+{% if x_shift %}
+  // each pixel's K4 values move down one place per iteration: after K4 of them value kk is X.._kk
+{% endif %}
   for (var kk = 0u; kk < prm[3].z; kk = kk + 1u) {
 {% for r, uses in rows %}
 {% for j in seg %}
     let v{{ r }}_{{ j }} = vec4<f32>(x[(hrow{{ r }} + ci{{ j }}) * {{ K4 }}u + kk]);
+{% if x_shift %}
+{% for kk in range(K4 - 1) %}
+    X{{ r }}_{{ j }}_{{ kk }} = X{{ r }}_{{ j }}_{{ kk + 1 }};
+{% endfor %}
+    X{{ r }}_{{ j }}_{{ K4 - 1 }} = v{{ r }}_{{ j }};
+{% else %}
 {% for kk in range(K4) %}
     X{{ r }}_{{ j }}_{{ kk }} = select(X{{ r }}_{{ j }}_{{ kk }}, v{{ r }}_{{ j }}, kk == {{ kk }}u);
 {% endfor %}
+{% endif %}
 {% endfor %}
 {% endfor %}
   }
@@ -540,11 +553,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% else %}
 {% for r, uses in rows %}
     {
+{% if not expand or xsh %}
       let y = ih0 + {{ r }};
       let rok = u32(y) < H;
+{% endif %}
 {% if xsh %}
       let row = select(0u, u32(y) - xr0, rok) * W;  // xs holds the band's rows
-{% else %}
+{% elif not expand %}
       let row = (n * H + select(0u, u32(y), rok)) * W;
 {% endif %}
 {% for j in seg %}

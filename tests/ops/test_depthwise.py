@@ -358,14 +358,30 @@ _EXPAND_CASES = {
 }
 
 
+def test_expansion_loads_shift_only_from_six_vec4s(monkeypatch):
+    """The expansion's held inputs are shifted into place at K / 4 >= 6 (measured no slower
+    there), put there by selects below (K / 4 = 4 ran 1.5-5% slower shifted); the switch forces
+    either form."""
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_EXPAND_LOAD", raising=False)
+    assert [conv._expand_shift(k4) for k4 in (1, 2, 4, 5, 6, 8, 24)] == [False] * 4 + [True] * 3
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND_LOAD", "select")
+    assert not conv._expand_shift(8)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND_LOAD", "shift")
+    assert conv._expand_shift(2)
+
+
+@pytest.mark.parametrize("form", ["shift", "select"])
 @pytest.mark.parametrize("case", list(_EXPAND_CASES))
-def test_expansion_depthwise_projection_against_numpy(ctx, rng, monkeypatch, case):
+def test_expansion_depthwise_projection_against_numpy(ctx, rng, monkeypatch, case, form):
     """conv/depthwise_project.wgsl with the expansion conv computed in the kernel (inverted
     residual block: expand + relu6, depthwise + relu6, project + the block's input), for an
     expansion of 6 vec4s and one with stride 2 whose blocks pass the image's edges: against
-    float64 NumPy, in one kernel whose text has one load per input pixel of the block."""
+    float64 NumPy, in one kernel whose text has one load per input pixel of the block, its
+    values put in place by shifting them down (x_shift) or by selects
+    (``WEBNN_GPU_FORCE_DWP_EXPAND_LOAD=shift|select``)."""
     (h, w), K, C, N, s, block = _EXPAND_CASES[case]
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND_LOAD", form)
     monkeypatch.setattr(conv, "expand_block_ok", lambda *a, **kw: True)
     monkeypatch.setattr(conv, "_dwp_plan", lambda g, n4, k4, tuning, split=True, sg=0: (*block, 1))
     x = rng.standard_normal((1, h, w, K)).astype(np.float32)
@@ -399,5 +415,6 @@ def test_expansion_depthwise_projection_against_numpy(ctx, rng, monkeypatch, cas
     g = b.build(build(b, {"x": xi}))
     steps = [st for st in g._steps if getattr(st, "template", "") == "conv/depthwise_project.wgsl"]
     assert len(steps) == 1 and len([st for st in g._steps if hasattr(st, "template")]) == 1
+    assert ("= select(X" in steps[0].wgsl) == (form == "select")
     assert "for (var kk = 0u;" in steps[0].wgsl and steps[0].wgsl.count("x[(hrow") == len(conv._rows(
         dict(KH=3, sh=s, dh=1), block[0])) * len(conv._segment(dict(KW=3, sw=s, dw=1), block[1]))

@@ -215,6 +215,13 @@ DWP_COLUMN_LOOP = True
 #: over them (each value put in place by selects) rather than unrolled: the text has one load
 #: per pixel instead of K / 4 (the largest of these kernels compiled 2-3x faster).
 DWP_EXPAND_LOOP = True
+#: ... put in place by shifting each pixel's held values down one place per iteration (the new
+#: one last) rather than by a select per value, when there are at least this many (K / 4): no
+#: ALU for it in the loop, and lavapipe's and naga's front ends make such a pipeline 10-15%
+#: faster at the same kernel time; with K / 4 = 4 the shifted kernels ran 1.5-5% slower
+#: (docs/conv.md), so those keep the selects. ``WEBNN_GPU_FORCE_DWP_EXPAND_LOAD=select`` keeps
+#: them everywhere, ``=shift`` shifts at any K / 4 (tests)
+DWP_EXPAND_SHIFT_MIN_K4 = 6
 #: ... and this many invocations per workgroup: the kernel has one invocation per pixel block,
 #: so small images give few invocations, and lavapipe runs each workgroup on one thread.
 PROJECT_WORKGROUP = 16
@@ -1764,6 +1771,16 @@ def _blocks_padded_residual(proj, out) -> int | None:
     return None
 
 
+def _expand_shift(k4: int) -> bool:
+    """Whether the pixel-block kernel's expansion loads (``x_loop``) put each pixel's ``k4``
+    vec4s in place by shifting them down (``x_shift``) rather than by selects
+    (:data:`DWP_EXPAND_SHIFT_MIN_K4`, ``WEBNN_GPU_FORCE_DWP_EXPAND_LOAD=select|shift``)."""
+    forced = _env.force("dwp_expand_load")
+    if forced in ("select", "shift"):
+        return forced == "shift"
+    return k4 >= DWP_EXPAND_SHIFT_MIN_K4
+
+
 @lowering("depthwise_project")
 def lower_depthwise_project(node, lc) -> None:
     """A depthwise conv2d and the pointwise conv2d / tiled conv_transpose2d reading its output,
@@ -1894,6 +1911,7 @@ def lower_depthwise_project(node, lc) -> None:
               NS=-(-n4 // splits), ragged=n4 % splits != 0, panel=panel, col_loop=DWP_COLUMN_LOOP,
               center=ep.given,
               row_loop=DW_ROW_LOOP and (e is None or xsh), x_loop=DWP_EXPAND_LOOP,
+              x_shift=_expand_shift(k4),
               xsh=xsh, XS=xs_n, KC=xkc, PX=EXPAND_SHARED_PX,
               fdiv=n_inv < DW_FDIV_MAX, sg=sg, xw=_dwp_words(g, mode, e is not None, lc.tuning, lc.features),
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
