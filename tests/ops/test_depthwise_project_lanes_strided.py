@@ -9,10 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import webnn_gpu as webnn
 from webnn_gpu.ops import conv
 
-from helpers import run_graph
+from helpers import kernel_templates, run_graph
 from references import ref_conv2d
 from test_depthwise_project_strip import _geometry
 
@@ -101,60 +100,40 @@ def _case(rng, hw, C, N, k, pads, act, residual, npdt=np.float32):
     return build, inputs, np.maximum(ref, 0)
 
 
-# (image H x W, C, N, window, padding [top, bottom, left, right], activation, residual)
+# (image H x W, C, N, window, padding [top, bottom, left, right], activation, residual, kernel)
 _CASES = {
     "face detection's 96 x 96 x 32 -> 16, SAME (0, 1), relu, residual of another tensor":
-        ((96, 96), 32, 16, 3, [0, 1, 0, 1], "relu", "r"),
+        ((96, 96), 32, 16, 3, [0, 1, 0, 1], "relu", "r", LANES),
     "48 x 48 x 64 -> 32 (two channel groups per lane), SAME (0, 1), prelu":
-        ((48, 48), 64, 32, 3, [0, 1, 0, 1], "prelu", None),
+        ((48, 48), 64, 32, 3, [0, 1, 0, 1], "prelu", None, LANES),
     "pose detection's 56 x 56 x 24 -> 24, SAME (0, 1), clamp":
-        ((56, 56), 24, 24, 3, [0, 1, 0, 1], "clamp", None),
+        ((56, 56), 24, 24, 3, [0, 1, 0, 1], "clamp", None, LANES),
     "97 x 96 x 32 -> 16, VALID (odd output), clamp, residual of another tensor":
-        ((97, 96), 32, 16, 3, [0, 0, 0, 0], "clamp", "r"),
+        ((97, 96), 32, 16, 3, [0, 0, 0, 0], "clamp", "r", LANES),
     "97 x 95 x 16 -> 24 (odd image), SAME (1, 1), relu":
-        ((97, 95), 16, 24, 3, [1, 1, 1, 1], "relu", "r"),
+        ((97, 95), 16, 24, 3, [1, 1, 1, 1], "relu", "r", LANES),
     "BlazeFace's block: 96 x 96 x 24 -> 32 with the max-pooled input among zero channels, prelu":
-        ((96, 96), 24, 32, 3, [0, 1, 0, 1], "prelu", "maxpad"),
+        ((96, 96), 24, 32, 3, [0, 1, 0, 1], "prelu", "maxpad", LANES),
     "56 x 56 x 24 -> 40, 5x5 SAME (1, 2), relu":
-        ((56, 56), 24, 40, 5, [1, 2, 1, 2], "relu", None),
+        ((56, 56), 24, 40, 5, [1, 2, 1, 2], "relu", None, LANES),
+    "near miss: 28 x 28 x 48 -> 24 (a 14 x 14 output), SAME (0, 1), prelu: the pixel blocks":
+        ((28, 28), 48, 24, 3, [0, 1, 0, 1], "prelu", "r", BLOCKS),
 }
 
 
 @pytest.mark.parametrize("case", list(_CASES))
-def test_strided_pairs_on_the_channel_lane_kernel_match_numpy(ctx, rng, monkeypatch, case):
+def test_strided_pairs_unforced_match_numpy(ctx, rng, monkeypatch, case):
     """Stride-2 pairs that _dwp_form now leaves to the channel-lane kernel, unforced, with
     asymmetric SAME and VALID padding, odd images, relu, clamp and prelu between the two
-    convolutions, and a residual of another tensor or the input's max pool among zero channels:
-    one kernel, float64 NumPy."""
+    convolutions, and a residual of another tensor or the input's max pool among zero channels,
+    and a small one it keeps on the pixel blocks: one kernel, the one expected, float64 NumPy."""
     if not ctx._subgroup:
         pytest.fail("subgroups are expected on lavapipe")
     monkeypatch.setattr(ctx, "_tuning", "lane-loop")
     for var in ("WEBNN_GPU_FORCE_DWP", "WEBNN_GPU_FORCE_DWP_FORM", "WEBNN_GPU_FORCE_DWPL_SPLIT"):
         monkeypatch.delenv(var, raising=False)
-    hw, C, N, k, pads, act, residual = _CASES[case]
+    hw, C, N, k, pads, act, residual, template = _CASES[case]
     build, inputs, ref = _case(rng, hw, C, N, k, pads, act, residual)
     got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
     np.testing.assert_allclose(got, ref, atol=3e-5, rtol=3e-5)
-    b = webnn.MLGraphBuilder(ctx)
-    g = b.build(build(b, {n: b.input(n, {"data_type": "float32", "shape": list(a.shape)}) for n, a in inputs.items()}))
-    templates = [st.template for st in g._steps if hasattr(st, "template")]
-    g.destroy()
-    assert templates == [LANES]
-
-
-def test_small_strided_pair_stays_on_the_pixel_blocks(ctx, rng, monkeypatch):
-    """Near miss: a stride-2 pair with a 14 x 14 output (28 x 28 x 48 -> 24, SAME (0, 1), prelu)
-    stays on the pixel blocks, unforced: float64 NumPy."""
-    if not ctx._subgroup:
-        pytest.fail("subgroups are expected on lavapipe")
-    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
-    for var in ("WEBNN_GPU_FORCE_DWP", "WEBNN_GPU_FORCE_DWP_FORM"):
-        monkeypatch.delenv(var, raising=False)
-    build, inputs, ref = _case(rng, (28, 28), 48, 24, 3, [0, 1, 0, 1], "prelu", "r")
-    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
-    np.testing.assert_allclose(got, ref, atol=3e-5, rtol=3e-5)
-    b = webnn.MLGraphBuilder(ctx)
-    g = b.build(build(b, {n: b.input(n, {"data_type": "float32", "shape": list(a.shape)}) for n, a in inputs.items()}))
-    templates = [st.template for st in g._steps if hasattr(st, "template")]
-    g.destroy()
-    assert templates == [BLOCKS]
+    assert kernel_templates(ctx, build, inputs) == [template]
