@@ -22,6 +22,13 @@ profiles the three alternately (``--rounds``, the least of the rounds' medians p
 prints per pair its shape, the fused kernel's microseconds, the two (or three, with the expansion
 conv) kernels' sum, their ratio, which form the compiler picks and what
 :func:`webnn_gpu.ops.conv._project_cost` estimates (below 1: it fuses).
+
+``--lanes-forced`` builds each model with every pair that the channel-lane kernel can run on it
+(``WEBNN_GPU_FORCE_DWP_FORM=lanes``) and with none (``=blocks``), profiles the two alternately
+and prints per such pair both kernels' microseconds, their ratio, the channel-lane estimate
+(:func:`webnn_gpu.ops.conv._dwpl_cost`, with the margin) over the pixel blocks' and the kernel
+the compiler picks; ``--dump`` appends one JSON line per pair (the estimates' terms too) for
+fitting ``DWPL_FIT``.
 """
 
 from __future__ import annotations
@@ -165,6 +172,39 @@ def _lanes_ab(ctx, path: str, rounds: int, repeats: int) -> None:
         g.destroy()
 
 
+def _lanes_forced(ctx, path: str, rounds: int, repeats: int, dump=None) -> None:
+    """Print every pair of model ``path`` that the channel-lane kernel can run, on it and on the
+    pixel blocks (``--lanes-forced``)."""
+    from webnn_gpu.ops import conv
+
+    envs = {"lanes": {"WEBNN_GPU_FORCE_DWP_FORM": "lanes"}, "blocks": {"WEBNN_GPU_FORCE_DWP_FORM": "blocks"},
+            "model": {"WEBNN_GPU_FORCE_DWP_FORM": ""}}
+    with environ({"WEBNN_GPU_PLAN_CACHE": "0"}):  # a cached plan's steps carry no node attributes
+        graphs, best, rows = _profiled(ctx, path, envs, rounds, repeats)
+    print(f"# {os.path.basename(path)}: all kernels forced lanes {sum(best['lanes']):.0f} us, blocks "
+          f"{sum(best['blocks']):.0f}, as the compiler decides {sum(best['model']):.0f}")
+    fit, sg = conv.DWP_PAY_FIT[ctx._tuning], conv.DW_LANES
+    for st, toks, us in rows["lanes"]:
+        if st.template != "conv/depthwise_project_lanes.wgsl" or "depthwise" not in st.node.attrs:
+            continue
+        g = conv._geometry(st.node.attrs["depthwise"])
+        n = conv._project_width(st.node.attrs["project"])
+        plan = conv._dwp_lanes(g, -(-n // 4), sg)
+        blocks = sum(u for s, t, u in rows["blocks"] if t & toks)
+        b_est = sum(w * t for w, t in zip(fit["fused"], conv._dwp_fused_terms(g, -(-n // 4), ctx._tuning, sg)))
+        l_est = conv._dwpl_cost(g, -(-n // 4), plan, sg, ctx._tuning)
+        picks = [s.template.split("/")[-1][:-5] for s, t, _ in rows["model"] if t & toks]
+        if dump is not None:
+            dump.write(json.dumps(dict(model=os.path.basename(path), label="+".join(sorted(toks)), g=g, n=n, plan=plan,
+                                       lanes=us, blocks=blocks, picks=picks, best=b_est, lest=l_est,
+                                       lterms=conv._dwpl_terms(g, -(-n // 4), plan, sg))) + "\n")
+        print(f"{g['OH']:>3}x{g['OW']:<3} {g['C']:>4} {g['KH']}x{g['KW']} {g['sh']} {n:>4} lanes {us:>6.0f} blocks "
+              f"{blocks:>6.0f} {us / max(blocks, 1e-9):>5.2f} estimated {l_est / b_est:>5.2f} {' + '.join(picks)}",
+              flush=True)
+    for g in graphs.values():
+        g.destroy()
+
+
 def main(argv=None) -> int:
     """Profile the models (see the module docstring)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -174,7 +214,9 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="--forms: alternating rounds")
     p.add_argument("--lanes", action="store_true",
                    help="as the compiler decides against without the channel-lane kernel, alternately")
-    p.add_argument("--dump", default="", help="--forms: append one JSON line per pair to this file")
+    p.add_argument("--lanes-forced", action="store_true",
+                   help="each pair the channel-lane kernel can run, on it and on the pixel blocks, alternately")
+    p.add_argument("--dump", default="", help="--forms, --lanes-forced: append one JSON line per pair to this file")
     args = p.parse_args(argv)
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     import webnn_gpu as webnn
@@ -190,6 +232,10 @@ def main(argv=None) -> int:
             path = fetch(path)
         if args.lanes:
             _lanes_ab(ctx, path, args.rounds, args.repeats)
+            continue
+        if args.lanes_forced:
+            with open(args.dump, "a") if args.dump else open(os.devnull, "w") as dump:
+                _lanes_forced(ctx, path, args.rounds, args.repeats, dump if args.dump else None)
             continue
         if args.forms:
             with open(args.dump, "a") if args.dump else open(os.devnull, "w") as dump:

@@ -1555,10 +1555,15 @@ def _dwpl_pack(n4: int, sg: int, tw: int) -> int:
 
 
 #: The channel-lane kernel's time on lavapipe before Mesa 24, in microseconds per 1000 of what
-#: its busiest thread does (:func:`_dwpl_terms`): input loads (lanes x vec4s), depthwise vec4
-#: multiply-adds, projection ``mat4x4 * vec4`` products, stores (lanes x vec4s), and a fixed part
-#: (docs/conv.md, The channel-lane kernel; fitted on benchmarks/dw_project.py --vs-lanes).
-DWPL_FIT: dict[str, tuple[float, ...]] = {"lane-loop": (5.74, 0.69, 5.54, 5.38, 43.8)}
+#: its busiest thread does (:func:`_dwpl_terms`): input loads (lanes x vec4s) of a stride-1
+#: window, depthwise vec4 multiply-adds, projection ``mat4x4 * vec4`` products, stores (lanes x
+#: vec4s), a fixed part, and input loads of a strided window (docs/conv.md, The channel-lane
+#: kernel; fitted on benchmarks/dw_project.py --vs-lanes). A strided window's loads cost 0.65
+#: of a stride-1 window's: on 29 stride-2 pairs (11 of the zoo, 18 synthetic, 3x3 and 5x5) the
+#: least-squares factor was 0.72 (0.72 on the zoo's, 0.85 on the synthetic ones; stride-1
+#: pairs: 0.99), and 0.65 is the largest at which the zoo's pairs lose least against the faster
+#: kernel of each (benchmarks/dw_shapes.py --lanes-forced).
+DWPL_FIT: dict[str, tuple[float, ...]] = {"lane-loop": (5.74, 0.69, 5.54, 5.38, 43.8, 3.73)}
 #: ... and the margin, in microseconds, by which that estimate must beat the other kernels': the
 #: fit's median error is 16-20%, and each of its pipelines (one per channel count, window, stride
 #: and epilogue) costs 0.2-1.2 s of CPU in a first build, where the pair's other kernels often
@@ -1568,8 +1573,9 @@ DWPL_MARGIN = 50.0
 
 def _dwpl_terms(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int) -> tuple[float, ...]:
     """What the channel-lane kernel's busiest thread does with ``plan`` (:func:`_dwp_lanes`), in
-    thousands: input vec4 loads of all lanes, depthwise vec4 multiply-adds per lane, projection
-    ``mat4x4 * vec4`` products per lane, vec4 stores of all lanes; and 1 (the fixed part).
+    thousands: input vec4 loads of all lanes with vertical stride 1, depthwise vec4 multiply-adds
+    per lane, projection ``mat4x4 * vec4`` products per lane, vec4 stores of all lanes; 1 (the
+    fixed part); and input vec4 loads of all lanes with a vertical stride above 1.
     lavapipe runs a workgroup (here one subgroup) on one thread: the busiest of
     :data:`DWP_CORES` runs ceil(workgroups / cores) of them."""
     tw, th, rb, cpl, npl = plan
@@ -1580,9 +1586,11 @@ def _dwpl_terms(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int)
     busy = -(-wgs // DWP_CORES.get("lane-loop", 2))
     steps = th + -(-(g["KH"] - g["sh"]) // g["sh"])
     passes = -(-tw // _dwpl_pack(n4, sg, tw))  # a pass: one product per channel group and column
-    return (busy * steps * g["sh"] * len(_segment(g, tw)) * c4 / 1e3,
+    loads = busy * steps * g["sh"] * len(_segment(g, tw)) * c4 / 1e3
+    strided = g["sh"] > 1
+    return (0.0 if strided else loads,
             busy * th * tw * cpl * g["KH"] * g["KW"] / 1e3, busy * th * passes * cs * npl / 1e3,
-            busy * th * tw * n4 / splits / 1e3, 1.0)
+            busy * th * tw * n4 / splits / 1e3, 1.0, loads if strided else 0.0)
 
 
 def _dwpl_cost(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int, tuning: str) -> float:
