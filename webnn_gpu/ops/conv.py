@@ -1453,8 +1453,10 @@ def _dwp_lanes(g: dict, n4: int, sg: int) -> tuple[int, int, int, int, int] | No
     if cpl > DWPL_MAX_CPL:
         return None
     cs = c4 if DWPL_EXACT_C else sg * cpl
-    if DWPL_SPLIT:
+    if DWPL_SPLIT:  # one column per lane, split as widely as the limits allow
         npl = 1
+        if _dwpl_splits(n4, sg, npl) > DWPL_MAX_SPLITS or _env.force("dwpl_split") == "off":
+            return None
     elif npl > DWPL_MAX_NPL or cs * npl > DWPL_MAX_BLOCKS:
         most = min(DWPL_MAX_NPL, DWPL_SPLIT_BLOCKS // cs)  # columns per lane of a split strip
         splits = -(-npl // most) if most else 0
@@ -1710,6 +1712,8 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
     splits = _dwpl_splits(n4, sg, npl)
     pk = _dwpl_pack(n4, sg, tw)
     assert xpool is None or xres and pk == 1, "_lanes_residual"
+    # the split kernel reads the held rows' own channel group only: no pool, no zero channels
+    assert not (xres and splits > 1 and (xpool is not None or mat.shape[0] != mat.shape[1])), "_lanes_residual"
     xres = xres and pk == 1  # a lane of a packed pass projects another lane's channels: pg is loaded
     n_inv = g["NB"] * rb * owb * splits * sg
     prm = make_constant(np.array([n_inv, g["H"], g["W"], g["OH"], g["OW"], owb, rb, th, g["pt"], g["pl"], c4, n4,
