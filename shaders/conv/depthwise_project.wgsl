@@ -239,7 +239,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% if not eep.empty %}
           if (kc + {{ KC }}u >= K4) {  // the last chunk: the expansion's epilogue
-{{ hoist_q4(eep, "eq", "cb * 4u") }}
+{{ hoist_q4(eep, "eq", "cb * 4u", sg=sg) }}
 {% for i in range(PX) %}
             s{{ i }} = {{ ep_v4(eep, "s" ~ i, "0u", "cb * 4u", "eq") }};
 {% endfor %}

@@ -11,6 +11,7 @@ import pytest
 import webnn_gpu as webnn
 from webnn_gpu.errors import NotSupportedError
 
+from helpers import kernel_steps
 from helpers import kernel_templates as _templates
 from helpers import run_graph
 from references import conv2d_nhwc
@@ -193,3 +194,22 @@ def test_expansion_in_workgroup_memory_declined_past_the_loop_limit(ctx, rng, mo
     got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
     np.testing.assert_allclose(got, ref(), atol=1e-4, rtol=1e-4)
     assert len(_templates(ctx, build, inputs)) == 2
+
+
+@pytest.mark.parametrize("tuning", ["lane-loop", "default"])
+def test_expansion_epilogue_operands_split_between_lanes(ctx, rng, monkeypatch, tuning):
+    """With lanes sharing a column block (lane-loop), the expansion's per-channel operands (bias,
+    PReLU slope) of a channel group are loaded once per subgroup, lane l < 4 those of channel
+    4 cb + l, and broadcast; without (default) each invocation loads its own. Three channel
+    groups (C = 12), K / 4 = 9 (chunks of 3), against float64 NumPy."""
+    monkeypatch.setattr(ctx, "_tuning", tuning)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND", "shared")
+    build, inputs, ref = _block(rng, 36, 12, 20, (6, 5))
+    got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
+    np.testing.assert_allclose(got, ref(), atol=2e-5, rtol=2e-5)
+    (step,) = kernel_steps(ctx, build, inputs)
+    assert step.template == "conv/depthwise_project.wgsl"
+    split = "expand_q(cb * 4u + min(lane, 3u))" in step.wgsl
+    assert split == (tuning == "lane-loop")
+    assert ("expand_q(cb * 4u + 1u)" in step.wgsl) == (tuning != "lane-loop")
