@@ -64,7 +64,7 @@
     row_loop     no expansion: the channel loop reads the block's input rows in a loop (prm[3].w
                  iterations, R = the rows' span), each output row's tap row picked by selects
     x_loop       (expand) the held expansion inputs are loaded in a loop over their K4 vec4s
-                 (prm[3].z iterations, each value put in place by a select): one load per pixel
+                 (prm[3].z iterations, each value put in place by a select, or x_shift): one load per pixel
                  in the text instead of K4
     x_shift      (x_loop) each iteration moves a pixel's held values down one place and puts
                  the new one last (K4 copies, which SSA makes free, instead of K4 selects and

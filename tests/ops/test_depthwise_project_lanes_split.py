@@ -111,7 +111,7 @@ def test_split_columns_with_residuals_against_numpy(ctx, rng, monkeypatch, case)
 
 def test_one_column_per_lane_switch_keeps_the_split_limits(monkeypatch):
     """DWPL_SPLIT (one column per lane, the A/B switch) splits no wider than DWPL_MAX_SPLITS and
-    not at all with WEBNN_GPU_FORCE_DWPL_SPLIT=off."""
+    not at all with WEBNN_GPU_FORCE_DWPL_SPLIT=off (pairs that need no split keep their plan)."""
     g = {"dh": 1, "KH": 3, "sh": 1, "C": 64, "OH": 16, "OW": 16, "NB": 1}
     monkeypatch.setattr(conv, "DWPL_SPLIT", True)
     assert conv._dwp_lanes(g, 64, 8) is None  # 8 subgroups of one column per lane
@@ -119,3 +119,4 @@ def test_one_column_per_lane_switch_keeps_the_split_limits(monkeypatch):
     assert plan is not None and plan[4] == 1 and conv._dwpl_splits(32, 8, 1) == conv.DWPL_MAX_SPLITS
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWPL_SPLIT", "off")
     assert conv._dwp_lanes(g, 32, 8) is None
+    assert conv._dwp_lanes(g, 4, 8) is not None and conv._dwp_lanes(g, 16, 8) is not None

@@ -37,8 +37,8 @@ _STRIDED_BLOCKS = [(28, 28, 48, 3, 6), (15, 15, 48, 3, 8), (14, 14, 64, 3, 24), 
 def test_form_of_stride_2_pairs(monkeypatch, shape):
     """_dwp_form on stride-2 pairs: the channel-lane kernel on face detection's 96 x 96 x 32 ->
     16 and 48 x 48 x 64 -> 32, pose detection's 56 x 56 x 24 -> 24 and other outputs of 28 x 28
-    and up (odd images too); the pixel blocks on outputs of 14 x 14 and less, where the margin
-    (DWPL_MARGIN) outweighs what the estimate saves."""
+    and up (odd images too), and a 14 x 14 x 64 -> 64 output; the pixel blocks where the margin
+    (DWPL_MARGIN) outweighs what the estimate saves (outputs of 14 x 14 and less here)."""
     monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_FORM", raising=False)
     h, w, c, k, n4 = shape
     assert _form(_geometry(h, w, c, k, s=2), n4) == ("lanes" if shape in _STRIDED_LANES else "blocks")

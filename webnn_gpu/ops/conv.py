@@ -1453,9 +1453,9 @@ def _dwp_lanes(g: dict, n4: int, sg: int) -> tuple[int, int, int, int, int] | No
     if cpl > DWPL_MAX_CPL:
         return None
     cs = c4 if DWPL_EXACT_C else sg * cpl
-    if DWPL_SPLIT:  # one column per lane, split as widely as the limits allow
+    if DWPL_SPLIT and _env.force("dwpl_split") != "off":  # one column per lane, split within the limits
         npl = 1
-        if _dwpl_splits(n4, sg, npl) > DWPL_MAX_SPLITS or _env.force("dwpl_split") == "off":
+        if _dwpl_splits(n4, sg, npl) > DWPL_MAX_SPLITS:
             return None
     elif npl > DWPL_MAX_NPL or cs * npl > DWPL_MAX_BLOCKS:
         most = min(DWPL_MAX_NPL, DWPL_SPLIT_BLOCKS // cs)  # columns per lane of a split strip
