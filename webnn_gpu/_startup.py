@@ -21,11 +21,12 @@ Each type string still costs a pycparser run the first time a process asks for i
 0.6 ms; a warm ``webnn.load`` asks for 25 of them, 16 ms of CPU). The syntax tree pycparser
 makes of a type string depends only on the string and on which of its words are typedef names,
 so :func:`speed_up_cffi_types` keeps the trees of plain type strings (typedef names, ``*``,
-``[]``, function types; no ``struct``, ``union`` or ``enum`` bodies) by the string and those
-names, in memory and in ``<cache dir>/cffi-types-<hash>.pickle`` (named by the cffi, pycparser
-and Python versions); cffi makes its types from the tree as before. The file is read with an
-unpickler that builds pycparser's syntax-tree classes and nothing else; a file that does not
-load is ignored and written again.
+``[]``, function types; no ``struct``, ``union`` or ``enum``, no sizes in brackets) by the
+string and those names, at most :data:`_TREES_MAX` of them, in memory and in
+``<cache dir>/cffi-types-<hash>.pickle`` (named by the cffi, pycparser and Python versions);
+cffi makes its types from the tree as before. The file is read with an unpickler that builds
+pycparser's syntax-tree classes and nothing else, and each tree is checked to be a parse of its
+string's shape; a file that does not load or check is ignored and written again.
 
 Applied once, when a context is created; if cffi's internals differ from what this expects
 (another cffi version), nothing is changed.
@@ -61,7 +62,11 @@ def _known(parser, parsed: bool = True) -> bool:
 _WORD = re.compile(r"[A-Za-z_]\w*")
 #: what cffi's ``Parser.parse_type_and_quals`` wraps a type string in; a plain type string
 #: (names, pointers, arrays, function types) whose syntax tree is kept (:func:`_type_trees`)
-_TYPE_SOURCE = re.compile(r"void __dummy\(\n(?!.*\b(?:struct|union|enum)\b)[\w\s*\[\](),]*\n\);")
+#: (no sizes in brackets: ``uint8_t[4096]`` and the like would fill the table one size at a time)
+_TYPE_SOURCE = re.compile(r"void __dummy\(\n(?![\s\S]*\b(?:struct|union|enum)\b)(?![\s\S]*\[\s*\d)"
+                          r"[\w\s*\[\](),]*\n\);")
+#: at most this many trees are kept (a process that asks for more parses the rest each time)
+_TREES_MAX = 512
 _TREES_LOCK = threading.Lock()
 #: (type source, its typedef names) -> what the parser returned; None until read from disk
 _TREES: dict | None = None
@@ -106,10 +111,10 @@ def _type_trees() -> dict:
                 if path is not None:
                     with open(path, "rb") as f:
                         got = _TreeUnpickler(f).load()
-                    if not isinstance(got, dict) or not all(
+                    if not isinstance(got, dict) or len(got) > _TREES_MAX or not all(
                             isinstance(k, tuple) and len(k) == 2 and isinstance(k[0], str)
                             and _TYPE_SOURCE.fullmatch(k[0]) and isinstance(k[1], tuple)
-                            and isinstance(v, tuple) and len(v) == 3 and v[2] == k[0] for k, v in got.items()):
+                            and _is_type_tree(v, k[0]) for k, v in got.items()):
                         raise ValueError("not a table of type-string trees")
                     _TREES = got
             except Exception as exc:  # absent, stale or damaged: parsed again (and written)
@@ -117,12 +122,25 @@ def _type_trees() -> dict:
         return _TREES
 
 
+def _is_type_tree(tree, csource: str) -> bool:
+    """Whether ``tree`` is what cffi's parser returns for the type string ``csource``: (a file
+    whose last declaration is the function ``__dummy`` of one parameter, no macros, the source)."""
+    from pycparser import c_ast
+
+    if not (isinstance(tree, tuple) and len(tree) == 3 and tree[1] == {} and tree[2] == csource
+            and isinstance(tree[0], c_ast.FileAST) and tree[0].ext):
+        return False
+    decl = tree[0].ext[-1]
+    return (isinstance(decl, c_ast.Decl) and decl.name == "__dummy" and isinstance(decl.type, c_ast.FuncDecl)
+            and isinstance(decl.type.args, c_ast.ParamList) and len(decl.type.args.params) == 1)
+
+
 def _keep_type_tree(key: tuple, tree: tuple) -> None:
     """Keep ``tree`` (what the parser returned for a type string) under ``key``; the table is
     written to disk when the process exits (once, however many it kept)."""
     global _TREES_DIRTY
     with _TREES_LOCK:
-        if _TREES is not None:
+        if _TREES is not None and len(_TREES) < _TREES_MAX:
             _TREES[key] = tree
             if not _TREES_DIRTY:
                 _TREES_DIRTY = True
@@ -180,7 +198,7 @@ def speed_up_cffi_types(ffi) -> bool:
             tree = parse(csource)
         finally:
             parser._declarations = everything
-        if key is not None and isinstance(tree, tuple) and len(tree) == 3 and tree[2] == csource:
+        if key is not None and _is_type_tree(tree, csource):
             _keep_type_tree(key, tree)
         return tree
 

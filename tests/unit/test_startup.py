@@ -5,6 +5,15 @@ import pytest
 
 from webnn_gpu import _startup
 
+@pytest.fixture(autouse=True)
+def _own_type_cache(tmp_path, monkeypatch):
+    """Each test keeps its type-string trees in its own cache folder, starting from none (the
+    user's cache is neither read nor written)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(_startup, "_TREES", None)
+    monkeypatch.setattr(_startup, "_TREES_DIRTY", False)
+
+
 # The struct, pointer, array, function-pointer and enum types wgpu-py asks cffi for.
 TYPES = [
     "WGPUComputePipelineDescriptor *", "WGPUBindGroupEntry[]", "WGPUBindGroupDescriptor *",
@@ -133,8 +142,13 @@ def test_a_damaged_or_foreign_type_cache_is_ignored(tmp_path, monkeypatch):
     path.parent.mkdir(parents=True)
     plain, _ = _wgpu_ffis()
     key = ("void __dummy(\nWGPULimits *\n);", ("WGPULimits",))
+    other = cffi.FFI()
+    other.cdef("typedef struct { int a; } WGPULimits;")
+    tree = other._parser._parse(key[0])  # a tree of the right shape, but not for this string
     for body in (b"not a pickle", pickle.dumps({key: (print, {}, key[0])}), pickle.dumps([1, 2]),
-                 pickle.dumps({key: ("a tree", {}, "another source")})):
+                 pickle.dumps({key: ("a tree", {}, "another source")}), pickle.dumps({key: ("a tree", {}, key[0])}),
+                 pickle.dumps({key: (tree[0], {"M": "1"}, key[0])}),
+                 pickle.dumps({key: (tree[0].__class__([]), {}, key[0])})):
         path.write_bytes(body)
         monkeypatch.setattr(_startup, "_TREES", None)
         monkeypatch.setattr(_startup, "_TREES_DIRTY", False)
@@ -144,6 +158,19 @@ def test_a_damaged_or_foreign_type_cache_is_ignored(tmp_path, monkeypatch):
     monkeypatch.setattr(_startup, "_TREES", None)
     monkeypatch.setenv("WEBNN_GPU_TEMPLATE_CACHE", "0")
     assert _startup._trees_path() is None and _startup._type_trees() == {}
+
+
+def test_sized_arrays_are_not_kept_and_the_table_is_bounded(monkeypatch):
+    """Type strings with a size in brackets (one entry per size) are parsed each time; at most
+    _TREES_MAX trees are kept."""
+    plain, patched = _wgpu_ffis()
+    patched.new("uint8_t[4096]")
+    patched.typeof("uint32_t[]")
+    assert [k[0] for k in _startup._type_trees()] == ["void __dummy(\nuint32_t[]\n);"]
+    monkeypatch.setattr(_startup, "_TREES_MAX", 1)
+    patched.typeof("WGPULimits *")
+    assert len(_startup._type_trees()) == 1
+    _same_type(plain, patched, "WGPULimits *")
 
 
 class _Recorder:
