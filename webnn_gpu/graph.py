@@ -559,7 +559,7 @@ class MLGraph:
             self._recordings.move_to_end(io_key)
             return rec
         parts: list = []
-        kernels = None
+        kernels: list | None = None
         made = 0
         for i, step in enumerate(self._steps):
             if isinstance(step, KernelStep):
@@ -600,8 +600,8 @@ class MLGraph:
                 self._encode_copy(encoder, part, ins, outs)
                 continue
             cpass = encoder.begin_compute_pass()
-            handle = getattr(cpass, "_internal", None) if native is not None else None
-            if handle is None:
+            handle = None if native is None else getattr(cpass, "_internal", None)
+            if native is None or handle is None:
                 _encode_public(cpass, part)
             else:
                 set_pipeline, set_group, dispatch, null = _NATIVE
