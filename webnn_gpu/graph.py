@@ -72,7 +72,7 @@ class MLGraph:
     _root: Callable[[Any], Any]
     _offset_of: Callable[[Any], int]
     _copy_at: dict[int, tuple[int, ...]]
-    _bind_cache: OrderedDict
+    _recordings: OrderedDict
     _static_groups: dict[int, Any]
     _compute_io: Any
     _arena_bytes: int
@@ -272,7 +272,7 @@ class MLGraph:
         # each copy step's (source, destination) byte offsets in their buffers, once
         self._copy_at = {i: tuple(0 if isinstance(v, _OutRef) else offset_of(v) for v in (st.src, st.dst))
                          for i, st in enumerate(steps) if not isinstance(st, KernelStep)}
-        self._bind_cache = OrderedDict()
+        self._recordings = OrderedDict()  # io key -> _Recording, newest last
         self._static_groups = {}
         self._compute_io = None  # lazily created buffers for compute()
         warm = os.environ.get("WEBNN_GPU_WARMUP", "1") != "0"
@@ -505,7 +505,7 @@ class MLGraph:
 
     def _destroy(self) -> None:
         self._destroyed = True
-        self._bind_cache.clear()
+        self._recordings.clear()
         self._static_groups.clear()
         # Buffers are released when the queued work holding them is done (wgpu refcounts).
         self._buffers = []
@@ -547,54 +547,161 @@ class MLGraph:
             layout=step.pipeline.get_bind_group_layout(0), entries=entries, label=step.label
         )
 
-    def _encode(self, encoder, ins: dict, outs: dict, io_key, query_set=None) -> None:
-        """Record every step into ``encoder``; ``ins``/``outs`` map names to GPUBuffers.
+    def _recording(self, ins: dict, outs: dict, io_key) -> _Recording:
+        """What :meth:`_encode` records for the buffers named by ``io_key``, made once per key.
 
-        With a timestamp ``query_set`` (profiling), each kernel gets a compute pass of its own
-        whose beginning and end are written to queries 2k and 2k+1.
+        The graph keeps the recordings of its last keys while their bind groups (at least
+        one each) number at most :data:`BIND_GROUPS_KEPT` (the newest is always kept); a key names buffers that
+        are never reused (tensor serials), so an old key's entry only ages out.
         """
-        cpass = None
-        current = None
-        k = 0
+        rec = self._recordings.get(io_key)
+        if rec is not None:
+            self._recordings.move_to_end(io_key)
+            return rec
+        parts: list = []
+        kernels: list | None = None
+        made = 0
         for i, step in enumerate(self._steps):
             if isinstance(step, KernelStep):
                 group = self._static_groups.get(i)
                 if group is None:
-                    key = (i, io_key)
-                    group = self._bind_cache.get(key)
-                    if group is None:
-                        group = self._make_bind_group(step, ins, outs)
-                        self._bind_cache[key] = group
-                        if len(self._bind_cache) > 256:
-                            self._bind_cache.popitem(last=False)
-                    else:
-                        self._bind_cache.move_to_end(key)
-                if query_set is not None:
-                    if cpass is not None:
-                        cpass.end()
-                    cpass = encoder.begin_compute_pass(timestamp_writes={
-                        "query_set": query_set, "beginning_of_pass_write_index": 2 * k,
-                        "end_of_pass_write_index": 2 * k + 1})
-                    current = None
-                    k += 1
-                elif cpass is None:
-                    cpass = encoder.begin_compute_pass()
-                    current = None
-                if step.pipeline is not current:
-                    cpass.set_pipeline(step.pipeline)
-                    current = step.pipeline
-                cpass.set_bind_group(0, group)
-                cpass.dispatch_workgroups(*step.groups)
+                    group = self._make_bind_group(step, ins, outs)
+                    made += 1
+                if kernels is None:
+                    kernels = []
+                    parts.append(kernels)
+                kernels.append((step.pipeline, group, step.groups))
             else:
-                if cpass is not None:
-                    cpass.end()
-                    cpass = None
-                src = self._buffer_of(step.src, ins, outs)
-                dst = self._buffer_of(step.dst, ins, outs)
-                at = self._copy_at[i]
-                encoder.copy_buffer_to_buffer(src, at[0], dst, at[1], step.nbytes)
-        if cpass is not None:
+                kernels = None
+                parts.append(i)
+        rec = _Recording(parts, made, None if _env.force("encode") == "public" else _native_form(parts))
+        self._recordings[io_key] = rec
+        while len(self._recordings) > 1 and sum(max(1, r.groups_made) for r in self._recordings.values()) > BIND_GROUPS_KEPT:
+            self._recordings.popitem(last=False)
+        return rec
+
+    def _encode(self, encoder, ins: dict, outs: dict, io_key, query_set=None) -> None:
+        """Record every step into ``encoder``; ``ins``/``outs`` map names to GPUBuffers.
+
+        The commands come from the key's :meth:`_recording`: one compute pass per run of
+        kernels between buffer copies, each kernel's pipeline (when it changes), bind group
+        and dispatch, through wgpu-native's C functions where :func:`_native_form` could
+        take their handles, else through wgpu-py's methods (the same commands). With a
+        timestamp ``query_set`` (profiling), each kernel gets a compute pass of its own whose
+        beginning and end are written to queries 2k and 2k+1.
+        """
+        rec = self._recording(ins, outs, io_key)
+        if query_set is not None:
+            self._encode_timed(encoder, rec, ins, outs, query_set)
+            return
+        native = rec.native
+        for n, part in enumerate(rec.parts):
+            if part.__class__ is int:
+                self._encode_copy(encoder, part, ins, outs)
+                continue
+            cpass = encoder.begin_compute_pass()
+            handle = None if native is None else getattr(cpass, "_internal", None)
+            if native is None or handle is None:
+                _encode_public(cpass, part)
+            else:
+                set_pipeline, set_group, dispatch, null = _NATIVE
+                for pipe, group, x, y, z in native[n]:
+                    if pipe is not None:
+                        set_pipeline(handle, pipe)
+                    set_group(handle, 0, group, 0, null)
+                    dispatch(handle, x, y, z)
             cpass.end()
+
+    def _encode_timed(self, encoder, rec: _Recording, ins: dict, outs: dict, query_set) -> None:
+        k = 0
+        for part in rec.parts:
+            if part.__class__ is int:
+                self._encode_copy(encoder, part, ins, outs)
+                continue
+            for kernel in part:
+                cpass = encoder.begin_compute_pass(timestamp_writes={
+                    "query_set": query_set, "beginning_of_pass_write_index": 2 * k,
+                    "end_of_pass_write_index": 2 * k + 1})
+                _encode_public(cpass, (kernel,))
+                cpass.end()
+                k += 1
+
+    def _encode_copy(self, encoder, i: int, ins: dict, outs: dict) -> None:
+        step = self._steps[i]
+        at = self._copy_at[i]
+        encoder.copy_buffer_to_buffer(self._buffer_of(step.src, ins, outs), at[0],
+                                      self._buffer_of(step.dst, ins, outs), at[1], step.nbytes)
+
+
+#: The most bind groups made for graph inputs and outputs that one graph keeps (over all its
+#: recordings, :meth:`MLGraph._recording`).
+BIND_GROUPS_KEPT = 256
+
+
+@dataclass
+class _Recording:
+    """The commands of one graph for one set of input/output buffers.
+
+    ``parts``: in order, a list of ``(pipeline, bind group, workgroup counts)`` per compute
+    pass, or the step index of a buffer copy. ``groups_made``: bind groups made for this
+    recording (the others are the graph's static ones). ``native``: per part, the
+    ``(pipeline handle or None when unchanged, bind group handle, x, y, z)`` tuples of a
+    pass (None for a copy), or None when the C functions cannot be used; the handles belong
+    to the objects in ``parts``, which this recording keeps alive.
+    """
+
+    parts: list
+    groups_made: int
+    native: list | None
+
+
+def _encode_public(cpass, kernels) -> None:
+    current = None
+    for pipeline, group, groups in kernels:
+        if pipeline is not current:
+            cpass.set_pipeline(pipeline)
+            current = pipeline
+        cpass.set_bind_group(0, group)
+        cpass.dispatch_workgroups(*groups)
+
+
+def _native_functions():
+    """wgpu-native's SetPipeline, SetBindGroup, DispatchWorkgroups of a compute pass and
+    cffi's NULL, from the installed wgpu-py's backend; None when it does not have them."""
+    try:
+        from wgpu.backends.wgpu_native import _api
+
+        lib = _api.lib
+        return (lib.wgpuComputePassEncoderSetPipeline, lib.wgpuComputePassEncoderSetBindGroup,
+                lib.wgpuComputePassEncoderDispatchWorkgroups, _api.ffi.NULL)
+    except (ImportError, AttributeError):
+        return None
+
+
+_NATIVE = _native_functions()
+
+
+def _native_form(parts: list) -> list | None:
+    """The raw-handle form of a recording's ``parts`` (see :class:`_Recording`), or None
+    when the C functions or any object's handle (``_internal``) is missing."""
+    if _NATIVE is None:
+        return None
+    out: list = []
+    for part in parts:
+        if part.__class__ is int:
+            out.append(None)
+            continue
+        calls = []
+        current = None
+        for pipeline, group, groups in part:
+            pipe = getattr(pipeline, "_internal", None)
+            handle = getattr(group, "_internal", None)
+            if pipe is None or handle is None:
+                return None
+            calls.append((pipe if pipeline is not current else None, handle, *groups, *(1,) * (3 - len(groups))))
+            current = pipeline
+        out.append(tuple(calls))
+    return out
 
 
 @dataclass(frozen=True)

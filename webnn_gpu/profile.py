@@ -52,7 +52,7 @@ def profile_graph(ctx, graph, inputs: dict, repeats: int = 10) -> list[dict]:
                                        usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
             for name, v in graph._outputs.items()}
     samples = defaultdict(list)
-    io_key = ("profile", id(qs))  # this call's buffers: bind groups cached under it are dropped below
+    io_key = ("profile", id(qs))  # this call's buffers: its recording is dropped below
     for _ in range(repeats):
         enc = device.create_command_encoder(label="profile")
         graph._encode(enc, io, outs, io_key, query_set=qs)
@@ -66,8 +66,7 @@ def profile_graph(ctx, graph, inputs: dict, repeats: int = 10) -> list[dict]:
             samples[k].append(float(ticks[2 * k + 1] - ticks[2 * k]) / 1000.0)  # ns -> us
     rows = [{"label": s.label, "template": s.template, "groups": s.groups, "us": float(np.median(samples[k])),
              "flops": s.flops, "note": s.note} for k, s in enumerate(kernels)]
-    for key in [k for k in graph._bind_cache if k[1] == io_key]:
-        del graph._bind_cache[key]
+    graph._recordings.pop(io_key, None)
     for b in (resolve, staging, *io.values(), *outs.values()):
         b.destroy()
     return rows
