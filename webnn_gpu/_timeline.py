@@ -86,6 +86,8 @@ class Timeline:
         for t in tensors:
             if t._destroyed:
                 raise InvalidStateError(f"{op}: the MLTensor has been destroyed")
+            if getattr(t._buffer, "_webnn_gpu_destroyed", False):  # tensor_from_buffer's, destroyed by its owner
+                raise InvalidStateError(f"{op}: the GPUBuffer of {t!r} (tensor_from_buffer) has been destroyed")
             rental = self._rented.get(t) if self._rented else None
             if rental is not None and rental.mode == "export":
                 raise InvalidStateError(exported_message(op, t, rental))

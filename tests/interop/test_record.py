@@ -201,6 +201,33 @@ def test_tensor_from_buffer_is_zero_copy(ctx, scale_graph):
     np.testing.assert_array_equal(read_f32(dev, buf, N), data(3))  # the caller's buffer lives on
 
 
+def test_a_wrapped_buffer_destroyed_by_its_owner_is_refused(ctx, scale_graph):
+    """The caller destroys a buffer wrapped by tensor_from_buffer: dispatch, write, read and
+    record of a tensor over it raise InvalidStateError (wgpu-native aborts the process on a
+    submit of a destroyed buffer), nothing is submitted, and the context stays usable."""
+    dev = ctx.device
+    buf = dev.create_buffer_with_data(data=data().tobytes(), usage=IO)
+    x = ctx.tensor_from_buffer(buf, {"data_type": "float32", "shape": [N], "readable": True, "writable": True})
+    y = f32_tensor(ctx, readable=True)
+    ctx.dispatch(scale_graph, {"x": x}, {"y": y})
+    np.testing.assert_allclose(ctx.read_tensor(y), graph_ref(data()), rtol=1e-6)
+    buf.destroy()
+    for call in (lambda: ctx.dispatch(scale_graph, {"x": x}, {"y": y}), lambda: ctx.write_tensor(x, data(1)),
+                 lambda: ctx.read_tensor(x)):
+        with pytest.raises(webnn.InvalidStateError, match="destroyed"):
+            call()
+    enc = dev.create_command_encoder()
+    for given in (x, buf):
+        with pytest.raises(webnn.InvalidStateError, match="destroyed"):
+            ctx.record(enc, scale_graph, {"x": given}, {"y": y})
+    with pytest.raises(webnn.InvalidStateError, match="destroyed"):
+        ctx.tensor_from_buffer(buf, {"data_type": "float32", "shape": [N]})
+    x2 = f32_tensor(ctx, writable=True)
+    ctx.write_tensor(x2, data(2))
+    ctx.dispatch(scale_graph, {"x": x2}, {"y": y})
+    np.testing.assert_allclose(ctx.read_tensor(y), graph_ref(data(2)), rtol=1e-6)
+
+
 def test_tensor_from_buffer_errors(ctx, device2):
     dev = ctx.device
     desc = {"data_type": "float32", "shape": [N]}

@@ -390,6 +390,22 @@ def test_using_a_returned_rental_again(ctx):
     t.destroy()
 
 
+def test_recording_a_returned_rental_is_refused(ctx, scale_graph):
+    """A rental recorded into the caller's encoder, then returned: recording it again raises,
+    though the graph keeps the first recording's bind groups."""
+    t = f32_tensor(ctx, writable=True, importable_to_webgpu=True)
+    ctx.write_tensor(t, data())
+    out = ctx.device.create_buffer(size=4 * N, usage=IO)
+    r = ctx.export_to_gpu(t)
+    enc = ctx.device.create_command_encoder()
+    ctx.record(enc, scale_graph, {"x": r}, {"y": out})
+    ctx.device.queue.submit([enc.finish()])
+    r.destroy()
+    with pytest.raises(webnn.InvalidStateError, match="returned"):
+        ctx.record(ctx.device.create_command_encoder(), scale_graph, {"x": r}, {"y": out})
+    t.destroy()
+
+
 def test_destroying_a_rented_tensor_is_refused(ctx):
     t = f32_tensor(ctx, writable=True, readable=True, importable_to_webgpu=True)
     ctx.write_tensor(t, data())
