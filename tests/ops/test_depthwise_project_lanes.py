@@ -18,6 +18,16 @@ from test_depthwise_project_strip import _case, _geometry
 LANES = "conv/depthwise_project_lanes.wgsl"
 
 
+def force_lanes(ctx, monkeypatch) -> None:
+    """Fuse depthwise + projection pairs onto the channel-lane kernel, with lavapipe's tuning
+    (subgroups are expected there: fail, not skip)."""
+    if not ctx._subgroup:
+        pytest.fail("subgroups are expected on lavapipe")
+    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
+
+
 # ---------------------------------------------------------------- the plan (no GPU)
 def test_lanes_plan_shapes_and_limits():
     """Strips of DWPL_TW columns, the rows cut into as few chunks as give DWPL_MIN_GROUPS
@@ -178,11 +188,7 @@ def test_pooled_residual_is_not_read_as_the_input(ctx, rng, monkeypatch, C):
     pool's window in the epilogue) has the output's shape and is the held input itself, but is
     not its value (near miss): the channel-lane kernel loads the pool's window (``pg``), and the
     result is the pool's; also with 2 pixels per pass (C = N = 16, a strip of 3 columns)."""
-    if not ctx._subgroup:
-        pytest.fail("subgroups are expected on lavapipe")
-    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
-    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
-    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
+    force_lanes(ctx, monkeypatch)
     build, inputs, ref = _case(rng, 1, (12, 9 if C == 24 else 3), C, C, (3, 3), (1, 1), (1, 1), "pool", np.float32)
     got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
     np.testing.assert_allclose(got, ref, atol=3e-5, rtol=3e-5)
@@ -197,11 +203,7 @@ def test_pooled_residual_is_not_read_as_the_input(ctx, rng, monkeypatch, C):
 def test_split_columns_against_numpy(ctx, rng, monkeypatch):
     """DWPL_SPLIT: two subgroups per strip, each projecting to its own 8 columns (and taking the
     residual of its own columns' input channels from the held rows): float64 NumPy."""
-    if not ctx._subgroup:
-        pytest.fail("subgroups are expected on lavapipe")
-    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
-    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
-    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
+    force_lanes(ctx, monkeypatch)
     monkeypatch.setattr(conv, "DWPL_SPLIT", True)
     build, inputs, ref = _case(rng, 1, (9, 10), 56, 56, (3, 3), (1, 1), (1, 1), "x", np.float32)
     got = run_graph(ctx, build, inputs)["y"].astype(np.float64)
@@ -218,11 +220,7 @@ def test_lanes_kernel_against_numpy(ctx, rng, monkeypatch, case):
     nb, hw, C, N, k, s, d, residual, dt, th = _CASES[case]
     if dt == "float16" and "float16" not in ctx.supported_data_types:
         pytest.fail("float16 is expected on lavapipe")
-    if not ctx._subgroup:
-        pytest.fail("subgroups are expected on lavapipe")
-    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
-    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
-    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
+    force_lanes(ctx, monkeypatch)
     monkeypatch.setattr(conv, "DWPL_MIN_TH", th)
     monkeypatch.setattr(conv, "DWPL_MIN_GROUPS", 64)  # as many chunks of th rows as the image has
     npdt = np.float32 if dt == "float32" else np.float16

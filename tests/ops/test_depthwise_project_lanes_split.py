@@ -12,6 +12,7 @@ from webnn_gpu.ops import conv
 
 from helpers import kernel_steps, run_graph
 from references import ref_conv2d
+from test_depthwise_project_lanes import force_lanes
 
 LANES = "conv/depthwise_project_lanes.wgsl"
 
@@ -95,11 +96,7 @@ def test_split_columns_with_residuals_against_numpy(ctx, rng, monkeypatch, case)
     nb, hw, C, N, k, s, residual, dt, pads = _CASES[case]
     if dt == "float16" and "float16" not in ctx.supported_data_types:
         pytest.fail("float16 is expected on lavapipe")
-    if not ctx._subgroup:
-        pytest.fail("subgroups are expected on lavapipe")
-    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
-    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
-    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "lanes")
+    force_lanes(ctx, monkeypatch)
     pads = _same(k, s) if pads == "same" else pads or [k // 2] * 4
     build, inputs, ref = _case(rng, nb, hw, C, N, k, s, residual, np.float32 if dt == "float32" else np.float16, pads)
     steps = [st for st in kernel_steps(ctx, build, inputs) if st.template == LANES]
