@@ -50,7 +50,7 @@ def test_native_and_public_paths_record_the_same_commands(ctx, rng, monkeypatch)
     assert sum(isinstance(s, CopyStep) for s in g._steps) >= 3
     a = rng.standard_normal((4, 33)).astype(np.float32)
     fast, rec = _run(ctx, g, a)
-    assert graph_mod._NATIVE is not None, "the installed wgpu-py's wgpu-native backend has the C functions"
+    assert graph_mod._native() is not None, "the installed wgpu-py's wgpu-native backend has the C functions"
     assert rec.native is not None
     # the raw calls are the public ones: pipeline handle only when it changes, then group, dispatch
     for part, calls in zip(rec.parts, rec.native):

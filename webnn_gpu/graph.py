@@ -600,11 +600,12 @@ class MLGraph:
                 self._encode_copy(encoder, part, ins, outs)
                 continue
             cpass = encoder.begin_compute_pass()
-            handle = None if native is None else getattr(cpass, "_internal", None)
-            if native is None or handle is None:
+            fns = None if native is None else _native()
+            handle = None if fns is None else getattr(cpass, "_internal", None)
+            if native is None or fns is None or handle is None:
                 _encode_public(cpass, part)
             else:
-                set_pipeline, set_group, dispatch, null = _NATIVE
+                set_pipeline, set_group, dispatch, null = fns
                 for pipe, group, x, y, z in native[n]:
                     if pipe is not None:
                         set_pipeline(handle, pipe)
@@ -678,13 +679,25 @@ def _native_functions():
         return None
 
 
-_NATIVE = _native_functions()
+#: :func:`_native_functions`, looked up at the first recording (:func:`_native`)
+_NATIVE: tuple | None = None
+_NATIVE_LOOKED_UP = False
+
+
+def _native() -> tuple | None:
+    """:func:`_native_functions`, looked up once, when the first recording is made: by then a
+    context exists, so wgpu-py's backend was imported through ``_startup`` (its cached cdef);
+    importing the backend when this module loads would parse wgpu.h again in every process."""
+    global _NATIVE, _NATIVE_LOOKED_UP
+    if not _NATIVE_LOOKED_UP:
+        _NATIVE, _NATIVE_LOOKED_UP = _native_functions(), True
+    return _NATIVE
 
 
 def _native_form(parts: list) -> list | None:
     """The raw-handle form of a recording's ``parts`` (see :class:`_Recording`), or None
     when the C functions or any object's handle (``_internal``) is missing."""
-    if _NATIVE is None:
+    if _native() is None:
         return None
     out: list = []
     for part in parts:

@@ -389,3 +389,16 @@ def test_a_cdef_cache_that_is_damaged_or_off_parses(tmp_path, monkeypatch):
     path.unlink()
     cdef(cffi.FFI(), src)
     assert not list(path.parent.glob("cffi-*.pickle"))
+
+
+def test_importing_the_package_leaves_wgpu_natives_ffi_to_the_first_context():
+    """``import webnn_gpu`` does not import wgpu-py's native backend: the first context imports
+    it through the cached cdef (a module that imported it at load time would make every
+    process parse wgpu.h again, about 0.13 s of CPU)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, webnn_gpu; print('wgpu.backends.wgpu_native._ffi' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False"
