@@ -66,14 +66,14 @@ def _bind(op: str, tl, arg: str, name: str, value, declared, need: int):
             raise InvalidStateError(f"{op}: argument {where!r}: WebNN work on {t!r} is held behind a rented "
                                     f"tensor; recording now would run before it. Return the rental first")
         buffer = tl.tensor_buffer(t)
-        if getattr(buffer, "_webnn_gpu_destroyed", False):
+        if _timeline.owner_destroyed(buffer):
             raise InvalidStateError(f"{op}: argument {where!r}: the GPUBuffer of {t!r} (tensor_from_buffer) has "
                                     f"been destroyed")
         return buffer, tl.bind_key(t)
     if isinstance(value, wgpu.GPUBuffer):
         if getattr(value, "returned", False):  # a RentedBuffer given back: its buffer is no longer the caller's
             raise InvalidStateError(f"{op}: argument {where!r}: the rented buffer has been returned")
-        if getattr(value, "_webnn_gpu_destroyed", False):
+        if _timeline.owner_destroyed(value):
             raise InvalidStateError(f"{op}: argument {where!r}: the GPUBuffer has been destroyed")
         if not same_device(value._device, tl.device):
             V.fail(op, "", where, "a GPUBuffer of the context's device", "a buffer of another device")
@@ -143,25 +143,6 @@ def record(context, encoder, graph, inputs: Mapping, outputs: Mapping) -> None:
                                  f"{exc}") from exc
 
 
-def _note_destroy(buffer) -> None:
-    """Have ``buffer.destroy()`` mark the buffer, so that WebNN refuses work on a tensor over it
-    (InvalidStateError) instead of submitting a destroyed buffer, which wgpu-native treats as
-    fatal. The buffer's own ``destroy`` runs as before; the wrapper holds it weakly."""
-    if "_webnn_gpu_destroyed" in vars(buffer):
-        return
-    ref, destroy = weakref.ref(buffer), type(buffer).destroy
-
-    def noting_destroy() -> None:
-        b = ref()
-        if b is not None:
-            b._webnn_gpu_destroyed = True
-            destroy(b)
-
-    noting_destroy.__doc__ = destroy.__doc__
-    buffer._webnn_gpu_destroyed = False
-    buffer.destroy = noting_destroy
-
-
 def tensor_from_buffer(context, buffer, descriptor: Mapping, **kwargs) -> MLTensor:
     """``MLContext.tensor_from_buffer``: the caller's GPUBuffer as an MLTensor, no copy.
 
@@ -190,9 +171,9 @@ def tensor_from_buffer(context, buffer, descriptor: Mapping, **kwargs) -> MLTens
                f"a buffer with usage {usage_names(buffer.usage)}")
     if buffer.map_state != "unmapped":
         raise InvalidStateError(f"{op}: argument 'buffer': the buffer is mapped ({buffer.map_state}); unmap it first")
-    if getattr(buffer, "_webnn_gpu_destroyed", False):
+    if _timeline.owner_destroyed(buffer):
         raise InvalidStateError(f"{op}: argument 'buffer': the buffer has been destroyed")
-    _note_destroy(buffer)
+    _timeline.note_owner_destroy(buffer)
     with tl.lock:
         return tl.wrap_buffer(buffer, dt, shape, label=label, readable=flags.get("readable", False),
                               writable=flags.get("writable", False),

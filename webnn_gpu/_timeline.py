@@ -36,6 +36,7 @@ context, tensors or graphs.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections import deque
 
 import numpy as np
@@ -86,7 +87,7 @@ class Timeline:
         for t in tensors:
             if t._destroyed:
                 raise InvalidStateError(f"{op}: the MLTensor has been destroyed")
-            if getattr(t._buffer, "_webnn_gpu_destroyed", False):  # tensor_from_buffer's, destroyed by its owner
+            if owner_destroyed(t._buffer):
                 raise InvalidStateError(f"{op}: the GPUBuffer of {t!r} (tensor_from_buffer) has been destroyed")
             rental = self._rented.get(t) if self._rented else None
             if rental is not None and rental.mode == "export":
@@ -630,3 +631,29 @@ class _ComputeIO:
             self.totals[-1] += size
         self.totals = [max(t, 4) for t in self.totals]
         self.staging = [buffer("compute staging", t, _MAP_READ) for t in self.totals]
+
+
+def note_owner_destroy(buffer) -> None:
+    """Have the caller's ``buffer.destroy()`` (a buffer ``tensor_from_buffer`` wraps) mark the
+    buffer first (:func:`owner_destroyed`), so that WebNN refuses work on a tensor over it with
+    InvalidStateError instead of submitting a destroyed buffer, which wgpu-native treats as
+    fatal. The buffer's own ``destroy`` runs as before; the wrapper holds the buffer weakly."""
+    if "_webnn_gpu_destroyed" in vars(buffer):
+        return
+    ref, destroy = weakref.ref(buffer), type(buffer).destroy
+
+    def noting_destroy() -> None:
+        b = ref()
+        if b is not None:
+            b._webnn_gpu_destroyed = True
+            destroy(b)
+
+    noting_destroy.__doc__ = destroy.__doc__
+    buffer._webnn_gpu_destroyed = False
+    buffer.destroy = noting_destroy
+
+
+def owner_destroyed(buffer) -> bool:
+    """Whether ``buffer`` was wrapped by ``tensor_from_buffer`` and destroyed by its owner since
+    (:func:`note_owner_destroy`)."""
+    return getattr(buffer, "_webnn_gpu_destroyed", False)

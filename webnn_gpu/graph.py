@@ -595,12 +595,12 @@ class MLGraph:
             self._encode_timed(encoder, rec, ins, outs, query_set)
             return
         native = rec.native
+        fns = None if native is None else _native()
         for n, part in enumerate(rec.parts):
             if part.__class__ is int:
                 self._encode_copy(encoder, part, ins, outs)
                 continue
             cpass = encoder.begin_compute_pass()
-            fns = None if native is None else _native()
             handle = None if fns is None else getattr(cpass, "_internal", None)
             if native is None or fns is None or handle is None:
                 _encode_public(cpass, part)
