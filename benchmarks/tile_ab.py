@@ -3,7 +3,9 @@
     .venv/bin/python benchmarks/tile_ab.py MODEL ... --new WEBNN_GPU_FORCE_X=y [--old WEBNN_GPU_FORCE_X=z]
                                           [--rounds 10] [--repeats 10] [--all]
 
-Each model (a name known to ``webnn-gpu fetch`` or a ``.tflite`` path) is loaded twice in one
+Each model (a name known to ``webnn-gpu fetch``, a ``.tflite`` path, or ``mm:M,K,N`` for a float32
+matmul of two inputs, ``pw:M,K,N`` for a float32 NHWC 1x1 conv2d of M pixels with constant
+weights, a bias and relu6) is loaded twice in one
 process (the plan cache off), once under the ``--old`` switches and once under the ``--new`` ones
 (``WEBNN_GPU_FORCE_*`` variables, read at build time), and the two graphs are profiled in turn in
 each round (``webnn_gpu.profile.profile_graph``: timestamp queries, the median of ``--repeats``).
@@ -28,6 +30,26 @@ def _env(pairs: list[str]) -> dict:
     return dict(p.split("=", 1) for p in pairs)
 
 
+def _load(ctx, path: str):
+    """The graph of a model path, ``mm:M,K,N`` (a matmul of two float32 inputs) or ``pw:M,K,N`` (a
+    1x1 conv2d with bias and relu6 on a [1, M, 1, K] NHWC input)."""
+    import webnn_gpu as webnn
+
+    if path[:3] not in ("mm:", "pw:"):
+        return webnn.load(path, ctx).graph
+    M, K, N = (int(v) for v in path[3:].split(","))
+    b = webnn.MLGraphBuilder(ctx)
+    if path.startswith("mm:"):
+        x = b.input("a", {"data_type": "float32", "shape": [M, K]})
+        return b.build({"c": b.matmul(x, b.input("b", {"data_type": "float32", "shape": [K, N]}))})
+    rng = np.random.default_rng(1)
+    x = b.input("x", {"data_type": "float32", "shape": [1, M, 1, K]})
+    w = b.constant({"data_type": "float32", "shape": [N, 1, 1, K]}, rng.uniform(-1, 1, (N, 1, 1, K)).astype(np.float32))
+    bias = b.constant({"data_type": "float32", "shape": [N]}, rng.uniform(-1, 1, N).astype(np.float32))
+    y = b.conv2d(x, w, bias=bias, input_layout="nhwc", filter_layout="ohwi")
+    return b.build({"y": b.clamp(y, min_value=0.0, max_value=6.0)})
+
+
 def compare(path: str, old: dict, new: dict, rounds: int, repeats: int, every: bool) -> None:
     """Profile ``path`` built under ``old`` and ``new`` alternately and print the tile launches."""
     import webnn_gpu as webnn
@@ -39,7 +61,7 @@ def compare(path: str, old: dict, new: dict, rounds: int, repeats: int, every: b
     built = {}
     for name, env in (("old", old), ("new", new)):
         with environ({**dict.fromkeys(keys), **env}):
-            g = webnn.load(path, ctx).graph
+            g = _load(ctx, path)
         rng = np.random.default_rng(0)
         built[name] = (g, {n: rng.uniform(0, 1, v.shape).astype(np.float32) for n, v in g._inputs.items()})
     steps = {n: [s for s in g._steps if isinstance(s, KernelStep)] for n, (g, _) in built.items()}
@@ -51,7 +73,7 @@ def compare(path: str, old: dict, new: dict, rounds: int, repeats: int, every: b
         for n, (g, inputs) in built.items():
             times[n].append([r["us"] for r in profile_graph(ctx, g, inputs, repeats)])
     old_t, new_t = np.array(times["old"]), np.array(times["new"])
-    model = os.path.basename(path).split(".")[0]
+    model = path if path[:3] in ("mm:", "pw:") else os.path.basename(path).split(".")[0]
     print(f"{model}: {len(pick)} tile launches differ")
     for k in pick:
         o, w = old_t[:, k].min(), new_t[:, k].min()
@@ -78,7 +100,7 @@ def main(argv=None) -> int:
     p.add_argument("--all", action="store_true", help="every tile launch, not only those that differ")
     args = p.parse_args(argv)
     os.environ["WEBNN_GPU_PLAN_CACHE"] = "0"
-    for path in model_paths(args.models):
+    for path in [m if m[:3] in ("mm:", "pw:") else model_paths([m])[0] for m in args.models]:
         compare(path, _env(args.old), _env(args.new), args.rounds, args.repeats, args.all)
     return 0
 
