@@ -59,13 +59,13 @@ def _orders(ctx, monkeypatch, build, inputs: dict, fires: bool = True):
 
 
 def test_the_order_by_tile_and_the_switch(monkeypatch):
-    """One column block at a time for tiles of at most COLS_FIRST_MAX_BLOCKS accumulators (read at
-    lowering: the switch forces either order for every tile)."""
+    """One column block at a time for tiles of 2 rows or more and at most COLS_FIRST_MAX_BLOCKS
+    accumulators (the switch, read at lowering, forces either order for every tile)."""
     monkeypatch.delenv("WEBNN_GPU_FORCE_TILE_COLS", raising=False)
-    most = linalg.COLS_FIRST_MAX_BLOCKS
-    assert linalg.cols_first(8, 11) == linalg.TILE_COLS_FIRST and linalg.cols_first(7, 12) == linalg.TILE_COLS_FIRST
-    assert linalg.cols_first(1, 1) == linalg.TILE_COLS_FIRST and not linalg.cols_first(8, 12)
-    assert not linalg.cols_first(1, most + 1) and linalg.cols_first(1, most) == linalg.TILE_COLS_FIRST
+    most, on = linalg.COLS_FIRST_MAX_BLOCKS, linalg.TILE_COLS_FIRST
+    assert linalg.cols_first(8, 11) == on and linalg.cols_first(7, 12) == on and linalg.cols_first(2, 1) == on
+    assert not linalg.cols_first(8, 12) and not linalg.cols_first(1, 12) and not linalg.cols_first(1, 1)
+    assert not linalg.cols_first(2, most // 2 + 1) and linalg.cols_first(2, most // 2) == on
     monkeypatch.setenv("WEBNN_GPU_FORCE_TILE_COLS", "first")
     assert linalg.cols_first(8, 12) and linalg.cols_first(2, 3)
     monkeypatch.setenv("WEBNN_GPU_FORCE_TILE_COLS", "rows")

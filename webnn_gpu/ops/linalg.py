@@ -96,14 +96,17 @@ TILE_EP_LOOP = _env.force("tile_ep_loop") != "off"
 #: The subgroup variant's k step takes one column block at a time (``cols_first`` in
 #: ``matmul/tile.wgsl``): the lanes' loads of B and the rows of A first, then per column block its
 #: B vectors shared and its rows' accumulators updated, instead of all 4 x TN4 B vectors shared
-#: before the rows (then live, and spilled, across every row). Taken for tiles of at most
-#: :data:`COLS_FIRST_MAX_BLOCKS` vec4 accumulators (TM x TN4): on Mesa 22.3, kernel timestamps
+#: before the rows (then live, and spilled, across every row). Taken for tiles of at least
+#: :data:`COLS_FIRST_MIN_ROWS` rows and at most :data:`COLS_FIRST_MAX_BLOCKS` vec4 accumulators
+#: (TM x TN4; one-row tiles share each vector of B for one row either way, 1.00-1.03 measured):
+#: on Mesa 22.3, kernel timestamps
 #: of one-layer graphs with both orders in one process, alternating, two runs with the order of
 #: the builds swapped, 5 x 48, 7 x 48, 8 x 32, 8 x 44 and 5 x 28 tiles took 0.89-0.95 of the
 #: time, matmul 1024^3 (8 x 32) 0.85, while 8 x 48 tiles (96) took 1.02-1.04
 #: (docs/linalg.md, "The subgroup variant"). ``WEBNN_GPU_FORCE_TILE_COLS=first|rows`` (read
 #: when a layer is lowered) forces one order for every tile.
 TILE_COLS_FIRST = True
+COLS_FIRST_MIN_ROWS = 2
 COLS_FIRST_MAX_BLOCKS = 88
 #: ... for reductions of at least this length: the loop moves the tile's other rows up after each
 #: row, (TM - 1) x TN4 vec4 moves, which cost a pointwise conv of K = 8 (128 x 128 x 8 -> 48,
@@ -472,12 +475,13 @@ def up_rows(TM: int, W: int) -> int:
 
 def cols_first(TM: int, TN4: int) -> bool:
     """Whether the subgroup variant's k step goes one column block at a time for a TM x TN4 tile
-    (:data:`TILE_COLS_FIRST`, at most :data:`COLS_FIRST_MAX_BLOCKS` accumulators; or
+    (:data:`TILE_COLS_FIRST`, at least :data:`COLS_FIRST_MIN_ROWS` rows and at most
+    :data:`COLS_FIRST_MAX_BLOCKS` accumulators; or
     ``WEBNN_GPU_FORCE_TILE_COLS=first|rows``, read when a layer is lowered)."""
     forced = _env.force("tile_cols")
     if forced in ("first", "rows"):
         return forced == "first"
-    return TILE_COLS_FIRST and TM * TN4 <= COLS_FIRST_MAX_BLOCKS
+    return TILE_COLS_FIRST and TM >= COLS_FIRST_MIN_ROWS and TM * TN4 <= COLS_FIRST_MAX_BLOCKS
 
 
 def tile_words(lc, data_type: str) -> bool:
