@@ -9,10 +9,11 @@
   `{{ ln.share_b(...) -}}` on a line of its own, before a line that opens with a block tag.
 -#}
 
-{#- b<r>_<j> (k row r, column block j) from the lanes' loads bl<t>, for `rows` k rows. -#}
-{% macro share_b(rows, TN, sg, pad) %}
+{#- b<r>_<j> (k row r, column block j) from the lanes' loads bl<t>, for `rows` k rows (of the column
+   blocks `cols` only, when given). -#}
+{% macro share_b(rows, TN, sg, pad, cols=none) %}
 {% for r in range(rows) %}
-{% for j in range(TN) %}
+{% for j in (cols if cols is not none else range(TN)) %}
 {{ pad }}let b{{ r }}_{{ j }} = subgroupBroadcast(bl{{ (r * TN + j) // sg }}, {{ (r * TN + j) % sg }}u);
 {% endfor %}
 {% endfor %}

@@ -84,6 +84,10 @@
                  so whole subgroups return together. The epilogue's operands read at the channel
                  (ep.chan, a bias) are shared the same way: each lane loads those of 4 * TN4 / sg
                  of the tile's channels (matmul/_lanes.wgsl, shared with matmul/mlp.wgsl)
+    cols_first   (sg, not bdot, not win) each k step loads the lanes' share of B and the TM rows of A
+                 first, then takes one column block at a time: its 4 vectors of B broadcast, its TM
+                 accumulators updated (the same expressions; only one block's B live across the
+                 rows instead of all 4 x TN4 vectors; linalg.TILE_COLS_FIRST)
     dyn          M, N, KC4, a_rs, b_ks, b_cols, o_sp and tiles_m come from the u32 parameter buffer
                  `prm` ([invocations, M, N, KC4, a_rs, b_ks, b_cols, o_sp, tiles_m]; with up also
                  [M - TM, UW, UH, uh, uw, KC]) instead of the text: dense, unbatched, aligned products (pointwise convs, matmuls) of any size
@@ -432,12 +436,15 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
 vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a[yrow + xo{{ s }} + ({{ kexpr }} + {{ r }}u) * {{ a_ks }}u]){% endif %}{{ ", " if not loop.last }}{% endfor %})
 {%- endif %}
 {%- endmacro %}
+{% macro mac(i, j, rows) %}
+      c{{ i }}_{{ j }} = c{{ i }}_{{ j }}{% for r in range(rows) %} + a{{ i }}.{{ "xyzw"[r] }} * b{{ r }}_{{ j }}{% endfor %};
+{% endmacro %}
 {% macro fma(i, rows) %}
 {% if bdot %}
       c{{ i }}_0 = c{{ i }}_0 + vec4<f32>({% for n in range(4) %}{% if n < N %}dot(a{{ i }}, bt{{ n }}){% else %}0.0{% endif %}{{ ", " if not loop.last }}{% endfor %});
 {% else %}
 {% for j in range(TN4) %}
-      c{{ i }}_{{ j }} = c{{ i }}_{{ j }}{% for r in range(rows) %} + a{{ i }}.{{ "xyzw"[r] }} * b{{ r }}_{{ j }}{% endfor %};
+{{ mac(i, j, rows) -}}
 {% endfor %}
 {% endif %}
 {% endmacro %}
@@ -481,12 +488,23 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
       }
 {% endfor %}
 {% endif %}
+{% elif cols_first %}
+{# the lanes' loads of B and the TM rows of A, then one column block at a time: its B vectors
+   shared and its TM accumulators updated (only that block's B is live across the rows) #}
+{{ bpart(kexpr, tail, rows, false) }}
+{{ apart(kexpr, tail, rows, false) }}
+{% for j in range(TN4) %}
+{{ ln.share_b(rows, TN4, sg, "      ", [j]) -}}
+{% for i in range(TM) %}
+{{ mac(i, j, rows) -}}
+{% endfor %}
+{% endfor %}
 {% else %}
 {{ bpart(kexpr, tail, rows) }}
 {{ apart(kexpr, tail, rows) }}
 {% endif %}
 {% endmacro %}
-{% macro bpart(kexpr, tail, rows) %}
+{% macro bpart(kexpr, tail, rows, share=true) %}
 {% if bdot and sg %}
       let btl = {{ BL }}(b[(kb + {{ kexpr }} + min(lane, {{ N - 1 }}u) * {{ KH * KW * KC }}u) / 4u]);
 {% for n in range(N) %}
@@ -500,7 +518,9 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% for t in range((rows * TN4 + sg - 1) // sg) %}
       let bl{{ t }} = {{ BL }}(b[(kb + ({{ kexpr }}) * {% if dyn %}b_ks_{% else %}{{ b_ks }}u{% endif %}) / 4u + {{ ("so" ~ t) if not tail else sg_off(t, rows) }}]);
 {% endfor %}
+{% if share %}
 {{ ln.share_b(rows, TN4, sg, "      ") -}}
+{% endif %}
 {% else %}
 {% for r in range(rows) %}
 {% for j in range(TN4) %}
@@ -509,7 +529,7 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% endfor %}
 {% endif %}
 {% endmacro %}
-{% macro apart(kexpr, tail, rows) %}
+{% macro apart(kexpr, tail, rows, fmas=true) %}
 {% if a_scale %}
       let sc = vec4<f32>(asc[({{ kexpr }}) / 4u]);
 {% endif %}
@@ -529,7 +549,9 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% else %}
       let a{{ i }} = {{ a_load(i, kexpr, tail) }};
 {% endif %}
+{% if fmas %}
 {{ fma(i, rows) }}
+{% endif %}
 {% endfor %}
 {% endmacro %}
 {% if dyn %}

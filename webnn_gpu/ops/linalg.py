@@ -93,6 +93,21 @@ TILE_X64 = True
 #: ``WEBNN_GPU_FORCE_TILE_EP_LOOP=off``, read once at import): epilogues that load only per
 #: channel are inlined.
 TILE_EP_LOOP = _env.force("tile_ep_loop") != "off"
+#: The subgroup variant's k step takes one column block at a time (``cols_first`` in
+#: ``matmul/tile.wgsl``): the lanes' loads of B and the rows of A first, then per column block its
+#: B vectors shared and its rows' accumulators updated, instead of all 4 x TN4 B vectors shared
+#: before the rows (then live, and spilled, across every row). Taken for tiles of at least
+#: :data:`COLS_FIRST_MIN_ROWS` rows and at most :data:`COLS_FIRST_MAX_BLOCKS` vec4 accumulators
+#: (TM x TN4; one-row tiles share each vector of B for one row either way, 1.00-1.03 measured):
+#: on Mesa 22.3, kernel timestamps
+#: of one-layer graphs with both orders in one process, alternating, two runs with the order of
+#: the builds swapped, 5 x 48, 7 x 48, 8 x 32, 8 x 44 and 5 x 28 tiles took 0.89-0.95 of the
+#: time, matmul 1024^3 (8 x 32) 0.85, while 8 x 48 tiles (96) took 1.02-1.04
+#: (docs/linalg.md, "The subgroup variant"). ``WEBNN_GPU_FORCE_TILE_COLS=first|rows`` (read
+#: when a layer is lowered) forces one order for every tile.
+TILE_COLS_FIRST = True
+COLS_FIRST_MIN_ROWS = 2
+COLS_FIRST_MAX_BLOCKS = 88
 #: ... for reductions of at least this length: the loop moves the tile's other rows up after each
 #: row, (TM - 1) x TN4 vec4 moves, which cost a pointwise conv of K = 8 (128 x 128 x 8 -> 48,
 #: bias, relu6) 4-8% of its CPU time on Mesa 22.3, and nothing measurable at K = 16, 24 and 75
@@ -458,6 +473,17 @@ def up_rows(TM: int, W: int) -> int:
     return max(t for t in range(2, max(TM, 2) + 1, 2) if W % t == 0)
 
 
+def cols_first(TM: int, TN4: int) -> bool:
+    """Whether the subgroup variant's k step goes one column block at a time for a TM x TN4 tile
+    (:data:`TILE_COLS_FIRST`, at least :data:`COLS_FIRST_MIN_ROWS` rows and at most
+    :data:`COLS_FIRST_MAX_BLOCKS` accumulators; or
+    ``WEBNN_GPU_FORCE_TILE_COLS=first|rows``, read when a layer is lowered)."""
+    forced = _env.force("tile_cols")
+    if forced in ("first", "rows"):
+        return forced == "first"
+    return TILE_COLS_FIRST and TM >= COLS_FIRST_MIN_ROWS and TM * TN4 <= COLS_FIRST_MAX_BLOCKS
+
+
 def tile_words(lc, data_type: str) -> bool:
     """Whether ``matmul/tile.wgsl`` moves A (vec4 loads), its output and the given operand
     (vec4 stores) as u64 words (``x64``; :data:`TILE_X64`): the "lane-loop" profile (lavapipe
@@ -607,7 +633,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
         pool_rows=-(-M // TM), x64=x64, x8=x8,
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
-        b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, ep_loop=TM > 1 and not ep_rows and (TILE_EP_LOOP and KH * KW * KC >= TILE_EP_LOOP_MIN_K or ep.given or reads_per_output(ep)),
+        b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, cols_first=bool(sg) and bdot is None and not win and cols_first(TM, TN4), ep_loop=TM > 1 and not ep_rows and (TILE_EP_LOOP and KH * KW * KC >= TILE_EP_LOOP_MIN_K or ep.given or reads_per_output(ep)),
     )
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
