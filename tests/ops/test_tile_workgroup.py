@@ -74,3 +74,32 @@ def test_two_twin_matmuls_share_one_pipeline(ctx, rng):
     for got, a, w in ((out["y"], a1, b1), (out["z"], a2, b2)):
         a64, w64 = a.astype(np.float64), w.astype(np.float64)
         check(got, a64 @ w64, np.abs(a64) @ np.abs(w64), a.shape[1], np.float32, "matmul")
+
+
+def test_small_subgroup_launches_share_one_pipeline(ctx, rng, monkeypatch):
+    """256 x 64 -> 384 (32 subgroups: workgroups of 16 under the former rule) and then 64 x 64 ->
+    288 (6 subgroups: 6 workgroups of 8, 3 of 16 too few for a twin): one workgroup size, one
+    kernel text; with ``WEBNN_GPU_FORCE_TILE_SG_WORKGROUP=16`` (the near miss) two. Both products
+    against float64 NumPy either way."""
+    a1, b1 = data(rng, (256, 64)), data(rng, (64, 384))
+    a2, b2 = data(rng, (64, 64)), data(rng, (64, 288))
+    texts = []
+    for forced in ("", "16"):
+        monkeypatch.setenv("WEBNN_GPU_FORCE_TILE_SG_WORKGROUP", forced)
+        b = webnn.MLGraphBuilder(ctx)
+        x1 = b.input("a1", {"data_type": "float32", "shape": [256, 64]})
+        x2 = b.input("a2", {"data_type": "float32", "shape": [64, 64]})
+        w1 = b.constant({"data_type": "float32", "shape": [64, 384]}, b1)
+        w2 = b.constant({"data_type": "float32", "shape": [64, 288]}, b2)
+        graph = b.build({"y": b.matmul(x1, w1), "z": b.matmul(x2, w2)})
+        steps = tile_steps([s for s in graph._steps if isinstance(s, KernelStep)])
+        out = ctx.compute(graph, {"a1": a1, "a2": a2})
+        graph.destroy()
+        assert len(steps) == 2
+        texts.append({s.wgsl for s in steps})
+        for got, a, w in ((out["y"], a1, b1), (out["z"], a2, b2)):
+            a64, w64 = a.astype(np.float64), w.astype(np.float64)
+            check(got, a64 @ w64, np.abs(a64) @ np.abs(w64), a.shape[1], np.float32, f"matmul forced={forced!r}")
+    if ctx._subgroup:  # the subgroup variant's dynamic kernel: twins in size only
+        assert len(texts[0]) == 1, "one workgroup size: one pipeline"
+        assert len(texts[1]) == 2, "workgroups of 16 for the larger launch: a pipeline each"
