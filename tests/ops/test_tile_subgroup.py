@@ -271,20 +271,30 @@ def test_upsampled_operand_convs_of_two_sizes_share_one_kernel(ctx, rng):
 
 
 # ---------------------------------------------------------------- pool partials, workgroups
-def test_subgroup_workgroups_leave_no_thread_idle_at_the_end():
-    """Past eight subgroups a launch takes workgroups of 64 (from 1024 invocations) or 16, or the
+def test_subgroup_workgroups_leave_no_thread_idle_at_the_end(monkeypatch):
+    """Below sixteen workgroups of 64 a launch takes one subgroup per workgroup (one size, so that
+    launches of one kernel share its pipeline); from 1024 invocations workgroups of 64, or the
     next smaller size where that ends at least 5% sooner on two threads (an odd count of the
-    larger workgroups)."""
+    larger workgroups). ``WEBNN_GPU_FORCE_TILE_SG_WORKGROUP=16`` keeps 16 below 1024 as well,
+    stepping down the same way."""
     lanes = 8
+    monkeypatch.delenv("WEBNN_GPU_FORCE_TILE_SG_WORKGROUP", raising=False)
     assert linalg._tile_workgroup(64, lanes) == 8  # at most eight subgroups: one per workgroup
-    assert linalg._tile_workgroup(80, lanes) == 8  # 5 workgroups of 16 (3 rounds) or 10 of 8 (5 of half)
-    assert linalg._tile_workgroup(112, lanes) == 8  # 7 of 16 or 14 of 8
-    assert linalg._tile_workgroup(96, lanes) == 16  # 6 of 16: both threads end together
-    assert linalg._tile_workgroup(560, lanes) == 16  # 35 of 16: 36 rounds' worth against 35, under 5%
+    assert linalg._tile_workgroup(96, lanes) == 8
+    assert linalg._tile_workgroup(560, lanes) == 8
+    assert linalg._tile_workgroup(16 * 64 - 8, lanes) == 8
     assert linalg._tile_workgroup(16 * 64, lanes) == 64
     assert linalg._tile_workgroup(1176, lanes) == 16  # 19 of 64 (10 rounds) or 74 of 16 (37 of a quarter)
     assert linalg._tile_workgroup(3136, lanes) == 64  # 49 of 64: 25 rounds against 24.5, under 5%
     assert linalg._tile_workgroup(80, 0) == 16  # the plain kernel keeps its rule
+    monkeypatch.setenv("WEBNN_GPU_FORCE_TILE_SG_WORKGROUP", "16")
+    assert linalg._tile_workgroup(64, lanes) == 8
+    assert linalg._tile_workgroup(80, lanes) == 8  # 5 workgroups of 16 (3 rounds) or 10 of 8 (5 of half)
+    assert linalg._tile_workgroup(112, lanes) == 8  # 7 of 16 or 14 of 8
+    assert linalg._tile_workgroup(96, lanes) == 16  # 6 of 16: both threads end together
+    assert linalg._tile_workgroup(560, lanes) == 16  # 35 of 16: 36 rounds' worth against 35, under 5%
+    assert linalg._tile_workgroup(1176, lanes) == 16
+    assert linalg._tile_workgroup(80, 0) == 16
 
 
 def test_pool_partials_rows_follow_the_tile_kernels_choice():

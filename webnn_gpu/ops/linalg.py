@@ -162,7 +162,7 @@ SG_TILE_N4 = 12
 #: (81 x 728 -> 728 at 1, 2, 4, 6 and 8 rows: 7.35, 5.58, 4.31, 4.17, 4.94 ms).
 SG_TILE_COST = 1.36
 #: Subgroup-variant launches below this many workgroups of :data:`TILE_WORKGROUP` use workgroups
-#: of :data:`TILE_SMALL_WORKGROUP` (finer load balance over the threads).
+#: of one subgroup (finer load balance over the threads, one size for sharing pipelines).
 SG_WORKGROUPS = 16
 #: The threads a launch's workgroups are balanced over (lavapipe runs each workgroup on one of its
 #: threads, one per core; the 2-core machine the engine is tuned on): :func:`_tile_workgroup`.
@@ -903,18 +903,24 @@ def dense_tile_rows(M: int, N: int, K: int, tuning: str, lanes: int, deep: bool,
 def _tile_workgroup(n_inv: int, sg: int) -> int:
     """Invocations per workgroup of a tile launch: :data:`TILE_WORKGROUP`, or
     :data:`TILE_SMALL_WORKGROUP` below four such workgroups (lavapipe runs a workgroup on one
-    thread). The subgroup variant (``sg`` lanes) keeps 16 below :data:`SG_WORKGROUPS` workgroups
-    of 64 (its launches are half as many invocations as the plain kernel's, and 5 workgroups on 2
-    threads leave one idle for a fifth of the time; 16 costs no more CPU time, measured) and
-    takes one subgroup per workgroup for launches of at most eight subgroups (49 x 1152 -> 192:
-    four subgroups, four workgroups instead of two; hand_landmark_full 7-10% less wall time in
-    two runs on a loaded machine, the same CPU time). Past eight subgroups it takes the next
-    smaller of those sizes where the larger would leave a thread idle at the end (an odd count
-    of workgroups) and the smaller ends at least 5% sooner on :data:`TILE_THREADS` threads: 196 x
-    480 -> 80 is 80 invocations, 5 workgroups of 16 or 10 of 8; 3136 x 24 -> 144 is 1176, 19 of
-    64 or 74 of 16."""
+    thread). The subgroup variant (``sg`` lanes) takes one subgroup per workgroup below
+    :data:`SG_WORKGROUPS` workgroups of 64 (its launches are half as many invocations as the plain
+    kernel's; 49 x 1152 -> 192, four subgroups: four workgroups instead of two, hand_landmark_full
+    7-10% less wall time in two runs on a loaded machine, the same CPU time). One size for all
+    those launches lets two layers whose kernels differ only in the launch's size share one
+    pipeline (:func:`_twin_workgroup` cannot make an earlier launch smaller): pose_landmark_full's
+    64 x 864 -> 288 (6 workgroups of 8) and its ten 256 x 64 -> 384 to 64 x 144 -> 864 launches,
+    one pipeline less; measured against workgroups of 16 for the launches of 9 to 127 subgroups,
+    the ten ran 0.98-1.01 of their time, both forms alternating in one process.
+    ``WEBNN_GPU_FORCE_TILE_SG_WORKGROUP=16`` (read at build time) keeps 16 for those, stepping
+    down to 8 where 16 would leave a thread idle at the end. From :data:`SG_WORKGROUPS`
+    workgroups of 64 it takes the next smaller of the sizes 16 and 8 where the larger would leave
+    a thread idle at the end (an odd count of workgroups) and the smaller ends at least 5% sooner
+    on :data:`TILE_THREADS` threads: 3136 x 24 -> 144 is 1176 invocations, 19 workgroups of 64 or
+    74 of 16."""
     if sg:
-        if n_inv <= 8 * sg:
+        if n_inv <= 8 * sg or (n_inv < SG_WORKGROUPS * TILE_WORKGROUP
+                               and _env.force("tile_sg_workgroup") != str(TILE_SMALL_WORKGROUP)):
             return sg
 
         def span(w):  # invocations per thread, the last round whole
