@@ -361,7 +361,8 @@ def store_depth_to_space(nodes: list, outputs: dict, context=None) -> list:
             continue
         u = t.inputs[0]
         r = g.producer(u)
-        if r is None or r.op != "reshape" or g.sole_consumer(u) is not t:
+        reader = g.sole_consumer(u)
+        if r is None or r.op != "reshape" or reader is None or reader is not t:
             continue
         v = r.inputs[0]
         conv = g.producer(v)
