@@ -40,6 +40,11 @@
     pool         (vec only) also write each invocation's per-channel sum of its outputs to
                  `pool` ([OHB * OWB * NB, C4] vec4<f32>): a following global average pool
                  (fuse_conv_pool) then reduces these partials instead of re-reading the output
+    d2s          None, or {bs, uq} (vec only): the output is stored as its depth_to_space with
+                 bs x bs blocks (TensorFlow's DCR order; the compiler's store_depth_to_space):
+                 channel unit cb (4 NH channels) of pixel (n, oh, ow) goes to unit cb % uq of
+                 pixel (n, oh bs + by, ow bs + bx), (by, bx) = divmod(cb / uq, bs); uq = the
+                 units of one output pixel
   Parameters (binding `prm`, u32): 0 invocations  1 C4 = ceil(C / 4)  2 C (output channels)
     3 OWB = ceil(OW / TW)  4 OHB = ceil(OH / TH)  5 H  6 W  7 OH  8 OW  9 pt  10 pl (leading
     padding)  11 CI (input channels, C / M)  12 TH (output rows per invocation)
@@ -128,6 +133,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let hb = r1 - n * OHB;
   let oh0 = hb * TH;
   let ow0 = wb * {{ TW }}u;
+{% if d2s %}
+  // depth_to_space (d2s): unit cb is unit cb % uq of block position (by, bx) = divmod(cb / uq, bs)
+  let dq = cb / {{ d2s.uq }}u;
+  let dby = dq / {{ d2s.bs }}u;
+  let dbx = (dq % {{ d2s.bs }}u) * {{ d2s.uq }}u + cb % {{ d2s.uq }}u;
+{% endif %}
   let nr = min(TH, OH - oh0);
   let ih0 = i32(oh0 * {{ sh }}u) - i32(prm[9]);
   let iw0 = i32(ow0 * {{ sw }}u) - i32(prm[10]);
@@ -195,6 +206,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     {
 {% endif %}
       let pr = (n * OH + oh0 + i - {{ A - 1 }}u) * OW + ow0;
+{% if d2s %}
+      // depth_to_space: this row's first pixel's unit in the output (row (n OH + oh) bs + by,
+      // column ow0 bs + bx); the next pixel's is bs uq units on
+      let d2s_at = (((n * OH + oh0 + i - {{ A - 1 }}u) * {{ d2s.bs }}u + dby) * OW + ow0) * {{ d2s.bs * d2s.uq }}u + dbx;
+{% endif %}
 {% for p in range(TW) %}
       if (pok{{ p }}) {
         let pix = pr + {{ p }}u;
@@ -208,9 +224,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endif %}
 {% endfor %}
 {% if x64 %}
-        out[pix * CB + cb] = {{ "pk(ov0)" if NH == 1 else LT ~ "(pk(ov0), pk(ov1))" }};
+        out[{{ "d2s_at + " ~ p ~ "u * " ~ d2s.bs * d2s.uq ~ "u" if d2s else "pix * CB + cb" }}] = {{ "pk(ov0)" if NH == 1 else LT ~ "(pk(ov0), pk(ov1))" }};
 {% else %}
-        out[pix * C4 + cb] = vec4<{{ T }}>(ov0);
+        out[{{ "d2s_at + " ~ p ~ "u * " ~ d2s.bs * d2s.uq ~ "u" if d2s else "pix * C4 + cb" }}] = vec4<{{ T }}>(ov0);
 {% endif %}
 {% else %}
         let v = acc0_{{ A - 1 }}_{{ p }};

@@ -22,11 +22,24 @@
     fill           WGSL expression of the RAW value stored where the flag is false ("" if none)
     mask           none, or {row, col, upper, diagonal}: keep where col - row >= diagonal (upper)
                    or <= diagonal (lower); store fill elsewhere (triangular)
+    unit           1, or 4: src and dst are bound as arrays of vec4 (32-bit data; the map, the
+                   strides and k.n count vec4s, ops/movement.py remap_unit)
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guarded by idx < k.n.
 -#}
 {% import "_lib/io.wgsl" as io %}
 {% import "_lib/index.wgsl" as ix %}
+{% if unit == 4 %}
+{% for e in k.enables %}
+{{ e }}
+{% endfor %}
+{% set T = "vec4<" ~ k.bindings[0].storage ~ ">" %}
+@group(0) @binding(0) var<storage, read> src: array<{{ T }}>;
+@group(0) @binding(1) var<storage, read_write> dst: array<{{ T }}>;
+fn load_raw_src(i: u32) -> {{ T }} { return src[i]; }
+fn store_raw_dst(i: u32, v: {{ T }}) { dst[i] = v; }
+{% else %}
 {{ io.prelude(k, int64) }}
+{% endif %}
 {{ io.main_header(k) }}
 {{ ix.coords("c", "idx", coord_strides) }}
 {% if needs_valid %}

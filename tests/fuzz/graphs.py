@@ -589,6 +589,8 @@ class Gen:
                 other = self.input(shape)
             y = self.emit("add", [v, other] if self.p(0.5) else [other, v])
             return self.emit("average_pool2d", [y], {"layout": layout}), layout
+        if 0.41 <= r < 0.44:
+            return self.motif_depth_to_space(v, layout)
         if 0.44 <= r < 0.5:
             return self.motif_heads(v, layout)
         if 0.5 <= r < 0.65:
@@ -858,6 +860,29 @@ class Gen:
         y = self.emit("concat", rows, {"axis": 1})
         self.output(self.emit("sigmoid", [y]) if self.p(0.5) else y)
         return v, layout
+
+    def motif_depth_to_space(self, v, layout):
+        """A depthwise conv's output rearranged by a depth_to_space with 2 x 2 blocks (reshape,
+        transpose, reshape: TensorFlow's order), the conv storing it (``store_depth_to_space``);
+        near misses: 1, 2 or 3 channels per block position, the conv's output also a graph
+        output, ONNX's CRD order, NCHW."""
+        C = self.pick((16, 32, 48, 4, 8, 12))
+        x = self.conv(v, layout, pointwise=True, O=C)
+        c = self.conv(x, layout, depthwise=True)
+        if layout != "nhwc":
+            return c, layout
+        if self.p(0.1):
+            self.output(c)  # read twice
+        n, h, w, o = self.shape(c)
+        if o % 4:
+            return c, layout
+        if self.p(0.2):  # CRD: [N, H, W, C', 2, 2] -> [N, H, 2, W, 2, C']
+            r = self.emit("reshape", [c], {"new_shape": [n, h, w, o // 4, 2, 2]})
+            t = self.emit("transpose", [r], {"permutation": [0, 1, 4, 2, 5, 3]})
+        else:
+            r = self.emit("reshape", [c], {"new_shape": [n, h, w, 2, 2, o // 4]})
+            t = self.emit("transpose", [r], {"permutation": [0, 1, 3, 2, 4, 5]})
+        return self.emit("reshape", [t], {"new_shape": [n, 2 * h, 2 * w, o // 4]}), layout
 
     def motif_pool_residual(self, v, layout):
         """A strided block's residual: a depthwise conv of ``v`` and a pointwise one, plus a

@@ -800,6 +800,23 @@ def pool_output_ok(node, tuning: str) -> bool:
             and _conv_variant(g, "nhwc", tuning) == "depthwise")
 
 
+def store_d2s_ok(node, block: int, tuning: str) -> bool:
+    """Whether conv2d ``node`` can store its output as that output's depth_to_space with
+    ``block`` x ``block`` blocks, channels-last in TensorFlow's (DCR) order (the compiler's
+    ``store_depth_to_space``, ``attrs["store_d2s"]``): a float NHWC conv on the depthwise kernel
+    with vec4 channels (multiplier 1, channels a multiple of 4) and no other output or input
+    prologue, whose channels split into ``block * block`` groups of a multiple of 4 (each of
+    its vec4s then lands whole in one output pixel)."""
+    a = node.attrs
+    if (node.op != "conv2d" or a.get("input_layout") != "nhwc" or len(node.outputs) != 1 or a.get("pool_output")
+            or "input_scale" in a or "input_add" in a or node.outputs[0].data_type not in FLOATS or block < 2):
+        return False
+    g = _geometry(node)
+    cq, rem = divmod(g["O"], block * block)
+    return (g["O"] == g["C"] and g["O"] % 4 == 0 and rem == 0 and cq % 4 == 0
+            and _conv_variant(g, "nhwc", tuning) == "depthwise")
+
+
 def project_ok(dw, proj, tuning: str = "default", lanes: int = 0) -> bool:
     """Whether depthwise conv2d ``dw`` and ``proj``, the node reading its output, can run as
     one ``conv/depthwise_project.wgsl`` kernel (the compiler's ``fuse_depthwise_project``):
@@ -1973,6 +1990,12 @@ def lower_conv2d(node, lc) -> None:
         vec = g["O"] % 4 == 0 and m == 1
         ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
         x64, nh = _dw_words(g, lc.tuning, lc.features, g["NB"] * ohb * owb * c4)
+        d2s = node.attrs.get("store_d2s")  # store_depth_to_space: each unit of 4 NH channels to its pixel
+        if d2s:
+            assert vec and not node.attrs.get("pool_output"), "store_d2s_ok"
+            if g["O"] // (d2s * d2s) % (4 * nh):
+                nh = 1
+            d2s = {"bs": d2s, "uq": g["O"] // (d2s * d2s) // (4 * nh)}
         n_inv = g["NB"] * ohb * owb * (c4 // nh)
         prm = make_constant(np.array([n_inv, c4, g["O"], owb, ohb, g["H"], g["W"], g["OH"], g["OW"], g["pt"],
                                       g["pl"], g["C"], th], dtype=np.uint32), "uint32")
@@ -1990,7 +2013,7 @@ def lower_conv2d(node, lc) -> None:
                   n_inv, workgroup=DW_WORKGROUP, T=T, vec=vec, M=m, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
                   A=max(t[2] for t in taps) + 1, taps=taps, jrows=sorted({t[1] for t in taps}), pool=pooled,
                   f_uniform=B_UNIFORM_FLOATS // 4 if f_uniform else 0,
-                  seg=_segment(g, tw), ep=ep, x64=x64, NH=nh,
+                  seg=_segment(g, tw), ep=ep, x64=x64, NH=nh, d2s=d2s or None,
                   **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
         if pooled:
             reduce_pool()

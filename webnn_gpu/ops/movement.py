@@ -111,6 +111,11 @@ def remap(lc, src, dst, iter_shape, dims: list[dict], *, base: int = 0, place: b
     """
     if mask is None:
         iter_shape, dims = coalesce(iter_shape, dims)
+    unit = remap_unit(src.data_type, iter_shape, dims, base) if mask is None else 1
+    if unit > 1:
+        iter_shape = [*iter_shape[:-1], iter_shape[-1] // unit]
+        dims = [lin(d["stride"] // unit if i < len(dims) - 1 else 1) for i, d in enumerate(dims)]
+        base //= unit
     for d in dims:
         d["stride"] = d["stride"] % _U32
     needs_valid = mask is not None or any(d["kind"] == "pad" and d["mode"] == "constant" for d in dims)
@@ -118,7 +123,29 @@ def remap(lc, src, dst, iter_shape, dims: list[dict], *, base: int = 0, place: b
     lc.kernel("layout/remap.wgsl", [("src", src)], [("dst", dst)], n,
               place=place, coord_strides=strides(iter_shape), dims=dims, base=base % _U32,
               needs_valid=needs_valid, fill=raw_literal(fill if fill is not None else 0, dst.data_type),
-              mask=mask)
+              mask=mask, unit=unit)
+
+
+#: 32-bit data types whose index maps :func:`remap` may run a vec4 at a time
+_VEC4_TYPES = ("float32", "int32", "uint32")
+
+
+def remap_unit(data_type: str, iter_shape: Sequence[int], dims: list[dict], base: int) -> int:
+    """Elements one invocation of ``layout/remap.wgsl`` moves for a coalesced index map
+    (:func:`coalesce`): 4 (a vec4 load and store) where the data is 32-bit, every term is linear,
+    the innermost iterated dimension is contiguous (stride 1) with a size that is a multiple of
+    4, and every other stride and ``base`` are multiples of 4 (so four neighbours in the
+    iterated order are four neighbours in the other buffer, at a vec4 boundary in both); else 1.
+    So: a transpose that keeps a last run of 4k elements (depth_to_space / space_to_depth whose
+    block rows hold 4k values), a slice or split along outer axes, an expand of whole rows.
+    ``WEBNN_GPU_FORCE_REMAP=scalar`` keeps one element per invocation."""
+    if data_type not in _VEC4_TYPES or not dims or _env.force("remap") == "scalar":
+        return 1
+    if any(d["kind"] != "lin" for d in dims) or dims[-1]["stride"] != 1 or iter_shape[-1] % 4:
+        return 1
+    if base % 4 or any(d["stride"] % 4 for d in dims[:-1]):
+        return 1
+    return 4
 
 
 def _is_alias(node) -> bool:

@@ -13,6 +13,8 @@ firing only where the result is the same (when in doubt it does not fire).
   is stored by the concat kernel beside that output.
 * :func:`concat_in_place`: a concat whose inputs are contiguous blocks of its output is no
   kernel: their producers write their blocks.
+* :func:`store_depth_to_space`: a depth_to_space (a reshape and a transpose) of a depthwise
+  conv's output is no kernel: the conv stores each vec4 of channels at its place in it.
 """
 
 from __future__ import annotations
@@ -302,4 +304,77 @@ def concat_in_place(nodes: list, outputs: dict, context=None) -> list:
                                      {**node.attrs, "in_place": True}, node.label)
             if DEBUG >= 2:
                 log.debug("concat_in_place: %s [%s]", node.op, node.label)
+    return g.replace(replaced)
+
+
+#: :func:`store_depth_to_space` checks the transpose's element order on an index array of the
+#: conv's output up to this many elements (a build-time cost; the zoo's is 36,864)
+D2S_CHECK_MAX = 1 << 22
+
+
+def _d2s_block(v, u, perm) -> int:
+    """The block size b where transposing ``u`` (a reshape of ``v``, NHWC [N, H, W, C]) by
+    ``perm`` gives ``v``'s depth_to_space with b x b blocks in TensorFlow's order (DCR: channel
+    (by b + bx) C / b^2 + c of pixel (h, w) goes to pixel (h b + by, w b + bx), channel c),
+    whatever shape ``u`` spells it in; else 0. Checked on an index array, element by element."""
+    import numpy as np
+
+    if len(v.shape) != 4 or math.prod(v.shape) > D2S_CHECK_MAX:
+        return 0
+    n, h, w, c = v.shape
+    idx = None
+    for b in range(2, 9):
+        if c % (b * b):
+            continue
+        if idx is None:
+            idx = np.arange(math.prod(v.shape), dtype=np.int64)
+            got = idx.reshape(u.shape).transpose(perm).reshape(-1)
+        ref = idx.reshape(n, h, w, b, b, c // (b * b)).transpose(0, 1, 3, 2, 4, 5).reshape(-1)
+        if np.array_equal(got, ref):
+            return b
+    return 0
+
+
+def store_depth_to_space(nodes: list, outputs: dict, context=None) -> list:
+    """A transpose that makes the depth_to_space of a conv2d's output (read through a reshape,
+    TensorFlow's DEPTH_TO_SPACE as the TFLite loader spells it: ``reshape -> transpose ->
+    reshape``) costs no kernel where the conv can store that order itself
+    (:func:`webnn_gpu.ops.conv.store_d2s_ok`: the depthwise kernel with vec4 channels, C / b^2 a
+    multiple of 4): the conv gets ``attrs["store_d2s"] = b`` and writes each vec4 of channels
+    at its pixel of the depth_to_space, and the transpose becomes a view of those bytes
+    (``alias``). The conv's output and the reshape then hold the transposed bytes, so both
+    must be read by nothing else and be no graph output. Runs last: a rule after it that read
+    the conv's output would see the permuted bytes.
+
+    Near misses: a transpose whose order is not a depth_to_space (space_to_depth, ONNX's CRD
+    order), a conv on another kernel or with C / b^2 not a multiple of 4 (one channel per
+    block position: the remap kernel stays), a conv output or reshape read elsewhere or a
+    graph output."""
+    from ..._ir import GraphView, Node
+    from ...ops.conv import store_d2s_ok
+
+    tuning = getattr(context, "_tuning", "default")
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, Any] = {}
+    for t in nodes:
+        if t.op != "transpose" or t.attrs.get("alias"):
+            continue
+        u = t.inputs[0]
+        r = g.producer(u)
+        reader = g.sole_consumer(u)
+        if r is None or r.op != "reshape" or reader is None or reader is not t:
+            continue
+        v = r.inputs[0]
+        conv = g.producer(v)
+        if conv is None or conv.op != "conv2d" or conv.id in replaced or g.sole_consumer(v) is not r:
+            continue
+        b = _d2s_block(v, u, t.attrs["permutation"])
+        if not b or not store_d2s_ok(conv, b, tuning):
+            continue
+        replaced[conv.id] = Node(conv.op, list(conv.inputs), list(conv.outputs), {**conv.attrs, "store_d2s": b},
+                                 conv.label)
+        replaced[t.id] = Node(t.op, list(t.inputs), list(t.outputs), {**t.attrs, "alias": True}, t.label)
+        if DEBUG >= 2:
+            log.debug("store_depth_to_space: %s [%s] stores the depth_to_space (%d) of its output", conv.op,
+                      conv.label, b)
     return g.replace(replaced)
