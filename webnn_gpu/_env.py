@@ -41,3 +41,16 @@ PROFILE = _int("WEBNN_GPU_PROFILE")
 def force(algo: str) -> str:
     """The variant forced for ``algo`` by ``WEBNN_GPU_FORCE_<ALGO>`` ("" when not forced)."""
     return os.environ.get(f"WEBNN_GPU_FORCE_{algo.upper()}", "").strip().lower()
+
+
+def force_choice(algo: str, allowed: tuple[str, ...]) -> str:
+    """:func:`force` for a knob that takes one of ``allowed`` ("" when not forced).
+
+    Raises:
+        ValueError: ``WEBNN_GPU_FORCE_<ALGO>`` is set to something else (a misspelt knob would
+            otherwise measure the default form without saying so).
+    """
+    forced = force(algo)
+    if forced and forced not in allowed:
+        raise ValueError(f"WEBNN_GPU_FORCE_{algo.upper()}={forced!r}: expected one of {', '.join(allowed)}")
+    return forced

@@ -70,6 +70,9 @@ def test_the_order_by_tile_and_the_switch(monkeypatch):
     assert linalg.cols_first(8, 12) and linalg.cols_first(2, 3)
     monkeypatch.setenv("WEBNN_GPU_FORCE_TILE_COLS", "rows")
     assert not linalg.cols_first(8, 12) and not linalg.cols_first(2, 3)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_TILE_COLS", "row")  # misspelt: an error, not the default
+    with pytest.raises(ValueError, match="WEBNN_GPU_FORCE_TILE_COLS='row': expected one of first, rows"):
+        linalg.cols_first(8, 12)
 
 
 @pytest.mark.parametrize("sa, sb", [

@@ -295,6 +295,9 @@ def test_subgroup_workgroups_leave_no_thread_idle_at_the_end(monkeypatch):
     assert linalg._tile_workgroup(560, lanes) == 16  # 35 of 16: 36 rounds' worth against 35, under 5%
     assert linalg._tile_workgroup(1176, lanes) == 16
     assert linalg._tile_workgroup(80, 0) == 16
+    monkeypatch.setenv("WEBNN_GPU_FORCE_TILE_SG_WORKGROUP", "8")  # not a choice: an error, not the default
+    with pytest.raises(ValueError, match="WEBNN_GPU_FORCE_TILE_SG_WORKGROUP='8': expected one of 16"):
+        linalg._tile_workgroup(64, lanes)
 
 
 def test_pool_partials_rows_follow_the_tile_kernels_choice():

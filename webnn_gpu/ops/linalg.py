@@ -478,8 +478,8 @@ def cols_first(TM: int, TN4: int) -> bool:
     (:data:`TILE_COLS_FIRST`, at least :data:`COLS_FIRST_MIN_ROWS` rows and at most
     :data:`COLS_FIRST_MAX_BLOCKS` accumulators; or
     ``WEBNN_GPU_FORCE_TILE_COLS=first|rows``, read when a layer is lowered)."""
-    forced = _env.force("tile_cols")
-    if forced in ("first", "rows"):
+    forced = _env.force_choice("tile_cols", ("first", "rows"))
+    if forced:
         return forced == "first"
     return TILE_COLS_FIRST and TM >= COLS_FIRST_MIN_ROWS and TM * TN4 <= COLS_FIRST_MAX_BLOCKS
 
@@ -919,8 +919,8 @@ def _tile_workgroup(n_inv: int, sg: int) -> int:
     on :data:`TILE_THREADS` threads: 3136 x 24 -> 144 is 1176 invocations, 19 workgroups of 64 or
     74 of 16."""
     if sg:
-        if n_inv <= 8 * sg or (n_inv < SG_WORKGROUPS * TILE_WORKGROUP
-                               and _env.force("tile_sg_workgroup") != str(TILE_SMALL_WORKGROUP)):
+        keep_small = _env.force_choice("tile_sg_workgroup", (str(TILE_SMALL_WORKGROUP),)) != ""
+        if n_inv <= 8 * sg or (n_inv < SG_WORKGROUPS * TILE_WORKGROUP and not keep_small):
             return sg
 
         def span(w):  # invocations per thread, the last round whole

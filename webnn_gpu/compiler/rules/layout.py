@@ -343,8 +343,9 @@ def store_depth_to_space(nodes: list, outputs: dict, context=None) -> list:
     multiple of 4): the conv gets ``attrs["store_d2s"] = b`` and writes each vec4 of channels
     at its pixel of the depth_to_space, and the transpose becomes a view of those bytes
     (``alias``). The conv's output and the reshape then hold the transposed bytes, so both
-    must be read by nothing else and be no graph output. Runs last: a rule after it that read
-    the conv's output would see the permuted bytes.
+    must be read by nothing else and be no graph output. Runs after every fusion (only
+    ``concat_in_place``, which follows views, comes after it): a rule after it that read the
+    conv's output would see the permuted bytes.
 
     Near misses: a transpose whose order is not a depth_to_space (space_to_depth, ONNX's CRD
     order), a conv on another kernel or with C / b^2 not a multiple of 4 (one channel per
