@@ -497,50 +497,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endif %}
 {% endfor %}
 {% endfor %}
-{% if expand and not xsh and k_loop %}
-    // the expansion of every held pixel, one of its K4 vec4s per iteration (prm[3].z = K4
-    // iterations): U (four weight vectors) times the pixel's first held value, then each pixel's
-    // values rotate down one place, so after K4 iterations they are back in place (the text has
-    // one product per pixel instead of K4; the sums in the same order as the unrolled form)
-{% for r, uses in rows %}
-{% for j in seg %}
-    var s{{ r }}_{{ j }} = vec4<f32>(0.0);
-{% endfor %}
-{% endfor %}
-    for (var kk = 0u; kk < prm[3].z; kk = kk + {{ k_loop }}u) {
-{% if sg %}
-{% for t in range((4 * k_loop + sg - 1) // sg) %}
-      let ukl{{ t }} = vec4<f32>(we[cb * {{ 4 * K4 }}u + kk * 4u + min(lane + {{ t * sg }}u, {{ 4 * k_loop - 1 }}u)]);
-{% endfor %}
-{% endif %}
-{% for q in range(k_loop) %}
-{% if sg %}
-      let U{{ q }} = mat4x4<f32>({% for c in range(4) %}subgroupBroadcast(ukl{{ (4 * q + c) // sg }}, {{ (4 * q + c) % sg }}u){{ ", " if not loop.last }}{% endfor %});
-{% else %}
-      let U{{ q }} = mat4x4<f32>({% for c in range(4) %}vec4<f32>(we[cb * {{ 4 * K4 }}u + kk * 4u + {{ 4 * q + c }}u]){{ ", " if not loop.last }}{% endfor %});
-{% endif %}
-{% endfor %}
-{% for r, uses in rows %}
-{% for j in seg %}
-{% for q in range(k_loop) %}
-      s{{ r }}_{{ j }} = s{{ r }}_{{ j }} + U{{ q }} * X{{ r }}_{{ j }}_{{ q }};
-{% endfor %}
-{% if K4 > k_loop %}
-{% for q in range(k_loop) %}
-      let t{{ r }}_{{ j }}_{{ q }} = X{{ r }}_{{ j }}_{{ q }};
-{% endfor %}
-{% for kk in range(K4 - k_loop) %}
-      X{{ r }}_{{ j }}_{{ kk }} = X{{ r }}_{{ j }}_{{ kk + k_loop }};
-{% endfor %}
-{% for q in range(k_loop) %}
-      X{{ r }}_{{ j }}_{{ K4 - k_loop + q }} = t{{ r }}_{{ j }}_{{ q }};
-{% endfor %}
-{% endif %}
-{% endfor %}
-{% endfor %}
-    }
-{{ hoist_q4(eep, "eq", "cb * 4u", sg=sg) }}
-{% elif expand and not xsh %}
+{% if expand and not xsh %}
 {% for t in range((4 * K4 + sg - 1) // sg if sg else 0) %}
     let ul{{ t }} = vec4<f32>(we[cb * {{ 4 * K4 }}u + min(lane + {{ t * sg }}u, {{ 4 * K4 - 1 }}u)]);
 {% endfor %}
@@ -609,12 +566,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% if xsh %}
       let x{{ j }} = select(vec4<f32>(0.0), xs[(row + ci{{ j }}) * C4 + cb], rok && cok{{ j }});
 {% elif expand %}
-{% if k_loop %}
-      let x{{ j }} = select(vec4<f32>(0.0), {{ ep_v4(eep, "s" ~ r ~ "_" ~ j, "0u", "cb * 4u", "eq") }}, hok{{ r }}_{{ j }});
-{% else %}
       let s{{ j }} = {% for kk in range(K4) %}U{{ kk }} * X{{ r }}_{{ j }}_{{ kk }}{{ " + " if not loop.last }}{% endfor %};
       let x{{ j }} = select(vec4<f32>(0.0), {{ ep_v4(eep, "s" ~ j, "0u", "cb * 4u", "eq") }}, hok{{ r }}_{{ j }});
-{% endif %}
 {% else %}
       let x{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(row + ci{{ j }}) * C4 + cb]), rok && cok{{ j }});
 {% endif %}

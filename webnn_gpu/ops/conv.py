@@ -1810,18 +1810,6 @@ def _expand_shift(k4: int) -> bool:
     return k4 >= DWP_EXPAND_SHIFT_MIN_K4
 
 
-def _expand_k_loop(k4: int) -> int:
-    """The vec4s of each held pixel's expansion input per pass of a loop over K in the channel loop
-    (``k_loop``; 0: unrolled), forced only (``WEBNN_GPU_FORCE_DWP_EXPAND_K=loop|loopN``): the text
-    has N products per pixel instead of K / 4, but the held values rotate through the loop and
-    the kernels ran about 2x slower (docs/conv.md)."""
-    f = _env.force("dwp_expand_k")
-    if f.startswith("loop"):
-        kc = int(f[4:] or 1)
-        return kc if k4 % kc == 0 and kc < k4 else 0
-    return 0
-
-
 @lowering("depthwise_project")
 def lower_depthwise_project(node, lc) -> None:
     """A depthwise conv2d and the pointwise conv2d / tiled conv_transpose2d reading its output,
@@ -1953,7 +1941,6 @@ def lower_depthwise_project(node, lc) -> None:
               center=ep.given,
               row_loop=DW_ROW_LOOP and (e is None or xsh), x_loop=DWP_EXPAND_LOOP,
               x_shift=_expand_shift(k4),
-              k_loop=_expand_k_loop(k4) if e is not None and not xsh else 0,
               xsh=xsh, XS=xs_n, KC=xkc, PX=EXPAND_SHARED_PX,
               fdiv=n_inv < DW_FDIV_MAX, sg=sg, xw=_dwp_words(g, mode, e is not None, lc.tuning, lc.features),
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
