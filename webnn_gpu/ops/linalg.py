@@ -108,6 +108,14 @@ TILE_EP_LOOP = _env.force("tile_ep_loop") != "off"
 TILE_COLS_FIRST = True
 COLS_FIRST_MIN_ROWS = 2
 COLS_FIRST_MAX_BLOCKS = 88
+#: A subgroup tile of more than :data:`COLS_FIRST_MAX_BLOCKS` accumulators (8 x 48, which the
+#: column-block order did not speed up) is cut to fit that order (:func:`choose_tile_sg`): to the
+#: rows that fit its column blocks (7 x 48) where those pad at most :data:`SG_FIT_PAD` times the
+#: rows of the taller tile, else to the widest column blocks that fit its rows (8 x 36, 8 x 44).
+#: ``WEBNN_GPU_FORCE_TILE_SG_FIT=off|short|narrow`` (read when a layer is lowered): keep the
+#: tile, always the fewer rows, always the fewer columns.
+SG_FIT = True
+SG_FIT_PAD = 1.02
 #: ... for reductions of at least this length: the loop moves the tile's other rows up after each
 #: row, (TM - 1) x TN4 vec4 moves, which cost a pointwise conv of K = 8 (128 x 128 x 8 -> 48,
 #: bias, relu6) 4-8% of its CPU time on Mesa 22.3, and nothing measurable at K = 16, 24 and 75
@@ -322,20 +330,39 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0,
     gives two subgroups (both cores of a 2-core machine) where a narrower one would. B's loads cost a lane's share, so
     wide column blocks are cheap; A's loads are each lane's own. K does not change the choice
     (kept for the signature of :func:`choose_tile`).
+
+    A tile of more than :data:`COLS_FIRST_MAX_BLOCKS` accumulators (8 x 48) is then cut to fit the
+    column-block order (:data:`SG_FIT`, unless that order is forced off): to the most rows that
+    fit its column blocks (7 x 48) where the cost above takes them and they pad at most
+    :data:`SG_FIT_PAD` times the rows of the taller tile (3136 and 4096 rows), else to the widest
+    divisor of the column blocks that fits its rows (256 x 384 takes 8 x 32, 256 x 528 8 x 44,
+    64 x 864 8 x 36, 2304 x 48 8 x 24). ``WEBNN_GPU_FORCE_TILE_SG_FIT=off|short|narrow`` (read
+    when a layer is lowered) keeps the tile or always cuts its rows or its columns.
     """
     def padded(tm):
         return -(-(-(-M // tm)) // lanes) * lanes * tm
 
     cost = SG_TILE_COST if cost is None else cost
-    fits = [t for t in range(1, SG_TILE_M + 1) if padded(t) <= 2 * M] or list(range(1, SG_TILE_M + 1))
-    tm = min(fits, key=lambda t: (padded(t) * (t + cost) / t, -t))
     n4 = -(-N // 4)
     divisors = [d for d in range(min(SG_TILE_N4, n4), 0, -1) if n4 % d == 0]
-    groups = batches * padded(tm) // (tm * lanes)
-    for d in divisors:
-        if groups * (n4 // d) >= 2:
-            return tm, d
-    return tm, divisors[-1]
+
+    def pick(tm_max):
+        fits = [t for t in range(1, tm_max + 1) if padded(t) <= 2 * M] or list(range(1, tm_max + 1))
+        tm = min(fits, key=lambda t: (padded(t) * (t + cost) / t, -t))
+        groups = batches * padded(tm) // (tm * lanes)
+        for d in divisors:
+            if groups * (n4 // d) >= 2:
+                return tm, d
+        return tm, divisors[-1]
+    tm, d = pick(SG_TILE_M)
+    fit = _env.force("tile_sg_fit") or ("auto" if SG_FIT else "off")
+    if tm * d <= COLS_FIRST_MAX_BLOCKS or fit == "off" or _env.force("tile_cols") == "rows":
+        return tm, d
+    short = pick(COLS_FIRST_MAX_BLOCKS // d)
+    if fit == "short" or (fit == "auto" and short == (COLS_FIRST_MAX_BLOCKS // d, d)
+                          and padded(short[0]) <= SG_FIT_PAD * padded(tm)):
+        return short
+    return tm, max(v for v in divisors if tm * v <= COLS_FIRST_MAX_BLOCKS)
 
 
 def sg_rows_ok(M: int, tm: int, lanes: int) -> bool:
