@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -106,6 +106,11 @@ TILE_EP_LOOP = _env.force("tile_ep_loop") != "off"
 #: (docs/linalg.md, "The subgroup variant"). ``WEBNN_GPU_FORCE_TILE_COLS=first|rows`` (read
 #: when a layer is lowered) forces one order for every tile.
 TILE_COLS_FIRST = True
+#: Dynamic tile kernels (``dyn``) read a last clamp of their epilogue from the parameter buffer
+#: (``clamp_at`` in ``matmul/tile.wgsl``, :func:`clamp_param`): two layers whose kernels differ
+#: only in whether they clamp share one pipeline. ``WEBNN_GPU_FORCE_TILE_CLAMP=text`` (read when a
+#: layer is lowered) keeps the clamp in the epilogue's text.
+TILE_CLAMP_PARAM = True
 COLS_FIRST_MIN_ROWS = 2
 COLS_FIRST_MAX_BLOCKS = 88
 #: A subgroup tile of more than :data:`COLS_FIRST_MAX_BLOCKS` accumulators (8 x 48, which the
@@ -471,6 +476,35 @@ def reads_per_output(ep: _epilogue.Epilogue) -> bool:
     return any(f"{name}[" in body for name, _ in ep.operands)
 
 
+def clamp_param(node, out: Value, ep: _epilogue.Epilogue, steps: list[dict]
+                ) -> tuple[_epilogue.Epilogue, tuple[float, float] | None]:
+    """``ep`` (built for ``node`` writing ``out``) for a kernel that applies its last clamp from run-time bounds: (``ep`` without that
+    step, (min, max) as float32) where the last step of ``steps`` is a clamp of two finite bounds
+    and ``ep``'s code ends with exactly its rendering; else (``ep``, None), the kernel's clamp
+    off. Either way the kernel applies ``select(e, min(max(e, lo), hi), on)`` to the epilogue's
+    result: the same operations as the step (on), or ``e`` itself (off), so results do not change.
+    """
+    from .elementwise import expression
+
+    last = steps[-1] if steps else None
+    if not (isinstance(last, dict) and last.get("op") == "clamp" and "input" not in last):
+        return ep, None
+    lo, hi = last.get("min_value"), last.get("max_value")
+    if lo is None or hi is None or not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
+        return ep, None
+    f32 = type("F32", (), {"data_type": "float32"})
+    node = type("Clamp", (), {"op": "clamp", "inputs": [f32], "attrs": {"min_value": lo, "max_value": hi}})
+    stmts, expr, _ = expression(node, ["ev"])
+    block = f"\n  {{\n    ev = {expr};\n  }}\n  return ev;\n}}"
+    if stmts or ep.code.count(block) != 1 or ep.code.count("\n  return ev;\n}") != 1:
+        return ep, None
+    if len(steps) == 1 and ep.code.count("\n  {\n") == 1 and not ep.operands:
+        stripped = _epilogue.build(node, out, [])  # the clamp was the only step
+    else:
+        stripped = replace(ep, code=ep.code.replace(block, "\n  return ev;\n}"))
+    return stripped, (float(np.float32(lo)), float(np.float32(hi)))
+
+
 def window_rows(TM: int, TN4: int, KW: int, conv: dict) -> int:
     """The rows of an implicit-GEMM tile that loads its input columns once per filter row
     (``win`` in ``matmul/tile.wgsl``), or 0 for the per-tap loads.
@@ -648,6 +682,10 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     dyn = (TILE_DYNAMIC and pool is None and a_mode == "dense" and not batch_shape and a_vec and b_vec and out_vec
            and a_ks == 1 and b_ns == 1 and o_so == 1 and (o_sn == 0 or o_P >= M) and KH == KW == 1 and not group_cols
            and order == "m")
+    clamp = None
+    tile_clamp = dyn and TILE_CLAMP_PARAM and not ep_rows and _env.force("tile_clamp") != "text"
+    if tile_clamp:  # a last clamp from the parameter buffer: kernels that differ only in it share a pipeline
+        ep, clamp = clamp_param(lc.node, out, ep, _epilogue.steps_of(lc.node))
     x64 = tile_words(lc, out.data_type) and (a_vec or b_vec or out_vec)
     # stores of two column blocks (8 values) where every stored vec4 pair is 8-aligned
     x8 = (x64 and _env.force("tile_words") != "u64" and out_vec and TN4 % 2 == 0 and N % 8 == 0 and o_sp % 8 == 0
@@ -660,7 +698,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
         pool_rows=-(-M // TM), x64=x64, x8=x8,
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
-        b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, cols_first=bool(sg) and bdot is None and not win and cols_first(TM, TN4), ep_loop=TM > 1 and not ep_rows and (TILE_EP_LOOP and KH * KW * KC >= TILE_EP_LOOP_MIN_K or ep.given or reads_per_output(ep)),
+        b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, clamp_at=0, cols_first=bool(sg) and bdot is None and not win and cols_first(TM, TN4), ep_loop=TM > 1 and not ep_rows and (TILE_EP_LOOP and KH * KW * KC >= TILE_EP_LOOP_MIN_K or ep.given or reads_per_output(ep)),
     )
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
@@ -671,6 +709,9 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         if up is not None:  # the upsampled operand's last tile row, image (UH x UW) and source (uh x uw)
             UH, UW, uh, uw = up
             sizes += [M - TM, UW, UH, uh, uw, KC]
+        if tile_clamp:  # the clamp's bounds (float32 bits) and whether it applies
+            variables["clamp_at"] = len(sizes)
+            sizes += [*np.array(clamp or (0.0, 0.0), dtype=np.float32).view(np.uint32).tolist(), int(clamp is not None)]
         inputs.append(("prm", make_constant(np.array(sizes, dtype=np.uint32), "uint32")))
     if a_mode == "im2col":
         variables.update(conv or {})
