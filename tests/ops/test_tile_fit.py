@@ -18,6 +18,7 @@ import pytest
 
 from references import conv2d_nhwc
 from test_tile import build_run, check, data, tile_steps
+from test_tile_cols import residual_hard_swish
 
 from webnn_gpu.ops import linalg
 
@@ -123,20 +124,11 @@ def test_pointwise_conv_bias_relu6(ctx, rng, monkeypatch, M, K, N, cut):
 
 def test_residual_and_hard_swish(ctx, rng, monkeypatch):
     """A residual read at each output's index (``gres``) with stores of 8 values, on a cut tile."""
-    x, res = data(rng, (1, 56, 56, 24)), data(rng, (1, 56, 56, 144))
-    w, bias = data(rng, (144, 1, 1, 24)), data(rng, (144,))
-
-    def build(bld, o):
-        y = bld.conv2d(o["x"], bld.constant(w), bias=bld.constant(bias), input_layout="nhwc", filter_layout="ohwi")
-        return bld.hard_swish(bld.add(y, o["r"]))
-
-    out, notes, _ = _both(ctx, monkeypatch, build, {"x": x, "r": res})
+    inputs, build, verify = residual_hard_swish(rng, 56, 56)
+    out, notes, _ = _both(ctx, monkeypatch, build, inputs)
     if ctx._subgroup and linalg.SG_FIT:
         assert _tile(notes[0]) == (7, 12), notes
-    z = conv2d_nhwc(x, w, bias) + res
-    X, W = np.abs(x.astype(np.float64)).reshape(-1, 24), np.abs(w.astype(np.float64)).reshape(144, 24)
-    absref = (X @ W.T + np.abs(bias)).reshape(z.shape) + np.abs(res)
-    check(out, z * np.clip(z + 3, 0, 6) / 6, absref * (np.abs(z) / 3 + 2), 26, np.float32, "residual hard_swish")
+    verify(out)
 
 
 def test_batched_matmul_and_float16(ctx, rng, monkeypatch):
