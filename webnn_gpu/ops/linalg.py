@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -478,10 +479,10 @@ def reads_per_output(ep: _epilogue.Epilogue) -> bool:
 
 def clamp_param(node, out: Value, ep: _epilogue.Epilogue, steps: list[dict]
                 ) -> tuple[_epilogue.Epilogue, tuple[float, float] | None]:
-    """``ep`` (built for ``node`` writing ``out``) for a kernel that applies its last clamp from run-time bounds: (``ep`` without that
-    step, (min, max) as float32) where the last step of ``steps`` is a clamp of two finite bounds
-    and ``ep``'s code ends with exactly its rendering; else (``ep``, None), the kernel's clamp
-    off. Either way the kernel applies ``select(e, min(max(e, lo), hi), on)`` to the epilogue's
+    """``ep`` (built for ``node`` writing ``out``) for a tile kernel that applies its last clamp
+    from run-time bounds (``clamp_at``): (``ep`` without that step, (min, max) as float32) where
+    the last step of ``steps`` is a clamp of two finite bounds and ``ep``'s code ends with exactly
+    its rendering; else (``ep``, None), the kernel's clamp off. Either way the kernel applies ``select(e, min(max(e, lo), hi), on)`` to the epilogue's
     result: the same operations as the step (on), or ``e`` itself (off), so results do not change.
     """
     from .elementwise import expression
@@ -492,9 +493,9 @@ def clamp_param(node, out: Value, ep: _epilogue.Epilogue, steps: list[dict]
     lo, hi = last.get("min_value"), last.get("max_value")
     if lo is None or hi is None or not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
         return ep, None
-    f32 = type("F32", (), {"data_type": "float32"})
-    node = type("Clamp", (), {"op": "clamp", "inputs": [f32], "attrs": {"min_value": lo, "max_value": hi}})
-    stmts, expr, _ = expression(node, ["ev"])
+    fake = SimpleNamespace(op="clamp", inputs=[SimpleNamespace(data_type="float32")],
+                           attrs={"min_value": lo, "max_value": hi})
+    stmts, expr, _ = expression(fake, ["ev"])  # the step's rendering in _epilogue.build
     block = f"\n  {{\n    ev = {expr};\n  }}\n  return ev;\n}}"
     if stmts or ep.code.count(block) != 1 or ep.code.count("\n  return ev;\n}") != 1:
         return ep, None
