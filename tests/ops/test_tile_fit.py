@@ -38,7 +38,9 @@ def _tile_kernel(monkeypatch):
     (256, 384, (8, 8)),  # 7-row tiles would pad to 280 rows: narrower columns
     (256, 528, (8, 11)),
     (64, 864, (8, 9)),  # 7 rows would pad a whole subgroup: 8 x 36
-    (2304, 48, (8, 6)),  # 2352 rows against 2304 (2.1%): 8 x 24
+    (2304, 48, (7, 12)),  # 2352 rows against 2304 (2.1%)
+    (1024, 96, (8, 8)),  # 7-row tiles: 1064 rows against 1024 (3.9%): 8 x 32
+    (576, 48, (8, 6)),  # 616 rows against 576: 8 x 24
 ])
 def test_wide_tiles_are_cut(M, N, tile):
     assert linalg.choose_tile_sg(M, N, 1, 8) == (tile if linalg.SG_FIT else (8, 12))

@@ -121,7 +121,7 @@ COLS_FIRST_MAX_BLOCKS = 88
 #: ``WEBNN_GPU_FORCE_TILE_SG_FIT=off|short|narrow`` (read when a layer is lowered): keep the
 #: tile, always the fewer rows, always the fewer columns.
 SG_FIT = True
-SG_FIT_PAD = 1.02
+SG_FIT_PAD = 1.03
 #: ... for reductions of at least this length: the loop moves the tile's other rows up after each
 #: row, (TM - 1) x TN4 vec4 moves, which cost a pointwise conv of K = 8 (128 x 128 x 8 -> 48,
 #: bias, relu6) 4-8% of its CPU time on Mesa 22.3, and nothing measurable at K = 16, 24 and 75
@@ -340,9 +340,9 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0,
     A tile of more than :data:`COLS_FIRST_MAX_BLOCKS` accumulators (8 x 48) is then cut to fit the
     column-block order (:data:`SG_FIT`, unless that order is forced off): to the most rows that
     fit its column blocks (7 x 48) where the cost above takes them and they pad at most
-    :data:`SG_FIT_PAD` times the rows of the taller tile (3136 and 4096 rows), else to the widest
-    divisor of the column blocks that fits its rows (256 x 384 takes 8 x 32, 256 x 528 8 x 44,
-    64 x 864 8 x 36, 2304 x 48 8 x 24). ``WEBNN_GPU_FORCE_TILE_SG_FIT=off|short|narrow`` (read
+    :data:`SG_FIT_PAD` times the rows of the taller tile (3136, 4096 and 2304 rows), else to the
+    widest divisor of the column blocks that fits its rows (256 x 384 takes 8 x 32, 256 x 528
+    8 x 44, 64 x 864 8 x 36, 576 x 48 8 x 24). ``WEBNN_GPU_FORCE_TILE_SG_FIT=off|short|narrow`` (read
     when a layer is lowered) keeps the tile or always cuts its rows or its columns.
     """
     def padded(tm):
