@@ -93,6 +93,10 @@
                  [M - TM, UW, UH, uh, uw, KC]) instead of the text: dense, unbatched, aligned products (pointwise convs, matmuls) of any size
                  share one pipeline per (tile, K % 4, tiles_n == 1, epilogue); their values in the
                  context are then not used
+    clamp_at     0, or (dyn) the epilogue's last clamp is applied after it from the parameter buffer:
+                 prm[clamp_at], prm[clamp_at + 1] the bounds (f32 bits), prm[clamp_at + 2] whether
+                 it applies (linalg.clamp_param; `select(e, min(max(e, lo), hi), on)`), so kernels
+                 that differ only in a last clamp share one pipeline
   Written for naga's front end, whose time grows with the square of a function's expression
   count (docs/performance.md, "Build time"): the epilogue and stores of one row of the tile are
   a helper function, `tile_row(m, ..., the row's TN4 accumulators, the channel operands)`, that
@@ -161,13 +165,16 @@ enable f16;
 {% endif %}
 
 {# ---- the epilogue and stores of one row of the tile, a function of its own (see the header) ---- #}
+{% macro clamped(u) -%}
+select({{ u }}, min(max({{ u }}, vec4<f32>(ep_lo)), vec4<f32>(ep_hi)), ep_on)
+{%- endmacro %}
 {% if pool %}
 struct TileSums { {% for j in range(TN4) %}s{{ j }}: vec4<f32>{{ ", " if not loop.last }}{% endfor %} }
 {% endif %}
 fn tile_row(m: u32, o_off: u32, n0: u32, bidx: u32{% if dyn %}, M_: u32, N_: u32, o_sp_: u32{% endif %}
 {%- for j in range(TN4) %}, c{{ j }}: vec4<f32>{% endfor %}
 {%- if ep.chan and ep_rows %}, r: {{ ep.q_struct }}{% else %}{{ ln.qparams(ep, TN4) }}{% endif %}
-{%- if pool %}, ps: TileSums{% endif %}){% if pool %} -> TileSums{% endif %} {
+{%- if pool %}, ps: TileSums{% endif %}{% if clamp_at %}, ep_lo: f32, ep_hi: f32, ep_on: bool{% endif %}){% if pool %} -> TileSums{% endif %} {
 {% if pool %}
   var s = ps;
 {% endif %}
@@ -194,7 +201,10 @@ fn tile_row(m: u32, o_off: u32, n0: u32, bidx: u32{% if dyn %}, M_: u32, N_: u32
 {% if ep.given %}
         let g{{ h }} = {% if ep.given_g4 %}{{ tl.given4(ep, "gres", "o / 4u + " ~ h ~ "u") }}{% else %}w_up(gw{{ halves[h] }}){% endif %};
 {% endif %}
-        let e{{ h }} = vec4<f32>({% for c in range(4) %}{% if ep_rows %}{{ tl.apply(ep, "v" ~ h ~ "." ~ "xyzw"[c], "o + " ~ (4 * h + c) ~ "u", "m", "r", "g" ~ h ~ "." ~ "xyzw"[c]) }}{% else %}{{ tl.apply(ep, "v" ~ h ~ "." ~ "xyzw"[c], "o + " ~ (4 * h + c) ~ "u", "ch" ~ h ~ " + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g" ~ h ~ "." ~ "xyzw"[c]) }}{% endif %}{{ ", " if not loop.last }}{% endfor %});
+        let {{ "u" if clamp_at else "e" }}{{ h }} = vec4<f32>({% for c in range(4) %}{% if ep_rows %}{{ tl.apply(ep, "v" ~ h ~ "." ~ "xyzw"[c], "o + " ~ (4 * h + c) ~ "u", "m", "r", "g" ~ h ~ "." ~ "xyzw"[c]) }}{% else %}{{ tl.apply(ep, "v" ~ h ~ "." ~ "xyzw"[c], "o + " ~ (4 * h + c) ~ "u", "ch" ~ h ~ " + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g" ~ h ~ "." ~ "xyzw"[c]) }}{% endif %}{{ ", " if not loop.last }}{% endfor %});
+{% if clamp_at %}
+        let e{{ h }} = {{ clamped("u" ~ h) }};
+{% endif %}
 {% if pool %}
         s.s{{ j }} = s.s{{ j }} + e{{ h }};
 {% endif %}
@@ -214,7 +224,10 @@ fn tile_row(m: u32, o_off: u32, n0: u32, bidx: u32{% if dyn %}, M_: u32, N_: u32
 {% if ep.given %}
         let g = {% if x64 and not ep.given_g4 %}w_up(gres[o / 4u]){% else %}{{ tl.given4(ep, "gres", "o / 4u") }}{% endif %};
 {% endif %}
-        let e = vec4<f32>({% for c in range(4) %}{% if ep_rows %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "m", "r", "g." ~ "xyzw"[c]) }}{% else %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{% endif %}{{ ", " if not loop.last }}{% endfor %});
+        let {{ "u" if clamp_at else "e" }} = vec4<f32>({% for c in range(4) %}{% if ep_rows %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "m", "r", "g." ~ "xyzw"[c]) }}{% else %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{% endif %}{{ ", " if not loop.last }}{% endfor %});
+{% if clamp_at %}
+        let e = {{ clamped("u") }};
+{% endif %}
         out[o / 4u] = {% if x64 %}w_pk(e){% else %}vec4<{{ T }}>(e){% endif %};
 {% if pool %}
         s.s{{ j }} = s.s{{ j }} + e;
@@ -239,7 +252,7 @@ fn tile_row(m: u32, o_off: u32, n0: u32, bidx: u32{% if dyn %}, M_: u32, N_: u32
 {{ "ps = " if pool }}tile_row({{ m }}, o_off, n0, bidx{% if dyn %}, M_, N_, o_sp_{% endif %}
 {%- for j in range(TN4) %}, c{{ i }}_{{ j }}{% endfor %}
 {%- if ep.chan and ep_rows %}, {{ r }}{% else %}{{ ln.qargs(ep, TN4) }}{% endif %}
-{%- if pool %}, ps{% endif %});
+{%- if pool %}, ps{% endif %}{% if clamp_at %}, ep_lo, ep_hi, ep_on{% endif %});
 {%- endmacro %}
 
 @compute @workgroup_size({{ k.workgroup }})
@@ -255,6 +268,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let b_ks_ = prm[5];
   let b_cols_ = prm[6];
   let o_sp_ = prm[7];
+{% if clamp_at %}
+  let ep_lo = bitcast<f32>(prm[{{ clamp_at }}]);
+  let ep_hi = bitcast<f32>(prm[{{ clamp_at + 1 }}]);
+  let ep_on = prm[{{ clamp_at + 2 }}] != 0u;
+{% endif %}
 {% else %}
   if (idx >= {{ k.n }}u) { return; }
 {% endif %}

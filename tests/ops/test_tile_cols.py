@@ -101,19 +101,27 @@ def test_float16_with_bias_and_relu(ctx, rng, monkeypatch):
           np.float16, "f16")
 
 
-def test_pointwise_conv_with_residual_and_hard_swish(ctx, rng, monkeypatch):
-    x, res = data(rng, (1, 13, 11, 24)), data(rng, (1, 13, 11, 144))
+def residual_hard_swish(rng, H: int, W: int):
+    """A 1x1 conv 24 -> 144 over an H x W NHWC image with a bias, a residual add and hard_swish:
+    (inputs, build, check(out)) - the check against float64 NumPy (``check`` of test_tile.py)."""
+    x, res = data(rng, (1, H, W, 24)), data(rng, (1, H, W, 144))
     w, bias = data(rng, (144, 1, 1, 24)), data(rng, (144,))
 
     def build(bld, o):
         y = bld.conv2d(o["x"], bld.constant(w), bias=bld.constant(bias), input_layout="nhwc", filter_layout="ohwi")
         return bld.hard_swish(bld.add(y, o["r"]))
 
-    out = _orders(ctx, monkeypatch, build, {"x": x, "r": res})
-    z = conv2d_nhwc(x, w, bias) + res
-    X, W = np.abs(x.astype(np.float64)).reshape(-1, 24), np.abs(w.astype(np.float64)).reshape(144, 24)
-    absref = (X @ W.T + np.abs(bias)).reshape(z.shape) + np.abs(res)
-    check(out, z * np.clip(z + 3, 0, 6) / 6, absref * (np.abs(z) / 3 + 2), 26, np.float32, "residual hard_swish")
+    def verify(out):
+        z = conv2d_nhwc(x, w, bias) + res
+        X, Wt = np.abs(x.astype(np.float64)).reshape(-1, 24), np.abs(w.astype(np.float64)).reshape(144, 24)
+        absref = (X @ Wt.T + np.abs(bias)).reshape(z.shape) + np.abs(res)
+        check(out, z * np.clip(z + 3, 0, 6) / 6, absref * (np.abs(z) / 3 + 2), 26, np.float32, "residual hard_swish")
+    return {"x": x, "r": res}, build, verify
+
+
+def test_pointwise_conv_with_residual_and_hard_swish(ctx, rng, monkeypatch):
+    inputs, build, verify = residual_hard_swish(rng, 13, 11)
+    verify(_orders(ctx, monkeypatch, build, inputs))
 
 
 @pytest.mark.parametrize("shape, filt, stride, pad, fires", [

@@ -85,12 +85,12 @@ def test_two_twin_matmuls_share_one_pipeline(ctx, rng):
 
 
 def test_small_subgroup_launches_share_one_pipeline(ctx, rng, monkeypatch):
-    """256 x 64 -> 384 (32 subgroups: workgroups of 16 under the former rule) and then 64 x 64 ->
-    288 (6 subgroups: 6 workgroups of 8, 3 of 16 too few for a twin): one workgroup size, one
-    kernel text; with ``WEBNN_GPU_FORCE_TILE_SG_WORKGROUP=16`` (the near miss) two. Both products
-    against float64 NumPy either way."""
-    a1, b1 = data(rng, (256, 64)), data(rng, (64, 384))
-    a2, b2 = data(rng, (64, 64)), data(rng, (64, 288))
+    """256 x 64 -> 264 (24 subgroups: workgroups of 16 under the former rule) and then 64 x 64 ->
+    264 (6 subgroups: 6 workgroups of 8, 3 of 16 too few for a twin), both 8 x 44 tiles: one
+    workgroup size, one kernel text; with ``WEBNN_GPU_FORCE_TILE_SG_WORKGROUP=16`` (the near miss)
+    two. Both products against float64 NumPy either way."""
+    a1, b1 = data(rng, (256, 64)), data(rng, (64, 264))
+    a2, b2 = data(rng, (64, 64)), data(rng, (64, 264))
     texts = []
     for forced in ("", "16"):
         monkeypatch.setenv("WEBNN_GPU_FORCE_TILE_SG_WORKGROUP", forced)

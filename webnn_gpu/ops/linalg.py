@@ -44,7 +44,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -106,8 +107,21 @@ TILE_EP_LOOP = _env.force("tile_ep_loop") != "off"
 #: (docs/linalg.md, "The subgroup variant"). ``WEBNN_GPU_FORCE_TILE_COLS=first|rows`` (read
 #: when a layer is lowered) forces one order for every tile.
 TILE_COLS_FIRST = True
+#: Dynamic tile kernels (``dyn``) read a last clamp of their epilogue from the parameter buffer
+#: (``clamp_at`` in ``matmul/tile.wgsl``, :func:`clamp_param`): two layers whose kernels differ
+#: only in whether they clamp share one pipeline. ``WEBNN_GPU_FORCE_TILE_CLAMP=text`` (read when a
+#: layer is lowered) keeps the clamp in the epilogue's text.
+TILE_CLAMP_PARAM = True
 COLS_FIRST_MIN_ROWS = 2
 COLS_FIRST_MAX_BLOCKS = 88
+#: A subgroup tile of more than :data:`COLS_FIRST_MAX_BLOCKS` accumulators (8 x 48, which the
+#: column-block order did not speed up) is cut to fit that order (:func:`choose_tile_sg`): to the
+#: rows that fit its column blocks (7 x 48) where those pad at most :data:`SG_FIT_PAD` times the
+#: rows of the taller tile, else to the widest column blocks that fit its rows (8 x 36, 8 x 44).
+#: ``WEBNN_GPU_FORCE_TILE_SG_FIT=off|short|narrow`` (read when a layer is lowered): keep the
+#: tile, always the fewer rows, always the fewer columns.
+SG_FIT = True
+SG_FIT_PAD = 1.03
 #: ... for reductions of at least this length: the loop moves the tile's other rows up after each
 #: row, (TM - 1) x TN4 vec4 moves, which cost a pointwise conv of K = 8 (128 x 128 x 8 -> 48,
 #: bias, relu6) 4-8% of its CPU time on Mesa 22.3, and nothing measurable at K = 16, 24 and 75
@@ -322,20 +336,39 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0,
     gives two subgroups (both cores of a 2-core machine) where a narrower one would. B's loads cost a lane's share, so
     wide column blocks are cheap; A's loads are each lane's own. K does not change the choice
     (kept for the signature of :func:`choose_tile`).
+
+    A tile of more than :data:`COLS_FIRST_MAX_BLOCKS` accumulators (8 x 48) is then cut to fit the
+    column-block order (:data:`SG_FIT`, unless that order is forced off): to the most rows that
+    fit its column blocks (7 x 48) where the cost above takes them and they pad at most
+    :data:`SG_FIT_PAD` times the rows of the taller tile (3136, 4096 and 2304 rows), else to the
+    widest divisor of the column blocks that fits its rows (256 x 384 takes 8 x 32, 256 x 528
+    8 x 44, 64 x 864 8 x 36, 576 x 48 8 x 24). ``WEBNN_GPU_FORCE_TILE_SG_FIT=off|short|narrow`` (read
+    when a layer is lowered) keeps the tile or always cuts its rows or its columns.
     """
     def padded(tm):
         return -(-(-(-M // tm)) // lanes) * lanes * tm
 
     cost = SG_TILE_COST if cost is None else cost
-    fits = [t for t in range(1, SG_TILE_M + 1) if padded(t) <= 2 * M] or list(range(1, SG_TILE_M + 1))
-    tm = min(fits, key=lambda t: (padded(t) * (t + cost) / t, -t))
     n4 = -(-N // 4)
     divisors = [d for d in range(min(SG_TILE_N4, n4), 0, -1) if n4 % d == 0]
-    groups = batches * padded(tm) // (tm * lanes)
-    for d in divisors:
-        if groups * (n4 // d) >= 2:
-            return tm, d
-    return tm, divisors[-1]
+
+    def pick(tm_max):
+        fits = [t for t in range(1, tm_max + 1) if padded(t) <= 2 * M] or list(range(1, tm_max + 1))
+        tm = min(fits, key=lambda t: (padded(t) * (t + cost) / t, -t))
+        groups = batches * padded(tm) // (tm * lanes)
+        for d in divisors:
+            if groups * (n4 // d) >= 2:
+                return tm, d
+        return tm, divisors[-1]
+    tm, d = pick(SG_TILE_M)
+    fit = _env.force("tile_sg_fit") or ("auto" if SG_FIT else "off")
+    if tm * d <= COLS_FIRST_MAX_BLOCKS or fit == "off" or _env.force("tile_cols") == "rows":
+        return tm, d
+    short = pick(COLS_FIRST_MAX_BLOCKS // d)
+    if fit == "short" or (fit == "auto" and short == (COLS_FIRST_MAX_BLOCKS // d, d)
+                          and padded(short[0]) <= SG_FIT_PAD * padded(tm)):
+        return short
+    return tm, max(v for v in divisors if tm * v <= COLS_FIRST_MAX_BLOCKS)
 
 
 def sg_rows_ok(M: int, tm: int, lanes: int) -> bool:
@@ -442,6 +475,35 @@ def reads_per_output(ep: _epilogue.Epilogue) -> bool:
     at = ep.code.find(f"fn {ep.fn}(")
     body = ep.code[at:] if at >= 0 else ep.code
     return any(f"{name}[" in body for name, _ in ep.operands)
+
+
+def clamp_param(node, out: Value, ep: _epilogue.Epilogue, steps: list[dict]
+                ) -> tuple[_epilogue.Epilogue, tuple[float, float] | None]:
+    """``ep`` (built for ``node`` writing ``out``) for a tile kernel that applies its last clamp
+    from run-time bounds (``clamp_at``): (``ep`` without that step, (min, max) as float32) where
+    the last step of ``steps`` is a clamp of two finite bounds and ``ep``'s code ends with exactly
+    its rendering; else (``ep``, None), the kernel's clamp off. Either way the kernel applies ``select(e, min(max(e, lo), hi), on)`` to the epilogue's
+    result: the same operations as the step (on), or ``e`` itself (off), so results do not change.
+    """
+    from .elementwise import expression
+
+    last = steps[-1] if steps else None
+    if not (isinstance(last, dict) and last.get("op") == "clamp" and "input" not in last):
+        return ep, None
+    lo, hi = last.get("min_value"), last.get("max_value")
+    if lo is None or hi is None or not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
+        return ep, None
+    fake = SimpleNamespace(op="clamp", inputs=[SimpleNamespace(data_type="float32")],
+                           attrs={"min_value": lo, "max_value": hi})
+    stmts, expr, _ = expression(fake, ["ev"])  # the step's rendering in _epilogue.build
+    block = f"\n  {{\n    ev = {expr};\n  }}\n  return ev;\n}}"
+    if stmts or ep.code.count(block) != 1 or ep.code.count("\n  return ev;\n}") != 1:
+        return ep, None
+    if len(steps) == 1 and ep.code.count("\n  {\n") == 1 and not ep.operands:
+        stripped = _epilogue.build(node, out, [])  # the clamp was the only step
+    else:
+        stripped = replace(ep, code=ep.code.replace(block, "\n  return ev;\n}"))
+    return stripped, (float(np.float32(lo)), float(np.float32(hi)))
 
 
 def window_rows(TM: int, TN4: int, KW: int, conv: dict) -> int:
@@ -621,6 +683,10 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     dyn = (TILE_DYNAMIC and pool is None and a_mode == "dense" and not batch_shape and a_vec and b_vec and out_vec
            and a_ks == 1 and b_ns == 1 and o_so == 1 and (o_sn == 0 or o_P >= M) and KH == KW == 1 and not group_cols
            and order == "m")
+    clamp = None
+    tile_clamp = dyn and TILE_CLAMP_PARAM and not ep_rows and _env.force("tile_clamp") != "text"
+    if tile_clamp:  # a last clamp from the parameter buffer: kernels that differ only in it share a pipeline
+        ep, clamp = clamp_param(lc.node, out, ep, _epilogue.steps_of(lc.node))
     x64 = tile_words(lc, out.data_type) and (a_vec or b_vec or out_vec)
     # stores of two column blocks (8 values) where every stored vec4 pair is 8-aligned
     x8 = (x64 and _env.force("tile_words") != "u64" and out_vec and TN4 % 2 == 0 and N % 8 == 0 and o_sp % 8 == 0
@@ -633,7 +699,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
         pool_rows=-(-M // TM), x64=x64, x8=x8,
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
-        b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, cols_first=bool(sg) and bdot is None and not win and cols_first(TM, TN4), ep_loop=TM > 1 and not ep_rows and (TILE_EP_LOOP and KH * KW * KC >= TILE_EP_LOOP_MIN_K or ep.given or reads_per_output(ep)),
+        b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, clamp_at=0, cols_first=bool(sg) and bdot is None and not win and cols_first(TM, TN4), ep_loop=TM > 1 and not ep_rows and (TILE_EP_LOOP and KH * KW * KC >= TILE_EP_LOOP_MIN_K or ep.given or reads_per_output(ep)),
     )
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
@@ -644,6 +710,9 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         if up is not None:  # the upsampled operand's last tile row, image (UH x UW) and source (uh x uw)
             UH, UW, uh, uw = up
             sizes += [M - TM, UW, UH, uh, uw, KC]
+        if tile_clamp:  # the clamp's bounds (float32 bits) and whether it applies
+            variables["clamp_at"] = len(sizes)
+            sizes += [*np.array(clamp or (0.0, 0.0), dtype=np.float32).view(np.uint32).tolist(), int(clamp is not None)]
         inputs.append(("prm", make_constant(np.array(sizes, dtype=np.uint32), "uint32")))
     if a_mode == "im2col":
         variables.update(conv or {})
