@@ -361,8 +361,8 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0,
                 return tm, d
         return tm, divisors[-1]
     tm, d = pick(SG_TILE_M)
-    fit = _env.force("tile_sg_fit") or ("auto" if SG_FIT else "off")
-    if tm * d <= COLS_FIRST_MAX_BLOCKS or fit == "off" or _env.force("tile_cols") == "rows":
+    fit = _env.force_choice("tile_sg_fit", ("off", "short", "narrow")) or ("auto" if SG_FIT else "off")
+    if tm * d <= COLS_FIRST_MAX_BLOCKS or fit == "off" or _env.force_choice("tile_cols", ("first", "rows")) == "rows":
         return tm, d
     short = pick(COLS_FIRST_MAX_BLOCKS // d)
     if fit == "short" or (fit == "auto" and short == (COLS_FIRST_MAX_BLOCKS // d, d)
@@ -684,7 +684,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
            and a_ks == 1 and b_ns == 1 and o_so == 1 and (o_sn == 0 or o_P >= M) and KH == KW == 1 and not group_cols
            and order == "m")
     clamp = None
-    tile_clamp = dyn and TILE_CLAMP_PARAM and not ep_rows and _env.force("tile_clamp") != "text"
+    tile_clamp = dyn and TILE_CLAMP_PARAM and not ep_rows and _env.force_choice("tile_clamp", ("text",)) != "text"
     if tile_clamp:  # a last clamp from the parameter buffer: kernels that differ only in it share a pipeline
         ep, clamp = clamp_param(lc.node, out, ep, _epilogue.steps_of(lc.node))
     x64 = tile_words(lc, out.data_type) and (a_vec or b_vec or out_vec)
