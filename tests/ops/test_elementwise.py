@@ -441,7 +441,8 @@ def test_clamp_every_type(ctx, rng, dtype):
     if info.is_float:
         x = sample(dtype, (3, 10), rng)
         cases = [dict(), dict(min_value=-2), dict(max_value=0.0), dict(min_value=-3, max_value=4.5),
-                 dict(min_value=-8, max_value=-1), dict(min_value=2, max_value=2)]
+                 dict(min_value=-8, max_value=-1), dict(min_value=2, max_value=2),
+                 dict(min_value=-1e39, max_value=1e39)]  # beyond float32: the infinities they round to
     else:
         ii = np.iinfo(info.numpy)
         x = np.concatenate([sample(dtype, (28,), rng), np.array([ii.min, ii.max], dtype)])

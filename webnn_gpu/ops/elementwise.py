@@ -140,13 +140,14 @@ def literal(value, data_type: str) -> str:
     """A WGSL literal of ``value`` in the compute type of ``data_type``."""
     info = _dtypes.info(data_type)
     if info.is_float:
-        v = float(value)
+        with np.errstate(over="ignore"):
+            v = float(np.float32(value))  # beyond float32's range: the infinity f32 rounds it to
         if math.isnan(v):
             f32 = "bitcast<f32>(0x7fc00000u)"
         elif math.isinf(v):
             f32 = f"bitcast<f32>({'0xff800000u' if v < 0 else '0x7f800000u'})"
         else:
-            f32 = f"f32({float(np.float32(v))!r})"
+            f32 = f"f32({v!r})"
         return f32 if info.compute == "f32" else f"f16({f32})"
     lo, hi = int(np.iinfo(info.numpy).min), int(np.iinfo(info.numpy).max)
     if isinstance(value, float) and math.isnan(value):
