@@ -66,6 +66,11 @@ def test_switch_and_row_order(monkeypatch):
     monkeypatch.delenv("WEBNN_GPU_FORCE_TILE_SG_FIT")
     monkeypatch.setenv("WEBNN_GPU_FORCE_TILE_COLS", "rows")
     assert linalg.choose_tile_sg(3136, 144, 1, 8) == (8, 12)
+    # nor where the column-block order is off in the code (the cut tile would not take it)
+    monkeypatch.delenv("WEBNN_GPU_FORCE_TILE_COLS")
+    monkeypatch.setattr(linalg, "TILE_COLS_FIRST", False)
+    assert linalg.choose_tile_sg(3136, 144, 1, 8) == (8, 12)
+    assert linalg.choose_tile_sg(256, 384, 1, 8) == (8, 12)
 
 
 def test_every_cut_tile_fits_the_column_order():

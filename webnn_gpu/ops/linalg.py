@@ -367,8 +367,10 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0,
     short = pick(COLS_FIRST_MAX_BLOCKS // d)
     if fit == "short" or (fit == "auto" and short == (COLS_FIRST_MAX_BLOCKS // d, d)
                           and padded(short[0]) <= SG_FIT_PAD * padded(tm)):
-        return short
-    return tm, max(v for v in divisors if tm * v <= COLS_FIRST_MAX_BLOCKS)
+        cut = short
+    else:
+        cut = tm, max(v for v in divisors if tm * v <= COLS_FIRST_MAX_BLOCKS)
+    return cut if cols_first(*cut) else (tm, d)  # a cut pays only in the column-block order
 
 
 def sg_rows_ok(M: int, tm: int, lanes: int) -> bool:
@@ -482,8 +484,9 @@ def clamp_param(node, out: Value, ep: _epilogue.Epilogue, steps: list[dict]
     """``ep`` (built for ``node`` writing ``out``) for a tile kernel that applies its last clamp
     from run-time bounds (``clamp_at``): (``ep`` without that step, (min, max) as float32) where
     the last step of ``steps`` is a clamp of two finite bounds and ``ep``'s code ends with exactly
-    its rendering; else (``ep``, None), the kernel's clamp off. Either way the kernel applies ``select(e, min(max(e, lo), hi), on)`` to the epilogue's
-    result: the same operations as the step (on), or ``e`` itself (off), so results do not change.
+    its rendering; else (``ep``, None), the kernel's clamp off. Either way the kernel applies
+    ``select(e, min(max(e, lo), hi), on)`` to the epilogue's result: the same operations as the
+    step (on), or ``e`` itself (off), so results do not change.
     """
     from .elementwise import expression
 
