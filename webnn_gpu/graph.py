@@ -574,7 +574,7 @@ class MLGraph:
             else:
                 kernels = None
                 parts.append(i)
-        rec = _Recording(parts, made, None if _env.force("encode") == "public" else _native_form(parts))
+        rec = _Recording(parts, made, None if _env.force_choice("encode", ("public",)) == "public" else _native_form(parts))
         self._recordings[io_key] = rec
         while len(self._recordings) > 1 and sum(max(1, r.groups_made) for r in self._recordings.values()) > BIND_GROUPS_KEPT:
             self._recordings.popitem(last=False)

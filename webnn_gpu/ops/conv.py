@@ -1470,14 +1470,15 @@ def _dwp_lanes(g: dict, n4: int, sg: int) -> tuple[int, int, int, int, int] | No
     if cpl > DWPL_MAX_CPL:
         return None
     cs = c4 if DWPL_EXACT_C else sg * cpl
-    if DWPL_SPLIT and _env.force("dwpl_split") != "off":  # one column per lane, split within the limits
+    no_split = _env.force_choice("dwpl_split", ("off",)) == "off"
+    if DWPL_SPLIT and not no_split:  # one column per lane, split within the limits
         npl = 1
         if _dwpl_splits(n4, sg, npl) > DWPL_MAX_SPLITS:
             return None
     elif npl > DWPL_MAX_NPL or cs * npl > DWPL_MAX_BLOCKS:
         most = min(DWPL_MAX_NPL, DWPL_SPLIT_BLOCKS // cs)  # columns per lane of a split strip
         splits = -(-npl // most) if most else 0
-        if not most or splits > DWPL_MAX_SPLITS or _env.force("dwpl_split") == "off":
+        if not most or splits > DWPL_MAX_SPLITS or no_split:
             return None
         npl = -(-npl // splits)  # as few subgroups as fit, the columns spread evenly
     tw = min(DWPL_TW, g["OW"])
@@ -1804,8 +1805,8 @@ def _expand_shift(k4: int) -> bool:
     """Whether the pixel-block kernel's expansion loads (``x_loop``) put each pixel's ``k4``
     vec4s in place by shifting them down (``x_shift``) rather than by selects
     (:data:`DWP_EXPAND_SHIFT_MIN_K4`, ``WEBNN_GPU_FORCE_DWP_EXPAND_LOAD=select|shift``)."""
-    forced = _env.force("dwp_expand_load")
-    if forced in ("select", "shift"):
+    forced = _env.force_choice("dwp_expand_load", ("select", "shift"))
+    if forced:
         return forced == "shift"
     return k4 >= DWP_EXPAND_SHIFT_MIN_K4
 

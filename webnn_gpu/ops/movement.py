@@ -139,7 +139,7 @@ def remap_unit(data_type: str, iter_shape: Sequence[int], dims: list[dict], base
     So: a transpose that keeps a last run of 4k elements (depth_to_space / space_to_depth whose
     block rows hold 4k values), a slice or split along outer axes, an expand of whole rows.
     ``WEBNN_GPU_FORCE_REMAP=scalar`` keeps one element per invocation."""
-    if data_type not in _VEC4_TYPES or not dims or _env.force("remap") == "scalar":
+    if data_type not in _VEC4_TYPES or not dims or _env.force_choice("remap", ("scalar",)) == "scalar":
         return 1
     if any(d["kind"] != "lin" for d in dims) or dims[-1]["stride"] != 1 or iter_shape[-1] % 4:
         return 1
