@@ -11,7 +11,7 @@ import pytest
 from webnn_gpu.ops import conv
 
 from helpers import kernel_steps, run_graph
-from references import ref_conv2d
+from _dwp_blocks import dw_project_block, same_pads
 from test_depthwise_project_lanes import force_lanes
 
 LANES = "conv/depthwise_project_lanes.wgsl"
@@ -19,58 +19,9 @@ LANES = "conv/depthwise_project_lanes.wgsl"
 
 def _case(rng, nb, hw, C, N, k, s, residual, npdt, pads):
     """A depthwise k x k conv (bias, prelu) projected to N channels (bias), the residual, a
-    prelu: (build, inputs, float64 reference)."""
-    (h, w) = hw
-    oh = (h + pads[0] + pads[1] - k) // s + 1
-    ow = (w + pads[2] + pads[3] - k) // s + 1
-    x = rng.standard_normal((nb, h, w, C)).astype(npdt)
-    wd = (rng.standard_normal((C, k, k, 1)) * 0.3).astype(npdt)
-    bd = rng.standard_normal(C).astype(npdt)
-    sl = rng.uniform(0.05, 0.5, C).astype(npdt)
-    wp = (rng.standard_normal((N, 1, 1, C)) * 0.3).astype(npdt)
-    bp = rng.standard_normal(N).astype(npdt)
-    slope = rng.uniform(0.05, 0.5, N).astype(npdt)
-    inputs = {"x": x}
-    if residual == "r":
-        inputs["r"] = rng.standard_normal((nb, oh, ow, N)).astype(npdt)
-    elif residual == "per-channel":
-        inputs["r"] = rng.standard_normal((1, 1, 1, N)).astype(npdt)
-    elif residual == "per-pixel":
-        inputs["r"] = rng.standard_normal((nb, oh, ow, 1)).astype(npdt)
-
-    def build(b, o):
-        d = b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ohwi", groups=C, padding=pads,
-                     strides=[s, s], bias=b.constant(bd))
-        d = b.prelu(d, b.constant(sl.reshape(1, 1, 1, C)))
-        p = b.conv2d(d, b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
-        if residual == "pad":
-            p = b.add(p, b.pad(o["x"], [0, 0, 0, 0], [0, 0, 0, N - C]))
-        elif residual in ("max", "average"):
-            pool = b.max_pool2d if residual == "max" else b.average_pool2d
-            q = pool(o["x"], window_dimensions=[2, 2], strides=[2, 2], layout="nhwc")
-            p = b.add(p, b.pad(q, [0, 0, 0, 0], [0, 0, 0, N - C]) if N > C else q)
-        elif residual is not None:
-            p = b.add(p, o["r"])
-        return {"y": b.prelu(p, b.constant(slope))}
-
-    x64 = x.astype(np.float64)
-    d = ref_conv2d(x64.transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(0, 3, 1, 2), pads, (s, s), (1, 1),
-                   groups=C).transpose(0, 2, 3, 1) + bd
-    d = np.where(d >= 0, d, d * sl.astype(np.float64))
-    ref = np.einsum("nhwc,oc->nhwo", d, wp[:, 0, 0, :].astype(np.float64)) + bp
-    if residual == "pad":
-        ref[..., :C] += x64
-    elif residual in ("max", "average"):
-        win = x64[:, :2 * oh, :2 * ow].reshape(nb, oh, 2, ow, 2, C)
-        ref[..., :C] += win.max(axis=(2, 4)) if residual == "max" else win.mean(axis=(2, 4))
-    elif residual is not None:
-        ref = ref + inputs["r"].astype(np.float64)
-    return build, inputs, np.where(ref >= 0, ref, ref * slope.astype(np.float64))
-
-
-def _same(k, s):
-    """TFLite's SAME padding of a k x k window at stride s on an even image."""
-    return [k // 2] * 4 if s == 1 else [k // 2 - 1, k // 2] * 2
+    prelu: (build, inputs, float64 reference); :func:`dw_project_block` (``"pad"``: its ``"x"``)."""
+    return dw_project_block(rng, hw, C, N, k=k, s=s, pads=pads, nb=nb, act="prelu", out_act="prelu",
+                            residual="x" if residual == "pad" else residual, npdt=npdt)
 
 
 # (batch, image, C, N, window, stride, residual, data type, padding)
@@ -97,7 +48,7 @@ def test_split_columns_with_residuals_against_numpy(ctx, rng, monkeypatch, case)
     if dt == "float16" and "float16" not in ctx.supported_data_types:
         pytest.fail("float16 is expected on lavapipe")
     force_lanes(ctx, monkeypatch)
-    pads = _same(k, s) if pads == "same" else pads or [k // 2] * 4
+    pads = same_pads(k, s, hw) if pads == "same" else pads or [k // 2] * 4
     build, inputs, ref = _case(rng, nb, hw, C, N, k, s, residual, np.float32 if dt == "float32" else np.float16, pads)
     steps = [st for st in kernel_steps(ctx, build, inputs) if st.template == LANES]
     assert len(steps) == 1 and "let cb = " in steps[0].wgsl  # the split form

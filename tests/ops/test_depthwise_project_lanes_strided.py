@@ -12,7 +12,7 @@ import pytest
 from webnn_gpu.ops import conv
 
 from helpers import kernel_templates, run_graph
-from references import ref_conv2d
+from _dwp_blocks import dw_project_block
 from test_depthwise_project_strip import _geometry
 
 LANES = "conv/depthwise_project_lanes.wgsl"
@@ -58,46 +58,12 @@ def test_strided_loads_weighted_apart():
 
 # ---------------------------------------------------------------- the kernel against NumPy
 def _case(rng, hw, C, N, k, pads, act, residual, npdt=np.float32):
-    """A depthwise conv2d with stride 2 (bias, ``pads``), ``act`` on it (relu, clamp or prelu),
-    its pointwise projection to N channels (bias), an optional residual add (``"r"``: another
-    tensor; ``"maxpad"``: the input's 2 x 2 stride-2 max pool padded with N - C zero channels),
-    then relu: (build, inputs, float64 reference)."""
-    (h, w), x = hw, rng.standard_normal((1, *hw, C)).astype(npdt)
-    oh, ow = (h + pads[0] + pads[1] - k) // 2 + 1, (w + pads[2] + pads[3] - k) // 2 + 1
-    wd = (rng.standard_normal((1, k, k, C)) * 0.3).astype(npdt)
-    bd = rng.standard_normal(C).astype(npdt)
-    slope = rng.uniform(0.05, 0.5, C).astype(npdt)
-    wp = (rng.standard_normal((N, 1, 1, C)) * 0.3).astype(npdt)
-    bp = rng.standard_normal(N).astype(npdt)
-    inputs = {"x": x}
-    if residual == "r":
-        inputs["r"] = rng.standard_normal((1, oh, ow, N)).astype(npdt)
-
-    def build(b, o):
-        d = b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C, padding=pads,
-                     strides=[2, 2], bias=b.constant(bd))
-        d = {"relu": b.relu, "clamp": lambda v: b.clamp(v, min_value=-1.0, max_value=1.5),
-             "prelu": lambda v: b.prelu(v, b.constant(slope))}[act](d)
-        p = b.conv2d(d, b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
-        if residual == "r":
-            p = b.add(p, o["r"])
-        elif residual == "maxpad":
-            r = b.max_pool2d(o["x"], window_dimensions=[2, 2], strides=[2, 2], layout="nhwc")
-            p = b.add(p, b.pad(r, [0, 0, 0, 0], [0, 0, 0, N - C]))
-        return {"y": b.relu(p)}
-
-    x64 = x.astype(np.float64)
-    d = ref_conv2d(x64.transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(3, 0, 1, 2), list(pads), (2, 2),
-                   (1, 1), groups=C).transpose(0, 2, 3, 1) + bd
-    d = {"relu": np.maximum(d, 0), "clamp": np.clip(d, -1.0, 1.5),
-         "prelu": np.where(d >= 0, d, d * slope.astype(np.float64))}[act]
-    ref = np.einsum("nhwc,oc->nhwo", d, wp[:, 0, 0, :].astype(np.float64)) + bp
-    if residual == "r":
-        ref = ref + inputs["r"]
-    elif residual == "maxpad":
-        pool = np.max([x64[:, i:2 * oh + i:2, j:2 * ow + j:2] for i in range(2) for j in range(2)], axis=0)
-        ref[..., :C] += pool
-    return build, inputs, np.maximum(ref, 0)
+    """A depthwise conv2d with stride 2 (bias, ``pads``, its filter in the ihwo layout), ``act``
+    on it (relu, clamp or prelu), its pointwise projection to N channels (bias), an optional
+    residual add (``"r"``: another tensor; ``"maxpad"``: the input's 2 x 2 stride-2 max pool
+    padded with N - C zero channels), then relu: :func:`dw_project_block`."""
+    return dw_project_block(rng, hw, C, N, k=k, s=2, pads=pads, act=act, filter_layout="ihwo", npdt=npdt,
+                            residual="max" if residual == "maxpad" else residual)
 
 
 # (image H x W, C, N, window, padding [top, bottom, left, right], activation, residual, kernel)

@@ -15,7 +15,7 @@ import pytest
 from webnn_gpu.ops import _epilogue, conv
 
 from helpers import kernel_steps, run_graph
-from references import ref_conv2d
+from _dwp_blocks import dw_project_block
 
 BLOCKS = "conv/depthwise_project.wgsl"
 
@@ -25,45 +25,9 @@ def _case(rng, hw, C, N, s, before, residual, npdt, act):
     projection to N channels (bias), plus the residual padded with ``before`` zero channels
     ahead of it and N - C - ``before`` after (``"x"``: the depthwise input, stride 1; ``"r"``:
     another input of the output's size and C channels; ``"max"``: the input's 2 x 2 stride-2
-    max pool), then prelu: (build, inputs, float64 reference)."""
-    h, w = hw
-    pads = [0, 1, 0, 1] if s == 2 and min(h, w) > 1 else [1] * 4
-    oh, ow = (h + pads[0] + pads[1] - 3) // s + 1, (w + pads[2] + pads[3] - 3) // s + 1
-    x = rng.standard_normal((1, h, w, C)).astype(npdt)
-    wd = (rng.standard_normal((C, 3, 3, 1)) * 0.3).astype(npdt)
-    bd = rng.standard_normal(C).astype(npdt)
-    slope = rng.uniform(0.05, 0.5, C).astype(npdt)
-    wp = (rng.standard_normal((N, 1, 1, C)) * 0.3).astype(npdt)
-    bp = rng.standard_normal(N).astype(npdt)
-    slope2 = rng.uniform(0.05, 0.5, N).astype(npdt)
-    inputs = {"x": x}
-    if residual == "r":
-        inputs["r"] = rng.standard_normal((1, oh, ow, C)).astype(npdt)
-    after = N - C - before
-
-    def build(b, o):
-        d = b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ohwi", groups=C, padding=pads,
-                     strides=[s, s], bias=b.constant(bd))
-        d = b.relu(d) if act == "relu" else b.prelu(d, b.constant(slope.reshape(1, 1, 1, C)))
-        p = b.conv2d(d, b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
-        r = (o["x"] if residual == "x" else o["r"] if residual == "r"
-             else b.max_pool2d(o["x"], window_dimensions=[2, 2], strides=[2, 2], layout="nhwc"))
-        p = b.add(p, b.pad(r, [0, 0, 0, before], [0, 0, 0, after]))
-        return {"y": b.prelu(p, b.constant(slope2.reshape(1, 1, 1, N)))}
-
-    x64 = x.astype(np.float64)
-    d = ref_conv2d(x64.transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(0, 3, 1, 2), pads, (s, s), (1, 1),
-                   groups=C).transpose(0, 2, 3, 1) + bd
-    d = np.maximum(d, 0) if act == "relu" else np.where(d >= 0, d, d * slope.astype(np.float64))
-    ref = np.einsum("nhwc,oc->nhwo", d, wp[:, 0, 0, :].astype(np.float64)) + bp
-    if residual == "x":
-        r64 = x64
-    elif residual == "r":
-        r64 = inputs["r"].astype(np.float64)
-    else:
-        r64 = x64[:, :2 * oh, :2 * ow].reshape(1, oh, 2, ow, 2, C).max(axis=(2, 4))
-    ref[..., before:before + C] += r64
-    return build, inputs, np.where(ref >= 0, ref, ref * slope2.astype(np.float64))
+    max pool), then prelu: :func:`dw_project_block`."""
+    return dw_project_block(rng, hw, C, N, s=s, act=act, out_act="prelu", before=before, npdt=npdt,
+                            residual="rc" if residual == "r" else residual)
 
 
 # (image, C, N, stride, zero channels before, residual, float type, depthwise activation)

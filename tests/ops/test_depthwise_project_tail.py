@@ -12,60 +12,18 @@ import pytest
 
 from helpers import kernel_steps, kernel_templates, run_graph
 from references import ref_conv2d
+from _dwp_blocks import dw_project_block
 
 LANES = "conv/depthwise_project_lanes.wgsl"
 
 
 def _case(rng, hw, C, N, s, residual, npdt, act="relu", k=3):
-    """A depthwise k x k conv2d (bias, ``act``) and its pointwise projection (bias), plus a
-    residual (``"pad"``: the depthwise input padded with N - C zero channels, BlazeFace's;
-    ``"x"``: the input itself; ``"max"`` / ``"average"``: its 2 x 2 stride-2 pool, padded;
-    ``"r"``: another tensor; None), then relu: (build, inputs,
-    float64 reference). Stride 2 pads as TFLite's SAME does (bottom and right only) but on a
-    one-pixel image."""
-    h, w = hw
-    pads = [k // 2 - 1, k // 2] * 2 if s == 2 and min(h, w) > 1 else [k // 2] * 4
-    oh, ow = (h + pads[0] + pads[1] - k) // s + 1, (w + pads[2] + pads[3] - k) // s + 1
-    x = rng.standard_normal((1, h, w, C)).astype(npdt)
-    wd = (rng.standard_normal((C, k, k, 1)) * 0.3).astype(npdt)  # ohwi, one group per channel
-    bd = rng.standard_normal(C).astype(npdt)
-    slope = rng.uniform(0.05, 0.5, C).astype(npdt)
-    wp = (rng.standard_normal((N, 1, 1, C)) * 0.3).astype(npdt)
-    bp = rng.standard_normal(N).astype(npdt)
-    inputs = {"x": x}
-    if residual == "r":
-        inputs["r"] = rng.standard_normal((1, oh, ow, N)).astype(npdt)
-
-    def build(b, o):
-        d = b.conv2d(o["x"], b.constant(wd), input_layout="nhwc", filter_layout="ohwi", groups=C, padding=pads,
-                     strides=[s, s], bias=b.constant(bd))
-        d = b.relu(d) if act == "relu" else b.prelu(d, b.constant(slope.reshape(1, 1, 1, C)))
-        p = b.conv2d(d, b.constant(wp), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(bp))
-        if residual == "pad":
-            p = b.add(p, b.pad(o["x"], [0, 0, 0, 0], [0, 0, 0, N - C]))
-        elif residual in ("max", "average"):  # BlazeFace's stride-2 blocks: a 2 x 2 pool, padded
-            pool = b.max_pool2d if residual == "max" else b.average_pool2d
-            q = pool(o["x"], window_dimensions=[2, 2], strides=[2, 2], layout="nhwc")
-            p = b.add(p, b.pad(q, [0, 0, 0, 0], [0, 0, 0, N - C]) if N > C else q)
-        elif residual:
-            p = b.add(p, o[residual])
-        return {"y": b.relu(p)}
-
-    x64 = x.astype(np.float64)
-    d = ref_conv2d(x64.transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(0, 3, 1, 2), pads, (s, s), (1, 1),
-                   groups=C).transpose(0, 2, 3, 1) + bd
-    d = np.maximum(d, 0) if act == "relu" else np.where(d >= 0, d, d * slope.astype(np.float64))
-    ref = np.einsum("nhwc,oc->nhwo", d, wp[:, 0, 0, :].astype(np.float64)) + bp
-    if residual == "pad":
-        ref[..., :C] += x64
-    elif residual in ("max", "average"):
-        win = x64[:, :2 * oh, :2 * ow].reshape(1, oh, 2, ow, 2, C)
-        ref[..., :C] += win.max(axis=(2, 4)) if residual == "max" else win.mean(axis=(2, 4))
-    elif residual == "x":
-        ref += x64
-    elif residual == "r":
-        ref += inputs["r"].astype(np.float64)
-    return build, inputs, np.maximum(ref, 0)
+    """:func:`dw_project_block` with relu after the residual (``"pad"``: the depthwise input
+    padded with N - C zero channels, BlazeFace's; ``"x"``: the input itself; ``"max"`` /
+    ``"average"``: its 2 x 2 stride-2 pool, padded; ``"r"``: another tensor; None) and SAME
+    padding."""
+    return dw_project_block(rng, hw, C, N, k=k, s=s, act=act, residual="x" if residual == "pad" else residual,
+                            npdt=npdt)
 
 
 def _lane_loop(ctx, monkeypatch):
