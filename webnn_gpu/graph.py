@@ -202,6 +202,7 @@ class MLGraph:
             if r.kind == "constant" and r.id not in slot:
                 consts[r.id] = r
         packed = []  # constants of host data stored together, a few buffers for all (_upload_packed)
+        each = _env.force_choice("const_pack", ("each",)) == "each"  # a buffer per constant, as before
         for r in consts.values():
             if r.tensor is not None:
                 if r.tensor._destroyed:
@@ -209,7 +210,7 @@ class MLGraph:
                 slot[r.id] = _Slot("const", len(self._buffers))
                 self._buffers.append(r.tensor._buffer)
                 self._const_tensors.append(r.tensor)
-            elif getattr(r, "texture_width", 0):
+            elif getattr(r, "texture_width", 0) or each:
                 slot[r.id] = _Slot("const", len(self._buffers))
                 self._buffers.append(allocate(f"constant {r}", _dtypes.buffer_size(r.data_type, r.shape),
                                               lambda r=r: _upload_constant(device, r)))

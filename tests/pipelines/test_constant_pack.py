@@ -11,6 +11,7 @@ import pytest
 
 import webnn_gpu as webnn
 from webnn_gpu import graph as graph_module
+from webnn_gpu.errors import OperationError
 
 
 def _graph(ctx, data: dict):
@@ -78,3 +79,18 @@ def test_a_pack_holds_each_constants_bytes_then_zeros(ctx):
     assert raw[:4] == bytes([0, 1, 2, 0]) and raw[4:256] == bytes(252)
     assert raw[256:276] == np.arange(5, dtype=np.float32).tobytes()
     assert raw[512:768] == bytes(256) and raw[768:772] == bytes([7, 7, 0, 0]) and len(raw) == 772
+
+
+def test_the_knob_gives_a_buffer_per_constant(ctx, data, monkeypatch):
+    """``WEBNN_GPU_FORCE_CONST_PACK=each``: every constant in a buffer of its own, as before the
+    packs (the same results); a value it does not take raises."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_CONST_PACK", "each")
+    g, names = _graph(ctx, data)
+    assert not g._const_at
+    x = np.random.default_rng(5).standard_normal((4, 8)).astype(np.float32)
+    got, want = ctx.compute(g, {"x": x}), _reference(x, data)
+    for name in names:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5, err_msg=name)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_CONST_PACK", "one")
+    with pytest.raises(OperationError, match="WEBNN_GPU_FORCE_CONST_PACK='one'"):
+        _graph(ctx, data)
