@@ -164,6 +164,7 @@ except ImportError:
     pass
 timed(T, "read_model", "read flatbuffer"); timed(T, "convert", "convert")
 timed(G.MLGraph, "_lower", "rules + lowering"); timed(G, "_upload", "upload constants")
+timed(G, "_upload_packed", "upload constants")
 timed(G.MLGraph, "_make_bind_group", "bind groups"); timed(_kernels.PipelineCache, "submit_once", "warm-up submits")
 timed(_kernels.PipelineCache, "get_many", "get_many (waits)"); timed(G.MLGraph, "_warm_up", "warm-up wait")
 made = []  # (template, KB, module CPU, pipeline CPU)

@@ -20,9 +20,13 @@ miss, never a stale plan. The engine's source counts as its files are on disk wh
 first works out a key: a change inside a running process (a monkeypatched constant, a template
 edited while it runs) is not covered.
 
-A file holds a header (magic, its key, the body's length and SHA-256) and the body: the pickled
+A file holds a header (magic, its key, the body's length and CRC-32) and the body: the pickled
 plan, with the constants' bytes out of band after it (:func:`dumps`), so that reading makes the
-arrays on the file's bytes without copying them. A file that does not match in every part,
+arrays on the file's bytes without copying them. The CRC-32 catches a damaged file (a flipped
+bit, a torn write) as a SHA-256 would, in a third of its time (4 against 12 ms for 16.6 MB); it
+is no defence against a file made to match, and needs none (a planted file that matches runs
+no code, below). The file is read into an anonymous mapping populated in one call (Linux:
+``MAP_POPULATE``), not into a fresh ``bytearray`` that takes a page fault per 4 KB. A file that does not match in every part,
 cannot be read or does not unpickle into a plan is a miss (the model is built as without the
 cache and the file written again), never an error.
 
@@ -54,12 +58,14 @@ import functools
 import hashlib
 import io
 import logging
+import mmap
 import os
 import pickle
 import stat
 import sys
 import threading
 import uuid
+import zlib
 from pathlib import Path
 
 from ._ir import Node, Value
@@ -67,8 +73,8 @@ from ._lower import CopyStep, KernelStep
 
 log = logging.getLogger("webnn_gpu")
 
-_MAGIC = b"WEBNN-GPU-PLAN-1\n"
-_HEADER = len(_MAGIC) + 32 + 8 + 32  # magic, key (SHA-256), body length, body SHA-256
+_MAGIC = b"WEBNN-GPU-PLAN-2\n"
+_HEADER = len(_MAGIC) + 32 + 8 + 4  # magic, key (SHA-256), body length, body CRC-32
 _ALIGN = 64  # file offset of each constant's bytes: a multiple of this
 
 #: environment variables that change nothing of a plan (the cache's own switches)
@@ -384,6 +390,28 @@ def _path(k: str) -> Path:
     return folder() / f"{k[:40]}.plan"
 
 
+def checksum(parts) -> bytes:
+    """The 4 bytes a plan file's header holds for its body ``parts`` (bytes-like, in order):
+    their CRC-32, little-endian."""
+    crc = 0
+    for p in parts:
+        crc = zlib.crc32(p, crc)
+    return crc.to_bytes(4, "little")
+
+
+def _buffer(size: int):
+    """``size`` writable bytes to read a plan into: an anonymous private mapping with its pages
+    made in one call (``MAP_POPULATE``, Linux), or a ``bytearray`` elsewhere. Its pages are
+    the process's own (not the file's: a file changed later cannot reach the arrays on it)."""
+    populate = getattr(mmap, "MAP_POPULATE", 0)
+    if populate and size:
+        try:
+            return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | populate)
+        except (OSError, ValueError):
+            pass
+    return bytearray(size)
+
+
 def load(k: str | None):
     """The ``(plan, meta)`` kept under key ``k``, or None (no file, or one that does not check
     out: see the module docstring). A hit marks the file as recently used."""
@@ -399,7 +427,7 @@ def load(k: str | None):
         if not stat.S_ISREG(st.st_mode) or not _HEADER <= st.st_size <= max_bytes():
             log.debug("plan cache: %s ignored (not a regular file of a plan's size)", path)
             return None
-        blob = bytearray(st.st_size)  # writable: the arrays are views of it
+        blob = _buffer(st.st_size)  # writable: the arrays are views of it
         with open(fd, "rb", closefd=False) as fh:
             got = fh.readinto(blob)
     except (OSError, MemoryError):
@@ -413,7 +441,7 @@ def load(k: str | None):
         body = view[_HEADER:]
         if (got != len(blob) or len(head) != _HEADER or not head.startswith(_MAGIC)
                 or head[len(_MAGIC):len(_MAGIC) + 32] != bytes.fromhex(k)
-                or n != len(body) or hashlib.sha256(body).digest() != head[len(_MAGIC) + 40:]):
+                or n != len(body) or checksum([body]) != head[len(_MAGIC) + 40:]):
             raise ValueError("header or checksum does not match")
         plan, meta = loads(body)
         from .graph import BuildPlan
@@ -457,15 +485,12 @@ def _store(k: str, plan, meta: dict) -> bool:
     bound = max_bytes()
     if size + _HEADER > bound:
         return False
-    digest = hashlib.sha256()
-    for p in parts:
-        digest.update(p)
     path = _path(k)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as fh:
-            fh.write(_MAGIC + bytes.fromhex(k) + size.to_bytes(8, "little") + digest.digest())
+            fh.write(_MAGIC + bytes.fromhex(k) + size.to_bytes(8, "little") + checksum(parts))
             for p in parts:
                 fh.write(p)
         os.replace(tmp, path)

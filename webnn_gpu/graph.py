@@ -66,6 +66,7 @@ class MLGraph:
     _inputs: dict[str, Value]
     _outputs: dict[str, Value]
     _buffers: list
+    _const_at: dict[int, int]  # id of a constant stored with others -> its byte offset in their buffer
     _const_tensors: list
     _steps: list
     _slot: dict[int, _Slot]
@@ -169,12 +170,14 @@ class MLGraph:
             aliases[r.id] = whole
             offsets[r.id] = offset
 
+        const_at: dict[int, int] = {}  # constant id -> its byte offset in the buffer it shares
+
         def offset_of(v):
             off = 0
             while v.id in aliases:
                 off += offsets.get(v.id, 0)
                 v = aliases[v.id]
-            return off
+            return off + const_at.get(v.id, 0)
 
         # Slots: inputs, constants, outputs, temporaries.
         slot: dict[int, _Slot] = {}
@@ -198,16 +201,27 @@ class MLGraph:
         for r, _ in out_copies:  # an output that is a view (reshape, ...) of a constant
             if r.kind == "constant" and r.id not in slot:
                 consts[r.id] = r
+        packed = []  # constants of host data stored together, a few buffers for all (_upload_packed)
+        each = _env.force_choice("const_pack", ("each",)) == "each"  # a buffer per constant, as before
         for r in consts.values():
-            slot[r.id] = _Slot("const", len(self._buffers))
             if r.tensor is not None:
                 if r.tensor._destroyed:
                     raise InvalidStateError(f"build: the constant MLTensor {r.tensor!r} was destroyed before build()")
+                slot[r.id] = _Slot("const", len(self._buffers))
                 self._buffers.append(r.tensor._buffer)
                 self._const_tensors.append(r.tensor)
-            else:
+            elif getattr(r, "texture_width", 0) or each:
+                slot[r.id] = _Slot("const", len(self._buffers))
                 self._buffers.append(allocate(f"constant {r}", _dtypes.buffer_size(r.data_type, r.shape),
                                               lambda r=r: _upload_constant(device, r)))
+            else:
+                packed.append(r)
+        for buffer, placed_here in _upload_packed(device, packed, context._limits):
+            for r, at in placed_here:
+                slot[r.id] = _Slot("const", len(self._buffers))
+                const_at[r.id] = at
+            self._buffers.append(buffer)
+        self._const_at = const_at
 
         # Liveness of op values and temps, in step order; greedy best-fit arena.
         first: dict[int, int] = {}
@@ -424,6 +438,7 @@ class MLGraph:
                 out.append(None)
                 continue
             offset, size = self._binding_range(step, i)
+            offset -= self._const_at.get(r.id, 0)  # from the constant's first byte, not its buffer's
             out.append(np.ascontiguousarray(r.data).reshape(-1).view(np.uint8)[offset:offset + size])
         return out
 
@@ -758,6 +773,54 @@ def _upload_constant(device, r):
     if getattr(r, "texture_width", 0):
         return _upload_texture(device, r.data, r.texture_width, f"constant {r}")
     return _upload(device, r.data, f"constant {r}")
+
+
+#: Bytes of constants at most in one buffer (:func:`_upload_packed`; a larger constant has a
+#: buffer of its own), and the alignment of each constant in it.
+CONST_PACK_BYTES = 64 << 20
+CONST_PACK_ALIGN = 256
+
+
+def _upload_packed(device, values: list, limits: dict) -> list:
+    """The constants ``values`` (host data, no textures) uploaded into as few buffers as hold
+    them, each at an offset that is a multiple of :data:`CONST_PACK_ALIGN` (and of the device's
+    binding offset alignments) with the bytes :func:`_upload` gives it (its data, zero-padded
+    to a multiple of 4, at least 4) and zeros up to the next one. One buffer made mapped, its
+    constants copied in, then unmapped: pose_landmark_full's 256 constants (16 MB) took 19 ms
+    of the main thread as a buffer each, most of it wgpu-py's three calls per buffer, and 13 ms
+    so, most of it copying the bytes into the mapping. A kernel binds a constant's own range
+    (``offset_of``), so what it reads is what it read from a buffer of its own.
+
+    Returns:
+        list: (buffer, [(value, byte offset), ...]) per buffer.
+
+    Raises:
+        OperationError: a buffer could not be made (its bytes and first constant named).
+    """
+    align = max(CONST_PACK_ALIGN, int(limits.get("min-storage-buffer-offset-alignment", 1)),
+                int(limits.get("min-uniform-buffer-offset-alignment", 1)))
+    cap = min(CONST_PACK_BYTES, int(limits.get("max-buffer-size", CONST_PACK_BYTES)))
+    packs: list = []  # [values with their offsets, bytes]
+    for r in values:
+        need = max(-(-r.data.nbytes // 4) * 4, 4, _dtypes.buffer_size(r.data_type, r.shape))
+        if not packs or packs[-1][1] + need > cap:
+            packs.append([[], 0])
+        pack = packs[-1]
+        pack[0].append((r, pack[1]))
+        pack[1] += -(-need // align) * align
+    out = []
+    for placed_here, _ in packs:
+        r0, last = placed_here[0][0], placed_here[-1]
+        size = last[1] + max(-(-last[0].data.nbytes // 4) * 4, 4, _dtypes.buffer_size(last[0].data_type, last[0].shape))
+        what = f"constant {r0}" if len(placed_here) == 1 else f"{len(placed_here)} constants (first {r0})"
+        buf = allocate(what, size, lambda size=size, what=what: device.create_buffer(
+            size=size, usage=_STORAGE | wgpu.BufferUsage.UNIFORM, mapped_at_creation=True, label=what))
+        for r, at in placed_here:  # the mapped buffer starts as zeros (WebGPU)
+            if r.data.nbytes:
+                buf.write_mapped(np.ascontiguousarray(r.data).reshape(-1).view(np.uint8), at)
+        buf.unmap()
+        out.append((buf, placed_here))
+    return out
 
 
 def _upload_texture(device, data: np.ndarray, width: int, label: str):

@@ -93,6 +93,43 @@ def test_a_hit_builds_the_same_graph_bit_for_bit(plans, model, ctx, monkeypatch,
     assert list(plans.glob("*.plan")) == files, "a hit writes nothing"
 
 
+@pytest.mark.parametrize("populate", [True, False], ids=["mapping", "bytearray"])
+def test_a_hit_reads_alike_into_a_mapping_or_a_bytearray(plans, model, ctx, monkeypatch, populate):
+    """The file is read into an anonymous populated mapping where the system has one, else into a
+    bytearray: the same plan either way, its constants' arrays writable views of what was read."""
+    import mmap
+
+    data, inputs, _ = model
+    first = webnn.load(data, ctx)
+    want = _outputs(first, inputs)
+    if not populate:
+        monkeypatch.delattr(mmap, "MAP_POPULATE", raising=False)
+    assert isinstance(_plancache._buffer(64), mmap.mmap if populate and hasattr(mmap, "MAP_POPULATE") else bytearray)
+    k = _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx)
+    plan, _ = _plancache.load(k)
+    arrays = [v.data for s in plan.steps if isinstance(s, KernelStep) for v in s.values
+              if isinstance(getattr(v, "data", None), np.ndarray) and v.data.size]
+    assert arrays and all(a.flags.writeable for a in arrays)
+    fresh = webnn.ml.create_context()
+    try:
+        with monkeypatch.context() as mp:
+            _no_reading(mp)
+            got = _outputs(webnn.load(data, fresh), inputs)
+        for name in want:
+            assert np.array_equal(got[name], want[name]), name
+    finally:
+        fresh.destroy()
+
+
+def test_the_checksum_covers_the_whole_body_in_parts():
+    body = os.urandom(1000)
+    assert _plancache.checksum([body]) == _plancache.checksum([body[:7], memoryview(body)[7:]])
+    flipped = bytearray(body)
+    flipped[500] ^= 1
+    assert _plancache.checksum([flipped]) != _plancache.checksum([body])
+    assert len(_plancache.checksum([b""])) == 4
+
+
 def test_anything_changed_misses(plans, model, ctx, monkeypatch):
     data, inputs, _ = model
     webnn.load(data, ctx)
@@ -166,13 +203,12 @@ def test_a_broken_file_is_rebuilt_never_an_error(plans, model, ctx, damage, monk
     elif damage == "garbage":
         path.write_bytes(os.urandom(len(good)))
     elif damage == "foreign class":  # header and checksum right, but the pickle calls os.getcwd
-        import hashlib
         import pickle
 
         payload = b"\x80\x05cposix\ngetcwd\n)R."  # GLOBAL posix.getcwd, (), REDUCE
         body = (0).to_bytes(4, "little") + len(payload).to_bytes(8, "little") + payload
         head = good[:len(_plancache._MAGIC) + 32]
-        path.write_bytes(head + len(body).to_bytes(8, "little") + hashlib.sha256(body).digest() + body)
+        path.write_bytes(head + len(body).to_bytes(8, "little") + _plancache.checksum([body]) + body)
         with pytest.raises(pickle.UnpicklingError, match="not part of a plan"):
             _plancache.loads(body)
     else:  # a whole, valid file of another key under this name
@@ -323,10 +359,8 @@ def _call(module: str, name: str, *args) -> bytes:
 def _plant(payload: bytes, key: str) -> bytes:
     """A plan file under ``key`` whose header and checksum are right and whose pickle is
     ``payload``; returns its body."""
-    import hashlib
-
     body = (0).to_bytes(4, "little") + len(payload).to_bytes(8, "little") + payload
-    head = _plancache._MAGIC + bytes.fromhex(key) + len(body).to_bytes(8, "little") + hashlib.sha256(body).digest()
+    head = _plancache._MAGIC + bytes.fromhex(key) + len(body).to_bytes(8, "little") + _plancache.checksum([body])
     path = _plancache._path(key)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(head + body)
