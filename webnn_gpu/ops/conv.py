@@ -215,6 +215,9 @@ DWP_COLUMN_LOOP = True
 #: over them (each value put in place by selects) rather than unrolled: the text has one load
 #: per pixel instead of K / 4 (the largest of these kernels compiled 2-3x faster).
 DWP_EXPAND_LOOP = True
+#: ... and on the lane-loop profile with 64-bit integers (:func:`_words_ok`), K / 4 even, that
+#: loop loads two of a pixel's vec4s per iteration as one word of 8 values (:func:`_expand_words`)
+DWP_EXPAND_WORDS = True
 #: ... put in place by shifting each pixel's held values down one place per iteration (the new
 #: one last) rather than by a select per value, when there are at least this many (K / 4): no
 #: ALU for it in the loop, and lavapipe's and naga's front ends make such a pipeline 10-15%
@@ -1801,6 +1804,17 @@ def _blocks_padded_residual(proj, out) -> int | None:
     return None
 
 
+def _expand_words(k4: int, x_loop: bool, tuning: str, features) -> bool:
+    """Whether the pixel-block kernel loads its expansion's input (``x_loop``, ``k4`` vec4s per
+    pixel, even) as words of 8 values (``x_words``: one ``vec4<u64>`` / ``vec2<u64>`` per two
+    vec4s, the same bits; :data:`DWP_EXPAND_WORDS`) where :func:`_words_ok` allows words
+    (``WEBNN_GPU_FORCE_DWP_EXPAND_WORDS=vec4|words`` forces either form)."""
+    forced = _env.force_choice("dwp_expand_words", ("vec4", "words"))
+    if not x_loop or k4 % 2 or not _words_ok(tuning, features):
+        return False
+    return forced == "words" if forced else DWP_EXPAND_WORDS
+
+
 def _expand_shift(k4: int) -> bool:
     """Whether the pixel-block kernel's expansion loads (``x_loop``) put each pixel's ``k4``
     vec4s in place by shifting them down (``x_shift``) rather than by selects
@@ -1941,7 +1955,8 @@ def lower_depthwise_project(node, lc) -> None:
               NS=-(-n4 // splits), ragged=n4 % splits != 0, panel=panel, col_loop=DWP_COLUMN_LOOP,
               center=ep.given,
               row_loop=DW_ROW_LOOP and (e is None or xsh), x_loop=DWP_EXPAND_LOOP,
-              x_shift=_expand_shift(k4),
+              x_shift=_expand_shift(k4), x_words=bool(e is not None and not xsh and DWP_EXPAND_LOOP
+                                                       and _expand_words(k4, True, lc.tuning, lc.features)),
               xsh=xsh, XS=xs_n, KC=xkc, PX=EXPAND_SHARED_PX,
               fdiv=n_inv < DW_FDIV_MAX, sg=sg, xw=_dwp_words(g, mode, e is not None, lc.tuning, lc.features),
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
