@@ -100,6 +100,9 @@ BLOCK_HALF_PAIRS = True
 #: u32 pairs: as vec2<u64> words the zoo's first layers ran 1.0-1.1x their time; so does a
 #: layer past BLOCK_MAX_O channels (iris_landmark's 3 -> 64: 0.96-1.26x inside the model).
 BLOCK_X64 = True
+#: ... and in float32 it loads its input's vec4s (``xv``) as u64 words of 4 values
+#: (:func:`_block_input_words`): 2 components per access instead of 4
+BLOCK_INPUT_WORDS = True
 #: ... and at most this many filter vec4s (KH * KW * C * O / 4), which an invocation holds in
 #: registers throughout: past it the kernel spills, LLVM takes 12-20 s to compile it (5x5
 #: windows to 24 or 32 channels) and the implicit GEMM runs as fast or faster (measured on
@@ -584,6 +587,17 @@ def _block_words(g: dict, T: str, tuning: str, features) -> bool:
         raise ValueError(f"WEBNN_GPU_FORCE_BLOCK_WORDS={forced!r}: expected vec4 or u64")
     return (BLOCK_X64 and g["O"] % 8 == 0 and g["O"] <= BLOCK_MAX_O and tuning == "lane-loop"
             and "shader-int64" in features and forced != "vec4" and (T == "f32" or forced == "u64"))
+
+
+def _block_input_words(xv: int, T: str, tuning: str, features) -> bool:
+    """Whether the block kernel loads its input's vec4s (``xv``) as u64 words of 4 float32 values
+    (``xw``; :data:`BLOCK_INPUT_WORDS`) on the lane-loop profile with ``shader-int64``
+    (float16 has its u32 pairs, ``h2``); ``WEBNN_GPU_FORCE_BLOCK_INPUT_WORDS=vec4|words``
+    forces either form where it may run."""
+    forced = _env.force_choice("block_input_words", ("vec4", "words"))
+    if not xv or T != "f32" or tuning != "lane-loop" or "shader-int64" not in features:
+        return False
+    return forced == "words" if forced else BLOCK_INPUT_WORDS
 
 
 def _block_literals(node, w: Value, wide: bool = False) -> tuple[list[str] | None, list[str] | None]:
@@ -2056,6 +2070,7 @@ def lower_conv2d(node, lc) -> None:
                   workgroup=PROJECT_WORKGROUP, T=T, TH=th, TW=tw, OHB=ohb, OWB=owb, n_inv=n_inv, O4=g["O"] // 4,
                   rows=_rows(g, th), seg=_segment(g, tw), ep=ep, wconst=wconst, bconst=bconst, qconst=qconst,
                   h2=T == "f16" and BLOCK_HALF_PAIRS, x64=_block_words(g, T, lc.tuning, lc.features),
+                  xw=_block_input_words(_block_xv(g, tw), T, lc.tuning, lc.features),
                   f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
                   **{k: g[k] for k in _BLOCK_GEOMETRY})
         return
