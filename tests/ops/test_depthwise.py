@@ -373,12 +373,17 @@ def test_expansion_loads_shift_only_from_six_vec4s(monkeypatch):
 
 def test_expansion_words_rule(monkeypatch):
     """The expansion's input loop loads words of 8 values where K / 4 is even, the loop is
-    on and the profile allows words (``_words_ok``); the switch forces either form, and an odd
-    K / 4 or no loop keeps vec4 loads whatever it says."""
+    on, the profile allows words (``_words_ok``) and the held values are put in place by
+    selects (below DWP_EXPAND_SHIFT_MIN_K4); the switch forces either form (words shifted
+    too), and an odd K / 4 or no loop keeps vec4 loads whatever it says."""
     monkeypatch.setattr(conv, "_words_ok", lambda tuning, features: True)
     monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_EXPAND_WORDS", raising=False)
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_EXPAND_LOAD", raising=False)
     assert [conv._expand_words(k4, True, "lane-loop", ()) for k4 in (1, 2, 3, 4, 6, 8)] == [False, True, False, True,
-                                                                                           True, True]
+                                                                                           False, False]
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND_LOAD", "select")  # K / 4 = 6 held by selects: words
+    assert conv._expand_words(6, True, "lane-loop", ())
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_EXPAND_LOAD")
     assert not conv._expand_words(4, False, "lane-loop", ())
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND_WORDS", "vec4")
     assert not conv._expand_words(4, True, "lane-loop", ())

@@ -218,9 +218,6 @@ DWP_COLUMN_LOOP = True
 #: over them (each value put in place by selects) rather than unrolled: the text has one load
 #: per pixel instead of K / 4 (the largest of these kernels compiled 2-3x faster).
 DWP_EXPAND_LOOP = True
-#: ... and on the lane-loop profile with 64-bit integers (:func:`_words_ok`), K / 4 even, that
-#: loop loads two of a pixel's vec4s per iteration as one word of 8 values (:func:`_expand_words`)
-DWP_EXPAND_WORDS = True
 #: ... put in place by shifting each pixel's held values down one place per iteration (the new
 #: one last) rather than by a select per value, when there are at least this many (K / 4): no
 #: ALU for it in the loop, and lavapipe's and naga's front ends make such a pipeline 10-15%
@@ -228,6 +225,12 @@ DWP_EXPAND_WORDS = True
 #: (docs/conv.md), so those keep the selects. ``WEBNN_GPU_FORCE_DWP_EXPAND_LOAD=select`` keeps
 #: them everywhere, ``=shift`` shifts at any K / 4 (tests)
 DWP_EXPAND_SHIFT_MIN_K4 = 6
+#: ... and on the lane-loop profile with 64-bit integers (:func:`_words_ok`), K / 4 even and
+#: below DWP_EXPAND_SHIFT_MIN_K4, that loop loads two of a pixel's vec4s per iteration as one
+#: word of 8 values (:func:`_expand_words`)
+DWP_EXPAND_WORDS = True
+#: ... and the pixel-block kernel's vec4 stores are u64 words of 4 values (:func:`_dwp_out_words`)
+DWP_OUT_WORDS = True
 #: ... and this many invocations per workgroup: the kernel has one invocation per pixel block,
 #: so small images give few invocations, and lavapipe runs each workgroup on one thread.
 PROJECT_WORKGROUP = 16
@@ -1821,12 +1824,25 @@ def _blocks_padded_residual(proj, out) -> int | None:
 def _expand_words(k4: int, x_loop: bool, tuning: str, features) -> bool:
     """Whether the pixel-block kernel loads its expansion's input (``x_loop``, ``k4`` vec4s per
     pixel, even) as words of 8 values (``x_words``: one ``vec4<u64>`` / ``vec2<u64>`` per two
-    vec4s, the same bits; :data:`DWP_EXPAND_WORDS`) where :func:`_words_ok` allows words
-    (``WEBNN_GPU_FORCE_DWP_EXPAND_WORDS=vec4|words`` forces either form)."""
+    vec4s, the same bits; :data:`DWP_EXPAND_WORDS`) where :func:`_words_ok` allows words and
+    the held values are put in place by selects (:func:`_expand_shift` false: shifted, the
+    words ran 0.94-1.02 of the vec4s' time for 19-26% more LLVM time);
+    ``WEBNN_GPU_FORCE_DWP_EXPAND_WORDS=vec4|words`` forces either form (words: shifted too)."""
     forced = _env.force_choice("dwp_expand_words", ("vec4", "words"))
     if not x_loop or k4 % 2 or not _words_ok(tuning, features):
         return False
-    return forced == "words" if forced else DWP_EXPAND_WORDS
+    return forced == "words" if forced else DWP_EXPAND_WORDS and not _expand_shift(k4)
+
+
+def _dwp_out_words(vec: bool, tuning: str, features) -> bool:
+    """Whether the pixel-block kernel stores its output vec4s (``vec``: mode "store", or a
+    pointwise projection of N % 4 == 0) as u64 words of 4 values (``o_words``;
+    :data:`DWP_OUT_WORDS`) where :func:`_words_ok` allows words
+    (``WEBNN_GPU_FORCE_DWP_OUT_WORDS=vec4|words`` forces either form where it may run)."""
+    forced = _env.force_choice("dwp_out_words", ("vec4", "words"))
+    if not vec or not _words_ok(tuning, features):
+        return False
+    return forced == "words" if forced else DWP_OUT_WORDS
 
 
 def _expand_shift(k4: int) -> bool:
@@ -1969,13 +1985,14 @@ def lower_depthwise_project(node, lc) -> None:
               NS=-(-n4 // splits), ragged=n4 % splits != 0, panel=panel, col_loop=DWP_COLUMN_LOOP,
               center=ep.given,
               row_loop=DW_ROW_LOOP and (e is None or xsh), x_loop=DWP_EXPAND_LOOP,
-              x_shift=_expand_shift(k4), x_words=bool(e is not None and not xsh and DWP_EXPAND_LOOP
-                                                       and _expand_words(k4, True, lc.tuning, lc.features)),
+              x_shift=_expand_shift(k4),
+              x_words=e is not None and not xsh and _expand_words(k4, DWP_EXPAND_LOOP, lc.tuning, lc.features),
               xsh=xsh, XS=xs_n, KC=xkc, PX=EXPAND_SHARED_PX,
               fdiv=n_inv < DW_FDIV_MAX, sg=sg, xw=_dwp_words(g, mode, e is not None, lc.tuning, lc.features),
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
               O2=p["O"],
               out_vec=mode == "store" or mode == "conv" and N % 4 == 0, pool=len(outs) == 2,
+              o_words=_dwp_out_words(mode == "store" or mode == "conv" and N % 4 == 0, lc.tuning, lc.features),
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
               p_uniform=B_UNIFORM_FLOATS // 4 if pw_ubo is not None else 0,
               fns=sorted((FT, sorted(names)) for FT, names in fns.items()), expand=e is not None, eep=eep,
