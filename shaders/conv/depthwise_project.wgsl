@@ -80,8 +80,6 @@
                  pixel (oh, ow) goes to out[NB, OH * KH2, OW * KW2, O2] at (oh * KH2 + a, ow * KW2 + b, o)
     KH2, KW2, O2 the transposed conv's block and channels (mode "transpose")
     out_vec      vec4 stores (mode "conv", N % 4 == 0)
-    o_words      (out_vec or mode "store") out is bound as u64 words of 4 values (vec2<u64>; float16:
-                 u64), the same bits: 2 access components per stored vec4 instead of 4 (float16: 1)
     f_uniform    0, or the depthwise filter is in a uniform buffer of this many vec4s
     p_uniform    0, or the projection matrix is in a uniform buffer of this many vec4s
     panel        (mode "conv", S > 1) pw holds each column block's rows as one contiguous panel,
@@ -152,11 +150,7 @@ enable f16;
 {% set nb.i = nb.i + 1 + eep.operands | length %}
 {% endif %}
 @group(0) @binding({{ nb.i }}) var<uniform> prm: array<vec4<u32>, 5>;
-{% if o_words %}
-@group(0) @binding({{ nb.i + 1 }}) var<storage, read_write> out: array<{{ "vec2<u64>" if T == "f32" else "u64" }}>;
-{% else %}
 {{ tl.decl(nb.i + 1, "out", T, out_vec, true) }}
-{% endif %}
 {% if pool %}
 @group(0) @binding({{ nb.i + 2 }}) var<storage, read_write> pool: array<vec4<f32>>;
 {% endif %}
@@ -164,7 +158,7 @@ enable f16;
 var<workgroup> xs: array<vec4<f32>, {{ XS }}>;
 {% endif %}
 {{ rw.pair_fns(fns, ep, pep if mode != "store" else none) -}}
-{{ rw.word_fns(T) if xw or x_words or o_words }}
+{{ rw.word_fns(T) if xw or x_words }}
 {% if expand and not eep.empty %}
 {{ eep.code }}
 {{ ep_v4_def(eep, false) }}
@@ -403,7 +397,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       let o = pix{{ t }}_{{ p }} * C4 * 4u + cb * 4u;
       let v = d{{ t }}_{{ p }};
       let e = {{ ep_v4(ep, "v", "o", "cb * 4u", "q", "xc" ~ t ~ "_" ~ p) }};
-      out[pix{{ t }}_{{ p }} * C4 + cb] = {{ "pk(e)" if o_words else "vec4<" ~ T ~ ">(e)" }};
+      out[pix{{ t }}_{{ p }} * C4 + cb] = vec4<{{ T }}>(e);
 {% if pool %}
       psum = psum + e;
 {% endif %}
@@ -652,7 +646,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         let g = {{ tl.given4(pep, "pg", "pix" ~ t ~ "_" ~ p ~ " * N4 + col") }};
 {% endif %}
         let e = {{ ep_v4(pep, "v", "o", "4u * col", "gq", "g") }};
-        out[pix{{ t }}_{{ p }} * N4 + col] = {{ "pk(e)" if o_words else "vec4<" ~ T ~ ">(e)" }};
+        out[pix{{ t }}_{{ p }} * N4 + col] = vec4<{{ T }}>(e);
 {% if pool %}
         ps = ps + e;
 {% endif %}
@@ -694,7 +688,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       let g = {{ tl.given4(pep, "pg", "pix" ~ t ~ "_" ~ p ~ " * N4 + jb + " ~ j ~ "u") }};
 {% endif %}
       let e = {{ ep_v4(pep, "v", "o", "4u * (jb + " ~ j ~ "u)", "gq" ~ j ~ "_", "g") }};
-      out[pix{{ t }}_{{ p }} * N4 + jb + {{ j }}u] = {{ "pk(e)" if o_words else "vec4<" ~ T ~ ">(e)" }};
+      out[pix{{ t }}_{{ p }} * N4 + jb + {{ j }}u] = vec4<{{ T }}>(e);
 {% if pool %}
       ps{{ j }} = ps{{ j }} + e;
 {% endif %}

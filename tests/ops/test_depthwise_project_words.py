@@ -221,39 +221,3 @@ def test_strip_words_match_numpy_and_vec4_bit_for_bit(ctx, rng, monkeypatch, cas
     assert (f"x: array<{word}>;" in text, f"out: array<{word}>;" in text) == words
     assert (f"pg: array<{word}>;" in text) == (residual == "r" and words[1])
     _numpy_and_vec4_bits(ctx, monkeypatch, build, inputs, ref, dt, STRIP)
-
-
-@pytest.mark.parametrize("case", list(_BLOCK_CASES))
-def test_block_output_words_match_numpy_and_vec4_bit_for_bit(ctx, rng, monkeypatch, case):
-    """The pixel-block kernel's vec4 stores as u64 words of 4 values (``o_words``; its input in
-    vec4s, DWP_BLOCK_WORDS off as by default) on the cases above: float64 NumPy, and the same
-    bits as the vec4 form; scalar stores (N not a multiple of 4) stay scalar."""
-    nb, hw, C, N, k, s, residual, dt, _ = _BLOCK_CASES[case]
-    if "shader-int64" not in ctx._features:
-        pytest.fail("64-bit integers are expected on lavapipe")
-    monkeypatch.setattr(ctx, "_tuning", "lane-loop")
-    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
-    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", "blocks")
-    npdt = np.float32 if dt == "float32" else np.float16
-    build, inputs, ref = _case(rng, nb, hw, C, N, k, s, (1, 1), residual, npdt)
-    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_WORDS", raising=False)
-    text = _kernel(ctx, build, inputs, BLOCKS)
-    word = "vec2<u64>" if dt == "float32" else "u64"
-    assert (f"out: array<{word}>;" in text) == (N % 4 == 0) and "x: array<vec4<" in text
-    _numpy_and_vec4_bits(ctx, monkeypatch, build, inputs, ref, dt, BLOCKS)
-
-
-def test_block_output_words_rule(monkeypatch):
-    """Output words where the kernel stores vec4s and the profile allows words;
-    WEBNN_GPU_FORCE_DWP_OUT_WORDS=vec4 keeps vec4s, an unknown value is an error."""
-    monkeypatch.setattr(conv, "_words_ok", lambda tuning, features: True)
-    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_OUT_WORDS", raising=False)
-    assert conv._dwp_out_words(True, "lane-loop", ()) and not conv._dwp_out_words(False, "lane-loop", ())
-    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_OUT_WORDS", "vec4")
-    assert not conv._dwp_out_words(True, "lane-loop", ())
-    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_OUT_WORDS", "u32")
-    with pytest.raises(ValueError, match="DWP_OUT_WORDS"):
-        conv._dwp_out_words(True, "lane-loop", ())
-    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_OUT_WORDS", "")
-    monkeypatch.setattr(conv, "_words_ok", lambda tuning, features: False)
-    assert not conv._dwp_out_words(True, "default", ())

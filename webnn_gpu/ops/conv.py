@@ -229,8 +229,6 @@ DWP_EXPAND_SHIFT_MIN_K4 = 6
 #: below DWP_EXPAND_SHIFT_MIN_K4, that loop loads two of a pixel's vec4s per iteration as one
 #: word of 8 values (:func:`_expand_words`)
 DWP_EXPAND_WORDS = True
-#: ... and the pixel-block kernel's vec4 stores are u64 words of 4 values (:func:`_dwp_out_words`)
-DWP_OUT_WORDS = True
 #: ... and this many invocations per workgroup: the kernel has one invocation per pixel block,
 #: so small images give few invocations, and lavapipe runs each workgroup on one thread.
 PROJECT_WORKGROUP = 16
@@ -1834,17 +1832,6 @@ def _expand_words(k4: int, x_loop: bool, tuning: str, features) -> bool:
     return forced == "words" if forced else DWP_EXPAND_WORDS and not _expand_shift(k4)
 
 
-def _dwp_out_words(vec: bool, tuning: str, features) -> bool:
-    """Whether the pixel-block kernel stores its output vec4s (``vec``: mode "store", or a
-    pointwise projection of N % 4 == 0) as u64 words of 4 values (``o_words``;
-    :data:`DWP_OUT_WORDS`) where :func:`_words_ok` allows words
-    (``WEBNN_GPU_FORCE_DWP_OUT_WORDS=vec4|words`` forces either form where it may run)."""
-    forced = _env.force_choice("dwp_out_words", ("vec4", "words"))
-    if not vec or not _words_ok(tuning, features):
-        return False
-    return forced == "words" if forced else DWP_OUT_WORDS
-
-
 def _expand_shift(k4: int) -> bool:
     """Whether the pixel-block kernel's expansion loads (``x_loop``) put each pixel's ``k4``
     vec4s in place by shifting them down (``x_shift``) rather than by selects
@@ -1992,7 +1979,6 @@ def lower_depthwise_project(node, lc) -> None:
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
               O2=p["O"],
               out_vec=mode == "store" or mode == "conv" and N % 4 == 0, pool=len(outs) == 2,
-              o_words=_dwp_out_words(mode == "store" or mode == "conv" and N % 4 == 0, lc.tuning, lc.features),
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
               p_uniform=B_UNIFORM_FLOATS // 4 if pw_ubo is not None else 0,
               fns=sorted((FT, sorted(names)) for FT, names in fns.items()), expand=e is not None, eep=eep,
