@@ -69,6 +69,9 @@
     x_shift      (x_loop) each iteration moves a pixel's held values down one place and puts
                  the new one last (K4 copies, which SSA makes free, instead of K4 selects and
                  compares); exact only because prm[3].z is K4
+    x_words      (x_loop, K4 even) x is bound as words of 8 values (vec4<u64> for float32, vec2<u64>
+                 for float16; the same bits): the loop runs K4 / 2 iterations, each loading one word
+                 per pixel and putting its two vec4s in place (by selects, or x_shift: two places)
     col_loop     mode "conv": the stores run in a loop over the NS columns (prm[3].y iterations,
                  the column's accumulator picked by selects), so the text has TH x TW stores, not
                  TH x TW x NS (LLVM's compile time grows faster than the loads and stores)
