@@ -36,6 +36,8 @@
                  converted with unpack2x16float / pack2x16float: on Mesa 22.3 a load or store
                  costs a loop over the lanes with a bounds check per component, so two u32
                  components cost less than four f16 ones (the values are the same bits)
+    xw           (float32, xv) x is bound as u64 words of 4 values (vec2<u64>, the same bits): each
+                 vec4 load is 2 components instead of 4
     x64          (O4 even) out is bound as 8-value u64 words, the same bits: each pair of output
                  vec4s is stored as one vec4<u64> (float32) or vec2<u64> (float16), 4 or 2
                  components per access instead of 8 or 4
@@ -43,7 +45,7 @@
                  ([ceil(n_inv / workgroup), O4] vec4<f32>, added up in workgroup memory): the
                  partial sums of a global average pool of the output (the compiler's
                  fuse_pool_partials), few enough rows for the one workgroup that reduces them
-  Bindings: x (NHWC, scalar; vec4 with xv; vec2<u32> with xv and h2), f ([KH, KW, C, O4] vec4;
+  Bindings: x (NHWC, scalar; vec4 with xv; vec2<u32> with xv and h2; vec2<u64> with xw), f ([KH, KW, C, O4] vec4;
     not with wconst), epilogue operands..., out (NHWC, vec4; vec2<u32> with h2; vec4<u64> /
     vec2<u64> with x64), pool (pool
     only).
@@ -62,7 +64,7 @@
 {% set ks = [] %}
 {% for sv in seg %}{% for c in range(C) %}{% set e = (sv - pl) * C + c %}{% if (e // 4) not in ks %}{% set _ = ks.append(e // 4) %}{% endif %}{% endfor %}{% endfor %}
 {% for kv in ks %}
-      let v{{ loop.index0 }} = {{ "h4" if h2 else "vec4<f32>" }}(x[u32(clamp(rv + {{ kv }}, 0, {{ xv - 1 }}))]);
+      let v{{ loop.index0 }} = {{ "h4" if h2 else ("up" if xw else "vec4<f32>") }}(x[u32(clamp(rv + {{ kv }}, 0, {{ xv - 1 }}))]);
 {% endfor %}
 {% for sv in seg %}
 {% for c in range(C) %}
@@ -117,6 +119,8 @@ enable f16;
 fn h4(u: vec2<u32>) -> vec4<f32> {
   return vec4<f32>(unpack2x16float(u.x), unpack2x16float(u.y));
 }
+{% elif xw %}
+@group(0) @binding(0) var<storage, read> x: array<vec2<u64>>;
 {% else %}
 {{ tl.decl(0, "x", T, xv > 0, false) }}
 {% endif %}
@@ -132,6 +136,9 @@ fn h4(u: vec2<u32>) -> vec4<f32> {
 @group(0) @binding({{ fb + ep.operands | length }}) var<storage, read_write> out: array<vec2<u32>>;
 {% else %}
 {{ tl.decl(fb + ep.operands | length, "out", T, true, true) }}
+{% endif %}
+{% if xw and not x64 %}
+{{ io.words_fns(T) }}
 {% endif %}
 {% if pool %}
 @group(0) @binding({{ fb + 1 + ep.operands | length }}) var<storage, read_write> pool: array<vec4<f32>>;

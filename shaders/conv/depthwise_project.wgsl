@@ -69,6 +69,9 @@
     x_shift      (x_loop) each iteration moves a pixel's held values down one place and puts
                  the new one last (K4 copies, which SSA makes free, instead of K4 selects and
                  compares); exact only because prm[3].z is K4
+    x_words      (x_loop, K4 even) x is bound as words of 8 values (vec4<u64> for float32, vec2<u64>
+                 for float16; the same bits): the loop runs K4 / 2 iterations, each loading one word
+                 per pixel and putting its two vec4s in place (by selects, or x_shift: two places)
     col_loop     mode "conv": the stores run in a loop over the NS columns (prm[3].y iterations,
                  the column's accumulator picked by selects), so the text has TH x TW stores, not
                  TH x TW x NS (LLVM's compile time grows faster than the loads and stores)
@@ -126,7 +129,7 @@ enable f16;
 {% set LT = "vec4<u64>" if T == "f32" else "vec2<u64>" %}
 {% set parts = [".xy", ".zw"] if T == "f32" else [".x", ".y"] %}
 {% set nb = namespace(i=2) %}
-{% if xw %}
+{% if xw or x_words %}
 @group(0) @binding(0) var<storage, read> x: array<{{ LT }}>;
 {% else %}
 {{ tl.decl(0, "x", T, true, false) }}
@@ -158,7 +161,7 @@ enable f16;
 var<workgroup> xs: array<vec4<f32>, {{ XS }}>;
 {% endif %}
 {{ rw.pair_fns(fns, ep, pep if mode != "store" else none) -}}
-{{ rw.word_fns(T) if xw }}
+{{ rw.word_fns(T) if xw or x_words }}
 {% if expand and not eep.empty %}
 {{ eep.code }}
 {{ ep_v4_def(eep, false) }}
@@ -311,7 +314,35 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% endfor %}
 {% endfor %}
-{% if x_loop %}
+{% if x_loop and x_words %}
+  // the expansion's inputs, one word of 8 values (two vec4s) of each pixel per iteration
+  // (prm[3].z / 2 = K4 / 2 iterations: LLVM keeps the loop; half the access components of vec4 loads)
+{% if x_shift %}
+  // each pixel's K4 values move down two places per iteration: after K4 / 2 of them value kk is X.._kk
+{% endif %}
+  for (var kw = 0u; kw < prm[3].z / 2u; kw = kw + 1u) {
+{% for r, uses in rows %}
+{% for j in seg %}
+    let v{{ r }}_{{ j }} = x[(hrow{{ r }} + ci{{ j }}) * {{ K4 // 2 }}u + kw];
+{% for h in range(2) %}
+    let v{{ r }}_{{ j }}_{{ h }} = up(v{{ r }}_{{ j }}{{ parts[h] }});
+{% endfor %}
+{% if x_shift %}
+{% for kk in range(K4 - 2) %}
+    X{{ r }}_{{ j }}_{{ kk }} = X{{ r }}_{{ j }}_{{ kk + 2 }};
+{% endfor %}
+{% for h in range(2) %}
+    X{{ r }}_{{ j }}_{{ K4 - 2 + h }} = v{{ r }}_{{ j }}_{{ h }};
+{% endfor %}
+{% else %}
+{% for kk in range(K4) %}
+    X{{ r }}_{{ j }}_{{ kk }} = select(X{{ r }}_{{ j }}_{{ kk }}, v{{ r }}_{{ j }}_{{ kk % 2 }}, kw == {{ kk // 2 }}u);
+{% endfor %}
+{% endif %}
+{% endfor %}
+{% endfor %}
+  }
+{% elif x_loop %}
   // the expansion's inputs, one vec4 of each pixel per iteration (prm[3].z = K4 iterations:
   // LLVM keeps the loop, and the text has one load per pixel instead of K4)
 {% if x_shift %}

@@ -29,6 +29,7 @@
     a_scale      A[m, k] is multiplied by asc[k] as it is loaded (dense, a_vec; a squeeze-and-excite
                  scale folded into the next pointwise conv by the fuse_conv_input pass)
     a_add        ... and ares[m, k] (A's shape) is added after the scale (a skip connection)
+    res_words    (x64, a_vec, a_add) ares is read as u64 words of 4 values too (linalg.tile_res_words)
     up           0, or a_add reads ares as the small image of an exact 2x bilinear upsampling
                  (half-pixel centers, clamped; the compiler's fuse_conv_upsample): up = (H, W, h,
                  w), the image and small image sizes; A's rows are the pixels of one NHWC image
@@ -138,7 +139,10 @@ enable f16;
 {% if a_scale %}
 {{ tl.decl(sc_at, "asc", T, true, false) }}
 {% endif %}
-{% if a_add %}
+{% set RL = "w_up" if res_words else "vec4<f32>" %}
+{% if a_add and res_words %}
+@group(0) @binding({{ res_at }}) var<storage, read> ares: array<{{ WT }}>;
+{% elif a_add %}
 {{ tl.decl(res_at, "ares", T, true, false) }}
 {% endif %}
 {% if ep.given and x64 and out_vec and not ep.given_g4 %}
@@ -553,7 +557,7 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% endif %}
 {% if up %}
 {% for j in range(TM // 2 + 2) %}
-      let us{{ j }} = uwy0 * vec4<f32>(ares[(ua0_{{ j }} + {{ kexpr }}) / 4u]) + uwy1 * vec4<f32>(ares[(ua1_{{ j }} + {{ kexpr }}) / 4u]);
+      let us{{ j }} = uwy0 * {{ RL }}(ares[(ua0_{{ j }} + {{ kexpr }}) / 4u]) + uwy1 * {{ RL }}(ares[(ua1_{{ j }} + {{ kexpr }}) / 4u]);
 {% endfor %}
 {% endif %}
 {% for i in range(TM) %}
@@ -563,7 +567,7 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% set v = i // 2 %}
       let a{{ i }} = {{ a_load(i, kexpr, tail) }}{{ " * sc" if a_scale }} + {% if i % 2 == 0 %}0.25 * us{{ v }} + 0.75 * us{{ v + 1 }}{% else %}0.75 * us{{ v + 1 }} + 0.25 * us{{ v + 2 }}{% endif %};
 {% elif a_scale or a_add %}
-      let a{{ i }} = {{ a_load(i, kexpr, tail) }}{{ " * sc" if a_scale }}{{ (" + vec4<f32>(ares[(ar" ~ i ~ " + " ~ kexpr ~ ") / 4u])") if a_add }};
+      let a{{ i }} = {{ a_load(i, kexpr, tail) }}{{ " * sc" if a_scale }}{{ (" + " ~ RL ~ "(ares[(ar" ~ i ~ " + " ~ kexpr ~ ") / 4u])") if a_add }};
 {% else %}
       let a{{ i }} = {{ a_load(i, kexpr, tail) }};
 {% endif %}

@@ -1,8 +1,9 @@
 """The first-layer kernel's memory words (``conv/block.wgsl`` with ``x64``): pairs of output
 vec4s stored as 8-value u64 words, bit-identical to the same kernel storing vec4s (float16: u32
 pairs; ``WEBNN_GPU_FORCE_BLOCK_WORDS=vec4``; float16 takes words only when forced, ``=u64``)
-and against float64 NumPy; the rule that picks them
-(``webnn_gpu.ops.conv._block_words``)."""
+and against float64 NumPy; its float32 input's vec4s loaded as 4-value u64 words (``xw``,
+``WEBNN_GPU_FORCE_BLOCK_INPUT_WORDS=vec4`` keeps vec4s); the rules that pick them
+(``webnn_gpu.ops.conv._block_words``, ``_block_input_words``)."""
 
 from __future__ import annotations
 
@@ -54,8 +55,9 @@ def test_block_words_are_bit_identical_to_vec4s(ctx, rng, monkeypatch, name):
         return {"y": y}
 
     outs = {}
-    for force in ("vec4", "", "u64"):
+    for force in ("vec4", "", "u64"):  # vec4: the output's and the input's vec4s (BLOCK_INPUT_WORDS) both
         monkeypatch.setenv("WEBNN_GPU_FORCE_BLOCK_WORDS", force)
+        monkeypatch.setenv("WEBNN_GPU_FORCE_BLOCK_INPUT_WORDS", "vec4" if force == "vec4" else "")
         bld = webnn.MLGraphBuilder(ctx)
         ops = {n: bld.input(n, {"data_type": webnn._dtypes.from_numpy(a.dtype), "shape": list(a.shape)})
                for n, a in inputs.items()}
@@ -65,7 +67,11 @@ def test_block_words_are_bit_identical_to_vec4s(ctx, rng, monkeypatch, name):
         assert len(texts) == 1 and ("wsum" in texts[0]) == (epi == "pool")
         words = (force != "vec4" and (dt == np.float32 or force == "u64") and O % 8 == 0 and O <= conv.BLOCK_MAX_O
                  and ctx._tuning == "lane-loop" and "shader-int64" in ctx.features)
-        assert ("u64>>" in texts[0]) == words
+        int64 = ctx._tuning == "lane-loop" and "shader-int64" in ctx.features
+        assert ("out: array<vec4<u64>>" in texts[0] or "out: array<vec2<u64>>" in texts[0]) == words
+        if force == "vec4":
+            xv = "x: array<vec4<f32>>" in texts[0]  # the input's rows as vec4s (_block_xv)
+        assert ("x: array<vec2<u64>>" in texts[0]) == (force != "vec4" and dt == np.float32 and xv and int64)
         got = run_graph(ctx, build, inputs, tensor_path=False)
         outs[force or "words"] = got["y"]
         if epi == "pool":
@@ -108,3 +114,21 @@ def test_block_words_rule(monkeypatch):
     monkeypatch.setenv("WEBNN_GPU_FORCE_BLOCK_WORDS", "wide")
     with pytest.raises(ValueError, match="BLOCK_WORDS"):
         conv._block_words({"O": 16}, "f32", "lane-loop", f)
+
+
+def test_block_input_words_rule(monkeypatch):
+    """The input's vec4s as u64 words on the lane-loop profile with shader-int64, in float32,
+    where the kernel loads its rows as vec4s (xv > 0); WEBNN_GPU_FORCE_BLOCK_INPUT_WORDS=vec4
+    keeps vec4s, an unknown value is an error."""
+    f = frozenset({"shader-int64"})
+    monkeypatch.delenv("WEBNN_GPU_FORCE_BLOCK_INPUT_WORDS", raising=False)
+    assert conv._block_input_words(12, "f32", "lane-loop", f)
+    assert not conv._block_input_words(0, "f32", "lane-loop", f)  # scalar loads
+    assert not conv._block_input_words(12, "f16", "lane-loop", f)  # u32 pairs (h2)
+    assert not conv._block_input_words(12, "f32", "default", f)
+    assert not conv._block_input_words(12, "f32", "lane-loop", frozenset())
+    monkeypatch.setenv("WEBNN_GPU_FORCE_BLOCK_INPUT_WORDS", "vec4")
+    assert not conv._block_input_words(12, "f32", "lane-loop", f)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_BLOCK_INPUT_WORDS", "u64")
+    with pytest.raises(ValueError, match="BLOCK_INPUT_WORDS"):
+        conv._block_input_words(12, "f32", "lane-loop", f)

@@ -239,8 +239,11 @@ def test_conv2d_block_vec4_rows(ctx, rng, name):
     case = BLOCK_VEC4_CASES[name]
     if case["dtype"] == np.float16 and "float16" not in ctx.supported_data_types:
         pytest.skip("no shader-f16")
-    # float16 rows are read as vec2<u32> pairs of halves (conv.BLOCK_HALF_PAIRS)
-    assert ("x: array<vec2<u32>>" if case["dtype"] == np.float16 else "x: array<vec4<") in _block_wgsl(ctx, case)
+    # float16 rows are read as vec2<u32> pairs of halves (conv.BLOCK_HALF_PAIRS), float32 ones as
+    # vec4s or, on the lane-loop profile with shader-int64, u64 words of 4 values (conv.BLOCK_INPUT_WORDS)
+    words = ctx._tuning == "lane-loop" and "shader-int64" in ctx.features
+    f32_rows = "x: array<vec2<u64>>" if words else "x: array<vec4<"
+    assert ("x: array<vec2<u32>>" if case["dtype"] == np.float16 else f32_rows) in _block_wgsl(ctx, case)
     got, ref, absref, k = run_conv(ctx, rng, case)
     check_accumulated(got, ref, absref, k, case["dtype"], f"block vec4 {name}")
 

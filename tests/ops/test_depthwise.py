@@ -355,6 +355,7 @@ def test_lane_shared_plan_keeps_every_column_in_one_invocation():
 _EXPAND_CASES = {
     "K=24 (6 vec4s), 2x2 block, residual": ((9, 7), 24, 40, 24, 1, (2, 2)),
     "K=8, stride 2, 2x4 block, N=12 ragged edge": ((11, 13), 8, 16, 12, 2, (2, 4)),
+    "K=12 (3 vec4s: no words), 1x2 block, residual": ((6, 5), 12, 8, 12, 1, (1, 2)),
 }
 
 
@@ -370,18 +371,47 @@ def test_expansion_loads_shift_only_from_six_vec4s(monkeypatch):
     assert conv._expand_shift(2)
 
 
+def test_expansion_words_rule(monkeypatch):
+    """The expansion's input loop loads words of 8 values where K / 4 is even, the loop is
+    on, the profile allows words (``_words_ok``) and the held values are put in place by
+    selects (below DWP_EXPAND_SHIFT_MIN_K4); the switch forces either form (words shifted
+    too), and an odd K / 4 or no loop keeps vec4 loads whatever it says."""
+    monkeypatch.setattr(conv, "_words_ok", lambda tuning, features: True)
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_EXPAND_WORDS", raising=False)
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_EXPAND_LOAD", raising=False)
+    assert [conv._expand_words(k4, True, "lane-loop", ()) for k4 in (1, 2, 3, 4, 6, 8)] == [False, True, False, True,
+                                                                                           False, False]
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND_LOAD", "select")  # K / 4 = 6 held by selects: words
+    assert conv._expand_words(6, True, "lane-loop", ())
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_EXPAND_LOAD")
+    assert not conv._expand_words(4, False, "lane-loop", ())
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND_WORDS", "vec4")
+    assert not conv._expand_words(4, True, "lane-loop", ())
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND_WORDS", "words")
+    assert conv._expand_words(4, True, "lane-loop", ()) and not conv._expand_words(3, True, "lane-loop", ())
+    monkeypatch.setattr(conv, "_words_ok", lambda tuning, features: False)
+    assert not conv._expand_words(4, True, "default", ())
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND_WORDS", "u64")
+    with pytest.raises(ValueError, match="DWP_EXPAND_WORDS"):
+        conv._expand_words(4, True, "lane-loop", ())
+
+
+@pytest.mark.parametrize("words", ["words", "vec4"])
 @pytest.mark.parametrize("form", ["shift", "select"])
 @pytest.mark.parametrize("case", list(_EXPAND_CASES))
-def test_expansion_depthwise_projection_against_numpy(ctx, rng, monkeypatch, case, form):
+def test_expansion_depthwise_projection_against_numpy(ctx, rng, monkeypatch, case, form, words):
     """conv/depthwise_project.wgsl with the expansion conv computed in the kernel (inverted
     residual block: expand + relu6, depthwise + relu6, project + the block's input), for an
-    expansion of 6 vec4s and one with stride 2 whose blocks pass the image's edges: against
-    float64 NumPy, in one kernel whose text has one load per input pixel of the block, its
-    values put in place by shifting them down (x_shift) or by selects
-    (``WEBNN_GPU_FORCE_DWP_EXPAND_LOAD=shift|select``)."""
+    expansion of 6 vec4s, one with stride 2 whose blocks pass the image's edges and one of 3
+    vec4s (odd: no words): against float64 NumPy, in one kernel whose text has one load per
+    input pixel of the block, its values put in place by shifting them down (x_shift) or by
+    selects (``WEBNN_GPU_FORCE_DWP_EXPAND_LOAD=shift|select``), loaded as vec4s or, K / 4 even
+    where the profile allows words, two per word of 8 values
+    (``WEBNN_GPU_FORCE_DWP_EXPAND_WORDS=words|vec4``)."""
     (h, w), K, C, N, s, block = _EXPAND_CASES[case]
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP", "fused")
     monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND_LOAD", form)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND_WORDS", words)
     monkeypatch.setattr(conv, "expand_block_ok", lambda *a, **kw: True)
     monkeypatch.setattr(conv, "_dwp_plan", lambda g, n4, k4, tuning, split=True, sg=0: (*block, 1))
     x = rng.standard_normal((1, h, w, K)).astype(np.float32)
@@ -416,5 +446,11 @@ def test_expansion_depthwise_projection_against_numpy(ctx, rng, monkeypatch, cas
     steps = [st for st in g._steps if getattr(st, "template", "") == "conv/depthwise_project.wgsl"]
     assert len(steps) == 1 and len([st for st in g._steps if hasattr(st, "template")]) == 1
     assert ("= select(X" in steps[0].wgsl) == (form == "select")
-    assert "for (var kk = 0u;" in steps[0].wgsl and steps[0].wgsl.count("x[(hrow") == len(conv._rows(
+    in_words = words == "words" and K // 4 % 2 == 0 and conv._words_ok(ctx._tuning, ctx.features)
+    assert ("for (var kw = 0u;" if in_words else "for (var kk = 0u;") in steps[0].wgsl
+    assert ("array<vec4<u64>>" in steps[0].wgsl.split("\n", 1)[0]) == in_words
+    assert steps[0].wgsl.count("x[(hrow") == len(conv._rows(
         dict(KH=3, sh=s, dh=1), block[0])) * len(conv._segment(dict(KW=3, sw=s, dw=1), block[1]))
+    if in_words:  # the same values in the same registers: bit for bit the vec4 form's
+        monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_EXPAND_WORDS", "vec4")
+        np.testing.assert_array_equal(run_graph(ctx, build, {"x": x})["y"], got.astype(np.float32))

@@ -234,6 +234,47 @@ def test_subgroup_pointwise_conv_on_an_upsampled_operand(ctx, rng, small_hw):
     check(out, np.maximum(ref, 0), absref, C + 4, np.float32, "sg upsampled")
 
 
+@pytest.mark.parametrize("dt", ["float32", "float16"])
+@pytest.mark.parametrize("up", [True, False], ids=["upsampled", "same-size"])
+def test_added_operand_loaded_as_words_bit_for_bit(ctx, rng, monkeypatch, up, dt):
+    """The operand a pointwise conv adds to its input as it loads it (fuse_conv_input's skip
+    connection, or fuse_conv_upsample's small image) is read as u64 words of 4 values where A
+    is (``res_words``, ``WEBNN_GPU_FORCE_TILE_RES_WORDS=words|vec4``): right against float64
+    NumPy, and bit for bit the vec4 form's; an odd image width (13 columns, 26 upsampled)
+    cuts the row tiles."""
+    from references import ref_resample
+
+    h, w = 3, 13
+    C, O = 8, 12
+    np_dt = np.float16 if dt == "float16" else np.float32
+    x = data(rng, (1, 2 * h, 2 * w, C)).astype(np_dt)
+    r = data(rng, (1, h, w, C) if up else (1, 2 * h, 2 * w, C)).astype(np_dt)
+    s = rng.uniform(0.5, 1.5, (1, 1, 1, C)).astype(np_dt)
+    wt, bias = data(rng, (O, 1, 1, C)).astype(np_dt), data(rng, (O,)).astype(np_dt)
+
+    def build(bld, o):
+        add = bld.resample2d(o["r"], mode="linear", scales=[2.0, 2.0], axes=[1, 2]) if up else o["r"]
+        return bld.relu(bld.conv2d(bld.add(bld.mul(o["x"], bld.constant(s)), add), bld.constant(wt),
+                                   bias=bld.constant(bias), input_layout="nhwc", filter_layout="ohwi"))
+
+    outs = {}
+    for form in ("words", "vec4"):
+        monkeypatch.setenv("WEBNN_GPU_FORCE_TILE_RES_WORDS", form)
+        outs[form], steps = build_run(ctx, build, {"x": x, "r": r})
+        step = tile_steps(steps)[0]
+        assert "ares" in step.wgsl and ("um0" in step.wgsl) == up, "the added operand is read by the conv's kernel"
+        a_words = re.search(r"var<storage, read> a: array<(vec2<u64>|u64)>;", step.wgsl) is not None
+        res_words = re.search(r"var<storage, read> ares: array<(vec2<u64>|u64)>;", step.wgsl) is not None
+        assert res_words == (form == "words" and a_words)
+        assert a_words or not (ctx._tuning == "lane-loop" and "shader-int64" in ctx.features)
+    np.testing.assert_array_equal(outs["words"], outs["vec4"])
+    v = x.astype(np.float64) * s + (ref_resample(r.astype(np.float64), "linear", [2 * h, 2 * w], axes=(1, 2))
+                                    if up else r.astype(np.float64))
+    ref = np.einsum("nhwc,oc->nhwo", v, wt[:, 0, 0, :].astype(np.float64)) + bias
+    absref = np.einsum("nhwc,oc->nhwo", np.abs(v), np.abs(wt[:, 0, 0, :].astype(np.float64))) + np.abs(bias)
+    check(outs["words"], np.maximum(ref, 0), absref, C + 4, np_dt, f"{'upsampled' if up else 'added'} words")
+
+
 def test_upsampled_operand_convs_of_two_sizes_share_one_kernel(ctx, rng):
     """Two fuse_conv_upsample kernels of one graph on images of 8 x 16 and 16 x 16 pixels (the
     same row tile): the dynamic variant (sizes and the upsampling geometry from the parameter

@@ -100,6 +100,9 @@ BLOCK_HALF_PAIRS = True
 #: u32 pairs: as vec2<u64> words the zoo's first layers ran 1.0-1.1x their time; so does a
 #: layer past BLOCK_MAX_O channels (iris_landmark's 3 -> 64: 0.96-1.26x inside the model).
 BLOCK_X64 = True
+#: ... and in float32 it loads its input's vec4s (``xv``) as u64 words of 4 values
+#: (:func:`_block_input_words`): 2 components per access instead of 4
+BLOCK_INPUT_WORDS = True
 #: ... and at most this many filter vec4s (KH * KW * C * O / 4), which an invocation holds in
 #: registers throughout: past it the kernel spills, LLVM takes 12-20 s to compile it (5x5
 #: windows to 24 or 32 channels) and the implicit GEMM runs as fast or faster (measured on
@@ -222,6 +225,10 @@ DWP_EXPAND_LOOP = True
 #: (docs/conv.md), so those keep the selects. ``WEBNN_GPU_FORCE_DWP_EXPAND_LOAD=select`` keeps
 #: them everywhere, ``=shift`` shifts at any K / 4 (tests)
 DWP_EXPAND_SHIFT_MIN_K4 = 6
+#: ... and on the lane-loop profile with 64-bit integers (:func:`_words_ok`), K / 4 even and
+#: below DWP_EXPAND_SHIFT_MIN_K4, that loop loads two of a pixel's vec4s per iteration as one
+#: word of 8 values (:func:`_expand_words`)
+DWP_EXPAND_WORDS = True
 #: ... and this many invocations per workgroup: the kernel has one invocation per pixel block,
 #: so small images give few invocations, and lavapipe runs each workgroup on one thread.
 PROJECT_WORKGROUP = 16
@@ -581,6 +588,17 @@ def _block_words(g: dict, T: str, tuning: str, features) -> bool:
         raise ValueError(f"WEBNN_GPU_FORCE_BLOCK_WORDS={forced!r}: expected vec4 or u64")
     return (BLOCK_X64 and g["O"] % 8 == 0 and g["O"] <= BLOCK_MAX_O and tuning == "lane-loop"
             and "shader-int64" in features and forced != "vec4" and (T == "f32" or forced == "u64"))
+
+
+def _block_input_words(xv: int, T: str, tuning: str, features) -> bool:
+    """Whether the block kernel loads its input's vec4s (``xv``) as u64 words of 4 float32 values
+    (``xw``; :data:`BLOCK_INPUT_WORDS`) on the lane-loop profile with ``shader-int64``
+    (float16 has its u32 pairs, ``h2``); ``WEBNN_GPU_FORCE_BLOCK_INPUT_WORDS=vec4|words``
+    forces either form where it may run."""
+    forced = _env.force_choice("block_input_words", ("vec4", "words"))
+    if not xv or T != "f32" or tuning != "lane-loop" or "shader-int64" not in features:
+        return False
+    return forced == "words" if forced else BLOCK_INPUT_WORDS
 
 
 def _block_literals(node, w: Value, wide: bool = False) -> tuple[list[str] | None, list[str] | None]:
@@ -1801,6 +1819,19 @@ def _blocks_padded_residual(proj, out) -> int | None:
     return None
 
 
+def _expand_words(k4: int, x_loop: bool, tuning: str, features) -> bool:
+    """Whether the pixel-block kernel loads its expansion's input (``x_loop``, ``k4`` vec4s per
+    pixel, even) as words of 8 values (``x_words``: one ``vec4<u64>`` / ``vec2<u64>`` per two
+    vec4s, the same bits; :data:`DWP_EXPAND_WORDS`) where :func:`_words_ok` allows words and
+    the held values are put in place by selects (:func:`_expand_shift` false: shifted, the
+    words ran 0.94-1.02 of the vec4s' time for 19-26% more LLVM time);
+    ``WEBNN_GPU_FORCE_DWP_EXPAND_WORDS=vec4|words`` forces either form (words: shifted too)."""
+    forced = _env.force_choice("dwp_expand_words", ("vec4", "words"))
+    if not x_loop or k4 % 2 or not _words_ok(tuning, features):
+        return False
+    return forced == "words" if forced else DWP_EXPAND_WORDS and not _expand_shift(k4)
+
+
 def _expand_shift(k4: int) -> bool:
     """Whether the pixel-block kernel's expansion loads (``x_loop``) put each pixel's ``k4``
     vec4s in place by shifting them down (``x_shift``) rather than by selects
@@ -1942,6 +1973,7 @@ def lower_depthwise_project(node, lc) -> None:
               center=ep.given,
               row_loop=DW_ROW_LOOP and (e is None or xsh), x_loop=DWP_EXPAND_LOOP,
               x_shift=_expand_shift(k4),
+              x_words=e is not None and not xsh and _expand_words(k4, DWP_EXPAND_LOOP, lc.tuning, lc.features),
               xsh=xsh, XS=xs_n, KC=xkc, PX=EXPAND_SHARED_PX,
               fdiv=n_inv < DW_FDIV_MAX, sg=sg, xw=_dwp_words(g, mode, e is not None, lc.tuning, lc.features),
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
@@ -2041,6 +2073,7 @@ def lower_conv2d(node, lc) -> None:
                   workgroup=PROJECT_WORKGROUP, T=T, TH=th, TW=tw, OHB=ohb, OWB=owb, n_inv=n_inv, O4=g["O"] // 4,
                   rows=_rows(g, th), seg=_segment(g, tw), ep=ep, wconst=wconst, bconst=bconst, qconst=qconst,
                   h2=T == "f16" and BLOCK_HALF_PAIRS, x64=_block_words(g, T, lc.tuning, lc.features),
+                  xw=_block_input_words(_block_xv(g, tw), T, lc.tuning, lc.features),
                   f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
                   **{k: g[k] for k in _BLOCK_GEOMETRY})
         return

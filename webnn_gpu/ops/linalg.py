@@ -85,6 +85,8 @@ TILE_DYNAMIC = True
 #: output's and the given operand's as u64 words (the same bits; ``x64``, :func:`tile_words`):
 #: every storage access on Mesa 22 is a loop over the lanes and the access's components.
 TILE_X64 = True
+#: ... and then the operand added to A as it is loaded (``a_add``) as well (:func:`tile_res_words`)
+TILE_RES_WORDS = True
 #: Every tile of more than one row whose reduction has at least :data:`TILE_EP_LOOP_MIN_K` terms
 #: (and whose epilogue is not applied per row, ``ep_rows``) applies its epilogue and stores in a
 #: loop over its rows (``ep_loop`` in ``matmul/tile.wgsl``), not only epilogues that load per
@@ -558,6 +560,16 @@ def tile_words(lc, data_type: str) -> bool:
             and data_type in ("float32", "float16") and _env.force("tile_words") != "vec4")
 
 
+def tile_res_words(x64: bool, a_vec: bool) -> bool:
+    """Whether ``matmul/tile.wgsl`` also reads the operand added to A (``a_add``: a skip
+    connection, or the small image of a 2x upsampling) as u64 words of 4 values
+    (``res_words``; :data:`TILE_RES_WORDS`): where it moves A's vec4s as words (``x64`` and
+    ``a_vec``). ``WEBNN_GPU_FORCE_TILE_RES_WORDS=vec4|words`` forces either form (words only
+    where A's are words)."""
+    forced = _env.force_choice("tile_res_words", ("vec4", "words"))
+    return x64 and a_vec and (forced == "words" if forced else TILE_RES_WORDS)
+
+
 def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_shape, a_bst, b_bst, o_bst,
                 a_mode: str = "dense", a_rs: int = 0, a_ks: int = 1, a_vec: bool = False,
                 b_ks: int, b_ns: int = 1, b_vec: bool = False, b_cols: int | None = None,
@@ -700,7 +712,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         o_bst=list(o_bst), KH=KH, KW=KW, KC=KC, KC4=KC // 4 * 4, a_mode=a_mode, a_rs=a_rs, a_ks=a_ks,
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
-        pool_rows=-(-M // TM), x64=x64, x8=x8,
+        pool_rows=-(-M // TM), x64=x64, x8=x8, res_words=a_add is not None and tile_res_words(x64, a_vec),
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
         b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, clamp_at=0, cols_first=bool(sg) and bdot is None and not win and cols_first(TM, TN4), ep_loop=TM > 1 and not ep_rows and (TILE_EP_LOOP and KH * KW * KC >= TILE_EP_LOOP_MIN_K or ep.given or reads_per_output(ep)),
     )
