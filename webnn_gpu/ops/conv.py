@@ -717,7 +717,7 @@ def _dw_taps(g: dict) -> list[tuple[int, int, int]]:
 def _dw_strip(g: dict, tuning: str = "default") -> tuple[int, int]:
     """(TH, TW): output rows (a strip, walked in a loop) and columns (unrolled) per invocation
     of the stand-alone depthwise kernel: TW = :data:`DW_TW` (the output's width where it is
-    at most :data:`DW_TW_WHOLE`) and the strip height of least :func:`_dw_cost` among those that split the output
+    at most :data:`DW_TW_WHOLE`, unless ``WEBNN_GPU_FORCE_DW_WIDTH=fixed``) and the strip height of least :func:`_dw_cost` among those that split the output
     rows into strips of equal count and keep the row loop (TH + A - 1 iterations) within
     llvmpipe's loop limit (:data:`LOOP_BUDGET`)."""
     whole = g["OW"] <= DW_TW_WHOLE and _env.force_choice("dw_width", ("fixed",)) != "fixed"
