@@ -117,7 +117,8 @@ def _forms(ctx, path: str, rounds: int, repeats: int, dump=None) -> None:
     base = {"WEBNN_GPU_FORCE_DWP": "", "WEBNN_GPU_PASSES": ""}
     envs = {"model": base, "fused": {**base, "WEBNN_GPU_FORCE_DWP": "fused"},
             "split": {**base, "WEBNN_GPU_PASSES": "-fuse_depthwise_project"}}
-    graphs, best, rows = _profiled(ctx, path, envs, rounds, repeats)
+    with environ({"WEBNN_GPU_PLAN_CACHE": "0"}):  # a cached plan's steps carry no node attributes
+        graphs, best, rows = _profiled(ctx, path, envs, rounds, repeats)
     model_pairs = {t for s, t, _ in rows["model"] if s.node.op == "depthwise_project"}
     print(f"# {os.path.basename(path)}: all kernels model {sum(best['model']):.0f} us, fused "
           f"{sum(best['fused']):.0f}, split {sum(best['split']):.0f} ({len(best['model'])}, "
@@ -241,7 +242,8 @@ def main(argv=None) -> int:
             with open(args.dump, "a") if args.dump else open(os.devnull, "w") as dump:
                 _forms(ctx, path, args.rounds, args.repeats, dump if args.dump else None)
             continue
-        model = webnn.load(path, ctx)
+        with environ({"WEBNN_GPU_PLAN_CACHE": "0"}):  # a cached plan's steps carry no node attributes
+            model = webnn.load(path, ctx)
         rng = np.random.default_rng(0)
         inputs = {nm: rng.random(d["shape"]).astype(_dtypes.info(d["data_type"]).numpy)
                   for nm, d in model.graph.inputs.items()}

@@ -125,9 +125,25 @@ def test_fuse_depthwise_project_asks_the_cost_model(monkeypatch):
     assert [n.op for n in fuse_depthwise_project(nodes, outs, context)] == ["conv2d", "conv2d"]
 
 
+def test_cost_model_splits_mid_sized_3x3_layers(monkeypatch):
+    """The two-kernel side refitted after the u64 depthwise words and the cut tiles (docs/conv.md,
+    The cost model): 3x3 layers of 128-384 channels on 6-14 pixel images (the zoo's
+    hand_landmark, pose_detection and face pairs that measured faster split) run as the
+    depthwise strips and the tile kernel; fewer channels, a narrow projection or a smaller image
+    stay one kernel."""
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP", raising=False)
+    for (hw, C, s), N in (((28, 240, 2), 80), ((14, 288, 1), 48), ((12, 128, 1), 128), ((6, 384, 1), 96)):
+        assert not conv.project_pays(_geometry(hw, hw, C, 3, s=s), N, "lane-loop"), (hw, C, s, N)
+    for (hw, C, s), N in (((28, 40, 1), 96), ((28, 48, 2), 24), ((14, 288, 2), 72), ((16, 64, 1), 128),
+                          ((12, 48, 1), 96), ((8, 96, 1), 96)):
+        assert conv.project_pays(_geometry(hw, hw, C, 3, s=s), N, "lane-loop"), (hw, C, s, N)
+
+
 # (image, channels, projected channels, window, fused?) on each side of the cost model's boundary
-# (lane-loop profile: 16 x 16 x 64, 5x5: N = 96 is estimated faster as one kernel, 112 as two)
-_NEAR_MISS = {"N=112, two kernels": (16, 64, 112, 5, False), "N=96, one kernel": (16, 64, 96, 5, True)}
+# (lane-loop profile: 16 x 16 x 64, 5x5: N = 96 is estimated faster as one kernel, 112 as two;
+# 3x3: 14 x 14 x 288 -> 48 two kernels, 16 x 16 x 64 -> 128 one)
+_NEAR_MISS = {"N=112, two kernels": (16, 64, 112, 5, False), "N=96, one kernel": (16, 64, 96, 5, True),
+              "3x3 288 -> 48, two kernels": (14, 288, 48, 3, False), "3x3 64 -> 128, one kernel": (16, 64, 128, 3, True)}
 
 
 @pytest.mark.parametrize("lanes", [True, False], ids=["sg", "no-sg"])
@@ -159,8 +175,8 @@ def test_fused_or_not_both_sides_of_the_boundary_match_numpy(ctx, rng, monkeypat
     ref = np.einsum("nhwc,oc->nhwo", np.clip(d, 0, 6), wp[:, 0, 0, :].astype(np.float64)) + bp
     np.testing.assert_allclose(got, ref, atol=2e-5, rtol=2e-5)
     templates = _templates(ctx, build, {"x": x})
-    if fused:
-        assert templates == ["conv/depthwise_project.wgsl"]
+    if fused:  # the pixel blocks or (3x3, with the lane-shared loads) the channel-lane kernel
+        assert len(templates) == 1 and templates[0].startswith("conv/depthwise_project"), templates
     else:
         assert templates == ["conv/depthwise.wgsl", "matmul/tile.wgsl"]
 

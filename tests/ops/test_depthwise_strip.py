@@ -57,6 +57,23 @@ def test_plan_takes_whole_columns_where_channels_fill_the_threads():
         assert conv._dw_cost(g, 40, 4, tuning) < conv._dw_cost(g, 4, 4, tuning)
 
 
+def test_plan_takes_the_whole_width_of_narrow_outputs(monkeypatch):
+    """An output at most DW_TW_WHOLE (7) columns wide is one column block (7 x 7 and 6 x 6 images:
+    no ragged second block); 8 and wider keep DW_TW = 4 columns, and
+    WEBNN_GPU_FORCE_DW_WIDTH=fixed keeps them everywhere (any other value raises)."""
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DW_WIDTH", raising=False)
+    assert conv._dw_strip(_geometry(7, 7, 672, 5, 5), "lane-loop")[1] == 7
+    assert conv._dw_strip(_geometry(12, 12, 256, 5, 5, s=2), "lane-loop")[1] == 6
+    assert conv._dw_strip(_geometry(5, 9, 64, 3, 3), "lane-loop")[1] == 4  # 9 wide
+    assert conv._dw_strip(_geometry(8, 8, 864, 5, 5), "lane-loop")[1] == conv.DW_TW
+    assert conv._dw_strip(_geometry(3, 3, 16, 3, 3), "lane-loop")[1] == 3
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DW_WIDTH", "fixed")
+    assert conv._dw_strip(_geometry(7, 7, 672, 5, 5), "lane-loop")[1] == conv.DW_TW
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DW_WIDTH", "whole")
+    with pytest.raises(ValueError, match="WEBNN_GPU_FORCE_DW_WIDTH"):
+        conv._dw_strip(_geometry(7, 7, 672, 5, 5), "lane-loop")
+
+
 # (image H x W, channels, multiplier, window KH x KW, stride, dilation, dtype, forced (TH, TW))
 _CASES = {
     "ragged strips both ways": ((13, 11), 8, 1, (3, 3), 1, 1, "float32", (5, 3)),
@@ -71,6 +88,10 @@ _CASES = {
     "channels 7, stride 2": ((9, 10), 7, 1, (3, 3), 2, 1, "float32", (2, 4)),
     "float16, 5x5": ((10, 9), 8, 1, (5, 5), 1, 1, "float16", (3, 4)),
     "the plan": ((23, 19), 20, 1, (5, 5), 1, 1, "float32", None),
+    "the plan, 7 wide: one block of 7": ((7, 7), 64, 1, (5, 5), 1, 1, "float32", None),
+    "the plan, stride 2 to 6 wide": ((12, 11), 24, 1, (5, 5), 2, 1, "float32", None),
+    "the plan, 5 wide, 3x3, channels 6": ((9, 5), 6, 1, (3, 3), 1, 1, "float32", None),
+    "the plan, 7 wide, float16": ((6, 7), 16, 1, (3, 3), 1, 1, "float16", None),
 }
 
 

@@ -162,6 +162,11 @@ DW_MAX_LOADS = 128
 #: a tap, an accumulator slot move, the fixed part of an invocation, and ``spill``: each
 #: multiply-add's extra cost per vec4 accumulator held (register pressure).
 DW_TW = 4
+#: ... but an output at most this many columns wide is one column block of its whole width
+#: (7 x 7 and 6 x 6 images: a block of 4 columns and one of 3 or 2 load 16 or 14 input columns
+#: per row step where one block of 7 or 6 loads 11 or 10); ``WEBNN_GPU_FORCE_DW_WIDTH=fixed``
+#: keeps DW_TW there
+DW_TW_WHOLE = 7
 #: ... on the lane-loop profile (lavapipe before Mesa 24, where every storage access is a loop
 #: over the SIMD lanes and, inside it, over the components), with 64-bit integers, it moves
 #: 4 float32 channels as a vec2<u64> and 4 float16 ones as one u64 (the same bits, half or a
@@ -729,11 +734,12 @@ def _dw_taps(g: dict) -> list[tuple[int, int, int]]:
 
 def _dw_strip(g: dict, tuning: str = "default") -> tuple[int, int]:
     """(TH, TW): output rows (a strip, walked in a loop) and columns (unrolled) per invocation
-    of the stand-alone depthwise kernel: TW = :data:`DW_TW` (or the output's width when
-    narrower) and the strip height of least :func:`_dw_cost` among those that split the output
+    of the stand-alone depthwise kernel: TW = :data:`DW_TW` (the output's width where it is
+    at most :data:`DW_TW_WHOLE`, unless ``WEBNN_GPU_FORCE_DW_WIDTH=fixed``) and the strip height of least :func:`_dw_cost` among those that split the output
     rows into strips of equal count and keep the row loop (TH + A - 1 iterations) within
     llvmpipe's loop limit (:data:`LOOP_BUDGET`)."""
-    tw = min(DW_TW, g["OW"])
+    whole = g["OW"] <= DW_TW_WHOLE and _env.force_choice("dw_width", ("fixed",)) != "fixed"
+    tw = g["OW"] if whole else min(DW_TW, g["OW"])
     slots = max(t[2] for t in _dw_taps(g))  # A - 1
     heights = {th for th in {-(-g["OH"] // k) for k in range(1, g["OH"] + 1)} if th + slots <= LOOP_BUDGET}
     return min(heights, key=lambda th: (_dw_cost(g, th, tw, tuning), -th)), tw
@@ -934,8 +940,8 @@ DWP_CORES = {"lane-loop": 2, "default": 1}
 #: least relative error to the per-kernel times of every pair of the 13 zoo models and 30
 #: synthetic shapes (timestamp queries; ``benchmarks/dw_shapes.py --forms``,
 #: ``benchmarks/dw_project.py``).
-DWP_PAY_FIT: dict[str, dict[str, Any]] = {"lane-loop": dict(fused=(4.5, 0.0, 0.36, 11.1, 37.8), dw=(0.32, 38.6), tile=(187.0, 1674.0, 50.2),
-                                 dispatch=45.0)}
+DWP_PAY_FIT: dict[str, dict[str, Any]] = {"lane-loop": dict(fused=(4.5, 0.0, 0.36, 11.1, 37.8), dw=(0.295, 30.9),
+                                                            tile=(158.3, 2456.6, 47.6), dispatch=45.0)}
 
 
 #: ... and for a wide projection (more than :data:`PROJECT_MAX_N` columns, split into column
