@@ -360,6 +360,8 @@ def loads(body):
     body = memoryview(body)
     n = int.from_bytes(body[:4], "little")
     size = int.from_bytes(body[4:12], "little")
+    if 12 + 8 * n + size > len(body):  # before the table is read: a planted count costs nothing
+        raise ValueError("the table does not fit the file")
     lens = [int.from_bytes(body[12 + 8 * i:20 + 8 * i], "little") for i in range(n)]
     at = 12 + 8 * n
     payload = body[at:at + size]

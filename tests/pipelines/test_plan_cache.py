@@ -130,6 +130,15 @@ def test_the_checksum_covers_the_whole_body_in_parts():
     assert len(_plancache.checksum([b""])) == 4
 
 
+@pytest.mark.parametrize("count", [2**24, 2**32 - 1])
+def test_a_planted_table_count_is_refused_before_it_is_read(count):
+    # a body whose first word claims a huge table: refused at once, not after building the
+    # table (minutes and gigabytes for a count near 2**32)
+    body = count.to_bytes(4, "little") + (0).to_bytes(8, "little")
+    with pytest.raises(ValueError, match="does not fit"):
+        _plancache.loads(bytearray(body))
+
+
 def test_anything_changed_misses(plans, model, ctx, monkeypatch):
     data, inputs, _ = model
     webnn.load(data, ctx)
