@@ -13,7 +13,8 @@
   driver's per-lane load loop passes by for masked lanes, and the loop starts past the leading
   iterations whose rows are all above the image (at most A - 1 of them, which store nothing).
   The sizes, TH and the leading padding come from a u32 parameter buffer, so layers that differ
-  only in their image size, channels, padding or strip height share one pipeline (cold start);
+  only in their image size (past TW columns), channels, padding or strip height share one
+  pipeline (cold start);
   the unrolled structure (window, strides, dilations, TW) is baked in.
 
   Context:

@@ -55,6 +55,7 @@ def test_block_words_are_bit_identical_to_vec4s(ctx, rng, monkeypatch, name):
         return {"y": y}
 
     outs = {}
+    xv = None  # whether the input's rows load as vec4s (_block_xv): read from the vec4 form's text
     for force in ("vec4", "", "u64"):  # vec4: the output's and the input's vec4s (BLOCK_INPUT_WORDS) both
         monkeypatch.setenv("WEBNN_GPU_FORCE_BLOCK_WORDS", force)
         monkeypatch.setenv("WEBNN_GPU_FORCE_BLOCK_INPUT_WORDS", "vec4" if force == "vec4" else "")
@@ -71,6 +72,7 @@ def test_block_words_are_bit_identical_to_vec4s(ctx, rng, monkeypatch, name):
         assert ("out: array<vec4<u64>>" in texts[0] or "out: array<vec2<u64>>" in texts[0]) == words
         if force == "vec4":
             xv = "x: array<vec4<f32>>" in texts[0]  # the input's rows as vec4s (_block_xv)
+        assert xv is not None, "the vec4 form runs first"
         assert ("x: array<vec2<u64>>" in texts[0]) == (force != "vec4" and dt == np.float32 and xv and int64)
         got = run_graph(ctx, build, inputs, tensor_path=False)
         outs[force or "words"] = got["y"]

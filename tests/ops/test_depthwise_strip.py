@@ -67,6 +67,7 @@ def test_plan_takes_the_whole_width_of_narrow_outputs(monkeypatch):
     assert conv._dw_strip(_geometry(5, 9, 64, 3, 3), "lane-loop")[1] == 4  # 9 wide
     assert conv._dw_strip(_geometry(8, 8, 864, 5, 5), "lane-loop")[1] == conv.DW_TW
     assert conv._dw_strip(_geometry(3, 3, 16, 3, 3), "lane-loop")[1] == 3
+    assert conv._dw_strip(_geometry(7, 7, 672, 5, 5), "default")[1] == conv.DW_TW  # lavapipe's only
     monkeypatch.setenv("WEBNN_GPU_FORCE_DW_WIDTH", "fixed")
     assert conv._dw_strip(_geometry(7, 7, 672, 5, 5), "lane-loop")[1] == conv.DW_TW
     monkeypatch.setenv("WEBNN_GPU_FORCE_DW_WIDTH", "whole")

@@ -11,11 +11,13 @@ applies, and falls back to the automatic choice where it does not):
 * ``depthwise``: groups == input channels on NHWC, output channels any multiple of them, but
   not one input channel with :data:`ONE_CHANNEL_MIN_O` or more output channels, which the
   ``block`` kernel or the implicit GEMM computes faster (``shaders/conv/depthwise.wgsl``):
-  vec4 of channels x a strip of output rows x 4 columns per invocation, walked one row per
+  vec4 of channels x a strip of output rows x 4 columns (on lavapipe the whole width of an
+  output at most :data:`DW_TW_WHOLE` wide) per invocation, walked one row per
   loop iteration so that each input row is loaded once per strip (:func:`_dw_strip`); on
   lavapipe before Mesa 24 the channels move as u64 words, two vec4s per invocation for 3x3
   windows (:func:`_dw_words`). Sizes, padding and the strip height come from a parameter
-  buffer: one pipeline per (window, strides, dilations, epilogue), whatever the image size.
+  buffer: one pipeline per (window, strides, dilations, columns, epilogue), whatever the
+  image's height and, past :data:`DW_TW_WHOLE` columns, its width.
 * ``block``: one group, NHWC, at most 4 input and 32 output channels and a filter of at most
   :data:`BLOCK_MAX_WEIGHTS` vec4s (a first layer on an RGB image with a small window;
   ``shaders/conv/block.wgsl``): a block of output pixels with every output channel per
@@ -734,11 +736,14 @@ def _dw_taps(g: dict) -> list[tuple[int, int, int]]:
 
 def _dw_strip(g: dict, tuning: str = "default") -> tuple[int, int]:
     """(TH, TW): output rows (a strip, walked in a loop) and columns (unrolled) per invocation
-    of the stand-alone depthwise kernel: TW = :data:`DW_TW` (the output's width where it is
-    at most :data:`DW_TW_WHOLE`, unless ``WEBNN_GPU_FORCE_DW_WIDTH=fixed``) and the strip height of least :func:`_dw_cost` among those that split the output
+    of the stand-alone depthwise kernel: TW = :data:`DW_TW` (on the ``lane-loop`` profile the
+    output's width where it is at most :data:`DW_TW_WHOLE`, unless
+    ``WEBNN_GPU_FORCE_DW_WIDTH=fixed``) and the strip height of least :func:`_dw_cost` among
+    those that split the output
     rows into strips of equal count and keep the row loop (TH + A - 1 iterations) within
     llvmpipe's loop limit (:data:`LOOP_BUDGET`)."""
-    whole = g["OW"] <= DW_TW_WHOLE and _env.force_choice("dw_width", ("fixed",)) != "fixed"
+    whole = (_env.force_choice("dw_width", ("fixed",)) != "fixed" and tuning == "lane-loop"
+             and g["OW"] <= DW_TW_WHOLE)  # measured on lavapipe only
     tw = g["OW"] if whole else min(DW_TW, g["OW"])
     slots = max(t[2] for t in _dw_taps(g))  # A - 1
     heights = {th for th in {-(-g["OH"] // k) for k in range(1, g["OH"] + 1)} if th + slots <= LOOP_BUDGET}
