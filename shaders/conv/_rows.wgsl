@@ -28,9 +28,13 @@
    (at indices o + 0..3, or o for all four without o_step; q0..q3 their hoisted operands; g the
    given operand's four values): called once per pixel, so that the unrolled body has one call
    where it had four epilogue calls and their arguments (see conv/depthwise_project.wgsl's
-   header). -#}
+   header). Where the epilogue's steps allow (ep.code4, webnn_gpu/ops/_epilogue.py) the helper
+   computes the four channels with vector operations instead of four inlined epilogue calls:
+   the same operations, less for lavapipe's front end. -#}
 {% macro ep_v4_def(ep, o_step=true) %}
-{% if not ep.empty %}
+{% if ep.code4 %}
+{{ ep.code4 }}
+{% elif not ep.empty %}
 fn {{ ep.fn }}_v4(v: vec4<f32>, o: u32, ch: u32{% if ep.chan %}{% for c in range(4) %}, q{{ c }}: {{ ep.q_struct }}{% endfor %}{% endif %}{% if ep.given %}, g: vec4<f32>{% endif %}) -> vec4<f32> {
   return vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u" if o_step else "o", "ch + " ~ c ~ "u", "q" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %});
 }
