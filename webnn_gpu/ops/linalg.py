@@ -507,7 +507,11 @@ def clamp_param(node, out: Value, ep: _epilogue.Epilogue, steps: list[dict]
     if len(steps) == 1 and ep.code.count("\n  {\n") == 1 and not ep.operands:
         stripped = _epilogue.build(node, out, [])  # the clamp was the only step
     else:
-        stripped = replace(ep, code=ep.code.replace(block, "\n  return ev;\n}"))
+        # the vec4 helper loses the same step, or the kernel uses the per-value epilogue
+        block4 = block.replace("f32(", "vec4<f32>(")
+        code4 = (ep.code4.replace(block4, "\n  return ev;\n}") if ep.code4.count(block4) == 1
+                 and ep.code4.count("\n  return ev;\n}") == 1 and ep.code4.count("\n  {\n") > 1 else "")
+        stripped = replace(ep, code=ep.code.replace(block, "\n  return ev;\n}"), code4=code4)
     return stripped, (float(np.float32(lo)), float(np.float32(hi)))
 
 
