@@ -51,7 +51,11 @@
     o_P, o_sn, o_sp, o_so  out[m, n] = out[(m / o_P) * o_sn + (m % o_P) * o_sp + n * o_so]
     out_vec      vec4 stores (o_so == 1, offsets multiples of 4, N multiple of 4)
     ep           the fused epilogue (webnn_gpu/ops/_epilogue.py), channel = n + bidx * group_cols;
-                 operands read at the channel (a bias) are loaded once per column (q{j}_{c})
+                 operands read at the channel (a bias) are loaded once per column (q{j}_{c});
+                 with vec4 stores (out_vec, not ep_rows) and ep.code4 (every step a vector
+                 operation) each stored vec4 takes one call of `<ep.fn>_v4` instead of four of
+                 the per-value epilogue (ep_vec; the same operations, less for lavapipe's front
+                 end; WEBNN_GPU_FORCE_EP_V4=lanes keeps the four calls)
     ep_rows      the epilogue's channel is the row m instead (an NCHW pointwise conv, rows = output
                  channels): its channel operands are loaded once per row (r{i})
     ep.given     the epilogue's same-shaped operand (a residual add; linalg.given_operand) is bound

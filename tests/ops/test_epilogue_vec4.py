@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from webnn_gpu.builder import Node, Value
-from webnn_gpu.ops import _epilogue
+from webnn_gpu.ops import _epilogue, linalg
 
 from helpers import kernel_steps, run_graph
 from _dwp_blocks import dw_project_block
@@ -123,7 +123,9 @@ def test_tile_vec4_epilogue_bias_activation(ctx, rng, monkeypatch, hw, C, N, kw,
     out, wgsl, _ = _tile_forms(ctx, monkeypatch, lambda b, o: acts[act](b, _conv(b, o["x"], w, bias, pad, stride)),
                                {"x": x})
     assert "epilogue_v4(" in wgsl
-    if act == "clamp" and "ep_on" in wgsl:  # the bounds from the parameter buffer, not in the helper
+    if act == "clamp" and kw == 1 and ctx._subgroup and linalg.TILE_CLAMP_PARAM:
+        assert "ep_on" in wgsl  # the bounds from the parameter buffer, not in the helper
+    if act == "clamp" and "ep_on" in wgsl:
         assert "vec4<f32>(6.0)" not in wgsl and "f32(6.0)" not in wgsl
     z = conv2d_nhwc(x, w, bias, pad=pad, stride=stride)
     ref = {"relu": np.maximum(z, 0), "clamp": np.clip(z, -1, 6), "hard_swish": z * np.clip(z + 3, 0, 6) / 6}[act]
@@ -180,3 +182,21 @@ def test_tile_vec4_epilogue_near_misses(ctx, rng, monkeypatch, case):
     z = conv2d_nhwc(x, w, bias)
     ref = np.where(z >= 0, z, z * slope) if case == "prelu" else np.maximum(z, 0)
     check(out, ref, conv2d_nhwc(np.abs(x), np.abs(w), np.abs(bias)) * (1 + np.abs(slope)), 18, np.float32, case)
+
+
+@pytest.mark.parametrize("steps, left", [
+    ([{"op": "add", "input": 3, "axis": 3}, {"op": "clamp", "min_value": 0.0, "max_value": 6.0}], True),
+    ([{"op": "relu"}, {"op": "clamp", "min_value": -1.0, "max_value": 1.0}], True),
+    ([{"op": "clamp", "min_value": 0.0, "max_value": 6.0}], False),  # the only step: the epilogue left empty
+])
+def test_clamp_param_strips_the_vec4_helper_too(steps, left):
+    """``linalg.clamp_param`` takes the last clamp out of ``code4`` as out of ``code`` (no GPU)."""
+    node = _node(_BIAS, _SAME)
+    ep = _epilogue.build(node, node.outputs[0], steps, chan_axis=3)
+    assert "vec4<f32>(" in ep.code4 and ep.code4.count("min(max(ev") == 1
+    stripped, bounds = linalg.clamp_param(node, node.outputs[0], ep, steps)
+    assert bounds == (steps[-1]["min_value"], steps[-1]["max_value"])
+    assert "min(max(ev" not in stripped.code and "min(max(ev" not in stripped.code4
+    assert bool(stripped.code4) == left and stripped.empty == (not left)
+    if left:
+        assert stripped.code4.startswith(f"fn {ep.fn}_v4(") and stripped.code4.endswith("  }\n  return ev;\n}")

@@ -488,7 +488,10 @@ def clamp_param(node, out: Value, ep: _epilogue.Epilogue, steps: list[dict]
     the last step of ``steps`` is a clamp of two finite bounds and ``ep``'s code ends with exactly
     its rendering; else (``ep``, None), the kernel's clamp off. Either way the kernel applies
     ``select(e, min(max(e, lo), hi), on)`` to the epilogue's result: the same operations as the
-    step (on), or ``e`` itself (off), so results do not change.
+    step (on), or ``e`` itself (off), so results do not change. The vec4 helper
+    (``ep.code4``) loses the same step where it ends with its vector rendering; otherwise it is
+    emptied, and the kernel calls the per-value epilogue, so that a clamp from the parameter
+    buffer is never also baked into the text.
     """
     from .elementwise import expression
 
