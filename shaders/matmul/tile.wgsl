@@ -51,7 +51,11 @@
     o_P, o_sn, o_sp, o_so  out[m, n] = out[(m / o_P) * o_sn + (m % o_P) * o_sp + n * o_so]
     out_vec      vec4 stores (o_so == 1, offsets multiples of 4, N multiple of 4)
     ep           the fused epilogue (webnn_gpu/ops/_epilogue.py), channel = n + bidx * group_cols;
-                 operands read at the channel (a bias) are loaded once per column (q{j}_{c})
+                 operands read at the channel (a bias) are loaded once per column (q{j}_{c});
+                 with vec4 stores (out_vec, not ep_rows) and ep.code4 (every step a vector
+                 operation) each stored vec4 takes one call of `<ep.fn>_v4` instead of four of
+                 the per-value epilogue (ep_vec; the same operations, less for lavapipe's front
+                 end; WEBNN_GPU_FORCE_EP_V4=lanes keeps the four calls)
     ep_rows      the epilogue's channel is the row m instead (an NCHW pointwise conv, rows = output
                  channels): its channel operands are loaded once per row (r{i})
     ep.given     the epilogue's same-shaped operand (a residual add; linalg.given_operand) is bound
@@ -169,6 +173,18 @@ enable f16;
 {% endif %}
 
 {# ---- the epilogue and stores of one row of the tile, a function of its own (see the header) ---- #}
+{% set ep_vec = ep.code4 and out_vec and not ep_rows %}
+{% if ep_vec %}
+{{ ep.code4 }}
+{% endif %}
+{#- ep4: the epilogue of the vec4 `v` stored at o + oo .. o + oo + 3, channels ch .. ch + 3 (column block j's
+   hoisted operands q<j>_0..3, g the given operand's four values): one call of the vec4 helper
+   (ep_vec) or four of the per-value epilogue. -#}
+{% macro ep4(v, oo, ch, j, g) -%}
+{% if ep_vec %}{{ ep.fn }}_v4({{ v }}, o{{ " + " ~ oo ~ "u" if oo }}, {{ ch }}{% if ep.chan %}{% for c in range(4) %}, q{{ j }}_{{ c }}{% endfor %}{% endif %}{% if ep.given %}, {{ g }}{% endif %})
+{%- else %}vec4<f32>({% for c in range(4) %}{% if ep_rows %}{{ tl.apply(ep, v ~ "." ~ "xyzw"[c], "o + " ~ (oo + c) ~ "u", "m", "r", g ~ "." ~ "xyzw"[c]) }}{% else %}{{ tl.apply(ep, v ~ "." ~ "xyzw"[c], "o + " ~ (oo + c) ~ "u", ch ~ " + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, g ~ "." ~ "xyzw"[c]) }}{% endif %}{{ ", " if not loop.last }}{% endfor %})
+{%- endif %}
+{%- endmacro %}
 {% macro clamped(u) -%}
 select({{ u }}, min(max({{ u }}, vec4<f32>(ep_lo)), vec4<f32>(ep_hi)), ep_on)
 {%- endmacro %}
@@ -205,7 +221,7 @@ fn tile_row(m: u32, o_off: u32, n0: u32, bidx: u32{% if dyn %}, M_: u32, N_: u32
 {% if ep.given %}
         let g{{ h }} = {% if ep.given_g4 %}{{ tl.given4(ep, "gres", "o / 4u + " ~ h ~ "u") }}{% else %}w_up(gw{{ halves[h] }}){% endif %};
 {% endif %}
-        let {{ "u" if clamp_at else "e" }}{{ h }} = vec4<f32>({% for c in range(4) %}{% if ep_rows %}{{ tl.apply(ep, "v" ~ h ~ "." ~ "xyzw"[c], "o + " ~ (4 * h + c) ~ "u", "m", "r", "g" ~ h ~ "." ~ "xyzw"[c]) }}{% else %}{{ tl.apply(ep, "v" ~ h ~ "." ~ "xyzw"[c], "o + " ~ (4 * h + c) ~ "u", "ch" ~ h ~ " + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g" ~ h ~ "." ~ "xyzw"[c]) }}{% endif %}{{ ", " if not loop.last }}{% endfor %});
+        let {{ "u" if clamp_at else "e" }}{{ h }} = {{ ep4("v" ~ h, 4 * h, "ch" ~ h, j, "g" ~ h) }};
 {% if clamp_at %}
         let e{{ h }} = {{ clamped("u" ~ h) }};
 {% endif %}
@@ -228,7 +244,7 @@ fn tile_row(m: u32, o_off: u32, n0: u32, bidx: u32{% if dyn %}, M_: u32, N_: u32
 {% if ep.given %}
         let g = {% if x64 and not ep.given_g4 %}w_up(gres[o / 4u]){% else %}{{ tl.given4(ep, "gres", "o / 4u") }}{% endif %};
 {% endif %}
-        let {{ "u" if clamp_at else "e" }} = vec4<f32>({% for c in range(4) %}{% if ep_rows %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "m", "r", "g." ~ "xyzw"[c]) }}{% else %}{{ tl.apply(ep, "v." ~ "xyzw"[c], "o + " ~ c ~ "u", "ch + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{% endif %}{{ ", " if not loop.last }}{% endfor %});
+        let {{ "u" if clamp_at else "e" }} = {{ ep4("v", 0, "ch", j, "g") }};
 {% if clamp_at %}
         let e = {{ clamped("u") }};
 {% endif %}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from webnn_gpu.builder import Node, Value
-from webnn_gpu.ops import _epilogue
+from webnn_gpu.ops import _epilogue, linalg
 
 from helpers import kernel_steps, run_graph
 from _dwp_blocks import dw_project_block
@@ -80,3 +80,123 @@ def test_dw_project_vec4_epilogue_against_numpy_and_lanes(ctx, rng, monkeypatch,
     assert "ev = ev + vec4<f32>(" not in lanes_wgsl
     if kw["act"] != "prelu":
         assert "ev = ev + vec4<f32>(" in wgsl and wgsl != lanes_wgsl
+
+
+# ---------------------------------------------------------------- the tile kernel (matmul/tile.wgsl)
+def _tile_forms(ctx, monkeypatch, build, inputs):
+    """The default build and the per-lane one (``WEBNN_GPU_FORCE_EP_V4=lanes``): bit for bit the
+    same output; (output, the default build's tile WGSL, the per-lane build's tile WGSL)."""
+    from test_tile import build_run, tile_steps
+
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC", "off")
+    runs = {}
+    for form in ("lanes", "vec4"):
+        monkeypatch.setenv("WEBNN_GPU_FORCE_EP_V4", form)
+        out, steps = build_run(ctx, build, inputs)
+        runs[form] = (np.ascontiguousarray(np.asarray(out)), "".join(s.wgsl for s in tile_steps(steps)))
+    monkeypatch.delenv("WEBNN_GPU_FORCE_EP_V4")
+    np.testing.assert_array_equal(runs["vec4"][0].view(np.uint8), runs["lanes"][0].view(np.uint8))
+    assert runs["vec4"][1] and "epilogue_v4(" not in runs["lanes"][1]
+    return runs["vec4"][0], runs["vec4"][1], runs["lanes"][1]
+
+
+def _conv(bld, x, w, bias, pad=0, stride=1):
+    return bld.conv2d(x, bld.constant(w), bias=bld.constant(bias), padding=[pad] * 4, strides=[stride] * 2,
+                      input_layout="nhwc", filter_layout="ohwi")
+
+
+@pytest.mark.parametrize("hw, C, N, kw, pad, stride", [
+    ((16, 16), 144, 144, 1, 0, 1),  # pointwise: the parameter-buffer (dyn) kernel, 8-value stores
+    ((9, 11), 20, 36, 1, 0, 1),  # odd sizes, N not a multiple of 8
+    ((13, 10), 12, 28, 3, 1, 2),  # implicit GEMM: 3x3, padding, stride 2
+])
+@pytest.mark.parametrize("act", ["relu", "clamp", "hard_swish"])
+def test_tile_vec4_epilogue_bias_activation(ctx, rng, monkeypatch, hw, C, N, kw, pad, stride, act):
+    """A conv's bias and activation on the tile kernel through the vec4 helper (a last clamp read
+    from the parameter buffer where the kernel is dyn): float64 NumPy and the per-lane bits."""
+    from references import conv2d_nhwc
+    from test_tile import check, data
+
+    x, w, bias = data(rng, (1, *hw, C)), data(rng, (N, kw, kw, C)), data(rng, (N,))
+    acts = {"relu": lambda b, y: b.relu(y), "clamp": lambda b, y: b.clamp(y, min_value=-1.0, max_value=6.0),
+            "hard_swish": lambda b, y: b.hard_swish(y)}
+    out, wgsl, _ = _tile_forms(ctx, monkeypatch, lambda b, o: acts[act](b, _conv(b, o["x"], w, bias, pad, stride)),
+                               {"x": x})
+    assert "epilogue_v4(" in wgsl
+    if act == "clamp" and kw == 1 and ctx._subgroup and linalg.TILE_CLAMP_PARAM:
+        assert "ep_on" in wgsl  # the bounds from the parameter buffer, not in the helper
+    if act == "clamp" and "ep_on" in wgsl:
+        assert "vec4<f32>(6.0)" not in wgsl and "f32(6.0)" not in wgsl
+    z = conv2d_nhwc(x, w, bias, pad=pad, stride=stride)
+    ref = {"relu": np.maximum(z, 0), "clamp": np.clip(z, -1, 6), "hard_swish": z * np.clip(z + 3, 0, 6) / 6}[act]
+    absref = conv2d_nhwc(np.abs(x), np.abs(w), np.abs(bias), pad=pad, stride=stride)
+    k = kw * kw * C + 1
+    check(out, ref, absref * (1 + (act == "hard_swish") * (2 + np.abs(z))), k + 4, np.float32, act)
+
+
+def test_tile_vec4_epilogue_text_clamp(ctx, rng, monkeypatch):
+    """``WEBNN_GPU_FORCE_TILE_CLAMP=text``: the last clamp stays in the vec4 helper."""
+    from references import conv2d_nhwc
+    from test_tile import check, data
+
+    monkeypatch.setenv("WEBNN_GPU_FORCE_TILE_CLAMP", "text")
+    x, w, bias = data(rng, (1, 12, 12, 48)), data(rng, (64, 1, 1, 48)), data(rng, (64,))
+    out, wgsl, _ = _tile_forms(ctx, monkeypatch, lambda b, o: b.clamp(_conv(b, o["x"], w, bias), min_value=0.0,
+                                                                      max_value=6.0), {"x": x})
+    assert "epilogue_v4(" in wgsl and "vec4<f32>(6.0)" in wgsl and "ep_on" not in wgsl
+    check(out, np.clip(conv2d_nhwc(x, w, bias), 0, 6), conv2d_nhwc(np.abs(x), np.abs(w), np.abs(bias)), 49,
+          np.float32, "relu6 in the text")
+
+
+@pytest.mark.parametrize("C, N", [(144, 144), (24, 40)])
+def test_tile_vec4_epilogue_residual(ctx, rng, monkeypatch, C, N):
+    """Bias, a residual add (the given operand, one vec4 per store) and relu."""
+    from references import conv2d_nhwc
+    from test_tile import check, data
+
+    x, r = data(rng, (1, 10, 10, C)), data(rng, (1, 10, 10, N))
+    w, bias = data(rng, (N, 1, 1, C)), data(rng, (N,))
+    out, wgsl, _ = _tile_forms(ctx, monkeypatch, lambda b, o: b.relu(b.add(_conv(b, o["x"], w, bias), o["r"])),
+                               {"x": x, "r": r})
+    assert "epilogue_v4(" in wgsl and "g: vec4<f32>" in wgsl
+    absref = conv2d_nhwc(np.abs(x), np.abs(w), np.abs(bias)) + np.abs(r)
+    check(out, np.maximum(conv2d_nhwc(x, w, bias) + r, 0), absref, C + 2, np.float32, "residual relu")
+
+
+@pytest.mark.parametrize("case", ["prelu", "scalar_stores"])
+def test_tile_vec4_epilogue_near_misses(ctx, rng, monkeypatch, case):
+    """Near misses keep the per-value epilogue: a per-channel PReLU slope (not a vec4 step), and
+    an output of 10 channels (scalar stores, out_vec off)."""
+    from references import conv2d_nhwc
+    from test_tile import check, data
+
+    N = 10 if case == "scalar_stores" else 32
+    x, w, bias, slope = data(rng, (1, 9, 9, 16)), data(rng, (N, 1, 1, 16)), data(rng, (N,)), data(rng, (N,))
+
+    def build(b, o):
+        y = _conv(b, o["x"], w, bias)
+        return b.prelu(y, b.constant(slope)) if case == "prelu" else b.relu(y)
+
+    out, wgsl, lanes = _tile_forms(ctx, monkeypatch, build, {"x": x})
+    assert "epilogue_v4(" not in wgsl and wgsl == lanes
+    z = conv2d_nhwc(x, w, bias)
+    ref = np.where(z >= 0, z, z * slope) if case == "prelu" else np.maximum(z, 0)
+    check(out, ref, conv2d_nhwc(np.abs(x), np.abs(w), np.abs(bias)) * (1 + np.abs(slope)), 18, np.float32, case)
+
+
+@pytest.mark.parametrize("steps, left", [
+    ([{"op": "add", "input": 3, "axis": 3}, {"op": "clamp", "min_value": 0.0, "max_value": 6.0}], True),
+    ([{"op": "relu"}, {"op": "clamp", "min_value": -1.0, "max_value": 1.0}], True),
+    ([{"op": "clamp", "min_value": 0.0, "max_value": 6.0}], False),  # the only step: the epilogue left empty
+])
+def test_clamp_param_strips_the_vec4_helper_too(steps, left):
+    """``linalg.clamp_param`` takes the last clamp out of ``code4`` as out of ``code`` (no GPU)."""
+    node = _node(_BIAS, _SAME)
+    ep = _epilogue.build(node, node.outputs[0], steps, chan_axis=3)
+    assert "vec4<f32>(" in ep.code4 and ep.code4.count("min(max(ev") == 1
+    stripped, bounds = linalg.clamp_param(node, node.outputs[0], ep, steps)
+    assert bounds == (steps[-1]["min_value"], steps[-1]["max_value"])
+    assert "min(max(ev" not in stripped.code and "min(max(ev" not in stripped.code4
+    assert bool(stripped.code4) == left and stripped.empty == (not left)
+    if left:
+        assert stripped.code4.startswith(f"fn {ep.fn}_v4(") and stripped.code4.endswith("  }\n  return ev;\n}")

@@ -128,8 +128,10 @@ class Epilogue:
     #: some step is not one of :data:`VEC4_UNARY` / :data:`VEC4_BINARY` on an ``EpQ`` or the
     #: given operand (the kernel then uses the per-lane helper). The same operations per
     #: channel, in the same order; lavapipe's front end makes pipelines with it about 12% faster
-    #: (each call of the per-lane helper is four inlined functions). ``WEBNN_GPU_FORCE_EP_V4=lanes``
-    #: leaves it empty (the per-lane helper everywhere, for side-by-side runs).
+    #: (each call of the per-lane helper is four inlined functions). ``matmul/tile.wgsl`` calls it
+    #: once per stored vec4 too (``linalg.clamp_param`` takes a last clamp out of it as out of
+    #: ``code``, or empties it). ``WEBNN_GPU_FORCE_EP_V4=lanes`` leaves it empty (the per-lane
+    #: helper everywhere, for side-by-side runs).
     code4: str = ""
 
     def without_q(self) -> Epilogue | None:

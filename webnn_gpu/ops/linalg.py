@@ -488,7 +488,10 @@ def clamp_param(node, out: Value, ep: _epilogue.Epilogue, steps: list[dict]
     the last step of ``steps`` is a clamp of two finite bounds and ``ep``'s code ends with exactly
     its rendering; else (``ep``, None), the kernel's clamp off. Either way the kernel applies
     ``select(e, min(max(e, lo), hi), on)`` to the epilogue's result: the same operations as the
-    step (on), or ``e`` itself (off), so results do not change.
+    step (on), or ``e`` itself (off), so results do not change. The vec4 helper
+    (``ep.code4``) loses the same step where it ends with its vector rendering; otherwise it is
+    emptied, and the kernel calls the per-value epilogue, so that a clamp from the parameter
+    buffer is never also baked into the text.
     """
     from .elementwise import expression
 
@@ -507,7 +510,11 @@ def clamp_param(node, out: Value, ep: _epilogue.Epilogue, steps: list[dict]
     if len(steps) == 1 and ep.code.count("\n  {\n") == 1 and not ep.operands:
         stripped = _epilogue.build(node, out, [])  # the clamp was the only step
     else:
-        stripped = replace(ep, code=ep.code.replace(block, "\n  return ev;\n}"))
+        # the vec4 helper loses the same step, or the kernel uses the per-value epilogue
+        block4 = block.replace("f32(", "vec4<f32>(")
+        code4 = (ep.code4.replace(block4, "\n  return ev;\n}") if ep.code4.count(block4) == 1
+                 and ep.code4.count("\n  return ev;\n}") == 1 and ep.code4.count("\n  {\n") > 1 else "")
+        stripped = replace(ep, code=ep.code.replace(block, "\n  return ev;\n}"), code4=code4)
     return stripped, (float(np.float32(lo)), float(np.float32(hi)))
 
 
