@@ -194,7 +194,7 @@ def test_clamp_param_strips_the_vec4_helper_too(steps, left):
     node = _node(_BIAS, _SAME)
     ep = _epilogue.build(node, node.outputs[0], steps, chan_axis=3)
     assert "vec4<f32>(" in ep.code4 and ep.code4.count("min(max(ev") == 1
-    stripped, bounds = linalg.clamp_param(node, node.outputs[0], ep, steps)
+    stripped, bounds = linalg.clamp_param(node, node.outputs[0], ep)
     assert bounds == (steps[-1]["min_value"], steps[-1]["max_value"])
     assert "min(max(ev" not in stripped.code and "min(max(ev" not in stripped.code4
     assert bool(stripped.code4) == left and stripped.empty == (not left)

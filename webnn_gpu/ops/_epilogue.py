@@ -129,10 +129,14 @@ class Epilogue:
     #: given operand (the kernel then uses the per-lane helper). The same operations per
     #: channel, in the same order; lavapipe's front end makes pipelines with it about 12% faster
     #: (each call of the per-lane helper is four inlined functions). ``matmul/tile.wgsl`` calls it
-    #: once per stored vec4 too (``linalg.clamp_param`` takes a last clamp out of it as out of
-    #: ``code``, or empties it). ``WEBNN_GPU_FORCE_EP_V4=lanes`` leaves it empty (the per-lane
+    #: once per stored vec4 too. ``WEBNN_GPU_FORCE_EP_V4=lanes`` leaves it empty (the per-lane
     #: helper everywhere, for side-by-side runs).
     code4: str = ""
+    #: The steps and the keyword arguments :func:`build` made this from: ``build(node, out,
+    #: steps[:-1], **options)`` is the same epilogue without its last step
+    #: (``linalg.clamp_param``, which applies a last clamp from run-time bounds).
+    steps: list = field(default_factory=list)
+    options: dict = field(default_factory=dict)
 
     def without_q(self) -> Epilogue | None:
         """This epilogue for a kernel that writes the ``EpQ`` values into its text as constants:
@@ -231,7 +235,8 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
     Raises:
         ValueError: an unknown op, a missing or misshaped operand (a bug of the caller).
     """
-    ep = Epilogue()
+    ep = Epilogue(steps=list(steps), options=dict(chan_axis=chan_axis, first_binding=first_binding, name=name,
+                                                  given=given, given_pad=given_pad))
     if name != "epilogue":
         ep.fn, ep.q_fn, ep.q_struct = name, f"{name}_q", f"{name}Q"
     out_shape = tuple(out.shape)

@@ -44,8 +44,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
-from types import SimpleNamespace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -481,41 +480,21 @@ def reads_per_output(ep: _epilogue.Epilogue) -> bool:
     return any(f"{name}[" in body for name, _ in ep.operands)
 
 
-def clamp_param(node, out: Value, ep: _epilogue.Epilogue, steps: list[dict]
-                ) -> tuple[_epilogue.Epilogue, tuple[float, float] | None]:
+def clamp_param(node, out: Value, ep: _epilogue.Epilogue) -> tuple[_epilogue.Epilogue, tuple[float, float] | None]:
     """``ep`` (built for ``node`` writing ``out``) for a tile kernel that applies its last clamp
-    from run-time bounds (``clamp_at``): (``ep`` without that step, (min, max) as float32) where
-    the last step of ``steps`` is a clamp of two finite bounds and ``ep``'s code ends with exactly
-    its rendering; else (``ep``, None), the kernel's clamp off. Either way the kernel applies
-    ``select(e, min(max(e, lo), hi), on)`` to the epilogue's result: the same operations as the
-    step (on), or ``e`` itself (off), so results do not change. The vec4 helper
-    (``ep.code4``) loses the same step where it ends with its vector rendering; otherwise it is
-    emptied, and the kernel calls the per-value epilogue, so that a clamp from the parameter
-    buffer is never also baked into the text.
+    from run-time bounds (``clamp_at``): (``ep`` built again without that step, (min, max) as
+    float32) where its last step is a clamp of two finite bounds, which renders as
+    ``min(max(ev, min), max)``; else (``ep``, None), the kernel's clamp off. Either way the kernel
+    applies ``select(e, min(max(e, lo), hi), on)`` to the epilogue's result: the same operations
+    as the step (on), or ``e`` itself (off), so results do not change.
     """
-    from .elementwise import expression
-
-    last = steps[-1] if steps else None
+    last = ep.steps[-1] if ep.steps else None
     if not (isinstance(last, dict) and last.get("op") == "clamp" and "input" not in last):
         return ep, None
     lo, hi = last.get("min_value"), last.get("max_value")
     if lo is None or hi is None or not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
         return ep, None
-    fake = SimpleNamespace(op="clamp", inputs=[SimpleNamespace(data_type="float32")],
-                           attrs={"min_value": lo, "max_value": hi})
-    stmts, expr, _ = expression(fake, ["ev"])  # the step's rendering in _epilogue.build
-    block = f"\n  {{\n    ev = {expr};\n  }}\n  return ev;\n}}"
-    if stmts or ep.code.count(block) != 1 or ep.code.count("\n  return ev;\n}") != 1:
-        return ep, None
-    if len(steps) == 1 and ep.code.count("\n  {\n") == 1 and not ep.operands:
-        stripped = _epilogue.build(node, out, [])  # the clamp was the only step
-    else:
-        # the vec4 helper loses the same step, or the kernel uses the per-value epilogue
-        block4 = block.replace("f32(", "vec4<f32>(")
-        code4 = (ep.code4.replace(block4, "\n  return ev;\n}") if ep.code4.count(block4) == 1
-                 and ep.code4.count("\n  return ev;\n}") == 1 and ep.code4.count("\n  {\n") > 1 else "")
-        stripped = replace(ep, code=ep.code.replace(block, "\n  return ev;\n}"), code4=code4)
-    return stripped, (float(np.float32(lo)), float(np.float32(hi)))
+    return _epilogue.build(node, out, ep.steps[:-1], **ep.options), (float(np.float32(lo)), float(np.float32(hi)))
 
 
 def window_rows(TM: int, TN4: int, KW: int, conv: dict) -> int:
@@ -708,7 +687,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     clamp = None
     tile_clamp = dyn and TILE_CLAMP_PARAM and not ep_rows and _env.force_choice("tile_clamp", ("text",)) != "text"
     if tile_clamp:  # a last clamp from the parameter buffer: kernels that differ only in it share a pipeline
-        ep, clamp = clamp_param(lc.node, out, ep, _epilogue.steps_of(lc.node))
+        ep, clamp = clamp_param(lc.node, out, ep)
     x64 = tile_words(lc, out.data_type) and (a_vec or b_vec or out_vec)
     # stores of two column blocks (8 values) where every stored vec4 pair is 8-aligned
     x8 = (x64 and _env.force("tile_words") != "u64" and out_vec and TN4 % 2 == 0 and N % 8 == 0 and o_sp % 8 == 0
