@@ -828,6 +828,10 @@ MATVEC_MIN_K = 256
 #: ... and at least this many multiply-adds (below, the launch's ~45 us is all of it and
 #: ``matmul/small.wgsl`` serves every such shape with one pipeline).
 MATVEC_MIN_MACS = 16384
+#: On the "lane-loop" profile with ``shader-int64``, ``matmul/matvec.wgsl`` reads its packed B
+#: from a storage buffer as vec4<u64> words (:func:`matvec_words`) rather than from a uniform
+#: buffer or a texture
+MATVEC_WORDS = True
 #: Column groups (subgroups) a matvec launch aims for: vec4 columns per subgroup CN is the
 #: largest of :data:`MATVEC_CN` that still gives this many, and the workgroup holds enough
 #: subgroups for :data:`MATVEC_WORKGROUPS` workgroups (lavapipe runs a workgroup on one thread).
@@ -879,6 +883,40 @@ def matvec_pack(data: np.ndarray, K: int, N: int, cn: int, lanes: int, data_type
     return make_constant(packed, data_type)
 
 
+def matvec_words(lc, b: np.ndarray, data_type: str) -> str:
+    """The word type of ``matmul/matvec.wgsl``'s packed B (``b_words``), or "" for the other
+    forms (a uniform buffer or a texture): "f32" (vec4<u64> words of 8 float32 values) or "f16"
+    (16 float16 values: a float16 B, or a float32 ``b`` whose values are all exact float16 ones,
+    as a model's float16 weights widened, :func:`exact_f16`) on the "lane-loop" profile with
+    ``shader-int64`` (:data:`MATVEC_WORDS`): on Mesa 22 every storage access is a loop over the
+    lanes and the access's components, and a u64 component moves 2 or 4 values.
+    ``WEBNN_GPU_FORCE_MATMUL_MATVEC_B=words`` takes words wherever 64-bit integers are, ``=f32``
+    words of the storage type only, ``=texture`` the uniform buffer or texture, ``=storage`` a
+    storage buffer of vec4s (:func:`texture_copy`)."""
+    forced = _env.force("matmul_matvec_b")
+    if ("shader-int64" not in lc.features or data_type not in ("float32", "float16") or forced in ("texture", "storage")
+            or not (forced in ("words", "f32") or MATVEC_WORDS and lc.tuning == "lane-loop")):
+        return ""
+    if data_type == "float16" or forced != "f32" and exact_f16(b, subnormals=lc.tuning == "lane-loop"):
+        return "f16"
+    return "f32"
+
+
+def exact_f16(b: np.ndarray, *, subnormals: bool = False) -> bool:
+    """Whether every value of float32 array ``b`` is a float16 value (its float16 rounding gives
+    it back exactly: no NaN, nothing past float16's range), so that B stored as float16 and
+    widened by ``unpack2x16float`` gives the same products; float16 subnormals only with
+    ``subnormals`` (WGSL lets a driver flush them; lavapipe keeps them, which
+    tests/ops/test_matvec.py checks)."""
+    b = np.asarray(b, dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        h = b.astype(np.float16)
+    if not np.array_equal(h.astype(np.float32), b):
+        return False
+    a = np.abs(b)
+    return subnormals or not np.any((a > 0) & (a < np.float32(2.0 ** -14)))
+
+
 def matvec_kernel(lc, a: Value, b: np.ndarray, out: Value, *, M: int, N: int, K: int, a_rs: int, o_rs: int,
                   epilogue, plan: tuple[int, int]) -> None:
     """Add one ``matmul/matvec.wgsl`` launch: out[m, n] = epilogue(sum_k A[m, k] B[k, n]) for
@@ -914,8 +952,14 @@ def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int,
     mat = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
     T = heads[0][1].data_type
     bp = matvec_pack(mat, K, mat.shape[1], cn, lanes, T)
-    ubo = uniform_copy(lc, bp)  # float32 of up to 64 KiB on lane-loop: 1 x 256 -> 63 54 -> 45 us
-    tex = texture_copy(lc, bp) if ubo is None else None
+    words = matvec_words(lc, mat, T)
+    if words and bp.data.size * (2 if words == "f16" else 4) > int(lc.limits.get("max-storage-buffer-binding-size",
+                                                                               128 << 20)):
+        words = ""  # past the storage binding limit: the texture (bounded by its own)
+    if words == "f16" and bp.data_type != "float16":
+        bp = make_constant(bp.data.astype(np.float16), "float16")
+    ubo = uniform_copy(lc, bp) if not words else None  # float32 of up to 64 KiB on lane-loop: 1 x 256 -> 63 54 -> 45 us
+    tex = texture_copy(lc, bp) if ubo is None and not words else None
     bp = ubo if ubo is not None else tex if tex is not None else bp
     a_vec = K % 4 == 0 and a_rs % 4 == 0
     k4 = -(-K // 4)
@@ -926,7 +970,7 @@ def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int,
                      K4=k4, KT=-(-k4 // lanes), CN=cn, G=g0, a_vec=a_vec, a_rs=a_rs, a_rs4=a_rs // 4,
                      heads=ctx_heads, fns=_epilogue.merged_functions(*[ep for _, _, _, ep in heads]),
                      b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
-                     b_texture=tex.texture_width.bit_length() - 1 if tex is not None else 0)
+                     b_texture=tex.texture_width.bit_length() - 1 if tex is not None else 0, b_words=words)
     n_all = sum(h["N"] for h in ctx_heads)
     step.flops = 2 * M * n_all * K
     what = "matvec" if len(heads) == 1 else f"matvec {len(heads)} heads"
