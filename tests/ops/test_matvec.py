@@ -59,6 +59,20 @@ def test_plan_takes_few_rows_and_columns_on_lane_loop_only():
     assert linalg.matvec_plan(_lc(subgroup=0), 1, 63, 1152) is None
 
 
+def test_plan_takes_few_multiply_adds_where_b_is_read_as_words(monkeypatch):
+    """Below MATVEC_MIN_MACS (iris_landmark's 1 x 512 -> 15 head) only with B as words; a short
+    reduction never."""
+    monkeypatch.delenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", raising=False)
+    words = SimpleNamespace(**vars(_lc()), features={"shader-int64"})
+    assert 512 * 15 < linalg.MATVEC_MIN_MACS
+    assert linalg.matvec_plan(_lc(), 1, 15, 512) is None
+    assert linalg.matvec_plan(words, 1, 15, 512) == (1, 8)
+    assert linalg.matvec_plan(words, 1, 1, 288) == (1, 8)
+    assert linalg.matvec_plan(words, 1, 4, linalg.MATVEC_MIN_K - 4) is None
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", "texture")
+    assert linalg.matvec_plan(words, 1, 15, 512) is None
+
+
 def test_plan_takes_any_width_where_b_fits_a_texture(monkeypatch):
     """Past MATVEC_MAX_N columns only with B in a texture: from a storage buffer the tile kernel's
     column tiles were as fast."""
@@ -366,7 +380,10 @@ def _f16_values(rng, shape, subnormal_share=0.0):
     (1, 288, 1404, "float16 values", "bias"),     # face_landmark's head
     (2, 516, 130, "float16 graph", "sigmoid"),
     (1, 672, 63, "one value not float16", "bias"),  # near miss: float32 words
-], ids=["512x213-f32", "333x777-odd", "3-rows-f16-values", "288x1404-f16-values", "float16", "near-miss"])
+    (1, 512, 15, "float32", "sigmoid"),          # iris_landmark's other head: few multiply-adds
+    (2, 259, 3, "float16 values", "residual"),   # odd K, N < 4
+], ids=["512x213-f32", "333x777-odd", "3-rows-f16-values", "288x1404-f16-values", "float16", "near-miss",
+        "512x15-few-macs", "259x3-odd"])
 def test_words_match_numpy_and_the_texture_bit_for_bit(ctx, rng, monkeypatch, M, K, N, weights, epilogue):
     """B as words (float32, or float16 values widened by unpack2x16float) against float64 NumPy,
     and the same bits as B from the texture (the same products in the same order)."""
@@ -400,8 +417,9 @@ def test_words_match_numpy_and_the_texture_bit_for_bit(ctx, rng, monkeypatch, M,
         ref = 1 / (1 + np.exp(-ref)) if epilogue == "sigmoid" else ref
     check(got, ref, mag, K + 1, dtype, f"words {M}x{K}->{N} {weights}")
     monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", "texture")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL", "matvec")  # few multiply-adds: the tile kernel otherwise
     old, steps = build_run(ctx, build, inputs)
-    assert "u64" not in steps[0].wgsl
+    assert _templates(steps) == ["matmul/matvec.wgsl"] and "u64" not in steps[0].wgsl
     assert np.array_equal(got.view(np.uint8), old.view(np.uint8))
 
 

@@ -826,7 +826,9 @@ MATVEC_MAX_N = 512
 #: 1.08x the tile kernel's time; 3 x 256 -> 500 0.91x, 1 x 16384 -> 8 0.48x).
 MATVEC_MIN_K = 256
 #: ... and at least this many multiply-adds (below, the launch's ~45 us is all of it and
-#: ``matmul/small.wgsl`` serves every such shape with one pipeline).
+#: ``matmul/small.wgsl`` serves every such shape with one pipeline), unless B is read as words
+#: (:func:`matvec_words`): then any count (1 x 512 -> 15 0.60, 1 x 288 -> 1 0.83, 1 x 256 -> 4
+#: 0.74, 1 x 2048 -> 2 0.68 of the tile kernel's time).
 MATVEC_MIN_MACS = 16384
 #: On the "lane-loop" profile with ``shader-int64``, ``matmul/matvec.wgsl`` reads its packed B
 #: from a storage buffer as vec4<u64> words (:func:`matvec_words`) rather than from a uniform
@@ -845,7 +847,8 @@ def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
     """(CN, workgroup) of a ``matmul/matvec.wgsl`` launch for an M x K by K x N product, or None
     where the tile kernel serves it: more than :data:`MATVEC_MAX_M` rows or
     :data:`MATVEC_MAX_N` columns, a reduction shorter than :data:`MATVEC_MIN_K`, fewer than
-    :data:`MATVEC_MIN_MACS` multiply-adds, no subgroup lanes (:func:`subgroup_lanes`) or
+    :data:`MATVEC_MIN_MACS` multiply-adds where B would not be read as words (``lc.features``
+    without ``shader-int64``, :func:`matvec_words`), no subgroup lanes (:func:`subgroup_lanes`) or
     another tuning profile than "lane-loop", an invocation's loop past :data:`LOOP_BUDGET`,
     ``WEBNN_GPU_FORCE_MATMUL_MATVEC=off`` or a forced ``WEBNN_GPU_FORCE_MATMUL`` variant other
     than ``matvec`` (which takes every product of at most :data:`MATVEC_MAX_M` rows)."""
@@ -854,7 +857,7 @@ def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
     if (forced and forced != "matvec" or _env.force("matmul_matvec") == "off" or not lanes
             or lc.tuning != "lane-loop" or not 1 <= M <= MATVEC_MAX_M):
         return None
-    if forced != "matvec" and (M * N * K < MATVEC_MIN_MACS or K < MATVEC_MIN_K):
+    if forced != "matvec" and (M * N * K < MATVEC_MIN_MACS and not _words_on(lc) or K < MATVEC_MIN_K):
         return None
     k4 = -(-K // 4)
     if -(-k4 // lanes) + 8 > LOOP_BUDGET:
@@ -894,12 +897,18 @@ def matvec_words(lc, b: np.ndarray, data_type: str) -> str:
     words of the storage type only, ``=texture`` the uniform buffer or texture, ``=storage`` a
     storage buffer of vec4s (:func:`texture_copy`)."""
     forced = _env.force("matmul_matvec_b")
-    if ("shader-int64" not in lc.features or data_type not in ("float32", "float16") or forced in ("texture", "storage")
-            or not (forced in ("words", "f32") or MATVEC_WORDS and lc.tuning == "lane-loop")):
+    if data_type not in ("float32", "float16") or not _words_on(lc):
         return ""
     if data_type == "float16" or forced != "f32" and exact_f16(b, subnormals=lc.tuning == "lane-loop"):
         return "f16"
     return "f32"
+
+
+def _words_on(lc) -> bool:
+    """Whether :func:`matvec_words` gives words on this device for a float B (any values)."""
+    forced = _env.force("matmul_matvec_b")
+    return ("shader-int64" in getattr(lc, "features", ()) and forced not in ("texture", "storage")
+            and (forced in ("words", "f32") or MATVEC_WORDS and lc.tuning == "lane-loop"))
 
 
 def exact_f16(b: np.ndarray, *, subnormals: bool = False) -> bool:
