@@ -961,12 +961,14 @@ def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int,
     mat = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
     T = heads[0][1].data_type
     bp = matvec_pack(mat, K, mat.shape[1], cn, lanes, T)
+    packed = bp.data
+    assert packed is not None, "matvec_pack makes a host constant"
     words = matvec_words(lc, mat, T)
-    if words and bp.data.size * (2 if words == "f16" else 4) > int(lc.limits.get("max-storage-buffer-binding-size",
-                                                                               128 << 20)):
+    limit = int(lc.limits.get("max-storage-buffer-binding-size", 128 << 20))
+    if words and packed.size * (2 if words == "f16" else 4) > limit:
         words = ""  # past the storage binding limit: the texture (bounded by its own)
     if words == "f16" and bp.data_type != "float16":
-        bp = make_constant(bp.data.astype(np.float16), "float16")
+        bp = make_constant(packed.astype(np.float16), "float16")
     ubo = uniform_copy(lc, bp) if not words else None  # float32 of up to 64 KiB on lane-loop: 1 x 256 -> 63 54 -> 45 us
     tex = texture_copy(lc, bp) if ubo is None and not words else None
     bp = ubo if ubo is not None else tex if tex is not None else bp
