@@ -343,26 +343,30 @@ def test_exact_f16_takes_float16_values_only():
 
 def test_words_rule(monkeypatch):
     """Words on the lane-loop profile with shader-int64: float16 ones for a float16 B or a float32
-    B of float16 values; WEBNN_GPU_FORCE_MATMUL_MATVEC_B=texture|storage keeps the other forms,
-    =f32 words of the storage type, =words words wherever 64-bit integers are."""
+    B of float16 values, float32 ones past a uniform buffer; WEBNN_GPU_FORCE_MATMUL_MATVEC_B=
+    texture|storage keeps the other forms, =f32 words of the storage type, =words words wherever
+    64-bit integers are."""
     monkeypatch.delenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", raising=False)
     lc = SimpleNamespace(tuning="lane-loop", features={"shader-int64"})
     f32 = np.array([[0.1, 2.0]], np.float32)
     f16 = np.array([[0.5, 2.0**-20]], np.float32)
-    assert linalg.matvec_words(lc, f32, "float32") == "f32"
-    assert linalg.matvec_words(lc, f16, "float32") == "f16", "subnormals kept on lavapipe"
-    assert linalg.matvec_words(lc, f32, "float16") == "f16"
-    assert linalg.matvec_words(SimpleNamespace(tuning="lane-loop", features=set()), f32, "float32") == ""
-    assert linalg.matvec_words(SimpleNamespace(tuning="default", features={"shader-int64"}), f32, "float32") == ""
+    big, small = linalg.B_UNIFORM_FLOATS + 4, linalg.B_UNIFORM_FLOATS  # packed float32 values
+    assert linalg.matvec_words(lc, f32, "float32", big) == "f32"
+    assert linalg.matvec_words(lc, f32, "float32", small) == "", "float32 within a uniform buffer: that"
+    assert linalg.matvec_words(lc, f16, "float32", small) == "f16", "subnormals kept on lavapipe"
+    assert linalg.matvec_words(lc, f32, "float16", small) == "f16"
+    assert linalg.matvec_words(SimpleNamespace(tuning="lane-loop", features=set()), f32, "float32", big) == ""
+    assert linalg.matvec_words(SimpleNamespace(tuning="default", features={"shader-int64"}), f32, "float32", big) == ""
     monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", "words")
     other = SimpleNamespace(tuning="default", features={"shader-int64"})
-    assert linalg.matvec_words(other, f16, "float32") == "f32", "float16 subnormals only where kept"
-    assert linalg.matvec_words(other, f16[:, :1], "float32") == "f16"
+    assert linalg.matvec_words(other, f16, "float32", small) == "f32", "float16 subnormals only where kept"
+    assert linalg.matvec_words(other, f16[:, :1], "float32", small) == "f16"
+    assert linalg.matvec_words(lc, f32, "float32", small) == "f32"
     for forced in ("texture", "storage"):
         monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", forced)
-        assert linalg.matvec_words(lc, f32, "float32") == ""
+        assert linalg.matvec_words(lc, f32, "float32", big) == ""
     monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", "f32")
-    assert linalg.matvec_words(lc, f16, "float32") == "f32"
+    assert linalg.matvec_words(lc, f16, "float32", big) == "f32"
 
 
 def _f16_values(rng, shape, subnormal_share=0.0):
@@ -380,13 +384,14 @@ def _f16_values(rng, shape, subnormal_share=0.0):
     (1, 288, 1404, "float16 values", "bias"),     # face_landmark's head
     (2, 516, 130, "float16 graph", "sigmoid"),
     (1, 672, 63, "one value not float16", "bias"),  # near miss: float32 words
-    (1, 512, 15, "float32", "sigmoid"),          # iris_landmark's other head: few multiply-adds
+    (1, 512, 15, "float32", "sigmoid"),          # iris_landmark's other head: few multiply-adds, B uniform
     (2, 259, 3, "float16 values", "residual"),   # odd K, N < 4
 ], ids=["512x213-f32", "333x777-odd", "3-rows-f16-values", "288x1404-f16-values", "float16", "near-miss",
         "512x15-few-macs", "259x3-odd"])
 def test_words_match_numpy_and_the_texture_bit_for_bit(ctx, rng, monkeypatch, M, K, N, weights, epilogue):
     """B as words (float32, or float16 values widened by unpack2x16float) against float64 NumPy,
-    and the same bits as B from the texture (the same products in the same order)."""
+    and the same bits as B from the texture or uniform buffer (the same products in the same
+    order). A float32 B within a uniform buffer stays there (=words forces the words too)."""
     if not _words(ctx):
         pytest.fail("the matvec kernel and 64-bit integers are expected on lavapipe")
     dtype = np.float16 if weights == "float16 graph" else np.float32
@@ -406,7 +411,12 @@ def test_words_match_numpy_and_the_texture_bit_for_bit(ctx, rng, monkeypatch, M,
     inputs = {"a": a, "r": r} if epilogue == "residual" else {"a": a}
     monkeypatch.delenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", raising=False)
     got, steps = build_run(ctx, build, inputs)
-    assert _templates(steps) == ["matmul/matvec.wgsl"] and WORDS in steps[0].wgsl
+    assert _templates(steps) == ["matmul/matvec.wgsl"]
+    if (M, K, N) == (1, 512, 15):
+        assert "var<uniform> b:" in steps[0].wgsl, "float32 within 64 KiB: the uniform buffer"
+        monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", "words")
+        got, steps = build_run(ctx, build, inputs)
+    assert WORDS in steps[0].wgsl
     assert ("unpack2x16float" in steps[0].wgsl) == (weights in ("float16 values", "float16 graph"))
     A, W = a.astype(np.float64), w.astype(np.float64)
     pre, mag = A @ W, np.abs(A) @ np.abs(W)

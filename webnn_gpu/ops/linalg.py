@@ -826,13 +826,14 @@ MATVEC_MAX_N = 512
 #: 1.08x the tile kernel's time; 3 x 256 -> 500 0.91x, 1 x 16384 -> 8 0.48x).
 MATVEC_MIN_K = 256
 #: ... and at least this many multiply-adds (below, the launch's ~45 us is all of it and
-#: ``matmul/small.wgsl`` serves every such shape with one pipeline), unless B is read as words
-#: (:func:`matvec_words`): then any count (1 x 512 -> 15 0.60, 1 x 288 -> 1 0.83, 1 x 256 -> 4
-#: 0.74, 1 x 2048 -> 2 0.68 of the tile kernel's time).
+#: ``matmul/small.wgsl`` serves every such shape with one pipeline), except on the "lane-loop"
+#: profile with ``shader-int64``, where B is read as words or from a uniform buffer
+#: (:func:`matvec_words`): then any count (with B uniform 1 x 512 -> 15 0.44, 1 x 288 -> 1
+#: 0.71, 1 x 1024 -> 15 0.34 of the tile kernel's time).
 MATVEC_MIN_MACS = 16384
 #: On the "lane-loop" profile with ``shader-int64``, ``matmul/matvec.wgsl`` reads its packed B
-#: from a storage buffer as vec4<u64> words (:func:`matvec_words`) rather than from a uniform
-#: buffer or a texture
+#: from a storage buffer as vec4<u64> words (:func:`matvec_words`) rather than from a texture,
+#: and rather than from a uniform buffer where its values are float16 ones
 MATVEC_WORDS = True
 #: Column groups (subgroups) a matvec launch aims for: vec4 columns per subgroup CN is the
 #: largest of :data:`MATVEC_CN` that still gives this many, and the workgroup holds enough
@@ -847,8 +848,8 @@ def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
     """(CN, workgroup) of a ``matmul/matvec.wgsl`` launch for an M x K by K x N product, or None
     where the tile kernel serves it: more than :data:`MATVEC_MAX_M` rows or
     :data:`MATVEC_MAX_N` columns, a reduction shorter than :data:`MATVEC_MIN_K`, fewer than
-    :data:`MATVEC_MIN_MACS` multiply-adds where B would not be read as words (``lc.features``
-    without ``shader-int64``, :func:`matvec_words`), no subgroup lanes (:func:`subgroup_lanes`) or
+    :data:`MATVEC_MIN_MACS` multiply-adds without ``shader-int64`` in ``lc.features`` (there
+    B is read as words or from a uniform buffer, :func:`matvec_words`), no subgroup lanes (:func:`subgroup_lanes`) or
     another tuning profile than "lane-loop", an invocation's loop past :data:`LOOP_BUDGET`,
     ``WEBNN_GPU_FORCE_MATMUL_MATVEC=off`` or a forced ``WEBNN_GPU_FORCE_MATMUL`` variant other
     than ``matvec`` (which takes every product of at most :data:`MATVEC_MAX_M` rows)."""
@@ -886,22 +887,25 @@ def matvec_pack(data: np.ndarray, K: int, N: int, cn: int, lanes: int, data_type
     return make_constant(packed, data_type)
 
 
-def matvec_words(lc, b: np.ndarray, data_type: str) -> str:
-    """The word type of ``matmul/matvec.wgsl``'s packed B (``b_words``), or "" for the other
-    forms (a uniform buffer or a texture): "f32" (vec4<u64> words of 8 float32 values) or "f16"
-    (16 float16 values: a float16 B, or a float32 ``b`` whose values are all exact float16 ones,
-    as a model's float16 weights widened, :func:`exact_f16`) on the "lane-loop" profile with
-    ``shader-int64`` (:data:`MATVEC_WORDS`): on Mesa 22 every storage access is a loop over the
-    lanes and the access's components, and a u64 component moves 2 or 4 values.
-    ``WEBNN_GPU_FORCE_MATMUL_MATVEC_B=words`` takes words wherever 64-bit integers are, ``=f32``
-    words of the storage type only, ``=texture`` the uniform buffer or texture, ``=storage`` a
-    storage buffer of vec4s (:func:`texture_copy`)."""
+def matvec_words(lc, b: np.ndarray, data_type: str, floats: int) -> str:
+    """The word type of ``matmul/matvec.wgsl``'s packed B (``b_words``; ``floats`` values
+    packed), or "" for the other forms (a uniform buffer or a texture): "f16" (vec4<u64> words
+    of 16 float16 values: a float16 B, or a float32 ``b`` whose values are all exact float16
+    ones, as a model's float16 weights widened, :func:`exact_f16`) or, past the uniform
+    buffer's :data:`B_UNIFORM_FLOATS` (whose branch-free gathers read a float32 B as fast or
+    faster), "f32" (8 float32 values), on the "lane-loop" profile with ``shader-int64``
+    (:data:`MATVEC_WORDS`): on Mesa 22 every storage access is a loop over the lanes and the
+    access's components, and a u64 component moves 2 or 4 values.
+    ``WEBNN_GPU_FORCE_MATMUL_MATVEC_B=words`` takes words wherever 64-bit integers are (float32
+    ones at any size), ``=f32`` words of the storage type only, ``=texture`` the uniform buffer
+    or texture, ``=storage`` a storage buffer of vec4s (:func:`texture_copy`)."""
     forced = _env.force("matmul_matvec_b")
     if data_type not in ("float32", "float16") or not _words_on(lc):
         return ""
     if data_type == "float16" or forced != "f32" and exact_f16(b, subnormals=lc.tuning == "lane-loop"):
         return "f16"
-    return "f32"
+    uniform = lc.tuning == "lane-loop" and not B_UNIFORM_OFF and floats <= B_UNIFORM_FLOATS
+    return "" if uniform and forced not in ("words", "f32") else "f32"
 
 
 def _words_on(lc) -> bool:
@@ -963,7 +967,7 @@ def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int,
     bp = matvec_pack(mat, K, mat.shape[1], cn, lanes, T)
     packed = bp.data
     assert packed is not None, "matvec_pack makes a host constant"
-    words = matvec_words(lc, mat, T)
+    words = matvec_words(lc, mat, T, packed.size)
     limit = int(lc.limits.get("max-storage-buffer-binding-size", 128 << 20))
     if words and packed.size * (2 if words == "f16" else 4) > limit:
         words = ""  # past the storage binding limit: the texture (bounded by its own)
