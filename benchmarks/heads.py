@@ -74,9 +74,21 @@ SET_FORMS = {"separate": {"WEBNN_GPU_PASSES": "-fuse_heads"}, "auto": {}}
 FORMS = {
     "tile": {"WEBNN_GPU_FORCE_MATMUL_MATVEC": "off"},
     "storage": {"WEBNN_GPU_FORCE_MATMUL": "matvec", "WEBNN_GPU_FORCE_MATMUL_MATVEC_B": "storage"},
-    "texture": {"WEBNN_GPU_FORCE_MATMUL": "matvec"},
+    "texture": {"WEBNN_GPU_FORCE_MATMUL": "matvec", "WEBNN_GPU_FORCE_MATMUL_MATVEC_B": "texture"},
+    "f32words": {"WEBNN_GPU_FORCE_MATMUL": "matvec", "WEBNN_GPU_FORCE_MATMUL_MATVEC_B": "f32"},
+    "words": {"WEBNN_GPU_FORCE_MATMUL": "matvec", "WEBNN_GPU_FORCE_MATMUL_MATVEC_B": "words"},
     "auto": {},
 }
+#: --f16-weights: every weight a normal float16 value (as a model's float16 weights widened)
+F16_WEIGHTS = False
+
+
+def _weights(rng, shape) -> np.ndarray:
+    w = rng.standard_normal(shape).astype(np.float32)
+    if F16_WEIGHTS:
+        w = w.astype(np.float16).astype(np.float32)
+        w[np.abs(w) < 2.0 ** -14] = 0.0
+    return w
 
 
 def build(ctx, M: int, K: int, N, env: dict, rng):
@@ -88,12 +100,12 @@ def build(ctx, M: int, K: int, N, env: dict, rng):
         b = webnn.MLGraphBuilder(ctx)
         x = b.input("x", {"data_type": "float32", "shape": [M, K]})
         if isinstance(N, int):
-            w = rng.standard_normal((K, N)).astype(np.float32)
+            w = _weights(rng, (K, N))
             g = b.build({"y": b.matmul(x, b.constant(w))})
         else:
             w, outs = [], {}
             for j, n in enumerate(N):
-                wj, cj = rng.standard_normal((n, K)).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+                wj, cj = _weights(rng, (n, K)), rng.standard_normal(n).astype(np.float32)
                 y = b.gemm(x, b.constant(wj), c=b.constant(cj), b_transpose=True)
                 outs[f"y{j}"] = b.sigmoid(y) if n == 1 else y
                 w.append((wj, cj))
@@ -132,16 +144,28 @@ def timed(ctx, M: int, K: int, N, forms: dict, rounds: int, repeats: int, rng):
             if err > 1e-5:
                 raise SystemExit(f"{M}x{K}->{N} {f} {k}: error {err:.2e} against float64 NumPy")
         graphs[f] = g
-    best = {f: float("inf") for f in forms}
+    per_round = {f: [] for f in forms}
     notes = {}
     for _ in range(rounds):
         for f in forms:
             rows = profile_graph(ctx, graphs[f], {"x": xin}, repeats=repeats)
-            best[f] = min(best[f], sum(r["us"] for r in rows))
+            per_round[f].append(sum(r["us"] for r in rows))
             notes[f] = " + ".join(f"{r['template'].split('/')[-1]} [{r['note']}]" for r in rows)
     for g in graphs.values():
         g.destroy()
-    return best, notes
+    timed.per_round = per_round
+    return {f: min(v) for f, v in per_round.items()}, notes
+
+
+def ratios(per_round: dict, base: str) -> str:
+    """Per form but ``base``: the median and range over the rounds of its time / ``base``'s
+    time in the same round (the forms of a round see the same load)."""
+    out = []
+    for f, v in per_round.items():
+        if f != base:
+            r = np.array(v) / np.array(per_round[base])
+            out.append(f"{f}/{base} {np.median(r):.2f} [{r.min():.2f}-{r.max():.2f}]")
+    return "  ".join(out)
 
 
 def main(argv=None) -> int:
@@ -150,7 +174,11 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--forms", default="tile,storage,texture,auto")
+    ap.add_argument("--f16-weights", action="store_true", help="weights of float16 values (normal ones)")
+    ap.add_argument("--ratio", default="", help="also print each form's per-round time ratio to this form")
     args = ap.parse_args(argv)
+    global F16_WEIGHTS
+    F16_WEIGHTS = args.f16_weights
     import webnn_gpu as webnn
 
     if args.specs:
@@ -175,6 +203,8 @@ def main(argv=None) -> int:
         ratio = f"{best['auto'] / best[before]:5.2f}" if "auto" in best and before in best else "  -  "
         print(f"{f'{M} x {K} -> {N}':>18} " + " ".join(f"{best[f]:11.1f}" for f in forms)
               + f"  {ratio} ({before:>7})  {notes.get('auto', '')}  {where}", flush=True)
+        if args.ratio:
+            print(f"{'':>18} {ratios(timed.per_round, args.ratio)}", flush=True)
     if sets:
         print(f"\n{'heads (M x K -> N...)':>30} {'separate us':>12} {'auto us':>9}  auto / separate  kernels (auto)  where")
     for M, K, N, where in sets:

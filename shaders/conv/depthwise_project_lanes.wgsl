@@ -63,6 +63,9 @@
     ow           (NPL 2, N4 even, PK 1, no split) the output bound as such words: lane l's
                  projection columns are 2l and 2l + 1, stored as one word (else l, l + sg); with
                  xres, xw == ow (a lane's columns are its own channel groups)
+    w4           the bindings among "x", "out" whose vec4 accesses are words of 4 values
+                 (vec2<u64> for float32, one u64 for float16; the same bits): the input where
+                 not xw (and not CX), the output where not ow (and not NX)
     CX           0, or the input's channel count where it is not a multiple of 4: x is bound as
                  scalars (a pixel's channels do not start on a vec4), each group's values are
                  loaded one by one, those past CX not at all; the taps f are zero-padded to C4
@@ -112,7 +115,7 @@
           if (om{{ m }}.{{ "xyzw"[c] }}) { out[ob + {{ c }}u] = {{ T }}(rv.{{ "xyzw"[c] }}); }
 {% endfor %}
         }
-{%- else %}out[{{ q }} * N4 + og{{ m }}] = vec4<{{ T }}>({{ r }});{% endif %}
+{%- else %}out[{{ q }} * N4 + og{{ m }}] = {{ "pk" if oh else "vec4<" ~ T ~ ">" }}({{ r }});{% endif %}
 {%- endmacro %}
 {#- The output index of projection column og<m>'s first value at pixel index `px`. -#}
 {% macro oidx(m, px) -%}
@@ -132,9 +135,12 @@ enable f16;
 {% endif %}
 {% set LT = "vec4<u64>" if T == "f32" else "vec2<u64>" %}
 {% set parts = [".xy", ".zw"] if T == "f32" else [".x", ".y"] %}
+{% set WT = "vec2<u64>" if T == "f32" else "u64" %}
+{% set xh = "x" in w4 and not xw and not CX %}
+{% set oh = "out" in w4 and not ow and not NX %}
 {% set nb = namespace(i=2) %}
-{% if xw %}
-@group(0) @binding(0) var<storage, read> x: array<{{ LT }}>;
+{% if xw or xh %}
+@group(0) @binding(0) var<storage, read> x: array<{{ LT if xw else WT }}>;
 {% else %}
 {{ tl.decl(0, "x", T, not CX, false) }}
 {% endif %}
@@ -150,13 +156,13 @@ enable f16;
 {% set nb.i = nb.i + 1 %}
 {% endif %}
 @group(0) @binding({{ nb.i }}) var<uniform> prm: array<vec4<u32>, 4>;
-{% if ow %}
-@group(0) @binding({{ nb.i + 1 }}) var<storage, read_write> out: array<{{ LT }}>;
+{% if ow or oh %}
+@group(0) @binding({{ nb.i + 1 }}) var<storage, read_write> out: array<{{ LT if ow else WT }}>;
 {% else %}
 {{ tl.decl(nb.i + 1, "out", T, not NX, true) }}
 {% endif %}
 {{ rw.pair_fns(fns, ep, pep) }}
-{{ rw.word_fns(T) if xw or ow }}
+{{ rw.word_fns(T) if xw or ow or xh or oh }}
 @compute @workgroup_size({{ sg }})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(subgroup_invocation_id) lane: u32) {
@@ -281,7 +287,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for j in seg %}
     var Y{{ hold + jr }}_{{ k }}_{{ j }} = vec4<f32>(0.0);
     if (rk{{ jr }} && cok{{ j }} && cl{{ k }}) {
-      Y{{ hold + jr }}_{{ k }}_{{ j }} = vec4<f32>(x[(rw{{ jr }} + ci{{ j }}) * C4 + cg{{ k }}]);
+      Y{{ hold + jr }}_{{ k }}_{{ j }} = {{ "up" if xh else "vec4<f32>" }}(x[(rw{{ jr }} + ci{{ j }}) * C4 + cg{{ k }}]);
     }
 {% endfor %}
 {% endfor %}

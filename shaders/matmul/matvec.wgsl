@@ -23,6 +23,10 @@
                  several for the heads the compiler's fuse_heads made one node (linalg.lower_heads)
     fns          the activation helpers of all the heads' epilogues (_epilogue.merged_functions)
     b_uniform    0, or B (float32) is a uniform buffer of this many vec4s
+    b_words      "", or B is a storage buffer of vec4<u64> words of this type's values, the same
+                 bits: "f32" 8 values a word, "f16" 16 (float16 B, or float32 values that are
+                 all exact float16 ones; linalg.matvec_words); on Mesa 22 a storage access is a
+                 loop over the lanes and the components, and a u64 moves 2 or 4 values
     b_texture    0, or B is an rgba32float texture_2d of 2^b_texture texels a row (vec4 i at
                  (i & (2^b_texture - 1), i >> b_texture); linalg.texture_copy)
   B layout (linalg.matvec_pack): vec4 (((g * K4 + s) * 4 + i) * CN + c) holds B[4 s + i, 4 (g CN + c)
@@ -35,7 +39,9 @@
 enable f16;
 {% endif %}
 {{ tl.decl(0, "a", T, a_vec, false) }}
-{% if b_texture %}
+{% if b_words %}
+@group(0) @binding(1) var<storage, read> b: array<vec4<u64>>;
+{% elif b_texture %}
 @group(0) @binding(1) var b: texture_2d<f32>;
 {% else %}
 {{ tl.weights(1, "b", T, true, b_uniform) }}
@@ -50,6 +56,9 @@ enable f16;
 {% endfor %}
 {% import "_lib/epilogue.wgsl" as epl %}
 {{ epl.defs(fns) }}
+{% if b_words %}
+{{ tl.word_fns(b_words) }}
+{% endif %}
 {% for h in heads %}
 {% if not h.ep.empty %}{{ h.ep.code }}{% endif %}
 {% endfor %}
@@ -77,9 +86,18 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endif %}
 {% endfor %}
     let bo = bg + s * {{ 4 * CN }}u;
+{% if b_words %}
+{% set per = 2 if b_words == "f32" else 4 %}
+{% for j in range(4 * CN // per) %}
+    let bw{{ j }} = b[bo / {{ per }}u + {{ j }}u];
+{% endfor %}
+{% endif %}
 {% for i in range(4) %}
 {% for c in range(CN) %}
-{% if b_texture %}
+{% if b_words %}
+{% set v = i * CN + c %}
+    let b{{ i }}_{{ c }} = w_up(bw{{ v // per }}{{ ([".xy", ".zw"] if per == 2 else [".x", ".y", ".z", ".w"])[v % per] }});
+{% elif b_texture %}
     let b{{ i }}_{{ c }} = textureLoad(b, vec2<u32>((bo + {{ i * CN + c }}u) & {{ 2 ** b_texture - 1 }}u, (bo + {{ i * CN + c }}u) >> {{ b_texture }}u), 0);
 {% else %}
     let b{{ i }}_{{ c }} = vec4<f32>(b[bo + {{ i * CN + c }}u]);

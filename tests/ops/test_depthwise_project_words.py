@@ -1,9 +1,10 @@
 """The fused depthwise + projection kernels moving words of 8 values (vec4<u64> for float32,
 vec2<u64> for float16): the channel-lane kernel (``conv/depthwise_project_lanes.wgsl``) its
-input and output (``xw``, ``ow``), the pixel-block kernel (``conv/depthwise_project.wgsl``) its
+input and output (``xw``, ``ow``; where those are not, words of 4 values, ``w4``: vec2<u64> for
+float32, one u64 for float16), the pixel-block kernel (``conv/depthwise_project.wgsl``) its
 input (``xw``), against float64 NumPy and bit for bit against their vec4 forms
 (``WEBNN_GPU_FORCE_DWP_WORDS=vec4``), and the rules that pick them
-(``webnn_gpu.ops.conv._dwpl_words``, ``_dwp_words``)."""
+(``webnn_gpu.ops.conv._dwpl_words``, ``_dwpl_words4``, ``_dwp_words``)."""
 
 from __future__ import annotations
 
@@ -78,6 +79,8 @@ def test_words_match_numpy_and_vec4_bit_for_bit(ctx, rng, monkeypatch, case):
     text = _kernel(ctx, build, inputs)
     word = "vec4<u64>" if dt == "float32" else "vec2<u64>"
     assert (f"x: array<{word}>;" in text, f"out: array<{word}>;" in text) == words
+    half = "vec2<u64>" if dt == "float32" else "u64"  # words of 4 values elsewhere (w4)
+    assert (f"x: array<{half}>;" in text, f"out: array<{half}>;" in text) == (not words[0], not words[1])
     _numpy_and_vec4_bits(ctx, monkeypatch, build, inputs, ref, dt)
 
 
@@ -120,8 +123,9 @@ def test_block_words_match_numpy_and_vec4_bit_for_bit(ctx, rng, monkeypatch, cas
 def test_words_rule(monkeypatch):
     """Input words with two channel groups per lane (an even count), output words with two
     columns per lane (an even count, one pixel per pass, no split); a residual read from the
-    held rows takes both or neither; only on the lane-loop profile with shader-int64;
-    WEBNN_GPU_FORCE_DWP_WORDS=vec4 keeps vec4s."""
+    held rows takes both or neither; words of 4 values for the input and output elsewhere
+    (_dwpl_words4); only on the lane-loop profile with shader-int64;
+    WEBNN_GPU_FORCE_DWP_WORDS=vec4 keeps vec4s, WEBNN_GPU_FORCE_DWPL_WORDS4 picks the words of 4."""
     monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_WORDS", raising=False)
     f = {"shader-int64"}
     w = conv._dwpl_words
@@ -133,6 +137,19 @@ def test_words_rule(monkeypatch):
     assert w(8, 8, 1, 1, 1, False, False, "lane-loop", f) == (False, False)
     assert w(16, 16, 2, 2, 1, False, False, "default", f) == (False, False)
     assert w(16, 16, 2, 2, 1, False, False, "lane-loop", set()) == (False, False)
+    w4 = conv._dwpl_words4
+    assert w4("lane-loop", f) == ("x", "out") and w4("default", f) == () and w4("lane-loop", set()) == ()
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWPL_WORDS4", "out")
+    assert w4("default", f) == ("out",) and w4("lane-loop", set()) == ()
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWPL_WORDS4", "vec4")
+    assert w4("lane-loop", f) == ()
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWPL_WORDS4", "pg")
+    with pytest.raises(ValueError):
+        w4("lane-loop", f)
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWPL_WORDS4")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_WORDS", "vec4")
+    assert w4("lane-loop", f) == ()
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_WORDS")
     b = conv._dwp_words
     g = lambda c: dict(C=c)  # noqa: E731
     monkeypatch.setattr(conv, "DWP_BLOCK_WORDS", False)

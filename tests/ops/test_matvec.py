@@ -4,7 +4,9 @@ over a subgroup's lanes. The plan and B's layout without a GPU; on the GPU again
 at odd sizes (K and N not multiples of 4, 1 to 3 rows), with epilogues (bias, gemm's alpha and
 beta * c, a residual add, PReLU, a sigmoid), float16, K past the tile kernel's loop limit (one
 launch: a lane's loop is K / 32 long), B past 64 KiB in a texture (wide products of up to 1404
-columns), and several heads on one input in one launch (the compiler's fuse_heads).
+columns), B as u64 words from a storage buffer (float32 words of 8 values; 16 float16 values
+where B is float16 or holds only float16 values, subnormals included; the default on lavapipe
+with shader-int64), and several heads on one input in one launch (the compiler's fuse_heads).
 
 Tolerance: ``check`` of test_tile.py, the f32 accumulation bound ``4 * K * 2**-24 * (|A| @ |B|)``
 plus the output's rounding (an f16 ulp for float16).
@@ -37,6 +39,14 @@ def _templates(steps):
     return [s.template for s in steps]
 
 
+def _words(ctx) -> bool:
+    """Whether this adapter reads matvec's B as u64 words by default (lane-loop, shader-int64)."""
+    return _takes_matvec(ctx) and "shader-int64" in ctx._features
+
+
+WORDS = "var<storage, read> b: array<vec4<u64>>;"
+
+
 # ---------------------------------------------------------------- the plan and B's layout (no GPU)
 def test_plan_takes_few_rows_and_columns_on_lane_loop_only():
     assert linalg.matvec_plan(_lc(), 1, 63, 1152) == (1, 16)
@@ -47,6 +57,20 @@ def test_plan_takes_few_rows_and_columns_on_lane_loop_only():
     assert linalg.matvec_plan(_lc(), 1, 512, linalg.MATVEC_MIN_K - 4) is None, "a short reduction"
     assert linalg.matvec_plan(_lc(tuning="default"), 1, 63, 1152) is None
     assert linalg.matvec_plan(_lc(subgroup=0), 1, 63, 1152) is None
+
+
+def test_plan_takes_few_multiply_adds_where_b_is_read_as_words(monkeypatch):
+    """Below MATVEC_MIN_MACS (iris_landmark's 1 x 512 -> 15 head) only with B as words; a short
+    reduction never."""
+    monkeypatch.delenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", raising=False)
+    words = SimpleNamespace(**vars(_lc()), features={"shader-int64"})
+    assert 512 * 15 < linalg.MATVEC_MIN_MACS
+    assert linalg.matvec_plan(_lc(), 1, 15, 512) is None
+    assert linalg.matvec_plan(words, 1, 15, 512) == (1, 8)
+    assert linalg.matvec_plan(words, 1, 1, 288) == (1, 8)
+    assert linalg.matvec_plan(words, 1, 4, linalg.MATVEC_MIN_K - 4) is None
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", "texture")
+    assert linalg.matvec_plan(words, 1, 15, 512) is None
 
 
 def test_plan_takes_any_width_where_b_fits_a_texture(monkeypatch):
@@ -119,13 +143,18 @@ def test_matmul_of_few_rows(ctx, rng, M, K, N, dtype):
         assert _templates(steps) == ["matmul/matvec.wgsl"]
         a_decl = next(line for line in steps[0].wgsl.split("\n") if " a: " in line)
         assert ("array<vec4<" in a_decl) == (K % 4 == 0), "vec4 loads of A where aligned"
-        assert "var b: texture_2d<f32>;" in steps[0].wgsl, "B past 64 KiB: a texture"
+        if _words(ctx):
+            assert WORDS in steps[0].wgsl and ("unpack2x16float" in steps[0].wgsl) == (dtype == np.float16)
+        else:
+            assert "var b: texture_2d<f32>;" in steps[0].wgsl, "B past 64 KiB: a texture"
     A, W = a.astype(np.float64), w.astype(np.float64)
     check(got, A @ W, np.abs(A) @ np.abs(W), K, dtype, f"matvec {M}x{K}->{N}")
 
 
-def test_a_small_b_is_read_from_a_uniform_buffer(ctx, rng):
-    """2 x 256 -> 60: B packed is 15 column groups x 64 k steps x 4 vec4s, 64 KiB at most."""
+def test_a_small_b_is_read_from_a_uniform_buffer(ctx, rng, monkeypatch):
+    """2 x 256 -> 60: B packed is 15 column groups x 64 k steps x 4 vec4s, 64 KiB at most (words
+    off: ``WEBNN_GPU_FORCE_MATMUL_MATVEC_B=texture``)."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", "texture")
     M, K, N = 2, 256, 60
     a, w = data(rng, (M, K)), data(rng, (K, N))
     got, steps = build_run(ctx, lambda b, o: b.matmul(o["a"], b.constant(w)), {"a": a})
@@ -136,15 +165,18 @@ def test_a_small_b_is_read_from_a_uniform_buffer(ctx, rng):
 
 
 @pytest.mark.parametrize("M,K,N,dtype", [(1, 288, 1404, np.float32), (2, 333, 777, np.float16), (3, 517, 1001, np.float32)])
-def test_wide_products_read_b_from_a_texture(ctx, rng, M, K, N, dtype):
-    """Past MATVEC_MAX_N columns (a landmark head, a classifier) with B in a texture: odd K and N,
-    1 to 3 rows, float16; gemm's bias and a sigmoid in the epilogue."""
+@pytest.mark.parametrize("b_form", ["texture", "words"])
+def test_wide_products_read_b_from_a_texture(ctx, rng, monkeypatch, M, K, N, dtype, b_form):
+    """Past MATVEC_MAX_N columns (a landmark head, a classifier) with B in a texture or as words:
+    odd K and N, 1 to 3 rows, float16; gemm's bias and a sigmoid in the epilogue."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", b_form)
     if dtype == np.float16 and "float16" not in ctx.supported_data_types:
         pytest.fail("float16 is not supported on this adapter")
     a, w, c = data(rng, (M, K), dtype), data(rng, (K, N), dtype), data(rng, (N,), dtype)
     got, steps = build_run(ctx, lambda b, o: b.sigmoid(b.gemm(o["a"], b.constant(w), c=b.constant(c))), {"a": a})
     if _takes_matvec(ctx):
-        assert _templates(steps) == ["matmul/matvec.wgsl"] and "var b: texture_2d<f32>;" in steps[0].wgsl
+        want = WORDS if b_form == "words" and "shader-int64" in ctx._features else "var b: texture_2d<f32>;"
+        assert _templates(steps) == ["matmul/matvec.wgsl"] and want in steps[0].wgsl
     A, W, C = a.astype(np.float64), w.astype(np.float64), c.astype(np.float64)
     # the sigmoid's slope is at most 1/4: the product's error bound carries over
     check(got, 1 / (1 + np.exp(-(A @ W + C))), np.abs(A) @ np.abs(W) + np.abs(C), K + 1, dtype, f"wide {M}x{K}->{N}")
@@ -157,6 +189,7 @@ def test_a_texture_is_not_held_to_the_storage_binding_size(ctx, rng, monkeypatch
     if "float16" not in ctx.supported_data_types:
         pytest.fail("float16 is not supported on this adapter")
     M, K, N = 1, 512, 600
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", "texture")
     a, w = data(rng, (M, K), np.float16), data(rng, (K, N), np.float16)
     limit = K * N * 2 + 4096  # float16 B fits; as float32 texels it does not
     monkeypatch.setitem(ctx._limits, "max-storage-buffer-binding-size", limit)
@@ -293,3 +326,130 @@ def test_conv_heads_over_the_whole_input_take_one_launch(ctx, rng):
         absref = np.abs(X) @ np.abs(W) + np.abs(bias)
         check(got[f"y{j}"], ref.reshape(1, 1, 1, -1), absref.reshape(1, 1, 1, -1), W.shape[0] + 1, np.float32,
               f"conv head {j}")
+
+
+# ---------------------------------------------------------------- B as u64 words
+def test_exact_f16_takes_float16_values_only():
+    """float16 values widened (subnormals only when asked): B may be stored as float16."""
+    h = np.array([0.0, -0.0, 1.0, -2.5, 65504.0, 2.0**-14, 1e-3], np.float16).astype(np.float32)
+    assert linalg.exact_f16(h)
+    sub = np.append(h, np.float32(2.0**-24))  # float16's least subnormal
+    assert not linalg.exact_f16(sub) and linalg.exact_f16(sub, subnormals=True)
+    assert not linalg.exact_f16(np.append(h, np.float32(1.0 + 2.0**-12)), subnormals=True), "not a float16 value"
+    assert not linalg.exact_f16(np.append(h, np.float32(70000.0)), subnormals=True), "past float16's range"
+    assert not linalg.exact_f16(np.append(h, np.float32(np.nan)), subnormals=True)
+    assert not linalg.exact_f16(np.append(h, np.float32(2.0**-25)), subnormals=True), "below float16's subnormals"
+
+
+def test_words_rule(monkeypatch):
+    """Words on the lane-loop profile with shader-int64: float16 ones for a float16 B or a float32
+    B of float16 values, float32 ones past a uniform buffer; WEBNN_GPU_FORCE_MATMUL_MATVEC_B=
+    texture|storage keeps the other forms, =f32 words of the storage type, =words words wherever
+    64-bit integers are."""
+    monkeypatch.delenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", raising=False)
+    lc = SimpleNamespace(tuning="lane-loop", features={"shader-int64"})
+    f32 = np.array([[0.1, 2.0]], np.float32)
+    f16 = np.array([[0.5, 2.0**-20]], np.float32)
+    big, small = linalg.B_UNIFORM_FLOATS + 4, linalg.B_UNIFORM_FLOATS  # packed float32 values
+    assert linalg.matvec_words(lc, f32, "float32", big) == "f32"
+    assert linalg.matvec_words(lc, f32, "float32", small) == "", "float32 within a uniform buffer: that"
+    assert linalg.matvec_words(lc, f16, "float32", small) == "f16", "subnormals kept on lavapipe"
+    assert linalg.matvec_words(lc, f32, "float16", small) == "f16"
+    assert linalg.matvec_words(SimpleNamespace(tuning="lane-loop", features=set()), f32, "float32", big) == ""
+    assert linalg.matvec_words(SimpleNamespace(tuning="default", features={"shader-int64"}), f32, "float32", big) == ""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", "words")
+    other = SimpleNamespace(tuning="default", features={"shader-int64"})
+    assert linalg.matvec_words(other, f16, "float32", small) == "f32", "float16 subnormals only where kept"
+    assert linalg.matvec_words(other, f16[:, :1], "float32", small) == "f16"
+    assert linalg.matvec_words(lc, f32, "float32", small) == "f32"
+    for forced in ("texture", "storage"):
+        monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", forced)
+        assert linalg.matvec_words(lc, f32, "float32", big) == ""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", "f32")
+    assert linalg.matvec_words(lc, f16, "float32", big) == "f32"
+
+
+def _f16_values(rng, shape, subnormal_share=0.0):
+    """float32 weights that are all float16 values, a share of them float16 subnormals."""
+    w = data(rng, shape).astype(np.float16).astype(np.float32)
+    sub = rng.random(shape) < subnormal_share
+    w[sub] = (rng.integers(-1023, 1024, sub.sum()) * 2.0**-24).astype(np.float32)
+    return w
+
+
+@pytest.mark.parametrize("M,K,N,weights,epilogue", [
+    (1, 512, 213, "float32", "bias"),            # iris_landmark's head
+    (1, 333, 777, "float32", "sigmoid"),         # odd K (scalar A) and N, past 512 columns
+    (3, 1001, 77, "float16 values", "residual"),  # odd K, 3 rows, a residual add
+    (1, 288, 1404, "float16 values", "bias"),     # face_landmark's head
+    (2, 516, 130, "float16 graph", "sigmoid"),
+    (1, 672, 63, "one value not float16", "bias"),  # near miss: float32 words
+    (1, 512, 15, "float32", "sigmoid"),          # iris_landmark's other head: few multiply-adds, B uniform
+    (2, 259, 3, "float16 values", "residual"),   # odd K, N < 4
+], ids=["512x213-f32", "333x777-odd", "3-rows-f16-values", "288x1404-f16-values", "float16", "near-miss",
+        "512x15-few-macs", "259x3-odd"])
+def test_words_match_numpy_and_the_texture_bit_for_bit(ctx, rng, monkeypatch, M, K, N, weights, epilogue):
+    """B as words (float32, or float16 values widened by unpack2x16float) against float64 NumPy,
+    and the same bits as B from the texture or uniform buffer (the same products in the same
+    order). A float32 B within a uniform buffer stays there (=words forces the words too)."""
+    if not _words(ctx):
+        pytest.fail("the matvec kernel and 64-bit integers are expected on lavapipe")
+    dtype = np.float16 if weights == "float16 graph" else np.float32
+    a = data(rng, (M, K), dtype)
+    w = (_f16_values(rng, (K, N)) if weights in ("float16 values", "one value not float16") else data(rng, (K, N), dtype))
+    if weights == "one value not float16":
+        w[K // 2, N // 2] = np.float32(1.0 + 2.0**-20)
+    c, r = data(rng, (N,), dtype), data(rng, (M, N), dtype)
+
+    def build(b, o):
+        y = b.matmul(o["a"], b.constant(w))
+        if epilogue == "residual":
+            return b.add(y, o["r"])
+        y = b.add(y, b.constant(c))
+        return b.sigmoid(y) if epilogue == "sigmoid" else y
+
+    inputs = {"a": a, "r": r} if epilogue == "residual" else {"a": a}
+    monkeypatch.delenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", raising=False)
+    got, steps = build_run(ctx, build, inputs)
+    assert _templates(steps) == ["matmul/matvec.wgsl"]
+    if (M, K, N) == (1, 512, 15):
+        assert "var<uniform> b:" in steps[0].wgsl, "float32 within 64 KiB: the uniform buffer"
+        monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", "words")
+        got, steps = build_run(ctx, build, inputs)
+    assert WORDS in steps[0].wgsl
+    assert ("unpack2x16float" in steps[0].wgsl) == (weights in ("float16 values", "float16 graph"))
+    A, W = a.astype(np.float64), w.astype(np.float64)
+    pre, mag = A @ W, np.abs(A) @ np.abs(W)
+    if epilogue == "residual":
+        ref, mag = pre + r, mag + np.abs(r)
+    else:
+        ref, mag = pre + c, mag + np.abs(c)
+        ref = 1 / (1 + np.exp(-ref)) if epilogue == "sigmoid" else ref
+    check(got, ref, mag, K + 1, dtype, f"words {M}x{K}->{N} {weights}")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", "texture")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL", "matvec")  # few multiply-adds: the tile kernel otherwise
+    old, steps = build_run(ctx, build, inputs)
+    assert _templates(steps) == ["matmul/matvec.wgsl"] and "u64" not in steps[0].wgsl
+    assert np.array_equal(got.view(np.uint8), old.view(np.uint8))
+
+
+def test_float16_subnormal_weights_are_kept(ctx, rng, monkeypatch):
+    """Weights that are float16 subnormals where they alone make the sums (the other rows of A
+    zero, A large): the words of float16 values give the float32 texture's bits (lavapipe's
+    unpack2x16float keeps subnormals, which exact_f16's ``subnormals`` relies on)."""
+    if not _words(ctx):
+        pytest.fail("the matvec kernel and 64-bit integers are expected on lavapipe")
+    K, N = 512, 64
+    w = _f16_values(rng, (K, N))
+    w[::2] = (rng.integers(-1023, 1024, (K // 2, N)) * 2.0**-24).astype(np.float32)
+    a = np.zeros((1, K), np.float32)
+    a[0, ::2] = data(rng, (K // 2,)) * 1e6
+    monkeypatch.delenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", raising=False)
+    got, steps = build_run(ctx, lambda b, o: b.matmul(o["a"], b.constant(w)), {"a": a})
+    assert "unpack2x16float" in steps[0].wgsl
+    A, W = a.astype(np.float64), w.astype(np.float64)
+    assert np.abs(A @ W).min() > 0
+    check(got, A @ W, np.abs(A) @ np.abs(W), K, np.float32, "subnormal weights")
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", "texture")
+    old, _ = build_run(ctx, lambda b, o: b.matmul(o["a"], b.constant(w)), {"a": a})
+    assert np.array_equal(got.view(np.uint8), old.view(np.uint8))

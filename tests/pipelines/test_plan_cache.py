@@ -540,9 +540,14 @@ def test_the_suite_runs_with_the_plan_cache_off_whatever_the_shell_says():
     assert out.split() == ["0"]
 
 
-def test_a_hit_keeps_a_constant_read_from_a_texture(plans, ctx, monkeypatch, tmp_path):
-    """A wide head's weights are a texture (``linalg.TextureConstant``, on lavapipe): a hit
-    keeps the texture and gives the same outputs, close to float64 NumPy."""
+@pytest.mark.parametrize("form", ["texture", "words"])
+def test_a_hit_keeps_a_constant_read_from_a_texture(plans, ctx, monkeypatch, tmp_path, form):
+    """A wide head's weights are a texture (``linalg.TextureConstant``, on lavapipe, where
+    ``WEBNN_GPU_FORCE_MATMUL_MATVEC_B=texture`` keeps them from the words form) or, by default
+    there, float16 words (weights of float16 values: a float16 copy of the packed matrix): a hit
+    keeps the form and gives the same outputs, close to float64 NumPy."""
+    if form == "texture":
+        monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", "texture")
     sys.path.insert(0, str(REPO / "tests" / "model"))
     try:
         from tflite_maker import ModelMaker
@@ -550,6 +555,8 @@ def test_a_hit_keeps_a_constant_read_from_a_texture(plans, ctx, monkeypatch, tmp
         sys.path.pop(0)
     rng = np.random.default_rng(3)
     w = rng.standard_normal((1030, 288)).astype(np.float32)  # 1.2 MB of weights: past 64 KiB
+    if form == "words":
+        w = w.astype(np.float16).astype(np.float32)
     bias = rng.standard_normal(1030).astype(np.float32)
     m = ModelMaker()
     x = m.input([1, 288])
@@ -561,8 +568,11 @@ def test_a_hit_keeps_a_constant_read_from_a_texture(plans, ctx, monkeypatch, tmp
     first = webnn.load(path, ctx)
     textures = [v for s in first.graph._steps if isinstance(s, KernelStep) for v in s.values
                 if getattr(v, "texture_width", 0)]
-    if ctx._tuning == "lane-loop":
+    wgsl = [s.wgsl for s in first.graph._steps if isinstance(s, KernelStep) and s.template == "matmul/matvec.wgsl"]
+    if ctx._tuning == "lane-loop" and form == "texture":
         assert textures, "the head's weights are read from a texture on lavapipe"
+    if ctx._tuning == "lane-loop" and form == "words" and "shader-int64" in ctx._features:
+        assert not textures and wgsl and "unpack2x16float" in wgsl[0]
     want = first.compute({first.input_names[0]: xs})[first.output_names[0]]
     np.testing.assert_allclose(want, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
     with monkeypatch.context() as mp:
@@ -571,4 +581,5 @@ def test_a_hit_keeps_a_constant_read_from_a_texture(plans, ctx, monkeypatch, tmp
     kept = [v for s in again.graph._steps if isinstance(s, KernelStep) for v in s.values
             if getattr(v, "texture_width", 0)]
     assert [(type(v), v.texture_width, v.shape) for v in kept] == [(type(v), v.texture_width, v.shape) for v in textures]
+    assert [s.wgsl for s in again.graph._steps if isinstance(s, KernelStep) and s.template == "matmul/matvec.wgsl"] == wgsl
     assert np.array_equal(again.compute({again.input_names[0]: xs})[again.output_names[0]], want)

@@ -1711,6 +1711,27 @@ def _dwpl_words(c4: int, n4: int, cpl: int, npl: int, pk: int, split: bool, xres
     return xw, ow
 
 
+#: ... and the other vec4s of its input (a lane holding one channel group, or an odd count) and
+#: output (a lane storing one column, or an odd count, or a split) as words of 4 values
+#: (:func:`_dwpl_words4`; the projection's residual operand as words measured no faster)
+DWPL_WORDS4: tuple[str, ...] = ("x", "out")
+
+
+def _dwpl_words4(tuning: str, features) -> tuple[str, ...]:
+    """The bindings of the channel-lane kernel (among "x", "out") whose vec4s that
+    :func:`_dwpl_words` leaves as they are move as u64 words of 4 values (``w4``: vec2<u64> for
+    float32, one u64 for float16; the same bits): :data:`DWPL_WORDS4` on the lane-loop profile
+    with ``shader-int64``, where each storage access is a loop over the lanes and its components.
+    ``WEBNN_GPU_FORCE_DWPL_WORDS4=vec4`` (or ``WEBNN_GPU_FORCE_DWP_WORDS=vec4``) keeps vec4s,
+    ``=words`` takes both wherever 64-bit integers are, ``=x`` or ``=out`` the one."""
+    forced = _env.force_choice("dwpl_words4", ("vec4", "words", "x", "out"))
+    if forced:
+        parts = {"vec4": (), "words": ("x", "out")}.get(forced, (forced,))
+        return parts if "shader-int64" in features else ()
+    on = tuning == "lane-loop" and "shader-int64" in features and _env.force("dwp_words") != "vec4"
+    return DWPL_WORDS4 if on else ()
+
+
 #: The fused kernels on the lane-loop profile with 64-bit integers move words of 8 values
 #: (:func:`_words_ok`) ...
 DWP_WORDS = True
@@ -1782,10 +1803,11 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
         xw, ow = False, ow and not xres
     nx = out.shape[3] if out.shape[3] % 4 else 0  # the output as scalars, likewise
     ow = ow and not nx
+    w4 = list(_dwpl_words4(lc.tuning, lc.features))
     lc.kernel("conv/depthwise_project_lanes.wgsl",
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
               n_inv, workgroup=sg, T=wgsl_type(out.data_type), TW=tw, CPL=cpl, NPL=npl, sg=sg,
-              CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1, PK=pk, xw=xw, ow=ow,
+              CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1, PK=pk, xw=xw, ow=ow, w4=w4,
               CX=g["C"] if tail else 0, NX=nx, xpool=xpool,
               seg=_segment(g, tw), hold=hold, warm=-(-hold // g["sh"]), ep=ep, pep=pep, xres=xres,
               pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,

@@ -826,8 +826,15 @@ MATVEC_MAX_N = 512
 #: 1.08x the tile kernel's time; 3 x 256 -> 500 0.91x, 1 x 16384 -> 8 0.48x).
 MATVEC_MIN_K = 256
 #: ... and at least this many multiply-adds (below, the launch's ~45 us is all of it and
-#: ``matmul/small.wgsl`` serves every such shape with one pipeline).
+#: ``matmul/small.wgsl`` serves every such shape with one pipeline), except on the "lane-loop"
+#: profile with ``shader-int64``, where B is read as words or from a uniform buffer
+#: (:func:`matvec_words`): then any count (with B uniform 1 x 512 -> 15 0.44, 1 x 288 -> 1
+#: 0.71, 1 x 1024 -> 15 0.34 of the tile kernel's time).
 MATVEC_MIN_MACS = 16384
+#: On the "lane-loop" profile with ``shader-int64``, ``matmul/matvec.wgsl`` reads its packed B
+#: from a storage buffer as vec4<u64> words (:func:`matvec_words`) rather than from a texture,
+#: and rather than from a uniform buffer where its values are float16 ones
+MATVEC_WORDS = True
 #: Column groups (subgroups) a matvec launch aims for: vec4 columns per subgroup CN is the
 #: largest of :data:`MATVEC_CN` that still gives this many, and the workgroup holds enough
 #: subgroups for :data:`MATVEC_WORKGROUPS` workgroups (lavapipe runs a workgroup on one thread).
@@ -841,7 +848,8 @@ def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
     """(CN, workgroup) of a ``matmul/matvec.wgsl`` launch for an M x K by K x N product, or None
     where the tile kernel serves it: more than :data:`MATVEC_MAX_M` rows or
     :data:`MATVEC_MAX_N` columns, a reduction shorter than :data:`MATVEC_MIN_K`, fewer than
-    :data:`MATVEC_MIN_MACS` multiply-adds, no subgroup lanes (:func:`subgroup_lanes`) or
+    :data:`MATVEC_MIN_MACS` multiply-adds without ``shader-int64`` in ``lc.features`` (there
+    B is read as words or from a uniform buffer, :func:`matvec_words`), no subgroup lanes (:func:`subgroup_lanes`) or
     another tuning profile than "lane-loop", an invocation's loop past :data:`LOOP_BUDGET`,
     ``WEBNN_GPU_FORCE_MATMUL_MATVEC=off`` or a forced ``WEBNN_GPU_FORCE_MATMUL`` variant other
     than ``matvec`` (which takes every product of at most :data:`MATVEC_MAX_M` rows)."""
@@ -850,7 +858,7 @@ def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
     if (forced and forced != "matvec" or _env.force("matmul_matvec") == "off" or not lanes
             or lc.tuning != "lane-loop" or not 1 <= M <= MATVEC_MAX_M):
         return None
-    if forced != "matvec" and (M * N * K < MATVEC_MIN_MACS or K < MATVEC_MIN_K):
+    if forced != "matvec" and (M * N * K < MATVEC_MIN_MACS and not _words_on(lc) or K < MATVEC_MIN_K):
         return None
     k4 = -(-K // 4)
     if -(-k4 // lanes) + 8 > LOOP_BUDGET:
@@ -877,6 +885,49 @@ def matvec_pack(data: np.ndarray, K: int, N: int, cn: int, lanes: int, data_type
     mat[:K, :N] = data
     packed = mat.reshape(k4, 4, groups, cn, 4).transpose(2, 0, 1, 3, 4)
     return make_constant(packed, data_type)
+
+
+def matvec_words(lc, b: np.ndarray, data_type: str, floats: int) -> str:
+    """The word type of ``matmul/matvec.wgsl``'s packed B (``b_words``; ``floats`` values
+    packed), or "" for the other forms (a uniform buffer or a texture): "f16" (vec4<u64> words
+    of 16 float16 values: a float16 B, or a float32 ``b`` whose values are all exact float16
+    ones, as a model's float16 weights widened, :func:`exact_f16`) or, past the uniform
+    buffer's :data:`B_UNIFORM_FLOATS` (whose branch-free gathers read a float32 B as fast or
+    faster), "f32" (8 float32 values), on the "lane-loop" profile with ``shader-int64``
+    (:data:`MATVEC_WORDS`): on Mesa 22 every storage access is a loop over the lanes and the
+    access's components, and a u64 component moves 2 or 4 values.
+    ``WEBNN_GPU_FORCE_MATMUL_MATVEC_B=words`` takes words wherever 64-bit integers are (float32
+    ones at any size), ``=f32`` words of the storage type only, ``=texture`` the uniform buffer
+    or texture, ``=storage`` a storage buffer of vec4s (:func:`texture_copy`)."""
+    forced = _env.force("matmul_matvec_b")
+    if data_type not in ("float32", "float16") or not _words_on(lc):
+        return ""
+    if data_type == "float16" or forced != "f32" and exact_f16(b, subnormals=lc.tuning == "lane-loop"):
+        return "f16"
+    uniform = lc.tuning == "lane-loop" and not B_UNIFORM_OFF and floats <= B_UNIFORM_FLOATS
+    return "" if uniform and forced not in ("words", "f32") else "f32"
+
+
+def _words_on(lc) -> bool:
+    """Whether :func:`matvec_words` gives words on this device for a float B (any values)."""
+    forced = _env.force("matmul_matvec_b")
+    return ("shader-int64" in getattr(lc, "features", ()) and forced not in ("texture", "storage")
+            and (forced in ("words", "f32") or MATVEC_WORDS and lc.tuning == "lane-loop"))
+
+
+def exact_f16(b: np.ndarray, *, subnormals: bool = False) -> bool:
+    """Whether every value of float32 array ``b`` is a float16 value (its float16 rounding gives
+    it back exactly: no NaN, nothing past float16's range), so that B stored as float16 and
+    widened by ``unpack2x16float`` gives the same products; float16 subnormals only with
+    ``subnormals`` (WGSL lets a driver flush them; lavapipe keeps them, which
+    tests/ops/test_matvec.py checks)."""
+    b = np.asarray(b, dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        h = b.astype(np.float16)
+    if not np.array_equal(h.astype(np.float32), b):
+        return False
+    a = np.abs(b)
+    return subnormals or not np.any((a > 0) & (a < np.float32(2.0 ** -14)))
 
 
 def matvec_kernel(lc, a: Value, b: np.ndarray, out: Value, *, M: int, N: int, K: int, a_rs: int, o_rs: int,
@@ -914,8 +965,16 @@ def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int,
     mat = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
     T = heads[0][1].data_type
     bp = matvec_pack(mat, K, mat.shape[1], cn, lanes, T)
-    ubo = uniform_copy(lc, bp)  # float32 of up to 64 KiB on lane-loop: 1 x 256 -> 63 54 -> 45 us
-    tex = texture_copy(lc, bp) if ubo is None else None
+    packed = bp.data
+    assert packed is not None, "matvec_pack makes a host constant"
+    words = matvec_words(lc, mat, T, packed.size)
+    limit = int(lc.limits.get("max-storage-buffer-binding-size", 128 << 20))
+    if words and packed.size * (2 if words == "f16" else 4) > limit:
+        words = ""  # past the storage binding limit: the texture (bounded by its own)
+    if words == "f16" and bp.data_type != "float16":
+        bp = make_constant(packed.astype(np.float16), "float16")
+    ubo = uniform_copy(lc, bp) if not words else None  # float32 of up to 64 KiB on lane-loop: 1 x 256 -> 63 54 -> 45 us
+    tex = texture_copy(lc, bp) if ubo is None and not words else None
     bp = ubo if ubo is not None else tex if tex is not None else bp
     a_vec = K % 4 == 0 and a_rs % 4 == 0
     k4 = -(-K // 4)
@@ -926,7 +985,7 @@ def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int,
                      K4=k4, KT=-(-k4 // lanes), CN=cn, G=g0, a_vec=a_vec, a_rs=a_rs, a_rs4=a_rs // 4,
                      heads=ctx_heads, fns=_epilogue.merged_functions(*[ep for _, _, _, ep in heads]),
                      b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
-                     b_texture=tex.texture_width.bit_length() - 1 if tex is not None else 0)
+                     b_texture=tex.texture_width.bit_length() - 1 if tex is not None else 0, b_words=words)
     n_all = sum(h["N"] for h in ctx_heads)
     step.flops = 2 * M * n_all * K
     what = "matvec" if len(heads) == 1 else f"matvec {len(heads)} heads"
