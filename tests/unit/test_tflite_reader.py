@@ -177,6 +177,7 @@ def test_the_package_imports_the_reader_and_converter_at_first_use():
         "import sys, types\n"
         "from webnn_gpu import tflite\n"
         "assert not [m for m in sys.modules if m.startswith('webnn_gpu.tflite.')], sys.modules.keys()\n"
+        "assert {'convert', 'read_model', 'ModelInfo', 'load'} <= set(dir(tflite))\n"
         "assert tflite.read_source(b'abc') == b'abc' and tflite.GRAPH_DTYPES == ('float32', 'float16')\n"
         "mine = lambda data: data\n"
         "tflite.read_model = mine\n"

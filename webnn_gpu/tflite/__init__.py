@@ -75,6 +75,10 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
 class _Package(types.ModuleType):
     """This package's module type. Importing the submodule ``convert`` sets the package's
     attribute of that name to the module; the function :func:`convert` (or what a caller set
