@@ -12,7 +12,9 @@
     TH, TW       output rows and columns per invocation; OHB, OWB = ceil(OH / TH), ceil(OW / TW)
     NB, H, W, C, O4, OH, OW, pt, pl   sizes (O4 = O / 4 vec4 output columns) and leading padding
     KH, KW, sh, sw, dh, dw, rows, seg the window, as in conv/depthwise.wgsl
-    ep           fused epilogue (bias first; channel = the output channel), hoisted per channel
+    ep           fused epilogue (bias first; channel = the output channel), hoisted per channel;
+                 each stored vec4 through one call of `<ep.fn>_v4` (conv/_rows.wgsl's ep_v4: vector
+                 operations where the steps allow, ep.code4)
     f_uniform    0, or the filter ([KH, KW, C, O4] vec4s) is a float32 constant in a uniform
                  buffer of this many vec4s
     wconst       None, or the filter as WGSL literals, one `vec4<f32>(...)` per filter vec4 in the
@@ -53,6 +55,7 @@
 -#}
 {% import "_lib/tile.wgsl" as tl %}
 {% import "_lib/io.wgsl" as io %}
+{% from "conv/_rows.wgsl" import ep_v4_def, ep_v4 %}
 {#- the loads of input row y (an i32 expression) into `{dst}{s}_{c}` for each column offset s of seg
     and channel c; decl: "let " or "" (assign to vars) #}
 {% macro load_row(dst, y, decl) %}
@@ -93,7 +96,7 @@
 {% for j in ([2 * jw, 2 * jw + 1] if x64 else [jw]) %}
       let o{{ j }} = pix * {{ 4 * O4 }}u + {{ 4 * j }}u;
       let v{{ j }} = {{ acc }}{{ j }};
-      let e{{ j }} = vec4<f32>({% for c in range(4) %}{{ tl.apply(ep, "v" ~ j ~ "." ~ "xyzw"[c], "o" ~ j ~ " + " ~ c ~ "u", (4 * j + c) ~ "u", "q" ~ j ~ "_" ~ c) }}{{ ", " if not loop.last }}{% endfor %});
+      let e{{ j }} = {{ ep_v4(ep, "v" ~ j, "o" ~ j, (4 * j) ~ "u", "q" ~ j ~ "_") }};
 {% if pool %}
       psum{{ j }} = psum{{ j }} + e{{ j }};
 {% endif %}
@@ -144,6 +147,7 @@ fn h4(u: vec2<u32>) -> vec4<f32> {
 @group(0) @binding({{ fb + 1 + ep.operands | length }}) var<storage, read_write> pool: array<vec4<f32>>;
 {% endif %}
 {{ tl.epilogue_fns(ep) }}
+{{ ep_v4_def(ep) }}
 {% if pool %}
 var<workgroup> wsum: array<vec4<f32>, {{ k.workgroup * O4 }}>;
 {% endif %}

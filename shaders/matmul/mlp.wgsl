@@ -20,7 +20,9 @@
                  H / 4, N / 4)
     sg           the subgroup size, also the workgroup size
     w1_uniform, w2_uniform   0, or the weights are f32 uniform buffers of that many vec4s
-    ep1, ep2     the two products' epilogues (webnn_gpu/ops/_epilogue.py; functions ep1 / ep2)
+    ep1, ep2     the two products' epilogues (webnn_gpu/ops/_epilogue.py; functions ep1 / ep2), each
+                 stored vec4 through one call of `ep1_v4` / `ep2_v4` (conv/_rows.wgsl's ep_v4: vector
+                 operations where the steps allow, ep.code4)
     fns          the activation helpers both call (_epilogue.merged_functions)
     keep         also store the hidden rows to `mid` ([M, H]: the first product's output is read
                  elsewhere too)
@@ -37,6 +39,7 @@
 {% import "_lib/tile.wgsl" as tl %}
 {% import "_lib/epilogue.wgsl" as epl %}
 {% import "matmul/_lanes.wgsl" as ln %}
+{% from "conv/_rows.wgsl" import ep_v4_def, ep_v4 %}
 {% if T == "f16" %}
 enable f16;
 {% endif %}
@@ -89,6 +92,8 @@ enable f16;
 {{ epl.defs(fns) }}
 {% if not ep1.empty %}{{ ep1.code }}{% endif %}
 {% if not ep2.empty %}{{ ep2.code }}{% endif %}
+{{ ep_v4_def(ep1) }}
+{{ ep_v4_def(ep2) }}
 {% if x64 %}
 {{ tl.word_fns(T) }}
 {% endif %}
@@ -105,7 +110,7 @@ fn row1(m: u32, live: bool, hrow: u32, n0: u32{% for j in range(TN1) %}, c{{ j }
 {% if ep1.given %}
     let g = {% if x64 and not ep1.given_g4 %}w_up(g1[o / 4u]){% else %}{{ tl.given4(ep1, "g1", "o / 4u") }}{% endif %};
 {% endif %}
-    let e = vec4<{{ T }}>(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep1, "c" ~ j ~ "." ~ "xyzw"[c], "o + " ~ c ~ "u", "n + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %}));
+    let e = vec4<{{ T }}>({{ ep_v4(ep1, "c" ~ j, "o", "n", "q" ~ j ~ "_", "g") }});
     hid[hrow + n0 + {{ j }}u] = vec4<f32>(e);
 {% if keep %}
     if (live) { mid[o / 4u] = {% if x64 %}w_pk(vec4<f32>(e)){% else %}e{% endif %}; }
@@ -124,7 +129,7 @@ fn row2(m: u32, live: bool, n0: u32{% for j in range(TN2) %}, c{{ j }}: vec4<f32
 {% if ep2.given %}
     let g = {% if x64 and not ep2.given_g4 %}w_up(g2[o / 4u]){% else %}{{ tl.given4(ep2, "g2", "o / 4u") }}{% endif %};
 {% endif %}
-    out[o / 4u] = {% if x64 %}w_pk{% else %}vec4<{{ T }}>{% endif %}(vec4<f32>({% for c in range(4) %}{{ tl.apply(ep2, "c" ~ j ~ "." ~ "xyzw"[c], "o + " ~ c ~ "u", "n + " ~ c ~ "u", "q" ~ j ~ "_" ~ c, "g." ~ "xyzw"[c]) }}{{ ", " if not loop.last }}{% endfor %}));
+    out[o / 4u] = {% if x64 %}w_pk{% else %}vec4<{{ T }}>{% endif %}({{ ep_v4(ep2, "c" ~ j, "o", "n", "q" ~ j ~ "_", "g") }});
   }
 {% endfor %}
 }

@@ -200,3 +200,104 @@ def test_clamp_param_strips_the_vec4_helper_too(steps, left):
     assert bool(stripped.code4) == left and stripped.empty == (not left)
     if left:
         assert stripped.code4.startswith(f"fn {ep.fn}_v4(") and stripped.code4.endswith("  }\n  return ev;\n}")
+
+
+# ------------------------------------------- the first layers' and the two-product kernels
+def _two_forms(ctx, monkeypatch, build, inputs, template):
+    """``build`` run by default and with ``WEBNN_GPU_FORCE_EP_V4=lanes``: the outputs bit for bit
+    the same; (outputs, the default build's WGSL of ``template``, the per-lane build's)."""
+    runs = {}
+    for form in ("lanes", "vec4"):
+        monkeypatch.setenv("WEBNN_GPU_FORCE_EP_V4", form)
+        out = run_graph(ctx, build, inputs, tensor_path=False)
+        runs[form] = (out, "".join(st.wgsl for st in kernel_steps(ctx, build, inputs) if st.template == template))
+    monkeypatch.delenv("WEBNN_GPU_FORCE_EP_V4")
+    assert runs["vec4"][1] and runs["lanes"][1], f"no {template} kernel"
+    for name, got in runs["vec4"][0].items():
+        assert np.asarray(got).tobytes() == np.asarray(runs["lanes"][0][name]).tobytes(), name
+    assert "ev = ev + vec4<f32>(" not in runs["lanes"][1] and "min(max(ev, vec4<f32>(" not in runs["lanes"][1]
+    return runs["vec4"][0], runs["vec4"][1], runs["lanes"][1]
+
+
+@pytest.mark.parametrize("case, act, constant, vec", [
+    ("rgb-3x3-s2-same-o16", "relu6", True, True),  # vec4 rows, a baked bias and filter
+    ("rgb-3x3-s2-odd-o12", "hard_swish", True, True),  # scalar rows, a ragged block
+    ("rgb-3x3-s2-same-o16", "relu", False, True),  # a loaded filter: the bias an operand (EpQ)
+    ("rgb-5x5-s2-o24-wide", "relu6", True, True),  # the one-row form (BLOCK_WIDE_K)
+    ("rgb-3x3-s2-f16-odd-o16", "relu6", True, True),  # float16 as u32 pairs
+    ("c2-3x3-s1-pad-o12", "prelu", True, False),  # near misses: the per-lane helper
+    ("rgb-3x3-s2-odd-o12", "sigmoid", True, False),
+])
+def test_first_layer_vec4_epilogue(ctx, rng, monkeypatch, case, act, constant, vec):
+    """The block kernel (``conv/block.wgsl``) stores each vec4 through one ``epilogue_v4`` call:
+    vector operations for component-wise steps, four per-lane calls otherwise; float64 NumPy
+    and the same bits as the per-lane form."""
+    from test_conv_first import CASES, EPILOGUES, _out_size
+    from references import ref_conv2d
+
+    H, W, C, O, KH, KW, s, pad, bias, dt = CASES[case]
+    if dt == np.float16 and "float16" not in ctx.supported_data_types:
+        pytest.skip("no shader-f16")
+    chain, want_of = EPILOGUES[act]
+    x, wt = rng.uniform(-1, 1, (1, H, W, C)).astype(dt), rng.uniform(-1, 1, (O, KH, KW, C)).astype(dt)
+    b = rng.uniform(-1, 1, O).astype(dt)
+    consts = {"slope": rng.uniform(0.05, 0.5, O).astype(np.float32)}
+    inputs = {"x": x} | ({} if constant else {"w": wt})
+
+    def build(bld, o):
+        y = bld.conv2d(o["x"], bld.constant(wt) if constant else o["w"], strides=[s, s], padding=list(pad),
+                       input_layout="nhwc", filter_layout="ohwi", bias=bld.constant(b))
+        return {"y": chain(bld, y, consts)}
+
+    out, wgsl, lanes = _two_forms(ctx, monkeypatch, build, inputs, "conv/block.wgsl")
+    assert "epilogue_v4(" in wgsl and (wgsl != lanes) == vec
+    assert ("return vec4<f32>(epilogue(v.x" not in wgsl) == vec  # vector operations, or four per-lane calls
+    got = out["y"].astype(np.float64).transpose(0, 3, 1, 2)
+    x64, w64 = x.astype(np.float64).transpose(0, 3, 1, 2), wt.astype(np.float64).transpose(0, 3, 1, 2)
+    ref = ref_conv2d(x64, w64, padding=pad, strides=(s, s)) + b.astype(np.float64)[None, :, None, None]
+    absref = ref_conv2d(np.abs(x64), np.abs(w64), padding=pad, strides=(s, s)) + np.abs(b.astype(np.float64))[
+        None, :, None, None]
+    assert got.shape == (1, O, _out_size(H, KH, s, pad[0], pad[1]), _out_size(W, KW, s, pad[2], pad[3]))
+    want = want_of(ref, consts)
+    half_ulp = 2.0 ** -11 if dt == np.float16 else 0.0
+    err = np.abs(got - want)
+    assert (err <= 1e-5 * (1 + absref + np.abs(want)) + half_ulp * np.abs(want)).all(), f"worst {err.max():.3e}"
+
+
+@pytest.mark.parametrize("kind", ["relu6-residual", "hard_swish", "prelu"])
+def test_mlp_vec4_epilogue(ctx, rng, monkeypatch, kind):
+    """The two-product kernel (``matmul/mlp.wgsl``) stores each vec4 of both products through one
+    ``ep1_v4`` / ``ep2_v4`` call: a bias and relu6 or hard_swish, a residual add of the input
+    (the given operand) in vector operations, a per-channel PReLU (a near miss) per lane; float64
+    NumPy and the same bits as the per-lane form."""
+    K, H, N = 32, 64, 32
+    x = rng.standard_normal((1, 96, K)).astype(np.float32)
+    w1, b1 = rng.standard_normal((K, H)) / np.sqrt(K), rng.standard_normal(H) * 0.1
+    w2, b2 = rng.standard_normal((H, N)) / np.sqrt(H), rng.standard_normal(N) * 0.1
+    slope = rng.uniform(0.05, 0.5, H)
+    acts = {"relu6-residual": (lambda b, h: b.clamp(h, min_value=0.0, max_value=6.0), lambda h: np.clip(h, 0, 6)),
+            "hard_swish": (lambda b, h: b.hard_swish(h), lambda h: h * np.clip(h + 3, 0, 6) / 6),
+            "prelu": (lambda b, h: b.prelu(h, _c(b, slope)), lambda h: np.where(h >= 0, h, h * slope.astype(np.float32)))}
+    act, ref_act = acts[kind]
+    residual = kind == "relu6-residual"
+
+    def build(b, o):
+        h = act(b, b.add(b.matmul(o["x"], _c(b, w1)), _c(b, b1)))
+        y = b.add(b.matmul(h, _c(b, w2)), _c(b, b2))
+        return {"y": b.relu(b.add(y, o["x"])) if residual else y}
+
+    out, wgsl, lanes = _two_forms(ctx, monkeypatch, build, {"x": x}, "matmul/mlp.wgsl")
+    assert "ep1_v4(" in wgsl and "ep2_v4(" in wgsl and wgsl != lanes
+    assert "ev = ev + vec4<f32>(" in wgsl  # the second product's bias
+    assert ("return vec4<f32>(ep1(v.x" in wgsl) == (kind == "prelu")  # a per-channel slope: per lane
+    assert ("g: vec4<f32>" in wgsl) == residual
+    f = lambda a: a.astype(np.float32).astype(np.float64)  # noqa: E731
+    hid = ref_act(x.astype(np.float64) @ f(w1) + f(b1))
+    y = hid @ f(w2) + f(b2)
+    want = np.maximum(y + x, 0) if residual else y
+    np.testing.assert_allclose(out["y"].astype(np.float64), want, rtol=2e-4, atol=2e-4)
+
+
+def _c(b, a):
+    a = np.asarray(a, np.float32)
+    return b.constant({"data_type": "float32", "shape": list(a.shape)}, a)

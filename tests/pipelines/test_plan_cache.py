@@ -348,6 +348,36 @@ def test_a_hit_keeps_the_models_pipeline_list(plans, model, tmp_path, monkeypatc
             c.destroy()
 
 
+def test_a_hit_in_a_fresh_process_imports_no_reader_or_converter(plans, model, ctx, tmp_path):
+    """A load built from its kept plan reads and converts nothing, so it imports neither the
+    reader, the converter nor the operator tables (``webnn_gpu.tflite``'s names are imported at
+    first use); the graph gives the same outputs bit for bit."""
+    data, inputs, _ = model
+    path = tmp_path / "m.tflite"
+    path.write_bytes(data)
+    want = _outputs(webnn.load(path, ctx), inputs)
+    np.savez(tmp_path / "inputs.npz", *inputs)
+    script = (
+        "import sys\n"
+        "import numpy as np\n"
+        "import webnn_gpu as webnn\n"
+        "loaded = webnn.load(sys.argv[1], webnn.ml.create_context())\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('webnn_gpu.tflite.'))) or '-')\n"
+        "ins = np.load(sys.argv[2])\n"
+        "got = loaded.compute(dict(zip(loaded.input_names, (ins[f'arr_{i}'] for i in range(len(ins.files))))))\n"
+        "np.savez(sys.argv[3], **got)\n"
+    )
+    env = dict(os.environ, WEBNN_GPU_PLAN_CACHE="1", WEBNN_GPU_PLAN_CACHE_DIR=str(plans))
+    out = subprocess.run([sys.executable, "-c", script, str(path), str(tmp_path / "inputs.npz"),
+                          str(tmp_path / "got.npz")], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["-"], "a hit imported " + out.stdout
+    got = np.load(tmp_path / "got.npz")
+    assert sorted(got.files) == sorted(want)
+    for name in want:
+        assert np.array_equal(got[name], want[name])
+
+
 # ---------------------------------------------------------------------------- crafted files
 
 def _call(module: str, name: str, *args) -> bytes:

@@ -165,3 +165,36 @@ def test_row_csr_densify_equals_the_general_walk(shape, monkeypatch):
     bad = reader.Sparsity(sp.traversal_order, (), sp.dims[:-1] + (("csr", segments[:-1], indices),))
     with pytest.raises(DataError, match="sparse tensor"):
         reader.densify(bad, values, "FLOAT32", shape)
+
+
+def test_the_package_imports_the_reader_and_converter_at_first_use():
+    """``webnn_gpu.tflite`` alone imports none of its submodules (a load from a kept plan needs
+    none); its names are the same objects as before: ``convert`` is the function, also after
+    the submodule ``convert`` was imported first, and a name a caller set is kept."""
+    import subprocess
+
+    script = (
+        "import sys, types\n"
+        "from webnn_gpu import tflite\n"
+        "assert not [m for m in sys.modules if m.startswith('webnn_gpu.tflite.')], sys.modules.keys()\n"
+        "assert {'convert', 'read_model', 'ModelInfo', 'load'} <= set(dir(tflite))\n"
+        "assert tflite.read_source(b'abc') == b'abc' and tflite.GRAPH_DTYPES == ('float32', 'float16')\n"
+        "mine = lambda data: data\n"
+        "tflite.read_model = mine\n"
+        "if sys.argv[1] == 'submodule':\n"
+        "    import webnn_gpu.tflite.convert as sub\n"
+        "    assert callable(sub) and not isinstance(sub, types.ModuleType)\n"
+        "from webnn_gpu.tflite import convert, ModelInfo, OperatorInfo, TensorInfo, MAPPED_TO\n"
+        "from webnn_gpu.tflite import convert as c2, reader, ops\n"
+        "import webnn_gpu.tflite.convert\n"
+        "assert convert is sys.modules['webnn_gpu.tflite.convert'].convert is c2 is tflite.convert\n"
+        "assert not isinstance(tflite.convert, types.ModuleType)\n"
+        "assert ModelInfo is reader.ModelInfo and MAPPED_TO is ops.MAPPED_TO and tflite.read_model is mine\n"
+        "tflite._import_converter()\n"
+        "assert tflite.read_model is mine and reader.read_source is tflite.read_source\n"
+        "assert tflite.supported_ops() == dict(sorted(ops.MAPPED_TO.items()))\n"
+        "print('ok')\n"
+    )
+    for first in ("package", "submodule"):
+        out = subprocess.run([sys.executable, "-c", script, first], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0 and out.stdout.split() == ["ok"], out.stderr[-3000:]

@@ -19,15 +19,21 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
-from typing import Any
+import pathlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import MLTypeError
-from .convert import GRAPH_DTYPES, convert
-from .ops import MAPPED_TO
-from .reader import ModelInfo, OperatorInfo, TensorInfo, read_model, read_source
+
+if TYPE_CHECKING:  # imported at first use (_LAZY)
+    from .convert import convert
+    from .ops import MAPPED_TO
+    from .reader import ModelInfo, OperatorInfo, TensorInfo, read_model
 
 __all__ = [
     "load",
@@ -41,12 +47,77 @@ __all__ = [
 ]
 
 
+#: The float data types a model can be built in.
+GRAPH_DTYPES = ("float32", "float16")
+
+#: The names this package gives from its submodules (name -> submodule), imported at their
+#: first use (:func:`_import_converter`): a load built from its kept plan
+#: (:mod:`webnn_gpu._plancache`) reads and converts nothing, and the reader, the converter and
+#: the operator tables are 9 ms of imports (with bytecode) on the main thread of a warm load.
+_LAZY = {"read_model": "reader", "ModelInfo": "reader", "OperatorInfo": "reader", "TensorInfo": "reader",
+         "convert": "convert", "MAPPED_TO": "ops"}
+
+
+def _import_converter() -> None:
+    """Import :data:`_LAZY`'s names into this package's namespace; a name already set to
+    something other than a module (a caller's wrapper, a test's stand-in) is kept."""
+    names = globals()
+    for name, module in _LAZY.items():
+        current = names.get(name)
+        if current is None or isinstance(current, types.ModuleType):
+            names[name] = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        _import_converter()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+class _Package(types.ModuleType):
+    """This package's module type. Importing the submodule ``convert`` sets the package's
+    attribute of that name to the module; the function :func:`convert` (or what a caller set
+    in its place) stays the attribute, as when the package imported it eagerly."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "convert" and isinstance(value, types.ModuleType):
+            kept = self.__dict__.get(name)
+            value = kept if kept is not None and not isinstance(kept, types.ModuleType) else value.convert
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def read_source(source: str | os.PathLike | bytes | bytearray | memoryview) -> bytes:
+    """The bytes of a model given as a path or as bytes.
+
+    Raises:
+        TypeError: ``source`` is of another type.
+        OSError: the file cannot be read.
+    """
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source)
+    if isinstance(source, (str, os.PathLike)):
+        return pathlib.Path(source).read_bytes()
+    raise TypeError(
+        f"tflite.load: source must be a path (str or os.PathLike) or bytes, got {type(source).__name__}"
+    )
+
+
 def supported_ops() -> dict[str, str]:
     """The TFLite operators the loader maps, with the WebNN builder methods they become.
 
     Returns:
         dict[str, str]: op name (builtin code name or custom code) -> WebNN description.
     """
+    from .ops import MAPPED_TO
+
     return dict(sorted(MAPPED_TO.items()))
 
 
@@ -215,6 +286,7 @@ def load(
     kept = _plancache.load(plan_key)
     if kept is not None:  # this model lowered before with the same engine, options and device
         return LoadedModel.from_plan(kept[0], context=context, **kept[1])
+    _import_converter()  # a miss: the reader and the converter (through this package's names)
     model = read_model(data)
     converted = convert(model, builder, dtype, custom_ops, input_shapes)
     loaded = LoadedModel.build(builder, converted.outputs, converted.inputs, context=context, dtype=dtype,

@@ -14,13 +14,12 @@ import numpy as np
 
 from .. import _dtypes
 from ..errors import DataError, MLTypeError, NotSupportedError, WebNNError
+from . import GRAPH_DTYPES
 from .ops import COMPLEX_READERS, FOLDERS, HANDLERS, Complex, _fb
 from .reader import ModelInfo, OperatorInfo, TensorInfo, dequantize
 
 __all__ = ["Converter", "Converted", "convert", "GRAPH_DTYPES"]
 
-#: The float data types a model can be built in.
-GRAPH_DTYPES = ("float32", "float16")
 
 _FLOAT_TYPES = {"FLOAT32", "FLOAT16", "FLOAT64"}
 #: TFLite run-time tensor types -> WebNN data types (float types follow the graph dtype).

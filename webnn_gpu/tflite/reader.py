@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
-import pathlib
 import struct
 import sys
 import threading
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
+from . import read_source  # noqa: F401  (defined beside load: a kept plan needs no reader)
 
 
 class _Schema:
@@ -249,22 +249,6 @@ class ModelInfo:
             for op in sub.operators:
                 counts[op.name] = counts.get(op.name, 0) + 1
         return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
-def read_source(source: str | os.PathLike | bytes | bytearray | memoryview) -> bytes:
-    """The bytes of a model given as a path or as bytes.
-
-    Raises:
-        TypeError: ``source`` is of another type.
-        OSError: the file cannot be read.
-    """
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return bytes(source)
-    if isinstance(source, (str, os.PathLike)):
-        return pathlib.Path(source).read_bytes()
-    raise TypeError(
-        f"tflite.load: source must be a path (str or os.PathLike) or bytes, got {type(source).__name__}"
-    )
 
 
 def read_model(data: bytes) -> ModelInfo:
