@@ -69,7 +69,7 @@ def measure(ctx, path: str, rounds: int, workgroups: int) -> dict:
     t_out = {n: ctx.create_tensor({**d, "readable": True}) for n, d in g.outputs.items()}
     x = np.random.default_rng(0).random(desc["shape"], dtype=np.float32)
 
-    def run() -> float:
+    def run() -> float:  # seconds of one write, dispatch and read
         t0 = time.perf_counter()
         ctx.write_tensor(t_in, x)
         ctx.dispatch(g, {name: t_in}, t_out)
@@ -90,6 +90,7 @@ def measure(ctx, path: str, rounds: int, workgroups: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Print each model's time per inference without and with the no-ops."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="*", default=["iris-landmark", "face-landmark"])
     parser.add_argument("--rounds", type=int, default=40)

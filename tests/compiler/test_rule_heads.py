@@ -107,6 +107,24 @@ def test_a_single_product_other_profiles_and_transposed_a_stay():
     assert on_lavapipe(ir.nodes, {"a": ys[0], "b": ys[1]}) == ir.nodes, "a transposed A"
 
 
+def test_small_products_merge_where_matvec_reads_words():
+    """Two heads of 7680 multiply-adds in all (below ``MATVEC_MIN_MACS``): with ``shader-int64``
+    the lowering runs such products on matvec (B as words or uniform), so they merge into one
+    launch; without it they stay apart, as the lowering gives each the tile kernel."""
+    ir = IR()
+    x = ir.input((1, 512))
+    y1, y2 = _gemm(ir, x, 7, seed=1), _gemm(ir, x, 8, seed=2)
+    outputs = {"a": y1, "b": y2}
+    assert on_lavapipe(ir.nodes, outputs) == ir.nodes
+    words = SimpleNamespace(**vars(LAVAPIPE), features=frozenset({"shader-int64"}))
+
+    def on_words(nodes, outputs):
+        return fuse_heads(nodes, outputs, words)
+
+    (node,) = checked_rewrite(on_words, ir, outputs, **TOL)
+    assert node.op == "heads"
+
+
 def test_bindings_past_the_device_limit_stay():
     ir = IR()
     x = ir.input((1, 672))

@@ -299,6 +299,25 @@ def test_heads_reading_one_input_take_one_launch(ctx, rng, M, K, dtype):
         check(got[f"y{j}"], ref, np.abs(X) @ np.abs(W) + np.abs(C), K + 1, dtype, f"head {j}")
 
 
+def test_small_heads_take_one_launch(ctx, rng):
+    """Two heads of 7680 multiply-adds in all on one vector (below MATVEC_MIN_MACS): where
+    matvec reads B as words or from a uniform buffer (shader-int64) they are one launch."""
+    ws = [data(rng, (512, n)) for n in (7, 8)]
+    x = data(rng, (1, 512))
+    b = webnn.MLGraphBuilder(ctx)
+    xi = b.input("x", {"data_type": "float32", "shape": [1, 512]})
+    graph = b.build({f"y{j}": b.matmul(xi, b.constant(w)) for j, w in enumerate(ws)})
+    steps = [s for s in graph._steps if isinstance(s, KernelStep)]
+    got = ctx.compute(graph, {"x": x})
+    graph.destroy()
+    if _takes_matvec(ctx) and "shader-int64" in ctx.features:
+        assert _templates(steps) == ["matmul/matvec.wgsl"] and "heads" in steps[0].note
+    X = x.astype(np.float64)
+    for j, w in enumerate(ws):
+        W = w.astype(np.float64)
+        check(got[f"y{j}"], X @ W, np.abs(X) @ np.abs(W), 512, np.float32, f"small head {j}")
+
+
 def test_conv_heads_over_the_whole_input_take_one_launch(ctx, rng):
     """pose_landmark's heads: 2x2 convs over the same 2x2 features (287 channels: K = 1148),
     with biases, one through a relu."""

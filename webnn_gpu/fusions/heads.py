@@ -61,8 +61,8 @@ def head_group(nodes: list, lanes: int, context) -> bool:
     """Whether ``nodes``, products reading the same A, can run as one ``matmul/matvec.wgsl``
     launch: at least two, each :func:`head_ok`, of one data type, one row count and one K, and
     their columns together a matvec launch (:func:`~webnn_gpu.ops.linalg.matvec_plan`: 1 to 3
-    rows, a reduction of at least ``MATVEC_MIN_K``, B in a uniform buffer or a texture past 512
-    columns)."""
+    rows, a reduction of at least ``MATVEC_MIN_K``; B as words, in a uniform buffer or a
+    texture: ``context``'s features decide, as at lowering)."""
     if len(nodes) < 2 or not all(head_ok(n) for n in nodes):
         return False
     shapes = [_shape(n) for n in nodes]
@@ -70,7 +70,8 @@ def head_group(nodes: list, lanes: int, context) -> bool:
         return False
     M, K = shapes[0][0], shapes[0][1]
     n_all = sum(-(-n // 4) * 4 for _, _, n in shapes)
-    lc = SimpleNamespace(subgroup=lanes, tuning="lane-loop", limits=context.limits)
+    lc = SimpleNamespace(subgroup=lanes, tuning="lane-loop", limits=context.limits,
+                         features=getattr(context, "features", ()))
     return matvec_plan(lc, M, n_all, K) is not None
 
 

@@ -829,7 +829,8 @@ MATVEC_MIN_K = 256
 #: ``matmul/small.wgsl`` serves every such shape with one pipeline), except on the "lane-loop"
 #: profile with ``shader-int64``, where B is read as words or from a uniform buffer
 #: (:func:`matvec_words`): then any count (with B uniform 1 x 512 -> 15 0.44, 1 x 288 -> 1
-#: 0.71, 1 x 1024 -> 15 0.34 of the tile kernel's time).
+#: 0.71, 1 x 1024 -> 15 0.34 of the tile kernel's time; each such shape then compiles a matvec
+#: pipeline of its own instead of sharing small.wgsl's).
 MATVEC_MIN_MACS = 16384
 #: On the "lane-loop" profile with ``shader-int64``, ``matmul/matvec.wgsl`` reads its packed B
 #: from a storage buffer as vec4<u64> words (:func:`matvec_words`) rather than from a texture,
@@ -848,8 +849,9 @@ def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
     """(CN, workgroup) of a ``matmul/matvec.wgsl`` launch for an M x K by K x N product, or None
     where the tile kernel serves it: more than :data:`MATVEC_MAX_M` rows or
     :data:`MATVEC_MAX_N` columns, a reduction shorter than :data:`MATVEC_MIN_K`, fewer than
-    :data:`MATVEC_MIN_MACS` multiply-adds without ``shader-int64`` in ``lc.features`` (there
-    B is read as words or from a uniform buffer, :func:`matvec_words`), no subgroup lanes (:func:`subgroup_lanes`) or
+    :data:`MATVEC_MIN_MACS` multiply-adds unless B is read as words or from a uniform buffer
+    (``shader-int64`` in ``lc.features`` and no ``WEBNN_GPU_FORCE_MATMUL_MATVEC_B=texture|storage``:
+    :func:`matvec_words`), no subgroup lanes (:func:`subgroup_lanes`) or
     another tuning profile than "lane-loop", an invocation's loop past :data:`LOOP_BUDGET`,
     ``WEBNN_GPU_FORCE_MATMUL_MATVEC=off`` or a forced ``WEBNN_GPU_FORCE_MATMUL`` variant other
     than ``matvec`` (which takes every product of at most :data:`MATVEC_MAX_M` rows)."""

@@ -69,6 +69,7 @@ def _import_converter() -> None:
 
 
 def __getattr__(name: str) -> Any:
+    """The reader's and converter's names (:data:`_LAZY`), imported at their first use."""
     if name in _LAZY:
         _import_converter()
         return globals()[name]
@@ -76,6 +77,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
+    """This package's names, the ones imported at first use included."""
     return sorted(set(globals()) | set(_LAZY))
 
 
@@ -85,6 +87,7 @@ class _Package(types.ModuleType):
     in its place) stays the attribute, as when the package imported it eagerly."""
 
     def __setattr__(self, name: str, value: Any) -> None:
+        """Set ``name``; the ``convert`` submodule set as an attribute leaves the function."""
         if name == "convert" and isinstance(value, types.ModuleType):
             kept = self.__dict__.get(name)
             value = kept if kept is not None and not isinstance(kept, types.ModuleType) else value.convert
