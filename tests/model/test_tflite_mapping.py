@@ -137,6 +137,24 @@ def test_not_a_model_is_a_data_error():
         read_model(b"TFL3")
 
 
+def test_a_missing_tflite_package_is_a_module_not_found_error():
+    """Without the ``tflite`` package, loading a model says which package to install (the
+    converter's tables import without it)."""
+    import subprocess
+    import sys
+
+    script = ("import sys\n"
+              "sys.modules['tflite'] = None\n"
+              "from webnn_gpu import tflite\n"
+              "try:\n"
+              "    tflite.read_model(b'TFL3' + bytes(60))\n"
+              "except ModuleNotFoundError as e:\n"
+              "    print('ModuleNotFoundError', e)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("ModuleNotFoundError") and "webnn-gpu[model]" in out.stdout
+
+
 def test_truncated_model_is_a_data_error(model_bytes):
     data = model_bytes["selfie-segmentation"]
     with pytest.raises(DataError, match="tflite.load"):

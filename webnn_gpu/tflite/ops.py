@@ -1154,7 +1154,8 @@ def _fold_pack(cv: Converter, op: OperatorInfo, values: list) -> list:
 #: Operators a per-time-step chain of an unrolled ``TimeDistributed`` may hold (see
 #: :func:`_time_distributed`): row-wise, so that they apply to every step at once.
 _PER_STEP_UNARY = {"LOGISTIC": "sigmoid", "TANH": "tanh", "RELU": "relu", "HARD_SWISH": "hard_swish", "ELU": "elu"}
-_PER_STEP_BINARY = {"ADD": ("add", _fb.AddOptions), "MUL": ("mul", _fb.MulOptions), "SUB": ("sub", _fb.SubOptions)}
+_PER_STEP_BINARY = ({"ADD": ("add", _fb.AddOptions), "MUL": ("mul", _fb.MulOptions), "SUB": ("sub", _fb.SubOptions)}
+                    if _fb is not None else {})
 
 
 def _step_signature(cv: Converter, op: OperatorInfo) -> tuple | None:
