@@ -1210,10 +1210,11 @@ def expand_shared_ok(e, dw, proj, tuning: str = "default", lanes: int = DW_LANES
     memory first (``xsh``): one image, each workgroup's band of expanded input rows within
     :data:`EXPAND_SHARED_BYTES` (with and without lanes sharing a column block, and with pool
     partials, whose plan has none), and, on a profile with a fitted cost
-    (:data:`EXPAND_SHARED_FIT`), where the pair without it runs on the pixel blocks (not the
-    strip or channel-lane kernels, which the expansion would give up) and the added expansion
-    is estimated cheaper than the separate conv's kernel and dispatch
-    (:func:`_expand_shared_cost`); ``lanes``: the subgroup lanes the kernel's workgroups will
+    (:data:`EXPAND_SHARED_FIT`), where the pair without it would not run on the strip kernel
+    and the added expansion is estimated cheaper than the separate conv's kernel and dispatch
+    (:func:`_expand_shared_cost`), or, where :func:`_dwp_form` picks the channel-lane kernel
+    (which cannot take the expansion), the pixel blocks with the expansion cheaper than that
+    kernel (its margin counted) plus the separate conv; ``lanes``: the subgroup lanes the kernel's workgroups will
     have (:func:`dwp_lanes`; 0 checks with :data:`DW_LANES`), and every form within llvmpipe's
     loop limit (:func:`_expand_shared_loops`). ``WEBNN_GPU_FORCE_DWP_EXPAND=shared`` takes every
     one that fits, ``=off`` none."""
@@ -1234,9 +1235,14 @@ def expand_shared_ok(e, dw, proj, tuning: str = "default", lanes: int = DW_LANES
             return False
     if force == "shared" or tuning not in EXPAND_SHARED_FIT:
         return force == "shared"
-    if _project_width(proj) % 4 == 0 and _dwp_form(g, n4, tuning, L if DWP_SUBGROUP else 0)[0] != "blocks":
+    sg = L if DWP_SUBGROUP else 0
+    form, plan = _dwp_form(g, n4, tuning, sg) if _project_width(proj) % 4 == 0 else ("blocks", _NO_PLAN)
+    if form == "strip" or form == "lanes" and _env.force("dwp_form") == "lanes":
         return False
     extra, sep = _expand_shared_cost(g, k4, n4, tuning, L)
+    if form == "lanes":  # the pixel blocks with the expansion against the lanes and the separate conv
+        blocks = sum(w * t for w, t in zip(DWP_PAY_FIT[tuning]["fused"], _dwp_fused_terms(g, n4, tuning, sg)))
+        return blocks + extra <= _dwpl_cost(g, n4, plan, sg, tuning, blocks) + sep
     return extra <= sep
 
 
@@ -1618,6 +1624,16 @@ DWPL_FIT: dict[str, tuple[float, ...]] = {"lane-loop": (5.74, 0.69, 5.54, 5.38, 
 #: and epilogue) costs 0.2-1.2 s of CPU in a first build, where the pair's other kernels often
 #: share theirs with other layers
 DWPL_MARGIN = 50.0
+#: ... but at most this share of the pixel blocks' estimate where the channel-lane plan fills
+#: :data:`DWPL_MIN_GROUPS` workgroups (both threads busy for several rounds): there the margin
+#: is the fit's relative error, and the 50 us would keep every small image (blocks estimated
+#: below 250 us: face detection's 12 x 12 x 48 -> 96, hand_recrop's 32 x 32 x 16 -> 32 and
+#: 16 x 16 x 32 -> 64, pose detection's 28 x 28 x 24 -> 2 stride 2; 0.73-0.94 of the pixel
+#: blocks' time on this kernel, docs/conv.md) on the pixel blocks. Plans of fewer workgroups
+#: (iris_landmark's 4 x 4 and 2 x 2 x 64 -> 128: four split subgroups of one strip, 1.03-1.14;
+#: pose detection's 14 x 14 x 48 stride 2: 0.9-1.06) keep the 50 us.
+#: ``WEBNN_GPU_FORCE_DWPL_MARGIN=fixed`` keeps the 50 us everywhere.
+DWPL_MARGIN_SHARE = 0.2
 
 
 def _dwpl_terms(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int) -> tuple[float, ...]:
@@ -1642,10 +1658,27 @@ def _dwpl_terms(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int)
             busy * th * tw * n4 / splits / 1e3, 1.0, loads if strided else 0.0)
 
 
-def _dwpl_cost(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int, tuning: str) -> float:
+def _dwpl_cost(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int, tuning: str,
+               blocks: float | None = None) -> float:
     """The channel-lane kernel's estimated time with ``plan`` in microseconds (:data:`DWPL_FIT`),
-    plus :data:`DWPL_MARGIN`: what :func:`_dwp_form` and :func:`project_pays` compare."""
-    return sum(w * t for w, t in zip(DWPL_FIT[tuning], _dwpl_terms(g, n4, plan, sg))) + DWPL_MARGIN
+    plus its margin (:func:`_dwpl_margin`; ``blocks``: the pixel blocks' estimate, None: the
+    fused side of :data:`DWP_PAY_FIT`): what :func:`_dwp_form` and :func:`project_pays` compare."""
+    if blocks is None:
+        blocks = sum(w * t for w, t in zip(DWP_PAY_FIT[tuning]["fused"], _dwp_fused_terms(g, n4, tuning, sg)))
+    est = sum(w * t for w, t in zip(DWPL_FIT[tuning], _dwpl_terms(g, n4, plan, sg)))
+    return est + _dwpl_margin(g, n4, plan, sg, blocks)
+
+
+def _dwpl_margin(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int, blocks: float) -> float:
+    """Microseconds by which the channel-lane kernel's estimate with ``plan`` must beat the pixel
+    blocks' ``blocks``: :data:`DWPL_MARGIN`, or :data:`DWPL_MARGIN_SHARE` of ``blocks`` where that is
+    less and the plan has at least :data:`DWPL_MIN_GROUPS` workgroups (images, row chunks,
+    strips and split subgroups). ``WEBNN_GPU_FORCE_DWPL_MARGIN=fixed``: always DWPL_MARGIN."""
+    tw, _, rb, _, npl = plan
+    wgs = g["NB"] * rb * -(-g["OW"] // tw) * _dwpl_splits(n4, sg, npl)
+    if wgs < DWPL_MIN_GROUPS or _env.force_choice("dwpl_margin", ("fixed",)) == "fixed":
+        return DWPL_MARGIN
+    return min(DWPL_MARGIN, DWPL_MARGIN_SHARE * blocks)
 
 
 _NO_PLAN: Any = None  # the plan of the pixel-block form (its own, _dwp_plan, is made at lowering)
@@ -1681,7 +1714,7 @@ def _dwp_form(g: dict, n4: int, tuning: str, sg: int, held: bool = False) -> tup
     if lanes is None or fit is None or lfit is None:
         return "blocks", _NO_PLAN
     blocks = sum(w * t for w, t in zip(fit["fused"], _dwp_fused_terms(g, n4, tuning, sg)))
-    if _dwpl_cost(g, n4, lanes, sg, tuning) < blocks:
+    if _dwpl_cost(g, n4, lanes, sg, tuning, blocks) < blocks:
         return "lanes", lanes
     return "blocks", _NO_PLAN
 
