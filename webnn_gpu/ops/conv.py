@@ -1211,9 +1211,7 @@ def expand_shared_ok(e, dw, proj, tuning: str = "default", lanes: int = DW_LANES
     :data:`EXPAND_SHARED_BYTES` (with and without lanes sharing a column block, and with pool
     partials, whose plan has none), and, on a profile with a fitted cost
     (:data:`EXPAND_SHARED_FIT`), where the pair without it runs on the pixel blocks (not the
-    strip or channel-lane kernels, which the expansion would give up; the channel-lane kernel
-    with the fixed :data:`DWPL_MARGIN`: the small images' share of :func:`_dwpl_margin` is
-    not weighed against a lost expansion and its own launch) and the added expansion
+    strip or channel-lane kernels, which the expansion would give up) and the added expansion
     is estimated cheaper than the separate conv's kernel and dispatch
     (:func:`_expand_shared_cost`); ``lanes``: the subgroup lanes the kernel's workgroups will
     have (:func:`dwp_lanes`; 0 checks with :data:`DW_LANES`), and every form within llvmpipe's
@@ -1236,8 +1234,7 @@ def expand_shared_ok(e, dw, proj, tuning: str = "default", lanes: int = DW_LANES
             return False
     if force == "shared" or tuning not in EXPAND_SHARED_FIT:
         return force == "shared"
-    sg = L if DWP_SUBGROUP else 0
-    if _project_width(proj) % 4 == 0 and _dwp_form(g, n4, tuning, sg, share=False)[0] != "blocks":
+    if _project_width(proj) % 4 == 0 and _dwp_form(g, n4, tuning, L if DWP_SUBGROUP else 0)[0] != "blocks":
         return False
     extra, sep = _expand_shared_cost(g, k4, n4, tuning, L)
     return extra <= sep
@@ -1621,18 +1618,6 @@ DWPL_FIT: dict[str, tuple[float, ...]] = {"lane-loop": (5.74, 0.69, 5.54, 5.38, 
 #: and epilogue) costs 0.2-1.2 s of CPU in a first build, where the pair's other kernels often
 #: share theirs with other layers
 DWPL_MARGIN = 50.0
-#: ... but at most this share of the pixel blocks' estimate where the channel-lane plan fills
-#: :data:`DWPL_MIN_GROUPS` workgroups (both threads busy for several rounds) and a lane holds
-#: one channel group: there the margin is the fit's relative error, and the 50 us would keep
-#: every small image (the pixel blocks estimated below 250 us: hand_recrop's 32 x 32 x 16 ->
-#: 32 and 16 x 16 x 32 -> 64, pose detection's 28 x 28 x 24 -> 2 stride 2, 0.74-0.90 of the
-#: pixel blocks' time on this kernel; 25 of 26 synthetic shapes of 12-96 pixels it now takes
-#: 0.47-0.94, one 1.00; docs/conv.md) on the pixel blocks. Plans of fewer workgroups
-#: (iris_landmark's 4 x 4 and 2 x 2 x 64 -> 128: four split subgroups of one strip, 1.03-1.14)
-#: and of two channel groups per lane (where the fit underestimates this kernel on small images
-#: by about 30%: 5 of 9 synthetic shapes 1.07-1.21, face detection's 12 x 12 x 48 -> 96 0.75)
-#: keep the 50 us. ``WEBNN_GPU_FORCE_DWPL_MARGIN=fixed`` keeps the 50 us everywhere.
-DWPL_MARGIN_SHARE = 0.2
 
 
 def _dwpl_terms(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int) -> tuple[float, ...]:
@@ -1657,33 +1642,10 @@ def _dwpl_terms(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int)
             busy * th * tw * n4 / splits / 1e3, 1.0, loads if strided else 0.0)
 
 
-def _dwpl_cost(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int, tuning: str,
-               blocks: float | None = None, share: bool = True) -> float:
+def _dwpl_cost(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int, tuning: str) -> float:
     """The channel-lane kernel's estimated time with ``plan`` in microseconds (:data:`DWPL_FIT`),
-    plus its margin (:func:`_dwpl_margin`; ``blocks``: the pixel blocks' estimate, None: the
-    fused side of :data:`DWP_PAY_FIT`; ``share`` False: :data:`DWPL_MARGIN`): what
-    :func:`_dwp_form` and :func:`project_pays` compare."""
-    est = sum(w * t for w, t in zip(DWPL_FIT[tuning], _dwpl_terms(g, n4, plan, sg)))
-    if not share:
-        return est + DWPL_MARGIN
-    if blocks is None:
-        blocks = sum(w * t for w, t in zip(DWP_PAY_FIT[tuning]["fused"], _dwp_fused_terms(g, n4, tuning, sg)))
-    return est + _dwpl_margin(g, n4, plan, sg, blocks)
-
-
-def _dwpl_margin(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int, blocks: float) -> float:
-    """Microseconds by which the channel-lane kernel's estimate with ``plan`` must beat the pixel
-    blocks' ``blocks``: :data:`DWPL_MARGIN`, or :data:`DWPL_MARGIN_SHARE` of ``blocks`` where that is
-    less, the plan has at least :data:`DWPL_MIN_GROUPS` workgroups (images, row chunks, strips
-    and split subgroups), each lane holds one channel group and at most two projection
-    columns (CPL 1, NPL 1-2) and the window has at most 9 taps (3 x 3).
-    ``WEBNN_GPU_FORCE_DWPL_MARGIN=fixed``: always DWPL_MARGIN."""
-    tw, _, rb, cpl, npl = plan
-    wgs = g["NB"] * rb * -(-g["OW"] // tw) * _dwpl_splits(n4, sg, npl)
-    small = wgs >= DWPL_MIN_GROUPS and cpl == 1 and npl <= 2 and g["KH"] * g["KW"] <= 9
-    if not small or _env.force_choice("dwpl_margin", ("fixed",)) == "fixed":
-        return DWPL_MARGIN
-    return min(DWPL_MARGIN, DWPL_MARGIN_SHARE * blocks)
+    plus :data:`DWPL_MARGIN`: what :func:`_dwp_form` and :func:`project_pays` compare."""
+    return sum(w * t for w, t in zip(DWPL_FIT[tuning], _dwpl_terms(g, n4, plan, sg))) + DWPL_MARGIN
 
 
 _NO_PLAN: Any = None  # the plan of the pixel-block form (its own, _dwp_plan, is made at lowering)
@@ -1695,15 +1657,15 @@ _NO_PLAN: Any = None  # the plan of the pixel-block form (its own, _dwp_plan, is
 DWPL_HELD_RESIDUAL = True
 
 
-def _dwp_form(g: dict, n4: int, tuning: str, sg: int, held: bool = False, share: bool = True) -> tuple[str, Any]:
+def _dwp_form(g: dict, n4: int, tuning: str, sg: int, held: bool = False) -> tuple[str, Any]:
     """Which fused kernel runs depthwise conv2d ``g`` and a pointwise projection of ``n4`` vec4
     columns (no expansion, no pool partials), and its plan: ("strip", :func:`_dwp_strip`'s plan)
     where the strip kernel takes it; else ("lanes", :func:`_dwp_lanes`'s plan) where that kernel
     can run and either computes the projection's residual from its held rows where the pixel
     blocks load it value by value (``held``: :func:`_lanes_residual`, with
     :data:`DWPL_HELD_RESIDUAL`) or is estimated faster by :data:`DWPL_MARGIN`
-    (:func:`_dwpl_cost`; ``share`` False: the fixed margin) than the pixel blocks (the fused
-    side of :data:`DWP_PAY_FIT`); else ("blocks", None).
+    (:func:`_dwpl_cost`) than the pixel blocks (the fused side of :data:`DWP_PAY_FIT`); else
+    ("blocks", None).
     ``WEBNN_GPU_FORCE_DWP_FORM``: "lanes" (wherever it can run) or "blocks" (never the
     channel-lane kernel)."""
     strip = _dwp_strip(g, n4, tuning)
@@ -1719,7 +1681,7 @@ def _dwp_form(g: dict, n4: int, tuning: str, sg: int, held: bool = False, share:
     if lanes is None or fit is None or lfit is None:
         return "blocks", _NO_PLAN
     blocks = sum(w * t for w, t in zip(fit["fused"], _dwp_fused_terms(g, n4, tuning, sg)))
-    if _dwpl_cost(g, n4, lanes, sg, tuning, blocks, share) < blocks:
+    if _dwpl_cost(g, n4, lanes, sg, tuning) < blocks:
         return "lanes", lanes
     return "blocks", _NO_PLAN
 
