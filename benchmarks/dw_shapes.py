@@ -25,7 +25,9 @@ conv) kernels' sum, their ratio, which form the compiler picks and what
 
 ``--lanes-forced`` builds each model with every pair that the channel-lane kernel can run on it
 (``WEBNN_GPU_FORCE_DWP_FORM=lanes``) and with none (``=blocks``), profiles the two alternately
-and prints per such pair both kernels' microseconds, their ratio, the channel-lane estimate
+and prints per such pair both sides' microseconds (the lanes side with the kernels of its own
+that a pair whose expansion the pixel blocks compute needs beside it, ``lanes+1``: each one
+launch more, about 45-70 us of wall that timestamps do not show), their ratio, the channel-lane estimate
 (:func:`webnn_gpu.ops.conv._dwpl_cost`, with the margin) over the pixel blocks' and the kernel
 the compiler picks; ``--dump`` appends one JSON line per pair (the estimates' terms too) for
 fitting ``DWPL_FIT``.
@@ -192,16 +194,21 @@ def _lanes_forced(ctx, path: str, rounds: int, repeats: int, dump=None) -> None:
         n = conv._project_width(st.node.attrs["project"])
         plan = conv._dwp_lanes(g, -(-n // 4), sg)
         blocks = sum(u for s, t, u in rows["blocks"] if t & toks)
+        # an expansion the pixel blocks compute is a kernel of its own beside the lanes kernel
+        whole = frozenset().union(toks, *(t for s, t, u in rows["blocks"] if t & toks))
+        apart = [(s, u) for s, t, u in rows["lanes"] if t & whole and s is not st]
+        lanes_all = us + sum(u for _, u in apart)
         b_est = sum(w * t for w, t in zip(fit["fused"], conv._dwp_fused_terms(g, -(-n // 4), ctx._tuning, sg)))
         l_est = conv._dwpl_cost(g, -(-n // 4), plan, sg, ctx._tuning)
         picks = [s.template.split("/")[-1][:-5] for s, t, _ in rows["model"] if t & toks]
         if dump is not None:
             dump.write(json.dumps(dict(model=os.path.basename(path), label="+".join(sorted(toks)), g=g, n=n, plan=plan,
-                                       lanes=us, blocks=blocks, picks=picks, best=b_est, lest=l_est,
+                                       lanes=us, lanes_all=lanes_all, blocks=blocks, picks=picks, best=b_est, lest=l_est,
                                        lterms=conv._dwpl_terms(g, -(-n // 4), plan, sg))) + "\n")
-        print(f"{g['OH']:>3}x{g['OW']:<3} {g['C']:>4} {g['KH']}x{g['KW']} {g['sh']} {n:>4} lanes {us:>6.0f} blocks "
-              f"{blocks:>6.0f} {us / max(blocks, 1e-9):>5.2f} estimated {l_est / b_est:>5.2f} {' + '.join(picks)}",
-              flush=True)
+        more = f"+{len(apart)}" if apart else "  "  # kernels of its own (and their launches) on the lanes side
+        print(f"{g['OH']:>3}x{g['OW']:<3} {g['C']:>4} {g['KH']}x{g['KW']} {g['sh']} {n:>4} lanes{more} {lanes_all:>6.0f} "
+              f"blocks {blocks:>6.0f} {lanes_all / max(blocks, 1e-9):>5.2f} estimated {l_est / b_est:>5.2f} "
+              f"{' + '.join(picks)}", flush=True)
     for g in graphs.values():
         g.destroy()
 

@@ -108,6 +108,27 @@ def test_form_split_columns_where_estimated_faster(monkeypatch):
     assert form(_geometry(16, 16, 64, 3), 32)[0] == "blocks"
 
 
+# (input H = W, C, window, stride, projected vec4 columns): small pairs that ran slower or no
+# faster on the channel-lane kernel, forced, than on the pixel blocks (2026-11-26, docs/conv.md
+# "Small images"): iris_landmark's 4 x 4 and 2 x 2 x 64 -> 128 (1.03-1.14, per-round medians),
+# hand_recrop's 4 x 4 x 16 -> 32 (1.13-1.17), face detection's 16 x 16 x 64 -> 72 (1.16),
+# pose detection's 14 x 14 x 48 stride 2 -> 24 (0.99-1.06), and synthetic pairs that a margin
+# of 20% of the pixel blocks' estimate would have taken (1.07-1.27, the least of 3-4 rounds)
+_SMALL_BLOCKS = [(4, 64, 3, 1, 32), (2, 64, 3, 1, 32), (4, 16, 3, 1, 8), (16, 64, 3, 1, 18), (28, 48, 3, 2, 6),
+                 (14, 48, 3, 1, 12), (28, 48, 3, 2, 10), (40, 8, 3, 2, 8), (40, 16, 3, 2, 16), (12, 24, 3, 1, 16),
+                 (20, 24, 3, 1, 10), (24, 64, 5, 2, 10), (40, 8, 5, 2, 8)]
+
+
+@pytest.mark.parametrize("shape", _SMALL_BLOCKS)
+def test_form_keeps_small_pairs_that_ran_slower_on_the_pixel_blocks(monkeypatch, shape):
+    """_dwp_form leaves to the pixel blocks the small pairs that ran slower or no faster on the
+    channel-lane kernel (DWPL_MARGIN holds them there: the fit's error on images of 2-40
+    pixels is larger than what it estimates the kernel saves)."""
+    monkeypatch.delenv("WEBNN_GPU_FORCE_DWP_FORM", raising=False)
+    hw, c, k, s, n4 = shape
+    assert conv._dwp_form(_geometry(hw, hw, c, k, s=s), n4, "lane-loop", 8)[0] == "blocks"
+
+
 # ---------------------------------------------------------------- the kernel against NumPy
 # (N, kernel) on each side of _dwp_form's boundary for 24 x 24 x 32, 3x3 (the lane-loop profile)
 # and for 16 x 16 x 64 where the columns split between subgroups
