@@ -15,7 +15,9 @@ cached), the engine's source (every ``.py`` file of the package and every shader
 read once per process), the versions of Python, NumPy, wgpu-py (and so wgpu-native's naga),
 Jinja2 and the TFLite reader's packages, the adapter (its info, the device's features and
 limits, the kernel tuning profile, the subgroup lanes) and every ``WEBNN_GPU_*`` environment
-variable (forced variants and switched-off rules change the plan). Any of these changed is a
+variable (forced variants and switched-off rules change the plan) but the cache's own and
+``WEBNN_GPU_FORCE_CONST_PACK`` and ``WEBNN_GPU_FORCE_ENCODE`` (read when the graph is made from
+its plan, on a hit as on a miss). Any of these changed is a
 miss, never a stale plan. The engine's source counts as its files are on disk when the process
 first works out a key: a change inside a running process (a monkeypatched constant, a template
 edited while it runs) is not covered.
@@ -77,8 +79,10 @@ _MAGIC = b"WEBNN-GPU-PLAN-2\n"
 _HEADER = len(_MAGIC) + 32 + 8 + 4  # magic, key (SHA-256), body length, body CRC-32
 _ALIGN = 64  # file offset of each constant's bytes: a multiple of this
 
-#: environment variables that change nothing of a plan (the cache's own switches)
-_NOT_IN_KEY = ("WEBNN_GPU_PLAN_CACHE", "WEBNN_GPU_PLAN_CACHE_MB", "WEBNN_GPU_PLAN_CACHE_DIR")
+#: environment variables that change nothing of a plan: the cache's own switches, and the ones
+#: read when a graph is made from its plan (how constants are uploaded, how commands are recorded)
+_NOT_IN_KEY = ("WEBNN_GPU_PLAN_CACHE", "WEBNN_GPU_PLAN_CACHE_MB", "WEBNN_GPU_PLAN_CACHE_DIR",
+               "WEBNN_GPU_FORCE_CONST_PACK", "WEBNN_GPU_FORCE_ENCODE")
 
 
 def enabled() -> bool:

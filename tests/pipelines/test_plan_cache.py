@@ -158,6 +158,10 @@ def test_anything_changed_misses(plans, model, ctx, monkeypatch):
         mp.delenv("WEBNN_GPU_FORCE_DEPTHWISE")
         assert _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx) == base, \
             "the cache's own size bound is not part of the key"
+        mp.setenv("WEBNN_GPU_FORCE_CONST_PACK", "each")
+        mp.setenv("WEBNN_GPU_FORCE_ENCODE", "public")
+        assert _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx) == base, \
+            "switches read when the graph is made from its plan are not part of the key"
     with monkeypatch.context() as mp:
         mp.setattr(_plancache, "engine_hash", lambda: "another engine")
         assert _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx) != base
@@ -176,6 +180,22 @@ def test_anything_changed_misses(plans, model, ctx, monkeypatch):
         mp.setenv("WEBNN_GPU_PLAN_CACHE", "1")
         mp.setenv("WEBNN_GPU_TEMPLATE_CACHE", "0")
         assert _plancache.key("tflite", data, {"dtype": "float32", "input_shapes": None}, ctx) is None
+
+
+def test_a_hit_uploads_its_constants_as_the_switch_says(plans, model, ctx, monkeypatch):
+    """``WEBNN_GPU_FORCE_CONST_PACK`` is read when the graph is made, on a hit as on a miss: a
+    plan written with the constants packed loads with a buffer per constant, the same results."""
+    data, inputs, ref = model
+    packed = webnn.load(data, ctx)
+    assert packed.graph._const_at
+    with monkeypatch.context() as mp:
+        _no_reading(mp)
+        mp.setenv("WEBNN_GPU_FORCE_CONST_PACK", "each")
+        each = webnn.load(data, ctx)
+        assert not each.graph._const_at
+        got = _outputs(each, inputs)
+    np.testing.assert_array_equal(next(iter(got.values())), next(iter(_outputs(packed, inputs).values())))
+    np.testing.assert_allclose(next(iter(got.values())), ref[0], rtol=1e-5, atol=1e-5)
 
 
 def test_a_float16_load_keeps_a_plan_of_its_own(plans, model, ctx, monkeypatch):
