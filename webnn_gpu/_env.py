@@ -54,3 +54,10 @@ def force_choice(algo: str, allowed: tuple[str, ...]) -> str:
     if forced and forced not in allowed:
         raise ValueError(f"WEBNN_GPU_FORCE_{algo.upper()}={forced!r}: expected one of {', '.join(allowed)}")
     return forced
+
+
+def force_words(algo: str, default: bool) -> bool:
+    """Whether a kernel moves an operand as u64 words: ``WEBNN_GPU_FORCE_<ALGO>=words`` yes,
+    ``=vec4`` no, else ``default`` (:func:`force_choice`: any other value raises)."""
+    forced = force_choice(algo, ("vec4", "words"))
+    return forced == "words" if forced else default

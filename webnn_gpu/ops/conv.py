@@ -602,10 +602,8 @@ def _block_input_words(xv: int, T: str, tuning: str, features) -> bool:
     (``xw``; :data:`BLOCK_INPUT_WORDS`) on the lane-loop profile with ``shader-int64``
     (float16 has its u32 pairs, ``h2``); ``WEBNN_GPU_FORCE_BLOCK_INPUT_WORDS=vec4|words``
     forces either form where it may run."""
-    forced = _env.force_choice("block_input_words", ("vec4", "words"))
-    if not xv or T != "f32" or tuning != "lane-loop" or "shader-int64" not in features:
-        return False
-    return forced == "words" if forced else BLOCK_INPUT_WORDS
+    words = _env.force_words("block_input_words", BLOCK_INPUT_WORDS)
+    return bool(xv) and T == "f32" and tuning == "lane-loop" and "shader-int64" in features and words
 
 
 def _block_literals(node, w: Value, wide: bool = False) -> tuple[list[str] | None, list[str] | None]:
@@ -1720,16 +1718,16 @@ DWPL_WORDS4: tuple[str, ...] = ("x", "out")
 def _dwpl_words4(tuning: str, features) -> tuple[str, ...]:
     """The bindings of the channel-lane kernel (among "x", "out") whose vec4s that
     :func:`_dwpl_words` leaves as they are move as u64 words of 4 values (``w4``: vec2<u64> for
-    float32, one u64 for float16; the same bits): :data:`DWPL_WORDS4` on the lane-loop profile
-    with ``shader-int64``, where each storage access is a loop over the lanes and its components.
+    float32, one u64 for float16; the same bits): :data:`DWPL_WORDS4` where :func:`_words_ok`
+    allows words (the lane-loop profile with ``shader-int64``, where each storage access is a loop
+    over the lanes and its components).
     ``WEBNN_GPU_FORCE_DWPL_WORDS4=vec4`` (or ``WEBNN_GPU_FORCE_DWP_WORDS=vec4``) keeps vec4s,
     ``=words`` takes both wherever 64-bit integers are, ``=x`` or ``=out`` the one."""
     forced = _env.force_choice("dwpl_words4", ("vec4", "words", "x", "out"))
     if forced:
         parts = {"vec4": (), "words": ("x", "out")}.get(forced, (forced,))
         return parts if "shader-int64" in features else ()
-    on = tuning == "lane-loop" and "shader-int64" in features and _env.force("dwp_words") != "vec4"
-    return DWPL_WORDS4 if on else ()
+    return DWPL_WORDS4 if _words_ok(tuning, features) else ()
 
 
 #: The fused kernels on the lane-loop profile with 64-bit integers move words of 8 values
@@ -1859,10 +1857,8 @@ def _expand_words(k4: int, x_loop: bool, tuning: str, features) -> bool:
     the held values are put in place by selects (:func:`_expand_shift` false: shifted, the
     words ran 0.94-1.02 of the vec4s' time for 19-26% more LLVM time);
     ``WEBNN_GPU_FORCE_DWP_EXPAND_WORDS=vec4|words`` forces either form (words: shifted too)."""
-    forced = _env.force_choice("dwp_expand_words", ("vec4", "words"))
-    if not x_loop or k4 % 2 or not _words_ok(tuning, features):
-        return False
-    return forced == "words" if forced else DWP_EXPAND_WORDS and not _expand_shift(k4)
+    words = _env.force_words("dwp_expand_words", DWP_EXPAND_WORDS and not _expand_shift(k4))
+    return x_loop and k4 % 2 == 0 and _words_ok(tuning, features) and words
 
 
 def _expand_shift(k4: int) -> bool:

@@ -552,8 +552,8 @@ def tile_res_words(x64: bool, a_vec: bool) -> bool:
     (``res_words``; :data:`TILE_RES_WORDS`): where it moves A's vec4s as words (``x64`` and
     ``a_vec``). ``WEBNN_GPU_FORCE_TILE_RES_WORDS=vec4|words`` forces either form (words only
     where A's are words)."""
-    forced = _env.force_choice("tile_res_words", ("vec4", "words"))
-    return x64 and a_vec and (forced == "words" if forced else TILE_RES_WORDS)
+    words = _env.force_words("tile_res_words", TILE_RES_WORDS)
+    return x64 and a_vec and words
 
 
 def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_shape, a_bst, b_bst, o_bst,
