@@ -27,10 +27,25 @@ conv) kernels' sum, their ratio, which form the compiler picks and what
 (``WEBNN_GPU_FORCE_DWP_FORM=lanes``) and with none (``=blocks``), profiles the two alternately
 and prints per such pair both sides' microseconds (the lanes side with the kernels of its own
 that a pair whose expansion the pixel blocks compute needs beside it, ``lanes+1``: each one
-launch more, about 45-70 us of wall that timestamps do not show), their ratio, the channel-lane estimate
+launch more, about ``LAUNCH_US`` of wall beyond its timestamps), their ratio, the channel-lane estimate
 (:func:`webnn_gpu.ops.conv._dwpl_cost`, with the margin) over the pixel blocks' and the kernel
 the compiler picks; ``--dump`` appends one JSON line per pair (the estimates' terms too) for
 fitting ``DWPL_FIT``.
+
+``--paired KIND`` builds each model two ways (:data:`PAIRED`: ``lanes``, every pair the
+channel-lane kernel can run forced onto it against none; ``fused``, every pair fused against the
+model as built; ``split``, none fused against the model; ``set``, the model as built against the
+same with ``--set``'s Python statements run on the ``conv`` and ``linalg`` modules, whose
+constants are put back after) and profiles the two in turn for ``--rounds`` rounds, the order
+swapped every round; per group of kernels that differ (those sharing a source operator) it
+prints both sides' median microseconds, the median and range of the per-round ratios (second
+side over first) and the launches of each, then the median wall time per inference of each side
+(``--wall-runs`` write / dispatch / read runs per round) and, where the launches differ, the wall
+time per launch beyond the kernels' timestamps: per round (wall difference - the differing
+kernels' difference) / launches. ``--paired lanes --shapes HWxCxNxKxS[f][eK],...`` does the same
+on synthetic pairs (``f``: the face models' residual block; ``eK``: the expansion from K channels
+before it), every pair fused; ``--dump`` appends one JSON line per group or shape (per-round
+times, and for shapes the channel-lane plan's terms).
 """
 
 from __future__ import annotations

@@ -941,7 +941,9 @@ DWP_CORES = {"lane-loop": 2, "default": 1}
 #: the model as built (``benchmarks/dw_shapes.py --paired split``, 30-40 rounds alternating in one
 #: process): (wall difference - the differing kernels' timestamp difference) / launches added,
 #: a median of 6-7 us per launch on iris_landmark (25 launches), 8-9 on face_landmark (18) and 12
-#: on face_detection_short_range (16) (docs/conv.md, The cost model). What it is used for: the
+#: on face_detection_short_range (16), upper quartiles 11-32; at 10 us the model split three
+#: stride-2 pairs that ran 0.81-1.16 of the fused kernel as two kernels between runs (not sure:
+#: one kernel), at 20 only pairs that ran faster split (docs/conv.md, The cost model). Used for: the
 #: second kernel's launch on the two-kernel side of :func:`project_pays` (``DWP_PAY_FIT``'s
 #: ``dispatch``) and the separate expansion conv's launch in :func:`_expand_shared_cost`.
 LAUNCH_US = 20.0
