@@ -37,3 +37,16 @@ def test_form_follows_the_measured_pairs(monkeypatch, shape):
     hw, c, k, s, n = shape
     want = "lanes" if shape in _RAN_FASTER else "blocks"
     assert conv._dwp_form(_geometry(hw, c, k, s), n // 4, "lane-loop", 8)[0] == want
+
+
+@pytest.mark.parametrize("shape,inside", [((16, 64, 32, 64), False), ((8, 64, 32, 64), True), ((4, 128, 64, 128), True),
+                                          ((12, 64, 64, 64), False)])
+def test_expansion_inside_against_its_own_launch(shape, inside):
+    """_expand_shared_cost with the separate conv's launch at LAUNCH_US: 16 x 16 x 64 -> 32 -> 64,
+    which ran 301 us inside against 230 us apart (docs/conv.md), stays apart; the small images whose
+    expansion cost nothing measurable inside (8 x 8 x 64 -> 32, 4 x 4 x 128 -> 64) take it; 12 x 12
+    x 64 -> 64 stays apart."""
+    hw, k, c, n = shape
+    g = _geometry(hw, c, 3, 1)
+    added, separate = conv._expand_shared_cost(g, k // 4, n // 4, "lane-loop")
+    assert (added <= separate) == inside
