@@ -27,10 +27,25 @@ conv) kernels' sum, their ratio, which form the compiler picks and what
 (``WEBNN_GPU_FORCE_DWP_FORM=lanes``) and with none (``=blocks``), profiles the two alternately
 and prints per such pair both sides' microseconds (the lanes side with the kernels of its own
 that a pair whose expansion the pixel blocks compute needs beside it, ``lanes+1``: each one
-launch more, about 45-70 us of wall that timestamps do not show), their ratio, the channel-lane estimate
+launch more, about ``LAUNCH_US`` of wall beyond its timestamps), their ratio, the channel-lane estimate
 (:func:`webnn_gpu.ops.conv._dwpl_cost`, with the margin) over the pixel blocks' and the kernel
 the compiler picks; ``--dump`` appends one JSON line per pair (the estimates' terms too) for
 fitting ``DWPL_FIT``.
+
+``--paired KIND`` builds each model two ways (:data:`PAIRED`: ``lanes``, every pair the
+channel-lane kernel can run forced onto it against none; ``fused``, every pair fused against the
+model as built; ``split``, none fused against the model; ``set``, the model as built against the
+same with ``--set``'s Python statements run on the ``conv`` and ``linalg`` modules, whose
+constants are put back after) and profiles the two in turn for ``--rounds`` rounds, the order
+swapped every round; per group of kernels that differ (those sharing a source operator) it
+prints both sides' median microseconds, the median and range of the per-round ratios (second
+side over first) and the launches of each, then the median wall time per inference of each side
+(``--wall-runs`` write / dispatch / read runs per round) and, where the launches differ, the wall
+time per launch beyond the kernels' timestamps: per round (wall difference - the differing
+kernels' difference) / launches. ``--paired lanes --shapes HWxCxNxKxS[f][eK],...`` does the same
+on synthetic pairs (``f``: the face models' residual block; ``eK``: the expansion from K channels
+before it), every pair fused; ``--dump`` appends one JSON line per group or shape (per-round
+times, and for shapes the channel-lane plan's terms).
 """
 
 from __future__ import annotations
@@ -213,10 +228,224 @@ def _lanes_forced(ctx, path: str, rounds: int, repeats: int, dump=None) -> None:
         g.destroy()
 
 
+#: ``--paired``: the two sides each model is built with (name -> environment), per comparison
+PAIRED = {"lanes": {"blocks": {"WEBNN_GPU_FORCE_DWP_FORM": "blocks"}, "lanes": {"WEBNN_GPU_FORCE_DWP_FORM": "lanes"}},
+          "fused": {"model": {"WEBNN_GPU_FORCE_DWP": ""}, "fused": {"WEBNN_GPU_FORCE_DWP": "fused"}},
+          "split": {"model": {"WEBNN_GPU_PASSES": ""}, "split": {"WEBNN_GPU_PASSES": "-fuse_depthwise_project"}},
+          "set": {"as-is": {}, "set": {}}}  # the second built with --set's statements run on the conv module
+
+
+def _wall_us(ctx, g, inputs: dict, runs: int) -> float:
+    """The median microseconds of ``runs`` write / dispatch / read runs of ``g`` (wall clock)."""
+    import time
+
+    ts = {n: ctx.create_tensor({"data_type": "float32", "shape": list(a.shape), "writable": True})
+          for n, a in inputs.items()}
+    to = {n: ctx.create_tensor({"data_type": od["data_type"], "shape": od["shape"], "readable": True})
+          for n, od in g.outputs.items()}
+    times = []
+    for i in range(runs + 1):  # the first run is a warm-up
+        t0 = time.perf_counter()
+        for n, a in inputs.items():
+            ctx.write_tensor(ts[n], a)
+        ctx.dispatch(g, ts, to)
+        [ctx.read_tensor(t) for t in to.values()]
+        if i:
+            times.append(time.perf_counter() - t0)
+    return float(np.median(times)) * 1e6
+
+
+def paired_rounds(ctx, built: dict, rounds: int, repeats: int, wall_runs: int) -> dict:
+    """Profile the builds of ``built`` (name -> (graph, inputs), two of them) in turn for ``rounds``
+    rounds, the order swapped every round: name -> list per round of (per-kernel microseconds,
+    the median of ``repeats`` timestamp queries; wall microseconds per inference, the median of
+    ``wall_runs`` runs)."""
+    from webnn_gpu.profile import profile_graph
+
+    names = list(built)
+    out: dict = {n: [] for n in names}
+    for r in range(rounds):
+        for n in names if r % 2 == 0 else names[::-1]:
+            g, inputs = built[n]
+            us = [row["us"] for row in profile_graph(ctx, g, inputs, repeats)]
+            out[n].append((us, _wall_us(ctx, g, inputs, wall_runs) if wall_runs else 0.0))
+    return out
+
+
+def _groups(steps: dict) -> list[tuple[frozenset, dict]]:
+    """The kernels of two builds (name -> kernel steps) grouped by the source operators they
+    share, where the two sides differ in their kernels' templates or count: (operators, name ->
+    indices of its kernels in the group)."""
+    toks = {n: [_tokens(s.label) for s in ss] for n, ss in steps.items()}
+    groups: list[tuple[frozenset, dict]] = []
+    seen: set = set()
+    a, b = steps
+    for i, t in enumerate(toks[a] + toks[b]):
+        if not t or t & seen:
+            continue
+        whole, grew = set(t), True
+        while grew:  # the closure over both sides' kernels that share an operator
+            grew = False
+            for n in steps:
+                for tt in toks[n]:
+                    if tt & whole and not tt <= whole:
+                        whole |= tt
+                        grew = True
+        seen |= whole
+        idx = {n: [k for k, tt in enumerate(toks[n]) if tt & whole] for n in steps}
+        if [steps[a][k].template for k in idx[a]] != [steps[b][k].template for k in idx[b]]:
+            groups.append((frozenset(whole), idx))
+    return groups
+
+
+def _paired(ctx, path: str, kind: str, rounds: int, repeats: int, wall_runs: int, dump=None, setting="") -> None:
+    """Print model ``path``'s pairs that the two sides of ``kind`` (:data:`PAIRED`) run
+    differently, per-round ratios (``--paired``; ``setting``: Python statements run with
+    ``conv`` and ``linalg`` (the ops modules) in scope before the second side of "set" is built,
+    their module constants restored after)."""
+    import copy
+
+    import webnn_gpu as webnn
+    from webnn_gpu import _dtypes
+    from webnn_gpu._lower import KernelStep
+    from webnn_gpu.ops import conv, linalg
+
+    built, steps = {}, {}
+    rng = np.random.default_rng(0)
+    with environ({"WEBNN_GPU_PLAN_CACHE": "0"}):
+        for name, env in PAIRED[kind].items():
+            saved = {(m, k): copy.deepcopy(v) for m in (conv, linalg) for k, v in vars(m).items()
+                     if k.isupper() and isinstance(v, (dict, tuple, list, int, float, bool, str))}
+            if kind == "set" and name == "set":
+                exec(setting, {"conv": conv, "linalg": linalg})
+            try:
+                with environ(env):
+                    g = webnn.load(path, ctx).graph
+            finally:
+                for (m, k), v in saved.items():
+                    setattr(m, k, v)
+            inputs = {nm: rng.random(d["shape"]).astype(_dtypes.info(d["data_type"]).numpy)
+                      for nm, d in g.inputs.items()}
+            built[name] = (g, inputs)
+            steps[name] = [s for s in g._steps if isinstance(s, KernelStep)]
+    res = paired_rounds(ctx, built, rounds, repeats, wall_runs)
+    _report(os.path.basename(path), steps, res, _groups(steps), dump)
+    for g, _ in built.values():
+        g.destroy()
+
+
+def _report(title: str, steps: dict, res: dict, groups: list, dump=None) -> None:
+    """Print per group of differing kernels the two sides' median microseconds, the median and
+    range of the per-round ratios (second side over first) and the launches of each; then the
+    whole inference's wall time and what one launch more costs beyond the kernels' timestamps:
+    per round, (wall difference - differing kernels' difference) / launch difference."""
+    a, b = res
+    rounds = len(res[a])
+    print(f"# {title}: {a} {len(steps[a])} kernels, {b} {len(steps[b])}; {rounds} rounds, per-round ratios {b}/{a}")
+    diff_a = np.zeros(rounds)
+    diff_b = np.zeros(rounds)
+    for whole, idx in groups:
+        sa = np.array([sum(us[k] for k in idx[a]) for us, _ in res[a]])
+        sb = np.array([sum(us[k] for k in idx[b]) for us, _ in res[b]])
+        diff_a += sa
+        diff_b += sb
+        ratio = sb / np.maximum(sa, 1e-9)
+        fused = [steps[n][k] for n in (a, b) for k in idx[n] if steps[n][k].node.op == "depthwise_project"]
+        node = (fused or [steps[n][k] for n in (a, b) for k in idx[n]])[0].node
+        dw = node.attrs.get("depthwise", node) if node.op == "depthwise_project" else node
+        shape, gg, n = "", None, 0
+        if dw.op == "conv2d":
+            from webnn_gpu.ops import conv
+
+            gg = conv._geometry(dw)
+            n = conv._project_width(node.attrs["project"]) if node.attrs.get("project") is not None else 0
+            shape = f"{gg['OH']}x{gg['OW']} {gg['C']}->{n} {gg['KH']}x{gg['KW']}/{gg['sh']}"
+        tmpl = {n: "+".join(steps[n][k].template.split("/")[-1][:-5] for k in idx[n]) for n in (a, b)}
+        print(f"{shape:>24} {np.median(sa):>7.0f} {np.median(sb):>7.0f} {np.median(ratio):>5.2f} "
+              f"({ratio.min():.2f}-{ratio.max():.2f}) {len(idx[a])}->{len(idx[b])}  {tmpl[a]} | {tmpl[b]}  "
+              f"{'+'.join(sorted(whole))[:60]}", flush=True)
+        if dump is not None:
+            dump.write(json.dumps(dict(model=title, shape=shape, g=gg, n=n, a=sa.tolist(), b=sb.tolist(),
+                                       ka=[[us[k] for k in idx[a]] for us, _ in res[a]],
+                                       kb=[[us[k] for k in idx[b]] for us, _ in res[b]], ta=tmpl[a], tb=tmpl[b],
+                                       label="+".join(sorted(whole)))) + "\n")
+    wa = np.array([w for _, w in res[a]])
+    wb = np.array([w for _, w in res[b]])
+    if wa.any():
+        dl = len(steps[a]) - len(steps[b])
+        per = ((wa - wb) - (diff_a - diff_b)) / dl if dl else np.zeros(rounds)
+        print(f"# wall per inference {a} {np.median(wa):.0f} us, {b} {np.median(wb):.0f} "
+              f"({np.median(wb / wa):.3f}, {(wb / wa).min():.3f}-{(wb / wa).max():.3f}); differing kernels "
+              f"{np.median(diff_a):.0f} -> {np.median(diff_b):.0f} us; launches {dl:+d} "
+              + (f"-> {np.median(per):.0f} us per launch beyond the timestamps "
+                 f"(quartiles {np.percentile(per, 25):.0f}-{np.percentile(per, 75):.0f})" if dl else ""), flush=True)
+        if dump is not None:
+            dump.write(json.dumps(dict(model=title, wall_a=wa.tolist(), wall_b=wb.tolist(), diff_a=diff_a.tolist(),
+                                       diff_b=diff_b.tolist(), launches=dl)) + "\n")
+
+
+def _synthetic(ctx, spec: str):
+    """The graph and inputs of one ``--shapes`` entry: ``HWxCxNxKxS`` (a depthwise conv2d + bias +
+    relu and its projection, ``benchmarks/dw_project.py``), with ``f`` appended the face models'
+    block (``prelu(projection + x)``), with ``eK`` appended the expansion ``K -> C`` before it and
+    a residual of another tensor (``benchmarks/dw_expand.py``'s block; 3x3, stride 1)."""
+    import dw_expand
+    import dw_project
+
+    m = re.fullmatch(r"(\d+)x(\d+)x(\d+)x(\d+)x(\d+)(f?)(?:e(\d+))?", spec)
+    if m is None:
+        raise SystemExit(f"--shapes: {spec!r} is not HWxCxNxKxS[f][eK]")
+    hw, C, N, k, s = (int(v) for v in m.groups()[:5])
+    if m.group(7):
+        assert k == 3 and s == 1, "the expansion block is 3x3 stride 1"
+        return dw_expand._graph(ctx, hw, int(m.group(7)), C, N)
+    return dw_project._graph(ctx, hw, C, N, k, s, face=bool(m.group(6)))
+
+
+def _paired_shapes(ctx, specs: list[str], kind: str, rounds: int, repeats: int, dump=None, setting="") -> None:
+    """``--paired`` on synthetic graphs (:func:`_synthetic`), every pair forced fused: per shape
+    the two sides' whole-graph kernel time (per-round medians and ratios), the channel-lane plan's
+    terms and the pixel blocks' estimate (``--dump``: one JSON line per shape, for fitting)."""
+    from webnn_gpu._lower import KernelStep
+    from webnn_gpu.ops import conv
+
+    tuning, sg = ctx._tuning, conv.DW_LANES
+    fit = conv.DWP_PAY_FIT[tuning]
+    for spec in specs:
+        built, steps = {}, {}
+        with environ({"WEBNN_GPU_PLAN_CACHE": "0", "WEBNN_GPU_FORCE_DWP": "fused"}):
+            for name, env in PAIRED[kind].items():
+                with environ(env):
+                    g, inputs = _synthetic(ctx, spec)
+                built[name] = (g, inputs)
+                steps[name] = [st for st in g._steps if isinstance(st, KernelStep)]
+        res = paired_rounds(ctx, built, rounds, repeats, 0)
+        a, b = res
+        sa = np.array([sum(us) for us, _ in res[a]])
+        sb = np.array([sum(us) for us, _ in res[b]])
+        ratio = sb / sa
+        pair = [st.node for st in steps[b] + steps[a] if st.node.op == "depthwise_project"][0]
+        gg = conv._geometry(pair.attrs["depthwise"])
+        n4 = -(-conv._project_width(pair.attrs["project"]) // 4)
+        plan = conv._dwp_lanes(gg, n4, sg)
+        b_est = sum(w * t for w, t in zip(fit["fused"], conv._dwp_fused_terms(gg, n4, tuning, sg)))
+        l_est = conv._dwpl_cost(gg, n4, plan, sg, tuning) if plan else float("nan")
+        tm = {n: "+".join(st.template.split("/")[-1][:-5] for st in steps[n]) for n in (a, b)}
+        print(f"{spec:>18} {a} {np.median(sa):>6.0f} {b} {np.median(sb):>6.0f} {np.median(ratio):>5.2f} "
+              f"({ratio.min():.2f}-{ratio.max():.2f}) estimated {l_est / b_est:>5.2f}  {tm[a]} | {tm[b]}", flush=True)
+        if dump is not None:
+            dump.write(json.dumps(dict(model="synthetic", shape=spec, g=gg, n=4 * n4, plan=plan, a=sa.tolist(),
+                                       b=sb.tolist(), ta=tm[a], tb=tm[b], best=b_est, lest=l_est,
+                                       lterms=conv._dwpl_terms(gg, n4, plan, sg) if plan else None)) + "\n")
+        for g, _ in built.values():
+            g.destroy()
+
+
 def main(argv=None) -> int:
     """Profile the models (see the module docstring)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("models", nargs="+")
+    p.add_argument("models", nargs="*")
+    p.add_argument("--shapes", default="", help="--paired: synthetic HWxCxNxKxS[f][eK] shapes (comma-separated)")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--forms", action="store_true", help="each pair fused and split (see the module docstring)")
     p.add_argument("--rounds", type=int, default=3, help="--forms: alternating rounds")
@@ -224,6 +453,10 @@ def main(argv=None) -> int:
                    help="as the compiler decides against without the channel-lane kernel, alternately")
     p.add_argument("--lanes-forced", action="store_true",
                    help="each pair the channel-lane kernel can run, on it and on the pixel blocks, alternately")
+    p.add_argument("--paired", choices=sorted(PAIRED), default="",
+                   help="two builds per model (PAIRED), per-round ratios of the kernels that differ and wall time")
+    p.add_argument("--set", default="", help="--paired set: statements run on conv / linalg for the second side")
+    p.add_argument("--wall-runs", type=int, default=5, help="--paired: runs per round for the wall time (0: none)")
     p.add_argument("--dump", default="", help="--forms, --lanes-forced: append one JSON line per pair to this file")
     args = p.parse_args(argv)
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
@@ -233,11 +466,20 @@ def main(argv=None) -> int:
     from webnn_gpu.profile import profile_graph
 
     ctx = webnn.ml.create_context()
+    if args.paired and args.shapes:
+        with open(args.dump, "a") if args.dump else open(os.devnull, "w") as dump:
+            _paired_shapes(ctx, args.shapes.split(","), args.paired, args.rounds, args.repeats,
+                           dump if args.dump else None, args.set)
     for path in args.models:
         if not os.path.exists(path):
             from webnn_gpu.models import fetch
 
             path = fetch(path)
+        if args.paired:
+            with open(args.dump, "a") if args.dump else open(os.devnull, "w") as dump:
+                _paired(ctx, path, args.paired, args.rounds, args.repeats, args.wall_runs, dump if args.dump else None,
+                        args.set)
+            continue
         if args.lanes:
             _lanes_ab(ctx, path, args.rounds, args.repeats)
             continue

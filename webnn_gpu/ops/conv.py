@@ -933,18 +933,35 @@ DWP_PLAN_PROFILES = ("lane-loop",)
 DWP_CORES = {"lane-loop": 2, "default": 1}
 
 
+#: What one more kernel launch costs on lavapipe before Mesa 24 (the lane-loop profile), in
+#: microseconds of wall time beyond what the kernels' timestamp queries show: the cost models
+#: below are fitted to those timestamps (each kernel profiled in a compute pass of its own), whose
+#: fixed parts already hold most of the 45-70 us a launch takes in this VM (lavapipe's threads
+#: woken per dispatch). Measured inside models, every depthwise + projection pair split against
+#: the model as built (``benchmarks/dw_shapes.py --paired split``, 30-40 rounds alternating in one
+#: process): (wall difference - the differing kernels' timestamp difference) / launches added,
+#: a median of 6-7 us per launch on iris_landmark (25 launches), 8-9 on face_landmark (18) and 12
+#: on face_detection_short_range (16), upper quartiles 11-32; at 10 us the model split three
+#: stride-2 pairs that ran 0.81-1.16 of the fused kernel as two kernels between runs (not sure:
+#: one kernel), at 20 only pairs that ran faster split (docs/conv.md, The cost model). Used for: the
+#: second kernel's launch on the two-kernel side of :func:`project_pays` (``DWP_PAY_FIT``'s
+#: ``dispatch``) and the separate expansion conv's launch in :func:`_expand_shared_cost`.
+LAUNCH_US = 20.0
+
+
 #: The fitted form of the cost model on lavapipe before Mesa 24 (the lane-loop profile), in
 #: microseconds (docs/conv.md, The cost model): the fused kernel with its lane-shared plan
 #: (:func:`_dwp_plan`) per 1000 of its busiest thread's input-window loads, depthwise
 #: multiply-adds, projection multiply-adds and stores, and a fixed part; the stand-alone
 #: depthwise kernel per 1000 units of :func:`_dw_cost` and a fixed part; the tile kernel per
 #: million vec4 multiply-adds and vec4s loaded or stored (the depthwise output it reads, its
-#: output) and a fixed part; and the wall time of one more dispatch. Each side was fitted by
+#: output) and a fixed part; and the wall time of one more dispatch beyond its kernel's timestamps
+#: (:data:`LAUNCH_US`). Each side was fitted by
 #: least relative error to the per-kernel times of every pair of the 13 zoo models and 30
 #: synthetic shapes (timestamp queries; ``benchmarks/dw_shapes.py --forms``,
 #: ``benchmarks/dw_project.py``).
 DWP_PAY_FIT: dict[str, dict[str, Any]] = {"lane-loop": dict(fused=(4.5, 0.0, 0.36, 11.1, 37.8), dw=(0.295, 30.9),
-                                                            tile=(158.3, 2456.6, 47.6), dispatch=45.0)}
+                                                            tile=(158.3, 2456.6, 47.6), dispatch=LAUNCH_US)}
 
 
 #: ... and for a wide projection (more than :data:`PROJECT_MAX_N` columns, split into column
@@ -1027,6 +1044,8 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
         form, plan = _dwp_form(g, n4, tuning, sg) if n % 4 == 0 and not k4 else ("blocks", _NO_PLAN)
         if form == "lanes":  # the channel-lane kernel where it runs, in the same units (DWPL_FIT)
             fused = _dwpl_cost(g, n4, plan, sg, tuning)
+            if g["KH"] * g["KW"] <= DWPL_PAY_MAX_TAPS:  # its own estimate against the two kernels
+                fused -= DWPL_MARGIN
         dw = fit["dw"][0] * _dw_cost(g, *_dw_strip(g, tuning), tuning) / 1e3 + fit["dw"][1]
         M = g["NB"] * g["OH"] * g["OW"]
         tile = fit["tile"][0] * M * g["C"] * n4 / 1e6 + fit["tile"][1] * M * (g["C"] + n) / 4e6 + fit["tile"][2]
@@ -1616,6 +1635,13 @@ DWPL_FIT: dict[str, tuple[float, ...]] = {"lane-loop": (5.74, 0.69, 5.54, 5.38, 
 #: and epilogue) costs 0.2-1.2 s of CPU in a first build, where the pair's other kernels often
 #: share theirs with other layers
 DWPL_MARGIN = 50.0
+#: ... which :func:`project_pays` leaves out of the channel-lane kernel's side where its window
+#: has at most this many taps: against the two kernels (one launch more, :data:`LAUNCH_US`) its
+#: 3x3 pairs ran 0.75-0.99 of them (iris_landmark's five 16 x 16 x 64 -> 128 in the model, 32 x 32
+#: x 64 -> 128 and 48 x 48 x 32 -> 192 stride 2 alone), where with the margin they would split; its
+#: 5x5 pairs with two channel groups per lane ran 0.85 of them in one run and 1.5-1.8 in another
+#: (16 x 16 x 64 -> 128, 24 x 24 x 48 -> 128, 32 x 32 x 48 -> 96): the margin stays there
+DWPL_PAY_MAX_TAPS = 9
 
 
 def _dwpl_terms(g: dict, n4: int, plan: tuple[int, int, int, int, int], sg: int) -> tuple[float, ...]:
