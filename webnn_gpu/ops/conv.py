@@ -1808,7 +1808,7 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
     ow = ow and not nx
     w4 = list(_dwpl_words4(lc.tuning, lc.features))
     k4 = consumer.outputs[0].shape[3] // 4 if consumer is not None else 0
-    npl2 = _dwpl_second(n4, k4, plan, sg) if consumer is not None and not nx else 0
+    npl2 = _dwpl_second(g, n4, k4, plan, sg, lc.tuning) if consumer is not None and not nx else 0
     second_in, outs, pep2, p2_ubo, ow2 = [], [("out", out)], None, None, False
     if npl2:  # the consumer's [N, K] matrix, zero-padded to sg NPL2 vec4 columns
         out2 = consumer.outputs[0]
@@ -1854,20 +1854,70 @@ _CONSUMER_ATTRS = frozenset({"padding", "strides", "dilations", "groups", "input
                              "epilogue"})
 
 
-def _dwpl_second(n4: int, k4: int, plan: tuple[int, int, int, int, int], sg: int) -> int:
+#: ... and where its estimate (:func:`_dwpl_second_terms` weighted by this fit: microseconds per
+#: 1000 consumer ``mat4x4 * vec4`` products per lane of the busiest thread, per 1000 of them
+#: times the 4 x 4 blocks both stages hold per lane over DWPL_MAX_BLOCKS (what LLVM spills
+#: through the row loop), and a fixed part) is below the consumer's own tile kernel and one
+#: more dispatch (the tile side of :data:`DWP_PAY_FIT`). Fitted by least relative error on 13
+#: synthetic pairs of 12-64 pixel images, 16-64 channels, consumers of 4-128 channels
+#: (benchmarks/dwpl_second.py --shapes --forced, 2026-11-26: median error 7%, at most 36%)
+DWPL_SECOND_FIT: dict[str, tuple[float, ...]] = {"lane-loop": (8.08, 11.23, 27.4)}
+
+
+def _dwpl_second_terms(g: dict, n4: int, k4: int, plan: tuple[int, int, int, int, int], sg: int) -> tuple[float, ...]:
+    """What the channel-lane kernel's second stage (a pointwise conv of the projection's ``n4``
+    vec4 columns to ``k4``) adds to its busiest thread with ``plan`` (:func:`_dwp_lanes`, ``sg``
+    lanes), in thousands: ``mat4x4 * vec4`` products per lane; those times the 4 x 4 blocks
+    both stages hold per lane over :data:`DWPL_MAX_BLOCKS`; and 1 (the fixed part). lavapipe
+    runs a workgroup on one thread: the busiest of :data:`DWP_CORES` runs
+    ceil(workgroups / cores) of them."""
+    tw, th, rb, cpl, npl = plan
+    busy = -(-g["NB"] * rb * -(-g["OW"] // tw) // DWP_CORES.get("lane-loop", 2))
+    npl2 = -(-k4 // sg)
+    products = busy * th * tw * n4 * npl2 / 1e3
+    blocks = (-(-g["C"] // 4) if DWPL_EXACT_C else sg * cpl) * npl + n4 * npl2
+    return products, products * blocks / DWPL_MAX_BLOCKS, 1.0
+
+
+def _dwpl_second_estimates(g: dict, n: int, k: int, plan: tuple[int, int, int, int, int], sg: int,
+                           tuning: str) -> tuple[float, float]:
+    """(the second stage, the consumer's tile kernel and one more dispatch) in microseconds for
+    a pointwise conv of the projection's ``n`` channels to ``k`` (:data:`DWPL_SECOND_FIT`; the
+    tile side of :data:`DWP_PAY_FIT`, whose tile kernel reads the ``n`` channels and stores the
+    ``k``), or (inf, 0) on a profile without the fits."""
+    fit, tfit = DWPL_SECOND_FIT.get(tuning), DWP_PAY_FIT.get(tuning)
+    if fit is None or tfit is None:
+        return float("inf"), 0.0
+    stage = sum(w * t for w, t in zip(fit, _dwpl_second_terms(g, n // 4, k // 4, plan, sg)))
+    M = g["NB"] * g["OH"] * g["OW"]
+    t = tfit["tile"]
+    tile = t[0] * M * n * (k // 4) / 1e6 + t[1] * M * (n + k) / 4e6 + t[2]
+    return stage, tile + tfit["dispatch"]
+
+
+def _dwpl_second(g: dict, n4: int, k4: int, plan: tuple[int, int, int, int, int], sg: int, tuning: str) -> int:
     """Columns per lane (NPL2) of the channel-lane kernel's second stage, a pointwise conv of
-    the projection's ``n4`` vec4 columns to ``k4`` (``plan`` of :func:`_dwp_lanes`, ``sg``
-    lanes), or 0 where it cannot run: the projection's columns of a pixel all in one subgroup
-    (no split, :func:`_dwpl_splits`; one pixel per pass, :func:`_dwpl_pack`), at most
-    :data:`DWPL_MAX_NPL` consumer columns per lane and :data:`DWPL_SECOND_BLOCKS` 4 x 4 blocks;
-    never with ``WEBNN_GPU_FORCE_DWPL_SECOND=off`` or without :data:`DWPL_SECOND`."""
+    the projection's ``n4`` vec4 columns to ``k4`` (depthwise conv2d ``g``, ``plan`` of
+    :func:`_dwp_lanes`, ``sg`` lanes), or 0 where it does not run: the projection's columns of
+    a pixel all in one subgroup (no split, :func:`_dwpl_splits`; one pixel per pass,
+    :func:`_dwpl_pack`), at most :data:`DWPL_MAX_NPL` consumer columns per lane and
+    :data:`DWPL_SECOND_BLOCKS` 4 x 4 blocks, and estimated faster than the consumer's own kernel
+    and its dispatch (:func:`_dwpl_second_estimates`). ``WEBNN_GPU_FORCE_DWPL_SECOND=off``:
+    never (nor :data:`DWPL_SECOND` False); ``=on``: wherever it fits."""
+    forced = _env.force_choice("dwpl_second", ("off", "on"))
     tw, _, _, _, npl = plan
-    if not DWPL_SECOND or _env.force_choice("dwpl_second", ("off",)) == "off" or not sg or not k4:
+    if not DWPL_SECOND or forced == "off" or not sg or not k4:
         return 0
     if _dwpl_splits(n4, sg, npl) != 1 or _dwpl_pack(n4, sg, tw) != 1:
         return 0
     npl2 = -(-k4 // sg)
-    return npl2 if npl2 <= DWPL_MAX_NPL and n4 * npl2 <= DWPL_SECOND_BLOCKS else 0
+    if npl2 > DWPL_MAX_NPL or n4 * npl2 > DWPL_SECOND_BLOCKS:
+        return 0
+    if forced != "on":
+        stage, conv = _dwpl_second_estimates(g, 4 * n4, 4 * k4, plan, sg, tuning)
+        if stage >= conv:
+            return 0
+    return npl2
 
 
 def consumer_ok(node, conv, tuning: str = "default", lanes: int = 0) -> bool:
@@ -1900,7 +1950,7 @@ def consumer_ok(node, conv, tuning: str = "default", lanes: int = 0) -> bool:
     g = _geometry(dw)
     n4 = mid.shape[3] // 4
     plan = _dwp_lanes(g, n4, lanes)
-    return plan is not None and _dwpl_second(n4, out.shape[3] // 4, plan, lanes) > 0
+    return plan is not None and _dwpl_second(g, n4, out.shape[3] // 4, plan, lanes, tuning) > 0
 
 
 def dwp_lanes(tuning: str, subgroup: int) -> int:
