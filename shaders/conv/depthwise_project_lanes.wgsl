@@ -87,7 +87,9 @@
                  vec4s), its output out2 (ow2: as words of 8 values, lane l's columns 2l, 2l + 1;
                  "out" in w4 otherwise words of 4). Only with one pixel per pass, no split, N a
                  multiple of 4: the projection's columns are computed whatever the mask and stored
-                 under it
+                 under it. PK2: the second stage's pixels per pass (1, or 2-4 for a consumer of at
+                 most sg / 2 vec4 columns, NPL2 1: lane l takes pixel l / (sg / PK2) of the pass and
+                 column l % (sg / PK2), as PK does for the projection)
   Parameters (uniform `prm`, u32 vec4s): 0: invocations (NB * RB * OWB * S * sg), H, W, OH
     1: OW, OWB = ceil(OW / TW), RB = ceil(OH / TH), TH  2: pt, pl, C4, N4  3: S (split), the
     padded matrix's row in vec4s
@@ -137,7 +139,7 @@
 {% macro srcl(s) %}{{ (s // 2 if xw else s % sg) }}{% endmacro %}
 {#- The lane's k-th channel group and m-th projection column (before cb0). -#}
 {% macro grp(k) %}{{ ("2u * lane + " ~ k ~ "u") if xw else ("lane + " ~ (k * sg) ~ "u") }}{% endmacro %}
-{% macro col2(m) %}{{ ("2u * lane + " ~ m ~ "u") if ow2 else ("lane + " ~ (m * sg) ~ "u") }}{% endmacro %}
+{% macro col2(m) %}{{ "lc2" if PK2 > 1 else ("2u * lane + " ~ m ~ "u") if ow2 else ("lane + " ~ (m * sg) ~ "u") }}{% endmacro %}
 {% macro col(m) %}{{ ("2u * lc + " ~ m ~ "u") if ow else ("lc + " ~ (m * sg) ~ "u") }}{% endmacro %}
 {#- Depthwise pixel p of the lane's channel group k: its KH x KW products, one expression. -#}
 {% macro xsum(k, p) %}{% for kh in range(KH) %}{% for kw in range(KW) %}{{ xin(kh, k, p * sw + kw * dw) }} * w{{ k }}_{{ kh }}_{{ kw }}{{ " + " if not loop.last }}{% endfor %}{{ " + " if not loop.last }}{% endfor %}{% endmacro %}
@@ -165,6 +167,33 @@
       if (rok && in{{ p }} && ul{{ m }}) { out2[(pixb + {{ p }}u) * {{ K4S }}u + ug{{ m }}] = {{ "pk" if oh2 else "vec4<" ~ T ~ ">" }}(r2_{{ m }}_{{ p }}); }
 {% endfor %}
 {% endif %}
+{% endmacro %}
+{#- The second stage (p2) with PK2 pixels per pass (a consumer of at most sg / 2 vec4 columns,
+   one per lane): lane l takes pixel t + l / (sg / PK2) of the pass, column l % (sg / PK2); each
+   broadcast value is picked by its pixel (selects). -#}
+{% macro second_packed() %}
+{% for t in range(0, TW, PK2) %}
+      // the consumer conv (second stage), pixels {{ t }} .. {{ t + PK2 - 1 }}: every projection column
+      // of each, as stored, broadcast, the lane's pixel's picked, times its consumer column
+      {
+{% for s in range(N4S) %}
+{% set ns = namespace(e="") %}
+{% for j in range([PK2, TW - t] | min) %}
+{% set r = "r" ~ (s % 2 if ow else s // sg) ~ "_" ~ (t + j) %}
+{% set b = "subgroupBroadcast(" ~ ("vec4<f32>(vec4<f16>(" ~ r ~ "))" if T == "f16" else r) ~ ", " ~ (s // 2 if ow else s % sg) ~ "u)" %}
+{% set ns.e = b if j == 0 else "select(" ~ ns.e ~ ", " ~ b ~ ", pp2 == " ~ j ~ "u)" %}
+{% endfor %}
+        let z{{ s }} = {{ ns.e }};
+{% endfor %}
+        var a2 = vec4<f32>(0.0);
+{% for s in range(N4S) %}
+        a2 = {% for c in range(4) %}fma(Q0_{{ s }}[{{ c }}], vec4<f32>(z{{ s }}.{{ "xyzw"[c] }}), {% endfor %}a2))));
+{% endfor %}
+        let px = pixb + {{ t }}u + pp2;
+        let r2 = {{ ep_v4(pep2, "a2", "px * " ~ 4 * K4S ~ "u + 4u * ug0", "4u * ug0", "qq0_") }};
+        if (rok && ow0 + {{ t }}u + pp2 < OW{{ (" && pp2 < " ~ (TW - t) ~ "u") if TW - t < PK2 }} && ul0) { out2[px * {{ K4S }}u + ug0] = {{ "pk" if oh2 else "vec4<" ~ T ~ ">" }}(r2); }
+      }
+{% endfor %}
 {% endmacro %}
 {% if T == "f16" %}
 enable f16;
@@ -289,6 +318,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let om{{ m }} = vec4<bool>(true{% for c in range(1, 4) %}, 4u * og{{ m }} + {{ c }}u < {{ NX }}u{% endfor %});
 {% endif %}
 {% endfor %}
+{% if PK2 > 1 %}
+  let pp2 = lane / {{ sg // PK2 }}u;  // the lane's pixel within a pass of the second stage
+  let lc2 = lane - pp2 * {{ sg // PK2 }}u;  // and its consumer column
+{% endif %}
 {% for m in range(p2) %}
   let ul{{ m }} = {{ col2(m) }} < {{ K4S }}u;
   let ug{{ m }} = min({{ col2(m) }}, {{ K4S - 1 }}u);
@@ -402,8 +435,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       if (rok && in{{ p }} && ol{{ m }}) { {{ store(m, "pixb + " ~ p ~ "u", "r" ~ m ~ "_" ~ p) }} }
 {% endfor %}
 {% endif %}
+{% if PK2 == 1 %}
 {{ second(p) -}}
+{% endif %}
 {% endfor %}
+{% if PK2 > 1 %}
+{{ second_packed() -}}
+{% endif %}
 {% else %}
 {% for p in range(TW) %}
       // pixel p: every lane's depthwise values, broadcast, times this lane's projection columns

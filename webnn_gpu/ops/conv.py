@@ -1832,7 +1832,7 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
               p_uniform=B_UNIFORM_FLOATS // 4 if pw_ubo is not None else 0, fdiv=n_inv < DW_FDIV_MAX,
               fns=sorted((FT, sorted(names)) for FT, names in fns.items()),
-              p2=npl2, pep2=pep2, ow2=ow2, N4S=n4, K4S=k4,
+              p2=npl2, pep2=pep2, ow2=ow2, N4S=n4, K4S=k4, PK2=_dwpl_pack(k4, sg, tw) if npl2 else 1,
               p2_uniform=B_UNIFORM_FLOATS // 4 if p2_ubo is not None else 0,
               **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dw")})
     return npl2 > 0
@@ -1858,10 +1858,13 @@ _CONSUMER_ATTRS = frozenset({"padding", "strides", "dilations", "groups", "input
 #: 1000 consumer ``mat4x4 * vec4`` products per lane of the busiest thread, per 1000 of them
 #: times the 4 x 4 blocks both stages hold per lane over DWPL_MAX_BLOCKS (what LLVM spills
 #: through the row loop), and a fixed part) is below the consumer's own tile kernel and one
-#: more dispatch (the tile side of :data:`DWP_PAY_FIT`). Fitted by least relative error on 13
-#: synthetic pairs of 12-64 pixel images, 16-64 channels, consumers of 4-128 channels
-#: (benchmarks/dwpl_second.py --shapes --forced, 2026-11-26: median error 7%, at most 36%)
-DWPL_SECOND_FIT: dict[str, tuple[float, ...]] = {"lane-loop": (8.08, 11.23, 27.4)}
+#: more dispatch (the tile side of :data:`DWP_PAY_FIT`). Fitted by least relative error on 37
+#: measurements of 24 synthetic pairs (images of 12-96 pixels, 16-64 channels, projections to
+#: 24-64 and consumers of 4-128 channels, 1-4 pixels per pass; benchmarks/dwpl_second.py
+#: --shapes --forced, 2026-11-26): median error 14%, at most 57% (a consumer of 8 channels after
+#: 32 x 32 x 32 -> 64, 4 pixels per pass: 142-156 us against 67 estimated, as long as its own
+#: kernel and dispatch)
+DWPL_SECOND_FIT: dict[str, tuple[float, ...]] = {"lane-loop": (5.14, 12.32, 31.8)}
 
 
 def _dwpl_second_terms(g: dict, n4: int, k4: int, plan: tuple[int, int, int, int, int], sg: int) -> tuple[float, ...]:
@@ -1874,7 +1877,8 @@ def _dwpl_second_terms(g: dict, n4: int, k4: int, plan: tuple[int, int, int, int
     tw, th, rb, cpl, npl = plan
     busy = -(-g["NB"] * rb * -(-g["OW"] // tw) // DWP_CORES.get("lane-loop", 2))
     npl2 = -(-k4 // sg)
-    products = busy * th * tw * n4 * npl2 / 1e3
+    passes = -(-tw // _dwpl_pack(k4, sg, tw))  # a pass: one product per projection column per lane
+    products = busy * th * passes * n4 * npl2 / 1e3
     blocks = (-(-g["C"] // 4) if DWPL_EXACT_C else sg * cpl) * npl + n4 * npl2
     return products, products * blocks / DWPL_MAX_BLOCKS, 1.0
 
