@@ -7,7 +7,8 @@ the pair and the consumer's own conv kernel, inside whole models.
 
 Each model (names of ``webnn_gpu.models`` or ``.tflite`` paths) is loaded twice in one process
 (the plan cache off): with ``WEBNN_GPU_FORCE_DWPL_SECOND=off`` (the consumer conv a kernel of its
-own) and as the context decides. Each round times the two graphs in turn with timestamp queries
+own) and as the context decides. Each round times the two graphs in turn (the order swapped every
+round) with timestamp queries
 (``webnn_gpu.profile.profile_graph``, the median of ``--repeats``) and their wall time per
 inference (write, dispatch, read: the least of 3 batches of ``--runs``). Prints per merged
 kernel the old pair (lanes kernel + the consumer's kernel) and the new kernel in microseconds
@@ -21,7 +22,7 @@ both ways; ``--forced`` also forces the channel-lane kernel and the second stage
 (``WEBNN_GPU_FORCE_DWP_FORM=lanes``, ``WEBNN_GPU_FORCE_DWPL_SECOND=on``). Prints the least over
 the rounds of the pair's kernel, the consumer's kernel, the merged kernel, the second stage's
 cost (merged - pair), the terms of :func:`webnn_gpu.ops.conv._dwpl_second_terms` and the
-estimates the lowering compares (:func:`webnn_gpu.ops.conv._dwpl_second_pays`): what
+estimates the lowering compares (:func:`webnn_gpu.ops.conv._dwpl_second_estimates`): what
 ``DWPL_SECOND_FIT`` was fitted on.
 """
 
@@ -69,9 +70,9 @@ def compare(path: str, rounds: int, repeats: int, runs: int, dtype: str) -> None
             merged[s.label] = [old_labels[pair], old_labels[conv]]
     per = {lb: ([], []) for lb in merged}
     tot, wall = ([], []), ([], [])
-    for _ in range(rounds):
+    for i in range(rounds):
         rows = {}
-        for n, (g, x) in built.items():
+        for n, (g, x) in list(built.items())[::-1 if i % 2 else 1]:  # the order swapped every round
             rows[n] = {}
             for r in profile_graph(ctx, g, x, repeats):
                 rows[n][r["label"]] = rows[n].get(r["label"], 0.0) + r["us"]

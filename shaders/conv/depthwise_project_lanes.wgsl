@@ -81,8 +81,8 @@
     p2           0, or the second stage's consumer columns per lane (NPL2): a pointwise conv of the
                  projection's output (N4S vec4 columns, baked) to K4S vec4 columns, computed in the
                  same pass: after a pixel's projection every lane broadcasts its columns' values
-                 (rounded to T, as stored) and sums its consumer columns' `mat4x4 * vec4` products
-                 over them; its epilogue pep2 (bias first, per-channel operands only), its matrix
+                 (rounded to T, as stored) and sums its consumer columns' products over them (fused
+                 multiply-adds, one column of a 4 x 4 block at a time); its epilogue pep2 (bias first, per-channel operands only), its matrix
                  pw2 ([N, 4 sg NPL2] zero-padded; p2_uniform: in a uniform buffer of this many
                  vec4s), its output out2 (ow2: as words of 8 values, lane l's columns 2l, 2l + 1;
                  "out" in w4 otherwise words of 4). Only with one pixel per pass, no split, N a

@@ -1841,19 +1841,14 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
 #: The channel-lane kernel computes a pointwise conv2d reading its output (``attrs["consumer"]``
 #: of the compiler's ``fuse_project_consumer``) as a second stage where :func:`_dwpl_second`
 #: allows: after a pixel's projection every lane holds its columns of all N output channels, so
-#: a broadcast of them and each lane's ``mat4x4 * vec4`` sums over its consumer columns give the
-#: consumer's output in the same kernel, one launch and one read of the first output fewer
+#: a broadcast of them and each lane's products of its consumer columns give the consumer's
+#: output in the same kernel, one launch and one read of the first output fewer
 #: (``WEBNN_GPU_FORCE_DWPL_SECOND=off``: the consumer runs as its own conv, as without the
 #: rule) ...
 DWPL_SECOND = True
 #: ... with at most this many 4 x 4 blocks of the consumer's matrix held per lane (N / 4 x its
-#: columns per lane, within DWPL_MAX_NPL)
+#: columns per lane, within DWPL_MAX_NPL) ...
 DWPL_SECOND_BLOCKS = 32
-#: conv2d attributes a consumer may have (any other, a rule's mark, keeps it a conv of its own)
-_CONSUMER_ATTRS = frozenset({"padding", "strides", "dilations", "groups", "input_layout", "filter_layout",
-                             "epilogue"})
-
-
 #: ... and where its estimate (:func:`_dwpl_second_terms` weighted by this fit: microseconds per
 #: 1000 consumer ``mat4x4 * vec4`` products per lane of the busiest thread, per 1000 of them
 #: times the 4 x 4 blocks both stages hold per lane over DWPL_MAX_BLOCKS (what LLVM spills
@@ -1865,6 +1860,9 @@ _CONSUMER_ATTRS = frozenset({"padding", "strides", "dilations", "groups", "input
 #: 32 x 32 x 32 -> 64, 4 pixels per pass: 142-156 us against 67 estimated, as long as its own
 #: kernel and dispatch)
 DWPL_SECOND_FIT: dict[str, tuple[float, ...]] = {"lane-loop": (5.14, 12.32, 31.8)}
+#: conv2d attributes a consumer may have (any other, a rule's mark, keeps it a conv of its own)
+_CONSUMER_ATTRS = frozenset({"padding", "strides", "dilations", "groups", "input_layout", "filter_layout",
+                             "epilogue"})
 
 
 def _dwpl_second_terms(g: dict, n4: int, k4: int, plan: tuple[int, int, int, int, int], sg: int) -> tuple[float, ...]:
@@ -1929,7 +1927,8 @@ def consumer_ok(node, conv, tuning: str = "default", lanes: int = 0) -> bool:
     channel-lane kernel's second stage (the compiler's ``fuse_project_consumer``; the lowering
     decides, :func:`_dwpl_second`): ``node`` a depthwise conv and a pointwise projection (no
     expansion, one output, a multiple of 4 channels) that :func:`_dwp_lanes` can plan with
-    ``lanes`` subgroup lanes and whose stage 2 fits; ``conv`` a 1x1 NHWC conv2d (stride 1, no
+    ``lanes`` subgroup lanes and whose second stage :func:`_dwpl_second` takes on ``tuning``;
+    ``conv`` a 1x1 NHWC conv2d (stride 1, no
     padding, one group, a constant filter, no attribute but the builder's and its epilogue)
     reading the projection's output as its input only, to a multiple of 4 channels of the same
     data type, with an epilogue that reads operands only per output channel."""
