@@ -59,7 +59,8 @@ def compare(path: str, rounds: int, repeats: int, runs: int, dtype: str) -> None
         with environ(env):
             g = webnn.load(path, ctx, dtype=dtype).graph
         rng = np.random.default_rng(0)
-        built[name] = (g, {n: rng.uniform(0, 1, v.shape).astype(np.float32) for n, v in g._inputs.items()})
+        built[name] = (g, {n: rng.uniform(0, 1, v.shape).astype(np.float16 if v.data_type == "float16" else np.float32)
+                           for n, v in g._inputs.items()})
     outs = {n: ctx.compute(g, x) for n, (g, x) in built.items()}
     merged = {}  # new label -> the old labels it replaces (the pair's and the consumer's)
     old_labels = {_inner(s.label): s.label for s in built["old"][0]._steps if hasattr(s, "template")}
