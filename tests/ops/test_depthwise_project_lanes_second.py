@@ -136,6 +136,8 @@ _MERGED = {
         (7, 32, 64, 4, 1, "r", "float16", 0, "array<u64>"),
     "2 pixels per pass (K=12, 3 of 4 lanes), a strip of 3 columns (half a pass)":
         (3, 32, 64, 12, 1, "r", "float32", 0, "array<vec2<u64>>"),
+    "depthwise channels not a multiple of 4 (C=42, loaded value by value), stride 2":
+        (9, 42, 48, 32, 2, None, "float32", 0, "array<vec2<u64>>"),
 }
 
 
@@ -144,7 +146,7 @@ def test_second_stage_against_numpy(ctx, rng, monkeypatch, case):
     """The second stage (forced) with one to three consumer columns per lane, stored as words of
     8 or 4 values, a first output not stored as words (its columns broadcast from lanes l, l +
     sg), lanes past the consumer's columns, 2 or 4 pixels per pass, stride 2, residuals loaded
-    or held, two channel groups per lane, float16 (the consumer reads the first output rounded
+    or held, two channel groups per lane, depthwise channels not a multiple of 4, float16 (the consumer reads the first output rounded
     to float16, as stored): float64 NumPy, one kernel."""
     hw, C, N, K, s, residual, dt, expand, out2 = _MERGED[case]
     if dt == "float16" and "float16" not in ctx.supported_data_types:
