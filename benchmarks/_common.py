@@ -53,8 +53,9 @@ def best_kernel_us(ctx, built: dict, rounds: int, repeats: int, keep=None) -> di
 
 def per_run_us(ctx, g, inputs: dict, runs: int, clock=time.perf_counter) -> float:
     """Microseconds of ``clock`` per write / dispatch / read run of ``g`` on ``inputs`` (name ->
-    float32 array): the least of 3 batches of ``runs`` after a warm-up batch of 3."""
-    ts = {n: ctx.create_tensor({"data_type": "float32", "shape": list(a.shape), "writable": True})
+    float32 or float16 array): the least of 3 batches of ``runs`` after a warm-up batch of 3."""
+    ts = {n: ctx.create_tensor({"data_type": "float16" if str(a.dtype) == "float16" else "float32", "shape": list(a.shape),
+                                "writable": True})
           for n, a in inputs.items()}
     to = {n: ctx.create_tensor({"data_type": od["data_type"], "shape": od["shape"], "readable": True})
           for n, od in g.outputs.items()}

@@ -78,11 +78,23 @@
                  (op "max" / "average", window (WH, WW), at: its offset in the depthwise window),
                  computed from the held rows. With xres the residual may have fewer channels
                  than the output (zero-padded): a column past the lane's held groups adds 0
+    p2           0, or the second stage's consumer columns per lane (NPL2): a pointwise conv of the
+                 projection's output (N4S vec4 columns, baked) to K4S vec4 columns, computed in the
+                 same pass: after a pixel's projection every lane broadcasts its columns' values
+                 (rounded to T, as stored) and sums its consumer columns' products over them (fused
+                 multiply-adds, one column of a 4 x 4 block at a time); its epilogue pep2 (bias first, per-channel operands only), its matrix
+                 pw2 ([N, 4 sg NPL2] zero-padded; p2_uniform: in a uniform buffer of this many
+                 vec4s), its output out2 (ow2: as words of 8 values, lane l's columns 2l, 2l + 1;
+                 "out" in w4 otherwise words of 4). Only with one pixel per pass, no split, N a
+                 multiple of 4: the projection's columns are computed whatever the mask and stored
+                 under it. PK2: the second stage's pixels per pass (1, or 2-4 for a consumer of at
+                 most sg / 2 vec4 columns, NPL2 1: lane l takes pixel l / (sg / PK2) of the pass and
+                 column l % (sg / PK2), as PK does for the projection)
   Parameters (uniform `prm`, u32 vec4s): 0: invocations (NB * RB * OWB * S * sg), H, W, OH
     1: OW, OWB = ceil(OW / TW), RB = ceil(OH / TH), TH  2: pt, pl, C4, N4  3: S (split), the
     padded matrix's row in vec4s
   Bindings: x (NHWC, vec4), f ([KH, KW, C] vec4), ep operands..., pw ([4 sg CPL, sg NPL] vec4),
-    pep operands..., [pg (pep.given without xres)], prm, out.
+    pep operands..., [pg (pep.given without xres)], [pw2, pep2 operands... (p2)], prm, out, [out2 (p2)].
   Workgroup: (sg, 1, 1); strip fastest, then row chunk, then batch.
 -#}
 {% import "_lib/tile.wgsl" as tl %}
@@ -127,9 +139,62 @@
 {% macro srcl(s) %}{{ (s // 2 if xw else s % sg) }}{% endmacro %}
 {#- The lane's k-th channel group and m-th projection column (before cb0). -#}
 {% macro grp(k) %}{{ ("2u * lane + " ~ k ~ "u") if xw else ("lane + " ~ (k * sg) ~ "u") }}{% endmacro %}
+{% macro col2(m) %}{{ "lc2" if PK2 > 1 else ("2u * lane + " ~ m ~ "u") if ow2 else ("lane + " ~ (m * sg) ~ "u") }}{% endmacro %}
 {% macro col(m) %}{{ ("2u * lc + " ~ m ~ "u") if ow else ("lc + " ~ (m * sg) ~ "u") }}{% endmacro %}
 {#- Depthwise pixel p of the lane's channel group k: its KH x KW products, one expression. -#}
 {% macro xsum(k, p) %}{% for kh in range(KH) %}{% for kw in range(KW) %}{{ xin(kh, k, p * sw + kw * dw) }} * w{{ k }}_{{ kh }}_{{ kw }}{{ " + " if not loop.last }}{% endfor %}{{ " + " if not loop.last }}{% endfor %}{% endmacro %}
+{#- The second stage (p2) of pixel p: every projection column of the pixel (r<m>_<p> of the lanes,
+   as stored), broadcast, times the lane's consumer columns (fused multiply-adds, one column of a
+   4 x 4 block at a time), through pep2, stored under the mask. -#}
+{% macro second(p) %}
+      // the consumer conv (second stage): the pixel's N4S projection columns as stored, broadcast,
+      // times this lane's consumer columns
+{% for s in range(N4S) %}
+{% set r = "r" ~ (s % 2 if ow else s // sg) ~ "_" ~ p %}
+      let z{{ s }}_{{ p }} = subgroupBroadcast({{ "vec4<f32>(vec4<f16>(" ~ r ~ "))" if T == "f16" else r }}, {{ s // 2 if ow else s % sg }}u);
+{% endfor %}
+{% for m in range(p2) %}
+      var a2_{{ m }}_{{ p }} = vec4<f32>(0.0);
+{% for s in range(N4S) %}
+      a2_{{ m }}_{{ p }} = {% for c in range(4) %}fma(Q{{ m }}_{{ s }}[{{ c }}], vec4<f32>(z{{ s }}_{{ p }}.{{ "xyzw"[c] }}), {% endfor %}a2_{{ m }}_{{ p }}))));
+{% endfor %}
+      let r2_{{ m }}_{{ p }} = {{ ep_v4(pep2, "a2_" ~ m ~ "_" ~ p, "(pixb + " ~ p ~ "u) * " ~ 4 * K4S ~ "u + 4u * ug" ~ m, "4u * ug" ~ m, "qq" ~ m ~ "_") }};
+{% endfor %}
+{% if ow2 %}
+      if (rok && in{{ p }} && ul0) { out2[(pixb + {{ p }}u) * {{ K4S // 2 }}u + lane] = {{ LT }}(pk(r2_0_{{ p }}), pk(r2_1_{{ p }})); }
+{% else %}
+{% for m in range(p2) %}
+      if (rok && in{{ p }} && ul{{ m }}) { out2[(pixb + {{ p }}u) * {{ K4S }}u + ug{{ m }}] = {{ "pk" if oh2 else "vec4<" ~ T ~ ">" }}(r2_{{ m }}_{{ p }}); }
+{% endfor %}
+{% endif %}
+{% endmacro %}
+{#- The second stage (p2) with PK2 pixels per pass (a consumer of at most sg / 2 vec4 columns,
+   one per lane): lane l takes pixel t + l / (sg / PK2) of the pass, column l % (sg / PK2); each
+   broadcast value is picked by its pixel (selects). -#}
+{% macro second_packed() %}
+{% for t in range(0, TW, PK2) %}
+      // the consumer conv (second stage), pixels {{ t }} .. {{ t + PK2 - 1 }}: every projection column
+      // of each, as stored, broadcast, the lane's pixel's picked, times its consumer column
+      {
+{% for s in range(N4S) %}
+{% set ns = namespace(e="") %}
+{% for j in range([PK2, TW - t] | min) %}
+{% set r = "r" ~ (s % 2 if ow else s // sg) ~ "_" ~ (t + j) %}
+{% set b = "subgroupBroadcast(" ~ ("vec4<f32>(vec4<f16>(" ~ r ~ "))" if T == "f16" else r) ~ ", " ~ (s // 2 if ow else s % sg) ~ "u)" %}
+{% set ns.e = b if j == 0 else "select(" ~ ns.e ~ ", " ~ b ~ ", pp2 == " ~ j ~ "u)" %}
+{% endfor %}
+        let z{{ s }} = {{ ns.e }};
+{% endfor %}
+        var a2 = vec4<f32>(0.0);
+{% for s in range(N4S) %}
+        a2 = {% for c in range(4) %}fma(Q0_{{ s }}[{{ c }}], vec4<f32>(z{{ s }}.{{ "xyzw"[c] }}), {% endfor %}a2))));
+{% endfor %}
+        let px = pixb + {{ t }}u + pp2;
+        let r2 = {{ ep_v4(pep2, "a2", "px * " ~ 4 * K4S ~ "u + 4u * ug0", "4u * ug0", "qq0_") }};
+        if (rok && ow0 + {{ t }}u + pp2 < OW{{ (" && pp2 < " ~ (TW - t) ~ "u") if TW - t < PK2 }} && ul0) { out2[px * {{ K4S }}u + ug0] = {{ "pk" if oh2 else "vec4<" ~ T ~ ">" }}(r2); }
+      }
+{% endfor %}
+{% endmacro %}
 {% if T == "f16" %}
 enable f16;
 {% endif %}
@@ -155,14 +220,27 @@ enable f16;
 {{ tl.given_fns(pep, "pg", true) }}
 {% set nb.i = nb.i + 1 %}
 {% endif %}
+{% if p2 %}
+{{ tl.weights(nb.i, "pw2", T, true, p2_uniform) }}
+{{ tl.epilogue_decls(pep2, nb.i + 1) }}
+{% set nb.i = nb.i + 1 + pep2.operands | length %}
+{% set oh2 = "out" in w4 and not ow2 %}
+{% endif %}
 @group(0) @binding({{ nb.i }}) var<uniform> prm: array<vec4<u32>, 4>;
 {% if ow or oh %}
 @group(0) @binding({{ nb.i + 1 }}) var<storage, read_write> out: array<{{ LT if ow else WT }}>;
 {% else %}
 {{ tl.decl(nb.i + 1, "out", T, not NX, true) }}
 {% endif %}
+{% if p2 %}
+@group(0) @binding({{ nb.i + 2 }}) var<storage, read_write> out2: array<{{ LT if ow2 else WT if oh2 else "vec4<" ~ T ~ ">" }}>;
+{% endif %}
 {{ rw.pair_fns(fns, ep, pep) }}
-{{ rw.word_fns(T) if xw or ow or xh or oh }}
+{% if p2 and not pep2.empty %}
+{{ pep2.code }}
+{{ rw.ep_v4_def(pep2) }}
+{% endif %}
+{{ rw.word_fns(T) if xw or ow or xh or oh or p2 and (ow2 or oh2) }}
 @compute @workgroup_size({{ sg }})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(subgroup_invocation_id) lane: u32) {
@@ -239,6 +317,20 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   // the column's values inside the output (the last column's tail is padding)
   let om{{ m }} = vec4<bool>(true{% for c in range(1, 4) %}, 4u * og{{ m }} + {{ c }}u < {{ NX }}u{% endfor %});
 {% endif %}
+{% endfor %}
+{% if PK2 > 1 %}
+  let pp2 = lane / {{ sg // PK2 }}u;  // the lane's pixel within a pass of the second stage
+  let lc2 = lane - pp2 * {{ sg // PK2 }}u;  // and its consumer column
+{% endif %}
+{% for m in range(p2) %}
+  let ul{{ m }} = {{ col2(m) }} < {{ K4S }}u;
+  let ug{{ m }} = min({{ col2(m) }}, {{ K4S - 1 }}u);
+{% for s in range(N4S) %}
+  let Q{{ m }}_{{ s }} = mat4x4<f32>({% for c in range(4) %}vec4<f32>(pw2[{{ (4 * s + c) * sg * p2 }}u + {{ col2(m) }}]){{ ", " if not loop.last }}{% endfor %});
+{% endfor %}
+{% for c in range(4) %}
+  {{ tl.hoist_q(pep2, "qq" ~ m ~ "_" ~ c, "4u * ug" ~ m ~ " + " ~ c ~ "u") }}
+{% endfor %}
 {% endfor %}
   // the window's rows 0 .. hold - 1, held from one iteration to the next; the first warm
   // iterations only load rows (so that the text has one step of loads)
@@ -320,6 +412,36 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         }
       }
 {% endfor %}
+{% elif p2 %}
+{% for p in range(TW) %}
+      // pixel p: every lane's depthwise values, broadcast, times this lane's projection columns,
+      // whatever the mask (the second stage broadcasts them), stored under it
+{% for s in range(CS) %}
+      let b{{ s }}_{{ p }} = subgroupBroadcast({{ src(s) }}_{{ p }}, {{ srcl(s) }}u);
+{% endfor %}
+{% for m in range(NPL) %}
+      let a{{ m }}_{{ p }} = {% for s in range(CS) %}P{{ m }}_{{ s }} * b{{ s }}_{{ p }}{{ " + " if not loop.last }}{% endfor %};
+{% if pep.given and xres %}
+      let gv{{ m }}_{{ p }} = {{ held(m, p) }};
+{% elif pep.given %}
+      let gv{{ m }}_{{ p }} = {{ tl.given4(pep, "pg", "(pixb + " ~ p ~ "u) * N4 + og" ~ m) }};
+{% endif %}
+      let r{{ m }}_{{ p }} = {{ ep_v4(pep, "a" ~ m ~ "_" ~ p, oidx(m, "pixb + " ~ p ~ "u"), "4u * og" ~ m, "g" ~ m ~ "_", "gv" ~ m ~ "_" ~ p) }};
+{% endfor %}
+{% if ow %}
+      if (rok && in{{ p }} && ol0) { out[(pixb + {{ p }}u) * (N4 / 2u) + lc] = {{ LT }}(pk(r0_{{ p }}), pk(r1_{{ p }})); }
+{% else %}
+{% for m in range(NPL) %}
+      if (rok && in{{ p }} && ol{{ m }}) { {{ store(m, "pixb + " ~ p ~ "u", "r" ~ m ~ "_" ~ p) }} }
+{% endfor %}
+{% endif %}
+{% if PK2 == 1 %}
+{{ second(p) -}}
+{% endif %}
+{% endfor %}
+{% if PK2 > 1 %}
+{{ second_packed() -}}
+{% endif %}
 {% else %}
 {% for p in range(TW) %}
       // pixel p: every lane's depthwise values, broadcast, times this lane's projection columns

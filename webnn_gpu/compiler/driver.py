@@ -27,6 +27,7 @@ from ..fusions.squeeze_excite import fuse_squeeze_excite
 from .rules.canonical import depthwise_to_scale, mean_to_pool, merge_duplicates, sink_reshapes, sum_to_mean
 from .rules.cleanup import dead_code
 from .rules.dense_chain import fuse_dense_chain
+from .rules.dwp_consumer import fuse_project_consumer
 from .rules.conv import (fuse_conv_input, fuse_conv_pool, fuse_conv_upsample, fuse_depthwise_project,
                          swap_resample_conv)
 from .rules.elementwise import fuse_elementwise, fuse_hard_swish, fuse_swish
@@ -190,6 +191,11 @@ ORDER: tuple[Stage, ...] = (
         Rule(concat_in_place, "after fuse_elementwise and every fusion: the producers it lets write into a "
                               "concat's output are the final kernels (a fusion that took one would leave the "
                               "concat without its block)"),
+        Rule(fuse_project_consumer, "after fuse_depthwise_project (it attaches a pointwise conv to the pair's "
+                                    "node) and last: it takes only a conv that no other rule marked or changed "
+                                    "(fuse_pool_residual, fuse_mlp, store_depth_to_space would find it gone), "
+                                    "and concat_in_place places values, which the merged kernel stores as any "
+                                    "producer does"),
     )),
 )
 

@@ -57,6 +57,8 @@ import numpy as np
 
 from .. import _env
 from .. import _validate as V
+from .. import _kernels
+from .._ir import Node
 from .._kernels import strides
 from ..builder import MLGraphBuilder, MLOperand, Value
 from . import _epilogue
@@ -1787,14 +1789,17 @@ def _dwp_words(g: dict, mode: str, expand: bool, tuning: str, features) -> bool:
 
 
 def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg: int, x, *, w_in, ep, pep,
-                     project_in: list, mat: np.ndarray, xres: bool, xpool: dict | None = None) -> None:
+                     project_in: list, mat: np.ndarray, xres: bool, xpool: dict | None = None,
+                     consumer=None) -> bool:
     """The kernel of :func:`lower_depthwise_project` on ``conv/depthwise_project_lanes.wgsl``
     (plan of :func:`_dwp_lanes`, ``sg`` lanes); ``mat`` the [C, N] projection matrix, bound
     zero-padded; ``xres``: the projection's residual operand is the depthwise input (maybe
     padded with zero channels, or a pool of it, ``xpool``: :func:`_lanes_residual`), read
     from the kernel's held rows (``pg`` is not bound). Channels that are not a multiple of 4
     (:func:`_lanes_tail_ok`): the input is bound as scalars and its last channel group loaded value by value, the taps
-    zero-padded to whole groups, the padded channels' depthwise values zeroed."""
+    zero-padded to whole groups, the padded channels' depthwise values zeroed. ``consumer``: a
+    pointwise conv2d reading the output (:func:`consumer_ok`), computed as the kernel's second
+    stage where :func:`_dwpl_second` allows. Returns whether the kernel computes the consumer."""
     tw, th, rb, cpl, npl = plan
     out = node.outputs[0]
     proj = node.attrs["project"]
@@ -1828,8 +1833,23 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
     nx = out.shape[3] if out.shape[3] % 4 else 0  # the output as scalars, likewise
     ow = ow and not nx
     w4 = list(_dwpl_words4(lc.tuning, lc.features))
+    k4 = consumer.outputs[0].shape[3] // 4 if consumer is not None else 0
+    npl2 = _dwpl_second(g, n4, k4, plan, sg, lc.tuning) if consumer is not None and not nx else 0
+    second_in, outs, pep2, p2_ubo, ow2 = [], [("out", out)], None, None, False
+    if npl2:  # the consumer's [N, K] matrix, zero-padded to sg NPL2 vec4 columns
+        out2 = consumer.outputs[0]
+        pep2 = _conv_epilogue(consumer, out2, "nhwc", first_binding="qe", name="second")
+        mat2 = np.zeros((4 * n4, 4 * sg * npl2), mat.dtype)
+        mat2[:, :4 * k4] = _pointwise_matrix(consumer).T
+        pw2 = make_constant(mat2, consumer.inputs[1].data_type)
+        p2_ubo = uniform_copy(lc, pw2)
+        second_in = [("pw2", p2_ubo or pw2)] + pep2.operands
+        outs.append(("out2", out2))
+        ow2 = _dwpl_words(c4, k4, cpl, npl2, 1, False, False, lc.tuning, lc.features)[1]
+        for FT, names in pep2.functions:
+            fns.setdefault(FT, set()).update(names)
     lc.kernel("conv/depthwise_project_lanes.wgsl",
-              [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
+              [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + second_in + [("prm", prm)], outs,
               n_inv, workgroup=sg, T=wgsl_type(out.data_type), TW=tw, CPL=cpl, NPL=npl, sg=sg,
               CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1, PK=pk, xw=xw, ow=ow, w4=w4,
               CX=g["C"] if tail else 0, NX=nx, xpool=xpool,
@@ -1838,7 +1858,128 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
               p_uniform=B_UNIFORM_FLOATS // 4 if pw_ubo is not None else 0, fdiv=n_inv < DW_FDIV_MAX,
               fns=sorted((FT, sorted(names)) for FT, names in fns.items()),
+              p2=npl2, pep2=pep2, ow2=ow2, N4S=n4, K4S=k4, PK2=_dwpl_pack(k4, sg, tw) if npl2 else 1,
+              p2_uniform=B_UNIFORM_FLOATS // 4 if p2_ubo is not None else 0,
               **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dw")})
+    return npl2 > 0
+
+
+#: The channel-lane kernel computes a pointwise conv2d reading its output (``attrs["consumer"]``
+#: of the compiler's ``fuse_project_consumer``) as a second stage where :func:`_dwpl_second`
+#: allows: after a pixel's projection every lane holds its columns of all N output channels, so
+#: a broadcast of them and each lane's products of its consumer columns give the consumer's
+#: output in the same kernel, one launch and one read of the first output fewer
+#: (``WEBNN_GPU_FORCE_DWPL_SECOND=off``: the consumer runs as its own conv, as without the
+#: rule) ...
+DWPL_SECOND = True
+#: ... with at most this many 4 x 4 blocks of the consumer's matrix held per lane (N / 4 x its
+#: columns per lane, within DWPL_MAX_NPL) ...
+DWPL_SECOND_BLOCKS = 32
+#: ... and where its estimate (:func:`_dwpl_second_terms` weighted by this fit: microseconds per
+#: 1000 consumer ``mat4x4 * vec4`` products per lane of the busiest thread, per 1000 of them
+#: times the 4 x 4 blocks both stages hold per lane over DWPL_MAX_BLOCKS (what LLVM spills
+#: through the row loop), and a fixed part) is below the consumer's own tile kernel and one
+#: more dispatch (the tile side of :data:`DWP_PAY_FIT`). Fitted by least relative error on 37
+#: measurements of 24 synthetic pairs (images of 12-96 pixels, 16-64 channels, projections to
+#: 24-64 and consumers of 4-128 channels, 1-4 pixels per pass; benchmarks/dwpl_second.py
+#: --shapes --forced, 2026-11-26): median error 14%, at most 57% (a consumer of 8 channels after
+#: 32 x 32 x 32 -> 64, 4 pixels per pass: 142-156 us against 67 estimated, as long as its own
+#: kernel and dispatch)
+DWPL_SECOND_FIT: dict[str, tuple[float, ...]] = {"lane-loop": (5.14, 12.32, 31.8)}
+#: conv2d attributes a consumer may have (any other, a rule's mark, keeps it a conv of its own)
+_CONSUMER_ATTRS = frozenset({"padding", "strides", "dilations", "groups", "input_layout", "filter_layout",
+                             "epilogue"})
+
+
+def _dwpl_second_terms(g: dict, n4: int, k4: int, plan: tuple[int, int, int, int, int], sg: int) -> tuple[float, ...]:
+    """What the channel-lane kernel's second stage (a pointwise conv of the projection's ``n4``
+    vec4 columns to ``k4``) adds to its busiest thread with ``plan`` (:func:`_dwp_lanes`, ``sg``
+    lanes), in thousands: ``mat4x4 * vec4`` products per lane; those times the 4 x 4 blocks
+    both stages hold per lane over :data:`DWPL_MAX_BLOCKS`; and 1 (the fixed part). lavapipe
+    runs a workgroup on one thread: the busiest of :data:`DWP_CORES` runs
+    ceil(workgroups / cores) of them."""
+    tw, th, rb, cpl, npl = plan
+    busy = -(-g["NB"] * rb * -(-g["OW"] // tw) // DWP_CORES.get("lane-loop", 2))
+    npl2 = -(-k4 // sg)
+    passes = -(-tw // _dwpl_pack(k4, sg, tw))  # a pass: one product per projection column per lane
+    products = busy * th * passes * n4 * npl2 / 1e3
+    blocks = (-(-g["C"] // 4) if DWPL_EXACT_C else sg * cpl) * npl + n4 * npl2
+    return products, products * blocks / DWPL_MAX_BLOCKS, 1.0
+
+
+def _dwpl_second_estimates(g: dict, n: int, k: int, plan: tuple[int, int, int, int, int], sg: int,
+                           tuning: str) -> tuple[float, float]:
+    """(the second stage, the consumer's tile kernel and one more dispatch) in microseconds for
+    a pointwise conv of the projection's ``n`` channels to ``k`` (:data:`DWPL_SECOND_FIT`; the
+    tile side of :data:`DWP_PAY_FIT`, whose tile kernel reads the ``n`` channels and stores the
+    ``k``), or (inf, 0) on a profile without the fits."""
+    fit, tfit = DWPL_SECOND_FIT.get(tuning), DWP_PAY_FIT.get(tuning)
+    if fit is None or tfit is None:
+        return float("inf"), 0.0
+    stage = sum(w * t for w, t in zip(fit, _dwpl_second_terms(g, n // 4, k // 4, plan, sg)))
+    M = g["NB"] * g["OH"] * g["OW"]
+    t = tfit["tile"]
+    tile = t[0] * M * n * (k // 4) / 1e6 + t[1] * M * (n + k) / 4e6 + t[2]
+    return stage, tile + tfit["dispatch"]
+
+
+def _dwpl_second(g: dict, n4: int, k4: int, plan: tuple[int, int, int, int, int], sg: int, tuning: str) -> int:
+    """Columns per lane (NPL2) of the channel-lane kernel's second stage, a pointwise conv of
+    the projection's ``n4`` vec4 columns to ``k4`` (depthwise conv2d ``g``, ``plan`` of
+    :func:`_dwp_lanes`, ``sg`` lanes), or 0 where it does not run: the projection's columns of
+    a pixel all in one subgroup (no split, :func:`_dwpl_splits`; one pixel per pass,
+    :func:`_dwpl_pack`), at most :data:`DWPL_MAX_NPL` consumer columns per lane and
+    :data:`DWPL_SECOND_BLOCKS` 4 x 4 blocks, and estimated faster than the consumer's own kernel
+    and its dispatch (:func:`_dwpl_second_estimates`). ``WEBNN_GPU_FORCE_DWPL_SECOND=off``:
+    never (nor :data:`DWPL_SECOND` False); ``=on``: wherever it fits."""
+    forced = _env.force_choice("dwpl_second", ("off", "on"))
+    tw, _, _, _, npl = plan
+    if not DWPL_SECOND or forced == "off" or not sg or not k4:
+        return 0
+    if _dwpl_splits(n4, sg, npl) != 1 or _dwpl_pack(n4, sg, tw) != 1:
+        return 0
+    npl2 = -(-k4 // sg)
+    if npl2 > DWPL_MAX_NPL or n4 * npl2 > DWPL_SECOND_BLOCKS:
+        return 0
+    if forced != "on":
+        stage, conv = _dwpl_second_estimates(g, 4 * n4, 4 * k4, plan, sg, tuning)
+        if stage >= conv:
+            return 0
+    return npl2
+
+
+def consumer_ok(node, conv, tuning: str = "default", lanes: int = 0) -> bool:
+    """Whether ``conv`` may be attached to the ``depthwise_project`` node ``node`` as the
+    channel-lane kernel's second stage (the compiler's ``fuse_project_consumer``; the lowering
+    decides, :func:`_dwpl_second`): ``node`` a depthwise conv and a pointwise projection (no
+    expansion, one output, a multiple of 4 channels) that :func:`_dwp_lanes` can plan with
+    ``lanes`` subgroup lanes and whose second stage :func:`_dwpl_second` takes on ``tuning``;
+    ``conv`` a 1x1 NHWC conv2d (stride 1, no
+    padding, one group, a constant filter, no attribute but the builder's and its epilogue)
+    reading the projection's output as its input only, to a multiple of 4 channels of the same
+    data type, with an epilogue that reads operands only per output channel."""
+    if node.op != "depthwise_project" or set(node.attrs) != {"depthwise", "project"} or len(node.outputs) != 1:
+        return False
+    dw, proj = node.attrs["depthwise"], node.attrs["project"]
+    mid = node.outputs[0]
+    if proj is None or proj.op != "conv2d" or conv.op != "conv2d" or len(conv.outputs) != 1 or not lanes:
+        return False
+    if not set(conv.attrs) <= _CONSUMER_ATTRS or conv.attrs.get("input_layout") != "nhwc" or not conv.inputs:
+        return False
+    if conv.inputs[0] is not mid or any(v is mid for v in conv.inputs[1:]) or constant_array(conv.inputs[1]) is None:
+        return False
+    out = conv.outputs[0]
+    if out.data_type != mid.data_type or mid.shape[3] % 4 or out.shape[3] % 4:
+        return False
+    p = _geometry(conv)
+    if (p["KH"], p["KW"], p["sh"], p["sw"], p["G"]) != (1, 1, 1, 1, 1) or any(conv.attrs["padding"]):
+        return False
+    if any("input" in st and (st.get("axis") != 3 or "pool" in st or "pad" in st) for st in _epilogue.steps_of(conv)):
+        return False
+    g = _geometry(dw)
+    n4 = mid.shape[3] // 4
+    plan = _dwp_lanes(g, n4, lanes)
+    return plan is not None and _dwpl_second(g, n4, out.shape[3] // 4, plan, lanes, tuning) > 0
 
 
 def dwp_lanes(tuning: str, subgroup: int) -> int:
@@ -1899,6 +2040,30 @@ def _expand_shift(k4: int) -> bool:
 
 @lowering("depthwise_project")
 def lower_depthwise_project(node, lc) -> None:
+    """:func:`_lower_dwp`; with ``attrs["consumer"]`` (a pointwise conv2d reading the output, the
+    node's second output its output: the compiler's ``fuse_project_consumer``,
+    :func:`consumer_ok`) the channel-lane kernel computes the consumer as its second stage where
+    it runs the pair and :func:`_dwpl_second` allows, and the consumer is lowered as its own
+    conv2d otherwise (the kernels of a graph without the rule)."""
+    consumer = node.attrs.get("consumer")
+    if consumer is None:
+        _lower_dwp(node, lc)
+        return
+    base = Node(node.op, list(node.inputs), node.outputs[:1],
+                {k: v for k, v in node.attrs.items() if k != "consumer"}, node.label.removesuffix(f"+{consumer.label}"))
+    start = len(lc.steps)
+    if _lower_dwp(base, lc, consumer):
+        return
+    for st in lc.steps[start:]:  # the pair's kernels and the consumer's, labelled as without the rule
+        st.node, st.label = base, _kernels.op_where(base)
+    here, lc.node = lc.node, consumer
+    try:
+        lower_conv2d(consumer, lc)
+    finally:
+        lc.node = here
+
+
+def _lower_dwp(node, lc, consumer=None) -> bool:
     """A depthwise conv2d and the pointwise conv2d / tiled conv_transpose2d reading its output,
     in one kernel (``attrs["depthwise"]`` / ``["project"]``, the original nodes; see
     :func:`project_ok`), maybe with the expansion conv making its input (``attrs["expand"]``,
@@ -1906,7 +2071,9 @@ def lower_depthwise_project(node, lc) -> None:
     memory first, :func:`expand_shared_ok`). Without a projection (``project`` None) the kernel
     stores the depthwise output, and the partial sums of its global pool when the depthwise node has one. A
     pointwise projection of a layer with few channels (:func:`_dwp_strip`) runs on
-    ``conv/depthwise_project_strip.wgsl`` instead of the pixel blocks."""
+    ``conv/depthwise_project_strip.wgsl`` instead of the pixel blocks. ``consumer``: a pointwise
+    conv2d the channel-lane kernel may compute too (:func:`lower_depthwise_project`); returns
+    whether it does."""
     dw, proj = node.attrs["depthwise"], node.attrs["project"]
     x, mid, out = dw.inputs[0], dw.outputs[0], node.outputs[0]
     g = _geometry(dw)
@@ -1972,13 +2139,12 @@ def lower_depthwise_project(node, lc) -> None:
         # window of a pool fuse_pool_residual folded into the read: pep.given_g4)
         form = "blocks"
     if form == "lanes":
-        _lower_dwp_lanes(lc, node, g, plan, sg, x, w_in=dw.inputs[1], ep=ep, pep=pep, project_in=project_in,
-                         mat=mat, xres=xres, xpool=xpool if gpad else None)
-        return
+        return _lower_dwp_lanes(lc, node, g, plan, sg, x, w_in=dw.inputs[1], ep=ep, pep=pep, project_in=project_in,
+                                mat=mat, xres=xres, xpool=xpool if gpad else None, consumer=consumer)
     if form == "strip":
         _lower_dwp_strip(lc, node, g, plan, x, w_in=dw.inputs[1], ep=ep, pep=pep, project_in=project_in,
                          pw_uniform=pw_ubo is not None, xres=xres)
-        return
+        return False
     # a pool's partial sums have one row per block of pool_rows' plan, which the compiler sized
     th, tw, splits = _dwp_plan(g, n4, 0 if xsh else k4, lc.tuning, mode == "conv", sg=0 if partials else sg)
     ohb, owb = -(-g["OH"] // th), -(-g["OW"] // tw)
@@ -2041,6 +2207,7 @@ def lower_depthwise_project(node, lc) -> None:
               **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
     if pooled:
         reduce_pool()
+    return False
 
 
 @lowering("conv2d")
