@@ -450,8 +450,9 @@ def given_operand(node, out: Value, steps: list[dict], M: int, N: int, KC: int, 
         v = node.inputs[i]
         if v is None or v.data_type != out.data_type:
             continue
-        if "pool" in step:  # a pooled operand: the kernel loads it through the epilogue's helpers
-            if _epilogue.given_pool_ok(step, v, out) and sum(st.get("input") == i for st in steps) == 1:
+        if "pool" in step or "up2" in step:  # a pooled or upsampled operand: loaded through the epilogue's helpers
+            if ((_epilogue.given_pool_ok(step, v, out) or _epilogue.given_up2_ok(step, v, out))
+                    and sum(st.get("input") == i for st in steps) == 1):
                 return i
             continue
         shp = tuple(v.shape)
