@@ -435,8 +435,9 @@ def small_product(M: int, N: int, batches: int, K: int) -> bool:
 
 def given_operand(node, out: Value, steps: list[dict], M: int, N: int, KC: int, batches: int = 1) -> int | None:
     """The node input a binary epilogue step reads at each output's own index (same shape as
-    ``out``, same data type; a residual add), for the tile kernel to load as vec4 itself
-    (``_epilogue.build(..., given=i)``), or None: also for products within
+    ``out``, same data type; a residual add; or a pool or 2x upsampling of one that the
+    epilogue's helpers load: ``"pool"`` / ``"up2"`` steps), for the tile kernel to load as vec4
+    itself (``_epilogue.build(..., given=i)``), or None: also for products within
     ``matmul/small.wgsl``'s output and K limits (:data:`SMALL_MAX_OUTPUTS`, :data:`SMALL_MAX_K`;
     where the tile kernel runs them, the epilogue loads the operand itself), and under
     ``WEBNN_GPU_FORCE_MATMUL_RESIDUAL=scalar`` (the epilogue's own scalar loads, for
