@@ -621,8 +621,11 @@ def _up2_fn(fn: str, binding: str, width: int, x, up: dict, out_shape) -> str:
         lines += [f"  let vy0_{h} = v00_{h} * (1.0 - tx) + v01_{h} * tx;",
                   f"  let vy1_{h} = v10_{h} * (1.0 - tx) + v11_{h} * tx;",
                   f"  var ev_{h} = vy0_{h} * (1.0 - ty) + vy1_{h} * ty;"]
-        for st in up.get("steps") or []:  # (f32( stays f32( in width 1)
-            lines.append(f"  ev_{h} = {_vec4_unary(st, f'ev_{h}').replace('f32(', ty + '(')};")
+        for st in up.get("steps") or []:
+            expr = _vec4_unary(st, f"ev_{h}")
+            if expr is None:
+                raise ValueError(f"{fn}: an 'up2' step's own step {st!r} is not one of {', '.join(VEC4_UNARY)}")
+            lines.append(f"  ev_{h} = {expr.replace('f32(', ty + '(')};")  # (f32( stays f32( in width 1)
     ret = f"{rt}(ev_0, ev_1)" if width == 8 else "ev_0"
     return "\n".join(lines + [f"  return {ret};", "}"])
 
