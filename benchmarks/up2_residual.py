@@ -47,7 +47,8 @@ def build(ctx, h: int, c: int, host: str):
                  label="host")
     up = b.resample2d(low, mode="linear", scales=[2.0, 2.0], axes=[1, 2])
     g = b.build({"y": b.add(y, up)})
-    feeds = {"z": rng.random((1, h, h, k), dtype=np.float32), "skip": rng.random((1, 2 * h, 2 * h, k), dtype=np.float32)}
+    feeds = {"z": rng.random((1, h, h, k), dtype=np.float32),
+             "skip": rng.random((1, 2 * h, 2 * h, k), dtype=np.float32)}
     return g, feeds
 
 

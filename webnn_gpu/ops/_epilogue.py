@@ -289,8 +289,9 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
                                      f"the output's height and width ({list(out_shape)}) with its channels, read "
                                      f"at the output's index, and unary steps of {', '.join(VEC4_UNARY)}; got "
                                      f"shape {list(v.shape)}, step {step!r}")
-                ep.given = i == given and given_up2_ok(step, v, out)
-                if ep.given:  # the kernel loads it as vec4 (or one value, or 8 as words) through the helpers
+                if i == given and given_up2_ok(step, v, out):
+                    # the kernel loads it as vec4 (or one value, or 8 as words) through the helpers
+                    ep.given = True
                     ep.given_g4, ep.given_g1 = (_up2_fn(f"{ep.fn}_g4", "GIVEN", 4, v, up, out_shape),
                                                 _up2_fn(f"{ep.fn}_g1", "GIVEN", 1, v, up, out_shape))
                     if v.shape[3] % 8 == 0:
