@@ -282,3 +282,34 @@ def test_on_the_gpu_a_depthwise_projection_keeps_the_upsampling(ctx, rng, side, 
     got = run_graph(ctx, build, inputs)
     np.testing.assert_allclose(got["y"], want, rtol=1e-4, atol=1e-4)
     assert any(t.startswith("resample/") for t in kernel_templates(ctx, build, inputs))
+
+
+@pytest.mark.parametrize("case", ["channels 6", "channels 12", "nearest", "output", "broadcast", "sizes"])
+def test_on_the_gpu_the_near_misses_keep_the_resample(ctx, rng, case):
+    """Near misses on the GPU: float64 NumPy's result, the resample's kernel kept (channels not a
+    multiple of 8, nearest-neighbor, the upsampling also an output, a one-channel upsampling
+    broadcast over the conv's channels, sizes that are not 2x)."""
+    c = {"channels 6": 6, "channels 12": 12}.get(case, 8)
+    cl = 1 if case == "broadcast" else c
+    h, w = 5, 6
+    oh, ow = (2 * h + 1, 2 * w) if case == "sizes" else (2 * h, 2 * w)
+    skip = rng.standard_normal((1, oh, ow, 16)).astype(np.float32)
+    low = rng.standard_normal((1, h, w, cl)).astype(np.float32)
+    wt = (rng.standard_normal((c, 16)) * 0.3).astype(np.float32)
+    mode = "nearest-neighbor" if case == "nearest" else "linear"
+
+    def build(b, ops):
+        y = b.conv2d(ops["skip"], b.constant(wt.reshape(c, 1, 1, 16)), input_layout="nhwc", filter_layout="ohwi")
+        up = b.resample2d(ops["low"], mode=mode, sizes=[oh, ow], axes=[1, 2])
+        out = {"y": b.add(y, up)}
+        if case == "output":
+            out["up"] = up
+        return out
+
+    up = ref_resample(low.astype(np.float64), mode, [oh, ow], axes=(1, 2))
+    inputs = {"skip": skip, "low": low}
+    got = run_graph(ctx, build, inputs)
+    np.testing.assert_allclose(got["y"], skip.astype(np.float64) @ wt.T.astype(np.float64) + up, rtol=1e-5, atol=1e-5)
+    if case == "output":
+        np.testing.assert_allclose(got["up"], up, rtol=1e-6, atol=1e-6)
+    assert any(t.startswith("resample/") for t in kernel_templates(ctx, build, inputs)), case
