@@ -12,8 +12,9 @@
   apply(ep, v, o, ch, q, gv): the expression applying the epilogue to the f32 value v (v itself
     when the epilogue is empty); q names the channel's hoisted `EpQ` (see hoist_q) or is empty;
     gv is the value of the operand the kernel holds itself (ep.given).
-  given_fns(ep, name, vec): the helpers loading a pooled given operand (ep.given_g4 / g1, its
-    binding `name`, an array of vec4 with vec), nothing for a plain one.
+  given_fns(ep, name, vec, words): the helpers loading a pooled or upsampled given operand
+    (ep.given_g4 / g1, its binding `name`, an array of vec4 with vec; with words ep.given_g8, the
+    binding an array of 8-value words), nothing for a plain one.
   given4(ep, name, i4) / given1(ep, name, o): the given operand's vec4 i4 (as vec4<f32>) / its
     element o (as f32): the binding's value, or the pool over its window (ep.given_g4 / g1).
   hoist_q(ep, name, ch): `let name = ep_q(ch);` when the epilogue reads operands at the channel
@@ -61,8 +62,10 @@
 {% if ep.empty %}{{ v }}{% else %}{{ ep.fn }}({{ v }}, {{ o }}, {{ ch }}{% if ep.chan %}, {{ q or ep.q_fn ~ "(" ~ ch ~ ")" }}{% endif %}{% if ep.given %}, {{ gv }}{% endif %}){% endif %}
 {%- endmacro %}
 
-{% macro given_fns(ep, name, vec) %}
-{% if ep.given_g4 %}
+{% macro given_fns(ep, name, vec, words=false) %}
+{% if words %}
+{{ ep.given_g8 | replace("GIVEN", name) }}
+{% elif ep.given_g4 %}
 {{ (ep.given_g4 if vec else ep.given_g1) | replace("GIVEN", name) }}
 {% endif %}
 {% endmacro %}

@@ -60,7 +60,9 @@
                  channels): its channel operands are loaded once per row (r{i})
     ep.given     the epilogue's same-shaped operand (a residual add; linalg.given_operand) is bound
                  as `gres` and read by the kernel at the output's index, one vec4 per vec4 store
-                 (a coalesced vec4 load costs about half of four scalar ones on Mesa 22.3)
+                 (a coalesced vec4 load costs about half of four scalar ones on Mesa 22.3); a pooled
+                 or upsampled one through ep.given_g4 (with x8 and ep.given_g8, two vec4 per call
+                 from gres as words)
     ep_loop      apply the epilogue and store in a loop over the tile's rows (one copy of the
                  epilogue's code, each pass storing row 0 and moving the others up), not at each
                  of the TM x TN4 unrolled stores: every tile of TM > 1 whose reduction has at
@@ -149,9 +151,10 @@ enable f16;
 {% elif a_add %}
 {{ tl.decl(res_at, "ares", T, true, false) }}
 {% endif %}
-{% if ep.given and x64 and out_vec and not ep.given_g4 %}
+{% set g8 = x8 and ep.given_g8 %}
+{% if ep.given and x64 and out_vec and (g8 or not ep.given_g4) %}
 @group(0) @binding({{ g_at }}) var<storage, read> gres: array<{{ WT8 or WT }}>;
-{{ tl.given_fns(ep, "gres", out_vec) }}
+{{ tl.given_fns(ep, "gres", out_vec, g8) }}
 {% elif ep.given %}
 {{ tl.decl(g_at, "gres", T, out_vec, false) }}
 {{ tl.given_fns(ep, "gres", out_vec) }}
@@ -211,7 +214,9 @@ fn tile_row(m: u32, o_off: u32, n0: u32, bidx: u32{% if dyn %}, M_: u32, N_: u32
       let n = n0 + {{ 8 * p }}u;
       if (n < {% if dyn %}N_{% else %}{{ N }}u{% endif %}) {
         let o = orow + n;
-{% if ep.given and not ep.given_g4 %}
+{% if g8 %}
+        let gp = {{ ep.fn }}_g8(o / 8u);
+{% elif ep.given and not ep.given_g4 %}
         let gw = gres[o / 8u];
 {% endif %}
 {% for h in range(2) %}
@@ -219,7 +224,7 @@ fn tile_row(m: u32, o_off: u32, n0: u32, bidx: u32{% if dyn %}, M_: u32, N_: u32
         let ch{{ h }} = n + {{ 4 * h }}u + bidx * {{ group_cols }}u;
         let v{{ h }} = c{{ j }};
 {% if ep.given %}
-        let g{{ h }} = {% if ep.given_g4 %}{{ tl.given4(ep, "gres", "o / 4u + " ~ h ~ "u") }}{% else %}w_up(gw{{ halves[h] }}){% endif %};
+        let g{{ h }} = {% if g8 %}gp[{{ h }}]{% elif ep.given_g4 %}{{ tl.given4(ep, "gres", "o / 4u + " ~ h ~ "u") }}{% else %}w_up(gw{{ halves[h] }}){% endif %};
 {% endif %}
         let {{ "u" if clamp_at else "e" }}{{ h }} = {{ ep4("v" ~ h, 4 * h, "ch" ~ h, j, "g" ~ h) }};
 {% if clamp_at %}

@@ -3,6 +3,8 @@ rules' tests use), to check that a rule's rewritten graph computes what the orig
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 from references import ref_conv2d, ref_resample
 
@@ -166,8 +168,9 @@ EVAL = {
     "slice": lambda n, x: x[tuple(slice(s, s + (d - 1) * t + 1, t) for s, d, t in
                                   zip(n.attrs["starts"], n.outputs[0].shape, n.attrs["strides"]))],
     "pad": lambda n, x: np.pad(x, list(zip(n.attrs["beginning_padding"], n.attrs["ending_padding"]))),
-    "resample2d": lambda n, x: ref_resample(x, "nearest-neighbor", [n.outputs[0].shape[a] for a in n.attrs["axes"]],
-                                            axes=n.attrs["axes"]),
+    "resample2d": lambda n, x: ref_resample(x, n.attrs.get("mode", "nearest-neighbor"),
+                                            [n.outputs[0].shape[a] for a in n.attrs["axes"]], axes=n.attrs["axes"]),
+    "clamp": lambda n, x: np.clip(x, n.attrs.get("min_value", -np.inf), n.attrs.get("max_value", np.inf)),
     "batch_normalization": lambda n, *xs: _bn(n.attrs, *xs),
 }
 
@@ -191,9 +194,12 @@ def _steps(steps, x, operands):
     (the node's input values)."""
     for st in steps:
         if "input" not in st:
-            x = EVAL[st["op"]](None, x)
+            x = EVAL[st["op"]](SimpleNamespace(attrs=st), x)
             continue
         w = operands[st["input"]]
+        if st.get("up2") is not None:  # the 2x bilinear upsampling of an NHWC operand, then its own steps
+            w = _steps(st["up2"].get("steps") or [], ref_resample(w, "linear", [2 * w.shape[1], 2 * w.shape[2]],
+                                                                   axes=(1, 2)), [])
         if st.get("pool") is not None:
             w = _window(st["pool"], w)
             assert w.shape == tuple(st["pool"]["shape"])

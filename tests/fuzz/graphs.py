@@ -631,7 +631,8 @@ class Gen:
         return self.elementwise_tail(y, layout, 3), layout  # a windowed pool hosts an epilogue
 
     def motif_upsample(self, v, layout):
-        """A linear / nearest upsampling followed by a pointwise conv, or added to a skip first."""
+        """A linear / nearest upsampling followed by a pointwise conv, or added to a skip first,
+        or added to a pointwise conv of a skip."""
         shape = self.shape(v)
         axes = [1, 2] if layout == "nhwc" else [2, 3]
         if self.p(0.3):
@@ -642,13 +643,36 @@ class Gen:
             attrs["scales"] = [2.0, 2.0]
         else:
             attrs["sizes"] = [shape[axes[0]] * 2 + int(self.rng.integers(0, 2)), shape[axes[1]] * 2]
+        C = shape[3] if layout == "nhwc" else shape[1]
+        if self.p(0.35):
+            # a feature pyramid's top-down add: a pointwise conv of the skip connection, made
+            # first (it hosts the add), plus the upsampling, maybe with a unary tail
+            # (fuse_upsampled_residual; near misses: nearest mode, other sizes, NCHW or swapped
+            # axes, channels not a multiple of 8, the upsampling read twice or output)
+            if C % 8 and self.p(0.7):  # (the kernels read 8-channel words of the small image)
+                v = self.conv(v, layout, pointwise=True, O=self.pick((8, 16, 24)))
+                shape = self.shape(v)
+                C = shape[3] if layout == "nhwc" else shape[1]
+            big = list(shape)
+            for a, n in zip(axes, attrs.get("sizes") or [2 * shape[axes[0]], 2 * shape[axes[1]]]):
+                big[a] = n
+            chan = 3 if layout == "nhwc" else 1
+            big[chan] = self.pick(CHANNELS)
+            s = self.conv(self.input(tuple(big)), layout, pointwise=True, O=C)
+            up = self.emit("resample2d", [v], attrs)
+            if self.p(0.3):
+                up = (self.emit("clamp", [up], {"min_value": 0.0, "max_value": 6.0}) if self.p(0.5)
+                      else self.emit("relu", [up]))
+            if self.p(0.15):
+                self.output(up)
+            y = self.emit("add", [s, up] if self.p(0.5) else [up, s])
+            return self.elementwise_tail(y, layout, 2), layout
         up = self.emit("resample2d", [v], attrs)
         if self.p(0.3):
             up = self.elementwise_tail(up, layout, 2)  # the resample hosts an epilogue
         if self.p(0.7):
             skip = self.input(self.shape(up))
             up = self.emit("add", [up, skip] if self.p(0.5) else [skip, up])
-        C = shape[3] if layout == "nhwc" else shape[1]
         y = self.conv(up, layout, pointwise=True, O=self.pick([c for c in CHANNELS if c <= C] or [C]))
         return self.elementwise_tail(y, layout, 2), layout
 

@@ -40,6 +40,7 @@ from .rules.nchw import compose_transposes, nchw_conv_to_nhwc
 from .rules.norm_rows import fuse_matmul_layer_norm, fuse_matmul_softmax
 from .rules.pool import fuse_pool_input, fuse_pool_map, fuse_pool_partials, fuse_pool_residual
 from .rules.regions import nhwc_regions
+from .rules.resample import fuse_upsampled_residual
 from .rules.views import fold_matmul_views
 
 log = logging.getLogger("webnn_gpu")
@@ -170,6 +171,10 @@ ORDER: tuple[Stage, ...] = (
                                  "pool, is an epilogue step by then), fuse_depthwise_project (the step is the "
                                  "projection's; the pair's legality saw the plain residual) and fuse_pool_map "
                                  "(a pool that stores a side map stays)"),
+        Rule(fuse_upsampled_residual, "after fuse_epilogue (the skip add is its reader's epilogue step by then), "
+                                      "fuse_conv_upsample (an upsampled add a pointwise conv adds to its input is "
+                                      "read by that conv's tiles) and fuse_depthwise_project (the step is the "
+                                      "projection's; the pair's legality saw the plain residual)"),
         Rule(fuse_mlp, "after fuse_epilogue (each product's bias, activation and residual add are its epilogue "
                        "steps), fuse_matmul_layer_norm and fuse_matmul_softmax (a product and its rows' "
                        "normalization are one kernel already), fuse_dense_chain (one-row chains), "

@@ -34,6 +34,14 @@ of dicts, applied in order to the value ``x``:
     ``"shape"`` (the pooled shape, which then stands for the operand's shape: ``"pad"``
     applies to it). Taps in the padding are left out of a max (every window holds one
     inside); an average's windows lie inside the input (the divisor is the window's size).
+``{"op": NAME, "input": i, "up2": {"steps": [...]}}``
+    The operand is the exact 2x bilinear upsampling (half-pixel centers, clamped at the
+    borders: resample2d's linear mode doubling height and width) of ``node.inputs[i]``, an
+    NHWC ``[N, H, W, C]`` value, computed where the step reads it from the four pixels around
+    the output's (a resample fused into its reader, ``fuse_upsampled_residual``), then
+    ``"steps"``: unary steps of :data:`VEC4_UNARY` (the resample's own epilogue, e.g. a
+    clamp). The output is ``[N, 2H, 2W, C]`` (the operand is read at the output's own index:
+    no ``"axis"``, ``"pad"``, ``"pool"`` or ``"scale"``; :func:`up2_step_ok`).
 
 Operands are appended to ``node.inputs`` (see :func:`attach`); the graph binds every input
 of a node and the dead-code pass keeps them alive, so nothing else is needed. An operand must
@@ -115,6 +123,12 @@ class Epilogue:
     #: names it); empty otherwise: the kernel loads the operand at the output's index.
     given_g4: str = ""
     given_g1: str = ""
+    #: For a given operand read through an ``"up2"`` step whose channels are a multiple of 8: WGSL
+    #: of ``fn <fn>_g8(w: u32) -> array<vec4<f32>, 2>``, the output's two vec4s ``2w, 2w + 1``
+    #: from the binding ``GIVEN`` as 8-value u64 words (float32 ``vec4<u64>``, float16
+    #: ``vec2<u64>``; split by the kernel's ``w_up``): half the loads of two ``given_g4`` calls.
+    #: ``matmul/tile.wgsl`` calls it where it stores 8-value words (``x8``); empty otherwise.
+    given_g8: str = ""
     #: The binding names of the operands ``ep_q`` loads, in ``EpQ`` field order (``q0`` ..).
     chan_operands: list = field(default_factory=list)
     #: The line of ``code`` that defines ``ep_q`` (with ``chan``).
@@ -264,10 +278,32 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
                 raise ValueError(f"{node.op}: epilogue step {n}: operand data type {v.data_type} != {out.data_type}")
             pool = step.get("pool")
             held = given_pad and i == given  # the kernel holds the (padded, maybe pooled) value
-            chan_pad = not held and pool is None and i == given and given_chan_pad_ok(step, v, out)
+            up = step.get("up2")
+            chan_pad = not held and pool is None and up is None and i == given and given_chan_pad_ok(step, v, out)
             if held:
                 ep.given = True
                 y = "gv"
+            elif up is not None:  # the operand read is the 2x upsampling of v (helper functions)
+                if not up2_step_ok(step, v, out):
+                    raise ValueError(f"{node.op}: epilogue step {n}: an 'up2' step needs a float NHWC operand half "
+                                     f"the output's height and width ({list(out_shape)}) with its channels, read "
+                                     f"at the output's index, and unary steps of {', '.join(VEC4_UNARY)}; got "
+                                     f"shape {list(v.shape)}, step {step!r}")
+                if i == given and given_up2_ok(step, v, out):
+                    # the kernel loads it as vec4 (or one value, or 8 as words) through the helpers
+                    ep.given = True
+                    ep.given_g4, ep.given_g1 = (_up2_fn(f"{ep.fn}_g4", "GIVEN", 4, v, up, out_shape),
+                                                _up2_fn(f"{ep.fn}_g1", "GIVEN", 1, v, up, out_shape))
+                    if v.shape[3] % 8 == 0:
+                        ep.given_g8 = _up2_fn(f"{ep.fn}_g8", "GIVEN", 8, v, up, out_shape)
+                    y = "gv"
+                else:
+                    if i not in bound:
+                        bound[i] = f"{first_binding}{len(bound)}"
+                        ep.operands.append((bound[i], v))
+                    read_elsewhere.add(bound[i])
+                    pool_fns.append(_up2_fn(f"{ep.fn}_up{n}", bound[i], 1, v, up, out_shape))
+                    y = f"{ep.fn}_up{n}(o)"
             elif pool is not None and i == given and given_pool_ok(step, v, out):
                 # the kernel loads the pooled operand as vec4 (or one value) through the helpers
                 ep.given = True
@@ -300,7 +336,7 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
                 index, inside = _padded_index(node, n, v, step["pad"], out_shape, chan_axis)
             else:
                 index, inside = _operand_index(node, n, v, step.get("axis"), out_shape, out_strides, chan_axis), ""
-            if pool is not None or held or chan_pad:
+            if pool is not None or held or chan_pad or up is not None:
                 pass
             elif inside or step.get("pad") is not None and index != "o":
                 if i not in bound:
@@ -339,16 +375,10 @@ def build(node, out, steps: list[dict], *, chan_axis: int | None = None, first_b
             else:
                 vlines = None
         else:
-            if op in _OPTION_OPS:
-                attrs: dict[str, Any] = {k: float(step.get(k, d)) for k, d in _OPTION_OPS[op][1].items()}
-            elif op == "clamp":
-                attrs = {"min_value": step.get("min_value"), "max_value": step.get("max_value")}
-            elif op in _TABLE and _TABLE[op].arity == 1 and _TABLE[op].out is None and "float32" in _TABLE[op].types:
-                attrs = {}
-            else:
+            unary = _unary(step)
+            if unary is None:
                 raise ValueError(f"{node.op}: epilogue step {n}: {op!r} is not a float unary element-wise op")
-            fake = SimpleNamespace(op=op, inputs=[f32_value], attrs=attrs)
-            stmts, expr, fs = expression(fake, ["ev"])
+            stmts, expr, fs = unary
             if vlines is not None and op in VEC4_UNARY and not stmts and not fs and "bitcast" not in expr:
                 vlines += ["  {", f"    ev = {expr.replace('f32(', 'vec4<f32>(')};", "  }"]
             else:
@@ -506,6 +536,99 @@ def _given_pool_fns(node, n, fn: str, x, step: dict, out_shape) -> tuple[str, st
 
     return ("\n".join([f"fn {fn}_g4(i: u32) -> vec4<f32> {{"] + body(4, "vec4<f32>")),
             "\n".join([f"fn {fn}_g1(i: u32) -> f32 {{"] + body(1, "f32")))
+
+
+def _unary(step: dict, var: str = "ev"):
+    """(statements, expression of ``var``, helper functions) of a unary epilogue step, or None
+    where its op is not a float unary element-wise operator."""
+    op = step.get("op")
+    if "input" in step:
+        return None
+    if op in _OPTION_OPS:
+        attrs: dict[str, Any] = {k: float(step.get(k, d)) for k, d in _OPTION_OPS[op][1].items()}
+    elif op == "clamp":
+        attrs = {"min_value": step.get("min_value"), "max_value": step.get("max_value")}
+    elif op in _TABLE and _TABLE[op].arity == 1 and _TABLE[op].out is None and "float32" in _TABLE[op].types:
+        attrs = {}
+    else:
+        return None
+    return expression(SimpleNamespace(op=op, inputs=[SimpleNamespace(data_type="float32")], attrs=attrs), [var])
+
+
+def _vec4_unary(step: dict, var: str = "ev") -> str | None:
+    """The WGSL expression of ``var`` of a unary step of :data:`VEC4_UNARY` that is one
+    expression of ``f32`` literals and component-wise built-ins (also right for a ``vec4<f32>``
+    ``var`` with ``f32(`` made ``vec4<f32>(``), or None."""
+    unary = _unary(step, var) if step.get("op") in VEC4_UNARY else None
+    if unary is None or unary[0] or unary[2] or "bitcast" in unary[1]:
+        return None
+    return unary[1]
+
+
+def up2_step_ok(step: dict, v, out) -> bool:
+    """Whether an epilogue step can read the exact 2x bilinear upsampling of ``v`` (an
+    ``"up2"`` step, see the module docstring): ``v`` a float NHWC ``[N, H, W, C]`` value and
+    the output ``[N, 2H, 2W, C]``, read at the output's own index (no ``"axis"``, ``"pad"``,
+    ``"pool"`` or ``"scale"``), the upsampling's own steps unary ones of :data:`VEC4_UNARY`."""
+    up, shp, o = step.get("up2"), tuple(v.shape), tuple(out.shape)
+    if (not isinstance(up, dict) or set(up) - {"steps"} or any(k in step for k in ("axis", "pad", "pool", "scale"))
+            or len(shp) != 4 or len(o) != 4 or v.data_type not in ("float32", "float16")):
+        return False
+    steps = up.get("steps") or []
+    if not isinstance(steps, (list, tuple)) or any(not isinstance(st, dict) or _vec4_unary(st) is None for st in steps):
+        return False
+    return o == (shp[0], 2 * shp[1], 2 * shp[2], shp[3])
+
+
+def given_up2_ok(step: dict, v, out) -> bool:
+    """Whether a kernel holding the operand of an ``"up2"`` step as vec4s (``given``) can load
+    it through :attr:`Epilogue.given_g4`: :func:`up2_step_ok`, channels a multiple of 4."""
+    return up2_step_ok(step, v, out) and v.shape[3] % 4 == 0
+
+
+def _up2_fn(fn: str, binding: str, width: int, x, up: dict, out_shape) -> str:
+    """WGSL ``fn <fn>(i: u32)`` returning ``f32`` (``width`` 1), ``vec4<f32>`` (4) or
+    ``array<vec4<f32>, 2>`` (8: ``binding`` holds u64 words of 8 values, split by ``w_up``): the
+    2x bilinear upsampling of ``x`` (bound as ``binding``, an array of ``width``-value elements)
+    at the output's element ``i`` (in ``width`` units), then ``up["steps"]``. The output row
+    ``2r`` reads rows ``r - 1`` and ``r`` with weight 0.75 on row ``r``, row ``2r + 1`` rows ``r``
+    and ``r + 1`` with 0.25 on ``r + 1``; where the coordinate clamps at a border, one row with
+    weight 0; columns alike; rows first interpolated along the columns, then combined:
+    ``resample/resample2d_x2.wgsl``'s taps and arithmetic, term for term."""
+    _, H, W, C = x.shape
+    _, OH, OW, _ = out_shape
+    cw = C // width
+    ty = "f32" if width == 1 else "vec4<f32>"
+    rt = "array<vec4<f32>, 2>" if width == 8 else ty
+    lines = [f"fn {fn}(i: u32) -> {rt} {{", f"  let cc = i % {cw}u;", f"  let p = i / {cw}u;",
+             f"  let oy = (p / {OW}u) % {OH}u;", f"  let ox = p % {OW}u;",
+             f"  let base = (p / {OW * OH}u) * {H * W * cw}u + cc;"]
+    for a, o, size in (("y", "oy", H), ("x", "ox", W)):
+        lines += [f"  let {a}i = {o} / 2u;",
+                  f"  let {a}o = ({o} & 1u) == 1u;",
+                  f"  let {a}0 = select({a}i - 1u, {a}i, {a}o || {a}i == 0u);",
+                  f"  let {a}1 = select({a}i, min({a}i + 1u, {size - 1}u), {a}o);",
+                  f"  let t{a} = select(select(0.75, 0.0, {a}i == 0u), select(0.25, 0.0, {a}i + 1u >= {size}u), {a}o);"]
+    taps = [(r, c) for r in range(2) for c in range(2)]
+    halves = [""]
+    if width == 8:  # the words, then each one's two vec4s
+        lines += [f"  let w{r}{c} = {binding}[base + (y{r} * {W}u + x{c}) * {cw}u];" for r, c in taps]
+        halves = [".xy", ".zw"] if x.data_type == "float32" else [".x", ".y"]
+    for h, half in enumerate(halves):
+        if width == 8:
+            lines += [f"  let v{r}{c}_{h} = w_up(w{r}{c}{half});" for r, c in taps]
+        else:
+            lines += [f"  let v{r}{c}_{h} = {ty}({binding}[base + (y{r} * {W}u + x{c}) * {cw}u]);" for r, c in taps]
+        lines += [f"  let vy0_{h} = v00_{h} * (1.0 - tx) + v01_{h} * tx;",
+                  f"  let vy1_{h} = v10_{h} * (1.0 - tx) + v11_{h} * tx;",
+                  f"  var ev_{h} = vy0_{h} * (1.0 - ty) + vy1_{h} * ty;"]
+        for st in up.get("steps") or []:
+            expr = _vec4_unary(st, f"ev_{h}")
+            if expr is None:
+                raise ValueError(f"{fn}: an 'up2' step's own step {st!r} is not one of {', '.join(VEC4_UNARY)}")
+            lines.append(f"  ev_{h} = {expr.replace('f32(', ty + '(')};")  # (f32( stays f32( in width 1)
+    ret = f"{rt}(ev_0, ev_1)" if width == 8 else "ev_0"
+    return "\n".join(lines + [f"  return {ret};", "}"])
 
 
 def given_chan_pad_ok(step: dict, v, out) -> bool:

@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _env
+from .. import _dtypes, _env
 from .. import _validate as V
 from .. import _kernels
 from .._ir import Node
@@ -816,6 +816,37 @@ def upsampled_add_ok(node, small) -> bool:
     return (node.attrs.get("input_layout") == "nhwc" and "input_add" in node.attrs and x.shape[2] % 2 == 0
             and x.shape[1] % 2 == 0 and tuple(small.shape) == (x.shape[0], x.shape[1] // 2, x.shape[2] // 2, x.shape[3])
             and small.data_type == x.data_type)
+
+
+#: ``fuse_upsampled_residual`` folds a 2x upsampling into a pointwise conv's epilogue where the
+#: tile kernel loads the small image as 8-value words (four per two vec4s it stores: channels a
+#: multiple of 8, :func:`linalg.tile_words`) and the small image has at most this many bytes:
+#: benchmarks/up2_residual.py (lavapipe) measured the loads at 0.53-0.93 of the doubling
+#: kernel's time and the wall at 0.92-0.99 up to 147 KiB, 0.97-1.04 at 256-300 KiB (the vec4
+#: form of the loads, four per vec4, about the doubling kernel's time: not taken).
+UP2_RESIDUAL_MAX_BYTES = 131072
+
+
+def upsampled_residual_ok(node, small, tuning: str = "default", features=()) -> bool:
+    """Whether conv2d ``node`` can read an operand of its epilogue as ``small``'s exact 2x
+    bilinear upsampling (the compiler's ``fuse_upsampled_residual``, an ``"up2"`` step): a
+    pointwise NHWC conv (the tile kernel, which loads the operand through the epilogue's
+    helpers) on a device where it moves words (the lane-loop profile with ``shader-int64``),
+    ``small`` with channels a multiple of 8 and at most :data:`UP2_RESIDUAL_MAX_BYTES`.
+    ``WEBNN_GPU_FORCE_UP2_RESIDUAL=any`` takes any size, device and channels (a multiple of 4:
+    the vec4 helpers), ``=off`` none (for side-by-side runs)."""
+    from types import SimpleNamespace
+
+    from .linalg import tile_words
+
+    forced = _env.force_choice("up2_residual", ("any", "off"))
+    if forced == "off" or node.op != "conv2d" or node.attrs.get("input_layout") != "nhwc" or len(node.outputs) != 1:
+        return False
+    if _conv_variant(_geometry(node), "nhwc", tuning) != "pointwise":
+        return False
+    return forced == "any" or (small.shape[3] % 8 == 0
+                               and tile_words(SimpleNamespace(tuning=tuning, features=features), small.data_type)
+                               and _dtypes.byte_length(small.data_type, small.shape) <= UP2_RESIDUAL_MAX_BYTES)
 
 
 def pool_output_ok(node, tuning: str) -> bool:

@@ -435,8 +435,9 @@ def small_product(M: int, N: int, batches: int, K: int) -> bool:
 
 def given_operand(node, out: Value, steps: list[dict], M: int, N: int, KC: int, batches: int = 1) -> int | None:
     """The node input a binary epilogue step reads at each output's own index (same shape as
-    ``out``, same data type; a residual add), for the tile kernel to load as vec4 itself
-    (``_epilogue.build(..., given=i)``), or None: also for products within
+    ``out``, same data type; a residual add; or a pool or 2x upsampling of one that the
+    epilogue's helpers load: ``"pool"`` / ``"up2"`` steps), for the tile kernel to load as vec4
+    itself (``_epilogue.build(..., given=i)``), or None: also for products within
     ``matmul/small.wgsl``'s output and K limits (:data:`SMALL_MAX_OUTPUTS`, :data:`SMALL_MAX_K`;
     where the tile kernel runs them, the epilogue loads the operand itself), and under
     ``WEBNN_GPU_FORCE_MATMUL_RESIDUAL=scalar`` (the epilogue's own scalar loads, for
@@ -450,8 +451,9 @@ def given_operand(node, out: Value, steps: list[dict], M: int, N: int, KC: int, 
         v = node.inputs[i]
         if v is None or v.data_type != out.data_type:
             continue
-        if "pool" in step:  # a pooled operand: the kernel loads it through the epilogue's helpers
-            if _epilogue.given_pool_ok(step, v, out) and sum(st.get("input") == i for st in steps) == 1:
+        if "pool" in step or "up2" in step:  # a pooled or upsampled operand: loaded through the epilogue's helpers
+            if ((_epilogue.given_pool_ok(step, v, out) or _epilogue.given_up2_ok(step, v, out))
+                    and sum(st.get("input") == i for st in steps) == 1):
                 return i
             continue
         shp = tuple(v.shape)

@@ -198,9 +198,11 @@ def fuse_pool_map(nodes: list, outputs: dict, context=None) -> list:
 _PARTS = ("expand", "depthwise", "project")
 
 
-def _pooled_reader(node, p, x, pool: dict):
+def _pooled_reader(node, p, x, pool: dict, key: str = "pool"):
     """``node`` reading ``x`` through ``pool`` where one of its epilogue steps reads ``p`` (the
-    pool's output; see :func:`fuse_pool_residual`), or None where it cannot."""
+    pool's output; see :func:`fuse_pool_residual`), or None where it cannot. ``key`` names the
+    step's entry that holds ``pool``: ``"pool"``, or ``"up2"`` (``fuse_upsampled_residual``:
+    ``p`` the 2x upsampling of ``x``)."""
     from ...ops._epilogue import HOST_SLOTS, hosts
 
     if node.op == "depthwise_project":
@@ -208,7 +210,7 @@ def _pooled_reader(node, p, x, pool: dict):
         readers = [k for k, n in parts.items() if any(v is p for v in n.inputs)]
         if len(readers) != 1:
             return None
-        new = _pooled_reader(parts[readers[0]], p, x, pool)
+        new = _pooled_reader(parts[readers[0]], p, x, pool, key)
         if new is None:
             return None
         inputs: list = []
@@ -224,9 +226,9 @@ def _pooled_reader(node, p, x, pool: dict):
     if len(at) != 1 or at[0] < HOST_SLOTS[node.op]:
         return None  # p is the host's own operand (its image, a bias), not only an epilogue's
     k = [n for n, st in enumerate(steps) if st.get("input") == at[0]]
-    if len(k) != 1 or "pool" in steps[k[0]] or steps[k[0]].get("axis") is not None:
+    if len(k) != 1 or "pool" in steps[k[0]] or "up2" in steps[k[0]] or steps[k[0]].get("axis") is not None:
         return None
-    steps[k[0]] = {**steps[k[0]], "pool": pool}
+    steps[k[0]] = {**steps[k[0]], key: pool}
     inputs = list(node.inputs)
     inputs[at[0]] = x
     return Node(node.op, inputs, list(node.outputs), {**node.attrs, "epilogue": steps}, node.label)
