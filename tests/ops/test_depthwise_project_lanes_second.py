@@ -226,7 +226,7 @@ def test_estimate_keeps_consumers_that_ran_no_faster():
         g = geometry(hw, C)
         return conv._dwpl_second(g, N // 4, K // 4, conv._dwp_lanes(g, N // 4, 8), 8, tuning)
 
-    assert second(32, 32, 64, 32) == 1 and second(16, 48, 64, 64) == 2 and second(12, 32, 64, 32) == 1
+    assert second(32, 32, 64, 32) == 1 and second(8, 48, 64, 64) == 2 and second(12, 32, 64, 32) == 1
     assert second(48, 24, 48, 4) == 1 and conv._dwpl_pack(1, 8, 4) == 4
     assert second(24, 32, 64, 48) == 0
     assert second(16, 64, 128, 64) == 0 and second(24, 32, 8, 32) == 0  # split columns; 4 pixels per pass
