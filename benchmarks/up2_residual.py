@@ -53,6 +53,8 @@ def build(ctx, h: int, c: int, host: str):
 
 
 def main(argv=None) -> int:
+    """Time each shape's upsampled skip add in its reader against the doubling kernel (see the module
+    docstring); 0 on success."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--host", choices=("tile", "dwp"), default="tile")

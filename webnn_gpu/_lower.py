@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 _SCALAR_BYTES = {"f16": 2, "f32": 4, "i32": 4, "u32": 4, "bool": 4}
 _WORKGROUP_VAR = re.compile(r"var<workgroup>\s+\w+\s*:\s*(.+?);")
+_STORAGE_DECL = re.compile(r"@binding\([^)]*\)\s*var<storage\b")
 
 
 def _type_bytes(t: str) -> int:
@@ -140,14 +141,17 @@ class LowerContext:
             if workgroup > int(self.limits.get(key, 256)):
                 raise NotSupportedError(f"{self.label}: kernel {template!r} needs {workgroup} invocations per "
                                         f"workgroup, more than this device's {name} ({self.limits.get(key, 256)})")
-        max_buffers = int(self.limits.get("max-storage-buffers-per-shader-stage", 8))
-        if len(bindings) > max_buffers:
-            raise NotSupportedError(
-                f"{self.label}: kernel {template!r} binds {len(bindings)} storage buffers, more than this "
-                f"device's maxStorageBuffersPerShaderStage ({max_buffers})"
-            )
         kc = KernelContext(template, bindings, int(n), workgroup, self.features, dict(variables))
         wgsl = kc.render()
+        # the storage buffers the kernel declares (a parameter or constant bound as a uniform buffer
+        # or a texture is none; an operand two epilogues read may be bound twice)
+        storage = len(_STORAGE_DECL.findall(wgsl))
+        max_buffers = int(self.limits.get("max-storage-buffers-per-shader-stage", 8))
+        if storage > max_buffers:
+            raise NotSupportedError(
+                f"{self.label}: kernel {template!r} binds {storage} storage buffers, more than this "
+                f"device's maxStorageBuffersPerShaderStage ({max_buffers})"
+            )
         shared = workgroup_storage_bytes(wgsl)
         max_shared = int(self.limits.get("max-compute-workgroup-storage-size", 16384))
         if shared > max_shared:

@@ -424,7 +424,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% if pep.given and xres %}
       let gv{{ m }}_{{ p }} = {{ held(m, p) }};
 {% elif pep.given %}
-      let gv{{ m }}_{{ p }} = {{ tl.given4(pep, "pg", "(pixb + " ~ p ~ "u) * N4 + og" ~ m) }};
+      // (a pixel past the row or the image reads pixel 0: its value reaches no store)
+      let gv{{ m }}_{{ p }} = {{ tl.given4(pep, "pg", "select(0u, pixb + " ~ p ~ "u, rok && in" ~ p ~ ") * N4 + og" ~ m) }};
 {% endif %}
       let r{{ m }}_{{ p }} = {{ ep_v4(pep, "a" ~ m ~ "_" ~ p, oidx(m, "pixb + " ~ p ~ "u"), "4u * og" ~ m, "g" ~ m ~ "_", "gv" ~ m ~ "_" ~ p) }};
 {% endfor %}

@@ -236,3 +236,21 @@ def test_estimate_keeps_consumers_that_ran_no_faster():
         assert second(24, 32, 64, 48) == 2
         mp.setenv("WEBNN_GPU_FORCE_DWPL_SECOND", "off")
         assert second(32, 32, 64, 32) == 0
+
+
+@pytest.mark.parametrize("form", ["lanes", "blocks"])
+def test_storage_buffer_limit_counts_storage_bindings_only(ctx, rng, monkeypatch, form):
+    """At WebGPU's default of 8 storage buffers per stage: a depthwise + projection pair with a
+    residual and prelu binds 8 operands and the uniform parameter block (not a storage buffer),
+    so it builds fused on either kernel; the pair with a consumer whose operands would pass 8
+    keeps the consumer a kernel of its own (the rule counts every operand of both, an operand
+    both epilogues read twice) and still matches."""
+    _lane_loop(ctx, monkeypatch)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", form)
+    monkeypatch.setitem(ctx._limits, "max-storage-buffers-per-shader-stage", 8)
+    build, inputs, refs = _chain(rng, 6, 32, 32, 32, outputs=("y1",))
+    steps = _check(ctx, build, inputs, refs, "float32")
+    assert [st.template for st in steps] == [LANES if form == "lanes" else "conv/depthwise_project.wgsl"]
+    build, inputs, refs = _chain(rng, 6, 32, 32, 32, outputs=("y1", "y2"))
+    steps = _check(ctx, build, inputs, refs, "float32")
+    assert not _merged(steps) and len(steps) == 2

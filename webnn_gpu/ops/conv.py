@@ -2080,8 +2080,11 @@ def lower_depthwise_project(node, lc) -> None:
     if consumer is None:
         _lower_dwp(node, lc)
         return
+    label = node.label  # the pair's own ("+".join of the pair's and the consumer's, empty ones left out)
+    if consumer.label:
+        label = "" if label == consumer.label else label.removesuffix(f"+{consumer.label}")
     base = Node(node.op, list(node.inputs), node.outputs[:1],
-                {k: v for k, v in node.attrs.items() if k != "consumer"}, node.label.removesuffix(f"+{consumer.label}"))
+                {k: v for k, v in node.attrs.items() if k != "consumer"}, label)
     start = len(lc.steps)
     if _lower_dwp(base, lc, consumer):
         return

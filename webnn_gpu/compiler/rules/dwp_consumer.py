@@ -55,7 +55,9 @@ def fuse_project_consumer(nodes: list, outputs: dict, context=None) -> list:
             for v in conv.inputs[1:]:
                 if v is not None and all(v is not u for u in inputs):
                     inputs.append(v)
-            if len(inputs) + 2 > limit:
+            # the kernel binds the pair's operands and the consumer's (an operand both epilogues
+            # read is bound once for each) and both outputs
+            if len(node.inputs) + sum(v is not None for v in conv.inputs[1:]) + 2 > limit:
                 continue
             label = "+".join(s for s in (node.label, conv.label) if s)
             replaced[node.id] = Node(node.op, inputs, [node.outputs[0], conv.outputs[0]],
