@@ -3,6 +3,7 @@ the pair and the consumer's own conv kernel, inside whole models.
 
     .venv/bin/python benchmarks/dwpl_second.py [--models iris-landmark ...] [--rounds 20]
                                                [--repeats 5] [--runs 10] [--dtype float32]
+                                               [--old-env K=V ...] [--new-env K=V ...] [--set NAME=INT ...]
     .venv/bin/python benchmarks/dwpl_second.py --shapes HWxCxNxKxS ... [--rounds 10] [--forced]
 
 Each model (names of ``webnn_gpu.models`` or ``.tflite`` paths) is loaded twice in one process
@@ -14,6 +15,11 @@ inference (write, dispatch, read: the least of 3 batches of ``--runs``). Prints 
 kernel the old pair (lanes kernel + the consumer's kernel) and the new kernel in microseconds
 (medians over the rounds) and the range of the per-round ratio new / old; then the whole
 model's kernel sum and wall time, likewise; and whether the two graphs' outputs agree.
+``--old-env`` / ``--new-env`` add ``WEBNN_GPU_FORCE_*`` switches to either build (e.g. the new
+one with ``WEBNN_GPU_FORCE_DWPL_SPLIT=off WEBNN_GPU_FORCE_DWPL_SECOND=on``), ``--set`` sets
+integer constants of ``webnn_gpu.ops.conv`` for the new build only (e.g. ``DWPL_MAX_BLOCKS=64``);
+then every kernel label of one build that the other lacks is printed: a new one against the old
+kernels whose nodes it covers, an old one alone.
 
 ``--shapes`` instead builds, per shape (input H = W, depthwise channels C, projected N, the
 consumer's K, stride S), a 3x3 depthwise conv2d (bias), its projection (bias, a residual add of
@@ -29,12 +35,28 @@ estimates the lowering compares (:func:`webnn_gpu.ops.conv._dwpl_second_estimate
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 
 import numpy as np
 from _common import environ, model_paths, per_run_us  # benchmarks/_common.py (the script's folder is on sys.path)
 
 OFF = {"WEBNN_GPU_FORCE_DWPL_SECOND": "off"}
+
+
+@contextlib.contextmanager
+def _constants(values: dict):
+    """Set module constants of ``webnn_gpu.ops.conv`` (name -> value) for the block."""
+    from webnn_gpu.ops import conv
+
+    old = {k: getattr(conv, k) for k in values}
+    for k, v in values.items():
+        setattr(conv, k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(conv, k, v)
 
 
 def _inner(label: str) -> str:
@@ -48,28 +70,31 @@ def _ratio_line(name: str, old: list[float], new: list[float]) -> str:
             f" [{r.min():5.3f}-{r.max():5.3f}]")
 
 
-def compare(path: str, rounds: int, repeats: int, runs: int, dtype: str) -> None:
+def compare(path: str, rounds: int, repeats: int, runs: int, dtype: str, old_env: dict | None = None,
+            new_env: dict | None = None, consts: dict | None = None) -> None:
     """Time one model both ways (see the module docstring)."""
     import webnn_gpu as webnn
     from webnn_gpu.profile import profile_graph
 
     ctx = webnn.ml.create_context()
     built = {}
-    for name, env in (("old", OFF), ("new", {k: None for k in OFF})):
-        with environ(env):
+    forms = (("old", {**OFF, **(old_env or {})}, {}), ("new", {**{k: None for k in OFF}, **(new_env or {})}, consts or {}))
+    for name, env, values in forms:
+        with environ(env), _constants(values):
             g = webnn.load(path, ctx, dtype=dtype).graph
         rng = np.random.default_rng(0)
         built[name] = (g, {n: rng.uniform(0, 1, v.shape).astype(np.float16 if v.data_type == "float16" else np.float32)
                            for n, v in g._inputs.items()})
     outs = {n: ctx.compute(g, x) for n, (g, x) in built.items()}
-    merged = {}  # new label -> the old labels it replaces (the pair's and the consumer's)
+    merged = {}  # new label -> the old labels of the nodes it covers; an old label alone -> []
     old_labels = {_inner(s.label): s.label for s in built["old"][0]._steps if hasattr(s, "template")}
-    for s in built["new"][0]._steps:
-        inner = _inner(s.label)
-        if getattr(s, "template", "") == "conv/depthwise_project_lanes.wgsl" and inner not in old_labels:
-            pair, conv = inner.rsplit("+", 1)
-            merged[s.label] = [old_labels[pair], old_labels[conv]]
-    per = {lb: ([], []) for lb in merged}
+    new_labels = {_inner(s.label): s.label for s in built["new"][0]._steps if hasattr(s, "template")}
+    for inner, label in new_labels.items():
+        if inner not in old_labels:
+            parts = set(inner.split("+"))
+            merged[label] = [lb for i, lb in old_labels.items() if i not in new_labels and set(i.split("+")) <= parts]
+    alone = [lb for i, lb in old_labels.items() if i not in new_labels and not any(lb in v for v in merged.values())]
+    per = {lb: ([], []) for lb in [*merged, *alone]}
     tot, wall = ([], []), ([], [])
     for i in range(rounds):
         rows = {}
@@ -82,10 +107,14 @@ def compare(path: str, rounds: int, repeats: int, runs: int, dtype: str) -> None
         for lb, parts in merged.items():
             per[lb][0].append(sum(rows["old"][p] for p in parts))
             per[lb][1].append(rows["new"][lb])
+        for lb in alone:
+            per[lb][0].append(rows["old"][lb])
+            per[lb][1].append(0.0)
     name = os.path.basename(path).split(".")[0]
-    print(f"# {name} ({dtype}): {len(merged)} merged kernels; old us, new us, new / old median [range] over {rounds} rounds")
+    print(f"# {name} ({dtype}): {len(merged)} new kernels, {len(alone)} old ones gone; old us, new us, new / old"
+          f" median [range] over {rounds} rounds")
     for lb, (o, n) in per.items():
-        print(_ratio_line(_inner(lb)[-44:], o, n))
+        print(_ratio_line(_inner(lb)[-44:], o, n) + (f"  (old: {', '.join(_inner(p) for p in merged[lb])})" if lb in merged else ""))
     print(_ratio_line("all kernels", *tot))
     print(_ratio_line("wall per inference", *wall))
     for k in outs["old"]:
@@ -166,14 +195,19 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", default="float32", choices=("float32", "float16"))
     p.add_argument("--shapes", nargs="*", default=[], help="HWxCxNxKxS synthetic layers instead of models")
     p.add_argument("--forced", action="store_true", help="with --shapes: force the lane kernel and the stage")
+    p.add_argument("--old-env", nargs="*", default=[], help="K=V environment variables of the old build")
+    p.add_argument("--new-env", nargs="*", default=[], help="K=V environment variables of the new build")
+    p.add_argument("--set", nargs="*", default=[], help="NAME=INT constants of webnn_gpu.ops.conv, new build only")
     args = p.parse_args(argv)
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     os.environ["WEBNN_GPU_PLAN_CACHE"] = "0"
     if args.shapes:
         shapes(args.shapes, args.rounds, args.repeats, args.dtype, args.forced)
         return 0
+    pairs = [dict(kv.split("=", 1) for kv in a) for a in (args.old_env, args.new_env)]
+    consts = {k: int(v) for k, v in (kv.split("=", 1) for kv in args.set)}
     for path in model_paths(args.models):
-        compare(path, args.rounds, args.repeats, args.runs, args.dtype)
+        compare(path, args.rounds, args.repeats, args.runs, args.dtype, *pairs, consts)
     return 0
 
 
