@@ -23,7 +23,19 @@ fn exp_acc_{{ T }}(x: f32) -> f32 {
   let r = (x - k * 0.693145751953125) - k * 1.4286068203094172e-06;
   let p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 +
           r * (1.0 / 5040.0)))))));
-  return ldexp(p, i32(k));
+{# ldexp(p, k) without arithmetic on denormals (x86 takes a microcode assist for every vector
+    operation that reads or makes one: a segmenter's sigmoid of a background logit below -87):
+    k >= -125 (a normal result) as two exact powers of two, 2^k1 2^(kn - k1), each in [2^-63,
+    2^64], the first product exact and the second rounding once, as ldexp does; k in [-150, -126]
+    as the result's bits, p 2^(k + 149) rounded to an integer (p 2^k is that many units of
+    2^-149, the denormals' spacing, up to the smallest normal's 2^23 units and just past it) #}
+  // ldexp(p, k), no arithmetic on denormals (see _lib/activations.wgsl)
+  let ki = i32(k);
+  let kn = max(ki, -125);
+  let k1 = kn >> 1u;
+  let big = (p * bitcast<f32>(u32(k1 + 127) << 23u)) * bitcast<f32>(u32(kn - k1 + 127) << 23u);
+  let units = round(p * bitcast<f32>(u32(clamp(ki, -150, -126) + 149 + 127) << 23u));
+  return select(big, bitcast<f32>(u32(units)), ki < -125);
 }
 {% endif %}
 {% if names | select("in", ["erfc", "erf", "gelu"]) | list %}
@@ -111,8 +123,12 @@ fn gelu_{{ T }}(x: {{ T }}) -> {{ T }} {
 fn sigmoid_{{ T }}(x: {{ T }}) -> {{ T }} {
   let xf = f32(x);
   let e = exp_acc_{{ T }}(-abs(xf));
-  let p = 1.0 / (1.0 + e);
-  return {{ T }}(select(e * p, p, xf >= 0.0));
+{# e below 2^-30 leaves 1 + e = 1 and e p = e: the arithmetic takes 2^-30 instead, so that no
+    operation reads a denormal e (see exp_acc), and the result is e itself #}
+  let tiny = bitcast<u32>(e) < 0x30800000u;
+  let en = select(e, 9.313225746154785e-10, tiny);
+  let p = 1.0 / (1.0 + en);
+  return {{ T }}(select(select(en * p, e, tiny), p, xf >= 0.0));
 }
 {% elif name == "tanh" %}
 fn tanh_{{ T }}(x: {{ T }}) -> {{ T }} {

@@ -82,6 +82,10 @@
                  "conv": out is [NB, OH, OW, N]; "transpose": value n = (a * KW2 + b) * O2 + o of
                  pixel (oh, ow) goes to out[NB, OH * KH2, OW * KW2, O2] at (oh * KH2 + a, ow * KW2 + b, o)
     KH2, KW2, O2 the transposed conv's block and channels (mode "transpose")
+    orow         (mode "transpose", TW * KW2 * O2 == 8, OW a multiple of TW) each block row's
+                 output row a (of KH2) is 8 consecutive values, stored as one word of 8 (vec4<u64>
+                 for float32, vec2<u64> for float16; the same bits) instead of 8 scalar stores;
+                 `out` is bound as those words (conv.dwp_row_words)
     out_vec      vec4 stores (mode "conv", N % 4 == 0)
     f_uniform    0, or the depthwise filter is in a uniform buffer of this many vec4s
     p_uniform    0, or the projection matrix is in a uniform buffer of this many vec4s
@@ -153,7 +157,11 @@ enable f16;
 {% set nb.i = nb.i + 1 + eep.operands | length %}
 {% endif %}
 @group(0) @binding({{ nb.i }}) var<uniform> prm: array<vec4<u32>, 5>;
+{% if orow %}
+@group(0) @binding({{ nb.i + 1 }}) var<storage, read_write> out: array<{{ LT }}>;
+{% else %}
 {{ tl.decl(nb.i + 1, "out", T, out_vec, true) }}
+{% endif %}
 {% if pool %}
 @group(0) @binding({{ nb.i + 2 }}) var<storage, read_write> pool: array<vec4<f32>>;
 {% endif %}
@@ -161,7 +169,7 @@ enable f16;
 var<workgroup> xs: array<vec4<f32>, {{ XS }}>;
 {% endif %}
 {{ rw.pair_fns(fns, ep, pep if mode != "store" else none) -}}
-{{ rw.word_fns(T) if xw or x_words }}
+{{ rw.word_fns(T) if xw or x_words or orow }}
 {% if expand and not eep.empty %}
 {{ eep.code }}
 {{ ep_v4_def(eep, false) }}
@@ -710,6 +718,28 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for j in range(NS if pool else 0) %}
   // this block's column sums: row idx of the [blocks, N] partials
   {{ "if (jb + " ~ j ~ "u < N4) " if ragged }}{ {{ "if (live) { " if sg }}pool[idx * N4 + jb + {{ j }}u] = ps{{ j }};{{ " }" if sg }} }
+{% endfor %}
+{% elif mode == "transpose" and orow %}
+{% for oc in range(O2) %}
+  {{ tl.hoist_q(pep, "gq" ~ oc, oc ~ "u") }}
+{% endfor %}
+{% for t in range(TH) %}
+  if (in{{ t }}_0) {
+{% for a_ in range(KH2) %}
+    {
+      // output row {{ a_ }} of block row {{ t }}: value q = (p * KW2 + b) * O2 + oc of the row is pixel p's n = ({{ a_ }} * KW2 + b) * O2 + oc
+      let o = (((n * OH + oh0 + {{ t }}u) * {{ KH2 }}u + {{ a_ }}u) * OW + ow0) * {{ KW2 * O2 }}u;
+{% for h in range(2) %}
+      let v{{ h }} = vec4<f32>(
+{%- for q in range(4 * h, 4 * h + 4) %}
+{%- set p = q // (KW2 * O2) %}{% set b_ = (q // O2) % KW2 %}{% set oc = q % O2 %}{% set nn = (a_ * KW2 + b_) * O2 + oc %}
+{{ tl.apply(pep, "a" ~ t ~ "_" ~ p ~ "_" ~ (nn // 4) ~ "." ~ "xyzw"[nn % 4], "o + " ~ q ~ "u", oc ~ "u", "gq" ~ oc) }}{{ ", " if not loop.last }}
+{%- endfor %});
+{% endfor %}
+      out[o / 8u] = {{ LT }}(pk(v0), pk(v1));
+    }
+{% endfor %}
+  }
 {% endfor %}
 {% elif mode == "transpose" %}
 {% for oc in range(O2) %}

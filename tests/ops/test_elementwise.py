@@ -383,6 +383,28 @@ def test_unary_nan_and_infinity(ctx, dtype, mode):
     np.testing.assert_array_equal(out["is_infinite"][:3], [0, 1, 1])
 
 
+def test_exp_family_through_float32s_denormal_range(ctx):
+    """exp and the activations built on it (exp_acc in _lib/activations.wgsl) where exp's result
+    is a denormal or at float32's top: exp_acc makes those results from their bits and takes no
+    arithmetic on denormals; against float64 NumPy with the op's own tolerance (ULPs, so a
+    denormal result is checked to its units of 2^-149)."""
+    k = np.arange(-151, -123)
+    x = np.concatenate([
+        np.linspace(-105.0, -86.0, 3001),          # k from -151 (exp_acc's 0) to -124
+        (k + 0.5) * math.log(2.0), (k - 0.5) * math.log(2.0), k * math.log(2.0),  # round(x / ln 2)'s edges
+        np.linspace(86.0, 88.8, 201), [88.72283, 88.72284, 88.72285, -103.97208, -103.97209, -103.9721],
+        np.linspace(-20.0, 20.0, 101)]).astype(np.float32)
+    ops = {"exp": np.exp, "sigmoid": lambda v: 1 / (1 + np.exp(-v)), "softplus": lambda v: np.logaddexp(0, v),
+           "elu": lambda v: np.where(v > 0, v, np.expm1(v))}
+    out = _run(ctx, lambda b, o: {op: getattr(b, op)(o["x"]) for op in ops}, x=x)
+    with np.errstate(all="ignore"):
+        for op, fn in ops.items():
+            check(op, out[op], fn(x.astype(np.float64)), "float32", "denormal range")
+    tiny = (x < -87.4) & (x > -103.9)
+    assert np.all((out["exp"][tiny] > 0) & (out["exp"][tiny] < np.finfo(np.float32).tiny))  # denormals, not 0
+    np.testing.assert_array_equal(out["sigmoid"][x < -30], out["exp"][x < -30])  # e / (1 + e) = e there
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_is_nan_is_infinite(ctx, rng, dtype):
     x = np.concatenate([sample(dtype, (20,), rng), np.array([np.nan, -np.nan, np.inf, -np.inf, 0, 65504], dtype)])

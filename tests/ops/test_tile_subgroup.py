@@ -206,13 +206,21 @@ def test_profile_shows_a_product_kernels_size_and_gflops(ctx, rng):
     assert f"{conv[0]['flops'] / conv[0]['us'] / 1e3:.1f}" in line and "[48x16 3x3->24 " in line
 
 
+@pytest.mark.parametrize("dyn", ["baked", "dynamic"])
 @pytest.mark.parametrize("small_hw", [(3, 13), (5, 6)], ids=["26-columns", "12-columns"])
-def test_subgroup_pointwise_conv_on_an_upsampled_operand(ctx, rng, small_hw):
+def test_subgroup_pointwise_conv_on_an_upsampled_operand(ctx, rng, monkeypatch, small_hw, dyn):
     """fuse_conv_upsample's kernel (A = x * s + the 2x bilinear upsampling of a small image) on the
     variant: its rows cut to an even divisor of the image row (26 columns: 5 -> 2, 12 columns:
     5 -> 4) and its row tiles padded to whole subgroups (78 tiles to 80, 30 to 32), the padding
-    tiles interpolating the last row and storing nothing."""
+    tiles interpolating the last row and storing nothing; its sizes baked into the text (the
+    default, ``linalg.tile_up_dynamic``) or from the parameter buffer
+    (``WEBNN_GPU_FORCE_TILE_UP_DYN=on``)."""
     from references import ref_resample
+
+    if dyn == "dynamic":
+        monkeypatch.setenv("WEBNN_GPU_FORCE_TILE_UP_DYN", "on")
+    else:
+        monkeypatch.delenv("WEBNN_GPU_FORCE_TILE_UP_DYN", raising=False)
 
     h, w = small_hw
     C, O = 8, 12
@@ -228,6 +236,7 @@ def test_subgroup_pointwise_conv_on_an_upsampled_operand(ctx, rng, small_hw):
     out, steps = build_run(ctx, build, {"x": x, "small": small})
     step = expect_sg(ctx, steps)
     assert "ares" in step.wgsl and "um0" in step.wgsl, "the upsampled operand is interpolated in the kernel"
+    assert ("prm[" in step.wgsl) == (dyn == "dynamic")
     v = x.astype(np.float64) * s + ref_resample(small.astype(np.float64), "linear", [2 * h, 2 * w], axes=(1, 2))
     ref = np.einsum("nhwc,oc->nhwo", v, wt[:, 0, 0, :].astype(np.float64)) + bias
     absref = np.einsum("nhwc,oc->nhwo", np.abs(v), np.abs(wt[:, 0, 0, :].astype(np.float64))) + np.abs(bias)
@@ -275,11 +284,19 @@ def test_added_operand_loaded_as_words_bit_for_bit(ctx, rng, monkeypatch, up, dt
     check(outs["words"], np.maximum(ref, 0), absref, C + 4, np_dt, f"{'upsampled' if up else 'added'} words")
 
 
-def test_upsampled_operand_convs_of_two_sizes_share_one_kernel(ctx, rng):
+@pytest.mark.parametrize("dyn", ["baked", "dynamic"])
+def test_upsampled_operand_convs_of_two_sizes_share_one_kernel(ctx, rng, monkeypatch, dyn):
     """Two fuse_conv_upsample kernels of one graph on images of 8 x 16 and 16 x 16 pixels (the
-    same row tile): the dynamic variant (sizes and the upsampling geometry from the parameter
-    buffer) renders one WGSL text for both, and both are right against float64 NumPy."""
+    same row tile): with ``WEBNN_GPU_FORCE_TILE_UP_DYN=on`` the dynamic variant (sizes and the
+    upsampling geometry from the parameter buffer) renders one WGSL text for both; by default
+    each bakes its sizes (two texts, ``linalg.tile_up_dynamic``); both right against float64
+    NumPy either way."""
     from references import ref_resample
+
+    if dyn == "dynamic":
+        monkeypatch.setenv("WEBNN_GPU_FORCE_TILE_UP_DYN", "on")
+    else:
+        monkeypatch.delenv("WEBNN_GPU_FORCE_TILE_UP_DYN", raising=False)
 
     C, O = 8, 12
     wt, bias = data(rng, (O, 1, 1, C)), data(rng, (O,))
@@ -301,7 +318,7 @@ def test_upsampled_operand_convs_of_two_sizes_share_one_kernel(ctx, rng):
     graph.destroy()
     assert len(steps) == 2 and all("um0" in st.wgsl for st in steps), [st.note for st in steps]
     if ctx._subgroup:
-        assert steps[0].wgsl == steps[1].wgsl, [st.note for st in steps]
+        assert (steps[0].wgsl == steps[1].wgsl) == (dyn == "dynamic"), [st.note for st in steps]
     w64 = wt[:, 0, 0, :].astype(np.float64)
     for k, (h, w) in sizes.items():
         v = inputs[k + "x"].astype(np.float64) * s + ref_resample(inputs[k + "s"].astype(np.float64), "linear",

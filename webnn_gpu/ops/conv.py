@@ -1808,6 +1808,19 @@ def _words_ok(tuning: str, features) -> bool:
     return DWP_WORDS and tuning == "lane-loop" and "shader-int64" in features and _env.force("dwp_words") != "vec4"
 
 
+def dwp_row_words(g: dict, p: dict, mode: str, tw: int, tuning: str, features) -> bool:
+    """Whether the pixel-block kernel stores a transposed conv's output (``mode`` "transpose",
+    its geometry ``p``) a block row's output row at a time as one word of 8 values (``orow``):
+    where each such row is 8 values (``tw`` x KW x O, the block's ``tw`` pixel columns times the
+    filter's width and output channels), the output width of depthwise conv2d ``g`` is a
+    multiple of ``tw`` (every row whole and 8-aligned), on a device with words (:func:`_words_ok`).
+    ``WEBNN_GPU_FORCE_DWP_ROW_WORDS=off`` keeps the per-value stores."""
+    if _env.force_choice("dwp_row_words", ("off",)) == "off":
+        return False
+    return (mode == "transpose" and tw * p["KW"] * p["O"] == 8 and g["OW"] % tw == 0
+            and _words_ok(tuning, features))
+
+
 def _dwp_words(g: dict, mode: str, expand: bool, tuning: str, features) -> bool:
     """Whether the pixel-block kernel loads the input of depthwise conv2d ``g`` as words of 8
     channels (``xw``; :data:`DWP_BLOCK_WORDS`, off by default): a pointwise projection
@@ -2231,6 +2244,7 @@ def _lower_dwp(node, lc, consumer=None) -> bool:
               x_words=e is not None and not xsh and _expand_words(k4, DWP_EXPAND_LOOP, lc.tuning, lc.features),
               xsh=xsh, XS=xs_n, KC=xkc, PX=EXPAND_SHARED_PX,
               fdiv=n_inv < DW_FDIV_MAX, sg=sg, xw=_dwp_words(g, mode, e is not None, lc.tuning, lc.features),
+              orow=dwp_row_words(g, p, mode, tw, lc.tuning, lc.features),
               pt=g["pt"] if ep.given else 0, pl=g["pl"] if ep.given else 0, mode=mode, KH2=p["KH"], KW2=p["KW"],
               O2=p["O"],
               out_vec=mode == "store" or mode == "conv" and N % 4 == 0, pool=len(outs) == 2,

@@ -539,6 +539,25 @@ def cols_first(TM: int, TN4: int) -> bool:
     return TILE_COLS_FIRST and TM >= COLS_FIRST_MIN_ROWS and TM * TN4 <= COLS_FIRST_MAX_BLOCKS
 
 
+#: A pointwise conv that reads its A through the 2x-upsampled add (``up``) bakes its sizes
+#: (:func:`tile_up_dynamic`).
+TILE_UP_BAKED = True
+
+
+def tile_up_dynamic(up) -> bool:
+    """Whether a tile launch with the upsampled operand ``up`` (None: none) may take its sizes
+    from the parameter buffer (``dyn``): not where it reads one (:data:`TILE_UP_BAKED`). With
+    them in the text the image's row and column of a tile, which the upsampling's addressing
+    divides out per invocation (integer divisions, one per lane on x86), and the k loop's bound
+    are constants: selfie_segmentation's three such launches (1024 x 24 -> 24, 4096 x 16 -> 16,
+    16384 x 16 -> 16) ran 0.95, 0.95 and 0.87 of the dynamic form's time, one pipeline more
+    (docs/linalg.md, "Shapes at run time"). ``WEBNN_GPU_FORCE_TILE_UP_DYN=on`` keeps them
+    dynamic."""
+    if up is None or _env.force_choice("tile_up_dyn", ("on",)) == "on":
+        return True
+    return not TILE_UP_BAKED
+
+
 def tile_words(lc, data_type: str) -> bool:
     """Whether ``matmul/tile.wgsl`` moves A (vec4 loads), its output and the given operand
     (vec4 stores) as u64 words (``x64``; :data:`TILE_X64`): the "lane-loop" profile (lavapipe
@@ -685,7 +704,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         raise AssertionError(f"{lc.label}: pool partials need one batch item and vec4 stores")  # pool_rows checks
     dyn = (TILE_DYNAMIC and pool is None and a_mode == "dense" and not batch_shape and a_vec and b_vec and out_vec
            and a_ks == 1 and b_ns == 1 and o_so == 1 and (o_sn == 0 or o_P >= M) and KH == KW == 1 and not group_cols
-           and order == "m")
+           and order == "m" and tile_up_dynamic(up))
     clamp = None
     tile_clamp = dyn and TILE_CLAMP_PARAM and not ep_rows and _env.force_choice("tile_clamp", ("text",)) != "text"
     if tile_clamp:  # a last clamp from the parameter buffer: kernels that differ only in it share a pipeline
