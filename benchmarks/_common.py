@@ -1,13 +1,16 @@
 """What several benchmarks share: environment variables set for a block (each form of a kernel is
 built under its ``WEBNN_GPU_FORCE_*`` switches, which the engine reads at build time), the models
-named on a command line, the best kernel time of several builds profiled alternately, and the
-time per write / dispatch / read run of a graph."""
+named on a command line, a model's inputs, the best kernel time of several builds profiled
+alternately, the time per write / dispatch / read run of a graph, and the lines two forms'
+per-round times and outputs are reported in."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import time
+
+import numpy as np
 
 
 @contextlib.contextmanager
@@ -70,3 +73,38 @@ def per_run_us(ctx, g, inputs: dict, runs: int, clock=time.perf_counter) -> floa
         if i:
             best = min(best, (clock() - t0) / runs * 1e6)
     return best
+
+
+def model_inputs(g, seed: int = 0) -> dict:
+    """Inputs of graph ``g`` (name -> array of its float type): an image input ([1, H, W, 3])
+    gets the zoo's astronaut photo (``zoo.astronaut``: the values a model's activations take on
+    a photo, not on noise, where a segmenter's logits sink into float32's denormal range and
+    its last kernel runs slower), any other uniform noise in [0, 1)."""
+    from zoo import astronaut
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    for n, v in g._inputs.items():
+        dt = np.float16 if v.data_type == "float16" else np.float32
+        shape = tuple(v.shape)
+        photo = len(shape) == 4 and shape[0] == 1 and shape[3] == 3
+        out[n] = (astronaut(shape[1:3]) if photo else rng.uniform(0, 1, shape)).astype(dt)
+    return out
+
+
+def ratio_line(name: str, old: list[float], new: list[float], width: int = 52) -> str:
+    """``name`` (its last ``width`` characters), the medians of ``old`` and ``new`` (per-round
+    times) and the median, quartiles and range of the per-round ratio new / old."""
+    r = np.array(new) / np.array(old)
+    q1, q3 = np.quantile(r, (0.25, 0.75))
+    return (f"{name[-width:]:>{width}} {np.median(old):9.1f} {np.median(new):9.1f}  {np.median(r):5.3f}"
+            f" ({q1:5.3f}-{q3:5.3f}) [{r.min():5.3f}-{r.max():5.3f}]")
+
+
+def output_gaps(old: dict, new: dict) -> list[str]:
+    """One line per output of two forms' results (name -> array): how far apart they are."""
+    lines = []
+    for k in old:
+        a, b = np.asarray(old[k], np.float64), np.asarray(new[k], np.float64)
+        lines.append(f"# output {k}: max |new - old| {np.abs(a - b).max():.3g} (max |old| {np.abs(a).max():.3g})")
+    return lines

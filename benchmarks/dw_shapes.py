@@ -56,7 +56,7 @@ import os
 import re
 
 import numpy as np
-from _common import environ  # benchmarks/_common.py (the script's folder is on sys.path)
+from _common import environ, per_run_us  # benchmarks/_common.py (the script's folder is on sys.path)
 
 DW_TEMPLATES = ("conv/depthwise.wgsl", "conv/depthwise_project.wgsl", "conv/depthwise_project_strip.wgsl",
                 "conv/depthwise_project_lanes.wgsl")
@@ -235,31 +235,11 @@ PAIRED = {"lanes": {"blocks": {"WEBNN_GPU_FORCE_DWP_FORM": "blocks"}, "lanes": {
           "set": {"as-is": {}, "set": {}}}  # the second built with --set's statements run on the conv module
 
 
-def _wall_us(ctx, g, inputs: dict, runs: int) -> float:
-    """The median microseconds of ``runs`` write / dispatch / read runs of ``g`` (wall clock)."""
-    import time
-
-    ts = {n: ctx.create_tensor({"data_type": "float32", "shape": list(a.shape), "writable": True})
-          for n, a in inputs.items()}
-    to = {n: ctx.create_tensor({"data_type": od["data_type"], "shape": od["shape"], "readable": True})
-          for n, od in g.outputs.items()}
-    times = []
-    for i in range(runs + 1):  # the first run is a warm-up
-        t0 = time.perf_counter()
-        for n, a in inputs.items():
-            ctx.write_tensor(ts[n], a)
-        ctx.dispatch(g, ts, to)
-        [ctx.read_tensor(t) for t in to.values()]
-        if i:
-            times.append(time.perf_counter() - t0)
-    return float(np.median(times)) * 1e6
-
-
 def paired_rounds(ctx, built: dict, rounds: int, repeats: int, wall_runs: int) -> dict:
     """Profile the builds of ``built`` (name -> (graph, inputs), two of them) in turn for ``rounds``
     rounds, the order swapped every round: name -> list per round of (per-kernel microseconds,
-    the median of ``repeats`` timestamp queries; wall microseconds per inference, the median of
-    ``wall_runs`` runs)."""
+    the median of ``repeats`` timestamp queries; wall microseconds per inference,
+    ``_common.per_run_us`` of ``wall_runs`` runs: the least of 3 batches)."""
     from webnn_gpu.profile import profile_graph
 
     names = list(built)
@@ -268,7 +248,7 @@ def paired_rounds(ctx, built: dict, rounds: int, repeats: int, wall_runs: int) -
         for n in names if r % 2 == 0 else names[::-1]:
             g, inputs = built[n]
             us = [row["us"] for row in profile_graph(ctx, g, inputs, repeats)]
-            out[n].append((us, _wall_us(ctx, g, inputs, wall_runs) if wall_runs else 0.0))
+            out[n].append((us, per_run_us(ctx, g, inputs, wall_runs) if wall_runs else 0.0))
     return out
 
 

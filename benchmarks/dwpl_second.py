@@ -13,8 +13,10 @@ round) with timestamp queries
 (``webnn_gpu.profile.profile_graph``, the median of ``--repeats``) and their wall time per
 inference (write, dispatch, read: the least of 3 batches of ``--runs``). Prints per merged
 kernel the old pair (lanes kernel + the consumer's kernel) and the new kernel in microseconds
-(medians over the rounds) and the range of the per-round ratio new / old; then the whole
-model's kernel sum and wall time, likewise; and whether the two graphs' outputs agree.
+(medians over the rounds) and the median, quartiles and range of the per-round ratio new / old;
+then the whole model's kernel sum and wall time, likewise; and whether the two graphs' outputs
+agree. Both graphs run on the same inputs (``_common.model_inputs``: the photo for an image
+input).
 ``--old-env`` / ``--new-env`` add ``WEBNN_GPU_FORCE_*`` switches to either build (e.g. the new
 one with ``WEBNN_GPU_FORCE_DWPL_SPLIT=off WEBNN_GPU_FORCE_DWPL_SECOND=on``), ``--set`` sets
 integer constants of ``webnn_gpu.ops.conv`` for the new build only (e.g. ``DWPL_MAX_BLOCKS=64``);
@@ -39,7 +41,7 @@ import contextlib
 import os
 
 import numpy as np
-from _common import environ, model_paths, per_run_us  # benchmarks/_common.py (the script's folder is on sys.path)
+from _common import environ, model_inputs, model_paths, output_gaps, per_run_us, ratio_line  # benchmarks/_common.py (the script's folder is on sys.path)
 
 OFF = {"WEBNN_GPU_FORCE_DWPL_SECOND": "off"}
 
@@ -64,12 +66,6 @@ def _inner(label: str) -> str:
     return label.split("['", 1)[-1].rsplit("']", 1)[0]
 
 
-def _ratio_line(name: str, old: list[float], new: list[float]) -> str:
-    r = np.array(new) / np.array(old)
-    return (f"{name:>44} {np.median(old):9.1f} {np.median(new):9.1f}  {np.median(r):5.3f}"
-            f" [{r.min():5.3f}-{r.max():5.3f}]")
-
-
 def compare(path: str, rounds: int, repeats: int, runs: int, dtype: str, old_env: dict | None = None,
             new_env: dict | None = None, consts: dict | None = None) -> None:
     """Time one model both ways (see the module docstring)."""
@@ -82,9 +78,7 @@ def compare(path: str, rounds: int, repeats: int, runs: int, dtype: str, old_env
     for name, env, values in forms:
         with environ(env), _constants(values):
             g = webnn.load(path, ctx, dtype=dtype).graph
-        rng = np.random.default_rng(0)
-        built[name] = (g, {n: rng.uniform(0, 1, v.shape).astype(np.float16 if v.data_type == "float16" else np.float32)
-                           for n, v in g._inputs.items()})
+        built[name] = (g, model_inputs(g))
     outs = {n: ctx.compute(g, x) for n, (g, x) in built.items()}
     merged = {}  # new label -> the old labels of the nodes it covers; an old label alone -> []
     old_labels = {_inner(s.label): s.label for s in built["old"][0]._steps if hasattr(s, "template")}
@@ -112,14 +106,12 @@ def compare(path: str, rounds: int, repeats: int, runs: int, dtype: str, old_env
             per[lb][1].append(0.0)
     name = os.path.basename(path).split(".")[0]
     print(f"# {name} ({dtype}): {len(merged)} new kernels, {len(alone)} old ones gone; old us, new us, new / old"
-          f" median [range] over {rounds} rounds")
+          f" median (quartiles) [range] over {rounds} rounds")
     for lb, (o, n) in per.items():
-        print(_ratio_line(_inner(lb)[-44:], o, n) + (f"  (old: {', '.join(_inner(p) for p in merged[lb])})" if lb in merged else ""))
-    print(_ratio_line("all kernels", *tot))
-    print(_ratio_line("wall per inference", *wall))
-    for k in outs["old"]:
-        a, b = np.asarray(outs["old"][k], np.float64), np.asarray(outs["new"][k], np.float64)
-        print(f"# output {k}: max |new - old| {np.abs(a - b).max():.3g} (max |old| {np.abs(a).max():.3g})")
+        print(ratio_line(_inner(lb), o, n, 44) + (f"  (old: {', '.join(_inner(p) for p in merged[lb])})" if lb in merged else ""))
+    print(ratio_line("all kernels", *tot, 44))
+    print(ratio_line("wall per inference", *wall, 44))
+    print("\n".join(output_gaps(outs["old"], outs["new"])))
     for g, _ in built.values():
         g.destroy()
 

@@ -10,7 +10,7 @@ Each model (names of ``webnn_gpu.models`` or ``.tflite`` paths) is loaded twice 
 (the plan cache and the rendered-WGSL cache off): "old" with the ``--old`` variables set (or the
 ``--template`` files as they are at ``--rev``, written in place for that build and put back
 after it), "new" with the ``--new`` ones (by default the ``--old`` variables unset: the engine's
-own choice; the working tree's templates), both on the same inputs (:func:`_inputs`). Each round times the two graphs in turn (the order swapped every round)
+own choice; the working tree's templates), both on the same inputs (``_common.model_inputs``: the photo for an image input). Each round times the two graphs in turn (the order swapped every round)
 with timestamp queries (``webnn_gpu.profile.profile_graph``, the median of ``--repeats``) and
 their wall time per inference (write, dispatch, read: the least of 3 batches of ``--runs``).
 Prints per kernel whose WGSL differs the old and new microseconds (medians over the rounds) and
@@ -25,31 +25,7 @@ import contextlib
 import os
 import subprocess
 
-import numpy as np
-from _common import environ, model_paths, per_run_us  # benchmarks/_common.py (the script's folder is on sys.path)
-
-
-def _inputs(g) -> dict:
-    """The graph's inputs: an image input ([1, H, W, 3]) gets the zoo's astronaut photo
-    (benchmarks/zoo.py: the values a model's activations take on a photo, not on noise, where
-    a segmenter's logits sink into float32's denormal range), any other uniform noise in [0, 1)."""
-    from zoo import astronaut
-
-    rng = np.random.default_rng(0)
-    out = {}
-    for n, v in g._inputs.items():
-        dt = np.float16 if v.data_type == "float16" else np.float32
-        shape = tuple(v.shape)
-        photo = len(shape) == 4 and shape[0] == 1 and shape[3] == 3
-        out[n] = (astronaut(shape[1:3]) if photo else rng.uniform(0, 1, shape)).astype(dt)
-    return out
-
-
-def _line(name: str, old: list[float], new: list[float]) -> str:
-    r = np.array(new) / np.array(old)
-    q1, q3 = np.quantile(r, (0.25, 0.75))
-    return (f"{name[-52:]:>52} {np.median(old):9.1f} {np.median(new):9.1f}  {np.median(r):5.3f}"
-            f" ({q1:5.3f}-{q3:5.3f}) [{r.min():5.3f}-{r.max():5.3f}]")
+from _common import environ, model_inputs, model_paths, output_gaps, per_run_us, ratio_line  # benchmarks/_common.py (the script's folder is on sys.path)
 
 
 @contextlib.contextmanager
@@ -89,7 +65,7 @@ def compare(path: str, rounds: int, repeats: int, runs: int, dtype: str, old: di
     for name, env in (("old", old), ("new", new)):
         with environ(env), (templates_at(files, rev) if name == "old" and files else contextlib.nullcontext()):
             g = webnn.load(path, ctx, dtype=dtype).graph
-        built[name] = (g, _inputs(g))
+        built[name] = (g, model_inputs(g))
     ks = {n: [s for s in g._steps if hasattr(s, "template")] for n, (g, _) in built.items()}
     assert len(ks["old"]) == len(ks["new"])
     diff = [i for i, (a, b) in enumerate(zip(ks["old"], ks["new"])) if a.wgsl != b.wgsl]
@@ -111,14 +87,12 @@ def compare(path: str, rounds: int, repeats: int, runs: int, dtype: str, old: di
     print(f"# {name} ({dtype}): {len(diff)} of {len(ks['old'])} kernels differ; old us, new us, "
           f"new / old median (quartiles) [range] over {rounds} rounds")
     for i in diff:
-        print(_line(f"#{i} {ks['new'][i].label} {getattr(ks['new'][i], 'note', '')}", *per[i]))
+        print(ratio_line(f"#{i} {ks['new'][i].label} {getattr(ks['new'][i], 'note', '')}", *per[i]))
     if diff:
-        print(_line("changed kernels", *sel))
-    print(_line("all kernels", *tot))
-    print(_line("wall per inference", *wall))
-    for k in outs["old"]:
-        a, b = np.asarray(outs["old"][k], np.float64), np.asarray(outs["new"][k], np.float64)
-        print(f"# output {k}: max |new - old| {np.abs(a - b).max():.3g} (max |old| {np.abs(a).max():.3g})", flush=True)
+        print(ratio_line("changed kernels", *sel))
+    print(ratio_line("all kernels", *tot))
+    print(ratio_line("wall per inference", *wall))
+    print("\n".join(output_gaps(outs["old"], outs["new"])), flush=True)
     for g, _ in built.values():
         g.destroy()
 
