@@ -262,8 +262,8 @@ def paired_rounds(ctx, built: dict, rounds: int, repeats: int, wall_runs: int) -
 
 def _groups(steps: dict) -> list[tuple[frozenset, dict]]:
     """The kernels of two builds (name -> kernel steps) grouped by the source operators they
-    share, where the two sides differ in their kernels' templates or count: (operators, name ->
-    indices of its kernels in the group)."""
+    share, where the two sides differ in their kernels' templates, WGSL or count: (operators,
+    name -> indices of its kernels in the group)."""
     toks = {n: [_tokens(s.label) for s in ss] for n, ss in steps.items()}
     groups: list[tuple[frozenset, dict]] = []
     seen: set = set()
@@ -281,7 +281,8 @@ def _groups(steps: dict) -> list[tuple[frozenset, dict]]:
                         grew = True
         seen |= whole
         idx = {n: [k for k, tt in enumerate(toks[n]) if tt & whole] for n in steps}
-        if [steps[a][k].template for k in idx[a]] != [steps[b][k].template for k in idx[b]]:
+        if [(steps[a][k].template, steps[a][k].wgsl) for k in idx[a]] != [
+                (steps[b][k].template, steps[b][k].wgsl) for k in idx[b]]:
             groups.append((frozenset(whole), idx))
     return groups
 
