@@ -288,17 +288,18 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
             continue
         if _epilogue_loads(dw) + _epilogue_loads(proj) > DWP_MAX_LOADS:
             continue
+        pair = project_ok(dw, proj, tuning, lanes)
+        if not pair and (dw.op != "conv2d" or dw.attrs.get("input_layout") != "nhwc"):
+            continue
         # channels not a multiple of 4 run only on the lane kernel; a wide projection's column
         # blocks take no expansion
         e = expansion(dw, None) if dw.inputs[0].shape[3] % 4 == 0 and not project_wide(proj) else None
-        # a pair that runs faster as two kernels may run faster as one with its expansion
-        # (the three kernels against one)
-        triple = False
-        if not project_ok(dw, proj, tuning, lanes):
-            triple = (e is not None and e.inputs[0].shape[3] <= EXPAND_MAX_K
-                      and project_ok(dw, proj, tuning, lanes, e.inputs[0].shape[3] // 4))
-            if not triple:
-                continue
+        # a pair that runs faster as two kernels may run faster as one with its expansion (the
+        # three kernels against one; project_ok checks the rest)
+        triple = (not pair and e is not None and e.inputs[0].shape[3] <= EXPAND_MAX_K
+                  and project_ok(dw, proj, tuning, lanes, e.inputs[0].shape[3] // 4))
+        if not pair and not triple:
+            continue
         attrs = {"depthwise": dw, "project": proj}
         first = list(dw.inputs)
         if e is not None and e.inputs[0].shape[3] <= EXPAND_MAX_K and (triple or expand_block_ok(e, dw, proj, tuning)):
