@@ -1312,8 +1312,8 @@ def expand_shared_ok(e, dw, proj, tuning: str = "default", lanes: int = DW_LANES
 #: the kernel computes the depthwise input it would load; that fraction). Fitted on 33 synthetic
 #: blocks (benchmarks/dw_shapes.py --triples: images 28-112, K 16-32, C 96-192, 3x3 and 5x5,
 #: strides 1 and 2; docs/conv.md) to the measured ratio of the two forms times the three
-#: kernels' estimate. The fraction, 0.9: of 14 more blocks measured, two 28 x 28 3x3 stride-1
-#: ones estimated 0.95 and 0.99 ran 1.01 and 1.05 as one kernel; every block it takes ran faster.
+#: kernels' estimate, and checked on 12 more. The fraction, 0.9: two 28 x 28 3x3 stride-1 blocks
+#: estimated 0.95 and 0.99 ran 1.01 and 1.05 as one kernel; every block it takes ran faster.
 EXPAND_TRIPLE_FIT = {"lane-loop": (1.45, 0.9)}
 
 
