@@ -46,6 +46,14 @@ kernels' difference) / launches. ``--paired lanes --shapes HWxCxNxKxS[f][eK],...
 on synthetic pairs (``f``: the face models' residual block; ``eK``: the expansion from K channels
 before it), every pair fused; ``--dump`` appends one JSON line per group or shape (per-round
 times, and for shapes the channel-lane plan's terms).
+
+``--triples HWxKxCxNxWINxS,...`` builds synthetic inverted-residual blocks (the expansion from K
+channels to C, a WIN x WIN depthwise conv of stride S, the projection to N, ``+ x`` where the
+shapes allow) as three kernels and as the one kernel of the three (``WEBNN_GPU_FORCE_DWP_TRIPLE=on``),
+profiles the two in turn for ``--rounds`` rounds and prints per block both sides' median
+kernel microseconds, the per-round ratios one / three, the estimate of
+:func:`webnn_gpu.ops.conv._triple_cost` and what the compiler picks (``--dump``: one JSON line
+per block, what ``EXPAND_TRIPLE_FIT`` was fitted on).
 """
 
 from __future__ import annotations
@@ -254,8 +262,8 @@ def paired_rounds(ctx, built: dict, rounds: int, repeats: int, wall_runs: int) -
 
 def _groups(steps: dict) -> list[tuple[frozenset, dict]]:
     """The kernels of two builds (name -> kernel steps) grouped by the source operators they
-    share, where the two sides differ in their kernels' templates or count: (operators, name ->
-    indices of its kernels in the group)."""
+    share, where the two sides differ in their kernels' templates, WGSL or count: (operators,
+    name -> indices of its kernels in the group)."""
     toks = {n: [_tokens(s.label) for s in ss] for n, ss in steps.items()}
     groups: list[tuple[frozenset, dict]] = []
     seen: set = set()
@@ -273,7 +281,8 @@ def _groups(steps: dict) -> list[tuple[frozenset, dict]]:
                         grew = True
         seen |= whole
         idx = {n: [k for k, tt in enumerate(toks[n]) if tt & whole] for n in steps}
-        if [steps[a][k].template for k in idx[a]] != [steps[b][k].template for k in idx[b]]:
+        if [(steps[a][k].template, steps[a][k].wgsl) for k in idx[a]] != [
+                (steps[b][k].template, steps[b][k].wgsl) for k in idx[b]]:
             groups.append((frozenset(whole), idx))
     return groups
 
@@ -421,6 +430,76 @@ def _paired_shapes(ctx, specs: list[str], kind: str, rounds: int, repeats: int, 
             g.destroy()
 
 
+def _triple_graph(ctx, hw: int, K: int, C: int, N: int, k: int, s: int):
+    """The graph and input of one ``--triples`` entry ``HWxKxCxNxWINxS``: an inverted-residual
+    block, ``relu(conv1x1(x, K -> C) + b)``, a WIN x WIN depthwise conv of stride S with bias and
+    relu (padded as TFLite's "same"), its projection to N with bias, and ``+ x`` where the shapes
+    allow (stride 1, N == K); NHWC, float32."""
+    import webnn_gpu as webnn
+
+    rng = np.random.default_rng(0)
+    b = webnn.MLGraphBuilder(ctx)
+    x = b.input("x", {"data_type": "float32", "shape": [1, hw, hw, K]})
+
+    def c(*shape, sc=0.3):
+        return b.constant((rng.standard_normal(shape) * sc).astype(np.float32))
+
+    e = b.relu(b.conv2d(x, c(C, 1, 1, K, sc=K ** -0.5), input_layout="nhwc", filter_layout="ohwi", bias=c(C)))
+    oh = -(-hw // s)
+    pad = max(0, (oh - 1) * s + k - hw)
+    d = b.relu(b.conv2d(e, c(1, k, k, C), input_layout="nhwc", filter_layout="ihwo", groups=C, strides=[s, s],
+                        padding=[pad // 2, pad - pad // 2] * 2, bias=c(C)))
+    y = b.conv2d(d, c(N, 1, 1, C, sc=C ** -0.5), input_layout="nhwc", filter_layout="ohwi", bias=c(N))
+    if s == 1 and N == K:
+        y = b.add(y, x)
+    return b.build({"y": y}), {"x": rng.standard_normal((1, hw, hw, K)).astype(np.float32)}
+
+
+def _triples(ctx, specs: list[str], rounds: int, repeats: int, dump=None) -> None:
+    """``--triples``: per synthetic block (:func:`_triple_graph`) its three kernels
+    (``WEBNN_GPU_PASSES=-fuse_depthwise_project``) against the one kernel of the three
+    (``WEBNN_GPU_FORCE_DWP_TRIPLE=on``), profiled in turn ``rounds`` times: both sides' median
+    kernel microseconds, the median and range of the per-round ratios one / three, what
+    :func:`webnn_gpu.ops.conv._triple_cost` estimates and what the compiler picks (``--dump``:
+    one JSON line per shape with the per-round times and the estimate's terms)."""
+    from webnn_gpu._lower import KernelStep
+    from webnn_gpu.ops import conv
+
+    tuning = ctx._tuning
+    for spec in specs:
+        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)x(\d+)x(\d+)x(\d+)", spec)
+        if m is None:
+            raise SystemExit(f"--triples: {spec!r} is not HWxKxCxNxWINxS")
+        hw, K, C, N, k, s = (int(v) for v in m.groups())
+        built, kernels = {}, {}
+        with environ({"WEBNN_GPU_PLAN_CACHE": "0"}):
+            for name, env in (("three", {"WEBNN_GPU_PASSES": "-fuse_depthwise_project"}),
+                              ("one", {"WEBNN_GPU_FORCE_DWP_TRIPLE": "on"}), ("model", {})):
+                with environ(env):
+                    built[name] = _triple_graph(ctx, hw, K, C, N, k, s)
+                kernels[name] = len([st for st in built[name][0]._steps if isinstance(st, KernelStep)])
+        picked = "one" if kernels["model"] == kernels["one"] else "three" if kernels["model"] == 3 else "?"
+        built["model"][0].destroy()
+        del built["model"]
+        res = paired_rounds(ctx, built, rounds, repeats, 0)
+        a, b = (np.array([sum(us) for us, _ in res[n]]) for n in ("three", "one"))
+        ratio = b / a
+        oh = -(-hw // s)
+        g = dict(NB=1, H=hw, W=hw, C=C, O=C, KH=k, KW=k, sh=s, sw=s, dh=1, dw=1, OH=oh, OW=oh,
+                 pt=max(0, (oh - 1) * s + k - hw) // 2, pl=max(0, (oh - 1) * s + k - hw) // 2)
+        fused, three = conv._triple_cost(g, N, K // 4, tuning)
+        th, tw, _ = conv._dwp_plan(g, -(-N // 4), K // 4, tuning, True, sg=conv.DW_LANES)
+        print(f"{spec:>20} {th}x{tw} kernels {kernels['three']}/{kernels['one']} three {np.median(a):>6.0f} "
+              f"one {np.median(b):>6.0f} {np.median(ratio):>5.2f} ({ratio.min():.2f}-{ratio.max():.2f}) "
+              f"estimated {fused:>6.0f} / {three:>6.0f} = {fused / three:>5.2f}  picks {picked}", flush=True)
+        if dump is not None:
+            terms = conv._dwp_fused_terms(g, -(-N // 4), tuning, conv.DW_LANES, K // 4)
+            dump.write(json.dumps(dict(shape=spec, g=g, n=N, k4=K // 4, block=[th, tw], three=a.tolist(),
+                                       one=b.tolist(), terms=terms, est_one=fused, est_three=three)) + "\n")
+        for gr, _ in built.values():
+            gr.destroy()
+
+
 def main(argv=None) -> int:
     """Profile the models (see the module docstring)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -437,7 +516,11 @@ def main(argv=None) -> int:
                    help="two builds per model (PAIRED), per-round ratios of the kernels that differ and wall time")
     p.add_argument("--set", default="", help="--paired set: statements run on conv / linalg for the second side")
     p.add_argument("--wall-runs", type=int, default=5, help="--paired: runs per round for the wall time (0: none)")
-    p.add_argument("--dump", default="", help="--forms, --lanes-forced: append one JSON line per pair to this file")
+    p.add_argument("--triples", default="",
+                   help="synthetic expansion + depthwise + projection blocks HWxKxCxNxWINxS (comma-separated): "
+                        "three kernels against one")
+    p.add_argument("--dump", default="",
+                   help="--forms, --lanes-forced, --triples: append one JSON line per pair to this file")
     args = p.parse_args(argv)
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     import webnn_gpu as webnn
@@ -446,6 +529,9 @@ def main(argv=None) -> int:
     from webnn_gpu.profile import profile_graph
 
     ctx = webnn.ml.create_context()
+    if args.triples:
+        with open(args.dump, "a") if args.dump else open(os.devnull, "w") as dump:
+            _triples(ctx, args.triples.split(","), args.rounds, args.repeats, dump if args.dump else None)
     if args.paired and args.shapes:
         with open(args.dump, "a") if args.dump else open(os.devnull, "w") as dump:
             _paired_shapes(ctx, args.shapes.split(","), args.paired, args.rounds, args.repeats,

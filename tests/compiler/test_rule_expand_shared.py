@@ -1,8 +1,10 @@
 """fuse_depthwise_project taking the expansion conv of any input width into the fused kernel's
 workgroup memory (``expand_shared``) on hand-made IR (no GPU): where it fires (small images
 on the lane-loop profile, the cost model of ``webnn_gpu.ops.conv._expand_shared_cost``), and
-its near misses. The GPU tests against float64 NumPy are in
-tests/perf/test_expand_shared_gpu.py."""
+its near misses; and a pair that runs as two kernels taking its expansion into one kernel of
+the three (``webnn_gpu.ops.conv.triple_pays``) where it measured faster, and not where it did
+not. The GPU tests against float64 NumPy are in tests/perf/test_expand_shared_gpu.py and
+tests/ops/test_depthwise_project_triple.py."""
 
 from __future__ import annotations
 
@@ -172,3 +174,80 @@ def test_expand_bands_of_blocks_below_the_image_are_empty():
          "dw": 1, "pt": 1, "pl": 1}  # 17 rows of padding below: 18 one-row blocks, workgroups of 8
     bands = conv._expand_bands(g, 1, 2, 1, 0)
     assert bands == [2, 0, 0]
+
+
+# ---------------------------------------------------------------- three kernels as one (triple_pays)
+def _triples(nodes):
+    return [n for n in nodes if n.op == "depthwise_project" and n.attrs.get("expand") is not None
+            and not n.attrs.get("expand_shared")]
+
+
+def _dw_geometry(hw, C, window, stride):
+    ir = IR()
+    _, d, _ = _block(ir, hw, 16, C, 8, stride=stride, window=window)
+    return conv._geometry(d.producer)
+
+
+def test_a_split_pair_takes_its_expansion_where_one_kernel_pays():
+    """56 x 56, 16 -> 96, 5x5 stride 2, -> 24 (hand_landmark_lite's): the pair alone runs as two
+    kernels; with its expansion, one kernel measured 0.89-0.95 of the three."""
+    ir = IR()
+    e, d, y = _block(ir, 56, 16, 96, 24, stride=2, window=5)
+    assert not conv.project_pays(conv._geometry(d.producer), 24, "lane-loop")
+    new = _fused(ir, {"y": y})
+    (node,) = _triples(new)
+    assert [n.op for n in new] == ["depthwise_project"]
+    assert node.attrs["expand"] is e.producer and node.inputs[0] is e.producer.inputs[0]
+
+
+@pytest.mark.parametrize("case", ["stride-2 5x5 on 24 -> 144", "stride-1 5x5", "stride-1 3x3 at 28 x 28",
+                                  "wider than EXPAND_MAX_K", "second reader", "default profile", "off"])
+def test_triple_near_misses_stay_three_kernels(case, monkeypatch):
+    """Blocks whose pair runs as two kernels and whose one kernel measured slower (or the
+    rule may not take): pose_detection's and hand_landmark_full's 56 x 56, 24 -> 144, 5x5
+    stride 2, -> 40 (1.53 of the three kernels on its 1 x 2 block), hand_landmark_lite's 28 x 28,
+    24 -> 144, 5x5 stride 1 (1.97), 28 x 28, 24 -> 144, 3x3 stride 1 (1.05, estimated 0.99), an
+    expansion from 40 channels, an expansion with a second reader, the default profile and
+    ``WEBNN_GPU_FORCE_DWP_TRIPLE=off``."""
+    hw, K, C, N, window, stride = {"stride-2 5x5 on 24 -> 144": (56, 24, 144, 40, 5, 2),
+                                   "stride-1 5x5": (28, 24, 144, 24, 5, 1),
+                                   "stride-1 3x3 at 28 x 28": (28, 24, 144, 24, 3, 1),
+                                   "wider than EXPAND_MAX_K": (56, 40, 96, 24, 5, 2)}.get(case, (56, 16, 96, 24, 5, 2))
+    if case == "off":
+        monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_TRIPLE", "off")
+    ir = IR()
+    e, d, y = _block(ir, hw, K, C, N, stride=stride, window=window)
+    outputs = {"y": y, "z": ir.op("neg", [e])} if case == "second reader" else {"y": y}
+    new = _fused(ir, outputs, "default" if case == "default profile" else "lane-loop")
+    assert not _triples(new), case
+    if case != "default profile":  # the default profile's own model fuses this pair
+        assert [n.op for n in new if n.op != "neg"] == ["conv2d", "conv2d", "conv2d"], case
+
+
+def test_triple_forced_on_takes_a_block_the_model_declines(monkeypatch):
+    monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_TRIPLE", "on")
+    ir = IR()
+    _, _, y = _block(ir, 28, 24, 144, 24, stride=1, window=5)
+    assert [n.op for n in _fused(ir, {"y": y})] == ["depthwise_project"]
+
+
+# (image, K, C, N, window, stride) and what one kernel of the three measured against the three
+# (benchmarks/dw_shapes.py --triples, medians of 6-8 alternating rounds, 2026-11-26)
+_TRIPLE_TAKEN = [((56, 16, 96, 24, 5, 2), 0.95), ((80, 16, 96, 24, 5, 2), 0.89), ((112, 16, 96, 24, 3, 2), 0.52),
+                 ((56, 24, 144, 32, 3, 2), 0.73), ((56, 12, 72, 24, 5, 2), 0.80), ((56, 32, 160, 40, 3, 2), 0.81),
+                 ((64, 16, 96, 24, 5, 2), 0.91), ((56, 16, 80, 24, 5, 2), 0.91)]
+_TRIPLE_APART = [((56, 24, 144, 40, 5, 2), 1.53), ((28, 24, 144, 24, 5, 1), 1.97), ((28, 24, 144, 24, 3, 1), 1.05),
+                 ((28, 24, 120, 24, 3, 1), 1.01), ((57, 16, 96, 24, 5, 2), 1.00), ((56, 20, 120, 24, 5, 2), 1.05),
+                 ((40, 32, 128, 32, 3, 1), 1.12), ((28, 32, 128, 40, 5, 2), 2.49), ((56, 24, 96, 24, 5, 1), 1.96)]
+
+
+@pytest.mark.parametrize("shape,measured", _TRIPLE_TAKEN + _TRIPLE_APART,
+                         ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else f"{v}")
+def test_triple_pays_where_it_measured_faster(shape, measured):
+    """The decision on the measured blocks whose pair runs as two kernels: taken where one
+    kernel measured faster, kept apart where it measured even or slower."""
+    hw, K, C, N, window, stride = shape
+    g = _dw_geometry(hw, C, window, stride)
+    assert not conv.project_pays(g, N, "lane-loop")
+    assert conv.triple_pays(g, N, K // 4, "lane-loop") == (measured < 1), shape
+    assert not conv.triple_pays(g, N, K // 4, "default")

@@ -877,7 +877,7 @@ def store_d2s_ok(node, block: int, tuning: str) -> bool:
             and _conv_variant(g, "nhwc", tuning) == "depthwise")
 
 
-def project_ok(dw, proj, tuning: str = "default", lanes: int = 0) -> bool:
+def project_ok(dw, proj, tuning: str = "default", lanes: int = 0, k4: int = 0) -> bool:
     """Whether depthwise conv2d ``dw`` and ``proj``, the node reading its output, can run as
     one ``conv/depthwise_project.wgsl`` kernel (the compiler's ``fuse_depthwise_project``):
     ``dw`` on the depthwise kernel (NHWC, channels a multiple of 4, no other output), ``proj``
@@ -887,7 +887,9 @@ def project_ok(dw, proj, tuning: str = "default", lanes: int = 0) -> bool:
     its stride (no padding, one group, at most :data:`PROJECT_MAX_N` values per pixel), with a
     constant filter, reading the depthwise output only as its input. Channels that are not a
     multiple of 4 only on the channel-lane kernel (``lanes``: its subgroup lanes,
-    :func:`dwp_lanes`; :func:`_lanes_tail_ok`), with at most :data:`PROJECT_MAX_N` columns."""
+    :func:`dwp_lanes`; :func:`_lanes_tail_ok`), with at most :data:`PROJECT_MAX_N` columns.
+    ``k4``: with the expansion from that many vec4s of input folded in too, a pointwise
+    projection where the one kernel is estimated faster than three (:func:`triple_pays`)."""
     if dw.op != "conv2d" or len(dw.outputs) != 1 or dw.attrs.get("input_layout") != "nhwc":
         return False
     if "input_scale" in dw.attrs or "input_add" in dw.attrs or dw.attrs.get("pool_output"):
@@ -912,7 +914,10 @@ def project_ok(dw, proj, tuning: str = "default", lanes: int = 0) -> bool:
         ok = _conv_variant(p, "nhwc", tuning) == "pointwise" and _lanes_tail_ok(dw, g, n, tuning, lanes)
     elif proj.op == "conv2d":
         n = p["O"]
-        ok = _conv_variant(p, "nhwc", tuning) == "pointwise" and project_pays(g, n, tuning)
+        ok = _conv_variant(p, "nhwc", tuning) == "pointwise" and (triple_pays(g, n, k4, tuning) if k4
+                                                                  else project_pays(g, n, tuning))
+    elif k4:
+        return False
     elif proj.op == "conv_transpose2d":
         n = p["KH"] * p["KW"] * p["O"]
         a = proj.attrs
@@ -1032,11 +1037,12 @@ def _dwp_matrix_loads(g: dict, n4: int, tuning: str, sg: int) -> float:
     return busy * -(-g["C"] // 4) * (-(-4 * ns // sg) if sg else 4 * ns) / 1e3
 
 
-def _dwp_fused_terms(g: dict, n4: int, tuning: str, sg: int) -> tuple[float, ...]:
+def _dwp_fused_terms(g: dict, n4: int, tuning: str, sg: int, k4: int = 0) -> tuple[float, ...]:
     """What the fused kernel's busiest thread does with its plan (:func:`_dwp_plan` with ``sg``
-    lanes sharing the loads), in thousands: input-window vec4 loads, depthwise vec4
-    multiply-adds, projection vec4 multiply-adds, vec4 stores; and 1 (the fixed part)."""
-    th, tw, splits = _dwp_plan(g, n4, 0, tuning, True, sg=sg)
+    lanes sharing the loads; ``k4``: the vec4s of an expansion's input per pixel, whose plan
+    has its own block), in thousands: input-window vec4 loads, depthwise vec4 multiply-adds,
+    projection vec4 multiply-adds, vec4 stores; and 1 (the fixed part)."""
+    th, tw, splits = _dwp_plan(g, n4, k4, tuning, True, sg=sg)
     kk, c4, ns = g["KH"] * g["KW"], -(-g["C"] // 4), -(-n4 // splits)
     blocks = g["NB"] * -(-g["OH"] // th) * -(-g["OW"] // tw)
     inv = (-(-blocks // sg) * sg if sg else blocks) * splits
@@ -1081,7 +1087,7 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
                 fused -= DWPL_MARGIN
         dw = fit["dw"][0] * _dw_cost(g, *_dw_strip(g, tuning), tuning) / 1e3 + fit["dw"][1]
         M = g["NB"] * g["OH"] * g["OW"]
-        tile = fit["tile"][0] * M * g["C"] * n4 / 1e6 + fit["tile"][1] * M * (g["C"] + n) / 4e6 + fit["tile"][2]
+        tile = _tile_us(M, g["C"], n, tuning)
         if n > PROJECT_MAX_N and tuning in DWP_WIDE_TILE:  # B's loads and broadcasts per row of the tile
             tile += DWP_WIDE_TILE[tuning] * M * g["C"] * n4 / choose_tile_sg(M, n, g["NB"], DW_LANES)[0] / 1e6
         return fused, dw + tile + fit["dispatch"]
@@ -1098,6 +1104,14 @@ def _project_cost(g: dict, n: int, tuning: str = "default", k4: int = 0) -> tupl
     tm, tn4 = choose_tile(M, n, 1, tuning)
     tile = -(-M // tm) * -(-n4 // tn4) * (g["C"] * (L * (tm + tn4) + tm * tn4) + L * tm * tn4)
     return fused * DWP_FUSED_FACTOR.get(tuning, DWP_FUSED_FACTOR["default"]), depthwise + tile + DWP_KERNEL_COST
+
+
+def _tile_us(m: int, k: int, n: int, tuning: str) -> float:
+    """Microseconds of an ``m`` x ``k`` -> ``n`` pointwise conv2d on the tile kernel by the tile
+    side of :data:`DWP_PAY_FIT` (its vec4 multiply-adds, the vec4s it reads and writes, a fixed
+    part), without its dispatch."""
+    t = DWP_PAY_FIT[tuning]["tile"]
+    return t[0] * m * k * -(-n // 4) / 1e6 + t[1] * m * (k + n) / 4e6 + t[2]
 
 
 def project_pays(g: dict, n: int, tuning: str = "default", k4: int = 0) -> bool:
@@ -1248,9 +1262,7 @@ def _expand_shared_cost(g: dict, k4: int, n4: int, tuning: str, sg: int = DW_LAN
     for i, rows in enumerate(_expand_bands(g, th, tw, splits, sg)):
         its = -(-rows * g["W"] // (max(EXPAND_SHARED_WORKGROUP, sg) * EXPAND_SHARED_PX))
         per_core[i % cores] += fit[0] * its * c4 * k4 / 1e3 + fit[1]
-    M = g["NB"] * g["H"] * g["W"]
-    t = tile["tile"]
-    sep = t[0] * M * 4 * k4 * c4 / 1e6 + t[1] * M * (4 * k4 + g["C"]) / 4e6 + t[2] + tile["dispatch"]
+    sep = _tile_us(g["NB"] * g["H"] * g["W"], 4 * k4, g["C"], tuning) + tile["dispatch"]
     return max(per_core), sep
 
 
@@ -1288,6 +1300,52 @@ def expand_shared_ok(e, dw, proj, tuning: str = "default", lanes: int = DW_LANES
         return False
     extra, sep = _expand_shared_cost(g, k4, n4, tuning, L)
     return extra <= sep
+
+
+#: A depthwise conv2d and its projection that run as two kernels (:func:`project_pays` says so)
+#: whose input is an expansion conv that the kernel can hold in registers (:func:`expand_ok`, at
+#: most :data:`EXPAND_MAX_K` input channels, the block that :func:`_dwp_plan` gives for its
+#: inputs) run as one kernel of the three (:func:`triple_pays`) where its estimate is at most
+#: a fraction of the three kernels' (:func:`_triple_cost`). Per profile: (microseconds per
+#: thousand vec4 x 4 x 4 expansion products of the busiest thread, its invocations x C / 4 x the
+#: block's window x K / 4, which replace the fused side's window loads of :data:`DWP_PAY_FIT`:
+#: the kernel computes the depthwise input it would load; that fraction). Fitted on 33 synthetic
+#: blocks (benchmarks/dw_shapes.py --triples: images 28-112, K 16-32, C 96-192, 3x3 and 5x5,
+#: strides 1 and 2; docs/conv.md) to the measured ratio of the two forms times the three
+#: kernels' estimate, and checked on 12 more. The fraction, 0.9: two 28 x 28 3x3 stride-1 blocks
+#: estimated 0.95 and 0.99 ran 1.01 and 1.05 as one kernel; every block it takes ran faster.
+EXPAND_TRIPLE_FIT = {"lane-loop": (1.45, 0.9)}
+
+
+def _triple_cost(g: dict, n: int, k4: int, tuning: str) -> tuple[float, float]:
+    """Microseconds of depthwise conv2d ``g`` with its pointwise projection to ``n`` channels and
+    the expansion from ``k4`` vec4s of input before it (:data:`EXPAND_TRIPLE_FIT`): (the one
+    kernel of the three, with the block :func:`_dwp_plan` gives for the expansion; the expansion
+    on the tile kernel, then the depthwise and the tile kernel, two launches more)."""
+    fit = DWP_PAY_FIT[tuning]
+    window, *terms = _dwp_fused_terms(g, -(-n // 4), tuning, DW_LANES, k4)
+    # every window pixel of a block expanded for every channel group, none loaded
+    fused = sum(w * t for w, t in zip(fit["fused"][1:], terms)) + EXPAND_TRIPLE_FIT[tuning][0] * window * k4
+    two = _project_cost(g, n, tuning, k4)[1]
+    return fused, two + _tile_us(g["NB"] * g["H"] * g["W"], 4 * k4, g["C"], tuning) + fit["dispatch"]
+
+
+def triple_pays(g: dict, n: int, k4: int, tuning: str = "default") -> bool:
+    """Whether depthwise conv2d ``g``, its pointwise projection to ``n`` channels and the
+    expansion conv from ``k4`` vec4s of input before it, which :func:`project_pays` would run
+    as three kernels, run as one (``conv/depthwise_project.wgsl`` with the expansion): on a
+    profile of :data:`EXPAND_TRIPLE_FIT` where :func:`_triple_cost` estimates it at most that
+    fraction of the three kernels, elsewhere never; and only where the kernel's block holds at
+    most :data:`EXPAND_MAX_X` vec4s of expansion input. ``WEBNN_GPU_FORCE_DWP_TRIPLE=on`` takes
+    every such triple, ``=off`` none."""
+    forced = _env.force_choice("dwp_triple", ("on", "off"))
+    th, tw, _ = _dwp_plan(g, -(-n // 4), k4, tuning, True)
+    if len(_rows(g, th)) * len(_segment(g, tw)) * k4 > EXPAND_MAX_X:
+        return False
+    if forced or tuning not in EXPAND_TRIPLE_FIT or tuning not in DWP_PAY_FIT:
+        return forced == "on"
+    fused, three = _triple_cost(g, n, k4, tuning)
+    return fused <= EXPAND_TRIPLE_FIT[tuning][1] * three
 
 
 def _pointwise_matrix(fc) -> np.ndarray:

@@ -286,14 +286,23 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
         dw = g.producer(mid)
         if dw is None or dw.id in dropped or g.is_output(mid) or len(g.consumers(mid)) != 1:
             continue
-        if not project_ok(dw, proj, tuning, lanes) or _epilogue_loads(dw) + _epilogue_loads(proj) > DWP_MAX_LOADS:
+        if _epilogue_loads(dw) + _epilogue_loads(proj) > DWP_MAX_LOADS:
             continue
-        attrs = {"depthwise": dw, "project": proj}
-        first = list(dw.inputs)
+        pair = project_ok(dw, proj, tuning, lanes)
+        if not pair and (dw.op != "conv2d" or dw.attrs.get("input_layout") != "nhwc"):
+            continue
         # channels not a multiple of 4 run only on the lane kernel; a wide projection's column
         # blocks take no expansion
         e = expansion(dw, None) if dw.inputs[0].shape[3] % 4 == 0 and not project_wide(proj) else None
-        if e is not None and e.inputs[0].shape[3] <= EXPAND_MAX_K and expand_block_ok(e, dw, proj, tuning):
+        # a pair that runs faster as two kernels may run faster as one with its expansion (the
+        # three kernels against one; project_ok checks the rest)
+        triple = (not pair and e is not None and e.inputs[0].shape[3] <= EXPAND_MAX_K
+                  and project_ok(dw, proj, tuning, lanes, e.inputs[0].shape[3] // 4))
+        if not pair and not triple:
+            continue
+        attrs = {"depthwise": dw, "project": proj}
+        first = list(dw.inputs)
+        if e is not None and e.inputs[0].shape[3] <= EXPAND_MAX_K and (triple or expand_block_ok(e, dw, proj, tuning)):
             attrs["expand"] = e  # the inverted residual's expansion too: its output is never stored
             first = list(e.inputs) + list(dw.inputs[1:])
         elif e is not None and expand_shared_ok(e, dw, proj, tuning, lanes):
