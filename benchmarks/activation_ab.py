@@ -4,6 +4,7 @@ arithmetic on float32 denormals, and ordinary values).
 
     .venv/bin/python benchmarks/activation_ab.py [--ops softplus gelu ...] [--rev HEAD]
                                                  [--rounds 20] [--repeats 5] [--size 1048576]
+    .venv/bin/python benchmarks/activation_ab.py --sweep [--ops ...] [--size 262144]
 
 One graph per op and form (old: the template at ``--rev``, ``knob_ab.templates_at``; new: the
 working tree's), built in one process; each round times every input range through the old and
@@ -11,6 +12,10 @@ the new kernel in turn (the order swapped every round) with timestamp queries
 (``webnn_gpu.profile.profile_graph``, the median of ``--repeats``). Prints per op and range
 the old and new microseconds (medians over the rounds) and the median, quartiles and range of
 the per-round ratio new / old, and whether the two forms' outputs are the same bits.
+
+``--sweep`` times the working tree's kernels alone, the whole input at one value, for each of
+:func:`sweep_values` (the least of 3 medians of 3 runs) and prints per op the runs of values
+whose time is over twice the op's median: where its arithmetic meets denormals.
 """
 
 from __future__ import annotations
@@ -56,15 +61,39 @@ def inputs(op: str, size: int, seed: int = 0) -> dict:
     return {k: v.astype(np.float32).reshape(size // 4, 4) for k, v in out.items()}
 
 
+def sweep_values() -> np.ndarray:
+    """Every half step in [-110, 110] and +-10^k for k from -45 to 38.5 by halves (float32)."""
+    mags = 10.0 ** np.arange(-45, 38.6, 0.5)
+    return np.unique(np.concatenate([-mags, mags, np.arange(-110, 110.01, 0.5)]).astype(np.float32))
+
+
+def sweep(ctx, graph, op: str, size: int) -> None:
+    """Print the runs of :func:`sweep_values` where the kernel of ``graph`` (``op`` alone) takes
+    over twice its median time."""
+    from webnn_gpu.profile import profile_graph
+
+    vals = sweep_values()
+    us = np.array([min(profile_graph(ctx, graph, {"x": np.full((size // 4, 4), v, np.float32)}, 3)[0]["us"]
+                       for _ in range(3)) for v in vals])
+    t = us / np.median(us)
+    slow = np.where(t > 2.0)[0]
+    print(f"{op}: median {np.median(us):.0f} us; over twice that at {len(slow)} of {len(vals)} values")
+    for run in (np.split(slow, np.where(np.diff(slow) != 1)[0] + 1) if len(slow) else []):
+        print(f"    [{vals[run[0]]:.3g} .. {vals[run[-1]]:.3g}] up to {t[run].max():.1f}x", flush=True)
+
+
 def main(argv=None) -> int:
     """Compare the ops' kernels (see the module docstring)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--ops", nargs="*", default=list(RANGES))
+    p.add_argument("--ops", nargs="*", default=None, help="(default: RANGES' ops, and tanh with --sweep)")
     p.add_argument("--rev", default="HEAD")
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--size", type=int, default=1 << 20)
+    p.add_argument("--size", type=int, default=None, help="floats (1M; 256K with --sweep)")
+    p.add_argument("--sweep", action="store_true", help="the working tree's kernels over sweep_values()")
     args = p.parse_args(argv)
+    args.size = args.size or (1 << 18 if args.sweep else 1 << 20)
+    ops = args.ops or [*RANGES, *(["tanh"] if args.sweep else [])]
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     os.environ["WEBNN_GPU_PLAN_CACHE"] = "0"
     os.environ["WEBNN_GPU_TEMPLATE_CACHE"] = "0"
@@ -78,9 +107,16 @@ def main(argv=None) -> int:
         x = b.input("x", {"data_type": "float32", "shape": [args.size // 4, 4]})
         return b.build({"y": getattr(b, op)(x)})
 
+    if args.sweep:
+        for op in ops:
+            g = build(op)
+            sweep(ctx, g, op, args.size)
+            g.destroy()
+        return 0
+
     print(f"# old: {TEMPLATE} at {args.rev}, new: the working tree's; us old, new, new / old median "
           f"(quartiles) [range] over {args.rounds} rounds")
-    for op in args.ops:
+    for op in ops:
         with templates_at([TEMPLATE], args.rev):
             old = build(op)
         new = build(op)
