@@ -90,19 +90,29 @@ fn erfc_{{ T }}(x: {{ T }}) -> {{ T }} {
 fn erf_{{ T }}(x: {{ T }}) -> {{ T }} {
   let xf = f32(x);
   let z = abs(xf);
+{# no arithmetic on denormals: erf(x) rounds to 2 x / sqrt(pi) for |x| < 2^-30 (the series
+    runs on 2^-30 there: x^2 is a denormal below 1e-19), and to +-1 past 3.9 (erfc at 5 there:
+    exp(-z^2) is a denormal past 9.3); erfc's part takes z in [0.5, 5] also where the series
+    gives the result (both sides may run, as selects) #}
   if (z < 0.5) {
     let x2 = xf * xf;
     let s = xf * (1.0 + x2 * (-1.0 / 3.0 + x2 * (1.0 / 10.0 + x2 * (-1.0 / 42.0 + x2 * (1.0 / 216.0 +
             x2 * (-1.0 / 1320.0 + x2 * (1.0 / 9360.0)))))));
     return {{ T }}(1.1283791670955126 * s);
   }
-  let zh = head12_{{ T }}(z);
-  let r = 1.0 - erfc_pos_{{ T }}(z, zh * zh, (z - zh) * (z + zh));
+  let zc = select(z, 5.0, z > 5.0);
+  let zh = head12_{{ T }}(zc);
+  let r = 1.0 - erfc_pos_{{ T }}(zc, zh * zh, (zc - zh) * (zc + zh));
   return {{ T }}(select(-r, r, xf >= 0.0));
 }
 {% elif name == "gelu" %}
 fn gelu_{{ T }}(x: {{ T }}) -> {{ T }} {
-  let xf = f32(x);
+  let x0 = f32(x);
+{# no arithmetic on denormals: gelu(x) rounds to x / 2 for |x| < 2^-30 (computed on 2^-30
+    there: x^2 is a denormal below 1e-19), and to x past 7 (computed at 7: erfc(-x / sqrt(2))
+    rounds to 2 there, exp(-x^2 / 2) is a denormal past 13.2). Below -13.2 the result itself
+    is a denormal: that arithmetic stays #}
+  let xf = select(x0, 7.0, x0 > 7.0);
   let z = -xf * 0.7071067811865476;
   // gelu(x) = 0.5 x erfc(-x / sqrt(2)); erfc keeps relative precision for negative x.
   // z^2 = x^2 / 2 is formed from x (exact head), not from the rounded z.
@@ -117,7 +127,7 @@ fn gelu_{{ T }}(x: {{ T }}) -> {{ T }} {
     e = 1.0 - 1.1283791670955126 * s;
   }
   // e underflows to 0 for x < -13: the result is -0 (not -inf * 0 = NaN at x = -inf).
-  return {{ T }}(select(0.5 * xf * e, -0.0, e == 0.0));
+  return {{ T }}(select(0.5 * x0 * e, -0.0, e == 0.0));
 }
 {% elif name == "sigmoid" %}
 fn sigmoid_{{ T }}(x: {{ T }}) -> {{ T }} {
@@ -150,13 +160,18 @@ fn softplus_{{ T }}(x: {{ T }}) -> {{ T }} {
   let xf = f32(x);
   // max(x, 0) + log1p(exp(-|x|)), log1p by the series of log1p_ (above) for e < 0.25.
   let e = exp_acc_{{ T }}(-abs(xf));
-  var l = log(1.0 + e);
-  if (e < 0.25) {
-    let s = e / (2.0 + e);
+{# e below 2^-30 (|x| > 20.8): log1p(e) rounds to e, and x + e to x for x > 0; the arithmetic
+    takes 2^-30 instead, so that no operation reads a denormal e (|x| > 87.3) or makes one
+    (s^2 for |x| in [42, 54]), and the result is e for x < 0 #}
+  let tiny = bitcast<u32>(e) < 0x30800000u;
+  let en = select(e, 9.313225746154785e-10, tiny);
+  var l = log(1.0 + en);
+  if (en < 0.25) {
+    let s = en / (2.0 + en);
     let s2 = s * s;
     l = 2.0 * s * (1.0 + s2 * (1.0 / 3.0 + s2 * (1.0 / 5.0 + s2 * (1.0 / 7.0 + s2 * (1.0 / 9.0 + s2 * (1.0 / 11.0))))));
   }
-  return {{ T }}(max(xf, 0.0) + l);
+  return {{ T }}(select(max(xf, 0.0) + l, e, tiny && xf < 0.0));
 }
 {% elif name == "is_nan" %}
 fn is_nan_{{ T }}(x: {{ T }}) -> bool {

@@ -279,6 +279,7 @@ class Gen:
     seed: int
     rng: np.random.Generator = field(init=False)
     drng: np.random.Generator = field(init=False)
+    plan: np.random.Generator = field(init=False)
     decls: list = field(default_factory=list)
     nodes: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
@@ -288,6 +289,7 @@ class Gen:
     def __post_init__(self):
         self.rng = np.random.default_rng([self.seed, 0])
         self.drng = np.random.default_rng([self.seed, 1])
+        self.plan = np.random.default_rng([self.seed, 3])
 
     # -- helpers
     def p(self, prob: float) -> bool:
@@ -959,19 +961,51 @@ class Gen:
             y = self.emit("prelu", [y, self.chan_operand(self.shape(y), layout)])
         return self.elementwise_tail(y, layout, 2), layout
 
+    def motif_project_consumer(self, v, layout):
+        """A depthwise conv, its pointwise projection and the projection's element-wise tail,
+        read by a 1x1 conv with a tail of its own (``fuse_project_consumer``: the channel-lane
+        kernel computes that conv as a second stage); near misses: an expansion in front, NCHW,
+        channels not a multiple of 4, the consumer strided, padded, with a filter that is an
+        input, or reading the projection twice (as its tail's operand), the projection's output
+        also a graph output."""
+        if self.p(0.15):  # a three-stage block: not the rule's pair
+            v = self.conv(v, layout, pointwise=True, O=self.pick((8, 16)))
+        d = self.elementwise_tail(self.conv(v, layout, depthwise=True), layout, 1)
+        p = self.conv(d, layout, pointwise=True, O=self.pick((8, 12, 16, 24, 24, 5)))
+        p = self.elementwise_tail(p, layout, 2)
+        if self.p(0.15):
+            self.output(p)
+        O = self.pick((4, 8, 8, 16, 24, 6))
+        near = self.pick(("", "", "", "", "", "stride", "pad", "input", "twice"))
+        if near in ("stride", "pad", "input"):
+            C = self.shape(p)[3] if layout == "nhwc" else self.shape(p)[1]
+            fl = self.pick(FILTER_LAYOUTS)
+            dims = {"o": O, "i": C, "h": 1, "w": 1}
+            w = (self.input([dims[ch] for ch in fl], "filter") if near == "input"
+                 else self.made_const([dims[ch] for ch in fl], "filter"))
+            attrs = {"padding": [1, 0, 0, 1] if near == "pad" else [0, 0, 0, 0],
+                     "strides": [2, 2] if near == "stride" else [1, 1], "dilations": [1, 1], "groups": 1,
+                     "input_layout": layout, "filter_layout": fl}
+            y = self.emit("conv2d", [p, w], attrs)
+        else:
+            y = self.conv(p, layout, pointwise=True, O=O)
+        if near == "twice" and self.shape(y) == self.shape(p):
+            y = self.emit("add", [y, p])
+        return self.elementwise_tail(y, layout, 2), layout
+
     # -- the graph
-    def graph4d(self):
+    def graph4d(self, motif: str | None = None):
+        """A 4-D input and one or two motifs of :data:`MOTIFS_4D` (drawn from the plan stream),
+        or of ``motif`` alone."""
         layout = "nhwc" if self.p(0.7) else "nchw"
         N = 1 if self.p(0.85) else 2
         C, H, W = self.pick(CHANNELS), self.pick(SIZES), self.pick(SIZES)
         v = self.input((N, H, W, C) if layout == "nhwc" else (N, C, H, W))
-        motifs = [self.motif_conv, self.motif_conv_input, self.motif_squeeze_excite, self.motif_inverted_residual,
-                  self.motif_pool, self.motif_upsample, self.motif_first_layer, self.motif_pad, self.motif_norm,
-                  self.motif_transposed_layer, self.motif_layout_region]
-        for _ in range(int(self.rng.integers(1, 3))):
+        for _ in range(int(self.plan.integers(1, 3))):
             if int(np.prod(self.shape(v))) > 40000:
                 break
-            v, layout = self.pick(motifs)(v, layout)
+            name = motif or MOTIFS_4D[int(self.plan.integers(len(MOTIFS_4D)))]
+            v, layout = getattr(self, name)(v, layout)
         self.output(v)
 
     def graph_matmul(self):
@@ -995,7 +1029,12 @@ class Gen:
                 b = self.made_const([K, N], "filter") if self.p(0.7) else self.input([K, N])
             v = self.emit("matmul", [a, b])
         elif self.p(0.25):
-            return self.graph_unrolled_dense() if self.p(0.7) else self.graph_feed_forward()
+            r = self.rng.random()
+            if r < 0.5:
+                return self.graph_unrolled_dense()
+            if r < 0.7:
+                return self.graph_feed_forward()
+            return self.graph_sequence_dense() if r < 0.85 else self.graph_dense_chain()
         else:
             at, bt = self.p(0.3), self.p(0.3)
             a = self.input([K, M] if at else [M, K])
@@ -1017,13 +1056,13 @@ class Gen:
         self.output(self.elementwise_tail(v, None, 4))
         self.graph_heads()
 
-    def graph_heads(self):
-        """Sometimes (a draw of its own generator: the graph before it is as it was) a network's
-        heads (fuse_heads): 2 or 3 dense layers on the same few rows with a long reduction, each
-        with its bias and activation; near misses: 4 rows, a computed weight, a residual of an
-        input."""
+    def graph_heads(self, force: bool = False):
+        """Sometimes (a draw of its own generator: the graph before it is as it was), or with
+        ``force``, a network's heads (fuse_heads): 2 or 3 dense layers on the same few rows with a
+        long reduction, each with its bias and activation; near misses: 4 rows, a computed
+        weight, a residual of an input."""
         hr = np.random.default_rng([self.seed, 2])
-        if hr.random() >= 0.3:
+        if hr.random() >= 0.3 and not force:
             return
         M, K = int(hr.choice((1, 2, 3, 3, 4))), int(hr.choice((256, 300, 517)))
         x = self.input([M, K])
@@ -1068,6 +1107,55 @@ class Gen:
                 self.output(g)
             rows.append(self.emit("reshape", [g], {"new_shape": [1, 1, N]}))
         self.output(self.emit("concat", rows, {"axis": 0}))
+
+    def graph_sequence_dense(self):
+        """A dense layer over a sequence as TFLite's converter writes it (sink_reshapes): ``[B,
+        T, K]`` reshaped to ``[B T, K]``, the product (a matmul, or a gemm with its bias),
+        reshaped back, then an activation, an operand and a residual add; near misses: the
+        reshape back also an output, an operand varying along the axis the reshape splits."""
+        B, T, K = self.pick((1, 2)), self.pick((3, 5, 8)), self.pick((4, 8))
+        N = K if self.p(0.6) else self.pick((3, 8))
+        x = self.input([B, T, K])
+        r = self.emit("reshape", [x], {"new_shape": [B * T, K]})
+        if self.p(0.5):
+            y = self.emit("matmul", [r, self.made_const([K, N], "filter")])
+        else:
+            y = self.emit("gemm", [r, self.made_const([N, K], "filter")],
+                          {"alpha": 1.0, "beta": 1.0, "a_transpose": False, "b_transpose": True},
+                          {"c": self.made_const([N])})
+        y = self.emit("reshape", [y], {"new_shape": [B, T, N]})
+        near = self.pick(("", "", "", "output", "split"))
+        if near == "output":
+            self.output(y)
+        y = self.emit(self.pick(("relu", "sigmoid", "gelu", "tanh")), [y])
+        shp = [B, T, 1] if near == "split" else self.pick(([N], [1, 1, N], []))
+        y = self.emit(self.pick(("add", "mul")), [y, self.made_const(shp)])
+        if N == K and self.p(0.7):
+            y = self.emit("add", [y, x] if self.p(0.5) else [x, y])
+        self.output(self.elementwise_tail(y, None, 2))
+
+    def graph_dense_chain(self):
+        """Two to four one-row dense layers in a row, each with a bias and maybe an activation
+        (fuse_dense_chain); near misses: a layer's output also read elsewhere or output, a
+        transposed A, a weight that is an input."""
+        K = self.pick((4, 7, 12, 300))
+        v = self.input([K, 1]) if self.p(0.1) else self.input([1, K])
+        for i in range(int(self.rng.integers(2, 5))):
+            N = self.pick((3, 8, 12, 64))
+            at = len(self.shape(v)) == 2 and self.shape(v)[1] == 1
+            w = self.input([K, N]) if self.p(0.05) else self.made_const([K, N], "filter")
+            if self.p(0.5) or at:
+                v = self.emit("gemm", [v, w], {"alpha": 1.0, "beta": 1.0, "a_transpose": at, "b_transpose": False},
+                              {"c": self.made_const([N])})
+            else:
+                v = self.emit("add", [self.emit("matmul", [v, w]), self.made_const([N])])
+            act = self.pick(("relu", "sigmoid", "tanh", ""))
+            if act:
+                v = self.emit(act, [v])
+            if self.p(0.1):
+                self.output(v)
+            K = N
+        self.output(v)
 
     def graph_feed_forward(self):
         """Two products in a row (fuse_mlp): matmul + bias + activation, then matmul + bias (+ a
@@ -1166,20 +1254,69 @@ class Gen:
         self.output(self.elementwise_tail(v, None, 6))
 
 
-def generate(seed: int, index: int) -> dict:
-    """The description of graph ``index`` of ``seed``."""
+#: the motifs :meth:`Gen.graph4d` draws from, each as likely (a 4-D value in, one out); more
+#: are reached from inside them (``motif_pool``: ``motif_depth_to_space``, ``motif_heads``,
+#: ``motif_pool_residual``)
+MOTIFS_4D = ("motif_conv", "motif_conv_input", "motif_squeeze_excite", "motif_inverted_residual", "motif_pool",
+             "motif_upsample", "motif_first_layer", "motif_pad", "motif_norm", "motif_transposed_layer",
+             "motif_layout_region", "motif_project_consumer")
+#: the whole-graph generators and their shares of the graphs
+GRAPH_KINDS = (("graph4d", 0.8), ("graph_matmul", 0.07), ("graph_attention", 0.06), ("graph_layer_norm", 0.035),
+               ("graph_elementwise", 0.035))
+#: what :func:`generate`'s ``motif`` may name besides the 4-D motifs (every ``motif_*`` method)
+#: and :data:`GRAPH_KINDS`: matmul graphs' own forms
+OTHER_KINDS = ("graph_unrolled_dense", "graph_feed_forward", "graph_sequence_dense", "graph_dense_chain", "graph_heads")
+#: every name :func:`generate`'s ``motif`` takes
+KINDS = (tuple(m for m in vars(Gen) if m.startswith("motif_")) + tuple(k for k, _ in GRAPH_KINDS if k != "graph4d")
+         + OTHER_KINDS)
+
+#: the motif (a :func:`generate` ``motif``) whose graphs exercise each rule, for
+#: ``test_the_generator_reaches_every_rule``: each rule is reached by graphs made for it, so a
+#: new motif cannot take another rule's coverage away
+RULE_MOTIFS = {
+    "fold_constants": "motif_inverted_residual", "merge_duplicates": "motif_heads",
+    "fold_matmul_transpose": "graph_matmul", "fold_matmul_views": "graph_matmul",
+    "nhwc_regions": "motif_transposed_layer", "nchw_conv_to_nhwc": "motif_inverted_residual",
+    "compose_transposes": "motif_layout_region", "depthwise_to_scale": "motif_transposed_layer",
+    "fuse_layer_norm": "graph_layer_norm", "sum_to_mean": "graph_layer_norm", "mean_to_pool": "motif_squeeze_excite",
+    "swap_resample_conv": "motif_upsample", "fuse_hard_swish": "motif_conv", "fuse_swish": "motif_conv",
+    "sink_reshapes": "graph_sequence_dense", "split_batch_norm": "motif_norm", "fuse_epilogue": "motif_conv",
+    "fold_layout": "motif_pad", "stack_shared_gemms": "graph_unrolled_dense", "fuse_attention": "graph_attention",
+    "fuse_matmul_layer_norm": "graph_layer_norm", "fuse_matmul_softmax": "graph_matmul",
+    "fuse_dense_chain": "graph_dense_chain", "fuse_conv_input": "motif_conv_input", "fuse_pool_input": "motif_pool",
+    "fuse_conv_upsample": "motif_upsample", "fuse_conv_pool": "motif_inverted_residual",
+    "fuse_depthwise_project": "motif_inverted_residual", "fuse_pool_partials": "motif_first_layer",
+    "fuse_squeeze_excite": "motif_squeeze_excite", "fuse_pool_map": "motif_pool", "fuse_concat_map": "motif_conv",
+    "fuse_pool_residual": "motif_pool_residual", "fuse_upsampled_residual": "motif_upsample",
+    "fuse_mlp": "graph_feed_forward", "fuse_heads": "graph_heads", "fuse_elementwise": "graph_elementwise",
+    "store_depth_to_space": "motif_depth_to_space", "concat_in_place": "motif_heads",
+    "fuse_project_consumer": "motif_project_consumer",
+}
+
+
+def generate(seed: int, index: int, motif: str | None = None) -> dict:
+    """The description of graph ``index`` of ``seed``: a graph kind of :data:`GRAPH_KINDS`
+    by its share, a 4-D graph's motifs each as likely; with ``motif`` (a name of :data:`KINDS`)
+    a graph of that kind or motif alone, whose draws depend on that motif's code only. The
+    kinds and motifs are drawn from a stream of their own (the plan, ``default_rng([seed,
+    3])``): the values a graph's first motif draws do not depend on how many motifs there are
+    to choose from."""
     g = Gen(seed * 100003 + index)
-    r = g.rng.random()
-    if r < 0.8:
-        g.graph4d()
-    elif r < 0.87:
-        g.graph_matmul()
-    elif r < 0.93:
-        g.graph_attention()
-    elif r < 0.965:
-        g.graph_layer_norm()
+    if motif is None:
+        r, top = g.plan.random(), 0.0
+        for kind, share in GRAPH_KINDS:
+            top += share
+            if r < top:
+                break
+        getattr(g, kind)()
+    elif motif not in KINDS:
+        raise ValueError(f"{motif!r} is none of graphs.KINDS")
+    elif motif.startswith("motif_"):
+        g.graph4d(motif)
+    elif motif == "graph_heads":
+        g.graph_heads(force=True)
     else:
-        g.graph_elementwise()
+        getattr(g, motif)()
     if not g.outputs:  # (every op drawn was none)
         g.output(g.emit("relu", [g.decls[0][1]]))
     return g.description()

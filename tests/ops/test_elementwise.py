@@ -405,6 +405,36 @@ def test_exp_family_through_float32s_denormal_range(ctx):
     np.testing.assert_array_equal(out["sigmoid"][x < -30], out["exp"][x < -30])  # e / (1 + e) = e there
 
 
+def test_activations_past_their_denormal_edges(ctx):
+    """softplus, gelu and erf where their arithmetic would read or make float32 denormals and
+    _lib/activations.wgsl computes on stand-in values instead: softplus for |x| > 20.8
+    (exp(-|x|) below 2^-30; the result is that exponential for x < 0, x for x > 0), gelu past 7
+    (x itself; from -13.2 to -14.2 the result is a denormal), erf past 5 (+-1); the edges on
+    both sides, NaN; against float64 NumPy with each op's own tolerance (ULPs, so a denormal
+    result is checked to its units of 2^-149), and the stand-ins' results exactly."""
+    edge = -math.log(2.0 ** -30)  # exp(-20.79...) = 2^-30
+    x = np.concatenate([
+        np.linspace(-110.0, -20.0, 2001), np.linspace(20.0, 110.0, 2001), edge + np.linspace(-1e-4, 1e-4, 21),
+        -edge + np.linspace(-1e-4, 1e-4, 21), np.linspace(6.9, 7.1, 201), np.linspace(-15.0, -12.0, 301),
+        np.linspace(12.0, 15.0, 301), np.linspace(4.9, 5.1, 201), -np.linspace(4.9, 5.1, 201),
+        np.linspace(9.0, 10.5, 151), -np.linspace(9.0, 10.5, 151), [1e30, -1e30, 3e38, -3e38],
+        np.linspace(-3.0, 3.0, 61), [np.nan]]).astype(np.float32)
+    erf = np.vectorize(math.erf, otypes=[float])
+    ops = {"softplus": lambda v: np.logaddexp(0, v), "erf": erf,
+           "gelu": lambda v: 0.5 * v * np.vectorize(math.erfc, otypes=[float])(-v / math.sqrt(2))}
+    out = _run(ctx, lambda b, o: {op: getattr(b, op)(o["x"]) for op in [*ops, "exp"]}, x=x)
+    with np.errstate(all="ignore"):
+        for op, fn in ops.items():
+            check(op, out[op], fn(x.astype(np.float64)), "float32", "past the denormal edges")
+    low = x < -21.0
+    np.testing.assert_array_equal(out["softplus"][low], out["exp"][low])  # log1p(e) = e there
+    big = x > 7.0
+    np.testing.assert_array_equal(out["gelu"][big], x[big])
+    np.testing.assert_array_equal(out["erf"][np.abs(x) > 5.0], np.sign(x[np.abs(x) > 5.0]))
+    np.testing.assert_array_equal(out["softplus"][x > 21.0], x[x > 21.0])
+    assert np.isnan(out["softplus"][-1]) and np.isnan(out["gelu"][-1]) and np.isnan(out["erf"][-1])
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_is_nan_is_infinite(ctx, rng, dtype):
     x = np.concatenate([sample(dtype, (20,), rng), np.array([np.nan, -np.nan, np.inf, -np.inf, 0, 65504], dtype)])
