@@ -23,6 +23,7 @@ from ..fusions.attention import fuse_attention
 from ..fusions.heads import fuse_heads
 from ..fusions.layer_norm import fuse_layer_norm
 from ..fusions.mlp import fuse_mlp
+from ..fusions.siblings import fuse_siblings
 from ..fusions.squeeze_excite import fuse_squeeze_excite
 from .rules.canonical import depthwise_to_scale, mean_to_pool, merge_duplicates, sink_reshapes, sum_to_mean
 from .rules.cleanup import dead_code
@@ -184,6 +185,13 @@ ORDER: tuple[Stage, ...] = (
                          "fuse_dense_chain and fuse_mlp (a product in a chain or a pair is no head here) and "
                          "fuse_matmul_layer_norm / fuse_matmul_softmax (a product whose rows are normalized "
                          "is one kernel already)"),
+        Rule(fuse_siblings, "after fuse_epilogue (each product's bias and activation are its epilogue steps), "
+                            "fuse_conv_input, fuse_conv_pool, fuse_depthwise_project, fuse_pool_residual, "
+                            "fuse_upsampled_residual and fuse_mlp (a conv they took or marked saves more in its "
+                            "kernel than a launch, and is no sibling here) and fuse_heads (products of a few rows "
+                            "are one matvec launch already); before concat_in_place (it places the merged "
+                            "node's outputs in a concat's buffer as a conv's) and fuse_project_consumer (a "
+                            "conv merged here is no consumer there)"),
     )),
     Stage("elementwise", (
         Rule(fuse_elementwise, "last of the fusions: it merges the element-wise nodes no kernel took as a "

@@ -1,0 +1,262 @@
+"""Products of the same input by different constant filters as one fused operator, ``siblings``.
+
+Pattern (after :func:`~webnn_gpu.compiler.rules.epilogue.fuse_epilogue`, which has made each
+product's bias and activation its epilogue steps)::
+
+    y_0 = ep_0(conv2d(x, W_0) + b_0)     NHWC, one group, constant W_0 [O_0, KH, KW, C] (any layout)
+    y_1 = ep_1(conv2d(x, W_1) + b_1)     the same x (the same value, not another view of it),
+    ...                                  window, strides, padding and dilations; constant W_1
+
+where the epilogues are the same steps apart from per-channel constants (a bias, PReLU slopes,
+a per-channel scale): a detector's classifier and box regressor on one feature map, a block's
+two branches. Each product alone is a tile launch, and on lavapipe a launch costs about 45-70
+us of wall time whatever it computes, most of a small head's time. As one ``siblings`` node the
+filters are side by side (each padded to a multiple of 4 columns) and the node is one
+``matmul/tile.wgsl`` launch whose column blocks are stored into the products' own outputs
+(the tile kernel's ``split`` store: :func:`webnn_gpu.ops.linalg.tile_kernel`); each output
+holds what its own launch would store, bit for bit (the same sums in the same order).
+
+Operator: ``siblings`` (:class:`SiblingsAttrs`), legality :func:`sibling_ok` and
+:func:`sibling_group`, rule :func:`fuse_siblings`, lowering :func:`lower_siblings`.
+``WEBNN_GPU_FORCE_SIBLINGS=off`` (read when the rule runs) leaves the products apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+
+from .. import _env
+from .._env import DEBUG
+from .._ir import GraphView, Node, Value
+from ..compiler.rules._common import _max_bindings
+from ..ops._registry import lowering
+from ..ops.conv import _conv_epilogue, _conv_variant, _geometry
+from ..ops.linalg import (FLOATS, LOOP_BUDGET, MATVEC_MAX_M, _sg_tile, constant_array, k_chunks, make_constant,
+                          tile_kernel, tile_loop_iterations)
+from ._attrs import FusedAttrs
+
+log = logging.getLogger("webnn_gpu")
+
+#: Attributes a conv2d may carry as a sibling (any other one, an input prologue, a pool output,
+#: an in-place store another rule added, keeps it out).
+_SIBLING_ATTRS = {"padding", "strides", "dilations", "groups", "input_layout", "filter_layout", "epilogue"}
+#: Keys an epilogue step of a sibling may have: a unary step's options, or a binary step on a
+#: per-channel constant (``axis`` the channel axis); a padded, pooled, upsampled or scaled
+#: operand keeps the product out.
+_STEP_KEYS_OUT = {"pad", "pool", "up2", "scale"}
+#: The most columns (each product's output channels rounded up to a multiple of 4, summed) one
+#: launch takes.
+SIBLINGS_MAX_N = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class SiblingsAttrs(FusedAttrs):
+    """Attributes of a ``siblings`` node; its inputs are the shared input, then the products'
+    other operands (each value once), its outputs the products' outputs in order."""
+
+    #: the products (conv2d, epilogue fused), all reading ``inputs[0]``, in column order
+    products: tuple
+
+
+def _own_steps(node: Node) -> list | None:
+    """The epilogue steps of ``node`` after its bias, each as ``(signature, operand)``: the
+    step without its operand index, and its per-channel constant (None for a unary step); None
+    where a step is neither."""
+    out = []
+    O = node.outputs[0].shape[3]
+    for step in node.attrs.get("epilogue") or []:
+        if _STEP_KEYS_OUT & set(step):
+            return None
+        if "input" not in step:
+            out.append((tuple(sorted(step.items())), None))
+            continue
+        if step["input"] < 3:  # (an operand in the bias's slot: no sibling)
+            return None
+        v = node.inputs[step["input"]]
+        data = constant_array(v) if v is not None else None
+        if step.get("axis") != 3 or data is None or tuple(v.shape) != (O,) or v.data_type != node.outputs[0].data_type:
+            return None
+        out.append((tuple(sorted((k, w) for k, w in step.items() if k != "input")), data))
+    return out
+
+
+def sibling_ok(node: Node, tuning: str = "default") -> bool:
+    """Whether ``node`` can be one product of a ``siblings`` node: an NHWC conv2d of one group on
+    the tile kernel (pointwise or implicit GEMM, not the block, depthwise, direct or matvec
+    kernels, nor a reduction split over launches), with a constant filter and bias, float32 or
+    float16 throughout, no attribute but its own and its epilogue, and epilogue steps that are
+    unary or read a per-channel constant (:func:`_own_steps`)."""
+    if node.op != "conv2d" or len(node.outputs) != 1 or any(k not in _SIBLING_ATTRS for k in node.attrs):
+        return False
+    x, f = node.inputs[0], node.inputs[1]
+    b = node.inputs[2] if len(node.inputs) > 2 else None
+    out = node.outputs[0]
+    if node.attrs["input_layout"] != "nhwc" or node.attrs["groups"] != 1 or _env.force("conv"):
+        return False
+    if out.data_type not in FLOATS or any(v is not None and v.data_type != out.data_type for v in (x, f, b)):
+        return False
+    if constant_array(f) is None or (b is not None and constant_array(b) is None):
+        return False
+    g = _geometry(node)
+    variant = _conv_variant(g, "nhwc", tuning)
+    if variant not in ("pointwise", "gemm") or g["NB"] * g["OH"] * g["OW"] <= MATVEC_MAX_M:
+        return False  # (a product of a few rows is matvec's, and fuse_heads merges those)
+    if variant == "pointwise" and k_chunks(g["C"]) is not None:
+        return False
+    if variant == "gemm" and tile_loop_iterations(g["C"], g["KH"], g["KW"]) > LOOP_BUDGET:
+        return False
+    return _own_steps(node) is not None
+
+
+def _key(node: Node) -> tuple:
+    """What siblings must share: the input, the window, strides, padding, dilations, the data
+    type and the epilogue's steps apart from their per-channel constants."""
+    a, g = node.attrs, _geometry(node)
+    steps = _own_steps(node)
+    assert steps is not None  # sibling_ok checked it
+    return (node.inputs[0].id, g["KH"], g["KW"], tuple(a["strides"]), tuple(a["padding"]), tuple(a["dilations"]),
+            node.outputs[0].data_type, tuple(s for s, _ in steps))
+
+
+def _width(node: Node) -> int:
+    """The columns ``node`` takes in the launch: its output channels rounded up to 4."""
+    return -(-node.outputs[0].shape[3] // 4) * 4
+
+
+def sibling_group(nodes: list, context=None) -> bool:
+    """Whether ``nodes`` (products :func:`sibling_ok` accepted, of one :func:`_key`) can run as one
+    tile launch: at least two, their columns together at most :data:`SIBLINGS_MAX_N`, and the
+    launch's storage buffers (the input, the filters, one per epilogue operand, one per output)
+    within the device's limit."""
+    if len(nodes) < 2 or len({_key(n) for n in nodes}) != 1:
+        return False
+    operands = 1 + sum("input" in s for s in nodes[0].attrs.get("epilogue") or [])  # the bias, then the steps'
+    return (sum(_width(n) for n in nodes) <= SIBLINGS_MAX_N
+            and 2 + operands + len(nodes) <= _max_bindings(context))
+
+
+def fuse_siblings(nodes: list, outputs: dict, context=None) -> list:
+    """Products reading the same input, of the pattern of :mod:`webnn_gpu.fusions.siblings`,
+    become one ``siblings`` node (:class:`SiblingsAttrs`) in the first one's place (everything
+    else they read is a host constant) where :func:`sibling_group` holds for them.
+
+    Left alone: a product :func:`sibling_ok` refuses (a computed filter or epilogue operand, an
+    input prologue or second output another rule gave it, another kernel than the tile kernel,
+    another layout or group count) stays on its own while the others of its input still merge;
+    products of different windows, strides, padding, dilations, data types or epilogue steps
+    (each such set merges on its own); products of the same tensor read through different
+    views (different values); a single product; products past the width or binding limits
+    (those that fit merge, in graph order). ``WEBNN_GPU_FORCE_SIBLINGS=off`` turns it off.
+    """
+    if _env.force_choice("siblings", ("off",)) == "off":
+        return nodes
+    tuning = getattr(context, "_tuning", "default") if context is not None else "default"
+    g = GraphView(nodes, outputs)
+    groups: dict[tuple, list[Node]] = {}
+    for n in nodes:
+        if n.op == "conv2d" and sibling_ok(n, tuning):
+            groups.setdefault(_key(n), []).append(n)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for group in groups.values():
+        take: list[Node] = []
+        for n in group:  # in graph order, while they fit
+            if sibling_group(take + [n], context) or len(take) < 1:
+                take.append(n)
+        if not sibling_group(take, context):
+            continue
+        inputs: list = [take[0].inputs[0]]
+        for n in take:
+            for v in n.inputs[1:]:
+                if v is not None and all(v is not u for u in inputs):
+                    inputs.append(v)
+        label = "+".join(n.label for n in take if n.label)
+        fused = Node("siblings", inputs, [n.outputs[0] for n in take], SiblingsAttrs(tuple(take)), label)
+        replaced[take[0].id] = fused
+        dropped.update(n.id for n in take[1:])
+        if DEBUG >= 2:
+            log.debug("fuse_siblings: [%s] %d products", label, len(take))
+    return g.replace(replaced, dropped)
+
+
+def _padded_width(lc, node: Node, n: int) -> int:
+    """The launch's columns for ``n`` columns of products: ``n`` or a few more (at most an eighth,
+    zero columns computed and not stored) where the subgroup variant's tile
+    (:func:`~webnn_gpu.ops.linalg.choose_tile_sg`, which takes a divisor of the column blocks)
+    then needs fewer column tiles, each of which loads the tile's rows of A again (104 columns,
+    26 blocks, take 13 tiles of 2 blocks; 108 columns 3 tiles of 9)."""
+    g = _geometry(node.attrs.products[0])
+    M, K = g["NB"] * g["OH"] * g["OW"], g["KH"] * g["KW"] * g["C"]
+    best, best_tiles = n, None
+    for n4 in range(n // 4, n // 4 + max(1, n // 32) + 1):
+        tile = _sg_tile(lc, M, 4 * n4, 1, K)
+        if tile is None:
+            return n
+        tiles = -(-n4 // tile[1])
+        if best_tiles is None or tiles < best_tiles:
+            best, best_tiles = 4 * n4, tiles
+    return best
+
+
+def _merged(node: Node, pad=None) -> tuple[Node, list[tuple[Value, int, int]]]:
+    """One conv2d of ``node``'s products with their filters side by side (``[KH, KW, C, N]``,
+    each product's columns padded to a multiple of 4 with zeros, then to ``pad(columns)``), their
+    biases (zero where a product has none) and per-channel operands likewise (padded with ones),
+    and their common epilogue steps; and the launch's ``split``: (output, first column, columns)
+    per product."""
+    prods = node.attrs.products
+    first = prods[0]
+    T = first.outputs[0].data_type
+    widths = [_width(p) for p in prods]
+    N = sum(widths) if pad is None else pad(sum(widths))
+    starts = [sum(widths[:j]) for j in range(len(prods))]
+    KH, KW, C = _geometry(first)["KH"], _geometry(first)["KW"], _geometry(first)["C"]
+    w = np.zeros((KH, KW, C, N), dtype=np.float64)
+    bias = np.zeros(N, dtype=np.float64)
+    steps = [_own_steps(p) for p in prods]
+    ops = [np.ones(N, dtype=np.float64) for s in steps[0] if s[1] is not None]
+    for p, s0, st in zip(prods, starts, steps):
+        O = p.outputs[0].shape[3]
+        perm = [p.attrs["filter_layout"].index(ch) for ch in "hwio"]
+        w[..., s0:s0 + O] = np.transpose(constant_array(p.inputs[1]).reshape(p.inputs[1].shape), perm)
+        if len(p.inputs) > 2 and p.inputs[2] is not None:
+            bias[s0:s0 + O] = constant_array(p.inputs[2])
+        for i, data in enumerate(d for _, d in st if d is not None):
+            ops[i][s0:s0 + O] = data
+    dt = np.float16 if T == "float16" else np.float32
+    wv = make_constant(w.astype(dt), T)  # [KH, KW, C, N]: row (kh * KW + kw) * C + c of the product's B
+    inputs = [first.inputs[0], wv, make_constant(bias.astype(dt), T)] + [make_constant(o.astype(dt), T) for o in ops]
+    ep, k = [], 3
+    for sig, data in steps[0]:
+        ep.append({**dict(sig), "input": k} if data is not None else dict(sig))
+        k += data is not None
+    g = _geometry(first)
+    out = Value(T, (g["NB"], g["OH"], g["OW"], N), "op")
+    attrs = {**{k: v for k, v in first.attrs.items() if k != "epilogue"}, "filter_layout": "hwio", "epilogue": ep}
+    conv = Node("conv2d", inputs, [out], attrs, node.label)
+    return conv, [(p.outputs[0], s0, p.outputs[0].shape[3]) for p, s0 in zip(prods, starts)]
+
+
+@lowering("siblings")
+def lower_siblings(node, lc) -> None:
+    """siblings (the compiler's ``fuse_siblings``): the products of ``attrs.products``, all
+    reading the same input, as one ``matmul/tile.wgsl`` launch (pointwise: a dense product of
+    the pixels by the filters side by side; else the implicit GEMM) whose column blocks go to
+    the products' own outputs (``node.outputs``, in that order)."""
+    conv, split = _merged(node, lambda n: _padded_width(lc, node, n))
+    g = _geometry(conv)
+    x, w, out = conv.inputs[0], conv.inputs[1], conv.outputs[0]
+    N, M = out.shape[3], g["NB"] * g["OH"] * g["OW"]
+    ep = _conv_epilogue(conv, out, "nhwc")
+    common = dict(batch_shape=[], a_bst=[], b_bst=[], o_bst=[], a_vec=True, b_ks=N, b_ns=1, b_vec=True, b_cols=N,
+                  o_P=M, o_sn=0, o_sp=N, o_so=1, epilogue=ep, split=split)
+    if _conv_variant(_geometry(node.attrs.products[0]), "nhwc", lc.tuning) == "pointwise":
+        tile_kernel(lc, x, w, out, M=M, N=N, a_rs=g["C"], a_ks=1, KC=g["C"], **common)
+        return
+    conv_g = dict(P=g["OH"] * g["OW"], OW=g["OW"], H=g["H"], W=g["W"], sh=g["sh"], sw=g["sw"], dh=g["dh"],
+                  dw=g["dw"], pt=g["pt"], pl=g["pl"], in_sn=g["in_sn"], in_sh=g["in_sh"], in_sw=g["in_sw"])
+    tile_kernel(lc, x, w, out, M=M, N=N, a_mode="im2col", a_ks=g["in_sc"], KH=g["KH"], KW=g["KW"], KC=g["C"],
+                conv=conv_g, **common)
