@@ -185,13 +185,6 @@ ORDER: tuple[Stage, ...] = (
                          "fuse_dense_chain and fuse_mlp (a product in a chain or a pair is no head here) and "
                          "fuse_matmul_layer_norm / fuse_matmul_softmax (a product whose rows are normalized "
                          "is one kernel already)"),
-        Rule(fuse_siblings, "after fuse_epilogue (each product's bias and activation are its epilogue steps), "
-                            "fuse_conv_input, fuse_conv_pool, fuse_depthwise_project, fuse_pool_residual, "
-                            "fuse_upsampled_residual and fuse_mlp (a conv they took or marked saves more in its "
-                            "kernel than a launch, and is no sibling here) and fuse_heads (products of a few rows "
-                            "are one matvec launch already); before concat_in_place (it places the merged "
-                            "node's outputs in a concat's buffer as a conv's) and fuse_project_consumer (a "
-                            "conv merged here is no consumer there)"),
     )),
     Stage("elementwise", (
         Rule(fuse_elementwise, "last of the fusions: it merges the element-wise nodes no kernel took as a "
@@ -209,6 +202,13 @@ ORDER: tuple[Stage, ...] = (
                                     "(fuse_pool_residual, fuse_mlp, store_depth_to_space would find it gone), "
                                     "and concat_in_place places values, which the merged kernel stores as any "
                                     "producer does"),
+        Rule(fuse_siblings, "after fuse_epilogue (each product's bias and activation are its epilogue steps), "
+                            "the rules that take a conv into a kernel or mark it (fuse_conv_input, fuse_conv_pool, "
+                            "fuse_depthwise_project, fuse_pool_residual, fuse_upsampled_residual, fuse_mlp, "
+                            "store_depth_to_space and fuse_project_consumer: such a kernel saves a launch and "
+                            "more; a conv they took or marked is no sibling here), fuse_heads (products of a few "
+                            "rows are one matvec launch already) and concat_in_place (it places values: the "
+                            "merged node stores each product's output where its conv would)"),
     )),
 )
 
