@@ -50,6 +50,9 @@ _STEP_KEYS_OUT = {"pad", "pool", "up2", "scale"}
 #: The most columns (each product's output channels rounded up to a multiple of 4, summed) one
 #: launch takes.
 SIBLINGS_MAX_N = 256
+#: A launch whose tile would take fewer column blocks than this gets a few padding columns
+#: where they give a wider tile (:func:`_padded_width`).
+SIBLINGS_PAD_BELOW = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,13 +186,17 @@ def fuse_siblings(nodes: list, outputs: dict, context=None) -> list:
 
 
 def _padded_width(lc, node: Node, n: int) -> int:
-    """The launch's columns for ``n`` columns of products: ``n`` or a few more (at most an eighth,
-    zero columns computed and not stored) where the subgroup variant's tile
-    (:func:`~webnn_gpu.ops.linalg.choose_tile_sg`, which takes a divisor of the column blocks)
-    then needs fewer column tiles, each of which loads the tile's rows of A again (104 columns,
-    26 blocks, take 13 tiles of 2 blocks; 108 columns 3 tiles of 9)."""
+    """The launch's columns for ``n`` columns of products: ``n``, or where the subgroup variant's
+    tile (:func:`~webnn_gpu.ops.linalg.choose_tile_sg`, which takes a divisor of the column
+    blocks) would be narrower than :data:`SIBLINGS_PAD_BELOW` blocks, a few more (at most an
+    eighth; zero columns computed and not stored) that need the fewest column tiles, each of
+    which loads the tile's rows of A again (104 columns, 26 blocks, take 13 tiles of 2 blocks;
+    108 columns 3 tiles of 9). A wide enough tile stays: a wider one costs LLVM more."""
     g = _geometry(node.attrs.products[0])
     M, K = g["NB"] * g["OH"] * g["OW"], g["KH"] * g["KW"] * g["C"]
+    tile = _sg_tile(lc, M, n, 1, K)
+    if tile is None or tile[1] >= SIBLINGS_PAD_BELOW:
+        return n
     best, best_tiles = n, None
     for n4 in range(n // 4, n // 4 + max(1, n // 32) + 1):
         tile = _sg_tile(lc, M, 4 * n4, 1, K)
