@@ -24,21 +24,17 @@ Operator: ``siblings`` (:class:`SiblingsAttrs`), legality :func:`sibling_ok` and
 from __future__ import annotations
 
 import dataclasses
-import logging
 
 import numpy as np
 
 from .. import _env
-from .._env import DEBUG
 from .._ir import GraphView, Node, Value
-from ..compiler.rules._common import _max_bindings
+from ..compiler.rules._common import _max_bindings, place_merged, shared_input_operands
 from ..ops._registry import lowering
 from ..ops.conv import _conv_epilogue, _conv_variant, _geometry
 from ..ops.linalg import (FLOATS, LOOP_BUDGET, MATVEC_MAX_M, _sg_tile, constant_array, k_chunks, make_constant,
                           tile_kernel, tile_loop_iterations)
 from ._attrs import FusedAttrs
-
-log = logging.getLogger("webnn_gpu")
 
 #: Attributes a conv2d may carry as a sibling (any other one, an input prologue, a pool output,
 #: an in-place store another rule added, keeps it out).
@@ -68,7 +64,7 @@ def _own_steps(node: Node) -> list | None:
     """The epilogue steps of ``node`` after its bias, each as ``(signature, operand)``: the
     step without its operand index, and its per-channel constant (None for a unary step); None
     where a step is neither."""
-    out = []
+    out: list[tuple[tuple, np.ndarray | None]] = []
     O = node.outputs[0].shape[3]
     for step in node.attrs.get("epilogue") or []:
         if _STEP_KEYS_OUT & set(step):
@@ -171,17 +167,7 @@ def fuse_siblings(nodes: list, outputs: dict, context=None) -> list:
                 take.append(n)
         if not sibling_group(take, context):
             continue
-        inputs: list = [take[0].inputs[0]]
-        for n in take:
-            for v in n.inputs[1:]:
-                if v is not None and all(v is not u for u in inputs):
-                    inputs.append(v)
-        label = "+".join(n.label for n in take if n.label)
-        fused = Node("siblings", inputs, [n.outputs[0] for n in take], SiblingsAttrs(tuple(take)), label)
-        replaced[take[0].id] = fused
-        dropped.update(n.id for n in take[1:])
-        if DEBUG >= 2:
-            log.debug("fuse_siblings: [%s] %d products", label, len(take))
+        place_merged(replaced, dropped, "siblings", take, shared_input_operands(take), SiblingsAttrs(tuple(take)))
     return g.replace(replaced, dropped)
 
 
@@ -220,17 +206,23 @@ def _merged(node: Node, pad=None) -> tuple[Node, list[tuple[Value, int, int]]]:
     widths = [_width(p) for p in prods]
     N = sum(widths) if pad is None else pad(sum(widths))
     starts = [sum(widths[:j]) for j in range(len(prods))]
-    KH, KW, C = _geometry(first)["KH"], _geometry(first)["KW"], _geometry(first)["C"]
-    w = np.zeros((KH, KW, C, N), dtype=np.float64)
+    g = _geometry(first)
+    w = np.zeros((g["KH"], g["KW"], g["C"], N), dtype=np.float64)
     bias = np.zeros(N, dtype=np.float64)
-    steps = [_own_steps(p) for p in prods]
+    steps: list[list] = []
+    for p in prods:
+        st = _own_steps(p)
+        assert st is not None  # sibling_ok checked each product
+        steps.append(st)
     ops = [np.ones(N, dtype=np.float64) for s in steps[0] if s[1] is not None]
     for p, s0, st in zip(prods, starts, steps):
         O = p.outputs[0].shape[3]
         perm = [p.attrs["filter_layout"].index(ch) for ch in "hwio"]
-        w[..., s0:s0 + O] = np.transpose(constant_array(p.inputs[1]).reshape(p.inputs[1].shape), perm)
-        if len(p.inputs) > 2 and p.inputs[2] is not None:
-            bias[s0:s0 + O] = constant_array(p.inputs[2])
+        filt, b = constant_array(p.inputs[1]), constant_array(p.inputs[2]) if len(p.inputs) > 2 and p.inputs[2] else None
+        assert filt is not None  # sibling_ok: a host constant
+        w[..., s0:s0 + O] = np.transpose(filt.reshape(p.inputs[1].shape), perm)
+        if b is not None:
+            bias[s0:s0 + O] = b
         for i, data in enumerate(d for _, d in st if d is not None):
             ops[i][s0:s0 + O] = data
     dt = np.float16 if T == "float16" else np.float32
@@ -240,7 +232,6 @@ def _merged(node: Node, pad=None) -> tuple[Node, list[tuple[Value, int, int]]]:
     for sig, data in steps[0]:
         ep.append({**dict(sig), "input": k} if data is not None else dict(sig))
         k += data is not None
-    g = _geometry(first)
     out = Value(T, (g["NB"], g["OH"], g["OW"], N), "op")
     attrs = {**{k: v for k, v in first.attrs.items() if k != "epilogue"}, "filter_layout": "hwio", "epilogue": ep}
     conv = Node("conv2d", inputs, [out], attrs, node.label)

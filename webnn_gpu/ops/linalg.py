@@ -728,15 +728,15 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     # stores of two column blocks (8 values) where every stored vec4 pair is 8-aligned
     x8 = (x64 and _env.force("tile_words") != "u64" and out_vec and split is None and TN4 % 2 == 0 and N % 8 == 0 and o_sp % 8 == 0
           and (o_sn % 8 == 0 or o_P >= M) and all(s % 8 == 0 for s in o_bst))
+    split_ctx = [{"name": f"out{j}" if j else "out", "first": first, "cols": cols, "end": first + -(-cols // 4) * 4,
+                  "vec": cols % 4 == 0} for j, (_, first, cols) in enumerate(split or [])]
     variables = dict(
         T=wgsl_type(out.data_type), needs_f16=False, TM=TM, TN4=TN4, order=order, M=M, N=N, tiles_m=tiles_m,
         tiles_n=tiles_n, batch_strides=strides(batch_shape), a_bst=list(a_bst), b_bst=list(b_bst),
         o_bst=list(o_bst), KH=KH, KW=KW, KC=KC, KC4=KC // 4 * 4, a_mode=a_mode, a_rs=a_rs, a_ks=a_ks,
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
-        pool_rows=-(-M // TM), x64=x64, split=[{"name": f"out{j}" if j else "out", "first": first, "cols": cols,
-                                                   "end": first + -(-cols // 4) * 4, "vec": cols % 4 == 0}
-                                                  for j, (_, first, cols) in enumerate(split or [])], x8=x8, res_words=a_add is not None and tile_res_words(x64, a_vec),
+        pool_rows=-(-M // TM), x64=x64, split=split_ctx, x8=x8, res_words=a_add is not None and tile_res_words(x64, a_vec),
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
         b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, clamp_at=0, cols_first=bool(sg) and bdot is None and not win and cols_first(TM, TN4), ep_loop=TM > 1 and not ep_rows and (TILE_EP_LOOP and KH * KW * KC >= TILE_EP_LOOP_MIN_K or ep.given or reads_per_output(ep)),
     )
@@ -759,7 +759,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         variables.update(P=1, OW=1, in_sn=0, in_sh=0, in_sw=0, H=1, W=1, sh=1, sw=1, dh=1, dw=1, pt=0, pl=0)
     outputs = [("out", out)] + ([("pool", pool)] if pool is not None else [])
     if split is not None:
-        outputs = [(s["name"], v) for s, (v, _, _) in zip(variables["split"], split)]
+        outputs = [(sc["name"], v) for sc, (v, _, _) in zip(split_ctx, split)]
     wg = _tile_workgroup(n_inv, sg)
     step = lc.kernel("matmul/tile.wgsl", inputs, outputs, n_inv, workgroup=wg, **variables)
     twins = lc.shared.setdefault("tile_workgroups", {})  # WGSL without its workgroup size -> {size: WGSL}
