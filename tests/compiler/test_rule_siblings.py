@@ -202,3 +202,63 @@ def test_few_rows_the_binding_limit_and_the_switch():
         _stays(ir, outs, why="WEBNN_GPU_FORCE_SIBLINGS=off")
     finally:
         del os.environ["WEBNN_GPU_FORCE_SIBLINGS"]
+
+
+# ---------------------------------------------------------------- matmul and gemm
+def _dense(ir: IR, x, N: int, *, seed: int, gemm: bool = True, **attrs):
+    """A TFLite-style fully connected layer on x's rows (gemm(x, W^T, c), W [N, K]) or a matmul
+    by a [K, N] constant."""
+    rng = np.random.default_rng(seed)
+    K = x.shape[-1]
+    if not gemm:
+        return ir.op("matmul", [x, ir.const(rng.standard_normal((K, N)))], (*x.shape[:-1], N), **attrs)
+    a = dict(alpha=1.0, beta=1.0, a_transpose=False, b_transpose=True)
+    a.update(attrs)
+    return ir.op("gemm", [x, ir.const(rng.standard_normal((N, K))), ir.const(rng.standard_normal(N))],
+                 (*x.shape[:-1], N), **a)
+
+
+def test_query_key_value_projections_become_one_node():
+    """Three dense layers on the same rows (a transformer's projections; a gemm with beta 2, a
+    matmul without a bias, one more gemm with a relu), and float16."""
+    for dt in ("float32", "float16"):
+        ir = IR(dt)
+        x = ir.input((2, 16, 24))
+        ys = [_dense(ir, x, 24, seed=1, beta=2.0), _dense(ir, x, 24, seed=2, gemm=False),
+              _dense(ir, x, 24, seed=3, b_transpose=False)]
+        ir.nodes[2].inputs[1] = ir.const(np.random.default_rng(3).standard_normal((24, 24)))
+        node = _merged(checked_rewrite(fuse_siblings, ir, {f"y{j}": y for j, y in enumerate(ys)}, **TOL))
+        assert node.outputs == ys
+
+
+def test_dense_near_misses_stay():
+    ir = IR()
+    x = ir.input((3, 64))
+    _stays(ir, {"a": _dense(ir, x, 8, seed=1), "b": _dense(ir, x, 8, seed=2)}, why="3 rows: fuse_heads'")
+    for attrs in (dict(alpha=0.5), dict(a_transpose=True)):
+        ir = IR()
+        x = ir.input((16, 16))
+        _stays(ir, {"a": _dense(ir, x, 8, seed=1), "b": _dense(ir, x, 8, seed=2, **attrs)}, why=str(attrs))
+    ir = IR()
+    x = ir.input((16, 32))
+    a = _dense(ir, x, 8, seed=1)
+    b = ir.op("gemm", [x, ir.const(np.ones((8, 32))), ir.const(np.ones((16, 8)))], (16, 8), alpha=1.0, beta=1.0,
+              a_transpose=False, b_transpose=True)
+    _stays(ir, {"a": a, "b": b}, why="c of [M, N]: a residual, not a bias")
+    ir = IR()
+    x = ir.input((16, 32))
+    _stays(ir, {"a": _dense(ir, x, 8, seed=1), "b": _conv(ir, ir.op("reshape", [x], (1, 4, 4, 32)), 8, seed=2)},
+           why="a matmul and a conv of one tensor's views")
+
+
+def test_matmuls_with_bias_add_steps():
+    """A matmul's bias add made an epilogue step (operand 2, broadcast along the last axis, no
+    axis key) is a per-channel step, not the kernel's bias: added once."""
+    ir = IR()
+    x = ir.input((2, 9, 20))
+    ys = []
+    for j, n in enumerate((3, 10)):
+        ys.append(_dense(ir, x, n, seed=j, gemm=False, epilogue=[{"op": "add", "input": 2}, {"op": "relu"}]))
+        ir.nodes[-1].inputs.append(ir.const(np.random.default_rng(9 + j).standard_normal((1, n))))
+    node = _merged(checked_rewrite(fuse_siblings, ir, {f"y{j}": y for j, y in enumerate(ys)}, **TOL))
+    assert node.outputs == ys

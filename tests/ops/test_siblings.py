@@ -121,3 +121,36 @@ def test_near_misses_run_apart_and_right(ctx, rng):
     assert not _merged(steps), "a computed filter"
     for n, w in (("a", w1), ("b", w2)):
         check(got[n], *_ref(x, w, None, 0, 1), 16, np.float32, n)
+
+
+@pytest.mark.parametrize("rows,K,outs", [((20,), 48, (5, 7)), ((2, 17), 33, (1, 3, 24))])
+def test_dense_layers_on_one_input_take_one_launch(ctx, rng, rows, K, outs):
+    """Dense layers on the same rows (gemm by W^T with a bias, a matmul without one, a matmul
+    and a bias add), each through a relu: one launch; odd K (scalar loads of A), odd widths, a
+    leading axis."""
+    x = data(rng, (*rows, K))
+    ws = [data(rng, (o, K)) for o in outs]
+    cs = [data(rng, (o,)) for o in outs]
+    b = webnn.MLGraphBuilder(ctx)
+    xi = b.input("x", {"data_type": "float32", "shape": list(x.shape)})
+    ys = {}
+    for j, (w, c) in enumerate(zip(ws, cs)):
+        wt = b.constant(np.ascontiguousarray(w.T))
+        nob = j == 1 and len(rows) == 1
+        if nob:  # no bias: a gemm's c and no c merge (a matmul's bias add and none do not: other steps)
+            y = b.matmul(xi, wt)
+        elif len(rows) == 1:
+            y = b.gemm(xi, b.constant(w), c=b.constant(c), b_transpose=True)
+        else:  # a bias add the compiler makes an epilogue step
+            y = b.add(b.matmul(xi, wt), b.constant(c))
+        ys[f"y{j}"] = b.relu(y)
+    graph = b.build(ys)
+    steps = [s for s in graph._steps if isinstance(s, KernelStep)]
+    got = ctx.compute(graph, {"x": x})
+    graph.destroy()
+    assert len(steps) == 1 and len(_merged(steps)) == 1
+    X = x.astype(np.float64)
+    for j, (w, c) in enumerate(zip(ws, cs)):
+        W = w.astype(np.float64).T
+        pre = X @ W + (0 if j == 1 and len(rows) == 1 else c.astype(np.float64))
+        check(got[f"y{j}"], np.maximum(pre, 0), np.abs(X) @ np.abs(W) + np.abs(c), K + 1, np.float32, f"y{j}")

@@ -30,15 +30,19 @@ import numpy as np
 from .. import _env
 from .._ir import GraphView, Node, Value
 from ..compiler.rules._common import _max_bindings, place_merged, shared_input_operands
+from ..ops import _epilogue
 from ..ops._registry import lowering
 from ..ops.conv import _conv_epilogue, _conv_variant, _geometry
 from ..ops.linalg import (FLOATS, LOOP_BUDGET, MATVEC_MAX_M, _sg_tile, constant_array, k_chunks, make_constant,
                           tile_kernel, tile_loop_iterations)
 from ._attrs import FusedAttrs
 
-#: Attributes a conv2d may carry as a sibling (any other one, an input prologue, a pool output,
-#: an in-place store another rule added, keeps it out).
-_SIBLING_ATTRS = {"padding", "strides", "dilations", "groups", "input_layout", "filter_layout", "epilogue"}
+#: Attributes a product may carry as a sibling (any other one, an input prologue, a pool output,
+#: an in-place store, a view another rule added, keeps it out).
+_SIBLING_ATTRS = {"conv2d": {"padding", "strides", "dilations", "groups", "input_layout", "filter_layout", "epilogue"},
+                  "matmul": {"epilogue"}, "gemm": {"alpha", "beta", "a_transpose", "b_transpose", "epilogue"}}
+#: The inputs a product's kernel reads before its epilogue's operands (conv2d: x, filter, bias).
+_OWN_SLOTS = {"conv2d": 3, "matmul": 2, "gemm": 3}
 #: Keys an epilogue step of a sibling may have: a unary step's options, or a binary step on a
 #: per-channel constant (``axis`` the channel axis); a padded, pooled, upsampled or scaled
 #: operand keeps the product out.
@@ -56,73 +60,110 @@ class SiblingsAttrs(FusedAttrs):
     """Attributes of a ``siblings`` node; its inputs are the shared input, then the products'
     other operands (each value once), its outputs the products' outputs in order."""
 
-    #: the products (conv2d, epilogue fused), all reading ``inputs[0]``, in column order
+    #: the products (conv2d, matmul or gemm, epilogue fused), all reading ``inputs[0]``, in column order
     products: tuple
 
 
 def _own_steps(node: Node) -> list | None:
     """The epilogue steps of ``node`` after its bias, each as ``(signature, operand)``: the
-    step without its operand index, and its per-channel constant (None for a unary step); None
-    where a step is neither."""
+    step without its operand index and axis, and its per-channel constant (None for a unary
+    step: a 1-D constant on the last axis, or one that broadcasts along it alone); None where a
+    step is neither."""
     out: list[tuple[tuple, np.ndarray | None]] = []
-    O = node.outputs[0].shape[3]
+    y = node.outputs[0]
     for step in node.attrs.get("epilogue") or []:
         if _STEP_KEYS_OUT & set(step):
             return None
         if "input" not in step:
             out.append((tuple(sorted(step.items())), None))
             continue
-        if step["input"] < 3:  # (an operand in the bias's slot: no sibling)
+        if step["input"] < _OWN_SLOTS[node.op]:  # (an operand in the kernel's own slots: no sibling)
             return None
         v = node.inputs[step["input"]]
         data = constant_array(v) if v is not None else None
-        if step.get("axis") != 3 or data is None or tuple(v.shape) != (O,) or v.data_type != node.outputs[0].data_type:
+        shape = tuple(v.shape) if v is not None else ()
+        per_channel = (shape == (y.shape[-1],) if "axis" in step else  # (without one: broadcast)
+                       len(shape) <= len(y.shape) and shape[-1:] == (y.shape[-1],) and all(d == 1 for d in shape[:-1]))
+        if step.get("axis", len(y.shape) - 1) != len(y.shape) - 1 or data is None or not per_channel \
+                or v.data_type != y.data_type:
             return None
-        out.append((tuple(sorted((k, w) for k, w in step.items() if k != "input")), data))
+        out.append((tuple(sorted((k, w) for k, w in step.items() if k not in ("input", "axis"))), data))
     return out
+
+
+def _parts(node: Node, tuning: str = "default") -> tuple[np.ndarray, np.ndarray | None] | None:
+    """``(B, bias)`` of ``node`` as a sibling, or None where it cannot be one: B the constant
+    filter as ``[KH, KW, C, O]`` (a matmul's or gemm's ``[1, 1, K, N]``), ``bias`` its bias
+    (a gemm's ``beta * c``) as ``[O]`` or None. Conditions: see :func:`sibling_ok`."""
+    if node.op not in _SIBLING_ATTRS or len(node.outputs) != 1 or any(k not in _SIBLING_ATTRS[node.op]
+                                                                      for k in node.attrs):
+        return None
+    x, f = node.inputs[0], node.inputs[1]
+    c = node.inputs[2] if len(node.inputs) > 2 and _OWN_SLOTS[node.op] > 2 else None  # (a matmul has none)
+    y = node.outputs[0]
+    if y.data_type not in FLOATS or any(v is not None and v.data_type != y.data_type for v in (x, f, c)):
+        return None
+    w, bias = constant_array(f), constant_array(c) if c is not None else None
+    if w is None or (c is not None and bias is None):
+        return None
+    if node.op == "conv2d":
+        if node.attrs["input_layout"] != "nhwc" or node.attrs["groups"] != 1 or _env.force("conv"):
+            return None
+        g = _geometry(node)
+        variant = _conv_variant(g, "nhwc", tuning)
+        if variant not in ("pointwise", "gemm") or g["NB"] * g["OH"] * g["OW"] <= MATVEC_MAX_M:
+            return None  # (a product of a few rows is matvec's, and fuse_heads merges those)
+        if (k_chunks(g["C"]) if variant == "pointwise" else
+                tile_loop_iterations(g["C"], g["KH"], g["KW"]) > LOOP_BUDGET):
+            return None
+        perm = [node.attrs["filter_layout"].index(ch) for ch in "hwio"]
+        return np.transpose(w.reshape(f.shape), perm), bias
+    # matmul / gemm: a row-major A of M rows by a constant 2-D B, no transposed A, alpha 1
+    if len(x.shape) < 2 or len(f.shape) != 2 or tuple(y.shape[:-1]) != tuple(x.shape[:-1]):
+        return None
+    M, K = int(np.prod(x.shape[:-1])), x.shape[-1]
+    mat = w.reshape(f.shape)
+    if node.op == "gemm":
+        if node.attrs["a_transpose"] or node.attrs["alpha"] != 1.0:
+            return None
+        mat = mat.T if node.attrs["b_transpose"] else mat
+        if bias is not None:
+            if c is None or c.size not in (1, y.shape[-1]) or any(d != 1 for d in c.shape[:-1]):
+                return None
+            bias = (np.broadcast_to(bias, (y.shape[-1],)) * np.float32(node.attrs["beta"])).astype(bias.dtype)
+    if mat.shape != (K, y.shape[-1]) or M <= MATVEC_MAX_M or k_chunks(K) is not None:
+        return None
+    return mat.reshape(1, 1, K, -1), bias
 
 
 def sibling_ok(node: Node, tuning: str = "default") -> bool:
     """Whether ``node`` can be one product of a ``siblings`` node: an NHWC conv2d of one group on
     the tile kernel (pointwise or implicit GEMM, not the block, depthwise, direct or matvec
-    kernels, nor a reduction split over launches), with a constant filter and bias, float32 or
-    float16 throughout, no attribute but its own and its epilogue, and epilogue steps that are
-    unary or read a per-channel constant (:func:`_own_steps`)."""
-    if node.op != "conv2d" or len(node.outputs) != 1 or any(k not in _SIBLING_ATTRS for k in node.attrs):
-        return False
-    x, f = node.inputs[0], node.inputs[1]
-    b = node.inputs[2] if len(node.inputs) > 2 else None
-    out = node.outputs[0]
-    if node.attrs["input_layout"] != "nhwc" or node.attrs["groups"] != 1 or _env.force("conv"):
-        return False
-    if out.data_type not in FLOATS or any(v is not None and v.data_type != out.data_type for v in (x, f, b)):
-        return False
-    if constant_array(f) is None or (b is not None and constant_array(b) is None):
-        return False
-    g = _geometry(node)
-    variant = _conv_variant(g, "nhwc", tuning)
-    if variant not in ("pointwise", "gemm") or g["NB"] * g["OH"] * g["OW"] <= MATVEC_MAX_M:
-        return False  # (a product of a few rows is matvec's, and fuse_heads merges those)
-    if variant == "pointwise" and k_chunks(g["C"]) is not None:
-        return False
-    if variant == "gemm" and tile_loop_iterations(g["C"], g["KH"], g["KW"]) > LOOP_BUDGET:
-        return False
-    return _own_steps(node) is not None
+    kernels, nor a reduction split over launches), or a matmul or gemm of more than 3 rows of a
+    row-major A by a constant 2-D B (gemm: A not transposed, alpha 1, c a constant per column);
+    with a constant filter and bias, float32 or float16 throughout, no attribute but its own and
+    its epilogue, and epilogue steps that are unary or read a per-channel constant
+    (:func:`_own_steps`)."""
+    return _parts(node, tuning) is not None and _own_steps(node) is not None
 
 
 def _key(node: Node) -> tuple:
-    """What siblings must share: the input, the window, strides, padding, dilations, the data
-    type and the epilogue's steps apart from their per-channel constants."""
-    a, g = node.attrs, _geometry(node)
+    """What siblings must share: the input, the kind of product (a conv's window, strides,
+    padding, dilations), the data type and the epilogue's steps apart from their per-channel
+    constants."""
     steps = _own_steps(node)
     assert steps is not None  # sibling_ok checked it
-    return (node.inputs[0].id, g["KH"], g["KW"], tuple(a["strides"]), tuple(a["padding"]), tuple(a["dilations"]),
-            node.outputs[0].data_type, tuple(s for s, _ in steps))
+    if node.op == "conv2d":
+        a, g = node.attrs, _geometry(node)
+        kind: tuple = ("conv2d", g["KH"], g["KW"], tuple(a["strides"]), tuple(a["padding"]), tuple(a["dilations"]))
+    else:
+        kind = ("product",)
+    return (node.inputs[0].id, kind, node.outputs[0].data_type, tuple(s for s, _ in steps))
 
 
 def _width(node: Node) -> int:
     """The columns ``node`` takes in the launch: its output channels rounded up to 4."""
-    return -(-node.outputs[0].shape[3] // 4) * 4
+    return -(-node.outputs[0].shape[-1] // 4) * 4
 
 
 def sibling_group(nodes: list, context=None) -> bool:
@@ -156,7 +197,7 @@ def fuse_siblings(nodes: list, outputs: dict, context=None) -> list:
     g = GraphView(nodes, outputs)
     groups: dict[tuple, list[Node]] = {}
     for n in nodes:
-        if n.op == "conv2d" and sibling_ok(n, tuning):
+        if n.op in _SIBLING_ATTRS and sibling_ok(n, tuning):
             groups.setdefault(_key(n), []).append(n)
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
@@ -178,8 +219,7 @@ def _padded_width(lc, node: Node, n: int) -> int:
     eighth; zero columns computed and not stored) that need the fewest column tiles, each of
     which loads the tile's rows of A again (104 columns, 26 blocks, take 13 tiles of 2 blocks;
     108 columns 3 tiles of 9). A wide enough tile stays: a wider one costs LLVM more."""
-    g = _geometry(node.attrs.products[0])
-    M, K = g["NB"] * g["OH"] * g["OW"], g["KH"] * g["KW"] * g["C"]
+    M, K = _rows(node.attrs.products[0])
     tile = _sg_tile(lc, M, n, 1, K)
     if tile is None or tile[1] >= SIBLINGS_PAD_BELOW:
         return n
@@ -194,66 +234,84 @@ def _padded_width(lc, node: Node, n: int) -> int:
     return best
 
 
+def _rows(node: Node) -> tuple[int, int]:
+    """(M, K) of a sibling: the rows of its product and their length (a conv's taps x channels)."""
+    if node.op == "conv2d":
+        g = _geometry(node)
+        return g["NB"] * g["OH"] * g["OW"], g["KH"] * g["KW"] * g["C"]
+    x = node.inputs[0]
+    return int(np.prod(x.shape[:-1])), x.shape[-1]
+
+
 def _merged(node: Node, pad=None) -> tuple[Node, list[tuple[Value, int, int]]]:
-    """One conv2d of ``node``'s products with their filters side by side (``[KH, KW, C, N]``,
-    each product's columns padded to a multiple of 4 with zeros, then to ``pad(columns)``), their
-    biases (zero where a product has none) and per-channel operands likewise (padded with ones),
-    and their common epilogue steps; and the launch's ``split``: (output, first column, columns)
-    per product."""
+    """One product standing for ``node``'s products: a conv2d (filter ``[KH, KW, C, N]``, "hwio")
+    or a matmul (B ``[K, N]``) with their B side by side (each product's columns padded to a
+    multiple of 4 with zeros, then to ``pad(columns)``), their biases (zero where a product has
+    none) and per-channel operands likewise (padded with ones), and their common epilogue steps
+    after the bias; and the launch's ``split``: (output, first column, columns) per product."""
     prods = node.attrs.products
     first = prods[0]
     T = first.outputs[0].data_type
     widths = [_width(p) for p in prods]
     N = sum(widths) if pad is None else pad(sum(widths))
     starts = [sum(widths[:j]) for j in range(len(prods))]
-    g = _geometry(first)
-    w = np.zeros((g["KH"], g["KW"], g["C"], N), dtype=np.float64)
-    bias = np.zeros(N, dtype=np.float64)
-    steps: list[list] = []
+    parts, steps = [], []
     for p in prods:
-        st = _own_steps(p)
-        assert st is not None  # sibling_ok checked each product
+        pb, st = _parts(p), _own_steps(p)
+        assert pb is not None and st is not None  # sibling_ok checked each product
+        parts.append(pb)
         steps.append(st)
+    KH, KW, C = parts[0][0].shape[:3]
+    w = np.zeros((KH, KW, C, N), dtype=np.float64)
+    bias = np.zeros(N, dtype=np.float64)
     ops = [np.ones(N, dtype=np.float64) for s in steps[0] if s[1] is not None]
-    for p, s0, st in zip(prods, starts, steps):
-        O = p.outputs[0].shape[3]
-        perm = [p.attrs["filter_layout"].index(ch) for ch in "hwio"]
-        filt, b = constant_array(p.inputs[1]), constant_array(p.inputs[2]) if len(p.inputs) > 2 and p.inputs[2] else None
-        assert filt is not None  # sibling_ok: a host constant
-        w[..., s0:s0 + O] = np.transpose(filt.reshape(p.inputs[1].shape), perm)
-        if b is not None:
-            bias[s0:s0 + O] = b
+    for s0, (b, c), st in zip(starts, parts, steps):
+        w[..., s0:s0 + b.shape[3]] = b
+        if c is not None:
+            bias[s0:s0 + b.shape[3]] = c
         for i, data in enumerate(d for _, d in st if d is not None):
-            ops[i][s0:s0 + O] = data
+            ops[i][s0:s0 + b.shape[3]] = data.reshape(-1)
     dt = np.float16 if T == "float16" else np.float32
-    wv = make_constant(w.astype(dt), T)  # [KH, KW, C, N]: row (kh * KW + kw) * C + c of the product's B
-    inputs = [first.inputs[0], wv, make_constant(bias.astype(dt), T)] + [make_constant(o.astype(dt), T) for o in ops]
-    ep, k = [], 3
+    conv = first.op == "conv2d"
+    mat = w if conv else w.reshape(C, N)  # conv: row (kh * KW + kw) * C + c of the product's B
+    y = first.outputs[0]
+    out = Value(T, tuple(y.shape[:-1]) + (N,), "op")
+    ep = [{"op": "add", "input": 2, "axis": len(y.shape) - 1}] if not conv else []  # (a conv adds its bias itself)
+    k = 3
     for sig, data in steps[0]:
-        ep.append({**dict(sig), "input": k} if data is not None else dict(sig))
+        ep.append({**dict(sig), "input": k, "axis": len(y.shape) - 1} if data is not None else dict(sig))
         k += data is not None
-    out = Value(T, (g["NB"], g["OH"], g["OW"], N), "op")
-    attrs = {**{k: v for k, v in first.attrs.items() if k != "epilogue"}, "filter_layout": "hwio", "epilogue": ep}
-    conv = Node("conv2d", inputs, [out], attrs, node.label)
-    return conv, [(p.outputs[0], s0, p.outputs[0].shape[3]) for p, s0 in zip(prods, starts)]
+    inputs = [first.inputs[0], make_constant(mat.astype(dt), T), make_constant(bias.astype(dt), T)]
+    inputs += [make_constant(o.astype(dt), T) for o in ops]
+    if conv:
+        attrs = {**{k: v for k, v in first.attrs.items() if k != "epilogue"}, "filter_layout": "hwio", "epilogue": ep}
+        merged = Node("conv2d", inputs, [out], attrs, node.label)
+    else:
+        merged = Node("matmul", inputs, [out], {"epilogue": ep}, node.label)
+    return merged, [(p.outputs[0], s0, p.outputs[0].shape[-1]) for p, s0 in zip(prods, starts)]
 
 
 @lowering("siblings")
 def lower_siblings(node, lc) -> None:
     """siblings (the compiler's ``fuse_siblings``): the products of ``attrs.products``, all
-    reading the same input, as one ``matmul/tile.wgsl`` launch (pointwise: a dense product of
-    the pixels by the filters side by side; else the implicit GEMM) whose column blocks go to
-    the products' own outputs (``node.outputs``, in that order)."""
-    conv, split = _merged(node, lambda n: _padded_width(lc, node, n))
-    g = _geometry(conv)
-    x, w, out = conv.inputs[0], conv.inputs[1], conv.outputs[0]
-    N, M = out.shape[3], g["NB"] * g["OH"] * g["OW"]
-    ep = _conv_epilogue(conv, out, "nhwc")
+    reading the same input, as one ``matmul/tile.wgsl`` launch (matmul, gemm, pointwise conv: a
+    dense product of the rows by the B side by side; else the implicit GEMM) whose column blocks
+    go to the products' own outputs (``node.outputs``, in that order)."""
+    merged, split = _merged(node, lambda n: _padded_width(lc, node, n))
+    x, w, out = merged.inputs[0], merged.inputs[1], merged.outputs[0]
+    N = out.shape[-1]
+    M, K = _rows(node.attrs.products[0])
+    if merged.op == "conv2d":
+        ep = _conv_epilogue(merged, out, "nhwc")
+    else:
+        ep = _epilogue.build(merged, out, _epilogue.steps_of(merged), chan_axis=len(out.shape) - 1)
     common = dict(batch_shape=[], a_bst=[], b_bst=[], o_bst=[], a_vec=True, b_ks=N, b_ns=1, b_vec=True, b_cols=N,
                   o_P=M, o_sn=0, o_sp=N, o_so=1, epilogue=ep, split=split)
-    if _conv_variant(_geometry(node.attrs.products[0]), "nhwc", lc.tuning) == "pointwise":
-        tile_kernel(lc, x, w, out, M=M, N=N, a_rs=g["C"], a_ks=1, KC=g["C"], **common)
+    first = node.attrs.products[0]
+    if first.op != "conv2d" or _conv_variant(_geometry(first), "nhwc", lc.tuning) == "pointwise":
+        tile_kernel(lc, x, w, out, M=M, N=N, a_rs=K, a_ks=1, KC=K, **common)
         return
+    g = _geometry(merged)
     conv_g = dict(P=g["OH"] * g["OW"], OW=g["OW"], H=g["H"], W=g["W"], sh=g["sh"], sw=g["sw"], dh=g["dh"],
                   dw=g["dw"], pt=g["pt"], pl=g["pl"], in_sn=g["in_sn"], in_sh=g["in_sh"], in_sw=g["in_sw"])
     tile_kernel(lc, x, w, out, M=M, N=N, a_mode="im2col", a_ks=g["in_sc"], KH=g["KH"], KW=g["KW"], KC=g["C"],
