@@ -10,8 +10,9 @@ dataclass), its legality check, the rule that finds the pattern and rewrites it 
 * :mod:`.mlp`: two products in a row (a feed-forward block) as ``mlp``, in one launch.
 * :mod:`.heads`: products of the same few rows by different constant matrices (a network's
   heads) as ``heads``, in one launch.
-* :mod:`.siblings`: convs of the same input by different constant filters (a detector's
-  classifier and regressor) as ``siblings``, one tile launch storing each product's columns.
+* :mod:`.siblings`: convs (or matmuls) of the same input by different constant filters (a
+  detector's classifier and regressor) as ``siblings``, one tile launch storing each product's
+  columns.
 """
 
 from __future__ import annotations

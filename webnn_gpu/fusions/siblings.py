@@ -1,4 +1,4 @@
-"""Products of the same input by different constant filters as one fused operator, ``siblings``.
+"""Products of the same input by different constant matrices as one fused operator, ``siblings``.
 
 Pattern (after :func:`~webnn_gpu.compiler.rules.epilogue.fuse_epilogue`, which has made each
 product's bias and activation its epilogue steps)::
@@ -7,14 +7,16 @@ product's bias and activation its epilogue steps)::
     y_1 = ep_1(conv2d(x, W_1) + b_1)     the same x (the same value, not another view of it),
     ...                                  window, strides, padding and dilations; constant W_1
 
-where the epilogues are the same steps apart from per-channel constants (a bias, PReLU slopes,
-a per-channel scale): a detector's classifier and box regressor on one feature map, a block's
-two branches. Each product alone is a tile launch, and on lavapipe a launch costs about 45-70
+or matmul / gemm of more than 3 rows of the same A by constant 2-D B (a transformer's
+projections of one input), where the epilogues are the same steps apart from per-channel
+constants (a bias, PReLU slopes, a per-channel scale): a detector's classifier and box
+regressor on one feature map, a block's two branches. Each product alone is a tile launch, and on lavapipe a launch costs about 45-70
 us of wall time whatever it computes, most of a small head's time. As one ``siblings`` node the
 filters are side by side (each padded to a multiple of 4 columns) and the node is one
 ``matmul/tile.wgsl`` launch whose column blocks are stored into the products' own outputs
 (the tile kernel's ``split`` store: :func:`webnn_gpu.ops.linalg.tile_kernel`); each output
-holds what its own launch would store, bit for bit (the same sums in the same order).
+holds the sums its own launch would store (the same terms; where the tile shape differs from
+the separate launch's, the last bit may differ).
 
 Operator: ``siblings`` (:class:`SiblingsAttrs`), legality :func:`sibling_ok` and
 :func:`sibling_group`, rule :func:`fuse_siblings`, lowering :func:`lower_siblings`.
