@@ -262,3 +262,16 @@ def test_matmuls_with_bias_add_steps():
         ir.nodes[-1].inputs.append(ir.const(np.random.default_rng(9 + j).standard_normal((1, n))))
     node = _merged(checked_rewrite(fuse_siblings, ir, {f"y{j}": y for j, y in enumerate(ys)}, **TOL))
     assert node.outputs == ys
+
+
+def test_gemms_with_c_of_one_row_or_one_value():
+    """A gemm's c of [1, N] or [1, 1] (ONNX's broadcast bias) is its bias, times beta."""
+    ir = IR()
+    x = ir.input((6, 10))
+    ys = []
+    for j, shape in enumerate(((1, 8), (1, 1))):
+        rng = np.random.default_rng(j)
+        ys.append(ir.op("gemm", [x, ir.const(rng.standard_normal((10, 8))), ir.const(rng.standard_normal(shape))],
+                        (6, 8), alpha=1.0, beta=0.5, a_transpose=False, b_transpose=False))
+    node = _merged(checked_rewrite(fuse_siblings, ir, {f"y{j}": y for j, y in enumerate(ys)}, **TOL))
+    assert node.outputs == ys

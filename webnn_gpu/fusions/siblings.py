@@ -124,6 +124,8 @@ def _parts(node: Node, tuning: str = "default") -> tuple[np.ndarray, np.ndarray 
     if len(x.shape) < 2 or len(f.shape) != 2 or tuple(y.shape[:-1]) != tuple(x.shape[:-1]):
         return None
     M, K = int(np.prod(x.shape[:-1])), x.shape[-1]
+    if M <= MATVEC_MAX_M or k_chunks(K) is not None:
+        return None
     mat = w.reshape(f.shape)
     if node.op == "gemm":
         if node.attrs["a_transpose"] or node.attrs["alpha"] != 1.0:
@@ -132,8 +134,8 @@ def _parts(node: Node, tuning: str = "default") -> tuple[np.ndarray, np.ndarray 
         if bias is not None:
             if c is None or c.size not in (1, y.shape[-1]) or any(d != 1 for d in c.shape[:-1]):
                 return None
-            bias = (np.broadcast_to(bias, (y.shape[-1],)) * np.float32(node.attrs["beta"])).astype(bias.dtype)
-    if mat.shape != (K, y.shape[-1]) or M <= MATVEC_MAX_M or k_chunks(K) is not None:
+            bias = (np.broadcast_to(bias.reshape(-1), (y.shape[-1],)) * np.float32(node.attrs["beta"])).astype(bias.dtype)
+    if mat.shape != (K, y.shape[-1]):
         return None
     return mat.reshape(1, 1, K, -1), bias
 
