@@ -4,8 +4,9 @@ node (one launch), side by side in one process.
 
     .venv/bin/python benchmarks/siblings.py [SPEC ...] [--rounds 15] [--repeats 10] [--runs 20]
 
-A SPEC is ``HxWxC:N1+N2+...`` or ``HxWxC:N1+N2+...:K`` (K x K filters, padding K // 2); without
-one, the zoo's sibling sets and a few synthetic ones run. Each round times the two graphs in turn
+A SPEC is ``HxWxC:N1+N2+...`` or ``HxWxC:N1+N2+...:K`` (K x K filters, padding K // 2), or
+``M,K:N1+N2+...`` (dense layers on M rows of K values: gemms by W^T with a bias, TFLite's fully
+connected layers); without one, the zoo's sibling sets and a few synthetic ones run. Each round times the two graphs in turn
 (the order swapped every round) with timestamp queries (the sum of the kernels, the median of
 ``--repeats`` dispatches) and their wall time per inference (write, dispatch, read: the least of
 3 batches of ``--runs``); printed: the medians and the per-round ratio new / old (median,
@@ -34,12 +35,16 @@ SETS = [
     ("56x56x24:24+24", ""),
     ("4x4x256:128+128", ""),
     ("8x8x64:8+16:3", "3x3 windows"),
+    ("65,64:64+64+64", "a transformer's projections (ViT-like)"),
+    ("16,128:32+8", "dense layers"),
 ]
 
 
-def parse(spec: str) -> tuple[tuple[int, int, int], list[int], int]:
-    """``HxWxC:N1+N2[:K]`` -> ((H, W, C), [N1, N2], K)."""
+def parse(spec: str) -> tuple[tuple[int, ...], list[int], int]:
+    """``HxWxC:N1+N2[:K]`` -> ((H, W, C), [N1, N2], K); ``M,K:N1+N2`` -> ((M, K), [N1, N2], 0)."""
     parts = spec.split(":")
+    if "," in parts[0]:
+        return tuple(int(v) for v in parts[0].split(",")), [int(n) for n in parts[1].split("+")], 0
     H, W, C = (int(v) for v in parts[0].split("x"))
     return (H, W, C), [int(n) for n in parts[1].split("+")], int(parts[2]) if len(parts) > 2 else 1
 
@@ -48,9 +53,17 @@ def build(ctx, spec: str):
     """The graph of ``spec``'s convs and its input (seeded)."""
     import webnn_gpu as webnn
 
-    (H, W, C), outs, k = parse(spec)
+    shape, outs, k = parse(spec)
     rng = np.random.default_rng(0)
     b = webnn.MLGraphBuilder(ctx)
+    if not k:  # dense layers
+        M, K = shape
+        x = b.input("x", {"data_type": "float32", "shape": [M, K]})
+        ys = {f"y{j}": b.gemm(x, b.constant(rng.uniform(-1, 1, (o, K)).astype(np.float32)),
+                              c=b.constant(rng.uniform(-1, 1, o).astype(np.float32)), b_transpose=True)
+              for j, o in enumerate(outs)}
+        return b.build(ys), {"x": rng.uniform(-1, 1, (M, K)).astype(np.float32)}
+    H, W, C = shape
     x = b.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
     ys = {f"y{j}": b.conv2d(x, b.constant(rng.uniform(-1, 1, (o, k, k, C)).astype(np.float32)),
                             bias=b.constant(rng.uniform(-1, 1, o).astype(np.float32)), padding=[k // 2] * 4,
