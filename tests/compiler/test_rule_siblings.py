@@ -13,7 +13,7 @@ from _irb import IR
 from _ireval import checked_rewrite
 
 from webnn_gpu._ir import Node, Value
-from webnn_gpu.fusions.siblings import SIBLINGS_MAX_N, fuse_siblings
+from webnn_gpu.fusions.siblings import SIBLINGS_MAX_MACS, SIBLINGS_MAX_N, fuse_siblings
 
 TOL = dict(rtol=1e-9, atol=1e-9)
 
@@ -232,6 +232,10 @@ def test_query_key_value_projections_become_one_node():
 
 
 def test_dense_near_misses_stay():
+    ir = IR()
+    x = ir.input((196, 384))
+    assert 196 * 384 * 768 > SIBLINGS_MAX_MACS
+    _stays(ir, {"a": _dense(ir, x, 384, seed=1), "b": _dense(ir, x, 384, seed=2)}, why="large products")
     ir = IR()
     x = ir.input((3, 64))
     _stays(ir, {"a": _dense(ir, x, 8, seed=1), "b": _dense(ir, x, 8, seed=2)}, why="3 rows: fuse_heads'")

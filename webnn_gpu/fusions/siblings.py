@@ -50,8 +50,12 @@ _OWN_SLOTS = {"conv2d": 3, "matmul": 2, "gemm": 3}
 #: operand keeps the product out.
 _STEP_KEYS_OUT = {"pad", "pool", "up2", "scale"}
 #: The most columns (each product's output channels rounded up to a multiple of 4, summed) one
-#: launch takes.
-SIBLINGS_MAX_N = 256
+#: launch takes (8 x 8 x 256 -> 512 + 512 measured 0.92 of the two launches' kernel time) ...
+SIBLINGS_MAX_N = 1024
+#: ... and the most multiply-adds: a launch saves its fixed cost, which large products do not
+#: notice (196 x 384 -> 384 + 384, 58 M, measured 1.00 of the kernel time and 1.01 of the wall;
+#: 144 x 256 -> 256 + 256, 19 M, 0.93 and 0.93).
+SIBLINGS_MAX_MACS = 20_000_000
 #: A launch whose tile would take fewer column blocks than this gets a few padding columns
 #: where they give a wider tile (:func:`_padded_width`).
 SIBLINGS_PAD_BELOW = 4
@@ -172,13 +176,15 @@ def _width(node: Node) -> int:
 
 def sibling_group(nodes: list, context=None) -> bool:
     """Whether ``nodes`` (products :func:`sibling_ok` accepted, of one :func:`_key`) can run as one
-    tile launch: at least two, their columns together at most :data:`SIBLINGS_MAX_N`, and the
-    launch's storage buffers (the input, the filters, one per epilogue operand, one per output)
-    within the device's limit."""
+    tile launch that pays: at least two, their columns together at most :data:`SIBLINGS_MAX_N`,
+    their multiply-adds at most :data:`SIBLINGS_MAX_MACS`, and the launch's storage buffers (the
+    input, the filters, one per epilogue operand, one per output) within the device's limit."""
     if len(nodes) < 2 or len({_key(n) for n in nodes}) != 1:
         return False
     operands = 1 + sum("input" in s for s in nodes[0].attrs.get("epilogue") or [])  # the bias, then the steps'
-    return (sum(_width(n) for n in nodes) <= SIBLINGS_MAX_N
+    M, K = _rows(nodes[0])
+    N = sum(_width(n) for n in nodes)
+    return (N <= SIBLINGS_MAX_N and M * K * N <= SIBLINGS_MAX_MACS
             and 2 + operands + len(nodes) <= _max_bindings(context))
 
 
@@ -192,8 +198,8 @@ def fuse_siblings(nodes: list, outputs: dict, context=None) -> list:
     another layout or group count) stays on its own while the others of its input still merge;
     products of different windows, strides, padding, dilations, data types or epilogue steps
     (each such set merges on its own); products of the same tensor read through different
-    views (different values); a single product; products past the width or binding limits
-    (those that fit merge, in graph order). ``WEBNN_GPU_FORCE_SIBLINGS=off`` turns it off.
+    views (different values); a single product; products past the width, multiply-add or
+    binding limits (those that fit merge, in graph order). ``WEBNN_GPU_FORCE_SIBLINGS=off`` turns it off.
     """
     if _env.force_choice("siblings", ("off",)) == "off":
         return nodes
