@@ -14,7 +14,9 @@ own choice; the working tree's templates), both on the same inputs (``_common.mo
 with timestamp queries (``webnn_gpu.profile.profile_graph``, the median of ``--repeats``) and
 their wall time per inference (write, dispatch, read: the least of 3 batches of ``--runs``).
 Prints per kernel whose WGSL differs the old and new microseconds (medians over the rounds) and
-the median, quartiles and range of the per-round ratio new / old, then those kernels together, all kernels
+the median, quartiles and range of the per-round ratio new / old (where the two forms have
+different kernel counts, a form that merges launches: only the kernels of each form that the other
+lacks, together), then those kernels together, all kernels
 and the wall, likewise; and how far the two graphs' outputs are apart.
 """
 
@@ -67,8 +69,13 @@ def compare(path: str, rounds: int, repeats: int, runs: int, dtype: str, old: di
             g = webnn.load(path, ctx, dtype=dtype).graph
         built[name] = (g, model_inputs(g))
     ks = {n: [s for s in g._steps if hasattr(s, "template")] for n, (g, _) in built.items()}
-    assert len(ks["old"]) == len(ks["new"])
-    diff = [i for i, (a, b) in enumerate(zip(ks["old"], ks["new"])) if a.wgsl != b.wgsl]
+    same = len(ks["old"]) == len(ks["new"])
+    # kernels that differ: by position where both forms have as many, else those of each form
+    # whose (label, WGSL) the other form lacks (a form that merges launches)
+    seen = {n: {(s.label, s.wgsl) for s in ks[n]} for n in ks}
+    only = {n: [i for i, s in enumerate(ks[n]) if (s.label, s.wgsl) not in seen["new" if n == "old" else "old"]]
+            for n in ks}
+    diff = [i for i, (a, b) in enumerate(zip(ks["old"], ks["new"])) if a.wgsl != b.wgsl] if same else []
     outs = {n: ctx.compute(g, x) for n, (g, x) in built.items()}
     per = {i: ([], []) for i in diff}
     sel, tot, wall = ([], []), ([], []), ([], [])
@@ -78,17 +85,22 @@ def compare(path: str, rounds: int, repeats: int, runs: int, dtype: str, old: di
             rows[n] = [row["us"] for row in profile_graph(ctx, g, x, repeats)]
             k = 0 if n == "old" else 1
             tot[k].append(sum(rows[n]))
-            sel[k].append(sum(rows[n][i] for i in diff))
+            sel[k].append(sum(rows[n][i] for i in (diff if same else only[n])))
             wall[k].append(per_run_us(ctx, g, x, runs))
         for i in diff:
             per[i][0].append(rows["old"][i])
             per[i][1].append(rows["new"][i])
     name = os.path.basename(path).split(".")[0]
-    print(f"# {name} ({dtype}): {len(diff)} of {len(ks['old'])} kernels differ; old us, new us, "
-          f"new / old median (quartiles) [range] over {rounds} rounds")
+    if same:
+        print(f"# {name} ({dtype}): {len(diff)} of {len(ks['old'])} kernels differ; old us, new us, "
+              f"new / old median (quartiles) [range] over {rounds} rounds")
+    else:
+        print(f"# {name} ({dtype}): old kernels {[ks['old'][i].label for i in only['old']]} against new "
+              f"{[ks['new'][i].label for i in only['new']]} ({len(ks['old'])} and {len(ks['new'])} kernels); "
+              f"old us, new us, new / old median (quartiles) [range] over {rounds} rounds")
     for i in diff:
         print(ratio_line(f"#{i} {ks['new'][i].label} {getattr(ks['new'][i], 'note', '')}", *per[i]))
-    if diff:
+    if diff or not same:
         print(ratio_line("changed kernels", *sel))
     print(ratio_line("all kernels", *tot))
     print(ratio_line("wall per inference", *wall))

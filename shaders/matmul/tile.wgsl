@@ -104,6 +104,11 @@
                  prm[clamp_at], prm[clamp_at + 1] the bounds (f32 bits), prm[clamp_at + 2] whether
                  it applies (linalg.clamp_param; `select(e, min(max(e, lo), hi), on)`), so kernels
                  that differ only in a last clamp share one pipeline
+    split        [] or the outputs the columns are stored into (the compiler's fuse_siblings: products
+                 of one A by B side by side), each {name, first, cols, end, vec}: column block n
+                 (first <= n < end, end = first + cols rounded up to 4) goes to `name` at
+                 m * cols + n - first (vec4 stores where cols % 4 == 0, else a value each, those
+                 past cols not stored); with split: no dyn, x8, pool or given, o_off = 0
   Written for naga's front end, whose time grows with the square of a function's expression
   count (docs/performance.md, "Build time"): the epilogue and stores of one row of the tile are
   a helper function, `tile_row(m, ..., the row's TN4 accumulators, the channel operands)`, that
@@ -113,7 +118,7 @@
   they would cost naga a little less, but lavapipe would compile other operations: a matrix
   product becomes a multiply followed by multiply-adds, with the accumulator's add after them.)
   Bindings: a, b, epilogue operands..., asc (a_scale only), ares (a_add only), gres (ep.given only),
-    prm (dyn only), out, pool (pool only).
+    prm (dyn only), out, pool (pool only); with split, the outputs of split in its order instead of out.
   Workgroup: (k.workgroup, 1, 1), 2-D folded dispatch over batches * tiles_m * tiles_n invocations.
 -#}
 {% import "_lib/index.wgsl" as ix %}
@@ -162,7 +167,11 @@ enable f16;
 {% if dyn %}
 @group(0) @binding({{ prm_at }}) var<storage, read> prm: array<u32>;
 {% endif %}
-{% if x64 and out_vec %}
+{% if split %}
+{% for s in split %}
+{{ tl.decl(prm_at + loop.index0, s.name, T, s.vec, true) }}
+{% endfor %}
+{% elif x64 and out_vec %}
 @group(0) @binding({{ prm_at + (1 if dyn else 0) }}) var<storage, read_write> out: array<{{ WT8 or WT }}>;
 {% else %}
 {{ tl.decl(prm_at + (1 if dyn else 0), "out", T, out_vec, true) }}
@@ -208,6 +217,34 @@ fn tile_row(m: u32, o_off: u32, n0: u32, bidx: u32{% if dyn %}, M_: u32, N_: u32
   if (m < {{ M }}u) {
     let orow = o_off + (m / {{ o_P }}u) * {{ o_sn }}u + (m % {{ o_P }}u) * {{ o_sp }}u;
 {% endif %}
+{% if split %}
+{% for j in range(TN4) %}
+    {
+      // column block {{ j }}: its values to the output whose columns it is (split)
+      let n = n0 + {{ 4 * j }}u;
+      let ch = n;
+      let o = orow + n;
+      let v = c{{ j }};
+      let e = {{ ep4("v", 0, "ch", j, "g") }};
+{% for s in split %}
+      {% if not loop.first %}else {% endif %}if (n < {{ s.end }}u) {
+        let os = m * {{ s.cols }}u + n - {{ s.first }}u;
+{% if s.vec %}
+        {{ s.name }}[os / 4u] = vec4<{{ T }}>(e);
+{% else %}
+{% for c in range(s.cols if s.end - s.first == 4 else 4) %}
+{% if s.end - s.first == 4 %}
+        {{ s.name }}[os + {{ c }}u] = {{ T }}(e.{{ "xyzw"[c] }});
+{% else %}
+        if (n + {{ c }}u < {{ s.first + s.cols }}u) { {{ s.name }}[os + {{ c }}u] = {{ T }}(e.{{ "xyzw"[c] }}); }
+{% endif %}
+{% endfor %}
+{% endif %}
+      }
+{% endfor %}
+    }
+{% endfor %}
+{% endif %}
 {% for p in range(TN4 // 2 if x8 else 0) %}
     {
       // column blocks {{ 2 * p }} and {{ 2 * p + 1 }}: one store of 8 values
@@ -238,7 +275,7 @@ fn tile_row(m: u32, o_off: u32, n0: u32, bidx: u32{% if dyn %}, M_: u32, N_: u32
       }
     }
 {% endfor %}
-{% for j in range(0 if x8 else TN4) %}
+{% for j in range(0 if x8 or split else TN4) %}
     {
       let n = n0 + {{ 4 * j }}u;
       let ch = n + bidx * {{ group_cols }}u;

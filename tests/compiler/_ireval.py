@@ -13,7 +13,7 @@ TO_NCHW, TO_NHWC = [0, 3, 1, 2], [0, 2, 3, 1]
 
 def _conv(a, x, w, b=None):
     nchw = a.get("input_layout", "nchw") == "nchw"
-    w = {"oihw": w, "ohwi": w.transpose(0, 3, 1, 2)}[a.get("filter_layout", "oihw")]
+    w = {"oihw": w, "ohwi": w.transpose(0, 3, 1, 2), "hwio": w.transpose(3, 2, 0, 1)}[a.get("filter_layout", "oihw")]
     y = ref_conv2d(x if nchw else x.transpose(TO_NCHW), w, a["padding"], a["strides"], a["dilations"], a["groups"])
     if b is not None:
         y = y + b.reshape(1, -1, 1, 1)
@@ -261,6 +261,14 @@ def evaluate(nodes, outputs, feeds):
             y = _one(second, [h] + [val(v) for v in second.inputs[1:]])
             if len(node.outputs) > 1:
                 env[node.outputs[1].id] = h
+        elif node.op == "siblings":  # fuse_siblings: the merged conv (filters side by side), split by columns
+            from webnn_gpu.fusions.siblings import _merged
+
+            conv, split = _merged(node)
+            y = _one(conv, [val(v) for v in conv.inputs])
+            for out, first, cols in split:
+                env[out.id] = y[..., first:first + cols]
+            continue
         elif node.op == "heads":  # fuse_heads: each product on the shared A
             for h, out in zip(node.attrs["heads"], node.outputs):
                 env[out.id] = _one(h, [val(v) for v in h.inputs])

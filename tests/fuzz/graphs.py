@@ -1007,6 +1007,38 @@ class Gen:
             name = motif or MOTIFS_4D[int(self.plan.integers(len(MOTIFS_4D)))]
             v, layout = getattr(self, name)(v, layout)
         self.output(v)
+        self.graph_siblings()
+
+    def graph_siblings(self):
+        """Sometimes (a draw of its own generator: the graph before it is as it was) a detector's
+        heads (fuse_siblings): 2 or 3 NHWC convs of one input by constant filters, 1x1 or 3x3 with
+        padding, each with a bias and the same activation; near misses: another stride, a computed
+        filter, an activation on one only; or 2 or 3 dense layers on the same rows (near misses:
+        3 rows, alpha 0.5)."""
+        hr = np.random.default_rng([self.seed, 3])
+        if hr.random() >= 0.3:
+            return
+        if hr.random() < 0.3:  # dense layers on the same rows (gemms by W^T with a bias; 3 rows: fuse_heads')
+            M, K = int(hr.choice((3, 5, 16))), int(hr.choice((7, 12, 32)))
+            x = self.input([M, K])
+            for _ in range(int(hr.choice((2, 3)))):
+                N, near = int(hr.choice((1, 3, 8, 12))), hr.random()
+                attrs = {"alpha": 0.5 if near < 0.1 else 1.0, "beta": 1.0, "a_transpose": False, "b_transpose": True}
+                self.output(self.emit("gemm", [x, self.const([N, K], "filter")], attrs, {"c": self.const([N])}))
+            return
+        C, H = int(hr.choice((8, 12, 16))), int(hr.choice((4, 6, 9)))
+        k = int(hr.choice((1, 1, 3)))
+        x = self.input([1, H, H, C])
+        act = str(hr.choice(("", "relu", "sigmoid")))
+        for _ in range(int(hr.choice((2, 3)))):
+            O, near = int(hr.choice((1, 2, 5, 8, 12))), hr.random()
+            s = 2 if near < 0.1 else 1
+            w = self.input([O, k, k, C]) if 0.1 <= near < 0.2 else self.const([O, k, k, C], "filter")
+            attrs = {"padding": [k // 2] * 4, "strides": [s, s], "dilations": [1, 1], "groups": 1,
+                     "input_layout": "nhwc", "filter_layout": "ohwi"}
+            v = self.emit("conv2d", [x, w], attrs, {"bias": self.const([O])})
+            a = "relu" if near > 0.9 and act != "relu" else act
+            self.output(self.emit(a, [v]) if a else v)
 
     def graph_matmul(self):
         """matmul / gemm with an epilogue (bias, residual, activations)."""

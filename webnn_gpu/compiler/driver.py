@@ -23,6 +23,7 @@ from ..fusions.attention import fuse_attention
 from ..fusions.heads import fuse_heads
 from ..fusions.layer_norm import fuse_layer_norm
 from ..fusions.mlp import fuse_mlp
+from ..fusions.siblings import fuse_siblings
 from ..fusions.squeeze_excite import fuse_squeeze_excite
 from .rules.canonical import depthwise_to_scale, mean_to_pool, merge_duplicates, sink_reshapes, sum_to_mean
 from .rules.cleanup import dead_code
@@ -201,6 +202,13 @@ ORDER: tuple[Stage, ...] = (
                                     "(fuse_pool_residual, fuse_mlp, store_depth_to_space would find it gone), "
                                     "and concat_in_place places values, which the merged kernel stores as any "
                                     "producer does"),
+        Rule(fuse_siblings, "after fuse_epilogue (each product's bias and activation are its epilogue steps), "
+                            "the rules that take a conv into a kernel or mark it (fuse_conv_input, fuse_conv_pool, "
+                            "fuse_depthwise_project, fuse_pool_residual, fuse_upsampled_residual, fuse_mlp, "
+                            "store_depth_to_space and fuse_project_consumer: such a kernel saves a launch and "
+                            "more; a conv they took or marked is no sibling here), fuse_heads (products of a few "
+                            "rows are one matvec launch already) and concat_in_place (it places values: the "
+                            "merged node stores each product's output where its conv would)"),
     )),
 )
 

@@ -10,6 +10,9 @@ dataclass), its legality check, the rule that finds the pattern and rewrites it 
 * :mod:`.mlp`: two products in a row (a feed-forward block) as ``mlp``, in one launch.
 * :mod:`.heads`: products of the same few rows by different constant matrices (a network's
   heads) as ``heads``, in one launch.
+* :mod:`.siblings`: convs (or matmuls) of the same input by different constant filters (a
+  detector's classifier and regressor) as ``siblings``, one tile launch storing each product's
+  columns.
 """
 
 from __future__ import annotations
@@ -17,4 +20,4 @@ from __future__ import annotations
 # The compiler's driver imports the rules of this package; importing it first (it imports
 # them in turn) lets a module of this package be the first one imported.
 from .. import compiler  # noqa: F401
-from . import attention, heads, layer_norm, mlp, squeeze_excite  # noqa: F401
+from . import attention, heads, layer_norm, mlp, siblings, squeeze_excite  # noqa: F401

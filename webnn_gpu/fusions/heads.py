@@ -22,16 +22,12 @@ lowering :func:`webnn_gpu.ops.linalg.lower_heads`.
 from __future__ import annotations
 
 import dataclasses
-import logging
 from types import SimpleNamespace
 
-from .._env import DEBUG
 from .._ir import GraphView, Node
-from ..compiler.rules._common import _max_bindings
+from ..compiler.rules._common import _max_bindings, place_merged, shared_input_operands
 from ..ops.linalg import matvec_head, matvec_plan
 from ._attrs import FusedAttrs
-
-log = logging.getLogger("webnn_gpu")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,18 +102,8 @@ def fuse_heads(nodes: list, outputs: dict, context=None) -> list:
             ok = [n for n in ok if (_shape(n)[:2], n.outputs[0].data_type) == key]
         if not head_group(ok, lanes, context):
             continue
-        inputs: list = [ok[0].inputs[0]]
-        for n in ok:
-            for v in n.inputs[1:]:
-                if v is not None and all(v is not u for u in inputs):
-                    inputs.append(v)
         bound = 2 + sum(v is not None for n in ok for v in n.inputs[2:]) + len(ok)  # A, B, operands, outputs
         if bound > limit:
             continue
-        label = "+".join(n.label for n in ok if n.label)
-        fused = Node("heads", inputs, [n.outputs[0] for n in ok], HeadsAttrs(tuple(ok)), label)
-        replaced[ok[0].id] = fused
-        dropped.update(n.id for n in ok[1:])
-        if DEBUG >= 2:
-            log.debug("fuse_heads: [%s] %d products", label, len(ok))
+        place_merged(replaced, dropped, "heads", ok, shared_input_operands(ok), HeadsAttrs(tuple(ok)))
     return g.replace(replaced, dropped)

@@ -585,9 +585,18 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
                 order: str | None = None, group_cols: int = 0, small_ok: bool = True,
                 a_scale: Value | None = None, a_add: Value | None = None,
                 a_add_up: tuple[int, int] | None = None, pool: Value | None = None,
-                given: Value | None = None, row_epilogue=None) -> None:
+                given: Value | None = None, row_epilogue=None, split: list | None = None) -> None:
     """Add one ``matmul/tile.wgsl`` launch (see the template header for every argument), or
     a ``matmul/small.wgsl`` one for a small dense product when ``small_ok``.
+
+    ``split``: ``[(value, first column, columns), ...]``, the launch's columns stored into
+    several outputs (the compiler's ``fuse_siblings``: products of one A by B side by side):
+    columns ``first .. first + columns - 1`` of row m go to ``value`` ([..., columns], dense,
+    row-major) at ``m * columns + n - first``; each ``first`` a multiple of 4, the blocks in
+    order from column 0 on (the padding columns of a block and those past the last block are
+    computed, not stored).
+    ``out`` is then only the data type's witness; the launch is the tile kernel with baked
+    sizes, no pool, given operand, input prologue or word stores.
 
     ``row_epilogue``: the same steps as ``epilogue`` built with the channel on the axis of the
     rows m (an NCHW pointwise conv, whose rows are the output channels). The tile kernel then
@@ -626,6 +635,12 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     """
     batch_shape = list(batch_shape)
     batches = math.prod(batch_shape) if batch_shape else 1
+    if split is not None:  # one A, several outputs: checked by the rule (siblings.sibling_group)
+        assert pool is None and given is None and a_scale is None and a_add is None and not batch_shape
+        ends = [first + -(-cols // 4) * 4 for _, first, cols in split]
+        assert o_P == M and o_sp == N and o_so == 1 and N % 4 == 0 and ends[-1] <= N
+        assert [first for _, first, _ in split] == [0] + ends[:-1]
+        small_ok = False
     if (small_ok and pool is None and given is None and a_scale is None and a_add is None and tile is None and a_mode == "dense" and len(batch_shape) <= 1
             and small_product(M, N, batches, KC)):
         ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
@@ -647,7 +662,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     b_vec = b_vec and b_ns == 1 and b_ks % 4 == 0 and b_cols % 4 == 0 and all(s % 4 == 0 for s in b_bst)
     sg = 0
     bdot = None
-    if tile is None and pool is None and a_add_up is None and a_vec and b_vec and not any(b_bst):
+    if tile is None and pool is None and a_add_up is None and a_vec and b_vec and not any(b_bst) and split is None:
         bdot = dot_columns(b, N, KH * KW * KC, b_ks)
         if bdot is not None:
             b, b_ks = bdot, 1
@@ -704,22 +719,24 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         raise AssertionError(f"{lc.label}: pool partials need one batch item and vec4 stores")  # pool_rows checks
     dyn = (TILE_DYNAMIC and pool is None and a_mode == "dense" and not batch_shape and a_vec and b_vec and out_vec
            and a_ks == 1 and b_ns == 1 and o_so == 1 and (o_sn == 0 or o_P >= M) and KH == KW == 1 and not group_cols
-           and order == "m" and tile_up_dynamic(up))
+           and order == "m" and tile_up_dynamic(up) and split is None)
     clamp = None
     tile_clamp = dyn and TILE_CLAMP_PARAM and not ep_rows and _env.force_choice("tile_clamp", ("text",)) != "text"
     if tile_clamp:  # a last clamp from the parameter buffer: kernels that differ only in it share a pipeline
         ep, clamp = clamp_param(lc.node, out, ep)
     x64 = tile_words(lc, out.data_type) and (a_vec or b_vec or out_vec)
     # stores of two column blocks (8 values) where every stored vec4 pair is 8-aligned
-    x8 = (x64 and _env.force("tile_words") != "u64" and out_vec and TN4 % 2 == 0 and N % 8 == 0 and o_sp % 8 == 0
+    x8 = (x64 and _env.force("tile_words") != "u64" and out_vec and split is None and TN4 % 2 == 0 and N % 8 == 0 and o_sp % 8 == 0
           and (o_sn % 8 == 0 or o_P >= M) and all(s % 8 == 0 for s in o_bst))
+    split_ctx = [{"name": f"out{j}" if j else "out", "first": first, "cols": cols, "end": first + -(-cols // 4) * 4,
+                  "vec": cols % 4 == 0} for j, (_, first, cols) in enumerate(split or [])]
     variables = dict(
         T=wgsl_type(out.data_type), needs_f16=False, TM=TM, TN4=TN4, order=order, M=M, N=N, tiles_m=tiles_m,
         tiles_n=tiles_n, batch_strides=strides(batch_shape), a_bst=list(a_bst), b_bst=list(b_bst),
         o_bst=list(o_bst), KH=KH, KW=KW, KC=KC, KC4=KC // 4 * 4, a_mode=a_mode, a_rs=a_rs, a_ks=a_ks,
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
-        pool_rows=-(-M // TM), x64=x64, x8=x8, res_words=a_add is not None and tile_res_words(x64, a_vec),
+        pool_rows=-(-M // TM), x64=x64, split=split_ctx, x8=x8, res_words=a_add is not None and tile_res_words(x64, a_vec),
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
         b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, clamp_at=0, cols_first=bool(sg) and bdot is None and not win and cols_first(TM, TN4), ep_loop=TM > 1 and not ep_rows and (TILE_EP_LOOP and KH * KW * KC >= TILE_EP_LOOP_MIN_K or ep.given or reads_per_output(ep)),
     )
@@ -741,6 +758,8 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     else:
         variables.update(P=1, OW=1, in_sn=0, in_sh=0, in_sw=0, H=1, W=1, sh=1, sw=1, dh=1, dw=1, pt=0, pl=0)
     outputs = [("out", out)] + ([("pool", pool)] if pool is not None else [])
+    if split is not None:
+        outputs = [(sc["name"], v) for sc, (v, _, _) in zip(split_ctx, split)]
     wg = _tile_workgroup(n_inv, sg)
     step = lc.kernel("matmul/tile.wgsl", inputs, outputs, n_inv, workgroup=wg, **variables)
     twins = lc.shared.setdefault("tile_workgroups", {})  # WGSL without its workgroup size -> {size: WGSL}

@@ -6,6 +6,7 @@ import logging
 
 import numpy as np
 
+from ..._env import DEBUG
 from ..._ir import GraphView, Node
 
 log = logging.getLogger("webnn_gpu")
@@ -62,3 +63,28 @@ def place_fused(replaced: dict, dropped: set, first: Node, second: Node, fused: 
     else:
         replaced[second.id] = fused
         dropped.add(first.id)
+
+
+def shared_input_operands(products) -> list:
+    """The inputs of one node standing for ``products``, which all read the same first input:
+    that input, then each other operand of theirs once, in order (None left out)."""
+    inputs: list = [products[0].inputs[0]]
+    for n in products:
+        for v in n.inputs[1:]:
+            if v is not None and all(v is not u for u in inputs):
+                inputs.append(v)
+    return inputs
+
+
+def place_merged(replaced: dict, dropped: set, op: str, products: list, inputs: list, attrs) -> Node:
+    """Record one ``op`` node for ``products`` (reading the same first input; ``inputs`` from
+    :func:`shared_input_operands`) in a rule's ``replaced`` / ``dropped``: in the first one's
+    place (everything else they read is ready there), their outputs its outputs in order."""
+    label = "+".join(n.label for n in products if n.label)
+    fused = Node(op, inputs, [n.outputs[0] for n in products], attrs, label)
+    replaced[products[0].id] = fused
+    dropped.update(n.id for n in products[1:])
+    if DEBUG >= 2:
+        log.debug("%s: [%s] %d products", op, label, len(products))
+    return fused
+

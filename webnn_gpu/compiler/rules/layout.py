@@ -246,7 +246,7 @@ def fuse_concat_map(nodes: list, outputs: dict, context=None) -> list:
 
 #: Operators whose lowering writes its output with kernels (bound at an offset like any
 #: other value), which :func:`concat_in_place` lets write into a concat's output.
-IN_PLACE_PRODUCERS = ("conv2d", "conv_transpose2d", "matmul", "gemm", "depthwise_project")
+IN_PLACE_PRODUCERS = ("conv2d", "conv_transpose2d", "matmul", "gemm", "depthwise_project", "siblings")
 
 
 def concat_in_place(nodes: list, outputs: dict, context=None) -> list:
