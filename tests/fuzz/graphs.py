@@ -1007,16 +1007,18 @@ class Gen:
             name = motif or MOTIFS_4D[int(self.plan.integers(len(MOTIFS_4D)))]
             v, layout = getattr(self, name)(v, layout)
         self.output(v)
-        self.graph_siblings()
+        if motif is None:
+            self.graph_siblings()
 
-    def graph_siblings(self):
-        """Sometimes (a draw of its own generator: the graph before it is as it was) a detector's
-        heads (fuse_siblings): 2 or 3 NHWC convs of one input by constant filters, 1x1 or 3x3 with
+    def graph_siblings(self, force: bool = False):
+        """Sometimes after a random 4-D graph (a draw of its own stream: the graph before it is as
+        it was), always as the ``graph_siblings`` kind (``force``): a detector's heads
+        (fuse_siblings), 2 or 3 NHWC convs of one input by constant filters, 1x1 or 3x3 with
         padding, each with a bias and the same activation; near misses: another stride, a computed
         filter, an activation on one only; or 2 or 3 dense layers on the same rows (near misses:
         3 rows, alpha 0.5)."""
-        hr = np.random.default_rng([self.seed, 3])
-        if hr.random() >= 0.3:
+        hr = np.random.default_rng([self.seed, 5])
+        if hr.random() >= 0.3 and not force:
             return
         if hr.random() < 0.3:  # dense layers on the same rows (gemms by W^T with a bias; 3 rows: fuse_heads')
             M, K = int(hr.choice((3, 5, 16))), int(hr.choice((7, 12, 32)))
@@ -1297,7 +1299,8 @@ GRAPH_KINDS = (("graph4d", 0.8), ("graph_matmul", 0.07), ("graph_attention", 0.0
                ("graph_elementwise", 0.035))
 #: what :func:`generate`'s ``motif`` may name besides the 4-D motifs (every ``motif_*`` method)
 #: and :data:`GRAPH_KINDS`: matmul graphs' own forms
-OTHER_KINDS = ("graph_unrolled_dense", "graph_feed_forward", "graph_sequence_dense", "graph_dense_chain", "graph_heads")
+OTHER_KINDS = ("graph_unrolled_dense", "graph_feed_forward", "graph_sequence_dense", "graph_dense_chain", "graph_heads",
+               "graph_siblings")
 #: every name :func:`generate`'s ``motif`` takes
 KINDS = (tuple(m for m in vars(Gen) if m.startswith("motif_")) + tuple(k for k, _ in GRAPH_KINDS if k != "graph4d")
          + OTHER_KINDS)
@@ -1322,7 +1325,7 @@ RULE_MOTIFS = {
     "fuse_pool_residual": "motif_pool_residual", "fuse_upsampled_residual": "motif_upsample",
     "fuse_mlp": "graph_feed_forward", "fuse_heads": "graph_heads", "fuse_elementwise": "graph_elementwise",
     "store_depth_to_space": "motif_depth_to_space", "concat_in_place": "motif_heads",
-    "fuse_project_consumer": "motif_project_consumer",
+    "fuse_project_consumer": "motif_project_consumer", "fuse_siblings": "graph_siblings",
 }
 
 
@@ -1345,8 +1348,8 @@ def generate(seed: int, index: int, motif: str | None = None) -> dict:
         raise ValueError(f"{motif!r} is none of graphs.KINDS")
     elif motif.startswith("motif_"):
         g.graph4d(motif)
-    elif motif == "graph_heads":
-        g.graph_heads(force=True)
+    elif motif in ("graph_heads", "graph_siblings"):
+        getattr(g, motif)(force=True)
     else:
         getattr(g, motif)()
     if not g.outputs:  # (every op drawn was none)
