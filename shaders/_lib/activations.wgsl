@@ -90,10 +90,10 @@ fn erfc_{{ T }}(x: {{ T }}) -> {{ T }} {
 fn erf_{{ T }}(x: {{ T }}) -> {{ T }} {
   let xf = f32(x);
   let z = abs(xf);
-{# no arithmetic on denormals: erf(x) rounds to 2 x / sqrt(pi) for |x| < 2^-30 (the series
-    runs on 2^-30 there: x^2 is a denormal below 1e-19), and to +-1 past 3.9 (erfc at 5 there:
+{# no arithmetic on denormals for large inputs: erf(x) rounds to +-1 past 3.9 (erfc at 5 there:
     exp(-z^2) is a denormal past 9.3); erfc's part takes z in [0.5, 5] also where the series
-    gives the result (both sides may run, as selects) #}
+    gives the result (both sides may run, as selects). Tiny inputs (|x| < 1e-19, x^2 a denormal)
+    still square into a denormal: a stand-in there cost every normal input 5% (docs/performance.md) #}
   if (z < 0.5) {
     let x2 = xf * xf;
     let s = xf * (1.0 + x2 * (-1.0 / 3.0 + x2 * (1.0 / 10.0 + x2 * (-1.0 / 42.0 + x2 * (1.0 / 216.0 +
@@ -108,10 +108,10 @@ fn erf_{{ T }}(x: {{ T }}) -> {{ T }} {
 {% elif name == "gelu" %}
 fn gelu_{{ T }}(x: {{ T }}) -> {{ T }} {
   let x0 = f32(x);
-{# no arithmetic on denormals: gelu(x) rounds to x / 2 for |x| < 2^-30 (computed on 2^-30
-    there: x^2 is a denormal below 1e-19), and to x past 7 (computed at 7: erfc(-x / sqrt(2))
-    rounds to 2 there, exp(-x^2 / 2) is a denormal past 13.2). Below -13.2 the result itself
-    is a denormal: that arithmetic stays #}
+{# no arithmetic on denormals for large inputs: gelu(x) rounds to x past 7 (computed at 7:
+    erfc(-x / sqrt(2)) rounds to 2 there, exp(-x^2 / 2) is a denormal past 13.2). Below -13.2
+    the result itself is a denormal: that arithmetic stays; so does tiny inputs' (|x| < 1e-19,
+    x^2 a denormal: a stand-in there cost every normal input 9%, docs/performance.md) #}
   let xf = select(x0, 7.0, x0 > 7.0);
   let z = -xf * 0.7071067811865476;
   // gelu(x) = 0.5 x erfc(-x / sqrt(2)); erfc keeps relative precision for negative x.

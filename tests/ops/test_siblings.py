@@ -154,3 +154,19 @@ def test_dense_layers_on_one_input_take_one_launch(ctx, rng, rows, K, outs):
         W = w.astype(np.float64).T
         pre = X @ W + (0 if j == 1 and len(rows) == 1 else c.astype(np.float64))
         check(got[f"y{j}"], np.maximum(pre, 0), np.abs(X) @ np.abs(W) + np.abs(c), K + 1, np.float32, f"y{j}")
+
+
+def test_float16_gemms_with_beta_keep_beta_c_in_float32(ctx):
+    """float16 gemms of one input with beta 2 and c = 40000: beta * c = 80000 is past float16's
+    largest value, while x @ w + beta * c = 30000 is not. The products run apart (the kernel
+    scales c in float32), and each result is finite and right (one float16 ulp at 30000: 16)."""
+    x = np.ones((8, 16), np.float16)
+    w = np.full((16, 4), -3125, np.float16)  # x @ w = -50000
+    c = np.full((4,), 40000, np.float16)
+    b = webnn.MLGraphBuilder(ctx)
+    xi = b.input("x", {"data_type": "float16", "shape": [8, 16]})
+    graph = b.build({f"y{j}": b.gemm(xi, b.constant(w), c=b.constant(c), beta=2.0) for j in range(2)})
+    got = ctx.compute(graph, {"x": x})
+    graph.destroy()
+    for j in range(2):
+        np.testing.assert_allclose(got[f"y{j}"].astype(np.float64), 30000.0, rtol=0, atol=16)

@@ -128,12 +128,14 @@ def _parts(node: Node, tuning: str = "default") -> tuple[np.ndarray, np.ndarray 
     if len(x.shape) < 2 or len(f.shape) != 2 or tuple(y.shape[:-1]) != tuple(x.shape[:-1]):
         return None
     M, K = int(np.prod(x.shape[:-1])), x.shape[-1]
-    if M <= MATVEC_MAX_M or k_chunks(K) is not None:
-        return None
+    if M <= MATVEC_MAX_M or k_chunks(K) is not None or _env.force("matmul") not in ("", "tile"):
+        return None  # (a forced variant other than the tile kernel runs each product alone)
     mat = w.reshape(f.shape)
     if node.op == "gemm":
         if node.attrs["a_transpose"] or node.attrs["alpha"] != 1.0:
             return None
+        if bias is not None and node.attrs["beta"] != 1.0 and y.data_type != "float32":
+            return None  # beta * c rounded to float16 on the host could overflow or round twice
         mat = mat.T if node.attrs["b_transpose"] else mat
         if bias is not None:
             if c is None or c.size not in (1, y.shape[-1]) or any(d != 1 for d in c.shape[:-1]):
