@@ -150,7 +150,8 @@ def sibling_ok(node: Node, tuning: str = "default") -> bool:
     """Whether ``node`` can be one product of a ``siblings`` node: an NHWC conv2d of one group on
     the tile kernel (pointwise or implicit GEMM, not the block, depthwise, direct or matvec
     kernels, nor a reduction split over launches), or a matmul or gemm of more than 3 rows of a
-    row-major A by a constant 2-D B (gemm: A not transposed, alpha 1, c a constant per column);
+    row-major A by a constant 2-D B (gemm: A not transposed, alpha 1, c a constant per column,
+    beta 1 in float16; no forced matmul variant but the tile kernel);
     with a constant filter and bias, float32 or float16 throughout, no attribute but its own and
     its epilogue, and epilogue steps that are unary or read a per-channel constant
     (:func:`_own_steps`)."""
