@@ -1463,6 +1463,7 @@ class Finding:
     problem: str
     passes_off: str  # '' when right with every pass off
     culprits: list
+    motif: str = ""  # the generate() motif that made it ('' for a random graph)
 
     def report(self) -> str:
         if self.passes_off:
@@ -1472,16 +1473,18 @@ class Finding:
         else:
             blame = "right with every pass off; no single pass off fixes it (several rules together)"
         return (f"fuzz graph {self.index} of seed {self.seed}: {self.problem}\n  {blame}\n"
-                f"  reproduce: cd tests && python -m fuzz.graphs {self.seed} {self.index}\n"
+                f"  reproduce: cd tests && python -m fuzz.graphs {self.seed} {self.index}"
+                f"{' --motif ' + self.motif if self.motif else ''}\n"
                 f"  description: {json.dumps(self.desc)}")
 
 
-def check(ctx, seed: int, index: int, desc: dict | None = None) -> Finding | None:
-    """Run one graph; on a problem, find the passes at fault (see the module docstring)."""
+def check(ctx, seed: int, index: int, desc: dict | None = None, motif: str | None = None) -> Finding | None:
+    """Run one graph (``desc``, or graph ``index`` of ``seed`` made by :func:`generate` with
+    ``motif``); on a problem, find the passes at fault (see the module docstring)."""
     from webnn_gpu.compiler import driver
     from webnn_gpu.compiler.rules.cleanup import dead_code
 
-    desc = desc or generate(seed, index)
+    desc = desc or generate(seed, index, motif)
     rules = [r.fn for r in driver.rules()]  # (the order now: a test may add a rule)
     ref = reference(desc)
     problem = attempt(ctx, desc, None, ref)
@@ -1494,7 +1497,7 @@ def check(ctx, seed: int, index: int, desc: dict | None = None) -> Finding | Non
         for p in rules:
             if p is not dead_code and not attempt(ctx, desc, "-" + p.__name__, ref):
                 culprits.append(p.__name__)
-    return Finding(seed, index, desc, problem, off, culprits)
+    return Finding(seed, index, desc, problem, off, culprits, motif or "")
 
 
 def fuzz(ctx, seeds, count: int, deadline: float | None = None, on_graph=None) -> tuple[int, list]:
@@ -1524,6 +1527,7 @@ def main(argv=None) -> int:
     ap.add_argument("index", type=int, nargs="?", default=0, help="index of the graph under the seed")
     ap.add_argument("--json", help="a file holding a graph description to check instead")
     ap.add_argument("--count", type=int, default=1, help="check this many graphs from INDEX on")
+    ap.add_argument("--motif", choices=KINDS, help="graphs of this motif or kind alone (generate's motif)")
     args = ap.parse_args(argv)
     ctx = webnn.ml.create_context()
     if args.json:
@@ -1534,8 +1538,8 @@ def main(argv=None) -> int:
         return 1 if f else 0
     bad = 0
     for i in range(args.index, args.index + args.count):
-        desc = generate(args.seed, i)
-        f = check(ctx, args.seed, i, desc)
+        desc = generate(args.seed, i, args.motif)
+        f = check(ctx, args.seed, i, desc, args.motif)
         print(f.report() if f else f"graph {i} of seed {args.seed}: right ({len(desc['nodes'])} nodes)")
         bad += f is not None
     return 1 if bad else 0
