@@ -96,6 +96,18 @@ def test_only_siblings_that_fit_merge_in_graph_order():
     assert [n.op for n in new] == ["siblings", "conv2d"] and new[0].outputs == ys[:2]
 
 
+def test_the_products_left_over_form_sets_of_their_own():
+    """Four products of one input past SIBLINGS_MAX_N together: the first two that fit merge,
+    then the other two (a set of one would stay a conv)."""
+    ir = IR()
+    x = ir.input((1, 8, 8, 16))
+    wide = SIBLINGS_MAX_N // 2
+    ys = [_conv(ir, x, wide, seed=1), _conv(ir, x, wide, seed=2), _conv(ir, x, wide, seed=3), _conv(ir, x, 4, seed=4)]
+    new = checked_rewrite(fuse_siblings, ir, {f"y{j}": y for j, y in enumerate(ys)}, **TOL)
+    assert [n.op for n in new] == ["siblings", "siblings"]
+    assert new[0].outputs == ys[:2] and new[1].outputs == ys[2:]
+
+
 # ---------------------------------------------------------------- near misses
 def _stays(ir, outputs, context=None, why=""):
     assert fuse_siblings(ir.nodes, outputs, context) == ir.nodes, why

@@ -202,7 +202,8 @@ def fuse_siblings(nodes: list, outputs: dict, context=None) -> list:
     products of different windows, strides, padding, dilations, data types or epilogue steps
     (each such set merges on its own); products of the same tensor read through different
     views (different values); a single product; products past the width, multiply-add or
-    binding limits (those that fit merge, in graph order). ``WEBNN_GPU_FORCE_SIBLINGS=off`` turns it off.
+    binding limits (those that fit merge, in graph order, and the rest form further sets the same
+    way). ``WEBNN_GPU_FORCE_SIBLINGS=off`` turns it off.
     """
     if _env.force_choice("siblings", ("off",)) == "off":
         return nodes
@@ -215,13 +216,18 @@ def fuse_siblings(nodes: list, outputs: dict, context=None) -> list:
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
     for group in groups.values():
-        take: list[Node] = []
-        for n in group:  # in graph order, while they fit
-            if sibling_group(take + [n], context) or len(take) < 1:
-                take.append(n)
-        if not sibling_group(take, context):
-            continue
-        place_merged(replaced, dropped, "siblings", take, shared_input_operands(take), SiblingsAttrs(tuple(take)))
+        rest = list(group)
+        while len(rest) > 1:  # sets in graph order, each taking the products that still fit
+            take: list[Node] = []
+            for n in rest:
+                if sibling_group(take + [n], context) or len(take) < 1:
+                    take.append(n)
+            if not sibling_group(take, context):
+                rest = rest[1:]  # (the first fits with none of the others: it stays alone)
+                continue
+            place_merged(replaced, dropped, "siblings", take, shared_input_operands(take), SiblingsAttrs(tuple(take)))
+            taken = {id(n) for n in take}
+            rest = [n for n in rest if id(n) not in taken]
     return g.replace(replaced, dropped)
 
 
