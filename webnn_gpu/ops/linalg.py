@@ -176,6 +176,17 @@ SG_TILE_N4 = 12
 #: ``padded rows * (TM + SG_TILE_COST) / TM``. Fitted to CPU time per dispatch on Mesa 22.3
 #: (81 x 728 -> 728 at 1, 2, 4, 6 and 8 rows: 7.35, 5.58, 4.31, 4.17, 4.94 ms).
 SG_TILE_COST = 1.36
+#: Column tiles need not divide the column blocks (:func:`ragged_cols`): a wider tile's last one
+#: is ragged where the estimate says fewer re-reads of A pay for its padding columns.
+RAGGED_COLS = True
+#: ... A's re-read per column tile in column blocks of work, fitted to kernel timestamps on Mesa
+#: 22.3 (benchmarks/tile_cols.py, both forms alternating, 15 rounds; docs/linalg.md): the
+#: subgroup variant (a lane loads its rows of A alone, B's loads are shared: 2.0) ...
+RAGGED_A_COST_SG = 2.0
+#: ... the plain kernel (each invocation loads its 4 x TN4 vectors of B itself: 0.7) ...
+RAGGED_A_COST = 0.7
+#: ... and the estimate's ratio at or below which the ragged tile is taken.
+RAGGED_GAIN = 0.9
 #: Subgroup-variant launches below this many workgroups of :data:`TILE_WORKGROUP` use workgroups
 #: of one subgroup (finer load balance over the threads, one size for sharing pipelines).
 SG_WORKGROUPS = 16
@@ -298,11 +309,14 @@ def choose_tile(M: int, N: int, batches: int, tuning: str = "default", K: int = 
                    key=lambda t: (t[0] * t[1], t[0]), reverse=True)
     for tm, tn4 in tiles:
         if count(tm, tn4) >= MIN_INVOCATIONS:
-            return tm, tn4
-    tm, tn4 = tiles[-1]
-    while count(tm, tn4) < MIN_INVOCATIONS and tm > 2:
-        tm = max(2, tm // 2)
-    return tm, tn4
+            break
+    else:
+        tm, tn4 = tiles[-1]
+        while count(tm, tn4) < MIN_INVOCATIONS and tm > 2:
+            tm = max(2, tm // 2)
+    # a wider column tile, the last one ragged, where it pays (and still gives the invocations)
+    return tm, ragged_cols(n4, tn4, widest, lambda tiles: batches * -(-M // tm) * tiles >= MIN_INVOCATIONS,
+                           RAGGED_A_COST)
 
 
 def subgroup_lanes(adapter_info: dict, features) -> int:
@@ -323,7 +337,7 @@ def subgroup_lanes(adapter_info: dict, features) -> int:
 
 
 def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0,
-                   cost: float | None = None) -> tuple[int, int]:
+                   cost: float | None = None, ragged: bool = True) -> tuple[int, int]:
     """(TM, TN4) of the subgroup variant for an M x N output per batch item, K multiply-adds each.
 
     The row tiles are padded to a multiple of ``lanes`` (a subgroup shares one column tile),
@@ -362,6 +376,12 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0,
                 return tm, d
         return tm, divisors[-1]
     tm, d = pick(SG_TILE_M)
+    groups = batches * padded(tm) // (tm * lanes)  # subgroups per column tile: two fill the cores
+    if ragged:
+        d = ragged_cols(n4, d, min(SG_TILE_N4, COLS_FIRST_MAX_BLOCKS // tm), lambda tiles: groups * tiles >= 2,
+                        RAGGED_A_COST_SG)
+    if n4 % d:  # a ragged last column tile: within the column-block order's accumulators already
+        return tm, d
     fit = _env.force_choice("tile_sg_fit", ("off", "short", "narrow")) or ("auto" if SG_FIT else "off")
     if tm * d <= COLS_FIRST_MAX_BLOCKS or fit == "off" or _env.force_choice("tile_cols", ("first", "rows")) == "rows":
         return tm, d
@@ -372,6 +392,32 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0,
     else:
         cut = tm, max(v for v in divisors if tm * v <= COLS_FIRST_MAX_BLOCKS)
     return cut if cols_first(*cut) else (tm, d)  # a cut pays only in the column-block order
+
+
+def ragged_cols(n4: int, d: int, widest: int, enough=None, cost: float = 0.0) -> int:
+    """The vec4 column blocks of a tile over ``n4`` of them whose divisor choice is ``d``: a wider
+    ``t`` (at most ``widest``) whose last column tile is ragged (its padding columns computed from
+    B's zero-padded panels, :func:`panel_pack`, or clamped loads, and not stored) where the
+    estimate ``ceil(n4 / t) * (t + cost)`` (column blocks computed, plus the re-reads of the
+    tile's rows of A, one per column tile, ``cost`` column blocks each: :data:`RAGGED_A_COST_SG`
+    for the subgroup variant, :data:`RAGGED_A_COST` for the plain kernel) is at most
+    :data:`RAGGED_GAIN` times ``d``'s; else ``d``. ``enough(tiles)``: whether ``tiles`` column
+    tiles still fill the launch (asked only where ``d``'s did).
+    ``WEBNN_GPU_FORCE_TILE_RAGGED=off`` (read when a layer is lowered) keeps ``d``; a number takes
+    that many blocks (at most ``n4``) wherever ``d`` is narrower (for measurements).
+    """
+    forced = _env.force("tile_ragged")
+    if forced == "off" or not RAGGED_COLS:
+        return d
+    if forced.isdigit():
+        return max(d, min(int(forced), n4))
+
+    def est(t):
+        return -(-n4 // t) * (t + cost)
+    keep = enough is None or not enough(n4 // d)
+    cands = [t for t in range(d + 1, min(widest, n4) + 1) if n4 % t and (keep or enough(-(-n4 // t)))]
+    best = min(cands, key=lambda t: (est(t), t), default=d)
+    return best if best != d and est(best) <= RAGGED_GAIN * est(d) else d
 
 
 def sg_rows_ok(M: int, tm: int, lanes: int) -> bool:
@@ -1042,18 +1088,18 @@ def _size_note(M: int, K: int, N: int, batches: int, KH: int, KW: int, variant: 
     return f"{M}x{K}{win}->{N}{bat} {variant}"
 
 
-def _sg_tile(lc, M: int, N: int, batches: int, K: int) -> tuple[int, int] | None:
-    """The subgroup variant's tile (:func:`choose_tile_sg`) where the context has subgroup lanes,
-    ``WEBNN_GPU_FORCE_MATMUL_SG`` is not ``off`` and the padding is acceptable (:func:`sg_rows_ok`);
-    else None."""
-    return _sg_tile_lanes(getattr(lc, "subgroup", 0), M, N, batches, K)
+def _sg_tile(lc, M: int, N: int, batches: int, K: int, ragged: bool = True) -> tuple[int, int] | None:
+    """The subgroup variant's tile (:func:`choose_tile_sg`; its column blocks a divisor of the
+    output's unless ``ragged``) where the context has subgroup lanes, ``WEBNN_GPU_FORCE_MATMUL_SG``
+    is not ``off`` and the padding is acceptable (:func:`sg_rows_ok`); else None."""
+    return _sg_tile_lanes(getattr(lc, "subgroup", 0), M, N, batches, K, ragged=ragged)
 
 
-def _sg_tile_lanes(lanes: int, M: int, N: int, batches: int, K: int, cost: float | None = None
-                   ) -> tuple[int, int] | None:
+def _sg_tile_lanes(lanes: int, M: int, N: int, batches: int, K: int, cost: float | None = None,
+                   ragged: bool = True) -> tuple[int, int] | None:
     if not lanes or _env.force("matmul_sg") == "off":
         return None
-    tile = choose_tile_sg(M, N, batches, lanes, K=K, cost=cost)
+    tile = choose_tile_sg(M, N, batches, lanes, K=K, cost=cost, ragged=ragged)
     return tile if sg_rows_ok(M, tile[0], lanes) else None
 
 
