@@ -6,8 +6,8 @@ padding columns computed from B's zero-padded panels and not stored), side by si
     .venv/bin/python benchmarks/tile_cols.py [SPEC ...] [--tn4 4,8,12] [--env NAME=VALUE ...] [--rounds 15]
                                              [--repeats 10]
 
-A SPEC is ``M,K:N`` (a gemm by W^T with a bias on M rows of K values) or ``HxWxC:N`` (a 1x1 conv
-with a bias); without one, a set of synthetic products runs. The forms: "old", "new" (the
+A SPEC is ``M,K:N`` (a gemm by W^T with a bias on M rows of K values) or ``HxWxC:N[:K]`` (a K x K
+conv, padding K // 2, with a bias; 1 x 1 by default); without one, a set of synthetic products runs. The forms: "old", "new" (the
 planner's own choice) and one per ``--tn4`` value (that many vec4 column blocks, the planner's rows),
 each round timed in turn (the order rotated every round) with timestamp queries (the median of
 ``--repeats`` dispatches). Printed per form: its tile, the median microseconds and the per-round
@@ -30,8 +30,8 @@ def build(ctx, spec: str):
     """The graph of ``spec``'s product and its input (seeded)."""
     import webnn_gpu as webnn
 
-    shape, n = spec.split(":")
-    N = int(n)
+    shape, n, *win = spec.split(":")
+    N, k = int(n), int(win[0]) if win else 1
     rng = np.random.default_rng(0)
     b = webnn.MLGraphBuilder(ctx)
     if "," in shape:
@@ -42,8 +42,9 @@ def build(ctx, spec: str):
         return b.build({"y": y}), {"x": rng.uniform(-1, 1, (M, K)).astype(np.float32)}
     H, W, C = (int(v) for v in shape.split("x"))
     x = b.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
-    y = b.conv2d(x, b.constant(rng.uniform(-1, 1, (N, 1, 1, C)).astype(np.float32)),
-                 bias=b.constant(rng.uniform(-1, 1, N).astype(np.float32)), input_layout="nhwc", filter_layout="ohwi")
+    y = b.conv2d(x, b.constant(rng.uniform(-1, 1, (N, k, k, C)).astype(np.float32)),
+                 bias=b.constant(rng.uniform(-1, 1, N).astype(np.float32)), padding=[k // 2] * 4,
+                 input_layout="nhwc", filter_layout="ohwi")
     return b.build({"y": y}), {"x": rng.uniform(-1, 1, (1, H, W, C)).astype(np.float32)}
 
 

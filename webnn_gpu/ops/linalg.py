@@ -185,6 +185,9 @@ RAGGED_COLS = True
 RAGGED_A_COST_SG = 2.0
 #: ... the plain kernel (each invocation loads its 4 x TN4 vectors of B itself: 0.7) ...
 RAGGED_A_COST = 0.7
+#: ... an implicit GEMM's tile that keeps its window's shared input columns (:func:`window_rows`;
+#: at most :data:`WINDOW_MAX_TN4` blocks: 1.0) ...
+RAGGED_A_COST_WIN = 1.0
 #: ... and the estimate's ratio at or below which the ragged tile is taken.
 RAGGED_GAIN = 0.9
 #: Subgroup-variant launches below this many workgroups of :data:`TILE_WORKGROUP` use workgroups
@@ -279,7 +282,8 @@ def uniform_copy(lc, v: Value) -> Value | None:
     return make_constant(padded, "float32")
 
 
-def choose_tile(M: int, N: int, batches: int, tuning: str = "default", K: int = 0) -> tuple[int, int]:
+def choose_tile(M: int, N: int, batches: int, tuning: str = "default", K: int = 0,
+                window: bool = False) -> tuple[int, int]:
     """(TM, TN4) for an M x N output per batch item with K multiply-adds per output.
 
     The column block TN4 divides ceil(N / 4) (no half-empty column tiles; when it is all of
@@ -290,6 +294,11 @@ def choose_tile(M: int, N: int, batches: int, tuning: str = "default", K: int = 
     the tile with the most invocations (down to 2 x 1). Measured on lavapipe over the selfie
     model's pointwise convolutions (docs/performance.md): on N = 24, 72 or 128-deep products
     this is up to 1.45x faster than a fixed 16 x 4 tile cut down for invocations.
+
+    A wider column tile whose last one is ragged replaces the divisor where it pays
+    (:func:`ragged_cols`, :data:`RAGGED_A_COST`; with ``window``, an implicit GEMM's tile that
+    keeps the window's shared input columns, :func:`window_rows`: at most
+    :data:`WINDOW_MAX_TN4` blocks, :data:`RAGGED_A_COST_WIN`).
     """
     n4 = -(-N // 4)
     max_m, max_n4 = TILE_MAX.get(tuning, TILE_MAX["default"])
@@ -315,8 +324,9 @@ def choose_tile(M: int, N: int, batches: int, tuning: str = "default", K: int = 
         while count(tm, tn4) < MIN_INVOCATIONS and tm > 2:
             tm = max(2, tm // 2)
     # a wider column tile, the last one ragged, where it pays (and still gives the invocations)
-    return tm, ragged_cols(n4, tn4, widest, lambda tiles: batches * -(-M // tm) * tiles >= MIN_INVOCATIONS,
-                           RAGGED_A_COST)
+    return tm, ragged_cols(n4, tn4, min(widest, WINDOW_MAX_TN4) if window else widest,
+                           lambda tiles: batches * -(-M // tm) * tiles >= MIN_INVOCATIONS,
+                           RAGGED_A_COST_WIN if window else RAGGED_A_COST)
 
 
 def subgroup_lanes(adapter_info: dict, features) -> int:
@@ -337,7 +347,7 @@ def subgroup_lanes(adapter_info: dict, features) -> int:
 
 
 def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0,
-                   cost: float | None = None, ragged: bool = True) -> tuple[int, int]:
+                   cost: float | None = None, ragged: bool = True, window: bool = False) -> tuple[int, int]:
     """(TM, TN4) of the subgroup variant for an M x N output per batch item, K multiply-adds each.
 
     The row tiles are padded to a multiple of ``lanes`` (a subgroup shares one column tile),
@@ -359,6 +369,12 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0,
     widest divisor of the column blocks that fits its rows (256 x 384 takes 8 x 32, 256 x 528
     8 x 44, 64 x 864 8 x 36, 576 x 48 8 x 24). ``WEBNN_GPU_FORCE_TILE_SG_FIT=off|short|narrow`` (read
     when a layer is lowered) keeps the tile or always cuts its rows or its columns.
+
+    Where ``ragged``, a wider column tile whose last one is ragged replaces a narrow divisor first
+    where it pays (:func:`ragged_cols`, :data:`RAGGED_A_COST_SG`; at most the column-block
+    order's accumulators; with ``window``, an implicit GEMM's tile that keeps the window's shared
+    input columns, :func:`window_rows`: at most :data:`WINDOW_MAX_TN4` blocks,
+    :data:`RAGGED_A_COST_WIN`).
     """
     def padded(tm):
         return -(-(-(-M // tm)) // lanes) * lanes * tm
@@ -378,8 +394,8 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0,
     tm, d = pick(SG_TILE_M)
     groups = batches * padded(tm) // (tm * lanes)  # subgroups per column tile: two fill the cores
     if ragged:
-        d = ragged_cols(n4, d, min(SG_TILE_N4, COLS_FIRST_MAX_BLOCKS // tm), lambda tiles: groups * tiles >= 2,
-                        RAGGED_A_COST_SG)
+        d = ragged_cols(n4, d, min(SG_TILE_N4, COLS_FIRST_MAX_BLOCKS // tm, WINDOW_MAX_TN4 if window else n4),
+                        lambda tiles: groups * tiles >= 2, RAGGED_A_COST_WIN if window else RAGGED_A_COST_SG)
     if n4 % d:  # a ragged last column tile: within the column-block order's accumulators already
         return tm, d
     fit = _env.force_choice("tile_sg_fit", ("off", "short", "narrow")) or ("auto" if SG_FIT else "off")
@@ -716,15 +732,23 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         tile = _sg_tile(lc, M, N, batches, KC * KH * KW)
         if tile is not None and a_mode == "im2col" and conv is not None and not window_rows(*tile, KW, conv):
             # consecutive pixels of an image row share their input columns between the taps (`win`):
-            # where the weighted rows lose that and the fewest padded rows keep it, the latter
-            few = _sg_tile_lanes(lc.subgroup, M, N, batches, KC * KH * KW, cost=0.0)
-            tile = few if few is not None and window_rows(*few, KW, conv) else tile
+            # where the weighted rows or a wide ragged column tile lose that and the narrow column
+            # tiles (or the fewest padded rows) keep it, the latter
+            for cost in (None, 0.0):
+                keep = _sg_tile_lanes(lc.subgroup, M, N, batches, KC * KH * KW, cost=cost, window=True)
+                if keep is not None and window_rows(*keep, KW, conv):
+                    tile = keep
+                    break
         if tile is not None and a_add_up is not None:  # a tile's rows: one image row from an even column
             tile = (up_rows(tile[0], a_add_up[1]), tile[1])
             tile = tile if sg_rows_ok(M, tile[0], lc.subgroup) else None
         sg = lc.subgroup if tile is not None else 0
     if tile is None:
         tile = choose_tile(M, N, batches, lc.tuning, K=KC * KH * KW if deep_ok(out.data_type, a_vec, b_vec) else 0)
+        if a_mode == "im2col" and conv is not None and not window_rows(*tile, KW, conv):  # as above
+            keep = choose_tile(M, N, batches, lc.tuning, K=KC * KH * KW if deep_ok(out.data_type, a_vec, b_vec) else 0,
+                               window=True)
+            tile = keep if window_rows(*keep, KW, conv) else tile
     TM, TN4 = tile
     win: list[int] = []
     if a_mode == "im2col" and conv is not None:
@@ -1088,18 +1112,20 @@ def _size_note(M: int, K: int, N: int, batches: int, KH: int, KW: int, variant: 
     return f"{M}x{K}{win}->{N}{bat} {variant}"
 
 
-def _sg_tile(lc, M: int, N: int, batches: int, K: int, ragged: bool = True) -> tuple[int, int] | None:
+def _sg_tile(lc, M: int, N: int, batches: int, K: int, ragged: bool = True, window: bool = False
+             ) -> tuple[int, int] | None:
     """The subgroup variant's tile (:func:`choose_tile_sg`; its column blocks a divisor of the
-    output's unless ``ragged``) where the context has subgroup lanes, ``WEBNN_GPU_FORCE_MATMUL_SG``
-    is not ``off`` and the padding is acceptable (:func:`sg_rows_ok`); else None."""
-    return _sg_tile_lanes(getattr(lc, "subgroup", 0), M, N, batches, K, ragged=ragged)
+    output's unless ``ragged``; ``window`` as there) where the context has subgroup lanes,
+    ``WEBNN_GPU_FORCE_MATMUL_SG`` is not ``off`` and the padding is acceptable (:func:`sg_rows_ok`);
+    else None."""
+    return _sg_tile_lanes(getattr(lc, "subgroup", 0), M, N, batches, K, ragged=ragged, window=window)
 
 
 def _sg_tile_lanes(lanes: int, M: int, N: int, batches: int, K: int, cost: float | None = None,
-                   ragged: bool = True) -> tuple[int, int] | None:
+                   ragged: bool = True, window: bool = False) -> tuple[int, int] | None:
     if not lanes or _env.force("matmul_sg") == "off":
         return None
-    tile = choose_tile_sg(M, N, batches, lanes, K=K, cost=cost, ragged=ragged)
+    tile = choose_tile_sg(M, N, batches, lanes, K=K, cost=cost, ragged=ragged, window=window)
     return tile if sg_rows_ok(M, tile[0], lanes) else None
 
 
