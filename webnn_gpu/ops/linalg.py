@@ -416,7 +416,8 @@ def ragged_cols(n4: int, d: int, widest: int, enough=None, cost: float = 0.0) ->
     B's zero-padded panels, :func:`panel_pack`, or clamped loads, and not stored) where the
     estimate ``ceil(n4 / t) * (t + cost)`` (column blocks computed, plus the re-reads of the
     tile's rows of A, one per column tile, ``cost`` column blocks each: :data:`RAGGED_A_COST_SG`
-    for the subgroup variant, :data:`RAGGED_A_COST` for the plain kernel) is at most
+    for the subgroup variant, :data:`RAGGED_A_COST` for the plain kernel,
+    :data:`RAGGED_A_COST_WIN` for a window's shared input columns) is at most
     :data:`RAGGED_GAIN` times ``d``'s; else ``d``. ``enough(tiles)``: whether ``tiles`` column
     tiles still fill the launch (asked only where ``d``'s did).
     ``WEBNN_GPU_FORCE_TILE_RAGGED=off`` (read when a layer is lowered) keeps ``d``; a number takes
