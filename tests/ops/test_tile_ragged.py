@@ -82,6 +82,7 @@ def test_plain_kernel_and_window_choices():
     assert linalg.choose_tile(196, 104, 1, "lane-loop", K=128) == (16, 2)  # 16 x 24: 0.96-1.01, not taken
     assert linalg.choose_tile(49, 116, 1, "lane-loop", K=128) == (16, 1)  # 5 tiles: too few invocations
     assert linalg.choose_tile(196, 116, 1, "lane-loop", K=128, window=True) == (16, 3)
+    assert linalg.choose_tile(196, 116, 1, "default", K=128) == (8, 1), "not measured on other profiles"
     # an implicit GEMM that keeps its window: at most WINDOW_MAX_TN4 blocks
     assert linalg.choose_tile_sg(784, 116, 1, 8, window=True) == (7, 3)  # 0.62 measured (3x3, 32 channels)
     assert linalg.choose_tile_sg(784, 52, 1, 8, window=True) == (7, 3)

@@ -183,8 +183,10 @@ RAGGED_COLS = True
 #: 22.3 (benchmarks/tile_cols.py, both forms alternating, 15 rounds; docs/linalg.md): the
 #: subgroup variant (a lane loads its rows of A alone, B's loads are shared: 2.0) ...
 RAGGED_A_COST_SG = 2.0
-#: ... the plain kernel (each invocation loads its 4 x TN4 vectors of B itself: 0.7) ...
+#: ... the plain kernel (each invocation loads its 4 x TN4 vectors of B itself: 0.7), on the tuning
+#: profiles it was measured on (other adapters keep the divisor) ...
 RAGGED_A_COST = 0.7
+RAGGED_TUNINGS = ("lane-loop",)
 #: ... an implicit GEMM's tile that keeps its window's shared input columns (:func:`window_rows`;
 #: at most :data:`WINDOW_MAX_TN4` blocks: 1.0) ...
 RAGGED_A_COST_WIN = 1.0
@@ -295,8 +297,8 @@ def choose_tile(M: int, N: int, batches: int, tuning: str = "default", K: int = 
     model's pointwise convolutions (docs/performance.md): on N = 24, 72 or 128-deep products
     this is up to 1.45x faster than a fixed 16 x 4 tile cut down for invocations.
 
-    A wider column tile whose last one is ragged replaces the divisor where it pays
-    (:func:`ragged_cols`, :data:`RAGGED_A_COST`; with ``window``, an implicit GEMM's tile that
+    On the tuning profiles of :data:`RAGGED_TUNINGS`, a wider column tile whose last one is ragged
+    replaces the divisor where it pays (:func:`ragged_cols`, :data:`RAGGED_A_COST`; with ``window``, an implicit GEMM's tile that
     keeps the window's shared input columns, :func:`window_rows`: at most
     :data:`WINDOW_MAX_TN4` blocks, :data:`RAGGED_A_COST_WIN`).
     """
@@ -323,6 +325,8 @@ def choose_tile(M: int, N: int, batches: int, tuning: str = "default", K: int = 
         tm, tn4 = tiles[-1]
         while count(tm, tn4) < MIN_INVOCATIONS and tm > 2:
             tm = max(2, tm // 2)
+    if tuning not in RAGGED_TUNINGS:
+        return tm, tn4
     # a wider column tile, the last one ragged, where it pays (and still gives the invocations)
     return tm, ragged_cols(n4, tn4, min(widest, WINDOW_MAX_TN4) if window else widest,
                            lambda tiles: batches * -(-M // tm) * tiles >= MIN_INVOCATIONS,
