@@ -233,18 +233,21 @@ def fuse_siblings(nodes: list, outputs: dict, context=None) -> list:
 
 def _padded_width(lc, node: Node, n: int) -> int:
     """The launch's columns for ``n`` columns of products: ``n``, or where the subgroup variant's
-    tile (:func:`~webnn_gpu.ops.linalg.choose_tile_sg`, which takes a divisor of the column
-    blocks) would be narrower than :data:`SIBLINGS_PAD_BELOW` blocks, a few more (at most an
+    tile with a divisor of the column blocks (:func:`~webnn_gpu.ops.linalg.choose_tile_sg`, not
+    ragged) would be narrower than :data:`SIBLINGS_PAD_BELOW` blocks, a few more (at most an
     eighth; zero columns computed and not stored) that need the fewest column tiles, each of
     which loads the tile's rows of A again (104 columns, 26 blocks, take 13 tiles of 2 blocks;
-    108 columns 3 tiles of 9). A wide enough tile stays: a wider one costs LLVM more."""
+    108 columns 3 tiles of 9). A wide enough tile stays: a wider one costs LLVM more. (The
+    planner's ragged column tiles, :func:`~webnn_gpu.ops.linalg.ragged_cols`, would give 244
+    columns 7 tiles of 9 blocks where this gives 264 columns, 6 tiles of 11: the ragged kernel took
+    1.03 of the padded one's time in palm_detection_lite; 104 columns the same 3 tiles of 9.)"""
     M, K = _rows(node.attrs.products[0])
-    tile = _sg_tile(lc, M, n, 1, K)
+    tile = _sg_tile(lc, M, n, 1, K, ragged=False)
     if tile is None or tile[1] >= SIBLINGS_PAD_BELOW:
         return n
     best, best_tiles = n, None
     for n4 in range(n // 4, n // 4 + max(1, n // 32) + 1):
-        tile = _sg_tile(lc, M, 4 * n4, 1, K)
+        tile = _sg_tile(lc, M, 4 * n4, 1, K, ragged=False)
         if tile is None:
             return n
         tiles = -(-n4 // tile[1])

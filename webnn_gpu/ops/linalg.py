@@ -176,6 +176,22 @@ SG_TILE_N4 = 12
 #: ``padded rows * (TM + SG_TILE_COST) / TM``. Fitted to CPU time per dispatch on Mesa 22.3
 #: (81 x 728 -> 728 at 1, 2, 4, 6 and 8 rows: 7.35, 5.58, 4.31, 4.17, 4.94 ms).
 SG_TILE_COST = 1.36
+#: Column tiles need not divide the column blocks (:func:`ragged_cols`): a wider tile's last one
+#: is ragged where the estimate says fewer re-reads of A pay for its padding columns.
+RAGGED_COLS = True
+#: ... A's re-read per column tile in column blocks of work, fitted to kernel timestamps on Mesa
+#: 22.3 (benchmarks/tile_cols.py, both forms alternating, 15 rounds; docs/linalg.md): the
+#: subgroup variant (a lane loads its rows of A alone, B's loads are shared: 2.0) ...
+RAGGED_A_COST_SG = 2.0
+#: ... the plain kernel (each invocation loads its 4 x TN4 vectors of B itself: 0.7), on the tuning
+#: profiles it was measured on (other adapters keep the divisor) ...
+RAGGED_A_COST = 0.7
+RAGGED_TUNINGS = ("lane-loop",)
+#: ... an implicit GEMM's tile that keeps its window's shared input columns (:func:`window_rows`;
+#: at most :data:`WINDOW_MAX_TN4` blocks: 1.0) ...
+RAGGED_A_COST_WIN = 1.0
+#: ... and the estimate's ratio at or below which the ragged tile is taken.
+RAGGED_GAIN = 0.9
 #: Subgroup-variant launches below this many workgroups of :data:`TILE_WORKGROUP` use workgroups
 #: of one subgroup (finer load balance over the threads, one size for sharing pipelines).
 SG_WORKGROUPS = 16
@@ -268,7 +284,8 @@ def uniform_copy(lc, v: Value) -> Value | None:
     return make_constant(padded, "float32")
 
 
-def choose_tile(M: int, N: int, batches: int, tuning: str = "default", K: int = 0) -> tuple[int, int]:
+def choose_tile(M: int, N: int, batches: int, tuning: str = "default", K: int = 0,
+                window: bool = False) -> tuple[int, int]:
     """(TM, TN4) for an M x N output per batch item with K multiply-adds per output.
 
     The column block TN4 divides ceil(N / 4) (no half-empty column tiles; when it is all of
@@ -279,6 +296,11 @@ def choose_tile(M: int, N: int, batches: int, tuning: str = "default", K: int = 
     the tile with the most invocations (down to 2 x 1). Measured on lavapipe over the selfie
     model's pointwise convolutions (docs/performance.md): on N = 24, 72 or 128-deep products
     this is up to 1.45x faster than a fixed 16 x 4 tile cut down for invocations.
+
+    On the tuning profiles of :data:`RAGGED_TUNINGS`, a wider column tile whose last one is ragged
+    replaces the divisor where it pays (:func:`ragged_cols`, :data:`RAGGED_A_COST`; with ``window``, an implicit GEMM's tile that
+    keeps the window's shared input columns, :func:`window_rows`: at most
+    :data:`WINDOW_MAX_TN4` blocks, :data:`RAGGED_A_COST_WIN`).
     """
     n4 = -(-N // 4)
     max_m, max_n4 = TILE_MAX.get(tuning, TILE_MAX["default"])
@@ -298,11 +320,17 @@ def choose_tile(M: int, N: int, batches: int, tuning: str = "default", K: int = 
                    key=lambda t: (t[0] * t[1], t[0]), reverse=True)
     for tm, tn4 in tiles:
         if count(tm, tn4) >= MIN_INVOCATIONS:
-            return tm, tn4
-    tm, tn4 = tiles[-1]
-    while count(tm, tn4) < MIN_INVOCATIONS and tm > 2:
-        tm = max(2, tm // 2)
-    return tm, tn4
+            break
+    else:
+        tm, tn4 = tiles[-1]
+        while count(tm, tn4) < MIN_INVOCATIONS and tm > 2:
+            tm = max(2, tm // 2)
+    if tuning not in RAGGED_TUNINGS:
+        return tm, tn4
+    # a wider column tile, the last one ragged, where it pays (and still gives the invocations)
+    return tm, ragged_cols(n4, tn4, min(widest, WINDOW_MAX_TN4) if window else widest,
+                           lambda tiles: batches * -(-M // tm) * tiles >= MIN_INVOCATIONS,
+                           RAGGED_A_COST_WIN if window else RAGGED_A_COST)
 
 
 def subgroup_lanes(adapter_info: dict, features) -> int:
@@ -323,7 +351,7 @@ def subgroup_lanes(adapter_info: dict, features) -> int:
 
 
 def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0,
-                   cost: float | None = None) -> tuple[int, int]:
+                   cost: float | None = None, ragged: bool = True, window: bool = False) -> tuple[int, int]:
     """(TM, TN4) of the subgroup variant for an M x N output per batch item, K multiply-adds each.
 
     The row tiles are padded to a multiple of ``lanes`` (a subgroup shares one column tile),
@@ -345,6 +373,12 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0,
     widest divisor of the column blocks that fits its rows (256 x 384 takes 8 x 32, 256 x 528
     8 x 44, 64 x 864 8 x 36, 576 x 48 8 x 24). ``WEBNN_GPU_FORCE_TILE_SG_FIT=off|short|narrow`` (read
     when a layer is lowered) keeps the tile or always cuts its rows or its columns.
+
+    Where ``ragged``, a wider column tile whose last one is ragged replaces a narrow divisor first
+    where it pays (:func:`ragged_cols`, :data:`RAGGED_A_COST_SG`; at most the column-block
+    order's accumulators; with ``window``, an implicit GEMM's tile that keeps the window's shared
+    input columns, :func:`window_rows`: at most :data:`WINDOW_MAX_TN4` blocks,
+    :data:`RAGGED_A_COST_WIN`).
     """
     def padded(tm):
         return -(-(-(-M // tm)) // lanes) * lanes * tm
@@ -362,6 +396,12 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0,
                 return tm, d
         return tm, divisors[-1]
     tm, d = pick(SG_TILE_M)
+    groups = batches * padded(tm) // (tm * lanes)  # subgroups per column tile: two fill the cores
+    if ragged:
+        d = ragged_cols(n4, d, min(SG_TILE_N4, COLS_FIRST_MAX_BLOCKS // tm, WINDOW_MAX_TN4 if window else n4),
+                        lambda tiles: groups * tiles >= 2, RAGGED_A_COST_WIN if window else RAGGED_A_COST_SG)
+    if n4 % d:  # a ragged last column tile: within the column-block order's accumulators already
+        return tm, d
     fit = _env.force_choice("tile_sg_fit", ("off", "short", "narrow")) or ("auto" if SG_FIT else "off")
     if tm * d <= COLS_FIRST_MAX_BLOCKS or fit == "off" or _env.force_choice("tile_cols", ("first", "rows")) == "rows":
         return tm, d
@@ -372,6 +412,33 @@ def choose_tile_sg(M: int, N: int, batches: int, lanes: int, K: int = 0,
     else:
         cut = tm, max(v for v in divisors if tm * v <= COLS_FIRST_MAX_BLOCKS)
     return cut if cols_first(*cut) else (tm, d)  # a cut pays only in the column-block order
+
+
+def ragged_cols(n4: int, d: int, widest: int, enough=None, cost: float = 0.0) -> int:
+    """The vec4 column blocks of a tile over ``n4`` of them whose divisor choice is ``d``: a wider
+    ``t`` (at most ``widest``) whose last column tile is ragged (its padding columns computed from
+    B's zero-padded panels, :func:`panel_pack`, or clamped loads, and not stored) where the
+    estimate ``ceil(n4 / t) * (t + cost)`` (column blocks computed, plus the re-reads of the
+    tile's rows of A, one per column tile, ``cost`` column blocks each: :data:`RAGGED_A_COST_SG`
+    for the subgroup variant, :data:`RAGGED_A_COST` for the plain kernel,
+    :data:`RAGGED_A_COST_WIN` for a window's shared input columns) is at most
+    :data:`RAGGED_GAIN` times ``d``'s; else ``d``. ``enough(tiles)``: whether ``tiles`` column
+    tiles still fill the launch (asked only where ``d``'s did).
+    ``WEBNN_GPU_FORCE_TILE_RAGGED=off`` (read when a layer is lowered) keeps ``d``; a number takes
+    that many blocks (at most ``n4``) wherever ``d`` is narrower (for measurements).
+    """
+    forced = _env.force("tile_ragged")
+    if forced == "off" or not RAGGED_COLS:
+        return d
+    if forced.isdigit():
+        return max(d, min(int(forced), n4))
+
+    def est(t):
+        return -(-n4 // t) * (t + cost)
+    keep = enough is None or not enough(n4 // d)
+    cands = [t for t in range(d + 1, min(widest, n4) + 1) if n4 % t and (keep or enough(-(-n4 // t)))]
+    best = min(cands, key=lambda t: (est(t), t), default=d)
+    return best if best != d and est(best) <= RAGGED_GAIN * est(d) else d
 
 
 def sg_rows_ok(M: int, tm: int, lanes: int) -> bool:
@@ -670,15 +737,23 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         tile = _sg_tile(lc, M, N, batches, KC * KH * KW)
         if tile is not None and a_mode == "im2col" and conv is not None and not window_rows(*tile, KW, conv):
             # consecutive pixels of an image row share their input columns between the taps (`win`):
-            # where the weighted rows lose that and the fewest padded rows keep it, the latter
-            few = _sg_tile_lanes(lc.subgroup, M, N, batches, KC * KH * KW, cost=0.0)
-            tile = few if few is not None and window_rows(*few, KW, conv) else tile
+            # where the weighted rows or a wide ragged column tile lose that and the narrow column
+            # tiles (or the fewest padded rows) keep it, the latter
+            for cost in (None, 0.0):
+                keep = _sg_tile_lanes(lc.subgroup, M, N, batches, KC * KH * KW, cost=cost, window=True)
+                if keep is not None and window_rows(*keep, KW, conv):
+                    tile = keep
+                    break
         if tile is not None and a_add_up is not None:  # a tile's rows: one image row from an even column
             tile = (up_rows(tile[0], a_add_up[1]), tile[1])
             tile = tile if sg_rows_ok(M, tile[0], lc.subgroup) else None
         sg = lc.subgroup if tile is not None else 0
     if tile is None:
         tile = choose_tile(M, N, batches, lc.tuning, K=KC * KH * KW if deep_ok(out.data_type, a_vec, b_vec) else 0)
+        if a_mode == "im2col" and conv is not None and not window_rows(*tile, KW, conv):  # as above
+            keep = choose_tile(M, N, batches, lc.tuning, K=KC * KH * KW if deep_ok(out.data_type, a_vec, b_vec) else 0,
+                               window=True)
+            tile = keep if window_rows(*keep, KW, conv) else tile
     TM, TN4 = tile
     win: list[int] = []
     if a_mode == "im2col" and conv is not None:
@@ -1042,18 +1117,20 @@ def _size_note(M: int, K: int, N: int, batches: int, KH: int, KW: int, variant: 
     return f"{M}x{K}{win}->{N}{bat} {variant}"
 
 
-def _sg_tile(lc, M: int, N: int, batches: int, K: int) -> tuple[int, int] | None:
-    """The subgroup variant's tile (:func:`choose_tile_sg`) where the context has subgroup lanes,
+def _sg_tile(lc, M: int, N: int, batches: int, K: int, ragged: bool = True, window: bool = False
+             ) -> tuple[int, int] | None:
+    """The subgroup variant's tile (:func:`choose_tile_sg`; its column blocks a divisor of the
+    output's unless ``ragged``; ``window`` as there) where the context has subgroup lanes,
     ``WEBNN_GPU_FORCE_MATMUL_SG`` is not ``off`` and the padding is acceptable (:func:`sg_rows_ok`);
     else None."""
-    return _sg_tile_lanes(getattr(lc, "subgroup", 0), M, N, batches, K)
+    return _sg_tile_lanes(getattr(lc, "subgroup", 0), M, N, batches, K, ragged=ragged, window=window)
 
 
-def _sg_tile_lanes(lanes: int, M: int, N: int, batches: int, K: int, cost: float | None = None
-                   ) -> tuple[int, int] | None:
+def _sg_tile_lanes(lanes: int, M: int, N: int, batches: int, K: int, cost: float | None = None,
+                   ragged: bool = True, window: bool = False) -> tuple[int, int] | None:
     if not lanes or _env.force("matmul_sg") == "off":
         return None
-    tile = choose_tile_sg(M, N, batches, lanes, K=K, cost=cost)
+    tile = choose_tile_sg(M, N, batches, lanes, K=K, cost=cost, ragged=ragged, window=window)
     return tile if sg_rows_ok(M, tile[0], lanes) else None
 
 

@@ -1,0 +1,93 @@
+"""The tile kernel's column tiles on awkward widths: one product (a dense layer or an NHWC 1x1
+conv, each with a bias) built with the planner's column tile ("old": ``WEBNN_GPU_FORCE_TILE_RAGGED=off``,
+a divisor of the column blocks) and with wider column tiles whose last one is ragged (its
+padding columns computed from B's zero-padded panels and not stored), side by side in one process.
+
+    .venv/bin/python benchmarks/tile_cols.py [SPEC ...] [--tn4 4,8,12] [--env NAME=VALUE ...] [--rounds 15]
+                                             [--repeats 10]
+
+A SPEC is ``M,K:N`` (a gemm by W^T with a bias on M rows of K values) or ``HxWxC:N[:K]`` (a K x K
+conv, padding K // 2, with a bias; 1 x 1 by default); without one, a set of synthetic products runs. The forms: "old", "new" (the
+planner's own choice) and one per ``--tn4`` value (that many vec4 column blocks, the planner's rows),
+each round timed in turn (the order rotated every round) with timestamp queries (the median of
+``--repeats`` dispatches). Printed per form: its tile, the median microseconds and the per-round
+ratio form / old (median, quartiles, range); and how far each form's output is from old's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+from _common import environ, output_gaps, ratio_line  # benchmarks/_common.py
+
+SPECS = ["49,256:100", "196,128:104", "784,64:116", "3136,64:116", "196,256:148", "784,128:232",
+         "49,512:244", "196,256:244", "49,512:1001", "49,256:1004", "28x28x128:244", "56x56x64:104"]
+
+
+def build(ctx, spec: str):
+    """The graph of ``spec``'s product and its input (seeded)."""
+    import webnn_gpu as webnn
+
+    shape, n, *win = spec.split(":")
+    N, k = int(n), int(win[0]) if win else 1
+    rng = np.random.default_rng(0)
+    b = webnn.MLGraphBuilder(ctx)
+    if "," in shape:
+        M, K = (int(v) for v in shape.split(","))
+        x = b.input("x", {"data_type": "float32", "shape": [M, K]})
+        y = b.gemm(x, b.constant(rng.uniform(-1, 1, (N, K)).astype(np.float32)),
+                   c=b.constant(rng.uniform(-1, 1, N).astype(np.float32)), b_transpose=True)
+        return b.build({"y": y}), {"x": rng.uniform(-1, 1, (M, K)).astype(np.float32)}
+    H, W, C = (int(v) for v in shape.split("x"))
+    x = b.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
+    y = b.conv2d(x, b.constant(rng.uniform(-1, 1, (N, k, k, C)).astype(np.float32)),
+                 bias=b.constant(rng.uniform(-1, 1, N).astype(np.float32)), padding=[k // 2] * 4,
+                 input_layout="nhwc", filter_layout="ohwi")
+    return b.build({"y": y}), {"x": rng.uniform(-1, 1, (1, H, W, C)).astype(np.float32)}
+
+
+def main(argv=None) -> int:
+    """Compare the forms of each product (see the module docstring)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("specs", nargs="*")
+    p.add_argument("--tn4", default="")
+    p.add_argument("--env", action="append", default=[], help="NAME=VALUE set for every form")
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--repeats", type=int, default=10)
+    args = p.parse_args(argv)
+    os.environ["WEBNN_GPU_PLAN_CACHE"] = "0"
+    os.environ.update(kv.split("=", 1) for kv in args.env)
+    import webnn_gpu as webnn
+    from webnn_gpu.profile import profile_graph
+
+    ctx = webnn.ml.create_context()
+    forms = [("old", {"WEBNN_GPU_FORCE_TILE_RAGGED": "off"}), ("new", {})]
+    forms += [(f"tn4={t}", {"WEBNN_GPU_FORCE_TILE_RAGGED": t}) for t in args.tn4.split(",") if t]
+    print("# us (median of rounds), form / old per round: median (quartiles) [range]")
+    for spec in args.specs or SPECS:
+        built = {}
+        for name, env in forms:
+            with environ(env):
+                built[name] = build(ctx, spec)
+        times = {name: [] for name, _ in forms}
+        names = list(times)
+        for r in range(args.rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                g, x = built[name]
+                times[name].append(sum(row["us"] for row in profile_graph(ctx, g, x, args.repeats)))
+        print(f"## {spec}")
+        outs = {n: ctx.compute(g, x) for n, (g, x) in built.items()}
+        for name in names:
+            notes = [getattr(s, "note", "") for s in built[name][0]._steps if hasattr(s, "template")]
+            print(ratio_line(f"{name} {notes}", times["old"], times[name], width=60))
+            if name != "old":
+                print("  " + " ".join(output_gaps(outs["old"], outs[name])), flush=True)
+        for g, _ in built.values():
+            g.destroy()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
