@@ -108,3 +108,30 @@ def output_gaps(old: dict, new: dict) -> list[str]:
         a, b = np.asarray(old[k], np.float64), np.asarray(new[k], np.float64)
         lines.append(f"# output {k}: max |new - old| {np.abs(a - b).max():.3g} (max |old| {np.abs(a).max():.3g})")
     return lines
+
+
+def products_graph(ctx, spec: str):
+    """A graph of products of one seeded input, each with a bias, and that input, from ``spec``:
+    ``M,K:N1+N2+...`` (gemms by W^T on M rows of K values: TFLite's fully connected layers) or
+    ``HxWxC:N1+N2+...[:K]`` (NHWC K x K conv2d, padding K // 2; 1 x 1 by default); the outputs
+    ``y0``, ``y1``, ... in that order (used by siblings.py and tile_cols.py)."""
+    import webnn_gpu as webnn
+
+    shape, widths, *win = spec.split(":")
+    outs, k = [int(n) for n in widths.split("+")], int(win[0]) if win else 1
+    rng = np.random.default_rng(0)
+    b = webnn.MLGraphBuilder(ctx)
+    if "," in shape:
+        M, K = (int(v) for v in shape.split(","))
+        x = b.input("x", {"data_type": "float32", "shape": [M, K]})
+        ys = {f"y{j}": b.gemm(x, b.constant(rng.uniform(-1, 1, (o, K)).astype(np.float32)),
+                              c=b.constant(rng.uniform(-1, 1, o).astype(np.float32)), b_transpose=True)
+              for j, o in enumerate(outs)}
+        return b.build(ys), {"x": rng.uniform(-1, 1, (M, K)).astype(np.float32)}
+    H, W, C = (int(v) for v in shape.split("x"))
+    x = b.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
+    ys = {f"y{j}": b.conv2d(x, b.constant(rng.uniform(-1, 1, (o, k, k, C)).astype(np.float32)),
+                            bias=b.constant(rng.uniform(-1, 1, o).astype(np.float32)), padding=[k // 2] * 4,
+                            input_layout="nhwc", filter_layout="ohwi")
+          for j, o in enumerate(outs)}
+    return b.build(ys), {"x": rng.uniform(-1, 1, (1, H, W, C)).astype(np.float32)}

@@ -18,8 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 
-import numpy as np
-from _common import environ, output_gaps, per_run_us, ratio_line  # benchmarks/_common.py
+from _common import environ, output_gaps, per_run_us, products_graph, ratio_line  # benchmarks/_common.py
 
 #: (spec, where)
 SETS = [
@@ -38,38 +37,6 @@ SETS = [
     ("65,64:64+64+64", "a transformer's projections (ViT-like)"),
     ("16,128:32+8", "dense layers"),
 ]
-
-
-def parse(spec: str) -> tuple[tuple[int, ...], list[int], int]:
-    """``HxWxC:N1+N2[:K]`` -> ((H, W, C), [N1, N2], K); ``M,K:N1+N2`` -> ((M, K), [N1, N2], 0)."""
-    parts = spec.split(":")
-    if "," in parts[0]:
-        return tuple(int(v) for v in parts[0].split(",")), [int(n) for n in parts[1].split("+")], 0
-    H, W, C = (int(v) for v in parts[0].split("x"))
-    return (H, W, C), [int(n) for n in parts[1].split("+")], int(parts[2]) if len(parts) > 2 else 1
-
-
-def build(ctx, spec: str):
-    """The graph of ``spec``'s convs and its input (seeded)."""
-    import webnn_gpu as webnn
-
-    shape, outs, k = parse(spec)
-    rng = np.random.default_rng(0)
-    b = webnn.MLGraphBuilder(ctx)
-    if not k:  # dense layers
-        M, K = shape
-        x = b.input("x", {"data_type": "float32", "shape": [M, K]})
-        ys = {f"y{j}": b.gemm(x, b.constant(rng.uniform(-1, 1, (o, K)).astype(np.float32)),
-                              c=b.constant(rng.uniform(-1, 1, o).astype(np.float32)), b_transpose=True)
-              for j, o in enumerate(outs)}
-        return b.build(ys), {"x": rng.uniform(-1, 1, (M, K)).astype(np.float32)}
-    H, W, C = shape
-    x = b.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
-    ys = {f"y{j}": b.conv2d(x, b.constant(rng.uniform(-1, 1, (o, k, k, C)).astype(np.float32)),
-                            bias=b.constant(rng.uniform(-1, 1, o).astype(np.float32)), padding=[k // 2] * 4,
-                            input_layout="nhwc", filter_layout="ohwi")
-          for j, o in enumerate(outs)}
-    return b.build(ys), {"x": rng.uniform(-1, 1, (1, H, W, C)).astype(np.float32)}
 
 
 def main(argv=None) -> int:
@@ -92,7 +59,7 @@ def main(argv=None) -> int:
         built = {}
         for name, env in (("old", {"WEBNN_GPU_FORCE_SIBLINGS": "off"}), ("new", {})):
             with environ(env):
-                built[name] = build(ctx, spec)
+                built[name] = products_graph(ctx, spec)
         kern, wall = ([], []), ([], [])
         for r in range(args.rounds):
             for n in (("old", "new") if r % 2 == 0 else ("new", "old")):

@@ -19,33 +19,10 @@ from __future__ import annotations
 import argparse
 import os
 
-import numpy as np
-from _common import environ, output_gaps, ratio_line  # benchmarks/_common.py
+from _common import environ, output_gaps, products_graph, ratio_line  # benchmarks/_common.py
 
 SPECS = ["49,256:100", "196,128:104", "784,64:116", "3136,64:116", "196,256:148", "784,128:232",
          "49,512:244", "196,256:244", "49,512:1001", "49,256:1004", "28x28x128:244", "56x56x64:104"]
-
-
-def build(ctx, spec: str):
-    """The graph of ``spec``'s product and its input (seeded)."""
-    import webnn_gpu as webnn
-
-    shape, n, *win = spec.split(":")
-    N, k = int(n), int(win[0]) if win else 1
-    rng = np.random.default_rng(0)
-    b = webnn.MLGraphBuilder(ctx)
-    if "," in shape:
-        M, K = (int(v) for v in shape.split(","))
-        x = b.input("x", {"data_type": "float32", "shape": [M, K]})
-        y = b.gemm(x, b.constant(rng.uniform(-1, 1, (N, K)).astype(np.float32)),
-                   c=b.constant(rng.uniform(-1, 1, N).astype(np.float32)), b_transpose=True)
-        return b.build({"y": y}), {"x": rng.uniform(-1, 1, (M, K)).astype(np.float32)}
-    H, W, C = (int(v) for v in shape.split("x"))
-    x = b.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
-    y = b.conv2d(x, b.constant(rng.uniform(-1, 1, (N, k, k, C)).astype(np.float32)),
-                 bias=b.constant(rng.uniform(-1, 1, N).astype(np.float32)), padding=[k // 2] * 4,
-                 input_layout="nhwc", filter_layout="ohwi")
-    return b.build({"y": y}), {"x": rng.uniform(-1, 1, (1, H, W, C)).astype(np.float32)}
 
 
 def main(argv=None) -> int:
@@ -70,7 +47,7 @@ def main(argv=None) -> int:
         built = {}
         for name, env in forms:
             with environ(env):
-                built[name] = build(ctx, spec)
+                built[name] = products_graph(ctx, spec)
         times = {name: [] for name, _ in forms}
         names = list(times)
         for r in range(args.rounds):

@@ -87,4 +87,3 @@ def place_merged(replaced: dict, dropped: set, op: str, products: list, inputs: 
     if DEBUG >= 2:
         log.debug("%s: [%s] %d products", op, label, len(products))
     return fused
-
