@@ -20,16 +20,13 @@ from test_tile import check, data
 
 import webnn_gpu as webnn
 from webnn_gpu._lower import KernelStep
-from references import ref_conv2d
+from references import conv2d_nhwc
 
 
 def _ref(x, w, bias, pad, stride):
     """float64 NHWC conv2d of ``x`` by OHWI ``w`` (+ bias) and its bound's |x| * |w| (+ |bias|)."""
-    X, W = x.astype(np.float64).transpose(0, 3, 1, 2), w.astype(np.float64).transpose(0, 3, 1, 2)
-    y = ref_conv2d(X, W, [pad] * 4, [stride] * 2, [1, 1], 1).transpose(0, 2, 3, 1)
-    a = ref_conv2d(np.abs(X), np.abs(W), [pad] * 4, [stride] * 2, [1, 1], 1).transpose(0, 2, 3, 1)
-    if bias is not None:
-        y, a = y + bias.astype(np.float64), a + np.abs(bias.astype(np.float64))
+    y = conv2d_nhwc(x, w, bias, pad, stride)
+    a = conv2d_nhwc(np.abs(x), np.abs(w), None if bias is None else np.abs(bias), pad, stride)
     return y, a
 
 
