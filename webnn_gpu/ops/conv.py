@@ -67,7 +67,7 @@ from .elementwise import literal
 from .linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, SMALL_MAX_OUTPUTS, Shown, check_loops, choose_tile,
                      choose_tile_sg,
                      constant_array, deep_ok, dense_tile_rows, given_operand, k_chunks, lower_split_k, make_constant,
-                     matvec_kernel, matvec_plan, tile_kernel, tile_loop_iterations, uniform_copy, wgsl_type)
+                     matvec_kernel, matvec_plan, matvec_window, tile_kernel, tile_loop_iterations, uniform_copy, wgsl_type)
 
 INPUT_LAYOUTS = ("nchw", "nhwc")
 CONV2D_FILTER_LAYOUTS = ("oihw", "hwio", "ohwi", "ihwo")
@@ -2474,7 +2474,10 @@ def _matvec_conv(lc, node, g: dict, variant: str) -> bool:
     launch (:func:`webnn_gpu.ops.linalg.matvec_kernel`) where its input is a few rows of a
     product: a window that covers the whole input (one output pixel per image; a network's
     last layer on its 1x1, 2x2 or 3x3 features) or a 1x1 conv on a few pixels, i.e. the input
-    read as ``[NB * OH * OW, KH * KW * C]`` rows; True when it did
+    read as ``[NB * OH * OW, KH * KW * C]`` rows; or any other window (strides, dilations,
+    padding) over a few output pixels whose input channels are a multiple of 4, each pixel's
+    window gathered as its row (:func:`webnn_gpu.ops.linalg.matvec_window`; not with
+    ``WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW=off``); True when it did
     (:func:`webnn_gpu.ops.linalg.matvec_plan` decides by size)."""
     if (variant not in ("gemm", "pointwise") or _env.force("conv") or node.attrs["input_layout"] != "nhwc"
             or g["G"] != 1 or node.attrs.get("pool_output") or node.attrs.get("input_add_up2")):
@@ -2484,7 +2487,10 @@ def _matvec_conv(lc, node, g: dict, variant: str) -> bool:
     whole = (g["OH"] == g["OW"] == 1 and (g["KH"], g["KW"]) == (g["H"], g["W"]) and g["pt"] == g["pl"] == 0
              and (g["dh"] == 1 or g["KH"] == 1) and (g["dw"] == 1 or g["KW"] == 1))
     data = constant_array(node.inputs[1])
-    if not (pointwise or whole) or data is None:
+    window = None
+    if not (pointwise or whole) and _env.force("matmul_matvec_window") != "off":
+        window = matvec_window(g)
+    if not (pointwise or whole or window) or data is None:
         return False
     M, K, O = g["NB"] * g["OH"] * g["OW"], g["KH"] * g["KW"] * g["C"], g["O"]
     plan = matvec_plan(lc, M, O, K)
@@ -2494,7 +2500,7 @@ def _matvec_conv(lc, node, g: dict, variant: str) -> bool:
     b = np.transpose(data, perm).reshape(K, O)
     out = node.outputs[0]
     matvec_kernel(lc, node.inputs[0], b, out, M=M, N=O, K=K, a_rs=K, o_rs=O,
-                  epilogue=_conv_epilogue(node, out, "nhwc"), plan=plan)
+                  epilogue=_conv_epilogue(node, out, "nhwc"), plan=plan, window=window)
     return True
 
 
