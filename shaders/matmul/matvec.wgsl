@@ -92,7 +92,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for m in range(M) %}
 {% if win %}
 {% set r = win.rows[m] %}
-{% set conds = ([("s < " ~ K4 ~ "u")] if K4 % L else []) + ([("u32(" ~ r.y0 ~ " + i32(kyw) * " ~ win.dh ~ ") < " ~ win.H ~ "u")] if r.ty else []) + ([("u32(" ~ r.x0 ~ " + i32(kxw) * " ~ win.dw ~ ") < " ~ win.W ~ "u")] if r.tx else []) %}
+{% set conds = ([("s < " ~ K4 ~ "u")] if K4 % L else [])
+   + ([("u32(" ~ r.y0 ~ " + i32(kyw) * " ~ win.dh ~ ") < " ~ win.H ~ "u")] if r.ty else [])
+   + ([("u32(" ~ r.x0 ~ " + i32(kxw) * " ~ win.dw ~ ") < " ~ win.W ~ "u")] if r.tx else []) %}
 {% if conds %}
     let a{{ m }} = select(vec4<f32>(0.0), vec4<f32>(a[u32(clamp({{ r.base }} + i32(aw), 0, {{ win.last }}))]), {{ conds | join(" && ") }});
 {% else %}

@@ -296,8 +296,9 @@ def test_conv_of_one_output_pixel_or_few_pixels(ctx, rng, shape, window, O):
     check(got, ref.reshape(out_shape), absref.reshape(out_shape), W.shape[0] + 2, np.float32, "conv")
 
 
-@pytest.mark.parametrize("M,K,N,dtype", [(4, 516, 213, np.float32), (4, 1030, 101, np.float16), (4, 4608, 64, np.float32),
-                                         (2, 517, 64, np.float32), (3, 1001, 1, np.float32), (3, 300, 3, np.float16)])
+@pytest.mark.parametrize("M,K,N,dtype", [(4, 516, 213, np.float32), (4, 1030, 101, np.float16),
+                                         (4, 4608, 64, np.float32), (2, 517, 64, np.float32),
+                                         (3, 1001, 1, np.float32), (3, 300, 3, np.float16)])
 def test_matmul_of_up_to_four_rows(ctx, rng, M, K, N, dtype):
     """4 rows of a large B (K not a multiple of the lanes' 32-value steps, N odd) and several
     rows of few columns (wider column groups), bias and relu; float16."""
@@ -327,8 +328,8 @@ WINDOWS = {
     "resnet-2x2-3x3-same": (2, 2, 128, 3, 3, 1, 1, [1, 1, 1, 1], 130),
     "stride2-pad1": (4, 4, 64, 3, 3, 2, 1, [1, 1, 1, 1], 196),
     "stride2-valid-2x2": (4, 4, 128, 2, 2, 2, 1, [0, 0, 0, 0], 213),
-    "dilated-one-pixel": (5, 5, 68, 3, 3, 1, 2, [0, 0, 0, 0], 3),
-    "dilated-asym-pad": (3, 4, 48, 2, 3, 2, 2, [0, 1, 2, 0], 1),
+    "dilated-one-pixel": (5, 5, 68, 3, 3, 1, 2, [0, 0, 0, 0], 201),
+    "dilated-asym-pad": (3, 4, 48, 2, 3, 2, 2, [0, 1, 2, 0], 351),
 }
 
 
@@ -353,7 +354,8 @@ def test_conv_windows_of_a_few_pixels_are_gathered_rows(ctx, rng, case, dtype):
         return b.add(b.relu(y), o["r"])
 
     got, steps = build_run(ctx, build, {"x": x, "r": r})
-    if _takes_matvec(ctx) and (OH * OW < 4 or C * KH * KW * O >= linalg.MATVEC_MIN_KN_TALL):
+    if _takes_matvec(ctx):
+        assert C * KH * KW * O >= linalg.MATVEC_MIN_KN_TALL
         assert _templates(steps) == ["matmul/matvec.wgsl"], case
         assert "matvec win" in steps[0].note
     nchw = (0, 3, 1, 2)
@@ -364,13 +366,15 @@ def test_conv_windows_of_a_few_pixels_are_gathered_rows(ctx, rng, case, dtype):
     check(got, ref, mag + np.abs(bias) + np.abs(r), KH * KW * C + 2, dtype, case)
 
 
-@pytest.mark.parametrize("case", ["channels-not-a-multiple-of-4", "window-off", "nine-pixels"])
+@pytest.mark.parametrize("case", ["channels-not-a-multiple-of-4", "window-off", "nine-pixels", "small-filter"])
 def test_conv_windows_near_misses_keep_the_tile_kernel(ctx, rng, monkeypatch, case):
-    """Input channels not a multiple of 4, ``WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW=off`` and more
-    output pixels than MATVEC_MAX_M: no matvec (and the same values)."""
+    """Input channels not a multiple of 4, ``WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW=off``, more
+    output pixels than MATVEC_MAX_M and a filter under MATVEC_MIN_KN_TALL values: no matvec
+    (and the same values)."""
     from references import conv2d_nhwc
 
-    H, C, O = (2, 126, 64) if case == "channels-not-a-multiple-of-4" else (2, 128, 64) if case == "window-off" else (3, 64, 64)
+    H, C, O = {"channels-not-a-multiple-of-4": (2, 126, 96), "window-off": (2, 128, 96), "nine-pixels": (3, 64, 192),
+               "small-filter": (1, 64, 96)}[case]
     if case == "window-off":
         monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW", "off")
     x, w = data(rng, (1, H, H, C)), data(rng, (O, 3, 3, C))

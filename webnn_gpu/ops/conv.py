@@ -64,10 +64,11 @@ from ..builder import MLGraphBuilder, MLOperand, Value
 from . import _epilogue
 from ._registry import builder_method, lowering, support
 from .elementwise import literal
-from .linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, SMALL_MAX_OUTPUTS, Shown, check_loops, choose_tile,
-                     choose_tile_sg,
+from .linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, MATVEC_MIN_KN_TALL, SMALL_MAX_OUTPUTS, Shown, check_loops,
+                     choose_tile, choose_tile_sg,
                      constant_array, deep_ok, dense_tile_rows, given_operand, k_chunks, lower_split_k, make_constant,
-                     matvec_kernel, matvec_plan, matvec_window, tile_kernel, tile_loop_iterations, uniform_copy, wgsl_type)
+                     matvec_kernel, matvec_plan, matvec_window, tile_kernel, tile_loop_iterations, uniform_copy,
+                     wgsl_type)
 
 INPUT_LAYOUTS = ("nchw", "nhwc")
 CONV2D_FILTER_LAYOUTS = ("oihw", "hwio", "ohwi", "ihwo")
@@ -2476,7 +2477,8 @@ def _matvec_conv(lc, node, g: dict, variant: str) -> bool:
     last layer on its 1x1, 2x2 or 3x3 features) or a 1x1 conv on a few pixels, i.e. the input
     read as ``[NB * OH * OW, KH * KW * C]`` rows; or any other window (strides, dilations,
     padding) over a few output pixels whose input channels are a multiple of 4, each pixel's
-    window gathered as its row (:func:`webnn_gpu.ops.linalg.matvec_window`; not with
+    window gathered as its row (:func:`webnn_gpu.ops.linalg.matvec_window`), where the filter
+    holds at least :data:`~webnn_gpu.ops.linalg.MATVEC_MIN_KN_TALL` values (not with
     ``WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW=off``); True when it did
     (:func:`webnn_gpu.ops.linalg.matvec_plan` decides by size)."""
     if (variant not in ("gemm", "pointwise") or _env.force("conv") or node.attrs["input_layout"] != "nhwc"
@@ -2493,6 +2495,8 @@ def _matvec_conv(lc, node, g: dict, variant: str) -> bool:
     if not (pointwise or whole or window) or data is None:
         return False
     M, K, O = g["NB"] * g["OH"] * g["OW"], g["KH"] * g["KW"] * g["C"], g["O"]
+    if window and K * O < MATVEC_MIN_KN_TALL:
+        return False  # gathered rows pay on a large B only (1 x 576 -> 96, 2 x 512 -> 96: 0.95-1.10 of the tile)
     plan = matvec_plan(lc, M, O, K)
     if plan is None:
         return False
