@@ -399,11 +399,12 @@ def test_matmul_past_the_tile_kernels_loop_limit_takes_one_launch(ctx, rng):
 
 
 # ---------------------------------------------------------------- several heads in one launch
-@pytest.mark.parametrize("M,K,dtype", [(1, 672, np.float32), (1, 673, np.float16), (3, 300, np.float32)])
+@pytest.mark.parametrize("M,K,dtype", [(1, 672, np.float32), (1, 673, np.float16), (3, 300, np.float32),
+                                       (4, 517, np.float16)])
 def test_heads_reading_one_input_take_one_launch(ctx, rng, M, K, dtype):
     """A landmark model's heads (the compiler's fuse_heads): two scores through a sigmoid, 63
     coordinates and 700 more (B past 512 columns: the texture) on the same rows, each with its
-    bias; odd K (scalar loads of A), float16, 3 rows."""
+    bias; odd K (scalar loads of A), float16, 3 and 4 rows."""
     if dtype == np.float16 and "float16" not in ctx.supported_data_types:
         pytest.fail("float16 is not supported on this adapter")
     sizes = [1, 1, 63, 700]

@@ -3,7 +3,7 @@
 Pattern (after :func:`~webnn_gpu.compiler.rules.epilogue.fuse_epilogue`, which has made each
 product's bias and activation its epilogue steps)::
 
-    y_0 = ep_0(x . W_0)     matmul / gemm by a constant [K, N_0], 1 to 3 rows
+    y_0 = ep_0(x . W_0)     matmul / gemm by a constant [K, N_0], 1 to 4 rows
     y_1 = ep_1(x . W_1)     the same x, another constant [K, N_1]
     ...
 
@@ -56,7 +56,7 @@ def _shape(node: Node) -> tuple[int, int, int]:
 def head_group(nodes: list, lanes: int, context) -> bool:
     """Whether ``nodes``, products reading the same A, can run as one ``matmul/matvec.wgsl``
     launch: at least two, each :func:`head_ok`, of one data type, one row count and one K, and
-    their columns together a matvec launch (:func:`~webnn_gpu.ops.linalg.matvec_plan`: 1 to 3
+    their columns together a matvec launch (:func:`~webnn_gpu.ops.linalg.matvec_plan`: 1 to 4
     rows, a reduction of at least ``MATVEC_MIN_K``; B as words, in a uniform buffer or a
     texture: ``context``'s features decide, as at lowering)."""
     if len(nodes) < 2 or not all(head_ok(n) for n in nodes):
