@@ -120,11 +120,11 @@ def test_near_misses_run_apart_and_right(ctx, rng):
         check(got[n], *_ref(x, w, None, 0, 1), 16, np.float32, n)
 
 
-@pytest.mark.parametrize("rows,K,outs", [((20,), 48, (5, 7)), ((2, 17), 33, (1, 3, 24))])
+@pytest.mark.parametrize("rows,K,outs", [((20,), 48, (5, 7)), ((2, 17), 33, (1, 3, 24)), ((4,), 40, (5, 7))])
 def test_dense_layers_on_one_input_take_one_launch(ctx, rng, rows, K, outs):
     """Dense layers on the same rows (gemm by W^T with a bias, a matmul without one, a matmul
     and a bias add), each through a relu: one launch; odd K (scalar loads of A), odd widths, a
-    leading axis."""
+    leading axis; 4 rows of a small B (matvec's only on a large one: linalg.matvec_rows_ok)."""
     x = data(rng, (*rows, K))
     ws = [data(rng, (o, K)) for o in outs]
     cs = [data(rng, (o,)) for o in outs]

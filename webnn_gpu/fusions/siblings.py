@@ -35,7 +35,7 @@ from ..compiler.rules._common import _max_bindings, place_merged, shared_input_o
 from ..ops import _epilogue
 from ..ops._registry import lowering
 from ..ops.conv import _conv_epilogue, _conv_variant, _geometry
-from ..ops.linalg import (FLOATS, LOOP_BUDGET, MATVEC_MAX_M, _sg_tile, constant_array, k_chunks, make_constant,
+from ..ops.linalg import (FLOATS, LOOP_BUDGET, _sg_tile, constant_array, k_chunks, make_constant, matvec_rows_ok,
                           tile_kernel, tile_loop_iterations)
 from ._attrs import FusedAttrs
 
@@ -117,7 +117,8 @@ def _parts(node: Node, tuning: str = "default") -> tuple[np.ndarray, np.ndarray 
             return None
         g = _geometry(node)
         variant = _conv_variant(g, "nhwc", tuning)
-        if variant not in ("pointwise", "gemm") or g["NB"] * g["OH"] * g["OW"] <= MATVEC_MAX_M:
+        rows, depth = g["NB"] * g["OH"] * g["OW"], g["KH"] * g["KW"] * g["C"]
+        if variant not in ("pointwise", "gemm") or matvec_rows_ok(rows, depth, g["O"]):
             return None  # (a product of a few rows is matvec's, and fuse_heads merges those)
         if (k_chunks(g["C"]) if variant == "pointwise" else
                 tile_loop_iterations(g["C"], g["KH"], g["KW"]) > LOOP_BUDGET):
@@ -128,7 +129,7 @@ def _parts(node: Node, tuning: str = "default") -> tuple[np.ndarray, np.ndarray 
     if len(x.shape) < 2 or len(f.shape) != 2 or tuple(y.shape[:-1]) != tuple(x.shape[:-1]):
         return None
     M, K = int(np.prod(x.shape[:-1])), x.shape[-1]
-    if M <= MATVEC_MAX_M or k_chunks(K) is not None or _env.force("matmul") not in ("", "tile"):
+    if matvec_rows_ok(M, K, y.shape[-1]) or k_chunks(K) is not None or _env.force("matmul") not in ("", "tile"):
         return None  # (a forced variant other than the tile kernel runs each product alone)
     mat = w.reshape(f.shape)
     if node.op == "gemm":

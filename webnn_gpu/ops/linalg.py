@@ -988,6 +988,13 @@ def matvec_rows() -> int:
     return int(forced)
 
 
+def matvec_rows_ok(M: int, K: int, N: int) -> bool:
+    """Whether an M x K by K x N product has rows :func:`matvec_plan` may take: at most
+    :func:`matvec_rows`, and from :data:`MATVEC_TALL_M` on a large B (the device and the other
+    limits aside; the compiler's rules leave such products to ``matmul/matvec.wgsl``)."""
+    return M <= matvec_rows() and (M < MATVEC_TALL_M or K >= MATVEC_MIN_K_TALL and K * N >= MATVEC_MIN_KN_TALL)
+
+
 def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
     """(CN, workgroup) of a ``matmul/matvec.wgsl`` launch for an M x K by K x N product, or None
     where the tile kernel serves it: more than :func:`matvec_rows` rows or
@@ -1007,9 +1014,8 @@ def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
     if (forced and forced != "matvec" or _env.force("matmul_matvec") == "off" or not lanes
             or lc.tuning != "lane-loop" or not 1 <= M <= matvec_rows()):
         return None
-    tall = M >= MATVEC_TALL_M
     if forced != "matvec" and (M * N * K < MATVEC_MIN_MACS and not _words_on(lc) or K < MATVEC_MIN_K
-                               or tall and (K < MATVEC_MIN_K_TALL or K * N < MATVEC_MIN_KN_TALL)):
+                               or not matvec_rows_ok(M, K, N)):
         return None
     k4 = -(-K // 4)
     if -(-k4 // lanes) + 8 > LOOP_BUDGET:
