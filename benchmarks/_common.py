@@ -125,6 +125,15 @@ def output_gaps(old: dict, new: dict) -> list[str]:
     return lines
 
 
+def close_forms(ctx, built: dict) -> None:
+    """Print how far the "new" build's outputs are from the "old" one's (``built``: name ->
+    ``(graph, inputs)``, run once each), then destroy every build's graph."""
+    outs = {n: ctx.compute(g, x) for n, (g, x) in built.items()}
+    print("\n".join(output_gaps(outs["old"], outs["new"])), flush=True)
+    for g, _ in built.values():
+        g.destroy()
+
+
 def products_graph(ctx, spec: str):
     """A graph of products of one seeded input, each with a bias, and that input, from ``spec``:
     ``M,K:N1+N2+...`` (gemms by W^T on M rows of K values: TFLite's fully connected layers) or

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from _common import environ, output_gaps, products_graph, ratio_line, rotated_kernel_us  # benchmarks/_common.py
+from _common import close_forms, environ, products_graph, ratio_line, rotated_kernel_us  # benchmarks/_common.py
 
 OLD = {"WEBNN_GPU_FORCE_MATMUL_MATVEC_ROWS": "3", "WEBNN_GPU_FORCE_MATMUL_MATVEC_GROUPS": "16",
        "WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW": "off"}
@@ -50,10 +50,7 @@ def main(argv=None) -> int:
         notes = {n: [s.note for s in g._steps if hasattr(s, "template")] for n, (g, _) in built.items()}
         print(f"## {spec}  old {notes['old']}  new {notes['new']}")
         print(ratio_line("kernels", times["old"], times["new"]))
-        outs = {n: ctx.compute(g, x) for n, (g, x) in built.items()}
-        print("\n".join(output_gaps(outs["old"], outs["new"])), flush=True)
-        for g, _ in built.values():
-            g.destroy()
+        close_forms(ctx, built)
     return 0
 
 
