@@ -323,13 +323,14 @@ def test_tall_or_small_products_stay_on_the_tile_kernel(ctx, rng, M, K, N):
     check(got, A @ W, np.abs(A) @ np.abs(W), K, np.float32, f"tile {M}x{K}->{N}")
 
 
-# (H, W, C, KH, KW, strides, dilations, padding [t, b, l, r], O): output pixels 1 to 4
+# (H, W, C, KH, KW, strides, dilations, padding [t, b, l, r], O[, images]): output pixels 1 to 4
 WINDOWS = {
     "resnet-2x2-3x3-same": (2, 2, 128, 3, 3, 1, 1, [1, 1, 1, 1], 130),
     "stride2-pad1": (4, 4, 64, 3, 3, 2, 1, [1, 1, 1, 1], 196),
     "stride2-valid-2x2": (4, 4, 128, 2, 2, 2, 1, [0, 0, 0, 0], 213),
     "dilated-one-pixel": (5, 5, 68, 3, 3, 1, 2, [0, 0, 0, 0], 201),
     "dilated-asym-pad": (3, 4, 48, 2, 3, 2, 2, [0, 1, 2, 0], 351),
+    "two-images-stride2-pad1": (2, 4, 64, 3, 3, 2, 1, [1, 1, 1, 1], 200, 2),
 }
 
 
@@ -342,11 +343,11 @@ def test_conv_windows_of_a_few_pixels_are_gathered_rows(ctx, rng, case, dtype):
         pytest.fail("float16 is not supported on this adapter")
     from references import ref_conv2d
 
-    H, W, C, KH, KW, s, d, pad, O = WINDOWS[case]
-    x, w, bias = data(rng, (1, H, W, C), dtype), data(rng, (O, KH, KW, C), dtype), data(rng, (O,), dtype)
+    H, W, C, KH, KW, s, d, pad, O, NB = (*WINDOWS[case], 1)[:10]
+    x, w, bias = data(rng, (NB, H, W, C), dtype), data(rng, (O, KH, KW, C), dtype), data(rng, (O,), dtype)
     OH = (H + pad[0] + pad[1] - (KH - 1) * d - 1) // s + 1
     OW = (W + pad[2] + pad[3] - (KW - 1) * d - 1) // s + 1
-    r = data(rng, (1, OH, OW, O), dtype)
+    r = data(rng, (NB, OH, OW, O), dtype)
 
     def build(b, o):
         y = b.conv2d(o["x"], b.constant(w), bias=b.constant(bias), padding=pad, strides=[s, s], dilations=[d, d],

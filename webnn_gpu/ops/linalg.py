@@ -968,8 +968,8 @@ MATVEC_MIN_GROUPS = 16
 MATVEC_CN = (4, 2, 1)
 #: A launch of several rows whose column groups would be single vec4 columns (fewer than
 #: 2 x :data:`MATVEC_MIN_GROUPS` of them) takes fewer, wider groups, at least this many: each
-#: lane loads its M vec4s
-#: of A per step for every group, so with M rows A's loads outweigh B's (2 and 4 x 4608 -> 64:
+#: lane loads its M vec4s of A per step for every group, so with M rows A's loads outweigh B's
+#: (2 and 4 x 4608 -> 64:
 #: 4 groups of 4 columns 0.72-0.76 of 16 of 1, 2 and 4 x 512 -> 64 0.88-0.90, 3 x 512 -> 64
 #: 0.95-1.0; ``WEBNN_GPU_FORCE_MATMUL_MATVEC_GROUPS=16`` keeps :data:`MATVEC_MIN_GROUPS`).
 MATVEC_ROWS_GROUPS = 4
