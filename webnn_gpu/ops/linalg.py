@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -991,8 +992,17 @@ def matvec_rows() -> int:
 def matvec_rows_ok(M: int, K: int, N: int) -> bool:
     """Whether an M x K by K x N product has rows :func:`matvec_plan` may take: at most
     :func:`matvec_rows`, and from :data:`MATVEC_TALL_M` on a large B (the device and the other
-    limits aside; the compiler's rules leave such products to ``matmul/matvec.wgsl``)."""
+    limits aside: :func:`matvec_plan` decides)."""
     return M <= matvec_rows() and (M < MATVEC_TALL_M or K >= MATVEC_MIN_K_TALL and K * N >= MATVEC_MIN_KN_TALL)
+
+
+def plan_context(context) -> SimpleNamespace:
+    """What :func:`matvec_plan` (and the lowerings that ask it) read of a lowering context, from
+    a compiler rule's ``context`` (an ``MLContext``, or None: no subgroups, the "default"
+    profile): ``subgroup``, ``tuning``, ``limits`` and ``features``, as the build's lowering
+    will see them."""
+    return SimpleNamespace(subgroup=getattr(context, "_subgroup", 0), tuning=getattr(context, "_tuning", "default"),
+                           limits=getattr(context, "limits", {}), features=getattr(context, "features", ()))
 
 
 def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
