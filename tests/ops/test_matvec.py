@@ -24,6 +24,7 @@ from test_tile import build_run, check, data
 
 import webnn_gpu as webnn
 from webnn_gpu._lower import KernelStep
+from webnn_gpu.errors import OperationError
 from webnn_gpu.ops import linalg
 
 
@@ -88,6 +89,26 @@ def test_plan_gives_several_rows_fewer_wider_column_groups(monkeypatch):
     assert linalg.matvec_plan(_lc(), 2, 213, 4608) == (2, 24), "wide enough already"
     monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_GROUPS", "16")
     assert linalg.matvec_plan(_lc(), 2, 64, 4608) == (1, 16)
+
+
+@pytest.mark.parametrize("knob,value", [("WEBNN_GPU_FORCE_MATMUL_MATVEC_GROUPS", "8"),
+                                        ("WEBNN_GPU_FORCE_MATMUL_MATVEC_GROUPS", "of"),
+                                        ("WEBNN_GPU_FORCE_MATMUL_MATVEC", "of")])
+def test_misspelt_matvec_switches_raise(monkeypatch, knob, value):
+    """A value the switch does not take raises (it would otherwise measure the default form)."""
+    monkeypatch.setenv(knob, value)
+    with pytest.raises(ValueError, match=knob):
+        linalg.matvec_plan(_lc(), 2, 64, 4608)
+
+
+def test_a_misspelt_window_switch_raises(ctx, rng, monkeypatch):
+    """``WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW`` takes "off" only (read when a conv is lowered: the
+    build's error names it)."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW", "of")
+    x, w = data(rng, (1, 2, 2, 8)), data(rng, (4, 3, 3, 8))
+    with pytest.raises(OperationError, match="WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW='of'"):
+        build_run(ctx, lambda b, o: b.conv2d(o["x"], b.constant(w), padding=[1, 1, 1, 1], input_layout="nhwc",
+                                             filter_layout="ohwi"), {"x": x})
 
 
 def test_window_rows_of_a_conv():
@@ -384,6 +405,24 @@ def test_conv_windows_near_misses_keep_the_tile_kernel(ctx, rng, monkeypatch, ca
     assert "matmul/matvec.wgsl" not in _templates(steps), case
     ref = conv2d_nhwc(x, w, pad=1)
     check(got, ref, conv2d_nhwc(np.abs(x), np.abs(w), pad=1), 9 * C, np.float32, case)
+
+
+def test_forced_matvec_takes_small_windowed_convs(ctx, rng, monkeypatch):
+    """``WEBNN_GPU_FORCE_MATMUL=matvec`` takes a gathered window whose filter is under
+    MATVEC_MIN_KN_TALL values (2 x 2 x 64 pixels, 3x3 by 96: 55k values) as it takes every other
+    product of a few rows; the values as the tile kernel's."""
+    from references import conv2d_nhwc
+
+    x, w, bias = data(rng, (1, 2, 2, 64)), data(rng, (96, 3, 3, 64)), data(rng, (96,))
+    assert 9 * 64 * 96 < linalg.MATVEC_MIN_KN_TALL
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL", "matvec")
+    got, steps = build_run(ctx, lambda b, o: b.relu(b.conv2d(o["x"], b.constant(w), bias=b.constant(bias),
+                                                             padding=[1, 1, 1, 1], input_layout="nhwc",
+                                                             filter_layout="ohwi")), {"x": x})
+    if _takes_matvec(ctx):
+        assert _templates(steps) == ["matmul/matvec.wgsl"] and "matvec win" in steps[0].note
+    ref = np.maximum(conv2d_nhwc(x, w, bias, pad=1), 0)
+    check(got, ref, conv2d_nhwc(np.abs(x), np.abs(w), np.abs(bias), pad=1), 9 * 64 + 1, np.float32, "forced")
 
 
 def test_matmul_past_the_tile_kernels_loop_limit_takes_one_launch(ctx, rng):

@@ -2480,7 +2480,8 @@ def matvec_conv_plan(lc, node, g: dict | None = None, variant: str | None = None
     other window (strides, dilations, padding) over a few output pixels whose input channels are a
     multiple of 4, each pixel's window gathered as its row (``window``:
     :func:`webnn_gpu.ops.linalg.matvec_window`), where the filter holds at least
-    :data:`~webnn_gpu.ops.linalg.MATVEC_MIN_KN_TALL` values (not with ``WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW=off``); ``plan`` from
+    :data:`~webnn_gpu.ops.linalg.MATVEC_MIN_KN_TALL` values or ``WEBNN_GPU_FORCE_MATMUL=matvec``
+    (not with ``WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW=off``); ``plan`` from
     :func:`webnn_gpu.ops.linalg.matvec_plan`, which decides by size and device. The lowering
     (:func:`_matvec_conv`) and the compiler's ``fuse_siblings`` both ask this."""
     g = _geometry(node) if g is None else g
@@ -2494,12 +2495,12 @@ def matvec_conv_plan(lc, node, g: dict | None = None, variant: str | None = None
     whole = (g["OH"] == g["OW"] == 1 and (g["KH"], g["KW"]) == (g["H"], g["W"]) and g["pt"] == g["pl"] == 0
              and (g["dh"] == 1 or g["KH"] == 1) and (g["dw"] == 1 or g["KW"] == 1))
     window = None
-    if not (pointwise or whole) and _env.force("matmul_matvec_window") != "off":
+    if not (pointwise or whole) and _env.force_choice("matmul_matvec_window", ("off",)) != "off":
         window = matvec_window(g)
     if not (pointwise or whole or window):
         return None
     M, K, O = g["NB"] * g["OH"] * g["OW"], g["KH"] * g["KW"] * g["C"], g["O"]
-    if window and K * O < MATVEC_MIN_KN_TALL:
+    if window and K * O < MATVEC_MIN_KN_TALL and _env.force("matmul") != "matvec":
         return None  # gathered rows pay on a large B only (1 x 576 -> 96, 2 x 512 -> 96: 0.95-1.10 of the tile)
     plan = matvec_plan(lc, M, O, K)
     return None if plan is None else (plan, window, M, K, O)

@@ -1016,12 +1016,17 @@ def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
     :func:`matvec_words`), no subgroup lanes (:func:`subgroup_lanes`) or
     another tuning profile than "lane-loop", an invocation's loop past :data:`LOOP_BUDGET`,
     ``WEBNN_GPU_FORCE_MATMUL_MATVEC=off`` or a forced ``WEBNN_GPU_FORCE_MATMUL`` variant other
-    than ``matvec`` (which takes every product of at most :func:`matvec_rows` rows).
+    than ``matvec`` (which takes every product of at most :func:`matvec_rows` rows whatever its
+    size, on a device with subgroup lanes and the "lane-loop" profile, within
+    :data:`LOOP_BUDGET`; a conv's gathered window also needs channels that are a multiple of 4:
+    :func:`webnn_gpu.ops.conv.matvec_conv_plan`).
     Column groups: :data:`MATVEC_MIN_GROUPS` of the most columns (:data:`MATVEC_CN`), or for
-    several rows where those would be single vec4 columns, :data:`MATVEC_ROWS_GROUPS`."""
+    several rows where those would be single vec4 columns, :data:`MATVEC_ROWS_GROUPS`
+    (``WEBNN_GPU_FORCE_MATMUL_MATVEC_GROUPS=16`` keeps :data:`MATVEC_MIN_GROUPS`; any other value
+    raises, as does any other ``WEBNN_GPU_FORCE_MATMUL_MATVEC`` than ``off``)."""
     forced = _env.force("matmul")
     lanes = getattr(lc, "subgroup", 0)
-    if (forced and forced != "matvec" or _env.force("matmul_matvec") == "off" or not lanes
+    if (forced and forced != "matvec" or _env.force_choice("matmul_matvec", ("off",)) == "off" or not lanes
             or lc.tuning != "lane-loop" or not 1 <= M <= matvec_rows()):
         return None
     if forced != "matvec" and (M * N * K < MATVEC_MIN_MACS and not _words_on(lc) or K < MATVEC_MIN_K
@@ -1032,7 +1037,7 @@ def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
         return None
     n4 = -(-N // 4)
     cn = next((c for c in MATVEC_CN if -(-n4 // c) >= MATVEC_MIN_GROUPS), MATVEC_CN[-1])
-    if M > 1 and cn == 1 and _env.force("matmul_matvec_groups") != str(MATVEC_MIN_GROUPS):
+    if M > 1 and cn == 1 and _env.force_choice("matmul_matvec_groups", (str(MATVEC_MIN_GROUPS),)) == "":
         cn = next((c for c in MATVEC_CN if -(-n4 // c) >= MATVEC_ROWS_GROUPS), 1)
     groups = -(-n4 // cn)
     packed = groups * cn * 4 * -(-k4 // lanes) * lanes * 4  # matvec_pack's floats
