@@ -2514,8 +2514,10 @@ def _matvec_conv(lc, node, g: dict, variant: str) -> bool:
     if taken is None:
         return False
     plan, window, M, K, O = taken
+    data = constant_array(node.inputs[1])
+    assert data is not None  # matvec_conv_plan checked it
     perm = [node.attrs["filter_layout"].index(ch) for ch in "hwio"]
-    b = np.transpose(constant_array(node.inputs[1]), perm).reshape(K, O)
+    b = np.transpose(data, perm).reshape(K, O)
     out = node.outputs[0]
     matvec_kernel(lc, node.inputs[0], b, out, M=M, N=O, K=K, a_rs=K, o_rs=O,
                   epilogue=_conv_epilogue(node, out, "nhwc"), plan=plan, window=window)
