@@ -54,6 +54,21 @@ def best_kernel_us(ctx, built: dict, rounds: int, repeats: int, keep=None) -> di
     return best
 
 
+def rotated_kernel_us(ctx, built: dict, rounds: int, repeats: int) -> dict:
+    """name -> per round the summed kernel time (timestamp queries, the median of ``repeats``) of
+    each ``(graph, inputs)`` in ``built``, the builds profiled in turn within each round and the
+    order rotated every round (the forms of a round see the same load)."""
+    from webnn_gpu.profile import profile_graph
+
+    times = {name: [] for name in built}
+    names = list(times)
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            g, x = built[name]
+            times[name].append(sum(row["us"] for row in profile_graph(ctx, g, x, repeats)))
+    return times
+
+
 def per_run_us(ctx, g, inputs: dict, runs: int, clock=time.perf_counter) -> float:
     """Microseconds of ``clock`` per write / dispatch / read run of ``g`` on ``inputs`` (name ->
     float32 or float16 array): the least of 3 batches of ``runs`` after a warm-up batch of 3."""
@@ -110,15 +125,26 @@ def output_gaps(old: dict, new: dict) -> list[str]:
     return lines
 
 
+def close_forms(ctx, built: dict) -> None:
+    """Print how far the "new" build's outputs are from the "old" one's (``built``: name ->
+    ``(graph, inputs)``, run once each), then destroy every build's graph."""
+    outs = {n: ctx.compute(g, x) for n, (g, x) in built.items()}
+    print("\n".join(output_gaps(outs["old"], outs["new"])), flush=True)
+    for g, _ in built.values():
+        g.destroy()
+
+
 def products_graph(ctx, spec: str):
     """A graph of products of one seeded input, each with a bias, and that input, from ``spec``:
     ``M,K:N1+N2+...`` (gemms by W^T on M rows of K values: TFLite's fully connected layers) or
-    ``HxWxC:N1+N2+...[:K]`` (NHWC K x K conv2d, padding K // 2; 1 x 1 by default); the outputs
-    ``y0``, ``y1``, ... in that order (used by siblings.py and tile_cols.py)."""
+    ``HxWxC:N1+N2+...[:K[:S[:D[:P]]]]`` (NHWC K x K conv2d, 1 x 1 by default, strides S (1),
+    dilations D (1), padding P on every side (K // 2)); the outputs ``y0``, ``y1``, ... in that
+    order (used by siblings.py, tile_cols.py and few_rows.py)."""
     import webnn_gpu as webnn
 
     shape, widths, *win = spec.split(":")
     outs, k = [int(n) for n in widths.split("+")], int(win[0]) if win else 1
+    st, dil, pad = (int(v) for v in (win[1:] + [1, 1, k // 2][len(win) - 1:])[:3]) if win else (1, 1, 0)
     rng = np.random.default_rng(0)
     b = webnn.MLGraphBuilder(ctx)
     if "," in shape:
@@ -131,7 +157,7 @@ def products_graph(ctx, spec: str):
     H, W, C = (int(v) for v in shape.split("x"))
     x = b.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
     ys = {f"y{j}": b.conv2d(x, b.constant(rng.uniform(-1, 1, (o, k, k, C)).astype(np.float32)),
-                            bias=b.constant(rng.uniform(-1, 1, o).astype(np.float32)), padding=[k // 2] * 4,
-                            input_layout="nhwc", filter_layout="ohwi")
+                            bias=b.constant(rng.uniform(-1, 1, o).astype(np.float32)), padding=[pad] * 4,
+                            strides=[st] * 2, dilations=[dil] * 2, input_layout="nhwc", filter_layout="ohwi")
           for j, o in enumerate(outs)}
     return b.build(ys), {"x": rng.uniform(-1, 1, (1, H, W, C)).astype(np.float32)}

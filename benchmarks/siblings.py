@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from _common import environ, output_gaps, per_run_us, products_graph, ratio_line  # benchmarks/_common.py
+from _common import close_forms, environ, per_run_us, products_graph, ratio_line  # benchmarks/_common.py
 
 #: (spec, where)
 SETS = [
@@ -71,10 +71,7 @@ def main(argv=None) -> int:
         print(f"## {spec} {where} new: {notes}")
         print(ratio_line("kernels", *kern))
         print(ratio_line("wall per inference", *wall))
-        outs = {n: ctx.compute(g, x) for n, (g, x) in built.items()}
-        print("\n".join(output_gaps(outs["old"], outs["new"])), flush=True)
-        for g, _ in built.values():
-            g.destroy()
+        close_forms(ctx, built)
     return 0
 
 

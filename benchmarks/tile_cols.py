@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from _common import environ, output_gaps, products_graph, ratio_line  # benchmarks/_common.py
+from _common import environ, output_gaps, products_graph, ratio_line, rotated_kernel_us  # benchmarks/_common.py
 
 SPECS = ["49,256:100", "196,128:104", "784,64:116", "3136,64:116", "196,256:148", "784,128:232",
          "49,512:244", "196,256:244", "49,512:1001", "49,256:1004", "28x28x128:244", "56x56x64:104"]
@@ -37,7 +37,6 @@ def main(argv=None) -> int:
     os.environ["WEBNN_GPU_PLAN_CACHE"] = "0"
     os.environ.update(kv.split("=", 1) for kv in args.env)
     import webnn_gpu as webnn
-    from webnn_gpu.profile import profile_graph
 
     ctx = webnn.ml.create_context()
     forms = [("old", {"WEBNN_GPU_FORCE_TILE_RAGGED": "off"}), ("new", {})]
@@ -48,12 +47,8 @@ def main(argv=None) -> int:
         for name, env in forms:
             with environ(env):
                 built[name] = products_graph(ctx, spec)
-        times = {name: [] for name, _ in forms}
+        times = rotated_kernel_us(ctx, built, args.rounds, args.repeats)
         names = list(times)
-        for r in range(args.rounds):
-            for name in names[r % len(names):] + names[:r % len(names)]:
-                g, x = built[name]
-                times[name].append(sum(row["us"] for row in profile_graph(ctx, g, x, args.repeats)))
         print(f"## {spec}")
         outs = {n: ctx.compute(g, x) for n, (g, x) in built.items()}
         for name in names:

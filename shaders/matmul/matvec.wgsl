@@ -13,6 +13,12 @@
     T            storage type of a, b, out ("f32" or "f16"); accumulation in f32
     L            subgroup size (linalg.subgroup_lanes); the workgroup is a multiple of it
     M, K         output rows and the reduction length; K4 = ceil(K / 4) k steps
+    win          None, or A's rows are an NHWC conv's output pixels gathered from its input
+                 (linalg.matvec_window): C4 vec4s of channels per tap, KW taps a filter row,
+                 ky4 / kx4 vec4s between filter rows / columns, H, W, dh, dw the input's size
+                 and the dilations, last its last vec4; per row base (its window's first vec4,
+                 negative past a padded edge), y0, x0 (its top left input pixel), ty / tx (its
+                 window passes the input's rows / columns: those taps select zeros)
     CN           vec4 columns per subgroup; G subgroups (column groups), all heads'
     a_vec        A read as vec4 along k (K and a_rs multiples of 4; a_rs4 = a_rs / 4), else scalar
     a_rs         element stride between rows of A (row m of A starts at m * a_rs)
@@ -77,8 +83,24 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let bg = g * {{ KT * L * 4 * CN }}u;
   for (var t = 0u; t < {{ KT }}u; t = t + 1u) {
     let s = t * {{ L }}u + lane;
+{% if win %}
+    let tw = s / {{ win.C4 }}u;
+    let kxw = tw % {{ win.KW }}u;
+    let kyw = tw / {{ win.KW }}u;
+    let aw = kyw * {{ win.ky4 }}u + kxw * {{ win.kx4 }}u + s % {{ win.C4 }}u;
+{% endif %}
 {% for m in range(M) %}
-{% if a_vec %}
+{% if win %}
+{% set r = win.rows[m] %}
+{% set conds = ([("s < " ~ K4 ~ "u")] if K4 % L else [])
+   + ([("u32(" ~ r.y0 ~ " + i32(kyw) * " ~ win.dh ~ ") < " ~ win.H ~ "u")] if r.ty else [])
+   + ([("u32(" ~ r.x0 ~ " + i32(kxw) * " ~ win.dw ~ ") < " ~ win.W ~ "u")] if r.tx else []) %}
+{% if conds %}
+    let a{{ m }} = select(vec4<f32>(0.0), vec4<f32>(a[u32(clamp({{ r.base }} + i32(aw), 0, {{ win.last }}))]), {{ conds | join(" && ") }});
+{% else %}
+    let a{{ m }} = vec4<f32>(a[{{ r.base }}u + aw]);
+{% endif %}
+{% elif a_vec %}
     let a{{ m }} = {% if K4 % L %}select(vec4<f32>(0.0), {% endif %}vec4<f32>(a[{% if K4 % L %}min({{ m * a_rs4 }}u + s, {{ (M - 1) * a_rs4 + K4 - 1 }}u){% else %}{{ m * a_rs4 }}u + s{% endif %}]){% if K4 % L %}, s < {{ K4 }}u){% endif %};
 {% else %}
     let k{{ m }} = {{ m * a_rs }}u + 4u * s;

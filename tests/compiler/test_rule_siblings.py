@@ -199,10 +199,59 @@ def test_different_epilogues_or_another_rules_marks_stay():
     _stays(ir, {"a": a, "b": _conv(ir, x, 8, seed=2)}, why="a same-shaped operand")
 
 
-def test_few_rows_the_binding_limit_and_the_switch():
+#: a lavapipe-like device (subgroups of 8 lanes, the "lane-loop" profile), where matvec.wgsl runs
+LAVAPIPE = SimpleNamespace(_subgroup=8, _tuning="lane-loop", limits={"max-storage-buffers-per-shader-stage": 32,
+                                                                     "max-texture-dimension-2d": 8192})
+#: devices without it: the "default" profile, no subgroups
+NO_MATVEC = (None, SimpleNamespace(_subgroup=8, _tuning="default", limits={}),
+             SimpleNamespace(_subgroup=0, _tuning="lane-loop", limits={}))
+
+
+def _merges(ir, outputs, context):
+    node = _merged(checked_rewrite(lambda n, o: fuse_siblings(n, o, context), ir, outputs, **TOL))
+    assert node.outputs == list(outputs.values())
+
+
+def test_few_rows_stay_only_where_matvec_takes_them_and_heads_merge_them():
+    """Products of a few rows are left to matvec (fuse_heads merges them) only where the device
+    runs matvec.wgsl and its plan takes them (linalg.matvec_plan, conv.matvec_conv_plan); else
+    they merge here (one tile launch, not one per product). 1x1 convs on 3 pixels of 256
+    channels: matvec's on lavapipe only; of 16 channels (a reduction under MATVEC_MIN_K) the tile
+    kernel's everywhere. 4 rows of 512 by 250 + 250: matvec's on lavapipe only."""
+    ir = IR()
+    x = ir.input((1, 1, 3, 256))
+    outs = {"a": _conv(ir, x, 32, seed=1), "b": _conv(ir, x, 40, seed=2)}
+    _stays(ir, outs, LAVAPIPE, why="3 rows of K 256: matvec's (fuse_heads)")
+    for ctx in NO_MATVEC:
+        _merges(ir, outs, ctx)
     ir = IR()
     x = ir.input((1, 1, 3, 16))
-    _stays(ir, {"a": _conv(ir, x, 4, seed=1), "b": _conv(ir, x, 8, seed=2)}, why="3 rows: matvec's (fuse_heads)")
+    outs = {"a": _conv(ir, x, 4, seed=1), "b": _conv(ir, x, 8, seed=2)}
+    for ctx in (LAVAPIPE, *NO_MATVEC):
+        _merges(ir, outs, ctx)
+    ir = IR()
+    x = ir.input((4, 512))
+    outs = {"a": _dense(ir, x, 250, seed=1), "b": _dense(ir, x, 250, seed=2)}
+    _stays(ir, outs, LAVAPIPE, why="4 rows of a large B: matvec's (fuse_heads)")
+    _merges(ir, outs, NO_MATVEC[1])
+    ir = IR()
+    x = ir.input((4, 512))
+    _merges(ir, {"a": _dense(ir, x, 40, seed=1), "b": _dense(ir, x, 40, seed=2)}, LAVAPIPE)
+
+
+@pytest.mark.parametrize("C", [128, 126])
+def test_windowed_convs_of_few_pixels_stay_siblings(C):
+    """3x3 convs with padding 1 on 2x2 pixels (4 rows, K x O = 9 C x 130 >= MATVEC_MIN_KN_TALL):
+    with C a multiple of 4 matvec would take each one alone (its windows gathered), but
+    fuse_heads does not merge gathered windows, so they are one tile launch here; with C = 126
+    matvec takes none. Both on lavapipe and without matvec."""
+    for ctx in (LAVAPIPE, *NO_MATVEC):
+        ir = IR()
+        x = ir.input((1, 2, 2, C))
+        _merges(ir, {"a": _conv(ir, x, 130, k=3, pad=1, seed=1), "b": _conv(ir, x, 130, k=3, pad=1, seed=2)}, ctx)
+
+
+def test_the_binding_limit_and_the_switch():
     ir = IR()
     x = ir.input((1, 8, 8, 16))
     outs = {"a": _conv(ir, x, 4, seed=1), "b": _conv(ir, x, 8, seed=2)}
@@ -263,8 +312,8 @@ def test_dense_near_misses_stay():
     assert 196 * 384 * 768 > SIBLINGS_MAX_MACS
     _stays(ir, {"a": _dense(ir, x, 384, seed=1), "b": _dense(ir, x, 384, seed=2)}, why="large products")
     ir = IR()
-    x = ir.input((3, 64))
-    _stays(ir, {"a": _dense(ir, x, 8, seed=1), "b": _dense(ir, x, 8, seed=2)}, why="3 rows: fuse_heads'")
+    x = ir.input((3, 512))
+    _stays(ir, {"a": _dense(ir, x, 64, seed=1), "b": _dense(ir, x, 64, seed=2)}, LAVAPIPE, why="3 rows: fuse_heads'")
     for attrs in (dict(alpha=0.5), dict(a_transpose=True)):
         ir = IR()
         x = ir.input((16, 16))

@@ -1,7 +1,8 @@
 """``matmul/matvec.wgsl``: products of a few rows with a constant B (a dense layer on one sample,
-a conv2d whose window covers its whole input, a 1x1 conv on up to 3 pixels), the reduction split
+a conv2d whose window covers its whole input, a 1x1 conv on up to 4 pixels, any other window
+over up to 4 output pixels, gathered), the reduction split
 over a subgroup's lanes. The plan and B's layout without a GPU; on the GPU against float64 NumPy
-at odd sizes (K and N not multiples of 4, 1 to 3 rows), with epilogues (bias, gemm's alpha and
+at odd sizes (K and N not multiples of 4, 1 to 4 rows), with epilogues (bias, gemm's alpha and
 beta * c, a residual add, PReLU, a sigmoid), float16, K past the tile kernel's loop limit (one
 launch: a lane's loop is K / 32 long), B past 64 KiB in a texture (wide products of up to 1404
 columns), B as u64 words from a storage buffer (float32 words of 8 values; 16 float16 values
@@ -23,6 +24,7 @@ from test_tile import build_run, check, data
 
 import webnn_gpu as webnn
 from webnn_gpu._lower import KernelStep
+from webnn_gpu.errors import OperationError
 from webnn_gpu.ops import linalg
 
 
@@ -51,12 +53,73 @@ WORDS = "var<storage, read> b: array<vec4<u64>>;"
 def test_plan_takes_few_rows_and_columns_on_lane_loop_only():
     assert linalg.matvec_plan(_lc(), 1, 63, 1152) == (1, 16)
     assert linalg.matvec_plan(_lc(), 1, 213, 512) == (2, 24)
-    assert linalg.matvec_plan(_lc(), 3, 77, 1000) == (1, 16)
+    assert linalg.matvec_plan(_lc(), 3, 77, 1000) == (4, 8), "several rows, few columns: wider groups"
     assert linalg.matvec_plan(_lc(), linalg.MATVEC_MAX_M + 1, 63, 1152) is None
     assert linalg.matvec_plan(_lc(), 1, 16, 1000) is None, "fewer than MATVEC_MIN_MACS: small.wgsl"
     assert linalg.matvec_plan(_lc(), 1, 512, linalg.MATVEC_MIN_K - 4) is None, "a short reduction"
     assert linalg.matvec_plan(_lc(tuning="default"), 1, 63, 1152) is None
     assert linalg.matvec_plan(_lc(subgroup=0), 1, 63, 1152) is None
+
+
+def test_plan_takes_four_rows_of_a_large_b_only(monkeypatch):
+    """4 rows (MATVEC_TALL_M): matvec where K >= MATVEC_MIN_K_TALL and K x N >= MATVEC_MIN_KN_TALL;
+    below, the tile kernel's subgroup variant (which shares B between rows); 5 rows never."""
+    assert linalg.MATVEC_MAX_M == linalg.MATVEC_TALL_M == 4
+    assert linalg.matvec_plan(_lc(), 4, 213, 512) is not None
+    assert linalg.matvec_plan(_lc(), 4, 512, 4608) is not None
+    assert linalg.matvec_plan(_lc(), 4, 64, 512) is None, "a B of 32k values"
+    assert linalg.matvec_plan(_lc(), 4, 288, 288) is None, "a reduction under MATVEC_MIN_K_TALL"
+    assert linalg.matvec_plan(_lc(), 4, 4096, 256) is None, "a reduction under MATVEC_MIN_K_TALL"
+    assert linalg.matvec_plan(_lc(), 3, 64, 512) is not None, "3 rows: MATVEC_MIN_K only"
+    assert linalg.matvec_plan(_lc(), 5, 512, 4608) is None
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_ROWS", "3")
+    assert linalg.matvec_plan(_lc(), 4, 512, 4608) is None
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_ROWS", "17")
+    with pytest.raises(ValueError, match="MATVEC_ROWS"):
+        linalg.matvec_plan(_lc(), 4, 512, 4608)
+
+
+def test_plan_gives_several_rows_fewer_wider_column_groups(monkeypatch):
+    """One row keeps MATVEC_MIN_GROUPS groups; several rows whose groups would be single vec4
+    columns take at least MATVEC_ROWS_GROUPS of up to 4 (A's loads are per group)."""
+    assert linalg.matvec_plan(_lc(), 1, 64, 4608) == (1, 16)
+    assert linalg.matvec_plan(_lc(), 2, 64, 4608) == (4, 8)
+    assert linalg.matvec_plan(_lc(), 3, 40, 4608) == (2, 8), "10 vec4 columns: 5 groups of 2"
+    assert linalg.matvec_plan(_lc(), 2, 12, 4608) == (1, 8), "3 vec4 columns: one each"
+    assert linalg.matvec_plan(_lc(), 2, 213, 4608) == (2, 24), "wide enough already"
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_GROUPS", "16")
+    assert linalg.matvec_plan(_lc(), 2, 64, 4608) == (1, 16)
+
+
+@pytest.mark.parametrize("knob,value", [("WEBNN_GPU_FORCE_MATMUL_MATVEC_GROUPS", "8"),
+                                        ("WEBNN_GPU_FORCE_MATMUL_MATVEC_GROUPS", "of"),
+                                        ("WEBNN_GPU_FORCE_MATMUL_MATVEC", "of")])
+def test_misspelt_matvec_switches_raise(monkeypatch, knob, value):
+    """A value the switch does not take raises (it would otherwise measure the default form)."""
+    monkeypatch.setenv(knob, value)
+    with pytest.raises(ValueError, match=knob):
+        linalg.matvec_plan(_lc(), 2, 64, 4608)
+
+
+def test_a_misspelt_window_switch_raises(ctx, rng, monkeypatch):
+    """``WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW`` takes "off" only (read when a conv is lowered: the
+    build's error names it)."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW", "of")
+    x, w = data(rng, (1, 2, 2, 8)), data(rng, (4, 3, 3, 8))
+    with pytest.raises(OperationError, match="WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW='of'"):
+        build_run(ctx, lambda b, o: b.conv2d(o["x"], b.constant(w), padding=[1, 1, 1, 1], input_layout="nhwc",
+                                             filter_layout="ohwi"), {"x": x})
+
+
+def test_window_rows_of_a_conv():
+    """matvec_window: a row per output pixel, its first vec4 and whether its taps pass an edge."""
+    g = dict(NB=1, C=8, H=4, W=4, OH=2, OW=2, KH=3, KW=3, sh=2, sw=2, dh=1, dw=1, pt=1, pl=1)
+    w = linalg.matvec_window(g)
+    assert (w["C4"], w["KW"], w["ky4"], w["kx4"], w["last"]) == (2, 3, 8, 2, 31)
+    assert [(r["y0"], r["x0"], r["ty"], r["tx"]) for r in w["rows"]] == [
+        (-1, -1, True, True), (-1, 1, True, False), (1, -1, False, True), (1, 1, False, False)]
+    assert w["rows"][0]["base"] == (-1 * 4 - 1) * 2 and w["rows"][3]["base"] == (1 * 4 + 1) * 2
+    assert linalg.matvec_window(dict(g, C=6)) is None, "channels not a multiple of 4"
 
 
 def test_plan_takes_few_multiply_adds_where_b_is_read_as_words(monkeypatch):
@@ -254,6 +317,114 @@ def test_conv_of_one_output_pixel_or_few_pixels(ctx, rng, shape, window, O):
     check(got, ref.reshape(out_shape), absref.reshape(out_shape), W.shape[0] + 2, np.float32, "conv")
 
 
+@pytest.mark.parametrize("M,K,N,dtype", [(4, 516, 213, np.float32), (4, 1030, 101, np.float16),
+                                         (4, 4608, 64, np.float32), (2, 517, 64, np.float32),
+                                         (3, 1001, 1, np.float32), (3, 300, 3, np.float16)])
+def test_matmul_of_up_to_four_rows(ctx, rng, M, K, N, dtype):
+    """4 rows of a large B (K not a multiple of the lanes' 32-value steps, N odd) and several
+    rows of few columns (wider column groups), bias and relu; float16."""
+    if dtype == np.float16 and "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is not supported on this adapter")
+    a, w, c = data(rng, (M, K), dtype), data(rng, (N, K), dtype), data(rng, (N,), dtype)
+    got, steps = build_run(ctx, lambda b, o: b.relu(b.gemm(o["a"], b.constant(w), c=b.constant(c), b_transpose=True)),
+                           {"a": a})
+    if _takes_matvec(ctx):
+        assert _templates(steps) == ["matmul/matvec.wgsl"]
+    A, W, C = a.astype(np.float64), w.astype(np.float64).T, c.astype(np.float64)
+    check(got, np.maximum(A @ W + C, 0), np.abs(A) @ np.abs(W) + np.abs(C), K + 1, dtype, f"matvec {M}x{K}->{N}")
+
+
+@pytest.mark.parametrize("M,K,N", [(4, 288, 288), (4, 512, 64), (5, 1024, 256), (8, 512, 213), (16, 1152, 64)])
+def test_tall_or_small_products_stay_on_the_tile_kernel(ctx, rng, M, K, N):
+    """Near misses: 4 rows of a small B or a short reduction, and more than 4 rows, keep the tile kernel."""
+    a, w = data(rng, (M, K)), data(rng, (K, N))
+    got, steps = build_run(ctx, lambda b, o: b.matmul(o["a"], b.constant(w)), {"a": a})
+    assert "matmul/matvec.wgsl" not in _templates(steps)
+    A, W = a.astype(np.float64), w.astype(np.float64)
+    check(got, A @ W, np.abs(A) @ np.abs(W), K, np.float32, f"tile {M}x{K}->{N}")
+
+
+# (H, W, C, KH, KW, strides, dilations, padding [t, b, l, r], O[, images]): output pixels 1 to 4
+WINDOWS = {
+    "resnet-2x2-3x3-same": (2, 2, 128, 3, 3, 1, 1, [1, 1, 1, 1], 130),
+    "stride2-pad1": (4, 4, 64, 3, 3, 2, 1, [1, 1, 1, 1], 196),
+    "stride2-valid-2x2": (4, 4, 128, 2, 2, 2, 1, [0, 0, 0, 0], 213),
+    "dilated-one-pixel": (5, 5, 68, 3, 3, 1, 2, [0, 0, 0, 0], 201),
+    "dilated-asym-pad": (3, 4, 48, 2, 3, 2, 2, [0, 1, 2, 0], 351),
+    "two-images-stride2-pad1": (2, 4, 64, 3, 3, 2, 1, [1, 1, 1, 1], 200, 2),
+}
+
+
+@pytest.mark.parametrize("case", list(WINDOWS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_conv_windows_of_a_few_pixels_are_gathered_rows(ctx, rng, case, dtype):
+    """A conv with any window over 1 to 4 output pixels (strides, dilations, padding: taps past
+    the edge read zeros) as matvec rows gathered from its input; bias, relu and a residual add."""
+    if dtype == np.float16 and "float16" not in ctx.supported_data_types:
+        pytest.fail("float16 is not supported on this adapter")
+    from references import ref_conv2d
+
+    H, W, C, KH, KW, s, d, pad, O, NB = (*WINDOWS[case], 1)[:10]
+    x, w, bias = data(rng, (NB, H, W, C), dtype), data(rng, (O, KH, KW, C), dtype), data(rng, (O,), dtype)
+    OH = (H + pad[0] + pad[1] - (KH - 1) * d - 1) // s + 1
+    OW = (W + pad[2] + pad[3] - (KW - 1) * d - 1) // s + 1
+    r = data(rng, (NB, OH, OW, O), dtype)
+
+    def build(b, o):
+        y = b.conv2d(o["x"], b.constant(w), bias=b.constant(bias), padding=pad, strides=[s, s], dilations=[d, d],
+                     input_layout="nhwc", filter_layout="ohwi")
+        return b.add(b.relu(y), o["r"])
+
+    got, steps = build_run(ctx, build, {"x": x, "r": r})
+    if _takes_matvec(ctx):
+        assert C * KH * KW * O >= linalg.MATVEC_MIN_KN_TALL
+        assert _templates(steps) == ["matmul/matvec.wgsl"], case
+        assert "matvec win" in steps[0].note
+    nchw = (0, 3, 1, 2)
+    X, Wt = x.astype(np.float64).transpose(nchw), w.astype(np.float64).transpose(nchw)
+    conv = ref_conv2d(X, Wt, padding=pad, strides=(s, s), dilations=(d, d)).transpose(0, 2, 3, 1)
+    mag = ref_conv2d(np.abs(X), np.abs(Wt), padding=pad, strides=(s, s), dilations=(d, d)).transpose(0, 2, 3, 1)
+    ref = np.maximum(conv + bias.astype(np.float64), 0) + r.astype(np.float64)
+    check(got, ref, mag + np.abs(bias) + np.abs(r), KH * KW * C + 2, dtype, case)
+
+
+@pytest.mark.parametrize("case", ["channels-not-a-multiple-of-4", "window-off", "nine-pixels", "small-filter"])
+def test_conv_windows_near_misses_keep_the_tile_kernel(ctx, rng, monkeypatch, case):
+    """Input channels not a multiple of 4, ``WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW=off``, more
+    output pixels than MATVEC_MAX_M and a filter under MATVEC_MIN_KN_TALL values: no matvec
+    (and the same values)."""
+    from references import conv2d_nhwc
+
+    H, C, O = {"channels-not-a-multiple-of-4": (2, 126, 96), "window-off": (2, 128, 96), "nine-pixels": (3, 64, 192),
+               "small-filter": (1, 64, 96)}[case]
+    if case == "window-off":
+        monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW", "off")
+    x, w = data(rng, (1, H, H, C)), data(rng, (O, 3, 3, C))
+    got, steps = build_run(ctx, lambda b, o: b.conv2d(o["x"], b.constant(w), padding=[1, 1, 1, 1],
+                                                      input_layout="nhwc", filter_layout="ohwi"), {"x": x})
+    assert "matmul/matvec.wgsl" not in _templates(steps), case
+    ref = conv2d_nhwc(x, w, pad=1)
+    check(got, ref, conv2d_nhwc(np.abs(x), np.abs(w), pad=1), 9 * C, np.float32, case)
+
+
+def test_forced_matvec_takes_small_windowed_convs(ctx, rng, monkeypatch):
+    """``WEBNN_GPU_FORCE_MATMUL=matvec`` takes a gathered window whose filter is under
+    MATVEC_MIN_KN_TALL values (2 x 2 x 64 pixels, 3x3 by 96: 55k values) as it takes every other
+    product of a few rows; the values as the tile kernel's."""
+    from references import conv2d_nhwc
+
+    x, w, bias = data(rng, (1, 2, 2, 64)), data(rng, (96, 3, 3, 64)), data(rng, (96,))
+    assert 9 * 64 * 96 < linalg.MATVEC_MIN_KN_TALL
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL", "matvec")
+    got, steps = build_run(ctx, lambda b, o: b.relu(b.conv2d(o["x"], b.constant(w), bias=b.constant(bias),
+                                                             padding=[1, 1, 1, 1], input_layout="nhwc",
+                                                             filter_layout="ohwi")), {"x": x})
+    if _takes_matvec(ctx):
+        assert _templates(steps) == ["matmul/matvec.wgsl"] and "matvec win" in steps[0].note
+    ref = np.maximum(conv2d_nhwc(x, w, bias, pad=1), 0)
+    check(got, ref, conv2d_nhwc(np.abs(x), np.abs(w), np.abs(bias), pad=1), 9 * 64 + 1, np.float32, "forced")
+
+
 def test_matmul_past_the_tile_kernels_loop_limit_takes_one_launch(ctx, rng):
     """K = 300,007: the tile kernel would split it in two launches (test_loop_limit.py); a matvec
     lane loops K / 32 times."""
@@ -268,11 +439,12 @@ def test_matmul_past_the_tile_kernels_loop_limit_takes_one_launch(ctx, rng):
 
 
 # ---------------------------------------------------------------- several heads in one launch
-@pytest.mark.parametrize("M,K,dtype", [(1, 672, np.float32), (1, 673, np.float16), (3, 300, np.float32)])
+@pytest.mark.parametrize("M,K,dtype", [(1, 672, np.float32), (1, 673, np.float16), (3, 300, np.float32),
+                                       (4, 517, np.float16)])
 def test_heads_reading_one_input_take_one_launch(ctx, rng, M, K, dtype):
     """A landmark model's heads (the compiler's fuse_heads): two scores through a sigmoid, 63
     coordinates and 700 more (B past 512 columns: the texture) on the same rows, each with its
-    bias; odd K (scalar loads of A), float16, 3 rows."""
+    bias; odd K (scalar loads of A), float16, 3 and 4 rows."""
     if dtype == np.float16 and "float16" not in ctx.supported_data_types:
         pytest.fail("float16 is not supported on this adapter")
     sizes = [1, 1, 63, 700]

@@ -4,8 +4,9 @@ own output (the tile kernel's ``split`` store). On the GPU against float64 NumPy
 heads (2 + 32 on 16x16x88, 6 + 96 on 8x8x96, reshaped and concatenated into the graph's
 outputs), odd widths (1 + 3, 5 + 7: scalar stores of a block's first columns), three siblings
 with PReLU slopes of their own and one without a bias, 3x3 windows with padding and stride 2
-(the implicit GEMM), float16, a sibling's output that is also a graph output and read by another
-op; near misses (different strides, a computed filter) run as separate launches, also right.
+(the implicit GEMM), windows over a few pixels (which matvec would gather one launch each),
+float16, a sibling's output that is also a graph output and read by another op; near misses
+(different strides, a computed filter) run as separate launches, also right.
 
 Tolerance: ``check`` of test_tile.py, the f32 accumulation bound ``4 * K * 2**-24 * (|A| @ |B|)``
 plus the output's rounding (an f16 ulp for float16).
@@ -94,6 +95,17 @@ def test_windows_with_padding_and_stride_and_float16(ctx, rng):
             check(got[n], ref, absref, K, dtype, f"{n} {np.dtype(dtype).name}")
 
 
+@pytest.mark.parametrize("C", [128, 126])
+def test_windows_over_a_few_pixels_take_one_launch(ctx, rng, C):
+    """3x3 convs with padding 1 on 2 x 2 pixels (4 rows; 9 C x 130 filter values): matvec would
+    gather each one's windows alone where C is a multiple of 4 (fuse_heads merges no gathered
+    windows), so they stay one tile launch; C = 126 (no gathered windows) likewise."""
+    got, steps, refs, K = _run(ctx, rng, (1, 2, 2, C), (130, 130), k=3, pad=1)
+    assert len(steps) == 1 and len(_merged(steps)) == 1 and steps[0].template == "matmul/tile.wgsl"
+    for n, (ref, absref) in refs.items():
+        check(got[n], ref, absref, K, np.float32, n)
+
+
 def test_heads_concatenated_into_the_output(ctx, rng):
     """A detector's two heads reshaped to [1, pixels * k, 1] and concatenated (written in place)."""
     got, steps, refs, K = _run(ctx, rng, (1, 16, 16, 24), (2, 32), concat=True)
@@ -120,11 +132,11 @@ def test_near_misses_run_apart_and_right(ctx, rng):
         check(got[n], *_ref(x, w, None, 0, 1), 16, np.float32, n)
 
 
-@pytest.mark.parametrize("rows,K,outs", [((20,), 48, (5, 7)), ((2, 17), 33, (1, 3, 24))])
+@pytest.mark.parametrize("rows,K,outs", [((20,), 48, (5, 7)), ((2, 17), 33, (1, 3, 24)), ((4,), 40, (5, 7))])
 def test_dense_layers_on_one_input_take_one_launch(ctx, rng, rows, K, outs):
     """Dense layers on the same rows (gemm by W^T with a bias, a matmul without one, a matmul
     and a bias add), each through a relu: one launch; odd K (scalar loads of A), odd widths, a
-    leading axis."""
+    leading axis; 4 rows of a small B (matvec's only on a large one: linalg.matvec_plan)."""
     x = data(rng, (*rows, K))
     ws = [data(rng, (o, K)) for o in outs]
     cs = [data(rng, (o,)) for o in outs]

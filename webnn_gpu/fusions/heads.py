@@ -3,7 +3,7 @@
 Pattern (after :func:`~webnn_gpu.compiler.rules.epilogue.fuse_epilogue`, which has made each
 product's bias and activation its epilogue steps)::
 
-    y_0 = ep_0(x . W_0)     matmul / gemm by a constant [K, N_0], 1 to 3 rows
+    y_0 = ep_0(x . W_0)     matmul / gemm by a constant [K, N_0], 1 to 4 rows
     y_1 = ep_1(x . W_1)     the same x, another constant [K, N_1]
     ...
 
@@ -22,11 +22,10 @@ lowering :func:`webnn_gpu.ops.linalg.lower_heads`.
 from __future__ import annotations
 
 import dataclasses
-from types import SimpleNamespace
 
 from .._ir import GraphView, Node
 from ..compiler.rules._common import _max_bindings, place_merged, shared_input_operands
-from ..ops.linalg import matvec_head, matvec_plan
+from ..ops.linalg import matvec_head, matvec_plan, plan_context
 from ._attrs import FusedAttrs
 
 
@@ -53,12 +52,13 @@ def _shape(node: Node) -> tuple[int, int, int]:
     return head[0], head[1], head[2]
 
 
-def head_group(nodes: list, lanes: int, context) -> bool:
+def head_group(nodes: list, context) -> bool:
     """Whether ``nodes``, products reading the same A, can run as one ``matmul/matvec.wgsl``
     launch: at least two, each :func:`head_ok`, of one data type, one row count and one K, and
-    their columns together a matvec launch (:func:`~webnn_gpu.ops.linalg.matvec_plan`: 1 to 3
+    their columns together a matvec launch (:func:`~webnn_gpu.ops.linalg.matvec_plan`: 1 to 4
     rows, a reduction of at least ``MATVEC_MIN_K``; B as words, in a uniform buffer or a
-    texture: ``context``'s features decide, as at lowering)."""
+    texture: ``context``'s subgroups, profile, limits and features decide, as at lowering:
+    :func:`~webnn_gpu.ops.linalg.plan_context`)."""
     if len(nodes) < 2 or not all(head_ok(n) for n in nodes):
         return False
     shapes = [_shape(n) for n in nodes]
@@ -66,9 +66,7 @@ def head_group(nodes: list, lanes: int, context) -> bool:
         return False
     M, K = shapes[0][0], shapes[0][1]
     n_all = sum(-(-n // 4) * 4 for _, _, n in shapes)
-    lc = SimpleNamespace(subgroup=lanes, tuning="lane-loop", limits=context.limits,
-                         features=getattr(context, "features", ()))
-    return matvec_plan(lc, M, n_all, K) is not None
+    return matvec_plan(plan_context(context), M, n_all, K) is not None
 
 
 def fuse_heads(nodes: list, outputs: dict, context=None) -> list:
@@ -100,7 +98,7 @@ def fuse_heads(nodes: list, outputs: dict, context=None) -> list:
         if ok:  # those of the first one's rows, K and data type
             key = (_shape(ok[0])[:2], ok[0].outputs[0].data_type)
             ok = [n for n in ok if (_shape(n)[:2], n.outputs[0].data_type) == key]
-        if not head_group(ok, lanes, context):
+        if not head_group(ok, context):
             continue
         bound = 2 + sum(v is not None for n in ok for v in n.inputs[2:]) + len(ok)  # A, B, operands, outputs
         if bound > limit:

@@ -7,8 +7,9 @@ product's bias and activation its epilogue steps)::
     y_1 = ep_1(conv2d(x, W_1) + b_1)     the same x (the same value, not another view of it),
     ...                                  window, strides, padding and dilations; constant W_1
 
-or matmul / gemm of more than 3 rows of the same A by constant 2-D B (a transformer's
-projections of one input), where the epilogues are the same steps apart from per-channel
+or matmul / gemm of the same A by constant 2-D B (a transformer's projections of one input;
+not products of a few rows that ``matmul/matvec.wgsl`` takes on the device and ``fuse_heads``
+merges: :func:`heads_take`), where the epilogues are the same steps apart from per-channel
 constants (a bias, PReLU slopes, a per-channel scale): a detector's classifier and box
 regressor on one feature map, a block's two branches. Each product alone is a tile launch, and on lavapipe a launch costs about 45-70
 us of wall time whatever it computes, most of a small head's time. As one ``siblings`` node the
@@ -34,9 +35,9 @@ from .._ir import GraphView, Node, Value
 from ..compiler.rules._common import _max_bindings, place_merged, shared_input_operands
 from ..ops import _epilogue
 from ..ops._registry import lowering
-from ..ops.conv import _conv_epilogue, _conv_variant, _geometry
-from ..ops.linalg import (FLOATS, LOOP_BUDGET, MATVEC_MAX_M, _sg_tile, constant_array, k_chunks, make_constant,
-                          tile_kernel, tile_loop_iterations)
+from ..ops.conv import _conv_epilogue, _conv_variant, _geometry, matvec_conv_plan
+from ..ops.linalg import (FLOATS, LOOP_BUDGET, _sg_tile, constant_array, k_chunks, make_constant, matvec_head,
+                          matvec_plan, plan_context, tile_kernel, tile_loop_iterations)
 from ._attrs import FusedAttrs
 
 #: Attributes a product may carry as a sibling (any other one, an input prologue, a pool output,
@@ -97,10 +98,28 @@ def _own_steps(node: Node) -> list | None:
     return out
 
 
-def _parts(node: Node, tuning: str = "default") -> tuple[np.ndarray, np.ndarray | None] | None:
+def heads_take(node: Node, lc) -> bool:
+    """Whether product ``node`` is one that ``matmul/matvec.wgsl`` takes on the device of ``lc``
+    (:func:`~webnn_gpu.ops.linalg.plan_context`; the lowering's own test:
+    :func:`~webnn_gpu.ops.conv.matvec_conv_plan` for a conv, :func:`~webnn_gpu.ops.linalg.matvec_plan`
+    for a matmul or gemm) and that ``fuse_heads`` may merge with its siblings
+    (:func:`~webnn_gpu.ops.linalg.matvec_head`: not a gathered conv window). Such products are
+    left to matvec (one launch with their siblings); any other one, a windowed conv matvec would
+    take alone among them, stays a sibling: one tile launch instead of one matvec launch each."""
+    head = matvec_head(node)
+    if head is None:
+        return False
+    if node.op == "conv2d":
+        return matvec_conv_plan(lc, node) is not None
+    return matvec_plan(lc, head[0], head[2], head[1]) is not None
+
+
+def _parts(node: Node, lc=None) -> tuple[np.ndarray, np.ndarray | None] | None:
     """``(B, bias)`` of ``node`` as a sibling, or None where it cannot be one: B the constant
     filter as ``[KH, KW, C, O]`` (a matmul's or gemm's ``[1, 1, K, N]``), ``bias`` its bias
-    (a gemm's ``beta * c``) as ``[O]`` or None. Conditions: see :func:`sibling_ok`."""
+    (a gemm's ``beta * c``) as ``[O]`` or None. Conditions: see :func:`sibling_ok` (``lc``:
+    :func:`~webnn_gpu.ops.linalg.plan_context` of the rule's context; None: no device's,
+    as at lowering, where the products are chosen already)."""
     if node.op not in _SIBLING_ATTRS or len(node.outputs) != 1 or any(k not in _SIBLING_ATTRS[node.op]
                                                                       for k in node.attrs):
         return None
@@ -112,13 +131,16 @@ def _parts(node: Node, tuning: str = "default") -> tuple[np.ndarray, np.ndarray 
     w, bias = constant_array(f), constant_array(c) if c is not None else None
     if w is None or (c is not None and bias is None):
         return None
+    lc = plan_context(None) if lc is None else lc
+    if heads_take(node, lc):
+        return None  # (matvec's, and fuse_heads merges those)
     if node.op == "conv2d":
         if node.attrs["input_layout"] != "nhwc" or node.attrs["groups"] != 1 or _env.force("conv"):
             return None
         g = _geometry(node)
-        variant = _conv_variant(g, "nhwc", tuning)
-        if variant not in ("pointwise", "gemm") or g["NB"] * g["OH"] * g["OW"] <= MATVEC_MAX_M:
-            return None  # (a product of a few rows is matvec's, and fuse_heads merges those)
+        variant = _conv_variant(g, "nhwc", lc.tuning)
+        if variant not in ("pointwise", "gemm"):
+            return None
         if (k_chunks(g["C"]) if variant == "pointwise" else
                 tile_loop_iterations(g["C"], g["KH"], g["KW"]) > LOOP_BUDGET):
             return None
@@ -128,7 +150,7 @@ def _parts(node: Node, tuning: str = "default") -> tuple[np.ndarray, np.ndarray 
     if len(x.shape) < 2 or len(f.shape) != 2 or tuple(y.shape[:-1]) != tuple(x.shape[:-1]):
         return None
     M, K = int(np.prod(x.shape[:-1])), x.shape[-1]
-    if M <= MATVEC_MAX_M or k_chunks(K) is not None or _env.force("matmul") not in ("", "tile"):
+    if k_chunks(K) is not None or _env.force("matmul") not in ("", "tile"):
         return None  # (a forced variant other than the tile kernel runs each product alone)
     mat = w.reshape(f.shape)
     if node.op == "gemm":
@@ -146,16 +168,18 @@ def _parts(node: Node, tuning: str = "default") -> tuple[np.ndarray, np.ndarray 
     return mat.reshape(1, 1, K, -1), bias
 
 
-def sibling_ok(node: Node, tuning: str = "default") -> bool:
-    """Whether ``node`` can be one product of a ``siblings`` node: an NHWC conv2d of one group on
-    the tile kernel (pointwise or implicit GEMM, not the block, depthwise, direct or matvec
-    kernels, nor a reduction split over launches), or a matmul or gemm of more than 3 rows of a
-    row-major A by a constant 2-D B (gemm: A not transposed, alpha 1, c a constant per column,
-    beta 1 in float16; no forced matmul variant but the tile kernel);
+def sibling_ok(node: Node, lc=None) -> bool:
+    """Whether ``node`` can be one product of a ``siblings`` node on the device of ``lc``
+    (:func:`~webnn_gpu.ops.linalg.plan_context` of the rule's context): an NHWC conv2d of one
+    group on the tile kernel (pointwise or implicit GEMM, not the block, depthwise or direct
+    kernels, nor a reduction split over launches), or a matmul or gemm of a row-major A by a
+    constant 2-D B (gemm: A not transposed, alpha 1, c a constant per column, beta 1 in float16;
+    no forced matmul variant but the tile kernel); not a product that matvec takes and
+    ``fuse_heads`` may merge (:func:`heads_take`: a few rows, where the device runs matvec);
     with a constant filter and bias, float32 or float16 throughout, no attribute but its own and
     its epilogue, and epilogue steps that are unary or read a per-channel constant
     (:func:`_own_steps`)."""
-    return _parts(node, tuning) is not None and _own_steps(node) is not None
+    return _parts(node, lc) is not None and _own_steps(node) is not None
 
 
 def _key(node: Node) -> tuple:
@@ -207,11 +231,11 @@ def fuse_siblings(nodes: list, outputs: dict, context=None) -> list:
     """
     if _env.force_choice("siblings", ("off",)) == "off":
         return nodes
-    tuning = getattr(context, "_tuning", "default") if context is not None else "default"
+    lc = plan_context(context)
     g = GraphView(nodes, outputs)
     groups: dict[tuple, list[Node]] = {}
     for n in nodes:
-        if n.op in _SIBLING_ATTRS and sibling_ok(n, tuning):
+        if n.op in _SIBLING_ATTRS and sibling_ok(n, lc):
             groups.setdefault(_key(n), []).append(n)
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()

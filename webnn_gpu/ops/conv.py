@@ -64,10 +64,11 @@ from ..builder import MLGraphBuilder, MLOperand, Value
 from . import _epilogue
 from ._registry import builder_method, lowering, support
 from .elementwise import literal
-from .linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, SMALL_MAX_OUTPUTS, Shown, check_loops, choose_tile,
-                     choose_tile_sg,
+from .linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, MATVEC_MIN_KN_TALL, SMALL_MAX_OUTPUTS, Shown, check_loops,
+                     choose_tile, choose_tile_sg,
                      constant_array, deep_ok, dense_tile_rows, given_operand, k_chunks, lower_split_k, make_constant,
-                     matvec_kernel, matvec_plan, tile_kernel, tile_loop_iterations, uniform_copy, wgsl_type)
+                     matvec_kernel, matvec_plan, matvec_window, tile_kernel, tile_loop_iterations, uniform_copy,
+                     wgsl_type)
 
 INPUT_LAYOUTS = ("nchw", "nhwc")
 CONV2D_FILTER_LAYOUTS = ("oihw", "hwio", "ohwi", "ihwo")
@@ -2469,32 +2470,57 @@ def lower_conv2d(node, lc) -> None:
 
 
 
-def _matvec_conv(lc, node, g: dict, variant: str) -> bool:
-    """Lower an NHWC conv2d of one group with a constant filter as one ``matmul/matvec.wgsl``
-    launch (:func:`webnn_gpu.ops.linalg.matvec_kernel`) where its input is a few rows of a
-    product: a window that covers the whole input (one output pixel per image; a network's
-    last layer on its 1x1, 2x2 or 3x3 features) or a 1x1 conv on a few pixels, i.e. the input
-    read as ``[NB * OH * OW, KH * KW * C]`` rows; True when it did
-    (:func:`webnn_gpu.ops.linalg.matvec_plan` decides by size)."""
+def matvec_conv_plan(lc, node, g: dict | None = None, variant: str | None = None) -> tuple | None:
+    """``(plan, window, M, K, O)`` where ``matmul/matvec.wgsl`` takes NHWC conv2d ``node`` on the
+    device of ``lc`` (a lowering context, or :func:`webnn_gpu.ops.linalg.plan_context` of a
+    rule's one), else None: one group, a constant filter, no pool output or upsampled residual,
+    and its input a few rows of a product: a window that covers the whole input (one output pixel
+    per image; a network's last layer on its 1x1, 2x2 or 3x3 features) or a 1x1 conv on a few
+    pixels, i.e. the input read as ``[NB * OH * OW, KH * KW * C]`` rows (``window`` None); or any
+    other window (strides, dilations, padding) over a few output pixels whose input channels are a
+    multiple of 4, each pixel's window gathered as its row (``window``:
+    :func:`webnn_gpu.ops.linalg.matvec_window`), where the filter holds at least
+    :data:`~webnn_gpu.ops.linalg.MATVEC_MIN_KN_TALL` values or ``WEBNN_GPU_FORCE_MATMUL=matvec``
+    (not with ``WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW=off``); ``plan`` from
+    :func:`webnn_gpu.ops.linalg.matvec_plan`, which decides by size and device. The lowering
+    (:func:`_matvec_conv`) and the compiler's ``fuse_siblings`` both ask this."""
+    g = _geometry(node) if g is None else g
+    variant = _conv_variant(g, node.attrs["input_layout"], lc.tuning) if variant is None else variant
     if (variant not in ("gemm", "pointwise") or _env.force("conv") or node.attrs["input_layout"] != "nhwc"
-            or g["G"] != 1 or node.attrs.get("pool_output") or node.attrs.get("input_add_up2")):
-        return False
+            or g["G"] != 1 or node.attrs.get("pool_output") or node.attrs.get("input_add_up2")
+            or constant_array(node.inputs[1]) is None):
+        return None
     pointwise = (g["KH"] == g["KW"] == 1 and g["sh"] == g["sw"] == 1 and g["pt"] == g["pl"] == 0
                  and (g["OH"], g["OW"]) == (g["H"], g["W"]))
     whole = (g["OH"] == g["OW"] == 1 and (g["KH"], g["KW"]) == (g["H"], g["W"]) and g["pt"] == g["pl"] == 0
              and (g["dh"] == 1 or g["KH"] == 1) and (g["dw"] == 1 or g["KW"] == 1))
-    data = constant_array(node.inputs[1])
-    if not (pointwise or whole) or data is None:
-        return False
+    window = None
+    if not (pointwise or whole) and _env.force_choice("matmul_matvec_window", ("off",)) != "off":
+        window = matvec_window(g)
+    if not (pointwise or whole or window):
+        return None
     M, K, O = g["NB"] * g["OH"] * g["OW"], g["KH"] * g["KW"] * g["C"], g["O"]
+    if window and K * O < MATVEC_MIN_KN_TALL and _env.force("matmul") != "matvec":
+        return None  # gathered rows pay on a large B only (1 x 576 -> 96, 2 x 512 -> 96: 0.95-1.10 of the tile)
     plan = matvec_plan(lc, M, O, K)
-    if plan is None:
+    return None if plan is None else (plan, window, M, K, O)
+
+
+def _matvec_conv(lc, node, g: dict, variant: str) -> bool:
+    """Lower an NHWC conv2d as one ``matmul/matvec.wgsl`` launch
+    (:func:`webnn_gpu.ops.linalg.matvec_kernel`) where :func:`matvec_conv_plan` takes it; True
+    when it did."""
+    taken = matvec_conv_plan(lc, node, g, variant)
+    if taken is None:
         return False
+    plan, window, M, K, O = taken
+    data = constant_array(node.inputs[1])
+    assert data is not None  # matvec_conv_plan checked it
     perm = [node.attrs["filter_layout"].index(ch) for ch in "hwio"]
     b = np.transpose(data, perm).reshape(K, O)
     out = node.outputs[0]
     matvec_kernel(lc, node.inputs[0], b, out, M=M, N=O, K=K, a_rs=K, o_rs=O,
-                  epilogue=_conv_epilogue(node, out, "nhwc"), plan=plan)
+                  epilogue=_conv_epilogue(node, out, "nhwc"), plan=plan, window=window)
     return True
 
 

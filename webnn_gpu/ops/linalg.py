@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -928,10 +929,10 @@ def lower_split_k(lc, node, a: Value, b: Value, ep, chunks: tuple[int, int], *, 
 
 
 #: Products of at most this many rows with a constant B take ``matmul/matvec.wgsl``
-#: (:func:`matvec_kernel`) on the "lane-loop" profile with subgroups (from 4 rows the tile
-#: kernel's subgroup variant shares B's loads between rows: 4 x 128 -> 64 and 4 x 288 -> 288 took
-#: 1.05-1.10 of its CPU time in matvec) ...
-MATVEC_MAX_M = 3
+#: (:func:`matvec_kernel`) on the "lane-loop" profile with subgroups (past 4 rows the tile
+#: kernel's subgroup variant shares B's loads between rows: 8 and 16 rows took 1.0-2.1 of its
+#: time in matvec; ``WEBNN_GPU_FORCE_MATMUL_MATVEC_ROWS=N`` takes at most N) ...
+MATVEC_MAX_M = 4
 #: ... and at most this many columns: past it the tile kernel's column tiles give every thread
 #: a share already and measured as fast (1 x 288 -> 1404, 1 x 256 -> 784: 0.97-1.0) or faster
 #: (1 x 4096 -> 1000: 1.1x the tile kernel's time in matvec).
@@ -940,6 +941,16 @@ MATVEC_MAX_N = 512
 #: subgroup's sum and stores outweigh it (1 x 64 -> 512 1.27x, 1 x 128 -> 300 1.25x, 2 x 96 -> 400
 #: 1.08x the tile kernel's time; 3 x 256 -> 500 0.91x, 1 x 16384 -> 8 0.48x).
 MATVEC_MIN_K = 256
+#: ... and from this many rows on a reduction of at least :data:`MATVEC_MIN_K_TALL` and a B of at
+#: least :data:`MATVEC_MIN_KN_TALL` values (K x N): below, the tile kernel's subgroup variant,
+#: which shares B between rows, is as fast (4 x 256 -> 256, 4 x 288 -> 288, 4 x 288 -> 195 and
+#: 4 x 512 -> 64 took 0.96-1.07 of its time in matvec, and iris_landmark's 2x2 stride-2 convs
+#: on 4 x 4 pixels, 4 x 512 -> 64, 1.05-1.26 inside the model), above it is not (4 x 512 -> 213
+#: and 512 0.68-0.90, 4 x 1024 -> 128 0.87-0.91, 4 x 1152 -> 213 0.70-0.83, 4 x 4608 -> 64 0.72,
+#: 4 x 4608 -> 512 0.74-0.77).
+MATVEC_TALL_M = 4
+MATVEC_MIN_K_TALL = 512
+MATVEC_MIN_KN_TALL = 100_000
 #: ... and at least this many multiply-adds (below, the launch's ~45 us is all of it and
 #: ``matmul/small.wgsl`` serves every such shape with one pipeline), except on the "lane-loop"
 #: profile with ``shader-int64``, where B is read as words or from a uniform buffer
@@ -956,32 +967,78 @@ MATVEC_WORDS = True
 #: subgroups for :data:`MATVEC_WORKGROUPS` workgroups (lavapipe runs a workgroup on one thread).
 MATVEC_MIN_GROUPS = 16
 MATVEC_CN = (4, 2, 1)
+#: A launch of several rows whose column groups would be single vec4 columns (fewer than
+#: 2 x :data:`MATVEC_MIN_GROUPS` of them) takes fewer, wider groups, at least this many: each
+#: lane loads its M vec4s of A per step for every group, so with M rows A's loads outweigh B's
+#: (2 and 4 x 4608 -> 64:
+#: 4 groups of 4 columns 0.72-0.76 of 16 of 1, 2 and 4 x 512 -> 64 0.88-0.90, 3 x 512 -> 64
+#: 0.95-1.0; ``WEBNN_GPU_FORCE_MATMUL_MATVEC_GROUPS=16`` keeps :data:`MATVEC_MIN_GROUPS`).
+MATVEC_ROWS_GROUPS = 4
 MATVEC_WORKGROUPS = 8
 MATVEC_MAX_WORKGROUP = 64
 
 
+def matvec_rows() -> int:
+    """The most rows a ``matmul/matvec.wgsl`` launch takes: :data:`MATVEC_MAX_M`, or
+    ``WEBNN_GPU_FORCE_MATMUL_MATVEC_ROWS=N`` (at most 16: the kernel unrolls its rows)."""
+    forced = _env.force("matmul_matvec_rows")
+    if not forced:
+        return MATVEC_MAX_M
+    if not forced.isdigit() or not 1 <= int(forced) <= 16:
+        raise ValueError(f"WEBNN_GPU_FORCE_MATMUL_MATVEC_ROWS={forced!r}: expected 1 to 16")
+    return int(forced)
+
+
+def matvec_rows_ok(M: int, K: int, N: int) -> bool:
+    """Whether an M x K by K x N product has rows :func:`matvec_plan` may take: at most
+    :func:`matvec_rows`, and from :data:`MATVEC_TALL_M` on a large B (the device and the other
+    limits aside: :func:`matvec_plan` decides)."""
+    return M <= matvec_rows() and (M < MATVEC_TALL_M or K >= MATVEC_MIN_K_TALL and K * N >= MATVEC_MIN_KN_TALL)
+
+
+def plan_context(context) -> SimpleNamespace:
+    """What :func:`matvec_plan` (and the lowerings that ask it) read of a lowering context, from
+    a compiler rule's ``context`` (an ``MLContext``, or None: no subgroups, the "default"
+    profile): ``subgroup``, ``tuning``, ``limits`` and ``features``, as the build's lowering
+    will see them."""
+    return SimpleNamespace(subgroup=getattr(context, "_subgroup", 0), tuning=getattr(context, "_tuning", "default"),
+                           limits=getattr(context, "limits", {}), features=getattr(context, "features", ()))
+
+
 def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
     """(CN, workgroup) of a ``matmul/matvec.wgsl`` launch for an M x K by K x N product, or None
-    where the tile kernel serves it: more than :data:`MATVEC_MAX_M` rows or
-    :data:`MATVEC_MAX_N` columns, a reduction shorter than :data:`MATVEC_MIN_K`, fewer than
+    where the tile kernel serves it: more than :func:`matvec_rows` rows or
+    :data:`MATVEC_MAX_N` columns, a reduction shorter than :data:`MATVEC_MIN_K` (from
+    :data:`MATVEC_TALL_M` rows on :data:`MATVEC_MIN_K_TALL`, with a B of at least
+    :data:`MATVEC_MIN_KN_TALL` values), fewer than
     :data:`MATVEC_MIN_MACS` multiply-adds unless B is read as words or from a uniform buffer
     (``shader-int64`` in ``lc.features`` and no ``WEBNN_GPU_FORCE_MATMUL_MATVEC_B=texture|storage``:
     :func:`matvec_words`), no subgroup lanes (:func:`subgroup_lanes`) or
     another tuning profile than "lane-loop", an invocation's loop past :data:`LOOP_BUDGET`,
     ``WEBNN_GPU_FORCE_MATMUL_MATVEC=off`` or a forced ``WEBNN_GPU_FORCE_MATMUL`` variant other
-    than ``matvec`` (which takes every product of at most :data:`MATVEC_MAX_M` rows)."""
+    than ``matvec`` (which takes every product of at most :func:`matvec_rows` rows whatever its
+    size, on a device with subgroup lanes and the "lane-loop" profile, within
+    :data:`LOOP_BUDGET`; a conv's gathered window also needs channels that are a multiple of 4:
+    :func:`webnn_gpu.ops.conv.matvec_conv_plan`).
+    Column groups: :data:`MATVEC_MIN_GROUPS` of the most columns (:data:`MATVEC_CN`), or for
+    several rows where those would be single vec4 columns, :data:`MATVEC_ROWS_GROUPS`
+    (``WEBNN_GPU_FORCE_MATMUL_MATVEC_GROUPS=16`` keeps :data:`MATVEC_MIN_GROUPS`; any other value
+    raises, as does any other ``WEBNN_GPU_FORCE_MATMUL_MATVEC`` than ``off``)."""
     forced = _env.force("matmul")
     lanes = getattr(lc, "subgroup", 0)
-    if (forced and forced != "matvec" or _env.force("matmul_matvec") == "off" or not lanes
-            or lc.tuning != "lane-loop" or not 1 <= M <= MATVEC_MAX_M):
+    if (forced and forced != "matvec" or _env.force_choice("matmul_matvec", ("off",)) == "off" or not lanes
+            or lc.tuning != "lane-loop" or not 1 <= M <= matvec_rows()):
         return None
-    if forced != "matvec" and (M * N * K < MATVEC_MIN_MACS and not _words_on(lc) or K < MATVEC_MIN_K):
+    if forced != "matvec" and (M * N * K < MATVEC_MIN_MACS and not _words_on(lc) or K < MATVEC_MIN_K
+                               or not matvec_rows_ok(M, K, N)):
         return None
     k4 = -(-K // 4)
     if -(-k4 // lanes) + 8 > LOOP_BUDGET:
         return None
     n4 = -(-N // 4)
     cn = next((c for c in MATVEC_CN if -(-n4 // c) >= MATVEC_MIN_GROUPS), MATVEC_CN[-1])
+    if M > 1 and cn == 1 and _env.force_choice("matmul_matvec_groups", (str(MATVEC_MIN_GROUPS),)) == "":
+        cn = next((c for c in MATVEC_CN if -(-n4 // c) >= MATVEC_ROWS_GROUPS), 1)
     groups = -(-n4 // cn)
     packed = groups * cn * 4 * -(-k4 // lanes) * lanes * 4  # matvec_pack's floats
     if forced != "matvec" and N > MATVEC_MAX_N and not texture_fits(lc, packed):
@@ -1048,25 +1105,53 @@ def exact_f16(b: np.ndarray, *, subnormals: bool = False) -> bool:
 
 
 def matvec_kernel(lc, a: Value, b: np.ndarray, out: Value, *, M: int, N: int, K: int, a_rs: int, o_rs: int,
-                  epilogue, plan: tuple[int, int]) -> None:
+                  epilogue, plan: tuple[int, int], window: dict | None = None) -> None:
     """Add one ``matmul/matvec.wgsl`` launch: out[m, n] = epilogue(sum_k A[m, k] B[k, n]) for
-    the M rows of A (row m at element m * ``a_rs``, k contiguous) and the constant ``b`` (a
-    [K, N] array), out's row m at element m * ``o_rs``; ``plan`` from :func:`matvec_plan`.
+    the M rows of A (row m at element m * ``a_rs``, k contiguous; or with ``window``
+    (:func:`matvec_window`) the windows of an NHWC conv's output pixels, gathered) and the
+    constant ``b`` (a [K, N] array), out's row m at element m * ``o_rs``; ``plan`` from
+    :func:`matvec_plan`.
 
     On Mesa 22's lavapipe a one-row product is bound by its loads of B (each a loop over the
     SIMD lanes) and by how many threads share them: the tile kernel gives such a product one
     invocation per column tile (4 invocations for 63 columns), this kernel a subgroup per
     :data:`MATVEC_CN` vec4 columns with the reduction split over its lanes."""
-    matvec_heads_kernel(lc, a, [(b, out, o_rs, epilogue)], M=M, K=K, a_rs=a_rs, plan=plan)
+    matvec_heads_kernel(lc, a, [(b, out, o_rs, epilogue)], M=M, K=K, a_rs=a_rs, plan=plan, window=window)
 
 
-def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int, plan: tuple[int, int]) -> None:
+def matvec_window(g: dict) -> dict | None:
+    """The rows of an NHWC conv2d (geometry ``g``: :func:`webnn_gpu.ops.conv._geometry`, one
+    group) as gathers for ``matmul/matvec.wgsl`` (its ``win`` context), or None where its input
+    channels are not a multiple of 4 (a vec4 of A is 4 channels of one tap): row m is output
+    pixel m (``(n * OH + oy) * OW + ox``), its k step s the vec4 ``s % C4`` of channels at tap
+    ``(s / C4 / KW, s / C4 % KW)``, i.e. the filter as ``[KH * KW * C, O]`` (hwio). Each row
+    carries its window's first vec4 (``base``, negative where padding precedes it) and its top
+    left input pixel; ``ty`` / ``tx`` where its window reaches past the input's rows / columns
+    (those taps read zeros, selected: no branch)."""
+    if g["C"] % 4:
+        return None
+    C4, H, W = g["C"] // 4, g["H"], g["W"]
+    rows = []
+    for n in range(g["NB"]):
+        for oy in range(g["OH"]):
+            for ox in range(g["OW"]):
+                y0, x0 = oy * g["sh"] - g["pt"], ox * g["sw"] - g["pl"]
+                rows.append({"base": ((n * H + y0) * W + x0) * C4, "y0": y0, "x0": x0,
+                             "ty": y0 < 0 or y0 + (g["KH"] - 1) * g["dh"] >= H,
+                             "tx": x0 < 0 or x0 + (g["KW"] - 1) * g["dw"] >= W})
+    return {"C4": C4, "KW": g["KW"], "H": H, "W": W, "dh": g["dh"], "dw": g["dw"], "ky4": g["dh"] * W * C4,
+            "kx4": g["dw"] * C4, "last": g["NB"] * H * W * C4 - 1, "rows": rows}
+
+
+def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int, plan: tuple[int, int],
+                        window: dict | None = None) -> None:
     """Add one ``matmul/matvec.wgsl`` launch for several products of the same rows of A (row m
     at element m * ``a_rs``): ``heads`` lists per product ``(b, out, o_rs, epilogue)``, ``b`` its
     constant [K, N] array, ``out`` its output (row m at element m * ``o_rs``) and ``epilogue``
     its own (:func:`webnn_gpu.ops._epilogue.build`, named apart where there are several). The
     products' columns are side by side in one packed B, each from a whole column group on;
-    ``plan`` (:func:`matvec_plan`) for all their columns together."""
+    ``plan`` (:func:`matvec_plan`) for all their columns together; ``window``: A's rows
+    gathered from a conv's input (:func:`matvec_window`)."""
     cn, workgroup = plan
     lanes = lc.subgroup
     ctx_heads, g0, parts = [], 0, []
@@ -1094,6 +1179,7 @@ def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int,
     tex = texture_copy(lc, bp) if ubo is None and not words else None
     bp = ubo if ubo is not None else tex if tex is not None else bp
     a_vec = K % 4 == 0 and a_rs % 4 == 0
+    assert window is None or a_vec and len(window["rows"]) == M, "matvec_window: whole vec4s, a row each"
     k4 = -(-K // 4)
     operands = [op for _, _, _, ep in heads for op in ep.operands]
     outs = [(h["out"], out) for h, (_, out, _, _) in zip(ctx_heads, heads)]
@@ -1102,10 +1188,11 @@ def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int,
                      K4=k4, KT=-(-k4 // lanes), CN=cn, G=g0, a_vec=a_vec, a_rs=a_rs, a_rs4=a_rs // 4,
                      heads=ctx_heads, fns=_epilogue.merged_functions(*[ep for _, _, _, ep in heads]),
                      b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
-                     b_texture=tex.texture_width.bit_length() - 1 if tex is not None else 0, b_words=words)
+                     b_texture=tex.texture_width.bit_length() - 1 if tex is not None else 0, b_words=words,
+                     win=window)
     n_all = sum(h["N"] for h in ctx_heads)
     step.flops = 2 * M * n_all * K
-    what = "matvec" if len(heads) == 1 else f"matvec {len(heads)} heads"
+    what = ("matvec" if len(heads) == 1 else f"matvec {len(heads)} heads") + (" win" if window else "")
     step.note = _size_note(M, K, n_all, 1, 1, 1, f"{what} {cn}x{workgroup}")
 
 
@@ -1681,7 +1768,7 @@ def matvec_head(node) -> tuple[int, int, int, np.ndarray, list] | None:
     a, b, out = node.inputs[0], node.inputs[1], node.outputs[0]
     if out.data_type not in FLOATS or a.data_type != out.data_type or b.data_type != out.data_type:
         return None
-    if b.kind != "constant" or math.prod(out.shape[:-1]) > MATVEC_MAX_M:  # before any copy of B
+    if b.kind != "constant" or math.prod(out.shape[:-1]) > matvec_rows():  # before any copy of B
         return None
     data = constant_array(b)
     if node.op == "conv2d":
