@@ -41,20 +41,32 @@
 {% if T == "f16" %}
 enable f16;
 {% endif %}
+{% set WT = ("vec2<u64>" if T == "f32" else "u64") if x64 else "vec4<f32>" %}
 {% if x64 %}
-@group(0) @binding(0) var<storage, read> x: array<{{ "vec2<u64>" if T == "f32" else "u64" }}>;
+@group(0) @binding(0) var<storage, read> x: array<{{ WT }}>;
 {% else %}
 {{ tl.decl(0, "x", T, true, false) }}
 {% endif %}
+{% if x64 and not w1_uniform %}
+@group(0) @binding(1) var<storage, read> w1: array<{{ WT }}>;
+{% else %}
 {{ tl.weights(1, "w1", T, true, w1_uniform) }}
+{% endif %}
 {{ tl.epilogue_decls(ep1, 2) }}
 {% set f_at = 2 + ep1.operands | length %}
 {{ tl.weights(f_at, "f", T, true, f_uniform) }}
 {{ tl.epilogue_decls(ep2, f_at + 1) }}
 {% set o_at = f_at + 1 + ep2.operands | length %}
+{% if x64 %}
+@group(0) @binding({{ o_at }}) var<storage, read_write> out: array<{{ WT }}>;
+{% if keep %}
+@group(0) @binding({{ o_at + 1 }}) var<storage, read_write> keep: array<{{ WT }}>;
+{% endif %}
+{% else %}
 {{ tl.decl(o_at, "out", T, true, true) }}
 {% if keep %}
 {{ tl.decl(o_at + 1, "keep", T, true, true) }}
+{% endif %}
 {% endif %}
 {{ epl.defs(fns) }}
 {% if not ep1.empty %}{{ ep1.code }}{% endif %}
@@ -66,7 +78,8 @@ enable f16;
 {% endif %}
 
 // the pointwise output of this workgroup's channel block: pixel p's vec4 c at p * CB4 + c
-var<workgroup> mid: array<vec4<f32>, {{ HW * CB4 }}>;
+// (x64: as words of T, the same bits: the values are rounded to T already)
+var<workgroup> mid: array<{{ WT }}, {{ HW * CB4 }}>;
 
 @compute @workgroup_size({{ WG }})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) li: u32) {
@@ -92,18 +105,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) 
 {% endfor %}
       for (var k = 0u; k < {{ K4 }}u; k = k + 1u) {
 {% for t in range((4 * CB4 + WG - 1) // WG) %}
-        let bl{{ t }} = vec4<f32>(w1[4u * k * {{ N4 }}u + bo{{ t }}]);
-{% endfor %}
-{% for r in range(4) %}
-{% for j in range(CB4) %}
-        let b{{ r }}_{{ j }} = subgroupBroadcast(bl{{ (r * CB4 + j) // WG }}, {{ (r * CB4 + j) % WG }}u);
-{% endfor %}
+        let bl{{ t }} = {{ "w_up" if x64 and not w1_uniform else "vec4<f32>" }}(w1[4u * k * {{ N4 }}u + bo{{ t }}]);
 {% endfor %}
 {% for i in range(TP) %}
         let a{{ i }} = {{ "w_up" if x64 else "vec4<f32>" }}(x[xr{{ i }} + k]);
-{% for j in range(CB4) %}
-        c{{ i }}_{{ j }} = c{{ i }}_{{ j }} + a{{ i }}.x * b0_{{ j }} + a{{ i }}.y * b1_{{ j }} + a{{ i }}.z * b2_{{ j }} + a{{ i }}.w * b3_{{ j }};
 {% endfor %}
+        // one column block at a time: its 4 weight vectors broadcast, its TP accumulators updated
+        // (only one block's weights live across the pixels)
+{% for j in range(CB4) %}
+        {
+{% for r in range(4) %}
+          let b{{ r }} = subgroupBroadcast(bl{{ (r * CB4 + j) // WG }}, {{ (r * CB4 + j) % WG }}u);
+{% endfor %}
+{% for i in range(TP) %}
+          c{{ i }}_{{ j }} = c{{ i }}_{{ j }} + a{{ i }}.x * b0 + a{{ i }}.y * b1 + a{{ i }}.z * b2 + a{{ i }}.w * b3;
+{% endfor %}
+        }
 {% endfor %}
       }
 {% for i in range(TP) %}
@@ -116,9 +133,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) 
         {
           let o = (n * {{ HW }}u + p0 + {{ i }}u) * {{ 4 * N4 }}u + 4u * (cg + {{ j }}u);
           let e = vec4<{{ T }}>({{ ep_v4(ep1, "c" ~ i ~ "_" ~ j, "o", "4u * (cg + " ~ j ~ "u)", "q" ~ j ~ "_") }});
+{% if x64 %}
+          let ew = w_pk(vec4<f32>(e));
+          mid[(p0 + {{ i }}u) * {{ CB4 }}u + {{ j }}u] = ew;
+{% if keep %}
+          keep[o / 4u] = ew;
+{% endif %}
+{% else %}
           mid[(p0 + {{ i }}u) * {{ CB4 }}u + {{ j }}u] = vec4<f32>(e);
 {% if keep %}
           keep[o / 4u] = e;
+{% endif %}
 {% endif %}
         }
 {% endfor %}
@@ -127,11 +152,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) 
     }
   }
   workgroupBarrier();
+{% if skip2 %}
+  if (li < 99u) { return; }
+{% endif %}
   // ---- 2. the depthwise conv from mid: an item is {{ TW }} output columns of every output row for
   // channel vec4 li % CB4 (its taps and epilogue operands loaded once), walked down the rows as
   // conv/depthwise.wgsl does: iteration i adds input rows i sh - pt + j (j in jrows) into the
   // {{ A }} accumulator slots still open (slot m: output row i - m), stores the oldest, moves them down
   {
+{% if wloop %}
+    // CB4 does not divide the workgroup: item it is channel vec4 it % CB4 of column block it / CB4
+    for (var it = li; it < {{ CB4 * (OW // TW) }}u; it = it + {{ WG }}u) {
+      let c4 = it % {{ CB4 }}u;
+      let ow0 = (it / {{ CB4 }}u) * {{ TW }}u;
+      let gc = wid.x * {{ CB4 }}u + c4;
+{% for kh in range(KH) %}
+{% for kw in range(KW) %}
+      let w{{ kh }}_{{ kw }} = vec4<f32>(f[{{ (kh * KW + kw) * N4 }}u + gc]);
+{% endfor %}
+{% endfor %}
+{{ hoist_q4(ep2, "q", "4u * gc") }}
+{% else %}
     let c4 = li % {{ CB4 }}u;
     let gc = wid.x * {{ CB4 }}u + c4;
 {% for kh in range(KH) %}
@@ -142,6 +183,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) 
 {{ hoist_q4(ep2, "q", "4u * gc") }}
     for (var it = li / {{ CB4 }}u; it < {{ OW // TW }}u; it = it + {{ WG // CB4 }}u) {
       let ow0 = it * {{ TW }}u;
+{% endif %}
       let iw0 = i32(ow0 * {{ sw }}u) - {{ pl }};
 {% for s in seg %}
       let cx{{ s }} = iw0 + {{ s }};
@@ -159,7 +201,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) 
         let rok{{ j }} = u32(yb + {{ j }}) < {{ H }}u;
         let rb{{ j }} = select(0u, u32(yb + {{ j }}), rok{{ j }}) * {{ W * CB4 }}u;
 {% for s in seg %}
-        let v{{ j }}_{{ s }} = select(vec4<f32>(0.0), mid[rb{{ j }} + ci{{ s }}], rok{{ j }} && cok{{ s }});
+        let v{{ j }}_{{ s }} = select(vec4<f32>(0.0), {{ "w_up" if x64 }}(mid[rb{{ j }} + ci{{ s }}]), rok{{ j }} && cok{{ s }});
 {% endfor %}
 {% endfor %}
 {% for kh, j, m in taps %}
@@ -178,7 +220,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) 
 {% for p in range(TW) %}
           {
             let o = (pr + {{ p }}u) * {{ 4 * N4 }}u + 4u * gc;
-            out[o / 4u] = vec4<{{ T }}>({{ ep_v4(ep2, "acc" ~ (A - 1) ~ "_" ~ p, "o", "4u * gc", "q") }});
+            out[o / 4u] = {{ "w_pk(vec4<f32>(" if x64 else "(" }}vec4<{{ T }}>({{ ep_v4(ep2, "acc" ~ (A - 1) ~ "_" ~ p, "o", "4u * gc", "q") }})));
           }
 {% endfor %}
         }

@@ -104,8 +104,7 @@ def pwdw_plan(g1: dict, g2: dict, wg_bytes: int) -> tuple[int, int, int] | None:
     not fit."""
     hw, n4 = g1["H"] * g1["W"], g1["O"] // 4
     cb_most = int(os.environ.get("PWDW_CB4", "8"))
-    fits = [d for d in range(1, n4 + 1) if n4 % d == 0 and PWDW_WORKGROUP % d == 0 and d <= cb_most
-            and hw * d * 16 <= wg_bytes]
+    fits = [d for d in range(1, n4 + 1) if n4 % d == 0 and d <= cb_most and hw * d * 16 <= wg_bytes]
     if not fits:
         return None
     cb4 = max(fits)
@@ -190,7 +189,7 @@ def lower_pw_depthwise(node, lc) -> None:
     step = lc.kernel("conv/pw_depthwise.wgsl", inputs, outputs, PWDW_WORKGROUP * (n4 // cb4) * g1["NB"],
                      workgroup=PWDW_WORKGROUP, groups=(n4 // cb4, g1["NB"], 1), T=wgsl_type(out.data_type),
                      K4=g1["C"] // 4, N4=n4, CB4=cb4, TP=tp, TW=tw, HW=hw, ITERS=-(-hw // per), ptail=hw % per != 0,
-                     x64=tile_words(lc, out.data_type), H=g1["H"],
+                     x64=tile_words(lc, out.data_type), H=g1["H"], wloop=PWDW_WORKGROUP % cb4 != 0, skip2=os.environ.get('PWDW_SKIP2') == '1',
                      W=g1["W"], OH=g2["OH"], OW=g2["OW"], WG=PWDW_WORKGROUP, seg=_segment(g2, tw),
                      w1_uniform=B_UNIFORM_FLOATS // 4 if w1u is not None else 0,
                      f_uniform=B_UNIFORM_FLOATS // 4 if fu is not None else 0,
