@@ -152,9 +152,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) 
     }
   }
   workgroupBarrier();
-{% if skip2 %}
-  if (li < 99u) { return; }
-{% endif %}
   // ---- 2. the depthwise conv from mid: an item is {{ TW }} output columns of every output row for
   // channel vec4 li % CB4 (its taps and epilogue operands loaded once), walked down the rows as
   // conv/depthwise.wgsl does: iteration i adds input rows i sh - pt + j (j in jrows) into the

@@ -37,6 +37,13 @@ log = logging.getLogger("webnn_gpu")
 
 #: Most pixels of the image (the workgroup holds them all for its channel block).
 PWDW_MAX_PIXELS = 256
+#: Most pointwise weights (input x output channels): past them the pointwise part, on a
+#: workgroup's block of 32 channels where the tile kernel takes 48 and more, loses more than the
+#: launch and the depthwise conv's loads save (benchmarks/pw_depthwise.py and in the models,
+#: kernel timestamps, the two forms alternating; docs/conv.md "A pointwise conv and its depthwise
+#: conv in one launch"): 48 x 288 ... 80 x 480 (up to 38K) ran 0.78-0.97 of the two kernels,
+#: 88 x 528, 112 x 672, 144 x 864 and 192 x 1152 (46K-221K) 0.95-1.22.
+PWDW_MAX_WEIGHTS = 40960
 #: Invocations per workgroup (one SIMD row of lavapipe's: a barrier switches no coroutines).
 PWDW_WORKGROUP = 8
 #: Fuse where the pointwise output is read elsewhere too (the kernel then stores it as well).
@@ -88,6 +95,8 @@ def pw_depthwise_ok(pw, dw) -> bool:
     if _conv_variant(g1, "nhwc") != "pointwise" or _conv_variant(g2, "nhwc") != "depthwise":
         return False
     if g2["O"] != g2["C"] or g2["C"] % 4 or g1["C"] % 4 or g1["H"] * g1["W"] > PWDW_MAX_PIXELS:
+        return False
+    if g1["C"] * g1["O"] > PWDW_MAX_WEIGHTS and _env.force("pwdw") != "on":
         return False
     return not any(st.get("input") == 0 for st in _epilogue.steps_of(dw))
 
@@ -189,7 +198,7 @@ def lower_pw_depthwise(node, lc) -> None:
     step = lc.kernel("conv/pw_depthwise.wgsl", inputs, outputs, PWDW_WORKGROUP * (n4 // cb4) * g1["NB"],
                      workgroup=PWDW_WORKGROUP, groups=(n4 // cb4, g1["NB"], 1), T=wgsl_type(out.data_type),
                      K4=g1["C"] // 4, N4=n4, CB4=cb4, TP=tp, TW=tw, HW=hw, ITERS=-(-hw // per), ptail=hw % per != 0,
-                     x64=tile_words(lc, out.data_type), H=g1["H"], wloop=PWDW_WORKGROUP % cb4 != 0, skip2=os.environ.get('PWDW_SKIP2') == '1',
+                     x64=tile_words(lc, out.data_type), H=g1["H"], wloop=PWDW_WORKGROUP % cb4 != 0,
                      W=g1["W"], OH=g2["OH"], OW=g2["OW"], WG=PWDW_WORKGROUP, seg=_segment(g2, tw),
                      w1_uniform=B_UNIFORM_FLOATS // 4 if w1u is not None else 0,
                      f_uniform=B_UNIFORM_FLOATS // 4 if fu is not None else 0,
