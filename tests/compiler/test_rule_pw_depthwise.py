@@ -172,3 +172,11 @@ def test_without_subgroups_of_8_nothing_fuses():
     for ctx in (None, SimpleNamespace(_subgroup=0, _tuning="lane-loop", limits={}),
                 SimpleNamespace(_subgroup=16, _tuning="lane-loop", limits={})):
         assert [n.op for n in fuse_pw_depthwise(ir.nodes, {"y": y}, ctx)] == ["conv2d", "conv2d"]
+
+
+def test_a_deep_pointwise_conv_stays_unless_forced(monkeypatch):
+    ir = IR()
+    _, _, y = _pair(ir, k=80)  # past PWDW_MAX_K: the tile kernel's deeper tiles win there
+    assert _ops(ir, y) == ["conv2d", "conv2d"]
+    monkeypatch.setenv("WEBNN_GPU_FORCE_PWDW", "on")
+    assert _ops(ir, y) == ["pw_depthwise"]

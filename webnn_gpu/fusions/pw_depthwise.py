@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 
 import numpy as np
 
@@ -29,7 +28,7 @@ from ..compiler.rules._common import _max_bindings, place_fused, ready_before
 from ..ops import _epilogue
 from ..ops._registry import lowering
 from ..ops.conv import _conv_epilogue, _conv_variant, _dw_taps, _geometry, _pointwise_matrix, _relayout, _segment
-from ..ops.linalg import (B_UNIFORM_FLOATS, FLOATS, constant_array, make_constant, tile_words, uniform_copy,
+from ..ops.linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, constant_array, make_constant, tile_words, uniform_copy,
                           wgsl_type)
 from ._attrs import FusedAttrs
 
@@ -37,22 +36,32 @@ log = logging.getLogger("webnn_gpu")
 
 #: Most pixels of the image (the workgroup holds them all for its channel block).
 PWDW_MAX_PIXELS = 256
-#: Most pointwise weights (input x output channels): past them the pointwise part, on a
-#: workgroup's block of 32 channels where the tile kernel takes 48 and more, loses more than the
-#: launch and the depthwise conv's loads save (benchmarks/pw_depthwise.py and in the models,
-#: kernel timestamps, the two forms alternating; docs/conv.md "A pointwise conv and its depthwise
-#: conv in one launch"): 48 x 288 ... 80 x 480 (up to 38K) ran 0.78-0.97 of the two kernels,
-#: 88 x 528, 112 x 672, 144 x 864 and 192 x 1152 (46K-221K) 0.95-1.22.
+#: Most input channels and weights (input x output channels) of the pointwise conv: the fused
+#: kernel's pointwise part works on a workgroup's block of 32 channels where the tile kernel
+#: takes 48 and more per lane, so it takes more time per multiply-add; the deeper the product,
+#: the more of that against what the launch and the depthwise conv's loads save. Measured
+#: (kernel timestamps, the two forms alternating in one process: benchmarks/knob_ab.py, 16
+#: rounds, and benchmarks/pw_depthwise.py; docs/conv.md "A pointwise conv and its depthwise conv
+#: in one launch"): K 48 and 64 (hand_landmark_lite, pose_landmark_full) 0.87 and 0.94 of the two
+#: kernels; K 80 (hand_landmark_full, pose_detection) 0.97-0.98, K 192 and 384 to 48 and 96
+#: channels (face_detection_full_range_sparse) 0.99, 88 x 528 ... 192 x 1152 alone 0.95-1.22.
+PWDW_MAX_K = 64
 PWDW_MAX_WEIGHTS = 40960
 #: Invocations per workgroup (one SIMD row of lavapipe's: a barrier switches no coroutines).
 PWDW_WORKGROUP = 8
 #: Fuse where the pointwise output is read elsewhere too (the kernel then stores it as well).
-#: Off: face_detection_full_range_sparse's kept pairs (12x12x48 -> 192, 6x6x96 -> 384) ran
-#: 230-460 us against 140-230 us as two kernels (docs/conv.md).
+#: Off: face_detection_full_range_sparse's kept pairs (12x12x48 -> 192, 6x6x96 -> 384: the
+#: intermediate is also the next block's residual) ran 1.09-1.41 of the two kernels (docs/conv.md).
 PWDW_KEEP = False
 #: Pixels per lane in the pointwise part: the one padding the image least (every lane runs every
 #: iteration), the larger on ties.
 PWDW_TP = (4, 5, 6, 7)
+#: Most channel vec4s per workgroup (more: fewer workgroups, no faster; measured 6-16 against 8).
+PWDW_MAX_CB4 = 8
+#: Output columns per depthwise item: the whole row up to this many columns ...
+PWDW_TW_WHOLE = 8
+#: ... else the largest divisor of the width up to this many.
+PWDW_TW = 7
 #: Attributes a conv of the pair may have (its own and its epilogue: no input prologue, no
 #: second output, no stored-as-depth_to_space).
 _ATTRS = {"padding", "strides", "dilations", "groups", "input_layout", "filter_layout", "epilogue"}
@@ -96,7 +105,7 @@ def pw_depthwise_ok(pw, dw) -> bool:
         return False
     if g2["O"] != g2["C"] or g2["C"] % 4 or g1["C"] % 4 or g1["H"] * g1["W"] > PWDW_MAX_PIXELS:
         return False
-    if g1["C"] * g1["O"] > PWDW_MAX_WEIGHTS and _env.force("pwdw") != "on":
+    if (g1["C"] > PWDW_MAX_K or g1["C"] * g1["O"] > PWDW_MAX_WEIGHTS) and _env.force("pwdw") != "on":
         return False
     return not any(st.get("input") == 0 for st in _epilogue.steps_of(dw))
 
@@ -108,18 +117,21 @@ def _divisor(n: int, most: int) -> int:
 
 def pwdw_plan(g1: dict, g2: dict, wg_bytes: int) -> tuple[int, int, int] | None:
     """(CB4, TP, TW) of ``conv/pw_depthwise.wgsl`` for pointwise ``g1`` and depthwise ``g2``:
-    channel vec4s per workgroup (the image's pixels times CB4 vec4s of float32 in ``wg_bytes``),
-    pixels per lane in the pointwise part, output columns per depthwise item; None where it does
-    not fit."""
+    channel vec4s per workgroup (the largest divisor of the channel vec4s up to
+    :data:`PWDW_MAX_CB4` whose image of float32 vec4s fits ``wg_bytes``), pixels per lane in the
+    pointwise part (:data:`PWDW_TP`), output columns per depthwise item (the whole row up to
+    :data:`PWDW_TW_WHOLE` columns, else its largest divisor up to :data:`PWDW_TW`); None where it
+    does not fit or an invocation's loops would pass llvmpipe's limit (:data:`LOOP_BUDGET`)."""
     hw, n4 = g1["H"] * g1["W"], g1["O"] // 4
-    cb_most = int(os.environ.get("PWDW_CB4", "8"))
-    fits = [d for d in range(1, n4 + 1) if n4 % d == 0 and d <= cb_most and hw * d * 16 <= wg_bytes]
+    fits = [d for d in range(1, min(n4, PWDW_MAX_CB4) + 1) if n4 % d == 0 and hw * d * 16 <= wg_bytes]
     if not fits:
         return None
     cb4 = max(fits)
-    tp = int(os.environ.get("PWDW_TP", "0")) or min(PWDW_TP, key=lambda t: (-(-hw // (t * PWDW_WORKGROUP)) * t, -t))
-    tw = g2["OW"] if g2["OW"] <= int(os.environ.get("PWDW_TWHOLE", "8")) else _divisor(g2["OW"], int(os.environ.get("PWDW_TW", "7")))
-    return cb4, tp, tw
+    tp = min(PWDW_TP, key=lambda t: (-(-hw // (t * PWDW_WORKGROUP)) * t, -t))
+    tw = g2["OW"] if g2["OW"] <= PWDW_TW_WHOLE else _divisor(g2["OW"], PWDW_TW)
+    items = -(-cb4 * (g2["OW"] // tw) // PWDW_WORKGROUP)
+    loops = -(-hw // (tp * PWDW_WORKGROUP)) * (g1["C"] // 4 + 2) + items * (g2["OH"] + g2["KH"] * g2["dh"] + 1) + 8
+    return (cb4, tp, tw) if loops <= LOOP_BUDGET else None
 
 
 def fuse_pw_depthwise(nodes: list, outputs: dict, context=None) -> list:
