@@ -84,7 +84,7 @@ def _ops(ir, y):
 
 def test_an_image_past_the_limit_stays():
     ir = IR()
-    _, _, y = _pair(ir, hw=17)  # 289 pixels
+    _, _, y = _pair(ir, hw=15)  # 225 pixels
     assert _ops(ir, y) == ["conv2d", "conv2d"]
 
 

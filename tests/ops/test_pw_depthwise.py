@@ -4,7 +4,7 @@ fuse_pw_depthwise): one ``conv/pw_depthwise.wgsl`` launch. On the GPU against fl
 batch of 2, a residual add and PReLU in the pointwise conv's epilogue, the pointwise output also
 a graph output (stored too, with the switch on), float16, channel vec4s per workgroup that do
 not divide the workgroup; near misses (channels not a multiple of 4, an image past the limit)
-run as two kernels, also right.
+run without it, also right.
 
 Tolerance: the pointwise output's bound ``4 K u (|x| @ |w1| + |b1|)`` plus its rounding to the
 data type (``u`` 2**-24; the float16 rounding 2**-11), carried through the depthwise conv by
@@ -95,7 +95,7 @@ CASES = {
     "7x7 5x5 wide": dict(hw=7, k=40, n=96, win=5),
     "6x6 batch 2 prelu": dict(hw=6, k=32, n=48, batch=2, prelu=True),
     "10x10 residual": dict(hw=10, residual=True),
-    "16x16 3x3 stride 2": dict(hw=16, k=48, n=20, stride=2),
+    "13x13 3x3 stride 2, 20 channels": dict(hw=13, k=48, n=20, stride=2),
 }
 
 
@@ -125,8 +125,8 @@ def test_the_pointwise_output_read_elsewhere_is_stored_too(ctx, monkeypatch):
     _check(got, refs)
 
 
-@pytest.mark.parametrize("kw", [dict(k=6, n=32), dict(k=16, n=30), dict(hw=17)], ids=["k6", "n30", "17x17"])
-def test_near_misses_run_as_two_kernels(ctx, kw):
+@pytest.mark.parametrize("kw", [dict(k=6, n=32), dict(k=16, n=30), dict(hw=15)], ids=["k6", "n30", "15x15"])
+def test_near_misses_run_without_it(ctx, kw):
     got, refs, templates = _run(ctx, **kw)
-    assert "conv/pw_depthwise.wgsl" not in templates and len(templates) == 2, templates
+    assert "conv/pw_depthwise.wgsl" not in templates, templates
     _check(got, refs)

@@ -34,8 +34,10 @@ from ._attrs import FusedAttrs
 
 log = logging.getLogger("webnn_gpu")
 
-#: Most pixels of the image (the workgroup holds them all for its channel block).
-PWDW_MAX_PIXELS = 256
+#: Most pixels of the image (the workgroup holds them all for its channel block): 14 x 14. A
+#: 16 x 16 image (pose_landmark_full's 16x16x64 -> 384, 5x5) ran 0.94 of the two kernels (65 us
+#: of the model's 54 ms), for a pipeline more on the model whose warm build is at its limit.
+PWDW_MAX_PIXELS = 196
 #: Most input channels and weights (input x output channels) of the pointwise conv: the fused
 #: kernel's pointwise part works on a workgroup's block of 32 channels where the tile kernel
 #: takes 48 and more per lane, so it takes more time per multiply-add; the deeper the product,
