@@ -4,40 +4,48 @@
   small enough that one workgroup holds a block of the pointwise output's channels for the whole
   image in workgroup memory (no halo to recompute).
 
-  Workgroup (wid.x, wid.y) takes channel block wid.x (CB4 vec4s of channels) of image wid.y:
-    1. the pointwise product for every pixel of the image and the block's channels: an item is TP
-       consecutive pixels by TC channel vec4s (accumulators in registers, each weight vector loaded
-       once for TP pixels); its epilogue (ep1) applied, rounded to T, written to `mid` in workgroup
-       memory (and to `keep`, the pointwise output, where something else reads it);
+  Workgroup (wid.x, wid.y), one subgroup of WG lanes, takes channel block wid.x (CB4 vec4s of
+  channels) of image wid.y:
+    1. the pointwise product for every pixel of the image and the block's channels: lane li takes
+       pixels (it * WG + li) * TP .. + TP - 1 (clamped to the image: every lane runs every
+       iteration) and all CB4 channel vec4s; each lane loads its share of the 4 x CB4 weight
+       vectors a k step needs and subgroupBroadcast hands them to the others, one channel vec4
+       at a time (its 4 vectors live across the TP pixels, as matmul/tile.wgsl's cols_first);
+       its epilogue (ep1) applied, rounded to T, written to `mid` in workgroup memory (and to
+       `keep`, the pointwise output, where something else reads it);
     2. a barrier;
-    3. the depthwise conv from `mid`: an item is TW output columns of one output row for one channel
-       vec4 (invocation li always takes channel vec4 li % CB4: its taps and epilogue operands are
-       loaded once); window positions outside the image read a clamped index and select zero (no
-       branch); its epilogue (ep2) applied and stored.
-  Every invocation reaches the barrier (the loops' bounds only differ between invocations).
+    3. the depthwise conv from `mid`: an item is TW output columns of every output row for one
+       channel vec4, walked down the rows as conv/depthwise.wgsl does (each input row loaded once
+       into A accumulator slots); window positions outside the image read a clamped index and
+       select zero (no branch); its epilogue (ep2) applied and stored. Where CB4 divides WG, lane
+       li always takes channel vec4 li % CB4 (its taps and epilogue operands loaded once), else
+       (wloop) item it is channel vec4 it % CB4 and loads them per item.
 
   Context (webnn_gpu/fusions/pw_depthwise.py `lower_pw_depthwise`):
     T            storage type ("f32" or "f16"); sums in f32
     K4           input channels / 4 of the pointwise conv
     N4           channel vec4s of the pointwise output (= the depthwise's channels / 4)
-    CB4          channel vec4s per workgroup (divides N4 and WG); TC divides CB4, CB4 / TC divides WG
-    HW, H, W     the image; TP pixels per stage-1 item (divides HW)
-    OH, OW, TW   the depthwise output; TW output columns per stage-2 item (divides OW)
+    CB4          channel vec4s per workgroup (divides N4); wloop: CB4 does not divide WG
+    HW, H, W     the image; TP pixels per lane and iteration, ITERS iterations (ptail: the last
+                 one's pixels pass the image, their stores are skipped)
+    OH, OW, TW   the depthwise output; TW output columns per item (divides OW)
     KH, KW, sh, sw, dh, dw, pt, pl   the depthwise window, strides, dilations, leading padding
+    A, taps, jrows   as conv/depthwise.wgsl's (webnn_gpu/ops/conv.py `_dw_taps`)
     seg          sorted distinct column offsets p * sw + kw * dw (p < TW, kw < KW)
-    WG           invocations per workgroup
+    WG           invocations per workgroup, the subgroup size
     ep1, ep2     the two convs' epilogues (webnn_gpu/ops/_epilogue.py), applied per vec4 (ep_v4)
     fns          the activation helpers both call
     w1_uniform   0, or the pointwise weights ([K, N] row-major) are a float32 uniform buffer of
                  that many vec4s; f_uniform likewise for the depthwise taps ([KH, KW, N])
+    x64          x, storage weights, mid, out and keep as u64 words of T, the same bits (4 float32
+                 values as a vec2<u64>, 4 float16 ones as a u64; linalg.tile_words)
     keep         also store the pointwise output (binding `keep`, NHWC)
   Bindings: x (NHWC, K channels), w1 ([K, N]), ep1's operands, f ([KH, KW, N]), ep2's operands,
     out (NHWC), keep (keep only).
   Workgroup: (WG, 1, 1); dispatch (N4 / CB4, batch, 1).
 -#}
 {% import "_lib/tile.wgsl" as tl %}
-{% import "_lib/epilogue.wgsl" as epl %}
-{% from "conv/_rows.wgsl" import ep_v4_def, ep_v4, hoist_q4 %}
+{% from "conv/_rows.wgsl" import ep_v4, hoist_q4, pair_fns %}
 {% if T == "f16" %}
 enable f16;
 {% endif %}
@@ -57,22 +65,18 @@ enable f16;
 {{ tl.weights(f_at, "f", T, true, f_uniform) }}
 {{ tl.epilogue_decls(ep2, f_at + 1) }}
 {% set o_at = f_at + 1 + ep2.operands | length %}
+{% macro odecl(index, name) %}
 {% if x64 %}
-@group(0) @binding({{ o_at }}) var<storage, read_write> out: array<{{ WT }}>;
-{% if keep %}
-@group(0) @binding({{ o_at + 1 }}) var<storage, read_write> keep: array<{{ WT }}>;
-{% endif %}
+@group(0) @binding({{ index }}) var<storage, read_write> {{ name }}: array<{{ WT }}>;
 {% else %}
-{{ tl.decl(o_at, "out", T, true, true) }}
+{{ tl.decl(index, name, T, true, true) }}
+{% endif %}
+{% endmacro %}
+{{ odecl(o_at, "out") }}
 {% if keep %}
-{{ tl.decl(o_at + 1, "keep", T, true, true) }}
+{{ odecl(o_at + 1, "keep") }}
 {% endif %}
-{% endif %}
-{{ epl.defs(fns) }}
-{% if not ep1.empty %}{{ ep1.code }}{% endif %}
-{% if not ep2.empty %}{{ ep2.code }}{% endif %}
-{{ ep_v4_def(ep1) }}
-{{ ep_v4_def(ep2) }}
+{{ pair_fns(fns, ep1, ep2) }}
 {% if x64 %}
 {{ tl.word_fns(T) }}
 {% endif %}
@@ -80,6 +84,17 @@ enable f16;
 // the pointwise output of this workgroup's channel block: pixel p's vec4 c at p * CB4 + c
 // (x64: as words of T, the same bits: the values are rounded to T already)
 var<workgroup> mid: array<{{ WT }}, {{ HW * CB4 }}>;
+
+{#- stage 2: the channel vec4 gc's taps and epilogue operands #}
+{% macro channel(pad) %}
+{{ pad }}let gc = wid.x * {{ CB4 }}u + c4;
+{% for kh in range(KH) %}
+{% for kw in range(KW) %}
+{{ pad }}let w{{ kh }}_{{ kw }} = vec4<f32>(f[{{ (kh * KW + kw) * N4 }}u + gc]);
+{% endfor %}
+{% endfor %}
+{{ hoist_q4(ep2, "q", "4u * gc") }}
+{% endmacro %}
 
 @compute @workgroup_size({{ WG }})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) li: u32) {
@@ -162,22 +177,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) 
     for (var it = li; it < {{ CB4 * (OW // TW) }}u; it = it + {{ WG }}u) {
       let c4 = it % {{ CB4 }}u;
       let ow0 = (it / {{ CB4 }}u) * {{ TW }}u;
-      let gc = wid.x * {{ CB4 }}u + c4;
-{% for kh in range(KH) %}
-{% for kw in range(KW) %}
-      let w{{ kh }}_{{ kw }} = vec4<f32>(f[{{ (kh * KW + kw) * N4 }}u + gc]);
-{% endfor %}
-{% endfor %}
-{{ hoist_q4(ep2, "q", "4u * gc") }}
+{{ channel("      ") -}}
 {% else %}
     let c4 = li % {{ CB4 }}u;
-    let gc = wid.x * {{ CB4 }}u + c4;
-{% for kh in range(KH) %}
-{% for kw in range(KW) %}
-    let w{{ kh }}_{{ kw }} = vec4<f32>(f[{{ (kh * KW + kw) * N4 }}u + gc]);
-{% endfor %}
-{% endfor %}
-{{ hoist_q4(ep2, "q", "4u * gc") }}
+{{ channel("    ") -}}
     for (var it = li / {{ CB4 }}u; it < {{ OW // TW }}u; it = it + {{ WG // CB4 }}u) {
       let ow0 = it * {{ TW }}u;
 {% endif %}

@@ -28,8 +28,8 @@ from ..compiler.rules._common import _max_bindings, place_fused, ready_before
 from ..ops import _epilogue
 from ..ops._registry import lowering
 from ..ops.conv import _conv_epilogue, _conv_variant, _dw_taps, _geometry, _pointwise_matrix, _relayout, _segment
-from ..ops.linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, constant_array, make_constant, tile_words, uniform_copy,
-                          wgsl_type)
+from ..ops.linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, constant_array, make_constant, tile_words,
+                          uniform_copy, wgsl_type)
 from ._attrs import FusedAttrs
 
 log = logging.getLogger("webnn_gpu")
@@ -95,8 +95,10 @@ def pw_depthwise_ok(pw, dw) -> bool:
     aside (:func:`fuse_pw_depthwise` checks them): ``pw`` a pointwise conv2d and ``dw`` a depthwise
     one (multiplier 1) reading ``pw``'s output as its input and nowhere else, both plain
     (:func:`_plain_conv`: NHWC, constant filters), input and output channels multiples of 4, an
-    image of at most :data:`PWDW_MAX_PIXELS` pixels; ``dw``'s epilogue not reading its own input
-    (the kernel does not hold it at the output pixel)."""
+    image of at most :data:`PWDW_MAX_PIXELS` pixels, a pointwise conv of at most
+    :data:`PWDW_MAX_K` input channels and :data:`PWDW_MAX_WEIGHTS` weights (where the one launch
+    measured faster; ``WEBNN_GPU_FORCE_PWDW=on``: any); ``dw``'s epilogue not reading its own
+    input (the kernel does not hold it at the output pixel)."""
     if not (_plain_conv(pw) and _plain_conv(dw)) or dw.inputs[0] is not pw.outputs[0]:
         return False
     h = pw.outputs[0]
@@ -143,11 +145,14 @@ def fuse_pw_depthwise(nodes: list, outputs: dict, context=None) -> list:
 
     Where ``pw``'s output has other readers or is a graph output, the node also stores it as a
     second output and takes ``pw``'s place (``dw``'s other operands must be ready there);
-    otherwise it takes ``dw``'s place. ``WEBNN_GPU_FORCE_PWDW=off`` fuses none."""
+    otherwise it takes ``dw``'s place; only with ``WEBNN_GPU_FORCE_PWDW=on`` (:data:`PWDW_KEEP`).
+    ``WEBNN_GPU_FORCE_PWDW=off`` fuses none, ``=on`` every pair that fits. Only on a device whose
+    subgroups have :data:`PWDW_WORKGROUP` lanes (lavapipe): the kernel shares the weights between
+    a workgroup's lanes."""
     force = _env.force_choice("pwdw", ("off", "on"))
     if force == "off" or context is None or getattr(context, "_subgroup", 0) != PWDW_WORKGROUP:
-        return nodes  # the kernel shares the weights between a workgroup's lanes, one subgroup
-    wg_bytes = int(context.limits.get("max-compute-workgroup-storage-size", 16384)) if context is not None else 16384
+        return nodes
+    wg_bytes = int(context.limits.get("max-compute-workgroup-storage-size", 16384))
     limit = _max_bindings(context)
     g = GraphView(nodes, outputs)
     at = {n.id: i for i, n in enumerate(nodes)}
@@ -219,6 +224,6 @@ def lower_pw_depthwise(node, lc) -> None:
                      A=max(t[2] for t in taps) + 1, taps=taps, jrows=sorted({t[1] for t in taps}),
                      ep1=ep1, ep2=ep2, fns=_epilogue.merged_functions(ep1, ep2), keep=a.keep,
                      **{k: g2[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw", "pt", "pl")})
-    step.flops = 2 * g1["NB"] * g1["H"] * g1["W"] * g1["C"] * g1["O"] + 2 * g2["NB"] * g2["OH"] * g2["OW"] * g2["O"] * g2["KH"] * g2["KW"]
+    step.flops = 2 * g1["NB"] * (hw * g1["C"] * g1["O"] + g2["OH"] * g2["OW"] * g2["O"] * g2["KH"] * g2["KW"])
     step.note = (f"{g1['H']}x{g1['W']}x{g1['C']}->{g1['O']} dw{g2['KH']}x{g2['KW']}/{g2['sh']} "
                  f"cb{4 * cb4} tp{tp} tw{tw}" + (" keep" if a.keep else ""))
