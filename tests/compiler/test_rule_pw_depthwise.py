@@ -46,12 +46,15 @@ def test_a_pointwise_conv_and_its_depthwise_conv_become_one_node():
     assert node.attrs.pw is ir.nodes[0] and node.attrs.dw is ir.nodes[1]
 
 
-def test_strides_windows_and_float16():
+def test_strides_windows_and_float16(monkeypatch):
     for dt, win, stride, pad in (("float32", 5, 2, 2), ("float16", 3, 1, 0), ("float32", 5, 1, 2)):
         ir = IR(dt)
         _, _, y = _pair(ir, hw=14, win=win, stride=stride, pad=pad)
-        (node,) = checked_rewrite(fuse, ir, {"y": y}, **TOL)
-        assert node.op == "pw_depthwise"
+        new = checked_rewrite(fuse, ir, {"y": y}, **TOL)
+        assert [n.op for n in new] == (["pw_depthwise"] if dt == "float32" else ["conv2d", "conv2d"])  # PWDW_TYPES
+    monkeypatch.setenv("WEBNN_GPU_FORCE_PWDW", "on")
+    (node,) = checked_rewrite(fuse, ir, {"y": y}, **TOL)
+    assert node.op == "pw_depthwise"
 
 
 def test_an_intermediate_read_elsewhere_fuses_only_where_forced(monkeypatch):

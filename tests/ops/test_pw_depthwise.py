@@ -2,7 +2,7 @@
 fuse_pw_depthwise): one ``conv/pw_depthwise.wgsl`` launch. On the GPU against float64 NumPy:
 3x3 and 5x5 windows, stride 2 with "same" padding (asymmetric), valid padding, dilation 2, a
 batch of 2, a residual add and PReLU in the pointwise conv's epilogue, the pointwise output also
-a graph output (stored too, with the switch on), float16, channel vec4s per workgroup that do
+a graph output (stored too, with the switch on), float16 (with the switch on), channel vec4s per workgroup that do
 not divide the workgroup; near misses (channels not a multiple of 4, an image past the limit)
 run without it, also right.
 
@@ -106,9 +106,13 @@ def test_pw_depthwise_is_one_launch_and_right(ctx, case):
     _check(got, refs)
 
 
-def test_float16(ctx):
+def test_float16(ctx, monkeypatch):
     if "shader-f16" not in ctx.features:
         pytest.skip("no shader-f16")
+    got, refs, templates = _run(ctx, dtype=np.float16)  # not by default (PWDW_TYPES), right either way
+    assert "conv/pw_depthwise.wgsl" not in templates
+    _check(got, refs)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_PWDW", "on")
     for kw in (dict(), dict(hw=7, k=16, n=40, win=5)):
         got, refs, templates = _run(ctx, dtype=np.float16, **kw)
         assert templates == ["conv/pw_depthwise.wgsl"], templates

@@ -49,6 +49,10 @@ PWDW_MAX_PIXELS = 196
 #: channels (face_detection_full_range_sparse) 0.99, 88 x 528 ... 192 x 1152 alone 0.95-1.22.
 PWDW_MAX_K = 64
 PWDW_MAX_WEIGHTS = 40960
+#: Data types it fires on: float16 hand_landmark_lite ran 1.065 (1.046-1.089) of the pairs' kernel
+#: time (14 rounds), wall 1.017: the two kernels move float16 as words of 4 values, the fused
+#: kernel unpacks its workgroup image's words at every window load.
+PWDW_TYPES = ("float32",)
 #: Invocations per workgroup (one SIMD row of lavapipe's: a barrier switches no coroutines).
 PWDW_WORKGROUP = 8
 #: Fuse where the pointwise output is read elsewhere too (the kernel then stores it as well).
@@ -96,8 +100,9 @@ def pw_depthwise_ok(pw, dw) -> bool:
     one (multiplier 1) reading ``pw``'s output as its input and nowhere else, both plain
     (:func:`_plain_conv`: NHWC, constant filters), input and output channels multiples of 4, an
     image of at most :data:`PWDW_MAX_PIXELS` pixels, a pointwise conv of at most
-    :data:`PWDW_MAX_K` input channels and :data:`PWDW_MAX_WEIGHTS` weights (where the one launch
-    measured faster; ``WEBNN_GPU_FORCE_PWDW=on``: any); ``dw``'s epilogue not reading its own
+    :data:`PWDW_MAX_K` input channels and :data:`PWDW_MAX_WEIGHTS` weights, a data type of
+    :data:`PWDW_TYPES` (where the one launch measured faster; ``WEBNN_GPU_FORCE_PWDW=on``: any
+    float); ``dw``'s epilogue not reading its own
     input (the kernel does not hold it at the output pixel)."""
     if not (_plain_conv(pw) and _plain_conv(dw)) or dw.inputs[0] is not pw.outputs[0]:
         return False
@@ -109,7 +114,8 @@ def pw_depthwise_ok(pw, dw) -> bool:
         return False
     if g2["O"] != g2["C"] or g2["C"] % 4 or g1["C"] % 4 or g1["H"] * g1["W"] > PWDW_MAX_PIXELS:
         return False
-    if (g1["C"] > PWDW_MAX_K or g1["C"] * g1["O"] > PWDW_MAX_WEIGHTS) and _env.force("pwdw") != "on":
+    if _env.force("pwdw") != "on" and (g1["C"] > PWDW_MAX_K or g1["C"] * g1["O"] > PWDW_MAX_WEIGHTS
+                                       or h.data_type not in PWDW_TYPES):
         return False
     return not any(st.get("input") == 0 for st in _epilogue.steps_of(dw))
 
