@@ -255,8 +255,9 @@ def evaluate(nodes, outputs, feeds):
                 env[node.outputs[1].id] = _steps(node.attrs["side"], y, xs)
         elif node.op in ("matmul_layer_norm", "matmul_softmax") and len(node.outputs) > 1:  # the product too
             y, env[node.outputs[1].id] = _matmul_layer_norm(node, *xs, both=True)
-        elif node.op == "mlp":  # fuse_mlp: the first product, then the second on its output
-            first, second = node.attrs["first"], node.attrs["second"]
+        elif node.op in ("mlp", "pw_depthwise"):  # fuse_mlp, fuse_pw_depthwise: the first, then the second on it
+            first, second = (node.attrs["first"], node.attrs["second"]) if node.op == "mlp" else (node.attrs["pw"],
+                                                                                                  node.attrs["dw"])
             h = _one(first, [val(v) for v in first.inputs])
             y = _one(second, [h] + [val(v) for v in second.inputs[1:]])
             if len(node.outputs) > 1:

@@ -961,6 +961,16 @@ class Gen:
             y = self.emit("prelu", [y, self.chan_operand(self.shape(y), layout)])
         return self.elementwise_tail(y, layout, 2), layout
 
+    def motif_pw_depthwise(self, v, layout):
+        """A pointwise conv and the depthwise conv reading its output, with their tails
+        (``fuse_pw_depthwise``, on images up to 14 x 14); near misses: channels not a multiple of
+        4, the pointwise output also a graph output, NCHW, a dense second conv."""
+        h = self.elementwise_tail(self.conv(v, layout, pointwise=True, O=self.pick((8, 12, 16, 24, 32, 6))), layout, 1)
+        if self.p(0.15):
+            self.output(h)
+        d = self.conv(h, layout, depthwise=self.p(0.85))
+        return self.elementwise_tail(d, layout, 2), layout
+
     def motif_project_consumer(self, v, layout):
         """A depthwise conv, its pointwise projection and the projection's element-wise tail,
         read by a 1x1 conv with a tail of its own (``fuse_project_consumer``: the channel-lane
@@ -1290,7 +1300,7 @@ class Gen:
 
 #: the motifs :meth:`Gen.graph4d` draws from, each as likely (a 4-D value in, one out); more
 #: are reached from inside them (``motif_pool``: ``motif_depth_to_space``, ``motif_heads``,
-#: ``motif_pool_residual``)
+#: ``motif_pool_residual``); ``motif_pw_depthwise`` only through :data:`RULE_MOTIFS`
 MOTIFS_4D = ("motif_conv", "motif_conv_input", "motif_squeeze_excite", "motif_inverted_residual", "motif_pool",
              "motif_upsample", "motif_first_layer", "motif_pad", "motif_norm", "motif_transposed_layer",
              "motif_layout_region", "motif_project_consumer")
@@ -1326,6 +1336,7 @@ RULE_MOTIFS = {
     "fuse_mlp": "graph_feed_forward", "fuse_heads": "graph_heads", "fuse_elementwise": "graph_elementwise",
     "store_depth_to_space": "motif_depth_to_space", "concat_in_place": "motif_heads",
     "fuse_project_consumer": "motif_project_consumer", "fuse_siblings": "graph_siblings",
+    "fuse_pw_depthwise": "motif_pw_depthwise",
 }
 
 

@@ -23,6 +23,7 @@ from ..fusions.attention import fuse_attention
 from ..fusions.heads import fuse_heads
 from ..fusions.layer_norm import fuse_layer_norm
 from ..fusions.mlp import fuse_mlp
+from ..fusions.pw_depthwise import fuse_pw_depthwise
 from ..fusions.siblings import fuse_siblings
 from ..fusions.squeeze_excite import fuse_squeeze_excite
 from .rules.canonical import depthwise_to_scale, mean_to_pool, merge_duplicates, sink_reshapes, sum_to_mean
@@ -185,6 +186,12 @@ ORDER: tuple[Stage, ...] = (
                          "fuse_dense_chain and fuse_mlp (a product in a chain or a pair is no head here) and "
                          "fuse_matmul_layer_norm / fuse_matmul_softmax (a product whose rows are normalized "
                          "is one kernel already)"),
+        Rule(fuse_pw_depthwise, "after fuse_depthwise_project (a depthwise conv with its projection, maybe its "
+                                "expansion, in one kernel saves more: the triple takes the expansion this rule "
+                                "would), fuse_pool_residual and fuse_upsampled_residual (the convs' epilogue steps "
+                                "are final), fuse_mlp and fuse_heads (a pointwise conv they took is no expansion "
+                                "here); before fuse_project_consumer and fuse_siblings, which would take the "
+                                "pointwise conv into a launch that still stores its output"),
     )),
     Stage("elementwise", (
         Rule(fuse_elementwise, "last of the fusions: it merges the element-wise nodes no kernel took as a "
