@@ -64,7 +64,7 @@ from ..builder import MLGraphBuilder, MLOperand, Value
 from . import _epilogue
 from ._registry import builder_method, lowering, support
 from .elementwise import literal
-from .linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, MATVEC_MIN_KN_TALL, SMALL_MAX_OUTPUTS, Shown, check_loops,
+from .linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, MATVEC_MIN_KN_WINDOW, SMALL_MAX_OUTPUTS, Shown, check_loops,
                      choose_tile, choose_tile_sg,
                      constant_array, deep_ok, dense_tile_rows, given_operand, k_chunks, lower_split_k, make_constant,
                      matvec_kernel, matvec_plan, matvec_window, tile_kernel, tile_loop_iterations, uniform_copy,
@@ -2478,7 +2478,7 @@ def _matvec_conv(lc, node, g: dict, variant: str) -> bool:
     read as ``[NB * OH * OW, KH * KW * C]`` rows; or any other window (strides, dilations,
     padding) over a few output pixels whose input channels are a multiple of 4, each pixel's
     window gathered as its row (:func:`webnn_gpu.ops.linalg.matvec_window`), where the filter
-    holds at least :data:`~webnn_gpu.ops.linalg.MATVEC_MIN_KN_TALL` values (not with
+    holds at least :data:`~webnn_gpu.ops.linalg.MATVEC_MIN_KN_WINDOW` values (not with
     ``WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW=off``); True when it did
     (:func:`webnn_gpu.ops.linalg.matvec_plan` decides by size)."""
     if (variant not in ("gemm", "pointwise") or _env.force("conv") or node.attrs["input_layout"] != "nhwc"
@@ -2495,7 +2495,7 @@ def _matvec_conv(lc, node, g: dict, variant: str) -> bool:
     if not (pointwise or whole or window) or data is None:
         return False
     M, K, O = g["NB"] * g["OH"] * g["OW"], g["KH"] * g["KW"] * g["C"], g["O"]
-    if window and K * O < MATVEC_MIN_KN_TALL:
+    if window and K * O < MATVEC_MIN_KN_WINDOW:
         return False  # gathered rows pay on a large B only (1 x 576 -> 96, 2 x 512 -> 96: 0.95-1.10 of the tile)
     plan = matvec_plan(lc, M, O, K)
     if plan is None:
