@@ -54,10 +54,11 @@ def best_kernel_us(ctx, built: dict, rounds: int, repeats: int, keep=None) -> di
     return best
 
 
-def rotated_kernel_us(ctx, built: dict, rounds: int, repeats: int) -> dict:
+def rotated_kernel_us(ctx, built: dict, rounds: int, repeats: int, keep=None) -> dict:
     """name -> per round the summed kernel time (timestamp queries, the median of ``repeats``) of
     each ``(graph, inputs)`` in ``built``, the builds profiled in turn within each round and the
-    order rotated every round (the forms of a round see the same load)."""
+    order rotated every round (the forms of a round see the same load); ``keep(row)`` picks the
+    kernels summed (default all)."""
     from webnn_gpu.profile import profile_graph
 
     times = {name: [] for name in built}
@@ -65,7 +66,7 @@ def rotated_kernel_us(ctx, built: dict, rounds: int, repeats: int) -> dict:
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
             g, x = built[name]
-            times[name].append(sum(row["us"] for row in profile_graph(ctx, g, x, repeats)))
+            times[name].append(sum(row["us"] for row in profile_graph(ctx, g, x, repeats) if keep is None or keep(row)))
     return times
 
 
@@ -134,13 +135,23 @@ def close_forms(ctx, built: dict) -> None:
         g.destroy()
 
 
-def products_graph(ctx, spec: str):
+def products_graph(ctx, spec: str, concat: bool = False):
     """A graph of products of one seeded input, each with a bias, and that input, from ``spec``:
     ``M,K:N1+N2+...`` (gemms by W^T on M rows of K values: TFLite's fully connected layers) or
     ``HxWxC:N1+N2+...[:K[:S[:D[:P]]]]`` (NHWC K x K conv2d, 1 x 1 by default, strides S (1),
     dilations D (1), padding P on every side (K // 2)); the outputs ``y0``, ``y1``, ... in that
-    order (used by siblings.py, tile_cols.py and few_rows.py)."""
+    order (used by siblings.py, tile_cols.py and few_rows.py). With ``concat`` the products read
+    the concatenation (last axis) of inputs ``x`` and ``x2`` (its last 4 values) instead, a
+    kernel of its own: A written just before, as in a model, not by the host."""
     import webnn_gpu as webnn
+
+    def source(b, shape):
+        if not concat:
+            return b.input("x", {"data_type": "float32", "shape": shape}), {"x": rng.uniform(-1, 1, shape).astype(np.float32)}
+        head = [*shape[:-1], shape[-1] - 4]
+        xs = {"x": rng.uniform(-1, 1, head).astype(np.float32), "x2": rng.uniform(-1, 1, [*shape[:-1], 4]).astype(np.float32)}
+        ops = [b.input(n, {"data_type": "float32", "shape": list(a.shape)}) for n, a in xs.items()]
+        return b.concat(ops, len(shape) - 1), xs
 
     shape, widths, *win = spec.split(":")
     outs, k = [int(n) for n in widths.split("+")], int(win[0]) if win else 1
@@ -149,15 +160,15 @@ def products_graph(ctx, spec: str):
     b = webnn.MLGraphBuilder(ctx)
     if "," in shape:
         M, K = (int(v) for v in shape.split(","))
-        x = b.input("x", {"data_type": "float32", "shape": [M, K]})
+        x, inputs = source(b, [M, K])
         ys = {f"y{j}": b.gemm(x, b.constant(rng.uniform(-1, 1, (o, K)).astype(np.float32)),
                               c=b.constant(rng.uniform(-1, 1, o).astype(np.float32)), b_transpose=True)
               for j, o in enumerate(outs)}
-        return b.build(ys), {"x": rng.uniform(-1, 1, (M, K)).astype(np.float32)}
+        return b.build(ys), inputs
     H, W, C = (int(v) for v in shape.split("x"))
-    x = b.input("x", {"data_type": "float32", "shape": [1, H, W, C]})
+    x, inputs = source(b, [1, H, W, C])
     ys = {f"y{j}": b.conv2d(x, b.constant(rng.uniform(-1, 1, (o, k, k, C)).astype(np.float32)),
                             bias=b.constant(rng.uniform(-1, 1, o).astype(np.float32)), padding=[pad] * 4,
                             strides=[st] * 2, dilations=[dil] * 2, input_layout="nhwc", filter_layout="ohwi")
           for j, o in enumerate(outs)}
-    return b.build(ys), {"x": rng.uniform(-1, 1, (1, H, W, C)).astype(np.float32)}
+    return b.build(ys), inputs

@@ -2,7 +2,7 @@
 large B, wider column groups for several rows of few columns, and conv windows of a few output
 pixels gathered as rows, side by side in one process.
 
-    .venv/bin/python benchmarks/few_rows.py [SPEC ...] [--rounds 12] [--repeats 10]
+    .venv/bin/python benchmarks/few_rows.py [SPEC ...] [--rounds 12] [--repeats 10] [--after-concat]
 
 A SPEC is ``M,K:N`` (a gemm by W^T with a bias on M rows of K values) or
 ``HxWxC:N:K[:S[:D[:P]]]`` (a K x K NHWC conv with a bias, strides S, dilations D, padding P on
@@ -13,6 +13,8 @@ rows, one vec4 column per group, no gathered windows) and "new" (the engine's ow
 round timed in turn (the order rotated every round) with timestamp queries (the median of
 ``--repeats`` dispatches). Printed per product: each form's kernels, the median microseconds and
 the per-round ratio new / old (median, quartiles, range), and how far the outputs are apart.
+With ``--after-concat`` the products read a concat written by the kernel before (as in a model;
+the products' kernels timed, not the concat's): on an input the host wrote they measured faster.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def main(argv=None) -> int:
     p.add_argument("specs", nargs="*")
     p.add_argument("--rounds", type=int, default=12)
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--after-concat", action="store_true", help="A written by a concat kernel just before")
     args = p.parse_args(argv)
     os.environ["WEBNN_GPU_PLAN_CACHE"] = "0"
     import webnn_gpu as webnn
@@ -45,8 +48,8 @@ def main(argv=None) -> int:
         built = {}
         for name, env in (("old", OLD), ("new", {})):
             with environ(env):
-                built[name] = products_graph(ctx, spec)
-        times = rotated_kernel_us(ctx, built, args.rounds, args.repeats)
+                built[name] = products_graph(ctx, spec, concat=args.after_concat)
+        times = rotated_kernel_us(ctx, built, args.rounds, args.repeats, keep=lambda row: row["template"].startswith("matmul/"))
         notes = {n: [s.note for s in g._steps if hasattr(s, "template")] for n, (g, _) in built.items()}
         print(f"## {spec}  old {notes['old']}  new {notes['new']}")
         print(ratio_line("kernels", times["old"], times["new"]))

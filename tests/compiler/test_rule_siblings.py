@@ -14,6 +14,7 @@ from _ireval import checked_rewrite
 
 from webnn_gpu._ir import Node, Value
 from webnn_gpu.fusions.siblings import SIBLINGS_MAX_MACS, SIBLINGS_MAX_N, fuse_siblings
+from webnn_gpu.ops import linalg
 
 TOL = dict(rtol=1e-9, atol=1e-9)
 
@@ -230,8 +231,9 @@ def test_few_rows_stay_only_where_matvec_takes_them_and_heads_merge_them():
     for ctx in (LAVAPIPE, *NO_MATVEC):
         _merges(ir, outs, ctx)
     ir = IR()
-    x = ir.input((4, 512))
+    x = ir.input((4, 1024))
     outs = {"a": _dense(ir, x, 250, seed=1), "b": _dense(ir, x, 250, seed=2)}
+    assert 1024 * 250 >= linalg.MATVEC_MIN_KN_TALL
     _stays(ir, outs, LAVAPIPE, why="4 rows of a large B: matvec's (fuse_heads)")
     _merges(ir, outs, NO_MATVEC[1])
     ir = IR()
@@ -241,14 +243,15 @@ def test_few_rows_stay_only_where_matvec_takes_them_and_heads_merge_them():
 
 @pytest.mark.parametrize("C", [128, 126])
 def test_windowed_convs_of_few_pixels_stay_siblings(C):
-    """3x3 convs with padding 1 on 2x2 pixels (4 rows, K x O = 9 C x 130 >= MATVEC_MIN_KN_TALL):
+    """3x3 convs with padding 1 on 2x2 pixels (4 rows, K x O = 9 C x 140 >= MATVEC_MIN_KN_TALL):
     with C a multiple of 4 matvec would take each one alone (its windows gathered), but
     fuse_heads does not merge gathered windows, so they are one tile launch here; with C = 126
     matvec takes none. Both on lavapipe and without matvec."""
     for ctx in (LAVAPIPE, *NO_MATVEC):
         ir = IR()
         x = ir.input((1, 2, 2, C))
-        _merges(ir, {"a": _conv(ir, x, 130, k=3, pad=1, seed=1), "b": _conv(ir, x, 130, k=3, pad=1, seed=2)}, ctx)
+        assert 9 * C * 140 >= linalg.MATVEC_MIN_KN_TALL
+        _merges(ir, {"a": _conv(ir, x, 140, k=3, pad=1, seed=1), "b": _conv(ir, x, 140, k=3, pad=1, seed=2)}, ctx)
 
 
 def test_the_binding_limit_and_the_switch():

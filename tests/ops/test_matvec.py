@@ -65,7 +65,10 @@ def test_plan_takes_four_rows_of_a_large_b_only(monkeypatch):
     """4 rows (MATVEC_TALL_M): matvec where K >= MATVEC_MIN_K_TALL and K x N >= MATVEC_MIN_KN_TALL;
     below, the tile kernel's subgroup variant (which shares B between rows); 5 rows never."""
     assert linalg.MATVEC_MAX_M == linalg.MATVEC_TALL_M == 4
-    assert linalg.matvec_plan(_lc(), 4, 213, 512) is not None
+    assert linalg.matvec_plan(_lc(), 4, 301, 512) is not None
+    assert linalg.matvec_plan(_lc(), 4, 213, 512) is None, "a B of 109k values"
+    assert linalg.matvec_plan(_lc(), 4, 128, 992) is None, "a B of 127k values"
+    assert linalg.matvec_rows_ok(4, 1176, 128) and not linalg.matvec_rows_ok(4, 1168, 128)
     assert linalg.matvec_plan(_lc(), 4, 512, 4608) is not None
     assert linalg.matvec_plan(_lc(), 4, 64, 512) is None, "a B of 32k values"
     assert linalg.matvec_plan(_lc(), 4, 288, 288) is None, "a reduction under MATVEC_MIN_K_TALL"
@@ -317,7 +320,7 @@ def test_conv_of_one_output_pixel_or_few_pixels(ctx, rng, shape, window, O):
     check(got, ref.reshape(out_shape), absref.reshape(out_shape), W.shape[0] + 2, np.float32, "conv")
 
 
-@pytest.mark.parametrize("M,K,N,dtype", [(4, 516, 213, np.float32), (4, 1030, 101, np.float16),
+@pytest.mark.parametrize("M,K,N,dtype", [(4, 516, 301, np.float32), (4, 1030, 151, np.float16),
                                          (4, 4608, 64, np.float32), (2, 517, 64, np.float32),
                                          (3, 1001, 1, np.float32), (3, 300, 3, np.float16)])
 def test_matmul_of_up_to_four_rows(ctx, rng, M, K, N, dtype):
@@ -334,9 +337,11 @@ def test_matmul_of_up_to_four_rows(ctx, rng, M, K, N, dtype):
     check(got, np.maximum(A @ W + C, 0), np.abs(A) @ np.abs(W) + np.abs(C), K + 1, dtype, f"matvec {M}x{K}->{N}")
 
 
-@pytest.mark.parametrize("M,K,N", [(4, 288, 288), (4, 512, 64), (5, 1024, 256), (8, 512, 213), (16, 1152, 64)])
+@pytest.mark.parametrize("M,K,N", [(4, 288, 288), (4, 512, 64), (4, 512, 213), (4, 992, 129), (5, 1024, 256),
+                                   (8, 512, 213), (16, 1152, 64)])
 def test_tall_or_small_products_stay_on_the_tile_kernel(ctx, rng, M, K, N):
-    """Near misses: 4 rows of a small B or a short reduction, and more than 4 rows, keep the tile kernel."""
+    """Near misses: 4 rows of a small B (under MATVEC_MIN_KN_TALL values) or a short reduction,
+    and more than 4 rows, keep the tile kernel."""
     a, w = data(rng, (M, K)), data(rng, (K, N))
     got, steps = build_run(ctx, lambda b, o: b.matmul(o["a"], b.constant(w)), {"a": a})
     assert "matmul/matvec.wgsl" not in _templates(steps)
@@ -346,12 +351,12 @@ def test_tall_or_small_products_stay_on_the_tile_kernel(ctx, rng, M, K, N):
 
 # (H, W, C, KH, KW, strides, dilations, padding [t, b, l, r], O[, images]): output pixels 1 to 4
 WINDOWS = {
-    "resnet-2x2-3x3-same": (2, 2, 128, 3, 3, 1, 1, [1, 1, 1, 1], 130),
-    "stride2-pad1": (4, 4, 64, 3, 3, 2, 1, [1, 1, 1, 1], 196),
-    "stride2-valid-2x2": (4, 4, 128, 2, 2, 2, 1, [0, 0, 0, 0], 213),
+    "resnet-2x2-3x3-same": (2, 2, 128, 3, 3, 1, 1, [1, 1, 1, 1], 137),
+    "stride2-pad1": (4, 4, 64, 3, 3, 2, 1, [1, 1, 1, 1], 263),
+    "stride2-valid-2x2": (4, 4, 128, 2, 2, 2, 1, [0, 0, 0, 0], 301),
     "dilated-one-pixel": (5, 5, 68, 3, 3, 1, 2, [0, 0, 0, 0], 201),
     "dilated-asym-pad": (3, 4, 48, 2, 3, 2, 2, [0, 1, 2, 0], 351),
-    "two-images-stride2-pad1": (2, 4, 64, 3, 3, 2, 1, [1, 1, 1, 1], 200, 2),
+    "two-images-stride2-pad1": (2, 4, 64, 3, 3, 2, 1, [1, 1, 1, 1], 263, 2),
 }
 
 
@@ -377,7 +382,7 @@ def test_conv_windows_of_a_few_pixels_are_gathered_rows(ctx, rng, case, dtype):
 
     got, steps = build_run(ctx, build, {"x": x, "r": r})
     if _takes_matvec(ctx):
-        assert C * KH * KW * O >= linalg.MATVEC_MIN_KN_TALL
+        assert C * KH * KW * O >= (linalg.MATVEC_MIN_KN_TALL if NB * OH * OW == 4 else linalg.MATVEC_MIN_KN_WINDOW)
         assert _templates(steps) == ["matmul/matvec.wgsl"], case
         assert "matvec win" in steps[0].note
     nchw = (0, 3, 1, 2)
@@ -388,15 +393,16 @@ def test_conv_windows_of_a_few_pixels_are_gathered_rows(ctx, rng, case, dtype):
     check(got, ref, mag + np.abs(bias) + np.abs(r), KH * KW * C + 2, dtype, case)
 
 
-@pytest.mark.parametrize("case", ["channels-not-a-multiple-of-4", "window-off", "nine-pixels", "small-filter"])
+@pytest.mark.parametrize("case", ["channels-not-a-multiple-of-4", "window-off", "nine-pixels", "small-filter",
+                                  "four-pixels-under-tall"])
 def test_conv_windows_near_misses_keep_the_tile_kernel(ctx, rng, monkeypatch, case):
     """Input channels not a multiple of 4, ``WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW=off``, more
-    output pixels than MATVEC_MAX_M and a filter under MATVEC_MIN_KN_TALL values: no matvec
-    (and the same values)."""
+    output pixels than MATVEC_MAX_M, a filter under MATVEC_MIN_KN_WINDOW values, and 4 output
+    pixels of a filter under MATVEC_MIN_KN_TALL: no matvec (and the same values)."""
     from references import conv2d_nhwc
 
     H, C, O = {"channels-not-a-multiple-of-4": (2, 126, 96), "window-off": (2, 128, 96), "nine-pixels": (3, 64, 192),
-               "small-filter": (1, 64, 96)}[case]
+               "small-filter": (1, 64, 96), "four-pixels-under-tall": (2, 128, 104)}[case]
     if case == "window-off":
         monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW", "off")
     x, w = data(rng, (1, H, H, C)), data(rng, (O, 3, 3, C))

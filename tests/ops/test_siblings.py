@@ -97,10 +97,10 @@ def test_windows_with_padding_and_stride_and_float16(ctx, rng):
 
 @pytest.mark.parametrize("C", [128, 126])
 def test_windows_over_a_few_pixels_take_one_launch(ctx, rng, C):
-    """3x3 convs with padding 1 on 2 x 2 pixels (4 rows; 9 C x 130 filter values): matvec would
+    """3x3 convs with padding 1 on 2 x 2 pixels (4 rows; 9 C x 140 filter values, past MATVEC_MIN_KN_TALL): matvec would
     gather each one's windows alone where C is a multiple of 4 (fuse_heads merges no gathered
     windows), so they stay one tile launch; C = 126 (no gathered windows) likewise."""
-    got, steps, refs, K = _run(ctx, rng, (1, 2, 2, C), (130, 130), k=3, pad=1)
+    got, steps, refs, K = _run(ctx, rng, (1, 2, 2, C), (140, 140), k=3, pad=1)
     assert len(steps) == 1 and len(_merged(steps)) == 1 and steps[0].template == "matmul/tile.wgsl"
     for n, (ref, absref) in refs.items():
         check(got[n], ref, absref, K, np.float32, n)

@@ -70,7 +70,9 @@ def test_a_prefetched_pipeline_is_taken_not_made_again(ctx, threads, made):
     got = []
     pipe, = cache.get_many([(text, "t.wgsl", "[pf]")], on_ready=lambda k, p: got.append((k, p)))
     assert made == [cache.key(text)], "made once, by the prefetch"
-    assert got == [(cache.key(text), pipe)] and len(cache) == size + 1 and cache.misses == misses + 1
+    # a cache already at its capacity (a worker that ran many GPU tests) drops its oldest for it
+    assert got == [(cache.key(text), pipe)] and len(cache) == min(size + 1, cache.capacity)
+    assert cache.misses == misses + 1
     assert cache.get_many([(text, "t.wgsl", "[pf]")]) == [pipe] and not cache._pending
     assert cache.prefetch([(text, "t.wgsl", "[pf]")]) == [], "in the cache: nothing to start"
 

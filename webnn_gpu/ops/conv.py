@@ -64,7 +64,7 @@ from ..builder import MLGraphBuilder, MLOperand, Value
 from . import _epilogue
 from ._registry import builder_method, lowering, support
 from .elementwise import literal
-from .linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, MATVEC_MIN_KN_TALL, SMALL_MAX_OUTPUTS, Shown, check_loops,
+from .linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, MATVEC_MIN_KN_WINDOW, SMALL_MAX_OUTPUTS, Shown, check_loops,
                      choose_tile, choose_tile_sg,
                      constant_array, deep_ok, dense_tile_rows, given_operand, k_chunks, lower_split_k, make_constant,
                      matvec_kernel, matvec_plan, matvec_window, tile_kernel, tile_loop_iterations, uniform_copy,
@@ -2480,7 +2480,7 @@ def matvec_conv_plan(lc, node, g: dict | None = None, variant: str | None = None
     other window (strides, dilations, padding) over a few output pixels whose input channels are a
     multiple of 4, each pixel's window gathered as its row (``window``:
     :func:`webnn_gpu.ops.linalg.matvec_window`), where the filter holds at least
-    :data:`~webnn_gpu.ops.linalg.MATVEC_MIN_KN_TALL` values or ``WEBNN_GPU_FORCE_MATMUL=matvec``
+    :data:`~webnn_gpu.ops.linalg.MATVEC_MIN_KN_WINDOW` values or ``WEBNN_GPU_FORCE_MATMUL=matvec``
     (not with ``WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW=off``); ``plan`` from
     :func:`webnn_gpu.ops.linalg.matvec_plan`, which decides by size and device. The lowering
     (:func:`_matvec_conv`) and the compiler's ``fuse_siblings`` both ask this."""
@@ -2500,7 +2500,7 @@ def matvec_conv_plan(lc, node, g: dict | None = None, variant: str | None = None
     if not (pointwise or whole or window):
         return None
     M, K, O = g["NB"] * g["OH"] * g["OW"], g["KH"] * g["KW"] * g["C"], g["O"]
-    if window and K * O < MATVEC_MIN_KN_TALL and _env.force("matmul") != "matvec":
+    if window and K * O < MATVEC_MIN_KN_WINDOW and _env.force("matmul") != "matvec":
         return None  # gathered rows pay on a large B only (1 x 576 -> 96, 2 x 512 -> 96: 0.95-1.10 of the tile)
     plan = matvec_plan(lc, M, O, K)
     return None if plan is None else (plan, window, M, K, O)

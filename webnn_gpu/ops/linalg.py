@@ -945,12 +945,20 @@ MATVEC_MIN_K = 256
 #: least :data:`MATVEC_MIN_KN_TALL` values (K x N): below, the tile kernel's subgroup variant,
 #: which shares B between rows, is as fast (4 x 256 -> 256, 4 x 288 -> 288, 4 x 288 -> 195 and
 #: 4 x 512 -> 64 took 0.96-1.07 of its time in matvec, and iris_landmark's 2x2 stride-2 convs
-#: on 4 x 4 pixels, 4 x 512 -> 64, 1.05-1.26 inside the model), above it is not (4 x 512 -> 213
-#: and 512 0.68-0.90, 4 x 1024 -> 128 0.87-0.91, 4 x 1152 -> 213 0.70-0.83, 4 x 4608 -> 64 0.72,
-#: 4 x 4608 -> 512 0.74-0.77).
+#: on 4 x 4 pixels, 4 x 512 -> 64, 1.05-1.26 inside the model), and so are B of 100k to 131k
+#: values where the kernel before wrote A (the Keras DenseNet121's 1x1 convs on 2 x 2 pixels,
+#: 4 x 800 to 992 -> 128, 1.02-1.06 inside the model; 4 x 800, 896 and 1024 -> 128 and
+#: 4 x 512 -> 213 after a concat 0.93-1.02, though 0.86-0.93 on an input written by the host);
+#: above it the tile kernel is slower (after a concat 4 x 1152 -> 213 0.86-0.87, 4 x 768 -> 256
+#: 0.84, 4 x 1536 -> 128 0.90, 4 x 640 -> 320 0.89, 4 x 2048 -> 512 0.77, 4 x 4608 -> 64 0.78;
+#: 4 x 1024 -> 192 1.00; the Keras ResNet50's last stage 0.82-0.91 inside the model).
 MATVEC_TALL_M = 4
 MATVEC_MIN_K_TALL = 512
-MATVEC_MIN_KN_TALL = 100_000
+MATVEC_MIN_KN_TALL = 150_000
+#: A conv window over a few output pixels is gathered as matvec rows (:func:`matvec_window`) only
+#: where its filter holds at least this many values (1 x 576 -> 96 dilated and 2 x 512 -> 96 took
+#: 0.95-1.10 of the tile kernel's time); 4 pixels also need :data:`MATVEC_MIN_KN_TALL`.
+MATVEC_MIN_KN_WINDOW = 100_000
 #: ... and at least this many multiply-adds (below, the launch's ~45 us is all of it and
 #: ``matmul/small.wgsl`` serves every such shape with one pipeline), except on the "lane-loop"
 #: profile with ``shader-int64``, where B is read as words or from a uniform buffer
