@@ -220,7 +220,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) 
 {% for p in range(TW) %}
           {
             let o = (pr + {{ p }}u) * {{ 4 * N4 }}u + 4u * gc;
-            out[o / 4u] = {{ "w_pk(vec4<f32>(" if x64 else "(" }}vec4<{{ T }}>({{ ep_v4(ep2, "acc" ~ (A - 1) ~ "_" ~ p, "o", "4u * gc", "q") }})));
+            out[o / 4u] = {{ "w_pk(vec4<f32>(" if x64 else "((" }}vec4<{{ T }}>({{ ep_v4(ep2, "acc" ~ (A - 1) ~ "_" ~ p, "o", "4u * gc", "q") }})));
           }
 {% endfor %}
         }

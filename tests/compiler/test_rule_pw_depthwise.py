@@ -173,7 +173,8 @@ def test_without_subgroups_of_8_nothing_fuses():
     ir = IR()
     _, _, y = _pair(ir)
     for ctx in (None, SimpleNamespace(_subgroup=0, _tuning="lane-loop", limits={}),
-                SimpleNamespace(_subgroup=16, _tuning="lane-loop", limits={})):
+                SimpleNamespace(_subgroup=16, _tuning="lane-loop", limits={}),
+                SimpleNamespace(**{**vars(LAVAPIPE), "_tuning": "default"})):  # measured on lavapipe 22 only
         assert [n.op for n in fuse_pw_depthwise(ir.nodes, {"y": y}, ctx)] == ["conv2d", "conv2d"]
 
 
@@ -183,3 +184,16 @@ def test_a_deep_pointwise_conv_stays_unless_forced(monkeypatch):
     assert _ops(ir, y) == ["conv2d", "conv2d"]
     monkeypatch.setenv("WEBNN_GPU_FORCE_PWDW", "on")
     assert _ops(ir, y) == ["pw_depthwise"]
+
+
+@pytest.mark.parametrize("step", [{"pool": {"op": "max", "window": [3, 3]}}, {"up2": {"steps": []}},
+                                  {"pad": [1, 1, 1, 1]}], ids=["pool", "up2", "pad"])
+def test_a_pointwise_epilogue_reading_through_a_pool_upsampling_or_padding_stays(step):
+    """The pointwise part unrolls its epilogue per pixel and channel block: an operand read through
+    a pool (fuse_pool_residual), a 2x upsampling (fuse_upsampled_residual) or padding is not taken
+    (a pooled residual there measured 7-40x the first build of the two kernels)."""
+    ir = IR()
+    _, _, y = _pair(ir)
+    assert pwdw.pw_depthwise_ok(ir.nodes[0], ir.nodes[1])
+    ir.nodes[0].attrs["epilogue"] = [{**ir.nodes[0].attrs["epilogue"][0], **step}]
+    assert not pwdw.pw_depthwise_ok(ir.nodes[0], ir.nodes[1])

@@ -134,3 +134,17 @@ def test_near_misses_run_without_it(ctx, kw):
     got, refs, templates = _run(ctx, **kw)
     assert "conv/pw_depthwise.wgsl" not in templates, templates
     _check(got, refs)
+
+
+@pytest.mark.parametrize("case", ["12x12 3x3", "13x13 3x3 stride 2, 20 channels", "10x10 residual"])
+def test_vec4_stores_without_words(ctx, monkeypatch, case):
+    """With the tile kernel's u64 words off (``WEBNN_GPU_FORCE_TILE_WORDS=vec4``, as on a device
+    without shader-int64 or off the "lane-loop" profile) the kernel stores vec4s: the same values."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_TILE_WORDS", "vec4")
+    got, refs, templates = _run(ctx, **CASES[case])
+    assert templates == ["conv/pw_depthwise.wgsl"], templates
+    _check(got, refs)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_PWDW", "on")
+    got, refs, templates = _run(ctx, keep=True, residual=True)
+    assert templates == ["conv/pw_depthwise.wgsl"], templates
+    _check(got, refs)

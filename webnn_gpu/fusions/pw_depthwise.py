@@ -103,7 +103,10 @@ def pw_depthwise_ok(pw, dw) -> bool:
     :data:`PWDW_MAX_K` input channels and :data:`PWDW_MAX_WEIGHTS` weights, a data type of
     :data:`PWDW_TYPES` (where the one launch measured faster; ``WEBNN_GPU_FORCE_PWDW=on``: any
     float); ``dw``'s epilogue not reading its own
-    input (the kernel does not hold it at the output pixel)."""
+    input (the kernel does not hold it at the output pixel), ``pw``'s epilogue reading no operand
+    through a pool, an upsampling or padding (the pointwise part unrolls its epilogue per pixel and
+    channel block: a pooled residual there measured 7-40x the two kernels' first build and a slower
+    run)."""
     if not (_plain_conv(pw) and _plain_conv(dw)) or dw.inputs[0] is not pw.outputs[0]:
         return False
     h = pw.outputs[0]
@@ -116,6 +119,8 @@ def pw_depthwise_ok(pw, dw) -> bool:
         return False
     if _env.force("pwdw") != "on" and (g1["C"] > PWDW_MAX_K or g1["C"] * g1["O"] > PWDW_MAX_WEIGHTS
                                        or h.data_type not in PWDW_TYPES):
+        return False
+    if any("pool" in st or "up2" in st or "pad" in st for st in _epilogue.steps_of(pw)):
         return False
     return not any(st.get("input") == 0 for st in _epilogue.steps_of(dw))
 
@@ -153,10 +158,12 @@ def fuse_pw_depthwise(nodes: list, outputs: dict, context=None) -> list:
     second output and takes ``pw``'s place (``dw``'s other operands must be ready there);
     otherwise it takes ``dw``'s place; only with ``WEBNN_GPU_FORCE_PWDW=on`` (:data:`PWDW_KEEP`).
     ``WEBNN_GPU_FORCE_PWDW=off`` fuses none, ``=on`` every pair that fits. Only on a device whose
-    subgroups have :data:`PWDW_WORKGROUP` lanes (lavapipe): the kernel shares the weights between
-    a workgroup's lanes."""
+    subgroups have :data:`PWDW_WORKGROUP` lanes on the ``"lane-loop"`` tuning profile (lavapipe
+    before Mesa 24, where it was measured): the kernel shares the weights between a workgroup's
+    lanes."""
     force = _env.force_choice("pwdw", ("off", "on"))
-    if force == "off" or context is None or getattr(context, "_subgroup", 0) != PWDW_WORKGROUP:
+    if (force == "off" or context is None or getattr(context, "_subgroup", 0) != PWDW_WORKGROUP
+            or getattr(context, "_tuning", "default") != "lane-loop"):
         return nodes
     wg_bytes = int(context.limits.get("max-compute-workgroup-storage-size", 16384))
     limit = _max_bindings(context)
