@@ -104,6 +104,18 @@ def test_misspelt_matvec_switches_raise(monkeypatch, knob, value):
         linalg.matvec_plan(_lc(), 2, 64, 4608)
 
 
+def test_a_misspelt_b_form_raises(monkeypatch):
+    """``WEBNN_GPU_FORCE_MATMUL_MATVEC_B`` takes one of ``linalg.MATVEC_B_FORMS``; another value
+    raises where B's form is chosen instead of measuring the default form."""
+    b = np.ones((8, 8), np.float32)
+    for form in linalg.MATVEC_B_FORMS:
+        monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", form)
+        linalg.matvec_words(_lc(), b, "float32", b.size)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", "texure")
+    with pytest.raises(ValueError, match="MATVEC_B"):
+        linalg.matvec_words(_lc(), b, "float32", b.size)
+
+
 def test_a_misspelt_window_switch_raises(ctx, rng, monkeypatch):
     """``WEBNN_GPU_FORCE_MATMUL_MATVEC_WINDOW`` takes "off" only (read when a conv is lowered: the
     build's error names it)."""

@@ -244,10 +244,14 @@ class TextureConstant(Value):
     texture_width: int = 0
 
 
+#: The values of ``WEBNN_GPU_FORCE_MATMUL_MATVEC_B`` (:func:`matvec_words`, :func:`texture_fits`).
+MATVEC_B_FORMS = ("words", "f32", "texture", "storage")
+
+
 def texture_fits(lc, floats: int) -> bool:
     """Whether :func:`texture_copy` makes a texture of a constant of ``floats`` values here."""
     rows = -(-floats // (4 * TEXTURE_WIDTH))
-    return (lc.tuning == "lane-loop" and not B_UNIFORM_OFF and _env.force("matmul_matvec_b") != "storage"
+    return (lc.tuning == "lane-loop" and not B_UNIFORM_OFF and _env.force_choice("matmul_matvec_b", MATVEC_B_FORMS) != "storage"
             and rows <= int(lc.limits.get("max-texture-dimension-2d", 8192)))
 
 
@@ -1081,7 +1085,7 @@ def matvec_words(lc, b: np.ndarray, data_type: str, floats: int) -> str:
     ``WEBNN_GPU_FORCE_MATMUL_MATVEC_B=words`` takes words wherever 64-bit integers are (float32
     ones at any size), ``=f32`` words of the storage type only, ``=texture`` the uniform buffer
     or texture, ``=storage`` a storage buffer of vec4s (:func:`texture_copy`)."""
-    forced = _env.force("matmul_matvec_b")
+    forced = _env.force_choice("matmul_matvec_b", MATVEC_B_FORMS)
     if data_type not in ("float32", "float16") or not _words_on(lc):
         return ""
     if data_type == "float16" or forced != "f32" and exact_f16(b, subnormals=lc.tuning == "lane-loop"):
@@ -1092,7 +1096,7 @@ def matvec_words(lc, b: np.ndarray, data_type: str, floats: int) -> str:
 
 def _words_on(lc) -> bool:
     """Whether :func:`matvec_words` gives words on this device for a float B (any values)."""
-    forced = _env.force("matmul_matvec_b")
+    forced = _env.force_choice("matmul_matvec_b", MATVEC_B_FORMS)
     return ("shader-int64" in getattr(lc, "features", ()) and forced not in ("texture", "storage")
             and (forced in ("words", "f32") or MATVEC_WORDS and lc.tuning == "lane-loop"))
 
