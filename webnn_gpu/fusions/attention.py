@@ -24,6 +24,7 @@ import logging
 from .._env import DEBUG
 from .._ir import GraphView, Node
 from .._lower import LowerContext
+from ..compiler.rules._common import distinct
 from ..ops._registry import LOWERINGS, lowering
 from ._attrs import FusedAttrs
 
@@ -108,10 +109,7 @@ def fuse_attention(nodes: list, outputs: dict, context=None) -> list:
         if not attention_ok(scores, sm, ctx_node, before, after):
             continue
         attrs = AttentionAttrs(scores, sm, ctx_node, before, after)
-        inputs: list = []
-        for v in [*scores.inputs, *ctx_node.inputs[1:]]:
-            if v is not None and all(v is not u for u in inputs):
-                inputs.append(v)
+        inputs = distinct([*scores.inputs, *ctx_node.inputs[1:]])
         label = "+".join(n.label for n in (scores, sm, ctx_node) if n.label)
         replaced[ctx_node.id] = Node("attention", inputs, list(ctx_node.outputs), attrs, label)
         dropped.update(n.id for n in attrs.parts()[:-1])

@@ -25,7 +25,7 @@ import logging
 
 from .._env import DEBUG
 from .._ir import GraphView, Node
-from ..compiler.rules._common import _max_bindings, place_fused, ready_before
+from ..compiler.rules._common import _max_bindings, place_pair, ready_before
 from ..ops.linalg import mlp_plan, mlp_product
 from ._attrs import FusedAttrs
 
@@ -154,17 +154,11 @@ def fuse_mlp(nodes: list, outputs: dict, context=None) -> list:
             continue
         if -(-M // plan[0]) > MLP_MAX_WORKGROUPS * lanes:
             continue
-        inputs: list = []
-        for v in [*first.inputs, *second.inputs[1:]]:
-            if v is not None and all(v is not u for u in inputs):
-                inputs.append(v)
         bound = sum(v is not None for v in [*first.inputs, *second.inputs[1:]])  # as the kernel binds them
         if bound + 2 + keep > limit:  # the parameters, out, mid
             continue
-        label = "+".join(n.label for n in (first, second) if n.label)
-        fused = Node("mlp", inputs, list(second.outputs) + ([h] if keep else []), MlpAttrs(first, second, keep), label)
-        place_fused(replaced, dropped, first, second, fused, keep)
+        fused = place_pair(replaced, dropped, "mlp", first, second, MlpAttrs(first, second, keep), keep)
         if DEBUG >= 2:
-            log.debug("fuse_mlp: [%s] %dx%d->%d->%d%s", label, M, K, H, N, " keep" if keep else "")
+            log.debug("fuse_mlp: [%s] %dx%d->%d->%d%s", fused.label, M, K, H, N, " keep" if keep else "")
     return g.replace(replaced, dropped)
 

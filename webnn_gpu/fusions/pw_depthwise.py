@@ -24,7 +24,7 @@ import numpy as np
 from .. import _env
 from .._env import DEBUG
 from .._ir import GraphView, Node
-from ..compiler.rules._common import _max_bindings, place_fused, ready_before
+from ..compiler.rules._common import _max_bindings, place_pair, ready_before
 from ..ops import _epilogue
 from ..ops._registry import lowering
 from ..ops.conv import _conv_epilogue, _conv_variant, _dw_taps, _geometry, _pointwise_matrix, _relayout, _segment
@@ -186,20 +186,13 @@ def fuse_pw_depthwise(nodes: list, outputs: dict, context=None) -> list:
             continue
         if pwdw_plan(_geometry(pw), _geometry(dw), wg_bytes) is None:
             continue
-        inputs: list = []
-        for v in [*pw.inputs, *dw.inputs[1:]]:
-            if v is not None and all(v is not u for u in inputs):
-                inputs.append(v)
         ep_ops = len(_conv_epilogue(pw, h, "nhwc", first_binding="a").operands) + len(
             _conv_epilogue(dw, dw.outputs[0], "nhwc", first_binding="b").operands)
         if 3 + ep_ops + 1 + keep > limit:  # x, w1, f, operands, out (, keep)
             continue
-        label = "+".join(n.label for n in (pw, dw) if n.label)
-        fused = Node("pw_depthwise", inputs, list(dw.outputs) + ([h] if keep else []),
-                     PwDepthwiseAttrs(pw, dw, keep), label)
-        place_fused(replaced, dropped, pw, dw, fused, keep)
+        fused = place_pair(replaced, dropped, "pw_depthwise", pw, dw, PwDepthwiseAttrs(pw, dw, keep), keep)
         if DEBUG >= 2:
-            log.debug("fuse_pw_depthwise: [%s]%s", label, " keep" if keep else "")
+            log.debug("fuse_pw_depthwise: [%s]%s", fused.label, " keep" if keep else "")
     return g.replace(replaced, dropped)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._env import DEBUG
 from .._ir import GraphView, Node, Value
-from ..compiler.rules._common import _max_bindings
+from ..compiler.rules._common import _max_bindings, distinct
 from ..ops._registry import lowering
 from ..ops.conv import _conv_epilogue, _conv_variant, _geometry, _pointwise_matrix
 from ..ops.linalg import (B_UNIFORM_FLOATS, FLOATS, LOOP_BUDGET, constant_array, make_constant, uniform_copy,
@@ -207,10 +207,7 @@ def fuse_squeeze_excite(nodes: list, outputs: dict, context=None) -> list:
                                 conv.label)
         if fc2 is None and pool is None:
             continue  # a lone 1x1 conv on a pooled vector gains nothing here
-        inputs: list = []
-        for v in [src, two.get("src2"), *fc1.inputs[1:], *(fc2.inputs[1:] if fc2 is not None else [])]:
-            if v is not None and all(v is not u for u in inputs):
-                inputs.append(v)
+        inputs = distinct([src, two.get("src2"), *fc1.inputs[1:], *(fc2.inputs[1:] if fc2 is not None else [])])
         if len(inputs) + 1 > max_bindings:
             continue
         C2 = fc2.outputs[0].shape[-1] if fc2 is not None else 0

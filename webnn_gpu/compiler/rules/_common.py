@@ -51,6 +51,16 @@ def ready_before(g: GraphView, at: dict, values, node: Node) -> bool:
     return True
 
 
+def distinct(values) -> list:
+    """``values`` in order without None and without repeats (by identity): the inputs of a node
+    standing for several nodes that share operands (its kernel binds each value once)."""
+    out: list = []
+    for v in values:
+        if v is not None and all(v is not u for u in out):
+            out.append(v)
+    return out
+
+
 def place_fused(replaced: dict, dropped: set, first: Node, second: Node, fused: Node, keep: bool) -> None:
     """Record ``fused`` (``first`` and the ``second`` node reading its output, as one node) in
     a rule's ``replaced`` / ``dropped``: at ``first``'s place when it also stores ``first``'s
@@ -65,15 +75,21 @@ def place_fused(replaced: dict, dropped: set, first: Node, second: Node, fused: 
         dropped.add(first.id)
 
 
+def place_pair(replaced: dict, dropped: set, op: str, first: Node, second: Node, attrs, keep: bool) -> Node:
+    """Record one ``op`` node for ``first`` and the ``second`` node reading its output (its first
+    input) through :func:`place_fused`: its inputs ``first``'s, then ``second``'s other ones, each
+    value once (:func:`distinct`); its outputs ``second``'s, then ``first``'s where ``keep``."""
+    label = "+".join(n.label for n in (first, second) if n.label)
+    outs = list(second.outputs) + ([second.inputs[0]] if keep else [])
+    fused = Node(op, distinct([*first.inputs, *second.inputs[1:]]), outs, attrs, label)
+    place_fused(replaced, dropped, first, second, fused, keep)
+    return fused
+
+
 def shared_input_operands(products) -> list:
     """The inputs of one node standing for ``products``, which all read the same first input:
     that input, then each other operand of theirs once, in order (None left out)."""
-    inputs: list = [products[0].inputs[0]]
-    for n in products:
-        for v in n.inputs[1:]:
-            if v is not None and all(v is not u for u in inputs):
-                inputs.append(v)
-    return inputs
+    return distinct([products[0].inputs[0], *(v for n in products for v in n.inputs[1:])])
 
 
 def place_merged(replaced: dict, dropped: set, op: str, products: list, inputs: list, attrs) -> Node:
