@@ -3,8 +3,10 @@
   kernels loop over the block's input rows r (a runtime bound, so LLVM keeps it a loop), load
   each row's columns once as x<j>, and add them into every output row t whose window reaches
   row r, through tap row (r - t sh) / dh picked by selects among the taps w<kh>_<kw>. Also the
-  fused kernels' per-vec4 epilogue helpers (ep_v4_def, ep_v4, hoist_q4), the functions the
-  depthwise + projection kernels define (pair_fns) and their input columns (columns).
+  accumulator slots of conv/depthwise.wgsl's row walk (slot_taps, slot_shift; conv/pw_depthwise.wgsl
+  walks its rows the same way), the fused kernels' per-vec4 epilogue helpers (ep_v4_def, ep_v4,
+  hoist_q4), the functions the depthwise + projection kernels define (pair_fns) and their input
+  columns (columns).
 -#}
 {% import "_lib/tile.wgsl" as tl %}
 {% import "_lib/activations.wgsl" as act %}
@@ -22,6 +24,32 @@
 {% endfor %}
 {% endfor %}
       }
+{% endmacro %}
+
+{#- The slots of conv/depthwise.wgsl's row walk (conv/pw_depthwise.wgsl's too): input row j's
+   columns <x><j>_<c> added into slot m's accumulators <acc><m>_<p> through tap (kh, kw),
+   <w><kh>_<kw>, for each (kh, j, m) of `taps` (webnn_gpu/ops/conv.py `_dw_taps`); each line
+   begins with `pad`. -#}
+{% macro slot_taps(pad, acc, x, w, taps, KW, TW, sw, dw) %}
+{% for kh, j, m in taps %}
+{% for kw in range(KW) %}
+{% for p in range(TW) %}
+{{ pad }}{{ acc }}{{ m }}_{{ p }} = {{ acc }}{{ m }}_{{ p }} + {{ x }}{{ j }}_{{ p * sw + kw * dw }} * {{ w }}{{ kh }}_{{ kw }};
+{% endfor %}
+{% endfor %}
+{% endfor %}
+{% endmacro %}
+
+{#- After the oldest of the A slots is stored: the slots move down one, slot 0 starts empty. -#}
+{% macro slot_shift(pad, acc, A, TW) %}
+{% for m in range(A - 1, 0, -1) %}
+{% for p in range(TW) %}
+{{ pad }}{{ acc }}{{ m }}_{{ p }} = {{ acc }}{{ m - 1 }}_{{ p }};
+{% endfor %}
+{% endfor %}
+{% for p in range(TW) %}
+{{ pad }}{{ acc }}0_{{ p }} = vec4<f32>(0.0);
+{% endfor %}
 {% endmacro %}
 
 {#- ep_v4: a function applying epilogue `ep` to the four channels ch .. ch + 3 of one vec4

@@ -193,13 +193,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
 {% endfor %}
 {% for h in range(NH) %}
-{% for kh, j, m in taps %}
-{% for kw in range(KW) %}
-{% for p in range(TW) %}
-    acc{{ h }}_{{ m }}_{{ p }} = acc{{ h }}_{{ m }}_{{ p }} + x{{ h }}_{{ j }}_{{ p * sw + kw * dw }} * w{{ h }}_{{ kh }}_{{ kw }};
-{% endfor %}
-{% endfor %}
-{% endfor %}
+{{ rw.slot_taps("    ", "acc" ~ h ~ "_", "x" ~ h ~ "_", "w" ~ h ~ "_", taps, KW, TW, sw, dw) | trim("\n") }}
 {% endfor %}
 {% if A > 1 %}
     if (i >= {{ A - 1 }}u) {
@@ -242,14 +236,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
     }
 {% for h in range(NH) %}
-{% for m in range(A - 1, 0, -1) %}
-{% for p in range(TW) %}
-    acc{{ h }}_{{ m }}_{{ p }} = acc{{ h }}_{{ m - 1 }}_{{ p }};
-{% endfor %}
-{% endfor %}
-{% for p in range(TW) %}
-    acc{{ h }}_0_{{ p }} = vec4<f32>(0.0);
-{% endfor %}
+{{ rw.slot_shift("    ", "acc" ~ h ~ "_", A, TW) | trim("\n") }}
 {% endfor %}
   }
 {% if pool %}

@@ -45,6 +45,7 @@
   Workgroup: (WG, 1, 1); dispatch (N4 / CB4, batch, 1).
 -#}
 {% import "_lib/tile.wgsl" as tl %}
+{% import "conv/_rows.wgsl" as rw %}
 {% from "conv/_rows.wgsl" import ep_v4, hoist_q4, pair_fns %}
 {% if T == "f16" %}
 enable f16;
@@ -204,13 +205,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) 
         let v{{ j }}_{{ s }} = select(vec4<f32>(0.0), {{ "w_up" if x64 }}(mid[rb{{ j }} + ci{{ s }}]), rok{{ j }} && cok{{ s }});
 {% endfor %}
 {% endfor %}
-{% for kh, j, m in taps %}
-{% for kw in range(KW) %}
-{% for p in range(TW) %}
-        acc{{ m }}_{{ p }} = acc{{ m }}_{{ p }} + v{{ j }}_{{ p * sw + kw * dw }} * w{{ kh }}_{{ kw }};
-{% endfor %}
-{% endfor %}
-{% endfor %}
+{{ rw.slot_taps("        ", "acc", "v", "w", taps, KW, TW, sw, dw) | trim("\n") }}
 {% if A > 1 %}
         if (i >= {{ A - 1 }}u) {
 {% else %}
@@ -224,14 +219,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) 
           }
 {% endfor %}
         }
-{% for m in range(A - 1, 0, -1) %}
-{% for p in range(TW) %}
-        acc{{ m }}_{{ p }} = acc{{ m - 1 }}_{{ p }};
-{% endfor %}
-{% endfor %}
-{% for p in range(TW) %}
-        acc0_{{ p }} = vec4<f32>(0.0);
-{% endfor %}
+{{ rw.slot_shift("        ", "acc", A, TW) | trim("\n") }}
       }
     }
   }
