@@ -1,5 +1,5 @@
 """The canonical-form rules (``depthwise_to_scale``, ``mean_to_pool``, ``merge_duplicates``,
-``sink_reshapes``): on hand-made IR (no GPU), checked by a float64 evaluator of the IR, near
+``sink_reshapes``, ``merge_reshapes``): on hand-made IR (no GPU), checked by a float64 evaluator of the IR, near
 misses included; and on the GPU against float64 NumPy, with the kernels they save."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from _ireval import checked_rewrite
 from _irb import IR
 from helpers import kernel_templates, run_graph
 
-from webnn_gpu.compiler.rules.canonical import depthwise_to_scale, mean_to_pool, merge_duplicates, sink_reshapes
+from webnn_gpu.compiler.rules.canonical import (depthwise_to_scale, mean_to_pool, merge_duplicates, merge_reshapes,
+                                               sink_reshapes)
 
 C = 6
 
@@ -248,3 +249,110 @@ def test_on_the_gpu_ops_after_a_reshape_are_the_convs_epilogue(ctx, rng):
     want = 0.5 * h * (1 + np.vectorize(erf)(h / np.sqrt(2))) + res
     np.testing.assert_allclose(run_graph(ctx, build, {"x": x, "r": res})["y"], want, rtol=1e-5, atol=1e-5)
     assert len(kernel_templates(ctx, build, {"x": x, "r": res})) == 1
+
+
+# ---------------------------------------------------------------- merge_reshapes
+def _pool_reshapes(ir, back=(1, 1, 1, C)):
+    """A global pool of an NHWC conv's output as mean_to_pool leaves Keras' pooling: the pool,
+    a reshape to [1, C] (the MEAN's dropped axes), then the graph's reshape to ``back``."""
+    h = ir.conv(ir.input((1, 4, 5, C)), ir.filt(C, 1, C))
+    flat = ir.op("reshape", [ir.pool(h)], (1, C), alias=True)
+    return h, flat, ir.op("reshape", [flat], back, alias=True)
+
+
+def test_a_reshape_of_a_reshape_back_to_the_shape_is_the_value_itself():
+    """pool -> [1, C] -> [1, 1, 1, C] -> 1x1 conv: the conv reads the pool; both reshapes go."""
+    ir = IR()
+    _, _, r = _pool_reshapes(ir)
+    y = ir.conv(r, ir.filt(4, 1, C))
+    new = checked_rewrite(merge_reshapes, ir, {"y": y}, rtol=0, atol=0)
+    assert [n.op for n in new] == ["conv2d", "average_pool2d", "conv2d"]
+    assert new[2].inputs[0] is new[1].outputs[0]
+
+
+def test_a_chain_of_reshapes_is_one_reshape_and_keeps_what_else_reads():
+    """[1, C] -> [C] -> [C, 1] -> [1, 1, C]: one reshape from the pool; the middle one, also a
+    graph output, stays for that output (nothing else reads it through the chain)."""
+    ir = IR()
+    h = ir.conv(ir.input((1, 4, 5, C)), ir.filt(C, 1, C))
+    a = ir.op("reshape", [ir.pool(h)], (1, C), alias=True)
+    b = ir.op("reshape", [a], (C,), alias=True)
+    c = ir.op("reshape", [b], (C, 1), alias=True)
+    d = ir.op("reshape", [c], (1, 1, C), alias=True)
+    y = ir.op("relu", [d])
+    new = checked_rewrite(merge_reshapes, ir, {"y": y, "b": b}, rtol=0, atol=0)
+    pool = new[1].outputs[0]
+    reshapes = [n for n in new if n.op == "reshape"]
+    assert [tuple(n.outputs[0].shape) for n in reshapes] == [(C,), (1, 1, C)]
+    assert all(n.inputs[0] is pool for n in reshapes)
+    assert new[-1].inputs[0] is d
+
+
+@pytest.mark.parametrize("case", ["an output", "a view a rule marked", "another op between", "a new shape",
+                                  "read twice"])
+def test_near_misses_keep_their_reshapes(case):
+    """An identity reshape that is a graph output stays; a reshape a rule marked as an operand's
+    view is not merged; an op between two reshapes keeps both; a chain to another shape is one
+    reshape (still a reshape); a reshape read by two nodes is merged for both."""
+    ir = IR()
+    if case == "an output":
+        _, _, r = _pool_reshapes(ir)
+        outputs = {"r": r, "y": ir.op("relu", [r])}
+        new = checked_rewrite(merge_reshapes, ir, outputs, rtol=0, atol=0)
+        assert new[-2].op == "reshape" and new[-2].outputs[0] is r and new[-2].inputs[0] is new[1].outputs[0]
+        assert new[-1].inputs[0] is r
+        return
+    if case == "a view a rule marked":
+        h = ir.conv(ir.input((1, 4, 5, C)), ir.filt(C, 1, C))
+        a = ir.op("reshape", [h], (1, 20, C), operand_view=True)
+        y = ir.op("relu", [ir.op("reshape", [a], (1, 4, 5, C), alias=True)])
+        assert merge_reshapes(list(ir.nodes), {"y": y}) == ir.nodes
+        return
+    if case == "another op between":
+        h = ir.conv(ir.input((1, 4, 5, C)), ir.filt(C, 1, C))
+        a = ir.op("relu", [ir.op("reshape", [h], (1, 20, C), alias=True)])
+        y = ir.op("reshape", [a], (1, 4, 5, C), alias=True)
+        assert merge_reshapes(list(ir.nodes), {"y": y}) == ir.nodes
+        return
+    if case == "a new shape":
+        _, _, r = _pool_reshapes(ir, back=(1, C, 1, 1))
+        y = ir.op("relu", [r])
+        new = checked_rewrite(merge_reshapes, ir, {"y": y}, rtol=0, atol=0)
+        assert [n.op for n in new] == ["conv2d", "average_pool2d", "reshape", "relu"]
+        assert new[2].inputs[0] is new[1].outputs[0] and new[2].outputs[0] is r
+        return
+    _, _, r = _pool_reshapes(ir)
+    y = ir.op("add", [ir.op("relu", [r]), ir.op("sigmoid", [r])])
+    new = checked_rewrite(merge_reshapes, ir, {"y": y}, rtol=0, atol=0)
+    assert [n.op for n in new] == ["conv2d", "average_pool2d", "relu", "sigmoid", "add"]
+
+
+def test_on_the_gpu_keras_squeeze_excite_takes_the_depthwise_partial_sums(ctx, rng):
+    """Keras' squeeze-and-excite as TFLite writes it (depthwise conv, MEAN without keeping the
+    axes, RESHAPE back to a pixel, 1x1 conv + relu, 1x1 conv + sigmoid, mul): float64 NumPy's
+    result, and the means come from the depthwise kernel's partial sums inside the excitation's
+    kernel (no column reduction of their own)."""
+    Cs, R = 16, 4
+    x = rng.standard_normal((1, 12, 10, Cs)).astype(np.float32)
+    wd = (rng.standard_normal((1, 3, 3, Cs)) * 0.3).astype(np.float32)
+    w1 = (rng.standard_normal((R, 1, 1, Cs)) * 0.3).astype(np.float32)
+    b1 = rng.standard_normal(R).astype(np.float32)
+    w2 = (rng.standard_normal((Cs, 1, 1, R)) * 0.3).astype(np.float32)
+    b2 = rng.standard_normal(Cs).astype(np.float32)
+
+    def build(b, ops):
+        v = b.relu(b.conv2d(ops["x"], b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=Cs,
+                            padding=[1, 1, 1, 1]))
+        p = b.reshape(b.reduce_mean(v, axes=[1, 2]), [1, 1, 1, Cs])
+        h = b.relu(b.conv2d(p, b.constant(w1), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(b1)))
+        s = b.sigmoid(b.conv2d(h, b.constant(w2), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(b2)))
+        return {"y": b.mul(v, s)}
+
+    xd = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    v = np.maximum(sum(xd[:, i:i + 12, j:j + 10] * wd[0, i, j].astype(np.float64)
+                       for i in range(3) for j in range(3)), 0)
+    h = np.maximum(w1[:, 0, 0].astype(np.float64) @ v.mean(axis=(1, 2))[0] + b1, 0)
+    s = 1 / (1 + np.exp(-(w2[:, 0, 0].astype(np.float64) @ h + b2)))
+    np.testing.assert_allclose(run_graph(ctx, build, {"x": x})["y"], v * s, rtol=1e-5, atol=1e-5)
+    templates = kernel_templates(ctx, build, {"x": x})
+    assert "matmul/squeeze_excite.wgsl" in templates and "reduce/columns.wgsl" not in templates

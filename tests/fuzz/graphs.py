@@ -1324,6 +1324,7 @@ RULE_MOTIFS = {
     "nhwc_regions": "motif_transposed_layer", "nchw_conv_to_nhwc": "motif_inverted_residual",
     "compose_transposes": "motif_layout_region", "depthwise_to_scale": "motif_transposed_layer",
     "fuse_layer_norm": "graph_layer_norm", "sum_to_mean": "graph_layer_norm", "mean_to_pool": "motif_squeeze_excite",
+    "merge_reshapes": "motif_squeeze_excite",
     "swap_resample_conv": "motif_upsample", "fuse_hard_swish": "motif_conv", "fuse_swish": "motif_conv",
     "sink_reshapes": "graph_sequence_dense", "split_batch_norm": "motif_norm", "fuse_epilogue": "motif_conv",
     "fold_layout": "motif_pad", "stack_shared_gemms": "graph_unrolled_dense", "fuse_attention": "graph_attention",

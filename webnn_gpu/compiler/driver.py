@@ -26,7 +26,8 @@ from ..fusions.mlp import fuse_mlp
 from ..fusions.pw_depthwise import fuse_pw_depthwise
 from ..fusions.siblings import fuse_siblings
 from ..fusions.squeeze_excite import fuse_squeeze_excite
-from .rules.canonical import depthwise_to_scale, mean_to_pool, merge_duplicates, sink_reshapes, sum_to_mean
+from .rules.canonical import (depthwise_to_scale, mean_to_pool, merge_duplicates, merge_reshapes, sink_reshapes,
+                              sum_to_mean)
 from .rules.cleanup import dead_code
 from .rules.dense_chain import fuse_dense_chain
 from .rules.dwp_consumer import fuse_project_consumer
@@ -117,6 +118,10 @@ ORDER: tuple[Stage, ...] = (
         Rule(mean_to_pool, "after fuse_layer_norm (the decomposed form's means are the reductions it matches) "
                            "and before fuse_pool_input, fuse_conv_pool, fuse_pool_partials and "
                            "fuse_squeeze_excite: they take global average pools"),
+        Rule(merge_reshapes, "after mean_to_pool (the reshape it adds after a pool that drops the spatial axes "
+                             "meets the graph's reshape back) and before sink_reshapes and the rules that ask what "
+                             "produced a value or whether one node reads it (fuse_conv_pool, fuse_squeeze_excite, "
+                             "the epilogue rules): a chain of views is one view, an identity view none"),
         Rule(swap_resample_conv, "before fuse_epilogue: it swaps only a conv without an epilogue (a bias "
                                  "commutes with the resample, an activation does not)"),
         Rule(fuse_hard_swish, "before fuse_epilogue: its input has two readers in the decomposed form "

@@ -14,6 +14,8 @@ Same contract as the other rules of :mod:`webnn_gpu.compiler`: ``(nodes, outputs
   compute the same value: the later one's readers read the first one's.
 * :func:`sink_reshapes`: an element-wise operator after a ``reshape`` runs before it, next to
   the kernel that makes the value (whose epilogue then takes it).
+* :func:`merge_reshapes`: a ``reshape`` of a ``reshape`` is one reshape, and a reshape to its
+  input's own shape is its input.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from ..._ir import GraphView, Node, Value
 
 log = logging.getLogger("webnn_gpu")
 
-__all__ = ["depthwise_to_scale", "mean_to_pool", "merge_duplicates", "sink_reshapes", "sum_to_mean"]
+__all__ = ["depthwise_to_scale", "mean_to_pool", "merge_duplicates", "merge_reshapes", "sink_reshapes", "sum_to_mean"]
 
 
 def _host_data(v, data_type: str) -> bool:
@@ -242,6 +244,62 @@ def merge_duplicates(nodes: list, outputs: dict, context=None) -> list:
         result.append(node)
     return result
 
+
+
+def _view_reshape(node) -> bool:
+    """Whether ``node`` is a ``reshape`` as the builder records it or a rule adds it (a view:
+    no attributes but ``alias``), not a rule's marked view of an operand (``operand_view``)."""
+    return (node.op == "reshape" and len(node.inputs) == 1 and len(node.outputs) == 1
+            and isinstance(node.attrs, dict) and set(node.attrs) <= {"alias"})
+
+
+def merge_reshapes(nodes: list, outputs: dict, context=None) -> list:
+    """``reshape(reshape(x))`` reads ``x`` itself (one reshape: the row-major order is the same
+    through both), and a reshape to its input's own shape is dropped, its readers reading the
+    input. A reshape left read by nothing (not a graph output) goes too. A rule that asks
+    whether a value is read by one node only, or what produced it, then sees through such
+    chains: Keras' ``GlobalAveragePooling2D`` in a squeeze-and-excite block is a ``MEAN``
+    dropping the spatial axes and a ``RESHAPE`` restoring them, which ``mean_to_pool`` made a
+    pool, a reshape to ``[1, C]`` and the ``RESHAPE`` back to ``[1, 1, 1, C]``: the excitation's
+    first conv then reads the pool itself, and ``fuse_squeeze_excite`` takes the depthwise conv's
+    partial sums instead of a separate column reduction.
+
+    Not changed: a reshape that is a graph output (the output keeps its own value; a reshape
+    of it still reads its input), a reshape with a rule's marks (``operand_view``), any other
+    operator between two reshapes."""
+    producer: dict[int, Node] = {}  # output id -> a kept view reshape (rewritten to read its root)
+    out_ids = {v.id for v in outputs.values()}
+    alias: dict[int, Value] = {}  # id of a dropped identity reshape's output -> its input
+    result: list[Node] = []
+    for node in nodes:
+        if any(v is not None and v.id in alias for v in node.inputs):
+            node = Node(node.op, [alias.get(v.id, v) if v is not None else None for v in node.inputs],
+                        list(node.outputs), node.attrs, node.label)
+        if _view_reshape(node):
+            x, y = node.inputs[0], node.outputs[0]
+            inner = producer.get(x.id)
+            if inner is not None:
+                x = inner.inputs[0]
+                node = Node("reshape", [x], [y], node.attrs, node.label)
+            if tuple(x.shape) == tuple(y.shape) and x.data_type == y.data_type and y.id not in out_ids:
+                alias[y.id] = x
+                if DEBUG >= 2:
+                    log.debug("merge_reshapes: reshape [%s] to its input's shape is its input", node.label)
+                continue
+            producer[y.id] = node
+        result.append(node)
+    # reshapes no node reads any more (their readers now read what they reshape)
+    read = set(out_ids)
+    kept: list[Node] = []
+    for node in reversed(result):
+        if _view_reshape(node) and node.outputs[0].id not in read:
+            continue
+        read.update(v.id for v in node.inputs if v is not None)
+        kept.append(node)
+    kept.reverse()
+    if len(kept) == len(nodes) and all(a is b for a, b in zip(kept, nodes)):
+        return nodes
+    return kept
 
 #: most reshapes one call moves (each move is one element-wise op; a chain moves one op per round)
 _SINK_ROUNDS = 16
