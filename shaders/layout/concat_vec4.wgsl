@@ -1,6 +1,6 @@
 {#-
-  layout/concat_vec4.wgsl: layout/concat.wgsl for 32-bit data whose every part's slab (its
-  size along the axis times inner) is a multiple of 4 elements: one invocation moves four
+  layout/concat_vec4.wgsl: layout/concat.wgsl for 32-bit data or float16 whose every part's
+  slab (its size along the axis times inner) is a multiple of 4 elements: one invocation moves four
   neighbouring output elements, which lie in one part, with a vec4 load and store.
 
   The output is seen as [outer, total, inner] (total: the concat axis); output element e =
@@ -10,7 +10,8 @@
                 dst, side_out]
     parts       [{name, lo, hi, size}] per input: its range along the axis and its size there
     inner       product of the dimensions after the axis; total: the output's axis dimension
-    side        None, or the epilogue (function `side`, webnn_gpu/ops/_epilogue.py; float32)
+    side        None, or the epilogue (function `side`, webnn_gpu/ops/_epilogue.py; float32,
+                float16 data computed in f32 and rounded once as it is stored)
                 applied to each output element, stored at its index in side_out (the
                 compiler's fuse_concat_map); chan: the last axis' size C, whose coordinate
                 (e % C) the epilogue reads its per-channel operands at; side_only: the map is
@@ -48,7 +49,13 @@
 {% if side %}
   let c = e % {{ chan }}u;
 {% set q = side.chan %}
+{% if k.bindings[-1].storage == "f16" %}
+  let vf = vec4<f32>(v);
+  {{ "dst" if side_only else "side_out" }}[idx] = vec4<f16>(vec4<f32>(side(vf.x, e, c{{ ", side_q(c)" if q }}), side(vf.y, e + 1u, c + 1u{{ ", side_q(c + 1u)" if q }}),
+                            side(vf.z, e + 2u, c + 2u{{ ", side_q(c + 2u)" if q }}), side(vf.w, e + 3u, c + 3u{{ ", side_q(c + 3u)" if q }})));
+{% else %}
   {{ "dst" if side_only else "side_out" }}[idx] = vec4<f32>(side(v.x, e, c{{ ", side_q(c)" if q }}), side(v.y, e + 1u, c + 1u{{ ", side_q(c + 1u)" if q }}),
                             side(v.z, e + 2u, c + 2u{{ ", side_q(c + 2u)" if q }}), side(v.w, e + 3u, c + 3u{{ ", side_q(c + 3u)" if q }}));
+{% endif %}
 {% endif %}
 }

@@ -398,10 +398,10 @@ def concat(self: MLGraphBuilder, inputs: Sequence[MLOperand], axis: int, *, labe
 
 def concat_vec4_ok(node, extra: int = 0, limits=None) -> bool:
     """Whether concat ``node`` runs ``layout/concat_vec4.wgsl`` (four elements per invocation):
-    32-bit data, every input's slab (its size along the axis times the dimensions after it) a
+    32-bit data or float16, every input's slab (its size along the axis times the dimensions after it) a
     multiple of 4 elements, and its inputs, ``extra`` more bindings and the output within the
     device's storage-buffer limit (``limits``; WebGPU's default 8 without)."""
-    if node.op != "concat" or _is_alias(node) or node.outputs[0].data_type not in ("float32", "int32", "uint32"):
+    if node.op != "concat" or _is_alias(node) or node.outputs[0].data_type not in ("float32", "float16", "int32", "uint32"):
         return False
     dst, ax = node.outputs[0], node.attrs["axis"]
     inner = math.prod(dst.shape[ax + 1:])
@@ -412,8 +412,8 @@ def concat_vec4_ok(node, extra: int = 0, limits=None) -> bool:
 
 @lowering("concat")
 def lower_concat(node, lc) -> None:
-    """concat: one ``layout/concat.wgsl`` kernel reading every input (32-bit data in slabs of
-    multiples of 4 elements: ``layout/concat_vec4.wgsl``, which also stores the map of
+    """concat: one ``layout/concat.wgsl`` kernel reading every input (32-bit data or float16 in
+    slabs of multiples of 4 elements: ``layout/concat_vec4.wgsl``, which also stores the map of
     ``attrs["side"]`` as a second output, or alone as its one output), or (more inputs than a
     kernel may bind) one kernel per input placing it at its offset along the axis; with
     ``attrs["in_place"]`` (``concat_in_place``) no kernel: each input is stored in its block

@@ -189,7 +189,7 @@ def _read_padded_operands(node, g):
 
 
 def fuse_concat_map(nodes: list, outputs: dict, context=None) -> list:
-    """A float32 concat whose output ``v`` is read by an element-wise chain and by other
+    """A float concat whose output ``v`` is read by an element-wise chain and by other
     readers (or is a graph output) stores the chain's value too, as it copies each element:
     the concat gets a second output, the chain's last value, and ``attrs["side"]``, the chain
     as epilogue steps over the output element (:mod:`webnn_gpu.ops._epilogue`; operands read
@@ -206,7 +206,9 @@ def fuse_concat_map(nodes: list, outputs: dict, context=None) -> list:
     one kernel (and the last concat of a block, read by the transition's normalization alone,
     applies it as it copies; a ViT's class token concatenated to the patches, then the
     position embedding added). Near misses: a second operand read per element, a computed one,
-    a chain value read elsewhere or a graph output in the middle, data that is not float32,
+    a chain value read elsewhere or a graph output in the middle, data that is not float32 or
+    float16 (in float16 the chain runs in float32 and its value is rounded once, as a conv's
+    epilogue is; the element-wise kernel it replaces rounds each operator's result to float16),
     parts whose slabs are not multiples of 4 elements (``concat_vec4_ok``), the last axis not a
     multiple of 4, more bindings than the device allows.
     """
@@ -224,7 +226,7 @@ def fuse_concat_map(nodes: list, outputs: dict, context=None) -> list:
         if cat.op != "concat" or "side" in cat.attrs or cat.id in taken or len(cat.outputs) != 1:
             continue
         v = cat.outputs[0]
-        if v.data_type != "float32" or v.shape[-1] % 4 or not concat_vec4_ok(cat, 1, limits):
+        if v.data_type not in ("float32", "float16") or v.shape[-1] % 4 or not concat_vec4_ok(cat, 1, limits):
             continue
         readers = g.consumers(v)
         n = len(cat.inputs)
