@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/keras_zoo.py                      # generate (once), compare, time
     .venv/bin/python benchmarks/keras_zoo.py --models transformer gru --rounds 10 --no-cold
     .venv/bin/python benchmarks/keras_zoo.py --regenerate         # convert again
+    .venv/bin/python benchmarks/keras_zoo.py --standard --no-cold --rounds 10   # the applications at 224x224 / 299x299
 
 Two halves in one file:
 
