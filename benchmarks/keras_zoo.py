@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/keras_zoo.py                      # generate (once), compare, time
     .venv/bin/python benchmarks/keras_zoo.py --models transformer gru --rounds 10 --no-cold
     .venv/bin/python benchmarks/keras_zoo.py --regenerate         # convert again
+    .venv/bin/python benchmarks/keras_zoo.py --standard --no-cold --rounds 10   # the applications at 224x224 / 299x299
 
 Two halves in one file:
 
@@ -87,6 +88,17 @@ MODELS = {
                      "GroupNormalization, Dense, 32x32",
     "spectrogram": "audio classifier: tf.signal.stft magnitude (RFFT2D, COMPLEX_ABS) of 4000 samples, log, Conv1D, "
                    "GlobalAveragePooling1D, Dense",
+}
+
+#: Keras applications at the input size they are published for (opt-in: ``--models NAME`` or
+#: ``--standard``; their conversion, LiteRT reference and cold builds take minutes).
+STANDARD = {
+    "mobilenet_v2_224": "keras.applications.MobileNetV2 (alpha 1.0), 224x224",
+    "mobilenet_v3_large_224": "keras.applications.MobileNetV3Large, 224x224",
+    "resnet50_224": "keras.applications.ResNet50, 224x224",
+    "efficientnet_b0_224": "keras.applications.EfficientNetB0, 224x224",
+    "densenet121_224": "keras.applications.DenseNet121, 224x224",
+    "xception_299": "keras.applications.Xception, 299x299",
 }
 
 
@@ -374,6 +386,12 @@ def _architectures():
         "rnn_dropout": (text(rnn_dropout), {}),
         "augmented_cnn": (augmented_cnn, {}),
         "spectrogram": (spectrogram, {}),
+        "mobilenet_v2_224": (app(apps.MobileNetV2, 224), {}),
+        "mobilenet_v3_large_224": (app(apps.MobileNetV3Large, 224), {}),
+        "resnet50_224": (app(apps.ResNet50, 224), {}),
+        "efficientnet_b0_224": (app(apps.EfficientNetB0, 224), {}),
+        "densenet121_224": (app(apps.DenseNet121, 224), {}),
+        "xception_299": (app(apps.Xception, 299), {}),
     }
 
 
@@ -527,7 +545,9 @@ def format_table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="*", default=list(MODELS), choices=MODELS, metavar="NAME")
+    parser.add_argument("--models", nargs="*", default=list(MODELS), choices={**MODELS, **STANDARD}, metavar="NAME",
+                        help="default: the small-size zoo (MODELS); the standard sizes (STANDARD) by name")
+    parser.add_argument("--standard", action="store_true", help="the standard-size applications (STANDARD) instead")
     parser.add_argument("--generate", metavar="DIR", help=argparse.SUPPRESS)  # the TF-side half
     parser.add_argument("--regenerate", action="store_true", help="convert the models again")
     parser.add_argument("--tf-python", default=str(DEFAULT_TF_PYTHON),
@@ -539,6 +559,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-cold", dest="cold", action="store_false", help="skip the fresh-process cold builds")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args(argv)
+    if args.standard:
+        args.models = list(STANDARD)
     if args.generate:
         generate(pathlib.Path(args.generate), args.models)
         return 0

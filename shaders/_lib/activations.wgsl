@@ -2,7 +2,11 @@
   Scalar math shared by the standalone element-wise kernels and the fused epilogues of
   conv2d / matmul / gemm. defs(T, names) emits `fn NAME_T(x: T) -> T` for each NAME in
   `names` (T is f32 or f16); expressions then call e.g. `sigmoid_f32(x)`. Helpers a name
-  needs (exp_acc, erfc_pos) are emitted once per call.
+  needs (exp_acc, erfc_pos) are emitted once per call. defs(T, names, selects=true) writes
+  exp_acc's NaN, overflow and underflow cases as selects instead of early returns: the same
+  values bit for bit, for kernels that call it from a long unrolled block (the depthwise
+  kernel's expansion, conv.md "Expansions with exp"), where the branches cost more on lavapipe
+  than computing every case (in the tile kernel's epilogue loop the branches are cheaper).
   Precision notes: exp_acc is exp() with Cody-Waite range reduction (lavapipe's exp(x) is
   exp2(x * log2 e), off by about |x| ULPs); expm1 (|x| < 0.5), log1p (-0.2 < x < 0.25) and
   tanh (|x| < 0.25) use short series near 0, where exp(x) - 1 and log(1 + x) cancel (and
@@ -11,15 +15,19 @@
   exp(-z^2) takes z^2 as an exact head plus a small tail, erf a series near 0, so elu,
   sigmoid, softplus, tanh, erf and gelu stay within a few ULPs.
 -#}
-{% macro defs(T, names) %}
+{% macro defs(T, names, selects=false) %}
 {% set big = "60000.0" if T == "f16" else "3.0e38" %}
 {% if names | select("in", ["exp_acc", "expm1", "erfc", "erf", "gelu", "sigmoid", "softplus"]) | list %}
 fn exp_acc_{{ T }}(x: f32) -> f32 {
   // exp(x) = 2^k exp(r), r = x - k ln2 (ln2 in two parts, k ln2_hi exact), |r| <= 0.35.
+{% if selects %}
+  let k = round(clamp(x, -104.0, 89.0) * 1.4426950408889634);  // the cases below select their own value
+{% else %}
   if ((bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u) { return x; }
   if (x > 88.72284) { return bitcast<f32>(0x7f800000u); }
   if (x < -103.97209) { return 0.0; }
   let k = round(x * 1.4426950408889634);
+{% endif %}
   let r = (x - k * 0.693145751953125) - k * 1.4286068203094172e-06;
   let p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 +
           r * (1.0 / 5040.0)))))));
@@ -35,7 +43,13 @@ fn exp_acc_{{ T }}(x: f32) -> f32 {
   let k1 = kn >> 1u;
   let big = (p * bitcast<f32>(u32(k1 + 127) << 23u)) * bitcast<f32>(u32(kn - k1 + 127) << 23u);
   let units = round(p * bitcast<f32>(u32(clamp(ki, -150, -126) + 149 + 127) << 23u));
+{% if selects %}
+  let v = select(big, bitcast<f32>(u32(units)), ki < -125);
+  let ends = select(select(v, 0.0, x < -103.97209), bitcast<f32>(0x7f800000u), x > 88.72284);
+  return select(ends, x, (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u);
+{% else %}
   return select(big, bitcast<f32>(u32(units)), ki < -125);
+{% endif %}
 }
 {% endif %}
 {% if names | select("in", ["erfc", "erf", "gelu"]) | list %}

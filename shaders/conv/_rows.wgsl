@@ -88,10 +88,11 @@ fn {{ ep.fn }}_v4(v: vec4<f32>, o: u32, ch: u32{% if ep.chan %}{% for c in range
 {% endmacro %}
 
 {#- The activation functions, the depthwise epilogue `ep` and the projection's `pep` (none: no
-   projection) with their per-vec4 helpers: what every depthwise + projection kernel defines. -#}
-{% macro pair_fns(fns, ep, pep) %}
+   projection) with their per-vec4 helpers: what every depthwise + projection kernel defines
+   (`selects`: exp_acc without branches, act.defs). -#}
+{% macro pair_fns(fns, ep, pep, selects=false) %}
 {% for FT, names in fns %}
-{{ act.defs(FT, names) }}
+{{ act.defs(FT, names, selects) }}
 {% endfor %}
 {% if not ep.empty %}
 {{ ep.code }}

@@ -96,7 +96,8 @@
                  global average pool: mode "store", [blocks, C4] vec4<f32> of the depthwise output
                  (fuse_conv_pool); mode "conv" (out_vec), [blocks, N4] of the projection's output
                  (fuse_pool_partials)
-    fns          (T, names) activation helpers of the epilogues
+    fns          (T, names) activation helpers of the epilogues (with expand, exp_acc written with
+                 selects instead of branches: act.defs)
     fdiv         invocations < 2^20: the index is split with f32 divisions (exact there)
     xw           (mode "conv", row_loop, no expansion, C4 even) the input bound as words of 8
                  channels (vec4<u64> for float32, vec2<u64> for float16; the same bits): the
@@ -168,7 +169,7 @@ enable f16;
 {% if xsh %}
 var<workgroup> xs: array<vec4<f32>, {{ XS }}>;
 {% endif %}
-{{ rw.pair_fns(fns, ep, pep if mode != "store" else none) -}}
+{{ rw.pair_fns(fns, ep, pep if mode != "store" else none, expand) -}}
 {{ rw.word_fns(T) if xw or x_words or orow }}
 {% if expand and not eep.empty %}
 {{ eep.code }}

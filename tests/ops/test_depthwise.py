@@ -475,6 +475,52 @@ def test_expansion_depthwise_projection_against_numpy(ctx, rng, monkeypatch, cas
         np.testing.assert_array_equal(run_graph(ctx, build, {"x": x})["y"], got.astype(np.float32))
 
 
+@pytest.mark.parametrize("act", ["swish", "sigmoid"])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_expansion_with_exp_through_its_edges_against_numpy(ctx, rng, act, stride):
+    """An expansion with swish (x sigmoid(x), EfficientNet's) or sigmoid computed inside the
+    depthwise kernel (the store form: no projection) writes exp_acc with selects, not branches
+    (``act.defs(..., selects)``): expanded values from -150 to 150 (exp's overflow at 88.72,
+    its denormal range below -87.3 and its 0 below -103.97, both signs), a NaN input pixel
+    (NaN through every output that reads it) and an odd-sized image whose blocks pass its
+    edges, against float64 NumPy; the depthwise epilogue takes the same activation."""
+    h, w, K, C = 37, 29, 8, 16
+    x = rng.standard_normal((1, h, w, K)).astype(np.float32)
+    x[0, 5, 7, :] = np.nan
+    we = (rng.standard_normal((C, 1, 1, K)) * 40.0).astype(np.float32)  # ohwi: |expanded| up to about 150
+    be = np.linspace(-100.0, 100.0, C).astype(np.float32)
+    wd = (rng.standard_normal((1, 3, 3, C)) * 0.3).astype(np.float32)  # ihwo
+    bd = rng.standard_normal(C).astype(np.float32)
+
+    def f(b, v):
+        return b.mul(v, b.sigmoid(v)) if act == "swish" else b.sigmoid(v)
+
+    def build(b, o):
+        e = f(b, b.conv2d(o["x"], b.constant(we), input_layout="nhwc", filter_layout="ohwi", bias=b.constant(be)))
+        return {"y": f(b, b.conv2d(e, b.constant(wd), input_layout="nhwc", filter_layout="ihwo", groups=C,
+                                   padding=[1] * 4, strides=[stride] * 2, bias=b.constant(bd)))}
+
+    b = webnn.MLGraphBuilder(ctx)
+    g = b.build(build(b, {"x": b.input("x", {"data_type": "float32", "shape": list(x.shape)})}))
+    steps = [st for st in g._steps if getattr(st, "template", "") == "conv/depthwise_project.wgsl"]
+    assert len(steps) == 1 and len([st for st in g._steps if hasattr(st, "template")]) == 1
+    assert "clamp(x, -104.0, 89.0)" in steps[0].wgsl and "if (x > 88.72284)" not in steps[0].wgsl
+    got = run_graph(ctx, build, {"x": x})["y"].astype(np.float64)
+
+    def f64(v):
+        with np.errstate(over="ignore"):
+            s = 1.0 / (1.0 + np.exp(-v))
+        return v * s if act == "swish" else s
+
+    x64 = x.astype(np.float64)
+    e = f64(np.einsum("nhwk,ck->nhwc", x64, we[:, 0, 0, :].astype(np.float64)) + be)
+    ref = f64(ref_conv2d(e.transpose(0, 3, 1, 2), wd.astype(np.float64).transpose(3, 0, 1, 2), [1] * 4,
+                         (stride, stride), groups=C).transpose(0, 2, 3, 1) + bd)
+    assert np.isnan(ref).any() and np.array_equal(np.isnan(got), np.isnan(ref))
+    ok = ~np.isnan(ref)
+    np.testing.assert_allclose(got[ok], ref[ok], atol=3e-5 * np.abs(ref[ok]).max(), rtol=3e-5)
+
+
 # (image H = W, C, window, stride, N) of zoo pairs whose decision the launch term (LAUNCH_US)
 # decides, measured in the models (2026-11-26; benchmarks/dw_shapes.py --paired set, both
 # decisions built in one process, 30 rounds alternating, per-round medians, a launch counted):
