@@ -1513,9 +1513,10 @@ ATTENTION_ROWS = 4
 
 def attention_kernel(node, lc) -> bool:
     """Lower an ``attention`` node (``webnn_gpu.fusions.attention``) as one
-    ``matmul/attention.wgsl`` launch where it applies, and return whether it did: float32, no
-    reshapes between the products and the softmax other than ones keeping the shape, the two
-    products over the same batch and rows, at most :data:`ATTENTION_MAX_KEYS` keys, depths that
+    ``matmul/attention.wgsl`` launch where it applies, and return whether it did: float32 or
+    float16 (every operand and both products of the one type), no reshapes between the products
+    and the softmax other than ones keeping the shape, the two products over the same batch and
+    rows, at most :data:`ATTENTION_MAX_KEYS` keys, depths that
     are multiples of 4 up to :data:`ATTENTION_MAX_DEPTH`, q, k and v readable as vec4 along the
     depth (through the products' views: a key matrix transposed by ``fold_matmul_views`` is).
 
@@ -1523,7 +1524,10 @@ def attention_kernel(node, lc) -> bool:
     scores' epilogue, a scale or a mask; each k_j and v_j loaded once for the rows), the softmax as ``norm/softmax.wgsl`` does (max, sum of exponentials, each
     probability e / sum), and the probabilities times v with the context's epilogue, stored
     through the context's output view: one launch instead of three, no scores or probabilities
-    in memory. ``WEBNN_GPU_FORCE_ATTENTION=split`` keeps the three kernels (for measurements).
+    in memory. float16 values are loaded and widened, all arithmetic is float32 and each output
+    is rounded to float16 once, at its store (the three kernels round the scores and the
+    probabilities too). ``WEBNN_GPU_FORCE_ATTENTION=split`` keeps the three kernels (for
+    measurements).
     """
     att = node.attrs
     scores, softmax, context = att.scores, att.softmax, att.context
@@ -1532,10 +1536,11 @@ def attention_kernel(node, lc) -> bool:
     for v in (att.before, att.after):
         if v is not None and tuple(v.inputs[0].shape) != tuple(v.outputs[0].shape):
             return False
+    dt = scores.outputs[0].data_type
     if (context.attrs.get("a_transpose") or "a_view" in context.attrs or "out_view" in scores.attrs
-            or scores.outputs[0].data_type != "float32"):
+            or dt not in FLOATS or context.outputs[0].data_type != dt):
         return False
-    if any(v is not None and v.data_type != "float32" for n in (scores, context) for v in n.inputs):
+    if any(v is not None and v.data_type != dt for n in (scores, context) for v in n.inputs):
         return False
     q_shape, q_st, k_shape, k_st, s_batch, _ = _views(scores)
     p_shape, _, v_shape, v_st, c_batch, o_st = _views(context)
@@ -1568,7 +1573,7 @@ def attention_kernel(node, lc) -> bool:
     n_inv = math.prod(s_batch) * mt
     step = lc.kernel("matmul/attention.wgsl", [("q", q), ("k", k), ("v", v)] + ep_s.operands + ep_c.operands,
                      [("out", out)], n_inv, workgroup=TILE_SMALL_WORKGROUP if n_inv >= 4 * TILE_SMALL_WORKGROUP else 8,
-                     n_inv=n_inv, M=M, TR=tr, MT=mt, D=D, L=L, Dv=Dv, batch_strides=strides(batch),
+                     T=wgsl_type(dt), n_inv=n_inv, M=M, TR=tr, MT=mt, D=D, L=L, Dv=Dv, batch_strides=strides(batch),
                      q_bst=[q_bst[d] // 4 for d in keep], k_bst=[k_bst[d] // 4 for d in keep],
                      v_bst=[v_bst[d] // 4 for d in keep], o_bst=[o_bst[d] for d in keep],
                      q_rs=q_st[-2] // 4, k_ns=k_st[-1] // 4, v_ks=v_st[-2] // 4, o_sp=o_st[-2], ep=ep_s, ep2=ep_c,
