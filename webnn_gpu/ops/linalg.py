@@ -1589,7 +1589,10 @@ def lower_matmul_rows(node, lc) -> None:
     ``fuse_matmul_softmax``): ``matmul/layer_norm.wgsl``, one invocation per row: the product
     (a matmul or a gemm) with its epilogue (also stored where the node has a second output),
     then the layer normalization or the softmax of the row with its own epilogue. B is packed
-    to a multiple of 4 columns (a uniform buffer where it fits)."""
+    to a multiple of 4 columns (a uniform buffer where it fits). float16: a float16 B is widened
+    to float32 (exactly: the float32 kernel's B), the other values are loaded as float16 and
+    widened, all arithmetic is float32 and each output is rounded to float16 once, at its store
+    (the two kernels round the product too)."""
     from types import SimpleNamespace
 
     from .norm import _literal
@@ -1598,6 +1601,10 @@ def lower_matmul_rows(node, lc) -> None:
     mm_inputs, row_inputs = node.inputs[:split], node.inputs[split:]
     a, b = mm_inputs[0], mm_inputs[1]
     out = node.outputs[0]
+    if b.data_type == "float16":
+        data = constant_array(b)
+        assert data is not None  # fuse_matmul_* take constant weights only
+        b = make_constant(data.astype(np.float32), "float32")
     gemm = node.attrs.get("product_op") == "gemm"
     bt = gemm and node.attrs["product"]["b_transpose"]
     K, N = (b.shape[::-1] if bt else b.shape)
@@ -1618,7 +1625,8 @@ def lower_matmul_rows(node, lc) -> None:
     ins += [(n, v) for n, v in (("scale", sc), ("bias", bi)) if v is not None] + ep2.operands
     wg = 8 if R <= 4 * TILE_SMALL_WORKGROUP else TILE_SMALL_WORKGROUP
     outs = [("out", out)] + ([("prod", node.outputs[1])] if len(node.outputs) > 1 else [])
-    step = lc.kernel("matmul/layer_norm.wgsl", ins, outs, R, workgroup=wg, R=R, K=K, N=N, keep=len(outs) > 1,
+    step = lc.kernel("matmul/layer_norm.wgsl", ins, outs, R, workgroup=wg, T=wgsl_type(out.data_type), R=R, K=K,
+                     N=N, keep=len(outs) > 1,
                      a_vec=K % 4 == 0, b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
                      softmax=softmax, has_scale=sc is not None, has_bias=bi is not None,
                      epsilon=_literal(node.attrs["norm"].get("epsilon", 0.0)), ep=ep, ep2=ep2,
