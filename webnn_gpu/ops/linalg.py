@@ -1643,7 +1643,10 @@ CHAIN_WORKGROUP = 64
 def lower_dense_chain(node, lc) -> None:
     """dense_chain (the compiler's ``fuse_dense_chain``): ``matmul/dense_chain.wgsl``, one
     workgroup computing one-row dense layers in turn (each B re-laid out row-major ``[K, N]``
-    with columns zero-padded to a multiple of 4, each layer's epilogue with its own names)."""
+    with columns zero-padded to a multiple of 4, each layer's epilogue with its own names).
+    float16: the weights widened to float32 (exactly), the input and the epilogue operands
+    loaded as float16 and widened, all arithmetic and the rows between layers float32, each
+    output rounded to float16 once, at its store (the layer kernels round every layer's row)."""
     from types import SimpleNamespace
 
     from ..compiler.rules.dense_chain import CHAIN_MAX_N
@@ -1657,7 +1660,7 @@ def lower_dense_chain(node, lc) -> None:
         bt = op == "gemm" and attrs.get("b_transpose")
         K, N = b.shape[::-1] if bt else b.shape
         last = i == len(node.attrs["layers"]) - 1
-        out = node.outputs[0] if last else SimpleNamespace(shape=(1, N), data_type="float32")
+        out = node.outputs[0] if last else SimpleNamespace(shape=(1, N), data_type=node.outputs[0].data_type)
         layer = SimpleNamespace(op=op, inputs=ins, attrs=attrs)
         steps = gemm_steps(layer) if op == "gemm" else _epilogue.steps_of(layer)
         ep = _epilogue.build(layer, out, steps, chan_axis=1, first_binding=f"l{i}e", name=f"layer{i}")
@@ -1674,7 +1677,8 @@ def lower_dense_chain(node, lc) -> None:
     for layer in layers:
         ins += [(layer.b, layer.B)] + layer.ep.operands
     step = lc.kernel("matmul/dense_chain.wgsl", ins, [("out", node.outputs[0])], CHAIN_WORKGROUP,
-                     groups=(1, 1, 1), workgroup=CHAIN_WORKGROUP, layers=layers, width=max(widths),
+                     groups=(1, 1, 1), workgroup=CHAIN_WORKGROUP, T=wgsl_type(node.outputs[0].data_type),
+                     layers=layers, width=max(widths),
                      fns=_epilogue.merged_functions(*[layer.ep for layer in layers]))
     step.flops = 2 * sum(layer.K * layer.N for layer in layers)
     step.note = " -> ".join([str(layers[0].K)] + [str(layer.N) for layer in layers]) + " chain"
