@@ -72,9 +72,8 @@ def rotated_kernel_us(ctx, built: dict, rounds: int, repeats: int, keep=None) ->
 
 def per_run_us(ctx, g, inputs: dict, runs: int, clock=time.perf_counter) -> float:
     """Microseconds of ``clock`` per write / dispatch / read run of ``g`` on ``inputs`` (name ->
-    float32 or float16 array): the least of 3 batches of ``runs`` after a warm-up batch of 3."""
-    ts = {n: ctx.create_tensor({"data_type": "float16" if str(a.dtype) == "float16" else "float32", "shape": list(a.shape),
-                                "writable": True})
+    array of its input's data type): the least of 3 batches of ``runs`` after a warm-up batch of 3."""
+    ts = {n: ctx.create_tensor({"data_type": str(a.dtype), "shape": list(a.shape), "writable": True})
           for n, a in inputs.items()}
     to = {n: ctx.create_tensor({"data_type": od["data_type"], "shape": od["shape"], "readable": True})
           for n, od in g.outputs.items()}
@@ -95,14 +94,18 @@ def model_inputs(g, seed: int = 0) -> dict:
     """Inputs of graph ``g`` (name -> array of its float type): an image input ([1, H, W, 3])
     gets the zoo's astronaut photo (``zoo.astronaut``: the values a model's activations take on
     a photo, not on noise, where a segmenter's logits sink into float32's denormal range and
-    its last kernel runs slower), any other uniform noise in [0, 1)."""
+    its last kernel runs slower), any other float input uniform noise in [0, 1), an integer one
+    zeros (a valid index: token ids, positions)."""
     from zoo import astronaut
 
     rng = np.random.default_rng(seed)
     out = {}
     for n, v in g._inputs.items():
-        dt = np.float16 if v.data_type == "float16" else np.float32
         shape = tuple(v.shape)
+        if v.data_type not in ("float32", "float16"):
+            out[n] = np.zeros(shape, np.dtype(v.data_type))
+            continue
+        dt = np.float16 if v.data_type == "float16" else np.float32
         photo = len(shape) == 4 and shape[0] == 1 and shape[3] == 3
         out[n] = (astronaut(shape[1:3]) if photo else rng.uniform(0, 1, shape)).astype(dt)
     return out

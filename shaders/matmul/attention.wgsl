@@ -5,9 +5,12 @@
   mask), the softmax as norm/softmax.wgsl computes it (the max, the sum of exp(s_j - max), each
   probability exp(s_j - max) / sum), and sum_j p_j v_j through the context's epilogue, stored
   through the context's output strides. q, k and v are read as vec4 along the depth (through
-  the products' views; webnn_gpu/ops/linalg.py `attention_kernel`).
+  the products' views; webnn_gpu/ops/linalg.py `attention_kernel`). float16: q, k, v and the
+  epilogues' operands are loaded as f16 and widened, the scores, softmax and sums are f32 and each
+  output is rounded to f16 once, at its store.
 
   Context:
+    T            storage type of q, k, v and out: "f32" or "f16" (f32 arithmetic)
     M            query rows per batch item; TR rows per invocation, MT = ceil(M / TR) invocations
                  per batch item, n_inv in all
     D, L, Dv     depth of q and k, keys, depth of v (D and Dv multiples of 4)
@@ -24,12 +27,16 @@
 {% import "_lib/tile.wgsl" as tl %}
 {% set D4 = D // 4 %}
 {% set V4 = Dv // 4 %}
-{{ tl.decl(0, "q", "f32", true, false) }}
-{{ tl.decl(1, "k", "f32", true, false) }}
-{{ tl.decl(2, "v", "f32", true, false) }}
+{% macro up(x) %}{% if T == "f16" %}vec4<f32>({{ x }}){% else %}{{ x }}{% endif %}{% endmacro %}
+{% if T == "f16" %}
+enable f16;
+{% endif %}
+{{ tl.decl(0, "q", T, true, false) }}
+{{ tl.decl(1, "k", T, true, false) }}
+{{ tl.decl(2, "v", T, true, false) }}
 {{ tl.epilogue_decls(ep, 3) }}
 {{ tl.epilogue_decls(ep2, 3 + ep.operands | length) }}
-{{ tl.decl(3 + ep.operands | length + ep2.operands | length, "out", "f32", true, true) }}
+{{ tl.decl(3 + ep.operands | length + ep2.operands | length, "out", T, true, true) }}
 {% import "_lib/epilogue.wgsl" as epl %}
 {{ epl.defs(fns) }}
 {% if not ep.empty %}{{ ep.code }}{% endif %}
@@ -49,7 +56,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let m{{ t }} = min(mb + {{ t }}u, {{ M - 1 }}u);  // rows past M repeat the last and store nothing
   let r{{ t }} = bidx * {{ M }}u + m{{ t }};
   var q{{ t }}: array<vec4<f32>, {{ D4 }}>;
-  for (var d = 0u; d < {{ D4 }}u; d = d + 1u) { q{{ t }}[d] = q[qb + m{{ t }} * {{ q_rs }}u + d]; }
+  for (var d = 0u; d < {{ D4 }}u; d = d + 1u) { q{{ t }}[d] = {{ up("q[qb + m" ~ t ~ " * " ~ q_rs ~ "u + d]") }}; }
   var s{{ t }}: array<f32, {{ L }}>;
   var mx{{ t }} = -3.40282347e+38;
 {% endfor %}
@@ -59,7 +66,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     var a{{ t }} = 0.0;
 {% endfor %}
     for (var d = 0u; d < {{ D4 }}u; d = d + 1u) {
-      let kv = k[kj + d];
+      let kv = {{ up("k[kj + d]") }};
 {% for t in range(TR) %}
       a{{ t }} = a{{ t }} + dot(q{{ t }}[d], kv);
 {% endfor %}
@@ -82,7 +89,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let p{{ t }} = exp(s{{ t }}[j] - mx{{ t }}) / sum{{ t }};
 {% endfor %}
     for (var d = 0u; d < {{ V4 }}u; d = d + 1u) {
-      let vv = v[vj + d];
+      let vv = {{ up("v[vj + d]") }};
 {% for t in range(TR) %}
       c{{ t }}[d] = c{{ t }}[d] + p{{ t }} * vv;
 {% endfor %}
@@ -93,7 +100,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   if (mb + {{ t }}u < {{ M }}u) {
     for (var d = 0u; d < {{ V4 }}u; d = d + 1u) {
       let o = ob + m{{ t }} * {{ o_sp }}u + 4u * d;
-      out[o / 4u] = vec4<f32>({% for i in range(4) %}{{ tl.apply(ep2, "c" ~ t ~ "[d][" ~ i ~ "u]", "o + " ~ i ~ "u", "4u * d + " ~ i ~ "u") }}{{ ", " if not loop.last }}{% endfor %});
+      out[o / 4u] = {{ "vec4<f16>(" if T == "f16" }}vec4<f32>({% for i in range(4) %}{{ tl.apply(ep2, "c" ~ t ~ "[d][" ~ i ~ "u]", "o + " ~ i ~ "u", "4u * d + " ~ i ~ "u") }}{{ ", " if not loop.last }}{% endfor %}){{ ")" if T == "f16" }};
     }
   }
 {% endfor %}

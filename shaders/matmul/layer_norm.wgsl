@@ -7,9 +7,13 @@
   norm/layer_norm.wgsl), and stores (x - mean) / sqrt(variance + epsilon) * scale + bias
   through the normalization's own epilogue (softmax: exp(x - max) / sum of exp(x - max), as
   norm/softmax.wgsl). One launch and no intermediate tensor instead of two
-  (webnn_gpu/ops/linalg.py `lower_matmul_rows`).
+  (webnn_gpu/ops/linalg.py `lower_matmul_rows`). float16: A, the scale, bias and epilogue operands
+  are loaded as f16 and widened (B is a float32 copy of the float16 weights), the row, its
+  statistics and the outputs are f32 and each output is rounded to f16 once, at its store.
 
   Context:
+    T            storage type of A, the scale, the bias, out and prod: "f32" or "f16" (f32
+                 arithmetic)
     R, K, N      rows (all batches), multiply-adds per output, columns (N4 = ceil(N / 4) vec4s)
     a_vec        A's rows start at multiples of 4 values and K % 4 == 0: vec4 loads of A
     b_uniform    vec4s of B's float32 uniform buffer (zero-padded), or 0: B in a storage buffer
@@ -24,21 +28,26 @@
 -#}
 {% import "_lib/tile.wgsl" as tl %}
 {% set N4 = (N + 3) // 4 %}
-{{ tl.decl(0, "a", "f32", a_vec, false) }}
+{% macro st(x) %}{% if T == "f16" %}f16({{ x }}){% else %}{{ x }}{% endif %}{% endmacro %}
+{% macro ld(x) %}{% if T == "f16" %}f32({{ x }}){% else %}{{ x }}{% endif %}{% endmacro %}
+{% if T == "f16" %}
+enable f16;
+{% endif %}
+{{ tl.decl(0, "a", T, a_vec, false) }}
 {{ tl.weights(1, "b", "f32", true, b_uniform) }}
 {{ tl.epilogue_decls(ep, 2) }}
 {% set at = 2 + ep.operands | length %}
 {% if has_scale %}
-@group(0) @binding({{ at }}) var<storage, read> scale: array<f32>;
+@group(0) @binding({{ at }}) var<storage, read> scale: array<{{ T }}>;
 {% endif %}
 {% if has_bias %}
-@group(0) @binding({{ at + (1 if has_scale else 0) }}) var<storage, read> bias: array<f32>;
+@group(0) @binding({{ at + (1 if has_scale else 0) }}) var<storage, read> bias: array<{{ T }}>;
 {% endif %}
 {% set at2 = at + (1 if has_scale else 0) + (1 if has_bias else 0) %}
 {{ tl.epilogue_decls(ep2, at2) }}
-{{ tl.decl(at2 + ep2.operands | length, "out", "f32", false, true) }}
+{{ tl.decl(at2 + ep2.operands | length, "out", T, false, true) }}
 {% if keep %}
-{{ tl.decl(at2 + ep2.operands | length + 1, "prod", "f32", false, true) }}
+{{ tl.decl(at2 + ep2.operands | length + 1, "prod", T, false, true) }}
 {% endif %}
 {% import "_lib/epilogue.wgsl" as epl %}
 {{ epl.defs(fns) }}
@@ -53,7 +62,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   for (var j = 0u; j < {{ N4 }}u; j = j + 1u) { c[j] = vec4<f32>(0.0); }
 {% if a_vec %}
   for (var k4 = 0u; k4 < {{ K // 4 }}u; k4 = k4 + 1u) {
-    let av = a[r * {{ K // 4 }}u + k4];
+    let av = {{ "vec4<f32>(" if T == "f16" }}a[r * {{ K // 4 }}u + k4]{{ ")" if T == "f16" }};
     let bk = 4u * k4 * {{ N4 }}u;
     for (var j = 0u; j < {{ N4 }}u; j = j + 1u) {
       c[j] = c[j] + av.x * vec4<f32>(b[bk + j]) + av.y * vec4<f32>(b[bk + {{ N4 }}u + j])
@@ -74,7 +83,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let v = {{ tl.apply(ep, "c[n / 4u][n % 4u]", "o + n", "n") }};
     x[n] = v;
 {% if keep %}
-    prod[o + n] = v;
+    prod[o + n] = {{ st("v") }};
 {% endif %}
     s = s + v;
   }
@@ -84,7 +93,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   var se = 0.0;
   for (var n = 0u; n < {{ N }}u; n = n + 1u) { se = se + exp(x[n] - mx); }
   for (var n = 0u; n < {{ N }}u; n = n + 1u) {
-    out[o + n] = {{ tl.apply(ep2, "exp(x[n] - mx) / se", "o + n", "n") }};
+    out[o + n] = {{ st(tl.apply(ep2, "exp(x[n] - mx) / se", "o + n", "n")) }};
   }
 {% else %}
   let mean = s / {{ N }}.0;
@@ -97,12 +106,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   for (var n = 0u; n < {{ N }}u; n = n + 1u) {
     var y = (x[n] - mean) * inv;
 {% if has_scale %}
-    y = y * scale[n];
+    y = y * {{ ld("scale[n]") }};
 {% endif %}
 {% if has_bias %}
-    y = y + bias[n];
+    y = y + {{ ld("bias[n]") }};
 {% endif %}
-    out[o + n] = {{ tl.apply(ep2, "y", "o + n", "n") }};
+    out[o + n] = {{ st(tl.apply(ep2, "y", "o + n", "n")) }};
   }
 {% endif %}
 }

@@ -229,9 +229,9 @@ def _onnx_graph(b, x, axes, eps, scale, bias, norm):
     return b.add(b.mul(n, b.constant(scale)), b.constant(bias))
 
 
-def _templates(ctx, build, shapes):
+def _templates(ctx, build, shapes, data_type="float32"):
     b = webnn.MLGraphBuilder(ctx)
-    g = b.build(build(b, {k: b.input(k, {"data_type": "float32", "shape": list(s)}) for k, s in shapes.items()}))
+    g = b.build(build(b, {k: b.input(k, {"data_type": data_type, "shape": list(s)}) for k, s in shapes.items()}))
     try:
         return [s.template for s in g._steps if hasattr(s, "template")]
     finally:
@@ -466,15 +466,16 @@ def test_fused_rms_norm_matches_numpy(ctx, rng, form, act):
     assert _templates(ctx, build, {"x": x.shape}) == ["norm/layer_norm.wgsl"]
 
 
-def _l2_form(ir: IR, x, *, kind="min", axes=(2,)):
+def _l2_form(ir: IR, x, *, kind="min", axes=(2,), bound=None):
     """Keras' UnitNormalization (``kind="min"``: x * min(rsqrt(sum(x^2)), 1e12)) and
-    tf.math.l2_normalize (``"max"``: x * rsqrt(max(sum(x^2), 1e-12)))."""
+    tf.math.l2_normalize (``"max"``: x * rsqrt(max(sum(x^2), 1e-12))); ``bound`` instead of
+    1e12 / 1e-12."""
     s = ir.op("reduce_sum", [ir.op("mul", [x, x])], tuple(1 if a in axes else d for a, d in enumerate(x.shape)),
               axes=list(axes), keep=True)
     if kind == "min":
-        r = ir.op("min", [ir.op("reciprocal", [ir.op("sqrt", [s])]), ir.const(1e12)])
+        r = ir.op("min", [ir.op("reciprocal", [ir.op("sqrt", [s])]), ir.const(1e12 if bound is None else bound)])
     else:
-        r = ir.op("reciprocal", [ir.op("sqrt", [ir.op("max", [s, ir.const(1e-12)])])])
+        r = ir.op("reciprocal", [ir.op("sqrt", [ir.op("max", [s, ir.const(1e-12 if bound is None else bound)])])])
     return ir.op("mul", [x, r])
 
 
@@ -489,8 +490,23 @@ def test_an_l2_normalization_becomes_one_node(kind):
     assert out[0].attrs.epsilon == pytest.approx(1e12 if kind == "min" else 1e-12)
 
 
+def test_a_float16_l2_normalization_with_an_infinite_bound_becomes_one_node():
+    """UnitNormalization's 1e12 is +inf in float16: min(r, +inf) is r, the kernel's min takes it."""
+    ir = IR("float16")
+    x = ir.input(SHAPE)
+    y = _l2_form(ir, x, bound=np.inf)
+    out = _fused(ir, y)
+    assert [n.op for n in out] == ["rms_normalization"] and out[0].attrs["form"] == "l2min"
+    assert out[0].attrs.epsilon == np.inf
+
+
 def test_l2_near_misses_keep_the_graph():
-    """A bound that is not one constant, the sum read elsewhere, x * r of another tensor."""
+    """A bound that is not one constant, the sum read elsewhere, x * r of another tensor, an
+    infinite bound in the max form (every output would be 0)."""
+    ir = IR("float16")
+    x = ir.input(SHAPE)
+    y = _l2_form(ir, x, kind="max", bound=np.inf)
+    _unchanged(ir, y)
     ir = IR()
     x = ir.input(SHAPE)
     s = ir.op("reduce_sum", [ir.op("mul", [x, x])], (2, 5, 1), axes=[2], keep=True)
@@ -527,3 +543,21 @@ def test_fused_l2_norm_matches_numpy(ctx, rng, kind):
     ref = x64 / np.maximum(np.sqrt((x64 ** 2).sum(axis=2, keepdims=True)), 1e-6 if kind == "max" else 1e-12)
     np.testing.assert_allclose(run_graph(ctx, build, {"x": x})["y"], ref, rtol=1e-4, atol=1e-5)
     assert _templates(ctx, build, {"x": x.shape}) == ["norm/layer_norm.wgsl"]
+
+
+def test_fused_float16_unit_norm_matches_numpy(ctx, rng):
+    """UnitNormalization in float16, its bound +inf (1e12 rounded): one norm/layer_norm.wgsl kernel
+    (float32 sums, each output rounded once), against float64 NumPy."""
+    x = rng.standard_normal((3, 5, 24)).astype(np.float16)
+
+    def build(b, ops):
+        x = ops["x"]
+        s = b.reduce_sum(b.mul(x, x), axes=[2], keep_dimensions=True)
+        r = b.min(b.reciprocal(b.sqrt(s)), b.constant({"data_type": "float16", "shape": []}, np.array(np.inf, np.float16)))
+        return {"y": b.mul(x, r)}
+
+    x64 = x.astype(np.float64)
+    ref = x64 / np.sqrt((x64 ** 2).sum(axis=2, keepdims=True))
+    got = run_graph(ctx, build, {"x": x})["y"].astype(np.float64)
+    np.testing.assert_allclose(got, ref, rtol=1e-2, atol=3e-2 * np.abs(ref).max())
+    assert _templates(ctx, build, {"x": x.shape}, "float16") == ["norm/layer_norm.wgsl"]

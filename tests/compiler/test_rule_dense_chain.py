@@ -38,6 +38,16 @@ def test_layers_in_a_row_become_one_node():
         assert node.op == "dense_chain" and len(node.attrs["layers"]) == 3 and node.outputs == [y]
 
 
+def test_float16_layers_become_one_node_too():
+    ir = IR("float16")
+    y = _mlp(ir, [32, 16, 8, 12])
+    (node,) = checked_rewrite(fuse_dense_chain, ir, {"y": y}, **TOL)
+    assert node.op == "dense_chain" and len(node.attrs["layers"]) == 3
+    ir = IR("float16")
+    y = _mlp(ir, [8, 16, 8], M=2)  # several rows: not a chain in float16 either
+    assert fuse_dense_chain(ir.nodes, {"y": y}) == ir.nodes
+
+
 def test_a_chain_stops_at_a_large_layer_and_at_the_buffer_limit(monkeypatch):
     ir = IR()
     y = _mlp(ir, [8, 32, 4, 12])

@@ -36,6 +36,19 @@ def test_the_product_and_its_normalization_become_one_node():
     assert node.op == "matmul_layer_norm" and node.outputs == [z] and node.attrs["split"] == 4
 
 
+def test_float16_becomes_one_node_too():
+    """float16 (the kernel computes in float32 and rounds at its stores), the product stored
+    too where it is read elsewhere."""
+    ir = IR("float16")
+    y, z = _block(ir)
+    (node,) = checked_rewrite(fuse_matmul_layer_norm, ir, {"z": z}, **TOL)
+    assert node.op == "matmul_layer_norm" and node.outputs == [z]
+    ir = IR("float16")
+    y, z = _block(ir, scale=False)
+    (node,) = checked_rewrite(fuse_matmul_layer_norm, ir, {"z": z, "y": y}, **TOL)
+    assert node.outputs == [z, y]
+
+
 def test_without_scale_or_bias_and_with_a_tail():
     ir = IR()
     y, z = _block(ir, scale=False, bias=True, ln_epilogue=[{"op": "relu"}])
@@ -82,12 +95,9 @@ def test_a_stored_product_needs_the_normalizations_operands_before_it():
     assert fuse_matmul_layer_norm(ir.nodes, {"z": z2, "n": n}) == ir.nodes
 
 
-def test_other_axes_float16_or_a_computed_b_keep_both():
+def test_other_axes_or_a_computed_b_keep_both():
     ir = IR()
     y, z = _block(ir, axes=[1, 2])
-    assert fuse_matmul_layer_norm(ir.nodes, {"z": z}) == ir.nodes
-    ir = IR("float16")
-    y, z = _block(ir)
     assert fuse_matmul_layer_norm(ir.nodes, {"z": z}) == ir.nodes
     ir = IR()
     x, wi = ir.input((1, 6, 8)), ir.input((8, 12))
@@ -139,3 +149,15 @@ def test_softmax_near_misses():
     y, p = _head(ir)
     (node,) = checked_rewrite(fuse_matmul_softmax, ir, {"p": p, "y": y}, **TOL)
     assert node.outputs == [p, y]
+
+
+def test_a_float16_dense_layer_and_its_softmax_become_one_node():
+    from webnn_gpu.compiler.rules.norm_rows import fuse_matmul_softmax
+
+    ir = IR("float16")
+    y, p = _head(ir, M=2)
+    (node,) = checked_rewrite(fuse_matmul_softmax, ir, {"p": p}, **TOL)
+    assert node.op == "matmul_softmax" and node.outputs == [p]
+    ir = IR("float16")
+    y, p = _head(ir, N=65)  # the row limits hold in float16 too
+    assert fuse_matmul_softmax(ir.nodes, {"p": p}) == ir.nodes

@@ -165,14 +165,15 @@ def _param_outer(v: Value | None, x: Value) -> bool:
     return all(d in (1, x.shape[a]) for a, d in enumerate(_aligned(v.shape, len(x.shape))))
 
 
-def _epsilon(v: Value | None, like: Value) -> float | None:
-    """The one value of host constant ``v`` (added to ``like`` without growing it), or None."""
+def _epsilon(v: Value | None, like: Value, infinite: bool = False) -> float | None:
+    """The one value of host constant ``v`` (added to ``like`` without growing it), or None;
+    finite and non-negative (or, with ``infinite``, +inf too)."""
     if v is None or v.kind != "constant" or v.data is None or v.data.size == 0 or v.data_type != like.data_type:
         return None
     if len(v.shape) > len(like.shape) or any(d != 1 for d in v.shape):
         return None
     vals = v.data.astype(np.float64)
-    if not np.all(vals == vals[0]) or not np.isfinite(vals[0]) or vals[0] < 0:
+    if not np.all(vals == vals[0]) or not (np.isfinite(vals[0]) or infinite and vals[0] == np.inf) or vals[0] < 0:
         return None
     return float(vals[0])
 
@@ -412,9 +413,9 @@ def match_l2_norm(g: GraphView, total: Node) -> LayerNormMatch | None:
     """The L2 normalization whose ``reduce_sum`` of squares is ``total``, or None:
     ``x * min(reciprocal(sqrt(sum(x * x))), c)`` (Keras' ``UnitNormalization``: RSQRT, MINIMUM;
     form ``"l2min"``) or ``x * reciprocal(sqrt(max(sum(x * x), e)))`` (``tf.math.l2_normalize``:
-    MAXIMUM, RSQRT; ``"l2max"``), ``c`` and ``e`` host constants of one non-negative value; every
-    intermediate value read by the pattern alone and no graph output; rows of at most
-    :data:`~webnn_gpu.ops.norm.ROW_KERNEL_MAX` values."""
+    MAXIMUM, RSQRT; ``"l2max"``), ``c`` and ``e`` host constants of one non-negative value (``c``
+    maybe +inf: a float16 graph's 1e12); every intermediate value read by the pattern alone and
+    no graph output; rows of at most :data:`~webnn_gpu.ops.norm.ROW_KERNEL_MAX` values."""
     from ..ops.norm import ROW_KERNEL_MAX
 
     if total.op != "reduce_sum" or len(total.outputs) != 1 or not total.attrs.get("keep"):
@@ -450,7 +451,9 @@ def match_l2_norm(g: GraphView, total: Node) -> LayerNormMatch | None:
         low = mt.only(rec.outputs[0], "min")
         if low is None:
             return None
-        bound = _epsilon(_other(low, rec.outputs[0]), rec.outputs[0])
+        # +inf too: UnitNormalization's 1e12 (or 1 / sqrt(1e-12)) is +inf in float16, and
+        # min(r, +inf) is r (the kernel's min takes the infinite literal as the graph did)
+        bound = _epsilon(_other(low, rec.outputs[0]), rec.outputs[0], infinite=True)
         if bound is None:
             return None
         form, nodes, r = "l2min", [*nodes, nxt, rec, low], low.outputs[0]

@@ -1513,9 +1513,10 @@ ATTENTION_ROWS = 4
 
 def attention_kernel(node, lc) -> bool:
     """Lower an ``attention`` node (``webnn_gpu.fusions.attention``) as one
-    ``matmul/attention.wgsl`` launch where it applies, and return whether it did: float32, no
-    reshapes between the products and the softmax other than ones keeping the shape, the two
-    products over the same batch and rows, at most :data:`ATTENTION_MAX_KEYS` keys, depths that
+    ``matmul/attention.wgsl`` launch where it applies, and return whether it did: float32 or
+    float16 (every operand and both products of the one type), no reshapes between the products
+    and the softmax other than ones keeping the shape, the two products over the same batch and
+    rows, at most :data:`ATTENTION_MAX_KEYS` keys, depths that
     are multiples of 4 up to :data:`ATTENTION_MAX_DEPTH`, q, k and v readable as vec4 along the
     depth (through the products' views: a key matrix transposed by ``fold_matmul_views`` is).
 
@@ -1523,7 +1524,10 @@ def attention_kernel(node, lc) -> bool:
     scores' epilogue, a scale or a mask; each k_j and v_j loaded once for the rows), the softmax as ``norm/softmax.wgsl`` does (max, sum of exponentials, each
     probability e / sum), and the probabilities times v with the context's epilogue, stored
     through the context's output view: one launch instead of three, no scores or probabilities
-    in memory. ``WEBNN_GPU_FORCE_ATTENTION=split`` keeps the three kernels (for measurements).
+    in memory. float16 values are loaded and widened, all arithmetic is float32 and each output
+    is rounded to float16 once, at its store (the three kernels round the scores and the
+    probabilities too). ``WEBNN_GPU_FORCE_ATTENTION=split`` keeps the three kernels (for
+    measurements).
     """
     att = node.attrs
     scores, softmax, context = att.scores, att.softmax, att.context
@@ -1532,10 +1536,11 @@ def attention_kernel(node, lc) -> bool:
     for v in (att.before, att.after):
         if v is not None and tuple(v.inputs[0].shape) != tuple(v.outputs[0].shape):
             return False
+    dt = scores.outputs[0].data_type
     if (context.attrs.get("a_transpose") or "a_view" in context.attrs or "out_view" in scores.attrs
-            or scores.outputs[0].data_type != "float32"):
+            or dt not in FLOATS or context.outputs[0].data_type != dt):
         return False
-    if any(v is not None and v.data_type != "float32" for n in (scores, context) for v in n.inputs):
+    if any(v is not None and v.data_type != dt for n in (scores, context) for v in n.inputs):
         return False
     q_shape, q_st, k_shape, k_st, s_batch, _ = _views(scores)
     p_shape, _, v_shape, v_st, c_batch, o_st = _views(context)
@@ -1568,7 +1573,7 @@ def attention_kernel(node, lc) -> bool:
     n_inv = math.prod(s_batch) * mt
     step = lc.kernel("matmul/attention.wgsl", [("q", q), ("k", k), ("v", v)] + ep_s.operands + ep_c.operands,
                      [("out", out)], n_inv, workgroup=TILE_SMALL_WORKGROUP if n_inv >= 4 * TILE_SMALL_WORKGROUP else 8,
-                     n_inv=n_inv, M=M, TR=tr, MT=mt, D=D, L=L, Dv=Dv, batch_strides=strides(batch),
+                     T=wgsl_type(dt), n_inv=n_inv, M=M, TR=tr, MT=mt, D=D, L=L, Dv=Dv, batch_strides=strides(batch),
                      q_bst=[q_bst[d] // 4 for d in keep], k_bst=[k_bst[d] // 4 for d in keep],
                      v_bst=[v_bst[d] // 4 for d in keep], o_bst=[o_bst[d] for d in keep],
                      q_rs=q_st[-2] // 4, k_ns=k_st[-1] // 4, v_ks=v_st[-2] // 4, o_sp=o_st[-2], ep=ep_s, ep2=ep_c,
@@ -1584,7 +1589,10 @@ def lower_matmul_rows(node, lc) -> None:
     ``fuse_matmul_softmax``): ``matmul/layer_norm.wgsl``, one invocation per row: the product
     (a matmul or a gemm) with its epilogue (also stored where the node has a second output),
     then the layer normalization or the softmax of the row with its own epilogue. B is packed
-    to a multiple of 4 columns (a uniform buffer where it fits)."""
+    to a multiple of 4 columns (a uniform buffer where it fits). float16: a float16 B is widened
+    to float32 (exactly: the float32 kernel's B), the other values are loaded as float16 and
+    widened, all arithmetic is float32 and each output is rounded to float16 once, at its store
+    (the two kernels round the product too)."""
     from types import SimpleNamespace
 
     from .norm import _literal
@@ -1593,6 +1601,10 @@ def lower_matmul_rows(node, lc) -> None:
     mm_inputs, row_inputs = node.inputs[:split], node.inputs[split:]
     a, b = mm_inputs[0], mm_inputs[1]
     out = node.outputs[0]
+    if b.data_type == "float16":
+        data = constant_array(b)
+        assert data is not None  # fuse_matmul_* take constant weights only
+        b = make_constant(data.astype(np.float32), "float32")
     gemm = node.attrs.get("product_op") == "gemm"
     bt = gemm and node.attrs["product"]["b_transpose"]
     K, N = (b.shape[::-1] if bt else b.shape)
@@ -1613,7 +1625,8 @@ def lower_matmul_rows(node, lc) -> None:
     ins += [(n, v) for n, v in (("scale", sc), ("bias", bi)) if v is not None] + ep2.operands
     wg = 8 if R <= 4 * TILE_SMALL_WORKGROUP else TILE_SMALL_WORKGROUP
     outs = [("out", out)] + ([("prod", node.outputs[1])] if len(node.outputs) > 1 else [])
-    step = lc.kernel("matmul/layer_norm.wgsl", ins, outs, R, workgroup=wg, R=R, K=K, N=N, keep=len(outs) > 1,
+    step = lc.kernel("matmul/layer_norm.wgsl", ins, outs, R, workgroup=wg, T=wgsl_type(out.data_type), R=R, K=K,
+                     N=N, keep=len(outs) > 1,
                      a_vec=K % 4 == 0, b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
                      softmax=softmax, has_scale=sc is not None, has_bias=bi is not None,
                      epsilon=_literal(node.attrs["norm"].get("epsilon", 0.0)), ep=ep, ep2=ep2,
@@ -1630,7 +1643,10 @@ CHAIN_WORKGROUP = 64
 def lower_dense_chain(node, lc) -> None:
     """dense_chain (the compiler's ``fuse_dense_chain``): ``matmul/dense_chain.wgsl``, one
     workgroup computing one-row dense layers in turn (each B re-laid out row-major ``[K, N]``
-    with columns zero-padded to a multiple of 4, each layer's epilogue with its own names)."""
+    with columns zero-padded to a multiple of 4, each layer's epilogue with its own names).
+    float16: the weights widened to float32 (exactly), the input and the epilogue operands
+    loaded as float16 and widened, all arithmetic and the rows between layers float32, each
+    output rounded to float16 once, at its store (the layer kernels round every layer's row)."""
     from types import SimpleNamespace
 
     from ..compiler.rules.dense_chain import CHAIN_MAX_N
@@ -1644,7 +1660,7 @@ def lower_dense_chain(node, lc) -> None:
         bt = op == "gemm" and attrs.get("b_transpose")
         K, N = b.shape[::-1] if bt else b.shape
         last = i == len(node.attrs["layers"]) - 1
-        out = node.outputs[0] if last else SimpleNamespace(shape=(1, N), data_type="float32")
+        out = node.outputs[0] if last else SimpleNamespace(shape=(1, N), data_type=node.outputs[0].data_type)
         layer = SimpleNamespace(op=op, inputs=ins, attrs=attrs)
         steps = gemm_steps(layer) if op == "gemm" else _epilogue.steps_of(layer)
         ep = _epilogue.build(layer, out, steps, chan_axis=1, first_binding=f"l{i}e", name=f"layer{i}")
@@ -1661,7 +1677,8 @@ def lower_dense_chain(node, lc) -> None:
     for layer in layers:
         ins += [(layer.b, layer.B)] + layer.ep.operands
     step = lc.kernel("matmul/dense_chain.wgsl", ins, [("out", node.outputs[0])], CHAIN_WORKGROUP,
-                     groups=(1, 1, 1), workgroup=CHAIN_WORKGROUP, layers=layers, width=max(widths),
+                     groups=(1, 1, 1), workgroup=CHAIN_WORKGROUP, T=wgsl_type(node.outputs[0].data_type),
+                     layers=layers, width=max(widths),
                      fns=_epilogue.merged_functions(*[layer.ep for layer in layers]))
     step.flops = 2 * sum(layer.K * layer.N for layer in layers)
     step.note = " -> ".join([str(layers[0].K)] + [str(layer.N) for layer in layers]) + " chain"

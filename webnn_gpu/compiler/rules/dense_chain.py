@@ -22,15 +22,16 @@ CHAIN_MAX_N = 1024
 
 
 def _layer_ok(node: Node) -> bool:
-    """A float32 one-row matmul or gemm (``[1, K] x [K, N]``) by a constant B (a gemm's maybe
-    transposed, any alpha, beta and c; no transposed A, no operand views) within
-    :data:`CHAIN_MAX_WEIGHTS` and :data:`CHAIN_MAX_N`."""
-    if node.op not in ("matmul", "gemm") or len(node.outputs) != 1 or node.outputs[0].data_type != "float32":
+    """A float32 or float16 one-row matmul or gemm (``[1, K] x [K, N]``) by a constant B (a
+    gemm's maybe transposed, any alpha, beta and c; no transposed A, no operand views; A, B and
+    the product of one data type) within :data:`CHAIN_MAX_WEIGHTS` and :data:`CHAIN_MAX_N`."""
+    dt = node.outputs[0].data_type if len(node.outputs) == 1 else None
+    if node.op not in ("matmul", "gemm") or dt not in ("float32", "float16"):
         return False
     if any(node.attrs.get(k) for k in ("a_transpose", "a_view", "b_view", "out_view")):
         return False
     a, b = node.inputs[0], node.inputs[1]
-    if len(a.shape) != 2 or a.shape[0] != 1 or a.data_type != "float32":
+    if len(a.shape) != 2 or a.shape[0] != 1 or a.data_type != dt or b.data_type != dt:
         return False
     if b.kind != "constant" or b.data is None or len(b.shape) != 2:
         return False
@@ -48,7 +49,9 @@ def fuse_dense_chain(nodes: list, outputs: dict, context=None) -> list:
     """Two or more one-row dense layers in a row (``matmul`` / ``gemm`` of ``[1, K]`` by a
     constant B, each the next one's only input, with their epilogues: bias, activation) become
     one ``dense_chain`` node (``matmul/dense_chain.wgsl``): one workgroup computes the layers in
-    turn, each row in workgroup memory for the next.
+    turn, each row in workgroup memory for the next. float32 or float16 (float16: float32
+    arithmetic and rows, each output rounded once at its store; the layers of a chain are of
+    one data type, as each reads the one before).
 
     The node's inputs are the first layer's input, then each layer's other inputs in order
     (``attrs["layers"]``: per layer its op, attributes and how many inputs it reads after A).

@@ -19,6 +19,10 @@ from ._common import place_fused, ready_before
 
 log = logging.getLogger("webnn_gpu")
 
+#: Data types of the fused kernel (float16: loaded and widened, float32 arithmetic, each output
+#: rounded once at its store)
+FLOATS = ("float32", "float16")
+
 #: Longest row (N) the fused kernel keeps in registers (N / 4 vec4 accumulators) ...
 NORM_MAX_N = 64
 #: ... and most multiply-adds of the product: one invocation computes a whole row, so a large
@@ -32,11 +36,14 @@ NORM_MAX_ROW_MACS = 1 << 13
 
 
 def _norm_ok(ln: Node) -> bool:
-    """A float32 layer normalization over the last axis alone, its scale and bias (if any) along
-    it, an epilogue that does not read the normalized input itself."""
+    """A float32 or float16 layer normalization over the last axis alone, its scale and bias (if
+    any) along it and of its data type, an epilogue that does not read the normalized input
+    itself."""
     x = ln.inputs[0]
     r = len(x.shape)
-    if ln.op != "layer_normalization" or len(ln.outputs) != 1 or x.data_type != "float32" or r < 2:
+    if ln.op != "layer_normalization" or len(ln.outputs) != 1 or x.data_type not in FLOATS or r < 2:
+        return False
+    if any(v is not None and v.data_type != x.data_type for v in ln.inputs[1:3]):
         return False
     if list(ln.attrs.get("axes", ())) != [r - 1] or list(ln.attrs.get("param_axes", ())) != [r - 1]:
         return False
@@ -46,10 +53,12 @@ def _norm_ok(ln: Node) -> bool:
 
 
 def _product_ok(mm: Node) -> bool:
-    """A float32 matmul of a row-major A by a constant 2-D B (no operand views, no transposed A),
-    or such a gemm (any alpha, beta, c; B maybe transposed), with short rows and few
-    multiply-adds (:data:`NORM_MAX_N`, :data:`NORM_MAX_MACS`)."""
-    if mm.op not in ("matmul", "gemm") or len(mm.outputs) != 1 or mm.outputs[0].data_type != "float32":
+    """A float32 or float16 matmul of a row-major A by a constant 2-D B (no operand views, no
+    transposed A), or such a gemm (any alpha, beta, c; B maybe transposed), with short rows and
+    few multiply-adds (:data:`NORM_MAX_N`, :data:`NORM_MAX_MACS`), A, B and the product of one
+    data type."""
+    dt = mm.outputs[0].data_type if len(mm.outputs) == 1 else None
+    if mm.op not in ("matmul", "gemm") or dt not in FLOATS or any(v.data_type != dt for v in mm.inputs[:2]):
         return False
     if any(mm.attrs.get(k) for k in ("a_transpose", "a_view", "b_view", "out_view")):
         return False
@@ -61,9 +70,10 @@ def _product_ok(mm: Node) -> bool:
 
 
 def _softmax_ok(sm: Node) -> bool:
-    """A float32 softmax over the last axis whose epilogue does not read its own input."""
+    """A float32 or float16 softmax over the last axis whose epilogue does not read its own
+    input."""
     x = sm.inputs[0]
-    return (sm.op == "softmax" and len(sm.outputs) == 1 and x.data_type == "float32" and len(x.shape) >= 1
+    return (sm.op == "softmax" and len(sm.outputs) == 1 and x.data_type in FLOATS and len(x.shape) >= 1
             and sm.attrs.get("axis") == len(x.shape) - 1
             and not any(st.get("input") == 0 for st in sm.attrs.get("epilogue") or []))
 
@@ -108,13 +118,14 @@ def fuse_matmul_layer_norm(nodes: list, outputs: dict, context=None) -> list:
     attributes (their epilogue steps index their own inputs: the normalization's input 0 is the
     product).
 
-    Fires where the product is float32 with a constant 2-D B and at most :data:`NORM_MAX_N`
-    columns, :data:`NORM_MAX_MACS` multiply-adds and :data:`NORM_MAX_ROW_MACS` per row, and the
-    normalization runs over the last axis
-    (scale and bias along it). Where the product has other readers or is a graph output (a
-    pre-norm block's residual stream), the node also stores it as a second output and takes the
-    matmul's place (the normalization's other operands must be ready there). float16 stays two
-    kernels (the product would not be rounded to float16 before the statistics).
+    Fires where the product is float32 or float16 with a constant 2-D B and at most
+    :data:`NORM_MAX_N` columns, :data:`NORM_MAX_MACS` multiply-adds and
+    :data:`NORM_MAX_ROW_MACS` per row, and the normalization runs over the last axis (scale and
+    bias along it). Where the product has other readers or is a graph output (a pre-norm
+    block's residual stream), the node also stores it as a second output and takes the matmul's
+    place (the normalization's other operands must be ready there). float16: the kernel loads
+    float16 values, computes in float32 and rounds each output once, at its store (the product
+    is not rounded to float16 before the statistics, as the two kernels round it).
     """
     return _fuse_rows(nodes, outputs, "layer_normalization", "matmul_layer_norm", _norm_ok)
 
@@ -123,6 +134,6 @@ def fuse_matmul_softmax(nodes: list, outputs: dict, context=None) -> list:
     """``softmax(matmul(a, B), axis=last)`` (or of a gemm: a classifier's last dense layer)
     becomes one ``matmul_softmax`` node, computed as :func:`fuse_matmul_layer_norm`'s node with
     the row's softmax (``exp(x - max) / sum``) in place of its normalization; same conditions
-    (float32, constant B, :data:`NORM_MAX_N`, :data:`NORM_MAX_MACS`, the product stored too
+    (float32 or float16, constant B, :data:`NORM_MAX_N`, :data:`NORM_MAX_MACS`, the product stored too
     where something else reads it)."""
     return _fuse_rows(nodes, outputs, "softmax", "matmul_softmax", _softmax_ok)
