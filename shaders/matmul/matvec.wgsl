@@ -13,6 +13,10 @@
     T            storage type of a, b, out ("f32" or "f16"); accumulation in f32
     L            subgroup size (linalg.subgroup_lanes); the workgroup is a multiple of it
     M, K         output rows and the reduction length; K4 = ceil(K / 4) k steps
+    mean         None, or A's one row is the column means of a [rows, K] source bound as `a`
+                 (a global average pool's image or partial sums; the compiler's fuse_pooled_head):
+                 {rows, count: the divisor, f32: the source is float32 (else T)}; each lane sums
+                 its vec4 of k over the rows in float32, in row order, and divides by count
     win          None, or A's rows are an NHWC conv's output pixels gathered from its input
                  (linalg.matvec_window): C4 vec4s of channels per tap, KW taps a filter row,
                  ky4 / kx4 vec4s between filter rows / columns, H, W, dh, dw the input's size
@@ -44,7 +48,7 @@
 {% if T == "f16" %}
 enable f16;
 {% endif %}
-{{ tl.decl(0, "a", T, a_vec, false) }}
+{{ tl.decl(0, "a", "f32" if mean and mean.f32 else T, a_vec, false) }}
 {% if b_words %}
 @group(0) @binding(1) var<storage, read> b: array<vec4<u64>>;
 {% elif b_texture %}
@@ -90,7 +94,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let aw = kyw * {{ win.ky4 }}u + kxw * {{ win.kx4 }}u + s % {{ win.C4 }}u;
 {% endif %}
 {% for m in range(M) %}
-{% if win %}
+{% if mean %}
+    var a{{ m }} = vec4<f32>(0.0);
+    for (var p = 0u; p < {{ mean.rows }}u; p = p + 1u) {
+      a{{ m }} = a{{ m }} + vec4<f32>(a[p * {{ K4 }}u + {% if K4 % L %}min(s, {{ K4 - 1 }}u){% else %}s{% endif %}]);
+    }
+    a{{ m }} = {% if K4 % L %}select(vec4<f32>(0.0), a{{ m }} / {{ mean.count }}.0, s < {{ K4 }}u){% else %}a{{ m }} / {{ mean.count }}.0{% endif %};
+{% elif win %}
 {% set r = win.rows[m] %}
 {% set conds = ([("s < " ~ K4 ~ "u")] if K4 % L else [])
    + ([("u32(" ~ r.y0 ~ " + i32(kyw) * " ~ win.dh ~ ") < " ~ win.H ~ "u")] if r.ty else [])

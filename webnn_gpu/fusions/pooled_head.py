@@ -1,0 +1,209 @@
+"""A classifier head, a one-row product of a global average pool, as one fused operator,
+``pooled_head``.
+
+Pattern::
+
+    p = average_pool2d(x)            global, NHWC, one image [1, H, W, C] (or a pool of partial
+                                     sums, fuse_pool_partials; or a depthwise conv's pooled second
+                                     output, fuse_conv_pool)
+    a = reshape(p)  ...              any reshapes (a one-row vector keeps its order)
+    y = ep(a . W)                    matmul / gemm by a constant [C, N], one row, or a 1x1 conv2d on
+                                     the pooled pixel; or a ``heads`` node of such products
+
+A network's classifier (and a landmark model's heads) on its pooled features: the pool is a
+launch of its own that writes C values for the product's launch to read back, both mostly
+launch cost on lavapipe (about 45-70 us each). As one ``matmul/matvec.wgsl`` launch each lane
+takes the mean of its k steps as it loads A (an input prologue: the sum over the pool's rows in
+float32, in row order, divided by the pixel count), the product and its epilogue as before.
+
+Operator: ``pooled_head`` (:class:`PooledHeadAttrs`), legality :func:`pooled_head_ok`, rule
+:func:`fuse_pooled_head`, lowering :func:`lower_pooled_head` onto
+:func:`~webnn_gpu.ops.linalg.matvec_heads_kernel` (its ``mean``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+
+from .. import _env
+from .._env import DEBUG
+from .._ir import GraphView, Node, Value
+from ..compiler.rules._common import _max_bindings, distinct
+from ..ops._registry import lowering
+from ..ops.linalg import LOOP_BUDGET, head_products, matvec_heads_kernel, matvec_plan, plan_context
+from ._attrs import FusedAttrs
+from .heads import head_ok
+
+log = logging.getLogger("webnn_gpu")
+
+
+@dataclasses.dataclass(frozen=True)
+class PooledHeadAttrs(FusedAttrs):
+    """Attributes of a ``pooled_head`` node; its inputs are the pool's source (``[rows, C]``
+    partial sums, or the ``[1, H, W, C]`` image: ``rows = H * W``), then the products' other
+    operands (each value once); its outputs the products' outputs in order."""
+
+    #: the products (matmul, gemm or conv2d, epilogue fused; a ``heads`` node's), all one row
+    #: reading the pooled vector as their A
+    products: tuple
+    #: rows of the source the mean sums
+    rows: int
+    #: the pixel count the sums divide by
+    count: int
+
+
+#: Most values the merged launch's subgroups may load of the source in all, rows x C x column
+#: groups (each subgroup of :func:`~webnn_gpu.ops.linalg.matvec_plan` sums every row of the
+#: source for its columns): past it the sums cost more than the pool's launch saves.
+#: (Lavapipe, 2026-11-26, ``benchmarks/pooled_head.py``, kernels' time and wall new / old, medians
+#: of 12 rounds: 8 x 1280 x 3 groups, 31k: 0.93 / 0.99; 49 x 1280 x 3, 188k: 0.72 / 0.91;
+#: 49 x 2048 x 3, 301k: 1.03 / 1.01; 49 x 672 x 16, 527k: 2.2 / 1.7; 16 x 576 x 64, 590k:
+#: 1.8 / 1.3; 9 x 960 x 80, 691k: 1.6 / 1.4; 49 x 1024 x 63: 3.5 / 2.8.)
+POOLED_MAX_LOADS = 1 << 18
+
+
+def mean_loops(K: int, rows: int, lanes: int) -> int:
+    """An upper bound of the loop iterations of one ``matmul/matvec.wgsl`` invocation with the
+    mean prologue as llvmpipe counts them (a loop of n iterations n + 1): its k steps, and in
+    each the sum over ``rows`` rows, with a few of margin."""
+    steps = -(-(-(-K // 4)) // lanes)
+    return steps * (rows + 2) + 8
+
+
+def pooled_head_ok(products, rows: int, context) -> bool:
+    """Whether ``products`` (one-row products of the same A, ``K`` values, that
+    :func:`~webnn_gpu.fusions.heads.head_ok` accepts), can take the mean of a ``[rows, K]``
+    source as their A's prologue in one ``matmul/matvec.wgsl`` launch: K a multiple of 4 (the
+    lanes load vec4s of it), a matvec plan for their columns on ``context``'s device
+    (:func:`~webnn_gpu.ops.linalg.matvec_plan`: the "lane-loop" profile with subgroups), the
+    loops within :data:`~webnn_gpu.ops.linalg.LOOP_BUDGET` (:func:`mean_loops`) and at most
+    :data:`POOLED_MAX_LOADS` loads of the source (``WEBNN_GPU_FORCE_POOLED_HEAD=on`` any number,
+    for measurements; ``=off`` never)."""
+    forced = _env.force_choice("pooled_head", ("on", "off"))
+    if forced == "off":
+        return False
+    if not products or not all(head_ok(n) for n in products):
+        return False
+    M, K, heads = head_products(products)
+    if M != 1 or K % 4 or len({n.outputs[0].data_type for n in products}) != 1:
+        return False
+    pc = plan_context(context)
+    plan = matvec_plan(pc, 1, sum(-(-N // 4) * 4 for _, _, N, _ in heads), K)
+    if plan is None or mean_loops(K, rows, pc.subgroup) > LOOP_BUDGET:
+        return False
+    cn = plan[0]
+    groups = sum(-(-(-(-N // 4)) // cn) for _, _, N, _ in heads)
+    return forced == "on" or rows * K * groups <= POOLED_MAX_LOADS
+
+
+@lowering("pooled_head")
+def lower_pooled_head(node, lc) -> None:
+    """The products of ``attrs.products`` on the column means of ``inputs[0]`` (``attrs.rows``
+    rows, divided by ``attrs.count``) as one ``matmul/matvec.wgsl`` launch."""
+    a: PooledHeadAttrs = node.attrs
+    M, K, heads = head_products(a.products)
+    plan = matvec_plan(lc, M, sum(-(-N // 4) * 4 for _, _, N, _ in heads), K)
+    if plan is None:  # fuse_pooled_head checked it with this device's profile
+        raise AssertionError(f"{lc.label}: pooled_head without a matvec plan")
+    matvec_heads_kernel(lc, node.inputs[0], heads, M=M, K=K, a_rs=K, plan=plan, mean=(a.rows, a.count))
+
+
+#: attributes of a global average pool the prologue reproduces (any other one, a fused skip add
+#: or a side map, keeps the pool)
+_POOL_ATTRS = {"window", "padding", "strides", "dilations", "layout", "rounding_type", "output_sizes",
+               "input_partials", "epilogue"}
+
+
+def fuse_pooled_head(nodes: list, outputs: dict, context=None) -> list:
+    """A one-row product (matmul / gemm by a constant, a 1x1 conv2d on one pixel, or a ``heads``
+    node of such products) whose A is, through reshapes, the global average pool of one NHWC
+    image becomes one ``pooled_head`` node reading the pool's source: the image (``[H * W, C]``
+    rows), the partial sums of a pool that reads them (``fuse_pool_partials``), or a depthwise
+    conv's pooled second output (``fuse_conv_pool``), which the conv then writes as partial
+    sums (``attrs["pool_output"] = "partials"``, as ``fuse_squeeze_excite`` makes it).
+
+    Left alone: a pool or reshape read by another node too or a graph output, a windowed pool,
+    an NCHW pool, a pool with a fused skip add or an epilogue, more than one row, a computed B or
+    epilogue operand, a transpose between (not a reshape), K not a multiple of 4, and what
+    :func:`pooled_head_ok` refuses (no matvec plan on the device, loops past the budget, too
+    many loads of the source).
+    """
+    from ..ops.conv import pool_rows
+    from ..ops.pool import _is_global
+
+    tuning = getattr(context, "_tuning", "default")
+    if not getattr(context, "_subgroup", 0) or tuning != "lane-loop":
+        return nodes
+    limit = _max_bindings(context)
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+
+    def only_reader(v: Value, node: Node) -> bool:
+        return not g.is_output(v) and g.consumers(v) == [node]
+
+    for node in nodes:
+        if node.op == "heads":
+            products = tuple(node.attrs.heads)
+        elif node.op in ("matmul", "gemm", "conv2d") and len(node.outputs) == 1:
+            products = (node,)
+        else:
+            continue
+        if not node.inputs or node.inputs[0] is None or node.id in replaced:
+            continue
+        # the pooled vector, through reshapes each read by the next alone
+        v, reader, between = node.inputs[0], node, []
+        while (p := g.producer(v)) is not None and p.op == "reshape" and only_reader(v, reader):
+            between.append(p)
+            v, reader = p.inputs[0], p
+        p = g.producer(v)
+        if p is None or p.id in replaced or not only_reader(v, reader) or math.prod(v.shape) != v.shape[-1]:
+            continue
+        new_conv = None
+        if p.op == "average_pool2d" and len(p.outputs) == 1:
+            if (p.attrs.get("layout") != "nhwc" or any(k not in _POOL_ATTRS for k in p.attrs)
+                    or p.attrs.get("epilogue") or len(p.inputs) != 1):
+                continue
+            src = p.inputs[0]
+            if "input_partials" in p.attrs:  # fuse_pool_partials: [rows, C] float32 sums
+                rows, count = src.shape[0], p.attrs["input_partials"]
+            elif len(src.shape) == 4 and src.shape[0] == 1 and _is_global(p):
+                rows = count = src.shape[1] * src.shape[2]
+            else:
+                continue
+            if src.shape[-1] != v.shape[-1]:
+                continue
+        elif p.op in ("conv2d", "depthwise_project") and len(p.outputs) == 2 and v is p.outputs[1]:
+            # a depthwise conv's pooled second output (fuse_conv_pool): its partial sums instead
+            dw = p.attrs["depthwise"] if p.op == "depthwise_project" else p
+            if dw.op != "conv2d" or dw.attrs.get("pool_output") is not True:
+                continue
+            rows = pool_rows(p, tuning, getattr(context, "_subgroup", 0))
+            image = p.outputs[0]
+            count = image.shape[1] * image.shape[2]
+            src = Value("float32", (rows, v.shape[-1]), "op")
+            new_dw = Node(dw.op, list(dw.inputs), [dw.outputs[0], src], {**dw.attrs, "pool_output": "partials"},
+                          dw.label)
+            new_conv = new_dw if p is dw else Node(p.op, list(p.inputs), list(new_dw.outputs),
+                                                   {**p.attrs, "depthwise": new_dw}, p.label)
+        else:
+            continue
+        if not pooled_head_ok(products, rows, context):
+            continue
+        bound = 2 + sum(v is not None for n in products for v in n.inputs[2:]) + len(products)  # A, B, operands, outputs
+        if bound > limit:
+            continue
+        inputs = distinct([src, *node.inputs[1:]])
+        label = "+".join(n.label for n in (p, node) if n.label)
+        replaced[node.id] = Node("pooled_head", inputs, list(node.outputs), PooledHeadAttrs(products, rows, count),
+                                 label)
+        if new_conv is not None:
+            replaced[p.id] = new_conv
+        else:
+            dropped.add(p.id)
+        dropped.update(r.id for r in between)
+        if DEBUG >= 2:
+            log.debug("fuse_pooled_head: [%s] takes the mean of %d rows", label, rows)
+    return g.replace(replaced, dropped)
