@@ -15,8 +15,11 @@
     M, K         output rows and the reduction length; K4 = ceil(K / 4) k steps
     mean         None, or A's one row is the column means of a [rows, K] source bound as `a`
                  (a global average pool's image or partial sums; the compiler's fuse_pooled_head):
-                 {rows, count: the divisor, f32: the source is float32 (else T)}; each lane sums
-                 its vec4 of k over the rows in float32, in row order, and divides by count
+                 {rows, count: the divisor, f32: the source is float32 (else T), shared}; each
+                 lane sums its vec4 of k over the rows in float32, in row order, and divides by
+                 count; with shared, the workgroup's invocations do so once for all its subgroups
+                 into workgroup memory (amean, K4 padded to KT * L vec4s, zero past K4), then a
+                 barrier
     win          None, or A's rows are an NHWC conv's output pixels gathered from its input
                  (linalg.matvec_window): C4 vec4s of channels per tap, KW taps a filter row,
                  ky4 / kx4 vec4s between filter rows / columns, H, W, dh, dw the input's size
@@ -73,11 +76,26 @@ enable f16;
 {% if not h.ep.empty %}{{ h.ep.code }}{% endif %}
 {% endfor %}
 
+{% if mean and mean.shared %}
+var<workgroup> amean: array<vec4<f32>, {{ KT * L }}>;
+
+{% endif %}
 @compute @workgroup_size({{ k.workgroup }})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(subgroup_invocation_id) lane: u32) {
+        @builtin(subgroup_invocation_id) lane: u32{% if mean and mean.shared %}, @builtin(local_invocation_index) li: u32{% endif %}) {
   let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
   let g = idx / {{ L }}u;
+{% if mean and mean.shared %}
+  // the means once per workgroup: invocation li sums the vec4s li, li + WG, ... over the rows
+  for (var i = li; i < {{ KT * L }}u; i = i + {{ k.workgroup }}u) {
+    var m = vec4<f32>(0.0);
+    for (var p = 0u; p < {{ mean.rows }}u; p = p + 1u) {
+      m = m + vec4<f32>(a[p * {{ K4 }}u + min(i, {{ K4 - 1 }}u)]);
+    }
+    amean[i] = select(vec4<f32>(0.0), m / {{ mean.count }}.0, i < {{ K4 }}u);
+  }
+  workgroupBarrier();
+{% endif %}
   if (g >= {{ G }}u) { return; }
 {% for m in range(M) %}
 {% for c in range(CN) %}
@@ -94,7 +112,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let aw = kyw * {{ win.ky4 }}u + kxw * {{ win.kx4 }}u + s % {{ win.C4 }}u;
 {% endif %}
 {% for m in range(M) %}
-{% if mean %}
+{% if mean and mean.shared %}
+    let a{{ m }} = amean[s];
+{% elif mean %}
     var a{{ m }} = vec4<f32>(0.0);
     for (var p = 0u; p < {{ mean.rows }}u; p = p + 1u) {
       a{{ m }} = a{{ m }} + vec4<f32>(a[p * {{ K4 }}u + {% if K4 % L %}min(s, {{ K4 - 1 }}u){% else %}s{% endif %}]);

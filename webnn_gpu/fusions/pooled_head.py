@@ -32,7 +32,7 @@ from .._env import DEBUG
 from .._ir import GraphView, Node, Value
 from ..compiler.rules._common import _max_bindings, distinct
 from ..ops._registry import lowering
-from ..ops.linalg import LOOP_BUDGET, head_products, matvec_heads_kernel, matvec_plan, plan_context
+from ..ops.linalg import LOOP_BUDGET, head_products, matvec_heads_kernel, matvec_plan, mean_shared, plan_context
 from ._attrs import FusedAttrs
 from .heads import head_ok
 
@@ -54,22 +54,25 @@ class PooledHeadAttrs(FusedAttrs):
     count: int
 
 
-#: Most values the merged launch's subgroups may load of the source in all, rows x C x column
-#: groups (each subgroup of :func:`~webnn_gpu.ops.linalg.matvec_plan` sums every row of the
-#: source for its columns): past it the sums cost more than the pool's launch saves.
-#: (Lavapipe, 2026-11-26, ``benchmarks/pooled_head.py``, kernels' time and wall new / old, medians
-#: of 12 rounds: 8 x 1280 x 3 groups, 31k: 0.93 / 0.99; 49 x 1280 x 3, 188k: 0.72 / 0.91;
-#: 49 x 2048 x 3, 301k: 1.03 / 1.01; 49 x 672 x 16, 527k: 2.2 / 1.7; 16 x 576 x 64, 590k:
-#: 1.8 / 1.3; 9 x 960 x 80, 691k: 1.6 / 1.4; 49 x 1024 x 63: 3.5 / 2.8.)
-POOLED_MAX_LOADS = 1 << 18
+#: Most values the merged launch may load of the source in all, rows x C x the times the means are
+#: taken: once per workgroup where it holds several subgroups
+#: (:func:`~webnn_gpu.ops.linalg.mean_shared`: into workgroup memory), else once per subgroup
+#: (each for its own columns). Past it the sums cost more than the pool's launch saves.
+#: (Lavapipe, 2026-11-26, ``benchmarks/pooled_head.py``, kernels' time and wall new / old,
+#: medians of 12 rounds; per subgroup: 8 x 1280 x 3, 31k: 0.93 / 0.99; 49 x 1280 x 3, 188k:
+#: 0.72 / 0.91; 49 x 2048 x 3, 301k: 1.03 / 1.01; per workgroup: 16 x 576 x 8, 74k: 1.01 /
+#: 0.97; 9 x 960 x 10, 86k: 1.03 / 1.01; 49 x 672 x 8, 263k: 1.42 / 1.15; 49 x 1024 x 9, 451k:
+#: 1.21 / 1.16; 196 x 512 x 8, 803k: 2.2 / 1.6.)
+POOLED_MAX_LOADS = 200_000
 
 
 def mean_loops(K: int, rows: int, lanes: int) -> int:
     """An upper bound of the loop iterations of one ``matmul/matvec.wgsl`` invocation with the
-    mean prologue as llvmpipe counts them (a loop of n iterations n + 1): its k steps, and in
-    each the sum over ``rows`` rows, with a few of margin."""
+    mean prologue as llvmpipe counts them (a loop of n iterations n + 1): its k steps, in each
+    the sum over ``rows`` rows (or, taken once per workgroup, at most as many vec4s, each summed
+    over the rows, then the k steps), with a few of margin."""
     steps = -(-(-(-K // 4)) // lanes)
-    return steps * (rows + 2) + 8
+    return steps * (rows + 3) + 8
 
 
 def pooled_head_ok(products, rows: int, context) -> bool:
@@ -79,7 +82,7 @@ def pooled_head_ok(products, rows: int, context) -> bool:
     lanes load vec4s of it), a matvec plan for their columns on ``context``'s device
     (:func:`~webnn_gpu.ops.linalg.matvec_plan`: the "lane-loop" profile with subgroups), the
     loops within :data:`~webnn_gpu.ops.linalg.LOOP_BUDGET` (:func:`mean_loops`) and at most
-    :data:`POOLED_MAX_LOADS` loads of the source (``WEBNN_GPU_FORCE_POOLED_HEAD=on`` any number,
+    :data:`POOLED_MAX_LOADS` loads of the source in all (``WEBNN_GPU_FORCE_POOLED_HEAD=on`` any number,
     for measurements; ``=off`` never)."""
     forced = _env.force_choice("pooled_head", ("on", "off"))
     if forced == "off":
@@ -93,8 +96,10 @@ def pooled_head_ok(products, rows: int, context) -> bool:
     plan = matvec_plan(pc, 1, sum(-(-N // 4) * 4 for _, _, N, _ in heads), K)
     if plan is None or mean_loops(K, rows, pc.subgroup) > LOOP_BUDGET:
         return False
-    cn = plan[0]
+    cn, workgroup = plan
     groups = sum(-(-(-(-N // 4)) // cn) for _, _, N, _ in heads)
+    if mean_shared(workgroup, pc.subgroup):
+        groups = -(-groups // (workgroup // pc.subgroup))  # the workgroups
     return forced == "on" or rows * K * groups <= POOLED_MAX_LOADS
 
 

@@ -1155,6 +1155,15 @@ def matvec_window(g: dict) -> dict | None:
             "kx4": g["dw"] * C4, "last": g["NB"] * H * W * C4 - 1, "rows": rows}
 
 
+def mean_shared(workgroup: int, lanes: int) -> bool:
+    """Whether a ``matmul/matvec.wgsl`` launch with the mean prologue (:func:`matvec_heads_kernel`'s
+    ``mean``) takes the means once per workgroup into workgroup memory (a barrier) instead of in
+    every subgroup for its own columns: where a workgroup holds several subgroups
+    (``WEBNN_GPU_FORCE_MATVEC_MEAN=lanes`` never, ``=shared`` there too)."""
+    forced = _env.force_choice("matvec_mean", ("shared", "lanes"))
+    return forced == "shared" or forced != "lanes" and workgroup > lanes
+
+
 def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int, plan: tuple[int, int],
                         window: dict | None = None, mean: tuple[int, int] | None = None) -> None:
     """Add one ``matmul/matvec.wgsl`` launch for several products of the same rows of A (row m
@@ -1206,8 +1215,8 @@ def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int,
                      heads=ctx_heads, fns=_epilogue.merged_functions(*[ep for _, _, _, ep in heads]),
                      b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
                      b_texture=tex.texture_width.bit_length() - 1 if tex is not None else 0, b_words=words,
-                     win=window, mean={"rows": mean[0], "count": mean[1], "f32": a.data_type == "float32"}
-                     if mean is not None else None)
+                     win=window, mean={"rows": mean[0], "count": mean[1], "f32": a.data_type == "float32",
+                                       "shared": mean_shared(workgroup, lanes)} if mean is not None else None)
     n_all = sum(h["N"] for h in ctx_heads)
     step.flops = 2 * M * n_all * K
     what = (("matvec" if len(heads) == 1 else f"matvec {len(heads)} heads") + (" win" if window else "")
