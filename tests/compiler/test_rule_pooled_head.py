@@ -14,7 +14,7 @@ from _ireval import checked_rewrite
 
 from webnn_gpu._ir import Node, Value
 from webnn_gpu.fusions.heads import fuse_heads
-from webnn_gpu.fusions.pooled_head import POOLED_MAX_LOADS, fuse_pooled_head, mean_loops
+from webnn_gpu.fusions.pooled_head import POOLED_MAX_LOADS, POOLED_MAX_LOADS_SHARED, fuse_pooled_head, mean_loops
 from webnn_gpu.ops.linalg import LOOP_BUDGET
 
 TOL = dict(rtol=1e-9, atol=1e-9)
@@ -59,7 +59,7 @@ def test_a_1x1_conv_on_the_pooled_pixel():
     rng = np.random.default_rng(3)
     x = ir.input((1, 4, 4, 576))
     p = ir.pool(x)
-    y = ir.conv(p, ir.const(rng.standard_normal((128, 1, 1, 576))), bias=ir.const(rng.standard_normal(128)))
+    y = ir.conv(p, ir.const(rng.standard_normal((40, 1, 1, 576))), bias=ir.const(rng.standard_normal(40)))
     ir.nodes[-1].attrs["epilogue"] = [{"op": "add", "input": 2, "axis": 3}, {"op": "relu"}]
     (node,) = checked_rewrite(on_lavapipe, ir, {"y": y}, **TOL)
     assert node.op == "pooled_head" and (node.attrs.rows, node.attrs.count) == (16, 16)
@@ -68,7 +68,7 @@ def test_a_1x1_conv_on_the_pooled_pixel():
 def test_a_heads_node_on_the_pooled_vector():
     """hand_landmark's heads (after fuse_heads) on a pooled vector."""
     ir = IR()
-    x = ir.input((1, 2, 2, 672))
+    x = ir.input((1, 1, 2, 672))
     a = ir.op("reshape", [ir.pool(x)], (1, 672))
     ys = [_fc(ir, a, 1, seed=1, act="sigmoid"), _fc(ir, a, 63, seed=2), _fc(ir, a, 63, seed=3)]
     outputs = {f"y{i}": y for i, y in enumerate(ys)}
@@ -155,6 +155,9 @@ def test_other_devices_loops_and_loads_stay():
     for ctx in (None, SimpleNamespace(_subgroup=0, _tuning="lane-loop", limits={}),
                 SimpleNamespace(_subgroup=8, _tuning="default", limits={})):
         assert fuse_pooled_head(ir.nodes, {"y": y}, ctx) == ir.nodes
+    ir, x, y = _classifier(hw=(4, 4), C=576, N=1024)  # 16 rows x 576 x 8 workgroups (of 8 subgroups)
+    assert 16 * 576 * 8 > POOLED_MAX_LOADS_SHARED
+    assert on_lavapipe(ir.nodes, {"y": y}) == ir.nodes, "loads, the means per workgroup"
     ir, x, y = _classifier(hw=(40, 40), C=2048)  # 1600 rows x 64 steps a lane: past the loop budget
     assert mean_loops(2048, 1600, 8) > LOOP_BUDGET
     assert fuse_pooled_head(ir.nodes, {"y": y}, LAVAPIPE) == ir.nodes, "loops"

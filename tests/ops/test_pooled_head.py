@@ -61,7 +61,7 @@ def test_the_mean_of_an_image_then_a_fully_connected_layer(ctx, rng, dtype, hw, 
 
 def test_a_1x1_conv_with_an_activation_on_the_pooled_pixel(ctx, rng):
     x = data(rng, (1, 4, 4, 576))
-    f, bias = data(rng, (128, 1, 1, 576)), data(rng, (128,))
+    f, bias = data(rng, (40, 1, 1, 576)), data(rng, (40,))
 
     def build(b, xi):
         y = b.conv2d(b.average_pool2d(xi, layout="nhwc"), b.constant(f), bias=b.constant(bias), input_layout="nhwc",
@@ -72,9 +72,9 @@ def test_a_1x1_conv_with_an_activation_on_the_pooled_pixel(ctx, rng):
     if _lane_loop(ctx):
         assert [s.template for s in steps] == ["matmul/matvec.wgsl"] and "mean of 16" in steps[0].note
     X = x.astype(np.float64).reshape(16, 576)
-    W = f.astype(np.float64).reshape(128, 576).T
+    W = f.astype(np.float64).reshape(40, 576).T
     pre = X.mean(0) @ W + bias
-    check(got["y"].reshape(128), np.maximum(pre, 0), np.abs(X).mean(0) @ np.abs(W) + np.abs(bias), 16 + 577,
+    check(got["y"].reshape(40), np.maximum(pre, 0), np.abs(X).mean(0) @ np.abs(W) + np.abs(bias), 16 + 577,
           np.float32, "pooled conv")
 
 
@@ -141,3 +141,23 @@ def test_a_pool_read_by_another_node_stays(ctx, rng):
     X = x.astype(np.float64).reshape(49, 1280)
     check(got["y"], X.mean(0, keepdims=True) @ w.T.astype(np.float64) + c,
           np.abs(X).mean(0, keepdims=True) @ np.abs(w.T.astype(np.float64)) + np.abs(c), 49 + 1281, np.float32, "fc")
+
+
+@pytest.mark.parametrize("form", ["shared", "lanes"])
+def test_the_means_per_workgroup_or_per_subgroup(ctx, rng, monkeypatch, form):
+    """Both forms of the prologue (``WEBNN_GPU_FORCE_MATVEC_MEAN``; any number of loads forced):
+    the workgroup's invocations into workgroup memory, or each lane for its own k steps; 257 k
+    steps (not a multiple of the lanes: zeros past them) and 3 column groups."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATVEC_MEAN", form)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_POOLED_HEAD", "on")
+    x = data(rng, (1, 5, 5, 1028))
+    w, c = data(rng, (100, 1028)), data(rng, (100,))
+    got, steps = _run(ctx, lambda b, xi: {"y": _fc(b, b.reshape(b.average_pool2d(xi, layout="nhwc"), [1, 1028]), w, c)},
+                      x)
+    if _lane_loop(ctx):
+        assert [s.template for s in steps] == ["matmul/matvec.wgsl"] and "mean of 25" in steps[0].note
+        assert ("var<workgroup> amean" in steps[0].wgsl) == (form == "shared")
+    X = x.astype(np.float64).reshape(25, 1028)
+    W = w.astype(np.float64).T
+    check(got["y"], X.mean(0, keepdims=True) @ W + c, np.abs(X).mean(0, keepdims=True) @ np.abs(W) + np.abs(c),
+          25 + 1029, np.float32, f"pooled fc, means {form}")

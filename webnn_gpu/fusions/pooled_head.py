@@ -54,16 +54,20 @@ class PooledHeadAttrs(FusedAttrs):
     count: int
 
 
-#: Most values the merged launch may load of the source in all, rows x C x the times the means are
-#: taken: once per workgroup where it holds several subgroups
-#: (:func:`~webnn_gpu.ops.linalg.mean_shared`: into workgroup memory), else once per subgroup
-#: (each for its own columns). Past it the sums cost more than the pool's launch saves.
-#: (Lavapipe, 2026-11-26, ``benchmarks/pooled_head.py``, kernels' time and wall new / old,
-#: medians of 12 rounds; per subgroup: 8 x 1280 x 3, 31k: 0.93 / 0.99; 49 x 1280 x 3, 188k:
-#: 0.72 / 0.91; 49 x 2048 x 3, 301k: 1.03 / 1.01; per workgroup: 16 x 576 x 8, 74k: 1.01 /
-#: 0.97; 9 x 960 x 10, 86k: 1.03 / 1.01; 49 x 672 x 8, 263k: 1.42 / 1.15; 49 x 1024 x 9, 451k:
-#: 1.21 / 1.16; 196 x 512 x 8, 803k: 2.2 / 1.6.)
+#: Most values the merged launch may load of the source in all, rows x C x the subgroups, where
+#: each subgroup sums the rows for its own columns: past it the sums cost more than the pool's
+#: launch saves. (Lavapipe, 2026-11-26, ``benchmarks/pooled_head.py``, kernels' time and wall
+#: new / old, medians of 12 rounds: 8 x 1280 x 3, 31k: 0.93 / 0.99; 49 x 1280 x 3, 188k:
+#: 0.72 / 0.91; 49 x 2048 x 3, 301k: 1.03 / 1.01; 49 x 672 x 16, 527k: 2.2 / 1.7.)
 POOLED_MAX_LOADS = 200_000
+#: ... and rows x C x the workgroups where a workgroup of several subgroups takes the means once
+#: into workgroup memory (:func:`~webnn_gpu.ops.linalg.mean_shared`; a barrier holds its
+#: subgroups until they are in). Inside the Keras MobileNetV3s and EfficientNetB0 the
+#: squeeze-and-excite blocks' first 1x1 convs on one row of partial sums, 1 x 480..1152 x 9..10,
+#: 5k-12k: 0.61-0.79 of the two launches' kernel time; their classifiers' 8 x 576 x 8 (37k) and
+#: 5 x 960 x 10 (48k) 1.03 and 0.99; alone (an image's rows) 16 x 576 x 8, 9 x 960 x 8..10:
+#: 1.00-1.15.
+POOLED_MAX_LOADS_SHARED = 16_384
 
 
 def mean_loops(K: int, rows: int, lanes: int) -> int:
@@ -82,7 +86,8 @@ def pooled_head_ok(products, rows: int, context) -> bool:
     lanes load vec4s of it), a matvec plan for their columns on ``context``'s device
     (:func:`~webnn_gpu.ops.linalg.matvec_plan`: the "lane-loop" profile with subgroups), the
     loops within :data:`~webnn_gpu.ops.linalg.LOOP_BUDGET` (:func:`mean_loops`) and at most
-    :data:`POOLED_MAX_LOADS` loads of the source in all (``WEBNN_GPU_FORCE_POOLED_HEAD=on`` any number,
+    :data:`POOLED_MAX_LOADS` loads of the source in all (:data:`POOLED_MAX_LOADS_SHARED` where the
+    workgroups take the means) (``WEBNN_GPU_FORCE_POOLED_HEAD=on`` any number,
     for measurements; ``=off`` never)."""
     forced = _env.force_choice("pooled_head", ("on", "off"))
     if forced == "off":
@@ -99,7 +104,7 @@ def pooled_head_ok(products, rows: int, context) -> bool:
     cn, workgroup = plan
     groups = sum(-(-(-(-N // 4)) // cn) for _, _, N, _ in heads)
     if mean_shared(workgroup, pc.subgroup):
-        groups = -(-groups // (workgroup // pc.subgroup))  # the workgroups
+        return forced == "on" or rows * K * -(-groups // (workgroup // pc.subgroup)) <= POOLED_MAX_LOADS_SHARED
     return forced == "on" or rows * K * groups <= POOLED_MAX_LOADS
 
 
