@@ -44,6 +44,9 @@
                  (i & (2^b_texture - 1), i >> b_texture); linalg.texture_copy)
   B layout (linalg.matvec_pack): vec4 (((g * K4 + s) * 4 + i) * CN + c) holds B[4 s + i, 4 (g CN + c)
     .. + 3] (zero past K and N); the heads' matrices side by side, head h's from column group G0 on.
+    softmax      the row's softmax after the (one) head's epilogue (the compiler's fuse_pooled_head:
+                 one row, one workgroup of all G column groups): the sums go to workgroup memory
+                 (logits), then a barrier, then each invocation stores the softmax of its columns
   Bindings: a, b, each head's epilogue operands..., each head's output (scalar).
   Workgroup: (k.workgroup, 1, 1); subgroup g = idx / L; whole subgroups return together.
 -#}
@@ -80,9 +83,13 @@ enable f16;
 var<workgroup> amean: array<vec4<f32>, {{ KT * L }}>;
 
 {% endif %}
+{% if softmax %}
+var<workgroup> logits: array<f32, {{ G * CN * 4 }}>;
+
+{% endif %}
 @compute @workgroup_size({{ k.workgroup }})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(subgroup_invocation_id) lane: u32{% if mean and mean.shared %}, @builtin(local_invocation_index) li: u32{% endif %}) {
+        @builtin(subgroup_invocation_id) lane: u32{% if mean and mean.shared or softmax %}, @builtin(local_invocation_index) li: u32{% endif %}) {
   let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
   let g = idx / {{ L }}u;
 {% if mean and mean.shared %}
@@ -96,7 +103,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   }
   workgroupBarrier();
 {% endif %}
+{% if not softmax %}
   if (g >= {{ G }}u) { return; }
+{% endif %}
 {% for m in range(M) %}
 {% for c in range(CN) %}
   var acc{{ m }}_{{ c }} = vec4<f32>(0.0);
@@ -179,7 +188,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for i in range(4) %}
     if (n0 + {{ i }}u < {{ h.N }}u) {
       let o = {{ m * h.o_rs }}u + n0 + {{ i }}u;
+{% if softmax %}
+      logits[o] = {{ tl.apply(h.ep, "r" ~ m ~ "_" ~ c ~ "." ~ "xyzw"[i], "o", "n0 + " ~ i ~ "u") }};
+{% else %}
       {{ h.out }}[o] = {{ T }}({{ tl.apply(h.ep, "r" ~ m ~ "_" ~ c ~ "." ~ "xyzw"[i], "o", "n0 + " ~ i ~ "u") }});
+{% endif %}
     }
 {% endfor %}
   }
@@ -189,4 +202,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   }
 {% endif %}
 {% endfor %}
+{% if softmax %}
+  // the row's softmax (one row, one workgroup of all the column groups): stable, in f32
+  workgroupBarrier();
+  for (var n = li; n < {{ heads[0].N }}u; n = n + {{ k.workgroup }}u) {
+    var mx = logits[0];
+    for (var j = 1u; j < {{ heads[0].N }}u; j = j + 1u) { mx = max(mx, logits[j]); }
+    var sm = 0.0;
+    for (var j = 0u; j < {{ heads[0].N }}u; j = j + 1u) { sm = sm + exp(logits[j] - mx); }
+    {{ heads[0].out }}[n] = {{ T }}(exp(logits[n] - mx) / sm);
+  }
+{% endif %}
 }

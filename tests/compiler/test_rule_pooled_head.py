@@ -106,6 +106,27 @@ def test_a_pool_of_partial_sums_and_a_pooling_depthwise_conv():
     assert new[0].outputs[1].shape == (new[1].attrs.rows, 672)
 
 
+def test_the_softmax_after_a_classifier():
+    """8 rows x 1280 in one workgroup: within POOLED_MAX_LOADS_SHARED."""
+    for dt in ("float32", "float16"):
+        ir, x, y = _classifier(dt, hw=(2, 4))
+        s = ir.op("softmax", [y], axis=1)
+        (node,) = checked_rewrite(on_lavapipe, ir, {"s": s}, **TOL)
+        assert node.op == "pooled_head" and node.outputs == [s] and node.attrs.softmax
+    ir, x, y = _classifier(hw=(2, 4))
+    s = ir.op("softmax", [y], axis=0)  # over the batch
+    new = checked_rewrite(on_lavapipe, ir, {"s": s}, **TOL)
+    assert [n.op for n in new] == ["pooled_head", "softmax"] and not new[0].attrs.softmax
+    ir, x, y = _classifier(hw=(2, 4))
+    s = ir.op("softmax", [y], axis=1)
+    new = checked_rewrite(on_lavapipe, ir, {"s": s, "y": y}, **TOL)
+    assert [n.op for n in new] == ["pooled_head", "softmax"], "the logits an output too"
+    ir, x, y = _classifier(hw=(2, 4), N=300)  # 75 column groups: more than one workgroup
+    s = ir.op("softmax", [y], axis=1)
+    new = checked_rewrite(on_lavapipe, ir, {"s": s}, **TOL)
+    assert new[-1].op == "softmax" and not any(n.op == "pooled_head" and n.attrs.softmax for n in new)
+
+
 # ---------------------------------------------------------------- near misses
 def test_a_pool_read_twice_or_an_output_stays():
     ir, x, y = _classifier()

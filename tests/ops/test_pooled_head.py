@@ -161,3 +161,45 @@ def test_the_means_per_workgroup_or_per_subgroup(ctx, rng, monkeypatch, form):
     W = w.astype(np.float64).T
     check(got["y"], X.mean(0, keepdims=True) @ W + c, np.abs(X).mean(0, keepdims=True) @ np.abs(W) + np.abs(c),
           25 + 1029, np.float32, f"pooled fc, means {form}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_classifier_with_its_softmax_in_one_launch(ctx, rng, dtype):
+    """pool -> fully connected -> softmax (a Keras classifier's end): one launch, one workgroup of
+    the product's column groups, the logits in workgroup memory (not rounded to float16)."""
+    x = data(rng, (1, 2, 4, 1280), dtype)
+    w, c = data(rng, (10, 1280), dtype), data(rng, (10,), dtype)
+
+    def build(b, xi):
+        return {"y": b.softmax(_fc(b, b.reshape(b.average_pool2d(xi, layout="nhwc"), [1, 1280]), w, c), axis=1)}
+
+    got, steps = _run(ctx, build, x)
+    if _lane_loop(ctx):
+        assert [s.template for s in steps] == ["matmul/matvec.wgsl"] and "mean of 8" in steps[0].note
+        assert "var<workgroup> logits" in steps[0].wgsl
+    X = x.astype(np.float64).reshape(8, 1280)
+    W, Cb = w.astype(np.float64).T, c.astype(np.float64)
+    z = X.mean(0, keepdims=True) @ W + Cb
+    e = np.exp(z - z.max())
+    ref = e / e.sum()
+    # the logits' error (the f32 bound of check) moves each probability by at most 2 p max|dz|
+    dz = 4 * (8 + 1281) * 2.0**-24 * (np.abs(X).mean(0, keepdims=True) @ np.abs(W) + np.abs(Cb)).max()
+    tol = 2 * ref * dz + (2.0**-10 * ref if dtype == np.float16 else 2.0**-21 * ref) + 1e-7
+    assert np.all(np.abs(got["y"].astype(np.float64) - ref) <= tol), np.abs(got["y"] - ref).max()
+
+
+def test_a_softmax_on_another_axis_or_read_twice_stays_apart(ctx, rng):
+    x = data(rng, (1, 2, 4, 1280))
+    w, c = data(rng, (10, 1280)), data(rng, (10,))
+
+    def build(b, xi):
+        y = _fc(b, b.reshape(b.average_pool2d(xi, layout="nhwc"), [1, 1280]), w, c)
+        return {"s": b.softmax(y, axis=1), "y": y}
+
+    got, steps = _run(ctx, build, x)
+    if _lane_loop(ctx):
+        assert [s.template for s in steps] == ["matmul/matvec.wgsl", "norm/softmax.wgsl"]
+    X = x.astype(np.float64).reshape(8, 1280)
+    z = X.mean(0, keepdims=True) @ w.T.astype(np.float64) + c
+    e = np.exp(z - z.max())
+    np.testing.assert_allclose(got["s"], e / e.sum(), rtol=1e-5, atol=1e-7)

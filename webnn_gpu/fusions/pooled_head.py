@@ -32,7 +32,8 @@ from .._env import DEBUG
 from .._ir import GraphView, Node, Value
 from ..compiler.rules._common import _max_bindings, distinct
 from ..ops._registry import lowering
-from ..ops.linalg import LOOP_BUDGET, head_products, matvec_heads_kernel, matvec_plan, mean_shared, plan_context
+from ..ops.linalg import (LOOP_BUDGET, MATVEC_MAX_WORKGROUP, head_products, matvec_heads_kernel, matvec_plan,
+                          mean_shared, plan_context)
 from ._attrs import FusedAttrs
 from .heads import head_ok
 
@@ -52,6 +53,9 @@ class PooledHeadAttrs(FusedAttrs):
     rows: int
     #: the pixel count the sums divide by
     count: int
+    #: the one product's row goes through a softmax (its node dropped): the node's output is the
+    #: softmax's, computed in the launch's one workgroup
+    softmax: bool = False
 
 
 #: Most values the merged launch may load of the source in all, rows x C x the subgroups, where
@@ -79,7 +83,7 @@ def mean_loops(K: int, rows: int, lanes: int) -> int:
     return steps * (rows + 3) + 8
 
 
-def pooled_head_ok(products, rows: int, context) -> bool:
+def pooled_head_ok(products, rows: int, context, softmax: bool = False) -> bool:
     """Whether ``products`` (one-row products of the same A, ``K`` values, that
     :func:`~webnn_gpu.fusions.heads.head_ok` accepts), can take the mean of a ``[rows, K]``
     source as their A's prologue in one ``matmul/matvec.wgsl`` launch: K a multiple of 4 (the
@@ -88,7 +92,9 @@ def pooled_head_ok(products, rows: int, context) -> bool:
     loops within :data:`~webnn_gpu.ops.linalg.LOOP_BUDGET` (:func:`mean_loops`) and at most
     :data:`POOLED_MAX_LOADS` loads of the source in all (:data:`POOLED_MAX_LOADS_SHARED` where the
     workgroups take the means) (``WEBNN_GPU_FORCE_POOLED_HEAD=on`` any number,
-    for measurements; ``=off`` never)."""
+    for measurements; ``=off`` never). With ``softmax`` (one product, its row's softmax in the
+    launch): all its column groups in one workgroup of at most
+    :data:`~webnn_gpu.ops.linalg.MATVEC_MAX_WORKGROUP` invocations."""
     forced = _env.force_choice("pooled_head", ("on", "off"))
     if forced == "off":
         return False
@@ -103,6 +109,10 @@ def pooled_head_ok(products, rows: int, context) -> bool:
         return False
     cn, workgroup = plan
     groups = sum(-(-(-(-N // 4)) // cn) for _, _, N, _ in heads)
+    if softmax:
+        if len(products) != 1 or groups * pc.subgroup > MATVEC_MAX_WORKGROUP:
+            return False
+        workgroup = groups * pc.subgroup
     if mean_shared(workgroup, pc.subgroup):
         return forced == "on" or rows * K * -(-groups // (workgroup // pc.subgroup)) <= POOLED_MAX_LOADS_SHARED
     return forced == "on" or rows * K * groups <= POOLED_MAX_LOADS
@@ -117,7 +127,12 @@ def lower_pooled_head(node, lc) -> None:
     plan = matvec_plan(lc, M, sum(-(-N // 4) * 4 for _, _, N, _ in heads), K)
     if plan is None:  # fuse_pooled_head checked it with this device's profile
         raise AssertionError(f"{lc.label}: pooled_head without a matvec plan")
-    matvec_heads_kernel(lc, node.inputs[0], heads, M=M, K=K, a_rs=K, plan=plan, mean=(a.rows, a.count))
+    if a.softmax:  # one workgroup of all the column groups; the softmax's output stored
+        (mat, _, N, ep), = heads
+        heads = [(mat, node.outputs[0], N, ep)]
+        plan = (plan[0], -(-(-(-N // 4)) // plan[0]) * lc.subgroup)
+    matvec_heads_kernel(lc, node.inputs[0], heads, M=M, K=K, a_rs=K, plan=plan, mean=(a.rows, a.count),
+                        softmax=a.softmax)
 
 
 #: attributes of a global average pool the prologue reproduces (any other one, a fused skip add
@@ -200,15 +215,25 @@ def fuse_pooled_head(nodes: list, outputs: dict, context=None) -> list:
                                                    {**p.attrs, "depthwise": new_dw}, p.label)
         else:
             continue
-        if not pooled_head_ok(products, rows, context):
+        # a softmax over the one product's row, read by nothing else: in the launch too
+        out, readers = node.outputs[0], g.consumers(node.outputs[0])
+        sm = readers[0] if len(node.outputs) == 1 and len(readers) == 1 and not g.is_output(out) else None
+        softmax = (sm is not None and node.op != "heads" and sm.op == "softmax" and len(sm.outputs) == 1
+                   and sm.attrs.get("axis") == len(out.shape) - 1 and not sm.attrs.get("epilogue")
+                   and _env.force_choice("pooled_softmax", ("on", "off")) != "off"
+                   and pooled_head_ok(products, rows, context, softmax=True))
+        if not softmax and not pooled_head_ok(products, rows, context):
             continue
         bound = 2 + sum(v is not None for n in products for v in n.inputs[2:]) + len(products)  # A, B, operands, outputs
         if bound > limit:
             continue
         inputs = distinct([src, *node.inputs[1:]])
         label = "+".join(n.label for n in (p, node) if n.label)
-        replaced[node.id] = Node("pooled_head", inputs, list(node.outputs), PooledHeadAttrs(products, rows, count),
-                                 label)
+        if softmax:
+            label = f"{label}+{sm.label}" if sm.label else label
+            dropped.add(sm.id)
+        replaced[node.id] = Node("pooled_head", inputs, list(sm.outputs if softmax else node.outputs),
+                                 PooledHeadAttrs(products, rows, count, softmax), label)
         if new_conv is not None:
             replaced[p.id] = new_conv
         else:

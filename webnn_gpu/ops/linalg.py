@@ -1165,7 +1165,8 @@ def mean_shared(workgroup: int, lanes: int) -> bool:
 
 
 def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int, plan: tuple[int, int],
-                        window: dict | None = None, mean: tuple[int, int] | None = None) -> None:
+                        window: dict | None = None, mean: tuple[int, int] | None = None,
+                        softmax: bool = False) -> None:
     """Add one ``matmul/matvec.wgsl`` launch for several products of the same rows of A (row m
     at element m * ``a_rs``): ``heads`` lists per product ``(b, out, o_rs, epilogue)``, ``b`` its
     constant [K, N] array, ``out`` its output (row m at element m * ``o_rs``) and ``epilogue``
@@ -1176,7 +1177,9 @@ def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int,
     row is the column means of ``a``, ``[rows, K]`` (a global average pool's image or partial
     sums, float32 or the products' type), summed in float32 in row order and divided by
     ``count`` as the lanes load it (the compiler's ``fuse_pooled_head``; one row, K a multiple of
-    4, :func:`webnn_gpu.fusions.pooled_head.mean_loops` within :data:`LOOP_BUDGET`)."""
+    4, :func:`webnn_gpu.fusions.pooled_head.mean_loops` within :data:`LOOP_BUDGET`); ``softmax``:
+    the one row's softmax over the one head's columns after its epilogue, in one workgroup of all
+    the column groups (``plan``'s workgroup their subgroups; ``fuse_pooled_head``)."""
     cn, workgroup = plan
     lanes = lc.subgroup
     ctx_heads, g0, parts = [], 0, []
@@ -1206,6 +1209,7 @@ def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int,
     a_vec = K % 4 == 0 and a_rs % 4 == 0
     assert window is None or a_vec and len(window["rows"]) == M, "matvec_window: whole vec4s, a row each"
     assert mean is None or a_vec and M == 1 and window is None, "fuse_pooled_head: one row of whole vec4s"
+    assert not softmax or M == 1 and len(heads) == 1 and workgroup == g0 * lanes, "softmax: one row, one workgroup"
     k4 = -(-K // 4)
     operands = [op for _, _, _, ep in heads for op in ep.operands]
     outs = [(h["out"], out) for h, (_, out, _, _) in zip(ctx_heads, heads)]
@@ -1216,7 +1220,8 @@ def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int,
                      b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
                      b_texture=tex.texture_width.bit_length() - 1 if tex is not None else 0, b_words=words,
                      win=window, mean={"rows": mean[0], "count": mean[1], "f32": a.data_type == "float32",
-                                       "shared": mean_shared(workgroup, lanes)} if mean is not None else None)
+                                       "shared": mean_shared(workgroup, lanes)} if mean is not None else None,
+                     softmax=softmax)
     n_all = sum(h["N"] for h in ctx_heads)
     step.flops = 2 * M * n_all * K
     what = (("matvec" if len(heads) == 1 else f"matvec {len(heads)} heads") + (" win" if window else "")
