@@ -224,15 +224,15 @@ def fuse_pooled_head(nodes: list, outputs: dict, context=None) -> list:
                    and pooled_head_ok(products, rows, context, softmax=True))
         if not softmax and not pooled_head_ok(products, rows, context):
             continue
-        bound = 2 + sum(v is not None for n in products for v in n.inputs[2:]) + len(products)  # A, B, operands, outputs
-        if bound > limit:
+        # bindings: A, B (one packed matrix), the epilogues' operands, the outputs
+        if 2 + sum(v is not None for n in products for v in n.inputs[2:]) + len(products) > limit:
             continue
         inputs = distinct([src, *node.inputs[1:]])
-        label = "+".join(n.label for n in (p, node) if n.label)
-        if softmax:
-            label = f"{label}+{sm.label}" if sm.label else label
-            dropped.add(sm.id)
-        replaced[node.id] = Node("pooled_head", inputs, list(sm.outputs if softmax else node.outputs),
+        last = sm if softmax and sm is not None else node  # the node whose outputs the fused one stores
+        label = "+".join(n.label for n in dict.fromkeys((p, node, last)) if n.label)
+        if last is not node:
+            dropped.add(last.id)
+        replaced[node.id] = Node("pooled_head", inputs, list(last.outputs),
                                  PooledHeadAttrs(products, rows, count, softmax), label)
         if new_conv is not None:
             replaced[p.id] = new_conv
