@@ -13,6 +13,13 @@
     T            storage type of a, b, out ("f32" or "f16"); accumulation in f32
     L            subgroup size (linalg.subgroup_lanes); the workgroup is a multiple of it
     M, K         output rows and the reduction length; K4 = ceil(K / 4) k steps
+    mean         None, or A's one row is the column means of a [rows, K] source bound as `a`
+                 (a global average pool's image or partial sums; the compiler's fuse_pooled_head):
+                 {rows, count: the divisor, f32: the source is float32 (else T), shared}; each
+                 lane sums its vec4 of k over the rows in float32, in row order, and divides by
+                 count; with shared, the workgroup's invocations do so once for all its subgroups
+                 into workgroup memory (amean, K4 padded to KT * L vec4s, zero past K4), then a
+                 barrier
     win          None, or A's rows are an NHWC conv's output pixels gathered from its input
                  (linalg.matvec_window): C4 vec4s of channels per tap, KW taps a filter row,
                  ky4 / kx4 vec4s between filter rows / columns, H, W, dh, dw the input's size
@@ -37,6 +44,9 @@
                  (i & (2^b_texture - 1), i >> b_texture); linalg.texture_copy)
   B layout (linalg.matvec_pack): vec4 (((g * K4 + s) * 4 + i) * CN + c) holds B[4 s + i, 4 (g CN + c)
     .. + 3] (zero past K and N); the heads' matrices side by side, head h's from column group G0 on.
+    softmax      the row's softmax after the (one) head's epilogue (the compiler's fuse_pooled_head:
+                 one row, one workgroup of all G column groups): the sums go to workgroup memory
+                 (logits), then a barrier, then each invocation stores the softmax of its columns
   Bindings: a, b, each head's epilogue operands..., each head's output (scalar).
   Workgroup: (k.workgroup, 1, 1); subgroup g = idx / L; whole subgroups return together.
 -#}
@@ -44,7 +54,7 @@
 {% if T == "f16" %}
 enable f16;
 {% endif %}
-{{ tl.decl(0, "a", T, a_vec, false) }}
+{{ tl.decl(0, "a", "f32" if mean and mean.f32 else T, a_vec, false) }}
 {% if b_words %}
 @group(0) @binding(1) var<storage, read> b: array<vec4<u64>>;
 {% elif b_texture %}
@@ -69,12 +79,33 @@ enable f16;
 {% if not h.ep.empty %}{{ h.ep.code }}{% endif %}
 {% endfor %}
 
+{% if mean and mean.shared %}
+var<workgroup> amean: array<vec4<f32>, {{ KT * L }}>;
+
+{% endif %}
+{% if softmax %}
+var<workgroup> logits: array<f32, {{ G * CN * 4 }}>;
+
+{% endif %}
 @compute @workgroup_size({{ k.workgroup }})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(subgroup_invocation_id) lane: u32) {
+        @builtin(subgroup_invocation_id) lane: u32{% if mean and mean.shared or softmax %}, @builtin(local_invocation_index) li: u32{% endif %}) {
   let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
   let g = idx / {{ L }}u;
+{% if mean and mean.shared %}
+  // the means once per workgroup: invocation li sums the vec4s li, li + WG, ... over the rows
+  for (var i = li; i < {{ KT * L }}u; i = i + {{ k.workgroup }}u) {
+    var m = vec4<f32>(0.0);
+    for (var p = 0u; p < {{ mean.rows }}u; p = p + 1u) {
+      m = m + vec4<f32>(a[p * {{ K4 }}u + min(i, {{ K4 - 1 }}u)]);
+    }
+    amean[i] = select(vec4<f32>(0.0), m / {{ mean.count }}.0, i < {{ K4 }}u);
+  }
+  workgroupBarrier();
+{% endif %}
+{% if not softmax %}
   if (g >= {{ G }}u) { return; }
+{% endif %}
 {% for m in range(M) %}
 {% for c in range(CN) %}
   var acc{{ m }}_{{ c }} = vec4<f32>(0.0);
@@ -90,7 +121,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let aw = kyw * {{ win.ky4 }}u + kxw * {{ win.kx4 }}u + s % {{ win.C4 }}u;
 {% endif %}
 {% for m in range(M) %}
-{% if win %}
+{% if mean and mean.shared %}
+    let a{{ m }} = amean[s];
+{% elif mean %}
+    var a{{ m }} = vec4<f32>(0.0);
+    for (var p = 0u; p < {{ mean.rows }}u; p = p + 1u) {
+      a{{ m }} = a{{ m }} + vec4<f32>(a[p * {{ K4 }}u + {% if K4 % L %}min(s, {{ K4 - 1 }}u){% else %}s{% endif %}]);
+    }
+    a{{ m }} = {% if K4 % L %}select(vec4<f32>(0.0), a{{ m }} / {{ mean.count }}.0, s < {{ K4 }}u){% else %}a{{ m }} / {{ mean.count }}.0{% endif %};
+{% elif win %}
 {% set r = win.rows[m] %}
 {% set conds = ([("s < " ~ K4 ~ "u")] if K4 % L else [])
    + ([("u32(" ~ r.y0 ~ " + i32(kyw) * " ~ win.dh ~ ") < " ~ win.H ~ "u")] if r.ty else [])
@@ -149,7 +188,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for i in range(4) %}
     if (n0 + {{ i }}u < {{ h.N }}u) {
       let o = {{ m * h.o_rs }}u + n0 + {{ i }}u;
+{% if softmax %}
+      logits[o] = {{ tl.apply(h.ep, "r" ~ m ~ "_" ~ c ~ "." ~ "xyzw"[i], "o", "n0 + " ~ i ~ "u") }};
+{% else %}
       {{ h.out }}[o] = {{ T }}({{ tl.apply(h.ep, "r" ~ m ~ "_" ~ c ~ "." ~ "xyzw"[i], "o", "n0 + " ~ i ~ "u") }});
+{% endif %}
     }
 {% endfor %}
   }
@@ -159,4 +202,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   }
 {% endif %}
 {% endfor %}
+{% if softmax %}
+  // the row's softmax (one row, one workgroup of all the column groups): stable, in f32
+  workgroupBarrier();
+  for (var n = li; n < {{ heads[0].N }}u; n = n + {{ k.workgroup }}u) {
+    var mx = logits[0];
+    for (var j = 1u; j < {{ heads[0].N }}u; j = j + 1u) { mx = max(mx, logits[j]); }
+    var sm = 0.0;
+    for (var j = 0u; j < {{ heads[0].N }}u; j = j + 1u) { sm = sm + exp(logits[j] - mx); }
+    {{ heads[0].out }}[n] = {{ T }}(exp(logits[n] - mx) / sm);
+  }
+{% endif %}
 }

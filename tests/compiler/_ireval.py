@@ -270,6 +270,13 @@ def evaluate(nodes, outputs, feeds):
             for out, first, cols in split:
                 env[out.id] = y[..., first:first + cols]
             continue
+        elif node.op == "pooled_head":  # fuse_pooled_head: each product on the column means of the source
+            a = node.attrs
+            mean = xs[0].reshape(a.rows, -1).sum(0) / a.count
+            for h, out in zip(a.products, node.outputs):
+                y = _one(h, [mean.reshape(h.inputs[0].shape)] + [val(v) for v in h.inputs[1:]])
+                env[out.id] = _softmax({"axis": y.ndim - 1}, y) if a.softmax else y
+            continue
         elif node.op == "heads":  # fuse_heads: each product on the shared A
             for h, out in zip(node.attrs["heads"], node.outputs):
                 env[out.id] = _one(h, [val(v) for v in h.inputs])

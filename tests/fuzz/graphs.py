@@ -1126,6 +1126,49 @@ class Gen:
             act = hr.choice(("", "sigmoid", "relu"))
             self.output(self.emit(str(act), [v]) if act else v)
 
+    def graph_pooled_head(self, force: bool = False):
+        """Sometimes (a draw of its own generator), or with ``force``, a classifier's head
+        (fuse_pooled_head): an NHWC image (maybe a pointwise or depthwise conv's output, whose
+        partial sums the pool then reads) pooled globally, reshaped, a dense layer with a bias
+        (or a 1x1 conv on the pooled pixel), maybe a softmax; near misses: a batch of 2, a
+        windowed pool, the pool also an output, a computed weight, a transpose between."""
+        hr = np.random.default_rng([self.seed, 5])
+        if hr.random() >= 0.3 and not force:
+            return
+        near = str(hr.choice(("", "", "", "", "batch", "window", "output", "weight", "transpose")))
+        H, W, C = int(hr.choice((1, 2, 3, 4))), int(hr.choice((2, 3, 5))), int(hr.choice((256, 260, 300, 516)))
+        x = self.input([2 if near == "batch" else 1, H, W, C])
+        kind = hr.random()
+        if kind < 0.25:
+            x = self.emit("conv2d", [x, self.const([C, 1, 1, C], "filter")],
+                          {"input_layout": "nhwc", "filter_layout": "ohwi"})
+        elif kind < 0.5:
+            x = self.emit("conv2d", [x, self.const([C, 3, 3, 1], "filter")],
+                          {"input_layout": "nhwc", "filter_layout": "ohwi", "groups": C, "padding": [1, 1, 1, 1]})
+            self.output(x)  # read by the pool and elsewhere: the conv pools it (fuse_conv_pool)
+        win = [H, max(1, W - 1)] if near == "window" else [H, W]
+        p = self.emit("average_pool2d", [x], {"layout": "nhwc", "window_dimensions": win})
+        if near == "output":
+            self.output(p)
+        N = int(hr.choice((1, 10, 17, 63, 120)))
+        rows = int(np.prod(self.shape(p))) // C
+        if near == "transpose":
+            p = self.emit("transpose", [p], {"permutation": [0, 3, 1, 2]})
+        if hr.random() < 0.3 and near not in ("transpose", "weight"):  # a 1x1 conv on the pooled pixel
+            v = self.emit("conv2d", [p, self.const([N, 1, 1, C], "filter")],
+                          {"input_layout": "nhwc", "filter_layout": "ohwi"}, {"bias": self.const([N])})
+        else:
+            a = self.emit("reshape", [p], {"new_shape": [rows, C]})
+            b = self.input([N, C]) if near == "weight" else self.const([N, C], "filter")
+            v = self.emit("gemm", [a, b], {"alpha": 1.0, "beta": 1.0, "a_transpose": False, "b_transpose": True},
+                          {"c": self.const([N])})
+        act = str(hr.choice(("", "", "relu", "sigmoid", "softmax")))
+        if act == "softmax":
+            v = self.emit("softmax", [v], {"axis": len(self.shape(v)) - 1})
+        elif act:
+            v = self.emit(act, [v])
+        self.output(v)
+
     def graph_unrolled_dense(self):
         """A dense layer applied row by row (an unrolled TimeDistributed): slice, reshape, gemm
         with one shared matrix and bias, an activation, concat (stack_shared_gemms); near
@@ -1310,7 +1353,7 @@ GRAPH_KINDS = (("graph4d", 0.8), ("graph_matmul", 0.07), ("graph_attention", 0.0
 #: what :func:`generate`'s ``motif`` may name besides the 4-D motifs (every ``motif_*`` method)
 #: and :data:`GRAPH_KINDS`: matmul graphs' own forms
 OTHER_KINDS = ("graph_unrolled_dense", "graph_feed_forward", "graph_sequence_dense", "graph_dense_chain", "graph_heads",
-               "graph_siblings")
+               "graph_siblings", "graph_pooled_head")
 #: every name :func:`generate`'s ``motif`` takes
 KINDS = (tuple(m for m in vars(Gen) if m.startswith("motif_")) + tuple(k for k, _ in GRAPH_KINDS if k != "graph4d")
          + OTHER_KINDS)
@@ -1337,7 +1380,7 @@ RULE_MOTIFS = {
     "fuse_mlp": "graph_feed_forward", "fuse_heads": "graph_heads", "fuse_elementwise": "graph_elementwise",
     "store_depth_to_space": "motif_depth_to_space", "concat_in_place": "motif_heads",
     "fuse_project_consumer": "motif_project_consumer", "fuse_siblings": "graph_siblings",
-    "fuse_pw_depthwise": "motif_pw_depthwise",
+    "fuse_pw_depthwise": "motif_pw_depthwise", "fuse_pooled_head": "graph_pooled_head",
 }
 
 
@@ -1360,7 +1403,7 @@ def generate(seed: int, index: int, motif: str | None = None) -> dict:
         raise ValueError(f"{motif!r} is none of graphs.KINDS")
     elif motif.startswith("motif_"):
         g.graph4d(motif)
-    elif motif in ("graph_heads", "graph_siblings"):
+    elif motif in ("graph_heads", "graph_siblings", "graph_pooled_head"):
         getattr(g, motif)(force=True)
     else:
         getattr(g, motif)()

@@ -23,6 +23,7 @@ from ..fusions.attention import fuse_attention
 from ..fusions.heads import fuse_heads
 from ..fusions.layer_norm import fuse_layer_norm
 from ..fusions.mlp import fuse_mlp
+from ..fusions.pooled_head import fuse_pooled_head
 from ..fusions.pw_depthwise import fuse_pw_depthwise
 from ..fusions.siblings import fuse_siblings
 from ..fusions.squeeze_excite import fuse_squeeze_excite
@@ -191,6 +192,9 @@ ORDER: tuple[Stage, ...] = (
                          "fuse_dense_chain and fuse_mlp (a product in a chain or a pair is no head here) and "
                          "fuse_matmul_layer_norm / fuse_matmul_softmax (a product whose rows are normalized "
                          "is one kernel already)"),
+        Rule(fuse_pooled_head, "after fuse_heads (a heads node of the pooled vector takes the mean as one product "
+                               "does), fuse_conv_pool and fuse_pool_partials (it reads the partial sums they make) and "
+                               "fuse_squeeze_excite (an excitation on the pooled pixel is one kernel already)"),
         Rule(fuse_pw_depthwise, "after fuse_depthwise_project (a depthwise conv with its projection, maybe its "
                                 "expansion, in one kernel saves more: the triple takes the expansion this rule "
                                 "would), fuse_pool_residual and fuse_upsampled_residual (the convs' epilogue steps "

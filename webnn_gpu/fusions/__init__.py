@@ -10,6 +10,8 @@ dataclass), its legality check, the rule that finds the pattern and rewrites it 
 * :mod:`.mlp`: two products in a row (a feed-forward block) as ``mlp``, in one launch.
 * :mod:`.heads`: products of the same few rows by different constant matrices (a network's
   heads) as ``heads``, in one launch.
+* :mod:`.pooled_head`: a one-row product (or ``heads``) of a global average pool (a classifier
+  head) as ``pooled_head``, one launch taking the pool's mean as it loads A.
 * :mod:`.pw_depthwise`: a pointwise conv and the depthwise conv after it on a small image as
   ``pw_depthwise``, one launch (the pointwise output in workgroup memory).
 * :mod:`.siblings`: convs (or matmuls) of the same input by different constant filters (a
@@ -22,4 +24,4 @@ from __future__ import annotations
 # The compiler's driver imports the rules of this package; importing it first (it imports
 # them in turn) lets a module of this package be the first one imported.
 from .. import compiler  # noqa: F401
-from . import attention, heads, layer_norm, mlp, pw_depthwise, siblings, squeeze_excite  # noqa: F401
+from . import attention, heads, layer_norm, mlp, pooled_head, pw_depthwise, siblings, squeeze_excite  # noqa: F401

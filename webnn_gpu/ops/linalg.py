@@ -1155,15 +1155,31 @@ def matvec_window(g: dict) -> dict | None:
             "kx4": g["dw"] * C4, "last": g["NB"] * H * W * C4 - 1, "rows": rows}
 
 
+def mean_shared(workgroup: int, lanes: int) -> bool:
+    """Whether a ``matmul/matvec.wgsl`` launch with the mean prologue (:func:`matvec_heads_kernel`'s
+    ``mean``) takes the means once per workgroup into workgroup memory (a barrier) instead of in
+    every subgroup for its own columns: where a workgroup holds several subgroups
+    (``WEBNN_GPU_FORCE_MATVEC_MEAN=lanes`` never, ``=shared`` there too)."""
+    forced = _env.force_choice("matvec_mean", ("shared", "lanes"))
+    return forced == "shared" or forced != "lanes" and workgroup > lanes
+
+
 def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int, plan: tuple[int, int],
-                        window: dict | None = None) -> None:
+                        window: dict | None = None, mean: tuple[int, int] | None = None,
+                        softmax: bool = False) -> None:
     """Add one ``matmul/matvec.wgsl`` launch for several products of the same rows of A (row m
     at element m * ``a_rs``): ``heads`` lists per product ``(b, out, o_rs, epilogue)``, ``b`` its
     constant [K, N] array, ``out`` its output (row m at element m * ``o_rs``) and ``epilogue``
     its own (:func:`webnn_gpu.ops._epilogue.build`, named apart where there are several). The
     products' columns are side by side in one packed B, each from a whole column group on;
     ``plan`` (:func:`matvec_plan`) for all their columns together; ``window``: A's rows
-    gathered from a conv's input (:func:`matvec_window`)."""
+    gathered from a conv's input (:func:`matvec_window`); ``mean`` = ``(rows, count)``: A's one
+    row is the column means of ``a``, ``[rows, K]`` (a global average pool's image or partial
+    sums, float32 or the products' type), summed in float32 in row order and divided by
+    ``count`` as the lanes load it (the compiler's ``fuse_pooled_head``; one row, K a multiple of
+    4, :func:`webnn_gpu.fusions.pooled_head.mean_loops` within :data:`LOOP_BUDGET`); ``softmax``:
+    the one row's softmax over the one head's columns after its epilogue, in one workgroup of all
+    the column groups (``plan``'s workgroup their subgroups; ``fuse_pooled_head``)."""
     cn, workgroup = plan
     lanes = lc.subgroup
     ctx_heads, g0, parts = [], 0, []
@@ -1192,6 +1208,8 @@ def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int,
     bp = ubo if ubo is not None else tex if tex is not None else bp
     a_vec = K % 4 == 0 and a_rs % 4 == 0
     assert window is None or a_vec and len(window["rows"]) == M, "matvec_window: whole vec4s, a row each"
+    assert mean is None or a_vec and M == 1 and window is None, "fuse_pooled_head: one row of whole vec4s"
+    assert not softmax or M == 1 and len(heads) == 1 and workgroup == g0 * lanes, "softmax: one row, one workgroup"
     k4 = -(-K // 4)
     operands = [op for _, _, _, ep in heads for op in ep.operands]
     outs = [(h["out"], out) for h, (_, out, _, _) in zip(ctx_heads, heads)]
@@ -1201,10 +1219,13 @@ def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int,
                      heads=ctx_heads, fns=_epilogue.merged_functions(*[ep for _, _, _, ep in heads]),
                      b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
                      b_texture=tex.texture_width.bit_length() - 1 if tex is not None else 0, b_words=words,
-                     win=window)
+                     win=window, mean={"rows": mean[0], "count": mean[1], "f32": a.data_type == "float32",
+                                       "shared": mean_shared(workgroup, lanes)} if mean is not None else None,
+                     softmax=softmax)
     n_all = sum(h["N"] for h in ctx_heads)
     step.flops = 2 * M * n_all * K
-    what = ("matvec" if len(heads) == 1 else f"matvec {len(heads)} heads") + (" win" if window else "")
+    what = (("matvec" if len(heads) == 1 else f"matvec {len(heads)} heads") + (" win" if window else "")
+            + (f" mean of {mean[0]}" if mean is not None else ""))
     step.note = _size_note(M, K, n_all, 1, 1, 1, f"{what} {cn}x{workgroup}")
 
 
@@ -1843,20 +1864,26 @@ def lower_heads(node, lc) -> None:
     ``attrs.heads``, all reading the same A, as one ``matmul/matvec.wgsl`` launch
     (:func:`matvec_heads_kernel`): their B side by side, each product's epilogue and output its
     own. ``node.outputs`` are the products' outputs in that order."""
-    a = node.inputs[0]
+    M, K, heads = head_products(node.attrs.heads)
+    plan = matvec_plan(lc, M, sum(-(-N // 4) * 4 for _, _, N, _ in heads), K)
+    if plan is None:  # fuse_heads checked it with this device's profile
+        raise AssertionError(f"{lc.label}: heads without a matvec plan")
+    matvec_heads_kernel(lc, node.inputs[0], heads, M=M, K=K, a_rs=K, plan=plan)
+
+
+def head_products(products) -> tuple[int, int, list]:
+    """``(M, K, heads)`` of products that :func:`matvec_head` accepts, all of the same M and K:
+    ``heads`` as :func:`matvec_heads_kernel` takes them, ``(B, out, N, epilogue)`` per product,
+    the epilogues named apart (``ep0``, ``ep1``, ...; bindings ``h0e...``)."""
     heads, M, K = [], 0, 0
-    for j, h in enumerate(node.attrs.heads):
+    for j, h in enumerate(products):
         head = matvec_head(h)
-        assert head is not None  # fuse_heads checked each product
+        assert head is not None  # the rules checked each product
         M, K, N, mat, steps = head
         out = h.outputs[0]
         ep = _epilogue.build(h, out, steps, chan_axis=len(out.shape) - 1, first_binding=f"h{j}e", name=f"ep{j}")
         heads.append((mat, out, N, ep))
-    n_all = sum(-(-N // 4) * 4 for _, _, N, _ in heads)
-    plan = matvec_plan(lc, M, n_all, K)
-    if plan is None:  # fuse_heads checked it with this device's profile
-        raise AssertionError(f"{lc.label}: heads without a matvec plan")
-    matvec_heads_kernel(lc, a, [(mat, out, N, ep) for mat, out, N, ep in heads], M=M, K=K, a_rs=K, plan=plan)
+    return M, K, heads
 
 
 # ---------------------------------------------------------------- two products in one launch
