@@ -245,7 +245,6 @@ def merge_duplicates(nodes: list, outputs: dict, context=None) -> list:
     return result
 
 
-
 def _view_reshape(node) -> bool:
     """Whether ``node`` is a ``reshape`` as the builder records it or a rule adds it (a view:
     no attributes but ``alias``), not a rule's marked view of an operand (``operand_view``)."""
@@ -300,6 +299,7 @@ def merge_reshapes(nodes: list, outputs: dict, context=None) -> list:
     if len(kept) == len(nodes) and all(a is b for a, b in zip(kept, nodes)):
         return nodes
     return kept
+
 
 #: most reshapes one call moves (each move is one element-wise op; a chain moves one op per round)
 _SINK_ROUNDS = 16
