@@ -188,6 +188,38 @@ def test_a_classifier_with_its_softmax_in_one_launch(ctx, rng, dtype):
     assert np.all(np.abs(got["y"].astype(np.float64) - ref) <= tol), np.abs(got["y"] - ref).max()
 
 
+@pytest.mark.parametrize("hw, K, N, softmax, forced", [((1, 1), 8192, 24, True, None), ((1, 2), 8192, 10, True, None),
+                                                       ((1, 1), 8196, 64, False, "on")])
+def test_means_past_the_workgroup_memory_are_taken_per_subgroup(ctx, rng, monkeypatch, hw, K, N, softmax, forced):
+    """8192 and more channels: their means as vec4s of float32 (128 KiB and more) do not fit a
+    workgroup's memory (32 KiB on lavapipe), beside the softmax's logits or alone: the launch
+    takes them per subgroup (or the rule keeps the pool), and the graph builds and computes the
+    float64 result."""
+    if forced:
+        monkeypatch.setenv("WEBNN_GPU_FORCE_POOLED_HEAD", forced)
+    x = data(rng, (1, *hw, K))
+    w, c = data(rng, (N, K)), data(rng, (N,))
+
+    def build(b, xi):
+        y = _fc(b, b.reshape(b.average_pool2d(xi, layout="nhwc"), [1, K]), w, c)
+        return {"y": b.softmax(y, axis=1) if softmax else y}
+
+    got, steps = _run(ctx, build, x)
+    assert not any("var<workgroup> amean" in s.wgsl for s in steps)
+    rows = hw[0] * hw[1]
+    X = x.astype(np.float64).reshape(rows, K)
+    W = w.astype(np.float64).T
+    z = X.mean(0, keepdims=True) @ W + c
+    bound = np.abs(X).mean(0, keepdims=True) @ np.abs(W) + np.abs(c)
+    if not softmax:
+        check(got["y"], z, bound, rows + K + 1, np.float32, "pooled fc past the workgroup memory")
+        return
+    e = np.exp(z - z.max())
+    ref = e / e.sum()
+    dz = 4 * (rows + K + 1) * 2.0**-24 * bound.max()
+    assert np.all(np.abs(got["y"].astype(np.float64) - ref) <= 2 * ref * dz + 2.0**-21 * ref + 1e-7)
+
+
 def test_a_softmax_on_another_axis_or_read_twice_stays_apart(ctx, rng):
     x = data(rng, (1, 2, 4, 1280))
     w, c = data(rng, (10, 1280)), data(rng, (10,))

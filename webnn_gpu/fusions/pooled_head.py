@@ -33,7 +33,7 @@ from .._ir import GraphView, Node, Value
 from ..compiler.rules._common import _max_bindings, distinct
 from ..ops._registry import lowering
 from ..ops.linalg import (LOOP_BUDGET, MATVEC_MAX_WORKGROUP, head_products, matvec_heads_kernel, matvec_plan,
-                          mean_shared, plan_context)
+                          mean_shared, plan_context, softmax_row_bytes, workgroup_bytes)
 from ._attrs import FusedAttrs
 from .heads import head_ok
 
@@ -94,7 +94,9 @@ def pooled_head_ok(products, rows: int, context, softmax: bool = False) -> bool:
     workgroups take the means) (``WEBNN_GPU_FORCE_POOLED_HEAD=on`` any number,
     for measurements; ``=off`` never). With ``softmax`` (one product, its row's softmax in the
     launch): all its column groups in one workgroup of at most
-    :data:`~webnn_gpu.ops.linalg.MATVEC_MAX_WORKGROUP` invocations."""
+    :data:`~webnn_gpu.ops.linalg.MATVEC_MAX_WORKGROUP` invocations, its logits within the device's
+    workgroup memory. The means are taken per workgroup only where they fit the workgroup memory
+    left (:func:`~webnn_gpu.ops.linalg.mean_shared`), else per subgroup."""
     forced = _env.force_choice("pooled_head", ("on", "off"))
     if forced == "off":
         return False
@@ -109,11 +111,13 @@ def pooled_head_ok(products, rows: int, context, softmax: bool = False) -> bool:
         return False
     cn, workgroup = plan
     groups = sum(-(-(-(-N // 4)) // cn) for _, _, N, _ in heads)
+    spare = workgroup_bytes(pc.limits)
     if softmax:
-        if len(products) != 1 or groups * pc.subgroup > MATVEC_MAX_WORKGROUP:
+        spare -= softmax_row_bytes(groups, cn)
+        if len(products) != 1 or groups * pc.subgroup > MATVEC_MAX_WORKGROUP or spare < 0:
             return False
         workgroup = groups * pc.subgroup
-    if mean_shared(workgroup, pc.subgroup):
+    if mean_shared(workgroup, pc.subgroup, K, spare):
         return forced == "on" or rows * K * -(-groups // (workgroup // pc.subgroup)) <= POOLED_MAX_LOADS_SHARED
     return forced == "on" or rows * K * groups <= POOLED_MAX_LOADS
 

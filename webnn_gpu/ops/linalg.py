@@ -1155,13 +1155,34 @@ def matvec_window(g: dict) -> dict | None:
             "kx4": g["dw"] * C4, "last": g["NB"] * H * W * C4 - 1, "rows": rows}
 
 
-def mean_shared(workgroup: int, lanes: int) -> bool:
+def mean_shared(workgroup: int, lanes: int, K: int, spare: int) -> bool:
     """Whether a ``matmul/matvec.wgsl`` launch with the mean prologue (:func:`matvec_heads_kernel`'s
     ``mean``) takes the means once per workgroup into workgroup memory (a barrier) instead of in
     every subgroup for its own columns: where a workgroup holds several subgroups
-    (``WEBNN_GPU_FORCE_MATVEC_MEAN=lanes`` never, ``=shared`` there too)."""
+    (``WEBNN_GPU_FORCE_MATVEC_MEAN=lanes`` never, ``=shared`` there too) and the ``K`` means
+    (:func:`mean_shared_bytes`) fit the ``spare`` bytes of the device's workgroup memory."""
+    if mean_shared_bytes(K, lanes) > spare:
+        return False
     forced = _env.force_choice("matvec_mean", ("shared", "lanes"))
     return forced == "shared" or forced != "lanes" and workgroup > lanes
+
+
+def mean_shared_bytes(K: int, lanes: int) -> int:
+    """Bytes of workgroup memory the means of :func:`mean_shared` take: a vec4 of float32 for
+    every lane's k step (``amean`` of ``matmul/matvec.wgsl``, ``KT * L`` vec4s)."""
+    return 16 * -(-(-(-K // 4)) // lanes) * lanes
+
+
+def softmax_row_bytes(groups: int, cn: int) -> int:
+    """Bytes of workgroup memory a ``matmul/matvec.wgsl`` launch with the row's softmax takes for
+    its logits: ``groups`` column groups of ``cn`` vec4 columns, float32 (``logits``)."""
+    return 16 * groups * cn
+
+
+def workgroup_bytes(limits) -> int:
+    """The device's workgroup memory per workgroup (``max-compute-workgroup-storage-size``; WebGPU's
+    default 16384 without limits)."""
+    return int((limits or {}).get("max-compute-workgroup-storage-size", 16384))
 
 
 def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int, plan: tuple[int, int],
@@ -1211,6 +1232,7 @@ def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int,
     assert mean is None or a_vec and M == 1 and window is None, "fuse_pooled_head: one row of whole vec4s"
     assert not softmax or M == 1 and len(heads) == 1 and workgroup == g0 * lanes, "softmax: one row, one workgroup"
     k4 = -(-K // 4)
+    spare = workgroup_bytes(lc.limits) - (softmax_row_bytes(g0, cn) if softmax else 0)
     operands = [op for _, _, _, ep in heads for op in ep.operands]
     outs = [(h["out"], out) for h, (_, out, _, _) in zip(ctx_heads, heads)]
     step = lc.kernel("matmul/matvec.wgsl", [("a", a), ("b", bp)] + operands, outs,
@@ -1220,7 +1242,7 @@ def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int,
                      b_uniform=B_UNIFORM_FLOATS // 4 if ubo is not None else 0,
                      b_texture=tex.texture_width.bit_length() - 1 if tex is not None else 0, b_words=words,
                      win=window, mean={"rows": mean[0], "count": mean[1], "f32": a.data_type == "float32",
-                                       "shared": mean_shared(workgroup, lanes)} if mean is not None else None,
+                                       "shared": mean_shared(workgroup, lanes, K, spare)} if mean is not None else None,
                      softmax=softmax)
     n_all = sum(h["N"] for h in ctx_heads)
     step.flops = 2 * M * n_all * K
