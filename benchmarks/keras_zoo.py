@@ -526,7 +526,7 @@ def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
 
 def format_table(rows: list[dict]) -> str:
     lines = ["| model | loads | max error / max abs ref | webnn-gpu ms | XNNPACK 2 threads ms | ratio | kernels | "
-             "first build, cache empty s |", "| --- | --- " + "| ---: " * 6 + "|"]
+             "first build, Mesa's cache disabled s |", "| --- | --- " + "| ---: " * 6 + "|"]
     fmt = lambda v, f: "" if v is None else format(v, f)  # noqa: E731
     for r in rows:
         if "error" in r:
