@@ -18,6 +18,7 @@ import pytest
 
 import webnn_gpu as webnn
 from webnn_gpu._lower import KernelStep
+from helpers import check_bounds, same_padding
 from references import ref_conv2d
 
 U = 2.0**-24
@@ -36,10 +37,8 @@ def _run(ctx, *, hw=10, c=16, win=3, stride=1, pad=None, dil=1, batch=1, dtype=n
     x, r, q = (rng.uniform(-2, 2, (batch, hw, hw, c)).astype(dt) for _ in range(3))
     f = rng.uniform(-1, 1, (c, win, win, c // g)).astype(dt)
     bias = rng.uniform(-1, 1, c).astype(dt)
-    if pad is None:  # "same"
-        out = -(-hw // stride)
-        t = max((out - 1) * stride + (win - 1) * dil + 1 - hw, 0)
-        pad = (t // 2, t - t // 2, t // 2, t - t // 2)
+    if pad is None:
+        pad = same_padding(hw, win, stride, dil)
     b = webnn.MLGraphBuilder(ctx)
     desc = {"data_type": webnn._dtypes.from_numpy(dt), "shape": list(x.shape)}
     xi, ri, qi = b.input("x", desc), b.input("r", desc), b.input("q", desc)
@@ -69,16 +68,6 @@ def _run(ctx, *, hw=10, c=16, win=3, stride=1, pad=None, dil=1, batch=1, dtype=n
     return got, refs, templates
 
 
-def _check(got, refs):
-    for name, (ref, bound) in refs.items():
-        g = np.asarray(got[name]).astype(np.float64)
-        assert g.shape == ref.shape, (name, g.shape, ref.shape)
-        err = np.abs(g - ref)
-        bad = ~(err <= bound)
-        assert not bad.any(), (f"{name}: {bad.sum()} of {bad.size} off; worst {err[bad].max():.3e} vs "
-                               f"{bound[bad][np.argmax(err[bad])]:.3e}")
-
-
 CASES = {
     "10x10 3x3 same": dict(),
     "19x19 5x5 stride 2 same": dict(hw=19, c=24, win=5, stride=2),
@@ -93,7 +82,7 @@ CASES = {
 def test_the_relu_is_the_depthwise_conv_s_prologue(ctx, case):
     got, refs, templates = _run(ctx, **CASES[case])
     assert "conv/depthwise.wgsl" in templates and len(templates) == 3, templates  # y, n and the conv
-    _check(got, refs)
+    check_bounds(got, refs)
 
 
 def test_float16(ctx):
@@ -102,7 +91,7 @@ def test_float16(ctx):
     for kw in (dict(), dict(hw=19, c=24, win=5, stride=2)):
         got, refs, templates = _run(ctx, dtype=np.float16, **kw)
         assert "conv/depthwise.wgsl" in templates and len(templates) == 3, templates
-        _check(got, refs)
+        check_bounds(got, refs)
 
 
 @pytest.mark.parametrize("kw", [dict(keep=True), dict(act="sigmoid"), dict(groups=1), dict(act="sigmoid", pad=(2, 0, 1, 1))],
@@ -110,4 +99,4 @@ def test_float16(ctx):
 def test_near_misses_run_without_it(ctx, kw):
     got, refs, templates = _run(ctx, **kw)
     assert len(templates) == 4, templates  # the activation keeps its launch
-    _check(got, refs)
+    check_bounds(got, refs)
