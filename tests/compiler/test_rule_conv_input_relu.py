@@ -90,3 +90,12 @@ def test_a_conv_with_an_input_prologue_stays():
     _, z, nxt = _block(ir)
     ir.nodes[2].attrs["input_scale"] = 3  # another rule's prologue
     assert [n.op for n in fuse_conv_input_relu(ir.nodes, {"z": z, "n": nxt})] == ["add", "relu", "conv2d", "add"]
+
+
+def test_a_conv_whose_epilogue_reads_its_input_stays():
+    """add(conv(relu(y)), relu(y)) as fuse_epilogue leaves it: the step reads input 0, which
+    would become y."""
+    ir = IR()
+    _, z, nxt = _block(ir)
+    ir.nodes[2].attrs["epilogue"] = [{"op": "add", "input": 2, "axis": 3}, {"op": "add", "input": 0}]
+    assert [n.op for n in fuse_conv_input_relu(ir.nodes, {"z": z, "n": nxt})] == ["add", "relu", "conv2d", "add"]

@@ -29,7 +29,7 @@ def _nhwc(x, w, **kw):
 
 
 def _run(ctx, *, hw=10, c=16, win=3, stride=1, pad=None, dil=1, batch=1, dtype=np.float32, act="relu",
-         groups=None, keep=False):
+         groups=None, keep=False, twice=False):
     """x, r -> y = x + r -> act(y) -> conv (bias), also n = y + q; (outputs, refs, templates)."""
     rng = np.random.default_rng(hw * 1000 + c * 10 + win)
     dt = np.dtype(dtype)
@@ -46,6 +46,8 @@ def _run(ctx, *, hw=10, c=16, win=3, stride=1, pad=None, dil=1, batch=1, dtype=n
     a = getattr(b, act)(y)
     z = b.conv2d(a, b.constant(f), bias=b.constant(bias), padding=list(pad), strides=[stride] * 2,
                  dilations=[dil] * 2, groups=g, input_layout="nhwc", filter_layout="ohwi")
+    if twice:  # the conv's epilogue then reads its own input (fuse_epilogue)
+        z = b.add(z, a)
     graph = b.build({"z": z, "n": b.add(y, qi), **({"a": a} if keep else {})})
     templates = [s.template for s in graph._steps if isinstance(s, KernelStep)]
     got = ctx.compute(graph, {"x": x, "r": r, "q": q})
@@ -59,6 +61,8 @@ def _run(ctx, *, hw=10, c=16, win=3, stride=1, pad=None, dil=1, batch=1, dtype=n
     kw = dict(padding=pad, strides=(stride, stride), dilations=(dil, dil), groups=g)
     z64 = _nhwc(a64, f64, **kw) + b64
     zabs = _nhwc(np.abs(a64) + ea, np.abs(f64), **kw) + np.abs(b64)
+    if twice:
+        z64, zabs = z64 + a64, zabs + np.abs(a64) + ea
     k = win * win * (c // g)
     ez = _nhwc(ea, np.abs(f64), **kw) + 4 * k * U * zabs + rnd * np.abs(z64) + 1e-30
     n64 = y64 + q
@@ -94,8 +98,9 @@ def test_float16(ctx):
         check_bounds(got, refs)
 
 
-@pytest.mark.parametrize("kw", [dict(keep=True), dict(act="sigmoid"), dict(groups=1), dict(act="sigmoid", pad=(2, 0, 1, 1))],
-                         ids=["relu output", "sigmoid", "dense", "sigmoid asymmetric"])
+@pytest.mark.parametrize("kw", [dict(keep=True), dict(act="sigmoid"), dict(groups=1), dict(act="sigmoid", pad=(2, 0, 1, 1)),
+                                dict(twice=True)],
+                         ids=["relu output", "sigmoid", "dense", "sigmoid asymmetric", "conv + relu"])
 def test_near_misses_run_without_it(ctx, kw):
     got, refs, templates = _run(ctx, **kw)
     assert len(templates) == 4, templates  # the activation keeps its launch

@@ -819,13 +819,26 @@ INPUT_RELU_OPS = ("relu",)
 def input_relu_ok(node, tuning: str = "default") -> bool:
     """Whether conv2d ``node`` can apply ``relu`` to its input as it loads it
     (``attrs["input_relu"]``, set by the compiler's ``fuse_conv_input_relu``): an NHWC conv on
-    the stand-alone depthwise kernel (``conv/depthwise.wgsl``) with a float output and no other
-    input prologue. Out-of-image taps read 0, which is relu(0)."""
+    the stand-alone depthwise kernel (``conv/depthwise.wgsl``) with a float output, no other
+    input prologue and no epilogue step that reads its input (a residual add of the conv's own
+    input would read ``y``, not ``relu(y)``). Out-of-image taps read 0, which is relu(0)."""
     if node.op != "conv2d" or node.attrs.get("input_layout") != "nhwc" or node.outputs[0].data_type not in FLOATS:
         return False
     if any(k in node.attrs for k in ("input_scale", "input_add", "input_relu")):
         return False
+    if _reads_input(node.attrs.get("epilogue"), 0):
+        return False
     return _conv_variant(_geometry(node), "nhwc", tuning) == "depthwise"
+
+
+def _reads_input(steps, i: int) -> bool:
+    """Whether epilogue ``steps`` (webnn_gpu/ops/_epilogue.py's format, nested steps included)
+    read the host's input ``i`` (a residual add of the conv's own input reads it as input 0)."""
+    if isinstance(steps, dict):
+        return steps.get("input") == i or any(_reads_input(v, i) for v in steps.values())
+    if isinstance(steps, (list, tuple)):
+        return any(_reads_input(v, i) for v in steps)
+    return False
 
 
 def upsampled_add_ok(node, small) -> bool:
