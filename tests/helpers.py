@@ -68,6 +68,26 @@ def check_accumulated(got, ref, absref, k, dtype, what: str = "") -> None:
     assert not bad.any(), f"{what}: {bad.sum()}/{bad.size} off, worst {err[bad].max():.3e}"
 
 
+def same_padding(hw: int, win: int, stride: int = 1, dil: int = 1) -> tuple:
+    """TensorFlow's "same" padding (top, bottom, left, right) of a square ``hw`` image and
+    ``win`` window: the extra row or column at the end."""
+    out = -(-hw // stride)
+    t = max((out - 1) * stride + (win - 1) * dil + 1 - hw, 0)
+    return (t // 2, t - t // 2, t // 2, t - t // 2)
+
+
+def check_bounds(got: dict, refs: dict) -> None:
+    """Each output ``got[name]`` within its elementwise bound: ``refs[name]`` = (float64
+    reference, bound array of its shape)."""
+    for name, (ref, bound) in refs.items():
+        g = np.asarray(got[name]).astype(np.float64)
+        assert g.shape == ref.shape, (name, g.shape, ref.shape)
+        err = np.abs(g - ref)
+        bad = ~(err <= bound)
+        assert not bad.any(), (f"{name}: {bad.sum()} of {bad.size} off; worst {err[bad].max():.3e} vs "
+                               f"{bound[bad][np.argmax(err[bad])]:.3e}")
+
+
 def ulp_distance(actual, expected) -> np.ndarray:
     """ULP distance between float32 or float16 arrays (as WPT computes it)."""
     actual = np.asarray(actual)

@@ -41,6 +41,8 @@
     pool         (vec only) also write each invocation's per-channel sum of its outputs to
                  `pool` ([OHB * OWB * NB, C4] vec4<f32>): a following global average pool
                  (fuse_conv_pool) then reduces these partials instead of re-reading the output
+    in_relu      apply relu to each input value as it is loaded (fuse_conv_input_relu; out-of-image
+                 taps stay 0 = relu(0))
     d2s          None, or {bs, uq} (vec only): the output is stored as its depth_to_space with
                  bs x bs blocks (TensorFlow's DCR order; the compiler's store_depth_to_space):
                  channel unit cb (4 NH channels) of pixel (n, oh, ow) goes to unit cb % uq of
@@ -184,11 +186,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     var v{{ j }}_{{ s }} = {{ LT }}();
     if (rok{{ j }} && cok{{ s }}) { v{{ j }}_{{ s }} = x[(row{{ j }} + ci{{ s }}) * CB + cb]; }
 {% for h in range(NH) %}
-    let x{{ h }}_{{ j }}_{{ s }} = up(v{{ j }}_{{ s }}{{ parts[h] }});
+    let x{{ h }}_{{ j }}_{{ s }} = {{ "max(" if in_relu }}up(v{{ j }}_{{ s }}{{ parts[h] }}){{ ", vec4<f32>(0.0))" if in_relu }};
 {% endfor %}
 {% else %}
     var x0_{{ j }}_{{ s }} = vec4<f32>(0.0);
-    if (rok{{ j }} && cok{{ s }}) { x0_{{ j }}_{{ s }} = ld_x(row{{ j }} + ci{{ s }}, cb, CI, C); }
+    if (rok{{ j }} && cok{{ s }}) { x0_{{ j }}_{{ s }} = {{ "max(" if in_relu }}ld_x(row{{ j }} + ci{{ s }}, cb, CI, C){{ ", vec4<f32>(0.0))" if in_relu }}; }
 {% endif %}
 {% endfor %}
 {% endfor %}

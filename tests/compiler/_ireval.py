@@ -14,6 +14,8 @@ TO_NCHW, TO_NHWC = [0, 3, 1, 2], [0, 2, 3, 1]
 def _conv(a, x, w, b=None):
     nchw = a.get("input_layout", "nchw") == "nchw"
     w = {"oihw": w, "ohwi": w.transpose(0, 3, 1, 2), "hwio": w.transpose(3, 2, 0, 1)}[a.get("filter_layout", "oihw")]
+    if a.get("input_relu"):  # fuse_conv_input_relu: relu of each input value (padding stays 0 = relu(0))
+        x = np.maximum(x, 0)
     y = ref_conv2d(x if nchw else x.transpose(TO_NCHW), w, a["padding"], a["strides"], a["dilations"], a["groups"])
     if b is not None:
         y = y + b.reshape(1, -1, 1, 1)

@@ -971,6 +971,23 @@ class Gen:
         d = self.conv(h, layout, depthwise=self.p(0.85))
         return self.elementwise_tail(d, layout, 2), layout
 
+    def motif_depthwise_relu(self, v, layout):
+        """A residual sum read by the next sum and, through a relu, by a depthwise conv
+        (``fuse_conv_input_relu``); near misses: the relu also a graph output or read twice, a
+        sigmoid or a clamp (op(0) != 0 or not an input relu op), a dense second conv, NCHW."""
+        y = self.emit("add", [v, self.input(self.shape(v))])
+        act = self.pick(("relu", "relu", "relu", "relu", "sigmoid", "clamp"))
+        a = self.emit(act, [y], {"min_value": 0.0, "max_value": 6.0} if act == "clamp" else None)
+        near = self.pick(("", "", "", "", "output", "twice"))
+        if near == "output":
+            self.output(a)
+        d = self.conv(a, layout, depthwise=self.p(0.85))
+        if near == "twice":
+            d = self.emit("add", [d, a]) if self.shape(d) == self.shape(a) else d
+        n = self.emit("add", [y, self.input(self.shape(y))])
+        self.output(n)
+        return self.elementwise_tail(d, layout, 2), layout
+
     def motif_project_consumer(self, v, layout):
         """A depthwise conv, its pointwise projection and the projection's element-wise tail,
         read by a 1x1 conv with a tail of its own (``fuse_project_consumer``: the channel-lane
@@ -1343,7 +1360,8 @@ class Gen:
 
 #: the motifs :meth:`Gen.graph4d` draws from, each as likely (a 4-D value in, one out); more
 #: are reached from inside them (``motif_pool``: ``motif_depth_to_space``, ``motif_heads``,
-#: ``motif_pool_residual``); ``motif_pw_depthwise`` only through :data:`RULE_MOTIFS`
+#: ``motif_pool_residual``); ``motif_pw_depthwise`` and ``motif_depthwise_relu`` only through
+#: :data:`RULE_MOTIFS`
 MOTIFS_4D = ("motif_conv", "motif_conv_input", "motif_squeeze_excite", "motif_inverted_residual", "motif_pool",
              "motif_upsample", "motif_first_layer", "motif_pad", "motif_norm", "motif_transposed_layer",
              "motif_layout_region", "motif_project_consumer")
@@ -1381,6 +1399,7 @@ RULE_MOTIFS = {
     "store_depth_to_space": "motif_depth_to_space", "concat_in_place": "motif_heads",
     "fuse_project_consumer": "motif_project_consumer", "fuse_siblings": "graph_siblings",
     "fuse_pw_depthwise": "motif_pw_depthwise", "fuse_pooled_head": "graph_pooled_head",
+    "fuse_conv_input_relu": "motif_depthwise_relu",
 }
 
 

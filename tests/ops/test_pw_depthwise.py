@@ -19,6 +19,7 @@ import pytest
 
 import webnn_gpu as webnn
 from webnn_gpu._lower import KernelStep
+from helpers import check_bounds, same_padding
 from references import ref_conv2d
 
 U = 2.0**-24
@@ -42,10 +43,8 @@ def _run(ctx, *, hw=12, k=16, n=32, win=3, stride=1, pad=None, dil=1, batch=1, d
     b2 = rng.uniform(-1, 1, n).astype(dt)
     r = rng.uniform(-1, 1, (batch, hw, hw, n)).astype(dt)
     slope = rng.uniform(0, 1, n).astype(dt)
-    if pad is None:  # "same"
-        out = -(-hw // stride)
-        t = max((out - 1) * stride + (win - 1) * dil + 1 - hw, 0)
-        pad = (t // 2, t - t // 2, t // 2, t - t // 2)
+    if pad is None:
+        pad = same_padding(hw, win, stride, dil)
     b = webnn.MLGraphBuilder(ctx)
     desc = {"data_type": webnn._dtypes.from_numpy(dt), "shape": list(x.shape)}
     xi = b.input("x", desc)
@@ -77,16 +76,6 @@ def _run(ctx, *, hw=12, k=16, n=32, win=3, stride=1, pad=None, dil=1, batch=1, d
     return got, refs, templates
 
 
-def _check(got, refs):
-    for name, (ref, bound) in refs.items():
-        g = np.asarray(got[name]).astype(np.float64)
-        assert g.shape == ref.shape, (name, g.shape, ref.shape)
-        err = np.abs(g - ref)
-        bad = ~(err <= bound)
-        assert not bad.any(), (f"{name}: {bad.sum()} of {bad.size} off; worst {err[bad].max():.3e} vs "
-                               f"{bound[bad][np.argmax(err[bad])]:.3e}")
-
-
 CASES = {
     "12x12 3x3": dict(),
     "14x14 5x5 stride 2 same": dict(hw=14, k=24, n=64, win=5, stride=2),
@@ -103,7 +92,7 @@ CASES = {
 def test_pw_depthwise_is_one_launch_and_right(ctx, case):
     got, refs, templates = _run(ctx, **CASES[case])
     assert templates == ["conv/pw_depthwise.wgsl"], templates
-    _check(got, refs)
+    check_bounds(got, refs)
 
 
 def test_float16(ctx, monkeypatch):
@@ -111,29 +100,29 @@ def test_float16(ctx, monkeypatch):
         pytest.skip("no shader-f16")
     got, refs, templates = _run(ctx, dtype=np.float16)  # not by default (PWDW_TYPES), right either way
     assert "conv/pw_depthwise.wgsl" not in templates
-    _check(got, refs)
+    check_bounds(got, refs)
     monkeypatch.setenv("WEBNN_GPU_FORCE_PWDW", "on")
     for kw in (dict(), dict(hw=7, k=16, n=40, win=5)):
         got, refs, templates = _run(ctx, dtype=np.float16, **kw)
         assert templates == ["conv/pw_depthwise.wgsl"], templates
-        _check(got, refs)
+        check_bounds(got, refs)
 
 
 def test_the_pointwise_output_read_elsewhere_is_stored_too(ctx, monkeypatch):
     got, refs, templates = _run(ctx, keep=True)  # not fused by default (PWDW_KEEP), right either way
     assert "conv/pw_depthwise.wgsl" not in templates
-    _check(got, refs)
+    check_bounds(got, refs)
     monkeypatch.setenv("WEBNN_GPU_FORCE_PWDW", "on")
     got, refs, templates = _run(ctx, keep=True, residual=True)
     assert templates == ["conv/pw_depthwise.wgsl"], templates
-    _check(got, refs)
+    check_bounds(got, refs)
 
 
 @pytest.mark.parametrize("kw", [dict(k=6, n=32), dict(k=16, n=30), dict(hw=15)], ids=["k6", "n30", "15x15"])
 def test_near_misses_run_without_it(ctx, kw):
     got, refs, templates = _run(ctx, **kw)
     assert "conv/pw_depthwise.wgsl" not in templates, templates
-    _check(got, refs)
+    check_bounds(got, refs)
 
 
 @pytest.mark.parametrize("case", ["12x12 3x3", "13x13 3x3 stride 2, 20 channels", "10x10 residual"])
@@ -143,8 +132,8 @@ def test_vec4_stores_without_words(ctx, monkeypatch, case):
     monkeypatch.setenv("WEBNN_GPU_FORCE_TILE_WORDS", "vec4")
     got, refs, templates = _run(ctx, **CASES[case])
     assert templates == ["conv/pw_depthwise.wgsl"], templates
-    _check(got, refs)
+    check_bounds(got, refs)
     monkeypatch.setenv("WEBNN_GPU_FORCE_PWDW", "on")
     got, refs, templates = _run(ctx, keep=True, residual=True)
     assert templates == ["conv/pw_depthwise.wgsl"], templates
-    _check(got, refs)
+    check_bounds(got, refs)

@@ -808,6 +808,39 @@ def input_prologue_ok(node, scale=None, residual=None) -> bool:
     return _conv_variant(g, "nhwc") == "pointwise" and g["NB"] * g["OH"] * g["OW"] * g["O"] > SMALL_MAX_OUTPUTS
 
 
+#: Unary element-wise ops a depthwise conv2d may apply to each input value it loads
+#: (``attrs["input_relu"]``, the compiler's ``fuse_conv_input_relu``): only ops with op(0) == 0,
+#: since the kernel's zero padding must read as op(padding) = op(0) (sigmoid(0) = 0.5: not one).
+#: The expression is the stand-alone kernel's (elementwise.py's relu row), in float32 after the
+#: load: max is exact, so float16 values come out the same.
+INPUT_RELU_OPS = ("relu",)
+
+
+def input_relu_ok(node, tuning: str = "default") -> bool:
+    """Whether conv2d ``node`` can apply ``relu`` to its input as it loads it
+    (``attrs["input_relu"]``, set by the compiler's ``fuse_conv_input_relu``): an NHWC conv on
+    the stand-alone depthwise kernel (``conv/depthwise.wgsl``) with a float output, no other
+    input prologue and no epilogue step that reads its input (a residual add of the conv's own
+    input would read ``y``, not ``relu(y)``). Out-of-image taps read 0, which is relu(0)."""
+    if node.op != "conv2d" or node.attrs.get("input_layout") != "nhwc" or node.outputs[0].data_type not in FLOATS:
+        return False
+    if any(k in node.attrs for k in ("input_scale", "input_add", "input_relu")):
+        return False
+    if _reads_input(node.attrs.get("epilogue"), 0):
+        return False
+    return _conv_variant(_geometry(node), "nhwc", tuning) == "depthwise"
+
+
+def _reads_input(steps, i: int) -> bool:
+    """Whether epilogue ``steps`` (webnn_gpu/ops/_epilogue.py's format, nested steps included)
+    read the host's input ``i`` (a residual add of the conv's own input reads it as input 0)."""
+    if isinstance(steps, dict):
+        return steps.get("input") == i or any(_reads_input(v, i) for v in steps.values())
+    if isinstance(steps, (list, tuple)):
+        return any(_reads_input(v, i) for v in steps)
+    return False
+
+
 def upsampled_add_ok(node, small) -> bool:
     """Whether pointwise conv2d ``node``, which adds ``inputs[attrs["input_add"]]`` to its
     input as it loads it, can read that operand as ``small``, the small image of an exact 2x
@@ -2330,6 +2363,9 @@ def lower_conv2d(node, lc) -> None:
     residual = node.inputs[node.attrs["input_add"]] if "input_add" in node.attrs else None
     if (scale is not None or residual is not None) and not (variant == "pointwise" and layout == "nhwc"):
         raise AssertionError(f"{lc.label}: an input prologue on a {variant} {layout} conv2d")  # input_prologue_ok
+    in_relu = bool(node.attrs.get("input_relu"))
+    if in_relu and not (variant == "depthwise" and layout == "nhwc"):
+        raise AssertionError(f"{lc.label}: an input relu on a {variant} {layout} conv2d")  # input_relu_ok
     if scale is None and residual is None and _matvec_conv(lc, node, g, variant):
         return
     if variant == "direct":
@@ -2375,7 +2411,7 @@ def lower_conv2d(node, lc) -> None:
                   n_inv, workgroup=DW_WORKGROUP, T=T, vec=vec, M=m, TW=tw, fdiv=n_inv < DW_FDIV_MAX,
                   A=max(t[2] for t in taps) + 1, taps=taps, jrows=sorted({t[1] for t in taps}), pool=pooled,
                   f_uniform=B_UNIFORM_FLOATS // 4 if f_uniform else 0,
-                  seg=_segment(g, tw), ep=ep, x64=x64, NH=nh, d2s=d2s or None,
+                  seg=_segment(g, tw), ep=ep, x64=x64, NH=nh, d2s=d2s or None, in_relu=in_relu,
                   **{k: g[k] for k in ("KH", "KW", "sh", "sw", "dh", "dw")})
         if pooled:
             reduce_pool()

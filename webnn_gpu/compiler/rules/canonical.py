@@ -41,7 +41,7 @@ def _plain(node) -> bool:
     output): its attributes are the builder's."""
     return (isinstance(node.attrs, dict) and len(node.outputs) == 1
             and not any(k in node.attrs for k in ("epilogue", "input_scale", "input_add", "input_partials",
-                                                  "pool_output")))
+                                                  "pool_output", "input_relu")))
 
 
 def depthwise_to_scale(nodes: list, outputs: dict, context=None) -> list:

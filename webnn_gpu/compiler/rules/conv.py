@@ -148,6 +148,42 @@ def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
     return g.replace(replaced, dropped)
 
 
+def fuse_conv_input_relu(nodes: list, outputs: dict, context=None) -> list:
+    """``conv2d(relu(y), ...)`` where the relu feeds only that conv and the conv runs on the
+    stand-alone depthwise kernel: the conv applies the relu to each input value it loads
+    (``attrs["input_relu"]``) and reads ``y``, which its producer stores anyway (``y`` may
+    have other readers, e.g. the next residual add). The relu's launch and its store go. Only
+    ops with op(0) == 0 qualify (:data:`webnn_gpu.ops.conv.INPUT_RELU_OPS`), since the conv's
+    zero padding is then op(padding); a relu with another reader or a graph output stays.
+    """
+    from ...ops.conv import INPUT_RELU_OPS, input_relu_ok
+
+    tuning = getattr(context, "_tuning", "default")
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for conv in nodes:
+        if conv.op != "conv2d" or conv.inputs[0] is None or not input_relu_ok(conv, tuning):
+            continue
+        r = conv.inputs[0]
+        act = g.producer(r)
+        if (act is None or act.op not in INPUT_RELU_OPS or len(act.inputs) != 1 or act.attrs
+                or act.id in dropped or g.is_output(r) or len(g.consumers(r)) != 1
+                or any(v is r for v in conv.inputs[1:])):
+            continue
+        y = act.inputs[0]
+        if y is None or y.data_type != r.data_type or tuple(y.shape) != tuple(r.shape):
+            continue
+        attrs = dict(conv.attrs)
+        attrs["input_relu"] = True
+        replaced[conv.id] = Node(conv.op, [y] + list(conv.inputs[1:]), list(conv.outputs), attrs, conv.label)
+        dropped.add(act.id)
+        if DEBUG >= 2:
+            log.debug("fuse_conv_input_relu: conv2d [%s] applies %s [%s] to its input", conv.label, act.op,
+                      act.label)
+    return g.replace(replaced, dropped)
+
+
 def fuse_conv_pool(nodes: list, outputs: dict, context=None) -> list:
     """A global average pool of a depthwise conv2d's output becomes the conv's second output
     (``attrs["pool_output"]``): the conv kernel writes each invocation's per-channel sums of
