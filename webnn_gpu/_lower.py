@@ -40,6 +40,13 @@ def _type_bytes(t: str) -> int:
     return _SCALAR_BYTES.get(m.group(1) if m else t, 0)
 
 
+def workgroup_bytes(limits) -> int:
+    """The device's workgroup memory per workgroup (``max-compute-workgroup-storage-size`` of
+    ``limits``; WebGPU's default 16384 without it): what a kernel's ``var<workgroup>`` arrays
+    may take in all."""
+    return int((limits or {}).get("max-compute-workgroup-storage-size", 16384))
+
+
 def workgroup_storage_bytes(wgsl: str) -> int:
     """Bytes of ``var<workgroup>`` memory a shader declares (types we cannot size count 0)."""
     return sum(_type_bytes(t) for t in _WORKGROUP_VAR.findall(wgsl))
@@ -153,7 +160,7 @@ class LowerContext:
                 f"device's maxStorageBuffersPerShaderStage ({max_buffers})"
             )
         shared = workgroup_storage_bytes(wgsl)
-        max_shared = int(self.limits.get("max-compute-workgroup-storage-size", 16384))
+        max_shared = workgroup_bytes(self.limits)
         if shared > max_shared:
             raise NotSupportedError(
                 f"{self.label}: kernel {template!r} needs {shared} bytes of workgroup memory, more than this "

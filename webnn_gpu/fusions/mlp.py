@@ -25,6 +25,7 @@ import logging
 
 from .._env import DEBUG
 from .._ir import GraphView, Node
+from .._lower import workgroup_bytes
 from ..compiler.rules._common import _max_bindings, place_pair, ready_before
 from ..ops.linalg import mlp_plan, mlp_product
 from ._attrs import FusedAttrs
@@ -125,7 +126,7 @@ def fuse_mlp(nodes: list, outputs: dict, context=None) -> list:
     lanes = getattr(context, "_subgroup", 0) if context is not None else 0
     if not lanes or getattr(context, "_tuning", "default") != "lane-loop":
         return nodes
-    wg_bytes = int(context.limits.get("max-compute-workgroup-storage-size", 16384))
+    wg_bytes = workgroup_bytes(context.limits)
     limit = _max_bindings(context)
     g = GraphView(nodes, outputs)
     at = {n.id: i for i, n in enumerate(nodes)}

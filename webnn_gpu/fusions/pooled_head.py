@@ -33,7 +33,7 @@ from .._ir import GraphView, Node, Value
 from ..compiler.rules._common import _max_bindings, distinct
 from ..ops._registry import lowering
 from ..ops.linalg import (LOOP_BUDGET, MATVEC_MAX_WORKGROUP, head_products, matvec_heads_kernel, matvec_plan,
-                          mean_shared, plan_context, softmax_row_bytes, workgroup_bytes)
+                          mean_shared, mean_spare_bytes, plan_context)
 from ._attrs import FusedAttrs
 from .heads import head_ok
 
@@ -111,9 +111,8 @@ def pooled_head_ok(products, rows: int, context, softmax: bool = False) -> bool:
         return False
     cn, workgroup = plan
     groups = sum(-(-(-(-N // 4)) // cn) for _, _, N, _ in heads)
-    spare = workgroup_bytes(pc.limits)
+    spare = mean_spare_bytes(pc.limits, groups, cn, softmax)
     if softmax:
-        spare -= softmax_row_bytes(groups, cn)
         if len(products) != 1 or groups * pc.subgroup > MATVEC_MAX_WORKGROUP or spare < 0:
             return False
         workgroup = groups * pc.subgroup

@@ -24,6 +24,7 @@ import numpy as np
 from .. import _env
 from .._env import DEBUG
 from .._ir import GraphView, Node
+from .._lower import workgroup_bytes
 from ..compiler.rules._common import _max_bindings, place_pair, ready_before
 from ..ops import _epilogue
 from ..ops._registry import lowering
@@ -165,7 +166,7 @@ def fuse_pw_depthwise(nodes: list, outputs: dict, context=None) -> list:
     if (force == "off" or context is None or getattr(context, "_subgroup", 0) != PWDW_WORKGROUP
             or getattr(context, "_tuning", "default") != "lane-loop"):
         return nodes
-    wg_bytes = int(context.limits.get("max-compute-workgroup-storage-size", 16384))
+    wg_bytes = workgroup_bytes(context.limits)
     limit = _max_bindings(context)
     g = GraphView(nodes, outputs)
     at = {n.id: i for i, n in enumerate(nodes)}
@@ -205,7 +206,7 @@ def lower_pw_depthwise(node, lc) -> None:
     pw, dw = a.pw, a.dw
     x, out, h = pw.inputs[0], node.outputs[0], pw.outputs[0]
     g1, g2 = _geometry(pw), _geometry(dw)
-    wg_bytes = int(lc.limits.get("max-compute-workgroup-storage-size", 16384))
+    wg_bytes = workgroup_bytes(lc.limits)
     plan = pwdw_plan(g1, g2, wg_bytes)
     assert plan is not None, "fuse_pw_depthwise checks the plan"
     cb4, tp, tw = plan

@@ -826,19 +826,10 @@ def input_relu_ok(node, tuning: str = "default") -> bool:
         return False
     if any(k in node.attrs for k in ("input_scale", "input_add", "input_relu")):
         return False
-    if _reads_input(node.attrs.get("epilogue"), 0):
+    if any(st.get("input") == 0 for st in _epilogue.steps_of(node)):
         return False
     return _conv_variant(_geometry(node), "nhwc", tuning) == "depthwise"
 
-
-def _reads_input(steps, i: int) -> bool:
-    """Whether epilogue ``steps`` (webnn_gpu/ops/_epilogue.py's format, nested steps included)
-    read the host's input ``i`` (a residual add of the conv's own input reads it as input 0)."""
-    if isinstance(steps, dict):
-        return steps.get("input") == i or any(_reads_input(v, i) for v in steps.values())
-    if isinstance(steps, (list, tuple)):
-        return any(_reads_input(v, i) for v in steps)
-    return False
 
 
 def upsampled_add_ok(node, small) -> bool:

@@ -52,6 +52,7 @@ import numpy as np
 from .. import _env
 from .. import _validate as V
 from .._kernels import strides
+from .._lower import workgroup_bytes
 from ..builder import MLGraphBuilder, MLOperand, Value
 from ..errors import NotSupportedError
 from . import _epilogue
@@ -1173,16 +1174,13 @@ def mean_shared_bytes(K: int, lanes: int) -> int:
     return 16 * -(-(-(-K // 4)) // lanes) * lanes
 
 
-def softmax_row_bytes(groups: int, cn: int) -> int:
-    """Bytes of workgroup memory a ``matmul/matvec.wgsl`` launch with the row's softmax takes for
-    its logits: ``groups`` column groups of ``cn`` vec4 columns, float32 (``logits``)."""
-    return 16 * groups * cn
+def mean_spare_bytes(limits, groups: int, cn: int, softmax: bool) -> int:
+    """Bytes of the device's workgroup memory (``limits``) a ``matmul/matvec.wgsl`` launch with
+    the mean prologue leaves for :func:`mean_shared`'s means: all of it, less the logits of the
+    row's softmax (``logits``: ``groups`` column groups of ``cn`` vec4 columns, float32); below
+    0 where even the logits do not fit."""
+    return workgroup_bytes(limits) - (16 * groups * cn if softmax else 0)
 
-
-def workgroup_bytes(limits) -> int:
-    """The device's workgroup memory per workgroup (``max-compute-workgroup-storage-size``; WebGPU's
-    default 16384 without limits)."""
-    return int((limits or {}).get("max-compute-workgroup-storage-size", 16384))
 
 
 def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int, plan: tuple[int, int],
@@ -1232,7 +1230,7 @@ def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int,
     assert mean is None or a_vec and M == 1 and window is None, "fuse_pooled_head: one row of whole vec4s"
     assert not softmax or M == 1 and len(heads) == 1 and workgroup == g0 * lanes, "softmax: one row, one workgroup"
     k4 = -(-K // 4)
-    spare = workgroup_bytes(lc.limits) - (softmax_row_bytes(g0, cn) if softmax else 0)
+    spare = mean_spare_bytes(lc.limits, g0, cn, softmax)
     operands = [op for _, _, _, ep in heads for op in ep.operands]
     outs = [(h["out"], out) for h, (_, out, _, _) in zip(ctx_heads, heads)]
     step = lc.kernel("matmul/matvec.wgsl", [("a", a), ("b", bp)] + operands, outs,
@@ -2021,7 +2019,7 @@ def lower_mlp(node, lc) -> None:
     p1, p2 = mlp_product(first), mlp_product(second)
     assert p1 is not None and p2 is not None, "fuse_mlp checks both products"
     (M, K, H), N = p1, p2[2]
-    wg_bytes = int(lc.limits.get("max-compute-workgroup-storage-size", 16384))
+    wg_bytes = workgroup_bytes(lc.limits)
     plan = mlp_plan(M, K, H, N, lc.subgroup, wg_bytes)
     assert plan is not None, "fuse_mlp checks the plan"
     TM, TN1, TN2 = plan

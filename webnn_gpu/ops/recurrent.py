@@ -55,6 +55,7 @@ import numpy as np
 
 from .. import _env
 from .. import _validate as V
+from .._lower import workgroup_bytes
 from ..builder import MLGraphBuilder, MLOperand, Value
 from ._registry import builder_method, lowering, support
 
@@ -668,11 +669,8 @@ def _r_local(lc, hidden: int, gh: int, reset_after: bool, cell: str) -> bool:
     16 KiB a GRU of 32 units, an LSTM of 16; in lavapipe's 32 KiB an LSTM of 32 too). Its
     reads in every step are then 10-15% faster than storage reads (lavapipe, Mesa 22.3:
     a GRU of 32 units 271 -> 246 us for 40 steps, with reset_after=False 358 -> 300 us)."""
-    return sequence_workgroup_bytes(hidden, gh, cell, reset_after, True) <= _workgroup_storage(lc)
+    return sequence_workgroup_bytes(hidden, gh, cell, reset_after, True) <= workgroup_bytes(lc.limits)
 
-
-def _workgroup_storage(lc) -> int:
-    return int(lc.limits.get("max-compute-workgroup-storage-size", 16384))
 
 
 #: The most loop iterations one shader invocation runs on llvmpipe (lavapipe, Mesa 22.3's
@@ -745,7 +743,7 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
         return False
     cell, acts, gate = ("lstm" if is_lstm else "gru"), a["activations"], _GATE_INDEX[a["layout"]]
     # the state in workgroup memory (the per-step kernels take none)
-    if sequence_workgroup_bytes(hidden, gh, cell, reset_after, False) > _workgroup_storage(lc):
+    if sequence_workgroup_bytes(hidden, gh, cell, reset_after, False) > workgroup_bytes(lc.limits):
         return False
     # Recurrent biases fold into the projection except GRU's new gate with reset_after.
     fold_limit = gh if is_lstm or not reset_after else 2 * hidden

@@ -13,15 +13,12 @@ from __future__ import annotations
 import logging
 import math
 
+from ..._dtypes import FLOAT_TYPES as FLOATS  # the fused kernel's (float16 widened, float32 arithmetic)
 from ..._env import DEBUG
 from ..._ir import GraphView, Node
 from ._common import place_fused, ready_before
 
 log = logging.getLogger("webnn_gpu")
-
-#: Data types of the fused kernel (float16: loaded and widened, float32 arithmetic, each output
-#: rounded once at its store)
-FLOATS = ("float32", "float16")
 
 #: Longest row (N) the fused kernel keeps in registers (N / 4 vec4 accumulators) ...
 NORM_MAX_N = 64
