@@ -815,7 +815,10 @@ def input_affine_ok(node, tuning: str = "default") -> bool:
     with a float output on the first-layer ``block`` kernel (``conv/block.wgsl``: few input
     channels, each loaded once per block and held in registers), no other input prologue and
     no epilogue step that reads its input (that step would read ``x``, not the affine of it).
-    Out-of-image taps read 0, the padding of the affine's output."""
+    Out-of-image taps read 0, the padding of the affine's output.
+    ``WEBNN_GPU_FORCE_INPUT_AFFINE=off`` takes none (the affine's own kernel, for side-by-side runs)."""
+    if _env.force_choice("input_affine", ("off",)) == "off":
+        return False
     if node.op != "conv2d" or node.attrs.get("input_layout") != "nhwc" or node.outputs[0].data_type not in FLOATS:
         return False
     if any(k in node.attrs for k in ("input_scale", "input_add", "input_relu", "input_affine")):
