@@ -808,6 +808,21 @@ def input_prologue_ok(node, scale=None, residual=None) -> bool:
     return _conv_variant(g, "nhwc") == "pointwise" and g["NB"] * g["OH"] * g["OW"] * g["O"] > SMALL_MAX_OUTPUTS
 
 
+#: The attributes of a conv2d's input prologues (one per rule that sets it): a conv takes one.
+INPUT_PROLOGUES = ("input_scale", "input_add", "input_relu", "input_affine")
+
+
+def _prologue_host(node, tuning: str) -> str | None:
+    """The kernel variant of ``node`` when it is an NHWC conv2d with a float output, no input
+    prologue yet and no epilogue step that reads its input (that step would read the
+    prologue's input, not its result); else None."""
+    if node.op != "conv2d" or node.attrs.get("input_layout") != "nhwc" or node.outputs[0].data_type not in FLOATS:
+        return None
+    if any(k in node.attrs for k in INPUT_PROLOGUES) or any(st.get("input") == 0 for st in _epilogue.steps_of(node)):
+        return None
+    return _conv_variant(_geometry(node), "nhwc", tuning)
+
+
 def input_affine_ok(node, tuning: str = "default") -> bool:
     """Whether conv2d ``node`` can apply an affine of constants (``attrs["input_affine"]``, set
     by the compiler's ``fuse_conv_input``: steps ``(op, values)``, ``op`` one of mul, add, sub,
@@ -817,15 +832,7 @@ def input_affine_ok(node, tuning: str = "default") -> bool:
     no epilogue step that reads its input (that step would read ``x``, not the affine of it).
     Out-of-image taps read 0, the padding of the affine's output.
     ``WEBNN_GPU_FORCE_INPUT_AFFINE=off`` takes none (the affine's own kernel, for side-by-side runs)."""
-    if _env.force_choice("input_affine", ("off",)) == "off":
-        return False
-    if node.op != "conv2d" or node.attrs.get("input_layout") != "nhwc" or node.outputs[0].data_type not in FLOATS:
-        return False
-    if any(k in node.attrs for k in ("input_scale", "input_add", "input_relu", "input_affine")):
-        return False
-    if any(st.get("input") == 0 for st in _epilogue.steps_of(node)):
-        return False
-    return _conv_variant(_geometry(node), "nhwc", tuning) == "block"
+    return _env.force_choice("input_affine", ("off",)) != "off" and _prologue_host(node, tuning) == "block"
 
 
 def _affine_terms(steps, C: int) -> list[list[tuple[str, str]]]:
@@ -850,13 +857,7 @@ def input_relu_ok(node, tuning: str = "default") -> bool:
     the stand-alone depthwise kernel (``conv/depthwise.wgsl``) with a float output, no other
     input prologue and no epilogue step that reads its input (a residual add of the conv's own
     input would read ``y``, not ``relu(y)``). Out-of-image taps read 0, which is relu(0)."""
-    if node.op != "conv2d" or node.attrs.get("input_layout") != "nhwc" or node.outputs[0].data_type not in FLOATS:
-        return False
-    if any(k in node.attrs for k in ("input_scale", "input_add", "input_relu", "input_affine")):
-        return False
-    if any(st.get("input") == 0 for st in _epilogue.steps_of(node)):
-        return False
-    return _conv_variant(_geometry(node), "nhwc", tuning) == "depthwise"
+    return _prologue_host(node, tuning) == "depthwise"
 
 
 
