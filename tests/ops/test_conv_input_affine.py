@@ -131,3 +131,33 @@ def test_the_switch_keeps_the_affine_s_launch(ctx, monkeypatch):
     got, refs, templates = _run(ctx)
     assert templates == ["elementwise/map.wgsl", "conv/block.wgsl"], templates
     check_bounds(got, refs)
+
+
+def test_an_nchw_graph_s_normalization(ctx):
+    """An ONNX-style NCHW graph: (x - m) / d with m, d of shape [1, 3, 1, 1] before a 3x3 stride-2
+    conv, a depthwise conv and a pointwise conv; the compiler runs the region in NHWC
+    (nhwc_regions), the first conv on the block kernel with the affine. Bound: ``1e-5`` of the
+    chain computed on magnitudes (|values|, |filters|), a few hundred float32 roundings."""
+    rng = np.random.default_rng(7)
+    x = rng.uniform(0, 1, (1, 3, 32, 32)).astype(np.float32)
+    m, d = (np.array(v, np.float32).reshape(1, 3, 1, 1) for v in ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]))
+    fs = [rng.uniform(-1, 1, s).astype(np.float32) for s in ((16, 3, 3, 3), (16, 1, 3, 3), (8, 16, 1, 1))]
+    b = webnn.MLGraphBuilder(ctx)
+    xi = b.input("x", {"data_type": "float32", "shape": list(x.shape)})
+    z = b.relu(b.conv2d(b.div(b.sub(xi, b.constant(m)), b.constant(d)), b.constant(fs[0]), padding=[1, 1, 1, 1],
+                        strides=[2, 2]))
+    z = b.relu(b.conv2d(z, b.constant(fs[1]), padding=[1, 1, 1, 1], groups=16))
+    graph = b.build({"z": b.conv2d(z, b.constant(fs[2]))})
+    templates = [s.template for s in graph._steps if isinstance(s, KernelStep)]
+    got = ctx.compute(graph, {"x": x})
+    graph.destroy()
+    assert "conv/block.wgsl" in templates and not any(t.startswith("elementwise/") for t in templates), templates
+
+    def chain(v, absolute):
+        for f, kw in zip(fs, (dict(padding=(1, 1, 1, 1), strides=(2, 2)), dict(padding=(1, 1, 1, 1), groups=16), {})):
+            v = ref_conv2d(v, np.abs(f.astype(np.float64)) if absolute else f.astype(np.float64), **kw)
+            v = np.abs(v) if absolute else (np.maximum(v, 0) if f is not fs[2] else v)
+        return v
+
+    y64 = (x.astype(np.float64) - m) / d
+    check_bounds(got, {"z": (chain(y64, False), 1e-5 * chain(np.abs(y64), True) + 1e-30)})
