@@ -131,7 +131,7 @@ def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
     values were written once and read once more, a kernel of their own, for arithmetic the
     conv does in registers. Each folded node must feed only the next one or the conv.
     """
-    from ...ops.conv import input_affine_ok, input_prologue_ok
+    from ...ops.conv import INPUT_PROLOGUES, input_affine_ok, input_prologue_ok
 
     tuning = getattr(context, "_tuning", "default")
     max_bindings = _max_bindings(context)
@@ -176,8 +176,7 @@ def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
     for conv in nodes:
-        if (conv.op != "conv2d" or conv.inputs[0] is None
-                or any(k in conv.attrs for k in ("input_scale", "input_add", "input_affine"))):
+        if conv.op != "conv2d" or conv.inputs[0] is None or any(k in conv.attrs for k in INPUT_PROLOGUES):
             continue
         y = conv.inputs[0]
         if any(v is y for v in conv.inputs[1:]) or not only_feeds(y, conv):
