@@ -43,6 +43,10 @@
     x64          (O4 even) out is bound as 8-value u64 words, the same bits: each pair of output
                  vec4s is stored as one vec4<u64> (float32) or vec2<u64> (float16), 4 or 2
                  components per access instead of 8 or 4
+    pro          None, or an input affine of constants (the compiler's fuse_conv_input,
+                 attrs["input_affine"]): per input channel c, pro[c] is the (operator, literal)
+                 pairs applied in order to each in-image value of channel c as it is loaded
+                 (`((v * s) + b)`); out-of-image taps stay 0, the padding of the affine's output
     pool         also write each workgroup's per-channel sums of its outputs to `pool`
                  ([ceil(n_inv / workgroup), O4] vec4<f32>, added up in workgroup memory): the
                  partial sums of a global average pool of the output (the compiler's
@@ -56,6 +60,8 @@
 {% import "_lib/tile.wgsl" as tl %}
 {% import "_lib/io.wgsl" as io %}
 {% from "conv/_rows.wgsl" import ep_v4_def, ep_v4 %}
+{#- the value v (an f32 expression) of input channel c through the input affine (pro) #}
+{% macro affine(v, c) %}{% if pro %}{% for op, lit in pro[c] %}({% endfor %}{{ v }}{% for op, lit in pro[c] %} {{ op }} {{ lit }}){% endfor %}{% else %}{{ v }}{% endif %}{% endmacro %}
 {#- the loads of input row y (an i32 expression) into `{dst}{s}_{c}` for each column offset s of seg
     and channel c; decl: "let " or "" (assign to vars) #}
 {% macro load_row(dst, y, decl) %}
@@ -72,14 +78,14 @@
 {% for sv in seg %}
 {% for c in range(C) %}
 {% set e = (sv - pl) * C + c %}
-      {{ decl }}{{ dst }}{{ sv }}_{{ c }} = select(0.0, v{{ ks.index(e // 4) }}.{{ "xyzw"[e % 4] }}, rok && cok{{ sv }});
+      {{ decl }}{{ dst }}{{ sv }}_{{ c }} = select(0.0, {{ affine("v" ~ ks.index(e // 4) ~ "." ~ "xyzw"[e % 4], c) }}, rok && cok{{ sv }});
 {% endfor %}
 {% endfor %}
 {% else %}
       let row = (n * {{ H }}u + select(0u, u32(y_), rok)) * {{ W }}u;
 {% for sv in seg %}
 {% for c in range(C) %}
-      {{ decl }}{{ dst }}{{ sv }}_{{ c }} = select(0.0, f32(x[(row + ci{{ sv }}) * {{ C }}u + {{ c }}u]), rok && cok{{ sv }});
+      {{ decl }}{{ dst }}{{ sv }}_{{ c }} = select(0.0, {{ affine("f32(x[(row + ci" ~ sv ~ ") * " ~ C ~ "u + " ~ c ~ "u])", c) }}, rok && cok{{ sv }});
 {% endfor %}
 {% endfor %}
 {% endif %}

@@ -16,6 +16,8 @@ def _conv(a, x, w, b=None):
     w = {"oihw": w, "ohwi": w.transpose(0, 3, 1, 2), "hwio": w.transpose(3, 2, 0, 1)}[a.get("filter_layout", "oihw")]
     if a.get("input_relu"):  # fuse_conv_input_relu: relu of each input value (padding stays 0 = relu(0))
         x = np.maximum(x, 0)
+    for op, vals in a.get("input_affine") or ():  # fuse_conv_input: the affine of the input (padding stays 0)
+        x = EVAL[op](None, x, np.array(vals))  # one value or one per channel: the last axis
     y = ref_conv2d(x if nchw else x.transpose(TO_NCHW), w, a["padding"], a["strides"], a["dilations"], a["groups"])
     if b is not None:
         y = y + b.reshape(1, -1, 1, 1)

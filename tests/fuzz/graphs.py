@@ -483,7 +483,10 @@ class Gen:
         return self.elementwise_tail(self.conv(v, layout), layout, 14 if self.p(0.1) else 4), layout
 
     def motif_conv_input(self, v, layout):
-        """mul(x, s) / mul(s, x) / add(x, r) / add(mul(x, s), r) in front of a pointwise conv."""
+        """mul(x, s) / mul(s, x) / add(x, r) / add(mul(x, s), r) in front of a pointwise conv;
+        or an input affine in front of an image's first conv (:meth:`first_affine`)."""
+        if self.p(0.3):
+            return self.first_affine(v, layout)
         shape = self.shape(v)
         r = self.rng.random()
         if r < 0.4:
@@ -500,6 +503,27 @@ class Gen:
         if self.p(0.1):
             self.output(y)
         return self.elementwise_tail(self.conv(y, layout, pointwise=True), layout, 2), layout
+
+    def first_affine(self, v, layout):
+        """1 to 3 of mul / add / sub / div by a scalar or per-channel operand (either order) on a
+        1 to 4 channel image, then its first conv (the block kernel's input affine); near misses:
+        an operand that is an input, c / x, a step also a graph output, NCHW, a grouped conv."""
+        shape = self.shape(v)
+        C = self.pick((3, 3, 1, 2, 4))
+        y = self.input(shape[:3] + (C,) if layout == "nhwc" else (shape[0], C) + shape[2:])
+        for _ in range(int(self.rng.integers(1, 4))):
+            op = self.pick(("mul", "add", "sub", "div"))
+            k = self.chan_operand(self.shape(y), layout) if self.p(0.6) else self.made_const([1])
+            if op == "div":  # divisors away from zero: |k| + 1, or now and then c / (|x| + 1)
+                if self.p(0.15):
+                    y = self.emit("div", [k, self.emit("add", [self.emit("abs", [y]), self.made_const([1])])])
+                else:
+                    y = self.emit("div", [y, self.emit("add", [self.emit("abs", [k]), self.made_const([1])])])
+            else:
+                y = self.emit(op, [y, k] if self.p(0.7) else [k, y])
+            if self.p(0.05):
+                self.output(y)
+        return self.elementwise_tail(self.conv(y, layout, O=self.pick((8, 16))), layout, 2), layout
 
     def pooled(self, v, layout) -> str:
         """A [1, 1, 1, C]-like pooled value: global average pool, reduce_mean, or through a reshape."""

@@ -155,7 +155,10 @@ ORDER: tuple[Stage, ...] = (
                                "fuse_matmul_softmax (a classifier's last layer and its softmax are one kernel "
                                "already: the chain stops before it)"),
         Rule(fuse_conv_input, "after fuse_epilogue: a mul / add the producing kernel can apply as it "
-                              "stores goes there; this rule takes those left in front of a pointwise conv"),
+                              "stores goes there; this rule takes those left in front of a pointwise conv, "
+                              "and an affine of constants in front of a first-layer (block kernel) conv; "
+                              "after fold_layout, which gave the conv the padding of a zero pad after the "
+                              "affine"),
         Rule(fuse_pool_input, "after fuse_epilogue: likewise, a residual add stays its conv's epilogue "
                               "step; the pool takes an add left on its own"),
         Rule(fuse_conv_upsample, "after fuse_conv_input: it reads the skip add that rule put in the conv"),

@@ -808,6 +808,41 @@ def input_prologue_ok(node, scale=None, residual=None) -> bool:
     return _conv_variant(g, "nhwc") == "pointwise" and g["NB"] * g["OH"] * g["OW"] * g["O"] > SMALL_MAX_OUTPUTS
 
 
+#: The attributes of a conv2d's input prologues (one per rule that sets it): a conv takes one.
+INPUT_PROLOGUES = ("input_scale", "input_add", "input_relu", "input_affine")
+
+
+def _prologue_host(node, tuning: str) -> str | None:
+    """The kernel variant of ``node`` when it is an NHWC conv2d with a float output, no input
+    prologue yet and no epilogue step that reads its input (that step would read the
+    prologue's input, not its result); else None."""
+    if node.op != "conv2d" or node.attrs.get("input_layout") != "nhwc" or node.outputs[0].data_type not in FLOATS:
+        return None
+    if any(k in node.attrs for k in INPUT_PROLOGUES) or any(st.get("input") == 0 for st in _epilogue.steps_of(node)):
+        return None
+    return _conv_variant(_geometry(node), "nhwc", tuning)
+
+
+def input_affine_ok(node, tuning: str = "default") -> bool:
+    """Whether conv2d ``node`` can apply an affine of constants (``attrs["input_affine"]``, set
+    by the compiler's ``fuse_conv_input``: steps ``(op, values)``, ``op`` one of mul, add, sub,
+    div by one value or one per input channel) to each in-image value it loads: an NHWC conv
+    with a float output on the first-layer ``block`` kernel (``conv/block.wgsl``: few input
+    channels, each loaded once per block and held in registers), no other input prologue and
+    no epilogue step that reads its input (that step would read ``x``, not the affine of it).
+    Out-of-image taps read 0, the padding of the affine's output.
+    ``WEBNN_GPU_FORCE_INPUT_AFFINE=off`` takes none (the affine's own kernel, for side-by-side runs)."""
+    return _env.force_choice("input_affine", ("off",)) != "off" and _prologue_host(node, tuning) == "block"
+
+
+def _affine_terms(steps, C: int) -> list[list[tuple[str, str]]]:
+    """``attrs["input_affine"]`` as the block kernel's per-channel terms: for each input channel
+    the ``(operator, float32 literal)`` pairs applied in order to a loaded value."""
+    sign = {"mul": "*", "add": "+", "sub": "-", "div": "/"}
+    return [[(sign[op], _f32_literal(vals[c] if len(vals) > 1 else vals[0])) for op, vals in steps]
+            for c in range(C)]
+
+
 #: Unary element-wise ops a depthwise conv2d may apply to each input value it loads
 #: (``attrs["input_relu"]``, the compiler's ``fuse_conv_input_relu``): only ops with op(0) == 0,
 #: since the kernel's zero padding must read as op(padding) = op(0) (sigmoid(0) = 0.5: not one).
@@ -822,13 +857,7 @@ def input_relu_ok(node, tuning: str = "default") -> bool:
     the stand-alone depthwise kernel (``conv/depthwise.wgsl``) with a float output, no other
     input prologue and no epilogue step that reads its input (a residual add of the conv's own
     input would read ``y``, not ``relu(y)``). Out-of-image taps read 0, which is relu(0)."""
-    if node.op != "conv2d" or node.attrs.get("input_layout") != "nhwc" or node.outputs[0].data_type not in FLOATS:
-        return False
-    if any(k in node.attrs for k in ("input_scale", "input_add", "input_relu")):
-        return False
-    if any(st.get("input") == 0 for st in _epilogue.steps_of(node)):
-        return False
-    return _conv_variant(_geometry(node), "nhwc", tuning) == "depthwise"
+    return _prologue_host(node, tuning) == "depthwise"
 
 
 
@@ -2357,7 +2386,10 @@ def lower_conv2d(node, lc) -> None:
     in_relu = bool(node.attrs.get("input_relu"))
     if in_relu and not (variant == "depthwise" and layout == "nhwc"):
         raise AssertionError(f"{lc.label}: an input relu on a {variant} {layout} conv2d")  # input_relu_ok
-    if scale is None and residual is None and _matvec_conv(lc, node, g, variant):
+    affine = node.attrs.get("input_affine")
+    if affine and not (variant == "block" and layout == "nhwc"):
+        raise AssertionError(f"{lc.label}: an input affine on a {variant} {layout} conv2d")  # input_affine_ok
+    if scale is None and residual is None and not affine and _matvec_conv(lc, node, g, variant):
         return
     if variant == "direct":
         ep = _conv_epilogue(node, out, layout)
@@ -2430,6 +2462,7 @@ def lower_conv2d(node, lc) -> None:
                   rows=_rows(g, th), seg=_segment(g, tw), ep=ep, wconst=wconst, bconst=bconst, qconst=qconst,
                   h2=T == "f16" and BLOCK_HALF_PAIRS, x64=_block_words(g, T, lc.tuning, lc.features),
                   xw=_block_input_words(_block_xv(g, tw), T, lc.tuning, lc.features),
+                  pro=_affine_terms(affine, g["C"]) if affine else None,
                   f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
                   **{k: g[k] for k in _BLOCK_GEOMETRY})
         return

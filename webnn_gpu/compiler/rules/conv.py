@@ -68,17 +68,72 @@ def swap_resample_conv(nodes: list, outputs: dict, context=None) -> list:
     return view.replace(replaced, dropped)
 
 
-def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
-    """Fold the element-wise op that makes a pointwise conv2d's input into the conv, which
-    applies it as it loads that input: ``mul(x, s)`` with ``s`` one value per channel
-    (``attrs["input_scale"]``: MobileNetV3's squeeze-and-excite), ``add(x, r)`` with ``r`` of
-    the input's shape (``attrs["input_add"]``: a skip connection), or ``add(mul(x, s), r)``
-    (both: the segmenter's decoder). The attributes hold the operands' indices in the conv's
-    inputs. The folded values were written once and read once more, a kernel of their own,
-    for arithmetic the conv does in registers. Each folded node must feed only that conv.
-    """
-    from ...ops.conv import input_prologue_ok
+#: The most nodes of an input affine (:func:`_affine_chain`) a conv takes as its prologue.
+AFFINE_MAX_NODES = 4
+#: Element-wise ops an input affine is made of: ``v op c`` for a constant ``c`` (``c - v`` is
+#: taken as ``v * -1 + c``, the same value; ``c / v`` is no affine and stops the chain).
+AFFINE_OPS = ("mul", "add", "sub", "div")
 
+
+def _per_channel(c, C: int) -> tuple | None:
+    """The values of constant ``c`` as a tuple of floats when it holds one value, or one per
+    channel along the last of at most 4 axes (ones before it); else None."""
+    from ...ops.linalg import constant_array
+
+    data = constant_array(c)
+    shape = tuple(c.shape) if c is not None else ()
+    if data is None or len(shape) > 4 or any(d != 1 for d in shape[:-1]) or data.size not in (1, C):
+        return None
+    return tuple(float(v) for v in data.reshape(-1))
+
+
+def _affine_chain(g: GraphView, y: Value, conv: Node):
+    """``(fused nodes, x, steps)`` when ``y``, ``conv``'s input, is ``x`` through a chain of
+    :data:`AFFINE_OPS` by constants of one value or one per channel (:func:`_per_channel`),
+    each node read only by the next (the last only by ``conv``) and none a graph output; the
+    chain goes back as far as it can (at most :data:`AFFINE_MAX_NODES` nodes). ``steps`` is
+    ``attrs["input_affine"]``: ``(op, values)`` pairs applied in order. None without a step."""
+    C = y.shape[-1]
+    steps: list = []
+    fused: list = []
+    v, reader = y, conv
+    while len(fused) < AFFINE_MAX_NODES:
+        p = g.producer(v)
+        if (p is None or p.op not in AFFINE_OPS or len(p.inputs) != 2 or p.attrs or len(p.outputs) != 1
+                or g.is_output(v) or [n.id for n in g.consumers(v)] != [reader.id]):
+            break
+        for x, c, swapped in ((p.inputs[0], p.inputs[1], False), (p.inputs[1], p.inputs[0], True)):
+            vals = _per_channel(c, C)
+            if (vals is not None and x is not None and x.kind != "constant" and x.data_type == v.data_type
+                    and c.data_type == v.data_type and tuple(x.shape) == tuple(v.shape)):
+                break
+        else:
+            break
+        if swapped and p.op == "div":
+            break
+        new = [("mul", (-1.0,)), ("add", vals)] if swapped and p.op == "sub" else [(p.op, vals)]
+        steps[:0] = new
+        fused.append(p)
+        v, reader = x, p
+    return (fused, v, tuple(steps)) if fused else None
+
+
+def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
+    """Fold the element-wise ops that make a conv2d's input into the conv, which applies them
+    as it loads that input. For a pointwise conv: ``mul(x, s)`` with ``s`` one value per
+    channel (``attrs["input_scale"]``: MobileNetV3's squeeze-and-excite), ``add(x, r)`` with
+    ``r`` of the input's shape (``attrs["input_add"]``: a skip connection), or
+    ``add(mul(x, s), r)`` (both: the segmenter's decoder); the attributes hold the operands'
+    indices in the conv's inputs. For a conv on the first-layer block kernel: an affine of
+    constants (``x * s + b``, ``(x - m) / d``, ``x * s``, ``x + b``; :func:`_affine_chain`,
+    ``attrs["input_affine"]``: Keras' ``Rescaling``, an ONNX export's normalization), applied
+    only to the in-image values (the conv's zero padding stays zero after it). The folded
+    values were written once and read once more, a kernel of their own, for arithmetic the
+    conv does in registers. Each folded node must feed only the next one or the conv.
+    """
+    from ...ops.conv import INPUT_PROLOGUES, input_affine_ok, input_prologue_ok
+
+    tuning = getattr(context, "_tuning", "default")
     max_bindings = _max_bindings(context)
     g = GraphView(nodes, outputs)
 
@@ -97,37 +152,48 @@ def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
                 return m, x, s
         return None
 
+    def operands(y, conv):
+        """(fused nodes, x, s, r) of ``mul(x, s)``, ``add(x, r)`` or ``add(mul(x, s), r)`` making
+        ``y``; None when its producer is none of them."""
+        got = scaled(y, conv)
+        if got is not None:
+            m, x, s = got
+            return [m], x, s, None
+        add = g.producer(y)
+        if add is None or add.op != "add" or len(add.inputs) != 2:
+            return None
+        a, b = add.inputs
+        same = [v.data_type == y.data_type and tuple(v.shape) == tuple(y.shape) for v in (a, b)]
+        if a is b or not all(same):
+            return None
+        for u, w in ((a, b), (b, a)):  # a scaled operand first, wherever it is
+            inner = scaled(u, add)
+            if inner is not None:
+                m, x, s = inner
+                return [add, m], x, s, w
+        return [add], a, None, b
+
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
     for conv in nodes:
-        if conv.op != "conv2d" or conv.inputs[0] is None or "input_scale" in conv.attrs or "input_add" in conv.attrs:
+        if conv.op != "conv2d" or conv.inputs[0] is None or any(k in conv.attrs for k in INPUT_PROLOGUES):
             continue
         y = conv.inputs[0]
         if any(v is y for v in conv.inputs[1:]) or not only_feeds(y, conv):
             continue
-        fused, x, s, r = [], None, None, None
-        got = scaled(y, conv)
-        if got is not None:
-            m, x, s = got
-            fused = [m]
-        else:
-            add = g.producer(y)
-            if add is None or add.op != "add" or len(add.inputs) != 2:
-                continue
-            a, b = add.inputs
-            same = [v.data_type == y.data_type and tuple(v.shape) == tuple(y.shape) for v in (a, b)]
-            if a is b or not all(same):
-                continue
-            for u, w in ((a, b), (b, a)):  # a scaled operand first, wherever it is
-                inner = scaled(u, add)
-                if inner is not None:
-                    m, x, s = inner
-                    fused, r = [add, m], w
-                    break
-            else:
-                fused, x, r = [add], a, b
-        if not input_prologue_ok(conv, scale=s, residual=r):
+        got = operands(y, conv)
+        if got is None or not input_prologue_ok(conv, scale=got[2], residual=got[3]):
+            affine = _affine_chain(g, y, conv) if input_affine_ok(conv, tuning) else None
+            if affine is not None:
+                fused, x, steps = affine
+                attrs = dict(conv.attrs)
+                attrs["input_affine"] = steps
+                replaced[conv.id] = Node(conv.op, [x] + list(conv.inputs[1:]), list(conv.outputs), attrs, conv.label)
+                dropped.update(n.id for n in fused)
+                if DEBUG >= 2:
+                    log.debug("fuse_conv_input: conv2d [%s] applies %s to its input", conv.label, steps)
             continue
+        fused, x, s, r = got
         extra = [v for v in (s, r) if v is not None]
         inputs = [x] + list(conv.inputs[1:]) + extra
         # the conv's own bindings plus a re-laid-out filter, the parameters and the output
