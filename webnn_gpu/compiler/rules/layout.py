@@ -15,6 +15,8 @@ firing only where the result is the same (when in doubt it does not fire).
   kernel: their producers write their blocks.
 * :func:`store_depth_to_space`: a depth_to_space (a reshape and a transpose) of a depthwise
   conv's output is no kernel: the conv stores each vec4 of channels at its place in it.
+* :func:`fuse_remap_chain`: a chain of layout operators (slice, reverse, transpose, expand,
+  tile, pad, reshapes between) is one remap kernel.
 """
 
 from __future__ import annotations
@@ -381,3 +383,64 @@ def store_depth_to_space(nodes: list, outputs: dict, context=None) -> list:
             log.debug("store_depth_to_space: %s [%s] stores the depth_to_space (%d) of its output", conv.op,
                       conv.label, b)
     return g.replace(replaced)
+
+
+def _chain_link(node) -> bool:
+    """Whether ``node`` may be a link of a remap chain: a layout operator of
+    :data:`~webnn_gpu.ops.movement.CHAIN_OPS` with one input and one output and no rule's marks
+    (a reshape with no attribute but ``alias``)."""
+    from ...ops.movement import CHAIN_OPS
+
+    return (node is not None and node.op in CHAIN_OPS and len(node.inputs) == 1 and len(node.outputs) == 1
+            and isinstance(node.attrs, dict) and (node.op != "reshape" or set(node.attrs) <= {"alias"}))
+
+
+def _costs_kernel(node) -> bool:
+    return node.op != "reshape" and not node.attrs.get("alias")
+
+
+def fuse_remap_chain(nodes: list, outputs: dict, context=None) -> list:
+    """A chain of layout operators, each value but the last read by the next operator alone and
+    no graph output, is one ``remap_chain`` node (``attrs["chain"]``: each operator's op,
+    attributes and input and output shapes, from the chain's input on), lowered as one
+    ``layout/remap.wgsl`` kernel that maps each output index through the operators' index maps
+    in turn, composed per axis where they compose
+    (:func:`webnn_gpu.ops.movement.chain_stages`). The values move as raw bits: the result is
+    the same for every data type.
+
+    Pattern: two or more of slice (any strides), reverse, transpose, expand, tile and pad
+    that each cost a kernel, with reshapes (views) between them; TFLite's STRIDED_SLICE with a
+    negative stride is a reverse and a slice. The chain starts and ends at an operator that
+    costs a kernel (a reshape before or after it stays a view). Near misses: a value in the
+    middle read by another node too or a graph output (the chain ends before it), one costing
+    operator with views around it (already one kernel), a second constant pad (its fill is
+    another value), a split or concat (several inputs or outputs), a reshape a rule marked.
+    """
+    from ..._ir import GraphView, Node
+
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for last in reversed(nodes):
+        if last.id in dropped or not _chain_link(last) or not _costs_kernel(last):
+            continue
+        chain = [last]
+        while True:
+            p = g.producer(chain[-1].inputs[0])
+            if not _chain_link(p) or g.sole_consumer(p.outputs[0]) is not chain[-1] or p.id in dropped:
+                break
+            chain.append(p)
+        while not _costs_kernel(chain[-1]):  # leading views stay views
+            chain.pop()
+        chain.reverse()
+        pads = [n for n in chain if n.op == "pad" and n.attrs.get("mode", "constant") == "constant"]
+        if sum(1 for n in chain if _costs_kernel(n)) < 2 or len(pads) > 1:
+            continue
+        steps = [{"op": n.op, "attrs": dict(n.attrs), "in_shape": list(n.inputs[0].shape),
+                  "out_shape": list(n.outputs[0].shape)} for n in chain]
+        label = "+".join(dict.fromkeys(n.label for n in chain if n.label))
+        replaced[last.id] = Node("remap_chain", [chain[0].inputs[0]], list(last.outputs), {"chain": steps}, label)
+        dropped.update(n.id for n in chain[:-1])
+        if DEBUG >= 2:
+            log.debug("fuse_remap_chain: [%s] %s as one kernel", label, [n.op for n in chain])
+    return g.replace(replaced, dropped)

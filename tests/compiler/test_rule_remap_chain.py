@@ -1,0 +1,81 @@
+"""The ``fuse_remap_chain`` rule on hand-made IR (no GPU): where it fires, how its chain
+composes (:func:`webnn_gpu.ops.movement.chain_stages`), and its near misses. The GPU results
+against NumPy are in ``tests/ops/test_remap_chain.py``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _irb import IR
+
+from webnn_gpu.compiler.rules.layout import fuse_remap_chain
+from webnn_gpu.ops.movement import chain_stages
+
+
+# ---------------------------------------------------------------- IR (no GPU)
+def _rev_slice_tile(ir, x):
+    r = ir.op("reverse", [x], x.shape, axes=[1])
+    s = ir.op("slice", [r], (1, 2, 24), starts=[0, 3, 0], strides=[1, 4, 1])
+    return r, s, ir.op("tile", [s], (1, 6, 24))
+
+
+def test_fires_on_a_chain_and_composes_it_into_one_map():
+    ir = IR()
+    x = ir.input((1, 16, 24))
+    _, _, t = _rev_slice_tile(ir, x)
+    new = fuse_remap_chain(list(ir.nodes), {"y": t})
+    assert [n.op for n in new] == ["remap_chain"]
+    assert new[0].inputs == [x] and new[0].outputs == [t]
+    assert [s["op"] for s in new[0].attrs["chain"]] == ["reverse", "slice", "tile"]
+    assert len(chain_stages(new[0].attrs["chain"])) == 1  # reverse, slice and tile compose per axis
+    assert t.producer.op == "tile"  # its input nodes are not changed
+
+
+@pytest.mark.parametrize("case", ["middle read elsewhere", "middle is an output", "one kernel op", "two constant pads",
+                                  "marked reshape", "split between"])
+def test_near_misses(case):
+    ir = IR()
+    x = ir.input((1, 16, 24))
+    outputs = {}
+    s = None
+    if case == "one kernel op":
+        v = ir.op("reshape", [x], (16, 24), alias=True)
+        y = ir.op("reshape", [ir.op("transpose", [v], (24, 16), permutation=[1, 0])], (1, 24, 16), alias=True)
+    elif case == "two constant pads":
+        p = ir.op("pad", [x], (1, 17, 24), beginning_padding=[0, 1, 0], ending_padding=[0, 0, 0], mode="constant",
+                  value=np.float32(0))
+        y = ir.op("pad", [p], (1, 17, 26), beginning_padding=[0, 0, 1], ending_padding=[0, 0, 1], mode="constant",
+                  value=np.float32(1))
+    elif case == "marked reshape":
+        r = ir.op("reverse", [x], x.shape, axes=[1])
+        v = ir.op("reshape", [r], (16, 24), alias=True, operand_view=True)
+        y = ir.op("transpose", [v], (24, 16), permutation=[1, 0])
+    elif case == "split between":
+        r = ir.op("reverse", [x], x.shape, axes=[1])
+        out = ir.op("split", [r], (1, 8, 24), axis=1, sizes=[8, 8])
+        y = ir.op("transpose", [out], (24, 8, 1), permutation=[2, 1, 0])
+    else:
+        r, s, y = _rev_slice_tile(ir, x)
+        if case == "middle read elsewhere":
+            outputs["z"] = ir.op("neg", [s])
+        else:
+            outputs["z"] = s
+    outputs["y"] = y
+    nodes = list(ir.nodes)
+    new = fuse_remap_chain(nodes, outputs)
+    if case in ("middle read elsewhere", "middle is an output"):
+        # the chain ends before the value read elsewhere: reverse + slice is one kernel, the tile its own
+        assert [n.op for n in new if n.op != "neg"] == ["remap_chain", "tile"]
+        assert new[0].inputs == [x] and new[0].outputs == [s]
+    else:
+        assert new == nodes
+
+
+def test_tile_then_a_window_across_its_periods_keeps_two_stages():
+    """A slice of a tile that crosses the tile's period is no per-axis map: two stages."""
+    ir = IR()
+    x = ir.input((4, 6))
+    t = ir.op("tile", [x], (4, 18))
+    s = ir.op("slice", [t], (4, 5), starts=[0, 3], strides=[1, 2])
+    new = fuse_remap_chain(list(ir.nodes), {"y": s})
+    assert len(chain_stages(new[0].attrs["chain"])) == 2

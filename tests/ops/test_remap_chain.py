@@ -1,0 +1,87 @@
+"""Chains of layout operators (``fuse_remap_chain``) on the GPU against NumPy: slices (strided,
+reversed), reverses, transposes, expands, tiles, pads and reshapes between them run as one
+``layout/remap.wgsl`` kernel, composed into one index map or chained stage by stage.
+
+Tolerance: none. The kernel moves raw bits: every result must equal the NumPy reference bit for
+bit (a NaN only has to stay a NaN; ``_movement_data.assert_moved``), for float32, float16,
+int32, int64, int8 and uint8 data. The references are NumPy primitives (flip, basic slicing,
+transpose, broadcast_to, tile, pad, reshape), independent of the composed index maps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _movement_data import assert_moved, data, np_dtype
+from helpers import kernel_steps, run_graph
+
+
+# ---------------------------------------------------------------- GPU, against NumPy
+def _chain_graph(case: str, shape):
+    """(build(builder, x) -> output operand, reference(x) -> array) of each case."""
+    if case == "reverse+slice":  # TFLite's STRIDED_SLICE with a negative stride
+        return (lambda b, x: b.slice(b.reverse(x, axes=[1]), [0, 1, 2], [shape[0], shape[1] - 2, 5], strides=[1, 3, 2]),
+                lambda x: x[:, ::-1][:, 1:shape[1] - 1:3, 2:7:2])
+    if case == "reverse+slice+tile":
+        return (lambda b, x: b.tile(b.slice(b.reverse(x, axes=[1, 2]), [0, 3, 0], [1, 5, shape[2]], strides=[1, 4, 1]),
+                                    [2, 3, 1]),
+                lambda x: np.tile(x[:, ::-1, ::-1][0:1, 3:8:4], (2, 3, 1)))
+    if case == "tile+slice across periods":
+        return (lambda b, x: b.slice(b.tile(x, [1, 3, 2]), [1, 2, 1], [1, 3 * shape[1] - 3, 2 * shape[2] - 2],
+                                     strides=[1, 2, 3]),
+                lambda x: np.tile(x, (1, 3, 2))[1:2, 2:3 * shape[1] - 1:2, 1:2 * shape[2] - 1:3])
+    if case == "transpose+reshape+slice":  # a rank change between: two stages
+        return (lambda b, x: b.slice(b.reshape(b.transpose(x, permutation=[2, 0, 1]), [shape[2], shape[0] * shape[1]]),
+                                     [1, 2], [shape[2] - 1, shape[0] * shape[1] - 3], strides=[2, 3]),
+                lambda x: x.transpose(2, 0, 1).reshape(shape[2], -1)[1::2, 2:shape[0] * shape[1] - 1:3])
+    if case == "slice+transpose+expand":
+        return (lambda b, x: b.expand(b.transpose(b.slice(x, [0, 0, 1], [1, shape[1], 4]), permutation=[2, 1, 0]),
+                                      [2, 4, shape[1], 3]),
+                lambda x: np.broadcast_to(x[0:1, :, 1:5].transpose(2, 1, 0), (2, 4, shape[1], 3)))
+    if case == "pad+reverse+transpose":
+        return (lambda b, x: b.transpose(b.reverse(b.pad(x, [0, 2, 1], [1, 0, 3], value=7), axes=[2]),
+                                         permutation=[1, 0, 2]),
+                lambda x: np.pad(x, [(0, 1), (2, 0), (1, 3)], constant_values=np.array(7, x.dtype))[:, :, ::-1]
+                .transpose(1, 0, 2))
+    if case == "reflect+slice+reverse":
+        return (lambda b, x: b.reverse(b.slice(b.pad(x, [0, 2, 2], [0, 1, 2], mode="reflection"), [0, 1, 0],
+                                               [shape[0], shape[1] + 1, shape[2] + 4], strides=[1, 1, 3]), axes=[1]),
+                lambda x: np.pad(x, [(0, 0), (2, 1), (2, 2)], mode="reflect")[:, 1:shape[1] + 2, ::3][:, ::-1])
+    if case == "edge pad+constant pad":  # the fill is the constant pad's, wherever it stands in the chain
+        return (lambda b, x: b.pad(b.pad(x, [1, 0, 2], [0, 2, 1], mode="edge"), [0, 1, 1], [1, 0, 1], value=3),
+                lambda x: np.pad(np.pad(x, [(1, 0), (0, 2), (2, 1)], mode="edge"), [(0, 1), (1, 0), (1, 1)],
+                                 constant_values=np.array(3, x.dtype)))
+    raise AssertionError(case)
+
+
+CASES = ["reverse+slice", "reverse+slice+tile", "tile+slice across periods", "transpose+reshape+slice",
+         "slice+transpose+expand", "pad+reverse+transpose", "reflect+slice+reverse", "edge pad+constant pad"]
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16", "int32", "int64", "int8", "uint8"])
+@pytest.mark.parametrize("case", CASES)
+def test_a_chain_is_one_kernel_and_moves_exactly(ctx, rng, case, dt):
+    shape = (2, 9, 7)
+    build, ref = _chain_graph(case, shape)
+    x = data(rng, dt, shape)
+    steps = kernel_steps(ctx, lambda b, o: {"y": build(b, o["x"])}, {"x": x})
+    assert [s.template for s in steps] == ["layout/remap.wgsl"], case
+    got = run_graph(ctx, lambda b, o: {"y": build(b, o["x"])}, {"x": x})["y"]
+    assert_moved(got, ref(x).astype(np_dtype(dt)), f"{case} {dt}")
+
+
+def test_a_value_read_twice_ends_the_chain(ctx, rng):
+    """The slice read by the tile and by a graph output: reverse + slice is one kernel storing the
+    slice, the tile another (both exact)."""
+    x = data(rng, "float32", (1, 16, 24))
+
+    def build(b, o):
+        s = b.slice(b.reverse(o["x"], axes=[1]), [0, 3, 0], [1, 5, 24], strides=[1, 4, 1])
+        return {"s": s, "t": b.tile(s, [1, 3, 1])}
+
+    steps = kernel_steps(ctx, build, {"x": x})
+    assert len(steps) == 2
+    out = run_graph(ctx, build, {"x": x})
+    s = x[:, ::-1][:, 3:8:4]
+    assert_moved(out["s"], s)
+    assert_moved(out["t"], np.tile(s, (1, 3, 1)))
