@@ -85,3 +85,19 @@ def test_a_value_read_twice_ends_the_chain(ctx, rng):
     s = x[:, ::-1][:, 3:8:4]
     assert_moved(out["s"], s)
     assert_moved(out["t"], np.tile(s, (1, 3, 1)))
+
+
+@pytest.mark.parametrize("dt", ["float32", "int32", "float16"])
+def test_a_chain_of_stages_moves_vec4s_where_every_stage_moves_runs_of_4(ctx, rng, dt):
+    """tile -> reshape -> tile (Keras' UpSampling2D spelling): two stages, each moving runs of 8
+    contiguous values, run a vec4 at a time for 32-bit data (one element for float16)."""
+    x = data(rng, dt, (2, 5, 1, 8))
+
+    def build(b, o):
+        t = b.tile(o["x"], [1, 1, 2, 1])
+        return {"y": b.tile(b.reshape(t, [2, 10, 1, 8]), [1, 1, 3, 1])}
+
+    steps = kernel_steps(ctx, build, {"x": x})
+    assert len(steps) == 1 and ("array<vec4<" in steps[0].wgsl) == (dt != "float16") and "s1c" in steps[0].wgsl
+    got = run_graph(ctx, build, {"x": x})["y"]
+    assert_moved(got, np.tile(np.tile(x, (1, 1, 2, 1)).reshape(2, 10, 1, 8), (1, 1, 3, 1)))

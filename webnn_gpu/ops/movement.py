@@ -114,19 +114,17 @@ def remap(lc, src, dst, iter_shape, dims: list[dict], *, base: int = 0, place: b
     """
     if mask is None:
         iter_shape, dims = coalesce(iter_shape, dims)
-    later = []
-    for shape, sdims, sbase in stages:
-        shape, sdims = coalesce(shape, sdims)
+    maps = [(iter_shape, dims, base), *(coalesce(shape, sdims) + (sbase,) for shape, sdims, sbase in stages)]
+    unit = min(remap_unit(src.data_type, *m) for m in maps) if mask is None else 1
+    if unit > 1:  # every map moves runs of 4: each in vec4s
+        maps = [([*shape[:-1], shape[-1] // unit], [lin(d["stride"] // unit if i < len(sdims) - 1 else 1)
+                                                    for i, d in enumerate(sdims)], sbase // unit)
+                for shape, sdims, sbase in maps]
+    for _, sdims, _ in maps:
         for d in sdims:
             d["stride"] = d["stride"] % _U32
-        later.append({"coord_strides": strides(shape), "dims": sdims, "base": sbase % _U32})
-    unit = remap_unit(src.data_type, iter_shape, dims, base) if mask is None and not later else 1
-    if unit > 1:
-        iter_shape = [*iter_shape[:-1], iter_shape[-1] // unit]
-        dims = [lin(d["stride"] // unit if i < len(dims) - 1 else 1) for i, d in enumerate(dims)]
-        base //= unit
-    for d in dims:
-        d["stride"] = d["stride"] % _U32
+    (iter_shape, dims, base), *rest = maps
+    later = [{"coord_strides": strides(shape), "dims": sdims, "base": sbase % _U32} for shape, sdims, sbase in rest]
     needs_valid = mask is not None or any(d["kind"] == "pad" and d["mode"] == "constant"
                                           for d in (*dims, *(d for st in later for d in st["dims"])))
     n = math.prod(iter_shape) if iter_shape else 1
