@@ -852,7 +852,9 @@ def chain_stages(chain: Sequence[dict]) -> list[tuple[list[int], list[dict], int
     them composed into one map (:func:`compose_forms`); a reshape or an aliasing operator
     reads the same row-major index (no map of its own), a pad is a map of its own."""
     stages: list[tuple[list[int], list[dict], int]] = []
-    form = shape = in_shape = None  # the composed form being built, its iterated and input shapes
+    form: list | None = None  # the composed form being built,
+    shape: list[int] = []  # its iterated shape
+    in_shape: Sequence[int] = ()  # and its input's
     for step in reversed(chain):
         if step["op"] == "reshape" or step["attrs"].get("alias"):
             if form is not None:

@@ -427,7 +427,7 @@ def fuse_remap_chain(nodes: list, outputs: dict, context=None) -> list:
         chain = [last]
         while True:
             p = g.producer(chain[-1].inputs[0])
-            if not _chain_link(p) or g.sole_consumer(p.outputs[0]) is not chain[-1] or p.id in dropped:
+            if p is None or not _chain_link(p) or g.sole_consumer(p.outputs[0]) is not chain[-1] or p.id in dropped:
                 break
             chain.append(p)
         while not _costs_kernel(chain[-1]):  # leading views stay views
