@@ -1359,8 +1359,10 @@ class Gen:
         """A chain of 2 to 4 layout operators on a 3-D input (fuse_remap_chain): strided or
         reversing slices, reverses, transposes, expands, tiles, pads (constant, edge,
         reflection) and reshapes between them, each drawn on the shape so far; near misses:
-        a value in the middle also an output or read by a relu, a reshape to 2-D between."""
-        v = self.input([self.pick((1, 2, 3)), self.pick((4, 5, 8, 9)), self.pick((3, 6, 7, 12))])
+        a value in the middle also an output or read by a relu, a reshape to 2-D between; now and
+        then the chain's value concatenated after a slice of the input (both flattened: the
+        kernels may write their blocks of the concat, concat_in_place)."""
+        v = self.input([self.pick((1, 2, 3)), self.pick((4, 5, 8, 9)), self.pick((3, 7, 8, 16))])
         for _ in range(int(self.rng.integers(2, 5))):
             shape = self.shape(v)
             r = len(shape)
@@ -1391,6 +1393,12 @@ class Gen:
                                                else [shape[0], 1, shape[1]]})
             if self.p(0.1):
                 self.output(self.emit("relu", [v]) if self.p(0.5) else v)
+        if self.p(0.3):  # the chain's value and a slice of the input, flattened and concatenated (concat_in_place)
+            x = self.decls[0][1]
+            n, c, w = self.shape(x)
+            s = self.emit("slice", [x], {"starts": [0, c - 1, 0], "sizes": [n, 1, w]})
+            parts = [self.emit("reshape", [u], {"new_shape": [1, int(np.prod(self.shape(u)))]}) for u in (s, v)]
+            v = self.emit("concat", parts, {"axis": 1})
         self.output(v)
 
     def graph_elementwise(self):

@@ -251,6 +251,21 @@ def fuse_concat_map(nodes: list, outputs: dict, context=None) -> list:
 #: Operators whose lowering writes its output with kernels (bound at an offset like any
 #: other value), which :func:`concat_in_place` lets write into a concat's output.
 IN_PLACE_PRODUCERS = ("conv2d", "conv_transpose2d", "matmul", "gemm", "depthwise_project", "siblings")
+#: Data-movement operators whose lowering writes its one output with kernels unless it is a view
+#: (``alias``), a concat read in place itself or a concat storing a side map: they may write
+#: into a concat's output too
+IN_PLACE_MOVERS = ("slice", "transpose", "expand", "tile", "reverse", "pad", "remap_chain", "gather", "concat")
+
+
+def _writes_in_place(p, replaced) -> bool:
+    """Whether ``p`` (a producer, maybe marked ``in_place`` in ``replaced`` by this rule) may
+    write its output at an offset of a concat's output."""
+    if p is None or p.id in replaced or p.attrs.get("in_place"):
+        return False
+    if p.op in IN_PLACE_PRODUCERS:
+        return True
+    return (p.op in IN_PLACE_MOVERS and len(p.outputs) == 1 and not p.attrs.get("alias")
+            and "side" not in p.attrs)
 
 
 def concat_in_place(nodes: list, outputs: dict, context=None) -> list:
@@ -261,7 +276,9 @@ def concat_in_place(nodes: list, outputs: dict, context=None) -> list:
     :meth:`webnn_gpu._lower.LowerContext.place`). Detector heads reshape their 1x1 convs'
     outputs to ``[1, anchors, k]`` and concatenate them along the anchors.
 
-    Conditions: each input is made by a conv, matmul, gemm or depthwise + projection kernel,
+    Conditions: each input is made by a conv, matmul, gemm or depthwise + projection kernel, or
+    by a data-movement kernel (:data:`IN_PLACE_MOVERS`: a slice, transpose, expand, tile,
+    reverse, pad, remap chain, gather or a concat that is neither a view nor read in place),
     maybe through views (reshapes, moving transposes) that nothing else reads, no graph output
     on the way; the inputs distinct; every block's byte offset a multiple of the device's
     ``min-storage-buffer-offset-alignment`` (256 without a device) and every block but the
@@ -297,7 +314,7 @@ def concat_in_place(nodes: list, outputs: dict, context=None) -> list:
                     break
                 src = p.inputs[0]
             p = g.producer(src)
-            if p is None or p.op not in IN_PLACE_PRODUCERS or p.attrs.get("in_place") or any(src is r for r in roots):
+            if not _writes_in_place(p, replaced) or any(src is r for r in roots):
                 break
             roots.append(src)
             offset += byte_length(v.data_type, v.shape)
