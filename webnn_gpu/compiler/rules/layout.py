@@ -402,13 +402,11 @@ def store_depth_to_space(nodes: list, outputs: dict, context=None) -> list:
     return g.replace(replaced)
 
 
-def _chain_link(node) -> bool:
-    """Whether ``node`` may be a link of a remap chain: a layout operator of
-    :data:`~webnn_gpu.ops.movement.CHAIN_OPS` with one input and one output and no rule's marks
-    (a reshape with no attribute but ``alias``)."""
-    from ...ops.movement import CHAIN_OPS
-
-    return (node is not None and node.op in CHAIN_OPS and len(node.inputs) == 1 and len(node.outputs) == 1
+def _chain_link(node, ops) -> bool:
+    """Whether ``node`` may be a link of a remap chain: a layout operator of ``ops``
+    (:data:`~webnn_gpu.ops.movement.CHAIN_OPS`) with one input and one output and no rule's
+    marks (a reshape with no attribute but ``alias``)."""
+    return (node is not None and node.op in ops and len(node.inputs) == 1 and len(node.outputs) == 1
             and isinstance(node.attrs, dict) and (node.op != "reshape" or set(node.attrs) <= {"alias"}))
 
 
@@ -434,17 +432,21 @@ def fuse_remap_chain(nodes: list, outputs: dict, context=None) -> list:
     another value), a split or concat (several inputs or outputs), a reshape a rule marked.
     """
     from ..._ir import GraphView, Node
+    from ...ops.movement import CHAIN_OPS
 
+    if sum(1 for n in nodes if n.op in CHAIN_OPS and n.op != "reshape") < 2:
+        return nodes  # (most graphs: no GraphView to build)
     g = GraphView(nodes, outputs)
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
     for last in reversed(nodes):
-        if last.id in dropped or not _chain_link(last) or not _costs_kernel(last):
+        if last.id in dropped or not _chain_link(last, CHAIN_OPS) or not _costs_kernel(last):
             continue
         chain = [last]
         while True:
             p = g.producer(chain[-1].inputs[0])
-            if p is None or not _chain_link(p) or g.sole_consumer(p.outputs[0]) is not chain[-1] or p.id in dropped:
+            if (p is None or not _chain_link(p, CHAIN_OPS) or g.sole_consumer(p.outputs[0]) is not chain[-1]
+                    or p.id in dropped):
                 break
             chain.append(p)
         while not _costs_kernel(chain[-1]):  # leading views stay views
