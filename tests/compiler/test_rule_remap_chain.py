@@ -79,3 +79,38 @@ def test_tile_then_a_window_across_its_periods_keeps_two_stages():
     s = ir.op("slice", [t], (4, 5), starts=[0, 3], strides=[1, 2])
     new = fuse_remap_chain(list(ir.nodes), {"y": s})
     assert len(chain_stages(new[0].attrs["chain"])) == 2
+
+
+@pytest.mark.parametrize("case", ["each transposed", "one transposed", "through a reshape", "read by a relu"])
+def test_a_split_output_heads_a_chain_as_a_slice(case):
+    """A split whose output a layout operator reads alone becomes one slice per output, the
+    slice heading that operator's chain; a split whose outputs no such operator reads stays."""
+    ir = IR()
+    x = ir.input((1, 16, 24))
+    sp = ir.op("split", [x], (1, 16, 8), axis=2, sizes=[8, 8, 8])
+    outs = [sp] + [type(sp)(sp.data_type, sp.shape, "op") for _ in range(2)]
+    sp.producer.outputs[:] = outs
+    for v in outs:
+        v.producer = sp.producer
+    outputs = {}
+    for k, v in enumerate(outs):
+        if case == "read by a relu" or (case == "one transposed" and k):
+            outputs[f"y{k}"] = ir.op("relu", [v])
+        elif case == "through a reshape":
+            outputs[f"y{k}"] = ir.op("transpose", [ir.op("reshape", [v], (16, 8), alias=True)], (8, 16),
+                                     permutation=[1, 0])
+        else:
+            outputs[f"y{k}"] = ir.op("transpose", [v], (1, 8, 16), permutation=[0, 2, 1])
+    nodes = list(ir.nodes)
+    new = fuse_remap_chain(nodes, outputs)
+    ops = [n.op for n in new]
+    if case == "read by a relu":
+        assert new == nodes
+        return
+    assert "split" not in ops
+    chains = [n for n in new if n.op == "remap_chain"]
+    assert len(chains) == (1 if case == "one transposed" else 3) and ops.count("slice") == 3 - len(chains)
+    assert all(c.inputs == [x] and c.attrs["chain"][0]["op"] == "slice" for c in chains)  # each its block's slice
+    assert sorted(c.attrs["chain"][0]["attrs"]["starts"][2] for c in chains) == ([0] if case == "one transposed"
+                                                                                  else [0, 8, 16])
+    assert sp.producer.op == "split" and len(sp.producer.outputs) == 3  # the input nodes are not changed

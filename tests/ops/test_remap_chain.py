@@ -153,3 +153,22 @@ def test_a_misaligned_block_keeps_the_concat_kernel(ctx, rng):
     labels = [s.label for s in kernel_steps(ctx, build, {"x": x})]
     assert sum(lb.startswith("concat") for lb in labels) == 2, labels
     assert_moved(run_graph(ctx, build, {"x": x})["y"], ref(x))
+
+
+@pytest.mark.parametrize("dt", ["float32", "int8", "float16"])
+def test_split_outputs_each_through_a_chain(ctx, rng, dt):
+    """A split into three along the last axis: the first output transposed, the second
+    reversed and tiled, the third a graph output as it is. The first two are one kernel each
+    (the split's slice heading the chain), the third a slice: three kernels, bit for bit."""
+    x = data(rng, dt, (2, 6, 20))
+
+    def build(b, o):
+        p, q, r = b.split(o["x"], [8, 4, 8], axis=2)
+        return {"p": b.transpose(p, permutation=[2, 0, 1]), "q": b.tile(b.reverse(q, axes=[1]), [1, 2, 1]), "r": r}
+
+    steps = kernel_steps(ctx, build, {"x": x})
+    assert [s.template for s in steps] == ["layout/remap.wgsl"] * 3, [s.label for s in steps]
+    out = run_graph(ctx, build, {"x": x})
+    assert_moved(out["p"], x[:, :, :8].transpose(2, 0, 1))
+    assert_moved(out["q"], np.tile(x[:, ::-1, 8:12], (1, 2, 1)))
+    assert_moved(out["r"], x[:, :, 12:])

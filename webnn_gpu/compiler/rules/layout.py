@@ -414,6 +414,36 @@ def _costs_kernel(node) -> bool:
     return node.op != "reshape" and not node.attrs.get("alias")
 
 
+def _split_into_slices(nodes: list, outputs: dict, ops) -> list:
+    """``nodes`` with each split (of several outputs) that has an output read, maybe through
+    reshapes, by a layout operator costing a kernel alone made one ``slice`` node per output
+    (the same kernels: a split runs one slice-like remap per output), so that the slice can
+    head that operator's chain."""
+    from ..._ir import GraphView, Node
+
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, list] = {}
+    for sp in nodes:
+        if sp.op != "split" or len(sp.outputs) < 2 or not isinstance(sp.attrs, dict):
+            continue
+        heads = False
+        for v in sp.outputs:
+            c = g.sole_consumer(v)
+            while c is not None and _chain_link(c, ops) and not _costs_kernel(c):
+                c = g.sole_consumer(c.outputs[0])
+            heads = heads or (c is not None and _chain_link(c, ops))
+        if not heads:
+            continue
+        src, ax, offset, slices = sp.inputs[0], sp.attrs["axis"], 0, []
+        for v in sp.outputs:
+            starts = [offset if d == ax else 0 for d in range(len(v.shape))]
+            slices.append(Node("slice", [src], [v], {"starts": starts, "strides": [1] * len(v.shape), "alias": False},
+                               sp.label))
+            offset += v.shape[ax]
+        replaced[sp.id] = slices
+    return g.replace(replaced) if replaced else nodes
+
+
 def fuse_remap_chain(nodes: list, outputs: dict, context=None) -> list:
     """A chain of layout operators, each value but the last read by the next operator alone and
     no graph output, is one ``remap_chain`` node (``attrs["chain"]``: each operator's op,
@@ -425,17 +455,21 @@ def fuse_remap_chain(nodes: list, outputs: dict, context=None) -> list:
 
     Pattern: two or more of slice (any strides), reverse, transpose, expand, tile and pad
     that each cost a kernel, with reshapes (views) between them; TFLite's STRIDED_SLICE with a
-    negative stride is a reverse and a slice. The chain starts and ends at an operator that
-    costs a kernel (a reshape before or after it stays a view). Near misses: a value in the
-    middle read by another node too or a graph output (the chain ends before it), one costing
-    operator with views around it (already one kernel), a second constant pad (its fill is
-    another value), a split or concat (several inputs or outputs), a reshape a rule marked.
+    negative stride is a reverse and a slice. An output of a split read by such an operator
+    alone is a slice heading its chain (the split becomes one slice per output: as many
+    kernels). The chain starts and ends at an operator that costs a kernel (a reshape before
+    or after it stays a view). Near misses: a value in the middle read by another node too or
+    a graph output (the chain ends before it), one costing operator with views around it
+    (already one kernel), a second constant pad (its fill is another value), a concat (several
+    inputs), a split none of whose outputs such an operator reads alone (it stays a split), a
+    reshape a rule marked.
     """
     from ..._ir import GraphView, Node
     from ...ops.movement import CHAIN_OPS
 
-    if sum(1 for n in nodes if n.op in CHAIN_OPS and n.op != "reshape") < 2:
+    if sum(1 for n in nodes if (n.op in CHAIN_OPS and n.op != "reshape") or n.op == "split") < 2:
         return nodes  # (most graphs: no GraphView to build)
+    nodes = _split_into_slices(nodes, outputs, CHAIN_OPS)
     g = GraphView(nodes, outputs)
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
