@@ -22,12 +22,39 @@
     fill           WGSL expression of the RAW value stored where the flag is false ("" if none)
     mask           none, or {row, col, upper, diagonal}: keep where col - row >= diagonal (upper)
                    or <= diagonal (lower); store fill elsewhere (triangular)
+    stages         [] or, for a chain of index maps (ops/movement.py lower_remap_chain), the further maps
+                   in turn: each {coord_strides, dims, base} takes the index map(idx) made so far as a
+                   row-major index of its own iterated shape and maps those coordinates as dims do
+                   (a constant pad of any stage flags the element)
     unit           1, or 4: src and dst are bound as arrays of vec4 (32-bit data; the map, the
                    strides and k.n count vec4s, ops/movement.py remap_unit)
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guarded by idx < k.n.
 -#}
 {% import "_lib/io.wgsl" as io %}
 {% import "_lib/index.wgsl" as ix %}
+{% macro terms(c, dims) %}
+{% for d in dims %}
+{% set ci = c ~ loop.index0 %}
+{% if d.kind == "lin" %}
+{% if d.stride != 0 %}
+  m = m + {{ ci }} * {{ d.stride }}u;
+{% endif %}
+{% elif d.kind == "mod" %}
+  m = m + ({{ ci }} % {{ d.size }}u) * {{ d.stride }}u;
+{% else %}
+  {
+    var p = i32({{ ci }}) - {{ d.begin }};
+{% if d.mode == "reflection" %}
+    p = select(p, -p, p < 0);
+    p = select(p, {{ d.reflect }} - p, p > {{ d.last }});
+{% elif d.mode == "constant" %}
+    valid = valid && p >= 0 && p <= {{ d.last }};
+{% endif %}
+    m = m + u32(clamp(p, 0, {{ d.last }})) * {{ d.stride }}u;
+  }
+{% endif %}
+{% endfor %}
+{% endmacro %}
 {% if unit == 4 %}
 {% for e in k.enables %}
 {{ e }}
@@ -46,26 +73,12 @@ fn store_raw_dst(i: u32, v: {{ T }}) { dst[i] = v; }
   var valid = true;
 {% endif %}
   var m = {{ base }}u;
-{% for d in dims %}
-{% set c = "c" ~ loop.index0 %}
-{% if d.kind == "lin" %}
-{% if d.stride != 0 %}
-  m = m + {{ c }} * {{ d.stride }}u;
-{% endif %}
-{% elif d.kind == "mod" %}
-  m = m + ({{ c }} % {{ d.size }}u) * {{ d.stride }}u;
-{% else %}
-  {
-    var p = i32({{ c }}) - {{ d.begin }};
-{% if d.mode == "reflection" %}
-    p = select(p, -p, p < 0);
-    p = select(p, {{ d.reflect }} - p, p > {{ d.last }});
-{% elif d.mode == "constant" %}
-    valid = valid && p >= 0 && p <= {{ d.last }};
-{% endif %}
-    m = m + u32(clamp(p, 0, {{ d.last }})) * {{ d.stride }}u;
-  }
-{% endif %}
+{{ terms("c", dims) -}}
+{% for s in stages %}
+{% set sc = "s" ~ loop.index ~ "c" %}
+{{ ix.coords(sc, "m", s.coord_strides) }}
+  m = {{ s.base }}u;
+{{ terms(sc, s.dims) -}}
 {% endfor %}
 {% if mask %}
   let diag = i32(c{{ mask.col }}) - i32(c{{ mask.row }});

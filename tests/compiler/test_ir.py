@@ -108,8 +108,8 @@ def test_the_order_is_a_table_with_a_reason_for_every_rule():
     names = [r.name for r in rules()]
     assert len(names) == len(set(names)) and PASSES == [r.fn for r in rules()]
     assert all(len(r.why) > 20 for r in rules()), "every rule says why it stands where it does"
-    assert names[0] == "dead_code" and names[-5:] == ["fuse_elementwise", "store_depth_to_space", "concat_in_place",
-                                                      "fuse_project_consumer", "fuse_siblings"]
+    assert names[0] == "dead_code" and names[-6:] == ["fuse_elementwise", "store_depth_to_space", "fuse_remap_chain",
+                                                      "concat_in_place", "fuse_project_consumer", "fuse_siblings"]
     # dependencies each rule's reason names
     for rule in rules():
         for other in names:

@@ -4,6 +4,7 @@ write their blocks of the concat's output (no concat kernel), through both run p
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -69,6 +70,30 @@ def test_near_misses_keep_the_concat(case):
     outputs["y"] = out
     nodes = list(ir.nodes)
     assert concat_in_place(nodes, outputs) == nodes, case
+
+
+@pytest.mark.parametrize("case", ["slice", "alias slice", "remap chain", "concat in place", "concat with a side map"])
+def test_data_movement_producers(case):
+    """A block made by a data-movement kernel (``IN_PLACE_MOVERS``) is written in place; a view
+    (an aliasing slice), a concat read in place itself or storing a side map is not."""
+    ir = IR()
+    a = _head(ir, ir.input((1, 8, 8, 4)), 2, 128)
+    x = ir.input((1, 4, 96))
+    if case in ("slice", "alias slice"):
+        full = case == "alias slice"
+        b = ir.op("slice", [x], (1, 4 if full else 1, 96), starts=[0, 0 if full else 2, 0], strides=[1, 1, 1],
+                  alias=full)
+    elif case == "remap chain":
+        b = ir.op("remap_chain", [x], (1, 1, 96), chain=[])
+    else:
+        b = _concat(ir, [ir.op("slice", [x], (1, 1, 96), starts=[0, k, 0], strides=[1, 1, 1], alias=False)
+                         for k in (0, 1)])
+        b.producer.attrs.update({"in_place": True} if case == "concat in place" else {"side": []})
+    out = _concat(ir, [a, ir.op("reshape", [b], (1, math.prod(b.shape), 1), alias=True)])
+    nodes = list(ir.nodes)
+    new = concat_in_place(nodes, {"y": out})
+    fired = new[-1].attrs.get("in_place", False)
+    assert fired == (case in ("slice", "remap chain")), case
 
 
 def test_the_device_alignment_decides():

@@ -221,6 +221,9 @@ REFERENCE = {
                                    a.get("mode", "constant")],
                                **({"constant_values": a.get("value", 0.0)} if a.get("mode", "constant") == "constant"
                                   else {})),
+    "reverse": lambda a, x: np.flip(x, axis=tuple(a["axes"])),
+    "tile": lambda a, x: np.tile(x, a["repetitions"]),
+    "expand": lambda a, x: np.broadcast_to(x, a["new_shape"]),
     "softmax": lambda a, x: _softmax(x, a["axis"]),
     "sqrt": lambda a, x: np.sqrt(x),
     "reciprocal": lambda a, x: 1 / x,
@@ -1376,6 +1379,52 @@ class Gen:
                 y = self.emit("add", [y, param("normal")] if self.p(0.5) else [param("normal"), y])
         self.output(self.elementwise_tail(y, None, 2))
 
+    def graph_layout_chain(self):
+        """A chain of 2 to 4 layout operators on a 3-D input (fuse_remap_chain): strided or
+        reversing slices, reverses, transposes, expands, tiles, pads (constant, edge,
+        reflection) and reshapes between them, each drawn on the shape so far; near misses:
+        a value in the middle also an output or read by a relu, a reshape to 2-D between; now and
+        then the chain's value concatenated after a slice of the input (both flattened: the
+        kernels may write their blocks of the concat, concat_in_place)."""
+        v = self.input([self.pick((1, 2, 3)), self.pick((4, 5, 8, 9)), self.pick((3, 7, 8, 16))])
+        for _ in range(int(self.rng.integers(2, 5))):
+            shape = self.shape(v)
+            r = len(shape)
+            op = self.pick(("slice", "slice", "reverse", "transpose", "expand", "tile", "pad", "reshape"))
+            if op == "slice":
+                starts = [int(self.rng.integers(0, d)) for d in shape]
+                sizes = [int(self.rng.integers(1, d - s + 1)) for d, s in zip(shape, starts)]
+                v = self.emit("slice", [v], {"starts": starts, "sizes": sizes,
+                                             "strides": [self.pick((1, 1, 2, 3)) for _ in shape]})
+            elif op == "reverse":
+                v = self.emit("reverse", [v], {"axes": [a for a in range(r) if self.p(0.6)]})
+            elif op == "transpose":
+                v = self.emit("transpose", [v], {"permutation": [int(a) for a in self.rng.permutation(r)]})
+            elif op == "expand":
+                v = self.emit("expand", [v], {"new_shape": [2, *(self.pick((1, 3)) if d == 1 else d for d in shape)]})
+            elif op == "tile":
+                v = self.emit("tile", [v], {"repetitions": [self.pick((1, 2, 3)) for _ in shape]})
+            elif op == "pad":
+                mode = self.pick(("constant", "edge", "reflection"))
+                hi = [min(2, d - 1) if mode == "reflection" else 2 for d in shape]
+                attrs = {"beginning_padding": [int(self.rng.integers(0, h + 1)) for h in hi],
+                         "ending_padding": [int(self.rng.integers(0, h + 1)) for h in hi], "mode": mode}
+                if mode == "constant":
+                    attrs["value"] = self.pick((0.0, 1.5))
+                v = self.emit("pad", [v], attrs)
+            else:
+                v = self.emit("reshape", [v], {"new_shape": [shape[0] * shape[1], *shape[2:]] if r > 2
+                                               else [shape[0], 1, shape[1]]})
+            if self.p(0.1):
+                self.output(self.emit("relu", [v]) if self.p(0.5) else v)
+        if self.p(0.3):  # the chain's value and a slice of the input, flattened and concatenated (concat_in_place)
+            x = self.decls[0][1]
+            n, c, w = self.shape(x)
+            s = self.emit("slice", [x], {"starts": [0, c - 1, 0], "sizes": [n, 1, w]})
+            parts = [self.emit("reshape", [u], {"new_shape": [1, int(np.prod(self.shape(u)))]}) for u in (s, v)]
+            v = self.emit("concat", parts, {"axis": 1})
+        self.output(v)
+
     def graph_elementwise(self):
         shape = tuple(self.pick(SIZES[:5]) for _ in range(int(self.rng.integers(1, 5))))
         v = self.input(shape)
@@ -1395,7 +1444,7 @@ GRAPH_KINDS = (("graph4d", 0.8), ("graph_matmul", 0.07), ("graph_attention", 0.0
 #: what :func:`generate`'s ``motif`` may name besides the 4-D motifs (every ``motif_*`` method)
 #: and :data:`GRAPH_KINDS`: matmul graphs' own forms
 OTHER_KINDS = ("graph_unrolled_dense", "graph_feed_forward", "graph_sequence_dense", "graph_dense_chain", "graph_heads",
-               "graph_siblings", "graph_pooled_head")
+               "graph_siblings", "graph_pooled_head", "graph_layout_chain")
 #: every name :func:`generate`'s ``motif`` takes
 KINDS = (tuple(m for m in vars(Gen) if m.startswith("motif_")) + tuple(k for k, _ in GRAPH_KINDS if k != "graph4d")
          + OTHER_KINDS)
@@ -1423,7 +1472,7 @@ RULE_MOTIFS = {
     "store_depth_to_space": "motif_depth_to_space", "concat_in_place": "motif_heads",
     "fuse_project_consumer": "motif_project_consumer", "fuse_siblings": "graph_siblings",
     "fuse_pw_depthwise": "motif_pw_depthwise", "fuse_pooled_head": "graph_pooled_head",
-    "fuse_conv_input_relu": "motif_depthwise_relu",
+    "fuse_conv_input_relu": "motif_depthwise_relu", "fuse_remap_chain": "graph_layout_chain",
 }
 
 

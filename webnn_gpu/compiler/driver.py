@@ -37,7 +37,7 @@ from .rules.conv import (fuse_conv_input, fuse_conv_input_relu, fuse_conv_pool, 
 from .rules.elementwise import fuse_elementwise, fuse_hard_swish, fuse_swish
 from .rules.epilogue import fuse_epilogue
 from .rules.fold import fold_constants
-from .rules.layout import concat_in_place, fold_layout, fuse_concat_map, store_depth_to_space
+from .rules.layout import concat_in_place, fold_layout, fuse_concat_map, fuse_remap_chain, store_depth_to_space
 from .rules.linalg import fold_matmul_transpose, stack_shared_gemms
 from .rules.norm import split_batch_norm
 from .rules.nchw import compose_transposes, nchw_conv_to_nhwc
@@ -217,6 +217,10 @@ ORDER: tuple[Stage, ...] = (
         Rule(store_depth_to_space, "after every fusion: it leaves a conv's output in the bytes of its "
                                    "depth_to_space, which no rule after it may read as the conv's output "
                                    "(concat_in_place only follows the views to the producer)"),
+        Rule(fuse_remap_chain, "after every fusion and store_depth_to_space: a pad or slice an epilogue reads in "
+                               "place (fold_layout), a transpose a conv stores (store_depth_to_space) costs no "
+                               "kernel, so the chain is only what is left; the views it leaves at a chain's ends "
+                               "stay views for concat_in_place"),
         Rule(concat_in_place, "after fuse_elementwise and every fusion: the producers it lets write into a "
                               "concat's output are the final kernels (a fusion that took one would leave the "
                               "concat without its block)"),

@@ -95,7 +95,7 @@ def coalesce(shape: Sequence[int], dims: list[dict]) -> tuple[list[int], list[di
 
 
 def remap(lc, src, dst, iter_shape, dims: list[dict], *, base: int = 0, place: bool = False,
-          fill=None, mask: dict | None = None) -> None:
+          fill=None, mask: dict | None = None, stages: Sequence[tuple] = ()) -> None:
     """Add one ``layout/remap.wgsl`` kernel (see the template's contract header).
 
     Arguments:
@@ -108,22 +108,30 @@ def remap(lc, src, dst, iter_shape, dims: list[dict], *, base: int = 0, place: b
         place: write ``dst[map(idx)] = src[idx]`` instead of ``dst[idx] = src[map(idx)]``.
         fill: the value stored where padding or the mask applies (in dst's data type).
         mask: triangular mask ``{row, col, upper, diagonal}`` over iterated dimensions.
+        stages: further index maps applied in turn to the one above, each ``(shape, dims,
+            base)``: the index mapped so far read as a row-major index of ``shape`` (a chain
+            of layout operators, :func:`lower_remap_chain`).
     """
     if mask is None:
         iter_shape, dims = coalesce(iter_shape, dims)
-    unit = remap_unit(src.data_type, iter_shape, dims, base) if mask is None else 1
-    if unit > 1:
-        iter_shape = [*iter_shape[:-1], iter_shape[-1] // unit]
-        dims = [lin(d["stride"] // unit if i < len(dims) - 1 else 1) for i, d in enumerate(dims)]
-        base //= unit
-    for d in dims:
-        d["stride"] = d["stride"] % _U32
-    needs_valid = mask is not None or any(d["kind"] == "pad" and d["mode"] == "constant" for d in dims)
+    maps = [(iter_shape, dims, base), *(coalesce(shape, sdims) + (sbase,) for shape, sdims, sbase in stages)]
+    unit = min(remap_unit(src.data_type, *m) for m in maps) if mask is None else 1
+    if unit > 1:  # every map moves runs of 4: each in vec4s
+        maps = [([*shape[:-1], shape[-1] // unit], [lin(d["stride"] // unit if i < len(sdims) - 1 else 1)
+                                                    for i, d in enumerate(sdims)], sbase // unit)
+                for shape, sdims, sbase in maps]
+    for _, sdims, _ in maps:
+        for d in sdims:
+            d["stride"] = d["stride"] % _U32
+    (iter_shape, dims, base), *rest = maps
+    later = [{"coord_strides": strides(shape), "dims": sdims, "base": sbase % _U32} for shape, sdims, sbase in rest]
+    needs_valid = mask is not None or any(d["kind"] == "pad" and d["mode"] == "constant"
+                                          for d in (*dims, *(d for st in later for d in st["dims"])))
     n = math.prod(iter_shape) if iter_shape else 1
     lc.kernel("layout/remap.wgsl", [("src", src)], [("dst", dst)], n,
               place=place, coord_strides=strides(iter_shape), dims=dims, base=base % _U32,
               needs_valid=needs_valid, fill=raw_literal(fill if fill is not None else 0, dst.data_type),
-              mask=mask, unit=unit)
+              mask=mask, unit=unit, stages=later)
 
 
 #: 32-bit data types whose index maps :func:`remap` may run a vec4 at a time
@@ -704,17 +712,20 @@ def lower_pad(node, lc) -> None:
     if _is_alias(node):
         lc.alias(dst, src)
         return
-    a = node.attrs
-    st = strides(src.shape)
+    remap(lc, src, dst, dst.shape, pad_dims(node.attrs, src.shape), fill=node.attrs["value"])
+
+
+def pad_dims(attrs, in_shape: Sequence[int]) -> list[dict]:
+    """The index map of a pad with ``attrs`` of an input of ``in_shape``, per output dimension."""
     dims = []
-    for d, s in enumerate(st):
-        if a["beginning_padding"][d] == 0 and a["ending_padding"][d] == 0:
+    for d, s in enumerate(strides(in_shape)):
+        if attrs["beginning_padding"][d] == 0 and attrs["ending_padding"][d] == 0:
             dims.append(lin(s))
         else:
-            last = src.shape[d] - 1
-            dims.append({"kind": "pad", "stride": s, "begin": a["beginning_padding"][d], "last": last,
-                         "reflect": 2 * last, "mode": a["mode"]})
-    remap(lc, src, dst, dst.shape, dims, fill=a["value"])
+            last = in_shape[d] - 1
+            dims.append({"kind": "pad", "stride": s, "begin": attrs["beginning_padding"][d], "last": last,
+                         "reflect": 2 * last, "mode": attrs["mode"]})
+    return dims
 
 
 # ---------------------------------------------------------------- triangular
@@ -766,6 +777,122 @@ def lower_triangular(node, lc) -> None:
     dg = max(min(dg, cols), -rows)
     remap(lc, src, dst, dst.shape, [lin(s) for s in strides(src.shape)], fill=0,
           mask={"row": r - 2, "col": r - 1, "upper": up, "diagonal": dg})
+
+
+# ---------------------------------------------------------------- remap_chain (compiler-made)
+#: operators a ``remap_chain`` node may hold (:func:`webnn_gpu.compiler.rules.layout.fuse_remap_chain`)
+CHAIN_OPS = ("reshape", "transpose", "expand", "slice", "reverse", "tile", "pad")
+
+
+def axis_form(op: str, attrs, in_shape: Sequence[int], out_shape: Sequence[int]) -> list | None:
+    """The index map of a layout operator as one term per output dimension d, each None (the
+    dimension reads no input axis: expand's new leading ones) or ``(axis, scale, offset, mod)``:
+    input coordinate ``axis`` is ``offset + scale * (c_d % mod if mod else c_d)``. None for an
+    operator whose map is no such form (pad, reshape)."""
+    r = len(out_shape)
+    if op == "transpose":
+        return [(p, 1, 0, 0) for p in attrs["permutation"]]
+    if op == "slice":
+        return [(d, attrs["strides"][d], attrs["starts"][d], 0) for d in range(r)]
+    if op == "reverse":
+        return [(d, -1, in_shape[d] - 1, 0) if d in attrs["axes"] else (d, 1, 0, 0) for d in range(r)]
+    if op == "expand":
+        k = r - len(in_shape)
+        return [None if d < k else (d - k, 0 if in_shape[d - k] == 1 else 1, 0, 0) for d in range(r)]
+    if op == "tile":
+        return [(d, 1, 0, 0) if in_shape[d] == out_shape[d] else (d, 0, 0, 0) if in_shape[d] == 1
+                else (d, 1, 0, in_shape[d]) for d in range(r)]
+    return None
+
+
+def compose_forms(outer: list, inner: list, outer_shape: Sequence[int]) -> list | None:
+    """The :func:`axis_form` of ``inner(outer(c))`` (``outer`` maps coordinates of
+    ``outer_shape`` to coordinates of the intermediate tensor, ``inner`` those to the input's),
+    or None where a tile's modulus would have to wrap a term that is not the plain coordinate
+    (a window across the tile's periods): the chain then keeps two stages."""
+    if sorted(t[0] for t in outer if t is not None) != list(range(len(inner))):
+        return None  # an intermediate axis read by no outer term, or by two
+    out: list = []
+    for t, size in zip(outer, outer_shape):
+        it = None if t is None else inner[t[0]]
+        if it is None:
+            out.append(None)
+            continue
+        _, s1, o1, m1 = t
+        j, s2, o2, m2 = it
+        u = min(m1, size) if m1 else size  # values the (wrapped) coordinate takes: 0 .. u - 1
+        lo, hi = min(o1, o1 + s1 * (u - 1)), max(o1, o1 + s1 * (u - 1))
+        if m2 and not (0 <= lo and hi < m2):
+            if m1 or o1 or s1 != 1:
+                return None
+            out.append((j, s2, o2, m2))
+        else:
+            out.append((j, s2 * s1, o2 + s2 * o1, m1))
+    return out
+
+
+def form_dims(form: list, in_shape: Sequence[int]) -> tuple[list[dict], int]:
+    """``layout/remap.wgsl`` terms and base of an :func:`axis_form` over an input of ``in_shape``."""
+    st = strides(in_shape)
+    dims, base = [], 0
+    for t in form:
+        if t is None:
+            dims.append(lin(0))
+            continue
+        j, scale, offset, mod = t
+        base += offset * st[j]
+        dims.append({"kind": "mod", "stride": scale * st[j], "size": mod} if mod else lin(scale * st[j]))
+    return dims, base
+
+
+def chain_stages(chain: Sequence[dict]) -> list[tuple[list[int], list[dict], int]]:
+    """The index maps of a chain of layout operators (``{op, attrs, in_shape, out_shape}`` from
+    the chain's input to its output), from the output's back to the input's, each
+    ``(iterated shape, dims, base)``: neighbours with an :func:`axis_form` and no view between
+    them composed into one map (:func:`compose_forms`); a reshape or an aliasing operator
+    reads the same row-major index (no map of its own), a pad is a map of its own."""
+    stages: list[tuple[list[int], list[dict], int]] = []
+    form: list | None = None  # the composed form being built,
+    shape: list[int] = []  # its iterated shape
+    in_shape: Sequence[int] = ()  # and its input's
+    for step in reversed(chain):
+        if step["op"] == "reshape" or step["attrs"].get("alias"):
+            if form is not None:
+                stages.append((shape, *form_dims(form, in_shape)))
+                form = None
+            continue
+        f = axis_form(step["op"], step["attrs"], step["in_shape"], step["out_shape"])
+        if form is not None and f is not None:
+            composed = compose_forms(form, f, shape)
+            if composed is not None:
+                form, in_shape = composed, step["in_shape"]
+                continue
+        if form is not None:
+            stages.append((shape, *form_dims(form, in_shape)))
+            form = None
+        if f is None:  # a pad
+            stages.append((list(step["out_shape"]), pad_dims(step["attrs"], step["in_shape"]), 0))
+        else:
+            form, shape, in_shape = f, list(step["out_shape"]), step["in_shape"]
+    if form is not None:
+        stages.append((shape, *form_dims(form, in_shape)))
+    return stages
+
+
+@lowering("remap_chain")
+def lower_remap_chain(node, lc) -> None:
+    """remap_chain: a chain of layout operators as one ``layout/remap.wgsl`` kernel that maps
+    each output index through the chain's maps in turn (:func:`chain_stages`); an alias where
+    every operator of the chain is a view."""
+    src, dst = node.inputs[0], node.outputs[0]
+    stages = chain_stages(node.attrs["chain"])
+    if not stages:
+        lc.alias(dst, src)
+        return
+    fill = next((st["attrs"]["value"] for st in node.attrs["chain"]
+                 if st["op"] == "pad" and st["attrs"]["mode"] == "constant"), None)  # (the rule allows one)
+    (shape, dims, base), *later = stages
+    remap(lc, src, dst, shape, dims, base=base, fill=fill, stages=later)
 
 
 # ---------------------------------------------------------------- support records

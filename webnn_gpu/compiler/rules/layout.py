@@ -15,6 +15,8 @@ firing only where the result is the same (when in doubt it does not fire).
   kernel: their producers write their blocks.
 * :func:`store_depth_to_space`: a depth_to_space (a reshape and a transpose) of a depthwise
   conv's output is no kernel: the conv stores each vec4 of channels at its place in it.
+* :func:`fuse_remap_chain`: a chain of layout operators (slice, reverse, transpose, expand,
+  tile, pad, reshapes between) is one remap kernel.
 """
 
 from __future__ import annotations
@@ -249,6 +251,21 @@ def fuse_concat_map(nodes: list, outputs: dict, context=None) -> list:
 #: Operators whose lowering writes its output with kernels (bound at an offset like any
 #: other value), which :func:`concat_in_place` lets write into a concat's output.
 IN_PLACE_PRODUCERS = ("conv2d", "conv_transpose2d", "matmul", "gemm", "depthwise_project", "siblings")
+#: Data-movement operators whose lowering writes its one output with kernels unless it is a view
+#: (``alias``), a concat read in place itself or a concat storing a side map: they may write
+#: into a concat's output too
+IN_PLACE_MOVERS = ("slice", "transpose", "expand", "tile", "reverse", "pad", "remap_chain", "gather", "concat")
+
+
+def _writes_in_place(p, replaced) -> bool:
+    """Whether ``p`` (a producer, maybe marked ``in_place`` in ``replaced`` by this rule) may
+    write its output at an offset of a concat's output."""
+    if p is None or p.id in replaced or p.attrs.get("in_place"):
+        return False
+    if p.op in IN_PLACE_PRODUCERS:
+        return True
+    return (p.op in IN_PLACE_MOVERS and len(p.outputs) == 1 and not p.attrs.get("alias")
+            and "side" not in p.attrs)
 
 
 def concat_in_place(nodes: list, outputs: dict, context=None) -> list:
@@ -259,7 +276,9 @@ def concat_in_place(nodes: list, outputs: dict, context=None) -> list:
     :meth:`webnn_gpu._lower.LowerContext.place`). Detector heads reshape their 1x1 convs'
     outputs to ``[1, anchors, k]`` and concatenate them along the anchors.
 
-    Conditions: each input is made by a conv, matmul, gemm or depthwise + projection kernel,
+    Conditions: each input is made by a conv, matmul, gemm or depthwise + projection kernel, or
+    by a data-movement kernel (:data:`IN_PLACE_MOVERS`: a slice, transpose, expand, tile,
+    reverse, pad, remap chain, gather or a concat that is neither a view nor read in place),
     maybe through views (reshapes, moving transposes) that nothing else reads, no graph output
     on the way; the inputs distinct; every block's byte offset a multiple of the device's
     ``min-storage-buffer-offset-alignment`` (256 without a device) and every block but the
@@ -295,7 +314,7 @@ def concat_in_place(nodes: list, outputs: dict, context=None) -> list:
                     break
                 src = p.inputs[0]
             p = g.producer(src)
-            if p is None or p.op not in IN_PLACE_PRODUCERS or p.attrs.get("in_place") or any(src is r for r in roots):
+            if not _writes_in_place(p, replaced) or any(src is r for r in roots):
                 break
             roots.append(src)
             offset += byte_length(v.data_type, v.shape)
@@ -381,3 +400,100 @@ def store_depth_to_space(nodes: list, outputs: dict, context=None) -> list:
             log.debug("store_depth_to_space: %s [%s] stores the depth_to_space (%d) of its output", conv.op,
                       conv.label, b)
     return g.replace(replaced)
+
+
+def _chain_link(node, ops) -> bool:
+    """Whether ``node`` may be a link of a remap chain: a layout operator of ``ops``
+    (:data:`~webnn_gpu.ops.movement.CHAIN_OPS`) with one input and one output and no rule's
+    marks (a reshape with no attribute but ``alias``)."""
+    return (node is not None and node.op in ops and len(node.inputs) == 1 and len(node.outputs) == 1
+            and isinstance(node.attrs, dict) and (node.op != "reshape" or set(node.attrs) <= {"alias"}))
+
+
+def _costs_kernel(node) -> bool:
+    return node.op != "reshape" and not node.attrs.get("alias")
+
+
+def _split_into_slices(nodes: list, outputs: dict, ops) -> list:
+    """``nodes`` with each split (of several outputs) that has an output read, maybe through
+    reshapes, by a layout operator costing a kernel alone made one ``slice`` node per output
+    (the same kernels: a split runs one slice-like remap per output), so that the slice can
+    head that operator's chain."""
+    from ..._ir import GraphView, Node
+
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, list] = {}
+    for sp in nodes:
+        if sp.op != "split" or len(sp.outputs) < 2 or not isinstance(sp.attrs, dict):
+            continue
+        heads = False
+        for v in sp.outputs:
+            c = g.sole_consumer(v)
+            while c is not None and _chain_link(c, ops) and not _costs_kernel(c):
+                c = g.sole_consumer(c.outputs[0])
+            heads = heads or (c is not None and _chain_link(c, ops))
+        if not heads:
+            continue
+        src, ax, offset, slices = sp.inputs[0], sp.attrs["axis"], 0, []
+        for v in sp.outputs:
+            starts = [offset if d == ax else 0 for d in range(len(v.shape))]
+            slices.append(Node("slice", [src], [v], {"starts": starts, "strides": [1] * len(v.shape), "alias": False},
+                               sp.label))
+            offset += v.shape[ax]
+        replaced[sp.id] = slices
+    return g.replace(replaced) if replaced else nodes
+
+
+def fuse_remap_chain(nodes: list, outputs: dict, context=None) -> list:
+    """A chain of layout operators, each value but the last read by the next operator alone and
+    no graph output, is one ``remap_chain`` node (``attrs["chain"]``: each operator's op,
+    attributes and input and output shapes, from the chain's input on), lowered as one
+    ``layout/remap.wgsl`` kernel that maps each output index through the operators' index maps
+    in turn, composed per axis where they compose
+    (:func:`webnn_gpu.ops.movement.chain_stages`). The values move as raw bits: the result is
+    the same for every data type.
+
+    Pattern: two or more of slice (any strides), reverse, transpose, expand, tile and pad
+    that each cost a kernel, with reshapes (views) between them; TFLite's STRIDED_SLICE with a
+    negative stride is a reverse and a slice. An output of a split read by such an operator
+    alone is a slice heading its chain (the split becomes one slice per output: as many
+    kernels). The chain starts and ends at an operator that costs a kernel (a reshape before
+    or after it stays a view). Near misses: a value in the middle read by another node too or
+    a graph output (the chain ends before it), one costing operator with views around it
+    (already one kernel), a second constant pad (its fill is another value), a concat (several
+    inputs), a split none of whose outputs such an operator reads alone (it stays a split), a
+    reshape a rule marked.
+    """
+    from ..._ir import GraphView, Node
+    from ...ops.movement import CHAIN_OPS
+
+    if sum(1 for n in nodes if (n.op in CHAIN_OPS and n.op != "reshape") or n.op == "split") < 2:
+        return nodes  # (most graphs: no GraphView to build)
+    nodes = _split_into_slices(nodes, outputs, CHAIN_OPS)
+    g = GraphView(nodes, outputs)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for last in reversed(nodes):
+        if last.id in dropped or not _chain_link(last, CHAIN_OPS) or not _costs_kernel(last):
+            continue
+        chain = [last]
+        while True:
+            p = g.producer(chain[-1].inputs[0])
+            if (p is None or not _chain_link(p, CHAIN_OPS) or g.sole_consumer(p.outputs[0]) is not chain[-1]
+                    or p.id in dropped):
+                break
+            chain.append(p)
+        while not _costs_kernel(chain[-1]):  # leading views stay views
+            chain.pop()
+        chain.reverse()
+        pads = [n for n in chain if n.op == "pad" and n.attrs.get("mode", "constant") == "constant"]
+        if sum(1 for n in chain if _costs_kernel(n)) < 2 or len(pads) > 1:
+            continue
+        steps = [{"op": n.op, "attrs": dict(n.attrs), "in_shape": list(n.inputs[0].shape),
+                  "out_shape": list(n.outputs[0].shape)} for n in chain]
+        label = "+".join(dict.fromkeys(n.label for n in chain if n.label))
+        replaced[last.id] = Node("remap_chain", [chain[0].inputs[0]], list(last.outputs), {"chain": steps}, label)
+        dropped.update(n.id for n in chain[:-1])
+        if DEBUG >= 2:
+            log.debug("fuse_remap_chain: [%s] %s as one kernel", label, [n.op for n in chain])
+    return g.replace(replaced, dropped)
