@@ -142,23 +142,24 @@ def fuse_pool_map(nodes: list, outputs: dict, context=None) -> list:
     read per element (a residual) or computed, windows that overlap, skip or pad, a layout
     or data type the vec4 pool kernel does not take.
     """
-    from ...ops.pool import side_ok
+    from ...ops.pool import f16_words, side_ok
     from .epilogue import side_chain
 
+    words = f16_words(getattr(context, "_tuning", "default"), getattr(context, "features", ()))
     g = GraphView(nodes, outputs)
     index = {n.id: i for i, n in enumerate(nodes)}
     taken: set[int] = set()
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
     for pool in nodes:
-        if pool.id in taken or not side_ok(pool, "output"):
+        if pool.id in taken or not side_ok(pool, "output", words):
             continue
         x = pool.inputs[0]
         n_own = len(pool.inputs)
         steps: list = []
         operands: list = []
         chain: list = []
-        if side_ok(pool):
+        if side_ok(pool, "input", words):
             steps, operands, chain = side_chain(g, pool, x, [c for c in g.consumers(x) if c is not pool], 3, n_own,
                                                 taken)
         at = None
@@ -174,7 +175,7 @@ def fuse_pool_map(nodes: list, outputs: dict, context=None) -> list:
         if at is None:  # the map of the output, read elsewhere too (else fuse_epilogue took the chain)
             p = pool.outputs[0]
             readers = g.consumers(p)
-            if not side_ok(pool, "output") or (len(readers) < 2 and not g.is_output(p)):
+            if not side_ok(pool, "output", words) or (len(readers) < 2 and not g.is_output(p)):
                 continue
             steps, operands, chain = side_chain(g, pool, p, readers, 3, n_own, taken)
             if not chain:
