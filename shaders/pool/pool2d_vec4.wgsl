@@ -40,20 +40,12 @@
 @group(0) @binding({{ loop.index0 }}) var<storage, {{ "read_write" if b.output else "read" }}> {{ b.name }}: array<{{ "u64" if b.name in ("src", "out", "side_out") else b.storage }}>;
 {% endfor %}
 {{ io.words_fns("f16", "w_") }}
-{% if not ep.empty or side %}
-{{ el.defs(fns) }}
-{% endif %}
-{% if not ep.empty %}
-{{ ep.code }}
-{{ el.fns4(ep) }}
-{% endif %}
-{% if side %}
-{{ side.code }}
-{% endif %}
 {% elif ep.empty and not side %}
 {{ io.vec4_src_out(k) }}
 {% else %}
 {{ el.vec4_bindings(k) }}
+{% endif %}
+{% if not ep.empty or side %}
 {{ el.defs(fns) }}
 {% if not ep.empty %}
 {{ ep.code }}
