@@ -128,6 +128,29 @@ def test_a_float16_pool_stores_a_prelu_and_scale_conv_of_its_input():
     assert [s["op"] for s in new[1].attrs["side"]] == ["prelu"] and new[2].op == "conv2d"
 
 
+@pytest.mark.parametrize("reader", ["depthwise 3x3", "pointwise"])
+def test_a_float16_output_map_of_a_relu_a_depthwise_conv_applies_is_left_to_it(reader):
+    """A pool's output read by a residual branch and by a relu that only a depthwise conv reads
+    (Keras Xception): no float16 output map (``fuse_conv_input_relu`` applies the relu as the conv
+    loads, and the pool may go into the branch it adds); a relu read by a pointwise conv (which
+    applies none) is the map."""
+    ir = IR("float16")
+    x = ir.op("relu", [ir.input((1, 8, 8, C))])
+    p = ir.op("max_pool2d", [x], (1, 4, 4, C), window=[3, 3], padding=[1, 1, 1, 1], strides=[2, 2],
+              dilations=[1, 1], layout="nhwc")
+    r = ir.op("relu", [p])
+    k = 3 if reader == "depthwise 3x3" else 1
+    w = ir.const(np.linspace(-1, 1, C * k * k * (1 if k == 3 else C)).reshape((C, k, k, 1 if k == 3 else C)))
+    y = ir.op("conv2d", [r, w], (1, 4, 4, C), padding=[k // 2] * 4, strides=[1, 1], dilations=[1, 1],
+              groups=C if k == 3 else 1, input_layout="nhwc", filter_layout="ohwi")
+    outputs = {"y": y, "q": ir.op("neg", [p])}
+    new = fuse_pool_map(list(ir.nodes), outputs, WORDS)
+    if reader == "depthwise 3x3":
+        assert new == ir.nodes
+    else:
+        assert _ops(new) == ["relu", "max_pool2d", "conv2d", "neg"] and new[1].attrs["side_of"] == "output"
+
+
 # ---------------------------------------------------------------- on the GPU
 def _f16(a):
     return np.asarray(a, np.float16)
