@@ -161,7 +161,9 @@ def f16_words(tuning: str, features) -> bool:
     return tuning == "lane-loop" and "shader-int64" in features
 
 
-#: Plain float16 pools (no map) on the words kernel too (``WEBNN_GPU_FORCE_POOL=words``: on).
+#: Plain float16 pools (no map) on the words kernel too (``WEBNN_GPU_FORCE_POOL=words``: on). Off:
+#: face_landmark's one such pool ran 0.988 (0.917-1.092) of the one-element kernel, 42 us either
+#: way (``benchmarks/knob_ab.py``, 16 rounds), where a map saves a launch.
 F16_WORDS_PLAIN = False
 
 

@@ -269,7 +269,8 @@ def side_chain(g: GraphView, host, v, first: list, axis: int, n_inputs: int, tak
     cs = [c for c in first if c.id not in taken]
     while cs and len(steps) < EPILOGUE_MAX_STEPS:
         cur = chain[-1].outputs[0] if chain else v
-        step = None
+        step: list | None = None
+        bind: list = []
         for c in cs:  # the first reader that makes its steps (all of them) starts the chain
             made = _epilogue_steps(host, cur, c)
             if made is None or len(steps) + len(made) > EPILOGUE_MAX_STEPS:
