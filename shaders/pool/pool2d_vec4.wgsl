@@ -20,18 +20,32 @@
                  ("output"), stored at the element's own index in side_out
     side_of      "input" | "output" (with side)
     fns          (T, names) activation helpers of ep and side
+    words        float16 data: src, out and side_out as arrays of u64 words of 4 float16 values
+                 (one per-lane access component where vec4<f16> takes four; io.words_fns), the
+                 window's values pooled and the maps computed in f32, each stored value rounded
+                 once; without it, float32 data
   Bindings: src, epilogue operands..., side operands..., out, side_out (src, out and side_out as
-  arrays of vec4<f32>).
+  arrays of vec4<f32>, or of u64 words with `words`).
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guards idx < k.n (output vec4s).
 -#}
 {% import "_lib/io.wgsl" as io %}
 {% import "pool/_window.wgsl" as pw %}
 {% import "_lib/index.wgsl" as ix %}
 {% import "_lib/epilogue.wgsl" as el %}
-{% if ep.empty and not side %}
+{% if words %}
+{% for e in k.enables %}
+{{ e }}
+{% endfor %}
+{% for b in k.bindings %}
+@group(0) @binding({{ loop.index0 }}) var<storage, {{ "read_write" if b.output else "read" }}> {{ b.name }}: array<{{ "u64" if b.name in ("src", "out", "side_out") else b.storage }}>;
+{% endfor %}
+{{ io.words_fns("f16", "w_") }}
+{% elif ep.empty and not side %}
 {{ io.vec4_src_out(k) }}
 {% else %}
 {{ el.vec4_bindings(k) }}
+{% endif %}
+{% if not ep.empty or side %}
 {{ el.defs(fns) }}
 {% if not ep.empty %}
 {{ ep.code }}
@@ -78,11 +92,20 @@ fn comb4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
       let iw = w0 + i32(kw * {{ DW }}u);
       if (iw < 0 || iw >= {{ W }}) { continue; }
       let xi = base + u32(ih) * {{ in_st.h }}u + u32(iw) * {{ in_st.w }}u;
+{% if words %}
+      let x = w_up(src[xi]);
+{% else %}
       let x = src[xi];
+{% endif %}
 {% if in_side %}
 {% set q = side.chan %}
+{% if words %}
+      side_out[xi] = w_pk(vec4<f32>(side(x.x, xi * 4u, c3 * 4u{{ ", sq0" if q }}), side(x.y, xi * 4u + 1u, c3 * 4u + 1u{{ ", sq1" if q }}),
+                                    side(x.z, xi * 4u + 2u, c3 * 4u + 2u{{ ", sq2" if q }}), side(x.w, xi * 4u + 3u, c3 * 4u + 3u{{ ", sq3" if q }})));
+{% else %}
       side_out[xi] = vec4<f32>(side(x.x, xi * 4u, c3 * 4u{{ ", sq0" if q }}), side(x.y, xi * 4u + 1u, c3 * 4u + 1u{{ ", sq1" if q }}),
                                side(x.z, xi * 4u + 2u, c3 * 4u + 2u{{ ", sq2" if q }}), side(x.w, xi * 4u + 3u, c3 * 4u + 3u{{ ", sq3" if q }}));
+{% endif %}
 {% endif %}
 {% if kind == "max" %}
       acc = comb4(acc, x);
@@ -102,11 +125,21 @@ fn comb4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
   let v = select(acc, vec4<f32>(bitcast<f32>(0xff800000u)), count == 0u);
 {% endif %}
 {% if side and not in_side %}
+{% set q = side.chan %}
+{% if words %}
+  // the output rounded to float16 once, and the map computed from that rounded value
+  let r = vec4<f32>(vec4<f16>({{ el.apply4(ep, "v", "idx * 4u") }}));
+  out[idx] = w_pk(r);
+  side_out[idx] = w_pk(vec4<f32>(side(r.x, idx * 4u, c3 * 4u{{ ", sq0" if q }}), side(r.y, idx * 4u + 1u, c3 * 4u + 1u{{ ", sq1" if q }}),
+                                 side(r.z, idx * 4u + 2u, c3 * 4u + 2u{{ ", sq2" if q }}), side(r.w, idx * 4u + 3u, c3 * 4u + 3u{{ ", sq3" if q }})));
+{% else %}
   let r = {{ el.apply4(ep, "v", "idx * 4u") }};
   out[idx] = r;
-{% set q = side.chan %}
   side_out[idx] = vec4<f32>(side(r.x, idx * 4u, c3 * 4u{{ ", sq0" if q }}), side(r.y, idx * 4u + 1u, c3 * 4u + 1u{{ ", sq1" if q }}),
                             side(r.z, idx * 4u + 2u, c3 * 4u + 2u{{ ", sq2" if q }}), side(r.w, idx * 4u + 3u, c3 * 4u + 3u{{ ", sq3" if q }}));
+{% endif %}
+{% elif words %}
+  out[idx] = w_pk({{ el.apply4(ep, "v", "idx * 4u") }});
 {% else %}
   out[idx] = {{ el.apply4(ep, "v", "idx * 4u") }};
 {% endif %}

@@ -207,34 +207,46 @@ def test_pool_validation_errors(ctx):
     np.testing.assert_allclose(ctx.compute(g, {"x": np.ones((1, 2, 5, 5), np.float32)})["y"], np.ones((1, 2, 1, 1)))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("op,opts", [
     ("max_pool2d", dict(window_dimensions=[2, 2], strides=[2, 2])),
     ("average_pool2d", dict(window_dimensions=[3, 3], padding=[1, 0, 2, 1], strides=[2, 1])),
     ("l2_pool2d", dict(window_dimensions=[2, 3], dilations=[2, 1], padding=[0, 1, 1, 0])),
     ("max_pool2d", dict(window_dimensions=[3, 3], padding=[3, 0, 0, 0], strides=[1, 2])),
 ])
-def test_nhwc_pools_of_four_channel_groups(ctx, rng, op, opts, monkeypatch):
-    """Float32 NHWC pools whose channels are a multiple of 4 run four channels per invocation
+def test_nhwc_pools_of_four_channel_groups(ctx, rng, op, opts, dtype, monkeypatch):
+    """NHWC pools whose channels are a multiple of 4 run four channels per invocation
     (pool/pool2d_vec4.wgsl), with an epilogue; NaN propagates lane by lane through max. Against
-    the float64 reference, and the same bits as the one-channel kernel (WEBNN_GPU_FORCE_POOL)."""
+    the float64 reference (of the data as given), and the same bits as the one-channel kernel
+    (``WEBNN_GPU_FORCE_POOL=scalar``). float16 moves u64 words (``words``), by default only for
+    a pool that stores a map (``WEBNN_GPU_FORCE_POOL=words`` here): both kernels pool and apply
+    the epilogue in f32 and round once."""
     from helpers import kernel_templates
 
-    x = rng.standard_normal((2, 7, 6, 8)).astype(np.float32)
+    f16 = dtype == "float16"
+    x = rng.standard_normal((2, 7, 6, 12 if f16 else 8)).astype(dtype)
     x[0, 1, 1, 2] = np.nan
-    slope = rng.standard_normal(8).astype(np.float32)
+    slope = rng.standard_normal(x.shape[3]).astype(dtype)
 
     def build(b, ops):
         return {"y": b.prelu(getattr(b, op)(ops["x"], layout="nhwc", **opts), b.constant(slope))}
 
+    if f16:
+        monkeypatch.setenv("WEBNN_GPU_FORCE_POOL", "words")
     got = run_graph(ctx, build, {"x": x})["y"]
     ref_kw = {k: opts[k] for k in ("padding", "strides", "dilations") if k in opts}
     want = ref_pool(KINDS[op], x.transpose(0, 3, 1, 2).astype(np.float64), window=opts["window_dimensions"],
                     **ref_kw).transpose(0, 2, 3, 1)
-    want = np.where(want >= 0, want, want * slope)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    assert np.isnan(got).any() == np.isnan(want).any()
+    want = np.where(want >= 0, want, want * slope.astype(np.float64))
+    tol = 2.0**-10 if f16 else 1e-5
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=1e-6)
+    assert got.dtype == dtype and np.isnan(got).any() == np.isnan(want).any()
     assert "pool/pool2d_vec4.wgsl" in kernel_templates(ctx, build, {"x": x})
     monkeypatch.setenv("WEBNN_GPU_FORCE_POOL", "scalar")
     scalar = run_graph(ctx, build, {"x": x})["y"]
     assert "pool/pool2d.wgsl" in kernel_templates(ctx, build, {"x": x})
-    np.testing.assert_array_equal(got.view(np.uint32), scalar.view(np.uint32))
+    bits = np.uint16 if f16 else np.uint32
+    np.testing.assert_array_equal(got.view(bits), scalar.view(bits))
+    if f16:  # by default a plain float16 pool runs the one-channel kernel
+        monkeypatch.delenv("WEBNN_GPU_FORCE_POOL")
+        assert "pool/pool2d.wgsl" in kernel_templates(ctx, build, {"x": x})

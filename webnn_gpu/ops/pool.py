@@ -153,19 +153,35 @@ def input_add_ok(node, other, scale: int = 1) -> bool:
             and tuple(other.shape) == want and _is_global(node) and _env.force("reduce") != "group")
 
 
-def side_ok(node, of: str = "input") -> bool:
+def f16_words(tuning: str, features) -> bool:
+    """Whether ``pool/pool2d_vec4.wgsl`` takes float16 data, as u64 words of four values
+    (``words``): on the "lane-loop" profile (lavapipe before Mesa 24) with ``shader-int64``.
+    Only for a pool that stores a map (``attrs["side"]``, the one launch in place of two): a
+    plain float16 pool runs ``pool/pool2d.wgsl`` (:data:`F16_WORDS_PLAIN`)."""
+    return tuning == "lane-loop" and "shader-int64" in features
+
+
+#: Plain float16 pools (no map) on the words kernel too (``WEBNN_GPU_FORCE_POOL=words``: on). Off:
+#: face_landmark's one such pool ran 0.988 (0.917-1.092) of the one-element kernel, 42 us either
+#: way (``benchmarks/knob_ab.py``, 16 rounds), where a map saves a launch.
+F16_WORDS_PLAIN = False
+
+
+def side_ok(node, of: str = "input", words: bool = False) -> bool:
     """Whether pool ``node`` can store a map of its input (``of="input"``) or of its output
     (``"output"``) as a second output (``attrs["side"]``, ``attrs["side_of"]``; the compiler's
-    ``fuse_pool_map``): a windowed float32 NHWC pool with channels a multiple of 4
-    (``pool/pool2d_vec4.wgsl``) and no fused input; for a map of its input, windows that tile
-    it, each element read by exactly one window (strides equal to the window, no padding or
-    dilation, the input's height and width multiples of the window)."""
+    ``fuse_pool_map``): a windowed float32 NHWC pool (float16 too where ``words``:
+    :func:`f16_words`) with channels a multiple of 4 (``pool/pool2d_vec4.wgsl``) and no fused
+    input; for a map of its input, windows that tile it, each element read by exactly one
+    window (strides equal to the window, no padding or dilation, the input's height and width
+    multiples of the window)."""
     if node.op not in KINDS or len(node.outputs) != 1 or "side" in node.attrs:
         return False
     if any(k in node.attrs for k in ("input_add", "input_partials")):
         return False
     x, out, a = node.inputs[0], node.outputs[0], node.attrs
-    if a["layout"] != "nhwc" or x.data_type != "float32" or out.data_type != "float32" or x.shape[3] % 4:
+    types = ("float32", "float16") if words else ("float32",)
+    if a["layout"] != "nhwc" or x.data_type not in types or out.data_type != x.data_type or x.shape[3] % 4:
         return False
     (WH, WW), (SH, SW) = a["window"], a["strides"]
     if _is_global(node) or WH * WW > GROUP_WINDOW and out.size < 1024 or _env.force("pool") == "scalar":
@@ -209,8 +225,11 @@ def lower_pool(node, lc) -> None:
     ist = row_strides(x.shape)
     M = out.size
     group = WH * WW > GROUP_WINDOW and M < 1024
-    if (not group and layout == "nhwc" and x.shape[3] % 4 == 0 and x.data_type == "float32"
-            and out.data_type == "float32" and _env.force("pool") != "scalar"):
+    forced = _env.force_choice("pool", ("scalar", "words"))
+    words = (x.data_type == "float16" and out.data_type == "float16" and f16_words(lc.tuning, lc.features)
+             and (side is not None or F16_WORDS_PLAIN or forced == "words"))
+    if (not group and layout == "nhwc" and x.shape[3] % 4 == 0 and forced != "scalar"
+            and (x.data_type == "float32" and out.data_type == "float32" or words)):
         # Four channels per invocation: one window walk and vec4 loads serve them all (lavapipe,
         # 2026-11-25: the 2x2 max pools of face_landmark, palm_detection_lite and iris_landmark
         # in 0.6-0.8 of the one-channel kernel's time; WEBNN_GPU_FORCE_POOL=scalar for that one).
@@ -221,7 +240,8 @@ def lower_pool(node, lc) -> None:
                   kind=kind, out_strides=row_strides((N, OH, OW, C // 4)),
                   in_st={"n": ist[0] // 4, "h": ist[1] // 4, "w": ist[2] // 4}, H=H, W=W, WH=WH, WW=WW,
                   SH=a["strides"][0], SW=a["strides"][1], DH=DH, DW=DW, PT=a["padding"][0], PL=a["padding"][2],
-                  ep=ep, side=side, side_of=node.attrs.get("side_of", "input"), fns=_epilogue.merged_functions(ep, side))
+                  ep=ep, side=side, side_of=node.attrs.get("side_of", "input"), fns=_epilogue.merged_functions(ep, side),
+                  words=words)
         return
     if side is not None:
         raise ValueError(f"{node.op}: attrs['side'] needs the vec4 pool kernel (see side_ok)")

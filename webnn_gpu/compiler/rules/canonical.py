@@ -29,7 +29,7 @@ from ..._ir import GraphView, Node, Value
 
 log = logging.getLogger("webnn_gpu")
 
-__all__ = ["depthwise_to_scale", "mean_to_pool", "merge_duplicates", "merge_reshapes", "sink_reshapes", "sum_to_mean"]
+__all__ = ["depthwise_to_scale", "scale_chain", "mean_to_pool", "merge_duplicates", "merge_reshapes", "sink_reshapes", "sum_to_mean"]
 
 
 def _host_data(v, data_type: str) -> bool:
@@ -44,50 +44,73 @@ def _plain(node) -> bool:
                                                   "pool_output", "input_relu")))
 
 
+def scale_chain(conv) -> list[Node] | None:
+    """For a 1x1 depthwise ``conv2d(x, filter, bias)`` (groups = input channels = output
+    channels, one filter value per channel, unit strides, no padding, a float filter and bias
+    that are host data of the conv's data type, no fusion of an earlier rule): the equivalent
+    ``mul(x, w)`` (and ``add(., b)`` with a bias) with the filter and bias as per-channel
+    constants shaped for the input layout (``[1, 1, 1, C]`` NHWC, ``[1, C, 1, 1]`` NCHW),
+    the last node producing the conv's output; else None."""
+    if conv.op != "conv2d" or not _plain(conv) or len(conv.inputs) > 3:
+        return None
+    x, w = conv.inputs[0], conv.inputs[1]
+    b = conv.inputs[2] if len(conv.inputs) > 2 else None
+    y = conv.outputs[0]
+    a = conv.attrs
+    dt = y.data_type
+    if dt not in _SCALE_TYPES or x.data_type != dt or len(x.shape) != 4:
+        return None
+    nhwc = a.get("input_layout", "nchw") == "nhwc"
+    C = x.shape[3 if nhwc else 1]
+    if (tuple(y.shape) != tuple(x.shape) or a.get("groups") != C or w.size != C or b is not None and b.size != C
+            or list(a.get("strides", [1, 1])) != [1, 1] or list(a.get("padding", [0] * 4)) != [0] * 4
+            or sorted(w.shape) != [1, 1, 1, C]):
+        return None  # (a 1x1 filter of one input channel per group has the output channels as its only axis)
+    if not _host_data(w, dt) or (b is not None and not _host_data(b, dt)):
+        return None
+    shape = (1, 1, 1, C) if nhwc else (1, C, 1, 1)
+    npt = _SCALE_TYPES[dt]
+    scale = Value(dt, shape, "constant", data=np.ascontiguousarray(w.data, dtype=npt).reshape(-1))
+    mid = y if b is None else Value(dt, tuple(y.shape), "op")
+    chain = [Node("mul", [x, scale], [mid], {}, conv.label)]
+    if b is not None:
+        mid.producer = chain[0]
+        shift = Value(dt, shape, "constant", data=np.ascontiguousarray(b.data, dtype=npt).reshape(-1))
+        chain.append(Node("add", [mid, shift], [y], {}, conv.label))
+    return chain
+
+
+#: Data types :func:`scale_chain` takes, with their host data's NumPy type.
+_SCALE_TYPES = {"float32": np.float32, "float16": np.float16}
+
+
 def depthwise_to_scale(nodes: list, outputs: dict, context=None) -> list:
     """``conv2d(x, filter, bias)`` with a 1x1 window, one filter per input channel and one
     output channel per group (``groups`` = input channels = output channels), unit strides and
     no padding computes ``x * w[c] + b[c]`` for each element: it becomes ``mul(x, w)`` and
     ``add(., b)`` with the filter and bias as per-channel constants shaped for the input
-    layout (``[1, 1, 1, C]`` NHWC, ``[1, C, 1, 1]`` NCHW). ``fuse_epilogue`` then gives them to
+    layout (:func:`scale_chain`). ``fuse_epilogue`` then gives them to
     the kernel producing ``x`` (two epilogue steps reading one value per channel) or
     ``fuse_elementwise`` merges them with their element-wise neighbours: one kernel less, and
     no pass over the tensor. (TFLite models scale channels after an activation with such a
     conv; the conv kernel's one product and the bias add are the same two float32 roundings.)
 
     Not rewritten: float16 (the kernels round an epilogue once, two element-wise kernels
-    twice), a filter or bias that is not host data, a conv with a fusion of an earlier rule,
-    a channel multiplier above 1, strides, padding or a window larger than 1x1.
+    twice: ``fuse_epilogue`` and the side maps take float16's such convs as the two steps
+    where they take them whole), a filter or bias that is not host data, a conv with a
+    fusion of an earlier rule, a channel multiplier above 1, strides, padding or a window
+    larger than 1x1.
     """
     replaced: dict[int, list[Node]] = {}
     for conv in nodes:
-        if conv.op != "conv2d" or not _plain(conv) or len(conv.inputs) > 3:
+        if conv.op != "conv2d" or conv.outputs[0].data_type != "float32":
             continue
-        x, w = conv.inputs[0], conv.inputs[1]
-        b = conv.inputs[2] if len(conv.inputs) > 2 else None
-        y = conv.outputs[0]
-        a = conv.attrs
-        if y.data_type != "float32" or x.data_type != "float32" or len(x.shape) != 4:
+        chain = scale_chain(conv)
+        if chain is None:
             continue
-        nhwc = a.get("input_layout", "nchw") == "nhwc"
-        C = x.shape[3 if nhwc else 1]
-        if (tuple(y.shape) != tuple(x.shape) or a.get("groups") != C or w.size != C or b is not None and b.size != C
-                or list(a.get("strides", [1, 1])) != [1, 1] or list(a.get("padding", [0] * 4)) != [0] * 4
-                or sorted(w.shape) != [1, 1, 1, C]):
-            continue  # (a 1x1 filter of one input channel per group has the output channels as its only axis)
-        if not _host_data(w, "float32") or (b is not None and not _host_data(b, "float32")):
-            continue
-        shape = (1, 1, 1, C) if nhwc else (1, C, 1, 1)
-        scale = Value("float32", shape, "constant", data=np.ascontiguousarray(w.data, dtype=np.float32).reshape(-1))
-        mid = y if b is None else Value("float32", tuple(y.shape), "op")
-        chain = [Node("mul", [x, scale], [mid], {}, conv.label)]
-        if b is not None:
-            mid.producer = chain[0]
-            shift = Value("float32", shape, "constant", data=np.ascontiguousarray(b.data, dtype=np.float32).reshape(-1))
-            chain.append(Node("add", [mid, shift], [y], {}, conv.label))
         replaced[conv.id] = chain
         if DEBUG >= 2:
-            log.debug("depthwise_to_scale: conv2d [%s] as a per-channel mul%s", conv.label, " and add" * (b is not None))
+            log.debug("depthwise_to_scale: conv2d [%s] as a per-channel mul%s", conv.label, " and add" * (len(chain) > 1))
     return GraphView(nodes, outputs).replace(replaced) if replaced else nodes
 
 

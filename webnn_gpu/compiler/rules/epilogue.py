@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import _env
 from ..._env import DEBUG
 from ..._ir import GraphView, Node, Value
 from ...ops._epilogue import HOST_SLOTS
@@ -116,6 +117,34 @@ def _epilogue_step(host, v, consumer):
     return None
 
 
+def _epilogue_steps(host, v, consumer) -> list | None:
+    """The epilogue steps (each with its operand to bind, or None) that ``consumer`` of
+    ``host``'s value ``v`` makes: one for an element-wise operator (:func:`_epilogue_step`);
+    a float16 1x1 depthwise conv2d (:func:`~webnn_gpu.compiler.rules.canonical.scale_chain`:
+    ``depthwise_to_scale`` rewrites float32's before this rule) its ``mul`` and ``add``, taken
+    together or not at all (the host computes them in f32 and rounds once, as the conv did;
+    ``WEBNN_GPU_FORCE_SCALE_STEPS=off``: not taken); None for anything else."""
+    if consumer.op in EPILOGUE_HOSTS:
+        if (consumer.op != "conv2d" or consumer.outputs[0].data_type != "float16"
+                or _env.force_choice("scale_steps", ("off",)) == "off"):
+            return None
+        from .canonical import scale_chain
+
+        chain = scale_chain(consumer)
+        if chain is None:
+            return None
+        made = []
+        for node in chain:
+            got = _epilogue_step(host, v, node)
+            if got is None:
+                return None
+            made.append(got)
+            v = node.outputs[0]
+        return made
+    got = _epilogue_step(host, v, consumer)
+    return None if got is None else [got]
+
+
 def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
     """Fold the element-wise consumers of the kernels that host an epilogue into them
     (conv2d, conv_transpose2d, matmul, gemm, resample2d, normalizations, windowed pools:
@@ -157,43 +186,53 @@ def fuse_epilogue(nodes: list, outputs: dict, context=None) -> list:
         last = None
         while len(steps) < EPILOGUE_MAX_STEPS:
             cs = g.consumers(v)
-            if len(cs) != 1 or g.is_output(v) or cs[0].id in absorbed or cs[0].op in EPILOGUE_HOSTS:
+            if len(cs) != 1 or g.is_output(v) or cs[0].id in absorbed:
                 break
-            got = _epilogue_step(host, v, cs[0])
-            if got is None or (not steps and cs[0].op == "add" and _is_linear_doubling(host)):
+            made = _epilogue_steps(host, v, cs[0])
+            if made is None or (not steps and cs[0].op == "add" and _is_linear_doubling(host)):
                 break  # (a 2x upsampling's add is left to fuse_conv_upsample / fuse_pool_input)
-            step, operand = got
-            if operand is not None:
-                per = bound.get(operand.id)
-                if per is None and len(bound) >= EPILOGUE_MAX_OPERANDS:
-                    break
-                if per is None:
-                    chan = _per_channel(host, v, operand)
-                    if chan == "reshape":
-                        chan = Value(operand.data_type, (v.shape[_chan_axis(host)],), "op")
-                        views.append(Node("reshape", [operand], [chan], {"alias": True}, _view_label(cs[0])))
-                        chan.producer = views[-1]
-                    per = (chan, True) if chan is not None else (operand, False)
-                chan, is_chan = per
-                if is_chan:
-                    step["axis"] = _chan_axis(host)
-                elif loads + 1 > max_loads:
-                    break
-                else:
-                    loads += 1
-                idx = next((i for i, x in enumerate(inputs) if x is chan), None)
-                if idx is None:
-                    if len({x.id for x in inputs if x is not None}) + 2 > max_bindings:
+            if len(steps) + len(made) > EPILOGUE_MAX_STEPS:
+                break
+            # a consumer's steps are taken together or not at all: the state before them
+            before = (list(inputs), dict(bound), loads, len(views), len(steps))
+            for step, operand in made:
+                step = dict(step)
+                if operand is not None:
+                    per = bound.get(operand.id)
+                    if per is None and len(bound) >= EPILOGUE_MAX_OPERANDS:
                         break
-                    inputs += [None] * (EPILOGUE_HOSTS[host.op] - len(inputs))
-                    inputs.append(chan)
-                    idx = len(inputs) - 1
-                bound[operand.id] = per
-                step["input"] = idx
-            steps.append(step)
-            last = cs[0]
-            absorbed.add(last.id)
-            v = last.outputs[0]
+                    if per is None:
+                        chan = _per_channel(host, v, operand)
+                        if chan == "reshape":
+                            chan = Value(operand.data_type, (v.shape[_chan_axis(host)],), "op")
+                            views.append(Node("reshape", [operand], [chan], {"alias": True}, _view_label(cs[0])))
+                            chan.producer = views[-1]
+                        per = (chan, True) if chan is not None else (operand, False)
+                    chan, is_chan = per
+                    if is_chan:
+                        step["axis"] = _chan_axis(host)
+                    elif loads + 1 > max_loads:
+                        break
+                    else:
+                        loads += 1
+                    idx = next((i for i, x in enumerate(inputs) if x is chan), None)
+                    if idx is None:
+                        if len({x.id for x in inputs if x is not None}) + 2 > max_bindings:
+                            break
+                        inputs += [None] * (EPILOGUE_HOSTS[host.op] - len(inputs))
+                        inputs.append(chan)
+                        idx = len(inputs) - 1
+                    bound[operand.id] = per
+                    step["input"] = idx
+                steps.append(step)
+            else:
+                last = cs[0]
+                absorbed.add(last.id)
+                v = last.outputs[0]
+                continue
+            inputs, bound, loads = before[0], before[1], before[2]
+            del views[before[3]:], steps[before[4]:]
+            break
         if last is None:
             continue
         attrs = dict(host.attrs)
@@ -230,28 +269,33 @@ def side_chain(g: GraphView, host, v, first: list, axis: int, n_inputs: int, tak
     cs = [c for c in first if c.id not in taken]
     while cs and len(steps) < EPILOGUE_MAX_STEPS:
         cur = chain[-1].outputs[0] if chain else v
-        step = None
-        for c in cs:  # the first reader that makes a step starts the chain
-            got = _epilogue_step(host, cur, c) if c.op not in EPILOGUE_HOSTS else None
-            if got is None:
+        step: list | None = None
+        bind: list = []
+        for c in cs:  # the first reader that makes its steps (all of them) starts the chain
+            made = _epilogue_steps(host, cur, c)
+            if made is None or len(steps) + len(made) > EPILOGUE_MAX_STEPS:
                 continue
-            step, operand = got
-            if operand is not None:
-                chan = _per_channel(host, cur, operand, axis)
-                whole = (not isinstance(chan, Value) and operand.kind in ("constant", "input")
-                         and sum("axis" not in st for st in steps if "input" in st) < loads)
-                if (not (isinstance(chan, Value) and chan.kind == "constant") and not whole
-                        or len(operands) >= EPILOGUE_MAX_OPERANDS):
-                    step = None  # (read per element, or computed: not a step a side map takes)
-                    continue
-                operands.append(operand if whole else chan)
-                step = {**step, "input": n_inputs + len(operands) - 1}
-                if not whole:
-                    step["axis"] = axis
+            step, bind = [], []
+            for st, operand in made:
+                if operand is not None:
+                    chan = _per_channel(host, cur, operand, axis)
+                    whole = (not isinstance(chan, Value) and operand.kind in ("constant", "input")
+                             and sum("axis" not in s for s in steps + step if "input" in s) < loads)
+                    if (not (isinstance(chan, Value) and chan.kind == "constant") and not whole
+                            or len(operands) + len(bind) >= EPILOGUE_MAX_OPERANDS):
+                        step = None  # (read per element, or computed: not a step a side map takes)
+                        break
+                    bind.append(operand if whole else chan)
+                    st = {**st, "input": n_inputs + len(operands) + len(bind) - 1}
+                    if not whole:
+                        st["axis"] = axis
+                step.append(st)
+            if step is not None:
+                break
+        if not step:
             break
-        if step is None:
-            break
-        steps.append(step)
+        operands.extend(bind)
+        steps.extend(step)
         chain.append(c)
         y = c.outputs[0]
         cs = g.consumers(y)

@@ -142,23 +142,25 @@ def fuse_pool_map(nodes: list, outputs: dict, context=None) -> list:
     read per element (a residual) or computed, windows that overlap, skip or pad, a layout
     or data type the vec4 pool kernel does not take.
     """
-    from ...ops.pool import side_ok
+    from ...ops.pool import f16_words, side_ok
     from .epilogue import side_chain
 
+    tuning = getattr(context, "_tuning", "default")
+    words = f16_words(tuning, getattr(context, "features", ()))
     g = GraphView(nodes, outputs)
     index = {n.id: i for i, n in enumerate(nodes)}
     taken: set[int] = set()
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
     for pool in nodes:
-        if pool.id in taken or not side_ok(pool, "output"):
+        if pool.id in taken or not side_ok(pool, "output", words):
             continue
         x = pool.inputs[0]
         n_own = len(pool.inputs)
         steps: list = []
         operands: list = []
         chain: list = []
-        if side_ok(pool):
+        if side_ok(pool, "input", words):
             steps, operands, chain = side_chain(g, pool, x, [c for c in g.consumers(x) if c is not pool], 3, n_own,
                                                 taken)
         at = None
@@ -174,10 +176,10 @@ def fuse_pool_map(nodes: list, outputs: dict, context=None) -> list:
         if at is None:  # the map of the output, read elsewhere too (else fuse_epilogue took the chain)
             p = pool.outputs[0]
             readers = g.consumers(p)
-            if not side_ok(pool, "output") or (len(readers) < 2 and not g.is_output(p)):
+            if not side_ok(pool, "output", words) or (len(readers) < 2 and not g.is_output(p)):
                 continue
             steps, operands, chain = side_chain(g, pool, p, readers, 3, n_own, taken)
-            if not chain:
+            if not chain or p.data_type == "float16" and _left_to_conv_input(g, chain, tuning):
                 continue
             at, side_of = pool, "output"
         inputs = list(pool.inputs) + operands
@@ -191,6 +193,21 @@ def fuse_pool_map(nodes: list, outputs: dict, context=None) -> list:
             log.debug("fuse_pool_map: %s [%s] stores %s of its %s", pool.op, pool.label, [s["op"] for s in steps],
                       side_of)
     return g.replace(replaced, dropped)
+
+
+def _left_to_conv_input(g: GraphView, chain: list, tuning: str) -> bool:
+    """Whether an output map's ``chain`` is one relu read only by a conv that applies it as it
+    loads (``fuse_conv_input_relu``, later): the map would store a value that conv does without,
+    and keep the pool's kernel that ``fuse_pool_residual`` may fold into the branch it adds
+    (Keras Xception's residual pools in float16: 75 kernels without such maps, 78 with)."""
+    from ...ops.conv import INPUT_RELU_OPS, input_relu_ok
+
+    if len(chain) != 1 or chain[0].op not in INPUT_RELU_OPS or chain[0].attrs:
+        return False
+    r = chain[0].outputs[0]
+    readers = g.consumers(r)
+    return (len(readers) == 1 and not g.is_output(r) and readers[0].inputs[0] is r
+            and not any(v is r for v in readers[0].inputs[1:]) and input_relu_ok(readers[0], tuning))
 
 
 #: attributes of a fused node holding original nodes whose epilogues its kernel applies
