@@ -212,10 +212,13 @@ var<workgroup> wsum: array<vec4<f32>, {{ k.workgroup * O4 }}>;
 {% endfor %}
     // one output vec4 at a time, its whole window in one expression: with every accumulator
     // updated tap by tap, LLVM kept them all live and spilled (3x3, 3 -> 16 channels: 0.84-0.91
-    // of the CPU time this way; two partial sums per output were 1.2x slower)
+    // of the CPU time this way; two partial sums per output were 1.2x slower). The bias comes
+    // first: a constant added last is moved down the fused multiply-add chain by NIR's
+    // algebraic pass one link per round of lavapipe's optimisation loop (a 3x3x3 window: 28
+    // rounds instead of 5, the pipeline's front end 3x as long)
 {% for p in range(TW) %}
 {% for j in range(O4) %}
-    a{{ p }}_{{ j }} = {% for kh in range(KH) %}{% for kw in range(KW) %}{% for c in range(C) %}{{ " + " if not (loop.first and kw == 0 and kh == 0) }}r{{ kh }}_{{ p * sw + kw * dw }}_{{ c }} * w{{ kh }}_{{ kw }}_{{ c }}_{{ j }}{% endfor %}{% endfor %}{% endfor %}{{ " + b" ~ j if bconst }};
+    a{{ p }}_{{ j }} = {{ "b" ~ j ~ " + " if bconst }}{% for kh in range(KH) %}{% for kw in range(KW) %}{% for c in range(C) %}{{ " + " if not (loop.first and kw == 0 and kh == 0) }}r{{ kh }}_{{ p * sw + kw * dw }}_{{ c }} * w{{ kh }}_{{ kw }}_{{ c }}_{{ j }}{% endfor %}{% endfor %}{% endfor %};
 {% endfor %}
 {% endfor %}
 {% for kh in range(keep) %}
