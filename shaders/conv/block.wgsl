@@ -278,10 +278,13 @@ var<workgroup> wsum: array<vec4<f32>, {{ k.workgroup * O4 }}>;
 {% endfor %}
   workgroupBarrier();
   if (li < {{ O4 }}u && gidx - li < {{ n_inv }}u) {  // invocation j adds up column block j: row gidx / workgroup
+    // unrolled in the text: lavapipe unrolls a loop of constant count one iteration per two
+    // rounds of its optimisation loop (naga's loop bound makes it a loop of two exits), 36
+    // rounds for 16, its front end 3x as long; the code it ends with is this
     var s = vec4<f32>(0.0);
-    for (var i = 0u; i < {{ k.workgroup }}u; i = i + 1u) {
-      s = s + wsum[i * {{ O4 }}u + li];
-    }
+{% for i in range(k.workgroup) %}
+    s = s + wsum[{{ i * O4 }}u + li];
+{% endfor %}
     pool[gidx / {{ k.workgroup }}u * {{ O4 }}u + li] = s;
   }
 {% endif %}
