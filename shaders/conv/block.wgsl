@@ -218,10 +218,13 @@ var<workgroup> wsum: array<vec4<f32>, {{ k.workgroup * O4 }}>;
 {% endfor %}
     // one output vec4 at a time, its whole window in one expression: with every accumulator
     // updated tap by tap, LLVM kept them all live and spilled (3x3, 3 -> 16 channels: 0.84-0.91
-    // of the CPU time this way; two partial sums per output were 1.2x slower)
+    // of the CPU time this way; two partial sums per output were 1.2x slower). The bias comes
+    // first: a constant added last is moved down the fused multiply-add chain by NIR's
+    // algebraic pass one link per round of lavapipe's optimisation loop (a 3x3x3 window: 28
+    // rounds instead of 5, the pipeline's front end 3x as long)
 {% for p in range(TW) %}
 {% for j in range(O4) %}
-    a{{ p }}_{{ j }} = {% for kh in range(KH) %}{% for kw in range(KW) %}{% for c in range(C) %}{{ " + " if not (loop.first and kw == 0 and kh == 0) }}r{{ kh }}_{{ p * sw + kw * dw }}_{{ c }} * w{{ kh }}_{{ kw }}_{{ c }}_{{ j }}{% endfor %}{% endfor %}{% endfor %}{{ " + b" ~ j if bconst }};
+    a{{ p }}_{{ j }} = {{ "b" ~ j ~ " + " if bconst }}{% for kh in range(KH) %}{% for kw in range(KW) %}{% for c in range(C) %}{{ " + " if not (loop.first and kw == 0 and kh == 0) }}r{{ kh }}_{{ p * sw + kw * dw }}_{{ c }} * w{{ kh }}_{{ kw }}_{{ c }}_{{ j }}{% endfor %}{% endfor %}{% endfor %};
 {% endfor %}
 {% endfor %}
 {% for kh in range(keep) %}
@@ -281,10 +284,13 @@ var<workgroup> wsum: array<vec4<f32>, {{ k.workgroup * O4 }}>;
 {% endfor %}
   workgroupBarrier();
   if (li < {{ O4 }}u && gidx - li < {{ n_inv }}u) {  // invocation j adds up column block j: row gidx / workgroup
+    // unrolled in the text: lavapipe unrolls a loop of constant count one iteration per two
+    // rounds of its optimisation loop (naga's loop bound makes it a loop of two exits), 36
+    // rounds for 16, its front end 3x as long; the code it ends with is this
     var s = vec4<f32>(0.0);
-    for (var i = 0u; i < {{ k.workgroup }}u; i = i + 1u) {
-      s = s + wsum[i * {{ O4 }}u + li];
-    }
+{% for i in range(k.workgroup) %}
+    s = s + wsum[{{ i * O4 }}u + li];
+{% endfor %}
     pool[gidx / {{ k.workgroup }}u * {{ O4 }}u + li] = s;
   }
 {% endif %}

@@ -228,6 +228,20 @@ def test_first_layer_bake_limits(ctx):
     assert "let q1_3 = ep_q(7u);" in text
 
 
+def test_first_layer_row_loop_sums_start_with_the_bias(ctx):
+    """In the row loop each output vec4's window sum starts with the baked bias, as the unrolled
+    form's accumulators do: a constant added last is moved down the multiply-add chain by NIR's
+    algebraic pass one link per round of lavapipe's optimisation loop (a 3x3x3 window: 28 rounds
+    instead of 5, docs/performance.md "Warm builds"). Without a bias the sum starts with the
+    first tap."""
+    text = _block_text(ctx, 16, 16, 3, 16, 3, 3)
+    assert "for (var t = 0u;" in text  # the row loop
+    assert "a0_0 = b0 + r0_0_0 * w0_0_0_0 + " in text and "a1_3 = b3 + r0_2_0 * w0_0_0_3 + " in text
+    assert " + b0;" not in text and " + b3;" not in text
+    text = _block_text(ctx, 16, 16, 3, 16, 3, 3, bias=False)
+    assert "for (var t = 0u;" in text and "a0_0 = r0_0_0 * w0_0_0_0 + " in text and "const b0" not in text
+
+
 # one input channel, one group: (H, W, O, KH, KW, stride, padding, dtype, kernel)
 ONE_CHANNEL = {
     "3x3-s1-o16": ((23, 17, 1, 16, 3, 3, 1, (1, 1, 1, 1), True, np.float32), "conv/block.wgsl"),
