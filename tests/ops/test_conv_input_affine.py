@@ -161,3 +161,27 @@ def test_an_nchw_graph_s_normalization(ctx):
 
     y64 = (x.astype(np.float64) - m) / d
     check_bounds(got, {"z": (chain(y64, False), 1e-5 * chain(np.abs(y64), True) + 1e-30)})
+
+
+@pytest.mark.parametrize("op", ["mul", "div"])
+def test_a_zero_multiplier_or_divisor_keeps_its_launch(ctx, op):
+    """A multiplier or divisor of 0 is no literal for the kernel: the shader compilers simplify
+    ``v * 0.0`` and ``v / 0.0`` as if no inf or NaN existed. With NaN and inf in the input the
+    affine keeps its own launch and the result is IEEE's: NaN * 0 = NaN, inf * 0 = NaN,
+    2 / 0 = inf (exact: the filter's one tap of weight 1 reads channel 0 at the window's center)."""
+    x = np.full((1, 3, 3, 3), 2.0, np.float32)
+    x[0, 1, 1, 0], x[0, 0, 1, 0], x[0, 1, 0, 0] = np.nan, np.inf, -np.inf
+    k = np.array([0.0, 1.0, 1.0], np.float32)
+    f = np.zeros((4, 3, 3, 3), np.float32)
+    f[:, 1, 1, 0] = 1.0
+    b = webnn.MLGraphBuilder(ctx)
+    xi = b.input("x", {"data_type": "float32", "shape": list(x.shape)})
+    y = getattr(b, op)(xi, b.constant(k))
+    out = b.conv2d(y, b.constant(f), padding=[1, 1, 1, 1], input_layout="nhwc", filter_layout="ohwi")
+    graph = b.build({"out": out})
+    templates = [s.template for s in graph._steps if isinstance(s, KernelStep)]
+    got = ctx.compute(graph, {"x": x})["out"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.repeat(getattr(np, {"mul": "multiply", "div": "divide"}[op])(x, k)[..., :1], 4, axis=3)
+    assert templates[0].startswith("elementwise/"), templates
+    np.testing.assert_array_equal(got, want)

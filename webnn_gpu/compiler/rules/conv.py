@@ -5,6 +5,7 @@ depthwise conv with the pointwise conv around it as one ``depthwise_project`` ke
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from ..._env import DEBUG
@@ -87,6 +88,14 @@ def _per_channel(c, C: int) -> tuple | None:
     return tuple(float(v) for v in data.reshape(-1))
 
 
+def _literal_safe(op: str, vals: tuple) -> bool:
+    """Whether ``v op c`` for each of ``vals`` keeps IEEE results once ``c`` is a WGSL literal:
+    the shader compilers simplify ``v * 0.0`` to 0 and ``v / 0.0`` likewise, as if no inf or NaN
+    existed (the element-wise kernel, reading ``c`` from a buffer, gives NaN or inf), so a
+    multiplier or divisor of 0 and any value that is not finite keep the op's own kernel."""
+    return all(math.isfinite(c) and (c != 0.0 or op not in ("mul", "div")) for c in vals)
+
+
 def _affine_chain(g: GraphView, y: Value, conv: Node):
     """``(fused nodes, x, steps)`` when ``y``, ``conv``'s input, is ``x`` through a chain of
     :data:`AFFINE_OPS` by constants of one value or one per channel (:func:`_per_channel`),
@@ -109,7 +118,7 @@ def _affine_chain(g: GraphView, y: Value, conv: Node):
                 break
         else:
             break
-        if swapped and p.op == "div":
+        if swapped and p.op == "div" or not _literal_safe(p.op, vals):
             break
         new = [("mul", (-1.0,)), ("add", vals)] if swapped and p.op == "sub" else [(p.op, vals)]
         steps[:0] = new
