@@ -39,9 +39,10 @@ def _host_data(v, data_type: str) -> bool:
 def _plain(node) -> bool:
     """Whether ``node`` carries no fusion of an earlier rule (an epilogue, a prologue, a second
     output): its attributes are the builder's."""
+    from ...ops.conv import INPUT_PROLOGUES
+
     return (isinstance(node.attrs, dict) and len(node.outputs) == 1
-            and not any(k in node.attrs for k in ("epilogue", "input_scale", "input_add", "input_partials",
-                                                  "pool_output", "input_relu")))
+            and not any(k in node.attrs for k in ("epilogue", "input_partials", "pool_output", *INPUT_PROLOGUES)))
 
 
 def scale_chain(conv) -> list[Node] | None:

@@ -114,6 +114,7 @@ def fold_layout(nodes: list, outputs: dict, context=None) -> list:
     A pad or slice whose every reader took it is dropped (unless it is a graph output).
     """
     from ..._ir import GraphView, Node
+    from ...ops.conv import INPUT_PROLOGUES
 
     g = GraphView(nodes, outputs)
     replaced: dict[int, Node] = {}
@@ -122,7 +123,7 @@ def fold_layout(nodes: list, outputs: dict, context=None) -> list:
         x = node.inputs[0] if node.op == "conv2d" and node.inputs else None
         p = g.producer(x)
         if (p is not None and zero_pad(p) and not any(v is x for v in node.inputs[1:])
-                and not any(k in node.attrs for k in ("input_scale", "input_add"))):
+                and not any(k in node.attrs for k in INPUT_PROLOGUES)):
             padding = _conv_padding(node, p)
             if padding is not None:
                 new = Node(node.op, [p.inputs[0], *node.inputs[1:]], list(node.outputs),
