@@ -114,3 +114,17 @@ def test_a_split_output_heads_a_chain_as_a_slice(case):
     assert sorted(c.attrs["chain"][0]["attrs"]["starts"][2] for c in chains) == ([0] if case == "one transposed"
                                                                                   else [0, 8, 16])
     assert sp.producer.op == "split" and len(sp.producer.outputs) == 3  # the input nodes are not changed
+
+
+@pytest.mark.parametrize("n, fused", [(20, True), (100, False), (2000, False)])
+def test_a_chain_that_loses_a_large_operator_s_vec4s_stays_apart(n, fused):
+    """transpose [64, 3] -> [3, 64] (one element at a time) then expand to [n, 3, 64] (vec4s
+    alone): one kernel moves every output element singly (the transpose's stride-3 reads), so
+    it pays only while the launch it saves outweighs the expand's lost vec4s
+    (:func:`webnn_gpu.ops.movement.chain_pays`): 3,840 elements yes, 19,200 and more no."""
+    ir = IR()
+    x = ir.input((64, 3))
+    t = ir.op("transpose", [x], (3, 64), permutation=[1, 0])
+    y = ir.op("expand", [t], (n, 3, 64), new_shape=[n, 3, 64])
+    new = fuse_remap_chain(list(ir.nodes), {"y": y})
+    assert [nd.op for nd in new] == (["remap_chain"] if fused else ["transpose", "expand"])

@@ -879,6 +879,33 @@ def chain_stages(chain: Sequence[dict]) -> list[tuple[list[int], list[dict], int
     return stages
 
 
+def chain_unit(chain: Sequence[dict], data_type: str) -> int:
+    """Elements one invocation of the ``layout/remap.wgsl`` kernel of ``chain`` (as
+    :func:`chain_stages` takes it) moves: 4 where every stage's map moves runs of 4
+    (:func:`remap_unit`, as :func:`remap` decides), else 1; 4 for a chain of views (no kernel)."""
+    maps = [coalesce(shape, dims) + (base,) for shape, dims, base in chain_stages(chain)]
+    return min((remap_unit(data_type, *m) for m in maps), default=4)
+
+
+#: What one launch more costs, in elements a remap kernel moves one at a time: about 45-70 us
+#: against 4.7 ns an element (a 384,000-element chain of one-element stages: 1.8 ms), so
+#: 10,000. :func:`chain_pays` weighs a chain's one kernel against its operators' own.
+REMAP_LAUNCH_ELEMENTS = 10_000
+
+
+def chain_pays(chain: Sequence[dict], data_type: str) -> bool:
+    """Whether ``chain`` (``{op, attrs, in_shape, out_shape}`` from its input on) runs faster as
+    one kernel than as one kernel per operator that is not a view: the elements each form's
+    invocations move one at a time (an output's size over its :func:`chain_unit`), one
+    :data:`REMAP_LAUNCH_ELEMENTS` per launch. A chain whose one kernel loses the vec4s of a
+    large operator that moves vec4s alone (a large expand behind a small transpose) stays
+    apart."""
+    own = [[st] for st in chain if st["op"] != "reshape" and not st["attrs"].get("alias")]
+    apart = sum(math.prod(st[0]["out_shape"]) / chain_unit(st, data_type) + REMAP_LAUNCH_ELEMENTS for st in own)
+    fused = math.prod(chain[-1]["out_shape"]) / chain_unit(chain, data_type) + REMAP_LAUNCH_ELEMENTS
+    return fused <= apart
+
+
 @lowering("remap_chain")
 def lower_remap_chain(node, lc) -> None:
     """remap_chain: a chain of layout operators as one ``layout/remap.wgsl`` kernel that maps
@@ -890,7 +917,8 @@ def lower_remap_chain(node, lc) -> None:
         lc.alias(dst, src)
         return
     fill = next((st["attrs"]["value"] for st in node.attrs["chain"]
-                 if st["op"] == "pad" and st["attrs"]["mode"] == "constant"), None)  # (the rule allows one)
+                 if st["op"] == "pad" and st["attrs"]["mode"] == "constant" and not st["attrs"].get("alias")),
+                None)  # (the rule allows one that pads)
     (shape, dims, base), *later = stages
     remap(lc, src, dst, shape, dims, base=base, fill=fill, stages=later)
 

@@ -412,6 +412,7 @@ def _chain_link(node, ops) -> bool:
 
 
 def _costs_kernel(node) -> bool:
+    """Whether ``node``, a link of a remap chain, runs a kernel of its own (not a view)."""
     return node.op != "reshape" and not node.attrs.get("alias")
 
 
@@ -466,7 +467,7 @@ def fuse_remap_chain(nodes: list, outputs: dict, context=None) -> list:
     reshape a rule marked.
     """
     from ..._ir import GraphView, Node
-    from ...ops.movement import CHAIN_OPS
+    from ...ops.movement import CHAIN_OPS, chain_pays
 
     if sum(1 for n in nodes if (n.op in CHAIN_OPS and n.op != "reshape") or n.op == "split") < 2:
         return nodes  # (most graphs: no GraphView to build)
@@ -487,11 +488,13 @@ def fuse_remap_chain(nodes: list, outputs: dict, context=None) -> list:
         while not _costs_kernel(chain[-1]):  # leading views stay views
             chain.pop()
         chain.reverse()
-        pads = [n for n in chain if n.op == "pad" and n.attrs.get("mode", "constant") == "constant"]
+        pads = [n for n in chain if n.op == "pad" and n.attrs.get("mode", "constant") == "constant" and _costs_kernel(n)]
         if sum(1 for n in chain if _costs_kernel(n)) < 2 or len(pads) > 1:
             continue
         steps = [{"op": n.op, "attrs": dict(n.attrs), "in_shape": list(n.inputs[0].shape),
                   "out_shape": list(n.outputs[0].shape)} for n in chain]
+        if not chain_pays(steps, last.outputs[0].data_type):
+            continue
         label = "+".join(dict.fromkeys(n.label for n in chain if n.label))
         replaced[last.id] = Node("remap_chain", [chain[0].inputs[0]], list(last.outputs), {"chain": steps}, label)
         dropped.update(n.id for n in chain[:-1])
