@@ -172,3 +172,17 @@ def test_split_outputs_each_through_a_chain(ctx, rng, dt):
     assert_moved(out["p"], x[:, :, :8].transpose(2, 0, 1))
     assert_moved(out["q"], np.tile(x[:, ::-1, 8:12], (1, 2, 1)))
     assert_moved(out["r"], x[:, :, 12:])
+
+
+def test_a_pad_of_zero_sizes_is_a_view_not_the_chain_s_fill(ctx):
+    """transpose -> pad of zero sizes (a view) -> pad with 5 -> tile: one kernel, whose fill is
+    the padding pad's 5, not the view's 0 (exact)."""
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+
+    def build(b, o):
+        y = b.pad(b.transpose(o["x"], permutation=[2, 1, 0]), [0, 0, 0], [0, 0, 0])
+        return {"y": b.tile(b.pad(y, [1, 0, 0], [0, 0, 1], value=5), [1, 2, 1])}
+
+    ref = np.tile(np.pad(x.transpose(2, 1, 0), [(1, 0), (0, 0), (0, 1)], constant_values=np.float32(5)), (1, 2, 1))
+    assert [s.template for s in kernel_steps(ctx, build, {"x": x})] == ["layout/remap.wgsl"]
+    np.testing.assert_array_equal(run_graph(ctx, build, {"x": x})["y"], ref)
