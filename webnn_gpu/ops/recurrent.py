@@ -641,10 +641,13 @@ def _projects_identity(vw: Value, vb: Value | None, vrb: Value | None, fold_limi
     (``[D, GH, D * GH]``: direction d takes its block of x) and the biases the projection takes
     all zero (what the TFLite loader makes of a layer reading an embedding: the table projected
     at load time). The sequence kernel then reads x (float32 or float16) as its projection
-    (:func:`_identity_projection`)."""
+    (:func:`_identity_projection`); ``WEBNN_GPU_FORCE_FLOAT16_PROJECTION=f32`` keeps float16's
+    projection kernel."""
     nd, gh, isz = common["D"], common["GH"], common["I"]
     if nd * gh != isz or vw.kind != "constant" or vw.data is None:
         return False
+    if vw.data_type == "float16" and _env.force_choice("float16_projection", ("f32",)):
+        return False  # the project kernel's f32 projection (the form before float16 x was read as it)
     if not np.array_equal(_host(vw).reshape(nd * gh, isz), np.eye(isz, dtype=_host(vw).dtype)):
         return False
     return not any(v is not None and (v.kind != "constant" or v.data is None or _host(v).reshape(nd, gh)[:, :rows].any())

@@ -991,9 +991,13 @@ def _embedded_table(cv: Converter, tensor: int, w: np.ndarray,
     the ids operand (batch-major ``[B, T]``; negative ones as the model gives them, for a
     gather that wraps them) and its shape; or None (also where the graph's float type cannot
     hold every value of the table: a value beyond float16's largest, 65504: the
-    operator's own projection, in f32, takes that table)."""
+    operator's own projection, in f32, takes that table; and in float16 graphs with
+    ``WEBNN_GPU_FORCE_FLOAT16_PROJECTION=f32``)."""
+    from .. import _env
     from .ops import _fb, _wrapped_indices
 
+    if cv.float_type == "float16" and _env.force_choice("float16_projection", ("f32",)):
+        return None  # WEBNN_GPU_FORCE_FLOAT16_PROJECTION=f32: the operator's own projection, in f32
     move = cv.producer(tensor)
     if move is None or move.name not in ("RESHAPE", "TRANSPOSE"):
         return None
