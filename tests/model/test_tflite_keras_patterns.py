@@ -158,18 +158,21 @@ def test_float16_embedded_recurrent_layers_take_the_float32_kernels(cell, kw, ct
     assert "recurrent/project.wgsl" not in kernels["float16"]
 
 
-@pytest.mark.parametrize("why", ["budget", "range"])
+@pytest.mark.parametrize("why", ["budget", "range", "forced"])
 @pytest.mark.parametrize("masked", ["", "prev"])
 def test_float16_embedded_table_that_is_not_taken(why, masked, ctx, monkeypatch):
     """Near misses: a projected table beyond the size budget (``PROJECTED_TABLE_MAX`` and four
     times the table), or (float16 alone) with a value beyond float16's range (a table of
-    magnitude 6e4: its own values fit): the operator projects the gathered embedding itself,
-    and the results agree with LiteRT's float32 all the same."""
+    magnitude 6e4: its own values fit), or float16 with ``WEBNN_GPU_FORCE_FLOAT16_PROJECTION=f32``:
+    the operator projects the gathered embedding itself, and the results agree with LiteRT's
+    float32 all the same."""
     from keras_patterns import recurrent_loop
     from webnn_gpu.tflite import loops
 
     if why == "budget":
         monkeypatch.setattr(loops, "PROJECTED_TABLE_MAX", 0)  # 9 x 16 projected values > 4 x 9 x 3
+    if why == "forced":
+        monkeypatch.setenv("WEBNN_GPU_FORCE_FLOAT16_PROJECTION", "f32")
     data, inputs = recurrent_loop("lstm", embedded=True, masked=masked, table_max=6e4 if why == "range" else 0.0)
     refs = run_litert(data, inputs)
     for dt in ("float32", "float16"):
@@ -180,7 +183,7 @@ def test_float16_embedded_table_that_is_not_taken(why, masked, ctx, monkeypatch)
         for name, ref in zip(model.output_names, refs):
             err = float(np.abs(got[name].astype(np.float64) - ref).max())
             assert err <= (TOL if dt == "float32" else TOL16) * max(1.0, float(np.abs(ref).max())), (dt, name, err)
-        assert taken == (why == "range" and dt == "float32"), (dt, kernels)
+        assert taken == (why in ("range", "forced") and dt == "float32"), (dt, kernels)
 
 
 @pytest.mark.parametrize("case", ["layer_norm_keras3", "layer_norm_keras3_no_beta"])
