@@ -4,7 +4,8 @@
   workgroup memory and steps through time with one barrier per step.
 
   Context:
-    k.bindings  proj (f32 [D, T, B, GH], or [T, B, D, GH] when proj_tbd; x W' + folded biases), r (recurrent weight [D, GH, H],
+    k.bindings  proj (f32 [D, T, B, GH], or [T, B, D, GH] when proj_tbd; x W' + folded biases; f16 only
+                as x itself, [T, B, D, GH]: an embedding's projected table gathered), r (recurrent weight [D, GH, H],
                 or [D, H, GH] when r_t), rbias ([D, GH]; only if has_rbias: GRU's new gate
                 recurrent bias), peep ([D, 3H] in i, o, f order; if has_peep), h0 and c0
                 ([D, B, H]; if has_h0 / has_c0), then the outputs out_h ([D, B, H]), out_c
@@ -18,7 +19,7 @@
     gate        row block of each gate ({"z", "r", "n"} or {"i", "o", "f", "g"}; {"n": 0} for rnn)
     acts        the activations ([f, g] GRU, [f, g, h] LSTM, [g] rnn)
     r_t, has_rbias, has_peep, has_h0, has_c0, has_seq
-    vec         proj and r (then f32, transposed: r_t) read as vec4<f32> (H % 4 == 0): each
+    vec         proj and r (then f32, transposed: r_t) read as vec4 (H % 4 == 0; computed in f32): each
                 invocation computes four neighbouring hidden units of every gate
     r_local     (vec) the workgroup copies its direction's r into workgroup memory (rw) before
                 the first step and reads it there
@@ -40,15 +41,25 @@ f32(load_r((d * {{ H }}u + k) * {{ GH }}u + {{ G }}u + j))
 f32(load_r((rrow + {{ G }}u + j) * {{ H }}u + k))
 {%- endif %}
 {%- endmacro %}
+{#- the projection (f32, or f16: x itself, an embedding's projected table) as f32: p4(offset) the
+    vec4 at pq + offset (vec), LP the scalar load function -#}
+{% set f16p = k.bindings[0].data_type == "float16" %}
+{% macro p4(off=None) -%}
+{% if k.bindings[0].data_type == "float16" %}vec4<f32>({% endif %}proj4[pq{% if off is not none %} + {{ off }}u{% endif %}]{% if k.bindings[0].data_type == "float16" %}){% endif %}
+{%- endmacro %}
+{% set LP = "proj_f32" if f16p else "load_proj" %}
 {% if vec %}
 {% for e in k.enables %}
 {{ e }}
 {% endfor %}
-@group(0) @binding(0) var<storage, read> proj4: array<vec4<f32>>;
+@group(0) @binding(0) var<storage, read> proj4: array<vec4<{{ k.bindings[0].storage }}>>;
 @group(0) @binding(1) var<storage, read> r4: array<vec4<f32>>;
 {{ io.decl(k.bindings[2:], int64, 2) }}
 {% else %}
 {{ io.prelude(k, int64) }}
+{% if f16p %}
+fn proj_f32(i: u32) -> f32 { return f32(load_proj(i)); }
+{% endif %}
 {% endif %}
 {{ actlib.defs("f32", ["sigmoid", "tanh"]) }}
 {% if vec %}
@@ -128,8 +139,8 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         az = az + hk * {{ RW }}[rq + {{ ZQ }}u{{ RB }}];
         ar = ar + hk * {{ RW }}[rq + {{ RQ }}u{{ RB }}];
       }
-      let z = {{ acts[0] }}4(proj4[pq + {{ ZQ }}u] + az);
-      let rh = {{ acts[0] }}4(proj4[pq + {{ RQ }}u] + ar) * vec4<f32>(hs[cur + j], hs[cur + j + 1u], hs[cur + j + 2u], hs[cur + j + 3u]);
+      let z = {{ acts[0] }}4({{ p4(ZQ) }} + az);
+      let rh = {{ acts[0] }}4({{ p4(RQ) }} + ar) * vec4<f32>(hs[cur + j], hs[cur + j + 1u], hs[cur + j + 2u], hs[cur + j + 3u]);
       zs[j] = z.x;
       zs[j + 1u] = z.y;
       zs[j + 2u] = z.z;
@@ -149,8 +160,8 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         az = az + hk * {{ rload(ZO) }};
         ar = ar + hk * {{ rload(RO) }};
       }
-      zs[j] = {{ rnn.act(acts[0], "load_proj(prow + " ~ ZO ~ "u + j) + az") }};
-      rhs[j] = {{ rnn.act(acts[0], "load_proj(prow + " ~ RO ~ "u + j) + ar") }} * hs[cur + j];
+      zs[j] = {{ rnn.act(acts[0], LP ~ "(prow + " ~ ZO ~ "u + j) + az") }};
+      rhs[j] = {{ rnn.act(acts[0], LP ~ "(prow + " ~ RO ~ "u + j) + ar") }} * hs[cur + j];
     }
 {% endif %}
 {% if gru0 %}
@@ -162,10 +173,10 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
       let pq = prow / 4u + q;
 {% if cell == "lstm" %}
 {% set IQ, OQ, FQ, GQq = gate.i * HQ, gate.o * HQ, gate.f * HQ, gate.g * HQ %}
-      var ai = proj4[pq + {{ IQ }}u];
-      var ao = proj4[pq + {{ OQ }}u];
-      var af = proj4[pq + {{ FQ }}u];
-      var ag = proj4[pq + {{ GQq }}u];
+      var ai = {{ p4(IQ) }};
+      var ao = {{ p4(OQ) }};
+      var af = {{ p4(FQ) }};
+      var ag = {{ p4(GQq) }};
       for (var k = 0u; k < {{ H }}u; k = k + 1u) {
         let hk = hs[cur + k];
         let rq = (d * {{ H }}u + k) * {{ GQ }}u + q;
@@ -194,7 +205,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         an = an + rhs[k] * {{ RW }}[(d * {{ H }}u + k) * {{ GQ }}u + q + {{ NQ }}u{{ RB }}];
       }
       let z = vec4<f32>(zs[j], zs[j + 1u], zs[j + 2u], zs[j + 3u]);
-      let n = {{ acts[1] }}4(proj4[pq + {{ NQ }}u] + an);
+      let n = {{ acts[1] }}4({{ p4(NQ) }} + an);
       let h = vec4<f32>(hs[cur + j], hs[cur + j + 1u], hs[cur + j + 2u], hs[cur + j + 3u]);
       let hn = z * h + n * (1.0 - z);
 {% elif cell == "gru" %}
@@ -209,16 +220,16 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         ar = ar + hk * {{ RW }}[rq + {{ RQ }}u{{ RB }}];
         an = an + hk * {{ RW }}[rq + {{ NQ }}u{{ RB }}];
       }
-      let z = {{ acts[0] }}4(proj4[pq + {{ ZQ }}u] + az);
-      let r = {{ acts[0] }}4(proj4[pq + {{ RQ }}u] + ar);
+      let z = {{ acts[0] }}4({{ p4(ZQ) }} + az);
+      let r = {{ acts[0] }}4({{ p4(RQ) }} + ar);
 {% if has_rbias %}
       an = an + {{ load4("rbias", "rrow + " ~ gate.n * H ~ "u + j") }};
 {% endif %}
-      let n = {{ acts[1] }}4(proj4[pq + {{ NQ }}u] + r * an);
+      let n = {{ acts[1] }}4({{ p4(NQ) }} + r * an);
       let h = vec4<f32>(hs[cur + j], hs[cur + j + 1u], hs[cur + j + 2u], hs[cur + j + 3u]);
       let hn = z * h + n * (1.0 - z);
 {% else %}
-      var an = proj4[pq];
+      var an = {{ p4() }};
       for (var k = 0u; k < {{ H }}u; k = k + 1u) {
         an = an + hs[cur + k] * {{ RW }}[(d * {{ H }}u + k) * {{ GQ }}u + q{{ RB }}];
       }
@@ -251,10 +262,10 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         sf = sf + hk * {{ rload(FO) }};
         sg = sg + hk * {{ rload(GO) }};
       }
-      var ai = load_proj(prow + {{ IO }}u + j) + si;
-      var ao = load_proj(prow + {{ OO }}u + j) + so;
-      var af = load_proj(prow + {{ FO }}u + j) + sf;
-      let ag = load_proj(prow + {{ GO }}u + j) + sg;
+      var ai = {{ LP }}(prow + {{ IO }}u + j) + si;
+      var ao = {{ LP }}(prow + {{ OO }}u + j) + so;
+      var af = {{ LP }}(prow + {{ FO }}u + j) + sf;
+      let ag = {{ LP }}(prow + {{ GO }}u + j) + sg;
       let c = cs[j];
 {{ rnn.lstm_gates(acts, has_peep, H) }}
       cs[j] = ct;
@@ -266,7 +277,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         an = an + rhs[k] * {{ rload(NO) }};
       }
       let z = zs[j];
-      let n = {{ rnn.act(acts[1], "load_proj(prow + " ~ NO ~ "u + j) + an") }};
+      let n = {{ rnn.act(acts[1], LP ~ "(prow + " ~ NO ~ "u + j) + an") }};
       let hn = z * hs[cur + j] + n * (1.0 - z);
 {% elif cell == "gru" %}
 {% set ZO, RO, NO = gate.z * H, gate.r * H, gate.n * H %}
@@ -279,19 +290,19 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         ar = ar + hk * {{ rload(RO) }};
         an = an + hk * {{ rload(NO) }};
       }
-      let z = {{ rnn.act(acts[0], "load_proj(prow + " ~ ZO ~ "u + j) + az") }};
-      let r = {{ rnn.act(acts[0], "load_proj(prow + " ~ RO ~ "u + j) + ar") }};
+      let z = {{ rnn.act(acts[0], LP ~ "(prow + " ~ ZO ~ "u + j) + az") }};
+      let r = {{ rnn.act(acts[0], LP ~ "(prow + " ~ RO ~ "u + j) + ar") }};
 {% if has_rbias %}
       an = an + f32(load_rbias(rrow + {{ NO }}u + j));
 {% endif %}
-      let n = {{ rnn.act(acts[1], "load_proj(prow + " ~ NO ~ "u + j) + r * an") }};
+      let n = {{ rnn.act(acts[1], LP ~ "(prow + " ~ NO ~ "u + j) + r * an") }};
       let hn = z * hs[cur + j] + n * (1.0 - z);
 {% else %}
       var an = 0.0;
       for (var k = 0u; k < {{ H }}u; k = k + 1u) {
         an = an + hs[cur + k] * {{ rload(0) }};
       }
-      let hn = {{ rnn.act(acts[0], "load_proj(prow + j) + an") }};
+      let hn = {{ rnn.act(acts[0], LP ~ "(prow + j) + an") }};
 {% endif %}
       hs[nxt + j] = hn;
 {% if has_seq %}

@@ -137,7 +137,7 @@ def tensor_list_loop():
 def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool = False, buffer: bool = True,
                    reverse: bool = False, weights: str = "float32", embedded: bool = False,
                    relu_cell: bool = False, masked: str = "", bidirectional: bool = False,
-                   batch: int = 2, split_gates: bool = False) -> tuple[bytes, list[np.ndarray]]:
+                   batch: int = 2, split_gates: bool = False, table_max: float = 0.0) -> tuple[bytes, list[np.ndarray]]:
     """A Keras 3 LSTM or GRU layer as TensorFlow's converter writes it: a time-major
     sequence, a WHILE with two counters, a body of fully connected layers, a gate split
     and the activations, and a buffer written per step (LSTM: the whole sequence through
@@ -174,6 +174,7 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
     along the features, and each direction's final state, are the outputs.
     ``split_gates`` (LSTM): each gate has its own products, the step's input (with the gate's
     bias) and the state's (Keras' layers with ``recurrent_dropout``), added per gate.
+    ``table_max`` (with ``embedded``): the embedding table scaled to that largest magnitude.
     """
     reset_after = cell != "gru0"
     cell = "gru" if cell == "gru0" else cell
@@ -185,7 +186,10 @@ def recurrent_loop(cell: str, *, near_miss: bool = False, cond_reads_state: bool
         batch = 3
     if embedded:
         ids = m.input([batch, steps], np.int32)
-        x = m.op("GATHER", [m.const(_f32(rng, 9, features)), ids], [batch, steps, features], options=dict(axis=0))
+        table = _f32(rng, 9, features)
+        if table_max:
+            table *= np.float32(table_max / np.abs(table).max())
+        x = m.op("GATHER", [m.const(table), ids], [batch, steps, features], options=dict(axis=0))
         if masked:
             nz = m.op("NOT_EQUAL", [ids, m.const(np.int32(0))], [batch, steps], out_dtype=np.bool_)
             nz = m.op("RESHAPE", [nz, m.const(np.int32([batch, steps, 1]))], [batch, steps, 1], out_dtype=np.bool_)

@@ -128,6 +128,64 @@ def test_recurrent_loops_become_one_operator_only_when_they_are_one(case, mapped
         assert model.graph.kernel_count == 3  # the input's transpose, the projection, the sequence
 
 
+#: float16 tolerance relative to max(1, the output's largest magnitude), against LiteRT's float32.
+TOL16 = 3e-2
+
+
+@pytest.mark.parametrize("cell, kw", [
+    ("lstm", {}), ("gru", {}), ("gru0", {}), ("tanh", {}), ("lstm", dict(reverse=True)),
+    ("lstm", dict(masked="prev")), ("lstm", dict(masked="prev", reverse=True)), ("lstm", dict(masked="zero")),
+    ("gru", dict(masked="prev")), ("tanh", dict(masked="zero")), ("gru", dict(bidirectional=True)),
+    ("lstm", dict(bidirectional=True, batch=1)), ("tanh", dict(bidirectional=True, batch=1))])
+def test_float16_embedded_recurrent_layers_take_the_float32_kernels(cell, kw, ctx):
+    """A recurrent layer reading an Embedding (one direction or both reading the one table,
+    masked or not) loads in float16 to the kernels float32 gets (the projected table's gather,
+    no projection kernel: the sequence kernel reads the gathered rows) and agrees with
+    LiteRT's float32 within the float16 tolerance."""
+    from keras_patterns import recurrent_loop
+
+    data, inputs = recurrent_loop(cell, embedded=True, **kw)
+    refs = run_litert(data, inputs)
+    kernels = {}
+    for dt in ("float32", "float16"):
+        model = webnn.load(data, ctx, dtype=dt)
+        kernels[dt] = [s.template for s in model.graph._steps if hasattr(s, "template")]
+        got = model.compute({n: x for n, x in zip(model.input_names, inputs)})
+        for name, ref in zip(model.output_names, refs):
+            err = float(np.abs(got[name].astype(np.float64) - ref).max())
+            assert err <= (TOL if dt == "float32" else TOL16) * max(1.0, float(np.abs(ref).max())), (dt, name, err)
+    assert kernels["float16"] == kernels["float32"]
+    assert "recurrent/project.wgsl" not in kernels["float16"]
+
+
+@pytest.mark.parametrize("why", ["budget", "range", "forced"])
+@pytest.mark.parametrize("masked", ["", "prev"])
+def test_float16_embedded_table_that_is_not_taken(why, masked, ctx, monkeypatch):
+    """Near misses: a projected table beyond the size budget (``PROJECTED_TABLE_MAX`` and four
+    times the table), or (float16 alone) with a value beyond float16's range (a table of
+    magnitude 6e4: its own values fit), or float16 with ``WEBNN_GPU_FORCE_FLOAT16_PROJECTION=f32``:
+    the operator projects the gathered embedding itself, and the results agree with LiteRT's
+    float32 all the same."""
+    from keras_patterns import recurrent_loop
+    from webnn_gpu.tflite import loops
+
+    if why == "budget":
+        monkeypatch.setattr(loops, "PROJECTED_TABLE_MAX", 0)  # 9 x 16 projected values > 4 x 9 x 3
+    if why == "forced":
+        monkeypatch.setenv("WEBNN_GPU_FORCE_FLOAT16_PROJECTION", "f32")
+    data, inputs = recurrent_loop("lstm", embedded=True, masked=masked, table_max=6e4 if why == "range" else 0.0)
+    refs = run_litert(data, inputs)
+    for dt in ("float32", "float16"):
+        model = webnn.load(data, ctx, dtype=dt)
+        kernels = [s.template for s in model.graph._steps if hasattr(s, "template")]
+        taken = not [t for t in kernels if t == "recurrent/project.wgsl" or t.startswith("matmul/")]  # no projection
+        got = model.compute({n: x for n, x in zip(model.input_names, inputs)})
+        for name, ref in zip(model.output_names, refs):
+            err = float(np.abs(got[name].astype(np.float64) - ref).max())
+            assert err <= (TOL if dt == "float32" else TOL16) * max(1.0, float(np.abs(ref).max())), (dt, name, err)
+        assert taken == (why in ("range", "forced") and dt == "float32"), (dt, kernels)
+
+
 @pytest.mark.parametrize("case", ["layer_norm_keras3", "layer_norm_keras3_no_beta"])
 def test_keras3_layer_norm_is_one_kernel(case, ctx):
     """fuse_layer_norm takes the converter's negated-mean form (one layer_norm kernel)."""

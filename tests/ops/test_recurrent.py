@@ -780,3 +780,88 @@ def test_identity_input_weight_reads_x_as_the_projection(ctx, rng, op, bias_valu
     out = ctx.compute(graph, {"x": x})
     _check(out["h"], want[0], "float32", "hidden")
     _check(out["s"], want[1], "float32", "sequence")
+
+
+@pytest.mark.parametrize("op, direction, hidden, bias_value", [
+    ("lstm", "forward", 4, 0.0), ("lstm", "both", 3, 0.0), ("gru", "backward", 4, 0.0), ("gru", "both", 5, 0.0),
+    ("gru0", "forward", 4, 0.0), ("gru0", "forward", 3, 0.0), ("rnn", "both", 4, 0.0), ("rnn", "forward", 5, 0.0),
+    ("lstm", "forward", 4, 0.5), ("gru", "forward", 3, 0.5)])
+def test_float16_identity_input_weight_reads_x_as_the_projection(ctx, rng, op, direction, hidden, bias_value):
+    """float16: x itself is the projection the sequence kernel reads (f16 storage, f32
+    arithmetic), as vec4 (hidden_size % 4 == 0) or scalars, for every cell form (LSTM, GRU,
+    GRU with reset_after=False, a GRU that is a plain RNN) and both directions; a non-zero
+    input bias (a near miss) keeps the project kernel. Against the float64 equations on the
+    same float16 values."""
+    dt = "float16"
+    steps, batch = 5, 2
+    nd = 2 if direction == "both" else 1
+    g = 4 if op == "lstm" else 3
+    gh = hidden if op == "rnn" else g * hidden
+    x = _rand(rng, (steps, batch, nd * gh), dt, 1.0)
+    eye = np.eye(nd * gh).reshape(nd * gh, nd, gh).transpose(1, 2, 0)  # direction d reads its block of x
+    if op == "rnn":  # zero update and reset rows around the block of the new gate
+        w = np.zeros((nd, 3 * hidden, nd * gh))
+        w[:, 2 * hidden:] = eye
+        r = np.zeros((nd, 3 * hidden, hidden))
+        r[:, 2 * hidden:] = _rand(rng, (nd, hidden, hidden), dt)
+        bias = np.zeros((nd, 3 * hidden))
+        bias[:, hidden:2 * hidden] = 1.0
+    else:
+        w, r = eye, _rand(rng, (nd, g * hidden, hidden), dt)
+        bias = np.zeros((nd, g * hidden))
+    bias[:, :hidden] += bias_value
+    rbias = np.zeros((nd, 3 * hidden))
+    if op == "gru":
+        rbias[:, 2 * hidden:] = _rand(rng, (nd, hidden), dt)
+    w, r, bias, rbias = (a.astype(np.float16) for a in (w, r, bias, rbias))
+    b = webnn.MLGraphBuilder(ctx)
+    xo = b.input("x", {"data_type": dt, "shape": list(x.shape)})
+    if op == "lstm":
+        h, _, s = b.lstm(xo, b.constant(w), b.constant(r), steps, hidden, bias=b.constant(bias),
+                         return_sequence=True, direction=direction, layout="ifgo")
+        want = ref_lstm(x, w, r, steps, hidden, bias, direction=direction, layout="ifgo")
+        want = (want[0], want[2])
+    else:
+        acts = ("relu", "tanh") if op == "rnn" else ("sigmoid", "tanh")
+        h, s = b.gru(xo, b.constant(w), b.constant(r), steps, hidden, bias=b.constant(bias),
+                     recurrent_bias=b.constant(rbias), return_sequence=True, direction=direction,
+                     reset_after=op != "gru0", activations=list(acts))
+        want = ref_gru(x, w, r, steps, hidden, bias, rbias, reset_after=op != "gru0", direction=direction, acts=acts)
+    graph = b.build({"h": h, "s": s})
+    templates = [st.template for st in graph._steps if hasattr(st, "template")]
+    if bias_value:
+        assert templates == ["recurrent/project.wgsl", "recurrent/sequence.wgsl"]
+    else:
+        assert templates == ["recurrent/sequence.wgsl"]
+        wgsl = graph._steps[-1].wgsl
+        assert ("proj4: array<vec4<f16>>" in wgsl) == (hidden % 4 == 0)
+        assert ("fn proj_f32" in wgsl) == (hidden % 4 != 0)
+    out = ctx.compute(graph, {"x": x})
+    _check(out["h"], want[0], dt, "hidden")
+    _check(out["s"], want[1], dt, "sequence")
+
+
+def test_float16_identity_projection_in_chunks_of_steps(ctx, rng):
+    """A long float16 sequence whose x is the projection runs in chunks of steps (the loop
+    limit), each launch binding its rows of x at their float16 byte offsets."""
+    from webnn_gpu.ops.recurrent import SEQUENCE_LOOP_BUDGET, sequence_loop_iterations
+
+    steps, batch, hidden = 1700, 1, 36
+    gh = 4 * hidden
+    assert sequence_loop_iterations(steps, hidden, gh, True, False) > SEQUENCE_LOOP_BUDGET
+    inputs = {"x": _rand(rng, (steps, batch, gh), "float16", 1.0),
+              "h0": _rand(rng, (1, batch, hidden), "float16")}
+    eye, r = np.eye(gh, dtype=np.float16)[None], _rand(rng, (1, gh, hidden), "float16", 0.2)
+
+    def build(b, o):
+        h, c, seq = b.lstm(o["x"], b.constant(eye), b.constant(r), steps, hidden, initial_hidden_state=o["h0"],
+                           return_sequence=True, layout="ifgo")
+        return {"h": h, "c": c, "seq": seq}
+
+    launches = kernel_templates(ctx, build, inputs)
+    assert launches.count("recurrent/sequence.wgsl") > 1 and "recurrent/project.wgsl" not in launches
+    out = run_graph(ctx, build, inputs, tensor_path=False)
+    h, c, seq = ref_lstm(inputs["x"], eye, r, steps, hidden, h0=inputs["h0"], layout="ifgo")
+    _check(out["h"], h, "float16", "hidden")
+    _check(out["c"], c, "float16", "cell")
+    _check(out["seq"], seq, "float16", "sequence")

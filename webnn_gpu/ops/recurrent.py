@@ -636,21 +636,28 @@ def _project_gemm(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None,
     return proj
 
 
-def _identity_projection(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None, fold_limit: int,
-                         common: dict) -> Value | None:
-    """``x`` itself (a view ``[T * B, D * GH]``) as the input projection of every step where it
-    is one: float32, a constant identity weight (``[D, GH, D * GH]``: direction d takes its
-    block of x) and the biases the projection takes all zero (what the TFLite loader makes of
-    a layer reading an embedding: the table projected at load time). Else None."""
-    steps, batch, nd, gh, isz = common["T"], common["B"], common["D"], common["GH"], common["I"]
-    if nd * gh != isz or vx.data_type != "float32" or vw.kind != "constant" or vw.data is None:
-        return None
+def _projects_identity(vw: Value, vb: Value | None, vrb: Value | None, fold_limit: int, common: dict) -> bool:
+    """Whether ``x`` itself is the input projection of every step: a constant identity weight
+    (``[D, GH, D * GH]``: direction d takes its block of x) and the biases the projection takes
+    all zero (what the TFLite loader makes of a layer reading an embedding: the table projected
+    at load time). The sequence kernel then reads x (float32 or float16) as its projection
+    (:func:`_identity_projection`); ``WEBNN_GPU_FORCE_FLOAT16_PROJECTION=f32`` keeps float16's
+    projection kernel."""
+    nd, gh, isz = common["D"], common["GH"], common["I"]
+    if nd * gh != isz or vw.kind != "constant" or vw.data is None:
+        return False
+    if vw.data_type == "float16" and _env.force_choice("float16_projection", ("f32",)):
+        return False  # the project kernel's f32 projection (the form before float16 x was read as it)
     if not np.array_equal(_host(vw).reshape(nd * gh, isz), np.eye(isz, dtype=_host(vw).dtype)):
-        return None
-    for v, rows in ((vb, gh), (vrb, fold_limit)):
-        if v is not None and (v.kind != "constant" or v.data is None or _host(v).reshape(nd, gh)[:, :rows].any()):
-            return None
-    rows_view = Value("float32", (steps * batch, nd * gh), "op")
+        return False
+    return not any(v is not None and (v.kind != "constant" or v.data is None or _host(v).reshape(nd, gh)[:, :rows].any())
+                   for v, rows in ((vb, gh), (vrb, fold_limit)))
+
+
+def _identity_projection(lc, vx: Value, common: dict) -> Value:
+    """``x`` as the input projection where :func:`_projects_identity`: a view ``[T * B, D * GH]``
+    of it in its own data type."""
+    rows_view = Value(vx.data_type, (common["T"] * common["B"], common["D"] * common["GH"]), "op")
     lc.alias(rows_view, vx)
     return rows_view
 
@@ -704,13 +711,13 @@ def sequence_loop_iterations(steps: int, hidden: int, gh: int, vec: bool, gru0: 
 
 
 def _sequence_chunk(lc, steps: int, batch: int, hidden: int, gh: int, vec: bool, gru0: bool,
-                    seq_itemsize: int) -> int | None:
+                    seq_itemsize: int, proj_itemsize: int = 4) -> int | None:
     """The most steps one ``sequence`` launch of a one-direction layer may take within
     :data:`SEQUENCE_LOOP_BUDGET`, a multiple of the steps whose projection and sequence rows start at a
     storage-buffer offset the device accepts; None where not even one such chunk fits."""
     align = int(lc.limits.get("min-storage-buffer-offset-alignment", 256))
     unit = 1
-    for row in (batch * gh * 4, batch * hidden * seq_itemsize):  # bytes per step: the f32 projection, the sequence
+    for row in (batch * gh * proj_itemsize, batch * hidden * seq_itemsize):  # bytes per step: the projection, the sequence
         unit = np.lcm(unit, align // np.gcd(align, row))
     lo, hi = 0, steps
     while lo < hi:  # the most steps within the limit (the bound grows with the steps)
@@ -758,11 +765,13 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
         ([("rbias", vrb)] if vrb is not None else [])
     r_t = _transposed(vr)
     vec = r_t is not None and hidden % 4 == 0
+    identity = _projects_identity(vw, vb, vrb, fold_limit, common)
+    proj_itemsize = _dtypes_itemsize(vx) if identity else 4  # x itself, or a new f32 projection
     chunk = None
     if sequence_loop_iterations(common["T"], hidden, gh, vec, cell == "gru" and not reset_after) > \
             SEQUENCE_LOOP_BUDGET:
         chunk = _sequence_chunk(lc, common["T"], batch, hidden, gh, vec, cell == "gru" and not reset_after,
-                                _dtypes_itemsize(seq)) if nd == 1 else None
+                                _dtypes_itemsize(seq), proj_itemsize) if nd == 1 else None
         if chunk is None:
             return False
     if r_t is not None and vec and r_t.data_type != "float32":
@@ -775,7 +784,7 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
         ([("seq", seq)] if seq is not None else [])
     if len(seq_ins) + len(outs) > int(lc.limits.get("max-storage-buffers-per-shader-stage", 8)):
         return False
-    proj = _identity_projection(lc, vx, vw, vb, vrb, fold_limit, common)
+    proj = _identity_projection(lc, vx, common) if identity else None
     if proj is None:
         proj = _project_gemm(lc, vx, vw, vb, vrb, fold_limit, common)
     if proj is None:
@@ -816,7 +825,8 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
         ins_c += [(n, v) for n, v in (("h0", h_prev), ("c0", c_prev)) if v is not None]
         outs_c = [("out_h", out_h)] + ([("out_c", out_c)] if is_lstm else []) + \
             ([("seq", seq)] if seq is not None else [])
-        ranges = [(t0 * batch * gh * 4, tc * batch * gh * 4) if n == "proj" else None for n, _ in ins_c] + \
+        ranges = [(t0 * batch * gh * proj_itemsize, tc * batch * gh * proj_itemsize) if n == "proj" else None
+                  for n, _ in ins_c] + \
             [(t0 * batch * hidden * _dtypes_itemsize(seq), tc * batch * hidden * _dtypes_itemsize(seq))
              if n == "seq" else None for n, _ in outs_c]
         lc.kernel("recurrent/sequence.wgsl", ins_c, outs_c, batch * hidden, groups=(batch, 1, 1), ranges=ranges,

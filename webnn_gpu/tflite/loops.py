@@ -969,17 +969,17 @@ def _embedded_projection(cv: Converter, tensor: int, w: np.ndarray, bias: np.nda
     """A loop's time-major sequence ``tensor`` [T, B, E] that is the GATHER of a constant
     table [V, E] by ids [B, T] (Keras' ``Embedding``), brought time-major by a RESHAPE (B = 1)
     or a TRANSPOSE: the projection ``x W' + bias`` of every step as the gather of the
-    projected table ``table W' + bias`` [V, G] by the same ids, time-major alike. None
-    where the sequence is something else, the graph is not float32 (the operator's
-    projection stays in f32 there), or the projected table would be larger than four times
-    the table and :data:`PROJECTED_TABLE_MAX`."""
+    projected table ``table W' + bias`` [V, G] by the same ids, time-major alike (computed
+    in float64, stored in the graph's float type). None where the sequence is something
+    else, the projected table would be larger than four times the table and
+    :data:`PROJECTED_TABLE_MAX`, or (float16) a value of it is beyond float16's range."""
     found = _embedded_table(cv, tensor, w, bias)
     if found is None:
         return None
     projected, ids, ids_shape = found
     b = cv.builder
-    rows = b.gather(b.constant({"data_type": "float32", "shape": list(projected.shape)},
-                               np.ascontiguousarray(projected, np.float32)), ids, axis=0, label=label + "/projected")
+    rows = b.gather(b.constant({"data_type": cv.float_type, "shape": list(projected.shape)},
+                               np.ascontiguousarray(projected, cv._np_float)), ids, axis=0, label=label + "/projected")
     if ids_shape[0] == 1:
         return b.reshape(rows, [ids_shape[1], 1, projected.shape[1]], label=label + "/steps")
     return b.transpose(rows, permutation=[1, 0, 2], label=label + "/steps")
@@ -989,11 +989,15 @@ def _embedded_table(cv: Converter, tensor: int, w: np.ndarray,
                     bias: np.ndarray) -> tuple[np.ndarray, Any, tuple[int, int]] | None:
     """For :func:`_embedded_projection`: the projected table ``table W' + bias`` (float64),
     the ids operand (batch-major ``[B, T]``; negative ones as the model gives them, for a
-    gather that wraps them) and its shape; or None."""
+    gather that wraps them) and its shape; or None (also where the graph's float type cannot
+    hold every value of the table: a value beyond float16's largest, 65504: the
+    operator's own projection, in f32, takes that table; and in float16 graphs with
+    ``WEBNN_GPU_FORCE_FLOAT16_PROJECTION=f32``)."""
+    from .. import _env
     from .ops import _fb, _wrapped_indices
 
-    if cv.float_type != "float32":
-        return None
+    if cv.float_type == "float16" and _env.force_choice("float16_projection", ("f32",)):
+        return None  # WEBNN_GPU_FORCE_FLOAT16_PROJECTION=f32: the operator's own projection, in f32
     move = cv.producer(tensor)
     if move is None or move.name not in ("RESHAPE", "TRANSPOSE"):
         return None
@@ -1018,7 +1022,8 @@ def _embedded_table(cv: Converter, tensor: int, w: np.ndarray,
     elif ids_shape[0] != 1:
         return None
     projected = table.astype(np.float64) @ w.T + bias
-    if projected.size > max(4 * table.size, PROJECTED_TABLE_MAX):
+    if projected.size > max(4 * table.size, PROJECTED_TABLE_MAX) or \
+            (cv.float_type == "float16" and not (np.abs(projected) <= np.finfo(np.float16).max).all()):
         return None
     ids = _wrapped_indices(cv, gather, table.shape[0])
     return projected, cv.operand(gather, 1) if ids is None else cv._operands[ids], (ids_shape[0], ids_shape[1])
