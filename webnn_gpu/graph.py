@@ -413,11 +413,15 @@ class MLGraph:
 
     def _binding_range(self, step: KernelStep, i: int) -> tuple[int, int]:
         """(offset, bytes) of ``step``'s binding ``i`` in its buffer (a value stored in a
-        block of another's, :meth:`~webnn_gpu._lower.LowerContext.place`, from its offset)."""
+        block of another's, :meth:`~webnn_gpu._lower.LowerContext.place`, from its offset). A
+        range's size is rounded up to 4 bytes, as WebGPU wants a storage binding's (a float16
+        range of an odd count: a recurrent kernel's last chunk of steps): its end stays inside
+        the value's buffer, which :func:`~webnn_gpu._dtypes.buffer_size` pads to 4, or inside
+        the next range's aligned offset, and the kernel indexes only its own elements."""
         v = step.values[i]
         base = self._offset_of(v)
         if step.ranges and step.ranges[i]:
-            return base + step.ranges[i][0], step.ranges[i][1]
+            return base + step.ranges[i][0], -(-step.ranges[i][1] // 4) * 4
         return base, _dtypes.buffer_size(v.data_type, v.shape)
 
     def _binding_sizes(self, step: KernelStep) -> list[int]:

@@ -865,3 +865,27 @@ def test_float16_identity_projection_in_chunks_of_steps(ctx, rng):
     _check(out["h"], h, "float16", "hidden")
     _check(out["c"], c, "float16", "cell")
     _check(out["seq"], seq, "float16", "sequence")
+
+
+@pytest.mark.parametrize("sequence", [False, True], ids=["no sequence", "sequence"])
+def test_float16_chunks_of_an_odd_count_bind_whole_words(ctx, rng, sequence):
+    """A float16 GRU of hidden size 3 (the scalar form) whose x is the projection, in chunks of
+    steps with an odd count of values in the last one: its ranges of x (and of the sequence
+    output) are an odd number of float16 values, bound rounded up to 4 bytes (WebGPU's rule
+    for a storage binding; the kernel indexes only its own values)."""
+    steps, batch, hidden = 7813, 1, 3
+    gh = 3 * hidden
+    inputs = {"x": _rand(rng, (steps, batch, gh), "float16", 1.0)}
+    eye, r = np.eye(gh, dtype=np.float16)[None], _rand(rng, (1, gh, hidden), "float16", 0.3)
+
+    def build(b, o):
+        outs = b.gru(o["x"], b.constant(eye), b.constant(r), steps, hidden, return_sequence=sequence)
+        return {"h": outs[0], **({"seq": outs[1]} if sequence else {})}
+
+    launches = kernel_templates(ctx, build, inputs)
+    assert launches.count("recurrent/sequence.wgsl") > 1 and "recurrent/project.wgsl" not in launches
+    out = run_graph(ctx, build, inputs, tensor_path=False)
+    want = ref_gru(inputs["x"], eye, r, steps, hidden)
+    _check(out["h"], want[0], "float16", "hidden")
+    if sequence:
+        _check(out["seq"], want[1], "float16", "sequence")
