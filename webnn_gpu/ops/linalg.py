@@ -2076,6 +2076,8 @@ def lower_mlp(node, lc) -> None:
                      w1_uniform=B_UNIFORM_FLOATS // 4 if ws[0][1] else 0,
                      w2_uniform=B_UNIFORM_FLOATS // 4 if ws[1][1] else 0,
                      ep1=ep1, ep2=ep2, fns=_epilogue.merged_functions(ep1, ep2), keep=a.keep,
+                     rows_out1=TM > 1 and H == 4 * TN1 and rows_written_out(TM, TN1, ep1, True, False, None),
+                     rows_out2=TM > 1 and N == 4 * TN2 and rows_written_out(TM, TN2, ep2, True, False, None),
                      x64=tile_words(lc, out.data_type))
     step.flops = 2 * M * H * (K + N)
     step.note = f"{M}x{K}->{H}->{N} {TM}x{4 * TN1}/{4 * TN2}" + (" keep" if a.keep else "")
