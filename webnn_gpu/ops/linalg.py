@@ -135,10 +135,12 @@ TILE_EP_LOOP_MIN_K = 16
 #: small tile's row loop cost 13-16 rounds to end as the written-out rows (docs/performance.md,
 #: "Warm builds"). :func:`rows_written_out` says which tiles write their rows out instead; the
 #: two limits are in units of a vec4 store with the vector epilogue helper (one with four calls
-#: of the per-value epilogue counts 2), fitted on the zoo's 87 looped tile pipelines: every one
-#: of at most 36 units (static shapes) or 16 (``dyn``) was unrolled by NIR, every one above them
-#: kept its loop. ``WEBNN_GPU_FORCE_TILE_ROWS_OUT=off`` (read when a layer is lowered) keeps the
-#: loop for every tile.
+#: of the per-value epilogue counts 2), fitted on the zoo's 87 looped tile pipelines (each made
+#: with its loop and written out): those NIR unrolled measured 8-36 units with static shapes
+#: and 16 with ``dyn`` (sibling splits aside, which the rule leaves out), those it kept 48 and
+#: more, and 24 and more. The mlp kernel applies the same limits to a product of one column
+#: tile (measured: pose_landmark_full's 4 x 8 tile). ``WEBNN_GPU_FORCE_TILE_ROWS_OUT=off`` (read
+#: when a layer is lowered) keeps the loops.
 TILE_ROWS_OUT_UNITS = 36
 TILE_ROWS_OUT_UNITS_DYN = 16
 #: Constant B matrices of float32 up to this many values are read from a uniform buffer
