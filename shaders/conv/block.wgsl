@@ -249,14 +249,12 @@ var<workgroup> wsum: array<vec4<f32>, {{ k.workgroup * O4 }}>;
 {% for r, uses in rows %}
   {
 {{ load_row("x", "ih0 + " ~ r, "let ") }}
+{#- one statement per accumulator and filter row: its KW x C products added in the order of
+   separate statements (kw, then c), so the same arithmetic in a third of naga's statements -#}
 {% for t, kh in uses %}
-{% for kw in range(KW) %}
 {% for p in range(TW) %}
-{% for c in range(C) %}
 {% for j in range(O4) %}
-    a{{ t }}_{{ p }}_{{ j }} = a{{ t }}_{{ p }}_{{ j }} + x{{ p * sw + kw * dw }}_{{ c }} * w{{ kh }}_{{ kw }}_{{ c }}_{{ j }};
-{% endfor %}
-{% endfor %}
+    a{{ t }}_{{ p }}_{{ j }} = a{{ t }}_{{ p }}_{{ j }}{% for kw in range(KW) %}{% for c in range(C) %} + x{{ p * sw + kw * dw }}_{{ c }} * w{{ kh }}_{{ kw }}_{{ c }}_{{ j }}{% endfor %}{% endfor %};
 {% endfor %}
 {% endfor %}
 {% endfor %}

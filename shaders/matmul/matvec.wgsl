@@ -19,7 +19,8 @@
                  lane sums its vec4 of k over the rows in float32, in row order, and divides by
                  count; with shared, the workgroup's invocations do so once for all its subgroups
                  into workgroup memory (amean, K4 padded to KT * L vec4s, zero past K4), then a
-                 barrier
+                 barrier; a sum over one row is a block, not a loop of one iteration (lavapipe's NIR
+                 takes optimisation rounds to unroll it)
     win          None, or A's rows are an NHWC conv's output pixels gathered from its input
                  (linalg.matvec_window): C4 vec4s of channels per tap, KW taps a filter row,
                  ky4 / kx4 vec4s between filter rows / columns, H, W, dh, dw the input's size
@@ -96,7 +97,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   // the means once per workgroup: invocation li sums the vec4s li, li + WG, ... over the rows
   for (var i = li; i < {{ KT * L }}u; i = i + {{ k.workgroup }}u) {
     var m = vec4<f32>(0.0);
+{% if mean.rows == 1 %}
+    { let p = 0u;
+{% else %}
     for (var p = 0u; p < {{ mean.rows }}u; p = p + 1u) {
+{% endif %}
       m = m + vec4<f32>(a[p * {{ K4 }}u + min(i, {{ K4 - 1 }}u)]);
     }
     amean[i] = select(vec4<f32>(0.0), m / {{ mean.count }}.0, i < {{ K4 }}u);
@@ -125,7 +130,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let a{{ m }} = amean[s];
 {% elif mean %}
     var a{{ m }} = vec4<f32>(0.0);
+{% if mean.rows == 1 %}
+    { let p = 0u;
+{% else %}
     for (var p = 0u; p < {{ mean.rows }}u; p = p + 1u) {
+{% endif %}
       a{{ m }} = a{{ m }} + vec4<f32>(a[p * {{ K4 }}u + {% if K4 % L %}min(s, {{ K4 - 1 }}u){% else %}s{% endif %}]);
     }
     a{{ m }} = {% if K4 % L %}select(vec4<f32>(0.0), a{{ m }} / {{ mean.count }}.0, s < {{ K4 }}u){% else %}a{{ m }} / {{ mean.count }}.0{% endif %};

@@ -24,6 +24,10 @@
                  stored vec4 through one call of `ep1_v4` / `ep2_v4` (conv/_rows.wgsl's ep_v4: vector
                  operations where the steps allow, ep.code4)
     fns          the activation helpers both call (_epilogue.merged_functions)
+    rows_out1, rows_out2   the product's column tiles are one (H4 == TN1, N4 == TN2: its column loop is
+                 a block) and its rows' epilogue calls are written out instead of the row loop, which
+                 lavapipe's NIR would unroll one iteration per two optimisation rounds
+                 (linalg.rows_written_out)
     keep         also store the hidden rows to `mid` ([M, H]: the first product's output is read
                  elsewhere too)
     ep1.given, ep2.given   the epilogue's operand read at each output's own index (a residual add;
@@ -175,7 +179,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation
   // ---- the first product, column tile by column tile, into hid (and mid)
   {
 {{ offsets(TN1) }}
+{% if H4 == TN1 %}
+  { let n0 = 0u;
+{% else %}
   for (var n0 = 0u; n0 < {{ H4 }}u; n0 = n0 + {{ TN1 }}u) {
+{% endif %}
 {% for i in range(TM) %}
 {% for j in range(TN1) %}
     var c{{ i }}_{{ j }} = vec4<f32>(0.0);
@@ -185,13 +193,23 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation
 {{ kstep("w1", H4, TN1, x_row) }}
     }
 {{ hoist(ep1, TN1, H) }}
+{% if rows_out1 %}
+{% for i in range(TM) %}
+    row1(m0 + {{ i }}u, m0 + {{ i }}u < M_, hb + {{ i * H4 }}u, n0{% for j in range(TN1) %}, c{{ i }}_{{ j }}{% endfor %}{{ ln.qargs(ep1, TN1) }});
+{% endfor %}
+{% else %}
 {% call ln.row_loop(TM, TN1, "    ") %}row1(m0 + ri, m0 + ri < M_, hb + ri * {{ H4 }}u, n0{% for j in range(TN1) %}, c0_{{ j }}{% endfor %}{{ ln.qargs(ep1, TN1) }});{% endcall %}
+{% endif %}
   }
   }
   // ---- the second product from hid, column tile by column tile
   {
 {{ offsets(TN2) }}
+{% if N4 == TN2 %}
+  { let n0 = 0u;
+{% else %}
   for (var n0 = 0u; n0 < {{ N4 }}u; n0 = n0 + {{ TN2 }}u) {
+{% endif %}
 {% for i in range(TM) %}
 {% for j in range(TN2) %}
     var c{{ i }}_{{ j }} = vec4<f32>(0.0);
@@ -201,7 +219,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation
 {{ kstep("w2", N4, TN2, h_row) }}
     }
 {{ hoist(ep2, TN2, N) }}
+{% if rows_out2 %}
+{% for i in range(TM) %}
+    row2(m0 + {{ i }}u, m0 + {{ i }}u < M_, n0{% for j in range(TN2) %}, c{{ i }}_{{ j }}{% endfor %}{{ ln.qargs(ep2, TN2) }});
+{% endfor %}
+{% else %}
 {% call ln.row_loop(TM, TN2, "    ") %}row2(m0 + ri, m0 + ri < M_, n0{% for j in range(TN2) %}, c0_{{ j }}{% endfor %}{{ ln.qargs(ep2, TN2) }});{% endcall %}
+{% endif %}
   }
   }
 }

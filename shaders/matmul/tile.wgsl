@@ -68,7 +68,9 @@
                  of the TM x TN4 unrolled stores: every tile of TM > 1 whose reduction has at
                  least linalg.TILE_EP_LOOP_MIN_K terms, and any epilogue that loads an operand
                  per output (linalg.reads_per_output); the unrolled stores dominated LLVM's
-                 compile time
+                 compile time. Not small tiles (linalg.rows_written_out): lavapipe's NIR unrolls
+                 their loop itself, one iteration per two optimisation rounds, so their rows are
+                 written out in the text
     group_cols   output columns per batch item when the batch is conv groups (else 0)
     x64          A (a_vec), B (b_vec, not b_uniform), the output and the given operand (out_vec)
                  are bound as u64 words, the same bits: 4 float32 values as a vec2<u64>, 4

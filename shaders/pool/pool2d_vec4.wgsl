@@ -20,6 +20,8 @@
                  ("output"), stored at the element's own index in side_out
     side_of      "input" | "output" (with side)
     fns          (T, names) activation helpers of ep and side
+    win_out      the window's WH x WW positions and their count written out instead of loops
+                 (pool.window_written_out: small windows, which lavapipe's NIR unrolls anyway)
     words        float16 data: src, out and side_out as arrays of u64 words of 4 float16 values
                  (one per-lane access component where vec4<f16> takes four; io.words_fns), the
                  window's values pooled and the maps computed in f32, each stored value rounded
@@ -66,7 +68,9 @@ fn comb4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
 }
 {% endif %}
 
+{% if not win_out %}
 {{ pw.inside_fn() }}
+{% endif %}
 
 {{ io.main_header(k) }}
 {{ ix.coords("c", "idx", out_strides) }}
@@ -74,23 +78,8 @@ fn comb4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
   let h0 = i32(c1 * {{ SH }}u) - {{ PT }};
   let w0 = i32(c2 * {{ SW }}u) - {{ PL }};
 {% set in_side = side and side_of == "input" %}
-{% if side and side.chan %}
-  let sq0 = side_q(c3 * 4u);
-  let sq1 = side_q(c3 * 4u + 1u);
-  let sq2 = side_q(c3 * 4u + 2u);
-  let sq3 = side_q(c3 * 4u + 3u);
-{% endif %}
-{% if kind == "max" %}
-  var acc = vec4<f32>(bitcast<f32>(0xff800000u));
-{% else %}
-  var acc = vec4<f32>(0.0);
-{% endif %}
-  for (var kh = 0u; kh < {{ WH }}u; kh = kh + 1u) {
-    let ih = h0 + i32(kh * {{ DH }}u);
-    if (ih < 0 || ih >= {{ H }}) { continue; }
-    for (var kw = 0u; kw < {{ WW }}u; kw = kw + 1u) {
-      let iw = w0 + i32(kw * {{ DW }}u);
-      if (iw < 0 || iw >= {{ W }}) { continue; }
+{# one window position's load (its bounds already tested), side store and pooling step #}
+{% macro tap() %}
       let xi = base + u32(ih) * {{ in_st.h }}u + u32(iw) * {{ in_st.w }}u;
 {% if words %}
       let x = w_up(src[xi]);
@@ -114,9 +103,48 @@ fn comb4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
 {% else %}
       acc = acc + x;
 {% endif %}
+{%- endmacro %}
+{% if side and side.chan %}
+  let sq0 = side_q(c3 * 4u);
+  let sq1 = side_q(c3 * 4u + 1u);
+  let sq2 = side_q(c3 * 4u + 2u);
+  let sq3 = side_q(c3 * 4u + 3u);
+{% endif %}
+{% if kind == "max" %}
+  var acc = vec4<f32>(bitcast<f32>(0xff800000u));
+{% else %}
+  var acc = vec4<f32>(0.0);
+{% endif %}
+{% if win_out %}
+  // the window's positions written out (what lavapipe's NIR made of the loops, round by round)
+{% for kh in range(WH) %}
+  {
+    let ih = h0 + {{ kh * DH }};
+    if (ih >= 0 && ih < {{ H }}) {
+{% for kw in range(WW) %}
+    {
+      let iw = w0 + {{ kw * DW }};
+      if (iw >= 0 && iw < {{ W }}) {
+{{ tap() }}      }
+    }
+{% endfor %}
     }
   }
+{% endfor %}
+{% set rows_in %}{% for kh in range(WH) %}{{ " + " if not loop.first }}select(0u, 1u, h0 + {{ kh * DH }} >= 0 && h0 + {{ kh * DH }} < {{ H }}){% endfor %}{% endset %}
+{% set cols_in %}{% for kw in range(WW) %}{{ " + " if not loop.first }}select(0u, 1u, w0 + {{ kw * DW }} >= 0 && w0 + {{ kw * DW }} < {{ W }}){% endfor %}{% endset %}
+  let count = ({{ rows_in }}) * ({{ cols_in }});
+{% else %}
+  for (var kh = 0u; kh < {{ WH }}u; kh = kh + 1u) {
+    let ih = h0 + i32(kh * {{ DH }}u);
+    if (ih < 0 || ih >= {{ H }}) { continue; }
+    for (var kw = 0u; kw < {{ WW }}u; kw = kw + 1u) {
+      let iw = w0 + i32(kw * {{ DW }}u);
+      if (iw < 0 || iw >= {{ W }}) { continue; }
+{{ tap() }}    }
+  }
   let count = inside(h0, {{ DH }}u, {{ WH }}u, {{ H }}) * inside(w0, {{ DW }}u, {{ WW }}u, {{ W }});
+{% endif %}
 {% if kind == "avg" %}
   let v = select(vec4<f32>(0.0), acc / f32(count), count > 0u);
 {% elif kind == "l2" %}

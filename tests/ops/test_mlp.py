@@ -133,3 +133,36 @@ def test_near_misses_stay_two_launches(ctx, rng):
     h = np.maximum(x.astype(np.float64) @ w1.astype(np.float32), 0)
     np.testing.assert_allclose(got["y"], h @ w, rtol=2e-4, atol=2e-4)
     np.testing.assert_allclose(got["z"], h @ (2 * w), rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("K, H, N", [(144, 32, 192), (48, 96, 48), (64, 32, 32)],
+                         ids=["one-hidden-tile", "two-tiles", "both-one-tile"])
+def test_rows_written_out_where_the_column_tile_is_one(ctx, rng, monkeypatch, K, H, N):
+    """A product whose columns are one tile has its column loop as a block and, where the tile is
+    small (``linalg.rows_written_out``), its rows' epilogue calls written out instead of the row
+    loop: bit for bit the loop's values (``WEBNN_GPU_FORCE_TILE_ROWS_OUT=off``); products of
+    several column tiles keep both loops."""
+    from helpers import kernel_steps
+
+    x = rng.standard_normal((1, 64, K)).astype(np.float32)
+    build, ref = _ffn(rng, K, H, N, np.float32, residual=False, act="relu")
+    got = {}
+    for form in ("off", ""):
+        monkeypatch.setenv("WEBNN_GPU_FORCE_TILE_ROWS_OUT", form)
+        (step,) = kernel_steps(ctx, build, {"x": x})
+        assert step.template == "matmul/mlp.wgsl"
+        TM, TN1, TN2 = (int(v) for v in __import__("re").search(r" (\d+)x(\d+)/(\d+)", step.note).groups())
+        blocks = step.wgsl.count("{ let n0 = 0u;")
+        assert blocks == (H == TN1) + (N == TN2)
+        out1 = "row1(m0 + 1u," in step.wgsl
+        out2 = "row2(m0 + 1u," in step.wgsl
+        if form == "off":
+            assert not out1 and not out2
+        else:
+            assert out1 == (H == TN1 and TM > 1 and TM * TN1 // 4 <= 36), step.note
+            assert out2 == (N == TN2 and TM > 1 and TM * TN2 // 4 <= 36), step.note
+        got[form] = run_graph(ctx, build, {"x": x})["y"]
+    if (K, H, N) == (144, 32, 192):
+        assert out1 and not out2  # the case the rule is for: the first product's rows written out
+    assert np.array_equal(got["off"], got[""])
+    np.testing.assert_allclose(got[""].astype(np.float64), ref(x), **TOL["float32"])

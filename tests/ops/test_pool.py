@@ -213,6 +213,9 @@ def test_pool_validation_errors(ctx):
     ("average_pool2d", dict(window_dimensions=[3, 3], padding=[1, 0, 2, 1], strides=[2, 1])),
     ("l2_pool2d", dict(window_dimensions=[2, 3], dilations=[2, 1], padding=[0, 1, 1, 0])),
     ("max_pool2d", dict(window_dimensions=[3, 3], padding=[3, 0, 0, 0], strides=[1, 2])),
+    ("average_pool2d", dict(window_dimensions=[2, 2], padding=[3, 0, 1, 1], strides=[1, 2])),
+    ("l2_pool2d", dict(window_dimensions=[1, 3], dilations=[1, 2], padding=[0, 0, 2, 2])),
+    ("max_pool2d", dict(window_dimensions=[2, 2], dilations=[2, 2], padding=[1, 1, 1, 1])),
 ])
 def test_nhwc_pools_of_four_channel_groups(ctx, rng, op, opts, dtype, monkeypatch):
     """NHWC pools whose channels are a multiple of 4 run four channels per invocation
@@ -220,8 +223,11 @@ def test_nhwc_pools_of_four_channel_groups(ctx, rng, op, opts, dtype, monkeypatc
     the float64 reference (of the data as given), and the same bits as the one-channel kernel
     (``WEBNN_GPU_FORCE_POOL=scalar``). float16 moves u64 words (``words``), by default only for
     a pool that stores a map (``WEBNN_GPU_FORCE_POOL=words`` here): both kernels pool and apply
-    the epilogue in f32 and round once."""
-    from helpers import kernel_templates
+    the epilogue in f32 and round once. Windows of at most 4 positions are written out
+    (``pool.window_written_out``; rows or columns entirely in the padding included): the same bits
+    as the loops (``WEBNN_GPU_FORCE_POOL_WINDOW=loop``)."""
+    from helpers import kernel_steps, kernel_templates
+    from webnn_gpu.ops import pool
 
     f16 = dtype == "float16"
     x = rng.standard_normal((2, 7, 6, 12 if f16 else 8)).astype(dtype)
@@ -241,7 +247,16 @@ def test_nhwc_pools_of_four_channel_groups(ctx, rng, op, opts, dtype, monkeypatc
     tol = 2.0**-10 if f16 else 1e-5
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=1e-6)
     assert got.dtype == dtype and np.isnan(got).any() == np.isnan(want).any()
-    assert "pool/pool2d_vec4.wgsl" in kernel_templates(ctx, build, {"x": x})
+    (step,) = [st for st in kernel_steps(ctx, build, {"x": x}) if st.template == "pool/pool2d_vec4.wgsl"]
+    WH, WW = opts["window_dimensions"]
+    assert ("for (var kh" not in step.wgsl) == (WH * WW <= pool.POOL_WINDOW_OUT)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_POOL_WINDOW", "loop")
+    looped = run_graph(ctx, build, {"x": x})["y"]
+    (step,) = [st for st in kernel_steps(ctx, build, {"x": x}) if st.template == "pool/pool2d_vec4.wgsl"]
+    assert "for (var kh" in step.wgsl
+    monkeypatch.delenv("WEBNN_GPU_FORCE_POOL_WINDOW")
+    bits = np.uint16 if f16 else np.uint32
+    np.testing.assert_array_equal(got.view(bits), looped.view(bits))
     monkeypatch.setenv("WEBNN_GPU_FORCE_POOL", "scalar")
     scalar = run_graph(ctx, build, {"x": x})["y"]
     assert "pool/pool2d.wgsl" in kernel_templates(ctx, build, {"x": x})

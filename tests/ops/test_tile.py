@@ -151,6 +151,7 @@ def test_per_channel_epilogue_in_the_row_loop(ctx, rng, monkeypatch, row_loop):
     from webnn_gpu.ops import linalg
 
     monkeypatch.setattr(linalg, "TILE_EP_LOOP", row_loop)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_TILE_ROWS_OUT", "off")  # this small tile would write its rows out
     a, b = data(rng, (37, 41)), data(rng, (41, 24))
     bias = data(rng, (24,))
     out, steps = build_run(ctx, lambda bld, o: bld.clamp(bld.add(bld.matmul(o["a"], o["b"]), bld.constant(bias)),
@@ -182,6 +183,73 @@ def test_row_loop_stores_the_same_values(ctx, rng, monkeypatch):
     assert np.array_equal(outs[True], outs[False])
     X, W = x.astype(np.float64).reshape(120, 36), w.astype(np.float64).reshape(40, 36)
     np.testing.assert_allclose(outs[True], np.clip(X @ W.T + bias, 0, 6).reshape(1, 12, 10, 40), rtol=1e-5, atol=1e-5)
+
+
+def _tile_units(step) -> tuple[int, bool]:
+    """(TM x TN4, doubled without the vector epilogue helper; whether sizes come from ``prm``)
+    of a tile step, from its note ("37x41->24 5x12 sg") and text."""
+    TM, cols = map(int, re.search(r" (\d+)x(\d+)", step.note.split("->", 1)[1]).groups())
+    return TM * (cols // 4) * (1 if "_v4(" in step.wgsl else 2), "prm" in step.wgsl
+
+
+@pytest.mark.parametrize("sa, sb, residual", [
+    ((37, 41), (41, 24), False),    # 5 x 12: written out
+    ((96, 20), (20, 8), False),     # a two-column-block tile
+    ((37, 41), (41, 24), True),     # near miss: a residual add (given) keeps its loop
+    ((130, 64), (64, 96), False),   # near miss: wide tiles (sizes in the parameter buffer) keep it
+    ((200, 33), (33, 40), False),   # odd K: static sizes, scalar tail
+], ids=["small", "two-blocks", "residual", "wide", "odd-k"])
+def test_small_tiles_write_their_rows_out(ctx, rng, monkeypatch, sa, sb, residual):
+    """Tiles that NIR would unroll its row loop of write the rows out (``linalg.rows_written_out``):
+    the same values bit for bit as the loop (``WEBNN_GPU_FORCE_TILE_ROWS_OUT=off``), within the
+    float32 bound of the float64 product; epilogues with a given operand and larger tiles loop."""
+    a, b = data(rng, sa), data(rng, sb)
+    bias = data(rng, (sb[1],))
+    res = data(rng, (sa[0], sb[1]))
+    inputs = {"a": a, "b": b} | ({"r": res} if residual else {})
+
+    def build(bld, o):
+        y = bld.add(bld.matmul(o["a"], o["b"]), bld.constant(bias))
+        y = bld.add(y, o["r"]) if residual else y
+        return bld.clamp(y, min_value=-1.0, max_value=4.0)
+
+    outs = {}
+    for form in ("off", ""):
+        monkeypatch.setenv("WEBNN_GPU_FORCE_TILE_ROWS_OUT", form)
+        outs[form], steps = build_run(ctx, build, inputs)
+        (step,) = tile_steps(steps)
+        units, dyn = _tile_units(step)
+        TM = int(re.search(r" (\d+)x", step.note.split("->", 1)[1]).group(1))
+        small = units <= (linalg.TILE_ROWS_OUT_UNITS_DYN if dyn else linalg.TILE_ROWS_OUT_UNITS)
+        if form == "off" or TM == 1:
+            assert looped(step) == (TM > 1), step.note
+        else:
+            assert looped(step) == (residual or not small), (step.note, units, dyn)
+    if sa == (37, 41) and not residual:
+        assert not looped(step)  # the case the rule is for: it fires
+    assert np.array_equal(outs["off"], outs[""])
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    ref = A @ B + bias + (res if residual else 0)
+    check(outs[""], np.clip(ref, -1, 4), np.abs(A) @ np.abs(B) + np.abs(bias) + (np.abs(res) if residual else 0), sa[1],
+          np.float32, "rows written out")
+
+
+def test_rows_written_out_limits():
+    """The cost model alone (no GPU): units TM x TN4 (x2 with four per-value epilogue calls)
+    against the static and dynamic limits; given operands and sibling splits never."""
+    from webnn_gpu.ops import _epilogue
+
+    ep = _epilogue.Epilogue()
+    assert linalg.rows_written_out(8, 4, ep, True, False, None)          # 32 units
+    assert linalg.rows_written_out(6, 6, ep, True, False, None)          # 36
+    assert not linalg.rows_written_out(8, 6, ep, True, False, None)      # 48
+    assert linalg.rows_written_out(8, 2, ep, False, False, None)         # 32 with scalar calls
+    assert not linalg.rows_written_out(8, 4, ep, False, False, None)     # 64
+    assert linalg.rows_written_out(2, 4, ep, False, True, None)          # 16, dyn
+    assert not linalg.rows_written_out(5, 7, ep, True, True, None)       # 35, dyn
+    assert not linalg.rows_written_out(2, 2, ep, True, False, [("out1", 0, 4)])
+    given = _epilogue.Epilogue(given=True, empty=False)
+    assert not linalg.rows_written_out(2, 2, given, True, False, None)
 
 
 # ---------------------------------------------------------------- transposes

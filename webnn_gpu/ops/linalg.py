@@ -130,6 +130,19 @@ SG_FIT_PAD = 1.03
 #: bias, relu6) 4-8% of its CPU time on Mesa 22.3, and nothing measurable at K = 16, 24 and 75
 #: (96 x 96 x 16 -> 64, 64 x 64 x 24 -> 144, a 5 x 5 stride 2 first layer 3 -> 32).
 TILE_EP_LOOP_MIN_K = 16
+#: ... but not where lavapipe's front end (Mesa 22.3) unrolls that loop itself: a loop of constant
+#: count that naga bounds is unrolled one iteration per two of NIR's optimisation rounds, so a
+#: small tile's row loop cost 13-16 rounds to end as the written-out rows (docs/performance.md,
+#: "Warm builds"). :func:`rows_written_out` says which tiles write their rows out instead; the
+#: two limits are in units of a vec4 store with the vector epilogue helper (one with four calls
+#: of the per-value epilogue counts 2), fitted on the zoo's 87 looped tile pipelines (each made
+#: with its loop and written out): those NIR unrolled measured 8-36 units with static shapes
+#: and 16 with ``dyn`` (sibling splits aside, which the rule leaves out), those it kept 48 and
+#: more, and 24 and more. The mlp kernel applies the same limits to a product of one column
+#: tile (measured: pose_landmark_full's 4 x 8 tile). ``WEBNN_GPU_FORCE_TILE_ROWS_OUT=off`` (read
+#: when a layer is lowered) keeps the loops.
+TILE_ROWS_OUT_UNITS = 36
+TILE_ROWS_OUT_UNITS_DYN = 16
 #: Constant B matrices of float32 up to this many values are read from a uniform buffer
 #: (the "lane-loop" tuning profile; 64 KiB, the WebGPU default maxUniformBufferBindingSize).
 B_UNIFORM_FLOATS = 16384
@@ -537,6 +550,28 @@ def given_operand(node, out: Value, steps: list[dict], M: int, N: int, KC: int, 
     return None
 
 
+def rows_written_out(TM: int, TN4: int, ep: _epilogue.Epilogue, ep_vec: bool, dyn: bool, split) -> bool:
+    """Whether a tile that would apply its epilogue in a loop over its rows (``ep_loop``) writes
+    the rows out instead, because lavapipe's NIR would unroll that loop anyway.
+
+    NIR unrolls a loop of constant count whose body is small, one iteration per two optimisation
+    rounds (naga's loop bound gives the loop a second exit), so the pipeline's front end paid
+    those rounds and LLVM compiled the rows written out all the same: written out in the text
+    the tile's pipeline takes 0.68-0.91 of the front end's CPU and LLVM gets the same rows.
+    Not for epilogues that load per output or a given operand (their loop was kept for LLVM,
+    and NIR kept it), nor sibling splits; the size in units of a vec4 store is TM x TN4, doubled
+    where the epilogue is four per-value calls (``ep_vec`` false), at most
+    :data:`TILE_ROWS_OUT_UNITS` (:data:`TILE_ROWS_OUT_UNITS_DYN` with ``dyn``, whose rows read
+    their bounds from the parameter buffer). ``WEBNN_GPU_FORCE_TILE_ROWS_OUT=off`` turns it off.
+    """
+    if _env.force_choice("tile_rows_out", ("off",)) == "off":
+        return False
+    if ep.given or reads_per_output(ep) or split:
+        return False
+    units = TM * TN4 * (1 if ep_vec else 2)
+    return units <= (TILE_ROWS_OUT_UNITS_DYN if dyn else TILE_ROWS_OUT_UNITS)
+
+
 def reads_per_output(ep: _epilogue.Epilogue) -> bool:
     """Whether an epilogue loads an operand for each output (a residual add, a broadcast
     operand), not only per channel (a bias, hoisted out of the tile by ``ep_q``).
@@ -821,6 +856,8 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
         b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, clamp_at=0, cols_first=bool(sg) and bdot is None and not win and cols_first(TM, TN4), ep_loop=TM > 1 and not ep_rows and (TILE_EP_LOOP and KH * KW * KC >= TILE_EP_LOOP_MIN_K or ep.given or reads_per_output(ep)),
     )
+    if variables["ep_loop"] and rows_written_out(TM, TN4, ep, bool(ep.code4) and out_vec, dyn, split):
+        variables["ep_loop"] = False
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
     assert (given is not None) == ep.given, f"{lc.label}: an epilogue built with given needs its operand"
@@ -2041,6 +2078,8 @@ def lower_mlp(node, lc) -> None:
                      w1_uniform=B_UNIFORM_FLOATS // 4 if ws[0][1] else 0,
                      w2_uniform=B_UNIFORM_FLOATS // 4 if ws[1][1] else 0,
                      ep1=ep1, ep2=ep2, fns=_epilogue.merged_functions(ep1, ep2), keep=a.keep,
+                     rows_out1=TM > 1 and H == 4 * TN1 and rows_written_out(TM, TN1, ep1, True, False, None),
+                     rows_out2=TM > 1 and N == 4 * TN2 and rows_written_out(TM, TN2, ep2, True, False, None),
                      x64=tile_words(lc, out.data_type))
     step.flops = 2 * M * H * (K + N)
     step.note = f"{M}x{K}->{H}->{N} {TM}x{4 * TN1}/{4 * TN2}" + (" keep" if a.keep else "")

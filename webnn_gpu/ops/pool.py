@@ -153,6 +153,22 @@ def input_add_ok(node, other, scale: int = 1) -> bool:
             and tuple(other.shape) == want and _is_global(node) and _env.force("reduce") != "group")
 
 
+#: Windows of at most this many positions are written out in ``pool/pool2d_vec4.wgsl`` (``win_out``)
+#: instead of its loops over the window's rows and columns (and the count's): lavapipe's NIR
+#: (Mesa 22.3) unrolls such loops itself, one iteration per two optimisation rounds (naga's loop
+#: bound gives each loop a second exit), so the loops cost the pipeline's front end rounds and
+#: LLVM compiled the written-out positions anyway (docs/performance.md, "Warm builds"; the zoo's
+#: 2 x 2 max pools). Larger windows keep their loops (not measured).
+POOL_WINDOW_OUT = 4
+
+
+def window_written_out(WH: int, WW: int) -> bool:
+    """Whether ``pool/pool2d_vec4.wgsl`` writes a WH x WW window's positions out
+    (:data:`POOL_WINDOW_OUT`); ``WEBNN_GPU_FORCE_POOL_WINDOW=loop`` keeps the loops (read when a
+    layer is lowered)."""
+    return WH * WW <= POOL_WINDOW_OUT and _env.force_choice("pool_window", ("loop",)) != "loop"
+
+
 def f16_words(tuning: str, features) -> bool:
     """Whether ``pool/pool2d_vec4.wgsl`` takes float16 data, as u64 words of four values
     (``words``): on the "lane-loop" profile (lavapipe before Mesa 24) with ``shader-int64``.
@@ -241,7 +257,7 @@ def lower_pool(node, lc) -> None:
                   in_st={"n": ist[0] // 4, "h": ist[1] // 4, "w": ist[2] // 4}, H=H, W=W, WH=WH, WW=WW,
                   SH=a["strides"][0], SW=a["strides"][1], DH=DH, DW=DW, PT=a["padding"][0], PL=a["padding"][2],
                   ep=ep, side=side, side_of=node.attrs.get("side_of", "input"), fns=_epilogue.merged_functions(ep, side),
-                  words=words)
+                  words=words, win_out=window_written_out(WH, WW))
         return
     if side is not None:
         raise ValueError(f"{node.op}: attrs['side'] needs the vec4 pool kernel (see side_ok)")
