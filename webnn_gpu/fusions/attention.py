@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from .._dtypes import FLOAT_TYPES as FLOATS
 from .._env import DEBUG
 from .._ir import GraphView, Node
 from .._lower import LowerContext
@@ -29,8 +30,6 @@ from ..ops._registry import LOWERINGS, lowering
 from ._attrs import FusedAttrs
 
 log = logging.getLogger("webnn_gpu")
-
-FLOATS = ("float32", "float16")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -47,14 +47,13 @@ import math
 
 import numpy as np
 
+from .._dtypes import FLOAT_TYPES as FLOATS
 from .._env import DEBUG
 from .._ir import GraphView, Node, Value
 from ..compiler.rules._common import _view_label
 from ._attrs import FusedAttrs
 
 log = logging.getLogger("webnn_gpu")
-
-FLOATS = ("float32", "float16")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,7 +39,7 @@ from .._kernels import broadcast_strides, strides
 from ..builder import MLGraphBuilder, MLOperand
 from ._registry import ALL, builder_method, lowering, support
 
-FLOATS = ("float32", "float16")
+FLOATS = _dtypes.FLOAT_TYPES
 SIGNED = ("float32", "float16", "int32", "int64", "int8")
 NUMERIC = ALL
 MAX_RANK = V.MAX_RANK

@@ -51,6 +51,7 @@ import numpy as np
 
 from .. import _env
 from .. import _validate as V
+from .._dtypes import FLOAT_TYPES as FLOATS
 from .._kernels import strides
 from .._lower import workgroup_bytes
 from ..builder import MLGraphBuilder, MLOperand, Value
@@ -59,7 +60,6 @@ from . import _epilogue
 from .recurrent import LOOP_LIMIT
 from ._registry import builder_method, lowering, support
 
-FLOATS = ("float32", "float16")
 #: Invocations per workgroup of the tile kernels ...
 TILE_WORKGROUP = 64
 #: ... and of those with fewer than 4 such workgroups of invocations: lavapipe runs each

@@ -33,7 +33,7 @@ from . import _epilogue
 from ._registry import builder_method, lowering, support
 from .reduce import merge_axes, plan
 
-FLOATS = ("float32", "float16")
+FLOATS = _dtypes.FLOAT_TYPES
 MAX_RANK = V.MAX_RANK
 
 

@@ -34,7 +34,7 @@ from . import _epilogue
 from ._registry import ALL, builder_method, lowering, support
 from .reduce import ACC, check_int64_compute, column_mean, lower_reduction
 
-FLOATS = ("float32", "float16")
+FLOATS = _dtypes.FLOAT_TYPES
 KINDS = {"average_pool2d": ("avg", FLOATS), "l2_pool2d": ("l2", FLOATS), "max_pool2d": ("max", ALL)}
 #: the max pool's value for a window entirely in the padding: the lowest value of the data type
 EMPTY_MAX = {"float32": "bitcast<f32>(0xff800000u)", "float16": "bitcast<f32>(0xff800000u)", "int8": "-128i",

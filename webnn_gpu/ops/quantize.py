@@ -26,11 +26,11 @@ quantizes to the zero point; +-infinity saturates.
 from __future__ import annotations
 
 from .. import _validate as V
+from .._dtypes import FLOAT_TYPES as FLOATS
 from .._kernels import strides
 from ..builder import MLGraphBuilder, MLOperand
 from ._registry import builder_method, lowering, support
 
-FLOATS = ("float32", "float16")
 #: Data types of quantized values (zero points, quantize_linear outputs, dequantize_linear inputs).
 QUANT_TYPES = ("int8", "uint8", "int32", "uint32")
 MAX_RANK = V.MAX_RANK

@@ -55,11 +55,11 @@ import numpy as np
 
 from .. import _env
 from .. import _validate as V
+from .._dtypes import FLOAT_TYPES as FLOATS
 from .._lower import workgroup_bytes
 from ..builder import MLGraphBuilder, MLOperand, Value
 from ._registry import builder_method, lowering, support
 
-FLOATS = ("float32", "float16")
 ACTIVATIONS = ("relu", "sigmoid", "tanh")
 DIRECTIONS = ("forward", "backward", "both")
 GRU_LAYOUTS = ("zrn", "rzn")

@@ -32,7 +32,7 @@ from ..builder import MLGraphBuilder, MLOperand
 from ..errors import NotSupportedError, where
 from ._registry import ALL, builder_method, lowering, support
 
-FLOATS = ("float32", "float16")
+FLOATS = _dtypes.FLOAT_TYPES
 SUM_TYPES = ("float32", "float16", "int32", "uint32", "int64", "uint64")
 MAX_RANK = V.MAX_RANK
 

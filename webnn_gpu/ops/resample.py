@@ -32,7 +32,7 @@ from ._registry import builder_method, lowering, support
 #: bits) where the channels are a multiple of 8 (``x64``). ``WEBNN_GPU_FORCE_RESAMPLE_WORDS=vec4``
 #: keeps vec4s of the storage type.
 X2_X64 = True
-FLOATS = ("float32", "float16")
+FLOATS = _dtypes.FLOAT_TYPES
 MODES = ("nearest-neighbor", "linear")
 
 
