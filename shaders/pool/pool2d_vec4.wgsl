@@ -78,23 +78,17 @@ fn comb4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
   let h0 = i32(c1 * {{ SH }}u) - {{ PT }};
   let w0 = i32(c2 * {{ SW }}u) - {{ PL }};
 {% set in_side = side and side_of == "input" %}
+{# the map of v, a vec4 of four channels at vec4 index i (an expression), as a vec4<f32> #}
+{% macro side4(v, i) %}{% set q = side.chan %}vec4<f32>(side({{ v }}.x, {{ i }} * 4u, c3 * 4u{{ ", sq0" if q }}), side({{ v }}.y, {{ i }} * 4u + 1u, c3 * 4u + 1u{{ ", sq1" if q }}),
+      side({{ v }}.z, {{ i }} * 4u + 2u, c3 * 4u + 2u{{ ", sq2" if q }}), side({{ v }}.w, {{ i }} * 4u + 3u, c3 * 4u + 3u{{ ", sq3" if q }})){% endmacro %}
+{#- a vec4<f32> expression e as stored: packed into a u64 word with `words` #}
+{% macro pk(e) %}{{ "w_pk(" ~ e ~ ")" if words else e }}{% endmacro %}
 {# one window position's load (its bounds already tested), side store and pooling step #}
 {% macro tap() %}
       let xi = base + u32(ih) * {{ in_st.h }}u + u32(iw) * {{ in_st.w }}u;
-{% if words %}
-      let x = w_up(src[xi]);
-{% else %}
-      let x = src[xi];
-{% endif %}
+      let x = {{ "w_up(src[xi])" if words else "src[xi]" }};
 {% if in_side %}
-{% set q = side.chan %}
-{% if words %}
-      side_out[xi] = w_pk(vec4<f32>(side(x.x, xi * 4u, c3 * 4u{{ ", sq0" if q }}), side(x.y, xi * 4u + 1u, c3 * 4u + 1u{{ ", sq1" if q }}),
-                                    side(x.z, xi * 4u + 2u, c3 * 4u + 2u{{ ", sq2" if q }}), side(x.w, xi * 4u + 3u, c3 * 4u + 3u{{ ", sq3" if q }})));
-{% else %}
-      side_out[xi] = vec4<f32>(side(x.x, xi * 4u, c3 * 4u{{ ", sq0" if q }}), side(x.y, xi * 4u + 1u, c3 * 4u + 1u{{ ", sq1" if q }}),
-                               side(x.z, xi * 4u + 2u, c3 * 4u + 2u{{ ", sq2" if q }}), side(x.w, xi * 4u + 3u, c3 * 4u + 3u{{ ", sq3" if q }}));
-{% endif %}
+      side_out[xi] = {{ pk(side4("x", "xi")) }};
 {% endif %}
 {% if kind == "max" %}
       acc = comb4(acc, x);
@@ -153,22 +147,15 @@ fn comb4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
   let v = select(acc, vec4<f32>(bitcast<f32>(0xff800000u)), count == 0u);
 {% endif %}
 {% if side and not in_side %}
-{% set q = side.chan %}
 {% if words %}
   // the output rounded to float16 once, and the map computed from that rounded value
   let r = vec4<f32>(vec4<f16>({{ el.apply4(ep, "v", "idx * 4u") }}));
-  out[idx] = w_pk(r);
-  side_out[idx] = w_pk(vec4<f32>(side(r.x, idx * 4u, c3 * 4u{{ ", sq0" if q }}), side(r.y, idx * 4u + 1u, c3 * 4u + 1u{{ ", sq1" if q }}),
-                                 side(r.z, idx * 4u + 2u, c3 * 4u + 2u{{ ", sq2" if q }}), side(r.w, idx * 4u + 3u, c3 * 4u + 3u{{ ", sq3" if q }})));
 {% else %}
   let r = {{ el.apply4(ep, "v", "idx * 4u") }};
-  out[idx] = r;
-  side_out[idx] = vec4<f32>(side(r.x, idx * 4u, c3 * 4u{{ ", sq0" if q }}), side(r.y, idx * 4u + 1u, c3 * 4u + 1u{{ ", sq1" if q }}),
-                            side(r.z, idx * 4u + 2u, c3 * 4u + 2u{{ ", sq2" if q }}), side(r.w, idx * 4u + 3u, c3 * 4u + 3u{{ ", sq3" if q }}));
 {% endif %}
-{% elif words %}
-  out[idx] = w_pk({{ el.apply4(ep, "v", "idx * 4u") }});
+  out[idx] = {{ pk("r") }};
+  side_out[idx] = {{ pk(side4("r", "idx")) }};
 {% else %}
-  out[idx] = {{ el.apply4(ep, "v", "idx * 4u") }};
+  out[idx] = {{ pk(el.apply4(ep, "v", "idx * 4u")) }};
 {% endif %}
 }
