@@ -784,6 +784,12 @@ def lower_triangular(node, lc) -> None:
 CHAIN_OPS = ("reshape", "transpose", "expand", "slice", "reverse", "tile", "pad")
 
 
+def is_view(op: str, attrs) -> bool:
+    """Whether a layout operator ``op`` with ``attrs`` (a link of a chain) reads its input's
+    row-major index as it is, no kernel of its own: a reshape, or an operator marked ``alias``."""
+    return op == "reshape" or bool(attrs.get("alias"))
+
+
 def axis_form(op: str, attrs, in_shape: Sequence[int], out_shape: Sequence[int]) -> list | None:
     """The index map of a layout operator as one term per output dimension d, each None (the
     dimension reads no input axis: expand's new leading ones) or ``(axis, scale, offset, mod)``:
@@ -856,7 +862,7 @@ def chain_stages(chain: Sequence[dict]) -> list[tuple[list[int], list[dict], int
     shape: list[int] = []  # its iterated shape
     in_shape: Sequence[int] = ()  # and its input's
     for step in reversed(chain):
-        if step["op"] == "reshape" or step["attrs"].get("alias"):
+        if is_view(step["op"], step["attrs"]):
             if form is not None:
                 stages.append((shape, *form_dims(form, in_shape)))
                 form = None
@@ -900,7 +906,7 @@ def chain_pays(chain: Sequence[dict], data_type: str) -> bool:
     :data:`REMAP_LAUNCH_ELEMENTS` per launch. A chain whose one kernel loses the vec4s of a
     large operator that moves vec4s alone (a large expand behind a small transpose) stays
     apart."""
-    own = [[st] for st in chain if st["op"] != "reshape" and not st["attrs"].get("alias")]
+    own = [[st] for st in chain if not is_view(st["op"], st["attrs"])]
     apart = sum(math.prod(st[0]["out_shape"]) / chain_unit(st, data_type) + REMAP_LAUNCH_ELEMENTS for st in own)
     fused = math.prod(chain[-1]["out_shape"]) / chain_unit(chain, data_type) + REMAP_LAUNCH_ELEMENTS
     return fused <= apart
@@ -917,7 +923,7 @@ def lower_remap_chain(node, lc) -> None:
         lc.alias(dst, src)
         return
     fill = next((st["attrs"]["value"] for st in node.attrs["chain"]
-                 if st["op"] == "pad" and st["attrs"]["mode"] == "constant" and not st["attrs"].get("alias")),
+                 if st["op"] == "pad" and st["attrs"]["mode"] == "constant" and not is_view(st["op"], st["attrs"])),
                 None)  # (the rule allows one that pads)
     (shape, dims, base), *later = stages
     remap(lc, src, dst, shape, dims, base=base, fill=fill, stages=later)

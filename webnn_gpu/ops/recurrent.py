@@ -647,7 +647,7 @@ def _projects_identity(vw: Value, vb: Value | None, vrb: Value | None, fold_limi
     if nd * gh != isz or vw.kind != "constant" or vw.data is None:
         return False
     if vw.data_type == "float16" and _env.force_choice("float16_projection", ("f32",)):
-        return False  # the project kernel's f32 projection (the form before float16 x was read as it)
+        return False  # the project kernel's f32 projection (for side-by-side runs)
     if not np.array_equal(_host(vw).reshape(nd * gh, isz), np.eye(isz, dtype=_host(vw).dtype)):
         return False
     return not any(v is not None and (v.kind != "constant" or v.data is None or _host(v).reshape(nd, gh)[:, :rows].any())

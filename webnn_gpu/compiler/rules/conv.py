@@ -109,7 +109,7 @@ def _affine_chain(g: GraphView, y: Value, conv: Node):
     while len(fused) < AFFINE_MAX_NODES:
         p = g.producer(v)
         if (p is None or p.op not in AFFINE_OPS or len(p.inputs) != 2 or p.attrs or len(p.outputs) != 1
-                or g.is_output(v) or [n.id for n in g.consumers(v)] != [reader.id]):
+                or g.sole_consumer(v) is not reader):
             break
         for x, c, swapped in ((p.inputs[0], p.inputs[1], False), (p.inputs[1], p.inputs[0], True)):
             vals = _per_channel(c, C)
@@ -223,35 +223,47 @@ def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
     return g.replace(replaced, dropped)
 
 
+def input_relu_reader(g: GraphView, act, tuning: str = "default"):
+    """The conv2d that would apply ``act``, an element-wise node, as it loads its input
+    (``fuse_conv_input_relu``), else None: ``act`` an op of
+    :data:`webnn_gpu.ops.conv.INPUT_RELU_OPS` without attributes, its value read only by that
+    conv (as its input alone) and no graph output, of its input's shape and data type, the conv
+    one :func:`webnn_gpu.ops.conv.input_relu_ok` takes."""
+    from ...ops.conv import INPUT_RELU_OPS, input_relu_ok
+
+    if act is None or act.op not in INPUT_RELU_OPS or len(act.inputs) != 1 or len(act.outputs) != 1 or act.attrs:
+        return None
+    r, y = act.outputs[0], act.inputs[0]
+    conv = g.sole_consumer(r)
+    if (conv is None or conv.op != "conv2d" or conv.inputs[0] is not r or any(v is r for v in conv.inputs[1:])
+            or y is None or y.data_type != r.data_type or tuple(y.shape) != tuple(r.shape)):
+        return None
+    return conv if input_relu_ok(conv, tuning) else None
+
+
 def fuse_conv_input_relu(nodes: list, outputs: dict, context=None) -> list:
     """``conv2d(relu(y), ...)`` where the relu feeds only that conv and the conv runs on the
     stand-alone depthwise kernel: the conv applies the relu to each input value it loads
     (``attrs["input_relu"]``) and reads ``y``, which its producer stores anyway (``y`` may
     have other readers, e.g. the next residual add). The relu's launch and its store go. Only
     ops with op(0) == 0 qualify (:data:`webnn_gpu.ops.conv.INPUT_RELU_OPS`), since the conv's
-    zero padding is then op(padding); a relu with another reader or a graph output stays.
+    zero padding is then op(padding); a relu with another reader or a graph output stays
+    (:func:`input_relu_reader`).
     """
-    from ...ops.conv import INPUT_RELU_OPS, input_relu_ok
-
     tuning = getattr(context, "_tuning", "default")
     g = GraphView(nodes, outputs)
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
     for conv in nodes:
-        if conv.op != "conv2d" or conv.inputs[0] is None or not input_relu_ok(conv, tuning):
+        if conv.op != "conv2d" or conv.inputs[0] is None:
             continue
-        r = conv.inputs[0]
-        act = g.producer(r)
-        if (act is None or act.op not in INPUT_RELU_OPS or len(act.inputs) != 1 or act.attrs
-                or act.id in dropped or g.is_output(r) or len(g.consumers(r)) != 1
-                or any(v is r for v in conv.inputs[1:])):
-            continue
-        y = act.inputs[0]
-        if y is None or y.data_type != r.data_type or tuple(y.shape) != tuple(r.shape):
+        act = g.producer(conv.inputs[0])
+        if act is None or act.id in dropped or input_relu_reader(g, act, tuning) is not conv:
             continue
         attrs = dict(conv.attrs)
         attrs["input_relu"] = True
-        replaced[conv.id] = Node(conv.op, [y] + list(conv.inputs[1:]), list(conv.outputs), attrs, conv.label)
+        replaced[conv.id] = Node(conv.op, [act.inputs[0]] + list(conv.inputs[1:]), list(conv.outputs), attrs,
+                                 conv.label)
         dropped.add(act.id)
         if DEBUG >= 2:
             log.debug("fuse_conv_input_relu: conv2d [%s] applies %s [%s] to its input", conv.label, act.op,

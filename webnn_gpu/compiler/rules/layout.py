@@ -412,8 +412,11 @@ def _chain_link(node, ops) -> bool:
 
 
 def _costs_kernel(node) -> bool:
-    """Whether ``node``, a link of a remap chain, runs a kernel of its own (not a view)."""
-    return node.op != "reshape" and not node.attrs.get("alias")
+    """Whether ``node``, a link of a remap chain, runs a kernel of its own
+    (:func:`webnn_gpu.ops.movement.is_view` says no)."""
+    from ...ops.movement import is_view
+
+    return not is_view(node.op, node.attrs)
 
 
 def _split_into_slices(nodes: list, outputs: dict, ops) -> list:

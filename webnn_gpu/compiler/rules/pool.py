@@ -197,17 +197,13 @@ def fuse_pool_map(nodes: list, outputs: dict, context=None) -> list:
 
 def _left_to_conv_input(g: GraphView, chain: list, tuning: str) -> bool:
     """Whether an output map's ``chain`` is one relu read only by a conv that applies it as it
-    loads (``fuse_conv_input_relu``, later): the map would store a value that conv does without,
-    and keep the pool's kernel that ``fuse_pool_residual`` may fold into the branch it adds
-    (Keras Xception's residual pools in float16: 75 kernels without such maps, 78 with)."""
-    from ...ops.conv import INPUT_RELU_OPS, input_relu_ok
+    loads (``fuse_conv_input_relu``, later: :func:`~webnn_gpu.compiler.rules.conv.input_relu_reader`):
+    the map would store a value that conv does without, and keep the pool's kernel that
+    ``fuse_pool_residual`` may fold into the branch it adds (Keras Xception's residual pools
+    in float16: 75 kernels without such maps, 78 with)."""
+    from .conv import input_relu_reader
 
-    if len(chain) != 1 or chain[0].op not in INPUT_RELU_OPS or chain[0].attrs:
-        return False
-    r = chain[0].outputs[0]
-    readers = g.consumers(r)
-    return (len(readers) == 1 and not g.is_output(r) and readers[0].inputs[0] is r
-            and not any(v is r for v in readers[0].inputs[1:]) and input_relu_ok(readers[0], tuning))
+    return len(chain) == 1 and input_relu_reader(g, chain[0], tuning) is not None
 
 
 #: attributes of a fused node holding original nodes whose epilogues its kernel applies
