@@ -3,10 +3,12 @@ motifs the rules target, built and run on the GPU, against a float64 NumPy evalu
 same description. A graph that differs (or fails to build) is run again with every pass off
 and with each pass off in turn; the failure names the passes at fault and prints a reproducer.
 
-``make test`` checks :data:`GRAPHS` graphs of seed 0 (about 70 s cold on lavapipe);
+``make test`` checks :data:`GRAPHS` graphs of seed 0 (about 70 s cold on lavapipe), the same
+graphs' first :data:`GRAPHS_16` and each rule's first graph again as float16 graphs;
 ``pytest -m soak tests/fuzz`` checks ``WEBNN_GPU_FUZZ_GRAPHS`` (default 200) graphs of each of
-the seeds ``WEBNN_GPU_FUZZ_SEEDS`` (default 1-7), within ``WEBNN_GPU_SOAK_SECONDS`` (default
-3600 here).
+the seeds ``WEBNN_GPU_FUZZ_SEEDS`` (default 1-7) in each float type of
+``WEBNN_GPU_FUZZ_DTYPES`` (default ``float32,float16``), within ``WEBNN_GPU_SOAK_SECONDS``
+(default 3600 here).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from . import graphs
 
 #: graphs of seed 0 that `make test` checks
 GRAPHS = 55
+#: of those, how many `make test` checks again as float16 graphs
+GRAPHS_16 = 25
 #: most graphs of a rule's motif whose IR (no kernels) is searched for one the rule changes
 COVERAGE_GRAPHS = 200
 
@@ -42,6 +46,16 @@ def test_random_graphs_match_the_reference(ctx):
     if findings:
         _fail(findings, done, time.monotonic() - t0)
     assert done == GRAPHS
+
+
+def test_random_float16_graphs_match_the_reference(ctx):
+    """The same graphs as float16 graphs (inputs, constants and casts), against the float64
+    reference of their float16-rounded data, within ``graphs.TOLERANCE_16``."""
+    t0 = time.monotonic()
+    done, findings = graphs.fuzz(ctx, [0], GRAPHS_16, dtype="float16")
+    if findings:
+        _fail(findings, done, time.monotonic() - t0)
+    assert done == GRAPHS_16
 
 
 def _first_graphs(ctx) -> tuple[dict, list, dict]:
@@ -78,13 +92,17 @@ def test_the_generator_reaches_every_rule(ctx):
     assert not missing, f"no generated graph of its motif exercises {missing} (graphs tried: {tried})"
 
 
-def test_each_rules_first_graph_matches_the_reference(ctx):
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_each_rules_first_graph_matches_the_reference(ctx, dtype):
     """The graph that reaches each rule above (one per rule, fewer where a graph reaches several)
     is built and run on the GPU against the float64 reference, as the random graphs are: every
-    rule is checked on numbers in ``make test``, not only seen to fire."""
+    rule is checked on numbers in ``make test``, not only seen to fire. The float16 form is the
+    same graph as a float16 graph (the float16 forms of the rules, where a rule has one)."""
     first, _, _ = _first_graphs(ctx)
     findings = []
     for motif, i, desc in {(m, i): (m, i, d) for m, i, d in first.values()}.values():
+        if dtype != "float32":
+            desc = {**desc, "dtype": dtype}
         finding = graphs.check(ctx, 0, i, desc, motif)
         if finding is not None:
             findings.append(finding)
@@ -101,9 +119,11 @@ def test_a_new_motif_leaves_the_other_motifs_graphs_alone(monkeypatch):
     assert [graphs.generate(0, i, m) for m in motifs for i in range(3)] == before
 
 
-def test_a_wrong_rule_is_caught_and_named(ctx, monkeypatch):
-    """A rule that changes results (relu becomes abs after the epilogue pass) is caught: the
-    report says the graph is right with every pass off and names that rule alone."""
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_a_wrong_rule_is_caught_and_named(ctx, monkeypatch, dtype):
+    """A rule that changes results (relu becomes abs after the epilogue pass) is caught, in a
+    float16 graph too (its tolerance is not so wide that it hides one): the report says the
+    graph is right with every pass off and names that rule alone."""
     def relu_to_abs(nodes, outputs, context=None):
         out = []
         for n in nodes:
@@ -120,6 +140,8 @@ def test_a_wrong_rule_is_caught_and_named(ctx, monkeypatch):
             "nodes": [{"op": "matmul", "in": ["x0", "c1"], "attrs": {}, "out": "v0"},
                       {"op": "relu", "in": ["v0"], "attrs": {}, "out": "v1"}],
             "outputs": ["v1"]}
+    if dtype != "float32":
+        desc["dtype"] = dtype
     mixed = graphs.reference({**desc, "outputs": ["v0"]})["v0"]
     assert np.any(mixed < 0), "abs differs from relu only where the matmul is negative"
     f = graphs.check(ctx, 5, -1, desc)
@@ -132,6 +154,7 @@ def test_soak_random_graphs(ctx):
     seeds = [int(s) for s in os.environ.get("WEBNN_GPU_FUZZ_SEEDS", "1,2,3,4,5,6,7").split(",")]
     count = int(os.environ.get("WEBNN_GPU_FUZZ_GRAPHS", "200"))
     seconds = float(os.environ.get("WEBNN_GPU_SOAK_SECONDS", "3600"))
+    dtypes = os.environ.get("WEBNN_GPU_FUZZ_DTYPES", "float32,float16").split(",")
     t0 = time.monotonic()
     def progress(seed, index, finding, done):
         if finding is not None:
@@ -139,8 +162,11 @@ def test_soak_random_graphs(ctx):
         if done % 100 == 0:
             print(f"\nfuzz soak: {done} graphs ({time.monotonic() - t0:.0f} s)", flush=True)
 
-    done, findings = graphs.fuzz(ctx, seeds, count, deadline=t0 + seconds, on_graph=progress)
+    done, findings = 0, []
+    for dtype in dtypes:
+        n, found = graphs.fuzz(ctx, seeds, count, deadline=t0 + seconds, on_graph=progress, dtype=dtype)
+        done, findings = done + n, findings + found
     elapsed = time.monotonic() - t0
-    print(f"\nfuzz soak: {done} graphs, seeds {seeds}, {len(findings)} findings, {elapsed:.0f} s")
+    print(f"\nfuzz soak: {done} graphs, seeds {seeds}, {dtypes}, {len(findings)} findings, {elapsed:.0f} s")
     if findings:
         _fail(findings, done, elapsed)
