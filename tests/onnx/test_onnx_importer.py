@@ -664,3 +664,77 @@ def test_upsampling_conv_transpose_is_a_pointwise_conv_and_a_pixel_shuffle(ctx, 
             t[0, :, i::kh, j::kw] = np.einsum("chw,co->ohw", x[0].astype(np.float64), w[:, :, i, j].astype(np.float64))
     want = np.maximum(t + b.reshape(1, O, 1, 1), 0)
     np.testing.assert_allclose(loaded.compute(x)["y"], want, atol=1e-5 * np.abs(want).max(), rtol=0)
+
+
+def _ort_run(m, feeds):
+    import onnxruntime as ort
+
+    return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _while_loop_model(trips, cond_from_input=False):
+    """tf2onnx's spelling of a TensorFlow while loop: a counter carried beside a recurrent
+    state ``h' = tanh(h W + x[i])``, the condition ``i + 1 < limit`` computed in the body,
+    ``h'`` also a scan output; ``trips`` is the trip count ``M`` (tf2onnx writes int64 max)."""
+    body = helper.make_graph(
+        [helper.make_node("Gather", ["xs", "i_in"], ["xi"], axis=0),
+         helper.make_node("MatMul", ["h_in", "w"], ["hw"]),
+         helper.make_node("Add", ["hw", "xi"], ["pre"]),
+         helper.make_node("Tanh", ["pre"], ["h_out"]),
+         helper.make_node("Identity", ["h_out"], ["scan"]),
+         helper.make_node("Add", ["i_in", "one"], ["i_out"]),
+         *([helper.make_node("ReduceSum", ["pre"], ["pre_sum"], keepdims=0)] if cond_from_input else []),
+         (helper.make_node("Less", ["i_out", "limit"], ["cond_out"]) if not cond_from_input else
+          helper.make_node("Greater", ["limit_f", "pre_sum"], ["cond_out"]))],
+        "body",
+        [_vi("iter", TensorProto.INT64, []), _vi("cond_in", TensorProto.BOOL, []),
+         _vi("i_in", TensorProto.INT64, []), _vi("h_in", TensorProto.FLOAT, [2, 3])],
+        [_vi("cond_out", TensorProto.BOOL, []), _vi("i_out", TensorProto.INT64, []),
+         _vi("h_out", TensorProto.FLOAT, [2, 3]), _vi("scan", TensorProto.FLOAT, [2, 3])])
+    rng = np.random.default_rng(11)
+    inits = [numpy_helper.from_array(np.array(trips, np.int64), "M"),
+             numpy_helper.from_array(np.array(True), "cond0"),
+             numpy_helper.from_array(np.array(0, np.int64), "i0"),
+             numpy_helper.from_array(np.array(1, np.int64), "one"),
+             numpy_helper.from_array(np.array(4, np.int64), "limit"),
+             numpy_helper.from_array(np.array(100.0, np.float32), "limit_f"),
+             numpy_helper.from_array(rng.standard_normal((3, 3)).astype(np.float32), "w")]
+    nodes = [helper.make_node("Loop", ["M", "cond0", "i0", "h0"], ["i_n", "h_n", "hs"], body=body)]
+    return _model(nodes, [_vi("h0", TensorProto.FLOAT, [2, 3]), _vi("xs", TensorProto.FLOAT, [5, 2, 3])],
+                  [_vi("h_n", TensorProto.FLOAT, [2, 3]), _vi("hs", TensorProto.FLOAT, None)], inits)
+
+
+@pytest.mark.parametrize("trips", [2, 4, 9223372036854775807])
+def test_loop_with_known_trip_count_and_condition_is_written_out(ctx, trips):
+    """A Loop whose trip count and per-iteration condition fold at load time runs its body
+    once per iteration (2 by the trip count, 4 by the condition with M = int64 max, as
+    tf2onnx writes it); the final carried value and the stacked scan output match ONNX
+    Runtime within 1e-5 of their magnitude. A condition computed from run-time values, or a
+    trip count that is a graph input, is refused."""
+    rng = np.random.default_rng(12)
+    feeds = {"h0": rng.standard_normal((2, 3)).astype(np.float32),
+             "xs": rng.standard_normal((5, 2, 3)).astype(np.float32)}
+    m = _while_loop_model(trips)
+    want = _ort_run(m, feeds)
+    got = wonnx.load(m, ctx).compute(feeds)
+    assert got["hs"].shape == want[1].shape == (min(trips, 4), 2, 3)
+    for k, ref in zip(("h_n", "hs"), want):
+        np.testing.assert_allclose(got[k], ref, atol=1e-5 * np.abs(ref).max(), rtol=0)
+    with pytest.raises(webnn.NotSupportedError, match="Loop's condition must be known at load time"):
+        wonnx.load(_while_loop_model(trips, cond_from_input=True), ctx)
+    m.graph.initializer.remove(next(t for t in m.graph.initializer if t.name == "M"))
+    m.graph.input.append(_vi("M", TensorProto.INT64, []))
+    with pytest.raises(webnn.NotSupportedError, match="Loop's trip count must be known at load time"):
+        wonnx.load(m, ctx)
+
+
+@pytest.mark.parametrize("batch_axis, time_axis, lens", [(1, 0, [4, 4, 4]), (0, 1, [4, 1, 3]), (1, 0, [2, 2, 2])])
+def test_reverse_sequence_matches_onnxruntime(ctx, batch_axis, time_axis, lens):
+    """ReverseSequence reverses the first ``lens[b]`` time steps of every batch entry (equal
+    lengths: one gather; different ones, 1 included: one per entry); exact against ONNX Runtime."""
+    shape = [4, 3, 5] if time_axis == 0 else [3, 4, 5]
+    nodes = [helper.make_node("ReverseSequence", ["x", "lens"], ["y"], batch_axis=batch_axis, time_axis=time_axis)]
+    inits = [numpy_helper.from_array(np.array(lens, np.int64), "lens")]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, shape)], [_vi("y", TensorProto.FLOAT, shape)], inits)
+    x = np.random.default_rng(13).standard_normal(shape).astype(np.float32)
+    np.testing.assert_array_equal(wonnx.load(m, ctx).compute(x)["y"], _ort_run(m, {"x": x})[0])

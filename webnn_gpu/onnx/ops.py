@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .convert import Unsupported
+from .convert import FAILED, Unsupported
 from .rewrite import rewrite
 
 __all__ = ["HANDLERS", "MAPPED_TO", "reshape_target", "slice_params", "reduce_axes"]
@@ -1715,6 +1715,86 @@ def _if(c, n, x):
     c.walk(rewrite(g.node, c.env, [o.name for o in g.output]))
     c.node = saved
     return [c.env.get(o.name) for o in g.output]
+
+
+@_h("ReverseSequence", to="gather along the time axis (one per distinct known sequence length) + concat")
+def _reverse_sequence(c, n, x):
+    v = c.operand(x[0])
+    lens = ints(c, x[1], "ReverseSequence's sequence_lens")
+    s = c.shape(v)
+    b_axis, t_axis = int(n.attr("batch_axis", 1)), int(n.attr("time_axis", 0))
+    steps = s[t_axis]
+    if any(not 0 <= k <= steps for k in lens):
+        raise Unsupported(f"ReverseSequence lengths {lens} outside [0, {steps}]")
+
+    def reversed_first(v, k):
+        idx = np.concatenate([np.arange(k - 1, -1, -1), np.arange(k, steps)]).astype(np.int32)
+        return v if k <= 1 else c.call("gather", v, c.operand(idx), axis=t_axis)
+
+    if len(set(lens)) == 1:
+        return reversed_first(v, lens[0])
+    parts = []
+    for b, k in enumerate(lens):
+        start = [0] * len(s)
+        start[b_axis] = b
+        size = list(s)
+        size[b_axis] = 1
+        parts.append(reversed_first(c.call("slice", v, start, size), k))
+    return c.call("concat", parts, b_axis)
+
+
+#: The most iterations a Loop is written out for (each one is its body's operators again).
+LOOP_MAX_UNROLL = 512
+
+
+@_h("Loop", to="its body written out once per iteration (trip count and condition known at load time)")
+def _loop(c, n, x):
+    """Unrolls ``Loop``: the body is converted once per iteration, its loop-carried values fed
+    to the next; the trip count ``M`` (or its absence) and the condition of every iteration
+    must fold at load time (a counter compared with a constant, as tf2onnx writes TensorFlow's
+    while loops). Scan outputs are the iterations' values stacked along a new first axis."""
+    from onnx import numpy_helper
+
+    g = n.attrs["body"]
+    trips = None if x[0] is None else int(np.asarray(c.known(x[0], "Loop's trip count")).reshape(-1)[0])
+    cond = True if len(x) < 2 or x[1] is None else bool(
+        np.asarray(c.known(x[1], "Loop's initial condition")).reshape(-1)[0])
+    carried = list(x[2:])
+    n_carried = len(carried)
+    if len(g.input) != 2 + n_carried or len(g.output) < 1 + n_carried:
+        raise Unsupported("Loop whose body does not take (iteration, condition, carried values)")
+    scans: list[list] = [[] for _ in g.output[1 + n_carried:]]
+    saved = c.node
+    i = 0
+    while cond and (trips is None or i < trips):
+        if i == LOOP_MAX_UNROLL:
+            raise Unsupported(f"Loop of more than {LOOP_MAX_UNROLL} iterations")
+        for t in g.initializer:
+            c.env[t.name] = numpy_helper.to_array(t)
+        c.env[g.input[0].name] = np.array(i, np.int64)
+        c.env[g.input[1].name] = np.array(cond)
+        for vi, v in zip(g.input[2:], carried):
+            c.env[vi.name] = v
+        c.walk(rewrite(g.node, c.env, [o.name for o in g.output]))
+        c.node = saved
+        outs = [c.env.get(o.name) for o in g.output]
+        if any(v is None or v is FAILED for v in outs):
+            raise Unsupported("Loop whose body could not be converted (see the other messages)")
+        cond = bool(np.asarray(c.known(outs[0], "Loop's condition")).reshape(-1)[0])
+        carried = outs[1:1 + n_carried]
+        for acc, v in zip(scans, outs[1 + n_carried:]):
+            acc.append(v)
+        i += 1
+    stacked = []
+    for acc in scans:
+        if not acc:
+            raise Unsupported("Loop of no iterations with scan outputs (WebNN has no empty tensors)")
+        if all(c.is_known(v) for v in acc):
+            stacked.append(np.stack(acc))
+        else:
+            parts = [c.call("reshape", c.operand(v), [1, *c.shape(v)]) for v in acc]
+            stacked.append(parts[0] if len(parts) == 1 else c.call("concat", parts, 0))
+    return carried + stacked
 
 
 # ---------------------------------------------------------------- attention helpers

@@ -1,0 +1,203 @@
+"""The Keras zoo exported to ONNX with tf2onnx, loaded with ``webnn.load``, against ONNX Runtime.
+
+    .venv/bin/python benchmarks/onnx_keras.py                          # export (once), compare, time
+    .venv/bin/python benchmarks/onnx_keras.py --models vit gru --rounds 10
+    .venv/bin/python benchmarks/onnx_keras.py --dtype float16 --rounds 0   # float16 graphs, errors only
+    .venv/bin/python benchmarks/onnx_keras.py --reexport              # convert again
+
+What a user with an ONNX export does: ``benchmarks/keras_zoo.py`` builds the Keras models and
+converts them to TFLite (``~/.cache/webnn-gpu/keras_zoo/<name>.tflite``; run it first for a
+model that is not there); this script converts those files with tf2onnx in the TensorFlow
+environment (``python -m tf2onnx.convert --tflite X.tflite --output X.onnx --opset 17``, by
+default ``~/.cache/webnn-gpu/bench/venv-tf2onnx/bin/python``, or ``--tf-python``) into
+``$XDG_CACHE_HOME/webnn-gpu/onnx_keras/<name>.onnx`` (never into the repository; nothing is
+downloaded). Then for every model:
+
+* ``webnn.load`` with the open batch dimension set to 1 (``dims``: each input's whole shape);
+* **max error**: ONNX Runtime's CPU provider (1 thread) on one seeded input (floats: standard
+  normal; integer ids: uniform in [0, 20)), the largest difference over the outputs relative
+  to the output's largest magnitude (tolerances: 1e-3 in float32, 3e-2 with ``--dtype
+  float16``, whose graph takes and gives float16 tensors);
+* **latency**: medians over ``--rounds`` rounds of webnn-gpu's tensor path (write, dispatch,
+  read every output) and ONNX Runtime with 2 threads, the two alternating inside each round;
+  the ratio is webnn / ORT.
+
+A model that does not convert or load is a row with the error's first line.
+(Not named onnx.py: a file of that name in this folder would shadow the onnx package.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import keras_zoo  # noqa: E402 - the TFLite files and the TensorFlow environment
+
+#: The models tried, in table order (names of ``keras_zoo.MODELS``).
+MODELS = ["mobilenet_v2", "mobilenet_v3_small", "resnet50", "densenet121", "efficientnet_b0", "xception", "unet",
+          "transformer", "vit", "conv1d", "lstm", "gru", "bilstm", "seq2seq", "convnext_block", "conv3d",
+          "layers_2d", "layers_seq", "spectrogram"]
+
+#: max |webnn - ORT| / max |ORT| allowed per graph dtype.
+TOLERANCE = keras_zoo.TOLERANCE
+
+
+def cache_dir() -> pathlib.Path:
+    """Where the exported models live: ``$XDG_CACHE_HOME/webnn-gpu/onnx_keras``."""
+    return keras_zoo.cache_dir().parent / "onnx_keras"
+
+
+def export(tf_python: str, name: str, out: pathlib.Path) -> str | None:
+    """Convert ``keras_zoo/<name>.tflite`` to ``out/<name>.onnx`` with tf2onnx (opset 17);
+    None, or the reason it did not convert (tf2onnx's last error line)."""
+    src = keras_zoo.cache_dir() / f"{name}.tflite"
+    if not src.exists():
+        return f"no {src} (run benchmarks/keras_zoo.py --models {name} first)"
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / f".{name}.onnx.tmp"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run([tf_python, "-m", "tf2onnx.convert", "--tflite", str(src), "--output", str(tmp),
+                           "--opset", "17"], env=env, capture_output=True, text=True)
+    if proc.returncode or not tmp.exists():
+        lines = [ln for ln in proc.stderr.splitlines() if "Error" in ln or "error" in ln] or proc.stderr.splitlines()
+        return "tf2onnx: " + (lines[-1][:300] if lines else f"exit status {proc.returncode}")
+    tmp.rename(out / f"{name}.onnx")
+    return None
+
+
+def seeded_inputs(session, seed: int = 0) -> dict:
+    """One seeded array per ONNX Runtime input, open dimensions set to 1: integer ids in
+    [0, 20), floats N(0, 1)."""
+    import numpy as np
+
+    types = {"tensor(float)": np.float32, "tensor(int32)": np.int32, "tensor(int64)": np.int64}
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i in session.get_inputs():
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in i.shape]
+        dtype = types[i.type]
+        out[i.name] = (rng.integers(0, 20, shape) if np.dtype(dtype).kind == "i"
+                       else rng.standard_normal(shape)).astype(dtype)
+    return out
+
+
+class WebNN:
+    """The loaded model and its tensors; ``run(inputs)`` is write, dispatch, read every output."""
+
+    def __init__(self, ctx, path: pathlib.Path, inputs: dict, dtype: str) -> None:
+        import webnn_gpu as webnn
+
+        self.ctx = ctx
+        self.model = webnn.load(path, ctx, dtype=dtype, dims={k: list(v.shape) for k, v in inputs.items()})
+        g = self.model.graph
+        self.t_in = {n: ctx.create_tensor({**d, "writable": True}) for n, d in g.inputs.items()}
+        self.t_out = {n: ctx.create_tensor({**d, "readable": True}) for n, d in g.outputs.items()}
+
+    def run(self, inputs: dict) -> dict:
+        for name, t in self.t_in.items():
+            self.ctx.write_tensor(t, inputs[name].astype(self.model.inputs[name]["data_type"], copy=False))
+        self.ctx.dispatch(self.model.graph, self.t_in, self.t_out)
+        return {n: self.ctx.read_tensor(t) for n, t in self.t_out.items()}
+
+
+def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
+    """One row: loads?, max error against ORT, medians of webnn-gpu and ORT 2 threads, kernels."""
+    import numpy as np
+    import zoo
+
+    row: dict = {"model": name}
+    try:
+        ref_rt = zoo_ort(path, 1)
+    except Exception as exc:  # noqa: BLE001 - no reference: a row
+        row["error"] = f"ONNX Runtime does not load it: {str(exc).splitlines()[0][-300:]}"
+        return row
+    x = seeded_inputs(ref_rt)
+    ref = dict(zip([o.name for o in ref_rt.get_outputs()], ref_rt.run(None, x)))
+    try:
+        engine = WebNN(ctx, path, x, args.dtype)
+        got = engine.run(x)
+    except Exception as exc:  # noqa: BLE001 - a row of the table, not a crash
+        row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        return row
+    row["max_error"] = max(float(np.abs(got[n].astype(np.float64) - r).max()) / max(float(np.abs(r).max()), 1e-30)
+                           for n, r in ref.items())
+    row["within_tolerance"] = row["max_error"] <= TOLERANCE[args.dtype]
+    row["kernels"] = engine.model.graph.kernel_count
+    if args.rounds:
+        ort2 = zoo_ort(path, 2)
+        med = zoo.alternate({"webnn": lambda: engine.run(x), "ort2": lambda: ort2.run(None, x)},
+                            args.warmup, args.rounds)
+        row.update(webnn_ms=med["webnn"], ort2_ms=med["ort2"], ratio=med["webnn"] / med["ort2"])
+    return row
+
+
+def zoo_ort(path: pathlib.Path, threads: int):
+    """An ONNX Runtime CPU session with ``threads`` intra-op threads."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def format_table(rows: list[dict]) -> str:
+    """The rows as a Markdown table, with the geometric mean of the ratios."""
+    lines = ["| model | loads | max error / max abs ORT | webnn-gpu ms | ORT 2 threads ms | ratio | kernels |",
+             "| --- | --- " + "| ---: " * 5 + "|"]
+    fmt = lambda v, f: "" if v is None else format(v, f)  # noqa: E731
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | no: {r['error']} | | | | | |")
+            continue
+        mark = "" if r["within_tolerance"] else " (above tolerance)"
+        lines.append(f"| {r['model']} | yes | {r['max_error']:.1e}{mark} | {fmt(r.get('webnn_ms'), '.2f')} | "
+                     f"{fmt(r.get('ort2_ms'), '.2f')} | {fmt(r.get('ratio'), '.1f')} | {r['kernels']} |")
+    ratios = [r["ratio"] for r in rows if "ratio" in r]
+    loaded = sum("error" not in r for r in rows)
+    lines.append("")
+    lines.append(f"{loaded} of {len(rows)} models load" + (
+        f"; geometric mean of the ratios {math.exp(sum(map(math.log, ratios)) / len(ratios)):.1f}, "
+        f"largest {max(ratios):.1f}." if ratios else "."))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="*", default=MODELS, choices=MODELS, metavar="NAME")
+    parser.add_argument("--reexport", action="store_true", help="convert the models again")
+    parser.add_argument("--tf-python", default=str(keras_zoo.DEFAULT_TF_PYTHON),
+                        help="Python of a TensorFlow environment with tf2onnx (default: %(default)s)")
+    parser.add_argument("--dtype", default="float32", choices=list(TOLERANCE), help="the webnn graph's float type")
+    parser.add_argument("--rounds", type=int, default=20, help="timed rounds (0: errors only)")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--json", help="also write the rows to this file")
+    args = parser.parse_args(argv)
+
+    out = cache_dir()
+    failed = {}
+    for name in args.models:
+        if args.reexport or not (out / f"{name}.onnx").exists():
+            print(f"{name}: tf2onnx ...", file=sys.stderr, flush=True)
+            if (reason := export(args.tf_python, name, out)) is not None:
+                failed[name] = reason
+
+    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    import webnn_gpu as webnn
+    import zoo  # the same alternating timing and row printing as the MediaPipe zoo
+
+    ok = {n: out / f"{n}.onnx" for n in args.models if n not in failed}
+    rows = {r["model"]: r for r in zoo.run_rows(webnn.ml.create_context(), ok, bench_model, args)}
+    rows.update({n: {"model": n, "error": reason} for n, reason in failed.items()})
+    print(format_table([rows[n] for n in args.models]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
