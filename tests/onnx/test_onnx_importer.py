@@ -738,3 +738,46 @@ def test_reverse_sequence_matches_onnxruntime(ctx, batch_axis, time_axis, lens):
     m = _model(nodes, [_vi("x", TensorProto.FLOAT, shape)], [_vi("y", TensorProto.FLOAT, shape)], inits)
     x = np.random.default_rng(13).standard_normal(shape).astype(np.float32)
     np.testing.assert_array_equal(wonnx.load(m, ctx).compute(x)["y"], _ort_run(m, {"x": x})[0])
+
+
+def test_pads_computed_by_a_pad_of_known_values_fold(ctx):
+    """tf2onnx's SpaceToBatchND computes a Pad's pads with a Pad of a known integer tensor:
+    that Pad folds at load time (constant and edge modes), the data Pad matches ONNX Runtime
+    exactly."""
+    nodes = [helper.make_node("Pad", ["k", "kp"], ["k2"]),  # [1, 2] -> [0, 1, 2, 0]
+             helper.make_node("Pad", ["k2", "kp1"], ["k3"], mode="edge"),  # -> [0, 0, 1, 2, 0, 0]
+             helper.make_node("Slice", ["k3", "s0", "s4"], ["pads"]),  # [0, 1, 2, 0]
+             helper.make_node("Pad", ["x", "pads", "v"], ["y"])]
+    inits = [numpy_helper.from_array(np.array([1, 2], np.int64), "k"),
+             numpy_helper.from_array(np.array([1, 1], np.int64), "kp"),
+             numpy_helper.from_array(np.array([1, 1], np.int64), "kp1"),
+             numpy_helper.from_array(np.array([1], np.int64), "s0"),
+             numpy_helper.from_array(np.array([5], np.int64), "s4"),
+             numpy_helper.from_array(np.array(1.5, np.float32), "v")]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [3, 4])], [_vi("y", TensorProto.FLOAT, None)], inits)
+    x = np.random.default_rng(14).standard_normal((3, 4)).astype(np.float32)
+    got = wonnx.load(m, ctx).compute(x)["y"]
+    assert got.shape == (5, 5)
+    np.testing.assert_array_equal(got, _ort_run(m, {"x": x})[0])
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest"])
+def test_resize_scale_rounded_from_a_size_ratio(ctx, mode):
+    """A Resize scale that is float32's nearest value to out / in (34 -> 20 written as
+    0.58823532) resizes to that size, within 1e-5 of ONNX Runtime; a scale that is not
+    (0.6 for 17 -> 10) is refused."""
+    def model(sh, sw):
+        nodes = [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode=mode,
+                                  coordinate_transformation_mode="half_pixel")]
+        inits = [numpy_helper.from_array(np.array([1, 1, sh, sw], np.float32), "scales")]
+        return _model(nodes, [_vi("x", TensorProto.FLOAT, [1, 2, 34, 17])], [_vi("y", TensorProto.FLOAT, None)],
+                      inits)
+
+    x = np.random.default_rng(15).standard_normal((1, 2, 34, 17)).astype(np.float32)
+    m = model(np.float32(20 / 34), np.float32(10 / 17))
+    ref = _ort_run(m, {"x": x})[0]
+    got = wonnx.load(m, ctx).compute(x)["y"]
+    assert got.shape == ref.shape == (1, 2, 20, 10)
+    np.testing.assert_allclose(got, ref, atol=1e-5 * np.abs(ref).max(), rtol=0)
+    with pytest.raises(webnn.NotSupportedError, match="does not give a whole size"):
+        wonnx.load(model(np.float32(20 / 34), 0.6), ctx)

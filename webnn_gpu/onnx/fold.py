@@ -246,6 +246,29 @@ def _slice(n, x):
     return [data[tuple(index)]]
 
 
+@_f("Pad")
+def _pad(n, x):
+    """Pad of a known tensor (tf2onnx's SpaceToBatchND pads a shape's block paddings)."""
+    data = np.asarray(x[0])
+    if n.since < 11:
+        pads, value, axes = n.attrs.get("pads", n.attrs.get("paddings", [])), n.attrs.get("value", 0.0), None
+    else:
+        pads = np.asarray(x[1]).reshape(-1)
+        value = np.asarray(x[2]).reshape(-1)[0] if len(x) > 2 and x[2] is not None and x[2].size else 0
+        axes = _axes_arg(n, x, 3)
+    axes = list(range(data.ndim)) if axes is None else [a % data.ndim for a in axes]
+    k = len(axes)
+    width = [(0, 0)] * data.ndim
+    for i, a in enumerate(axes):
+        width[a] = (int(pads[i]), int(pads[k + i]))
+    mode = n.attrs.get("mode", "constant")
+    if mode not in ("constant", "edge", "reflect") or any(b < 0 or e < 0 for b, e in width):
+        raise NotImplementedError
+    if mode == "constant":
+        return [np.pad(data, width, mode="constant", constant_values=np.asarray(value).astype(data.dtype))]
+    return [np.pad(data, width, mode=mode)]
+
+
 @_f("ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin")
 def _reduce(n, x):
     from .ops import reduce_axes

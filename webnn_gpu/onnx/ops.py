@@ -1492,7 +1492,9 @@ def _resize_common(c, n, v, scales, sizes, mode, coord, nearest_mode):
         raise Unsupported(f"{n.op} mode {mode!r}")
     if scales is not None and sizes is None:
         for i in changed:
-            if s[i] * float(scales[i]) != out[i]:
+            # a scale that is float32's nearest value to out / in (as exporters write a
+            # resize to a size) maps coordinates as that ratio does, to float32's precision
+            if s[i] * float(scales[i]) != out[i] and np.float32(out[i] / s[i]) != np.float32(scales[i]):
                 raise Unsupported(f"{n.op} scale {scales[i]} that does not give a whole size for {s[i]}")
     integer_up = all(out[i] % s[i] == 0 for i in changed)
     if mode == "nearest":
