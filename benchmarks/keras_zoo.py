@@ -395,29 +395,36 @@ def _architectures():
     }
 
 
-def generate(out: pathlib.Path, names: list[str]) -> None:
-    """Build and convert ``names`` into ``out/<name>.tflite`` (run in the TensorFlow environment)."""
+def seeded_model(build):
+    """``build()``'s Keras model with its weights drawn again from a seeded normal distribution,
+    so that the batch-norm statistics and the biases are not all 0/1 (a test that cannot tell
+    them apart). Run in the TensorFlow environment."""
     import keras
     import numpy as np
+
+    keras.utils.set_random_seed(13)
+    model = build()
+    rng = np.random.default_rng(13)
+    for w in model.weights:
+        v = w.numpy()
+        if "variance" in w.path:
+            w.assign(rng.uniform(0.5, 1.5, v.shape).astype(v.dtype))
+        elif v.dtype.kind == "f":
+            fan_in = max(int(np.prod(v.shape[:-1])), 1) if v.ndim > 1 else 1
+            w.assign((rng.standard_normal(v.shape) * (1.0 / math.sqrt(fan_in) if v.ndim > 1 else 0.1))
+                     .astype(v.dtype))
+    return model
+
+
+def generate(out: pathlib.Path, names: list[str]) -> None:
+    """Build and convert ``names`` into ``out/<name>.tflite`` (run in the TensorFlow environment)."""
     import tensorflow as tf
 
     out.mkdir(parents=True, exist_ok=True)
     archs = _architectures()
     for name in names:
         build, options = archs[name]
-        keras.utils.set_random_seed(13)
-        model = build()
-        # Weights drawn again from a seeded normal distribution so that the batch-norm
-        # statistics and the biases are not all 0/1 (a test that cannot tell them apart).
-        rng = np.random.default_rng(13)
-        for w in model.weights:
-            v = w.numpy()
-            if "variance" in w.path:
-                w.assign(rng.uniform(0.5, 1.5, v.shape).astype(v.dtype))
-            elif v.dtype.kind == "f":
-                fan_in = max(int(np.prod(v.shape[:-1])), 1) if v.ndim > 1 else 1
-                w.assign((rng.standard_normal(v.shape) * (1.0 / math.sqrt(fan_in) if v.ndim > 1 else 0.1))
-                         .astype(v.dtype))
+        model = seeded_model(build)
         converter = tf.lite.TFLiteConverter.from_keras_model(model)
         for key, value in options.items():
             if key == "target_spec.supported_types":  # float16 weights

@@ -43,6 +43,13 @@ MODELS = ["mobilenet_v2", "mobilenet_v3_small", "resnet50", "densenet121", "effi
           "transformer", "vit", "conv1d", "lstm", "gru", "bilstm", "seq2seq", "convnext_block", "conv3d",
           "layers_2d", "layers_seq", "spectrogram"]
 
+#: Models exported from the Keras model (``tf2onnx.convert.from_keras``, the batch left open)
+#: instead of from their TFLite file, with the reason (tf2onnx 1.17, 2026-11-26).
+FROM_KERAS = {
+    "gru": "the TFLite route's Loop is refused by ONNX Runtime (a Gather of a scalar in its body)",
+    "spectrogram": "the TFLite route fails: tf2onnx's RFFT2D takes only a ComplexAbs consumer",
+}
+
 #: max |webnn - ORT| / max |ORT| allowed per graph dtype.
 TOLERANCE = keras_zoo.TOLERANCE
 
@@ -53,21 +60,82 @@ def cache_dir() -> pathlib.Path:
 
 
 def export(tf_python: str, name: str, out: pathlib.Path) -> str | None:
-    """Convert ``keras_zoo/<name>.tflite`` to ``out/<name>.onnx`` with tf2onnx (opset 17);
-    None, or the reason it did not convert (tf2onnx's last error line)."""
-    src = keras_zoo.cache_dir() / f"{name}.tflite"
-    if not src.exists():
-        return f"no {src} (run benchmarks/keras_zoo.py --models {name} first)"
+    """Convert ``keras_zoo/<name>.tflite`` to ``out/<name>.onnx`` with tf2onnx (opset 17), or
+    for the models of :data:`FROM_KERAS` the Keras model itself; None, or the reason it did
+    not convert (tf2onnx's last error line)."""
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / f".{name}.onnx.tmp"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run([tf_python, "-m", "tf2onnx.convert", "--tflite", str(src), "--output", str(tmp),
-                           "--opset", "17"], env=env, capture_output=True, text=True)
+    if name in FROM_KERAS:
+        cmd = [tf_python, os.path.abspath(__file__), "--export-keras", str(tmp), "--models", name]
+    else:
+        src = keras_zoo.cache_dir() / f"{name}.tflite"
+        if not src.exists():
+            return f"no {src} (run benchmarks/keras_zoo.py --models {name} first)"
+        cmd = [tf_python, "-m", "tf2onnx.convert", "--tflite", str(src), "--output", str(tmp), "--opset", "17"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode or not tmp.exists():
         lines = [ln for ln in proc.stderr.splitlines() if "Error" in ln or "error" in ln] or proc.stderr.splitlines()
         return "tf2onnx: " + (lines[-1][:300] if lines else f"exit status {proc.returncode}")
     tmp.rename(out / f"{name}.onnx")
     return None
+
+
+def export_keras(path: pathlib.Path, name: str) -> None:
+    """Write the Keras model ``name`` (``keras_zoo``'s seeded weights) to ``path`` with
+    ``tf2onnx.convert.from_keras`` (opset 17; run in the TensorFlow environment)."""
+    import tensorflow as tf
+    import tf2onnx
+
+    build, _ = keras_zoo._architectures()[name]
+    model = keras_zoo.seeded_model(build)
+    spec = [tf.TensorSpec(i.shape, i.dtype, name=f"input_{k}") for k, i in enumerate(model.inputs)]
+    tf2onnx.convert.from_keras(model, input_signature=spec, opset=17, output_path=str(path))
+
+
+#: Operators tf2onnx 1.17 leaves unconverted in Keras' exact GELU (``TFL_GELU`` from a TFLite
+#: file, ``Erfc`` from a Keras model): ONNX Runtime refuses such a file. webnn-gpu loads it
+#: with these ``custom_ops``; ONNX Runtime runs a copy with the same maths in ONNX operators
+#: (:func:`standard_onnx`).
+CUSTOM_OPS = {
+    "TFL_GELU": lambda b, x, a: b.gelu(x[0]) if not a.get("approximate") else None,
+    "Erfc": lambda b, x, a: b.sub(b.constant({"data_type": x[0].data_type, "shape": []}, _one(x[0].data_type)),
+                                  b.erf(x[0])),
+}
+
+
+def _one(data_type: str):
+    import numpy as np
+
+    return np.ones((), np.float16 if data_type == "float16" else np.float32)
+
+
+def standard_onnx(path: pathlib.Path) -> bytes:
+    """The model with :data:`CUSTOM_OPS`' operators written in ONNX operators (for ONNX Runtime):
+    ``Erfc(x) = 1 - Erf(x)``, ``TFL_GELU(x) = 0.5 x (1 + Erf(x / sqrt(2)))``."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    m = onnx.load(str(path))
+    nodes = []
+    consts = {"onnx_keras_one": 1.0, "onnx_keras_half": 0.5, "onnx_keras_rsqrt2": 1 / math.sqrt(2)}
+    for p in m.graph.node:
+        x, y, k = p.input[0], p.output[0], p.output[0] + "__std"
+        if p.op_type == "Erfc":
+            nodes += [helper.make_node("Erf", [x], [k]), helper.make_node("Sub", ["onnx_keras_one", k], [y])]
+        elif p.op_type == "TFL_GELU" and not any(a.name == "approximate" and a.i for a in p.attribute):
+            nodes += [helper.make_node("Mul", [x, "onnx_keras_rsqrt2"], [k + "0"]),
+                      helper.make_node("Erf", [k + "0"], [k + "1"]),
+                      helper.make_node("Add", [k + "1", "onnx_keras_one"], [k + "2"]),
+                      helper.make_node("Mul", [x, k + "2"], [k + "3"]),
+                      helper.make_node("Mul", [k + "3", "onnx_keras_half"], [y])]
+        else:
+            nodes.append(p)
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    m.graph.initializer.extend(numpy_helper.from_array(np.array(v, np.float32), k) for k, v in consts.items())
+    return m.SerializeToString()
 
 
 def seeded_inputs(session, seed: int = 0) -> dict:
@@ -93,7 +161,8 @@ class WebNN:
         import webnn_gpu as webnn
 
         self.ctx = ctx
-        self.model = webnn.load(path, ctx, dtype=dtype, dims={k: list(v.shape) for k, v in inputs.items()})
+        self.model = webnn.load(path, ctx, dtype=dtype, dims={k: list(v.shape) for k, v in inputs.items()},
+                                custom_ops=CUSTOM_OPS)
         g = self.model.graph
         self.t_in = {n: ctx.create_tensor({**d, "writable": True}) for n, d in g.inputs.items()}
         self.t_out = {n: ctx.create_tensor({**d, "readable": True}) for n, d in g.outputs.items()}
@@ -112,7 +181,7 @@ def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
 
     row: dict = {"model": name}
     try:
-        ref_rt = zoo_ort(path, 1)
+        ref_rt = ort_session(path, 1)
     except Exception as exc:  # noqa: BLE001 - no reference: a row
         row["error"] = f"ONNX Runtime does not load it: {str(exc).splitlines()[0][-300:]}"
         return row
@@ -129,14 +198,14 @@ def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
     row["within_tolerance"] = row["max_error"] <= TOLERANCE[args.dtype]
     row["kernels"] = engine.model.graph.kernel_count
     if args.rounds:
-        ort2 = zoo_ort(path, 2)
+        ort2 = ort_session(path, 2)
         med = zoo.alternate({"webnn": lambda: engine.run(x), "ort2": lambda: ort2.run(None, x)},
                             args.warmup, args.rounds)
         row.update(webnn_ms=med["webnn"], ort2_ms=med["ort2"], ratio=med["webnn"] / med["ort2"])
     return row
 
 
-def zoo_ort(path: pathlib.Path, threads: int):
+def ort_session(path: pathlib.Path, threads: int):
     """An ONNX Runtime CPU session with ``threads`` intra-op threads."""
     import onnxruntime as ort
 
@@ -144,7 +213,7 @@ def zoo_ort(path: pathlib.Path, threads: int):
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(standard_onnx(path), opts, providers=["CPUExecutionProvider"])
 
 
 def format_table(rows: list[dict]) -> str:
@@ -178,7 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=20, help="timed rounds (0: errors only)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--export-keras", metavar="PATH", help=argparse.SUPPRESS)  # the TF-side half
     args = parser.parse_args(argv)
+    if args.export_keras:
+        export_keras(pathlib.Path(args.export_keras), args.models[0])
+        return 0
 
     out = cache_dir()
     failed = {}
