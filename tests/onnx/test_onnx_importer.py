@@ -781,3 +781,57 @@ def test_resize_scale_rounded_from_a_size_ratio(ctx, mode):
     np.testing.assert_allclose(got, ref, atol=1e-5 * np.abs(ref).max(), rtol=0)
     with pytest.raises(webnn.NotSupportedError, match="does not give a whole size"):
         wonnx.load(model(np.float32(20 / 34), 0.6), ctx)
+
+
+@pytest.mark.parametrize("attrs, wshape, bias", [
+    ({"pads": [1, 1, 1, 1, 1, 1]}, [4, 3, 3, 3, 3], True),                    # Keras' SAME 3x3x3
+    ({"strides": [1, 2, 2]}, [5, 3, 1, 3, 3], False),                          # 1x3x3, strided frames
+    ({"strides": [2, 1, 2], "dilations": [2, 1, 1], "pads": [2, 0, 1, 1, 1, 0]}, [2, 3, 2, 2, 3], True),
+    ({"auto_pad": "SAME_UPPER", "strides": [2, 2, 1]}, [3, 3, 2, 3, 2], False),
+])
+def test_conv3d_matches_onnxruntime(ctx, attrs, wshape, bias):
+    """A Conv over [N, C, D, H, W] is one conv2d over the depth taps side by side; padding,
+    strides and dilation in depth and in the plane, SAME auto-padding; within 1e-5 of ONNX
+    Runtime's magnitude. Groups are refused."""
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal((2, 3, 7, 6, 5)).astype(np.float32)
+    inits = [numpy_helper.from_array(rng.standard_normal(wshape).astype(np.float32), "w")]
+    if bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(wshape[0]).astype(np.float32), "b"))
+    node = helper.make_node("Conv", ["x", "w", "b"] if bias else ["x", "w"], ["y"], **attrs)
+    m = _model([node], [_vi("x", TensorProto.FLOAT, list(x.shape))], [_vi("y", TensorProto.FLOAT, None)], inits)
+    ref = _ort_run(m, {"x": x})[0]
+    got = wonnx.load(m, ctx).compute(x)["y"]
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, atol=1e-5 * np.abs(ref).max(), rtol=0)
+    grouped = helper.make_node("Conv", ["x", "wg"], ["y"], group=3)
+    wg = numpy_helper.from_array(rng.standard_normal((3, 1, 1, 1, 1)).astype(np.float32), "wg")
+    with pytest.raises(webnn.NotSupportedError, match="3 spatial dimensions and groups"):
+        wonnx.load(_model([grouped], [_vi("x", TensorProto.FLOAT, list(x.shape))],
+                          [_vi("y", TensorProto.FLOAT, None)], [wg]), ctx)
+
+
+@pytest.mark.parametrize("attrs, bias", [
+    ({"strides": [2, 2, 2], "pads": [0, 0, 0, 1, 1, 1]}, True),             # Keras' SAME stride 2
+    ({"strides": [1, 1, 1]}, False),
+    ({"strides": [2, 1, 2], "dilations": [2, 1, 1], "pads": [1, 1, 0, 0, 0, 1], "output_padding": [1, 0, 1]}, True),
+])
+def test_conv_transpose3d_matches_onnxruntime(ctx, attrs, bias):
+    """A ConvTranspose over [N, C, D, H, W] (conv_transpose2d of the frames to every depth tap,
+    a 0/1 matmul placing the taps, the bias): pads, strides, dilation and output padding in
+    depth and in the plane; within 1e-5 of ONNX Runtime's magnitude. A GlobalAveragePool of
+    the 5-D result too."""
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((1, 3, 4, 5, 3)).astype(np.float32)
+    inits = [numpy_helper.from_array(rng.standard_normal((3, 2, 3, 2, 3)).astype(np.float32), "w")]
+    if bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(2).astype(np.float32), "b"))
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"] if bias else ["x", "w"], ["y"], **attrs),
+             helper.make_node("GlobalAveragePool", ["y"], ["p"])]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, list(x.shape))],
+               [_vi("y", TensorProto.FLOAT, None), _vi("p", TensorProto.FLOAT, None)], inits)
+    want = _ort_run(m, {"x": x})
+    got = wonnx.load(m, ctx).compute(x)
+    for k, ref in zip(("y", "p"), want):
+        assert got[k].shape == ref.shape
+        np.testing.assert_allclose(got[k], ref, atol=1e-5 * np.abs(ref).max(), rtol=0)

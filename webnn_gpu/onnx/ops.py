@@ -523,8 +523,11 @@ def _ext(vals, one_d, fill):
     return [*vals, fill] if one_d else list(vals)
 
 
-@_h("Conv", to="conv2d (nchw, oihw); 1-D through a trailing axis of size 1; 1x1 on 1x1 pixels in nhwc")
+@_h("Conv", to="conv2d (nchw, oihw); 1-D through a trailing axis of size 1; 1x1 on 1x1 pixels in nhwc; "
+                "3-D as one conv2d over the depth taps side by side (groups 1)")
 def _conv(c, n, x):
+    if n.domain != MS and _rank(c, x[0]) == 5:
+        return _conv3d(c, n, x)
     v, w, bias, r, kernel, strides, dil, in_sizes, one_d = _conv_common(c, n, x)
     begin, end = _spatial_pads(n, in_sizes, kernel, strides, dil)
     if not one_d and in_sizes == [1, 1] and kernel == [1, 1] and not any(begin + end) and int(n.attr("group", 1)) == 1:
@@ -584,9 +587,27 @@ _h("FusedConv", to="conv2d + its activation", domain=MS)(_conv)
 
 
 @_h("ConvTranspose", to="conv_transpose2d (nchw, iohw); output_shape through the pads it implies; "
-                         "kernel == stride, filter not baked: 1x1 conv2d + pixel shuffle")
+                         "kernel == stride, filter not baked: 1x1 conv2d + pixel shuffle; 3-D as conv_transpose2d "
+                         "of the depth taps + a 0/1 placing matmul (groups 1)")
 def _conv_transpose(c, n, x):
+    if _rank(c, x[0]) == 5:
+        return _conv_transpose3d(c, n, x)
     v, w, bias, r, kernel, strides, dil, in_sizes, one_d = _conv_common(c, n, x)
+    begin, end, out_pad = _transpose_pads(n, in_sizes, kernel, strides, dil)
+    if not one_d and kernel == strides and dil == [1, 1] and not any(begin + end + out_pad) \
+            and int(n.attr("group", 1)) == 1 and c.is_known(x[1]) and not _baked_transpose(np.asarray(x[1])) \
+            and (len(x) < 3 or x[2] is None or c.is_known(x[2])):
+        return _pixel_shuffle_conv(c, v, np.asarray(x[1]), None if len(x) < 3 or x[2] is None else np.asarray(x[2]))
+    out = c.call("conv_transpose2d", v, w, padding=_pads4(begin, end, one_d), strides=_ext(strides, one_d, 1),
+                 dilations=_ext(dil, one_d, 1), output_padding=_ext(out_pad, one_d, 0),
+                 groups=int(n.attr("group", 1)), bias=bias)
+    return _from_2d(c, out) if one_d else out
+
+
+def _transpose_pads(n, in_sizes, kernel, strides, dil):
+    """A ConvTranspose's (begin pads, end pads, output padding) per spatial axis, its
+    ``output_shape`` and ``auto_pad`` turned into the pads they imply."""
+    r = len(in_sizes)
     out_pad = [int(p) for p in (n.attr("output_padding") or [0] * r)]
     out_shape = n.attr("output_shape")
     auto = n.attr("auto_pad", "NOTSET")
@@ -604,19 +625,87 @@ def _conv_transpose(c, n, x):
             else:
                 begin.append(total - total // 2)
                 end.append(total // 2)
-    elif auto == "VALID":
-        begin, end = [0] * r, [0] * r
-    else:
-        pads = [int(p) for p in (n.attr("pads") or [0] * (2 * r))]
-        begin, end = pads[:r], pads[r:]
-    if not one_d and kernel == strides and dil == [1, 1] and not any(begin + end + out_pad) \
-            and int(n.attr("group", 1)) == 1 and c.is_known(x[1]) and not _baked_transpose(np.asarray(x[1])) \
-            and (len(x) < 3 or x[2] is None or c.is_known(x[2])):
-        return _pixel_shuffle_conv(c, v, np.asarray(x[1]), None if len(x) < 3 or x[2] is None else np.asarray(x[2]))
-    out = c.call("conv_transpose2d", v, w, padding=_pads4(begin, end, one_d), strides=_ext(strides, one_d, 1),
-                 dilations=_ext(dil, one_d, 1), output_padding=_ext(out_pad, one_d, 0),
-                 groups=int(n.attr("group", 1)), bias=bias)
-    return _from_2d(c, out) if one_d else out
+        return begin, end, out_pad
+    if auto == "VALID":
+        return [0] * r, [0] * r, out_pad
+    pads = [int(p) for p in (n.attr("pads") or [0] * (2 * r))]
+    return pads[:r], pads[r:], out_pad
+
+
+def _conv3d_common(c, n, x):
+    """A 3-D Conv / ConvTranspose's input (transposed to ``[N, D, C, H, W]``), filter, bias,
+    kernel, strides and dilations; groups other than 1 are refused."""
+    v = c.operand(x[0])
+    if int(n.attr("group", 1)) != 1:
+        raise Unsupported(f"{n.op} with 3 spatial dimensions and groups")
+    ws = c.shape(x[1])
+    kernel = [int(k) for k in (n.attr("kernel_shape") or ws[2:])]
+    strides = [int(s) for s in (n.attr("strides") or [1] * 3)]
+    dil = [int(d) for d in (n.attr("dilations") or [1] * 3)]
+    bias = c.operand(x[2], v.data_type) if len(x) > 2 and x[2] is not None else None
+    return v, c.call("transpose", v, permutation=[0, 2, 1, 3, 4]), bias, kernel, strides, dil
+
+
+def _filter3d(c, w, perm, shape, dt):
+    """A 5-D filter transposed by ``perm`` and reshaped to the 4-D ``shape`` (in NumPy when known)."""
+    if c.is_known(w):
+        return c.operand(np.ascontiguousarray(np.transpose(np.asarray(w), perm)).reshape(shape), dt)
+    return c.call("reshape", c.call("transpose", c.operand(w, dt), permutation=perm), shape)
+
+
+def _conv3d(c, n, x):
+    """``Conv`` of ``[N, C, D, H, W]``: out[:, :, od] = sum over the depth taps i of
+    conv2d(x[:, :, od * sd + i * dd - pad], w[:, :, i]); the taps' input slices side by side
+    along the channels are one conv2d over ``[N * OD, KD * C, H, W]`` with the filter's taps
+    likewise side by side (the same products and sums)."""
+    v, t, bias, kernel, strides, dil = _conv3d_common(c, n, x)
+    N, C, D, H, W = c.shape(v)
+    O = c.shape(x[1])[0]
+    KD, sd, dd = kernel[0], strides[0], dil[0]
+    begin, end = _spatial_pads(n, [D, H, W], kernel, strides, dil)
+    od = (D + begin[0] + end[0] - (KD - 1) * dd - 1) // sd + 1
+    if od < 1:
+        raise Unsupported(f"Conv of depth {D} smaller than its filter")
+    if begin[0] or end[0]:
+        t = c.call("pad", t, [0, begin[0], 0, 0, 0], [0, end[0], 0, 0, 0])
+    if KD > 1 or sd > 1 or od != c.shape(t)[1]:
+        t = [c.call("slice", t, [0, i * dd, 0, 0, 0], [N, (od - 1) * sd + 1, C, H, W], strides=[1, sd, 1, 1, 1])
+             for i in range(KD)]
+        t = t[0] if KD == 1 else c.call("concat", t, 2)
+    t = c.call("reshape", t, [N * od, KD * C, H, W])
+    w = _filter3d(c, x[1], [0, 2, 1, 3, 4], [O, KD * C, kernel[1], kernel[2]], v.data_type)
+    y = c.call("conv2d", t, w, padding=[begin[1], end[1], begin[2], end[2]], strides=strides[1:],
+               dilations=dil[1:], bias=bias)
+    y = c.call("reshape", y, [N, od, *c.shape(y)[1:]])
+    return c.call("transpose", y, permutation=[0, 2, 1, 3, 4])
+
+
+def _conv_transpose3d(c, n, x):
+    """``ConvTranspose`` of ``[N, C, D, H, W]``: input depth j and tap i add
+    conv_transpose2d(x[:, :, j], w[:, :, i]) to output depth j * sd + i * dd - pad; one
+    conv_transpose2d of the ``N * D`` frames gives every tap (``KD * O`` channels), and the sum
+    per output depth is a product with a constant 0/1 matrix; then the bias."""
+    v, t, bias, kernel, strides, dil = _conv3d_common(c, n, x)
+    N, C, D, H, W = c.shape(v)
+    O = c.shape(x[1])[1]
+    KD, sd, dd = kernel[0], strides[0], dil[0]
+    begin, end, out_pad = _transpose_pads(n, [D, H, W], kernel, strides, dil)
+    od = (D - 1) * sd + (KD - 1) * dd + 1 - begin[0] - end[0] + out_pad[0]
+    dt = v.data_type
+    t = c.call("reshape", t, [N * D, C, H, W])
+    w = _filter3d(c, x[1], [0, 2, 1, 3, 4], [C, KD * O, kernel[1], kernel[2]], dt)
+    y = c.call("conv_transpose2d", t, w, padding=[begin[1], end[1], begin[2], end[2]], strides=strides[1:],
+               dilations=dil[1:], output_padding=out_pad[1:])
+    oh, ow = c.shape(y)[2:]
+    place = np.zeros((od, KD * D), np.float32)
+    for i in range(KD):
+        for j in range(D):
+            if 0 <= (o := j * sd + i * dd - begin[0]) < od:
+                place[o, i * D + j] = 1.0
+    y = c.call("transpose", c.call("reshape", y, [N, D, KD, O * oh * ow]), permutation=[0, 2, 1, 3])
+    y = c.call("matmul", c.operand(place[None], dt), c.call("reshape", y, [N, KD * D, O * oh * ow]))
+    y = c.call("transpose", c.call("reshape", y, [N, od, O, oh, ow]), permutation=[0, 2, 1, 3, 4])
+    return y if bias is None else c.call("add", y, c.call("reshape", bias, [1, O, 1, 1, 1]))
 
 
 def _baked_transpose(w: np.ndarray) -> bool:
@@ -712,16 +801,18 @@ def _global_pool(method):
         v = c.operand(x[0])
         if method == "l2_pool2d" and int(n.attr("p", 2)) != 2:
             raise Unsupported(f"GlobalLpPool with p={n.attr('p')} (WebNN has p=2)")
-        r = _rank(c, v) - 2
-        if r == 2:
+        s = c.shape(v)
+        if len(s) == 4:
             return c.call(method, v)
-        if r == 1:
-            return _from_2d(c, c.call(method, _to_2d(c, v)))
-        raise Unsupported(f"{n.op} with {r} spatial dimensions")
+        if len(s) < 3:
+            raise Unsupported(f"{n.op} of rank {len(s)}")
+        # 1 or >= 3 spatial dimensions: the same elements as one column [N, C, D*H*W, 1]
+        out = c.call(method, c.call("reshape", v, [s[0], s[1], int(np.prod(s[2:])), 1]))
+        return c.call("reshape", out, [s[0], s[1], *[1] * (len(s) - 2)])
     return h
 
 
-_h("GlobalAveragePool", to="average_pool2d over the whole plane")(_global_pool("average_pool2d"))
+_h("GlobalAveragePool", to="average_pool2d over the whole plane (1-D, 3-D: over one column)")(_global_pool("average_pool2d"))
 _h("GlobalMaxPool", to="max_pool2d over the whole plane")(_global_pool("max_pool2d"))
 _h("GlobalLpPool", to="l2_pool2d over the whole plane (p=2)")(_global_pool("l2_pool2d"))
 
