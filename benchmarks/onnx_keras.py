@@ -216,6 +216,32 @@ def ort_session(path: pathlib.Path, threads: int):
     return ort.InferenceSession(standard_onnx(path), opts, providers=["CPUExecutionProvider"])
 
 
+def knob_ab(ctx, name: str, path: pathlib.Path, old_env: dict, rounds: int) -> str:
+    """``name`` built twice in this process, with ``old_env`` set and without it, timed in turn
+    (write, dispatch, read; the order swapped every round): a line with the kernel counts, the
+    medians (us) and the median and range of the per-round ratio new / old, and the outputs' gap."""
+    import time
+
+    import numpy as np
+    from _common import environ, ratio_line
+
+    x = seeded_inputs(ort_session(path, 1))
+    with environ({"WEBNN_GPU_PLAN_CACHE": "0", **old_env}):
+        old = WebNN(ctx, path, x, "float32")
+    with environ({"WEBNN_GPU_PLAN_CACHE": "0", **dict.fromkeys(old_env)}):
+        new = WebNN(ctx, path, x, "float32")
+    times: dict[str, list[float]] = {"old": [], "new": []}
+    for r in range(rounds + 3):
+        for key, engine in sorted({"old": old, "new": new}.items(), reverse=bool(r % 2)):
+            t0 = time.perf_counter()
+            engine.run(x)
+            if r >= 3:
+                times[key].append((time.perf_counter() - t0) * 1e6)
+    gap = max(float(np.abs(a.astype(np.float64) - b).max()) for a, b in zip(old.run(x).values(), new.run(x).values()))
+    return (f"{ratio_line(name, times['old'], times['new'], 20)}  kernels {old.model.graph.kernel_count} -> "
+            f"{new.model.graph.kernel_count}, max |new - old| {gap:.2g}")
+
+
 def format_table(rows: list[dict]) -> str:
     """The rows as a Markdown table, with the geometric mean of the ratios."""
     lines = ["| model | loads | max error / max abs ORT | webnn-gpu ms | ORT 2 threads ms | ratio | kernels |",
@@ -247,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=20, help="timed rounds (0: errors only)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--ab", metavar="VAR=VALUE", help="instead of the table: each model built with this "
+                        "WEBNN_GPU_FORCE_* setting (old) and without it (new), timed in turn (--rounds rounds)")
     parser.add_argument("--export-keras", metavar="PATH", help=argparse.SUPPRESS)  # the TF-side half
     args = parser.parse_args(argv)
     if args.export_keras:
@@ -266,6 +294,13 @@ def main(argv: list[str] | None = None) -> int:
     import zoo  # the same alternating timing and row printing as the MediaPipe zoo
 
     ok = {n: out / f"{n}.onnx" for n in args.models if n not in failed}
+    if args.ab:
+        var, _, value = args.ab.partition("=")
+        ctx = webnn.ml.create_context()
+        print(f"{'model':>20} {'old us':>9} {'new us':>9}  new/old (quartiles) [range]")
+        for n, path in ok.items():
+            print(knob_ab(ctx, n, path, {var: value}, args.rounds), flush=True)
+        return 0
     rows = {r["model"]: r for r in zoo.run_rows(webnn.ml.create_context(), ok, bench_model, args)}
     rows.update({n: {"model": n, "error": reason} for n, reason in failed.items()})
     print(format_table([rows[n] for n in args.models]))

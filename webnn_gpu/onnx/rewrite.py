@@ -12,7 +12,7 @@ from collections import Counter
 
 import numpy as np
 
-__all__ = ["fold_conv_affine", "fuse_lstm_cell", "rewrite"]
+__all__ = ["fold_conv_affine", "fuse_lstm_cell", "rewrite", "split_gemm_accumulate"]
 
 _DEFAULT = ("", "ai.onnx")
 #: element-wise ops with a known per-channel operand that fold into a conv's weights and bias
@@ -438,7 +438,95 @@ def fuse_lstm_cell(nodes, env: dict, outputs) -> list:
     return out
 
 
+def split_gemm_accumulate(nodes, env: dict, outputs) -> list:
+    """Write a Gemm that accumulates a second product, then adds a known bias, as the sum of
+    two Gemms (tf2onnx's spelling of a TensorFlow LSTM cell's two products, which
+    :func:`fuse_lstm_cell` then takes)::
+
+        Gemm(x, W, C = [Reshape](MatMul(h, R))) + b   ->   Gemm(x, W, b) + Gemm(Reshape(h, [-1, K]), R)
+
+    where the Gemm has alpha = beta = 1 and transA = 0, ``W``, ``R`` (2-D, ``[K, N]``) and
+    ``b`` (``[N]`` or ``[1, N]``) are known, the Reshape (if any) is to ``[N]`` or ``[M, N]``,
+    and the Gemm's and MatMul's outputs are read only here. The same products; the sum
+    ``x W + h R + b`` is taken as ``(x W + b) + h R``.
+
+    Arguments:
+        nodes (sequence[onnx.NodeProto]): a graph's nodes in order.
+        env (dict): value name -> NumPy array for the values known at load time; the new
+            shapes are added to it.
+        outputs (sequence[str]): the graph's output names.
+
+    Returns:
+        list[onnx.NodeProto]: the new node list (the input list where nothing matched).
+    """
+    from onnx import helper
+
+    nodes = list(nodes)
+    known = _known_consts(nodes, env)
+    uses = _uses(nodes, outputs)
+    producer = {o: k for k, p in enumerate(nodes) for o in p.output if o}
+
+    def prod(name, op):
+        k = producer.get(name)
+        return k if k is not None and nodes[k].op_type == op and nodes[k].domain in _DEFAULT and uses[name] == 1 \
+            else None
+
+    replaced: dict[int, list] = {}
+    drop: set[int] = set()
+    for ka, add in enumerate(nodes):
+        if add.op_type != "Add" or add.domain not in _DEFAULT or len(add.input) != 2:
+            continue
+        kg = b = None
+        for j in (0, 1):
+            kg, b = prod(add.input[j], "Gemm"), known.get(add.input[1 - j])
+            if kg is not None and isinstance(b, np.ndarray) and b.dtype.kind == "f":
+                break
+        else:
+            continue
+        g = nodes[kg]
+        w = known.get(g.input[1]) if len(g.input) > 1 else None
+        if len(g.input) != 3 or not g.input[2] or not isinstance(w, np.ndarray) or w.ndim != 2 \
+                or float(_attr(g, "alpha", 1.0)) != 1.0 or float(_attr(g, "beta", 1.0)) != 1.0 \
+                or int(_attr(g, "transA", 0)):
+            continue
+        n_out = w.shape[0] if int(_attr(g, "transB", 0)) else w.shape[1]
+        if b.shape not in ((n_out,), (1, n_out)):
+            continue
+        chain, c_name = [], g.input[2]
+        kr = prod(c_name, "Reshape")
+        if kr is not None:
+            shape = known.get(nodes[kr].input[1])
+            if not isinstance(shape, np.ndarray) or shape.ndim != 1 or shape.size not in (1, 2) \
+                    or int(shape[-1]) != n_out or (shape.size == 2 and int(shape[0]) <= 0):
+                continue
+            chain, c_name = [kr], nodes[kr].input[0]
+        km = prod(c_name, "MatMul")
+        r = known.get(nodes[km].input[1]) if km is not None else None
+        if not isinstance(r, np.ndarray) or r.ndim != 2 or r.shape[1] != n_out or r.dtype.kind != "f" \
+                or {km, kg, *chain} & (drop | set(replaced)):
+            continue
+        y = add.output[0]
+        base = f"{y}::split_gemm"
+        env[f"{base}/k"] = np.array([-1, r.shape[0]], np.int64)
+        name = add.name or y
+        replaced[ka] = [
+            helper.make_node("Gemm", [g.input[0], g.input[1], add.input[1 - list(add.input).index(g.output[0])]],
+                             [f"{base}/xw"], name=f"{name}/xw", transB=int(_attr(g, "transB", 0))),
+            helper.make_node("Reshape", [nodes[km].input[0], f"{base}/k"], [f"{base}/h"], name=f"{name}/h"),
+            helper.make_node("Gemm", [f"{base}/h", nodes[km].input[1]], [f"{base}/hr"], name=f"{name}/hr"),
+            helper.make_node("Add", [f"{base}/xw", f"{base}/hr"], [y], name=name)]
+        drop |= {km, kg, *chain}
+    if not replaced:
+        return nodes
+    return [q for k, p in enumerate(nodes) if k not in drop for q in replaced.get(k, [p])]
+
+
 def rewrite(nodes, env: dict, outputs) -> list:
     """Every load-time rewrite of this module, in order, on one graph's node list
-    (:func:`fuse_lstm_cell`, then :func:`fold_conv_affine`)."""
+    (:func:`split_gemm_accumulate`, :func:`fuse_lstm_cell`, then :func:`fold_conv_affine`;
+    ``WEBNN_GPU_FORCE_SPLIT_GEMM=off`` skips the first, read at each call)."""
+    import os
+
+    if os.environ.get("WEBNN_GPU_FORCE_SPLIT_GEMM", "on") != "off":
+        nodes = split_gemm_accumulate(nodes, env, outputs)
     return fold_conv_affine(fuse_lstm_cell(nodes, env, outputs), env, outputs)
