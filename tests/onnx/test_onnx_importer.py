@@ -899,3 +899,39 @@ def test_gemm_accumulating_a_product_splits_for_the_lstm_cell(ctx, variant):
     got = loaded.compute(feeds)
     np.testing.assert_allclose(got["c2"], c2, atol=1e-5 * np.abs(c2).max(), rtol=0)
     np.testing.assert_allclose(got["h2"], sig(a["o"]) * np.tanh(c2), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("mask_known", [True, False])
+def test_float16_mask_beyond_range_times_a_boolean_stays_finite(ctx, mask_known):
+    """tf2onnx's attention mask: scores + Cast(mask) * -2.4e38 -> Softmax. In a float16 graph
+    the constant is -65504 (not -inf, whose product with 0 is NaN), whether the mask is known
+    at load time (a causal mask) or computed at run time; the softmax within 2e-3 of float64
+    NumPy. (A constant beyond float16's range elsewhere is float16's infinity, as before.)"""
+    rng = np.random.default_rng(19)
+    S = 9  # a known mask of more than 64 values: not multiplied out at load time (fold.py)
+    causal = np.tril(np.ones((S, S), bool))
+    inits = [numpy_helper.from_array(np.array(-2.3726709e38, np.float32), "big")]
+    inputs = [_vi("s", TensorProto.FLOAT, [S, S])]
+    if mask_known:
+        first = helper.make_node("Not", ["causal"], ["future"])
+        inits.append(numpy_helper.from_array(causal, "causal"))
+    else:
+        first = helper.make_node("Greater", ["pos_k", "pos_q"], ["future"])
+        inits.append(numpy_helper.from_array(np.arange(S, dtype=np.int64).reshape(1, S), "pos_k"))
+        inputs.append(_vi("pos_q", TensorProto.INT64, [S, 1]))
+    nodes = [first,
+             helper.make_node("Cast", ["future"], ["future_f"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["big", "future_f"], ["bias"]),
+             helper.make_node("Add", ["s", "bias"], ["z"]),
+             helper.make_node("Softmax", ["z"], ["y"], axis=-1)]
+    m = _model(nodes, inputs, [_vi("y", TensorProto.FLOAT, None)], inits)
+    s = rng.standard_normal((S, S)).astype(np.float32)
+    feeds = {"s": s.astype(np.float16)}
+    if not mask_known:
+        feeds["pos_q"] = np.arange(S, dtype=np.int64).reshape(S, 1)
+    got = wonnx.load(m, ctx, dtype="float16").compute(feeds)["y"]
+    z = np.where(causal, s.astype(np.float64), -np.inf)
+    want = np.exp(z - z.max(-1, keepdims=True))
+    want /= want.sum(-1, keepdims=True)
+    assert not np.isnan(got).any()
+    np.testing.assert_allclose(got.astype(np.float64), want, atol=2e-3, rtol=0)

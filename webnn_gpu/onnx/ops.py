@@ -69,6 +69,8 @@ def _binary(method):
             biased = _gathered_plus(c, n, a, b)
             if biased is not None:
                 return biased
+        if method == "mul" and c.dtype == "float16":
+            a, b = _finite_mask_value(c, n, a, b)
         moved = _binary_through_view(c, method, a, b)
         if moved is not None:
             return moved
@@ -77,6 +79,22 @@ def _binary(method):
             _note_one_hot(c, n, a, b)
         return out
     return h
+
+
+def _finite_mask_value(c, n, a, b):
+    """``Mul(a, b)`` in a float16 graph where one side is a known finite float constant beyond
+    float16's range and the other a cast of a boolean or known to hold only 0 and 1 (tf2onnx's
+    spelling of an attention mask's select, ``Cast(Not(mask)) * -3.4e38``): the constant becomes float16's
+    largest finite magnitude with its sign, so that the product is 0 where the mask is 0 (an
+    infinity would give NaN there) and -65504 elsewhere, which a softmax reads as exp(-65504 -
+    max) = 0, as it reads the float32 value. ``a, b``, the constant clamped or as they were."""
+    top = float(np.finfo(np.float16).max)
+    out = [a, b]
+    for j, (k, other) in enumerate(((a, b), (b, a))):
+        zero_one = n.inputs[1 - j] in c.zero_one or (c.is_known(other) and np.isin(other, (0, 1)).all())
+        if zero_one and c.is_known(k) and k.dtype.kind == "f" and np.all(np.isfinite(k)) and np.any(np.abs(k) > top):
+            out[j] = np.asarray(np.clip(k.astype(np.float32), -top, top))
+    return out[0], out[1]
 
 
 #: element-wise methods that a conv or matmul kernel can apply as it stores (its epilogue)
@@ -445,7 +463,14 @@ def _cast(c, n, x):
     to = int(n.attr("to"))
     if n.inputs[0] in c.one_hot and to in (1, 10):  # float, float16: the one-hot stays one
         c.one_hot[n.outputs[0]] = c.one_hot[n.inputs[0]]
+    if to in (1, 10) and c.producer_op.get(n.inputs[0]) in _BOOLEAN_OPS:
+        c.zero_one.add(n.outputs[0])
     return _cast_to(c, x[0], to)
+
+
+#: ONNX operators whose output is a boolean tensor
+_BOOLEAN_OPS = {"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "And", "Or", "Xor", "Not", "IsNaN",
+                "IsInf"}
 
 
 def _cast_to(c, v, to: int):
