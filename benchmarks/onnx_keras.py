@@ -19,8 +19,9 @@ downloaded). Then for every model:
   to the output's largest magnitude (tolerances: 1e-3 in float32, 3e-2 with ``--dtype
   float16``, whose graph takes and gives float16 tensors);
 * **latency**: medians over ``--rounds`` rounds of webnn-gpu's tensor path (write, dispatch,
-  read every output) and ONNX Runtime with 2 threads, the two alternating inside each round;
-  the ratio is webnn / ORT.
+  read every output) and ONNX Runtime with 2 threads, alternating inside each round; the ratio
+  is webnn / ORT. For the models converted from their TFLite file, webnn-gpu on that file too
+  (the same inputs, in the same rounds): ONNX / TFLite is what the ONNX route costs.
 
 A model that does not convert or load is a row with the error's first line.
 (Not named onnx.py: a file of that name in this folder would shadow the onnx package.)
@@ -199,10 +200,31 @@ def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
     row["kernels"] = engine.model.graph.kernel_count
     if args.rounds:
         ort2 = ort_session(path, 2)
-        med = zoo.alternate({"webnn": lambda: engine.run(x), "ort2": lambda: ort2.run(None, x)},
-                            args.warmup, args.rounds)
+        runners = {"webnn": lambda: engine.run(x), "ort2": lambda: ort2.run(None, x)}
+        twin = _tflite_twin(ctx, name, x, args.dtype) if name not in FROM_KERAS else None
+        if twin is not None:
+            runners["tflite"] = twin
+        med = zoo.alternate(runners, args.warmup, args.rounds)
         row.update(webnn_ms=med["webnn"], ort2_ms=med["ort2"], ratio=med["webnn"] / med["ort2"])
+        if "tflite" in med:
+            row.update(tflite_ms=med["tflite"], twin_ratio=med["webnn"] / med["tflite"])
     return row
+
+
+def _tflite_twin(ctx, name: str, x: dict, dtype: str):
+    """A runner of webnn-gpu on the TFLite file the ONNX model was converted from, fed the same
+    arrays (inputs matched in order, when their shapes agree), or None."""
+    src = keras_zoo.cache_dir() / f"{name}.tflite"
+    if not src.exists():
+        return None
+    twin = keras_zoo.WebNN(ctx, src.read_bytes(), dtype)
+    names = list(twin.t_in)
+    arrays = list(x.values())
+    if len(names) != len(arrays) or any(list(twin.model.inputs[n]["shape"]) != list(a.shape)
+                                        for n, a in zip(names, arrays)):
+        return None
+    feeds = dict(zip(names, arrays))
+    return lambda: twin.run(feeds)
 
 
 def ort_session(path: pathlib.Path, threads: int):
@@ -244,16 +266,17 @@ def knob_ab(ctx, name: str, path: pathlib.Path, old_env: dict, rounds: int) -> s
 
 def format_table(rows: list[dict]) -> str:
     """The rows as a Markdown table, with the geometric mean of the ratios."""
-    lines = ["| model | loads | max error / max abs ORT | webnn-gpu ms | ORT 2 threads ms | ratio | kernels |",
-             "| --- | --- " + "| ---: " * 5 + "|"]
+    lines = ["| model | loads | max error / max abs ORT | webnn-gpu ms | ORT 2 threads ms | ratio | kernels | "
+             "webnn-gpu on the TFLite file ms | ONNX / TFLite |", "| --- | --- " + "| ---: " * 7 + "|"]
     fmt = lambda v, f: "" if v is None else format(v, f)  # noqa: E731
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | no: {r['error']} | | | | | |")
+            lines.append(f"| {r['model']} | no: {r['error']} | | | | | | | |")
             continue
         mark = "" if r["within_tolerance"] else " (above tolerance)"
         lines.append(f"| {r['model']} | yes | {r['max_error']:.1e}{mark} | {fmt(r.get('webnn_ms'), '.2f')} | "
-                     f"{fmt(r.get('ort2_ms'), '.2f')} | {fmt(r.get('ratio'), '.1f')} | {r['kernels']} |")
+                     f"{fmt(r.get('ort2_ms'), '.2f')} | {fmt(r.get('ratio'), '.1f')} | {r['kernels']} | "
+                     f"{fmt(r.get('tflite_ms'), '.2f')} | {fmt(r.get('twin_ratio'), '.2f')} |")
     ratios = [r["ratio"] for r in rows if "ratio" in r]
     loaded = sum("error" not in r for r in rows)
     lines.append("")
