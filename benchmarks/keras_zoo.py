@@ -486,11 +486,11 @@ class LiteRT:
 class WebNN:
     """The loaded model and its tensors; ``run(inputs)`` is write, dispatch, read every output."""
 
-    def __init__(self, ctx, data: bytes, dtype: str = "float32") -> None:
+    def __init__(self, ctx, data, dtype: str = "float32", **options) -> None:
         import webnn_gpu as webnn
 
         self.ctx = ctx
-        self.model = webnn.load(data, ctx, dtype=dtype)
+        self.model = webnn.load(data, ctx, dtype=dtype, **options)  # options: the ONNX loader's dims, custom_ops
         g = self.model.graph
         self.t_in = {n: ctx.create_tensor({**d, "writable": True}) for n, d in g.inputs.items()}
         self.t_out = {n: ctx.create_tensor({**d, "readable": True}) for n, d in g.outputs.items()}

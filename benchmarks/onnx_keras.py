@@ -155,24 +155,11 @@ def seeded_inputs(session, seed: int = 0) -> dict:
     return out
 
 
-class WebNN:
-    """The loaded model and its tensors; ``run(inputs)`` is write, dispatch, read every output."""
-
-    def __init__(self, ctx, path: pathlib.Path, inputs: dict, dtype: str) -> None:
-        import webnn_gpu as webnn
-
-        self.ctx = ctx
-        self.model = webnn.load(path, ctx, dtype=dtype, dims={k: list(v.shape) for k, v in inputs.items()},
-                                custom_ops=CUSTOM_OPS)
-        g = self.model.graph
-        self.t_in = {n: ctx.create_tensor({**d, "writable": True}) for n, d in g.inputs.items()}
-        self.t_out = {n: ctx.create_tensor({**d, "readable": True}) for n, d in g.outputs.items()}
-
-    def run(self, inputs: dict) -> dict:
-        for name, t in self.t_in.items():
-            self.ctx.write_tensor(t, inputs[name].astype(self.model.inputs[name]["data_type"], copy=False))
-        self.ctx.dispatch(self.model.graph, self.t_in, self.t_out)
-        return {n: self.ctx.read_tensor(t) for n, t in self.t_out.items()}
+def webnn_engine(ctx, path: pathlib.Path, inputs: dict, dtype: str):
+    """``keras_zoo.WebNN`` (write, dispatch, read every output) on the ONNX file, its open
+    dimensions fixed by ``inputs``' shapes, GELU's leftovers as :data:`CUSTOM_OPS`."""
+    return keras_zoo.WebNN(ctx, path, dtype, dims={k: list(v.shape) for k, v in inputs.items()},
+                           custom_ops=CUSTOM_OPS)
 
 
 def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
@@ -189,7 +176,7 @@ def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
     x = seeded_inputs(ref_rt)
     ref = dict(zip([o.name for o in ref_rt.get_outputs()], ref_rt.run(None, x)))
     try:
-        engine = WebNN(ctx, path, x, args.dtype)
+        engine = webnn_engine(ctx, path, x, args.dtype)
         got = engine.run(x)
     except Exception as exc:  # noqa: BLE001 - a row of the table, not a crash
         row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
@@ -249,9 +236,9 @@ def knob_ab(ctx, name: str, path: pathlib.Path, old_env: dict, rounds: int) -> s
 
     x = seeded_inputs(ort_session(path, 1))
     with environ({"WEBNN_GPU_PLAN_CACHE": "0", **old_env}):
-        old = WebNN(ctx, path, x, "float32")
+        old = webnn_engine(ctx, path, x, "float32")
     with environ({"WEBNN_GPU_PLAN_CACHE": "0", **dict.fromkeys(old_env)}):
-        new = WebNN(ctx, path, x, "float32")
+        new = webnn_engine(ctx, path, x, "float32")
     times: dict[str, list[float]] = {"old": [], "new": []}
     for r in range(rounds + 3):
         for key, engine in sorted({"old": old, "new": new}.items(), reverse=bool(r % 2)):

@@ -246,6 +246,14 @@ def _known_consts(nodes, env: dict) -> dict:
     return known
 
 
+def _index(nodes, env: dict, outputs):
+    """``(nodes as a list, known values, uses per value name, value name -> index of its
+    producing node)`` for a rewrite of ``nodes``."""
+    nodes = list(nodes)
+    return nodes, _known_consts(nodes, env), _uses(nodes, outputs), {o: k for k, p in enumerate(nodes)
+                                                                     for o in p.output if o}
+
+
 def fuse_lstm_cell(nodes, env: dict, outputs) -> list:
     """Write one step of a long short-term memory cell spelled out in ONNX operators as an
     ``LSTM`` node of one time step (as PyTorch's exporter writes ``nn.LSTMCell``, and as
@@ -276,10 +284,7 @@ def fuse_lstm_cell(nodes, env: dict, outputs) -> list:
     """
     from onnx import helper
 
-    nodes = list(nodes)
-    known = _known_consts(nodes, env)
-    uses = _uses(nodes, outputs)
-    producer = {o: k for k, p in enumerate(nodes) for o in p.output if o}
+    nodes, known, uses, producer = _index(nodes, env, outputs)
     readers: dict[str, list[int]] = {}
     for k, p in enumerate(nodes):
         for i in p.input:
@@ -450,21 +455,11 @@ def split_gemm_accumulate(nodes, env: dict, outputs) -> list:
     and the Gemm's and MatMul's outputs are read only here. The same products; the sum
     ``x W + h R + b`` is taken as ``(x W + b) + h R``.
 
-    Arguments:
-        nodes (sequence[onnx.NodeProto]): a graph's nodes in order.
-        env (dict): value name -> NumPy array for the values known at load time; the new
-            shapes are added to it.
-        outputs (sequence[str]): the graph's output names.
-
-    Returns:
-        list[onnx.NodeProto]: the new node list (the input list where nothing matched).
+    Arguments and result as :func:`fuse_lstm_cell`'s.
     """
     from onnx import helper
 
-    nodes = list(nodes)
-    known = _known_consts(nodes, env)
-    uses = _uses(nodes, outputs)
-    producer = {o: k for k, p in enumerate(nodes) for o in p.output if o}
+    nodes, known, uses, producer = _index(nodes, env, outputs)
 
     def prod(name, op):
         k = producer.get(name)
