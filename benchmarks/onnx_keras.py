@@ -94,14 +94,16 @@ def export_keras(path: pathlib.Path, name: str) -> None:
     tf2onnx.convert.from_keras(model, input_signature=spec, opset=17, output_path=str(path))
 
 
-#: Operators tf2onnx 1.17 leaves unconverted in Keras' exact GELU (``TFL_GELU`` from a TFLite
-#: file, ``Erfc`` from a Keras model): ONNX Runtime refuses such a file. webnn-gpu loads it
+#: Operators tf2onnx 1.17 leaves unconverted: Keras' exact GELU (``TFL_GELU`` from a TFLite
+#: file, ``Erfc`` from a Keras model) and the magnitude of an STFT (``ComplexAbs`` of its
+#: ``[2, ...]`` real and imaginary parts). ONNX Runtime refuses such a file. webnn-gpu loads it
 #: with these ``custom_ops``; ONNX Runtime runs a copy with the same maths in ONNX operators
 #: (:func:`standard_onnx`).
 CUSTOM_OPS = {
     "TFL_GELU": lambda b, x, a: b.gelu(x[0]) if not a.get("approximate") else None,
     "Erfc": lambda b, x, a: b.sub(b.constant({"data_type": x[0].data_type, "shape": []}, _one(x[0].data_type)),
                                   b.erf(x[0])),
+    "ComplexAbs": lambda b, x, a: b.reduce_l2(x[0], axes=[0], keep_dimensions=False),
 }
 
 
@@ -113,7 +115,8 @@ def _one(data_type: str):
 
 def standard_onnx(path: pathlib.Path) -> bytes:
     """The model with :data:`CUSTOM_OPS`' operators written in ONNX operators (for ONNX Runtime):
-    ``Erfc(x) = 1 - Erf(x)``, ``TFL_GELU(x) = 0.5 x (1 + Erf(x / sqrt(2)))``."""
+    ``Erfc(x) = 1 - Erf(x)``, ``TFL_GELU(x) = 0.5 x (1 + Erf(x / sqrt(2)))``, ``ComplexAbs(x) =
+    ReduceL2(x, axes=[0])``."""
     import numpy as np
     import onnx
     from onnx import helper, numpy_helper
@@ -123,7 +126,9 @@ def standard_onnx(path: pathlib.Path) -> bytes:
     consts = {"onnx_keras_one": 1.0, "onnx_keras_half": 0.5, "onnx_keras_rsqrt2": 1 / math.sqrt(2)}
     for p in m.graph.node:
         x, y, k = p.input[0], p.output[0], p.output[0] + "__std"
-        if p.op_type == "Erfc":
+        if p.op_type == "ComplexAbs":
+            nodes.append(helper.make_node("ReduceL2", [x], [y], axes=[0], keepdims=0))
+        elif p.op_type == "Erfc":
             nodes += [helper.make_node("Erf", [x], [k]), helper.make_node("Sub", ["onnx_keras_one", k], [y])]
         elif p.op_type == "TFL_GELU" and not any(a.name == "approximate" and a.i for a in p.attribute):
             nodes += [helper.make_node("Mul", [x, "onnx_keras_rsqrt2"], [k + "0"]),

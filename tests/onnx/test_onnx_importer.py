@@ -935,3 +935,23 @@ def test_float16_mask_beyond_range_times_a_boolean_stays_finite(ctx, mask_known)
     want /= want.sum(-1, keepdims=True)
     assert not np.isnan(got).any()
     np.testing.assert_allclose(got.astype(np.float64), want, atol=2e-3, rtol=0)
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_split_of_a_shape_folds(ctx, opset):
+    """tf2onnx splits a shape into its parts (an STFT's frame count from the signal's length):
+    Split of a known tensor folds at load time (sizes as an input, or num_outputs in opset 18),
+    so the Slice end computed from it is known; exact against NumPy."""
+    split = (helper.make_node("Split", ["s", "sizes"], ["n", "length"], axis=0) if opset == 13 else
+             helper.make_node("Split", ["s"], ["n", "length"], axis=0, num_outputs=2))
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), split,
+             helper.make_node("Sub", ["length", "three"], ["end"]),
+             helper.make_node("Slice", ["x", "one", "end", "axis1"], ["y"])]
+    inits = [numpy_helper.from_array(np.array([1, 1], np.int64), "sizes"),
+             numpy_helper.from_array(np.array([3], np.int64), "three"),
+             numpy_helper.from_array(np.array([1], np.int64), "one"),
+             numpy_helper.from_array(np.array([1], np.int64), "axis1")]
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, ["batch", 10])], [_vi("y", TensorProto.FLOAT, None)], inits,
+               opset=opset)
+    x = np.random.default_rng(20).standard_normal((2, 10)).astype(np.float32)
+    np.testing.assert_array_equal(wonnx.load(m, ctx, dims={"batch": 2}).compute(x)["y"], x[:, 1:7])
