@@ -955,3 +955,57 @@ def test_split_of_a_shape_folds(ctx, opset):
                opset=opset)
     x = np.random.default_rng(20).standard_normal((2, 10)).astype(np.float32)
     np.testing.assert_array_equal(wonnx.load(m, ctx, dims={"batch": 2}).compute(x)["y"], x[:, 1:7])
+
+
+@pytest.mark.parametrize("variant", ["tf2onnx", "biases_split", "near_miss_gate_read", "near_miss_not_one_minus"])
+def test_spelled_out_gru_cell_is_one_recurrent_kernel(ctx, variant):
+    """Keras' GRU cell (reset_after) as tf2onnx writes it: Gemm(x) -> Split in 3, Gemm(h) ->
+    three Slices of its thirds (the last one to INT_MAX), z = sigmoid, r = sigmoid,
+    n = tanh(x_n + r * h_n), h' = z * h + (1 - z) * n, runs as one recurrent kernel (also with
+    the biases Squeezed from a Split of one known [2, 3H] tensor, as from_keras writes them).
+    Values as float64 NumPy within 1e-5. Near misses keep the ops: a gate also read as an
+    output, (2 - z) in place of (1 - z)."""
+    rng = np.random.default_rng(21)
+    B, I, H = 2, 5, 4
+    wx = rng.standard_normal((I, 3 * H)).astype(np.float32) * 0.5
+    wh = rng.standard_normal((H, 3 * H)).astype(np.float32) * 0.5
+    bias = rng.standard_normal((2, 3 * H)).astype(np.float32)
+    big = 2 ** 31 - 1
+    inits = {"wx": wx, "wh": wh, "one": np.array(2.0 if variant == "near_miss_not_one_minus" else 1.0, np.float32),
+             "ax": np.array([0, 1], np.int64), "st0": np.array([0, 0], np.int64), "en0": np.array([big, H], np.int64),
+             "st1": np.array([0, H], np.int64), "en1": np.array([big, 2 * H], np.int64),
+             "st2": np.array([0, 2 * H], np.int64), "en2": np.array([big, big], np.int64)}
+    pre = []
+    if variant == "biases_split":
+        inits.update(bias=bias, sq=np.array([0], np.int64))
+        pre = [helper.make_node("Split", ["bias"], ["b0", "b1"], axis=0, num_outputs=2),
+               helper.make_node("Squeeze", ["b0", "sq"], ["bx"]), helper.make_node("Squeeze", ["b1", "sq"], ["bh"])]
+    else:
+        inits.update(bx=bias[0], bh=bias[1])
+    nodes = [*pre,
+             helper.make_node("Gemm", ["x", "wx", "bx"], ["gx"]),
+             helper.make_node("Split", ["gx"], ["x_z", "x_r", "x_n"], axis=-1, num_outputs=3),
+             helper.make_node("Gemm", ["h", "wh", "bh"], ["gh"]),
+             *[helper.make_node("Slice", ["gh", f"st{j}", f"en{j}", "ax"], [f"h_{g}"]) for j, g in enumerate("zrn")],
+             helper.make_node("Add", ["x_z", "h_z"], ["pz"]), helper.make_node("Sigmoid", ["pz"], ["z"]),
+             helper.make_node("Add", ["h_r", "x_r"], ["pr"]), helper.make_node("Sigmoid", ["pr"], ["r"]),
+             helper.make_node("Mul", ["r", "h_n"], ["rh"]), helper.make_node("Add", ["x_n", "rh"], ["pn"]),
+             helper.make_node("Tanh", ["pn"], ["n"]),
+             helper.make_node("Sub", ["one", "z"], ["omz"]), helper.make_node("Mul", ["omz", "n"], ["a"]),
+             helper.make_node("Mul", ["z", "h"], ["b"]), helper.make_node("Add", ["b", "a"], ["h2"])]
+    outs = [_vi("h2", TensorProto.FLOAT, None)]
+    if variant == "near_miss_gate_read":
+        outs.append(_vi("r", TensorProto.FLOAT, None))
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [B, I]), _vi("h", TensorProto.FLOAT, [B, H])], outs,
+               [numpy_helper.from_array(a, k) for k, a in inits.items()], opset=18)
+    loaded = wonnx.load(m, ctx)
+    assert any(t.startswith("recurrent/") for t in _templates(loaded)) == (not variant.startswith("near")), \
+        _templates(loaded)
+    x, h = rng.standard_normal((B, I)).astype(np.float32), rng.standard_normal((B, H)).astype(np.float32)
+    gx = x.astype(np.float64) @ wx + bias[0]
+    gh = h.astype(np.float64) @ wh + bias[1]
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    z, r = sig(gx[:, :H] + gh[:, :H]), sig(gx[:, H:2 * H] + gh[:, H:2 * H])
+    n = np.tanh(gx[:, 2 * H:] + r * gh[:, 2 * H:])
+    want = z * h + (float(inits["one"]) - z) * n
+    np.testing.assert_allclose(loaded.compute({"x": x, "h": h})["h2"], want, atol=1e-5 * np.abs(want).max(), rtol=0)

@@ -311,7 +311,7 @@ def fold(n, x) -> list | None:
         return None
     present = [v for v in x if v is not None]
     if n.op not in ("Shape", "Size", "Identity", "Reshape", "Unsqueeze", "Squeeze", "Flatten",
-                    "Transpose", "Concat", "Gather", "Slice", "Expand", "Tile") and any(
+                    "Transpose", "Concat", "Gather", "Slice", "Expand", "Tile", "Split") and any(
             v.dtype.kind == "f" and v.size > 64 for v in present):
         return None
     try:
