@@ -1009,3 +1009,95 @@ def test_spelled_out_gru_cell_is_one_recurrent_kernel(ctx, variant):
     n = np.tanh(gx[:, 2 * H:] + r * gh[:, 2 * H:])
     want = z * h + (float(inits["one"]) - z) * n
     np.testing.assert_allclose(loaded.compute({"x": x, "h": h})["h2"], want, atol=1e-5 * np.abs(want).max(), rtol=0)
+
+
+def _recurrent_loop_model(cell, variant, T=4, I=3, H=4):
+    """tf2onnx's spelling of a TensorFlow recurrent layer: a Loop (trip count int64 max) over
+    ``xs [8, 1, I]`` whose body gathers step ``i`` (a carried counter), runs an LSTM cell
+    (``Gemm(x, W, C = Reshape(MatMul(h, R))) + b``, TF's i, f, g, o parts) or a GRU cell
+    (reset_after) and stops when ``i + 1 == T``; outputs: the final states and every step's
+    ``h`` as a scan output (through a Reshape). ``variant``: "fires"; "relu_scan" (the scan
+    output is a Relu of ``h``); "stride2" (the step read is ``xs[2 i]``)."""
+    rng = np.random.default_rng(22)
+    G = 4 if cell == "lstm" else 3
+    big = 2 ** 31 - 1
+    w = {"W": rng.standard_normal((I, G * H)) * 0.5, "R": rng.standard_normal((H, G * H)) * 0.5,
+         "b": rng.standard_normal(G * H), "bh": rng.standard_normal(G * H)}
+    inits = {**{k: v.astype(np.float32) for k, v in w.items()},
+             "one": np.array(1, np.int64), "two": np.array(2, np.int64), "limit": np.array(T, np.int64),
+             "M": np.array(2 ** 63 - 1, np.int64), "true": np.array(True), "i0": np.array(0, np.int64),
+             "flat": np.array([G * H], np.int64), "step3": np.array([1, 1, H], np.int64), "onef": np.array(1, np.float32),
+             "ax": np.array([0, 1], np.int64), **{f"st{j}": np.array([0, j * H], np.int64) for j in range(3)},
+             **{f"en{j}": np.array([big, (j + 1) * H if j < 2 else big], np.int64) for j in range(3)}}
+    idx = "i_in"
+    body = []
+    if variant == "stride2":
+        body.append(helper.make_node("Mul", ["i_in", "two"], ["i2"]))
+        idx = "i2"
+    body += [helper.make_node("Gather", ["xs_in", idx], ["x3"], axis=0),
+             helper.make_node("Reshape", ["x3", "xflat"], ["x"])]
+    if cell == "lstm":
+        body += [helper.make_node("MatMul", ["h_in", "R"], ["hr"]), helper.make_node("Reshape", ["hr", "flat"], ["hr1"]),
+                 helper.make_node("Gemm", ["x", "W", "hr1"], ["gz"]), helper.make_node("Add", ["gz", "b"], ["z"]),
+                 helper.make_node("Split", ["z"], ["zi", "zf", "zg", "zo"], axis=1, num_outputs=4),
+                 helper.make_node("Sigmoid", ["zi"], ["ai"]), helper.make_node("Sigmoid", ["zf"], ["af"]),
+                 helper.make_node("Tanh", ["zg"], ["ag"]), helper.make_node("Sigmoid", ["zo"], ["ao"]),
+                 helper.make_node("Mul", ["af", "c_in"], ["fc"]), helper.make_node("Mul", ["ai", "ag"], ["ig"]),
+                 helper.make_node("Add", ["fc", "ig"], ["c_out"]), helper.make_node("Tanh", ["c_out"], ["tc"]),
+                 helper.make_node("Mul", ["ao", "tc"], ["h_out"])]
+    else:
+        body += [helper.make_node("Gemm", ["x", "W", "b"], ["gx"]),
+                 helper.make_node("Split", ["gx"], ["x_z", "x_r", "x_n"], axis=-1, num_outputs=3),
+                 helper.make_node("Gemm", ["h_in", "R", "bh"], ["gh"]),
+                 *[helper.make_node("Slice", ["gh", f"st{j}", f"en{j}", "ax"], [f"h_{g}"]) for j, g in enumerate("zrn")],
+                 helper.make_node("Add", ["x_z", "h_z"], ["pz"]), helper.make_node("Sigmoid", ["pz"], ["zz"]),
+                 helper.make_node("Add", ["x_r", "h_r"], ["pr"]), helper.make_node("Sigmoid", ["pr"], ["rr"]),
+                 helper.make_node("Mul", ["rr", "h_n"], ["rh"]), helper.make_node("Add", ["x_n", "rh"], ["pn"]),
+                 helper.make_node("Tanh", ["pn"], ["nn"]), helper.make_node("Sub", ["onef", "zz"], ["omz"]),
+                 helper.make_node("Mul", ["omz", "nn"], ["a"]), helper.make_node("Mul", ["zz", "h_in"], ["bb"]),
+                 helper.make_node("Add", ["bb", "a"], ["h_out"])]
+    body += [helper.make_node("Relu" if variant == "relu_scan" else "Identity", ["h_out"], ["h_s"]),
+             helper.make_node("Reshape", ["h_s", "step3"], ["scan"]),
+             helper.make_node("Add", ["i_in", "one"], ["i_out"]),
+             helper.make_node("Less", ["i_out", "limit"], ["cond_out"]),
+             helper.make_node("Identity", ["xs_in"], ["xs_out"])]
+    inits["xflat"] = np.array([1, I], np.int64)
+    state = [("h", "h_in", "h_out")] + ([("c", "c_in", "c_out")] if cell == "lstm" else [])
+    g = helper.make_graph(
+        body, "body",
+        [_vi("iter", TensorProto.INT64, []), _vi("cond_in", TensorProto.BOOL, []), _vi("i_in", TensorProto.INT64, []),
+         *[_vi(si, TensorProto.FLOAT, [1, H]) for _, si, _ in state], _vi("xs_in", TensorProto.FLOAT, [8, 1, I])],
+        [_vi("cond_out", TensorProto.BOOL, []), _vi("i_out", TensorProto.INT64, []),
+         *[_vi(so, TensorProto.FLOAT, [1, H]) for _, _, so in state], _vi("xs_out", TensorProto.FLOAT, [8, 1, I]),
+         _vi("scan", TensorProto.FLOAT, [1, 1, H])])
+    outer = [n for n, _, _ in state]
+    loop = helper.make_node("Loop", ["M", "true", "i0", *[f"{s}0" for s in outer], "xs"],
+                            ["i_n", *[f"{s}_n" for s in outer], "xs_n", "hs"], body=g)
+    return _model([loop], [_vi("xs", TensorProto.FLOAT, [8, 1, I]), *[_vi(f"{s}0", TensorProto.FLOAT, [1, H])
+                                                                      for s in outer]],
+                  [*[_vi(f"{s}_n", TensorProto.FLOAT, None) for s in outer], _vi("hs", TensorProto.FLOAT, None)],
+                  [numpy_helper.from_array(a, k) for k, a in inits.items()], opset=18)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("variant", ["fires", "relu_scan", "stride2"])
+def test_loop_of_one_recurrent_step_is_one_sequence_kernel(ctx, cell, variant):
+    """A Loop whose body is one LSTM or GRU cell on step i of a loop-invariant sequence (i a
+    counter that goes k0, k0 + 1, ...) is one recurrent node over the sequence's first T steps:
+    one recurrent kernel where the written-out loop has T; final states and the stacked
+    per-step output within 1e-5 of ONNX Runtime's magnitude. Near misses are written out per
+    step (T kernels), same values: a scan output that is not a movement of h (a Relu), steps
+    read at 2 i."""
+    m = _recurrent_loop_model(cell, variant)
+    rng = np.random.default_rng(23)
+    feeds = {"xs": rng.standard_normal((8, 1, 3)).astype(np.float32), "h0": rng.standard_normal((1, 4)).astype(np.float32)}
+    if cell == "lstm":
+        feeds["c0"] = rng.standard_normal((1, 4)).astype(np.float32)
+    want = _ort_run(m, feeds)
+    loaded = wonnx.load(m, ctx)
+    kernels = [t for t in _templates(loaded) if t.startswith("recurrent/")]
+    assert len(kernels) == (1 if variant == "fires" else 4), _templates(loaded)
+    got = loaded.compute(feeds)
+    for k, ref in zip([o.name for o in m.graph.output], want):
+        assert got[k].shape == ref.shape, k
+        np.testing.assert_allclose(got[k], ref, atol=1e-5 * np.abs(ref).max(), rtol=0)

@@ -11,6 +11,7 @@ mapping for ``docs/onnx.md`` and :func:`webnn_gpu.onnx.supported_ops`.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -1861,6 +1862,197 @@ def _reverse_sequence(c, n, x):
     return c.call("concat", parts, b_axis)
 
 
+#: Order-preserving movements a recurrent step's output may pass through to a Loop's outputs
+_STEP_MOVES = ("Reshape", "Squeeze", "Unsqueeze", "Identity", "Flatten")
+
+
+def _sequence_loop(c, n, g, trips, cond, carried):
+    """A ``Loop`` whose body (after the load-time rewrites) is one recurrent step, as one
+    ``LSTM``/``GRU`` node over the whole sequence, or None where the body is anything else.
+
+    The body must be: ``Gather(S, i)`` along axis 0 of a loop-invariant ``S`` (an outer value
+    or a carried value passed through unchanged) with ``i`` a counter that takes the values
+    ``k0, k0 + 1, ...`` over the iterations, reshaped to ``[1, batch, input]``; one forward
+    ``LSTM``/``GRU`` node of that step with known weights whose initial states are reshapes
+    of carried values and whose final states (reshaped) are those carried values' next ones;
+    order-preserving movements (:data:`_STEP_MOVES`) of the new states to other outputs
+    (carried ones that are only overwritten: their last step's value; scan outputs: every
+    step's); and nodes that fold at load time (the counters and the condition). The trip
+    count is found by running the folding part; the sequence is ``S[k0 : k0 + T]``. The
+    same products and sums as the step written out per iteration, in one recurrent kernel."""
+    from onnx import helper, numpy_helper
+
+    from .fold import fold
+
+    n_carried = len(carried)
+    ins = [i.name for i in g.input]
+    outs = [o.name for o in g.output]
+    env = dict(c.env)
+    for t in g.initializer:
+        env[t.name] = numpy_helper.to_array(t)
+    env[ins[0]], env[ins[1]] = np.array(0, np.int64), np.array(cond)
+    env.update(zip(ins[2:], carried))
+    nodes = rewrite(g.node, env, outs)
+    rec = [p for p in nodes if p.op_type in ("LSTM", "GRU") and p.domain in ("", "ai.onnx")]
+    if len(rec) != 1:
+        return None
+    rn = rec[0]
+    lstm = rn.op_type == "LSTM"
+    attrs = {a.name: helper.get_attribute_value(a) for a in rn.attribute}
+    if set(attrs) - {"hidden_size", "linear_before_reset"} or len(rn.input) < 6 or any(
+            not isinstance(env.get(i), np.ndarray) for i in rn.input[1:4]) or (len(rn.input) > 4 and rn.input[4]) \
+            or (lstm and (len(rn.input) != 7 or not rn.input[6])):
+        return None
+    producer = {o: p for p in nodes for o in p.output if o}
+    readers: dict[str, list] = {}
+    for p in nodes:
+        for i in p.input:
+            readers.setdefault(i, []).append(p)
+
+    def made_by(name, op):
+        p = producer.get(name)
+        return p if p is not None and p.op_type == op and p.domain in ("", "ai.onnx") else None
+
+    rxs, v = [], rn.input[0]  # the step's input through reshapes (each read only there)
+    while (r := made_by(v, "Reshape")) is not None and len(readers.get(v, [])) == 1:
+        rxs.append(r)
+        v = r.input[0]
+    gx = made_by(v, "Gather") if rxs and len(readers.get(v, [])) == 1 else None
+    if gx is None or int(helper.get_attribute_value(gx.attribute[0]) if gx.attribute else 0) != 0:
+        return None
+    def passes(k):
+        """The Identity that passes carried value ``k`` through unchanged (or True), else None."""
+        v = outs[1 + k]
+        p = made_by(v, "Identity")
+        return True if v == ins[2 + k] else p if p is not None and p.input[0] == ins[2 + k] else None
+
+    seq_name, idx_name = gx.input
+    if seq_name in producer or idx_name not in ins[2:] or (seq_name in ins[2:] and passes(ins.index(seq_name) - 2)
+                                                          is None):
+        return None
+    states = [(rn.input[5], rn.output[1])] + ([(rn.input[6], rn.output[2])] if lstm else [])
+    slots = []  # (carried index, the reshape back to the carried shape)
+    pattern = {id(p) for p in (gx, rn, *rxs)}
+    for s_in, s_out in states:
+        src, r_in = s_in, made_by(s_in, "Reshape")
+        while r_in is not None:  # the carried value through reshapes (only read there)
+            if len(readers.get(r_in.input[0], [])) != 1 and r_in.input[0] not in ins[2:]:
+                return None
+            pattern.add(id(r_in))
+            src = r_in.input[0]
+            r_in = made_by(src, "Reshape")
+        back = [p for p in readers.get(s_out, []) if p.op_type == "Reshape"]
+        if src == s_in or src not in ins[2:] or len(readers.get(s_out, [])) != 1 or len(back) != 1 \
+                or len(readers.get(src, [])) != 1:
+            return None
+        slots.append((ins.index(src) - 2, back[0]))
+        pattern.add(id(back[0]))
+    # the run-time part: everything reached from S, the states and run-time carried values
+    runtime = {seq_name, *(ins[2 + k] for k, _ in slots)} | {
+        ins[2 + k] for k, v in enumerate(carried) if not c.is_known(v)}
+    pattern |= {id(p) for k in range(n_carried) if not isinstance(p := passes(k), (bool, type(None)))}
+    moves: list = []
+    step_values = {b.output[0] for _, b in slots}
+    for p in nodes:
+        if not any(i in runtime for i in p.input if i):
+            continue
+        runtime.update(o for o in p.output if o)
+        if id(p) in pattern:
+            continue
+        if p.op_type in _STEP_MOVES and p.input[0] in step_values and all(
+                isinstance(env.get(i), np.ndarray) for i in p.input[1:] if i):
+            moves.append(p)
+            step_values.add(p.output[0])
+            continue
+        return None
+    # carried slots: a state's next value must be its own reshape (through Identity moves)
+    for k, back in slots:
+        v = outs[1 + k]
+        while v != back.output[0] and (p := producer.get(v)) is not None and p.op_type == "Identity":
+            v = p.input[0]
+        if v != back.output[0]:
+            return None
+    others = [k for k in range(n_carried) if k not in {k for k, _ in slots} and outs[1 + k] in step_values]
+    if any(readers.get(ins[2 + k]) for k in others):
+        return None  # a carried value read by the body, not only overwritten
+    if any(outs[1 + k] in runtime and k not in {k for k, _ in slots} and outs[1 + k] not in step_values
+           and passes(k) is None for k in range(n_carried)):
+        return None
+    scans = outs[1 + n_carried:]
+    if any(v not in step_values for v in scans):
+        return None
+    # the iterations: run the folding part until the condition fails
+    known_nodes = [p for p in nodes if not any(o in runtime for o in p.output if o)]
+    values = {k: v for k, v in env.items() if isinstance(v, np.ndarray)}
+    cond_now, order, i = cond, [], 0
+    while cond_now and (trips is None or i < trips):
+        if i == LOOP_MAX_UNROLL:
+            return None
+        values[ins[0]], values[ins[1]] = np.array(i, np.int64), np.array(cond_now)
+        order.append(int(np.asarray(values.get(idx_name)).reshape(-1)[0]) if idx_name in values else None)
+        for p in known_nodes:
+            node = c._node(p)
+            args = [values.get(a) if a else None for a in p.input]
+            folded = fold(node, args) if all(a is None or isinstance(a, np.ndarray) for a in args) else None
+            if folded is None:
+                return None
+            values.update((o, np.asarray(v)) for o, v in zip(p.output, folded) if o and v is not None)
+        nxt = values.get(outs[0])
+        if not isinstance(nxt, np.ndarray):
+            return None
+        cond_now = bool(nxt.reshape(-1)[0])
+        for k in range(n_carried):
+            if outs[1 + k] in values and ins[2 + k] not in runtime:
+                values[ins[2 + k]] = values[outs[1 + k]]
+        i += 1
+    steps = len(order)
+    seq = env[seq_name]
+    if steps == 0 or None in order or order != list(range(order[0], order[0] + steps)) or order[0] < 0 \
+            or order[-1] >= c.shape(seq)[0]:
+        return None
+    # one recurrent node over S[k0 : k0 + T]; the body's constants (and the rewrites') for its moves
+    for k, v in env.items():
+        if isinstance(v, np.ndarray) and k not in c.env:
+            c.env[k] = v
+    base = f"{n.outputs[0] or n.name}::sequence"
+    sv = c.operand(seq)
+    s = c.shape(sv)
+    part = sv if steps == s[0] else c.call("slice", sv, [order[0]] + [0] * (len(s) - 1), [steps, *s[1:]])
+    width = c.shape(env[rn.input[1]])[-1]
+    if int(np.prod(s[1:])) % width:
+        return None
+    c.env[f"{base}/X"] = c.call("reshape", part, [steps, int(np.prod(s[1:])) // width, width])
+    for t in ("W", "R", "B"):
+        c.env[f"{base}/{t}"] = env[rn.input[("W", "R", "B").index(t) + 1]]
+    for j, (k, _) in enumerate(slots):
+        state = c.operand(carried[k])
+        c.env[f"{base}/s{j}"] = c.call("reshape", state, [1, int(np.prod(c.shape(state))) // int(attrs["hidden_size"]),
+                                                          int(attrs["hidden_size"])])
+    want_seq = bool(scans)
+    names = [f"{base}/Y" if want_seq else "", f"{base}/Y_h"] + ([f"{base}/Y_c"] if lstm else [])
+    if want_seq:
+        c.used.add(names[0])
+    node = helper.make_node(rn.op_type, [f"{base}/X", f"{base}/W", f"{base}/R", f"{base}/B", "",
+                                         *(f"{base}/s{j}" for j in range(len(slots)))], names,
+                            name=n.name, **attrs)
+    saved = c.node
+    c.walk([node])
+    c.node = saved
+    # the final states through their reshapes and moves, and every step's for the scans
+    for j, (k, back) in enumerate(slots):
+        c.env[rn.output[1 + j]] = c.env[names[1 + j]]
+    c.walk([b for _, b in slots] + moves)
+    c.node = saved
+    result = []
+    for k in range(n_carried):
+        v = outs[1 + k]
+        result.append(c.env[v] if v in step_values or any(v == b.output[0] for _, b in slots) else
+                      carried[k] if passes(k) is not None else values[v])
+    for v in scans:
+        result.append(c.call("reshape", c.env[names[0]], [steps, *c.shape(c.env[v])]))
+    return result
+
+
 #: The most iterations a Loop is written out for (each one is its body's operators again).
 LOOP_MAX_UNROLL = 512
 
@@ -1881,6 +2073,10 @@ def _loop(c, n, x):
     n_carried = len(carried)
     if len(g.input) != 2 + n_carried or len(g.output) < 1 + n_carried:
         raise Unsupported("Loop whose body does not take (iteration, condition, carried values)")
+    if os.environ.get("WEBNN_GPU_FORCE_SEQUENCE_LOOP", "on") != "off":
+        whole = _sequence_loop(c, n, g, trips, cond, carried)
+        if whole is not None:
+            return whole
     scans: list[list] = [[] for _ in g.output[1 + n_carried:]]
     saved = c.node
     i = 0
