@@ -296,6 +296,25 @@ def _plain_gemm(p, known: dict):
     return p.input[0], w, b
 
 
+def _splice(nodes: list, replaced: dict, drop: set) -> list:
+    """``nodes`` with node ``k`` replaced by the list ``replaced[k]`` and the nodes of ``drop``
+    left out (``nodes`` itself where nothing was replaced)."""
+    if not replaced:
+        return nodes
+    return [q for k, p in enumerate(nodes) if k not in drop for q in replaced.get(k, [p])]
+
+
+def _step_consts(env: dict, known: dict, base: str, w: np.ndarray, r: np.ndarray, b: np.ndarray, dt) -> None:
+    """The constants of a one-step recurrent node named ``base``: ``W`` ``[1, G*H, I]``, ``R``
+    ``[1, G*H, H]``, ``B`` ``[1, 2*G*H]`` (in ``dt``) and the reshape targets ``in3`` ``[1, -1,
+    I]``, ``st3`` ``[1, -1, H]``, ``st2`` ``[-1, H]``, added to ``env`` and ``known``."""
+    H = r.shape[1]
+    consts = {"W": w[None], "R": r[None], "B": b[None], "in3": np.array([1, -1, w.shape[1]], np.int64),
+              "st3": np.array([1, -1, H], np.int64), "st2": np.array([-1, H], np.int64)}
+    for key, v in consts.items():
+        env[f"{base}/{key}"] = known[f"{base}/{key}"] = v.astype(dt) if v.dtype.kind == "f" else v
+
+
 def fuse_lstm_cell(nodes, env: dict, outputs) -> list:
     """Write one step of a long short-term memory cell spelled out in ONNX operators as an
     ``LSTM`` node of one time step (as PyTorch's exporter writes ``nn.LSTMCell``, and as
@@ -438,11 +457,7 @@ def fuse_lstm_cell(nodes, env: dict, outputs) -> list:
 
         count += 1
         base = f"{h_new}::lstm_cell{count}"
-        consts = {"W": gates(w0)[None], "R": gates(w1)[None], "B": np.concatenate([gates(b0), gates(b1)])[None],
-                  "in3": np.array([1, -1, w0.shape[1]], np.int64), "st3": np.array([1, -1, H], np.int64),
-                  "st2": np.array([-1, H], np.int64)}
-        for key, v in consts.items():
-            env[f"{base}/{key}"] = known[f"{base}/{key}"] = v.astype(dt) if v.dtype.kind == "f" else v
+        _step_consts(env, known, base, gates(w0), gates(w1), np.concatenate([gates(b0), gates(b1)]), dt)
         name = nodes[kh].name or h_new
         new = [helper.make_node("Reshape", [x0, f"{base}/in3"], [f"{base}/x"], name=f"{name}/x"),
                helper.make_node("Reshape", [x1, f"{base}/st3"], [f"{base}/h"], name=f"{name}/h"),
@@ -454,15 +469,7 @@ def fuse_lstm_cell(nodes, env: dict, outputs) -> list:
                helper.make_node("Reshape", [f"{base}/Y_c", f"{base}/st2"], [c_new], name=f"{name}/c'")]
         replaced[kh] = new  # at the last node of the pattern: every input is ready there
         drop |= pattern - {kh}
-    if not replaced:
-        return nodes
-    out = []
-    for k, p in enumerate(nodes):
-        if k in replaced:
-            out.extend(replaced[k])
-        elif k not in drop:
-            out.append(p)
-    return out
+    return _splice(nodes, replaced, drop)
 
 
 def fuse_gru_cell(nodes, env: dict, outputs) -> list:
@@ -603,11 +610,7 @@ def fuse_gru_cell(nodes, env: dict, outputs) -> list:
         count += 1
         h_new = nodes[kout].output[0]
         base = f"{h_new}::gru_cell{count}"
-        consts = {"W": x_gates(wx)[None], "R": h_gates(wh)[None], "B": np.concatenate([x_gates(bx), h_gates(bh)])[None],
-                  "in3": np.array([1, -1, wx.shape[1]], np.int64), "st3": np.array([1, -1, H], np.int64),
-                  "st2": np.array([-1, H], np.int64)}
-        for key, v in consts.items():
-            env[f"{base}/{key}"] = known[f"{base}/{key}"] = v.astype(dt) if v.dtype.kind == "f" else v
+        _step_consts(env, known, base, x_gates(wx), h_gates(wh), np.concatenate([x_gates(bx), h_gates(bh)]), dt)
         name = nodes[kout].name or h_new
         replaced[kout] = [
             helper.make_node("Reshape", [x, f"{base}/in3"], [f"{base}/x"], name=f"{name}/x"),
@@ -616,9 +619,7 @@ def fuse_gru_cell(nodes, env: dict, outputs) -> list:
                              ["", f"{base}/Y_h"], name=name, hidden_size=H, linear_before_reset=1),
             helper.make_node("Reshape", [f"{base}/Y_h", f"{base}/st2"], [h_new], name=f"{name}/h'")]
         drop |= pattern - {kout}
-    if not replaced:
-        return nodes
-    return [q for k, p in enumerate(nodes) if k not in drop for q in replaced.get(k, [p])]
+    return _splice(nodes, replaced, drop)
 
 
 def split_gemm_accumulate(nodes, env: dict, outputs) -> list:
@@ -689,9 +690,7 @@ def split_gemm_accumulate(nodes, env: dict, outputs) -> list:
             helper.make_node("Gemm", [f"{base}/h", nodes[km].input[1]], [f"{base}/hr"], name=f"{name}/hr"),
             helper.make_node("Add", [f"{base}/xw", f"{base}/hr"], [y], name=name)]
         drop |= {km, kg, *chain}
-    if not replaced:
-        return nodes
-    return [q for k, p in enumerate(nodes) if k not in drop for q in replaced.get(k, [p])]
+    return _splice(nodes, replaced, drop)
 
 
 def rewrite(nodes, env: dict, outputs) -> list:
