@@ -2057,12 +2057,14 @@ def _sequence_loop(c, n, g, trips, cond, carried):
 LOOP_MAX_UNROLL = 512
 
 
-@_h("Loop", to="its body written out once per iteration (trip count and condition known at load time)")
+@_h("Loop", to="its body written out once per iteration (trip count and condition known at load time); "
+               "a recurrent step's loop: one lstm / gru over the sequence")
 def _loop(c, n, x):
     """Unrolls ``Loop``: the body is converted once per iteration, its loop-carried values fed
     to the next; the trip count ``M`` (or its absence) and the condition of every iteration
     must fold at load time (a counter compared with a constant, as tf2onnx writes TensorFlow's
-    while loops). Scan outputs are the iterations' values stacked along a new first axis."""
+    while loops). Scan outputs are the iterations' values stacked along a new first axis. A
+    loop of one recurrent step is one recurrent node over the sequence (:func:`_sequence_loop`)."""
     from onnx import numpy_helper
 
     g = n.attrs["body"]
