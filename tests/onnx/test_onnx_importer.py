@@ -1017,7 +1017,8 @@ def _recurrent_loop_model(cell, variant, T=4, I=3, H=4):
     (``Gemm(x, W, C = Reshape(MatMul(h, R))) + b``, TF's i, f, g, o parts) or a GRU cell
     (reset_after) and stops when ``i + 1 == T``; outputs: the final states and every step's
     ``h`` as a scan output (through a Reshape). ``variant``: "fires"; "relu_scan" (the scan
-    output is a Relu of ``h``); "stride2" (the step read is ``xs[2 i]``)."""
+    output is a Relu of ``h``); "c_scan" (the LSTM's cell state as the scan output); "stride2"
+    (the step read is ``xs[2 i]``)."""
     rng = np.random.default_rng(22)
     G = 4 if cell == "lstm" else 3
     big = 2 ** 31 - 1
@@ -1056,7 +1057,8 @@ def _recurrent_loop_model(cell, variant, T=4, I=3, H=4):
                  helper.make_node("Tanh", ["pn"], ["nn"]), helper.make_node("Sub", ["onef", "zz"], ["omz"]),
                  helper.make_node("Mul", ["omz", "nn"], ["a"]), helper.make_node("Mul", ["zz", "h_in"], ["bb"]),
                  helper.make_node("Add", ["bb", "a"], ["h_out"])]
-    body += [helper.make_node("Relu" if variant == "relu_scan" else "Identity", ["h_out"], ["h_s"]),
+    body += [helper.make_node("Relu" if variant == "relu_scan" else "Identity",
+                              ["c_out" if variant == "c_scan" else "h_out"], ["h_s"]),
              helper.make_node("Reshape", ["h_s", "step3"], ["scan"]),
              helper.make_node("Add", ["i_in", "one"], ["i_out"]),
              helper.make_node("Less", ["i_out", "limit"], ["cond_out"]),
@@ -1079,15 +1081,15 @@ def _recurrent_loop_model(cell, variant, T=4, I=3, H=4):
                   [numpy_helper.from_array(a, k) for k, a in inits.items()], opset=18)
 
 
-@pytest.mark.parametrize("cell", ["lstm", "gru"])
-@pytest.mark.parametrize("variant", ["fires", "relu_scan", "stride2"])
+@pytest.mark.parametrize("cell, variant", [(c, v) for c in ("lstm", "gru") for v in ("fires", "relu_scan", "stride2")]
+                         + [("lstm", "c_scan")])
 def test_loop_of_one_recurrent_step_is_one_sequence_kernel(ctx, cell, variant):
     """A Loop whose body is one LSTM or GRU cell on step i of a loop-invariant sequence (i a
     counter that goes k0, k0 + 1, ...) is one recurrent node over the sequence's first T steps:
     one recurrent kernel where the written-out loop has T; final states and the stacked
     per-step output within 1e-5 of ONNX Runtime's magnitude. Near misses are written out per
-    step (T kernels), same values: a scan output that is not a movement of h (a Relu), steps
-    read at 2 i."""
+    step (T kernels), same values: a scan output that is not a movement of h (a Relu; the cell
+    state), steps read at 2 i."""
     m = _recurrent_loop_model(cell, variant)
     rng = np.random.default_rng(23)
     feeds = {"xs": rng.standard_normal((8, 1, 3)).astype(np.float32), "h0": rng.standard_normal((1, 4)).astype(np.float32)}

@@ -1952,7 +1952,7 @@ def _sequence_loop(c, n, g, trips, cond, carried):
         ins[2 + k] for k, v in enumerate(carried) if not c.is_known(v)}
     pattern |= {id(p) for k in range(n_carried) if not isinstance(p := passes(k), (bool, type(None)))}
     moves: list = []
-    step_values = {b.output[0] for _, b in slots}
+    step_values = {b.output[0]: j for j, (_, b) in enumerate(slots)}  # value -> the state it moves (0: h, 1: c)
     for p in nodes:
         if not any(i in runtime for i in p.input if i):
             continue
@@ -1962,7 +1962,7 @@ def _sequence_loop(c, n, g, trips, cond, carried):
         if p.op_type in _STEP_MOVES and p.input[0] in step_values and all(
                 isinstance(env.get(i), np.ndarray) for i in p.input[1:] if i):
             moves.append(p)
-            step_values.add(p.output[0])
+            step_values[p.output[0]] = step_values[p.input[0]]
             continue
         return None
     # carried slots: a state's next value must be its own reshape (through Identity moves)
@@ -1979,8 +1979,8 @@ def _sequence_loop(c, n, g, trips, cond, carried):
            and passes(k) is None for k in range(n_carried)):
         return None
     scans = outs[1 + n_carried:]
-    if any(v not in step_values for v in scans):
-        return None
+    if any(step_values.get(v) != 0 for v in scans):
+        return None  # a scan output not made from h (Y has every step's h only)
     # the iterations: run the folding part until the condition fails
     known_nodes = [p for p in nodes if not any(o in runtime for o in p.output if o)]
     values = {k: v for k, v in env.items() if isinstance(v, np.ndarray)}
