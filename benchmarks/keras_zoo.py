@@ -395,29 +395,36 @@ def _architectures():
     }
 
 
-def generate(out: pathlib.Path, names: list[str]) -> None:
-    """Build and convert ``names`` into ``out/<name>.tflite`` (run in the TensorFlow environment)."""
+def seeded_model(build):
+    """``build()``'s Keras model with its weights drawn again from a seeded normal distribution,
+    so that the batch-norm statistics and the biases are not all 0/1 (a test that cannot tell
+    them apart). Run in the TensorFlow environment."""
     import keras
     import numpy as np
+
+    keras.utils.set_random_seed(13)
+    model = build()
+    rng = np.random.default_rng(13)
+    for w in model.weights:
+        v = w.numpy()
+        if "variance" in w.path:
+            w.assign(rng.uniform(0.5, 1.5, v.shape).astype(v.dtype))
+        elif v.dtype.kind == "f":
+            fan_in = max(int(np.prod(v.shape[:-1])), 1) if v.ndim > 1 else 1
+            w.assign((rng.standard_normal(v.shape) * (1.0 / math.sqrt(fan_in) if v.ndim > 1 else 0.1))
+                     .astype(v.dtype))
+    return model
+
+
+def generate(out: pathlib.Path, names: list[str]) -> None:
+    """Build and convert ``names`` into ``out/<name>.tflite`` (run in the TensorFlow environment)."""
     import tensorflow as tf
 
     out.mkdir(parents=True, exist_ok=True)
     archs = _architectures()
     for name in names:
         build, options = archs[name]
-        keras.utils.set_random_seed(13)
-        model = build()
-        # Weights drawn again from a seeded normal distribution so that the batch-norm
-        # statistics and the biases are not all 0/1 (a test that cannot tell them apart).
-        rng = np.random.default_rng(13)
-        for w in model.weights:
-            v = w.numpy()
-            if "variance" in w.path:
-                w.assign(rng.uniform(0.5, 1.5, v.shape).astype(v.dtype))
-            elif v.dtype.kind == "f":
-                fan_in = max(int(np.prod(v.shape[:-1])), 1) if v.ndim > 1 else 1
-                w.assign((rng.standard_normal(v.shape) * (1.0 / math.sqrt(fan_in) if v.ndim > 1 else 0.1))
-                         .astype(v.dtype))
+        model = seeded_model(build)
         converter = tf.lite.TFLiteConverter.from_keras_model(model)
         for key, value in options.items():
             if key == "target_spec.supported_types":  # float16 weights
@@ -479,11 +486,11 @@ class LiteRT:
 class WebNN:
     """The loaded model and its tensors; ``run(inputs)`` is write, dispatch, read every output."""
 
-    def __init__(self, ctx, data: bytes, dtype: str = "float32") -> None:
+    def __init__(self, ctx, data, dtype: str = "float32", **options) -> None:
         import webnn_gpu as webnn
 
         self.ctx = ctx
-        self.model = webnn.load(data, ctx, dtype=dtype)
+        self.model = webnn.load(data, ctx, dtype=dtype, **options)  # options: the ONNX loader's dims, custom_ops
         g = self.model.graph
         self.t_in = {n: ctx.create_tensor({**d, "writable": True}) for n, d in g.inputs.items()}
         self.t_out = {n: ctx.create_tensor({**d, "readable": True}) for n, d in g.outputs.items()}

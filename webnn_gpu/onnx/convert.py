@@ -117,6 +117,10 @@ class Converter:
         #: value name -> (index operand, depth) for values that are one-hot encodings
         #: (``ops._note_one_hot``)
         self.one_hot: dict[str, tuple[Any, int]] = {}
+        #: value name -> the op type of the node that made it (every graph and subgraph walked)
+        self.producer_op: dict[str, str] = {}
+        #: names of float values that are casts of booleans (only 0 and 1: ``ops._cast``)
+        self.zero_one: set[str] = set()
         #: value name -> (index operand, depth, matrix) of a one-hot matmul made a gather
         self.gathered: dict[str, tuple[Any, int, np.ndarray]] = {}
         #: id of a reshape's output -> (the run-time operand it views with only unit axes
@@ -397,6 +401,7 @@ class Converter:
         for i, name in enumerate(n.outputs):
             if not name:
                 continue
+            self.producer_op[name] = n.qualified
             if i >= len(outs) or outs[i] is None:
                 if name not in self.used:
                     continue

@@ -246,6 +246,47 @@ def _slice(n, x):
     return [data[tuple(index)]]
 
 
+@_f("Split")
+def _split(n, x):
+    """Split of a known tensor (tf2onnx splits shapes into their parts)."""
+    data = np.asarray(x[0])
+    axis = int(n.attrs.get("axis", 0)) % data.ndim
+    if len(x) > 1 and x[1] is not None:
+        sizes = [int(v) for v in np.asarray(x[1]).reshape(-1)]
+    elif n.attrs.get("split") is not None:
+        sizes = [int(v) for v in n.attrs["split"]]
+    else:
+        parts = int(n.attrs.get("num_outputs", len(n.outputs)))
+        step = -(-data.shape[axis] // parts)
+        sizes = [min(step, data.shape[axis] - k * step) for k in range(parts)]
+    if sum(sizes) != data.shape[axis] or any(v < 0 for v in sizes):
+        raise NotImplementedError
+    return np.split(data, np.cumsum(sizes)[:-1], axis=axis)
+
+
+@_f("Pad")
+def _pad(n, x):
+    """Pad of a known tensor (tf2onnx's SpaceToBatchND pads a shape's block paddings)."""
+    data = np.asarray(x[0])
+    if n.since < 11:
+        pads, value, axes = n.attrs.get("pads", n.attrs.get("paddings", [])), n.attrs.get("value", 0.0), None
+    else:
+        pads = np.asarray(x[1]).reshape(-1)
+        value = np.asarray(x[2]).reshape(-1)[0] if len(x) > 2 and x[2] is not None and x[2].size else 0
+        axes = _axes_arg(n, x, 3)
+    axes = list(range(data.ndim)) if axes is None else [a % data.ndim for a in axes]
+    k = len(axes)
+    width = [(0, 0)] * data.ndim
+    for i, a in enumerate(axes):
+        width[a] = (int(pads[i]), int(pads[k + i]))
+    mode = n.attrs.get("mode", "constant")
+    if mode not in ("constant", "edge", "reflect") or any(b < 0 or e < 0 for b, e in width):
+        raise NotImplementedError
+    if mode == "constant":
+        return [np.pad(data, width, mode="constant", constant_values=np.asarray(value).astype(data.dtype))]
+    return [np.pad(data, width, mode=mode)]
+
+
 @_f("ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin")
 def _reduce(n, x):
     from .ops import reduce_axes
@@ -270,7 +311,7 @@ def fold(n, x) -> list | None:
         return None
     present = [v for v in x if v is not None]
     if n.op not in ("Shape", "Size", "Identity", "Reshape", "Unsqueeze", "Squeeze", "Flatten",
-                    "Transpose", "Concat", "Gather", "Slice", "Expand", "Tile") and any(
+                    "Transpose", "Concat", "Gather", "Slice", "Expand", "Tile", "Split") and any(
             v.dtype.kind == "f" and v.size > 64 for v in present):
         return None
     try:

@@ -11,11 +11,12 @@ mapping for ``docs/onnx.md`` and :func:`webnn_gpu.onnx.supported_ops`.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 
 import numpy as np
 
-from .convert import Unsupported
+from .convert import FAILED, Unsupported
 from .rewrite import rewrite
 
 __all__ = ["HANDLERS", "MAPPED_TO", "reshape_target", "slice_params", "reduce_axes"]
@@ -69,6 +70,8 @@ def _binary(method):
             biased = _gathered_plus(c, n, a, b)
             if biased is not None:
                 return biased
+        if method == "mul" and c.dtype == "float16":
+            a, b = _finite_mask_value(c, n, a, b)
         moved = _binary_through_view(c, method, a, b)
         if moved is not None:
             return moved
@@ -77,6 +80,22 @@ def _binary(method):
             _note_one_hot(c, n, a, b)
         return out
     return h
+
+
+def _finite_mask_value(c, n, a, b):
+    """``Mul(a, b)`` in a float16 graph where one side is a known finite float constant beyond
+    float16's range and the other a cast of a boolean or known to hold only 0 and 1 (tf2onnx's
+    spelling of an attention mask's select, ``Cast(Not(mask)) * -3.4e38``): the constant becomes float16's
+    largest finite magnitude with its sign, so that the product is 0 where the mask is 0 (an
+    infinity would give NaN there) and -65504 elsewhere, which a softmax reads as exp(-65504 -
+    max) = 0, as it reads the float32 value. ``a, b``, the constant clamped or as they were."""
+    top = float(np.finfo(np.float16).max)
+    out = [a, b]
+    for j, (k, other) in enumerate(((a, b), (b, a))):
+        zero_one = n.inputs[1 - j] in c.zero_one or (c.is_known(other) and np.isin(other, (0, 1)).all())
+        if zero_one and c.is_known(k) and k.dtype.kind == "f" and np.all(np.isfinite(k)) and np.any(np.abs(k) > top):
+            out[j] = np.asarray(np.clip(k.astype(np.float32), -top, top))
+    return out[0], out[1]
 
 
 #: element-wise methods that a conv or matmul kernel can apply as it stores (its epilogue)
@@ -445,7 +464,14 @@ def _cast(c, n, x):
     to = int(n.attr("to"))
     if n.inputs[0] in c.one_hot and to in (1, 10):  # float, float16: the one-hot stays one
         c.one_hot[n.outputs[0]] = c.one_hot[n.inputs[0]]
+    if to in (1, 10) and c.producer_op.get(n.inputs[0]) in _BOOLEAN_OPS:
+        c.zero_one.add(n.outputs[0])
     return _cast_to(c, x[0], to)
+
+
+#: ONNX operators whose output is a boolean tensor
+_BOOLEAN_OPS = {"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "And", "Or", "Xor", "Not", "IsNaN",
+                "IsInf"}
 
 
 def _cast_to(c, v, to: int):
@@ -523,8 +549,11 @@ def _ext(vals, one_d, fill):
     return [*vals, fill] if one_d else list(vals)
 
 
-@_h("Conv", to="conv2d (nchw, oihw); 1-D through a trailing axis of size 1; 1x1 on 1x1 pixels in nhwc")
+@_h("Conv", to="conv2d (nchw, oihw); 1-D through a trailing axis of size 1; 1x1 on 1x1 pixels in nhwc; "
+                "3-D as one conv2d over the depth taps side by side (groups 1)")
 def _conv(c, n, x):
+    if n.domain != MS and _rank(c, x[0]) == 5:
+        return _conv3d(c, n, x)
     v, w, bias, r, kernel, strides, dil, in_sizes, one_d = _conv_common(c, n, x)
     begin, end = _spatial_pads(n, in_sizes, kernel, strides, dil)
     if not one_d and in_sizes == [1, 1] and kernel == [1, 1] and not any(begin + end) and int(n.attr("group", 1)) == 1:
@@ -584,9 +613,27 @@ _h("FusedConv", to="conv2d + its activation", domain=MS)(_conv)
 
 
 @_h("ConvTranspose", to="conv_transpose2d (nchw, iohw); output_shape through the pads it implies; "
-                         "kernel == stride, filter not baked: 1x1 conv2d + pixel shuffle")
+                         "kernel == stride, filter not baked: 1x1 conv2d + pixel shuffle; 3-D as conv_transpose2d "
+                         "of the depth taps + a 0/1 placing matmul (groups 1)")
 def _conv_transpose(c, n, x):
+    if _rank(c, x[0]) == 5:
+        return _conv_transpose3d(c, n, x)
     v, w, bias, r, kernel, strides, dil, in_sizes, one_d = _conv_common(c, n, x)
+    begin, end, out_pad = _transpose_pads(n, in_sizes, kernel, strides, dil)
+    if not one_d and kernel == strides and dil == [1, 1] and not any(begin + end + out_pad) \
+            and int(n.attr("group", 1)) == 1 and c.is_known(x[1]) and not _baked_transpose(np.asarray(x[1])) \
+            and (len(x) < 3 or x[2] is None or c.is_known(x[2])):
+        return _pixel_shuffle_conv(c, v, np.asarray(x[1]), None if len(x) < 3 or x[2] is None else np.asarray(x[2]))
+    out = c.call("conv_transpose2d", v, w, padding=_pads4(begin, end, one_d), strides=_ext(strides, one_d, 1),
+                 dilations=_ext(dil, one_d, 1), output_padding=_ext(out_pad, one_d, 0),
+                 groups=int(n.attr("group", 1)), bias=bias)
+    return _from_2d(c, out) if one_d else out
+
+
+def _transpose_pads(n, in_sizes, kernel, strides, dil):
+    """A ConvTranspose's (begin pads, end pads, output padding) per spatial axis, its
+    ``output_shape`` and ``auto_pad`` turned into the pads they imply."""
+    r = len(in_sizes)
     out_pad = [int(p) for p in (n.attr("output_padding") or [0] * r)]
     out_shape = n.attr("output_shape")
     auto = n.attr("auto_pad", "NOTSET")
@@ -604,19 +651,87 @@ def _conv_transpose(c, n, x):
             else:
                 begin.append(total - total // 2)
                 end.append(total // 2)
-    elif auto == "VALID":
-        begin, end = [0] * r, [0] * r
-    else:
-        pads = [int(p) for p in (n.attr("pads") or [0] * (2 * r))]
-        begin, end = pads[:r], pads[r:]
-    if not one_d and kernel == strides and dil == [1, 1] and not any(begin + end + out_pad) \
-            and int(n.attr("group", 1)) == 1 and c.is_known(x[1]) and not _baked_transpose(np.asarray(x[1])) \
-            and (len(x) < 3 or x[2] is None or c.is_known(x[2])):
-        return _pixel_shuffle_conv(c, v, np.asarray(x[1]), None if len(x) < 3 or x[2] is None else np.asarray(x[2]))
-    out = c.call("conv_transpose2d", v, w, padding=_pads4(begin, end, one_d), strides=_ext(strides, one_d, 1),
-                 dilations=_ext(dil, one_d, 1), output_padding=_ext(out_pad, one_d, 0),
-                 groups=int(n.attr("group", 1)), bias=bias)
-    return _from_2d(c, out) if one_d else out
+        return begin, end, out_pad
+    if auto == "VALID":
+        return [0] * r, [0] * r, out_pad
+    pads = [int(p) for p in (n.attr("pads") or [0] * (2 * r))]
+    return pads[:r], pads[r:], out_pad
+
+
+def _conv3d_common(c, n, x):
+    """A 3-D Conv / ConvTranspose's input (transposed to ``[N, D, C, H, W]``), filter, bias,
+    kernel, strides and dilations; groups other than 1 are refused."""
+    v = c.operand(x[0])
+    if int(n.attr("group", 1)) != 1:
+        raise Unsupported(f"{n.op} with 3 spatial dimensions and groups")
+    ws = c.shape(x[1])
+    kernel = [int(k) for k in (n.attr("kernel_shape") or ws[2:])]
+    strides = [int(s) for s in (n.attr("strides") or [1] * 3)]
+    dil = [int(d) for d in (n.attr("dilations") or [1] * 3)]
+    bias = c.operand(x[2], v.data_type) if len(x) > 2 and x[2] is not None else None
+    return v, c.call("transpose", v, permutation=[0, 2, 1, 3, 4]), bias, kernel, strides, dil
+
+
+def _filter3d(c, w, perm, shape, dt):
+    """A 5-D filter transposed by ``perm`` and reshaped to the 4-D ``shape`` (in NumPy when known)."""
+    if c.is_known(w):
+        return c.operand(np.ascontiguousarray(np.transpose(np.asarray(w), perm)).reshape(shape), dt)
+    return c.call("reshape", c.call("transpose", c.operand(w, dt), permutation=perm), shape)
+
+
+def _conv3d(c, n, x):
+    """``Conv`` of ``[N, C, D, H, W]``: out[:, :, od] = sum over the depth taps i of
+    conv2d(x[:, :, od * sd + i * dd - pad], w[:, :, i]); the taps' input slices side by side
+    along the channels are one conv2d over ``[N * OD, KD * C, H, W]`` with the filter's taps
+    likewise side by side (the same products and sums)."""
+    v, t, bias, kernel, strides, dil = _conv3d_common(c, n, x)
+    N, C, D, H, W = c.shape(v)
+    O = c.shape(x[1])[0]
+    KD, sd, dd = kernel[0], strides[0], dil[0]
+    begin, end = _spatial_pads(n, [D, H, W], kernel, strides, dil)
+    od = (D + begin[0] + end[0] - (KD - 1) * dd - 1) // sd + 1
+    if od < 1:
+        raise Unsupported(f"Conv of depth {D} smaller than its filter")
+    if begin[0] or end[0]:
+        t = c.call("pad", t, [0, begin[0], 0, 0, 0], [0, end[0], 0, 0, 0])
+    if KD > 1 or sd > 1 or od != c.shape(t)[1]:
+        t = [c.call("slice", t, [0, i * dd, 0, 0, 0], [N, (od - 1) * sd + 1, C, H, W], strides=[1, sd, 1, 1, 1])
+             for i in range(KD)]
+        t = t[0] if KD == 1 else c.call("concat", t, 2)
+    t = c.call("reshape", t, [N * od, KD * C, H, W])
+    w = _filter3d(c, x[1], [0, 2, 1, 3, 4], [O, KD * C, kernel[1], kernel[2]], v.data_type)
+    y = c.call("conv2d", t, w, padding=[begin[1], end[1], begin[2], end[2]], strides=strides[1:],
+               dilations=dil[1:], bias=bias)
+    y = c.call("reshape", y, [N, od, *c.shape(y)[1:]])
+    return c.call("transpose", y, permutation=[0, 2, 1, 3, 4])
+
+
+def _conv_transpose3d(c, n, x):
+    """``ConvTranspose`` of ``[N, C, D, H, W]``: input depth j and tap i add
+    conv_transpose2d(x[:, :, j], w[:, :, i]) to output depth j * sd + i * dd - pad; one
+    conv_transpose2d of the ``N * D`` frames gives every tap (``KD * O`` channels), and the sum
+    per output depth is a product with a constant 0/1 matrix; then the bias."""
+    v, t, bias, kernel, strides, dil = _conv3d_common(c, n, x)
+    N, C, D, H, W = c.shape(v)
+    O = c.shape(x[1])[1]
+    KD, sd, dd = kernel[0], strides[0], dil[0]
+    begin, end, out_pad = _transpose_pads(n, [D, H, W], kernel, strides, dil)
+    od = (D - 1) * sd + (KD - 1) * dd + 1 - begin[0] - end[0] + out_pad[0]
+    dt = v.data_type
+    t = c.call("reshape", t, [N * D, C, H, W])
+    w = _filter3d(c, x[1], [0, 2, 1, 3, 4], [C, KD * O, kernel[1], kernel[2]], dt)
+    y = c.call("conv_transpose2d", t, w, padding=[begin[1], end[1], begin[2], end[2]], strides=strides[1:],
+               dilations=dil[1:], output_padding=out_pad[1:])
+    oh, ow = c.shape(y)[2:]
+    place = np.zeros((od, KD * D), np.float32)
+    for i in range(KD):
+        for j in range(D):
+            if 0 <= (o := j * sd + i * dd - begin[0]) < od:
+                place[o, i * D + j] = 1.0
+    y = c.call("transpose", c.call("reshape", y, [N, D, KD, O * oh * ow]), permutation=[0, 2, 1, 3])
+    y = c.call("matmul", c.operand(place[None], dt), c.call("reshape", y, [N, KD * D, O * oh * ow]))
+    y = c.call("transpose", c.call("reshape", y, [N, od, O, oh, ow]), permutation=[0, 2, 1, 3, 4])
+    return y if bias is None else c.call("add", y, c.call("reshape", bias, [1, O, 1, 1, 1]))
 
 
 def _baked_transpose(w: np.ndarray) -> bool:
@@ -712,16 +827,18 @@ def _global_pool(method):
         v = c.operand(x[0])
         if method == "l2_pool2d" and int(n.attr("p", 2)) != 2:
             raise Unsupported(f"GlobalLpPool with p={n.attr('p')} (WebNN has p=2)")
-        r = _rank(c, v) - 2
-        if r == 2:
+        s = c.shape(v)
+        if len(s) == 4:
             return c.call(method, v)
-        if r == 1:
-            return _from_2d(c, c.call(method, _to_2d(c, v)))
-        raise Unsupported(f"{n.op} with {r} spatial dimensions")
+        if len(s) < 3:
+            raise Unsupported(f"{n.op} of rank {len(s)}")
+        # 1 or >= 3 spatial dimensions: the same elements as one column [N, C, D*H*W, 1]
+        out = c.call(method, c.call("reshape", v, [s[0], s[1], int(np.prod(s[2:])), 1]))
+        return c.call("reshape", out, [s[0], s[1], *[1] * (len(s) - 2)])
     return h
 
 
-_h("GlobalAveragePool", to="average_pool2d over the whole plane")(_global_pool("average_pool2d"))
+_h("GlobalAveragePool", to="average_pool2d over the whole plane (1-D, 3-D: over one column)")(_global_pool("average_pool2d"))
 _h("GlobalMaxPool", to="max_pool2d over the whole plane")(_global_pool("max_pool2d"))
 _h("GlobalLpPool", to="l2_pool2d over the whole plane (p=2)")(_global_pool("l2_pool2d"))
 
@@ -1492,7 +1609,9 @@ def _resize_common(c, n, v, scales, sizes, mode, coord, nearest_mode):
         raise Unsupported(f"{n.op} mode {mode!r}")
     if scales is not None and sizes is None:
         for i in changed:
-            if s[i] * float(scales[i]) != out[i]:
+            # a scale that is float32's nearest value to out / in (as exporters write a
+            # resize to a size) maps coordinates as that ratio does, to float32's precision
+            if s[i] * float(scales[i]) != out[i] and np.float32(out[i] / s[i]) != np.float32(scales[i]):
                 raise Unsupported(f"{n.op} scale {scales[i]} that does not give a whole size for {s[i]}")
     integer_up = all(out[i] % s[i] == 0 for i in changed)
     if mode == "nearest":
@@ -1715,6 +1834,283 @@ def _if(c, n, x):
     c.walk(rewrite(g.node, c.env, [o.name for o in g.output]))
     c.node = saved
     return [c.env.get(o.name) for o in g.output]
+
+
+@_h("ReverseSequence", to="gather along the time axis (one per distinct known sequence length) + concat")
+def _reverse_sequence(c, n, x):
+    v = c.operand(x[0])
+    lens = ints(c, x[1], "ReverseSequence's sequence_lens")
+    s = c.shape(v)
+    b_axis, t_axis = int(n.attr("batch_axis", 1)), int(n.attr("time_axis", 0))
+    steps = s[t_axis]
+    if any(not 0 <= k <= steps for k in lens):
+        raise Unsupported(f"ReverseSequence lengths {lens} outside [0, {steps}]")
+
+    def reversed_first(v, k):
+        idx = np.concatenate([np.arange(k - 1, -1, -1), np.arange(k, steps)]).astype(np.int32)
+        return v if k <= 1 else c.call("gather", v, c.operand(idx), axis=t_axis)
+
+    if len(set(lens)) == 1:
+        return reversed_first(v, lens[0])
+    parts = []
+    for b, k in enumerate(lens):
+        start = [0] * len(s)
+        start[b_axis] = b
+        size = list(s)
+        size[b_axis] = 1
+        parts.append(reversed_first(c.call("slice", v, start, size), k))
+    return c.call("concat", parts, b_axis)
+
+
+#: Order-preserving movements a recurrent step's output may pass through to a Loop's outputs
+_STEP_MOVES = ("Reshape", "Squeeze", "Unsqueeze", "Identity", "Flatten")
+
+
+def _sequence_loop(c, n, g, trips, cond, carried):
+    """A ``Loop`` whose body (after the load-time rewrites) is one recurrent step, as one
+    ``LSTM``/``GRU`` node over the whole sequence, or None where the body is anything else.
+
+    The body must be: ``Gather(S, i)`` along axis 0 of a loop-invariant ``S`` (an outer value
+    or a carried value passed through unchanged) with ``i`` a counter that takes the values
+    ``k0, k0 + 1, ...`` over the iterations, reshaped to ``[1, batch, input]``; one forward
+    ``LSTM``/``GRU`` node of that step with known weights whose initial states are reshapes
+    of carried values and whose final states (reshaped) are those carried values' next ones;
+    order-preserving movements (:data:`_STEP_MOVES`) of the new states to other outputs
+    (carried ones that are only overwritten: their last step's value; scan outputs: every
+    step's); and nodes that fold at load time (the counters and the condition). The trip
+    count is found by running the folding part; the sequence is ``S[k0 : k0 + T]``. The
+    same products and sums as the step written out per iteration, in one recurrent kernel."""
+    from onnx import helper, numpy_helper
+
+    from .fold import fold
+
+    n_carried = len(carried)
+    ins = [i.name for i in g.input]
+    outs = [o.name for o in g.output]
+    env = dict(c.env)
+    for t in g.initializer:
+        env[t.name] = numpy_helper.to_array(t)
+    env[ins[0]], env[ins[1]] = np.array(0, np.int64), np.array(cond)
+    env.update(zip(ins[2:], carried))
+    nodes = rewrite(g.node, env, outs)
+    rec = [p for p in nodes if p.op_type in ("LSTM", "GRU") and p.domain in ("", "ai.onnx")]
+    if len(rec) != 1:
+        return None
+    rn = rec[0]
+    lstm = rn.op_type == "LSTM"
+    attrs = {a.name: helper.get_attribute_value(a) for a in rn.attribute}
+    if set(attrs) - {"hidden_size", "linear_before_reset"} or len(rn.input) < 6 or any(
+            not isinstance(env.get(i), np.ndarray) for i in rn.input[1:4]) or (len(rn.input) > 4 and rn.input[4]) \
+            or (lstm and (len(rn.input) != 7 or not rn.input[6])):
+        return None
+    producer = {o: p for p in nodes for o in p.output if o}
+    readers: dict[str, list] = {}
+    for p in nodes:
+        for i in p.input:
+            readers.setdefault(i, []).append(p)
+
+    def made_by(name, op):
+        p = producer.get(name)
+        return p if p is not None and p.op_type == op and p.domain in ("", "ai.onnx") else None
+
+    rxs, v = [], rn.input[0]  # the step's input through reshapes (each read only there)
+    while (r := made_by(v, "Reshape")) is not None and len(readers.get(v, [])) == 1:
+        rxs.append(r)
+        v = r.input[0]
+    gx = made_by(v, "Gather") if rxs and len(readers.get(v, [])) == 1 else None
+    if gx is None or int(helper.get_attribute_value(gx.attribute[0]) if gx.attribute else 0) != 0:
+        return None
+    def passes(k):
+        """The Identity that passes carried value ``k`` through unchanged (or True), else None."""
+        v = outs[1 + k]
+        p = made_by(v, "Identity")
+        return True if v == ins[2 + k] else p if p is not None and p.input[0] == ins[2 + k] else None
+
+    seq_name, idx_name = gx.input
+    if seq_name in producer or idx_name not in ins[2:] or (seq_name in ins[2:] and passes(ins.index(seq_name) - 2)
+                                                          is None):
+        return None
+    states = [(rn.input[5], rn.output[1])] + ([(rn.input[6], rn.output[2])] if lstm else [])
+    slots = []  # (carried index, the reshape back to the carried shape)
+    pattern = {id(p) for p in (gx, rn, *rxs)}
+    for s_in, s_out in states:
+        src, r_in = s_in, made_by(s_in, "Reshape")
+        while r_in is not None:  # the carried value through reshapes (only read there)
+            if len(readers.get(r_in.input[0], [])) != 1 and r_in.input[0] not in ins[2:]:
+                return None
+            pattern.add(id(r_in))
+            src = r_in.input[0]
+            r_in = made_by(src, "Reshape")
+        back = [p for p in readers.get(s_out, []) if p.op_type == "Reshape"]
+        if src == s_in or src not in ins[2:] or len(readers.get(s_out, [])) != 1 or len(back) != 1 \
+                or len(readers.get(src, [])) != 1:
+            return None
+        slots.append((ins.index(src) - 2, back[0]))
+        pattern.add(id(back[0]))
+    # the run-time part: everything reached from S, the states and run-time carried values
+    runtime = {seq_name, *(ins[2 + k] for k, _ in slots)} | {
+        ins[2 + k] for k, v in enumerate(carried) if not c.is_known(v)}
+    pattern |= {id(p) for k in range(n_carried) if not isinstance(p := passes(k), (bool, type(None)))}
+    moves: list = []
+    step_values = {b.output[0]: j for j, (_, b) in enumerate(slots)}  # value -> the state it moves (0: h, 1: c)
+    for p in nodes:
+        if not any(i in runtime for i in p.input if i):
+            continue
+        runtime.update(o for o in p.output if o)
+        if id(p) in pattern:
+            continue
+        if p.op_type in _STEP_MOVES and p.input[0] in step_values and all(
+                isinstance(env.get(i), np.ndarray) for i in p.input[1:] if i):
+            moves.append(p)
+            step_values[p.output[0]] = step_values[p.input[0]]
+            continue
+        return None
+    # carried slots: a state's next value must be its own reshape (through Identity moves)
+    for k, back in slots:
+        v = outs[1 + k]
+        while v != back.output[0] and (p := producer.get(v)) is not None and p.op_type == "Identity":
+            v = p.input[0]
+        if v != back.output[0]:
+            return None
+    others = [k for k in range(n_carried) if k not in {k for k, _ in slots} and outs[1 + k] in step_values]
+    if any(readers.get(ins[2 + k]) for k in others):
+        return None  # a carried value read by the body, not only overwritten
+    if any(outs[1 + k] in runtime and k not in {k for k, _ in slots} and outs[1 + k] not in step_values
+           and passes(k) is None for k in range(n_carried)):
+        return None
+    scans = outs[1 + n_carried:]
+    if any(step_values.get(v) != 0 for v in scans):
+        return None  # a scan output not made from h (Y has every step's h only)
+    # the iterations: run the folding part until the condition fails
+    known_nodes = [p for p in nodes if not any(o in runtime for o in p.output if o)]
+    values = {k: v for k, v in env.items() if isinstance(v, np.ndarray)}
+    cond_now, order, i = cond, [], 0
+    while cond_now and (trips is None or i < trips):
+        if i == LOOP_MAX_UNROLL:
+            return None
+        values[ins[0]], values[ins[1]] = np.array(i, np.int64), np.array(cond_now)
+        order.append(int(np.asarray(values.get(idx_name)).reshape(-1)[0]) if idx_name in values else None)
+        for p in known_nodes:
+            node = c._node(p)
+            args = [values.get(a) if a else None for a in p.input]
+            folded = fold(node, args) if all(a is None or isinstance(a, np.ndarray) for a in args) else None
+            if folded is None:
+                return None
+            values.update((o, np.asarray(v)) for o, v in zip(p.output, folded) if o and v is not None)
+        nxt = values.get(outs[0])
+        if not isinstance(nxt, np.ndarray):
+            return None
+        cond_now = bool(nxt.reshape(-1)[0])
+        for k in range(n_carried):
+            if outs[1 + k] in values and ins[2 + k] not in runtime:
+                values[ins[2 + k]] = values[outs[1 + k]]
+        i += 1
+    steps = len(order)
+    seq = env[seq_name]
+    if steps == 0 or None in order or order != list(range(order[0], order[0] + steps)) or order[0] < 0 \
+            or order[-1] >= c.shape(seq)[0]:
+        return None
+    # one recurrent node over S[k0 : k0 + T]; the body's constants (and the rewrites') for its moves
+    for k, v in env.items():
+        if isinstance(v, np.ndarray) and k not in c.env:
+            c.env[k] = v
+    base = f"{n.outputs[0] or n.name}::sequence"
+    sv = c.operand(seq)
+    s = c.shape(sv)
+    part = sv if steps == s[0] else c.call("slice", sv, [order[0]] + [0] * (len(s) - 1), [steps, *s[1:]])
+    width = c.shape(env[rn.input[1]])[-1]
+    if int(np.prod(s[1:])) % width:
+        return None
+    c.env[f"{base}/X"] = c.call("reshape", part, [steps, int(np.prod(s[1:])) // width, width])
+    for t in ("W", "R", "B"):
+        c.env[f"{base}/{t}"] = env[rn.input[("W", "R", "B").index(t) + 1]]
+    for j, (k, _) in enumerate(slots):
+        state = c.operand(carried[k])
+        c.env[f"{base}/s{j}"] = c.call("reshape", state, [1, int(np.prod(c.shape(state))) // int(attrs["hidden_size"]),
+                                                          int(attrs["hidden_size"])])
+    want_seq = bool(scans)
+    names = [f"{base}/Y" if want_seq else "", f"{base}/Y_h"] + ([f"{base}/Y_c"] if lstm else [])
+    if want_seq:
+        c.used.add(names[0])
+    node = helper.make_node(rn.op_type, [f"{base}/X", f"{base}/W", f"{base}/R", f"{base}/B", "",
+                                         *(f"{base}/s{j}" for j in range(len(slots)))], names,
+                            name=n.name, **attrs)
+    saved = c.node
+    c.walk([node])
+    c.node = saved
+    # the final states through their reshapes and moves, and every step's for the scans
+    for j, (k, back) in enumerate(slots):
+        c.env[rn.output[1 + j]] = c.env[names[1 + j]]
+    c.walk([b for _, b in slots] + moves)
+    c.node = saved
+    result = []
+    for k in range(n_carried):
+        v = outs[1 + k]
+        result.append(c.env[v] if v in step_values or any(v == b.output[0] for _, b in slots) else
+                      carried[k] if passes(k) is not None else values[v])
+    for v in scans:
+        result.append(c.call("reshape", c.env[names[0]], [steps, *c.shape(c.env[v])]))
+    return result
+
+
+#: The most iterations a Loop is written out for (each one is its body's operators again).
+LOOP_MAX_UNROLL = 512
+
+
+@_h("Loop", to="its body written out once per iteration (trip count and condition known at load time); "
+               "a recurrent step's loop: one lstm / gru over the sequence")
+def _loop(c, n, x):
+    """Unrolls ``Loop``: the body is converted once per iteration, its loop-carried values fed
+    to the next; the trip count ``M`` (or its absence) and the condition of every iteration
+    must fold at load time (a counter compared with a constant, as tf2onnx writes TensorFlow's
+    while loops). Scan outputs are the iterations' values stacked along a new first axis. A
+    loop of one recurrent step is one recurrent node over the sequence (:func:`_sequence_loop`)."""
+    from onnx import numpy_helper
+
+    g = n.attrs["body"]
+    trips = None if x[0] is None else int(np.asarray(c.known(x[0], "Loop's trip count")).reshape(-1)[0])
+    cond = True if len(x) < 2 or x[1] is None else bool(
+        np.asarray(c.known(x[1], "Loop's initial condition")).reshape(-1)[0])
+    carried = list(x[2:])
+    n_carried = len(carried)
+    if len(g.input) != 2 + n_carried or len(g.output) < 1 + n_carried:
+        raise Unsupported("Loop whose body does not take (iteration, condition, carried values)")
+    if os.environ.get("WEBNN_GPU_FORCE_SEQUENCE_LOOP", "on") != "off":
+        whole = _sequence_loop(c, n, g, trips, cond, carried)
+        if whole is not None:
+            return whole
+    scans: list[list] = [[] for _ in g.output[1 + n_carried:]]
+    saved = c.node
+    i = 0
+    while cond and (trips is None or i < trips):
+        if i == LOOP_MAX_UNROLL:
+            raise Unsupported(f"Loop of more than {LOOP_MAX_UNROLL} iterations")
+        for t in g.initializer:
+            c.env[t.name] = numpy_helper.to_array(t)
+        c.env[g.input[0].name] = np.array(i, np.int64)
+        c.env[g.input[1].name] = np.array(cond)
+        for vi, v in zip(g.input[2:], carried):
+            c.env[vi.name] = v
+        c.walk(rewrite(g.node, c.env, [o.name for o in g.output]))
+        c.node = saved
+        outs = [c.env.get(o.name) for o in g.output]
+        if any(v is None or v is FAILED for v in outs):
+            raise Unsupported("Loop whose body could not be converted (see the other messages)")
+        cond = bool(np.asarray(c.known(outs[0], "Loop's condition")).reshape(-1)[0])
+        carried = outs[1:1 + n_carried]
+        for acc, v in zip(scans, outs[1 + n_carried:]):
+            acc.append(v)
+        i += 1
+    stacked = []
+    for acc in scans:
+        if not acc:
+            raise Unsupported("Loop of no iterations with scan outputs (WebNN has no empty tensors)")
+        if all(c.is_known(v) for v in acc):
+            stacked.append(np.stack(acc))
+        else:
+            parts = [c.call("reshape", c.operand(v), [1, *c.shape(v)]) for v in acc]
+            stacked.append(parts[0] if len(parts) == 1 else c.call("concat", parts, 0))
+    return carried + stacked
 
 
 # ---------------------------------------------------------------- attention helpers

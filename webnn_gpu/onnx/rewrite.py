@@ -12,7 +12,7 @@ from collections import Counter
 
 import numpy as np
 
-__all__ = ["fold_conv_affine", "fuse_lstm_cell", "rewrite"]
+__all__ = ["fold_conv_affine", "fuse_gru_cell", "fuse_lstm_cell", "rewrite", "split_gemm_accumulate"]
 
 _DEFAULT = ("", "ai.onnx")
 #: element-wise ops with a known per-channel operand that fold into a conv's weights and bias
@@ -235,15 +235,84 @@ def fold_conv_affine(nodes, env: dict, outputs) -> list:
 
 
 def _known_consts(nodes, env: dict) -> dict:
-    """``env`` plus the tensors of the ``Constant`` nodes of ``nodes`` (value name -> array)."""
+    """``env`` plus the tensors of the ``Constant`` nodes of ``nodes`` and the values that
+    :func:`.fold.fold` computes from known ones (a weight's ``Split`` and ``Squeeze``, as
+    tf2onnx writes a recurrent cell's biases), value name -> array."""
     from onnx import numpy_helper
+
+    from .convert import Node
+    from .fold import fold
 
     known = dict(env)
     for p in nodes:
         if p.op_type == "Constant" and p.domain in _DEFAULT and len(p.attribute) == 1 \
                 and p.attribute[0].name == "value":
             known[p.output[0]] = numpy_helper.to_array(p.attribute[0].t)
+        elif p.op_type in _PRE_FOLDED and p.domain in _DEFAULT and p.input and all(
+                not i or isinstance(known.get(i), np.ndarray) for i in p.input):
+            attrs = {a.name: _attr(p, a.name, None) for a in p.attribute}
+            out = fold(Node(p.name, p.op_type, p.domain, 0, attrs, list(p.input), list(p.output), p),
+                       [known[i] if i else None for i in p.input])
+            for name, v in zip(p.output, out or []):
+                if name and v is not None:
+                    known[name] = np.asarray(v)
     return known
+
+
+#: Operators :func:`_known_consts` evaluates on known inputs: movements whose folding does not
+#: depend on the operator's version (axes as an input or an attribute alike)
+_PRE_FOLDED = ("Split", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Concat", "Cast")
+
+
+def _index(nodes, env: dict, outputs):
+    """``(nodes as a list, known values, uses per value name, value name -> index of its
+    producing node)`` for a rewrite of ``nodes``."""
+    nodes = list(nodes)
+    return nodes, _known_consts(nodes, env), _uses(nodes, outputs), {o: k for k, p in enumerate(nodes)
+                                                                     for o in p.output if o}
+
+
+def _plain_gemm(p, known: dict):
+    """(input name, weight [N, K] float64, bias [N] float64) of Gemm node ``p`` with alpha 1,
+    transA 0, known float weights and a known (or no) bias, else None."""
+    if len(p.input) < 2 or float(_attr(p, "alpha", 1.0)) != 1.0 or int(_attr(p, "transA", 0)):
+        return None
+    w = known.get(p.input[1])
+    if not isinstance(w, np.ndarray) or w.dtype.kind != "f" or w.ndim != 2:
+        return None
+    w = w if int(_attr(p, "transB", 0)) else w.T
+    n = w.shape[0]
+    b = np.zeros(n)
+    if len(p.input) > 2 and p.input[2]:
+        bb = known.get(p.input[2])
+        if not isinstance(bb, np.ndarray) or bb.dtype.kind != "f" or float(_attr(p, "beta", 1.0)) != 1.0:
+            return None
+        if bb.size == 1:
+            b = np.full(n, float(bb.reshape(-1)[0]))
+        elif bb.size == n and bb.shape[-1] == n:
+            b = bb.reshape(-1).astype(np.float64)
+        else:
+            return None
+    return p.input[0], w, b
+
+
+def _splice(nodes: list, replaced: dict, drop: set) -> list:
+    """``nodes`` with node ``k`` replaced by the list ``replaced[k]`` and the nodes of ``drop``
+    left out (``nodes`` itself where nothing was replaced)."""
+    if not replaced:
+        return nodes
+    return [q for k, p in enumerate(nodes) if k not in drop for q in replaced.get(k, [p])]
+
+
+def _step_consts(env: dict, known: dict, base: str, w: np.ndarray, r: np.ndarray, b: np.ndarray, dt) -> None:
+    """The constants of a one-step recurrent node named ``base``: ``W`` ``[1, G*H, I]``, ``R``
+    ``[1, G*H, H]``, ``B`` ``[1, 2*G*H]`` (in ``dt``) and the reshape targets ``in3`` ``[1, -1,
+    I]``, ``st3`` ``[1, -1, H]``, ``st2`` ``[-1, H]``, added to ``env`` and ``known``."""
+    H = r.shape[1]
+    consts = {"W": w[None], "R": r[None], "B": b[None], "in3": np.array([1, -1, w.shape[1]], np.int64),
+              "st3": np.array([1, -1, H], np.int64), "st2": np.array([-1, H], np.int64)}
+    for key, v in consts.items():
+        env[f"{base}/{key}"] = known[f"{base}/{key}"] = v.astype(dt) if v.dtype.kind == "f" else v
 
 
 def fuse_lstm_cell(nodes, env: dict, outputs) -> list:
@@ -276,10 +345,7 @@ def fuse_lstm_cell(nodes, env: dict, outputs) -> list:
     """
     from onnx import helper
 
-    nodes = list(nodes)
-    known = _known_consts(nodes, env)
-    uses = _uses(nodes, outputs)
-    producer = {o: k for k, p in enumerate(nodes) for o in p.output if o}
+    nodes, known, uses, producer = _index(nodes, env, outputs)
     readers: dict[str, list[int]] = {}
     for k, p in enumerate(nodes):
         for i in p.input:
@@ -300,27 +366,7 @@ def fuse_lstm_cell(nodes, env: dict, outputs) -> list:
         return rs[0]
 
     def gemm(k):
-        """(input name, weight [4H, K] float64, bias [4H] float64) of a plain Gemm, or None."""
-        p = nodes[k]
-        if len(p.input) < 2 or float(_attr(p, "alpha", 1.0)) != 1.0 or int(_attr(p, "transA", 0)):
-            return None
-        w = known.get(p.input[1])
-        if not isinstance(w, np.ndarray) or w.dtype.kind != "f" or w.ndim != 2:
-            return None
-        w = w if int(_attr(p, "transB", 0)) else w.T
-        n = w.shape[0]
-        b = np.zeros(n)
-        if len(p.input) > 2 and p.input[2]:
-            bb = known.get(p.input[2])
-            if not isinstance(bb, np.ndarray) or bb.dtype.kind != "f" or float(_attr(p, "beta", 1.0)) != 1.0:
-                return None
-            if bb.size == 1:
-                b = np.full(n, float(bb.reshape(-1)[0]))
-            elif bb.size == n and bb.shape[-1] == n:
-                b = bb.reshape(-1).astype(np.float64)
-            else:
-                return None
-        return p.input[0], w, b
+        return _plain_gemm(nodes[k], known)
 
     def mul_parts(k):
         """The two input names of Mul node ``k``."""
@@ -411,11 +457,7 @@ def fuse_lstm_cell(nodes, env: dict, outputs) -> list:
 
         count += 1
         base = f"{h_new}::lstm_cell{count}"
-        consts = {"W": gates(w0)[None], "R": gates(w1)[None], "B": np.concatenate([gates(b0), gates(b1)])[None],
-                  "in3": np.array([1, -1, w0.shape[1]], np.int64), "st3": np.array([1, -1, H], np.int64),
-                  "st2": np.array([-1, H], np.int64)}
-        for key, v in consts.items():
-            env[f"{base}/{key}"] = known[f"{base}/{key}"] = v.astype(dt) if v.dtype.kind == "f" else v
+        _step_consts(env, known, base, gates(w0), gates(w1), np.concatenate([gates(b0), gates(b1)]), dt)
         name = nodes[kh].name or h_new
         new = [helper.make_node("Reshape", [x0, f"{base}/in3"], [f"{base}/x"], name=f"{name}/x"),
                helper.make_node("Reshape", [x1, f"{base}/st3"], [f"{base}/h"], name=f"{name}/h"),
@@ -427,18 +469,240 @@ def fuse_lstm_cell(nodes, env: dict, outputs) -> list:
                helper.make_node("Reshape", [f"{base}/Y_c", f"{base}/st2"], [c_new], name=f"{name}/c'")]
         replaced[kh] = new  # at the last node of the pattern: every input is ready there
         drop |= pattern - {kh}
-    if not replaced:
-        return nodes
-    out = []
+    return _splice(nodes, replaced, drop)
+
+
+def fuse_gru_cell(nodes, env: dict, outputs) -> list:
+    """Write one step of a gated recurrent unit spelled out in ONNX operators (Keras' GRU cell
+    with ``reset_after=True``, as tf2onnx writes it) as a ``GRU`` node of one time step with
+    ``linear_before_reset=1``.
+
+    The pattern, each intermediate value read only inside it::
+
+        gx = Gemm(x, Wx, bx); gx_0, gx_1, gx_2 = Split(gx, 3 equal parts along the last axis)
+        gh = Gemm(h, Wh, bh); gh_j = Slice(gh, the j-th third of the last axis)  # read 3 times
+        z = Sigmoid(gx_a + gh_a'); r = Sigmoid(gx_b + gh_b')                  # any operand order
+        n = Tanh(gx_c + r * gh_c')
+        h' = z * h + (1 - z) * n
+
+    where the parts are told apart by their roles, the Gemm weights and biases are known and
+    ``h`` is the second Gemm's input. It becomes ``GRU`` (``hidden_size`` H, gates in ONNX's
+    ``zrh`` order) between reshapes to and from its ``[1, batch, .]`` layout: the same
+    products, sums and activations in one recurrent kernel. ``h'`` may be read anywhere.
+
+    Arguments and result as :func:`fuse_lstm_cell`'s.
+    """
+    from onnx import helper
+
+    nodes, known, uses, producer = _index(nodes, env, outputs)
+    readers: dict[str, list[int]] = {}
     for k, p in enumerate(nodes):
-        if k in replaced:
-            out.extend(replaced[k])
-        elif k not in drop:
-            out.append(p)
-    return out
+        for i in p.input:
+            if i:
+                readers.setdefault(i, []).append(k)
+
+    def node(name, *ops):
+        """The index of the node that makes ``name`` when it is one of ``ops`` (default domain)."""
+        k = producer.get(name)
+        return k if k is not None and nodes[k].op_type in ops and nodes[k].domain in _DEFAULT else None
+
+    def sole_reader(name, *ops):
+        rs = readers.get(name, [])
+        if uses[name] != 1 or len(rs) != 1 or nodes[rs[0]].op_type not in ops or nodes[rs[0]].domain not in _DEFAULT:
+            return None
+        return rs[0]
+
+    def other(k, name):
+        ins = list(nodes[k].input)
+        return ins[1 - ins.index(name)] if len(ins) == 2 and name in ins and ins[0] != ins[1] else None
+
+    def third(k, gh, H):
+        """Which third (0-2) of ``gh``'s last axis Slice node ``k`` takes, or None."""
+        p = nodes[k]
+        if p.op_type != "Slice" or p.input[0] != gh or len(p.input) < 4 or (len(p.input) > 4 and p.input[4]):
+            return None
+        st, en, ax = (known.get(i) for i in p.input[1:4])
+        if not all(isinstance(v, np.ndarray) for v in (st, en, ax)) or not st.size == en.size == ax.size:
+            return None
+        part = None
+        for a, b, e in zip(ax.reshape(-1), st.reshape(-1), en.reshape(-1)):
+            if int(a) in (1, -1) and int(b) % H == 0 and min(int(e), 3 * H) == int(b) + H:
+                part = int(b) // H
+            elif int(a) not in (0, -2) or int(b) != 0 or int(e) < 2 ** 31 - 1:
+                return None
+        return part
+
+    count = 0
+    replaced: dict[int, list] = {}
+    drop: set[int] = set()
+    for ks, split in enumerate(nodes):
+        if split.op_type != "Split" or split.domain not in _DEFAULT or len(split.output) != 3 \
+                or int(_attr(split, "axis", 0)) not in (1, -1):
+            continue
+        kx = node(split.input[0], "Gemm")
+        gx = _plain_gemm(nodes[kx], known) if kx is not None and uses[split.input[0]] == 1 else None
+        if gx is None or gx[1].shape[0] % 3:
+            continue
+        H = gx[1].shape[0] // 3
+        sizes = known.get(split.input[1]) if len(split.input) > 1 and split.input[1] else _attr(split, "split", None)
+        if sizes is not None and [int(v) for v in np.asarray(sizes).reshape(-1)] != [H] * 3:
+            continue
+        adds = [sole_reader(o, "Add") for o in split.output]
+        if None in adds:
+            continue
+        acts = [sole_reader(nodes[k].output[0], "Sigmoid", "Tanh") for k in adds]
+        if None in acts or sorted(nodes[k].op_type for k in acts) != ["Sigmoid", "Sigmoid", "Tanh"]:
+            continue
+        jn = next(j for j in range(3) if nodes[acts[j]].op_type == "Tanh")
+        km = node(other(adds[jn], split.output[jn]), "Mul")
+        if km is None or uses[nodes[km].output[0]] != 1:
+            continue
+        jr = next((j for j in range(3) if j != jn and nodes[acts[j]].output[0] in nodes[km].input), None)
+        if jr is None:
+            continue
+        jz = 3 - jn - jr
+        gh_parts = {jz: other(adds[jz], split.output[jz]), jr: other(adds[jr], split.output[jr]),
+                    jn: other(km, nodes[acts[jr]].output[0])}
+        slices = {j: node(v, "Slice") for j, v in gh_parts.items()}
+        if None in slices.values() or any(uses[v] != 1 for v in gh_parts.values()):
+            continue
+        gh_name = nodes[slices[jz]].input[0]
+        kh = node(gh_name, "Gemm")
+        gh = _plain_gemm(nodes[kh], known) if kh is not None and uses[gh_name] == 3 else None
+        parts = {j: third(k, gh_name, H) for j, k in slices.items()}
+        if gh is None or gh[1].shape != (3 * H, H) or sorted(parts.values()) != [0, 1, 2] \
+                or uses[nodes[acts[jr]].output[0]] != 1:
+            continue
+        # h' = z * h + (1 - z) * n
+        z, n, h = nodes[acts[jz]].output[0], nodes[acts[jn]].output[0], gh[0]
+        if uses[z] != 2 or uses[n] != 1:
+            continue
+        kzh = ksub = None
+        for r in readers.get(z, []):
+            one = known.get(nodes[r].input[0])
+            if nodes[r].op_type == "Mul" and sorted(nodes[r].input) == sorted([z, h]):
+                kzh = r
+            elif nodes[r].op_type == "Sub" and nodes[r].input[1] == z and isinstance(one, np.ndarray) \
+                    and one.size == 1 and float(one.reshape(-1)[0]) == 1.0:
+                ksub = r
+        if kzh is None or ksub is None or uses[nodes[kzh].output[0]] != 1:
+            continue
+        kzn = sole_reader(nodes[ksub].output[0], "Mul")
+        if kzn is None or sorted(nodes[kzn].input) != sorted([nodes[ksub].output[0], n]) \
+                or sole_reader(n, "Mul") != kzn:
+            continue
+        kout = sole_reader(nodes[kzh].output[0], "Add")
+        if kout is None or sorted(nodes[kout].input) != sorted([nodes[kzh].output[0], nodes[kzn].output[0]]):
+            continue
+        pattern = {kx, ks, *adds, *acts, km, *slices.values(), kh, kzh, ksub, kzn, kout}
+        if pattern & (drop | set(replaced)) or len(pattern) != 17 or max(pattern) != kout:
+            continue
+        (x, wx, bx), (_, wh, bh) = gx, gh
+        dt = known[nodes[kx].input[1]].dtype
+        roles = [jz, jr, jn]  # ONNX's zrh
+
+        def x_gates(m):
+            return np.concatenate([m[j * H:(j + 1) * H] for j in roles])
+
+        def h_gates(m):
+            return np.concatenate([m[parts[j] * H:(parts[j] + 1) * H] for j in roles])
+
+        count += 1
+        h_new = nodes[kout].output[0]
+        base = f"{h_new}::gru_cell{count}"
+        _step_consts(env, known, base, x_gates(wx), h_gates(wh), np.concatenate([x_gates(bx), h_gates(bh)]), dt)
+        name = nodes[kout].name or h_new
+        replaced[kout] = [
+            helper.make_node("Reshape", [x, f"{base}/in3"], [f"{base}/x"], name=f"{name}/x"),
+            helper.make_node("Reshape", [h, f"{base}/st3"], [f"{base}/h"], name=f"{name}/h"),
+            helper.make_node("GRU", [f"{base}/x", f"{base}/W", f"{base}/R", f"{base}/B", "", f"{base}/h"],
+                             ["", f"{base}/Y_h"], name=name, hidden_size=H, linear_before_reset=1),
+            helper.make_node("Reshape", [f"{base}/Y_h", f"{base}/st2"], [h_new], name=f"{name}/h'")]
+        drop |= pattern - {kout}
+    return _splice(nodes, replaced, drop)
+
+
+def split_gemm_accumulate(nodes, env: dict, outputs) -> list:
+    """Write a Gemm that accumulates a second product, then adds a known bias, as the sum of
+    two Gemms (tf2onnx's spelling of a TensorFlow LSTM cell's two products, which
+    :func:`fuse_lstm_cell` then takes)::
+
+        Gemm(x, W, C = [Reshape](MatMul(h, R))) + b   ->   Gemm(x, W, b) + Gemm(Reshape(h, [-1, K]), R)
+
+    where the Gemm has alpha = beta = 1 and transA = 0, ``W``, ``R`` (2-D, ``[K, N]``) and
+    ``b`` (``[N]`` or ``[1, N]``) are known, the Reshape (if any) is to ``[N]`` or ``[M, N]``,
+    and the Gemm's and MatMul's outputs are read only here. The same products; the sum
+    ``x W + h R + b`` is taken as ``(x W + b) + h R``.
+
+    Arguments and result as :func:`fuse_lstm_cell`'s.
+    """
+    from onnx import helper
+
+    nodes, known, uses, producer = _index(nodes, env, outputs)
+
+    def prod(name, op):
+        k = producer.get(name)
+        return k if k is not None and nodes[k].op_type == op and nodes[k].domain in _DEFAULT and uses[name] == 1 \
+            else None
+
+    replaced: dict[int, list] = {}
+    drop: set[int] = set()
+    for ka, add in enumerate(nodes):
+        if add.op_type != "Add" or add.domain not in _DEFAULT or len(add.input) != 2:
+            continue
+        kg = b = None
+        for j in (0, 1):
+            kg, b = prod(add.input[j], "Gemm"), known.get(add.input[1 - j])
+            if kg is not None and isinstance(b, np.ndarray) and b.dtype.kind == "f":
+                break
+        else:
+            continue
+        g = nodes[kg]
+        w = known.get(g.input[1]) if len(g.input) > 1 else None
+        if len(g.input) != 3 or not g.input[2] or not isinstance(w, np.ndarray) or w.ndim != 2 \
+                or float(_attr(g, "alpha", 1.0)) != 1.0 or float(_attr(g, "beta", 1.0)) != 1.0 \
+                or int(_attr(g, "transA", 0)):
+            continue
+        n_out = w.shape[0] if int(_attr(g, "transB", 0)) else w.shape[1]
+        if b.shape not in ((n_out,), (1, n_out)):
+            continue
+        chain, c_name = [], g.input[2]
+        kr = prod(c_name, "Reshape")
+        if kr is not None:
+            shape = known.get(nodes[kr].input[1])
+            if not isinstance(shape, np.ndarray) or shape.ndim != 1 or shape.size not in (1, 2) \
+                    or int(shape[-1]) != n_out or (shape.size == 2 and int(shape[0]) <= 0):
+                continue
+            chain, c_name = [kr], nodes[kr].input[0]
+        km = prod(c_name, "MatMul")
+        r = known.get(nodes[km].input[1]) if km is not None else None
+        if not isinstance(r, np.ndarray) or r.ndim != 2 or r.shape[1] != n_out or r.dtype.kind != "f" \
+                or {km, kg, *chain} & (drop | set(replaced)):
+            continue
+        y = add.output[0]
+        base = f"{y}::split_gemm"
+        env[f"{base}/k"] = np.array([-1, r.shape[0]], np.int64)
+        name = add.name or y
+        replaced[ka] = [
+            helper.make_node("Gemm", [g.input[0], g.input[1], add.input[1 - list(add.input).index(g.output[0])]],
+                             [f"{base}/xw"], name=f"{name}/xw", transB=int(_attr(g, "transB", 0))),
+            helper.make_node("Reshape", [nodes[km].input[0], f"{base}/k"], [f"{base}/h"], name=f"{name}/h"),
+            helper.make_node("Gemm", [f"{base}/h", nodes[km].input[1]], [f"{base}/hr"], name=f"{name}/hr"),
+            helper.make_node("Add", [f"{base}/xw", f"{base}/hr"], [y], name=name)]
+        drop |= {km, kg, *chain}
+    return _splice(nodes, replaced, drop)
 
 
 def rewrite(nodes, env: dict, outputs) -> list:
     """Every load-time rewrite of this module, in order, on one graph's node list
-    (:func:`fuse_lstm_cell`, then :func:`fold_conv_affine`)."""
-    return fold_conv_affine(fuse_lstm_cell(nodes, env, outputs), env, outputs)
+    (:func:`split_gemm_accumulate`, :func:`fuse_lstm_cell`, :func:`fuse_gru_cell`, then
+    :func:`fold_conv_affine`; ``WEBNN_GPU_FORCE_SPLIT_GEMM=off`` skips the first,
+    ``WEBNN_GPU_FORCE_GRU_CELL=off`` the third, read at each call)."""
+    import os
+
+    if os.environ.get("WEBNN_GPU_FORCE_SPLIT_GEMM", "on") != "off":
+        nodes = split_gemm_accumulate(nodes, env, outputs)
+    nodes = fuse_lstm_cell(nodes, env, outputs)
+    if os.environ.get("WEBNN_GPU_FORCE_GRU_CELL", "on") != "off":
+        nodes = fuse_gru_cell(nodes, env, outputs)
+    return fold_conv_affine(nodes, env, outputs)
