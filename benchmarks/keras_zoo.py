@@ -88,6 +88,15 @@ MODELS = {
                      "GroupNormalization, Dense, 32x32",
     "spectrogram": "audio classifier: tf.signal.stft magnitude (RFFT2D, COMPLEX_ABS) of 4000 samples, log, Conv1D, "
                    "GlobalAveragePooling1D, Dense",
+    "layers_image": "more image layers: Resizing(crop_to_aspect_ratio), Conv2D(groups=4, dilation_rate=2), mish, "
+                    "ReLU(max_value, negative_slope, threshold), SpatialDropout2D, CenterCrop, Resizing(nearest), "
+                    "LayerNormalization(rms_scaling), local_response_normalization, Flatten, Dense + BatchNormalization, selu, "
+                    "log_softmax",
+    "layers_seq2": "more sequence layers: Conv1D(causal, dilated), DepthwiseConv1D, SeparableConv1D, AveragePooling1D, "
+                   "MultiHeadAttention(causal, key_dim != value_dim), GroupQueryAttention, AdditiveAttention, "
+                   "EinsumDense, Softmax(axis=1), GRU(go_backwards, return_state), LSTM(unroll), cumsum",
+    "layers_video": "ConvLSTM2D(strides 2, return_sequences) + ConvLSTM2D(same), ZeroPadding3D, Cropping3D, UpSampling3D, "
+                    "GlobalMaxPooling2D, 4x16x16x3 clip",
 }
 
 #: Keras applications at the input size they are published for (opt-in: ``--models NAME`` or
@@ -348,6 +357,52 @@ def _architectures():
         x = layers.Conv1D(32, 3, activation="relu")(Spectrogram()(wave))
         return keras.Model(wave, layers.Dense(6, activation="softmax")(layers.GlobalAveragePooling1D()(x)))
 
+    def layers_image():
+        img = keras.Input((32, 32, 3))
+        x = layers.Resizing(24, 32, crop_to_aspect_ratio=True)(img)
+        x = layers.Conv2D(16, 3, padding="same", activation="mish")(x)
+        x = layers.Conv2D(16, 3, groups=4, dilation_rate=2, padding="same")(x)
+        x = layers.ReLU(max_value=6.0, negative_slope=0.1, threshold=0.2)(x)
+        x = layers.CenterCrop(16, 20)(layers.SpatialDropout2D(0.2)(x))
+        x = layers.Resizing(20, 20, interpolation="nearest")(x)
+        x = layers.LayerNormalization(rms_scaling=True)(x)
+
+        class LocalResponseNorm(layers.Layer):
+            def call(self, x):
+                return tf.nn.local_response_normalization(x, depth_radius=2, bias=1.0, alpha=0.5, beta=0.75)
+
+        x = layers.Flatten()(layers.MaxPooling2D(4)(LocalResponseNorm()(x)))
+        features = layers.Dense(12)(x)
+        x = layers.Activation("selu")(layers.BatchNormalization()(features))
+        return keras.Model(img, [layers.Dense(5, activation="log_softmax")(x), features])
+
+    def layers_seq2():
+        seq = keras.Input((24, 8), batch_size=1)
+        x = layers.Conv1D(16, 3, padding="causal", dilation_rate=2, activation="softsign")(seq)
+        x = layers.DepthwiseConv1D(3, depth_multiplier=2, padding="same")(x)
+        x = layers.AveragePooling1D(2)(layers.SeparableConv1D(16, 3, padding="same")(x))
+        x = x + layers.MultiHeadAttention(2, key_dim=8, value_dim=6)(x, x, use_causal_mask=True)
+        x = x + layers.GroupQueryAttention(8, num_query_heads=4, num_key_value_heads=2)(x, x)
+        x = layers.AdditiveAttention()([x, x])
+        x = layers.Softmax(axis=1)(layers.EinsumDense("abc,cd->abd", output_shape=(None, 12), bias_axes="d")(x))
+
+        class CumSum(layers.Layer):
+            def call(self, x):
+                return tf.math.cumsum(x, axis=1, exclusive=True, reverse=True)
+
+        x = CumSum()(x)
+        y, h = layers.GRU(10, go_backwards=True, return_sequences=True, return_state=True)(x)
+        z = layers.LSTM(6, unroll=True)(y)
+        return keras.Model(seq, [layers.Concatenate()([h, z]), y])
+
+    def layers_video():
+        clip = keras.Input((4, 16, 16, 3), batch_size=1)
+        x = layers.ZeroPadding3D(((0, 0), (1, 1), (1, 1)))(clip)
+        x = layers.ConvLSTM2D(8, 3, strides=2, return_sequences=True)(x)
+        x = layers.UpSampling3D((1, 2, 2))(layers.Cropping3D(((1, 0), (0, 1), (1, 0)))(x))
+        x = layers.ConvLSTM2D(8, 3, padding="same")(x)
+        return keras.Model(clip, layers.Dense(3)(layers.GlobalMaxPooling2D()(x)))
+
     int8 = {"optimizations": [tf.lite.Optimize.DEFAULT]}
     f16 = {"optimizations": [tf.lite.Optimize.DEFAULT], "target_spec.supported_types": [tf.float16]}
     return {
@@ -386,6 +441,9 @@ def _architectures():
         "rnn_dropout": (text(rnn_dropout), {}),
         "augmented_cnn": (augmented_cnn, {}),
         "spectrogram": (spectrogram, {}),
+        "layers_image": (layers_image, {}),
+        "layers_seq2": (layers_seq2, {}),
+        "layers_video": (layers_video, {}),
         "mobilenet_v2_224": (app(apps.MobileNetV2, 224), {}),
         "mobilenet_v3_large_224": (app(apps.MobileNetV3Large, 224), {}),
         "resnet50_224": (app(apps.ResNet50, 224), {}),
