@@ -3104,3 +3104,6 @@ def _matrix_set_diag(cv: Converter, op: OperatorInfo) -> None:
     mask = np.eye(rows, cols, dtype=np.uint8)
     cv.set_output(op, b.where(b.constant({"data_type": "uint8", "shape": [rows, cols]}, mask), d,
                               cv.operand(op, 0), label=label))
+
+
+from . import flex  # noqa: E402,F401 - the Select TF ("Flex") operators' handlers register themselves
