@@ -100,7 +100,8 @@ MODELS = {
     "layers_video": "ConvLSTM2D(strides 2, return_sequences) + ConvLSTM2D(same), ZeroPadding3D, Cropping3D, UpSampling3D, "
                     "GlobalMaxPooling2D, 4x16x16x3 clip",
     "layers_flex": "layers with no TFLite builtin, converted with SELECT_TF_OPS (Flex ops; reference: Keras in "
-                   "TensorFlow): Resizing(bicubic), Conv3D, MaxPooling3D, AveragePooling3D(same), 4x12x12x3 clip",
+                   "TensorFlow): Resizing(bicubic), Conv3D, MaxPooling3D, AveragePooling3D(same), "
+                   "Conv2DTranspose(dilation_rate=2), UpSampling2D(bicubic), 4x12x12x3 clip",
 }
 
 #: Keras applications at the input size they are published for (opt-in: ``--models NAME`` or
@@ -413,7 +414,9 @@ def _architectures():
         x = layers.Reshape((4, 16, 16, 3))(layers.Resizing(64, 16, interpolation="bicubic")(frames))
         x = layers.Conv3D(8, 3, padding="same", activation="relu")(x)
         x = layers.MaxPooling3D((1, 2, 2))(x)
-        x = layers.AveragePooling3D((2, 3, 3), strides=(2, 2, 2), padding="same")(x)
+        x = layers.AveragePooling3D((2, 3, 3), strides=(2, 2, 2), padding="same")(x)  # [2, 4, 4, 8]
+        x = layers.Conv2DTranspose(8, 3, dilation_rate=2, padding="same")(layers.Reshape((8, 4, 8))(x))
+        x = layers.UpSampling2D(2, interpolation="bicubic")(x)
         return keras.Model(clip, layers.Dense(5)(layers.Flatten()(x)))
 
     int8 = {"optimizations": [tf.lite.Optimize.DEFAULT]}

@@ -1,7 +1,9 @@
-"""Select TensorFlow ("Flex") operators: MaxPool3D, AvgPool3D, ResizeBicubic, DenseBincount.
+"""Select TensorFlow ("Flex") operators: MaxPool3D, AvgPool3D, Conv2DBackpropInput,
+ResizeBicubic, DenseBincount.
 
 TensorFlow's converter emits them (with ``SELECT_TF_OPS``) for Keras' MaxPooling3D,
-AveragePooling3D, Resizing(interpolation="bicubic") and CategoryEncoding. LiteRT's Python
+AveragePooling3D, Conv2DTranspose(dilation_rate > 1), Resizing / UpSampling2D
+(interpolation="bicubic") and CategoryEncoding. LiteRT's Python
 interpreter cannot run them, so the references are float64 NumPy (TensorFlow's definitions)
 and, for the bicubic weights, matrices printed by TensorFlow 2.21's ``ResizeBicubic``. The
 models are written by the test (tflite_maker) with custom options as the converter writes
@@ -142,6 +144,47 @@ def test_pool3d_other_layouts_are_refused_naming_them(ctx):
     m.output(m.op("FlexMaxPool3D", [x], [1, 3, 4, 2, 2], custom_options=opts))
     with pytest.raises(NotSupportedError, match="FlexMaxPool3D: data_format 'NCDHW' is not supported"):
         webnn.load(m.finish(), ctx)
+
+
+# --------------------------------------------------------------------------- transposed conv
+
+
+def _conv_transpose_reference(x, w, out_hw, strides, dilations, pads):
+    """Conv2DBackpropInput in float64: input pixel (i, j) adds x[i, j] @ w[p, q].T at output
+    (i * s - pad + p * d, j * s - pad + q * d); w is [kh, kw, out, in]."""
+    n, h, wd, _ = x.shape
+    kh, kw, co, _ = w.shape
+    out = np.zeros((n, out_hw[0] + kh * dilations[0] + h * strides[0], out_hw[1] + kw * dilations[1] +
+                    wd * strides[1], co))
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    for i, j, p, q in itertools.product(range(h), range(wd), range(kh), range(kw)):
+        oi, oj = i * strides[0] - pads[0] + p * dilations[0], j * strides[1] - pads[2] + q * dilations[1]
+        if 0 <= oi < out_hw[0] and 0 <= oj < out_hw[1]:
+            out[:, oi, oj] += x[:, i, j] @ w[p, q].T
+    return out[:, :out_hw[0], :out_hw[1]]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, out_hw, strides, dilations, padding, pads", [
+    ((1, 8, 8, 4), (3, 3, 5, 4), (8, 8), (1, 1), (2, 2), "SAME", (2, 2, 2, 2)),  # Conv2DTranspose(dilation_rate=2)
+    ((2, 7, 9, 3), (3, 2, 6, 3), (11, 12), (1, 1), (2, 3), "VALID", (0, 0, 0, 0)),
+    ((1, 5, 6, 4), (3, 3, 2, 4), (10, 12), (2, 2), (1, 1), "SAME", (0, 1, 0, 1)),  # output_padding 1
+    ((1, 4, 5, 2), (2, 3, 3, 2), (5, 9), (1, 2), (2, 1), "EXPLICIT", (1, 0, 2, 1)),  # output_padding 0, 1
+])
+def test_conv2d_backprop_input_matches_numpy(x_shape, w_shape, out_hw, strides, dilations, padding, pads, ctx, rng):
+    weights = rng.standard_normal(w_shape).astype(np.float32)
+    m = ModelMaker()
+    x = m.input(list(x_shape))
+    explicit = [0, 0, *pads, 0, 0] if padding == "EXPLICIT" else []
+    opts = flex_options("Conv2DBackpropInput", T=1, data_format="NHWC", padding=padding, strides=[1, *strides, 1],
+                        dilations=[1, *dilations, 1], explicit_paddings=explicit)
+    sizes = m.const(np.array([x_shape[0], *out_hw, w_shape[2]], np.int32))
+    m.output(m.op("FlexConv2DBackpropInput", [sizes, m.const(weights), x], [x_shape[0], *out_hw, w_shape[2]],
+                  custom_options=opts))
+    model = webnn.load(m.finish(), ctx)
+    data = rng.standard_normal(x_shape).astype(np.float32)
+    got = next(iter(model.compute(data).values()))
+    ref = _conv_transpose_reference(data, weights, out_hw, strides, dilations, pads)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
 
 
 # --------------------------------------------------------------------------- bicubic resize

@@ -204,6 +204,61 @@ handles("FlexMaxPool3D", webnn="max_pool2d over (h, w) per frame, then over d (S
 handles("FlexAvgPool3D", webnn="average_pool2d over (h, w) per frame, then over d (Select TF op AvgPool3D, NDHWC, "
                                "SAME / VALID; padded cells not counted)")(_pool3d("average_pool2d"))
 
+def _pair(cv: Converter, op: OperatorInfo, attrs: dict, name: str) -> list[int]:
+    v = [int(a) for a in attrs.get(name, [1, 1, 1, 1])]
+    if len(v) != 4 or v[0] != 1 or v[3] != 1:
+        raise cv.unsupported(op, f"{name} {v} (expected [1, h, w, 1] over NHWC)")
+    cv.require_positive(op, **{name: v})
+    return v[1:3]
+
+
+@handles("FlexConv2DBackpropInput", webnn="conv_transpose2d(input_layout='nhwc', filter_layout='ohwi', dilations=) "
+                                          "with the padding of the forward conv from input_sizes (Select TF op "
+                                          "Conv2DBackpropInput: Keras' Conv2DTranspose(dilation_rate > 1))")
+def _conv2d_backprop_input(cv: Converter, op: OperatorInfo) -> None:
+    # Inputs: input_sizes (the transposed conv's output shape), filter [kh, kw, out, in], the input.
+    attrs = _node(cv, op).attrs
+    if attrs.get("data_format", "NHWC") != "NHWC":
+        raise cv.unsupported(op, f"data_format {attrs['data_format']!r}")
+    strides, dilations = _pair(cv, op, attrs, "strides"), _pair(cv, op, attrs, "dilations")
+    out_shape = [int(v) for v in np.asarray(cv.value(op, 0)).reshape(-1)]
+    w_shape = [int(d) for d in cv.tensor(op, 1).shape]
+    x_shape = [int(d) for d in cv.tensor(op, 2).shape]
+    if len(out_shape) != 4 or len(w_shape) != 4 or len(x_shape) != 4:
+        raise cv.malformed(op, f"input_sizes {out_shape}, filter {w_shape}, input {x_shape} (expected 4-D)")
+    padding = attrs.get("padding", "VALID")
+    if padding == "SAME":
+        pads = [*same_padding(out_shape[1], w_shape[0], strides[0], dilations[0]),
+                *same_padding(out_shape[2], w_shape[1], strides[1], dilations[1])]
+    elif padding == "VALID":
+        pads = [0, 0, 0, 0]
+    elif padding == "EXPLICIT":
+        explicit = [int(v) for v in attrs.get("explicit_paddings", [])]
+        if len(explicit) != 8 or any(explicit[:2] + explicit[6:]):
+            raise cv.malformed(op, f"explicit_paddings {explicit}")
+        pads = explicit[2:6]
+    else:
+        raise cv.unsupported(op, f"padding {padding!r}")
+    output_padding = []
+    for axis in (0, 1):
+        natural = (x_shape[1 + axis] - 1) * strides[axis] + (w_shape[axis] - 1) * dilations[axis] + 1 \
+            - pads[2 * axis] - pads[2 * axis + 1]
+        extra = out_shape[1 + axis] - natural
+        if not 0 <= extra < strides[axis]:
+            raise cv.unsupported(op, f"input_sizes {out_shape} that WebNN's output_padding cannot reach "
+                                     f"(axis {axis + 1}: natural size {natural})")
+        output_padding.append(extra)
+    b, label = cv.builder, cv.label(op)
+    static = cv.static(op, 1)
+    if static is not None:  # [kh, kw, out, in] -> OHWI at load time
+        w = cv.constant_like(op, 1, np.ascontiguousarray(np.asarray(static).transpose(2, 0, 1, 3)))
+    else:
+        w = b.transpose(cv.operand(op, 1), permutation=[2, 0, 1, 3], label=label + "/filter")
+    y = b.conv_transpose2d(cv.operand(op, 2), w, padding=pads, strides=strides, dilations=dilations,
+                           output_padding=output_padding, input_layout="nhwc", filter_layout="ohwi", label=label)
+    cv.set_output(op, y)
+
+
 _TABLE = 1 << 10  # TensorFlow's bicubic coefficient table: 1024 steps of the fraction
 
 
