@@ -1514,7 +1514,36 @@ def _gelu(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, b.mul(b.mul(x, c(0.5), label=label + "/half"), t, label=label))
 
 
-for _name, _method in (("EQUAL", "equal"), ("NOT_EQUAL", "not_equal"), ("GREATER", "greater"),
+def _self_difference(cv: Converter, op: OperatorInfo) -> OperatorInfo | None:
+    """The ``SUB(x, x)`` of a float ``x`` read by ``EQUAL(SUB(x, x), 0)``: how the converter writes
+    TensorFlow's ``IsFinite`` (``tf.math.is_finite``, ``keras.ops.isfinite``, ``nan_to_num``), else None."""
+    sub = cv.producer(op.inputs[0])
+    zero = cv.static(op, 1)
+    if sub is None or sub.name != "SUB" or sub.inputs[0] != sub.inputs[1] or zero is None or np.any(zero != 0):
+        return None
+    if cv.model.tensors[sub.inputs[0]].type_name not in ("FLOAT32", "FLOAT16"):
+        return None
+    if _opt(sub.options(_fb.SubOptions), "FusedActivationFunction", ACT_NONE) != ACT_NONE:
+        return None
+    return sub
+
+
+@handles("EQUAL", webnn="equal (BOOL is uint8); EQUAL(SUB(x, x), 0) (TensorFlow's IsFinite) is "
+                        "logical_not(logical_or(is_nan(x), is_infinite(x)))")
+def _equal(cv: Converter, op: OperatorInfo) -> None:
+    sub = _self_difference(cv, op)
+    if sub is None:
+        cv.set_output(op, cv.builder.equal(cv.operand(op, 0), cv.operand(op, 1), label=cv.label(op)))
+        return
+    # Computed as written, x - x == 0 is false for NaN and +-inf; but llvmpipe's shader compiler
+    # folds x - x to 0 (WGSL lets it assume finite values), so the test is made on x's bits.
+    b, label = cv.builder, cv.label(op)
+    v = cv.operand(sub, 0)
+    bad = b.logical_or(b.is_nan(v, label=label + "/nan"), b.is_infinite(v, label=label + "/inf"), label=label + "/bad")
+    cv.set_output(op, b.logical_not(bad, label=label))
+
+
+for _name, _method in (("NOT_EQUAL", "not_equal"), ("GREATER", "greater"),
                        ("GREATER_EQUAL", "greater_or_equal"), ("LESS", "lesser"),
                        ("LESS_EQUAL", "lesser_or_equal"), ("LOGICAL_AND", "logical_and"),
                        ("LOGICAL_OR", "logical_or")):
