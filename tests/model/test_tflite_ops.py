@@ -352,3 +352,22 @@ def test_is_finite_as_the_converter_writes_it_sees_nan_and_infinity(dtype, ctx):
     np.testing.assert_array_equal(got[0], np.isfinite(xs).astype(np.float32))
     with np.errstate(invalid="ignore"):
         np.testing.assert_array_equal(got[1], (xs - ys == 0).astype(np.float32))
+
+
+def test_broadcast_args_of_static_shapes_folds_at_load(ctx, rng):
+    """BROADCAST_ARGS (MultiHeadAttention(attention_axes=(1, 2))) is the broadcast of two static
+    shape vectors, folded at load; shapes that do not broadcast are a DataError."""
+
+    def model(a, b):
+        m = ModelMaker()
+        x = m.input([1, 4])
+        shape = m.op("BROADCAST_ARGS", [m.const(np.array(a, np.int32)), m.const(np.array(b, np.int32))], [3],
+                     out_dtype=np.int32)
+        m.output(m.op("BROADCAST_TO", [x, shape], [2, 3, 4]))
+        return m.finish()
+
+    loaded = webnn.load(model([3, 1], [2, 1, 4]), ctx)
+    x = rng.standard_normal((1, 4)).astype(np.float32)
+    np.testing.assert_array_equal(next(iter(loaded.compute(x).values())), np.broadcast_to(x, (2, 3, 4)))
+    with pytest.raises(DataError, match="do not broadcast"):
+        webnn.load(model([3, 2], [2, 1, 4]), ctx)

@@ -1110,6 +1110,20 @@ def _shape(cv: Converter, op: OperatorInfo) -> None:  # pragma: no cover - alway
     raise cv.unsupported(op, "a dynamic shape")
 
 
+@folds("BROADCAST_ARGS")
+def _fold_broadcast_args(cv: Converter, op: OperatorInfo, values: list) -> list:
+    shapes = [tuple(int(d) for d in np.asarray(v).reshape(-1)) for v in values]
+    try:
+        return [np.asarray(np.broadcast_shapes(*shapes), np.int64)]
+    except ValueError:
+        raise cv.malformed(op, f"shapes {[list(s) for s in shapes]} that do not broadcast") from None
+
+
+@handles("BROADCAST_ARGS", webnn="(folded at load time: the broadcast of two static shapes)")
+def _broadcast_args(cv: Converter, op: OperatorInfo) -> None:
+    raise cv.unsupported(op, "shapes known only at run time")
+
+
 @folds("ZEROS_LIKE", always=True)
 def _fold_zeros_like(cv: Converter, op: OperatorInfo, values: list) -> list:
     return [np.zeros(cv.tensor(op, 0).shape)]
