@@ -92,7 +92,8 @@ MODELS = {
                    "GlobalAveragePooling1D, Dense",
     "layers_image": "more image layers: Resizing(crop_to_aspect_ratio), Conv2D(groups=4, dilation_rate=2), mish, "
                     "ReLU(max_value, negative_slope, threshold), SpatialDropout2D, CenterCrop, Resizing(nearest), "
-                    "LayerNormalization(rms_scaling), local_response_normalization, Flatten, Dense + BatchNormalization, selu, "
+                    "LayerNormalization(rms_scaling), local_response_normalization, MultiHeadAttention(attention_axes=(1, 2)), "
+                    "Flatten, Dense + BatchNormalization, selu, "
                     "log_softmax",
     "layers_seq2": "more sequence layers: Conv1D(causal, dilated), DepthwiseConv1D, SeparableConv1D, AveragePooling1D, "
                    "MultiHeadAttention(causal, key_dim != value_dim), GroupQueryAttention, AdditiveAttention, "
@@ -376,7 +377,8 @@ def _architectures():
             def call(self, x):
                 return tf.nn.local_response_normalization(x, depth_radius=2, bias=1.0, alpha=0.5, beta=0.75)
 
-        x = layers.Flatten()(layers.MaxPooling2D(4)(LocalResponseNorm()(x)))
+        x = layers.MaxPooling2D(4)(LocalResponseNorm()(x))
+        x = layers.Flatten()(x + layers.MultiHeadAttention(2, 8, attention_axes=(1, 2))(x, x))
         features = layers.Dense(12)(x)
         x = layers.Activation("selu")(layers.BatchNormalization()(features))
         return keras.Model(img, [layers.Dense(5, activation="log_softmax")(x), features])
