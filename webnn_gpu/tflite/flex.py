@@ -368,7 +368,7 @@ def _dense_bincount(cv: Converter, op: OperatorInfo) -> None:
         if list(cv.tensor(op, 2).shape) != shape:
             raise cv.unsupported(op, f"weights of shape {list(cv.tensor(op, 2).shape)} (expected the ids' {shape})")
         w = b.reshape(cv.operand(op, 2), shape + [1], label=label + "/weights")
-        zero = b.constant({"data_type": w.data_type, "shape": [1]}, np.zeros(1, _np_type(w.data_type)))
+        zero = b.constant({"data_type": w.data_type, "shape": [1]}, np.zeros(1, np.dtype(w.data_type)))
         y = b.reduce_sum(b.where(hit, w, zero, label=label + "/weighted"), axes=[axis], label=label)
         if y.data_type != out_type:
             y = b.cast(y, out_type, label=label + "/cast")
@@ -376,6 +376,3 @@ def _dense_bincount(cv: Converter, op: OperatorInfo) -> None:
         y = b.reduce_sum(b.cast(hit, out_type, label=label + "/one"), axes=[axis], label=label)
     cv.set_output(op, y)
 
-
-def _np_type(data_type: str) -> Any:
-    return np.dtype(data_type)
