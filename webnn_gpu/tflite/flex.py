@@ -13,6 +13,7 @@ and refuse (naming it) an attribute value they do not implement.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -47,12 +48,14 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(buf: bytes):
-    """(field number, wire type, value) of a protobuf message: an int (varint, fixed) or bytes."""
+def _fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
+    """(field number, wire type, value) of a protobuf message: an int (varint) or bytes (fixed
+    64 / 32 bits, length-delimited)."""
     pos = 0
     while pos < len(buf):
         key, pos = _varint(buf, pos)
         number, wire = key >> 3, key & 7
+        value: int | bytes
         if wire == 0:
             value, pos = _varint(buf, pos)
         elif wire == 1:
