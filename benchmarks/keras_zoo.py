@@ -14,8 +14,10 @@ Two halves in one file:
   ...), converts each with ``tf.lite.TFLiteConverter.from_keras_model`` exactly as a
   user would (batch size left open; default float options; ``mobilenet_v2_int8`` and
   ``transformer_int8`` with ``optimizations=[tf.lite.Optimize.DEFAULT]``, int8 weights;
-  ``lstm_f16`` with float16 weights as well), and writes
+  ``lstm_f16`` with float16 weights as well; ``layers_flex`` with ``SELECT_TF_OPS``), and writes
   ``<name>.tflite`` to ``$XDG_CACHE_HOME/webnn-gpu/keras_zoo/`` (never to the repository).
+  A model with Select TF ("Flex") ops, which LiteRT's Python interpreter cannot run, also gets
+  ``<name>.ref.npz``: the seeded inputs and the Keras model's output in TensorFlow.
 * **compare** (the project's venv): for every model, ``webnn.load`` and LiteRT (builtin
   kernels) on one seeded input (floats: standard normal; token ids: uniform in [0, 20));
   **max error** is the largest difference relative to the output's largest magnitude
@@ -88,6 +90,19 @@ MODELS = {
                      "GroupNormalization, Dense, 32x32",
     "spectrogram": "audio classifier: tf.signal.stft magnitude (RFFT2D, COMPLEX_ABS) of 4000 samples, log, Conv1D, "
                    "GlobalAveragePooling1D, Dense",
+    "layers_image": "more image layers: Resizing(crop_to_aspect_ratio), Conv2D(groups=4, dilation_rate=2), mish, "
+                    "ReLU(max_value, negative_slope, threshold), SpatialDropout2D, CenterCrop, Resizing(nearest), "
+                    "LayerNormalization(rms_scaling), local_response_normalization, MultiHeadAttention(attention_axes=(1, 2)), "
+                    "Flatten, Dense + BatchNormalization, selu, "
+                    "log_softmax",
+    "layers_seq2": "more sequence layers: Conv1D(causal, dilated), DepthwiseConv1D, SeparableConv1D, AveragePooling1D, "
+                   "MultiHeadAttention(causal, key_dim != value_dim), GroupQueryAttention, AdditiveAttention, "
+                   "EinsumDense, Softmax(axis=1), GRU(go_backwards, return_state), LSTM(unroll), cumsum",
+    "layers_video": "ConvLSTM2D(strides 2, return_sequences) + ConvLSTM2D(same), ZeroPadding3D, Cropping3D, UpSampling3D, "
+                    "GlobalMaxPooling2D, 4x16x16x3 clip",
+    "layers_flex": "layers with no TFLite builtin, converted with SELECT_TF_OPS (Flex ops; reference: Keras in "
+                   "TensorFlow): Resizing(bicubic), Conv3D, MaxPooling3D, AveragePooling3D(same), "
+                   "Conv2DTranspose(dilation_rate=2), UpSampling2D(bicubic), 4x12x12x3 clip",
 }
 
 #: Keras applications at the input size they are published for (opt-in: ``--models NAME`` or
@@ -348,6 +363,64 @@ def _architectures():
         x = layers.Conv1D(32, 3, activation="relu")(Spectrogram()(wave))
         return keras.Model(wave, layers.Dense(6, activation="softmax")(layers.GlobalAveragePooling1D()(x)))
 
+    def layers_image():
+        img = keras.Input((32, 32, 3))
+        x = layers.Resizing(24, 32, crop_to_aspect_ratio=True)(img)
+        x = layers.Conv2D(16, 3, padding="same", activation="mish")(x)
+        x = layers.Conv2D(16, 3, groups=4, dilation_rate=2, padding="same")(x)
+        x = layers.ReLU(max_value=6.0, negative_slope=0.1, threshold=0.2)(x)
+        x = layers.CenterCrop(16, 20)(layers.SpatialDropout2D(0.2)(x))
+        x = layers.Resizing(20, 20, interpolation="nearest")(x)
+        x = layers.LayerNormalization(rms_scaling=True)(x)
+
+        class LocalResponseNorm(layers.Layer):
+            def call(self, x):
+                return tf.nn.local_response_normalization(x, depth_radius=2, bias=1.0, alpha=0.5, beta=0.75)
+
+        x = layers.MaxPooling2D(4)(LocalResponseNorm()(x))
+        x = layers.Flatten()(x + layers.MultiHeadAttention(2, 8, attention_axes=(1, 2))(x, x))
+        features = layers.Dense(12)(x)
+        x = layers.Activation("selu")(layers.BatchNormalization()(features))
+        return keras.Model(img, [layers.Dense(5, activation="log_softmax")(x), features])
+
+    def layers_seq2():
+        seq = keras.Input((24, 8), batch_size=1)
+        x = layers.Conv1D(16, 3, padding="causal", dilation_rate=2, activation="softsign")(seq)
+        x = layers.DepthwiseConv1D(3, depth_multiplier=2, padding="same")(x)
+        x = layers.AveragePooling1D(2)(layers.SeparableConv1D(16, 3, padding="same")(x))
+        x = x + layers.MultiHeadAttention(2, key_dim=8, value_dim=6)(x, x, use_causal_mask=True)
+        x = x + layers.GroupQueryAttention(8, num_query_heads=4, num_key_value_heads=2)(x, x)
+        x = layers.AdditiveAttention()([x, x])
+        x = layers.Softmax(axis=1)(layers.EinsumDense("abc,cd->abd", output_shape=(None, 12), bias_axes="d")(x))
+
+        class CumSum(layers.Layer):
+            def call(self, x):
+                return tf.math.cumsum(x, axis=1, exclusive=True, reverse=True)
+
+        x = CumSum()(x)
+        y, h = layers.GRU(10, go_backwards=True, return_sequences=True, return_state=True)(x)
+        z = layers.LSTM(6, unroll=True)(y)
+        return keras.Model(seq, [layers.Concatenate()([h, z]), y])
+
+    def layers_video():
+        clip = keras.Input((4, 16, 16, 3), batch_size=1)
+        x = layers.ZeroPadding3D(((0, 0), (1, 1), (1, 1)))(clip)
+        x = layers.ConvLSTM2D(8, 3, strides=2, return_sequences=True)(x)
+        x = layers.UpSampling3D((1, 2, 2))(layers.Cropping3D(((1, 0), (0, 1), (1, 0)))(x))
+        x = layers.ConvLSTM2D(8, 3, padding="same")(x)
+        return keras.Model(clip, layers.Dense(3)(layers.GlobalMaxPooling2D()(x)))
+
+    def layers_flex():
+        clip = keras.Input((4, 12, 12, 3))
+        frames = layers.Reshape((48, 12, 3))(clip)  # the frames stacked along the height
+        x = layers.Reshape((4, 16, 16, 3))(layers.Resizing(64, 16, interpolation="bicubic")(frames))
+        x = layers.Conv3D(8, 3, padding="same", activation="relu")(x)
+        x = layers.MaxPooling3D((1, 2, 2))(x)
+        x = layers.AveragePooling3D((2, 3, 3), strides=(2, 2, 2), padding="same")(x)  # [2, 4, 4, 8]
+        x = layers.Conv2DTranspose(8, 3, dilation_rate=2, padding="same")(layers.Reshape((8, 4, 8))(x))
+        x = layers.UpSampling2D(2, interpolation="bicubic")(x)
+        return keras.Model(clip, layers.Dense(5)(layers.Flatten()(x)))
+
     int8 = {"optimizations": [tf.lite.Optimize.DEFAULT]}
     f16 = {"optimizations": [tf.lite.Optimize.DEFAULT], "target_spec.supported_types": [tf.float16]}
     return {
@@ -386,6 +459,11 @@ def _architectures():
         "rnn_dropout": (text(rnn_dropout), {}),
         "augmented_cnn": (augmented_cnn, {}),
         "spectrogram": (spectrogram, {}),
+        "layers_image": (layers_image, {}),
+        "layers_seq2": (layers_seq2, {}),
+        "layers_video": (layers_video, {}),
+        "layers_flex": (layers_flex, {"target_spec.supported_ops": [tf.lite.OpsSet.TFLITE_BUILTINS,
+                                                                     tf.lite.OpsSet.SELECT_TF_OPS]}),
         "mobilenet_v2_224": (app(apps.MobileNetV2, 224), {}),
         "mobilenet_v3_large_224": (app(apps.MobileNetV3Large, 224), {}),
         "resnet50_224": (app(apps.ResNet50, 224), {}),
@@ -429,6 +507,8 @@ def generate(out: pathlib.Path, names: list[str]) -> None:
         for key, value in options.items():
             if key == "target_spec.supported_types":  # float16 weights
                 converter.target_spec.supported_types = value
+            elif key == "target_spec.supported_ops":  # Select TF ops
+                converter.target_spec.supported_ops = set(value)
             else:
                 setattr(converter, key, value)
         try:
@@ -436,10 +516,34 @@ def generate(out: pathlib.Path, names: list[str]) -> None:
         except Exception as exc:  # noqa: BLE001 - reported, the other models still convert
             print(f"{name}: conversion failed: {str(exc).splitlines()[0][:300]}", flush=True)
             continue
+        if "target_spec.supported_ops" in options:
+            _write_tf_reference(model, data, out / f"{name}.ref.npz")
         tmp = out / f".{name}.tflite.tmp"
         tmp.write_bytes(data)
         tmp.rename(out / f"{name}.tflite")
         print(f"{name}: {len(data) / 1e6:.2f} MB", flush=True)
+
+
+def _write_tf_reference(model, data: bytes, path: pathlib.Path) -> None:
+    """The seeded inputs (by the converted model's input names) and the Keras model's one output
+    in TensorFlow, for a model LiteRT's Python interpreter cannot run (Select TF ops)."""
+    import numpy as np
+    import tensorflow as tf
+
+    details = tf.lite.Interpreter(model_content=data).get_input_details()
+    x = seeded_inputs(details)
+    if len(model.outputs) != 1 or len(details) != 1:
+        raise ValueError("a TensorFlow reference is written for one input and one output")
+    y = np.asarray(model(next(iter(x.values()))))
+    np.savez(path, y=y, **{f"x:{k}": v for k, v in x.items()})
+
+
+def _tf_reference(path: pathlib.Path) -> tuple[dict, dict]:
+    """(inputs, {"output": array}) written by :func:`_write_tf_reference`."""
+    import numpy as np
+
+    with np.load(path) as z:
+        return {k[2:]: z[k] for k in z.files if k.startswith("x:")}, {"output": z["y"]}
 
 
 # ----------------------------------------------------------------------------- compare (project venv)
@@ -508,9 +612,13 @@ def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
 
     data = path.read_bytes()
     row: dict = {"model": name}
-    ref_rt = LiteRT(data, threads=1, xnnpack=False)
-    x = seeded_inputs(ref_rt.it.get_input_details())
-    ref = ref_rt.run(x)
+    tf_ref = path.with_name(f"{name}.ref.npz")
+    if tf_ref.exists():  # Select TF ops: TensorFlow's output, no LiteRT timing
+        x, ref = _tf_reference(tf_ref)
+    else:
+        ref_rt = LiteRT(data, threads=1, xnnpack=False)
+        x = seeded_inputs(ref_rt.it.get_input_details())
+        ref = ref_rt.run(x)
     try:
         engine = WebNN(ctx, data, args.dtype)
     except Exception as exc:  # noqa: BLE001 - a row of the table, not a crash
@@ -518,14 +626,20 @@ def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
         return row
     # The loader names the inputs and outputs as the model does (LiteRT's names).
     got = engine.run({n: x[n] for n in engine.t_in})
+    if tf_ref.exists():
+        got = {"output": next(iter(got.values()))}
     row["max_error"] = max(float(np.abs(got[n].astype(np.float64) - r).max()) / max(float(np.abs(r).max()), 1e-30)
                            for n, r in ref.items())
     row["within_tolerance"] = row["max_error"] <= TOLERANCE[args.dtype]
     row["kernels"] = engine.model.graph.kernel_count
-    lite = LiteRT(data, threads=2, xnnpack=True)
-    runners = {"webnn": lambda: engine.run(x), "xnnpack2": lambda: lite.run(x)}
+    runners = {"webnn": lambda: engine.run(x)}
+    if not tf_ref.exists():
+        lite = LiteRT(data, threads=2, xnnpack=True)
+        runners["xnnpack2"] = lambda: lite.run(x)
     med = zoo.alternate(runners, args.warmup, args.rounds)
-    row.update(webnn_ms=med["webnn"], xnnpack2_ms=med["xnnpack2"], ratio=med["webnn"] / med["xnnpack2"])
+    row["webnn_ms"] = med["webnn"]
+    if "xnnpack2" in med:
+        row.update(xnnpack2_ms=med["xnnpack2"], ratio=med["webnn"] / med["xnnpack2"])
     if args.cold:
         row["first_build_s"] = zoo.fresh_build(path, args.dtype, {"MESA_SHADER_CACHE_DISABLE": "true"})
     return row
@@ -540,12 +654,14 @@ def format_table(rows: list[dict]) -> str:
             lines.append(f"| {r['model']} | no: {r['error']} | | | | | | |")
             continue
         mark = "" if r["within_tolerance"] else " (above tolerance)"
-        lines.append(f"| {r['model']} | yes | {r['max_error']:.1e}{mark} | {r['webnn_ms']:.2f} | {r['xnnpack2_ms']:.2f} | "
-                     f"{r['ratio']:.1f} | {r['kernels']} | {fmt(r.get('first_build_s'), '.1f')} |")
+        lines.append(f"| {r['model']} | yes | {r['max_error']:.1e}{mark} | {r['webnn_ms']:.2f} | "
+                     f"{fmt(r.get('xnnpack2_ms'), '.2f')} | {fmt(r.get('ratio'), '.1f')} | {r['kernels']} | "
+                     f"{fmt(r.get('first_build_s'), '.1f')} |")
     ratios = [r["ratio"] for r in rows if "ratio" in r]
     if ratios:
         lines.append("")
-        lines.append(f"{len(ratios)} of {len(rows)} models load; geometric mean of the ratios "
+        lines.append(f"{sum('error' not in r for r in rows)} of {len(rows)} models load; geometric mean of the "
+                     f"{len(ratios)} ratios "
                      f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.1f}, largest {max(ratios):.1f}.")
     return "\n".join(lines)
 

@@ -332,3 +332,42 @@ def test_if_branch_with_the_wrong_output_count_is_refused(ctx):
     m.output(*two)
     with pytest.raises(Exception, match=r"IF.*a branch with 1 outputs for an IF of 2"):
         webnn.load(m.finish(), ctx)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_is_finite_as_the_converter_writes_it_sees_nan_and_infinity(dtype, ctx):
+    """TensorFlow's IsFinite is EQUAL(SUB(x, x), 0); llvmpipe folds a fused x - x to 0, so the
+    loader tests x's bits (is_nan, is_infinite). Near miss: SUB(x, y) of two tensors stays an
+    EQUAL of the difference."""
+    m = ModelMaker()
+    x, y = m.input([2, 4]), m.input([2, 4])
+    zero = m.const(np.array(0.0, np.float32))
+    finite = m.op("EQUAL", [m.op("SUB", [x, x], [2, 4]), zero], [2, 4], out_dtype=np.bool_)
+    same = m.op("EQUAL", [m.op("SUB", [x, y], [2, 4]), zero], [2, 4], out_dtype=np.bool_)
+    m.output(m.op("CAST", [finite], [2, 4]), m.op("CAST", [same], [2, 4]))
+    model = webnn.load(m.finish(), ctx, dtype=dtype)
+    xs = np.array([[1.0, np.nan, np.inf, -np.inf], [-2.5, 0.0, 3e3, -0.0]], np.float32)
+    ys = np.array([[1.0, 2.0, np.inf, 0.0], [-2.5, 1.0, 3e3, 0.0]], np.float32)
+    got = list(model.compute(dict(zip(model.input_names, (xs, ys)))).values())
+    np.testing.assert_array_equal(got[0], np.isfinite(xs).astype(np.float32))
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(got[1], (xs - ys == 0).astype(np.float32))
+
+
+def test_broadcast_args_of_static_shapes_folds_at_load(ctx, rng):
+    """BROADCAST_ARGS (MultiHeadAttention(attention_axes=(1, 2))) is the broadcast of two static
+    shape vectors, folded at load; shapes that do not broadcast are a DataError."""
+
+    def model(a, b):
+        m = ModelMaker()
+        x = m.input([1, 4])
+        shape = m.op("BROADCAST_ARGS", [m.const(np.array(a, np.int32)), m.const(np.array(b, np.int32))], [3],
+                     out_dtype=np.int32)
+        m.output(m.op("BROADCAST_TO", [x, shape], [2, 3, 4]))
+        return m.finish()
+
+    loaded = webnn.load(model([3, 1], [2, 1, 4]), ctx)
+    x = rng.standard_normal((1, 4)).astype(np.float32)
+    np.testing.assert_array_equal(next(iter(loaded.compute(x).values())), np.broadcast_to(x, (2, 3, 4)))
+    with pytest.raises(DataError, match="do not broadcast"):
+        webnn.load(model([3, 2], [2, 1, 4]), ctx)

@@ -272,6 +272,7 @@ def lower_elementwise(node, lc) -> None:
 
 
 _NAME = re.compile(r"\b(v\d+|s\d+|cf\d*_\w+)\b")
+_F16 = re.compile(r"\bf16\b")  # the WGSL float16 type named in an expression
 
 
 def _vec4_ok(inputs, out) -> bool:
@@ -315,7 +316,9 @@ def _map_chunk(lc, inputs, out, stmts, expr, funcs, raw, base, count, ranges) ->
     by_type: dict[str, list[str]] = {}
     for T, name in sorted(funcs):
         by_type.setdefault(T, []).append(name)
-    needs_f16 = any(T == "f16" for T in by_type)
+    # A float16 value inside the chain (int -> float16 -> int casts) needs the extension even when
+    # no binding is float16.
+    needs_f16 = any(T == "f16" for T in by_type) or any(_F16.search(line) for line in [*stmts, expr])
     if not raw and _vec4_ok(inputs, out) and count % 4 == 0:
         loads = []
         for i, v in enumerate(inputs):

@@ -1110,6 +1110,20 @@ def _shape(cv: Converter, op: OperatorInfo) -> None:  # pragma: no cover - alway
     raise cv.unsupported(op, "a dynamic shape")
 
 
+@folds("BROADCAST_ARGS")
+def _fold_broadcast_args(cv: Converter, op: OperatorInfo, values: list) -> list:
+    shapes = [tuple(int(d) for d in np.asarray(v).reshape(-1)) for v in values]
+    try:
+        return [np.asarray(np.broadcast_shapes(*shapes), np.int64)]
+    except ValueError:
+        raise cv.malformed(op, f"shapes {[list(s) for s in shapes]} that do not broadcast") from None
+
+
+@handles("BROADCAST_ARGS", webnn="(folded at load time: the broadcast of two static shapes)")
+def _broadcast_args(cv: Converter, op: OperatorInfo) -> None:
+    raise cv.unsupported(op, "shapes known only at run time")
+
+
 @folds("ZEROS_LIKE", always=True)
 def _fold_zeros_like(cv: Converter, op: OperatorInfo, values: list) -> list:
     return [np.zeros(cv.tensor(op, 0).shape)]
@@ -1514,7 +1528,36 @@ def _gelu(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, b.mul(b.mul(x, c(0.5), label=label + "/half"), t, label=label))
 
 
-for _name, _method in (("EQUAL", "equal"), ("NOT_EQUAL", "not_equal"), ("GREATER", "greater"),
+def _self_difference(cv: Converter, op: OperatorInfo) -> OperatorInfo | None:
+    """The ``SUB(x, x)`` of a float ``x`` read by ``EQUAL(SUB(x, x), 0)``: how the converter writes
+    TensorFlow's ``IsFinite`` (``tf.math.is_finite``, ``keras.ops.isfinite``, ``nan_to_num``), else None."""
+    sub = cv.producer(op.inputs[0])
+    zero = cv.static(op, 1)
+    if sub is None or sub.name != "SUB" or sub.inputs[0] != sub.inputs[1] or zero is None or np.any(zero != 0):
+        return None
+    if cv.model.tensors[sub.inputs[0]].type_name not in ("FLOAT32", "FLOAT16"):
+        return None
+    if _opt(sub.options(_fb.SubOptions), "FusedActivationFunction", ACT_NONE) != ACT_NONE:
+        return None
+    return sub
+
+
+@handles("EQUAL", webnn="equal (BOOL is uint8); EQUAL(SUB(x, x), 0) (TensorFlow's IsFinite) is "
+                        "logical_not(logical_or(is_nan(x), is_infinite(x)))")
+def _equal(cv: Converter, op: OperatorInfo) -> None:
+    sub = _self_difference(cv, op)
+    if sub is None:
+        cv.set_output(op, cv.builder.equal(cv.operand(op, 0), cv.operand(op, 1), label=cv.label(op)))
+        return
+    # Computed as written, x - x == 0 is false for NaN and +-inf; but llvmpipe's shader compiler
+    # folds x - x to 0 (WGSL lets it assume finite values), so the test is made on x's bits.
+    b, label = cv.builder, cv.label(op)
+    v = cv.operand(sub, 0)
+    bad = b.logical_or(b.is_nan(v, label=label + "/nan"), b.is_infinite(v, label=label + "/inf"), label=label + "/bad")
+    cv.set_output(op, b.logical_not(bad, label=label))
+
+
+for _name, _method in (("NOT_EQUAL", "not_equal"), ("GREATER", "greater"),
                        ("GREATER_EQUAL", "greater_or_equal"), ("LESS", "lesser"),
                        ("LESS_EQUAL", "lesser_or_equal"), ("LOGICAL_AND", "logical_and"),
                        ("LOGICAL_OR", "logical_or")):
@@ -3104,3 +3147,6 @@ def _matrix_set_diag(cv: Converter, op: OperatorInfo) -> None:
     mask = np.eye(rows, cols, dtype=np.uint8)
     cv.set_output(op, b.where(b.constant({"data_type": "uint8", "shape": [rows, cols]}, mask), d,
                               cv.operand(op, 0), label=label))
+
+
+from . import flex  # noqa: E402,F401 - the Select TF ("Flex") operators' handlers register themselves
