@@ -8,18 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import webnn_gpu as webnn
-from helpers import run_graph
+from helpers import kernel_steps, run_graph
 
 
 def _concat_text(ctx, build, inputs):
     """The WGSL of the graph's first ``layout/concat_vec4.wgsl`` kernel."""
-    b = webnn.MLGraphBuilder(ctx)
-    g = b.build(build(b, {n: b.input(n, {"data_type": webnn._dtypes.from_numpy(a.dtype), "shape": list(a.shape)})
-                          for n, a in inputs.items()}))
-    texts = [s.wgsl for s in g._steps if getattr(s, "template", "") == "layout/concat_vec4.wgsl"]
-    g.destroy()
-    return texts[0]
+    return next(s.wgsl for s in kernel_steps(ctx, build, inputs) if s.template == "layout/concat_vec4.wgsl")
 
 
 def _words_device(ctx):

@@ -487,7 +487,8 @@ def lower_concat(node, lc) -> None:
         if side is not None and len(node.outputs) == 2:
             outs.append(("side_out", node.outputs[1]))
         x64, q_words = concat_words(node, side, lc.tuning, lc.features)
-        side_code = (side.without_q() if q_words else side).code if side else ""
+        plain = side.without_q() if side is not None and q_words else side  # q_words: no side_q loads
+        side_code = plain.code if plain is not None else ""
         lc.kernel("layout/concat_vec4.wgsl", srcs + (side.operands if side else []), outs, dst.size // (8 if x64 else 4),
                   parts=parts, inner=inner, total=dst.shape[ax], side=side, chan=dst.shape[-1],
                   side_only=side is not None and len(node.outputs) == 1,
