@@ -120,3 +120,37 @@ def test_the_words_knob(ctx, rng, monkeypatch):
     monkeypatch.setenv("WEBNN_GPU_FORCE_CONCAT_WORDS", "u32")
     with pytest.raises(Exception, match="CONCAT_WORDS"):
         run_graph(ctx, lambda b, o: {"y": b.concat([o["a"], o["b"]], 1)}, arrays)
+
+
+def test_the_words_rule_near_misses(monkeypatch):
+    """movement.concat_words without a GPU: words on the lane-loop profile with shader-int64, every
+    slab a multiple of 8 and, with a map, its channels a multiple of 8 and its per-channel operands
+    C values of the output's type read at the channel alone; anything else keeps vec4s."""
+    from types import SimpleNamespace as NS
+
+    from webnn_gpu.ops.movement import concat_words
+
+    def val(shape, dt="float32"):
+        return NS(shape=shape, data_type=dt, size=int(np.prod(shape)))
+
+    def cat(c0, c1, side_parts=None):
+        attrs = {"axis": 3} if side_parts is None else {"axis": 3, "side_parts": side_parts}
+        return NS(inputs=[val((1, 2, 3, c0)), val((1, 2, 3, c1))], outputs=[val((1, 2, 3, c0 + c1))], attrs=attrs)
+
+    def side(c, dt="float32", chan=True, chan_only=True):
+        return NS(chan=chan, chan_only=chan_only, operands=[("sd0", val((c,), dt)), ("sd1", val((1, 1, 1, c), dt))],
+                  chan_operands=["sd0", "sd1"] if chan else [])
+
+    f = frozenset({"shader-int64"})
+    assert concat_words(cat(16, 8), None, "lane-loop", f) == (True, [])
+    assert concat_words(cat(16, 8), side(24), "lane-loop", f) == (True, ["sd0", "sd1"])
+    assert concat_words(cat(16, 8), side(24, chan=False), "lane-loop", f) == (True, [])
+    assert concat_words(cat(12, 4), None, "lane-loop", f) == (False, [])                 # slabs of 12 and 4
+    assert concat_words(cat(16, 4), side(20), "lane-loop", f) == (False, [])             # 20 channels
+    assert concat_words(cat(16, 8), side(24, "float16"), "lane-loop", f) == (False, [])  # operands of another type
+    assert concat_words(cat(16, 8), side(24, chan_only=False), "lane-loop", f) == (False, [])
+    assert concat_words(cat(16, 8), side(12), "lane-loop", f) == (False, [])             # operands of 12 values
+    assert concat_words(cat(16, 8), None, "default", f) == (False, [])
+    assert concat_words(cat(16, 8), None, "lane-loop", frozenset()) == (False, [])
+    monkeypatch.setenv("WEBNN_GPU_FORCE_CONCAT_WORDS", "vec4")
+    assert concat_words(cat(16, 8), None, "lane-loop", f) == (False, [])
