@@ -22,10 +22,12 @@
     fns          (T, names) activation helpers of ep and side
     win_out      the window's WH x WW positions and their count written out instead of loops
                  (pool.window_written_out: small windows, which lavapipe's NIR unrolls anyway)
-    words        float16 data: src, out and side_out as arrays of u64 words of 4 float16 values
-                 (one per-lane access component where vec4<f16> takes four; io.words_fns), the
-                 window's values pooled and the maps computed in f32, each stored value rounded
-                 once; without it, float32 data
+    words        src, out and side_out as arrays of u64 words, the same bits: float16 data as
+                 one u64 of 4 values (one per-lane access component where vec4<f16> takes four;
+                 io.words_fns), the window's values pooled and the maps computed in f32, each
+                 stored value rounded once; float32 data as a vec2<u64> of 4 values (two
+                 components where vec4<f32> takes four; pool.f32_words); without it, float32
+                 data as vec4<f32>
   Bindings: src, epilogue operands..., side operands..., out, side_out (src, out and side_out as
   arrays of vec4<f32>, or of u64 words with `words`).
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; guards idx < k.n (output vec4s).
@@ -34,14 +36,15 @@
 {% import "pool/_window.wgsl" as pw %}
 {% import "_lib/index.wgsl" as ix %}
 {% import "_lib/epilogue.wgsl" as el %}
+{% set T = k.bindings[0].storage %}
 {% if words %}
 {% for e in k.enables %}
 {{ e }}
 {% endfor %}
 {% for b in k.bindings %}
-@group(0) @binding({{ loop.index0 }}) var<storage, {{ "read_write" if b.output else "read" }}> {{ b.name }}: array<{{ "u64" if b.name in ("src", "out", "side_out") else b.storage }}>;
+@group(0) @binding({{ loop.index0 }}) var<storage, {{ "read_write" if b.output else "read" }}> {{ b.name }}: array<{{ ("u64" if T == "f16" else "vec2<u64>") if b.name in ("src", "out", "side_out") else b.storage }}>;
 {% endfor %}
-{{ io.words_fns("f16", "w_") }}
+{{ io.words_fns(T, "w_") }}
 {% elif ep.empty and not side %}
 {{ io.vec4_src_out(k) }}
 {% else %}
@@ -147,7 +150,7 @@ fn comb4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
   let v = select(acc, vec4<f32>(bitcast<f32>(0xff800000u)), count == 0u);
 {% endif %}
 {% if side and not in_side %}
-{% if words %}
+{% if words and T == "f16" %}
   // the output rounded to float16 once, and the map computed from that rounded value
   let r = vec4<f32>(vec4<f16>({{ el.apply4(ep, "v", "idx * 4u") }}));
 {% else %}

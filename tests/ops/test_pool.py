@@ -222,7 +222,8 @@ def test_nhwc_pools_of_four_channel_groups(ctx, rng, op, opts, dtype, monkeypatc
     (pool/pool2d_vec4.wgsl), with an epilogue; NaN propagates lane by lane through max. Against
     the float64 reference (of the data as given), and the same bits as the one-channel kernel
     (``WEBNN_GPU_FORCE_POOL=scalar``). float16 moves u64 words (``words``), by default only for
-    a pool that stores a map (``WEBNN_GPU_FORCE_POOL=words`` here): both kernels pool and apply
+    a pool that stores a map (``WEBNN_GPU_FORCE_POOL=words`` here); float32 always where the
+    device has them (the same bits as vec4s, ``WEBNN_GPU_FORCE_POOL_WORDS=vec4``): both kernels pool and apply
     the epilogue in f32 and round once. Windows of at most 4 positions are written out
     (``pool.window_written_out``; rows or columns entirely in the padding included): the same bits
     as the loops (``WEBNN_GPU_FORCE_POOL_WINDOW=loop``)."""
@@ -257,6 +258,13 @@ def test_nhwc_pools_of_four_channel_groups(ctx, rng, op, opts, dtype, monkeypatc
     monkeypatch.delenv("WEBNN_GPU_FORCE_POOL_WINDOW")
     bits = np.uint16 if f16 else np.uint32
     np.testing.assert_array_equal(got.view(bits), looped.view(bits))
+    if not f16:  # float32 as u64 words of 4 values where the device has them; vec4s forced: the same bits
+        assert ("vec2<u64>" in step.wgsl) == (ctx._tuning == "lane-loop" and "shader-int64" in ctx.features)
+        monkeypatch.setenv("WEBNN_GPU_FORCE_POOL_WORDS", "vec4")
+        (step,) = [st for st in kernel_steps(ctx, build, {"x": x}) if st.template == "pool/pool2d_vec4.wgsl"]
+        assert "u64" not in step.wgsl
+        np.testing.assert_array_equal(got.view(bits), run_graph(ctx, build, {"x": x})["y"].view(bits))
+        monkeypatch.delenv("WEBNN_GPU_FORCE_POOL_WORDS")
     monkeypatch.setenv("WEBNN_GPU_FORCE_POOL", "scalar")
     scalar = run_graph(ctx, build, {"x": x})["y"]
     assert "pool/pool2d.wgsl" in kernel_templates(ctx, build, {"x": x})

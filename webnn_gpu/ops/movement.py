@@ -418,6 +418,38 @@ def concat_vec4_ok(node, extra: int = 0, limits=None) -> bool:
             and len(node.inputs) + extra + 1 <= max_buffers and _env.force("concat") != "scalar")
 
 
+#: On the "lane-loop" profile with ``shader-int64``, ``layout/concat_vec4.wgsl`` moves 8 elements
+#: per invocation as one u64 word load and store (the same bits; :func:`concat_words`), and its
+#: side map's per-channel operands as one word each: on Mesa 22 every storage access is a loop
+#: over the lanes and the access's components, and a u64 component moves two 32-bit or four
+#: float16 values.
+CONCAT_X64 = True
+
+
+def concat_words(node, side, tuning: str, features) -> tuple[bool, list[str]]:
+    """Whether ``layout/concat_vec4.wgsl`` moves concat ``node``'s elements as 8-element u64
+    words (``x64``; :data:`CONCAT_X64`), and the binding names of ``side``'s per-channel operands
+    it then loads as words (``q_words``): the "lane-loop" profile with ``shader-int64``, every
+    input's slab a multiple of 8 elements, and with a side map (``attrs["side"]``) its channels
+    (the last axis) a multiple of 8 and its operands read at the channel (``Epilogue.chan``)
+    read nowhere else and each C values of the output's data type. ``WEBNN_GPU_FORCE_CONCAT_WORDS=vec4``
+    keeps vec4s; ``=words`` takes words wherever they apply (for measurements and tests)."""
+    if not (_env.force_words("concat_words", CONCAT_X64) and tuning == "lane-loop" and "shader-int64" in features):
+        return False, []
+    dst, ax = node.outputs[0], node.attrs["axis"]
+    inner = math.prod(dst.shape[ax + 1:])
+    parts = node.inputs[:node.attrs.get("side_parts", len(node.inputs))]
+    if any(v.shape[ax] * inner % 8 for v in parts):
+        return False, []
+    if side is None or not side.chan:
+        return side is None or dst.shape[-1] % 8 == 0, []
+    operands = dict(side.operands)
+    if (dst.shape[-1] % 8 or not side.chan_only
+            or any(operands[n].data_type != dst.data_type or operands[n].size != dst.shape[-1] for n in side.chan_operands)):
+        return False, []
+    return True, list(side.chan_operands)
+
+
 @lowering("concat")
 def lower_concat(node, lc) -> None:
     """concat: one ``layout/concat.wgsl`` kernel reading every input (32-bit data or float16 in
@@ -454,10 +486,13 @@ def lower_concat(node, lc) -> None:
         outs = [("dst", dst)]
         if side is not None and len(node.outputs) == 2:
             outs.append(("side_out", node.outputs[1]))
-        lc.kernel("layout/concat_vec4.wgsl", srcs + (side.operands if side else []), outs, dst.size // 4,
+        x64, q_words = concat_words(node, side, lc.tuning, lc.features)
+        plain = side.without_q() if side is not None and q_words else side  # q_words: no side_q loads
+        side_code = plain.code if plain is not None else ""
+        lc.kernel("layout/concat_vec4.wgsl", srcs + (side.operands if side else []), outs, dst.size // (8 if x64 else 4),
                   parts=parts, inner=inner, total=dst.shape[ax], side=side, chan=dst.shape[-1],
                   side_only=side is not None and len(node.outputs) == 1,
-                  fns=side.functions if side else [])
+                  fns=side.functions if side else [], x64=x64, q_words=q_words, side_code=side_code)
         return
     if len(node.inputs) + 1 <= max_buffers:
         lc.kernel("layout/concat.wgsl", srcs, [("dst", dst)], dst.size, parts=parts, inner=inner,

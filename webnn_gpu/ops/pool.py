@@ -177,6 +177,20 @@ def f16_words(tuning: str, features) -> bool:
     return tuning == "lane-loop" and "shader-int64" in features
 
 
+#: Float32 pools on ``pool/pool2d_vec4.wgsl`` move their data as u64 words of four values
+#: (``words``, a ``vec2<u64>`` per vec4: two per-lane access components instead of four) where
+#: :func:`f32_words` says.
+F32_WORDS = True
+
+
+def f32_words(tuning: str, features) -> bool:
+    """Whether ``pool/pool2d_vec4.wgsl`` moves float32 data as u64 words (:data:`F32_WORDS`):
+    on the "lane-loop" profile with ``shader-int64`` (:func:`f16_words`'s condition).
+    ``WEBNN_GPU_FORCE_POOL_WORDS=vec4`` keeps vec4s, ``=words`` takes words (read when a layer
+    is lowered)."""
+    return _env.force_words("pool_words", F32_WORDS) and f16_words(tuning, features)
+
+
 #: Plain float16 pools (no map) on the words kernel too (``WEBNN_GPU_FORCE_POOL=words``: on). Off:
 #: face_landmark's one such pool ran 0.988 (0.917-1.092) of the one-element kernel, 42 us either
 #: way (``benchmarks/knob_ab.py``, 16 rounds), where a map saves a launch.
@@ -243,7 +257,8 @@ def lower_pool(node, lc) -> None:
     group = WH * WW > GROUP_WINDOW and M < 1024
     forced = _env.force_choice("pool", ("scalar", "words"))
     words = (x.data_type == "float16" and out.data_type == "float16" and f16_words(lc.tuning, lc.features)
-             and (side is not None or F16_WORDS_PLAIN or forced == "words"))
+             and (side is not None or F16_WORDS_PLAIN or forced == "words")
+             or x.data_type == "float32" and out.data_type == "float32" and f32_words(lc.tuning, lc.features))
     if (not group and layout == "nhwc" and x.shape[3] % 4 == 0 and forced != "scalar"
             and (x.data_type == "float32" and out.data_type == "float32" or words)):
         # Four channels per invocation: one window walk and vec4 loads serve them all (lavapipe,
