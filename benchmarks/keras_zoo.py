@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/keras_zoo.py --models transformer gru --rounds 10 --no-cold
     .venv/bin/python benchmarks/keras_zoo.py --regenerate         # convert again
     .venv/bin/python benchmarks/keras_zoo.py --standard --no-cold --rounds 10   # the applications at 224x224 / 299x299
+    .venv/bin/python benchmarks/keras_zoo.py --slow --no-cold --rounds 5        # NASNetMobile, InceptionResNetV2 (small)
 
 Two halves in one file:
 
@@ -39,6 +40,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 DEFAULT_TF_PYTHON = pathlib.Path.home() / ".cache" / "webnn-gpu" / "bench" / "venv-tf2onnx" / "bin" / "python"
 
@@ -51,6 +53,13 @@ MODELS = {
     "densenet121": "keras.applications.DenseNet121, 64x64",
     "efficientnet_b0": "keras.applications.EfficientNetB0, 96x96 (Normalization, swish, squeeze-excite)",
     "xception": "keras.applications.Xception, 71x71 (separable convolutions)",
+    "inception_v3": "keras.applications.InceptionV3, 75x75 (1x7/7x1 convolutions, average pooling branches)",
+    "efficientnet_v2_b0": "keras.applications.EfficientNetV2B0, 64x64 (fused MBConv, Rescaling + Normalization)",
+    "convnext_tiny": "keras.applications.ConvNeXtTiny, 32x32 (7x7 depthwise, LayerNormalization, layer scale)",
+    "resnet50_v2": "keras.applications.ResNet50V2, 64x64 (pre-activation residual blocks)",
+    "vgg16": "keras.applications.VGG16, 32x32 (3x3 convolutions, Flatten, Dense 4096)",
+    "mobilenet_v3_small_minimal": "keras.applications.MobileNetV3Small(minimalistic=True), 96x96 (relu, 3x3 only, "
+                                  "no squeeze-excite)",
     "unet": "U-Net, 64x64x3 -> 2 classes (Conv2D, MaxPool, Conv2DTranspose, UpSampling2D, Concatenate)",
     "transformer": "Embedding + position embedding + MultiHeadAttention + LayerNormalization + GELU Dense, 32 tokens",
     "vit": "ViT: Conv2D patches + class token + 2 encoder blocks (MHA, LayerNormalization, GELU), 32x32",
@@ -114,6 +123,16 @@ STANDARD = {
     "efficientnet_b0_224": "keras.applications.EfficientNetB0, 224x224",
     "densenet121_224": "keras.applications.DenseNet121, 224x224",
     "xception_299": "keras.applications.Xception, 299x299",
+}
+
+
+#: Small-size applications whose conversion alone takes more than a minute here (opt-in, by
+#: name: ``--models NAME``, or ``--slow`` for all of them; about 1.5-2 minutes each on the 2-core
+#: machine).
+SLOW = {
+    "nasnet_mobile": "keras.applications.NASNetMobile, 32x32 (searched cells: separable convolutions, cropping, "
+                     "average pooling without the padding in its divisor)",
+    "inception_resnet_v2": "keras.applications.InceptionResNetV2, 75x75 (scaled residual branches)",
 }
 
 
@@ -431,6 +450,14 @@ def _architectures():
         "densenet121": (app(apps.DenseNet121, 64), {}),
         "efficientnet_b0": (app(apps.EfficientNetB0, 96), {}),
         "xception": (app(apps.Xception, 71), {}),
+        "inception_v3": (app(apps.InceptionV3, 75), {}),
+        "inception_resnet_v2": (app(apps.InceptionResNetV2, 75), {}),
+        "nasnet_mobile": (app(apps.NASNetMobile, 32), {}),
+        "efficientnet_v2_b0": (app(apps.EfficientNetV2B0, 64), {}),
+        "convnext_tiny": (app(apps.ConvNeXtTiny, 32), {}),
+        "resnet50_v2": (app(apps.ResNet50V2, 64), {}),
+        "vgg16": (app(apps.VGG16, 32), {}),
+        "mobilenet_v3_small_minimal": (app(apps.MobileNetV3Small, 96, minimalistic=True), {}),
         "unet": (unet, {}),
         "transformer": (transformer, {}),
         "vit": (vit, {}),
@@ -502,6 +529,7 @@ def generate(out: pathlib.Path, names: list[str]) -> None:
     archs = _architectures()
     for name in names:
         build, options = archs[name]
+        start = time.perf_counter()
         model = seeded_model(build)
         converter = tf.lite.TFLiteConverter.from_keras_model(model)
         for key, value in options.items():
@@ -521,7 +549,7 @@ def generate(out: pathlib.Path, names: list[str]) -> None:
         tmp = out / f".{name}.tflite.tmp"
         tmp.write_bytes(data)
         tmp.rename(out / f"{name}.tflite")
-        print(f"{name}: {len(data) / 1e6:.2f} MB", flush=True)
+        print(f"{name}: {len(data) / 1e6:.2f} MB, built and converted in {time.perf_counter() - start:.0f} s", flush=True)
 
 
 def _write_tf_reference(model, data: bytes, path: pathlib.Path) -> None:
@@ -668,9 +696,11 @@ def format_table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="*", default=list(MODELS), choices={**MODELS, **STANDARD}, metavar="NAME",
-                        help="default: the small-size zoo (MODELS); the standard sizes (STANDARD) by name")
+    parser.add_argument("--models", nargs="*", default=list(MODELS), choices={**MODELS, **STANDARD, **SLOW},
+                        metavar="NAME", help="default: the small-size zoo (MODELS); the standard sizes (STANDARD) and "
+                                             "the slow conversions (SLOW) by name")
     parser.add_argument("--standard", action="store_true", help="the standard-size applications (STANDARD) instead")
+    parser.add_argument("--slow", action="store_true", help="the small-size applications slow to convert (SLOW) instead")
     parser.add_argument("--generate", metavar="DIR", help=argparse.SUPPRESS)  # the TF-side half
     parser.add_argument("--regenerate", action="store_true", help="convert the models again")
     parser.add_argument("--tf-python", default=str(DEFAULT_TF_PYTHON),
@@ -684,6 +714,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.standard:
         args.models = list(STANDARD)
+    if args.slow:
+        args.models = list(SLOW)
     if args.generate:
         generate(pathlib.Path(args.generate), args.models)
         return 0

@@ -659,7 +659,7 @@ class Gen:
             attrs["padding"] = [int(self.rng.integers(0, k)) for _ in range(4)]
         op = self.pick(("average_pool2d", "max_pool2d"))
         y = self.emit(op, [v], attrs)
-        if self.p(0.3):  # the same pool again (merge_duplicates), or a near miss: other strides
+        if self.p(0.3):  # the same pool again (merge_duplicates, then self_add_to_scale), or a near miss: other strides
             again = attrs if self.p(0.6) else {**attrs, "strides": [3 - attrs["strides"][0]] * 2}
             y2 = self.emit(op, [v], dict(again))
             if self.shape(y2) == self.shape(y):
@@ -1462,7 +1462,7 @@ KINDS = (tuple(m for m in vars(Gen) if m.startswith("motif_")) + tuple(k for k, 
 #: ``test_the_generator_reaches_every_rule``: each rule is reached by graphs made for it, so a
 #: new motif cannot take another rule's coverage away
 RULE_MOTIFS = {
-    "fold_constants": "motif_inverted_residual", "merge_duplicates": "motif_heads",
+    "fold_constants": "motif_inverted_residual", "merge_duplicates": "motif_heads", "self_add_to_scale": "motif_pool",
     "fold_matmul_transpose": "graph_matmul", "fold_matmul_views": "graph_matmul",
     "nhwc_regions": "motif_transposed_layer", "nchw_conv_to_nhwc": "motif_inverted_residual",
     "compose_transposes": "motif_layout_region", "depthwise_to_scale": "motif_transposed_layer",

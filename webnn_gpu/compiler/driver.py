@@ -27,8 +27,8 @@ from ..fusions.pooled_head import fuse_pooled_head
 from ..fusions.pw_depthwise import fuse_pw_depthwise
 from ..fusions.siblings import fuse_siblings
 from ..fusions.squeeze_excite import fuse_squeeze_excite
-from .rules.canonical import (depthwise_to_scale, mean_to_pool, merge_duplicates, merge_reshapes, sink_reshapes,
-                              sum_to_mean)
+from .rules.canonical import (depthwise_to_scale, mean_to_pool, merge_duplicates, merge_reshapes, self_add_to_scale,
+                              sink_reshapes, sum_to_mean)
 from .rules.cleanup import dead_code
 from .rules.dense_chain import fuse_dense_chain
 from .rules.dwp_consumer import fuse_project_consumer
@@ -92,6 +92,8 @@ ORDER: tuple[Stage, ...] = (
         Rule(merge_duplicates, "after fold_constants (an operand computed by ops is host data then, the same for "
                                "both readers) and before every fusion: the fused kernels would compute the "
                                "duplicate twice"),
+        Rule(self_add_to_scale, "after merge_duplicates (two identical operands it merges become one value read "
+                                "twice) and before every fusion: fuse_epilogue takes the product by a constant"),
         Rule(fold_matmul_transpose, "after fold_constants (a constant transposed operand is folded into "
                                     "host data instead) and before fuse_attention and fuse_epilogue: they "
                                     "take the matmul as it will run, reading its operand in place"),

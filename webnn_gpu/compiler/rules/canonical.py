@@ -12,6 +12,8 @@ Same contract as the other rules of :mod:`webnn_gpu.compiler`: ``(nodes, outputs
   ``reduce_mean`` (the sum kept in float32 until it is divided).
 * :func:`merge_duplicates`: two nodes with the same operator, operands and attributes
   compute the same value: the later one's readers read the first one's.
+* :func:`self_add_to_scale`: ``add(x, x)`` is ``mul(x, 2)``, a step with a constant operand
+  that the producing kernel takes as its epilogue.
 * :func:`sink_reshapes`: an element-wise operator after a ``reshape`` runs before it, next to
   the kernel that makes the value (whose epilogue then takes it).
 * :func:`merge_reshapes`: a ``reshape`` of a ``reshape`` is one reshape, and a reshape to its
@@ -29,7 +31,8 @@ from ..._ir import GraphView, Node, Value
 
 log = logging.getLogger("webnn_gpu")
 
-__all__ = ["depthwise_to_scale", "scale_chain", "mean_to_pool", "merge_duplicates", "merge_reshapes", "sink_reshapes", "sum_to_mean"]
+__all__ = ["depthwise_to_scale", "scale_chain", "mean_to_pool", "merge_duplicates", "merge_reshapes", "self_add_to_scale",
+           "sink_reshapes", "sum_to_mean"]
 
 
 def _host_data(v, data_type: str) -> bool:
@@ -267,6 +270,32 @@ def merge_duplicates(nodes: list, outputs: dict, context=None) -> list:
                         list(node.outputs), node.attrs, node.label)
         result.append(node)
     return result
+
+
+def self_add_to_scale(nodes: list, outputs: dict, context=None) -> list:
+    """``add(x, x)`` of float ``x`` becomes ``mul(x, 2)`` with a one-value constant: the same
+    number for every ``x`` (doubling is exact in binary floating point, infinities, NaNs and an
+    overflow to infinity included), and ``fuse_epilogue`` gives a product by a constant to the
+    kernel producing ``x``, where an add reading the producer's output twice stayed a kernel
+    of its own. (TensorFlow's converter merges Keras' two identical pools of NASNet's normal
+    cell into one, leaving ``add(pool(p), pool(p))`` with the same operand twice;
+    :func:`merge_duplicates` makes the same form.)
+
+    Not rewritten: integer data, two different operands, an add with a fusion of an earlier
+    rule, an output whose type or shape is not ``x``'s."""
+    replaced: dict[int, Node] = {}
+    for node in nodes:
+        if node.op != "add" or not _plain(node) or len(node.inputs) != 2 or node.inputs[0] is not node.inputs[1]:
+            continue
+        x, y = node.inputs[0], node.outputs[0]
+        if (x is None or x.data_type not in _SCALE_TYPES or y.data_type != x.data_type
+                or tuple(y.shape) != tuple(x.shape)):
+            continue
+        two = Value(x.data_type, (), "constant", data=np.array([2.0], dtype=_SCALE_TYPES[x.data_type]))
+        replaced[node.id] = Node("mul", [x, two], [y], {}, node.label)
+        if DEBUG >= 2:
+            log.debug("self_add_to_scale: add [%s] of one value twice as mul by 2", node.label)
+    return GraphView(nodes, outputs).replace(replaced) if replaced else nodes
 
 
 def _view_reshape(node) -> bool:
