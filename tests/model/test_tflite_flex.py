@@ -20,7 +20,7 @@ import pytest
 from tflite_maker import ModelMaker
 
 import webnn_gpu as webnn
-from webnn_gpu.errors import NotSupportedError
+from webnn_gpu.errors import DataError, NotSupportedError
 from webnn_gpu.tflite.flex import bicubic_matrix, node_def
 
 # --------------------------------------------------------------------------- writing Flex options
@@ -90,6 +90,49 @@ def test_node_def_reads_what_tensorflow_writes():
                                                    "f": 0.5})
     with pytest.raises(ValueError, match="Flex op"):
         node_def(b"\x01\x02")
+
+
+def _node_with_attr(payload: bytes) -> bytes:
+    """Flex options of a MaxPool3D whose one attribute ``k`` is the raw AttrValue ``payload``."""
+    from flatbuffers import flexbuffers
+
+    node = _field(2, b"MaxPool3D") + _field(5, _field(1, b"k") + _field(2, payload))
+    b = flexbuffers.Builder()
+    with b.Vector():
+        b.String("MaxPool3D")
+        b.String(_Raw(node))
+    return bytes(b.Finish())
+
+
+@pytest.mark.parametrize("payload, match", [
+    (_varint(4 << 3) + _varint(7), "field 4 of wire type 0"),  # f as a varint
+    (_varint(4 << 3 | 5) + b"\x00\x00\x80", "truncated"),  # f of 3 bytes
+    (_field(1, _field(4, b"\x00\x00\x80")), "field 4 of 3 bytes"),  # a list's floats of 3 bytes
+    (_field(3, b"\x01"), "field 3 of wire type 2"),  # i length-delimited
+    (_varint(1 << 3) + _varint(5), "field 1 of wire type 0"),  # a list as a varint
+    (_varint(2 << 3) + _varint(1 << 40), "field 2 of wire type 0"),  # s as a huge varint
+    (_varint(3 << 3) + b"\xff" * 4000 + b"\x01", "longer than 10 bytes"),  # a long varint: no quadratic time
+])
+def test_malformed_node_defs_are_clear_errors(payload, match):
+    """Fields of the wrong wire type or size, and over-long varints, are a ValueError (the
+    loader's "malformed model" naming the op), never a TypeError, struct.error or a huge
+    allocation."""
+    with pytest.raises(ValueError, match=match):
+        node_def(_node_with_attr(payload))
+
+
+def test_malformed_options_name_the_operator(ctx):
+    m = ModelMaker()
+    x = m.input([1, 2, 4, 4, 4])
+    m.output(m.op("FlexMaxPool3D", [x], [1, 1, 2, 2, 4], custom_options=_node_with_attr(_field(3, b"\x01"))))
+    with pytest.raises(DataError, match="FlexMaxPool3D.*malformed.*field 3 of wire type 2"):
+        webnn.load(m.finish(), ctx)
+    m = ModelMaker()
+    x = m.input([1, 2, 4, 4, 4])
+    opts = flex_options("MaxPool3D", padding="VALID", ksize=2, strides=[1, 2, 2, 2, 1])
+    m.output(m.op("FlexMaxPool3D", [x], [1, 1, 2, 2, 4], custom_options=opts))
+    with pytest.raises(DataError, match="FlexMaxPool3D.*attribute 'ksize' is 2 \\(expected a list of ints\\)"):
+        webnn.load(m.finish(), ctx)
 
 
 # --------------------------------------------------------------------------- pooling 3D
@@ -224,6 +267,20 @@ def test_resize_bicubic_runs_the_weights(align, half, dtype, tol, ctx, rng):
     mh, mw = bicubic_matrix(5, 9, align, half), bicubic_matrix(7, 4, align, half)
     ref = np.einsum("oh,nhwc,pw->nopc", mh, data.astype(np.float64), mw)
     np.testing.assert_allclose(got, ref, atol=tol * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("align, half, size, err, match", [
+    (True, True, (9, 4), NotSupportedError, "align_corners with half_pixel_centers"),
+    (False, True, (0, 4), DataError, r"size \[0, 4\]"),
+    (False, True, (9, 4, 1), DataError, r"size \[9, 4, 1\]"),
+])
+def test_resize_bicubic_refuses_what_tensorflow_refuses(align, half, size, err, match, ctx):
+    m = ModelMaker()
+    x = m.input([1, 5, 7, 3])
+    opts = flex_options("ResizeBicubic", T=1, align_corners=align, half_pixel_centers=half)
+    m.output(m.op("FlexResizeBicubic", [x, m.const(np.array(size, np.int32))], [1, 9, 4, 3], custom_options=opts))
+    with pytest.raises(err, match="FlexResizeBicubic.*" + match):
+        webnn.load(m.finish(), ctx)
 
 
 # --------------------------------------------------------------------------- bincount

@@ -354,6 +354,23 @@ def test_is_finite_as_the_converter_writes_it_sees_nan_and_infinity(dtype, ctx):
         np.testing.assert_array_equal(got[1], (xs - ys == 0).astype(np.float32))
 
 
+@pytest.mark.parametrize("zero_shape, swapped", [([3, 2, 4], False), ([2, 1, 1], True), ([1, 4], True)])
+def test_is_finite_with_its_zero_first_or_broadcasting_the_result(zero_shape, swapped, ctx):
+    """EQUAL(0, SUB(x, x)) is IsFinite too, and a zero of more dimensions broadcasts its result
+    (to the EQUAL's shape, as TensorFlow's)."""
+    m = ModelMaker()
+    x = m.input([2, 4])
+    zero = m.const(np.zeros(zero_shape, np.float32))
+    out = list(np.broadcast_shapes((2, 4), tuple(zero_shape)))
+    diff = m.op("SUB", [x, x], [2, 4])
+    finite = m.op("EQUAL", [zero, diff] if swapped else [diff, zero], out, out_dtype=np.bool_)
+    m.output(m.op("CAST", [finite], out))
+    model = webnn.load(m.finish(), ctx)
+    xs = np.array([[1.0, np.nan, np.inf, -np.inf], [-2.5, 0.0, 3e3, -0.0]], np.float32)
+    got = next(iter(model.compute(xs).values()))
+    np.testing.assert_array_equal(got, np.broadcast_to(np.isfinite(xs), out).astype(np.float32))
+
+
 def test_broadcast_args_of_static_shapes_folds_at_load(ctx, rng):
     """BROADCAST_ARGS (MultiHeadAttention(attention_axes=(1, 2))) is the broadcast of two static
     shape vectors, folded at load; shapes that do not broadcast are a DataError."""

@@ -46,6 +46,8 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
         if byte < 0x80:
             return value, pos
         shift += 7
+        if shift >= 64:  # (a varint is at most 10 bytes)
+            raise ValueError("a varint longer than 10 bytes")
 
 
 def _fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
@@ -72,6 +74,15 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
         yield number, wire, value
 
 
+#: the wire types a field may have: varint 0, length-delimited 2 (packed), fixed32 5
+_VARINT, _BYTES, _FIXED32 = 0, 2, 5
+
+
+def _expect(number: int, wire: int, *allowed: int) -> None:
+    if wire not in allowed:
+        raise ValueError(f"field {number} of wire type {wire} (expected {' or '.join(map(str, allowed))})")
+
+
 def _signed(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
@@ -91,12 +102,16 @@ def _list_value(buf: bytes) -> list:
     out: list = []
     for number, wire, value in _fields(buf):
         if number == 2:
+            _expect(number, wire, _BYTES)
             out.append(bytes(value).decode("utf-8", "replace"))
-        elif number in (3, 6):
-            out.extend(_packed_ints(wire, value))
-        elif number == 5:
-            out.extend(bool(v) for v in _packed_ints(wire, value))
+        elif number in (3, 5, 6):
+            _expect(number, wire, _VARINT, _BYTES)
+            ints = _packed_ints(wire, value)
+            out.extend([bool(v) for v in ints] if number == 5 else ints)
         elif number == 4:  # packed (wire 2) or one fixed32 (wire 5)
+            _expect(number, wire, _FIXED32, _BYTES)
+            if len(value) % 4:
+                raise ValueError(f"field 4 of {len(value)} bytes (float32 values: a multiple of 4)")
             out.extend(struct.unpack(f"<{len(value) // 4}f", value))
     return out
 
@@ -104,16 +119,15 @@ def _list_value(buf: bytes) -> list:
 def _attr_value(buf: bytes) -> Any:
     # tensorflow.AttrValue: list 1, s 2, i 3, f 4, b 5, type 6 (shape 7, tensor 8, func 10: kept raw).
     for number, wire, value in _fields(buf):
-        if number == 1:
-            return _list_value(value)
-        if number == 2:
-            return bytes(value).decode("utf-8", "replace")
-        if number in (3, 6):
-            return _signed(value)
+        if number in (1, 2):
+            _expect(number, wire, _BYTES)
+            return _list_value(value) if number == 1 else bytes(value).decode("utf-8", "replace")
+        if number in (3, 5, 6):
+            _expect(number, wire, _VARINT)
+            return bool(value) if number == 5 else _signed(value)
         if number == 4:
+            _expect(number, wire, _FIXED32)
             return struct.unpack("<f", value)[0]
-        if number == 5:
-            return bool(value)
         return bytes(value) if isinstance(value, (bytes, memoryview)) else value
     return None
 
@@ -139,10 +153,13 @@ def node_def(custom_options: bytes) -> FlexNode:
     except Exception as exc:  # noqa: BLE001 - any decoding failure is a malformed model
         raise ValueError(f"custom options that are not a Flex op's [name, NodeDef] ({exc})") from exc
     attrs: dict[str, Any] = {}
-    for number, _, value in _fields(raw):
+    for number, wire, value in _fields(raw):
         if number == 5:  # NodeDef.attr: map<string, AttrValue> entries (key 1, value 2)
+            _expect(number, wire, _BYTES)
             key, item = "", b""
-            for n, _, v in _fields(value):
+            for n, w, v in _fields(value):
+                if n in (1, 2):
+                    _expect(n, w, _BYTES)
                 if n == 1:
                     key = bytes(v).decode("utf-8", "replace")
                 elif n == 2:
@@ -158,8 +175,16 @@ def _node(cv: Converter, op: OperatorInfo) -> FlexNode:
         raise cv.malformed(op, str(exc)) from None
 
 
+def _ints(cv: Converter, op: OperatorInfo, attrs: dict, name: str, default: list) -> list[int]:
+    """The list attribute ``name`` (``default`` when absent) as ints; anything else is malformed."""
+    v = attrs.get(name, default)
+    if not isinstance(v, list) or not all(isinstance(a, int) for a in v):
+        raise cv.malformed(op, f"attribute {name!r} is {v!r} (expected a list of ints)")
+    return v
+
+
 def _window(cv: Converter, op: OperatorInfo, attrs: dict, name: str) -> list[int]:
-    v = [int(a) for a in attrs.get(name, [])]
+    v = _ints(cv, op, attrs, name, [])
     if len(v) != 5 or v[0] != 1 or v[4] != 1:
         raise cv.unsupported(op, f"{name} {v} (expected [1, d, h, w, 1] over NDHWC)")
     cv.require_positive(op, **{name: v})
@@ -207,8 +232,9 @@ handles("FlexMaxPool3D", webnn="max_pool2d over (h, w) per frame, then over d (S
 handles("FlexAvgPool3D", webnn="average_pool2d over (h, w) per frame, then over d (Select TF op AvgPool3D, NDHWC, "
                                "SAME / VALID; padded cells not counted)")(_pool3d("average_pool2d"))
 
+
 def _pair(cv: Converter, op: OperatorInfo, attrs: dict, name: str) -> list[int]:
-    v = [int(a) for a in attrs.get(name, [1, 1, 1, 1])]
+    v = _ints(cv, op, attrs, name, [1, 1, 1, 1])
     if len(v) != 4 or v[0] != 1 or v[3] != 1:
         raise cv.unsupported(op, f"{name} {v} (expected [1, h, w, 1] over NHWC)")
     cv.require_positive(op, **{name: v})
@@ -236,7 +262,7 @@ def _conv2d_backprop_input(cv: Converter, op: OperatorInfo) -> None:
     elif padding == "VALID":
         pads = [0, 0, 0, 0]
     elif padding == "EXPLICIT":
-        explicit = [int(v) for v in attrs.get("explicit_paddings", [])]
+        explicit = _ints(cv, op, attrs, "explicit_paddings", [])
         if len(explicit) != 8 or any(explicit[:2] + explicit[6:]):
             raise cv.malformed(op, f"explicit_paddings {explicit}")
         pads = explicit[2:6]
@@ -313,10 +339,15 @@ def bicubic_matrix(in_size: int, out_size: int, align_corners: bool, half_pixel:
 def _resize_bicubic(cv: Converter, op: OperatorInfo) -> None:
     attrs = _node(cv, op).attrs
     align, half = bool(attrs.get("align_corners", False)), bool(attrs.get("half_pixel_centers", False))
+    if align and half:  # (TensorFlow refuses the pair too)
+        raise cv.unsupported(op, "align_corners with half_pixel_centers")
     shape = [int(d) for d in cv.tensor(op, 0).shape]
     if len(shape) != 4:
         raise cv.malformed(op, f"input of rank {len(shape)} (expected 4: NHWC)")
-    oh, ow = (int(v) for v in cv.value(op, 1).reshape(-1))
+    size = [int(v) for v in cv.value(op, 1).reshape(-1)]
+    if len(size) != 2 or min(size) < 1:
+        raise cv.malformed(op, f"size {size} (expected [height, width], each at least 1)")
+    oh, ow = size
     mh, mw = bicubic_matrix(shape[1], oh, align, half), bicubic_matrix(shape[2], ow, align, half)
     cv.set_output(op, _resize_by_matrices(cv, op, mh, mw))
 

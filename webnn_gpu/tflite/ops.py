@@ -1529,20 +1529,23 @@ def _gelu(cv: Converter, op: OperatorInfo) -> None:
 
 
 def _self_difference(cv: Converter, op: OperatorInfo) -> OperatorInfo | None:
-    """The ``SUB(x, x)`` of a float ``x`` read by ``EQUAL(SUB(x, x), 0)``: how the converter writes
-    TensorFlow's ``IsFinite`` (``tf.math.is_finite``, ``keras.ops.isfinite``, ``nan_to_num``), else None."""
-    sub = cv.producer(op.inputs[0])
-    zero = cv.static(op, 1)
-    if sub is None or sub.name != "SUB" or sub.inputs[0] != sub.inputs[1] or zero is None or np.any(zero != 0):
-        return None
-    if cv.model.tensors[sub.inputs[0]].type_name not in ("FLOAT32", "FLOAT16"):
-        return None
-    if _opt(sub.options(_fb.SubOptions), "FusedActivationFunction", ACT_NONE) != ACT_NONE:
-        return None
-    return sub
+    """The ``SUB(x, x)`` of a float ``x`` read by ``EQUAL(SUB(x, x), 0)`` (or ``EQUAL(0, SUB(x,
+    x))``): how the converter writes TensorFlow's ``IsFinite`` (``tf.math.is_finite``,
+    ``keras.ops.isfinite``, ``nan_to_num``), else None."""
+    for side in (0, 1):
+        sub, zero = cv.producer(op.inputs[side]), cv.static(op, 1 - side)
+        if sub is None or sub.name != "SUB" or sub.inputs[0] != sub.inputs[1] or zero is None or np.any(zero != 0):
+            continue
+        x = cv.model.tensors[sub.inputs[0]]
+        if x.type_name not in ("FLOAT32", "FLOAT16"):
+            continue
+        if _opt(sub.options(_fb.SubOptions), "FusedActivationFunction", ACT_NONE) != ACT_NONE:
+            continue
+        return sub
+    return None
 
 
-@handles("EQUAL", webnn="equal (BOOL is uint8); EQUAL(SUB(x, x), 0) (TensorFlow's IsFinite) is "
+@handles("EQUAL", webnn="equal (BOOL is uint8); EQUAL(SUB(x, x), 0) or EQUAL(0, SUB(x, x)) (TensorFlow's IsFinite) is "
                         "logical_not(logical_or(is_nan(x), is_infinite(x)))")
 def _equal(cv: Converter, op: OperatorInfo) -> None:
     sub = _self_difference(cv, op)
@@ -1554,7 +1557,15 @@ def _equal(cv: Converter, op: OperatorInfo) -> None:
     b, label = cv.builder, cv.label(op)
     v = cv.operand(sub, 0)
     bad = b.logical_or(b.is_nan(v, label=label + "/nan"), b.is_infinite(v, label=label + "/inf"), label=label + "/bad")
-    cv.set_output(op, b.logical_not(bad, label=label))
+    zero = cv.tensor(op, 1 - op.inputs.index(sub.outputs[0]))
+    try:
+        shape = list(np.broadcast_shapes(tuple(v.shape), tuple(int(d) for d in zero.shape)))
+    except ValueError:
+        raise cv.malformed(op, f"shapes {list(v.shape)} and {list(zero.shape)} that do not broadcast") from None
+    if shape == list(v.shape):
+        cv.set_output(op, b.logical_not(bad, label=label))
+    else:  # (a zero of more dimensions broadcasts the result)
+        cv.set_output(op, b.expand(b.logical_not(bad, label=label + "/finite"), shape, label=label))
 
 
 for _name, _method in (("NOT_EQUAL", "not_equal"), ("GREATER", "greater"),
