@@ -46,10 +46,12 @@ except ImportError:  # run as a module from the repository root
 #: accumulation over at most a few hundred terms of unit-sized values; a rule at fault is off
 #: by about the values themselves)
 TOLERANCE = 2e-4
-#: the same for a float16 graph (``"dtype": "float16"`` in its description): every operator's
-#: result is rounded to float16 (a relative 4.9e-4) and the next one reads the rounded value
-#: (the graphs of every motif measured within 2.2e-3 on lavapipe; a rule at fault is still off by
-#: about the values themselves)
+#: the same for a float16 graph (``"dtype": "float16"`` in its description), plus, per element,
+#: twice what rounding every operator's result to float16 moves the reference (:func:`slack`: a
+#: graph that subtracts nearly equal values magnifies the rounding): every operator's result is
+#: rounded to float16 (a relative 4.9e-4) and the next one reads the rounded value (most graphs
+#: measured within 2.2e-3 of the float64 reference on lavapipe, a few up to 1.1e-2, all within
+#: 5e-4 of the rounded one; a rule at fault is still off by about the values themselves)
 TOLERANCE_16 = 1e-2
 
 
@@ -264,15 +266,30 @@ def declared_data(desc: dict) -> dict:
     return data
 
 
-def reference(desc: dict, data: dict | None = None) -> dict:
-    """float64 values of every output of the description."""
+def reference(desc: dict, data: dict | None = None, rounded: bool = False) -> dict:
+    """float64 values of every output of the description; with ``rounded``, every operator's
+    result is rounded to float16 before the next one reads it (what float16 arithmetic itself
+    loses on the graph)."""
     env = {k: v.astype(np.float64) for k, v in (data or declared_data(desc)).items()}
     for node in desc["nodes"]:
         args = [env[n] for n in node["in"]]
         kws = {k: env[n] for k, n in node.get("kw", {}).items()}
         with np.errstate(all="ignore"):
-            env[node["out"]] = REFERENCE[node["op"]](node.get("attrs", {}), *args, **kws)
+            y = REFERENCE[node["op"]](node.get("attrs", {}), *args, **kws)
+            env[node["out"]] = np.asarray(y).astype(np.float16).astype(np.float64) if rounded else y
     return {name: env[name] for name in desc["outputs"]}
+
+
+def slack(desc: dict, ref: dict) -> dict | None:
+    """For a float16 graph, the room float16 arithmetic needs per element beyond the tolerance:
+    twice the distance between the float64 reference and one that rounds every operator's result
+    to float16 (a graph that subtracts nearly equal values magnifies the rounding); None for
+    float32."""
+    if desc.get("dtype") != "float16":
+        return None
+    rounded = reference(desc, rounded=True)
+    with np.errstate(invalid="ignore"):
+        return {name: 2 * np.nan_to_num(np.abs(rounded[name] - r), nan=0.0, posinf=0.0) for name, r in ref.items()}
 
 
 # ---------------------------------------------------------------- the generator
@@ -1588,8 +1605,9 @@ def fired(ctx, desc: dict) -> set:
     return changed
 
 
-def compare(got: dict, ref: dict, tolerance: float = TOLERANCE) -> str:
-    """'' when every output is within ``tolerance`` of the reference, else what differs."""
+def compare(got: dict, ref: dict, tolerance: float = TOLERANCE, room: dict | None = None) -> str:
+    """'' when every output is within ``tolerance`` of the reference (plus ``room``, per element:
+    :func:`slack`), else what differs."""
     bad = []
     for name, r in ref.items():
         g = np.asarray(got[name], np.float64)
@@ -1598,22 +1616,23 @@ def compare(got: dict, ref: dict, tolerance: float = TOLERANCE) -> str:
             continue
         scale = max(1.0, float(np.max(np.abs(r))) if r.size else 1.0)
         err = np.abs(g - r)
-        tol = tolerance * scale
+        tol = tolerance * scale + (room[name] if room is not None else 0.0)
         if not np.all(err <= tol):  # (NaN fails too)
             k = int(np.nanargmax(np.where(np.isnan(err), np.inf, err)))
+            t = np.broadcast_to(tol, err.shape).reshape(-1)[k]
             bad.append(f"{name}: {int(np.sum(~(err <= tol)))} of {r.size} elements off (worst at flat index {k}: "
-                       f"got {g.reshape(-1)[k]:.6g}, reference {r.reshape(-1)[k]:.6g}; tolerance {tol:.3g})")
+                       f"got {g.reshape(-1)[k]:.6g}, reference {r.reshape(-1)[k]:.6g}; tolerance {t:.3g})")
     return "; ".join(bad)
 
 
-def attempt(ctx, desc: dict, spec: str | None, ref: dict) -> str:
+def attempt(ctx, desc: dict, spec: str | None, ref: dict, room: dict | None = None) -> str:
     """'' when the graph builds, runs and matches under ``WEBNN_GPU_PASSES=spec``, else why not."""
     with passes(spec):
         try:
             got = run(ctx, desc)
         except Exception as exc:  # noqa: BLE001 (a build error is a finding, named in the report)
             return f"{type(exc).__name__}: {exc}"
-    return compare(got, ref, TOLERANCE_16 if desc.get("dtype") == "float16" else TOLERANCE)
+    return compare(got, ref, TOLERANCE_16 if desc.get("dtype") == "float16" else TOLERANCE, room)
 
 
 @dataclass
@@ -1652,15 +1671,16 @@ def check(ctx, seed: int, index: int, desc: dict | None = None, motif: str | Non
     desc = desc or generate(seed, index, motif, dtype)
     rules = [r.fn for r in driver.rules()]  # (the order now: a test may add a rule)
     ref = reference(desc)
-    problem = attempt(ctx, desc, None, ref)
+    room = slack(desc, ref)
+    problem = attempt(ctx, desc, None, ref, room)
     if not problem:
         return None
     every = ",".join("-" + p.__name__ for p in rules)  # (WEBNN_GPU_PASSES=-all)
-    off = attempt(ctx, desc, every, ref)
+    off = attempt(ctx, desc, every, ref, room)
     culprits = []
     if not off:
         for p in rules:
-            if p is not dead_code and not attempt(ctx, desc, "-" + p.__name__, ref):
+            if p is not dead_code and not attempt(ctx, desc, "-" + p.__name__, ref, room):
                 culprits.append(p.__name__)
     return Finding(seed, index, desc, problem, off, culprits, motif or "")
 
