@@ -486,12 +486,13 @@ def test_magnitude_of_stacked_halves_is_one_reduction(ctx):
     np.testing.assert_allclose(loaded.compute(x)["mag"], ref, atol=1e-5 * np.abs(ref).max(), rtol=0)
 
 
-@pytest.mark.parametrize("opset, near_miss", [(18, False), (13, False), (18, True)])
+@pytest.mark.parametrize("opset, near_miss", [(18, ""), (13, ""), (18, "gate_read"), (18, "x_batch1")])
 def test_spelled_out_lstm_cell_is_one_recurrent_kernel(ctx, opset, near_miss):
     """Gemm(x) + Gemm(h) -> Split in 4 -> sigmoid/tanh gates -> c' = f * c + i * g,
     h' = o * tanh(c') (PyTorch's exported LSTMCell, Silero VAD's op18 file), with the gates in
     any order, runs as one recurrent kernel; c' may be read elsewhere too. Values as float64
-    NumPy. Near miss: a gate also read as a graph output keeps the ops as they are."""
+    NumPy. Near misses keep the ops as they are: a gate also read as a graph output; x of
+    batch 1 broadcast against h and c of batch 2."""
     rng = np.random.default_rng(12)
     B, I, H = 2, 6, 8
     wx = rng.standard_normal((4 * H, I)).astype(np.float32) * 0.5
@@ -519,14 +520,15 @@ def test_spelled_out_lstm_cell_is_one_recurrent_kernel(ctx, opset, near_miss):
              helper.make_node("Mul", ["tc", "a_o"], ["h2"]),
              helper.make_node("Relu", ["c2"], ["c2r"])]
     outs = [_vi("h2", TensorProto.FLOAT, None), _vi("c2r", TensorProto.FLOAT, None)]
-    if near_miss:
+    if near_miss == "gate_read":
         outs.append(_vi("a_i", TensorProto.FLOAT, None))
-    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [B, I]), _vi("h", TensorProto.FLOAT, [B, H]),
+    bx_ = 1 if near_miss == "x_batch1" else B
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [bx_, I]), _vi("h", TensorProto.FLOAT, [B, H]),
                        _vi("c", TensorProto.FLOAT, [B, H])], outs, inits, opset=opset)
     loaded = wonnx.load(m, ctx)
     templates = _templates(loaded)
-    assert any(t.startswith("recurrent/") for t in templates) != near_miss, templates
-    x, h, c = (rng.standard_normal((B, n)).astype(np.float32) for n in (I, H, H))
+    assert any(t.startswith("recurrent/") for t in templates) != bool(near_miss), templates
+    x, h, c = (rng.standard_normal((b, n)).astype(np.float32) for b, n in ((bx_, I), (B, H), (B, H)))
     z = x.astype(np.float64) @ wx.T.astype(np.float64) + bx + h.astype(np.float64) @ wh.astype(np.float64) + bh
     a = {r: z[:, k * H:(k + 1) * H] for k, r in enumerate(order)}
     sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
@@ -535,7 +537,7 @@ def test_spelled_out_lstm_cell_is_one_recurrent_kernel(ctx, opset, near_miss):
     got = loaded.compute({"x": x, "h": h, "c": c})
     np.testing.assert_allclose(got["h2"], h2, atol=1e-5, rtol=0)
     np.testing.assert_allclose(got["c2r"], np.maximum(c2, 0), atol=1e-5 * np.abs(c2).max(), rtol=0)
-    if near_miss:
+    if near_miss == "gate_read":
         np.testing.assert_allclose(got["a_i"], sig(a["i"]), atol=1e-6, rtol=0)
 
 
@@ -957,14 +959,16 @@ def test_split_of_a_shape_folds(ctx, opset):
     np.testing.assert_array_equal(wonnx.load(m, ctx, dims={"batch": 2}).compute(x)["y"], x[:, 1:7])
 
 
-@pytest.mark.parametrize("variant", ["tf2onnx", "biases_split", "near_miss_gate_read", "near_miss_not_one_minus"])
+@pytest.mark.parametrize("variant", ["tf2onnx", "biases_split", "near_miss_gate_read", "near_miss_not_one_minus",
+                                     "near_miss_product_read", "near_miss_x_batch1", "near_miss_split_sizes"])
 def test_spelled_out_gru_cell_is_one_recurrent_kernel(ctx, variant):
     """Keras' GRU cell (reset_after) as tf2onnx writes it: Gemm(x) -> Split in 3, Gemm(h) ->
     three Slices of its thirds (the last one to INT_MAX), z = sigmoid, r = sigmoid,
     n = tanh(x_n + r * h_n), h' = z * h + (1 - z) * n, runs as one recurrent kernel (also with
     the biases Squeezed from a Split of one known [2, 3H] tensor, as from_keras writes them).
     Values as float64 NumPy within 1e-5. Near misses keep the ops: a gate also read as an
-    output, (2 - z) in place of (1 - z)."""
+    output, (2 - z) in place of (1 - z), (1 - z) * n also read as an output, x of batch 1
+    broadcast against h of batch 2, the Split's sizes computed from a run-time shape."""
     rng = np.random.default_rng(21)
     B, I, H = 2, 5, 4
     wx = rng.standard_normal((I, 3 * H)).astype(np.float32) * 0.5
@@ -984,7 +988,9 @@ def test_spelled_out_gru_cell_is_one_recurrent_kernel(ctx, variant):
         inits.update(bx=bias[0], bh=bias[1])
     nodes = [*pre,
              helper.make_node("Gemm", ["x", "wx", "bx"], ["gx"]),
-             helper.make_node("Split", ["gx"], ["x_z", "x_r", "x_n"], axis=-1, num_outputs=3),
+             helper.make_node("Split", ["gx", "sizes"] if variant == "near_miss_split_sizes" else ["gx"],
+                              ["x_z", "x_r", "x_n"], axis=-1, **({} if variant == "near_miss_split_sizes" else
+                                                                  {"num_outputs": 3})),
              helper.make_node("Gemm", ["h", "wh", "bh"], ["gh"]),
              *[helper.make_node("Slice", ["gh", f"st{j}", f"en{j}", "ax"], [f"h_{g}"]) for j, g in enumerate("zrn")],
              helper.make_node("Add", ["x_z", "h_z"], ["pz"]), helper.make_node("Sigmoid", ["pz"], ["z"]),
@@ -993,22 +999,31 @@ def test_spelled_out_gru_cell_is_one_recurrent_kernel(ctx, variant):
              helper.make_node("Tanh", ["pn"], ["n"]),
              helper.make_node("Sub", ["one", "z"], ["omz"]), helper.make_node("Mul", ["omz", "n"], ["a"]),
              helper.make_node("Mul", ["z", "h"], ["b"]), helper.make_node("Add", ["b", "a"], ["h2"])]
+    if variant == "near_miss_split_sizes":  # [H, H, H] from h's shape: folds at the walk, not at the rewrite
+        inits["e"] = np.array([2], np.int64)
+        nodes[:0] = [helper.make_node("Shape", ["h"], ["hs"]), helper.make_node("Slice", ["hs", "one_i", "e"], ["hw"]),
+                     helper.make_node("Concat", ["hw", "hw", "hw"], ["sizes"], axis=0)]
+        inits["one_i"] = np.array([1], np.int64)
     outs = [_vi("h2", TensorProto.FLOAT, None)]
-    if variant == "near_miss_gate_read":
-        outs.append(_vi("r", TensorProto.FLOAT, None))
-    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [B, I]), _vi("h", TensorProto.FLOAT, [B, H])], outs,
+    if variant in ("near_miss_gate_read", "near_miss_product_read"):
+        outs.append(_vi("r" if variant == "near_miss_gate_read" else "a", TensorProto.FLOAT, None))
+    bx_ = 1 if variant == "near_miss_x_batch1" else B
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [bx_, I]), _vi("h", TensorProto.FLOAT, [B, H])], outs,
                [numpy_helper.from_array(a, k) for k, a in inits.items()], opset=18)
     loaded = wonnx.load(m, ctx)
     assert any(t.startswith("recurrent/") for t in _templates(loaded)) == (not variant.startswith("near")), \
         _templates(loaded)
-    x, h = rng.standard_normal((B, I)).astype(np.float32), rng.standard_normal((B, H)).astype(np.float32)
+    x, h = rng.standard_normal((bx_, I)).astype(np.float32), rng.standard_normal((B, H)).astype(np.float32)
     gx = x.astype(np.float64) @ wx + bias[0]
     gh = h.astype(np.float64) @ wh + bias[1]
     sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
     z, r = sig(gx[:, :H] + gh[:, :H]), sig(gx[:, H:2 * H] + gh[:, H:2 * H])
     n = np.tanh(gx[:, 2 * H:] + r * gh[:, 2 * H:])
     want = z * h + (float(inits["one"]) - z) * n
-    np.testing.assert_allclose(loaded.compute({"x": x, "h": h})["h2"], want, atol=1e-5 * np.abs(want).max(), rtol=0)
+    got = loaded.compute({"x": x, "h": h})
+    np.testing.assert_allclose(got["h2"], want, atol=1e-5 * np.abs(want).max(), rtol=0)
+    if variant == "near_miss_product_read":
+        np.testing.assert_allclose(got["a"], (1 - z) * n, atol=1e-5, rtol=0)
 
 
 def _recurrent_loop_model(cell, variant, T=4, I=3, H=4):
