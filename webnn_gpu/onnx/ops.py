@@ -838,9 +838,11 @@ def _global_pool(method):
     return h
 
 
-_h("GlobalAveragePool", to="average_pool2d over the whole plane (1-D, 3-D: over one column)")(_global_pool("average_pool2d"))
-_h("GlobalMaxPool", to="max_pool2d over the whole plane")(_global_pool("max_pool2d"))
-_h("GlobalLpPool", to="l2_pool2d over the whole plane (p=2)")(_global_pool("l2_pool2d"))
+#: What :func:`_global_pool` does with the spatial dimensions other than 2
+_GLOBAL_RANKS = "over the whole plane (1-D, 3-D: over one column)"
+_h("GlobalAveragePool", to=f"average_pool2d {_GLOBAL_RANKS}")(_global_pool("average_pool2d"))
+_h("GlobalMaxPool", to=f"max_pool2d {_GLOBAL_RANKS}")(_global_pool("max_pool2d"))
+_h("GlobalLpPool", to=f"l2_pool2d (p=2) {_GLOBAL_RANKS}")(_global_pool("l2_pool2d"))
 
 
 # ---------------------------------------------------------------- normalization
