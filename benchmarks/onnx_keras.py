@@ -279,6 +279,11 @@ def format_table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Export the chosen Keras models with tf2onnx where not cached (in the TensorFlow
+    environment ``--tf-python``), then load each ONNX file and print a table of its largest
+    error against ONNX Runtime, its kernel count and (``--rounds`` > 0) its time beside ONNX
+    Runtime's; with ``--ab VAR=VALUE``, time each model with and without that setting instead.
+    Returns the exit status (0; a model that does not export is a row with its reason)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="*", default=MODELS, choices=MODELS, metavar="NAME")
     parser.add_argument("--reexport", action="store_true", help="convert the models again")

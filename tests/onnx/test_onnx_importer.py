@@ -486,12 +486,13 @@ def test_magnitude_of_stacked_halves_is_one_reduction(ctx):
     np.testing.assert_allclose(loaded.compute(x)["mag"], ref, atol=1e-5 * np.abs(ref).max(), rtol=0)
 
 
-@pytest.mark.parametrize("opset, near_miss", [(18, False), (13, False), (18, True)])
+@pytest.mark.parametrize("opset, near_miss", [(18, ""), (13, ""), (18, "gate_read"), (18, "x_batch1")])
 def test_spelled_out_lstm_cell_is_one_recurrent_kernel(ctx, opset, near_miss):
     """Gemm(x) + Gemm(h) -> Split in 4 -> sigmoid/tanh gates -> c' = f * c + i * g,
     h' = o * tanh(c') (PyTorch's exported LSTMCell, Silero VAD's op18 file), with the gates in
     any order, runs as one recurrent kernel; c' may be read elsewhere too. Values as float64
-    NumPy. Near miss: a gate also read as a graph output keeps the ops as they are."""
+    NumPy. Near misses keep the ops as they are: a gate also read as a graph output; x of
+    batch 1 broadcast against h and c of batch 2."""
     rng = np.random.default_rng(12)
     B, I, H = 2, 6, 8
     wx = rng.standard_normal((4 * H, I)).astype(np.float32) * 0.5
@@ -519,14 +520,15 @@ def test_spelled_out_lstm_cell_is_one_recurrent_kernel(ctx, opset, near_miss):
              helper.make_node("Mul", ["tc", "a_o"], ["h2"]),
              helper.make_node("Relu", ["c2"], ["c2r"])]
     outs = [_vi("h2", TensorProto.FLOAT, None), _vi("c2r", TensorProto.FLOAT, None)]
-    if near_miss:
+    if near_miss == "gate_read":
         outs.append(_vi("a_i", TensorProto.FLOAT, None))
-    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [B, I]), _vi("h", TensorProto.FLOAT, [B, H]),
+    bx_ = 1 if near_miss == "x_batch1" else B
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [bx_, I]), _vi("h", TensorProto.FLOAT, [B, H]),
                        _vi("c", TensorProto.FLOAT, [B, H])], outs, inits, opset=opset)
     loaded = wonnx.load(m, ctx)
     templates = _templates(loaded)
-    assert any(t.startswith("recurrent/") for t in templates) != near_miss, templates
-    x, h, c = (rng.standard_normal((B, n)).astype(np.float32) for n in (I, H, H))
+    assert any(t.startswith("recurrent/") for t in templates) != bool(near_miss), templates
+    x, h, c = (rng.standard_normal((b, n)).astype(np.float32) for b, n in ((bx_, I), (B, H), (B, H)))
     z = x.astype(np.float64) @ wx.T.astype(np.float64) + bx + h.astype(np.float64) @ wh.astype(np.float64) + bh
     a = {r: z[:, k * H:(k + 1) * H] for k, r in enumerate(order)}
     sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
@@ -535,7 +537,7 @@ def test_spelled_out_lstm_cell_is_one_recurrent_kernel(ctx, opset, near_miss):
     got = loaded.compute({"x": x, "h": h, "c": c})
     np.testing.assert_allclose(got["h2"], h2, atol=1e-5, rtol=0)
     np.testing.assert_allclose(got["c2r"], np.maximum(c2, 0), atol=1e-5 * np.abs(c2).max(), rtol=0)
-    if near_miss:
+    if near_miss == "gate_read":
         np.testing.assert_allclose(got["a_i"], sig(a["i"]), atol=1e-6, rtol=0)
 
 
@@ -957,14 +959,16 @@ def test_split_of_a_shape_folds(ctx, opset):
     np.testing.assert_array_equal(wonnx.load(m, ctx, dims={"batch": 2}).compute(x)["y"], x[:, 1:7])
 
 
-@pytest.mark.parametrize("variant", ["tf2onnx", "biases_split", "near_miss_gate_read", "near_miss_not_one_minus"])
+@pytest.mark.parametrize("variant", ["tf2onnx", "biases_split", "near_miss_gate_read", "near_miss_not_one_minus",
+                                     "near_miss_product_read", "near_miss_x_batch1", "near_miss_split_sizes"])
 def test_spelled_out_gru_cell_is_one_recurrent_kernel(ctx, variant):
     """Keras' GRU cell (reset_after) as tf2onnx writes it: Gemm(x) -> Split in 3, Gemm(h) ->
     three Slices of its thirds (the last one to INT_MAX), z = sigmoid, r = sigmoid,
     n = tanh(x_n + r * h_n), h' = z * h + (1 - z) * n, runs as one recurrent kernel (also with
     the biases Squeezed from a Split of one known [2, 3H] tensor, as from_keras writes them).
     Values as float64 NumPy within 1e-5. Near misses keep the ops: a gate also read as an
-    output, (2 - z) in place of (1 - z)."""
+    output, (2 - z) in place of (1 - z), (1 - z) * n also read as an output, x of batch 1
+    broadcast against h of batch 2, the Split's sizes computed from a run-time shape."""
     rng = np.random.default_rng(21)
     B, I, H = 2, 5, 4
     wx = rng.standard_normal((I, 3 * H)).astype(np.float32) * 0.5
@@ -984,7 +988,9 @@ def test_spelled_out_gru_cell_is_one_recurrent_kernel(ctx, variant):
         inits.update(bx=bias[0], bh=bias[1])
     nodes = [*pre,
              helper.make_node("Gemm", ["x", "wx", "bx"], ["gx"]),
-             helper.make_node("Split", ["gx"], ["x_z", "x_r", "x_n"], axis=-1, num_outputs=3),
+             helper.make_node("Split", ["gx", "sizes"] if variant == "near_miss_split_sizes" else ["gx"],
+                              ["x_z", "x_r", "x_n"], axis=-1, **({} if variant == "near_miss_split_sizes" else
+                                                                  {"num_outputs": 3})),
              helper.make_node("Gemm", ["h", "wh", "bh"], ["gh"]),
              *[helper.make_node("Slice", ["gh", f"st{j}", f"en{j}", "ax"], [f"h_{g}"]) for j, g in enumerate("zrn")],
              helper.make_node("Add", ["x_z", "h_z"], ["pz"]), helper.make_node("Sigmoid", ["pz"], ["z"]),
@@ -993,22 +999,31 @@ def test_spelled_out_gru_cell_is_one_recurrent_kernel(ctx, variant):
              helper.make_node("Tanh", ["pn"], ["n"]),
              helper.make_node("Sub", ["one", "z"], ["omz"]), helper.make_node("Mul", ["omz", "n"], ["a"]),
              helper.make_node("Mul", ["z", "h"], ["b"]), helper.make_node("Add", ["b", "a"], ["h2"])]
+    if variant == "near_miss_split_sizes":  # [H, H, H] from h's shape: folds at the walk, not at the rewrite
+        inits["e"] = np.array([2], np.int64)
+        nodes[:0] = [helper.make_node("Shape", ["h"], ["hs"]), helper.make_node("Slice", ["hs", "one_i", "e"], ["hw"]),
+                     helper.make_node("Concat", ["hw", "hw", "hw"], ["sizes"], axis=0)]
+        inits["one_i"] = np.array([1], np.int64)
     outs = [_vi("h2", TensorProto.FLOAT, None)]
-    if variant == "near_miss_gate_read":
-        outs.append(_vi("r", TensorProto.FLOAT, None))
-    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [B, I]), _vi("h", TensorProto.FLOAT, [B, H])], outs,
+    if variant in ("near_miss_gate_read", "near_miss_product_read"):
+        outs.append(_vi("r" if variant == "near_miss_gate_read" else "a", TensorProto.FLOAT, None))
+    bx_ = 1 if variant == "near_miss_x_batch1" else B
+    m = _model(nodes, [_vi("x", TensorProto.FLOAT, [bx_, I]), _vi("h", TensorProto.FLOAT, [B, H])], outs,
                [numpy_helper.from_array(a, k) for k, a in inits.items()], opset=18)
     loaded = wonnx.load(m, ctx)
     assert any(t.startswith("recurrent/") for t in _templates(loaded)) == (not variant.startswith("near")), \
         _templates(loaded)
-    x, h = rng.standard_normal((B, I)).astype(np.float32), rng.standard_normal((B, H)).astype(np.float32)
+    x, h = rng.standard_normal((bx_, I)).astype(np.float32), rng.standard_normal((B, H)).astype(np.float32)
     gx = x.astype(np.float64) @ wx + bias[0]
     gh = h.astype(np.float64) @ wh + bias[1]
     sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
     z, r = sig(gx[:, :H] + gh[:, :H]), sig(gx[:, H:2 * H] + gh[:, H:2 * H])
     n = np.tanh(gx[:, 2 * H:] + r * gh[:, 2 * H:])
     want = z * h + (float(inits["one"]) - z) * n
-    np.testing.assert_allclose(loaded.compute({"x": x, "h": h})["h2"], want, atol=1e-5 * np.abs(want).max(), rtol=0)
+    got = loaded.compute({"x": x, "h": h})
+    np.testing.assert_allclose(got["h2"], want, atol=1e-5 * np.abs(want).max(), rtol=0)
+    if variant == "near_miss_product_read":
+        np.testing.assert_allclose(got["a"], (1 - z) * n, atol=1e-5, rtol=0)
 
 
 def _recurrent_loop_model(cell, variant, T=4, I=3, H=4):
@@ -1016,11 +1031,15 @@ def _recurrent_loop_model(cell, variant, T=4, I=3, H=4):
     ``xs [8, 1, I]`` whose body gathers step ``i`` (a carried counter), runs an LSTM cell
     (``Gemm(x, W, C = Reshape(MatMul(h, R))) + b``, TF's i, f, g, o parts) or a GRU cell
     (reset_after) and stops when ``i + 1 == T``; outputs: the final states and every step's
-    ``h`` as a scan output (through a Reshape). ``variant``: "fires"; "relu_scan" (the scan
-    output is a Relu of ``h``); "c_scan" (the LSTM's cell state as the scan output); "stride2"
-    (the step read is ``xs[2 i]``)."""
+    ``h`` as a scan output (through a Reshape). ``cell`` "lstm_node": an ONNX LSTM node of one
+    step between reshapes. ``variant``: "fires"; "relu_scan" (the scan output is a Relu of
+    ``h``); "c_scan" (the LSTM's cell state as the scan output); "stride2" (the step read is
+    ``xs[2 i]``); "w_carried" (``W`` a carried value halved each step); "outer_limit" (the
+    limit is ``Shape(L)[1]`` of an outer run-time input ``L [1, T]``); "computed_back" (the
+    LSTM node's ``Y_h`` reshaped back to a shape computed by a Concat); "no_y_c" (an LSTM
+    node without ``Y_c``, the cell state passed through)."""
     rng = np.random.default_rng(22)
-    G = 4 if cell == "lstm" else 3
+    G = 3 if cell == "gru" else 4
     big = 2 ** 31 - 1
     w = {"W": rng.standard_normal((I, G * H)) * 0.5, "R": rng.standard_normal((H, G * H)) * 0.5,
          "b": rng.standard_normal(G * H), "bh": rng.standard_normal(G * H)}
@@ -1037,9 +1056,27 @@ def _recurrent_loop_model(cell, variant, T=4, I=3, H=4):
         idx = "i2"
     body += [helper.make_node("Gather", ["xs_in", idx], ["x3"], axis=0),
              helper.make_node("Reshape", ["x3", "xflat"], ["x"])]
-    if cell == "lstm":
+    wn = "W_in" if variant == "w_carried" else "W"
+    if variant == "w_carried":
+        inits["half"] = np.array(0.5, np.float32)
+        body.append(helper.make_node("Mul", ["W_in", "half"], ["W_out"]))
+    if cell == "lstm_node":  # ONNX's iofc gates, W [1, 4H, I], R [1, 4H, H], B [1, 8H]
+        inits.update(Wn=inits["W"].T[None].copy(), Rn=inits["R"].T[None].copy(),
+                     Bn=np.concatenate([inits["b"], inits["bh"]])[None], one1=np.array([1], np.int64),
+                     h1=np.array([H], np.int64), x3d=np.array([1, 1, I], np.int64))
+        back = "hshape" if variant == "computed_back" else "xflat_h"
+        inits["xflat_h"] = np.array([1, H], np.int64)
+        body += [helper.make_node("Reshape", ["x", "x3d"], ["xn"]), helper.make_node("Reshape", ["h_in", "step3"], ["hn"]),
+                 helper.make_node("Reshape", ["c_in", "step3"], ["cn"]),
+                 helper.make_node("LSTM", ["xn", "Wn", "Rn", "Bn", "", "hn", "cn"],
+                                  ["", "yh"] + ([] if variant == "no_y_c" else ["yc"]), hidden_size=H),
+                 helper.make_node("Concat", ["one1", "h1"], ["hshape"], axis=0),
+                 helper.make_node("Reshape", ["yh", back], ["h_out"]),
+                 helper.make_node("Identity", ["c_in"], ["c_out"]) if variant == "no_y_c" else
+                 helper.make_node("Reshape", ["yc", "xflat_h"], ["c_out"])]
+    elif cell == "lstm":
         body += [helper.make_node("MatMul", ["h_in", "R"], ["hr"]), helper.make_node("Reshape", ["hr", "flat"], ["hr1"]),
-                 helper.make_node("Gemm", ["x", "W", "hr1"], ["gz"]), helper.make_node("Add", ["gz", "b"], ["z"]),
+                 helper.make_node("Gemm", ["x", wn, "hr1"], ["gz"]), helper.make_node("Add", ["gz", "b"], ["z"]),
                  helper.make_node("Split", ["z"], ["zi", "zf", "zg", "zo"], axis=1, num_outputs=4),
                  helper.make_node("Sigmoid", ["zi"], ["ai"]), helper.make_node("Sigmoid", ["zf"], ["af"]),
                  helper.make_node("Tanh", ["zg"], ["ag"]), helper.make_node("Sigmoid", ["zo"], ["ao"]),
@@ -1047,7 +1084,7 @@ def _recurrent_loop_model(cell, variant, T=4, I=3, H=4):
                  helper.make_node("Add", ["fc", "ig"], ["c_out"]), helper.make_node("Tanh", ["c_out"], ["tc"]),
                  helper.make_node("Mul", ["ao", "tc"], ["h_out"])]
     else:
-        body += [helper.make_node("Gemm", ["x", "W", "b"], ["gx"]),
+        body += [helper.make_node("Gemm", ["x", wn, "b"], ["gx"]),
                  helper.make_node("Split", ["gx"], ["x_z", "x_r", "x_n"], axis=-1, num_outputs=3),
                  helper.make_node("Gemm", ["h_in", "R", "bh"], ["gh"]),
                  *[helper.make_node("Slice", ["gh", f"st{j}", f"en{j}", "ax"], [f"h_{g}"]) for j, g in enumerate("zrn")],
@@ -1063,43 +1100,56 @@ def _recurrent_loop_model(cell, variant, T=4, I=3, H=4):
              helper.make_node("Add", ["i_in", "one"], ["i_out"]),
              helper.make_node("Less", ["i_out", "limit"], ["cond_out"]),
              helper.make_node("Identity", ["xs_in"], ["xs_out"])]
+    if variant == "outer_limit":
+        body[-2:-1] = [helper.make_node("Shape", ["L"], ["Ls"]), helper.make_node("Gather", ["Ls", "one"], ["lim"], axis=0),
+                       helper.make_node("Less", ["i_out", "lim"], ["cond_out"])]
     inits["xflat"] = np.array([1, I], np.int64)
-    state = [("h", "h_in", "h_out")] + ([("c", "c_in", "c_out")] if cell == "lstm" else [])
+    state = [("h", "h_in", "h_out")] + ([] if cell == "gru" else [("c", "c_in", "c_out")])
+    w_state = [_vi("W_in" if k == 0 else "W_out", TensorProto.FLOAT, [I, G * H]) for k in range(2)] \
+        if variant == "w_carried" else []
     g = helper.make_graph(
         body, "body",
         [_vi("iter", TensorProto.INT64, []), _vi("cond_in", TensorProto.BOOL, []), _vi("i_in", TensorProto.INT64, []),
-         *[_vi(si, TensorProto.FLOAT, [1, H]) for _, si, _ in state], _vi("xs_in", TensorProto.FLOAT, [8, 1, I])],
+         *[_vi(si, TensorProto.FLOAT, [1, H]) for _, si, _ in state], _vi("xs_in", TensorProto.FLOAT, [8, 1, I]),
+         *w_state[:1]],
         [_vi("cond_out", TensorProto.BOOL, []), _vi("i_out", TensorProto.INT64, []),
          *[_vi(so, TensorProto.FLOAT, [1, H]) for _, _, so in state], _vi("xs_out", TensorProto.FLOAT, [8, 1, I]),
-         _vi("scan", TensorProto.FLOAT, [1, 1, H])])
+         *w_state[1:], _vi("scan", TensorProto.FLOAT, [1, 1, H])])
     outer = [n for n, _, _ in state]
-    loop = helper.make_node("Loop", ["M", "true", "i0", *[f"{s}0" for s in outer], "xs"],
-                            ["i_n", *[f"{s}_n" for s in outer], "xs_n", "hs"], body=g)
+    w_loop = ["W"] if variant == "w_carried" else []
+    loop = helper.make_node("Loop", ["M", "true", "i0", *[f"{s}0" for s in outer], "xs", *w_loop],
+                            ["i_n", *[f"{s}_n" for s in outer], "xs_n", *[f"{w}_n" for w in w_loop], "hs"], body=g)
+    limit = [_vi("L", TensorProto.FLOAT, [1, T])] if variant == "outer_limit" else []
     return _model([loop], [_vi("xs", TensorProto.FLOAT, [8, 1, I]), *[_vi(f"{s}0", TensorProto.FLOAT, [1, H])
-                                                                      for s in outer]],
+                                                                      for s in outer], *limit],
                   [*[_vi(f"{s}_n", TensorProto.FLOAT, None) for s in outer], _vi("hs", TensorProto.FLOAT, None)],
                   [numpy_helper.from_array(a, k) for k, a in inits.items()], opset=18)
 
 
 @pytest.mark.parametrize("cell, variant", [(c, v) for c in ("lstm", "gru") for v in ("fires", "relu_scan", "stride2")]
-                         + [("lstm", "c_scan")])
+                         + [("lstm", "c_scan"), ("lstm", "w_carried"), ("gru", "w_carried"), ("lstm", "outer_limit"),
+                            ("lstm_node", "fires"), ("lstm_node", "computed_back"), ("lstm_node", "no_y_c")])
 def test_loop_of_one_recurrent_step_is_one_sequence_kernel(ctx, cell, variant):
     """A Loop whose body is one LSTM or GRU cell on step i of a loop-invariant sequence (i a
     counter that goes k0, k0 + 1, ...) is one recurrent node over the sequence's first T steps:
     one recurrent kernel where the written-out loop has T; final states and the stacked
-    per-step output within 1e-5 of ONNX Runtime's magnitude. Near misses are written out per
-    step (T kernels), same values: a scan output that is not a movement of h (a Relu; the cell
-    state), steps read at 2 i."""
+    per-step output within 1e-5 of ONNX Runtime's magnitude; also an ONNX LSTM node's step, its
+    state reshaped back to a shape a Concat computes. Near misses are written out per step (T
+    kernels), same values: a scan output that is not a movement of h (a Relu; the cell state),
+    steps read at 2 i, a carried weight that changes each step, a limit from an outer run-time
+    value's shape, an LSTM node without Y_c."""
     m = _recurrent_loop_model(cell, variant)
     rng = np.random.default_rng(23)
     feeds = {"xs": rng.standard_normal((8, 1, 3)).astype(np.float32), "h0": rng.standard_normal((1, 4)).astype(np.float32)}
-    if cell == "lstm":
+    if cell != "gru":
         feeds["c0"] = rng.standard_normal((1, 4)).astype(np.float32)
+    if variant == "outer_limit":
+        feeds["L"] = np.zeros((1, 4), np.float32)
     want = _ort_run(m, feeds)
     loaded = wonnx.load(m, ctx)
     kernels = [t for t in _templates(loaded) if t.startswith("recurrent/")]
-    assert len(kernels) == (1 if variant == "fires" else 4), _templates(loaded)
-    got = loaded.compute(feeds)
+    assert len(kernels) == (1 if variant in ("fires", "computed_back") else 4), _templates(loaded)
+    got = loaded.compute({k: v for k, v in feeds.items() if k in loaded.inputs})  # L: only its shape is read
     for k, ref in zip([o.name for o in m.graph.output], want):
         assert got[k].shape == ref.shape, k
         np.testing.assert_allclose(got[k], ref, atol=1e-5 * np.abs(ref).max(), rtol=0)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .convert import FAILED, Unsupported
-from .rewrite import rewrite
+from .rewrite import _known_consts, rewrite
 
 __all__ = ["HANDLERS", "MAPPED_TO", "reshape_target", "slice_params", "reduce_axes"]
 
@@ -838,9 +838,11 @@ def _global_pool(method):
     return h
 
 
-_h("GlobalAveragePool", to="average_pool2d over the whole plane (1-D, 3-D: over one column)")(_global_pool("average_pool2d"))
-_h("GlobalMaxPool", to="max_pool2d over the whole plane")(_global_pool("max_pool2d"))
-_h("GlobalLpPool", to="l2_pool2d over the whole plane (p=2)")(_global_pool("l2_pool2d"))
+#: What :func:`_global_pool` does with the spatial dimensions other than 2
+_GLOBAL_RANKS = "over the whole plane (1-D, 3-D: over one column)"
+_h("GlobalAveragePool", to=f"average_pool2d {_GLOBAL_RANKS}")(_global_pool("average_pool2d"))
+_h("GlobalMaxPool", to=f"max_pool2d {_GLOBAL_RANKS}")(_global_pool("max_pool2d"))
+_h("GlobalLpPool", to=f"l2_pool2d (p=2) {_GLOBAL_RANKS}")(_global_pool("l2_pool2d"))
 
 
 # ---------------------------------------------------------------- normalization
@@ -1887,18 +1889,32 @@ def _sequence_loop(c, n, g, trips, cond, carried):
     n_carried = len(carried)
     ins = [i.name for i in g.input]
     outs = [o.name for o in g.output]
+    def passes_in(producer, k):
+        """The Identity of ``producer`` (value -> node) that passes carried value ``k``
+        through unchanged (or True), else None."""
+        v = outs[1 + k]
+        p = producer.get(v)
+        return True if v == ins[2 + k] else p if p is not None and p.op_type == "Identity" \
+            and p.domain in ("", "ai.onnx") and p.input[0] == ins[2 + k] else None
+
+    # the values that hold in every iteration: the outer ones, the body's initializers and the
+    # carried values passed through unchanged (the iteration number, the condition and every
+    # other carried value change: they count only for folding the counters and the condition)
     env = dict(c.env)
     for t in g.initializer:
         env[t.name] = numpy_helper.to_array(t)
-    env[ins[0]], env[ins[1]] = np.array(0, np.int64), np.array(cond)
-    env.update(zip(ins[2:], carried))
+    body_producer = {o: p for p in g.node for o in p.output if o}
+    env.update((ins[2 + k], v) for k, v in enumerate(carried) if passes_in(body_producer, k) is not None)
     nodes = rewrite(g.node, env, outs)
+    env = _known_consts(nodes, env)  # and what folds from them (a reshape target's Concat)
     rec = [p for p in nodes if p.op_type in ("LSTM", "GRU") and p.domain in ("", "ai.onnx")]
     if len(rec) != 1:
         return None
     rn = rec[0]
     lstm = rn.op_type == "LSTM"
     attrs = {a.name: helper.get_attribute_value(a) for a in rn.attribute}
+    if len(rn.output) < 2 + lstm or not all(rn.output[1:2 + lstm]):
+        return None  # a final state not produced (its carried value could not be fed)
     if set(attrs) - {"hidden_size", "linear_before_reset"} or len(rn.input) < 6 or any(
             not isinstance(env.get(i), np.ndarray) for i in rn.input[1:4]) or (len(rn.input) > 4 and rn.input[4]) \
             or (lstm and (len(rn.input) != 7 or not rn.input[6])):
@@ -1922,9 +1938,7 @@ def _sequence_loop(c, n, g, trips, cond, carried):
         return None
     def passes(k):
         """The Identity that passes carried value ``k`` through unchanged (or True), else None."""
-        v = outs[1 + k]
-        p = made_by(v, "Identity")
-        return True if v == ins[2 + k] else p if p is not None and p.input[0] == ins[2 + k] else None
+        return passes_in(producer, k)
 
     seq_name, idx_name = gx.input
     if seq_name in producer or idx_name not in ins[2:] or (seq_name in ins[2:] and passes(ins.index(seq_name) - 2)
@@ -1943,7 +1957,8 @@ def _sequence_loop(c, n, g, trips, cond, carried):
             r_in = made_by(src, "Reshape")
         back = [p for p in readers.get(s_out, []) if p.op_type == "Reshape"]
         if src == s_in or src not in ins[2:] or len(readers.get(s_out, [])) != 1 or len(back) != 1 \
-                or len(readers.get(src, [])) != 1:
+                or len(readers.get(src, [])) != 1 or not all(isinstance(env.get(i), np.ndarray)
+                                                              for i in back[0].input[1:] if i):
             return None
         slots.append((ins.index(src) - 2, back[0]))
         pattern.add(id(back[0]))
@@ -1984,6 +1999,7 @@ def _sequence_loop(c, n, g, trips, cond, carried):
     # the iterations: run the folding part until the condition fails
     known_nodes = [p for p in nodes if not any(o in runtime for o in p.output if o)]
     values = {k: v for k, v in env.items() if isinstance(v, np.ndarray)}
+    values.update((ins[2 + k], v) for k, v in enumerate(carried) if c.is_known(v))
     cond_now, order, i = cond, [], 0
     while cond_now and (trips is None or i < trips):
         if i == LOOP_MAX_UNROLL:
@@ -1992,8 +2008,9 @@ def _sequence_loop(c, n, g, trips, cond, carried):
         order.append(int(np.asarray(values.get(idx_name)).reshape(-1)[0]) if idx_name in values else None)
         for p in known_nodes:
             node = c._node(p)
-            args = [values.get(a) if a else None for a in p.input]
-            folded = fold(node, args) if all(a is None or isinstance(a, np.ndarray) for a in args) else None
+            if any(a and not isinstance(values.get(a), np.ndarray) for a in p.input):
+                return None  # reads a run-time value of the outer graph: the per-step form
+            folded = fold(node, [values[a] if a else None for a in p.input])
             if folded is None:
                 return None
             values.update((o, np.asarray(v)) for o, v in zip(p.output, folded) if o and v is not None)

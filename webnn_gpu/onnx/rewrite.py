@@ -296,6 +296,27 @@ def _plain_gemm(p, known: dict):
     return p.input[0], w, b
 
 
+def _equal_split(split, known: dict, H: int) -> bool:
+    """Whether Split node ``split`` cuts its input into parts of ``H`` each (its ``split``
+    sizes, input or attribute, all ``H``, or none given); False when the sizes are a value not
+    known at load time."""
+    if len(split.input) > 1 and split.input[1]:
+        sizes = known.get(split.input[1])
+        if not isinstance(sizes, np.ndarray):
+            return False
+    else:
+        sizes = _attr(split, "split", None)
+    return sizes is None or [int(v) for v in np.asarray(sizes).reshape(-1)] == [H] * len(split.output)
+
+
+def _one_batch(known: dict, names) -> bool:
+    """False when a value of ``names`` whose shape is known at load time (a constant or a
+    run-time operand in ``known``) is not 2-D or two of them differ in their first axis (ONNX
+    would broadcast the batch, a recurrent node of one step does not); True otherwise."""
+    shapes = [tuple(s) for v in names if (s := getattr(known.get(v), "shape", None)) is not None]
+    return all(len(s) == 2 for s in shapes) and len({s[0] for s in shapes}) <= 1
+
+
 def _splice(nodes: list, replaced: dict, drop: set) -> list:
     """``nodes`` with node ``k`` replaced by the list ``replaced[k]`` and the nodes of ``drop``
     left out (``nodes`` itself where nothing was replaced)."""
@@ -383,7 +404,6 @@ def fuse_lstm_cell(nodes, env: dict, outputs) -> list:
         ka = prod(split.input[0], "Add")
         if ka is None or uses[split.input[0]] != 1 or len(nodes[ka].input) != 2:
             continue
-        sizes = known.get(split.input[1]) if len(split.input) > 1 and split.input[1] else _attr(split, "split", None)
         kg = [prod(i, "Gemm") for i in nodes[ka].input]
         if None in kg or kg[0] == kg[1] or any(uses[i] != 1 for i in nodes[ka].input):
             continue
@@ -392,7 +412,7 @@ def fuse_lstm_cell(nodes, env: dict, outputs) -> list:
             continue
         H = gs[0][1].shape[0] // 4
         axis = int(_attr(split, "axis", 0))
-        if axis not in (1, -1) or (sizes is not None and list(np.asarray(sizes).reshape(-1)) != [H] * 4):
+        if axis not in (1, -1) or not _equal_split(split, known, H):
             continue
         # each part's activation, by role
         act = {}
@@ -447,7 +467,7 @@ def fuse_lstm_cell(nodes, env: dict, outputs) -> list:
         (x0, w0, b0), (x1, w1, b1) = gs
         if w1.shape[1] != H:
             (x0, w0, b0), (x1, w1, b1) = (x1, w1, b1), (x0, w0, b0)
-        if w1.shape[1] != H:
+        if w1.shape[1] != H or not _one_batch(known, (x0, x1, c_prev)):
             continue
         order = [i_part, o_part, f_part, g_part]  # ONNX's iofc
         dt = known[nodes[kg[0]].input[1]].dtype
@@ -544,8 +564,7 @@ def fuse_gru_cell(nodes, env: dict, outputs) -> list:
         if gx is None or gx[1].shape[0] % 3:
             continue
         H = gx[1].shape[0] // 3
-        sizes = known.get(split.input[1]) if len(split.input) > 1 and split.input[1] else _attr(split, "split", None)
-        if sizes is not None and [int(v) for v in np.asarray(sizes).reshape(-1)] != [H] * 3:
+        if not _equal_split(split, known, H):
             continue
         adds = [sole_reader(o, "Add") for o in split.output]
         if None in adds:
@@ -588,8 +607,8 @@ def fuse_gru_cell(nodes, env: dict, outputs) -> list:
         if kzh is None or ksub is None or uses[nodes[kzh].output[0]] != 1:
             continue
         kzn = sole_reader(nodes[ksub].output[0], "Mul")
-        if kzn is None or sorted(nodes[kzn].input) != sorted([nodes[ksub].output[0], n]) \
-                or sole_reader(n, "Mul") != kzn:
+        if kzn is None or uses[nodes[kzn].output[0]] != 1 \
+                or sorted(nodes[kzn].input) != sorted([nodes[ksub].output[0], n]) or sole_reader(n, "Mul") != kzn:
             continue
         kout = sole_reader(nodes[kzh].output[0], "Add")
         if kout is None or sorted(nodes[kout].input) != sorted([nodes[kzh].output[0], nodes[kzn].output[0]]):
@@ -598,6 +617,8 @@ def fuse_gru_cell(nodes, env: dict, outputs) -> list:
         if pattern & (drop | set(replaced)) or len(pattern) != 17 or max(pattern) != kout:
             continue
         (x, wx, bx), (_, wh, bh) = gx, gh
+        if not _one_batch(known, (x, h)):
+            continue
         dt = known[nodes[kx].input[1]].dtype
         roles = [jz, jr, jn]  # ONNX's zrh
 
