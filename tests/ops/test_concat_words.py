@@ -20,15 +20,16 @@ def _words_device(ctx):
     return ctx._tuning == "lane-loop" and "shader-int64" in ctx.features
 
 
-def _both_forms(ctx, monkeypatch, build, inputs, words: bool):
-    """The graph's outputs with words (the default) and with vec4s forced, checked bit-identical;
-    whether the default form's kernel moves words is ``words`` (on a device that has them)."""
+def _both_forms(ctx, monkeypatch, build, inputs, words: bool, force_words: str = ""):
+    """The graph's outputs with words (the default, or ``force_words="words"`` where the default
+    keeps vec4s) and with vec4s forced, checked bit-identical; whether the words form's kernel
+    moves words is ``words`` (on a device that has them)."""
     outs = {}
-    for force in ("vec4", ""):
+    for force in ("vec4", force_words):
         monkeypatch.setenv("WEBNN_GPU_FORCE_CONCAT_WORDS", force)
         text = _concat_text(ctx, build, inputs)
-        assert ("u64" in text) == (force == "" and words and _words_device(ctx)), text
-        outs[force or "words"] = run_graph(ctx, build, inputs)
+        assert ("u64" in text) == (force != "vec4" and words and _words_device(ctx)), text
+        outs["vec4" if force == "vec4" else "words"] = run_graph(ctx, build, inputs)
     for name, got in outs["words"].items():
         np.testing.assert_array_equal(got.view(np.uint8), outs["vec4"][name].view(np.uint8))
     return outs["words"]
@@ -81,7 +82,8 @@ def test_a_map_the_concat_alone_feeds_as_words(ctx, rng, monkeypatch, dt, tol):
 
 
 def test_an_operand_read_per_element_with_words(ctx, rng, monkeypatch):
-    """concat([class token, patches], 1) + a position embedding (read per element, not per channel)."""
+    """concat([class token, patches], 1) + a position embedding (read per element, not per channel:
+    no operand words, so words only when forced)."""
     cls = rng.standard_normal((1, 1, 8)).astype(np.float32)
     pos = rng.standard_normal((6, 8)).astype(np.float32)
     x = rng.standard_normal((1, 5, 8)).astype(np.float32)
@@ -89,7 +91,7 @@ def test_an_operand_read_per_element_with_words(ctx, rng, monkeypatch):
     def build(b, o):
         return {"z": b.add(b.concat([b.constant(cls), o["x"]], 1), b.constant(pos))}
 
-    got = _both_forms(ctx, monkeypatch, build, {"x": x}, True)["z"]
+    got = _both_forms(ctx, monkeypatch, build, {"x": x}, True, force_words="words")["z"]
     np.testing.assert_allclose(got, np.concatenate([cls, x], 1).astype(np.float64) + pos, rtol=1e-6, atol=1e-7)
 
 
@@ -102,15 +104,18 @@ def test_an_operand_read_per_element_with_words(ctx, rng, monkeypatch):
     ([(1, 4, 6), (3, 4, 6)], 0, True),           # along the first axis: slabs of 24 and 72
 ])
 def test_plain_concat_words_are_exact(ctx, rng, monkeypatch, dt, shapes, axis, words):
-    """A concat with no map: its words are the bits of 8 elements, any 32-bit type or float16."""
+    """A concat with no map (words only when forced: they measured slower than vec4s there):
+    its words are the bits of 8 elements, any 32-bit type or float16."""
     arrays = {f"x{i}": (rng.integers(-99, 99, s) if dt == "int32" else rng.standard_normal(s)).astype(dt)
               for i, s in enumerate(shapes)}
 
     def build(b, o):
         return {"y": b.concat([o[n] for n in arrays], axis)}
 
-    got = _both_forms(ctx, monkeypatch, build, arrays, words)["y"]
+    got = _both_forms(ctx, monkeypatch, build, arrays, words, force_words="words")["y"]
     np.testing.assert_array_equal(got, np.concatenate(list(arrays.values()), axis))
+    monkeypatch.delenv("WEBNN_GPU_FORCE_CONCAT_WORDS")
+    assert "u64" not in _concat_text(ctx, build, arrays)
 
 
 def test_the_words_knob(ctx, rng, monkeypatch):
@@ -142,9 +147,9 @@ def test_the_words_rule_near_misses(monkeypatch):
                   chan_operands=["sd0", "sd1"] if chan else [])
 
     f = frozenset({"shader-int64"})
-    assert concat_words(cat(16, 8), None, "lane-loop", f) == (True, [])
+    assert concat_words(cat(16, 8), None, "lane-loop", f) == (False, [])                 # plain: vec4s
     assert concat_words(cat(16, 8), side(24), "lane-loop", f) == (True, ["sd0", "sd1"])
-    assert concat_words(cat(16, 8), side(24, chan=False), "lane-loop", f) == (True, [])
+    assert concat_words(cat(16, 8), side(24, chan=False), "lane-loop", f) == (False, [])  # no operand words
     assert concat_words(cat(12, 4), None, "lane-loop", f) == (False, [])                 # slabs of 12 and 4
     assert concat_words(cat(16, 4), side(20), "lane-loop", f) == (False, [])             # 20 channels
     assert concat_words(cat(16, 8), side(24, "float16"), "lane-loop", f) == (False, [])  # operands of another type
@@ -152,5 +157,10 @@ def test_the_words_rule_near_misses(monkeypatch):
     assert concat_words(cat(16, 8), side(12), "lane-loop", f) == (False, [])             # operands of 12 values
     assert concat_words(cat(16, 8), None, "default", f) == (False, [])
     assert concat_words(cat(16, 8), None, "lane-loop", frozenset()) == (False, [])
+    monkeypatch.setenv("WEBNN_GPU_FORCE_CONCAT_WORDS", "words")
+    assert concat_words(cat(16, 8), None, "lane-loop", f) == (True, [])
+    assert concat_words(cat(16, 8), side(24, chan=False), "lane-loop", f) == (True, [])
+    assert concat_words(cat(12, 4), None, "lane-loop", f) == (False, [])
     monkeypatch.setenv("WEBNN_GPU_FORCE_CONCAT_WORDS", "vec4")
     assert concat_words(cat(16, 8), None, "lane-loop", f) == (False, [])
+    assert concat_words(cat(16, 8), side(24), "lane-loop", f) == (False, [])

@@ -430,10 +430,13 @@ def concat_words(node, side, tuning: str, features) -> tuple[bool, list[str]]:
     """Whether ``layout/concat_vec4.wgsl`` moves concat ``node``'s elements as 8-element u64
     words (``x64``; :data:`CONCAT_X64`), and the binding names of ``side``'s per-channel operands
     it then loads as words (``q_words``): the "lane-loop" profile with ``shader-int64``, every
-    input's slab a multiple of 8 elements, and with a side map (``attrs["side"]``) its channels
-    (the last axis) a multiple of 8 and its operands read at the channel (``Epilogue.chan``)
-    read nowhere else and each C values of the output's data type. ``WEBNN_GPU_FORCE_CONCAT_WORDS=vec4``
-    keeps vec4s; ``=words`` takes words wherever they apply (for measurements and tests)."""
+    input's slab a multiple of 8 elements, and a side map (``attrs["side"]``) with per-channel
+    operands: its channels (the last axis) a multiple of 8 and its operands read at the channel
+    (``Epilogue.chan``) read nowhere else and each C values of the output's data type (the
+    words pay there, their operands' loads most: DenseNet's concat + normalization + relu 0.73
+    of the vec4 form's time; plain concats, Keras U-Net's and masked_rnn's, measured 1.06-1.15,
+    so they keep vec4s). ``WEBNN_GPU_FORCE_CONCAT_WORDS=vec4`` keeps vec4s; ``=words`` takes
+    words wherever they apply, a plain concat too (for measurements and tests)."""
     if not (_env.force_words("concat_words", CONCAT_X64) and tuning == "lane-loop" and "shader-int64" in features):
         return False, []
     dst, ax = node.outputs[0], node.attrs["axis"]
@@ -441,8 +444,9 @@ def concat_words(node, side, tuning: str, features) -> tuple[bool, list[str]]:
     parts = node.inputs[:node.attrs.get("side_parts", len(node.inputs))]
     if any(v.shape[ax] * inner % 8 for v in parts):
         return False, []
-    if side is None or not side.chan:
-        return side is None or dst.shape[-1] % 8 == 0, []
+    if side is None or not side.chan:  # (measured slower than vec4s there: only when forced)
+        plain = side is None or dst.shape[-1] % 8 == 0
+        return plain and _env.force_choice("concat_words", ("vec4", "words")) == "words", []
     operands = dict(side.operands)
     if (dst.shape[-1] % 8 or not side.chan_only
             or any(operands[n].data_type != dst.data_type or operands[n].size != dst.shape[-1] for n in side.chan_operands)):
