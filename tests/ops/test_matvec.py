@@ -686,16 +686,16 @@ def test_runs_rule(monkeypatch):
 
 
 def test_a_large_b_takes_lane_runs(ctx, rng, monkeypatch):
-    """1 x 2048 -> 1100 (9 MB of float32 words): runs by themselves, against float64 NumPy; the
-    near miss 1 x 2048 -> 1000 (8.06 MB packed, under MATVEC_RUNS_BYTES) keeps the L-th steps."""
+    """1 x 1024 -> 1100 (4.5 MB of float32 words): runs by themselves, against float64 NumPy; the
+    near miss 1 x 1024 -> 1000 (4.13 MB packed, under MATVEC_RUNS_BYTES) keeps the L-th steps."""
     monkeypatch.delenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_ORDER", raising=False)
     for N, runs in ((1100, True), (1000, False)):
-        a, w = data(rng, (1, 2048)), data(rng, (2048, N))
+        a, w = data(rng, (1, 1024)), data(rng, (1024, N))
         got, steps = build_run(ctx, lambda b, o: b.matmul(o["a"], b.constant(w)), {"a": a})
         if _words(ctx):
             assert _templates(steps) == ["matmul/matvec.wgsl"] and (RUNS in steps[0].wgsl) == runs, N
         A, W = a.astype(np.float64), w.astype(np.float64)
-        check(got, A @ W, np.abs(A) @ np.abs(W), 2048, np.float32, f"runs 1x2048->{N}")
+        check(got, A @ W, np.abs(A) @ np.abs(W), 1024, np.float32, f"runs 1x1024->{N}")
 
 
 #: the kernel's forms with the runs forced: (test of this module or test_pooled_head.py, its arguments)

@@ -1026,11 +1026,14 @@ MATVEC_CN = (4, 2, 1)
 MATVEC_ROWS_GROUPS = 4
 #: From this many bytes of packed B (in a storage buffer) a lane's k steps are one contiguous
 #: run of B (``runs``, :func:`matvec_runs`) rather than every L-th step: each lane then streams
-#: its own part of B. Kernel time runs / steps (benchmarks/heads.py --forms steps,runs, medians of
-#: 9 rounds): 1 x 4096 -> 4096 (64 MiB) 0.68, 1 x 4096 -> 1000 (16 MiB) 0.79, 1 x 4608 -> 512
-#: 0.86, 4 x 4608 -> 512 0.89, 1 x 768 -> 3072 0.89 (9 MiB); below: 1 x 2048 -> 1000 (8 MB),
-#: 4 x 2048 -> 512, 2 x 512 -> 1000, 1 x 960 -> 1280 0.93-0.94, heads of 0.3-1.6 MB 0.96-1.04.
-MATVEC_RUNS_BYTES = 8 << 20
+#: its own part of B. Kernel time runs / steps alone (benchmarks/heads.py --forms steps,runs,
+#: medians of 9 rounds): 1 x 4096 -> 4096 (64 MiB) 0.68, 1 x 4096 -> 1000 (16 MiB) 0.79,
+#: 1 x 4608 -> 512 0.86, 4 x 4608 -> 512 0.89, 1 x 768 -> 3072 0.89 (9 MiB), 1 x 2048 -> 1000,
+#: 4 x 2048 -> 512, 1 x 960 -> 1280 (4-8 MiB) 0.93-0.94; inside models (benchmarks/knob_ab.py)
+#: 0.57-0.82 (Keras resnet50, vgg16, convnext_tiny; mobilenet_v3_large's 1 x 960 -> 1280 0.60).
+#: Below it slower or even: 2 x 512 -> 1000 (2 MiB) 0.94, heads of 0.3-1.6 MB 0.96-1.04 alone and
+#: 0.95-1.20 inside the MediaPipe models (face_landmark's 1 x 288 -> 1404 1.12).
+MATVEC_RUNS_BYTES = 4 << 20
 MATVEC_WORKGROUPS = 8
 MATVEC_MAX_WORKGROUP = 64
 
