@@ -7,7 +7,9 @@ beta * c, a residual add, PReLU, a sigmoid), float16, K past the tile kernel's l
 launch: a lane's loop is K / 32 long), B past 64 KiB in a texture (wide products of up to 1404
 columns), B as u64 words from a storage buffer (float32 words of 8 values; 16 float16 values
 where B is float16 or holds only float16 values, subnormals included; the default on lavapipe
-with shader-int64), and several heads on one input in one launch (the compiler's fuse_heads).
+with shader-int64), several heads on one input in one launch (the compiler's fuse_heads), and
+each lane's k steps as one contiguous run (``runs``: from 4 MiB of packed B, and forced on every
+form of the kernel).
 
 Tolerance: ``check`` of test_tile.py, the f32 accumulation bound ``4 * K * 2**-24 * (|A| @ |B|)``
 plus the output's rounding (an f16 ulp for float16).
