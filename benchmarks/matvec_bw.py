@@ -7,12 +7,19 @@ of ``--mib`` MiB once and fold what they read into one value they store (so that
 dropped): what a product of one row (``matmul/matvec.wgsl``) does with its B, without the
 multiply-adds. The forms differ in the access type and in which invocation reads which word:
 
+Every form makes 8 loads an iteration of its loop (unrolled):
+
 * ``u64x4``, ``u64x2``, ``u64``, ``f32x4``, ``u32x4``: storage loads of ``vec4<u64>`` (8 float32
   values, matvec's ``b_words``), ``vec2<u64>``, ``u64``, ``vec4<f32>`` (matvec's "storage" form)
   and ``vec4<u32>``, invocation t of T reading words t, t + T, t + 2T, ... (the lanes of a SIMD
   row read adjacent words: an invocation owning columns, its loop over K);
-* ``u64x4_chunk``: ``vec4<u64>`` loads, each invocation a run of 8 consecutive words a step
-  (``matmul/matvec.wgsl``'s packed layout with 4 vec4 columns a lane);
+* ``u64x4_chunk``: ``vec4<u64>`` loads, each invocation a run of 8 consecutive words a step,
+  the runs of all T invocations side by side; ``u64x4_chunk16``: runs of 16 words (8 vec4
+  columns a lane); ``u32x4_chunk``: ``vec4<u32>`` runs of 8;
+* ``u64x4_sg``: ``matmul/matvec.wgsl``'s layout with 4 vec4 columns a lane (each subgroup of 8
+  one contiguous part of the buffer, its lanes' runs of 8 words side by side a step: the
+  template's L-th steps); ``u64x4_slab``: each invocation one contiguous run of all its words
+  (the template's ``runs``);
 * ``tex_f32`` / ``tex_u32``: ``textureLoad`` of an ``rgba32float`` / ``rgba32uint`` texture of
   4096 texels a row (matvec's "texture" form), the same order as ``u64x4``.
 
