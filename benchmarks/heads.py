@@ -78,6 +78,8 @@ FORMS = {
     "f32words": {"WEBNN_GPU_FORCE_MATMUL": "matvec", "WEBNN_GPU_FORCE_MATMUL_MATVEC_B": "f32"},
     "words": {"WEBNN_GPU_FORCE_MATMUL": "matvec", "WEBNN_GPU_FORCE_MATMUL_MATVEC_B": "words"},
     "auto": {},
+    "steps": {"WEBNN_GPU_FORCE_MATMUL": "matvec", "WEBNN_GPU_FORCE_MATMUL_MATVEC_ORDER": "steps"},
+    "runs": {"WEBNN_GPU_FORCE_MATMUL": "matvec", "WEBNN_GPU_FORCE_MATMUL_MATVEC_ORDER": "runs"},
 }
 #: --f16-weights: every weight a normal float16 value (as a model's float16 weights widened)
 F16_WEIGHTS = False

@@ -27,6 +27,8 @@
                  and the dilations, last its last vec4; per row base (its window's first vec4,
                  negative past a padded edge), y0, x0 (its top left input pixel), ty / tx (its
                  window passes the input's rows / columns: those taps select zeros)
+    runs         lane l takes the k steps l KT .. l KT + KT - 1 (its B one contiguous run: reads
+                 stream from memory), else l, l + L, l + 2L, ... (the subgroup's one block a step)
     CN           vec4 columns per subgroup; G subgroups (column groups), all heads'
     a_vec        A read as vec4 along k (K and a_rs multiples of 4; a_rs4 = a_rs / 4), else scalar
     a_rs         element stride between rows of A (row m of A starts at m * a_rs)
@@ -118,7 +120,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% endfor %}
   let bg = g * {{ KT * L * 4 * CN }}u;
   for (var t = 0u; t < {{ KT }}u; t = t + 1u) {
+{% if runs %}
+    let s = lane * {{ KT }}u + t;
+{% else %}
     let s = t * {{ L }}u + lane;
+{% endif %}
 {% if win %}
     let tw = s / {{ win.C4 }}u;
     let kxw = tw % {{ win.KW }}u;

@@ -7,7 +7,9 @@ beta * c, a residual add, PReLU, a sigmoid), float16, K past the tile kernel's l
 launch: a lane's loop is K / 32 long), B past 64 KiB in a texture (wide products of up to 1404
 columns), B as u64 words from a storage buffer (float32 words of 8 values; 16 float16 values
 where B is float16 or holds only float16 values, subnormals included; the default on lavapipe
-with shader-int64), and several heads on one input in one launch (the compiler's fuse_heads).
+with shader-int64), several heads on one input in one launch (the compiler's fuse_heads), and
+each lane's k steps as one contiguous run (``runs``: from 4 MiB of packed B, and forced on every
+form of the kernel).
 
 Tolerance: ``check`` of test_tile.py, the f32 accumulation bound ``4 * K * 2**-24 * (|A| @ |B|)``
 plus the output's rounding (an f16 ulp for float16).
@@ -662,3 +664,78 @@ def test_float16_subnormal_weights_are_kept(ctx, rng, monkeypatch):
     monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_B", "texture")
     old, _ = build_run(ctx, lambda b, o: b.matmul(o["a"], b.constant(w)), {"a": a})
     assert np.array_equal(got.view(np.uint8), old.view(np.uint8))
+
+
+# ---------------------------------------------------------------- lane runs (matvec_runs)
+RUNS = "let s = lane * "
+
+
+def test_runs_rule(monkeypatch):
+    """A lane's k steps one contiguous run from MATVEC_RUNS_BYTES of packed B in a storage buffer
+    (words or vec4s), never from a uniform buffer or a texture; WEBNN_GPU_FORCE_MATMUL_MATVEC_ORDER
+    =runs|steps forces either (runs still storage only), anything else raises."""
+    monkeypatch.delenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_ORDER", raising=False)
+    big = linalg.MATVEC_RUNS_BYTES
+    assert linalg.matvec_runs(big, True) and not linalg.matvec_runs(big - 1, True)
+    assert not linalg.matvec_runs(big, False), "a texture: not measured, not taken"
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_ORDER", "runs")
+    assert linalg.matvec_runs(64, True) and not linalg.matvec_runs(big, False)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_ORDER", "steps")
+    assert not linalg.matvec_runs(big, True)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_ORDER", "run")
+    with pytest.raises(ValueError, match="MATMUL_MATVEC_ORDER"):
+        linalg.matvec_runs(big, True)
+
+
+def test_a_large_b_takes_lane_runs(ctx, rng, monkeypatch):
+    """1 x 1024 -> 1100 (4.5 MB of float32 words): runs by themselves, against float64 NumPy; the
+    near miss 1 x 1024 -> 1000 (4.13 MB packed, under MATVEC_RUNS_BYTES) keeps the L-th steps."""
+    monkeypatch.delenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_ORDER", raising=False)
+    for N, runs in ((1100, True), (1000, False)):
+        a, w = data(rng, (1, 1024)), data(rng, (1024, N))
+        got, steps = build_run(ctx, lambda b, o: b.matmul(o["a"], b.constant(w)), {"a": a})
+        if _words(ctx):
+            assert _templates(steps) == ["matmul/matvec.wgsl"] and (RUNS in steps[0].wgsl) == runs, N
+        A, W = a.astype(np.float64), w.astype(np.float64)
+        check(got, A @ W, np.abs(A) @ np.abs(W), 1024, np.float32, f"runs 1x1024->{N}")
+
+
+#: the kernel's forms with the runs forced: (test of this module or test_pooled_head.py, its arguments)
+RUN_CASES = {
+    "few-rows-odd-K": ("test_matmul_of_few_rows", (2, 4099, 5, np.float32)),
+    "few-rows-f16": ("test_matmul_of_few_rows", (3, 1001, 77, np.float16)),
+    "four-rows-f16": ("test_matmul_of_up_to_four_rows", (4, 1030, 151, np.float16)),
+    "four-rows-deep": ("test_matmul_of_up_to_four_rows", (4, 4608, 64, np.float32)),
+    "wide-words-f16": ("test_wide_products_read_b_from_a_texture", ("M", 2, 333, 777, np.float16, "words")),
+    "window-two-images": ("test_conv_windows_of_a_few_pixels_are_gathered_rows", ("two-images-stride2-pad1", np.float32)),
+    "window-dilated-f16": ("test_conv_windows_of_a_few_pixels_are_gathered_rows", ("dilated-asym-pad", np.float16)),
+    "heads-odd-K-f16": ("test_heads_reading_one_input_take_one_launch", (1, 673, np.float16)),
+    "heads-four-rows": ("test_heads_reading_one_input_take_one_launch", (4, 517, np.float16)),
+    "means-shared": ("pooled:test_the_means_per_workgroup_or_per_subgroup", ("M", "shared")),
+    "means-lanes": ("pooled:test_the_means_per_workgroup_or_per_subgroup", ("M", "lanes")),
+    "softmax-f16": ("pooled:test_a_classifier_with_its_softmax_in_one_launch", (np.float16,)),
+}
+
+
+@pytest.mark.parametrize("case", list(RUN_CASES))
+def test_lane_runs_match_numpy(ctx, rng, monkeypatch, case):
+    """Every form of the kernel with each lane's k steps one run (forced at any size): odd K (k
+    steps not a multiple of the lanes: zeros past them), 1 to 4 rows, float16, words, epilogues,
+    gathered conv windows, heads, the pooled mean (both prologues) and the softmax; each against
+    float64 NumPy as its own test does (not bit for bit against the L-th steps: the lanes' partial
+    sums hold other k)."""
+    import test_pooled_head
+
+    name, args = RUN_CASES[case]
+    fn = getattr(test_pooled_head, name[7:]) if name.startswith("pooled:") else globals()[name]
+    taken = []
+
+    def spy(b_bytes, storage, real=linalg.matvec_runs):
+        taken.append(real(b_bytes, storage))
+        return taken[-1]
+
+    monkeypatch.setattr(linalg, "matvec_runs", spy)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_MATMUL_MATVEC_ORDER", "runs")
+    fn(ctx, rng, *[monkeypatch if v == "M" else v for v in args])
+    if _takes_matvec(ctx):
+        assert taken and taken[0], case

@@ -1024,6 +1024,16 @@ MATVEC_CN = (4, 2, 1)
 #: 4 groups of 4 columns 0.72-0.76 of 16 of 1, 2 and 4 x 512 -> 64 0.88-0.90, 3 x 512 -> 64
 #: 0.95-1.0; ``WEBNN_GPU_FORCE_MATMUL_MATVEC_GROUPS=16`` keeps :data:`MATVEC_MIN_GROUPS`).
 MATVEC_ROWS_GROUPS = 4
+#: From this many bytes of packed B (in a storage buffer) a lane's k steps are one contiguous
+#: run of B (``runs``, :func:`matvec_runs`) rather than every L-th step: each lane then streams
+#: its own part of B. Kernel time runs / steps alone (benchmarks/heads.py --forms steps,runs,
+#: medians of 9 rounds): 1 x 4096 -> 4096 (64 MiB) 0.68, 1 x 4096 -> 1000 (16 MiB) 0.79,
+#: 1 x 4608 -> 512 0.86, 4 x 4608 -> 512 0.89, 1 x 768 -> 3072 0.89 (9 MiB), 1 x 2048 -> 1000,
+#: 4 x 2048 -> 512, 1 x 960 -> 1280 (4-8 MiB) 0.93-0.94; inside models (benchmarks/knob_ab.py)
+#: 0.57-0.82 (Keras resnet50, vgg16, convnext_tiny; mobilenet_v3_large's 1 x 960 -> 1280 0.60).
+#: Below it slower or even: 2 x 512 -> 1000 (2 MiB) 0.94, heads of 0.3-1.6 MB 0.96-1.04 alone and
+#: 0.95-1.20 inside the MediaPipe models (face_landmark's 1 x 288 -> 1404 1.12).
+MATVEC_RUNS_BYTES = 4 << 20
 MATVEC_WORKGROUPS = 8
 MATVEC_MAX_WORKGROUP = 64
 
@@ -1095,6 +1105,17 @@ def matvec_plan(lc, M: int, N: int, K: int) -> tuple[int, int] | None:
         return None
     per = max(1, min(MATVEC_MAX_WORKGROUP // lanes, groups // MATVEC_WORKGROUPS))
     return cn, per * lanes
+
+
+def matvec_runs(b_bytes: int, storage: bool) -> bool:
+    """Whether a ``matmul/matvec.wgsl`` lane takes one contiguous run of k steps (the template's
+    ``runs``) rather than every L-th step, for a packed B of ``b_bytes`` read from a storage
+    buffer (``storage``: words or vec4s; never from a uniform buffer or a texture):
+    ``WEBNN_GPU_FORCE_MATMUL_MATVEC_ORDER=runs|steps``, else from :data:`MATVEC_RUNS_BYTES` on."""
+    forced = _env.force_choice("matmul_matvec_order", ("runs", "steps"))
+    if forced:
+        return forced == "runs" and storage
+    return storage and b_bytes >= MATVEC_RUNS_BYTES
 
 
 def matvec_pack(data: np.ndarray, K: int, N: int, cn: int, lanes: int, data_type: str) -> Value:
@@ -1278,7 +1299,8 @@ def matvec_heads_kernel(lc, a: Value, heads: list, *, M: int, K: int, a_rs: int,
                      b_texture=tex.texture_width.bit_length() - 1 if tex is not None else 0, b_words=words,
                      win=window, mean={"rows": mean[0], "count": mean[1], "f32": a.data_type == "float32",
                                        "shared": mean_shared(workgroup, lanes, K, spare)} if mean is not None else None,
-                     softmax=softmax)
+                     softmax=softmax,
+                     runs=matvec_runs(bp.data.size * bp.data.itemsize if bp.data is not None else 0, ubo is None and tex is None))
     n_all = sum(h["N"] for h in ctx_heads)
     step.flops = 2 * M * n_all * K
     what = (("matvec" if len(heads) == 1 else f"matvec {len(heads)} heads") + (" win" if window else "")
