@@ -11,11 +11,11 @@ mapping for ``docs/onnx.md`` and :func:`webnn_gpu.onnx.supported_ops`.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 
 import numpy as np
 
+from .. import _env
 from .convert import FAILED, Unsupported
 from .rewrite import _known_consts, rewrite
 
@@ -2092,7 +2092,7 @@ def _loop(c, n, x):
     n_carried = len(carried)
     if len(g.input) != 2 + n_carried or len(g.output) < 1 + n_carried:
         raise Unsupported("Loop whose body does not take (iteration, condition, carried values)")
-    if os.environ.get("WEBNN_GPU_FORCE_SEQUENCE_LOOP", "on") != "off":
+    if _env.force_choice("sequence_loop", ("off",)) != "off":
         whole = _sequence_loop(c, n, g, trips, cond, carried)
         if whole is not None:
             return whole

@@ -31,6 +31,16 @@ def _uses(nodes, outputs) -> Counter:
     return n
 
 
+def _readers(nodes) -> dict[str, list[int]]:
+    """Value name -> the indices of the nodes of ``nodes`` reading it, in order."""
+    readers: dict[str, list[int]] = {}
+    for k, p in enumerate(nodes):
+        for i in p.input:
+            if i:
+                readers.setdefault(i, []).append(k)
+    return readers
+
+
 def _attr(p, name, default):
     from onnx import helper
 
@@ -145,12 +155,7 @@ def fold_conv_affine(nodes, env: dict, outputs) -> list:
             reader.op_type]
 
     def one_pass(nodes):
-        uses = _uses(nodes, outputs)
-        readers: dict[str, list[int]] = {}
-        for k, p in enumerate(nodes):
-            for i in p.input:
-                if i:
-                    readers.setdefault(i, []).append(k)
+        uses, readers = _uses(nodes, outputs), _readers(nodes)
         producer = {o: k for k, p in enumerate(nodes) for o in p.output if o}
         drop: set[int] = set()
         replace: dict[int, NodeProto] = {}
@@ -264,12 +269,31 @@ def _known_consts(nodes, env: dict) -> dict:
 _PRE_FOLDED = ("Split", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Concat", "Cast")
 
 
-def _index(nodes, env: dict, outputs):
-    """``(nodes as a list, known values, uses per value name, value name -> index of its
-    producing node)`` for a rewrite of ``nodes``."""
-    nodes = list(nodes)
-    return nodes, _known_consts(nodes, env), _uses(nodes, outputs), {o: k for k, p in enumerate(nodes)
-                                                                     for o in p.output if o}
+class _Index:
+    """One graph's node list as a rewrite reads it: ``nodes`` (a list), ``known`` (the values
+    known at load time, :func:`_known_consts`), ``uses`` (reads per value name, :func:`_uses`),
+    ``producer`` (value name -> index of the node making it) and ``readers`` (value name ->
+    indices of the nodes reading it)."""
+
+    def __init__(self, nodes, env: dict, outputs):
+        self.nodes = list(nodes)
+        self.known = _known_consts(self.nodes, env)
+        self.uses = _uses(self.nodes, outputs)
+        self.producer = {o: k for k, p in enumerate(self.nodes) for o in p.output if o}
+        self.readers = _readers(self.nodes)
+
+    def made_by(self, name, *ops):
+        """The index of the node making ``name`` when it is one of ``ops`` (default domain), else None."""
+        k = self.producer.get(name)
+        return k if k is not None and self.nodes[k].op_type in ops and self.nodes[k].domain in _DEFAULT else None
+
+    def sole_reader(self, name, *ops):
+        """The index of the one node reading ``name`` (read once) when it is one of ``ops``, else None."""
+        rs = self.readers.get(name, [])
+        if self.uses[name] != 1 or len(rs) != 1 or self.nodes[rs[0]].op_type not in ops \
+                or self.nodes[rs[0]].domain not in _DEFAULT:
+            return None
+        return rs[0]
 
 
 def _plain_gemm(p, known: dict):
@@ -366,25 +390,9 @@ def fuse_lstm_cell(nodes, env: dict, outputs) -> list:
     """
     from onnx import helper
 
-    nodes, known, uses, producer = _index(nodes, env, outputs)
-    readers: dict[str, list[int]] = {}
-    for k, p in enumerate(nodes):
-        for i in p.input:
-            if i:
-                readers.setdefault(i, []).append(k)
-
-    def prod(name, op):
-        k = producer.get(name)
-        if k is None or nodes[k].op_type != op or nodes[k].domain not in _DEFAULT:
-            return None
-        return k
-
-    def only_reader(name, op):
-        """The index of the single node reading ``name`` when it is an ``op``, else None."""
-        rs = readers.get(name, [])
-        if uses[name] != 1 or len(rs) != 1 or nodes[rs[0]].op_type != op or nodes[rs[0]].domain not in _DEFAULT:
-            return None
-        return rs[0]
+    ix = _Index(nodes, env, outputs)
+    nodes, known, uses, readers = ix.nodes, ix.known, ix.uses, ix.readers
+    prod, only_reader = ix.made_by, ix.sole_reader
 
     def gemm(k):
         return _plain_gemm(nodes[k], known)
@@ -514,23 +522,9 @@ def fuse_gru_cell(nodes, env: dict, outputs) -> list:
     """
     from onnx import helper
 
-    nodes, known, uses, producer = _index(nodes, env, outputs)
-    readers: dict[str, list[int]] = {}
-    for k, p in enumerate(nodes):
-        for i in p.input:
-            if i:
-                readers.setdefault(i, []).append(k)
-
-    def node(name, *ops):
-        """The index of the node that makes ``name`` when it is one of ``ops`` (default domain)."""
-        k = producer.get(name)
-        return k if k is not None and nodes[k].op_type in ops and nodes[k].domain in _DEFAULT else None
-
-    def sole_reader(name, *ops):
-        rs = readers.get(name, [])
-        if uses[name] != 1 or len(rs) != 1 or nodes[rs[0]].op_type not in ops or nodes[rs[0]].domain not in _DEFAULT:
-            return None
-        return rs[0]
+    ix = _Index(nodes, env, outputs)
+    nodes, known, uses, readers = ix.nodes, ix.known, ix.uses, ix.readers
+    node, sole_reader = ix.made_by, ix.sole_reader
 
     def other(k, name):
         ins = list(nodes[k].input)
@@ -659,12 +653,13 @@ def split_gemm_accumulate(nodes, env: dict, outputs) -> list:
     """
     from onnx import helper
 
-    nodes, known, uses, producer = _index(nodes, env, outputs)
+    ix = _Index(nodes, env, outputs)
+    nodes, known, uses = ix.nodes, ix.known, ix.uses
 
     def prod(name, op):
-        k = producer.get(name)
-        return k if k is not None and nodes[k].op_type == op and nodes[k].domain in _DEFAULT and uses[name] == 1 \
-            else None
+        """The node making ``name`` (read once) when it is an ``op``, else None."""
+        k = ix.made_by(name, op)
+        return k if k is not None and uses[name] == 1 else None
 
     replaced: dict[int, list] = {}
     drop: set[int] = set()
@@ -719,11 +714,11 @@ def rewrite(nodes, env: dict, outputs) -> list:
     (:func:`split_gemm_accumulate`, :func:`fuse_lstm_cell`, :func:`fuse_gru_cell`, then
     :func:`fold_conv_affine`; ``WEBNN_GPU_FORCE_SPLIT_GEMM=off`` skips the first,
     ``WEBNN_GPU_FORCE_GRU_CELL=off`` the third, read at each call)."""
-    import os
+    from .. import _env
 
-    if os.environ.get("WEBNN_GPU_FORCE_SPLIT_GEMM", "on") != "off":
+    if _env.force_choice("split_gemm", ("off",)) != "off":
         nodes = split_gemm_accumulate(nodes, env, outputs)
     nodes = fuse_lstm_cell(nodes, env, outputs)
-    if os.environ.get("WEBNN_GPU_FORCE_GRU_CELL", "on") != "off":
+    if _env.force_choice("gru_cell", ("off",)) != "off":
         nodes = fuse_gru_cell(nodes, env, outputs)
     return fold_conv_affine(nodes, env, outputs)
