@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from .ops import _resize_by_matrices, handles, same_padding
+from .ops import _resize_by_matrices, handles, same_padding, transpose_output_padding
 
 if TYPE_CHECKING:
     from .convert import Converter
@@ -268,15 +268,8 @@ def _conv2d_backprop_input(cv: Converter, op: OperatorInfo) -> None:
         pads = explicit[2:6]
     else:
         raise cv.unsupported(op, f"padding {padding!r}")
-    output_padding = []
-    for axis in (0, 1):
-        natural = (x_shape[1 + axis] - 1) * strides[axis] + (w_shape[axis] - 1) * dilations[axis] + 1 \
-            - pads[2 * axis] - pads[2 * axis + 1]
-        extra = out_shape[1 + axis] - natural
-        if not 0 <= extra < strides[axis]:
-            raise cv.unsupported(op, f"input_sizes {out_shape} that WebNN's output_padding cannot reach "
-                                     f"(axis {axis + 1}: natural size {natural})")
-        output_padding.append(extra)
+    output_padding = transpose_output_padding(cv, op, "input_sizes", out_shape, x_shape[1:3], w_shape[:2], strides,
+                                              dilations, pads)
     b, label = cv.builder, cv.label(op)
     static = cv.static(op, 1)
     if static is not None:  # [kh, kw, out, in] -> OHWI at load time

@@ -36,6 +36,7 @@ __all__ = [
     "same_padding",
     "conv_padding",
     "transpose_conv_bias_padding",
+    "transpose_output_padding",
     "decode_transpose_conv_bias_options",
     "TransposeConvBiasParams",
 ]
@@ -443,15 +444,27 @@ def _transpose_conv(cv: Converter, op: OperatorInfo) -> None:
         raise cv.malformed(op, f"output_shape {out_shape} is not 4-D")
     # TFLite computes the padding as for a forward conv from the output to the input.
     pad = conv_padding(_opt(o, "Padding", PADDING_SAME), out_shape[1:3], _hw(w_shape), strides)
+    output_padding = transpose_output_padding(cv, op, "output_shape", out_shape, _hw(x_shape), _hw(w_shape), strides,
+                                              [1, 1], pad)
+    _conv_transpose(cv, op, 2, 1, 3, pad, strides, output_padding, _opt(o, "FusedActivationFunction", ACT_NONE))
+
+
+def transpose_output_padding(cv: Converter, op: OperatorInfo, name: str, out_shape: list, x_hw, k_hw, strides,
+                             dilations, pads) -> list[int]:
+    """The ``output_padding`` per spatial axis that makes a transposed conv of an ``x_hw``
+    input, ``k_hw`` filter, ``strides``, ``dilations`` and ``pads`` (top, bottom, left, right)
+    give the NHWC ``out_shape`` (the operand ``name``); unsupported where it would be negative
+    or not below the stride (WebNN's range)."""
     output_padding = []
-    for axis, (size_in, k, s) in enumerate(zip(_hw(x_shape), _hw(w_shape), strides)):
-        natural = (size_in - 1) * s + k - pad[2 * axis] - pad[2 * axis + 1]
+    for axis in (0, 1):
+        natural = (x_hw[axis] - 1) * strides[axis] + (k_hw[axis] - 1) * dilations[axis] + 1 \
+            - pads[2 * axis] - pads[2 * axis + 1]
         extra = out_shape[1 + axis] - natural
-        if not 0 <= extra < s:
-            raise cv.unsupported(op, f"output_shape {out_shape} that WebNN's output_padding cannot reach "
+        if not 0 <= extra < strides[axis]:
+            raise cv.unsupported(op, f"{name} {out_shape} that WebNN's output_padding cannot reach "
                                      f"(axis {axis + 1}: natural size {natural})")
         output_padding.append(extra)
-    _conv_transpose(cv, op, 2, 1, 3, pad, strides, output_padding, _opt(o, "FusedActivationFunction", ACT_NONE))
+    return output_padding
 
 
 @handles("Convolution2DTransposeBias", webnn="conv_transpose2d (input_layout='nhwc', filter_layout='ohwi', bias)")
