@@ -249,16 +249,12 @@ def _slice(n, x):
 @_f("Split")
 def _split(n, x):
     """Split of a known tensor (tf2onnx splits shapes into their parts)."""
+    from .ops import split_sizes
+
     data = np.asarray(x[0])
     axis = int(n.attrs.get("axis", 0)) % data.ndim
-    if len(x) > 1 and x[1] is not None:
-        sizes = [int(v) for v in np.asarray(x[1]).reshape(-1)]
-    elif n.attrs.get("split") is not None:
-        sizes = [int(v) for v in n.attrs["split"]]
-    else:
-        parts = int(n.attrs.get("num_outputs", len(n.outputs)))
-        step = -(-data.shape[axis] // parts)
-        sizes = [min(step, data.shape[axis] - k * step) for k in range(parts)]
+    sizes = split_sizes(n, np.asarray(x[1]).reshape(-1) if len(x) > 1 and x[1] is not None else None,
+                        data.shape[axis])
     if sum(sizes) != data.shape[axis] or any(v < 0 for v in sizes):
         raise NotImplementedError
     return np.split(data, np.cumsum(sizes)[:-1], axis=axis)

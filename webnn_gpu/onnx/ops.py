@@ -19,7 +19,7 @@ from .. import _env
 from .convert import FAILED, Unsupported
 from .rewrite import _known_consts, rewrite
 
-__all__ = ["HANDLERS", "MAPPED_TO", "reshape_target", "slice_params", "reduce_axes"]
+__all__ = ["HANDLERS", "MAPPED_TO", "reshape_target", "slice_params", "split_sizes", "reduce_axes"]
 
 HANDLERS: dict[tuple[str, str], Callable] = {}
 MAPPED_TO: dict[str, str] = {}
@@ -1396,15 +1396,8 @@ def _concat(c, n, x):
 def _split(c, n, x):
     v = c.operand(x[0])
     axis = int(n.attr("axis", 0)) % _rank(c, v)
-    dim = c.shape(v)[axis]
-    if len(x) > 1 and x[1] is not None:
-        sizes = ints(c, x[1], "Split's split")
-    elif n.attr("split") is not None:
-        sizes = [int(s) for s in n.attr("split")]
-    else:
-        k = int(n.attr("num_outputs", len(n.outputs)))
-        each = -(-dim // k)
-        sizes = [each] * (k - 1) + [dim - each * (k - 1)]
+    sizes = split_sizes(n, ints(c, x[1], "Split's split") if len(x) > 1 and x[1] is not None else None,
+                        c.shape(v)[axis])
     parts = [k for k in sizes if k]
     outs = c.call("split", v, parts, axis=axis) if len(parts) > 1 else [c.call("identity", v)]
     # an empty part is a known empty array: Concat drops it; any other use is refused
@@ -1412,6 +1405,19 @@ def _split(c, n, x):
     shape = list(c.shape(v))
     return [next(it) if k else np.zeros(shape[:axis] + [0] + shape[axis + 1:], _np_of(v.data_type))
             for k in sizes]
+
+
+def split_sizes(n, given, dim: int) -> list[int]:
+    """A Split node's part sizes along an axis of ``dim``: ``given`` (its sizes input, known),
+    else its ``split`` attribute, else ``num_outputs`` (or its output count) parts of
+    ``ceil(dim / parts)`` with the last one smaller."""
+    if given is not None:
+        return [int(v) for v in given]
+    if n.attr("split") is not None:
+        return [int(v) for v in n.attr("split")]
+    k = int(n.attr("num_outputs", len(n.outputs)))
+    each = -(-dim // k)
+    return [each] * (k - 1) + [dim - each * (k - 1)]
 
 
 def slice_params(n, x, rank):
