@@ -1231,6 +1231,58 @@ _h("ArgMax", to="arg_max (int64); select_last_index through reverse")(_arg("arg_
 _h("ArgMin", to="arg_min (int64); select_last_index through reverse")(_arg("arg_min"))
 
 
+#: the largest K a TopK is written out for (each further element costs about 8 element-wise
+#: and reduction kernels)
+TOPK_MAX_K = 64
+
+
+@_h("TopK", to="K rounds of reduce_max/min and arg_max over the values not yet taken (K known, at most "
+                "TOPK_MAX_K = 64); ties: the lower index first")
+def _topk(c, n, x):
+    """ONNX TopK as K selection rounds (WebNN has no sort): round ``r`` takes the largest (or
+    smallest) value among those not taken, ``m = reduce_max(where(taken, -inf, v))``, and its
+    index, the first position holding ``m`` that is not taken (so ties come out in index order,
+    as ONNX asks, and a row of infinities gives each position once). Values come out sorted,
+    which ``sorted=0`` (any order) also allows."""
+    v = c.operand(x[0])
+    shape = list(c.shape(v))
+    axis = int(n.attr("axis", -1)) % len(shape)
+    k = int(n.attr("k")) if n.since < 10 else ints(c, x[1], "TopK's K")[0]
+    largest = bool(n.attr("largest", 1))
+    if not 1 <= k <= shape[axis]:
+        raise Unsupported(f"TopK's K = {k} on an axis of size {shape[axis]} (1 to {shape[axis]} expected)")
+    if k > TOPK_MAX_K:
+        raise Unsupported(f"TopK's K = {k} is above {TOPK_MAX_K} (each of the K selection rounds costs kernels)")
+    dt = v.data_type
+    if dt in ("float32", "float16"):
+        far = -np.inf if largest else np.inf
+    elif dt in ("int32", "int64", "uint32", "uint64", "uint8", "int8"):
+        info = np.iinfo(_np_of(dt))
+        far = info.min if largest else info.max
+    else:
+        raise Unsupported(f"TopK of {dt}")
+    reduce, arg = ("reduce_max", "arg_max") if largest else ("reduce_min", "arg_min")
+    iota = np.arange(shape[axis], dtype=np.int32).reshape([-1 if i == axis else 1 for i in range(len(shape))])
+    values, indices, taken = [], [], None
+    for r in range(k):
+        key = v if taken is None else c.call("where", taken, c.scalar(far, dt), v)
+        m = c.call(reduce, key, axes=[axis], keep_dimensions=True)
+        if taken is None:  # the first round: the first index of the extreme
+            idx = c.call(arg, v, axis, keep_dimensions=True, output_data_type="int32")
+        else:
+            free = c.call("logical_and", c.call("equal", key, m), c.call("logical_not", taken))
+            idx = c.call("arg_max", c.call("cast", free, "int32"), axis, keep_dimensions=True,
+                         output_data_type="int32")
+        values.append(m)
+        indices.append(idx)
+        if r + 1 < k:
+            hit = c.call("equal", c.operand(iota), idx)
+            taken = hit if taken is None else c.call("logical_or", taken, hit)
+    val = values[0] if k == 1 else c.call("concat", values, axis)
+    ind = indices[0] if k == 1 else c.call("concat", indices, axis)
+    return [val, c.call("cast", ind, "int64")]
+
+
 def _coerced(c, n, v, fn):
     """Softmax-family before opset 13: the input as 2-D [prod(:axis), prod(axis:)]."""
     s = c.shape(v)

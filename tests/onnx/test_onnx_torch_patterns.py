@@ -1,0 +1,111 @@
+"""What PyTorch's ONNX exporters write for vision models, built with onnx.helper (CI has no torch),
+checked against ONNX Runtime's CPU provider.
+
+The patterns come from ``benchmarks/onnx_torch_vision.py`` (both exporters, torch 2.13): each
+test writes the exporter's nodes for one construct and its near misses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import webnn_gpu as webnn
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _ort(m, feed):
+    import onnxruntime as ort
+
+    return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)
+
+
+def _topk_model(shape, k, elem=TensorProto.FLOAT, opset=17, k_input=True, **attrs):
+    """``x -> TopK(K) -> (values, indices)``: K an int64 initializer (opset >= 10) or the
+    attribute ``k`` (before 10)."""
+    if k_input:
+        node = helper.make_node("TopK", ["x", "k"], ["values", "indices"], name="topk", **attrs)
+        inits = [numpy_helper.from_array(np.array([k], np.int64), "k")]
+    else:
+        node = helper.make_node("TopK", ["x"], ["values", "indices"], name="topk", k=k, **attrs)
+        inits = []
+    return _model([node], [helper.make_tensor_value_info("x", elem, shape)],
+                  [helper.make_tensor_value_info("values", elem, None),
+                   helper.make_tensor_value_info("indices", TensorProto.INT64, None)], inits, opset)
+
+
+@pytest.mark.parametrize("shape,k,attrs,opset", [
+    ((2, 50), 5, {}, 17),                                  # score.topk(5): both exporters (TopK-11)
+    ((2, 50), 1, {}, 17),                                  # K = 1: one arg_max, no selection rounds
+    ((3, 7, 4), 3, {"axis": 1, "largest": 0}, 17),         # the smallest, along a middle axis
+    ((2, 9), 9, {"sorted": 0}, 17),                        # all of the axis; any order allowed, sorted given
+    ((4, 6), 2, {}, 9),                                    # TopK-1: K as an attribute
+])
+def test_topk_matches_onnxruntime(ctx, rng, shape, k, attrs, opset):
+    """Values and int64 indices equal ORT's (each value is one of the input's: exact)."""
+    m = _topk_model(shape, k, opset=opset, k_input=opset >= 10, **attrs)
+    x = rng.standard_normal(shape).astype(np.float32)
+    ref = _ort(m, {"x": x})
+    got = webnn.load(m.SerializeToString(), ctx).compute({"x": x})
+    assert got["indices"].dtype == np.int64
+    if attrs.get("sorted") == 0:  # ORT's order is its own: the same (index, value) pairs
+        axis = attrs.get("axis", -1)
+        for g, r in ((got["indices"], ref[1]), (got["values"], ref[0])):
+            order_g, order_r = np.argsort(got["indices"], axis), np.argsort(ref[1], axis)
+            np.testing.assert_array_equal(np.take_along_axis(g, order_g, axis), np.take_along_axis(r, order_r, axis))
+        return
+    np.testing.assert_array_equal(got["values"], ref[0])
+    np.testing.assert_array_equal(got["indices"], ref[1])
+
+
+def test_topk_ties_and_infinities_come_out_in_index_order(ctx):
+    """Equal values: the lower index first (ONNX's rule, ORT's result); a row of -inf gives each
+    position once (the taken ones are not picked again though they hold the same value)."""
+    x = np.array([[1, 3, 3, 2, 3, 1], [-np.inf] * 6, [np.inf, 0, np.inf, -np.inf, 5, np.inf]], np.float32)
+    for largest in (1, 0):
+        m = _topk_model(x.shape, 5, largest=largest)
+        ref = _ort(m, {"x": x})
+        got = webnn.load(m.SerializeToString(), ctx).compute({"x": x})
+        np.testing.assert_array_equal(got["values"], ref[0])
+        np.testing.assert_array_equal(got["indices"], ref[1])
+
+
+def test_topk_of_int64(ctx, rng):
+    x = rng.integers(-5, 5, (3, 10)).astype(np.int64)
+    m = _topk_model(x.shape, 4, elem=TensorProto.INT64)
+    ref = _ort(m, {"x": x})
+    got = webnn.load(m.SerializeToString(), ctx).compute({"x": x})
+    np.testing.assert_array_equal(got["values"], ref[0])
+    np.testing.assert_array_equal(got["indices"], ref[1])
+
+
+def test_topk_in_a_float16_graph(ctx, rng):
+    """float16: the values are the input's rounded to float16; distinct values keep ORT's order."""
+    x = rng.permutation(40).reshape(2, 20).astype(np.float32) / 4  # exact in float16, no ties
+    m = _topk_model(x.shape, 6)
+    ref = _ort(m, {"x": x})
+    got = webnn.load(m.SerializeToString(), ctx, dtype="float16").compute({"x": x.astype(np.float16)})
+    np.testing.assert_array_equal(got["values"].astype(np.float32), ref[0])
+    np.testing.assert_array_equal(got["indices"], ref[1])
+
+
+def test_topk_near_misses_are_refused_by_name(ctx):
+    """K computed at run time, K above TOPK_MAX_K, K beyond the axis: NotSupportedError naming the node."""
+    from webnn_gpu.onnx.ops import TOPK_MAX_K
+
+    run_time_k = _model([helper.make_node("TopK", ["x", "k"], ["v", "i"], name="topk")],
+                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8]),
+                         helper.make_tensor_value_info("k", TensorProto.INT64, [1])],
+                        [helper.make_tensor_value_info("v", TensorProto.FLOAT, None),
+                         helper.make_tensor_value_info("i", TensorProto.INT64, None)])
+    with pytest.raises(webnn.NotSupportedError, match=r"'topk' \(TopK.*K must be known at load time"):
+        webnn.load(run_time_k.SerializeToString(), ctx)
+    with pytest.raises(webnn.NotSupportedError, match=rf"'topk' \(TopK.*K = {TOPK_MAX_K + 1} is above {TOPK_MAX_K}"):
+        webnn.load(_topk_model((1, 100), TOPK_MAX_K + 1).SerializeToString(), ctx)
+    with pytest.raises(webnn.NotSupportedError, match=r"'topk' \(TopK.*K = 9 on an axis of size 8"):
+        webnn.load(_topk_model((2, 8), 9).SerializeToString(), ctx)
