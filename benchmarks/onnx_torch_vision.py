@@ -6,6 +6,7 @@ against ONNX Runtime.
     .venv/bin/python benchmarks/onnx_torch_vision.py --dtype float16 --rounds 0   # float16 graphs, errors only
     .venv/bin/python benchmarks/onnx_torch_vision.py --reexport            # export again
     .venv/bin/python benchmarks/onnx_torch_vision.py --batch 3 --rounds 0  # the dynamic-batch files at batch 3
+    .venv/bin/python benchmarks/onnx_torch_vision.py --models convnext vit --ab WEBNN_GPU_FORCE_ERF_GELU=off
 
 What a user with a PyTorch vision model does: the models below are written in plain PyTorch
 (no torchvision; seeded weights, ``eval()``, small inputs), each a few layers of the pattern it
@@ -455,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=20, help="timed rounds (0: errors only)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--ab", metavar="VAR=VALUE", help="instead of the table: each model built with this "
+                        "WEBNN_GPU_FORCE_* setting (old) and without it (new), timed in turn (--rounds rounds)")
     parser.add_argument("--export-to", metavar="PATH", help=argparse.SUPPRESS)  # the torch-side half
     args = parser.parse_args(argv)
     if args.export_to:
@@ -478,9 +481,16 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     import webnn_gpu as webnn
     import zoo
-    from onnx_keras import bench_model, format_table
+    from onnx_keras import bench_model, format_table, knob_ab
 
     ok = {f[:-5]: out / f for f in files if f not in failed}
+    if args.ab:
+        var, _, value = args.ab.partition("=")
+        ctx = webnn.ml.create_context()
+        print(f"{'model':>20} {'old us':>9} {'new us':>9}  new/old (quartiles) [range]")
+        for n, path in ok.items():
+            print(knob_ab(ctx, n, path, {var: value}, args.rounds), flush=True)
+        return 0
     rows = {r["model"]: r for r in zoo.run_rows(webnn.ml.create_context(), ok,
                                                  bench_batch if args.batch else bench_model, args)}
     rows.update({f[:-5]: {"model": f[:-5], "error": e} for f, e in failed.items()})

@@ -109,3 +109,83 @@ def test_topk_near_misses_are_refused_by_name(ctx):
         webnn.load(_topk_model((1, 100), TOPK_MAX_K + 1).SerializeToString(), ctx)
     with pytest.raises(webnn.NotSupportedError, match=r"'topk' \(TopK.*K = 9 on an axis of size 8"):
         webnn.load(_topk_model((2, 8), 9).SerializeToString(), ctx)
+
+
+# ---------------------------------------------------------------- exact GELU spelled with Erf
+def _erf_gelu_nodes(form: str, sqrt2=np.sqrt(2), one=1.0, half=0.5, const_dtype=np.float32):
+    """The nodes of ``y = gelu(x)`` spelled with Erf as exporters write it, and its constants.
+
+    ``form``: ``ts`` (PyTorch's TorchScript exporter: Div, Erf, Add, Mul(x, .), Mul(., 0.5)),
+    ``mul_half_first`` ((x * 0.5) * (erf + 1), the scale 1/sqrt 2 as a Mul), ``half_of_erf``
+    (x * ((1 + erf) * 0.5))."""
+    c = {"c_sqrt2": sqrt2, "c_rsqrt2": 1 / sqrt2, "c_one": one, "c_half": half}
+    inits = [numpy_helper.from_array(np.array(v, const_dtype), k) for k, v in c.items()]
+    if form == "ts":
+        nodes = [helper.make_node("Div", ["x", "c_sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+                 helper.make_node("Add", ["e", "c_one"], ["a"]), helper.make_node("Mul", ["x", "a"], ["m"]),
+                 helper.make_node("Mul", ["m", "c_half"], ["y"], name="gelu_out")]
+    elif form == "mul_half_first":
+        nodes = [helper.make_node("Mul", ["c_rsqrt2", "x"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+                 helper.make_node("Add", ["c_one", "e"], ["a"]), helper.make_node("Mul", ["c_half", "x"], ["xh"]),
+                 helper.make_node("Mul", ["a", "xh"], ["y"], name="gelu_out")]
+    else:
+        nodes = [helper.make_node("Div", ["x", "c_sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+                 helper.make_node("Add", ["c_one", "e"], ["a"]), helper.make_node("Mul", ["a", "c_half"], ["m"]),
+                 helper.make_node("Mul", ["m", "x"], ["y"], name="gelu_out")]
+    return nodes, inits
+
+
+def _ops_after_rewrite(nodes, inits, outputs=("y",)):
+    from webnn_gpu.onnx.rewrite import fuse_erf_gelu
+
+    env = {t.name: numpy_helper.to_array(t) for t in inits}
+    return [p.op_type for p in fuse_erf_gelu(nodes, env, list(outputs))]
+
+
+@pytest.mark.parametrize("form", ["ts", "mul_half_first", "half_of_erf"])
+def test_erf_gelu_is_one_gelu_node(form):
+    """GPU-free: the three spellings become one Gelu reading x and writing y."""
+    nodes, inits = _erf_gelu_nodes(form)
+    from webnn_gpu.onnx.rewrite import fuse_erf_gelu
+
+    env = {t.name: numpy_helper.to_array(t) for t in inits}
+    out = fuse_erf_gelu(nodes, env, ["y"])
+    assert [(p.op_type, list(p.input), list(p.output)) for p in out] == [("Gelu", ["x"], ["y"])]
+
+
+def test_erf_gelu_near_misses_are_left_alone():
+    """GPU-free: another scale, another offset, another factor, an intermediate read twice or
+    a graph output: the nodes stay as they are."""
+    base = ["Div", "Erf", "Add", "Mul", "Mul"]
+    assert _ops_after_rewrite(*_erf_gelu_nodes("ts", sqrt2=1.41)) == base
+    assert _ops_after_rewrite(*_erf_gelu_nodes("ts", one=2.0)) == base
+    assert _ops_after_rewrite(*_erf_gelu_nodes("ts", half=0.25)) == base
+    assert _ops_after_rewrite(*_erf_gelu_nodes("ts"), outputs=("y", "e")) == base
+    nodes, inits = _erf_gelu_nodes("ts")
+    nodes.append(helper.make_node("Neg", ["a"], ["z"]))
+    assert _ops_after_rewrite(nodes, inits, ("y", "z")) == base + ["Neg"]
+    nodes, inits = _erf_gelu_nodes("ts")
+    nodes[3] = helper.make_node("Mul", ["w", "a"], ["m"])  # the product with another value than x
+    assert _ops_after_rewrite(nodes, inits) == base
+    # float16 constants (an exporter's float16 model): sqrt 2 rounded to float16 is taken
+    assert _ops_after_rewrite(*_erf_gelu_nodes("ts", const_dtype=np.float16)) == ["Gelu"]
+
+
+@pytest.mark.parametrize("form,kw,fused", [("ts", {}, True), ("mul_half_first", {}, True),
+                                           ("half_of_erf", {}, True), ("ts", {"sqrt2": 1.41}, False)])
+def test_erf_gelu_matches_onnxruntime(ctx, rng, form, kw, fused):
+    """A MatMul with known weights, then the GELU spelled with Erf (a transformer's MLP as the
+    TorchScript exporter writes it), against ORT: within 1e-5 of the output's magnitude. Rewritten,
+    the GELU is the matmul kernel's epilogue (no element-wise kernel); a near miss keeps its chain."""
+    nodes, inits = _erf_gelu_nodes(form, **kw)
+    nodes.insert(0, helper.make_node("MatMul", ["h", "w"], ["x"]))
+    inits.append(numpy_helper.from_array((rng.standard_normal((16, 33)) / 2).astype(np.float32), "w"))
+    m = _model(nodes, [helper.make_tensor_value_info("h", TensorProto.FLOAT, [4, 16])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    h = rng.standard_normal((4, 16)).astype(np.float32)
+    ref = _ort(m, {"h": h})[0]
+    loaded = webnn.load(m.SerializeToString(), ctx)
+    got = loaded.compute({"h": h})["y"]
+    assert np.abs(got.astype(np.float64) - ref).max() <= 1e-5 * np.abs(ref).max()
+    templates = [s.template for s in loaded.graph._steps if hasattr(s, "template")]
+    assert (not any(t.startswith("elementwise/") for t in templates)) == fused, templates
