@@ -189,3 +189,55 @@ def test_erf_gelu_matches_onnxruntime(ctx, rng, form, kw, fused):
     assert np.abs(got.astype(np.float64) - ref).max() <= 1e-5 * np.abs(ref).max()
     templates = [s.template for s in loaded.graph._steps if hasattr(s, "template")]
     assert (not any(t.startswith("elementwise/") for t in templates)) == fused, templates
+
+
+# ---------------------------------------------------------------- GridSample (F.grid_sample)
+def _grid_sample_model(opset, x_shape, grid_shape, **attrs):
+    node = helper.make_node("GridSample", ["x", "grid"], ["y"], name="gs", **attrs)
+    return _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape),
+                           helper.make_tensor_value_info("grid", TensorProto.FLOAT, grid_shape)],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], opset=opset)
+
+
+@pytest.mark.parametrize("opset,attrs", [
+    (16, {}),                                                   # TorchScript exporter: bilinear, zeros
+    (20, {"mode": "linear"}),                                   # dynamo exporter's spelling
+    (16, {"align_corners": 1}),
+    (16, {"padding_mode": "border"}),
+    (20, {"mode": "nearest", "padding_mode": "zeros"}),
+    (20, {"mode": "nearest", "padding_mode": "border", "align_corners": 1}),
+])
+def test_grid_sample_matches_onnxruntime(ctx, rng, opset, attrs):
+    """Positions a little beyond [-1, 1] (corners outside the image), two batches, a grid of
+    another size than the image: within 1e-5 of the output's magnitude."""
+    x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    grid = rng.uniform(-1.2, 1.2, (2, 4, 6, 2)).astype(np.float32)
+    if attrs.get("mode") == "nearest":  # no position on a half-way point (ORT and we may round apart)
+        grid = np.round(grid * 8) / 8 + 1 / 64
+    m = _grid_sample_model(opset, x.shape, grid.shape, **attrs)
+    ref = _ort(m, {"x": x, "grid": grid})[0]
+    got = webnn.load(m.SerializeToString(), ctx).compute({"x": x, "grid": grid})["y"]
+    assert got.shape == ref.shape
+    assert np.abs(got.astype(np.float64) - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+def test_grid_sample_float16(ctx, rng):
+    x = rng.standard_normal((1, 4, 8, 8)).astype(np.float32)
+    grid = rng.uniform(-1, 1, (1, 5, 5, 2)).astype(np.float32)
+    m = _grid_sample_model(16, x.shape, grid.shape)
+    ref = _ort(m, {"x": x, "grid": grid})[0]
+    got = webnn.load(m.SerializeToString(), ctx, dtype="float16").compute(
+        {"x": x.astype(np.float16), "grid": grid.astype(np.float16)})["y"]
+    assert np.abs(got.astype(np.float64) - ref).max() <= 3e-2 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("attrs,shape,match", [
+    ({"mode": "bicubic"}, (1, 2, 4, 4), "GridSample mode 'bicubic'"),
+    ({"padding_mode": "reflection"}, (1, 2, 4, 4), "padding_mode 'reflection'"),
+    ({}, (1, 2, 3, 4, 4), "GridSample of a 5-D input"),
+])
+def test_grid_sample_near_misses_are_refused_by_name(ctx, attrs, shape, match):
+    grid = (1, 3, 3, 3, len(shape) - 2) if len(shape) == 5 else (1, 3, 3, 2)
+    m = _grid_sample_model(20 if len(shape) == 5 else 16, shape, grid, **attrs)
+    with pytest.raises(webnn.NotSupportedError, match=rf"'gs' \(GridSample.*{match}"):
+        webnn.load(m.SerializeToString(), ctx)

@@ -1283,6 +1283,67 @@ def _topk(c, n, x):
     return [val, c.call("cast", ind, "int64")]
 
 
+@_h("GridSample", to="4-D, bilinear/linear or nearest, zeros or border padding: the sample positions from "
+                      "the grid, gather_elements of the corners, weighted sum")
+def _grid_sample(c, n, x):
+    """ONNX GridSample on a 4-D ``X [N, C, H, W]`` and ``grid [N, Ho, Wo, 2]`` (x, y in [-1, 1]):
+    each position unnormalized (``align_corners``: -1 and 1 are the corner pixels' centres, else
+    their outer edges), then per output position the corner pixels (bilinear / linear: the four
+    around it with their weights; nearest: the one at the position rounded half to even), read
+    with ``gather_elements`` from ``X`` as ``[N, C, H * W]``; a corner outside the image reads 0
+    (``padding_mode`` zeros) or the position is first clamped into the image (border)."""
+    v, grid = c.operand(x[0]), c.operand(x[1])
+    mode = n.attr("mode", "linear" if n.since >= 20 else "bilinear")
+    pad = n.attr("padding_mode", "zeros")
+    align = bool(n.attr("align_corners", 0))
+    if len(c.shape(v)) != 4:
+        raise Unsupported(f"GridSample of a {len(c.shape(v))}-D input (4-D only)")
+    if mode not in ("bilinear", "linear", "nearest"):
+        raise Unsupported(f"GridSample mode {mode!r} (bilinear/linear and nearest only)")
+    if pad not in ("zeros", "border"):
+        raise Unsupported(f"GridSample padding_mode {pad!r} (zeros and border only)")
+    N, C, H, W = c.shape(v)
+    _, Ho, Wo, two = c.shape(grid)
+    dt = v.data_type
+    grid = c.operand(grid, dt)
+    P = Ho * Wo
+    gx, gy = (c.call("reshape", g, [N, 1, 1, P]) for g in c.call("split", grid, [1, 1], axis=3))
+
+    def f(val):
+        return c.scalar(val, dt)
+
+    def unnormalize(g, size):
+        if align:  # (g + 1) / 2 * (size - 1)
+            pos = c.call("mul", c.call("add", g, f(1)), f((size - 1) / 2))
+        else:  # ((g + 1) * size - 1) / 2
+            pos = c.call("sub", c.call("mul", c.call("add", g, f(1)), f(size / 2)), f(0.5))
+        return c.call("clamp", pos, min_value=0.0, max_value=float(size - 1)) if pad == "border" else pos
+
+    px, py = unnormalize(gx, W), unnormalize(gy, H)
+    if mode == "nearest":
+        cx, cy, w, k = c.call("round_even", px), c.call("round_even", py), None, 1
+    else:  # the four corners along a new axis, [N, 1, 4, P]; a corner's weight is 1 - |p - corner|
+        k = 4
+        step = [1, 1, 4, 1]
+        cx = c.call("add", c.call("floor", px), c.operand(np.array([0, 1, 0, 1], _np_of(dt)).reshape(step)))
+        cy = c.call("add", c.call("floor", py), c.operand(np.array([0, 0, 1, 1], _np_of(dt)).reshape(step)))
+        w = c.call("mul", c.call("sub", f(1), c.call("abs", c.call("sub", px, cx))),
+                   c.call("sub", f(1), c.call("abs", c.call("sub", py, cy))))
+    inside = c.call("logical_and",
+                    c.call("logical_and", c.call("greater_or_equal", cx, f(0)), c.call("lesser_or_equal", cx, f(W - 1))),
+                    c.call("logical_and", c.call("greater_or_equal", cy, f(0)), c.call("lesser_or_equal", cy, f(H - 1))))
+    ix = c.call("clamp", cx, min_value=0.0, max_value=float(W - 1))
+    iy = c.call("clamp", cy, min_value=0.0, max_value=float(H - 1))
+    idx = c.call("reshape", c.call("cast", c.call("add", c.call("mul", iy, f(W)), ix), "int32"), [N, 1, k * P])
+    flat = c.call("reshape", v, [N, C, H * W])
+    got = c.call("gather_elements", flat, c.call("expand", idx, [N, C, k * P]), axis=2)
+    weight = c.call("reshape", c.call("where", inside, f(1) if w is None else w, f(0)), [N, 1, k * P])
+    out = c.call("mul", got, weight)
+    if k > 1:
+        out = c.call("reduce_sum", c.call("reshape", out, [N, C, k, P]), axes=[2], keep_dimensions=False)
+    return c.call("reshape", out, [N, C, Ho, Wo])
+
+
 def _coerced(c, n, v, fn):
     """Softmax-family before opset 13: the input as 2-D [prod(:axis), prod(axis:)]."""
     s = c.shape(v)
