@@ -241,3 +241,30 @@ def test_grid_sample_near_misses_are_refused_by_name(ctx, attrs, shape, match):
     m = _grid_sample_model(20 if len(shape) == 5 else 16, shape, grid, **attrs)
     with pytest.raises(webnn.NotSupportedError, match=rf"'gs' \(GridSample.*{match}"):
         webnn.load(m.SerializeToString(), ctx)
+
+
+# ---------------------------------------------------------------- Gather of the whole axis in order
+@pytest.mark.parametrize("indices,view", [
+    (np.arange(24).reshape(1, 24, 1, 1), True),        # dynamo's as_strided after a flatten
+    (np.arange(24) - 24, True),                         # the same, counted from the end
+    (np.arange(24)[::-1].copy(), False),                # reversed: a gather
+    (np.r_[np.arange(23), 22], False),                  # one index twice, one missing
+    (np.arange(12), False),                             # half the axis
+])
+def test_gather_of_the_whole_axis_in_order_is_a_reshape(ctx, rng, indices, view):
+    """ReduceMean -> Reshape(-1) -> Gather(arange) -> Reshape, as the dynamo exporter writes an
+    adaptive pooling of a permuted tensor; the near misses stay gathers. Values as ORT's (exact)."""
+    nodes = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[2, 3], keepdims=1),
+             helper.make_node("Reshape", ["m", "flat"], ["f"]),
+             helper.make_node("Gather", ["f", "idx"], ["g"], axis=0),
+             helper.make_node("Reshape", ["g", "rows"], ["y"])]
+    inits = [numpy_helper.from_array(np.array([-1], np.int64), "flat"),
+             numpy_helper.from_array(indices.astype(np.int64), "idx"),
+             numpy_helper.from_array(np.array([1, -1], np.int64), "rows")]
+    m = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 24, 3, 3])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    x = rng.standard_normal((1, 24, 3, 3)).astype(np.float32)
+    loaded = webnn.load(m.SerializeToString(), ctx)
+    np.testing.assert_allclose(loaded.compute({"x": x})["y"], _ort(m, {"x": x})[0], rtol=1e-6, atol=1e-7)
+    templates = [s.template for s in loaded.graph._steps if hasattr(s, "template")]
+    assert (not any("gather" in t for t in templates)) == view, templates

@@ -1614,19 +1614,21 @@ def _pad(c, n, x):
     return c.call("pad", v, begin, end, mode=modes[mode], value=value)
 
 
-@_h("Gather", to="gather; known indices into an axis of size 1: reshape")
+@_h("Gather", to="gather; known indices 0, 1, ..., n - 1 of the whole axis, in order (any shape): reshape")
 def _gather(c, n, x):
+    """ONNX Gather; known indices that read the whole axis once in order (``arange(n)`` in any
+    shape, negative ones counted from the end: the dynamo exporter's ``as_strided`` of a
+    flattened tensor, an index into an axis of size 1) give the same elements in the same
+    order: a reshape, no kernel."""
     v = c.operand(x[0])
     idx = x[1]
     if c.is_known(idx) and idx.dtype not in (np.int32, np.int64):
         idx = idx.astype(np.int64)
     axis = int(n.attr("axis", 0)) % _rank(c, v)
     s = c.shape(v)
-    if c.is_known(idx) and s[axis] == 1 and np.all(np.isin(np.asarray(idx), (0, -1))):
-        # every index picks the one entry of a unit axis: the same elements, reshaped
-        out = [*s[:axis], *np.shape(idx), *s[axis + 1:]]
-        if int(np.prod(out)) == int(np.prod(s)):
-            return c.call("reshape", v, out)
+    if c.is_known(idx) and np.size(idx) == s[axis] and np.all((-s[axis] <= idx) & (idx < s[axis])) \
+            and np.array_equal(np.asarray(idx).reshape(-1) % s[axis], np.arange(s[axis])):
+        return c.call("reshape", v, [*s[:axis], *np.shape(idx), *s[axis + 1:]])
     return c.call("gather", v, c.operand(idx), axis=axis)
 
 
