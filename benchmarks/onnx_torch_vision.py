@@ -64,6 +64,7 @@ MODELS = {
     "upsample_dropout": (1, 4, 16, 16),
     "activations": (1, 8, 16, 16),
     "grid_sample": (1, 4, 16, 16),
+    "vision_misc": (1, 4, 20, 20),
 }
 
 #: Models also exported with an open batch axis.
@@ -177,7 +178,8 @@ def _architectures() -> dict:
             c = self.e3(F.max_pool2d(b, 2))
             d = self.d2(torch.cat([self.up3(c), b], 1))
             e = self.d1(torch.cat([F.interpolate(d, scale_factor=2, mode="bilinear", align_corners=False), a], 1))
-            f = torch.cat([e, F.interpolate(x, size=e.shape[-2:], mode="bilinear", align_corners=True)], 1)
+            f = torch.cat([e, F.interpolate(F.avg_pool2d(x, 2), size=e.shape[-2:], mode="bilinear",
+                                            align_corners=True)], 1)
             y = self.head(self.d0(f))
             return y + F.interpolate(F.avg_pool2d(y, 4), scale_factor=4, mode="nearest")
 
@@ -342,11 +344,31 @@ def _architectures() -> dict:
             grid = torch.tanh(self.loc(x)).permute(0, 2, 3, 1)
             return F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
 
+    class VisionMisc(nn.Module):
+        """Swin's roll, L2 normalization, flip, bicubic resizing, adaptive pooling, unfold (im2col),
+        einsum, cumsum, masked_fill. (An adaptive pooling to a size that does not divide the
+        input is refused by the TorchScript exporter.)"""
+
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(4, 4, 3, padding=1)
+
+        def forward(self, x):
+            y = torch.roll(self.conv(x), shifts=(2, -3), dims=(2, 3))
+            y = F.normalize(y, dim=1) + torch.flip(y, dims=[3])
+            up = F.interpolate(y, scale_factor=2, mode="bicubic", align_corners=False)
+            pooled = F.adaptive_avg_pool2d(up, (8, 8))
+            cols = F.unfold(y, kernel_size=2, stride=2)                  # [1, 16, 100]
+            gram = torch.einsum("bcl,bdl->bcd", cols, cols) / 100
+            csum = torch.cumsum(y, dim=3).masked_fill(y < -1.0, 0.0)
+            return pooled, gram, csum
+
     return {"resnet": resnet, "mobilenet_v2": mobilenet_v2, "mobilenet_v3": mobilenet_v3,
             "efficientnet": efficientnet, "convnext": convnext, "unet": UNet, "vit": ViT,
             "vit_sdpa": lambda: ViT(sdpa=True), "detect_head": DetectHead, "yolo_parts": YoloParts,
             "pixel_shuffle": Shuffle, "norms": Norms, "dilated_grouped": DilatedGrouped, "pads": Pads,
-            "pools": Pools, "upsample_dropout": UpDrop, "activations": Activations, "grid_sample": GridSample}
+            "pools": Pools, "upsample_dropout": UpDrop, "activations": Activations, "grid_sample": GridSample,
+            "vision_misc": VisionMisc}
 
 
 def seeded_module(name: str):

@@ -268,3 +268,87 @@ def test_gather_of_the_whole_axis_in_order_is_a_reshape(ctx, rng, indices, view)
     np.testing.assert_allclose(loaded.compute({"x": x})["y"], _ort(m, {"x": x})[0], rtol=1e-6, atol=1e-7)
     templates = [s.template for s in loaded.graph._steps if hasattr(s, "template")]
     assert (not any("gather" in t for t in templates)) == view, templates
+
+
+# ---------------------------------------------------------------- Resize beyond resample2d
+@pytest.mark.parametrize("mode,coord,nearest,n_in,n_out,exclude_outside", [
+    ("cubic", "half_pixel", "round_prefer_floor", 7, 13, 0),
+    ("cubic", "half_pixel", "round_prefer_floor", 7, 13, 1),
+    ("cubic", "pytorch_half_pixel", "round_prefer_floor", 9, 4, 0),
+    ("cubic", "align_corners", "round_prefer_floor", 5, 11, 0),
+    ("cubic", "asymmetric", "round_prefer_floor", 4, 9, 1),
+    ("linear", "align_corners", "round_prefer_floor", 6, 17, 0),
+    ("linear", "asymmetric", "round_prefer_floor", 8, 5, 0),
+    ("nearest", "asymmetric", "floor", 9, 6, 0),
+    ("nearest", "half_pixel", "round_prefer_ceil", 5, 12, 0),
+    ("nearest", "align_corners", "ceil", 7, 3, 0),
+])
+def test_resize_taps_are_the_reference(mode, coord, nearest, n_in, n_out, exclude_outside):
+    """GPU-free: resize_taps along one axis applied to the identity is the matrix that ONNX's
+    reference Resize (onnx.reference) gives for every basis vector, within 2e-6 (the reference
+    rounds some cubic steps to float32: ONNX Runtime differs from it by 1.2e-6 on these)."""
+    from onnx.reference import ReferenceEvaluator
+
+    from webnn_gpu.onnx.ops import resize_taps
+
+    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode, coordinate_transformation_mode=coord,
+                            nearest_mode=nearest, exclude_outside=exclude_outside)
+    m = _model([node], [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [n_in, n_in])],
+               [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)],
+               [numpy_helper.from_array(np.array([n_in, n_out], np.int64), "sizes")], opset=19)
+    ref = ReferenceEvaluator(m).run(None, {"x": np.eye(n_in)})[0]        # row j: the response to e_j
+    index, weight = resize_taps(n_in, n_out, n_out / n_in, mode, coord, nearest, -0.75, bool(exclude_outside))
+    got = np.zeros((n_in, n_out))
+    for t in range(index.shape[0]):
+        np.add.at(got, (index[t], np.arange(n_out)), weight[t])
+    np.testing.assert_allclose(got, ref, rtol=0, atol=2e-6)
+
+
+def _resize_model(shape, sizes, opset=17, **attrs):
+    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], name="rs", **attrs)
+    return _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                  [numpy_helper.from_array(np.array(sizes, np.int64), "sizes")], opset)
+
+
+@pytest.mark.parametrize("attrs,sizes,resample2d", [
+    # F.interpolate(bilinear, align_corners=True): both exporters
+    ({"mode": "linear", "coordinate_transformation_mode": "align_corners"}, [1, 3, 11, 17], False),
+    # F.interpolate(bicubic): TorchScript (pytorch_half_pixel) and dynamo (half_pixel), A = -0.75
+    ({"mode": "cubic", "coordinate_transformation_mode": "pytorch_half_pixel", "cubic_coeff_a": -0.75},
+     [1, 3, 16, 20], False),
+    ({"mode": "cubic", "coordinate_transformation_mode": "half_pixel", "cubic_coeff_a": -0.75}, [1, 3, 5, 7], False),
+    # F.interpolate(nearest, size) to a size that is no multiple: asymmetric, floor
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}, [1, 3, 13, 6],
+     False),
+    # near misses that stay one resample2d kernel: half-pixel linear, integer-factor asymmetric nearest
+    ({"mode": "linear", "coordinate_transformation_mode": "half_pixel"}, [1, 3, 16, 20], True),
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}, [1, 3, 16, 20],
+     True),
+])
+def test_resize_modes_match_onnxruntime(ctx, rng, attrs, sizes, resample2d):
+    """What resample2d does not compute runs as per-axis gathers of known taps; the rest stays
+    resample2d. Within 1e-5 of the output's magnitude of ORT's."""
+    x = rng.standard_normal((1, 3, 8, 10)).astype(np.float32)
+    m = _resize_model(x.shape, sizes, **attrs)
+    ref = _ort(m, {"x": x})[0]
+    loaded = webnn.load(m.SerializeToString(), ctx)
+    got = loaded.compute({"x": x})["y"]
+    assert got.shape == ref.shape
+    assert np.abs(got.astype(np.float64) - ref).max() <= 1e-5 * np.abs(ref).max()
+    templates = [s.template for s in loaded.graph._steps if hasattr(s, "template")]
+    assert any("resample2d" in t for t in templates) == resample2d, templates
+
+
+def test_resize_refusals_name_the_reason(ctx):
+    m = _resize_model((1, 1, 4, 4), [1, 1, 8, 8], opset=19, mode="linear", antialias=1)
+    with pytest.raises(webnn.NotSupportedError, match=r"'rs' \(Resize.*antialias"):
+        webnn.load(m.SerializeToString(), ctx)
+    node = helper.make_node("Resize", ["x", "roi", "", "sizes"], ["y"], name="rs", mode="linear",
+                            coordinate_transformation_mode="tf_crop_and_resize")
+    m = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+               [numpy_helper.from_array(np.array([0, 0, 0.1, 0.1, 1, 1, 0.9, 0.9], np.float32), "roi"),
+                numpy_helper.from_array(np.array([1, 1, 8, 8], np.int64), "sizes")])
+    with pytest.raises(webnn.NotSupportedError, match=r"'rs' \(Resize.*tf_crop_and_resize"):
+        webnn.load(m.SerializeToString(), ctx)

@@ -19,7 +19,7 @@ from .. import _env
 from .convert import FAILED, Unsupported
 from .rewrite import _known_consts, rewrite
 
-__all__ = ["HANDLERS", "MAPPED_TO", "reshape_target", "slice_params", "split_sizes", "reduce_axes"]
+__all__ = ["HANDLERS", "MAPPED_TO", "reshape_target", "resize_taps", "slice_params", "split_sizes", "reduce_axes"]
 
 HANDLERS: dict[tuple[str, str], Callable] = {}
 MAPPED_TO: dict[str, str] = {}
@@ -1712,6 +1712,9 @@ def _np_of(dt):
 
 # ---------------------------------------------------------------- resampling
 def _resize_common(c, n, v, scales, sizes, mode, coord, nearest_mode):
+    """A Resize / Upsample: WebNN's ``resample2d`` where it computes the same (two adjacent
+    axes; half-pixel nearest with round_prefer_floor or linear, integer-factor asymmetric
+    nearest), else :func:`_resize_taps` (any axes; cubic, align_corners, asymmetric, ...)."""
     s = c.shape(v)
     r = len(s)
     if sizes is not None:
@@ -1719,41 +1722,125 @@ def _resize_common(c, n, v, scales, sizes, mode, coord, nearest_mode):
     else:
         out = [int(math.floor(d * float(k))) for d, k in zip(s, scales)]
     changed = [i for i in range(r) if out[i] != s[i] or (scales is not None and float(scales[i]) != 1.0)]
-    if len(changed) > 2 or r < 2:
-        raise Unsupported(f"{n.op} of more than two axes ({changed})")
     if not changed:
         return c.call("identity", v)
-    if len(changed) == 1:
-        i = changed[0]
-        changed = [i - 1, i] if i > 0 else [i, i + 1]
-    if changed[1] != changed[0] + 1:
-        raise Unsupported(f"{n.op} of non-adjacent axes {changed}")
-    if mode not in ("nearest", "linear", "bilinear"):
+    if mode not in ("nearest", "linear", "bilinear", "cubic"):
         raise Unsupported(f"{n.op} mode {mode!r}")
+    if coord == "tf_crop_and_resize":
+        raise Unsupported(f"{n.op} with coordinate_transformation_mode='tf_crop_and_resize' (a region of interest)")
+    if _resample2d_fits(s, out, scales, sizes, changed, mode, coord, nearest_mode):
+        axes = changed if len(changed) == 2 else [changed[0] - 1, changed[0]] if changed[0] > 0 else [0, 1]
+        return c.call("resample2d", v, mode="nearest-neighbor" if mode == "nearest" else "linear",
+                      sizes=[out[i] for i in axes], axes=axes)
+    return _resize_taps(c, n, v, s, out, scales, changed, mode, coord, nearest_mode)
+
+
+def _resample2d_fits(s, out, scales, sizes, changed, mode, coord, nearest_mode) -> bool:
+    """Whether WebNN's resample2d computes this resize: at most two adjacent axes, a whole
+    size from the scale, half-pixel nearest (round_prefer_floor) or linear, or asymmetric
+    nearest (floor) by integer factors."""
+    if len(changed) > 2 or len(s) < 2 or (len(changed) == 2 and changed[1] != changed[0] + 1):
+        return False
+    if mode == "cubic":
+        return False
     if scales is not None and sizes is None:
         for i in changed:
             # a scale that is float32's nearest value to out / in (as exporters write a
             # resize to a size) maps coordinates as that ratio does, to float32's precision
             if s[i] * float(scales[i]) != out[i] and np.float32(out[i] / s[i]) != np.float32(scales[i]):
-                raise Unsupported(f"{n.op} scale {scales[i]} that does not give a whole size for {s[i]}")
-    integer_up = all(out[i] % s[i] == 0 for i in changed)
+                return False
     if mode == "nearest":
+        integer_up = all(out[i] % s[i] == 0 for i in changed)
         ok = (coord in ("half_pixel", "pytorch_half_pixel") and nearest_mode == "round_prefer_floor") or (
             coord == "asymmetric" and nearest_mode == "floor" and integer_up)
-        if coord == "pytorch_half_pixel" and any(out[i] == 1 for i in changed):
-            ok = False
-        if not ok:
-            raise Unsupported(f"{n.op} nearest with coordinate_transformation_mode={coord!r} and "
-                              f"nearest_mode={nearest_mode!r} (WebNN: half-pixel, round_prefer_floor)")
+        return ok and not (coord == "pytorch_half_pixel" and any(out[i] == 1 for i in changed))
+    return coord == "half_pixel" or (coord == "pytorch_half_pixel" and all(out[i] > 1 for i in changed))
+
+
+def resize_taps(n_in: int, n_out: int, scale: float, mode: str, coord: str, nearest_mode: str = "round_prefer_floor",
+                cubic_a: float = -0.75, exclude_outside: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """ONNX Resize along one axis as taps (its reference, ``onnx.reference``'s Resize, in
+    float64): ``(index [T, n_out] int, weight [T, n_out] float64)`` with ``out[o] = sum_t
+    weight[t, o] * in[index[t, o]]``; the source positions from ``coord`` and ``scale`` (the
+    given scale, or ``n_out / n_in`` for a size), the neighbours past an edge reading the edge
+    (or, ``exclude_outside``, weighing 0 with the others renormalized). Taps that weigh 0 for
+    every output are left out (nearest: one tap)."""
+    width = scale * n_in
+    x = np.arange(n_out, dtype=np.float64)
+    if coord == "align_corners":
+        ori = np.zeros_like(x) if width == 1 else x * (n_in - 1) / (width - 1)
+    elif coord == "asymmetric":
+        ori = x / scale
+    elif coord == "pytorch_half_pixel":
+        ori = np.full_like(x, -0.5) if width == 1 else (x + 0.5) / scale - 0.5
+    elif coord == "half_pixel":
+        ori = (x + 0.5) / scale - 0.5
+    elif coord == "half_pixel_symmetric":
+        offset = n_in / 2 * (1 - n_out / width)
+        ori = offset + (x + 0.5) / scale - 0.5
     else:
-        ok = coord == "half_pixel" or (coord == "pytorch_half_pixel" and all(out[i] > 1 for i in changed))
-        if not ok:
-            raise Unsupported(f"{n.op} linear with coordinate_transformation_mode={coord!r} (WebNN: half_pixel)")
-    return c.call("resample2d", v, mode="nearest-neighbor" if mode == "nearest" else "linear",
-                  sizes=[out[i] for i in changed], axes=changed)
+        raise Unsupported(f"Resize coordinate_transformation_mode {coord!r}")
+    base = np.floor(ori)
+    ratio = np.where(ori == base, 1.0, ori - base)  # in (0, 1]: the left neighbour preferred
+    if mode == "nearest":
+        if nearest_mode == "round_prefer_floor":
+            right = ratio > 0.5
+        elif nearest_mode == "round_prefer_ceil":
+            right = ratio >= 0.5
+        elif nearest_mode == "floor":
+            right = np.zeros_like(ratio, bool)
+        elif nearest_mode == "ceil":
+            right = np.ones_like(ratio, bool)
+        else:
+            raise Unsupported(f"Resize nearest_mode {nearest_mode!r}")
+        right = np.where(ori == base, True, right)  # a whole position reads itself
+        coeffs = np.stack([~right, right]).astype(np.float64)
+    elif mode in ("linear", "bilinear"):
+        coeffs = np.stack([1 - ratio, ratio])
+    else:
+        a, t = cubic_a, ratio
+        coeffs = np.stack([((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a,
+                           ((a + 2) * t - (a + 3)) * t * t + 1,
+                           ((a + 2) * (1 - t) - (a + 3)) * (1 - t) * (1 - t) + 1,
+                           ((a * (2 - t) - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a])
+    taps = coeffs.shape[0]
+    # the taps nearest the position, the left ones preferred: ceil(ori) - taps / 2 + k
+    pos = np.ceil(ori).astype(np.int64)[None, :] - taps // 2 + np.arange(taps)[:, None]
+    if exclude_outside:
+        coeffs = np.where((pos < 0) | (pos >= n_in), 0.0, coeffs)
+        coeffs = coeffs / coeffs.sum(axis=0, keepdims=True)
+    index = np.clip(pos, 0, n_in - 1)
+    keep = np.any(coeffs != 0, axis=1)
+    if mode == "nearest":  # one tap: the one that weighs 1
+        return np.where(coeffs[1] != 0, index[1], index[0])[None, :], np.ones((1, n_out))
+    return index[keep], coeffs[keep]
 
 
-@_h("Resize", to="resample2d (two adjacent axes; half-pixel nearest/linear, integer-factor asymmetric nearest)")
+def _resize_taps(c, n, v, s, out, scales, changed, mode, coord, nearest_mode):
+    """A Resize written per axis as a gather of each output's source positions (known at load
+    time, :func:`resize_taps`) weighted and summed: ``gather`` with ``[T, n_out]`` indices,
+    ``mul`` by the known weights, ``reduce_sum`` over the T taps (nearest: the gather alone)."""
+    dt = v.data_type
+    if mode != "nearest" and dt not in ("float32", "float16"):
+        raise Unsupported(f"{n.op} {mode} of {dt}")
+    cubic_a = float(n.attr("cubic_coeff_a", -0.75))
+    exclude = bool(int(n.attr("exclude_outside", 0)))
+    for a in changed:
+        scale = float(scales[a]) if scales is not None else out[a] / s[a]
+        index, weight = resize_taps(s[a], out[a], scale, mode, coord, nearest_mode, cubic_a, exclude)
+        if index.shape[0] == 1:
+            v = c.call("gather", v, c.operand(index[0].astype(np.int32)), axis=a)
+            if not np.all(weight == 1):
+                v = c.call("mul", v, c.operand(weight[0].astype(_np_of(dt)).reshape([-1] + [1] * (len(s) - a - 1))))
+        else:
+            g = c.call("gather", v, c.operand(index.astype(np.int32)), axis=a)
+            w = weight.astype(_np_of(dt)).reshape(list(weight.shape) + [1] * (len(s) - a - 1))
+            v = c.call("reduce_sum", c.call("mul", g, c.operand(w)), axes=[a], keep_dimensions=False)
+    return v
+
+
+@_h("Resize", to="resample2d (two adjacent axes; half-pixel nearest/linear, integer-factor asymmetric nearest); "
+                  "other modes and axes: per axis a gather of the known source positions, weighted and summed")
 def _resize(c, n, x):
     v = c.operand(x[0])
     if n.since < 11:
@@ -1788,7 +1875,7 @@ def _resize(c, n, x):
     return _resize_common(c, n, v, scales, sizes, n.attr("mode", "nearest"), coord, nearest)
 
 
-@_h("Upsample", to="resample2d (integer factors, nearest)")
+@_h("Upsample", to="resample2d (integer factors, nearest); else as Resize")
 def _upsample(c, n, x):
     v = c.operand(x[0])
     if n.since < 9:
