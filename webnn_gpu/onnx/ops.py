@@ -1283,15 +1283,18 @@ def _topk(c, n, x):
     return [val, c.call("cast", ind, "int64")]
 
 
-@_h("GridSample", to="4-D, bilinear/linear or nearest, zeros or border padding: the sample positions from "
-                      "the grid, gather_elements of the corners, weighted sum")
+@_h("GridSample", to="4-D, bilinear/linear or nearest, zeros, border or reflection padding: the sample "
+                      "positions from the grid, gather_elements of the corners, weighted sum")
 def _grid_sample(c, n, x):
     """ONNX GridSample on a 4-D ``X [N, C, H, W]`` and ``grid [N, Ho, Wo, 2]`` (x, y in [-1, 1]):
     each position unnormalized (``align_corners``: -1 and 1 are the corner pixels' centres, else
     their outer edges), then per output position the corner pixels (bilinear / linear: the four
     around it with their weights; nearest: the one at the position rounded half to even), read
     with ``gather_elements`` from ``X`` as ``[N, C, H * W]``; a corner outside the image reads 0
-    (``padding_mode`` zeros) or the position is first clamped into the image (border)."""
+    (``padding_mode`` zeros), or the position is first clamped into the image (border) or
+    reflected into it (reflection: about the corner pixels' centres with ``align_corners``,
+    else about their outer edges; a triangle wave of period twice the image, as ONNX's
+    reference folds it), its corners then read at the nearest pixel."""
     v, grid = c.operand(x[0]), c.operand(x[1])
     mode = n.attr("mode", "linear" if n.since >= 20 else "bilinear")
     pad = n.attr("padding_mode", "zeros")
@@ -1300,8 +1303,8 @@ def _grid_sample(c, n, x):
         raise Unsupported(f"GridSample of a {len(c.shape(v))}-D input (4-D only)")
     if mode not in ("bilinear", "linear", "nearest"):
         raise Unsupported(f"GridSample mode {mode!r} (bilinear/linear and nearest only)")
-    if pad not in ("zeros", "border"):
-        raise Unsupported(f"GridSample padding_mode {pad!r} (zeros and border only)")
+    if pad not in ("zeros", "border", "reflection"):
+        raise Unsupported(f"GridSample padding_mode {pad!r}")
     N, C, H, W = c.shape(v)
     _, Ho, Wo, two = c.shape(grid)
     dt = v.data_type
@@ -1317,7 +1320,17 @@ def _grid_sample(c, n, x):
             pos = c.call("mul", c.call("add", g, f(1)), f((size - 1) / 2))
         else:  # ((g + 1) * size - 1) / 2
             pos = c.call("sub", c.call("mul", c.call("add", g, f(1)), f(size / 2)), f(0.5))
-        return c.call("clamp", pos, min_value=0.0, max_value=float(size - 1)) if pad == "border" else pos
+        if pad == "border":
+            return c.call("clamp", pos, min_value=0.0, max_value=float(size - 1))
+        if pad == "reflection":
+            lo, hi = (0.0, size - 1.0) if align else (-0.5, size - 0.5)
+            if hi == lo:  # one pixel, its centre the whole range
+                return c.call("mul", pos, f(0))
+            period = 2 * (hi - lo)
+            u = c.call("sub", pos, f(lo))
+            t = c.call("sub", u, c.call("mul", c.call("floor", c.call("div", u, f(period))), f(period)))
+            return c.call("add", c.call("sub", f(hi - lo), c.call("abs", c.call("sub", t, f(hi - lo)))), f(lo))
+        return pos
 
     px, py = unnormalize(gx, W), unnormalize(gy, H)
     if mode == "nearest":
@@ -1329,16 +1342,22 @@ def _grid_sample(c, n, x):
         cy = c.call("add", c.call("floor", py), c.operand(np.array([0, 0, 1, 1], _np_of(dt)).reshape(step)))
         w = c.call("mul", c.call("sub", f(1), c.call("abs", c.call("sub", px, cx))),
                    c.call("sub", f(1), c.call("abs", c.call("sub", py, cy))))
-    inside = c.call("logical_and",
-                    c.call("logical_and", c.call("greater_or_equal", cx, f(0)), c.call("lesser_or_equal", cx, f(W - 1))),
-                    c.call("logical_and", c.call("greater_or_equal", cy, f(0)), c.call("lesser_or_equal", cy, f(H - 1))))
+    if pad == "zeros":
+        inside = c.call("logical_and",
+                        c.call("logical_and", c.call("greater_or_equal", cx, f(0)),
+                               c.call("lesser_or_equal", cx, f(W - 1))),
+                        c.call("logical_and", c.call("greater_or_equal", cy, f(0)),
+                               c.call("lesser_or_equal", cy, f(H - 1))))
+    else:  # the position is inside: a corner past the edge weighs 0 or reads the edge pixel
+        inside = None
     ix = c.call("clamp", cx, min_value=0.0, max_value=float(W - 1))
     iy = c.call("clamp", cy, min_value=0.0, max_value=float(H - 1))
     idx = c.call("reshape", c.call("cast", c.call("add", c.call("mul", iy, f(W)), ix), "int32"), [N, 1, k * P])
     flat = c.call("reshape", v, [N, C, H * W])
     got = c.call("gather_elements", flat, c.call("expand", idx, [N, C, k * P]), axis=2)
-    weight = c.call("reshape", c.call("where", inside, f(1) if w is None else w, f(0)), [N, 1, k * P])
-    out = c.call("mul", got, weight)
+    if inside is not None:
+        w = c.call("where", inside, f(1) if w is None else w, f(0))
+    out = c.call("reshape", got, [N, C, k * P]) if w is None else c.call("mul", got, c.call("reshape", w, [N, 1, k * P]))
     if k > 1:
         out = c.call("reduce_sum", c.call("reshape", out, [N, C, k, P]), axes=[2], keep_dimensions=False)
     return c.call("reshape", out, [N, C, Ho, Wo])
