@@ -473,7 +473,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reexport", action="store_true", help="export the models again")
     parser.add_argument("--torch-python", default=str(DEFAULT_TORCH_PYTHON),
                         help="Python of the PyTorch environment (default: %(default)s)")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "float16"], help="the webnn graph's float type")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float16"],
+                        help="the webnn graph's float type")
     parser.add_argument("--batch", type=int, help="load the dynamic-batch files at this batch (errors only)")
     parser.add_argument("--rounds", type=int, default=20, help="timed rounds (0: errors only)")
     parser.add_argument("--warmup", type=int, default=3)

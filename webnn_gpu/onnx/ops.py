@@ -1357,7 +1357,7 @@ def _grid_sample(c, n, x):
     got = c.call("gather_elements", flat, c.call("expand", idx, [N, C, k * P]), axis=2)
     if inside is not None:
         w = c.call("where", inside, f(1) if w is None else w, f(0))
-    out = c.call("reshape", got, [N, C, k * P]) if w is None else c.call("mul", got, c.call("reshape", w, [N, 1, k * P]))
+    out = got if w is None else c.call("mul", got, c.call("reshape", w, [N, 1, k * P]))
     if k > 1:
         out = c.call("reduce_sum", c.call("reshape", out, [N, C, k, P]), axes=[2], keep_dimensions=False)
     return c.call("reshape", out, [N, C, Ho, Wo])
