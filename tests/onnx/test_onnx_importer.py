@@ -51,7 +51,8 @@ def test_every_unsupported_node_is_listed(ctx):
     nodes = [
         helper.make_node("Relu", ["x"], ["a"], name="ok"),
         helper.make_node("Acosh", ["a"], ["b"], name="first_bad"),
-        helper.make_node("Resize", ["a", "", "scales"], ["c"], name="cubic", mode="cubic"),
+        helper.make_node("Resize", ["a", "", "scales"], ["c"], name="crop", mode="linear",
+                         coordinate_transformation_mode="tf_crop_and_resize"),
         helper.make_node("Frobnicate", ["c"], ["d"], name="custom_one", domain="my.domain"),
         helper.make_node("Add", ["b", "d"], ["y"]),
     ]
@@ -63,7 +64,7 @@ def test_every_unsupported_node_is_listed(ctx):
     msg = str(info.value)
     assert "3 node(s)" in msg
     assert "'first_bad' (Acosh, opset 9)" in msg
-    assert "'cubic' (Resize, opset 13): Resize mode 'cubic'" in msg
+    assert "'crop' (Resize, opset 13): Resize with coordinate_transformation_mode='tf_crop_and_resize'" in msg
     assert "'custom_one' (my.domain.Frobnicate, opset 1)" in msg
 
     def frobnicate(builder, inputs, attributes):
@@ -767,7 +768,8 @@ def test_pads_computed_by_a_pad_of_known_values_fold(ctx):
 def test_resize_scale_rounded_from_a_size_ratio(ctx, mode):
     """A Resize scale that is float32's nearest value to out / in (34 -> 20 written as
     0.58823532) resizes to that size, within 1e-5 of ONNX Runtime; a scale that is not
-    (0.6 for 17 -> 10) is refused."""
+    (0.6 for 17 -> 10) maps positions by that scale (the per-axis gathers, not resample2d),
+    as ONNX Runtime does."""
     def model(sh, sw):
         nodes = [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode=mode,
                                   coordinate_transformation_mode="half_pixel")]
@@ -781,8 +783,13 @@ def test_resize_scale_rounded_from_a_size_ratio(ctx, mode):
     got = wonnx.load(m, ctx).compute(x)["y"]
     assert got.shape == ref.shape == (1, 2, 20, 10)
     np.testing.assert_allclose(got, ref, atol=1e-5 * np.abs(ref).max(), rtol=0)
-    with pytest.raises(webnn.NotSupportedError, match="does not give a whole size"):
-        wonnx.load(model(np.float32(20 / 34), 0.6), ctx)
+    m = model(np.float32(20 / 34), 0.6)
+    ref = _ort_run(m, {"x": x})[0]
+    loaded = wonnx.load(m, ctx)
+    got = loaded.compute(x)["y"]
+    assert got.shape == ref.shape == (1, 2, 20, 10)
+    np.testing.assert_allclose(got, ref, atol=1e-5 * np.abs(ref).max(), rtol=0)
+    assert any(t.startswith("gather_scatter/") for t in _templates(loaded))
 
 
 @pytest.mark.parametrize("attrs, wshape, bias", [

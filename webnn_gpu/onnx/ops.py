@@ -19,7 +19,7 @@ from .. import _env
 from .convert import FAILED, Unsupported
 from .rewrite import _known_consts, rewrite
 
-__all__ = ["HANDLERS", "MAPPED_TO", "reshape_target", "slice_params", "split_sizes", "reduce_axes"]
+__all__ = ["HANDLERS", "MAPPED_TO", "reshape_target", "resize_taps", "slice_params", "split_sizes", "reduce_axes"]
 
 HANDLERS: dict[tuple[str, str], Callable] = {}
 MAPPED_TO: dict[str, str] = {}
@@ -1231,6 +1231,138 @@ _h("ArgMax", to="arg_max (int64); select_last_index through reverse")(_arg("arg_
 _h("ArgMin", to="arg_min (int64); select_last_index through reverse")(_arg("arg_min"))
 
 
+#: the largest K a TopK is written out for (each further element costs about 8 element-wise
+#: and reduction kernels)
+TOPK_MAX_K = 64
+
+
+@_h("TopK", to="K rounds of reduce_max/min and arg_max over the values not yet taken (K known, at most "
+                "TOPK_MAX_K = 64); ties: the lower index first")
+def _topk(c, n, x):
+    """ONNX TopK as K selection rounds (WebNN has no sort): round ``r`` takes the largest (or
+    smallest) value among those not taken, ``m = reduce_max(where(taken, -inf, v))``, and its
+    index, the first position holding ``m`` that is not taken (so ties come out in index order,
+    as ONNX asks, and a row of infinities gives each position once). Values come out sorted,
+    which ``sorted=0`` (any order) also allows."""
+    v = c.operand(x[0])
+    shape = list(c.shape(v))
+    axis = int(n.attr("axis", -1)) % len(shape)
+    k = int(n.attr("k")) if n.since < 10 else ints(c, x[1], "TopK's K")[0]
+    largest = bool(n.attr("largest", 1))
+    if not 1 <= k <= shape[axis]:
+        raise Unsupported(f"TopK's K = {k} on an axis of size {shape[axis]} (1 to {shape[axis]} expected)")
+    if k > TOPK_MAX_K:
+        raise Unsupported(f"TopK's K = {k} is above {TOPK_MAX_K} (each of the K selection rounds costs kernels)")
+    dt = v.data_type
+    if dt in ("float32", "float16"):
+        far = -np.inf if largest else np.inf
+    elif dt in ("int32", "int64", "uint32", "uint64", "uint8", "int8"):
+        info = np.iinfo(_np_of(dt))
+        far = info.min if largest else info.max
+    else:
+        raise Unsupported(f"TopK of {dt}")
+    reduce, arg = ("reduce_max", "arg_max") if largest else ("reduce_min", "arg_min")
+    iota = np.arange(shape[axis], dtype=np.int32).reshape([-1 if i == axis else 1 for i in range(len(shape))])
+    values, indices, taken = [], [], None
+    for r in range(k):
+        key = v if taken is None else c.call("where", taken, c.scalar(far, dt), v)
+        m = c.call(reduce, key, axes=[axis], keep_dimensions=True)
+        if taken is None:  # the first round: the first index of the extreme
+            idx = c.call(arg, v, axis, keep_dimensions=True, output_data_type="int32")
+        else:
+            free = c.call("logical_and", c.call("equal", key, m), c.call("logical_not", taken))
+            idx = c.call("arg_max", c.call("cast", free, "int32"), axis, keep_dimensions=True,
+                         output_data_type="int32")
+        values.append(m)
+        indices.append(idx)
+        if r + 1 < k:
+            hit = c.call("equal", c.operand(iota), idx)
+            taken = hit if taken is None else c.call("logical_or", taken, hit)
+    val = values[0] if k == 1 else c.call("concat", values, axis)
+    ind = indices[0] if k == 1 else c.call("concat", indices, axis)
+    return [val, c.call("cast", ind, "int64")]
+
+
+@_h("GridSample", to="4-D, bilinear/linear or nearest, zeros, border or reflection padding: the sample "
+                      "positions from the grid, gather_elements of the corners, weighted sum")
+def _grid_sample(c, n, x):
+    """ONNX GridSample on a 4-D ``X [N, C, H, W]`` and ``grid [N, Ho, Wo, 2]`` (x, y in [-1, 1]):
+    each position unnormalized (``align_corners``: -1 and 1 are the corner pixels' centres, else
+    their outer edges), then per output position the corner pixels (bilinear / linear: the four
+    around it with their weights; nearest: the one at the position rounded half to even), read
+    with ``gather_elements`` from ``X`` as ``[N, C, H * W]``; a corner outside the image reads 0
+    (``padding_mode`` zeros), or the position is first clamped into the image (border) or
+    reflected into it (reflection: about the corner pixels' centres with ``align_corners``,
+    else about their outer edges; a triangle wave of period twice the image, as ONNX's
+    reference folds it), its corners then read at the nearest pixel."""
+    v, grid = c.operand(x[0]), c.operand(x[1])
+    mode = n.attr("mode", "linear" if n.since >= 20 else "bilinear")
+    pad = n.attr("padding_mode", "zeros")
+    align = bool(n.attr("align_corners", 0))
+    if len(c.shape(v)) != 4:
+        raise Unsupported(f"GridSample of a {len(c.shape(v))}-D input (4-D only)")
+    if mode not in ("bilinear", "linear", "nearest"):
+        raise Unsupported(f"GridSample mode {mode!r} (bilinear/linear and nearest only)")
+    if pad not in ("zeros", "border", "reflection"):
+        raise Unsupported(f"GridSample padding_mode {pad!r}")
+    N, C, H, W = c.shape(v)
+    _, Ho, Wo, two = c.shape(grid)
+    dt = v.data_type
+    grid = c.operand(grid, dt)
+    P = Ho * Wo
+    gx, gy = (c.call("reshape", g, [N, 1, 1, P]) for g in c.call("split", grid, [1, 1], axis=3))
+
+    def f(val):
+        return c.scalar(val, dt)
+
+    def unnormalize(g, size):
+        if align:  # (g + 1) / 2 * (size - 1)
+            pos = c.call("mul", c.call("add", g, f(1)), f((size - 1) / 2))
+        else:  # ((g + 1) * size - 1) / 2
+            pos = c.call("sub", c.call("mul", c.call("add", g, f(1)), f(size / 2)), f(0.5))
+        if pad == "border":
+            return c.call("clamp", pos, min_value=0.0, max_value=float(size - 1))
+        if pad == "reflection":
+            lo, hi = (0.0, size - 1.0) if align else (-0.5, size - 0.5)
+            if hi == lo:  # one pixel, its centre the whole range
+                return c.call("mul", pos, f(0))
+            period = 2 * (hi - lo)
+            u = c.call("sub", pos, f(lo))
+            t = c.call("sub", u, c.call("mul", c.call("floor", c.call("div", u, f(period))), f(period)))
+            return c.call("add", c.call("sub", f(hi - lo), c.call("abs", c.call("sub", t, f(hi - lo)))), f(lo))
+        return pos
+
+    px, py = unnormalize(gx, W), unnormalize(gy, H)
+    if mode == "nearest":
+        cx, cy, w, k = c.call("round_even", px), c.call("round_even", py), None, 1
+    else:  # the four corners along a new axis, [N, 1, 4, P]; a corner's weight is 1 - |p - corner|
+        k = 4
+        step = [1, 1, 4, 1]
+        cx = c.call("add", c.call("floor", px), c.operand(np.array([0, 1, 0, 1], _np_of(dt)).reshape(step)))
+        cy = c.call("add", c.call("floor", py), c.operand(np.array([0, 0, 1, 1], _np_of(dt)).reshape(step)))
+        w = c.call("mul", c.call("sub", f(1), c.call("abs", c.call("sub", px, cx))),
+                   c.call("sub", f(1), c.call("abs", c.call("sub", py, cy))))
+    if pad == "zeros":
+        inside = c.call("logical_and",
+                        c.call("logical_and", c.call("greater_or_equal", cx, f(0)),
+                               c.call("lesser_or_equal", cx, f(W - 1))),
+                        c.call("logical_and", c.call("greater_or_equal", cy, f(0)),
+                               c.call("lesser_or_equal", cy, f(H - 1))))
+    else:  # the position is inside: a corner past the edge weighs 0 or reads the edge pixel
+        inside = None
+    ix = c.call("clamp", cx, min_value=0.0, max_value=float(W - 1))
+    iy = c.call("clamp", cy, min_value=0.0, max_value=float(H - 1))
+    idx = c.call("reshape", c.call("cast", c.call("add", c.call("mul", iy, f(W)), ix), "int32"), [N, 1, k * P])
+    flat = c.call("reshape", v, [N, C, H * W])
+    got = c.call("gather_elements", flat, c.call("expand", idx, [N, C, k * P]), axis=2)
+    if inside is not None:
+        w = c.call("where", inside, f(1) if w is None else w, f(0))
+    out = got if w is None else c.call("mul", got, c.call("reshape", w, [N, 1, k * P]))
+    if k > 1:
+        out = c.call("reduce_sum", c.call("reshape", out, [N, C, k, P]), axes=[2], keep_dimensions=False)
+    return c.call("reshape", out, [N, C, Ho, Wo])
+
+
 def _coerced(c, n, v, fn):
     """Softmax-family before opset 13: the input as 2-D [prod(:axis), prod(axis:)]."""
     s = c.shape(v)
@@ -1501,19 +1633,21 @@ def _pad(c, n, x):
     return c.call("pad", v, begin, end, mode=modes[mode], value=value)
 
 
-@_h("Gather", to="gather; known indices into an axis of size 1: reshape")
+@_h("Gather", to="gather; known indices 0, 1, ..., n - 1 of the whole axis, in order (any shape): reshape")
 def _gather(c, n, x):
+    """ONNX Gather; known indices that read the whole axis once in order (``arange(n)`` in any
+    shape, negative ones counted from the end: the dynamo exporter's ``as_strided`` of a
+    flattened tensor, an index into an axis of size 1) give the same elements in the same
+    order: a reshape, no kernel."""
     v = c.operand(x[0])
     idx = x[1]
     if c.is_known(idx) and idx.dtype not in (np.int32, np.int64):
         idx = idx.astype(np.int64)
     axis = int(n.attr("axis", 0)) % _rank(c, v)
     s = c.shape(v)
-    if c.is_known(idx) and s[axis] == 1 and np.all(np.isin(np.asarray(idx), (0, -1))):
-        # every index picks the one entry of a unit axis: the same elements, reshaped
-        out = [*s[:axis], *np.shape(idx), *s[axis + 1:]]
-        if int(np.prod(out)) == int(np.prod(s)):
-            return c.call("reshape", v, out)
+    if c.is_known(idx) and np.size(idx) == s[axis] and np.all((-s[axis] <= idx) & (idx < s[axis])) \
+            and np.array_equal(np.asarray(idx).reshape(-1) % s[axis], np.arange(s[axis])):
+        return c.call("reshape", v, [*s[:axis], *np.shape(idx), *s[axis + 1:]])
     return c.call("gather", v, c.operand(idx), axis=axis)
 
 
@@ -1597,6 +1731,9 @@ def _np_of(dt):
 
 # ---------------------------------------------------------------- resampling
 def _resize_common(c, n, v, scales, sizes, mode, coord, nearest_mode):
+    """A Resize / Upsample: WebNN's ``resample2d`` where it computes the same (two adjacent
+    axes; half-pixel nearest with round_prefer_floor or linear, integer-factor asymmetric
+    nearest), else :func:`_resize_taps` (any axes; cubic, align_corners, asymmetric, ...)."""
     s = c.shape(v)
     r = len(s)
     if sizes is not None:
@@ -1604,41 +1741,125 @@ def _resize_common(c, n, v, scales, sizes, mode, coord, nearest_mode):
     else:
         out = [int(math.floor(d * float(k))) for d, k in zip(s, scales)]
     changed = [i for i in range(r) if out[i] != s[i] or (scales is not None and float(scales[i]) != 1.0)]
-    if len(changed) > 2 or r < 2:
-        raise Unsupported(f"{n.op} of more than two axes ({changed})")
     if not changed:
         return c.call("identity", v)
-    if len(changed) == 1:
-        i = changed[0]
-        changed = [i - 1, i] if i > 0 else [i, i + 1]
-    if changed[1] != changed[0] + 1:
-        raise Unsupported(f"{n.op} of non-adjacent axes {changed}")
-    if mode not in ("nearest", "linear", "bilinear"):
+    if mode not in ("nearest", "linear", "bilinear", "cubic"):
         raise Unsupported(f"{n.op} mode {mode!r}")
+    if coord == "tf_crop_and_resize":
+        raise Unsupported(f"{n.op} with coordinate_transformation_mode='tf_crop_and_resize' (a region of interest)")
+    if _resample2d_fits(s, out, scales, sizes, changed, mode, coord, nearest_mode):
+        axes = changed if len(changed) == 2 else [changed[0] - 1, changed[0]] if changed[0] > 0 else [0, 1]
+        return c.call("resample2d", v, mode="nearest-neighbor" if mode == "nearest" else "linear",
+                      sizes=[out[i] for i in axes], axes=axes)
+    return _resize_taps(c, n, v, s, out, scales, changed, mode, coord, nearest_mode)
+
+
+def _resample2d_fits(s, out, scales, sizes, changed, mode, coord, nearest_mode) -> bool:
+    """Whether WebNN's resample2d computes this resize: at most two adjacent axes, a whole
+    size from the scale, half-pixel nearest (round_prefer_floor) or linear, or asymmetric
+    nearest (floor) by integer factors."""
+    if len(changed) > 2 or len(s) < 2 or (len(changed) == 2 and changed[1] != changed[0] + 1):
+        return False
+    if mode == "cubic":
+        return False
     if scales is not None and sizes is None:
         for i in changed:
             # a scale that is float32's nearest value to out / in (as exporters write a
             # resize to a size) maps coordinates as that ratio does, to float32's precision
             if s[i] * float(scales[i]) != out[i] and np.float32(out[i] / s[i]) != np.float32(scales[i]):
-                raise Unsupported(f"{n.op} scale {scales[i]} that does not give a whole size for {s[i]}")
-    integer_up = all(out[i] % s[i] == 0 for i in changed)
+                return False
     if mode == "nearest":
+        integer_up = all(out[i] % s[i] == 0 for i in changed)
         ok = (coord in ("half_pixel", "pytorch_half_pixel") and nearest_mode == "round_prefer_floor") or (
             coord == "asymmetric" and nearest_mode == "floor" and integer_up)
-        if coord == "pytorch_half_pixel" and any(out[i] == 1 for i in changed):
-            ok = False
-        if not ok:
-            raise Unsupported(f"{n.op} nearest with coordinate_transformation_mode={coord!r} and "
-                              f"nearest_mode={nearest_mode!r} (WebNN: half-pixel, round_prefer_floor)")
+        return ok and not (coord == "pytorch_half_pixel" and any(out[i] == 1 for i in changed))
+    return coord == "half_pixel" or (coord == "pytorch_half_pixel" and all(out[i] > 1 for i in changed))
+
+
+def resize_taps(n_in: int, n_out: int, scale: float, mode: str, coord: str, nearest_mode: str = "round_prefer_floor",
+                cubic_a: float = -0.75, exclude_outside: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """ONNX Resize along one axis as taps (its reference, ``onnx.reference``'s Resize, in
+    float64): ``(index [T, n_out] int, weight [T, n_out] float64)`` with ``out[o] = sum_t
+    weight[t, o] * in[index[t, o]]``; the source positions from ``coord`` and ``scale`` (the
+    given scale, or ``n_out / n_in`` for a size), the neighbours past an edge reading the edge
+    (or, ``exclude_outside``, weighing 0 with the others renormalized). Taps that weigh 0 for
+    every output are left out (nearest: one tap)."""
+    width = scale * n_in
+    x = np.arange(n_out, dtype=np.float64)
+    if coord == "align_corners":
+        ori = np.zeros_like(x) if width == 1 else x * (n_in - 1) / (width - 1)
+    elif coord == "asymmetric":
+        ori = x / scale
+    elif coord == "pytorch_half_pixel":
+        ori = np.full_like(x, -0.5) if width == 1 else (x + 0.5) / scale - 0.5
+    elif coord == "half_pixel":
+        ori = (x + 0.5) / scale - 0.5
+    elif coord == "half_pixel_symmetric":
+        offset = n_in / 2 * (1 - n_out / width)
+        ori = offset + (x + 0.5) / scale - 0.5
     else:
-        ok = coord == "half_pixel" or (coord == "pytorch_half_pixel" and all(out[i] > 1 for i in changed))
-        if not ok:
-            raise Unsupported(f"{n.op} linear with coordinate_transformation_mode={coord!r} (WebNN: half_pixel)")
-    return c.call("resample2d", v, mode="nearest-neighbor" if mode == "nearest" else "linear",
-                  sizes=[out[i] for i in changed], axes=changed)
+        raise Unsupported(f"Resize coordinate_transformation_mode {coord!r}")
+    base = np.floor(ori)
+    ratio = np.where(ori == base, 1.0, ori - base)  # in (0, 1]: the left neighbour preferred
+    if mode == "nearest":
+        if nearest_mode == "round_prefer_floor":
+            right = ratio > 0.5
+        elif nearest_mode == "round_prefer_ceil":
+            right = ratio >= 0.5
+        elif nearest_mode == "floor":
+            right = np.zeros_like(ratio, bool)
+        elif nearest_mode == "ceil":
+            right = np.ones_like(ratio, bool)
+        else:
+            raise Unsupported(f"Resize nearest_mode {nearest_mode!r}")
+        right = np.where(ori == base, True, right)  # a whole position reads itself
+        coeffs = np.stack([~right, right]).astype(np.float64)
+    elif mode in ("linear", "bilinear"):
+        coeffs = np.stack([1 - ratio, ratio])
+    else:
+        a, t = cubic_a, ratio
+        coeffs = np.stack([((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a,
+                           ((a + 2) * t - (a + 3)) * t * t + 1,
+                           ((a + 2) * (1 - t) - (a + 3)) * (1 - t) * (1 - t) + 1,
+                           ((a * (2 - t) - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a])
+    taps = coeffs.shape[0]
+    # the taps nearest the position, the left ones preferred: ceil(ori) - taps / 2 + k
+    pos = np.ceil(ori).astype(np.int64)[None, :] - taps // 2 + np.arange(taps)[:, None]
+    if exclude_outside:
+        coeffs = np.where((pos < 0) | (pos >= n_in), 0.0, coeffs)
+        coeffs = coeffs / coeffs.sum(axis=0, keepdims=True)
+    index = np.clip(pos, 0, n_in - 1)
+    keep = np.any(coeffs != 0, axis=1)
+    if mode == "nearest":  # one tap: the one that weighs 1
+        return np.where(coeffs[1] != 0, index[1], index[0])[None, :], np.ones((1, n_out))
+    return index[keep], coeffs[keep]
 
 
-@_h("Resize", to="resample2d (two adjacent axes; half-pixel nearest/linear, integer-factor asymmetric nearest)")
+def _resize_taps(c, n, v, s, out, scales, changed, mode, coord, nearest_mode):
+    """A Resize written per axis as a gather of each output's source positions (known at load
+    time, :func:`resize_taps`) weighted and summed: ``gather`` with ``[T, n_out]`` indices,
+    ``mul`` by the known weights, ``reduce_sum`` over the T taps (nearest: the gather alone)."""
+    dt = v.data_type
+    if mode != "nearest" and dt not in ("float32", "float16"):
+        raise Unsupported(f"{n.op} {mode} of {dt}")
+    cubic_a = float(n.attr("cubic_coeff_a", -0.75))
+    exclude = bool(int(n.attr("exclude_outside", 0)))
+    for a in changed:
+        scale = float(scales[a]) if scales is not None else out[a] / s[a]
+        index, weight = resize_taps(s[a], out[a], scale, mode, coord, nearest_mode, cubic_a, exclude)
+        if index.shape[0] == 1:
+            v = c.call("gather", v, c.operand(index[0].astype(np.int32)), axis=a)
+            if not np.all(weight == 1):
+                v = c.call("mul", v, c.operand(weight[0].astype(_np_of(dt)).reshape([-1] + [1] * (len(s) - a - 1))))
+        else:
+            g = c.call("gather", v, c.operand(index.astype(np.int32)), axis=a)
+            w = weight.astype(_np_of(dt)).reshape(list(weight.shape) + [1] * (len(s) - a - 1))
+            v = c.call("reduce_sum", c.call("mul", g, c.operand(w)), axes=[a], keep_dimensions=False)
+    return v
+
+
+@_h("Resize", to="resample2d (two adjacent axes; half-pixel nearest/linear, integer-factor asymmetric nearest); "
+                  "other modes and axes: per axis a gather of the known source positions, weighted and summed")
 def _resize(c, n, x):
     v = c.operand(x[0])
     if n.since < 11:
@@ -1673,7 +1894,7 @@ def _resize(c, n, x):
     return _resize_common(c, n, v, scales, sizes, n.attr("mode", "nearest"), coord, nearest)
 
 
-@_h("Upsample", to="resample2d (integer factors, nearest)")
+@_h("Upsample", to="resample2d (integer factors, nearest); else as Resize")
 def _upsample(c, n, x):
     v = c.operand(x[0])
     if n.since < 9:

@@ -8,11 +8,12 @@ given. A rewrite fires only where its result is the same computation up to float
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import numpy as np
 
-__all__ = ["fold_conv_affine", "fuse_gru_cell", "fuse_lstm_cell", "rewrite", "split_gemm_accumulate"]
+__all__ = ["fold_conv_affine", "fuse_erf_gelu", "fuse_gru_cell", "fuse_lstm_cell", "rewrite", "split_gemm_accumulate"]
 
 _DEFAULT = ("", "ai.onnx")
 #: element-wise ops with a known per-channel operand that fold into a conv's weights and bias
@@ -709,11 +710,91 @@ def split_gemm_accumulate(nodes, env: dict, outputs) -> list:
     return _splice(nodes, replaced, drop)
 
 
+def _is_scalar(v, target: float) -> bool:
+    """``v`` is a known float scalar (shape ``[]`` or ``[1]``, as ONNX Runtime's fusions take)
+    within two units in the last place of its type of ``target``."""
+    if not isinstance(v, np.ndarray) or v.dtype.kind != "f" or v.size != 1 or v.ndim > 1:
+        return False
+    return abs(float(v.reshape(-1)[0]) - target) <= 2 * float(np.finfo(v.dtype).eps) * abs(target)
+
+
+def fuse_erf_gelu(nodes, env: dict, outputs) -> list:
+    """Write the exact GELU spelled with ``Erf`` as one ``Gelu`` node (PyTorch's TorchScript
+    exporter writes ``F.gelu`` so before opset 20, as ONNX Runtime's GeluFusion reads it)::
+
+        y = x * (Erf(x / sqrt(2)) + 1) * 0.5   ->   y = Gelu(x)
+
+    ``x / sqrt(2)`` as ``Div(x, sqrt 2)`` or ``Mul(x, 1 / sqrt 2)``, ``Erf(.) + 1`` with the
+    one on either side, and the two products in either association and order: ``(x * e) *
+    0.5``, ``(x * 0.5) * e`` or ``x * (e * 0.5)``. The constants are known float scalars (shape
+    ``[]`` or ``[1]``) within 2 units in the last place of their type of sqrt 2, 1 / sqrt 2, 1
+    and 0.5; every value between ``x`` and ``y`` is read only by the next node of the pattern
+    (not a graph output). Not the tanh form (the compiler takes that one as it is).
+
+    Arguments and result as :func:`fuse_lstm_cell`'s.
+    """
+    from onnx import helper
+
+    ix = _Index(nodes, env, outputs)
+    nodes, known = ix.nodes, ix.known
+
+    def other(k, name):
+        """The input of two-input node ``k`` that is not ``name`` (None if both are)."""
+        a, b = nodes[k].input
+        return b if a == name else a if b == name else None
+
+    replaced: dict[int, list] = {}
+    drop: set[int] = set()
+    for ke, erf in enumerate(nodes):
+        if erf.op_type != "Erf" or erf.domain not in _DEFAULT or ke in drop:
+            continue
+        kd = ix.made_by(erf.input[0], "Div", "Mul")
+        if kd is None or ix.uses[erf.input[0]] != 1 or len(nodes[kd].input) != 2:
+            continue
+        d = nodes[kd]
+        if d.op_type == "Div" and _is_scalar(known.get(d.input[1]), math.sqrt(2)):
+            x = d.input[0]
+        elif d.op_type == "Mul" and _is_scalar(known.get(d.input[1]), 1 / math.sqrt(2)):
+            x = d.input[0]
+        elif d.op_type == "Mul" and _is_scalar(known.get(d.input[0]), 1 / math.sqrt(2)):
+            x = d.input[1]
+        else:
+            continue
+        ka = ix.sole_reader(erf.output[0], "Add")
+        if ka is None or len(nodes[ka].input) != 2 or not _is_scalar(known.get(other(ka, erf.output[0])), 1.0):
+            continue
+        e = nodes[ka].output[0]
+        k1 = ix.sole_reader(e, "Mul")
+        if k1 is None or len(nodes[k1].input) != 2:
+            continue
+        m1 = other(k1, e)
+        if m1 == x:  # (x * e) * 0.5
+            k2 = ix.sole_reader(nodes[k1].output[0], "Mul")
+            ok = k2 is not None and len(nodes[k2].input) == 2 and _is_scalar(
+                known.get(other(k2, nodes[k1].output[0])), 0.5)
+            chain = [k1]
+        elif _is_scalar(known.get(m1), 0.5):  # x * (e * 0.5)
+            k2 = ix.sole_reader(nodes[k1].output[0], "Mul")
+            ok = k2 is not None and len(nodes[k2].input) == 2 and other(k2, nodes[k1].output[0]) == x
+            chain = [k1]
+        else:  # (x * 0.5) * e
+            kh = ix.made_by(m1, "Mul")
+            ok = kh is not None and ix.uses[m1] == 1 and len(nodes[kh].input) == 2 and (
+                other(kh, x) is not None and _is_scalar(known.get(other(kh, x)), 0.5))
+            k2, chain = k1, [kh] if kh is not None else []
+        if not ok or {kd, ke, ka, k2, *chain} & (drop | set(replaced)):
+            continue
+        y = nodes[k2].output[0]
+        replaced[k2] = [helper.make_node("Gelu", [x], [y], name=nodes[k2].name or y)]
+        drop |= {kd, ke, ka, *chain}
+    return _splice(nodes, replaced, drop)
+
+
 def rewrite(nodes, env: dict, outputs) -> list:
     """Every load-time rewrite of this module, in order, on one graph's node list
-    (:func:`split_gemm_accumulate`, :func:`fuse_lstm_cell`, :func:`fuse_gru_cell`, then
-    :func:`fold_conv_affine`; ``WEBNN_GPU_FORCE_SPLIT_GEMM=off`` skips the first,
-    ``WEBNN_GPU_FORCE_GRU_CELL=off`` the third, read at each call)."""
+    (:func:`split_gemm_accumulate`, :func:`fuse_lstm_cell`, :func:`fuse_gru_cell`,
+    :func:`fuse_erf_gelu`, then :func:`fold_conv_affine`; ``WEBNN_GPU_FORCE_SPLIT_GEMM=off`` skips the first,
+    ``WEBNN_GPU_FORCE_GRU_CELL=off`` the third, ``WEBNN_GPU_FORCE_ERF_GELU=off`` the fourth, read at each call)."""
     from .. import _env
 
     if _env.force_choice("split_gemm", ("off",)) != "off":
@@ -721,4 +802,6 @@ def rewrite(nodes, env: dict, outputs) -> list:
     nodes = fuse_lstm_cell(nodes, env, outputs)
     if _env.force_choice("gru_cell", ("off",)) != "off":
         nodes = fuse_gru_cell(nodes, env, outputs)
+    if _env.force_choice("erf_gelu", ("off",)) != "off":
+        nodes = fuse_erf_gelu(nodes, env, outputs)
     return fold_conv_affine(nodes, env, outputs)
