@@ -63,6 +63,24 @@ def test_topk_matches_onnxruntime(ctx, rng, shape, k, attrs, opset):
     np.testing.assert_array_equal(got["indices"], ref[1])
 
 
+@pytest.mark.parametrize("shape,k,axis,largest", [
+    ((2, 100), 80, -1, 1),    # K above the rounds' old limit of 64: still one launch
+    ((2, 300), 250, -1, 0),   # K * (n + 1) past llvmpipe's loop limit: the rank kernel
+    ((3, 40, 2), 40, 1, 1),   # a whole middle axis, sorted
+])
+def test_topk_large_k_is_one_kernel(ctx, rng, shape, k, axis, largest):
+    """float32 TopK of any K runs as one custom kernel (plus the index cast and any transposes)
+    and equals ORT's values and indices (ties cannot occur: a permutation of distinct values)."""
+    x = (rng.permutation(int(np.prod(shape))).reshape(shape) / 8).astype(np.float32)
+    m = _topk_model(shape, k, axis=axis, largest=largest)
+    ref = _ort(m, {"x": x})
+    model = webnn.load(m.SerializeToString(), ctx)
+    got = model.compute({"x": x})
+    np.testing.assert_array_equal(got["values"], ref[0])
+    np.testing.assert_array_equal(got["indices"], ref[1])
+    assert model.graph.kernel_count <= (2 if axis == -1 else 5)  # top-k and the cast (and the transposes)
+
+
 def test_topk_ties_and_infinities_come_out_in_index_order(ctx):
     """Equal values: the lower index first (ONNX's rule, ORT's result); a row of -inf gives each
     position once (the taken ones are not picked again though they hold the same value)."""
@@ -95,7 +113,8 @@ def test_topk_in_a_float16_graph(ctx, rng):
 
 
 def test_topk_near_misses_are_refused_by_name(ctx):
-    """K computed at run time, K above TOPK_MAX_K, K beyond the axis: NotSupportedError naming the node."""
+    """K computed at run time, K above TOPK_MAX_K for int64 (selection rounds), K beyond the axis:
+    NotSupportedError naming the node."""
     from webnn_gpu.onnx.ops import TOPK_MAX_K
 
     run_time_k = _model([helper.make_node("TopK", ["x", "k"], ["v", "i"], name="topk")],
@@ -105,8 +124,9 @@ def test_topk_near_misses_are_refused_by_name(ctx):
                          helper.make_tensor_value_info("i", TensorProto.INT64, None)])
     with pytest.raises(webnn.NotSupportedError, match=r"'topk' \(TopK.*K must be known at load time"):
         webnn.load(run_time_k.SerializeToString(), ctx)
-    with pytest.raises(webnn.NotSupportedError, match=rf"'topk' \(TopK.*K = {TOPK_MAX_K + 1} is above {TOPK_MAX_K}"):
-        webnn.load(_topk_model((1, 100), TOPK_MAX_K + 1).SerializeToString(), ctx)
+    with pytest.raises(webnn.NotSupportedError, match=rf"'topk' \(TopK.*K = {TOPK_MAX_K + 1} is above {TOPK_MAX_K} "
+                                                    r"for int64"):
+        webnn.load(_topk_model((1, 100), TOPK_MAX_K + 1, elem=TensorProto.INT64).SerializeToString(), ctx)
     with pytest.raises(webnn.NotSupportedError, match=r"'topk' \(TopK.*K = 9 on an axis of size 8"):
         webnn.load(_topk_model((2, 8), 9).SerializeToString(), ctx)
 

@@ -1231,32 +1231,53 @@ _h("ArgMax", to="arg_max (int64); select_last_index through reverse")(_arg("arg_
 _h("ArgMin", to="arg_min (int64); select_last_index through reverse")(_arg("arg_min"))
 
 
-#: the largest K a TopK is written out for (each further element costs about 8 element-wise
-#: and reduction kernels)
+#: the largest K a TopK of 64-bit or 8-bit integers is written out for as selection rounds
+#: (each further element costs about 8 element-wise and reduction kernels); the other data
+#: types take any K on one kernel (:mod:`webnn_gpu._topk`)
 TOPK_MAX_K = 64
 
 
-@_h("TopK", to="K rounds of reduce_max/min and arg_max over the values not yet taken (K known, at most "
-                "TOPK_MAX_K = 64); ties: the lower index first")
+@_h("TopK", to="float32, float16, int32, uint32: one custom WGSL operator (webnn_gpu._topk: per row, K rounds "
+                "each taking the best value after the previous one's); other integers: K rounds of "
+                "reduce_max/min and arg_max over the values not yet taken (K at most TOPK_MAX_K = 64); "
+                "K known; ties: the lower index first")
 def _topk(c, n, x):
-    """ONNX TopK as K selection rounds (WebNN has no sort): round ``r`` takes the largest (or
-    smallest) value among those not taken, ``m = reduce_max(where(taken, -inf, v))``, and its
-    index, the first position holding ``m`` that is not taken (so ties come out in index order,
-    as ONNX asks, and a row of infinities gives each position once). Values come out sorted,
-    which ``sorted=0`` (any order) also allows."""
+    """ONNX TopK (WebNN has no sort): the K largest (or smallest) values along ``axis`` and
+    their int64 indices, best first, ties in index order (as ONNX asks), each position taken
+    once (a row of infinities gives each index once). Values come out sorted, which
+    ``sorted=0`` (any order) also allows. On the kernel's data types, one launch
+    (:func:`webnn_gpu._topk.top_k` along the last axis, the axis moved there and back by
+    transposes); on the others, K selection rounds: round ``r`` takes the best value among
+    those not taken, ``m = reduce_max(where(taken, -inf, v))``, and its index, the first
+    position holding ``m`` that is not taken."""
+    from .. import _topk
+
     v = c.operand(x[0])
     shape = list(c.shape(v))
+    if not shape:
+        raise Unsupported("TopK of a scalar (rank >= 1 expected)")
     axis = int(n.attr("axis", -1)) % len(shape)
     k = int(n.attr("k")) if n.since < 10 else ints(c, x[1], "TopK's K")[0]
     largest = bool(n.attr("largest", 1))
     if not 1 <= k <= shape[axis]:
         raise Unsupported(f"TopK's K = {k} on an axis of size {shape[axis]} (1 to {shape[axis]} expected)")
-    if k > TOPK_MAX_K:
-        raise Unsupported(f"TopK's K = {k} is above {TOPK_MAX_K} (each of the K selection rounds costs kernels)")
     dt = v.data_type
-    if dt in ("float32", "float16"):
-        far = -np.inf if largest else np.inf
-    elif dt in ("int32", "int64", "uint32", "uint64", "uint8", "int8"):
+    if dt in _topk.DATA_TYPES:
+        reason = _topk.too_long(shape[axis])
+        if reason is not None:
+            raise Unsupported(f"TopK over {reason}")
+        last = axis == len(shape) - 1
+        perm = [i for i in range(len(shape)) if i != axis] + [axis]
+        back = [perm.index(i) for i in range(len(shape))]
+        src = v if last else c.call("transpose", v, permutation=perm)
+        val, ind = _topk.top_k(c.b, src, [k], largest=largest, label=n.name or n.op)
+        if not last:
+            val, ind = c.call("transpose", val, permutation=back), c.call("transpose", ind, permutation=back)
+        return [val, c.call("cast", ind, "int64")]
+    if k > TOPK_MAX_K:
+        raise Unsupported(f"TopK's K = {k} is above {TOPK_MAX_K} for {dt} (each of the K selection rounds costs "
+                          f"kernels)")
+    if dt in ("int64", "uint64", "uint8", "int8"):
         info = np.iinfo(_np_of(dt))
         far = info.min if largest else info.max
     else:

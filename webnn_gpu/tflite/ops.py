@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from .. import _dtypes
+from .. import _dtypes, _topk
 from ..errors import DataError, NotSupportedError
 from .reader import _fb, dequantize  # _fb: the tflite package's classes, imported as used (None: missing)
 
@@ -1696,81 +1696,6 @@ def _arg_max_min(cv: Converter, op: OperatorInfo) -> None:
     cv.set_output(op, y)
 
 
-#: The bindings and entry point both TOPK_V2 kernels share: the input, then each output.
-_TOP_K_HEAD = """{% if inputs[0].type == "f16" %}enable f16;
-{% endif %}
-@group(0) @binding(0) var<storage, read> x: array<{{ inputs[0].type }}>;
-{% for o in outputs %}@group(0) @binding({{ o.binding }}) var<storage, read_write> out{{ loop.index0 }}: array<{{ o.type }}>;
-{% endfor %}
-@compute @workgroup_size({{ workgroup_size }})
-"""
-
-
-#: TOPK_V2 as one custom WGSL operator (``MLGraphBuilder.wgsl``): an invocation per row of
-#: ``n`` values takes the ``k`` largest in turn; round r picks the largest value that comes
-#: after round r - 1's (value, index) in TFLite's order (value descending, index ascending
-#: among ties), so no value is taken twice and ties keep index order. Several TOPK_V2 of one
-#: input share the launch: round r writes the outputs of every k above r (``ks``; an index
-#: output read only by a CAST to float32 is written as float32).
-_TOP_K_WGSL = _TOP_K_HEAD + """fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let row = gid.x;
-  if (row >= {{ rows }}u) { return; }
-  let base = row * {{ n }}u;
-  var pv = x[base];
-  var pi = -1;
-  for (var r = 0u; r < {{ ks | max }}u; r = r + 1u) {
-    var bv = x[base];
-    var bi = -1;
-    for (var j = 0u; j < {{ n }}u; j = j + 1u) {
-      let v = x[base + j];
-      let ij = i32(j);
-      let after = pi < 0 || v < pv || (v == pv && ij > pi);
-      if (after && (bi < 0 || v > bv)) {
-        bv = v;
-        bi = ij;
-      }
-    }
-{% for k in ks %}
-    if (r < {{ k }}u) {
-      out{{ 2 * loop.index0 }}[row * {{ k }}u + r] = bv;
-      out{{ 2 * loop.index0 + 1 }}[row * {{ k }}u + r] = {{ outputs[2 * loop.index0 + 1].type }}(bi);
-    }
-{% endfor %}
-    pv = bv;
-    pi = bi;
-  }
-}
-"""
-
-
-#: TOPK_V2 by ranks, where the rounds would run past llvmpipe's loop limit
-#: (:data:`webnn_gpu.ops.recurrent.LOOP_LIMIT`: k * n iterations per row): an invocation per
-#: value counts the values before it in TFLite's order (n iterations) and, where that rank is
-#: below k, writes the value and its index there. The same order, so the same outputs.
-_TOP_K_RANK_WGSL = _TOP_K_HEAD + """fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let e = gid.x + gid.y * {{ row_stride }}u;
-  if (e >= {{ rows * n }}u) { return; }
-  let row = e / {{ n }}u;
-  let i = e % {{ n }}u;
-  let base = row * {{ n }}u;
-  let v = x[base + i];
-  var rank = 0u;
-  for (var j = 0u; j < {{ n }}u; j = j + 1u) {
-    let u = x[base + j];
-    if (u > v || (u == v && j < i)) {
-      rank = rank + 1u;
-    }
-  }
-{% for k in ks %}
-  if (rank < {{ k }}u) {
-    out{{ 2 * loop.index0 }}[row * {{ k }}u + rank] = v;
-    out{{ 2 * loop.index0 + 1 }}[row * {{ k }}u + rank] = {{ outputs[2 * loop.index0 + 1].type }}(i32(i));
-  }
-{% endfor %}
-}
-"""
-
-
 def _topk_k(cv: Converter, op: OperatorInfo, n: int) -> int:
     k = int(cv.value(op, 1).reshape(-1)[0])
     if not 0 < k <= n:
@@ -1806,25 +1731,11 @@ def _topk_v2(cv: Converter, op: OperatorInfo) -> None:
                     o.inputs[0] == op.inputs[0] and o.index not in cv.claimed and cv.static(o, 1) is not None]
     ks = [_topk_k(cv, o, n) for o in group]
     casts = [_float_indices(cv, o) for o in group]
-    rows = int(np.prod(shape[:-1], dtype=np.int64))
-    descs = []
-    for k, cast in zip(ks, casts):
-        descs += [{"data_type": x.data_type, "shape": [*shape[:-1], k]},
-                  {"data_type": "float32" if cast is not None else "int32", "shape": [*shape[:-1], k]}]
-    from ..ops.recurrent import LOOP_LIMIT
-
-    if max(ks) * (n + 1) <= LOOP_LIMIT:  # rounds: an invocation per row
-        outs = cv.builder.wgsl(_TOP_K_WGSL, [x], descs, workgroup_size=64, dispatch=[-(-rows // 64)],
-                               constants={"rows": rows, "n": n, "ks": ks}, label=cv.label(op))
-    elif n < LOOP_LIMIT:  # ranks: an invocation per value
-        groups = -(-rows * n // 64)
-        grid = [groups] if groups <= 65535 else [65535, -(-groups // 65535)]
-        outs = cv.builder.wgsl(_TOP_K_RANK_WGSL, [x], descs, workgroup_size=64, dispatch=grid,
-                               constants={"rows": rows, "n": n, "ks": ks, "row_stride": 65535 * 64},
-                               label=cv.label(op))
-    else:
-        raise cv.unsupported(op, f"rows of {n} values (at most {LOOP_LIMIT - 1}: llvmpipe ends a shader "
-                                 f"invocation's loops after {LOOP_LIMIT} iterations)")
+    reason = _topk.too_long(n)
+    if reason is not None:
+        raise cv.unsupported(op, reason)
+    outs = _topk.top_k(cv.builder, x, ks, index_types=["float32" if cast is not None else "int32" for cast in casts],
+                       label=cv.label(op))
     for j, (o, cast) in enumerate(zip(group, casts)):
         cv.set_output(o, outs[2 * j], 0)
         if cast is None:
