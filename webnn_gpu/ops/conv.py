@@ -866,7 +866,9 @@ def input_relu_ok(node, tuning: str = "default") -> bool:
         return False
     if node.op == "depthwise_project":
         dw, proj = node.attrs["depthwise"], node.attrs["project"]
-        if forced or node.attrs.get("expand") is not None or not node.inputs or node.inputs[0] is not dw.inputs[0]:
+        if forced == "depthwise" or node.attrs.get("expand") is not None:
+            return False
+        if not node.inputs or node.inputs[0] is not dw.inputs[0]:
             return False
         x = dw.inputs[0]
         if (dw.outputs[0].data_type not in FLOATS or any(k in dw.attrs for k in INPUT_PROLOGUES)
