@@ -48,6 +48,8 @@
     expand       x is the expansion's input ([NB, H, W, K] with K4 = K / 4 vec4s); we is its
                  weight matrix as [C4, K] vec4s of four expanded channels (we_uniform: in a
                  uniform buffer of that many vec4s); eep its epilogue (bias-like operands only)
+    in_relu      relu of each input value as it is loaded (the compiler's fuse_conv_input_relu, the
+                 depthwise conv's attrs["input_relu"]; out-of-image taps stay 0 = relu(0))
     TH, TW       depthwise output rows and columns per invocation
     KH, KW, sh, sw, dh, dw, rows, seg   the depthwise window, as in conv/depthwise.wgsl
     pt, pl       leading padding (used in the text only with `center`)
@@ -127,6 +129,8 @@
 -#}
 {% import "_lib/tile.wgsl" as tl %}
 {% import "conv/_rows.wgsl" as rw %}
+{% set RO = "max(" if in_relu else "" %}
+{% set RC = ", vec4<f32>(0.0))" if in_relu else "" %}
 {% from "conv/_rows.wgsl" import ep_v4_def, ep_v4, hoist_q4 %}
 {% if T == "f16" %}
 enable f16;
@@ -479,7 +483,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       var v{{ j }} = {{ LT }}();
       if (rok && cok{{ j }}) { v{{ j }} = x[(row + ci{{ j }}) * (C4 / 2u) + cw]; }
 {% for h in range(2) %}
-      let xh{{ h }}_{{ j }} = up(v{{ j }}{{ parts[h] }});
+      let xh{{ h }}_{{ j }} = {{ RO }}up(v{{ j }}{{ parts[h] }}){{ RC }};
 {% endfor %}
 {% endfor %}
 {% for h in range(2) %}
@@ -576,7 +580,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% else %}
       let row = (n * H + select(0u, u32(y), rok)) * W;
 {% for j in seg %}
-      let x{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(row + ci{{ j }}) * C4 + cb]), rok && cok{{ j }});
+      let x{{ j }} = select(vec4<f32>(0.0), {{ RO }}vec4<f32>(x[(row + ci{{ j }}) * C4 + cb]){{ RC }}, rok && cok{{ j }});
 {% endfor %}
 {% endif %}
 {% for t in range(TH) %}
@@ -609,7 +613,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       let s{{ j }} = {% for kk in range(K4) %}U{{ kk }} * X{{ r }}_{{ j }}_{{ kk }}{{ " + " if not loop.last }}{% endfor %};
       let x{{ j }} = select(vec4<f32>(0.0), {{ ep_v4(eep, "s" ~ j, "0u", "cb * 4u", "eq") }}, hok{{ r }}_{{ j }});
 {% else %}
-      let x{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(row + ci{{ j }}) * C4 + cb]), rok && cok{{ j }});
+      let x{{ j }} = select(vec4<f32>(0.0), {{ RO }}vec4<f32>(x[(row + ci{{ j }}) * C4 + cb]){{ RC }}, rok && cok{{ j }});
 {% endif %}
 {% endfor %}
 {% for t, kh in uses %}

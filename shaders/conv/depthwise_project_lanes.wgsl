@@ -45,6 +45,8 @@
                  offsets (from ow0 sw - pl) the strip reads
     hold         KH - sh: input rows kept from one output row to the next; warm: the iterations
                  before the first output row (ceil(hold / sh)), which only load
+    in_relu      relu of each input value as it is loaded (the compiler's fuse_conv_input_relu, the
+                 depthwise conv's attrs["input_relu"]; out-of-image taps stay 0 = relu(0))
     ep           the depthwise epilogue (bias first; channel = the depthwise channel); ep.given:
                  a residual add of the depthwise input, read from the held rows (needs pt, pl)
     pep          the projection's epilogue (bias first); pep.given: its residual operand (same
@@ -99,6 +101,8 @@
 -#}
 {% import "_lib/tile.wgsl" as tl %}
 {% import "conv/_rows.wgsl" as rw %}
+{% set RO = "max(" if in_relu else "" %}
+{% set RC = ", vec4<f32>(0.0))" if in_relu else "" %}
 {% from "conv/_rows.wgsl" import ep_v4 %}
 {#- The input row kh of the current window, the lane's channel group k, column offset j. -#}
 {% macro xin(kh, k, j) %}{{ "X" if kh < hold else "Y" }}{{ kh }}_{{ k }}_{{ j }}{% endmacro %}
@@ -357,7 +361,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     var v{{ jr }}_{{ j }} = {{ LT }}();
     if (rk{{ jr }} && cok{{ j }} && cl0) { v{{ jr }}_{{ j }} = x[(rw{{ jr }} + ci{{ j }}) * (C4 / 2u) + lane]; }
 {% for k in range(2) %}
-    let Y{{ hold + jr }}_{{ k }}_{{ j }} = up(v{{ jr }}_{{ j }}{{ parts[k] }});
+    let Y{{ hold + jr }}_{{ k }}_{{ j }} = {{ RO }}up(v{{ jr }}_{{ j }}{{ parts[k] }}){{ RC }};
 {% endfor %}
 {% endfor %}
 {% elif CX %}
@@ -367,9 +371,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     var Y{{ hold + jr }}_{{ k }}_{{ j }} = vec4<f32>(0.0);
     if (rk{{ jr }} && cok{{ j }} && cl{{ k }}) {
       let xo = (rw{{ jr }} + ci{{ j }}) * {{ CX }}u + 4u * cg{{ k }};
-      Y{{ hold + jr }}_{{ k }}_{{ j }}.x = f32(x[xo]);
+      Y{{ hold + jr }}_{{ k }}_{{ j }}.x = {{ RO }}f32(x[xo]){{ ", 0.0)" if in_relu }};
 {% for c in range(1, 4) %}
-      if (cm{{ k }}.{{ "xyzw"[c] }}) { Y{{ hold + jr }}_{{ k }}_{{ j }}.{{ "xyzw"[c] }} = f32(x[xo + {{ c }}u]); }
+      if (cm{{ k }}.{{ "xyzw"[c] }}) { Y{{ hold + jr }}_{{ k }}_{{ j }}.{{ "xyzw"[c] }} = {{ RO }}f32(x[xo + {{ c }}u]){{ ", 0.0)" if in_relu }}; }
 {% endfor %}
     }
 {% endfor %}
@@ -379,7 +383,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for j in seg %}
     var Y{{ hold + jr }}_{{ k }}_{{ j }} = vec4<f32>(0.0);
     if (rk{{ jr }} && cok{{ j }} && cl{{ k }}) {
-      Y{{ hold + jr }}_{{ k }}_{{ j }} = {{ "up" if xh else "vec4<f32>" }}(x[(rw{{ jr }} + ci{{ j }}) * C4 + cg{{ k }}]);
+      Y{{ hold + jr }}_{{ k }}_{{ j }} = {{ RO }}{{ "up" if xh else "vec4<f32>" }}(x[(rw{{ jr }} + ci{{ j }}) * C4 + cg{{ k }}]){{ RC }};
     }
 {% endfor %}
 {% endfor %}

@@ -29,6 +29,8 @@
     KH, KW, sw, dw   the depthwise window (vertical stride and dilation 1); seg: the input
                  column offsets (from ow0 sw - pl) the strip reads
     hold         KH - 1: input rows kept from one output row to the next
+    in_relu      relu of each input value as it is loaded (the compiler's fuse_conv_input_relu, the
+                 depthwise conv's attrs["input_relu"]; out-of-image taps stay 0 = relu(0))
     ep           the depthwise epilogue (bias first; channel = the depthwise channel); ep.given:
                  a residual add of the depthwise input, read from the held rows (needs pt, pl)
     pep          the projection's epilogue (bias first); pep.given: its residual operand (same
@@ -51,6 +53,8 @@
 -#}
 {% import "_lib/tile.wgsl" as tl %}
 {% import "conv/_rows.wgsl" as rw %}
+{% set RO = "max(" if in_relu else "" %}
+{% set RC = ", vec4<f32>(0.0))" if in_relu else "" %}
 {% from "conv/_rows.wgsl" import ep_v4, hoist_q4 %}
 {#- The input row kh of the current window, channel group cb, column offset j. -#}
 {% macro xin(kh, cb, j) %}{{ "X" if kh < hold else "Y" }}{{ kh }}_{{ cb }}_{{ j }}{% endmacro %}
@@ -151,14 +155,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     var v{{ wi }}_{{ j }} = {{ LT }}();
     if (rk && cok{{ j }}) { v{{ wi }}_{{ j }} = x[(rw + ci{{ j }}) * {{ C4 // 2 }}u + {{ wi }}u]; }
 {% for h in range(2) %}
-    let Y{{ KH - 1 }}_{{ 2 * wi + h }}_{{ j }} = up(v{{ wi }}_{{ j }}{{ parts[h] }});
+    let Y{{ KH - 1 }}_{{ 2 * wi + h }}_{{ j }} = {{ RO }}up(v{{ wi }}_{{ j }}{{ parts[h] }}){{ RC }};
 {% endfor %}
 {% endfor %}
 {% endfor %}
 {% else %}
 {% for cb in range(C4) %}
 {% for j in seg %}
-    let Y{{ KH - 1 }}_{{ cb }}_{{ j }} = select(vec4<f32>(0.0), vec4<f32>(x[(rw + ci{{ j }}) * {{ C4 }}u + {{ cb }}u]), rk && cok{{ j }});
+    let Y{{ KH - 1 }}_{{ cb }}_{{ j }} = select(vec4<f32>(0.0), {{ RO }}vec4<f32>(x[(rw + ci{{ j }}) * {{ C4 }}u + {{ cb }}u]){{ RC }}, rk && cok{{ j }});
 {% endfor %}
 {% endfor %}
 {% endif %}

@@ -266,6 +266,15 @@ def evaluate(nodes, outputs, feeds):
             y = _one(second, [h] + [val(v) for v in second.inputs[1:]])
             if len(node.outputs) > 1:
                 env[node.outputs[1].id] = h
+        elif node.op == "depthwise_project":  # fuse_depthwise_project: the depthwise conv, then its projection
+            a = node.attrs
+            h = val(a["expand"].inputs[0]) if a.get("expand") is not None else None
+            if h is not None:
+                h = _one(a["expand"], [h] + [val(v) for v in a["expand"].inputs[1:]])
+            dw = a["depthwise"]
+            y = _one(dw, [val(dw.inputs[0]) if h is None else h] + [val(v) for v in dw.inputs[1:]])
+            if a["project"] is not None:
+                y = _one(a["project"], [y] + [val(v) for v in a["project"].inputs[1:]])
         elif node.op == "siblings":  # fuse_siblings: the merged conv (filters side by side), split by columns
             from webnn_gpu.fusions.siblings import _merged
 

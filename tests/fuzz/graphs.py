@@ -1025,15 +1025,20 @@ class Gen:
         return self.elementwise_tail(d, layout, 2), layout
 
     def motif_depthwise_relu(self, v, layout):
-        """A residual sum read by the next sum and, through a relu, by a depthwise conv
+        """A residual sum read by the next sum and, through a relu, by one to three depthwise
+        convs, each maybe followed by a pointwise projection (a ``depthwise_project`` pair)
         (``fuse_conv_input_relu``); near misses: the relu also a graph output or read twice, a
-        sigmoid or a clamp (op(0) != 0 or not an input relu op), a dense second conv, NCHW."""
+        sigmoid or a clamp (op(0) != 0 or not an input relu op), a dense conv among the
+        readers, NCHW."""
         y = self.emit("add", [v, self.input(self.shape(v))])
         act = self.pick(("relu", "relu", "relu", "relu", "sigmoid", "clamp"))
         a = self.emit(act, [y], {"min_value": 0.0, "max_value": 6.0} if act == "clamp" else None)
         near = self.pick(("", "", "", "", "output", "twice"))
         if near == "output":
             self.output(a)
+        for _ in range(self.pick((0, 0, 1, 2))):  # more readers: depthwise convs, maybe paired
+            e = self.conv(a, layout, depthwise=self.p(0.9))
+            self.output(self.conv(e, layout, pointwise=True, O=self.pick((8, 16))) if self.p(0.5) else e)
         d = self.conv(a, layout, depthwise=self.p(0.85))
         if near == "twice":
             d = self.emit("add", [d, a]) if self.shape(d) == self.shape(a) else d

@@ -105,3 +105,152 @@ def test_near_misses_run_without_it(ctx, kw):
     got, refs, templates = _run(ctx, **kw)
     assert len(templates) == 4, templates  # the activation keeps its launch
     check_bounds(got, refs)
+
+
+# ---------------------------------------------------------------- several readers
+def _bound_conv(a64, ea, f64, b64, kw, k):
+    """(float64 conv of ``a64``, its bound): ``ea`` the input's error, ``k`` the terms per output."""
+    z64 = _nhwc(a64, f64, **kw) + b64
+    zabs = _nhwc(np.abs(a64) + ea, np.abs(f64), **kw) + np.abs(b64)
+    return z64, _nhwc(ea, np.abs(f64), **kw) + 4 * k * U * zabs
+
+
+def _readers(ctx, branches, *, hw=10, c=16, dtype=np.float32, keep=False, dense=False, texts=None):
+    """y = x + r, a = relu(y) read by one branch per entry of ``branches`` ((win, stride, n):
+    a depthwise conv, then a pointwise conv to ``n`` channels unless n is 0), and n = y + q;
+    ``dense``: a 3x3 conv of ``a`` too. (outputs, refs, templates)."""
+    rng = np.random.default_rng(hw * 7 + c)
+    dt = np.dtype(dtype)
+    x, r, q = (rng.uniform(-2, 2, (1, hw, hw, c)).astype(dt) for _ in range(3))
+    b = webnn.MLGraphBuilder(ctx)
+    desc = {"data_type": webnn._dtypes.from_numpy(dt), "shape": list(x.shape)}
+    xi, ri, qi = b.input("x", desc), b.input("r", desc), b.input("q", desc)
+    y = b.add(xi, ri)
+    a = b.relu(y)
+    y64 = x.astype(np.float64) + r
+    a64 = np.maximum(y64, 0)
+    rnd = 2.0**-11 if dt == np.float16 else U
+    ea = rnd * np.abs(y64)
+    outs, refs = {"n": b.add(y, qi)}, {}
+    n64 = y64 + q
+    refs["n"] = (n64, 2 * rnd * (np.abs(y64) + np.abs(n64)) + 1e-30)
+    if keep:
+        outs["a"], refs["a"] = a, (a64, ea + 1e-30)
+    for i, (win, stride, n) in enumerate(branches + ([(3, 1, -1)] if dense else [])):
+        groups = 1 if n == -1 else c
+        f = rng.uniform(-1, 1, (c, win, win, c // groups)).astype(dt)
+        bias = rng.uniform(-1, 1, c).astype(dt)
+        pad = same_padding(hw, win, stride, 1)
+        z = b.conv2d(a, b.constant(f), bias=b.constant(bias), padding=list(pad), strides=[stride] * 2, groups=groups,
+                     input_layout="nhwc", filter_layout="ohwi")
+        kw = dict(padding=pad, strides=(stride, stride), dilations=(1, 1), groups=groups)
+        z64, ez = _bound_conv(a64, ea, f.astype(np.float64), bias.astype(np.float64), kw, win * win * (c // groups))
+        ez = ez + rnd * np.abs(z64)
+        if n > 0:
+            p = rng.uniform(-1, 1, (n, 1, 1, c)).astype(dt)
+            pb = rng.uniform(-1, 1, n).astype(dt)
+            z = b.conv2d(z, b.constant(p), bias=b.constant(pb), input_layout="nhwc", filter_layout="ohwi")
+            kw = dict(padding=(0, 0, 0, 0), strides=(1, 1), dilations=(1, 1), groups=1)
+            z64, ez = _bound_conv(z64, ez, p.astype(np.float64), pb.astype(np.float64), kw, c)
+            ez = ez + rnd * np.abs(z64)
+        outs[f"z{i}"], refs[f"z{i}"] = z, (z64, ez + 1e-30)
+    graph = b.build(outs)
+    templates = [s.template for s in graph._steps if isinstance(s, KernelStep)]
+    if texts is not None:
+        texts += [s.wgsl for s in graph._steps if isinstance(s, KernelStep) and s.template in DWP]
+    got = ctx.compute(graph, {"x": x, "r": r, "q": q})
+    graph.destroy()
+    return got, refs, templates
+
+
+DWP = ("conv/depthwise_project.wgsl", "conv/depthwise_project_strip.wgsl", "conv/depthwise_project_lanes.wgsl")
+
+READERS = {  # branches, input size and channels, WEBNN_GPU_FORCE_DWP_FORM
+    "3 depthwise convs": (dict(branches=[(3, 1, 0), (5, 1, 0), (3, 2, 0)]), ""),
+    "2 depthwise + projection, pixel blocks": (dict(branches=[(3, 1, 8), (5, 1, 12)]), "blocks"),
+    "2 depthwise + projection, channel lanes": (dict(branches=[(3, 1, 16), (5, 2, 16)], hw=8, c=44), "lanes"),
+    "depthwise + projection and a depthwise conv": (dict(branches=[(3, 1, 8), (3, 1, 0)]), "blocks"),
+    "2 depthwise + projection, 6 channels (lanes, scalar loads)": (dict(branches=[(3, 1, 8), (3, 2, 8)], c=6), ""),
+}
+
+
+@pytest.mark.parametrize("case", READERS)
+def test_a_relu_with_several_readers_is_applied_by_each(ctx, monkeypatch, case):
+    """The relu has no launch of its own; each reader's result matches float64 NumPy."""
+    kw, form = READERS[case]
+    if form:
+        monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", form)
+    got, refs, templates = _run_readers(ctx, kw)
+    dwp = [t for t in templates if t in DWP]
+    assert len(templates) == 2 + len(kw["branches"]), templates  # y, n and one per branch
+    if form == "lanes" or "6 channels" in case:
+        assert set(dwp) == {DWP[2]}, templates
+    elif form == "blocks":
+        assert set(dwp) == {DWP[0]}, templates
+    check_bounds(got, refs)
+
+
+def _run_readers(ctx, kw):
+    return _readers(ctx, **kw)
+
+
+def test_strip_kernel_reader(ctx):
+    """A tall layer with few channels runs on the strip kernel (lane-loop profile): its held
+    rows are the relu's."""
+    got, refs, templates = _readers(ctx, [(3, 1, 16), (3, 1, 8)], hw=96, c=16)
+    if getattr(ctx, "_tuning", "") == "lane-loop":
+        assert DWP[1] in templates, templates
+    assert len(templates) == 4, templates  # y, n and one per branch
+    check_bounds(got, refs)
+
+
+def test_several_readers_float16(ctx):
+    if "shader-f16" not in ctx.features:
+        pytest.skip("no shader-f16")
+    got, refs, templates = _readers(ctx, [(3, 1, 8), (5, 1, 0)], dtype=np.float16)
+    assert len(templates) == 4, templates
+    check_bounds(got, refs)
+
+
+@pytest.mark.parametrize("kw", [dict(keep=True), dict(dense=True)], ids=["relu output", "a dense reader"])
+def test_several_readers_near_misses_keep_the_relu(ctx, kw):
+    """The relu also a graph output, or also read by a dense conv: it keeps its launch and no
+    reader applies it (the readers' results are still right)."""
+    branches = [(3, 1, 8), (3, 1, 0)]
+    got, refs, templates = _readers(ctx, branches, **kw)
+    assert len(templates) == 3 + len(branches) + kw.get("dense", 0), templates
+    check_bounds(got, refs)
+
+
+def test_the_knob_keeps_the_relu_for_fused_readers(ctx, monkeypatch):
+    """WEBNN_GPU_FORCE_INPUT_RELU=depthwise: depthwise + projection readers keep the relu."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_INPUT_RELU", "depthwise")
+    got, refs, templates = _readers(ctx, [(3, 1, 8), (5, 1, 12)])
+    assert len(templates) == 5, templates
+    check_bounds(got, refs)
+
+
+LOADS = {  # the input's load form in each fused kernel: (kwargs, environment, DWP_BLOCK_WORDS, relu'd load)
+    "pixel blocks, words": (dict(hw=8, c=32), {"WEBNN_GPU_FORCE_DWP_FORM": "blocks"}, True, "max(up("),
+    "channel lanes, vec4": (dict(hw=8, c=32), {"WEBNN_GPU_FORCE_DWP_FORM": "lanes",
+                                               "WEBNN_GPU_FORCE_DWP_WORDS": "vec4"}, False, "max(vec4<f32>(x["),
+    "strip, vec4": (dict(hw=96, c=16), {"WEBNN_GPU_FORCE_DWP_WORDS": "vec4"}, False, "max(vec4<f32>(x["),
+}
+
+
+@pytest.mark.parametrize("case", LOADS)
+def test_each_load_form_applies_the_relu(ctx, monkeypatch, case):
+    """The load forms the cases above do not reach on lavapipe (words in the pixel blocks, vec4s
+    in the channel-lane and strip kernels) apply it too, and match float64 NumPy."""
+    from webnn_gpu.ops import conv
+
+    kw, env, block_words, load = LOADS[case]
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(conv, "DWP_BLOCK_WORDS", block_words)
+    texts: list = []
+    got, refs, templates = _readers(ctx, [(3, 1, 16), (3, 1, 8)], texts=texts, **kw)
+    assert len(templates) == 4 and len(texts) == 2, templates
+    if getattr(ctx, "_tuning", "") == "lane-loop" and "shader-int64" in ctx.features:
+        assert all(load in t for t in texts), case
+    check_bounds(got, refs)

@@ -852,13 +852,30 @@ INPUT_RELU_OPS = ("relu",)
 
 
 def input_relu_ok(node, tuning: str = "default") -> bool:
-    """Whether conv2d ``node`` can apply ``relu`` to its input as it loads it
-    (``attrs["input_relu"]``, set by the compiler's ``fuse_conv_input_relu``): an NHWC conv on
-    the stand-alone depthwise kernel (``conv/depthwise.wgsl``) with a float output, no other
-    input prologue and no epilogue step that reads its input (a residual add of the conv's own
-    input would read ``y``, not ``relu(y)``). Out-of-image taps read 0, which is relu(0)."""
+    """Whether ``node`` can apply ``relu`` to its input as it loads it (``attrs["input_relu"]``,
+    set by the compiler's ``fuse_conv_input_relu``): an NHWC conv2d on the stand-alone depthwise
+    kernel (``conv/depthwise.wgsl``), or a ``depthwise_project`` node without an expansion (its
+    depthwise conv's ``attrs["input_relu"]``; any of its three kernels), with a float output, no
+    other input prologue and no epilogue step that reads the depthwise input (a residual add of
+    the conv's own input would read ``y``, not ``relu(y)``; in a ``depthwise_project`` node
+    neither the depthwise conv's epilogue nor the projection's may read it). Out-of-image taps
+    read 0, which is relu(0). ``WEBNN_GPU_FORCE_INPUT_RELU=depthwise`` takes the stand-alone
+    depthwise kernel only, ``=off`` nothing (for side-by-side runs)."""
+    forced = _env.force_choice("input_relu", ("depthwise", "off"))
+    if forced == "off":
+        return False
+    if node.op == "depthwise_project":
+        dw, proj = node.attrs["depthwise"], node.attrs["project"]
+        if forced == "depthwise" or node.attrs.get("expand") is not None:
+            return False
+        if not node.inputs or node.inputs[0] is not dw.inputs[0]:
+            return False
+        x = dw.inputs[0]
+        if (dw.outputs[0].data_type not in FLOATS or any(k in dw.attrs for k in INPUT_PROLOGUES)
+                or any(st.get("input") == 0 for st in _epilogue.steps_of(dw)) or any(v is x for v in dw.inputs[1:])):
+            return False
+        return proj is None or not any(v is x for v in proj.inputs)
     return _prologue_host(node, tuning) == "depthwise"
-
 
 
 def upsampled_add_ok(node, small) -> bool:
@@ -1569,10 +1586,11 @@ def _dwp_strip(g: dict, n4: int, tuning: str) -> tuple[int, int, int] | None:
 
 
 def _lower_dwp_strip(lc, node, g: dict, strip: tuple[int, int, int], x, *, w_in, ep, pep, project_in: list,
-                     pw_uniform: bool, xres: bool) -> None:
+                     pw_uniform: bool, xres: bool, in_relu: bool = False) -> None:
     """The kernel of :func:`lower_depthwise_project` on ``conv/depthwise_project_strip.wgsl``
     (plan ``strip`` of :func:`_dwp_strip`); ``xres``: the projection's residual operand is the
-    depthwise input, read from the kernel's held rows (``pg`` is not bound)."""
+    depthwise input, read from the kernel's held rows (``pg`` is not bound); ``in_relu``: relu
+    of each input value as it is loaded (``fuse_conv_input_relu``)."""
     tw, th, rb = strip
     out = node.outputs[0]
     owb = -(-g["OW"] // tw)
@@ -1592,7 +1610,7 @@ def _lower_dwp_strip(lc, node, g: dict, strip: tuple[int, int, int], x, *, w_in,
     lc.kernel("conv/depthwise_project_strip.wgsl",
               [("x", x), ("f", w_ubo or w)] + ep.operands + project_in + [("prm", prm)], [("out", out)],
               n_inv, workgroup=DWP_STRIP_WORKGROUP, T=wgsl_type(out.data_type), TW=tw, C4=g["C"] // 4, N4=n4,
-              seg=_segment(g, tw), hold=g["KH"] - 1, ep=ep, pep=pep, xres=xres,
+              seg=_segment(g, tw), hold=g["KH"] - 1, ep=ep, pep=pep, xres=xres, in_relu=in_relu,
               xw=words and (g["C"] // 4) % 2 == 0, ow=words and n4 % 2 == 0,
               pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
@@ -1946,9 +1964,10 @@ def _dwp_words(g: dict, mode: str, expand: bool, tuning: str, features) -> bool:
 
 def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg: int, x, *, w_in, ep, pep,
                      project_in: list, mat: np.ndarray, xres: bool, xpool: dict | None = None,
-                     consumer=None) -> bool:
+                     consumer=None, in_relu: bool = False) -> bool:
     """The kernel of :func:`lower_depthwise_project` on ``conv/depthwise_project_lanes.wgsl``
-    (plan of :func:`_dwp_lanes`, ``sg`` lanes); ``mat`` the [C, N] projection matrix, bound
+    (plan of :func:`_dwp_lanes`, ``sg`` lanes; ``in_relu``: relu of each input value as it is
+    loaded, ``fuse_conv_input_relu``); ``mat`` the [C, N] projection matrix, bound
     zero-padded; ``xres``: the projection's residual operand is the depthwise input (maybe
     padded with zero channels, or a pool of it, ``xpool``: :func:`_lanes_residual`), read
     from the kernel's held rows (``pg`` is not bound). Channels that are not a multiple of 4
@@ -2009,7 +2028,7 @@ def _lower_dwp_lanes(lc, node, g: dict, plan: tuple[int, int, int, int, int], sg
               n_inv, workgroup=sg, T=wgsl_type(out.data_type), TW=tw, CPL=cpl, NPL=npl, sg=sg,
               CS=c4 if DWPL_EXACT_C else sg * cpl, split=splits > 1, PK=pk, xw=xw, ow=ow, w4=w4,
               CX=g["C"] if tail else 0, NX=nx, xpool=xpool,
-              seg=_segment(g, tw), hold=hold, warm=-(-hold // g["sh"]), ep=ep, pep=pep, xres=xres,
+              seg=_segment(g, tw), hold=hold, warm=-(-hold // g["sh"]), ep=ep, pep=pep, xres=xres, in_relu=in_relu,
               pt=g["pt"] if ep.given or xres else 0, pl=g["pl"] if ep.given or xres else 0,
               f_uniform=B_UNIFORM_FLOATS // 4 if w_ubo is not None else 0,
               p_uniform=B_UNIFORM_FLOATS // 4 if pw_ubo is not None else 0, fdiv=n_inv < DW_FDIV_MAX,
@@ -2240,6 +2259,9 @@ def _lower_dwp(node, lc, consumer=None) -> bool:
     ep = _conv_epilogue(dw, mid, "nhwc", given=0 if center else None)
     e = node.attrs.get("expand")
     xsh = e is not None and bool(node.attrs.get("expand_shared"))  # computed into workgroup memory first
+    in_relu = bool(dw.attrs.get("input_relu"))  # fuse_conv_input_relu: relu of each loaded input value
+    if in_relu and (e is not None or center and ep.given):
+        raise AssertionError(f"{lc.label}: an input relu with an expansion or a read of the input")  # input_relu_ok
     eep, k4, expand_in = None, 0, []
     we_ubo = None
     if e is not None:  # the depthwise input is computed here from the expansion's input
@@ -2299,10 +2321,10 @@ def _lower_dwp(node, lc, consumer=None) -> bool:
         form = "blocks"
     if form == "lanes":
         return _lower_dwp_lanes(lc, node, g, plan, sg, x, w_in=dw.inputs[1], ep=ep, pep=pep, project_in=project_in,
-                                mat=mat, xres=xres, xpool=xpool if gpad else None, consumer=consumer)
+                                mat=mat, xres=xres, xpool=xpool if gpad else None, consumer=consumer, in_relu=in_relu)
     if form == "strip":
         _lower_dwp_strip(lc, node, g, plan, x, w_in=dw.inputs[1], ep=ep, pep=pep, project_in=project_in,
-                         pw_uniform=pw_ubo is not None, xres=xres)
+                         pw_uniform=pw_ubo is not None, xres=xres, in_relu=in_relu)
         return False
     # a pool's partial sums have one row per block of pool_rows' plan, which the compiler sized
     th, tw, splits = _dwp_plan(g, n4, 0 if xsh else k4, lc.tuning, mode == "conv", sg=0 if partials else sg)
@@ -2350,7 +2372,7 @@ def _lower_dwp(node, lc, consumer=None) -> bool:
               n_inv, workgroup=wg, T=wgsl_type(out.data_type), TH=th, TW=tw,
               rows=_rows(g, th), seg=_segment(g, tw), ep=ep, pep=pep, N=N if mode == "transpose" else 0,
               NS=-(-n4 // splits), ragged=n4 % splits != 0, panel=panel, col_loop=DWP_COLUMN_LOOP,
-              center=ep.given,
+              center=ep.given, in_relu=in_relu,
               row_loop=DW_ROW_LOOP and (e is None or xsh), x_loop=DWP_EXPAND_LOOP,
               x_shift=_expand_shift(k4),
               x_words=e is not None and not xsh and _expand_words(k4, DWP_EXPAND_LOOP, lc.tuning, lc.features),

@@ -223,51 +223,69 @@ def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
     return g.replace(replaced, dropped)
 
 
-def input_relu_reader(g: GraphView, act, tuning: str = "default"):
-    """The conv2d that would apply ``act``, an element-wise node, as it loads its input
+def input_relu_readers(g: GraphView, act, tuning: str = "default") -> list | None:
+    """The nodes that would each apply ``act``, an element-wise node, as they load their input
     (``fuse_conv_input_relu``), else None: ``act`` an op of
-    :data:`webnn_gpu.ops.conv.INPUT_RELU_OPS` without attributes, its value read only by that
-    conv (as its input alone) and no graph output, of its input's shape and data type, the conv
-    one :func:`webnn_gpu.ops.conv.input_relu_ok` takes."""
+    :data:`webnn_gpu.ops.conv.INPUT_RELU_OPS` without attributes, of its input's shape and data
+    type, no graph output, and every node reading its value reading it as its input alone
+    (``inputs[0]``; a ``depthwise_project`` node's depthwise conv likewise) and being one
+    :func:`webnn_gpu.ops.conv.input_relu_ok` takes. One reader that cannot apply it keeps
+    ``act`` for all of them (its launch and store would stay)."""
     from ...ops.conv import INPUT_RELU_OPS, input_relu_ok
 
     if act is None or act.op not in INPUT_RELU_OPS or len(act.inputs) != 1 or len(act.outputs) != 1 or act.attrs:
         return None
     r, y = act.outputs[0], act.inputs[0]
-    conv = g.sole_consumer(r)
-    if (conv is None or conv.op != "conv2d" or conv.inputs[0] is not r or any(v is r for v in conv.inputs[1:])
-            or y is None or y.data_type != r.data_type or tuple(y.shape) != tuple(r.shape)):
+    if y is None or y.data_type != r.data_type or tuple(y.shape) != tuple(r.shape) or g.is_output(r):
         return None
-    return conv if input_relu_ok(conv, tuning) else None
+    readers = g.consumers(r)
+    if not readers:
+        return None
+    for n in readers:
+        if n.op not in ("conv2d", "depthwise_project") or not n.inputs or n.inputs[0] is not r:
+            return None
+        if any(v is r for v in n.inputs[1:]) or not input_relu_ok(n, tuning):
+            return None
+    return readers
+
+
+def _reading(node: Node, y: Value) -> Node:
+    """``node`` (a conv2d or a ``depthwise_project`` node that :func:`input_relu_readers`
+    accepted) reading ``y`` in place of its input and applying the relu as it loads it."""
+    if node.op == "depthwise_project":
+        dw = node.attrs["depthwise"]
+        dw = Node(dw.op, [y] + list(dw.inputs[1:]), list(dw.outputs), {**dw.attrs, "input_relu": True}, dw.label)
+        attrs = dict(node.attrs)
+        attrs["depthwise"] = dw
+        return Node(node.op, [y] + list(node.inputs[1:]), list(node.outputs), attrs, node.label)
+    return Node(node.op, [y] + list(node.inputs[1:]), list(node.outputs), {**node.attrs, "input_relu": True},
+                node.label)
 
 
 def fuse_conv_input_relu(nodes: list, outputs: dict, context=None) -> list:
-    """``conv2d(relu(y), ...)`` where the relu feeds only that conv and the conv runs on the
-    stand-alone depthwise kernel: the conv applies the relu to each input value it loads
-    (``attrs["input_relu"]``) and reads ``y``, which its producer stores anyway (``y`` may
-    have other readers, e.g. the next residual add). The relu's launch and its store go. Only
-    ops with op(0) == 0 qualify (:data:`webnn_gpu.ops.conv.INPUT_RELU_OPS`), since the conv's
-    zero padding is then op(padding); a relu with another reader or a graph output stays
-    (:func:`input_relu_reader`).
+    """``relu(y)`` whose every reader is a conv2d on the stand-alone depthwise kernel or a
+    ``depthwise_project`` node without an expansion, reading it as its input: each reader
+    applies the relu to each input value it loads (``attrs["input_relu"]``, on the depthwise
+    conv of a ``depthwise_project`` node) and reads ``y``, which its producer stores anyway
+    (``y`` may have other readers, e.g. the next residual add). The relu's launch and its
+    store go. Only ops with op(0) == 0 qualify (:data:`webnn_gpu.ops.conv.INPUT_RELU_OPS`),
+    since the kernels' zero padding is then op(padding); a relu that is a graph output, or that
+    any node reads which cannot apply it, stays whole (:func:`input_relu_readers`).
     """
     tuning = getattr(context, "_tuning", "default")
     g = GraphView(nodes, outputs)
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
-    for conv in nodes:
-        if conv.op != "conv2d" or conv.inputs[0] is None:
+    for act in nodes:
+        readers = input_relu_readers(g, act, tuning)
+        if readers is None or any(n.id in replaced or n.id in dropped for n in readers):
             continue
-        act = g.producer(conv.inputs[0])
-        if act is None or act.id in dropped or input_relu_reader(g, act, tuning) is not conv:
-            continue
-        attrs = dict(conv.attrs)
-        attrs["input_relu"] = True
-        replaced[conv.id] = Node(conv.op, [act.inputs[0]] + list(conv.inputs[1:]), list(conv.outputs), attrs,
-                                 conv.label)
+        for n in readers:
+            replaced[n.id] = _reading(n, act.inputs[0])
         dropped.add(act.id)
         if DEBUG >= 2:
-            log.debug("fuse_conv_input_relu: conv2d [%s] applies %s [%s] to its input", conv.label, act.op,
-                      act.label)
+            log.debug("fuse_conv_input_relu: %s [%s] applied by %s", act.op, act.label,
+                      [f"{n.op} [{n.label}]" for n in readers])
     return g.replace(replaced, dropped)
 
 

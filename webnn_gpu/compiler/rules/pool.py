@@ -196,14 +196,14 @@ def fuse_pool_map(nodes: list, outputs: dict, context=None) -> list:
 
 
 def _left_to_conv_input(g: GraphView, chain: list, tuning: str) -> bool:
-    """Whether an output map's ``chain`` is one relu read only by a conv that applies it as it
-    loads (``fuse_conv_input_relu``, later: :func:`~webnn_gpu.compiler.rules.conv.input_relu_reader`):
+    """Whether an output map's ``chain`` is one relu read only by convs that apply it as they
+    load (``fuse_conv_input_relu``, later: :func:`~webnn_gpu.compiler.rules.conv.input_relu_readers`):
     the map would store a value that conv does without, and keep the pool's kernel that
     ``fuse_pool_residual`` may fold into the branch it adds (Keras Xception's residual pools
     in float16: 75 kernels without such maps, 78 with)."""
-    from .conv import input_relu_reader
+    from .conv import input_relu_readers
 
-    return len(chain) == 1 and input_relu_reader(g, chain[0], tuning) is not None
+    return len(chain) == 1 and input_relu_readers(g, chain[0], tuning) is not None
 
 
 #: attributes of a fused node holding original nodes whose epilogues its kernel applies
