@@ -125,7 +125,7 @@ def standard_onnx(path: pathlib.Path) -> bytes:
     nodes = []
     consts = {"onnx_keras_one": 1.0, "onnx_keras_half": 0.5, "onnx_keras_rsqrt2": 1 / math.sqrt(2)}
     for p in m.graph.node:
-        x, y, k = p.input[0], p.output[0], p.output[0] + "__std"
+        x, y, k = (p.input or [""])[0], p.output[0], p.output[0] + "__std"  # a Constant has no input
         if p.op_type == "ComplexAbs":
             nodes.append(helper.make_node("ReduceL2", [x], [y], axes=[0], keepdims=0))
         elif p.op_type == "Erfc":
