@@ -1829,6 +1829,59 @@ def _lstm(c, n, x):
     return _rnn_out(c, n, outs[2] if seq else None, [outs[0], outs[1]])
 
 
+#: The most time steps an ONNX RNN is written out for (two kernels a step).
+RNN_MAX_STEPS = 512
+
+
+@_h("RNN", to="written out per time step: one gemm of all steps' inputs, then per step gemm(h, R) + "
+              "that step's row and the activation (Tanh, Relu, Sigmoid); layout=1 through transposes")
+def _rnn(c, n, x):
+    v, w, r, hidden, steps, bias, rbias, acts, direction, dt = _rnn_common(c, n, x, 1)
+    dirs = 2 if direction == "both" else 1
+    names = list(acts) if acts is not None else ["Tanh"] * dirs
+    if len(names) != dirs or any(a not in _ACT for a in names):
+        raise Unsupported(f"RNN activations {names} (one of {sorted(_ACT)} per direction)")
+    if steps > RNN_MAX_STEPS:
+        raise Unsupported(f"RNN of {steps} time steps (written out per step: at most {RNN_MAX_STEPS})")
+    _, batch, size = c.shape(v)
+    init = _state_in(c, n, x[5] if len(x) > 5 else None, dt)
+    flat = c.call("reshape", v, [steps * batch, size])
+    b = x[3] if len(x) > 3 else None
+    if b is not None:  # Wb + Rb (known: added in the weights' type, as ONNX Runtime adds them)
+        b = (np.asarray(b)[:, :hidden] + np.asarray(b)[:, hidden:] if c.is_known(b)
+             else c.call("add", bias, rbias))
+
+    def per_dir(val, shape):  # the direction's part of a [num_dir, ...] value, reshaped
+        if val is None:
+            return [None] * dirs
+        if c.is_known(val):
+            return [c.operand(np.asarray(val)[d].reshape(shape), dt) for d in range(dirs)]
+        parts = c.call("split", c.operand(val, dt), dirs, axis=0) if dirs > 1 else [c.operand(val, dt)]
+        return [c.call("reshape", p, shape) for p in parts]
+
+    ws, rs, bs = per_dir(x[1], [hidden, size]), per_dir(x[2], [hidden, hidden]), per_dir(b, [hidden])
+    hs0 = per_dir(init, [batch, hidden])
+    seqs, finals = [], []
+    for d in range(dirs):
+        rd = rs[d]
+        xw = c.call("reshape", c.call("gemm", flat, ws[d], c=bs[d], b_transpose=True), [steps, batch, hidden])
+        rows = c.call("split", xw, steps, axis=0) if steps > 1 else [xw]
+        h = hs0[d]
+        out = [None] * steps
+        backward = direction == "backward" or d == 1
+        for t in (range(steps - 1, -1, -1) if backward else range(steps)):
+            row = c.call("reshape", rows[t], [batch, hidden])
+            pre = row if h is None else c.call("gemm", h, rd, c=row, b_transpose=True)
+            h = c.call(_ACT[names[d]], pre)
+            out[t] = h
+        finals.append(c.call("reshape", h, [1, batch, hidden]))
+        if _wants_sequence(c, n):
+            seqs.append(c.call("reshape", c.call("concat", out, 0) if steps > 1 else out[0],
+                               [steps, 1, batch, hidden]))
+    seq = (c.call("concat", seqs, 1) if dirs > 1 else seqs[0]) if seqs else None
+    return _rnn_out(c, n, seq, [c.call("concat", finals, 0) if dirs > 1 else finals[0]])
+
+
 # ---------------------------------------------------------------- control flow
 @_h("If", to="the branch its known condition picks, inlined")
 def _if(c, n, x):

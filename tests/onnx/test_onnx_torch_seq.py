@@ -1,0 +1,116 @@
+"""Operators PyTorch's ONNX exporters write for sequence and audio models (``nn.RNN`` as ONNX
+``RNN``, ``Tensor.topk`` as ``TopK``, ``torch.stft`` as ``STFT``) against ONNX Runtime.
+
+Each test writes the exporter's node with ``onnx.helper`` (no torch here), runs it with
+webnn_gpu and with ONNX Runtime's CPU provider, and compares every output:
+``max |webnn - ort| <= 1e-4 * max |ort|`` in float32 (integer outputs exactly), plus the
+near misses each mapping refuses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import webnn_gpu as webnn
+from webnn_gpu import onnx as wonnx
+
+ort = pytest.importorskip("onnxruntime")
+
+F = TensorProto.FLOAT
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _vi(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def _check(ctx, m, feeds, tol=1e-4, dtype="float32", **load):
+    """Run ``m`` with webnn_gpu and ONNX Runtime on ``feeds``; compare every output."""
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = wonnx.load(m, ctx, dtype=dtype, **load).compute(feeds)
+    for o, w in zip(m.graph.output, want):
+        g = got[o.name]
+        assert g.shape == w.shape, o.name
+        if w.dtype.kind in "iub":
+            np.testing.assert_array_equal(g, w, err_msg=o.name)
+        else:
+            err = np.abs(g.astype(np.float64) - w).max() / max(np.abs(w).max(), 1e-30)
+            assert err <= tol, f"{o.name}: {err:.2e}"
+    return got
+
+
+# ---------------------------------------------------------------- RNN
+@pytest.mark.parametrize("direction, layout, with_h0, acts", [
+    ("forward", 0, False, None),                     # nn.RNN(tanh), the TorchScript exporter's default
+    ("bidirectional", 0, True, None),
+    ("reverse", 1, True, ["Relu"]),                  # nn.RNN(nonlinearity="relu"), batch-major
+    ("bidirectional", 1, False, ["Sigmoid", "Tanh"]),
+])
+def test_rnn_matches_onnxruntime(ctx, direction, layout, with_h0, acts):
+    rng = np.random.default_rng(0)
+    T, B, I, H = 5, 2, 3, 4
+    D = 2 if direction == "bidirectional" else 1
+    xs = [T, B, I] if not layout else [B, T, I]
+    hs = [D, B, H] if not layout else [B, D, H]
+    inits = [numpy_helper.from_array((rng.standard_normal((D, H, I)) * 0.5).astype(np.float32), "W"),
+             numpy_helper.from_array((rng.standard_normal((D, H, H)) * 0.5).astype(np.float32), "R"),
+             numpy_helper.from_array(rng.standard_normal((D, 2 * H)).astype(np.float32), "B")]
+    attrs = {"hidden_size": H, "direction": direction, "layout": layout}
+    if acts:
+        attrs["activations"] = acts
+    node = helper.make_node("RNN", ["x", "W", "R", "B", "", "h0" if with_h0 else ""], ["y", "y_h"], **attrs)
+    ins = [_vi("x", F, xs)] + ([_vi("h0", F, hs)] if with_h0 else [])
+    m = _model([node], ins, [_vi("y", F, None), _vi("y_h", F, None)], inits, opset=14)
+    feeds = {"x": rng.standard_normal(xs).astype(np.float32)}
+    if with_h0:
+        feeds["h0"] = rng.standard_normal(hs).astype(np.float32)
+    if not layout:
+        _check(ctx, m, feeds)
+        return
+    # ONNX Runtime refuses layout=1: NumPy in float64, time-major, transposed around it
+    w, r, b = (numpy_helper.to_array(t).astype(np.float64) for t in inits)
+    f = {"Tanh": np.tanh, "Relu": lambda v: np.maximum(v, 0), "Sigmoid": lambda v: 1 / (1 + np.exp(-v))}
+    x = feeds["x"].astype(np.float64).transpose(1, 0, 2)
+    h0 = feeds["h0"].astype(np.float64).transpose(1, 0, 2) if with_h0 else np.zeros((D, B, H))
+    y, y_h = np.zeros((T, D, B, H)), np.zeros((D, B, H))
+    for d in range(D):
+        h = h0[d]
+        for t in (range(T - 1, -1, -1) if direction == "reverse" or d == 1 else range(T)):
+            h = f[acts[d]](x[t] @ w[d].T + h @ r[d].T + b[d, :H] + b[d, H:])
+            y[t, d] = h
+        y_h[d] = h
+    got = wonnx.load(m, ctx).compute(feeds)
+    for name, want in (("y", y.transpose(2, 0, 1, 3)), ("y_h", y_h.transpose(1, 0, 2))):
+        np.testing.assert_allclose(got[name], want, atol=1e-5 * np.abs(want).max(), rtol=0, err_msg=name)
+
+
+def test_rnn_run_time_weights_and_only_the_final_state(ctx):
+    """Weights as graph inputs (split per direction at run time); Y unused."""
+    rng = np.random.default_rng(1)
+    T, B, I, H, D = 4, 1, 3, 5, 2
+    node = helper.make_node("RNN", ["x", "W", "R", "B"], ["", "y_h"], hidden_size=H, direction="bidirectional")
+    m = _model([node], [_vi("x", F, [T, B, I]), _vi("W", F, [D, H, I]), _vi("R", F, [D, H, H]),
+                        _vi("B", F, [D, 2 * H])], [_vi("y_h", F, None)], opset=14)
+    feeds = {"x": rng.standard_normal((T, B, I)), "W": rng.standard_normal((D, H, I)) * 0.5,
+             "R": rng.standard_normal((D, H, H)) * 0.5, "B": rng.standard_normal((D, 2 * H))}
+    _check(ctx, m, {k: v.astype(np.float32) for k, v in feeds.items()})
+
+
+@pytest.mark.parametrize("attrs, match", [
+    ({"activations": ["LeakyRelu"]}, "RNN activations"),
+    ({"clip": 1.0}, "clip"),
+])
+def test_rnn_refuses_what_it_cannot_express(ctx, attrs, match):
+    rng = np.random.default_rng(2)
+    inits = [numpy_helper.from_array(rng.standard_normal((1, 4, 3)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.standard_normal((1, 4, 4)).astype(np.float32), "R")]
+    node = helper.make_node("RNN", ["x", "W", "R"], ["y"], hidden_size=4, name="rnn", **attrs)
+    m = _model([node], [_vi("x", F, [2, 1, 3])], [_vi("y", F, None)], inits, opset=14)
+    with pytest.raises(webnn.NotSupportedError, match=rf"'rnn' \(RNN, opset 14\).*{match}"):
+        wonnx.load(m, ctx)
