@@ -37,7 +37,7 @@ def _check(ctx, m, feeds, tol=1e-4, dtype="float32", **load):
     for o, w in zip(m.graph.output, want):
         g = got[o.name]
         assert g.shape == w.shape, o.name
-        if w.dtype.kind in "iub":
+        if w.dtype.kind in "iub" or tol == 0:
             np.testing.assert_array_equal(g, w, err_msg=o.name)
         else:
             err = np.abs(g.astype(np.float64) - w).max() / max(np.abs(w).max(), 1e-30)
@@ -113,4 +113,82 @@ def test_rnn_refuses_what_it_cannot_express(ctx, attrs, match):
     node = helper.make_node("RNN", ["x", "W", "R"], ["y"], hidden_size=4, name="rnn", **attrs)
     m = _model([node], [_vi("x", F, [2, 1, 3])], [_vi("y", F, None)], inits, opset=14)
     with pytest.raises(webnn.NotSupportedError, match=rf"'rnn' \(RNN, opset 14\).*{match}"):
+        wonnx.load(m, ctx)
+
+
+# ---------------------------------------------------------------- TopK
+@pytest.mark.parametrize("axis, k, largest, kind", [
+    (-1, 3, 1, "float"),       # logits.topk(3)
+    (1, 4, 0, "float"),        # smallest along a middle axis
+    (-1, 5, 1, "ties"),        # repeated values: indices in order, as ONNX
+    (-1, 4, 1, "inf"),         # -inf entries (masked logits) tie with the taken ones' mask
+    (0, 2, 0, "int64"),
+    (-1, 1, 1, "float"),
+])
+def test_topk_matches_onnxruntime(ctx, axis, k, largest, kind):
+    rng = np.random.default_rng(3)
+    shape = [3, 6, 7]
+    if kind == "int64":
+        x, elem = rng.integers(-5, 5, shape).astype(np.int64), TensorProto.INT64
+    else:
+        x, elem = rng.standard_normal(shape).astype(np.float32), F
+        if kind == "ties":
+            x = np.round(x).astype(np.float32)
+        if kind == "inf":
+            x[rng.random(shape) < 0.6] = -np.inf
+    node = helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=axis, largest=largest, sorted=1)
+    m = _model([node], [_vi("x", elem, shape)], [_vi("values", elem, None), _vi("indices", TensorProto.INT64, None)],
+               [numpy_helper.from_array(np.array([k], np.int64), "k")])
+    got = _check(ctx, m, {"x": x}, tol=0)
+    assert got["indices"].dtype == np.int64
+
+
+@pytest.mark.parametrize("attrs, k, match", [
+    ({"sorted": 0}, 3, "sorted=0"),
+    ({}, 9, "K = 9 on an axis of 7"),
+    ({}, None, "K must be known at load time"),
+])
+def test_topk_refuses_what_it_cannot_express(ctx, attrs, k, match):
+    node = helper.make_node("TopK", ["x", "k"], ["values", "indices"], name="top", **attrs)
+    inits = [numpy_helper.from_array(np.array([k], np.int64), "k")] if k is not None else []
+    ins = [_vi("x", F, [2, 7])] + ([_vi("k", TensorProto.INT64, [1])] if k is None else [])
+    m = _model([node], ins, [_vi("values", F, None), _vi("indices", TensorProto.INT64, None)], inits)
+    with pytest.raises(webnn.NotSupportedError, match=rf"'top' \(TopK, opset 11\).*{match}"):
+        wonnx.load(m, ctx)
+
+
+# ---------------------------------------------------------------- STFT
+@pytest.mark.parametrize("rank, window, onesided", [
+    (2, "hann", 1),            # torch.stft(wav, n_fft, hop, window=hann_window(n_fft), center=False)
+    (3, None, 1),              # [batch, length, 1] and only frame_length: a rectangular window
+    (3, "hann", 0),
+])
+def test_stft_matches_onnxruntime(ctx, rank, window, onesided):
+    rng = np.random.default_rng(4)
+    B, L, N, step = 2, 200, 32, 12
+    shape = [B, L] if rank == 2 else [B, L, 1]
+    inits = [numpy_helper.from_array(np.array(step, np.int64), "step"),
+             numpy_helper.from_array(np.array(N, np.int64), "size")]
+    if window:
+        hann = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(N) / N)
+        inits.append(numpy_helper.from_array(hann.astype(np.float32), "win"))
+    node = helper.make_node("STFT", ["x", "step", "win" if window else "", "size"], ["y"], onesided=onesided)
+    m = _model([node], [_vi("x", F, shape)], [_vi("y", F, None)], inits)
+    _check(ctx, m, {"x": rng.standard_normal(shape).astype(np.float32)}, tol=1e-5)
+
+
+@pytest.mark.parametrize("shape, known_step, match", [
+    ([1, 64, 2], True, "complex signal"),
+    ([1, 64, 1], False, "frame_step must be known at load time"),
+])
+def test_stft_refuses_what_it_cannot_express(ctx, shape, known_step, match):
+    inits = [numpy_helper.from_array(np.array(16, np.int64), "size")]
+    ins = [_vi("x", F, shape)]
+    if known_step:
+        inits.append(numpy_helper.from_array(np.array(8, np.int64), "step"))
+    else:
+        ins.append(_vi("step", TensorProto.INT64, []))
+    node = helper.make_node("STFT", ["x", "step", "", "size"], ["y"], name="stft")
+    m = _model([node], ins, [_vi("y", F, None)], inits)
+    with pytest.raises(webnn.NotSupportedError, match=rf"'stft' \(STFT, opset 17\).*{match}"):
         wonnx.load(m, ctx)

@@ -1270,6 +1270,85 @@ def _hardmax(c, n, x):
     return _coerced(c, n, c.operand(x[0]), fn)
 
 
+@_h("STFT", to="real signal, known frame_step and window: conv2d with the windowed DFT bases (cos, -sin) as "
+               "filters, strided by frame_step, then reshape and transpose to [batch, frames, bins, 2]")
+def _stft(c, n, x):
+    v = c.operand(x[0])
+    s = c.shape(v)
+    if len(s) == 3 and s[2] == 2:
+        raise Unsupported("STFT of a complex signal (only real signals: [batch, length] or [batch, length, 1])")
+    if not (len(s) == 2 or (len(s) == 3 and s[2] == 1)):
+        raise Unsupported(f"STFT of a signal of shape {list(s)} (expected [batch, length] or [batch, length, 1])")
+    batch, length = s[0], s[1]
+    step = ints(c, x[1], "STFT's frame_step")[0]
+    win = x[2] if len(x) > 2 else None
+    win = None if win is None else np.asarray(c.known(win, "STFT's window"), np.float64).reshape(-1)
+    size = ints(c, x[3], "STFT's frame_length")[0] if len(x) > 3 and x[3] is not None else (
+        len(win) if win is not None else None)
+    if size is None:
+        raise Unsupported("STFT with neither a window nor a frame_length")
+    if win is not None and len(win) != size:
+        raise Unsupported(f"STFT window of {len(win)} samples with frame_length {size}")
+    if step < 1 or size > length:
+        raise Unsupported(f"STFT with frame_step {step} and frame_length {size} on a signal of {length} samples")
+    bins = size // 2 + 1 if int(n.attr("onesided", 1)) else size
+    t = np.arange(size)
+    ang = 2 * np.pi * np.outer(np.arange(bins), t) / size
+    w = win if win is not None else np.ones(size)
+    basis = np.concatenate([np.cos(ang) * w, -np.sin(ang) * w])          # [2 bins, size], float64
+    filt = c.operand(basis.reshape(2 * bins, 1, size, 1).astype(np.float32), v.data_type)
+    y = c.call("conv2d", c.call("reshape", v, [batch, 1, length, 1]), filt, strides=[step, 1])
+    frames = c.shape(y)[2]
+    y = c.call("reshape", y, [batch, 2, bins, frames])
+    return c.call("transpose", y, permutation=[0, 3, 2, 1])
+
+
+#: The largest K a TopK is written out for (a few kernels per selected element).
+TOPK_MAX_K = 64
+
+
+@_h("TopK", to="K known: K rounds of reduce_max/min + arg_max (the first untaken index holding that "
+               "value), the taken one masked; ties and repeated values in index order, as ONNX; sorted")
+def _topk(c, n, x):
+    v = c.operand(x[0])
+    s = c.shape(v)
+    axis = int(n.attr("axis", -1)) % len(s)
+    k = ints(c, x[1], "TopK's K")[0] if n.since >= 10 else int(n.attr("k"))
+    if not 0 < k <= s[axis]:
+        raise Unsupported(f"TopK with K = {k} on an axis of {s[axis]} (1 to the axis' length)")
+    if k > TOPK_MAX_K:
+        raise Unsupported(f"TopK with K = {k} (written out per selected element: at most {TOPK_MAX_K})")
+    if n.since >= 11 and not int(n.attr("sorted", 1)) and k > 1:
+        raise Unsupported("TopK with sorted=0 (ONNX leaves the order open; this mapping sorts)")
+    largest = n.since < 11 or bool(int(n.attr("largest", 1)))
+    reduce, arg = ("reduce_max", "arg_max") if largest else ("reduce_min", "arg_min")
+    from .._dtypes import info
+
+    np_t = info(v.data_type).numpy
+    fill = (-np.inf if largest else np.inf) if np.dtype(np_t).kind == "f" else (
+        np.iinfo(np_t).min if largest else np.iinfo(np_t).max)
+    shape = [1] * len(s)
+    shape[axis] = s[axis]
+    iota = c.operand(np.arange(s[axis], dtype=np.int32).reshape(shape))
+    cur, avail, vals, idxs = v, None, [], []
+    for j in range(k):
+        m = c.call(reduce, cur, axes=[axis], keep_dimensions=True)
+        if j == 0:  # the first index of the extreme value
+            i = c.call(arg, v, axis, keep_dimensions=True, output_data_type="int32")
+        else:  # the first untaken index holding it (a taken one holds the fill value, which may tie)
+            i = c.call("arg_max", c.call("logical_and", c.call("equal", cur, m), avail), axis,
+                       keep_dimensions=True, output_data_type="int32")
+        vals.append(m)
+        idxs.append(i)
+        if j + 1 < k:
+            hit = c.call("equal", iota, i)
+            cur = c.call("where", hit, c.scalar(fill, v.data_type), cur)
+            free = c.call("logical_not", hit)
+            avail = free if avail is None else c.call("logical_and", avail, free)
+    cat = (lambda parts: c.call("concat", parts, axis)) if k > 1 else (lambda parts: parts[0])
+    return [cat(vals), c.call("cast", cat(idxs), "int64")]
+
+
 @_h("CumSum", to="cumulative_sum (axis known)")
 def _cumsum(c, n, x):
     v = c.operand(x[0])
