@@ -192,3 +192,48 @@ def test_stft_refuses_what_it_cannot_express(ctx, shape, known_step, match):
     m = _model([node], ins, [_vi("y", F, None)], inits)
     with pytest.raises(webnn.NotSupportedError, match=rf"'stft' \(STFT, opset 17\).*{match}"):
         wonnx.load(m, ctx)
+
+
+# ---------------------------------------------------------------- PyTorch's GRUCell
+def _gru_cell_torch(variant, B=2, I=5, H=4):
+    """``nn.GRUCell`` as both PyTorch exporters write it: Gemm(x, W_ih, b_ih, transB=1) and
+    Gemm(h, W_hh, b_hh, transB=1), each Split in three (r, z, n), r = Sigmoid(h_r + x_r),
+    z = Sigmoid(h_z + x_z), n = Tanh(x_n + h_n * r), h' = (h - n) * z + n. ``variant``:
+    "run_time_h" (h a graph input), "zero_h" (the first step: h a zero constant written twice,
+    one for the Gemm, one for the Sub); near misses "h_differs" (the Sub's h a different
+    constant), "n_read" (n also an output), "alpha" (the recurrent Gemm scaled by alpha = 0.5)."""
+    rng = np.random.default_rng(5)
+    known_h = variant in ("zero_h", "h_differs")
+    inits = {"w_ih": rng.standard_normal((3 * H, I)) * 0.5, "b_ih": rng.standard_normal(3 * H),
+             "w_hh": rng.standard_normal((3 * H, H)) * 0.5, "b_hh": rng.standard_normal(3 * H),
+             "sizes": np.array([H, H, H])}
+    if known_h:
+        inits["h"] = np.zeros((B, H))
+        inits["h_sub"] = np.full((B, H), 0.5) if variant == "h_differs" else np.zeros((B, H))
+    inits = [numpy_helper.from_array(v.astype(np.int64 if "sizes" in k else np.float32), k) for k, v in inits.items()]
+    nodes = [helper.make_node("Gemm", ["x", "w_ih", "b_ih"], ["gx"], transB=1),
+             helper.make_node("Split", ["gx", "sizes"], ["x_r", "x_z", "x_n"], axis=1),
+             helper.make_node("Gemm", ["h", "w_hh", "b_hh"], ["gh"], transB=1, alpha=0.5 if variant == "alpha" else 1.0),
+             helper.make_node("Split", ["gh", "sizes"], ["h_r", "h_z", "h_n"], axis=1),
+             helper.make_node("Add", ["h_r", "x_r"], ["pr"]), helper.make_node("Sigmoid", ["pr"], ["r"]),
+             helper.make_node("Add", ["h_z", "x_z"], ["pz"]), helper.make_node("Sigmoid", ["pz"], ["z"]),
+             helper.make_node("Mul", ["h_n", "r"], ["rh"]), helper.make_node("Add", ["x_n", "rh"], ["pn"]),
+             helper.make_node("Tanh", ["pn"], ["n"]),
+             helper.make_node("Sub", ["h_sub" if known_h else "h", "n"], ["d"]),
+             helper.make_node("Mul", ["d", "z"], ["dz"]), helper.make_node("Add", ["dz", "n"], ["h2"])]
+    ins = [_vi("x", F, [B, I])] + ([] if known_h else [_vi("h", F, [B, H])])
+    outs = [_vi("h2", F, None)] + ([_vi("n", F, None)] if variant == "n_read" else [])
+    feeds = {"x": rng.standard_normal((B, I)).astype(np.float32)}
+    if not known_h:
+        feeds["h"] = rng.standard_normal((B, H)).astype(np.float32)
+    return _model(nodes, ins, outs, inits), feeds
+
+
+@pytest.mark.parametrize("variant, fires", [("run_time_h", True), ("zero_h", True), ("h_differs", False),
+                                            ("n_read", False), ("alpha", False)])
+def test_torch_gru_cell_is_one_recurrent_kernel(ctx, variant, fires):
+    m, feeds = _gru_cell_torch(variant)
+    loaded = wonnx.load(m, ctx)
+    templates = [s.template for s in loaded.graph._steps if hasattr(s, "template")]
+    assert any(t.startswith("recurrent/") for t in templates) == fires, templates
+    _check(ctx, m, feeds, tol=1e-5)
