@@ -5,6 +5,7 @@ loaded with ``webnn.load``, against ONNX Runtime.
     .venv/bin/python benchmarks/onnx_torch_seq.py --models lstm1 gpt_sdpa --rounds 10
     .venv/bin/python benchmarks/onnx_torch_seq.py --dtype float16 --rounds 0   # float16 graphs, errors only
     .venv/bin/python benchmarks/onnx_torch_seq.py --reexport             # export again
+    .venv/bin/python benchmarks/onnx_torch_seq.py --ab WEBNN_GPU_FORCE_GRU_CELL=off --models gru_cell_loop
 
 What a user with a PyTorch model does: the models below (plain PyTorch, seeded weights,
 ``eval()``) are exported in the PyTorch environment (``--torch-python``, by default
@@ -21,7 +22,6 @@ the output's largest magnitude (1e-3 in float32, 3e-2 with ``--dtype float16``),
 medians of webnn-gpu's tensor path and ONNX Runtime with 2 threads, alternating. A model that
 does not export is a row with the exporter's last error line; one that does not load, the
 engine's error's first line.
-(Not named onnx_torch.py beside a torch package; the file name does not shadow anything.)
 """
 
 from __future__ import annotations
@@ -350,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=20, help="timed rounds (0: errors only)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--ab", metavar="VAR=VALUE", help="instead of the table: each file built with this "
+                        "WEBNN_GPU_FORCE_* setting (old) and without it (new), timed in turn (onnx_keras.knob_ab)")
     parser.add_argument("--export", metavar="DIR", help=argparse.SUPPRESS)  # the PyTorch-side half
     args = parser.parse_args(argv)
     if args.export:
@@ -377,16 +379,20 @@ def main(argv: list[str] | None = None) -> int:
 
     ctx = webnn.ml.create_context()
     ok = {s: out / f"{s}.onnx" for s in wanted if s not in failed}
+    if args.ab:
+        var, _, value = args.ab.partition("=")
+        print(f"{'model':>20} {'old us':>9} {'new us':>9}  new/old (quartiles) [range]")
+        for s, path in ok.items():
+            if "+batch" not in s:
+                print(onnx_keras.knob_ab(ctx, s, path, {var: value}, args.rounds), flush=True)
+        return 0
 
     def bench(ctx, stem, path, args):
-        row = (bench_batch if "+batch" in stem else onnx_keras.bench_model)(ctx, stem, path, args)
-        return row
+        return (bench_batch if "+batch" in stem else onnx_keras.bench_model)(ctx, stem, path, args)
 
     rows = {r["model"]: r for r in zoo.run_rows(ctx, ok, bench, args)}
     rows.update({s: {"model": s, "error": reason} for s, reason in failed.items()})
-    table = onnx_keras.format_table([rows[s] for s in wanted])
-    # onnx_keras' table has two columns for the TFLite twin: none here.
-    print(table)
+    print(onnx_keras.format_table([rows[s] for s in wanted]))  # its two TFLite-twin columns stay empty
     return 0
 
 
