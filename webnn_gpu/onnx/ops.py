@@ -76,6 +76,7 @@ def _binary(method):
         if moved is not None:
             return moved
         out = c.call(method, *_same_type(c, a, b))
+        _note_scaled(c, method, a, b, out)
         if n.op == "Equal":
             _note_one_hot(c, n, a, b)
         return out
@@ -140,7 +141,92 @@ def _binary_through_view(c, method, a, b):
     ks = [next(it) if e != 1 else 1 for e in ss]
     k2 = kk.reshape(ks)
     args = (k2, src) if v is b else (src, k2)
-    return c.call("reshape", c.call(method, *_same_type(c, *args)), list(sv))
+    inner = c.call(method, *_same_type(c, *args))
+    _note_scaled(c, method, *args, inner)
+    return c.call("reshape", inner, list(sv))
+
+
+def _note_scaled(c, method, a, b, out) -> None:
+    """Record ``out = a * b`` or ``a / b`` where one side (the divisor, for a Div) is a known
+    float scalar and the other a run-time operand made by reshapes and transposes
+    (:meth:`~.convert.Converter.moved_from`): a ``MatMul`` may take ``out`` as a transposed
+    view (:func:`_as_transposed_view`)."""
+    if method not in ("mul", "div"):
+        return
+    for j in ((0, 1) if method == "mul" else (1,)):
+        k, v = (a, b)[j], (b, a)[j]
+        if c.is_known(k) and not c.is_known(v) and k.dtype.kind == "f" and k.size == 1 \
+                and k.ndim <= len(c.shape(v)) and c.moved_from(v) is not None:
+            c.scaled[id(out)] = (out, method, v, np.asarray(k).reshape(()), j)
+
+
+#: the most elements of a MatMul operand whose movements are composed at load time
+TRANSPOSED_VIEW_MAX = 1 << 24
+
+
+def _as_transposed_view(c, v):
+    """Run-time MatMul operand ``v`` as one transpose of a reshape of the tensor it was moved
+    from, when ``v`` is made from it by reshapes and transposes (two or more, or maybe then
+    scaled by a known scalar, :func:`_note_scaled`) that compose to that: the scale is applied
+    to the tensor before the movements (each element gets the same product) and the movements
+    become one reshape and one transpose, a view the compiler's matmul and attention kernels
+    read in place (PyTorch's exporters write an attention's keys as
+    ``Reshape(Transpose(Reshape(Transpose(Reshape(k))))) * scale``). ``v`` itself otherwise,
+    or with ``WEBNN_GPU_FORCE_TRANSPOSED_VIEW=off``."""
+    if c.is_known(v) or len(c.shape(v)) < 2 or _env.force_choice("transposed_view", ("off",)) == "off":
+        return v
+    src, steps = c.moved_from(v) or (v, ())
+    ent = c.scaled.get(id(src))
+    scaled = ent is not None and ent[0] is src
+    if scaled:  # the scale moves to the chain's start: v = moves(scale * moves0(src0))
+        src, before = c.moved_from(ent[2]) or (ent[2], ())
+        steps = (*before, *steps)
+    shape = tuple(c.shape(v))
+    size = int(np.prod(shape))
+    if (len(steps) < 2 and not scaled) or size > TRANSPOSED_VIEW_MAX:
+        return v
+    idx = np.arange(size).reshape(c.shape(src))
+    for method, perm, out_shape in steps:
+        idx = idx.transpose(perm) if method == "transpose" else idx.reshape(out_shape)
+    # the axes of size 1 aside: a permutation of the others, of the source or a reshape's output
+    idx = idx.reshape([d for d in shape if d != 1])
+    found = None
+    for cand in [tuple(c.shape(src))] + [o for m, _, o in steps if m == "reshape"]:
+        rows = tuple(d for d in cand if d != 1)
+        perm = _permutation_of(idx, rows)
+        if perm is not None:
+            found = rows, perm
+            break
+    if found is None:
+        return v
+    # the output's axes of size 1 lead the reshaped source, in order: one reshape, one transpose
+    rows, perm_nu = found
+    units = [a for a, d in enumerate(shape) if d == 1]
+    rows = (1,) * len(units) + rows
+    it = iter(perm_nu)
+    perm = [units.index(a) if d == 1 else len(units) + next(it) for a, d in enumerate(shape)]
+    t = c.call("reshape", src, list(rows)) if tuple(c.shape(src)) != rows else src
+    if scaled:
+        _, method, _, k, j = ent
+        t = c.call(method, *_same_type(c, *((t, k) if j == 1 else (k, t))))
+    return c.call("transpose", t, permutation=perm) if perm != sorted(perm) else t
+
+
+def _permutation_of(idx: np.ndarray, rows: tuple) -> list[int] | None:
+    """The permutation ``p`` with ``idx == arange(idx.size).reshape(rows).transpose(p)``, or None."""
+    if len(rows) != idx.ndim:
+        return None
+    strides = [int(np.prod(rows[i + 1:])) for i in range(len(rows))]
+    perm, free = [], set(range(len(rows)))
+    for a, n in enumerate(idx.shape):
+        step = int(idx[(0,) * a + (1,) + (0,) * (idx.ndim - a - 1)] - idx.flat[0]) if n > 1 else None
+        i = next((i for i in sorted(free) if rows[i] == n and (step is None or strides[i] == step)), None)
+        if i is None:
+            return None
+        perm.append(i)
+        free.discard(i)
+    base = np.arange(idx.size).reshape(rows).transpose(perm)
+    return perm if np.array_equal(base, idx) else None
 
 
 def _note_one_hot(c, n, a, b) -> None:
@@ -984,7 +1070,8 @@ def _gemm(c, n, x):
                   a_transpose=bool(n.attr("transA", 0)), b_transpose=bool(n.attr("transB", 0)))
 
 
-@_h("MatMul", to="matmul (1-D operands through reshape); a one-hot encoding times a known matrix: gather")
+@_h("MatMul", to="matmul (1-D operands through reshape); a one-hot encoding times a known matrix: gather; a "
+              "second operand moved (and scaled) into a transpose of the last two axes: one transpose")
 def _matmul(c, n, x):
     if n.inputs[0] in c.one_hot and c.is_known(x[1]):
         index, depth = c.one_hot[n.inputs[0]]
@@ -993,7 +1080,7 @@ def _matmul(c, n, x):
         if out is not None:
             c.gathered[n.outputs[0]] = (index, depth, w)
             return out
-    a, b = _same_type(c, x[0], x[1])
+    a, b = _same_type(c, x[0], _as_transposed_view(c, x[1]))
     return _matmul_nd(c, a, b)
 
 
