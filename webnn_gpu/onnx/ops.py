@@ -160,8 +160,9 @@ def _note_scaled(c, method, a, b, out) -> None:
             c.scaled[id(out)] = (out, method, v, np.asarray(k).reshape(()), j)
 
 
-#: the most elements of a MatMul operand whose movements are composed at load time
-TRANSPOSED_VIEW_MAX = 1 << 24
+#: the most elements of a MatMul operand whose movements are composed at load time (int32
+#: indices: 16 MiB an array)
+TRANSPOSED_VIEW_MAX = 1 << 22
 
 
 def _as_transposed_view(c, v):
@@ -185,7 +186,7 @@ def _as_transposed_view(c, v):
     size = int(np.prod(shape))
     if (len(steps) < 2 and not scaled) or size > TRANSPOSED_VIEW_MAX:
         return v
-    idx = np.arange(size).reshape(c.shape(src))
+    idx = np.arange(size, dtype=np.int32).reshape(c.shape(src))
     for method, perm, out_shape in steps:
         idx = idx.transpose(perm) if method == "transpose" else idx.reshape(out_shape)
     # the axes of size 1 aside: a permutation of the others, of the source or a reshape's output
@@ -225,7 +226,7 @@ def _permutation_of(idx: np.ndarray, rows: tuple) -> list[int] | None:
             return None
         perm.append(i)
         free.discard(i)
-    base = np.arange(idx.size).reshape(rows).transpose(perm)
+    base = np.arange(idx.size, dtype=idx.dtype).reshape(rows).transpose(perm)
     return perm if np.array_equal(base, idx) else None
 
 
