@@ -41,7 +41,7 @@ DEFAULT_TORCH_PYTHON = pathlib.Path.home() / ".cache" / "webnn-gpu" / "bench" / 
 #: The models, in table order (names of :func:`_models`).
 MODELS = ["lstm1", "lstm2_bidir_h0", "gru1", "gru2_bidir_h0", "rnn_tanh", "lstm_cell_loop", "gru_cell_loop",
           "encoder_post_pad", "encoder_pre_causal", "decoder", "gpt_manual", "gpt_sdpa", "mha_weights",
-          "conv1d_stack", "mel_conv", "stft", "token_ops", "seq_classifier"]
+          "conv1d_stack", "mel_conv", "stft", "token_ops", "seq_classifier", "audio_ops"]
 
 #: Models also exported with an open batch axis: name -> {input name: batch axis}.
 DYNAMIC_BATCH = {"lstm1": {"x": 0}, "encoder_post_pad": {"ids": 0, "lengths": 0}, "gpt_sdpa": {"x": 0},
@@ -233,6 +233,28 @@ def _models():
             m = valid.unsqueeze(-1).float()
             return self.head((y * m).sum(1) / m.sum(1))
 
+    class AudioOps(nn.Module):
+        """1-D resampling, pooling and gating as vocoders and audio encoders use them."""
+
+        def __init__(self):
+            super().__init__()
+            self.up = nn.ConvTranspose1d(8, 8, 4, stride=2, padding=1)
+            self.glu = nn.Conv1d(8, 16, 3, padding=1)
+            self.norm = nn.LayerNorm(8)
+            self.act = nn.PReLU(8)
+
+        def forward(self, x):                                        # [B, 8, 32]
+            a = F.interpolate(x, scale_factor=2, mode="nearest")
+            b = F.interpolate(x, scale_factor=2, mode="linear", align_corners=False)
+            y = self.up(x) + a + b                                   # [B, 8, 64]
+            y = F.glu(self.glu(y), dim=1)
+            y = F.max_pool1d(y, 2) + F.avg_pool1d(y, 2)              # [B, 8, 32]
+            y = self.norm(y.transpose(1, 2)).transpose(1, 2)
+            y = self.act(y).flip(-1)
+            s = torch.einsum("bct,bdt->bcd", y, x)                   # [B, 8, 8]
+            pooled = F.adaptive_avg_pool1d(y, 1).squeeze(-1)
+            return torch.cat([F.normalize(pooled, dim=-1), s.softmax(1).mean(2)], -1), torch.stack(y.chunk(2, 1), 1)
+
     torch.manual_seed(0)
     x = torch.randn(B, T, E)
     ids = torch.randint(0, 32, (B, T))
@@ -260,6 +282,7 @@ def _models():
         "token_ops": (TokenOps(), (ids, torch.randn(B, T, 1)), ["ids", "x"],
                       ["best", "top_v", "top_i", "diff", "gated", "rep", "wide"]),
         "seq_classifier": (SeqClassifier(), (ids, lengths), ["ids", "lengths"], ["y"]),
+        "audio_ops": (AudioOps(), (torch.randn(B, 8, 32),), ["x"], ["y", "halves"]),
     }
 
 

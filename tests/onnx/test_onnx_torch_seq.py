@@ -295,3 +295,28 @@ def test_attention_keys_moved_and_scaled_are_one_view(ctx, variant, fused):
     templates = [s.template for s in loaded.graph._steps if hasattr(s, "template")]
     assert ("matmul/attention.wgsl" in templates) == fused, templates
     _check(ctx, m, feeds, tol=1e-5)
+
+
+# ---------------------------------------------------------------- Resize of other ranks
+@pytest.mark.parametrize("shape, scales, mode, coord", [
+    ([2, 3, 10], [1, 1, 2], "nearest", "asymmetric"),            # F.interpolate(x, 2) on [N, C, L], TorchScript
+    ([2, 3, 10], [1, 1, 2], "linear", "half_pixel"),              # mode="linear" (align_corners=False)
+    ([2, 3, 10], [1, 1, 3], "linear", "pytorch_half_pixel"),
+    ([1, 2, 3, 4, 5], [1, 1, 1, 2, 2], "nearest", "half_pixel"),  # the last two axes of a volume
+    ([3, 5], [1, 2], "linear", "half_pixel"),
+])
+def test_resize_of_other_ranks_matches_onnxruntime(ctx, shape, scales, mode, coord):
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode=mode, coordinate_transformation_mode=coord,
+                            nearest_mode="floor" if coord == "asymmetric" else "round_prefer_floor")
+    m = _model([node], [_vi("x", F, shape)], [_vi("y", F, None)],
+               [numpy_helper.from_array(np.array(scales, np.float32), "scales")])
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    _check(ctx, m, {"x": x}, tol=1e-6)
+
+
+def test_resize_of_three_axes_is_refused(ctx):
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest", name="up3")
+    m = _model([node], [_vi("x", F, [1, 2, 3, 4, 5])], [_vi("y", F, None)],
+               [numpy_helper.from_array(np.array([1, 1, 2, 2, 2], np.float32), "scales")])
+    with pytest.raises(webnn.NotSupportedError, match=r"'up3' \(Resize, opset 13\).*more than two axes"):
+        wonnx.load(m, ctx)

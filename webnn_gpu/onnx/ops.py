@@ -1801,11 +1801,19 @@ def _resize_common(c, n, v, scales, sizes, mode, coord, nearest_mode):
         ok = coord == "half_pixel" or (coord == "pytorch_half_pixel" and all(out[i] > 1 for i in changed))
         if not ok:
             raise Unsupported(f"{n.op} linear with coordinate_transformation_mode={coord!r} (WebNN: half_pixel)")
-    return c.call("resample2d", v, mode="nearest-neighbor" if mode == "nearest" else "linear",
-                  sizes=[out[i] for i in changed], axes=changed)
+    method = "nearest-neighbor" if mode == "nearest" else "linear"
+    if r == 4:
+        return c.call("resample2d", v, mode=method, sizes=[out[i] for i in changed], axes=changed)
+    # other ranks (a 1-D signal [N, C, L], a volume): the axes before and after the pair as one
+    # each, a 4-D resample2d of the pair, reshaped back
+    a0, a1 = changed
+    v4 = c.call("reshape", v, [int(np.prod(s[:a0])), s[a0], s[a1], int(np.prod(s[a1 + 1:]))])
+    y = c.call("resample2d", v4, mode=method, sizes=[out[a0], out[a1]], axes=[1, 2])
+    return c.call("reshape", y, [*s[:a0], out[a0], out[a1], *s[a1 + 1:]])
 
 
-@_h("Resize", to="resample2d (two adjacent axes; half-pixel nearest/linear, integer-factor asymmetric nearest)")
+@_h("Resize", to="resample2d (two adjacent axes, other ranks through a 4-D reshape; half-pixel nearest/linear, "
+                 "integer-factor asymmetric nearest)")
 def _resize(c, n, x):
     v = c.operand(x[0])
     if n.since < 11:
