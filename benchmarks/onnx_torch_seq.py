@@ -41,7 +41,8 @@ DEFAULT_TORCH_PYTHON = pathlib.Path.home() / ".cache" / "webnn-gpu" / "bench" / 
 #: The models, in table order (names of :func:`_models`).
 MODELS = ["lstm1", "lstm2_bidir_h0", "gru1", "gru2_bidir_h0", "rnn_tanh", "lstm_cell_loop", "gru_cell_loop",
           "encoder_post_pad", "encoder_pre_causal", "decoder", "gpt_manual", "gpt_sdpa", "mha_weights",
-          "conv1d_stack", "mel_conv", "stft", "token_ops", "seq_classifier", "audio_ops"]
+          "conv1d_stack", "mel_conv", "stft", "token_ops", "seq_classifier", "audio_ops",
+          "conformer_ops"]
 
 #: Models also exported with an open batch axis: name -> {input name: batch axis}.
 DYNAMIC_BATCH = {"lstm1": {"x": 0}, "encoder_post_pad": {"ids": 0, "lengths": 0}, "gpt_sdpa": {"x": 0},
@@ -255,6 +256,34 @@ def _models():
             pooled = F.adaptive_avg_pool1d(y, 1).squeeze(-1)
             return torch.cat([F.normalize(pooled, dim=-1), s.softmax(1).mean(2)], -1), torch.stack(y.chunk(2, 1), 1)
 
+    class ConformerOps(nn.Module):
+        """A conformer's convolution module and a padded attention as Hugging Face code writes them:
+        positions from the cumulative sum of a padding mask, a -1e9 mask, one-hot, argsort."""
+
+        def __init__(self):
+            super().__init__()
+            self.pw = nn.Conv1d(E, 2 * E, 1)
+            self.dw = nn.Conv1d(E, E, 5, padding=2, groups=E)
+            self.bn = nn.BatchNorm1d(E)
+            self.gn = nn.GroupNorm(4, E)
+            self.tok = nn.Embedding(32, E)
+            self.pos = nn.Embedding(T + 2, E)
+            self.qkv = nn.Linear(E, 3 * E)
+
+        def forward(self, ids):                                      # int64 [B, T], 0 = padding
+            keep = ids.ne(0)
+            pos = keep.long().cumsum(-1) * keep.long()              # Hugging Face's position ids
+            h = self.tok(ids) + self.pos(pos)                        # [B, T, E]
+            q, k, v = self.qkv(h).chunk(3, -1)
+            s = q @ k.transpose(1, 2) / math.sqrt(E)
+            s = s.masked_fill(~keep[:, None, :], -1e9)
+            h = h + s.softmax(-1) @ v
+            c = F.glu(self.pw(h.transpose(1, 2)), dim=1)
+            c = F.silu(self.bn(self.dw(c)))
+            c = self.gn(c).transpose(1, 2)                           # [B, T, E]
+            order = c.mean(-1).argsort(-1, descending=True)
+            return c, F.one_hot(order[:, 0], T).float(), order
+
     torch.manual_seed(0)
     x = torch.randn(B, T, E)
     ids = torch.randint(0, 32, (B, T))
@@ -283,6 +312,7 @@ def _models():
                       ["best", "top_v", "top_i", "diff", "gated", "rep", "wide"]),
         "seq_classifier": (SeqClassifier(), (ids, lengths), ["ids", "lengths"], ["y"]),
         "audio_ops": (AudioOps(), (torch.randn(B, 8, 32),), ["x"], ["y", "halves"]),
+        "conformer_ops": (ConformerOps(), (ids,), ["ids"], ["y", "top_onehot", "order"]),
     }
 
 

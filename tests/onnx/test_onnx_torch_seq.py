@@ -320,3 +320,28 @@ def test_resize_of_three_axes_is_refused(ctx):
                [numpy_helper.from_array(np.array([1, 1, 2, 2, 2], np.float32), "scales")])
     with pytest.raises(webnn.NotSupportedError, match=r"'up3' \(Resize, opset 13\).*more than two axes"):
         wonnx.load(m, ctx)
+
+
+@pytest.mark.parametrize("axis, k, largest, kind", [
+    (-1, 7, 1, "float"),       # argsort(descending=True): K = n, by ranks
+    (1, 6, 0, "ties"),         # smallest, repeated values, a middle axis
+    (-1, 5, 1, "inf"),
+    (0, 3, 1, "int64"),        # K <= 4: rounds (the other mapping) on the same data
+])
+def test_topk_by_rank_matches_onnxruntime(ctx, axis, k, largest, kind):
+    rng = np.random.default_rng(8)
+    shape = [3, 6, 7]
+    if kind == "int64":
+        x, elem = rng.integers(-3, 3, shape).astype(np.int64), TensorProto.INT64
+    else:
+        x, elem = rng.standard_normal(shape).astype(np.float32), F
+        if kind == "ties":
+            x = np.round(x).astype(np.float32)
+        if kind == "inf":
+            x[rng.random(shape) < 0.4] = -np.inf
+    node = helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=axis, largest=largest)
+    m = _model([node], [_vi("x", elem, shape)], [_vi("values", elem, None), _vi("indices", TensorProto.INT64, None)],
+               [numpy_helper.from_array(np.array([k], np.int64), "k")])
+    kernels = wonnx.load(m, ctx).graph.kernel_count
+    assert (kernels <= 16) if k > 4 else (kernels >= 4 * k), kernels  # ranks: about ten kernels whatever K
+    _check(ctx, m, {"x": x}, tol=0)

@@ -1396,7 +1396,8 @@ TOPK_MAX_K = 64
 
 
 @_h("TopK", to="K known: K rounds of reduce_max/min + arg_max (the first untaken index holding that "
-               "value), the taken one masked; ties and repeated values in index order, as ONNX; sorted")
+               "value), the taken one masked; K > 4: by every element's rank (pairwise comparisons); ties "
+               "and repeated values in index order, as ONNX; sorted")
 def _topk(c, n, x):
     v = c.operand(x[0])
     s = c.shape(v)
@@ -1404,11 +1405,14 @@ def _topk(c, n, x):
     k = ints(c, x[1], "TopK's K")[0] if n.since >= 10 else int(n.attr("k"))
     if not 0 < k <= s[axis]:
         raise Unsupported(f"TopK with K = {k} on an axis of {s[axis]} (1 to the axis' length)")
-    if k > TOPK_MAX_K:
-        raise Unsupported(f"TopK with K = {k} (written out per selected element: at most {TOPK_MAX_K})")
     if n.since >= 11 and not int(n.attr("sorted", 1)) and k > 1:
         raise Unsupported("TopK with sorted=0 (ONNX leaves the order open; this mapping sorts)")
     largest = n.since < 11 or bool(int(n.attr("largest", 1)))
+    if k > TOPK_RANK_MIN_K and int(np.prod(s)) * s[axis] <= TOPK_RANK_MAX_PAIRS:
+        return _topk_by_rank(c, v, axis, k, largest)
+    if k > TOPK_MAX_K:
+        raise Unsupported(f"TopK with K = {k} of {s[axis]} (written out per selected element: at most "
+                          f"{TOPK_MAX_K}; by ranks: at most {TOPK_RANK_MAX_PAIRS} pairs of elements)")
     reduce, arg = ("reduce_max", "arg_max") if largest else ("reduce_min", "arg_min")
     from .._dtypes import info
 
@@ -1435,6 +1439,42 @@ def _topk(c, n, x):
             avail = free if avail is None else c.call("logical_and", avail, free)
     cat = (lambda parts: c.call("concat", parts, axis)) if k > 1 else (lambda parts: parts[0])
     return [cat(vals), c.call("cast", cat(idxs), "int64")]
+
+
+#: a TopK of more than this many elements goes by ranks (:func:`_topk_by_rank`) where it may
+TOPK_RANK_MIN_K = 4
+#: ... when its pairs of elements compared (the tensor's size times the axis' length) are at most
+TOPK_RANK_MAX_PAIRS = 1 << 22
+
+
+def _topk_by_rank(c, v, axis: int, k: int, largest: bool):
+    """TopK through every element's rank along ``axis``: ``rank_i`` = how many elements come
+    before it (greater, for ``largest``, or equal at a lower index: ONNX's order), the
+    element of rank ``p`` found by ``sum_i i * [rank_i == p]`` for ``p < k`` and its value
+    gathered. About ten kernels whatever ``k`` (a ``[..., n, n]`` comparison: the caller
+    bounds its size)."""
+    s = list(c.shape(v))
+    r, n = len(s), s[axis]
+    if axis != r - 1:
+        perm = [*[a for a in range(r) if a != axis], axis]
+        v = c.call("transpose", v, permutation=perm)
+    lead = [d for a, d in enumerate(s) if a != axis]
+    xi = c.call("reshape", v, [*lead, n, 1])
+    xj = c.call("reshape", v, [*lead, 1, n])
+    beats = c.call("greater" if largest else "lesser", xj, xi)               # [..., i, j]
+    lower = c.operand(np.tril(np.ones((n, n), np.uint8), -1))               # j < i
+    before = c.call("logical_or", beats, c.call("logical_and", c.call("equal", xj, xi), lower))
+    rank = c.call("reduce_sum", c.call("cast", before, "int32"), axes=[r], keep_dimensions=False)  # [..., n]
+    places = c.operand(np.arange(k, dtype=np.int32).reshape(k, 1))
+    hit = c.call("equal", c.call("reshape", rank, [*lead, 1, n]), places)   # [..., k, n]
+    iota = c.operand(np.arange(n, dtype=np.int32))
+    idx = c.call("reduce_sum", c.call("where", hit, iota, c.scalar(0, "int32")), axes=[r], keep_dimensions=False)
+    vals = c.call("gather_elements", v, idx, axis=r - 1)
+    idx = c.call("cast", idx, "int64")
+    if axis != r - 1:
+        back = [*range(axis), r - 1, *range(axis, r - 1)]
+        vals, idx = (c.call("transpose", t, permutation=back) for t in (vals, idx))
+    return [vals, idx]
 
 
 @_h("CumSum", to="cumulative_sum (axis known)")
