@@ -42,11 +42,11 @@ DEFAULT_TORCH_PYTHON = pathlib.Path.home() / ".cache" / "webnn-gpu" / "bench" / 
 MODELS = ["lstm1", "lstm2_bidir_h0", "gru1", "gru2_bidir_h0", "rnn_tanh", "lstm_cell_loop", "gru_cell_loop",
           "encoder_post_pad", "encoder_pre_causal", "decoder", "gpt_manual", "gpt_sdpa", "mha_weights",
           "conv1d_stack", "mel_conv", "stft", "token_ops", "seq_classifier", "audio_ops",
-          "conformer_ops"]
+          "conformer_ops", "speech_encoder"]
 
 #: Models also exported with an open batch axis: name -> {input name: batch axis}.
 DYNAMIC_BATCH = {"lstm1": {"x": 0}, "encoder_post_pad": {"ids": 0, "lengths": 0}, "gpt_sdpa": {"x": 0},
-                 "conv1d_stack": {"x": 0}, "seq_classifier": {"ids": 0, "lengths": 0}}
+                 "conv1d_stack": {"x": 0}, "seq_classifier": {"ids": 0, "lengths": 0}, "speech_encoder": {"wav": 0}}
 
 EXPORTERS = ("ts", "dynamo")
 
@@ -284,6 +284,30 @@ def _models():
             order = c.mean(-1).argsort(-1, descending=True)
             return c, F.one_hot(order[:, 0], T).float(), order
 
+    class SpeechEncoder(nn.Module):
+        """A wav2vec-style feature extractor (strided Conv1d, GroupNorm, exact GELU), sinusoidal
+        positions, a GELU TransformerEncoderLayer, a bidirectional batch-first LSTM and a CTC
+        head (log_softmax, argmax)."""
+
+        def __init__(self, d=16):
+            super().__init__()
+            self.c1 = nn.Conv1d(1, d, 10, stride=5)
+            self.gn = nn.GroupNorm(d, d)
+            self.c2 = nn.Conv1d(d, d, 3, stride=2)
+            pos = torch.arange(64)[:, None] / torch.pow(10000, torch.arange(0, d, 2) / d)
+            self.register_buffer("pe", torch.cat([torch.sin(pos), torch.cos(pos)], -1))
+            self.layer = nn.TransformerEncoderLayer(d, 2, 32, dropout=0.0, activation="gelu", batch_first=True)
+            self.lstm = nn.LSTM(d, 8, batch_first=True, bidirectional=True)
+            self.head = nn.Linear(16, 12)
+
+        def forward(self, wav):                                      # [B, 400]
+            h = F.gelu(self.gn(self.c1(wav[:, None])))
+            h = F.gelu(self.c2(h)).transpose(1, 2)                   # [B, frames, d]
+            h = self.layer(h + self.pe[: h.shape[1]])
+            h, _ = self.lstm(h)
+            logp = self.head(h).log_softmax(-1)
+            return logp, logp.argmax(-1)
+
     torch.manual_seed(0)
     x = torch.randn(B, T, E)
     ids = torch.randint(0, 32, (B, T))
@@ -313,6 +337,7 @@ def _models():
         "seq_classifier": (SeqClassifier(), (ids, lengths), ["ids", "lengths"], ["y"]),
         "audio_ops": (AudioOps(), (torch.randn(B, 8, 32),), ["x"], ["y", "halves"]),
         "conformer_ops": (ConformerOps(), (ids,), ["ids"], ["y", "top_onehot", "order"]),
+        "speech_encoder": (SpeechEncoder(), (torch.randn(B, 400),), ["wav"], ["logp", "best"]),
     }
 
 
