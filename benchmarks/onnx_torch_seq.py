@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -42,7 +43,7 @@ DEFAULT_TORCH_PYTHON = pathlib.Path.home() / ".cache" / "webnn-gpu" / "bench" / 
 MODELS = ["lstm1", "lstm2_bidir_h0", "gru1", "gru2_bidir_h0", "rnn_tanh", "lstm_cell_loop", "gru_cell_loop",
           "encoder_post_pad", "encoder_pre_causal", "decoder", "gpt_manual", "gpt_sdpa", "mha_weights",
           "conv1d_stack", "mel_conv", "stft", "token_ops", "seq_classifier", "audio_ops",
-          "conformer_ops", "speech_encoder"]
+          "conformer_ops", "speech_encoder", "packed_lstm"]
 
 #: Models also exported with an open batch axis: name -> {input name: batch axis}.
 DYNAMIC_BATCH = {"lstm1": {"x": 0}, "encoder_post_pad": {"ids": 0, "lengths": 0}, "gpt_sdpa": {"x": 0},
@@ -308,6 +309,20 @@ def _models():
             logp = self.head(h).log_softmax(-1)
             return logp, logp.argmax(-1)
 
+    class Packed(nn.Module):
+        """``pack_padded_sequence`` around a bidirectional LSTM (unsorted lengths), padded back."""
+
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(E, 12, batch_first=True, bidirectional=True)
+
+        def forward(self, x, lengths):
+            lengths = lengths.clamp(1, x.shape[1])
+            p = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+            y, (h, _) = self.lstm(p)
+            y, _ = nn.utils.rnn.pad_packed_sequence(y, batch_first=True, total_length=x.shape[1])
+            return y, h
+
     torch.manual_seed(0)
     x = torch.randn(B, T, E)
     ids = torch.randint(0, 32, (B, T))
@@ -338,6 +353,7 @@ def _models():
         "audio_ops": (AudioOps(), (torch.randn(B, 8, 32),), ["x"], ["y", "halves"]),
         "conformer_ops": (ConformerOps(), (ids,), ["ids"], ["y", "top_onehot", "order"]),
         "speech_encoder": (SpeechEncoder(), (torch.randn(B, 400),), ["wav"], ["logp", "best"]),
+        "packed_lstm": (Packed(), (torch.randn(3, T, E), torch.tensor([8, 3, 5])), ["x", "lengths"], ["y", "h"]),
     }
 
 
@@ -375,7 +391,9 @@ def export_all(out: pathlib.Path, names: list[str], exporters: list[str]) -> dic
                     torch.onnx.export(m, args, str(tmp), **kw)  # not under no_grad: its fast paths do not export
                     tmp.rename(out / f"{stem}.onnx")
                 except Exception as exc:  # noqa: BLE001 - a row of the table
-                    lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+                    while exc.__cause__ is not None:  # torch.export's reason, under the exporter's
+                        exc = exc.__cause__
+                    lines = [re.sub(r"\x1b\[[0-9;]*m", "", ln) for ln in str(exc).splitlines() if ln.strip()]
                     failed[stem] = f"{type(exc).__name__}: {(lines[0] if lines else '')[:300]}"
                 print(f"{stem}: {'failed' if stem in failed else 'ok'}", file=sys.stderr, flush=True)
     return failed

@@ -345,3 +345,47 @@ def test_topk_by_rank_matches_onnxruntime(ctx, axis, k, largest, kind):
     kernels = wonnx.load(m, ctx).graph.kernel_count
     assert (kernels <= 16) if k > 4 else (kernels >= 4 * k), kernels  # ranks: about ten kernels whatever K
     _check(ctx, m, {"x": x}, tol=0)
+
+
+# ---------------------------------------------------------------- packed sequences
+@pytest.mark.parametrize("op, direction, lens_known", [
+    ("LSTM", "bidirectional", False),     # pack_padded_sequence around nn.LSTM(bidirectional=True)
+    ("GRU", "bidirectional", False),
+    ("LSTM", "reverse", True),            # lengths known at load time, shorter than the sequence
+    ("GRU", "forward", True),
+])
+def test_recurrent_with_sequence_lengths_matches_onnxruntime(ctx, op, direction, lens_known):
+    rng = np.random.default_rng(9)
+    T, B, I, H = 6, 3, 4, 5
+    G, D = (4 if op == "LSTM" else 3), (2 if direction == "bidirectional" else 1)
+    lens = np.array([6, 2, 4], np.int32)
+    inits = [numpy_helper.from_array((rng.standard_normal((D, G * H, I)) * 0.5).astype(np.float32), "W"),
+             numpy_helper.from_array((rng.standard_normal((D, G * H, H)) * 0.5).astype(np.float32), "R"),
+             numpy_helper.from_array(rng.standard_normal((D, 2 * G * H)).astype(np.float32), "B")]
+    if lens_known:
+        inits.append(numpy_helper.from_array(lens, "lens"))
+    attrs = {"linear_before_reset": 1} if op == "GRU" else {}
+    ins = ["x", "W", "R", "B", "lens", "h0"] + (["c0"] if op == "LSTM" else [])
+    node = helper.make_node(op, ins, ["y", "y_h"], hidden_size=H, direction=direction, **attrs)
+    graph_ins = [_vi("x", F, [T, B, I]), _vi("h0", F, [D, B, H])] + ([_vi("c0", F, [D, B, H])] if op == "LSTM" else [])
+    if not lens_known:
+        graph_ins.append(_vi("lens", TensorProto.INT32, [B]))
+    m = _model([node], graph_ins, [_vi("y", F, None), _vi("y_h", F, None)], inits, opset=14)
+    feeds = {"x": rng.standard_normal((T, B, I)).astype(np.float32),
+             "h0": rng.standard_normal((D, B, H)).astype(np.float32)}
+    if op == "LSTM":
+        feeds["c0"] = rng.standard_normal((D, B, H)).astype(np.float32)
+    if not lens_known:
+        feeds["lens"] = lens
+    _check(ctx, m, feeds, tol=1e-5)
+
+
+def test_lstm_final_cell_state_with_sequence_lengths_is_refused(ctx):
+    rng = np.random.default_rng(10)
+    inits = [numpy_helper.from_array(rng.standard_normal((1, 8, 3)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.standard_normal((1, 8, 2)).astype(np.float32), "R")]
+    node = helper.make_node("LSTM", ["x", "W", "R", "", "lens"], ["y", "y_h", "y_c"], hidden_size=2, name="lstm")
+    m = _model([node], [_vi("x", F, [4, 2, 3]), _vi("lens", TensorProto.INT32, [2])],
+               [_vi("y", F, None), _vi("y_c", F, None)], inits, opset=14)
+    with pytest.raises(webnn.NotSupportedError, match=r"'lstm' \(LSTM, opset 14\).*Y_c with sequence_lens"):
+        wonnx.load(m, ctx)

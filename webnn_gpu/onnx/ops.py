@@ -2010,8 +2010,87 @@ def _rnn_out(c, n, seq, states):
     return [seq, *(c.call("transpose", h, permutation=[1, 0, 2]) for h in states)]
 
 
-@_h("GRU", to="gru (gate layout zrn, linear_before_reset as reset_after; layout=1 through transposes)")
+def _lengths(c, n, x):
+    """A GRU's or LSTM's ``sequence_lens`` as an int32 operand ``[batch]`` when given and not
+    known to be the whole sequence for every batch entry (a packed sequence), else None."""
+    if len(x) <= 4 or x[4] is None:
+        return None
+    steps = c.shape(x[0])[1 if int(n.attr("layout", 0)) else 0]
+    if c.is_known(x[4]):
+        lens = np.asarray(x[4]).reshape(-1)
+        if (lens == steps).all():
+            return None
+        if (lens < 1).any() or (lens > steps).any():
+            raise Unsupported(f"{n.op} sequence_lens {lens.tolist()} outside 1 to the sequence's {steps} steps")
+    return c.operand(x[4], "int32")
+
+
+def _rnn_by_lengths(c, n, x, lens):
+    """A GRU or LSTM whose ``sequence_lens`` may be shorter than the sequence: each direction
+    runs forward over the whole sequence (the reverse one over each entry's first ``len``
+    steps reversed in place, a gather along time), its outputs at and after ``len`` are
+    zeros and its final state is its output at step ``len - 1`` (gathered), as ONNX
+    specifies. The later steps never reach the earlier outputs, so those are exact. An LSTM's
+    final cell state (``Y_c``) read by the model is refused: WebNN's lstm gives the one after
+    the last step only."""
+    gru = n.op == "GRU"
+    if not gru and len(n.outputs) > 2 and n.outputs[2] and n.outputs[2] in c.used:
+        raise Unsupported("LSTM's Y_c with sequence_lens shorter than the sequence (WebNN's lstm gives the "
+                          "cell state after the last step only)")
+    if not gru and (int(n.attr("input_forget", 0)) or (len(x) > 7 and x[7] is not None)):
+        raise Unsupported("LSTM with peepholes or input_forget and sequence_lens shorter than the sequence")
+    count = 2 if gru else 3
+    v, w, r, hidden, steps, bias, rbias, acts, direction, dt = _rnn_common(c, n, [*x[:4], None, *x[5:]],
+                                                                        3 if gru else 4)
+    batch, size = c.shape(v)[1:]
+    dirs = 2 if direction == "both" else 1
+    t = c.operand(np.arange(steps, dtype=np.int32).reshape(steps, 1))
+    row = c.call("reshape", lens, [1, batch])
+    valid = c.call("lesser", t, row)                                                      # [T, B]
+    rev = c.call("where", valid, c.call("sub", c.call("sub", row, c.scalar(1, "int32")), t), t)  # [T, B]
+    last = c.call("expand", c.call("reshape", c.call("sub", row, c.scalar(1, "int32")), [1, 1, batch, 1]),
+                  [1, 1, batch, hidden])
+    rev4 = c.call("expand", c.call("reshape", rev, [steps, 1, batch, 1]), [steps, 1, batch, hidden])
+    states = [_state_in(c, n, x[5] if len(x) > 5 else None, dt)] + (
+        [] if gru else [_state_in(c, n, x[6] if len(x) > 6 else None, dt)])
+
+    def part(val, d):  # direction d of a [num_dir, ...] operand
+        if val is None or dirs == 1:
+            return val
+        shape = list(c.shape(val))
+        return c.call("slice", val, [d] + [0] * (len(shape) - 1), [1] + shape[1:])
+
+    seqs, finals = [], []
+    for d in range(dirs):
+        backward = direction == "backward" or d == 1
+        xs = v if not backward else c.call("gather_elements", v, c.call(
+            "expand", c.call("reshape", rev, [steps, batch, 1]), [steps, batch, size]), axis=0)
+        names = _acts(None if acts is None else acts[d * count:(d + 1) * count], count)
+        h0 = [part(sv, d) for sv in states]
+        common = dict(bias=part(bias, d), recurrent_bias=part(rbias, d), return_sequence=True,
+                      direction="forward", activations=names)
+        if gru:
+            outs = c.call("gru", xs, part(w, d), part(r, d), steps, hidden, initial_hidden_state=h0[0],
+                          reset_after=bool(n.attr("linear_before_reset", 0)), layout="zrn", **common)
+        else:
+            outs = c.call("lstm", xs, part(w, d), part(r, d), steps, hidden, initial_hidden_state=h0[0],
+                          initial_cell_state=h0[1], layout="iofg", **common)
+        y = outs[-1]                                                                      # [T, 1, B, H]
+        finals.append(c.call("reshape", c.call("gather_elements", y, last, axis=0), [1, batch, hidden]))
+        if backward:
+            y = c.call("gather_elements", y, rev4, axis=0)
+        seqs.append(c.call("where", c.call("reshape", valid, [steps, 1, batch, 1]), y, c.scalar(0, dt)))
+    seq = c.call("concat", seqs, 1) if dirs > 1 else seqs[0]
+    h = c.call("concat", finals, 0) if dirs > 1 else finals[0]
+    return _rnn_out(c, n, seq if _wants_sequence(c, n) else None, [h] if gru else [h, None])
+
+
+@_h("GRU", to="gru (gate layout zrn, linear_before_reset as reset_after; layout=1 through transposes; "
+              "sequence_lens shorter than the sequence: outputs masked, final states gathered)")
 def _gru(c, n, x):
+    lens = _lengths(c, n, x)
+    if lens is not None:
+        return _rnn_by_lengths(c, n, x, lens)
     v, w, r, hidden, steps, bias, rbias, acts, direction, dt = _rnn_common(c, n, x, 3)
     init = _state_in(c, n, x[5] if len(x) > 5 else None, dt)
     seq = _wants_sequence(c, n)
@@ -2021,8 +2100,12 @@ def _gru(c, n, x):
     return _rnn_out(c, n, outs[1] if seq else None, [outs[0]])
 
 
-@_h("LSTM", to="lstm (gate layout iofg; input/forget peepholes; layout=1 through transposes)")
+@_h("LSTM", to="lstm (gate layout iofg; input/forget peepholes; layout=1 through transposes; sequence_lens "
+               "shorter than the sequence: outputs masked, final hidden state gathered)")
 def _lstm(c, n, x):
+    lens = _lengths(c, n, x)
+    if lens is not None:
+        return _rnn_by_lengths(c, n, x, lens)
     if int(n.attr("input_forget", 0)):
         raise Unsupported("LSTM with input_forget=1")
     v, w, r, hidden, steps, bias, rbias, acts, direction, dt = _rnn_common(c, n, x, 4)
