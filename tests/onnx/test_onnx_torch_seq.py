@@ -389,3 +389,20 @@ def test_lstm_final_cell_state_with_sequence_lengths_is_refused(ctx):
                [_vi("y", F, None), _vi("y_c", F, None)], inits, opset=14)
     with pytest.raises(webnn.NotSupportedError, match=r"'lstm' \(LSTM, opset 14\).*Y_c with sequence_lens"):
         wonnx.load(m, ctx)
+
+
+def test_permutation_of_finds_one_transpose_or_none():
+    """GPU-free: the permutation composing a chain of movements, where one exists."""
+    from webnn_gpu.onnx.ops import _permutation_of
+
+    a = np.arange(2 * 3 * 4).reshape(2, 3, 4)
+    assert _permutation_of(a.transpose(2, 0, 1), (2, 3, 4)) == [2, 0, 1]
+    assert _permutation_of(a, (2, 3, 4)) == [0, 1, 2]
+    # [B, T, H, D] -> keys transposed [B, H, D, T] through a 3-D detour
+    k = np.arange(1 * 8 * 4 * 2).reshape(8, 4, 2).transpose(1, 0, 2).reshape(4, 8, 2).transpose(0, 2, 1)
+    assert _permutation_of(k, (8, 4, 2)) == [1, 2, 0]
+    # a merge of two axes that are not adjacent in the source: no single transpose
+    mixed = a.transpose(1, 0, 2).reshape(3, 8)
+    assert _permutation_of(mixed, (2, 12)) is None
+    assert _permutation_of(mixed.reshape(3, 2, 4), (2, 3, 4)) == [1, 0, 2]
+    assert _permutation_of(a.reshape(6, 4), (2, 3, 4)) is None  # another rank

@@ -223,7 +223,10 @@ class Converter:
         if method in ("reshape", "transpose") and out is not args[0]:
             prev = self.moved_from(args[0])
             src, steps = prev if prev is not None else (args[0], ())
-            self._moves[id(out)] = (src, out, (*steps, (method, kwargs.get("permutation"), tuple(out.shape))))
+            perm = kwargs.get("permutation", args[1] if len(args) > 1 else None)
+            if method == "transpose" and perm is None:  # WebNN's default: the axes reversed
+                perm = list(range(len(args[0].shape)))[::-1]
+            self._moves[id(out)] = (src, out, (*steps, (method, perm, tuple(out.shape))))
         return out
 
     def moved_from(self, v):

@@ -189,6 +189,8 @@ def _as_transposed_view(c, v):
     idx = np.arange(size, dtype=np.int32).reshape(c.shape(src))
     for method, perm, out_shape in steps:
         idx = idx.transpose(perm) if method == "transpose" else idx.reshape(out_shape)
+    if idx.shape != shape:
+        return v
     # the axes of size 1 aside: a permutation of the others, of the source or a reshape's output
     idx = idx.reshape([d for d in shape if d != 1])
     found = None
