@@ -11,16 +11,16 @@ What a user with a PyTorch model does: the models below (plain PyTorch, seeded w
 ``eval()``) are exported in the PyTorch environment (``--torch-python``, by default
 ``~/.cache/webnn-gpu/bench/venv-torch/bin/python``; the main venv has no torch) with
 ``torch.onnx.export(m, args, f, dynamo=False, opset_version=17)`` (the TorchScript exporter,
-rows ``NAME/ts``) and ``dynamo=True`` (its default opset, rows ``NAME/dynamo``) into
+rows ``NAME.ts``) and ``dynamo=True`` (its default opset, rows ``NAME.dynamo``) into
 ``$XDG_CACHE_HOME/webnn-gpu/onnx_torch/`` (never into the repository). The models of
-:data:`DYNAMIC_BATCH` are also exported with an open batch axis (rows ``NAME/ts+batch``,
-``NAME/dynamo+batch``) and loaded with ``dims`` giving a batch of 3.
+:data:`DYNAMIC_BATCH` are also exported with an open batch axis (rows ``NAME.ts+batch``,
+``NAME.dynamo+batch``) and loaded with ``dims`` giving a batch of 3.
 
 Each row is ``onnx_keras.bench_model``: ``webnn.load``, the largest error over the outputs
-against ONNX Runtime on one seeded input (floats N(0, 1), integer ids in [0, 20)) relative to
+against ONNX Runtime on one seeded input (floats N(0, 1), integer ids and lengths in [0, 20)) relative to
 the output's largest magnitude (1e-3 in float32, 3e-2 with ``--dtype float16``), and the
 medians of webnn-gpu's tensor path and ONNX Runtime with 2 threads, alternating. A model that
-does not export is a row with the exporter's last error line; one that does not load, the
+does not export is a row with the exporter's innermost error's first line; one that does not load, the
 engine's error's first line.
 """
 
