@@ -401,7 +401,8 @@ def export_all(out: pathlib.Path, names: list[str], exporters: list[str]) -> dic
 
 def stems(names: list[str]) -> list[str]:
     """The exported files' stems, in table order: ``NAME.ts``, ``NAME.ts+batch``, ``NAME.dynamo``, ..."""
-    return [f"{n}.{e}{s}" for n in names for e in EXPORTERS for s in ([""] + (["+batch"] if n in DYNAMIC_BATCH else []))]
+    return [f"{n}.{e}{s}" for n in names for e in EXPORTERS
+            for s in ([""] + (["+batch"] if n in DYNAMIC_BATCH else []))]
 
 
 def bench_batch(ctx, name: str, path: pathlib.Path, args, batch: int = 3) -> dict:
@@ -442,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reexport", action="store_true", help="export the models again")
     parser.add_argument("--torch-python", default=str(DEFAULT_TORCH_PYTHON),
                         help="Python of a PyTorch environment with onnx and onnxscript (default: %(default)s)")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "float16"], help="the webnn graph's float type")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float16"],
+                        help="the webnn graph's float type")
     parser.add_argument("--rounds", type=int, default=20, help="timed rounds (0: errors only)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json", help="also write the rows to this file")

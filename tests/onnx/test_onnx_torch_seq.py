@@ -213,7 +213,8 @@ def _gru_cell_torch(variant, B=2, I=5, H=4):
     inits = [numpy_helper.from_array(v.astype(np.int64 if "sizes" in k else np.float32), k) for k, v in inits.items()]
     nodes = [helper.make_node("Gemm", ["x", "w_ih", "b_ih"], ["gx"], transB=1),
              helper.make_node("Split", ["gx", "sizes"], ["x_r", "x_z", "x_n"], axis=1),
-             helper.make_node("Gemm", ["h", "w_hh", "b_hh"], ["gh"], transB=1, alpha=0.5 if variant == "alpha" else 1.0),
+             helper.make_node("Gemm", ["h", "w_hh", "b_hh"], ["gh"], transB=1,
+                              alpha=0.5 if variant == "alpha" else 1.0),
              helper.make_node("Split", ["gh", "sizes"], ["h_r", "h_z", "h_n"], axis=1),
              helper.make_node("Add", ["h_r", "x_r"], ["pr"]), helper.make_node("Sigmoid", ["pr"], ["r"]),
              helper.make_node("Add", ["h_z", "x_z"], ["pz"]), helper.make_node("Sigmoid", ["pz"], ["z"]),
