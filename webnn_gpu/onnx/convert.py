@@ -123,9 +123,15 @@ class Converter:
         self.zero_one: set[str] = set()
         #: value name -> (index operand, depth, matrix) of a one-hot matmul made a gather
         self.gathered: dict[str, tuple[Any, int, np.ndarray]] = {}
+        #: id of a product of moved values and a known scalar -> (the product, "mul" or "div",
+        #: the moved operand, the scalar, its side) (``ops._note_scaled``)
+        self.scaled: dict[int, tuple] = {}
         #: id of a reshape's output -> (the run-time operand it views with only unit axes
         #: added or removed, the output): :meth:`view_source`
         self._views: dict[int, tuple[Any, Any]] = {}
+        #: id of a reshape's or transpose's output -> (the run-time operand the chain of
+        #: reshapes and transposes started from, the output, the steps): :meth:`moved_from`
+        self._moves: dict[int, tuple[Any, Any, tuple]] = {}
         self._limits = builder.context.op_support_limits() if hasattr(builder, "context") else {}
 
     # ------------------------------------------------------------------ values
@@ -214,7 +220,21 @@ class Converter:
         if method == "reshape" and _non_unit(args[0].shape) == _non_unit(out.shape):
             src = self.view_source(args[0])
             self._views[id(out)] = (args[0] if src is None else src, out)
+        if method in ("reshape", "transpose") and out is not args[0]:
+            prev = self.moved_from(args[0])
+            src, steps = prev if prev is not None else (args[0], ())
+            perm = kwargs.get("permutation", args[1] if len(args) > 1 else None)
+            if method == "transpose" and perm is None:  # WebNN's default: the axes reversed
+                perm = list(range(len(args[0].shape)))[::-1]
+            self._moves[id(out)] = (src, out, (*steps, (method, perm, tuple(out.shape))))
         return out
+
+    def moved_from(self, v):
+        """``(source, steps)`` when run-time operand ``v`` was made from ``source`` by a chain of
+        reshapes and transposes, ``steps`` their ``(method, permutation, output shape)`` in
+        order; else None."""
+        ent = self._moves.get(id(v)) if not isinstance(v, np.ndarray) and v is not None else None
+        return (ent[0], ent[2]) if ent is not None and ent[1] is v else None
 
     def view_source(self, v):
         """The operand that run-time operand ``v`` is a reshape of, when the reshape(s) only

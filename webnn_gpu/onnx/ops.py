@@ -76,6 +76,7 @@ def _binary(method):
         if moved is not None:
             return moved
         out = c.call(method, *_same_type(c, a, b))
+        _note_scaled(c, method, a, b, out)
         if n.op == "Equal":
             _note_one_hot(c, n, a, b)
         return out
@@ -140,7 +141,95 @@ def _binary_through_view(c, method, a, b):
     ks = [next(it) if e != 1 else 1 for e in ss]
     k2 = kk.reshape(ks)
     args = (k2, src) if v is b else (src, k2)
-    return c.call("reshape", c.call(method, *_same_type(c, *args)), list(sv))
+    inner = c.call(method, *_same_type(c, *args))
+    _note_scaled(c, method, *args, inner)
+    return c.call("reshape", inner, list(sv))
+
+
+def _note_scaled(c, method, a, b, out) -> None:
+    """Record ``out = a * b`` or ``a / b`` where one side (the divisor, for a Div) is a known
+    float scalar and the other a run-time operand made by reshapes and transposes
+    (:meth:`~.convert.Converter.moved_from`): a ``MatMul`` may take ``out`` as a transposed
+    view (:func:`_as_transposed_view`)."""
+    if method not in ("mul", "div"):
+        return
+    for j in ((0, 1) if method == "mul" else (1,)):
+        k, v = (a, b)[j], (b, a)[j]
+        if c.is_known(k) and not c.is_known(v) and k.dtype.kind == "f" and k.size == 1 \
+                and k.ndim <= len(c.shape(v)) and c.moved_from(v) is not None:
+            c.scaled[id(out)] = (out, method, v, np.asarray(k).reshape(()), j)
+
+
+#: the most elements of a MatMul operand whose movements are composed at load time (int32
+#: indices: 16 MiB an array)
+TRANSPOSED_VIEW_MAX = 1 << 22
+
+
+def _as_transposed_view(c, v):
+    """Run-time MatMul operand ``v`` as one transpose of a reshape of the tensor it was moved
+    from, when ``v`` is made from it by reshapes and transposes (two or more, or maybe then
+    scaled by a known scalar, :func:`_note_scaled`) that compose to that: the scale is applied
+    to the tensor before the movements (each element gets the same product) and the movements
+    become one reshape and one transpose, a view the compiler's matmul and attention kernels
+    read in place (PyTorch's exporters write an attention's keys as
+    ``Reshape(Transpose(Reshape(Transpose(Reshape(k))))) * scale``). ``v`` itself otherwise,
+    or with ``WEBNN_GPU_FORCE_TRANSPOSED_VIEW=off``."""
+    if c.is_known(v) or len(c.shape(v)) < 2 or _env.force_choice("transposed_view", ("off",)) == "off":
+        return v
+    src, steps = c.moved_from(v) or (v, ())
+    ent = c.scaled.get(id(src))
+    scaled = ent is not None and ent[0] is src
+    if scaled:  # the scale moves to the chain's start: v = moves(scale * moves0(src0))
+        src, before = c.moved_from(ent[2]) or (ent[2], ())
+        steps = (*before, *steps)
+    shape = tuple(c.shape(v))
+    size = int(np.prod(shape))
+    if (len(steps) < 2 and not scaled) or size > TRANSPOSED_VIEW_MAX:
+        return v
+    idx = np.arange(size, dtype=np.int32).reshape(c.shape(src))
+    for method, perm, out_shape in steps:
+        idx = idx.transpose(perm) if method == "transpose" else idx.reshape(out_shape)
+    if idx.shape != shape:
+        return v
+    # the axes of size 1 aside: a permutation of the others, of the source or a reshape's output
+    idx = idx.reshape([d for d in shape if d != 1])
+    found = None
+    for cand in [tuple(c.shape(src))] + [o for m, _, o in steps if m == "reshape"]:
+        rows = tuple(d for d in cand if d != 1)
+        perm = _permutation_of(idx, rows)
+        if perm is not None:
+            found = rows, perm
+            break
+    if found is None:
+        return v
+    # the output's axes of size 1 lead the reshaped source, in order: one reshape, one transpose
+    rows, perm_nu = found
+    units = [a for a, d in enumerate(shape) if d == 1]
+    rows = (1,) * len(units) + rows
+    it = iter(perm_nu)
+    perm = [units.index(a) if d == 1 else len(units) + next(it) for a, d in enumerate(shape)]
+    t = c.call("reshape", src, list(rows)) if tuple(c.shape(src)) != rows else src
+    if scaled:
+        _, method, _, k, j = ent
+        t = c.call(method, *_same_type(c, *((t, k) if j == 1 else (k, t))))
+    return c.call("transpose", t, permutation=perm) if perm != sorted(perm) else t
+
+
+def _permutation_of(idx: np.ndarray, rows: tuple) -> list[int] | None:
+    """The permutation ``p`` with ``idx == arange(idx.size).reshape(rows).transpose(p)``, or None."""
+    if len(rows) != idx.ndim:
+        return None
+    strides = [int(np.prod(rows[i + 1:])) for i in range(len(rows))]
+    perm, free = [], set(range(len(rows)))
+    for a, n in enumerate(idx.shape):
+        step = int(idx[(0,) * a + (1,) + (0,) * (idx.ndim - a - 1)] - idx.flat[0]) if n > 1 else None
+        i = next((i for i in sorted(free) if rows[i] == n and (step is None or strides[i] == step)), None)
+        if i is None:
+            return None
+        perm.append(i)
+        free.discard(i)
+    base = np.arange(idx.size, dtype=idx.dtype).reshape(rows).transpose(perm)
+    return perm if np.array_equal(base, idx) else None
 
 
 def _note_one_hot(c, n, a, b) -> None:
@@ -984,7 +1073,8 @@ def _gemm(c, n, x):
                   a_transpose=bool(n.attr("transA", 0)), b_transpose=bool(n.attr("transB", 0)))
 
 
-@_h("MatMul", to="matmul (1-D operands through reshape); a one-hot encoding times a known matrix: gather")
+@_h("MatMul", to="matmul (1-D operands through reshape); a one-hot encoding times a known matrix: gather; a "
+              "second operand moved (and scaled) into a transpose of the last two axes: one transpose")
 def _matmul(c, n, x):
     if n.inputs[0] in c.one_hot and c.is_known(x[1]):
         index, depth = c.one_hot[n.inputs[0]]
@@ -993,7 +1083,7 @@ def _matmul(c, n, x):
         if out is not None:
             c.gathered[n.outputs[0]] = (index, depth, w)
             return out
-    a, b = _same_type(c, x[0], x[1])
+    a, b = _same_type(c, x[0], _as_transposed_view(c, x[1]))
     return _matmul_nd(c, a, b)
 
 
@@ -1423,6 +1513,39 @@ def _hardmax(c, n, x):
     return _coerced(c, n, c.operand(x[0]), fn)
 
 
+@_h("STFT", to="real signal, known frame_step and window: conv2d with the windowed DFT bases (cos, -sin) as "
+               "filters, strided by frame_step, then reshape and transpose to [batch, frames, bins, 2]")
+def _stft(c, n, x):
+    v = c.operand(x[0])
+    s = c.shape(v)
+    if len(s) == 3 and s[2] == 2:
+        raise Unsupported("STFT of a complex signal (only real signals: [batch, length] or [batch, length, 1])")
+    if not (len(s) == 2 or (len(s) == 3 and s[2] == 1)):
+        raise Unsupported(f"STFT of a signal of shape {list(s)} (expected [batch, length] or [batch, length, 1])")
+    batch, length = s[0], s[1]
+    step = ints(c, x[1], "STFT's frame_step")[0]
+    win = x[2] if len(x) > 2 else None
+    win = None if win is None else np.asarray(c.known(win, "STFT's window"), np.float64).reshape(-1)
+    size = ints(c, x[3], "STFT's frame_length")[0] if len(x) > 3 and x[3] is not None else (
+        len(win) if win is not None else None)
+    if size is None:
+        raise Unsupported("STFT with neither a window nor a frame_length")
+    if win is not None and len(win) != size:
+        raise Unsupported(f"STFT window of {len(win)} samples with frame_length {size}")
+    if step < 1 or size > length:
+        raise Unsupported(f"STFT with frame_step {step} and frame_length {size} on a signal of {length} samples")
+    bins = size // 2 + 1 if int(n.attr("onesided", 1)) else size
+    t = np.arange(size)
+    ang = 2 * np.pi * np.outer(np.arange(bins), t) / size
+    w = win if win is not None else np.ones(size)
+    basis = np.concatenate([np.cos(ang) * w, -np.sin(ang) * w])          # [2 bins, size], float64
+    filt = c.operand(basis.reshape(2 * bins, 1, size, 1).astype(np.float32), v.data_type)
+    y = c.call("conv2d", c.call("reshape", v, [batch, 1, length, 1]), filt, strides=[step, 1])
+    frames = c.shape(y)[2]
+    y = c.call("reshape", y, [batch, 2, bins, frames])
+    return c.call("transpose", y, permutation=[0, 3, 2, 1])
+
+
 @_h("CumSum", to="cumulative_sum (axis known)")
 def _cumsum(c, n, x):
     v = c.operand(x[0])
@@ -1770,8 +1893,15 @@ def _resize_common(c, n, v, scales, sizes, mode, coord, nearest_mode):
         raise Unsupported(f"{n.op} with coordinate_transformation_mode='tf_crop_and_resize' (a region of interest)")
     if _resample2d_fits(s, out, scales, sizes, changed, mode, coord, nearest_mode):
         axes = changed if len(changed) == 2 else [changed[0] - 1, changed[0]] if changed[0] > 0 else [0, 1]
-        return c.call("resample2d", v, mode="nearest-neighbor" if mode == "nearest" else "linear",
-                      sizes=[out[i] for i in axes], axes=axes)
+        method = "nearest-neighbor" if mode == "nearest" else "linear"
+        if r == 4:
+            return c.call("resample2d", v, mode=method, sizes=[out[i] for i in axes], axes=axes)
+        # other ranks (a 1-D signal [N, C, L], a volume): the axes before and after the pair as
+        # one each, a 4-D resample2d of the pair, reshaped back
+        a0, a1 = axes
+        v4 = c.call("reshape", v, [int(np.prod(s[:a0])), s[a0], s[a1], int(np.prod(s[a1 + 1:]))])
+        y = c.call("resample2d", v4, mode=method, sizes=[out[a0], out[a1]], axes=[1, 2])
+        return c.call("reshape", y, [*s[:a0], out[a0], out[a1], *s[a1 + 1:]])
     return _resize_taps(c, n, v, s, out, scales, changed, mode, coord, nearest_mode)
 
 
@@ -1879,8 +2009,9 @@ def _resize_taps(c, n, v, s, out, scales, changed, mode, coord, nearest_mode):
     return v
 
 
-@_h("Resize", to="resample2d (two adjacent axes; half-pixel nearest/linear, integer-factor asymmetric nearest); "
-                  "other modes and axes: per axis a gather of the known source positions, weighted and summed")
+@_h("Resize", to="resample2d (two adjacent axes, other ranks through a 4-D reshape; half-pixel nearest/linear, "
+                  "integer-factor asymmetric nearest); other modes and axes: per axis a gather of the known source "
+                  "positions, weighted and summed")
 def _resize(c, n, x):
     v = c.operand(x[0])
     if n.since < 11:
@@ -2037,8 +2168,87 @@ def _rnn_out(c, n, seq, states):
     return [seq, *(c.call("transpose", h, permutation=[1, 0, 2]) for h in states)]
 
 
-@_h("GRU", to="gru (gate layout zrn, linear_before_reset as reset_after; layout=1 through transposes)")
+def _lengths(c, n, x):
+    """A GRU's or LSTM's ``sequence_lens`` as an int32 operand ``[batch]`` when given and not
+    known to be the whole sequence for every batch entry (a packed sequence), else None."""
+    if len(x) <= 4 or x[4] is None:
+        return None
+    steps = c.shape(x[0])[1 if int(n.attr("layout", 0)) else 0]
+    if c.is_known(x[4]):
+        lens = np.asarray(x[4]).reshape(-1)
+        if (lens == steps).all():
+            return None
+        if (lens < 1).any() or (lens > steps).any():
+            raise Unsupported(f"{n.op} sequence_lens {lens.tolist()} outside 1 to the sequence's {steps} steps")
+    return c.operand(x[4], "int32")
+
+
+def _rnn_by_lengths(c, n, x, lens):
+    """A GRU or LSTM whose ``sequence_lens`` may be shorter than the sequence: each direction
+    runs forward over the whole sequence (the reverse one over each entry's first ``len``
+    steps reversed in place, a gather along time), its outputs at and after ``len`` are
+    zeros and its final state is its output at step ``len - 1`` (gathered), as ONNX
+    specifies. The later steps never reach the earlier outputs, so those are exact. An LSTM's
+    final cell state (``Y_c``) read by the model is refused: WebNN's lstm gives the one after
+    the last step only."""
+    gru = n.op == "GRU"
+    if not gru and len(n.outputs) > 2 and n.outputs[2] and n.outputs[2] in c.used:
+        raise Unsupported("LSTM's Y_c with sequence_lens shorter than the sequence (WebNN's lstm gives the "
+                          "cell state after the last step only)")
+    if not gru and (int(n.attr("input_forget", 0)) or (len(x) > 7 and x[7] is not None)):
+        raise Unsupported("LSTM with peepholes or input_forget and sequence_lens shorter than the sequence")
+    count = 2 if gru else 3
+    v, w, r, hidden, steps, bias, rbias, acts, direction, dt = _rnn_common(c, n, [*x[:4], None, *x[5:]],
+                                                                        3 if gru else 4)
+    batch, size = c.shape(v)[1:]
+    dirs = 2 if direction == "both" else 1
+    t = c.operand(np.arange(steps, dtype=np.int32).reshape(steps, 1))
+    row = c.call("reshape", lens, [1, batch])
+    valid = c.call("lesser", t, row)                                                      # [T, B]
+    rev = c.call("where", valid, c.call("sub", c.call("sub", row, c.scalar(1, "int32")), t), t)  # [T, B]
+    last = c.call("expand", c.call("reshape", c.call("sub", row, c.scalar(1, "int32")), [1, 1, batch, 1]),
+                  [1, 1, batch, hidden])
+    rev4 = c.call("expand", c.call("reshape", rev, [steps, 1, batch, 1]), [steps, 1, batch, hidden])
+    states = [_state_in(c, n, x[5] if len(x) > 5 else None, dt)] + (
+        [] if gru else [_state_in(c, n, x[6] if len(x) > 6 else None, dt)])
+
+    def part(val, d):  # direction d of a [num_dir, ...] operand
+        if val is None or dirs == 1:
+            return val
+        shape = list(c.shape(val))
+        return c.call("slice", val, [d] + [0] * (len(shape) - 1), [1] + shape[1:])
+
+    seqs, finals = [], []
+    for d in range(dirs):
+        backward = direction == "backward" or d == 1
+        xs = v if not backward else c.call("gather_elements", v, c.call(
+            "expand", c.call("reshape", rev, [steps, batch, 1]), [steps, batch, size]), axis=0)
+        names = _acts(None if acts is None else acts[d * count:(d + 1) * count], count)
+        h0 = [part(sv, d) for sv in states]
+        common = dict(bias=part(bias, d), recurrent_bias=part(rbias, d), return_sequence=True,
+                      direction="forward", activations=names)
+        if gru:
+            outs = c.call("gru", xs, part(w, d), part(r, d), steps, hidden, initial_hidden_state=h0[0],
+                          reset_after=bool(n.attr("linear_before_reset", 0)), layout="zrn", **common)
+        else:
+            outs = c.call("lstm", xs, part(w, d), part(r, d), steps, hidden, initial_hidden_state=h0[0],
+                          initial_cell_state=h0[1], layout="iofg", **common)
+        y = outs[-1]                                                                      # [T, 1, B, H]
+        finals.append(c.call("reshape", c.call("gather_elements", y, last, axis=0), [1, batch, hidden]))
+        if backward:
+            y = c.call("gather_elements", y, rev4, axis=0)
+        seqs.append(c.call("where", c.call("reshape", valid, [steps, 1, batch, 1]), y, c.scalar(0, dt)))
+    seq = c.call("concat", seqs, 1) if dirs > 1 else seqs[0]
+    h = c.call("concat", finals, 0) if dirs > 1 else finals[0]
+    return _rnn_out(c, n, seq if _wants_sequence(c, n) else None, [h] if gru else [h, None])
+
+
+@_h("GRU", to="gru (gate layout zrn, linear_before_reset as reset_after; layout=1 through transposes; "
+              "sequence_lens shorter than the sequence: outputs masked, final states gathered)")
 def _gru(c, n, x):
+    lens = _lengths(c, n, x)
+    if lens is not None:
+        return _rnn_by_lengths(c, n, x, lens)
     v, w, r, hidden, steps, bias, rbias, acts, direction, dt = _rnn_common(c, n, x, 3)
     init = _state_in(c, n, x[5] if len(x) > 5 else None, dt)
     seq = _wants_sequence(c, n)
@@ -2048,8 +2258,12 @@ def _gru(c, n, x):
     return _rnn_out(c, n, outs[1] if seq else None, [outs[0]])
 
 
-@_h("LSTM", to="lstm (gate layout iofg; input/forget peepholes; layout=1 through transposes)")
+@_h("LSTM", to="lstm (gate layout iofg; input/forget peepholes; layout=1 through transposes; sequence_lens "
+               "shorter than the sequence: outputs masked, final hidden state gathered)")
 def _lstm(c, n, x):
+    lens = _lengths(c, n, x)
+    if lens is not None:
+        return _rnn_by_lengths(c, n, x, lens)
     if int(n.attr("input_forget", 0)):
         raise Unsupported("LSTM with input_forget=1")
     v, w, r, hidden, steps, bias, rbias, acts, direction, dt = _rnn_common(c, n, x, 4)
@@ -2069,6 +2283,59 @@ def _lstm(c, n, x):
                   initial_hidden_state=init_h, initial_cell_state=init_c, return_sequence=seq,
                   direction=direction, layout="iofg", activations=_acts(acts, 3))
     return _rnn_out(c, n, outs[2] if seq else None, [outs[0], outs[1]])
+
+
+#: The most time steps an ONNX RNN is written out for (two kernels a step).
+RNN_MAX_STEPS = 512
+
+
+@_h("RNN", to="written out per time step: one gemm of all steps' inputs, then per step gemm(h, R) + "
+              "that step's row and the activation (Tanh, Relu, Sigmoid); layout=1 through transposes")
+def _rnn(c, n, x):
+    v, w, r, hidden, steps, bias, rbias, acts, direction, dt = _rnn_common(c, n, x, 1)
+    dirs = 2 if direction == "both" else 1
+    names = list(acts) if acts is not None else ["Tanh"] * dirs
+    if len(names) != dirs or any(a not in _ACT for a in names):
+        raise Unsupported(f"RNN activations {names} (one of {sorted(_ACT)} per direction)")
+    if steps > RNN_MAX_STEPS:
+        raise Unsupported(f"RNN of {steps} time steps (written out per step: at most {RNN_MAX_STEPS})")
+    _, batch, size = c.shape(v)
+    init = _state_in(c, n, x[5] if len(x) > 5 else None, dt)
+    flat = c.call("reshape", v, [steps * batch, size])
+    b = x[3] if len(x) > 3 else None
+    if b is not None:  # Wb + Rb (known: added in the weights' type, as ONNX Runtime adds them)
+        b = (np.asarray(b)[:, :hidden] + np.asarray(b)[:, hidden:] if c.is_known(b)
+             else c.call("add", bias, rbias))
+
+    def per_dir(val, shape):  # the direction's part of a [num_dir, ...] value, reshaped
+        if val is None:
+            return [None] * dirs
+        if c.is_known(val):
+            return [c.operand(np.asarray(val)[d].reshape(shape), dt) for d in range(dirs)]
+        parts = c.call("split", c.operand(val, dt), dirs, axis=0) if dirs > 1 else [c.operand(val, dt)]
+        return [c.call("reshape", p, shape) for p in parts]
+
+    ws, rs, bs = per_dir(x[1], [hidden, size]), per_dir(x[2], [hidden, hidden]), per_dir(b, [hidden])
+    hs0 = per_dir(init, [batch, hidden])
+    seqs, finals = [], []
+    for d in range(dirs):
+        rd = rs[d]
+        xw = c.call("reshape", c.call("gemm", flat, ws[d], c=bs[d], b_transpose=True), [steps, batch, hidden])
+        rows = c.call("split", xw, steps, axis=0) if steps > 1 else [xw]
+        h = hs0[d]
+        out = [None] * steps
+        backward = direction == "backward" or d == 1
+        for t in (range(steps - 1, -1, -1) if backward else range(steps)):
+            row = c.call("reshape", rows[t], [batch, hidden])
+            pre = row if h is None else c.call("gemm", h, rd, c=row, b_transpose=True)
+            h = c.call(_ACT[names[d]], pre)
+            out[t] = h
+        finals.append(c.call("reshape", h, [1, batch, hidden]))
+        if _wants_sequence(c, n):
+            seqs.append(c.call("reshape", c.call("concat", out, 0) if steps > 1 else out[0],
+                               [steps, 1, batch, hidden]))
+    seq = (c.call("concat", seqs, 1) if dirs > 1 else seqs[0]) if seqs else None
+    return _rnn_out(c, n, seq, [c.call("concat", finals, 0) if dirs > 1 else finals[0]])
 
 
 # ---------------------------------------------------------------- control flow

@@ -501,21 +501,99 @@ def fuse_lstm_cell(nodes, env: dict, outputs) -> list:
     return _splice(nodes, replaced, drop)
 
 
+def _gru_h_parts(ix: _Index, gh_parts: dict, H: int, third):
+    """The nodes cutting the recurrent product into a GRU's three parts, the product's name and
+    which third each role reads: three ``Slice`` nodes of one value read three times (tf2onnx),
+    or one ``Split`` in three equal parts along the last axis of a value read once (PyTorch's
+    ``GRUCell``); ``([], None, {})`` when neither."""
+    nodes, uses = ix.nodes, ix.uses
+    slices = {j: ix.made_by(v, "Slice") for j, v in gh_parts.items()}
+    if None not in slices.values():
+        name = nodes[slices[next(iter(slices))]].input[0]
+        if uses[name] == 3:
+            return list(slices.values()), name, {j: third(k, name, H) for j, k in slices.items()}
+    splits = {ix.made_by(v, "Split") for v in gh_parts.values()}
+    if len(splits) == 1 and None not in splits:
+        k = splits.pop()
+        sp = nodes[k]
+        if len(sp.output) == 3 and int(_attr(sp, "axis", 0)) in (1, -1) and _equal_split(sp, ix.known, H) \
+                and uses[sp.input[0]] == 1:
+            return [k], sp.input[0], {j: list(sp.output).index(v) for j, v in gh_parts.items()}
+    return [], None, {}
+
+
+def _same_value(known: dict, a: str, b: str) -> bool:
+    """Whether value names ``a`` and ``b`` are one value: the same name, or both known at load
+    time with equal shapes and contents (PyTorch writes a zero initial state twice)."""
+    if a == b:
+        return True
+    va, vb = known.get(a), known.get(b)
+    return isinstance(va, np.ndarray) and isinstance(vb, np.ndarray) and va.shape == vb.shape \
+        and bool(np.array_equal(va, vb))
+
+
+def _gru_update(ix: _Index, z: str, n: str, h: str) -> list[int] | None:
+    """The nodes computing a GRU's new state from its update gate ``z``, candidate ``n`` and
+    state ``h`` (the last one making ``h'``), or None: ``z * h + (1 - z) * n`` (tf2onnx: Mul,
+    Sub, Mul, Add) or ``(h - n) * z + n`` (PyTorch's ``GRUCell``: Sub, Mul, Add); operands of
+    the commutative ops in any order, each intermediate value read only inside."""
+    nodes, uses, readers, known = ix.nodes, ix.uses, ix.readers, ix.known
+    if uses[z] == 2 and uses[n] == 1:
+        kzh = ksub = None
+        for r in readers.get(z, []):
+            one = known.get(nodes[r].input[0])
+            rest = list(nodes[r].input)
+            if nodes[r].op_type == "Mul" and len(rest) == 2 and z in rest:
+                rest.remove(z)
+                if _same_value(known, rest[0], h):
+                    kzh = r
+            elif nodes[r].op_type == "Sub" and nodes[r].input[1] == z and isinstance(one, np.ndarray) \
+                    and one.size == 1 and float(one.reshape(-1)[0]) == 1.0:
+                ksub = r
+        if kzh is None or ksub is None or uses[nodes[kzh].output[0]] != 1:
+            return None
+        kzn = ix.sole_reader(nodes[ksub].output[0], "Mul")
+        if kzn is None or uses[nodes[kzn].output[0]] != 1 \
+                or sorted(nodes[kzn].input) != sorted([nodes[ksub].output[0], n]) or ix.sole_reader(n, "Mul") != kzn:
+            return None
+        kout = ix.sole_reader(nodes[kzh].output[0], "Add")
+        if kout is None or sorted(nodes[kout].input) != sorted([nodes[kzh].output[0], nodes[kzn].output[0]]):
+            return None
+        return [kzh, ksub, kzn, kout]
+    if uses[z] == 1 and uses[n] == 2:
+        ksub = next((r for r in readers.get(n, []) if nodes[r].op_type == "Sub" and nodes[r].domain in _DEFAULT
+                     and len(nodes[r].input) == 2 and nodes[r].input[1] == n
+                     and _same_value(known, nodes[r].input[0], h)), None)
+        if ksub is None or uses[nodes[ksub].output[0]] != 1:
+            return None
+        kmul = ix.sole_reader(nodes[ksub].output[0], "Mul")
+        if kmul is None or sorted(nodes[kmul].input) != sorted([nodes[ksub].output[0], z]) \
+                or ix.sole_reader(z, "Mul") != kmul or uses[nodes[kmul].output[0]] != 1:
+            return None
+        kout = ix.sole_reader(nodes[kmul].output[0], "Add")
+        if kout is None or sorted(nodes[kout].input) != sorted([nodes[kmul].output[0], n]):
+            return None
+        return [ksub, kmul, kout]
+    return None
+
+
 def fuse_gru_cell(nodes, env: dict, outputs) -> list:
     """Write one step of a gated recurrent unit spelled out in ONNX operators (Keras' GRU cell
-    with ``reset_after=True``, as tf2onnx writes it) as a ``GRU`` node of one time step with
-    ``linear_before_reset=1``.
+    with ``reset_after=True``, as tf2onnx writes it; PyTorch's ``nn.GRUCell``, as both of its
+    exporters write it) as a ``GRU`` node of one time step with ``linear_before_reset=1``.
 
     The pattern, each intermediate value read only inside it::
 
         gx = Gemm(x, Wx, bx); gx_0, gx_1, gx_2 = Split(gx, 3 equal parts along the last axis)
         gh = Gemm(h, Wh, bh); gh_j = Slice(gh, the j-th third of the last axis)  # read 3 times
+                          or gh_0, gh_1, gh_2 = Split(gh, 3 equal parts along the last axis)
         z = Sigmoid(gx_a + gh_a'); r = Sigmoid(gx_b + gh_b')                  # any operand order
         n = Tanh(gx_c + r * gh_c')
-        h' = z * h + (1 - z) * n
+        h' = z * h + (1 - z) * n        or        h' = (h - n) * z + n
 
     where the parts are told apart by their roles, the Gemm weights and biases are known and
-    ``h`` is the second Gemm's input. It becomes ``GRU`` (``hidden_size`` H, gates in ONNX's
+    ``h`` is the second Gemm's input (or a known value equal to it: PyTorch writes a zero
+    initial state as two constants). It becomes ``GRU`` (``hidden_size`` H, gates in ONNX's
     ``zrh`` order) between reshapes to and from its ``[1, batch, .]`` layout: the same
     products, sums and activations in one recurrent kernel. ``h'`` may be read anywhere.
 
@@ -577,39 +655,22 @@ def fuse_gru_cell(nodes, env: dict, outputs) -> list:
         jz = 3 - jn - jr
         gh_parts = {jz: other(adds[jz], split.output[jz]), jr: other(adds[jr], split.output[jr]),
                     jn: other(km, nodes[acts[jr]].output[0])}
-        slices = {j: node(v, "Slice") for j, v in gh_parts.items()}
-        if None in slices.values() or any(uses[v] != 1 for v in gh_parts.values()):
+        if any(v is None or uses[v] != 1 for v in gh_parts.values()):
             continue
-        gh_name = nodes[slices[jz]].input[0]
-        kh = node(gh_name, "Gemm")
-        gh = _plain_gemm(nodes[kh], known) if kh is not None and uses[gh_name] == 3 else None
-        parts = {j: third(k, gh_name, H) for j, k in slices.items()}
+        gh_nodes, gh_name, parts = _gru_h_parts(ix, gh_parts, H, third)
+        kh = node(gh_name, "Gemm") if gh_name is not None else None
+        gh = _plain_gemm(nodes[kh], known) if kh is not None else None
         if gh is None or gh[1].shape != (3 * H, H) or sorted(parts.values()) != [0, 1, 2] \
                 or uses[nodes[acts[jr]].output[0]] != 1:
             continue
-        # h' = z * h + (1 - z) * n
         z, n, h = nodes[acts[jz]].output[0], nodes[acts[jn]].output[0], gh[0]
-        if uses[z] != 2 or uses[n] != 1:
+        update = _gru_update(ix, z, n, h)
+        if update is None:
             continue
-        kzh = ksub = None
-        for r in readers.get(z, []):
-            one = known.get(nodes[r].input[0])
-            if nodes[r].op_type == "Mul" and sorted(nodes[r].input) == sorted([z, h]):
-                kzh = r
-            elif nodes[r].op_type == "Sub" and nodes[r].input[1] == z and isinstance(one, np.ndarray) \
-                    and one.size == 1 and float(one.reshape(-1)[0]) == 1.0:
-                ksub = r
-        if kzh is None or ksub is None or uses[nodes[kzh].output[0]] != 1:
-            continue
-        kzn = sole_reader(nodes[ksub].output[0], "Mul")
-        if kzn is None or uses[nodes[kzn].output[0]] != 1 \
-                or sorted(nodes[kzn].input) != sorted([nodes[ksub].output[0], n]) or sole_reader(n, "Mul") != kzn:
-            continue
-        kout = sole_reader(nodes[kzh].output[0], "Add")
-        if kout is None or sorted(nodes[kout].input) != sorted([nodes[kzh].output[0], nodes[kzn].output[0]]):
-            continue
-        pattern = {kx, ks, *adds, *acts, km, *slices.values(), kh, kzh, ksub, kzn, kout}
-        if pattern & (drop | set(replaced)) or len(pattern) != 17 or max(pattern) != kout:
+        kout = update[-1]
+        pattern = {kx, ks, *adds, *acts, km, *gh_nodes, kh, *update}
+        if pattern & (drop | set(replaced)) or len(pattern) != 10 + len(gh_nodes) + len(update) \
+                or max(pattern) != kout:
             continue
         (x, wx, bx), (_, wh, bh) = gx, gh
         if not _one_batch(known, (x, h)):
