@@ -254,3 +254,39 @@ def test_each_load_form_applies_the_relu(ctx, monkeypatch, case):
     if getattr(ctx, "_tuning", "") == "lane-loop" and "shader-int64" in ctx.features:
         assert all(load in t for t in texts), case
     check_bounds(got, refs)
+
+
+@pytest.mark.parametrize("hw, c, form", [(32, 32, "lanes"), (96, 16, ""), (16, 16, "")],
+                         ids=["channel lanes", "strip", "pixel blocks"])
+def test_a_pre_activation_residual_keeps_its_relu(ctx, monkeypatch, hw, c, form):
+    """``y = x + r; out = y + pw(dw3x3(relu(y)))``: the projection's residual is the relu's
+    input. The depthwise + projection kernels take an operand that is their own input from the
+    rows they hold, so with the relu applied on load they would add relu(y): the relu keeps its
+    launch (before the fix: 3.96 off on the lanes and strip kernels). Against float64 NumPy,
+    within ``16 u (9 + C)`` of the sum of the terms' magnitudes."""
+    if form:
+        monkeypatch.setenv("WEBNN_GPU_FORCE_DWP_FORM", form)
+    rng = np.random.default_rng(hw + c)
+    x, r = (rng.uniform(-2, 2, (1, hw, hw, c)).astype(np.float32) for _ in range(2))
+    f = rng.uniform(-1, 1, (c, 3, 3, 1)).astype(np.float32)
+    p = rng.uniform(-1, 1, (c, 1, 1, c)).astype(np.float32)
+    b = webnn.MLGraphBuilder(ctx)
+    desc = {"data_type": "float32", "shape": list(x.shape)}
+    y = b.add(b.input("x", desc), b.input("r", desc))
+    d = b.conv2d(b.relu(y), b.constant(f), padding=[1] * 4, groups=c, input_layout="nhwc", filter_layout="ohwi")
+    out = b.add(b.conv2d(d, b.constant(p), input_layout="nhwc", filter_layout="ohwi"), y)
+    graph = b.build({"out": out})
+    templates = [s.template for s in graph._steps if isinstance(s, KernelStep)]
+    got = ctx.compute(graph, {"x": x, "r": r})["out"].astype(np.float64)
+    graph.destroy()
+    assert len(templates) == 3, templates  # y, the relu, the depthwise + projection pair
+
+    def block(y64, f64, p64):
+        a = np.pad(np.maximum(y64, 0), ((0, 0), (1, 1), (1, 1), (0, 0)))
+        dw = sum(a[:, i:i + hw, j:j + hw, :] * f64[:, i, j, 0] for i in range(3) for j in range(3))
+        return np.einsum("nhwc,oc->nhwo", dw, p64[:, 0, 0, :]) + y64
+
+    y64 = x.astype(np.float64) + r
+    ref = block(y64, f.astype(np.float64), p.astype(np.float64))
+    mag = block(np.abs(y64), np.abs(f.astype(np.float64)), np.abs(p.astype(np.float64)))
+    assert np.all(np.abs(got - ref) <= 16 * U * (9 + c) * mag + U), np.abs(got - ref).max()

@@ -228,8 +228,9 @@ def input_relu_readers(g: GraphView, act, tuning: str = "default") -> list | Non
     (``fuse_conv_input_relu``), else None: ``act`` an op of
     :data:`webnn_gpu.ops.conv.INPUT_RELU_OPS` without attributes, of its input's shape and data
     type, no graph output, and every node reading its value reading it as its input alone
-    (``inputs[0]``; a ``depthwise_project`` node's depthwise conv likewise) and being one
-    :func:`webnn_gpu.ops.conv.input_relu_ok` takes. One reader that cannot apply it keeps
+    (``inputs[0]``; a ``depthwise_project`` node's depthwise conv likewise), reading neither it
+    nor ``act``'s input anywhere else, and being one :func:`webnn_gpu.ops.conv.input_relu_ok`
+    takes. One reader that cannot apply it keeps
     ``act`` for all of them (its launch and store would stay)."""
     from ...ops.conv import INPUT_RELU_OPS, input_relu_ok
 
@@ -244,7 +245,10 @@ def input_relu_readers(g: GraphView, act, tuning: str = "default") -> list | Non
     for n in readers:
         if n.op not in ("conv2d", "depthwise_project") or not n.inputs or n.inputs[0] is not r:
             return None
-        if any(v is r for v in n.inputs[1:]) or not input_relu_ok(n, tuning):
+        # a reader that reads r or y anywhere else (a projection's residual add of y, pad(y),
+        # pool(y)): the depthwise + projection kernels take an operand that is their input from
+        # the rows they hold, which would then hold relu(y)
+        if any(v is r or v is y for v in n.inputs[1:]) or not input_relu_ok(n, tuning):
             return None
     return readers
 
