@@ -382,6 +382,44 @@ def test_recurrent_with_sequence_lengths_matches_onnxruntime(ctx, op, direction,
     _check(ctx, m, feeds, tol=1e-5)
 
 
+@pytest.mark.parametrize("op, direction, lens, layout", [
+    ("GRU", "bidirectional", [6, 0, 4], 0),   # a run-time length of 0: Y zeros, Y_h zeros (as ORT)
+    ("LSTM", "reverse", [0, 3, 6], 0),
+    ("LSTM", "forward", [6, 2, 4], 1),        # batch first with lengths (the LSTM's unread Y_c: None)
+    ("LSTM", "bidirectional", [5, 2, 4], 1),
+    ("GRU", "reverse", [6, 2, 4], 1),
+])
+def test_sequence_lengths_zero_and_batch_first(ctx, op, direction, lens, layout):
+    """Run-time lengths with a 0, and layout=1 (which ORT refuses: its reference is the layout=0
+    node on the transposed input, its outputs transposed back), within 1e-5 of ORT."""
+    rng = np.random.default_rng(11)
+    T, B, I, H = 6, 3, 4, 5
+    G, D = (4 if op == "LSTM" else 3), (2 if direction == "bidirectional" else 1)
+    inits = [numpy_helper.from_array((rng.standard_normal((D, G * H, I)) * 0.5).astype(np.float32), "W"),
+             numpy_helper.from_array((rng.standard_normal((D, G * H, H)) * 0.5).astype(np.float32), "R")]
+
+    def model(lay):
+        node = helper.make_node(op, ["x", "W", "R", "", "lens"], ["y", "y_h"], hidden_size=H, direction=direction,
+                                layout=lay)
+        x_shape = [B, T, I] if lay else [T, B, I]
+        return _model([node], [_vi("x", F, x_shape), _vi("lens", TensorProto.INT32, [B])],
+                      [_vi("y", F, None), _vi("y_h", F, None)], inits, opset=14)
+
+    x = rng.standard_normal((T, B, I)).astype(np.float32)
+    lens = np.array(lens, np.int32)
+    y, y_h = ort.InferenceSession(model(0).SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x, "lens": lens})
+    if layout:
+        got = wonnx.load(model(1), ctx).compute({"x": np.ascontiguousarray(x.transpose(1, 0, 2)), "lens": lens})
+        y, y_h = y.transpose(2, 0, 1, 3), y_h.transpose(1, 0, 2)
+    else:
+        got = wonnx.load(model(0), ctx).compute({"x": x, "lens": lens})
+    for name, want in (("y", y), ("y_h", y_h)):
+        assert got[name].shape == want.shape, name
+        err = np.abs(got[name].astype(np.float64) - want).max() / np.abs(want).max()
+        assert err <= 1e-5, f"{name}: {err:.2e}"
+
+
 def test_lstm_final_cell_state_with_sequence_lengths_is_refused(ctx):
     rng = np.random.default_rng(10)
     inits = [numpy_helper.from_array(rng.standard_normal((1, 8, 3)).astype(np.float32), "W"),

@@ -1074,7 +1074,8 @@ def _gemm(c, n, x):
 
 
 @_h("MatMul", to="matmul (1-D operands through reshape); a one-hot encoding times a known matrix: gather; a "
-              "second operand moved (and scaled) into a transpose of the last two axes: one transpose")
+              "second operand moved by reshapes and transposes (and scaled) that compose to one reshape and one "
+              "transpose: those")
 def _matmul(c, n, x):
     if n.inputs[0] in c.one_hot and c.is_known(x[1]):
         index, depth = c.one_hot[n.inputs[0]]
@@ -2165,7 +2166,7 @@ def _rnn_out(c, n, seq, states):
         return [seq, *states]
     if seq is not None:
         seq = c.call("transpose", seq, permutation=[2, 0, 1, 3])
-    return [seq, *(c.call("transpose", h, permutation=[1, 0, 2]) for h in states)]
+    return [seq, *(None if h is None else c.call("transpose", h, permutation=[1, 0, 2]) for h in states)]
 
 
 def _lengths(c, n, x):
@@ -2188,7 +2189,7 @@ def _rnn_by_lengths(c, n, x, lens):
     runs forward over the whole sequence (the reverse one over each entry's first ``len``
     steps reversed in place, a gather along time), its outputs at and after ``len`` are
     zeros and its final state is its output at step ``len - 1`` (gathered), as ONNX
-    specifies. The later steps never reach the earlier outputs, so those are exact. An LSTM's
+    specifies (zeros for a run-time length of 0, as ONNX Runtime gives). The later steps never reach the earlier outputs, so those are exact. An LSTM's
     final cell state (``Y_c``) read by the model is refused: WebNN's lstm gives the one after
     the last step only."""
     gru = n.op == "GRU"
@@ -2206,8 +2207,11 @@ def _rnn_by_lengths(c, n, x, lens):
     row = c.call("reshape", lens, [1, batch])
     valid = c.call("lesser", t, row)                                                      # [T, B]
     rev = c.call("where", valid, c.call("sub", c.call("sub", row, c.scalar(1, "int32")), t), t)  # [T, B]
-    last = c.call("expand", c.call("reshape", c.call("sub", row, c.scalar(1, "int32")), [1, 1, batch, 1]),
-                  [1, 1, batch, hidden])
+    # a run-time length of 0 gathers step 0 and its final state is zeros, as ONNX Runtime gives
+    # (known zeros are refused by _lengths)
+    last = c.call("expand", c.call("reshape", c.call("max", c.call("sub", row, c.scalar(1, "int32")),
+                                                     c.scalar(0, "int32")), [1, 1, batch, 1]), [1, 1, batch, hidden])
+    started = c.call("reshape", c.call("greater", row, c.scalar(0, "int32")), [1, batch, 1])
     rev4 = c.call("expand", c.call("reshape", rev, [steps, 1, batch, 1]), [steps, 1, batch, hidden])
     states = [_state_in(c, n, x[5] if len(x) > 5 else None, dt)] + (
         [] if gru else [_state_in(c, n, x[6] if len(x) > 6 else None, dt)])
@@ -2234,7 +2238,8 @@ def _rnn_by_lengths(c, n, x, lens):
             outs = c.call("lstm", xs, part(w, d), part(r, d), steps, hidden, initial_hidden_state=h0[0],
                           initial_cell_state=h0[1], layout="iofg", **common)
         y = outs[-1]                                                                      # [T, 1, B, H]
-        finals.append(c.call("reshape", c.call("gather_elements", y, last, axis=0), [1, batch, hidden]))
+        finals.append(c.call("where", started, c.call("reshape", c.call("gather_elements", y, last, axis=0),
+                                                      [1, batch, hidden]), c.scalar(0, dt)))
         if backward:
             y = c.call("gather_elements", y, rev4, axis=0)
         seqs.append(c.call("where", c.call("reshape", valid, [steps, 1, batch, 1]), y, c.scalar(0, dt)))
