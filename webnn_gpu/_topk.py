@@ -4,7 +4,8 @@ WebNN has no sort or top-k. TFLite's ``TOPK_V2`` and ONNX's ``TopK`` are both wr
 ``MLGraphBuilder.wgsl`` node here: one launch whatever k is (selection rounds written out as
 WebNN operators cost a few kernels per selected element). The order is the loaders' common
 one: the k largest (or smallest) values, best first, ties in index order, each position taken
-once (so a row of infinities gives each index once).
+once (so a row of infinities gives each index once), NaN the largest of all values (first
+for the largest, last for the smallest, as ONNX Runtime orders them).
 """
 
 from __future__ import annotations
@@ -20,13 +21,29 @@ _HEAD = """{% if inputs[0].type == "f16" %}enable f16;
 @group(0) @binding(0) var<storage, read> x: array<{{ inputs[0].type }}>;
 {% for o in outputs %}@group(0) @binding({{ o.binding }}) var<storage, read_write> out{{ loop.index0 }}: array<{{ o.type }}>;
 {% endfor %}
+fn is_nan(v: {{ inputs[0].type }}) -> bool {
+{% if inputs[0].type in ("f32", "f16") %}  // a bit test: llvmpipe may fold v != v away
+  return (bitcast<u32>(f32(v)) & 0x7fffffffu) > 0x7f800000u;
+{% else %}  return false;
+{% endif %}}
+// a comes strictly before b: the better value, NaN before all for the largest, after all for the smallest
+fn before(a: {{ inputs[0].type }}, b: {{ inputs[0].type }}) -> bool {
+  if (is_nan(a)) { return {{ "!is_nan(b)" if better == ">" else "false" }}; }
+  if (is_nan(b)) { return {{ "false" if better == ">" else "true" }}; }
+  return a {{ better }} b;
+}
+fn same(a: {{ inputs[0].type }}, b: {{ inputs[0].type }}) -> bool {
+  if (is_nan(a) || is_nan(b)) { return is_nan(a) && is_nan(b); }
+  return a == b;
+}
 @compute @workgroup_size({{ workgroup_size }})
 """
 
 #: An invocation per row of ``n`` values takes the best ``k`` in turn: round r picks the best
 #: value that comes after round r - 1's (value, index) in the order (value best first, index
 #: ascending among ties), so no value is taken twice and ties keep index order. ``better`` is
-#: ``>`` for the largest values, ``<`` for the smallest. Several top-ks of one input share the
+#: ``>`` for the largest values, ``<`` for the smallest; NaN comes before every value for the
+#: largest and after every value for the smallest (ONNX Runtime's order), NaNs in index order. Several top-ks of one input share the
 #: launch: round r writes the outputs of every k above r (``ks``).
 _ROUNDS_WGSL = _HEAD + """fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let row = gid.x;
@@ -40,8 +57,8 @@ _ROUNDS_WGSL = _HEAD + """fn main(@builtin(global_invocation_id) gid: vec3<u32>)
     for (var j = 0u; j < {{ n }}u; j = j + 1u) {
       let v = x[base + j];
       let ij = i32(j);
-      let after = pi < 0 || pv {{ better }} v || (v == pv && ij > pi);
-      if (after && (bi < 0 || v {{ better }} bv)) {
+      let after = pi < 0 || before(pv, v) || (same(v, pv) && ij > pi);
+      if (after && (bi < 0 || before(v, bv))) {
         bv = v;
         bi = ij;
       }
@@ -71,7 +88,7 @@ _RANK_WGSL = _HEAD + """fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   var rank = 0u;
   for (var j = 0u; j < {{ n }}u; j = j + 1u) {
     let u = x[base + j];
-    if (u {{ better }} v || (u == v && j < i)) {
+    if (before(u, v) || (same(u, v) && j < i)) {
       rank = rank + 1u;
     }
   }

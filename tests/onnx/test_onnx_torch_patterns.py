@@ -93,6 +93,21 @@ def test_topk_ties_and_infinities_come_out_in_index_order(ctx):
         np.testing.assert_array_equal(got["indices"], ref[1])
 
 
+@pytest.mark.parametrize("n, k", [(7, 5), (300, 250)], ids=["rounds", "ranks"])
+@pytest.mark.parametrize("largest", [1, 0])
+def test_topk_orders_nan_as_onnxruntime(ctx, rng, n, k, largest):
+    """NaN comes first for the largest and last for the smallest, NaNs in index order (ONNX
+    Runtime's order), with -inf, +inf and ties beside them, on the rounds and the rank kernels."""
+    x = np.round(rng.standard_normal((3, n)) * 2).astype(np.float32)
+    x[:, 1::5] = np.nan
+    x[0, 2], x[1, 3], x[2, 0] = np.inf, -np.inf, np.nan
+    m = _topk_model(x.shape, k, largest=largest)
+    ref = _ort(m, {"x": x})
+    got = webnn.load(m.SerializeToString(), ctx).compute({"x": x})
+    np.testing.assert_array_equal(got["values"], ref[0])
+    np.testing.assert_array_equal(got["indices"], ref[1])
+
+
 def test_topk_of_int64(ctx, rng):
     x = rng.integers(-5, 5, (3, 10)).astype(np.int64)
     m = _topk_model(x.shape, 4, elem=TensorProto.INT64)
