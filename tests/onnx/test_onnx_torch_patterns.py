@@ -257,6 +257,37 @@ def test_grid_sample_float16(ctx, rng):
     assert np.abs(got.astype(np.float64) - ref).max() <= 3e-2 * np.abs(ref).max()
 
 
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_grid_sample_float16_past_2048_pixels(ctx, rng, mode):
+    """A float16 graph on a 64 x 64 image (4096 pixels, past float16's whole numbers): the
+    positions and the flat pixel index are not formed in float16. Nearest with
+    ``align_corners`` on pixel centres reads exactly the pixel ORT reads (each value its
+    column); bilinear at random positions is within 2e-3 of the output's magnitude of ORT's
+    on the float16-rounded inputs (float16 positions were 3e-2 off, a row past 32 read the
+    neighbouring column)."""
+    H = W = 64
+    if mode == "nearest":
+        x = np.tile(np.arange(W, dtype=np.float32), (2, H, 1)).reshape(1, 2, H, W)
+        pix = [(10, 5), (40, 33), (50, 7), (63, 62), (33, 1)]
+        grid = np.array([[2 * col / (W - 1) - 1, 2 * row / (H - 1) - 1] for row, col in pix],
+                        np.float32).reshape(1, 1, len(pix), 2)
+        attrs = {"mode": "nearest", "align_corners": 1}
+    else:
+        x = rng.standard_normal((1, 2, H, W)).astype(np.float32)
+        grid = rng.uniform(-1, 1, (1, 6, 6, 2)).astype(np.float32)
+        attrs = {}
+    x16, g16 = x.astype(np.float16), grid.astype(np.float16)
+    m = _grid_sample_model(16, x.shape, grid.shape, **attrs)
+    ref = _ort(m, {"x": x16.astype(np.float32), "grid": g16.astype(np.float32)})[0]
+    got = webnn.load(m.SerializeToString(), ctx, dtype="float16").compute({"x": x16, "grid": g16})["y"]
+    assert got.dtype == np.float16 and got.shape == ref.shape
+    if mode == "nearest":
+        np.testing.assert_array_equal(got.ravel()[:len(pix)], [col for _, col in pix])
+        np.testing.assert_array_equal(got, ref)
+    else:
+        assert np.abs(got.astype(np.float64) - ref).max() <= 2e-3 * np.abs(ref).max()
+
+
 @pytest.mark.parametrize("attrs,shape,match", [
     ({"mode": "bicubic"}, (1, 2, 4, 4), "GridSample mode 'bicubic'"),
     ({}, (1, 2, 3, 4, 4), "GridSample of a 5-D input"),

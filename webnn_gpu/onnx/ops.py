@@ -1419,12 +1419,16 @@ def _grid_sample(c, n, x):
     N, C, H, W = c.shape(v)
     _, Ho, Wo, two = c.shape(grid)
     dt = v.data_type
-    grid = c.operand(grid, dt)
+    # the positions, corners and weights in float32 in a float16 graph too: float16 positions
+    # in an image of W pixels are W / 2048 pixels apart (round_even may pick a neighbour, a
+    # bilinear weight is off by as much)
+    pdt = "float32"
+    grid = c.operand(grid, pdt)
     P = Ho * Wo
     gx, gy = (c.call("reshape", g, [N, 1, 1, P]) for g in c.call("split", grid, [1, 1], axis=3))
 
     def f(val):
-        return c.scalar(val, dt)
+        return c.scalar(val, pdt)
 
     def unnormalize(g, size):
         if align:  # (g + 1) / 2 * (size - 1)
@@ -1449,8 +1453,8 @@ def _grid_sample(c, n, x):
     else:  # the four corners along a new axis, [N, 1, 4, P]; a corner's weight is 1 - |p - corner|
         k = 4
         step = [1, 1, 4, 1]
-        cx = c.call("add", c.call("floor", px), c.operand(np.array([0, 1, 0, 1], _np_of(dt)).reshape(step)))
-        cy = c.call("add", c.call("floor", py), c.operand(np.array([0, 0, 1, 1], _np_of(dt)).reshape(step)))
+        cx = c.call("add", c.call("floor", px), c.operand(np.array([0, 1, 0, 1], np.float32).reshape(step), pdt))
+        cy = c.call("add", c.call("floor", py), c.operand(np.array([0, 0, 1, 1], np.float32).reshape(step), pdt))
         w = c.call("mul", c.call("sub", f(1), c.call("abs", c.call("sub", px, cx))),
                    c.call("sub", f(1), c.call("abs", c.call("sub", py, cy))))
     if pad == "zeros":
@@ -1461,13 +1465,17 @@ def _grid_sample(c, n, x):
                                c.call("lesser_or_equal", cy, f(H - 1))))
     else:  # the position is inside: a corner past the edge weighs 0 or reads the edge pixel
         inside = None
-    ix = c.call("clamp", cx, min_value=0.0, max_value=float(W - 1))
-    iy = c.call("clamp", cy, min_value=0.0, max_value=float(H - 1))
-    idx = c.call("reshape", c.call("cast", c.call("add", c.call("mul", iy, f(W)), ix), "int32"), [N, 1, k * P])
+    # the pixel's row and column to int32 first, the flat index iy * W + ix in int32 (float16
+    # holds whole numbers exactly only up to 2048: an image of 64 x 64 would read a neighbour)
+    ix = c.call("cast", c.call("clamp", cx, min_value=0.0, max_value=float(W - 1)), "int32")
+    iy = c.call("cast", c.call("clamp", cy, min_value=0.0, max_value=float(H - 1)), "int32")
+    idx = c.call("reshape", c.call("add", c.call("mul", iy, c.scalar(W, "int32")), ix), [N, 1, k * P])
     flat = c.call("reshape", v, [N, C, H * W])
     got = c.call("gather_elements", flat, c.call("expand", idx, [N, C, k * P]), axis=2)
     if inside is not None:
         w = c.call("where", inside, f(1) if w is None else w, f(0))
+    if w is not None and dt != pdt:
+        w = c.call("cast", w, dt)
     out = got if w is None else c.call("mul", got, c.call("reshape", w, [N, 1, k * P]))
     if k > 1:
         out = c.call("reduce_sum", c.call("reshape", out, [N, C, k, P]), axes=[2], keep_dimensions=False)
