@@ -299,6 +299,20 @@ def test_grid_sample_near_misses_are_refused_by_name(ctx, attrs, shape, match):
         webnn.load(m.SerializeToString(), ctx)
 
 
+@pytest.mark.parametrize("x_shape,grid_shape", [
+    ((2, 1, 4, 4), (1, 3, 3, 2)),   # another batch than X's
+    ((1, 1, 4, 4), (1, 3, 3, 3)),   # three coordinates for a 2-D image
+    ((1, 1, 4, 4), (1, 3, 3)),      # rank 3
+])
+def test_grid_sample_malformed_grid_is_a_data_error(ctx, x_shape, grid_shape):
+    """A grid that is not [N, H_out, W_out, 2] for X [N, C, H, W] (ORT refuses these models too):
+    DataError naming the node, the argument, the expected and the given shape."""
+    m = _grid_sample_model(16, x_shape, grid_shape)
+    want = rf"'gs' \(GridSample.*argument 'grid': expected the shape \[N, H_out, W_out, 2\] with N = {x_shape[0]}"
+    with pytest.raises(webnn.DataError, match=want + r".*got \[" + ", ".join(map(str, grid_shape)) + r"\]"):
+        webnn.load(m.SerializeToString(), ctx)
+
+
 # ---------------------------------------------------------------- Gather of the whole axis in order
 @pytest.mark.parametrize("indices,view", [
     (np.arange(24).reshape(1, 24, 1, 1), True),        # dynamo's as_strided after a flatten

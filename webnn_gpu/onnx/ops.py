@@ -16,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import _env
+from ..errors import DataError
 from .convert import FAILED, Unsupported
 from .rewrite import _known_consts, rewrite
 
@@ -1417,7 +1418,11 @@ def _grid_sample(c, n, x):
     if pad not in ("zeros", "border", "reflection"):
         raise Unsupported(f"GridSample padding_mode {pad!r}")
     N, C, H, W = c.shape(v)
-    _, Ho, Wo, two = c.shape(grid)
+    gs = list(c.shape(grid))
+    if len(gs) != 4 or gs[0] != N or gs[3] != 2:  # a malformed model: ONNX Runtime refuses it too
+        raise DataError(f"argument 'grid': expected the shape [N, H_out, W_out, 2] with N = {N} "
+                        f"(X's batch, X of shape {[N, C, H, W]}), got {gs}")
+    _, Ho, Wo, _ = gs
     dt = v.data_type
     # the positions, corners and weights in float32 in a float16 graph too: float16 positions
     # in an image of W pixels are W / 2048 pixels apart (round_even may pick a neighbour, a
