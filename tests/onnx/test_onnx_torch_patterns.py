@@ -422,3 +422,43 @@ def test_resize_refusals_name_the_reason(ctx):
                 numpy_helper.from_array(np.array([1, 1, 8, 8], np.int64), "sizes")])
     with pytest.raises(webnn.NotSupportedError, match=r"'rs' \(Resize.*tf_crop_and_resize"):
         webnn.load(m.SerializeToString(), ctx)
+
+
+def _resize_scales_model(shape, scales, opset=17, **attrs):
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], name="rs", **attrs)
+    return _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                  [numpy_helper.from_array(np.array(scales, np.float32), "scales")], opset)
+
+
+@pytest.mark.parametrize("mode,coord,n_in,scale", [
+    ("linear", "align_corners", 5, 1.5),           # F.interpolate(scale_factor=1.5, align_corners=True): 7.5
+    ("cubic", "align_corners", 4, 0.8),            # ONNX's test_resize_downsample_scales_cubic_align_corners
+    ("nearest", "pytorch_half_pixel", 7, 0.25),    # 1.75: one output, at position 0 or 1.5
+])
+def test_resize_scale_of_no_whole_size_is_refused(ctx, mode, coord, n_in, scale):
+    """align_corners / pytorch_half_pixel with a scale whose ``scale * n_in`` is not the output's
+    length: ONNX Runtime and PyTorch read the whole length, ONNX's reference the fractional one;
+    refused by name (as the model's readers disagree), not computed one way."""
+    m = _resize_scales_model((1, 1, 3, n_in), [1, 1, 1, scale], mode=mode, coordinate_transformation_mode=coord)
+    with pytest.raises(webnn.NotSupportedError,
+                       match=rf"'rs' \(Resize.*{coord}' and scale {scale:g} on axis 3 of {n_in}: .* is no whole size"):
+        webnn.load(m.SerializeToString(), ctx)
+
+
+@pytest.mark.parametrize("mode,coord,n_in,scale", [
+    ("linear", "align_corners", 4, 2.0),                            # a whole size
+    ("linear", "align_corners", 3, float(np.float32(4 / 3))),       # float32's nearest to 4 / 3: size 4
+    ("cubic", "align_corners", 6, 0.5),
+    ("linear", "pytorch_half_pixel", 7, 0.45),   # 3.15 -> 3: more than one output, both read (x + .5) / s - .5
+    ("nearest", "pytorch_half_pixel", 5, 1.5),
+])
+def test_resize_scales_near_misses_match_onnxruntime(ctx, rng, mode, coord, n_in, scale):
+    """A ``scales`` input that gives a whole size (or a fractional one where the readings
+    agree) loads and matches ORT within 1e-5 of the output's magnitude."""
+    x = rng.standard_normal((1, 2, 3, n_in)).astype(np.float32)
+    m = _resize_scales_model(x.shape, [1, 1, 1, scale], mode=mode, coordinate_transformation_mode=coord)
+    ref = _ort(m, {"x": x})[0]
+    got = webnn.load(m.SerializeToString(), ctx).compute({"x": x})["y"]
+    assert got.shape == ref.shape
+    assert np.abs(got.astype(np.float64) - ref).max() <= 1e-5 * np.abs(ref).max()

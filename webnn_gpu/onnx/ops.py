@@ -1904,6 +1904,7 @@ def _resize_common(c, n, v, scales, sizes, mode, coord, nearest_mode):
         raise Unsupported(f"{n.op} mode {mode!r}")
     if coord == "tf_crop_and_resize":
         raise Unsupported(f"{n.op} with coordinate_transformation_mode='tf_crop_and_resize' (a region of interest)")
+    _refuse_fractional_width(n, s, out, scales, sizes, changed, coord)
     if _resample2d_fits(s, out, scales, sizes, changed, mode, coord, nearest_mode):
         axes = changed if len(changed) == 2 else [changed[0] - 1, changed[0]] if changed[0] > 0 else [0, 1]
         method = "nearest-neighbor" if mode == "nearest" else "linear"
@@ -1916,6 +1917,28 @@ def _resize_common(c, n, v, scales, sizes, mode, coord, nearest_mode):
         y = c.call("resample2d", v4, mode=method, sizes=[out[a0], out[a1]], axes=[1, 2])
         return c.call("reshape", y, [*s[:a0], out[a0], out[a1], *s[a1 + 1:]])
     return _resize_taps(c, n, v, s, out, scales, changed, mode, coord, nearest_mode)
+
+
+def _refuse_fractional_width(n, s, out, scales, sizes, changed, coord) -> None:
+    """Refuse ``align_corners`` and ``pytorch_half_pixel`` where a scale gives no whole size
+    (``scale * n_in`` is not the output's length, nor is the scale float32's nearest value to
+    ``n_out / n_in``) and the readings of such a scale disagree: ONNX Runtime and PyTorch map
+    coordinates with the output's whole length, ONNX's reference (and its node test
+    ``test_resize_downsample_scales_linear_align_corners``) with ``scale * n_in``.
+    ``align_corners`` differs wherever the output has more than one element;
+    ``pytorch_half_pixel`` only for an output of one element (one reading takes the formula,
+    the other position 0); elsewhere both compute ``(x + 0.5) / scale - 0.5``."""
+    if scales is None or sizes is not None or coord not in ("align_corners", "pytorch_half_pixel"):
+        return
+    for i in changed:
+        width = s[i] * float(scales[i])
+        if width == out[i] or np.float32(out[i] / s[i]) == np.float32(scales[i]):
+            continue
+        if (coord == "align_corners") == (out[i] > 1):
+            raise Unsupported(
+                f"{n.op} with coordinate_transformation_mode={coord!r} and scale {scales[i]:g} on axis {i} of "
+                f"{s[i]}: {s[i]} x {scales[i]:g} = {width:g} is no whole size (ONNX Runtime and PyTorch map "
+                f"coordinates with the output's length {out[i]}, ONNX's reference with {width:g}; give sizes)")
 
 
 def _resample2d_fits(s, out, scales, sizes, changed, mode, coord, nearest_mode) -> bool:
