@@ -132,14 +132,14 @@ def test_topk_near_misses_are_refused_by_name(ctx):
 
 
 # ---------------------------------------------------------------- exact GELU spelled with Erf
-def _erf_gelu_nodes(form: str, sqrt2=np.sqrt(2), one=1.0, half=0.5, const_dtype=np.float32):
+def _erf_gelu_nodes(form: str, sqrt2=np.sqrt(2), one=1.0, half=0.5, const_dtype=np.float32, const_shape=()):
     """The nodes of ``y = gelu(x)`` spelled with Erf as exporters write it, and its constants.
 
     ``form``: ``ts`` (PyTorch's TorchScript exporter: Div, Erf, Add, Mul(x, .), Mul(., 0.5)),
     ``mul_half_first`` ((x * 0.5) * (erf + 1), the scale 1/sqrt 2 as a Mul), ``half_of_erf``
-    (x * ((1 + erf) * 0.5))."""
+    (x * ((1 + erf) * 0.5)). ``const_shape``: the constants' shape, ``()`` or ``(1,)``."""
     c = {"c_sqrt2": sqrt2, "c_rsqrt2": 1 / sqrt2, "c_one": one, "c_half": half}
-    inits = [numpy_helper.from_array(np.array(v, const_dtype), k) for k, v in c.items()]
+    inits = [numpy_helper.from_array(np.array(v, const_dtype).reshape(const_shape), k) for k, v in c.items()]
     if form == "ts":
         nodes = [helper.make_node("Div", ["x", "c_sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
                  helper.make_node("Add", ["e", "c_one"], ["a"]), helper.make_node("Mul", ["x", "a"], ["m"]),
@@ -189,6 +189,56 @@ def test_erf_gelu_near_misses_are_left_alone():
     assert _ops_after_rewrite(nodes, inits) == base
     # float16 constants (an exporter's float16 model): sqrt 2 rounded to float16 is taken
     assert _ops_after_rewrite(*_erf_gelu_nodes("ts", const_dtype=np.float16)) == ["Gelu"]
+
+
+@pytest.mark.parametrize("form", ["ts", "mul_half_first", "half_of_erf"])
+def test_erf_gelu_with_constants_of_shape_1_keeps_the_broadcast(form):
+    """GPU-free: with constants of shape [1] the pattern's y is x's shape broadcast with [1] (a
+    0-D x gives [1]): the Gelu is followed by Expand to [1]; with 0-D constants it is alone."""
+    from webnn_gpu.onnx.rewrite import fuse_erf_gelu
+
+    nodes, inits = _erf_gelu_nodes(form, const_shape=(1,))
+    env = {t.name: numpy_helper.to_array(t) for t in inits}
+    out = fuse_erf_gelu(nodes, env, ["y"])
+    assert [(p.op_type, p.input[0], p.output[0]) for p in out] == [
+        ("Gelu", "x", out[1].input[0]), ("Expand", out[0].output[0], "y")]
+    np.testing.assert_array_equal(env[out[1].input[1]], np.array([1], np.int64))
+    # one [1] constant among 0-D ones is enough to broadcast
+    nodes, inits = _erf_gelu_nodes(form)
+    inits = [numpy_helper.from_array(np.array([0.5], np.float32), "c_half") if t.name == "c_half" else t
+             for t in inits]
+    assert _ops_after_rewrite(nodes, inits) == ["Gelu", "Expand"]
+
+
+@pytest.mark.parametrize("x_shape", [(), (4, 33)])
+def test_erf_gelu_with_constants_of_shape_1_matches_onnxruntime(ctx, rng, x_shape):
+    """Constants of shape [1] (ONNX Runtime's GeluFusion takes them and gives a 0-D x's y the
+    shape [], so the reference here is ORT with its fusions off): y has the pattern's shape
+    ([1] for a 0-D x) and values within 1e-5 of the output's magnitude; after a MatMul the GELU
+    is still the matmul's epilogue (the Expand to its own shape is no kernel)."""
+    import onnxruntime as ort
+
+    nodes, inits = _erf_gelu_nodes("ts", const_shape=(1,))
+    if x_shape:
+        nodes.insert(0, helper.make_node("MatMul", ["h", "w"], ["x"]))
+        inits.append(numpy_helper.from_array((rng.standard_normal((16, 33)) / 2).astype(np.float32), "w"))
+        feed = {"h": rng.standard_normal((4, 16)).astype(np.float32)}
+    else:
+        feed = {"x": np.array(0.7, np.float32)}
+    name, shape = next(iter(feed.items()))
+    m = _model(nodes, [helper.make_tensor_value_info(name, TensorProto.FLOAT, list(feed[name].shape))],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    ref = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    assert ref.shape == (x_shape or (1,))
+    loaded = webnn.load(m.SerializeToString(), ctx)
+    got = loaded.compute(feed)["y"]
+    assert got.shape == ref.shape
+    assert np.abs(got.astype(np.float64) - ref).max() <= 1e-5 * max(np.abs(ref).max(), 1)
+    if x_shape:
+        templates = [s.template for s in loaded.graph._steps if hasattr(s, "template")]
+        assert not any(t.startswith("elementwise/") for t in templates), templates
 
 
 @pytest.mark.parametrize("form,kw,fused", [("ts", {}, True), ("mul_half_first", {}, True),

@@ -1661,11 +1661,13 @@ def _transpose(c, n, x):
     return c.call("transpose", v, permutation=None if perm is None else [int(p) for p in perm])
 
 
-@_h("Expand", to="expand to the broadcast of the input's shape and the given one")
+@_h("Expand", to="expand to the broadcast of the input's shape and the given one (to its own shape: the value itself)")
 def _expand(c, n, x):
     v = c.operand(x[0])
     target = ints(c, x[1], "Expand's shape")
     out = list(np.broadcast_shapes(c.shape(v), tuple(target)))
+    if out == list(c.shape(v)):  # to its own shape: the value itself (a kernel's epilogue may follow)
+        return v
     if len(out) > _rank(c, v):
         v = c.call("reshape", v, [1] * (len(out) - _rank(c, v)) + list(c.shape(v)))
     return c.call("expand", v, out)
