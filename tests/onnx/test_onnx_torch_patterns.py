@@ -512,3 +512,23 @@ def test_resize_scales_near_misses_match_onnxruntime(ctx, rng, mode, coord, n_in
     got = webnn.load(m.SerializeToString(), ctx).compute({"x": x})["y"]
     assert got.shape == ref.shape
     assert np.abs(got.astype(np.float64) - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("shape,sizes,mode", [
+    ((2, 6, 5), [2, 4, 11], "linear"),    # the two last axes of a 3-D tensor
+    ((6, 5), [4, 11], "linear"),          # both axes of a 2-D tensor
+    ((6, 5), [12, 10], "nearest"),
+])
+def test_resize_of_two_axes_of_a_2d_or_3d_tensor_matches_onnxruntime(ctx, rng, shape, sizes, mode):
+    """Two adjacent axes of a tensor of rank 2 or 3 (resample2d wants 4-D; it crashed): one
+    resample2d kernel on the tensor reshaped to 4-D around the pair, within 1e-6 of the
+    output's magnitude of ORT's."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    m = _resize_model(shape, sizes, opset=13, mode=mode)
+    ref = _ort(m, {"x": x})[0]
+    loaded = webnn.load(m.SerializeToString(), ctx)
+    got = loaded.compute({"x": x})["y"]
+    assert got.shape == ref.shape == tuple(sizes)
+    assert np.abs(got.astype(np.float64) - ref).max() <= 1e-6 * np.abs(ref).max()
+    templates = [s.template for s in loaded.graph._steps if hasattr(s, "template")]
+    assert any("resample2d" in t for t in templates), templates
