@@ -147,14 +147,14 @@ def test_topk_near_misses_are_refused_by_name(ctx):
 
 
 # ---------------------------------------------------------------- exact GELU spelled with Erf
-def _erf_gelu_nodes(form: str, sqrt2=np.sqrt(2), one=1.0, half=0.5, const_dtype=np.float32):
+def _erf_gelu_nodes(form: str, sqrt2=np.sqrt(2), one=1.0, half=0.5, const_dtype=np.float32, const_shape=()):
     """The nodes of ``y = gelu(x)`` spelled with Erf as exporters write it, and its constants.
 
     ``form``: ``ts`` (PyTorch's TorchScript exporter: Div, Erf, Add, Mul(x, .), Mul(., 0.5)),
     ``mul_half_first`` ((x * 0.5) * (erf + 1), the scale 1/sqrt 2 as a Mul), ``half_of_erf``
-    (x * ((1 + erf) * 0.5))."""
+    (x * ((1 + erf) * 0.5)). ``const_shape``: the constants' shape, ``()`` or ``(1,)``."""
     c = {"c_sqrt2": sqrt2, "c_rsqrt2": 1 / sqrt2, "c_one": one, "c_half": half}
-    inits = [numpy_helper.from_array(np.array(v, const_dtype), k) for k, v in c.items()]
+    inits = [numpy_helper.from_array(np.array(v, const_dtype).reshape(const_shape), k) for k, v in c.items()]
     if form == "ts":
         nodes = [helper.make_node("Div", ["x", "c_sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
                  helper.make_node("Add", ["e", "c_one"], ["a"]), helper.make_node("Mul", ["x", "a"], ["m"]),
@@ -204,6 +204,56 @@ def test_erf_gelu_near_misses_are_left_alone():
     assert _ops_after_rewrite(nodes, inits) == base
     # float16 constants (an exporter's float16 model): sqrt 2 rounded to float16 is taken
     assert _ops_after_rewrite(*_erf_gelu_nodes("ts", const_dtype=np.float16)) == ["Gelu"]
+
+
+@pytest.mark.parametrize("form", ["ts", "mul_half_first", "half_of_erf"])
+def test_erf_gelu_with_constants_of_shape_1_keeps_the_broadcast(form):
+    """GPU-free: with constants of shape [1] the pattern's y is x's shape broadcast with [1] (a
+    0-D x gives [1]): the Gelu is followed by Expand to [1]; with 0-D constants it is alone."""
+    from webnn_gpu.onnx.rewrite import fuse_erf_gelu
+
+    nodes, inits = _erf_gelu_nodes(form, const_shape=(1,))
+    env = {t.name: numpy_helper.to_array(t) for t in inits}
+    out = fuse_erf_gelu(nodes, env, ["y"])
+    assert [(p.op_type, p.input[0], p.output[0]) for p in out] == [
+        ("Gelu", "x", out[1].input[0]), ("Expand", out[0].output[0], "y")]
+    np.testing.assert_array_equal(env[out[1].input[1]], np.array([1], np.int64))
+    # one [1] constant among 0-D ones is enough to broadcast
+    nodes, inits = _erf_gelu_nodes(form)
+    inits = [numpy_helper.from_array(np.array([0.5], np.float32), "c_half") if t.name == "c_half" else t
+             for t in inits]
+    assert _ops_after_rewrite(nodes, inits) == ["Gelu", "Expand"]
+
+
+@pytest.mark.parametrize("x_shape", [(), (4, 33)])
+def test_erf_gelu_with_constants_of_shape_1_matches_onnxruntime(ctx, rng, x_shape):
+    """Constants of shape [1] (ONNX Runtime's GeluFusion takes them and gives a 0-D x's y the
+    shape [], so the reference here is ORT with its fusions off): y has the pattern's shape
+    ([1] for a 0-D x) and values within 1e-5 of the output's magnitude; after a MatMul the GELU
+    is still the matmul's epilogue (the Expand to its own shape is no kernel)."""
+    import onnxruntime as ort
+
+    nodes, inits = _erf_gelu_nodes("ts", const_shape=(1,))
+    if x_shape:
+        nodes.insert(0, helper.make_node("MatMul", ["h", "w"], ["x"]))
+        inits.append(numpy_helper.from_array((rng.standard_normal((16, 33)) / 2).astype(np.float32), "w"))
+        feed = {"h": rng.standard_normal((4, 16)).astype(np.float32)}
+    else:
+        feed = {"x": np.array(0.7, np.float32)}
+    name, shape = next(iter(feed.items()))
+    m = _model(nodes, [helper.make_tensor_value_info(name, TensorProto.FLOAT, list(feed[name].shape))],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    ref = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    assert ref.shape == (x_shape or (1,))
+    loaded = webnn.load(m.SerializeToString(), ctx)
+    got = loaded.compute(feed)["y"]
+    assert got.shape == ref.shape
+    assert np.abs(got.astype(np.float64) - ref).max() <= 1e-5 * max(np.abs(ref).max(), 1)
+    if x_shape:
+        templates = [s.template for s in loaded.graph._steps if hasattr(s, "template")]
+        assert not any(t.startswith("elementwise/") for t in templates), templates
 
 
 @pytest.mark.parametrize("form,kw,fused", [("ts", {}, True), ("mul_half_first", {}, True),
@@ -272,6 +322,37 @@ def test_grid_sample_float16(ctx, rng):
     assert np.abs(got.astype(np.float64) - ref).max() <= 3e-2 * np.abs(ref).max()
 
 
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_grid_sample_float16_past_2048_pixels(ctx, rng, mode):
+    """A float16 graph on a 64 x 64 image (4096 pixels, past float16's whole numbers): the
+    positions and the flat pixel index are not formed in float16. Nearest with
+    ``align_corners`` on pixel centres reads exactly the pixel ORT reads (each value its
+    column); bilinear at random positions is within 2e-3 of the output's magnitude of ORT's
+    on the float16-rounded inputs (float16 positions were 3e-2 off, a row past 32 read the
+    neighbouring column)."""
+    H = W = 64
+    if mode == "nearest":
+        x = np.tile(np.arange(W, dtype=np.float32), (2, H, 1)).reshape(1, 2, H, W)
+        pix = [(10, 5), (40, 33), (50, 7), (63, 62), (33, 1)]
+        grid = np.array([[2 * col / (W - 1) - 1, 2 * row / (H - 1) - 1] for row, col in pix],
+                        np.float32).reshape(1, 1, len(pix), 2)
+        attrs = {"mode": "nearest", "align_corners": 1}
+    else:
+        x = rng.standard_normal((1, 2, H, W)).astype(np.float32)
+        grid = rng.uniform(-1, 1, (1, 6, 6, 2)).astype(np.float32)
+        attrs = {}
+    x16, g16 = x.astype(np.float16), grid.astype(np.float16)
+    m = _grid_sample_model(16, x.shape, grid.shape, **attrs)
+    ref = _ort(m, {"x": x16.astype(np.float32), "grid": g16.astype(np.float32)})[0]
+    got = webnn.load(m.SerializeToString(), ctx, dtype="float16").compute({"x": x16, "grid": g16})["y"]
+    assert got.dtype == np.float16 and got.shape == ref.shape
+    if mode == "nearest":
+        np.testing.assert_array_equal(got.ravel()[:len(pix)], [col for _, col in pix])
+        np.testing.assert_array_equal(got, ref)
+    else:
+        assert np.abs(got.astype(np.float64) - ref).max() <= 2e-3 * np.abs(ref).max()
+
+
 @pytest.mark.parametrize("attrs,shape,match", [
     ({"mode": "bicubic"}, (1, 2, 4, 4), "GridSample mode 'bicubic'"),
     ({}, (1, 2, 3, 4, 4), "GridSample of a 5-D input"),
@@ -280,6 +361,20 @@ def test_grid_sample_near_misses_are_refused_by_name(ctx, attrs, shape, match):
     grid = (1, 3, 3, 3, len(shape) - 2) if len(shape) == 5 else (1, 3, 3, 2)
     m = _grid_sample_model(20 if len(shape) == 5 else 16, shape, grid, **attrs)
     with pytest.raises(webnn.NotSupportedError, match=rf"'gs' \(GridSample.*{match}"):
+        webnn.load(m.SerializeToString(), ctx)
+
+
+@pytest.mark.parametrize("x_shape,grid_shape", [
+    ((2, 1, 4, 4), (1, 3, 3, 2)),   # another batch than X's
+    ((1, 1, 4, 4), (1, 3, 3, 3)),   # three coordinates for a 2-D image
+    ((1, 1, 4, 4), (1, 3, 3)),      # rank 3
+])
+def test_grid_sample_malformed_grid_is_a_data_error(ctx, x_shape, grid_shape):
+    """A grid that is not [N, H_out, W_out, 2] for X [N, C, H, W] (ORT refuses these models too):
+    DataError naming the node, the argument, the expected and the given shape."""
+    m = _grid_sample_model(16, x_shape, grid_shape)
+    want = rf"'gs' \(GridSample.*argument 'grid': expected the shape \[N, H_out, W_out, 2\] with N = {x_shape[0]}"
+    with pytest.raises(webnn.DataError, match=want + r".*got \[" + ", ".join(map(str, grid_shape)) + r"\]"):
         webnn.load(m.SerializeToString(), ctx)
 
 
@@ -392,3 +487,63 @@ def test_resize_refusals_name_the_reason(ctx):
                 numpy_helper.from_array(np.array([1, 1, 8, 8], np.int64), "sizes")])
     with pytest.raises(webnn.NotSupportedError, match=r"'rs' \(Resize.*tf_crop_and_resize"):
         webnn.load(m.SerializeToString(), ctx)
+
+
+def _resize_scales_model(shape, scales, opset=17, **attrs):
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], name="rs", **attrs)
+    return _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                  [numpy_helper.from_array(np.array(scales, np.float32), "scales")], opset)
+
+
+@pytest.mark.parametrize("mode,coord,n_in,scale", [
+    ("linear", "align_corners", 5, 1.5),           # F.interpolate(scale_factor=1.5, align_corners=True): 7.5
+    ("cubic", "align_corners", 4, 0.8),            # ONNX's test_resize_downsample_scales_cubic_align_corners
+    ("nearest", "pytorch_half_pixel", 7, 0.25),    # 1.75: one output, at position 0 or 1.5
+])
+def test_resize_scale_of_no_whole_size_is_refused(ctx, mode, coord, n_in, scale):
+    """align_corners / pytorch_half_pixel with a scale whose ``scale * n_in`` is not the output's
+    length: ONNX Runtime and PyTorch read the whole length, ONNX's reference the fractional one;
+    refused by name (as the model's readers disagree), not computed one way."""
+    m = _resize_scales_model((1, 1, 3, n_in), [1, 1, 1, scale], mode=mode, coordinate_transformation_mode=coord)
+    with pytest.raises(webnn.NotSupportedError,
+                       match=rf"'rs' \(Resize.*{coord}' and scale {scale:g} on axis 3 of {n_in}: .* is no whole size"):
+        webnn.load(m.SerializeToString(), ctx)
+
+
+@pytest.mark.parametrize("mode,coord,n_in,scale", [
+    ("linear", "align_corners", 4, 2.0),                            # a whole size
+    ("linear", "align_corners", 3, float(np.float32(4 / 3))),       # float32's nearest to 4 / 3: size 4
+    ("cubic", "align_corners", 6, 0.5),
+    ("linear", "pytorch_half_pixel", 7, 0.45),   # 3.15 -> 3: more than one output, both read (x + .5) / s - .5
+    ("nearest", "pytorch_half_pixel", 5, 1.5),
+])
+def test_resize_scales_near_misses_match_onnxruntime(ctx, rng, mode, coord, n_in, scale):
+    """A ``scales`` input that gives a whole size (or a fractional one where the readings
+    agree) loads and matches ORT within 1e-5 of the output's magnitude."""
+    x = rng.standard_normal((1, 2, 3, n_in)).astype(np.float32)
+    m = _resize_scales_model(x.shape, [1, 1, 1, scale], mode=mode, coordinate_transformation_mode=coord)
+    ref = _ort(m, {"x": x})[0]
+    got = webnn.load(m.SerializeToString(), ctx).compute({"x": x})["y"]
+    assert got.shape == ref.shape
+    assert np.abs(got.astype(np.float64) - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("shape,sizes,mode", [
+    ((2, 6, 5), [2, 4, 11], "linear"),    # the two last axes of a 3-D tensor
+    ((6, 5), [4, 11], "linear"),          # both axes of a 2-D tensor
+    ((6, 5), [12, 10], "nearest"),
+])
+def test_resize_of_two_axes_of_a_2d_or_3d_tensor_matches_onnxruntime(ctx, rng, shape, sizes, mode):
+    """Two adjacent axes of a tensor of rank 2 or 3 (resample2d wants 4-D; it crashed): one
+    resample2d kernel on the tensor reshaped to 4-D around the pair, within 1e-6 of the
+    output's magnitude of ORT's."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    m = _resize_model(shape, sizes, opset=13, mode=mode)
+    ref = _ort(m, {"x": x})[0]
+    loaded = webnn.load(m.SerializeToString(), ctx)
+    got = loaded.compute({"x": x})["y"]
+    assert got.shape == ref.shape == tuple(sizes)
+    assert np.abs(got.astype(np.float64) - ref).max() <= 1e-6 * np.abs(ref).max()
+    templates = [s.template for s in loaded.graph._steps if hasattr(s, "template")]
+    assert any("resample2d" in t for t in templates), templates

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import _env
+from ..errors import DataError
 from .convert import FAILED, Unsupported
 from .rewrite import _known_consts, rewrite
 
@@ -1418,14 +1419,22 @@ def _grid_sample(c, n, x):
     if pad not in ("zeros", "border", "reflection"):
         raise Unsupported(f"GridSample padding_mode {pad!r}")
     N, C, H, W = c.shape(v)
-    _, Ho, Wo, two = c.shape(grid)
+    gs = list(c.shape(grid))
+    if len(gs) != 4 or gs[0] != N or gs[3] != 2:  # a malformed model: ONNX Runtime refuses it too
+        raise DataError(f"argument 'grid': expected the shape [N, H_out, W_out, 2] with N = {N} "
+                        f"(X's batch, X of shape {[N, C, H, W]}), got {gs}")
+    _, Ho, Wo, _ = gs
     dt = v.data_type
-    grid = c.operand(grid, dt)
+    # the positions, corners and weights in float32 in a float16 graph too: float16 positions
+    # in an image of W pixels are W / 2048 pixels apart (round_even may pick a neighbour, a
+    # bilinear weight is off by as much)
+    pdt = "float32"
+    grid = c.operand(grid, pdt)
     P = Ho * Wo
     gx, gy = (c.call("reshape", g, [N, 1, 1, P]) for g in c.call("split", grid, [1, 1], axis=3))
 
     def f(val):
-        return c.scalar(val, dt)
+        return c.scalar(val, pdt)
 
     def unnormalize(g, size):
         if align:  # (g + 1) / 2 * (size - 1)
@@ -1450,8 +1459,8 @@ def _grid_sample(c, n, x):
     else:  # the four corners along a new axis, [N, 1, 4, P]; a corner's weight is 1 - |p - corner|
         k = 4
         step = [1, 1, 4, 1]
-        cx = c.call("add", c.call("floor", px), c.operand(np.array([0, 1, 0, 1], _np_of(dt)).reshape(step)))
-        cy = c.call("add", c.call("floor", py), c.operand(np.array([0, 0, 1, 1], _np_of(dt)).reshape(step)))
+        cx = c.call("add", c.call("floor", px), c.operand(np.array([0, 1, 0, 1], np.float32).reshape(step), pdt))
+        cy = c.call("add", c.call("floor", py), c.operand(np.array([0, 0, 1, 1], np.float32).reshape(step), pdt))
         w = c.call("mul", c.call("sub", f(1), c.call("abs", c.call("sub", px, cx))),
                    c.call("sub", f(1), c.call("abs", c.call("sub", py, cy))))
     if pad == "zeros":
@@ -1462,13 +1471,17 @@ def _grid_sample(c, n, x):
                                c.call("lesser_or_equal", cy, f(H - 1))))
     else:  # the position is inside: a corner past the edge weighs 0 or reads the edge pixel
         inside = None
-    ix = c.call("clamp", cx, min_value=0.0, max_value=float(W - 1))
-    iy = c.call("clamp", cy, min_value=0.0, max_value=float(H - 1))
-    idx = c.call("reshape", c.call("cast", c.call("add", c.call("mul", iy, f(W)), ix), "int32"), [N, 1, k * P])
+    # the pixel's row and column to int32 first, the flat index iy * W + ix in int32 (float16
+    # holds whole numbers exactly only up to 2048: an image of 64 x 64 would read a neighbour)
+    ix = c.call("cast", c.call("clamp", cx, min_value=0.0, max_value=float(W - 1)), "int32")
+    iy = c.call("cast", c.call("clamp", cy, min_value=0.0, max_value=float(H - 1)), "int32")
+    idx = c.call("reshape", c.call("add", c.call("mul", iy, c.scalar(W, "int32")), ix), [N, 1, k * P])
     flat = c.call("reshape", v, [N, C, H * W])
     got = c.call("gather_elements", flat, c.call("expand", idx, [N, C, k * P]), axis=2)
     if inside is not None:
         w = c.call("where", inside, f(1) if w is None else w, f(0))
+    if w is not None and dt != pdt:
+        w = c.call("cast", w, dt)
     out = got if w is None else c.call("mul", got, c.call("reshape", w, [N, 1, k * P]))
     if k > 1:
         out = c.call("reduce_sum", c.call("reshape", out, [N, C, k, P]), axes=[2], keep_dimensions=False)
@@ -1649,11 +1662,13 @@ def _transpose(c, n, x):
     return c.call("transpose", v, permutation=None if perm is None else [int(p) for p in perm])
 
 
-@_h("Expand", to="expand to the broadcast of the input's shape and the given one")
+@_h("Expand", to="expand to the broadcast of the input's shape and the given one (to its own shape: the value itself)")
 def _expand(c, n, x):
     v = c.operand(x[0])
     target = ints(c, x[1], "Expand's shape")
     out = list(np.broadcast_shapes(c.shape(v), tuple(target)))
+    if out == list(c.shape(v)):  # to its own shape: the value itself (a kernel's epilogue may follow)
+        return v
     if len(out) > _rank(c, v):
         v = c.call("reshape", v, [1] * (len(out) - _rank(c, v)) + list(c.shape(v)))
     return c.call("expand", v, out)
@@ -1892,6 +1907,7 @@ def _resize_common(c, n, v, scales, sizes, mode, coord, nearest_mode):
         raise Unsupported(f"{n.op} mode {mode!r}")
     if coord == "tf_crop_and_resize":
         raise Unsupported(f"{n.op} with coordinate_transformation_mode='tf_crop_and_resize' (a region of interest)")
+    _refuse_fractional_width(n, s, out, scales, sizes, changed, coord)
     if _resample2d_fits(s, out, scales, sizes, changed, mode, coord, nearest_mode):
         axes = changed if len(changed) == 2 else [changed[0] - 1, changed[0]] if changed[0] > 0 else [0, 1]
         method = "nearest-neighbor" if mode == "nearest" else "linear"
@@ -1904,6 +1920,28 @@ def _resize_common(c, n, v, scales, sizes, mode, coord, nearest_mode):
         y = c.call("resample2d", v4, mode=method, sizes=[out[a0], out[a1]], axes=[1, 2])
         return c.call("reshape", y, [*s[:a0], out[a0], out[a1], *s[a1 + 1:]])
     return _resize_taps(c, n, v, s, out, scales, changed, mode, coord, nearest_mode)
+
+
+def _refuse_fractional_width(n, s, out, scales, sizes, changed, coord) -> None:
+    """Refuse ``align_corners`` and ``pytorch_half_pixel`` where a scale gives no whole size
+    (``scale * n_in`` is not the output's length, nor is the scale float32's nearest value to
+    ``n_out / n_in``) and the readings of such a scale disagree: ONNX Runtime and PyTorch map
+    coordinates with the output's whole length, ONNX's reference (and its node test
+    ``test_resize_downsample_scales_linear_align_corners``) with ``scale * n_in``.
+    ``align_corners`` differs wherever the output has more than one element;
+    ``pytorch_half_pixel`` only for an output of one element (one reading takes the formula,
+    the other position 0); elsewhere both compute ``(x + 0.5) / scale - 0.5``."""
+    if scales is None or sizes is not None or coord not in ("align_corners", "pytorch_half_pixel"):
+        return
+    for i in changed:
+        width = s[i] * float(scales[i])
+        if width == out[i] or np.float32(out[i] / s[i]) == np.float32(scales[i]):
+            continue
+        if (coord == "align_corners") == (out[i] > 1):
+            raise Unsupported(
+                f"{n.op} with coordinate_transformation_mode={coord!r} and scale {scales[i]:g} on axis {i} of "
+                f"{s[i]}: {s[i]} x {scales[i]:g} = {width:g} is no whole size (ONNX Runtime and PyTorch map "
+                f"coordinates with the output's length {out[i]}, ONNX's reference with {width:g}; give sizes)")
 
 
 def _resample2d_fits(s, out, scales, sizes, changed, mode, coord, nearest_mode) -> bool:

@@ -792,6 +792,10 @@ def fuse_erf_gelu(nodes, env: dict, outputs) -> list:
     and 0.5; every value between ``x`` and ``y`` is read only by the next node of the pattern
     (not a graph output). Not the tanh form (the compiler takes that one as it is).
 
+    A constant of shape ``[1]`` broadcasts a 0-D ``x`` to ``y`` of shape ``[1]``: the ``Gelu`` is
+    then followed by ``Expand(., [1])``, which gives the pattern's shape for ``x`` of any rank
+    (the value itself, no kernel, where ``x`` has a rank of at least 1).
+
     Arguments and result as :func:`fuse_lstm_cell`'s.
     """
     from onnx import helper
@@ -814,16 +818,17 @@ def fuse_erf_gelu(nodes, env: dict, outputs) -> list:
             continue
         d = nodes[kd]
         if d.op_type == "Div" and _is_scalar(known.get(d.input[1]), math.sqrt(2)):
-            x = d.input[0]
+            x, consts = d.input[0], [d.input[1]]
         elif d.op_type == "Mul" and _is_scalar(known.get(d.input[1]), 1 / math.sqrt(2)):
-            x = d.input[0]
+            x, consts = d.input[0], [d.input[1]]
         elif d.op_type == "Mul" and _is_scalar(known.get(d.input[0]), 1 / math.sqrt(2)):
-            x = d.input[1]
+            x, consts = d.input[1], [d.input[0]]
         else:
             continue
         ka = ix.sole_reader(erf.output[0], "Add")
         if ka is None or len(nodes[ka].input) != 2 or not _is_scalar(known.get(other(ka, erf.output[0])), 1.0):
             continue
+        consts.append(other(ka, erf.output[0]))
         e = nodes[ka].output[0]
         k1 = ix.sole_reader(e, "Mul")
         if k1 is None or len(nodes[k1].input) != 2:
@@ -833,20 +838,27 @@ def fuse_erf_gelu(nodes, env: dict, outputs) -> list:
             k2 = ix.sole_reader(nodes[k1].output[0], "Mul")
             ok = k2 is not None and len(nodes[k2].input) == 2 and _is_scalar(
                 known.get(other(k2, nodes[k1].output[0])), 0.5)
-            chain = [k1]
+            chain, half = [k1], other(k2, nodes[k1].output[0]) if ok else None
         elif _is_scalar(known.get(m1), 0.5):  # x * (e * 0.5)
             k2 = ix.sole_reader(nodes[k1].output[0], "Mul")
             ok = k2 is not None and len(nodes[k2].input) == 2 and other(k2, nodes[k1].output[0]) == x
-            chain = [k1]
+            chain, half = [k1], m1
         else:  # (x * 0.5) * e
             kh = ix.made_by(m1, "Mul")
             ok = kh is not None and ix.uses[m1] == 1 and len(nodes[kh].input) == 2 and (
                 other(kh, x) is not None and _is_scalar(known.get(other(kh, x)), 0.5))
-            k2, chain = k1, [kh] if kh is not None else []
+            k2, chain, half = k1, [kh] if kh is not None else [], other(kh, x) if ok else None
         if not ok or {kd, ke, ka, k2, *chain} & (drop | set(replaced)):
             continue
         y = nodes[k2].output[0]
-        replaced[k2] = [helper.make_node("Gelu", [x], [y], name=nodes[k2].name or y)]
+        name = nodes[k2].name or y
+        if all(known[k].ndim == 0 for k in [*consts, half]):
+            replaced[k2] = [helper.make_node("Gelu", [x], [y], name=name)]
+        else:  # a [1] constant: y is x's shape broadcast with [1]
+            base = f"{y}::erf_gelu"
+            env[f"{base}/one"] = np.array([1], np.int64)
+            replaced[k2] = [helper.make_node("Gelu", [x], [f"{base}/gelu"], name=f"{name}/gelu"),
+                            helper.make_node("Expand", [f"{base}/gelu", f"{base}/one"], [y], name=name)]
         drop |= {kd, ke, ka, *chain}
     return _splice(nodes, replaced, drop)
 
