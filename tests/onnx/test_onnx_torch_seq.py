@@ -304,6 +304,9 @@ def test_attention_keys_moved_and_scaled_are_one_view(ctx, variant, fused):
     ([2, 3, 10], [1, 1, 3], "linear", "pytorch_half_pixel"),
     ([1, 2, 3, 4, 5], [1, 1, 1, 2, 2], "nearest", "half_pixel"),  # the last two axes of a volume
     ([3, 5], [1, 2], "linear", "half_pixel"),
+    ([2, 1, 10], [1, 1, 2], "linear", "pytorch_half_pixel"),     # a mono signal: the pair's partner has size 1
+    ([2, 1, 10], [1, 1, 2], "nearest", "pytorch_half_pixel"),
+    ([2, 4, 1, 10], [1, 1, 1, 3], "linear", "pytorch_half_pixel"),
 ])
 def test_resize_of_other_ranks_matches_onnxruntime(ctx, shape, scales, mode, coord):
     node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode=mode, coordinate_transformation_mode=coord,
