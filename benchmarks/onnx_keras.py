@@ -178,9 +178,29 @@ def webnn_engine(ctx, path: pathlib.Path, inputs: dict, dtype: str):
                            custom_ops=CUSTOM_OPS)
 
 
+def check_row(ctx, ref_rt, path: pathlib.Path, x: dict, dtype: str, row: dict):
+    """Load ``path`` with webnn-gpu for inputs ``x`` and put into ``row`` its largest error
+    against ONNX Runtime session ``ref_rt`` relative to each output's largest magnitude, whether
+    that is within :data:`TOLERANCE` and its kernel count; returns the engine, or None with
+    ``row["error"]`` when it does not load or run."""
+    import numpy as np
+
+    ref = dict(zip([o.name for o in ref_rt.get_outputs()], ref_rt.run(None, x)))
+    try:
+        engine = webnn_engine(ctx, path, x, dtype)
+        got = engine.run(x)
+    except Exception as exc:  # noqa: BLE001 - a row of the table, not a crash
+        row["error"] = f"{type(exc).__name__}: {error_line(exc)}"
+        return None
+    row["max_error"] = max(float(np.abs(got[n].astype(np.float64) - r).max()) / max(float(np.abs(r).max()), 1e-30)
+                           for n, r in ref.items())
+    row["within_tolerance"] = row["max_error"] <= TOLERANCE[dtype]
+    row["kernels"] = engine.model.graph.kernel_count
+    return engine
+
+
 def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
     """One row: loads?, max error against ORT, medians of webnn-gpu and ORT 2 threads, kernels."""
-    import numpy as np
     import zoo
 
     row: dict = {"model": name}
@@ -190,17 +210,9 @@ def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
         row["error"] = f"ONNX Runtime does not load it: {str(exc).splitlines()[0][-300:]}"
         return row
     x = seeded_inputs(ref_rt)
-    ref = dict(zip([o.name for o in ref_rt.get_outputs()], ref_rt.run(None, x)))
-    try:
-        engine = webnn_engine(ctx, path, x, args.dtype)
-        got = engine.run(x)
-    except Exception as exc:  # noqa: BLE001 - a row of the table, not a crash
-        row["error"] = f"{type(exc).__name__}: {error_line(exc)}"
+    engine = check_row(ctx, ref_rt, path, x, args.dtype, row)
+    if engine is None:
         return row
-    row["max_error"] = max(float(np.abs(got[n].astype(np.float64) - r).max()) / max(float(np.abs(r).max()), 1e-30)
-                           for n, r in ref.items())
-    row["within_tolerance"] = row["max_error"] <= TOLERANCE[args.dtype]
-    row["kernels"] = engine.model.graph.kernel_count
     if args.rounds:
         ort2 = ort_session(path, 2)
         runners = {"webnn": lambda: engine.run(x), "ort2": lambda: ort2.run(None, x)}

@@ -419,17 +419,7 @@ def bench_batch(ctx, name: str, path: pathlib.Path, args, batch: int = 3) -> dic
         shape = [batch if not (isinstance(d, int) and d > 0) else d for d in i.shape]
         x[i.name] = (rng.integers(0, 20, shape) if x[i.name].dtype.kind == "i"
                      else rng.standard_normal(shape)).astype(x[i.name].dtype)
-    ref = dict(zip([o.name for o in ref_rt.get_outputs()], ref_rt.run(None, x)))
-    try:
-        engine = onnx_keras.webnn_engine(ctx, path, x, args.dtype)
-        got = engine.run(x)
-    except Exception as exc:  # noqa: BLE001 - a row of the table
-        row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-        return row
-    row["max_error"] = max(float(np.abs(got[n].astype(np.float64) - r).max()) / max(float(np.abs(r).max()), 1e-30)
-                           for n, r in ref.items())
-    row["within_tolerance"] = row["max_error"] <= onnx_keras.TOLERANCE[args.dtype]
-    row["kernels"] = engine.model.graph.kernel_count
+    onnx_keras.check_row(ctx, ref_rt, path, x, args.dtype, row)
     return row
 
 

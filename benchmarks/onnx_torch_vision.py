@@ -441,23 +441,13 @@ def bench_batch(ctx, name: str, path: pathlib.Path, args) -> dict:
     """A dynamic-batch file loaded with ``dims`` giving batch ``args.batch``: its largest error
     against ONNX Runtime on that batch (no timing)."""
     import numpy as np
-    from onnx_keras import error_line, ort_session, webnn_engine
+    from onnx_keras import check_row, ort_session
 
     row: dict = {"model": name}
     ref_rt = ort_session(path, 1)
     shape = [args.batch, *MODELS[name.split(".")[0]][1:]]
     x = {ref_rt.get_inputs()[0].name: np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
-    ref = dict(zip([o.name for o in ref_rt.get_outputs()], ref_rt.run(None, x)))
-    try:
-        engine = webnn_engine(ctx, path, x, args.dtype)
-        got = engine.run(x)
-    except Exception as exc:  # noqa: BLE001 - a row of the table, not a crash
-        row["error"] = f"{type(exc).__name__}: {error_line(exc)}"
-        return row
-    row["max_error"] = max(float(np.abs(got[n].astype(np.float64) - r).max()) / max(float(np.abs(r).max()), 1e-30)
-                           for n, r in ref.items())
-    row["within_tolerance"] = row["max_error"] <= {"float32": 1e-3, "float16": 3e-2}[args.dtype]
-    row["kernels"] = engine.model.graph.kernel_count
+    check_row(ctx, ref_rt, path, x, args.dtype, row)
     return row
 
 
