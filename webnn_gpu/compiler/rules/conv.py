@@ -223,6 +223,120 @@ def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
     return g.replace(replaced, dropped)
 
 
+def _channel_constant(c, C: int) -> bool:
+    """Whether ``c`` is a host constant of one value per channel along the last axis (shape
+    ``[..., C]``, ones before)."""
+    from ...ops.linalg import constant_array
+
+    return (c is not None and constant_array(c) is not None and tuple(c.shape)[-1:] == (C,)
+            and all(d == 1 for d in c.shape[:-1]))
+
+
+def preact_chain(g: GraphView, last, context=None):
+    """``(fused nodes, x, scale, shift, act, readers)`` when ``last``'s value is
+    ``act(x * scale + shift)`` (:func:`fuse_conv_input_preact`'s pattern) and every node that reads
+    it is a conv2d that can apply it as it loads its input, else None. The chain is, from ``x``: a
+    ``mul`` by a constant of one value per channel (``scale``), an ``add`` of one (``shift``) and
+    an activation of :data:`webnn_gpu.ops.conv.PREACT_OPS` (a relu without attributes, a clamp),
+    each optional but one; each node's value read only by the next and no graph output; the
+    values of ``x``'s shape and data type; float32, or float16 with the activation alone (the
+    kernel computes in float32 without the stand-alone kernels' rounding between the steps).
+    ``x`` may have other readers. Each reader reads the chain's value as its input alone and
+    :func:`webnn_gpu.ops.conv.input_preact_ok` takes it."""
+    from ...ops.conv import PREACT_OPS, input_preact_ok
+
+    if last is None or len(last.outputs) != 1 or not last.inputs:
+        return None
+    r = last.outputs[0]
+    if g.is_output(r) or len(r.shape) != 4 or r.data_type not in ("float32", "float16"):
+        return None
+    C = r.shape[-1]
+    fused: list = []
+    act = scale = shift = None
+    v, reader = r, None
+    p = last
+    if p.op in PREACT_OPS and len(p.inputs) == 1:
+        if p.op == "relu" and not p.attrs:
+            act = ("relu",)
+        elif p.op == "clamp" and set(p.attrs) <= {"min_value", "max_value"}:
+            act = ("clamp", p.attrs.get("min_value"), p.attrs.get("max_value"))
+        else:
+            return None
+        fused.append(p)
+        v, reader = p.inputs[0], p
+        p = g.producer(v)
+    for op in ("add", "mul"):
+        if p is None or p.op != op or len(p.inputs) != 2 or p.attrs or len(p.outputs) != 1:
+            continue
+        if reader is not None and (g.is_output(v) or g.sole_consumer(v) is not reader):
+            break
+        a, b = p.inputs
+        x, c = (a, b) if _channel_constant(b, C) else (b, a)
+        if x is None or not _channel_constant(c, C) or x.kind == "constant" or c.data_type != r.data_type:
+            break
+        if op == "add":
+            shift = c
+        else:
+            scale = c
+        fused.append(p)
+        v, reader = x, p
+        p = g.producer(v)
+    if not fused or v is None or v.data_type != r.data_type or tuple(v.shape) != tuple(r.shape):
+        return None
+    if r.data_type != "float32" and (scale is not None or shift is not None):
+        return None
+    readers = g.consumers(r)
+    if not readers:
+        return None
+    for n in readers:
+        if n.op != "conv2d" or not n.inputs or n.inputs[0] is not r or any(u is r for u in n.inputs[1:]):
+            return None
+        if not input_preact_ok(n, scale, shift, context):
+            return None
+    return fused, v, scale, shift, act, readers
+
+
+def fuse_conv_input_preact(nodes: list, outputs: dict, context=None) -> list:
+    """``act(x * s + b)`` (``s``, ``b`` constants of one value per channel, either absent; ``act``
+    a relu, a clamp or none: a pre-activation's normalize then activate) whose every reader is
+    a conv2d on the tile kernel reading it as its input: each reader applies it to each
+    in-image value it loads (``attrs["input_preact"]``: ``{"scale", "shift"}`` the operands'
+    indices in the conv's inputs or None, ``"act"`` None, ``("relu",)`` or ``("clamp", lo,
+    hi)``) and reads ``x``, which its producer stores anyway (``x`` may have other readers: the
+    next residual add). The chain's launch and its store go. A padded conv's out-of-image taps
+    stay 0, the padding of the activated input (so a clamp with op(0) != 0 qualifies). A chain
+    that is a graph output, any of whose values another node reads, or that a node reads that
+    cannot apply it, stays whole (:func:`preact_chain`)."""
+    g = GraphView(nodes, outputs)
+    max_bindings = _max_bindings(context)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for last in nodes:
+        got = preact_chain(g, last, context)
+        if got is None:
+            continue
+        fused, x, scale, shift, act, readers = got
+        if any(n.id in replaced or n.id in dropped for n in readers + fused):
+            continue
+        new = {}
+        for conv in readers:
+            base = max(len(conv.inputs), EPILOGUE_HOSTS["conv2d"])
+            extra = [c for c in (scale, shift) if c is not None]
+            inputs = [x] + list(conv.inputs[1:]) + [None] * (base - len(conv.inputs)) + extra
+            if len({v.id for v in inputs if v is not None}) + 3 > max_bindings:
+                break
+            at = {"scale": base if scale is not None else None,
+                  "shift": base + (1 if scale is not None else 0) if shift is not None else None, "act": act}
+            new[conv.id] = Node(conv.op, inputs, list(conv.outputs), {**conv.attrs, "input_preact": at}, conv.label)
+        else:
+            replaced.update(new)
+            dropped.update(n.id for n in fused)
+            if DEBUG >= 2:
+                log.debug("fuse_conv_input_preact: %s applied by %s", [f"{n.op} [{n.label}]" for n in fused],
+                          [f"conv2d [{n.label}]" for n in readers])
+    return g.replace(replaced, dropped)
+
+
 def input_relu_readers(g: GraphView, act, tuning: str = "default") -> list | None:
     """The nodes that would each apply ``act``, an element-wise node, as they load their input
     (``fuse_conv_input_relu``), else None: ``act`` an op of
