@@ -29,12 +29,13 @@
     a_scale      A[m, k] is multiplied by asc[k] as it is loaded (dense, a_vec; a squeeze-and-excite
                  scale folded into the next pointwise conv by the fuse_conv_input pass)
     a_add        ... and ares[m, k] (A's shape) is added after the scale (a skip connection)
-    pre          None, or each in-image vec4 of A (a_vec, one group) becomes act(A * psc[k] + psh[k])
-                 as it is loaded: {sc, sh: whether psc / psh (one value per input channel k) are
-                 bound, act: a WGSL format of the activation, "{}" the value} (a pre-activation's
-                 normalize-then-relu folded into the conv by fuse_conv_input_preact); the per-channel
-                 vec4s are loaded once per k step, out-of-image taps stay 0 (the padding of the
-                 activated input)
+    pre          None, or each in-image vec4 of A (a_vec, one group) goes through steps and an
+                 activation as it is loaded: {ops: the steps' WGSL operators ("-", "/", "*", "+"),
+                 each with one value per input channel k, row j of `pre` ([len(ops), KC]: C4 vec4s
+                 a row); act: a WGSL format of the activation, "{}" the value} (a pre-activation's
+                 normalize then activate, folded into the conv by fuse_conv_input_preact); the
+                 per-channel vec4s are loaded once per k step, out-of-image taps stay 0 (the
+                 padding of the activated input)
     res_words    (x64, a_vec, a_add) ares is read as u64 words of 4 values too (linalg.tile_res_words)
     up           0, or a_add reads ares as the small image of an exact 2x bilinear upsampling
                  (half-pixel centers, clamped; the compiler's fuse_conv_upsample): up = (H, W, h,
@@ -125,8 +126,8 @@
   unchanged. (The k step's multiply-adds stay `c + a.x * b0 + ...`: as `mat4x4<f32> * vec4<f32>`
   they would cost naga a little less, but lavapipe would compile other operations: a matrix
   product becomes a multiply followed by multiply-adds, with the accumulator's add after them.)
-  Bindings: a, b, epilogue operands..., asc (a_scale only), ares (a_add only), psc, psh (pre.sc, pre.sh
-    only), gres (ep.given only),
+  Bindings: a, b, epilogue operands..., asc (a_scale only), ares (a_add only), pre (pre.ops only),
+    gres (ep.given only),
     prm (dyn only), out, pool (pool only); with split, the outputs of split in its order instead of out.
   Workgroup: (k.workgroup, 1, 1), 2-D folded dispatch over batches * tiles_m * tiles_n invocations.
 -#}
@@ -155,7 +156,7 @@ enable f16;
 {% set sc_at = 2 + ep.operands | length %}
 {% set res_at = sc_at + (1 if a_scale else 0) %}
 {% set pre_at = res_at + (1 if a_add else 0) %}
-{% set g_at = pre_at + (1 if pre and pre.sc else 0) + (1 if pre and pre.sh else 0) %}
+{% set g_at = pre_at + (1 if pre and pre.ops else 0) %}
 {% set prm_at = g_at + (1 if ep.given else 0) %}
 {% if a_scale %}
 {{ tl.decl(sc_at, "asc", T, true, false) }}
@@ -166,11 +167,8 @@ enable f16;
 {% elif a_add %}
 {{ tl.decl(res_at, "ares", T, true, false) }}
 {% endif %}
-{% if pre and pre.sc %}
-{{ tl.decl(pre_at, "psc", T, true, false) }}
-{% endif %}
-{% if pre and pre.sh %}
-{{ tl.decl(pre_at + (1 if pre.sc else 0), "psh", T, true, false) }}
+{% if pre and pre.ops %}
+{{ tl.decl(pre_at, "pre", T, true, false) }}
 {% endif %}
 {% set g8 = x8 and ep.given_g8 %}
 {% if ep.given and x64 and out_vec and (g8 or not ep.given_g4) %}
@@ -534,7 +532,7 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {%- endmacro %}
 {#- pre_step: A's vec4 `v` through the input step (pre), else `v` itself -#}
 {% macro pre_step(v) -%}
-{% if pre %}{{ pre.act.format(v ~ (" * pk" if pre.sc else "") ~ (" + pb" if pre.sh else "")) }}{% else %}{{ v }}{% endif %}
+{% if pre %}{% set e = namespace(x=v) %}{% for o in pre.ops %}{% set e.x = "(" ~ e.x ~ " " ~ o ~ " pq" ~ loop.index0 ~ ")" %}{% endfor %}{{ pre.act.format(e.x) }}{% else %}{{ v }}{% endif %}
 {%- endmacro %}
 {% macro mac(i, j, rows) %}
       c{{ i }}_{{ j }} = c{{ i }}_{{ j }}{% for r in range(rows) %} + a{{ i }}.{{ "xyzw"[r] }} * b{{ r }}_{{ j }}{% endfor %};
@@ -550,12 +548,9 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% endmacro %}
 {% macro body(kexpr, tail) %}
 {% set rows = (KC % 4) if tail else 4 %}
-{% if pre and pre.sc %}
-      let pk = vec4<f32>(psc[({{ kexpr }}) / 4u]);
-{% endif %}
-{% if pre and pre.sh %}
-      let pb = vec4<f32>(psh[({{ kexpr }}) / 4u]);
-{% endif %}
+{% for o in (pre.ops if pre else []) %}
+      let pq{{ loop.index0 }} = vec4<f32>(pre[{{ "" if loop.first else (loop.index0 * pre.C4) ~ "u + " }}({{ kexpr }}) / 4u]);
+{% endfor %}
 {% if win %}
 {% for s in win %}
       let w{{ s }} = select(vec4<f32>(0.0), {{ pre_step(col_load(s, kexpr, tail)) }}, yok && xok{{ s }});

@@ -15,12 +15,10 @@ def _conv(a, x, w, b=None, *more):
     nchw = a.get("input_layout", "nchw") == "nchw"
     w = {"oihw": w, "ohwi": w.transpose(0, 3, 1, 2), "hwio": w.transpose(3, 2, 0, 1)}[a.get("filter_layout", "oihw")]
     pre = a.get("input_preact")
-    if pre:  # fuse_conv_input_preact: act(x * s + b) of each input value (padding stays 0)
+    if pre:  # fuse_conv_input_preact: steps and act of each input value (padding stays 0)
         xs = [x, w, b, *more]
-        if pre["scale"] is not None:
-            x = x * xs[pre["scale"]]
-        if pre["shift"] is not None:
-            x = x + xs[pre["shift"]]
+        for op, i in pre["steps"]:
+            x = EVAL[op](None, x, xs[i])
         act = pre["act"]
         if act is not None and act[0] == "relu":
             x = np.maximum(x, 0)

@@ -50,7 +50,8 @@ def test_the_chain_becomes_the_prologue_of_1x1_and_padded_3x3_convs():
         assert [n.op for n in new] == ["add", "conv2d", "add"], (win, pad, stride)
         pre = new[1].attrs["input_preact"]
         assert pre["act"] == ("relu",) and new[1].inputs[0] is ir.nodes[0].outputs[0]
-        assert new[1].inputs[pre["scale"]].shape == (16,) and new[1].inputs[pre["shift"]].shape == (1, 1, 1, 16)
+        (m, i), (a, j) = pre["steps"]
+        assert (m, a) == ("mul", "add") and new[1].inputs[i].shape == (16,) and new[1].inputs[j].shape == (1, 1, 1, 16)
 
 
 def test_scale_only_shift_only_relu_only_and_clamp():
@@ -60,8 +61,8 @@ def test_scale_only_shift_only_relu_only_and_clamp():
         zs, nxt = _block(ir, win=3, pad=1, **kw)
         new = _rewrite(ir, _outputs(zs, nxt))
         assert [n.op for n in new] == ["add", "conv2d", "add"], kw
-        pre = new[1].attrs["input_preact"]
-        assert (pre["scale"] is not None) == kw.get("scale", True) and (pre["shift"] is not None) == kw.get("shift", True)
+        ops = [op for op, _ in new[1].attrs["input_preact"]["steps"]]
+        assert ops == ["mul"] * kw.get("scale", True) + ["add"] * kw.get("shift", True), kw
 
 
 def test_several_readers_each_apply_it():
@@ -87,7 +88,7 @@ def test_a_graph_output_in_the_chain_keeps_it():
     mid = ir.nodes[1].outputs[0]  # the mul's value, stored anyway: the add and relu after it go
     new = _rewrite(ir, {**_outputs(zs, nxt), "m": mid})
     assert [n.op for n in new] == ["add", "mul", "conv2d", "add"] and new[2].inputs[0] is mid
-    assert new[2].attrs["input_preact"]["scale"] is None
+    assert [op for op, _ in new[2].attrs["input_preact"]["steps"]] == ["add"]
     ir = IR()
     zs, nxt = _block(ir)
     last = ir.nodes[3].outputs[0]  # the relu's value
@@ -109,7 +110,7 @@ def test_a_scale_of_the_wrong_shape_or_not_constant_stays():
     zs, nxt = _block(ir, s_shape=(16, 1), c=16, hw=16, shift=False)  # broadcasts along W, not the channels
     new = _rewrite(ir, _outputs(zs, nxt))
     assert [n.op for n in new] == ["add", "mul", "conv2d", "add"]  # the relu alone is taken
-    assert new[2].attrs["input_preact"] == {"scale": None, "shift": None, "act": ("relu",)}
+    assert new[2].attrs["input_preact"] == {"steps": (), "act": ("relu",)}
     ir = IR()
     x, s = ir.input((1, 12, 12, 16)), ir.input((16,))
     z = ir.conv(ir.op("relu", [ir.op("mul", [x, s])]), ir.filt(24, 1, 16))
@@ -133,7 +134,38 @@ def test_channels_not_a_multiple_of_4_a_grouped_conv_and_float16_stay():
     assert [n.op for n in _rewrite(ir, _outputs(zs, nxt))] == ["add", "conv2d", "add"]
 
 
-def test_other_activations_and_a_mul_after_the_add_stay():
+def test_a_decomposed_normalization_and_a_batch_normalization():
+    ir = IR()
+    x = ir.input((1, 12, 12, 16))
+    v = ir.op("sub", [x, ir.const(np.linspace(-1, 1, 16))])
+    v = ir.op("div", [v, ir.const(np.linspace(0.5, 2, 16))])
+    v = ir.op("add", [ir.op("mul", [v, ir.const(np.linspace(1, 2, 16))]), ir.const(np.linspace(0, 1, 16))])
+    z = ir.conv(ir.op("relu", [v]), ir.filt(24, 3, 16), pad=1)
+    new = _rewrite(ir, {"z": z})
+    assert [n.op for n in new] == ["conv2d"]
+    assert [op for op, _ in new[0].attrs["input_preact"]["steps"]] == ["sub", "div", "mul", "add"]
+    for ep, act in (([{"op": "relu"}], ("relu",)), ([], None), ([{"op": "clamp", "min_value": 0.0, "max_value": 6.0}],
+                                                                ("clamp", 0.0, 6.0))):
+        ir = IR()
+        x = ir.input((1, 12, 12, 16))
+        stats = [ir.const(np.linspace(a, b, 16)) for a, b in ((-1, 1), (0.5, 2), (1, 2), (0, 1))]
+        y = ir.op("batch_normalization", [x] + stats, axis=3, epsilon=1e-5, epilogue=ep)
+        z = ir.conv(y, ir.filt(24, 3, 16), pad=1)
+        new = fuse_conv_input_preact(list(ir.nodes), {"z": z})
+        assert [n.op for n in new] == ["conv2d"], ep
+        pre = new[0].attrs["input_preact"]
+        assert [op for op, _ in pre["steps"]] == ["sub", "div", "mul", "add"] and pre["act"] == act
+        d = new[0].inputs[pre["steps"][1][1]]
+        assert np.array_equal(d.data, np.sqrt(np.linspace(0.5, 2, 16).astype(np.float32) + np.float32(1e-5)))
+    ir = IR()  # statistics over another axis, or a sigmoid epilogue: the normalization stays
+    x = ir.input((1, 12, 12, 16))
+    stats = [ir.const(np.linspace(a, b, 16)) for a, b in ((-1, 1), (0.5, 2))]
+    y = ir.op("batch_normalization", [x] + stats, axis=3, epsilon=1e-5, epilogue=[{"op": "sigmoid"}])
+    z = ir.conv(y, ir.filt(24, 3, 16), pad=1)
+    assert [n.op for n in fuse_conv_input_preact(list(ir.nodes), {"z": z})] == ["batch_normalization", "conv2d"]
+
+
+def test_other_activations_stay_and_steps_come_in_any_order():
     ir = IR()
     zs, nxt = _block(ir, act="sigmoid")
     assert [n.op for n in _rewrite(ir, _outputs(zs, nxt))] == ["add", "mul", "add", "sigmoid", "conv2d", "add"]
@@ -141,6 +173,11 @@ def test_other_activations_and_a_mul_after_the_add_stay():
     x = ir.input((1, 12, 12, 16))
     v = ir.op("mul", [ir.op("add", [x, ir.const(np.full(16, 1.0))]), ir.const(np.full(16, 2.0))])
     z = ir.conv(ir.op("relu", [v]), ir.filt(24, 1, 16))
-    # (x + b) * s: only the mul and the relu are taken (x + b stays its own node)
+    new = _rewrite(ir, {"z": z})  # (x + b) * s: the steps in the graph's order
+    assert [n.op for n in new] == ["conv2d"] and [op for op, _ in new[0].attrs["input_preact"]["steps"]] == ["add", "mul"]
+    ir = IR()  # c - x and c / x are no steps of x: the chain starts after them
+    x = ir.input((1, 12, 12, 16))
+    v = ir.op("sub", [ir.const(np.full(16, 1.0)), x])
+    z = ir.conv(ir.op("relu", [ir.op("div", [ir.const(np.full(16, 1.0)), v])]), ir.filt(24, 1, 16))
     new = _rewrite(ir, {"z": z})
-    assert [n.op for n in new] == ["add", "conv2d"] and new[1].attrs["input_preact"]["shift"] is None
+    assert [n.op for n in new] == ["sub", "div", "conv2d"] and new[2].attrs["input_preact"]["steps"] == ()

@@ -120,3 +120,39 @@ def test_near_misses_run_without_it(ctx, kw):
     got, refs, templates = _run(ctx, **kw)
     assert len(templates) == 4 + (1 if kw.get("depthwise") else 0), templates  # y, the chain, the conv, n
     check_bounds(got, refs)
+
+
+def test_a_batch_normalization_then_relu_read_by_a_padded_conv(ctx):
+    """``relu(batch_normalization(y))`` (ONNX BatchNormalization -> Relu, its input also read
+    by the next residual add): the conv applies (y - mean) / sqrt(var + eps) * g + b and the
+    relu, the sqrt computed on the host in float32 (as split_batch_norm does)."""
+    rng = np.random.default_rng(7)
+    hw, c, o = 12, 16, 24
+    x, r, q = (rng.uniform(-2, 2, (1, hw, hw, c)).astype(np.float32) for _ in range(3))
+    mean, gamma, beta = (rng.uniform(-1, 1, c).astype(np.float32) for _ in range(3))
+    var = rng.uniform(0.5, 2, c).astype(np.float32)
+    f = rng.uniform(-1, 1, (o, 3, 3, c)).astype(np.float32)
+    b = webnn.MLGraphBuilder(ctx)
+    desc = {"data_type": "float32", "shape": list(x.shape)}
+    xi, ri, qi = b.input("x", desc), b.input("r", desc), b.input("q", desc)
+    y = b.add(xi, ri)
+    a = b.relu(b.batch_normalization(y, b.constant(mean), b.constant(var), scale=b.constant(gamma),
+                                     bias=b.constant(beta), axis=3, epsilon=1e-5))
+    z = b.conv2d(a, b.constant(f), padding=[1] * 4, input_layout="nhwc", filter_layout="ohwi")
+    graph = b.build({"z": z, "n": b.add(y, qi)})
+    templates = [st.template for st in graph._steps if isinstance(st, KernelStep)]
+    got = ctx.compute(graph, {"x": x, "r": r, "q": q})
+    graph.destroy()
+    assert templates.count("matmul/tile.wgsl") == 1 and len(templates) == 3, templates
+    y64 = x.astype(np.float64) + r
+    d = np.sqrt(var.astype(np.float64) + 1e-5)
+    p64 = (y64 - mean) / d * gamma + beta
+    a64 = np.maximum(p64, 0)
+    # y's rounding carried by |g| / d, four roundings of the steps (and the float32 sqrt)
+    ea = U * np.abs(y64) * np.abs(gamma) / d + 6 * U * (np.abs((y64 - mean) / d * gamma) + np.abs(p64) + 1) + 1e-30
+    kw = dict(padding=(1, 1, 1, 1), strides=(1, 1), dilations=(1, 1), groups=1)
+    f64 = f.astype(np.float64)
+    z64 = _nhwc(a64, f64, **kw)
+    zb = _nhwc(ea, np.abs(f64), **kw) + 4 * 9 * c * U * _nhwc(np.abs(a64) + ea, np.abs(f64), **kw) + U * np.abs(z64)
+    n64 = y64 + q
+    check_bounds(got, {"z": (z64, zb), "n": (n64, 2 * U * (np.abs(y64) + np.abs(n64)) + 1e-30)})

@@ -832,21 +832,25 @@ def preact_act_wgsl(act, v: str) -> str:
     return v
 
 
+#: WGSL operators of the steps of an ``input_preact`` (``attrs["input_preact"]["steps"]``).
+PREACT_STEPS = {"sub": "-", "div": "/", "mul": "*", "add": "+"}
+
+
 def _preact(node) -> dict | None:
     """conv2d ``node``'s ``attrs["input_preact"]`` as :func:`webnn_gpu.ops.linalg.tile_kernel`'s
-    ``a_pre``: ``{"scale": Value | None, "shift": Value | None, "act": WGSL format}``, else None."""
+    ``a_pre``: ``{"steps": [(WGSL operator, per-channel constant Value), ...], "act": WGSL
+    format}``, else None."""
     p = node.attrs.get("input_preact")
     if p is None:
         return None
-    return {"scale": node.inputs[p["scale"]] if p["scale"] is not None else None,
-            "shift": node.inputs[p["shift"]] if p["shift"] is not None else None,
+    return {"steps": [(PREACT_STEPS[op], node.inputs[i]) for op, i in p["steps"]],
             "act": preact_act_wgsl(p["act"], "{}")}
 
 
-def input_preact_ok(node, scale=None, shift=None, context=None) -> bool:
-    """Whether conv2d ``node`` can apply ``act(x * scale + shift)`` (``scale``, ``shift`` constants
-    of one value per input channel, either None; the activation one of :data:`PREACT_OPS` or
-    none) to each in-image value of its input as it loads it (``attrs["input_preact"]``, set by
+def input_preact_ok(node, operands=(), context=None) -> bool:
+    """Whether conv2d ``node`` can apply steps by ``operands`` (constants of one value per input
+    channel; :data:`PREACT_STEPS`) and an activation (one of :data:`PREACT_OPS` or none) to each
+    in-image value of its input as it loads it (``attrs["input_preact"]``, set by
     the compiler's ``fuse_conv_input_preact``): an NHWC conv2d with a float output on the tile
     kernel (``matmul/tile.wgsl``: a pointwise conv, or an implicit GEMM of one group), input
     channels a multiple of 4 (A's vec4 loads), a reduction one tile launch holds (no split
@@ -867,8 +871,8 @@ def input_preact_ok(node, scale=None, shift=None, context=None) -> bool:
     C = g["C"]
     if g["G"] != 1 or C % 4 or x.data_type != out.data_type:
         return False
-    for v in (scale, shift):
-        if v is not None and (v.data_type != out.data_type or constant_array(v) is None
+    for v in operands:
+        if (v.data_type != out.data_type or constant_array(v) is None
                               or tuple(v.shape)[-1:] != (C,) or any(d != 1 for d in v.shape[:-1])):
             return False
     if variant == "pointwise":

@@ -829,8 +829,13 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     if a_pre is not None and not (a_vec and KC % 4 == 0 and not batch_shape and a_scale is None and a_add is None):
         raise AssertionError(f"{lc.label}: an input step needs vec4 loads of A, one group")  # input_preact_ok
     pre = None
-    if a_pre is not None:
-        pre = {"sc": a_pre["scale"] is not None, "sh": a_pre["shift"] is not None, "act": a_pre["act"]}
+    pre_rows = None
+    if a_pre is not None:  # the steps' per-channel operands as the rows of one [steps, KC] constant
+        pre = {"ops": [op for op, _ in a_pre["steps"]], "C4": KC // 4, "act": a_pre["act"]}
+        if a_pre["steps"]:
+            rows = [constant_array(v).reshape(-1) for _, v in a_pre["steps"]]
+            assert all(r.size == KC for r in rows), "input_preact_ok: one value per input channel"
+            pre_rows = make_constant(np.stack(rows), out.data_type)
     ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
     ep_rows = row_epilogue is not None and row_epilogue.chan
     if ep_rows:
@@ -866,8 +871,7 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         variables["ep_loop"] = False
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
-    if a_pre is not None:
-        inputs += [(name, a_pre[k]) for name, k in (("psc", "scale"), ("psh", "shift")) if a_pre[k] is not None]
+    inputs += [("pre", pre_rows)] if pre_rows is not None else []
     assert (given is not None) == ep.given, f"{lc.label}: an epilogue built with given needs its operand"
     inputs += [("gres", given)] if given is not None else []
     if dyn:

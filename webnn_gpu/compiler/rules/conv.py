@@ -8,6 +8,8 @@ import logging
 import math
 from typing import Any
 
+import numpy as np
+
 from ..._env import DEBUG
 from ..._ir import GraphView, Node, Value
 from ._common import _is_linear_doubling, _max_bindings
@@ -232,58 +234,104 @@ def _channel_constant(c, C: int) -> bool:
             and all(d == 1 for d in c.shape[:-1]))
 
 
-def preact_chain(g: GraphView, last, context=None):
-    """``(fused nodes, x, scale, shift, act, readers)`` when ``last``'s value is
-    ``act(x * scale + shift)`` (:func:`fuse_conv_input_preact`'s pattern) and every node that reads
-    it is a conv2d that can apply it as it loads its input, else None. The chain is, from ``x``: a
-    ``mul`` by a constant of one value per channel (``scale``), an ``add`` of one (``shift``) and
-    an activation of :data:`webnn_gpu.ops.conv.PREACT_OPS` (a relu without attributes, a clamp),
-    each optional but one; each node's value read only by the next and no graph output; the
-    values of ``x``'s shape and data type; float32, or float16 with the activation alone (the
-    kernel computes in float32 without the stand-alone kernels' rounding between the steps).
-    ``x`` may have other readers. Each reader reads the chain's value as its input alone and
-    :func:`webnn_gpu.ops.conv.input_preact_ok` takes it."""
-    from ...ops.conv import PREACT_OPS, input_preact_ok
+#: The most element-wise steps (:data:`webnn_gpu.ops.conv.PREACT_STEPS`) of a chain
+#: :func:`preact_chain` takes (a decomposed normalization: sub, div, mul, add).
+PREACT_MAX_STEPS = 4
 
-    if last is None or len(last.outputs) != 1 or not last.inputs:
+
+def _bn_steps(bn, C: int):
+    """``(steps, act)`` of ``batch_normalization`` node ``bn`` over the last axis with float32
+    host statistics (and scale and bias when given) and an epilogue of at most one relu or
+    clamp: the steps :func:`~webnn_gpu.compiler.rules.norm.split_batch_norm` makes
+    (``sub`` mean, ``div`` sqrt(variance + epsilon) computed on the host in float32, ``mul``
+    scale, ``add`` bias; one value per channel), else None."""
+    x, mean, var, scale, bias = (list(bn.inputs) + [None] * 5)[:5]
+    host = [v for v in (mean, var, scale, bias) if v is not None]
+    if (len(bn.inputs) > 5 or mean is None or var is None or bn.attrs.get("axis") != len(x.shape) - 1
+            or any(v.kind != "constant" or v.data is None or v.data_type != "float32" or v.size != C for v in host)):
+        return None
+    ep = bn.attrs.get("epilogue") or []
+    if len(ep) > 1 or ep and ep[0].get("op") not in ("relu", "clamp"):
+        return None
+    act = None
+    if ep and ep[0]["op"] == "relu":
+        if set(ep[0]) != {"op"}:
+            return None
+        act = ("relu",)
+    elif ep:
+        if set(ep[0]) - {"op", "min_value", "max_value"}:
+            return None
+        act = ("clamp", ep[0].get("min_value"), ep[0].get("max_value"))
+
+    def const(data) -> Value:
+        return Value("float32", (C,), "constant", data=np.ascontiguousarray(data, dtype=np.float32).reshape(-1))
+
+    d = np.sqrt(var.data.astype(np.float32) + np.float32(bn.attrs["epsilon"]), dtype=np.float32)
+    steps = [("sub", const(mean.data)), ("div", const(d))]
+    steps += [("mul", const(scale.data))] if scale is not None else []
+    steps += [("add", const(bias.data))] if bias is not None else []
+    return steps, act
+
+
+def preact_chain(g: GraphView, last, context=None):
+    """``(fused nodes, x, steps, act, readers)`` when ``last``'s value is ``x`` through ``steps``
+    (``(op, constant)`` pairs, op one of :data:`webnn_gpu.ops.conv.PREACT_STEPS`, each constant
+    one value per channel) and then ``act`` (None, ``("relu",)`` or ``("clamp", lo, hi)``), and
+    every node that reads it is a conv2d that can apply them as it loads its input
+    (:func:`fuse_conv_input_preact`), else None. The chain: element-wise ``mul``, ``add``,
+    ``sub``, ``div`` of ``x`` by such a constant (``sub`` and ``div`` with ``x`` first; at most
+    :data:`PREACT_MAX_STEPS`) and an activation (a relu without attributes, a clamp), each
+    optional but one, or one ``batch_normalization`` with host statistics whose epilogue is
+    at most a relu or a clamp (:func:`_bn_steps`); each node's value read only by the next
+    and no graph output; the values of ``x``'s shape and data type; float32, or float16 with
+    the activation alone (the kernel computes in float32 without the stand-alone kernels'
+    rounding between the steps). ``x`` may have other readers. Each reader reads the chain's
+    value as its input alone and :func:`webnn_gpu.ops.conv.input_preact_ok` takes it."""
+    from ...ops.conv import PREACT_OPS, PREACT_STEPS, input_preact_ok
+
+    if last is None or len(last.outputs) != 1 or not last.inputs or last.inputs[0] is None:
         return None
     r = last.outputs[0]
     if g.is_output(r) or len(r.shape) != 4 or r.data_type not in ("float32", "float16"):
         return None
     C = r.shape[-1]
     fused: list = []
-    act = scale = shift = None
-    v, reader = r, None
-    p = last
-    if p.op in PREACT_OPS and len(p.inputs) == 1:
-        if p.op == "relu" and not p.attrs:
-            act = ("relu",)
-        elif p.op == "clamp" and set(p.attrs) <= {"min_value", "max_value"}:
-            act = ("clamp", p.attrs.get("min_value"), p.attrs.get("max_value"))
-        else:
+    act = None
+    steps: list = []
+    v, reader, p = r, None, last
+    if p.op == "batch_normalization":
+        got = _bn_steps(p, C) if r.data_type == "float32" else None
+        if got is None:
             return None
+        steps, act = got
         fused.append(p)
-        v, reader = p.inputs[0], p
-        p = g.producer(v)
-    for op in ("add", "mul"):
-        if p is None or p.op != op or len(p.inputs) != 2 or p.attrs or len(p.outputs) != 1:
-            continue
-        if reader is not None and (g.is_output(v) or g.sole_consumer(v) is not reader):
-            break
-        a, b = p.inputs
-        x, c = (a, b) if _channel_constant(b, C) else (b, a)
-        if x is None or not _channel_constant(c, C) or x.kind == "constant" or c.data_type != r.data_type:
-            break
-        if op == "add":
-            shift = c
-        else:
-            scale = c
-        fused.append(p)
-        v, reader = x, p
-        p = g.producer(v)
+        v = p.inputs[0]
+    else:
+        if p.op in PREACT_OPS and len(p.inputs) == 1:
+            if p.op == "relu" and not p.attrs:
+                act = ("relu",)
+            elif p.op == "clamp" and set(p.attrs) <= {"min_value", "max_value"}:
+                act = ("clamp", p.attrs.get("min_value"), p.attrs.get("max_value"))
+            else:
+                return None
+            fused.append(p)
+            v, reader = p.inputs[0], p
+            p = g.producer(v)
+        while (p is not None and p.op in PREACT_STEPS and len(p.inputs) == 2 and not p.attrs
+               and len(p.outputs) == 1 and len(steps) < PREACT_MAX_STEPS):
+            if reader is not None and (g.is_output(v) or g.sole_consumer(v) is not reader):
+                break
+            a, b = p.inputs
+            x, c = (b, a) if p.op in ("mul", "add") and _channel_constant(a, C) else (a, b)
+            if x is None or not _channel_constant(c, C) or x.kind == "constant" or c.data_type != r.data_type:
+                break
+            steps.insert(0, (p.op, c))
+            fused.append(p)
+            v, reader = x, p
+            p = g.producer(v)
     if not fused or v is None or v.data_type != r.data_type or tuple(v.shape) != tuple(r.shape):
         return None
-    if r.data_type != "float32" and (scale is not None or shift is not None):
+    if r.data_type != "float32" and steps:
         return None
     readers = g.consumers(r)
     if not readers:
@@ -291,22 +339,23 @@ def preact_chain(g: GraphView, last, context=None):
     for n in readers:
         if n.op != "conv2d" or not n.inputs or n.inputs[0] is not r or any(u is r for u in n.inputs[1:]):
             return None
-        if not input_preact_ok(n, scale, shift, context):
+        if not input_preact_ok(n, [c for _, c in steps], context):
             return None
-    return fused, v, scale, shift, act, readers
+    return fused, v, steps, act, readers
 
 
 def fuse_conv_input_preact(nodes: list, outputs: dict, context=None) -> list:
-    """``act(x * s + b)`` (``s``, ``b`` constants of one value per channel, either absent; ``act``
-    a relu, a clamp or none: a pre-activation's normalize then activate) whose every reader is
-    a conv2d on the tile kernel reading it as its input: each reader applies it to each
-    in-image value it loads (``attrs["input_preact"]``: ``{"scale", "shift"}`` the operands'
-    indices in the conv's inputs or None, ``"act"`` None, ``("relu",)`` or ``("clamp", lo,
-    hi)``) and reads ``x``, which its producer stores anyway (``x`` may have other readers: the
-    next residual add). The chain's launch and its store go. A padded conv's out-of-image taps
-    stay 0, the padding of the activated input (so a clamp with op(0) != 0 qualifies). A chain
-    that is a graph output, any of whose values another node reads, or that a node reads that
-    cannot apply it, stays whole (:func:`preact_chain`)."""
+    """``act(x op1 c1 op2 c2 ...)`` (each ``c`` a constant of one value per channel, ``op`` a mul,
+    add, sub or div; ``act`` a relu, a clamp or none; either part may be absent: a
+    pre-activation's normalize then activate, as element-wise ops or one batch_normalization
+    with host statistics) whose every reader is a conv2d on the tile kernel reading it as its
+    input: each reader applies it to each in-image value it loads (``attrs["input_preact"]``:
+    ``{"steps": ((op, index of c in the conv's inputs), ...), "act": None, ("relu",) or
+    ("clamp", lo, hi)}``) and reads ``x``, which its producer stores anyway (``x`` may have
+    other readers: the next residual add). The chain's launch and its store go. A padded
+    conv's out-of-image taps stay 0, the padding of the activated input (so a clamp with
+    op(0) != 0 qualifies). A chain that is a graph output, any of whose values another node
+    reads, or that a node reads that cannot apply it, stays whole (:func:`preact_chain`)."""
     g = GraphView(nodes, outputs)
     max_bindings = _max_bindings(context)
     replaced: dict[int, Node] = {}
@@ -315,18 +364,17 @@ def fuse_conv_input_preact(nodes: list, outputs: dict, context=None) -> list:
         got = preact_chain(g, last, context)
         if got is None:
             continue
-        fused, x, scale, shift, act, readers = got
+        fused, x, steps, act, readers = got
         if any(n.id in replaced or n.id in dropped for n in readers + fused):
             continue
         new = {}
         for conv in readers:
             base = max(len(conv.inputs), EPILOGUE_HOSTS["conv2d"])
-            extra = [c for c in (scale, shift) if c is not None]
-            inputs = [x] + list(conv.inputs[1:]) + [None] * (base - len(conv.inputs)) + extra
-            if len({v.id for v in inputs if v is not None}) + 3 > max_bindings:
+            inputs = [x] + list(conv.inputs[1:]) + [None] * (base - len(conv.inputs)) + [c for _, c in steps]
+            # the conv's own bindings (the steps' operands one), a re-laid-out filter, the parameters, the output
+            if len({v.id for v in inputs[:base] if v is not None}) + (1 if steps else 0) + 3 > max_bindings:
                 break
-            at = {"scale": base if scale is not None else None,
-                  "shift": base + (1 if scale is not None else 0) if shift is not None else None, "act": act}
+            at = {"steps": tuple((op, base + i) for i, (op, _) in enumerate(steps)), "act": act}
             new[conv.id] = Node(conv.op, inputs, list(conv.outputs), {**conv.attrs, "input_preact": at}, conv.label)
         else:
             replaced.update(new)
