@@ -32,7 +32,7 @@
     pre          None, or each in-image vec4 of A (a_vec, one group) goes through steps and an
                  activation as it is loaded: {ops: the steps' WGSL operators ("-", "/", "*", "+"),
                  each with one value per input channel k, row j of `pre` ([len(ops), KC]: C4 vec4s
-                 a row); act: a WGSL format of the activation, "{}" the value} (a pre-activation's
+                 a row, with dyn KC4_ / 4 from the parameters: one pipeline for every KC); act: a WGSL format of the activation, "{}" the value} (a pre-activation's
                  normalize then activate, folded into the conv by fuse_conv_input_preact); the
                  per-channel vec4s are loaded once per k step, out-of-image taps stay 0 (the
                  padding of the activated input)
@@ -549,7 +549,7 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% macro body(kexpr, tail) %}
 {% set rows = (KC % 4) if tail else 4 %}
 {% for o in (pre.ops if pre else []) %}
-      let pq{{ loop.index0 }} = vec4<f32>(pre[{{ "" if loop.first else (loop.index0 * pre.C4) ~ "u + " }}({{ kexpr }}) / 4u]);
+      let pq{{ loop.index0 }} = vec4<f32>(pre[{% if not loop.first %}{% if dyn %}{{ loop.index0 }}u * (KC4_ / 4u) + {% else %}{{ loop.index0 * pre.C4 }}u + {% endif %}{% endif %}({{ kexpr }}) / 4u]);
 {% endfor %}
 {% if win %}
 {% for s in win %}

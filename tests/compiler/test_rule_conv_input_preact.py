@@ -32,8 +32,9 @@ def _block(ir: IR, hw=12, c=16, o=24, *, win=1, pad=0, stride=1, scale=True, shi
         v = ir.op("add", [ir.const(rng.uniform(-1, 1, (1, 1, 1, c))), v])
     if act:
         v = ir.op(act, [v], **act_attrs)
-    zs = [ir.conv(v, ir.const(rng.standard_normal((o, win, win, c))), pad=pad, stride=stride,
-                  bias=ir.const(rng.standard_normal(o))) for _ in range(readers)]
+    geo = readers if isinstance(readers, list) else [(win, pad, stride)] * readers
+    zs = [ir.conv(v, ir.const(rng.standard_normal((o, k, k, c))), pad=p, stride=st,
+                  bias=ir.const(rng.standard_normal(o))) for k, p, st in geo]
     nxt = ir.op("add", [y, ir.input((1, hw, hw, c))])
     return zs, nxt
 
@@ -67,10 +68,28 @@ def test_scale_only_shift_only_relu_only_and_clamp():
 
 def test_several_readers_each_apply_it():
     ir = IR()
-    zs, nxt = _block(ir, readers=3)
+    zs, nxt = _block(ir, readers=[(1, 0, 1), (3, 1, 1), (3, 1, 2)])
     new = _rewrite(ir, _outputs(zs, nxt))
     assert [n.op for n in new] == ["add", "conv2d", "conv2d", "conv2d", "add"]
     assert all("input_preact" in n.attrs for n in new[1:4])
+
+
+def test_readers_that_would_be_one_siblings_launch_keep_it():
+    """Two 1x1 convs of one input run as one launch (fuse_siblings) that reads it once."""
+    ir = IR()
+    zs, nxt = _block(ir, readers=2)
+    assert [n.op for n in _rewrite(ir, _outputs(zs, nxt))] == ["add", "mul", "add", "relu", "conv2d", "conv2d", "add"]
+
+
+def test_a_chain_after_an_element_wise_op_read_by_it_alone_stays():
+    """fuse_elementwise merges the chain into that op's kernel: no launch to save."""
+    ir = IR()
+    x = ir.input((1, 12, 12, 16))
+    e = ir.op("sigmoid", [x])
+    z = ir.conv(ir.op("relu", [ir.op("mul", [e, ir.const(np.full(16, 2.0))])]), ir.filt(24, 1, 16))
+    assert [n.op for n in _rewrite(ir, {"z": z})] == ["sigmoid", "mul", "relu", "conv2d"]
+    n = ir.op("add", [e, x])  # e read elsewhere too: it is stored anyway
+    assert [n.op for n in _rewrite(ir, {"z": z, "n": n})] == ["sigmoid", "conv2d", "add"]
 
 
 def test_a_clamp_that_moves_zero_before_a_padded_conv_fires():
@@ -108,13 +127,11 @@ def test_a_reader_that_cannot_keeps_it_for_all():
 def test_a_scale_of_the_wrong_shape_or_not_constant_stays():
     ir = IR()
     zs, nxt = _block(ir, s_shape=(16, 1), c=16, hw=16, shift=False)  # broadcasts along W, not the channels
-    new = _rewrite(ir, _outputs(zs, nxt))
-    assert [n.op for n in new] == ["add", "mul", "conv2d", "add"]  # the relu alone is taken
-    assert new[2].attrs["input_preact"] == {"steps": (), "act": ("relu",)}
+    assert [n.op for n in _rewrite(ir, _outputs(zs, nxt))] == ["add", "mul", "relu", "conv2d", "add"]
     ir = IR()
     x, s = ir.input((1, 12, 12, 16)), ir.input((16,))
     z = ir.conv(ir.op("relu", [ir.op("mul", [x, s])]), ir.filt(24, 1, 16))
-    assert [n.op for n in _rewrite(ir, {"z": z})] == ["mul", "conv2d"]  # the relu alone: x * s stays its own node
+    assert [n.op for n in _rewrite(ir, {"z": z})] == ["mul", "relu", "conv2d"]
 
 
 def test_channels_not_a_multiple_of_4_a_grouped_conv_and_float16_stay():
@@ -175,9 +192,8 @@ def test_other_activations_stay_and_steps_come_in_any_order():
     z = ir.conv(ir.op("relu", [v]), ir.filt(24, 1, 16))
     new = _rewrite(ir, {"z": z})  # (x + b) * s: the steps in the graph's order
     assert [n.op for n in new] == ["conv2d"] and [op for op, _ in new[0].attrs["input_preact"]["steps"]] == ["add", "mul"]
-    ir = IR()  # c - x and c / x are no steps of x: the chain starts after them
+    ir = IR()  # c - x and c / x are no steps of x (and the relu after them stays with them)
     x = ir.input((1, 12, 12, 16))
     v = ir.op("sub", [ir.const(np.full(16, 1.0)), x])
     z = ir.conv(ir.op("relu", [ir.op("div", [ir.const(np.full(16, 1.0)), v])]), ir.filt(24, 1, 16))
-    new = _rewrite(ir, {"z": z})
-    assert [n.op for n in new] == ["sub", "div", "conv2d"] and new[2].attrs["input_preact"]["steps"] == ()
+    assert [n.op for n in _rewrite(ir, {"z": z})] == ["sub", "div", "relu", "conv2d"]

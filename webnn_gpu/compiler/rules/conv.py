@@ -273,6 +273,20 @@ def _bn_steps(bn, C: int):
     return steps, act
 
 
+def _siblings(readers: list, context) -> bool:
+    """Whether some of ``readers`` (convs of one input) would run as one ``siblings`` launch
+    (``fuse_siblings``), which reads that input once: the chain before them keeps its kernel."""
+    from ...fusions.siblings import _key, sibling_group, sibling_ok
+    from ...ops.linalg import plan_context
+
+    lc = plan_context(context)
+    keyed: dict = {}
+    for n in readers:
+        if sibling_ok(n, lc):
+            keyed.setdefault(_key(n), []).append(n)
+    return any(sibling_group(ns, context) for ns in keyed.values())
+
+
 def preact_chain(g: GraphView, last, context=None):
     """``(fused nodes, x, steps, act, readers)`` when ``last``'s value is ``x`` through ``steps``
     (``(op, constant)`` pairs, op one of :data:`webnn_gpu.ops.conv.PREACT_STEPS`, each constant
@@ -285,9 +299,13 @@ def preact_chain(g: GraphView, last, context=None):
     at most a relu or a clamp (:func:`_bn_steps`); each node's value read only by the next
     and no graph output; the values of ``x``'s shape and data type; float32, or float16 with
     the activation alone (the kernel computes in float32 without the stand-alone kernels'
-    rounding between the steps). ``x`` may have other readers. Each reader reads the chain's
-    value as its input alone and :func:`webnn_gpu.ops.conv.input_preact_ok` takes it."""
+    rounding between the steps). ``x`` may have other readers; an ``x`` made by an element-wise
+    op and read by the chain alone keeps the chain (``fuse_elementwise`` merges them: no launch
+    to save). Each reader reads the chain's value as its input alone and
+    :func:`webnn_gpu.ops.conv.input_preact_ok` takes it; readers of which some would run as one
+    ``siblings`` launch (:func:`_siblings`) keep it."""
     from ...ops.conv import PREACT_OPS, PREACT_STEPS, input_preact_ok
+    from ...ops.elementwise import FUSIBLE
 
     if last is None or len(last.outputs) != 1 or not last.inputs or last.inputs[0] is None:
         return None
@@ -333,8 +351,11 @@ def preact_chain(g: GraphView, last, context=None):
         return None
     if r.data_type != "float32" and steps:
         return None
+    p = g.producer(v)
+    if p is not None and p.op in FUSIBLE and not g.is_output(v) and len(g.consumers(v)) == 1:
+        return None  # fuse_elementwise merges the chain into x's kernel: taking it would save no launch
     readers = g.consumers(r)
-    if not readers:
+    if not readers or len(readers) > 1 and _siblings(readers, context):
         return None
     for n in readers:
         if n.op != "conv2d" or not n.inputs or n.inputs[0] is not r or any(u is r for u in n.inputs[1:]):

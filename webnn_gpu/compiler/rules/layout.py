@@ -191,6 +191,21 @@ def _read_padded_operands(node, g):
     return Node(node.op, inputs, list(node.outputs), {**node.attrs, "epilogue": new_steps}, node.label)
 
 
+def _left_to_preact(g, chain: list, context) -> bool:
+    """Whether a concat map's element-wise ``chain`` is one that every reader of its value
+    applies as it loads its input (``fuse_conv_input_preact``, later:
+    :func:`~webnn_gpu.compiler.rules.conv.preact_chain`): the concat then stores its output
+    alone (and may be written in place by its parts' producers, ``concat_in_place``).
+    ``WEBNN_GPU_FORCE_INPUT_PREACT=maps`` leaves such chains to the concat."""
+    from ..._env import force_choice
+    from .conv import preact_chain
+
+    if force_choice("input_preact", ("off", "maps")) == "maps":
+        return False
+    got = preact_chain(g, chain[-1], context)
+    return got is not None and {n.id for n in got[0]} == {n.id for n in chain}
+
+
 def fuse_concat_map(nodes: list, outputs: dict, context=None) -> list:
     """A float concat whose output ``v`` is read by an element-wise chain and by other
     readers (or is a graph output) stores the chain's value too, as it copies each element:
@@ -234,7 +249,7 @@ def fuse_concat_map(nodes: list, outputs: dict, context=None) -> list:
         readers = g.consumers(v)
         n = len(cat.inputs)
         steps, operands, chain = side_chain(g, cat, v, readers, len(v.shape) - 1, n, taken, loads=1)
-        if not chain or not concat_vec4_ok(cat, 1 + len(operands), limits):
+        if not chain or not concat_vec4_ok(cat, 1 + len(operands), limits) or _left_to_preact(g, chain, context):
             continue
         y = chain[-1].outputs[0]
         # the chain v's only reader: the concat stores its value alone (an epilogue)
