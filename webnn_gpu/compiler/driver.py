@@ -209,9 +209,11 @@ ORDER: tuple[Stage, ...] = (
         Rule(fuse_conv_input_preact, "after every rule that takes a pointwise conv into another kernel "
                                      "(fuse_mlp, fuse_heads, fuse_pw_depthwise, fuse_depthwise_project: their "
                                      "legality saw the plain conv; input_preact_ok asks for a conv2d on the tile "
-                                     "kernel) and before fuse_conv_input_relu (a relu read only by pointwise convs "
-                                     "is taken here; one read by depthwise convs there) and fuse_elementwise, which "
-                                     "would give the chain a launch of its own"),
+                                     "kernel) and fuse_concat_map (a chain a concat stores as a side map is gone by "
+                                     "then, unless WEBNN_GPU_FORCE_INPUT_PREACT=concat leaves it here); before "
+                                     "fuse_elementwise, which would give the chain a launch of its own, and ahead of "
+                                     "the relu rule for depthwise convs (a relu read by tile-kernel convs is taken "
+                                     "here, one read by depthwise convs there)"),
         Rule(fuse_conv_input_relu, "after every rule that takes a depthwise conv into another kernel "
                                    "(fuse_depthwise_project, fuse_pw_depthwise: their legality saw the plain "
                                    "conv; such a kernel saves more) and before fuse_elementwise, which would "

@@ -857,9 +857,9 @@ def input_preact_ok(node, operands=(), context=None) -> bool:
     over the channels) and not on ``matmul/matvec.wgsl`` or the small-product kernel, no other
     input prologue and no epilogue step reading its input. The out-of-image taps of a padded
     conv stay 0 (the padding of the activated input). ``WEBNN_GPU_FORCE_INPUT_PREACT=off`` takes
-    none (the stand-alone kernel, for side-by-side runs); ``=maps`` leaves the chains a concat
-    stores as a side map to it (``fuse_concat_map``)."""
-    if _env.force_choice("input_preact", ("off", "maps")) == "off":
+    none (the stand-alone kernel, for side-by-side runs); ``=concat`` also takes the chains a
+    concat would store as a side map (``fuse_concat_map``; not by default)."""
+    if _env.force_choice("input_preact", ("off", "concat")) == "off":
         return False
     from .linalg import k_chunks, plan_context, small_product
 

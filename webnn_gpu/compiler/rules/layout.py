@@ -192,15 +192,17 @@ def _read_padded_operands(node, g):
 
 
 def _left_to_preact(g, chain: list, context) -> bool:
-    """Whether a concat map's element-wise ``chain`` is one that every reader of its value
-    applies as it loads its input (``fuse_conv_input_preact``, later:
-    :func:`~webnn_gpu.compiler.rules.conv.preact_chain`): the concat then stores its output
-    alone (and may be written in place by its parts' producers, ``concat_in_place``).
-    ``WEBNN_GPU_FORCE_INPUT_PREACT=maps`` leaves such chains to the concat."""
+    """Whether a concat map's element-wise ``chain`` is left to the convs reading its value, which
+    apply it as they load their input (``fuse_conv_input_preact``, later:
+    :func:`~webnn_gpu.compiler.rules.conv.preact_chain`; the concat then stores its output
+    alone): only with ``WEBNN_GPU_FORCE_INPUT_PREACT=concat``. By default the concat stores
+    the chain's value (Keras DenseNet121's 57 dense-layer maps: the map in the concat costs
+    less than the step in each 1x1 conv reading up to 992 channels; ``knob_ab``: those
+    kernels 1.11, wall 1.06 with the convs applying it)."""
     from ..._env import force_choice
     from .conv import preact_chain
 
-    if force_choice("input_preact", ("off", "maps")) == "maps":
+    if force_choice("input_preact", ("off", "concat")) != "concat":
         return False
     got = preact_chain(g, chain[-1], context)
     return got is not None and {n.id for n in got[0]} == {n.id for n in chain}
