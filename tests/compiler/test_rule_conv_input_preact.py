@@ -6,12 +6,20 @@ GPU checks in tests/ops/test_conv_input_preact.py."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from _irb import IR
 from _ireval import checked_rewrite
 
 from webnn_gpu.compiler.rules.conv import fuse_conv_input_preact
 
 TOL = dict(rtol=1e-9, atol=1e-9)
+
+
+@pytest.fixture(autouse=True)
+def _windowed(monkeypatch):
+    """Windowed readers too (by default only pointwise convs take the chain; see
+    test_the_knob)."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_INPUT_PREACT", "windowed")
 
 
 def _rewrite(ir, outputs):
@@ -197,3 +205,23 @@ def test_other_activations_stay_and_steps_come_in_any_order():
     v = ir.op("sub", [ir.const(np.full(16, 1.0)), x])
     z = ir.conv(ir.op("relu", [ir.op("div", [ir.const(np.full(16, 1.0)), v])]), ir.filt(24, 1, 16))
     assert [n.op for n in _rewrite(ir, {"z": z})] == ["sub", "div", "relu", "conv2d"]
+
+
+def test_the_knob(monkeypatch):
+    """Default: pointwise readers only; ``off``: nothing; ``windowed``: 3x3 readers too."""
+    for knob, fires in (("", (True, False)), ("off", (False, False)), ("windowed", (True, True))):
+        monkeypatch.setenv("WEBNN_GPU_FORCE_INPUT_PREACT", knob)
+        for win, pad, fire in ((1, 0, fires[0]), (3, 1, fires[1])):
+            ir = IR()
+            zs, nxt = _block(ir, win=win, pad=pad)
+            ops = [n.op for n in _rewrite(ir, _outputs(zs, nxt))]
+            assert ops == (["add", "conv2d", "add"] if fire else ["add", "mul", "add", "relu", "conv2d", "add"]), (knob, win)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_INPUT_PREACT", "of")
+    with pytest.raises(ValueError, match="WEBNN_GPU_FORCE_INPUT_PREACT"):
+        _rewrite(*_knob_graph())
+
+
+def _knob_graph():
+    ir = IR()
+    zs, nxt = _block(ir)
+    return ir, _outputs(zs, nxt)

@@ -27,6 +27,12 @@ from references import ref_conv2d
 U = 2.0**-24
 
 
+@pytest.fixture(autouse=True)
+def _windowed(monkeypatch):
+    """Windowed readers too (by default only pointwise convs take the chain)."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_INPUT_PREACT", "windowed")
+
+
 def _nhwc(x, w, **kw):
     return ref_conv2d(x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2), **kw).transpose(0, 2, 3, 1)
 
@@ -114,9 +120,12 @@ def test_the_chain_is_the_tile_kernel_s_input_step(ctx, case):
     check_bounds(got, refs)
 
 
-@pytest.mark.parametrize("kw", [dict(keep=True), dict(depthwise=True), dict(s_shape=(12, 1), shift=False, act=None)],
-                         ids=["activation output", "depthwise reader", "scale along W"])
-def test_near_misses_run_without_it(ctx, kw):
+@pytest.mark.parametrize("kw", [dict(keep=True), dict(depthwise=True), dict(s_shape=(12, 1), shift=False, act=None),
+                                dict(convs=((3, 1),), default=True)],
+                         ids=["activation output", "depthwise reader", "scale along W", "3x3 by default"])
+def test_near_misses_run_without_it(ctx, kw, monkeypatch):
+    if kw.pop("default", False):
+        monkeypatch.delenv("WEBNN_GPU_FORCE_INPUT_PREACT")
     got, refs, templates = _run(ctx, **kw)
     assert len(templates) == 4 + (1 if kw.get("depthwise") else 0), templates  # y, the chain, the conv, n
     check_bounds(got, refs)

@@ -852,20 +852,25 @@ def input_preact_ok(node, operands=(), context=None) -> bool:
     channel; :data:`PREACT_STEPS`) and an activation (one of :data:`PREACT_OPS` or none) to each
     in-image value of its input as it loads it (``attrs["input_preact"]``, set by
     the compiler's ``fuse_conv_input_preact``): an NHWC conv2d with a float output on the tile
-    kernel (``matmul/tile.wgsl``: a pointwise conv, or an implicit GEMM of one group), input
+    kernel (``matmul/tile.wgsl``) as a pointwise conv (with ``WEBNN_GPU_FORCE_INPUT_PREACT=windowed``
+    also an implicit GEMM of one group: a window, strides, padding; not by default, since the
+    step runs on every tap's load: an ONNX pre-activation stage of 3x3 convs at 56 x 56 x 64,
+    ``knob_ab`` 1.05 of the kernels it changes), input
     channels a multiple of 4 (A's vec4 loads), a reduction one tile launch holds (no split
     over the channels) and not on ``matmul/matvec.wgsl`` or the small-product kernel, no other
     input prologue and no epilogue step reading its input. The out-of-image taps of a padded
     conv stay 0 (the padding of the activated input). ``WEBNN_GPU_FORCE_INPUT_PREACT=off`` takes
     none (the stand-alone kernel, for side-by-side runs); ``=concat`` also takes the chains a
-    concat would store as a side map (``fuse_concat_map``; not by default)."""
-    if _env.force_choice("input_preact", ("off", "concat")) == "off":
+    concat would store as a side map (``fuse_concat_map``; not by default), ``=windowed`` the
+    windowed convs."""
+    forced = _env.force_choice("input_preact", ("off", "concat", "windowed"))
+    if forced == "off":
         return False
     from .linalg import k_chunks, plan_context, small_product
 
     pc = plan_context(context)
     variant = _prologue_host(node, pc.tuning)
-    if variant not in ("pointwise", "gemm"):
+    if variant != "pointwise" and (variant != "gemm" or forced != "windowed"):
         return False
     x, out = node.inputs[0], node.outputs[0]
     g = _geometry(node)

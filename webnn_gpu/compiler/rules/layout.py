@@ -202,7 +202,7 @@ def _left_to_preact(g, chain: list, context) -> bool:
     from ..._env import force_choice
     from .conv import preact_chain
 
-    if force_choice("input_preact", ("off", "concat")) != "concat":
+    if force_choice("input_preact", ("off", "concat", "windowed")) != "concat":
         return False
     got = preact_chain(g, chain[-1], context)
     return got is not None and {n.id for n in got[0]} == {n.id for n in chain}
