@@ -833,8 +833,11 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     if a_pre is not None:  # the steps' per-channel operands as the rows of one [steps, KC] constant
         pre = {"ops": [op for op, _ in a_pre["steps"]], "C4": KC // 4, "act": a_pre["act"]}
         if a_pre["steps"]:
-            rows = [constant_array(v).reshape(-1) for _, v in a_pre["steps"]]
-            assert all(r.size == KC for r in rows), "input_preact_ok: one value per input channel"
+            rows: list[np.ndarray] = []
+            for _, v in a_pre["steps"]:
+                data = constant_array(v)
+                assert data is not None and data.size == KC, "input_preact_ok: constants, one per channel"
+                rows.append(data.reshape(-1))
             pre_rows = make_constant(np.stack(rows), out.data_type)
     ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
     ep_rows = row_epilogue is not None and row_epilogue.chan

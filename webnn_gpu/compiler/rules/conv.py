@@ -253,7 +253,7 @@ def _bn_steps(bn, C: int):
     ep = bn.attrs.get("epilogue") or []
     if len(ep) > 1 or ep and ep[0].get("op") not in ("relu", "clamp"):
         return None
-    act = None
+    act: tuple | None = None
     if ep and ep[0]["op"] == "relu":
         if set(ep[0]) != {"op"}:
             return None
@@ -314,7 +314,7 @@ def preact_chain(g: GraphView, last, context=None):
         return None
     C = r.shape[-1]
     fused: list = []
-    act = None
+    act: tuple | None = None
     steps: list = []
     v, reader, p = r, None, last
     if p.op == "batch_normalization":
