@@ -29,6 +29,13 @@
     a_scale      A[m, k] is multiplied by asc[k] as it is loaded (dense, a_vec; a squeeze-and-excite
                  scale folded into the next pointwise conv by the fuse_conv_input pass)
     a_add        ... and ares[m, k] (A's shape) is added after the scale (a skip connection)
+    pre          None, or each in-image vec4 of A (a_vec, one group) goes through steps and an
+                 activation as it is loaded: {ops: the steps' WGSL operators ("-", "/", "*", "+"),
+                 each with one value per input channel k, row j of `pre` ([len(ops), KC]: C4 vec4s
+                 a row, with dyn KC4_ / 4 from the parameters: one pipeline for every KC); act: a WGSL format of the activation, "{}" the value} (a pre-activation's
+                 normalize then activate, folded into the conv by fuse_conv_input_preact); the
+                 per-channel vec4s are loaded once per k step, out-of-image taps stay 0 (the
+                 padding of the activated input)
     res_words    (x64, a_vec, a_add) ares is read as u64 words of 4 values too (linalg.tile_res_words)
     up           0, or a_add reads ares as the small image of an exact 2x bilinear upsampling
                  (half-pixel centers, clamped; the compiler's fuse_conv_upsample): up = (H, W, h,
@@ -119,7 +126,8 @@
   unchanged. (The k step's multiply-adds stay `c + a.x * b0 + ...`: as `mat4x4<f32> * vec4<f32>`
   they would cost naga a little less, but lavapipe would compile other operations: a matrix
   product becomes a multiply followed by multiply-adds, with the accumulator's add after them.)
-  Bindings: a, b, epilogue operands..., asc (a_scale only), ares (a_add only), gres (ep.given only),
+  Bindings: a, b, epilogue operands..., asc (a_scale only), ares (a_add only), pre (pre.ops only),
+    gres (ep.given only),
     prm (dyn only), out, pool (pool only); with split, the outputs of split in its order instead of out.
   Workgroup: (k.workgroup, 1, 1), 2-D folded dispatch over batches * tiles_m * tiles_n invocations.
 -#}
@@ -147,7 +155,8 @@ enable f16;
 {{ tl.epilogue_decls(ep, 2) }}
 {% set sc_at = 2 + ep.operands | length %}
 {% set res_at = sc_at + (1 if a_scale else 0) %}
-{% set g_at = res_at + (1 if a_add else 0) %}
+{% set pre_at = res_at + (1 if a_add else 0) %}
+{% set g_at = pre_at + (1 if pre and pre.ops else 0) %}
 {% set prm_at = g_at + (1 if ep.given else 0) %}
 {% if a_scale %}
 {{ tl.decl(sc_at, "asc", T, true, false) }}
@@ -157,6 +166,9 @@ enable f16;
 @group(0) @binding({{ res_at }}) var<storage, read> ares: array<{{ WT }}>;
 {% elif a_add %}
 {{ tl.decl(res_at, "ares", T, true, false) }}
+{% endif %}
+{% if pre and pre.ops %}
+{{ tl.decl(pre_at, "pre", T, true, false) }}
 {% endif %}
 {% set g8 = x8 and ep.given_g8 %}
 {% if ep.given and x64 and out_vec and (g8 or not ep.given_g4) %}
@@ -518,6 +530,10 @@ vec4<f32>({% for c in range(4) %}f32(b[kb + ({{ kexpr }} + {{ r }}u) * {{ b_ks }
 vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a[yrow + xo{{ s }} + ({{ kexpr }} + {{ r }}u) * {{ a_ks }}u]){% endif %}{{ ", " if not loop.last }}{% endfor %})
 {%- endif %}
 {%- endmacro %}
+{#- pre_step: A's vec4 `v` through the input step (pre), else `v` itself -#}
+{% macro pre_step(v) -%}
+{% if pre %}{% set e = namespace(x=v) %}{% for o in pre.ops %}{% set e.x = "(" ~ e.x ~ " " ~ o ~ " pq" ~ loop.index0 ~ ")" %}{% endfor %}{{ pre.act.format(e.x) }}{% else %}{{ v }}{% endif %}
+{%- endmacro %}
 {% macro mac(i, j, rows) %}
       c{{ i }}_{{ j }} = c{{ i }}_{{ j }}{% for r in range(rows) %} + a{{ i }}.{{ "xyzw"[r] }} * b{{ r }}_{{ j }}{% endfor %};
 {% endmacro %}
@@ -532,9 +548,12 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% endmacro %}
 {% macro body(kexpr, tail) %}
 {% set rows = (KC % 4) if tail else 4 %}
+{% for o in (pre.ops if pre else []) %}
+      let pq{{ loop.index0 }} = vec4<f32>(pre[{% if not loop.first %}{% if dyn %}{{ loop.index0 }}u * (KC4_ / 4u) + {% else %}{{ loop.index0 * pre.C4 }}u + {% endif %}{% endif %}({{ kexpr }}) / 4u]);
+{% endfor %}
 {% if win %}
 {% for s in win %}
-      let w{{ s }} = select(vec4<f32>(0.0), {{ col_load(s, kexpr, tail) }}, yok && xok{{ s }});
+      let w{{ s }} = select(vec4<f32>(0.0), {{ pre_step(col_load(s, kexpr, tail)) }}, yok && xok{{ s }});
 {% endfor %}
 {% if win_fused %}
 {% for kw in range(KW) %}
@@ -622,14 +641,14 @@ vec4<f32>({% for r in range(4) %}{% if tail and r >= KC % 4 %}0.0{% else %}f32(a
 {% endif %}
 {% for i in range(TM) %}
 {% if a_mode == "im2col" %}
-      let a{{ i }} = select(vec4<f32>(0.0), {{ a_load(i, kexpr, tail) }}, ok{{ i }});
+      let a{{ i }} = select(vec4<f32>(0.0), {{ pre_step(a_load(i, kexpr, tail)) }}, ok{{ i }});
 {% elif up %}
 {% set v = i // 2 %}
       let a{{ i }} = {{ a_load(i, kexpr, tail) }}{{ " * sc" if a_scale }} + {% if i % 2 == 0 %}0.25 * us{{ v }} + 0.75 * us{{ v + 1 }}{% else %}0.75 * us{{ v + 1 }} + 0.25 * us{{ v + 2 }}{% endif %};
 {% elif a_scale or a_add %}
       let a{{ i }} = {{ a_load(i, kexpr, tail) }}{{ " * sc" if a_scale }}{{ (" + " ~ RL ~ "(ares[(ar" ~ i ~ " + " ~ kexpr ~ ") / 4u])") if a_add }};
 {% else %}
-      let a{{ i }} = {{ a_load(i, kexpr, tail) }};
+      let a{{ i }} = {{ pre_step(a_load(i, kexpr, tail)) }};
 {% endif %}
 {% if fmas %}
 {{ fma(i, rows) }}

@@ -11,9 +11,19 @@ from references import ref_conv2d, ref_resample
 TO_NCHW, TO_NHWC = [0, 3, 1, 2], [0, 2, 3, 1]
 
 
-def _conv(a, x, w, b=None):
+def _conv(a, x, w, b=None, *more):
     nchw = a.get("input_layout", "nchw") == "nchw"
     w = {"oihw": w, "ohwi": w.transpose(0, 3, 1, 2), "hwio": w.transpose(3, 2, 0, 1)}[a.get("filter_layout", "oihw")]
+    pre = a.get("input_preact")
+    if pre:  # fuse_conv_input_preact: steps and act of each input value (padding stays 0)
+        xs = [x, w, b, *more]
+        for op, i in pre["steps"]:
+            x = EVAL[op](None, x, xs[i])
+        act = pre["act"]
+        if act is not None and act[0] == "relu":
+            x = np.maximum(x, 0)
+        elif act is not None:
+            x = np.clip(x, -np.inf if act[1] is None else act[1], np.inf if act[2] is None else act[2])
     if a.get("input_relu"):  # fuse_conv_input_relu: relu of each input value (padding stays 0 = relu(0))
         x = np.maximum(x, 0)
     for op, vals in a.get("input_affine") or ():  # fuse_conv_input: the affine of the input (padding stays 0)

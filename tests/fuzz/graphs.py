@@ -1046,6 +1046,40 @@ class Gen:
         self.output(n)
         return self.elementwise_tail(d, layout, 2), layout
 
+    def motif_preact(self, v, layout):
+        """A residual sum read by the next sum and, through a pre-activation, by one to three
+        convs, mostly pointwise (``fuse_conv_input_preact``): a per-channel mul, add or sub (each
+        maybe) then a relu, a clamp or nothing, or a batch normalization maybe then a relu; near
+        misses: a value of the chain also a graph output, a sigmoid, an operand read per element
+        or computed, a windowed, depthwise or grouped reader, readers that are siblings, NCHW."""
+        C = self.shape(v)[3] if layout == "nhwc" else self.shape(v)[1]
+        y = self.emit("add", [v, self.input(self.shape(v))])
+        a = y
+        if self.p(0.3):
+            a = self.emit("batch_normalization", [a, self.made_const([C]), self.const([C], "positive")],
+                          {"axis": 3 if layout == "nhwc" else 1},
+                          {"scale": self.made_const([C]), "bias": self.made_const([C])} if self.p(0.7) else {})
+        else:
+            for op in ("mul", "add", "sub"):
+                if self.p(0.6 if op != "sub" else 0.2):
+                    c = self.chan_operand(self.shape(a), layout) if self.p(0.9) else self.const(self.shape(a))
+                    a = self.emit(op, [a, c])
+        act = self.pick(("relu", "relu", "clamp", "", "sigmoid"))
+        if act:
+            a = self.emit(act, [a], {"min_value": self.pick((0.0, 0.5)), "max_value": 6.0} if act == "clamp" else None)
+        if a is y:
+            a = self.emit("relu", [y])
+        if self.p(0.15):
+            self.output(a)
+        outs = []
+        for i in range(self.pick((1, 1, 1, 2, 3))):
+            outs.append(self.conv(a, layout, pointwise=i == 0 or self.p(0.5), O=self.pick((8, 16, 24)))
+                        if self.p(0.85) else self.conv(a, layout, depthwise=True))
+        for o in outs[1:]:
+            self.output(o)
+        self.output(self.emit("add", [y, self.input(self.shape(y))]))
+        return self.elementwise_tail(outs[0], layout, 2), layout
+
     def motif_project_consumer(self, v, layout):
         """A depthwise conv, its pointwise projection and the projection's element-wise tail,
         read by a 1x1 conv with a tail of its own (``fuse_project_consumer``: the channel-lane
@@ -1464,7 +1498,7 @@ class Gen:
 
 #: the motifs :meth:`Gen.graph4d` draws from, each as likely (a 4-D value in, one out); more
 #: are reached from inside them (``motif_pool``: ``motif_depth_to_space``, ``motif_heads``,
-#: ``motif_pool_residual``); ``motif_pw_depthwise`` and ``motif_depthwise_relu`` only through
+#: ``motif_pool_residual``); ``motif_pw_depthwise``, ``motif_depthwise_relu`` and ``motif_preact`` only through
 #: :data:`RULE_MOTIFS`
 MOTIFS_4D = ("motif_conv", "motif_conv_input", "motif_squeeze_excite", "motif_inverted_residual", "motif_pool",
              "motif_upsample", "motif_first_layer", "motif_pad", "motif_norm", "motif_transposed_layer",
@@ -1504,6 +1538,7 @@ RULE_MOTIFS = {
     "fuse_project_consumer": "motif_project_consumer", "fuse_siblings": "graph_siblings",
     "fuse_pw_depthwise": "motif_pw_depthwise", "fuse_pooled_head": "graph_pooled_head",
     "fuse_conv_input_relu": "motif_depthwise_relu", "fuse_remap_chain": "graph_layout_chain",
+    "fuse_conv_input_preact": "motif_preact",
 }
 
 

@@ -32,7 +32,7 @@ from .rules.canonical import (depthwise_to_scale, mean_to_pool, merge_duplicates
 from .rules.cleanup import dead_code
 from .rules.dense_chain import fuse_dense_chain
 from .rules.dwp_consumer import fuse_project_consumer
-from .rules.conv import (fuse_conv_input, fuse_conv_input_relu, fuse_conv_pool, fuse_conv_upsample,
+from .rules.conv import (fuse_conv_input, fuse_conv_input_preact, fuse_conv_input_relu, fuse_conv_pool, fuse_conv_upsample,
                          fuse_depthwise_project, swap_resample_conv)
 from .rules.elementwise import fuse_elementwise, fuse_hard_swish, fuse_swish
 from .rules.epilogue import fuse_epilogue
@@ -206,6 +206,14 @@ ORDER: tuple[Stage, ...] = (
                                 "are final), fuse_mlp and fuse_heads (a pointwise conv they took is no expansion "
                                 "here); before fuse_project_consumer and fuse_siblings, which would take the "
                                 "pointwise conv into a launch that still stores its output"),
+        Rule(fuse_conv_input_preact, "after every rule that takes a pointwise conv into another kernel "
+                                     "(fuse_mlp, fuse_heads, fuse_pw_depthwise, fuse_depthwise_project: their "
+                                     "legality saw the plain conv; input_preact_ok asks for a conv2d on the tile "
+                                     "kernel) and fuse_concat_map (a chain a concat stores as a side map is gone by "
+                                     "then, unless WEBNN_GPU_FORCE_INPUT_PREACT=concat leaves it here); before "
+                                     "fuse_elementwise, which would give the chain a launch of its own, and ahead of "
+                                     "the relu rule for depthwise convs (a relu read by tile-kernel convs is taken "
+                                     "here, one read by depthwise convs there)"),
         Rule(fuse_conv_input_relu, "after every rule that takes a depthwise conv into another kernel "
                                    "(fuse_depthwise_project, fuse_pw_depthwise: their legality saw the plain "
                                    "conv; such a kernel saves more) and before fuse_elementwise, which would "

@@ -809,7 +809,86 @@ def input_prologue_ok(node, scale=None, residual=None) -> bool:
 
 
 #: The attributes of a conv2d's input prologues (one per rule that sets it): a conv takes one.
-INPUT_PROLOGUES = ("input_scale", "input_add", "input_relu", "input_affine")
+INPUT_PROLOGUES = ("input_scale", "input_add", "input_relu", "input_affine", "input_preact")
+
+#: Activations of a pre-activation input step (``attrs["input_preact"]``, the compiler's
+#: ``fuse_conv_input_preact``): ``relu`` and ``clamp`` (either bound; the stand-alone kernels'
+#: ``max`` / ``min``, exact in float32).
+PREACT_OPS = ("relu", "clamp")
+
+
+def preact_act_wgsl(act, v: str) -> str:
+    """The WGSL of activation ``act`` of an ``input_preact`` step (None, ``("relu",)`` or
+    ``("clamp", lo, hi)``) applied to the ``vec4<f32>`` expression ``v``."""
+    if act is None:
+        return v
+    if act[0] == "relu":
+        return f"max({v}, vec4<f32>(0.0))"
+    lo, hi = act[1], act[2]
+    if lo is not None and lo != float("-inf"):
+        v = f"max({v}, vec4<f32>({_f32_literal(np.float32(lo))}))"
+    if hi is not None and hi != float("inf"):
+        v = f"min({v}, vec4<f32>({_f32_literal(np.float32(hi))}))"
+    return v
+
+
+#: WGSL operators of the steps of an ``input_preact`` (``attrs["input_preact"]["steps"]``).
+PREACT_STEPS = {"sub": "-", "div": "/", "mul": "*", "add": "+"}
+
+
+def _preact(node) -> dict | None:
+    """conv2d ``node``'s ``attrs["input_preact"]`` as :func:`webnn_gpu.ops.linalg.tile_kernel`'s
+    ``a_pre``: ``{"steps": [(WGSL operator, per-channel constant Value), ...], "act": WGSL
+    format}``, else None."""
+    p = node.attrs.get("input_preact")
+    if p is None:
+        return None
+    return {"steps": [(PREACT_STEPS[op], node.inputs[i]) for op, i in p["steps"]],
+            "act": preact_act_wgsl(p["act"], "{}")}
+
+
+def input_preact_ok(node, operands=(), context=None) -> bool:
+    """Whether conv2d ``node`` can apply steps by ``operands`` (constants of one value per input
+    channel; :data:`PREACT_STEPS`) and an activation (one of :data:`PREACT_OPS` or none) to each
+    in-image value of its input as it loads it (``attrs["input_preact"]``, set by
+    the compiler's ``fuse_conv_input_preact``): an NHWC conv2d with a float output on the tile
+    kernel (``matmul/tile.wgsl``) as a pointwise conv (with ``WEBNN_GPU_FORCE_INPUT_PREACT=windowed``
+    also an implicit GEMM of one group: a window, strides, padding; not by default, since the
+    step runs on every tap's load: an ONNX pre-activation stage of 3x3 convs at 56 x 56 x 64,
+    ``knob_ab`` 1.05 of the kernels it changes), input
+    channels a multiple of 4 (A's vec4 loads), a reduction one tile launch holds (no split
+    over the channels) and not on ``matmul/matvec.wgsl`` or the small-product kernel, no other
+    input prologue and no epilogue step reading its input. The out-of-image taps of a padded
+    conv stay 0 (the padding of the activated input). ``WEBNN_GPU_FORCE_INPUT_PREACT=off`` takes
+    none (the stand-alone kernel, for side-by-side runs); ``=concat`` also takes the chains a
+    concat would store as a side map (``fuse_concat_map``; not by default), ``=windowed`` the
+    windowed convs."""
+    forced = _env.force_choice("input_preact", ("off", "concat", "windowed"))
+    if forced == "off":
+        return False
+    from .linalg import k_chunks, plan_context, small_product
+
+    pc = plan_context(context)
+    variant = _prologue_host(node, pc.tuning)
+    if variant != "pointwise" and (variant != "gemm" or forced != "windowed"):
+        return False
+    x, out = node.inputs[0], node.outputs[0]
+    g = _geometry(node)
+    C = g["C"]
+    if g["G"] != 1 or C % 4 or x.data_type != out.data_type:
+        return False
+    for v in operands:
+        if (v.data_type != out.data_type or constant_array(v) is None
+                              or tuple(v.shape)[-1:] != (C,) or any(d != 1 for d in v.shape[:-1])):
+            return False
+    if variant == "pointwise":
+        M = g["NB"] * g["OH"] * g["OW"]
+        if k_chunks(C) is not None or small_product(M, g["O"], 1, C):
+            return False
+    elif tile_loop_iterations(C, g["KH"], g["KW"]) > LOOP_BUDGET:
+        return False
+    return matvec_conv_plan(pc, node, g, variant) is None
+
 
 
 def _prologue_host(node, tuning: str) -> str | None:
@@ -2411,7 +2490,10 @@ def lower_conv2d(node, lc) -> None:
     affine = node.attrs.get("input_affine")
     if affine and not (variant == "block" and layout == "nhwc"):
         raise AssertionError(f"{lc.label}: an input affine on a {variant} {layout} conv2d")  # input_affine_ok
-    if scale is None and residual is None and not affine and _matvec_conv(lc, node, g, variant):
+    pre = _preact(node)
+    if pre is not None and not (variant in ("pointwise", "gemm") and layout == "nhwc" and g["G"] == 1):
+        raise AssertionError(f"{lc.label}: an input step on a {variant} {layout} conv2d")  # input_preact_ok
+    if scale is None and residual is None and not affine and pre is None and _matvec_conv(lc, node, g, variant):
         return
     if variant == "direct":
         ep = _conv_epilogue(node, out, layout)
@@ -2517,7 +2599,7 @@ def lower_conv2d(node, lc) -> None:
     if variant == "pointwise":
         M = g["NB"] * P
         chunks = k_chunks(C)
-        if chunks is not None and layout == "nhwc" and scale is None and residual is None and not node.attrs.get(
+        if chunks is not None and layout == "nhwc" and scale is None and residual is None and pre is None and not node.attrs.get(
                 "pool_output"):  # too many channels for one invocation's loops: the matmul's split
             lower_split_k(lc, node, x, w, ep, chunks, M=M, N=O, K=C, batch_shape=[], a_bst=[], b_bst=[], o_bst=[],
                          o_sp=O, a_rs=C, a_ks=1, b_ks=wcols, b_ns=1, b_cols=wcols, vec=True)
@@ -2528,7 +2610,7 @@ def lower_conv2d(node, lc) -> None:
         tile_kernel(lc, x, w, out, M=M, N=O, batch_shape=[], a_bst=[], b_bst=[], o_bst=[], a_rs=C, a_ks=1,
                     a_vec=True, b_ks=wcols, b_ns=1, b_vec=True, b_cols=wcols, o_P=M, o_sn=0, o_sp=O, o_so=1, KC=C,
                     epilogue=ep, a_scale=scale, a_add=residual, given=node.inputs[gi] if gi is not None else None,
-                    a_add_up=(g["H"], g["W"]) if node.attrs.get("input_add_up2") else None,
+                    a_add_up=(g["H"], g["W"]) if node.attrs.get("input_add_up2") else None, a_pre=pre,
                     pool=node.outputs[1] if node.attrs.get("pool_output") else None)
         return
     ist = {k: g[k] for k in ("in_sn", "in_sc", "in_sh", "in_sw")}
@@ -2542,13 +2624,13 @@ def lower_conv2d(node, lc) -> None:
     # one group: no batch dimension (a group stride of OPG columns would break B's vec4 alignment
     # when O is not a multiple of 4, leaving B to scalar loads)
     grouped = G > 1
-    if _split_channels(lc, node, x, w, ep, g, conv, ist, wcols, layout):
+    if pre is None and _split_channels(lc, node, x, w, ep, g, conv, ist, wcols, layout):
         return
     tile_kernel(lc, x, w, out, M=g["NB"] * P, N=OPG, batch_shape=[G] if grouped else [],
                 a_bst=[I * ist["in_sc"]] if grouped else [], b_bst=[OPG] if grouped else [],
                 o_bst=[OPG * o_so] if grouped else [], a_mode="im2col", a_ks=ist["in_sc"], a_vec=True, b_ks=wcols,
                 b_ns=1, b_vec=True, b_cols=wcols if G == 1 else OPG, o_P=o_P, o_sn=o_sn, o_sp=o_sp, o_so=o_so, KH=g["KH"], KW=g["KW"],
-                KC=I, conv=conv, epilogue=ep, group_cols=OPG)
+                KC=I, conv=conv, epilogue=ep, group_cols=OPG, a_pre=pre)
 
 
 

@@ -693,7 +693,8 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
                 order: str | None = None, group_cols: int = 0, small_ok: bool = True,
                 a_scale: Value | None = None, a_add: Value | None = None,
                 a_add_up: tuple[int, int] | None = None, pool: Value | None = None,
-                given: Value | None = None, row_epilogue=None, split: list | None = None) -> None:
+                given: Value | None = None, row_epilogue=None, split: list | None = None,
+                a_pre: dict | None = None) -> None:
     """Add one ``matmul/tile.wgsl`` launch (see the template header for every argument), or
     a ``matmul/small.wgsl`` one for a small dense product when ``small_ok``.
 
@@ -744,12 +745,12 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
     batch_shape = list(batch_shape)
     batches = math.prod(batch_shape) if batch_shape else 1
     if split is not None:  # one A, several outputs: checked by the rule (siblings.sibling_group)
-        assert pool is None and given is None and a_scale is None and a_add is None and not batch_shape
+        assert pool is None and given is None and a_scale is None and a_add is None and a_pre is None and not batch_shape
         ends = [first + -(-cols // 4) * 4 for _, first, cols in split]
         assert o_P == M and o_sp == N and o_so == 1 and N % 4 == 0 and ends[-1] <= N
         assert [first for _, first, _ in split] == [0] + ends[:-1]
         small_ok = False
-    if (small_ok and pool is None and given is None and a_scale is None and a_add is None and tile is None and a_mode == "dense" and len(batch_shape) <= 1
+    if (small_ok and pool is None and given is None and a_scale is None and a_add is None and a_pre is None and tile is None and a_mode == "dense" and len(batch_shape) <= 1
             and small_product(M, N, batches, KC)):
         ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
         bst = (list(a_bst) or [0], list(b_bst) or [0], list(o_bst) or [0])
@@ -825,6 +826,19 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
             b, b_ks, b_panel = panels, 4 * TN4, KH * KW * KC * TN4
     if (a_scale is not None or a_add is not None) and not (a_vec and a_mode == "dense"):
         raise AssertionError(f"{lc.label}: an input prologue needs dense vec4 loads of A")  # the pass checks this
+    if a_pre is not None and not (a_vec and KC % 4 == 0 and not batch_shape and a_scale is None and a_add is None):
+        raise AssertionError(f"{lc.label}: an input step needs vec4 loads of A, one group")  # input_preact_ok
+    pre = None
+    pre_rows = None
+    if a_pre is not None:  # the steps' per-channel operands as the rows of one [steps, KC] constant
+        pre = {"ops": [op for op, _ in a_pre["steps"]], "C4": KC // 4, "act": a_pre["act"]}
+        if a_pre["steps"]:
+            rows: list[np.ndarray] = []
+            for _, v in a_pre["steps"]:
+                data = constant_array(v)
+                assert data is not None and data.size == KC, "input_preact_ok: constants, one per channel"
+                rows.append(data.reshape(-1))
+            pre_rows = make_constant(np.stack(rows), out.data_type)
     ep = epilogue if epilogue is not None else _epilogue.build(lc.node, out, [])
     ep_rows = row_epilogue is not None and row_epilogue.chan
     if ep_rows:
@@ -853,13 +867,14 @@ def tile_kernel(lc, a: Value, b: Value, out: Value, *, M: int, N: int, batch_sha
         a_vec=a_vec, b_ks=b_ks, b_ns=b_ns, b_vec=b_vec, b_cols=b_cols, o_P=o_P, o_sn=o_sn, o_sp=o_sp,
         o_so=o_so, out_vec=out_vec, ep=ep, ep_rows=ep_rows, group_cols=group_cols, dyn=dyn, tiles_n1=tiles_n == 1,
         pool_rows=-(-M // TM), x64=x64, split=split_ctx, x8=x8, res_words=a_add is not None and tile_res_words(x64, a_vec),
-        a_scale=a_scale is not None, a_add=a_add is not None, up=up or 0, b_uniform=b_uniform,
+        a_scale=a_scale is not None, a_add=a_add is not None, pre=pre, up=up or 0, b_uniform=b_uniform,
         b_uniform_vec4=B_UNIFORM_FLOATS // 4, b_panel=b_panel, win=win, bdot=bdot is not None, win_fused=WINDOW_FUSED and bdot is None, pool=pool is not None, sg=sg, clamp_at=0, cols_first=bool(sg) and bdot is None and not win and cols_first(TM, TN4), ep_loop=TM > 1 and not ep_rows and (TILE_EP_LOOP and KH * KW * KC >= TILE_EP_LOOP_MIN_K or ep.given or reads_per_output(ep)),
     )
     if variables["ep_loop"] and rows_written_out(TM, TN4, ep, bool(ep.code4) and out_vec, dyn, split):
         variables["ep_loop"] = False
     inputs = [("a", a), ("b", b)] + ep.operands + ([("asc", a_scale)] if a_scale is not None else [])
     inputs += [("ares", a_add)] if a_add is not None else []
+    inputs += [("pre", pre_rows)] if pre_rows is not None else []
     assert (given is not None) == ep.given, f"{lc.label}: an epilogue built with given needs its operand"
     inputs += [("gres", given)] if given is not None else []
     if dyn:

@@ -8,6 +8,8 @@ import logging
 import math
 from typing import Any
 
+import numpy as np
+
 from ..._env import DEBUG
 from ..._ir import GraphView, Node, Value
 from ._common import _is_linear_doubling, _max_bindings
@@ -220,6 +222,187 @@ def fuse_conv_input(nodes: list, outputs: dict, context=None) -> list:
         dropped.update(n.id for n in fused)
         if DEBUG >= 2:
             log.debug("fuse_conv_input: conv2d [%s] absorbs %s", conv.label, [n.op for n in fused])
+    return g.replace(replaced, dropped)
+
+
+def _channel_constant(c, C: int) -> bool:
+    """Whether ``c`` is a host constant of one value per channel along the last axis (shape
+    ``[..., C]``, ones before)."""
+    from ...ops.linalg import constant_array
+
+    return (c is not None and constant_array(c) is not None and tuple(c.shape)[-1:] == (C,)
+            and all(d == 1 for d in c.shape[:-1]))
+
+
+#: The most element-wise steps (:data:`webnn_gpu.ops.conv.PREACT_STEPS`) of a chain
+#: :func:`preact_chain` takes (a decomposed normalization: sub, div, mul, add).
+PREACT_MAX_STEPS = 4
+
+
+def _bn_steps(bn, C: int):
+    """``(steps, act)`` of ``batch_normalization`` node ``bn`` over the last axis with float32
+    host statistics (and scale and bias when given) and an epilogue of at most one relu or
+    clamp: the steps :func:`~webnn_gpu.compiler.rules.norm.split_batch_norm` makes
+    (``sub`` mean, ``div`` sqrt(variance + epsilon) computed on the host in float32, ``mul``
+    scale, ``add`` bias; one value per channel), else None."""
+    x, mean, var, scale, bias = (list(bn.inputs) + [None] * 5)[:5]
+    host = [v for v in (mean, var, scale, bias) if v is not None]
+    if (len(bn.inputs) > 5 or mean is None or var is None or bn.attrs.get("axis") != len(x.shape) - 1
+            or any(v.kind != "constant" or v.data is None or v.data_type != "float32" or v.size != C for v in host)):
+        return None
+    ep = bn.attrs.get("epilogue") or []
+    if len(ep) > 1 or ep and ep[0].get("op") not in ("relu", "clamp"):
+        return None
+    act: tuple | None = None
+    if ep and ep[0]["op"] == "relu":
+        if set(ep[0]) != {"op"}:
+            return None
+        act = ("relu",)
+    elif ep:
+        if set(ep[0]) - {"op", "min_value", "max_value"}:
+            return None
+        act = ("clamp", ep[0].get("min_value"), ep[0].get("max_value"))
+
+    def const(data) -> Value:
+        return Value("float32", (C,), "constant", data=np.ascontiguousarray(data, dtype=np.float32).reshape(-1))
+
+    d = np.sqrt(var.data.astype(np.float32) + np.float32(bn.attrs["epsilon"]), dtype=np.float32)
+    steps = [("sub", const(mean.data)), ("div", const(d))]
+    steps += [("mul", const(scale.data))] if scale is not None else []
+    steps += [("add", const(bias.data))] if bias is not None else []
+    return steps, act
+
+
+def _siblings(readers: list, context) -> bool:
+    """Whether some of ``readers`` (convs of one input) would run as one ``siblings`` launch
+    (``fuse_siblings``), which reads that input once: the chain before them keeps its kernel."""
+    from ...fusions.siblings import _key, sibling_group, sibling_ok
+    from ...ops.linalg import plan_context
+
+    lc = plan_context(context)
+    keyed: dict = {}
+    for n in readers:
+        if sibling_ok(n, lc):
+            keyed.setdefault(_key(n), []).append(n)
+    return any(sibling_group(ns, context) for ns in keyed.values())
+
+
+def preact_chain(g: GraphView, last, context=None):
+    """``(fused nodes, x, steps, act, readers)`` when ``last``'s value is ``x`` through ``steps``
+    (``(op, constant)`` pairs, op one of :data:`webnn_gpu.ops.conv.PREACT_STEPS`, each constant
+    one value per channel) and then ``act`` (None, ``("relu",)`` or ``("clamp", lo, hi)``), and
+    every node that reads it is a conv2d that can apply them as it loads its input
+    (:func:`fuse_conv_input_preact`), else None. The chain: element-wise ``mul``, ``add``,
+    ``sub``, ``div`` of ``x`` by such a constant (``sub`` and ``div`` with ``x`` first; at most
+    :data:`PREACT_MAX_STEPS`) and an activation (a relu without attributes, a clamp), each
+    optional but one, or one ``batch_normalization`` with host statistics whose epilogue is
+    at most a relu or a clamp (:func:`_bn_steps`); each node's value read only by the next
+    and no graph output; the values of ``x``'s shape and data type; float32, or float16 with
+    the activation alone (the kernel computes in float32 without the stand-alone kernels'
+    rounding between the steps). ``x`` may have other readers; an ``x`` made by an element-wise
+    op and read by the chain alone keeps the chain (``fuse_elementwise`` merges them: no launch
+    to save). Each reader reads the chain's value as its input alone and
+    :func:`webnn_gpu.ops.conv.input_preact_ok` takes it; readers of which some would run as one
+    ``siblings`` launch (:func:`_siblings`) keep it."""
+    from ...ops.conv import PREACT_OPS, PREACT_STEPS, input_preact_ok
+    from ...ops.elementwise import FUSIBLE
+
+    if last is None or len(last.outputs) != 1 or not last.inputs or last.inputs[0] is None:
+        return None
+    r = last.outputs[0]
+    if g.is_output(r) or len(r.shape) != 4 or r.data_type not in ("float32", "float16"):
+        return None
+    C = r.shape[-1]
+    fused: list = []
+    act: tuple | None = None
+    steps: list = []
+    v, reader, p = r, None, last
+    if p.op == "batch_normalization":
+        got = _bn_steps(p, C) if r.data_type == "float32" else None
+        if got is None:
+            return None
+        steps, act = got
+        fused.append(p)
+        v = p.inputs[0]
+    else:
+        if p.op in PREACT_OPS and len(p.inputs) == 1:
+            if p.op == "relu" and not p.attrs:
+                act = ("relu",)
+            elif p.op == "clamp" and set(p.attrs) <= {"min_value", "max_value"}:
+                act = ("clamp", p.attrs.get("min_value"), p.attrs.get("max_value"))
+            else:
+                return None
+            fused.append(p)
+            v, reader = p.inputs[0], p
+            p = g.producer(v)
+        while (p is not None and p.op in PREACT_STEPS and len(p.inputs) == 2 and not p.attrs
+               and len(p.outputs) == 1 and len(steps) < PREACT_MAX_STEPS):
+            if reader is not None and (g.is_output(v) or g.sole_consumer(v) is not reader):
+                break
+            a, b = p.inputs
+            x, c = (b, a) if p.op in ("mul", "add") and _channel_constant(a, C) else (a, b)
+            if x is None or not _channel_constant(c, C) or x.kind == "constant" or c.data_type != r.data_type:
+                break
+            steps.insert(0, (p.op, c))
+            fused.append(p)
+            v, reader = x, p
+            p = g.producer(v)
+    if not fused or v is None or v.data_type != r.data_type or tuple(v.shape) != tuple(r.shape):
+        return None
+    if r.data_type != "float32" and steps:
+        return None
+    p = g.producer(v)
+    if p is not None and p.op in FUSIBLE and not g.is_output(v) and len(g.consumers(v)) == 1:
+        return None  # fuse_elementwise merges the chain into x's kernel: taking it would save no launch
+    readers = g.consumers(r)
+    if not readers or len(readers) > 1 and _siblings(readers, context):
+        return None
+    for n in readers:
+        if n.op != "conv2d" or not n.inputs or n.inputs[0] is not r or any(u is r for u in n.inputs[1:]):
+            return None
+        if not input_preact_ok(n, [c for _, c in steps], context):
+            return None
+    return fused, v, steps, act, readers
+
+
+def fuse_conv_input_preact(nodes: list, outputs: dict, context=None) -> list:
+    """``act(x op1 c1 op2 c2 ...)`` (each ``c`` a constant of one value per channel, ``op`` a mul,
+    add, sub or div; ``act`` a relu, a clamp or none; either part may be absent: a
+    pre-activation's normalize then activate, as element-wise ops or one batch_normalization
+    with host statistics) whose every reader is a conv2d on the tile kernel reading it as its
+    input: each reader applies it to each in-image value it loads (``attrs["input_preact"]``:
+    ``{"steps": ((op, index of c in the conv's inputs), ...), "act": None, ("relu",) or
+    ("clamp", lo, hi)}``) and reads ``x``, which its producer stores anyway (``x`` may have
+    other readers: the next residual add). The chain's launch and its store go. A padded
+    conv's out-of-image taps stay 0, the padding of the activated input (so a clamp with
+    op(0) != 0 qualifies). A chain that is a graph output, any of whose values another node
+    reads, or that a node reads that cannot apply it, stays whole (:func:`preact_chain`)."""
+    g = GraphView(nodes, outputs)
+    max_bindings = _max_bindings(context)
+    replaced: dict[int, Node] = {}
+    dropped: set[int] = set()
+    for last in nodes:
+        got = preact_chain(g, last, context)
+        if got is None:
+            continue
+        fused, x, steps, act, readers = got
+        if any(n.id in replaced or n.id in dropped for n in readers + fused):
+            continue
+        new = {}
+        for conv in readers:
+            base = max(len(conv.inputs), EPILOGUE_HOSTS["conv2d"])
+            inputs = [x] + list(conv.inputs[1:]) + [None] * (base - len(conv.inputs)) + [c for _, c in steps]
+            # the conv's own bindings (the steps' operands one), a re-laid-out filter, the parameters, the output
+            if len({v.id for v in inputs[:base] if v is not None}) + (1 if steps else 0) + 3 > max_bindings:
+                break
+            at = {"steps": tuple((op, base + i) for i, (op, _) in enumerate(steps)), "act": act}
+            new[conv.id] = Node(conv.op, inputs, list(conv.outputs), {**conv.attrs, "input_preact": at}, conv.label)
+        else:
+            replaced.update(new)
+            dropped.update(n.id for n in fused)
+            if DEBUG >= 2:
+                log.debug("fuse_conv_input_preact: %s applied by %s", [f"{n.op} [{n.label}]" for n in fused],
+                          [f"conv2d [{n.label}]" for n in readers])
     return g.replace(replaced, dropped)
 
 

@@ -191,6 +191,23 @@ def _read_padded_operands(node, g):
     return Node(node.op, inputs, list(node.outputs), {**node.attrs, "epilogue": new_steps}, node.label)
 
 
+def _left_to_preact(g, chain: list, context) -> bool:
+    """Whether a concat map's element-wise ``chain`` is left to the convs reading its value, which
+    apply it as they load their input (``fuse_conv_input_preact``, later:
+    :func:`~webnn_gpu.compiler.rules.conv.preact_chain`; the concat then stores its output
+    alone): only with ``WEBNN_GPU_FORCE_INPUT_PREACT=concat``. By default the concat stores
+    the chain's value (Keras DenseNet121's 57 dense-layer maps: the map in the concat costs
+    less than the step in each 1x1 conv reading up to 992 channels; ``knob_ab``: those
+    kernels 1.11, wall 1.06 with the convs applying it)."""
+    from ..._env import force_choice
+    from .conv import preact_chain
+
+    if force_choice("input_preact", ("off", "concat", "windowed")) != "concat":
+        return False
+    got = preact_chain(g, chain[-1], context)
+    return got is not None and {n.id for n in got[0]} == {n.id for n in chain}
+
+
 def fuse_concat_map(nodes: list, outputs: dict, context=None) -> list:
     """A float concat whose output ``v`` is read by an element-wise chain and by other
     readers (or is a graph output) stores the chain's value too, as it copies each element:
@@ -234,7 +251,7 @@ def fuse_concat_map(nodes: list, outputs: dict, context=None) -> list:
         readers = g.consumers(v)
         n = len(cat.inputs)
         steps, operands, chain = side_chain(g, cat, v, readers, len(v.shape) - 1, n, taken, loads=1)
-        if not chain or not concat_vec4_ok(cat, 1 + len(operands), limits):
+        if not chain or not concat_vec4_ok(cat, 1 + len(operands), limits) or _left_to_preact(g, chain, context):
             continue
         y = chain[-1].outputs[0]
         # the chain v's only reader: the concat stores its value alone (an epilogue)
