@@ -660,14 +660,15 @@ def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
                            for n, r in ref.items())
     row["within_tolerance"] = row["max_error"] <= TOLERANCE[args.dtype]
     row["kernels"] = engine.model.graph.kernel_count
-    runners = {"webnn": lambda: engine.run(x)}
-    if not tf_ref.exists():
-        lite = LiteRT(data, threads=2, xnnpack=True)
-        runners["xnnpack2"] = lambda: lite.run(x)
-    med = zoo.alternate(runners, args.warmup, args.rounds)
-    row["webnn_ms"] = med["webnn"]
-    if "xnnpack2" in med:
-        row.update(xnnpack2_ms=med["xnnpack2"], ratio=med["webnn"] / med["xnnpack2"])
+    if args.rounds:  # --rounds 0: errors and kernels only
+        runners = {"webnn": lambda: engine.run(x)}
+        if not tf_ref.exists():
+            lite = LiteRT(data, threads=2, xnnpack=True)
+            runners["xnnpack2"] = lambda: lite.run(x)
+        med = zoo.alternate(runners, args.warmup, args.rounds)
+        row["webnn_ms"] = med["webnn"]
+        if "xnnpack2" in med:
+            row.update(xnnpack2_ms=med["xnnpack2"], ratio=med["webnn"] / med["xnnpack2"])
     if args.cold:
         row["first_build_s"] = zoo.fresh_build(path, args.dtype, {"MESA_SHADER_CACHE_DISABLE": "true"})
     return row
@@ -682,7 +683,7 @@ def format_table(rows: list[dict]) -> str:
             lines.append(f"| {r['model']} | no: {r['error']} | | | | | | |")
             continue
         mark = "" if r["within_tolerance"] else " (above tolerance)"
-        lines.append(f"| {r['model']} | yes | {r['max_error']:.1e}{mark} | {r['webnn_ms']:.2f} | "
+        lines.append(f"| {r['model']} | yes | {r['max_error']:.1e}{mark} | {fmt(r.get('webnn_ms'), '.2f')} | "
                      f"{fmt(r.get('xnnpack2_ms'), '.2f')} | {fmt(r.get('ratio'), '.1f')} | {r['kernels']} | "
                      f"{fmt(r.get('first_build_s'), '.1f')} |")
     ratios = [r["ratio"] for r in rows if "ratio" in r]
