@@ -157,6 +157,12 @@ def test_channels_not_a_multiple_of_4_a_grouped_conv_and_float16_stay():
     ir = IR("float16")  # the relu alone is exact
     zs, nxt = _block(ir, scale=False, shift=False)
     assert [n.op for n in _rewrite(ir, _outputs(zs, nxt))] == ["add", "conv2d", "add"]
+    ir = IR("float16")  # a clamp with float16 bounds is exact too
+    zs, nxt = _block(ir, scale=False, shift=False, act="clamp", min_value=0.0, max_value=6.0)
+    assert [n.op for n in _rewrite(ir, _outputs(zs, nxt))] == ["add", "conv2d", "add"]
+    ir = IR("float16")  # 0.1 is no float16: the stand-alone kernel clamps at float16(0.1), the step would not
+    zs, nxt = _block(ir, scale=False, shift=False, act="clamp", min_value=0.1, max_value=0.3)
+    assert [n.op for n in _rewrite(ir, _outputs(zs, nxt))] == ["add", "clamp", "conv2d", "add"]
 
 
 def test_a_decomposed_normalization_and_a_batch_normalization():

@@ -813,7 +813,7 @@ INPUT_PROLOGUES = ("input_scale", "input_add", "input_relu", "input_affine", "in
 
 #: Activations of a pre-activation input step (``attrs["input_preact"]``, the compiler's
 #: ``fuse_conv_input_preact``): ``relu`` and ``clamp`` (either bound; the stand-alone kernels'
-#: ``max`` / ``min``, exact in float32).
+#: ``max`` / ``min``, exact in float32; in float16 only with bounds that are float16 values).
 PREACT_OPS = ("relu", "clamp")
 
 
@@ -879,7 +879,7 @@ def input_preact_ok(node, operands=(), context=None) -> bool:
         return False
     for v in operands:
         if (v.data_type != out.data_type or constant_array(v) is None
-                              or tuple(v.shape)[-1:] != (C,) or any(d != 1 for d in v.shape[:-1])):
+                or tuple(v.shape)[-1:] != (C,) or any(d != 1 for d in v.shape[:-1])):
             return False
     if variant == "pointwise":
         M = g["NB"] * g["OH"] * g["OW"]
@@ -888,7 +888,6 @@ def input_preact_ok(node, operands=(), context=None) -> bool:
     elif tile_loop_iterations(C, g["KH"], g["KW"]) > LOOP_BUDGET:
         return False
     return matvec_conv_plan(pc, node, g, variant) is None
-
 
 
 def _prologue_host(node, tuning: str) -> str | None:

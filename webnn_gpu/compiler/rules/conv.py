@@ -299,7 +299,7 @@ def preact_chain(g: GraphView, last, context=None):
     at most a relu or a clamp (:func:`_bn_steps`); each node's value read only by the next
     and no graph output; the values of ``x``'s shape and data type; float32, or float16 with
     the activation alone (the kernel computes in float32 without the stand-alone kernels'
-    rounding between the steps). ``x`` may have other readers; an ``x`` made by an element-wise
+    rounding between the steps), a clamp's bounds then values of float16. ``x`` may have other readers; an ``x`` made by an element-wise
     op and read by the chain alone keeps the chain (``fuse_elementwise`` merges them: no launch
     to save). Each reader reads the chain's value as its input alone and
     :func:`webnn_gpu.ops.conv.input_preact_ok` takes it; readers of which some would run as one
@@ -351,6 +351,9 @@ def preact_chain(g: GraphView, last, context=None):
         return None
     if r.data_type != "float32" and steps:
         return None
+    if r.data_type == "float16" and act is not None and act[0] == "clamp" and any(
+            b is not None and abs(b) != float("inf") and float(np.float16(b)) != float(b) for b in act[1:]):
+        return None  # the stand-alone clamp bounds by float16(b), the kernel's literal is float32(b)
     p = g.producer(v)
     if p is not None and p.op in FUSIBLE and not g.is_output(v) and len(g.consumers(v)) == 1:
         return None  # fuse_elementwise merges the chain into x's kernel: taking it would save no launch
