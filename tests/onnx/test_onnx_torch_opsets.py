@@ -82,3 +82,64 @@ def test_hard_sigmoid_swish_matches_onnxruntime(ctx, rng, opset, kw, kernels):
     got = loaded.compute(feed)["y"]
     assert np.abs(got.astype(np.float64) - ref).max() <= 1e-5 * np.abs(ref).max()
     assert loaded.graph.kernel_count == kernels
+
+
+# ------------------------------------------- do_constant_folding=False: statistics through Identity
+def _conv_bn_model(rng, stats="identity"):
+    """A 1-D depthwise Conv (4 channels, kernel 3, padded: a conformer's convolution module) then an inference BatchNormalization whose
+    running mean and variance are ``Identity`` nodes of the bias and scale initializers, as
+    ``torch.onnx.export(..., do_constant_folding=False)`` writes equal parameters
+    (``stats="init"``: initializers of their own, the folded export; ``"input"``: the variance
+    a graph input, known only at run time)."""
+    w = rng.standard_normal((4, 1, 3)).astype(np.float32)
+    scale = rng.uniform(0.5, 1.5, 4).astype(np.float32)
+    bias = rng.uniform(-0.5, 0.5, 4).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(scale, "bn.weight"),
+             numpy_helper.from_array(bias, "bn.bias")]
+    nodes = [helper.make_node("Conv", ["in", "w"], ["c"], kernel_shape=[3], pads=[1, 1], group=4)]
+    inputs = [helper.make_tensor_value_info("in", TensorProto.FLOAT, [1, 4, 16])]
+    if stats == "init":
+        inits += [numpy_helper.from_array(bias, "bn.running_mean"), numpy_helper.from_array(scale, "bn.running_var")]
+    else:
+        nodes.append(helper.make_node("Identity", ["bn.bias"], ["bn.running_mean"]))
+        if stats == "input":
+            inputs.append(helper.make_tensor_value_info("bn.running_var", TensorProto.FLOAT, [4]))
+        else:
+            nodes.append(helper.make_node("Identity", ["bn.weight"], ["bn.running_var"]))
+    nodes.append(helper.make_node("BatchNormalization", ["c", "bn.weight", "bn.bias", "bn.running_mean",
+                                                         "bn.running_var"], ["y"], epsilon=1e-5))
+    g = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), scale
+
+
+def test_batch_norm_statistics_through_identity_fold_into_the_conv():
+    """GPU-free: the normalization's statistics read through Identity nodes of initializers fold
+    into the conv as initializers do; a variance known only at run time keeps the node."""
+    import numpy.random as npr
+
+    from webnn_gpu.onnx.rewrite import fold_conv_affine
+
+    for stats, ops in (("identity", ["Identity", "Identity", "Conv"]), ("init", ["Conv"]),
+                       ("input", ["Conv", "Identity", "BatchNormalization"])):
+        m, _ = _conv_bn_model(npr.default_rng(0), stats)
+        env = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+        assert sorted(p.op_type for p in fold_conv_affine(m.graph.node, env, ["y"])) == sorted(ops), stats
+
+
+@pytest.mark.parametrize("stats", ["identity", "init", "input"])
+def test_batch_norm_statistics_through_identity_match_onnxruntime(ctx, rng, stats):
+    """Within 1e-5 of the output's magnitude of ONNX Runtime; the unfolded export takes as many
+    kernels as the folded one (the run-time variance one more, the normalization's)."""
+    import onnxruntime as ort
+
+    m, scale = _conv_bn_model(rng, stats)
+    feed = {"in": rng.standard_normal((1, 4, 16)).astype(np.float32)}
+    if stats == "input":
+        feed["bn.running_var"] = scale
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    loaded = webnn.load(m.SerializeToString(), ctx)
+    got = loaded.compute(feed)["y"]
+    assert np.abs(got.astype(np.float64) - ref).max() <= 1e-5 * np.abs(ref).max()
+    folded = webnn.load(_conv_bn_model(np.random.default_rng(0), "init")[0].SerializeToString(), ctx)
+    assert loaded.graph.kernel_count == folded.graph.kernel_count + (stats == "input")

@@ -90,7 +90,8 @@ def fold_conv_affine(nodes, env: dict, outputs) -> list:
     Chains fold one step after the other (a conv followed by a scale and an offset). The
     folded values are computed in float64 and stored in the weights' type. Fires only where
     the folded node is read by nothing else (no graph output, no other node, no subgraph) and
-    every operand is a known float array.
+    every operand is a known float array (an initializer, a ``Constant`` or a movement of known
+    values that :func:`_known_consts` folds, such as ``Identity``).
 
     Arguments:
         nodes (sequence[onnx.NodeProto]): the graph's nodes in order.
@@ -102,14 +103,13 @@ def fold_conv_affine(nodes, env: dict, outputs) -> list:
     Returns:
         list[onnx.NodeProto]: the new node list (the conv nodes that changed are copies).
     """
-    from onnx import NodeProto, numpy_helper
+    from onnx import NodeProto
 
     nodes = list(nodes)
-    known = dict(env)
-    for p in nodes:  # Constant nodes holding a tensor (the weights of some exporters)
-        if p.op_type == "Constant" and p.domain in _DEFAULT and len(p.attribute) == 1 \
-                and p.attribute[0].name == "value":
-            known[p.output[0]] = numpy_helper.to_array(p.attribute[0].t)
+    # Constant nodes holding a tensor (the weights of some exporters) and movements of known
+    # values: an export without constant folding reads a normalization's statistics through
+    # Identity nodes of equal initializers (running_var = Identity(weight) when both are ones)
+    known = _known_consts(nodes, env)
 
     def known_float(name):
         v = known.get(name) if name else None
