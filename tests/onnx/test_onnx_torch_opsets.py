@@ -86,9 +86,10 @@ def test_hard_sigmoid_swish_matches_onnxruntime(ctx, rng, opset, kw, kernels):
 
 # ------------------------------------------- do_constant_folding=False: statistics through Identity
 def _conv_bn_model(rng, stats="identity"):
-    """A 1-D depthwise Conv (4 channels, kernel 3, padded: a conformer's convolution module) then an inference BatchNormalization whose
-    running mean and variance are ``Identity`` nodes of the bias and scale initializers, as
-    ``torch.onnx.export(..., do_constant_folding=False)`` writes equal parameters
+    """A 1-D depthwise Conv (4 channels, kernel 3, padded: a conformer's convolution module),
+    then an inference BatchNormalization whose running mean and variance are ``Identity`` nodes
+    of the bias and scale initializers, as ``torch.onnx.export(..., do_constant_folding=False)``
+    writes equal parameters
     (``stats="init"``: initializers of their own, the folded export; ``"input"``: the variance
     a graph input, known only at run time)."""
     w = rng.standard_normal((4, 1, 3)).astype(np.float32)
