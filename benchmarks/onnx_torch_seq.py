@@ -6,6 +6,7 @@ loaded with ``webnn.load``, against ONNX Runtime.
     .venv/bin/python benchmarks/onnx_torch_seq.py --dtype float16 --rounds 0   # float16 graphs, errors only
     .venv/bin/python benchmarks/onnx_torch_seq.py --reexport             # export again
     .venv/bin/python benchmarks/onnx_torch_seq.py --ab WEBNN_GPU_FORCE_GRU_CELL=off --models gru_cell_loop
+    .venv/bin/python benchmarks/onnx_torch_seq.py --variant op11 --rounds 0   # older exports (see VARIANTS)
 
 What a user with a PyTorch model does: the models below (plain PyTorch, seeded weights,
 ``eval()``) are exported in the PyTorch environment (``--torch-python``, by default
@@ -14,7 +15,12 @@ What a user with a PyTorch model does: the models below (plain PyTorch, seeded w
 rows ``NAME.ts``) and ``dynamo=True`` (its default opset, rows ``NAME.dynamo``) into
 ``$XDG_CACHE_HOME/webnn-gpu/onnx_torch/`` (never into the repository). The models of
 :data:`DYNAMIC_BATCH` are also exported with an open batch axis (rows ``NAME.ts+batch``,
-``NAME.dynamo+batch``) and loaded with ``dims`` giving a batch of 3.
+``NAME.dynamo+batch``) and loaded with ``dims`` giving a batch of 3. ``--variant`` picks
+instead one of :data:`VARIANTS`, files as users have them from older or other TorchScript
+exports (rows ``NAME.ts-VARIANT``): ``op11`` and ``op13`` (``opset_version`` 11 and 13),
+``half`` (``model.half()``, float inputs in float16, opset 17: a float16 ONNX graph, compared
+at the float16 tolerance whatever ``--dtype``; a model PyTorch cannot run in float16 on the CPU
+is a row with its error) and ``nofold`` (``do_constant_folding=False``, opset 17).
 
 Each row is ``onnx_keras.bench_model``: ``webnn.load``, the largest error over the outputs
 against ONNX Runtime on one seeded input (floats N(0, 1), integer ids and lengths in [0, 20)) relative to
@@ -50,6 +56,11 @@ DYNAMIC_BATCH = {"lstm1": {"x": 0}, "encoder_post_pad": {"ids": 0, "lengths": 0}
                  "conv1d_stack": {"x": 0}, "seq_classifier": {"ids": 0, "lengths": 0}, "speech_encoder": {"wav": 0}}
 
 EXPORTERS = ("ts", "dynamo")
+
+#: The TorchScript export variants of ``--variant``: name -> the ``torch.onnx.export`` keywords
+#: (``half``: the module and its float inputs in float16 too).
+VARIANTS = {"op11": {"opset_version": 11}, "op13": {"opset_version": 13}, "half": {"opset_version": 17},
+            "nofold": {"opset_version": 17, "do_constant_folding": False}}
 
 
 def cache_dir() -> pathlib.Path:
@@ -359,8 +370,9 @@ def _models():
 
 def export_all(out: pathlib.Path, names: list[str], exporters: list[str]) -> dict:
     """Export ``names`` with each exporter of ``exporters`` (and the open-batch forms of
-    :data:`DYNAMIC_BATCH`) into ``out``; runs in the PyTorch environment. Returns file stem ->
-    the exporter's error line, for those that failed."""
+    :data:`DYNAMIC_BATCH`; ``ts-VARIANT``: the TorchScript exporter with :data:`VARIANTS`' keywords,
+    no open batch) into ``out``; runs in the PyTorch environment. Returns file stem -> the
+    exporter's error line, for those that failed."""
     import warnings
 
     import torch
@@ -373,11 +385,14 @@ def export_all(out: pathlib.Path, names: list[str], exporters: list[str]) -> dic
         m, args, ins, outs = models[name]
         m.eval()
         for exp in exporters:
-            for dyn in ([False, True] if name in DYNAMIC_BATCH else [False]):
+            for dyn in ([False, True] if name in DYNAMIC_BATCH and exp in EXPORTERS else [False]):
                 stem = f"{name}.{exp}" + ("+batch" if dyn else "")
                 tmp = out / f".{stem}.onnx.tmp"
                 kw: dict = {"input_names": ins, "output_names": outs}
-                if exp == "ts":
+                mod, margs = m, args
+                if exp.startswith("ts-"):
+                    kw.update(dynamo=False, **VARIANTS[exp[3:]])
+                elif exp == "ts":
                     kw.update(dynamo=False, opset_version=17)
                     if dyn:
                         kw["dynamic_axes"] = {n: {a: "batch"} for n, a in DYNAMIC_BATCH[name].items()}
@@ -388,7 +403,12 @@ def export_all(out: pathlib.Path, names: list[str], exporters: list[str]) -> dic
                         kw["dynamic_shapes"] = tuple({a: batch} if n in DYNAMIC_BATCH[name] else None
                                                      for n, a in zip(ins, [DYNAMIC_BATCH[name].get(n) for n in ins]))
                 try:
-                    torch.onnx.export(m, args, str(tmp), **kw)  # not under no_grad: its fast paths do not export
+                    if exp == "ts-half":  # a model PyTorch cannot run in float16 on the CPU: the row says why
+                        mod = _models()[name][0].eval().to(torch.float16)  # mel_conv has a .half attribute
+                        margs = tuple(a.half() if a.is_floating_point() else a for a in args)
+                        with torch.no_grad():
+                            mod(*margs)
+                    torch.onnx.export(mod, margs, str(tmp), **kw)  # not under no_grad: its fast paths do not export
                     tmp.rename(out / f"{stem}.onnx")
                 except Exception as exc:  # noqa: BLE001 - a row of the table
                     while exc.__cause__ is not None:  # torch.export's reason, under the exporter's
@@ -399,8 +419,11 @@ def export_all(out: pathlib.Path, names: list[str], exporters: list[str]) -> dic
     return failed
 
 
-def stems(names: list[str]) -> list[str]:
-    """The exported files' stems, in table order: ``NAME.ts``, ``NAME.ts+batch``, ``NAME.dynamo``, ..."""
+def stems(names: list[str], variant: str | None = None) -> list[str]:
+    """The exported files' stems, in table order: ``NAME.ts``, ``NAME.ts+batch``, ``NAME.dynamo``, ...
+    (with ``variant``: ``NAME.ts-VARIANT``)."""
+    if variant:
+        return [f"{n}.ts-{variant}" for n in names]
     return [f"{n}.{e}{s}" for n in names for e in EXPORTERS
             for s in ([""] + (["+batch"] if n in DYNAMIC_BATCH else []))]
 
@@ -429,7 +452,10 @@ def main(argv: list[str] | None = None) -> int:
     only). Returns the exit status (0; a model that does not export is a row with its reason)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="*", default=MODELS, choices=MODELS, metavar="NAME")
-    parser.add_argument("--exporters", nargs="*", default=list(EXPORTERS), choices=EXPORTERS)
+    parser.add_argument("--exporters", nargs="*", default=list(EXPORTERS),
+                        choices=[*EXPORTERS, *(f"ts-{v}" for v in VARIANTS)])
+    parser.add_argument("--variant", choices=list(VARIANTS),
+                        help="instead of --exporters: the TorchScript export variant ts-VARIANT (see VARIANTS)")
     parser.add_argument("--reexport", action="store_true", help="export the models again")
     parser.add_argument("--torch-python", default=str(DEFAULT_TORCH_PYTHON),
                         help="Python of a PyTorch environment with onnx and onnxscript (default: %(default)s)")
@@ -447,7 +473,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     out = cache_dir()
-    wanted = [s for s in stems(args.models) if s.split(".")[1].split("+")[0] in args.exporters]
+    if args.variant:
+        args.exporters = [f"ts-{args.variant}"]
+    wanted = [s for s in stems(args.models, args.variant) if s.split(".")[1].split("+")[0] in args.exporters]
     missing = [s for s in wanted if args.reexport or not (out / f"{s}.onnx").exists()]
     failed: dict = {}
     if missing:

@@ -7,6 +7,7 @@ against ONNX Runtime.
     .venv/bin/python benchmarks/onnx_torch_vision.py --reexport            # export again
     .venv/bin/python benchmarks/onnx_torch_vision.py --batch 3 --rounds 0  # the dynamic-batch files at batch 3
     .venv/bin/python benchmarks/onnx_torch_vision.py --models convnext vit --ab WEBNN_GPU_FORCE_ERF_GELU=off
+    .venv/bin/python benchmarks/onnx_torch_vision.py --variant op11 --rounds 0   # older exports (see VARIANTS)
 
 What a user with a PyTorch vision model does: the models below are written in plain PyTorch
 (no torchvision; seeded weights, ``eval()``, small inputs), each a few layers of the pattern it
@@ -20,7 +21,12 @@ exported twice into ``$XDG_CACHE_HOME/webnn-gpu/onnx_torch/`` (never into the re
 
 The models of :data:`DYNAMIC` are exported a third and fourth time with an open batch axis
 (``dynamic_axes`` / ``dynamic_shapes``: ``<name>.ts-dyn.onnx``, ``<name>.dynamo-dyn.onnx``);
-``--batch N`` loads those with ``dims`` giving the batch N. Then for every file
+``--batch N`` loads those with ``dims`` giving the batch N. ``--variant`` picks instead one of
+:data:`VARIANTS`, the files users have from older or other TorchScript exports
+(``<name>.ts-<variant>.onnx``): ``op11`` and ``op13`` (``opset_version`` 11 and 13), ``half``
+(``model.half()`` with a float16 input at opset 17: a float16 ONNX graph, compared at the
+float16 tolerance whatever ``--dtype``) and ``nofold`` (``do_constant_folding=False`` at opset
+17: the Shape/Gather/Concat chains left for the importer). Then for every file
 ``benchmarks/onnx_keras.py``'s ``bench_model``: ``webnn.load``, the largest error against ONNX
 Runtime (1 thread) on one seeded input relative to the output's largest magnitude (tolerance
 1e-3, 3e-2 with ``--dtype float16``), and medians over ``--rounds`` rounds of webnn-gpu's
@@ -71,7 +77,14 @@ MODELS = {
 DYNAMIC = ["resnet", "mobilenet_v2", "vit", "detect_head"]
 
 #: The exporters: file suffix -> (dynamo, open batch axis).
-EXPORTERS = {"ts": (False, False), "dynamo": (True, False), "ts-dyn": (False, True), "dynamo-dyn": (True, True)}
+EXPORTERS = {"ts": (False, False), "dynamo": (True, False), "ts-dyn": (False, True), "dynamo-dyn": (True, True),
+             "ts-op11": (False, False), "ts-op13": (False, False), "ts-half": (False, False),
+             "ts-nofold": (False, False)}
+
+#: The TorchScript export variants of ``--variant``: name -> the ``torch.onnx.export`` keywords
+#: (``half``: the module and its input in float16 too).
+VARIANTS = {"op11": {"opset_version": 11}, "op13": {"opset_version": 13}, "half": {"opset_version": 17},
+            "nofold": {"opset_version": 17, "do_constant_folding": False}}
 
 
 def cache_dir() -> pathlib.Path:
@@ -403,11 +416,17 @@ def export_all(names: list[str], out: pathlib.Path, kinds: list[str]) -> dict:
             dynamo, dyn = EXPORTERS[kind]
             if dyn and name not in DYNAMIC:
                 continue
+            variant = VARIANTS.get(kind.partition("-")[2], {"opset_version": 17})
             # torch.export specializes a dimension of size 1: an open batch is traced at batch 2.
             x = torch.randn((2, *MODELS[name][1:]) if dyn else MODELS[name])
             f = out / f"{name}.{kind}.onnx"
             tmp = out / f".{name}.{kind}.onnx.tmp"
+            mod = m
             try:
+                if kind == "ts-half":  # a model PyTorch cannot run in float16 on the CPU: the row says why
+                    mod, x = seeded_module(name).half(), x.half()
+                    with torch.no_grad():
+                        mod(x)
                 if dynamo:
                     shapes = ({0: torch.export.Dim("batch", min=1, max=64)},) if dyn else None  # by position
                     prog = torch.onnx.export(m, (x,), dynamo=True, input_names=["x"], dynamic_shapes=shapes,
@@ -415,8 +434,8 @@ def export_all(names: list[str], out: pathlib.Path, kinds: list[str]) -> dict:
                     prog.save(str(tmp))
                 else:
                     axes = {"x": {0: "batch"}} if dyn else None
-                    torch.onnx.export(m, (x,), str(tmp), dynamo=False, opset_version=17, input_names=["x"],
-                                      dynamic_axes=axes)
+                    torch.onnx.export(mod, (x,), str(tmp), dynamo=False, input_names=["x"], dynamic_axes=axes,
+                                      **variant)
                 tmp.rename(f)
                 result[f.name] = None
             except Exception as exc:  # noqa: BLE001 - a row of the table
@@ -460,6 +479,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS), metavar="NAME")
     parser.add_argument("--kinds", nargs="*", default=["ts", "dynamo"], choices=list(EXPORTERS),
                         help="exporters (default: %(default)s; --batch uses the -dyn ones)")
+    parser.add_argument("--variant", choices=list(VARIANTS),
+                        help="instead of --kinds: the TorchScript export variant ts-VARIANT (see VARIANTS)")
     parser.add_argument("--reexport", action="store_true", help="export the models again")
     parser.add_argument("--torch-python", default=str(DEFAULT_TORCH_PYTHON),
                         help="Python of the PyTorch environment (default: %(default)s)")
@@ -477,6 +498,8 @@ def main(argv: list[str] | None = None) -> int:
         report = pathlib.Path(args.export_to)
         report.write_text(json.dumps(export_all(args.models, report.parent, args.kinds)))
         return 0
+    if args.variant:
+        args.kinds = [f"ts-{args.variant}"]
     if args.batch:
         args.kinds = ["ts-dyn", "dynamo-dyn"]
         args.models = [n for n in args.models if n in DYNAMIC]

@@ -90,7 +90,8 @@ def fold_conv_affine(nodes, env: dict, outputs) -> list:
     Chains fold one step after the other (a conv followed by a scale and an offset). The
     folded values are computed in float64 and stored in the weights' type. Fires only where
     the folded node is read by nothing else (no graph output, no other node, no subgraph) and
-    every operand is a known float array.
+    every operand is a known float array (an initializer, a ``Constant`` or a movement of known
+    values that :func:`_known_consts` folds, such as ``Identity``).
 
     Arguments:
         nodes (sequence[onnx.NodeProto]): the graph's nodes in order.
@@ -102,14 +103,13 @@ def fold_conv_affine(nodes, env: dict, outputs) -> list:
     Returns:
         list[onnx.NodeProto]: the new node list (the conv nodes that changed are copies).
     """
-    from onnx import NodeProto, numpy_helper
+    from onnx import NodeProto
 
     nodes = list(nodes)
-    known = dict(env)
-    for p in nodes:  # Constant nodes holding a tensor (the weights of some exporters)
-        if p.op_type == "Constant" and p.domain in _DEFAULT and len(p.attribute) == 1 \
-                and p.attribute[0].name == "value":
-            known[p.output[0]] = numpy_helper.to_array(p.attribute[0].t)
+    # Constant nodes holding a tensor (the weights of some exporters) and movements of known
+    # values: an export without constant folding reads a normalization's statistics through
+    # Identity nodes of equal initializers (running_var = Identity(weight) when both are ones)
+    known = _known_consts(nodes, env)
 
     def known_float(name):
         v = known.get(name) if name else None
@@ -863,11 +863,50 @@ def fuse_erf_gelu(nodes, env: dict, outputs) -> list:
     return _splice(nodes, replaced, drop)
 
 
+def fuse_hard_sigmoid_swish(nodes, env: dict, outputs) -> list:
+    """Write ``x * HardSigmoid(x)`` with ``alpha`` 1/6 and ``beta`` 0.5 as one ``HardSwish``
+    node, the function ONNX defines ``HardSwish`` by (PyTorch's TorchScript exporter writes
+    ``nn.Hardswish`` so before opset 14)::
+
+        h = HardSigmoid(x, alpha=1/6, beta=0.5); y = Mul(x, h)   ->   y = HardSwish(x)
+
+    ``x`` on either side of the ``Mul``; ``alpha`` and ``beta`` within 2 units in the last place
+    of float32 (attributes are float32) of 1/6 and 0.5; ``h`` read only by the ``Mul`` (not a
+    graph output). Another ``alpha`` or ``beta``, a ``Mul`` of ``h`` and another value (a
+    squeeze-and-excite gate) or ``h`` read elsewhere keep the nodes. The values agree up to
+    float rounding (``hard_swish`` computes ``x * clamp(x + 3, 0, 6) / 6``).
+
+    Arguments and result as :func:`fuse_lstm_cell`'s.
+    """
+    from onnx import helper
+
+    ix = _Index(nodes, env, outputs)
+    nodes = ix.nodes
+    ulp2 = 2 * float(np.finfo(np.float32).eps)
+    replaced: dict[int, list] = {}
+    drop: set[int] = set()
+    for kh, hs in enumerate(nodes):
+        if hs.op_type != "HardSigmoid" or hs.domain not in _DEFAULT or not hs.input or not hs.input[0]:
+            continue
+        alpha, beta = float(_attr(hs, "alpha", 0.2)), float(_attr(hs, "beta", 0.5))
+        if abs(alpha - 1 / 6) > ulp2 / 6 or abs(beta - 0.5) > ulp2 * 0.5:
+            continue
+        km = ix.sole_reader(hs.output[0], "Mul")
+        if km is None or len(nodes[km].input) != 2 or sorted(nodes[km].input) != sorted([hs.input[0], hs.output[0]]):
+            continue
+        y = nodes[km].output[0]
+        replaced[km] = [helper.make_node("HardSwish", [hs.input[0]], [y], name=nodes[km].name or y)]
+        drop.add(kh)
+    return _splice(nodes, replaced, drop)
+
+
 def rewrite(nodes, env: dict, outputs) -> list:
     """Every load-time rewrite of this module, in order, on one graph's node list
     (:func:`split_gemm_accumulate`, :func:`fuse_lstm_cell`, :func:`fuse_gru_cell`,
-    :func:`fuse_erf_gelu`, then :func:`fold_conv_affine`; ``WEBNN_GPU_FORCE_SPLIT_GEMM=off`` skips the first,
-    ``WEBNN_GPU_FORCE_GRU_CELL=off`` the third, ``WEBNN_GPU_FORCE_ERF_GELU=off`` the fourth, read at each call)."""
+    :func:`fuse_erf_gelu`, :func:`fuse_hard_sigmoid_swish`, then :func:`fold_conv_affine`;
+    ``WEBNN_GPU_FORCE_SPLIT_GEMM=off`` skips the first, ``WEBNN_GPU_FORCE_GRU_CELL=off`` the third,
+    ``WEBNN_GPU_FORCE_ERF_GELU=off`` the fourth, ``WEBNN_GPU_FORCE_HARD_SIGMOID_SWISH=off`` the
+    fifth, read at each call)."""
     from .. import _env
 
     if _env.force_choice("split_gemm", ("off",)) != "off":
@@ -877,4 +916,6 @@ def rewrite(nodes, env: dict, outputs) -> list:
         nodes = fuse_gru_cell(nodes, env, outputs)
     if _env.force_choice("erf_gelu", ("off",)) != "off":
         nodes = fuse_erf_gelu(nodes, env, outputs)
+    if _env.force_choice("hard_sigmoid_swish", ("off",)) != "off":
+        nodes = fuse_hard_sigmoid_swish(nodes, env, outputs)
     return fold_conv_affine(nodes, env, outputs)
