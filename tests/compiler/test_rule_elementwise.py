@@ -84,3 +84,23 @@ def test_too_many_inputs_stay_unfused():
     fused = _ew.fuse_elementwise(nodes, {"y": acc})
     assert all(len(n.inputs) <= _ew.MAX_FUSED_INPUTS for n in fused)
     assert len(fused) >= 2
+
+
+def test_where_of_32_and_16_bit_values_is_a_step():
+    """where(greater(x, c), x, softplus(x)) (the dynamo exporter's softplus): one fused node;
+    a where of int64 or uint8 values (a raw select) and a where read twice stay as they are."""
+    for dt, fused in (("float32", True), ("float16", True), ("int32", True), ("int64", False), ("uint8", False)):
+        x, c = _v(dt=dt, kind="input"), _v(dt=dt, kind="constant")
+        m, s, y = _v(dt="uint8"), _v(dt=dt), _v(dt=dt)
+        nodes = [_n("greater", [x, c], m), _n("abs", [x], s), _n("where", [m, x, s], y)]
+        out = _ew.fuse_elementwise(nodes, {"y": y})
+        if fused:
+            assert [n.op for n in out] == ["fused_elementwise"], dt
+            assert [st.op for st, _ in out[0].attrs["program"]] == ["greater", "abs", "where"]
+        else:
+            assert [n.op for n in out] == ["greater", "abs", "where"], dt
+    x = _v(kind="input")
+    m, y, z = _v(dt="uint8"), _v(), _v()
+    nodes = [_n("is_nan", [x], m), _n("where", [m, x, x], y), _n("relu", [y], z)]
+    out = _ew.fuse_elementwise(nodes, {"y": y, "z": z})  # y is an output: relu does not inline it
+    assert [n.op for n in out] == ["fused_elementwise", "relu"]

@@ -746,7 +746,8 @@ def test_storage_buffers_per_stage_are_respected(ctx, rng, monkeypatch):
     b = webnn.MLGraphBuilder(ctx)
     c = b.input("c", {"data_type": "uint8", "shape": [4]})
     t = b.input("t", {"data_type": "float32", "shape": [4]})
-    y = b.where(c, t, b.neg(t), label="sel")
+    u = b.input("u", {"data_type": "float32", "shape": [4]})
+    y = b.where(c, t, u, label="sel")  # three inputs and the output: no fusion makes it fewer
     _raises(b, NotSupportedError, lambda: b.build({"y": y}), "where ['sel']", "binds 4 storage buffers",
             "maxStorageBuffersPerShaderStage (3)")
 

@@ -197,6 +197,8 @@ def _expression(node, args: list[str], in_type: str) -> tuple[list[str], str, se
         return [], expr.format(T=T, **names), funcs
     a = args[0] if args else ""
     attrs = node.attrs
+    if op == "where":  # a step of a fused program (:data:`WHERE_FUSIBLE` values): the condition a u32
+        return [], f"select({args[2]}, {args[1]}, {a} != 0u)", funcs
     if op == "elu":
         funcs.add((T, "expm1"))
         return [], f"select({literal(attrs['alpha'], in_type)} * expm1_{T}({a}), {a}, {a} > {T}(0))", funcs
@@ -259,6 +261,11 @@ def _cast_range(data_type: str) -> tuple[str, str, str | None, str | None]:
 ELEMENTWISE_OPS = set(_TABLE) | set(_OPTION_OPS) | {"clamp", "cast"}
 #: ops the fusion pass may chain into one kernel (all compute-typed, one output)
 FUSIBLE = ELEMENTWISE_OPS - {"identity"}
+
+#: The value types a ``where`` may be a step of a fused element-wise program for (the compiler's
+#: ``fuse_elementwise``): their compute types select exactly; a lone ``where`` is a raw select of
+#: any type (:func:`lower_where`).
+WHERE_FUSIBLE = ("float32", "float16", "int32", "uint32")
 
 
 # ---------------------------------------------------------------- lowering

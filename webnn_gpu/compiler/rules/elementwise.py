@@ -114,14 +114,21 @@ MAX_FUSED_INPUTS = 7
 
 
 def fuse_elementwise(nodes: list, outputs: dict, context=None) -> list:
-    """Merge each element-wise node into its single element-wise consumer of the same shape.
+    """Merge each element-wise node into its single element-wise consumer of the same shape
+    (a ``where`` of float32, float16, int32 or uint32 values counts as element-wise here).
 
     The result is a ``fused_elementwise`` node whose ``attrs["program"]`` is a list of steps
     ``(original node, [("in", k) | ("step", j), ...])`` over its external inputs ``inputs``.
     A producer is fused only when its only consumer is that node, its value is not a graph
     output, and it has the consumer's shape. Single-step programs stay as the original node.
     """
-    from ...ops.elementwise import FUSIBLE
+    from ...ops.elementwise import FUSIBLE, WHERE_FUSIBLE
+
+    def fusible(node) -> bool:
+        """An element-wise node, or a ``where`` of 32- or 16-bit values (a select of compute types)."""
+        if node.op == "where":
+            return node.outputs[0].data_type in WHERE_FUSIBLE and node.inputs[0].data_type == "uint8"
+        return node.op in FUSIBLE
 
     max_inputs = MAX_FUSED_INPUTS
     if context is not None:
@@ -131,7 +138,7 @@ def fuse_elementwise(nodes: list, outputs: dict, context=None) -> list:
     owner: dict[int, object] = {}  # value id -> node kept in the result for it
     result: list = []
     for node in nodes:
-        if node.op not in FUSIBLE:
+        if not fusible(node):
             result.append(node)
             continue
         out = node.outputs[0]
