@@ -175,3 +175,22 @@ def products_graph(ctx, spec: str, concat: bool = False):
                             strides=[st] * 2, dilations=[dil] * 2, input_layout="nhwc", filter_layout="ohwi")
           for j, o in enumerate(outs)}
     return b.build(ys), inputs
+
+
+# ---------------------------------------------------------------- PyTorch exports
+#: The PyTorch environment of ``onnx_torch_vision.py`` and ``onnx_torch_seq.py`` (torch CPU,
+#: onnx, onnxscript, onnxruntime).
+TORCH_PYTHON = os.path.join(os.path.expanduser("~"), ".cache", "webnn-gpu", "bench", "venv-torch", "bin", "python")
+
+#: Their TorchScript export variants (``--variant``): name -> the ``torch.onnx.export`` keywords
+#: (``half``: the module and its float inputs in float16 too).
+TORCH_VARIANTS = {"op11": {"opset_version": 11}, "op13": {"opset_version": 13}, "half": {"opset_version": 17},
+                  "nofold": {"opset_version": 17, "do_constant_folding": False}}
+
+
+def torch_cache_dir():
+    """Where their exported models live: ``$XDG_CACHE_HOME/webnn-gpu/onnx_torch`` (a pathlib.Path)."""
+    import pathlib
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(base) / "webnn-gpu" / "onnx_torch"

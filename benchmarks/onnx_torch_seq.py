@@ -41,9 +41,11 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402 - beside this script
 
-#: The PyTorch environment (torch 2.13 CPU, onnx, onnxscript).
-DEFAULT_TORCH_PYTHON = pathlib.Path.home() / ".cache" / "webnn-gpu" / "bench" / "venv-torch" / "bin" / "python"
+#: The PyTorch environment, the export variants (``--variant``) and the exports' folder
+#: are the other PyTorch script's too (``_common``).
+DEFAULT_TORCH_PYTHON, VARIANTS, cache_dir = _common.TORCH_PYTHON, _common.TORCH_VARIANTS, _common.torch_cache_dir
 
 #: The models, in table order (names of :func:`_models`).
 MODELS = ["lstm1", "lstm2_bidir_h0", "gru1", "gru2_bidir_h0", "rnn_tanh", "lstm_cell_loop", "gru_cell_loop",
@@ -56,17 +58,6 @@ DYNAMIC_BATCH = {"lstm1": {"x": 0}, "encoder_post_pad": {"ids": 0, "lengths": 0}
                  "conv1d_stack": {"x": 0}, "seq_classifier": {"ids": 0, "lengths": 0}, "speech_encoder": {"wav": 0}}
 
 EXPORTERS = ("ts", "dynamo")
-
-#: The TorchScript export variants of ``--variant``: name -> the ``torch.onnx.export`` keywords
-#: (``half``: the module and its float inputs in float16 too).
-VARIANTS = {"op11": {"opset_version": 11}, "op13": {"opset_version": 13}, "half": {"opset_version": 17},
-            "nofold": {"opset_version": 17, "do_constant_folding": False}}
-
-
-def cache_dir() -> pathlib.Path:
-    """Where the exported models live: ``$XDG_CACHE_HOME/webnn-gpu/onnx_torch``."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(base) / "webnn-gpu" / "onnx_torch"
 
 
 def _models():

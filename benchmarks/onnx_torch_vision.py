@@ -46,9 +46,11 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402 - beside this script
 
-#: The PyTorch environment (torch CPU, onnx, onnxscript, onnxruntime).
-DEFAULT_TORCH_PYTHON = pathlib.Path.home() / ".cache" / "webnn-gpu" / "bench" / "venv-torch" / "bin" / "python"
+#: The PyTorch environment, the export variants (``--variant``) and the exports' folder
+#: are the other PyTorch script's too (``_common``).
+DEFAULT_TORCH_PYTHON, VARIANTS, cache_dir = _common.TORCH_PYTHON, _common.TORCH_VARIANTS, _common.torch_cache_dir
 
 #: The models, in table order: name -> input shape (one float32 input each).
 MODELS = {
@@ -80,17 +82,6 @@ DYNAMIC = ["resnet", "mobilenet_v2", "vit", "detect_head"]
 EXPORTERS = {"ts": (False, False), "dynamo": (True, False), "ts-dyn": (False, True), "dynamo-dyn": (True, True),
              "ts-op11": (False, False), "ts-op13": (False, False), "ts-half": (False, False),
              "ts-nofold": (False, False)}
-
-#: The TorchScript export variants of ``--variant``: name -> the ``torch.onnx.export`` keywords
-#: (``half``: the module and its input in float16 too).
-VARIANTS = {"op11": {"opset_version": 11}, "op13": {"opset_version": 13}, "half": {"opset_version": 17},
-            "nofold": {"opset_version": 17, "do_constant_folding": False}}
-
-
-def cache_dir() -> pathlib.Path:
-    """Where the exported models live: ``$XDG_CACHE_HOME/webnn-gpu/onnx_torch``."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(base) / "webnn-gpu" / "onnx_torch"
 
 
 def _architectures() -> dict:

@@ -117,6 +117,25 @@ def test_rnn_refuses_what_it_cannot_express(ctx, attrs, match):
 
 
 # ---------------------------------------------------------------- TopK
+def _topk_case(axis, k, largest, kind, seed, inf_share, span):
+    """A TopK (sorted, the default) of a [3, 6, 7] tensor and its input: float32 (``ties``: whole
+    numbers; ``inf``: ``inf_share`` of the values -inf) or int64 in [-span, span)."""
+    rng = np.random.default_rng(seed)
+    shape = [3, 6, 7]
+    if kind == "int64":
+        x, elem = rng.integers(-span, span, shape).astype(np.int64), TensorProto.INT64
+    else:
+        x, elem = rng.standard_normal(shape).astype(np.float32), F
+        if kind == "ties":
+            x = np.round(x).astype(np.float32)
+        if kind == "inf":
+            x[rng.random(shape) < inf_share] = -np.inf
+    node = helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=axis, largest=largest)
+    m = _model([node], [_vi("x", elem, shape)], [_vi("values", elem, None), _vi("indices", TensorProto.INT64, None)],
+               [numpy_helper.from_array(np.array([k], np.int64), "k")])
+    return m, {"x": x}
+
+
 @pytest.mark.parametrize("axis, k, largest, kind", [
     (-1, 3, 1, "float"),       # logits.topk(3)
     (1, 4, 0, "float"),        # smallest along a middle axis
@@ -126,20 +145,8 @@ def test_rnn_refuses_what_it_cannot_express(ctx, attrs, match):
     (-1, 1, 1, "float"),
 ])
 def test_topk_matches_onnxruntime(ctx, axis, k, largest, kind):
-    rng = np.random.default_rng(3)
-    shape = [3, 6, 7]
-    if kind == "int64":
-        x, elem = rng.integers(-5, 5, shape).astype(np.int64), TensorProto.INT64
-    else:
-        x, elem = rng.standard_normal(shape).astype(np.float32), F
-        if kind == "ties":
-            x = np.round(x).astype(np.float32)
-        if kind == "inf":
-            x[rng.random(shape) < 0.6] = -np.inf
-    node = helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=axis, largest=largest, sorted=1)
-    m = _model([node], [_vi("x", elem, shape)], [_vi("values", elem, None), _vi("indices", TensorProto.INT64, None)],
-               [numpy_helper.from_array(np.array([k], np.int64), "k")])
-    got = _check(ctx, m, {"x": x}, tol=0)
+    m, feeds = _topk_case(axis, k, largest, kind, seed=3, inf_share=0.6, span=5)
+    got = _check(ctx, m, feeds, tol=0)
     assert got["indices"].dtype == np.int64
 
 
@@ -333,23 +340,11 @@ def test_resize_of_three_axes_matches_onnxruntime(ctx):
     (0, 3, 1, "int64"),        # 64-bit integers: selection rounds of WebNN operators
 ])
 def test_topk_argsort_matches_onnxruntime(ctx, axis, k, largest, kind):
-    rng = np.random.default_rng(8)
-    shape = [3, 6, 7]
-    if kind == "int64":
-        x, elem = rng.integers(-3, 3, shape).astype(np.int64), TensorProto.INT64
-    else:
-        x, elem = rng.standard_normal(shape).astype(np.float32), F
-        if kind == "ties":
-            x = np.round(x).astype(np.float32)
-        if kind == "inf":
-            x[rng.random(shape) < 0.4] = -np.inf
-    node = helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=axis, largest=largest)
-    m = _model([node], [_vi("x", elem, shape)], [_vi("values", elem, None), _vi("indices", TensorProto.INT64, None)],
-               [numpy_helper.from_array(np.array([k], np.int64), "k")])
+    m, feeds = _topk_case(axis, k, largest, kind, seed=8, inf_share=0.4, span=3)
     kernels = wonnx.load(m, ctx).graph.kernel_count
     # one top-k kernel, the index cast and, off the last axis, two transposes each way
     assert (kernels <= 5) if kind != "int64" else (kernels >= 4 * k), kernels
-    _check(ctx, m, {"x": x}, tol=0)
+    _check(ctx, m, feeds, tol=0)
 
 
 # ---------------------------------------------------------------- packed sequences
