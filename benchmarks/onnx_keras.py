@@ -305,6 +305,17 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def add_run_args(parser) -> None:
+    """The options of a run that every ONNX benchmark script shares (this one and the PyTorch
+    ones): ``--dtype``, ``--rounds``, ``--warmup``, ``--json`` and ``--ab``."""
+    parser.add_argument("--dtype", default="float32", choices=list(TOLERANCE), help="the webnn graph's float type")
+    parser.add_argument("--rounds", type=int, default=20, help="timed rounds (0: errors only)")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--ab", metavar="VAR=VALUE", help="instead of the table: each model built with this "
+                        "WEBNN_GPU_FORCE_* setting (old) and without it (new), timed in turn (--rounds rounds)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Export the chosen Keras models with tf2onnx where not cached (in the TensorFlow
     environment ``--tf-python``), then load each ONNX file and print a table of its largest
@@ -316,12 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reexport", action="store_true", help="convert the models again")
     parser.add_argument("--tf-python", default=str(keras_zoo.DEFAULT_TF_PYTHON),
                         help="Python of a TensorFlow environment with tf2onnx (default: %(default)s)")
-    parser.add_argument("--dtype", default="float32", choices=list(TOLERANCE), help="the webnn graph's float type")
-    parser.add_argument("--rounds", type=int, default=20, help="timed rounds (0: errors only)")
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--json", help="also write the rows to this file")
-    parser.add_argument("--ab", metavar="VAR=VALUE", help="instead of the table: each model built with this "
-                        "WEBNN_GPU_FORCE_* setting (old) and without it (new), timed in turn (--rounds rounds)")
+    add_run_args(parser)
     parser.add_argument("--export-keras", metavar="PATH", help=argparse.SUPPRESS)  # the TF-side half
     args = parser.parse_args(argv)
     if args.export_keras:

@@ -441,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     """Export the chosen models where not cached (in the PyTorch environment), then load each
     ONNX file and print ``onnx_keras.format_table``'s table (open-batch rows: batch 3, errors
     only). Returns the exit status (0; a model that does not export is a row with its reason)."""
+    import onnx_keras
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="*", default=MODELS, choices=MODELS, metavar="NAME")
     parser.add_argument("--exporters", nargs="*", default=list(EXPORTERS),
@@ -450,13 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reexport", action="store_true", help="export the models again")
     parser.add_argument("--torch-python", default=str(DEFAULT_TORCH_PYTHON),
                         help="Python of a PyTorch environment with onnx and onnxscript (default: %(default)s)")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "float16"],
-                        help="the webnn graph's float type")
-    parser.add_argument("--rounds", type=int, default=20, help="timed rounds (0: errors only)")
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--json", help="also write the rows to this file")
-    parser.add_argument("--ab", metavar="VAR=VALUE", help="instead of the table: each file built with this "
-                        "WEBNN_GPU_FORCE_* setting (old) and without it (new), timed in turn (onnx_keras.knob_ab)")
+    onnx_keras.add_run_args(parser)
     parser.add_argument("--export", metavar="DIR", help=argparse.SUPPRESS)  # the PyTorch-side half
     args = parser.parse_args(argv)
     if args.export:

@@ -466,6 +466,8 @@ def main(argv: list[str] | None = None) -> int:
     then load each ONNX file and print a table of its largest error against ONNX Runtime, its
     kernel count and (``--rounds`` > 0) its time beside ONNX Runtime's. Returns the exit status
     (0; a model that does not export or load is a row with its reason)."""
+    import onnx_keras
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS), metavar="NAME")
     parser.add_argument("--kinds", nargs="*", default=["ts", "dynamo"], choices=list(EXPORTERS),
@@ -475,14 +477,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reexport", action="store_true", help="export the models again")
     parser.add_argument("--torch-python", default=str(DEFAULT_TORCH_PYTHON),
                         help="Python of the PyTorch environment (default: %(default)s)")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "float16"],
-                        help="the webnn graph's float type")
     parser.add_argument("--batch", type=int, help="load the dynamic-batch files at this batch (errors only)")
-    parser.add_argument("--rounds", type=int, default=20, help="timed rounds (0: errors only)")
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--json", help="also write the rows to this file")
-    parser.add_argument("--ab", metavar="VAR=VALUE", help="instead of the table: each model built with this "
-                        "WEBNN_GPU_FORCE_* setting (old) and without it (new), timed in turn (--rounds rounds)")
+    onnx_keras.add_run_args(parser)
     parser.add_argument("--export-to", metavar="PATH", help=argparse.SUPPRESS)  # the torch-side half
     args = parser.parse_args(argv)
     if args.export_to:
