@@ -32,8 +32,9 @@
     pre          None, or each in-image vec4 of A (a_vec, one group) goes through steps and an
                  activation as it is loaded: {ops: the steps' WGSL operators ("-", "/", "*", "+"),
                  each with one value per input channel k, row j of `pre` ([len(ops), KC]: C4 vec4s
-                 a row, with dyn KC4_ / 4 from the parameters: one pipeline for every KC); act: a WGSL format of the activation, "{}" the value} (a pre-activation's
-                 normalize then activate, folded into the conv by fuse_conv_input_preact); the
+                 a row, with dyn KC4_ / 4 from the parameters: one pipeline for every KC); act: a
+                 WGSL format of the activation, "{}" the value} (a pre-activation's normalize then
+                 activate, folded into the conv by fuse_conv_input_preact); the
                  per-channel vec4s are loaded once per k step, out-of-image taps stay 0 (the
                  padding of the activated input)
     res_words    (x64, a_vec, a_add) ares is read as u64 words of 4 values too (linalg.tile_res_words)
