@@ -512,11 +512,8 @@ def lower_recurrent(node, lc) -> None:
     if _lower_sequence(node, lc, is_lstm=is_lstm, common=common, seq=seq):
         return
 
-    proj = lc.temp("float32", (nd, steps, batch, gh))
-    ins = [("x", vx), ("w", vw)] + ([("bias", vb)] if vb is not None else []) + \
-        ([("rbias", vrb)] if vrb is not None else [])
-    lc.kernel("recurrent/project.wgsl", ins, [("proj", proj)], nd * steps * batch * gh,
-              has_bias=vb is not None, has_rbias=vrb is not None, fold_limit=fold_limit, vec=False, **common)
+    proj = _projection(lc, vx, vw, vb, vrb, fold_limit, common)
+    proj_tbd = proj.shape == (steps * batch, nd * gh)
 
     n_state = 2 if is_lstm else 1
     states = [lc.temp("float32", (n_state, nd, batch, hidden)) for _ in range(2)]
@@ -524,34 +521,88 @@ def lower_recurrent(node, lc) -> None:
     lc.kernel("recurrent/init.wgsl", init_ins, [("state", states[0])], n_state * nd * batch * hidden,
               has_h0=vh is not None, has_c0=vc is not None, n_state=n_state, **common)
 
+    form = _step_form(lc, vr, hidden)
+    r_in, tpl, n_inv, wg, extra = vr, "", n, _kernels_workgroup(), {}
+    if form != "scalar":
+        r_t = _transposed(vr)
+        assert r_t is not None
+        r_in = Value("float32", r_t.shape, "constant", data=_host(r_t).reshape(-1).astype(np.float32))
+        rows = _step_rows(batch)
+        n_inv = nd * batch // rows * hidden // 4
+        wg = _step_workgroup(n_inv)
+        extra = dict(BR=rows, words=form == "words", cell="lstm" if is_lstm else "gru")
     rh = None if (is_lstm or reset_after) else lc.temp("float32", (nd, batch, hidden))
     for s in range(steps):
         src, dst = states[s % 2], states[(s + 1) % 2]
         step = _step_constant(s)
         outs = [("state_out", dst)] + ([("seq", seq)] if seq is not None else [])
         if is_lstm:
-            ins = [("step", step), ("proj", proj), ("r", vr)] + ([("peep", vp)] if vp is not None else []) + \
+            ins = [("step", step), ("proj", proj), ("r", r_in)] + ([("peep", vp)] if vp is not None else []) + \
                 [("state_in", src)]
-            lc.kernel("recurrent/lstm_step.wgsl", ins, outs, n, gate=gate, acts=acts, has_peep=vp is not None,
-                      has_seq=seq is not None, **common)
+            lc.kernel("recurrent/step4.wgsl" if extra else "recurrent/lstm_step.wgsl", ins, outs, n_inv,
+                      workgroup=wg, gate=gate, acts=acts, has_peep=vp is not None, has_seq=seq is not None,
+                      proj_tbd=proj_tbd, **extra, **common)
             continue
+        tpl = "recurrent/step4.wgsl" if extra else "recurrent/gru_step.wgsl"
         if rh is not None:
-            lc.kernel("recurrent/gru_step.wgsl", [("step", step), ("proj", proj), ("r", vr), ("state_in", src)],
-                      [("rh", rh)], n, phase="reset", gate=gate, acts=acts, reset_after=False, has_rbias=False,
-                      has_seq=False, **common)
-        ins = [("step", step), ("proj", proj), ("r", vr)]
+            lc.kernel(tpl, [("step", step), ("proj", proj), ("r", r_in), ("state_in", src)],
+                      [("rh", rh)], n_inv, workgroup=wg, phase="reset", gate=gate, acts=acts, reset_after=False,
+                      has_rbias=False, has_seq=False, proj_tbd=proj_tbd, **extra, **common)
+        ins = [("step", step), ("proj", proj), ("r", r_in)]
         if reset_after and vrb is not None:
             ins.append(("rbias", vrb))
         ins.append(("state_in", src))
         if rh is not None:
             ins.append(("rh", rh))
-        lc.kernel("recurrent/gru_step.wgsl", ins, outs, n, phase="update", gate=gate, acts=acts,
+        lc.kernel(tpl, ins, outs, n_inv, workgroup=wg, phase="update", gate=gate, acts=acts,
                   reset_after=reset_after, has_rbias=reset_after and vrb is not None, has_seq=seq is not None,
-                  **common)
+                  proj_tbd=proj_tbd, **extra, **common)
 
     final = states[steps % 2]
     outs = [("out_h", node.outputs[0])] + ([("out_c", node.outputs[1])] if is_lstm else [])
     lc.kernel("recurrent/finish.wgsl", [("state", final)], outs, n, n_state=n_state, **common)
+
+
+#: Batch rows one ``step4`` invocation takes (the largest divisor of the batch up to this):
+#: each vec4 of the recurrent weight it loads serves that many rows.
+STEP_ROWS = 4
+#: Invocations per workgroup of the ``step4`` kernel: lavapipe runs a workgroup on one
+#: thread, so a step of a few hundred invocations is split into at least 8 workgroups.
+STEP_WORKGROUP = 64
+
+
+def _kernels_workgroup() -> int:
+    from .._kernels import WORKGROUP
+
+    return WORKGROUP
+
+
+def _step_form(lc, vr: Value, hidden: int) -> str:
+    """How the per-step kernels read the recurrent weight: ``"scalar"`` (``lstm_step`` /
+    ``gru_step``: one hidden unit per invocation, R as given, also computed at run time),
+    ``"vec4"`` (``step4``: a constant R transposed to f32 ``[D, H, GH]``, four hidden units
+    per invocation, ``hidden_size % 4 == 0``) or ``"words"`` (``step4`` reading that R as
+    vec2<u64> words: the "lane-loop" profile with ``shader-int64``).
+    ``WEBNN_GPU_FORCE_RECURRENT_STEP=scalar|vec4|words`` forces one where it applies."""
+    forced = _env.force_choice("recurrent_step", ("scalar", "vec4", "words"))
+    if vr.kind != "constant" or vr.data is None or hidden % 4 or forced == "scalar":
+        return "scalar"
+    words = lc.tuning == "lane-loop" and "shader-int64" in lc.features
+    if forced:
+        return "words" if forced == "words" and words else "vec4"
+    return "words" if words else "vec4"
+
+
+def _step_rows(batch: int) -> int:
+    """Batch rows per ``step4`` invocation: the largest divisor of ``batch`` up to
+    :data:`STEP_ROWS`."""
+    return max(r for r in range(1, STEP_ROWS + 1) if batch % r == 0)
+
+
+def _step_workgroup(invocations: int) -> int:
+    """``step4``'s workgroup size: :data:`STEP_WORKGROUP`, smaller (a multiple of 8, at least
+    8) where that leaves fewer than 8 workgroups."""
+    return max(8, min(STEP_WORKGROUP, -(-invocations // 64) * 8))
 
 
 #: The most multiply-adds of one step's recurrent product (hidden_size * gates * hidden_size)
@@ -633,6 +684,29 @@ def _project_gemm(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None,
     node = Node("gemm", [rows, weight, make_constant(bias.reshape(-1), "float32")], [proj],
                 dict(a_transpose=False, b_transpose=True, alpha=1.0, beta=1.0), label=lc.node.label)
     lower_gemm(node, lc)
+    return proj
+
+
+def _projection(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None, fold_limit: int,
+                common: dict) -> Value:
+    """The input projection (x W' + the biases, the recurrent ones below ``fold_limit``) of
+    every step and direction in f32: one gemm on the tile kernel (:func:`_project_gemm`,
+    ``[T * B, D * GH]``) where it applies, else the ``project`` kernel (``[D, T, B, GH]``;
+    a constant weight transposed so that each invocation computes four gate rows, where
+    ``GH % 4 == 0``)."""
+    proj = _project_gemm(lc, vx, vw, vb, vrb, fold_limit, common)
+    if proj is not None:
+        return proj
+    nd, steps, batch, gh = common["D"], common["T"], common["B"], common["GH"]
+    proj = lc.temp("float32", (nd, steps, batch, gh))
+    w_t = _transposed(vw) if gh % 4 == 0 else None
+    w_in = vw if w_t is None else Value("float32", w_t.shape, "constant",
+                                        data=_host(w_t).reshape(-1).astype(np.float32))
+    ins = [("x", vx), ("w", w_in)] + ([("bias", vb)] if vb is not None else []) + \
+        ([("rbias", vrb)] if vrb is not None else [])
+    lc.kernel("recurrent/project.wgsl", ins, [("proj", proj)], nd * steps * batch * gh // (4 if w_t else 1),
+              has_bias=vb is not None, has_rbias=vrb is not None, fold_limit=fold_limit, vec=w_t is not None,
+              **common)
     return proj
 
 
@@ -761,8 +835,6 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
         vrb = _rows(vrb, n0, hidden)
         cell, acts, gate, gh, fold_limit, rbias = "rnn", [acts[1]], {"n": 0}, hidden, hidden, None
         common = dict(common, GH=gh)
-    ins = [("x", vx), ("w", vw)] + ([("bias", vb)] if vb is not None else []) + \
-        ([("rbias", vrb)] if vrb is not None else [])
     r_t = _transposed(vr)
     vec = r_t is not None and hidden % 4 == 0
     identity = _projects_identity(vw, vb, vrb, fold_limit, common)
@@ -784,17 +856,8 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
         ([("seq", seq)] if seq is not None else [])
     if len(seq_ins) + len(outs) > int(lc.limits.get("max-storage-buffers-per-shader-stage", 8)):
         return False
-    proj = _identity_projection(lc, vx, common) if identity else None
-    if proj is None:
-        proj = _project_gemm(lc, vx, vw, vb, vrb, fold_limit, common)
-    if proj is None:
-        proj = lc.temp("float32", (nd, common["T"], batch, gh))
-        w_t = _transposed(vw) if gh % 4 == 0 else None
-        if w_t is not None:  # constant weights (float16 graphs): four gate rows per invocation
-            ins[1] = ("w", Value("float32", w_t.shape, "constant", data=_host(w_t).reshape(-1).astype(np.float32)))
-        lc.kernel("recurrent/project.wgsl", ins, [("proj", proj)], nd * common["T"] * batch * gh // (4 if w_t else 1),
-                  has_bias=vb is not None, has_rbias=vrb is not None, fold_limit=fold_limit, vec=w_t is not None,
-                  **common)
+    proj = _identity_projection(lc, vx, common) if identity else \
+        _projection(lc, vx, vw, vb, vrb, fold_limit, common)
     seq_ins[0] = ("proj", proj)
     lanes = hidden // 4 if vec else hidden
     wg = _sequence_workgroup(lanes)

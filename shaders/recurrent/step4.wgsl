@@ -1,0 +1,158 @@
+{#-
+  recurrent/step4.wgsl: one LSTM or GRU time step (the per-step path) for every direction,
+  batch row and hidden unit, four neighbouring hidden units of every gate per invocation and
+  BR batch rows, reading the recurrent weight transposed (each k step of an invocation loads
+  one vec4 of each gate, the lanes of neighbouring units neighbouring vec4s).
+
+  Context:
+    k.bindings  step (u32 [1]: the step index s), proj (f32 [D, T, B, GH], or [T, B, D, GH]
+                when proj_tbd; x W' + folded biases), r (f32 [D, H, GH]: the constant recurrent
+                weight transposed, bound as vec4s, or with words as vec2<u64>s, the same bits),
+                then by cell and phase:
+                lstm: peep ([D, 3H] in i, o, f order; if has_peep), state_in (f32 [2, D, B, H]:
+                  h then c); outputs state_out (f32 [2, D, B, H]), seq ([T, D, B, H], if has_seq)
+                gru, phase "reset" (reset_after False): state_in (f32 [1, D, B, H]); output rh
+                  (f32 [D, B, H]: r * h)
+                gru, phase "update": rbias ([D, 3H]; if has_rbias: the new gate's recurrent bias
+                  with reset_after), state_in, rh (when not reset_after); outputs state_out,
+                  seq (if has_seq)
+    H B T D GH I  sizes (H % 4 == 0); direction: "forward" | "backward" | "both"
+    cell        "lstm" or "gru"; phase (gru) "reset" or "update"
+    gate        row block of each gate ({"i", "o", "f", "g"} or {"z", "r", "n"})
+    acts        the activations ([f, g, h] LSTM, [f, g] GRU)
+    BR          batch rows per invocation (divides B)
+    words       r read as vec2<u64> words (shader-int64: two per-lane access components per
+                vec4 instead of four on Mesa 22)
+    proj_tbd, reset_after, has_peep, has_rbias, has_seq
+  Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; one invocation per (d, batch rows bg,
+  unit quad q): idx = (d * B / BR + bg) * H / 4 + q.
+-#}
+{% import "_lib/io.wgsl" as io %}
+{% import "_lib/activations.wgsl" as actlib %}
+{% import "recurrent/_rnn.wgsl" as rnn %}
+{% set HQ, GQ, NB, N = H // 4, GH // 4, B // BR, D * B * H %}
+{% for e in k.enables %}
+{{ e }}
+{% endfor %}
+{{ io.decl(k.bindings[:2], int64) }}
+{% if words %}
+@group(0) @binding(2) var<storage, read> r8: array<vec2<u64>>;
+{{ io.words_fns("f32", "r_") }}
+{% else %}
+@group(0) @binding(2) var<storage, read> r4: array<vec4<f32>>;
+{% endif %}
+{{ io.decl(k.bindings[3:], int64, 3) }}
+{{ actlib.defs("f32", ["sigmoid", "tanh"]) }}
+{% for name in acts | unique %}
+fn {{ name }}4(v: vec4<f32>) -> vec4<f32> {
+  return vec4<f32>({{ rnn.act(name, "v.x") }}, {{ rnn.act(name, "v.y") }}, {{ rnn.act(name, "v.z") }}, {{ rnn.act(name, "v.w") }});
+}
+{% endfor %}
+{#- four scalars from index i of binding `name` as a vec4<f32> -#}
+{% macro load4(name, i) -%}
+vec4<f32>(f32(load_{{ name }}({{ i }})), f32(load_{{ name }}({{ i }} + 1u)), f32(load_{{ name }}({{ i }} + 2u)), f32(load_{{ name }}({{ i }} + 3u)))
+{%- endmacro %}
+{#- the recurrent products this kernel runs: (accumulator, gate, state read) -#}
+{% if cell == "lstm" %}
+{% set prods = [("i", gate.i, "state_in"), ("o", gate.o, "state_in"), ("f", gate.f, "state_in"), ("g", gate.g, "state_in")] %}
+{% elif phase == "reset" %}
+{% set prods = [("r", gate.r, "state_in")] %}
+{% elif reset_after %}
+{% set prods = [("z", gate.z, "state_in"), ("r", gate.r, "state_in"), ("n", gate.n, "state_in")] %}
+{% else %}
+{% set prods = [("z", gate.z, "state_in"), ("n", gate.n, "rh")] %}
+{% endif %}
+{% set srcs = prods | map(attribute=2) | unique | list %}
+{{ io.main_header(k) }}
+  let q = idx % {{ HQ }}u;
+  let dbg = idx / {{ HQ }}u;
+  let bg = dbg % {{ NB }}u;
+  let d = dbg / {{ NB }}u;
+  let j = q * 4u;
+  let s = load_step(0u);
+  let t = {{ rnn.time(direction, T) }};
+{% for i in range(BR) %}
+  let b{{ i }} = bg * {{ BR }}u + {{ i }}u;
+  let hrow{{ i }} = (d * {{ B }}u + b{{ i }}) * {{ H }}u;
+{% for p in prods %}
+  var a{{ p[0] }}{{ i }} = vec4<f32>(0.0);
+{% endfor %}
+{% endfor %}
+  for (var k = 0u; k < {{ H }}u; k = k + 1u) {
+    let rq = (d * {{ H }}u + k) * {{ GQ }}u + q;
+{% for p in prods %}
+{% if words %}
+    let w{{ p[0] }} = r_up(r8[rq + {{ p[1] * HQ }}u]);
+{% else %}
+    let w{{ p[0] }} = r4[rq + {{ p[1] * HQ }}u];
+{% endif %}
+{% endfor %}
+{% for i in range(BR) %}
+{% for src in srcs %}
+    let {{ src }}{{ i }} = load_{{ src }}(hrow{{ i }} + k);
+{% endfor %}
+{% for p in prods %}
+    a{{ p[0] }}{{ i }} = a{{ p[0] }}{{ i }} + {{ p[2] }}{{ i }} * w{{ p[0] }};
+{% endfor %}
+{% endfor %}
+  }
+{% for i in range(BR) %}
+{% if proj_tbd %}
+  let prow{{ i }} = ((t * {{ B }}u + b{{ i }}) * {{ D }}u + d) * {{ GH }}u + j;
+{% else %}
+  let prow{{ i }} = ((d * {{ T }}u + t) * {{ B }}u + b{{ i }}) * {{ GH }}u + j;
+{% endif %}
+  {
+    let u = hrow{{ i }} + j;
+{% if cell == "lstm" %}
+    var ai = {{ load4("proj", "prow" ~ i ~ " + " ~ gate.i * H ~ "u") }} + ai{{ i }};
+    var ao = {{ load4("proj", "prow" ~ i ~ " + " ~ gate.o * H ~ "u") }} + ao{{ i }};
+    var af = {{ load4("proj", "prow" ~ i ~ " + " ~ gate.f * H ~ "u") }} + af{{ i }};
+    let ag = {{ load4("proj", "prow" ~ i ~ " + " ~ gate.g * H ~ "u") }} + ag{{ i }};
+    let c = {{ load4("state_in", N ~ "u + u") }};
+{% if has_peep %}
+    let prw = d * {{ 3 * H }}u + j;
+    ai = ai + c * {{ load4("peep", "prw") }};
+    ao = ao + c * {{ load4("peep", "prw + " ~ H ~ "u") }};
+    af = af + c * {{ load4("peep", "prw + " ~ 2 * H ~ "u") }};
+{% endif %}
+    let ct = {{ acts[0] }}4(af) * c + {{ acts[0] }}4(ai) * {{ acts[1] }}4(ag);
+    let hn = {{ acts[0] }}4(ao) * {{ acts[2] }}4(ct);
+    for (var e = 0u; e < 4u; e = e + 1u) {
+      store_state_out(u + e, hn[e]);
+      store_state_out({{ N }}u + u + e, ct[e]);
+    }
+{% elif phase == "reset" %}
+    let r = {{ acts[0] }}4({{ load4("proj", "prow" ~ i ~ " + " ~ gate.r * H ~ "u") }} + ar{{ i }});
+    let rh = r * {{ load4("state_in", "u") }};
+    for (var e = 0u; e < 4u; e = e + 1u) {
+      store_rh(u + e, rh[e]);
+    }
+{% else %}
+    let z = {{ acts[0] }}4({{ load4("proj", "prow" ~ i ~ " + " ~ gate.z * H ~ "u") }} + az{{ i }});
+{% if reset_after %}
+    let r = {{ acts[0] }}4({{ load4("proj", "prow" ~ i ~ " + " ~ gate.r * H ~ "u") }} + ar{{ i }});
+{% if has_rbias %}
+    let an = an{{ i }} + {{ load4("rbias", "d * " ~ GH ~ "u + " ~ gate.n * H ~ "u + j") }};
+{% else %}
+    let an = an{{ i }};
+{% endif %}
+    let n = {{ acts[1] }}4({{ load4("proj", "prow" ~ i ~ " + " ~ gate.n * H ~ "u") }} + r * an);
+{% else %}
+    let n = {{ acts[1] }}4({{ load4("proj", "prow" ~ i ~ " + " ~ gate.n * H ~ "u") }} + an{{ i }});
+{% endif %}
+    let h = {{ load4("state_in", "u") }};
+    let hn = z * h + n * (1.0 - z);
+    for (var e = 0u; e < 4u; e = e + 1u) {
+      store_state_out(u + e, hn[e]);
+    }
+{% endif %}
+{% if has_seq and not (cell == "gru" and phase == "reset") %}
+    let so = (t * {{ D }}u + d) * {{ B * H }}u + b{{ i }} * {{ H }}u + j;
+    for (var e = 0u; e < 4u; e = e + 1u) {
+      store_seq(so + e, {{ b.seq.compute }}(hn[e]));
+    }
+{% endif %}
+  }
+{% endfor %}
+}
