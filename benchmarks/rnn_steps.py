@@ -10,7 +10,8 @@ per-step path (``WEBNN_GPU_FORCE_RECURRENT=steps``). Each form is built under
 hidden unit per invocation reading R as given; ``vec4``: ``step4``, four units per invocation
 and up to four batch rows, R transposed; ``words``: ``step4`` reading R as vec2<u64> words);
 a form named ``FORM:rows=N`` or ``FORM:wg=N`` also sets ``recurrent.STEP_ROWS`` or
-``recurrent.STEP_WORKGROUP`` for its build. Every build is checked against float64 NumPy
+``recurrent.STEP_WORKGROUP`` for its build, ``FORM:sg=off`` ``WEBNN_GPU_FORCE_RECURRENT_STEP_SG``
+(``step4`` without its subgroup loads of the state). Every build is checked against float64 NumPy
 (tests/ops/test_recurrent.py's references). The step kernels' timestamps (the median of
 ``--repeats`` dispatches, summed over the steps and divided by them) are taken form after form,
 the order rotated every round; the line shows the median per-step time of each form and the
@@ -82,12 +83,16 @@ def main(argv=None) -> None:
         for form in forms:
             name, *knobs = form.split(":")
             saved = recurrent.STEP_ROWS, recurrent.STEP_WORKGROUP
+            env = {"WEBNN_GPU_FORCE_RECURRENT": "steps", "WEBNN_GPU_FORCE_RECURRENT_STEP": name,
+                   "WEBNN_GPU_FORCE_RECURRENT_STEP_SG": None, "WEBNN_GPU_PLAN_CACHE": "0"}
             for knob in knobs:
                 key, value = knob.split("=")
-                setattr(recurrent, {"rows": "STEP_ROWS", "wg": "STEP_WORKGROUP"}[key], int(value))
+                if key == "sg":
+                    env["WEBNN_GPU_FORCE_RECURRENT_STEP_SG"] = value
+                else:
+                    setattr(recurrent, {"rows": "STEP_ROWS", "wg": "STEP_WORKGROUP"}[key], int(value))
             try:
-                with environ({"WEBNN_GPU_FORCE_RECURRENT": "steps", "WEBNN_GPU_FORCE_RECURRENT_STEP": name,
-                              "WEBNN_GPU_PLAN_CACHE": "0"}):
+                with environ(env):
                     g, x, want = build(ctx, cell, hidden, batch, nd, args.steps)
             finally:
                 recurrent.STEP_ROWS, recurrent.STEP_WORKGROUP = saved
@@ -97,7 +102,6 @@ def main(argv=None) -> None:
                 raise SystemExit(f"{spec} {form}: max |got - ref| {err:.3g}")
             built[form] = (g, x)
         times = rotated_kernel_us(ctx, built, args.rounds, args.repeats, keep=lambda r: r["template"] in STEP_TEMPLATES)
-        steps = args.steps * (2 if cell == "gru0" else 1)
         base = np.array(times[forms[0]])
         cols = []
         for form in forms:
@@ -106,7 +110,6 @@ def main(argv=None) -> None:
             cols.append(f"{np.median(t) / args.steps:7.0f} {np.median(t / base):4.2f}"
                         + (f" ({q1:4.2f}-{q3:4.2f})" if form != forms[0] else " " * 12))
         print(f"{spec:>16} " + " ".join(cols), flush=True)
-        del steps
         for g, _ in built.values():
             g.destroy()
 

@@ -23,6 +23,9 @@
     BR          batch rows per invocation (divides B)
     words       r read as vec2<u64> words (shader-int64: two per-lane access components per
                 vec4 instead of four on Mesa 22)
+    sg          0, or the subgroup's lanes (H % (4 * sg) == 0, every subgroup whole): lane l
+                loads the state of column k0 + l for the sg columns from k0 on, the others take it
+                with subgroupBroadcast (a register extract on llvmpipe) instead of loading it
     proj_tbd, reset_after, has_peep, has_rbias, has_seq
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; one invocation per (d, batch rows bg,
   unit quad q): idx = (d * B / BR + bg) * H / 4 + q.
@@ -63,7 +66,15 @@ vec4<f32>(f32(load_{{ name }}({{ i }})), f32(load_{{ name }}({{ i }} + 1u)), f32
 {% set prods = [("z", gate.z, "state_in"), ("n", gate.n, "rh")] %}
 {% endif %}
 {% set srcs = prods | map(attribute=2) | unique | list %}
+{% if sg %}
+@compute @workgroup_size({{ k.workgroup }})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(subgroup_invocation_id) lane: u32) {
+  let idx = gid.x + gid.y * nwg.x * {{ k.workgroup }}u;
+  if (idx >= {{ k.n }}u) { return; }
+{% else %}
 {{ io.main_header(k) }}
+{% endif %}
   let q = idx % {{ HQ }}u;
   let dbg = idx / {{ HQ }}u;
   let bg = dbg % {{ NB }}u;
@@ -78,8 +89,10 @@ vec4<f32>(f32(load_{{ name }}({{ i }})), f32(load_{{ name }}({{ i }} + 1u)), f32
   var a{{ p[0] }}{{ i }} = vec4<f32>(0.0);
 {% endfor %}
 {% endfor %}
-  for (var k = 0u; k < {{ H }}u; k = k + 1u) {
-    let rq = (d * {{ H }}u + k) * {{ GQ }}u + q;
+{#- the products' loads and multiply-adds of column k (expression kx) given the state values of
+    rows i as `<src>i` -#}
+{% macro kstep(kx) %}
+    let rq = (d * {{ H }}u + {{ kx }}) * {{ GQ }}u + q;
 {% for p in prods %}
 {% if words %}
     let w{{ p[0] }} = r_up(r8[rq + {{ p[1] * HQ }}u]);
@@ -88,14 +101,39 @@ vec4<f32>(f32(load_{{ name }}({{ i }})), f32(load_{{ name }}({{ i }} + 1u)), f32
 {% endif %}
 {% endfor %}
 {% for i in range(BR) %}
-{% for src in srcs %}
-    let {{ src }}{{ i }} = load_{{ src }}(hrow{{ i }} + k);
-{% endfor %}
 {% for p in prods %}
     a{{ p[0] }}{{ i }} = a{{ p[0] }}{{ i }} + {{ p[2] }}{{ i }} * w{{ p[0] }};
 {% endfor %}
 {% endfor %}
+{% endmacro %}
+{% if sg %}
+  for (var k0 = 0u; k0 < {{ H }}u; k0 = k0 + {{ sg }}u) {
+{% for i in range(BR) %}
+{% for src in srcs %}
+    let {{ src }}l{{ i }} = load_{{ src }}(hrow{{ i }} + k0 + lane);
+{% endfor %}
+{% endfor %}
+{% for c in range(sg) %}
+    {
+{% for i in range(BR) %}
+{% for src in srcs %}
+    let {{ src }}{{ i }} = subgroupBroadcast({{ src }}l{{ i }}, {{ c }}u);
+{% endfor %}
+{% endfor %}
+{{ kstep("k0 + " ~ c ~ "u") }}
+    }
+{% endfor %}
   }
+{% else %}
+  for (var k = 0u; k < {{ H }}u; k = k + 1u) {
+{% for i in range(BR) %}
+{% for src in srcs %}
+    let {{ src }}{{ i }} = load_{{ src }}(hrow{{ i }} + k);
+{% endfor %}
+{% endfor %}
+{{ kstep("k") }}
+  }
+{% endif %}
 {% for i in range(BR) %}
 {% if proj_tbd %}
   let prow{{ i }} = ((t * {{ B }}u + b{{ i }}) * {{ D }}u + d) * {{ GH }}u + j;

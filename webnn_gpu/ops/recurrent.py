@@ -530,7 +530,8 @@ def lower_recurrent(node, lc) -> None:
         rows = _step_rows(batch)
         n_inv = nd * batch // rows * hidden // 4
         wg = _step_workgroup(n_inv)
-        extra = dict(BR=rows, words=form == "words", cell="lstm" if is_lstm else "gru")
+        extra = dict(BR=rows, words=form == "words", cell="lstm" if is_lstm else "gru",
+                     sg=_step_lanes(lc, hidden))
     rh = None if (is_lstm or reset_after) else lc.temp("float32", (nd, batch, hidden))
     for s in range(steps):
         src, dst = states[s % 2], states[(s + 1) % 2]
@@ -591,6 +592,17 @@ def _step_form(lc, vr: Value, hidden: int) -> str:
     if forced:
         return "words" if forced == "words" and words else "vec4"
     return "words" if words else "vec4"
+
+
+def _step_lanes(lc, hidden: int) -> int:
+    """The subgroup lanes among which ``step4`` shares its loads of the state (each lane loads
+    one column, ``subgroupBroadcast`` hands it to the others): ``lc.subgroup`` (llvmpipe) where
+    ``hidden`` is a multiple of 4 lanes (whole subgroups), else 0 (every invocation loads
+    each column). ``WEBNN_GPU_FORCE_RECURRENT_STEP_SG=off`` gives 0."""
+    lanes = int(getattr(lc, "subgroup", 0) or 0)
+    if not lanes or hidden % (4 * lanes) or _env.force_choice("recurrent_step_sg", ("off", "on")) == "off":
+        return 0
+    return lanes
 
 
 def _step_rows(batch: int) -> int:
