@@ -1,5 +1,5 @@
 {#-
-  recurrent/step4.wgsl: one LSTM or GRU time step (the per-step path) for every direction,
+  recurrent/step4.wgsl: one LSTM, GRU or plain RNN time step (the per-step path) for every direction,
   batch row and hidden unit, four neighbouring hidden units of every gate per invocation and
   BR batch rows, reading the recurrent weight transposed (each k step of an invocation loads
   one vec4 of each gate, the lanes of neighbouring units neighbouring vec4s).
@@ -13,13 +13,15 @@
                   h then c); outputs state_out (f32 [2, D, B, H]), seq ([T, D, B, H], if has_seq)
                 gru, phase "reset" (reset_after False): state_in (f32 [1, D, B, H]); output rh
                   (f32 [D, B, H]: r * h)
+                rnn (h = act(proj + h R'): a GRU whose update and reset gates are constant,
+                  ops.recurrent._plain_rnn; GH = H): state_in; outputs state_out, seq
                 gru, phase "update": rbias ([D, 3H]; if has_rbias: the new gate's recurrent bias
                   with reset_after), state_in, rh (when not reset_after); outputs state_out,
                   seq (if has_seq)
     H B T D GH I  sizes (H % 4 == 0); direction: "forward" | "backward" | "both"
-    cell        "lstm" or "gru"; phase (gru) "reset" or "update"
-    gate        row block of each gate ({"i", "o", "f", "g"} or {"z", "r", "n"})
-    acts        the activations ([f, g, h] LSTM, [f, g] GRU)
+    cell        "lstm", "gru" or "rnn"; phase (gru) "reset" or "update"
+    gate        row block of each gate ({"i", "o", "f", "g"}, {"z", "r", "n"} or {"n": 0})
+    acts        the activations ([f, g, h] LSTM, [f, g] GRU, [g] rnn)
     BR          batch rows per invocation (divides B)
     words       r read as vec2<u64> words (shader-int64: two per-lane access components per
                 vec4 instead of four on Mesa 22)
@@ -56,7 +58,9 @@ fn {{ name }}4(v: vec4<f32>) -> vec4<f32> {
 vec4<f32>(f32(load_{{ name }}({{ i }})), f32(load_{{ name }}({{ i }} + 1u)), f32(load_{{ name }}({{ i }} + 2u)), f32(load_{{ name }}({{ i }} + 3u)))
 {%- endmacro %}
 {#- the recurrent products this kernel runs: (accumulator, gate, state read) -#}
-{% if cell == "lstm" %}
+{% if cell == "rnn" %}
+{% set prods = [("n", gate.n, "state_in")] %}
+{% elif cell == "lstm" %}
 {% set prods = [("i", gate.i, "state_in"), ("o", gate.o, "state_in"), ("f", gate.f, "state_in"), ("g", gate.g, "state_in")] %}
 {% elif phase == "reset" %}
 {% set prods = [("r", gate.r, "state_in")] %}
@@ -159,6 +163,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     for (var e = 0u; e < 4u; e = e + 1u) {
       store_state_out(u + e, hn[e]);
       store_state_out({{ N }}u + u + e, ct[e]);
+    }
+{% elif cell == "rnn" %}
+    let hn = {{ acts[0] }}4({{ load4("proj", "prow" ~ i) }} + an{{ i }});
+    for (var e = 0u; e < 4u; e = e + 1u) {
+      store_state_out(u + e, hn[e]);
     }
 {% elif phase == "reset" %}
     let r = {{ acts[0] }}4({{ load4("proj", "prow" ~ i ~ " + " ~ gate.r * H ~ "u") }} + ar{{ i }});

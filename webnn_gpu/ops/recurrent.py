@@ -512,6 +512,13 @@ def lower_recurrent(node, lc) -> None:
     if _lower_sequence(node, lc, is_lstm=is_lstm, common=common, seq=seq):
         return
 
+    form = _step_form(lc, vr, hidden)
+    cell = "lstm" if is_lstm else "gru"
+    if cell == "gru" and form != "scalar" and _plain_rnn(node):  # the new gate alone, as the sequence kernel
+        n0 = gate["n"] * hidden
+        vw, vr, vb, vrb = _rows(vw, n0, hidden), _rows(vr, n0, hidden), _rows(vb, n0, hidden), _rows(vrb, n0, hidden)
+        cell, acts, gate, gh, fold_limit, reset_after = "rnn", [acts[1]], {"n": 0}, hidden, hidden, True
+        common = dict(common, GH=gh)
     proj = _projection(lc, vx, vw, vb, vrb, fold_limit, common)
     proj_tbd = proj.shape == (steps * batch, nd * gh)
 
@@ -521,7 +528,6 @@ def lower_recurrent(node, lc) -> None:
     lc.kernel("recurrent/init.wgsl", init_ins, [("state", states[0])], n_state * nd * batch * hidden,
               has_h0=vh is not None, has_c0=vc is not None, n_state=n_state, **common)
 
-    form = _step_form(lc, vr, hidden)
     r_in, tpl, n_inv, wg, extra = vr, "", n, _kernels_workgroup(), {}
     if form != "scalar":
         r_t = _transposed(vr)
@@ -530,8 +536,7 @@ def lower_recurrent(node, lc) -> None:
         rows = _step_rows(batch)
         n_inv = nd * batch // rows * hidden // 4
         wg = _step_workgroup(n_inv)
-        extra = dict(BR=rows, words=form == "words", cell="lstm" if is_lstm else "gru",
-                     sg=_step_lanes(lc, hidden))
+        extra = dict(BR=rows, words=form == "words", cell=cell, sg=_step_lanes(lc, hidden))
     rh = None if (is_lstm or reset_after) else lc.temp("float32", (nd, batch, hidden))
     for s in range(steps):
         src, dst = states[s % 2], states[(s + 1) % 2]
@@ -550,6 +555,11 @@ def lower_recurrent(node, lc) -> None:
                       [("rh", rh)], n_inv, workgroup=wg, phase="reset", gate=gate, acts=acts, reset_after=False,
                       has_rbias=False, has_seq=False, proj_tbd=proj_tbd, **extra, **common)
         ins = [("step", step), ("proj", proj), ("r", r_in)]
+        if cell == "rnn":  # step4: h = act(proj + h R'), every bias in the projection
+            lc.kernel(tpl, ins + [("state_in", src)], outs, n_inv, workgroup=wg, phase="update", gate=gate,
+                      acts=acts, reset_after=True, has_rbias=False, has_seq=seq is not None, proj_tbd=proj_tbd,
+                      **extra, **common)
+            continue
         if reset_after and vrb is not None:
             ins.append(("rbias", vrb))
         ins.append(("state_in", src))
