@@ -1,13 +1,15 @@
 {#-
   recurrent/step4.wgsl: one LSTM, GRU or plain RNN time step (the per-step path) for every direction,
   batch row and hidden unit, four neighbouring hidden units of every gate per invocation and
-  BR batch rows, reading the recurrent weight transposed (each k step of an invocation loads
-  one vec4 of each gate, the lanes of neighbouring units neighbouring vec4s).
+  BR batch rows, reading the recurrent weight packed so that each block of L invocations
+  streams through consecutive memory (a k step loads one vec4 of each gate per invocation).
 
   Context:
     k.bindings  step (u32 [1]: the step index s), proj (f32 [D, T, B, GH], or [T, B, D, GH]
-                when proj_tbd; x W' + folded biases), r (f32 [D, H, GH]: the constant recurrent
-                weight transposed, bound as vec4s, or with words as vec2<u64>s, the same bits),
+                when proj_tbd; x W' + folded biases), r (the constant recurrent weight packed,
+                recurrent._step_pack: f32 [D, H / (4 L), H, G, L, 4], so that the L invocations of
+                neighbouring unit quads read L consecutive vec4s of a gate and each k step the
+                next G L vec4s; bound as vec4s, or with words as vec2<u64>s, the same bits),
                 then by cell and phase:
                 lstm: peep ([D, 3H] in i, o, f order; if has_peep), state_in (f32 [2, D, B, H]:
                   h then c); outputs state_out (f32 [2, D, B, H]), seq ([T, D, B, H], if has_seq)
@@ -23,6 +25,7 @@
     gate        row block of each gate ({"i", "o", "f", "g"}, {"z", "r", "n"} or {"n": 0})
     acts        the activations ([f, g, h] LSTM, [f, g] GRU, [g] rnn)
     BR          batch rows per invocation (divides B)
+    L           unit quads per block of the packed weight (divides H / 4)
     words       r read as vec2<u64> words (shader-int64: two per-lane access components per
                 vec4 instead of four on Mesa 22)
     sg          0, or the subgroup's lanes (H % (4 * sg) == 0, every subgroup whole): lane l
@@ -35,7 +38,7 @@
 {% import "_lib/io.wgsl" as io %}
 {% import "_lib/activations.wgsl" as actlib %}
 {% import "recurrent/_rnn.wgsl" as rnn %}
-{% set HQ, GQ, NB, N = H // 4, GH // 4, B // BR, D * B * H %}
+{% set HQ, G, NB, N = H // 4, GH // H, B // BR, D * B * H %}
 {% for e in k.enables %}
 {{ e }}
 {% endfor %}
@@ -84,6 +87,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let bg = dbg % {{ NB }}u;
   let d = dbg / {{ NB }}u;
   let j = q * 4u;
+  let rbase = (d * {{ HQ // L }}u + q / {{ L }}u) * {{ H * G * L }}u + q % {{ L }}u;
   let s = load_step(0u);
   let t = {{ rnn.time(direction, T) }};
 {% for i in range(BR) %}
@@ -96,12 +100,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {#- the products' loads and multiply-adds of column k (expression kx) given the state values of
     rows i as `<src>i` -#}
 {% macro kstep(kx) %}
-    let rq = (d * {{ H }}u + {{ kx }}) * {{ GQ }}u + q;
+    let rq = rbase + ({{ kx }}) * {{ G * L }}u;
 {% for p in prods %}
 {% if words %}
-    let w{{ p[0] }} = r_up(r8[rq + {{ p[1] * HQ }}u]);
+    let w{{ p[0] }} = r_up(r8[rq + {{ p[1] * L }}u]);
 {% else %}
-    let w{{ p[0] }} = r4[rq + {{ p[1] * HQ }}u];
+    let w{{ p[0] }} = r4[rq + {{ p[1] * L }}u];
 {% endif %}
 {% endfor %}
 {% for i in range(BR) %}
