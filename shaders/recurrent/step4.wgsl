@@ -24,8 +24,9 @@
     cell        "lstm", "gru" or "rnn"; phase (gru) "reset" or "update"
     gate        row block of each gate ({"i", "o", "f", "g"}, {"z", "r", "n"} or {"n": 0})
     acts        the activations ([f, g, h] LSTM, [f, g] GRU, [g] rnn)
+    U           hidden units per invocation: 4, or 8 with words (r read as vec4<u64>s)
     BR          batch rows per invocation (divides B)
-    L           unit quads per block of the packed weight (divides H / 4)
+    L           invocations per block of the packed weight (divides H / U)
     words       r read as vec2<u64> words (shader-int64: two per-lane access components per
                 vec4 instead of four on Mesa 22)
     sg          0, or the subgroup's lanes (H % (4 * sg) == 0, every subgroup whole): lane l
@@ -38,13 +39,13 @@
 {% import "_lib/io.wgsl" as io %}
 {% import "_lib/activations.wgsl" as actlib %}
 {% import "recurrent/_rnn.wgsl" as rnn %}
-{% set HQ, G, NB, N = H // 4, GH // H, B // BR, D * B * H %}
+{% set HU, G, NB, N, UQ = H // U, GH // H, B // BR, D * B * H, U // 4 %}
 {% for e in k.enables %}
 {{ e }}
 {% endfor %}
 {{ io.decl(k.bindings[:2], int64) }}
 {% if words %}
-@group(0) @binding(2) var<storage, read> r8: array<vec2<u64>>;
+@group(0) @binding(2) var<storage, read> rw: array<{{ "vec4<u64>" if U == 8 else "vec2<u64>" }}>;
 {{ io.words_fns("f32", "r_") }}
 {% else %}
 @group(0) @binding(2) var<storage, read> r4: array<vec4<f32>>;
@@ -82,19 +83,21 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% else %}
 {{ io.main_header(k) }}
 {% endif %}
-  let q = idx % {{ HQ }}u;
-  let dbg = idx / {{ HQ }}u;
+  let q = idx % {{ HU }}u;
+  let dbg = idx / {{ HU }}u;
   let bg = dbg % {{ NB }}u;
   let d = dbg / {{ NB }}u;
-  let j = q * 4u;
-  let rbase = (d * {{ HQ // L }}u + q / {{ L }}u) * {{ H * G * L }}u + q % {{ L }}u;
+  let j = q * {{ U }}u;
+  let rbase = (d * {{ HU // L }}u + q / {{ L }}u) * {{ H * G * L }}u + q % {{ L }}u;
   let s = load_step(0u);
   let t = {{ rnn.time(direction, T) }};
 {% for i in range(BR) %}
   let b{{ i }} = bg * {{ BR }}u + {{ i }}u;
   let hrow{{ i }} = (d * {{ B }}u + b{{ i }}) * {{ H }}u;
 {% for p in prods %}
-  var a{{ p[0] }}{{ i }} = vec4<f32>(0.0);
+{% for h in range(UQ) %}
+  var a{{ p[0] }}{{ i }}_{{ h }} = vec4<f32>(0.0);
+{% endfor %}
 {% endfor %}
 {% endfor %}
 {#- the products' loads and multiply-adds of column k (expression kx) given the state values of
@@ -102,15 +105,21 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% macro kstep(kx) %}
     let rq = rbase + ({{ kx }}) * {{ G * L }}u;
 {% for p in prods %}
-{% if words %}
-    let w{{ p[0] }} = r_up(r8[rq + {{ p[1] * L }}u]);
+{% if words and U == 8 %}
+    let v{{ p[0] }} = rw[rq + {{ p[1] * L }}u];
+    let w{{ p[0] }}_0 = r_up(v{{ p[0] }}.xy);
+    let w{{ p[0] }}_1 = r_up(v{{ p[0] }}.zw);
+{% elif words %}
+    let w{{ p[0] }}_0 = r_up(rw[rq + {{ p[1] * L }}u]);
 {% else %}
-    let w{{ p[0] }} = r4[rq + {{ p[1] * L }}u];
+    let w{{ p[0] }}_0 = r4[rq + {{ p[1] * L }}u];
 {% endif %}
 {% endfor %}
 {% for i in range(BR) %}
 {% for p in prods %}
-    a{{ p[0] }}{{ i }} = a{{ p[0] }}{{ i }} + {{ p[2] }}{{ i }} * w{{ p[0] }};
+{% for h in range(UQ) %}
+    a{{ p[0] }}{{ i }}_{{ h }} = a{{ p[0] }}{{ i }}_{{ h }} + {{ p[2] }}{{ i }} * w{{ p[0] }}_{{ h }};
+{% endfor %}
 {% endfor %}
 {% endfor %}
 {% endmacro %}
@@ -143,21 +152,23 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   }
 {% endif %}
 {% for i in range(BR) %}
-{% if proj_tbd %}
-  let prow{{ i }} = ((t * {{ B }}u + b{{ i }}) * {{ D }}u + d) * {{ GH }}u + j;
-{% else %}
-  let prow{{ i }} = ((d * {{ T }}u + t) * {{ B }}u + b{{ i }}) * {{ GH }}u + j;
-{% endif %}
+{% for h in range(UQ) %}
   {
-    let u = hrow{{ i }} + j;
+    let jj = j + {{ 4 * h }}u;
+{% if proj_tbd %}
+    let prow{{ i }} = ((t * {{ B }}u + b{{ i }}) * {{ D }}u + d) * {{ GH }}u + jj;
+{% else %}
+    let prow{{ i }} = ((d * {{ T }}u + t) * {{ B }}u + b{{ i }}) * {{ GH }}u + jj;
+{% endif %}
+    let u = hrow{{ i }} + jj;
 {% if cell == "lstm" %}
-    var ai = {{ load4("proj", "prow" ~ i ~ " + " ~ gate.i * H ~ "u") }} + ai{{ i }};
-    var ao = {{ load4("proj", "prow" ~ i ~ " + " ~ gate.o * H ~ "u") }} + ao{{ i }};
-    var af = {{ load4("proj", "prow" ~ i ~ " + " ~ gate.f * H ~ "u") }} + af{{ i }};
-    let ag = {{ load4("proj", "prow" ~ i ~ " + " ~ gate.g * H ~ "u") }} + ag{{ i }};
+    var ai = {{ load4("proj", "prow" ~ i ~ " + " ~ gate.i * H ~ "u") }} + ai{{ i }}_{{ h }};
+    var ao = {{ load4("proj", "prow" ~ i ~ " + " ~ gate.o * H ~ "u") }} + ao{{ i }}_{{ h }};
+    var af = {{ load4("proj", "prow" ~ i ~ " + " ~ gate.f * H ~ "u") }} + af{{ i }}_{{ h }};
+    let ag = {{ load4("proj", "prow" ~ i ~ " + " ~ gate.g * H ~ "u") }} + ag{{ i }}_{{ h }};
     let c = {{ load4("state_in", N ~ "u + u") }};
 {% if has_peep %}
-    let prw = d * {{ 3 * H }}u + j;
+    let prw = d * {{ 3 * H }}u + jj;
     ai = ai + c * {{ load4("peep", "prw") }};
     ao = ao + c * {{ load4("peep", "prw + " ~ H ~ "u") }};
     af = af + c * {{ load4("peep", "prw + " ~ 2 * H ~ "u") }};
@@ -169,28 +180,28 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       store_state_out({{ N }}u + u + e, ct[e]);
     }
 {% elif cell == "rnn" %}
-    let hn = {{ acts[0] }}4({{ load4("proj", "prow" ~ i) }} + an{{ i }});
+    let hn = {{ acts[0] }}4({{ load4("proj", "prow" ~ i) }} + an{{ i }}_{{ h }});
     for (var e = 0u; e < 4u; e = e + 1u) {
       store_state_out(u + e, hn[e]);
     }
 {% elif phase == "reset" %}
-    let r = {{ acts[0] }}4({{ load4("proj", "prow" ~ i ~ " + " ~ gate.r * H ~ "u") }} + ar{{ i }});
+    let r = {{ acts[0] }}4({{ load4("proj", "prow" ~ i ~ " + " ~ gate.r * H ~ "u") }} + ar{{ i }}_{{ h }});
     let rh = r * {{ load4("state_in", "u") }};
     for (var e = 0u; e < 4u; e = e + 1u) {
       store_rh(u + e, rh[e]);
     }
 {% else %}
-    let z = {{ acts[0] }}4({{ load4("proj", "prow" ~ i ~ " + " ~ gate.z * H ~ "u") }} + az{{ i }});
+    let z = {{ acts[0] }}4({{ load4("proj", "prow" ~ i ~ " + " ~ gate.z * H ~ "u") }} + az{{ i }}_{{ h }});
 {% if reset_after %}
-    let r = {{ acts[0] }}4({{ load4("proj", "prow" ~ i ~ " + " ~ gate.r * H ~ "u") }} + ar{{ i }});
+    let r = {{ acts[0] }}4({{ load4("proj", "prow" ~ i ~ " + " ~ gate.r * H ~ "u") }} + ar{{ i }}_{{ h }});
 {% if has_rbias %}
-    let an = an{{ i }} + {{ load4("rbias", "d * " ~ GH ~ "u + " ~ gate.n * H ~ "u + j") }};
+    let an = an{{ i }}_{{ h }} + {{ load4("rbias", "d * " ~ GH ~ "u + " ~ gate.n * H ~ "u + jj") }};
 {% else %}
-    let an = an{{ i }};
+    let an = an{{ i }}_{{ h }};
 {% endif %}
     let n = {{ acts[1] }}4({{ load4("proj", "prow" ~ i ~ " + " ~ gate.n * H ~ "u") }} + r * an);
 {% else %}
-    let n = {{ acts[1] }}4({{ load4("proj", "prow" ~ i ~ " + " ~ gate.n * H ~ "u") }} + an{{ i }});
+    let n = {{ acts[1] }}4({{ load4("proj", "prow" ~ i ~ " + " ~ gate.n * H ~ "u") }} + an{{ i }}_{{ h }});
 {% endif %}
     let h = {{ load4("state_in", "u") }};
     let hn = z * h + n * (1.0 - z);
@@ -199,11 +210,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
 {% endif %}
 {% if has_seq and not (cell == "gru" and phase == "reset") %}
-    let so = (t * {{ D }}u + d) * {{ B * H }}u + b{{ i }} * {{ H }}u + j;
+    let so = (t * {{ D }}u + d) * {{ B * H }}u + b{{ i }} * {{ H }}u + jj;
     for (var e = 0u; e < 4u; e = e + 1u) {
       store_seq(so + e, {{ b.seq.compute }}(hn[e]));
     }
 {% endif %}
   }
+{% endfor %}
 {% endfor %}
 }

@@ -396,10 +396,11 @@ def test_longer_sequences_share_one_step_pipeline(ctx, rng, monkeypatch):
 
 
 # Large recurrent products (past SEQUENCE_MAX_MACS): the per-step path. Each case: (op, direction,
-# data type, hidden, batch, weights "const" or "input", reset_after, options); hidden 160 is a
-# multiple of 32 (step4 shares the state's loads across a subgroup's 8 lanes on llvmpipe), 164 of
-# 4 only, 162 takes the scalar step kernels; the projection is a gemm ([T * B, D * GH]) for
-# constant float32 weights, else the project kernel ([D, T, B, GH]).
+# data type, hidden, batch, weights "const" or "input", reset_after, options); on llvmpipe step4
+# takes 8 units per invocation where hidden % 8 == 0 (160, 256), 4 otherwise (164), and shares
+# the state's loads across a subgroup's 8 lanes where hidden is a multiple of 8 times that (256);
+# 162 takes the scalar step kernels. The projection is a gemm ([T * B, D * GH]) for constant
+# float32 weights, else the project kernel ([D, T, B, GH]).
 PER_STEP_CASES = [
     ("lstm", "both", "float32", 160, 2, "const", True, "h0 c0 peep seq"),
     ("lstm", "forward", "float32", 164, 3, "const", True, ""),
@@ -413,6 +414,8 @@ PER_STEP_CASES = [
     ("gru", "both", "float16", 160, 3, "const", False, "h0 rbias seq"),
     ("gru", "both", "float32", 162, 2, "const", True, "h0 rbias seq"),
     ("gru", "forward", "float32", 160, 2, "input", False, "rbias seq"),
+    ("lstm", "forward", "float32", 256, 1, "const", True, "c0 seq"),
+    ("gru", "both", "float32", 256, 2, "const", False, "h0 rbias seq"),
 ]
 
 
@@ -480,12 +483,15 @@ def test_per_step_path_large_hidden(ctx, rng, case):
         _check(out[name], ref, dt, name)
 
 
-@pytest.mark.parametrize("form, sg", [("scalar", "on"), ("vec4", "off"), ("vec4", "on"), ("words", "on")])
-@pytest.mark.parametrize("case", [PER_STEP_CASES[0], PER_STEP_CASES[9]], ids=["lstm", "gru0-float16"])
+@pytest.mark.parametrize("form, sg", [("scalar", "on"), ("vec4", "off"), ("vec4", "on"), ("words", "on"),
+                                      ("words8", "off"), ("words8", "on")])
+@pytest.mark.parametrize("case", [PER_STEP_CASES[0], PER_STEP_CASES[9], PER_STEP_CASES[13]],
+                         ids=["lstm", "gru0-float16", "gru0-256"])
 def test_per_step_forms_agree(ctx, rng, monkeypatch, case, form, sg):
     """Every form of the step kernel (WEBNN_GPU_FORCE_RECURRENT_STEP, _SG) against float64
-    NumPy: the scalar kernels on the transposed-free R, step4 reading vec4s or words, with and
-    without the subgroup's shared loads of the state."""
+    NumPy: the scalar kernels on R as given, step4 reading its packed R as vec4s or words (4
+    or 8 hidden units per invocation), with and without the subgroup's shared loads of the
+    state."""
     monkeypatch.setenv("WEBNN_GPU_FORCE_RECURRENT_STEP", form)
     monkeypatch.setenv("WEBNN_GPU_FORCE_RECURRENT_STEP_SG", sg)
     build, inputs, want = _per_step_case(rng, *case)
@@ -494,9 +500,12 @@ def test_per_step_forms_agree(ctx, rng, monkeypatch, case, form, sg):
     assert kernels and all(st.template == ("recurrent/step4.wgsl" if form != "scalar" else
                                            f"recurrent/{case[0]}_step.wgsl") for st in kernels)
     if form != "scalar":
-        words = "r8: array<vec2<u64>>" in kernels[0].wgsl
-        assert words == (form == "words" and "shader-int64" in ctx.features and ctx._tuning == "lane-loop")
-        assert ("subgroupBroadcast" in kernels[0].wgsl) == (sg == "on" and ctx._subgroup > 0)
+        words = form.startswith("words") and "shader-int64" in ctx.features and ctx._tuning == "lane-loop"
+        assert ("rw: array<vec2<u64>>" in kernels[0].wgsl) == (words and form == "words")
+        assert ("rw: array<vec4<u64>>" in kernels[0].wgsl) == (words and form == "words8")
+        units = 8 if words and form == "words8" else 4  # whole subgroups: hidden % (units * lanes) == 0
+        lanes = ctx._subgroup
+        assert ("subgroupBroadcast" in kernels[0].wgsl) == (sg == "on" and lanes > 0 and case[3] % (units * lanes) == 0)
     out = run_graph(ctx, build, inputs)
     for name, ref in want.items():
         _check(out[name], ref, case[2], name)

@@ -530,12 +530,14 @@ def lower_recurrent(node, lc) -> None:
 
     r_in, tpl, n_inv, wg, extra = vr, "", n, _kernels_workgroup(), {}
     if form != "scalar":
-        quads = _step_block(hidden)
-        r_in = _step_pack(vr, quads)
+        units = 8 if form == "words8" else 4
+        block = _step_block(hidden, units)
+        r_in = _step_pack(vr, units, block)
         rows = _step_rows(batch)
-        n_inv = nd * batch // rows * hidden // 4
+        n_inv = nd * batch // rows * hidden // units
         wg = _step_workgroup(n_inv)
-        extra = dict(BR=rows, L=quads, words=form == "words", cell=cell, sg=_step_lanes(lc, hidden))
+        extra = dict(BR=rows, U=units, L=block, words=form.startswith("words"), cell=cell,
+                     sg=_step_lanes(lc, hidden, units))
     rh = None if (is_lstm or reset_after) else lc.temp("float32", (nd, batch, hidden))
     for s in range(steps):
         src, dst = states[s % 2], states[(s + 1) % 2]
@@ -591,47 +593,53 @@ def _step_form(lc, vr: Value, hidden: int) -> str:
     """How the per-step kernels read the recurrent weight: ``"scalar"`` (``lstm_step`` /
     ``gru_step``: one hidden unit per invocation, R as given, also computed at run time),
     ``"vec4"`` (``step4``: a constant R packed in f32, :func:`_step_pack`, four hidden units
-    per invocation, ``hidden_size % 4 == 0``) or ``"words"`` (``step4`` reading that R as
-    vec2<u64> words: the "lane-loop" profile with ``shader-int64``).
-    ``WEBNN_GPU_FORCE_RECURRENT_STEP=scalar|vec4|words`` forces one where it applies."""
-    forced = _env.force_choice("recurrent_step", ("scalar", "vec4", "words"))
+    per invocation, ``hidden_size % 4 == 0``), ``"words"`` (``step4`` reading that R as
+    vec2<u64> words: the "lane-loop" profile with ``shader-int64``) or ``"words8"`` (eight
+    units per invocation, R read as vec4<u64> words; ``hidden_size % 8 == 0``: the default
+    there, 0.81-0.96 of the time of ``"words"``, which takes 0.75-0.85 of ``"vec4"``'s;
+    ``benchmarks/rnn_steps.py``, Mesa 22.3). ``WEBNN_GPU_FORCE_RECURRENT_STEP=scalar|vec4|words|words8``
+    forces one where it applies."""
+    forced = _env.force_choice("recurrent_step", ("scalar", "vec4", "words", "words8"))
     if vr.kind != "constant" or vr.data is None or hidden % 4 or forced == "scalar":
         return "scalar"
     words = lc.tuning == "lane-loop" and "shader-int64" in lc.features
+    if forced == "words8" and hidden % 8:
+        forced = "words"
     if forced:
-        return "words" if forced == "words" and words else "vec4"
-    return "words" if words else "vec4"
+        return forced if forced.startswith("words") and words else "vec4"
+    return ("words8" if hidden % 8 == 0 else "words") if words else "vec4"
 
 
-def _step_lanes(lc, hidden: int) -> int:
+def _step_lanes(lc, hidden: int, units: int) -> int:
     """The subgroup lanes among which ``step4`` shares its loads of the state (each lane loads
     one column, ``subgroupBroadcast`` hands it to the others): ``lc.subgroup`` (llvmpipe) where
-    ``hidden`` is a multiple of 4 lanes (whole subgroups), else 0 (every invocation loads
-    each column). ``WEBNN_GPU_FORCE_RECURRENT_STEP_SG=off`` gives 0."""
+    ``hidden`` is a multiple of ``units`` (per invocation) times the lanes (whole subgroups),
+    else 0 (every invocation loads each column). ``WEBNN_GPU_FORCE_RECURRENT_STEP_SG=off``
+    gives 0."""
     lanes = int(getattr(lc, "subgroup", 0) or 0)
-    if not lanes or hidden % (4 * lanes) or _env.force_choice("recurrent_step_sg", ("off", "on")) == "off":
+    if not lanes or hidden % (units * lanes) or _env.force_choice("recurrent_step_sg", ("off", "on")) == "off":
         return 0
     return lanes
 
 
-def _step_block(hidden: int) -> int:
-    """Unit quads per block of ``step4``'s packed recurrent weight (:func:`_step_pack`): the
-    largest of 8, 4, 2, 1 dividing ``hidden / 4``."""
-    return next(n for n in (8, 4, 2, 1) if (hidden // 4) % n == 0)
+def _step_block(hidden: int, units: int) -> int:
+    """Invocations per block of ``step4``'s packed recurrent weight (:func:`_step_pack`), each
+    taking ``units`` hidden units: the largest of 8, 4, 2, 1 dividing ``hidden / units``."""
+    return next(n for n in (8, 4, 2, 1) if (hidden // units) % n == 0)
 
 
-def _step_pack(vr: Value, quads: int) -> Value:
+def _step_pack(vr: Value, units: int, block: int) -> Value:
     """A constant recurrent weight ``[D, G * H, H]`` as ``step4`` reads it: a new f32 constant
-    ``[D, H / (4 L), H, G, L, 4]`` (L = ``quads``), element ``[d, qb, k, g, l, e]`` being
-    ``R[d, g * H + 4 (qb L + l) + e, k]``: the invocations of a block of L neighbouring unit
-    quads read L consecutive vec4s of a gate, and successive k steps successive G L vec4s, so
-    that every block streams through one contiguous run (the transposed ``[D, H, G * H]``,
-    where each k step of a block jumps G H values, measured 1.6-1.8x slower than the scalar
-    kernel for two directions of 512 units, 8 MiB a step, Mesa 22.3)."""
+    ``[D, H / (U L), H, G, L, U]`` (U = ``units``, L = ``block``), element ``[d, qb, k, g, l, e]``
+    being ``R[d, g * H + U (qb L + l) + e, k]``: the L invocations of a block of neighbouring
+    units read L consecutive runs of U values of a gate, and successive k steps the successive
+    G L runs, so that every block streams through one contiguous stretch (the transposed
+    ``[D, H, G * H]``, where each k step of a block jumps G H values, measured 1.6-1.8x slower
+    than the scalar kernel for two directions of 512 units, 8 MiB a step, Mesa 22.3)."""
     r = _host(vr).astype(np.float32)
     nd, gh, hidden = r.shape
     g = gh // hidden
-    packed = r.reshape(nd, g, hidden // (4 * quads), quads, 4, hidden).transpose(0, 2, 5, 1, 3, 4)
+    packed = r.reshape(nd, g, hidden // (units * block), block, units, hidden).transpose(0, 2, 5, 1, 3, 4)
     return Value("float32", packed.shape, "constant", data=np.ascontiguousarray(packed).reshape(-1))
 
 
