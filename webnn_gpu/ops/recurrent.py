@@ -27,7 +27,9 @@ For ``direction="backward"`` the time steps run from last to first, ``"both"`` r
 index t, the state each direction produced from input t (the WPT vectors' order).
 
 Kernels (``shaders/recurrent/``) rather than a decomposition into ~20 builder ops per step:
-one ``project`` kernel computes x W' + biases for every step and direction at once; then, where
+the input projection x W' + biases of every step and direction at once (one ``gemm`` on the
+tile kernel for a float32 input with constant weights and biases, else the ``project``
+kernel: :func:`_projection`); then, where
 one step's recurrent product is small (hidden_size * gates * hidden_size at most
 :data:`SEQUENCE_MAX_MACS`), one ``sequence`` kernel runs every step: a workgroup per
 direction and batch row keeps the state in workgroup memory (and the recurrent weight, where
@@ -38,11 +40,16 @@ takes x itself as the projection: :func:`_identity_projection`). A ``gru`` whose
 update and reset gates are constant (zero weights, ``relu`` gate activation, biases giving
 z = 0 and r = 1: a plain RNN in GRU form, :func:`_plain_rnn`) runs the new gate alone there.
 Otherwise (``WEBNN_GPU_FORCE_RECURRENT=steps|sequence`` forces either) ``init``
-loads the initial state (or zeros) into an f32 state buffer, then one ``gru_step`` (two with
-``reset_after=False``) or ``lstm_step`` kernel per time step updates the state (both
-directions in one launch, ping-ponging two state buffers; each launch reads its step index
-from a tiny constant, so every step shares one pipeline), and ``finish`` writes the final
-state in the operands' data type. Dot products accumulate in f32 and the state stays in f32
+loads the initial state (or zeros) into an f32 state buffer, then one step kernel per time
+step (two for a GRU with ``reset_after=False``) updates the state (both directions in one
+launch, ping-ponging two state buffers; each launch reads its step index from a tiny
+constant, so every step shares one pipeline), and ``finish`` writes the final state in the
+operands' data type. The step kernel is ``step4`` for a constant recurrent weight with
+``hidden_size % 4 == 0`` (the weight packed so that neighbouring invocations stream through
+consecutive memory, 4 or 8 hidden units and up to 4 batch rows per invocation, read as u64
+words where the adapter has them, the state's columns shared across a subgroup:
+:func:`_step_form`, :func:`_step_pack`), else ``lstm_step`` / ``gru_step`` (one unit per
+invocation, the weight as given); a plain RNN in GRU form runs its new gate alone there too. Dot products accumulate in f32 and the state stays in f32
 between steps, also for float16 operands.
 """
 
