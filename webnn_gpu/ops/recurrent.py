@@ -526,7 +526,9 @@ def lower_recurrent(node, lc) -> None:
         vw, vr, vb, vrb = _rows(vw, n0, hidden), _rows(vr, n0, hidden), _rows(vb, n0, hidden), _rows(vrb, n0, hidden)
         cell, acts, gate, gh, fold_limit, reset_after = "rnn", [acts[1]], {"n": 0}, hidden, hidden, True
         common = dict(common, GH=gh)
-    proj = _projection(lc, vx, vw, vb, vrb, fold_limit, common)
+    # float16 too (cast, then the gemm): the project kernel re-reads every weight row for each
+    # of the T * B rows (ddddocr's 2 x 2048 x 512 weights at T = 20: 242 ms against 4 ms)
+    proj = _projection(lc, vx, vw, vb, vrb, fold_limit, common, widen=True)
     proj_tbd = proj.shape == (steps * batch, nd * gh)
 
     n_state = 2 if is_lstm else 1
@@ -717,16 +719,24 @@ def _plain_rnn(node) -> bool:
 
 
 def _project_gemm(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None, fold_limit: int,
-                  common: dict) -> Value | None:
+                  common: dict, widen: bool = False) -> Value | None:
     """The input projection of every step and direction as one ``gemm`` (the tile kernel)
     into a new f32 ``[T * B, D * GH]`` (``[T, B, D, GH]``), or None where the project kernel
-    keeps it: a float16 input (the projection stays in f32) or weights or biases computed at
-    run time."""
-    if vx.data_type != "float32" or any(v is not None and (v.kind != "constant" or v.data is None)
-                                        for v in (vw, vb, vrb)):
+    keeps it: weights or biases computed at run time, or a float16 input (the projection stays
+    in f32) unless ``widen``: then a ``cast`` kernel first writes x in float32 (exactly) and
+    the gemm takes the float16 weights widened at build time, the same f32 products as the
+    project kernel's."""
+    if vx.data_type not in (("float32", "float16") if widen else ("float32",)) or any(
+            v is not None and (v.kind != "constant" or v.data is None) for v in (vw, vb, vrb)):
         return None
     from .._ir import Node
+    from .elementwise import lower_elementwise
     from .linalg import lower_gemm, make_constant
+
+    if vx.data_type == "float16":
+        x32 = lc.temp("float32", tuple(vx.shape))
+        lower_elementwise(Node("cast", [vx], [x32], dict(to="float32"), label=lc.node.label), lc)
+        vx = x32
 
     steps, batch, nd, gh, isz = common["T"], common["B"], common["D"], common["GH"], common["I"]
     bias = np.zeros((nd, gh), np.float32)
@@ -745,13 +755,13 @@ def _project_gemm(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None,
 
 
 def _projection(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None, fold_limit: int,
-                common: dict) -> Value:
+                common: dict, widen: bool = False) -> Value:
     """The input projection (x W' + the biases, the recurrent ones below ``fold_limit``) of
     every step and direction in f32: one gemm on the tile kernel (:func:`_project_gemm`,
-    ``[T * B, D * GH]``) where it applies, else the ``project`` kernel (``[D, T, B, GH]``;
-    a constant weight transposed so that each invocation computes four gate rows, where
-    ``GH % 4 == 0``)."""
-    proj = _project_gemm(lc, vx, vw, vb, vrb, fold_limit, common)
+    ``[T * B, D * GH]``; with ``widen`` also for a float16 input, cast first) where it applies,
+    else the ``project`` kernel (``[D, T, B, GH]``; a constant weight transposed so that each
+    invocation computes four gate rows, where ``GH % 4 == 0``)."""
+    proj = _project_gemm(lc, vx, vw, vb, vrb, fold_limit, common, widen)
     if proj is not None:
         return proj
     nd, steps, batch, gh = common["D"], common["T"], common["B"], common["GH"]
