@@ -28,8 +28,8 @@ index t, the state each direction produced from input t (the WPT vectors' order)
 
 Kernels (``shaders/recurrent/``) rather than a decomposition into ~20 builder ops per step:
 the input projection x W' + biases of every step and direction at once (one ``gemm`` on the
-tile kernel for a float32 input with constant weights and biases, else the ``project``
-kernel: :func:`_projection`); then, where
+tile kernel where the weights and biases are constants, else the ``project`` kernel:
+:func:`_projection`); then, where
 one step's recurrent product is small (hidden_size * gates * hidden_size at most
 :data:`SEQUENCE_MAX_MACS`), one ``sequence`` kernel runs every step: a workgroup per
 direction and batch row keeps the state in workgroup memory (and the recurrent weight, where
@@ -49,8 +49,9 @@ operands' data type. The step kernel is ``step4`` for a constant recurrent weigh
 consecutive memory, 4 or 8 hidden units and up to 4 batch rows per invocation, read as u64
 words where the adapter has them, the state's columns shared across a subgroup:
 :func:`_step_form`, :func:`_step_pack`), else ``lstm_step`` / ``gru_step`` (one unit per
-invocation, the weight as given); a plain RNN in GRU form runs its new gate alone there too. Dot products accumulate in f32 and the state stays in f32
-between steps, also for float16 operands.
+invocation, the weight as given); a plain RNN in GRU form runs its new gate alone there too.
+Dot products accumulate in f32 and the state stays in f32 between steps, also for float16
+operands (a float16 input is cast to float32 for the per-step path's gemm).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ import numpy as np
 from .. import _env
 from .. import _validate as V
 from .._dtypes import FLOAT_TYPES as FLOATS
+from .._kernels import WORKGROUP
 from .._lower import workgroup_bytes
 from ..builder import MLGraphBuilder, MLOperand, Value
 from ._registry import builder_method, lowering, support
@@ -537,7 +539,7 @@ def lower_recurrent(node, lc) -> None:
     lc.kernel("recurrent/init.wgsl", init_ins, [("state", states[0])], n_state * nd * batch * hidden,
               has_h0=vh is not None, has_c0=vc is not None, n_state=n_state, **common)
 
-    r_in, tpl, n_inv, wg, extra = vr, "", n, _kernels_workgroup(), {}
+    r_in, n_inv, wg, extra = vr, n, WORKGROUP, {}
     if form != "scalar":
         units = 8 if form == "words8" else 4
         block = _step_block(hidden, units)
@@ -590,12 +592,6 @@ STEP_ROWS = 4
 #: Invocations per workgroup of the ``step4`` kernel: lavapipe runs a workgroup on one
 #: thread, so a step of a few hundred invocations is split into at least 8 workgroups.
 STEP_WORKGROUP = 64
-
-
-def _kernels_workgroup() -> int:
-    from .._kernels import WORKGROUP
-
-    return WORKGROUP
 
 
 def _step_form(lc, vr: Value, hidden: int) -> str:
