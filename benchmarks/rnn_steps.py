@@ -1,6 +1,6 @@
 """Kernel time of the per-step recurrent kernels (large hidden sizes) in each form.
 
-    .venv/bin/python benchmarks/rnn_steps.py [--shapes lstm,512,1,1 ...] [--forms scalar,vec4,words]
+    .venv/bin/python benchmarks/rnn_steps.py [--shapes lstm,512,1,1 ...] [--forms scalar,vec4,words,words8]
         [--rounds 5] [--repeats 5] [--steps 6]
 
 A shape is ``CELL,H,B,D`` (CELL ``lstm``, ``gru`` or ``gru0``: a GRU with reset_after=False;
@@ -8,7 +8,8 @@ hidden size H, batch B, D directions; input size H) with constant weights, force
 per-step path (``WEBNN_GPU_FORCE_RECURRENT=steps``). Each form is built under
 ``WEBNN_GPU_FORCE_RECURRENT_STEP=FORM`` (``scalar``: ``lstm_step`` / ``gru_step``, one
 hidden unit per invocation reading R as given; ``vec4``: ``step4``, four units per invocation
-and up to four batch rows, R transposed; ``words``: ``step4`` reading R as vec2<u64> words);
+and up to four batch rows, R packed at build time; ``words``: ``step4`` reading that R as
+vec2<u64> words; ``words8``: eight units per invocation, R as vec4<u64> words);
 a form named ``FORM:rows=N`` or ``FORM:wg=N`` also sets ``recurrent.STEP_ROWS`` or
 ``recurrent.STEP_WORKGROUP`` for its build, ``FORM:sg=off`` ``WEBNN_GPU_FORCE_RECURRENT_STEP_SG``
 (``step4`` without its subgroup loads of the state). Every build is checked against float64 NumPy
@@ -64,7 +65,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", nargs="+", default=["lstm,256,1,1", "lstm,256,4,1", "lstm,512,1,1", "lstm,512,4,1",
                                                     "lstm,512,1,2", "gru,256,1,1", "gru,512,4,1", "gru0,512,1,1"])
-    ap.add_argument("--forms", default="scalar,vec4,words")
+    ap.add_argument("--forms", default="scalar,vec4,words,words8")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--steps", type=int, default=6)
