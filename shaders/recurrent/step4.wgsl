@@ -7,9 +7,11 @@
   Context:
     k.bindings  step (u32 [1]: the step index s), proj (f32 [D, T, B, GH], or [T, B, D, GH]
                 when proj_tbd; x W' + folded biases), r (the constant recurrent weight packed,
-                recurrent._step_pack: f32 [D, H / (4 L), H, G, L, 4], so that the L invocations of
-                neighbouring unit quads read L consecutive vec4s of a gate and each k step the
-                next G L vec4s; bound as vec4s, or with words as vec2<u64>s, the same bits),
+                recurrent._step_pack: [D, H / (U L), H, G, L, U], so that the L invocations of
+                a block of neighbouring units read L consecutive runs of U values of a gate and
+                each k step the next G L runs; f32 bound as vec4s, or with words as vec2<u64>s
+                (U = 4) or vec4<u64>s (U = 8), the same bits; float16 (a float16 graph's R,
+                with words only) as one u64 (U = 4) or a vec2<u64> (U = 8)),
                 then by cell and phase:
                 lstm: peep ([D, 3H] in i, o, f order; if has_peep), state_in (f32 [2, D, B, H]:
                   h then c); outputs state_out (f32 [2, D, B, H]), seq ([T, D, B, H], if has_seq)
@@ -44,7 +46,11 @@
 {{ e }}
 {% endfor %}
 {{ io.decl(k.bindings[:2], int64) }}
-{% if words %}
+{% set f16r = k.bindings[2].data_type == "float16" %}
+{% if words and f16r %}
+@group(0) @binding(2) var<storage, read> rw: array<{{ "vec2<u64>" if U == 8 else "u64" }}>;
+{{ io.words_fns("f16", "r_") }}
+{% elif words %}
 @group(0) @binding(2) var<storage, read> rw: array<{{ "vec4<u64>" if U == 8 else "vec2<u64>" }}>;
 {{ io.words_fns("f32", "r_") }}
 {% else %}
@@ -107,8 +113,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {% for p in prods %}
 {% if words and U == 8 %}
     let v{{ p[0] }} = rw[rq + {{ p[1] * L }}u];
-    let w{{ p[0] }}_0 = r_up(v{{ p[0] }}.xy);
-    let w{{ p[0] }}_1 = r_up(v{{ p[0] }}.zw);
+    let w{{ p[0] }}_0 = r_up(v{{ p[0] }}.{{ "x" if f16r else "xy" }});
+    let w{{ p[0] }}_1 = r_up(v{{ p[0] }}.{{ "y" if f16r else "zw" }});
 {% elif words %}
     let w{{ p[0] }}_0 = r_up(rw[rq + {{ p[1] * L }}u]);
 {% else %}

@@ -543,7 +543,9 @@ def lower_recurrent(node, lc) -> None:
     if form != "scalar":
         units = 8 if form == "words8" else 4
         block = _step_block(hidden, units)
-        r_in = _step_pack(vr, units, block)
+        # a float16 graph's R stays float16 where it is read as words (4 values a u64 component)
+        r_in = _step_pack(vr, units, block, "float16" if form.startswith("words") and vr.data_type == "float16"
+                          else "float32")
         rows = _step_rows(batch)
         n_inv = nd * batch // rows * hidden // units
         wg = _step_workgroup(n_inv)
@@ -633,19 +635,20 @@ def _step_block(hidden: int, units: int) -> int:
     return next(n for n in (8, 4, 2, 1) if (hidden // units) % n == 0)
 
 
-def _step_pack(vr: Value, units: int, block: int) -> Value:
-    """A constant recurrent weight ``[D, G * H, H]`` as ``step4`` reads it: a new f32 constant
+def _step_pack(vr: Value, units: int, block: int, data_type: str = "float32") -> Value:
+    """A constant recurrent weight ``[D, G * H, H]`` as ``step4`` reads it: a new constant of
+    ``data_type`` (float32, or float16 for a float16 weight: its values unchanged)
     ``[D, H / (U L), H, G, L, U]`` (U = ``units``, L = ``block``), element ``[d, qb, k, g, l, e]``
     being ``R[d, g * H + U (qb L + l) + e, k]``: the L invocations of a block of neighbouring
     units read L consecutive runs of U values of a gate, and successive k steps the successive
     G L runs, so that every block streams through one contiguous stretch (the transposed
     ``[D, H, G * H]``, where each k step of a block jumps G H values, measured 1.6-1.8x slower
     than the scalar kernel for two directions of 512 units, 8 MiB a step, Mesa 22.3)."""
-    r = _host(vr).astype(np.float32)
+    r = _host(vr).astype(np.float16 if data_type == "float16" else np.float32)
     nd, gh, hidden = r.shape
     g = gh // hidden
     packed = r.reshape(nd, g, hidden // (units * block), block, units, hidden).transpose(0, 2, 5, 1, 3, 4)
-    return Value("float32", packed.shape, "constant", data=np.ascontiguousarray(packed).reshape(-1))
+    return Value(data_type, packed.shape, "constant", data=np.ascontiguousarray(packed).reshape(-1))
 
 
 def _step_rows(batch: int) -> int:
