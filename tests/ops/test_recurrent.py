@@ -553,6 +553,33 @@ def test_gru_as_plain_rnn(ctx, rng, act, r_bias, direction):
     _check(out["s"], rs, "float32")
 
 
+@pytest.mark.parametrize("exact", [True, False], ids=["float16 values", "one value off"])
+def test_per_step_float32_weight_of_float16_values(ctx, rng, monkeypatch, exact):
+    """A float32 recurrent weight whose values are all float16 values (weights stored in float16
+    and widened) is read as float16 words on the lane-loop profile: the same products. One value
+    that is not a float16 value (a near miss) keeps it in float32. Against float64 NumPy."""
+    case = ("lstm", "both", "float32", 160, 2, "const", True, "h0 c0 seq")
+    build, inputs, want = _per_step_case(rng, *case)
+    (kernel,) = {st.wgsl for st in kernel_steps(ctx, build, inputs) if st.template == "recurrent/step4.wgsl"}
+    assert "enable f16;" not in kernel  # float32 R in the float32 graph (its values are not float16 values)
+    r16 = rng.uniform(-0.15, 0.15, (2, 4 * 160, 160)).astype(np.float16).astype(np.float32)
+    if not exact:
+        r16[1, 5, 7] = np.float32(0.1)  # not a float16 value
+    x = inputs["x"]
+    b = webnn.MLGraphBuilder(ctx)
+    xo = b.input("x", {"data_type": "float32", "shape": list(x.shape)})
+    w = _rand(rng, (2, 4 * 160, x.shape[2]), np.float32, 0.3)
+    h, c, s = b.lstm(xo, b.constant(w), b.constant(r16), x.shape[0], 160, return_sequence=True, direction="both")
+    graph = b.build({"h": h, "c": c, "s": s})
+    (kernel,) = {st.wgsl for st in graph._steps if getattr(st, "template", "") == "recurrent/step4.wgsl"}
+    words16 = "shader-int64" in ctx.features and "shader-f16" in ctx.features and ctx._tuning == "lane-loop"
+    assert ("unpack2x16float" in kernel) == (exact and words16)
+    out = ctx.compute(graph, {"x": x})
+    rh, rc, rs = ref_lstm(x, w, r16, x.shape[0], 160, direction="both")
+    for name, got, ref in (("h", out["h"], rh), ("c", out["c"], rc), ("s", out["s"], rs)):
+        _check(got, ref, "float32", name)
+
+
 @pytest.mark.parametrize("act, r_bias, direction, batch", [("tanh", 1.0, "both", 2), ("relu", 1.0, "backward", 3),
                                                             ("tanh", 0.5, "both", 2)])
 def test_gru_as_plain_rnn_per_step(ctx, rng, act, r_bias, direction, batch):

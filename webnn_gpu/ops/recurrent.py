@@ -543,9 +543,7 @@ def lower_recurrent(node, lc) -> None:
     if form != "scalar":
         units = 8 if form == "words8" else 4
         block = _step_block(hidden, units)
-        # a float16 graph's R stays float16 where it is read as words (4 values a u64 component)
-        r_in = _step_pack(vr, units, block, "float16" if form.startswith("words") and vr.data_type == "float16"
-                          else "float32")
+        r_in = _step_pack(vr, units, block, _step_weight_type(lc, vr, form))
         rows = _step_rows(batch)
         n_inv = nd * batch // rows * hidden // units
         wg = _step_workgroup(n_inv)
@@ -615,6 +613,23 @@ def _step_form(lc, vr: Value, hidden: int) -> str:
     if forced:
         return forced if forced.startswith("words") and words else "vec4"
     return ("words8" if hidden % 8 == 0 else "words") if words else "vec4"
+
+
+def _step_weight_type(lc, vr: Value, form: str) -> str:
+    """The data type ``step4`` reads its packed recurrent weight in: float16 where it reads
+    words (four float16 values a u64 component, half the loads of float32) and every value of
+    R is a float16 value (a float16 graph's R, or a float32 one whose values all are:
+    ``linalg.exact_f16``, float16 subnormals only on the lane-loop profile, which keeps them),
+    else float32. ``WEBNN_GPU_FORCE_RECURRENT_STEP_F16=off`` keeps a float32 R in float32."""
+    if not form.startswith("words"):
+        return "float32"
+    if vr.data_type == "float16":
+        return "float16"
+    from .linalg import exact_f16
+
+    if "shader-f16" not in lc.features or _env.force_choice("recurrent_step_f16", ("off", "on")) == "off":
+        return "float32"
+    return "float16" if exact_f16(_host(vr), subnormals=lc.tuning == "lane-loop") else "float32"
 
 
 def _step_lanes(lc, hidden: int, units: int) -> int:
