@@ -70,6 +70,10 @@ def test_rnn_matches_onnxruntime(ctx, direction, layout, with_h0, acts):
     feeds = {"x": rng.standard_normal(xs).astype(np.float32)}
     if with_h0:
         feeds["h0"] = rng.standard_normal(hs).astype(np.float32)
+    # known weights and one activation: a gru in plain-RNN form, every step in one sequence launch;
+    # an activation per direction: written out per step
+    templates = [s.template for s in wonnx.load(m, ctx).graph._steps if hasattr(s, "template")]
+    assert ("recurrent/sequence.wgsl" in templates) == (len(set(acts or ["Tanh"])) == 1)
     if not layout:
         _check(ctx, m, feeds)
         return
@@ -353,16 +357,17 @@ def test_topk_argsort_matches_onnxruntime(ctx, axis, k, largest, kind):
     ("LSTM", "reverse", ""),
     ("GRU", "bidirectional", "linear_before_reset"),
     ("GRU", "forward", ""),
+    ("RNN", "bidirectional", ""),            # a gru in plain-RNN form: its new gate alone
 ])
 def test_recurrent_large_hidden_matches_onnxruntime(ctx, op, direction, extra):
     """An ONNX LSTM / GRU whose recurrent product is past the sequence kernel's limit (hidden
     160): the projection as one gemm, then a step kernel per time step (two for a GRU with
-    linear_before_reset 0). T, B and, in the bidirectional cases, the directions above 1: a
+    linear_before_reset 0; an RNN as a gru in plain-RNN form, its new gate alone). T, B and, in the bidirectional cases, the directions above 1: a
     projection read in the other layout gives other values there (one direction's layouts
     are the same)."""
     rng = np.random.default_rng(3)
     T, B, I, H = 4, 2, 24, 160
-    G, D = (4 if op == "LSTM" else 3), (2 if direction == "bidirectional" else 1)
+    G, D = {"LSTM": 4, "GRU": 3, "RNN": 1}[op], (2 if direction == "bidirectional" else 1)
     inits = [numpy_helper.from_array((rng.standard_normal((D, G * H, I)) * 0.2).astype(np.float32), "W"),
              numpy_helper.from_array((rng.standard_normal((D, G * H, H)) * 0.08).astype(np.float32), "R"),
              numpy_helper.from_array((rng.standard_normal((D, 2 * G * H)) * 0.5).astype(np.float32), "B")]
@@ -385,7 +390,10 @@ def test_recurrent_large_hidden_matches_onnxruntime(ctx, op, direction, extra):
         feeds["c0"] = (rng.standard_normal((D, B, H)) * 0.5).astype(np.float32)
     templates = [s.template for s in wonnx.load(m, ctx).graph._steps if hasattr(s, "template")]
     assert "matmul/tile.wgsl" in templates and "recurrent/project.wgsl" not in templates
-    assert templates.count("recurrent/step4.wgsl") == T * (2 if op == "GRU" and not attrs else 1)
+    step4 = [s for s in wonnx.load(m, ctx).graph._steps if getattr(s, "template", "") == "recurrent/step4.wgsl"]
+    assert len(step4) == T * (2 if op == "GRU" and not attrs else 1)
+    if op == "RNN":  # the new gate's projection alone: [T * B, D * H]
+        assert step4[0].values[1].shape == (T * B, D * H)
     _check(ctx, m, feeds, tol=1e-5)
 
 
