@@ -397,6 +397,24 @@ def test_recurrent_large_hidden_matches_onnxruntime(ctx, op, direction, extra):
     _check(ctx, m, feeds, tol=1e-5)
 
 
+@pytest.mark.parametrize("H", [148, 150])
+def test_rnn_as_gru_only_where_its_new_gate_runs_alone(ctx, H):
+    """An RNN past the sequence kernel's size is a gru only where the engine's step4 kernel
+    runs its new gate alone (hidden % 4 == 0: 148); at 150 (a near miss) the scalar GRU step
+    would run three gates, so it stays written out per step. Both against ONNX Runtime."""
+    rng = np.random.default_rng(4)
+    T, B, I = 3, 2, 8
+    inits = [numpy_helper.from_array((rng.standard_normal((2, H, I)) * 0.3).astype(np.float32), "W"),
+             numpy_helper.from_array((rng.standard_normal((2, H, H)) * 0.08).astype(np.float32), "R"),
+             numpy_helper.from_array((rng.standard_normal((2, 2 * H)) * 0.5).astype(np.float32), "B")]
+    node = helper.make_node("RNN", ["x", "W", "R", "B"], ["y", "y_h"], hidden_size=H, direction="bidirectional")
+    m = _model([node], [_vi("x", F, [T, B, I])], [_vi("y", F, None), _vi("y_h", F, None)], inits, opset=14)
+    templates = [s.template for s in wonnx.load(m, ctx).graph._steps if hasattr(s, "template")]
+    assert templates.count("recurrent/step4.wgsl") == (T if H % 4 == 0 else 0)
+    assert not any(t.startswith("recurrent/") for t in templates) or H % 4 == 0
+    _check(ctx, m, {"x": rng.standard_normal((T, B, I)).astype(np.float32)}, tol=1e-5)
+
+
 # ---------------------------------------------------------------- packed sequences
 @pytest.mark.parametrize("op, direction, lens_known", [
     ("LSTM", "bidirectional", False),     # pack_padded_sequence around nn.LSTM(bidirectional=True)

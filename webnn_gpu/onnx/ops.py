@@ -2364,7 +2364,13 @@ def _rnn(c, n, x):
     if len(names) != dirs or any(a not in _ACT for a in names):
         raise Unsupported(f"RNN activations {names} (one of {sorted(_ACT)} per direction)")
     b_known = len(x) <= 3 or x[3] is None or c.is_known(x[3])
-    if c.is_known(x[1]) and c.is_known(x[2]) and b_known and len(set(names)) == 1:
+    # where the engine runs the new gate alone: the sequence kernel (3 H^2 multiply-adds a step
+    # at most) or the per-step step4 kernel (hidden % 4 == 0); the scalar GRU step would run
+    # all three gates
+    from ..ops.recurrent import SEQUENCE_MAX_MACS
+
+    alone = hidden % 4 == 0 or 3 * hidden * hidden <= SEQUENCE_MAX_MACS
+    if c.is_known(x[1]) and c.is_known(x[2]) and b_known and len(set(names)) == 1 and alone:
         return _rnn_as_gru(c, n, x, v, hidden, steps, direction, dt, _ACT[names[0]])
     if steps > RNN_MAX_STEPS:
         raise Unsupported(f"RNN of {steps} time steps (written out per step: at most {RNN_MAX_STEPS})")
