@@ -1,8 +1,8 @@
 {#-
-  recurrent/step4.wgsl: one LSTM, GRU or plain RNN time step (the per-step path) for every direction,
-  batch row and hidden unit, four neighbouring hidden units of every gate per invocation and
-  BR batch rows, reading the recurrent weight packed so that each block of L invocations
-  streams through consecutive memory (a k step loads one vec4 of each gate per invocation).
+  recurrent/step4.wgsl: one LSTM, GRU or plain RNN time step (the per-step path) for every
+  direction, batch row and hidden unit, U neighbouring hidden units of every gate per invocation
+  and BR batch rows, reading the recurrent weight packed so that each block of L invocations
+  streams through consecutive memory (a k step loads U values of each gate per invocation).
 
   Context:
     k.bindings  step (u32 [1]: the step index s), proj (f32 [D, T, B, GH], or [T, B, D, GH]
@@ -29,14 +29,14 @@
     U           hidden units per invocation: 4, or 8 with words (r read as vec4<u64>s)
     BR          batch rows per invocation (divides B)
     L           invocations per block of the packed weight (divides H / U)
-    words       r read as vec2<u64> words (shader-int64: two per-lane access components per
-                vec4 instead of four on Mesa 22)
-    sg          0, or the subgroup's lanes (H % (4 * sg) == 0, every subgroup whole): lane l
+    words       r read as u64 words (shader-int64: a per-lane access component moves two
+                float32 or four float16 values instead of one on Mesa 22)
+    sg          0, or the subgroup's lanes (H % (U * sg) == 0, every subgroup whole): lane l
                 loads the state of column k0 + l for the sg columns from k0 on, the others take it
                 with subgroupBroadcast (a register extract on llvmpipe) instead of loading it
     proj_tbd, reset_after, has_peep, has_rbias, has_seq
   Workgroup: (k.workgroup, 1, 1); 2-D folded dispatch; one invocation per (d, batch rows bg,
-  unit quad q): idx = (d * B / BR + bg) * H / 4 + q.
+  units q U .. q U + U - 1): idx = (d * B / BR + bg) * H / U + q.
 -#}
 {% import "_lib/io.wgsl" as io %}
 {% import "_lib/activations.wgsl" as actlib %}
@@ -71,7 +71,8 @@ vec4<f32>(f32(load_{{ name }}({{ i }})), f32(load_{{ name }}({{ i }} + 1u)), f32
 {% if cell == "rnn" %}
 {% set prods = [("n", gate.n, "state_in")] %}
 {% elif cell == "lstm" %}
-{% set prods = [("i", gate.i, "state_in"), ("o", gate.o, "state_in"), ("f", gate.f, "state_in"), ("g", gate.g, "state_in")] %}
+{% set prods = [("i", gate.i, "state_in"), ("o", gate.o, "state_in"), ("f", gate.f, "state_in"),
+                ("g", gate.g, "state_in")] %}
 {% elif phase == "reset" %}
 {% set prods = [("r", gate.r, "state_in")] %}
 {% elif reset_after %}
