@@ -554,7 +554,7 @@ def test_gru_as_plain_rnn(ctx, rng, act, r_bias, direction):
 
 
 @pytest.mark.parametrize("exact", [True, False], ids=["float16 values", "one value off"])
-def test_per_step_float32_weight_of_float16_values(ctx, rng, monkeypatch, exact):
+def test_per_step_float32_weight_of_float16_values(ctx, rng, exact):
     """A float32 recurrent weight whose values are all float16 values (weights stored in float16
     and widened) is read as float16 words on the lane-loop profile: the same products. One value
     that is not a float16 value (a near miss) keeps it in float32. Against float64 NumPy."""
