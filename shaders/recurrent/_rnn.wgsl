@@ -6,9 +6,10 @@
   time(direction, T): the expression of the time index read and written by step `s` for
     direction `d` ("forward": s, "backward": T-1-s, "both": forward for d = 0, backward for 1).
   locate(H, B): declares j (hidden unit), b (batch), d (direction) and db = d * B + b of `idx`.
-  step(H, B, T, GH, direction): locate(), then the step s (load_step(0)), its time index t,
-    and the row offsets prow (this step's projections: GH per row), hrow (the hidden state)
-    and rrow (direction d's recurrent weights).
+  step(H, B, T, GH, direction, proj_tbd=False, D=1): locate(), then the step s (load_step(0)), its
+    time index t, and the row offsets prow (this step's projections: GH per row, in proj
+    [D, T, B, GH], or [T, B, D, GH] with proj_tbd), hrow (the hidden state) and rrow
+    (direction d's recurrent weights).
   lstm_gates(acts, has_peep, H): from the gates' sums ai, ao, af, ag and the cell state c,
     the peephole terms (has_peep: load_peep), the gates and the new cell (ct) and hidden (ht)
     states, with the activations acts = [gate, cell input, cell output].
@@ -28,11 +29,15 @@
   let d = db / {{ B }}u;
 {% endmacro %}
 
-{% macro step(H, B, T, GH, direction) %}
+{% macro step(H, B, T, GH, direction, proj_tbd=False, D=1) %}
 {{ locate(H, B) }}
   let s = load_step(0u);
   let t = {{ time(direction, T) }};
+{% if proj_tbd %}
+  let prow = ((t * {{ B }}u + b) * {{ D }}u + d) * {{ GH }}u;
+{% else %}
   let prow = ((d * {{ T }}u + t) * {{ B }}u + b) * {{ GH }}u;
+{% endif %}
   let hrow = db * {{ H }}u;
   let rrow = d * {{ GH }}u;
 {% endmacro %}

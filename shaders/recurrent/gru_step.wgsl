@@ -2,8 +2,8 @@
   recurrent/gru_step.wgsl: one GRU time step for every direction, batch row and hidden unit.
 
   Context:
-    k.bindings  step (u32 [1]: the step index s), proj (f32 [D, T, B, 3H], x W' + folded
-                biases), r (recurrent weight [D, 3H, H]), rbias ([D, 3H]; only if has_rbias:
+    k.bindings  step (u32 [1]: the step index s), proj (f32 [D, T, B, 3H], or [T, B, D, 3H] when proj_tbd; x W' +
+                folded biases), r (recurrent weight [D, 3H, H]), rbias ([D, 3H]; only if has_rbias:
                 the new gate's recurrent bias with reset_after), state_in (f32 [1, D, B, H]),
                 rh (f32 [D, B, H]: r * h; input of phase "update" when not reset_after),
                 then the outputs: phase "reset": rh; phase "update": state_out (f32
@@ -21,7 +21,7 @@
 {{ io.prelude(k, int64) }}
 {{ actlib.defs("f32", ["sigmoid", "tanh"]) }}
 {{ io.main_header(k) }}
-{{ rnn.step(H, B, T, GH, direction) }}
+{{ rnn.step(H, B, T, GH, direction, proj_tbd, D) }}
 {% if phase == "reset" %}
   var ar = 0.0;
   for (var k = 0u; k < {{ H }}u; k = k + 1u) {

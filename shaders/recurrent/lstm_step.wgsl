@@ -2,8 +2,8 @@
   recurrent/lstm_step.wgsl: one LSTM time step for every direction, batch row and hidden unit.
 
   Context:
-    k.bindings  step (u32 [1]: the step index s), proj (f32 [D, T, B, 4H], x W' + both
-                biases), r (recurrent weight [D, 4H, H]), peep ([D, 3H] in i, o, f order; if
+    k.bindings  step (u32 [1]: the step index s), proj (f32 [D, T, B, 4H], or [T, B, D, 4H] when proj_tbd; x W' +
+                both biases), r (recurrent weight [D, 4H, H]), peep ([D, 3H] in i, o, f order; if
                 has_peep), state_in (f32 [2, D, B, H]: h then c), then the outputs state_out
                 (f32 [2, D, B, H]) and seq ([T, D, B, H], if has_seq)
     H B T D GH I  sizes; direction: "forward" | "backward" | "both"
@@ -19,7 +19,7 @@
 {{ io.prelude(k, int64) }}
 {{ actlib.defs("f32", ["sigmoid", "tanh"]) }}
 {{ io.main_header(k) }}
-{{ rnn.step(H, B, T, GH, direction) }}
+{{ rnn.step(H, B, T, GH, direction, proj_tbd, D) }}
   var ai = load_proj(prow + {{ IO }}u + j);
   var ao = load_proj(prow + {{ OO }}u + j);
   var af = load_proj(prow + {{ FO }}u + j);

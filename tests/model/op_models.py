@@ -530,9 +530,9 @@ def lstm_time_major():
     return lstm_model(peephole=False)
 
 
-def _lstm_inputs(m: ModelMaker, rng, units: int, features: int, peephole: bool) -> list[int]:
+def _lstm_inputs(m: ModelMaker, rng, units: int, features: int, peephole: bool, scale: float = 1.0) -> list[int]:
     w = [m.const(_f32(rng, units, features, scale=0.4)) for _ in range(4)]
-    r = [m.const(_f32(rng, units, units, scale=0.4)) for _ in range(4)]
+    r = [m.const(_f32(rng, units, units, scale=0.4 * scale)) for _ in range(4)]
     p = [m.const(_f32(rng, units, scale=0.3)) if peephole else -1 for _ in range(3)]
     b = [m.const(_f32(rng, units, scale=0.2)) for _ in range(4)]
     return w + r + p + b + [-1, -1]
@@ -540,21 +540,35 @@ def _lstm_inputs(m: ModelMaker, rng, units: int, features: int, peephole: bool) 
 
 @case
 def recurrent_layers():
+    return _recurrent_layers(2, 4, 3, 5)
+
+
+@case
+def recurrent_layers_wide():
+    """The layers of recurrent_layers with 160 units: past the sequence kernel, the per-step
+    path (the projection as a gemm, step4 for the LSTMs and the plain RNN's new gate alone)."""
+    return _recurrent_layers(2, 3, 6, 160, scale=0.08)
+
+
+def _recurrent_layers(batch: int, steps: int, features: int, units: int, scale: float = 1.0):
+    """A batch-major UNIDIRECTIONAL_SEQUENCE_LSTM, BIDIRECTIONAL_SEQUENCE_LSTM (outputs not
+    merged) and UNIDIRECTIONAL_SEQUENCE_RNN on one input; ``scale`` multiplies the recurrent
+    weights' spread (the wide layers' sums stay in the activations' working range)."""
     rng = np.random.default_rng(36)
     m = ModelMaker()
-    batch, steps, features, units = 2, 4, 3, 5
     x = m.input([batch, steps, features])
     lstm = m.op("UNIDIRECTIONAL_SEQUENCE_LSTM",
-                [x] + _lstm_inputs(m, rng, units, features, peephole=False) +
+                [x] + _lstm_inputs(m, rng, units, features, peephole=False, scale=scale) +
                 [m.variable([batch, units]), m.variable([batch, units]), -1, -1, -1, -1],
                 [batch, steps, units], options=dict(fusedActivationFunction=TANH, timeMajor=False))
-    bi_inputs = [x] + _lstm_inputs(m, rng, units, features, False) + _lstm_inputs(m, rng, units, features, False)
+    bi_inputs = [x] + _lstm_inputs(m, rng, units, features, False, scale) + \
+        _lstm_inputs(m, rng, units, features, False, scale)
     bi_inputs += [m.variable([batch, units]) for _ in range(4)] + [-1] * 9
     # (LiteRT's merged batch-major output differs between invocations: merged is tested time-major.)
     bi = m.op("BIDIRECTIONAL_SEQUENCE_LSTM", bi_inputs, [[batch, steps, units]] * 2,
               options=dict(fusedActivationFunction=TANH, mergeOutputs=False, timeMajor=False), outputs=2)
     rnn = m.op("UNIDIRECTIONAL_SEQUENCE_RNN",
-               [x, m.const(_f32(rng, units, features, scale=0.5)), m.const(_f32(rng, units, units, scale=0.5)),
+               [x, m.const(_f32(rng, units, features, scale=0.5)), m.const(_f32(rng, units, units, scale=0.5 * scale)),
                 m.const(_f32(rng, units, scale=0.2)), m.variable([batch, units])],
                [batch, steps, units], options=dict(fusedActivationFunction=TANH, timeMajor=False))
     m.output(lstm, *bi, rnn)

@@ -70,6 +70,10 @@ def test_rnn_matches_onnxruntime(ctx, direction, layout, with_h0, acts):
     feeds = {"x": rng.standard_normal(xs).astype(np.float32)}
     if with_h0:
         feeds["h0"] = rng.standard_normal(hs).astype(np.float32)
+    # known weights and one activation: a gru in plain-RNN form, every step in one sequence launch;
+    # an activation per direction: written out per step
+    templates = [s.template for s in wonnx.load(m, ctx).graph._steps if hasattr(s, "template")]
+    assert ("recurrent/sequence.wgsl" in templates) == (len(set(acts or ["Tanh"])) == 1)
     if not layout:
         _check(ctx, m, feeds)
         return
@@ -345,6 +349,70 @@ def test_topk_argsort_matches_onnxruntime(ctx, axis, k, largest, kind):
     # one top-k kernel, the index cast and, off the last axis, two transposes each way
     assert (kernels <= 5) if kind != "int64" else (kernels >= 4 * k), kernels
     _check(ctx, m, feeds, tol=0)
+
+
+# ---------------------------------------------------------------- large hidden sizes
+@pytest.mark.parametrize("op, direction, extra", [
+    ("LSTM", "bidirectional", "peephole"),   # ddddocr's OCR model: a bidirectional LSTM of 512 units
+    ("LSTM", "reverse", ""),
+    ("GRU", "bidirectional", "linear_before_reset"),
+    ("GRU", "forward", ""),
+    ("RNN", "bidirectional", ""),            # a gru in plain-RNN form: its new gate alone
+])
+def test_recurrent_large_hidden_matches_onnxruntime(ctx, op, direction, extra):
+    """An ONNX LSTM / GRU whose recurrent product is past the sequence kernel's limit (hidden
+    160): the projection as one gemm, then a step kernel per time step (two for a GRU with
+    linear_before_reset 0; an RNN as a gru in plain-RNN form, its new gate alone). T, B and, in the bidirectional cases, the directions above 1: a
+    projection read in the other layout gives other values there (one direction's layouts
+    are the same)."""
+    rng = np.random.default_rng(3)
+    T, B, I, H = 4, 2, 24, 160
+    G, D = {"LSTM": 4, "GRU": 3, "RNN": 1}[op], (2 if direction == "bidirectional" else 1)
+    inits = [numpy_helper.from_array((rng.standard_normal((D, G * H, I)) * 0.2).astype(np.float32), "W"),
+             numpy_helper.from_array((rng.standard_normal((D, G * H, H)) * 0.08).astype(np.float32), "R"),
+             numpy_helper.from_array((rng.standard_normal((D, 2 * G * H)) * 0.5).astype(np.float32), "B")]
+    ins = ["x", "W", "R", "B", "", "h0"]
+    if op == "LSTM":
+        ins.append("c0")
+    if extra == "peephole":
+        peep = (rng.standard_normal((D, 3 * H)) * 0.5).astype(np.float32)
+        peep[:, H:2 * H] = 0  # i, o, f: WebNN's lstm has no output-gate peephole on the new cell state
+        inits.append(numpy_helper.from_array(peep, "P"))
+        ins.append("P")
+    attrs = {"linear_before_reset": 1} if extra == "linear_before_reset" else {}
+    outs = ["y", "y_h"] + (["y_c"] if op == "LSTM" else [])
+    node = helper.make_node(op, ins, outs, hidden_size=H, direction=direction, **attrs)
+    graph_ins = [_vi("x", F, [T, B, I]), _vi("h0", F, [D, B, H])] + ([_vi("c0", F, [D, B, H])] if op == "LSTM" else [])
+    m = _model([node], graph_ins, [_vi(o, F, None) for o in outs], inits, opset=14)
+    feeds = {"x": rng.standard_normal((T, B, I)).astype(np.float32),
+             "h0": (rng.standard_normal((D, B, H)) * 0.5).astype(np.float32)}
+    if op == "LSTM":
+        feeds["c0"] = (rng.standard_normal((D, B, H)) * 0.5).astype(np.float32)
+    templates = [s.template for s in wonnx.load(m, ctx).graph._steps if hasattr(s, "template")]
+    assert "matmul/tile.wgsl" in templates and "recurrent/project.wgsl" not in templates
+    step4 = [s for s in wonnx.load(m, ctx).graph._steps if getattr(s, "template", "") == "recurrent/step4.wgsl"]
+    assert len(step4) == T * (2 if op == "GRU" and not attrs else 1)
+    if op == "RNN":  # the new gate's projection alone: [T * B, D * H]
+        assert step4[0].values[1].shape == (T * B, D * H)
+    _check(ctx, m, feeds, tol=1e-5)
+
+
+@pytest.mark.parametrize("H", [148, 150])
+def test_rnn_as_gru_only_where_its_new_gate_runs_alone(ctx, H):
+    """An RNN past the sequence kernel's size is a gru only where the engine's step4 kernel
+    runs its new gate alone (hidden % 4 == 0: 148); at 150 (a near miss) the scalar GRU step
+    would run three gates, so it stays written out per step. Both against ONNX Runtime."""
+    rng = np.random.default_rng(4)
+    T, B, I = 3, 2, 8
+    inits = [numpy_helper.from_array((rng.standard_normal((2, H, I)) * 0.3).astype(np.float32), "W"),
+             numpy_helper.from_array((rng.standard_normal((2, H, H)) * 0.08).astype(np.float32), "R"),
+             numpy_helper.from_array((rng.standard_normal((2, 2 * H)) * 0.5).astype(np.float32), "B")]
+    node = helper.make_node("RNN", ["x", "W", "R", "B"], ["y", "y_h"], hidden_size=H, direction="bidirectional")
+    m = _model([node], [_vi("x", F, [T, B, I])], [_vi("y", F, None), _vi("y_h", F, None)], inits, opset=14)
+    templates = [s.template for s in wonnx.load(m, ctx).graph._steps if hasattr(s, "template")]
+    assert templates.count("recurrent/step4.wgsl") == (T if H % 4 == 0 else 0)
+    assert not any(t.startswith("recurrent/") for t in templates) or H % 4 == 0
+    _check(ctx, m, {"x": rng.standard_normal((T, B, I)).astype(np.float32)}, tol=1e-5)
 
 
 # ---------------------------------------------------------------- packed sequences

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import webnn_gpu as webnn
-from helpers import assert_close, kernel_templates, run_graph
+from helpers import assert_close, kernel_steps, kernel_templates, run_graph
 from webnn_gpu.errors import MLTypeError
 
 TOL = {"float32": dict(atol=2e-5, rtol=2e-5), "float16": dict(atol=1e-3, rtol=2e-3)}
@@ -395,6 +395,128 @@ def test_longer_sequences_share_one_step_pipeline(ctx, rng, monkeypatch):
     _check(out["gh"], rg, dt)
 
 
+# Large recurrent products (past SEQUENCE_MAX_MACS): the per-step path. Each case: (op, direction,
+# data type, hidden, batch, weights "const" or "input", reset_after, options); on llvmpipe step4
+# takes 8 units per invocation where hidden % 8 == 0 (160, 256), 4 otherwise (164), and shares
+# the state's loads across a subgroup's 8 lanes where hidden is a multiple of 8 times that (256);
+# 162 takes the scalar step kernels. The projection is a gemm ([T * B, D * GH]) for constant
+# weights, else the project kernel ([D, T, B, GH]).
+PER_STEP_CASES = [
+    ("lstm", "both", "float32", 160, 2, "const", True, "h0 c0 peep seq"),
+    ("lstm", "forward", "float32", 164, 3, "const", True, ""),
+    ("lstm", "backward", "float32", 160, 4, "const", True, "h0 peep seq"),
+    ("lstm", "both", "float16", 160, 2, "const", True, "h0 c0 peep seq"),
+    ("lstm", "both", "float32", 160, 2, "input", True, "h0 c0 peep seq"),
+    ("lstm", "backward", "float32", 162, 2, "const", True, "c0 seq"),
+    ("gru", "both", "float32", 160, 2, "const", True, "h0 rbias seq"),
+    ("gru", "forward", "float32", 164, 2, "const", False, "h0 seq"),
+    ("gru", "backward", "float32", 160, 1, "const", True, ""),
+    ("gru", "both", "float16", 160, 3, "const", False, "h0 rbias seq"),
+    ("gru", "both", "float32", 162, 2, "const", True, "h0 rbias seq"),
+    ("gru", "forward", "float32", 160, 2, "input", False, "rbias seq"),
+    ("lstm", "forward", "float32", 256, 1, "const", True, "c0 seq"),
+    ("gru", "both", "float32", 256, 2, "const", False, "h0 rbias seq"),
+]
+
+
+def _per_step_case(rng, op, direction, dt, hidden, batch, weights, reset_after, options, steps=4, isz=12):
+    """A builder function, its inputs (name -> array) and the float64 reference outputs of one
+    PER_STEP_CASES case."""
+    nd, g = (2 if direction == "both" else 1), (4 if op == "lstm" else 3)
+    opts = options.split()
+    arrs = {"w": _rand(rng, (nd, g * hidden, isz), dt, 0.3), "r": _rand(rng, (nd, g * hidden, hidden), dt, 0.15),
+            "b": _rand(rng, (nd, g * hidden), dt)}
+    if "rbias" in opts or op == "lstm":
+        arrs["rb"] = _rand(rng, (nd, g * hidden), dt)
+    for name, shape in (("h0", (nd, batch, hidden)), ("c0", (nd, batch, hidden)), ("peep", (nd, 3 * hidden))):
+        if name in opts:
+            arrs[name] = _rand(rng, shape, dt)
+    x = _rand(rng, (steps, batch, isz), dt, 1.0)
+    seq = "seq" in opts
+
+    def build(b, o):
+        c = {k: (o[k] if weights == "input" else b.constant(v)) for k, v in arrs.items()}
+        if op == "lstm":
+            outs = b.lstm(o["x"], c["w"], c["r"], steps, hidden, bias=c["b"], recurrent_bias=c.get("rb"),
+                          peephole_weight=c.get("peep"), initial_hidden_state=c.get("h0"),
+                          initial_cell_state=c.get("c0"), return_sequence=seq, direction=direction, layout="ifgo")
+            names = ["h", "c"]
+        else:
+            outs = b.gru(o["x"], c["w"], c["r"], steps, hidden, bias=c["b"], recurrent_bias=c.get("rb"),
+                         initial_hidden_state=c.get("h0"), reset_after=reset_after, return_sequence=seq,
+                         direction=direction, layout="rzn")
+            names = ["h"]
+        return dict(zip(names + (["seq"] if seq else []), outs))
+
+    inputs = {"x": x, **(arrs if weights == "input" else {})}
+    if op == "lstm":
+        h, c, s = ref_lstm(x, arrs["w"], arrs["r"], steps, hidden, arrs["b"], arrs.get("rb"), arrs.get("peep"),
+                           arrs.get("h0"), arrs.get("c0"), direction, "ifgo")
+        want = {"h": h, "c": c}
+    else:
+        h, s = ref_gru(x, arrs["w"], arrs["r"], steps, hidden, arrs["b"], arrs.get("rb"), arrs.get("h0"),
+                       reset_after, direction, "rzn")
+        want = {"h": h}
+    if seq:
+        want["seq"] = s
+    return build, inputs, want
+
+
+@pytest.mark.parametrize("case", PER_STEP_CASES, ids=lambda c: "-".join(str(v) for v in c[:7]).replace(" ", "_"))
+def test_per_step_path_large_hidden(ctx, rng, case):
+    """Hidden sizes past the sequence kernel: the projection (one gemm on the tile kernel for
+    constant weights, a float16 input cast to float32 first; the project kernel for weights
+    given at run time), then a step kernel per time step (two for a GRU with reset_after
+    False), against float64 NumPy: forward, backward and both directions, with and without
+    initial states, peepholes, the sequence output, reset_after both ways, float16, weights
+    given at run time. With T, B and D all above 1 a projection read in the other layout
+    gives other values."""
+    op, direction, dt, hidden, batch, weights, reset_after, options = case
+    build, inputs, want = _per_step_case(rng, *case)
+    templates = kernel_templates(ctx, build, inputs)
+    steps = 4 * (1 if op == "lstm" or reset_after else 2)
+    if weights == "const" and dt == "float16":  # x cast to float32, then the gemm
+        assert templates[0] in ("elementwise/map.wgsl", "elementwise/map4.wgsl")
+        templates = templates[1:]
+    assert templates[0] == ("matmul/tile.wgsl" if weights == "const" else "recurrent/project.wgsl")
+    step = "recurrent/step4.wgsl" if weights == "const" and hidden % 4 == 0 else f"recurrent/{op}_step.wgsl"
+    assert templates[1:] == ["recurrent/init.wgsl"] + [step] * steps + ["recurrent/finish.wgsl"]
+    out = run_graph(ctx, build, inputs)
+    for name, ref in want.items():
+        _check(out[name], ref, dt, name)
+
+
+@pytest.mark.parametrize("form, sg", [("scalar", "on"), ("vec4", "off"), ("vec4", "on"), ("words", "on"),
+                                      ("words8", "off"), ("words8", "on")])
+@pytest.mark.parametrize("case", [PER_STEP_CASES[0], PER_STEP_CASES[9], PER_STEP_CASES[13]],
+                         ids=["lstm", "gru0-float16", "gru0-256"])
+def test_per_step_forms_agree(ctx, rng, monkeypatch, case, form, sg):
+    """Every form of the step kernel (WEBNN_GPU_FORCE_RECURRENT_STEP, _SG) against float64
+    NumPy: the scalar kernels on R as given, step4 reading its packed R as vec4s or words (4
+    or 8 hidden units per invocation), with and without the subgroup's shared loads of the
+    state."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_RECURRENT_STEP", form)
+    monkeypatch.setenv("WEBNN_GPU_FORCE_RECURRENT_STEP_SG", sg)
+    build, inputs, want = _per_step_case(rng, *case)
+    steps = kernel_steps(ctx, build, inputs)
+    kernels = [st for st in steps if st.template.startswith("recurrent/") and "step" in st.template]
+    assert kernels and all(st.template == ("recurrent/step4.wgsl" if form != "scalar" else
+                                           f"recurrent/{case[0]}_step.wgsl") for st in kernels)
+    if form != "scalar":
+        words = form.startswith("words") and "shader-int64" in ctx.features and ctx._tuning == "lane-loop"
+        # float32 R: 4 units a vec2<u64>, 8 a vec4<u64>; a float16 graph's R stays float16: 4 a u64, 8 a vec2<u64>
+        decl = {("float32", "words"): "vec2<u64>", ("float32", "words8"): "vec4<u64>",
+                ("float16", "words"): "u64", ("float16", "words8"): "vec2<u64>"}.get((case[2], form))
+        assert (f"rw: array<{decl}>;" in kernels[0].wgsl) == words
+        assert ("rw: array<" in kernels[0].wgsl) == words
+        units = 8 if words and form == "words8" else 4  # whole subgroups: hidden % (units * lanes) == 0
+        lanes = ctx._subgroup
+        assert ("subgroupBroadcast" in kernels[0].wgsl) == (sg == "on" and lanes > 0 and case[3] % (units * lanes) == 0)
+    out = run_graph(ctx, build, inputs)
+    for name, ref in want.items():
+        _check(out[name], ref, case[2], name)
+
+
 def _plain_rnn_gru(rng, nd, hidden, isz, act, r_bias=1.0):
     """GRU weights (zrn) that make a plain RNN: zero update and reset rows, the reset bias
     ``r_bias`` (1: r = 1 with a relu gate activation)."""
@@ -424,6 +546,61 @@ def test_gru_as_plain_rnn(ctx, rng, act, r_bias, direction):
     graph = b.build({"h": h, "s": s})
     proj = graph._steps[-1].values[0]  # the sequence kernel's projections: [steps * batch, nd * gates * hidden]
     assert [st.template for st in graph._steps][1:] == ["recurrent/sequence.wgsl"]
+    assert proj.shape == (steps * batch, nd * (hidden if r_bias == 1.0 else 3 * hidden))
+    out = ctx.compute(graph, {"x": x})
+    rh, rs = ref_gru(x, w, r, steps, hidden, bias, direction=direction, acts=("relu", act))
+    _check(out["h"], rh, "float32")
+    _check(out["s"], rs, "float32")
+
+
+@pytest.mark.parametrize("exact", [True, False], ids=["float16 values", "one value off"])
+def test_per_step_float32_weight_of_float16_values(ctx, rng, exact):
+    """A float32 recurrent weight whose values are all float16 values (weights stored in float16
+    and widened) is read as float16 words on the lane-loop profile: the same products. One value
+    that is not a float16 value (a near miss) keeps it in float32. Against float64 NumPy."""
+    case = ("lstm", "both", "float32", 160, 2, "const", True, "h0 c0 seq")
+    build, inputs, want = _per_step_case(rng, *case)
+    (kernel,) = {st.wgsl for st in kernel_steps(ctx, build, inputs) if st.template == "recurrent/step4.wgsl"}
+    assert "enable f16;" not in kernel  # float32 R in the float32 graph (its values are not float16 values)
+    r16 = rng.uniform(-0.15, 0.15, (2, 4 * 160, 160)).astype(np.float16).astype(np.float32)
+    if not exact:
+        r16[1, 5, 7] = np.float32(0.1)  # not a float16 value
+    x = inputs["x"]
+    b = webnn.MLGraphBuilder(ctx)
+    xo = b.input("x", {"data_type": "float32", "shape": list(x.shape)})
+    w = _rand(rng, (2, 4 * 160, x.shape[2]), np.float32, 0.3)
+    h, c, s = b.lstm(xo, b.constant(w), b.constant(r16), x.shape[0], 160, return_sequence=True, direction="both")
+    graph = b.build({"h": h, "c": c, "s": s})
+    (kernel,) = {st.wgsl for st in graph._steps if getattr(st, "template", "") == "recurrent/step4.wgsl"}
+    words16 = "shader-int64" in ctx.features and "shader-f16" in ctx.features and ctx._tuning == "lane-loop"
+    assert ("unpack2x16float" in kernel) == (exact and words16)
+    out = ctx.compute(graph, {"x": x})
+    rh, rc, rs = ref_lstm(x, w, r16, x.shape[0], 160, direction="both")
+    for name, got, ref in (("h", out["h"], rh), ("c", out["c"], rc), ("s", out["s"], rs)):
+        _check(got, ref, "float32", name)
+
+
+@pytest.mark.parametrize("act, r_bias, direction, batch", [("tanh", 1.0, "both", 2), ("relu", 1.0, "backward", 3),
+                                                            ("tanh", 0.5, "both", 2)])
+def test_gru_as_plain_rnn_per_step(ctx, rng, act, r_bias, direction, batch):
+    """A plain RNN in GRU form past the sequence kernel (hidden 160): the projection of the new
+    gate's rows alone ([T * B, D * hidden]) and step4 on them (cell "rnn"); with r = 0.5 (a
+    near miss) the projection of all three gates and the GRU's step. Both equal the spec's
+    equations in float64."""
+    steps, isz, hidden = 4, 10, 160
+    nd = 2 if direction == "both" else 1
+    w, r, bias = _plain_rnn_gru(rng, nd, hidden, isz, act, r_bias)
+    r *= 0.3
+    x = _rand(rng, (steps, batch, isz), np.float32, 1.0)
+    b = webnn.MLGraphBuilder(ctx)
+    xo = b.input("x", {"data_type": "float32", "shape": list(x.shape)})
+    h, s = b.gru(xo, b.constant(w), b.constant(r), steps, hidden, bias=b.constant(bias), return_sequence=True,
+                 direction=direction, activations=["relu", act])
+    graph = b.build({"h": h, "s": s})
+    kernels = [st for st in graph._steps if hasattr(st, "template")]
+    assert [st.template for st in kernels[-steps - 2:]] == \
+        ["recurrent/init.wgsl"] + ["recurrent/step4.wgsl"] * steps + ["recurrent/finish.wgsl"]
+    proj = kernels[-2].values[1]  # the last step's projections
     assert proj.shape == (steps * batch, nd * (hidden if r_bias == 1.0 else 3 * hidden))
     out = ctx.compute(graph, {"x": x})
     rh, rs = ref_gru(x, w, r, steps, hidden, bias, direction=direction, acts=("relu", act))

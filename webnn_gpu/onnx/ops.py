@@ -2332,7 +2332,30 @@ def _lstm(c, n, x):
 RNN_MAX_STEPS = 512
 
 
-@_h("RNN", to="written out per time step: one gemm of all steps' inputs, then per step gemm(h, R) + "
+def _rnn_as_gru(c, n, x, v, hidden: int, steps: int, direction: str, dt: str, act: str):
+    """An RNN with known weights and biases and one activation for every direction as WebNN's
+    ``gru`` in plain-RNN form (as TFLite's SimpleRNN loads: ``tflite.loops.plain_rnn``): update
+    and reset rows of zeros, a ``relu`` gate activation and gate biases 0 (update) and 1
+    (reset), so that z = 0 and r = 1 exactly and ``h = act(x W' + Wb + Rb + h R')``, the
+    biases summed in the weights' type as ONNX Runtime sums them; the engine runs its new gate
+    alone (``ops.recurrent._plain_rnn``), all steps in one launch or one launch a step."""
+    w, r = np.asarray(x[1]), np.asarray(x[2])
+    nd, isz = w.shape[0], w.shape[2]
+    b = np.asarray(x[3]) if len(x) > 3 and x[3] is not None else np.zeros((nd, 2 * hidden), w.dtype)
+    gw = np.concatenate([np.zeros((nd, 2 * hidden, isz), w.dtype), w], axis=1)
+    gr = np.concatenate([np.zeros((nd, 2 * hidden, hidden), r.dtype), r], axis=1)
+    gb = np.concatenate([np.zeros((nd, hidden), b.dtype), np.ones((nd, hidden), b.dtype),
+                         b[:, :hidden] + b[:, hidden:]], axis=1)
+    init = _state_in(c, n, x[5] if len(x) > 5 else None, dt)
+    seq = _wants_sequence(c, n)
+    outs = c.call("gru", v, c.operand(gw, dt), c.operand(gr, dt), steps, hidden, bias=c.operand(gb, dt),
+                  initial_hidden_state=init, reset_after=True, return_sequence=seq, direction=direction,
+                  layout="zrn", activations=["relu", act])
+    return _rnn_out(c, n, outs[1] if seq else None, [outs[0]])
+
+
+@_h("RNN", to="gru in plain-RNN form (known weights, one activation for every direction); otherwise "
+              "written out per time step: one gemm of all steps' inputs, then per step gemm(h, R) + "
               "that step's row and the activation (Tanh, Relu, Sigmoid); layout=1 through transposes")
 def _rnn(c, n, x):
     v, w, r, hidden, steps, bias, rbias, acts, direction, dt = _rnn_common(c, n, x, 1)
@@ -2340,6 +2363,15 @@ def _rnn(c, n, x):
     names = list(acts) if acts is not None else ["Tanh"] * dirs
     if len(names) != dirs or any(a not in _ACT for a in names):
         raise Unsupported(f"RNN activations {names} (one of {sorted(_ACT)} per direction)")
+    b_known = len(x) <= 3 or x[3] is None or c.is_known(x[3])
+    # where the engine runs the new gate alone: the sequence kernel (3 H^2 multiply-adds a step
+    # at most) or the per-step step4 kernel (hidden % 4 == 0); the scalar GRU step would run
+    # all three gates
+    from ..ops.recurrent import SEQUENCE_MAX_MACS
+
+    alone = hidden % 4 == 0 or 3 * hidden * hidden <= SEQUENCE_MAX_MACS
+    if c.is_known(x[1]) and c.is_known(x[2]) and b_known and len(set(names)) == 1 and alone:
+        return _rnn_as_gru(c, n, x, v, hidden, steps, direction, dt, _ACT[names[0]])
     if steps > RNN_MAX_STEPS:
         raise Unsupported(f"RNN of {steps} time steps (written out per step: at most {RNN_MAX_STEPS})")
     _, batch, size = c.shape(v)

@@ -27,7 +27,9 @@ For ``direction="backward"`` the time steps run from last to first, ``"both"`` r
 index t, the state each direction produced from input t (the WPT vectors' order).
 
 Kernels (``shaders/recurrent/``) rather than a decomposition into ~20 builder ops per step:
-one ``project`` kernel computes x W' + biases for every step and direction at once; then, where
+the input projection x W' + biases of every step and direction at once (one ``gemm`` on the
+tile kernel where the weights and biases are constants, else the ``project`` kernel:
+:func:`_projection`); then, where
 one step's recurrent product is small (hidden_size * gates * hidden_size at most
 :data:`SEQUENCE_MAX_MACS`), one ``sequence`` kernel runs every step: a workgroup per
 direction and batch row keeps the state in workgroup memory (and the recurrent weight, where
@@ -38,12 +40,18 @@ takes x itself as the projection: :func:`_identity_projection`). A ``gru`` whose
 update and reset gates are constant (zero weights, ``relu`` gate activation, biases giving
 z = 0 and r = 1: a plain RNN in GRU form, :func:`_plain_rnn`) runs the new gate alone there.
 Otherwise (``WEBNN_GPU_FORCE_RECURRENT=steps|sequence`` forces either) ``init``
-loads the initial state (or zeros) into an f32 state buffer, then one ``gru_step`` (two with
-``reset_after=False``) or ``lstm_step`` kernel per time step updates the state (both
-directions in one launch, ping-ponging two state buffers; each launch reads its step index
-from a tiny constant, so every step shares one pipeline), and ``finish`` writes the final
-state in the operands' data type. Dot products accumulate in f32 and the state stays in f32
-between steps, also for float16 operands.
+loads the initial state (or zeros) into an f32 state buffer, then one step kernel per time
+step (two for a GRU with ``reset_after=False``) updates the state (both directions in one
+launch, ping-ponging two state buffers; each launch reads its step index from a tiny
+constant, so every step shares one pipeline), and ``finish`` writes the final state in the
+operands' data type. The step kernel is ``step4`` for a constant recurrent weight with
+``hidden_size % 4 == 0`` (the weight packed so that neighbouring invocations stream through
+consecutive memory, 4 or 8 hidden units and up to 4 batch rows per invocation, read as u64
+words where the adapter has them, the state's columns shared across a subgroup:
+:func:`_step_form`, :func:`_step_pack`), else ``lstm_step`` / ``gru_step`` (one unit per
+invocation, the weight as given); a plain RNN in GRU form runs its new gate alone there too.
+Dot products accumulate in f32 and the state stays in f32 between steps, also for float16
+operands (a float16 input is cast to float32 for the per-step path's gemm).
 """
 
 from __future__ import annotations
@@ -56,6 +64,7 @@ import numpy as np
 from .. import _env
 from .. import _validate as V
 from .._dtypes import FLOAT_TYPES as FLOATS
+from .._kernels import WORKGROUP
 from .._lower import workgroup_bytes
 from ..builder import MLGraphBuilder, MLOperand, Value
 from ._registry import builder_method, lowering, support
@@ -512,11 +521,17 @@ def lower_recurrent(node, lc) -> None:
     if _lower_sequence(node, lc, is_lstm=is_lstm, common=common, seq=seq):
         return
 
-    proj = lc.temp("float32", (nd, steps, batch, gh))
-    ins = [("x", vx), ("w", vw)] + ([("bias", vb)] if vb is not None else []) + \
-        ([("rbias", vrb)] if vrb is not None else [])
-    lc.kernel("recurrent/project.wgsl", ins, [("proj", proj)], nd * steps * batch * gh,
-              has_bias=vb is not None, has_rbias=vrb is not None, fold_limit=fold_limit, vec=False, **common)
+    form = _step_form(lc, vr, hidden)
+    cell = "lstm" if is_lstm else "gru"
+    if cell == "gru" and form != "scalar" and _plain_rnn(node):  # the new gate alone, as the sequence kernel
+        n0 = gate["n"] * hidden
+        vw, vr, vb, vrb = _rows(vw, n0, hidden), _rows(vr, n0, hidden), _rows(vb, n0, hidden), _rows(vrb, n0, hidden)
+        cell, acts, gate, gh, fold_limit, reset_after = "rnn", [acts[1]], {"n": 0}, hidden, hidden, True
+        common = dict(common, GH=gh)
+    # float16 too (cast, then the gemm): the project kernel re-reads every weight row for each
+    # of the T * B rows (ddddocr's 2 x 2048 x 512 weights at T = 20: 242 ms against 4 ms)
+    proj = _projection(lc, vx, vw, vb, vrb, fold_limit, common, widen=True)
+    proj_tbd = proj.shape == (steps * batch, nd * gh)
 
     n_state = 2 if is_lstm else 1
     states = [lc.temp("float32", (n_state, nd, batch, hidden)) for _ in range(2)]
@@ -524,34 +539,143 @@ def lower_recurrent(node, lc) -> None:
     lc.kernel("recurrent/init.wgsl", init_ins, [("state", states[0])], n_state * nd * batch * hidden,
               has_h0=vh is not None, has_c0=vc is not None, n_state=n_state, **common)
 
+    r_in, n_inv, wg, extra = vr, n, WORKGROUP, {}
+    if form != "scalar":
+        units = 8 if form == "words8" else 4
+        block = _step_block(hidden, units)
+        r_in = _step_pack(vr, units, block, _step_weight_type(lc, vr, form))
+        rows = _step_rows(batch)
+        n_inv = nd * batch // rows * hidden // units
+        wg = _step_workgroup(n_inv)
+        extra = dict(BR=rows, U=units, L=block, words=form.startswith("words"), cell=cell,
+                     sg=_step_lanes(lc, hidden, units))
     rh = None if (is_lstm or reset_after) else lc.temp("float32", (nd, batch, hidden))
     for s in range(steps):
         src, dst = states[s % 2], states[(s + 1) % 2]
         step = _step_constant(s)
         outs = [("state_out", dst)] + ([("seq", seq)] if seq is not None else [])
         if is_lstm:
-            ins = [("step", step), ("proj", proj), ("r", vr)] + ([("peep", vp)] if vp is not None else []) + \
+            ins = [("step", step), ("proj", proj), ("r", r_in)] + ([("peep", vp)] if vp is not None else []) + \
                 [("state_in", src)]
-            lc.kernel("recurrent/lstm_step.wgsl", ins, outs, n, gate=gate, acts=acts, has_peep=vp is not None,
-                      has_seq=seq is not None, **common)
+            lc.kernel("recurrent/step4.wgsl" if extra else "recurrent/lstm_step.wgsl", ins, outs, n_inv,
+                      workgroup=wg, gate=gate, acts=acts, has_peep=vp is not None, has_seq=seq is not None,
+                      proj_tbd=proj_tbd, **extra, **common)
             continue
+        tpl = "recurrent/step4.wgsl" if extra else "recurrent/gru_step.wgsl"
         if rh is not None:
-            lc.kernel("recurrent/gru_step.wgsl", [("step", step), ("proj", proj), ("r", vr), ("state_in", src)],
-                      [("rh", rh)], n, phase="reset", gate=gate, acts=acts, reset_after=False, has_rbias=False,
-                      has_seq=False, **common)
-        ins = [("step", step), ("proj", proj), ("r", vr)]
+            lc.kernel(tpl, [("step", step), ("proj", proj), ("r", r_in), ("state_in", src)],
+                      [("rh", rh)], n_inv, workgroup=wg, phase="reset", gate=gate, acts=acts, reset_after=False,
+                      has_rbias=False, has_seq=False, proj_tbd=proj_tbd, **extra, **common)
+        ins = [("step", step), ("proj", proj), ("r", r_in)]
+        if cell == "rnn":  # step4: h = act(proj + h R'), every bias in the projection
+            lc.kernel(tpl, ins + [("state_in", src)], outs, n_inv, workgroup=wg, phase="update", gate=gate,
+                      acts=acts, reset_after=True, has_rbias=False, has_seq=seq is not None, proj_tbd=proj_tbd,
+                      **extra, **common)
+            continue
         if reset_after and vrb is not None:
             ins.append(("rbias", vrb))
         ins.append(("state_in", src))
         if rh is not None:
             ins.append(("rh", rh))
-        lc.kernel("recurrent/gru_step.wgsl", ins, outs, n, phase="update", gate=gate, acts=acts,
+        lc.kernel(tpl, ins, outs, n_inv, workgroup=wg, phase="update", gate=gate, acts=acts,
                   reset_after=reset_after, has_rbias=reset_after and vrb is not None, has_seq=seq is not None,
-                  **common)
+                  proj_tbd=proj_tbd, **extra, **common)
 
     final = states[steps % 2]
     outs = [("out_h", node.outputs[0])] + ([("out_c", node.outputs[1])] if is_lstm else [])
     lc.kernel("recurrent/finish.wgsl", [("state", final)], outs, n, n_state=n_state, **common)
+
+
+#: Batch rows one ``step4`` invocation takes (the largest divisor of the batch up to this):
+#: each vec4 of the recurrent weight it loads serves that many rows.
+STEP_ROWS = 4
+#: Invocations per workgroup of the ``step4`` kernel: lavapipe runs a workgroup on one
+#: thread, so a step of a few hundred invocations is split into at least 8 workgroups.
+STEP_WORKGROUP = 64
+
+
+def _step_form(lc, vr: Value, hidden: int) -> str:
+    """How the per-step kernels read the recurrent weight: ``"scalar"`` (``lstm_step`` /
+    ``gru_step``: one hidden unit per invocation, R as given, also computed at run time),
+    ``"vec4"`` (``step4``: a constant R packed in f32, :func:`_step_pack`, four hidden units
+    per invocation, ``hidden_size % 4 == 0``), ``"words"`` (``step4`` reading that R as
+    vec2<u64> words: the "lane-loop" profile with ``shader-int64``) or ``"words8"`` (eight
+    units per invocation, R read as vec4<u64> words; ``hidden_size % 8 == 0``: the default
+    there, 0.81-0.96 of the time of ``"words"``, which takes 0.75-0.85 of ``"vec4"``'s;
+    ``benchmarks/rnn_steps.py``, Mesa 22.3). ``WEBNN_GPU_FORCE_RECURRENT_STEP=scalar|vec4|words|words8``
+    forces one where it applies."""
+    forced = _env.force_choice("recurrent_step", ("scalar", "vec4", "words", "words8"))
+    if vr.kind != "constant" or vr.data is None or hidden % 4 or forced == "scalar":
+        return "scalar"
+    words = lc.tuning == "lane-loop" and "shader-int64" in lc.features
+    if forced == "words8" and hidden % 8:
+        forced = "words"
+    if forced:
+        return forced if forced.startswith("words") and words else "vec4"
+    return ("words8" if hidden % 8 == 0 else "words") if words else "vec4"
+
+
+def _step_weight_type(lc, vr: Value, form: str) -> str:
+    """The data type ``step4`` reads its packed recurrent weight in: float16 where it reads
+    words (four float16 values a u64 component, half the loads of float32) and every value of
+    R is a float16 value (a float16 graph's R, or a float32 one whose values all are:
+    ``linalg.exact_f16``, float16 subnormals only on the lane-loop profile, which keeps them),
+    else float32. ``WEBNN_GPU_FORCE_RECURRENT_STEP_F16=off`` keeps a float32 R in float32."""
+    if not form.startswith("words"):
+        return "float32"
+    if vr.data_type == "float16":
+        return "float16"
+    from .linalg import exact_f16
+
+    if "shader-f16" not in lc.features or _env.force_choice("recurrent_step_f16", ("off", "on")) == "off":
+        return "float32"
+    return "float16" if exact_f16(_host(vr), subnormals=lc.tuning == "lane-loop") else "float32"
+
+
+def _step_lanes(lc, hidden: int, units: int) -> int:
+    """The subgroup lanes among which ``step4`` shares its loads of the state (each lane loads
+    one column, ``subgroupBroadcast`` hands it to the others): ``lc.subgroup`` (llvmpipe) where
+    ``hidden`` is a multiple of ``units`` (per invocation) times the lanes (whole subgroups),
+    else 0 (every invocation loads each column). ``WEBNN_GPU_FORCE_RECURRENT_STEP_SG=off``
+    gives 0."""
+    lanes = int(getattr(lc, "subgroup", 0) or 0)
+    if not lanes or hidden % (units * lanes) or _env.force_choice("recurrent_step_sg", ("off", "on")) == "off":
+        return 0
+    return lanes
+
+
+def _step_block(hidden: int, units: int) -> int:
+    """Invocations per block of ``step4``'s packed recurrent weight (:func:`_step_pack`), each
+    taking ``units`` hidden units: the largest of 8, 4, 2, 1 dividing ``hidden / units``."""
+    return next(n for n in (8, 4, 2, 1) if (hidden // units) % n == 0)
+
+
+def _step_pack(vr: Value, units: int, block: int, data_type: str = "float32") -> Value:
+    """A constant recurrent weight ``[D, G * H, H]`` as ``step4`` reads it: a new constant of
+    ``data_type`` (float32, or float16 for a float16 weight: its values unchanged)
+    ``[D, H / (U L), H, G, L, U]`` (U = ``units``, L = ``block``), element ``[d, qb, k, g, l, e]``
+    being ``R[d, g * H + U (qb L + l) + e, k]``: the L invocations of a block of neighbouring
+    units read L consecutive runs of U values of a gate, and successive k steps the successive
+    G L runs, so that every block streams through one contiguous stretch (the transposed
+    ``[D, H, G * H]``, where each k step of a block jumps G H values, measured 1.6-1.8x slower
+    than the scalar kernel for two directions of 512 units, 8 MiB a step, Mesa 22.3)."""
+    r = _host(vr).astype(np.float16 if data_type == "float16" else np.float32)
+    nd, gh, hidden = r.shape
+    g = gh // hidden
+    packed = r.reshape(nd, g, hidden // (units * block), block, units, hidden).transpose(0, 2, 5, 1, 3, 4)
+    return Value(data_type, packed.shape, "constant", data=np.ascontiguousarray(packed).reshape(-1))
+
+
+def _step_rows(batch: int) -> int:
+    """Batch rows per ``step4`` invocation: the largest divisor of ``batch`` up to
+    :data:`STEP_ROWS`."""
+    return max(r for r in range(1, STEP_ROWS + 1) if batch % r == 0)
+
+
+def _step_workgroup(invocations: int) -> int:
+    """``step4``'s workgroup size: :data:`STEP_WORKGROUP`, smaller (a multiple of 8, at least
+    8) where that leaves fewer than 8 workgroups."""
+    return max(8, min(STEP_WORKGROUP, -(-invocations // 64) * 8))
 
 
 #: The most multiply-adds of one step's recurrent product (hidden_size * gates * hidden_size)
@@ -609,16 +733,24 @@ def _plain_rnn(node) -> bool:
 
 
 def _project_gemm(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None, fold_limit: int,
-                  common: dict) -> Value | None:
+                  common: dict, widen: bool = False) -> Value | None:
     """The input projection of every step and direction as one ``gemm`` (the tile kernel)
     into a new f32 ``[T * B, D * GH]`` (``[T, B, D, GH]``), or None where the project kernel
-    keeps it: a float16 input (the projection stays in f32) or weights or biases computed at
-    run time."""
-    if vx.data_type != "float32" or any(v is not None and (v.kind != "constant" or v.data is None)
-                                        for v in (vw, vb, vrb)):
+    keeps it: weights or biases computed at run time, or a float16 input (the projection stays
+    in f32) unless ``widen``: then a ``cast`` kernel first writes x in float32 (exactly) and
+    the gemm takes the float16 weights widened at build time, the same f32 products as the
+    project kernel's."""
+    if vx.data_type not in (("float32", "float16") if widen else ("float32",)) or any(
+            v is not None and (v.kind != "constant" or v.data is None) for v in (vw, vb, vrb)):
         return None
     from .._ir import Node
+    from .elementwise import lower_elementwise
     from .linalg import lower_gemm, make_constant
+
+    if vx.data_type == "float16":
+        x32 = lc.temp("float32", tuple(vx.shape))
+        lower_elementwise(Node("cast", [vx], [x32], dict(to="float32"), label=lc.node.label), lc)
+        vx = x32
 
     steps, batch, nd, gh, isz = common["T"], common["B"], common["D"], common["GH"], common["I"]
     bias = np.zeros((nd, gh), np.float32)
@@ -633,6 +765,29 @@ def _project_gemm(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None,
     node = Node("gemm", [rows, weight, make_constant(bias.reshape(-1), "float32")], [proj],
                 dict(a_transpose=False, b_transpose=True, alpha=1.0, beta=1.0), label=lc.node.label)
     lower_gemm(node, lc)
+    return proj
+
+
+def _projection(lc, vx: Value, vw: Value, vb: Value | None, vrb: Value | None, fold_limit: int,
+                common: dict, widen: bool = False) -> Value:
+    """The input projection (x W' + the biases, the recurrent ones below ``fold_limit``) of
+    every step and direction in f32: one gemm on the tile kernel (:func:`_project_gemm`,
+    ``[T * B, D * GH]``; with ``widen`` also for a float16 input, cast first) where it applies,
+    else the ``project`` kernel (``[D, T, B, GH]``; a constant weight transposed so that each
+    invocation computes four gate rows, where ``GH % 4 == 0``)."""
+    proj = _project_gemm(lc, vx, vw, vb, vrb, fold_limit, common, widen)
+    if proj is not None:
+        return proj
+    nd, steps, batch, gh = common["D"], common["T"], common["B"], common["GH"]
+    proj = lc.temp("float32", (nd, steps, batch, gh))
+    w_t = _transposed(vw) if gh % 4 == 0 else None
+    w_in = vw if w_t is None else Value("float32", w_t.shape, "constant",
+                                        data=_host(w_t).reshape(-1).astype(np.float32))
+    ins = [("x", vx), ("w", w_in)] + ([("bias", vb)] if vb is not None else []) + \
+        ([("rbias", vrb)] if vrb is not None else [])
+    lc.kernel("recurrent/project.wgsl", ins, [("proj", proj)], nd * steps * batch * gh // (4 if w_t else 1),
+              has_bias=vb is not None, has_rbias=vrb is not None, fold_limit=fold_limit, vec=w_t is not None,
+              **common)
     return proj
 
 
@@ -761,8 +916,6 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
         vrb = _rows(vrb, n0, hidden)
         cell, acts, gate, gh, fold_limit, rbias = "rnn", [acts[1]], {"n": 0}, hidden, hidden, None
         common = dict(common, GH=gh)
-    ins = [("x", vx), ("w", vw)] + ([("bias", vb)] if vb is not None else []) + \
-        ([("rbias", vrb)] if vrb is not None else [])
     r_t = _transposed(vr)
     vec = r_t is not None and hidden % 4 == 0
     identity = _projects_identity(vw, vb, vrb, fold_limit, common)
@@ -784,17 +937,8 @@ def _lower_sequence(node, lc, *, is_lstm: bool, common: dict, seq: Value | None)
         ([("seq", seq)] if seq is not None else [])
     if len(seq_ins) + len(outs) > int(lc.limits.get("max-storage-buffers-per-shader-stage", 8)):
         return False
-    proj = _identity_projection(lc, vx, common) if identity else None
-    if proj is None:
-        proj = _project_gemm(lc, vx, vw, vb, vrb, fold_limit, common)
-    if proj is None:
-        proj = lc.temp("float32", (nd, common["T"], batch, gh))
-        w_t = _transposed(vw) if gh % 4 == 0 else None
-        if w_t is not None:  # constant weights (float16 graphs): four gate rows per invocation
-            ins[1] = ("w", Value("float32", w_t.shape, "constant", data=_host(w_t).reshape(-1).astype(np.float32)))
-        lc.kernel("recurrent/project.wgsl", ins, [("proj", proj)], nd * common["T"] * batch * gh // (4 if w_t else 1),
-                  has_bias=vb is not None, has_rbias=vrb is not None, fold_limit=fold_limit, vec=w_t is not None,
-                  **common)
+    proj = _identity_projection(lc, vx, common) if identity else \
+        _projection(lc, vx, vw, vb, vrb, fold_limit, common)
     seq_ins[0] = ("proj", proj)
     lanes = hidden // 4 if vec else hidden
     wg = _sequence_workgroup(lanes)
