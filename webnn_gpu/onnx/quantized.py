@@ -26,11 +26,13 @@ How they are computed (ONNX Runtime 1.32's CPU kernels are the reference):
 * ``DynamicQuantizeMatMul`` / ``MatMulIntegerToFloat``: the exact sum times
   ``a_scale * b_scale`` (+ bias): ORT's MLAS output processor may fuse that multiply-add (one
   rounding where this gives two).
-* ``DynamicQuantizeLSTM``: the int8 weights dequantized at load time (``(w - zp) * scale``,
-  exact in float64 then rounded once to float32), X quantized and dequantized as ORT quantizes
-  it (one scale for the whole sequence), then WebNN's float lstm. ORT also quantizes each
-  step's hidden state to 8 bits; this keeps it in float32 (see docs/onnx.md for the measured
-  difference).
+* ``DynamicQuantizeLSTM``: written out per time step as ORT's CPU kernel computes it: X
+  quantized once (DynamicQuantizeLinear's rule over the whole sequence), each step's hidden
+  state quantized per direction, both products exact and scaled as above, then the bias
+  ``Wb + Rb`` and the float32 gates. With ``sequence_lens``, peepholes, ``clip``,
+  ``input_forget``, other activations or more than ``QLSTM_MAX_STEPS`` steps: WebNN's lstm on
+  weights dequantized at load time and X quantized as ORT, the hidden state left in float32
+  (about one 8-bit quantum of the state off ORT; docs/onnx.md has the measured sizes).
 """
 
 from __future__ import annotations
@@ -270,37 +272,117 @@ def _matmul_integer_to_float(c, n, x):
     return _to_float(c, n, acc, x[2], x[3], _arg(x, 6), c.shape(x[1])[-1])
 
 
-def _dequantized_weight(c, n, q, scale, zp, what: str, hidden: int) -> np.ndarray:
-    """A DynamicQuantizeLSTM weight ``[D, rows, 4H]`` (int8/uint8, scale and zero point per
-    direction ``[D]`` or per column ``[D, 4H]``) as ONNX LSTM's float ``[D, 4H, rows]``."""
+def _lstm_weight(c, n, q, scale, zp, what: str, hidden: int):
+    """A DynamicQuantizeLSTM weight ``[D, rows, 4H]`` (int8/uint8; scale and zero point per
+    direction ``[D]`` or per column ``[D, 4H]``): ``(q - zp)`` as float64 ``[D, rows, 4H]`` and
+    the float32 scale as ``[D, 1, 1]`` or ``[D, 1, 4H]``."""
     q = np.asarray(c.known(q, f"DynamicQuantizeLSTM's {what}"))
     if q.dtype not in (np.int8, np.uint8) or q.ndim != 3 or q.shape[2] != 4 * hidden:
         raise DataError(f"argument {what!r}: expected int8 or uint8 of shape [num_directions, rows, "
                         f"{4 * hidden}], got {q.dtype.name} of shape {list(q.shape)}")
     D = q.shape[0]
-    s = np.asarray(c.known(scale, f"DynamicQuantizeLSTM's {what}_scale"), np.float64)
-    z = np.zeros((D,)) if zp is None else np.asarray(c.known(zp, f"DynamicQuantizeLSTM's {what}_zero_point"))
+    s = np.asarray(c.known(scale, f"DynamicQuantizeLSTM's {what}_scale"), np.float32)
+    z = np.zeros((D,), q.dtype) if zp is None else np.asarray(c.known(zp, f"DynamicQuantizeLSTM's {what}_zero_point"))
     for name, v in ((f"{what}_scale", s), (f"{what}_zero_point", z)):
         if v.shape not in ((D,), (D, 4 * hidden)):
             raise DataError(f"argument {name!r}: expected shape [{D}] or [{D}, {4 * hidden}], got {list(v.shape)}")
-    if zp is not None and z.dtype != q.dtype:
+    if z.dtype != q.dtype:
         raise DataError(f"argument '{what}_zero_point': expected type {q.dtype.name} (the weight's), got "
                         f"{z.dtype.name}")
-    s = s.reshape(D, 1, -1)
-    w = (q.astype(np.float64) - z.astype(np.float64).reshape(D, 1, -1)) * s.astype(np.float32).astype(np.float64)
-    return np.ascontiguousarray(w.astype(np.float32).transpose(0, 2, 1))
+    centred = q.astype(np.float64) - z.astype(np.float64).reshape(D, 1, -1)
+    return centred, s.reshape(D, 1, -1)
 
 
-@_h("DynamicQuantizeLSTM", to="lstm with the int8 weights dequantized at load time and X quantized and "
-                              "dequantized as ONNX Runtime quantizes it; the hidden state stays float32 "
-                              "(ORT quantizes it each step)", domain=MS)
+def _lstm_emulated(c, n, x, w, ws, r, rs, hidden):
+    """ORT's quantized LSTM written out per time step, all directions at once: X quantized
+    once (one scale), its exact products with W times ``x_scale * w_scale``; each step the
+    hidden state quantized per direction (DynamicQuantizeLinear's rule), its exact products
+    with R times ``h_scale * r_scale`` added; then the bias (``Wb + Rb``), the gates
+    (sigmoid i, o, f; tanh g) and ``c = f * c + i * g``, ``h = o * tanh(c)``, as ONNX's LSTM."""
+    f32 = "float32"
+    v = c.operand(x[0], f32)
+    T, B, I = c.shape(v)
+    D, H = w.shape[0], hidden
+    reverse = n.attr("direction", "forward") == "reverse"
+    rev = c.operand(np.arange(T - 1, -1, -1, dtype=np.int32))
+    xq, sx, zx = dynamic_quantize(c, v)
+    xc = c.call("sub", c.call("cast", xq, f32), c.call("cast", zx, f32))                  # [T, B, I]
+    dirs = [c.call("gather", xc, rev, axis=0) if (reverse or d == 1) else xc for d in range(D)]
+    xs = c.call("reshape", c.call("concat", [c.call("reshape", t, [1, T * B, I]) for t in dirs], 0)
+                if D > 1 else dirs[0], [D, T * B, I])
+    proj = c.call("matmul", xs, c.operand(w.astype(np.float32), f32))                     # [D, T*B, 4H]
+    proj = c.call("reshape", c.call("mul", proj, c.call("mul", c.call("reshape", sx, [1, 1, 1]), c.operand(ws, f32))),
+                  [D, T, B, 4 * H])
+    bias = None
+    if len(x) > 3 and x[3] is not None:
+        b = np.asarray(c.known(x[3], "DynamicQuantizeLSTM's B"), np.float32).reshape(D, 8 * H)
+        bias = c.operand((b[:, :4 * H] + b[:, 4 * H:]).reshape(D, 1, 4 * H), f32)
+
+    def state(i):
+        if len(x) > i and x[i] is not None:
+            return c.operand(x[i], f32)
+        return c.operand(np.zeros((D, B, H), np.float32), f32)
+
+    h, cell = state(5), state(6)
+    rc = c.operand(r.astype(np.float32), f32)
+    rsc = c.operand(rs, f32)
+    zero, one, top = c.scalar(0, f32), c.scalar(1, f32), c.scalar(255, f32)
+    hs = []
+    for t in range(T):
+        lo = c.call("min", c.call("reduce_min", h, axes=[1, 2], keep_dimensions=True), zero)    # [D, 1, 1]
+        hi = c.call("max", c.call("reduce_max", h, axes=[1, 2], keep_dimensions=True), zero)
+        span = c.call("sub", hi, lo)
+        sh = c.call("where", c.call("equal", span, zero), one, c.call("div", span, top))
+        zh = c.call("round_even", c.call("clamp", c.call("neg", c.call("div", lo, sh)), min_value=0.0, max_value=255.0))
+        hc = c.call("min", c.call("max", c.call("round_even", c.call("div", h, sh)), c.call("neg", zh)),
+                    c.call("sub", top, zh))                                                    # q - zp, [D, B, H]
+        rec = c.call("mul", c.call("matmul", hc, rc), c.call("mul", sh, rsc))                  # [D, B, 4H]
+        g = c.call("add", c.call("reshape", c.call("slice", proj, [0, t, 0, 0], [D, 1, B, 4 * H]), [D, B, 4 * H]), rec)
+        if bias is not None:
+            g = c.call("add", g, bias)
+        gi, go, gf, gc = (c.call("slice", g, [0, 0, k * H], [D, B, H]) for k in range(4))
+        cell = c.call("add", c.call("mul", c.call("sigmoid", gf), cell),
+                      c.call("mul", c.call("sigmoid", gi), c.call("tanh", gc)))
+        h = c.call("mul", c.call("sigmoid", go), c.call("tanh", cell))
+        hs.append(c.call("reshape", h, [1, D, B, H]))
+    seq = None
+    if len(n.outputs) > 0 and n.outputs[0] and n.outputs[0] in c.used:
+        seq = c.call("concat", hs, 0) if T > 1 else hs[0]                                      # [T, D, B, H] by step
+        if D > 1:
+            seq = c.call("concat", [c.call("slice", seq, [0, 0, 0, 0], [T, 1, B, H]),
+                                    c.call("gather", c.call("slice", seq, [0, 1, 0, 0], [T, 1, B, H]), rev, axis=0)], 1)
+        elif reverse:
+            seq = c.call("gather", seq, rev, axis=0)
+    return [seq, h, cell]
+
+
+#: The most time steps a DynamicQuantizeLSTM is written out for (ORT's per-step quantization).
+QLSTM_MAX_STEPS = 512
+
+
+@_h("DynamicQuantizeLSTM", to="ORT's computation written out per time step (X and each step's hidden state "
+                              "quantized as DynamicQuantizeLinear, exact integer products, the gates in float32); "
+                              "with sequence_lens, peepholes, clip, input_forget, other activations or more than "
+                              "512 steps: lstm with the weights dequantized and X quantized as ORT (hidden state "
+                              "float32)", domain=MS)
 def _dynamic_quantize_lstm(c, n, x):
     hidden = int(n.attr("hidden_size"))
-    w = _dequantized_weight(c, n, x[1], _arg(x, 8), _arg(x, 9), "W", hidden)
-    r = _dequantized_weight(c, n, x[2], _arg(x, 10), _arg(x, 11), "R", hidden)
+    w, ws = _lstm_weight(c, n, x[1], _arg(x, 8), _arg(x, 9), "W", hidden)
+    r, rs = _lstm_weight(c, n, x[2], _arg(x, 10), _arg(x, 11), "R", hidden)
     if c.wdtype(x[0]) not in ("float32", "float16"):
         raise Unsupported(f"DynamicQuantizeLSTM's X of type {c.wdtype(x[0])} (expected float)")
+    plain = (_arg(x, 4) is None and _arg(x, 7) is None and n.attr("clip") is None
+             and not int(n.attr("input_forget", 0)) and int(n.attr("layout", 0)) == 0
+             and (n.attr("activations") is None
+                  or list(n.attr("activations")) == ["Sigmoid", "Tanh", "Tanh"] * w.shape[0])
+             and c.shape(x[0])[0] <= QLSTM_MAX_STEPS)
+    if plain:
+        outs = _lstm_emulated(c, n, x, w, ws, r, rs, hidden)
+        return [None if o is None else c.operand(o, c.dtype) for o in outs]
+    # the float fallback: weights dequantized ((q - zp) * scale, rounded once), X quantized as ORT
+    wf = np.ascontiguousarray((w * ws.astype(np.float64)).astype(np.float32).transpose(0, 2, 1))
+    rf = np.ascontiguousarray((r * rs.astype(np.float64)).astype(np.float32).transpose(0, 2, 1))
     xq, scale, zp = dynamic_quantize(c, x[0])
     ones = [1] * len(c.shape(x[0]))
     xd = c.call("dequantize_linear", xq, c.call("reshape", scale, ones), c.call("reshape", zp, ones))
-    return _lstm(c, n, [c.operand(xd, c.dtype), w, r, *x[3:8]])
+    return _lstm(c, n, [c.operand(xd, c.dtype), wf, rf, *x[3:8]])
