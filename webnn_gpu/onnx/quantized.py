@@ -124,13 +124,16 @@ def dynamic_quantize(c, v):
                                       max_value=255.0))
     zp = c.call("cast", zf, "uint8")
     ones = [1] * len(c.shape(v))
-    y = c.call("quantize_linear", v, c.call("reshape", scale, ones), c.call("reshape", zp, ones))
-    return y, scale, zp
+    # saturate(round_even(x / scale) + zero_point) as a fused element-wise chain: what WebNN's
+    # quantize_linear computes, and ddddocr's common_old.onnx ran 10-11% faster this way
+    q = c.call("clamp", c.call("add", c.call("round_even", c.call("div", v, c.call("reshape", scale, ones))),
+                               c.call("reshape", zf, ones)), min_value=0.0, max_value=255.0)
+    return c.call("cast", q, "uint8"), scale, zp
 
 
 @_h("DynamicQuantizeLinear", to="reduce_min/reduce_max (range widened to 0), scale (max - min) / 255 and "
-                                "zero point round_even(clamp(-min / scale)) as ONNX Runtime, then quantize_linear "
-                                "(uint8), in float32")
+                                "zero point round_even(clamp(-min / scale)) as ONNX Runtime, then saturate(round_even(x "
+                                "/ scale) + zero point) element-wise, cast to uint8; in float32")
 def _dynamic_quantize_linear(c, n, x):
     if c.wdtype(x[0]) not in ("float32", "float16"):
         raise Unsupported(f"DynamicQuantizeLinear of type {c.wdtype(x[0])} (expected float)")
@@ -334,8 +337,9 @@ def _lstm_emulated(c, n, x, w, ws, r, rs, hidden):
         span = c.call("sub", hi, lo)
         sh = c.call("where", c.call("equal", span, zero), one, c.call("div", span, top))
         zh = c.call("round_even", c.call("clamp", c.call("neg", c.call("div", lo, sh)), min_value=0.0, max_value=255.0))
-        hc = c.call("min", c.call("max", c.call("round_even", c.call("div", h, sh)), c.call("neg", zh)),
-                    c.call("sub", top, zh))                                                    # q - zp, [D, B, H]
+        # q - zp with q = saturate(round_even(h / scale) + zp): integers, exact in float32
+        hc = c.call("sub", c.call("clamp", c.call("add", c.call("round_even", c.call("div", h, sh)), zh),
+                                  min_value=0.0, max_value=255.0), zh)                         # [D, B, H]
         rec = c.call("mul", c.call("matmul", hc, rc), c.call("mul", sh, rsc))                  # [D, B, 4H]
         g = c.call("add", c.call("reshape", c.call("slice", proj, [0, t, 0, 0], [D, 1, B, 4 * H]), [D, B, 4 * H]), rec)
         if bias is not None:
