@@ -305,7 +305,8 @@ def test_matmul_integer_zero_point_of_other_type(ctx):
 
 
 def test_integer_inputs_of_other_types_refused(ctx):
-    """A 32-bit MatMulInteger operand and a run-time QLinearMatMul scale are refused, naming the node."""
+    """A 32-bit MatMulInteger operand, a run-time QLinearMatMul scale and a per-row one are refused,
+    naming the node."""
     info = _load_error(ctx, [helper.make_node("MatMulInteger", ["a", "b"], ["y"], name="mi32")],
                        [_vi("a", I32, [2, 4])], [_init("b", np.ones((4, 3), np.int32))])
     assert info.type is NotSupportedError and "'mi32'" in str(info.value) and "int32" in str(info.value)
@@ -314,6 +315,10 @@ def test_integer_inputs_of_other_types_refused(ctx):
     node = helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"], name="qm")
     m = _model([node], [_vi("a", U8, [2, 4]), _vi("as", F, [])], [_vi("y", U8, None)], inits)
     with pytest.raises(NotSupportedError, match=r"'qm'.*a_scale must be known at load time"):
+        wonnx.load(m, ctx)
+    inits[0:0] = [_init("as", np.ones(2, np.float32))]
+    m = _model([node], [_vi("a", U8, [2, 4])], [_vi("y", U8, None)], inits)
+    with pytest.raises(NotSupportedError, match=r"'qm'.*a_scale of shape \[2\] \(per-tensor scales only\)"):
         wonnx.load(m, ctx)
 
 
@@ -327,3 +332,16 @@ def test_dynamic_quantize_lstm_scale_of_wrong_shape(ctx):
     m = _model([node], [_vi("x", F, [5, 1, 4])], [_vi("y", F, None)], inits)
     with pytest.raises(DataError, match=r"'ql'.*R_scale.*\[1\] or \[1, 12\], got \[1, 3\]"):
         wonnx.load(m, ctx)
+
+
+def test_matmul_integer_per_row_zero_point(ctx):
+    """A per-row a_zero_point ([M], which ORT's CPU kernel refuses) against NumPy's exact sums."""
+    rng = np.random.default_rng(13)
+    a = rng.integers(-128, 128, (5, 33)).astype(np.int8)
+    azp = rng.integers(-128, 128, 5).astype(np.int8)
+    b = rng.integers(0, 256, (33, 4)).astype(np.uint8)
+    m = _model([helper.make_node("MatMulInteger", ["a", "b", "azp", "bzp"], ["y"])], [_vi("a", I8, [5, 33])],
+               [_vi("y", I32, None)], [_init("b", b), _init("azp", azp), _init("bzp", np.uint8(3))])
+    got = wonnx.load(m, ctx).compute({"a": a})["y"]
+    ref = (a.astype(np.int64) - azp[:, None]) @ (b.astype(np.int64) - 3)
+    assert got.dtype == np.int32 and np.array_equal(got, ref), int((got != ref).sum())

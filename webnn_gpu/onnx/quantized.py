@@ -102,6 +102,14 @@ def _f32(c, v):
     return c.operand(np.asarray(v, np.float32), "float32") if c.is_known(v) else c.operand(v, "float32")
 
 
+def _scalar(c, n, v, what: str) -> None:
+    """A scale that must be per tensor here (ONNX also allows one per row of A, which ORT's CPU
+    kernels refuse too): NotSupported otherwise."""
+    s = c.shape(v)
+    if s not in ((), (1,)):
+        raise Unsupported(f"{n.op} with a {what} of shape {list(s)} (per-tensor scales only)")
+
+
 def _scalar_or(c, n, v, what: str, sizes: tuple) -> None:
     """A scale's shape must be [] / [1] (per tensor) or one of the per-channel ``sizes``."""
     s = c.shape(v)
@@ -194,17 +202,16 @@ def _requantize(c, n, acc, multiplier, yzp, channel_shape, what="y_zero_point"):
     else:
         _qtype(c, n, yzp, what)
         if c.shape(yzp) not in ((), (1,)):
-            raise DataError(f"argument {what!r}: expected a scalar (per-tensor zero point), got shape "
-                            f"{list(c.shape(yzp))}")
+            raise Unsupported(f"{n.op} with a {what} of shape {list(c.shape(yzp))} (per-tensor only)")
         z = c.operand(np.asarray(yzp).reshape(ones)) if c.is_known(yzp) else c.call("reshape", yzp, ones)
     return c.call("quantize_linear", t, c.operand(np.ones(ones, np.float32), "float32"), z)
 
 
 def _multiplier(c, n, a_scale, b_scale, y_scale, sizes, names):
     """ORT's requantization multiplier ``a_scale * b_scale[i] / y_scale`` in float32 (known scales)."""
-    _scalar_or(c, n, a_scale, names[0], ())
+    _scalar(c, n, a_scale, names[0])
     _scalar_or(c, n, b_scale, names[1], sizes)
-    _scalar_or(c, n, y_scale, names[2], ())
+    _scalar(c, n, y_scale, names[2])
     a = np.float32(np.asarray(c.known(a_scale, f"{n.op}'s {names[0]}"), np.float32).reshape(-1)[0])
     b = np.asarray(c.known(b_scale, f"{n.op}'s {names[1]}"), np.float32).reshape(-1)
     y = np.float32(np.asarray(c.known(y_scale, f"{n.op}'s {names[2]}"), np.float32).reshape(-1)[0])
@@ -271,7 +278,7 @@ def _dynamic_quantize_matmul(c, n, x):
 def _matmul_integer_to_float(c, n, x):
     af, bf = _matmul_centred(c, n, x[0], _arg(x, 4), x[1], _arg(x, 5))
     acc = _matmul_nd(c, c.operand(af, "float32"), c.operand(bf, "float32"))
-    _scalar_or(c, n, x[2], "a_scale", ())
+    _scalar(c, n, x[2], "a_scale")
     return _to_float(c, n, acc, x[2], x[3], _arg(x, 6), c.shape(x[1])[-1])
 
 
