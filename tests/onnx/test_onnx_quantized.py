@@ -345,3 +345,19 @@ def test_matmul_integer_per_row_zero_point(ctx):
     got = wonnx.load(m, ctx).compute({"a": a})["y"]
     ref = (a.astype(np.int64) - azp[:, None]) @ (b.astype(np.int64) - 3)
     assert got.dtype == np.int32 and np.array_equal(got, ref), int((got != ref).sum())
+
+
+def test_matmul_integer_exact_up_to_2_24(ctx):
+    """All-255 uint8 operands, K = 258: sums of 16,776,450, just below 2^24 (every partial sum
+    an integer float32 holds exactly), equal to NumPy's int64 sums; rows of random bytes too."""
+    rng = np.random.default_rng(14)
+    K = 258
+    a = np.full((3, K), 255, np.uint8)
+    a[1] = rng.integers(0, 256, K)
+    b = np.full((K, 2), 255, np.uint8)
+    b[:, 1] = rng.integers(0, 256, K)
+    m = _model([helper.make_node("MatMulInteger", ["a", "b"], ["y"])], [_vi("a", U8, [3, K])],
+               [_vi("y", I32, None)], [_init("b", b)])
+    got = wonnx.load(m, ctx).compute({"a": a})["y"]
+    ref = a.astype(np.int64) @ b.astype(np.int64)
+    assert ref.max() == 16_776_450 and np.array_equal(got, ref), int((got != ref).sum())
