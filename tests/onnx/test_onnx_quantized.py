@@ -255,6 +255,25 @@ def test_quantization_tool_models(ctx, tmp_path, how, fmt):
             assert _rel(got["y"], want["y"]) <= 1e-6, (seed, _rel(got["y"], want["y"]))
 
 
+@pytest.mark.parametrize("fmt", ["QOperator", "QDQ"])
+def test_static_per_channel_depthwise(ctx, tmp_path, fmt):
+    """quantize_static(per_channel=True) of a strided depthwise conv (group 3), Relu and a 1x1
+    conv: int8 per-channel weights; within 1e-6 of the magnitude (measured: equal)."""
+    qz = pytest.importorskip("onnxruntime.quantization")
+    rng = np.random.default_rng(3)
+    inits = [_init("w1", rng.standard_normal((3, 1, 3, 3)).astype(np.float32)),
+             _init("b1", rng.standard_normal(3).astype(np.float32)),
+             _init("w2", rng.standard_normal((8, 3, 1, 1)).astype(np.float32))]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], group=3, strides=[2, 2]),
+             helper.make_node("Relu", ["c1"], ["r"]), helper.make_node("Conv", ["r", "w2"], ["y"])]
+    m = _quantized(tmp_path, _model(nodes, [_vi("x", F, [1, 3, 12, 12])], [_vi("y", F, None)], inits), "static",
+                   quant_format=getattr(qz.QuantFormat, fmt), per_channel=True, weight_type=qz.QuantType.QInt8)
+    assert ("QLinearConv" in _ops(m)) == (fmt == "QOperator"), _ops(m)
+    x = np.random.default_rng(0).standard_normal((1, 3, 12, 12)).astype(np.float32)
+    got, want = _run(ctx, m, {"x": x})
+    assert _rel(got["y"], want["y"]) <= 1e-6, _rel(got["y"], want["y"])
+
+
 def test_per_channel_dynamic_matmul_and_ort_optimized(ctx, tmp_path):
     """quantize_dynamic(per_channel=True) on the MatMul (MatMulInteger with a per-column zero
     point), and the model ORT's optimizer saves from it (com.microsoft DynamicQuantizeMatMul,

@@ -140,8 +140,8 @@ def dynamic_quantize(c, v):
 
 
 @_h("DynamicQuantizeLinear", to="reduce_min/reduce_max (range widened to 0), scale (max - min) / 255 and "
-                                "zero point round_even(clamp(-min / scale)) as ONNX Runtime, then saturate(round_even(x "
-                                "/ scale) + zero point) element-wise, cast to uint8; in float32")
+                                "zero point round_even(clamp(-min / scale)) as ONNX Runtime, then "
+                                "saturate(round_even(x / scale) + zero point) element-wise, cast to uint8; in float32")
 def _dynamic_quantize_linear(c, n, x):
     if c.wdtype(x[0]) not in ("float32", "float16"):
         raise Unsupported(f"DynamicQuantizeLinear of type {c.wdtype(x[0])} (expected float)")
