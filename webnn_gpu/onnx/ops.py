@@ -2930,3 +2930,4 @@ for _k, _kind in (("HannWindow", "hann"), ("HammingWindow", "hamming"), ("Blackm
     _h(_k, to="folded: computed in float64 at load time (size known)")(_window(_kind))
 
 from . import attention  # noqa: E402,F401  (registers GroupQueryAttention, MultiHeadAttention)
+from . import quantized  # noqa: E402,F401  (registers the quantized operators: DynamicQuantizeLinear, ConvInteger, ...)
