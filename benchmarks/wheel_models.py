@@ -72,9 +72,29 @@ def _orientation() -> np.ndarray:
     return wi.imagenet_nchw(wi.page(256, 256)[16:240, 16:240])
 
 
+def _ocr(which: str) -> np.ndarray:
+    """PP-OCR's inputs of a rendered line of text, as ``examples/onnx_ocr.py`` makes them: the
+    96x640 page strip (detector), the line resized to 48x192 (classifier) and to 48x320
+    (recogniser). (Random inputs make the detector's probability map about 2e-7 everywhere,
+    where a relative error says nothing.)"""
+    sys.path.insert(0, str(HERE.parent / "examples"))
+    import onnx_ocr
+
+    image = onnx_ocr.render("WebNN reads ONNX 2026")
+    crop = image[16:80, 16:420]  # the line with a margin (tests/onnx/test_onnx_models.py)
+    if which == "det":
+        return onnx_ocr._normalize(image)
+    if which == "cls":
+        return onnx_ocr._normalize(onnx_ocr._resize(crop, *onnx_ocr.CLS_SHAPE))
+    return onnx_ocr.rec_input(crop)
+
+
 #: name -> (webnn load options, inputs getter: {input name: array}, names of inputs given at load
 #: time). The other ONNX models come from ``onnx_vs_ort.CASES``.
 CASES = {
+    "ppocr-det": ({"dims": {"x": [1, 3, 96, 640]}}, lambda: {"x": _ocr("det")}, []),
+    "ppocr-cls": ({"dims": {"x": [1, 3, 48, 192]}}, lambda: {"x": _ocr("cls")}, []),
+    "ppocr-rec": ({"dims": {"x": [1, 3, 48, 320]}}, lambda: {"x": _ocr("rec")}, []),
     "nudenet-320n": ({"dims": {"batch": 1, "height": 320, "width": 320}},
                      lambda: {"images": _photo_01(320, 320)}, []),
     "ddddocr": ({"dims": {"image_width": 160}}, lambda: {"input1": _captcha()}, []),
