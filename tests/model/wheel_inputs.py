@@ -70,7 +70,7 @@ def tone(samples: int = BASIC_PITCH_SAMPLES, rate: int = BASIC_PITCH_RATE, seed:
 
     The noise floor matters: Basic Pitch takes the log of its constant-Q spectrum, and where a
     bin's magnitude is near zero (a pure tone's far bins) float32's rounding in the transform
-    moves the log by decibels (docs/onnx.md, "Wheel models")."""
+    moves the log by decibels (docs/onnx.md, "Models from other libraries' wheels")."""
     t = np.arange(samples) / rate
     phase = 2 * np.pi * np.cumsum(440.0 * (1 + 0.01 * np.sin(2 * np.pi * 5 * t))) / rate
     note = sum(np.sin(k * phase) / k for k in range(1, 7)) * (t > 0.5)
