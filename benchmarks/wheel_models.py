@@ -21,7 +21,8 @@ for the captcha readers, a note over a noise floor for Basic Pitch; the other ON
   integer output (class ids) counts its differing elements instead;
 * **latency**: medians over ``--rounds`` rounds of webnn-gpu's tensor path (write, dispatch, read
   every output) and the reference with 1 and 2 threads (ONNX Runtime; LiteRT with XNNPACK for the
-  TFLite file), alternating inside every round; the ratio is webnn-gpu over 2 threads;
+  TFLite file), alternating inside every round, each timed run after :data:`SETTLE_S` of untimed runs of
+  the same side (ONNX Runtime's threads spin after a run); the ratio is webnn-gpu over 2 threads;
 * **kernels** per dispatch and distinct **pipelines** of the built graph.
 
 The timings only mean something as ratios taken in the same run on the same machine.
@@ -49,6 +50,16 @@ import zoo  # noqa: E402 - alternate, run_rows
 
 from webnn_gpu import models  # noqa: E402
 from webnn_gpu.profile import pipeline_count  # noqa: E402
+
+
+#: Seconds of untimed runs of a side before each of its timed runs: ONNX Runtime's intra-op
+#: threads spin for 50-100 ms after a run (its default), and the webnn-gpu run right after
+#: shared both cores with them (Basic Pitch, 2026-11-26, alternating with ONNX Runtime's 1- and
+#: 2-thread sessions: webnn-gpu 78 ms right after them, 71, 72, 65 and 51 ms after a sleep of 5,
+#: 20, 50 and 100 ms; but a sleep left the runtimes' threads idle: Silero VAD's ONNX Runtime
+#: runs took 0.7 ms instead of 0.2, and with ONNX Runtime's spinning off its 2-thread runs of
+#: the smaller models took 10-40% longer).
+SETTLE_S = 0.1
 
 
 def _photo_01(h: int, w: int) -> np.ndarray:
@@ -183,7 +194,7 @@ def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
         for threads in (1, 2):
             rt = reference(name, path, threads, fast=True)
             runners[f"ref{threads}"] = lambda rt=rt: rt.run(feed)
-        med = zoo.alternate(runners, args.warmup, args.rounds)
+        med = zoo.alternate(runners, args.warmup, args.rounds, settle=SETTLE_S)
         row.update(webnn_ms=med["webnn"], ref1_ms=med["ref1"], ref2_ms=med["ref2"], ratio=med["webnn"] / med["ref2"])
     return row
 
