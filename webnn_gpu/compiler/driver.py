@@ -32,7 +32,7 @@ from .rules.canonical import (depthwise_to_scale, mean_to_pool, merge_duplicates
 from .rules.cleanup import dead_code
 from .rules.dense_chain import fuse_dense_chain
 from .rules.dwp_consumer import fuse_project_consumer
-from .rules.conv import (fuse_conv_input, fuse_conv_input_preact, fuse_conv_input_relu, fuse_conv_pool, fuse_conv_upsample,
+from .rules.conv import (conv_columns_to_channels, fuse_conv_input, fuse_conv_input_preact, fuse_conv_input_relu, fuse_conv_pool, fuse_conv_upsample,
                          fuse_depthwise_project, swap_resample_conv)
 from .rules.elementwise import fuse_elementwise, fuse_hard_swish, fuse_swish
 from .rules.epilogue import fuse_epilogue
@@ -111,6 +111,10 @@ ORDER: tuple[Stage, ...] = (
                                  "graph's, become one (or a free view where they cancel)"),
     )),
     Stage("structural", (
+        Rule(conv_columns_to_channels, "after fold_constants (the filter and bias must be host data) and "
+                                       "compose_transposes (an exporter's NCHW conv is NHWC by then) and before "
+                                       "merge_reshapes (the views it adds around the conv meet the graph's) and "
+                                       "fuse_epilogue: it takes only a conv without an epilogue"),
         Rule(depthwise_to_scale, "after fold_constants (the filter and bias must be host data) and before "
                                  "fuse_epilogue and fuse_elementwise: the mul and add it makes become the producing "
                                  "kernel's epilogue steps or join an element-wise chain"),

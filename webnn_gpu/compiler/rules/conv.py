@@ -652,3 +652,127 @@ def fuse_depthwise_project(nodes: list, outputs: dict, context=None) -> list:
         if e is not None and store_ok(dw, tuning, e.inputs[0].shape[3] // 4):
             fuse({"depthwise": dw, "project": None, "expand": e}, [*e.inputs, *dw.inputs[1:]], dw)
     return g.replace(replaced, dropped)
+
+
+#: ``conv_columns_to_channels``: the most input channels of a conv it rewrites (with 4 or more
+#: the tile kernel loads its input as vec4s of channels already: 8 -> 1 5x5, 32 -> 1 7x3 and
+#: 33 -> 1 3x3 ran 1.3-2.3x slower rewritten, lavapipe, 2026-11-26).
+COLUMNS_MAX_C = 3
+#: the most multiply-adds of the rewritten conv per multiply-add of the original (the packed
+#: window covers up to 3 strides more columns than the original's; a 1x256 window at stride 2
+#: takes 1.03 times as many, a 1x16 at stride 1 1.25 times)
+COLUMNS_MAX_GROWTH = 1.25
+#: the fewest multiply-adds (output pixels x window x channels) of a conv it rewrites: the
+#: rewritten conv adds a pad and a slice kernel where the width needs them (a 1x256 stride-2
+#: conv to 171 outputs: 115 us as it was, 127 us rewritten; to 342 outputs 197 and 180 us)
+COLUMNS_MIN_MACS = 1 << 16
+
+
+def _columns_plan(g: dict) -> tuple[int, int, int, int] | None:
+    """``(P, KW2, OW4, Wp)`` of :func:`conv_columns_to_channels` for a conv of geometry ``g``,
+    or None where it does not fire: ``P = 4 * stride`` input columns per packed pixel, the packed
+    window ``KW2``, the packed output width ``OW4`` and the input width ``Wp`` it reads."""
+    if (g["O"] != 1 or g["G"] != 1 or g["C"] > COLUMNS_MAX_C or g["dw"] != 1
+            or g["NB"] * g["OH"] * g["OW"] * g["KH"] * g["KW"] * g["C"] < COLUMNS_MIN_MACS):
+        return None
+    P = 4 * g["sw"]
+    KW2 = -(-(3 * g["sw"] + g["KW"]) // P)
+    if KW2 * P > COLUMNS_MAX_GROWTH * g["KW"]:
+        return None
+    OW4 = -(-g["OW"] // 4)
+    return P, KW2, OW4, (OW4 - 1 + KW2) * P
+
+
+def conv_columns_to_channels(nodes: list, outputs: dict, context=None) -> list:
+    """An NHWC ``conv2d`` with one output channel, one group, at most :data:`COLUMNS_MAX_C`
+    input channels and a window of at least about 13 columns (a long 1-D filter: an audio
+    model's FIR resampler or a constant-Q transform) computes four adjacent output columns as
+    four output channels of a conv over the input's columns taken ``P = 4 * stride`` at a time
+    as channels:
+
+        y[n, h, 4q + r, 0] = sum_{p, t, c} x'[n, h, q + p, t * C + c] * f'[r, :, p, t * C + c]
+        x'[n, h, j, t * C + c] = pad(x)[n, h, j * P + t, c],  f'[r, kh, p, t*C + c] = f[0, kh, p * P + t - r * stride, c]
+
+    (``f`` zero outside its window). The input is padded along the width (its left padding and
+    what the last packed pixel reads, a ``pad``; or cut with a ``slice`` where it reads fewer
+    columns), read through a ``reshape`` (a view: NHWC keeps a pixel's columns together), and
+    the conv's ``[n, oh, OW / 4, 4]`` output is the original ``[n, oh, OW, 1]`` through a
+    reshape (and a slice of the first OW columns when OW is not a multiple of 4). The same
+    products are summed, in another order. A bias is repeated for the four channels; the
+    height's window, strides, dilations and padding stay the conv's.
+
+    Why: the tile kernel stores output channels as vec4s and loads the input as vec4s of
+    channels; a conv with one output channel and one input channel used a quarter of its
+    multiply-adds and loaded one value at a time (Basic Pitch's constant-Q resampler, 1x256 at
+    stride 2 over 21,922 outputs: 8.0 ms as it was, 1.4 ms rewritten with the pad and the
+    slice; lavapipe, 2026-11-26).
+
+    Not rewritten: a conv with an epilogue or another rule's fusion (the rule runs before
+    them), a filter or bias that is not host data, NCHW, groups, more output or input
+    channels, a dilation along the width, a packed window that would do more than
+    :data:`COLUMNS_MAX_GROWTH` times the multiply-adds (short windows), or fewer than
+    :data:`COLUMNS_MIN_MACS` multiply-adds.
+    """
+    from ...ops.conv import _geometry as conv_geometry
+
+    base = {"padding", "strides", "dilations", "groups", "input_layout", "filter_layout"}
+    view = GraphView(nodes, outputs)
+    replaced: dict[int, list[Node]] = {}
+    for conv in nodes:
+        a = conv.attrs
+        if (conv.op != "conv2d" or set(a) != base or len(conv.outputs) != 1 or a["input_layout"] != "nhwc"
+                or conv.outputs[0].data_type not in ("float32", "float16")):
+            continue
+        f = conv.inputs[1]
+        b = conv.inputs[2] if len(conv.inputs) > 2 else None
+        if f.kind != "constant" or f.data is None or (b is not None and (b.kind != "constant" or b.data is None)):
+            continue
+        g = conv_geometry(conv)
+        plan = _columns_plan(g)
+        if plan is None:
+            continue
+        P, KW2, OW4, Wp = plan
+        x, y = conv.inputs[0], conv.outputs[0]
+        NB, H, W, C, KH, KW, s = g["NB"], g["H"], g["W"], g["C"], g["KH"], g["KW"], g["sw"]
+        dt, pl = y.data_type, g["pl"]
+        chain: list[Node] = []
+
+        def node(op, inputs, shape, attrs) -> Value:
+            out = Value(dt, tuple(shape), "op")
+            n = Node(op, inputs, [out], attrs, conv.label)
+            out.producer = n
+            chain.append(n)
+            return out
+
+        v = x
+        keep = Wp - pl  # input columns the packed conv reads (after its pl zeros)
+        if keep < W:
+            v = node("slice", [v], (NB, H, keep, C), {"starts": [0, 0, 0, 0], "strides": [1, 1, 1, 1], "alias": False})
+        if pl or keep > W:
+            v = node("pad", [v], (NB, H, Wp, C), {"beginning_padding": [0, 0, pl, 0],
+                                                  "ending_padding": [0, 0, max(keep - W, 0), 0], "mode": "constant",
+                                                  "value": 0.0, "alias": False})
+        v = node("reshape", [v], (NB, H, Wp // P, P * C), {"alias": True})
+        fl = a["filter_layout"]
+        w = np.transpose(f.data.reshape(f.shape), [fl.index(ch) for ch in "ohwi"])[0]  # [KH, KW, C]
+        w2 = np.zeros((4, KH, KW2 * P, C), w.dtype)
+        for r in range(4):
+            w2[r, :, r * s:r * s + KW, :] = w
+        fv = Value(f.data_type, (4, KH, KW2, P * C), "constant", data=w2.reshape(-1).copy())
+        ins = [v, fv]
+        if b is not None:
+            ins.append(Value(b.data_type, (4,), "constant", data=np.repeat(b.data.reshape(-1), 4)))
+        attrs = dict(a, padding=[a["padding"][0], a["padding"][1], 0, 0], strides=[a["strides"][0], 1],
+                     filter_layout="ohwi")
+        v = node("conv2d", ins, (NB, g["OH"], OW4, 4), attrs)
+        if OW4 * 4 == g["OW"]:
+            chain.append(Node("reshape", [v], [y], {"alias": True}, conv.label))
+        else:
+            v = node("reshape", [v], (NB, g["OH"], OW4 * 4, 1), {"alias": True})
+            chain.append(Node("slice", [v], [y], {"starts": [0, 0, 0, 0], "strides": [1, 1, 1, 1], "alias": False},
+                              conv.label))
+        replaced[conv.id] = chain
+        if DEBUG >= 2:
+            log.debug("conv_columns_to_channels: conv2d [%s] %dx%d of %d channel(s) as 4 channels of %d columns",
+                      conv.label, KH, KW, C, P)
+    return view.replace(replaced) if replaced else nodes
