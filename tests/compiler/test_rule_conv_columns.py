@@ -1,10 +1,13 @@
 """The ``conv_columns_to_channels`` rule: an NHWC conv2d with one output channel, at most 3 input
 channels and a long window along the width computes 4 adjacent output columns as 4 output
-channels of a conv over the input's columns packed ``4 * stride`` at a time. On hand-made IR
-(no GPU), checked by a float64 evaluator of the IR, near misses included; and on the GPU
-against float64 NumPy, the rule on and off."""
+channels of a conv over the input's columns packed ``4 * stride`` at a time. The rule is off
+unless ``WEBNN_GPU_FORCE_CONV_COLUMNS=on`` (an infinity in the input would make up to 3 more
+outputs NaN), which these tests set. On hand-made IR (no GPU), checked by a float64 evaluator of
+the IR, near misses included; and on the GPU against float64 NumPy, the rule on and off."""
 
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 import pytest
@@ -13,7 +16,14 @@ from _irb import IR
 from helpers import run_graph
 from references import ref_conv2d
 
+from webnn_gpu.compiler.rules import conv as conv_rules
 from webnn_gpu.compiler.rules.conv import conv_columns_to_channels
+
+
+@pytest.fixture(autouse=True)
+def _rule_on(monkeypatch):
+    """The rule is opt-in: every test here asks for it unless it says otherwise."""
+    monkeypatch.setenv("WEBNN_GPU_FORCE_CONV_COLUMNS", "on")
 
 #: name -> (input NHWC shape, filter (KH, KW), strides, padding [t, b, l, r], filter layout, bias)
 FIRES = {
@@ -105,6 +115,33 @@ def test_near_misses_stay_as_they_are(miss):
     assert (new != ir.nodes) == (miss == "none (it fires)")
 
 
+def test_off_unless_asked_for(monkeypatch):
+    """Without ``WEBNN_GPU_FORCE_CONV_COLUMNS=on`` (or with ``off``) the rule leaves every conv."""
+    for value in (None, "off"):
+        if value is None:
+            monkeypatch.delenv("WEBNN_GPU_FORCE_CONV_COLUMNS")
+        else:
+            monkeypatch.setenv("WEBNN_GPU_FORCE_CONV_COLUMNS", value)
+        ir = IR()
+        y = _ir_conv(ir, FIRES["resampler 1x64 stride 2"])
+        assert conv_columns_to_channels(list(ir.nodes), {"y": y}) == ir.nodes
+
+
+def test_an_infinity_stays_in_its_windows_by_default(ctx, monkeypatch):
+    """Why the rule is opt-in: with it, an infinity in the input makes the outputs beside its
+    windows NaN (their packed windows multiply it by a zero tap); by default (rule off) exactly
+    the outputs whose window holds it are non-finite, as in float64 NumPy."""
+    monkeypatch.setenv("WEBNN_GPU_PLAN_CACHE", "0")
+    monkeypatch.delenv("WEBNN_GPU_FORCE_CONV_COLUMNS")
+    build, oihw = _build(FIRES["resampler 1x64 stride 2"], "float32")
+    x = np.random.default_rng(3).standard_normal((1, 1, 2400, 1)).astype(np.float32)
+    x[0, 0, 1000, 0] = np.inf
+    with np.errstate(invalid="ignore"):
+        want = ref_conv2d(x.astype(np.float64).transpose(0, 3, 1, 2), oihw, (0, 0, 0, 0), (1, 2)).transpose(0, 2, 3, 1)
+    got = run_graph(ctx, build, {"x": x})["y"]
+    np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
+
+
 def _build(case, dt):
     shape, (kh, kw), strides, pad, layout, bias = case
     f, oihw = _filter(layout, kh, kw, shape[3], np.random.default_rng(1))
@@ -122,9 +159,10 @@ def _build(case, dt):
 @pytest.mark.parametrize("dt", ["float32", "float16"])
 @pytest.mark.parametrize("case", ["resampler 1x64 stride 2", "padded, bias, 2 rows, oihw", "input columns left unread",
                                   "height strided and padded"])
-def test_matches_float64_numpy_with_the_rule_on_and_off(ctx, monkeypatch, case, dt):
+def test_matches_float64_numpy_with_the_rule_on_and_off(ctx, monkeypatch, caplog, case, dt):
     """Against float64 NumPy (float32: 1e-5 of the output's magnitude; float16: 3e-3), the rule on
-    and off, on the GPU (with the plan cache off, so each build runs the rules)."""
+    and off, on the GPU (with the plan cache off, so each build runs the rules); the rule's log
+    says it rewrote the conv when on and only then."""
     monkeypatch.setenv("WEBNN_GPU_PLAN_CACHE", "0")
     shape, _, strides, pad, _, bias = FIRES[case]
     build, oihw = _build(FIRES[case], dt)
@@ -132,8 +170,13 @@ def test_matches_float64_numpy_with_the_rule_on_and_off(ctx, monkeypatch, case, 
     want = ref_conv2d(x.astype(np.float64).transpose(0, 3, 1, 2), oihw, pad, strides).transpose(0, 2, 3, 1)
     want = want + (0.25 if bias else 0.0)
     tol = (3e-3 if dt == "float16" else 1e-5) * np.abs(want).max()
-    for passes in ("", "-conv_columns_to_channels"):
-        monkeypatch.setenv("WEBNN_GPU_PASSES", passes)
-        got = run_graph(ctx, build, {"x": x})["y"]
+    monkeypatch.setattr(conv_rules, "DEBUG", 2)  # the rule logs each conv it rewrites
+    for knob in ("on", "off"):
+        monkeypatch.setenv("WEBNN_GPU_FORCE_CONV_COLUMNS", knob)
+        with caplog.at_level(logging.DEBUG, logger=conv_rules.log.name):
+            caplog.clear()
+            got = run_graph(ctx, build, {"x": x})["y"]
+        fired = any("conv_columns_to_channels: conv2d" in r.getMessage() for r in caplog.records)
+        assert fired == (knob == "on")
         assert got.shape == want.shape
-        np.testing.assert_allclose(got.astype(np.float64), want, rtol=0, atol=tol, err_msg=passes or "rule on")
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=0, atol=tol, err_msg=f"rule {knob}")

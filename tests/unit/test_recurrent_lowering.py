@@ -117,3 +117,20 @@ def test_small_layers_keep_the_sequence_kernel():
 def test_step_rows_and_workgroups():
     assert [recurrent._step_rows(b) for b in (1, 2, 3, 4, 5, 6, 8, 12)] == [1, 2, 3, 4, 1, 3, 4, 4]
     assert [recurrent._step_workgroup(n) for n in (8, 64, 128, 256, 512, 4096)] == [8, 8, 16, 32, 64, 64]
+
+
+def test_subgroup_loads_take_whole_subgroups_of_16_lanes():
+    """At 512 bits llvmpipe's subgroups have 16 lanes: a step of 32 invocations (256 units of one
+    direction, batch 1, 8 units each) must not take workgroups of 8, whose subgroups would
+    broadcast from inactive lanes (a wrong result, found in review); its workgroup is a multiple
+    of 16 wherever the kernel shares its loads."""
+    import re
+
+    wide = dict(LAVAPIPE, subgroup=16)
+    for hidden, nd, batch in ((256, 1, 1), (256, 2, 1), (384, 1, 1), (256, 2, 16)):
+        lc, _ = _lower(hidden, nd=nd, batch=batch, adapter=wide)
+        text = _steps(lc, "recurrent/step4.wgsl")[0].wgsl
+        assert "subgroupBroadcast" in text
+        size = int(re.search(r"@workgroup_size\((\d+)", text).group(1))
+        assert size % 16 == 0, (hidden, nd, batch, size)
+    assert [recurrent._step_workgroup(n, 16) for n in (8, 32, 128, 256, 4096)] == [16, 16, 16, 32, 64]

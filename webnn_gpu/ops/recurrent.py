@@ -546,9 +546,9 @@ def lower_recurrent(node, lc) -> None:
         r_in = _step_pack(vr, units, block, _step_weight_type(lc, vr, form))
         rows = _step_rows(batch)
         n_inv = nd * batch // rows * hidden // units
-        wg = _step_workgroup(n_inv)
-        extra = dict(BR=rows, U=units, L=block, words=form.startswith("words"), cell=cell,
-                     sg=_step_lanes(lc, hidden, units))
+        lanes = _step_lanes(lc, hidden, units)
+        wg = _step_workgroup(n_inv, lanes)
+        extra = dict(BR=rows, U=units, L=block, words=form.startswith("words"), cell=cell, sg=lanes)
     rh = None if (is_lstm or reset_after) else lc.temp("float32", (nd, batch, hidden))
     for s in range(steps):
         src, dst = states[s % 2], states[(s + 1) % 2]
@@ -672,10 +672,13 @@ def _step_rows(batch: int) -> int:
     return max(r for r in range(1, STEP_ROWS + 1) if batch % r == 0)
 
 
-def _step_workgroup(invocations: int) -> int:
+def _step_workgroup(invocations: int, lanes: int = 0) -> int:
     """``step4``'s workgroup size: :data:`STEP_WORKGROUP`, smaller (a multiple of 8, at least
-    8) where that leaves fewer than 8 workgroups."""
-    return max(8, min(STEP_WORKGROUP, -(-invocations // 64) * 8))
+    8) where that leaves fewer than 8 workgroups; with subgroup loads (``lanes`` > 0) rounded
+    up to a multiple of the lanes, so that every subgroup is whole (16 lanes at 512 bits:
+    a workgroup of 8 would broadcast from inactive lanes)."""
+    wg = max(8, min(STEP_WORKGROUP, -(-invocations // 64) * 8))
+    return -(-wg // lanes) * lanes if lanes else wg
 
 
 #: The most multiply-adds of one step's recurrent product (hidden_size * gates * hidden_size)

@@ -698,8 +698,13 @@ def conv_columns_to_channels(nodes: list, outputs: dict, context=None) -> list:
     columns), read through a ``reshape`` (a view: NHWC keeps a pixel's columns together), and
     the conv's ``[n, oh, OW / 4, 4]`` output is the original ``[n, oh, OW, 1]`` through a
     reshape (and a slice of the first OW columns when OW is not a multiple of 4). The same
-    products are summed, in another order. A bias is repeated for the four channels; the
-    height's window, strides, dilations and padding stay the conv's.
+    products are summed, in another order, and products of the zero taps with the neighbouring
+    columns are added: an infinity or NaN in the input, which the conv spreads only over the
+    outputs whose window holds it, turns up to 3 more outputs beside them into NaN (0 * inf).
+    So the rule changes results on non-finite inputs and is **off unless asked for**:
+    ``WEBNN_GPU_FORCE_CONV_COLUMNS=on`` (for models whose inputs are known to be finite, e.g.
+    audio). A bias is repeated for the four channels; the height's window, strides, dilations
+    and padding stay the conv's.
 
     Why: the tile kernel stores output channels as vec4s and loads the input as vec4s of
     channels; a conv with one output channel and one input channel used a quarter of its
@@ -713,8 +718,11 @@ def conv_columns_to_channels(nodes: list, outputs: dict, context=None) -> list:
     :data:`COLUMNS_MAX_GROWTH` times the multiply-adds (short windows), or fewer than
     :data:`COLUMNS_MIN_MACS` multiply-adds.
     """
+    from ... import _env
     from ...ops.conv import _geometry as conv_geometry
 
+    if _env.force_choice("conv_columns", ("on", "off")) != "on":
+        return nodes
     base = {"padding", "strides", "dilations", "groups", "input_layout", "filter_layout"}
     view = GraphView(nodes, outputs)
     replaced: dict[int, list[Node]] = {}
