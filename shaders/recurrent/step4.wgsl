@@ -10,8 +10,8 @@
                 recurrent._step_pack: [D, H / (U L), H, G, L, U], so that the L invocations of
                 a block of neighbouring units read L consecutive runs of U values of a gate and
                 each k step the next G L runs; f32 bound as vec4s, or with words as vec2<u64>s
-                (U = 4) or vec4<u64>s (U = 8), the same bits; float16 (a float16 graph's R,
-                with words only) as one u64 (U = 4) or a vec2<u64> (U = 8)),
+                (U = 4) or vec4<u64>s (U = 8), the same bits; float16 (a float16 graph's R, or a
+                float32 R whose values are all float16 values; with words only) as one u64 (U = 4) or a vec2<u64> (U = 8)),
                 then by cell and phase:
                 lstm: peep ([D, 3H] in i, o, f order; if has_peep), state_in (f32 [2, D, B, H]:
                   h then c); outputs state_out (f32 [2, D, B, H]), seq ([T, D, B, H], if has_seq)

@@ -29,7 +29,8 @@ How they are computed (ONNX Runtime 1.32's CPU kernels are the reference):
 * ``DynamicQuantizeLSTM``: written out per time step as ORT's CPU kernel computes it: X
   quantized once (DynamicQuantizeLinear's rule over the whole sequence), each step's hidden
   state quantized per direction, both products exact and scaled as above, then the bias
-  ``Wb + Rb`` and the float32 gates. With ``sequence_lens``, peepholes, ``clip``,
+  ``Wb + Rb`` and the float32 gates (with several batch rows, the state quantized over the
+  batch as single-threaded ORT does; multi-threaded ORT quantizes per chunk of rows). With ``sequence_lens``, peepholes, ``clip``,
   ``input_forget``, other activations or more than ``QLSTM_MAX_STEPS`` steps: WebNN's lstm on
   weights dequantized at load time and X quantized as ORT, the hidden state left in float32
   (about one 8-bit quantum of the state off ORT; docs/onnx.md has the measured sizes).
