@@ -665,7 +665,7 @@ def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
         if not tf_ref.exists():
             lite = LiteRT(data, threads=2, xnnpack=True)
             runners["xnnpack2"] = lambda: lite.run(x)
-        med = zoo.alternate(runners, args.warmup, args.rounds)
+        med = zoo.alternate(runners, args.warmup, args.rounds, args.settle)
         row["webnn_ms"] = med["webnn"]
         if "xnnpack2" in med:
             row.update(xnnpack2_ms=med["xnnpack2"], ratio=med["webnn"] / med["xnnpack2"])
@@ -710,6 +710,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the graph's float type (LiteRT runs the float32 model)")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--settle", type=float, default=0.0,
+                        help="seconds of untimed runs of each runner before its timed run (zoo.alternate; default 0)")
     parser.add_argument("--no-cold", dest="cold", action="store_false", help="skip the fresh-process cold builds")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args(argv)

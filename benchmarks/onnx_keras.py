@@ -223,7 +223,7 @@ def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
         twin = _tflite_twin(ctx, name, x, args.dtype) if name not in FROM_KERAS else None
         if twin is not None:
             runners["tflite"] = twin
-        med = zoo.alternate(runners, args.warmup, args.rounds)
+        med = zoo.alternate(runners, args.warmup, args.rounds, args.settle)
         row.update(webnn_ms=med["webnn"], ort2_ms=med["ort2"], ratio=med["webnn"] / med["ort2"])
         if "tflite" in med:
             row.update(tflite_ms=med["tflite"], twin_ratio=med["webnn"] / med["tflite"])
@@ -307,10 +307,14 @@ def format_table(rows: list[dict]) -> str:
 
 def add_run_args(parser) -> None:
     """The options of a run that every ONNX benchmark script shares (this one and the PyTorch
-    ones): ``--dtype``, ``--rounds``, ``--warmup``, ``--json`` and ``--ab``."""
+    ones): ``--dtype``, ``--rounds``, ``--warmup``, ``--settle``, ``--json`` and ``--ab``."""
     parser.add_argument("--dtype", default="float32", choices=list(TOLERANCE), help="the webnn graph's float type")
     parser.add_argument("--rounds", type=int, default=20, help="timed rounds (0: errors only)")
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--settle", type=float, default=0.1,
+                        help="seconds of untimed runs of each side before its timed run (zoo.alternate): ONNX Runtime's "
+                             "threads spin for 50-100 ms after a run, and a side timed in that window shares the cores "
+                             "with them (default %(default)s; 0: the protocol of the tables before 2026-11-27)")
     parser.add_argument("--json", help="also write the rows to this file")
     parser.add_argument("--ab", metavar="VAR=VALUE", help="instead of the table: each model built with this "
                         "WEBNN_GPU_FORCE_* setting (old) and without it (new), timed in turn (--rounds rounds)")

@@ -33,7 +33,6 @@ import pathlib
 import statistics
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -104,8 +103,9 @@ def _webnn_side(ctx, path, options, inputs):
     return run
 
 
-def bench(name: str, rounds: int, ctx) -> dict[str, float]:
-    """Median seconds per call of each side for one model."""
+def bench(name: str, rounds: int, ctx, settle: float = 0.1) -> dict[str, float]:
+    """Median seconds per call of each side for one model, the sides taking turns, each timed run
+    after ``settle`` seconds of untimed runs of the same side (``zoo.alternate``)."""
     get_path, options, get_inputs, known = CASES[name]
     path, inputs = get_path(), get_inputs()
     load = dict(options)
@@ -116,15 +116,9 @@ def bench(name: str, rounds: int, ctx) -> dict[str, float]:
         sides["webnn-tflite"] = _webnn_side(ctx, models.fetch("selfie-segmentation"), {}, inputs)
     sessions = {f"ort-{n}t": _ort(path, n) for n in (1, 2)}
     sides.update({k: (lambda s=s: s.run(None, inputs)) for k, s in sessions.items()})
-    for fn in sides.values():  # warm up
-        fn()
-    times: dict[str, list[float]] = {k: [] for k in sides}
-    for _ in range(rounds):
-        for k, fn in sides.items():
-            t0 = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
+    import zoo  # beside this script: the alternation every runtime comparison uses
+
+    return {k: ms / 1e3 for k, ms in zoo.alternate(sides, 1, rounds, settle).items()}
 
 
 def webgpu(name: str, repeats: int, turns: int = 1) -> dict[str, float | str]:
@@ -183,6 +177,9 @@ def _webgpu_turn(name: str, repeats: int) -> dict[str, list[float] | str]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=20)
+    p.add_argument("--settle", type=float, default=0.1,
+                   help="seconds of untimed runs of each side before its timed run: ONNX Runtime's threads spin for "
+                        "50-100 ms after a run (default %(default)s; 0: each timed right after the side before it)")
     p.add_argument("--models", default=",".join(CASES))
     p.add_argument("--webgpu", action="store_true", help="also ORT's WebGPU provider and webnn-gpu on Mesa 25")
     p.add_argument("--webgpu-turns", type=int, default=3,
@@ -191,7 +188,7 @@ def main() -> int:
     ctx = webnn.ml.create_context()
     print(f"adapter: {ctx.adapter_info.get('device')}; {args.rounds} alternating rounds; medians")
     for name in args.models.split(","):
-        med = bench(name, args.rounds, ctx)
+        med = bench(name, args.rounds, ctx, args.settle)
         w = med["webnn-gpu"]
         cols = "  ".join(f"{k} {v * 1e3:8.2f} ms" for k, v in med.items())
         twin = f"  twin/tflite {w / med['webnn-tflite']:.2f}" if "webnn-tflite" in med else ""

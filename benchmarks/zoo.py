@@ -177,7 +177,7 @@ def bench_model(ctx, name: str, path, args) -> dict:
     for threads in (1, 2):
         lite = LiteRT(data, threads=threads, xnnpack=True)
         runners[f"xnnpack{threads}"] = lambda lite=lite: lite.run(x)
-    med = alternate(runners, args.warmup, args.rounds)
+    med = alternate(runners, args.warmup, args.rounds, args.settle)
     row = {"model": name, "max_error": err, "webnn_ms": med["webnn"], "xnnpack1_ms": med["xnnpack1"],
            "xnnpack2_ms": med["xnnpack2"], "ratio": med["webnn"] / med["xnnpack2"],
            "kernels": engine.kernels, "pipelines": engine.pipelines}
@@ -218,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="float32", choices=["float32", "float16"])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--settle", type=float, default=0.0,
+                        help="seconds of untimed runs of each runner before its timed run (default 0: each timed right "
+                             "after the runner before it, the protocol of the zoo table; 0.1: every runtime in its own "
+                             "steady state, which raised the ratios by about 10%% on 2026-11-27, docs/performance.md)")
     parser.add_argument("--no-cold", dest="cold", action="store_false", help="skip the fresh-process builds")
     parser.add_argument("--cold-cache", choices=["empty", "disabled"], default="empty",
                         help="Mesa's shader cache in the first build: a new empty folder, or disabled")
