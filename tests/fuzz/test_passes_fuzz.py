@@ -26,6 +26,18 @@ from webnn_gpu._ir import Node
 
 from . import graphs
 
+#: opt-in rules the fuzzer switches on (its inputs are finite): ``WEBNN_GPU_FORCE_<KNOB>=on``
+OPT_IN = ("CONV_COLUMNS",)
+
+
+@pytest.fixture(autouse=True)
+def _opt_in_rules(monkeypatch):
+    """The rules that are off by default (they may change a result on non-finite inputs, which
+    the fuzzer does not make) are on here, so that the fuzzer reaches and checks them too."""
+    for knob in OPT_IN:
+        monkeypatch.setenv(f"WEBNN_GPU_FORCE_{knob}", "on")
+
+
 #: graphs of seed 0 that `make test` checks
 GRAPHS = 55
 #: of those, how many `make test` checks again as float16 graphs
