@@ -32,6 +32,20 @@ def environ(env: dict):
                 os.environ[k] = v
 
 
+def ab_times(old, new, x, rounds: int, warmup: int = 3) -> dict[str, list[float]]:
+    """Microseconds per ``engine.run(x)`` of two engines (``{"old": [...], "new": [...]}``),
+    run in turn in each of ``rounds`` rounds after ``warmup`` rounds, the order flipped every
+    round (so that neither always runs in the other's wake)."""
+    times: dict[str, list[float]] = {"old": [], "new": []}
+    for r in range(rounds + warmup):
+        for key, engine in sorted({"old": old, "new": new}.items(), reverse=bool(r % 2)):
+            t0 = time.perf_counter()
+            engine.run(x)
+            if r >= warmup:
+                times[key].append((time.perf_counter() - t0) * 1e6)
+    return times
+
+
 def model_paths(names: list[str]) -> list[str]:
     """``.tflite`` paths for ``names``: a path as given, else a model name of ``webnn-gpu fetch``
     (fetched into the cache on first use)."""

@@ -261,23 +261,15 @@ def knob_ab(ctx, name: str, path: pathlib.Path, old_env: dict, rounds: int) -> s
     """``name`` built twice in this process, with ``old_env`` set and without it, timed in turn
     (write, dispatch, read; the order swapped every round): a line with the kernel counts, the
     medians (us) and the median and range of the per-round ratio new / old, and the outputs' gap."""
-    import time
-
     import numpy as np
-    from _common import environ, ratio_line
+    from _common import ab_times, environ, ratio_line
 
     x = seeded_inputs(ort_session(path, 1))
     with environ({"WEBNN_GPU_PLAN_CACHE": "0", **old_env}):
         old = webnn_engine(ctx, path, x, "float32")
     with environ({"WEBNN_GPU_PLAN_CACHE": "0", **dict.fromkeys(old_env)}):
         new = webnn_engine(ctx, path, x, "float32")
-    times: dict[str, list[float]] = {"old": [], "new": []}
-    for r in range(rounds + 3):
-        for key, engine in sorted({"old": old, "new": new}.items(), reverse=bool(r % 2)):
-            t0 = time.perf_counter()
-            engine.run(x)
-            if r >= 3:
-                times[key].append((time.perf_counter() - t0) * 1e6)
+    times = ab_times(old, new, x, rounds)
     gap = max(float(np.abs(a.astype(np.float64) - b).max()) for a, b in zip(old.run(x).values(), new.run(x).values()))
     return (f"{ratio_line(name, times['old'], times['new'], 20)}  kernels {old.model.graph.kernel_count} -> "
             f"{new.model.graph.kernel_count}, max |new - old| {gap:.2g}")

@@ -34,7 +34,6 @@ import argparse
 import os
 import pathlib
 import sys
-import time
 
 import numpy as np
 
@@ -202,7 +201,7 @@ def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
 def ab_line(ctx, name: str, path: pathlib.Path, env: dict, rounds: int) -> str:
     """``name`` built with ``env`` set (old) and without it (new), timed in turn (the order
     swapped every round): kernels, medians (us), the per-round ratio new / old, the outputs' gap."""
-    from _common import environ, ratio_line
+    from _common import ab_times, environ, ratio_line
 
     options, x, known = case(name)
     if known:
@@ -211,13 +210,7 @@ def ab_line(ctx, name: str, path: pathlib.Path, env: dict, rounds: int) -> str:
         old = keras_zoo.WebNN(ctx, path, "float32", **options)
     with environ({"WEBNN_GPU_PLAN_CACHE": "0", **dict.fromkeys(env)}):
         new = keras_zoo.WebNN(ctx, path, "float32", **options)
-    times: dict[str, list[float]] = {"old": [], "new": []}
-    for r in range(rounds + 3):
-        for key, engine in sorted({"old": old, "new": new}.items(), reverse=bool(r % 2)):
-            t0 = time.perf_counter()
-            engine.run(x)
-            if r >= 3:
-                times[key].append((time.perf_counter() - t0) * 1e6)
+    times = ab_times(old, new, x, rounds)
     a, b = old.run(x), new.run(x)
     gap = max(float(np.abs(a[k].astype(np.float64) - b[k]).max()) for k in a)
     return (f"{ratio_line(name, times['old'], times['new'], 20)}  kernels {old.model.graph.kernel_count} -> "
