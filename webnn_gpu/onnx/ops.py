@@ -2354,7 +2354,8 @@ def _rnn_as_gru(c, n, x, v, hidden: int, steps: int, direction: str, dt: str, ac
     return _rnn_out(c, n, outs[1] if seq else None, [outs[0]])
 
 
-@_h("RNN", to="gru in plain-RNN form (known weights, one activation for every direction); otherwise "
+@_h("RNN", to="gru in plain-RNN form (known weights, one activation for every direction, at most 147 units or a "
+              "multiple of 4: where the engine runs its new gate alone); otherwise "
               "written out per time step: one gemm of all steps' inputs, then per step gemm(h, R) + "
               "that step's row and the activation (Tanh, Relu, Sigmoid); layout=1 through transposes")
 def _rnn(c, n, x):
