@@ -46,6 +46,31 @@ def ab_times(old, new, x, rounds: int, warmup: int = 3) -> dict[str, list[float]
     return times
 
 
+def ab_line(name: str, make_engine, x, env: dict, rounds: int) -> str:
+    """``name`` built twice in this process by ``make_engine()`` (an engine with ``run(x) ->
+    {output: array}`` and ``model.graph``), with ``env`` set (old) and without it (new), the
+    plan cache off, timed in turn (:func:`ab_times`): a line with the medians (us), the median
+    and range of the per-round ratio new / old, the kernel counts and the outputs' gap."""
+    with environ({"WEBNN_GPU_PLAN_CACHE": "0", **env}):
+        old = make_engine()
+    with environ({"WEBNN_GPU_PLAN_CACHE": "0", **dict.fromkeys(env)}):
+        new = make_engine()
+    times = ab_times(old, new, x, rounds)
+    a, b = old.run(x), new.run(x)
+    gap = max(float(np.abs(a[k].astype(np.float64) - b[k]).max()) for k in a)
+    return (f"{ratio_line(name, times['old'], times['new'], 20)}  kernels {old.model.graph.kernel_count} -> "
+            f"{new.model.graph.kernel_count}, max |new - old| {gap:.2g}")
+
+
+def print_ab(spec: str, models, line) -> None:
+    """The ``--ab VAR=VALUE`` report of a benchmark script: a header, then ``line(name, path,
+    {VAR: VALUE})`` for each ``(name, path)`` of ``models``."""
+    var, _, value = spec.partition("=")
+    print(f"{'model':>20} {'old us':>9} {'new us':>9}  new/old (quartiles) [range]")
+    for name, path in models:
+        print(line(name, path, {var: value}), flush=True)
+
+
 def model_paths(names: list[str]) -> list[str]:
     """``.tflite`` paths for ``names``: a path as given, else a model name of ``webnn-gpu fetch``
     (fetched into the cache on first use)."""

@@ -261,18 +261,10 @@ def knob_ab(ctx, name: str, path: pathlib.Path, old_env: dict, rounds: int) -> s
     """``name`` built twice in this process, with ``old_env`` set and without it, timed in turn
     (write, dispatch, read; the order swapped every round): a line with the kernel counts, the
     medians (us) and the median and range of the per-round ratio new / old, and the outputs' gap."""
-    import numpy as np
-    from _common import ab_times, environ, ratio_line
+    from _common import ab_line
 
     x = seeded_inputs(ort_session(path, 1))
-    with environ({"WEBNN_GPU_PLAN_CACHE": "0", **old_env}):
-        old = webnn_engine(ctx, path, x, "float32")
-    with environ({"WEBNN_GPU_PLAN_CACHE": "0", **dict.fromkeys(old_env)}):
-        new = webnn_engine(ctx, path, x, "float32")
-    times = ab_times(old, new, x, rounds)
-    gap = max(float(np.abs(a.astype(np.float64) - b).max()) for a, b in zip(old.run(x).values(), new.run(x).values()))
-    return (f"{ratio_line(name, times['old'], times['new'], 20)}  kernels {old.model.graph.kernel_count} -> "
-            f"{new.model.graph.kernel_count}, max |new - old| {gap:.2g}")
+    return ab_line(name, lambda: webnn_engine(ctx, path, x, "float32"), x, old_env, rounds)
 
 
 def format_table(rows: list[dict]) -> str:
@@ -344,11 +336,10 @@ def main(argv: list[str] | None = None) -> int:
 
     ok = {n: out / f"{n}.onnx" for n in args.models if n not in failed}
     if args.ab:
-        var, _, value = args.ab.partition("=")
+        from _common import print_ab
+
         ctx = webnn.ml.create_context()
-        print(f"{'model':>20} {'old us':>9} {'new us':>9}  new/old (quartiles) [range]")
-        for n, path in ok.items():
-            print(knob_ab(ctx, n, path, {var: value}, args.rounds), flush=True)
+        print_ab(args.ab, ok.items(), lambda n, path, env: knob_ab(ctx, n, path, env, args.rounds))
         return 0
     rows = {r["model"]: r for r in zoo.run_rows(webnn.ml.create_context(), ok, bench_model, args)}
     rows.update({n: {"model": n, "error": reason} for n, reason in failed.items()})

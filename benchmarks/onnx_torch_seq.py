@@ -483,11 +483,10 @@ def main(argv: list[str] | None = None) -> int:
     ctx = webnn.ml.create_context()
     ok = {s: out / f"{s}.onnx" for s in wanted if s not in failed}
     if args.ab:
-        var, _, value = args.ab.partition("=")
-        print(f"{'model':>20} {'old us':>9} {'new us':>9}  new/old (quartiles) [range]")
-        for s, path in ok.items():
-            if "+batch" not in s:
-                print(onnx_keras.knob_ab(ctx, s, path, {var: value}, args.rounds), flush=True)
+        from _common import print_ab
+
+        print_ab(args.ab, [(s, path) for s, path in ok.items() if "+batch" not in s],
+                 lambda s, path, env: onnx_keras.knob_ab(ctx, s, path, env, args.rounds))
         return 0
 
     def bench(ctx, stem, path, args):

@@ -508,11 +508,10 @@ def main(argv: list[str] | None = None) -> int:
 
     ok = {f[:-5]: out / f for f in files if f not in failed}
     if args.ab:
-        var, _, value = args.ab.partition("=")
+        from _common import print_ab
+
         ctx = webnn.ml.create_context()
-        print(f"{'model':>20} {'old us':>9} {'new us':>9}  new/old (quartiles) [range]")
-        for n, path in ok.items():
-            print(knob_ab(ctx, n, path, {var: value}, args.rounds), flush=True)
+        print_ab(args.ab, ok.items(), lambda n, path, env: knob_ab(ctx, n, path, env, args.rounds))
         return 0
     rows = {r["model"]: r for r in zoo.run_rows(webnn.ml.create_context(), ok,
                                                  bench_batch if args.batch else bench_model, args)}

@@ -201,20 +201,12 @@ def bench_model(ctx, name: str, path: pathlib.Path, args) -> dict:
 def ab_line(ctx, name: str, path: pathlib.Path, env: dict, rounds: int) -> str:
     """``name`` built with ``env`` set (old) and without it (new), timed in turn (the order
     swapped every round): kernels, medians (us), the per-round ratio new / old, the outputs' gap."""
-    from _common import ab_times, environ, ratio_line
+    from _common import ab_line as shared_ab_line
 
     options, x, known = case(name)
     if known:
         options["known_inputs"] = {k: x.pop(k) for k in known}
-    with environ({"WEBNN_GPU_PLAN_CACHE": "0", **env}):
-        old = keras_zoo.WebNN(ctx, path, "float32", **options)
-    with environ({"WEBNN_GPU_PLAN_CACHE": "0", **dict.fromkeys(env)}):
-        new = keras_zoo.WebNN(ctx, path, "float32", **options)
-    times = ab_times(old, new, x, rounds)
-    a, b = old.run(x), new.run(x)
-    gap = max(float(np.abs(a[k].astype(np.float64) - b[k]).max()) for k in a)
-    return (f"{ratio_line(name, times['old'], times['new'], 20)}  kernels {old.model.graph.kernel_count} -> "
-            f"{new.model.graph.kernel_count}, max |new - old| {gap:.2g}")
+    return shared_ab_line(name, lambda: keras_zoo.WebNN(ctx, path, "float32", **options), x, env, rounds)
 
 
 def format_table(rows: list[dict], dtype: str) -> str:
@@ -250,10 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     paths = models.fetch_many(args.models)
     ctx = webnn.ml.create_context()
     if args.ab:
-        var, _, value = args.ab.partition("=")
-        print(f"{'model':>20} {'old us':>9} {'new us':>9}  new/old (quartiles) [range]")
-        for n, path in paths.items():
-            print(ab_line(ctx, n, path, {var: value}, args.rounds), flush=True)
+        from _common import print_ab
+
+        print_ab(args.ab, paths.items(), lambda n, path, env: ab_line(ctx, n, path, env, args.rounds))
         return 0
     print(f"adapter: {ctx.adapter_info.get('device')}; {args.dtype}; {args.rounds} alternating rounds; "
           f"load average {os.getloadavg()[0]:.1f} at the start", flush=True)
