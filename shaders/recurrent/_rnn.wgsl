@@ -56,3 +56,17 @@
   let ct = gf * c + gi * gg;
   let ht = go * {{ act(acts[2], "ct") }};
 {% endmacro %}
+
+{#- the vec4 form of each of the activations `acts`: fn <name>4(v: vec4<f32>) -> vec4<f32> -#}
+{% macro act4_fns(acts) %}
+{% for name in acts | unique %}
+fn {{ name }}4(v: vec4<f32>) -> vec4<f32> {
+  return vec4<f32>({{ act(name, "v.x") }}, {{ act(name, "v.y") }}, {{ act(name, "v.z") }}, {{ act(name, "v.w") }});
+}
+{% endfor %}
+{%- endmacro %}
+
+{#- four scalars from index i of binding `name` as a vec4<f32> -#}
+{% macro load4(name, i) -%}
+vec4<f32>(f32(load_{{ name }}({{ i }})), f32(load_{{ name }}({{ i }} + 1u)), f32(load_{{ name }}({{ i }} + 2u)), f32(load_{{ name }}({{ i }} + 3u)))
+{%- endmacro %}

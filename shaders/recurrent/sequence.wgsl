@@ -63,15 +63,8 @@ fn proj_f32(i: u32) -> f32 { return f32(load_proj(i)); }
 {% endif %}
 {{ actlib.defs("f32", ["sigmoid", "tanh"]) }}
 {% if vec %}
-{% for name in acts | unique %}
-fn {{ name }}4(v: vec4<f32>) -> vec4<f32> {
-  return vec4<f32>({{ rnn.act(name, "v.x") }}, {{ rnn.act(name, "v.y") }}, {{ rnn.act(name, "v.z") }}, {{ rnn.act(name, "v.w") }});
-}
-{% endfor %}
-{#- four scalars from index i of binding `name` as a vec4<f32> -#}
-{% macro load4(name, i) -%}
-vec4<f32>(f32(load_{{ name }}({{ i }})), f32(load_{{ name }}({{ i }} + 1u)), f32(load_{{ name }}({{ i }} + 2u)), f32(load_{{ name }}({{ i }} + 3u)))
-{%- endmacro %}
+{{ rnn.act4_fns(acts) -}}
+{% set load4 = rnn.load4 %}
 {% set HQ, GQ = H // 4, GH // 4 %}
 {% endif %}
 var<workgroup> hs: array<f32, {{ 2 * H }}>;
