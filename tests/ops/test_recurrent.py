@@ -530,6 +530,28 @@ def _plain_rnn_gru(rng, nd, hidden, isz, act, r_bias=1.0):
     return w, r, b
 
 
+def _plain_rnn_graph(ctx, rng, steps, batch, isz, hidden, act, r_bias, direction, r_scale=1.0):
+    """A built gru graph (outputs h and the sequence s) of :func:`_plain_rnn_gru`'s weights (the
+    recurrent one times ``r_scale``) and its input: ``(graph, x, w, r, bias)``."""
+    nd = 2 if direction == "both" else 1
+    w, r, bias = _plain_rnn_gru(rng, nd, hidden, isz, act, r_bias)
+    r *= r_scale
+    x = _rand(rng, (steps, batch, isz), np.float32, 1.0)
+    b = webnn.MLGraphBuilder(ctx)
+    xo = b.input("x", {"data_type": "float32", "shape": list(x.shape)})
+    h, s = b.gru(xo, b.constant(w), b.constant(r), steps, hidden, bias=b.constant(bias), return_sequence=True,
+                 direction=direction, activations=["relu", act])
+    return b.build({"h": h, "s": s}), x, w, r, bias
+
+
+def _check_plain_rnn(ctx, graph, x, w, r, bias, steps, hidden, direction, act):
+    """The graph of :func:`_plain_rnn_graph` against the spec's GRU equations in float64."""
+    out = ctx.compute(graph, {"x": x})
+    rh, rs = ref_gru(x, w, r, steps, hidden, bias, direction=direction, acts=("relu", act))
+    _check(out["h"], rh, "float32")
+    _check(out["s"], rs, "float32")
+
+
 @pytest.mark.parametrize("act, r_bias, direction", [("tanh", 1.0, "forward"), ("relu", 1.0, "both"),
                                                      ("tanh", 0.5, "backward")])
 def test_gru_as_plain_rnn(ctx, rng, act, r_bias, direction):
@@ -537,20 +559,11 @@ def test_gru_as_plain_rnn(ctx, rng, act, r_bias, direction):
     r = 0.5 (a near miss) all three gates: both equal the spec's equations."""
     steps, batch, isz, hidden = 6, 2, 5, 7
     nd = 2 if direction == "both" else 1
-    w, r, bias = _plain_rnn_gru(rng, nd, hidden, isz, act, r_bias)
-    x = _rand(rng, (steps, batch, isz), np.float32, 1.0)
-    b = webnn.MLGraphBuilder(ctx)
-    xo = b.input("x", {"data_type": "float32", "shape": list(x.shape)})
-    h, s = b.gru(xo, b.constant(w), b.constant(r), steps, hidden, bias=b.constant(bias), return_sequence=True,
-                 direction=direction, activations=["relu", act])
-    graph = b.build({"h": h, "s": s})
+    graph, x, w, r, bias = _plain_rnn_graph(ctx, rng, steps, batch, isz, hidden, act, r_bias, direction)
     proj = graph._steps[-1].values[0]  # the sequence kernel's projections: [steps * batch, nd * gates * hidden]
     assert [st.template for st in graph._steps][1:] == ["recurrent/sequence.wgsl"]
     assert proj.shape == (steps * batch, nd * (hidden if r_bias == 1.0 else 3 * hidden))
-    out = ctx.compute(graph, {"x": x})
-    rh, rs = ref_gru(x, w, r, steps, hidden, bias, direction=direction, acts=("relu", act))
-    _check(out["h"], rh, "float32")
-    _check(out["s"], rs, "float32")
+    _check_plain_rnn(ctx, graph, x, w, r, bias, steps, hidden, direction, act)
 
 
 @pytest.mark.parametrize("exact", [True, False], ids=["float16 values", "one value off"])
@@ -589,23 +602,13 @@ def test_gru_as_plain_rnn_per_step(ctx, rng, act, r_bias, direction, batch):
     equations in float64."""
     steps, isz, hidden = 4, 10, 160
     nd = 2 if direction == "both" else 1
-    w, r, bias = _plain_rnn_gru(rng, nd, hidden, isz, act, r_bias)
-    r *= 0.3
-    x = _rand(rng, (steps, batch, isz), np.float32, 1.0)
-    b = webnn.MLGraphBuilder(ctx)
-    xo = b.input("x", {"data_type": "float32", "shape": list(x.shape)})
-    h, s = b.gru(xo, b.constant(w), b.constant(r), steps, hidden, bias=b.constant(bias), return_sequence=True,
-                 direction=direction, activations=["relu", act])
-    graph = b.build({"h": h, "s": s})
+    graph, x, w, r, bias = _plain_rnn_graph(ctx, rng, steps, batch, isz, hidden, act, r_bias, direction, r_scale=0.3)
     kernels = [st for st in graph._steps if hasattr(st, "template")]
     assert [st.template for st in kernels[-steps - 2:]] == \
         ["recurrent/init.wgsl"] + ["recurrent/step4.wgsl"] * steps + ["recurrent/finish.wgsl"]
     proj = kernels[-2].values[1]  # the last step's projections
     assert proj.shape == (steps * batch, nd * (hidden if r_bias == 1.0 else 3 * hidden))
-    out = ctx.compute(graph, {"x": x})
-    rh, rs = ref_gru(x, w, r, steps, hidden, bias, direction=direction, acts=("relu", act))
-    _check(out["h"], rh, "float32")
-    _check(out["s"], rs, "float32")
+    _check_plain_rnn(ctx, graph, x, w, r, bias, steps, hidden, direction, act)
 
 
 @pytest.mark.parametrize("op, direction, dt, hidden, reset_after", [
